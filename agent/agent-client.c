@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-client.c: the agent's rdzvd connection. */
+#include "agent-client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+#include "../proto/rdzv-frame.h"
+
+enum client_state { CL_RESOLVING, CL_CONNECTING, CL_HELLO, CL_JOINED, CL_DEAD };
+
+struct agent_client {
+    uv_loop_t *loop;
+    uv_tcp_t tcp;
+    uv_timer_t retry;
+    uv_getaddrinfo_t gai;
+    uv_connect_t connect_req;
+    bool tcp_open;
+    int closes_pending;
+    enum client_state state;
+    char host[256];
+    char port[8];
+    uint64_t deadline_ms;
+    uint64_t backoff_ms;
+    struct rdzv_join join;
+    struct agent_client_cbs cbs;
+    void *ud;
+    struct rdzv_buf in;
+    void (*done)(void *ud);
+    void *done_ud;
+    bool closing;
+};
+
+struct client_write {
+    uv_write_t req;
+    struct rdzv_buf buf;
+};
+
+static void client_try(struct agent_client *c);
+
+static void client_fail(struct agent_client *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void client_fail(struct agent_client *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (c->state == CL_DEAD)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    c->state = CL_DEAD;
+    if (c->tcp_open)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    if (!c->closing && c->cbs.on_error)
+        c->cbs.on_error(c, msg, c->ud);
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+    struct client_write *w = (struct client_write *)req;
+
+    rdzv_buf_free(&w->buf);
+    free(w);
+    (void)status; /* a failed write shows up as a read error */
+}
+
+static int client_write(struct agent_client *c, struct rdzv_buf *b)
+{
+    struct client_write *w = calloc(1, sizeof(*w));
+    uv_buf_t ub;
+    int r;
+
+    if (!w) {
+        rdzv_buf_free(b);
+        return -ENOMEM;
+    }
+    w->buf = *b;
+    memset(b, 0, sizeof(*b));
+    ub = uv_buf_init((char *)rdzv_buf_head(&w->buf), (unsigned)rdzv_buf_avail(&w->buf));
+    r = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, write_cb);
+    if (r < 0) {
+        rdzv_buf_free(&w->buf);
+        free(w);
+    }
+    return r;
+}
+
+int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj)
+{
+    struct rdzv_buf b = {0};
+    int r;
+
+    if (c->state != CL_JOINED && c->state != CL_HELLO) {
+        json_decref(obj);
+        return -ENOTCONN;
+    }
+    r = rdzv_msg_put(&b, op, obj);
+    if (r < 0) {
+        rdzv_buf_free(&b);
+        return r;
+    }
+    return client_write(c, &b);
+}
+
+static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body, uint32_t len)
+{
+    char err[512];
+
+    switch (op) {
+    case RDZV_MSG_HELLO:
+        if (rdzv_msg_parse_hello(body, len, err, sizeof(err)) < 0)
+            client_fail(c, "rdzvd's HELLO: %s", err);
+        return;
+    case RDZV_MSG_JOINED:
+        c->state = CL_JOINED;
+        log_debug("joined: %.*s", (int)len, (const char *)body);
+        return;
+    case RDZV_MSG_ROUND: {
+        struct rdzv_round *rd = malloc(sizeof(*rd));
+
+        if (!rd) {
+            client_fail(c, "out of memory");
+            return;
+        }
+        if (rdzv_msg_parse_round(body, len, rd, err, sizeof(err)) < 0)
+            client_fail(c, "bad ROUND from rdzvd: %s", err);
+        else if (c->cbs.on_round)
+            c->cbs.on_round(c, rd, c->ud);
+        free(rd);
+        return;
+    }
+    case RDZV_MSG_NCCL_REQUEST: {
+        json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
+        json_int_t gen, count;
+
+        if (!root || json_unpack(root, "{s:I, s:I}", "generation", &gen, "count", &count) < 0 ||
+            count < 1 || count > RDZV_MAX_NCCL_IDS) {
+            json_decref(root);
+            client_fail(c, "bad NCCL_REQUEST from rdzvd");
+            return;
+        }
+        json_decref(root);
+        if (c->cbs.on_nccl_request)
+            c->cbs.on_nccl_request(c, (uint64_t)gen, (unsigned)count, c->ud);
+        return;
+    }
+    case RDZV_MSG_EVENT: {
+        struct rdzv_event e;
+
+        if (rdzv_msg_parse_event(body, len, &e, err, sizeof(err)) < 0)
+            client_fail(c, "bad EVENT from rdzvd: %s", err);
+        else if (c->cbs.on_event)
+            c->cbs.on_event(c, &e, c->ud);
+        return;
+    }
+    case RDZV_MSG_ERROR: {
+        json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
+        const char *text = NULL;
+
+        if (root && json_unpack(root, "{s:s}", "error", &text) == 0)
+            client_fail(c, "rdzvd refused this agent: %s", text);
+        else
+            client_fail(c, "rdzvd refused this agent");
+        json_decref(root);
+        return;
+    }
+    default:
+        client_fail(c, "unexpected %s from rdzvd", rdzv_msg_name(op));
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct agent_client *c = h->data;
+
+    (void)suggested;
+    if (rdzv_buf_reserve(&c->in, 16384) < 0) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init((char *)c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct agent_client *c = s->data;
+
+    (void)buf;
+    if (nread == 0)
+        return;
+    if (nread < 0) {
+        client_fail(c, "lost the connection to rdzvd at %s:%s: %s", c->host, c->port,
+                    nread == UV_EOF ? "closed by the daemon" : uv_strerror((int)nread));
+        return;
+    }
+    c->in.len += (size_t)nread;
+    while (c->state != CL_DEAD) {
+        const uint8_t *body;
+        const char *why = "";
+        uint32_t blen;
+        uint8_t op;
+        ssize_t r = rdzv_frame_peek(rdzv_buf_head(&c->in), rdzv_buf_avail(&c->in), RDZV_MAX_MSG,
+                                    &op, &body, &blen, &why);
+
+        if (r < 0) {
+            client_fail(c, "malformed message from rdzvd: %s", why);
+            return;
+        }
+        if (r == 0)
+            break;
+        handle_frame(c, op, body, blen);
+        rdzv_buf_consume(&c->in, (size_t)r);
+    }
+    rdzv_buf_compact(&c->in);
+}
+
+static void tcp_close_cb(uv_handle_t *h)
+{
+    struct agent_client *c = h->data;
+
+    c->tcp_open = false;
+    if (c->closing && --c->closes_pending == 0) {
+        rdzv_buf_free(&c->in);
+        if (c->done)
+            c->done(c->done_ud);
+        free(c);
+    } else if (!c->closing) {
+        client_try(c); /* retry with a fresh socket */
+    }
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+    struct agent_client *c = t->data;
+
+    client_try(c);
+}
+
+static void schedule_retry(struct agent_client *c, int err)
+{
+    uint64_t now = rdzv_now_ms(), delay;
+
+    if (now >= c->deadline_ms) {
+        client_fail(c, "cannot reach rdzvd at %s:%s: %s (is the daemon running there? check "
+                       "--endpoint)",
+                    c->host, c->port, uv_strerror(err));
+        return;
+    }
+    /* Exponential backoff with jitter, so a thousand agents do not retry in step. */
+    delay = c->backoff_ms / 2 + rdzv_random_u64() % (c->backoff_ms + 1);
+    c->backoff_ms = c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2;
+    log_debug("rdzvd at %s:%s not reachable (%s), retrying in %llu ms", c->host, c->port,
+              uv_strerror(err), (unsigned long long)delay);
+    uv_timer_start(&c->retry, retry_cb, delay, 0);
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    struct agent_client *c = req->data;
+    struct rdzv_buf b = {0};
+    int r;
+
+    if (c->closing)
+        return;
+    if (status < 0) {
+        c->state = CL_RESOLVING;
+        /* Close this socket; tcp_close_cb retries once it is gone. */
+        if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->tcp)) {
+            uint64_t now = rdzv_now_ms();
+
+            if (now >= c->deadline_ms) {
+                client_fail(c, "cannot reach rdzvd at %s:%s: %s (is the daemon running there? "
+                               "check --endpoint)",
+                            c->host, c->port, uv_strerror(status));
+                return;
+            }
+            c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+            uv_close((uv_handle_t *)&c->tcp, NULL);
+            c->tcp_open = false;
+            schedule_retry(c, status);
+        }
+        return;
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    c->state = CL_HELLO;
+    r = rdzv_msg_put_hello(&b, "rdzv-agent " RDZV_VERSION);
+    if (r == 0)
+        r = rdzv_msg_put_join(&b, &c->join);
+    if (r == 0)
+        r = client_write(c, &b);
+    else
+        rdzv_buf_free(&b);
+    if (r == 0)
+        r = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (r < 0)
+        client_fail(c, "cannot talk to rdzvd: %s", uv_strerror(r));
+}
+
+static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct agent_client *c = req->data;
+    int r;
+
+    if (c->closing) {
+        uv_freeaddrinfo(res);
+        if (--c->closes_pending == 0) {
+            rdzv_buf_free(&c->in);
+            if (c->done)
+                c->done(c->done_ud);
+            free(c);
+        }
+        return;
+    }
+    if (status < 0) {
+        if (status == UV_EAI_NONAME) {
+            client_fail(c, "cannot resolve rdzvd host '%s'; check --endpoint", c->host);
+            return;
+        }
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+        schedule_retry(c, status);
+        return;
+    }
+    r = uv_tcp_init(c->loop, &c->tcp);
+    if (r == 0) {
+        c->tcp.data = c;
+        c->tcp_open = true;
+        c->state = CL_CONNECTING;
+        c->connect_req.data = c;
+        r = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, connect_cb);
+    }
+    uv_freeaddrinfo(res);
+    if (r < 0) {
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+        if (c->tcp_open) {
+            uv_close((uv_handle_t *)&c->tcp, NULL);
+            c->tcp_open = false;
+        }
+        schedule_retry(c, r);
+    }
+}
+
+static void client_try(struct agent_client *c)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+    int r;
+
+    if (c->closing || c->state == CL_DEAD)
+        return;
+    c->state = CL_RESOLVING;
+    c->gai.data = c;
+    r = uv_getaddrinfo(c->loop, &c->gai, gai_cb, c->host, c->port, &hints);
+    if (r < 0)
+        client_fail(c, "cannot resolve '%s': %s", c->host, uv_strerror(r));
+}
+
+int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
+                       uint64_t connect_timeout_ms, const struct rdzv_join *j,
+                       const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret)
+{
+    struct agent_client *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return -ENOMEM;
+    c->loop = loop;
+    snprintf(c->host, sizeof(c->host), "%s", host);
+    snprintf(c->port, sizeof(c->port), "%u", port);
+    c->deadline_ms = rdzv_now_ms() + connect_timeout_ms;
+    c->join = *j;
+    c->cbs = *cbs;
+    c->ud = ud;
+    uv_timer_init(loop, &c->retry);
+    c->retry.data = c;
+    *ret = c;
+    client_try(c);
+    return 0;
+}
+
+static void retry_close_cb(uv_handle_t *h)
+{
+    struct agent_client *c = h->data;
+
+    if (--c->closes_pending == 0) {
+        rdzv_buf_free(&c->in);
+        if (c->done)
+            c->done(c->done_ud);
+        free(c);
+    }
+}
+
+void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    c->done = done;
+    c->done_ud = ud;
+    c->closes_pending = 1;
+    if (c->state == CL_RESOLVING && uv_cancel((uv_req_t *)&c->gai) == 0)
+        c->closes_pending++; /* gai_cb runs with UV_ECANCELED */
+    else if (c->state == CL_RESOLVING && uv_is_active((uv_handle_t *)&c->retry) == 0 &&
+             !c->tcp_open)
+        c->closes_pending++; /* a lookup is in flight and can't be cancelled: wait for it */
+    if (c->tcp_open) {
+        c->closes_pending++;
+        uv_close((uv_handle_t *)&c->tcp, tcp_close_cb);
+    }
+    uv_close((uv_handle_t *)&c->retry, retry_close_cb);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-client.h: the agent's connection to rdzvd: connect (retrying while the daemon is not up
+ * yet), HELLO, JOIN, then frames in both directions. */
+#pragma once
+#include <stdint.h>
+#include <uv.h>
+
+#include "../proto/rdzv-msg.h"
+
+struct agent_client;
+
+struct agent_client_cbs {
+    /* The round closed: this node's assignment. */
+    void (*on_round)(struct agent_client *c, const struct rdzv_round *r, void *ud);
+    /* The daemon asks this (node rank 0) agent for count NCCL ids. */
+    void (*on_nccl_request)(struct agent_client *c, uint64_t generation, unsigned count, void *ud);
+    /* The job's outcome. */
+    void (*on_event)(struct agent_client *c, const struct rdzv_event *e, void *ud);
+    /* The daemon refused us (ERROR) or the connection failed or closed; msg says why. No more
+     * callbacks follow. */
+    void (*on_error)(struct agent_client *c, const char *msg, void *ud);
+};
+
+/* Connect to host:port, retrying for up to connect_timeout_ms while nothing listens, then send
+ * HELLO and JOIN (j is copied). Callbacks fire on loop. Returns 0 or -errno. */
+int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
+                       uint64_t connect_timeout_ms, const struct rdzv_join *j,
+                       const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret);
+
+/* Send one message (steals obj). Returns 0 or -errno (-ENOTCONN before the connection is up). */
+int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj);
+
+/* Close the connection (asynchronous); done(ud) runs once its memory is released. */
+void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud);

@@ -1,0 +1,1155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-workers.c: the local worker group: spawn, torchrun environment, output relay, stop. */
+#include "agent-workers.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+
+extern char **environ;
+
+#define SINK_HIGH (1u << 20)   /* queued relay bytes that pause reading from the workers */
+#define SINK_LOW (256u << 10)  /* ... and that resume it */
+#define SINK_KEEP_CAP (4u << 20) /* an emptied queue larger than this gives its memory back */
+
+enum group_state {
+    GROUP_IDLE,     /* no start active: every worker handle is closed */
+    GROUP_ACTIVE,   /* a start's processes or output pipes are open */
+    GROUP_STOPPING, /* ACTIVE, and a stop was asked for: kill_timer is armed */
+    GROUP_FREEING,  /* agent_group_free(): closing everything */
+    _GROUP_STATE_MAX,
+};
+
+static const char *const group_state_names[] = {"idle", "active", "stopping", "freeing"};
+
+enum { OUT_STDOUT, OUT_STDERR, _OUT_MAX };
+
+static const char *const out_names[] = {"stdout", "stderr"};
+
+/* Where relayed lines go: the agent's stdout or stderr (or cfg->out_fd/err_fd). */
+struct out_sink {
+    uv_poll_t poll;          /* queued mode only: writable events on fd */
+    struct agent_group *g;
+    int fd;                  /* what we write to */
+    bool queued;             /* fd is non-blocking: bytes that don't fit wait in q */
+    bool own_fd;             /* fd is our private open file description: close it */
+    bool is_socket;          /* write with send(MSG_DONTWAIT), the description stays blocking */
+    bool poll_open;          /* poll initialised, uv_close not yet called */
+    bool polling;
+    bool failed;             /* a write failed: this sink's output is dropped from now on */
+    struct rdzv_buf q;
+};
+
+/* One output pipe of one worker: the read end, the partial line, the raw log file. */
+struct worker_out {
+    uv_pipe_t pipe;          /* first: callbacks recover us via container_of */
+    struct agent_worker *w;
+    unsigned which;          /* OUT_STDOUT or OUT_STDERR */
+    bool open;               /* initialised, uv_close not yet called */
+    int log_fd;              /* <dir>/stdout.log or stderr.log, or -1 */
+    size_t len;              /* bytes of an unfinished line in line[] */
+    char line[AGENT_MAX_LINE];
+};
+
+struct agent_worker {
+    uv_process_t proc;       /* first */
+    struct agent_group *g;
+    unsigned local_rank;
+    unsigned rank;           /* global rank of the current start */
+    int pid;                 /* also the worker's process group and session id */
+    bool proc_open;          /* initialised by uv_spawn, uv_close not yet called */
+    bool running;            /* spawned, exit not yet seen */
+    char *error_file;        /* TORCHELASTIC_ERROR_FILE of the current start */
+    char prefix[32];         /* "[rank<N>]: " */
+    size_t prefix_len;
+    struct worker_out out[_OUT_MAX];
+};
+
+struct agent_group {
+    struct agent_group_cfg cfg;
+    enum group_state state;
+    struct agent_worker *workers; /* cfg.nproc of them */
+    unsigned running;        /* workers spawned and not exited */
+    unsigned worker_handles; /* process and pipe handles of this start not yet closed back */
+    unsigned pipes_open;     /* worker_out with open == true */
+    unsigned handles;        /* every handle of the group not yet closed back */
+    uv_timer_t kill_timer;   /* STOPPING: grace period, then SIGKILL */
+    uv_timer_t drain_timer;  /* after the last exit: silence on output still open */
+    uv_timer_t notify_timer; /* on_all_exited for a stop on an idle group or a failed start */
+    int stop_signal;
+    bool paused;             /* a sink is over SINK_HIGH: worker pipes are not read */
+    struct out_sink sink[_OUT_MAX];
+    struct rdzv_buf scratch; /* one line, for blocking sinks */
+    char *tmp_dir;           /* private directory for error files when there is no log_dir */
+    char self_pid[24];
+    void (*done)(void *ud);
+    void *done_ud;
+};
+
+/* Variables this module sets; inherited copies are dropped so none appears twice. */
+static const char *const env_owned[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "RDZV_NCCL_UNIQUE_ID", "RDZV_GENERATION",
+    "RDZV_ENDPOINT",
+};
+#define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
+
+static void group_maybe_finish(struct agent_group *g);
+static void group_update_pause(struct agent_group *g);
+
+static void group_set_state(struct agent_group *g, enum group_state st)
+{
+    assert(st < _GROUP_STATE_MAX);
+    log_trace("workers: %s -> %s", group_state_names[g->state], group_state_names[st]);
+    g->state = st;
+}
+
+static bool group_active(const struct agent_group *g)
+{
+    return g->state == GROUP_ACTIVE || g->state == GROUP_STOPPING;
+}
+
+/* Write all of p, waiting in poll() if fd happens to be non-blocking. Returns 0 or -errno. */
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+
+                (void)poll(&pfd, 1, -1);
+                continue;
+            }
+            return -errno;
+        }
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* ---- sinks: relayed lines to the agent's stdout / stderr ---- */
+
+static void sink_fail(struct out_sink *s, int r)
+{
+    log_warn_errno(r, "cannot write worker output to fd %d, dropping it from now on", s->fd);
+    s->failed = true;
+    rdzv_buf_free(&s->q);
+}
+
+static void sink_poll_cb(uv_poll_t *p, int status, int events);
+
+/* Write what the socket or pipe takes now; poll for the rest. */
+static void sink_flush(struct out_sink *s)
+{
+    bool want;
+    int r;
+
+    while (!s->failed && rdzv_buf_avail(&s->q) > 0) {
+        ssize_t n;
+
+        if (s->is_socket)
+            n = send(s->fd, rdzv_buf_head(&s->q), rdzv_buf_avail(&s->q),
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+        else
+            n = write(s->fd, rdzv_buf_head(&s->q), rdzv_buf_avail(&s->q));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                sink_fail(s, -errno);
+            break;
+        }
+        rdzv_buf_consume(&s->q, (size_t)n);
+    }
+    if (rdzv_buf_avail(&s->q) == 0 && s->q.cap > SINK_KEEP_CAP)
+        rdzv_buf_free(&s->q);
+    want = !s->failed && rdzv_buf_avail(&s->q) > 0;
+    if (want && !s->polling) {
+        r = uv_poll_start(&s->poll, UV_WRITABLE, sink_poll_cb);
+        if (r < 0)
+            sink_fail(s, r);
+        else
+            s->polling = true;
+    } else if (!want && s->polling) {
+        (void)uv_poll_stop(&s->poll);
+        s->polling = false;
+    }
+    group_update_pause(s->g);
+}
+
+static bool group_queued(const struct agent_group *g)
+{
+    for (unsigned i = 0; i < _OUT_MAX; i++)
+        if (rdzv_buf_avail(&g->sink[i].q) > 0)
+            return true;
+    return false;
+}
+
+static void sink_poll_cb(uv_poll_t *p, int status, int events)
+{
+    struct out_sink *s = rdzv_container_of(p, struct out_sink, poll);
+
+    if (status < 0)
+        sink_fail(s, status);
+    sink_flush(s);
+    /* The end of a start may have been waiting for this queue to empty. */
+    if (!group_queued(s->g))
+        group_maybe_finish(s->g);
+}
+
+/* At free: write what is still queued, blocking until the deadline (monotonic ms) at most. A
+ * synchronous end keeps free() from leaving handles open that a caller's uv_walk() might close. */
+static void sink_flush_sync(struct out_sink *s, uint64_t deadline)
+{
+    while (!s->failed && rdzv_buf_avail(&s->q) > 0) {
+        struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
+        uint64_t now = rdzv_now_ms();
+
+        if (now >= deadline) {
+            log_warn("dropping %zu bytes of worker output that fd %d did not take in %d ms",
+                     rdzv_buf_avail(&s->q), s->fd, AGENT_FLUSH_MS);
+            break;
+        }
+        if (poll(&pfd, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+            break;
+        sink_flush(s);
+    }
+}
+
+/* Relay one line: prefix, bytes, newline. */
+static void sink_line(struct out_sink *s, const char *prefix, size_t plen, const char *p, size_t n)
+{
+    struct rdzv_buf *b = s->queued ? &s->q : &s->g->scratch;
+    int r;
+
+    if (s->failed)
+        return;
+    if (!s->queued)
+        b->len = b->off = 0;
+    r = rdzv_buf_reserve(b, plen + n + 1);
+    if (r < 0) {
+        log_warn_errno(r, "relaying a worker line of %zu bytes, dropping it", n);
+        return;
+    }
+    (void)rdzv_buf_put(b, prefix, plen);
+    (void)rdzv_buf_put(b, p, n);
+    (void)rdzv_buf_put_u8(b, '\n');
+    if (!s->queued) {
+        /* One write per line: concurrent writers interleave by line, not by fragment. */
+        r = write_all(s->fd, rdzv_buf_head(b), rdzv_buf_avail(b));
+        if (r < 0)
+            sink_fail(s, r);
+        return;
+    }
+    if (!s->polling)
+        sink_flush(s);
+    else if (rdzv_buf_avail(&s->q) > SINK_HIGH)
+        group_update_pause(s->g);
+}
+
+/* Pick how to write fd without ever blocking the loop on it; falls back to blocking writes for
+ * regular files (they don't stall) and for anything we cannot open or poll privately. Setting
+ * O_NONBLOCK on fd itself is not an option: the open file description is shared with stdio, the
+ * logger and the agent's parent. */
+static void sink_setup(struct agent_group *g, struct out_sink *s, int fd)
+{
+    char path[64];
+    struct stat st;
+    int flags = -1, nfd = -1, r;
+
+    s->g = g;
+    s->fd = fd;
+    if (fstat(fd, &st) < 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode))
+        return;
+    if (S_ISSOCK(st.st_mode)) {
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0)
+            return;
+        nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        s->is_socket = true;
+    } else {
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        nfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    }
+    if (nfd < 0)
+        goto out_blocking;
+    r = uv_poll_init(g->cfg.loop, &s->poll, nfd);
+    if (r < 0)
+        goto out_blocking;
+    /* uv_poll_init set O_NONBLOCK on the shared socket description; send() doesn't need it. */
+    if (s->is_socket)
+        (void)fcntl(nfd, F_SETFL, flags);
+    s->poll.data = g;
+    g->handles++;
+    s->poll_open = true;
+    s->fd = nfd;
+    s->own_fd = true;
+    s->queued = true;
+    log_debug("workers: relaying to fd %d through private fd %d", fd, nfd);
+    return;
+
+out_blocking:
+    if (nfd >= 0)
+        close(nfd);
+    s->is_socket = false;
+    log_debug("workers: relaying to fd %d with blocking writes", fd);
+}
+
+/* ---- worker output pipes ---- */
+
+static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void worker_out_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct worker_out *o = rdzv_container_of(h, struct worker_out, pipe);
+
+    /* worker_out_lines() never leaves the buffer full, so there is always room. */
+    buf->base = o->line + o->len;
+    buf->len = sizeof(o->line) - o->len;
+}
+
+static void relay_line(struct worker_out *o, const char *p, size_t n)
+{
+    struct agent_worker *w = o->w;
+
+    sink_line(&w->g->sink[o->which], w->prefix, w->prefix_len, p, n);
+}
+
+/* Relay every complete line in line[0..len) and keep the tail; scan_from bytes are known to hold
+ * no newline. A full buffer without a newline is relayed as one (split) line. */
+static void worker_out_lines(struct worker_out *o, size_t scan_from)
+{
+    char *start = o->line, *end = o->line + o->len, *p = o->line + scan_from, *nl;
+    size_t rest;
+
+    while ((nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        relay_line(o, start, (size_t)(nl - start));
+        start = p = nl + 1;
+    }
+    rest = (size_t)(end - start);
+    if (rest == sizeof(o->line)) {
+        relay_line(o, start, rest);
+        rest = 0;
+    } else if (start != o->line && rest > 0) {
+        memmove(o->line, start, rest);
+    }
+    o->len = rest;
+}
+
+static void worker_handle_close_cb(uv_handle_t *h)
+{
+    struct agent_group *g = h->data;
+
+    assert(g->worker_handles > 0 && g->handles > 0);
+    g->worker_handles--;
+    g->handles--;
+    group_maybe_finish(g);
+}
+
+/* Relay an unfinished last line, close the log file and the pipe. */
+static void worker_out_close(struct worker_out *o)
+{
+    struct agent_group *g = o->w->g;
+
+    if (!o->open)
+        return;
+    if (o->len > 0) {
+        relay_line(o, o->line, o->len);
+        o->len = 0;
+    }
+    if (o->log_fd >= 0) {
+        close(o->log_fd);
+        o->log_fd = -1;
+    }
+    o->open = false;
+    g->pipes_open--;
+    uv_close((uv_handle_t *)&o->pipe, worker_handle_close_cb);
+}
+
+static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct worker_out *o = rdzv_container_of(st, struct worker_out, pipe);
+    struct agent_worker *w = o->w;
+    struct agent_group *g = w->g;
+    size_t old;
+    int r;
+
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_warn("worker rank %u: reading %s: %s, closing it", w->rank, out_names[o->which],
+                     uv_strerror((int)nread));
+        worker_out_close(o);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (o->log_fd >= 0) {
+        r = write_all(o->log_fd, buf->base, (size_t)nread);
+        if (r < 0) {
+            log_warn_errno(r, "worker rank %u: writing %s.log, no more log file for it", w->rank,
+                           out_names[o->which]);
+            close(o->log_fd);
+            o->log_fd = -1;
+        }
+    }
+    old = o->len;
+    o->len += (size_t)nread;
+    worker_out_lines(o, old);
+    /* After the last exit the drain deadline counts silence, not total time. */
+    if (g->running == 0 && uv_is_active((uv_handle_t *)&g->drain_timer))
+        (void)uv_timer_again(&g->drain_timer);
+}
+
+static void group_update_pause(struct agent_group *g)
+{
+    size_t queued = 0;
+    bool pause;
+
+    for (unsigned i = 0; i < _OUT_MAX; i++)
+        if (rdzv_buf_avail(&g->sink[i].q) > queued)
+            queued = rdzv_buf_avail(&g->sink[i].q);
+    pause = g->paused ? queued > SINK_LOW : queued > SINK_HIGH;
+    if (pause == g->paused)
+        return;
+    g->paused = pause;
+    log_debug("workers: %zu relay bytes queued, %s reading worker output", queued,
+              pause ? "pausing" : "resuming");
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        for (unsigned k = 0; k < _OUT_MAX; k++) {
+            struct worker_out *o = &g->workers[i].out[k];
+
+            if (!o->open)
+                continue;
+            if (pause)
+                (void)uv_read_stop((uv_stream_t *)&o->pipe);
+            else
+                (void)uv_read_start((uv_stream_t *)&o->pipe, worker_out_alloc_cb,
+                                    worker_out_read_cb);
+        }
+}
+
+/* ---- timers and completion ---- */
+
+static bool worker_alive(const struct agent_worker *w)
+{
+    /* An exited worker whose output is still open has a descendant holding it, most likely in
+     * its process group, which keeps the group id from being reused. */
+    return w->pid > 0 && (w->running || w->out[OUT_STDOUT].open || w->out[OUT_STDERR].open);
+}
+
+static void group_kill(struct agent_group *g, int signum)
+{
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (!worker_alive(w))
+            continue;
+        if (kill(-w->pid, signum) < 0 && errno != ESRCH)
+            log_warn_errno(-errno, "worker rank %u: kill(-%d, %d)", w->rank, w->pid, signum);
+    }
+}
+
+static void kill_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (w->running)
+            log_warn("worker rank %u (pid %d) still running %" PRIu64
+                     " ms after signal %d, sending SIGKILL to its process group",
+                     w->rank, w->pid, g->cfg.grace_ms, g->stop_signal);
+    }
+    group_kill(g, SIGKILL);
+}
+
+static void drain_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+
+    /* A stalled reader of our own output is not the workers' fault: wait for it, unless we are
+     * stopping (then the deadline holds). */
+    if (g->paused && g->state != GROUP_STOPPING) {
+        (void)uv_timer_again(t);
+        return;
+    }
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        for (unsigned k = 0; k < _OUT_MAX; k++) {
+            struct worker_out *o = &g->workers[i].out[k];
+
+            if (!o->open)
+                continue;
+            if (g->paused)
+                log_warn("worker rank %u: stopping, dropping its %s that nobody reads from "
+                         "the agent", g->workers[i].rank, out_names[k]);
+            else
+                log_warn("worker rank %u exited but its %s is still open after %d ms of "
+                         "silence (a child process holds it), closing it",
+                         g->workers[i].rank, out_names[k], AGENT_DRAIN_MS);
+            worker_out_close(o);
+        }
+}
+
+static void notify_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+
+    if (g->state != GROUP_IDLE)
+        group_maybe_finish(g); /* a stop that need not wait for queued output */
+    else if (g->cfg.on_all_exited)
+        g->cfg.on_all_exited(g, g->cfg.ud);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    if (remove(path) < 0)
+        log_debug("workers: remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static void group_destroy(struct agent_group *g)
+{
+    void (*done)(void *) = g->done;
+    void *ud = g->done_ud;
+
+    if (g->tmp_dir) {
+        (void)nftw(g->tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        free(g->tmp_dir);
+    }
+    for (unsigned i = 0; i < _OUT_MAX; i++) {
+        if (g->sink[i].own_fd)
+            close(g->sink[i].fd);
+        rdzv_buf_free(&g->sink[i].q);
+    }
+    rdzv_buf_free(&g->scratch);
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        free(g->workers[i].error_file);
+    free(g->workers);
+    free(g);
+    if (done)
+        done(ud);
+}
+
+/* Called from callbacks only (close, poll, timer): reports the end of a start, or finishes a
+ * free. A start ends when its handles are closed and, unless it is being stopped, its relayed
+ * output has left the queues too (a stop doesn't wait for a slow reader: free() flushes). */
+static void group_maybe_finish(struct agent_group *g)
+{
+    if (g->state == GROUP_FREEING) {
+        if (g->handles == 0)
+            group_destroy(g);
+        return;
+    }
+    if (!group_active(g) || g->worker_handles > 0)
+        return;
+    if (g->state == GROUP_ACTIVE && group_queued(g))
+        return;
+    (void)uv_timer_stop(&g->kill_timer);
+    (void)uv_timer_stop(&g->drain_timer);
+    group_set_state(g, GROUP_IDLE);
+    log_debug("workers: all exited and output drained");
+    if (g->cfg.on_all_exited)
+        g->cfg.on_all_exited(g, g->cfg.ud);
+}
+
+static void group_handle_close_cb(uv_handle_t *h)
+{
+    struct agent_group *g = h->data;
+
+    assert(g->handles > 0);
+    g->handles--;
+    group_maybe_finish(g);
+}
+
+/* ---- processes ---- */
+
+static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
+    struct agent_group *g = w->g;
+
+    assert(w->running && g->running > 0);
+    w->running = false;
+    g->running--;
+    if (term_signal)
+        log_info("worker rank %u (local rank %u, pid %d) was killed by signal %d (%s)", w->rank,
+                 w->local_rank, w->pid, term_signal, strsignal(term_signal));
+    else
+        log_info("worker rank %u (local rank %u, pid %d) exited with status %" PRId64, w->rank,
+                 w->local_rank, w->pid, exit_status);
+    w->proc_open = false;
+    uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
+    if (g->running == 0 && g->pipes_open > 0)
+        (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
+    if (g->cfg.on_exit)
+        g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
+}
+
+/* growable, NULL-terminated environment; entries from index n_borrowed on are ours to free */
+struct envb {
+    char **v;
+    size_t n, cap, n_borrowed;
+};
+
+static int env_add(struct envb *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int env_add(struct envb *e, const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    int r;
+
+    assert(e->n + 1 < e->cap);
+    va_start(ap, fmt);
+    r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return -ENOMEM;
+    e->v[e->n++] = s;
+    e->v[e->n] = NULL;
+    return 0;
+}
+
+/* Drop the entries we added, keep the inherited ones. */
+static void env_reset(struct envb *e)
+{
+    for (size_t i = e->n_borrowed; i < e->n; i++)
+        free(e->v[i]);
+    e->n = e->n_borrowed;
+    e->v[e->n] = NULL;
+}
+
+static void env_free(struct envb *e)
+{
+    if (!e->v)
+        return;
+    env_reset(e);
+    free(e->v);
+    e->v = NULL;
+}
+
+static bool env_is(const char *entry, const char *name)
+{
+    size_t n = strlen(name);
+
+    return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+/* The inherited environment minus what we set. Entries are borrowed from environ, which must not
+ * change until env_free(). */
+static int env_inherit(const struct agent_group *g, struct envb *e)
+{
+    size_t n = 0;
+
+    while (environ && environ[n])
+        n++;
+    e->cap = n + RDZV_ARRAY_SIZE(env_owned) + ENV_EXTRA + 1;
+    e->v = calloc(e->cap, sizeof(*e->v));
+    if (!e->v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        bool drop = g->cfg.devices && env_is(environ[i], "CUDA_VISIBLE_DEVICES");
+
+        for (size_t k = 0; !drop && k < RDZV_ARRAY_SIZE(env_owned); k++)
+            drop = env_is(environ[i], env_owned[k]);
+        if (!drop)
+            e->v[e->n++] = environ[i];
+    }
+    e->n_borrowed = e->n;
+    return 0;
+}
+
+/* torchrun's per-worker variables (pytorch-compat.md §3.1) plus rdzv's own. */
+static int env_worker(const struct agent_group *g, const struct agent_worker *w,
+                      const struct agent_assignment *a, struct envb *e)
+{
+    const char *v;
+    int r = 0;
+
+    r |= env_add(e, "RANK=%u", w->rank);
+    r |= env_add(e, "LOCAL_RANK=%u", w->local_rank);
+    r |= env_add(e, "WORLD_SIZE=%u", a->world_size);
+    r |= env_add(e, "LOCAL_WORLD_SIZE=%u", g->cfg.nproc);
+    r |= env_add(e, "GROUP_RANK=%u", a->node_rank);
+    r |= env_add(e, "GROUP_WORLD_SIZE=%u", a->nnodes);
+    r |= env_add(e, "ROLE_NAME=%s", g->cfg.role);
+    r |= env_add(e, "ROLE_RANK=%u", w->rank);
+    r |= env_add(e, "ROLE_WORLD_SIZE=%u", a->world_size);
+    r |= env_add(e, "MASTER_ADDR=%s", a->master_addr);
+    r |= env_add(e, "MASTER_PORT=%u", a->master_port);
+    r |= env_add(e, "TORCHELASTIC_RESTART_COUNT=%u", a->restart_count);
+    r |= env_add(e, "TORCHELASTIC_MAX_RESTARTS=%u", g->cfg.max_restarts);
+    r |= env_add(e, "TORCHELASTIC_RUN_ID=%s", g->cfg.run_id);
+    r |= env_add(e, "TORCHELASTIC_USE_AGENT_STORE=True");
+    r |= env_add(e, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
+    v = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+    r |= env_add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING=%s", v ? v : "1");
+    v = getenv("NCCL_ASYNC_ERROR_HANDLING");
+    r |= env_add(e, "NCCL_ASYNC_ERROR_HANDLING=%s", v ? v : "1");
+    v = getenv("OMP_NUM_THREADS");
+    if (v || g->cfg.nproc > 1)
+        r |= env_add(e, "OMP_NUM_THREADS=%s", v ? v : "1");
+    if (a->nccl_id_hex)
+        r |= env_add(e, "RDZV_NCCL_UNIQUE_ID=%s", a->nccl_id_hex);
+    r |= env_add(e, "RDZV_GENERATION=%" PRIu64, a->generation);
+    if (g->cfg.endpoint)
+        r |= env_add(e, "RDZV_ENDPOINT=%s", g->cfg.endpoint);
+    if (g->cfg.devices)
+        r |= env_add(e, "CUDA_VISIBLE_DEVICES=%s", g->cfg.devices[w->local_rank]);
+    return r < 0 ? -ENOMEM : 0;
+}
+
+/* mkdir -p, 0755. */
+static int mkdir_parents(const char *path)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+
+    if (n >= sizeof(buf))
+        return -ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* The per-worker directory of this attempt: error.json (stale one removed) and the logs. */
+static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, unsigned attempt)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    int n, r;
+
+    if (!g->cfg.log_dir && !g->tmp_dir) {
+        const char *tmp = getenv("TMPDIR");
+
+        if (!tmp || !*tmp)
+            tmp = "/tmp";
+        if (asprintf(&g->tmp_dir, "%s/rdzv-%s-XXXXXX", tmp, g->cfg.run_id) < 0) {
+            g->tmp_dir = NULL;
+            return -ENOMEM;
+        }
+        if (!mkdtemp(g->tmp_dir)) {
+            r = -errno;
+            log_error_errno(r, "cannot create a directory for error files like %s", g->tmp_dir);
+            free(g->tmp_dir);
+            g->tmp_dir = NULL;
+            return r;
+        }
+    }
+    if (g->cfg.log_dir)
+        n = snprintf(dir, sizeof(dir), "%s/%s/attempt_%u/%u", g->cfg.log_dir, g->cfg.run_id,
+                     attempt, w->local_rank);
+    else
+        n = snprintf(dir, sizeof(dir), "%s/attempt_%u/%u", g->tmp_dir, attempt, w->local_rank);
+    if (n < 0 || (size_t)n + sizeof("/stdout.log") > sizeof(dir))
+        return log_error_errno(-ENAMETOOLONG, "worker log directory under %s",
+                               g->cfg.log_dir ? g->cfg.log_dir : g->tmp_dir);
+    r = mkdir_parents(dir);
+    if (r < 0)
+        return log_error_errno(r, "cannot create %s", dir);
+
+    free(w->error_file);
+    if (asprintf(&w->error_file, "%s/error.json", dir) < 0) {
+        w->error_file = NULL;
+        return -ENOMEM;
+    }
+    /* torchrun gets a fresh directory per attempt; ours is fixed, so a leftover error file would
+     * be taken for this attempt's. */
+    if (unlink(w->error_file) < 0 && errno != ENOENT)
+        log_warn_errno(-errno, "cannot remove stale %s", w->error_file);
+
+    if (!g->cfg.log_dir)
+        return 0;
+    for (unsigned k = 0; k < _OUT_MAX; k++) {
+        snprintf(path, sizeof(path), "%s/%s.log", dir, out_names[k]);
+        w->out[k].log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
+        if (w->out[k].log_fd < 0)
+            return log_error_errno(-errno, "cannot open %s", path);
+    }
+    return 0;
+}
+
+static void worker_close_logs(struct agent_worker *w)
+{
+    for (unsigned k = 0; k < _OUT_MAX; k++)
+        if (w->out[k].log_fd >= 0) {
+            close(w->out[k].log_fd);
+            w->out[k].log_fd = -1;
+        }
+}
+
+/* Make one output pipe: our end non-blocking in a uv_pipe_t, the worker's end blocking (it is
+ * the worker's stdout or stderr). On failure nothing is left open. */
+static int worker_out_open(struct worker_out *o, int *ret_child_fd)
+{
+    struct agent_group *g = o->w->g;
+    uv_file fds[2];
+    int r;
+
+    r = uv_pipe(fds, UV_NONBLOCK_PIPE, 0);
+    if (r < 0)
+        return r;
+    r = uv_pipe_init(g->cfg.loop, &o->pipe, 0);
+    if (r < 0)
+        goto out_close_fds;
+    o->pipe.data = g;
+    o->open = true;
+    o->len = 0;
+    g->pipes_open++;
+    g->worker_handles++;
+    g->handles++;
+    r = uv_pipe_open(&o->pipe, fds[0]);
+    if (r < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        worker_out_close(o);
+        return r;
+    }
+    *ret_child_fd = fds[1];
+    return 0;
+
+out_close_fds:
+    close(fds[0]);
+    close(fds[1]);
+    return r;
+}
+
+static int worker_spawn(struct agent_group *g, struct agent_worker *w,
+                        const struct agent_assignment *a, struct envb *env)
+{
+    uv_process_options_t opts = {0};
+    uv_stdio_container_t stdio[3];
+    int child_fd[_OUT_MAX] = {-1, -1};
+    size_t argc = 0, nargs;
+    char **args;
+    int r;
+
+    w->rank = a->rank_offset + w->local_rank;
+    w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
+    w->pid = 0;
+    r = worker_prepare_dir(g, w, a->restart_count);
+    if (r < 0)
+        goto out_close_logs;
+    r = env_worker(g, w, a, env);
+    if (r < 0)
+        goto out_free_env;
+
+    while (g->cfg.argv[argc])
+        argc++;
+    nargs = argc + 4;
+    args = calloc(nargs, sizeof(*args));
+    if (!args) {
+        r = -ENOMEM;
+        goto out_free_env;
+    }
+    args[0] = (char *)g->cfg.self_exe;
+    args[1] = "--exec-worker";
+    args[2] = g->self_pid;
+    memcpy(args + 3, g->cfg.argv, argc * sizeof(*args));
+
+    for (unsigned k = 0; k < _OUT_MAX; k++) {
+        r = worker_out_open(&w->out[k], &child_fd[k]);
+        if (r < 0) {
+            log_error_errno(r, "worker rank %u: cannot create its %s pipe", w->rank, out_names[k]);
+            goto out_close_pipes;
+        }
+    }
+    /* stdin is inherited, as torchrun does (its own session has no controlling terminal). */
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = 0;
+    for (unsigned k = 0; k < _OUT_MAX; k++) {
+        stdio[1 + k].flags = UV_INHERIT_FD;
+        stdio[1 + k].data.fd = child_fd[k];
+    }
+    opts.exit_cb = worker_exit_cb;
+    opts.file = g->cfg.self_exe;
+    opts.args = args;
+    opts.env = env->v;
+    opts.stdio = stdio;
+    opts.stdio_count = 3;
+    opts.flags = UV_PROCESS_DETACHED; /* setsid(): the worker leads its own process group */
+    r = uv_spawn(g->cfg.loop, &w->proc, &opts);
+    /* uv_spawn initialises the handle even when it fails: it must be closed either way. */
+    w->proc.data = g;
+    g->worker_handles++;
+    g->handles++;
+    if (r < 0) {
+        log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.self_exe);
+        uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
+        goto out_close_pipes;
+    }
+    w->proc_open = true;
+    w->running = true;
+    w->pid = w->proc.pid;
+    g->running++;
+    for (unsigned k = 0; k < _OUT_MAX; k++) {
+        close(child_fd[k]);
+        if (!g->paused)
+            (void)uv_read_start((uv_stream_t *)&w->out[k].pipe, worker_out_alloc_cb,
+                                worker_out_read_cb);
+    }
+    log_info("started worker rank %u (local rank %u, pid %d): %s", w->rank, w->local_rank, w->pid,
+             g->cfg.argv[0]);
+    free(args);
+    env_reset(env);
+    return 0;
+
+out_close_pipes:
+    for (unsigned k = 0; k < _OUT_MAX; k++) {
+        if (child_fd[k] >= 0)
+            close(child_fd[k]);
+        worker_out_close(&w->out[k]);
+    }
+    free(args);
+out_free_env:
+    env_reset(env);
+out_close_logs:
+    worker_close_logs(w);
+    return r;
+}
+
+/* ---- public API ---- */
+
+int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
+{
+    struct agent_group *g;
+
+    if (!cfg->loop || !cfg->argv || !cfg->argv[0] || !cfg->self_exe || cfg->nproc == 0)
+        return -EINVAL;
+    if (cfg->run_id && (!*cfg->run_id || strchr(cfg->run_id, '/') ||
+                        strcmp(cfg->run_id, ".") == 0 || strcmp(cfg->run_id, "..") == 0))
+        return -EINVAL;
+    if (cfg->devices)
+        for (unsigned i = 0; i < cfg->nproc; i++)
+            if (!cfg->devices[i])
+                return -EINVAL;
+    g = calloc(1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    g->workers = calloc(cfg->nproc, sizeof(*g->workers));
+    if (!g->workers) {
+        free(g);
+        return -ENOMEM;
+    }
+    g->cfg = *cfg;
+    if (!g->cfg.role)
+        g->cfg.role = "default";
+    if (!g->cfg.run_id)
+        g->cfg.run_id = "none";
+    if (g->cfg.out_fd <= 0)
+        g->cfg.out_fd = STDOUT_FILENO;
+    if (g->cfg.err_fd <= 0)
+        g->cfg.err_fd = STDERR_FILENO;
+    for (unsigned i = 0; i < cfg->nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        w->g = g;
+        w->local_rank = i;
+        for (unsigned k = 0; k < _OUT_MAX; k++) {
+            w->out[k].w = w;
+            w->out[k].which = k;
+            w->out[k].log_fd = -1;
+        }
+    }
+    (void)uv_timer_init(cfg->loop, &g->kill_timer);
+    (void)uv_timer_init(cfg->loop, &g->drain_timer);
+    (void)uv_timer_init(cfg->loop, &g->notify_timer);
+    g->kill_timer.data = g->drain_timer.data = g->notify_timer.data = g;
+    g->handles = 3;
+    sink_setup(g, &g->sink[OUT_STDOUT], g->cfg.out_fd);
+    sink_setup(g, &g->sink[OUT_STDERR], g->cfg.err_fd);
+    *ret = g;
+    return 0;
+}
+
+int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
+{
+    struct envb env = {0};
+    unsigned started = 0;
+    int r;
+
+    if (g->state != GROUP_IDLE)
+        return -EBUSY;
+    if (!a->master_addr || (uint64_t)a->rank_offset + g->cfg.nproc > a->world_size ||
+        a->node_rank >= a->nnodes)
+        return -EINVAL;
+    (void)uv_timer_stop(&g->notify_timer);
+    r = env_inherit(g, &env);
+    if (r < 0)
+        return r;
+    snprintf(g->self_pid, sizeof(g->self_pid), "%ld", (long)getpid());
+    group_set_state(g, GROUP_ACTIVE);
+    g->stop_signal = 0;
+    log_info("starting %u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
+             g->cfg.nproc, a->rank_offset, a->rank_offset + g->cfg.nproc - 1, a->world_size,
+             a->generation, a->restart_count);
+    for (; started < g->cfg.nproc; started++) {
+        r = worker_spawn(g, &g->workers[started], a, &env);
+        if (r < 0)
+            break;
+    }
+    env_free(&env);
+    if (r >= 0)
+        return 0;
+
+    log_error("started %u of %u workers, stopping them", started, g->cfg.nproc);
+    if (g->worker_handles == 0) {
+        group_set_state(g, GROUP_IDLE);
+        (void)uv_timer_start(&g->notify_timer, notify_timer_cb, 0, 0);
+    } else {
+        agent_group_stop(g, SIGTERM);
+    }
+    return r;
+}
+
+void agent_group_signal(struct agent_group *g, int signum)
+{
+    if (!group_active(g))
+        return;
+    log_info("forwarding signal %d to %u workers", signum, g->running);
+    group_kill(g, signum);
+}
+
+void agent_group_stop(struct agent_group *g, int signum)
+{
+    switch (g->state) {
+    case GROUP_IDLE:
+        (void)uv_timer_start(&g->notify_timer, notify_timer_cb, 0, 0);
+        return;
+    case GROUP_ACTIVE:
+        group_set_state(g, GROUP_STOPPING);
+        g->stop_signal = signum;
+        /* The grace period counts from now, not from the start of this loop iteration. */
+        uv_update_time(g->cfg.loop);
+        (void)uv_timer_start(&g->kill_timer, kill_timer_cb, g->cfg.grace_ms, 0);
+        /* Workers all gone, only waiting for a slow reader of their output: end now. */
+        if (g->worker_handles == 0)
+            (void)uv_timer_start(&g->notify_timer, notify_timer_cb, 0, 0);
+        log_info("stopping %u workers with signal %d, SIGKILL in %" PRIu64 " ms", g->running,
+                 signum, g->cfg.grace_ms);
+        break;
+    case GROUP_STOPPING:
+        log_info("stopping %u workers with signal %d", g->running, signum);
+        break;
+    case GROUP_FREEING:
+    case _GROUP_STATE_MAX:
+        return;
+    }
+    group_kill(g, signum);
+}
+
+unsigned agent_group_running(const struct agent_group *g)
+{
+    return g->running;
+}
+
+const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank)
+{
+    if (local_rank >= g->cfg.nproc)
+        return NULL;
+    return g->workers[local_rank].error_file;
+}
+
+void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
+{
+    uint64_t deadline;
+
+    if (!g)
+        return;
+    assert(g->state != GROUP_FREEING);
+    if (g->running > 0) {
+        log_warn("freeing the worker group with %u workers running, killing them", g->running);
+        group_kill(g, SIGKILL);
+    }
+    g->done = done;
+    g->done_ud = ud;
+    group_set_state(g, GROUP_FREEING);
+    uv_close((uv_handle_t *)&g->kill_timer, group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->notify_timer, group_handle_close_cb);
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (w->proc_open) {
+            w->proc_open = false;
+            w->running = false;
+            uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
+        }
+        for (unsigned k = 0; k < _OUT_MAX; k++)
+            worker_out_close(&w->out[k]);
+    }
+    g->running = 0;
+    /* Everything read is in the sinks now (closing relayed the unfinished lines). */
+    deadline = rdzv_now_ms() + AGENT_FLUSH_MS;
+    for (unsigned i = 0; i < _OUT_MAX; i++) {
+        struct out_sink *s = &g->sink[i];
+
+        sink_flush_sync(s, deadline);
+        if (s->poll_open) {
+            s->poll_open = false;
+            s->polling = false;
+            uv_close((uv_handle_t *)&s->poll, group_handle_close_cb);
+        }
+    }
+    uv_close((uv_handle_t *)&g->drain_timer, group_handle_close_cb);
+}
+
+int agent_exec_worker(int argc, char **argv)
+{
+    uint64_t agent_pid;
+
+    if (argc < 4 || strcmp(argv[1], "--exec-worker") != 0 ||
+        rdzv_parse_u64(argv[2], &agent_pid) < 0) {
+        fprintf(stderr, "rdzv-agent: usage: --exec-worker <agent pid> <command> [args...]\n");
+        return 127;
+    }
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+        fprintf(stderr, "rdzv-agent: cannot run '%s': PR_SET_PDEATHSIG: %s\n", argv[3],
+                strerror(errno));
+        return 127;
+    }
+    /* The agent may have died between fork and prctl(): then nobody would kill us. */
+    if ((uint64_t)getppid() != agent_pid) {
+        fprintf(stderr, "rdzv-agent: cannot run '%s': the agent (pid %s) has exited\n", argv[3],
+                argv[2]);
+        return 127;
+    }
+    execvp(argv[3], argv + 3);
+    fprintf(stderr, "rdzv-agent: cannot run '%s': %s\n", argv[3], strerror(errno));
+    return 127;
+}

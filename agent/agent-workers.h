@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-workers.h: the local worker group of one agent: spawn one process per local rank with
+ * torchrun's environment contract, prefix and log their output, forward signals, stop them
+ * (signal, grace period, SIGKILL), report each exit. Knows nothing of the network. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct agent_group;
+
+#define AGENT_MAX_LINE (64u << 10)   /* relayed lines longer than this are split */
+#define AGENT_DRAIN_MS 2000          /* silence on a worker's output after the last exit, then close */
+#define AGENT_FLUSH_MS 5000          /* agent_group_free(): time left to queued relay output */
+
+/* What the rendezvous round gave this node. Strings are copied by agent_group_start(). */
+struct agent_assignment {
+    uint64_t generation;     /* RDZV_GENERATION */
+    unsigned node_rank;      /* GROUP_RANK */
+    unsigned nnodes;         /* GROUP_WORLD_SIZE */
+    unsigned rank_offset;    /* global rank of local rank 0 */
+    unsigned world_size;     /* WORLD_SIZE (sum of nproc over nodes) */
+    const char *master_addr; /* MASTER_ADDR: the job's per-generation store */
+    unsigned master_port;    /* MASTER_PORT */
+    const char *nccl_id_hex; /* RDZV_NCCL_UNIQUE_ID: 256 lowercase hex chars, or NULL */
+    unsigned restart_count;  /* TORCHELASTIC_RESTART_COUNT (job-wide, from the daemon) */
+};
+
+/* Fired once per worker exit: exit_status as from waitpid (exit code), term_signal non-zero when
+ * the worker died by a signal. Runs from the loop; may call agent_group_stop/_signal/_free. */
+typedef void (*agent_exit_fn)(struct agent_group *g, unsigned local_rank, int64_t exit_status,
+                              int term_signal, void *ud);
+/* Fired once per start when no worker of it is running any more AND all their output has been
+ * read and relayed: pipes at EOF (after the last exit a pipe that a stray descendant keeps open
+ * gets AGENT_DRAIN_MS of silence, then is closed) and, unless the group is being stopped, the
+ * relay queue for a slow out_fd/err_fd reader written out. Never from inside an agent_group_*
+ * call: from the loop only. When it runs the group is idle: it may call agent_group_start (a
+ * restart) or agent_group_free. */
+typedef void (*agent_all_exited_fn)(struct agent_group *g, void *ud);
+
+struct agent_group_cfg {
+    uv_loop_t *loop;
+    char **argv;             /* worker command, NULL-terminated; argv[0] looked up in PATH */
+    unsigned nproc;          /* LOCAL_WORLD_SIZE */
+    const char *role;        /* ROLE_NAME, "default" if NULL */
+    const char *run_id;      /* TORCHELASTIC_RUN_ID */
+    const char *endpoint;    /* RDZV_ENDPOINT */
+    const char *log_dir;     /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
+    const char *self_exe;    /* path of rdzv-agent, used as the exec wrapper (see below) */
+    const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
+                                 * the variable as inherited */
+    unsigned max_restarts;   /* TORCHELASTIC_MAX_RESTARTS */
+    uint64_t grace_ms;       /* TERM -> KILL grace period when stopping */
+    int out_fd;              /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
+    int err_fd;              /* ... and of their stderr; 0: STDERR_FILENO */
+    agent_exit_fn on_exit;
+    agent_all_exited_fn on_all_exited;
+    void *ud;
+};
+
+/* cfg is copied (strings borrowed: they must outlive the group). run_id ("none" if NULL) must be
+ * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg).
+ *
+ * Output relay: each worker's stdout/stderr is a pipe; every line is re-emitted on out_fd/err_fd
+ * with the prefix "[rank<global rank>]: " (lines over 64 KiB are split, a last line without a
+ * newline gets one). When out_fd/err_fd is a pipe, tty or socket the group writes it without
+ * blocking, through a private O_NONBLOCK open file description (/proc/self/fd/N; send() with
+ * MSG_DONTWAIT for sockets) and a queue; while more than 1 MiB is queued it stops reading from
+ * the workers, so a stalled reader stalls the workers (as if they wrote to it directly) and never
+ * the agent's loop. Regular files (and anything that cannot be polled) are written with plain
+ * blocking write(2). The caller must ignore SIGPIPE (as any networked program must). */
+int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret);
+
+/* Spawn nproc workers for assignment a (each in its own session and process group, via the exec
+ * wrapper below). Creates <log_dir>/<run_id>/attempt_<restart_count>/<local_rank>/ (or the same
+ * under a private temporary directory without log_dir, removed by agent_group_free) and removes a
+ * stale error.json there. Returns 0; -EBUSY while a previous start has not reported
+ * on_all_exited; -EINVAL for a bad assignment; or another negative errno if a directory, pipe or
+ * spawn failed: then the ones that started are stopped (SIGTERM, SIGKILL after grace_ms) and
+ * on_all_exited still fires once they are gone (asynchronously, even if none started). A pending
+ * notification from agent_group_stop() on an idle group is cancelled. */
+int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
+
+/* Send signum to every running worker's process group (and to the group of an exited worker whose
+ * output is still open, i.e. held by a descendant). No timer. */
+void agent_group_signal(struct agent_group *g, int signum);
+
+/* Send signum (normally SIGTERM) to every worker's process group, then SIGKILL the groups still
+ * alive after grace_ms. on_all_exited fires when all are gone; if none run (idle group), from a
+ * zero timer on the next loop iteration, never inside this call. A second stop while stopping
+ * sends its signal but keeps the first deadline. */
+void agent_group_stop(struct agent_group *g, int signum);
+
+/* Number of workers still running. */
+unsigned agent_group_running(const struct agent_group *g);
+
+/* TORCHELASTIC_ERROR_FILE of local_rank for the current (or last) start, or NULL before the first
+ * start. Valid until the next start or free. */
+const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank);
+
+/* Close all handles (workers should have exited: running ones are SIGKILLed, with a warning, and
+ * reported to nobody). Relay output still queued is written first, blocking for at most
+ * AGENT_FLUSH_MS. When this returns every handle of the group is closing (a later uv_walk that
+ * skips closing handles is safe); no callback but done runs afterwards, and done (may be NULL)
+ * runs from the last close callback, when the memory is released. NULL g is a no-op. */
+void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud);
+
+/* Entry point of the exec wrapper: rdzv-agent re-executes itself as
+ * `rdzv-agent --exec-worker <agent pid> <cmd> [args...]`; this sets PR_SET_PDEATHSIG(SIGKILL),
+ * checks the agent is still its parent, then execvp()s the command, so a worker never outlives its
+ * agent, even a SIGKILLed one. Call it first thing in main() when argv[1] is "--exec-worker",
+ * before touching signals (uv_spawn already reset dispositions and the mask). The death signal
+ * follows the agent thread that spawned the worker: run the loop on the main thread. Returns only
+ * on failure, with the exit code to use (127), after printing
+ * "rdzv-agent: cannot run '<cmd>': <strerror>" (or why it did not try) to stderr. */
+int agent_exec_worker(int argc, char **argv);

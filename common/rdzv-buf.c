@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-buf.c: growable byte buffer. */
+#include "rdzv-buf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra)
+{
+    size_t need, ncap;
+    uint8_t *p;
+
+    if (extra > SIZE_MAX - b->len)
+        return -ENOMEM;
+    need = b->len + extra;
+    if (need <= b->cap)
+        return 0;
+    /* Reuse consumed space at the front before growing. */
+    if (b->off > 0 && need - b->off <= b->cap) {
+        rdzv_buf_compact(b);
+        return 0;
+    }
+    ncap = b->cap ? b->cap : 64;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2)
+            return -ENOMEM;
+        ncap *= 2;
+    }
+    p = realloc(b->data, ncap);
+    if (!p)
+        return -ENOMEM;
+    b->data = p;
+    b->cap = ncap;
+    return 0;
+}
+
+int rdzv_buf_put(struct rdzv_buf *b, const void *p, size_t n)
+{
+    int r = rdzv_buf_reserve(b, n);
+
+    if (r < 0)
+        return r;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+int rdzv_buf_put_u8(struct rdzv_buf *b, uint8_t v)
+{
+    return rdzv_buf_put(b, &v, 1);
+}
+
+int rdzv_buf_put_u32(struct rdzv_buf *b, uint32_t v)
+{
+    uint8_t t[4];
+
+    rdzv_set_u32(t, v);
+    return rdzv_buf_put(b, t, sizeof(t));
+}
+
+int rdzv_buf_put_u64(struct rdzv_buf *b, uint64_t v)
+{
+    uint8_t t[8];
+
+    rdzv_set_u64(t, v);
+    return rdzv_buf_put(b, t, sizeof(t));
+}
+
+int rdzv_buf_put_str(struct rdzv_buf *b, const void *p, size_t n)
+{
+    int r = rdzv_buf_reserve(b, 8 + n);
+
+    if (r < 0)
+        return r;
+    (void)rdzv_buf_put_u64(b, n);
+    return rdzv_buf_put(b, p, n);
+}
+
+void rdzv_buf_consume(struct rdzv_buf *b, size_t n)
+{
+    b->off += n;
+    if (b->off >= b->len)
+        b->off = b->len = 0;
+}
+
+void rdzv_buf_compact(struct rdzv_buf *b)
+{
+    if (b->off == 0)
+        return;
+    memmove(b->data, b->data + b->off, b->len - b->off);
+    b->len -= b->off;
+    b->off = 0;
+}
+
+void rdzv_buf_free(struct rdzv_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = b->off = 0;
+}

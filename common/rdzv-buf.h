@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-buf.h: growable byte buffer with a read offset, plus little-endian put helpers. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes live in data[off .. len); cap is the allocation size. A zeroed struct is an empty buffer. */
+struct rdzv_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    size_t off;
+};
+
+/* Make room for at least extra more bytes after len. Returns 0 or -ENOMEM. */
+int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra);
+/* Append n bytes. Returns 0 or -ENOMEM. */
+int rdzv_buf_put(struct rdzv_buf *b, const void *p, size_t n);
+int rdzv_buf_put_u8(struct rdzv_buf *b, uint8_t v);
+int rdzv_buf_put_u32(struct rdzv_buf *b, uint32_t v);
+int rdzv_buf_put_u64(struct rdzv_buf *b, uint64_t v);
+/* u64 length followed by the bytes: PyTorch's string/byte-vector encoding. */
+int rdzv_buf_put_str(struct rdzv_buf *b, const void *p, size_t n);
+/* Unread bytes. */
+static inline size_t rdzv_buf_avail(const struct rdzv_buf *b)
+{
+    return b->len - b->off;
+}
+static inline const uint8_t *rdzv_buf_head(const struct rdzv_buf *b)
+{
+    return b->data + b->off;
+}
+/* Drop n unread bytes from the front; the buffer is reset to empty once all is consumed. */
+void rdzv_buf_consume(struct rdzv_buf *b, size_t n);
+/* Move unread bytes to the front so the tail is as large as possible. */
+void rdzv_buf_compact(struct rdzv_buf *b);
+/* Release the allocation; the struct becomes an empty buffer. */
+void rdzv_buf_free(struct rdzv_buf *b);
+
+static inline uint32_t rdzv_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t rdzv_get_u64(const uint8_t *p)
+{
+    return (uint64_t)rdzv_get_u32(p) | (uint64_t)rdzv_get_u32(p + 4) << 32;
+}
+static inline void rdzv_set_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static inline void rdzv_set_u64(uint8_t *p, uint64_t v)
+{
+    rdzv_set_u32(p, (uint32_t)v);
+    rdzv_set_u32(p + 4, (uint32_t)(v >> 32));
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-log.h: leveled logging to stderr. Library code (common/, proto/) logs at debug at most. */
+#pragma once
+#include <stdbool.h>
+
+enum rdzv_log_level { RDZV_LOG_ERROR, RDZV_LOG_WARN, RDZV_LOG_INFO, RDZV_LOG_DEBUG, RDZV_LOG_TRACE };
+
+/* Set the process's program name (prefix of every line) and the most verbose level printed. */
+void rdzv_log_setup(const char *prog, enum rdzv_log_level max);
+enum rdzv_log_level rdzv_log_max(void);
+/* Parse "error|warn|info|debug|trace". Returns 0 or -EINVAL. */
+int rdzv_log_parse_level(const char *s, enum rdzv_log_level *ret);
+
+void rdzv_log(enum rdzv_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static inline bool rdzv_log_enabled(enum rdzv_log_level lvl)
+{
+    return lvl <= rdzv_log_max();
+}
+
+#define log_error(...) rdzv_log(RDZV_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) rdzv_log(RDZV_LOG_WARN, __VA_ARGS__)
+#define log_info(...) rdzv_log(RDZV_LOG_INFO, __VA_ARGS__)
+/* Cheap when disabled: arguments are not evaluated. */
+#define log_debug(...)                                                                             \
+    do {                                                                                           \
+        if (rdzv_log_enabled(RDZV_LOG_DEBUG))                                                      \
+            rdzv_log(RDZV_LOG_DEBUG, __VA_ARGS__);                                                 \
+    } while (0)
+#define log_trace(...)                                                                             \
+    do {                                                                                           \
+        if (rdzv_log_enabled(RDZV_LOG_TRACE))                                                      \
+            rdzv_log(RDZV_LOG_TRACE, __VA_ARGS__);                                                 \
+    } while (0)
+
+/* Log "<message>: <strerror(r)>" at error level and return r (a negative errno). */
+int log_error_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int log_warn_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

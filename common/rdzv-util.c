@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-util.c: small helpers. */
+#include "rdzv-util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t rdzv_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rdzv_now_ms(void)
+{
+    return rdzv_now_ns() / 1000000ull;
+}
+
+int rdzv_parse_u64(const char *s, uint64_t *ret)
+{
+    char *end;
+    unsigned long long v;
+
+    /* strtoull would skip white space and accept a sign: demand a digit first. */
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (*end != '\0')
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+int rdzv_parse_size(const char *s, uint64_t *ret)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {{"", 1},           {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"M", 1ull << 20},
+                 {"MiB", 1ull << 20}, {"G", 1ull << 30}, {"GiB", 1ull << 30}};
+    char *end;
+    unsigned long long v;
+
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (end == s)
+        return -EINVAL;
+    for (size_t i = 0; i < RDZV_ARRAY_SIZE(units); i++)
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            if (v > UINT64_MAX / units[i].mult)
+                return -ERANGE;
+            *ret = v * units[i].mult;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int rdzv_parse_i64n(const uint8_t *p, size_t n, int64_t *ret)
+{
+    bool neg = false;
+    uint64_t v = 0, lim;
+    size_t i = 0;
+
+    if (n == 0)
+        return -EINVAL;
+    if (p[0] == '-' || p[0] == '+') {
+        neg = p[0] == '-';
+        i = 1;
+        if (n == 1)
+            return -EINVAL;
+    }
+    lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < n; i++) {
+        unsigned d;
+
+        if (p[i] < '0' || p[i] > '9')
+            return -EINVAL;
+        d = p[i] - '0';
+        if (v > (lim - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    *ret = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+int rdzv_parse_port(const char *s, uint16_t *ret)
+{
+    uint64_t v;
+
+    if (rdzv_parse_u64(s, &v) < 0 || v > 65535)
+        return -EINVAL;
+    *ret = (uint16_t)v;
+    return 0;
+}
+
+int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *port)
+{
+    const char *colon, *hs = s;
+    size_t hl;
+
+    if (!s || !*s)
+        return -EINVAL;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+
+        if (!rb)
+            return -EINVAL;
+        hs = s + 1;
+        hl = (size_t)(rb - hs);
+        colon = rb[1] == ':' ? rb + 1 : NULL;
+        if (!colon && rb[1] != '\0')
+            return -EINVAL;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon && strchr(s, ':') != colon)
+            colon = NULL; /* bare IPv6 address without brackets: no port */
+        hl = colon ? (size_t)(colon - s) : strlen(s);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return -EINVAL;
+    memcpy(hostbuf, hs, hl);
+    hostbuf[hl] = '\0';
+    if (colon && rdzv_parse_port(colon + 1, port) < 0)
+        return -EINVAL;
+    return 0;
+}
+
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t mix(uint64_t a, uint64_t b)
+{
+    __uint128_t r = (__uint128_t)a * b;
+
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+uint64_t rdzv_hash64(uint64_t seed, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
+    uint64_t h = seed ^ mix(seed ^ k0, n ^ k1);
+
+    while (n >= 8) {
+        h = mix(h ^ load64(p), k1);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t t = 0;
+
+        memcpy(&t, p, n);
+        h = mix(h ^ t ^ ((uint64_t)n << 56), k0);
+    }
+    return mix(h, h ^ k1);
+}
+
+uint64_t rdzv_random_u64(void)
+{
+    uint64_t v;
+
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+        return v;
+    return rdzv_now_ns() ^ ((uint64_t)getpid() << 32);
+}
+
+void rdzv_hex(const uint8_t *p, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}

@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvctl.c: look into and change a running rdzvd over the TCPStore protocol (modern numbering). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-util.h"
+#include "../proto/rdzv-tcpstore.h"
+
+/* Exit codes, for scripts. */
+enum {
+    EXIT_OK = 0,
+    EXIT_NO = 1,      /* key missing, wait timed out, check not ready, nothing deleted */
+    EXIT_USAGE = 2,   /* bad command line */
+    EXIT_CONN = 3,    /* cannot connect, connection lost, or protocol error */
+};
+
+struct ctl {
+    int fd;
+    const char *endpoint;
+    bool raw;           /* send keys as given instead of PyTorch's "/"-prefixed form */
+    uint64_t timeout_ms;
+    uint64_t deadline_ms;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: rdzvctl [OPTIONS] COMMAND [ARGS]\n"
+            "Talk to a running rdzvd (or any PyTorch TCPStore server >= 2.2 protocol).\n"
+            "\n"
+            "Commands:\n"
+            "  ping                     round trip; prints the time it took\n"
+            "  get KEY                  print the value of KEY (exit 1 if missing)\n"
+            "  set KEY VALUE            set KEY (VALUE '-' reads standard input)\n"
+            "  add KEY DELTA            add DELTA to the integer at KEY; prints the result\n"
+            "  delete KEY               delete KEY (exit 1 if there was none)\n"
+            "  check KEY...             exit 0 if all KEYs exist, 1 if not\n"
+            "  wait KEY...              wait until all KEYs exist (exit 1 on --timeout)\n"
+            "  num-keys                 print the number of keys\n"
+            "  list                     print every key, one per line\n"
+            "\n"
+            "Options:\n"
+            "  -e, --endpoint HOST:PORT daemon address (default $RDZV_ENDPOINT or 127.0.0.1:%d)\n"
+            "  -t, --timeout SEC        give up after SEC seconds (default 10; wait: 0 = forever)\n"
+            "      --raw                use keys exactly as given; by default keys are prefixed\n"
+            "                           with '/' as PyTorch's TCPStore client does, so\n"
+            "                           'rdzvctl get x' reads what store.set(\"x\", ...) wrote\n"
+            "  -h, --help               show this help\n"
+            "  -V, --version            show the version\n"
+            "\n"
+            "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage error,\n"
+            "3 connection or protocol error.\n",
+            RDZV_DEFAULT_PORT);
+}
+
+static int die_usage(const char *msg)
+{
+    fprintf(stderr, "rdzvctl: %s (see rdzvctl --help)\n", msg);
+    return EXIT_USAGE;
+}
+
+static uint64_t remaining_ms(const struct ctl *c)
+{
+    uint64_t now;
+
+    if (c->deadline_ms == 0)
+        return UINT64_MAX;
+    now = rdzv_now_ms();
+    return now >= c->deadline_ms ? 0 : c->deadline_ms - now;
+}
+
+/* Wait for fd to be ready for events, within the deadline. Returns 1 ready, 0 timeout, <0 err. */
+static int wait_fd(const struct ctl *c, short events)
+{
+    for (;;) {
+        uint64_t left = remaining_ms(c);
+        struct pollfd p = {.fd = c->fd, .events = events};
+        int r;
+
+        if (left == 0)
+            return 0;
+        r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r > 0)
+            return 1;
+    }
+}
+
+static int ctl_connect(struct ctl *c)
+{
+    char host[256], portstr[8];
+    uint16_t port = RDZV_DEFAULT_PORT;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
+    int r, last = -ECONNREFUSED;
+
+    if (rdzv_parse_hostport(c->endpoint, host, sizeof(host), &port) < 0) {
+        fprintf(stderr, "rdzvctl: bad endpoint '%s': expected HOST:PORT\n", c->endpoint);
+        return -EINVAL;
+    }
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    r = getaddrinfo(host, portstr, &hints, &res);
+    if (r != 0) {
+        fprintf(stderr, "rdzvctl: cannot resolve '%s': %s\n", host, gai_strerror(r));
+        return -EHOSTUNREACH;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+        socklen_t sl = sizeof(r);
+
+        if (fd < 0) {
+            last = -errno;
+            continue;
+        }
+        c->fd = fd;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+            last = -errno;
+            close(fd);
+            continue;
+        }
+        r = wait_fd(c, POLLOUT);
+        if (r <= 0) {
+            last = r == 0 ? -ETIMEDOUT : r;
+            close(fd);
+            continue;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &r, &sl) < 0 || r != 0) {
+            last = -(r ? r : errno);
+            close(fd);
+            continue;
+        }
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        freeaddrinfo(res);
+        return 0;
+    }
+    freeaddrinfo(res);
+    c->fd = -1;
+    fprintf(stderr, "rdzvctl: cannot connect to %s: %s (is rdzvd running there?)\n", c->endpoint,
+            strerror(-last));
+    return last;
+}
+
+static int send_all(struct ctl *c, const struct rdzv_buf *b)
+{
+    const uint8_t *p = rdzv_buf_head(b);
+    size_t n = rdzv_buf_avail(b);
+
+    while (n > 0) {
+        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+
+        if (w < 0 && errno == EAGAIN) {
+            int r = wait_fd(c, POLLOUT);
+
+            if (r <= 0)
+                return r == 0 ? -ETIMEDOUT : r;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int recv_all(struct ctl *c, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+
+    while (n > 0) {
+        ssize_t got = recv(c->fd, p, n, 0);
+
+        if (got < 0 && errno == EAGAIN) {
+            int r = wait_fd(c, POLLIN);
+
+            if (r <= 0)
+                return r == 0 ? -ETIMEDOUT : r;
+            continue;
+        }
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0)
+            return -ECONNRESET;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+static int recv_u8(struct ctl *c, uint8_t *v)
+{
+    return recv_all(c, v, 1);
+}
+
+static int recv_u64(struct ctl *c, uint64_t *v)
+{
+    uint8_t t[8];
+    int r = recv_all(c, t, sizeof(t));
+
+    if (r == 0)
+        *v = rdzv_get_u64(t);
+    return r;
+}
+
+/* Receive a u64-length-prefixed byte string (malloc'd, NUL-terminated for convenience). */
+static int recv_str(struct ctl *c, uint8_t **ret, size_t *len)
+{
+    uint64_t n;
+    uint8_t *p;
+    int r = recv_u64(c, &n);
+
+    if (r < 0)
+        return r;
+    if (n > (1ull << 32))
+        return -EPROTO;
+    p = malloc(n + 1);
+    if (!p)
+        return -ENOMEM;
+    r = recv_all(c, p, n);
+    if (r < 0) {
+        free(p);
+        return r;
+    }
+    p[n] = '\0';
+    *ret = p;
+    *len = n;
+    return 0;
+}
+
+/* The key as sent on the wire: "/" + key unless --raw. Caller frees. */
+static char *wire_key(const struct ctl *c, const char *key)
+{
+    size_t n = strlen(key);
+    char *k = malloc(n + 2);
+
+    if (!k)
+        return NULL;
+    if (c->raw)
+        memcpy(k, key, n + 1);
+    else {
+        k[0] = '/';
+        memcpy(k + 1, key, n + 1);
+    }
+    return k;
+}
+
+static int conn_error(const struct ctl *c, int r)
+{
+    if (r == -ETIMEDOUT)
+        fprintf(stderr, "rdzvctl: %s: no reply within %.1f s\n", c->endpoint,
+                (double)c->timeout_ms / 1000);
+    else
+        fprintf(stderr, "rdzvctl: %s: %s\n", c->endpoint,
+                r == -ECONNRESET ? "connection closed by the daemon" : strerror(-r));
+    return EXIT_CONN;
+}
+
+static char *read_stdin(size_t *len)
+{
+    struct rdzv_buf b = {0};
+    char tmp[65536];
+    size_t n;
+
+    while ((n = fread(tmp, 1, sizeof(tmp), stdin)) > 0)
+        if (rdzv_buf_put(&b, tmp, n) < 0) {
+            rdzv_buf_free(&b);
+            return NULL;
+        }
+    *len = b.len;
+    if (rdzv_buf_put_u8(&b, 0) < 0) {
+        rdzv_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+/* Build keys[] in wire form for check/wait. */
+static char **wire_keys(const struct ctl *c, char **args, int n)
+{
+    char **k = calloc((size_t)n, sizeof(*k));
+
+    for (int i = 0; k && i < n; i++)
+        if (!(k[i] = wire_key(c, args[i]))) {
+            while (i--)
+                free(k[i]);
+            free(k);
+            return NULL;
+        }
+    return k;
+}
+
+static void free_keys(char **k, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(k[i]);
+    free(k);
+}
+
+static bool nargs_ok(int argc, int want, int *rc)
+{
+    if (argc == want)
+        return true;
+    *rc = die_usage("wrong number of arguments for this command");
+    return false;
+}
+
+static int run(struct ctl *c, const char *cmd, int argc, char **argv)
+{
+    struct rdzv_buf b = {0};
+    uint8_t u8, *val = NULL;
+    uint64_t u64;
+    size_t vlen;
+    char *key = NULL, **keys = NULL;
+    int r, rc = EXIT_OK;
+
+    /* Handshake: VALIDATE, then PING as PyTorch >= 2.5 does, so a non-rdzvd peer fails fast. */
+    r = rdzv_enc_validate(&b);
+    if (r == 0)
+        r = rdzv_enc_ping(&b, (uint32_t)getpid());
+
+    if (strcmp(cmd, "ping") == 0) {
+        if (!nargs_ok(argc, 0, &rc))
+            goto out;
+    } else if (strcmp(cmd, "get") == 0) {
+        if (!nargs_ok(argc, 1, &rc))
+            goto out;
+        key = wire_key(c, argv[0]);
+        const char *ks[1] = {key};
+        r = r ?: rdzv_enc_keys(&b, RDZV_DIALECT_MODERN, RDZV_OP_CHECK, ks, 1);
+        r = r ?: rdzv_enc_key(&b, RDZV_DIALECT_MODERN, RDZV_OP_GET, key, strlen(key));
+    } else if (strcmp(cmd, "set") == 0) {
+        char *v = argc == 2 ? argv[1] : NULL;
+        size_t vl = v ? strlen(v) : 0;
+        char *in = NULL;
+
+        if (!nargs_ok(argc, 2, &rc))
+            goto out;
+        if (strcmp(v, "-") == 0) {
+            in = read_stdin(&vl);
+            if (!in) {
+                fprintf(stderr, "rdzvctl: cannot read standard input\n");
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            v = in;
+        }
+        key = wire_key(c, argv[0]);
+        r = r ?: rdzv_enc_set(&b, RDZV_DIALECT_MODERN, key, strlen(key), v, vl);
+        /* SET has no reply: follow it with a PING so we know it was applied. */
+        r = r ?: rdzv_enc_ping(&b, 1);
+        free(in);
+    } else if (strcmp(cmd, "add") == 0) {
+        int64_t delta;
+
+        if (!nargs_ok(argc, 2, &rc))
+            goto out;
+        if (rdzv_parse_i64n((const uint8_t *)argv[1], strlen(argv[1]), &delta) < 0) {
+            rc = die_usage("DELTA must be an integer");
+            goto out;
+        }
+        key = wire_key(c, argv[0]);
+        r = r ?: rdzv_enc_add(&b, RDZV_DIALECT_MODERN, key, strlen(key), delta);
+    } else if (strcmp(cmd, "delete") == 0) {
+        if (!nargs_ok(argc, 1, &rc))
+            goto out;
+        key = wire_key(c, argv[0]);
+        r = r ?: rdzv_enc_key(&b, RDZV_DIALECT_MODERN, RDZV_OP_DELETE_KEY, key, strlen(key));
+    } else if (strcmp(cmd, "check") == 0 || strcmp(cmd, "wait") == 0) {
+        if (argc < 1) {
+            rc = die_usage("give at least one KEY");
+            goto out;
+        }
+        keys = wire_keys(c, argv, argc);
+        r = r ?: rdzv_enc_keys(&b, RDZV_DIALECT_MODERN,
+                               cmd[0] == 'c' ? RDZV_OP_CHECK : RDZV_OP_WAIT,
+                               (const char *const *)keys, (size_t)argc);
+    } else if (strcmp(cmd, "num-keys") == 0) {
+        if (!nargs_ok(argc, 0, &rc))
+            goto out;
+        r = r ?: rdzv_enc_op(&b, RDZV_DIALECT_MODERN, RDZV_OP_GETNUMKEYS);
+    } else if (strcmp(cmd, "list") == 0) {
+        if (!nargs_ok(argc, 0, &rc))
+            goto out;
+        r = r ?: rdzv_enc_op(&b, RDZV_DIALECT_MODERN, RDZV_OP_LIST);
+    } else {
+        fprintf(stderr, "rdzvctl: unknown command '%s' (see rdzvctl --help)\n", cmd);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (r < 0 || (!key && !keys && strcmp(cmd, "ping") && strcmp(cmd, "num-keys") &&
+                  strcmp(cmd, "list"))) {
+        fprintf(stderr, "rdzvctl: out of memory\n");
+        rc = EXIT_CONN;
+        goto out;
+    }
+
+    uint64_t t0 = rdzv_now_ns();
+    if (ctl_connect(c) < 0) {
+        rc = EXIT_CONN;
+        goto out;
+    }
+    r = send_all(c, &b);
+    /* The PING reply: the handshake answered. */
+    if (r == 0)
+        r = recv_all(c, &u8, 1) ?: recv_all(c, (uint8_t[3]){0}, 3);
+    if (r < 0) {
+        rc = conn_error(c, r);
+        goto out;
+    }
+
+    if (strcmp(cmd, "ping") == 0) {
+        printf("pong from %s in %.3f ms\n", c->endpoint, (double)(rdzv_now_ns() - t0) / 1e6);
+    } else if (strcmp(cmd, "get") == 0) {
+        r = recv_u8(c, &u8) ?: recv_str(c, &val, &vlen);
+        if (r == 0 && u8 != RDZV_CHECK_READY) {
+            fprintf(stderr, "rdzvctl: key '%s' not found\n", argv[0]);
+            rc = EXIT_NO;
+        } else if (r == 0) {
+            fwrite(val, 1, vlen, stdout);
+            putchar('\n');
+        }
+    } else if (strcmp(cmd, "set") == 0) {
+        r = recv_all(c, (uint8_t[4]){0}, 4);
+    } else if (strcmp(cmd, "add") == 0) {
+        r = recv_u64(c, &u64);
+        if (r == 0)
+            printf("%" PRId64 "\n", (int64_t)u64);
+    } else if (strcmp(cmd, "delete") == 0) {
+        r = recv_u64(c, &u64);
+        if (r == 0 && u64 != 1) {
+            fprintf(stderr, "rdzvctl: key '%s' not found\n", argv[0]);
+            rc = EXIT_NO;
+        }
+    } else if (strcmp(cmd, "check") == 0) {
+        r = recv_u8(c, &u8);
+        if (r == 0 && u8 != RDZV_CHECK_READY)
+            rc = EXIT_NO;
+    } else if (strcmp(cmd, "wait") == 0) {
+        r = recv_u8(c, &u8);
+        if (r == -ETIMEDOUT) {
+            /* Take the wait back; the daemon always answers WAIT_CANCELED, possibly after a
+             * STOP_WAITING that crossed our cancel on the wire. */
+            struct rdzv_buf cb = {0};
+
+            c->deadline_ms = rdzv_now_ms() + 5000;
+            r = rdzv_enc_op(&cb, RDZV_DIALECT_MODERN, RDZV_OP_CANCEL_WAIT);
+            r = r ?: send_all(c, &cb);
+            rdzv_buf_free(&cb);
+            r = r ?: recv_u8(c, &u8);
+            if (r == 0 && u8 == RDZV_WAIT_STOP_WAITING)
+                r = recv_u8(c, (uint8_t[1]){0}); /* the WAIT_CANCELED that follows */
+            else if (r == 0) {
+                fprintf(stderr, "rdzvctl: wait timed out after %.1f s\n",
+                        (double)c->timeout_ms / 1000);
+                rc = EXIT_NO;
+            }
+        }
+    } else if (strcmp(cmd, "num-keys") == 0) {
+        r = recv_u64(c, &u64);
+        if (r == 0)
+            printf("%" PRIu64 "\n", u64);
+    } else if (strcmp(cmd, "list") == 0) {
+        r = recv_u64(c, &u64);
+        for (uint64_t i = 0; r == 0 && i < u64; i++) {
+            r = recv_str(c, &val, &vlen);
+            if (r < 0)
+                break;
+            if (c->raw)
+                printf("%.*s\n", (int)vlen, (const char *)val);
+            else if (vlen > 0 && val[0] == '/')
+                printf("%.*s\n", (int)vlen - 1, (const char *)val + 1);
+            free(val);
+            val = NULL;
+        }
+    }
+    if (r < 0)
+        rc = conn_error(c, r);
+out:
+    free(val);
+    free(key);
+    if (keys)
+        free_keys(keys, argc);
+    rdzv_buf_free(&b);
+    if (c->fd >= 0)
+        close(c->fd);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"endpoint", required_argument, NULL, 'e'}, {"timeout", required_argument, NULL, 't'},
+        {"raw", no_argument, NULL, 'r'},            {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},        {0},
+    };
+    struct ctl c = {.fd = -1, .timeout_ms = 10000};
+    const char *env = getenv("RDZV_ENDPOINT");
+    bool timeout_set = false;
+    char defep[32];
+    int opt;
+
+    snprintf(defep, sizeof(defep), "127.0.0.1:%d", RDZV_DEFAULT_PORT);
+    c.endpoint = env && *env ? env : defep;
+    /* '+': stop at the command so 'rdzvctl add k -1' reads -1 as an argument. */
+    while ((opt = getopt_long(argc, argv, "+e:t:hV", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'e':
+            c.endpoint = optarg;
+            break;
+        case 't': {
+            char *end;
+            double s = strtod(optarg, &end);
+
+            if (*optarg == '\0' || *end != '\0' || s < 0 || s > 1e9)
+                return die_usage("--timeout takes a number of seconds");
+            c.timeout_ms = (uint64_t)(s * 1000);
+            timeout_set = true;
+            break;
+        }
+        case 'r':
+            c.raw = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return EXIT_OK;
+        case 'V':
+            printf("rdzvctl %s\n", RDZV_VERSION);
+            return EXIT_OK;
+        default:
+            return die_usage("unknown option");
+        }
+    }
+    if (optind >= argc)
+        return die_usage("no command given");
+    if (strcmp(argv[optind], "wait") == 0 && !timeout_set)
+        c.timeout_ms = 0;
+    c.deadline_ms = c.timeout_ms ? rdzv_now_ms() + c.timeout_ms : 0;
+    return run(&c, argv[optind], argc - optind - 1, argv + optind + 1);
+}

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job.h: rendezvous jobs: membership, round formation, node ranks, NCCL ids, the store of
+ * each generation, and the job's outcome (proto/RENDEZVOUS.md). */
+#pragma once
+#include <stdint.h>
+
+struct rdzvd_server;
+struct rdzvd_conn;
+
+/* Serve one rendezvous message (after HELLO) from agent connection c. Returns 0, or a negative
+ * errno after which the caller closes c (an ERROR frame may already be queued). */
+int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len);
+
+/* The agent connection c, which stood for member, is closing. */
+void rdzvd_job_conn_closed(struct rdzvd_conn *c, void *member);
+
+/* Daemon shutdown: drop every job and its store listener. */
+void rdzvd_jobs_shutdown(struct rdzvd_server *srv);

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-server.c: listeners (dual-stack with IPv4 fallback), accept, shut down. */
+#include "rdzvd-server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/rdzv-log.h"
+#include "rdzvd-conn.h"
+#include "rdzvd-job.h"
+#include "rdzvd-store.h"
+
+#define SCRATCH_LEN (64u << 10)
+#define SOMAXCONN_WARN 4096
+
+int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rdzvd_config *cfg)
+{
+    int r;
+
+    memset(srv, 0, sizeof(*srv));
+    srv->loop = loop;
+    srv->cfg = *cfg;
+    rdzv_list_init(&srv->conns);
+    rdzv_list_init(&srv->flush_list);
+    rdzv_list_init(&srv->jobs);
+    rdzv_list_init(&srv->main.conns);
+    srv->main.srv = srv;
+    srv->main.accepts_rdzv = true;
+    srv->main.handle_closed = true; /* until listen succeeds */
+    snprintf(srv->main.desc, sizeof(srv->main.desc), "main");
+    srv->scratch_len = SCRATCH_LEN;
+    srv->scratch = malloc(srv->scratch_len);
+    if (!srv->scratch)
+        return -ENOMEM;
+    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
+    if (r < 0) {
+        free(srv->scratch);
+        return r;
+    }
+    return 0;
+}
+
+static void listener_connection_cb(uv_stream_t *s, int status)
+{
+    struct rdzvd_listener *l = (struct rdzvd_listener *)s;
+    int r;
+
+    if (status < 0) {
+        log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(status));
+        return;
+    }
+    r = rdzvd_conn_accept(l);
+    if (r < 0)
+        log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(r));
+}
+
+static int read_somaxconn(void)
+{
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");
+    int v = 4096;
+
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = 4096;
+        fclose(f);
+    }
+    return v;
+}
+
+static void listener_free(struct rdzvd_listener *l)
+{
+    l->store = rdzvd_store_free(l->store);
+    if (l != &l->srv->main)
+        free(l);
+}
+
+static void listener_close_cb(uv_handle_t *h)
+{
+    struct rdzvd_listener *l = (struct rdzvd_listener *)h;
+
+    l->handle_closed = true;
+    if (l->nconns == 0 && l != &l->srv->main)
+        listener_free(l);
+}
+
+/* Bind l->tcp to sa and listen. On failure the handle is closed (and l left alone). */
+static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bool warn_backlog)
+{
+    int backlog = read_somaxconn(), r;
+
+    r = uv_tcp_init(l->srv->loop, &l->tcp);
+    if (r < 0)
+        return r;
+    l->handle_closed = false;
+    /* libuv sets SO_REUSEADDR on TCP binds, so a restarted daemon can take its port back at once. */
+    r = uv_tcp_bind(&l->tcp, sa, 0);
+    if (r == 0) {
+        if (warn_backlog && backlog < SOMAXCONN_WARN)
+            log_warn("net.core.somaxconn is %d: connection bursts above it will be dropped and "
+                     "retried by clients; raise it with 'sysctl -w net.core.somaxconn=65535'",
+                     backlog);
+        /* uv_tcp_bind may defer EADDRINUSE to listen; listen with the kernel's backlog cap. */
+        r = uv_listen((uv_stream_t *)&l->tcp, backlog, listener_connection_cb);
+    }
+    if (r < 0) {
+        uv_close((uv_handle_t *)&l->tcp, NULL);
+        /* Let the close finish before the handle's memory is reused. */
+        uv_run(l->srv->loop, UV_RUN_NOWAIT);
+        l->handle_closed = true;
+        return r;
+    }
+    return 0;
+}
+
+static void listener_name(struct rdzvd_listener *l, struct sockaddr_storage *ss, char *addr,
+                          size_t addrlen)
+{
+    int len = sizeof(*ss);
+
+    if (uv_tcp_getsockname(&l->tcp, (struct sockaddr *)ss, &len) != 0)
+        return;
+    if (ss->ss_family == AF_INET6) {
+        l->port = ntohs(((struct sockaddr_in6 *)ss)->sin6_port);
+        if (addr)
+            uv_ip6_name((struct sockaddr_in6 *)ss, addr, addrlen);
+    } else {
+        l->port = ntohs(((struct sockaddr_in *)ss)->sin_port);
+        if (addr)
+            uv_ip4_name((struct sockaddr_in *)ss, addr, addrlen);
+    }
+}
+
+int rdzvd_server_listen(struct rdzvd_server *srv)
+{
+    struct rdzvd_listener *l = &srv->main;
+    const char *host = srv->cfg.bind;
+    struct sockaddr_in6 a6;
+    struct sockaddr_in a4;
+    int r;
+
+    if (!host) {
+        /* Dual stack first, so IPv4 and IPv6 clients both reach us; plain IPv4 if the host has
+         * no IPv6. */
+        uv_ip6_addr("::", srv->cfg.port, &a6);
+        r = listener_bind(l, (const struct sockaddr *)&a6, true);
+        if (r == UV_EAFNOSUPPORT || r == UV_EADDRNOTAVAIL || r == UV_EINVAL) {
+            log_info("IPv6 unavailable (%s), listening on IPv4 only", uv_strerror(r));
+            uv_ip4_addr("0.0.0.0", srv->cfg.port, &a4);
+            r = listener_bind(l, (const struct sockaddr *)&a4, true);
+        }
+        host = "::";
+    } else if (uv_ip4_addr(host, srv->cfg.port, &a4) == 0) {
+        r = listener_bind(l, (const struct sockaddr *)&a4, true);
+    } else if (uv_ip6_addr(host, srv->cfg.port, &a6) == 0) {
+        r = listener_bind(l, (const struct sockaddr *)&a6, true);
+    } else {
+        return log_error_errno(-EINVAL, "--bind %s is not an IPv4 or IPv6 address", host);
+    }
+    if (r < 0)
+        return log_error_errno(r, "cannot listen on %s port %u%s", host, srv->cfg.port,
+                               r == UV_EADDRINUSE ? " (is another rdzvd running? use --port 0 "
+                                                    "for a free port)"
+                                                  : "");
+    listener_name(l, &srv->bound_sa, srv->bound_addr, sizeof(srv->bound_addr));
+    srv->bound_port = l->port;
+    return 0;
+}
+
+int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd_listener **ret)
+{
+    struct sockaddr_storage ss = srv->bound_sa;
+    struct rdzvd_listener *l;
+    int r;
+
+    if (srv->stopping)
+        return -ESHUTDOWN;
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->srv = srv;
+    l->handle_closed = true;
+    rdzv_list_init(&l->conns);
+    snprintf(l->desc, sizeof(l->desc), "%s", desc);
+    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &l->store);
+    if (r < 0)
+        goto out_free;
+    if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+    else
+        ((struct sockaddr_in *)&ss)->sin_port = 0;
+    r = listener_bind(l, (const struct sockaddr *)&ss, false);
+    if (r < 0)
+        goto out_free;
+    listener_name(l, &ss, NULL, 0);
+    *ret = l;
+    return 0;
+
+out_free:
+    listener_free(l);
+    return r;
+}
+
+void rdzvd_listener_close(struct rdzvd_listener *l)
+{
+    if (l->closing)
+        return;
+    l->closing = true;
+    rdzvd_conn_close_listener(l);
+    if (!l->handle_closed)
+        uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+    else if (l->nconns == 0 && l != &l->srv->main)
+        listener_free(l);
+}
+
+void rdzvd_listener_conn_gone(struct rdzvd_listener *l)
+{
+    if (l->closing && l->handle_closed && l->nconns == 0 && l != &l->srv->main)
+        listener_free(l);
+}
+
+void rdzvd_server_stop(struct rdzvd_server *srv)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
+    rdzvd_jobs_shutdown(srv);
+    srv->main.closing = true;
+    if (!srv->main.handle_closed)
+        uv_close((uv_handle_t *)&srv->main.tcp, listener_close_cb);
+    rdzvd_conn_close_all(srv);
+}
+
+void rdzvd_server_done(struct rdzvd_server *srv)
+{
+    srv->main.store = rdzvd_store_free(srv->main.store);
+    free(srv->scratch);
+    srv->scratch = NULL;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-store.h: the key-value map, per-key queues and the wait index. No sockets, no logging:
+ * unit-testable on its own. Semantics follow PyTorch's TCPStore (pytorch-compat.md 1.3). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/rdzv-list.h"
+#include "../proto/rdzv-proto.h"
+
+struct rdzvd_store;
+
+/* The side of a connection that owns waits: embed one in each connection. */
+struct rdzvd_waiter {
+    struct rdzv_list waits;  /* struct wait, oldest first */
+    uint64_t nregs;          /* pending key registrations over all waits */
+    void *ud;                /* handed back to the wake callback */
+};
+
+/* Called when one of w's waits is satisfied (all its missing keys written), in wait order
+ * per key write. The wait is already released when this runs. */
+typedef void (*rdzvd_wake_fn)(struct rdzvd_waiter *w, void *ud);
+
+/* lim is borrowed and must outlive the store. Returns 0 or -ENOMEM. */
+int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rdzvd_store **ret);
+struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
+
+void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud);
+
+/* Values returned by lookups point into the store and stay valid until the next change of that key. */
+int rdzvd_store_set(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
+                    size_t vlen);
+/* 0 and the value, or -ENOENT. */
+int rdzvd_store_get(struct rdzvd_store *s, const void *key, size_t klen, const uint8_t **val,
+                    size_t *vlen);
+/* Missing key counts as 0. -EINVAL if the value is not decimal text, -ERANGE on overflow. */
+int rdzvd_store_add(struct rdzvd_store *s, const void *key, size_t klen, int64_t delta,
+                    int64_t *ret);
+/* TCPStore's compare-and-set, odd replies included: *cur is what the client gets back. */
+int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen, const void *exp,
+                            size_t explen, const void *des, size_t deslen, const uint8_t **cur,
+                            size_t *curlen);
+int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
+                       size_t vlen);
+/* 1 when a key was removed, 0 when there was none. Waiters are not affected. */
+int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen);
+uint64_t rdzvd_store_num_keys(const struct rdzvd_store *s);
+uint64_t rdzvd_store_bytes(const struct rdzvd_store *s);
+/* True if the key has a value or a non-empty queue (what CHECK and WAIT look at). */
+bool rdzvd_store_exists(struct rdzvd_store *s, const void *key, size_t klen);
+/* Visit every key that has a value. Stops early when fn returns non-zero, and returns that. */
+int rdzvd_store_foreach(struct rdzvd_store *s,
+                        int (*fn)(const uint8_t *key, size_t klen, void *ud), void *ud);
+
+/* Queues: a FIFO per key, apart from the KV map. Push wakes one waiter. -ENOSPC when full. */
+int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
+                           size_t vlen);
+/* Pops the head into *ret (malloc'd, caller frees) and reports the length before the pop.
+ * With an empty queue *retlen_before is 0 and nothing is returned. */
+int rdzvd_store_queue_pop(struct rdzvd_store *s, const void *key, size_t klen,
+                          uint64_t *len_before, uint8_t **ret, size_t *retlen);
+uint64_t rdzvd_store_queue_len(struct rdzvd_store *s, const void *key, size_t klen);
+
+/* WAIT: begin, add each key, then end. Keys present now are not counted. wait_key fails with
+ * -EMSGSIZE past max_wait_keys (or -ENOMEM/-ENOSPC) and then drops the whole WAIT: nothing is kept
+ * and wait_end must not be called. wait_end returns 1 when nothing is missing (reply now; nothing
+ * was kept) or 0 when the wait is pending (the wake callback fires later). */
+int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w);
+int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key,
+                         size_t klen);
+int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w);
+/* Drop every pending wait of w (CANCEL_WAIT, or the connection closing). Returns how many. */
+unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w);

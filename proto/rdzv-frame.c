@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-frame.c: rendezvous frame header encode/peek. */
+#include "rdzv-frame.h"
+
+#include <errno.h>
+
+#include "../common/rdzv-buf.h"
+
+const char *rdzv_msg_name(uint8_t op)
+{
+    switch (op) {
+    case RDZV_MSG_HELLO:
+        return "HELLO";
+    case RDZV_MSG_JOIN:
+        return "JOIN";
+    case RDZV_MSG_JOINED:
+        return "JOINED";
+    case RDZV_MSG_ROUND:
+        return "ROUND";
+    case RDZV_MSG_NCCL_REQUEST:
+        return "NCCL_REQUEST";
+    case RDZV_MSG_NCCL_ID:
+        return "NCCL_ID";
+    case RDZV_MSG_HEARTBEAT:
+        return "HEARTBEAT";
+    case RDZV_MSG_WORKER_EXIT:
+        return "WORKER_EXIT";
+    case RDZV_MSG_EVENT:
+        return "EVENT";
+    case RDZV_MSG_LEAVE:
+        return "LEAVE";
+    case RDZV_MSG_ERROR:
+        return "ERROR";
+    default:
+        return "?";
+    }
+}
+
+ssize_t rdzv_frame_peek(const uint8_t *p, size_t n, uint32_t max_body, uint8_t *op,
+                        const uint8_t **body, uint32_t *body_len, const char **why)
+{
+    uint32_t len;
+
+    if (n >= 1 && rdzv_msg_name(p[0])[0] == '?') {
+        *why = "unknown message type";
+        return -EPROTO;
+    }
+    if (n >= 2 && p[1] != RDZV_PROTO_VERSION) {
+        *why = "unsupported protocol version";
+        return -EPROTO;
+    }
+    if (n >= 4 && (p[2] | p[3]) != 0) {
+        *why = "reserved header bits set";
+        return -EPROTO;
+    }
+    if (n < RDZV_FRAME_HDR)
+        return 0;
+    len = rdzv_get_u32(p + 4);
+    if (len > max_body) {
+        *why = "message too large";
+        return -EMSGSIZE;
+    }
+    if (n - RDZV_FRAME_HDR < len)
+        return 0;
+    *op = p[0];
+    *body = p + RDZV_FRAME_HDR;
+    *body_len = len;
+    return (ssize_t)(RDZV_FRAME_HDR + len);
+}
+
+int rdzv_frame_put(struct rdzv_buf *b, uint8_t op, const void *body, size_t len)
+{
+    uint8_t hdr[RDZV_FRAME_HDR] = {op, RDZV_PROTO_VERSION, 0, 0};
+    int r;
+
+    if (len > RDZV_MAX_MSG)
+        return -EMSGSIZE;
+    rdzv_set_u32(hdr + 4, (uint32_t)len);
+    r = rdzv_buf_reserve(b, sizeof(hdr) + len);
+    if (r < 0)
+        return r;
+    (void)rdzv_buf_put(b, hdr, sizeof(hdr));
+    return rdzv_buf_put(b, body, len);
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-frame.h: framing of rdzv's own rendezvous messages (see RENDEZVOUS.md). Pure: no I/O. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct rdzv_buf;
+
+#define RDZV_FRAME_HDR 8
+#define RDZV_PROTO_VERSION 1
+#define RDZV_MAX_MSG (1u << 20)
+
+enum rdzv_msg_op {
+    RDZV_MSG_HELLO = 0xA0,
+    RDZV_MSG_JOIN = 0xA2,
+    RDZV_MSG_JOINED = 0xA3,
+    RDZV_MSG_ROUND = 0xA4,
+    RDZV_MSG_NCCL_REQUEST = 0xA5,
+    RDZV_MSG_NCCL_ID = 0xA6,
+    RDZV_MSG_HEARTBEAT = 0xA7,
+    RDZV_MSG_WORKER_EXIT = 0xA8,
+    RDZV_MSG_EVENT = 0xA9,
+    RDZV_MSG_LEAVE = 0xAA,
+    RDZV_MSG_ERROR = 0xAF,
+};
+
+/* Name of a message op for logs ("JOIN"), "?" if unknown. */
+const char *rdzv_msg_name(uint8_t op);
+
+/* Look at the frame at the start of p[0..n). Returns its total size (header + body) and sets
+ * *op, *body, *body_len; 0 when more bytes are needed; -EPROTO (unknown op, bad version, reserved
+ * bits set) or -EMSGSIZE (body over max_body) with *why set. Never reads past n. */
+ssize_t rdzv_frame_peek(const uint8_t *p, size_t n, uint32_t max_body, uint8_t *op,
+                        const uint8_t **body, uint32_t *body_len, const char **why);
+
+/* Append one frame with body[0..len). Returns 0, -EMSGSIZE or -ENOMEM. */
+int rdzv_frame_put(struct rdzv_buf *b, uint8_t op, const void *body, size_t len);

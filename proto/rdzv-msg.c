@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-msg.c: rendezvous message bodies <-> C structs, through jansson. */
+#include "rdzv-msg.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/rdzv-buf.h"
+#include "rdzv-frame.h"
+
+static const char *const nccl_mode_names[] = {"off", "auto", "required"};
+
+const char *rdzv_nccl_mode_name(enum rdzv_nccl_mode m)
+{
+    return (unsigned)m < 3 ? nccl_mode_names[m] : "?";
+}
+
+int rdzv_nccl_mode_parse(const char *s, enum rdzv_nccl_mode *ret)
+{
+    for (unsigned i = 0; i < 3; i++)
+        if (strcmp(s, nccl_mode_names[i]) == 0) {
+            *ret = (enum rdzv_nccl_mode)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+bool rdzv_nccl_hex_valid(const char *s)
+{
+    size_t i;
+
+    for (i = 0; s[i]; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return i == RDZV_NCCL_HEX_LEN;
+}
+
+int rdzv_msg_put(struct rdzv_buf *b, uint8_t op, json_t *obj)
+{
+    char *text;
+    int r;
+
+    if (!obj)
+        return -ENOMEM;
+    text = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (!text)
+        return -ENOMEM;
+    r = rdzv_frame_put(b, op, text, strlen(text));
+    free(text);
+    return r;
+}
+
+int rdzv_msg_put_hello(struct rdzv_buf *b, const char *peer)
+{
+    return rdzv_msg_put(b, RDZV_MSG_HELLO,
+                        json_pack("{s:s, s:i, s:s}", "magic", "rdzv", "version",
+                                  RDZV_PROTO_VERSION, "peer", peer));
+}
+
+int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
+{
+    return rdzv_msg_put(
+        b, RDZV_MSG_JOIN,
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I}", "run_id", j->run_id,
+                  "node_id", j->node_id, "host", j->host, "nproc", (json_int_t)j->nproc,
+                  "node_rank", (json_int_t)j->node_rank, "min", (json_int_t)j->min, "max",
+                  (json_int_t)j->max, "last_call_ms", (json_int_t)j->last_call_ms,
+                  "max_restarts", (json_int_t)j->max_restarts, "nccl",
+                  rdzv_nccl_mode_name(j->nccl), "nccl_ids", (json_int_t)j->nccl_ids));
+}
+
+int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r)
+{
+    json_t *ids = json_array();
+
+    for (unsigned i = 0; ids && i < r->n_ids; i++)
+        json_array_append_new(ids, json_string(r->ids[i]));
+    return rdzv_msg_put(
+        b, RDZV_MSG_ROUND,
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:o}", "generation",
+                  (json_int_t)r->generation, "node_rank", (json_int_t)r->node_rank, "nnodes",
+                  (json_int_t)r->nnodes, "rank_offset", (json_int_t)r->rank_offset, "world_size",
+                  (json_int_t)r->world_size, "master_addr", r->master_addr, "master_port",
+                  (json_int_t)r->master_port, "restart_count", (json_int_t)r->restart_count,
+                  "max_restarts", (json_int_t)r->max_restarts, "nccl_ids", ids));
+}
+
+json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
+                     (json_int_t)w->generation, "rank", (json_int_t)w->rank, "local_rank",
+                     (json_int_t)w->local_rank, "exit_code", (json_int_t)w->exit_code, "signal",
+                     (json_int_t)w->signal, "time", w->time, "host", w->host);
+}
+
+int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w)
+{
+    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(w));
+}
+
+int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
+{
+    return rdzv_msg_put(b, RDZV_MSG_EVENT,
+                        json_pack("{s:s, s:I, s:I, s:s}", "type", e->type, "generation",
+                                  (json_int_t)e->generation, "exit_code",
+                                  (json_int_t)e->exit_code, "summary", e->summary));
+}
+
+int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return rdzv_msg_put(b, RDZV_MSG_ERROR, json_pack("{s:s}", "error", text));
+}
+
+json_t *rdzv_msg_load(const uint8_t *body, size_t len, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &jerr);
+
+    if (!root) {
+        snprintf(err, errlen, "bad JSON: %s", jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "bad JSON: body is not an object");
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Copy a borrowed string into a fixed buffer, refusing what does not fit. */
+static int copy_str(char *dst, size_t cap, const char *src, const char *name, char *err,
+                    size_t errlen)
+{
+    size_t n = strlen(src);
+
+    if (n >= cap) {
+        snprintf(err, errlen, "'%s' longer than %zu bytes", name, cap - 1);
+        return -EBADMSG;
+    }
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+static int unpack_fail(const json_error_t *jerr, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: %s", what, jerr->text);
+    return -EBADMSG;
+}
+
+int rdzv_msg_parse_hello(const uint8_t *body, size_t len, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    const char *magic;
+    json_int_t version;
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I}", "magic", &magic, "version", &version) < 0)
+        r = unpack_fail(&jerr, "HELLO", err, errlen);
+    else if (strcmp(magic, "rdzv") != 0) {
+        snprintf(err, errlen, "HELLO: bad magic '%.32s'", magic);
+        r = -EBADMSG;
+    } else if (version != RDZV_PROTO_VERSION) {
+        snprintf(err, errlen, "HELLO: protocol version %lld, this side speaks %d",
+                 (long long)version, RDZV_PROTO_VERSION);
+        r = -EBADMSG;
+    }
+    json_decref(root);
+    return r;
+}
+
+int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, char *err,
+                        size_t errlen)
+{
+    json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
+    const char *run_id, *node_id, *host, *nccl = "auto";
+    json_error_t jerr;
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    memset(j, 0, sizeof(*j));
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I}",
+                       "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
+                       "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
+                       &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
+                       &nccl_ids) < 0) {
+        r = unpack_fail(&jerr, "JOIN", err, errlen);
+        goto out;
+    }
+    r = copy_str(j->run_id, sizeof(j->run_id), run_id, "run_id", err, errlen);
+    if (r == 0)
+        r = copy_str(j->node_id, sizeof(j->node_id), node_id, "node_id", err, errlen);
+    if (r == 0)
+        r = copy_str(j->host, sizeof(j->host), host, "host", err, errlen);
+    if (r < 0)
+        goto out;
+    if (!*run_id || nproc < 1 || nproc > 1024 || min < 1 || max < min || max > 100000 ||
+        node_rank < -1 || last_call < 0 || max_restarts < 0 || nccl_ids < 1 ||
+        nccl_ids > RDZV_MAX_NCCL_IDS || rdzv_nccl_mode_parse(nccl, &j->nccl) < 0) {
+        snprintf(err, errlen, "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
+                              "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
+                              "off|auto|required, 1 <= nccl_ids <= %d)",
+                 RDZV_MAX_NCCL_IDS);
+        r = -EBADMSG;
+        goto out;
+    }
+    j->nproc = nproc;
+    j->node_rank = node_rank;
+    j->min = min;
+    j->max = max;
+    j->last_call_ms = last_call;
+    j->max_restarts = max_restarts;
+    j->nccl_ids = nccl_ids;
+out:
+    json_decref(root);
+    return r;
+}
+
+int rdzv_msg_parse_round(const uint8_t *body, size_t len, struct rdzv_round *rd, char *err,
+                         size_t errlen)
+{
+    json_int_t gen, node_rank, nnodes, off, world, port, restarts, max_restarts;
+    const char *addr;
+    json_t *ids, *v;
+    json_error_t jerr;
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    size_t i;
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    memset(rd, 0, sizeof(*rd));
+    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:o}",
+                       "generation", &gen, "node_rank", &node_rank, "nnodes", &nnodes,
+                       "rank_offset", &off, "world_size", &world, "master_addr", &addr,
+                       "master_port", &port, "restart_count", &restarts, "max_restarts",
+                       &max_restarts, "nccl_ids", &ids) < 0) {
+        r = unpack_fail(&jerr, "ROUND", err, errlen);
+        goto out;
+    }
+    if (gen < 0 || node_rank < 0 || nnodes < 1 || node_rank >= nnodes || off < 0 || world < 1 ||
+        port < 1 || port > 65535 || !json_is_array(ids) ||
+        json_array_size(ids) > RDZV_MAX_NCCL_IDS) {
+        snprintf(err, errlen, "ROUND: a value is out of range");
+        r = -EBADMSG;
+        goto out;
+    }
+    r = copy_str(rd->master_addr, sizeof(rd->master_addr), addr, "master_addr", err, errlen);
+    if (r < 0)
+        goto out;
+    json_array_foreach(ids, i, v)
+    {
+        if (!json_is_string(v) || !rdzv_nccl_hex_valid(json_string_value(v))) {
+            snprintf(err, errlen, "ROUND: nccl_ids[%zu] is not %d hex characters", i,
+                     RDZV_NCCL_HEX_LEN);
+            r = -EBADMSG;
+            goto out;
+        }
+        memcpy(rd->ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
+    }
+    rd->n_ids = (unsigned)json_array_size(ids);
+    rd->generation = (uint64_t)gen;
+    rd->node_rank = node_rank;
+    rd->nnodes = nnodes;
+    rd->rank_offset = off;
+    rd->world_size = world;
+    rd->master_port = port;
+    rd->restart_count = restarts;
+    rd->max_restarts = max_restarts;
+out:
+    json_decref(root);
+    return r;
+}
+
+int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_worker_exit *w,
+                               char *err, size_t errlen)
+{
+    json_int_t gen, rank, local_rank, code, sig;
+    const char *host = "";
+    json_error_t jerr;
+    double t = 0;
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    memset(w, 0, sizeof(*w));
+    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s?F, s?s}", "generation", &gen,
+                       "rank", &rank, "local_rank", &local_rank, "exit_code", &code, "signal",
+                       &sig, "time", &t, "host", &host) < 0) {
+        r = unpack_fail(&jerr, "WORKER_EXIT", err, errlen);
+        goto out;
+    }
+    r = copy_str(w->host, sizeof(w->host), host, "host", err, errlen);
+    w->generation = (uint64_t)gen;
+    w->rank = rank;
+    w->local_rank = local_rank;
+    w->exit_code = code;
+    w->signal = sig;
+    w->time = t;
+out:
+    json_decref(root);
+    return r;
+}
+
+int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, char *err,
+                         size_t errlen)
+{
+    const char *type, *summary = "";
+    json_int_t gen, code = 0;
+    json_error_t jerr;
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    memset(e, 0, sizeof(*e));
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s?I, s?s}", "type", &type, "generation", &gen,
+                       "exit_code", &code, "summary", &summary) < 0) {
+        r = unpack_fail(&jerr, "EVENT", err, errlen);
+        goto out;
+    }
+    r = copy_str(e->type, sizeof(e->type), type, "type", err, errlen);
+    if (r == 0) {
+        /* A long summary is cut, not refused: it is for people. */
+        snprintf(e->summary, sizeof(e->summary), "%s", summary);
+        e->generation = (uint64_t)gen;
+        e->exit_code = code;
+    }
+out:
+    json_decref(root);
+    return r;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-proto.h: the wire vocabulary shared by rdzvd, rdzvctl and the agent: TCPStore operations,
+ * their byte values in each PyTorch dialect, reply codes, and every size limit (in one place). */
+#pragma once
+#include <stdint.h>
+
+/* TCPStore's VALIDATE magic (PyTorch >= 2.2), little-endian on the wire: CE F7 85 3C. */
+#define RDZV_VALIDATE_MAGIC 0x3C85F7CEu
+
+/* Default port: torchrun's c10d rendezvous default. */
+#define RDZV_DEFAULT_PORT 29400
+
+/* The operations, independent of their byte value on the wire. */
+enum rdzv_op {
+    RDZV_OP_VALIDATE,
+    RDZV_OP_SET,
+    RDZV_OP_COMPARE_SET,
+    RDZV_OP_GET,
+    RDZV_OP_ADD,
+    RDZV_OP_CHECK,
+    RDZV_OP_WAIT,
+    RDZV_OP_GETNUMKEYS,
+    RDZV_OP_DELETE_KEY,
+    RDZV_OP_APPEND,
+    RDZV_OP_MULTI_GET,
+    RDZV_OP_MULTI_SET,
+    RDZV_OP_CANCEL_WAIT,
+    RDZV_OP_PING,
+    RDZV_OP_QUEUE_PUSH,
+    RDZV_OP_QUEUE_POP,
+    RDZV_OP_QUEUE_LEN,
+    RDZV_OP_LIST,
+    RDZV_OP_WATCH_KEY, /* PyTorch <= 2.0 only */
+    _RDZV_OP_MAX,
+};
+
+/* Which numbering a connection speaks (pytorch-compat.md 1.2). */
+enum rdzv_dialect {
+    RDZV_DIALECT_V20,    /* PyTorch 1.x and 2.0: SET=0 .. WATCH_KEY=7, DELETE_KEY=8 */
+    RDZV_DIALECT_V21,    /* PyTorch 2.1: DELETE_KEY=7 .. CANCEL_WAIT=11 */
+    RDZV_DIALECT_MODERN, /* PyTorch >= 2.2: VALIDATE=0 .. LIST=17; opened by VALIDATE */
+    _RDZV_DIALECT_MAX,
+};
+
+/* Reply codes (one byte). */
+enum { RDZV_CHECK_READY = 0, RDZV_CHECK_NOT_READY = 1 };
+enum { RDZV_WAIT_STOP_WAITING = 0, RDZV_WAIT_CANCELED = 1 };
+enum {
+    RDZV_WATCH_KEY_UPDATED = 0,
+    RDZV_WATCH_KEY_CREATED = 1,
+    RDZV_WATCH_KEY_DELETED = 2,
+    RDZV_WATCH_CALLBACK_REGISTERED = 3,
+};
+
+/* Every limit a peer can push against. Checked before anything is allocated.
+ * Defaults follow PyTorch's libuv server where it has one (8 KiB keys, 8 MiB values,
+ * 128Ki keys per request). */
+struct rdzv_limits {
+    uint64_t max_key_len;      /* bytes in one key */
+    uint64_t max_value_len;    /* bytes in one value (also caps APPEND results) */
+    uint64_t max_keys_per_req; /* keys in CHECK/WAIT/MULTI_GET/MULTI_SET */
+    uint64_t max_frame;        /* bytes in one whole request */
+    uint64_t max_outbuf;       /* queued reply bytes per connection before we stop reading it */
+    uint64_t max_conns;        /* open client connections */
+    uint64_t max_store_bytes;  /* keys + values held by the store */
+    uint64_t max_wait_keys;    /* pending WAIT registrations per connection */
+    uint64_t max_queue_items;  /* items in one QUEUE_PUSH queue */
+};
+
+#define RDZV_LIMITS_DEFAULT                                                                        \
+    {                                                                                              \
+        .max_key_len = 8u << 10, .max_value_len = 8u << 20, .max_keys_per_req = 128u << 10,        \
+        .max_frame = 64u << 20, .max_outbuf = 16u << 20, .max_conns = 65536,                      \
+        .max_store_bytes = 4ull << 30, .max_wait_keys = 128u << 10, .max_queue_items = 1u << 20,   \
+    }
+
+/* Name of an operation, for logs ("SET"). Never NULL. */
+const char *rdzv_op_name(enum rdzv_op op);
+/* Name of a dialect ("2.0", "2.1", "modern"). Never NULL. */
+const char *rdzv_dialect_name(enum rdzv_dialect d);
+/* Parse "2.0" / "2.1" / "modern". Returns 0 or -EINVAL. */
+int rdzv_dialect_parse(const char *s, enum rdzv_dialect *ret);
+/* The operation a wire byte means in dialect d, or -EPROTO if it means nothing there. */
+int rdzv_op_from_wire(enum rdzv_dialect d, uint8_t byte);
+/* The wire byte of op in dialect d, or -EPROTO if d has no such operation. */
+int rdzv_op_to_wire(enum rdzv_dialect d, enum rdzv_op op);

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* helper-worker.c: a scriptable stand-in for a training process, for the agent tests. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * Usage: helper-worker ACTION...
+ * Actions run in order; an action written "r<N>:ACTION" runs only when LOCAL_RANK is N.
+ *   env             print the variables of interest as KEY=VALUE (KEY=<unset> if absent), then
+ *                   ENV_DUPLICATES=<number of names that appear more than once in environ>
+ *   exit=N          exit with status N
+ *   signal=N        die by signal N (disposition reset to default first)
+ *   ignore-term     ignore SIGTERM from now on (inherited by later child-sleep)
+ *   sleep=MS        sleep
+ *   print=TEXT      TEXT and a newline on stdout;  eprint=TEXT: on stderr
+ *   partial=TEXT    TEXT without newline on stdout; epartial=TEXT: on stderr
+ *   child-sleep=MS  fork a child (same process group) that sleeps MS; print CHILD_PID=<pid>
+ *   pid             print PID=<pid> PGID=<pgid> SID=<sid>
+ *   spam=N          N lines "spam <rank> <i> " padded with '.' to 100 bytes, on stdout
+ *   espam=N         the same on stderr
+ *   long=N          one line of N 'x' on stdout
+ *   write-error     write a torch-style JSON error to $TORCHELASTIC_ERROR_FILE, print
+ *                   ERROR_FILE_WRITTEN=1 (or =<errno text>)
+ *   fds             print OPEN_FDS=<fds above 2, comma-separated> (leaked by the agent)
+ * Exits 0 after the last action.
+ */
+
+extern char **environ;
+
+static const char *const keys[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "RDZV_NCCL_UNIQUE_ID", "RDZV_GENERATION",
+    "RDZV_ENDPOINT", "CUDA_VISIBLE_DEVICES", "RDZV_TEST_INHERITED",
+};
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static size_t name_len(const char *e)
+{
+    const char *eq = strchr(e, '=');
+
+    return eq ? (size_t)(eq - e) : strlen(e);
+}
+
+static void print_env(void)
+{
+    unsigned dups = 0;
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *v = getenv(keys[i]);
+
+        printf("%s=%s\n", keys[i], v ? v : "<unset>");
+    }
+    for (size_t i = 0; environ[i]; i++)
+        for (size_t k = i + 1; environ[k]; k++)
+            if (name_len(environ[i]) == name_len(environ[k]) &&
+                strncmp(environ[i], environ[k], name_len(environ[i])) == 0)
+                dups++;
+    printf("ENV_DUPLICATES=%u\n", dups);
+}
+
+static void spam(FILE *f, const char *rank, long n)
+{
+    char line[128];
+
+    for (long i = 0; i < n; i++) {
+        int k = snprintf(line, sizeof(line), "spam %s %ld ", rank, i);
+
+        memset(line + k, '.', (size_t)(100 - k));
+        line[100] = '\0';
+        fprintf(f, "%s\n", line);
+    }
+}
+
+static void write_error(void)
+{
+    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    FILE *f;
+
+    if (!path) {
+        printf("ERROR_FILE_WRITTEN=no variable\n");
+        return;
+    }
+    f = fopen(path, "w");
+    if (!f) {
+        printf("ERROR_FILE_WRITTEN=%s\n", strerror(errno));
+        return;
+    }
+    fprintf(f, "{\"message\": {\"message\": \"RuntimeError: test\", \"extraInfo\": "
+               "{\"py_callstack\": \"\", \"timestamp\": \"%ld\"}}}\n",
+            (long)time(NULL));
+    fclose(f);
+    printf("ERROR_FILE_WRITTEN=1\n");
+}
+
+static void print_fds(void)
+{
+    const char *sep = "";
+
+    printf("OPEN_FDS=");
+    for (int fd = 3; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) >= 0) {
+            printf("%s%d", sep, fd);
+            sep = ",";
+        }
+    printf("\n");
+}
+
+static void run(const char *act, const char *rank)
+{
+    const char *eq = strchr(act, '=');
+    const char *arg = eq ? eq + 1 : "";
+    size_t n = eq ? (size_t)(eq - act) : strlen(act);
+
+#define IS(name) (n == strlen(name) && strncmp(act, name, n) == 0)
+    if (IS("env")) {
+        print_env();
+    } else if (IS("exit")) {
+        fflush(NULL);
+        exit(atoi(arg));
+    } else if (IS("signal")) {
+        fflush(NULL);
+        signal(atoi(arg), SIG_DFL);
+        raise(atoi(arg));
+        _exit(99);
+    } else if (IS("ignore-term")) {
+        signal(SIGTERM, SIG_IGN);
+    } else if (IS("sleep")) {
+        fflush(NULL);
+        sleep_ms(atol(arg));
+    } else if (IS("print")) {
+        printf("%s\n", arg);
+    } else if (IS("eprint")) {
+        fprintf(stderr, "%s\n", arg);
+    } else if (IS("partial")) {
+        printf("%s", arg);
+    } else if (IS("epartial")) {
+        fprintf(stderr, "%s", arg);
+    } else if (IS("child-sleep")) {
+        pid_t pid;
+
+        fflush(NULL);
+        pid = fork();
+        if (pid == 0) {
+            sleep_ms(atol(arg));
+            _exit(0);
+        }
+        printf("CHILD_PID=%ld\n", (long)pid);
+    } else if (IS("pid")) {
+        printf("PID=%ld PGID=%ld SID=%ld\n", (long)getpid(), (long)getpgrp(), (long)getsid(0));
+    } else if (IS("spam")) {
+        spam(stdout, rank, atol(arg));
+    } else if (IS("espam")) {
+        spam(stderr, rank, atol(arg));
+    } else if (IS("long")) {
+        for (long i = 0; i < atol(arg); i++)
+            putchar('x');
+        putchar('\n');
+    } else if (IS("fds")) {
+        print_fds();
+    } else if (IS("write-error")) {
+        write_error();
+    } else {
+        fprintf(stderr, "helper-worker: unknown action '%s'\n", act);
+        exit(64);
+    }
+#undef IS
+    fflush(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    const char *rank = getenv("LOCAL_RANK");
+
+    if (!rank)
+        rank = "?";
+    for (int i = 1; i < argc; i++) {
+        const char *act = argv[i];
+
+        if (act[0] == 'r' && strchr(act, ':') && act[1] >= '0' && act[1] <= '9') {
+            const char *colon = strchr(act, ':');
+
+            if (strncmp(act + 1, rank, (size_t)(colon - act - 1)) != 0 ||
+                rank[colon - act - 1] != '\0')
+                continue;
+            act = colon + 1;
+        }
+        run(act, rank);
+    }
+    return 0;
+}

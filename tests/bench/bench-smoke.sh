@@ -1,0 +1,44 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench-smoke.sh: start rdzvd on a free port, run rdzv-bench briefly, check the figures are non-zero.
+# Usage: bench-smoke.sh RDZVD RDZV_BENCH
+set -u
+rdzvd=$1
+bench=$2
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+"$rdzvd" --port 0 --port-file "$tmp/port" -l warn >"$tmp/rdzvd.log" 2>&1 &
+pid=$!
+fail() {
+    echo "not ok: $*"
+    sed 's/^/# rdzvd: /' "$tmp/rdzvd.log"
+    exit 1
+}
+
+for _ in $(seq 100); do
+    [ -s "$tmp/port" ] && break
+    kill -0 "$pid" 2>/dev/null || { pid=; fail "rdzvd exited at start"; }
+    sleep 0.1
+done
+[ -s "$tmp/port" ] || fail "rdzvd wrote no port file in 10 s"
+
+out=$("$bench" --port-file "$tmp/port" -c 4 -w 0.1 -d 1 -t 20 throughput) || fail "throughput: $out"
+echo "# $out"
+rate=$(sed -n 's/.*replies_per_s=\([0-9]*\).*/\1/p' <<<"$out")
+[ "${rate:-0}" -gt 0 ] || fail "throughput reported no replies"
+
+out=$("$bench" --port-file "$tmp/port" -c 200 -t 20 barrier) || fail "barrier: $out"
+echo "# $out"
+grep -q ' ok=1 ' <<<"$out" || fail "barrier did not complete"
+
+out=$("$bench" --port-file "$tmp/port" --pid "$pid" --settle 0.2 -c 200 -t 20 memory) ||
+    fail "memory: $out"
+echo "# $out"
+kill -0 "$pid" 2>/dev/null || fail "rdzvd died"
+echo "ok"

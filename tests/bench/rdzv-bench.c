@@ -1,0 +1,1037 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-bench.c: TCPStore load generator (PyTorch <= 2.0 numbering): throughput, barrier, memory. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdzv-buf.h"
+#include "rdzv-proto.h"
+#include "rdzv-util.h"
+
+#define PREFIX_MAX 40
+#define KEY_MAX 56
+#define IN_CAP 64
+#define OUT_CAP 192
+#define MAX_EVENTS 1024
+#define CONNECT_BATCH 128
+#define BACKOFF_MIN_NS 1000000ull  /* first retry after ~1 ms */
+#define BACKOFF_MAX_NS 256000000ull /* never wait more than ~256 ms between tries */
+#define NS_PER_S 1000000000ull
+#define MAX_IDLE_PIDS 8
+#define MAX_WINDOWS 4096
+
+enum mode { MODE_THROUGHPUT, MODE_BARRIER, MODE_MEMORY };
+
+enum conn_state {
+    CS_NEW,        /* no socket yet */
+    CS_BACKOFF,    /* a connect failed; try again at due_ns */
+    CS_CONNECTING, /* non-blocking connect in progress */
+    CS_IDLE,       /* connected, nothing in flight */
+    CS_ADD,        /* ADD sent: an i64 reply is due */
+    CS_GET,        /* GET sent: u64 length + bytes are due */
+    CS_WAIT,       /* WAIT sent: one byte is due */
+    CS_DONE,       /* finished its part; kept open */
+    CS_LOST,       /* reset, closed by the server, or sent a bad reply */
+};
+
+struct conn {
+    int fd;
+    uint8_t state;
+    uint8_t attempts;
+    uint8_t inlen;  /* reply bytes at in[0..inlen) */
+    uint8_t outlen; /* request bytes a short send left at out[0..outlen) */
+    uint8_t klen;
+    uint64_t due_ns;
+    char key[KEY_MAX]; /* throughput: this connection's own key */
+    uint8_t in[IN_CAP];
+    uint8_t out[OUT_CAP];
+};
+
+struct bench {
+    enum mode mode;
+    struct sockaddr_in addr;
+    int epfd;
+    struct conn *conns;
+    uint32_t n;
+    int server_pid;
+    int idle_pids[MAX_IDLE_PIDS + 1]; /* + the --pid one */
+    size_t nidle_pids;
+    double duration_s, warmup_s, window_s, timeout_s, settle_s;
+    uint8_t op_set, op_get, op_add, op_wait;
+    char prefix[PREFIX_MAX + 1];
+    char cnt_key[KEY_MAX], go_key[KEY_MAX], idle_key[KEY_MAX];
+    size_t cnt_len, go_len, idle_len;
+
+    uint32_t nconnected, ndone, nlost, nbackoff;
+    uint64_t retries; /* connect attempts that failed and were tried again */
+    uint64_t replies; /* counted replies (throughput) */
+    bool counting;
+    uint64_t t_last_ns;   /* last completion (barrier: last STOP_WAITING) */
+    uint64_t next_due_ns; /* earliest CS_BACKOFF due time, UINT64_MAX if none */
+    uint64_t rng;
+    int first_lost_err;
+    const char *first_lost_what;
+    bool overshoot; /* barrier counter went past N: the namespace was not fresh */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: rdzv-bench [OPTIONS] throughput|barrier|memory\n"
+            "Load generator for TCPStore servers, PyTorch <= 2.0 numbering (SET 0, GET 2, ADD 3,\n"
+            "WAIT 5). Prints one line of key=value results on stdout.\n"
+            "\n"
+            "  throughput  C connections in a closed loop of ADD(key_i,1), GET(key_i); replies/s\n"
+            "  barrier     N connections: ADD(cnt,1); the one that reads N SETs go; all WAIT(go);\n"
+            "              seconds from the first connect() to the last STOP_WAITING\n"
+            "  memory      N idle connections (one ADD each); server VmRSS growth per connection\n"
+            "\n"
+            "  -H, --host ADDR        server IPv4 address (default 127.0.0.1)\n"
+            "  -p, --port N           server port\n"
+            "  -P, --port-file FILE   read the port from FILE (waits up to 30 s for it)\n"
+            "  -c, --conns N          connections (default: throughput 50, barrier 1000,\n"
+            "                         memory 10000)\n"
+            "  -d, --duration SEC     throughput: measured window (default 3)\n"
+            "  -w, --warmup SEC       throughput: unmeasured warm-up (default 0.5)\n"
+            "      --window SEC       throughput: also rate each window of SEC and report the best\n"
+            "                         and the median (default 0.5)\n"
+            "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
+            "  -k, --prefix STR       key namespace (default: unique per run)\n"
+            "      --pid PID          server process: memory reads its VmRSS; every mode first\n"
+            "                         waits (up to 30 s) until it is idle\n"
+            "      --idle-pid PID     also wait until this process is idle (repeatable, up to 8)\n"
+            "      --settle SEC       memory: pause before reading VmRSS again (default 1)\n"
+            "  -h, --help             show this help\n");
+}
+
+static uint64_t rng_next(struct bench *b)
+{
+    /* xorshift64*: jitter for connect backoff only. */
+    b->rng ^= b->rng >> 12;
+    b->rng ^= b->rng << 25;
+    b->rng ^= b->rng >> 27;
+    return b->rng * 2685821657736338717ull;
+}
+
+static uint64_t secs_to_ns(double s)
+{
+    return s <= 0 ? 0 : (uint64_t)(s * (double)NS_PER_S);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / NS_PER_S), .tv_nsec = (long)(ns % NS_PER_S)};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* ---- request encoders (u64 little-endian lengths, as PyTorch sends them) ---- */
+
+static size_t enc_str(uint8_t *p, const void *s, size_t n)
+{
+    rdzv_set_u64(p, n);
+    memcpy(p + 8, s, n);
+    return 8 + n;
+}
+
+static size_t enc_add(const struct bench *b, uint8_t *p, const char *key, size_t klen)
+{
+    size_t n;
+
+    p[0] = b->op_add;
+    n = 1 + enc_str(p + 1, key, klen);
+    rdzv_set_u64(p + n, 1);
+    return n + 8;
+}
+
+static size_t enc_get(const struct bench *b, uint8_t *p, const char *key, size_t klen)
+{
+    p[0] = b->op_get;
+    return 1 + enc_str(p + 1, key, klen);
+}
+
+static size_t enc_set(const struct bench *b, uint8_t *p, const char *key, size_t klen,
+                      const char *val, size_t vlen)
+{
+    size_t n;
+
+    p[0] = b->op_set;
+    n = 1 + enc_str(p + 1, key, klen);
+    return n + enc_str(p + n, val, vlen);
+}
+
+static size_t enc_wait1(const struct bench *b, uint8_t *p, const char *key, size_t klen)
+{
+    p[0] = b->op_wait;
+    rdzv_set_u64(p + 1, 1);
+    return 9 + enc_str(p + 9, key, klen);
+}
+
+/* ---- connection life cycle ---- */
+
+static bool connect_retryable(int err)
+{
+    return err == ECONNREFUSED || err == ECONNRESET || err == EAGAIN || err == ETIMEDOUT ||
+           err == EADDRNOTAVAIL || err == ECONNABORTED || err == EINTR;
+}
+
+static void conn_lost(struct bench *b, struct conn *c, const char *what, int err)
+{
+    if (c->fd >= 0)
+        (void)close(c->fd);
+    c->fd = -1;
+    c->state = CS_LOST;
+    b->nlost++;
+    if (!b->first_lost_what) {
+        b->first_lost_what = what;
+        b->first_lost_err = err;
+    }
+}
+
+static void conn_backoff(struct bench *b, struct conn *c)
+{
+    uint64_t d = BACKOFF_MIN_NS << (c->attempts < 8 ? c->attempts : 8);
+
+    if (d > BACKOFF_MAX_NS)
+        d = BACKOFF_MAX_NS;
+    d = d / 2 + rng_next(b) % (d / 2 + 1);
+    if (c->fd >= 0)
+        (void)close(c->fd);
+    c->fd = -1;
+    if (c->attempts < UINT8_MAX)
+        c->attempts++;
+    c->state = CS_BACKOFF;
+    c->due_ns = rdzv_now_ns() + d;
+    if (c->due_ns < b->next_due_ns)
+        b->next_due_ns = c->due_ns;
+    b->nbackoff++;
+    b->retries++;
+}
+
+/* Send one request. A short send keeps the rest for EPOLLOUT. Returns 0, or -errno after
+ * marking the connection lost. */
+static int conn_send(struct bench *b, struct conn *c, const uint8_t *p, size_t len)
+{
+    ssize_t w;
+
+    c->inlen = 0;
+    w = send(c->fd, p, len, MSG_NOSIGNAL);
+    if (w < 0) {
+        int err = errno;
+
+        if (err != EAGAIN && err != EINTR) {
+            conn_lost(b, c, "send", err);
+            return -err;
+        }
+        w = 0;
+    }
+    if ((size_t)w < len) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u32 = (uint32_t)(c - b->conns)};
+
+        memcpy(c->out, p + w, len - (size_t)w);
+        c->outlen = (uint8_t)(len - (size_t)w);
+        if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+            conn_lost(b, c, "epoll_ctl", errno);
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+static void send_add(struct bench *b, struct conn *c, const char *key, size_t klen)
+{
+    uint8_t req[OUT_CAP];
+
+    if (conn_send(b, c, req, enc_add(b, req, key, klen)) == 0)
+        c->state = CS_ADD;
+}
+
+static void send_get(struct bench *b, struct conn *c)
+{
+    uint8_t req[OUT_CAP];
+
+    if (conn_send(b, c, req, enc_get(b, req, c->key, c->klen)) == 0)
+        c->state = CS_GET;
+}
+
+/* The connection is up: do what the mode does first. */
+static void conn_connected(struct bench *b, struct conn *c)
+{
+    b->nconnected++;
+    c->state = CS_IDLE;
+    if (b->mode == MODE_BARRIER)
+        send_add(b, c, b->cnt_key, b->cnt_len);
+    else if (b->mode == MODE_MEMORY)
+        send_add(b, c, b->idle_key, b->idle_len);
+}
+
+/* Open a socket and start a non-blocking connect. Returns 0 (the connection may already be in
+ * CS_BACKOFF or connected), or a negative errno that ends the run (out of file descriptors). */
+static int conn_connect(struct bench *b, struct conn *c)
+{
+    struct epoll_event ev = {.data.u32 = (uint32_t)(c - b->conns)};
+    int fd, one = 1, r;
+
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    c->fd = fd;
+    /* PyTorch's client sets TCP_NODELAY too. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    r = connect(fd, (const struct sockaddr *)&b->addr, sizeof(b->addr));
+    if (r < 0 && errno != EINPROGRESS) {
+        int err = errno;
+
+        if (!connect_retryable(err)) {
+            conn_lost(b, c, "connect", err);
+            return 0;
+        }
+        conn_backoff(b, c);
+        return 0;
+    }
+    ev.events = r == 0 ? EPOLLIN : EPOLLOUT;
+    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        r = -errno;
+        (void)close(fd);
+        c->fd = -1;
+        return r;
+    }
+    c->state = CS_CONNECTING;
+    if (r == 0)
+        conn_connected(b, c);
+    return 0;
+}
+
+static int conn_writable(struct bench *b, struct conn *c)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)(c - b->conns)};
+
+    if (c->state == CS_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err != 0) {
+            if (connect_retryable(err))
+                conn_backoff(b, c);
+            else
+                conn_lost(b, c, "connect", err);
+            return 0;
+        }
+        if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+            return -errno;
+        conn_connected(b, c);
+        return 0;
+    }
+    if (c->outlen > 0) {
+        ssize_t w = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL);
+
+        if (w < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                conn_lost(b, c, "send", errno);
+            return 0;
+        }
+        memmove(c->out, c->out + w, c->outlen - (size_t)w);
+        c->outlen = (uint8_t)(c->outlen - (size_t)w);
+    }
+    if (c->outlen == 0 && epoll_ctl(b->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+        return -errno;
+    return 0;
+}
+
+/* One whole reply is in c->in; act on it. */
+static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
+{
+    uint8_t req[OUT_CAP];
+    size_t n;
+    int64_t v;
+
+    switch (b->mode) {
+    case MODE_THROUGHPUT:
+        if (b->counting)
+            b->replies++;
+        if (c->state == CS_ADD)
+            send_get(b, c);
+        else
+            send_add(b, c, c->key, c->klen);
+        return;
+    case MODE_BARRIER:
+        if (c->state == CS_WAIT) {
+            if (c->in[0] != RDZV_WAIT_STOP_WAITING) {
+                conn_lost(b, c, "WAIT reply", EPROTO);
+                return;
+            }
+            c->state = CS_DONE;
+            b->ndone++;
+            b->t_last_ns = now;
+            return;
+        }
+        v = (int64_t)rdzv_get_u64(c->in);
+        n = 0;
+        if (v == (int64_t)b->n)
+            n = enc_set(b, req, b->go_key, b->go_len, "1", 1);
+        else if (v > (int64_t)b->n)
+            b->overshoot = true;
+        n += enc_wait1(b, req + n, b->go_key, b->go_len);
+        if (conn_send(b, c, req, n) == 0)
+            c->state = CS_WAIT;
+        return;
+    case MODE_MEMORY:
+        c->state = CS_DONE;
+        b->ndone++;
+        b->t_last_ns = now;
+        return;
+    }
+}
+
+/* Bytes of the reply the connection waits for, given what arrived; 0 while unknown. */
+static size_t reply_len(const struct conn *c)
+{
+    switch (c->state) {
+    case CS_ADD:
+        return 8;
+    case CS_WAIT:
+        return 1;
+    case CS_GET:
+        if (c->inlen < 8)
+            return 0;
+        return 8 + rdzv_get_u64(c->in) > IN_CAP ? SIZE_MAX : 8 + (size_t)rdzv_get_u64(c->in);
+    default:
+        return SIZE_MAX;
+    }
+}
+
+static void conn_readable(struct bench *b, struct conn *c, uint64_t now)
+{
+    ssize_t r;
+    size_t need;
+
+    if (c->inlen >= IN_CAP) {
+        conn_lost(b, c, "reply too long", EPROTO);
+        return;
+    }
+    r = recv(c->fd, c->in + c->inlen, IN_CAP - c->inlen, 0);
+    if (r == 0) {
+        conn_lost(b, c, "closed by server", 0);
+        return;
+    }
+    if (r < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            conn_lost(b, c, "recv", errno);
+        return;
+    }
+    c->inlen = (uint8_t)(c->inlen + r);
+    need = reply_len(c);
+    if (need == 0 || (need != SIZE_MAX && c->inlen < need))
+        return;
+    if (need != c->inlen) {
+        conn_lost(b, c, need == SIZE_MAX ? "unexpected bytes" : "more bytes than one reply",
+                  EPROTO);
+        return;
+    }
+    conn_reply(b, c, now);
+}
+
+/* Retry the connections whose backoff has expired. */
+static int run_due(struct bench *b, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    int r;
+
+    if (b->nbackoff == 0 || now < b->next_due_ns)
+        return 0;
+    for (uint32_t i = 0; i < b->n && b->nbackoff > 0; i++) {
+        struct conn *c = &b->conns[i];
+
+        if (c->state != CS_BACKOFF)
+            continue;
+        if (c->due_ns > now) {
+            if (c->due_ns < next)
+                next = c->due_ns;
+            continue;
+        }
+        b->nbackoff--;
+        c->state = CS_NEW;
+        r = conn_connect(b, c);
+        if (r < 0)
+            return r;
+        if (c->state == CS_BACKOFF && c->due_ns < next)
+            next = c->due_ns;
+    }
+    b->next_due_ns = next;
+    return 0;
+}
+
+/* Wait for events until deadline_ns at the latest (0 = just poll) and handle them. */
+static int poll_once(struct bench *b, uint64_t deadline_ns)
+{
+    struct epoll_event evs[MAX_EVENTS];
+    uint64_t now = rdzv_now_ns(), until = deadline_ns;
+    int timeout_ms = 0, nev, r;
+
+    if (b->nbackoff > 0 && b->next_due_ns < until)
+        until = b->next_due_ns;
+    if (until > now)
+        timeout_ms = (int)((until - now + 999999) / 1000000);
+    nev = epoll_wait(b->epfd, evs, MAX_EVENTS, timeout_ms);
+    if (nev < 0)
+        return errno == EINTR ? 0 : -errno;
+    now = rdzv_now_ns();
+    for (int i = 0; i < nev; i++) {
+        struct conn *c = &b->conns[evs[i].data.u32];
+
+        if (c->fd < 0)
+            continue;
+        if (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP) && c->state == CS_CONNECTING) {
+            r = conn_writable(b, c);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (evs[i].events & EPOLLOUT) {
+            r = conn_writable(b, c);
+            if (r < 0)
+                return r;
+            if (c->fd < 0)
+                continue;
+        }
+        if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+            conn_readable(b, c, now);
+    }
+    return run_due(b, rdzv_now_ns());
+}
+
+/* Start connecting conns[0..n), CONNECT_BATCH at a time with a non-blocking poll in between so
+ * replies flow while the rest are opened. */
+static int connect_all(struct bench *b)
+{
+    int r;
+
+    for (uint32_t i = 0; i < b->n; i++) {
+        r = conn_connect(b, &b->conns[i]);
+        if (r < 0) {
+            fprintf(stderr, "rdzv-bench: connection %" PRIu32 ": %s\n", i, strerror(-r));
+            return r;
+        }
+        if ((i + 1) % CONNECT_BATCH == 0) {
+            r = poll_once(b, 0);
+            if (r < 0)
+                return r;
+        }
+    }
+    return 0;
+}
+
+static void print_lost(const struct bench *b)
+{
+    if (b->first_lost_what)
+        fprintf(stderr, "rdzv-bench: %" PRIu32 " connections lost; first: %s%s%s\n", b->nlost,
+                b->first_lost_what, b->first_lost_err ? ": " : "",
+                b->first_lost_err ? strerror(b->first_lost_err) : "");
+}
+
+/* ---- server process: CPU idleness and VmRSS ---- */
+
+/* utime + stime of pid in clock ticks. */
+static int proc_cpu_ticks(int pid, uint64_t *ret)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long ut, st;
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    /* After "pid (comm)": state, then 10 fields before utime and stime. */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -EIO;
+    *ret = ut + st;
+    return 0;
+}
+
+static int proc_rss_kb(int pid, uint64_t *ret)
+{
+    char path[64], line[256];
+    unsigned long long kb;
+    int r = -ENOENT;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) {
+            *ret = kb;
+            r = 0;
+            break;
+        }
+    fclose(f);
+    return r;
+}
+
+/* Wait until each process uses less than ~10% of a CPU over 200 ms (a server may still be
+ * tearing down the previous run's connections), for up to 30 s in all. Gone processes count as
+ * idle. */
+static void wait_idle(const int *pids, size_t n)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t t0 = rdzv_now_ns(), a[MAX_IDLE_PIDS + 1], c;
+    bool idle = false;
+
+    if (hz <= 0)
+        hz = 100;
+    while (!idle && rdzv_now_ns() - t0 < 30 * NS_PER_S) {
+        for (size_t i = 0; i < n; i++)
+            if (proc_cpu_ticks(pids[i], &a[i]) < 0)
+                a[i] = UINT64_MAX;
+        sleep_ns(NS_PER_S / 5);
+        idle = true;
+        for (size_t i = 0; i < n; i++)
+            /* ticks in 0.2 s <= hz/50, i.e. <= 10% of a CPU */
+            if (a[i] != UINT64_MAX && proc_cpu_ticks(pids[i], &c) == 0 &&
+                (c - a[i]) * 50 > (uint64_t)hz)
+                idle = false;
+    }
+    if (!idle)
+        fprintf(stderr, "rdzv-bench: a server is still busy after 30 s, going on\n");
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+/* ---- modes ---- */
+
+static int run_throughput(struct bench *b)
+{
+    static double win[MAX_WINDOWS];
+    uint64_t t0, deadline, t_meas, now, w_start, w_len, w_replies;
+    size_t nwin = 0, want;
+    int r;
+
+    for (uint32_t i = 0; i < b->n; i++) {
+        struct conn *c = &b->conns[i];
+
+        c->klen = (uint8_t)snprintf(c->key, sizeof(c->key), "%s/k%" PRIu32, b->prefix, i);
+    }
+    t0 = rdzv_now_ns();
+    deadline = t0 + secs_to_ns(b->timeout_s);
+    r = connect_all(b);
+    while (r == 0 && b->nconnected + b->nlost < b->n && rdzv_now_ns() < deadline)
+        r = poll_once(b, deadline);
+    if (r < 0)
+        return r;
+    if (b->nconnected < b->n || b->nlost > 0) {
+        print_lost(b);
+        fprintf(stderr, "rdzv-bench: only %" PRIu32 " of %" PRIu32 " connections came up\n",
+                b->nconnected - b->nlost, b->n);
+        return 1;
+    }
+    for (uint32_t i = 0; i < b->n; i++)
+        if (b->conns[i].state == CS_IDLE)
+            send_add(b, &b->conns[i], b->conns[i].key, b->conns[i].klen);
+    t_meas = rdzv_now_ns() + secs_to_ns(b->warmup_s);
+    while (r == 0 && (now = rdzv_now_ns()) < t_meas)
+        r = poll_once(b, t_meas);
+    /* The measured time is cut into consecutive windows of w_len; it ends with the last one. */
+    b->counting = true;
+    t_meas = rdzv_now_ns();
+    w_len = secs_to_ns(b->window_s);
+    if (w_len == 0 || w_len > secs_to_ns(b->duration_s))
+        w_len = secs_to_ns(b->duration_s);
+    if (w_len == 0)
+        w_len = 1;
+    want = (size_t)(secs_to_ns(b->duration_s) / w_len);
+    if (want == 0)
+        want = 1;
+    if (want > MAX_WINDOWS)
+        want = MAX_WINDOWS;
+    w_start = t_meas;
+    w_replies = 0;
+    while (r == 0 && nwin < want) {
+        r = poll_once(b, w_start + w_len);
+        now = rdzv_now_ns();
+        if (now - w_start >= w_len) {
+            win[nwin++] = (double)(b->replies - w_replies) * 1e9 / (double)(now - w_start);
+            w_start = now;
+            w_replies = b->replies;
+        }
+    }
+    if (r < 0)
+        return r;
+    now = rdzv_now_ns();
+    qsort(win, nwin, sizeof(win[0]), cmp_double);
+    printf("mode=throughput conns=%" PRIu32 " replies=%" PRIu64 " seconds=%.3f replies_per_s=%.0f "
+           "best_window_per_s=%.0f median_window_per_s=%.0f windows=%zu lost=%" PRIu32
+           " retries=%" PRIu64 "\n",
+           b->n, b->replies, (double)(now - t_meas) / 1e9,
+           (double)b->replies * 1e9 / (double)(now - t_meas), win[nwin - 1], win[nwin / 2], nwin,
+           b->nlost, b->retries);
+    print_lost(b);
+    return b->replies > 0 && b->nlost == 0 ? 0 : 1;
+}
+
+static int run_barrier(struct bench *b)
+{
+    uint64_t t0, deadline;
+    bool ok;
+    int r;
+
+    t0 = rdzv_now_ns();
+    deadline = t0 + secs_to_ns(b->timeout_s);
+    r = connect_all(b);
+    while (r == 0 && b->ndone + b->nlost < b->n && rdzv_now_ns() < deadline)
+        r = poll_once(b, deadline);
+    if (r < 0)
+        return r;
+    ok = b->ndone == b->n;
+    printf("mode=barrier conns=%" PRIu32 " ok=%d seconds=%.4f done=%" PRIu32 " lost=%" PRIu32
+           " retries=%" PRIu64 " timedout=%d\n",
+           b->n, ok, (double)((ok ? b->t_last_ns : rdzv_now_ns()) - t0) / 1e9, b->ndone, b->nlost,
+           b->retries, !ok && b->ndone + b->nlost < b->n);
+    print_lost(b);
+    if (b->overshoot)
+        fprintf(stderr, "rdzv-bench: the counter went past %" PRIu32 ": key namespace reused?\n",
+                b->n);
+    return ok ? 0 : 1;
+}
+
+static int run_memory(struct bench *b)
+{
+    uint64_t before, after, deadline;
+    int r;
+
+    if (b->server_pid <= 0) {
+        fprintf(stderr, "rdzv-bench: memory needs --pid\n");
+        return 2;
+    }
+    r = proc_rss_kb(b->server_pid, &before);
+    if (r < 0) {
+        fprintf(stderr, "rdzv-bench: VmRSS of pid %d: %s\n", b->server_pid, strerror(-r));
+        return 2;
+    }
+    deadline = rdzv_now_ns() + secs_to_ns(b->timeout_s);
+    r = connect_all(b);
+    while (r == 0 && b->ndone + b->nlost < b->n && rdzv_now_ns() < deadline)
+        r = poll_once(b, deadline);
+    if (r < 0)
+        return r;
+    if (b->ndone < b->n) {
+        print_lost(b);
+        fprintf(stderr, "rdzv-bench: only %" PRIu32 " of %" PRIu32 " connections came up\n",
+                b->ndone, b->n);
+        return 1;
+    }
+    sleep_ns(secs_to_ns(b->settle_s));
+    r = proc_rss_kb(b->server_pid, &after);
+    if (r < 0) {
+        fprintf(stderr, "rdzv-bench: VmRSS of pid %d: %s\n", b->server_pid, strerror(-r));
+        return 1;
+    }
+    printf("mode=memory conns=%" PRIu32 " rss_before_kb=%" PRIu64 " rss_after_kb=%" PRIu64
+           " bytes_per_conn=%.0f retries=%" PRIu64 "\n",
+           b->n, before, after, ((double)after - (double)before) * 1024.0 / b->n, b->retries);
+    return 0;
+}
+
+/* ---- set-up ---- */
+
+static int read_port_file(const char *path, uint16_t *port)
+{
+    uint64_t t0 = rdzv_now_ns();
+    char buf[32];
+
+    for (;;) {
+        FILE *f = fopen(path, "re");
+
+        if (f) {
+            bool got = fgets(buf, sizeof(buf), f) != NULL;
+
+            fclose(f);
+            buf[strcspn(buf, "\r\n")] = '\0';
+            if (got && rdzv_parse_port(buf, port) == 0 && *port != 0)
+                return 0;
+        }
+        if (rdzv_now_ns() - t0 > 30 * NS_PER_S)
+            return -ETIMEDOUT;
+        sleep_ns(NS_PER_S / 20);
+    }
+}
+
+static int raise_nofile(uint32_t need)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && (uint64_t)need + 16 > (uint64_t)rl.rlim_cur) {
+        fprintf(stderr, "rdzv-bench: %" PRIu32 " connections need more than the open-file limit %llu\n",
+                need, (unsigned long long)rl.rlim_cur);
+        return -EMFILE;
+    }
+    return 0;
+}
+
+static int parse_secs(const char *opt, const char *s, double *ret)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 86400) {
+        fprintf(stderr, "rdzv-bench: invalid %s '%s': expected seconds\n", opt, s);
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW };
+
+static const struct option longopts[] = {
+    {"host", required_argument, NULL, 'H'},      {"port", required_argument, NULL, 'p'},
+    {"port-file", required_argument, NULL, 'P'}, {"conns", required_argument, NULL, 'c'},
+    {"duration", required_argument, NULL, 'd'},  {"warmup", required_argument, NULL, 'w'},
+    {"timeout", required_argument, NULL, 't'},   {"prefix", required_argument, NULL, 'k'},
+    {"pid", required_argument, NULL, OPT_PID},   {"settle", required_argument, NULL, OPT_SETTLE},
+    {"idle-pid", required_argument, NULL, OPT_IDLE_PID},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"help", no_argument, NULL, 'h'},            {0},
+};
+
+static int parse_args(int argc, char **argv, struct bench *b)
+{
+    const char *host = "127.0.0.1", *port_file = NULL;
+    uint16_t port = 0;
+    uint64_t v;
+    int c, r;
+
+    while ((c = getopt_long(argc, argv, "H:p:P:c:d:w:t:k:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'H':
+            host = optarg;
+            break;
+        case 'p':
+            if (rdzv_parse_port(optarg, &port) < 0 || port == 0) {
+                fprintf(stderr, "rdzv-bench: invalid --port '%s'\n", optarg);
+                return -EINVAL;
+            }
+            break;
+        case 'P':
+            port_file = optarg;
+            break;
+        case 'c':
+            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 1000000) {
+                fprintf(stderr, "rdzv-bench: invalid --conns '%s'\n", optarg);
+                return -EINVAL;
+            }
+            b->n = (uint32_t)v;
+            break;
+        case 'd':
+            r = parse_secs("--duration", optarg, &b->duration_s);
+            if (r < 0)
+                return r;
+            break;
+        case 'w':
+            r = parse_secs("--warmup", optarg, &b->warmup_s);
+            if (r < 0)
+                return r;
+            break;
+        case 't':
+            r = parse_secs("--timeout", optarg, &b->timeout_s);
+            if (r < 0)
+                return r;
+            break;
+        case 'k':
+            if (strlen(optarg) > PREFIX_MAX) {
+                fprintf(stderr, "rdzv-bench: --prefix longer than %d bytes\n", PREFIX_MAX);
+                return -EINVAL;
+            }
+            snprintf(b->prefix, sizeof(b->prefix), "%s", optarg);
+            break;
+        case OPT_PID:
+            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX) {
+                fprintf(stderr, "rdzv-bench: invalid --pid '%s'\n", optarg);
+                return -EINVAL;
+            }
+            b->server_pid = (int)v;
+            break;
+        case OPT_IDLE_PID:
+            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX ||
+                b->nidle_pids >= MAX_IDLE_PIDS) {
+                fprintf(stderr, "rdzv-bench: invalid --idle-pid '%s' (at most %d)\n", optarg,
+                        MAX_IDLE_PIDS);
+                return -EINVAL;
+            }
+            b->idle_pids[b->nidle_pids++] = (int)v;
+            break;
+        case OPT_WINDOW:
+            r = parse_secs("--window", optarg, &b->window_s);
+            if (r < 0)
+                return r;
+            break;
+        case OPT_SETTLE:
+            r = parse_secs("--settle", optarg, &b->settle_s);
+            if (r < 0)
+                return r;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind + 1 != argc) {
+        usage(stderr);
+        return -EINVAL;
+    }
+    if (strcmp(argv[optind], "throughput") == 0)
+        b->mode = MODE_THROUGHPUT;
+    else if (strcmp(argv[optind], "barrier") == 0)
+        b->mode = MODE_BARRIER;
+    else if (strcmp(argv[optind], "memory") == 0)
+        b->mode = MODE_MEMORY;
+    else {
+        fprintf(stderr, "rdzv-bench: unknown mode '%s'\n", argv[optind]);
+        return -EINVAL;
+    }
+    if (port_file) {
+        r = read_port_file(port_file, &port);
+        if (r < 0) {
+            fprintf(stderr, "rdzv-bench: no port in %s: %s\n", port_file, strerror(-r));
+            return r;
+        }
+    }
+    if (port == 0) {
+        fprintf(stderr, "rdzv-bench: need --port or --port-file\n");
+        return -EINVAL;
+    }
+    b->addr.sin_family = AF_INET;
+    b->addr.sin_port = htons(port);
+    if (inet_pton(AF_INET, host, &b->addr.sin_addr) != 1) {
+        fprintf(stderr, "rdzv-bench: --host '%s' is not an IPv4 address\n", host);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int setup(struct bench *b)
+{
+    int ops[4] = {
+        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_SET),
+        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_GET),
+        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_ADD),
+        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_WAIT),
+    };
+
+    for (size_t i = 0; i < RDZV_ARRAY_SIZE(ops); i++)
+        if (ops[i] < 0)
+            return -EPROTO;
+    b->op_set = (uint8_t)ops[0];
+    b->op_get = (uint8_t)ops[1];
+    b->op_add = (uint8_t)ops[2];
+    b->op_wait = (uint8_t)ops[3];
+
+    if (!b->prefix[0])
+        snprintf(b->prefix, sizeof(b->prefix), "/rdzv-bench/%d.%" PRIu64, (int)getpid(),
+                 (uint64_t)(rdzv_now_ns() % 1000000000u));
+    b->cnt_len = (size_t)snprintf(b->cnt_key, sizeof(b->cnt_key), "%s/cnt", b->prefix);
+    b->go_len = (size_t)snprintf(b->go_key, sizeof(b->go_key), "%s/go", b->prefix);
+    b->idle_len = (size_t)snprintf(b->idle_key, sizeof(b->idle_key), "%s/idle", b->prefix);
+    b->rng = rdzv_random_u64() | 1;
+    b->next_due_ns = UINT64_MAX;
+
+    b->conns = calloc(b->n, sizeof(*b->conns));
+    if (!b->conns)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < b->n; i++)
+        b->conns[i].fd = -1;
+    b->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (b->epfd < 0)
+        return -errno;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct bench b = {
+        .n = 0,
+        .duration_s = 3,
+        .warmup_s = 0.5,
+        .window_s = 0.5,
+        .timeout_s = 60,
+        .settle_s = 1,
+        .epfd = -1,
+    };
+    int r;
+
+    r = parse_args(argc, argv, &b);
+    if (r != 0)
+        return r > 0 ? 0 : 2;
+    if (b.n == 0)
+        b.n = b.mode == MODE_THROUGHPUT ? 50 : b.mode == MODE_BARRIER ? 1000 : 10000;
+    r = raise_nofile(b.n);
+    if (r < 0)
+        return 2;
+    r = setup(&b);
+    if (r < 0) {
+        fprintf(stderr, "rdzv-bench: set-up: %s\n", strerror(-r));
+        return 2;
+    }
+    if (b.server_pid > 0)
+        b.idle_pids[b.nidle_pids++] = b.server_pid;
+    if (b.nidle_pids > 0)
+        wait_idle(b.idle_pids, b.nidle_pids);
+
+    if (b.mode == MODE_THROUGHPUT)
+        r = run_throughput(&b);
+    else if (b.mode == MODE_BARRIER)
+        r = run_barrier(&b);
+    else
+        r = run_memory(&b);
+    if (r < 0) {
+        fprintf(stderr, "rdzv-bench: %s\n", strerror(-r));
+        r = 2;
+    }
+    fflush(stdout);
+
+    for (uint32_t i = 0; i < b.n; i++)
+        if (b.conns[i].fd >= 0)
+            (void)close(b.conns[i].fd);
+    free(b.conns);
+    (void)close(b.epfd);
+    return r;
+}

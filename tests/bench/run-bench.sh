@@ -1,0 +1,371 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# run-bench.sh: run rdzv-bench against rdzvd, PyTorch 1.13's TCPStore and the null responder
+# side by side, then print a markdown table. Builds nothing.
+set -u
+
+usage() {
+    cat <<EOF
+Usage: run-bench.sh [OPTIONS] [BUILD_DIR]
+Runs every rdzv-bench mode against three servers in one run (idle memory on a fresh instance
+of each; then all three up side by side, each size run against each server in turn):
+rdzvd (BUILD_DIR/daemon/rdzvd -l warn), PyTorch's own TCPStore server (pytorch-server.py under
+/usr/bin/python3) and the null responder (the ceiling of client + machine). BUILD_DIR defaults
+to ./build and must already be built. Prints a markdown table on stdout, progress on stderr.
+
+  --quick            smoke run: one round, 1 s of throughput, barriers 1k and 4k, 2000 idle conns
+  --rounds N         repeat throughput and barriers N times, keep the best (default 3; a
+                     barrier that took over a quarter of its cap is not repeated)
+  --modes LIST       comma-separated subset of: memory,throughput,barrier (default all)
+  --barriers LIST    barrier sizes, e.g. "16000" (default "1000 4000 8000 16000")
+  --somaxconn N      raise net.core.somaxconn to N for the run (needs root; restored at exit)
+  --python PATH      interpreter with torch (default /usr/bin/python3)
+  --only LIST        comma-separated subset of: rdzvd,pytorch,null
+  --keep             keep the logs and raw results (their directory is printed)
+  -h, --help         show this help
+EOF
+}
+
+quick=0
+rounds=
+modes=memory,throughput,barrier
+barriers_opt=
+somaxconn=
+python=/usr/bin/python3
+only=rdzvd,pytorch,null
+keep=0
+build=./build
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) quick=1 ;;
+    --rounds) rounds=${2:?--rounds needs a value}; shift ;;
+    --modes) modes=${2:?--modes needs a list}; shift ;;
+    --barriers) barriers_opt=${2:?--barriers needs a list}; shift ;;
+    --somaxconn) somaxconn=${2:?--somaxconn needs a value}; shift ;;
+    --python) python=${2:?--python needs a path}; shift ;;
+    --only) only=${2:?--only needs a list}; shift ;;
+    --keep) keep=1 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) echo "run-bench.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) build=$1 ;;
+    esac
+    shift
+done
+
+srcdir=$(cd "$(dirname "$0")" && pwd)
+rdzvd=$build/daemon/rdzvd
+bench=$build/tests/bench/rdzv-bench
+nullresp=$build/tests/bench/null-responder
+for f in "$rdzvd" "$bench" "$nullresp"; do
+    if [ ! -x "$f" ]; then
+        echo "run-bench.sh: $f not found: build first (meson setup $build && ninja -C $build)" >&2
+        exit 2
+    fi
+done
+
+if [ "$quick" = 1 ]; then
+    tp_conns="1 50 1000"; duration=1; warmup=0.2
+    barriers="1000 4000"; barrier_cap=20
+    mem_conns=2000; rounds=${rounds:-1}
+else
+    tp_conns="1 50 1000"; duration=2; warmup=0.5
+    barriers="1000 4000 8000 16000"; barrier_cap=60
+    mem_conns=10000; rounds=${rounds:-3}
+fi
+[ -z "$barriers_opt" ] || barriers=${barriers_opt//,/ }
+for n in $barriers; do
+    if ! [[ "$n" =~ ^[1-9][0-9]*$ ]]; then
+        echo "run-bench.sh: bad barrier size '$n'" >&2
+        exit 2
+    fi
+done
+want() { case ",$modes," in *",$1,"*) return 0 ;; esac; return 1; }
+want throughput || tp_conns=
+want barrier || barriers=
+if ! [[ "$rounds" =~ ^[1-9][0-9]*$ ]]; then
+    echo "run-bench.sh: --rounds needs a positive number" >&2
+    exit 2
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rdzv-bench.XXXXXX")
+declare -A spid      # spid[server] = pid of the running instance
+declare -A portfile  # portfile[server] = its port file
+declare -A res       # res[server:metric] = value
+old_somaxconn=
+
+stop_server() {
+    local name=$1 pid=${spid[$1]:-} n=0
+    [ -n "$pid" ] || return 0
+    kill "$pid" 2>/dev/null
+    while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do
+        sleep 0.1
+        n=$((n + 1))
+    done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    unset "spid[$name]"
+}
+
+cleanup() {
+    local s
+    for s in "${!spid[@]}"; do
+        stop_server "$s"
+    done
+    if [ -n "$old_somaxconn" ]; then
+        sysctl -qw net.core.somaxconn="$old_somaxconn" 2>/dev/null
+    fi
+    if [ "$keep" = 1 ]; then
+        echo "run-bench.sh: logs and raw results kept in $work" >&2
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "run-bench: $*" >&2; }
+
+if [ -n "$somaxconn" ]; then
+    old_somaxconn=$(cat /proc/sys/net/core/somaxconn)
+    if sysctl -qw net.core.somaxconn="$somaxconn" 2>/dev/null; then
+        log "net.core.somaxconn raised from $old_somaxconn to $somaxconn for this run"
+    else
+        log "cannot raise net.core.somaxconn (not permitted?); going on with $old_somaxconn"
+        old_somaxconn=
+    fi
+fi
+
+servers=()
+for s in rdzvd pytorch null; do
+    case ",$only," in *",$s,"*) servers+=("$s") ;; esac
+done
+
+torch_version=
+if [[ " ${servers[*]} " == *" pytorch "* ]]; then
+    torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+    if [ -z "$torch_version" ]; then
+        log "no torch under $python: skipping the PyTorch column"
+        res[pytorch:skip]="no torch under $python"
+    fi
+fi
+
+# Start server $1 on a free port (0) and wait for its port file. Returns non-zero if it does not
+# come up.
+start_server() {
+    local name=$1 pf=$work/$1.port n=0 pid
+    rm -f "$pf"
+    case "$name" in
+    rdzvd) "$rdzvd" --port 0 --port-file "$pf" -l warn >>"$work/$name.log" 2>&1 & ;;
+    pytorch) "$python" "$srcdir/pytorch-server.py" --port-file "$pf" >>"$work/$name.log" 2>&1 & ;;
+    null) "$nullresp" --port-file "$pf" >>"$work/$name.log" 2>&1 & ;;
+    esac
+    pid=$!
+    spid[$name]=$pid
+    portfile[$name]=$pf
+    while [ ! -s "$pf" ]; do
+        if ! kill -0 "$pid" 2>/dev/null || [ $n -ge 600 ]; then
+            log "$name did not start; its log:"
+            sed 's/^/  /' "$work/$name.log" >&2
+            stop_server "$name"
+            res[$name:skip]="did not start"
+            return 1
+        fi
+        sleep 0.1
+        n=$((n + 1))
+    done
+}
+
+# kv LINE KEY: the value of KEY=... in a result line.
+kv() { sed -n "s/^\(.* \)\{0,1\}$2=\([^ ]*\).*/\2/p" <<<"$1"; }
+
+# run_bench SERVER CAP ARGS...: one rdzv-bench run against SERVER, after every running server
+# has gone idle; prints its result line (empty if rdzv-bench crashed or was killed).
+run_bench() {
+    local name=$1 cap=$2 out rc s idle=()
+    shift 2
+    for s in "${!spid[@]}"; do
+        idle+=(--idle-pid "${spid[$s]}")
+    done
+    out=$(timeout -k 5 $((cap + 60)) "$bench" --port-file "${portfile[$name]}" \
+        --pid "${spid[$name]}" "${idle[@]}" "$@" 2>>"$work/$name.bench.log")
+    rc=$?
+    echo "$name $* -> rc=$rc $out" >>"$work/raw.txt"
+    log "$name: ${out:-rdzv-bench exited $rc}"
+    echo "$out"
+}
+
+num() { [[ "$1" =~ ^[0-9.]+$ ]]; }
+
+alive() { [ -n "${spid[$1]:-}" ] && kill -0 "${spid[$1]}" 2>/dev/null; }
+
+log "build $build; $(nproc) CPUs; somaxconn $(cat /proc/sys/net/core/somaxconn);" \
+    "open files $(ulimit -Hn); $([ "$quick" = 1 ] && echo quick || echo full) run"
+t_start=$(date +%s)
+
+# 1. Idle memory, each server alone on a fresh instance: allocator state left by earlier runs
+#    would hide the growth.
+for s in "${servers[@]}"; do
+    want memory || break
+    [ -z "${res[$s:skip]:-}" ] || continue
+    start_server "$s" || continue
+    out=$(run_bench "$s" 60 -c "$mem_conns" -t 60 memory)
+    res[$s:mem]=$(kv "$out" bytes_per_conn)
+    [ -n "${res[$s:mem]}" ] || res[$s:mem]=FAIL
+    stop_server "$s"
+done
+
+# 2. Throughput and barriers: all servers up side by side, each size run against each server in
+#    turn, so background load drifting over the run hits every column alike.
+for s in "${servers[@]}"; do
+    [ -z "${res[$s:skip]:-}" ] && start_server "$s"
+done
+# best OLD NEW max|min: the better of two figures, either possibly empty or not a number.
+best() {
+    if ! num "$1"; then echo "$2"; return; fi
+    if ! num "$2"; then echo "$1"; return; fi
+    awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN { x = (m == "max") ? (b > a) : (b < a); print (x ? b : a) }'
+}
+
+for round in $(seq "$rounds"); do
+    for c in $tp_conns; do
+        for s in "${servers[@]}"; do
+            alive "$s" || continue
+            out=$(run_bench "$s" 60 -c "$c" -d "$duration" -w "$warmup" -t 60 throughput)
+            res[$s:tp$c]=$(best "${res[$s:tp$c]:-}" "$(kv "$out" best_window_per_s)" max)
+            [ -n "${res[$s:tp$c]}" ] || res[$s:tp$c]=FAIL
+        done
+    done
+done
+for n in $barriers; do
+    for round in $(seq "$rounds"); do
+        for s in "${servers[@]}"; do
+            [ -z "${res[$s:skip]:-}" ] || continue
+            if [ -n "${res[$s:barfailed]:-}" ]; then
+                [ -n "${res[$s:bar$n]:-}" ] || res[$s:bar$n]="SKIP"
+                continue
+            fi
+            # Don't repeat a barrier that took a quarter of the cap: the cap is for one run.
+            [ -z "${res[$s:bar$n:slow]:-}" ] || continue
+            alive "$s" || start_server "$s" || continue
+            out=$(run_bench "$s" "$barrier_cap" -c "$n" -t "$barrier_cap" barrier)
+            res[$s:bar$n:runs]=$((${res[$s:bar$n:runs]:-0} + 1))
+            if [ "$(kv "$out" ok)" = 1 ]; then
+                secs=$(kv "$out" seconds)
+                awk -v x="$secs" -v c="$barrier_cap" 'BEGIN { exit !(x > c / 4) }' &&
+                    res[$s:bar$n:slow]=1
+                if [ "$(best "${res[$s:bar$n]:-}" "$secs" min)" = "$secs" ]; then
+                    res[$s:bar$n]=$secs
+                    res[$s:bar$n:retries]=$(kv "$out" retries)
+                fi
+                continue
+            fi
+            res[$s:bar$n:fails]=$((${res[$s:bar$n:fails]:-0} + 1))
+            if ! num "${res[$s:bar$n]:-}"; then
+                res[$s:bar$n:retries]=$(kv "$out" retries)
+                res[$s:bar$n:lost]=$(kv "$out" lost)
+                res[$s:bar$n:done]=$(kv "$out" done)
+                if ! alive "$s"; then
+                    res[$s:bar$n]="FAIL:died"
+                elif [ "$(kv "$out" timedout)" = 1 ]; then
+                    res[$s:bar$n]="FAIL:timeout"
+                else
+                    res[$s:bar$n]="FAIL"
+                fi
+            fi
+            # A bigger barrier will not do better: don't spend the cap on it again. Restart the
+            # server so it does not keep a CPU busy with the failed run's connections.
+            res[$s:barfailed]=$n
+            stop_server "$s"
+        done
+    done
+done
+for s in "${servers[@]}"; do
+    stop_server "$s"
+done
+
+# ---- the table ----
+
+fmt_rate() {
+    if num "$1"; then awk -v v="$1" 'BEGIN { printf "%.1fk", v / 1000 }'; else echo "${1:-n/a}"; fi
+}
+
+fmt_bar() {
+    local s=$1 n=$2 v=${res[$1:bar$2]:-} extra=
+    local retries=${res[$s:bar$n:retries]:-0} lost=${res[$s:bar$n:lost]:-0}
+    local done_=${res[$s:bar$n:done]:-0} fails=${res[$s:bar$n:fails]:-0}
+    [ -n "$v" ] || { echo "n/a"; return; }
+    [ "${retries:-0}" != 0 ] && extra="$retries connect retries"
+    [ "${lost:-0}" != 0 ] && extra="${extra:+$extra, }$lost reset"
+    num "$v" && [ "$fails" != 0 ] &&
+        extra="${extra:+$extra, }$fails of ${res[$s:bar$n:runs]} runs failed"
+    case "$v" in
+    FAIL:timeout) echo "FAIL: ${done_}/$n done in ${barrier_cap} s${extra:+, $extra}" ;;
+    FAIL:died) echo "FAIL: server died" ;;
+    FAIL*) echo "FAIL: ${done_}/$n done${extra:+, $extra}" ;;
+    SKIP) echo "not run (failed at $((${res[$s:barfailed]} / 1000))k)" ;;
+    *) awk -v v="$v" -v e="$extra" 'BEGIN { printf "%.3f%s", v, e == "" ? "" : " (" e ")" }' ;;
+    esac
+}
+
+fmt_mem() {
+    if num "$1"; then printf "%s" "$1"; else echo "${1:-n/a}"; fi
+}
+
+ratio() {
+    if num "$1" && num "$2" && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
+        awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'
+    else
+        echo "n/a"
+    fi
+}
+
+cell() {
+    local s=$1 kind=$2 key=$3
+    if [ -n "${res[$s:skip]:-}" ]; then
+        echo "n/a"
+        return
+    fi
+    case "$kind" in
+    tp) fmt_rate "${res[$s:$key]:-}" ;;
+    bar) fmt_bar "$s" "$key" ;;
+    mem) fmt_mem "${res[$s:$key]:-}" ;;
+    esac
+}
+
+row() {
+    local label=$1 kind=$2 key=$3 k
+    [ "$kind" = bar ] && k=bar$key || k=$key
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$label" \
+        "$(cell rdzvd "$kind" "$key")" "$(cell pytorch "$kind" "$key")" "$(cell null "$kind" "$key")" \
+        "$(ratio "${res[rdzvd:$k]:-}" "${res[pytorch:$k]:-}")" \
+        "$(ratio "${res[rdzvd:$k]:-}" "${res[null:$k]:-}")"
+}
+
+echo
+echo "rdzv-bench: $(nproc) CPUs, $(uname -r), somaxconn $(cat /proc/sys/net/core/somaxconn)," \
+    "PyTorch ${torch_version:-n/a}, $([ "$quick" = 1 ] && echo "quick run" || echo "full run"), $rounds round(s)," \
+    "$(($(date +%s) - t_start)) s"
+echo
+echo "| metric | rdzvd | PyTorch${torch_version:+ $torch_version} | ceiling | rdzvd/PyTorch | rdzvd/ceiling |"
+echo "|---|---|---|---|---|---|"
+for c in $tp_conns; do
+    row "ADD+GET, $c conn$([ "$c" = 1 ] || echo s), replies/s (higher is better)" tp "tp$c"
+done
+for n in $barriers; do
+    [ $((n % 1000)) = 0 ] && label=$((n / 1000))k || label=$n
+    row "init barrier, $label conns, s (lower is better)" bar "$n"
+done
+want memory && row "memory per idle conn ($mem_conns conns), bytes of VmRSS (lower is better)" mem mem
+echo
+echo "Throughput: closed loop of ADD+GET, one request in flight per connection; the best 0.5 s" \
+    "window of ${duration} s (after ${warmup} s warm-up) over $rounds round(s). Barrier: first" \
+    "connect() to last STOP_WAITING, capped at ${barrier_cap} s, best of $rounds round(s) (once" \
+    "if it took over a quarter of the cap); connect retries are refused/reset connects tried" \
+    "again. Best-of shields the figures" \
+    "from other load on the machine; rounds interleave the servers. Memory:" \
+    "server VmRSS growth only (kernel socket buffers are not counted). Every run starts once all" \
+    "servers are idle. The ceiling is a do-nothing epoll responder (null-responder)."
+for s in "${servers[@]}"; do
+    [ -n "${res[$s:skip]:-}" ] && echo "$s: skipped (${res[$s:skip]})"
+done
+exit 0

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Install rdzv's build and test dependencies from Debian 12's packages (skips what is present).
+set -u
+pkgs=(gcc libc6-dev meson ninja-build pkg-config libuv1-dev libjansson-dev python3-torch procps)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+echo "== installing: ${missing[*]}"
+$sudo apt-get update -qq || { echo "install-deps: apt-get update failed" >&2; exit 1; }
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+  >/tmp/rdzv-apt.log 2>&1 || { tail -20 /tmp/rdzv-apt.log; echo "install-deps: apt-get install failed" >&2; exit 1; }

@@ -1,0 +1,574 @@
+# SPDX-License-Identifier: Apache-2.0
+# rdzvtest.py: shared helpers for rdzvd's integration tests: start/stop the daemon on a free
+# port, a raw-socket TCPStore client that speaks each opcode numbering, bounded-time reads.
+#
+# Standard library only. Every wait here has a timeout; every process started is killed on
+# exit (also when a test fails).
+
+import atexit
+import os
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE_ROOT = os.environ.get(
+    "RDZV_SOURCE_ROOT",
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BUILD_ROOT = os.environ.get("RDZV_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+RDZVD = os.environ.get("RDZVD") or os.path.join(BUILD_ROOT, "daemon", "rdzvd")
+RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(BUILD_ROOT, "daemon", "rdzvctl")
+SYS_PYTHON = "/usr/bin/python3"
+HOST = "127.0.0.1"
+
+# Default time budgets (seconds).
+T_START = 10.0   # daemon writes its port file
+T_REPLY = 5.0    # a reply that must come
+T_QUIET = 0.3    # how long "nothing arrives" is watched
+T_STOP = 5.0     # daemon exits after SIGTERM
+
+VALIDATE_MAGIC = 0x3C85F7CE
+VALIDATE_BYTES = b"\x00\xce\xf7\x85\x3c"
+
+# Opcode numbering per dialect (pytorch-compat.md 1.2). Written out here, independently of
+# proto/rdzv-proto.c, so the tests check the daemon's tables instead of sharing them.
+OPS_MODERN = {
+    "VALIDATE": 0, "SET": 1, "COMPARE_SET": 2, "GET": 3, "ADD": 4, "CHECK": 5, "WAIT": 6,
+    "GETNUMKEYS": 7, "DELETE_KEY": 8, "APPEND": 9, "MULTI_GET": 10, "MULTI_SET": 11,
+    "CANCEL_WAIT": 12, "PING": 13, "QUEUE_PUSH": 14, "QUEUE_POP": 15, "QUEUE_LEN": 16,
+    "LIST": 17,
+}
+OPS_V20 = {
+    "SET": 0, "COMPARE_SET": 1, "GET": 2, "ADD": 3, "CHECK": 4, "WAIT": 5, "GETNUMKEYS": 6,
+    "WATCH_KEY": 7, "DELETE_KEY": 8,
+}
+OPS_V21 = {
+    "SET": 0, "COMPARE_SET": 1, "GET": 2, "ADD": 3, "CHECK": 4, "WAIT": 5, "GETNUMKEYS": 6,
+    "DELETE_KEY": 7, "APPEND": 8, "MULTI_GET": 9, "MULTI_SET": 10, "CANCEL_WAIT": 11,
+}
+DIALECTS = {"modern": OPS_MODERN, "2.0": OPS_V20, "2.1": OPS_V21}
+
+CHECK_READY, CHECK_NOT_READY = 0, 1
+WAIT_STOP_WAITING, WAIT_CANCELED = 0, 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def u8(v):
+    return struct.pack("<B", v)
+
+
+def u32(v):
+    return struct.pack("<I", v)
+
+
+def u64(v):
+    return struct.pack("<Q", v)
+
+
+def i64(v):
+    return struct.pack("<q", v)
+
+
+def s(b):
+    """A length-prefixed string: u64 LE length + bytes."""
+    if isinstance(b, str):
+        b = b.encode()
+    return u64(len(b)) + b
+
+
+def keys(ks):
+    """u64 count + count x string (CHECK, WAIT, MULTI_GET)."""
+    return u64(len(ks)) + b"".join(s(k) for k in ks)
+
+
+def enc(dialect, op, *parts):
+    """One request: the op's byte in dialect + the already-encoded parts."""
+    return u8(DIALECTS[dialect][op]) + b"".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Process bookkeeping: whatever a test starts is killed at exit, whatever happens.
+
+_live_procs = []
+_exit_hooks = []
+
+
+def track(proc, group=False):
+    _live_procs.append((proc, group))
+    return proc
+
+
+def on_exit(fn, *args):
+    """Run fn(*args) when this test program ends, however it ends (also on SIGTERM from
+    meson's timeout)."""
+    _exit_hooks.append((fn, args))
+
+
+def kill_proc(proc, group=False):
+    if proc.poll() is not None:
+        return
+    try:
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@atexit.register
+def _kill_all():
+    for proc, group in _live_procs:
+        kill_proc(proc, group)
+    for fn, args in _exit_hooks:
+        try:
+            fn(*args)
+        except Exception:
+            pass
+
+
+def _on_signal(signum, frame):
+    _kill_all()
+    os._exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _on_signal)
+signal.signal(signal.SIGINT, _on_signal)
+
+
+def die_with_parent(sig=signal.SIGKILL):
+    """A Popen preexec_fn: if this test program dies (even by SIGKILL), the child gets sig."""
+    def preexec():
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+    return preexec
+
+
+# ---------------------------------------------------------------------------------------------
+# The daemon
+
+
+class Daemon:
+    """One rdzvd on 127.0.0.1 with a free port. stderr (the log) goes to a file that tests can
+    search; stdout to another. Use as a context manager or call stop()/kill()."""
+
+    LOG_RE = re.compile(r"^\S+ rdzvd\[(error|warn|info|debug|trace)\]: (.*)$")
+
+    def __init__(self, *args, log_level="info", start_timeout=T_START):
+        self.dir = tempfile.TemporaryDirectory(prefix="rdzvtest-")
+        self.port_file = os.path.join(self.dir.name, "port")
+        self.log_path = os.path.join(self.dir.name, "rdzvd.log")
+        self.out_path = os.path.join(self.dir.name, "rdzvd.out")
+        self.args = list(args)
+        if not os.access(RDZVD, os.X_OK):
+            raise AssertionError("rdzvd binary not found at %s (build first or set RDZVD)"
+                                 % RDZVD)
+        cmd = [RDZVD, "--port", "0", "--port-file", self.port_file, "--bind", HOST,
+               "-l", log_level] + self.args
+        self._final_log = None
+        self._log = open(self.log_path, "wb")
+        self._out = open(self.out_path, "wb")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RDZVD_")}
+        self.proc = track(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._out,
+                                           stderr=self._log, env=env,
+                                           preexec_fn=die_with_parent()))
+        self.port = None
+        deadline = time.monotonic() + start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("rdzvd exited with %s before listening; log:\n%s"
+                                     % (self.proc.returncode, self.log()))
+            try:
+                with open(self.port_file) as f:
+                    txt = f.read()
+                if txt.endswith("\n"):
+                    self.port = int(txt)
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.01)
+        if self.port is None:
+            kill_proc(self.proc)
+            raise AssertionError("rdzvd wrote no port file within %.0fs; log:\n%s"
+                                 % (start_timeout, self.log()))
+        if not 0 < self.port < 65536:
+            kill_proc(self.proc)
+            raise AssertionError("bad port in port file: %r" % self.port)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self.stop()
+        else:
+            self.kill()
+        return False
+
+    def log(self):
+        if self._final_log is not None:
+            return self._final_log
+        self._log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def log_lines(self, since=0):
+        return self.log()[since:].splitlines()
+
+    def mark(self):
+        """A position in the log; pass it as since= to only look at later lines."""
+        return len(self.log())
+
+    def find_log(self, pattern, since=0, levels=None):
+        rx = re.compile(pattern)
+        for line in self.log_lines(since):
+            m = self.LOG_RE.match(line)
+            if not m:
+                continue
+            if levels and m.group(1) not in levels:
+                continue
+            if rx.search(m.group(2)):
+                return line
+        return None
+
+    def wait_log(self, pattern, since=0, levels=None, timeout=T_REPLY):
+        """Wait until a log line (at one of levels) matches pattern; return it or fail."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.find_log(pattern, since, levels)
+            if line is not None:
+                return line
+            if time.monotonic() >= deadline:
+                raise AssertionError("no rdzvd log line%s matching %r within %.1fs; log since "
+                                     "mark:\n%s" % (" at " + "/".join(levels) if levels else "",
+                                                     pattern, timeout,
+                                                     "\n".join(self.log_lines(since))))
+            time.sleep(0.02)
+
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError("no VmRSS for rdzvd pid %d" % self.pid)
+
+    def connect(self, dialect="modern", validate=None, timeout=T_REPLY):
+        return Client(self.port, dialect=dialect, validate=validate, timeout=timeout)
+
+    def stop(self, allow_errors=(), timeout=T_STOP):
+        """SIGTERM; rdzvd must exit 0 within timeout and must not have logged at error level
+        (except lines matching one of allow_errors)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_proc(self.proc)
+            self._close_files()
+            raise AssertionError("rdzvd did not exit within %.0fs of SIGTERM; log:\n%s"
+                                 % (timeout, self.log()))
+        log = self.log()
+        self._close_files()
+        if rc != 0:
+            raise AssertionError("rdzvd exited with %d after SIGTERM; log:\n%s" % (rc, log))
+        bad = []
+        for line in log.splitlines():
+            m = self.LOG_RE.match(line)
+            if m and m.group(1) == "error" and not any(re.search(p, m.group(2))
+                                                       for p in allow_errors):
+                bad.append(line)
+        if bad:
+            raise AssertionError("rdzvd logged unexpected errors:\n" + "\n".join(bad))
+        return log
+
+    def kill(self):
+        kill_proc(self.proc)
+        self._close_files()
+
+    def _close_files(self):
+        if self._final_log is None:
+            self._final_log = self.log()
+        for f in (self._log, self._out):
+            if not f.closed:
+                f.close()
+        self.dir.cleanup()
+
+
+class DaemonTestCase(unittest.TestCase):
+    """A test case with helpers; self.daemon(...) starts rdzvd and registers its cleanup:
+    a clean SIGTERM stop if the test passed so far, a kill otherwise."""
+
+    def daemon(self, *args, **kw):
+        d = Daemon(*args, **kw)
+        self.addCleanup(self._cleanup_daemon, d)
+        return d
+
+    def _cleanup_daemon(self, d):
+        if d.proc.poll() is None and d._final_log is None:
+            d.stop()
+        else:
+            d.kill()
+
+    def client(self, d, *args, **kw):
+        c = d.connect(*args, **kw)
+        self.addCleanup(c.close)
+        return c
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw client
+
+
+class Client:
+    """A raw TCPStore connection. dialect picks the opcode numbering; a modern connection
+    sends VALIDATE first unless validate=False."""
+
+    def __init__(self, port, dialect="modern", validate=None, timeout=T_REPLY, nodelay=True):
+        self.dialect = dialect
+        self.timeout = timeout
+        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        if nodelay:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.local_port = self.sock.getsockname()[1]
+        if validate is None:
+            validate = dialect == "modern"
+        if validate:
+            self.send(VALIDATE_BYTES)
+
+    @property
+    def peer_tag(self):
+        """How rdzvd names this connection in its log."""
+        return r"\(127\.0\.0\.1:%d\)" % self.local_port
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+        return False
+
+    # -- raw I/O --
+
+    def send(self, data):
+        self.sock.settimeout(self.timeout)
+        self.sock.sendall(data)
+
+    def req(self, op, *parts):
+        self.send(enc(self.dialect, op, *parts))
+
+    def recv_exact(self, n, timeout=None):
+        """Exactly n bytes within timeout, or AssertionError."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        buf = b""
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("timed out after %.1fs waiting for %d reply bytes (got %r)"
+                                     % (timeout, n, buf[:64]))
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                raise AssertionError("connection reset while waiting for %d reply bytes "
+                                     "(got %r)" % (n, buf[:64]))
+            if not chunk:
+                raise AssertionError("connection closed while waiting for %d reply bytes "
+                                     "(got %r)" % (n, buf[:64]))
+            buf += chunk
+        return buf
+
+    def expect_nothing(self, timeout=T_QUIET):
+        """Assert that no byte arrives (and the connection stays open) for timeout seconds."""
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        if r:
+            self.sock.settimeout(0.5)
+            try:
+                data = self.sock.recv(4096)
+            except (ConnectionResetError, socket.timeout):
+                data = None
+            if data == b"" or data is None:
+                raise AssertionError("connection closed where nothing was expected")
+            raise AssertionError("unexpected bytes from rdzvd: %r" % data[:64])
+
+    def assert_closed(self, timeout=T_REPLY):
+        """Assert the server closes the connection (EOF or reset) within timeout, sending at most
+        reply bytes for requests made before; returns whatever arrived before the close."""
+        deadline = time.monotonic() + timeout
+        got = b""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("rdzvd did not close the connection within %.1fs (got %r)"
+                                     % (timeout, got[:64]))
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except (ConnectionResetError, BrokenPipeError):
+                return got
+            if not chunk:
+                return got
+            got += chunk
+
+    def is_open(self):
+        """True if the connection is neither closed nor has unexpected data pending."""
+        r, _, _ = select.select([self.sock], [], [], 0)
+        return not r
+
+    # -- typed replies --
+
+    def r_u8(self, timeout=None):
+        return self.recv_exact(1, timeout)[0]
+
+    def r_u32(self, timeout=None):
+        return struct.unpack("<I", self.recv_exact(4, timeout))[0]
+
+    def r_u64(self, timeout=None):
+        return struct.unpack("<Q", self.recv_exact(8, timeout))[0]
+
+    def r_i64(self, timeout=None):
+        return struct.unpack("<q", self.recv_exact(8, timeout))[0]
+
+    def r_str(self, timeout=None):
+        n = self.r_u64(timeout)
+        if n > 64 << 20:
+            raise AssertionError("absurd string length in reply: %d" % n)
+        return self.recv_exact(n, timeout) if n else b""
+
+    # -- operations (send + read the reply, if any) --
+
+    def ping(self, nonce=0x12345678):
+        self.req("PING", u32(nonce))
+        got = self.r_u32()
+        if got != nonce:
+            raise AssertionError("PING nonce %#x came back as %#x" % (nonce, got))
+        return got
+
+    def sync(self):
+        """Round trip that proves no stray reply bytes preceded it."""
+        if self.dialect == "modern":
+            self.ping(0xA5C3_0F1E)
+        else:
+            self.num_keys()
+
+    def set(self, k, v):
+        self.req("SET", s(k), s(v))
+
+    def get(self, k):
+        self.req("GET", s(k))
+        return self.r_str()
+
+    def add(self, k, delta):
+        self.req("ADD", s(k), i64(delta))
+        return self.r_i64()
+
+    def compare_set(self, k, expected, desired):
+        self.req("COMPARE_SET", s(k), s(expected), s(desired))
+        return self.r_str()
+
+    def check(self, ks):
+        self.req("CHECK", keys(ks))
+        return self.r_u8()
+
+    def wait_send(self, ks):
+        self.req("WAIT", keys(ks))
+
+    def wait(self, ks, timeout=None):
+        self.wait_send(ks)
+        return self.r_u8(timeout)
+
+    def num_keys(self):
+        self.req("GETNUMKEYS")
+        return self.r_i64()
+
+    def delete(self, k):
+        self.req("DELETE_KEY", s(k))
+        return self.r_i64()
+
+    def append(self, k, v):
+        self.req("APPEND", s(k), s(v))
+
+    def multi_get(self, ks):
+        self.req("MULTI_GET", keys(ks))
+        return [self.r_str() for _ in ks]
+
+    def multi_set(self, kvs):
+        self.req("MULTI_SET", u64(len(kvs)) + b"".join(s(k) + s(v) for k, v in kvs))
+
+    def cancel_wait(self):
+        self.req("CANCEL_WAIT")
+        return self.r_u8()
+
+    def queue_push(self, k, v):
+        self.req("QUEUE_PUSH", s(k), s(v))
+
+    def queue_pop(self, k):
+        self.req("QUEUE_POP", s(k))
+        n = self.r_i64()
+        return n, (self.r_str() if n > 0 else None)
+
+    def queue_len(self, k):
+        self.req("QUEUE_LEN", s(k))
+        return self.r_i64()
+
+    def list(self):
+        self.req("LIST")
+        n = self.r_i64()
+        return [self.r_str() for _ in range(n)]
+
+
+def fresh_client_works(testcase, d, dialect="modern"):
+    """A new connection can SET and GET (the daemon is still serving)."""
+    with d.connect(dialect) as c:
+        key = b"alive/%d" % c.local_port
+        c.set(key, b"yes")
+        testcase.assertEqual(c.get(key), b"yes")
+        testcase.assertEqual(c.delete(key), 1)
+
+
+def skip_without_torch():
+    """Exit 77 (meson: skipped) when torch can't be imported by this interpreter."""
+    try:
+        import torch  # noqa: F401
+        import torch.distributed  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install
+        print("SKIP: torch not importable (%s: %s)" % (type(e).__name__, e), file=sys.stderr)
+        sys.exit(77)
+    if not torch.distributed.is_available():
+        print("SKIP: torch.distributed not available", file=sys.stderr)
+        sys.exit(77)
+
+
+def main():
+    """unittest.main with verbose output; exit code 1 on any failure."""
+    unittest.main(verbosity=2)

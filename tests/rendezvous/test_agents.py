@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv-agent against a real rdzvd, agents started by hand: the worker contract, node ranks,
+errors, outcome and exit status, signals, and 256 agents on one machine."""
+import os
+import signal
+import time
+
+from agenttest import (AGENT, ENV_WORKER, AgentTestCase, agent_cmd, finish, main, read_envs,
+                       start)
+
+
+class TestByHand(AgentTestCase):
+    def test_two_agents_four_workers_each_get_the_contract(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        ps = [start(agent_cmd(ep, "--nnodes", "2", "--nproc", "4", "--rdzv-id", "hand-1",
+                              worker=ENV_WORKER), env={"RDZV_TEST_OUT": out}) for _ in range(2)]
+        for p in ps:
+            rc, _, err = finish(p)
+            self.assertEqual(rc, 0, err[-2000:])
+        self.assert_contract(read_envs(out), 2, 4, "hand-1", ep)
+        # The daemon logged the round and the job's success.
+        d.wait_log(r"job hand-1: generation 1 formed: 2 nodes, world size 8")
+        d.wait_log(r"job hand-1: generation 1 succeeded")
+
+    def test_node_rank_is_honoured_and_ranks_follow_it(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        # Start node rank 1 first: join order must not decide the rank when one is asked for.
+        p1 = start(agent_cmd(ep, "--nnodes", "2", "--nproc", "2", "--rdzv-id", "nr", "--node-rank",
+                             "1", "--host", "nodeB", worker=ENV_WORKER), env={"RDZV_TEST_OUT": out})
+        d.wait_log(r"job nr: nodeB .* joined")
+        p0 = start(agent_cmd(ep, "--nnodes", "2", "--nproc", "2", "--rdzv-id", "nr", "--node-rank",
+                             "0", "--host", "nodeA", worker=ENV_WORKER), env={"RDZV_TEST_OUT": out})
+        for p in (p0, p1):
+            rc, _, err = finish(p)
+            self.assertEqual(rc, 0, err[-2000:])
+        envs = read_envs(out)
+        self.assert_contract(envs, 2, 2, "nr", ep)
+        self.assertEqual({envs[r]["GROUP_RANK"] for r in (2, 3)}, {"1"})
+
+    def test_uneven_nproc_offsets(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        p0 = start(agent_cmd(ep, "--nnodes", "2", "--nproc", "3", "--rdzv-id", "uneven",
+                             "--node-rank", "0", worker=ENV_WORKER), env={"RDZV_TEST_OUT": out})
+        p1 = start(agent_cmd(ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", "uneven",
+                             "--node-rank", "1", worker=ENV_WORKER), env={"RDZV_TEST_OUT": out})
+        for p in (p0, p1):
+            rc, _, err = finish(p)
+            self.assertEqual(rc, 0, err[-2000:])
+        envs = read_envs(out)
+        self.assertEqual(sorted(envs), [0, 1, 2, 3])
+        self.assertEqual([envs[r]["GROUP_RANK"] for r in range(4)], ["0", "0", "0", "1"])
+        self.assertEqual(envs[3]["LOCAL_RANK"], "0")
+        self.assertEqual({e["WORLD_SIZE"] for e in envs.values()}, {"4"})
+
+    def test_elastic_round_closes_after_last_call(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        t0 = time.monotonic()
+        ps = [start(agent_cmd(ep, "--nnodes", "1:4", "--nproc", "1", "--rdzv-id", "el",
+                              "--last-call", "0.5", worker=ENV_WORKER),
+                    env={"RDZV_TEST_OUT": out}) for _ in range(2)]
+        for p in ps:
+            rc, _, err = finish(p)
+            self.assertEqual(rc, 0, err[-2000:])
+        envs = read_envs(out)
+        self.assertIn(len(envs), (1, 2))
+        self.assertEqual({e["WORLD_SIZE"] for e in envs.values()}, {str(len(envs))})
+        self.assertLess(time.monotonic() - t0, 10)
+
+
+class TestErrors(AgentTestCase):
+    def test_conflicting_node_rank_is_refused_clearly(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        p0 = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "c", "--node-rank", "0",
+                             worker=["sleep", "30"]))
+        d.wait_log(r"job c: .* joined")
+        p1 = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "c", "--node-rank", "0",
+                             worker=["true"]))
+        rc, _, err = finish(p1, timeout=20)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("node rank 0 of job 'c' is already taken", err)
+        p0.send_signal(signal.SIGTERM)
+        finish(p0, timeout=20)
+
+    def test_out_of_range_node_rank(self):
+        p = start([AGENT, "--endpoint", "127.0.0.1:1", "--nnodes", "2", "--rdzv-id", "x",
+                   "--node-rank", "5", "--", "true"])
+        rc, _, err = finish(p, timeout=10)
+        self.assertEqual(rc, 2)
+        self.assertIn("node rank 5 is out of range", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, "one-line message")
+
+    def test_missing_run_id_and_endpoint_and_command(self):
+        for args, text in ((["--endpoint", "127.0.0.1:1", "--", "true"], "pass --rdzv-id"),
+                           (["--rdzv-id", "x", "--", "true"], "pass --endpoint"),
+                           (["--standalone"], "give a command after --"),
+                           (["--nnodes", "3:2", "--standalone", "--", "true"], "MIN must not exceed MAX"),
+                           (["--bogus"], "unknown option")):
+            p = start([AGENT, *args])
+            rc, _, err = finish(p, timeout=10)
+            self.assertEqual(rc, 2, f"{args}: {err}")
+            self.assertIn(text, err, args)
+
+    def test_unreachable_daemon_fails_within_connect_timeout(self):
+        t0 = time.monotonic()
+        p = start([AGENT, "--endpoint", "127.0.0.1:1", "--rdzv-id", "x", "--connect-timeout",
+                   "1", "--", "true"])
+        rc, _, err = finish(p, timeout=15)
+        self.assertEqual(rc, 1)
+        self.assertIn("cannot reach rdzvd at 127.0.0.1:1", err)
+        self.assertLess(time.monotonic() - t0, 6)
+
+    def test_mismatched_nnodes_is_refused(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        p0 = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "mm", worker=["sleep", "30"]))
+        d.wait_log(r"job mm: .* joined")
+        p1 = start(agent_cmd(ep, "--nnodes", "3", "--rdzv-id", "mm", worker=["true"]))
+        rc, _, err = finish(p1, timeout=20)
+        self.assertEqual(rc, 1)
+        self.assertIn("start every agent with the same values", err)
+        p0.send_signal(signal.SIGTERM)
+        finish(p0, timeout=20)
+
+
+class TestOutcome(AgentTestCase):
+    def test_worker_failure_fails_every_node_with_its_exit_code_and_root_cause(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        fail = ["/bin/sh", "-c", 'if [ "$RANK" = 5 ]; then exit 7; fi; exec sleep 60']
+        t0 = time.monotonic()
+        ps = [start(agent_cmd(ep, "--nnodes", "2", "--nproc", "4", "--rdzv-id", "f",
+                              "--node-rank", str(i), "--grace", "2", worker=fail)) for i in (0, 1)]
+        res = [finish(p, timeout=30) for p in ps]
+        for rc, _, err in res:
+            self.assertEqual(rc, 7, err[-2000:])
+            self.assertIn("worker rank 5 (local rank 1) on node rank 1", err)
+            self.assertIn("exited with code 7", err)
+        # No exit barrier: the healthy node stops within the grace period, not minutes.
+        self.assertLess(time.monotonic() - t0, 15)
+
+    def test_signal_death_exit_code_is_128_plus_n(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        p = start(agent_cmd(ep, "--rdzv-id", "sig", "--nproc", "2", worker=[
+            "/bin/sh", "-c", 'if [ "$LOCAL_RANK" = 1 ]; then kill -9 $$; fi; exec sleep 60']))
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 137, err[-2000:])
+        self.assertIn("killed by signal 9", err)
+
+    def test_sigterm_is_forwarded_to_workers(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = ["/bin/sh", "-c",
+                  'trap "echo got-term > $RDZV_TEST_OUT/term.$RANK; exit 0" TERM; '
+                  'touch $RDZV_TEST_OUT/up.$RANK; while :; do sleep 0.1; done']
+        p = start(agent_cmd(ep, "--rdzv-id", "term", "--nproc", "2", worker=worker),
+                  env={"RDZV_TEST_OUT": out})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(
+                os.path.exists(f"{out}/up.{r}") for r in (0, 1)):
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 128 + signal.SIGTERM, err[-2000:])
+        for r in (0, 1):
+            with open(f"{out}/term.{r}") as f:
+                self.assertEqual(f.read().strip(), "got-term")
+
+    def test_output_is_prefixed_with_the_rank(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        p = start(agent_cmd(ep, "--rdzv-id", "out", "--nproc", "2",
+                            worker=["/bin/sh", "-c", 'echo "hello from $RANK"; echo "err $RANK" >&2']))
+        rc, out, err = finish(p, timeout=30)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("[rank0]: hello from 0", out)
+        self.assertIn("[rank1]: hello from 1", out)
+        self.assertIn("[rank1]: err 1", err)
+
+    def test_standalone_runs_without_a_daemon(self):
+        out = self.outdir()
+        p = start([AGENT, "--standalone", "--nproc", "3", "--", *ENV_WORKER],
+                  env={"RDZV_TEST_OUT": out})
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 0, err[-2000:])
+        envs = read_envs(out)
+        self.assertEqual(sorted(envs), [0, 1, 2])
+        self.assertTrue(envs[0]["TORCHELASTIC_RUN_ID"].startswith("standalone-"))
+
+
+class TestScale(AgentTestCase):
+    def test_256_agents_one_worker_each(self):
+        d = self.daemon(log_level="warn")
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        n = 256
+        worker = ["/bin/sh", "-c", 'date +%s.%N > "$RDZV_TEST_OUT/start.$RANK"']
+        t0 = time.time()
+        ps = [start(agent_cmd(ep, "--nnodes", str(n), "--nproc", "1", "--rdzv-id", "big",
+                              "--log-level", "warn", worker=worker),
+                    env={"RDZV_TEST_OUT": out}) for _ in range(n)]
+        fails = []
+        for p in ps:
+            rc, _, err = finish(p, timeout=120)
+            if rc != 0:
+                fails.append(err[-500:])
+        self.assertEqual(fails, [])
+        starts = {}
+        for name in os.listdir(out):
+            with open(os.path.join(out, name)) as f:
+                starts[int(name.split(".")[1])] = float(f.read())
+        self.assertEqual(sorted(starts), list(range(n)), "every rank exactly once")
+        last = max(starts.values()) - t0
+        print(f"256 agents: last worker started {last:.2f} s after the first launch")
+        self.assertLess(last, 3.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv-agent under real launchers: a two-node Slurm on this machine (srun, and the sbatch template
+in deploy/), and Debian's OpenMPI mpirun with one agent per node."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from agenttest import AGENT, ENV_WORKER, SRC, AgentTestCase, finish, main, read_envs, start
+
+SLURM_SCRIPT = os.path.join(SRC, "tests", "slurm", "local-slurm.sh")
+
+
+class Slurm:
+    """A local two-node Slurm for the whole test class."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rdzv-slurm-")
+        r = subprocess.run(["bash", SLURM_SCRIPT, "start", self.dir], capture_output=True,
+                           text=True, timeout=180)
+        if r.returncode != 0:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise unittest.SkipTest("cannot start a local Slurm: " + (r.stderr or r.stdout)[-500:])
+        self.env = {"SLURM_CONF": os.path.join(self.dir, "slurm.conf")}
+
+    def stop(self):
+        subprocess.run(["bash", SLURM_SCRIPT, "stop", self.dir], timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class TestSlurm(AgentTestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("the local Slurm needs root")
+        cls.slurm = Slurm()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.slurm.stop()
+
+    def test_srun_two_nodes_four_workers(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        p = start(["srun", "-N2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", AGENT,
+                   "--nnodes", "2", "--nproc", "4", "--endpoint", ep, "--", *ENV_WORKER],
+                  env={**self.slurm.env, "RDZV_TEST_OUT": out})
+        rc, stdout, err = finish(p, timeout=90)
+        self.assertEqual(rc, 0, err[-3000:])
+        envs = read_envs(out)
+        job_ids = {e["SLURM_JOB_ID"] for e in envs.values()}
+        self.assertEqual(len(job_ids), 1)
+        # The run id defaults to SLURM_JOB_ID and the node rank to SLURM_NODEID.
+        self.assert_contract(envs, 2, 4, job_ids.pop(), ep,
+                             group_of=lambda e: int(e["SLURM_NODEID"]))
+
+    def test_sbatch_template_runs_a_job(self):
+        out = self.outdir()
+        build = os.path.dirname(os.path.dirname(AGENT))
+        script = os.path.join(SRC, "deploy", "rdzv.sbatch")
+        log = os.path.join(out, "job.log")
+        r = subprocess.run(["sbatch", "--parsable", "--wait", "-N2", "-o", log,
+                            f"--export=ALL,RDZV_BIN={build}/agent,RDZVD_BIN={build}/daemon,"
+                            f"RDZV_NPROC=2,RDZV_TEST_OUT={out}",
+                            script, "--", *ENV_WORKER],
+                           env={**os.environ, **self.slurm.env}, capture_output=True, text=True,
+                           timeout=120)
+        with open(log) if os.path.exists(log) else open(os.devnull) as f:
+            joblog = f.read()
+        self.assertEqual(r.returncode, 0, r.stderr + joblog[-3000:])
+        envs = read_envs(out)
+        self.assertEqual(sorted(envs), [0, 1, 2, 3], joblog[-3000:])
+        self.assertEqual({e["GROUP_RANK"] for e in envs.values()}, {"0", "1"})
+        self.assertEqual(len({e["RDZV_NCCL_UNIQUE_ID"] for e in envs.values()}), 1)
+
+
+class TestMpirun(AgentTestCase):
+    def test_mpirun_one_agent_per_node(self):
+        if not shutil.which("mpirun"):
+            self.skipTest("mpirun not installed")
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        env = {"RDZV_TEST_OUT": out, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+               "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_plm_rsh_agent": "",
+               "OMPI_MCA_btl": "self", "OMPI_MCA_oob_tcp_if_include": "lo"}
+        p = start(["mpirun", "--oversubscribe", "-np", "2", "-x", "RDZV_TEST_OUT", AGENT,
+                   "--nnodes", "2", "--nproc", "4", "--endpoint", ep, "--rdzv-id", "mpi-1",
+                   "--", *ENV_WORKER], env=env)
+        rc, _, err = finish(p, timeout=90)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assert_contract(read_envs(out), 2, 4, "mpi-1", ep,
+                             group_of=lambda e: int(e["OMPI_COMM_WORLD_RANK"]))
+
+
+if __name__ == "__main__":
+    main()

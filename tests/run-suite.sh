@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Install what rdzv needs (Debian 12), build it twice (gcc -Dwerror, then ASan+UBSan) and run the
+# whole test suite in both builds. Ends with one line "N passed, N failed, N skipped" and exits
+# non-zero when anything failed. Usage: tests/run-suite.sh [--no-install] [--no-asan]
+set -u
+cd "$(dirname "$0")/.."
+root=$PWD
+install=1 asan=1
+for a in "$@"; do
+  case "$a" in
+    --no-install) install=0 ;;
+    --no-asan) asan=0 ;;
+    *) echo "run-suite.sh: unknown option $a (use --no-install, --no-asan)" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$install" = 1 ]; then
+  bash tests/install-deps.sh || exit 1
+fi
+
+# Each test gets its own files; 16k-connection tests need the whole open-file limit.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+export PATH="/usr/bin:$PATH"
+
+builds=()
+run_build() {  # name, meson setup args...
+  local name=$1; shift
+  echo "== build $name: meson setup $*"
+  if [ -d "$name" ]; then meson setup --reconfigure "$name" "$@" >"$name.setup.log" 2>&1
+  else meson setup "$name" "$@" >"$name.setup.log" 2>&1; fi || { cat "$name.setup.log"; return 1; }
+  grep -iE "trainer|cuda|nvcc" "$name.setup.log" | sed 's/^/   /' || true
+  ninja -C "$name" || return 1
+  echo "== test $name"
+  meson test -C "$name" --print-errorlogs --num-processes 2 || true
+  builds+=("$name")
+}
+
+build_failed=0
+CC=gcc run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized || build_failed=$((build_failed+1))
+if [ "$asan" = 1 ]; then
+  CC=gcc run_build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug || build_failed=$((build_failed+1))
+fi
+
+# Count results from meson's JSON logs (meson's own summary is not read by CI).
+/usr/bin/python3 - "$build_failed" "${builds[@]}" <<'PY'
+import json, sys
+build_failed = int(sys.argv[1])
+passed = failed = skipped = 0
+for b in sys.argv[2:]:
+    try:
+        lines = open(f"{b}/meson-logs/testlog.json").read().splitlines()
+    except OSError:
+        failed += 1
+        print(f"{b}: no test log")
+        continue
+    for line in lines:
+        t = json.loads(line)
+        res = t["result"]
+        if res in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif res == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+            print(f"FAILED [{b}] {t['name']}: {res}")
+failed += build_failed
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY

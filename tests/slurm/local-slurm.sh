@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# A real two-node Slurm on this machine, for tests (see shared/reference/local-slurm.md).
+#   local-slurm.sh start DIR   install if needed, write DIR/slurm.conf, start munged, slurmctld and
+#                              two slurmd (n1, n2), wait until both nodes are idle
+#   local-slurm.sh stop DIR    stop the daemons started by 'start DIR'
+# Clients need SLURM_CONF=DIR/slurm.conf.
+set -eu
+cmd=${1:-}; dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: local-slurm.sh start|stop DIR" >&2; exit 2; }
+
+stop() {
+  for f in "$dir"/slurmd.n1.pid "$dir"/slurmd.n2.pid "$dir"/slurmctld.pid; do
+    [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+  done
+  for _ in $(seq 50); do
+    alive=0
+    for f in "$dir"/slurmd.n1.pid "$dir"/slurmd.n2.pid "$dir"/slurmctld.pid; do
+      [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1
+    done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+}
+
+if [ "$cmd" = stop ]; then stop; exit 0; fi
+[ "$cmd" = start ] || { echo "usage: local-slurm.sh start|stop DIR" >&2; exit 2; }
+
+need=()
+for p in slurmctld slurmd slurm-client munge; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "local-slurm.sh: needs root to install ${need[*]}" >&2; exit 1; }
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+mkdir -p "$dir/state" "$dir/spool"
+# Three free ports (slurmctld, then two consecutive ones for the slurmd pair), from the kernel.
+read -r ctl n1 < <(/usr/bin/python3 - <<'PY'
+import socket
+def free():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+ctl = free()
+while True:
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1)); a.close(); b.close(); break
+    except OSError:
+        a.close(); b.close()
+print(ctl, p)
+PY
+)
+host=$(hostname -s)
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=rdzvtest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctl
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmUser=root
+SlurmdUser=root
+ReturnToService=2
+MpiDefault=none
+KillWait=5
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.%n.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.%n.log
+NodeName=n[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$n1-$((n1 + 1))] CPUs=$(nproc) RealMemory=4000
+PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+CONF
+
+if ! pgrep -x munged >/dev/null; then
+  mkdir -p /run/munge
+  chown munge:munge /run/munge 2>/dev/null || true
+  [ -f /etc/munge/munge.key ] || /usr/sbin/mungekey --create 2>/dev/null || true
+  munged --force 2>/dev/null || /usr/sbin/munged --force
+fi
+export SLURM_CONF="$dir/slurm.conf"
+slurmctld -f "$SLURM_CONF" -c -i
+slurmd -f "$SLURM_CONF" -N n1
+slurmd -f "$SLURM_CONF" -N n2
+for _ in $(seq 150); do
+  if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -c -E '^idle')" = 2 ]; then exit 0; fi
+  sleep 0.2
+done
+echo "local-slurm.sh: nodes did not become idle:" >&2
+sinfo -N >&2 || true
+tail -5 "$dir/slurmctld.log" >&2 || true
+stop
+exit 1

@@ -1,0 +1,1356 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-store.c: the key-value store, its queues and its wait index (no sockets), plus a
+ * randomized check against a simple reference model. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/rdzv-util.h"
+#include "../../daemon/rdzvd-store.h"
+#include "../tap.h"
+
+/* Each waiter's ud points at its wake counter. */
+static unsigned wakes_total;
+static unsigned wake_nregs_seen; /* owner->nregs as the callback saw it */
+
+static void count_wake(struct rdzvd_waiter *w, void *ud)
+{
+    unsigned *n = ud;
+
+    ASSERT_TRUE(w->ud == ud);
+    (*n)++;
+    wakes_total++;
+    wake_nregs_seen = (unsigned)w->nregs;
+}
+
+static struct rdzvd_store *new_store(const struct rdzv_limits *lim)
+{
+    struct rdzvd_store *s = NULL;
+
+    wakes_total = 0;
+    ASSERT_OK(rdzvd_store_new(lim, count_wake, &s));
+    ASSERT_NOT_NULL(s);
+    return s;
+}
+
+static int set_str(struct rdzvd_store *s, const char *k, const char *v)
+{
+    return rdzvd_store_set(s, k, strlen(k), v, strlen(v));
+}
+
+static void expect_value(struct rdzvd_store *s, const char *k, const char *v)
+{
+    const uint8_t *val = NULL;
+    size_t vlen = 0;
+
+    ASSERT_OK(rdzvd_store_get(s, k, strlen(k), &val, &vlen));
+    ASSERT_BYTES_STR(val, vlen, v);
+}
+
+static void expect_missing(struct rdzvd_store *s, const char *k)
+{
+    const uint8_t *val = NULL;
+    size_t vlen = 0;
+
+    ASSERT_EQ(rdzvd_store_get(s, k, strlen(k), &val, &vlen), -ENOENT);
+    ASSERT_FALSE(rdzvd_store_exists(s, k, strlen(k)));
+}
+
+/* Begin, add each key of a NULL-terminated list, end. Returns wait_end's result. */
+static int wait_keys(struct rdzvd_store *s, struct rdzvd_waiter *w, const char *const *keys)
+{
+    ASSERT_OK(rdzvd_store_wait_begin(s, w));
+    for (size_t i = 0; keys[i]; i++)
+        ASSERT_OK(rdzvd_store_wait_key(s, w, keys[i], strlen(keys[i])));
+    return rdzvd_store_wait_end(s, w);
+}
+
+static void test_set_get_overwrite(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    const uint8_t *val;
+    size_t vlen;
+
+    expect_missing(s, "k");
+    ASSERT_OK(set_str(s, "k", "v1"));
+    expect_value(s, "k", "v1");
+    ASSERT_OK(set_str(s, "k", "second value"));
+    expect_value(s, "k", "second value");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 1);
+    ASSERT_TRUE(rdzvd_store_exists(s, "k", 1));
+
+    /* Empty keys and values are ordinary; keys are bytes, NUL included. */
+    ASSERT_OK(rdzvd_store_set(s, "", 0, "", 0));
+    ASSERT_OK(rdzvd_store_get(s, "", 0, &val, &vlen));
+    ASSERT_EQ(vlen, 0);
+    ASSERT_OK(rdzvd_store_set(s, "a\0b", 3, "x\0y", 3));
+    ASSERT_OK(rdzvd_store_set(s, "a", 1, "A", 1));
+    ASSERT_OK(rdzvd_store_get(s, "a\0b", 3, &val, &vlen));
+    ASSERT_EQ(vlen, 3);
+    ASSERT_MEMEQ(val, "x\0y", 3);
+    expect_value(s, "a", "A");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 4);
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 12 + 0 + 0 + 3 + 3 + 1 + 1);
+    ASSERT_NULL(rdzvd_store_free(s));
+    ASSERT_NULL(rdzvd_store_free(NULL));
+}
+
+static void test_many_keys_survive_growth(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    char k[32], v[32];
+
+    for (unsigned i = 0; i < 5000; i++) {
+        snprintf(k, sizeof(k), "/key/%u", i);
+        snprintf(v, sizeof(v), "%u", i * 7);
+        ASSERT_OK(set_str(s, k, v));
+    }
+    ASSERT_EQ(rdzvd_store_num_keys(s), 5000);
+    for (unsigned i = 0; i < 5000; i++) {
+        snprintf(k, sizeof(k), "/key/%u", i);
+        snprintf(v, sizeof(v), "%u", i * 7);
+        expect_value(s, k, v);
+    }
+    for (unsigned i = 0; i < 5000; i += 2) {
+        snprintf(k, sizeof(k), "/key/%u", i);
+        ASSERT_EQ(rdzvd_store_delete(s, k, strlen(k)), 1);
+    }
+    ASSERT_EQ(rdzvd_store_num_keys(s), 2500);
+    rdzvd_store_free(s);
+}
+
+static void test_add(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    int64_t n = 12345;
+
+    /* Missing counts as 0; the value is kept as decimal text. */
+    ASSERT_OK(rdzvd_store_add(s, "c", 1, 5, &n));
+    ASSERT_EQ(n, 5);
+    expect_value(s, "c", "5");
+    ASSERT_OK(rdzvd_store_add(s, "c", 1, -7, &n));
+    ASSERT_EQ(n, -2);
+    expect_value(s, "c", "-2");
+    ASSERT_OK(rdzvd_store_add(s, "c", 1, 0, &n));
+    ASSERT_EQ(n, -2);
+    ASSERT_OK(rdzvd_store_add(s, "z", 1, 0, &n));
+    ASSERT_EQ(n, 0);
+    expect_value(s, "z", "0");
+
+    /* A value written by SET is parsed the same way. */
+    ASSERT_OK(set_str(s, "p", "+41"));
+    ASSERT_OK(rdzvd_store_add(s, "p", 1, 1, &n));
+    ASSERT_EQ(n, 42);
+    expect_value(s, "p", "42");
+
+    /* Not decimal: -EINVAL, value and *ret untouched. */
+    n = 777;
+    ASSERT_OK(set_str(s, "t", "abc"));
+    ASSERT_EQ(rdzvd_store_add(s, "t", 1, 1, &n), -EINVAL);
+    ASSERT_EQ(n, 777);
+    expect_value(s, "t", "abc");
+    ASSERT_OK(set_str(s, "t", ""));
+    ASSERT_EQ(rdzvd_store_add(s, "t", 1, 1, &n), -EINVAL);
+    ASSERT_OK(set_str(s, "t", "12x"));
+    ASSERT_EQ(rdzvd_store_add(s, "t", 1, 1, &n), -EINVAL);
+    ASSERT_OK(set_str(s, "t", " 1"));
+    ASSERT_EQ(rdzvd_store_add(s, "t", 1, 1, &n), -EINVAL);
+
+    /* Overflow either way: -ERANGE, nothing changes. */
+    ASSERT_OK(set_str(s, "m", "9223372036854775807"));
+    ASSERT_EQ(rdzvd_store_add(s, "m", 1, 1, &n), -ERANGE);
+    expect_value(s, "m", "9223372036854775807");
+    ASSERT_OK(rdzvd_store_add(s, "m", 1, -1, &n));
+    ASSERT_EQ(n, INT64_MAX - 1);
+    ASSERT_OK(set_str(s, "m", "-9223372036854775808"));
+    ASSERT_EQ(rdzvd_store_add(s, "m", 1, -1, &n), -ERANGE);
+    ASSERT_OK(rdzvd_store_add(s, "m", 1, 0, &n));
+    ASSERT_EQ(n, INT64_MIN);
+    expect_value(s, "m", "-9223372036854775808");
+    ASSERT_OK(rdzvd_store_add(s, "big", 3, INT64_MIN, &n));
+    ASSERT_EQ(n, INT64_MIN);
+    ASSERT_EQ(rdzvd_store_add(s, "big", 3, -1, &n), -ERANGE);
+    /* Stored text out of int64 range. */
+    ASSERT_OK(set_str(s, "m", "9223372036854775808"));
+    ASSERT_EQ(rdzvd_store_add(s, "m", 1, -1, &n), -ERANGE);
+
+    /* A failed ADD on a missing key creates nothing. */
+    ASSERT_EQ(rdzvd_store_num_keys(s), 6);
+    rdzvd_store_free(s);
+}
+
+static void test_compare_set(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    const uint8_t *cur = NULL;
+    size_t curlen = 0;
+
+    /* Missing + empty expected: store desired and return it. */
+    ASSERT_OK(rdzvd_store_compare_set(s, "k", 1, "", 0, "Y2FuaW1hZGFt", 12, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "Y2FuaW1hZGFt");
+    expect_value(s, "k", "Y2FuaW1hZGFt");
+
+    /* Missing + non-empty expected: return expected, store nothing. */
+    ASSERT_OK(rdzvd_store_compare_set(s, "m", 1, "old", 3, "new", 3, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "old");
+    expect_missing(s, "m");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 1);
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 12);
+
+    /* Present and matching: replaced; the reply is the new value. */
+    ASSERT_OK(rdzvd_store_compare_set(s, "k", 1, "Y2FuaW1hZGFt", 12, "state-1", 7, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "state-1");
+    expect_value(s, "k", "state-1");
+
+    /* Present and not matching: unchanged; the reply is the current value. */
+    ASSERT_OK(rdzvd_store_compare_set(s, "k", 1, "state-0", 7, "state-2", 7, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "state-1");
+    expect_value(s, "k", "state-1");
+    ASSERT_OK(rdzvd_store_compare_set(s, "k", 1, "", 0, "state-2", 7, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "state-1");
+    ASSERT_OK(rdzvd_store_compare_set(s, "k", 1, "state-1x", 8, "state-2", 7, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "state-1");
+
+    /* Present with an empty value: an empty expected matches it. */
+    ASSERT_OK(set_str(s, "e", ""));
+    ASSERT_OK(rdzvd_store_compare_set(s, "e", 1, "", 0, "filled", 6, &cur, &curlen));
+    ASSERT_BYTES_STR(cur, curlen, "filled");
+    /* Desired may be empty. */
+    ASSERT_OK(rdzvd_store_compare_set(s, "e", 1, "filled", 6, "", 0, &cur, &curlen));
+    ASSERT_EQ(curlen, 0);
+    expect_value(s, "e", "");
+    rdzvd_store_free(s);
+}
+
+static void test_append(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+
+    lim.max_value_len = 8;
+    s = new_store(&lim);
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "12345", 5));
+    expect_value(s, "k", "12345");
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "", 0));
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "678", 3));
+    expect_value(s, "k", "12345678");
+    ASSERT_EQ(rdzvd_store_append(s, "k", 1, "9", 1), -EMSGSIZE);
+    expect_value(s, "k", "12345678");
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 8);
+
+    /* Too long from the start: nothing created. */
+    ASSERT_EQ(rdzvd_store_append(s, "n", 1, "123456789", 9), -EMSGSIZE);
+    expect_missing(s, "n");
+    ASSERT_EQ(set_str(s, "n", "123456789"), -EMSGSIZE);
+    expect_missing(s, "n");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 1);
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 8);
+
+    /* APPEND creates an empty-valued key too. */
+    ASSERT_OK(rdzvd_store_append(s, "e", 1, "", 0));
+    expect_value(s, "e", "");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 2);
+    rdzvd_store_free(s);
+}
+
+static void test_delete(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_OK(set_str(s, "b", "2"));
+    ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 1);
+    expect_missing(s, "a");
+    ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 0);
+    ASSERT_EQ(rdzvd_store_delete(s, "never", 5), 0);
+    ASSERT_EQ(rdzvd_store_num_keys(s), 1);
+    ASSERT_EQ(rdzvd_store_bytes(s), 2);
+    /* Re-creating a deleted key works like a fresh one. */
+    ASSERT_OK(set_str(s, "a", "3"));
+    expect_value(s, "a", "3");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 2);
+    rdzvd_store_free(s);
+}
+
+struct visit {
+    unsigned n;
+    unsigned stop_at;
+    bool seen[16];
+};
+
+static int visit_key(const uint8_t *key, size_t klen, void *ud)
+{
+    struct visit *v = ud;
+    unsigned i;
+
+    ASSERT_EQ(klen, 2);
+    ASSERT_EQ(key[0], 'k');
+    i = (unsigned)(key[1] - 'a');
+    ASSERT_TRUE(i < 16);
+    ASSERT_FALSE(v->seen[i]);
+    v->seen[i] = true;
+    v->n++;
+    return v->n == v->stop_at ? 42 : 0;
+}
+
+static void test_num_keys_and_foreach(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    struct visit v = {0};
+    char k[3] = "ka";
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_EQ(rdzvd_store_num_keys(s), 0);
+    ASSERT_EQ(rdzvd_store_foreach(s, visit_key, &v), 0);
+    ASSERT_EQ(v.n, 0);
+    for (unsigned i = 0; i < 10; i++) {
+        k[1] = (char)('a' + i);
+        ASSERT_OK(set_str(s, k, "v"));
+    }
+    ASSERT_EQ(rdzvd_store_delete(s, "kc", 2), 1);
+    /* Queues and waited-for keys are not keys. */
+    ASSERT_OK(rdzvd_store_queue_push(s, "kq", 2, "x", 1));
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"kw", NULL}), 0);
+    ASSERT_EQ(rdzvd_store_num_keys(s), 9);
+    ASSERT_EQ(rdzvd_store_foreach(s, visit_key, &v), 0);
+    ASSERT_EQ(v.n, 9);
+    for (unsigned i = 0; i < 10; i++)
+        ASSERT_EQ(v.seen[i], i != 2);
+
+    /* A non-zero return stops the walk and is passed through. */
+    memset(&v, 0, sizeof(v));
+    v.stop_at = 3;
+    ASSERT_EQ(rdzvd_store_foreach(s, visit_key, &v), 42);
+    ASSERT_EQ(v.n, 3);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 1);
+    rdzvd_store_free(s);
+}
+
+static void test_store_bytes_limit(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    int64_t n;
+    const uint8_t *cur;
+    size_t curlen;
+    char big[40];
+
+    memset(big, 'v', sizeof(big));
+    lim.max_store_bytes = 32;
+    s = new_store(&lim);
+    rdzvd_waiter_init(&w, &wakes);
+
+    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 31));
+    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    /* No room for even a new key: nothing is created. */
+    ASSERT_EQ(rdzvd_store_set(s, "k2", 2, "", 0), -ENOSPC);
+    expect_missing(s, "k2");
+    ASSERT_EQ(rdzvd_store_add(s, "n", 1, 1, &n), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_append(s, "n", 1, "", 0), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_compare_set(s, "n", 1, "", 0, "x", 1, &cur, &curlen), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_queue_push(s, "k", 1, "x", 1), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_queue_len(s, "k", 1), 0);
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    ASSERT_EQ(rdzvd_store_wait_key(s, &w, "n", 1), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 0);
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_EQ(rdzvd_store_num_keys(s), 1);
+    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+
+    /* Overwrites are charged by the difference. */
+    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 30));
+    ASSERT_EQ(rdzvd_store_set(s, "k", 1, big, 32), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_append(s, "k", 1, "vv", 2), -ENOSPC);
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "v", 1));
+    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 1));
+    ASSERT_EQ(rdzvd_store_bytes(s), 2);
+    ASSERT_EQ(rdzvd_store_delete(s, "k", 1), 1);
+    ASSERT_EQ(rdzvd_store_bytes(s), 0);
+
+    /* Queue items count too, and are given back when popped. */
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, big, 31));
+    ASSERT_EQ(rdzvd_store_queue_push(s, "q", 1, "", 1), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    {
+        uint64_t before = 0;
+        uint8_t *item = NULL;
+        size_t ilen = 0;
+
+        ASSERT_OK(rdzvd_store_queue_pop(s, "q", 1, &before, &item, &ilen));
+        ASSERT_EQ(before, 1);
+        ASSERT_EQ(ilen, 31);
+        free(item);
+    }
+    ASSERT_EQ(rdzvd_store_bytes(s), 0);
+    rdzvd_store_free(s);
+}
+
+static void pop_expect(struct rdzvd_store *s, const char *k, uint64_t before, const char *item)
+{
+    uint64_t b = 999;
+    uint8_t *got = (uint8_t *)"untouched";
+    size_t glen = 9;
+
+    ASSERT_OK(rdzvd_store_queue_pop(s, k, strlen(k), &b, &got, &glen));
+    ASSERT_EQ(b, before);
+    if (!item) {
+        ASSERT_BYTES_STR(got, glen, "untouched");
+        return;
+    }
+    ASSERT_BYTES_STR(got, glen, item);
+    free(got);
+}
+
+static void test_queue_fifo(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+
+    lim.max_queue_items = 3;
+    s = new_store(&lim);
+    pop_expect(s, "q", 0, NULL);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "a", 1));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "", 0));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "ccc", 3));
+    ASSERT_EQ(rdzvd_store_queue_push(s, "q", 1, "d", 1), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_queue_len(s, "q", 1), 3);
+    ASSERT_TRUE(rdzvd_store_exists(s, "q", 1));
+
+    /* A separate namespace from the map, but the same key can hold both. */
+    ASSERT_EQ(rdzvd_store_num_keys(s), 0);
+    ASSERT_OK(set_str(s, "q", "kv"));
+    expect_value(s, "q", "kv");
+    ASSERT_EQ(rdzvd_store_num_keys(s), 1);
+    ASSERT_EQ(rdzvd_store_delete(s, "q", 1), 1);
+    ASSERT_TRUE(rdzvd_store_exists(s, "q", 1));
+
+    pop_expect(s, "q", 3, "a");
+    pop_expect(s, "q", 2, "");
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "e", 1));
+    pop_expect(s, "q", 2, "ccc");
+    pop_expect(s, "q", 1, "e");
+    pop_expect(s, "q", 0, NULL);
+    ASSERT_EQ(rdzvd_store_queue_len(s, "q", 1), 0);
+    ASSERT_FALSE(rdzvd_store_exists(s, "q", 1));
+    ASSERT_EQ(rdzvd_store_queue_len(s, "other", 5), 0);
+    ASSERT_EQ(rdzvd_store_bytes(s), 0);
+    rdzvd_store_free(s);
+}
+
+static void test_queue_push_wakes_one(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w[3];
+    unsigned wakes[3] = {0};
+    const char *const q[] = {"q", NULL};
+
+    for (int i = 0; i < 3; i++) {
+        rdzvd_waiter_init(&w[i], &wakes[i]);
+        ASSERT_EQ(wait_keys(s, &w[i], q), 0);
+    }
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "1", 1));
+    ASSERT_EQ(wakes_total, 1);
+    ASSERT_EQ(wakes[0], 1);
+    /* The queue is not empty now: a new WAIT on it returns at once. */
+    ASSERT_EQ(wait_keys(s, &w[0], q), 1);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "2", 1));
+    ASSERT_EQ(wakes_total, 2);
+    ASSERT_EQ(wakes[1], 1);
+    ASSERT_EQ(wakes[2], 0);
+    ASSERT_EQ(w[2].nregs, 1);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w[2]), 1);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "3", 1));
+    ASSERT_EQ(wakes_total, 2);
+    ASSERT_EQ(rdzvd_store_queue_len(s, "q", 1), 3);
+    rdzvd_store_free(s);
+}
+
+static void test_wait_present_keys_not_counted(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_OK(set_str(s, "b", "2"));
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"a", "b", "a", NULL}), 1);
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_TRUE(rdzv_list_empty(&w.waits));
+    /* An empty key list is trivially satisfied. */
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){NULL}), 1);
+    ASSERT_OK(set_str(s, "a", "3"));
+    ASSERT_EQ(wakes_total, 0);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 0);
+    rdzvd_store_free(s);
+}
+
+static void test_wait_two_missing_fires_once(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    int64_t n;
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_OK(set_str(s, "present", "x"));
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"a", "present", "b", NULL}), 0);
+    ASSERT_EQ(w.nregs, 2);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_EQ(wakes, 0);
+    ASSERT_OK(set_str(s, "a", "2"));
+    ASSERT_EQ(wakes, 0);
+    ASSERT_OK(set_str(s, "unrelated", "2"));
+    ASSERT_EQ(wakes, 0);
+    ASSERT_EQ(w.nregs, 1);
+    ASSERT_OK(rdzvd_store_add(s, "b", 1, 1, &n));
+    ASSERT_EQ(wakes, 1);
+    ASSERT_EQ(wake_nregs_seen, 0); /* released before the callback */
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_TRUE(rdzv_list_empty(&w.waits));
+    ASSERT_OK(set_str(s, "b", "again"));
+    ASSERT_EQ(wakes, 1);
+    ASSERT_EQ(wakes_total, 1);
+    rdzvd_store_free(s);
+}
+
+static void test_wait_duplicate_key(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"k", "k", NULL}), 0);
+    ASSERT_OK(set_str(s, "k", "v"));
+    ASSERT_EQ(wakes, 1);
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_TRUE(rdzv_list_empty(&w.waits));
+    rdzvd_store_free(s);
+}
+
+static void test_wait_two_owners_same_key(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w1, w2;
+    unsigned wakes1 = 0, wakes2 = 0;
+    const char *const k[] = {"k", NULL};
+
+    rdzvd_waiter_init(&w1, &wakes1);
+    rdzvd_waiter_init(&w2, &wakes2);
+    ASSERT_EQ(wait_keys(s, &w1, k), 0);
+    ASSERT_EQ(wait_keys(s, &w2, k), 0);
+    ASSERT_EQ(wait_keys(s, &w1, k), 0); /* a second WAIT from the same owner */
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "v", 1));
+    ASSERT_EQ(wakes1, 2);
+    ASSERT_EQ(wakes2, 1);
+    ASSERT_EQ(wakes_total, 3);
+    ASSERT_EQ(w1.nregs + w2.nregs, 0);
+    rdzvd_store_free(s);
+}
+
+static void test_wait_woken_by_every_write(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    const uint8_t *cur;
+    size_t curlen;
+    int64_t n;
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"s", "a", "p", "c", "q", NULL}), 0);
+    ASSERT_EQ(w.nregs, 5);
+    ASSERT_OK(set_str(s, "s", "1"));
+    ASSERT_OK(rdzvd_store_add(s, "a", 1, 1, &n));
+    ASSERT_OK(rdzvd_store_append(s, "p", 1, "x", 1));
+    ASSERT_OK(rdzvd_store_compare_set(s, "c", 1, "", 0, "x", 1, &cur, &curlen));
+    ASSERT_EQ(wakes, 0);
+    ASSERT_EQ(w.nregs, 1);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "x", 1));
+    ASSERT_EQ(wakes, 1);
+    ASSERT_EQ(w.nregs, 0);
+    rdzvd_store_free(s);
+}
+
+static void test_wait_not_disturbed_by_delete(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"a", "b", NULL}), 0);
+    /* Deleting a key that was present when the wait began does not make it count again. */
+    ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 1);
+    ASSERT_EQ(rdzvd_store_delete(s, "b", 1), 0);
+    ASSERT_EQ(w.nregs, 1);
+    ASSERT_EQ(wakes, 0);
+    ASSERT_OK(set_str(s, "b", "2"));
+    ASSERT_EQ(wakes, 1);
+
+    /* Delete, then wait, then set again: the new waiter is woken. */
+    ASSERT_EQ(rdzvd_store_delete(s, "b", 1), 1);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"b", NULL}), 0);
+    ASSERT_OK(set_str(s, "b", "3"));
+    ASSERT_EQ(wakes, 2);
+    ASSERT_EQ(wakes_total, 2);
+    rdzvd_store_free(s);
+}
+
+static void test_cancel_waits(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w1, w2;
+    unsigned wakes1 = 0, wakes2 = 0;
+
+    rdzvd_waiter_init(&w1, &wakes1);
+    rdzvd_waiter_init(&w2, &wakes2);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w1), 0);
+    ASSERT_EQ(wait_keys(s, &w1, (const char *const[]){"a", "b", NULL}), 0);
+    ASSERT_EQ(wait_keys(s, &w1, (const char *const[]){"c", NULL}), 0);
+    ASSERT_EQ(wait_keys(s, &w2, (const char *const[]){"a", NULL}), 0);
+    ASSERT_EQ(rdzvd_store_bytes(s), 3); /* slots held only by waiters */
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w1), 2);
+    ASSERT_EQ(w1.nregs, 0);
+    ASSERT_TRUE(rdzv_list_empty(&w1.waits));
+    ASSERT_EQ(rdzvd_store_bytes(s), 1);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w1), 0);
+    ASSERT_OK(set_str(s, "b", "1"));
+    ASSERT_OK(set_str(s, "c", "1"));
+    ASSERT_EQ(wakes_total, 0);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_EQ(wakes1, 0);
+    ASSERT_EQ(wakes2, 1);
+    ASSERT_EQ(rdzvd_store_num_keys(s), 3);
+    rdzvd_store_free(s);
+}
+
+/* Past max_wait_keys the wait fails and nothing of it is kept (the header's contract). */
+static void test_wait_max_keys(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    int r;
+
+    lim.max_wait_keys = 2;
+    s = new_store(&lim);
+    rdzvd_waiter_init(&w, &wakes);
+
+    /* Present keys don't count against the limit. */
+    ASSERT_OK(set_str(s, "p1", "1"));
+    ASSERT_OK(set_str(s, "p2", "1"));
+    ASSERT_OK(set_str(s, "p3", "1"));
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"p1", "p2", "p3", NULL}), 1);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"a", "p1", "b", NULL}), 0);
+    ASSERT_EQ(w.nregs, 2);
+
+    /* The limit is over all of the owner's pending registrations. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    r = rdzvd_store_wait_key(s, &w, "c", 1);
+    ASSERT_EQ(r, -EMSGSIZE);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 1);
+    ASSERT_EQ(w.nregs, 0);
+
+    /* Within one wait, as rdzvd-conn.c does it: the third missing key fails, the connection
+     * cancels, and nothing is kept. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w, "x", 1));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w, "y", 1));
+    ASSERT_EQ(rdzvd_store_wait_key(s, &w, "z", 1), -EMSGSIZE);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 0);
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_EQ(rdzvd_store_bytes(s), 9); /* p1..p3 only: the waiters' slots are gone */
+    ASSERT_OK(set_str(s, "x", "1"));
+    ASSERT_EQ(wakes_total, 0);
+    rdzvd_store_free(s);
+}
+
+/* rdzvd-store.h: wait_end returns "a negative errno (-EMSGSIZE past max_wait_keys; nothing
+ * kept)". A caller that ends the wait after a key was refused must not be left with a partial
+ * registration that fires later. */
+static void test_wait_end_after_refused_key_keeps_nothing(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    int r;
+
+    lim.max_wait_keys = 2;
+    s = new_store(&lim);
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w, "x", 1));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w, "y", 1));
+    r = rdzvd_store_wait_key(s, &w, "z", 1);
+    ASSERT_TRUE(r == 0 || r == -EMSGSIZE);
+    if (r == 0)
+        r = rdzvd_store_wait_end(s, &w);
+    else
+        ASSERT_TRUE(rdzvd_store_wait_end(s, &w) < 0);
+    ASSERT_EQ(r, -EMSGSIZE);
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_TRUE(rdzv_list_empty(&w.waits));
+    ASSERT_OK(set_str(s, "x", "1"));
+    ASSERT_OK(set_str(s, "y", "1"));
+    ASSERT_OK(set_str(s, "z", "1"));
+    ASSERT_EQ(wakes_total, 0);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 0);
+    rdzvd_store_free(s);
+}
+
+static void test_wait_calls_out_of_order(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w1, w2;
+    unsigned wakes1 = 0, wakes2 = 0;
+
+    rdzvd_waiter_init(&w1, &wakes1);
+    rdzvd_waiter_init(&w2, &wakes2);
+    ASSERT_EQ(rdzvd_store_wait_key(s, &w1, "k", 1), -EINVAL);
+    ASSERT_EQ(rdzvd_store_wait_end(s, &w1), -EINVAL);
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w1));
+    ASSERT_EQ(rdzvd_store_wait_key(s, &w2, "k", 1), -EINVAL);
+    ASSERT_OK(rdzvd_store_wait_key(s, &w1, "k", 1));
+    ASSERT_EQ(rdzvd_store_wait_end(s, &w1), 0);
+    ASSERT_EQ(w2.nregs, 0);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w1), 1);
+    rdzvd_store_free(s);
+}
+
+/* Freeing the store unhooks the waits of owners that outlive it. */
+static void test_free_with_pending_waits(void)
+{
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"a", "b", "c", NULL}), 0);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"b", NULL}), 0);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "x", 1));
+    rdzvd_store_free(s);
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_TRUE(rdzv_list_empty(&w.waits));
+    ASSERT_EQ(wakes, 0);
+
+    /* The owner is reusable with a new store. */
+    s = new_store(&lim);
+    ASSERT_EQ(wait_keys(s, &w, (const char *const[]){"a", NULL}), 0);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_EQ(wakes, 1);
+    rdzvd_store_free(s);
+}
+
+/* ---- randomized check against a reference model ---- */
+
+#define M_KEYS 6
+#define M_QMAX 4
+#define M_OWNERS 3
+#define M_REGS 64
+#define M_WAITS 64
+
+static const struct {
+    const char *p;
+    size_t len;
+} m_keys[M_KEYS] = {{"a", 1}, {"b", 1}, {"", 0}, {"/x/y", 4}, {"a\0", 2}, {"longer-key-name", 15}};
+
+static const char *const m_vals[] = {
+    "",
+    "0",
+    "1",
+    "-5",
+    "+3",
+    " 4",
+    "abc",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "twenty-bytes-of-text",
+    "a value that is longer than the limit",
+};
+
+static const int64_t m_deltas[] = {0, 1, -1, 7, -100, INT64_MAX, INT64_MIN};
+
+struct m_key {
+    bool slot; /* the store holds a slot for it (value, queue or waiters) */
+    bool present;
+    uint8_t val[64];
+    size_t vlen;
+    unsigned qn;
+    uint8_t q[M_QMAX][64];
+    size_t qlen[M_QMAX];
+};
+
+struct m_reg {
+    unsigned wait, key;
+};
+
+struct m_wait {
+    bool live;
+    unsigned owner, remaining;
+};
+
+struct model {
+    const struct rdzv_limits *lim;
+    struct m_key k[M_KEYS];
+    struct m_reg regs[M_REGS]; /* in registration order */
+    unsigned nregs;
+    struct m_wait waits[M_WAITS];
+    unsigned owner_nregs[M_OWNERS];
+    unsigned owner_waits[M_OWNERS];
+    unsigned wakes[M_OWNERS];
+    uint64_t bytes;
+};
+
+static bool m_has_regs(const struct model *m, unsigned key)
+{
+    for (unsigned i = 0; i < m->nregs; i++)
+        if (m->regs[i].key == key)
+            return true;
+    return false;
+}
+
+static void m_gc(struct model *m, unsigned key)
+{
+    struct m_key *k = &m->k[key];
+
+    if (k->slot && !k->present && k->qn == 0 && !m_has_regs(m, key)) {
+        k->slot = false;
+        m->bytes -= m_keys[key].len;
+    }
+}
+
+static int m_slot_get(struct model *m, unsigned key)
+{
+    if (m->k[key].slot)
+        return 0;
+    if (m->bytes + m_keys[key].len > m->lim->max_store_bytes)
+        return -ENOSPC;
+    m->k[key].slot = true;
+    m->bytes += m_keys[key].len;
+    return 0;
+}
+
+static void m_reg_remove(struct model *m, unsigned i)
+{
+    struct m_wait *w = &m->waits[m->regs[i].wait];
+
+    m->owner_nregs[w->owner]--;
+    memmove(&m->regs[i], &m->regs[i + 1], (m->nregs - i - 1) * sizeof(m->regs[0]));
+    m->nregs--;
+}
+
+/* Satisfy registration i (its key was written). */
+static void m_fire(struct model *m, unsigned i)
+{
+    unsigned wi = m->regs[i].wait;
+    struct m_wait *w = &m->waits[wi];
+
+    m_reg_remove(m, i);
+    if (--w->remaining == 0) {
+        w->live = false;
+        m->owner_waits[w->owner]--;
+        m->wakes[w->owner]++;
+    }
+}
+
+static void m_fire_all(struct model *m, unsigned key)
+{
+    for (unsigned i = 0; i < m->nregs;)
+        if (m->regs[i].key == key)
+            m_fire(m, i);
+        else
+            i++;
+}
+
+static int m_store_value(struct model *m, unsigned key, const uint8_t *a, size_t alen,
+                         const uint8_t *b, size_t blen)
+{
+    struct m_key *k = &m->k[key];
+    uint64_t old = k->present ? k->vlen : 0;
+    uint8_t tmp[128];
+
+    if (alen + blen > m->lim->max_value_len)
+        return -EMSGSIZE;
+    if (m->bytes - old + alen + blen > m->lim->max_store_bytes)
+        return -ENOSPC;
+    ASSERT_TRUE(alen + blen <= sizeof(k->val));
+    if (alen)
+        memcpy(tmp, a, alen);
+    if (blen)
+        memcpy(tmp + alen, b, blen);
+    memcpy(k->val, tmp, alen + blen);
+    m->bytes = m->bytes - old + alen + blen;
+    k->vlen = alen + blen;
+    k->present = true;
+    m_fire_all(m, key);
+    return 0;
+}
+
+static int m_set(struct model *m, unsigned key, const char *v)
+{
+    int r = m_slot_get(m, key);
+
+    if (r == 0)
+        r = m_store_value(m, key, (const uint8_t *)v, strlen(v), NULL, 0);
+    m_gc(m, key);
+    return r;
+}
+
+/* An independent decimal parser: strtoll over a NUL-terminated copy. */
+static int m_parse(const uint8_t *p, size_t n, int64_t *ret)
+{
+    char buf[80], *end;
+    long long v;
+
+    if (n == 0 || n >= sizeof(buf) || isspace(p[0]))
+        return -EINVAL;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    if (strlen(buf) != n)
+        return -EINVAL;
+    errno = 0;
+    v = strtoll(buf, &end, 10);
+    if (end != buf + n || end == buf || !isdigit((unsigned char)end[-1]))
+        return -EINVAL;
+    if (errno == ERANGE)
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
+static int m_add(struct model *m, unsigned key, int64_t delta, int64_t *ret)
+{
+    struct m_key *k = &m->k[key];
+    int64_t cur = 0, sum = 0;
+    char text[32];
+    int r = m_slot_get(m, key);
+
+    if (r == 0 && k->present)
+        r = m_parse(k->val, k->vlen, &cur);
+    if (r == 0 && __builtin_add_overflow(cur, delta, &sum))
+        r = -ERANGE;
+    if (r == 0) {
+        snprintf(text, sizeof(text), "%" PRId64, sum);
+        r = m_store_value(m, key, (const uint8_t *)text, strlen(text), NULL, 0);
+    }
+    if (r == 0)
+        *ret = sum;
+    m_gc(m, key);
+    return r;
+}
+
+static bool m_exists(const struct model *m, unsigned key)
+{
+    return m->k[key].present || m->k[key].qn > 0;
+}
+
+/* Abort everything owner o has pending; returns the number of completed-but-unfired waits. */
+static unsigned m_cancel(struct model *m, unsigned o)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < m->nregs;) {
+        unsigned key = m->regs[i].key;
+
+        if (m->waits[m->regs[i].wait].owner == o) {
+            m_reg_remove(m, i);
+            m_gc(m, key);
+        } else {
+            i++;
+        }
+    }
+    for (unsigned wi = 0; wi < M_WAITS; wi++)
+        if (m->waits[wi].live && m->waits[wi].owner == o) {
+            m->waits[wi].live = false;
+            n++;
+        }
+    m->owner_waits[o] = 0;
+    return n;
+}
+
+struct mc_keyset {
+    bool seen[M_KEYS];
+    unsigned n;
+};
+
+static int mc_visit(const uint8_t *key, size_t klen, void *ud)
+{
+    struct mc_keyset *ks = ud;
+
+    for (unsigned i = 0; i < M_KEYS; i++)
+        if (klen == m_keys[i].len && memcmp(key, m_keys[i].p, klen) == 0) {
+            ASSERT_FALSE(ks->seen[i]);
+            ks->seen[i] = true;
+            ks->n++;
+            return 0;
+        }
+    ASSERT_TRUE(!"foreach returned an unknown key");
+    return 0;
+}
+
+static uint64_t mc_rng;
+
+static uint64_t mc_next(void)
+{
+    /* splitmix64: reproducible across platforms. */
+    uint64_t z = (mc_rng += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static unsigned mc_pick(unsigned n)
+{
+    return (unsigned)(mc_next() % n);
+}
+
+static void mc_compare(struct rdzvd_store *s, const struct model *m, const struct rdzvd_waiter *w,
+                       const unsigned *wakes)
+{
+    ASSERT_EQ(rdzvd_store_bytes(s), m->bytes);
+    for (unsigned o = 0; o < M_OWNERS; o++) {
+        ASSERT_EQ(wakes[o], m->wakes[o]);
+        ASSERT_EQ(w[o].nregs, m->owner_nregs[o]);
+    }
+    for (unsigned i = 0; i < M_KEYS; i++) {
+        const uint8_t *val = NULL;
+        size_t vlen = 0;
+        int r = rdzvd_store_get(s, m_keys[i].p, m_keys[i].len, &val, &vlen);
+
+        if (m->k[i].present) {
+            ASSERT_OK(r);
+            ASSERT_EQ(vlen, m->k[i].vlen);
+            ASSERT_MEMEQ(val, m->k[i].val, vlen);
+        } else {
+            ASSERT_EQ(r, -ENOENT);
+        }
+        ASSERT_EQ(rdzvd_store_exists(s, m_keys[i].p, m_keys[i].len), m_exists(m, i));
+        ASSERT_EQ(rdzvd_store_queue_len(s, m_keys[i].p, m_keys[i].len), m->k[i].qn);
+    }
+}
+
+static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
+{
+    struct rdzvd_store *s = new_store(lim);
+    struct rdzvd_waiter w[M_OWNERS];
+    unsigned wakes[M_OWNERS] = {0};
+    struct model *m = calloc(1, sizeof(*m));
+    uint64_t nkeys_model;
+
+    ASSERT_NOT_NULL(m);
+    m->lim = lim;
+    mc_rng = seed;
+    for (unsigned o = 0; o < M_OWNERS; o++)
+        rdzvd_waiter_init(&w[o], &wakes[o]);
+
+    for (unsigned step = 0; step < steps; step++) {
+        unsigned key = mc_pick(M_KEYS), op = mc_pick(13);
+        const char *kp = m_keys[key].p;
+        size_t kl = m_keys[key].len;
+        const char *v = m_vals[mc_pick(RDZV_ARRAY_SIZE(m_vals))];
+        int r, mr;
+
+        snprintf(tap_note, sizeof(tap_note), "model check seed %" PRIu64 " step %u op %u key %u",
+                 seed, step, op, key);
+        switch (op) {
+        case 0:
+        case 1:
+            ASSERT_EQ(rdzvd_store_set(s, kp, kl, v, strlen(v)), m_set(m, key, v));
+            break;
+        case 2: {
+            int64_t delta = m_deltas[mc_pick(RDZV_ARRAY_SIZE(m_deltas))], got = 0, want = 0;
+
+            r = rdzvd_store_add(s, kp, kl, delta, &got);
+            mr = m_add(m, key, delta, &want);
+            /* Digits that overflow before trailing junk: either refusal will do. */
+            if (mr == -EINVAL && r == -ERANGE)
+                mr = r;
+            ASSERT_EQ(r, mr);
+            if (r == 0)
+                ASSERT_EQ(got, want);
+            break;
+        }
+        case 3: {
+            /* Expected is either the current value or a random one. */
+            const char *des = m_vals[mc_pick(RDZV_ARRAY_SIZE(m_vals))];
+            uint8_t exp[64];
+            size_t explen = strlen(v);
+            const uint8_t *cur = NULL, *mcur;
+            size_t curlen = 0, mcurlen;
+            struct m_key *k = &m->k[key];
+
+            memcpy(exp, v, explen);
+            if (k->present && mc_pick(2)) {
+                memcpy(exp, k->val, k->vlen);
+                explen = k->vlen;
+            }
+            r = rdzvd_store_compare_set(s, kp, kl, exp, explen, des, strlen(des), &cur, &curlen);
+            if (!k->present && explen != 0) {
+                mr = 0;
+                mcur = exp;
+                mcurlen = explen;
+            } else if (!k->present || (k->vlen == explen && memcmp(k->val, exp, explen) == 0)) {
+                mr = m_slot_get(m, key);
+                if (mr == 0)
+                    mr = m_store_value(m, key, (const uint8_t *)des, strlen(des), NULL, 0);
+                m_gc(m, key);
+                mcur = k->val;
+                mcurlen = k->vlen;
+            } else {
+                mr = 0;
+                mcur = k->val;
+                mcurlen = k->vlen;
+            }
+            ASSERT_EQ(r, mr);
+            if (r == 0) {
+                ASSERT_EQ(curlen, mcurlen);
+                ASSERT_MEMEQ(cur, mcur, curlen);
+            }
+            break;
+        }
+        case 4: {
+            struct m_key *k = &m->k[key];
+
+            r = rdzvd_store_append(s, kp, kl, v, strlen(v));
+            mr = m_slot_get(m, key);
+            if (mr == 0)
+                mr = k->present
+                         ? m_store_value(m, key, k->val, k->vlen, (const uint8_t *)v, strlen(v))
+                         : m_store_value(m, key, (const uint8_t *)v, strlen(v), NULL, 0);
+            m_gc(m, key);
+            ASSERT_EQ(r, mr);
+            break;
+        }
+        case 5: {
+            struct m_key *k = &m->k[key];
+
+            mr = k->present ? 1 : 0;
+            if (k->present) {
+                m->bytes -= k->vlen;
+                k->present = false;
+                k->vlen = 0;
+                m_gc(m, key);
+            }
+            ASSERT_EQ(rdzvd_store_delete(s, kp, kl), mr);
+            break;
+        }
+        case 6: {
+            struct m_key *k = &m->k[key];
+            size_t vl = strlen(v) > 20 ? 20 : strlen(v);
+
+            r = rdzvd_store_queue_push(s, kp, kl, v, vl);
+            mr = m_slot_get(m, key);
+            if (mr == 0 && (k->qn >= lim->max_queue_items || m->bytes + vl > lim->max_store_bytes))
+                mr = -ENOSPC;
+            if (mr == 0) {
+                memcpy(k->q[k->qn], v, vl);
+                k->qlen[k->qn++] = vl;
+                m->bytes += vl;
+                for (unsigned i = 0; i < m->nregs; i++)
+                    if (m->regs[i].key == key) {
+                        m_fire(m, i);
+                        break;
+                    }
+            }
+            m_gc(m, key);
+            ASSERT_EQ(r, mr);
+            break;
+        }
+        case 7: {
+            struct m_key *k = &m->k[key];
+            uint64_t before = 12345;
+            uint8_t *item = NULL;
+            size_t ilen = 0;
+
+            ASSERT_OK(rdzvd_store_queue_pop(s, kp, kl, &before, &item, &ilen));
+            ASSERT_EQ(before, k->qn);
+            if (k->qn > 0) {
+                ASSERT_EQ(ilen, k->qlen[0]);
+                ASSERT_MEMEQ(item, k->q[0], ilen);
+                m->bytes -= k->qlen[0];
+                memmove(k->q[0], k->q[1], sizeof(k->q[0]) * (M_QMAX - 1));
+                memmove(&k->qlen[0], &k->qlen[1], sizeof(k->qlen[0]) * (M_QMAX - 1));
+                k->qn--;
+                m_gc(m, key);
+                free(item);
+            } else {
+                ASSERT_NULL(item);
+            }
+            break;
+        }
+        case 8:
+        case 9: {
+            /* WAIT on 1..3 keys (maybe repeated) by a random owner. */
+            unsigned o = mc_pick(M_OWNERS), nk = 1 + mc_pick(3), wi;
+            bool failed = false;
+
+            for (wi = 0; wi < M_WAITS && m->waits[wi].live; wi++)
+                ;
+            ASSERT_TRUE(wi < M_WAITS);
+            m->waits[wi] = (struct m_wait){.live = true, .owner = o, .remaining = 0};
+            ASSERT_OK(rdzvd_store_wait_begin(s, &w[o]));
+            for (unsigned i = 0; i < nk && !failed; i++) {
+                unsigned kk = i == 0 ? key : mc_pick(M_KEYS);
+
+                r = rdzvd_store_wait_key(s, &w[o], m_keys[kk].p, m_keys[kk].len);
+                mr = 0;
+                if (!m_exists(m, kk)) {
+                    if (m->owner_nregs[o] >= lim->max_wait_keys)
+                        mr = -EMSGSIZE;
+                    else
+                        mr = m_slot_get(m, kk);
+                    if (mr == 0) {
+                        ASSERT_TRUE(m->nregs < M_REGS);
+                        m->regs[m->nregs++] = (struct m_reg){.wait = wi, .key = kk};
+                        m->owner_nregs[o]++;
+                        m->waits[wi].remaining++;
+                    }
+                }
+                ASSERT_EQ(r, mr);
+                failed = r < 0;
+            }
+            if (failed) {
+                /* What the daemon does: the connection closes and drops all its waits. */
+                m->waits[wi].live = false;
+                for (unsigned i = 0; i < m->nregs;) {
+                    unsigned kk = m->regs[i].key;
+
+                    if (m->regs[i].wait == wi) {
+                        m_reg_remove(m, i);
+                        m_gc(m, kk);
+                    } else {
+                        i++;
+                    }
+                }
+                ASSERT_EQ(rdzvd_store_cancel_waits(s, &w[o]), m_cancel(m, o));
+                break;
+            }
+            r = rdzvd_store_wait_end(s, &w[o]);
+            if (m->waits[wi].remaining == 0) {
+                m->waits[wi].live = false;
+                ASSERT_EQ(r, 1);
+            } else {
+                m->owner_waits[o]++;
+                ASSERT_EQ(r, 0);
+            }
+            break;
+        }
+        case 10: {
+            unsigned o = mc_pick(M_OWNERS);
+
+            ASSERT_EQ(rdzvd_store_cancel_waits(s, &w[o]), m_cancel(m, o));
+            break;
+        }
+        case 11: {
+            struct mc_keyset ks = {0};
+
+            ASSERT_EQ(rdzvd_store_foreach(s, mc_visit, &ks), 0);
+            for (unsigned i = 0; i < M_KEYS; i++)
+                ASSERT_EQ(ks.seen[i], m->k[i].present);
+            break;
+        }
+        case 12: {
+            /* MULTI_SET: a run of SETs. */
+            for (unsigned i = 0, n = 1 + mc_pick(3); i < n; i++) {
+                unsigned kk = mc_pick(M_KEYS);
+                const char *vv = m_vals[mc_pick(RDZV_ARRAY_SIZE(m_vals))];
+
+                ASSERT_EQ(rdzvd_store_set(s, m_keys[kk].p, m_keys[kk].len, vv, strlen(vv)),
+                          m_set(m, kk, vv));
+            }
+            break;
+        }
+        }
+        nkeys_model = 0;
+        for (unsigned i = 0; i < M_KEYS; i++)
+            nkeys_model += m->k[i].present;
+        ASSERT_EQ(rdzvd_store_num_keys(s), nkeys_model);
+        mc_compare(s, m, w, wakes);
+    }
+    /* Release waits both ways: some owners cancel, the store frees the rest. */
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w[0]), m_cancel(m, 0));
+    rdzvd_store_free(s);
+    for (unsigned o = 0; o < M_OWNERS; o++) {
+        ASSERT_EQ(w[o].nregs, 0);
+        ASSERT_TRUE(rdzv_list_empty(&w[o].waits));
+    }
+    tap_note[0] = '\0';
+    free(m);
+}
+
+static void test_model_check(void)
+{
+    struct rdzv_limits roomy = RDZV_LIMITS_DEFAULT, tight = RDZV_LIMITS_DEFAULT;
+
+    roomy.max_value_len = 40;
+    roomy.max_queue_items = M_QMAX;
+    roomy.max_wait_keys = 8;
+    tight.max_value_len = 24;
+    tight.max_queue_items = 3;
+    tight.max_wait_keys = 3;
+    tight.max_store_bytes = 72;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        mc_run(seed, 1500, &roomy);
+        mc_run(seed ^ 0xabcdef, 1500, &tight);
+    }
+}
+
+int main(void)
+{
+    TEST(test_set_get_overwrite);
+    TEST(test_many_keys_survive_growth);
+    TEST(test_add);
+    TEST(test_compare_set);
+    TEST(test_append);
+    TEST(test_delete);
+    TEST(test_num_keys_and_foreach);
+    TEST(test_store_bytes_limit);
+    TEST(test_queue_fifo);
+    TEST(test_queue_push_wakes_one);
+    TEST(test_wait_present_keys_not_counted);
+    TEST(test_wait_two_missing_fires_once);
+    TEST(test_wait_duplicate_key);
+    TEST(test_wait_two_owners_same_key);
+    TEST(test_wait_woken_by_every_write);
+    TEST(test_wait_not_disturbed_by_delete);
+    TEST(test_cancel_waits);
+    TEST(test_wait_max_keys);
+    TEST(test_wait_calls_out_of_order);
+    TEST(test_free_with_pending_waits);
+    TEST(test_model_check);
+    /* Last: checks a header contract the implementation may not meet yet. */
+    TEST(test_wait_end_after_refused_key_keeps_nothing);
+    return tap_done();
+}
