@@ -26,8 +26,8 @@
 
 extern char **environ;
 
-#define SINK_HIGH (1u << 20)   /* queued relay bytes that pause reading from the workers */
-#define SINK_LOW (256u << 10)  /* ... and that resume it */
+#define SINK_HIGH (1u << 20)     /* queued relay bytes that pause reading from the workers */
+#define SINK_LOW (256u << 10)    /* ... and that resume it */
 #define SINK_KEEP_CAP (4u << 20) /* an emptied queue larger than this gives its memory back */
 
 enum group_state {
@@ -46,39 +46,39 @@ static const char *const out_names[] = {"stdout", "stderr"};
 
 /* Where relayed lines go: the agent's stdout or stderr (or cfg->out_fd/err_fd). */
 struct out_sink {
-    uv_poll_t poll;          /* queued mode only: writable events on fd */
+    uv_poll_t poll; /* queued mode only: writable events on fd */
     struct agent_group *g;
-    int fd;                  /* what we write to */
-    bool queued;             /* fd is non-blocking: bytes that don't fit wait in q */
-    bool own_fd;             /* fd is our private open file description: close it */
-    bool is_socket;          /* write with send(MSG_DONTWAIT), the description stays blocking */
-    bool poll_open;          /* poll initialised, uv_close not yet called */
+    int fd;         /* what we write to */
+    bool queued;    /* fd is non-blocking: bytes that don't fit wait in q */
+    bool own_fd;    /* fd is our private open file description: close it */
+    bool is_socket; /* write with send(MSG_DONTWAIT), the description stays blocking */
+    bool poll_open; /* poll initialised, uv_close not yet called */
     bool polling;
-    bool failed;             /* a write failed: this sink's output is dropped from now on */
+    bool failed; /* a write failed: this sink's output is dropped from now on */
     struct rdzv_buf q;
 };
 
 /* One output pipe of one worker: the read end, the partial line, the raw log file. */
 struct worker_out {
-    uv_pipe_t pipe;          /* first: callbacks recover us via container_of */
+    uv_pipe_t pipe; /* first: callbacks recover us via container_of */
     struct agent_worker *w;
-    unsigned which;          /* OUT_STDOUT or OUT_STDERR */
-    bool open;               /* initialised, uv_close not yet called */
-    int log_fd;              /* <dir>/stdout.log or stderr.log, or -1 */
-    size_t len;              /* bytes of an unfinished line in line[] */
+    unsigned which; /* OUT_STDOUT or OUT_STDERR */
+    bool open;      /* initialised, uv_close not yet called */
+    int log_fd;     /* <dir>/stdout.log or stderr.log, or -1 */
+    size_t len;     /* bytes of an unfinished line in line[] */
     char line[AGENT_MAX_LINE];
 };
 
 struct agent_worker {
-    uv_process_t proc;       /* first */
+    uv_process_t proc; /* first */
     struct agent_group *g;
     unsigned local_rank;
-    unsigned rank;           /* global rank of the current start */
-    int pid;                 /* also the worker's process group and session id */
-    bool proc_open;          /* initialised by uv_spawn, uv_close not yet called */
-    bool running;            /* spawned, exit not yet seen */
-    char *error_file;        /* TORCHELASTIC_ERROR_FILE of the current start */
-    char prefix[32];         /* "[rank<N>]: " */
+    unsigned rank;    /* global rank of the current start */
+    int pid;          /* also the worker's process group and session id */
+    bool proc_open;   /* initialised by uv_spawn, uv_close not yet called */
+    bool running;     /* spawned, exit not yet seen */
+    char *error_file; /* TORCHELASTIC_ERROR_FILE of the current start */
+    char prefix[32];  /* "[rank<N>]: " */
     size_t prefix_len;
     struct worker_out out[_OUT_MAX];
 };
@@ -87,30 +87,47 @@ struct agent_group {
     struct agent_group_cfg cfg;
     enum group_state state;
     struct agent_worker *workers; /* cfg.nproc of them */
-    unsigned running;        /* workers spawned and not exited */
-    unsigned worker_handles; /* process and pipe handles of this start not yet closed back */
-    unsigned pipes_open;     /* worker_out with open == true */
-    unsigned handles;        /* every handle of the group not yet closed back */
-    uv_timer_t kill_timer;   /* STOPPING: grace period, then SIGKILL */
-    uv_timer_t drain_timer;  /* after the last exit: silence on output still open */
-    uv_timer_t notify_timer; /* on_all_exited for a stop on an idle group or a failed start */
+    unsigned running;             /* workers spawned and not exited */
+    unsigned worker_handles;      /* process and pipe handles of this start not yet closed back */
+    unsigned pipes_open;          /* worker_out with open == true */
+    unsigned handles;             /* every handle of the group not yet closed back */
+    uv_timer_t kill_timer;        /* STOPPING: grace period, then SIGKILL */
+    uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
+    uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
     int stop_signal;
-    bool paused;             /* a sink is over SINK_HIGH: worker pipes are not read */
+    bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
     struct out_sink sink[_OUT_MAX];
     struct rdzv_buf scratch; /* one line, for blocking sinks */
     char *tmp_dir;           /* private directory for error files when there is no log_dir */
     char self_pid[24];
+    bool stdin_open;         /* fd 0 was open at agent_group_new(): workers inherit it */
     void (*done)(void *ud);
     void *done_ud;
 };
 
 /* Variables this module sets; inherited copies are dropped so none appears twice. */
 static const char *const env_owned[] = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-    "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "RDZV_NCCL_UNIQUE_ID", "RDZV_GENERATION",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_NAME",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+    "RDZV_NCCL_UNIQUE_ID",
+    "RDZV_GENERATION",
     "RDZV_ENDPOINT",
 };
 #define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
@@ -423,8 +440,10 @@ static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b
     old = o->len;
     o->len += (size_t)nread;
     worker_out_lines(o, old);
-    /* After the last exit the drain deadline counts silence, not total time. */
-    if (g->running == 0 && uv_is_active((uv_handle_t *)&g->drain_timer))
+    /* After the last exit the drain deadline counts silence, not total time; when stopping it is
+     * firm, or a descendant outside the process groups could keep the stop from completing. */
+    if (g->state == GROUP_ACTIVE && g->running == 0 &&
+        uv_is_active((uv_handle_t *)&g->drain_timer))
         (void)uv_timer_again(&g->drain_timer);
 }
 
@@ -510,7 +529,8 @@ static void drain_timer_cb(uv_timer_t *t)
                 continue;
             if (g->paused)
                 log_warn("worker rank %u: stopping, dropping its %s that nobody reads from "
-                         "the agent", g->workers[i].rank, out_names[k]);
+                         "the agent",
+                         g->workers[i].rank, out_names[k]);
             else
                 log_warn("worker rank %u exited but its %s is still open after %d ms of "
                          "silence (a child process holds it), closing it",
@@ -608,6 +628,8 @@ static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal
                  w->local_rank, w->pid, exit_status);
     w->proc_open = false;
     uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
+    if (g->state == GROUP_FREEING)
+        return; /* killed by agent_group_free(): nobody to tell */
     if (g->running == 0 && g->pipes_open > 0)
         (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
     if (g->cfg.on_exit)
@@ -890,8 +912,9 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
             goto out_close_pipes;
         }
     }
-    /* stdin is inherited, as torchrun does (its own session has no controlling terminal). */
-    stdio[0].flags = UV_INHERIT_FD;
+    /* stdin is inherited, as torchrun does (its own session has no controlling terminal); if the
+     * agent has none, fd 0 may now be one of our pipes: give /dev/null instead. */
+    stdio[0].flags = g->stdin_open ? UV_INHERIT_FD : UV_IGNORE;
     stdio[0].data.fd = 0;
     for (unsigned k = 0; k < _OUT_MAX; k++) {
         stdio[1 + k].flags = UV_INHERIT_FD;
@@ -968,6 +991,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         return -ENOMEM;
     }
     g->cfg = *cfg;
+    g->stdin_open = fcntl(STDIN_FILENO, F_GETFD) >= 0;
     if (!g->cfg.role)
         g->cfg.role = "default";
     if (!g->cfg.run_id)
@@ -1093,6 +1117,9 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     if (!g)
         return;
     assert(g->state != GROUP_FREEING);
+    /* Running workers' handles are closed by worker_exit_cb once the SIGKILL lands: closing a
+     * process handle here could pull it out of a batch of exits libuv is reporting right now
+     * (free() called from on_exit), and would leave the worker unreaped. */
     if (g->running > 0) {
         log_warn("freeing the worker group with %u workers running, killing them", g->running);
         group_kill(g, SIGKILL);
@@ -1105,15 +1132,9 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
 
-        if (w->proc_open) {
-            w->proc_open = false;
-            w->running = false;
-            uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
-        }
         for (unsigned k = 0; k < _OUT_MAX; k++)
             worker_out_close(&w->out[k]);
     }
-    g->running = 0;
     /* Everything read is in the sinks now (closing relayed the unfinished lines). */
     deadline = rdzv_now_ms() + AGENT_FLUSH_MS;
     for (unsigned i = 0; i < _OUT_MAX; i++) {

@@ -9,9 +9,9 @@
 
 struct agent_group;
 
-#define AGENT_MAX_LINE (64u << 10)   /* relayed lines longer than this are split */
-#define AGENT_DRAIN_MS 2000          /* silence on a worker's output after the last exit, then close */
-#define AGENT_FLUSH_MS 5000          /* agent_group_free(): time left to queued relay output */
+#define AGENT_MAX_LINE (64u << 10) /* relayed lines longer than this are split */
+#define AGENT_DRAIN_MS 2000 /* silence on a worker's output after the last exit, then close */
+#define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
 
 /* What the rendezvous round gave this node. Strings are copied by agent_group_start(). */
 struct agent_assignment {
@@ -27,7 +27,8 @@ struct agent_assignment {
 };
 
 /* Fired once per worker exit: exit_status as from waitpid (exit code), term_signal non-zero when
- * the worker died by a signal. Runs from the loop; may call agent_group_stop/_signal/_free. */
+ * the worker died by a signal. Runs from the loop; may call agent_group_stop/_signal/_free. The
+ * worker's last output may still be in its pipes: on_all_exited comes after all of it. */
 typedef void (*agent_exit_fn)(struct agent_group *g, unsigned local_rank, int64_t exit_status,
                               int term_signal, void *ud);
 /* Fired once per start when no worker of it is running any more AND all their output has been
@@ -40,19 +41,19 @@ typedef void (*agent_all_exited_fn)(struct agent_group *g, void *ud);
 
 struct agent_group_cfg {
     uv_loop_t *loop;
-    char **argv;             /* worker command, NULL-terminated; argv[0] looked up in PATH */
-    unsigned nproc;          /* LOCAL_WORLD_SIZE */
-    const char *role;        /* ROLE_NAME, "default" if NULL */
-    const char *run_id;      /* TORCHELASTIC_RUN_ID */
-    const char *endpoint;    /* RDZV_ENDPOINT */
-    const char *log_dir;     /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
-    const char *self_exe;    /* path of rdzv-agent, used as the exec wrapper (see below) */
+    char **argv;          /* worker command, NULL-terminated; argv[0] looked up in PATH */
+    unsigned nproc;       /* LOCAL_WORLD_SIZE */
+    const char *role;     /* ROLE_NAME, "default" if NULL */
+    const char *run_id;   /* TORCHELASTIC_RUN_ID */
+    const char *endpoint; /* RDZV_ENDPOINT */
+    const char *log_dir;  /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
+    const char *self_exe; /* path of rdzv-agent, used as the exec wrapper (see below) */
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
-    unsigned max_restarts;   /* TORCHELASTIC_MAX_RESTARTS */
-    uint64_t grace_ms;       /* TERM -> KILL grace period when stopping */
-    int out_fd;              /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
-    int err_fd;              /* ... and of their stderr; 0: STDERR_FILENO */
+    unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
+    uint64_t grace_ms;          /* TERM -> KILL grace period when stopping */
+    int out_fd; /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
+    int err_fd; /* ... and of their stderr; 0: STDERR_FILENO */
     agent_exit_fn on_exit;
     agent_all_exited_fn on_all_exited;
     void *ud;
@@ -98,11 +99,13 @@ unsigned agent_group_running(const struct agent_group *g);
  * start. Valid until the next start or free. */
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank);
 
-/* Close all handles (workers should have exited: running ones are SIGKILLed, with a warning, and
- * reported to nobody). Relay output still queued is written first, blocking for at most
- * AGENT_FLUSH_MS. When this returns every handle of the group is closing (a later uv_walk that
- * skips closing handles is safe); no callback but done runs afterwards, and done (may be NULL)
- * runs from the last close callback, when the memory is released. NULL g is a no-op. */
+/* Close all handles. Workers should have exited: running ones are SIGKILLed (with a warning),
+ * reported to nobody, and their process handles closed when they are reaped, so until then the
+ * loop must keep running. Relay output still queued is written first, blocking for at most
+ * AGENT_FLUSH_MS. When all workers had exited, every handle of the group is closing when this
+ * returns (a later uv_walk that skips closing handles is safe). No callback but done runs
+ * afterwards; done (may be NULL) runs from the last close callback, when the memory is released.
+ * NULL g is a no-op. May be called from on_exit or on_all_exited. */
 void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud);
 
 /* Entry point of the exec wrapper: rdzv-agent re-executes itself as

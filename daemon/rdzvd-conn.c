@@ -101,6 +101,7 @@ void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
     log_info("conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
     conn_set_state(c, CONN_CLOSING);
     rdzvd_store_cancel_waits(c->lst->store, &c->waiter);
+    rdzvd_store_drop_watches(c->lst->store, &c->waiter);
     if (c->member) {
         void *m = c->member;
 
@@ -243,6 +244,31 @@ void rdzvd_conn_wake(struct rdzvd_waiter *w, void *ud)
     if (rdzv_buf_put_u8(&c->out, RDZV_WAIT_STOP_WAITING) < 0) {
         /* Can't close here (the store is iterating); the flush list path will see the state. */
         log_error("conn %" PRIu64 " (%s): out of memory queueing a wait reply", c->id, c->peer);
+        return;
+    }
+    if (rdzv_list_empty(&c->flush_node))
+        rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);
+}
+
+void rdzvd_conn_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint8_t *key,
+                      size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
+                      size_t nvlen)
+{
+    struct rdzvd_conn *c = ud;
+    int r;
+
+    (void)w;
+    /* PyTorch <= 2.0's notification: type, key, old value, new value. */
+    r = rdzv_buf_put_u8(&c->out, type);
+    if (r == 0)
+        r = rdzv_buf_put_str(&c->out, key, klen);
+    if (r == 0)
+        r = rdzv_buf_put_str(&c->out, old, oldlen);
+    if (r == 0)
+        r = rdzv_buf_put_str(&c->out, nv, nvlen);
+    if (r < 0) {
+        log_error("conn %" PRIu64 " (%s): out of memory queueing a watch notification", c->id,
+                  c->peer);
         return;
     }
     if (rdzv_list_empty(&c->flush_node))
@@ -410,8 +436,16 @@ static int conn_dispatch(struct rdzvd_conn *c, const struct rdzv_req *req)
             r = rdzvd_store_foreach(st, list_key_cb, out);
         break;
     case RDZV_OP_WATCH_KEY:
-        conn_protocol_error(c, "WATCH_KEY (PyTorch <= 2.0 C++ watchKey) is not supported");
-        return -EOPNOTSUPP;
+        rdzv_req_next(&cur, &k);
+        r = rdzvd_store_watch(st, &c->waiter, k.p, k.len);
+        if (r == -EMSGSIZE) {
+            conn_protocol_error(c, "more than %" PRIu64 " keys waited on or watched at once",
+                                c->srv->cfg.lim.max_wait_keys);
+            return r;
+        }
+        if (r == 0)
+            r = rdzv_buf_put_u8(out, RDZV_WATCH_CALLBACK_REGISTERED);
+        break;
     default:
         conn_protocol_error(c, "unexpected operation %d", (int)req->op);
         return -EPROTO;

@@ -45,3 +45,7 @@ void rdzvd_conn_flush_pending(struct rdzvd_server *srv);
 /* The wake callback for the store: c's WAIT is satisfied. */
 struct rdzvd_waiter;
 void rdzvd_conn_wake(struct rdzvd_waiter *w, void *ud);
+/* The store's watch callback: queue a PyTorch <= 2.0 WATCH_KEY notification to c. */
+void rdzvd_conn_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint8_t *key,
+                      size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
+                      size_t nvlen);

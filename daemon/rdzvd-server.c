@@ -40,6 +40,7 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
         free(srv->scratch);
         return r;
     }
+    rdzvd_store_set_watch_cb(srv->main.store, rdzvd_conn_watch);
     return 0;
 }
 
@@ -187,6 +188,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &l->store);
     if (r < 0)
         goto out_free;
+    rdzvd_store_set_watch_cb(l->store, rdzvd_conn_watch);
     if (ss.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
     else

@@ -25,6 +25,7 @@ struct slot {
     size_t vlen;
     bool present;
     struct rdzv_list regs; /* struct wait_reg.slot_node: waiters for this (missing) key */
+    struct rdzv_list watches; /* struct watch_reg.slot_node */
     struct qitem *qhead, *qtail;
     uint64_t qlen;
     size_t klen;
@@ -45,9 +46,17 @@ struct wait_reg {
     struct slot *slot;
 };
 
+struct watch_reg {
+    struct rdzv_list slot_node;
+    struct rdzv_list owner_node;
+    struct rdzvd_waiter *owner;
+    struct slot *slot;
+};
+
 struct rdzvd_store {
     const struct rdzv_limits *lim;
     rdzvd_wake_fn wake;
+    rdzvd_watch_fn watch;
     struct slot **buckets;
     size_t nbuckets; /* power of two */
     size_t nslots;
@@ -60,6 +69,7 @@ struct rdzvd_store {
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud)
 {
     rdzv_list_init(&w->waits);
+    rdzv_list_init(&w->watches);
     w->nregs = 0;
     w->ud = ud;
 }
@@ -113,6 +123,19 @@ static void wait_free(struct wait *w)
 
 static void wait_abort_building(struct rdzvd_store *s);
 
+void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch)
+{
+    s->watch = watch;
+}
+
+static void watch_reg_free(struct watch_reg *wr)
+{
+    rdzv_list_del(&wr->slot_node);
+    rdzv_list_del(&wr->owner_node);
+    wr->owner->nregs--;
+    free(wr);
+}
+
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s)
 {
     if (!s)
@@ -129,6 +152,8 @@ struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s)
                     rdzv_container_of(sl->regs.next, struct wait_reg, slot_node);
                 wait_free(reg->wait);
             }
+            while (!rdzv_list_empty(&sl->watches))
+                watch_reg_free(rdzv_container_of(sl->watches.next, struct watch_reg, slot_node));
             queue_clear(sl);
             free(sl->val);
             free(sl);
@@ -192,6 +217,7 @@ static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen
     sl->klen = klen;
     memcpy(sl->key, key, klen);
     rdzv_list_init(&sl->regs);
+    rdzv_list_init(&sl->watches);
     if (s->nslots >= s->nbuckets)
         grow(s);
     sl->next = s->buckets[h & (s->nbuckets - 1)];
@@ -206,7 +232,7 @@ static void slot_gc(struct rdzvd_store *s, struct slot *sl)
 {
     struct slot **pp;
 
-    if (sl->present || sl->qlen || !rdzv_list_empty(&sl->regs))
+    if (sl->present || sl->qlen || !rdzv_list_empty(&sl->regs) || !rdzv_list_empty(&sl->watches))
         return;
     for (pp = &s->buckets[sl->hash & (s->nbuckets - 1)]; *pp != sl; pp = &(*pp)->next)
         ;
@@ -239,9 +265,27 @@ static void wake_all(struct rdzvd_store *s, struct slot *sl)
         reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
 }
 
+static void notify_watchers(struct rdzvd_store *s, struct slot *sl, uint8_t type,
+                            const uint8_t *old, size_t oldlen, const uint8_t *nv, size_t nlen)
+{
+    struct rdzv_list *pos, *tmp;
+
+    if (!s->watch)
+        return;
+    rdzv_list_for_each_safe(pos, tmp, &sl->watches)
+    {
+        struct watch_reg *wr = rdzv_container_of(pos, struct watch_reg, slot_node);
+
+        s->watch(wr->owner, wr->owner->ud, type, sl->key, sl->klen, old, oldlen, nv, nlen);
+    }
+}
+
 /* Replace the value of sl (taking ownership of nv) and wake its waiters. */
 static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, size_t nlen)
 {
+    if (!rdzv_list_empty(&sl->watches))
+        notify_watchers(s, sl, sl->present ? RDZV_WATCH_KEY_UPDATED : RDZV_WATCH_KEY_CREATED,
+                        sl->present ? sl->val : NULL, sl->present ? sl->vlen : 0, nv, nlen);
     if (sl->present) {
         s->bytes -= sl->vlen;
         free(sl->val);
@@ -379,6 +423,8 @@ int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
 
     if (!sl || !sl->present)
         return 0;
+    if (!rdzv_list_empty(&sl->watches))
+        notify_watchers(s, sl, RDZV_WATCH_KEY_DELETED, sl->val, sl->vlen, NULL, 0);
     s->bytes -= sl->vlen;
     free(sl->val);
     sl->val = NULL;
@@ -606,4 +652,39 @@ unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
         n++;
     }
     return n;
+}
+
+int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key, size_t klen)
+{
+    struct watch_reg *wr;
+    struct slot *sl;
+    int r = 0;
+
+    if (w->nregs >= s->lim->max_wait_keys)
+        return -EMSGSIZE;
+    sl = slot_get(s, key, klen, &r);
+    if (!sl)
+        return r;
+    wr = malloc(sizeof(*wr));
+    if (!wr) {
+        slot_gc(s, sl);
+        return -ENOMEM;
+    }
+    wr->owner = w;
+    wr->slot = sl;
+    rdzv_list_add_tail(&sl->watches, &wr->slot_node);
+    rdzv_list_add_tail(&w->watches, &wr->owner_node);
+    w->nregs++;
+    return 0;
+}
+
+void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w)
+{
+    while (!rdzv_list_empty(&w->watches)) {
+        struct watch_reg *wr = rdzv_container_of(w->watches.next, struct watch_reg, owner_node);
+        struct slot *sl = wr->slot;
+
+        watch_reg_free(wr);
+        slot_gc(s, sl);
+    }
 }

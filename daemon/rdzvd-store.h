@@ -11,19 +11,27 @@
 
 struct rdzvd_store;
 
-/* The side of a connection that owns waits: embed one in each connection. */
+/* The side of a connection that owns waits and watches: embed one in each connection. */
 struct rdzvd_waiter {
-    struct rdzv_list waits;  /* struct wait, oldest first */
-    uint64_t nregs;          /* pending key registrations over all waits */
-    void *ud;                /* handed back to the wake callback */
+    struct rdzv_list waits;   /* struct wait, oldest first */
+    struct rdzv_list watches; /* struct watch_reg: PyTorch <= 2.0 WATCH_KEY registrations */
+    uint64_t nregs;           /* pending WAIT keys plus watches: bounded by max_wait_keys */
+    void *ud;                 /* handed back to the callbacks */
 };
 
 /* Called when one of w's waits is satisfied (all its missing keys written), in wait order
  * per key write. The wait is already released when this runs. */
 typedef void (*rdzvd_wake_fn)(struct rdzvd_waiter *w, void *ud);
 
-/* lim is borrowed and must outlive the store. Returns 0 or -ENOMEM. */
+/* A watched key changed (type is RDZV_WATCH_KEY_CREATED/UPDATED/DELETED); old/new are empty
+ * when there was or is no value. Must only queue output, not touch the store. */
+typedef void (*rdzvd_watch_fn)(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint8_t *key,
+                               size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
+                               size_t nvlen);
+
+/* lim is borrowed and must outlive the store. watch may be NULL. Returns 0 or -ENOMEM. */
 int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rdzvd_store **ret);
+void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud);
@@ -70,5 +78,11 @@ int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w);
 int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key,
                          size_t klen);
 int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w);
+/* WATCH_KEY (PyTorch <= 2.0): report every later change of key to w until it is dropped.
+ * Returns 0, -EMSGSIZE past max_wait_keys, -ENOMEM or -ENOSPC. */
+int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key, size_t klen);
+/* Drop every watch of w (the connection closing). */
+void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w);
+
 /* Drop every pending wait of w (CANCEL_WAIT, or the connection closing). Returns how many. */
 unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w);

@@ -35,12 +35,30 @@
 extern char **environ;
 
 static const char *const keys[] = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-    "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "RDZV_NCCL_UNIQUE_ID", "RDZV_GENERATION",
-    "RDZV_ENDPOINT", "CUDA_VISIBLE_DEVICES", "RDZV_TEST_INHERITED",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_NAME",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+    "RDZV_NCCL_UNIQUE_ID",
+    "RDZV_GENERATION",
+    "RDZV_ENDPOINT",
+    "CUDA_VISIBLE_DEVICES",
+    "RDZV_TEST_INHERITED",
 };
 
 static void sleep_ms(long ms)
@@ -102,8 +120,9 @@ static void write_error(void)
         printf("ERROR_FILE_WRITTEN=%s\n", strerror(errno));
         return;
     }
-    fprintf(f, "{\"message\": {\"message\": \"RuntimeError: test\", \"extraInfo\": "
-               "{\"py_callstack\": \"\", \"timestamp\": \"%ld\"}}}\n",
+    fprintf(f,
+            "{\"message\": {\"message\": \"RuntimeError: test\", \"extraInfo\": "
+            "{\"py_callstack\": \"\", \"timestamp\": \"%ld\"}}}\n",
             (long)time(NULL));
     fclose(f);
     printf("ERROR_FILE_WRITTEN=1\n");

@@ -39,11 +39,10 @@
 static char self_exe[PATH_MAX];
 static char inherited_fds[1024]; /* fds >= 3 open without FD_CLOEXEC when main() started */
 static char tmp_root[256];
-static const char nccl_hex[] =
-    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+static const char nccl_hex[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+                               "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+                               "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+                               "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 struct fx;
 typedef void (*fx_hook)(struct fx *f);
@@ -57,7 +56,7 @@ struct fx {
     /* relayed stdout: a pipe read on the same loop, so the group's non-blocking path is used */
     uv_pipe_t cap;
     int cap_wfd;
-    bool cap_defer;          /* don't read the capture pipe until fx_cap_start() */
+    bool cap_defer; /* don't read the capture pipe until fx_cap_start() */
     struct rdzv_buf out;
     size_t scanned;
     void (*on_line)(struct fx *f, const char *line, size_t n);
@@ -72,13 +71,13 @@ struct fx {
     unsigned n_exits, n_all;
     uint64_t t_stop, t_all, t_exit[MAXW];
     void (*on_exit_hook)(struct fx *f, unsigned lr, int64_t status, int sig);
-    fx_hook on_all;          /* NULL: free the group */
+    fx_hook on_all; /* NULL: free the group */
     bool freed;
     unsigned ready;
     long child_pid[MAXW], worker_pid[MAXW];
     char *err_files[MAXW];
-    int user;                /* line_watch: the signal to stop or signal with on READY */
-    void *ptr;               /* per-test state for hooks */
+    int user;  /* line_watch: the signal to stop or signal with on READY */
+    void *ptr; /* per-test state for hooks */
 };
 
 static uint64_t now_ms(void)
@@ -453,8 +452,7 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
     char logdir[512], want[PATH_MAX], num[32];
     struct fx f;
 
-    snprintf(tap_note, sizeof(tap_note), "nproc %u devices %d log_dir %d", nproc, devices,
-             log_dir);
+    snprintf(tap_note, sizeof(tap_note), "nproc %u devices %d log_dir %d", nproc, devices, log_dir);
     fx_init(&f, nproc, argv);
     snprintf(logdir, sizeof(logdir), "%s/logs-env-%u", tmp_root, nproc);
     /* stale or conflicting values in the agent's own environment must be replaced, not kept */
@@ -640,8 +638,8 @@ static void test_exit_codes(void)
 /* A SIGTERM-ignoring worker is SIGKILLed after the grace period, with its grandchild. */
 static void test_stop_grace(void)
 {
-    char *argv[] = {HELPER, "r0:ignore-term", "child-sleep=30000", "pid", "print=READY",
-                    "sleep=30000", NULL};
+    char *argv[] = {
+        HELPER, "r0:ignore-term", "child-sleep=30000", "pid", "print=READY", "sleep=30000", NULL};
     const uint64_t grace = 500;
     struct fx f;
     long dt;
@@ -718,6 +716,37 @@ static void test_stop_from_on_exit(void)
     fx_done(&f);
 }
 
+static void hook_free_on_exit(struct fx *f, unsigned lr, int64_t status, int sig)
+{
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+/* free() from on_exit with workers running: they are SIGKILLed and reaped, nobody is told. */
+static void test_free_while_running(void)
+{
+    char *argv[] = {HELPER, "pid", "r1:sleep=1000", "r1:exit=1", "sleep=30000", NULL};
+    struct fx f;
+
+    fx_init(&f, 3, argv);
+    f.on_line = line_watch;
+    f.on_exit_hook = hook_free_on_exit;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_exits, 1);
+    ASSERT_EQ(f.n_exit[1], 1);
+    ASSERT_EQ(f.status[1], 1);
+    ASSERT_EQ(f.n_all, 0);
+    for (unsigned i = 0; i < 3; i += 2) {
+        long dt;
+
+        ASSERT_TRUE(f.worker_pid[i] > 0);
+        dt = wait_gone(f.worker_pid[i], 1000);
+        kill_leftover(f.worker_pid[i]);
+        ASSERT_TRUE(dt >= 0);
+    }
+    fx_done(&f);
+}
+
 static void hook_stop_again(struct fx *f)
 {
     if (f->n_all == 1) {
@@ -769,8 +798,15 @@ static void put_spam(struct rdzv_buf *b, unsigned lr, long n)
 /* Prefixed, complete, in order, split at 64 KiB, final partial line kept; raw log files. */
 static void test_output(void)
 {
-    char *argv[] = {HELPER, "print=hello", "eprint=oops", "spam=3000", "espam=500", "long=150000",
-                    "partial=tail-no-newline", "epartial=etail", NULL};
+    char *argv[] = {HELPER,
+                    "print=hello",
+                    "eprint=oops",
+                    "spam=3000",
+                    "espam=500",
+                    "long=150000",
+                    "partial=tail-no-newline",
+                    "epartial=etail",
+                    NULL};
     const long nspam = 3000, nespam = 500, nlong = 150000;
     char logdir[512], path[PATH_MAX], line[128];
     struct fx f;
@@ -1312,6 +1348,7 @@ int main(int argc, char **argv)
         TEST(test_signal_forward);
         TEST(test_stop_from_on_exit);
         TEST(test_stop_idle);
+        TEST(test_free_while_running);
         TEST(test_output);
         TEST(test_restart);
         TEST(test_missing_command);

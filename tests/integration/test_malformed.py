@@ -175,10 +175,6 @@ class BadInput(unittest.TestCase):
             self.assertEqual(c.get("text"), b"twelve")
             self.assertEqual(c.get("huge"), str(2**63 - 1).encode())
 
-    def test_watch_key_refused(self):
-        # 1.13's C++ watchKey (byte 7 in 2.0 numbering) is not served; torchrun never uses it.
-        self.bad(enc("2.0", "WATCH_KEY", s("/k")), r"WATCH_KEY", dialect="2.0")
-
 
 class LegacyNoneBadInput(DaemonTestCase):
 

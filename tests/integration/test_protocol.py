@@ -487,6 +487,34 @@ class Legacy20(DaemonTestCase):
         self.assertEqual(w.r_u8(), WAIT_STOP_WAITING)
         self.assertEqual(c.num_keys(), 4)
 
+    def test_watch_key_notifications(self):
+        """PyTorch <= 2.0's watchKey: WATCH_KEY (7) answers KEY_CALLBACK_REGISTERED (3), then
+        every change of the key arrives as u8 type, key, old value, new value."""
+        watcher, c = self.client(self.d, dialect="2.0"), self.c
+
+        def note(t, key, old, new):
+            return bytes([t]) + s(key) + s(old) + s(new)
+
+        watcher.send(enc("2.0", "WATCH_KEY", s("/w")))
+        self.assertEqual(watcher.recv_exact(1), b"\x03")
+        c.set("/w", "a")
+        self.assertEqual(watcher.recv_exact(len(note(1, b"/w", b"", b"a"))),
+                         note(1, b"/w", b"", b"a"))          # KEY_CREATED
+        c.set("/w", "bb")
+        self.assertEqual(watcher.recv_exact(len(note(0, b"/w", b"a", b"bb"))),
+                         note(0, b"/w", b"a", b"bb"))        # KEY_UPDATED
+        self.assertEqual(c.delete("/w"), 1)
+        self.assertEqual(watcher.recv_exact(len(note(2, b"/w", b"bb", b""))),
+                         note(2, b"/w", b"bb", b""))         # KEY_DELETED
+        self.assertEqual(c.add("/w", 5), 5)
+        self.assertEqual(watcher.recv_exact(len(note(1, b"/w", b"", b"5"))),
+                         note(1, b"/w", b"", b"5"))
+        c.set("/other", "x")
+        watcher.expect_nothing()
+        watcher.close()
+        c.set("/w", "after the watcher left")  # nothing to send, nothing breaks
+        self.assertEqual(c.get("/w"), b"after the watcher left")
+
     def test_byte_9_is_unknown(self):
         self.c.set("x", "1")
         mark = self.d.mark()

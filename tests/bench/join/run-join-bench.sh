@@ -220,11 +220,12 @@ fi
 
 # 2. Agent resident memory ---------------------------------------------------------------------
 # Start "$@" in the background, wait until it has `want` children matching `match` (a pattern on
-# their command line), let it settle, then read its own VmRSS. Sets rss_kb, hwm_kb, agent_rc.
+# their command line), let it settle, then read its own VmRSS. Sets rss_kb, anon_kb, hwm_kb and
+# agent_rc.
 measure_agent() {
     local want=$1 match=$2 log=$3 pid c n
     shift 3
-    rss_kb='' hwm_kb='' agent_rc=''
+    rss_kb='' anon_kb='' hwm_kb='' agent_rc=''
     "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
@@ -240,6 +241,7 @@ measure_agent() {
     if [ "${n:-0}" -ge "$want" ]; then
         sleep 0.5 # let it finish its own start-up work after the spawns
         rss_kb=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+        anon_kb=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
         hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
     else
         echo "run-join-bench.sh: $1 never had its $want worker(s) running; see $log" >&2
@@ -250,16 +252,20 @@ measure_agent() {
 }
 
 arows=()
-for np in 1 8; do
+# The default (--nccl auto) node-rank-0 agent dlopens libnccl for ncclGetUniqueId and keeps it
+# loaded (the bootstrap root lives in it); --nccl off shows the agent without it.
+for v in "1 auto" "8 auto" "1 off"; do
+    read -r np nccl <<<"$v"
     start_rdzvd
     l=$(load)
-    echo "run-join-bench.sh: rdzv-agent --nproc $np (load $l)" >&2
-    measure_agent "$np" "^sleep 3" "$tmp/agent-$np.log" \
-        "$agent" --endpoint "127.0.0.1:$dport" --rdzv-id rss --nnodes 1 --nproc "$np" -- sleep 3
+    echo "run-join-bench.sh: rdzv-agent --nproc $np --nccl $nccl (load $l)" >&2
+    measure_agent "$np" "^sleep 3" "$tmp/agent-$np-$nccl.log" \
+        "$agent" --endpoint "127.0.0.1:$dport" --rdzv-id rss --nnodes 1 --nproc "$np" \
+        --nccl "$nccl" -- sleep 3
     stop_rdzvd
     [ "$agent_rc" = 0 ] || { echo "run-join-bench.sh: rdzv-agent exited $agent_rc" >&2; worst=1; }
-    arows+=("| rdzv-agent | $np | $(mib "$rss_kb") | $(mib "$hwm_kb") | $agent_rc | $l |")
-    [ "$np" = 1 ] && agent_rss=$rss_kb
+    arows+=("| rdzv-agent --nccl $nccl | $np | $(mib "$rss_kb") | $(mib "$anon_kb") | $(mib "$hwm_kb") | $agent_rc | $l |")
+    [ "$v" = "1 auto" ] && agent_rss=$rss_kb
 done
 
 torch_rss=
@@ -285,7 +291,7 @@ if [ "$torchrun" = 1 ]; then
                 "$python" -m torch.distributed.run "${rdzv[@]}" --nproc_per_node "$np" \
                 --redirects 1 --tee 1 "$script"
             [ "$agent_rc" = 0 ] || { echo "run-join-bench.sh: torchrun exited $agent_rc" >&2; worst=1; }
-            arows+=("| torchrun ($tver) | $np | $(mib "$rss_kb") | $(mib "$hwm_kb") | $agent_rc | $l |")
+            arows+=("| torchrun ($tver) | $np | $(mib "$rss_kb") | $(mib "$anon_kb") | $(mib "$hwm_kb") | $agent_rc | $l |")
             [ "$np" = 1 ] && torch_rss=$rss_kb
         done
     fi
@@ -293,15 +299,15 @@ fi
 
 echo "### Agent process resident memory (VmRSS of the agent itself, workers running)"
 echo
-echo "| agent | workers | RSS | peak RSS (VmHWM) | exit | load (1 min) |"
-echo "|---|---|---|---|---|---|"
+echo "| agent | workers | RSS (VmRSS) | of which anonymous (RssAnon) | peak (VmHWM) | exit | load (1 min) |"
+echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${arows[@]}"
 echo
 if [ -n "${agent_rss:-}" ]; then
     if [ "$agent_rss" -lt 5120 ]; then
-        echo -n "Target (rdzv-agent < 5 MB RSS): met ($(mib "$agent_rss"))"
+        echo -n "Target (rdzv-agent < 5 MiB VmRSS, default --nccl auto, 1 worker): met ($(mib "$agent_rss"))"
     else
-        echo -n "Target (rdzv-agent < 5 MB RSS): NOT met ($(mib "$agent_rss"))"
+        echo -n "Target (rdzv-agent < 5 MiB VmRSS, default --nccl auto, 1 worker): NOT met ($(mib "$agent_rss"))"
     fi
     if [ -n "$torch_rss" ]; then
         awk -v a="$agent_rss" -v t="$torch_rss" 'BEGIN { printf "; torchrun uses %.0fx as much.\n", t / a }'
