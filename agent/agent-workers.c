@@ -100,7 +100,8 @@ struct agent_group {
     struct rdzv_buf scratch; /* one line, for blocking sinks */
     char *tmp_dir;           /* private directory for error files when there is no log_dir */
     char self_pid[24];
-    bool stdin_open;         /* fd 0 was open at agent_group_new(): workers inherit it */
+    bool stdin_open; /* fd 0 was open at agent_group_new(): workers inherit it */
+    bool omp_told;
     void (*done)(void *ud);
     void *done_ud;
 };
@@ -442,8 +443,7 @@ static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b
     worker_out_lines(o, old);
     /* After the last exit the drain deadline counts silence, not total time; when stopping it is
      * firm, or a descendant outside the process groups could keep the stop from completing. */
-    if (g->state == GROUP_ACTIVE && g->running == 0 &&
-        uv_is_active((uv_handle_t *)&g->drain_timer))
+    if (g->state == GROUP_ACTIVE && g->running == 0 && uv_is_active((uv_handle_t *)&g->drain_timer))
         (void)uv_timer_again(&g->drain_timer);
 }
 
@@ -1038,6 +1038,11 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
     if (r < 0)
         return r;
     snprintf(g->self_pid, sizeof(g->self_pid), "%ld", (long)getpid());
+    if (g->cfg.nproc > 1 && !getenv("OMP_NUM_THREADS") && !g->omp_told) {
+        log_info("OMP_NUM_THREADS is not set: each worker gets OMP_NUM_THREADS=1 (as with "
+                 "torchrun); set it to tune performance");
+        g->omp_told = true;
+    }
     group_set_state(g, GROUP_ACTIVE);
     g->stop_signal = 0;
     log_info("starting %u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",

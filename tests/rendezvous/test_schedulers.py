@@ -96,5 +96,32 @@ class TestMpirun(AgentTestCase):
                              group_of=lambda e: int(e["OMPI_COMM_WORLD_RANK"]))
 
 
+class TestPBSTemplate(AgentTestCase):
+    """No PBS server is packaged for Debian: run deploy/rdzv.pbs with the environment PBS gives a
+    job (PBS_JOBID, PBS_NODEFILE, PBS_O_WORKDIR) on a one-node allocation, through real mpirun."""
+
+    def test_pbs_template_runs_a_job(self):
+        if not shutil.which("mpirun"):
+            self.skipTest("mpirun not installed")
+        out = self.outdir()
+        nodefile = os.path.join(out, "nodefile")
+        with open(nodefile, "w") as f:
+            f.write("localhost\n")
+        build = os.path.dirname(os.path.dirname(AGENT))
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "env-worker.sh")
+        env = {"PBS_JOBID": "4242.pbs", "PBS_NODEFILE": nodefile, "PBS_O_WORKDIR": out,
+               "RDZV_BIN": f"{build}/agent", "RDZVD_BIN": f"{build}/daemon", "RDZV_NPROC": "2",
+               "RDZV_CMD": worker, "RDZV_TEST_OUT": out, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+               "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self",
+               "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_plm_rsh_agent": ""}
+        p = start(["bash", os.path.join(SRC, "deploy", "rdzv.pbs")], env=env)
+        rc, stdout, err = finish(p, timeout=90)
+        self.assertEqual(rc, 0, stdout[-2000:] + err[-3000:])
+        envs = read_envs(out)
+        self.assertEqual(sorted(envs), [0, 1])
+        self.assertEqual({e["TORCHELASTIC_RUN_ID"] for e in envs.values()}, {"4242.pbs"})
+        self.assertEqual({e["GROUP_RANK"] for e in envs.values()}, {"0"})
+
+
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-join-bench.c: N simulated agents JOIN one job on rdzvd; times round formation, checks ROUNDs. */
+/* rdzv-join-bench.c: N simulated agents join one job on rdzvd; time the round, check ROUNDs. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -24,11 +24,11 @@
 #include "rdzv-util.h"
 
 #define MAX_EVENTS 1024
-#define CONNECT_INFLIGHT 256 /* connects in progress at once: stay well under the listen backlog */
+#define CONNECT_INFLIGHT 256 /* connects in flight: well under the listen backlog */
 #define CONNECT_ATTEMPTS 5
-#define READS_PER_EVENT 4    /* don't drain one connection forever */
+#define READS_PER_EVENT 4 /* don't drain one connection forever */
 #define READ_CHUNK 65536
-#define FD_SPARE 32          /* epoll, stdio, /proc reads */
+#define FD_SPARE 32 /* epoll, stdio, /proc reads */
 #define NS_PER_S 1e9
 #define MAX_AGENTS 1000000
 
@@ -50,12 +50,12 @@ struct conn {
     int fd;
     uint8_t state;
     uint8_t attempts;
-    bool tx_join;        /* tx is this connection's JOIN */
-    const uint8_t *tx;   /* the frame being written, txoff bytes of it done */
+    bool tx_join;      /* tx is this connection's JOIN */
+    const uint8_t *tx; /* the frame being written, txoff bytes of it done */
     uint32_t txlen, txoff;
     uint32_t join_off, join_len; /* this connection's JOIN frame in bench->joins */
-    struct rdzv_buf in;  /* bytes of an incomplete frame */
-    uint8_t *round;      /* ROUND body, parsed once every ROUND is in */
+    struct rdzv_buf in;          /* bytes of an incomplete frame */
+    uint8_t *round;              /* ROUND body, parsed once every ROUND is in */
     uint32_t round_len;
 };
 
@@ -109,7 +109,8 @@ static void usage(FILE *f)
             "Exit status: 0 ok, 1 any error (said on stderr), 2 bad usage.\n");
 }
 
-static int fail(struct bench *b, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct bench *b, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(struct bench *b, int err, const char *fmt, ...)
 {
     va_list ap;
@@ -556,35 +557,37 @@ static int verify_rounds(struct bench *b)
             goto out_free;
         }
         if (owner[rd->node_rank] != UINT32_MAX) {
-            r = fail(b, EEXIST, "ROUND of connection %u: node_rank %" PRId64
-                                " was already given to connection %u",
+            r = fail(b, EEXIST,
+                     "ROUND of connection %u: node_rank %" PRId64
+                     " was already given to connection %u",
                      i, rd->node_rank, owner[rd->node_rank]);
             goto out_free;
         }
         owner[rd->node_rank] = i;
         if (rd->world_size != (int64_t)b->n || rd->nnodes != (int64_t)b->n) {
-            r = fail(b, EBADMSG, "ROUND of connection %u: world_size %" PRId64 ", nnodes %" PRId64
-                                 ", expected %u",
+            r = fail(b, EBADMSG,
+                     "ROUND of connection %u: world_size %" PRId64 ", nnodes %" PRId64
+                     ", expected %u",
                      i, rd->world_size, rd->nnodes, b->n);
             goto out_free;
         }
         if (rd->rank_offset != rd->node_rank) {
-            r = fail(b, EBADMSG, "ROUND of connection %u: rank_offset %" PRId64
-                                 " for node_rank %" PRId64 " (every node has nproc 1)",
+            r = fail(b, EBADMSG,
+                     "ROUND of connection %u: rank_offset %" PRId64 " for node_rank %" PRId64
+                     " (every node has nproc 1)",
                      i, rd->rank_offset, rd->node_rank);
             goto out_free;
         }
-        if (rd->master_port != b->master_port || rd->master_port <= 0 ||
-            rd->master_port > 65535) {
-            r = fail(b, EBADMSG, "ROUND of connection %u: master_port %" PRId64
-                                 ", connection 0 got %" PRId64,
+        if (rd->master_port != b->master_port || rd->master_port <= 0 || rd->master_port > 65535) {
+            r = fail(b, EBADMSG,
+                     "ROUND of connection %u: master_port %" PRId64 ", connection 0 got %" PRId64,
                      i, rd->master_port, b->master_port);
             goto out_free;
         }
         if (rd->generation != generation) {
-            r = fail(b, EBADMSG, "ROUND of connection %u: generation %" PRIu64
-                                 ", connection 0 got %" PRIu64,
-                     i, rd->generation, generation);
+            r = fail(b, EBADMSG,
+                     "ROUND of connection %u: generation %" PRIu64 ", connection 0 got %" PRIu64, i,
+                     rd->generation, generation);
             goto out_free;
         }
         if (rd->n_ids != 0) {
@@ -613,8 +616,8 @@ static int raise_nofile(struct bench *b)
                         (unsigned long long)rl.rlim_max, strerror(errno));
     }
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)b->n + FD_SPARE)
-        return fail(b, EMFILE, "%u agents need %u file descriptors; the hard limit is %llu",
-                    b->n, b->n + FD_SPARE, (unsigned long long)rl.rlim_cur);
+        return fail(b, EMFILE, "%u agents need %u file descriptors; the hard limit is %llu", b->n,
+                    b->n + FD_SPARE, (unsigned long long)rl.rlim_cur);
     return 0;
 }
 
@@ -706,9 +709,9 @@ static void report_json(const struct bench *b, bool ok)
             secs(b->t_last_join, b->t_joined), "last_join_to_first_round_s",
             secs(b->t_last_join, b->t_first_round), "last_join_to_round_s",
             secs(b->t_last_join, b->t_last_round), "master_port", (json_int_t)b->master_port,
-            "rss_kb", "before", rss_json(m->before), "connected", rss_json(m->connected),
-            "joined", rss_json(m->joined), "round", rss_json(m->round), "peak",
-            rss_json(m->peak), "rss_per_agent_kb",
+            "rss_kb", "before", rss_json(m->before), "connected", rss_json(m->connected), "joined",
+            rss_json(m->joined), "round", rss_json(m->round), "peak", rss_json(m->peak),
+            "rss_per_agent_kb",
             m->before >= 0 ? json_real((double)(m->round - m->before) / b->n) : json_null());
     if (!o) {
         printf("{\"ok\":false,\"error\":\"out of memory\"}\n");
@@ -728,8 +731,7 @@ static void report_text(const struct bench *b)
            secs(b->t_start, b->t_hello), secs(b->t_start, b->t_connected), b->retries);
     printf("  first JOIN -> last JOIN sent:   %8.3f s\n", secs(b->t_first_join, b->t_last_join));
     printf("  last JOIN -> all JOINED:        %8.3f s\n", secs(b->t_last_join, b->t_joined));
-    printf("  last JOIN -> first ROUND:       %8.3f s\n",
-           secs(b->t_last_join, b->t_first_round));
+    printf("  last JOIN -> first ROUND:       %8.3f s\n", secs(b->t_last_join, b->t_first_round));
     printf("  last JOIN -> round complete:    %8.3f s\n", secs(b->t_last_join, b->t_last_round));
     if (m->before >= 0)
         printf("  rdzvd VmRSS: before %ld kB, connected %ld kB, all JOINed %ld kB, after round "
@@ -744,9 +746,12 @@ static void report_text(const struct bench *b)
 static int parse_args(struct bench *b, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"endpoint", required_argument, NULL, 'e'}, {"agents", required_argument, NULL, 'n'},
-        {"pid", required_argument, NULL, 'p'},      {"timeout", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"agents", required_argument, NULL, 'n'},
+        {"pid", required_argument, NULL, 'p'},
+        {"timeout", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     char host[64];

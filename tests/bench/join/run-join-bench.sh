@@ -211,9 +211,9 @@ printf '%s\n' "${rows[@]}"
 echo
 if [ -n "$best_10k" ]; then
     if awk -v t="$best_10k" 'BEGIN { exit !(t < 1.0) }'; then
-        echo "Target (< 1 s from last join to round complete at 10,000 agents): met (${best_10k} s)."
+        echo "Target (< 1 s from last join to round complete at 10,000 agents): met ($(printf "%.3f" "$best_10k") s)."
     else
-        echo "Target (< 1 s from last join to round complete at 10,000 agents): NOT met (${best_10k} s)."
+        echo "Target (< 1 s from last join to round complete at 10,000 agents): NOT met ($(printf "%.3f" "$best_10k") s)."
     fi
     echo
 fi
