@@ -1,11 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-nccl.h: make NCCL unique ids, loading libnccl at run time (no build-time dependency). */
+/* agent-nccl.h: NCCL unique ids for a generation. ncclGetUniqueId() starts a bootstrap root that
+ * must live until every rank has joined, so the ids are made in a small child process (the agent
+ * binary run as `rdzv-agent --nccl-root N`) that holds them: libnccl is never loaded into the agent
+ * itself, and a generation's root is killed when the next one starts, never leaked. */
 #pragma once
 #include <stddef.h>
+#include <uv.h>
 
 #include "../proto/rdzv-msg.h"
 
-/* Fill hex[0..n) with fresh ids from ncclGetUniqueId(). The calling process then hosts each id's
- * bootstrap root and must stay alive until every rank has joined. Returns 0, -ENOENT when
- * libnccl.so.2 cannot be loaded, or -EIO when NCCL fails; err says what happened. */
-int agent_nccl_ids(unsigned n, char (*hex)[RDZV_NCCL_HEX_LEN + 1], char *err, size_t errlen);
+struct agent_nccl_root;
+
+/* Fires once: err 0 and n ids, or a negative errno and msg saying why (-ENOENT: no libnccl). */
+typedef void (*agent_nccl_cb)(struct agent_nccl_root *r, int err, unsigned n,
+                              char (*ids)[RDZV_NCCL_HEX_LEN + 1], const char *msg, void *ud);
+
+/* Start a root holder for count ids. Returns 0 (cb fires later) or a negative errno. */
+int agent_nccl_root_start(uv_loop_t *loop, const char *self_exe, unsigned count, agent_nccl_cb cb,
+                          void *ud, struct agent_nccl_root **ret);
+
+/* Stop the holder (its roots die with it) and release it; no callback fires after this. */
+void agent_nccl_root_stop(struct agent_nccl_root *r);
+
+/* The child's main(): make argv[2] ids, print them, hold them until standard input closes. */
+int agent_nccl_root_main(int argc, char **argv);

@@ -53,6 +53,8 @@ struct agent {
     struct agent_client *client;
     struct agent_group *group;
     struct rdzvd_server *embedded; /* --standalone */
+    struct agent_nccl_root *nccl;  /* holder of this generation's NCCL bootstrap roots */
+    uint64_t nccl_generation;
     uv_signal_t sigs[6];
     uv_timer_t heartbeat;
     struct rdzv_round round;
@@ -516,33 +518,48 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     }
 }
 
-static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count, void *ud)
+static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
+                        char (*ids)[RDZV_NCCL_HEX_LEN + 1], const char *msg, void *ud)
 {
     struct agent *a = ud;
-    char (*ids)[RDZV_NCCL_HEX_LEN + 1] = calloc(count, sizeof(*ids));
-    char err[512] = "out of memory";
     json_t *arr;
-    int r = -ENOMEM;
 
-    if (ids)
-        r = agent_nccl_ids(count, ids, err, sizeof(err));
-    if (r < 0) {
+    (void)root;
+    if (err < 0) {
         if (a->o.nccl == RDZV_NCCL_REQUIRED)
-            log_error("this job needs NCCL: %s", err);
+            log_error("this job needs NCCL: %s", msg);
         else
-            log_info("no NCCL id for the workers: %s", err);
-        (void)agent_client_send(c, RDZV_MSG_NCCL_ID,
-                                json_pack("{s:I, s:s}", "generation", (json_int_t)gen, "error",
-                                          err));
-        free(ids);
+            log_info("no NCCL id for the workers: %s", msg);
+        (void)agent_client_send(a->client, RDZV_MSG_NCCL_ID,
+                                json_pack("{s:I, s:s}", "generation",
+                                          (json_int_t)a->nccl_generation, "error", msg));
         return;
     }
     arr = json_array();
-    for (unsigned i = 0; arr && i < count; i++)
+    for (unsigned i = 0; arr && i < n; i++)
         json_array_append_new(arr, json_string(ids[i]));
-    free(ids);
-    (void)agent_client_send(
-        c, RDZV_MSG_NCCL_ID, json_pack("{s:I, s:o}", "generation", (json_int_t)gen, "ids", arr));
+    (void)agent_client_send(a->client, RDZV_MSG_NCCL_ID,
+                            json_pack("{s:I, s:o}", "generation", (json_int_t)a->nccl_generation,
+                                      "ids", arr));
+}
+
+static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count, void *ud)
+{
+    struct agent *a = ud;
+    int r;
+
+    /* A new generation: the previous one's roots are of no use any more. */
+    agent_nccl_root_stop(a->nccl);
+    a->nccl = NULL;
+    a->nccl_generation = gen;
+    r = agent_nccl_root_start(a->loop, a->self_exe, count, on_nccl_ids, a, &a->nccl);
+    if (r < 0) {
+        char msg[128];
+
+        snprintf(msg, sizeof(msg), "cannot start the NCCL root holder: %s", uv_strerror(r));
+        on_nccl_ids(NULL, r, 0, NULL, msg, a);
+    }
+    (void)c;
 }
 
 static void on_event(struct agent_client *c, const struct rdzv_event *e, void *ud)
@@ -684,6 +701,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "--exec-worker") == 0)
         return agent_exec_worker(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
+        return agent_nccl_root_main(argc, argv);
 
     r = resolve_opts(&a, argc, argv);
     if (r != 0)
@@ -791,6 +810,7 @@ int main(int argc, char **argv)
      * or before any started). */
     if (a.embedded)
         rdzvd_server_stop(a.embedded);
+    agent_nccl_root_stop(a.nccl);
     agent_client_close(a.client, NULL, NULL);
     agent_group_free(a.group, NULL, NULL);
     uv_walk(&loop, close_walk_cb, NULL);

@@ -33,6 +33,7 @@ static const char *const job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "
 
 struct member {
     struct rdzv_list node; /* in job->members, join order */
+    struct member *id_next; /* chain in job->by_id */
     struct job *job;
     struct rdzvd_conn *conn;
     struct rdzv_join join;
@@ -53,6 +54,9 @@ struct job {
     struct rdzv_list members;
     int64_t nmembers;
     struct member **by_rank; /* requested node ranks among members, max entries */
+    struct member **by_id;   /* node_id hash (chained), id_buckets entries: duplicate check */
+    size_t id_buckets;       /* power of two */
+    uint64_t id_seed;
     uv_timer_t timer;        /* last call, then NCCL id timeout */
     bool timer_armed;
     struct rdzvd_listener *store; /* this generation's TCPStore listener */
@@ -84,6 +88,7 @@ static void job_timer_close_cb(uv_handle_t *h)
 {
     struct job *j = h->data;
 
+    free(j->by_id);
     free(j->by_rank);
     free(j);
 }
@@ -309,10 +314,15 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     if (!j)
         return NULL;
     j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
-    if (!j->by_rank) {
+    j->id_buckets = 64;
+    j->by_id = calloc(j->id_buckets, sizeof(*j->by_id));
+    if (!j->by_rank || !j->by_id) {
+        free(j->by_rank);
+        free(j->by_id);
         free(j);
         return NULL;
     }
+    j->id_seed = rdzv_random_u64();
     j->srv = srv;
     memcpy(j->run_id, jn->run_id, sizeof(j->run_id));
     j->min = jn->min;
@@ -329,9 +339,68 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     return j;
 }
 
+static struct member **id_slot(struct job *j, const char *node_id)
+{
+    uint64_t h = rdzv_hash64(j->id_seed, node_id, strlen(node_id));
+
+    return &j->by_id[h & (j->id_buckets - 1)];
+}
+
+static struct member *member_by_id(struct job *j, const char *node_id)
+{
+    for (struct member *m = *id_slot(j, node_id); m; m = m->id_next)
+        if (strcmp(m->join.node_id, node_id) == 0)
+            return m;
+    return NULL;
+}
+
+/* Index m by node id, doubling the table past one member per bucket. */
+static int member_index(struct job *j, struct member *m)
+{
+    struct member **pp;
+
+    if ((size_t)j->nmembers >= j->id_buckets) {
+        size_t nb = j->id_buckets * 2;
+        struct member **old = j->by_id, **b = calloc(nb, sizeof(*b));
+        size_t ob = j->id_buckets;
+
+        if (!b)
+            return -ENOMEM;
+        j->by_id = b;
+        j->id_buckets = nb;
+        for (size_t i = 0; i < ob; i++)
+            while (old[i]) {
+                struct member *o = old[i];
+
+                old[i] = o->id_next;
+                pp = id_slot(j, o->join.node_id);
+                o->id_next = *pp;
+                *pp = o;
+            }
+        free(old);
+    }
+    pp = id_slot(j, m->join.node_id);
+    m->id_next = *pp;
+    *pp = m;
+    return 0;
+}
+
+static void member_unindex(struct job *j, struct member *m)
+{
+    struct member **pp;
+
+    for (pp = id_slot(j, m->join.node_id); *pp; pp = &(*pp)->id_next)
+        if (*pp == m) {
+            *pp = m->id_next;
+            return;
+        }
+}
+
 static void member_remove(struct member *m)
 {
     struct job *j = m->job;
+
+    member_unindex(j, m);
 
     if (m->join.node_rank >= 0 && m->join.node_rank < j->max && j->by_rank[m->join.node_rank] == m)
         j->by_rank[m->join.node_rank] = NULL;
@@ -347,7 +416,6 @@ static void member_remove(struct member *m)
 static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
 {
     struct rdzvd_server *srv = rdzvd_conn_server(c);
-    struct rdzv_list *pos, *tmp;
     struct rdzv_join jn;
     struct member *m;
     struct job *j;
@@ -394,15 +462,10 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
         return -EEXIST;
     }
     if (j) {
-        rdzv_list_for_each_safe(pos, tmp, &j->members)
-        {
-            struct member *o = rdzv_container_of(pos, struct member, node);
-
-            if (strcmp(o->join.node_id, jn.node_id) == 0) {
-                send_frame_error(c, "node id '%s' has already joined job '%s'", jn.node_id,
-                                 jn.run_id);
-                return -EEXIST;
-            }
+        if (member_by_id(j, jn.node_id)) {
+            send_frame_error(c, "node id '%s' has already joined job '%s'", jn.node_id,
+                             jn.run_id);
+            return -EEXIST;
         }
         if (j->nmembers >= j->max) {
             send_frame_error(c, "job '%s' already has its %" PRId64 " nodes", jn.run_id, j->max);
@@ -423,6 +486,13 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
     m->job = j;
     m->conn = c;
     m->join = jn;
+    if (member_index(j, m) < 0) {
+        free(m);
+        send_frame_error(c, "rdzvd is out of memory");
+        if (j->nmembers == 0)
+            job_free(j);
+        return -ENOMEM;
+    }
     m->node_rank = -1;
     m->last_hb_ms = rdzv_now_ms();
     rdzv_list_add_tail(&j->members, &m->node);
