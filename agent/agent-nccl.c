@@ -181,6 +181,8 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
     struct agent_nccl_root *r = p->data;
     char msg[96];
 
+    if (r->exited)
+        return; /* already closed by a stop(now) */
     r->exited = true;
     snprintf(msg, sizeof(msg), "the NCCL root holder exited (status %lld, signal %d)",
              (long long)status, sig);
@@ -235,14 +237,14 @@ int agent_nccl_root_start(uv_loop_t *loop, const char *self_exe, unsigned count,
     r->open_handles++;
     e = uv_read_start((uv_stream_t *)&r->out, out_alloc_cb, out_read_cb);
     if (e < 0) {
-        agent_nccl_root_stop(r);
+        agent_nccl_root_stop(r, false);
         return e;
     }
     *ret = r;
     return 0;
 }
 
-void agent_nccl_root_stop(struct agent_nccl_root *r)
+void agent_nccl_root_stop(struct agent_nccl_root *r, bool now)
 {
     if (!r || r->stopped)
         return;
@@ -250,6 +252,11 @@ void agent_nccl_root_stop(struct agent_nccl_root *r)
     /* Closing its stdin ends the holder; the kill covers one stuck inside NCCL. */
     uv_close((uv_handle_t *)&r->in, root_handle_closed);
     uv_close((uv_handle_t *)&r->out, root_handle_closed);
-    if (!r->exited)
+    if (!r->exited) {
         (void)uv_process_kill(&r->proc, SIGKILL);
+        if (now) {
+            r->exited = true;
+            uv_close((uv_handle_t *)&r->proc, root_handle_closed);
+        }
+    }
 }

@@ -4,6 +4,7 @@
  * binary run as `rdzv-agent --nccl-root N`) that holds them: libnccl is never loaded into the agent
  * itself, and a generation's root is killed when the next one starts, never leaked. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -19,8 +20,10 @@ typedef void (*agent_nccl_cb)(struct agent_nccl_root *r, int err, unsigned n,
 int agent_nccl_root_start(uv_loop_t *loop, const char *self_exe, unsigned count, agent_nccl_cb cb,
                           void *ud, struct agent_nccl_root **ret);
 
-/* Stop the holder (its roots die with it) and release it; no callback fires after this. */
-void agent_nccl_root_stop(struct agent_nccl_root *r);
+/* Stop the holder (its roots die with it) and release it; no callback fires after this. With
+ * now, the process handle is closed at once (the agent is exiting: nothing will reap the child
+ * later anyway); otherwise it is released after the child's exit is seen, leaving no zombie. */
+void agent_nccl_root_stop(struct agent_nccl_root *r, bool now);
 
 /* The child's main(): make argv[2] ids, print them, hold them until standard input closes. */
 int agent_nccl_root_main(int argc, char **argv);

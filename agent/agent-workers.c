@@ -819,7 +819,8 @@ static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, uns
     if (!g->cfg.log_dir)
         return 0;
     for (unsigned k = 0; k < _OUT_MAX; k++) {
-        snprintf(path, sizeof(path), "%s/%s.log", dir, out_names[k]);
+        if (snprintf(path, sizeof(path), "%s/%s.log", dir, out_names[k]) >= (int)sizeof(path))
+            return log_error_errno(-ENAMETOOLONG, "--log-dir path too long: %s", dir);
         w->out[k].log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
         if (w->out[k].log_fd < 0)
             return log_error_errno(-errno, "cannot open %s", path);

@@ -549,7 +549,7 @@ static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count
     int r;
 
     /* A new generation: the previous one's roots are of no use any more. */
-    agent_nccl_root_stop(a->nccl);
+    agent_nccl_root_stop(a->nccl, false);
     a->nccl = NULL;
     a->nccl_generation = gen;
     r = agent_nccl_root_start(a->loop, a->self_exe, count, on_nccl_ids, a, &a->nccl);
@@ -810,7 +810,7 @@ int main(int argc, char **argv)
      * or before any started). */
     if (a.embedded)
         rdzvd_server_stop(a.embedded);
-    agent_nccl_root_stop(a.nccl);
+    agent_nccl_root_stop(a.nccl, true);
     agent_client_close(a.client, NULL, NULL);
     agent_group_free(a.group, NULL, NULL);
     uv_walk(&loop, close_walk_cb, NULL);
