@@ -34,6 +34,7 @@ struct agent_client {
     void (*done)(void *ud);
     void *done_ud;
     bool closing;
+    bool numeric; /* host is an IP address: connect without the resolver */
 };
 
 struct client_write {
@@ -335,7 +336,8 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         c->connect_req.data = c;
         r = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, connect_cb);
     }
-    uv_freeaddrinfo(res);
+    if (!c->numeric)
+        uv_freeaddrinfo(res);
     if (r < 0) {
         c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
         if (c->tcp_open) {
@@ -346,12 +348,34 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     }
 }
 
+/* Connect to a numeric address directly: no resolver thread pool for the common case. */
+static bool client_try_numeric(struct agent_client *c)
+{
+    struct sockaddr_storage ss;
+    struct addrinfo ai = {.ai_socktype = SOCK_STREAM, .ai_addr = (struct sockaddr *)&ss};
+    int port = atoi(c->port);
+
+    if (uv_ip4_addr(c->host, port, (struct sockaddr_in *)&ss) == 0)
+        ai.ai_family = AF_INET;
+    else if (uv_ip6_addr(c->host, port, (struct sockaddr_in6 *)&ss) == 0)
+        ai.ai_family = AF_INET6;
+    else
+        return false;
+    c->state = CL_RESOLVING;
+    c->numeric = true;
+    c->gai.data = c;
+    gai_cb(&c->gai, 0, &ai);
+    return true;
+}
+
 static void client_try(struct agent_client *c)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
     int r;
 
     if (c->closing || c->state == CL_DEAD)
+        return;
+    if (client_try_numeric(c))
         return;
     c->state = CL_RESOLVING;
     c->gai.data = c;
@@ -402,7 +426,9 @@ void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud
     c->done = done;
     c->done_ud = ud;
     c->closes_pending = 1;
-    if (c->state == CL_RESOLVING && uv_cancel((uv_req_t *)&c->gai) == 0)
+    if (c->numeric)
+        ; /* no resolver request is ever in flight */
+    else if (c->state == CL_RESOLVING && uv_cancel((uv_req_t *)&c->gai) == 0)
         c->closes_pending++; /* gai_cb runs with UV_ECANCELED */
     else if (c->state == CL_RESOLVING && uv_is_active((uv_handle_t *)&c->retry) == 0 &&
              !c->tcp_open)
