@@ -276,15 +276,12 @@ static int apply(struct agent_opts *o, int c, const char *val)
 static int apply_env(struct agent_opts *o)
 {
     for (const struct option *lo = longopts; lo->name; lo++) {
-        char name[64] = "RDZV_";
+        char name[64];
         const char *val;
-        size_t i;
 
         if (lo != longopts && lo[-1].val == lo->val)
             continue; /* alias: --nproc-per-node reads RDZV_NPROC */
-        for (i = 0; lo->name[i] && i + 6 < sizeof(name); i++)
-            name[5 + i] = lo->name[i] == '-' ? '_' : (char)(lo->name[i] & ~0x20);
-        name[5 + i] = '\0';
+        rdzv_env_name("RDZV", lo->name, name, sizeof(name));
         if (strcmp(name, "RDZV_RDZV_ID") == 0 && getenv("RDZV_ID"))
             val = getenv("RDZV_ID");
         else

@@ -2,7 +2,9 @@
 /* rdzv-util.c: small helpers. */
 #include "rdzv-util.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +26,25 @@ uint64_t rdzv_now_ms(void)
     return rdzv_now_ns() / 1000000ull;
 }
 
-int rdzv_parse_u64(const char *s, uint64_t *ret)
+/* Leading decimal digits of s; *end points after them. strtoull alone would skip white space
+ * and accept a sign: demand a digit first. */
+static int parse_leading_u64(const char *s, unsigned long long *v, char **end)
 {
-    char *end;
-    unsigned long long v;
-
-    /* strtoull would skip white space and accept a sign: demand a digit first. */
     if (!s || *s < '0' || *s > '9')
         return -EINVAL;
     errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno == ERANGE)
-        return -ERANGE;
+    *v = strtoull(s, end, 10);
+    return errno == ERANGE ? -ERANGE : 0;
+}
+
+int rdzv_parse_u64(const char *s, uint64_t *ret)
+{
+    unsigned long long v;
+    char *end;
+    int r = parse_leading_u64(s, &v, &end);
+
+    if (r < 0)
+        return r;
     if (*end != '\0')
         return -EINVAL;
     *ret = v;
@@ -49,17 +58,12 @@ int rdzv_parse_size(const char *s, uint64_t *ret)
         uint64_t mult;
     } units[] = {{"", 1},           {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"M", 1ull << 20},
                  {"MiB", 1ull << 20}, {"G", 1ull << 30}, {"GiB", 1ull << 30}};
-    char *end;
     unsigned long long v;
+    char *end;
+    int r = parse_leading_u64(s, &v, &end);
 
-    if (!s || *s < '0' || *s > '9')
-        return -EINVAL;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno == ERANGE)
-        return -ERANGE;
-    if (end == s)
-        return -EINVAL;
+    if (r < 0)
+        return r;
     for (size_t i = 0; i < RDZV_ARRAY_SIZE(units); i++)
         if (strcasecmp(end, units[i].suffix) == 0) {
             if (v > UINT64_MAX / units[i].mult)
@@ -68,6 +72,17 @@ int rdzv_parse_size(const char *s, uint64_t *ret)
             return 0;
         }
     return -EINVAL;
+}
+
+/* "PREFIX_" + option name upper-cased with '-' as '_': --max-conns -> RDZVD_MAX_CONNS. */
+void rdzv_env_name(const char *prefix, const char *opt, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s_", prefix);
+
+    for (; *opt && n + 1 < len; opt++, n++)
+        buf[n] = *opt == '-' ? '_' : (char)toupper((unsigned char)*opt);
+    if (n < len)
+        buf[n] = '\0';
 }
 
 int rdzv_parse_i64n(const uint8_t *p, size_t n, int64_t *ret)

@@ -24,6 +24,9 @@ int rdzv_parse_port(const char *s, uint16_t *ret);
  * Returns 0 or -EINVAL. */
 int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *port);
 
+/* The environment variable for a long option: "PREFIX_" + the name upper-cased, '-' -> '_'. */
+void rdzv_env_name(const char *prefix, const char *opt, char *buf, size_t len);
+
 /* 64-bit keyed hash of n bytes (wyhash-style mixing; not cryptographic). */
 uint64_t rdzv_hash64(uint64_t seed, const void *p, size_t n);
 

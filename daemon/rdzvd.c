@@ -165,15 +165,12 @@ static int apply(struct opts *o, int c, const char *val)
 static int apply_env(struct opts *o)
 {
     for (const struct option *lo = longopts; lo->name; lo++) {
-        char name[64] = "RDZVD_";
+        char name[64];
         const char *val;
-        size_t i;
 
         if (lo->has_arg != required_argument)
             continue;
-        for (i = 0; lo->name[i] && i + 7 < sizeof(name); i++)
-            name[6 + i] = lo->name[i] == '-' ? '_' : (char)(lo->name[i] & ~0x20);
-        name[6 + i] = '\0';
+        rdzv_env_name("RDZVD", lo->name, name, sizeof(name));
         val = getenv(name);
         if (val && *val) {
             int r = apply(o, lo->val, val);
