@@ -222,19 +222,23 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     rdzv_buf_compact(&c->in);
 }
 
+/* One of the closes agent_client_close() waits for is done; the last one frees c. */
+static void client_unref(struct agent_client *c)
+{
+    if (--c->closes_pending > 0)
+        return;
+    rdzv_buf_free(&c->in);
+    if (c->done)
+        c->done(c->done_ud);
+    free(c);
+}
+
 static void tcp_close_cb(uv_handle_t *h)
 {
     struct agent_client *c = h->data;
 
     c->tcp_open = false;
-    if (c->closing && --c->closes_pending == 0) {
-        rdzv_buf_free(&c->in);
-        if (c->done)
-            c->done(c->done_ud);
-        free(c);
-    } else if (!c->closing) {
-        client_try(c); /* retry with a fresh socket */
-    }
+    client_unref(c);
 }
 
 static void retry_cb(uv_timer_t *t)
@@ -311,12 +315,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 
     if (c->closing) {
         uv_freeaddrinfo(res);
-        if (--c->closes_pending == 0) {
-            rdzv_buf_free(&c->in);
-            if (c->done)
-                c->done(c->done_ud);
-            free(c);
-        }
+        client_unref(c);
         return;
     }
     if (status < 0) {
@@ -408,14 +407,7 @@ int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
 
 static void retry_close_cb(uv_handle_t *h)
 {
-    struct agent_client *c = h->data;
-
-    if (--c->closes_pending == 0) {
-        rdzv_buf_free(&c->in);
-        if (c->done)
-            c->done(c->done_ud);
-        free(c);
-    }
+    client_unref(h->data);
 }
 
 void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud)

@@ -16,6 +16,19 @@
 #define SCRATCH_LEN (64u << 10)
 #define SOMAXCONN_WARN 4096
 
+static int read_somaxconn(void)
+{
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");
+    int v = 4096;
+
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = 4096;
+        fclose(f);
+    }
+    return v;
+}
+
 int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rdzvd_config *cfg)
 {
     int r;
@@ -31,6 +44,7 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     srv->main.accepts_rdzv = true;
     srv->main.handle_closed = true; /* until listen succeeds */
     snprintf(srv->main.desc, sizeof(srv->main.desc), "main");
+    srv->backlog = read_somaxconn();
     srv->scratch_len = SCRATCH_LEN;
     srv->scratch = malloc(srv->scratch_len);
     if (!srv->scratch)
@@ -58,19 +72,6 @@ static void listener_connection_cb(uv_stream_t *s, int status)
         log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(r));
 }
 
-static int read_somaxconn(void)
-{
-    FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");
-    int v = 4096;
-
-    if (f) {
-        if (fscanf(f, "%d", &v) != 1)
-            v = 4096;
-        fclose(f);
-    }
-    return v;
-}
-
 static void listener_free(struct rdzvd_listener *l)
 {
     l->store = rdzvd_store_free(l->store);
@@ -90,7 +91,7 @@ static void listener_close_cb(uv_handle_t *h)
 /* Bind l->tcp to sa and listen. On failure the handle is closed (and l left alone). */
 static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bool warn_backlog)
 {
-    int backlog = read_somaxconn(), r;
+    int backlog = l->srv->backlog, r;
 
     r = uv_tcp_init(l->srv->loop, &l->tcp);
     if (r < 0)

@@ -54,6 +54,7 @@ struct rdzvd_server {
     uint8_t *scratch;             /* one read buffer shared by all connections (one thread) */
     size_t scratch_len;
     uint64_t last_reject_log_ms;
+    int backlog;                  /* net.core.somaxconn, read once at init */
     struct rdzvd_stats stats;
 };
 

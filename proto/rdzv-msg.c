@@ -97,11 +97,6 @@ json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w)
                      (json_int_t)w->signal, "time", w->time, "host", w->host);
 }
 
-int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w)
-{
-    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(w));
-}
-
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
 {
     return rdzv_msg_put(b, RDZV_MSG_EVENT,
