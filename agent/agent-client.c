@@ -18,6 +18,8 @@ struct agent_client {
     uv_loop_t *loop;
     uv_tcp_t tcp;
     uv_timer_t retry;
+    uv_timer_t silence;       /* no frame from rdzvd for silence_ms: the link is dead */
+    uint64_t silence_ms;
     uv_getaddrinfo_t gai;
     uv_connect_t connect_req;
     bool tcp_open;
@@ -44,9 +46,11 @@ struct client_write {
 
 static void client_try(struct agent_client *c);
 
-static void client_fail(struct agent_client *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void client_fail(struct agent_client *c, const char *fmt, ...)
+/* The client is dead: report msg through on_lost when the connection had been established and
+ * the caller can reconnect (lost), else through on_error. */
+static void client_end(struct agent_client *c, bool lost, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void client_end(struct agent_client *c, bool lost, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -57,10 +61,39 @@ static void client_fail(struct agent_client *c, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     c->state = CL_DEAD;
+    uv_timer_stop(&c->silence);
     if (c->tcp_open)
         uv_read_stop((uv_stream_t *)&c->tcp);
-    if (!c->closing && c->cbs.on_error)
+    if (c->closing)
+        return;
+    if (lost && c->cbs.on_lost)
+        c->cbs.on_lost(c, msg, c->ud);
+    else if (c->cbs.on_error)
         c->cbs.on_error(c, msg, c->ud);
+}
+
+#define client_fail(c, ...) client_end(c, false, __VA_ARGS__)
+#define client_lost(c, ...) client_end(c, true, __VA_ARGS__)
+
+static void silence_cb(uv_timer_t *t)
+{
+    struct agent_client *c = t->data;
+
+    client_lost(c, "rdzvd at %s:%s sent nothing for %.1f s", c->host, c->port,
+                (double)c->silence_ms / 1000);
+}
+
+static void silence_rearm(struct agent_client *c)
+{
+    if (c->silence_ms && c->state != CL_DEAD && !c->closing)
+        uv_timer_start(&c->silence, silence_cb, c->silence_ms, 0);
+}
+
+void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms)
+{
+    c->silence_ms = silence_ms;
+    if (c->state == CL_HELLO || c->state == CL_JOINED)
+        silence_rearm(c);
 }
 
 static void write_cb(uv_write_t *req, int status)
@@ -119,10 +152,24 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
         if (rdzv_msg_parse_hello(body, len, err, sizeof(err)) < 0)
             client_fail(c, "rdzvd's HELLO: %s", err);
         return;
-    case RDZV_MSG_JOINED:
+    case RDZV_MSG_JOINED: {
+        json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
+        int spare = 0, resumed = 0;
+
+        if (!root || json_unpack(root, "{s?b, s?b}", "spare", &spare, "resumed", &resumed) < 0) {
+            json_decref(root);
+            client_fail(c, "bad JOINED from rdzvd");
+            return;
+        }
+        json_decref(root);
         c->state = CL_JOINED;
         log_debug("joined: %.*s", (int)len, (const char *)body);
+        if (c->cbs.on_joined)
+            c->cbs.on_joined(c, spare != 0, resumed != 0, c->ud);
         return;
+    }
+    case RDZV_MSG_HEARTBEAT:
+        return; /* rdzvd is alive: the silence timer was rearmed by the read */
     case RDZV_MSG_ROUND: {
         struct rdzv_round *rd = malloc(sizeof(*rd));
 
@@ -197,10 +244,11 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     if (nread < 0) {
-        client_fail(c, "lost the connection to rdzvd at %s:%s: %s", c->host, c->port,
+        client_lost(c, "lost the connection to rdzvd at %s:%s: %s", c->host, c->port,
                     nread == UV_EOF ? "closed by the daemon" : uv_strerror((int)nread));
         return;
     }
+    silence_rearm(c);
     c->in.len += (size_t)nread;
     while (c->state != CL_DEAD) {
         const uint8_t *body;
@@ -306,6 +354,8 @@ static void connect_cb(uv_connect_t *req, int status)
         r = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
     if (r < 0)
         client_fail(c, "cannot talk to rdzvd: %s", uv_strerror(r));
+    else
+        silence_rearm(c);
 }
 
 static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -400,6 +450,8 @@ int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
     c->ud = ud;
     uv_timer_init(loop, &c->retry);
     c->retry.data = c;
+    uv_timer_init(loop, &c->silence);
+    c->silence.data = c;
     *ret = c;
     client_try(c);
     return 0;
@@ -429,5 +481,7 @@ void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud
         c->closes_pending++;
         uv_close((uv_handle_t *)&c->tcp, tcp_close_cb);
     }
+    c->closes_pending++;
+    uv_close((uv_handle_t *)&c->silence, retry_close_cb);
     uv_close((uv_handle_t *)&c->retry, retry_close_cb);
 }

@@ -2,6 +2,7 @@
 /* agent-client.h: the agent's connection to rdzvd: connect (retrying while the daemon is not up
  * yet), HELLO, JOIN, then frames in both directions. */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -16,9 +17,15 @@ struct agent_client_cbs {
     void (*on_nccl_request)(struct agent_client *c, uint64_t generation, unsigned count, void *ud);
     /* The job's outcome. */
     void (*on_event)(struct agent_client *c, const struct rdzv_event *e, void *ud);
-    /* The daemon refused us (ERROR) or the connection failed or closed; msg says why. No more
-     * callbacks follow. */
+    /* The daemon refused us (ERROR) or could not be reached; msg says why. No more callbacks
+     * follow. */
     void (*on_error)(struct agent_client *c, const char *msg, void *ud);
+    /* Once joined, the connection was lost: closed, reset, or rdzvd sent nothing for the
+     * silence timeout. No more callbacks follow; the caller may start a new client (reconnect).
+     * NULL: reported through on_error. */
+    void (*on_lost)(struct agent_client *c, const char *msg, void *ud);
+    /* JOINED: spare is true when the job runs without this node for now. */
+    void (*on_joined)(struct agent_client *c, bool spare, bool resumed, void *ud);
 };
 
 /* Connect to host:port, retrying for up to connect_timeout_ms while nothing listens, then send
@@ -26,6 +33,10 @@ struct agent_client_cbs {
 int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
                        uint64_t connect_timeout_ms, const struct rdzv_join *j,
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret);
+
+/* Treat silence_ms without any frame from rdzvd (it answers heartbeats) as a lost connection.
+ * 0 (the default) disables it. */
+void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms);
 
 /* Send one message (steals obj). Returns 0 or -errno (-ENOTCONN before the connection is up). */
 int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj);

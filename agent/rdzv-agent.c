@@ -36,6 +36,10 @@ struct agent_opts {
     double grace_s;
     double connect_timeout_s;
     double heartbeat_s;
+    double heartbeat_timeout_s;
+    double join_timeout_s;
+    bool scale_up_now;
+    bool rank_hint;          /* node_rank came from the scheduler's environment */
     enum rdzv_nccl_mode nccl;
     int64_t nccl_ids;
     const char *host;        /* advertised host name */
@@ -44,7 +48,10 @@ struct agent_opts {
     char **argv;             /* worker command */
 };
 
-enum agent_state { AG_JOINING, AG_RUNNING, AG_STOPPING, AG_DONE };
+/* JOINING: waiting for a ROUND (no workers). RUNNING: this generation's workers run. LEFT: they
+ * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
+ * generation (after EVENT restart, or after one failed here). STOPPING: stopping them for good. */
+enum agent_state { AG_JOINING, AG_RUNNING, AG_LEFT, AG_RESTARTING, AG_STOPPING, AG_DONE };
 
 struct agent {
     uv_loop_t *loop;
@@ -64,6 +71,14 @@ struct agent {
     bool have_outcome;
     bool workers_gone;
     struct rdzv_event outcome;
+    uint64_t stopping_gen;     /* RESTARTING: the generation being stopped */
+    bool restart_pending;      /* EVENT restart for stopping_gen received: READY once stopped */
+    bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
+    struct rdzv_worker_exit pexit;
+    struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
+    char dhost[256];           /* rdzvd's host and port */
+    uint16_t dport;
+    unsigned reconnects;
     char self_exe[PATH_MAX];
     char endpoint_buf[300];
     char run_id_buf[64];
@@ -94,7 +109,14 @@ static void usage(FILE *f)
             "  --role NAME               ROLE_NAME for the workers (default 'default')\n"
             "  --last-call SEC           after MIN nodes joined, wait this long for more (default 3)\n"
             "  --grace SEC               TERM -> KILL grace when stopping workers (default 30)\n"
-            "  --connect-timeout SEC     keep trying to reach rdzvd this long (default 60)\n"
+            "  --connect-timeout SEC     keep trying to reach rdzvd this long, at start and after\n"
+            "                            losing it (workers keep running meanwhile; default 60)\n"
+            "  --heartbeat-timeout SEC   a node silent this long counts as lost (default 5; the\n"
+            "                            job's first agent sets it for all)\n"
+            "  --join-timeout SEC        with fewer than MIN nodes, wait this long for more before\n"
+            "                            failing the job (default 600)\n"
+            "  --scale-up now|next       a node joining a running job below MAX: restart now to\n"
+            "                            take it in, or at the next restart (default next)\n"
             "  --nccl auto|required|off  NCCL unique ids for the workers (default auto: when\n"
             "                            libnccl can be loaded on node rank 0)\n"
             "  --nccl-ids N              ids per generation, for ncclCommInitRankScalable (default 1)\n"
@@ -123,6 +145,9 @@ enum {
     OPT_LAST_CALL,
     OPT_GRACE,
     OPT_CONNECT_TIMEOUT,
+    OPT_HEARTBEAT_TIMEOUT,
+    OPT_JOIN_TIMEOUT,
+    OPT_SCALE_UP,
     OPT_NCCL,
     OPT_NCCL_IDS,
     OPT_HOST,
@@ -145,6 +170,9 @@ static const struct option longopts[] = {
     {"last-call", required_argument, NULL, OPT_LAST_CALL},
     {"grace", required_argument, NULL, OPT_GRACE},
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT_TIMEOUT},
+    {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
+    {"scale-up", required_argument, NULL, OPT_SCALE_UP},
     {"nccl", required_argument, NULL, OPT_NCCL},
     {"nccl-ids", required_argument, NULL, OPT_NCCL_IDS},
     {"host", required_argument, NULL, OPT_HOST},
@@ -244,6 +272,19 @@ static int apply(struct agent_opts *o, int c, const char *val)
         return parse_secs("--grace", val, &o->grace_s);
     case OPT_CONNECT_TIMEOUT:
         return parse_secs("--connect-timeout", val, &o->connect_timeout_s);
+    case OPT_HEARTBEAT_TIMEOUT:
+        if (parse_secs("--heartbeat-timeout", val, &o->heartbeat_timeout_s) < 0)
+            return -EINVAL;
+        if (o->heartbeat_timeout_s < 0.1 || o->heartbeat_timeout_s > 3600)
+            return bad("--heartbeat-timeout", val, "expected 0.1 to 3600 seconds");
+        return 0;
+    case OPT_JOIN_TIMEOUT:
+        return parse_secs("--join-timeout", val, &o->join_timeout_s);
+    case OPT_SCALE_UP:
+        if (strcmp(val, "now") && strcmp(val, "next"))
+            return bad("--scale-up", val, "expected now or next");
+        o->scale_up_now = strcmp(val, "now") == 0;
+        return 0;
     case OPT_NCCL:
         if (rdzv_nccl_mode_parse(val, &o->nccl) < 0)
             return bad("--nccl", val, "expected auto, required or off");
@@ -347,7 +388,8 @@ static int resolve_opts(struct agent *a, int argc, char **argv)
     o->last_call_s = 3;
     o->grace_s = 30;
     o->connect_timeout_s = 60;
-    o->heartbeat_s = 1;
+    o->heartbeat_timeout_s = RDZV_HEARTBEAT_TIMEOUT_MS / 1000.0;
+    o->join_timeout_s = RDZV_JOIN_TIMEOUT_MS / 1000.0;
     o->nccl = RDZV_NCCL_AUTO;
     o->nccl_ids = 1;
     o->level = RDZV_LOG_INFO;
@@ -399,8 +441,12 @@ static int resolve_opts(struct agent *a, int argc, char **argv)
             src = "OMPI_COMM_WORLD_RANK";
         if (src && parse_int(src, s, 0, 99999, &o->node_rank) < 0)
             return -EINVAL;
+        o->rank_hint = src != NULL; /* the scheduler's numbering: a preference */
     }
-    if (o->node_rank >= o->max_nodes) {
+    o->heartbeat_s = o->heartbeat_timeout_s / 5;
+    if (o->join_timeout_s > 86400)
+        o->join_timeout_s = 86400;
+    if (o->node_rank >= o->max_nodes && !o->rank_hint) {
         fprintf(stderr, "rdzv-agent: node rank %" PRId64 " is out of range for --nnodes %" PRId64
                         ":%" PRId64 " (ranks 0..%" PRId64 ")\n",
                 o->node_rank, o->min_nodes, o->max_nodes, o->max_nodes - 1);
@@ -416,22 +462,35 @@ static int resolve_opts(struct agent *a, int argc, char **argv)
 }
 
 static void agent_finish(struct agent *a);
+static int agent_connect(struct agent *a);
 
-/* Tell the daemon a worker failed: it picks the job's root cause and tells every node. */
+static void send_ready(struct agent *a, uint64_t gen)
+{
+    log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
+    a->state = AG_JOINING;
+    a->restart_pending = false;
+    (void)agent_client_send(a->client, RDZV_MSG_READY,
+                            json_pack("{s:I}", "generation", (json_int_t)gen));
+}
+
+/* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
+ * the next connection when the daemon can't be reached now. */
 static void report_failure(struct agent *a, int64_t rank, int64_t local_rank, int64_t code, int sig)
 {
-    struct rdzv_worker_exit w = {0};
+    struct rdzv_worker_exit *w = &a->pexit;
     struct timeval tv;
 
     gettimeofday(&tv, NULL);
-    w.generation = a->round.generation;
-    w.rank = rank;
-    w.local_rank = local_rank;
-    w.exit_code = code;
-    w.signal = sig;
-    w.time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-    snprintf(w.host, sizeof(w.host), "%s", a->o.host);
-    (void)agent_client_send(a->client, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(&w));
+    memset(w, 0, sizeof(*w));
+    w->generation = a->round.generation;
+    w->rank = rank;
+    w->local_rank = local_rank;
+    w->exit_code = code;
+    w->signal = sig;
+    w->time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+    snprintf(w->host, sizeof(w->host), "%s", a->o.host);
+    a->pending_exit =
+        agent_client_send(a->client, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(w)) < 0;
 }
 
 static void on_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
@@ -454,10 +513,12 @@ static void on_group_exit(struct agent_group *g, unsigned local_rank, int64_t st
     if (a->state != AG_RUNNING)
         return; /* stopping anyway: a consequence, not a cause */
     a->local_failure = true;
-    a->exit_code = sig ? 128 + sig : (int)status;
-    /* Report first, then stop the rest of our workers at once (fail fast). */
-    report_failure(a, rank, local_rank, a->exit_code, sig);
-    a->state = AG_STOPPING;
+    /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
+     * with a restart or the job's end. */
+    report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig);
+    a->state = AG_RESTARTING;
+    a->stopping_gen = a->round.generation;
+    a->restart_pending = false;
     agent_group_stop(a->group, SIGTERM);
 }
 
@@ -467,6 +528,10 @@ static void on_group_all_exited(struct agent_group *g, void *ud)
 
     (void)g;
     a->workers_gone = true;
+    if (a->have_outcome) {
+        agent_finish(a);
+        return;
+    }
     if (a->state == AG_RUNNING && !a->local_failure) {
         /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
          * elsewhere arrives as an EVENT at once). */
@@ -475,10 +540,10 @@ static void on_group_all_exited(struct agent_group *g, void *ud)
         (void)agent_client_send(a->client, RDZV_MSG_LEAVE,
                                 json_pack("{s:I, s:s}", "generation",
                                           (json_int_t)a->round.generation, "status", "succeeded"));
-        a->state = AG_STOPPING;
+        a->state = AG_LEFT;
+    } else if (a->state == AG_RESTARTING && a->restart_pending) {
+        send_ready(a, a->stopping_gen);
     }
-    if (a->have_outcome)
-        agent_finish(a);
 }
 
 static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
@@ -498,21 +563,31 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     int e;
 
     (void)c;
+    if (a->state != AG_JOINING) {
+        log_warn("ROUND for generation %" PRIu64 " while workers still run: ignored",
+                 r->generation);
+        return;
+    }
     a->round = *r;
     log_info("generation %" PRIu64 ": node rank %" PRId64 " of %" PRId64 ", ranks %" PRId64
-             "..%" PRId64 " of %" PRId64 ", store %s:%" PRId64,
+             "..%" PRId64 " of %" PRId64 ", store %s:%" PRId64 ", restart %" PRId64 " of %" PRId64,
              r->generation, r->node_rank, r->nnodes, r->rank_offset,
-             r->rank_offset + a->o.nproc - 1, r->world_size, r->master_addr, r->master_port);
+             r->rank_offset + a->o.nproc - 1, r->world_size, r->master_addr, r->master_port,
+             r->restart_count, r->max_restarts);
     a->state = AG_RUNNING;
     a->workers_gone = false;
+    a->local_failure = false;
     e = agent_group_start(a->group, &as);
     if (e < 0) {
         log_error_errno(e, "cannot start the workers");
-        a->exit_code = 127;
         a->local_failure = true;
-        a->state = AG_STOPPING;
+        a->state = AG_RESTARTING;
+        a->stopping_gen = r->generation;
         report_failure(a, r->rank_offset, 0, 127, 0);
     }
+    /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
+    (void)agent_client_send(a->client, RDZV_MSG_HEARTBEAT,
+                            json_pack("{s:I}", "generation", (json_int_t)r->generation));
 }
 
 static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
@@ -559,19 +634,61 @@ static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count
     (void)c;
 }
 
+/* The daemon says: stop the workers of generation e->generation, a new round follows. */
+static void on_restart(struct agent *a, const struct rdzv_event *e)
+{
+    switch (a->state) {
+    case AG_RUNNING:
+        if (a->round.generation != e->generation)
+            break;
+        log_warn("restarting: %s", e->summary);
+        a->state = AG_RESTARTING;
+        a->stopping_gen = e->generation;
+        a->restart_pending = true;
+        agent_group_stop(a->group, SIGTERM);
+        return;
+    case AG_RESTARTING:
+        if (a->stopping_gen != e->generation)
+            break;
+        if (!a->local_failure)
+            log_warn("restarting: %s", e->summary);
+        a->restart_pending = true;
+        if (a->workers_gone)
+            send_ready(a, e->generation);
+        return;
+    case AG_LEFT:
+        if (a->round.generation != e->generation)
+            break;
+        log_warn("restarting (our workers had finished): %s", e->summary);
+        send_ready(a, e->generation);
+        return;
+    case AG_JOINING:
+        send_ready(a, e->generation); /* nothing runs here */
+        return;
+    default:
+        return;
+    }
+    log_debug("restart of generation %" PRIu64 " ignored (state %d)", e->generation, a->state);
+}
+
 static void on_event(struct agent_client *c, const struct rdzv_event *e, void *ud)
 {
     struct agent *a = ud;
 
     (void)c;
+    if (strcmp(e->type, "restart") == 0) {
+        on_restart(a, e);
+        return;
+    }
     a->outcome = *e;
     a->have_outcome = true;
     if (strcmp(e->type, "succeeded") == 0) {
         a->exit_code = 0;
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
-        if (!a->workers_gone && a->state == AG_RUNNING) {
-            log_warn("job failed on another node; stopping local workers");
+        if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING)) {
+            if (a->state == AG_RUNNING)
+                log_warn("job failed on another node; stopping local workers");
             a->state = AG_STOPPING;
             agent_group_stop(a->group, SIGTERM);
             return;
@@ -581,6 +698,7 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
         agent_finish(a);
 }
 
+/* Fatal: the daemon refused us, or could not be reached (again) in time. */
 static void on_error(struct agent_client *c, const char *msg, void *ud)
 {
     struct agent *a = ud;
@@ -594,19 +712,50 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
     a->have_outcome = true;
     if (a->exit_code == 0)
         a->exit_code = 1;
-    if (a->state == AG_RUNNING) {
+    if (!a->workers_gone && a->state != AG_JOINING && a->state != AG_DONE) {
         a->state = AG_STOPPING;
         agent_group_stop(a->group, SIGTERM);
-    } else if (a->state == AG_JOINING || a->workers_gone) {
+    } else {
         agent_finish(a);
     }
+}
+
+static void on_joined(struct agent_client *c, bool spare, bool resumed, void *ud)
+{
+    struct agent *a = ud;
+
+    (void)c;
+    if (resumed)
+        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->round.generation);
+    else if (spare)
+        log_info("the job runs without this node for now: waiting as a spare");
+    if (a->pending_exit) {
+        a->pending_exit = agent_client_send(a->client, RDZV_MSG_WORKER_EXIT,
+                                            rdzv_msg_worker_exit_obj(&a->pexit)) < 0;
+    }
+}
+
+/* The connection to rdzvd broke: keep the workers, reconnect and re-register. */
+static void on_lost(struct agent_client *c, const char *msg, void *ud)
+{
+    struct agent *a = ud;
+    int r;
+
+    log_warn("%s; workers keep running, reconnecting (for up to %.0f s)", msg,
+             a->o.connect_timeout_s);
+    agent_client_close(c, NULL, NULL);
+    a->client = NULL;
+    a->reconnects++;
+    r = agent_connect(a);
+    if (r < 0)
+        on_error(NULL, "cannot reconnect to rdzvd", a);
 }
 
 static void heartbeat_cb(uv_timer_t *t)
 {
     struct agent *a = t->data;
 
-    if (a->state == AG_RUNNING)
+    if (a->client && a->state != AG_DONE)
         (void)agent_client_send(a->client, RDZV_MSG_HEARTBEAT,
                                 json_pack("{s:I}", "generation", (json_int_t)a->round.generation));
 }
@@ -631,7 +780,8 @@ static void signal_cb(uv_signal_t *h, int signum)
         a->have_outcome = true;
         a->exit_code = 128 + signum;
     }
-    if (a->state == AG_RUNNING || a->state == AG_STOPPING) {
+    if (!a->workers_gone &&
+        (a->state == AG_RUNNING || a->state == AG_RESTARTING || a->state == AG_STOPPING)) {
         a->state = AG_STOPPING;
         agent_group_stop(a->group, signum);
     } else {
@@ -658,6 +808,38 @@ static void agent_finish(struct agent *a)
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->o.run_id,
                 a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
     uv_stop(a->loop);
+}
+
+/* (Re)connect to rdzvd and JOIN; after a loss, say which generation our workers run. */
+static int agent_connect(struct agent *a)
+{
+    struct rdzv_resume *rs = &a->join.resume;
+    bool running = a->state == AG_RUNNING || a->state == AG_LEFT || a->state == AG_RESTARTING;
+    int r;
+
+    memset(rs, 0, sizeof(*rs));
+    if (running && a->round.generation) {
+        rs->generation = a->round.generation;
+        rs->node_rank = a->round.node_rank;
+        rs->nnodes = a->round.nnodes;
+        rs->rank_offset = a->round.rank_offset;
+        rs->world_size = a->round.world_size;
+        rs->restart_count = a->round.restart_count;
+        rs->master_port = a->round.master_port;
+        rs->left = a->state == AG_LEFT;
+    }
+    r = agent_client_start(a->loop, a->dhost, a->dport, (uint64_t)(a->o.connect_timeout_s * 1000),
+                           &a->join,
+                           &(struct agent_client_cbs){.on_round = on_round,
+                                                      .on_nccl_request = on_nccl_request,
+                                                      .on_event = on_event,
+                                                      .on_error = on_error,
+                                                      .on_lost = a->embedded ? NULL : on_lost,
+                                                      .on_joined = on_joined},
+                           a, &a->client);
+    if (r == 0)
+        agent_client_set_silence(a->client, (uint64_t)(a->o.heartbeat_timeout_s * 1000));
+    return r;
 }
 
 static int start_embedded(struct agent *a)
@@ -689,7 +871,7 @@ int main(int argc, char **argv)
 {
     struct agent a = {0};
     struct agent_group_cfg gcfg = {0};
-    struct rdzv_join jn = {0};
+    struct rdzv_join *jn;
     char host[256], hn[200] = "localhost";
     uint16_t port = RDZV_DEFAULT_PORT;
     uv_loop_t loop;
@@ -776,26 +958,28 @@ int main(int argc, char **argv)
     uv_timer_start(&a.heartbeat, heartbeat_cb, (uint64_t)(a.o.heartbeat_s * 1000),
                    (uint64_t)(a.o.heartbeat_s * 1000));
 
-    snprintf(jn.run_id, sizeof(jn.run_id), "%s", a.o.run_id);
-    snprintf(jn.host, sizeof(jn.host), "%s", a.o.host);
-    snprintf(jn.node_id, sizeof(jn.node_id), "%.64s:%d:%08" PRIx64, hn, (int)getpid(),
+    jn = &a.join;
+    snprintf(jn->run_id, sizeof(jn->run_id), "%s", a.o.run_id);
+    snprintf(jn->host, sizeof(jn->host), "%s", a.o.host);
+    snprintf(jn->node_id, sizeof(jn->node_id), "%.64s:%d:%08" PRIx64, hn, (int)getpid(),
              rdzv_random_u64() & 0xffffffffu);
-    jn.nproc = a.o.nproc;
-    jn.node_rank = a.o.node_rank;
-    jn.min = a.o.min_nodes;
-    jn.max = a.o.max_nodes;
-    jn.last_call_ms = (int64_t)(a.o.last_call_s * 1000);
-    jn.max_restarts = a.o.max_restarts;
-    jn.nccl = a.o.nccl;
-    jn.nccl_ids = a.o.nccl_ids;
+    jn->nproc = a.o.nproc;
+    jn->node_rank = a.o.node_rank;
+    jn->rank_hint = a.o.rank_hint;
+    jn->min = a.o.min_nodes;
+    jn->max = a.o.max_nodes;
+    jn->last_call_ms = (int64_t)(a.o.last_call_s * 1000);
+    jn->max_restarts = a.o.max_restarts;
+    jn->nccl = a.o.nccl;
+    jn->nccl_ids = a.o.nccl_ids;
+    jn->heartbeat_timeout_ms = (int64_t)(a.o.heartbeat_timeout_s * 1000);
+    jn->join_timeout_ms = (int64_t)(a.o.join_timeout_s * 1000);
+    jn->scale_up_now = a.o.scale_up_now;
+    snprintf(a.dhost, sizeof(a.dhost), "%s", host);
+    a.dport = port;
     log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",
-             a.o.run_id, a.o.endpoint, jn.node_id, a.o.nproc, a.o.min_nodes, a.o.max_nodes);
-    r = agent_client_start(&loop, host, port, (uint64_t)(a.o.connect_timeout_s * 1000), &jn,
-                           &(struct agent_client_cbs){.on_round = on_round,
-                                                      .on_nccl_request = on_nccl_request,
-                                                      .on_event = on_event,
-                                                      .on_error = on_error},
-                           &a, &a.client);
+             a.o.run_id, a.o.endpoint, jn->node_id, a.o.nproc, a.o.min_nodes, a.o.max_nodes);
+    r = agent_connect(&a);
     if (r < 0) {
         log_error_errno(r, "cannot start the rdzvd client");
         return 1;
@@ -808,7 +992,8 @@ int main(int argc, char **argv)
     if (a.embedded)
         rdzvd_server_stop(a.embedded);
     agent_nccl_root_stop(a.nccl, true);
-    agent_client_close(a.client, NULL, NULL);
+    if (a.client)
+        agent_client_close(a.client, NULL, NULL);
     agent_group_free(a.group, NULL, NULL);
     uv_walk(&loop, close_walk_cb, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job.c: rendezvous jobs. A job is keyed by run_id; agents JOIN it, a round closes at max
- * agents or last_call_ms after min, ranks are assigned, the node-rank-0 agent supplies NCCL ids,
- * and every member gets its ROUND with the address of the generation's own store. */
+ * ready agents or last_call_ms after min, ranks are assigned, the node-rank-0 agent supplies NCCL
+ * ids, and every member gets its ROUND with the address of the generation's own store. A failed
+ * worker or a lost node moves the whole job to a new generation (within the job-wide restart
+ * budget); agents beyond max wait as spares; a restarted daemon rebuilds running jobs from the
+ * agents that reconnect (proto/RENDEZVOUS.md). */
 #include "rdzvd-job.h"
 
 #include <errno.h>
@@ -20,48 +23,62 @@
 #include "rdzvd-server.h"
 
 #define NCCL_ID_TIMEOUT_MS 60000
+#define INIT_GRACE_FACTOR 3 /* heartbeat grace after a ROUND, while workers start: x timeout */
 
 enum job_state {
-    JOB_FORMING, /* taking JOINs */
-    JOB_NCCL,    /* round closed, waiting for node rank 0's NCCL ids */
-    JOB_RUNNING, /* ROUND sent; workers run */
-    JOB_ENDED,   /* outcome sent; waiting for agents to go */
+    JOB_FORMING,  /* taking JOINs / READYs for the next round */
+    JOB_NCCL,     /* round closed, waiting for node rank 0's NCCL ids */
+    JOB_RUNNING,  /* ROUND sent; workers run */
+    JOB_STOPPING, /* restart decided: waiting for the members' READY */
+    JOB_ENDED,    /* outcome sent; waiting for agents to go */
     _JOB_STATE_MAX,
 };
 
-static const char *const job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "ended"};
+static const char *const job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running",
+                                                             "stopping", "ended"};
+
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
 
 struct member {
-    struct rdzv_list node; /* in job->members, join order */
+    struct rdzv_list node;  /* in job->members, join order */
     struct member *id_next; /* chain in job->by_id */
     struct job *job;
     struct rdzvd_conn *conn;
     struct rdzv_join join;
-    int64_t node_rank;   /* this generation's, -1 before the round closes */
+    uv_timer_t hb_timer;    /* heartbeat deadline */
+    int64_t node_rank;      /* in the current generation; -1 when not in it */
+    int64_t prev_rank;      /* in the generation before (kept where possible), -1: none */
     int64_t rank_offset;
-    uint64_t last_hb_ms;
-    bool left_ok;        /* LEAVE succeeded received */
+    uint64_t seq;           /* join order, for spares */
+    bool ready;             /* no workers running: may be put in the next round */
+    uint64_t stopping_gen;  /* READY for this generation makes it ready */
+    bool left_ok;           /* LEAVE succeeded received for the current generation */
 };
 
 struct job {
     struct rdzv_list node; /* in srv->jobs */
     struct rdzvd_server *srv;
     char run_id[RDZV_ID_MAX + 1];
-    int64_t min, max, max_restarts, last_call_ms;
+    int64_t min, max, max_restarts, last_call_ms, hb_timeout_ms, join_timeout_ms;
+    bool scale_up_now;
     enum job_state state;
     uint64_t generation;
     int64_t restart_count;
+    uint64_t next_seq;
     struct rdzv_list members;
     int64_t nmembers;
-    struct member **by_rank; /* requested node ranks among members, max entries */
-    struct member **by_id;   /* node_id hash (chained), id_buckets entries: duplicate check */
-    size_t id_buckets;       /* power of two */
+    int64_t nin_round;      /* members with node_rank >= 0 */
+    struct member **by_id;  /* node_id hash (chained), id_buckets entries: duplicate check */
+    size_t id_buckets;      /* power of two */
     uint64_t id_seed;
-    uv_timer_t timer;        /* last call, then NCCL id timeout */
+    uv_timer_t timer;       /* last call, NCCL id timeout, join timeout, rebuild window */
     bool timer_armed;
+    enum job_timer timer_kind;
+    bool rebuilt;           /* recreated from reconnecting agents after a daemon restart */
     struct rdzvd_listener *store; /* this generation's TCPStore listener */
     struct rdzv_round round;      /* template: generation, sizes, ids */
     struct rdzv_event outcome;
+    char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
 };
 
 static void job_set_state(struct job *j, enum job_state st)
@@ -84,13 +101,24 @@ static struct job *job_find(struct rdzvd_server *srv, const char *run_id)
     return NULL;
 }
 
+#define for_each_member(j, m, pos, tmp)                                                           \
+    rdzv_list_for_each_safe(pos, tmp, &(j)->members)                                              \
+        if (((m) = rdzv_container_of(pos, struct member, node)), 1)
+
 static void job_timer_close_cb(uv_handle_t *h)
 {
     struct job *j = h->data;
 
     free(j->by_id);
-    free(j->by_rank);
     free(j);
+}
+
+static void job_close_store(struct job *j)
+{
+    if (j->store) {
+        rdzvd_listener_close(j->store);
+        j->store = NULL;
+    }
 }
 
 /* Remove a job with no members left. */
@@ -98,11 +126,25 @@ static void job_free(struct job *j)
 {
     log_info("job %s: removed (generation %" PRIu64 ")", j->run_id, j->generation);
     rdzv_list_del(&j->node);
-    if (j->store) {
-        rdzvd_listener_close(j->store);
-        j->store = NULL;
-    }
+    job_close_store(j);
     uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
+}
+
+static void job_timer_stop(struct job *j)
+{
+    if (j->timer_armed) {
+        uv_timer_stop(&j->timer);
+        j->timer_armed = false;
+    }
+}
+
+static void job_timer_cb(uv_timer_t *t);
+
+static void job_timer_start(struct job *j, enum job_timer kind, uint64_t ms)
+{
+    uv_timer_start(&j->timer, job_timer_cb, ms, 0);
+    j->timer_armed = true;
+    j->timer_kind = kind;
 }
 
 static void send_frame_error(struct rdzvd_conn *c, const char *fmt, ...)
@@ -122,13 +164,13 @@ static void send_frame_error(struct rdzvd_conn *c, const char *fmt, ...)
     rdzvd_conn_close_after_flush(c);
 }
 
-static void member_send_event(struct member *m)
+static void member_send_event(struct member *m, const struct rdzv_event *e)
 {
     struct rdzv_buf *out;
 
     if (!m->conn || !(out = rdzvd_conn_out(m->conn)))
         return;
-    if (rdzv_msg_put_event(out, &m->job->outcome) < 0)
+    if (rdzv_msg_put_event(out, e) < 0)
         log_error("job %s: out of memory sending an event", m->job->run_id);
 }
 
@@ -136,13 +178,11 @@ static void member_send_event(struct member *m)
 static void job_end(struct job *j, const char *type, int64_t exit_code, const char *summary)
 {
     struct rdzv_list *pos, *tmp;
+    struct member *m;
 
     if (j->state == JOB_ENDED)
         return;
-    if (j->timer_armed) {
-        uv_timer_stop(&j->timer);
-        j->timer_armed = false;
-    }
+    job_timer_stop(j);
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;
@@ -153,27 +193,47 @@ static void job_end(struct job *j, const char *type, int64_t exit_code, const ch
     else
         log_warn("job %s: generation %" PRIu64 " failed (exit code %" PRId64 "): %s", j->run_id,
                  j->generation, exit_code, summary);
-    rdzv_list_for_each_safe(pos, tmp, &j->members)
-        member_send_event(rdzv_container_of(pos, struct member, node));
+    for_each_member(j, m, pos, tmp) member_send_event(m, &j->outcome);
     rdzvd_conn_flush_pending(j->srv);
 }
+
+/* ---- heartbeats ---- */
+
+static void member_lost(struct member *m, const char *why);
+static void job_check_all_left(struct job *j);
+
+static void member_hb_cb(uv_timer_t *t)
+{
+    struct member *m = t->data;
+    char why[RDZV_HOST_MAX + 128];
+
+    snprintf(why, sizeof(why), "sent no heartbeat for %.1f s", (double)m->job->hb_timeout_ms / 1000);
+    member_lost(m, why);
+}
+
+static void member_hb_arm(struct member *m, uint64_t ms)
+{
+    uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
+}
+
+/* ---- rounds ---- */
 
 static void send_rounds(struct job *j)
 {
     struct rdzv_list *pos, *tmp;
+    struct member *m;
 
     job_set_state(j, JOB_RUNNING);
     log_info("job %s: generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
-             ", store on port %u, %u NCCL id(s)",
+             ", store on port %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
              j->run_id, j->generation, j->round.nnodes, j->round.world_size, j->store->port,
-             j->round.n_ids);
-    rdzv_list_for_each_safe(pos, tmp, &j->members)
+             j->round.n_ids, j->restart_count, j->max_restarts);
+    for_each_member(j, m, pos, tmp)
     {
-        struct member *m = rdzv_container_of(pos, struct member, node);
         struct rdzv_round *rd = &j->round;
         struct rdzv_buf *out;
 
-        if (!m->conn || !(out = rdzvd_conn_out(m->conn)))
+        if (m->node_rank < 0 || !m->conn || !(out = rdzvd_conn_out(m->conn)))
             continue;
         rd->node_rank = m->node_rank;
         rd->rank_offset = m->rank_offset;
@@ -183,71 +243,91 @@ static void send_rounds(struct job *j)
         rd->master_port = j->store->port;
         if (rdzv_msg_put_round(out, rd) < 0)
             log_error("job %s: out of memory sending ROUND", j->run_id);
+        /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
+        member_hb_arm(m, (uint64_t)j->hb_timeout_ms * INIT_GRACE_FACTOR);
     }
     rdzvd_conn_flush_pending(j->srv);
 }
 
-static void job_timer_cb(uv_timer_t *t);
-
 static struct member *rank0_member(struct job *j)
 {
     struct rdzv_list *pos, *tmp;
+    struct member *m;
 
-    rdzv_list_for_each_safe(pos, tmp, &j->members)
-    {
-        struct member *m = rdzv_container_of(pos, struct member, node);
-
-        if (m->node_rank == 0)
-            return m;
-    }
+    for_each_member(j, m, pos, tmp) if (m->node_rank == 0) return m;
     return NULL;
 }
 
-/* Close the round: assign node ranks and offsets, open the generation's store, get NCCL ids. */
+static int64_t count_ready(struct job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct member *m;
+    int64_t n = 0;
+
+    for_each_member(j, m, pos, tmp) n += m->ready;
+    return n;
+}
+
+static void job_fail_nodes(struct job *j, int64_t have)
+{
+    char why[RDZV_SUMMARY_MAX + 256];
+
+    snprintf(why, sizeof(why), "only %" PRId64 " of the %" PRId64 " nodes the job needs (--nnodes "
+                               "%" PRId64 ":%" PRId64 ") were there within the join timeout (%.0f s)%s%s",
+             have, j->min, j->min, j->max, (double)j->join_timeout_ms / 1000,
+             j->last_cause[0] ? "; " : "", j->last_cause);
+    job_end(j, "failed", 1, why);
+}
+
+/* Close the round over the ready members: previous node ranks kept where possible, then
+ * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
+ * generation's store and asks for NCCL ids. */
 static void close_round(struct job *j)
 {
     struct member **slots = calloc((size_t)j->max, sizeof(*slots));
     struct rdzv_list *pos, *tmp;
-    int64_t next = 0, rank = 0, offset = 0, want_ids = 0;
+    struct member *m;
+    int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
     char desc[48];
     int r;
 
-    if (j->timer_armed) {
-        uv_timer_stop(&j->timer);
-        j->timer_armed = false;
-    }
+    job_timer_stop(j);
     if (!slots) {
         job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
         return;
     }
-    /* Asked-for ranks first, the rest fill free slots in join order, then compact. */
-    rdzv_list_for_each_safe(pos, tmp, &j->members)
-    {
-        struct member *m = rdzv_container_of(pos, struct member, node);
+    /* Previous ranks first, then asked-for ranks, then free slots in join order. */
+    for (int pass = 0; pass < 3; pass++)
+        for_each_member(j, m, pos, tmp)
+        {
+            int64_t want = pass == 0 ? m->prev_rank : pass == 1 ? m->join.node_rank : -1;
 
-        if (m->join.node_rank >= 0)
-            slots[m->join.node_rank] = m;
-    }
-    rdzv_list_for_each_safe(pos, tmp, &j->members)
-    {
-        struct member *m = rdzv_container_of(pos, struct member, node);
-
-        if (m->join.node_rank >= 0)
-            continue;
-        while (slots[next])
-            next++;
-        slots[next] = m;
-    }
+            if (!m->ready || m->node_rank >= 0 || taken >= j->max)
+                continue;
+            if (pass < 2 && (want < 0 || want >= j->max || slots[want]))
+                continue;
+            if (pass == 2) {
+                while (slots[next])
+                    next++;
+                want = next;
+            }
+            slots[want] = m;
+            m->node_rank = want; /* marks it placed; renumbered below */
+            taken++;
+        }
+    j->nin_round = 0;
     for (int64_t i = 0; i < j->max; i++) {
-        struct member *m = slots[i];
-
-        if (!m)
+        if (!(m = slots[i]))
             continue;
         m->node_rank = rank++;
+        m->prev_rank = m->node_rank;
         m->rank_offset = offset;
+        m->ready = false;
+        m->left_ok = false;
         offset += m->join.nproc;
         if (m->join.nccl != RDZV_NCCL_OFF && m->join.nccl_ids > want_ids)
             want_ids = m->join.nccl_ids;
+        j->nin_round++;
     }
     free(slots);
 
@@ -258,7 +338,11 @@ static void close_round(struct job *j)
     j->round.world_size = offset;
     j->round.restart_count = j->restart_count;
     j->round.max_restarts = j->max_restarts;
+    if (j->nmembers > rank)
+        log_info("job %s: %" PRId64 " spare node(s) wait for a place", j->run_id,
+                 j->nmembers - rank);
 
+    job_close_store(j);
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
     r = rdzvd_listener_open(j->srv, desc, &j->store);
     if (r < 0) {
@@ -279,12 +363,95 @@ static void close_round(struct job *j)
             job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;
         }
-        uv_timer_start(&j->timer, job_timer_cb, NCCL_ID_TIMEOUT_MS, 0);
-        j->timer_armed = true;
+        job_timer_start(j, T_NCCL, NCCL_ID_TIMEOUT_MS);
         rdzvd_conn_flush_pending(j->srv);
         return;
     }
     send_rounds(j);
+}
+
+/* In FORMING: close the round if it is time, else make sure the right timer runs. After a
+ * restart (generation > 0) the round closes as soon as every member is ready and there are
+ * enough of them; the first round waits for max, or last call after min. */
+static void job_try_close(struct job *j)
+{
+    int64_t ready = count_ready(j);
+
+    if (j->state != JOB_FORMING)
+        return;
+    if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
+        close_round(j);
+        return;
+    }
+    if (ready >= j->min) {
+        if (!j->timer_armed || j->timer_kind != T_LAST_CALL)
+            job_timer_start(j, T_LAST_CALL, (uint64_t)j->last_call_ms);
+        return;
+    }
+    /* Below min: the join timeout runs (from when the job was created or fell below min). */
+    if ((!j->timer_armed || j->timer_kind != T_JOIN) && j->join_timeout_ms > 0)
+        job_timer_start(j, T_JOIN, (uint64_t)j->join_timeout_ms);
+    else if (j->timer_armed && j->timer_kind != T_JOIN)
+        job_timer_stop(j);
+}
+
+/* Every member of the stopped generation is ready: form the next one. */
+static void job_check_stopped(struct job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct member *m;
+
+    if (j->state != JOB_STOPPING)
+        return;
+    for_each_member(j, m, pos, tmp) if (!m->ready) return;
+    job_close_store(j);
+    for_each_member(j, m, pos, tmp) m->node_rank = -1;
+    j->nin_round = 0;
+    job_set_state(j, JOB_FORMING);
+    job_timer_stop(j);
+    job_try_close(j);
+}
+
+/* Stop the current generation everywhere and form a new one. counted: a failure (uses the
+ * restart budget); otherwise a membership change (scale up). exit_code/summary: the root cause. */
+static void job_restart(struct job *j, bool counted, int64_t exit_code, const char *summary)
+{
+    struct rdzv_event e = {.type = "restart"};
+    struct rdzv_list *pos, *tmp;
+    struct member *m;
+
+    if (j->state == JOB_ENDED || j->state == JOB_STOPPING)
+        return;
+    if (counted && j->restart_count >= j->max_restarts) {
+        char why[RDZV_SUMMARY_MAX + 1];
+
+        snprintf(why, sizeof(why), "%s; restart budget exhausted (%" PRId64 " of %" PRId64
+                                   " restarts used)",
+                 summary, j->restart_count, j->max_restarts);
+        job_end(j, "failed", exit_code ? exit_code : 1, why);
+        return;
+    }
+    if (counted)
+        j->restart_count++;
+    snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
+    job_timer_stop(j);
+    e.generation = j->generation;
+    e.exit_code = exit_code;
+    snprintf(e.summary, sizeof(e.summary), "%s", summary);
+    log_warn("job %s: restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64
+             "%s): %s",
+             j->run_id, j->generation, j->restart_count, j->max_restarts,
+             counted ? "" : ", not counted: scale-up", summary);
+    job_set_state(j, JOB_STOPPING);
+    for_each_member(j, m, pos, tmp)
+    {
+        if (m->node_rank < 0)
+            continue;
+        m->stopping_gen = j->generation;
+        member_send_event(m, &e);
+    }
+    rdzvd_conn_flush_pending(j->srv);
+    job_check_stopped(j);
 }
 
 static void job_timer_cb(uv_timer_t *t)
@@ -292,18 +459,31 @@ static void job_timer_cb(uv_timer_t *t)
     struct job *j = t->data;
 
     j->timer_armed = false;
-    if (j->state == JOB_FORMING) {
-        log_info("job %s: last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
-                 j->run_id, j->nmembers, j->min, j->max);
-        if (j->nmembers >= j->min)
+    if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
+        int64_t ready = count_ready(j);
+
+        if (ready >= j->min) {
+            log_info("job %s: last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
+                     j->run_id, ready, j->min, j->max);
             close_round(j);
-    } else if (j->state == JOB_NCCL) {
+        } else {
+            job_fail_nodes(j, ready);
+        }
+    } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
         struct member *m0 = rank0_member(j);
         char why[RDZV_HOST_MAX + 128];
 
         snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
                  m0 ? m0->join.host : "?", NCCL_ID_TIMEOUT_MS / 1000);
         job_end(j, "failed", 1, why);
+    } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
+               j->nin_round < j->round.nnodes) {
+        char why[256];
+
+        snprintf(why, sizeof(why), "root cause: %" PRId64 " of %" PRId64 " nodes of generation %"
+                                   PRIu64 " did not come back after rdzvd restarted",
+                 j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
+        job_restart(j, true, 1, why);
     }
 }
 
@@ -313,12 +493,9 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
 
     if (!j)
         return NULL;
-    j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
     j->id_buckets = 64;
     j->by_id = calloc(j->id_buckets, sizeof(*j->by_id));
-    if (!j->by_rank || !j->by_id) {
-        free(j->by_rank);
-        free(j->by_id);
+    if (!j->by_id) {
         free(j);
         return NULL;
     }
@@ -329,13 +506,16 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     j->max = jn->max;
     j->max_restarts = jn->max_restarts;
     j->last_call_ms = jn->last_call_ms;
+    j->hb_timeout_ms = jn->heartbeat_timeout_ms;
+    j->join_timeout_ms = jn->join_timeout_ms;
+    j->scale_up_now = jn->scale_up_now;
     rdzv_list_init(&j->members);
     uv_timer_init(srv->loop, &j->timer);
     j->timer.data = j;
     rdzv_list_add_tail(&srv->jobs, &j->node);
     log_info("job %s: created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
-             " ms, max restarts %" PRId64 ")",
-             j->run_id, j->min, j->max, j->last_call_ms, j->max_restarts);
+             " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms)",
+             j->run_id, j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
     return j;
 }
 
@@ -351,6 +531,15 @@ static struct member *member_by_id(struct job *j, const char *node_id)
     for (struct member *m = *id_slot(j, node_id); m; m = m->id_next)
         if (strcmp(m->join.node_id, node_id) == 0)
             return m;
+    return NULL;
+}
+
+static struct member *member_by_rank(struct job *j, int64_t rank)
+{
+    struct rdzv_list *pos, *tmp;
+    struct member *m;
+
+    for_each_member(j, m, pos, tmp) if (m->node_rank == rank) return m;
     return NULL;
 }
 
@@ -396,21 +585,252 @@ static void member_unindex(struct job *j, struct member *m)
         }
 }
 
+static void member_close_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* Unlink m (and free the job with its last member). The caller deals with the consequences. */
 static void member_remove(struct member *m)
 {
     struct job *j = m->job;
 
     member_unindex(j, m);
-
-    if (m->join.node_rank >= 0 && m->join.node_rank < j->max && j->by_rank[m->join.node_rank] == m)
-        j->by_rank[m->join.node_rank] = NULL;
     rdzv_list_del(&m->node);
     j->nmembers--;
+    if (m->node_rank >= 0)
+        j->nin_round--;
     if (m->conn)
         rdzvd_conn_set_member(m->conn, NULL);
-    free(m);
+    uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
     if (j->nmembers == 0)
         job_free(j);
+}
+
+/* m is gone (its connection closed, or it fell silent): drop it, and move the job on. */
+static void member_lost(struct member *m, const char *why)
+{
+    struct job *j = m->job;
+    struct rdzvd_conn *c = m->conn;
+    enum job_state st = j->state;
+    bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1;
+    int64_t rank = m->node_rank;
+    char cause[RDZV_SUMMARY_MAX + 1];
+
+    snprintf(cause, sizeof(cause), "root cause: the agent of node rank %" PRId64 " (%s) %s", rank,
+             m->join.host, why);
+    if (in_round && (st == JOB_RUNNING || st == JOB_NCCL) && !left)
+        log_warn("job %s: %s", j->run_id, cause + 12);
+    else
+        log_info("job %s: %s (%s) left: %s", j->run_id, m->join.host, m->join.node_id, why);
+    member_remove(m);
+    if (c)
+        rdzvd_conn_close(c, why); /* its member is detached: no second report */
+    if (last)
+        return; /* the job went with its last member */
+    switch (st) {
+    case JOB_RUNNING:
+        if (in_round && !left)
+            job_restart(j, true, 1, cause);
+        else if (in_round)
+            job_check_all_left(j); /* its workers were done: the others may finish too */
+        break;
+    case JOB_NCCL:
+        if (in_round) {
+            /* No worker started yet: form the round again, nothing to stop. */
+            struct rdzv_list *pos, *tmp;
+            struct member *o;
+
+            job_timer_stop(j);
+            job_close_store(j);
+            for_each_member(j, o, pos, tmp)
+            {
+                o->node_rank = -1;
+                o->ready = true;
+            }
+            j->nin_round = 0;
+            j->generation--;
+            snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
+            job_set_state(j, JOB_FORMING);
+            job_try_close(j);
+        }
+        break;
+    case JOB_STOPPING:
+        job_check_stopped(j);
+        break;
+    case JOB_FORMING:
+        job_try_close(j);
+        break;
+    default:
+        break;
+    }
+}
+
+static int check_join_matches(struct rdzvd_conn *c, struct job *j, const struct rdzv_join *jn)
+{
+    if (j->min != jn->min || j->max != jn->max || j->max_restarts != jn->max_restarts) {
+        send_frame_error(c, "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
+                            " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64
+                            ":%" PRId64 " --max-restarts %" PRId64
+                            "; start every agent with the same values",
+                         jn->run_id, j->min, j->max, j->max_restarts, jn->min, jn->max,
+                         jn->max_restarts);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static struct member *member_add(struct job *j, struct rdzvd_conn *c, const struct rdzv_join *jn)
+{
+    struct member *m = calloc(1, sizeof(*m));
+
+    if (!m)
+        return NULL;
+    m->job = j;
+    m->conn = c;
+    m->join = *jn;
+    m->node_rank = -1;
+    m->prev_rank = -1;
+    m->ready = true;
+    m->seq = j->next_seq++;
+    if (member_index(j, m) < 0) {
+        free(m);
+        return NULL;
+    }
+    uv_timer_init(j->srv->loop, &m->hb_timer);
+    m->hb_timer.data = m;
+    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzv_list_add_tail(&j->members, &m->node);
+    j->nmembers++;
+    rdzvd_conn_set_member(c, m);
+    return m;
+}
+
+static void send_joined(struct rdzvd_conn *c, struct job *j, bool spare, bool resumed)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+
+    if (out)
+        (void)rdzv_msg_put(out, RDZV_MSG_JOINED,
+                           json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", j->run_id, "waiting",
+                                     (json_int_t)j->nmembers, "spare", spare, "resumed", resumed,
+                                     "generation", (json_int_t)j->generation));
+}
+
+/* A reconnecting agent whose workers run generation jn->resume.generation. */
+static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_join *jn)
+{
+    struct rdzvd_server *srv = rdzvd_conn_server(c);
+    const struct rdzv_resume *rs = &jn->resume;
+    struct member *m, *old;
+    bool created = false;
+
+    if (!j) {
+        /* rdzvd restarted: rebuild the job from its agents, generation and all. */
+        char desc[48];
+        int r;
+
+        if (!(j = job_new(srv, jn))) {
+            send_frame_error(c, "rdzvd is out of memory");
+            return -ENOMEM;
+        }
+        created = true;
+        j->rebuilt = true;
+        j->generation = rs->generation;
+        j->restart_count = rs->restart_count;
+        j->round.generation = rs->generation;
+        j->round.nnodes = rs->nnodes;
+        j->round.world_size = rs->world_size;
+        j->round.restart_count = rs->restart_count;
+        j->round.max_restarts = j->max_restarts;
+        j->next_seq = 0;
+        snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
+        r = rdzvd_listener_open_port(srv, desc, (uint16_t)rs->master_port, &j->store);
+        if (r < 0) {
+            log_warn("job %s: cannot reopen the store of generation %" PRIu64 " on port %" PRId64
+                     " (%s); workers that reconnect to it will fail",
+                     j->run_id, j->generation, rs->master_port, uv_strerror(r));
+            r = rdzvd_listener_open(srv, desc, &j->store);
+        }
+        if (r < 0) {
+            send_frame_error(c, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+            job_free(j);
+            return r;
+        }
+        job_set_state(j, JOB_RUNNING);
+        /* Agents that do not come back within this window count as lost. */
+        job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * 2);
+        log_info("job %s: rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting "
+                 "agents",
+                 j->run_id, j->generation, rs->nnodes);
+    } else if (check_join_matches(c, j, jn) < 0) {
+        return -EINVAL;
+    }
+    old = member_by_id(j, jn->node_id);
+    if (old && old->conn != c) {
+        /* The same agent on a new connection before we saw the old one close: take it over. */
+        log_info("job %s: %s reconnected", j->run_id, jn->host);
+        if (old->conn) {
+            struct rdzvd_conn *oc = old->conn;
+
+            rdzvd_conn_set_member(oc, NULL);
+            old->conn = NULL;
+            rdzvd_conn_close(oc, "replaced by the agent's new connection");
+        }
+        old->conn = c;
+        rdzvd_conn_set_member(c, old);
+        member_hb_arm(old, (uint64_t)j->hb_timeout_ms);
+        send_joined(c, j, old->node_rank < 0, true);
+        if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
+            struct rdzv_event e = {.type = "restart", .generation = rs->generation};
+
+            snprintf(e.summary, sizeof(e.summary), "%s", j->last_cause);
+            member_send_event(old, &e);
+        }
+        return 0;
+    }
+    if (!(m = member_add(j, c, jn))) {
+        send_frame_error(c, "rdzvd is out of memory");
+        if (created)
+            job_free(j);
+        return -ENOMEM;
+    }
+    if (j->state == JOB_RUNNING && j->generation == rs->generation &&
+        !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes) {
+        m->node_rank = m->prev_rank = rs->node_rank;
+        m->rank_offset = rs->rank_offset;
+        m->ready = false;
+        m->left_ok = rs->left;
+        j->nin_round++;
+        log_info("job %s: %s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
+                 " of %" PRId64 " nodes)",
+                 j->run_id, jn->host, rs->node_rank, j->generation, j->nin_round,
+                 j->round.nnodes);
+        send_joined(c, j, false, true);
+        if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
+            job_timer_stop(j);
+            log_info("job %s: generation %" PRIu64 " rebuilt; its workers never stopped",
+                     j->run_id, j->generation);
+        }
+        return 0;
+    }
+    /* The job moved on without it: stop the old workers, then it is a candidate like any. */
+    {
+        struct rdzv_event e = {.type = "restart", .generation = rs->generation};
+
+        snprintf(e.summary, sizeof(e.summary),
+                 "generation %" PRIu64 " is over (the job is at generation %" PRIu64
+                 "); this node rejoins as a new member",
+                 rs->generation, j->generation);
+        m->ready = false;
+        m->stopping_gen = rs->generation;
+        send_joined(c, j, true, false);
+        member_send_event(m, &e);
+        log_info("job %s: %s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
+                 "stop its workers",
+                 j->run_id, jn->host, rs->generation, j->generation);
+    }
+    return 0;
 }
 
 static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
@@ -420,7 +840,7 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
     struct member *m;
     struct job *j;
     char err[256];
-    struct rdzv_buf *out;
+    bool spare;
 
     if (rdzv_msg_parse_join(body, len, &jn, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
@@ -433,87 +853,61 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
                          jn.run_id);
         return -EBUSY;
     }
-    if (j && j->state != JOB_FORMING) {
-        send_frame_error(c, "job '%s' is already running generation %" PRIu64 " with %" PRId64
-                            " nodes; it takes no more nodes",
-                         jn.run_id, j->generation, j->round.nnodes);
-        return -EBUSY;
-    }
-    if (j && (j->min != jn.min || j->max != jn.max || j->max_restarts != jn.max_restarts)) {
-        send_frame_error(c, "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
-                            " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64
-                            ":%" PRId64 " --max-restarts %" PRId64
-                            "; start every agent with the same values",
-                         jn.run_id, j->min, j->max, j->max_restarts, jn.min, jn.max,
-                         jn.max_restarts);
+    if (jn.resume.generation)
+        return handle_resume(c, j, &jn);
+    if (j && check_join_matches(c, j, &jn) < 0)
         return -EINVAL;
-    }
     if (jn.node_rank >= jn.max) {
-        send_frame_error(c, "node rank %" PRId64 " is out of range: job '%s' has at most %" PRId64
-                            " nodes (ranks 0..%" PRId64 ")",
-                         jn.node_rank, jn.run_id, jn.max, jn.max - 1);
-        return -ERANGE;
+        if (!jn.rank_hint) {
+            send_frame_error(c, "node rank %" PRId64 " is out of range: job '%s' has at most "
+                                "%" PRId64 " nodes (ranks 0..%" PRId64 ")",
+                             jn.node_rank, jn.run_id, jn.max, jn.max - 1);
+            return -ERANGE;
+        }
+        jn.node_rank = -1; /* the scheduler's extra node: a spare */
     }
-    if (j && jn.node_rank >= 0 && j->by_rank[jn.node_rank]) {
-        send_frame_error(c, "node rank %" PRId64 " of job '%s' is already taken by %s (%s); give "
-                            "each node its own --node-rank, or run one agent per node",
-                         jn.node_rank, jn.run_id, j->by_rank[jn.node_rank]->join.host,
-                         j->by_rank[jn.node_rank]->join.node_id);
-        return -EEXIST;
-    }
-    if (j) {
-        if (member_by_id(j, jn.node_id)) {
-            send_frame_error(c, "node id '%s' has already joined job '%s'", jn.node_id,
-                             jn.run_id);
+    if (j && jn.node_rank >= 0) {
+        struct rdzv_list *pos, *tmp;
+        struct member *o;
+
+        for_each_member(j, o, pos, tmp)
+        {
+            if (o->join.node_rank != jn.node_rank && o->node_rank != jn.node_rank)
+                continue;
+            if (jn.rank_hint && o->node_rank != jn.node_rank) {
+                jn.node_rank = -1; /* only a preference: take any free rank */
+                break;
+            }
+            send_frame_error(c, "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
+                                "give each node its own --node-rank, or run one agent per node",
+                             jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
             return -EEXIST;
         }
-        if (j->nmembers >= j->max) {
-            send_frame_error(c, "job '%s' already has its %" PRId64 " nodes", jn.run_id, j->max);
-            return -EBUSY;
-        }
+    }
+    if (j && member_by_id(j, jn.node_id)) {
+        send_frame_error(c, "node id '%s' has already joined job '%s'", jn.node_id, jn.run_id);
+        return -EEXIST;
     }
     if (!j && !(j = job_new(srv, &jn))) {
         send_frame_error(c, "rdzvd is out of memory");
         return -ENOMEM;
     }
-    m = calloc(1, sizeof(*m));
-    if (!m) {
+    if (!(m = member_add(j, c, &jn))) {
         send_frame_error(c, "rdzvd is out of memory");
         if (j->nmembers == 0)
             job_free(j);
         return -ENOMEM;
     }
-    m->job = j;
-    m->conn = c;
-    m->join = jn;
-    if (member_index(j, m) < 0) {
-        free(m);
-        send_frame_error(c, "rdzvd is out of memory");
-        if (j->nmembers == 0)
-            job_free(j);
-        return -ENOMEM;
-    }
-    m->node_rank = -1;
-    m->last_hb_ms = rdzv_now_ms();
-    rdzv_list_add_tail(&j->members, &m->node);
-    j->nmembers++;
-    if (jn.node_rank >= 0)
-        j->by_rank[jn.node_rank] = m;
-    rdzvd_conn_set_member(c, m);
+    spare = j->state != JOB_FORMING;
     log_info("job %s: %s (node id %s, %" PRId64 " workers, node rank %" PRId64
-             " asked) joined, %" PRId64 " of %" PRId64 "..%" PRId64,
-             j->run_id, jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max);
-    out = rdzvd_conn_out(c);
-    if (out)
-        (void)rdzv_msg_put(out, RDZV_MSG_JOINED,
-                           json_pack("{s:s, s:I}", "run_id", j->run_id, "waiting",
-                                     (json_int_t)j->nmembers));
-    if (j->nmembers >= j->max) {
-        close_round(j);
-    } else if (j->nmembers >= j->min && !j->timer_armed) {
-        uv_timer_start(&j->timer, job_timer_cb, (uint64_t)j->last_call_ms, 0);
-        j->timer_armed = true;
-    }
+             " asked) joined, %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
+             j->run_id, jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
+             spare ? " (waits for the next generation)" : "");
+    send_joined(c, j, spare, false);
+    if (j->state == JOB_FORMING)
+        job_try_close(j);
+    else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max)
+        job_restart(j, false, 0, "a node joined below --nnodes MAX: restarting to scale up");
     return 0;
 }
 
@@ -528,6 +922,7 @@ static int handle_nccl_id(struct member *m, const uint8_t *body, uint32_t len)
     size_t i;
     bool required = false;
     struct rdzv_list *pos, *tmp;
+    struct member *o;
 
     root = rdzv_msg_load(body, len, err, sizeof(err));
     if (!root) {
@@ -546,11 +941,8 @@ static int handle_nccl_id(struct member *m, const uint8_t *body, uint32_t len)
         return 0;
     }
     if (error) {
-        rdzv_list_for_each_safe(pos, tmp, &j->members)
-        {
-            if (rdzv_container_of(pos, struct member, node)->join.nccl == RDZV_NCCL_REQUIRED)
-                required = true;
-        }
+        for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 &&
+                                            o->join.nccl == RDZV_NCCL_REQUIRED) required = true;
         if (required) {
             snprintf(err, sizeof(err), "this job needs NCCL, but node rank 0 (%s) cannot make "
                                        "an NCCL id: %s",
@@ -581,10 +973,7 @@ static int handle_nccl_id(struct member *m, const uint8_t *body, uint32_t len)
         j->round.n_ids = (unsigned)json_array_size(ids);
     }
     json_decref(root);
-    if (j->timer_armed) {
-        uv_timer_stop(&j->timer);
-        j->timer_armed = false;
-    }
+    job_timer_stop(j);
     send_rounds(j);
     return 0;
 }
@@ -601,8 +990,8 @@ static int handle_worker_exit(struct member *m, const uint8_t *body, uint32_t le
         send_frame_error(m->conn, "%s", err);
         return -EBADMSG;
     }
-    if (j->state != JOB_RUNNING || w.generation != j->generation)
-        return 0; /* a late report from an earlier generation, or the job already ended */
+    if (j->state != JOB_RUNNING || w.generation != j->generation || m->node_rank < 0)
+        return 0; /* a late report from an earlier generation, or the job already moved on */
     secs = (time_t)w.time;
     gmtime_r(&secs, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -613,16 +1002,27 @@ static int handle_worker_exit(struct member *m, const uint8_t *body, uint32_t le
         snprintf(how, sizeof(how), "exited with code %" PRId64, w.exit_code);
     snprintf(summary, sizeof(summary),
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
-             " (%s) %s at %s",
-             w.rank, w.local_rank, m->node_rank, m->join.host, how, when);
-    job_end(j, "failed", w.exit_code ? w.exit_code : 1, summary);
+             " (%s) %s at %s (generation %" PRIu64 ")",
+             w.rank, w.local_rank, m->node_rank, m->join.host, how, when, j->generation);
+    job_restart(j, true, w.exit_code ? w.exit_code : 1, summary);
     return 0;
+}
+
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
+static void job_check_all_left(struct job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct member *o;
+
+    if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
+        return;
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->left_ok) return;
+    job_end(j, "succeeded", 0, "every worker of every node exited 0");
 }
 
 static int handle_leave(struct member *m, const uint8_t *body, uint32_t len)
 {
     struct job *j = m->job;
-    struct rdzv_list *pos, *tmp;
     const char *status;
     json_int_t gen;
     json_error_t jerr;
@@ -638,20 +1038,52 @@ static int handle_leave(struct member *m, const uint8_t *body, uint32_t len)
         json_decref(root);
         return -EBADMSG;
     }
-    if (j->state == JOB_RUNNING && (uint64_t)gen == j->generation &&
+    if (j->state == JOB_RUNNING && (uint64_t)gen == j->generation && m->node_rank >= 0 &&
         strcmp(status, "succeeded") == 0)
         m->left_ok = true;
     json_decref(root);
-    if (j->state != JOB_RUNNING)
-        return 0;
-    rdzv_list_for_each_safe(pos, tmp, &j->members)
-    {
-        struct member *o = rdzv_container_of(pos, struct member, node);
+    job_check_all_left(j);
+    return 0;
+}
 
-        if (o->node_rank >= 0 && !o->left_ok)
-            return 0;
+static int handle_ready(struct member *m, const uint8_t *body, uint32_t len)
+{
+    struct job *j = m->job;
+    json_int_t gen;
+    json_error_t jerr;
+    char err[256];
+    json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
+
+    if (!root) {
+        send_frame_error(m->conn, "READY: %s", err);
+        return -EBADMSG;
     }
-    job_end(j, "succeeded", 0, "every worker of every node exited 0");
+    if (json_unpack_ex(root, &jerr, 0, "{s:I}", "generation", &gen) < 0) {
+        send_frame_error(m->conn, "READY: %s", jerr.text);
+        json_decref(root);
+        return -EBADMSG;
+    }
+    json_decref(root);
+    if (m->ready || (uint64_t)gen != m->stopping_gen)
+        return 0; /* a duplicate, or for a generation it was not asked to stop */
+    m->ready = true;
+    log_debug("job %s: %s ready after generation %lld", j->run_id, m->join.host, (long long)gen);
+    if (j->state == JOB_STOPPING)
+        job_check_stopped(j);
+    else if (j->state == JOB_FORMING)
+        job_try_close(j);
+    return 0;
+}
+
+static int handle_heartbeat(struct member *m)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(m->conn);
+
+    member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
+    /* Answer, so that the agent notices a silent daemon too. */
+    if (out)
+        (void)rdzv_msg_put(out, RDZV_MSG_HEARTBEAT,
+                           json_pack("{s:I}", "generation", (json_int_t)m->job->generation));
     return 0;
 }
 
@@ -673,14 +1105,15 @@ int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_
     }
     switch (op) {
     case RDZV_MSG_HEARTBEAT:
-        m->last_hb_ms = rdzv_now_ms();
-        return 0;
+        return handle_heartbeat(m);
     case RDZV_MSG_NCCL_ID:
         return handle_nccl_id(m, body, len);
     case RDZV_MSG_WORKER_EXIT:
         return handle_worker_exit(m, body, len);
     case RDZV_MSG_LEAVE:
         return handle_leave(m, body, len);
+    case RDZV_MSG_READY:
+        return handle_ready(m, body, len);
     default:
         send_frame_error(c, "unexpected %s from an agent", rdzv_msg_name(op));
         return -EPROTO;
@@ -690,24 +1123,10 @@ int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_
 void rdzvd_job_conn_closed(struct rdzvd_conn *c, void *member)
 {
     struct member *m = member;
-    struct job *j = m->job;
-    char why[RDZV_HOST_MAX + 128];
 
+    (void)c;
     m->conn = NULL;
-    if ((j->state == JOB_RUNNING || j->state == JOB_NCCL) && m->node_rank >= 0 && !m->left_ok) {
-        snprintf(why, sizeof(why),
-                 "root cause: the agent of node rank %" PRId64 " (%s) disconnected", m->node_rank,
-                 m->join.host);
-        job_end(j, "failed", 1, why);
-    }
-    if (j->state == JOB_FORMING) {
-        log_info("job %s: %s left before the round closed", j->run_id, m->join.host);
-        if (j->nmembers - 1 < j->min && j->timer_armed) {
-            uv_timer_stop(&j->timer);
-            j->timer_armed = false;
-        }
-    }
-    member_remove(m);
+    member_lost(m, "disconnected");
 }
 
 void rdzvd_jobs_shutdown(struct rdzvd_server *srv)

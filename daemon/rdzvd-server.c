@@ -173,6 +173,12 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
 
 int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd_listener **ret)
 {
+    return rdzvd_listener_open_port(srv, desc, 0, ret);
+}
+
+int rdzvd_listener_open_port(struct rdzvd_server *srv, const char *desc, uint16_t port,
+                             struct rdzvd_listener **ret)
+{
     struct sockaddr_storage ss = srv->bound_sa;
     struct rdzvd_listener *l;
     int r;
@@ -191,9 +197,9 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd
         goto out_free;
     rdzvd_store_set_watch_cb(l->store, rdzvd_conn_watch);
     if (ss.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
     else
-        ((struct sockaddr_in *)&ss)->sin_port = 0;
+        ((struct sockaddr_in *)&ss)->sin_port = htons(port);
     r = listener_bind(l, (const struct sockaddr *)&ss, false);
     if (r < 0)
         goto out_free;

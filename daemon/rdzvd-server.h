@@ -70,6 +70,9 @@ void rdzvd_server_done(struct rdzvd_server *srv);
 /* Open a listener with a fresh, empty store on the main listener's address and a kernel-chosen
  * port. desc names it in logs. Returns 0 or a negative errno. */
 int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd_listener **ret);
+/* The same on a given port (0: kernel-chosen): -EADDRINUSE when it is taken. */
+int rdzvd_listener_open_port(struct rdzvd_server *srv, const char *desc, uint16_t port,
+                             struct rdzvd_listener **ret);
 /* Stop accepting, close its connections, free it and its store once they are gone. */
 void rdzvd_listener_close(struct rdzvd_listener *l);
 /* Called by the connection code when one of l's connections finished closing. */

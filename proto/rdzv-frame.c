@@ -29,6 +29,8 @@ const char *rdzv_msg_name(uint8_t op)
         return "EVENT";
     case RDZV_MSG_LEAVE:
         return "LEAVE";
+    case RDZV_MSG_READY:
+        return "READY";
     case RDZV_MSG_ERROR:
         return "ERROR";
     default:

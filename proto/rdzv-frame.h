@@ -22,6 +22,7 @@ enum rdzv_msg_op {
     RDZV_MSG_WORKER_EXIT = 0xA8,
     RDZV_MSG_EVENT = 0xA9,
     RDZV_MSG_LEAVE = 0xAA,
+    RDZV_MSG_READY = 0xAB,
     RDZV_MSG_ERROR = 0xAF,
 };
 

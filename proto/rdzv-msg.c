@@ -63,14 +63,30 @@ int rdzv_msg_put_hello(struct rdzv_buf *b, const char *peer)
 
 int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
 {
-    return rdzv_msg_put(
-        b, RDZV_MSG_JOIN,
-        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I}", "run_id", j->run_id,
-                  "node_id", j->node_id, "host", j->host, "nproc", (json_int_t)j->nproc,
-                  "node_rank", (json_int_t)j->node_rank, "min", (json_int_t)j->min, "max",
-                  (json_int_t)j->max, "last_call_ms", (json_int_t)j->last_call_ms,
-                  "max_restarts", (json_int_t)j->max_restarts, "nccl",
-                  rdzv_nccl_mode_name(j->nccl), "nccl_ids", (json_int_t)j->nccl_ids));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:b, s:I, s:I, s:b}", "run_id",
+        j->run_id, "node_id", j->node_id, "host", j->host, "nproc", (json_int_t)j->nproc,
+        "node_rank", (json_int_t)j->node_rank, "min", (json_int_t)j->min, "max",
+        (json_int_t)j->max, "last_call_ms", (json_int_t)j->last_call_ms, "max_restarts",
+        (json_int_t)j->max_restarts, "nccl", rdzv_nccl_mode_name(j->nccl), "nccl_ids",
+        (json_int_t)j->nccl_ids, "rank_hint", j->rank_hint, "heartbeat_timeout_ms",
+        (json_int_t)j->heartbeat_timeout_ms, "join_timeout_ms", (json_int_t)j->join_timeout_ms,
+        "scale_up_now", j->scale_up_now);
+    const struct rdzv_resume *rs = &j->resume;
+
+    if (o && rs->generation &&
+        json_object_set_new(o, "resume",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "generation",
+                                      (json_int_t)rs->generation, "node_rank",
+                                      (json_int_t)rs->node_rank, "nnodes", (json_int_t)rs->nnodes,
+                                      "rank_offset", (json_int_t)rs->rank_offset, "world_size",
+                                      (json_int_t)rs->world_size, "restart_count",
+                                      (json_int_t)rs->restart_count, "master_port",
+                                      (json_int_t)rs->master_port, "left", rs->left)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
 int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r)
@@ -181,21 +197,47 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                         size_t errlen)
 {
     json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
+    json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS;
     const char *run_id, *node_id, *host, *nccl = "auto";
+    int rank_hint = 0, scale_now = 0;
     json_error_t jerr;
-    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL;
     int r = 0;
 
     if (!root)
         return -EBADMSG;
     memset(j, 0, sizeof(*j));
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I}",
+    if (json_unpack_ex(root, &jerr, 0,
+                       "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
+                       "s?b, s?o}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
-                       &nccl_ids) < 0) {
+                       &nccl_ids, "rank_hint", &rank_hint, "heartbeat_timeout_ms", &hb_ms,
+                       "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
+                       &resume) < 0) {
         r = unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
+    }
+    if (resume) {
+        struct rdzv_resume *rs = &j->resume;
+        json_int_t g, nr, nn, off, ws, rc, mp;
+        int left = 0;
+
+        if (json_unpack_ex(resume, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s?b}",
+                           "generation", &g, "node_rank", &nr, "nnodes", &nn, "rank_offset",
+                           &off, "world_size", &ws, "restart_count", &rc, "master_port", &mp,
+                           "left", &left) < 0) {
+            r = unpack_fail(&jerr, "JOIN resume", err, errlen);
+            goto out;
+        }
+        if (g < 1 || nn < 1 || nr < 0 || nr >= nn || off < 0 || ws < 1 || off >= ws || rc < 0 ||
+            mp < 0 || mp > 65535) {
+            snprintf(err, errlen, "JOIN: 'resume' values are out of range");
+            r = -EBADMSG;
+            goto out;
+        }
+        *rs = (struct rdzv_resume){(uint64_t)g, nr, nn, off, ws, rc, mp, left != 0};
     }
     r = copy_str(j->run_id, sizeof(j->run_id), run_id, "run_id", err, errlen);
     if (r == 0)
@@ -206,10 +248,11 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         goto out;
     if (!*run_id || nproc < 1 || nproc > 1024 || min < 1 || max < min || max > 100000 ||
         node_rank < -1 || last_call < 0 || max_restarts < 0 || nccl_ids < 1 ||
-        nccl_ids > RDZV_MAX_NCCL_IDS || rdzv_nccl_mode_parse(nccl, &j->nccl) < 0) {
+        nccl_ids > RDZV_MAX_NCCL_IDS || rdzv_nccl_mode_parse(nccl, &j->nccl) < 0 ||
+        hb_ms < 100 || hb_ms > 3600000 || join_ms < 0 || join_ms > 86400000) {
         snprintf(err, errlen, "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
                               "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
-                              "off|auto|required, 1 <= nccl_ids <= %d)",
+                              "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000)",
                  RDZV_MAX_NCCL_IDS);
         r = -EBADMSG;
         goto out;
@@ -221,6 +264,10 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->last_call_ms = last_call;
     j->max_restarts = max_restarts;
     j->nccl_ids = nccl_ids;
+    j->rank_hint = rank_hint != 0;
+    j->heartbeat_timeout_ms = hb_ms;
+    j->join_timeout_ms = join_ms;
+    j->scale_up_now = scale_now != 0;
 out:
     json_decref(root);
     return r;

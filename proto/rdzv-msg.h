@@ -15,8 +15,20 @@ struct rdzv_buf;
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
 #define RDZV_SUMMARY_MAX 1023
+#define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
+#define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
+
+/* What a reconnecting agent says about the generation its workers are running (JOIN "resume"):
+ * lets a restarted daemon rebuild the job, and a daemon that moved on tell the agent to stop. */
+struct rdzv_resume {
+    uint64_t generation; /* 0: none (a fresh join) */
+    int64_t node_rank, nnodes, rank_offset, world_size;
+    int64_t restart_count;
+    int64_t master_port;
+    bool left;           /* its workers all exited 0 and it had sent LEAVE */
+};
 
 struct rdzv_join {
     char run_id[RDZV_ID_MAX + 1];
@@ -29,6 +41,11 @@ struct rdzv_join {
     int64_t max_restarts;
     enum rdzv_nccl_mode nccl;
     int64_t nccl_ids;
+    bool rank_hint;               /* node_rank came from the scheduler: a preference, not a demand */
+    int64_t heartbeat_timeout_ms; /* job-wide, from the first JOIN */
+    int64_t join_timeout_ms;      /* how long survivors below min wait for a replacement */
+    bool scale_up_now;            /* a node joining a running job below max restarts it at once */
+    struct rdzv_resume resume;
 };
 
 struct rdzv_round {
@@ -52,7 +69,8 @@ struct rdzv_worker_exit {
 };
 
 struct rdzv_event {
-    char type[16]; /* "failed", "succeeded" */
+    char type[16]; /* "failed", "succeeded": the job ended; "restart": stop the workers of
+                    * generation, send READY, a new round follows */
     uint64_t generation;
     int64_t exit_code;
     char summary[RDZV_SUMMARY_MAX + 1];
