@@ -80,6 +80,8 @@ struct agent {
     uint16_t dport;
     unsigned reconnects;
     char self_exe[PATH_MAX];
+    char train_path[PATH_MAX];
+    char *train_argv[2];
     char endpoint_buf[300];
     char run_id_buf[64];
 };
@@ -452,12 +454,34 @@ static int resolve_opts(struct agent *a, int argc, char **argv)
                 o->node_rank, o->min_nodes, o->max_nodes, o->max_nodes - 1);
         return -EINVAL;
     }
-    if (!o->argv) {
-        fprintf(stderr, "rdzv-agent: no worker command: the built-in NCCL trainer (rdzv-train) is "
-                        "not available in this build yet; give a command after --, e.g. "
-                        "rdzv-agent ... -- python3 train.py\n");
-        return -EINVAL;
+    return 0;
+}
+
+/* No command: the trainer, from beside this binary (installed), the build tree, or PATH. */
+static int default_worker(struct agent *a)
+{
+    static const char *const rel[] = {"rdzv-train", "../train/rdzv-train"};
+    char dir[PATH_MAX], *slash;
+
+    snprintf(dir, sizeof(dir), "%s", a->self_exe);
+    slash = strrchr(dir, '/');
+    for (unsigned i = 0; slash && i < RDZV_ARRAY_SIZE(rel); i++) {
+        *slash = '\0';
+        snprintf(a->train_path, sizeof(a->train_path), "%.*s/%s", PATH_MAX - 32, dir, rel[i]);
+        if (access(a->train_path, X_OK) == 0)
+            goto found;
     }
+    if (rdzv_find_in_path("rdzv-train", a->train_path, sizeof(a->train_path)) == 0)
+        goto found;
+    fprintf(stderr, "rdzv-agent: no worker command, and the built-in trainer rdzv-train is not "
+                    "installed (it needs gloo or CUDA at build time); give a command after --, "
+                    "e.g. rdzv-agent ... -- python3 train.py\n");
+    return -ENOENT;
+found:
+    a->train_argv[0] = a->train_path;
+    a->train_argv[1] = NULL;
+    a->o.argv = a->train_argv;
+    log_info("no command given: running the trainer %s", a->train_path);
     return 0;
 }
 
@@ -928,6 +952,8 @@ int main(int argc, char **argv)
     }
     if (uv_exepath(a.self_exe, &(size_t){sizeof(a.self_exe)}) < 0)
         snprintf(a.self_exe, sizeof(a.self_exe), "/proc/self/exe");
+    if (!a.o.argv && default_worker(&a) < 0)
+        return 2;
 
     gcfg.loop = &loop;
     gcfg.argv = a.o.argv;

@@ -210,3 +210,22 @@ void rdzv_hex(const uint8_t *p, size_t n, char *out)
     }
     out[2 * n] = '\0';
 }
+
+int rdzv_find_in_path(const char *name, char *buf, size_t len)
+{
+    const char *path = getenv("PATH"), *p, *end;
+
+    if (!path || !*path)
+        return -ENOENT;
+    for (p = path; *p; p = *end ? end + 1 : end) {
+        int n;
+
+        end = strchrnul(p, ':');
+        n = snprintf(buf, len, "%.*s/%s", (int)(end - p), p, name);
+        if (n < 0 || (size_t)n >= len)
+            return -ENAMETOOLONG;
+        if (end > p && access(buf, X_OK) == 0)
+            return 0;
+    }
+    return -ENOENT;
+}

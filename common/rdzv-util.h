@@ -33,5 +33,8 @@ uint64_t rdzv_hash64(uint64_t seed, const void *p, size_t n);
 /* Seed from the kernel's random pool; falls back to time and pid. */
 uint64_t rdzv_random_u64(void);
 
+/* The first executable file called name in $PATH, written to buf. 0, -ENOENT, or -ENAMETOOLONG. */
+int rdzv_find_in_path(const char *name, char *buf, size_t len);
+
 /* Lower-case hex of n bytes into out (2n+1 bytes). */
 void rdzv_hex(const uint8_t *p, size_t n, char *out);

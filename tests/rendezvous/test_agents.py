@@ -2,6 +2,7 @@
 """rdzv-agent against a real rdzvd, agents started by hand: the worker contract, node ranks,
 errors, outcome and exit status, signals, and 256 agents on one machine."""
 import os
+import shutil
 import signal
 import time
 
@@ -101,13 +102,22 @@ class TestErrors(AgentTestCase):
     def test_missing_run_id_and_endpoint_and_command(self):
         for args, text in ((["--endpoint", "127.0.0.1:1", "--", "true"], "pass --rdzv-id"),
                            (["--rdzv-id", "x", "--", "true"], "pass --endpoint"),
-                           (["--standalone"], "give a command after --"),
                            (["--nnodes", "3:2", "--standalone", "--", "true"], "MIN must not exceed MAX"),
                            (["--bogus"], "unknown option")):
             p = start([AGENT, *args])
             rc, _, err = finish(p, timeout=10)
             self.assertEqual(rc, 2, f"{args}: {err}")
             self.assertIn(text, err, args)
+
+    def test_no_command_without_the_trainer(self):
+        # A copy of the agent with no rdzv-train beside it and an empty PATH: a clear error.
+        d = self.outdir()
+        agent = os.path.join(d, "rdzv-agent")
+        shutil.copy(AGENT, agent)
+        p = start([agent, "--standalone"], env={"PATH": d})
+        rc, _, err = finish(p, timeout=10)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("give a command after --", err)
 
     def test_unreachable_daemon_fails_within_connect_timeout(self):
         t0 = time.monotonic()
