@@ -53,6 +53,7 @@ struct member {
     bool ready;             /* no workers running: may be put in the next round */
     uint64_t stopping_gen;  /* READY for this generation makes it ready */
     bool left_ok;           /* LEAVE succeeded received for the current generation */
+    bool placed;            /* scratch for close_round() */
 };
 
 struct job {
@@ -68,7 +69,10 @@ struct job {
     struct rdzv_list members;
     int64_t nmembers;
     int64_t nin_round;      /* members with node_rank >= 0 */
+    int64_t nready;         /* members with ready set */
     struct member **by_id;  /* node_id hash (chained), id_buckets entries: duplicate check */
+    struct member **by_req; /* max entries: the member that asked for each node rank */
+    struct member **by_rank;/* max entries: the member holding each rank of the generation */
     size_t id_buckets;      /* power of two */
     uint64_t id_seed;
     uv_timer_t timer;       /* last call, NCCL id timeout, join timeout, rebuild window */
@@ -80,6 +84,34 @@ struct job {
     struct rdzv_event outcome;
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
 };
+
+static struct member *member_by_rank(struct job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->max ? j->by_rank[rank] : NULL;
+}
+
+/* Take m out of the generation (node_rank -1). */
+static void member_unrank(struct member *m)
+{
+    struct job *j = m->job;
+
+    if (m->node_rank < 0)
+        return;
+    if (m->node_rank < j->max && j->by_rank[m->node_rank] == m)
+        j->by_rank[m->node_rank] = NULL;
+    m->node_rank = -1;
+    j->nin_round--;
+}
+
+static void member_set_rank(struct member *m, int64_t rank)
+{
+    struct job *j = m->job;
+
+    member_unrank(m);
+    m->node_rank = rank;
+    j->by_rank[rank] = m;
+    j->nin_round++;
+}
 
 static void job_set_state(struct job *j, enum job_state st)
 {
@@ -110,6 +142,8 @@ static void job_timer_close_cb(uv_handle_t *h)
     struct job *j = h->data;
 
     free(j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
     free(j);
 }
 
@@ -251,21 +285,20 @@ static void send_rounds(struct job *j)
 
 static struct member *rank0_member(struct job *j)
 {
-    struct rdzv_list *pos, *tmp;
-    struct member *m;
+    return member_by_rank(j, 0);
+}
 
-    for_each_member(j, m, pos, tmp) if (m->node_rank == 0) return m;
-    return NULL;
+/* Every change of m->ready goes through here: j->nready is kept exact (O(1) per join). */
+static void member_set_ready(struct member *m, bool ready)
+{
+    if (m->ready != ready)
+        m->job->nready += ready ? 1 : -1;
+    m->ready = ready;
 }
 
 static int64_t count_ready(struct job *j)
 {
-    struct rdzv_list *pos, *tmp;
-    struct member *m;
-    int64_t n = 0;
-
-    for_each_member(j, m, pos, tmp) n += m->ready;
-    return n;
+    return j->nready;
 }
 
 static void job_fail_nodes(struct job *j, int64_t have)
@@ -302,7 +335,7 @@ static void close_round(struct job *j)
         {
             int64_t want = pass == 0 ? m->prev_rank : pass == 1 ? m->join.node_rank : -1;
 
-            if (!m->ready || m->node_rank >= 0 || taken >= j->max)
+            if (!m->ready || m->placed || taken >= j->max)
                 continue;
             if (pass < 2 && (want < 0 || want >= j->max || slots[want]))
                 continue;
@@ -312,22 +345,21 @@ static void close_round(struct job *j)
                 want = next;
             }
             slots[want] = m;
-            m->node_rank = want; /* marks it placed; renumbered below */
+            m->placed = true;
             taken++;
         }
-    j->nin_round = 0;
     for (int64_t i = 0; i < j->max; i++) {
         if (!(m = slots[i]))
             continue;
-        m->node_rank = rank++;
+        m->placed = false;
+        member_set_rank(m, rank++);
         m->prev_rank = m->node_rank;
         m->rank_offset = offset;
-        m->ready = false;
+        member_set_ready(m, false);
         m->left_ok = false;
         offset += m->join.nproc;
         if (m->join.nccl != RDZV_NCCL_OFF && m->join.nccl_ids > want_ids)
             want_ids = m->join.nccl_ids;
-        j->nin_round++;
     }
     free(slots);
 
@@ -403,10 +435,10 @@ static void job_check_stopped(struct job *j)
 
     if (j->state != JOB_STOPPING)
         return;
-    for_each_member(j, m, pos, tmp) if (!m->ready) return;
+    if (j->nready < j->nmembers)
+        return;
     job_close_store(j);
-    for_each_member(j, m, pos, tmp) m->node_rank = -1;
-    j->nin_round = 0;
+    for_each_member(j, m, pos, tmp) member_unrank(m);
     job_set_state(j, JOB_FORMING);
     job_timer_stop(j);
     job_try_close(j);
@@ -495,7 +527,12 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
         return NULL;
     j->id_buckets = 64;
     j->by_id = calloc(j->id_buckets, sizeof(*j->by_id));
-    if (!j->by_id) {
+    j->by_req = calloc((size_t)jn->max, sizeof(*j->by_req));
+    j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
+    if (!j->by_id || !j->by_req || !j->by_rank) {
+        free(j->by_id);
+        free(j->by_req);
+        free(j->by_rank);
         free(j);
         return NULL;
     }
@@ -531,15 +568,6 @@ static struct member *member_by_id(struct job *j, const char *node_id)
     for (struct member *m = *id_slot(j, node_id); m; m = m->id_next)
         if (strcmp(m->join.node_id, node_id) == 0)
             return m;
-    return NULL;
-}
-
-static struct member *member_by_rank(struct job *j, int64_t rank)
-{
-    struct rdzv_list *pos, *tmp;
-    struct member *m;
-
-    for_each_member(j, m, pos, tmp) if (m->node_rank == rank) return m;
     return NULL;
 }
 
@@ -598,8 +626,10 @@ static void member_remove(struct member *m)
     member_unindex(j, m);
     rdzv_list_del(&m->node);
     j->nmembers--;
-    if (m->node_rank >= 0)
-        j->nin_round--;
+    j->nready -= m->ready;
+    member_unrank(m);
+    if (m->join.node_rank >= 0 && m->join.node_rank < j->max && j->by_req[m->join.node_rank] == m)
+        j->by_req[m->join.node_rank] = NULL;
     if (m->conn)
         rdzvd_conn_set_member(m->conn, NULL);
     uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
@@ -645,10 +675,9 @@ static void member_lost(struct member *m, const char *why)
             job_close_store(j);
             for_each_member(j, o, pos, tmp)
             {
-                o->node_rank = -1;
-                o->ready = true;
+                member_unrank(o);
+                member_set_ready(o, true);
             }
-            j->nin_round = 0;
             j->generation--;
             snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
             job_set_state(j, JOB_FORMING);
@@ -692,6 +721,7 @@ static struct member *member_add(struct job *j, struct rdzvd_conn *c, const stru
     m->node_rank = -1;
     m->prev_rank = -1;
     m->ready = true;
+    j->nready++;
     m->seq = j->next_seq++;
     if (member_index(j, m) < 0) {
         free(m);
@@ -702,6 +732,8 @@ static struct member *member_add(struct job *j, struct rdzvd_conn *c, const stru
     member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
     j->nmembers++;
+    if (jn->node_rank >= 0 && jn->node_rank < j->max && !j->by_req[jn->node_rank])
+        j->by_req[jn->node_rank] = m;
     rdzvd_conn_set_member(c, m);
     return m;
 }
@@ -797,11 +829,11 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
     }
     if (j->state == JOB_RUNNING && j->generation == rs->generation &&
         !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes) {
-        m->node_rank = m->prev_rank = rs->node_rank;
+        member_set_rank(m, rs->node_rank);
+        m->prev_rank = rs->node_rank;
         m->rank_offset = rs->rank_offset;
-        m->ready = false;
+        member_set_ready(m, false);
         m->left_ok = rs->left;
-        j->nin_round++;
         log_info("job %s: %s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
                  " of %" PRId64 " nodes)",
                  j->run_id, jn->host, rs->node_rank, j->generation, j->nin_round,
@@ -822,7 +854,7 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
                  "generation %" PRIu64 " is over (the job is at generation %" PRIu64
                  "); this node rejoins as a new member",
                  rs->generation, j->generation);
-        m->ready = false;
+        member_set_ready(m, false);
         m->stopping_gen = rs->generation;
         send_joined(c, j, true, false);
         member_send_event(m, &e);
@@ -867,17 +899,12 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
         jn.node_rank = -1; /* the scheduler's extra node: a spare */
     }
     if (j && jn.node_rank >= 0) {
-        struct rdzv_list *pos, *tmp;
-        struct member *o;
+        struct member *o = j->by_req[jn.node_rank] ? j->by_req[jn.node_rank]
+                                                   : j->by_rank[jn.node_rank];
 
-        for_each_member(j, o, pos, tmp)
-        {
-            if (o->join.node_rank != jn.node_rank && o->node_rank != jn.node_rank)
-                continue;
-            if (jn.rank_hint && o->node_rank != jn.node_rank) {
-                jn.node_rank = -1; /* only a preference: take any free rank */
-                break;
-            }
+        if (o && jn.rank_hint) {
+            jn.node_rank = -1; /* only a preference: take any free rank */
+        } else if (o) {
             send_frame_error(c, "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
                                 "give each node its own --node-rank, or run one agent per node",
                              jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
@@ -1066,7 +1093,7 @@ static int handle_ready(struct member *m, const uint8_t *body, uint32_t len)
     json_decref(root);
     if (m->ready || (uint64_t)gen != m->stopping_gen)
         return 0; /* a duplicate, or for a generation it was not asked to stop */
-    m->ready = true;
+    member_set_ready(m, true);
     log_debug("job %s: %s ready after generation %lld", j->run_id, m->join.host, (long long)gen);
     if (j->state == JOB_STOPPING)
         job_check_stopped(j);

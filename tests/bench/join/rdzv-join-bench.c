@@ -487,6 +487,9 @@ static int build_frames(struct bench *b)
         .max_restarts = 0,
         .nccl = RDZV_NCCL_OFF,
         .nccl_ids = 1,
+        /* Simulated agents send no heartbeats: the longest timeout keeps them members. */
+        .heartbeat_timeout_ms = 3600000,
+        .join_timeout_ms = RDZV_JOIN_TIMEOUT_MS,
     };
     int r;
 
