@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-util.h"
+#include "../proto/rdzv-frame.h"
+#include "../proto/rdzv-msg.h"
 #include "../proto/rdzv-tcpstore.h"
 
 /* Exit codes, for scripts. */
@@ -49,6 +52,8 @@ static void usage(FILE *f)
             "  wait KEY...              wait until all KEYs exist (exit 1 on --timeout)\n"
             "  num-keys                 print the number of keys\n"
             "  list                     print every key, one per line\n"
+            "  status [--json]          jobs, generations, nodes (host, node rank, heartbeat age,\n"
+            "                           workers, failures) and recent events\n"
             "\n"
             "Options:\n"
             "  -e, --endpoint HOST:PORT daemon address (default $RDZV_ENDPOINT or 127.0.0.1:%d)\n"
@@ -321,6 +326,138 @@ static bool nargs_ok(int argc, int want, int *rc)
     return false;
 }
 
+static void print_status(json_t *st)
+{
+    json_t *jobs = json_object_get(st, "jobs"), *job, *n, *e;
+    size_t i, k;
+
+    printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n",
+           json_string_value(json_object_get(st, "version")),
+           (long long)json_integer_value(json_object_get(st, "port")),
+           json_real_value(json_object_get(st, "uptime_s")),
+           (long long)json_integer_value(json_object_get(json_object_get(st, "stats"), "connections")));
+    if (json_array_size(jobs) == 0)
+        printf("no jobs\n");
+    json_array_foreach(jobs, i, job)
+    {
+        printf("\njob %s: %s, generation %lld, restarts %lld of %lld, nodes %lld (%lld..%lld), "
+               "world size %lld\n",
+               json_string_value(json_object_get(job, "run_id")),
+               json_string_value(json_object_get(job, "state")),
+               (long long)json_integer_value(json_object_get(job, "generation")),
+               (long long)json_integer_value(json_object_get(job, "restart_count")),
+               (long long)json_integer_value(json_object_get(job, "max_restarts")),
+               (long long)json_integer_value(json_object_get(job, "nodes_in_generation")),
+               (long long)json_integer_value(json_object_get(job, "min_nodes")),
+               (long long)json_integer_value(json_object_get(job, "max_nodes")),
+               (long long)json_integer_value(json_object_get(job, "world_size")));
+        printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
+               "WORKERS", "FAILURES");
+        json_array_foreach(json_object_get(job, "nodes"), k, n)
+        {
+            long long rank = (long long)json_integer_value(json_object_get(n, "node_rank"));
+            char rk[24];
+
+            snprintf(rk, sizeof(rk), rank < 0 ? "-" : "%lld", rank);
+            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n",
+                   json_string_value(json_object_get(n, "host")), rk,
+                   json_string_value(json_object_get(n, "state")),
+                   json_real_value(json_object_get(n, "last_heartbeat_age_s")),
+                   (long long)json_integer_value(json_object_get(n, "workers")),
+                   (long long)json_integer_value(json_object_get(n, "failures")));
+        }
+        printf("  recent events:\n");
+        json_array_foreach(json_object_get(job, "events"), k, e)
+        {
+            time_t t = (time_t)json_real_value(json_object_get(e, "time"));
+            struct tm tm;
+            char when[32];
+
+            gmtime_r(&t, &tm);
+            strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
+            printf("    %s %s\n", when, json_string_value(json_object_get(e, "text")));
+        }
+    }
+}
+
+/* status: HELLO and STATUS over the rendezvous protocol, one STATUS_REPLY back. */
+static int run_status(struct ctl *c, int argc, char **argv)
+{
+    struct rdzv_buf b = {0};
+    uint8_t hdr[RDZV_FRAME_HDR], *body = NULL;
+    bool as_json = argc == 1 && strcmp(argv[0], "--json") == 0;
+    int r, rc = EXIT_OK;
+
+    if (argc > 1 || (argc == 1 && !as_json))
+        return die_usage("status takes only --json");
+    r = rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
+    r = r ?: rdzv_msg_put(&b, RDZV_MSG_STATUS, json_object());
+    if (r < 0) {
+        fprintf(stderr, "rdzvctl: out of memory\n");
+        rc = EXIT_CONN;
+        goto out;
+    }
+    if (ctl_connect(c) < 0) {
+        rc = EXIT_CONN;
+        goto out;
+    }
+    r = send_all(c, &b);
+    for (int want = RDZV_MSG_HELLO; r == 0;) {
+        uint32_t len;
+        json_t *st;
+        char err[256];
+
+        r = recv_all(c, hdr, sizeof(hdr));
+        if (r < 0)
+            break;
+        len = rdzv_get_u32(hdr + 4);
+        if (len > RDZV_MAX_MSG || (hdr[0] != want && hdr[0] != RDZV_MSG_ERROR)) {
+            fprintf(stderr, "rdzvctl: %s did not answer STATUS (op 0x%02x); is it rdzvd?\n",
+                    c->endpoint, hdr[0]);
+            rc = EXIT_CONN;
+            goto out;
+        }
+        free(body);
+        body = malloc(len ? len : 1);
+        if (!body || (r = recv_all(c, body, len)) < 0)
+            break;
+        if (hdr[0] == RDZV_MSG_ERROR) {
+            json_t *e = rdzv_msg_load(body, len, err, sizeof(err));
+
+            fprintf(stderr, "rdzvctl: rdzvd refused: %s\n",
+                    e && json_is_string(json_object_get(e, "error"))
+                        ? json_string_value(json_object_get(e, "error"))
+                        : "(no reason given)");
+            json_decref(e);
+            rc = EXIT_CONN;
+            goto out;
+        }
+        if (want == RDZV_MSG_HELLO) {
+            want = RDZV_MSG_STATUS_REPLY;
+            continue;
+        }
+        st = rdzv_msg_load(body, len, err, sizeof(err));
+        if (!st) {
+            fprintf(stderr, "rdzvctl: bad STATUS reply: %s\n", err);
+            rc = EXIT_CONN;
+            goto out;
+        }
+        if (as_json) {
+            json_dumpf(st, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+            putchar('\n');
+        } else {
+            print_status(st);
+        }
+        json_decref(st);
+        goto out;
+    }
+    rc = conn_error(c, r < 0 ? r : -ENOMEM);
+out:
+    free(body);
+    rdzv_buf_free(&b);
+    return rc;
+}
+
 static int run(struct ctl *c, const char *cmd, int argc, char **argv)
 {
     struct rdzv_buf b = {0};
@@ -552,5 +689,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[optind], "wait") == 0 && !timeout_set)
         c.timeout_ms = 0;
     c.deadline_ms = c.timeout_ms ? rdzv_now_ms() + c.timeout_ms : 0;
+    if (strcmp(argv[optind], "status") == 0)
+        return run_status(&c, argc - optind - 1, argv + optind + 1);
     return run(&c, argv[optind], argc - optind - 1, argv + optind + 1);
 }

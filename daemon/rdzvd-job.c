@@ -21,9 +21,13 @@
 #include "../proto/rdzv-msg.h"
 #include "rdzvd-conn.h"
 #include "rdzvd-server.h"
+#include "rdzvd-store.h"
 
 #define NCCL_ID_TIMEOUT_MS 60000
-#define INIT_GRACE_FACTOR 3 /* heartbeat grace after a ROUND, while workers start: x timeout */
+#define INIT_GRACE_FACTOR 3
+#define JOB_EVENTS                                                                                 \
+    16 /* recent events kept per job for status */ /* heartbeat grace after a ROUND, while workers \
+                                                      start: x timeout */
 
 enum job_state {
     JOB_FORMING,  /* taking JOINs / READYs for the next round */
@@ -35,7 +39,7 @@ enum job_state {
 };
 
 static const char *const job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running",
-                                                             "stopping", "ended"};
+                                                            "stopping", "ended"};
 
 enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
 
@@ -45,15 +49,18 @@ struct member {
     struct job *job;
     struct rdzvd_conn *conn;
     struct rdzv_join join;
-    uv_timer_t hb_timer;    /* heartbeat deadline */
-    int64_t node_rank;      /* in the current generation; -1 when not in it */
-    int64_t prev_rank;      /* in the generation before (kept where possible), -1: none */
+    uv_timer_t hb_timer; /* heartbeat deadline */
+    int64_t node_rank;   /* in the current generation; -1 when not in it */
+    int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
     int64_t rank_offset;
-    uint64_t seq;           /* join order, for spares */
-    bool ready;             /* no workers running: may be put in the next round */
-    uint64_t stopping_gen;  /* READY for this generation makes it ready */
-    bool left_ok;           /* LEAVE succeeded received for the current generation */
-    bool placed;            /* scratch for close_round() */
+    uint64_t seq;          /* join order, for spares */
+    bool ready;            /* no workers running: may be put in the next round */
+    uint64_t stopping_gen; /* READY for this generation makes it ready */
+    bool left_ok;          /* LEAVE succeeded received for the current generation */
+    bool placed;           /* scratch for close_round() */
+    uint64_t joined_ms;
+    uint64_t last_seen_ms; /* last message from the agent */
+    int64_t failures;      /* worker failures reported from this node */
 };
 
 struct job {
@@ -68,22 +75,48 @@ struct job {
     uint64_t next_seq;
     struct rdzv_list members;
     int64_t nmembers;
-    int64_t nin_round;      /* members with node_rank >= 0 */
-    int64_t nready;         /* members with ready set */
-    struct member **by_id;  /* node_id hash (chained), id_buckets entries: duplicate check */
-    struct member **by_req; /* max entries: the member that asked for each node rank */
-    struct member **by_rank;/* max entries: the member holding each rank of the generation */
-    size_t id_buckets;      /* power of two */
+    int64_t nin_round;       /* members with node_rank >= 0 */
+    int64_t nready;          /* members with ready set */
+    struct member **by_id;   /* node_id hash (chained), id_buckets entries: duplicate check */
+    struct member **by_req;  /* max entries: the member that asked for each node rank */
+    struct member **by_rank; /* max entries: the member holding each rank of the generation */
+    size_t id_buckets;       /* power of two */
     uint64_t id_seed;
-    uv_timer_t timer;       /* last call, NCCL id timeout, join timeout, rebuild window */
+    uv_timer_t timer; /* last call, NCCL id timeout, join timeout, rebuild window */
     bool timer_armed;
     enum job_timer timer_kind;
-    bool rebuilt;           /* recreated from reconnecting agents after a daemon restart */
+    bool rebuilt;                 /* recreated from reconnecting agents after a daemon restart */
     struct rdzvd_listener *store; /* this generation's TCPStore listener */
     struct rdzv_round round;      /* template: generation, sizes, ids */
     struct rdzv_event outcome;
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
+    uint64_t created_ms;
+    struct {
+        double time; /* unix seconds */
+        char text[200];
+    } events[JOB_EVENTS]; /* ring, for status */
+    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % JOB_EVENTS] */
 };
+
+/* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
+static void job_note(struct job *j, bool warn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void job_note(struct job *j, bool warn, const char *fmt, ...)
+{
+    unsigned i = j->nevents++ % JOB_EVENTS;
+    struct timespec ts;
+    va_list ap;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    j->events[i].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    va_start(ap, fmt);
+    vsnprintf(j->events[i].text, sizeof(j->events[i].text), fmt, ap);
+    va_end(ap);
+    if (warn)
+        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+    else
+        log_info("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+}
 
 static struct member *member_by_rank(struct job *j, int64_t rank)
 {
@@ -133,9 +166,9 @@ static struct job *job_find(struct rdzvd_server *srv, const char *run_id)
     return NULL;
 }
 
-#define for_each_member(j, m, pos, tmp)                                                           \
-    rdzv_list_for_each_safe(pos, tmp, &(j)->members)                                              \
-        if (((m) = rdzv_container_of(pos, struct member, node)), 1)
+#define for_each_member(j, m, pos, tmp)                                                            \
+    rdzv_list_for_each_safe(                                                                       \
+        pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct member, node)), 1)
 
 static void job_timer_close_cb(uv_handle_t *h)
 {
@@ -158,7 +191,7 @@ static void job_close_store(struct job *j)
 /* Remove a job with no members left. */
 static void job_free(struct job *j)
 {
-    log_info("job %s: removed (generation %" PRIu64 ")", j->run_id, j->generation);
+    job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
     rdzv_list_del(&j->node);
     job_close_store(j);
     uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
@@ -223,9 +256,9 @@ static void job_end(struct job *j, const char *type, int64_t exit_code, const ch
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
     job_set_state(j, JOB_ENDED);
     if (exit_code == 0)
-        log_info("job %s: generation %" PRIu64 " succeeded", j->run_id, j->generation);
+        job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
-        log_warn("job %s: generation %" PRIu64 " failed (exit code %" PRId64 "): %s", j->run_id,
+        job_note(j, true, "generation %" PRIu64 " failed (exit code %" PRId64 "): %s",
                  j->generation, exit_code, summary);
     for_each_member(j, m, pos, tmp) member_send_event(m, &j->outcome);
     rdzvd_conn_flush_pending(j->srv);
@@ -241,7 +274,8 @@ static void member_hb_cb(uv_timer_t *t)
     struct member *m = t->data;
     char why[RDZV_HOST_MAX + 128];
 
-    snprintf(why, sizeof(why), "sent no heartbeat for %.1f s", (double)m->job->hb_timeout_ms / 1000);
+    snprintf(why, sizeof(why), "sent no heartbeat for %.1f s",
+             (double)m->job->hb_timeout_ms / 1000);
     member_lost(m, why);
 }
 
@@ -258,10 +292,11 @@ static void send_rounds(struct job *j)
     struct member *m;
 
     job_set_state(j, JOB_RUNNING);
-    log_info("job %s: generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
+    job_note(j, false,
+             "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
              ", store on port %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
-             j->run_id, j->generation, j->round.nnodes, j->round.world_size, j->store->port,
-             j->round.n_ids, j->restart_count, j->max_restarts);
+             j->generation, j->round.nnodes, j->round.world_size, j->store->port, j->round.n_ids,
+             j->restart_count, j->max_restarts);
     for_each_member(j, m, pos, tmp)
     {
         struct rdzv_round *rd = &j->round;
@@ -305,8 +340,9 @@ static void job_fail_nodes(struct job *j, int64_t have)
 {
     char why[RDZV_SUMMARY_MAX + 256];
 
-    snprintf(why, sizeof(why), "only %" PRId64 " of the %" PRId64 " nodes the job needs (--nnodes "
-                               "%" PRId64 ":%" PRId64 ") were there within the join timeout (%.0f s)%s%s",
+    snprintf(why, sizeof(why),
+             "only %" PRId64 " of the %" PRId64 " nodes the job needs (--nnodes "
+             "%" PRId64 ":%" PRId64 ") were there within the join timeout (%.0f s)%s%s",
              have, j->min, j->min, j->max, (double)j->join_timeout_ms / 1000,
              j->last_cause[0] ? "; " : "", j->last_cause);
     job_end(j, "failed", 1, why);
@@ -371,8 +407,7 @@ static void close_round(struct job *j)
     j->round.restart_count = j->restart_count;
     j->round.max_restarts = j->max_restarts;
     if (j->nmembers > rank)
-        log_info("job %s: %" PRId64 " spare node(s) wait for a place", j->run_id,
-                 j->nmembers - rank);
+        job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
 
     job_close_store(j);
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
@@ -457,9 +492,9 @@ static void job_restart(struct job *j, bool counted, int64_t exit_code, const ch
     if (counted && j->restart_count >= j->max_restarts) {
         char why[RDZV_SUMMARY_MAX + 1];
 
-        snprintf(why, sizeof(why), "%s; restart budget exhausted (%" PRId64 " of %" PRId64
-                                   " restarts used)",
-                 summary, j->restart_count, j->max_restarts);
+        snprintf(why, sizeof(why),
+                 "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
+                 j->restart_count, j->max_restarts);
         job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }
@@ -470,9 +505,9 @@ static void job_restart(struct job *j, bool counted, int64_t exit_code, const ch
     e.generation = j->generation;
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
-    log_warn("job %s: restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64
-             "%s): %s",
-             j->run_id, j->generation, j->restart_count, j->max_restarts,
+    job_note(j, true,
+             "restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s): %s",
+             j->generation, j->restart_count, j->max_restarts,
              counted ? "" : ", not counted: scale-up", summary);
     job_set_state(j, JOB_STOPPING);
     for_each_member(j, m, pos, tmp)
@@ -495,8 +530,8 @@ static void job_timer_cb(uv_timer_t *t)
         int64_t ready = count_ready(j);
 
         if (ready >= j->min) {
-            log_info("job %s: last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
-                     j->run_id, ready, j->min, j->max);
+            job_note(j, false, "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
+                     ready, j->min, j->max);
             close_round(j);
         } else {
             job_fail_nodes(j, ready);
@@ -512,8 +547,9 @@ static void job_timer_cb(uv_timer_t *t)
                j->nin_round < j->round.nnodes) {
         char why[256];
 
-        snprintf(why, sizeof(why), "root cause: %" PRId64 " of %" PRId64 " nodes of generation %"
-                                   PRIu64 " did not come back after rdzvd restarted",
+        snprintf(why, sizeof(why),
+                 "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
+                 " did not come back after rdzvd restarted",
                  j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
         job_restart(j, true, 1, why);
     }
@@ -546,13 +582,15 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     j->hb_timeout_ms = jn->heartbeat_timeout_ms;
     j->join_timeout_ms = jn->join_timeout_ms;
     j->scale_up_now = jn->scale_up_now;
+    j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     uv_timer_init(srv->loop, &j->timer);
     j->timer.data = j;
     rdzv_list_add_tail(&srv->jobs, &j->node);
-    log_info("job %s: created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
+    job_note(j, false,
+             "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
              " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms)",
-             j->run_id, j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
+             j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
     return j;
 }
 
@@ -650,9 +688,9 @@ static void member_lost(struct member *m, const char *why)
     snprintf(cause, sizeof(cause), "root cause: the agent of node rank %" PRId64 " (%s) %s", rank,
              m->join.host, why);
     if (in_round && (st == JOB_RUNNING || st == JOB_NCCL) && !left)
-        log_warn("job %s: %s", j->run_id, cause + 12);
+        job_note(j, true, "%s", cause + 12);
     else
-        log_info("job %s: %s (%s) left: %s", j->run_id, m->join.host, m->join.node_id, why);
+        job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id, why);
     member_remove(m);
     if (c)
         rdzvd_conn_close(c, why); /* its member is detached: no second report */
@@ -698,10 +736,10 @@ static void member_lost(struct member *m, const char *why)
 static int check_join_matches(struct rdzvd_conn *c, struct job *j, const struct rdzv_join *jn)
 {
     if (j->min != jn->min || j->max != jn->max || j->max_restarts != jn->max_restarts) {
-        send_frame_error(c, "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
-                            " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64
-                            ":%" PRId64 " --max-restarts %" PRId64
-                            "; start every agent with the same values",
+        send_frame_error(c,
+                         "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
+                         " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64 ":%" PRId64
+                         " --max-restarts %" PRId64 "; start every agent with the same values",
                          jn->run_id, j->min, j->max, j->max_restarts, jn->min, jn->max,
                          jn->max_restarts);
         return -EINVAL;
@@ -723,6 +761,7 @@ static struct member *member_add(struct job *j, struct rdzvd_conn *c, const stru
     m->ready = true;
     j->nready++;
     m->seq = j->next_seq++;
+    m->joined_ms = m->last_seen_ms = rdzv_now_ms();
     if (member_index(j, m) < 0) {
         free(m);
         return NULL;
@@ -779,9 +818,10 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
         snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
         r = rdzvd_listener_open_port(srv, desc, (uint16_t)rs->master_port, &j->store);
         if (r < 0) {
-            log_warn("job %s: cannot reopen the store of generation %" PRIu64 " on port %" PRId64
+            job_note(j, true,
+                     "cannot reopen the store of generation %" PRIu64 " on port %" PRId64
                      " (%s); workers that reconnect to it will fail",
-                     j->run_id, j->generation, rs->master_port, uv_strerror(r));
+                     j->generation, rs->master_port, uv_strerror(r));
             r = rdzvd_listener_open(srv, desc, &j->store);
         }
         if (r < 0) {
@@ -792,16 +832,17 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
         job_set_state(j, JOB_RUNNING);
         /* Agents that do not come back within this window count as lost. */
         job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * 2);
-        log_info("job %s: rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting "
+        job_note(j, false,
+                 "rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting "
                  "agents",
-                 j->run_id, j->generation, rs->nnodes);
+                 j->generation, rs->nnodes);
     } else if (check_join_matches(c, j, jn) < 0) {
         return -EINVAL;
     }
     old = member_by_id(j, jn->node_id);
     if (old && old->conn != c) {
         /* The same agent on a new connection before we saw the old one close: take it over. */
-        log_info("job %s: %s reconnected", j->run_id, jn->host);
+        job_note(j, false, "node=%s reconnected", jn->host);
         if (old->conn) {
             struct rdzvd_conn *oc = old->conn;
 
@@ -834,15 +875,15 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
         m->rank_offset = rs->rank_offset;
         member_set_ready(m, false);
         m->left_ok = rs->left;
-        log_info("job %s: %s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
+        job_note(j, false,
+                 "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
                  " of %" PRId64 " nodes)",
-                 j->run_id, jn->host, rs->node_rank, j->generation, j->nin_round,
-                 j->round.nnodes);
+                 jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
         send_joined(c, j, false, true);
         if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
             job_timer_stop(j);
-            log_info("job %s: generation %" PRIu64 " rebuilt; its workers never stopped",
-                     j->run_id, j->generation);
+            job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
+                     j->generation);
         }
         return 0;
     }
@@ -858,9 +899,10 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
         m->stopping_gen = rs->generation;
         send_joined(c, j, true, false);
         member_send_event(m, &e);
-        log_info("job %s: %s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
+        job_note(j, false,
+                 "node=%s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
                  "stop its workers",
-                 j->run_id, jn->host, rs->generation, j->generation);
+                 jn->host, rs->generation, j->generation);
     }
     return 0;
 }
@@ -880,8 +922,9 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
     }
     j = job_find(srv, jn.run_id);
     if (j && j->state == JOB_ENDED) {
-        send_frame_error(c, "job '%s' has just ended and its agents are still leaving; use a new "
-                            "--rdzv-id for a new job",
+        send_frame_error(c,
+                         "job '%s' has just ended and its agents are still leaving; use a new "
+                         "--rdzv-id for a new job",
                          jn.run_id);
         return -EBUSY;
     }
@@ -891,22 +934,24 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
         return -EINVAL;
     if (jn.node_rank >= jn.max) {
         if (!jn.rank_hint) {
-            send_frame_error(c, "node rank %" PRId64 " is out of range: job '%s' has at most "
-                                "%" PRId64 " nodes (ranks 0..%" PRId64 ")",
+            send_frame_error(c,
+                             "node rank %" PRId64 " is out of range: job '%s' has at most "
+                             "%" PRId64 " nodes (ranks 0..%" PRId64 ")",
                              jn.node_rank, jn.run_id, jn.max, jn.max - 1);
             return -ERANGE;
         }
         jn.node_rank = -1; /* the scheduler's extra node: a spare */
     }
     if (j && jn.node_rank >= 0) {
-        struct member *o = j->by_req[jn.node_rank] ? j->by_req[jn.node_rank]
-                                                   : j->by_rank[jn.node_rank];
+        struct member *o =
+            j->by_req[jn.node_rank] ? j->by_req[jn.node_rank] : j->by_rank[jn.node_rank];
 
         if (o && jn.rank_hint) {
             jn.node_rank = -1; /* only a preference: take any free rank */
         } else if (o) {
-            send_frame_error(c, "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
-                                "give each node its own --node-rank, or run one agent per node",
+            send_frame_error(c,
+                             "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
+                             "give each node its own --node-rank, or run one agent per node",
                              jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
             return -EEXIST;
         }
@@ -926,9 +971,10 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
         return -ENOMEM;
     }
     spare = j->state != JOB_FORMING;
-    log_info("job %s: %s (node id %s, %" PRId64 " workers, node rank %" PRId64
-             " asked) joined, %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
-             j->run_id, jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
+    job_note(j, false,
+             "node=%s joined (node id %s, %" PRId64 " workers, node rank %" PRId64
+             " asked), %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
+             jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
              spare ? " (waits for the next generation)" : "");
     send_joined(c, j, spare, false);
     if (j->state == JOB_FORMING)
@@ -956,8 +1002,8 @@ static int handle_nccl_id(struct member *m, const uint8_t *body, uint32_t len)
         send_frame_error(m->conn, "NCCL_ID: %s", err);
         return -EBADMSG;
     }
-    if (json_unpack_ex(root, &jerr, 0, "{s:I, s?o, s?s}", "generation", &gen, "ids", &ids,
-                       "error", &error) < 0) {
+    if (json_unpack_ex(root, &jerr, 0, "{s:I, s?o, s?s}", "generation", &gen, "ids", &ids, "error",
+                       &error) < 0) {
         send_frame_error(m->conn, "NCCL_ID: %s", jerr.text);
         json_decref(root);
         return -EBADMSG;
@@ -968,17 +1014,18 @@ static int handle_nccl_id(struct member *m, const uint8_t *body, uint32_t len)
         return 0;
     }
     if (error) {
-        for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 &&
-                                            o->join.nccl == RDZV_NCCL_REQUIRED) required = true;
+        for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && o->join.nccl == RDZV_NCCL_REQUIRED)
+            required = true;
         if (required) {
-            snprintf(err, sizeof(err), "this job needs NCCL, but node rank 0 (%s) cannot make "
-                                       "an NCCL id: %s",
+            snprintf(err, sizeof(err),
+                     "this job needs NCCL, but node rank 0 (%s) cannot make "
+                     "an NCCL id: %s",
                      m->join.host, error);
             json_decref(root);
             job_end(j, "failed", 1, err);
             return 0;
         }
-        log_info("job %s: no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", j->run_id, error);
+        job_note(j, false, "no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", error);
     } else {
         if (!json_is_array(ids) || json_array_size(ids) < 1 ||
             json_array_size(ids) > RDZV_MAX_NCCL_IDS) {
@@ -990,8 +1037,8 @@ static int handle_nccl_id(struct member *m, const uint8_t *body, uint32_t len)
         json_array_foreach(ids, i, v)
         {
             if (!json_is_string(v) || !rdzv_nccl_hex_valid(json_string_value(v))) {
-                send_frame_error(m->conn, "NCCL_ID: ids[%zu] is not %d lowercase hex characters",
-                                 i, RDZV_NCCL_HEX_LEN);
+                send_frame_error(m->conn, "NCCL_ID: ids[%zu] is not %d lowercase hex characters", i,
+                                 RDZV_NCCL_HEX_LEN);
                 json_decref(root);
                 return -EBADMSG;
             }
@@ -1019,6 +1066,7 @@ static int handle_worker_exit(struct member *m, const uint8_t *body, uint32_t le
     }
     if (j->state != JOB_RUNNING || w.generation != j->generation || m->node_rank < 0)
         return 0; /* a late report from an earlier generation, or the job already moved on */
+    m->failures++;
     secs = (time_t)w.time;
     gmtime_r(&secs, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -1114,10 +1162,83 @@ static int handle_heartbeat(struct member *m)
     return 0;
 }
 
+static json_t *job_status(struct job *j, uint64_t now)
+{
+    json_t *nodes = json_array(), *events = json_array(), *o;
+    struct rdzv_list *pos, *tmp;
+    struct member *m;
+    unsigned first = j->nevents > JOB_EVENTS ? j->nevents - JOB_EVENTS : 0;
+
+    for_each_member(j, m, pos, tmp)
+    {
+        json_array_append_new(
+            nodes, json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host",
+                             m->join.host, "node_id", m->join.node_id, "node_rank",
+                             (json_int_t)m->node_rank, "workers", (json_int_t)m->join.nproc,
+                             "last_heartbeat_age_s", (double)(now - m->last_seen_ms) / 1000,
+                             "age_s", (double)(now - m->joined_ms) / 1000, "failures",
+                             (json_int_t)m->failures, "spare", m->node_rank < 0 && m->ready,
+                             "connected", m->conn != NULL, "state",
+                             m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
+                             : m->ready        ? "spare"
+                                               : "stopping"));
+    }
+    for (unsigned i = first; i < j->nevents; i++)
+        json_array_append_new(events, json_pack("{s:f, s:s}", "time",
+                                                j->events[i % JOB_EVENTS].time, "text",
+                                                j->events[i % JOB_EVENTS].text));
+    o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:o, s:o}", "run_id",
+                  j->run_id, "state", job_state_names[j->state], "generation",
+                  (json_int_t)j->generation, "restart_count", (json_int_t)j->restart_count,
+                  "max_restarts", (json_int_t)j->max_restarts, "min_nodes", (json_int_t)j->min,
+                  "max_nodes", (json_int_t)j->max, "nodes_in_generation",
+                  (json_int_t)j->nin_round, "world_size", (json_int_t)j->round.world_size,
+                  "age_s", (double)(now - j->created_ms) / 1000, "store_port",
+                  j->store ? (int)j->store->port : 0, "nodes", nodes, "events", events);
+    if (o && j->state == JOB_ENDED)
+        json_object_set_new(o, "outcome",
+                            json_pack("{s:s, s:I, s:s}", "type", j->outcome.type, "exit_code",
+                                      (json_int_t)j->outcome.exit_code, "summary",
+                                      j->outcome.summary));
+    return o;
+}
+
+json_t *rdzvd_status_json(struct rdzvd_server *srv)
+{
+    uint64_t now = rdzv_now_ms();
+    json_t *jobs = json_array();
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &srv->jobs)
+        json_array_append_new(jobs, job_status(rdzv_container_of(pos, struct job, node), now));
+    return json_pack("{s:s, s:s, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
+                     "rdzvd", "version", RDZV_VERSION, "port", (json_int_t)srv->bound_port,
+                     "uptime_s", (double)(now - srv->start_ms) / 1000, "stats", "connections",
+                     (json_int_t)srv->nconns, "accepted", (json_int_t)srv->stats.accepted,
+                     "rejected", (json_int_t)srv->stats.rejected, "protocol_errors",
+                     (json_int_t)srv->stats.closed_proto, "requests",
+                     (json_int_t)srv->stats.requests, "main_store_keys",
+                     (json_int_t)rdzvd_store_num_keys(srv->main.store), "jobs", jobs);
+}
+
+static int handle_status(struct rdzvd_conn *c)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+
+    if (out && rdzv_msg_put(out, RDZV_MSG_STATUS_REPLY, rdzvd_status_json(rdzvd_conn_server(c))) < 0)
+        log_error("out of memory answering STATUS");
+    return 0;
+}
+
 int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
 {
     /* The member is looked up through the connection, never taken from the message. */
     struct member *m = rdzvd_conn_get_member(c);
+
+    if (op == RDZV_MSG_STATUS)
+        return handle_status(c);
+    if (m)
+        m->last_seen_ms = rdzv_now_ms();
 
     if (op == RDZV_MSG_JOIN) {
         if (m) {

@@ -2,6 +2,7 @@
 /* rdzvd-job.h: rendezvous jobs: membership, round formation, node ranks, NCCL ids, the store of
  * each generation, and the job's outcome (proto/RENDEZVOUS.md). */
 #pragma once
+#include <jansson.h>
 #include <stdint.h>
 
 struct rdzvd_server;
@@ -16,3 +17,8 @@ void rdzvd_job_conn_closed(struct rdzvd_conn *c, void *member);
 
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(struct rdzvd_server *srv);
+
+/* Everything rdzvctl status and the status page show: the daemon's counters, and per job its
+ * state, generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
+ * events. A new reference, or NULL when out of memory. */
+json_t *rdzvd_status_json(struct rdzvd_server *srv);

@@ -2,6 +2,8 @@
 /* rdzvd-server.c: listeners (dual-stack with IPv4 fallback), accept, shut down. */
 #include "rdzvd-server.h"
 
+#include "../common/rdzv-util.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
 #include "rdzvd-conn.h"
 #include "rdzvd-job.h"
 #include "rdzvd-store.h"
@@ -34,6 +37,7 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     int r;
 
     memset(srv, 0, sizeof(*srv));
+    srv->start_ms = rdzv_now_ms();
     srv->loop = loop;
     srv->cfg = *cfg;
     rdzv_list_init(&srv->conns);

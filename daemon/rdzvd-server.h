@@ -55,6 +55,7 @@ struct rdzvd_server {
     size_t scratch_len;
     uint64_t last_reject_log_ms;
     int backlog;                  /* net.core.somaxconn, read once at init */
+    uint64_t start_ms;            /* rdzv_now_ms() at init, for uptime */
     struct rdzvd_stats stats;
 };
 

@@ -13,6 +13,7 @@
 
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "rdzvd-http.h"
 #include "rdzvd-server.h"
 
 #ifndef RDZV_VERSION
@@ -24,6 +25,9 @@ struct opts {
     const char *port_file;
     enum rdzv_log_level level;
     bool max_conns_set;
+    int metrics_port;         /* -1: no metrics endpoint */
+    const char *metrics_bind;
+    const char *metrics_port_file;
 };
 
 static void usage(FILE *f)
@@ -46,6 +50,11 @@ static void usage(FILE *f)
             "      --max-conns N        open connections (default: open-file limit - 64)\n"
             "      --max-store-bytes N  bytes of keys and values held (default 4GiB)\n"
             "      --max-wait-keys N    pending WAIT keys per connection (default 131072)\n"
+            "      --metrics-port N     serve Prometheus metrics (/metrics), a status page (/) and\n"
+            "                           /status.json over HTTP on port N (0: a free port)\n"
+            "      --metrics-bind ADDR  address for --metrics-port (default: --bind, else\n"
+            "                           127.0.0.1)\n"
+            "      --metrics-port-file FILE  write the metrics port to FILE\n"
             "  -l, --log-level LEVEL    error, warn, info (default), debug, trace\n"
             "  -h, --help               show this help\n"
             "  -V, --version            show the version\n"
@@ -66,6 +75,9 @@ enum {
     OPT_MAX_CONNS,
     OPT_MAX_STORE_BYTES,
     OPT_MAX_WAIT_KEYS,
+    OPT_METRICS_PORT,
+    OPT_METRICS_BIND,
+    OPT_METRICS_PORT_FILE,
 };
 
 static const struct option longopts[] = {
@@ -81,6 +93,9 @@ static const struct option longopts[] = {
     {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
     {"max-store-bytes", required_argument, NULL, OPT_MAX_STORE_BYTES},
     {"max-wait-keys", required_argument, NULL, OPT_MAX_WAIT_KEYS},
+    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
+    {"metrics-bind", required_argument, NULL, OPT_METRICS_BIND},
+    {"metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE},
     {"log-level", required_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -145,6 +160,20 @@ static int apply(struct opts *o, int c, const char *val)
         return size_opt("--max-store-bytes", val, &lim->max_store_bytes);
     case OPT_MAX_WAIT_KEYS:
         return size_opt("--max-wait-keys", val, &lim->max_wait_keys);
+    case OPT_METRICS_PORT: {
+        uint16_t port;
+
+        if (rdzv_parse_port(val, &port) < 0)
+            return bad("--metrics-port", val, "expected 0..65535");
+        o->metrics_port = port;
+        return 0;
+    }
+    case OPT_METRICS_BIND:
+        o->metrics_bind = val;
+        return 0;
+    case OPT_METRICS_PORT_FILE:
+        o->metrics_port_file = val;
+        return 0;
     case 'l':
         if (rdzv_log_parse_level(val, &o->level) < 0)
             return bad("--log-level", val, "expected error, warn, info, debug or trace");
@@ -246,6 +275,7 @@ static int write_port_file(const char *path, unsigned port)
 
 struct daemon_ctx {
     struct rdzvd_server srv;
+    struct rdzvd_http *http;
     uv_signal_t sigterm, sigint;
 };
 
@@ -256,6 +286,8 @@ static void signal_cb(uv_signal_t *h, int signum)
     log_info("received %s, shutting down", strsignal(signum));
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
+    rdzvd_http_stop(d->http);
+    d->http = NULL;
     rdzvd_server_stop(&d->srv);
 }
 
@@ -265,8 +297,9 @@ int main(int argc, char **argv)
         .cfg = {.port = RDZV_DEFAULT_PORT, .legacy = RDZV_DIALECT_V20, .legacy_allowed = true,
                 .lim = RDZV_LIMITS_DEFAULT},
         .level = RDZV_LOG_INFO,
+        .metrics_port = -1,
     };
-    struct daemon_ctx d;
+    struct daemon_ctx d = {0};
     uv_loop_t loop;
     uint64_t nofile;
     int r;
@@ -299,6 +332,27 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sigterm, signal_cb, SIGTERM);
     uv_signal_start(&d.sigint, signal_cb, SIGINT);
 
+    if (o.metrics_port >= 0) {
+        const char *maddr = o.metrics_bind ? o.metrics_bind : o.cfg.bind ? o.cfg.bind : "127.0.0.1";
+        uint16_t mport;
+
+        r = rdzvd_http_start(&d.srv, maddr, (uint16_t)o.metrics_port, &mport, &d.http);
+        if (r < 0) {
+            log_error("cannot serve metrics on %s port %d: %s (check --metrics-port and "
+                      "--metrics-bind)",
+                      maddr, o.metrics_port, uv_strerror(r));
+            rdzvd_server_stop(&d.srv);
+            uv_close((uv_handle_t *)&d.sigterm, NULL);
+            uv_close((uv_handle_t *)&d.sigint, NULL);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            rdzvd_server_done(&d.srv);
+            uv_loop_close(&loop);
+            return 1;
+        }
+        log_info("metrics and status page on http://%s:%u/", maddr, mport);
+        if (o.metrics_port_file && (r = write_port_file(o.metrics_port_file, mport)) < 0)
+            log_warn_errno(r, "cannot write --metrics-port-file %s", o.metrics_port_file);
+    }
     if (o.port_file && (r = write_port_file(o.port_file, d.srv.bound_port)) < 0)
         log_warn_errno(r, "cannot write --port-file %s", o.port_file);
     printf("rdzvd listening on %s port %u\n", d.srv.bound_addr, d.srv.bound_port);

@@ -31,6 +31,10 @@ const char *rdzv_msg_name(uint8_t op)
         return "LEAVE";
     case RDZV_MSG_READY:
         return "READY";
+    case RDZV_MSG_STATUS:
+        return "STATUS";
+    case RDZV_MSG_STATUS_REPLY:
+        return "STATUS_REPLY";
     case RDZV_MSG_ERROR:
         return "ERROR";
     default:

@@ -23,6 +23,8 @@ enum rdzv_msg_op {
     RDZV_MSG_EVENT = 0xA9,
     RDZV_MSG_LEAVE = 0xAA,
     RDZV_MSG_READY = 0xAB,
+    RDZV_MSG_STATUS = 0xB0,       /* rdzvctl -> daemon: {} */
+    RDZV_MSG_STATUS_REPLY = 0xB1, /* daemon -> rdzvctl: jobs, nodes, events (RENDEZVOUS.md) */
     RDZV_MSG_ERROR = 0xAF,
 };
 

@@ -1,0 +1,477 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-http.c: --metrics-port: Prometheus metrics, status JSON and a plain HTML status page. */
+#include "rdzvd-http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+#include "rdzvd-job.h"
+#include "rdzvd-server.h"
+
+struct rdzvd_http {
+    uv_tcp_t tcp; /* first: the listen callback recovers h from the handle */
+    struct rdzvd_server *srv;
+    struct rdzv_list conns;
+    unsigned nconns;
+    bool stopping;
+    bool tcp_closed;
+};
+
+struct http_conn {
+    uv_tcp_t tcp; /* first */
+    uv_timer_t timer;
+    uv_write_t wr;
+    struct rdzv_list node;
+    struct rdzvd_http *h;
+    char req[RDZVD_HTTP_MAX_REQ];
+    size_t len;
+    struct rdzv_buf out;
+    int closes;
+    bool responded;
+};
+
+/* ---- bodies ---- */
+
+static int bprintf(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bprintf(struct rdzv_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || rdzv_buf_reserve(b, (size_t)n + 1) < 0)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+/* Append s escaped for a Prometheus label value (\\, \", \n) or for HTML text (&<>"'). */
+static int put_escaped(struct rdzv_buf *b, const char *s, bool html)
+{
+    int r = 0;
+
+    for (; s && *s && r == 0; s++) {
+        const char *e = NULL;
+
+        if (html)
+            e = *s == '&'    ? "&amp;"
+                : *s == '<'  ? "&lt;"
+                : *s == '>'  ? "&gt;"
+                : *s == '"'  ? "&quot;"
+                : *s == '\'' ? "&#39;"
+                             : NULL;
+        else
+            e = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+        r = e ? rdzv_buf_put(b, e, strlen(e)) : rdzv_buf_put(b, s, 1);
+    }
+    return r;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+
+    return s ? s : "";
+}
+
+static long long jint(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static double jnum(json_t *o, const char *k)
+{
+    return json_number_value(json_object_get(o, k));
+}
+
+static char *buf_to_str(struct rdzv_buf *b, int r)
+{
+    if (r == 0)
+        r = rdzv_buf_put(b, "", 1); /* NUL */
+    if (r < 0) {
+        rdzv_buf_free(b);
+        return NULL;
+    }
+    return (char *)b->data;
+}
+
+static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended"};
+
+char *rdzvd_http_metrics(struct rdzvd_server *srv)
+{
+    json_t *st = rdzvd_status_json(srv), *stats, *jobs, *job, *n;
+    struct rdzv_buf b = {0};
+    size_t i, k;
+    int r = 0;
+
+    if (!st)
+        return NULL;
+    stats = json_object_get(st, "stats");
+    jobs = json_object_get(st, "jobs");
+    r |=
+        bprintf(&b,
+                "# HELP rdzvd_uptime_seconds Seconds since rdzvd started.\n"
+                "# TYPE rdzvd_uptime_seconds gauge\nrdzvd_uptime_seconds %.3f\n"
+                "# HELP rdzvd_connections Open client connections (agents and stores).\n"
+                "# TYPE rdzvd_connections gauge\nrdzvd_connections %lld\n"
+                "# HELP rdzvd_connections_accepted_total Connections accepted.\n"
+                "# TYPE rdzvd_connections_accepted_total counter\n"
+                "rdzvd_connections_accepted_total %lld\n"
+                "# HELP rdzvd_connections_rejected_total Connections refused at accept.\n"
+                "# TYPE rdzvd_connections_rejected_total counter\n"
+                "rdzvd_connections_rejected_total %lld\n"
+                "# HELP rdzvd_protocol_errors_total Connections closed for a protocol error.\n"
+                "# TYPE rdzvd_protocol_errors_total counter\nrdzvd_protocol_errors_total %lld\n"
+                "# HELP rdzvd_requests_total Store requests served.\n"
+                "# TYPE rdzvd_requests_total counter\nrdzvd_requests_total %lld\n"
+                "# HELP rdzvd_store_keys Keys in the main store.\n"
+                "# TYPE rdzvd_store_keys gauge\nrdzvd_store_keys{store=\"main\"} %lld\n"
+                "# HELP rdzvd_jobs Jobs known to rdzvd.\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
+                jnum(st, "uptime_s"), jint(stats, "connections"), jint(stats, "accepted"),
+                jint(stats, "rejected"), jint(stats, "protocol_errors"), jint(stats, "requests"),
+                jint(stats, "main_store_keys"), json_array_size(jobs));
+    static const struct {
+        const char *name, *type, *help, *key;
+    } per_job[] = {
+        {"rdzvd_job_generation", "gauge", "Current generation of the job.", "generation"},
+        {"rdzvd_job_restarts_total", "counter", "Restarts used from the job's budget.",
+         "restart_count"},
+        {"rdzvd_job_max_restarts", "gauge", "The job's restart budget.", "max_restarts"},
+        {"rdzvd_job_nodes", "gauge", "Nodes in the job's current generation.",
+         "nodes_in_generation"},
+        {"rdzvd_job_world_size", "gauge", "Workers in the job's current generation.", "world_size"},
+    };
+    for (unsigned m = 0; m < RDZV_ARRAY_SIZE(per_job); m++) {
+        r |= bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
+                     per_job[m].name, per_job[m].type);
+        json_array_foreach(jobs, i, job)
+        {
+            r |= bprintf(&b, "%s{job=\"", per_job[m].name);
+            r |= put_escaped(&b, jstr(job, "run_id"), false);
+            r |= bprintf(&b, "\"} %lld\n", jint(job, per_job[m].key));
+        }
+    }
+    r |= bprintf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
+                     "# TYPE rdzvd_job_state gauge\n");
+    json_array_foreach(jobs, i, job)
+    {
+        for (unsigned s = 0; s < RDZV_ARRAY_SIZE(job_states); s++) {
+            r |= bprintf(&b, "rdzvd_job_state{job=\"");
+            r |= put_escaped(&b, jstr(job, "run_id"), false);
+            r |= bprintf(&b, "\",state=\"%s\"} %d\n", job_states[s],
+                         strcmp(jstr(job, "state"), job_states[s]) == 0);
+        }
+    }
+    r |= bprintf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's agent "
+                     "was last heard.\n# TYPE rdzvd_node_heartbeat_age_seconds gauge\n");
+    json_array_foreach(jobs, i, job)
+    {
+        json_array_foreach(json_object_get(job, "nodes"), k, n)
+        {
+            r |= bprintf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
+            r |= put_escaped(&b, jstr(job, "run_id"), false);
+            r |= bprintf(&b, "\",node_id=\"");
+            r |= put_escaped(&b, jstr(n, "node_id"), false);
+            r |= bprintf(&b, "\",host=\"");
+            r |= put_escaped(&b, jstr(n, "host"), false);
+            r |= bprintf(&b, "\",node_rank=\"%lld\"} %.3f\n", jint(n, "node_rank"),
+                         jnum(n, "last_heartbeat_age_s"));
+        }
+    }
+    json_decref(st);
+    return buf_to_str(&b, r ? -ENOMEM : 0);
+}
+
+static int put_time(struct rdzv_buf *b, double t)
+{
+    time_t secs = (time_t)t;
+    struct tm tm;
+    char when[32];
+
+    gmtime_r(&secs, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%SZ", &tm);
+    return rdzv_buf_put(b, when, strlen(when));
+}
+
+char *rdzvd_http_page(struct rdzvd_server *srv)
+{
+    json_t *st = rdzvd_status_json(srv), *jobs, *job, *n, *e;
+    struct rdzv_buf b = {0};
+    size_t i, k;
+    int r = 0;
+
+    if (!st)
+        return NULL;
+    jobs = json_object_get(st, "jobs");
+    r |= bprintf(&b,
+                 "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd status</title>"
+                 "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
+                 "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.2em .6em;text-align:"
+                 "left}th{background:#eee}.failed{color:#a00}.running{color:#070}</style></head>"
+                 "<body><h1>rdzvd %s</h1><p id=\"daemon\">port %lld, up %.0f s, %lld connections, "
+                 "%zu job(s)</p>\n",
+                 jstr(st, "version"), jint(st, "port"), jnum(st, "uptime_s"),
+                 jint(json_object_get(st, "stats"), "connections"), json_array_size(jobs));
+    json_array_foreach(jobs, i, job)
+    {
+        r |= bprintf(&b, "<h2 class=\"job\">job <span class=\"run-id\">");
+        r |= put_escaped(&b, jstr(job, "run_id"), true);
+        r |= bprintf(&b,
+                     "</span>: <span class=\"%s\">%s</span></h2>\n<p>generation %lld, restarts "
+                     "%lld of %lld, %lld node(s) (%lld..%lld), world size %lld</p>\n"
+                     "<table class=\"nodes\"><tr><th>host</th><th>node rank</th><th>state</th>"
+                     "<th>last heartbeat</th><th>workers</th><th>failures</th></tr>\n",
+                     jstr(job, "state"), jstr(job, "state"), jint(job, "generation"),
+                     jint(job, "restart_count"), jint(job, "max_restarts"),
+                     jint(job, "nodes_in_generation"), jint(job, "min_nodes"),
+                     jint(job, "max_nodes"), jint(job, "world_size"));
+        json_array_foreach(json_object_get(job, "nodes"), k, n)
+        {
+            r |= bprintf(&b, "<tr><td>");
+            r |= put_escaped(&b, jstr(n, "host"), true);
+            if (jint(n, "node_rank") >= 0)
+                r |= bprintf(&b, "</td><td>%lld", jint(n, "node_rank"));
+            else
+                r |= bprintf(&b, "</td><td>-");
+            r |= bprintf(&b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td></tr>\n",
+                         jstr(n, "state"), jnum(n, "last_heartbeat_age_s"), jint(n, "workers"),
+                         jint(n, "failures"));
+        }
+        r |= bprintf(&b, "</table>\n<h3>recent events</h3><ul class=\"events\">\n");
+        json_array_foreach(json_object_get(job, "events"), k, e)
+        {
+            r |= bprintf(&b, "<li>");
+            r |= put_time(&b, jnum(e, "time"));
+            r |= bprintf(&b, " ");
+            r |= put_escaped(&b, jstr(e, "text"), true);
+            r |= bprintf(&b, "</li>\n");
+        }
+        r |= bprintf(&b, "</ul>\n");
+    }
+    r |= bprintf(&b, "<p><a href=\"/metrics\">metrics</a> &middot; <a href=\"/status.json\">"
+                     "status.json</a></p></body></html>\n");
+    json_decref(st);
+    return buf_to_str(&b, r ? -ENOMEM : 0);
+}
+
+/* ---- connections ---- */
+
+static void http_conn_close_cb(uv_handle_t *hd)
+{
+    struct http_conn *c = hd->data;
+
+    if (--c->closes > 0)
+        return;
+    rdzv_buf_free(&c->out);
+    free(c);
+}
+
+static void http_conn_close(struct http_conn *c)
+{
+    if (c->closes)
+        return;
+    c->closes = 2;
+    rdzv_list_del(&c->node);
+    c->h->nconns--;
+    uv_close((uv_handle_t *)&c->timer, http_conn_close_cb);
+    uv_close((uv_handle_t *)&c->tcp, http_conn_close_cb);
+}
+
+static void http_write_cb(uv_write_t *req, int status)
+{
+    (void)status;
+    http_conn_close(req->data);
+}
+
+static void http_respond(struct http_conn *c, int code, const char *ctype, const char *body)
+{
+    const char *reason = code == 200   ? "OK"
+                         : code == 404 ? "Not Found"
+                         : code == 405 ? "Method Not Allowed"
+                         : code == 400 ? "Bad Request"
+                         : code == 413 ? "Request Header Fields Too Large"
+                                       : "Internal Server Error";
+    uv_buf_t ub;
+    int r;
+
+    c->responded = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    r = bprintf(&c->out,
+                "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                "Connection: close\r\n\r\n%s",
+                code, reason, ctype, strlen(body), body);
+    if (r < 0) {
+        http_conn_close(c);
+        return;
+    }
+    ub = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+    c->wr.data = c;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &ub, 1, http_write_cb) < 0)
+        http_conn_close(c);
+}
+
+static void http_serve(struct http_conn *c)
+{
+    char method[8], path[256];
+    char *body = NULL;
+    const char *ctype = "text/plain; charset=utf-8";
+
+    if (sscanf(c->req, "%7s %255s HTTP/1.%*c", method, path) != 2) {
+        http_respond(c, 400, ctype, "bad request\n");
+        return;
+    }
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        http_respond(c, 405, ctype, "only GET\n");
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        body = rdzvd_http_metrics(c->h->srv);
+        ctype = "text/plain; version=0.0.4; charset=utf-8";
+    } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        body = rdzvd_http_page(c->h->srv);
+        ctype = "text/html; charset=utf-8";
+    } else if (strcmp(path, "/status.json") == 0) {
+        json_t *st = rdzvd_status_json(c->h->srv);
+
+        body = st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+        json_decref(st);
+        ctype = "application/json";
+    } else {
+        http_respond(c, 404, ctype, "not found: try /, /metrics or /status.json\n");
+        return;
+    }
+    if (!body) {
+        http_respond(c, 500, ctype, "out of memory\n");
+        return;
+    }
+    http_respond(c, 200, ctype, body);
+    free(body);
+}
+
+static void http_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
+{
+    struct http_conn *c = hd->data;
+
+    (void)suggested;
+    *buf = uv_buf_init(c->req + c->len, (unsigned)(sizeof(c->req) - 1 - c->len));
+}
+
+static void http_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct http_conn *c = s->data;
+
+    (void)buf;
+    if (nread < 0) {
+        http_conn_close(c);
+        return;
+    }
+    c->len += (size_t)nread;
+    c->req[c->len] = '\0';
+    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
+        http_serve(c);
+    else if (c->len >= sizeof(c->req) - 1)
+        http_respond(c, 413, "text/plain; charset=utf-8", "request too large\n");
+}
+
+static void http_timeout_cb(uv_timer_t *t)
+{
+    struct http_conn *c = t->data;
+
+    if (!c->responded)
+        http_conn_close(c);
+}
+
+static void http_listen_cb(uv_stream_t *s, int status)
+{
+    struct rdzvd_http *h = (struct rdzvd_http *)s;
+    struct http_conn *c;
+
+    if (status < 0 || h->stopping)
+        return;
+    c = calloc(1, sizeof(*c));
+    if (!c || uv_tcp_init(s->loop, &c->tcp) < 0) {
+        free(c);
+        return;
+    }
+    c->h = h;
+    c->tcp.data = c;
+    uv_timer_init(s->loop, &c->timer);
+    c->timer.data = c;
+    rdzv_list_add_tail(&h->conns, &c->node);
+    h->nconns++;
+    if (uv_accept(s, (uv_stream_t *)&c->tcp) < 0 || h->nconns > RDZVD_HTTP_MAX_CONNS) {
+        http_conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_TIMEOUT_MS, 0);
+    if (uv_read_start((uv_stream_t *)&c->tcp, http_alloc_cb, http_read_cb) < 0)
+        http_conn_close(c);
+}
+
+static void http_free_cb(uv_handle_t *hd)
+{
+    free(hd->data);
+}
+
+int rdzvd_http_start(struct rdzvd_server *srv, const char *addr, uint16_t port, uint16_t *ret_port,
+                     struct rdzvd_http **ret)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss), r;
+    struct rdzvd_http *h;
+
+    if (uv_ip4_addr(addr, port, (struct sockaddr_in *)&ss) < 0 &&
+        uv_ip6_addr(addr, port, (struct sockaddr_in6 *)&ss) < 0)
+        return -EINVAL;
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->srv = srv;
+    rdzv_list_init(&h->conns);
+    r = uv_tcp_init(srv->loop, &h->tcp);
+    if (r < 0) {
+        free(h);
+        return r;
+    }
+    h->tcp.data = h;
+    r = uv_tcp_bind(&h->tcp, (const struct sockaddr *)&ss, 0);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&h->tcp, 64, http_listen_cb);
+    if (r == 0)
+        r = uv_tcp_getsockname(&h->tcp, (struct sockaddr *)&ss, &len);
+    if (r < 0) {
+        h->stopping = true;
+        uv_close((uv_handle_t *)&h->tcp, http_free_cb);
+        return r;
+    }
+    *ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    *ret = h;
+    return 0;
+}
+
+void rdzvd_http_stop(struct rdzvd_http *h)
+{
+    if (!h || h->stopping)
+        return;
+    h->stopping = true;
+    while (!rdzv_list_empty(&h->conns))
+        http_conn_close(rdzv_container_of(h->conns.next, struct http_conn, node));
+    uv_close((uv_handle_t *)&h->tcp, http_free_cb);
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-http.h: the read-only HTTP endpoint of rdzvd (--metrics-port): Prometheus text metrics
+ * (GET /metrics), the status as JSON (GET /status.json) and a small status page (GET /), all made
+ * from rdzvd_status_json(). HTTP/1.0-style: one request per connection, then close. Requests are
+ * bounded (RDZVD_HTTP_MAX_REQ bytes, RDZVD_HTTP_TIMEOUT_MS, RDZVD_HTTP_MAX_CONNS at once). */
+#pragma once
+#include <stdint.h>
+#include <uv.h>
+
+#define RDZVD_HTTP_MAX_REQ 8192
+#define RDZVD_HTTP_TIMEOUT_MS 5000
+#define RDZVD_HTTP_MAX_CONNS 64
+
+struct rdzvd_server;
+struct rdzvd_http;
+
+/* Listen on addr:port (port 0: kernel-chosen) for srv. *ret_port says where. 0 or -errno. */
+int rdzvd_http_start(struct rdzvd_server *srv, const char *addr, uint16_t port,
+                     uint16_t *ret_port, struct rdzvd_http **ret);
+/* Stop listening and close every connection; memory goes in the close callbacks. NULL: no-op. */
+void rdzvd_http_stop(struct rdzvd_http *h);
+
+/* The bodies, for tests and the handler: a malloc'd NUL-terminated string, NULL on -ENOMEM. */
+char *rdzvd_http_metrics(struct rdzvd_server *srv);
+char *rdzvd_http_page(struct rdzvd_server *srv);

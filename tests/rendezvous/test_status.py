@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzvctl status (text and --json), rdzvd --metrics-port (Prometheus text, /status.json) and the
+status page rendered by a real headless Chromium, during a real job with a restart."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from agenttest import AgentTestCase, agent_cmd, finish, main, start
+
+RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.environ.get(
+    "RDZVD", "build/daemon/rdzvd")), "rdzvctl"))
+
+# Rank 1 fails on the first attempt, then every worker sleeps so the job stays observable.
+WORKER = ["/bin/sh", "-c",
+          'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then exit 3; fi; '
+          'sleep "${RDZV_TEST_SLEEP:-30}"']
+
+PROM_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})?'
+                       r' -?[0-9.eE+-]+$')
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type"), r.read().decode()
+
+
+class StatusTest(AgentTestCase):
+    def start_job(self, run_id, nodes=2, extra=()):
+        d = self.daemon("--metrics-port", "0", "--metrics-port-file",
+                        os.path.join(tempfile.mkdtemp(prefix="rdzv-mport-"), "p"))
+        mport_file = d.args[d.args.index("--metrics-port-file") + 1]
+        deadline = time.monotonic() + 5
+        while not os.path.exists(mport_file) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with open(mport_file) as f:
+            self.mport = int(f.read())
+        ep = f"127.0.0.1:{d.port}"
+        agents = [start(agent_cmd(ep, "--rdzv-id", run_id, "--nnodes", str(nodes), "--nproc", "2",
+                                  "--max-restarts", "2", "--nccl", "off", "--grace", "1",
+                                  "--last-call", "0.2", *extra, worker=WORKER))
+                  for _ in range(nodes)]
+        for a in agents:
+            self.addCleanup(a.kill)
+        return d, ep, agents
+
+    def ctl_status(self, ep, *args):
+        p = subprocess.run([RDZVCTL, "-e", ep, "status", *args], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+    def wait_generation(self, ep, run_id, gen, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = json.loads(self.ctl_status(ep, "--json"))
+            for j in st["jobs"]:
+                if j["run_id"] == run_id and j["generation"] >= gen and j["state"] == "running":
+                    return st
+            time.sleep(0.1)
+        self.fail(f"job {run_id} did not reach generation {gen}: {st}")
+
+    def test_status_json_and_text_show_jobs_nodes_restarts_events(self):
+        d, ep, agents = self.start_job("status-job")
+        st = self.wait_generation(ep, "status-job", 2)
+        job = next(j for j in st["jobs"] if j["run_id"] == "status-job")
+        self.assertEqual(job["restart_count"], 1)
+        self.assertEqual(job["max_restarts"], 2)
+        self.assertEqual(job["nodes_in_generation"], 2)
+        self.assertEqual(job["world_size"], 4)
+        self.assertEqual(sorted(n["node_rank"] for n in job["nodes"]), [0, 1])
+        for n in job["nodes"]:
+            self.assertEqual(n["workers"], 2)
+            self.assertLess(n["last_heartbeat_age_s"], 5)
+            self.assertTrue(n["connected"])
+        self.assertEqual(sum(n["failures"] for n in job["nodes"]), 1, "the one failure, once")
+        texts = [e["text"] for e in job["events"]]
+        self.assertTrue(any("restarting generation 1" in t and "exited with code 3" in t
+                            for t in texts), texts)
+        self.assertTrue(any(t.startswith("generation 2 formed") for t in texts), texts)
+        self.assertGreater(st["uptime_s"], 0)
+        self.assertGreaterEqual(st["stats"]["connections"], 2)
+
+        text = self.ctl_status(ep)
+        self.assertIn("job status-job: running, generation 2, restarts 1 of 2", text)
+        self.assertRegex(text, r"(?m)^\s+\S+\s+0 running\s+\d+\.\ds\s+2\s+\d+$")
+        self.assertIn("restarting generation 1", text)
+
+    def test_metrics_are_valid_prometheus_text(self):
+        d, ep, agents = self.start_job("metrics-job")
+        self.wait_generation(ep, "metrics-job", 2)
+        code, ctype, body = get(f"http://127.0.0.1:{self.mport}/metrics")
+        self.assertEqual(code, 200)
+        self.assertTrue(ctype.startswith("text/plain; version=0.0.4"), ctype)
+        samples = {}
+        for line in body.splitlines():
+            if line.startswith("#"):
+                self.assertRegex(line, r"^# (HELP|TYPE) [a-z_]+ .+$")
+                continue
+            self.assertRegex(line, PROM_LINE)
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+        self.assertEqual(samples['rdzvd_job_generation{job="metrics-job"}'], 2)
+        self.assertEqual(samples['rdzvd_job_restarts_total{job="metrics-job"}'], 1)
+        self.assertEqual(samples['rdzvd_job_world_size{job="metrics-job"}'], 4)
+        self.assertEqual(samples['rdzvd_job_state{job="metrics-job",state="running"}'], 1)
+        self.assertEqual(samples['rdzvd_job_state{job="metrics-job",state="ended"}'], 0)
+        self.assertGreaterEqual(samples["rdzvd_connections"], 2)
+        ages = [v for k, v in samples.items() if k.startswith("rdzvd_node_heartbeat_age_seconds")]
+        self.assertEqual(len(ages), 2)
+
+        code, ctype, body = get(f"http://127.0.0.1:{self.mport}/status.json")
+        self.assertEqual(ctype, "application/json")
+        self.assertEqual(json.loads(body)["jobs"][0]["run_id"], "metrics-job")
+        with self.assertRaises(urllib.error.HTTPError) as cm:
+            get(f"http://127.0.0.1:{self.mport}/nothing-here")
+        self.assertEqual(cm.exception.code, 404)
+
+    def test_a_bad_http_request_does_not_hurt_the_daemon(self):
+        d, ep, agents = self.start_job("http-abuse", nodes=1)
+        import socket
+        for payload in (b"\x00" * 9000, b"POST / HTTP/1.1\r\n\r\n", b"GET\r\n\r\n", b""):
+            s = socket.create_connection(("127.0.0.1", self.mport), timeout=10)
+            s.sendall(payload)
+            if not payload:
+                s.shutdown(socket.SHUT_WR)
+            reply = s.recv(4096)
+            s.close()
+            if payload:
+                self.assertRegex(reply, rb"^HTTP/1\.1 (400|405|413) ")
+        self.wait_generation(ep, "http-abuse", 1)
+        self.assertEqual(get(f"http://127.0.0.1:{self.mport}/metrics")[0], 200)
+
+    @unittest.skipUnless(shutil.which("chromium"), "chromium is not installed")
+    def test_status_page_in_headless_chromium(self):
+        d, ep, agents = self.start_job("page-<job>&1")
+        self.wait_generation(ep, "page-<job>&1", 2)
+        prof = tempfile.mkdtemp(prefix="rdzv-chromium-")
+        self.addCleanup(shutil.rmtree, prof, True)
+        p = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                            "--disable-dev-shm-usage", f"--user-data-dir={prof}",
+                            "--dump-dom", f"http://127.0.0.1:{self.mport}/"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        dom = p.stdout
+        # The browser parsed the page: the run id came through escaped, as text, not markup.
+        self.assertIn('<span class="run-id">page-&lt;job&gt;&amp;1</span>', dom)
+        self.assertNotIn("<job>", dom)
+        self.assertEqual(len(re.findall(r"<tr><td>[^<]+</td><td>[01]</td><td>running</td>", dom)),
+                         2, dom[:3000])
+        self.assertIn("restarting generation 1", dom)
+        self.assertNotIn("<script", dom)
+
+
+if __name__ == "__main__":
+    main()
