@@ -593,6 +593,9 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         return;
     }
     a->round = *r;
+    if (!a->embedded)
+        rdzv_log_set_context("job=%s gen=%" PRIu64 " node=%s", a->o.run_id, r->generation,
+                             a->o.host);
     log_info("generation %" PRIu64 ": node rank %" PRId64 " of %" PRId64 ", ranks %" PRId64
              "..%" PRId64 " of %" PRId64 ", store %s:%" PRId64 ", restart %" PRId64 " of %" PRId64,
              r->generation, r->node_rank, r->nnodes, r->rank_offset,
@@ -1003,6 +1006,8 @@ int main(int argc, char **argv)
     jn->scale_up_now = a.o.scale_up_now;
     snprintf(a.dhost, sizeof(a.dhost), "%s", host);
     a.dport = port;
+    if (!a.embedded)
+        rdzv_log_set_context("job=%s node=%s", a.o.run_id, a.o.host);
     log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",
              a.o.run_id, a.o.endpoint, jn->node_id, a.o.nproc, a.o.min_nodes, a.o.max_nodes);
     r = agent_connect(&a);

@@ -13,7 +13,8 @@
 static struct {
     const char *prog;
     enum rdzv_log_level max;
-} logcfg = {"rdzv", RDZV_LOG_INFO};
+    char ctx[192]; /* "job=... gen=... node=..." or empty */
+} logcfg = {"rdzv", RDZV_LOG_INFO, ""};
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
@@ -21,6 +22,19 @@ void rdzv_log_setup(const char *prog, enum rdzv_log_level max)
 {
     logcfg.prog = prog;
     logcfg.max = max;
+}
+
+void rdzv_log_set_context(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!fmt) {
+        logcfg.ctx[0] = '\0';
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(logcfg.ctx, sizeof(logcfg.ctx), fmt, ap);
+    va_end(ap);
 }
 
 enum rdzv_log_level rdzv_log_max(void)
@@ -51,8 +65,9 @@ static void vlog(enum rdzv_log_level lvl, const char *suffix, const char *fmt, v
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     /* One fprintf per line so concurrent writers interleave by line, not by fragment. */
-    fprintf(stderr, "%s.%03ldZ %s[%s]: %s%s%s\n", ts, now.tv_nsec / 1000000, logcfg.prog,
-            level_names[lvl], msg, suffix ? ": " : "", suffix ? suffix : "");
+    fprintf(stderr, "%s.%03ldZ %s[%s]: %s%s%s%s%s\n", ts, now.tv_nsec / 1000000, logcfg.prog,
+            level_names[lvl], logcfg.ctx, logcfg.ctx[0] ? " " : "", msg, suffix ? ": " : "",
+            suffix ? suffix : "");
 }
 
 void rdzv_log(enum rdzv_log_level lvl, const char *fmt, ...)

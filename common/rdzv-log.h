@@ -8,6 +8,8 @@ enum rdzv_log_level { RDZV_LOG_ERROR, RDZV_LOG_WARN, RDZV_LOG_INFO, RDZV_LOG_DEB
 /* Set the process's program name (prefix of every line) and the most verbose level printed. */
 void rdzv_log_setup(const char *prog, enum rdzv_log_level max);
 enum rdzv_log_level rdzv_log_max(void);
+/* Structured context printed before every message ("job=42 gen=3 node=n1"); NULL clears it. */
+void rdzv_log_set_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parse "error|warn|info|debug|trace". Returns 0 or -EINVAL. */
 int rdzv_log_parse_level(const char *s, enum rdzv_log_level *ret);
 

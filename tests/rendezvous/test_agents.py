@@ -22,8 +22,8 @@ class TestByHand(AgentTestCase):
             self.assertEqual(rc, 0, err[-2000:])
         self.assert_contract(read_envs(out), 2, 4, "hand-1", ep)
         # The daemon logged the round and the job's success.
-        d.wait_log(r"job hand-1: generation 1 formed: 2 nodes, world size 8")
-        d.wait_log(r"job hand-1: generation 1 succeeded")
+        d.wait_log(r"job=hand-1 gen=1 generation 1 formed: 2 nodes, world size 8")
+        d.wait_log(r"job=hand-1 gen=1 generation 1 succeeded")
 
     def test_node_rank_is_honoured_and_ranks_follow_it(self):
         d = self.daemon()
@@ -32,7 +32,7 @@ class TestByHand(AgentTestCase):
         # Start node rank 1 first: join order must not decide the rank when one is asked for.
         p1 = start(agent_cmd(ep, "--nnodes", "2", "--nproc", "2", "--rdzv-id", "nr", "--node-rank",
                              "1", "--host", "nodeB", worker=ENV_WORKER), env={"RDZV_TEST_OUT": out})
-        d.wait_log(r"job nr: nodeB .* joined")
+        d.wait_log(r"job=nr gen=0 node=nodeB joined")
         p0 = start(agent_cmd(ep, "--nnodes", "2", "--nproc", "2", "--rdzv-id", "nr", "--node-rank",
                              "0", "--host", "nodeA", worker=ENV_WORKER), env={"RDZV_TEST_OUT": out})
         for p in (p0, p1):
@@ -82,7 +82,7 @@ class TestErrors(AgentTestCase):
         ep = f"127.0.0.1:{d.port}"
         p0 = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "c", "--node-rank", "0",
                              worker=["sleep", "30"]))
-        d.wait_log(r"job c: .* joined")
+        d.wait_log(r"job=c gen=0 node=\S+ joined")
         p1 = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "c", "--node-rank", "0",
                              worker=["true"]))
         rc, _, err = finish(p1, timeout=20)
@@ -132,7 +132,7 @@ class TestErrors(AgentTestCase):
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         p0 = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "mm", worker=["sleep", "30"]))
-        d.wait_log(r"job mm: .* joined")
+        d.wait_log(r"job=mm gen=0 node=\S+ joined")
         p1 = start(agent_cmd(ep, "--nnodes", "3", "--rdzv-id", "mm", worker=["true"]))
         rc, _, err = finish(p1, timeout=20)
         self.assertEqual(rc, 1)
