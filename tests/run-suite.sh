@@ -17,6 +17,12 @@ done
 
 if [ "$install" = 1 ]; then
   bash tests/install-deps.sh || exit 1
+  # Optional: mandoc lints the manual pages (integration-manpages skips that part without it).
+  if ! command -v mandoc >/dev/null 2>&1; then
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends mandoc \
+      >/dev/null 2>&1 || echo "run-suite.sh: mandoc not installed; man page lint skipped"
+  fi
 fi
 
 # Each test gets its own files; 16k-connection tests need the whole open-file limit.

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* fuzz-rendezvous.c: decode rendezvous frames (proto/rdzv-frame.h) from arbitrary bytes and hand
+ * each complete frame's body to the parser its op gets in rdzvd or rdzv-agent (proto/rdzv-msg.h),
+ * with round-trip properties: a frame re-encodes to the same bytes, and for JOIN, ROUND,
+ * WORKER_EXIT and EVENT parse(put(x)) == x.
+ *
+ * Input: a byte stream as a peer would send it on one connection. Decoding stops at the first
+ * frame that is incomplete or refused; a body that does not parse is skipped, as the peer would
+ * be told and closed. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/rdzv-buf.h"
+#include "../../proto/rdzv-frame.h"
+#include "../../proto/rdzv-msg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Never compiled out; a fuzzer finding is an abort with the line. */
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        if (!(expr)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);               \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* A parser that failed said why, in one NUL-terminated line that fits. */
+static void check_err(const char *err, size_t errlen)
+{
+    size_t n = strnlen(err, errlen);
+
+    CHECK(n > 0 && n < errlen);
+    CHECK(!memchr(err, '\n', n));
+}
+
+/* Re-frame what put wrote and return its body. out must hold exactly one frame of op. */
+static void reframe(const struct rdzv_buf *out, uint8_t want_op, const uint8_t **body,
+                    uint32_t *blen)
+{
+    const char *why = NULL;
+    uint8_t op = 0;
+    ssize_t r = rdzv_frame_peek(rdzv_buf_head(out), rdzv_buf_avail(out), RDZV_MAX_MSG, &op, body,
+                                blen, &why);
+
+    CHECK(r > 0 && (size_t)r == rdzv_buf_avail(out));
+    CHECK(op == want_op);
+}
+
+static void check_join(const uint8_t *body, uint32_t len)
+{
+    struct rdzv_join a, b;
+    struct rdzv_buf out = {0};
+    const uint8_t *b2;
+    uint32_t l2;
+    char err[256];
+    int r;
+
+    r = rdzv_msg_parse_join(body, len, &a, err, sizeof(err));
+    if (r < 0) {
+        CHECK(r == -EBADMSG);
+        check_err(err, sizeof(err));
+        return;
+    }
+    CHECK(rdzv_msg_put_join(&out, &a) == 0);
+    reframe(&out, RDZV_MSG_JOIN, &b2, &l2);
+    CHECK(rdzv_msg_parse_join(b2, l2, &b, err, sizeof(err)) == 0);
+    CHECK(strcmp(a.run_id, b.run_id) == 0 && strcmp(a.node_id, b.node_id) == 0);
+    CHECK(strcmp(a.host, b.host) == 0);
+    CHECK(a.nproc == b.nproc && a.node_rank == b.node_rank);
+    CHECK(a.min == b.min && a.max == b.max);
+    CHECK(a.last_call_ms == b.last_call_ms && a.max_restarts == b.max_restarts);
+    CHECK(a.nccl == b.nccl && a.nccl_ids == b.nccl_ids && a.rank_hint == b.rank_hint);
+    CHECK(a.heartbeat_timeout_ms == b.heartbeat_timeout_ms);
+    CHECK(a.join_timeout_ms == b.join_timeout_ms && a.scale_up_now == b.scale_up_now);
+    CHECK(a.resume.generation == b.resume.generation);
+    if (a.resume.generation) {
+        CHECK(a.resume.node_rank == b.resume.node_rank && a.resume.nnodes == b.resume.nnodes);
+        CHECK(a.resume.rank_offset == b.resume.rank_offset);
+        CHECK(a.resume.world_size == b.resume.world_size);
+        CHECK(a.resume.restart_count == b.resume.restart_count);
+        CHECK(a.resume.master_port == b.resume.master_port && a.resume.left == b.resume.left);
+    }
+    rdzv_buf_free(&out);
+}
+
+static void check_round(const uint8_t *body, uint32_t len)
+{
+    /* Two ~16 KiB structs: on the heap, as agent-client.c does. */
+    struct rdzv_round *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    struct rdzv_buf out = {0};
+    const uint8_t *b2;
+    uint32_t l2;
+    char err[256];
+    int r;
+
+    CHECK(a && b);
+    r = rdzv_msg_parse_round(body, len, a, err, sizeof(err));
+    if (r < 0) {
+        CHECK(r == -EBADMSG);
+        check_err(err, sizeof(err));
+        goto out_free;
+    }
+    CHECK(a->n_ids <= RDZV_MAX_NCCL_IDS);
+    for (unsigned i = 0; i < a->n_ids; i++)
+        CHECK(rdzv_nccl_hex_valid(a->ids[i]));
+    CHECK(rdzv_msg_put_round(&out, a) == 0);
+    reframe(&out, RDZV_MSG_ROUND, &b2, &l2);
+    CHECK(rdzv_msg_parse_round(b2, l2, b, err, sizeof(err)) == 0);
+    CHECK(a->generation == b->generation && a->node_rank == b->node_rank);
+    CHECK(a->nnodes == b->nnodes && a->rank_offset == b->rank_offset);
+    CHECK(a->world_size == b->world_size && strcmp(a->master_addr, b->master_addr) == 0);
+    CHECK(a->master_port == b->master_port && a->restart_count == b->restart_count);
+    CHECK(a->max_restarts == b->max_restarts && a->n_ids == b->n_ids);
+    for (unsigned i = 0; i < a->n_ids; i++)
+        CHECK(strcmp(a->ids[i], b->ids[i]) == 0);
+    rdzv_buf_free(&out);
+out_free:
+    free(a);
+    free(b);
+}
+
+static void check_worker_exit(const uint8_t *body, uint32_t len)
+{
+    struct rdzv_worker_exit a, b;
+    struct rdzv_buf out = {0};
+    const uint8_t *b2;
+    uint32_t l2;
+    char err[256];
+    int r;
+
+    r = rdzv_msg_parse_worker_exit(body, len, &a, err, sizeof(err));
+    if (r < 0) {
+        CHECK(r == -EBADMSG);
+        check_err(err, sizeof(err));
+        return;
+    }
+    CHECK(rdzv_msg_put(&out, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(&a)) == 0);
+    reframe(&out, RDZV_MSG_WORKER_EXIT, &b2, &l2);
+    CHECK(rdzv_msg_parse_worker_exit(b2, l2, &b, err, sizeof(err)) == 0);
+    CHECK(a.generation == b.generation && a.rank == b.rank && a.local_rank == b.local_rank);
+    CHECK(a.exit_code == b.exit_code && a.signal == b.signal);
+    CHECK(a.time == b.time && strcmp(a.host, b.host) == 0);
+    rdzv_buf_free(&out);
+}
+
+static void check_event(const uint8_t *body, uint32_t len)
+{
+    struct rdzv_event a, b;
+    struct rdzv_buf out = {0};
+    const uint8_t *b2;
+    uint32_t l2;
+    char err[256];
+    int r;
+
+    r = rdzv_msg_parse_event(body, len, &a, err, sizeof(err));
+    if (r < 0) {
+        CHECK(r == -EBADMSG);
+        check_err(err, sizeof(err));
+        return;
+    }
+    CHECK(strlen(a.summary) <= RDZV_SUMMARY_MAX);
+    CHECK(rdzv_msg_put_event(&out, &a) == 0);
+    reframe(&out, RDZV_MSG_EVENT, &b2, &l2);
+    CHECK(rdzv_msg_parse_event(b2, l2, &b, err, sizeof(err)) == 0);
+    CHECK(strcmp(a.type, b.type) == 0 && a.generation == b.generation);
+    CHECK(a.exit_code == b.exit_code && strcmp(a.summary, b.summary) == 0);
+    rdzv_buf_free(&out);
+}
+
+/* The bodies parsed in place by rdzvd-job.c and agent-client.c: rdzv_msg_load plus the same
+ * json_unpack format. Borrowed strings are touched so that ASan sees them live. */
+static void check_loaded(uint8_t op, const uint8_t *body, uint32_t len)
+{
+    const char *s1 = NULL, *s2 = NULL;
+    json_int_t gen = 0, count = 0;
+    json_t *root, *ids = NULL, *v;
+    int b1 = 0, b2 = 0;
+    char err[256];
+    size_t i;
+
+    root = rdzv_msg_load(body, len, err, sizeof(err));
+    if (!root) {
+        check_err(err, sizeof(err));
+        return;
+    }
+    CHECK(json_is_object(root));
+    switch (op) {
+    case RDZV_MSG_JOINED:
+        (void)json_unpack(root, "{s?b, s?b}", "spare", &b1, "resumed", &b2);
+        break;
+    case RDZV_MSG_NCCL_REQUEST:
+        (void)json_unpack(root, "{s:I, s:I}", "generation", &gen, "count", &count);
+        break;
+    case RDZV_MSG_NCCL_ID:
+        if (json_unpack(root, "{s:I, s?o, s?s}", "generation", &gen, "ids", &ids, "error", &s1) < 0)
+            break;
+        if (s1)
+            (void)strlen(s1);
+        if (!json_is_array(ids))
+            break;
+        json_array_foreach(ids, i, v)
+        {
+            if (json_is_string(v) && rdzv_nccl_hex_valid(json_string_value(v)))
+                CHECK(strlen(json_string_value(v)) == RDZV_NCCL_HEX_LEN);
+        }
+        break;
+    case RDZV_MSG_HEARTBEAT:
+    case RDZV_MSG_READY:
+        (void)json_unpack(root, "{s:I}", "generation", &gen);
+        break;
+    case RDZV_MSG_LEAVE:
+        if (json_unpack(root, "{s:I, s:s}", "generation", &gen, "status", &s2) == 0)
+            (void)strcmp(s2, "succeeded");
+        break;
+    case RDZV_MSG_ERROR:
+        if (json_unpack(root, "{s:s}", "error", &s1) == 0)
+            (void)strlen(s1);
+        break;
+    default:
+        CHECK(!"op without a body parser");
+    }
+    json_decref(root);
+}
+
+static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
+{
+    char err[256];
+    int r;
+
+    switch (op) {
+    case RDZV_MSG_HELLO:
+        r = rdzv_msg_parse_hello(body, len, err, sizeof(err));
+        CHECK(r == 0 || r == -EBADMSG);
+        if (r < 0)
+            check_err(err, sizeof(err));
+        break;
+    case RDZV_MSG_JOIN:
+        check_join(body, len);
+        break;
+    case RDZV_MSG_ROUND:
+        check_round(body, len);
+        break;
+    case RDZV_MSG_WORKER_EXIT:
+        check_worker_exit(body, len);
+        break;
+    case RDZV_MSG_EVENT:
+        check_event(body, len);
+        break;
+    default:
+        check_loaded(op, body, len);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t pos = 0;
+
+    while (pos < size) {
+        const uint8_t *p = data + pos, *body = NULL;
+        size_t n = size - pos;
+        const char *why = NULL;
+        uint32_t blen = 0;
+        uint8_t op = 0;
+        ssize_t r;
+
+        r = rdzv_frame_peek(p, n, RDZV_MAX_MSG, &op, &body, &blen, &why);
+        if (r == 0) {
+            /* Need more: the header, or a body longer than what is here. */
+            CHECK(n < RDZV_FRAME_HDR || RDZV_FRAME_HDR + (size_t)rdzv_get_u32(p + 4) > n);
+            break;
+        }
+        if (r < 0) {
+            CHECK(r == -EPROTO || r == -EMSGSIZE);
+            CHECK(why && *why);
+            if (r == -EMSGSIZE)
+                CHECK(n >= RDZV_FRAME_HDR && rdzv_get_u32(p + 4) > RDZV_MAX_MSG);
+            break;
+        }
+        CHECK((size_t)r <= n && (size_t)r == RDZV_FRAME_HDR + blen);
+        CHECK(body == p + RDZV_FRAME_HDR && op == p[0]);
+        CHECK(rdzv_msg_name(op)[0] != '?');
+        /* One byte short of the frame is "need more", never a different answer. */
+        {
+            const uint8_t *b2 = NULL;
+            uint32_t l2 = 0;
+            uint8_t op2 = 0;
+
+            CHECK(rdzv_frame_peek(p, (size_t)r - 1, RDZV_MAX_MSG, &op2, &b2, &l2, &why) == 0);
+        }
+        /* The frame re-encodes to the same bytes. */
+        {
+            struct rdzv_buf out = {0};
+
+            CHECK(rdzv_frame_put(&out, op, body, blen) == 0);
+            CHECK(rdzv_buf_avail(&out) == (size_t)r);
+            CHECK(memcmp(rdzv_buf_head(&out), p, (size_t)r) == 0);
+            rdzv_buf_free(&out);
+        }
+        check_body(op, body, blen);
+        pos += (size_t)r;
+    }
+    return 0;
+}

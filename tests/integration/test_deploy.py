@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# test_deploy.py: the files in deploy/ that can't be exercised here.
+#   test_deploy.py unit       rdzvd.service has the hardening it promises, one way to its own user
+#   test_deploy.py verify     `systemd-analyze verify` is clean (exit 77 without systemd-analyze)
+#   test_deploy.py apptainer  rdzv.def has its header and sections, copies the tree, runs
+#                             rdzv-agent, and builds with README.md's build commands
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("RDZV_SOURCE_ROOT",
+                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+DEPLOY = os.path.join(SRC, "deploy")
+failures = []
+
+
+def check(cond, what):
+    print("%s: %s" % ("ok" if cond else "FAIL", what))
+    if not cond:
+        failures.append(what)
+
+
+def read(*path):
+    with open(os.path.join(*path), encoding="utf-8") as f:
+        return f.read()
+
+
+def unit_settings(text):
+    """{(section, key): [values]} of a systemd unit file."""
+    out, sect = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        m = re.match(r"\[(\w+)\]$", line)
+        if m:
+            sect = m.group(1)
+            continue
+        key, _, val = line.partition("=")
+        out.setdefault((sect, key.strip()), []).append(val.strip())
+    return out
+
+
+REQUIRED = {
+    "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
+    "PrivateTmp": "yes", "PrivateDevices": "yes", "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes", "ProtectControlGroups": "yes",
+    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX", "RestrictNamespaces": "yes",
+    "LockPersonality": "yes", "MemoryDenyWriteExecute": "yes",
+    "SystemCallFilter": "@system-service", "LimitNOFILE": "65536", "StateDirectory": "rdzvd",
+    "Restart": "on-failure",
+}
+
+
+def test_unit():
+    s = unit_settings(read(DEPLOY, "rdzvd.service"))
+    for key, want in REQUIRED.items():
+        check(want in s.get(("Service", key), []), "rdzvd.service: %s=%s" % (key, want))
+    check(any(v.endswith("/rdzvd") for v in s.get(("Service", "ExecStart"), [])),
+          "rdzvd.service: ExecStart runs rdzvd")
+    dynamic = s.get(("Service", "DynamicUser"), []) == ["yes"]
+    sysusers = os.path.exists(os.path.join(DEPLOY, "rdzv.sysusers"))
+    user = s.get(("Service", "User"), [])
+    check(dynamic != sysusers, "rdzvd.service: exactly one of DynamicUser=yes, rdzv.sysusers")
+    if sysusers:
+        check(user == ["rdzv"], "rdzvd.service: User=rdzv with rdzv.sysusers")
+    check(("Install", "WantedBy") in s, "rdzvd.service: has an [Install] target")
+
+
+def test_verify():
+    sa = shutil.which("systemd-analyze")
+    if not sa:
+        print("SKIP: systemd-analyze is not installed", file=sys.stderr)
+        sys.exit(77)
+    rdzvd = os.environ.get("RDZVD")
+    check(bool(rdzvd) and os.access(rdzvd, os.X_OK), "built rdzvd found ($RDZVD)")
+    # verify wants the ExecStart binary to exist: point it at the built one. --man=no: the page
+    # of Documentation= is not installed here (test_manpages.py checks it).
+    text = re.sub(r"^ExecStart=\S+", "ExecStart=" + os.path.abspath(rdzvd or "/bin/false"),
+                  read(DEPLOY, "rdzvd.service"), flags=re.M)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rdzvd.service")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        r = subprocess.run([sa, "verify", "--man=no", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60, cwd=d)
+        print(r.stdout, end="")
+        check(r.returncode == 0 and r.stdout.strip() == "", "systemd-analyze verify is clean")
+
+
+def def_parse(text):
+    """(header {key: value}, {section: [body lines]}) of an Apptainer definition file."""
+    header, sects, cur = {}, {}, None
+    for line in text.splitlines():
+        m = re.match(r"%(\w+)\b", line)
+        if m:
+            cur = m.group(1)
+            sects[cur] = []
+            continue
+        if cur:
+            sects[cur].append(line)
+        elif line.strip() and not line.lstrip().startswith("#"):
+            key, _, val = line.partition(":")
+            header[key.strip()] = val.strip()
+    return header, sects
+
+
+def shell_lines(lines):
+    """Commands of a shell section, continuation lines joined, comments dropped."""
+    out, acc = [], ""
+    for line in lines:
+        s = line.strip()
+        if not acc and (not s or s.startswith("#")):
+            continue
+        if s.endswith("\\"):
+            acc += s[:-1].strip() + " "
+            continue
+        out.append(" ".join((acc + s).split()))
+        acc = ""
+    return out
+
+
+def readme_build_commands():
+    """The meson/ninja lines of README.md's "Building and installing" block."""
+    text = read(SRC, "README.md")
+    m = re.search(r"^### Building and installing\n(.*?)(?=^#)", text, re.M | re.S)
+    if not m:
+        return []
+    return [" ".join(line.split()) for line in m.group(1).splitlines()
+            if re.match(r"    (meson|ninja) ", line)]
+
+
+def test_apptainer():
+    header, sects = def_parse(read(DEPLOY, "rdzv.def"))
+    check(header.get("Bootstrap") == "docker", "rdzv.def: Bootstrap: docker")
+    check(bool(re.match(r"(debian:12|nvidia/cuda:)", header.get("From", ""))),
+          "rdzv.def: From: debian:12 or an nvidia/cuda image")
+    for s in ("files", "post", "runscript"):
+        check(s in sects and shell_lines(sects[s]), "rdzv.def: has a non-empty %" + s)
+    files = [line.split() for line in shell_lines(sects.get("files", []))]
+    dest = [f[1] for f in files if len(f) == 2 and f[0] == "."]
+    check(len(dest) == 1, "rdzv.def: %files copies the source tree (. DEST)")
+    run = shell_lines(sects.get("runscript", []))
+    check(any(re.fullmatch(r'(exec )?rdzv-agent "\$@"', c) for c in run),
+          'rdzv.def: %runscript runs rdzv-agent "$@"')
+    post = shell_lines(sects.get("post", []))
+    check(bool(dest) and ("cd " + dest[0]) in post, "rdzv.def: %post builds in the copied tree")
+    readme = readme_build_commands()
+    check(len(readme) >= 3, "README.md: 'Building and installing' has the build commands")
+    built = [c for c in post if re.match(r"(meson|ninja) ", c)]
+    check(built == readme, "rdzv.def: %%post build commands %s == README.md's %s"
+          % (built, readme))
+    # The packages of tests/install-deps.sh that the build needs (not its test-only ones).
+    m = re.search(r"^pkgs=\(([^)]*)\)", read(SRC, "tests", "install-deps.sh"), re.M)
+    need = set(m.group(1).split()) - {"python3-torch", "procps"} if m else set()
+    apt = set()
+    for c in post:
+        if c.startswith("apt-get install"):
+            apt.update(w for w in c.split()[2:] if not w.startswith("-"))
+    check(bool(need) and need <= apt, "rdzv.def: %%post installs %s" % sorted(need))
+
+
+def main():
+    modes = {"unit": test_unit, "verify": test_verify, "apptainer": test_apptainer}
+    if len(sys.argv) != 2 or sys.argv[1] not in modes:
+        print("usage: test_deploy.py unit|verify|apptainer", file=sys.stderr)
+        sys.exit(2)
+    modes[sys.argv[1]]()
+    if failures:
+        print("%d check(s) failed" % len(failures), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
