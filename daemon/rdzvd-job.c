@@ -99,7 +99,7 @@ static void job_free(struct job *j)
     log_info("job %s: removed (generation %" PRIu64 ")", j->run_id, j->generation);
     rdzv_list_del(&j->node);
     if (j->store) {
-        rdzvd_listener_close(j->store);
+        rdzvd_listener_close(j->store, true);
         j->store = NULL;
     }
     uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
@@ -260,7 +260,7 @@ static void close_round(struct job *j)
     j->round.max_restarts = j->max_restarts;
 
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
-    r = rdzvd_listener_open(j->srv, desc, &j->store);
+    r = rdzvd_listener_open(j->srv, desc, NULL, 0, &j->store);
     if (r < 0) {
         char why[128];
 

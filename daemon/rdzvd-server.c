@@ -3,10 +3,13 @@
 #include "rdzvd-server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../common/rdzv-log.h"
 #include "rdzvd-conn.h"
@@ -29,6 +32,26 @@ static int read_somaxconn(void)
     return v;
 }
 
+/* Create (0700) and open the state directory. Logs its errors. */
+static int state_dir_open(struct rdzvd_server *srv)
+{
+    const char *dir = srv->cfg.state_dir;
+    int r;
+
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return log_error_errno(-errno, "cannot use --state-dir %s: cannot create it", dir);
+    srv->state_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (srv->state_dirfd < 0)
+        return log_error_errno(-errno, "cannot use --state-dir %s", dir);
+    if (faccessat(srv->state_dirfd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
+        r = -errno;
+        close(srv->state_dirfd);
+        srv->state_dirfd = -1;
+        return log_error_errno(r, "cannot use --state-dir %s: not writable", dir);
+    }
+    return 0;
+}
+
 int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rdzvd_config *cfg)
 {
     int r;
@@ -45,17 +68,37 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     srv->main.handle_closed = true; /* until listen succeeds */
     snprintf(srv->main.desc, sizeof(srv->main.desc), "main");
     srv->backlog = read_somaxconn();
+    srv->state_dirfd = -1;
     srv->scratch_len = SCRATCH_LEN;
     srv->scratch = malloc(srv->scratch_len);
     if (!srv->scratch)
-        return -ENOMEM;
+        return log_error_errno(-ENOMEM, "init");
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
     if (r < 0) {
-        free(srv->scratch);
-        return r;
+        log_error_errno(r, "init");
+        goto out_free_scratch;
     }
     rdzvd_store_set_watch_cb(srv->main.store, rdzvd_conn_watch);
+    if (srv->cfg.state_dir) {
+        r = state_dir_open(srv);
+        if (r < 0)
+            goto out_free_store;
+        r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
+                               srv->cfg.fsync, srv->main.store, &srv->main.journal);
+        if (r < 0)
+            goto out_close_dir;
+    }
     return 0;
+
+out_close_dir:
+    close(srv->state_dirfd);
+    srv->state_dirfd = -1;
+out_free_store:
+    srv->main.store = rdzvd_store_free(srv->main.store);
+out_free_scratch:
+    free(srv->scratch);
+    srv->scratch = NULL;
+    return r;
 }
 
 static void listener_connection_cb(uv_stream_t *s, int status)
@@ -74,6 +117,8 @@ static void listener_connection_cb(uv_stream_t *s, int status)
 
 static void listener_free(struct rdzvd_listener *l)
 {
+    rdzvd_journal_close(l->journal, false);
+    l->journal = NULL;
     l->store = rdzvd_store_free(l->store);
     if (l != &l->srv->main)
         free(l);
@@ -171,7 +216,8 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
     return 0;
 }
 
-int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd_listener **ret)
+int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *state_name,
+                        uint16_t port, struct rdzvd_listener **ret)
 {
     struct sockaddr_storage ss = srv->bound_sa;
     struct rdzvd_listener *l;
@@ -179,6 +225,8 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd
 
     if (srv->stopping)
         return -ESHUTDOWN;
+    if (state_name && !rdzvd_state_name_valid(state_name))
+        return -EINVAL;
     l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
@@ -190,10 +238,16 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd
     if (r < 0)
         goto out_free;
     rdzvd_store_set_watch_cb(l->store, rdzvd_conn_watch);
+    if (state_name && srv->state_dirfd >= 0) {
+        r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, state_name,
+                               srv->cfg.fsync, l->store, &l->journal);
+        if (r < 0)
+            goto out_free;
+    }
     if (ss.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
     else
-        ((struct sockaddr_in *)&ss)->sin_port = 0;
+        ((struct sockaddr_in *)&ss)->sin_port = htons(port);
     r = listener_bind(l, (const struct sockaddr *)&ss, false);
     if (r < 0)
         goto out_free;
@@ -206,11 +260,13 @@ out_free:
     return r;
 }
 
-void rdzvd_listener_close(struct rdzvd_listener *l)
+void rdzvd_listener_close(struct rdzvd_listener *l, bool drop_state)
 {
     if (l->closing)
         return;
     l->closing = true;
+    rdzvd_journal_close(l->journal, drop_state);
+    l->journal = NULL;
     rdzvd_conn_close_listener(l);
     if (!l->handle_closed)
         uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
@@ -232,6 +288,8 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
     rdzvd_jobs_shutdown(srv);
     srv->main.closing = true;
+    rdzvd_journal_close(srv->main.journal, false);
+    srv->main.journal = NULL;
     if (!srv->main.handle_closed)
         uv_close((uv_handle_t *)&srv->main.tcp, listener_close_cb);
     rdzvd_conn_close_all(srv);
@@ -239,6 +297,12 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
 
 void rdzvd_server_done(struct rdzvd_server *srv)
 {
+    /* Still open only if we never got to stop (listen failed): the loop runs once more. */
+    rdzvd_journal_close(srv->main.journal, false);
+    srv->main.journal = NULL;
+    if (srv->state_dirfd >= 0)
+        close(srv->state_dirfd);
+    srv->state_dirfd = -1;
     srv->main.store = rdzvd_store_free(srv->main.store);
     free(srv->scratch);
     srv->scratch = NULL;

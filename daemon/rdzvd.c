@@ -46,6 +46,11 @@ static void usage(FILE *f)
             "      --max-conns N        open connections (default: open-file limit - 64)\n"
             "      --max-store-bytes N  bytes of keys and values held (default 4GiB)\n"
             "      --max-wait-keys N    pending WAIT keys per connection (default 131072)\n"
+            "      --state-dir DIR      keep store keys across restarts: journal them in DIR\n"
+            "                           (created 0700 if missing; default: nothing persisted)\n"
+            "      --fsync MODE         when the journal is fsynced: everysec (default; a power\n"
+            "                           failure loses up to ~1 s), always (every loop iteration\n"
+            "                           that wrote), no (left to the kernel)\n"
             "  -l, --log-level LEVEL    error, warn, info (default), debug, trace\n"
             "  -h, --help               show this help\n"
             "  -V, --version            show the version\n"
@@ -66,6 +71,8 @@ enum {
     OPT_MAX_CONNS,
     OPT_MAX_STORE_BYTES,
     OPT_MAX_WAIT_KEYS,
+    OPT_STATE_DIR,
+    OPT_FSYNC,
 };
 
 static const struct option longopts[] = {
@@ -81,6 +88,8 @@ static const struct option longopts[] = {
     {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
     {"max-store-bytes", required_argument, NULL, OPT_MAX_STORE_BYTES},
     {"max-wait-keys", required_argument, NULL, OPT_MAX_WAIT_KEYS},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"fsync", required_argument, NULL, OPT_FSYNC},
     {"log-level", required_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -145,6 +154,13 @@ static int apply(struct opts *o, int c, const char *val)
         return size_opt("--max-store-bytes", val, &lim->max_store_bytes);
     case OPT_MAX_WAIT_KEYS:
         return size_opt("--max-wait-keys", val, &lim->max_wait_keys);
+    case OPT_STATE_DIR:
+        o->cfg.state_dir = val;
+        return 0;
+    case OPT_FSYNC:
+        if (rdzvd_fsync_parse(val, &o->cfg.fsync) < 0)
+            return bad("--fsync", val, "expected always, everysec or no");
+        return 0;
     case 'l':
         if (rdzv_log_parse_level(val, &o->level) < 0)
             return bad("--log-level", val, "expected error, warn, info, debug or trace");
@@ -285,7 +301,7 @@ int main(int argc, char **argv)
         return log_error_errno(r, "uv_loop_init"), 1;
     r = rdzvd_server_init(&d.srv, &loop, &o.cfg);
     if (r < 0)
-        return log_error_errno(r, "init"), 1;
+        return 1; /* logged */
     r = rdzvd_server_listen(&d.srv);
     if (r < 0) {
         rdzvd_server_done(&d.srv);
