@@ -23,16 +23,14 @@
 #define HEADER_LEN 16u
 #define REC_HDR_LEN 13u /* u32 crc, u8 type, u32 klen, u32 vlen */
 #define SNAP_BUF_LEN (64u << 10)
+#define WRITE_BUF_LEN (64u << 10) /* buffered mode: records held until the owner's flush */
 #define EVERYSEC_MS 1000
 
 enum rec_type { REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4 };
 
 struct rdzvd_journal {
     uv_timer_t timer;     /* EVERYSEC: one-shot, armed by the first unsynced write */
-    uv_prepare_t prepare; /* ALWAYS: both active only while dirty */
-    uv_check_t check;
-    uv_loop_t *loop;      /* NULL: no handles (unit tests) */
-    unsigned handles_open;
+    uv_loop_t *loop;      /* NULL: no timer (unit tests) */
     struct rdzvd_store *store;
     enum rdzvd_fsync mode;
     int dirfd;
@@ -41,6 +39,10 @@ struct rdzvd_journal {
     bool failed;          /* persistence off after an error */
     bool opened;          /* rdzvd_journal_open has succeeded */
     uint64_t last_snapshot;
+    uint8_t *buf;         /* buffered mode: records not written yet (NULL: write each at once) */
+    size_t buf_len;
+    void (*pending_fn)(void *ud);
+    void *pending_ud;
     struct rdzvd_journal_stats st;
     const char *dir;
     char file[RDZVD_STATE_NAME_MAX + 16]; /* <name>.journal */
@@ -136,11 +138,8 @@ bool rdzvd_state_name_valid(const char *name)
 
 static void journal_stop_handles(struct rdzvd_journal *j)
 {
-    if (!j->loop)
-        return;
-    (void)uv_timer_stop(&j->timer);
-    (void)uv_prepare_stop(&j->prepare);
-    (void)uv_check_stop(&j->check);
+    if (j->loop)
+        (void)uv_timer_stop(&j->timer);
 }
 
 /* Turn persistence off after an error; the store keeps serving. Returns r. */
@@ -150,6 +149,7 @@ static int journal_fail(struct rdzvd_journal *j, const char *what, int r)
         return r;
     j->failed = true;
     j->dirty = false;
+    j->buf_len = 0;
     rdzvd_store_set_change_cb(j->store, NULL, NULL);
     journal_stop_handles(j);
     if (!j->opened)
@@ -222,31 +222,30 @@ static void journal_timer_cb(uv_timer_t *t)
     (void)rdzvd_journal_sync(t->data);
 }
 
-static void journal_prepare_cb(uv_prepare_t *p)
-{
-    (void)rdzvd_journal_sync(p->data);
-}
-
-static void journal_check_cb(uv_check_t *c)
-{
-    (void)rdzvd_journal_sync(c->data);
-}
-
 static void journal_mark_dirty(struct rdzvd_journal *j)
 {
     if (j->mode == RDZVD_FSYNC_NO)
         return;
     j->dirty = true;
-    if (!j->loop)
-        return;
-    if (j->mode == RDZVD_FSYNC_EVERYSEC) {
-        if (!uv_is_active((uv_handle_t *)&j->timer))
-            (void)uv_timer_start(&j->timer, journal_timer_cb, EVERYSEC_MS, 0);
-    } else if (!uv_is_active((uv_handle_t *)&j->check)) {
-        /* Whichever phase of the loop wrote, one of the two runs before the loop sleeps. */
-        (void)uv_prepare_start(&j->prepare, journal_prepare_cb);
-        (void)uv_check_start(&j->check, journal_check_cb);
-    }
+    if (j->mode == RDZVD_FSYNC_EVERYSEC && j->loop && !uv_is_active((uv_handle_t *)&j->timer))
+        (void)uv_timer_start(&j->timer, journal_timer_cb, EVERYSEC_MS, 0);
+}
+
+/* Hand the buffered records to the kernel. Returns 0 or the error (persistence then off). */
+static int journal_write_buf(struct rdzvd_journal *j)
+{
+    struct iovec iov = {j->buf, j->buf_len};
+    int r;
+
+    if (j->failed)
+        return -EIO;
+    if (j->buf_len == 0)
+        return 0;
+    r = write_all(j->fd, &iov, 1);
+    j->buf_len = 0;
+    if (r < 0)
+        return journal_fail(j, "write", r);
+    return 0;
 }
 
 static uint64_t compact_threshold(const struct rdzvd_journal *j)
@@ -268,6 +267,7 @@ static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *k
                               const uint8_t *val, size_t vlen)
 {
     struct rdzvd_journal *j = ud;
+    size_t len = REC_HDR_LEN + klen + vlen;
     uint8_t h[REC_HDR_LEN];
     struct iovec iov[3];
     int n = 0, r;
@@ -277,26 +277,71 @@ static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *k
         journal_fail(j, "write", r);
         return;
     }
-    iov[n++] = (struct iovec){h, REC_HDR_LEN};
-    if (klen)
-        iov[n++] = (struct iovec){(void *)key, klen};
-    if (vlen)
-        iov[n++] = (struct iovec){(void *)val, vlen};
-    r = write_all(j->fd, iov, n);
-    if (r < 0) {
-        journal_fail(j, "write", r);
-        return;
+    if (j->buf && len <= WRITE_BUF_LEN) {
+        if (len > WRITE_BUF_LEN - j->buf_len && journal_write_buf(j) < 0)
+            return;
+        if (j->buf_len == 0 && j->pending_fn)
+            j->pending_fn(j->pending_ud);
+        memcpy(j->buf + j->buf_len, h, REC_HDR_LEN);
+        memcpy(j->buf + j->buf_len + REC_HDR_LEN, key, klen);
+        if (vlen)
+            memcpy(j->buf + j->buf_len + REC_HDR_LEN + klen, val, vlen);
+        j->buf_len += len;
+    } else {
+        /* Unbuffered, or too large to buffer: write it now (after what is buffered). */
+        if (journal_write_buf(j) < 0)
+            return;
+        iov[n++] = (struct iovec){h, REC_HDR_LEN};
+        if (klen)
+            iov[n++] = (struct iovec){(void *)key, klen};
+        if (vlen)
+            iov[n++] = (struct iovec){(void *)val, vlen};
+        r = write_all(j->fd, iov, n);
+        if (r < 0) {
+            journal_fail(j, "write", r);
+            return;
+        }
     }
-    j->st.size += REC_HDR_LEN + klen + vlen;
+    j->st.size += len;
     j->st.records++;
     journal_mark_dirty(j);
-    if (j->st.size > compact_threshold(j))
+    if (j->st.size > compact_threshold(j)) {
         (void)journal_compact(j);
+        return;
+    }
+    /* Unbuffered ALWAYS: nobody batches for us, so sync each record. */
+    if (!j->buf && j->mode == RDZVD_FSYNC_ALWAYS)
+        (void)rdzvd_journal_sync(j);
+}
+
+void rdzvd_journal_set_buffered(struct rdzvd_journal *j, void (*pending_fn)(void *ud), void *ud)
+{
+    if (!j->buf && !j->failed) {
+        j->buf = malloc(WRITE_BUF_LEN);
+        if (!j->buf)
+            return; /* stays unbuffered: slower, still correct */
+    }
+    j->pending_fn = pending_fn;
+    j->pending_ud = ud;
+}
+
+bool rdzvd_journal_pending(const struct rdzvd_journal *j)
+{
+    return j->buf_len > 0;
+}
+
+int rdzvd_journal_flush(struct rdzvd_journal *j)
+{
+    int r = journal_write_buf(j);
+
+    if (r == 0 && j->mode == RDZVD_FSYNC_ALWAYS)
+        r = rdzvd_journal_sync(j);
+    return r;
 }
 
 int rdzvd_journal_sync(struct rdzvd_journal *j)
 {
-    if (j->failed)
+    if (journal_write_buf(j) < 0)
         return -EIO;
     journal_stop_handles(j);
     if (!j->dirty)
@@ -415,6 +460,7 @@ static int journal_compact(struct rdzvd_journal *j)
     if (j->fd >= 0)
         close(j->fd);
     j->fd = w.fd;
+    j->buf_len = 0; /* the snapshot already holds what was buffered */
     j->st.size = w.total;
     j->last_snapshot = w.total;
     j->dirty = false;
@@ -586,12 +632,9 @@ static int journal_load(struct rdzvd_journal *j)
     return 0;
 }
 
-static void journal_handle_close_cb(uv_handle_t *h)
+static void journal_timer_close_cb(uv_handle_t *h)
 {
-    struct rdzvd_journal *j = h->data;
-
-    if (--j->handles_open == 0)
-        free(j);
+    free(h->data);
 }
 
 static void journal_free(struct rdzvd_journal *j)
@@ -599,14 +642,13 @@ static void journal_free(struct rdzvd_journal *j)
     if (j->fd >= 0)
         close(j->fd);
     j->fd = -1;
+    free(j->buf);
+    j->buf = NULL;
     if (!j->loop) {
         free(j);
         return;
     }
-    j->handles_open = 3;
-    uv_close((uv_handle_t *)&j->timer, journal_handle_close_cb);
-    uv_close((uv_handle_t *)&j->prepare, journal_handle_close_cb);
-    uv_close((uv_handle_t *)&j->check, journal_handle_close_cb);
+    uv_close((uv_handle_t *)&j->timer, journal_timer_close_cb);
 }
 
 int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *name,
@@ -663,9 +705,7 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
     if (loop) {
         j->loop = loop;
         uv_timer_init(loop, &j->timer);
-        uv_prepare_init(loop, &j->prepare);
-        uv_check_init(loop, &j->check);
-        j->timer.data = j->prepare.data = j->check.data = j;
+        j->timer.data = j;
     }
     j->opened = true;
     rdzvd_store_set_change_cb(store, journal_change_cb, j);
@@ -694,12 +734,14 @@ void rdzvd_journal_close(struct rdzvd_journal *j, bool drop)
         return;
     if (!j->failed)
         rdzvd_store_set_change_cb(j->store, NULL, NULL);
+    j->pending_fn = NULL;
     if (drop) {
+        j->buf_len = 0;
         if (unlinkat(j->dirfd, j->file, 0) < 0 && errno != ENOENT)
             log_warn_errno(-errno, "journal %s/%s: cannot delete it, leaving it behind", j->dir,
                            j->file);
         (void)unlinkat(j->dirfd, j->tmp, 0);
-    } else if (j->mode != RDZVD_FSYNC_NO) {
+    } else if (journal_write_buf(j) == 0 && j->mode != RDZVD_FSYNC_NO) {
         (void)rdzvd_journal_sync(j);
     }
     journal_stop_handles(j);

@@ -7,9 +7,12 @@
  *     u32 crc32 (of everything after it) | u8 type | u32 klen | u32 vlen | key | value
  *
  * type is SET (the key's whole new value), DEL, QPUSH (value) or QPOP (no value). Every
- * successful store mutation appends one record with write(2) before the request's reply is
- * queued, so whatever a client saw acknowledged survives a crash or SIGKILL of rdzvd. When it
- * reaches the disk depends on the fsync mode (enum rdzvd_fsync).
+ * successful store mutation appends one record. Unbuffered, each record is written(2) at once.
+ * Buffered (rdzvd_journal_set_buffered: what rdzvd does), records collect in memory and the
+ * owner writes them with rdzvd_journal_flush() once per event-loop iteration, BEFORE it sends
+ * the replies of that iteration: one write(2) for a whole batch of requests, and still nothing a
+ * client saw acknowledged is lost when rdzvd crashes or is SIGKILLed. When the records reach the
+ * disk depends on the fsync mode (enum rdzvd_fsync).
  *
  * Replay on open stops at the first record that is cut short or whose CRC does not match: that
  * record and everything after it are truncated away, with a warning saying how many bytes went.
@@ -42,16 +45,17 @@ struct rdzvd_journal;
 /* Longest state name (the file is DIR/<name>.journal). */
 #define RDZVD_STATE_NAME_MAX 200
 
-/* When journal writes are fsynced (Redis's appendfsync). Writes themselves always go to the
- * kernel at once, so a crash of rdzvd alone loses nothing either way.
- *   EVERYSEC: fdatasync at most once a second, and only while there is something unsynced; a
- *             one-shot timer is armed by the first unsynced write (no timer runs while idle).
- *             A power failure loses up to about one second of writes.
- *   ALWAYS:   fdatasync once per event-loop iteration that wrote (a prepare and a check handle,
- *             active only while dirty), so a batch of requests shares one fsync. A reply can
- *             leave in the same iteration as its write, just before that fsync.
+/* When journal writes are fsynced (Redis's appendfsync). Records always reach the kernel before
+ * their replies leave, so a crash of rdzvd alone loses nothing in any mode.
+ *   EVERYSEC: fdatasync at most once a second, and only while there is something unsynced: a
+ *             one-shot timer armed by the first unsynced write (no timer runs while idle).
+ *             A power failure loses up to about one second of acknowledged writes.
+ *   ALWAYS:   fdatasync in rdzvd_journal_flush(), so before the replies: once per event-loop
+ *             iteration that wrote (a batch of requests shares one fsync). Unbuffered, after
+ *             each record. A power failure loses nothing that was acknowledged.
  *   NO:       never fsync (the kernel writes back when it likes, typically within 30 s).
- * Compaction and a clean close fsync in every mode except NO on close. */
+ * Compaction always fsyncs; a clean close fsyncs unless the mode is NO. fsync runs on the loop
+ * thread: on a slow disk, requests in that iteration wait for it. */
 enum rdzvd_fsync { RDZVD_FSYNC_EVERYSEC, RDZVD_FSYNC_ALWAYS, RDZVD_FSYNC_NO };
 
 /* Parse "always" / "everysec" / "no". Returns 0 or -EINVAL. */
@@ -83,7 +87,18 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
                        enum rdzvd_fsync mode, struct rdzvd_store *store,
                        struct rdzvd_journal **ret);
 
-/* fdatasync now if anything is unsynced. Returns 0 or the error (persistence is then off). */
+/* Buffer records from now on. pending_fn(ud) is called when the buffer turns non-empty (from
+ * inside a store mutation: it must not touch the store); the owner must then call
+ * rdzvd_journal_flush() before any reply leaves the process. A full buffer (64 KiB) or a large
+ * record is written at once. If the buffer can't be allocated the journal stays unbuffered. */
+void rdzvd_journal_set_buffered(struct rdzvd_journal *j, void (*pending_fn)(void *ud), void *ud);
+/* True while buffered records wait for rdzvd_journal_flush(). */
+bool rdzvd_journal_pending(const struct rdzvd_journal *j);
+/* Write the buffered records (and fdatasync in ALWAYS mode). Returns 0 or the error (persistence
+ * is then off: nothing is pending any more either way). */
+int rdzvd_journal_flush(struct rdzvd_journal *j);
+
+/* Write what is buffered and fdatasync now if anything is unsynced. Returns 0 or the error (persistence is then off). */
 int rdzvd_journal_sync(struct rdzvd_journal *j);
 /* Write a snapshot now (normally automatic). Returns 0 or the error (persistence is then off). */
 int rdzvd_journal_compact(struct rdzvd_journal *j);
@@ -91,7 +106,8 @@ int rdzvd_journal_compact(struct rdzvd_journal *j);
 bool rdzvd_journal_failed(const struct rdzvd_journal *j);
 const struct rdzvd_journal_stats *rdzvd_journal_stats(const struct rdzvd_journal *j);
 
-/* Stop journaling the store (its change hook is removed at once), fsync unless the mode is NO,
- * close the file; with drop, delete the file instead. With a loop the memory is released in the
- * handles' close callbacks (the loop must run once more); without one, at once. NULL is fine. */
+/* Stop journaling the store (its change hook is removed at once), write what is buffered, fsync
+ * unless the mode is NO, close the file; with drop, delete the file instead. With a loop the
+ * memory is released in the timer's close callback (the loop must run once more); without one,
+ * at once. NULL is fine. */
 void rdzvd_journal_close(struct rdzvd_journal *j, bool drop);

@@ -28,6 +28,7 @@ struct rdzvd_listener {
     struct rdzvd_server *srv;
     struct rdzvd_store *store;   /* the key space of this listener's TCPStore clients */
     struct rdzvd_journal *journal; /* its persistence, or NULL */
+    struct rdzv_list persist_node; /* in srv->persist_list while its journal holds records */
     struct rdzv_list conns;      /* struct rdzvd_conn.lst_node */
     uint64_t nconns;
     bool accepts_rdzv;           /* rendezvous peers allowed (main listener only) */
@@ -60,6 +61,12 @@ struct rdzvd_server {
     uint64_t last_reject_log_ms;
     int backlog;                  /* net.core.somaxconn, read once at init */
     int state_dirfd;              /* cfg.state_dir opened O_DIRECTORY, or -1 */
+    /* Journal records are buffered and written once per loop iteration, before the replies of
+     * that iteration go out (those replies wait in flush_list). With --state-dir only. */
+    struct rdzv_list persist_list; /* listeners whose journal holds buffered records */
+    uv_prepare_t persist_prepare;  /* both active only while persist_list is non-empty */
+    uv_check_t persist_check;
+    bool persist_handles;          /* the two are initialised and not closed */
     struct rdzvd_stats stats;
 };
 
@@ -71,6 +78,14 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
 int rdzvd_server_listen(struct rdzvd_server *srv);
 /* Stop accepting and close every connection. Asynchronous: the loop ends when all are closed. */
 void rdzvd_server_stop(struct rdzvd_server *srv);
+/* Write every journal's buffered records, then send the replies that waited for them. */
+void rdzvd_server_persist(struct rdzvd_server *srv);
+/* True while replies must wait for rdzvd_server_persist() (it runs in this loop iteration). */
+static inline bool rdzvd_server_persist_pending(const struct rdzvd_server *srv)
+{
+    return !rdzv_list_empty(&srv->persist_list);
+}
+
 /* Release what init allocated. Call after the loop has finished. */
 void rdzvd_server_done(struct rdzvd_server *srv);
 

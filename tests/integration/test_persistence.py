@@ -10,7 +10,8 @@ import subprocess
 import tempfile
 from datetime import timedelta
 
-from rdzvtest import HOST, RDZVD, DaemonTestCase, main
+from rdzvtest import HOST, RDZVD, DaemonTestCase, i64, main
+from rdzvtest import s as enc_str
 
 try:
     import torch.distributed as dist
@@ -95,6 +96,24 @@ class Persistence(DaemonTestCase):
             self.assertEqual(c.get(b"/counter"), b"13")
             self.assertEqual(c.queue_pop(b"raw/q"), (1, b"i3"))
             self.assertEqual(c.queue_len(b"raw/q"), 0)
+
+    def test_acknowledged_survives_sigkill_with_batching(self):
+        # Requests from many connections land in one loop iteration, so their records are
+        # written as one batch; every reply that arrived must survive an immediate SIGKILL.
+        for mode in ("everysec", "always"):
+            d = self.daemon("--state-dir", self.state, "--fsync", mode)
+            clients = [self.client(d) for _ in range(20)]
+            last = None
+            for _ in range(100):
+                for c in clients:
+                    c.req("ADD", enc_str(b"cnt-" + mode.encode()), i64(1))
+                for c in clients:
+                    last = c.r_i64()
+            self.assertEqual(last, 2000)
+            d2 = self.restart(d, "--fsync", mode)
+            with self.client(d2) as c:
+                self.assertEqual(c.add(b"cnt-" + mode.encode(), 0), 2000)
+            d2.stop()
 
     def test_torn_tail_after_crash(self):
         d = self.daemon("--state-dir", self.state)

@@ -572,6 +572,17 @@ static void test_compaction_bounded(void)
     ASSERT_FALSE(rdzvd_journal_failed(j));
     ASSERT_LE(file_size("compact"), RDZVD_JOURNAL_COMPACT_MIN);
     ASSERT_EQ((uint64_t)file_size("compact"), rdzvd_journal_stats(j)->size);
+    /* Buffered, as rdzvd runs it: a compaction also covers what was still buffered. */
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    for (int i = 0; i < 3000; i++) {
+        snprintf(val, sizeof(val), "buffered-%d-", i);
+        memset(val + strlen(val), 'b', sizeof(val) - 1 - strlen(val));
+        ASSERT_OK(set_str(s, "hot", val));
+        if (i % 7 == 0)
+            ASSERT_OK(rdzvd_journal_flush(j));
+        ASSERT_LE(rdzvd_journal_stats(j)->size, RDZVD_JOURNAL_COMPACT_MIN + 13 + 3 + sizeof(val));
+    }
+    ASSERT_FALSE(rdzvd_journal_failed(j));
     rdzvd_journal_close(j, false);
     j = jopen("compact", r);
     expect_same(s, r);
@@ -621,11 +632,18 @@ static void test_queue_ops(void)
 
 /* ---- fsync scheduling (with a loop) ---- */
 
+static void count_pending(void *ud)
+{
+    (*(unsigned *)ud)++;
+}
+
 static void test_fsync_everysec_and_always(void)
 {
     struct rdzvd_store *s = new_store();
     struct rdzvd_journal *j = NULL;
+    unsigned pending_calls = 0;
     uv_loop_t loop;
+    off_t size0;
     uint64_t t0;
 
     ASSERT_OK(uv_loop_init(&loop));
@@ -648,14 +666,36 @@ static void test_fsync_everysec_and_always(void)
     s = new_store();
     ASSERT_OK(rdzvd_journal_open(&loop, dirfd_, dir, "sync", RDZVD_FSYNC_ALWAYS, s, &j));
     expect_value(s, "b", "2");
+    /* Unbuffered ALWAYS: every record is written and synced at once. */
     ASSERT_OK(set_str(s, "c", "3"));
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 1);
+    /* Buffered (as rdzvd runs it): nothing reaches the file until the owner's flush, which
+     * writes and syncs the whole batch once. */
+    rdzvd_journal_set_buffered(j, count_pending, &pending_calls);
+    size0 = file_size("sync");
     ASSERT_OK(set_str(s, "d", "4"));
     ASSERT_OK(set_str(s, "e", "5"));
-    /* One loop iteration, one fsync for the whole batch. */
-    ASSERT_EQ(uv_run(&loop, UV_RUN_NOWAIT), 0);
-    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 1);
-    ASSERT_EQ(uv_run(&loop, UV_RUN_NOWAIT), 0);
-    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 1);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "x", 1));
+    ASSERT_EQ(pending_calls, 1);
+    ASSERT_TRUE(rdzvd_journal_pending(j));
+    ASSERT_EQ(file_size("sync"), size0);
+    ASSERT_EQ(rdzvd_journal_stats(j)->size, size0 + 3 * (13 + 1 + 1));
+    ASSERT_OK(rdzvd_journal_flush(j));
+    ASSERT_FALSE(rdzvd_journal_pending(j));
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 2);
+    ASSERT_EQ((uint64_t)file_size("sync"), rdzvd_journal_stats(j)->size);
+    ASSERT_OK(rdzvd_journal_flush(j)); /* nothing new: no fsync */
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 2);
+    /* Close writes what is still buffered. */
+    ASSERT_OK(set_str(s, "f", "6"));
+    ASSERT_EQ(pending_calls, 2);
+    rdzvd_journal_close(j, false);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    rdzvd_store_free(s);
+    s = new_store();
+    ASSERT_OK(rdzvd_journal_open(&loop, dirfd_, dir, "sync", RDZVD_FSYNC_NO, s, &j));
+    expect_value(s, "f", "6");
+    ASSERT_EQ(rdzvd_store_queue_len(s, "q", 1), 1);
     rdzvd_journal_close(j, true);
     ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
     ASSERT_EQ(uv_loop_close(&loop), 0);
