@@ -300,8 +300,10 @@ int main(int argc, char **argv)
     if (r < 0)
         return log_error_errno(r, "uv_loop_init"), 1;
     r = rdzvd_server_init(&d.srv, &loop, &o.cfg);
-    if (r < 0)
-        return 1; /* logged */
+    if (r < 0) {
+        (void)uv_loop_close(&loop); /* init leaves no handles behind */
+        return 1;                   /* it logged why */
+    }
     r = rdzvd_server_listen(&d.srv);
     if (r < 0) {
         rdzvd_server_done(&d.srv);
