@@ -116,6 +116,8 @@ void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
  * model), as far as it takes them now: a peer that doesn't read gets no grace. */
 static void conn_close_flushing(struct rdzvd_conn *c, const char *why)
 {
+    if (rdzvd_server_persist_pending(c->srv))
+        rdzvd_server_persist(c->srv);
     if (!c->wr && rdzv_buf_avail(&c->out) > 0) {
         uv_buf_t b = uv_buf_init((char *)rdzv_buf_head(&c->out), (unsigned)rdzv_buf_avail(&c->out));
 
@@ -180,6 +182,12 @@ static void conn_flush(struct rdzvd_conn *c)
 
     if (c->state == CONN_CLOSING || c->wr)
         return;
+    if (rdzvd_server_persist_pending(c->srv)) {
+        /* Journal records first: rdzvd_server_persist() sends these later in this iteration. */
+        if (rdzv_list_empty(&c->flush_node))
+            rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);
+        return;
+    }
     if (rdzv_buf_avail(&c->out) == 0) {
         if (c->close_after_flush)
             rdzvd_conn_close(c, "closed after its last reply");
@@ -228,6 +236,8 @@ static void conn_flush(struct rdzvd_conn *c)
 
 void rdzvd_conn_flush_pending(struct rdzvd_server *srv)
 {
+    if (rdzvd_server_persist_pending(srv))
+        return; /* rdzvd_server_persist() calls us again once the journals are written */
     while (!rdzv_list_empty(&srv->flush_list)) {
         struct rdzvd_conn *c = rdzv_container_of(srv->flush_list.next, struct rdzvd_conn, flush_node);
 

@@ -180,12 +180,21 @@ static void job_timer_close_cb(uv_handle_t *h)
     free(j);
 }
 
+/* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down:
+ * then the agents come back to the next rdzvd, which reopens it with its keys. */
 static void job_close_store(struct job *j)
 {
     if (j->store) {
-        rdzvd_listener_close(j->store);
+        rdzvd_listener_close(j->store, !j->srv->stopping);
         j->store = NULL;
     }
+}
+
+/* The journal name of generation gen's store: "job-<hash of run_id>-gen-<gen>". */
+static void job_state_name(const struct job *j, uint64_t gen, char *buf, size_t len)
+{
+    snprintf(buf, len, "job-%016" PRIx64 "-gen-%" PRIu64,
+             rdzv_hash64(0x72647a76, j->run_id, strlen(j->run_id)), gen);
 }
 
 /* Remove a job with no members left. */
@@ -357,7 +366,7 @@ static void close_round(struct job *j)
     struct rdzv_list *pos, *tmp;
     struct member *m;
     int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
-    char desc[48];
+    char desc[48], sname[64];
     int r;
 
     job_timer_stop(j);
@@ -411,7 +420,8 @@ static void close_round(struct job *j)
 
     job_close_store(j);
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
-    r = rdzvd_listener_open(j->srv, desc, &j->store);
+    job_state_name(j, j->generation, sname, sizeof(sname));
+    r = rdzvd_listener_open(j->srv, desc, sname, 0, &j->store);
     if (r < 0) {
         char why[128];
 
@@ -798,7 +808,7 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
 
     if (!j) {
         /* rdzvd restarted: rebuild the job from its agents, generation and all. */
-        char desc[48];
+        char desc[48], sname[64];
         int r;
 
         if (!(j = job_new(srv, jn))) {
@@ -816,13 +826,14 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
         j->round.max_restarts = j->max_restarts;
         j->next_seq = 0;
         snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
-        r = rdzvd_listener_open_port(srv, desc, (uint16_t)rs->master_port, &j->store);
+        job_state_name(j, j->generation, sname, sizeof(sname));
+        r = rdzvd_listener_open(srv, desc, sname, (uint16_t)rs->master_port, &j->store);
         if (r < 0) {
             job_note(j, true,
                      "cannot reopen the store of generation %" PRIu64 " on port %" PRId64
                      " (%s); workers that reconnect to it will fail",
                      j->generation, rs->master_port, uv_strerror(r));
-            r = rdzvd_listener_open(srv, desc, &j->store);
+            r = rdzvd_listener_open(srv, desc, sname, 0, &j->store);
         }
         if (r < 0) {
             send_frame_error(c, "rdzvd could not reopen the job's store: %s", uv_strerror(r));

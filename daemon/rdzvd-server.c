@@ -5,10 +5,13 @@
 #include "../common/rdzv-util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
@@ -32,6 +35,78 @@ static int read_somaxconn(void)
     return v;
 }
 
+/* Create (0700) and open the state directory. Logs its errors. */
+static int state_dir_open(struct rdzvd_server *srv)
+{
+    const char *dir = srv->cfg.state_dir;
+    int r;
+
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return log_error_errno(-errno, "cannot use --state-dir %s: cannot create it", dir);
+    srv->state_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (srv->state_dirfd < 0)
+        return log_error_errno(-errno, "cannot use --state-dir %s", dir);
+    if (faccessat(srv->state_dirfd, ".", W_OK | X_OK, AT_EACCESS) < 0) {
+        r = -errno;
+        close(srv->state_dirfd);
+        srv->state_dirfd = -1;
+        return log_error_errno(r, "cannot use --state-dir %s: not writable", dir);
+    }
+    return 0;
+}
+
+static void persist_prepare_cb(uv_prepare_t *h)
+{
+    rdzvd_server_persist(h->data);
+}
+
+static void persist_check_cb(uv_check_t *h)
+{
+    rdzvd_server_persist(h->data);
+}
+
+/* A listener's journal started buffering: make sure it is written before this iteration's
+ * replies. Mutations happen in read callbacks (then the check handle runs right after the poll
+ * phase) or in timers (then the prepare handle runs before the loop sleeps). */
+static void listener_journal_pending_cb(void *ud)
+{
+    struct rdzvd_listener *l = ud;
+    struct rdzvd_server *srv = l->srv;
+
+    if (rdzv_list_empty(&l->persist_node))
+        rdzv_list_add_tail(&srv->persist_list, &l->persist_node);
+    if (srv->persist_handles && !uv_is_active((uv_handle_t *)&srv->persist_check)) {
+        (void)uv_prepare_start(&srv->persist_prepare, persist_prepare_cb);
+        (void)uv_check_start(&srv->persist_check, persist_check_cb);
+    }
+}
+
+void rdzvd_server_persist(struct rdzvd_server *srv)
+{
+    while (!rdzv_list_empty(&srv->persist_list)) {
+        struct rdzvd_listener *l =
+            rdzv_container_of(srv->persist_list.next, struct rdzvd_listener, persist_node);
+
+        rdzv_list_del(&l->persist_node);
+        if (l->journal)
+            (void)rdzvd_journal_flush(l->journal); /* an error turns it off, and is logged */
+    }
+    if (srv->persist_handles) {
+        (void)uv_prepare_stop(&srv->persist_prepare);
+        (void)uv_check_stop(&srv->persist_check);
+    }
+    rdzvd_conn_flush_pending(srv);
+}
+
+static void persist_close_handles(struct rdzvd_server *srv)
+{
+    if (!srv->persist_handles)
+        return;
+    srv->persist_handles = false;
+    uv_close((uv_handle_t *)&srv->persist_prepare, NULL);
+    uv_close((uv_handle_t *)&srv->persist_check, NULL);
+}
+
 int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rdzvd_config *cfg)
 {
     int r;
@@ -44,22 +119,49 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     rdzv_list_init(&srv->flush_list);
     rdzv_list_init(&srv->jobs);
     rdzv_list_init(&srv->main.conns);
+    rdzv_list_init(&srv->main.persist_node);
+    rdzv_list_init(&srv->persist_list);
     srv->main.srv = srv;
     srv->main.accepts_rdzv = true;
     srv->main.handle_closed = true; /* until listen succeeds */
     snprintf(srv->main.desc, sizeof(srv->main.desc), "main");
     srv->backlog = read_somaxconn();
+    srv->state_dirfd = -1;
     srv->scratch_len = SCRATCH_LEN;
     srv->scratch = malloc(srv->scratch_len);
     if (!srv->scratch)
-        return -ENOMEM;
+        return log_error_errno(-ENOMEM, "init");
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
     if (r < 0) {
-        free(srv->scratch);
-        return r;
+        log_error_errno(r, "init");
+        goto out_free_scratch;
     }
     rdzvd_store_set_watch_cb(srv->main.store, rdzvd_conn_watch);
+    if (srv->cfg.state_dir) {
+        r = state_dir_open(srv);
+        if (r < 0)
+            goto out_free_store;
+        r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
+                               srv->cfg.fsync, srv->main.store, &srv->main.journal);
+        if (r < 0)
+            goto out_close_dir;
+        uv_prepare_init(loop, &srv->persist_prepare);
+        uv_check_init(loop, &srv->persist_check);
+        srv->persist_prepare.data = srv->persist_check.data = srv;
+        srv->persist_handles = true;
+        rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb, &srv->main);
+    }
     return 0;
+
+out_close_dir:
+    close(srv->state_dirfd);
+    srv->state_dirfd = -1;
+out_free_store:
+    srv->main.store = rdzvd_store_free(srv->main.store);
+out_free_scratch:
+    free(srv->scratch);
+    srv->scratch = NULL;
+    return r;
 }
 
 static void listener_connection_cb(uv_stream_t *s, int status)
@@ -78,6 +180,9 @@ static void listener_connection_cb(uv_stream_t *s, int status)
 
 static void listener_free(struct rdzvd_listener *l)
 {
+    rdzv_list_del(&l->persist_node);
+    rdzvd_journal_close(l->journal, false);
+    l->journal = NULL;
     l->store = rdzvd_store_free(l->store);
     if (l != &l->srv->main)
         free(l);
@@ -175,13 +280,8 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
     return 0;
 }
 
-int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, struct rdzvd_listener **ret)
-{
-    return rdzvd_listener_open_port(srv, desc, 0, ret);
-}
-
-int rdzvd_listener_open_port(struct rdzvd_server *srv, const char *desc, uint16_t port,
-                             struct rdzvd_listener **ret)
+int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *state_name,
+                        uint16_t port, struct rdzvd_listener **ret)
 {
     struct sockaddr_storage ss = srv->bound_sa;
     struct rdzvd_listener *l;
@@ -189,17 +289,27 @@ int rdzvd_listener_open_port(struct rdzvd_server *srv, const char *desc, uint16_
 
     if (srv->stopping)
         return -ESHUTDOWN;
+    if (state_name && !rdzvd_state_name_valid(state_name))
+        return -EINVAL;
     l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
     l->srv = srv;
     l->handle_closed = true;
     rdzv_list_init(&l->conns);
+    rdzv_list_init(&l->persist_node);
     snprintf(l->desc, sizeof(l->desc), "%s", desc);
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &l->store);
     if (r < 0)
         goto out_free;
     rdzvd_store_set_watch_cb(l->store, rdzvd_conn_watch);
+    if (state_name && srv->state_dirfd >= 0) {
+        r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, state_name,
+                               srv->cfg.fsync, l->store, &l->journal);
+        if (r < 0)
+            goto out_free;
+        rdzvd_journal_set_buffered(l->journal, listener_journal_pending_cb, l);
+    }
     if (ss.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
     else
@@ -216,11 +326,15 @@ out_free:
     return r;
 }
 
-void rdzvd_listener_close(struct rdzvd_listener *l)
+void rdzvd_listener_close(struct rdzvd_listener *l, bool drop_state)
 {
     if (l->closing)
         return;
     l->closing = true;
+    /* Replies held for its records go out with the others at the end of this iteration. */
+    rdzv_list_del(&l->persist_node);
+    rdzvd_journal_close(l->journal, drop_state);
+    l->journal = NULL;
     rdzvd_conn_close_listener(l);
     if (!l->handle_closed)
         uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
@@ -239,9 +353,13 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     if (srv->stopping)
         return;
     srv->stopping = true;
+    rdzvd_server_persist(srv); /* what was acknowledged reaches the journal; replies go out */
     log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
     rdzvd_jobs_shutdown(srv);
     srv->main.closing = true;
+    rdzvd_journal_close(srv->main.journal, false);
+    srv->main.journal = NULL;
+    persist_close_handles(srv);
     if (!srv->main.handle_closed)
         uv_close((uv_handle_t *)&srv->main.tcp, listener_close_cb);
     rdzvd_conn_close_all(srv);
@@ -249,6 +367,14 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
 
 void rdzvd_server_done(struct rdzvd_server *srv)
 {
+    /* Still open only if we never got to stop (listen failed): the loop runs once more. */
+    rdzv_list_del(&srv->main.persist_node);
+    rdzvd_journal_close(srv->main.journal, false);
+    srv->main.journal = NULL;
+    persist_close_handles(srv);
+    if (srv->state_dirfd >= 0)
+        close(srv->state_dirfd);
+    srv->state_dirfd = -1;
     srv->main.store = rdzvd_store_free(srv->main.store);
     free(srv->scratch);
     srv->scratch = NULL;

@@ -57,6 +57,8 @@ struct rdzvd_store {
     const struct rdzv_limits *lim;
     rdzvd_wake_fn wake;
     rdzvd_watch_fn watch;
+    rdzvd_change_fn change; /* NULL: nobody records changes */
+    void *change_ud;
     struct slot **buckets;
     size_t nbuckets; /* power of two */
     size_t nslots;
@@ -126,6 +128,12 @@ static void wait_abort_building(struct rdzvd_store *s);
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch)
 {
     s->watch = watch;
+}
+
+void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud)
+{
+    s->change = fn;
+    s->change_ud = ud;
 }
 
 static void watch_reg_free(struct watch_reg *wr)
@@ -296,6 +304,8 @@ static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, siz
     sl->val = nv;
     sl->vlen = nlen;
     s->bytes += nlen;
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_SET, sl->key, sl->klen, nv, nlen);
     wake_all(s, sl);
 }
 
@@ -431,6 +441,8 @@ int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
     sl->vlen = 0;
     sl->present = false;
     s->nkeys--;
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_DELETE, sl->key, sl->klen, NULL, 0);
     slot_gc(s, sl);
     return 1;
 }
@@ -466,6 +478,26 @@ int rdzvd_store_foreach(struct rdzvd_store *s,
     return 0;
 }
 
+int rdzvd_store_dump(struct rdzvd_store *s,
+                     int (*fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen),
+                     void *ud)
+{
+    int r;
+
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (struct slot *sl = s->buckets[i]; sl; sl = sl->next)
+            if (sl->present && (r = fn(ud, RDZVD_CHANGE_SET, sl->key, sl->klen, sl->val,
+                                       sl->vlen)) != 0)
+                return r;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (struct slot *sl = s->buckets[i]; sl; sl = sl->next)
+            for (struct qitem *q = sl->qhead; q; q = q->next)
+                if ((r = fn(ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, q->len)) != 0)
+                    return r;
+    return 0;
+}
+
 int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
                            size_t vlen)
 {
@@ -495,6 +527,8 @@ int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, 
     sl->qtail = q;
     sl->qlen++;
     s->bytes += vlen;
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, vlen);
     /* One item can satisfy one popper: wake a single registration, oldest first. */
     if (!rdzv_list_empty(&sl->regs))
         reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
@@ -526,6 +560,8 @@ int rdzvd_store_queue_pop(struct rdzvd_store *s, const void *key, size_t klen,
     sl->qlen--;
     s->bytes -= q->len;
     free(q);
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_QPOP, sl->key, sl->klen, NULL, 0);
     slot_gc(s, sl);
     return 0;
 }

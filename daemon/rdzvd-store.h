@@ -29,9 +29,25 @@ typedef void (*rdzvd_watch_fn)(struct rdzvd_waiter *w, void *ud, uint8_t type, c
                                size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
                                size_t nvlen);
 
+/* What a successful mutation did to a key (the change hook, e.g. for the journal). */
+enum rdzvd_change {
+    RDZVD_CHANGE_SET,    /* the key now holds val (SET, ADD's decimal text, COMPARE_SET, APPEND) */
+    RDZVD_CHANGE_DELETE, /* the key's value was removed; val is NULL */
+    RDZVD_CHANGE_QPUSH,  /* val was pushed at the tail of the key's queue */
+    RDZVD_CHANGE_QPOP,   /* the head of the key's queue was popped; val is NULL */
+};
+
+/* Called after every successful mutation, before any waiter is woken. key/val point into the
+ * store and are valid only during the call. The store is consistent then: the hook may read it
+ * (the journal compacts from here) but must not change it. */
+typedef void (*rdzvd_change_fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                                const uint8_t *val, size_t vlen);
+
 /* lim is borrowed and must outlive the store. watch may be NULL. Returns 0 or -ENOMEM. */
 int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rdzvd_store **ret);
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
+/* Install (or with fn NULL remove) the change hook. One hook per store. */
+void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud);
@@ -60,6 +76,14 @@ bool rdzvd_store_exists(struct rdzvd_store *s, const void *key, size_t klen);
 /* Visit every key that has a value. Stops early when fn returns non-zero, and returns that. */
 int rdzvd_store_foreach(struct rdzvd_store *s,
                         int (*fn)(const uint8_t *key, size_t klen, void *ud), void *ud);
+
+/* Visit the whole content as the changes that rebuild it: every value as RDZVD_CHANGE_SET, then
+ * every queued item, oldest first, as RDZVD_CHANGE_QPUSH. Stops early when fn returns non-zero,
+ * and returns that. fn must not touch the store. */
+int rdzvd_store_dump(struct rdzvd_store *s,
+                     int (*fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen),
+                     void *ud);
 
 /* Queues: a FIFO per key, apart from the KV map. Push wakes one waiter. -ENOSPC when full. */
 int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, const void *val,

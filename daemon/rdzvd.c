@@ -55,6 +55,11 @@ static void usage(FILE *f)
             "      --metrics-bind ADDR  address for --metrics-port (default: --bind, else\n"
             "                           127.0.0.1)\n"
             "      --metrics-port-file FILE  write the metrics port to FILE\n"
+            "      --state-dir DIR      keep store keys across restarts: journal them in DIR\n"
+            "                           (created 0700 if missing; default: nothing persisted)\n"
+            "      --fsync MODE         when the journal is fsynced: everysec (default; a power\n"
+            "                           failure loses up to ~1 s), always (every loop iteration\n"
+            "                           that wrote), no (left to the kernel)\n"
             "  -l, --log-level LEVEL    error, warn, info (default), debug, trace\n"
             "  -h, --help               show this help\n"
             "  -V, --version            show the version\n"
@@ -78,6 +83,8 @@ enum {
     OPT_METRICS_PORT,
     OPT_METRICS_BIND,
     OPT_METRICS_PORT_FILE,
+    OPT_STATE_DIR,
+    OPT_FSYNC,
 };
 
 static const struct option longopts[] = {
@@ -96,6 +103,8 @@ static const struct option longopts[] = {
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"metrics-bind", required_argument, NULL, OPT_METRICS_BIND},
     {"metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"fsync", required_argument, NULL, OPT_FSYNC},
     {"log-level", required_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -173,6 +182,13 @@ static int apply(struct opts *o, int c, const char *val)
         return 0;
     case OPT_METRICS_PORT_FILE:
         o->metrics_port_file = val;
+        return 0;
+    case OPT_STATE_DIR:
+        o->cfg.state_dir = val;
+        return 0;
+    case OPT_FSYNC:
+        if (rdzvd_fsync_parse(val, &o->cfg.fsync) < 0)
+            return bad("--fsync", val, "expected always, everysec or no");
         return 0;
     case 'l':
         if (rdzv_log_parse_level(val, &o->level) < 0)
@@ -317,8 +333,10 @@ int main(int argc, char **argv)
     if (r < 0)
         return log_error_errno(r, "uv_loop_init"), 1;
     r = rdzvd_server_init(&d.srv, &loop, &o.cfg);
-    if (r < 0)
-        return log_error_errno(r, "init"), 1;
+    if (r < 0) {
+        (void)uv_loop_close(&loop); /* init leaves no handles behind */
+        return 1;                   /* it logged why */
+    }
     r = rdzvd_server_listen(&d.srv);
     if (r < 0) {
         rdzvd_server_done(&d.srv);

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-journal.h: an append-only journal that makes one store survive a daemon restart.
+ *
+ * File DIR/<name>.journal: a 16-byte header ("RDZVJRN1", u32 version, u32 CRC of the first 12
+ * bytes), then records, all integers little-endian:
+ *
+ *     u32 crc32 (of everything after it) | u8 type | u32 klen | u32 vlen | key | value
+ *
+ * type is SET (the key's whole new value), DEL, QPUSH (value) or QPOP (no value). Every
+ * successful store mutation appends one record. Unbuffered, each record is written(2) at once.
+ * Buffered (rdzvd_journal_set_buffered: what rdzvd does), records collect in memory and the
+ * owner writes them with rdzvd_journal_flush() once per event-loop iteration, BEFORE it sends
+ * the replies of that iteration: one write(2) for a whole batch of requests, and still nothing a
+ * client saw acknowledged is lost when rdzvd crashes or is SIGKILLed. When the records reach the
+ * disk depends on the fsync mode (enum rdzvd_fsync).
+ *
+ * Replay on open stops at the first record that is cut short or whose CRC does not match: that
+ * record and everything after it are truncated away, with a warning saying how many bytes went.
+ * A crash mid-write only ever leaves such a tail, so that is the normal recovery. Corruption in
+ * the middle of the file drops the rest of it too, because nothing after a bad record can be
+ * trusted to line up with record boundaries.
+ *
+ * Compaction: once the file outgrows max(RDZVD_JOURNAL_COMPACT_MIN, RDZVD_JOURNAL_COMPACT_FACTOR x
+ * the store's live size, RDZVD_JOURNAL_COMPACT_FACTOR x the last snapshot), a snapshot of the live
+ * content goes to <name>.journal.tmp, which is fsynced, renamed over the journal, and the
+ * directory fsynced. Each compaction follows at least a doubling of the file, so its cost is
+ * amortised O(1) per byte appended. It runs on the loop thread, like the fsyncs.
+ *
+ * A write or fsync error is logged once and turns persistence off for that store; the store
+ * itself keeps serving. The journal holds an exclusive flock(2) on its file: a second rdzvd on
+ * the same directory gets -EBUSY instead of interleaving records.
+ */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct rdzvd_store;
+struct rdzvd_journal;
+
+/* Compact when the journal is larger than this ... */
+#define RDZVD_JOURNAL_COMPACT_MIN (1u << 20)
+/* ... and larger than this many times both the live content and the last snapshot. */
+#define RDZVD_JOURNAL_COMPACT_FACTOR 2
+/* Longest state name (the file is DIR/<name>.journal). */
+#define RDZVD_STATE_NAME_MAX 200
+
+/* When journal writes are fsynced (Redis's appendfsync). Records always reach the kernel before
+ * their replies leave, so a crash of rdzvd alone loses nothing in any mode.
+ *   EVERYSEC: fdatasync at most once a second, and only while there is something unsynced: a
+ *             one-shot timer armed by the first unsynced write (no timer runs while idle).
+ *             A power failure loses up to about one second of acknowledged writes.
+ *   ALWAYS:   fdatasync in rdzvd_journal_flush(), so before the replies: once per event-loop
+ *             iteration that wrote (a batch of requests shares one fsync). Unbuffered, after
+ *             each record. A power failure loses nothing that was acknowledged.
+ *   NO:       never fsync (the kernel writes back when it likes, typically within 30 s).
+ * Compaction always fsyncs; a clean close fsyncs unless the mode is NO. fsync runs on the loop
+ * thread: on a slow disk, requests in that iteration wait for it. */
+enum rdzvd_fsync { RDZVD_FSYNC_EVERYSEC, RDZVD_FSYNC_ALWAYS, RDZVD_FSYNC_NO };
+
+/* Parse "always" / "everysec" / "no". Returns 0 or -EINVAL. */
+int rdzvd_fsync_parse(const char *s, enum rdzvd_fsync *ret);
+const char *rdzvd_fsync_name(enum rdzvd_fsync mode);
+
+/* A state name is 1..RDZVD_STATE_NAME_MAX characters of [A-Za-z0-9._-]. */
+bool rdzvd_state_name_valid(const char *name);
+
+struct rdzvd_journal_stats {
+    uint64_t size;        /* bytes in the journal file now */
+    uint64_t replayed;    /* records applied when it was opened */
+    uint64_t dropped;     /* bytes of torn or corrupt tail truncated away when it was opened */
+    uint64_t records;     /* records appended since open */
+    uint64_t fsyncs;      /* fdatasync calls since open (compaction not counted) */
+    uint64_t compactions; /* snapshots written since open */
+};
+
+/* Open DIR/<name>.journal (dirfd is DIR, opened O_DIRECTORY; dir names it in logs) and replay
+ * it into store, creating an empty journal if there is none. store must be fresh: no keys, no
+ * waiters, no watchers (replay goes through the ordinary store calls, which then wake nobody).
+ * From then on every change of store is journaled. loop may be NULL: then nothing is fsynced
+ * except by rdzvd_journal_sync(), compaction and close (unit tests).
+ * Logs its own errors. Returns 0, -EINVAL (bad name, store not empty), -EBADMSG (not a journal,
+ * or a corrupt header), -ENOSPC / -EMSGSIZE (the journal holds more than the store's limits
+ * allow), -EBUSY (another process has it open) or another negative errno from the file system.
+ * dirfd, dir and store are borrowed and must outlive the journal. */
+int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *name,
+                       enum rdzvd_fsync mode, struct rdzvd_store *store,
+                       struct rdzvd_journal **ret);
+
+/* Buffer records from now on. pending_fn(ud) is called when the buffer turns non-empty (from
+ * inside a store mutation: it must not touch the store); the owner must then call
+ * rdzvd_journal_flush() before any reply leaves the process. A full buffer (64 KiB) or a large
+ * record is written at once. If the buffer can't be allocated the journal stays unbuffered. */
+void rdzvd_journal_set_buffered(struct rdzvd_journal *j, void (*pending_fn)(void *ud), void *ud);
+/* True while buffered records wait for rdzvd_journal_flush(). */
+bool rdzvd_journal_pending(const struct rdzvd_journal *j);
+/* Write the buffered records (and fdatasync in ALWAYS mode). Returns 0 or the error (persistence
+ * is then off: nothing is pending any more either way). */
+int rdzvd_journal_flush(struct rdzvd_journal *j);
+
+/* Write what is buffered and fdatasync now if anything is unsynced. Returns 0 or the error (persistence is then off). */
+int rdzvd_journal_sync(struct rdzvd_journal *j);
+/* Write a snapshot now (normally automatic). Returns 0 or the error (persistence is then off). */
+int rdzvd_journal_compact(struct rdzvd_journal *j);
+/* True once an error has turned persistence off. */
+bool rdzvd_journal_failed(const struct rdzvd_journal *j);
+const struct rdzvd_journal_stats *rdzvd_journal_stats(const struct rdzvd_journal *j);
+
+/* Stop journaling the store (its change hook is removed at once), write what is buffered, fsync
+ * unless the mode is NO, close the file; with drop, delete the file instead. With a loop the
+ * memory is released in the timer's close callback (the loop must run once more); without one,
+ * at once. NULL is fine. */
+void rdzvd_journal_close(struct rdzvd_journal *j, bool drop);

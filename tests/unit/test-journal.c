@@ -1,0 +1,764 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-journal.c: the store's change hook and the journal: round trips of every record type,
+ * torn tails at every byte, mid-file corruption, compaction, fsync scheduling, write errors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "../../common/rdzv-log.h"
+#include "../../daemon/rdzvd-journal.h"
+#include "../../daemon/rdzvd-store.h"
+#include "../tap.h"
+
+static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+static char dir[256];
+static int dirfd_;
+
+static void no_wake(struct rdzvd_waiter *w, void *ud)
+{
+    (void)w;
+    (void)ud;
+}
+
+static struct rdzvd_store *new_store(void)
+{
+    struct rdzvd_store *s = NULL;
+
+    ASSERT_OK(rdzvd_store_new(&lim, no_wake, &s));
+    return s;
+}
+
+static struct rdzvd_journal *jopen(const char *name, struct rdzvd_store *s)
+{
+    struct rdzvd_journal *j = NULL;
+
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, name, RDZVD_FSYNC_EVERYSEC, s, &j));
+    ASSERT_NOT_NULL(j);
+    return j;
+}
+
+static void path_of(const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s.journal", dir, name);
+}
+
+static off_t file_size(const char *name)
+{
+    char p[512];
+    struct stat st;
+
+    path_of(name, p, sizeof(p));
+    ASSERT_OK(stat(p, &st));
+    return st.st_size;
+}
+
+static uint8_t *read_file(const char *name, size_t *len)
+{
+    char p[512];
+    FILE *f;
+    uint8_t *buf;
+    long n;
+
+    path_of(name, p, sizeof(p));
+    f = fopen(p, "rb");
+    ASSERT_NOT_NULL(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    ASSERT_NOT_NULL(buf);
+    ASSERT_EQ(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void write_file(const char *name, const uint8_t *p, size_t n)
+{
+    char path[512];
+    FILE *f;
+
+    path_of(name, path, sizeof(path));
+    f = fopen(path, "wb");
+    ASSERT_NOT_NULL(f);
+    ASSERT_EQ(fwrite(p, 1, n, f), n);
+    ASSERT_OK(fclose(f));
+}
+
+static void remove_journal(const char *name)
+{
+    char p[512];
+
+    path_of(name, p, sizeof(p));
+    (void)unlink(p);
+}
+
+static int set_str(struct rdzvd_store *s, const char *k, const char *v)
+{
+    return rdzvd_store_set(s, k, strlen(k), v, strlen(v));
+}
+
+static void expect_value(struct rdzvd_store *s, const char *k, const char *v)
+{
+    const uint8_t *val = NULL;
+    size_t vlen = 0;
+
+    ASSERT_OK(rdzvd_store_get(s, k, strlen(k), &val, &vlen));
+    ASSERT_BYTES_STR(val, vlen, v);
+}
+
+static void expect_missing(struct rdzvd_store *s, const char *k)
+{
+    const uint8_t *val;
+    size_t vlen;
+
+    ASSERT_EQ(rdzvd_store_get(s, k, strlen(k), &val, &vlen), -ENOENT);
+}
+
+static void expect_pop(struct rdzvd_store *s, const char *k, const char *v)
+{
+    uint8_t *item = NULL;
+    size_t ilen = 0;
+    uint64_t before = 0;
+
+    ASSERT_OK(rdzvd_store_queue_pop(s, k, strlen(k), &before, &item, &ilen));
+    if (!v) {
+        ASSERT_EQ(before, 0);
+        return;
+    }
+    ASSERT_TRUE(before > 0);
+    ASSERT_BYTES_STR(item, ilen, v);
+    free(item);
+}
+
+/* Every key of a has the same value in b, and both hold the same number of keys and bytes. */
+struct cmp_ctx {
+    struct rdzvd_store *a, *b;
+};
+
+static int cmp_key_cb(const uint8_t *key, size_t klen, void *ud)
+{
+    struct cmp_ctx *c = ud;
+    const uint8_t *va, *vb;
+    size_t la, lb;
+
+    ASSERT_OK(rdzvd_store_get(c->a, key, klen, &va, &la));
+    if (rdzvd_store_get(c->b, key, klen, &vb, &lb) < 0)
+        tap_fail(__FILE__, __LINE__, "key '%.*s' missing after replay", (int)klen, key);
+    ASSERT_EQ(la, lb);
+    ASSERT_MEMEQ(va, vb, la);
+    return 0;
+}
+
+static void expect_same(struct rdzvd_store *a, struct rdzvd_store *b)
+{
+    struct cmp_ctx c = {a, b};
+
+    ASSERT_EQ(rdzvd_store_num_keys(a), rdzvd_store_num_keys(b));
+    ASSERT_EQ(rdzvd_store_bytes(a), rdzvd_store_bytes(b));
+    ASSERT_OK(rdzvd_store_foreach(a, cmp_key_cb, &c));
+}
+
+/* ---- the change hook ---- */
+
+struct event_log {
+    char text[4096];
+};
+
+static void log_change(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                       const uint8_t *val, size_t vlen)
+{
+    static const char *const names[] = {"SET", "DEL", "QPUSH", "QPOP"};
+    struct event_log *l = ud;
+    size_t n = strlen(l->text);
+
+    snprintf(l->text + n, sizeof(l->text) - n, "%s %.*s%s%.*s;", names[what], (int)klen,
+             (const char *)key, val ? "=" : "", (int)vlen, val ? (const char *)val : "");
+}
+
+static void test_change_hook_events(void)
+{
+    struct rdzvd_store *s = new_store();
+    struct event_log l = {{0}};
+    const uint8_t *cur;
+    size_t curlen;
+    int64_t n;
+
+    rdzvd_store_set_change_cb(s, log_change, &l);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_OK(rdzvd_store_add(s, "n", 1, 41, &n));
+    ASSERT_OK(rdzvd_store_add(s, "n", 1, 1, &n));
+    /* A failed compare: no change, no event. Missing key with an expectation: none either. */
+    ASSERT_OK(rdzvd_store_compare_set(s, "a", 1, "x", 1, "y", 1, &cur, &curlen));
+    ASSERT_OK(rdzvd_store_compare_set(s, "m", 1, "x", 1, "y", 1, &cur, &curlen));
+    ASSERT_OK(rdzvd_store_compare_set(s, "a", 1, "1", 1, "2", 1, &cur, &curlen));
+    ASSERT_OK(rdzvd_store_append(s, "a", 1, "34", 2));
+    ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 1);
+    ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 0); /* nothing removed: no event */
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "i1", 2));
+    expect_pop(s, "q", "i1");
+    expect_pop(s, "q", NULL); /* empty: no event */
+    ASSERT_BYTES_STR(l.text, strlen(l.text),
+                     "SET a=1;SET n=41;SET n=42;SET a=2;SET a=234;DEL a;QPUSH q=i1;QPOP q;");
+    rdzvd_store_set_change_cb(s, NULL, NULL);
+    ASSERT_OK(set_str(s, "b", "1"));
+    ASSERT_EQ(strlen(l.text), strlen("SET a=1;SET n=41;SET n=42;SET a=2;SET a=234;DEL a;"
+                                     "QPUSH q=i1;QPOP q;"));
+    rdzvd_store_free(s);
+}
+
+/* ---- round trips ---- */
+
+static void test_round_trip_every_type(void)
+{
+    struct rdzvd_store *s = new_store(), *r;
+    struct rdzvd_journal *j = jopen("rt", s);
+    const uint8_t *cur;
+    size_t curlen;
+    int64_t n;
+
+    ASSERT_EQ(rdzvd_journal_stats(j)->size, 16);
+    ASSERT_OK(set_str(s, "k1", "v1"));
+    ASSERT_OK(set_str(s, "k2", "v2"));
+    ASSERT_OK(set_str(s, "empty", ""));
+    ASSERT_OK(rdzvd_store_set(s, "bin\0key", 7, "\0\xff\x01", 3));
+    ASSERT_OK(set_str(s, "k1", "v1b"));
+    ASSERT_OK(rdzvd_store_add(s, "cnt", 3, 5, &n));
+    ASSERT_OK(rdzvd_store_add(s, "cnt", 3, -7, &n));
+    ASSERT_OK(rdzvd_store_compare_set(s, "cas", 3, "", 0, "first", 5, &cur, &curlen));
+    ASSERT_OK(rdzvd_store_compare_set(s, "cas", 3, "first", 5, "second", 6, &cur, &curlen));
+    ASSERT_OK(rdzvd_store_append(s, "log", 3, "ab", 2));
+    ASSERT_OK(rdzvd_store_append(s, "log", 3, "cd", 2));
+    ASSERT_EQ(rdzvd_store_delete(s, "k2", 2), 1);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "x", 1));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "y", 1));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "", 0));
+    expect_pop(s, "q", "x");
+    ASSERT_EQ(rdzvd_journal_stats(j)->records, 16);
+    rdzvd_journal_close(j, false);
+
+    r = new_store();
+    j = jopen("rt", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 16);
+    ASSERT_EQ(rdzvd_journal_stats(j)->dropped, 0);
+    expect_same(s, r);
+    expect_value(r, "k1", "v1b");
+    expect_missing(r, "k2");
+    expect_value(r, "cnt", "-2");
+    expect_value(r, "cas", "second");
+    expect_value(r, "log", "abcd");
+    expect_value(r, "empty", "");
+    ASSERT_EQ(rdzvd_store_queue_len(r, "q", 1), 2);
+    /* The counter goes on from its saved value. */
+    ASSERT_OK(rdzvd_store_add(r, "cnt", 3, 3, &n));
+    ASSERT_EQ(n, 1);
+    rdzvd_journal_close(j, false);
+    expect_pop(r, "q", "y");
+    expect_pop(r, "q", "");
+    expect_pop(r, "q", NULL);
+    rdzvd_store_free(r);
+    rdzvd_store_free(s);
+    remove_journal("rt");
+}
+
+/* Random ops over a few keys; replay (before and after a forced compaction) equals the store. */
+static void test_replay_equals_original_random(void)
+{
+    struct rdzvd_store *s = new_store(), *r;
+    struct rdzvd_journal *j = jopen("rand", s);
+    unsigned seed = 12345;
+
+    snprintf(tap_note, sizeof(tap_note), "seed %u", seed);
+    srand(seed);
+    for (int i = 0; i < 5000; i++) {
+        char key[16], val[64];
+        int op = rand() % 8, vl = rand() % 40;
+        const uint8_t *cur;
+        size_t curlen;
+        int64_t n;
+
+        snprintf(key, sizeof(key), "k%d", rand() % 50);
+        for (int k = 0; k < vl; k++)
+            val[k] = (char)('a' + rand() % 26);
+        val[vl] = 0;
+        switch (op) {
+        case 0:
+        case 1:
+            ASSERT_OK(set_str(s, key, val));
+            break;
+        case 2:
+            if (rdzvd_store_add(s, key, strlen(key), rand() % 100 - 50, &n) == -EINVAL)
+                ASSERT_OK(set_str(s, key, "7"));
+            break;
+        case 3:
+            ASSERT_OK(rdzvd_store_delete(s, key, strlen(key)));
+            break;
+        case 4:
+            ASSERT_OK(rdzvd_store_append(s, key, strlen(key), val, strlen(val) % 8));
+            break;
+        case 5:
+            ASSERT_OK(rdzvd_store_compare_set(s, key, strlen(key), "", 0, val, strlen(val), &cur,
+                                              &curlen));
+            break;
+        case 6:
+            ASSERT_OK(rdzvd_store_queue_push(s, key, strlen(key), val, strlen(val)));
+            break;
+        default: {
+            uint8_t *item = NULL;
+            size_t ilen;
+            uint64_t before;
+
+            ASSERT_OK(rdzvd_store_queue_pop(s, key, strlen(key), &before, &item, &ilen));
+            free(item);
+        }
+        }
+    }
+    rdzvd_journal_close(j, false);
+    for (int round = 0; round < 2; round++) {
+        r = new_store();
+        j = jopen("rand", r);
+        expect_same(s, r);
+        for (int q = 0; q < 50; q++) {
+            char key[16];
+
+            snprintf(key, sizeof(key), "k%d", q);
+            ASSERT_EQ(rdzvd_store_queue_len(s, key, strlen(key)),
+                      rdzvd_store_queue_len(r, key, strlen(key)));
+        }
+        if (round == 0)
+            ASSERT_OK(rdzvd_journal_compact(j)); /* round 1 replays the snapshot */
+        else
+            ASSERT_LE(rdzvd_journal_stats(j)->replayed, 50 + 5000);
+        rdzvd_journal_close(j, false);
+        if (round == 1) {
+            /* Queues in the same order: pop everything from both. */
+            for (int q = 0; q < 50; q++) {
+                char key[16];
+                uint8_t *a = NULL, *b = NULL;
+                size_t al = 0, bl = 0;
+                uint64_t ba, bb;
+
+                snprintf(key, sizeof(key), "k%d", q);
+                do {
+                    ASSERT_OK(rdzvd_store_queue_pop(s, key, strlen(key), &ba, &a, &al));
+                    ASSERT_OK(rdzvd_store_queue_pop(r, key, strlen(key), &bb, &b, &bl));
+                    ASSERT_EQ(ba, bb);
+                    if (ba) {
+                        ASSERT_EQ(al, bl);
+                        ASSERT_MEMEQ(a, b, al);
+                    }
+                    free(a);
+                    free(b);
+                    a = b = NULL;
+                } while (ba);
+            }
+        }
+        rdzvd_store_free(r);
+    }
+    tap_note[0] = 0;
+    rdzvd_store_free(s);
+    remove_journal("rand");
+}
+
+/* ---- recovery ---- */
+
+/* A crash can cut the last record anywhere: every cut keeps all the records before it. */
+static void test_torn_tail_every_offset(void)
+{
+    struct rdzvd_store *s = new_store(), *expect = new_store();
+    struct rdzvd_journal *j = jopen("torn", s);
+    uint64_t last_start, full;
+    uint8_t *img;
+    size_t len;
+    char big[100];
+    int64_t n;
+
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_OK(rdzvd_store_add(s, "n", 1, 9, &n));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "item", 4));
+    ASSERT_OK(set_str(expect, "a", "1"));
+    ASSERT_OK(rdzvd_store_add(expect, "n", 1, 9, &n));
+    ASSERT_OK(rdzvd_store_queue_push(expect, "q", 1, "item", 4));
+    last_start = rdzvd_journal_stats(j)->size;
+    memset(big, 'z', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    ASSERT_OK(set_str(s, "last", big));
+    full = rdzvd_journal_stats(j)->size;
+    ASSERT_EQ(full, last_start + 13 + 4 + 99);
+    rdzvd_journal_close(j, false);
+    img = read_file("torn", &len);
+    ASSERT_EQ(len, full);
+
+    for (uint64_t cut = last_start; cut <= full; cut++) {
+        struct rdzvd_store *r = new_store();
+
+        snprintf(tap_note, sizeof(tap_note), "cut at %" PRIu64 " of %" PRIu64, cut, full);
+        write_file("torn", img, (size_t)cut);
+        j = jopen("torn", r);
+        if (cut == full) {
+            ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 4);
+            expect_same(s, r);
+        } else {
+            ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 3);
+            ASSERT_EQ(rdzvd_journal_stats(j)->dropped, cut - last_start);
+            ASSERT_EQ(file_size("torn"), last_start);
+            expect_same(expect, r);
+            ASSERT_EQ(rdzvd_store_queue_len(r, "q", 1), 1);
+            /* Appends continue after the cut and are replayed next time. */
+            ASSERT_OK(set_str(r, "after", "x"));
+            rdzvd_journal_close(j, false);
+            rdzvd_store_free(r);
+            r = new_store();
+            j = jopen("torn", r);
+            ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 4);
+            ASSERT_EQ(rdzvd_journal_stats(j)->dropped, 0);
+            expect_value(r, "after", "x");
+        }
+        rdzvd_journal_close(j, false);
+        rdzvd_store_free(r);
+    }
+    tap_note[0] = 0;
+    free(img);
+    rdzvd_store_free(s);
+    rdzvd_store_free(expect);
+    remove_journal("torn");
+}
+
+/* A bad CRC in the middle: replay stops there, that record and all after it are dropped (the
+ * rest can't be trusted to line up with record boundaries), and the file is cut there. */
+static void test_corrupt_crc_in_middle(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("mid", s);
+    uint64_t off[10];
+    uint8_t *img;
+    size_t len;
+
+    for (int i = 0; i < 10; i++) {
+        char k[8];
+
+        off[i] = rdzvd_journal_stats(j)->size;
+        snprintf(k, sizeof(k), "k%d", i);
+        ASSERT_OK(set_str(s, k, "value"));
+    }
+    rdzvd_journal_close(j, false);
+    img = read_file("mid", &len);
+    img[off[5] + 13 + 2 + 1] ^= 0x40; /* a byte of record 5's value */
+    write_file("mid", img, len);
+    j = jopen("mid", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 5);
+    ASSERT_EQ(rdzvd_journal_stats(j)->dropped, len - off[5]);
+    ASSERT_EQ(file_size("mid"), off[5]);
+    ASSERT_EQ(rdzvd_store_num_keys(r), 5);
+    expect_value(r, "k4", "value");
+    expect_missing(r, "k5");
+    expect_missing(r, "k9");
+    rdzvd_journal_close(j, false);
+    free(img);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+    remove_journal("mid");
+}
+
+static int try_open(const char *name)
+{
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j = NULL;
+    int r = rdzvd_journal_open(NULL, dirfd_, dir, name, RDZVD_FSYNC_NO, s, &j);
+
+    if (r == 0)
+        rdzvd_journal_close(j, false);
+    rdzvd_store_free(s);
+    return r;
+}
+
+static void test_bad_header_and_unreadable(void)
+{
+    static const uint8_t junk[] = "this is not a journal at all";
+    char p[512];
+    uint8_t *img;
+    size_t len;
+
+    write_file("hdr", junk, sizeof(junk));
+    ASSERT_EQ(try_open("hdr"), -EBADMSG);
+    write_file("hdr", junk, 5); /* shorter than a header */
+    ASSERT_EQ(try_open("hdr"), -EBADMSG);
+    /* An intact header of another version. */
+    remove_journal("hdr");
+    ASSERT_OK(try_open("hdr"));
+    img = read_file("hdr", &len);
+    ASSERT_EQ(len, 16);
+    img[8] = 2;
+    write_file("hdr", img, len);
+    ASSERT_EQ(try_open("hdr"), -EBADMSG); /* the header CRC covers the version */
+    free(img);
+    /* An empty file (created, never written) starts afresh. */
+    write_file("hdr", junk, 0);
+    ASSERT_OK(try_open("hdr"));
+    ASSERT_EQ(file_size("hdr"), 16);
+    remove_journal("hdr");
+    /* A directory where the file should be. */
+    path_of("isdir", p, sizeof(p));
+    ASSERT_OK(mkdir(p, 0700));
+    ASSERT_EQ(try_open("isdir"), -EISDIR);
+    ASSERT_OK(rmdir(p));
+}
+
+static void test_names_and_lock(void)
+{
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j;
+    char p[512];
+
+    ASSERT_TRUE(rdzvd_state_name_valid("main"));
+    ASSERT_TRUE(rdzvd_state_name_valid("job-0123456789abcdef-gen-7"));
+    ASSERT_TRUE(rdzvd_state_name_valid("A.b_c-9"));
+    ASSERT_FALSE(rdzvd_state_name_valid(""));
+    ASSERT_FALSE(rdzvd_state_name_valid(NULL));
+    ASSERT_FALSE(rdzvd_state_name_valid("../etc/x"));
+    ASSERT_FALSE(rdzvd_state_name_valid("a/b"));
+    ASSERT_FALSE(rdzvd_state_name_valid("a b"));
+    ASSERT_FALSE(rdzvd_state_name_valid("caf\xc3\xa9"));
+    ASSERT_EQ(try_open("a/b"), -EINVAL);
+    /* A store that is not empty can't be replayed into. */
+    ASSERT_OK(set_str(s, "x", "1"));
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, "lock", RDZVD_FSYNC_NO, s, &j), -EINVAL);
+    rdzvd_store_free(s);
+    /* One owner at a time. */
+    s = new_store();
+    j = jopen("lock", s);
+    ASSERT_EQ(try_open("lock"), -EBUSY);
+    /* drop deletes the file. */
+    rdzvd_journal_close(j, true);
+    path_of("lock", p, sizeof(p));
+    ASSERT_EQ(access(p, F_OK), -1);
+    rdzvd_store_free(s);
+}
+
+/* ---- compaction ---- */
+
+static void test_compaction_bounded(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("compact", s);
+    char val[1024];
+    uint64_t max_size = 0;
+
+    ASSERT_OK(set_str(s, "other", "kept"));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "first", 5));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "second", 6));
+    for (int i = 0; i < 10000; i++) {
+        memset(val, 'a' + i % 26, sizeof(val) - 1);
+        snprintf(val, sizeof(val), "%d", i);
+        val[strlen(val)] = '-';
+        val[sizeof(val) - 1] = 0;
+        ASSERT_OK(set_str(s, "hot", val));
+        if (rdzvd_journal_stats(j)->size > max_size)
+            max_size = rdzvd_journal_stats(j)->size;
+    }
+    /* ~10 MiB were written; the file never grew past the threshold plus one record. */
+    ASSERT_LE(max_size, RDZVD_JOURNAL_COMPACT_MIN + 13 + 3 + sizeof(val));
+    ASSERT_TRUE(rdzvd_journal_stats(j)->compactions >= 9);
+    ASSERT_FALSE(rdzvd_journal_failed(j));
+    ASSERT_LE(file_size("compact"), RDZVD_JOURNAL_COMPACT_MIN);
+    ASSERT_EQ((uint64_t)file_size("compact"), rdzvd_journal_stats(j)->size);
+    /* Buffered, as rdzvd runs it: a compaction also covers what was still buffered. */
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    for (int i = 0; i < 3000; i++) {
+        snprintf(val, sizeof(val), "buffered-%d-", i);
+        memset(val + strlen(val), 'b', sizeof(val) - 1 - strlen(val));
+        ASSERT_OK(set_str(s, "hot", val));
+        if (i % 7 == 0)
+            ASSERT_OK(rdzvd_journal_flush(j));
+        ASSERT_LE(rdzvd_journal_stats(j)->size, RDZVD_JOURNAL_COMPACT_MIN + 13 + 3 + sizeof(val));
+    }
+    ASSERT_FALSE(rdzvd_journal_failed(j));
+    rdzvd_journal_close(j, false);
+    j = jopen("compact", r);
+    expect_same(s, r);
+    expect_value(r, "hot", val);
+    expect_value(r, "other", "kept");
+    rdzvd_journal_close(j, false);
+    expect_pop(r, "q", "first");
+    expect_pop(r, "q", "second");
+    expect_pop(r, "q", NULL);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+    remove_journal("compact");
+}
+
+static void test_queue_ops(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("queue", s);
+
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "a", 1));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "b", 1));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "c", 1));
+    expect_pop(s, "q", "a");
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "d", 1));
+    ASSERT_OK(rdzvd_store_queue_push(s, "other", 5, "o", 1));
+    expect_pop(s, "other", "o"); /* emptied queue: gone after replay too */
+    rdzvd_journal_close(j, false);
+    j = jopen("queue", r);
+    ASSERT_EQ(rdzvd_store_queue_len(r, "q", 1), 3);
+    ASSERT_EQ(rdzvd_store_queue_len(r, "other", 5), 0);
+    ASSERT_FALSE(rdzvd_store_exists(r, "other", 5));
+    ASSERT_EQ(rdzvd_store_bytes(r), rdzvd_store_bytes(s));
+    /* Pops after replay are journaled too. */
+    expect_pop(r, "q", "b");
+    rdzvd_journal_close(j, false);
+    rdzvd_store_free(r);
+    r = new_store();
+    j = jopen("queue", r);
+    expect_pop(r, "q", "c");
+    expect_pop(r, "q", "d");
+    expect_pop(r, "q", NULL);
+    rdzvd_journal_close(j, false);
+    rdzvd_store_free(r);
+    rdzvd_store_free(s);
+    remove_journal("queue");
+}
+
+/* ---- fsync scheduling (with a loop) ---- */
+
+static void count_pending(void *ud)
+{
+    (*(unsigned *)ud)++;
+}
+
+static void test_fsync_everysec_and_always(void)
+{
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j = NULL;
+    unsigned pending_calls = 0;
+    uv_loop_t loop;
+    off_t size0;
+    uint64_t t0;
+
+    ASSERT_OK(uv_loop_init(&loop));
+    ASSERT_OK(rdzvd_journal_open(&loop, dirfd_, dir, "sync", RDZVD_FSYNC_EVERYSEC, s, &j));
+    /* Nothing dirty: nothing runs, the loop has nothing to wait for. */
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 0);
+    t0 = uv_now(&loop);
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_OK(set_str(s, "b", "2"));
+    /* The one-shot timer fires once, about a second later, then the loop is idle again. */
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 1);
+    uv_update_time(&loop);
+    ASSERT_TRUE(uv_now(&loop) - t0 >= 990);
+    rdzvd_journal_close(j, false);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    rdzvd_store_free(s);
+
+    s = new_store();
+    ASSERT_OK(rdzvd_journal_open(&loop, dirfd_, dir, "sync", RDZVD_FSYNC_ALWAYS, s, &j));
+    expect_value(s, "b", "2");
+    /* Unbuffered ALWAYS: every record is written and synced at once. */
+    ASSERT_OK(set_str(s, "c", "3"));
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 1);
+    /* Buffered (as rdzvd runs it): nothing reaches the file until the owner's flush, which
+     * writes and syncs the whole batch once. */
+    rdzvd_journal_set_buffered(j, count_pending, &pending_calls);
+    size0 = file_size("sync");
+    ASSERT_OK(set_str(s, "d", "4"));
+    ASSERT_OK(set_str(s, "e", "5"));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "x", 1));
+    ASSERT_EQ(pending_calls, 1);
+    ASSERT_TRUE(rdzvd_journal_pending(j));
+    ASSERT_EQ(file_size("sync"), size0);
+    ASSERT_EQ(rdzvd_journal_stats(j)->size, size0 + 3 * (13 + 1 + 1));
+    ASSERT_OK(rdzvd_journal_flush(j));
+    ASSERT_FALSE(rdzvd_journal_pending(j));
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 2);
+    ASSERT_EQ((uint64_t)file_size("sync"), rdzvd_journal_stats(j)->size);
+    ASSERT_OK(rdzvd_journal_flush(j)); /* nothing new: no fsync */
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 2);
+    /* Close writes what is still buffered. */
+    ASSERT_OK(set_str(s, "f", "6"));
+    ASSERT_EQ(pending_calls, 2);
+    rdzvd_journal_close(j, false);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    rdzvd_store_free(s);
+    s = new_store();
+    ASSERT_OK(rdzvd_journal_open(&loop, dirfd_, dir, "sync", RDZVD_FSYNC_NO, s, &j));
+    expect_value(s, "f", "6");
+    ASSERT_EQ(rdzvd_store_queue_len(s, "q", 1), 1);
+    rdzvd_journal_close(j, true);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ASSERT_EQ(uv_loop_close(&loop), 0);
+    rdzvd_store_free(s);
+}
+
+/* A write error turns persistence off for that store; the store keeps working. */
+static void test_write_error_disables(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("err", s);
+    struct rlimit old, small;
+    char big[8192];
+
+    ASSERT_OK(set_str(s, "before", "1"));
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    /* RLIMIT_FSIZE makes the next large append fail with EFBIG (SIGXFSZ ignored). */
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
+    small = old;
+    small.rlim_cur = 4096;
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
+    ASSERT_OK(set_str(s, "big", big));
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+    ASSERT_TRUE(rdzvd_journal_failed(j));
+    ASSERT_OK(set_str(s, "after", "2")); /* still served, not journaled */
+    expect_value(s, "big", big);
+    ASSERT_EQ(rdzvd_journal_sync(j), -EIO);
+    rdzvd_journal_close(j, false);
+    /* What made it before the error is there; the torn big record was dropped. */
+    j = jopen("err", r);
+    expect_value(r, "before", "1");
+    expect_missing(r, "big");
+    expect_missing(r, "after");
+    rdzvd_journal_close(j, true);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    rdzv_log_setup("test-journal", RDZV_LOG_ERROR);
+    snprintf(dir, sizeof(dir), "%s/test-journal.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ASSERT_NOT_NULL(mkdtemp(dir));
+    dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_OK(dirfd_);
+
+    TEST(test_change_hook_events);
+    TEST(test_round_trip_every_type);
+    TEST(test_replay_equals_original_random);
+    TEST(test_torn_tail_every_offset);
+    TEST(test_corrupt_crc_in_middle);
+    TEST(test_bad_header_and_unreadable);
+    TEST(test_names_and_lock);
+    TEST(test_compaction_bounded);
+    TEST(test_queue_ops);
+    TEST(test_fsync_everysec_and_always);
+    TEST(test_write_error_disables);
+
+    close(dirfd_);
+    ASSERT_OK(rmdir(dir)); /* every test cleaned up after itself */
+    return tap_done();
+}
