@@ -49,8 +49,14 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     srv->scratch = malloc(srv->scratch_len);
     if (!srv->scratch)
         return -ENOMEM;
+    r = rdzvd_guard_init(srv);
+    if (r < 0) {
+        free(srv->scratch);
+        return r;
+    }
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
     if (r < 0) {
+        rdzvd_guard_stop(srv);
         free(srv->scratch);
         return r;
     }
@@ -237,6 +243,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     srv->stopping = true;
     log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
     rdzvd_jobs_shutdown(srv);
+    rdzvd_guard_stop(srv);
     srv->main.closing = true;
     if (!srv->main.handle_closed)
         uv_close((uv_handle_t *)&srv->main.tcp, listener_close_cb);
@@ -245,6 +252,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
 
 void rdzvd_server_done(struct rdzvd_server *srv)
 {
+    rdzvd_guard_stop(srv); /* no-op after rdzvd_server_stop(); else the caller runs the loop once */
     srv->main.store = rdzvd_store_free(srv->main.store);
     free(srv->scratch);
     srv->scratch = NULL;

@@ -7,6 +7,7 @@
 
 #include "../common/rdzv-list.h"
 #include "../proto/rdzv-proto.h"
+#include "rdzvd-acl.h"
 
 struct rdzvd_store;
 
@@ -16,6 +17,9 @@ struct rdzvd_config {
     enum rdzv_dialect legacy;  /* numbering for connections that do not open with VALIDATE */
     bool legacy_allowed;       /* false: such connections are closed */
     struct rdzv_limits lim;
+    const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
+    const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
+    uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
 };
 
 /* A listening socket and the key space its TCPStore clients see. The main listener also accepts
@@ -56,6 +60,7 @@ struct rdzvd_server {
     uint64_t last_reject_log_ms;
     int backlog;                  /* net.core.somaxconn, read once at init */
     struct rdzvd_stats stats;
+    struct rdzvd_guard guard;     /* handshake deadlines, refusal log limit (rdzvd-acl.c) */
 };
 
 /* Set up srv on loop with cfg (copied). Returns 0 or a negative errno. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "rdzvd-server.h"
@@ -24,6 +25,8 @@ struct opts {
     const char *port_file;
     enum rdzv_log_level level;
     bool max_conns_set;
+    const char *token_file;
+    const char *allow_store_from;
 };
 
 static void usage(FILE *f)
@@ -46,6 +49,15 @@ static void usage(FILE *f)
             "      --max-conns N        open connections (default: open-file limit - 64)\n"
             "      --max-store-bytes N  bytes of keys and values held (default 4GiB)\n"
             "      --max-wait-keys N    pending WAIT keys per connection (default 131072)\n"
+            "      --token-file FILE    require agents and rdzvctl to prove they hold the secret\n"
+            "                           in FILE (HMAC-SHA256 challenge; mode 0600, >= 16 bytes)\n"
+            "      --allow-store-from CIDR[,CIDR...]\n"
+            "                           addresses PyTorch TCPStore clients may connect from\n"
+            "                           (they cannot authenticate); default with a token:\n"
+            "                           " RDZVD_ACL_DEFAULT_WITH_TOKEN ", without one: anywhere\n"
+            "      --handshake-timeout SEC  close connections that have not finished their\n"
+            "                           handshake (rdzv: HELLO+AUTH; TCPStore: a first\n"
+            "                           complete request) after SEC seconds (default 10; 0: never)\n"
             "  -l, --log-level LEVEL    error, warn, info (default), debug, trace\n"
             "  -h, --help               show this help\n"
             "  -V, --version            show the version\n"
@@ -66,6 +78,9 @@ enum {
     OPT_MAX_CONNS,
     OPT_MAX_STORE_BYTES,
     OPT_MAX_WAIT_KEYS,
+    OPT_TOKEN_FILE,
+    OPT_ALLOW_STORE_FROM,
+    OPT_HANDSHAKE_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -81,6 +96,9 @@ static const struct option longopts[] = {
     {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
     {"max-store-bytes", required_argument, NULL, OPT_MAX_STORE_BYTES},
     {"max-wait-keys", required_argument, NULL, OPT_MAX_WAIT_KEYS},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"allow-store-from", required_argument, NULL, OPT_ALLOW_STORE_FROM},
+    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT},
     {"log-level", required_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -145,6 +163,21 @@ static int apply(struct opts *o, int c, const char *val)
         return size_opt("--max-store-bytes", val, &lim->max_store_bytes);
     case OPT_MAX_WAIT_KEYS:
         return size_opt("--max-wait-keys", val, &lim->max_wait_keys);
+    case OPT_TOKEN_FILE:
+        o->token_file = val;
+        return 0;
+    case OPT_ALLOW_STORE_FROM:
+        o->allow_store_from = val;
+        return 0;
+    case OPT_HANDSHAKE_TIMEOUT: {
+        char *end;
+        double s = strtod(val, &end);
+
+        if (*val == '\0' || *end != '\0' || !(s >= 0) || s > 86400)
+            return bad("--handshake-timeout", val, "expected 0 to 86400 seconds");
+        o->cfg.handshake_timeout_ms = (uint64_t)(s * 1000);
+        return 0;
+    }
     case 'l':
         if (rdzv_log_parse_level(val, &o->level) < 0)
             return bad("--log-level", val, "expected error, warn, info, debug or trace");
@@ -184,6 +217,31 @@ static int apply_env(struct opts *o)
     return 0;
 }
 
+/* The token and the allowlist, once every option is known. Messages name files, never secrets. */
+static int setup_security(struct opts *o)
+{
+    static struct rdzv_token token;
+    static struct rdzvd_acl acl;
+    const char *allow = o->allow_store_from;
+    char err[512];
+
+    if (o->token_file) {
+        if (rdzv_token_load(o->token_file, &token, err, sizeof(err)) < 0) {
+            fprintf(stderr, "rdzvd: --token-file: %s\n", err);
+            return -EINVAL;
+        }
+        o->cfg.token = &token;
+        if (!allow)
+            allow = RDZVD_ACL_DEFAULT_WITH_TOKEN;
+    }
+    if (allow) {
+        if (rdzvd_acl_parse(allow, &acl, err, sizeof(err)) < 0)
+            return bad("--allow-store-from", allow, err);
+        o->cfg.store_acl = &acl;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     int c, r;
@@ -200,6 +258,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         fprintf(stderr, "rdzvd: unexpected argument '%s'; see rdzvd --help\n", argv[optind]);
         return -EINVAL;
     }
+    if (setup_security(o) < 0)
+        return -EINVAL;
     if (o->cfg.lim.max_frame < o->cfg.lim.max_key_len + o->cfg.lim.max_value_len + 32) {
         fprintf(stderr, "rdzvd: --max-frame must be at least --max-key-len + --max-value-len + 32\n");
         return -EINVAL;
@@ -263,7 +323,7 @@ int main(int argc, char **argv)
 {
     struct opts o = {
         .cfg = {.port = RDZV_DEFAULT_PORT, .legacy = RDZV_DIALECT_V20, .legacy_allowed = true,
-                .lim = RDZV_LIMITS_DEFAULT},
+                .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS},
         .level = RDZV_LOG_INFO,
     };
     struct daemon_ctx d;
@@ -307,6 +367,10 @@ int main(int argc, char **argv)
              " connections, legacy clients: %s)",
              RDZV_VERSION, d.srv.bound_addr, d.srv.bound_port, nofile, o.cfg.lim.max_conns,
              o.cfg.legacy_allowed ? rdzv_dialect_name(o.cfg.legacy) : "refused");
+    log_info("authentication: %s; TCPStore clients from: %s; handshake timeout: %.1f s",
+             o.cfg.token ? "token required (" RDZV_AUTH_SCHEME ")" : "none (no --token-file)",
+             o.cfg.store_acl ? o.cfg.store_acl->desc : "anywhere",
+             (double)o.cfg.handshake_timeout_ms / 1000);
 
     uv_run(&loop, UV_RUN_DEFAULT);
     rdzvd_server_done(&d.srv);

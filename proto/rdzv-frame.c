@@ -31,6 +31,12 @@ const char *rdzv_msg_name(uint8_t op)
         return "LEAVE";
     case RDZV_MSG_READY:
         return "READY";
+    case RDZV_MSG_AUTH:
+        return "AUTH";
+    case RDZV_MSG_AUTH_OK:
+        return "AUTH_OK";
+    case RDZV_MSG_STORE:
+        return "STORE";
     case RDZV_MSG_ERROR:
         return "ERROR";
     default:

@@ -23,6 +23,9 @@ enum rdzv_msg_op {
     RDZV_MSG_EVENT = 0xA9,
     RDZV_MSG_LEAVE = 0xAA,
     RDZV_MSG_READY = 0xAB,
+    RDZV_MSG_AUTH = 0xAC,    /* client -> daemon: the token proof (RENDEZVOUS.md, Authentication) */
+    RDZV_MSG_AUTH_OK = 0xAD, /* daemon -> client: accepted, and the daemon's own proof */
+    RDZV_MSG_STORE = 0xAE,   /* client -> daemon: the rest of the connection speaks TCPStore */
     RDZV_MSG_ERROR = 0xAF,
 };
 
