@@ -71,6 +71,9 @@ struct rdzvd_conn {
     uint8_t nonce[RDZV_NONCE_BYTES]; /* rdzv peers with a token: our challenge */
 };
 
+/* An idle connection must stay cheap (no buffers held; the handle and this struct only). */
+_Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1 KiB");
+
 static void conn_set_state(struct rdzvd_conn *c, enum conn_state st)
 {
     if ((unsigned)st >= _CONN_STATE_MAX)
