@@ -10,9 +10,12 @@
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "../common/rdzv-auth.h"
+#include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
 
-enum client_state { CL_RESOLVING, CL_CONNECTING, CL_HELLO, CL_JOINED, CL_DEAD };
+/* CL_HELLO: HELLO sent (and JOIN, without a token); CL_AUTH: AUTH sent, waiting for AUTH_OK. */
+enum client_state { CL_RESOLVING, CL_CONNECTING, CL_HELLO, CL_AUTH, CL_JOINED, CL_DEAD };
 
 struct agent_client {
     uv_loop_t *loop;
@@ -37,6 +40,9 @@ struct agent_client {
     void *done_ud;
     bool closing;
     bool numeric; /* host is an IP address: connect without the resolver */
+    const struct rdzv_token *token; /* prove it to rdzvd (and make rdzvd prove it); NULL: none */
+    bool join_sent;
+    uint8_t sn[RDZV_NONCE_BYTES], cn[RDZV_NONCE_BYTES];
 };
 
 struct client_write {
@@ -92,7 +98,7 @@ static void silence_rearm(struct agent_client *c)
 void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms)
 {
     c->silence_ms = silence_ms;
-    if (c->state == CL_HELLO || c->state == CL_JOINED)
+    if (c->state == CL_HELLO || c->state == CL_AUTH || c->state == CL_JOINED)
         silence_rearm(c);
 }
 
@@ -131,7 +137,7 @@ int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj)
     struct rdzv_buf b = {0};
     int r;
 
-    if (c->state != CL_JOINED && c->state != CL_HELLO) {
+    if (c->state != CL_JOINED && (c->state != CL_HELLO || !c->join_sent)) {
         json_decref(obj);
         return -ENOTCONN;
     }
@@ -143,14 +149,92 @@ int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj)
     return client_write(c, &b);
 }
 
+void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t)
+{
+    c->token = t;
+}
+
+static void client_send_join(struct agent_client *c)
+{
+    struct rdzv_buf b = {0};
+    int r = rdzv_msg_put_join(&b, &c->join);
+
+    if (r == 0)
+        r = client_write(c, &b);
+    else
+        rdzv_buf_free(&b);
+    if (r < 0)
+        client_fail(c, "cannot talk to rdzvd: %s", uv_strerror(r));
+    c->join_sent = true;
+}
+
+/* rdzvd's HELLO: answer its challenge when we hold a token; refuse a daemon that asks for a
+ * token we don't have, or that does not ask when we have one (it could not prove itself). */
+static void handle_hello(struct agent_client *c, const uint8_t *body, uint32_t len)
+{
+    struct rdzv_buf b = {0};
+    bool required = false;
+    char err[512];
+    int r;
+
+    if (rdzv_msg_parse_hello(body, len, err, sizeof(err)) < 0 ||
+        rdzv_auth_parse_hello(body, len, &required, c->sn, err, sizeof(err)) < 0) {
+        client_fail(c, "rdzvd's HELLO: %s", err);
+        return;
+    }
+    if (required && !c->token) {
+        client_fail(c, "authentication failed: rdzvd requires a token: pass --token-file "
+                       "(or set RDZV_TOKEN_FILE)");
+        return;
+    }
+    if (!c->token)
+        return; /* JOIN went out with HELLO */
+    if (!required) {
+        client_fail(c, "authentication failed: rdzvd at %s:%s does not ask for a token (is it "
+                       "running without --token-file?); refusing to join an unauthenticated "
+                       "daemon",
+                    c->host, c->port);
+        return;
+    }
+    r = rdzv_auth_put_auth(&b, c->token, c->sn, c->cn);
+    if (r == 0)
+        r = client_write(c, &b);
+    else
+        rdzv_buf_free(&b);
+    if (r < 0) {
+        client_fail(c, "cannot talk to rdzvd: %s", uv_strerror(r));
+        return;
+    }
+    c->state = CL_AUTH;
+}
+
 static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body, uint32_t len)
 {
     char err[512];
 
+    if (c->state == CL_AUTH && op != RDZV_MSG_AUTH_OK) {
+        if (op == RDZV_MSG_ERROR)
+            client_fail(c, "authentication failed: rdzvd refused the token (check --token-file)");
+        else
+            client_fail(c, "authentication failed: unexpected %s from rdzvd", rdzv_msg_name(op));
+        return;
+    }
     switch (op) {
     case RDZV_MSG_HELLO:
-        if (rdzv_msg_parse_hello(body, len, err, sizeof(err)) < 0)
-            client_fail(c, "rdzvd's HELLO: %s", err);
+        handle_hello(c, body, len);
+        return;
+    case RDZV_MSG_AUTH_OK:
+        if (c->state != CL_AUTH) {
+            client_fail(c, "unexpected AUTH_OK from rdzvd");
+            return;
+        }
+        if (rdzv_auth_check_ok(body, len, c->token, c->sn, c->cn, err, sizeof(err)) < 0) {
+            client_fail(c, "authentication failed: %s", err);
+            return;
+        }
+        log_debug("authenticated with rdzvd at %s:%s (both ways)", c->host, c->port);
+        c->state = CL_HELLO;
+        client_send_join(c);
         return;
     case RDZV_MSG_JOINED: {
         json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
@@ -344,8 +428,11 @@ static void connect_cb(uv_connect_t *req, int status)
     (void)uv_tcp_nodelay(&c->tcp, 1);
     c->state = CL_HELLO;
     r = rdzv_msg_put_hello(&b, "rdzv-agent " RDZV_VERSION);
-    if (r == 0)
+    /* Without a token JOIN follows at once; with one it waits for AUTH_OK. */
+    if (r == 0 && !c->token) {
         r = rdzv_msg_put_join(&b, &c->join);
+        c->join_sent = true;
+    }
     if (r == 0)
         r = client_write(c, &b);
     else

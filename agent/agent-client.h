@@ -34,6 +34,12 @@ int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
                        uint64_t connect_timeout_ms, const struct rdzv_join *j,
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret);
 
+/* Authenticate with t (HELLO, AUTH, AUTH_OK checked, then JOIN); call right after
+ * agent_client_start(). t must outlive the client. Without it, a daemon that asks for a token is
+ * refused with on_error (as is, with it, a daemon that does not ask). */
+struct rdzv_token;
+void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t);
+
 /* Treat silence_ms without any frame from rdzvd (it answers heartbeats) as a lost connection.
  * 0 (the default) disables it. */
 void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms);

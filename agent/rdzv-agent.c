@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../daemon/rdzvd-server.h"
@@ -45,6 +46,7 @@ struct agent_opts {
     const char *host;        /* advertised host name */
     bool isolate_gpus;
     enum rdzv_log_level level;
+    const char *token_file;  /* prove this secret to rdzvd (--token-file) */
     char **argv;             /* worker command */
 };
 
@@ -60,6 +62,7 @@ struct agent {
     struct agent_client *client;
     struct agent_group *group;
     struct rdzvd_server *embedded; /* --standalone */
+    struct rdzv_token *token;      /* --token-file */
     struct agent_nccl_root *nccl;  /* holder of this generation's NCCL bootstrap roots */
     uint64_t nccl_generation;
     uv_signal_t sigs[6];
@@ -106,6 +109,8 @@ static void usage(FILE *f)
             "                            $OMPI_COMM_WORLD_RANK, else the order of arrival)\n"
             "  --max-restarts N          job-wide restarts after failures (default 0)\n"
             "  --standalone              one node: run an embedded rdzvd on a free local port\n"
+            "  --token-file FILE         the secret rdzvd was started with (--token-file): agent\n"
+            "                            and daemon prove it to each other (mode 0600)\n"
             "  --log-dir DIR             also write each worker's output to\n"
             "                            DIR/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log\n"
             "  --role NAME               ROLE_NAME for the workers (default 'default')\n"
@@ -155,6 +160,7 @@ enum {
     OPT_HOST,
     OPT_ISOLATE_GPUS,
     OPT_LOG_LEVEL,
+    OPT_TOKEN_FILE,
 };
 
 static const struct option longopts[] = {
@@ -180,6 +186,7 @@ static const struct option longopts[] = {
     {"host", required_argument, NULL, OPT_HOST},
     {"isolate-gpus", no_argument, NULL, OPT_ISOLATE_GPUS},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {0},
@@ -302,6 +309,9 @@ static int apply(struct agent_opts *o, int c, const char *val)
     case OPT_LOG_LEVEL:
         if (rdzv_log_parse_level(val, &o->level) < 0)
             return bad("--log-level", val, "expected error, warn, info or debug");
+        return 0;
+    case OPT_TOKEN_FILE:
+        o->token_file = val;
         return 0;
     case 'h':
         usage(stdout);
@@ -866,7 +876,28 @@ static int agent_connect(struct agent *a)
                            a, &a->client);
     if (r == 0)
         agent_client_set_silence(a->client, (uint64_t)(a->o.heartbeat_timeout_s * 1000));
+    if (r == 0 && a->token)
+        agent_client_set_token(a->client, a->token);
     return r;
+}
+
+/* --token-file: read it once (the embedded daemon of --standalone needs none: loopback only). */
+static int load_token(struct agent *a)
+{
+    char err[512];
+
+    if (!a->o.token_file || a->o.standalone)
+        return 0;
+    a->token = calloc(1, sizeof(*a->token));
+    if (!a->token)
+        return -ENOMEM;
+    if (rdzv_token_load(a->o.token_file, a->token, err, sizeof(err)) < 0) {
+        fprintf(stderr, "rdzv-agent: --token-file: %s\n", err);
+        free(a->token);
+        a->token = NULL;
+        return -EINVAL;
+    }
+    return 0;
 }
 
 static int start_embedded(struct agent *a)
@@ -913,6 +944,8 @@ int main(int argc, char **argv)
     r = resolve_opts(&a, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : 2;
+    if (load_token(&a) < 0)
+        return 2;
     rdzv_log_setup("rdzv-agent", a.o.level);
     signal(SIGPIPE, SIG_IGN);
     (void)gethostname(hn, sizeof(hn) - 1);
@@ -1033,6 +1066,10 @@ int main(int argc, char **argv)
         free(a.embedded);
     }
     (void)uv_loop_close(&loop);
+    if (a.token) {
+        rdzv_token_wipe(a.token);
+        free(a.token);
+    }
     for (int i = 0; i < ngpus; i++)
         free(gpus[i]);
     free(gpus);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvctl.c: look into and change a running rdzvd over the TCPStore protocol (modern numbering). */
+/* rdzvctl.c: look into and change a running rdzvd over the TCPStore protocol (modern numbering).
+ * With a token, the connection opens as an rdzv peer (HELLO, AUTH, AUTH_OK, STORE) and speaks
+ * TCPStore after that, so it works from addresses outside rdzvd's --allow-store-from. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -14,8 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-util.h"
+#include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "../proto/rdzv-tcpstore.h"
@@ -26,6 +30,7 @@ enum {
     EXIT_NO = 1,      /* key missing, wait timed out, check not ready, nothing deleted */
     EXIT_USAGE = 2,   /* bad command line */
     EXIT_CONN = 3,    /* cannot connect, connection lost, or protocol error */
+    EXIT_AUTH = 4,    /* authentication failed (wrong, missing or unexpected token) */
 };
 
 struct ctl {
@@ -34,6 +39,7 @@ struct ctl {
     bool raw;           /* send keys as given instead of PyTorch's "/"-prefixed form */
     uint64_t timeout_ms;
     uint64_t deadline_ms;
+    const struct rdzv_token *token; /* --token-file: authenticate first */
 };
 
 static void usage(FILE *f)
@@ -58,6 +64,10 @@ static void usage(FILE *f)
             "Options:\n"
             "  -e, --endpoint HOST:PORT daemon address (default $RDZV_ENDPOINT or 127.0.0.1:%d)\n"
             "  -t, --timeout SEC        give up after SEC seconds (default 10; wait: 0 = forever)\n"
+            "      --token-file FILE    prove the secret rdzvd runs with (--token-file), and make\n"
+            "                           rdzvd prove it too (default $RDZVCTL_TOKEN_FILE, then\n"
+            "                           $RDZV_TOKEN_FILE); needed from addresses outside rdzvd's\n"
+            "                           --allow-store-from\n"
             "      --raw                use keys exactly as given; by default keys are prefixed\n"
             "                           with '/' as PyTorch's TCPStore client does, so\n"
             "                           'rdzvctl get x' reads what store.set(\"x\", ...) wrote\n"
@@ -65,7 +75,7 @@ static void usage(FILE *f)
             "  -V, --version            show the version\n"
             "\n"
             "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage error,\n"
-            "3 connection or protocol error.\n",
+            "3 connection or protocol error, 4 authentication failed.\n",
             RDZV_DEFAULT_PORT);
 }
 
@@ -277,6 +287,87 @@ static int conn_error(const struct ctl *c, int r)
     return EXIT_CONN;
 }
 
+/* Read one rendezvous frame (bodies up to 64 KiB here). Returns 0 or a negative errno. */
+static int recv_frame(struct ctl *c, uint8_t *op, uint8_t *body, uint32_t *len)
+{
+    uint8_t hdr[RDZV_FRAME_HDR];
+    const uint8_t *bp;
+    const char *why = "";
+    uint32_t n;
+    int r = recv_all(c, hdr, sizeof(hdr));
+
+    if (r < 0)
+        return r;
+    if (rdzv_frame_peek(hdr, sizeof(hdr), 65535, op, &bp, &n, &why) < 0 ||
+        (n = rdzv_get_u32(hdr + 4)) > 65535)
+        return -EPROTO;
+    *op = hdr[0]; /* peek only fills it in for a complete frame */
+    r = recv_all(c, body, n);
+    if (r == 0)
+        *len = n;
+    return r;
+}
+
+/* HELLO, AUTH, check AUTH_OK, then with store STORE: from there on the connection speaks
+ * TCPStore (without VALIDATE). Returns 0 or an exit code (message printed). */
+static int ctl_auth(struct ctl *c, bool store)
+{
+    static uint8_t body[65536];
+    uint8_t sn[RDZV_NONCE_BYTES], cn[RDZV_NONCE_BYTES], op = 0;
+    struct rdzv_buf b = {0};
+    bool required = false;
+    uint32_t len = 0;
+    char err[512];
+    int r;
+
+    r = rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
+    r = r ?: send_all(c, &b);
+    rdzv_buf_free(&b);
+    r = r ?: recv_frame(c, &op, body, &len);
+    if (r == -EPROTO || (r == 0 && op != RDZV_MSG_HELLO)) {
+        fprintf(stderr, "rdzvctl: %s: not an rdzvd (no rendezvous HELLO); --token-file only "
+                        "works with rdzvd\n",
+                c->endpoint);
+        return EXIT_CONN;
+    }
+    if (r < 0)
+        return conn_error(c, r);
+    if (rdzv_auth_parse_hello(body, len, &required, sn, err, sizeof(err)) < 0) {
+        fprintf(stderr, "rdzvctl: %s: %s\n", c->endpoint, err);
+        return EXIT_CONN;
+    }
+    if (!required) {
+        fprintf(stderr, "rdzvctl: authentication failed: rdzvd at %s does not ask for a token "
+                        "(running without --token-file?); refusing to trust it\n",
+                c->endpoint);
+        return EXIT_AUTH;
+    }
+    r = rdzv_auth_put_auth(&b, c->token, sn, cn);
+    r = r ?: send_all(c, &b);
+    rdzv_buf_free(&b);
+    r = r ?: recv_frame(c, &op, body, &len);
+    if (r < 0 || op == RDZV_MSG_ERROR) {
+        if (r == 0 || r == -ECONNRESET) {
+            fprintf(stderr, "rdzvctl: authentication failed: rdzvd refused the token (check "
+                            "--token-file)\n");
+            return EXIT_AUTH;
+        }
+        return conn_error(c, r);
+    }
+    if (op != RDZV_MSG_AUTH_OK ||
+        rdzv_auth_check_ok(body, len, c->token, sn, cn, err, sizeof(err)) < 0) {
+        fprintf(stderr, "rdzvctl: authentication failed: %s\n",
+                op != RDZV_MSG_AUTH_OK ? "unexpected reply to AUTH" : err);
+        return EXIT_AUTH;
+    }
+    if (!store)
+        return 0;
+    r = rdzv_msg_put(&b, RDZV_MSG_STORE, json_object());
+    r = r ?: send_all(c, &b);
+    rdzv_buf_free(&b);
+    return r < 0 ? conn_error(c, r) : 0;
+}
+
 static char *read_stdin(size_t *len)
 {
     struct rdzv_buf b = {0};
@@ -390,7 +481,7 @@ static int run_status(struct ctl *c, int argc, char **argv)
 
     if (argc > 1 || (argc == 1 && !as_json))
         return die_usage("status takes only --json");
-    r = rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
+    r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
     r = r ?: rdzv_msg_put(&b, RDZV_MSG_STATUS, json_object());
     if (r < 0) {
         fprintf(stderr, "rdzvctl: out of memory\n");
@@ -401,8 +492,10 @@ static int run_status(struct ctl *c, int argc, char **argv)
         rc = EXIT_CONN;
         goto out;
     }
+    if (c->token && (rc = ctl_auth(c, false)) != EXIT_OK)
+        goto out;
     r = send_all(c, &b);
-    for (int want = RDZV_MSG_HELLO; r == 0;) {
+    for (int want = c->token ? RDZV_MSG_STATUS_REPLY : RDZV_MSG_HELLO; r == 0;) {
         uint32_t len;
         json_t *st;
         char err[256];
@@ -468,7 +561,7 @@ static int run(struct ctl *c, const char *cmd, int argc, char **argv)
     int r, rc = EXIT_OK;
 
     /* Handshake: VALIDATE, then PING as PyTorch >= 2.5 does, so a non-rdzvd peer fails fast. */
-    r = rdzv_enc_validate(&b);
+    r = c->token ? 0 : rdzv_enc_validate(&b); /* with a token, STORE stands for VALIDATE */
     if (r == 0)
         r = rdzv_enc_ping(&b, (uint32_t)getpid());
 
@@ -553,12 +646,17 @@ static int run(struct ctl *c, const char *cmd, int argc, char **argv)
         rc = EXIT_CONN;
         goto out;
     }
+    if (c->token && (rc = ctl_auth(c, true)) != EXIT_OK)
+        goto out;
     r = send_all(c, &b);
     /* The PING reply: the handshake answered. */
     if (r == 0)
         r = recv_all(c, &u8, 1) ?: recv_all(c, (uint8_t[3]){0}, 3);
     if (r < 0) {
         rc = conn_error(c, r);
+        if (r == -ECONNRESET && !c->token)
+            fprintf(stderr, "rdzvctl: (an rdzvd with --token-file takes TCPStore clients only "
+                            "from its --allow-store-from addresses: pass --token-file)\n");
         goto out;
     }
 
@@ -645,8 +743,11 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"endpoint", required_argument, NULL, 'e'}, {"timeout", required_argument, NULL, 't'},
         {"raw", no_argument, NULL, 'r'},            {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},        {0},
+        {"version", no_argument, NULL, 'V'},        {"token-file", required_argument, NULL, 'T'},
+        {0},
     };
+    static struct rdzv_token token;
+    const char *token_file = getenv("RDZVCTL_TOKEN_FILE");
     struct ctl c = {.fd = -1, .timeout_ms = 10000};
     const char *env = getenv("RDZV_ENDPOINT");
     bool timeout_set = false;
@@ -674,6 +775,9 @@ int main(int argc, char **argv)
         case 'r':
             c.raw = true;
             break;
+        case 'T':
+            token_file = optarg;
+            break;
         case 'h':
             usage(stdout);
             return EXIT_OK;
@@ -686,6 +790,17 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         return die_usage("no command given");
+    if (!token_file || !*token_file)
+        token_file = getenv("RDZV_TOKEN_FILE");
+    if (token_file && *token_file) {
+        char err[512];
+
+        if (rdzv_token_load(token_file, &token, err, sizeof(err)) < 0) {
+            fprintf(stderr, "rdzvctl: --token-file: %s\n", err);
+            return EXIT_USAGE;
+        }
+        c.token = &token;
+    }
     if (strcmp(argv[optind], "wait") == 0 && !timeout_set)
         c.timeout_ms = 0;
     c.deadline_ms = c.timeout_ms ? rdzv_now_ms() + c.timeout_ms : 0;

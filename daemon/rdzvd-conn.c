@@ -14,9 +14,12 @@
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "../common/rdzv-auth.h"
+#include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "../proto/rdzv-tcpstore.h"
+#include "rdzvd-acl.h"
 #include "rdzvd-job.h"
 #include "rdzvd-server.h"
 #include "rdzvd-store.h"
@@ -56,13 +59,20 @@ struct rdzvd_conn {
     bool reading;
     bool close_after_flush;      /* close once every queued reply is written */
     bool hello_done;             /* rdzv peers: HELLO exchanged */
+    bool authed;                 /* rdzv peers: proved the token (AUTH) */
+    bool store_ok;               /* its address is in --allow-store-from */
     void *member;                /* rdzv peers: the job member this agent is, or NULL */
     struct rdzv_buf in;   /* bytes of a request not complete yet */
     size_t need;          /* don't re-parse until in holds this many bytes */
     struct rdzv_buf out;  /* replies not handed to the kernel yet */
     struct write_req *wr; /* the write in flight, if any */
     struct rdzvd_waiter waiter;
+    struct rdzvd_hs_entry hs;    /* in srv->guard.handshaking until the handshake is done */
+    uint8_t nonce[RDZV_NONCE_BYTES]; /* rdzv peers with a token: our challenge */
 };
+
+/* An idle connection must stay cheap (no buffers held; the handle and this struct only). */
+_Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1 KiB");
 
 static void conn_set_state(struct rdzvd_conn *c, enum conn_state st)
 {
@@ -100,6 +110,7 @@ void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
         return;
     log_info("conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
     conn_set_state(c, CONN_CLOSING);
+    rdzvd_guard_untrack(&c->hs);
     rdzvd_store_cancel_waits(c->lst->store, &c->waiter);
     rdzvd_store_drop_watches(c->lst->store, &c->waiter);
     if (c->member) {
@@ -143,6 +154,42 @@ static void conn_protocol_error(struct rdzvd_conn *c, const char *fmt, ...)
 
 static void conn_flush(struct rdzvd_conn *c);
 static void conn_process(struct rdzvd_conn *c);
+
+static void conn_handshake_done(struct rdzvd_conn *c)
+{
+    rdzvd_guard_untrack(&c->hs);
+}
+
+void rdzvd_conn_handshake_expired(struct rdzvd_hs_entry *e)
+{
+    struct rdzvd_conn *c = rdzv_container_of(e, struct rdzvd_conn, hs);
+    uint64_t suppressed = 0;
+    char why[96];
+
+    snprintf(why, sizeof(why), "no handshake within %.1f s (--handshake-timeout)",
+             (double)c->srv->guard.timeout_ms / 1000);
+    c->srv->stats.closed_proto++;
+    if (rdzvd_guard_may_log(c->srv, &suppressed))
+        log_warn("conn %" PRIu64 " (%s): %s, closing connection%s%.0" PRIu64 "%s", c->id,
+                 c->peer, why, suppressed ? " (" : "", (uint64_t)suppressed,
+                 suppressed ? " similar lines suppressed)" : "");
+    rdzvd_conn_close(c, why);
+}
+
+/* A TCPStore client from an address outside --allow-store-from: close at once. */
+static void conn_refuse_store(struct rdzvd_conn *c)
+{
+    uint64_t suppressed = 0;
+    const struct rdzvd_acl *acl = c->srv->cfg.store_acl;
+
+    c->srv->stats.rejected++;
+    if (rdzvd_guard_may_log(c->srv, &suppressed))
+        log_warn("conn %" PRIu64 " (%s): refused TCPStore client on %s listener: address not in "
+                 "--allow-store-from %s, closing connection%s%.0" PRIu64 "%s",
+                 c->id, c->peer, c->lst->desc, acl ? acl->desc : "", suppressed ? " (" : "",
+                 (uint64_t)suppressed, suppressed ? " similar lines suppressed)" : "");
+    rdzvd_conn_close(c, "address not allowed for TCPStore clients");
+}
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
@@ -492,6 +539,10 @@ static ssize_t conn_handshake(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         log_debug("conn %" PRIu64 " (%s): rdzv peer", c->id, c->peer);
         return 0;
     }
+    if (!c->store_ok) {
+        conn_refuse_store(c);
+        return -EACCES;
+    }
     if (p[0] == 0) {
         /* VALIDATE (00 CE F7 85 3C) or, from a pre-2.2 client, SET whose key length starts
          * with 4 bytes that can't be the magic for any key we would accept. */
@@ -500,6 +551,7 @@ static ssize_t conn_handshake(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         if (rdzv_get_u32(p + 1) == RDZV_VALIDATE_MAGIC) {
             c->dialect = RDZV_DIALECT_MODERN;
             conn_set_state(c, CONN_OPEN);
+            conn_handshake_done(c);
             log_debug("conn %" PRIu64 " (%s): VALIDATE ok, modern numbering", c->id, c->peer);
             return 5;
         }
@@ -514,6 +566,80 @@ static ssize_t conn_handshake(struct rdzvd_conn *c, const uint8_t *p, size_t n)
     conn_set_state(c, CONN_OPEN);
     log_debug("conn %" PRIu64 " (%s): no VALIDATE, PyTorch %s numbering", c->id, c->peer,
               rdzv_dialect_name(c->dialect));
+    return 0;
+}
+
+/* Refuse an rdzv peer: queue ERROR {"error": msg}, log why (at warn; rate-limited when limited),
+ * close once it is written, read nothing more. */
+static void conn_rdzv_refuse(struct rdzvd_conn *c, bool limited, const char *msg, const char *why)
+{
+    uint64_t suppressed = 0;
+
+    (void)rdzv_msg_put_error(&c->out, "%s", msg);
+    if (!limited)
+        log_warn("conn %" PRIu64 " (%s): rendezvous: %s, closing connection", c->id, c->peer, why);
+    else if (rdzvd_guard_may_log(c->srv, &suppressed))
+        log_warn("conn %" PRIu64 " (%s): %s, closing connection%s%.0" PRIu64
+                 "%s", c->id, c->peer, why, suppressed ? " (" : "", (uint64_t)suppressed,
+                 suppressed ? " similar lines suppressed)" : "");
+    c->srv->stats.closed_proto++;
+    c->close_after_flush = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+    conn_flush(c);
+}
+
+/* A frame from an rdzv peer that has said HELLO but not yet proved the token: only AUTH is
+ * accepted. Returns 0, or -1 once the connection is closing. */
+static int conn_auth(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t blen)
+{
+    const struct rdzv_token *tok = c->srv->cfg.token;
+    uint8_t cn[RDZV_NONCE_BYTES];
+    char err[256], why[320];
+    int r;
+
+    if (op != RDZV_MSG_AUTH) {
+        snprintf(why, sizeof(why), "authentication failed: %s before AUTH (no token?)",
+                 rdzv_msg_name(op));
+        conn_rdzv_refuse(c, true, "authentication required", why);
+        return -1;
+    }
+    r = rdzv_auth_check_auth(body, blen, tok, c->nonce, cn, err, sizeof(err));
+    if (r < 0) {
+        char msg[300];
+
+        snprintf(msg, sizeof(msg), "authentication failed: %s", err);
+        conn_rdzv_refuse(c, true, msg, msg);
+        return -1;
+    }
+    if (rdzv_auth_put_ok(&c->out, tok, c->nonce, cn) < 0) {
+        rdzvd_conn_close(c, "out of memory");
+        return -1;
+    }
+    c->authed = true;
+    memset(c->nonce, 0, sizeof(c->nonce));
+    conn_handshake_done(c);
+    log_debug("conn %" PRIu64 " (%s): authenticated", c->id, c->peer);
+    return 0;
+}
+
+/* STORE: the rest of this rdzv peer's connection speaks TCPStore (modern numbering, no VALIDATE)
+ * on the main store; rdzvctl's way in when a token is required. Returns 0 or -1 once closing. */
+static int conn_start_store(struct rdzvd_conn *c)
+{
+    if (c->member) {
+        conn_rdzv_refuse(c, false, "STORE on a connection that has joined a job",
+                         "STORE after JOIN");
+        return -1;
+    }
+    if (!c->authed && !c->store_ok) {
+        conn_rdzv_refuse(c, true, "TCPStore access from this address is not allowed",
+                         "refused STORE: address not in --allow-store-from");
+        return -1;
+    }
+    c->kind = CONN_KIND_STORE;
+    c->dialect = RDZV_DIALECT_MODERN;
+    log_debug("conn %" PRIu64 " (%s): STORE: TCPStore from here on", c->id, c->peer);
     return 0;
 }
 
@@ -541,26 +667,31 @@ static ssize_t conn_parse_rdzv(struct rdzvd_conn *c, const uint8_t *p, size_t n)
     log_debug("conn %" PRIu64 " (%s): %s %.*s", c->id, c->peer, rdzv_msg_name(op),
               (int)(blen > 512 ? 512 : blen), (const char *)body);
     if (!c->hello_done) {
+        const struct rdzv_token *tok = c->srv->cfg.token;
+
         if (op != RDZV_MSG_HELLO || rdzv_msg_parse_hello(body, blen, err, sizeof(err)) < 0) {
             if (op != RDZV_MSG_HELLO)
                 snprintf(err, sizeof(err), "expected HELLO, got %s", rdzv_msg_name(op));
-            (void)rdzv_msg_put_error(&c->out, "%s", err);
-            log_warn("conn %" PRIu64 " (%s): rendezvous: %s, closing connection", c->id, c->peer,
-                     err);
-            c->srv->stats.closed_proto++;
-            c->close_after_flush = true;
-            uv_read_stop((uv_stream_t *)&c->tcp);
-            c->reading = false;
-            conn_flush(c);
+            conn_rdzv_refuse(c, false, err, err);
             return -1;
         }
         c->hello_done = true;
-        if (rdzv_msg_put_hello(&c->out, "rdzvd " RDZV_VERSION) < 0) {
+        if (tok && rdzv_auth_random(c->nonce, sizeof(c->nonce)) < 0) {
+            rdzvd_conn_close(c, "no random bytes for the challenge");
+            return -1;
+        }
+        if (rdzv_auth_put_hello(&c->out, "rdzvd " RDZV_VERSION, tok ? c->nonce : NULL) < 0) {
             rdzvd_conn_close(c, "out of memory");
             return -1;
         }
+        if (!tok)
+            conn_handshake_done(c);
         return r;
     }
+    if (c->srv->cfg.token && !c->authed)
+        return conn_auth(c, op, body, blen) < 0 ? -1 : r;
+    if (op == RDZV_MSG_STORE)
+        return conn_start_store(c) < 0 ? -1 : r;
     if (rdzvd_job_msg(c, op, body, blen) < 0) {
         /* The job code queued an ERROR frame for the peer: deliver it, read nothing more. */
         if (c->state != CONN_CLOSING && c->close_after_flush) {
@@ -633,6 +764,8 @@ static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         c->need = 0;
         if (conn_dispatch(c, &req) < 0)
             return -1;
+        if (!rdzv_list_empty(&c->hs.node))
+            conn_handshake_done(c);
         off += (size_t)r;
     }
     return (ssize_t)off;
@@ -757,6 +890,8 @@ int rdzvd_conn_accept(struct rdzvd_listener *l)
     l->nconns++;
     c->state = CONN_NEW;
     strcpy(c->peer, "?");
+    rdzvd_guard_track(srv, &c->hs);
+    c->store_ok = !srv->cfg.store_acl;
 
     r = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp);
     if (r < 0) {
@@ -765,6 +900,8 @@ int rdzvd_conn_accept(struct rdzvd_listener *l)
     }
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
         char host[INET6_ADDRSTRLEN] = "?";
+
+        c->store_ok = rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss);
         int port = 0;
 
         if (ss.ss_family == AF_INET6) {
@@ -797,6 +934,12 @@ int rdzvd_conn_accept(struct rdzvd_listener *l)
         }
         c->state = CONN_OPEN;
         rdzvd_conn_close(c, "too many connections");
+        return 0;
+    }
+    if (!c->store_ok && !l->accepts_rdzv) {
+        /* A job's store listener serves TCPStore clients only: no need to wait for bytes. */
+        c->state = CONN_OPEN;
+        conn_refuse_store(c);
         return 0;
     }
     srv->stats.accepted++;

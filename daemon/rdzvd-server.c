@@ -131,10 +131,15 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     srv->scratch = malloc(srv->scratch_len);
     if (!srv->scratch)
         return log_error_errno(-ENOMEM, "init");
-    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
+    r = rdzvd_guard_init(srv);
     if (r < 0) {
         log_error_errno(r, "init");
         goto out_free_scratch;
+    }
+    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
+    if (r < 0) {
+        log_error_errno(r, "init");
+        goto out_stop_guard;
     }
     rdzvd_store_set_watch_cb(srv->main.store, rdzvd_conn_watch);
     if (srv->cfg.state_dir) {
@@ -158,6 +163,8 @@ out_close_dir:
     srv->state_dirfd = -1;
 out_free_store:
     srv->main.store = rdzvd_store_free(srv->main.store);
+out_stop_guard:
+    rdzvd_guard_stop(srv);
 out_free_scratch:
     free(srv->scratch);
     srv->scratch = NULL;
@@ -356,6 +363,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     rdzvd_server_persist(srv); /* what was acknowledged reaches the journal; replies go out */
     log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
     rdzvd_jobs_shutdown(srv);
+    rdzvd_guard_stop(srv);
     srv->main.closing = true;
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
@@ -375,6 +383,7 @@ void rdzvd_server_done(struct rdzvd_server *srv)
     if (srv->state_dirfd >= 0)
         close(srv->state_dirfd);
     srv->state_dirfd = -1;
+    rdzvd_guard_stop(srv); /* no-op after rdzvd_server_stop(); else the caller runs the loop once */
     srv->main.store = rdzvd_store_free(srv->main.store);
     free(srv->scratch);
     srv->scratch = NULL;

@@ -8,6 +8,7 @@
 #include "../common/rdzv-list.h"
 #include "../proto/rdzv-proto.h"
 #include "rdzvd-journal.h"
+#include "rdzvd-acl.h"
 
 struct rdzvd_store;
 
@@ -19,6 +20,9 @@ struct rdzvd_config {
     struct rdzv_limits lim;
     const char *state_dir;     /* journal directory (--state-dir); NULL: nothing persisted */
     enum rdzvd_fsync fsync;    /* when journal writes are fsynced (--fsync) */
+    const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
+    const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
+    uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
 };
 
 /* A listening socket and the key space its TCPStore clients see. The main listener also accepts
@@ -69,6 +73,7 @@ struct rdzvd_server {
     uv_check_t persist_check;
     bool persist_handles;          /* the two are initialised and not closed */
     struct rdzvd_stats stats;
+    struct rdzvd_guard guard;     /* handshake deadlines, refusal log limit (rdzvd-acl.c) */
 };
 
 /* Set up srv on loop with cfg (copied): with cfg->state_dir, create that directory (0700) if

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "rdzvd-http.h"
@@ -28,6 +29,8 @@ struct opts {
     int metrics_port;         /* -1: no metrics endpoint */
     const char *metrics_bind;
     const char *metrics_port_file;
+    const char *token_file;
+    const char *allow_store_from;
 };
 
 static void usage(FILE *f)
@@ -60,6 +63,15 @@ static void usage(FILE *f)
             "      --fsync MODE         when the journal is fsynced: everysec (default; a power\n"
             "                           failure loses up to ~1 s), always (every loop iteration\n"
             "                           that wrote), no (left to the kernel)\n"
+            "      --token-file FILE    require agents and rdzvctl to prove they hold the secret\n"
+            "                           in FILE (HMAC-SHA256 challenge; mode 0600, >= 16 bytes)\n"
+            "      --allow-store-from CIDR[,CIDR...]\n"
+            "                           addresses PyTorch TCPStore clients may connect from\n"
+            "                           (they cannot authenticate); default with a token:\n"
+            "                           " RDZVD_ACL_DEFAULT_WITH_TOKEN ", without one: anywhere\n"
+            "      --handshake-timeout SEC  close connections that have not finished their\n"
+            "                           handshake (rdzv: HELLO+AUTH; TCPStore: a first\n"
+            "                           complete request) after SEC seconds (default 10; 0: never)\n"
             "  -l, --log-level LEVEL    error, warn, info (default), debug, trace\n"
             "  -h, --help               show this help\n"
             "  -V, --version            show the version\n"
@@ -85,6 +97,9 @@ enum {
     OPT_METRICS_PORT_FILE,
     OPT_STATE_DIR,
     OPT_FSYNC,
+    OPT_TOKEN_FILE,
+    OPT_ALLOW_STORE_FROM,
+    OPT_HANDSHAKE_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -105,6 +120,9 @@ static const struct option longopts[] = {
     {"metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"fsync", required_argument, NULL, OPT_FSYNC},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"allow-store-from", required_argument, NULL, OPT_ALLOW_STORE_FROM},
+    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT},
     {"log-level", required_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -190,6 +208,21 @@ static int apply(struct opts *o, int c, const char *val)
         if (rdzvd_fsync_parse(val, &o->cfg.fsync) < 0)
             return bad("--fsync", val, "expected always, everysec or no");
         return 0;
+    case OPT_TOKEN_FILE:
+        o->token_file = val;
+        return 0;
+    case OPT_ALLOW_STORE_FROM:
+        o->allow_store_from = val;
+        return 0;
+    case OPT_HANDSHAKE_TIMEOUT: {
+        char *end;
+        double s = strtod(val, &end);
+
+        if (*val == '\0' || *end != '\0' || !(s >= 0) || s > 86400)
+            return bad("--handshake-timeout", val, "expected 0 to 86400 seconds");
+        o->cfg.handshake_timeout_ms = (uint64_t)(s * 1000);
+        return 0;
+    }
     case 'l':
         if (rdzv_log_parse_level(val, &o->level) < 0)
             return bad("--log-level", val, "expected error, warn, info, debug or trace");
@@ -229,6 +262,31 @@ static int apply_env(struct opts *o)
     return 0;
 }
 
+/* The token and the allowlist, once every option is known. Messages name files, never secrets. */
+static int setup_security(struct opts *o)
+{
+    static struct rdzv_token token;
+    static struct rdzvd_acl acl;
+    const char *allow = o->allow_store_from;
+    char err[512];
+
+    if (o->token_file) {
+        if (rdzv_token_load(o->token_file, &token, err, sizeof(err)) < 0) {
+            fprintf(stderr, "rdzvd: --token-file: %s\n", err);
+            return -EINVAL;
+        }
+        o->cfg.token = &token;
+        if (!allow)
+            allow = RDZVD_ACL_DEFAULT_WITH_TOKEN;
+    }
+    if (allow) {
+        if (rdzvd_acl_parse(allow, &acl, err, sizeof(err)) < 0)
+            return bad("--allow-store-from", allow, err);
+        o->cfg.store_acl = &acl;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     int c, r;
@@ -245,6 +303,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         fprintf(stderr, "rdzvd: unexpected argument '%s'; see rdzvd --help\n", argv[optind]);
         return -EINVAL;
     }
+    if (setup_security(o) < 0)
+        return -EINVAL;
     if (o->cfg.lim.max_frame < o->cfg.lim.max_key_len + o->cfg.lim.max_value_len + 32) {
         fprintf(stderr, "rdzvd: --max-frame must be at least --max-key-len + --max-value-len + 32\n");
         return -EINVAL;
@@ -311,7 +371,7 @@ int main(int argc, char **argv)
 {
     struct opts o = {
         .cfg = {.port = RDZV_DEFAULT_PORT, .legacy = RDZV_DIALECT_V20, .legacy_allowed = true,
-                .lim = RDZV_LIMITS_DEFAULT},
+                .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS},
         .level = RDZV_LOG_INFO,
         .metrics_port = -1,
     };
@@ -379,6 +439,10 @@ int main(int argc, char **argv)
              " connections, legacy clients: %s)",
              RDZV_VERSION, d.srv.bound_addr, d.srv.bound_port, nofile, o.cfg.lim.max_conns,
              o.cfg.legacy_allowed ? rdzv_dialect_name(o.cfg.legacy) : "refused");
+    log_info("authentication: %s; TCPStore clients from: %s; handshake timeout: %.1f s",
+             o.cfg.token ? "token required (" RDZV_AUTH_SCHEME ")" : "none (no --token-file)",
+             o.cfg.store_acl ? o.cfg.store_acl->desc : "anywhere",
+             (double)o.cfg.handshake_timeout_ms / 1000);
 
     uv_run(&loop, UV_RUN_DEFAULT);
     rdzvd_server_done(&d.srv);

@@ -35,6 +35,12 @@ const char *rdzv_msg_name(uint8_t op)
         return "STATUS";
     case RDZV_MSG_STATUS_REPLY:
         return "STATUS_REPLY";
+    case RDZV_MSG_AUTH:
+        return "AUTH";
+    case RDZV_MSG_AUTH_OK:
+        return "AUTH_OK";
+    case RDZV_MSG_STORE:
+        return "STORE";
     case RDZV_MSG_ERROR:
         return "ERROR";
     default:

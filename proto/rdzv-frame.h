@@ -25,6 +25,9 @@ enum rdzv_msg_op {
     RDZV_MSG_READY = 0xAB,
     RDZV_MSG_STATUS = 0xB0,       /* rdzvctl -> daemon: {} */
     RDZV_MSG_STATUS_REPLY = 0xB1, /* daemon -> rdzvctl: jobs, nodes, events (RENDEZVOUS.md) */
+    RDZV_MSG_AUTH = 0xAC,    /* client -> daemon: the token proof (RENDEZVOUS.md, Authentication) */
+    RDZV_MSG_AUTH_OK = 0xAD, /* daemon -> client: accepted, and the daemon's own proof */
+    RDZV_MSG_STORE = 0xAE,   /* client -> daemon: the rest of the connection speaks TCPStore */
     RDZV_MSG_ERROR = 0xAF,
 };
 

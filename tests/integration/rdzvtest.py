@@ -343,10 +343,14 @@ class Client:
     """A raw TCPStore connection. dialect picks the opcode numbering; a modern connection
     sends VALIDATE first unless validate=False."""
 
-    def __init__(self, port, dialect="modern", validate=None, timeout=T_REPLY, nodelay=True):
+    def __init__(self, port, dialect="modern", validate=None, timeout=T_REPLY, nodelay=True,
+                 source=None):
+        """source: local address to connect from (e.g. 127.0.0.2, for address allowlists)."""
         self.dialect = dialect
         self.timeout = timeout
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        self.sock = socket.create_connection((HOST, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
+        self.local_addr = self.sock.getsockname()[0]
         if nodelay:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local_port = self.sock.getsockname()[1]
@@ -358,7 +362,7 @@ class Client:
     @property
     def peer_tag(self):
         """How rdzvd names this connection in its log."""
-        return r"\(127\.0\.0\.1:%d\)" % self.local_port
+        return r"\(%s:%d\)" % (re.escape(self.local_addr), self.local_port)
 
     def close(self):
         try:

@@ -64,7 +64,7 @@ class TestSlurm(AgentTestCase):
         log = os.path.join(out, "job.log")
         r = subprocess.run(["sbatch", "--parsable", "--wait", "-N2", "-o", log,
                             f"--export=ALL,RDZV_BIN={build}/agent,RDZVD_BIN={build}/daemon,"
-                            f"RDZV_NPROC=2,RDZV_TEST_OUT={out}",
+                            f"RDZV_NPROC=2,RDZV_TEST_OUT={out},RDZV_TOKEN_DIR={out}/tokens",
                             script, "--", *ENV_WORKER],
                            env={**os.environ, **self.slurm.env}, capture_output=True, text=True,
                            timeout=120)
@@ -75,6 +75,13 @@ class TestSlurm(AgentTestCase):
         self.assertEqual(sorted(envs), [0, 1, 2, 3], joblog[-3000:])
         self.assertEqual({e["GROUP_RANK"] for e in envs.values()}, {"0", "1"})
         self.assertEqual(len({e["RDZV_NCCL_UNIQUE_ID"] for e in envs.values()}), 1)
+        # The template made a per-job token, rdzvd required it, the agents proved it, and it is
+        # gone after the job.
+        self.assertIn("token required", joblog)
+        job_id = envs[0]["SLURM_JOB_ID"]
+        token = os.path.join(out, "tokens", f"token.{job_id}")
+        self.assertEqual({e["RDZV_TOKEN_FILE"] for e in envs.values()}, {token})
+        self.assertFalse(os.path.exists(token), "the token outlived the job")
 
 
 class TestMpirun(AgentTestCase):
@@ -111,7 +118,8 @@ class TestPBSTemplate(AgentTestCase):
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "env-worker.sh")
         env = {"PBS_JOBID": "4242.pbs", "PBS_NODEFILE": nodefile, "PBS_O_WORKDIR": out,
                "RDZV_BIN": f"{build}/agent", "RDZVD_BIN": f"{build}/daemon", "RDZV_NPROC": "2",
-               "RDZV_CMD": worker, "RDZV_TEST_OUT": out, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+               "RDZV_CMD": worker, "RDZV_TEST_OUT": out, "RDZV_TOKEN_DIR": f"{out}/tokens",
+               "OMPI_ALLOW_RUN_AS_ROOT": "1",
                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self",
                "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_plm_rsh_agent": ""}
         p = start(["bash", os.path.join(SRC, "deploy", "rdzv.pbs")], env=env)
@@ -121,6 +129,8 @@ class TestPBSTemplate(AgentTestCase):
         self.assertEqual(sorted(envs), [0, 1])
         self.assertEqual({e["TORCHELASTIC_RUN_ID"] for e in envs.values()}, {"4242.pbs"})
         self.assertEqual({e["GROUP_RANK"] for e in envs.values()}, {"0"})
+        self.assertIn("token required", stdout)
+        self.assertFalse(os.path.exists(os.path.join(out, "tokens", "token.4242.pbs")))
 
 
 if __name__ == "__main__":
