@@ -179,15 +179,16 @@ static void cpu_loss(struct train_math *m, enum train_loss kind, const float *Y,
 static void cpu_adam(struct train_math *m, float *p, const float *g, float *mom, float *var,
                      size_t n, const struct train_adam *hp, uint64_t t)
 {
-    const float b1 = hp->beta1, b2 = hp->beta2;
+    const float b1 = (float)hp->beta1, b2 = (float)hp->beta2, eps = (float)hp->eps;
+    const float omb1 = (float)(1.0 - hp->beta1), omb2 = (float)(1.0 - hp->beta2);
     /* The scalars in double, as torch.optim.Adam computes them in Python. */
-    const float step = (float)(hp->lr / (1.0 - pow(b1, (double)t)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
+    const float step = (float)(hp->lr / (1.0 - pow(hp->beta1, (double)t)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow(hp->beta2, (double)t));
 
     for (size_t i = 0; i < n; i++) {
-        mom[i] = b1 * mom[i] + (1.0f - b1) * g[i];
-        var[i] = b2 * var[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] -= step * mom[i] / (sqrtf(var[i]) / bc2_sqrt + hp->eps);
+        mom[i] = b1 * mom[i] + omb1 * g[i];
+        var[i] = b2 * var[i] + omb2 * g[i] * g[i];
+        p[i] -= step * mom[i] / (sqrtf(var[i]) / bc2_sqrt + eps);
     }
 }
 

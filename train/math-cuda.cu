@@ -162,12 +162,13 @@ __global__ void loss_grad_kernel(const float *Y, const float *T, size_t n, const
 }
 
 __global__ void adam_kernel(float *p, const float *g, float *mom, float *var, size_t n, float b1,
-                            float b2, float step, float bc2_sqrt, float eps)
+                            float b2, float omb1, float omb2, float step, float bc2_sqrt,
+                            float eps)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float m = b1 * mom[i] + (1.0f - b1) * g[i];
-        float v = b2 * var[i] + (1.0f - b2) * g[i] * g[i];
+        float m = b1 * mom[i] + omb1 * g[i];
+        float v = b2 * var[i] + omb2 * g[i] * g[i];
 
         mom[i] = m;
         var[i] = v;
@@ -338,8 +339,9 @@ void cu_adam(struct train_math *m, float *p, const float *g, float *mom, float *
     float step = (float)(hp->lr / (1.0 - pow(hp->beta1, (double)t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(hp->beta2, (double)t));
 
-    adam_kernel<<<blocks_for(n), kThreads, 0, cm->stream>>>(p, g, mom, var, n, hp->beta1,
-                                                             hp->beta2, step, bc2_sqrt, hp->eps);
+    adam_kernel<<<blocks_for(n), kThreads, 0, cm->stream>>>(
+        p, g, mom, var, n, (float)hp->beta1, (float)hp->beta2, (float)(1.0 - hp->beta1),
+        (float)(1.0 - hp->beta2), step, bc2_sqrt, (float)hp->eps);
     check(cm, cudaGetLastError(), "adam kernel");
 }
 

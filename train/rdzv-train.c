@@ -149,7 +149,7 @@ static int parse_u64_opt(const char *opt, const char *val, uint64_t min, uint64_
     return 0;
 }
 
-static int parse_float_opt(const char *opt, const char *val, float *ret)
+static int parse_float_opt(const char *opt, const char *val, double *ret)
 {
     char *end;
     double v;
@@ -158,7 +158,7 @@ static int parse_float_opt(const char *opt, const char *val, float *ret)
     v = strtod(val, &end);
     if (errno || end == val || *end || !(v >= 0.0) || v > 1e6)
         return bad(opt, val, "expected a non-negative number");
-    *ret = (float)v;
+    *ret = v;
     return 0;
 }
 
@@ -213,8 +213,8 @@ static int apply(struct parse_state *ps, int id, const char *name, const char *v
         b2 = strtod(end + 1, &end);
         if (errno || *end || !(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1))
             return bad(name, val, "expected B1,B2 with 0 <= B < 1, e.g. 0.9,0.999");
-        o->adam.beta1 = (float)b1;
-        o->adam.beta2 = (float)b2;
+        o->adam.beta1 = b1;
+        o->adam.beta2 = b2;
         return 0;
     }
     case OPT_DATA:
@@ -319,7 +319,7 @@ int main(int argc, char **argv)
         .loss = TRAIN_LOSS_MSE,
         .precision = TRAIN_FP32,
         .backend = TRAIN_BACKEND_AUTO,
-        .adam = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+        .adam = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8},
         .data = "synthetic",
         .batch = 64,
         .steps = DEFAULT_STEPS,

@@ -10,9 +10,11 @@ enum train_act { TRAIN_ACT_RELU, TRAIN_ACT_NONE, _TRAIN_ACT_MAX };
 enum train_loss { TRAIN_LOSS_MSE, TRAIN_LOSS_RMSE, _TRAIN_LOSS_MAX };
 enum train_precision { TRAIN_FP32, TRAIN_BF16, TRAIN_FP16, _TRAIN_PRECISION_MAX };
 
-/* Adam's hyper-parameters (PyTorch's torch.optim.Adam, no weight decay, no amsgrad). */
+/* Adam's hyper-parameters (PyTorch's torch.optim.Adam, no weight decay, no amsgrad). Doubles,
+ * as Python passes them: 1 - beta is formed in double before rounding to float, as PyTorch
+ * does. */
 struct train_adam {
-    float lr, beta1, beta2, eps;
+    double lr, beta1, beta2, eps;
 };
 
 /* Called by sync() while it waits for queued work: return 0 to keep waiting, or a negative errno
