@@ -212,6 +212,7 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
     gloo_comm *g;
     char local[256];
     int64_t joined = 0;
+    std::string base;
     int r;
 
     try {
@@ -247,9 +248,11 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
                  "MASTER_PORT): %s", o->master_addr, o->master_port, strerror(-r));
         goto out_free;
     }
-    /* One counter per store: the n-th run of world w ranks on the same store rendezvouses under
-     * its own prefix, so stale addresses of an earlier run are never read. */
-    r = train_store_add(g->store, "rdzv-train/joined", 1, &joined);
+    /* One counter per world size on a store: the n-th run of w ranks on the same store
+     * rendezvouses under its own prefix, so an earlier run's stale addresses are never read.
+     * (rdzv-agent gives every generation a fresh store; this is for stores shared by hand.) */
+    base = "rdzv-train/w" + std::to_string(o->world) + "/";
+    r = train_store_add(g->store, (base + "joined").c_str(), 1, &joined);
     if (r < 0 || joined < 1) {
         snprintf(err_out, errlen, "store %s:%u: ADD failed: %s", o->master_addr,
                  o->master_port, strerror(r < 0 ? -r : EPROTO));
@@ -260,8 +263,7 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
         gloo::transport::tcp::attr attr;
         attr.hostname = local;
         g->dev = gloo::transport::tcp::CreateDevice(attr);
-        TcpStore store(g->store,
-                       "rdzv-train/" + std::to_string((joined - 1) / o->world) + "/",
+        TcpStore store(g->store, base + std::to_string((joined - 1) / o->world) + "/",
                        o->timeout_ms);
         g->ctx = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(o->rank),
                                                              static_cast<int>(o->world));

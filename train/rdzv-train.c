@@ -347,17 +347,23 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    opterr = 0; /* our own one-line message below */
     while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 0;
         }
         if (c == OPT_VERSION) {
-            printf("rdzv-train %s\n", RDZV_VERSION);
+#ifdef RDZV_TRAIN_HAVE_CUDA
+            printf("rdzv-train %s (backends: gloo nccl)\n", RDZV_VERSION);
+#else
+            printf("rdzv-train %s (backends: gloo)\n", RDZV_VERSION);
+#endif
             return 0;
         }
         if (c == '?') {
-            fprintf(stderr, "rdzv-train: see rdzv-train --help\n");
+            fprintf(stderr, "rdzv-train: unknown option or missing value in '%s' (see "
+                    "rdzv-train --help)\n", argv[optind - 1]);
             return 2;
         }
         for (const struct option *lo = long_opts; lo->name; lo++)
