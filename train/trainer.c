@@ -53,6 +53,21 @@ static void __attribute__((format(printf, 2, 3))) terr(const struct trainer *t, 
     fputc('\n', stderr);
 }
 
+/* s as the body of a JSON string (quotes, backslashes and control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
 static int load_data(struct trainer *t)
 {
     const struct trainer_opts *o = t->o;
@@ -276,8 +291,10 @@ static int start_state(struct trainer *t)
     }
     if (o->rank == 0 && resumed) {
         fprintf(stdout, "{\"event\":\"resumed\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
-                ",\"offset\":%" PRIu64 ",\"world\":%u,\"checkpoint\":\"%s\"}\n",
-                t->step, t->epoch, t->offset, o->world, path);
+                ",\"offset\":%" PRIu64 ",\"world\":%u,\"checkpoint\":\"", t->step, t->epoch,
+                t->offset, o->world);
+        json_str(stdout, path);
+        fputs("\"}\n", stdout);
         fflush(stdout);
     }
     goto out;
