@@ -24,6 +24,7 @@
 
 struct trainer {
     const struct trainer_opts *o;
+    FILE *out; /* rank 0's JSON lines */
     struct train_layout layout;
     struct train_data *data;
     struct train_math *m;
@@ -290,12 +291,12 @@ static int start_state(struct trainer *t)
         t->offset = 0;
     }
     if (o->rank == 0 && resumed) {
-        fprintf(stdout, "{\"event\":\"resumed\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
+        fprintf(t->out, "{\"event\":\"resumed\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
                 ",\"offset\":%" PRIu64 ",\"world\":%u,\"checkpoint\":\"", t->step, t->epoch,
                 t->offset, o->world);
-        json_str(stdout, path);
-        fputs("\"}\n", stdout);
-        fflush(stdout);
+        json_str(t->out, path);
+        fputs("\"}\n", t->out);
+        fflush(t->out);
     }
     goto out;
 
@@ -500,7 +501,7 @@ static int run_loop(struct trainer *t, FILE *out)
 
 int trainer_run(const struct trainer_opts *o, FILE *out)
 {
-    struct trainer t = {.o = o, .layout = o->layout};
+    struct trainer t = {.o = o, .out = out, .layout = o->layout};
     int r;
 
     r = load_data(&t);
