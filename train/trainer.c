@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* trainer.c: the training loop, shared by every backend. */
+#include "trainer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/rdzv-util.h"
+#include "train-ckpt.h"
+#include "train-comm.h"
+#include "train-data.h"
+#include "train-plot.h"
+#ifdef RDZV_TRAIN_HAVE_CUDA
+#include "train-cuda.h"
+#endif
+
+#define SYNTHETIC_DEFAULT_SAMPLES 512
+
+struct trainer {
+    const struct trainer_opts *o;
+    FILE *out; /* rank 0's JSON lines */
+    struct train_layout layout;
+    struct train_data *data;
+    struct train_math *m;
+    struct train_comm *comm;
+    struct train_model *model;
+    uint32_t *perm, *idx;
+    float *xbuf;     /* host staging for one local batch */
+    float *state;    /* math memory: the resume header broadcast from rank 0 */
+    uint64_t local_batch;
+    /* Position of the next step. */
+    uint64_t step, epoch, offset, adam_t, perm_epoch;
+    bool have_perm;
+    /* Rank 0's record. */
+    double *curve_x, *curve_y;
+    size_t curve_n, curve_cap;
+};
+
+static void __attribute__((format(printf, 2, 3))) terr(const struct trainer *t, const char *fmt,
+                                                       ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "rdzv-train: rank %u: ", t->o->rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* s as the body of a JSON string (quotes, backslashes and control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+static int load_data(struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+    unsigned dim = o->layout.width[0];
+    int r;
+
+    if (strcmp(o->data, "synthetic") == 0) {
+        r = train_data_synthetic(o->samples ? o->samples : SYNTHETIC_DEFAULT_SAMPLES, dim,
+                                 &t->data);
+        if (r < 0)
+            terr(t, "cannot make %" PRIu64 " synthetic samples: %s", o->samples, strerror(-r));
+        return r;
+    }
+    if (strncmp(o->data, "mnist:", 6) != 0) {
+        terr(t, "unknown --data '%s': use 'synthetic' or 'mnist:DIR'", o->data);
+        return -EINVAL;
+    }
+    r = train_data_mnist(o->data + 6, o->samples, &t->data);
+    if (r == -ENOENT)
+        terr(t, "no MNIST images in '%s': put train-images-idx3-ubyte (or .gz) from "
+             "http://yann.lecun.com/exdb/mnist/ there, or use --data synthetic", o->data + 6);
+    else if (r == -EBADMSG)
+        terr(t, "'%s/train-images-idx3-ubyte[.gz]' is not an MNIST (IDX3) image file",
+             o->data + 6);
+    else if (r < 0)
+        terr(t, "cannot read MNIST from '%s': %s", o->data + 6, strerror(-r));
+    return r;
+}
+
+static int check_shapes(struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+    const struct train_layout *L = &o->layout;
+
+    if (L->width[0] != t->data->dim || L->width[L->nlayers] != t->data->dim) {
+        terr(t, "--layers must start and end with the sample size %zu for this autoencoder "
+             "(got %u ... %u)", t->data->dim, L->width[0], L->width[L->nlayers]);
+        return -EINVAL;
+    }
+    if (o->batch == 0 || o->batch % o->world != 0) {
+        terr(t, "--batch-size %" PRIu64 " (global) must be a positive multiple of the world "
+             "size %u: each rank takes batch/world samples", o->batch, o->world);
+        return -EINVAL;
+    }
+    if (o->batch / o->world > (1u << 20)) {
+        terr(t, "--batch-size %" PRIu64 " is too large", o->batch);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int make_backend(struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+    enum train_backend be = o->backend;
+    char err[512] = "";
+    int r;
+
+#ifdef RDZV_TRAIN_HAVE_CUDA
+    int ndev = be == TRAIN_BACKEND_GLOO ? 0 : train_cuda_device_count(err, sizeof(err));
+
+    if (be == TRAIN_BACKEND_AUTO)
+        be = ndev > 0 ? TRAIN_BACKEND_NCCL : TRAIN_BACKEND_GLOO;
+    if (be == TRAIN_BACKEND_NCCL) {
+        if (ndev <= 0) {
+            fprintf(stderr, "rdzv-train: --backend nccl needs a CUDA device: %s\n",
+                    ndev < 0 ? err : "no CUDA device found");
+            return -ENODEV;
+        }
+        r = train_math_cuda_new((int)(o->local_rank % (unsigned)ndev), o->precision, &t->m,
+                                err, sizeof(err));
+        if (r < 0) {
+            terr(t, "CUDA backend: %s", err);
+            return r;
+        }
+        if (o->world == 1 && !o->nccl_id)
+            return train_comm_single_new(&t->comm);
+        if (!o->nccl_id) {
+            terr(t, "RDZV_NCCL_UNIQUE_ID is not set: WORLD_SIZE=%u with --backend nccl needs "
+                 "the NCCL id rdzv-agent gives its workers (run under rdzv-agent, or use "
+                 "--backend gloo)", o->world);
+            return -EINVAL;
+        }
+        struct train_nccl_opts no = {.rank = o->rank, .world = o->world,
+                                     .unique_id_hex = o->nccl_id, .timeout_ms = o->timeout_ms};
+        r = train_comm_nccl_new(&no, t->m, &t->comm, err, sizeof(err));
+        if (r < 0)
+            terr(t, "NCCL: %s", err);
+        return r;
+    }
+#else
+    if (be == TRAIN_BACKEND_NCCL) {
+        fprintf(stderr, "rdzv-train: --backend nccl needs a CUDA device: this rdzv-train was "
+                "built without the CUDA/NCCL backend (nvcc was not found at build time)\n");
+        return -ENODEV;
+    }
+#endif
+    r = train_math_cpu_new(o->precision, &t->m);
+    if (r == -ENOTSUP) {
+        terr(t, "--precision %s needs the GPU (nccl) backend; the CPU backend computes in fp32 "
+             "(use --precision fp32)", train_precision_name(o->precision));
+        return r;
+    }
+    if (r < 0)
+        return r;
+    if (o->world == 1)
+        return train_comm_single_new(&t->comm);
+    if (!o->master_addr || !*o->master_addr) {
+        terr(t, "MASTER_ADDR is not set: WORLD_SIZE=%u needs the job's store (run under "
+             "rdzv-agent or torchrun, or set MASTER_ADDR and MASTER_PORT)", o->world);
+        return -EINVAL;
+    }
+    struct train_gloo_opts go = {.rank = o->rank, .world = o->world,
+                                 .master_addr = o->master_addr, .master_port = o->master_port,
+                                 .local_addr = o->local_addr, .timeout_ms = o->timeout_ms};
+    r = train_comm_gloo_new(&go, &t->comm, err, sizeof(err));
+    if (r < 0)
+        terr(t, "%s", err);
+    return r;
+}
+
+/* Rank 0 picks the start (fresh init or the newest checkpoint) and broadcasts it, so every
+ * rank starts identical even when the checkpoint directory is not shared between nodes. */
+static int start_state(struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+    struct train_model *md = t->model;
+    struct train_math *m = t->m;
+    size_t np = t->layout.nparams, bytes = np * sizeof(float);
+    struct train_ckpt ck = {0};
+    char path[4096] = "";
+    uint64_t pos[4] = {0};
+    bool resumed = false;
+    float *host = NULL;
+    int r = 0;
+
+    if (o->rank == 0) {
+        host = calloc(np ? np : 1, sizeof(float));
+        if (!host)
+            return -ENOMEM;
+        if (o->ckpt_dir) {
+            unsigned skipped = 0;
+
+            r = train_ckpt_load_latest(o->ckpt_dir, &ck, path, sizeof(path), &skipped);
+            if (skipped)
+                terr(t, "skipped %u invalid checkpoint file%s in %s", skipped,
+                     skipped == 1 ? "" : "s", o->ckpt_dir);
+            if (r == 0) {
+                char want[512], got[512];
+
+                train_layout_format(&t->layout, want, sizeof(want));
+                train_layout_format(&ck.layout, got, sizeof(got));
+                if (strcmp(want, got) != 0 || ck.act != o->act) {
+                    terr(t, "checkpoint %s is for --layers %s --activation %s, not %s %s: use "
+                         "another --ckpt-dir", path, got, train_act_name(ck.act), want,
+                         train_act_name(o->act));
+                    r = -EINVAL;
+                    goto out;
+                }
+                resumed = true;
+            } else if (r != -ENOENT) {
+                terr(t, "cannot read checkpoints in %s: %s", o->ckpt_dir, strerror(-r));
+                goto out;
+            }
+            r = 0;
+        }
+        if (resumed) {
+            r = m->upload(m, md->params, ck.params, bytes);
+            if (r == 0)
+                r = m->upload(m, md->mom, ck.mom, bytes);
+            if (r == 0)
+                r = m->upload(m, md->var, ck.var, bytes);
+            pos[0] = ck.step;
+            pos[1] = ck.epoch;
+            pos[2] = ck.offset;
+            pos[3] = ck.adam_t;
+        } else {
+            train_layout_init_params(&t->layout, o->seed, host);
+            r = m->upload(m, md->params, host, bytes);
+        }
+        if (r < 0)
+            goto out;
+    }
+    /* The position travels as 16-bit pieces in floats (exact): one buffer type everywhere. */
+    {
+        uint64_t words[5] = {pos[0], pos[1], pos[2], pos[3], resumed};
+        uint16_t halves[20];
+        float fl[20];
+
+        for (unsigned i = 0; i < 20; i++) {
+            halves[i] = (uint16_t)(words[i / 4] >> (16 * (i % 4)));
+            fl[i] = halves[i];
+        }
+        r = m->upload(m, t->state, fl, sizeof(fl));
+        if (r == 0)
+            r = t->comm->broadcast(t->comm, t->state, sizeof(fl), 0);
+        if (r == 0)
+            r = m->download(m, fl, t->state, sizeof(fl));
+        if (r < 0)
+            goto out_comm;
+        for (unsigned i = 0; i < 5; i++)
+            words[i] = 0;
+        for (unsigned i = 0; i < 20; i++)
+            words[i / 4] |= (uint64_t)(uint16_t)fl[i] << (16 * (i % 4));
+        t->step = words[0];
+        t->epoch = words[1];
+        t->offset = words[2];
+        t->adam_t = words[3];
+        resumed = words[4] != 0;
+    }
+    r = t->comm->broadcast(t->comm, md->params, bytes, 0);
+    if (r == 0 && resumed)
+        r = t->comm->broadcast(t->comm, md->mom, bytes, 0);
+    if (r == 0 && resumed)
+        r = t->comm->broadcast(t->comm, md->var, bytes, 0);
+    if (r < 0)
+        goto out_comm;
+    if (t->offset >= t->data->n) {
+        t->epoch++;
+        t->offset = 0;
+    }
+    if (o->rank == 0 && resumed) {
+        fprintf(t->out, "{\"event\":\"resumed\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
+                ",\"offset\":%" PRIu64 ",\"world\":%u,\"checkpoint\":\"", t->step, t->epoch,
+                t->offset, o->world);
+        json_str(t->out, path);
+        fputs("\"}\n", t->out);
+        fflush(t->out);
+    }
+    goto out;
+
+out_comm:
+    terr(t, "sending the initial model to every rank failed: %s",
+         t->comm->err[0] ? t->comm->err : strerror(-r));
+out:
+    train_ckpt_release(&ck);
+    free(host);
+    return r;
+}
+
+static int write_ckpt(struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+    struct train_model *md = t->model;
+    size_t bytes = t->layout.nparams * sizeof(float);
+    struct train_ckpt ck = {
+        .step = t->step, .epoch = t->epoch, .offset = t->offset, .adam_t = t->adam_t,
+        .seed = o->seed, .samples = t->data->n, .layout = t->layout, .act = o->act,
+    };
+    int r = -ENOMEM;
+
+    ck.params = malloc(bytes ? bytes : 1);
+    ck.mom = malloc(bytes ? bytes : 1);
+    ck.var = malloc(bytes ? bytes : 1);
+    if (!ck.params || !ck.mom || !ck.var)
+        goto out;
+    r = t->m->download(t->m, ck.params, md->params, bytes);
+    if (r == 0)
+        r = t->m->download(t->m, ck.mom, md->mom, bytes);
+    if (r == 0)
+        r = t->m->download(t->m, ck.var, md->var, bytes);
+    if (r == 0)
+        r = train_ckpt_write(o->ckpt_dir, &ck, o->ckpt_keep);
+out:
+    if (r < 0)
+        terr(t, "writing a checkpoint to %s failed: %s", o->ckpt_dir, strerror(-r));
+    train_ckpt_release(&ck);
+    return r;
+}
+
+static int grads_ready(void *ud, size_t first, size_t count)
+{
+    struct trainer *t = ud;
+
+    return t->comm->allreduce_mean(t->comm, t->model->grads + first, count);
+}
+
+static bool done(const struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+
+    return (o->steps && t->step >= o->steps) || (o->epochs && t->epoch >= o->epochs);
+}
+
+static int curve_add(struct trainer *t, double x, double y)
+{
+    if (t->curve_n == t->curve_cap) {
+        size_t cap = t->curve_cap ? 2 * t->curve_cap : 256;
+        double *nx = realloc(t->curve_x, cap * sizeof(double));
+
+        if (!nx)
+            return -ENOMEM;
+        t->curve_x = nx;
+        double *ny = realloc(t->curve_y, cap * sizeof(double));
+        if (!ny)
+            return -ENOMEM;
+        t->curve_y = ny;
+        t->curve_cap = cap;
+    }
+    t->curve_x[t->curve_n] = x;
+    t->curve_y[t->curve_n++] = y;
+    return 0;
+}
+
+/* One global step: this rank's shard forward and backward, gradients averaged across ranks
+ * (in buckets, as the backward pass produces them), one Adam update. *ret_loss is the loss
+ * averaged over ranks. */
+static int train_step(struct trainer *t, float *ret_loss)
+{
+    const struct trainer_opts *o = t->o;
+    struct train_model *md = t->model;
+    struct train_math *m = t->m;
+    size_t np = t->layout.nparams;
+    int r;
+
+    if (!t->have_perm || t->perm_epoch != t->epoch) {
+        train_epoch_perm(o->seed, t->epoch, t->perm, t->data->n);
+        t->perm_epoch = t->epoch;
+        t->have_perm = true;
+    }
+    train_shard(t->perm, t->data->n, t->offset, o->batch, o->rank, o->world, t->idx);
+    train_data_gather(t->data, t->idx, t->local_batch, t->xbuf);
+    r = m->upload(m, md->acts[0], t->xbuf, t->local_batch * t->data->dim * sizeof(float));
+    if (r < 0)
+        return r;
+    train_model_forward(md);
+    r = train_model_backward(md, o->loss, o->bucket_bytes / sizeof(float), grads_ready, t);
+    if (r == 0)
+        r = t->comm->wait(t->comm);
+    if (r < 0)
+        return r;
+    t->adam_t++;
+    m->adam(m, md->params, md->grads, md->mom, md->var, np, &o->adam, t->adam_t);
+    r = m->sync(m, t->comm->poll, t->comm, o->timeout_ms);
+    if (r == 0)
+        r = m->download(m, ret_loss, md->grads + np, sizeof(float));
+    if (r < 0)
+        return r;
+    t->step++;
+    t->offset += o->batch;
+    if (t->offset >= t->data->n) {
+        t->epoch++;
+        t->offset = 0;
+    }
+    return 0;
+}
+
+static int run_loop(struct trainer *t, FILE *out)
+{
+    const struct trainer_opts *o = t->o;
+    uint64_t t0 = rdzv_now_ns(), last_ns = t0, last_step = t->step, start_step = t->step;
+    double first_loss = NAN, loss_d = NAN;
+    int r;
+
+    while (!done(t)) {
+        float loss;
+
+        if (o->fail_at_step && t->step + 1 == o->fail_at_step && o->rank == o->fail_rank &&
+            o->first_attempt) {
+            fprintf(stderr, "rdzv-train: rank %u: failing at step %" PRIu64
+                    " (--fail-at-step drill, first attempt)\n", o->rank, o->fail_at_step);
+            fflush(NULL);
+            _exit(1);
+        }
+        r = train_step(t, &loss);
+        if (r < 0) {
+            terr(t, "step %" PRIu64 " failed: %s; exiting", t->step + 1,
+                 t->comm->err[0] ? t->comm->err : t->m->err[0] ? t->m->err : strerror(-r));
+            t->comm->abort(t->comm);
+            return r;
+        }
+        loss_d = loss;
+        if (t->step == start_step + 1)
+            first_loss = loss_d;
+        if (o->rank != 0)
+            continue;
+        if (o->plot && curve_add(t, (double)t->step, loss_d) < 0)
+            return -ENOMEM;
+        if ((o->log_every && t->step % o->log_every == 0) || done(t)) {
+            uint64_t now = rdzv_now_ns();
+            double dt = (double)(now - last_ns) / 1e9;
+            double sps = dt > 0 ? (double)((t->step - last_step) * o->batch) / dt : 0.0;
+
+            fprintf(out, "{\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"loss\":%.6g,"
+                    "\"samples_per_s\":%.1f,\"world\":%u,\"backend\":\"%s/%s\"}\n",
+                    t->step, t->epoch, loss_d, sps, o->world, t->m->name, t->comm->name);
+            fflush(out);
+            last_ns = now;
+            last_step = t->step;
+        }
+        if (o->ckpt_dir && o->ckpt_every && t->step % o->ckpt_every == 0) {
+            r = write_ckpt(t);
+            if (r < 0)
+                return r;
+        }
+    }
+    if (o->rank == 0) {
+        double secs = (double)(rdzv_now_ns() - t0) / 1e9;
+        uint64_t steps = t->step - start_step;
+
+        if (o->ckpt_dir && (!o->ckpt_every || t->step % o->ckpt_every != 0) && steps > 0) {
+            r = write_ckpt(t);
+            if (r < 0)
+                return r;
+        }
+        fprintf(out, "{\"event\":\"done\",\"steps\":%" PRIu64 ",\"step\":%" PRIu64
+                ",\"epoch\":%" PRIu64, steps, t->step, t->epoch);
+        if (steps > 0)
+            fprintf(out, ",\"first_loss\":%.6g,\"final_loss\":%.6g", first_loss, loss_d);
+        else
+            fprintf(out, ",\"first_loss\":null,\"final_loss\":null");
+        fprintf(out, ",\"time_s\":%.3f,\"samples_per_s\":%.1f,\"world\":%u,\"backend\":"
+                "\"%s/%s\"}\n", secs, secs > 0 ? (double)(steps * o->batch) / secs : 0.0,
+                o->world, t->m->name, t->comm->name);
+        fflush(out);
+        if (o->plot && t->curve_n > 0) {
+            r = train_plot_png(o->plot, t->curve_x, t->curve_y, t->curve_n);
+            if (r < 0) {
+                terr(t, "writing the loss plot %s failed: %s", o->plot, strerror(-r));
+                return r;
+            }
+        }
+    }
+    /* No rank leaves (and closes its connections) while another still needs it. */
+    r = t->comm->barrier(t->comm);
+    if (r < 0)
+        terr(t, "final barrier failed: %s", t->comm->err[0] ? t->comm->err : strerror(-r));
+    return r;
+}
+
+int trainer_run(const struct trainer_opts *o, FILE *out)
+{
+    struct trainer t = {.o = o, .out = out, .layout = o->layout};
+    int r;
+
+    r = load_data(&t);
+    if (r < 0)
+        return r;
+    r = check_shapes(&t);
+    if (r < 0)
+        goto out;
+    t.local_batch = o->batch / o->world;
+    r = make_backend(&t);
+    if (r < 0)
+        goto out;
+    r = train_model_new(t.m, &t.layout, o->act, (int)t.local_batch, &t.model);
+    if (r == 0)
+        r = t.m->alloc(t.m, 20 * sizeof(float), (void **)&t.state);
+    if (r < 0) {
+        terr(&t, "cannot allocate the model (%zu parameters, batch %" PRIu64 "): %s",
+             t.layout.nparams, t.local_batch, t.m->err[0] ? t.m->err : strerror(-r));
+        goto out;
+    }
+    t.perm = malloc(t.data->n * sizeof(*t.perm));
+    t.idx = malloc(t.local_batch * sizeof(*t.idx));
+    t.xbuf = malloc(t.local_batch * t.data->dim * sizeof(float));
+    if (!t.perm || !t.idx || !t.xbuf) {
+        r = -ENOMEM;
+        terr(&t, "out of memory");
+        goto out;
+    }
+    r = start_state(&t);
+    if (r < 0)
+        goto out;
+    r = run_loop(&t, out);
+out:
+    free(t.curve_x);
+    free(t.curve_y);
+    free(t.perm);
+    free(t.idx);
+    free(t.xbuf);
+    if (t.m && t.state)
+        t.m->free(t.m, t.state);
+    train_model_free(t.model);
+    train_comm_free(t.comm);
+    train_math_free(t.m);
+    train_data_free(t.data);
+    return r;
+}
