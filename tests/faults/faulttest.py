@@ -24,17 +24,17 @@ FAST = ["--heartbeat-timeout", "1", "--grace", "2", "--last-call", "0.5", "--ncc
         "--connect-timeout", "20"]
 
 EVENT_RE = re.compile(r"^(start|crash) (\d+) gen=(-?\d+) rank=(-?\d+) restart=(-?\d+) "
-                      r"world=(-?\d+) pid=(\d+) node=(-?\d+)$")
+                      r"world=(-?\d+) pid=(\d+) node=(-?\d+) agent=(\d+)$")
 
 
 class Event:
-    __slots__ = ("kind", "t", "gen", "rank", "restart", "world", "pid", "node")
+    __slots__ = ("kind", "t", "gen", "rank", "restart", "world", "pid", "node", "agent")
 
     def __init__(self, m):
         self.kind = m.group(1)
         self.t = int(m.group(2)) / 1e6
-        self.gen, self.rank, self.restart, self.world, self.pid, self.node = (
-            int(m.group(i)) for i in range(3, 9))
+        self.gen, self.rank, self.restart, self.world, self.pid, self.node, self.agent = (
+            int(m.group(i)) for i in range(3, 10))
 
     def __repr__(self):
         return f"{self.kind}(gen={self.gen} rank={self.rank} pid={self.pid} t={self.t:.3f})"
