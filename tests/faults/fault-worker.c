@@ -12,12 +12,15 @@
  * FAULT_CRASH=R[:CODE[:MAXRESTART]]: the worker of global rank R exits with CODE (default 1;
  *   "sigN" kills itself with signal N) FAULT_CRASH_AFTER_MS (default 0) after it started, in every
  *   generation whose restart count is below MAXRESTART (default 1: only the first; -1: always).
+ *   With FAULT_MAX_CRASHES=N it crashes instead while FAULT_DIR/events holds fewer than N crash
+ *   lines (torchrun's restart counts are per agent, so they cannot tell the generations apart).
  * Otherwise it runs until FAULT_DIR/release exists (polled every 10 ms), then exits 0; or after
  *   FAULT_RUN_MS when that is set. It gives up with exit code 3 after FAULT_MAX_S (default 120).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +84,21 @@ static void record(const char *dir, const char *what, long gen, long rank, long 
         exit(4);
     }
     close(fd);
+}
+
+static long count_crashes(const char *dir)
+{
+    char path[4096], line[256];
+    long n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/events", dir);
+    if (!(f = fopen(path, "re")))
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        n += strncmp(line, "crash ", 6) == 0;
+    fclose(f);
+    return n;
 }
 
 static void write_file(const char *dir, const char *name, long gen, long rank, const char *text,
@@ -152,7 +170,11 @@ int main(void)
             status = (int)strtol(code + 1, NULL, 10);
         if (mr)
             max_restart = strtol(mr + 1, NULL, 10);
-        if (crank == rank && (max_restart < 0 || restart < max_restart)) {
+        long max_crashes = env_long("FAULT_MAX_CRASHES", -1);
+        bool again = max_crashes >= 0 ? count_crashes(dir) < max_crashes
+                                      : max_restart < 0 || restart < max_restart;
+
+        if (crank == rank && again) {
             sleep_ms(env_long("FAULT_CRASH_AFTER_MS", 0));
             record(dir, "crash", gen, rank, restart);
             if (sig) {
