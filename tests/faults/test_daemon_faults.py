@@ -5,7 +5,7 @@ worker is restarted and the job completes."""
 import signal
 import time
 
-from faulttest import FaultTestCase, free_port, main, rdzvtest
+from faulttest import HB, FaultTestCase, free_port, main, rdzvtest
 
 
 class TestDaemonLoss(FaultTestCase):
@@ -44,12 +44,12 @@ class TestDaemonLoss(FaultTestCase):
         agents notice the silence and reconnect; once it runs again the job goes on and no
         worker is restarted."""
         d = self.start_daemon()
-        ps = [self.agent("dstop", "--nnodes", "2", "--nproc", "2", "--max-restarts", "1")
-              for _ in range(2)]
+        ps = [self.agent("dstop", "--nnodes", "2", "--nproc", "2", "--max-restarts", "1",
+                         "--heartbeat-timeout", str(HB)) for _ in range(2)]
         gen1 = self.wait_starts(1, 4, agents=ps)
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(2.5)
+        time.sleep(HB * 2.5)
         mark = d.mark()
         d.proc.send_signal(signal.SIGCONT)
         time.sleep(2.0)

@@ -4,7 +4,6 @@ outside, or dies while a gloo peer is blocked in a collective -> the job restart
 generation and completes; past --max-restarts every node fails with the same root cause."""
 import json
 import os
-import re
 import signal
 import time
 
@@ -118,7 +117,8 @@ class TestWorkerFaults(FaultTestCase):
         self.assertLess(time.monotonic() - t0, 15.0)
         lines = []
         for err in errs:
-            found = [ln for ln in err.splitlines() if ln.startswith("rdzv-agent: job budget failed")]
+            found = [ln for ln in err.splitlines()
+                     if ln.startswith("rdzv-agent: job budget failed")]
             self.assertEqual(len(found), 1, err[-3000:])
             lines.append(found[0])
         self.assertEqual(lines[0], lines[1], "the same root cause on every node")

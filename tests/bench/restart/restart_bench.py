@@ -130,7 +130,8 @@ class Run:
             ev = {"kind": m.group(1), "t": int(m.group(2)) / 1e6, "gen": int(m.group(3)),
                   "rank": int(m.group(4)), "restart": int(m.group(5)), "pid": int(m.group(7)),
                   "node": int(m.group(8)), "agent": int(m.group(9))}
-            if (kind is None or ev["kind"] == kind) and (restart is None or ev["restart"] == restart):
+            if ((kind is None or ev["kind"] == kind) and
+                    (restart is None or ev["restart"] == restart)):
                 out.append(ev)
         return out
 
@@ -322,7 +323,8 @@ class Bench:
 
     def node_loss_torchrun(self, sig, cap):
         what = "SIGKILL" if sig == signal.SIGKILL else "SIGSTOP"
-        note(f"torchrun: agent {what} (--nnodes 1:2), waiting up to {cap:.0f} s for a new generation")
+        note(f"torchrun: agent {what} (--nnodes 1:2), waiting up to {cap:.0f} s for a new "
+             "generation")
         r = Run(self, f"torchrun-{what.lower()}")
         try:
             port = free_port()
@@ -423,7 +425,7 @@ def main():
     rows.append((f"worker crash -> all 4 replacement workers started on both nodes, median / p90 "
                  f"over {n} crashes, `--nccl off`", crash_cell(c_off), crash_cell(c_tr),
                  crash_cell(c_tr5)))
-    rows.append((f"the same, `--nccl auto` (a fresh NCCL id per generation)", crash_cell(c_auto),
+    rows.append(("the same, `--nccl auto` (a fresh NCCL id per generation)", crash_cell(c_auto),
                  "(no NCCL id)", "(no NCCL id)"))
 
     kill = b.node_loss_rdzv(signal.SIGKILL, a.trials, 5)
@@ -446,7 +448,8 @@ def main():
     rows.append(("the SIGKILLed agent's workers gone within 2 s",
                  f"{sum(x['workers_gone'] for x in kill)} of {len(kill)} trials",
                  "not run" if tr_kill is None else
-                 ("yes" if tr_kill["workers_gone"] else f"no ({tr_kill['victims']} still running)"), "-"))
+                 ("yes" if tr_kill["workers_gone"]
+                  else f"no ({tr_kill['victims']} still running)"), "-"))
 
     stop = b.node_loss_rdzv(signal.SIGSTOP, a.trials, 1)
     tr_stop = b.node_loss_torchrun(signal.SIGSTOP, a.cap) if torch_ok else None
