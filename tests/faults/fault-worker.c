@@ -4,8 +4,8 @@
  *
  * FAULT_DIR (required): where it records itself.
  *   FAULT_DIR/events  one line appended per start and per crash (a single O_APPEND write):
- *                     "start <realtime us> gen=<G> rank=<R> restart=<C> world=<W> pid=<P> node=<N> agent=<PPID>"
- *                     "crash ..." (the same fields)
+ *                     "start <realtime us> gen=<G> rank=<R> restart=<C> world=<W> pid=<P>
+ *                      node=<N> agent=<PPID>" (on one line), "crash ..." (the same fields)
  *                     (gen: RDZV_GENERATION, or restart + 1 under torchrun)
  *   FAULT_DIR/env.<G>.<R>  its environment, one VAR=value a line (written, then renamed)
  *   FAULT_DIR/pid.<G>.<R>  its pid
@@ -74,8 +74,9 @@ static void record(const char *dir, const char *what, long gen, long rank, long 
     char path[4096], line[256];
     int fd, n;
 
-    n = snprintf(line, sizeof(line), "%s %lld gen=%ld rank=%ld restart=%ld world=%ld pid=%d node=%ld agent=%d\n",
-                 what, now_us(), gen, rank, restart, env_long("WORLD_SIZE", -1), (int)getpid(),
+    n = snprintf(line, sizeof(line),
+                 "%s %lld gen=%ld rank=%ld restart=%ld world=%ld pid=%d node=%ld agent=%d\n", what,
+                 now_us(), gen, rank, restart, env_long("WORLD_SIZE", -1), (int)getpid(),
                  env_long("GROUP_RANK", -1), (int)getppid());
     snprintf(path, sizeof(path), "%s/events", dir);
     fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -156,7 +157,8 @@ int main(void)
         return 4;
     }
     write_env(dir, gen, rank);
-    write_file(dir, "pid", gen, rank, pid, (size_t)snprintf(pid, sizeof(pid), "%d\n", (int)getpid()));
+    write_file(dir, "pid", gen, rank, pid,
+               (size_t)snprintf(pid, sizeof(pid), "%d\n", (int)getpid()));
     record(dir, "start", gen, rank, restart);
 
     if (crash && *crash) {
