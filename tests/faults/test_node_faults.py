@@ -1,0 +1,206 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Node faults against real agents and a real rdzvd: an agent SIGKILLed (its workers die with it),
+SIGSTOPped (heartbeat timeout), cut off by its link going down inside a network namespace;
+survivors re-form when --nnodes MIN allows, wait for a replacement or fail after --join-timeout
+below MIN; a spare takes a lost node's place; --scale-up now takes a late node in at once."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from faulttest import HB, FaultTestCase, finish, kill_quietly, main, pid_alive
+
+
+class TestNodeLoss(FaultTestCase):
+    def two_nodes(self, run_id, nnodes, *args, env=None):
+        ps = [self.agent(run_id, "--nnodes", nnodes, "--nproc", "2", "--node-rank", str(i),
+                         "--max-restarts", "1", *args, env=env) for i in (0, 1)]
+        self.wait_starts(1, 4, agents=ps)
+        return ps
+
+    def test_agent_sigkill_takes_its_workers_and_survivors_continue(self):
+        self.start_daemon()
+        a, b = self.two_nodes("akill", "1:2")
+        victims = [self.worker_pid(1, r) for r in (2, 3)]
+        survivors1 = [self.worker_pid(1, r) for r in (0, 1)]
+        t0 = time.time()
+        os.kill(b.pid, signal.SIGKILL)
+        self.assertEqual(self.wait_pids_gone(victims, 2.0), [],
+                         "the SIGKILLed agent's workers die with it")
+        gen2 = self.wait_starts(2, 2, agents=[a])
+        self.assertLess(max(e.t for e in gen2) - t0, 5.0, "agent SIGKILL -> survivors restarted")
+        self.assertEqual(self.wait_pids_gone(survivors1, 1.0), [])
+        self.assert_generation(2, 2, nnodes=1, restart=1)
+        self.assertEqual({e.agent for e in gen2}, {a.pid})
+        self.release()
+        self.finish_all([a], 0)
+        self.assertEqual(finish(b)[0], -signal.SIGKILL)
+        self.d.wait_log(r"job akill: the agent of node rank 1 \(.*\) disconnected")
+
+    def test_agent_sigstop_is_detected_after_the_heartbeat_timeout(self):
+        self.start_daemon()
+        a, b = self.two_nodes("astop", "1:2", "--heartbeat-timeout", str(HB))
+        mark = self.d.mark()
+        t0 = time.monotonic()
+        os.kill(b.pid, signal.SIGSTOP)
+        self.addCleanup(kill_quietly, b.pid, signal.SIGCONT)
+        self.d.wait_log(rf"job astop: the agent of node rank 1 \(.*\) sent no heartbeat for "
+                        rf"{HB}\.0 s", since=mark, timeout=15)
+        took = time.monotonic() - t0
+        # Agents heartbeat every timeout/5: the last one came at most that long before the stop.
+        self.assertGreater(took, HB * 0.75, "not detected before the heartbeat timeout")
+        self.assertLess(took, HB + 3.0, f"--heartbeat-timeout {HB} -> detected")
+        gen2 = self.wait_starts(2, 2, agents=[a])
+        self.assertEqual({e.agent for e in gen2}, {a.pid})
+        self.assert_generation(2, 2, nnodes=1, restart=1)
+        # Woken up, the stopped agent finds its connection closed, reconnects, is told that its
+        # generation is over, stops its workers and waits as a spare; the job's end reaches it.
+        stale = [self.worker_pid(1, r) for r in (2, 3)]
+        mark = self.d.mark()
+        os.kill(b.pid, signal.SIGCONT)
+        self.d.wait_log(r"job astop: .* reconnected from generation 1 \(now 2\)", since=mark,
+                        timeout=10)
+        self.assertEqual(self.wait_pids_gone(stale, 5.0), [], "its old workers are stopped")
+        self.release()
+        self.finish_all([a, b], 0)
+        self.assertEqual(self.events("start", 3), [], "no further generation")
+
+    def test_join_timeout_below_min_fails_clearly(self):
+        self.start_daemon()
+        a, b = self.two_nodes("jto", "2:2", "--join-timeout", "2")
+        t0 = time.monotonic()
+        os.kill(b.pid, signal.SIGKILL)
+        rc, _, err = finish(a, timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("rdzv-agent: job jto failed (exit code 1): only 1 of the 2 nodes the job "
+                      "needs (--nnodes 2:2) were there within the join timeout (2 s); root cause: "
+                      "the agent of node rank 1", err)
+        self.assertGreater(took, 1.8)
+        self.assertLess(took, 8.0)
+        self.assertEqual(self.events("start", 2), [])
+
+    def test_replacement_node_joins_below_min(self):
+        self.start_daemon()
+        a, b = self.two_nodes("repl", "2:2")
+        os.kill(b.pid, signal.SIGKILL)
+        self.d.wait_log(r"job repl: restarting generation 1")
+        time.sleep(1.5)
+        self.assertEqual(self.events("start", 2), [], "below MIN: the job waits")
+        self.assertIsNone(a.poll())
+        t0 = time.time()
+        c = self.agent("repl", "--nnodes", "2:2", "--nproc", "2", "--max-restarts", "1")
+        gen2 = self.wait_starts(2, 4, agents=[a, c])
+        self.assertLess(max(e.t for e in gen2) - t0, 5.0, "replacement start -> generation 2")
+        self.assert_generation(2, 4, nnodes=2, restart=1)
+        self.assertEqual({e.agent for e in gen2}, {a.pid, c.pid})
+        self.assertEqual({e.agent for e in gen2 if e.node == 0}, {a.pid}, "survivor keeps rank 0")
+        self.release()
+        self.finish_all([a, c], 0)
+
+    def test_spare_takes_the_place_of_a_lost_node(self):
+        self.start_daemon()
+        a, b = self.two_nodes("spare", "2:2")
+        mark = self.d.mark()
+        s = self.agent("spare", "--nnodes", "2:2", "--nproc", "2", "--max-restarts", "1")
+        self.d.wait_log(r"job spare: .* joined, 3 of 2\.\.2 \(waits for the next generation\)",
+                        since=mark)
+        time.sleep(0.3)
+        self.assertEqual(self.events("start", 2), [], "a spare does not disturb the job")
+        t0 = time.time()
+        os.kill(b.pid, signal.SIGKILL)
+        gen2 = self.wait_starts(2, 4, agents=[a, s])
+        self.assertLess(max(e.t for e in gen2) - t0, 5.0, "node lost -> spare's workers started")
+        self.assert_generation(2, 4, nnodes=2, restart=1)
+        self.assertEqual({e.agent for e in gen2 if e.node == 1}, {s.pid})
+        self.release()
+        errs = self.finish_all([a, s], 0)
+        self.assertIn("waiting as a spare", errs[1])
+
+    def test_scale_up_now_takes_a_late_node_in(self):
+        self.start_daemon()
+        args = ("--nnodes", "1:2", "--nproc", "2", "--scale-up", "now", "--max-restarts", "0")
+        a = self.agent("scale", *args)
+        self.wait_starts(1, 2, agents=[a])
+        self.assert_generation(1, 2, nnodes=1)
+        t0 = time.time()
+        b = self.agent("scale", *args)
+        gen2 = self.wait_starts(2, 4, agents=[a, b])
+        self.assertLess(max(e.t for e in gen2) - t0, 5.0, "late join -> 2-node generation")
+        # Not a failure: the restart budget (0) is untouched.
+        self.assert_generation(2, 4, nnodes=2, restart=0)
+        self.assertEqual({e.agent for e in gen2}, {a.pid, b.pid})
+        self.release()
+        self.finish_all([a, b], 0)
+        self.d.wait_log(r"job scale: restarting generation 1 \(restart 0 of 0, not counted: "
+                        r"scale-up\)")
+
+
+class TestLinkCut(FaultTestCase):
+    """One agent inside a network namespace behind a veth pair; the link goes down."""
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0:
+            self.skipTest("needs root for ip netns")
+        if not shutil.which("ip"):
+            self.skipTest("needs the ip command (iproute2)")
+        pid = os.getpid()
+        self.ns = f"rdzvf{pid}"
+        self.vh, self.vn = f"rfh{pid}", f"rfn{pid}"
+        base = 4 * ((pid >> 8) % 64)
+        self.host_ip = f"10.77.{pid % 256}.{base + 1}"
+        self.ns_ip = f"10.77.{pid % 256}.{base + 2}"
+        self.addCleanup(self._teardown_ns)
+        self._teardown_ns()
+        try:
+            for cmd in (["ip", "netns", "add", self.ns],
+                        ["ip", "link", "add", self.vh, "type", "veth", "peer", "name", self.vn],
+                        ["ip", "link", "set", self.vn, "netns", self.ns],
+                        ["ip", "addr", "add", f"{self.host_ip}/30", "dev", self.vh],
+                        ["ip", "link", "set", self.vh, "up"],
+                        ["ip", "netns", "exec", self.ns, "ip", "addr", "add", f"{self.ns_ip}/30",
+                         "dev", self.vn],
+                        ["ip", "netns", "exec", self.ns, "ip", "link", "set", self.vn, "up"],
+                        ["ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up"]):
+                subprocess.run(cmd, check=True, capture_output=True, timeout=10)
+        except subprocess.CalledProcessError as e:
+            self.skipTest(f"cannot set up a network namespace: {' '.join(e.cmd)}: "
+                          f"{e.stderr.decode().strip()}")
+
+    def _teardown_ns(self):
+        # Deleting the namespace deletes the veth pair with it.
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=10)
+        subprocess.run(["ip", "link", "del", self.vh], capture_output=True, timeout=10)
+
+    def test_link_down_is_detected_and_survivors_reform(self):
+        self.start_daemon("--bind", self.host_ip)
+        ep = f"{self.host_ip}:{self.d.port}"
+        args = ("--nnodes", "1:2", "--nproc", "2", "--max-restarts", "1", "--heartbeat-timeout",
+                str(HB))
+        a = self.agent("link", *args, "--node-rank", "0", ep=ep)
+        b = self.agent("link", *args, "--node-rank", "1", ep=ep,
+                       prefix=["ip", "netns", "exec", self.ns])
+        self.wait_starts(1, 4, agents=[a, b])
+        env_b = self.env_of(1, 2)
+        self.assertEqual(env_b["MASTER_ADDR"], self.host_ip, "the store's address as B sees it")
+        mark = self.d.mark()
+        t0 = time.monotonic()
+        subprocess.run(["ip", "link", "set", self.vh, "down"], check=True, timeout=10)
+        self.d.wait_log(rf"job link: the agent of node rank 1 \(.*\) sent no heartbeat for "
+                        rf"{HB}\.0 s", since=mark, timeout=15)
+        took = time.monotonic() - t0
+        self.assertGreater(took, HB * 0.75)
+        self.assertLess(took, HB + 3.0, "link down -> detected after the heartbeat timeout")
+        gen2 = self.wait_starts(2, 2, agents=[a])
+        self.assertEqual({e.agent for e in gen2}, {a.pid})
+        self.assert_generation(2, 2, nnodes=1, restart=1)
+        # Cut off, B keeps its workers (it cannot tell a lost daemon from a lost job).
+        self.assertTrue(all(pid_alive(self.worker_pid(1, r)) for r in (2, 3)))
+        self.release()
+        self.finish_all([a], 0)
+
+
+if __name__ == "__main__":
+    main()
