@@ -14,21 +14,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "agent-reaper.h"
 
 extern char **environ;
 
 #define SINK_HIGH (1u << 20)     /* queued relay bytes that pause reading from the workers */
 #define SINK_LOW (256u << 10)    /* ... and that resume it */
 #define SINK_KEEP_CAP (4u << 20) /* an emptied queue larger than this gives its memory back */
+#define REAPER_RESTART_MS 1000   /* least time between two starts of the reaper */
 
 enum group_state {
     GROUP_IDLE,     /* no start active: every worker handle is closed */
@@ -73,14 +75,26 @@ struct agent_worker {
     uv_process_t proc; /* first */
     struct agent_group *g;
     unsigned local_rank;
-    unsigned rank;    /* global rank of the current start */
-    int pid;          /* also the worker's process group and session id */
-    bool proc_open;   /* initialised by uv_spawn, uv_close not yet called */
-    bool running;     /* spawned, exit not yet seen */
-    char *error_file; /* TORCHELASTIC_ERROR_FILE of the current start */
-    char prefix[32];  /* "[rank<N>]: " */
+    unsigned rank;     /* global rank of the current start */
+    int pid;           /* also the worker's process group and session id */
+    bool proc_open;    /* initialised by uv_spawn, uv_close not yet called */
+    bool running;      /* spawned (or failed to exec, until that is reported), exit not yet seen */
+    bool listed;       /* its process group may be alive: the reaper has it ("+pid") */
+    bool group_killed; /* SIGKILL was sent to its process group */
+    char *error_file;  /* TORCHELASTIC_ERROR_FILE of the current start */
+    char prefix[32];   /* "[rank<N>]: " */
     size_t prefix_len;
     struct worker_out out[_OUT_MAX];
+};
+
+/* One run of the reaper process (agent-reaper.h). On the heap, apart from the group: a failed
+ * spawn in agent_group_new() closes itself after the group is gone. */
+struct reaper {
+    uv_process_t proc;     /* first */
+    uv_pipe_t in;          /* write end of its stdin (close-on-exec) */
+    struct agent_group *g; /* NULL: the group does not wait for this one's handles */
+    unsigned handles;      /* of proc and in, not yet closed back */
+    bool in_open;
 };
 
 struct agent_group {
@@ -99,8 +113,11 @@ struct agent_group {
     struct out_sink sink[_OUT_MAX];
     struct rdzv_buf scratch; /* one line, for blocking sinks */
     char *tmp_dir;           /* private directory for error files when there is no log_dir */
-    char self_pid[24];
-    bool stdin_open; /* fd 0 was open at agent_group_new(): workers inherit it */
+    struct reaper *reaper;   /* running as far as we know; NULL before a restart */
+    uv_timer_t reaper_timer; /* restart after an unexpected exit */
+    uint64_t reaper_started_ms;
+    char token[AGENT_TOKEN_LEN + 1]; /* RDZV_AGENT_TOKEN of this group's workers */
+    bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
     bool omp_told;
     void (*done)(void *ud);
     void *done_ud;
@@ -130,11 +147,14 @@ static const char *const env_owned[] = {
     "RDZV_NCCL_UNIQUE_ID",
     "RDZV_GENERATION",
     "RDZV_ENDPOINT",
+    AGENT_TOKEN_ENV,
 };
 #define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
 
 static void group_maybe_finish(struct agent_group *g);
 static void group_update_pause(struct agent_group *g);
+static void worker_unlist_if_gone(struct agent_worker *w);
+static void reaper_timer_cb(uv_timer_t *t);
 
 static void group_set_state(struct agent_group *g, enum group_state st)
 {
@@ -410,6 +430,8 @@ static void worker_out_close(struct worker_out *o)
     o->open = false;
     g->pipes_open--;
     uv_close((uv_handle_t *)&o->pipe, worker_handle_close_cb);
+    /* A descendant that held the pipe after the worker's exit may just have gone with it. */
+    worker_unlist_if_gone(o->w);
 }
 
 static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -475,24 +497,293 @@ static void group_update_pause(struct agent_group *g)
         }
 }
 
-/* ---- timers and completion ---- */
+/* ---- the reaper: kills the workers' process groups if the agent dies (agent-reaper.h) ---- */
 
-static bool worker_alive(const struct agent_worker *w)
+struct reaper_line {
+    uv_write_t req;
+    char text[24];
+};
+
+static void reaper_write_cb(uv_write_t *req, int status)
 {
-    /* An exited worker whose output is still open has a descendant holding it, most likely in
-     * its process group, which keeps the group id from being reused. */
-    return w->pid > 0 && (w->running || w->out[OUT_STDOUT].open || w->out[OUT_STDERR].open);
+    free(rdzv_container_of(req, struct reaper_line, req));
 }
 
+/* Send "+<pgid>" or "-<pgid>". Without a reaper (it died, a restart is pending) the line is
+ * dropped: reaper_start() lists every listed worker again. */
+static void reaper_send(struct agent_group *g, char op, int pgid)
+{
+    struct reaper_line *l;
+    char text[24];
+    uv_buf_t b;
+    int n, r;
+
+    if (!g->reaper || !g->reaper->in_open)
+        return;
+    n = snprintf(text, sizeof(text), "%c%d\n", op, pgid);
+    b = uv_buf_init(text, (unsigned)n);
+    /* Nearly always written at once: the reaper reads as fast as it can. */
+    r = uv_try_write((uv_stream_t *)&g->reaper->in, &b, 1);
+    if (r == n)
+        return;
+    if (r < 0 && r != UV_EAGAIN)
+        goto out_fail; /* it died (EPIPE): its exit callback restarts it */
+    /* The pipe is full or has a queue: queue the rest behind it, in order. */
+    l = malloc(sizeof(*l));
+    if (!l) {
+        r = -ENOMEM;
+        goto out_fail;
+    }
+    if (r < 0)
+        r = 0;
+    memcpy(l->text, text + r, (size_t)(n - r));
+    b = uv_buf_init(l->text, (unsigned)(n - r));
+    r = uv_write(&l->req, (uv_stream_t *)&g->reaper->in, &b, 1, reaper_write_cb);
+    if (r == 0)
+        return;
+    free(l);
+out_fail:
+    log_warn("workers: cannot tell the reaper %c%d: %s", op, pgid, uv_strerror(r));
+}
+
+static void reaper_close_cb(uv_handle_t *h)
+{
+    struct reaper *rp = h->data;
+    struct agent_group *g = rp->g;
+    uint64_t since;
+
+    assert(rp->handles > 0);
+    if (--rp->handles > 0)
+        return;
+    free(rp);
+    if (!g)
+        return;
+    assert(g->handles > 0);
+    g->handles--;
+    if (g->state != GROUP_FREEING && !g->reaper) {
+        /* It died: start another, at most once per REAPER_RESTART_MS. */
+        since = uv_now(g->cfg.loop) - g->reaper_started_ms;
+        (void)uv_timer_start(&g->reaper_timer, reaper_timer_cb,
+                             since >= REAPER_RESTART_MS ? 0 : REAPER_RESTART_MS - since, 0);
+    }
+    group_maybe_finish(g);
+}
+
+static void reaper_close(struct reaper *rp)
+{
+    uv_close((uv_handle_t *)&rp->proc, reaper_close_cb);
+    if (rp->in_open) {
+        rp->in_open = false;
+        uv_close((uv_handle_t *)&rp->in, reaper_close_cb);
+    }
+}
+
+/* SIGKILL it, close its handles and reap it here: libuv does not reap a closed process handle. */
+static void reaper_kill(struct reaper *rp)
+{
+    int pid = rp->proc.pid;
+
+    (void)kill(pid, SIGKILL);
+    reaper_close(rp);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void reaper_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct reaper *rp = rdzv_container_of(p, struct reaper, proc);
+    struct agent_group *g = rp->g;
+
+    if (term_signal)
+        log_warn("the worker reaper (pid %d) was killed by signal %d (%s); restarting it (until "
+                 "then, workers would outlive a SIGKILLed agent)",
+                 p->pid, term_signal, strsignal(term_signal));
+    else
+        log_warn("the worker reaper (pid %d) exited with status %" PRId64 "; restarting it "
+                 "(until then, workers would outlive a SIGKILLed agent)",
+                 p->pid, exit_status);
+    assert(g && g->reaper == rp);
+    g->reaper = NULL;
+    reaper_close(rp);
+}
+
+/* environ without RDZV_AGENT_TOKEN: the reaper of an agent that runs as another agent's worker
+ * must not be killed with it by the outer reaper's token scan, or nobody would kill the inner
+ * agent's workers. Returns a heap array of borrowed strings, or NULL. */
+static char **reaper_env(void)
+{
+    size_t n = 0, k = 0;
+    char **v;
+
+    while (environ && environ[n])
+        n++;
+    v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], AGENT_TOKEN_ENV "=", sizeof(AGENT_TOKEN_ENV)) != 0)
+            v[k++] = environ[i];
+    return v;
+}
+
+/* Spawn a reaper and list every worker whose group may be alive. Returns 0 or a negative errno
+ * (then nothing of it is left but handles closing on their own). */
+static int reaper_start(struct agent_group *g)
+{
+    char *args[] = {(char *)g->cfg.self_exe, "--reaper", g->token, NULL};
+    uv_process_options_t opts = {0};
+    uv_stdio_container_t stdio[3];
+    struct reaper *rp;
+    uv_file fds[2];
+    char **env;
+    int r;
+
+    assert(!g->reaper);
+    rp = calloc(1, sizeof(*rp));
+    env = reaper_env();
+    if (!rp || !env) {
+        r = -ENOMEM;
+        goto out_free;
+    }
+    /* Both ends close-on-exec: a child forked by the agent holds the write end until its exec
+     * completes, so the reaper's EOF waits for it (agent-reaper.h). */
+    r = uv_pipe(fds, 0, 0);
+    if (r < 0)
+        goto out_free;
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = fds[0];
+    stdio[1].flags = UV_IGNORE;
+    stdio[2].flags = fcntl(STDERR_FILENO, F_GETFD) >= 0 ? UV_INHERIT_FD : UV_IGNORE;
+    stdio[2].data.fd = STDERR_FILENO;
+    opts.file = g->cfg.self_exe;
+    opts.args = args;
+    opts.env = env;
+    opts.stdio = stdio;
+    opts.stdio_count = 3;
+    opts.exit_cb = reaper_exit_cb;
+    /* Its own session: a signal for the agent's process group (Ctrl-C) does not reach it. */
+    opts.flags = UV_PROCESS_DETACHED;
+    r = uv_spawn(g->cfg.loop, &rp->proc, &opts);
+    free(env);
+    close(fds[0]);
+    rp->proc.data = rp;
+    rp->handles = 1;
+    if (r < 0) {
+        close(fds[1]);
+        reaper_close(rp);
+        return r;
+    }
+    /* The reaper alone must not keep the loop running. */
+    uv_unref((uv_handle_t *)&rp->proc);
+    (void)uv_pipe_init(g->cfg.loop, &rp->in, 0);
+    rp->in.data = rp;
+    rp->handles++;
+    rp->in_open = true;
+    r = uv_pipe_open(&rp->in, fds[1]);
+    if (r < 0) {
+        close(fds[1]);
+        reaper_kill(rp);
+        return r;
+    }
+    rp->g = g;
+    g->handles++;
+    g->reaper = rp;
+    g->reaper_started_ms = uv_now(g->cfg.loop);
+    log_debug("workers: reaper pid %d started", rp->proc.pid);
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        if (g->workers[i].listed)
+            reaper_send(g, '+', g->workers[i].pid);
+    return 0;
+
+out_free:
+    free(env);
+    free(rp);
+    return r;
+}
+
+static void reaper_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+    int r;
+
+    r = reaper_start(g);
+    if (r < 0) {
+        log_error_errno(r, "cannot restart the worker reaper %s, retrying in %d ms",
+                        g->cfg.self_exe, REAPER_RESTART_MS);
+        (void)uv_timer_start(t, reaper_timer_cb, REAPER_RESTART_MS, 0);
+        return;
+    }
+    log_warn("restarted the worker reaper (pid %d)", g->reaper->proc.pid);
+}
+
+/* At free: no worker needs it any more (all reaped, or their groups SIGKILLed). Reaped at once,
+ * so that free() leaves no running child behind and its handles are closing when free() returns. */
+static void reaper_stop(struct agent_group *g)
+{
+    struct reaper *rp = g->reaper;
+
+    (void)uv_timer_stop(&g->reaper_timer);
+    if (!rp)
+        return;
+    g->reaper = NULL;
+    reaper_kill(rp);
+}
+
+static bool group_gone(int pgid)
+{
+    return kill(-pgid, 0) < 0 && errno == ESRCH;
+}
+
+/* Unlist w's group ("-pid") once it is known gone: its worker reaped and no process left in it,
+ * or SIGKILL sent to it (its processes are doomed, and the id cannot be reused before the last of
+ * them is gone). An exited worker's group that still has processes (a lingering descendant)
+ * stays listed: it is checked again when the worker's pipes close and at the end of the start. */
+static void worker_unlist_if_gone(struct agent_worker *w)
+{
+    if (!w->listed || w->running)
+        return;
+    if (!w->group_killed && !group_gone(w->pid))
+        return;
+    w->listed = false;
+    reaper_send(w->g, '-', w->pid);
+}
+
+/* The end of a start (or free): processes left in the groups of exited workers are SIGKILLed,
+ * as torchrun ends each worker's process group. The workers' slots are then free for the next
+ * start. */
+static void group_kill_leftovers(struct agent_group *g)
+{
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (!w->listed || w->running)
+            continue;
+        if (!w->group_killed && !group_gone(w->pid)) {
+            log_info("worker rank %u (pid %d) exited, but its process group still has "
+                     "processes: killing them",
+                     w->rank, w->pid);
+            (void)kill(-w->pid, SIGKILL);
+        }
+        w->listed = false;
+        reaper_send(g, '-', w->pid);
+    }
+}
+
+/* ---- timers and completion ---- */
+
+/* Signal the process group of each worker that may still have one: running, or exited with
+ * processes left in its group (listed). */
 static void group_kill(struct agent_group *g, int signum)
 {
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
 
-        if (!worker_alive(w))
+        if (!w->listed)
             continue;
         if (kill(-w->pid, signum) < 0 && errno != ESRCH)
             log_warn_errno(-errno, "worker rank %u: kill(-%d, %d)", w->rank, w->pid, signum);
+        else if (signum == SIGKILL)
+            w->group_killed = true;
     }
 }
 
@@ -593,6 +884,7 @@ static void group_maybe_finish(struct agent_group *g)
         return;
     if (g->state == GROUP_ACTIVE && group_queued(g))
         return;
+    group_kill_leftovers(g);
     (void)uv_timer_stop(&g->kill_timer);
     (void)uv_timer_stop(&g->drain_timer);
     group_set_state(g, GROUP_IDLE);
@@ -612,14 +904,27 @@ static void group_handle_close_cb(uv_handle_t *h)
 
 /* ---- processes ---- */
 
-static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+/* A worker is over: reaped, or its command could not be executed (then exit_status is 127). */
+static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_signal)
 {
-    struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
     struct agent_group *g = w->g;
 
     assert(w->running && g->running > 0);
     w->running = false;
     g->running--;
+    worker_unlist_if_gone(w);
+    if (g->state == GROUP_FREEING)
+        return; /* killed by agent_group_free(): nobody to tell */
+    if (g->running == 0 && g->pipes_open > 0)
+        (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
+    if (g->cfg.on_exit)
+        g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
+}
+
+static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
+
     if (term_signal)
         log_info("worker rank %u (local rank %u, pid %d) was killed by signal %d (%s)", w->rank,
                  w->local_rank, w->pid, term_signal, strsignal(term_signal));
@@ -628,12 +933,21 @@ static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal
                  w->local_rank, w->pid, exit_status);
     w->proc_open = false;
     uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
-    if (g->state == GROUP_FREEING)
-        return; /* killed by agent_group_free(): nobody to tell */
-    if (g->running == 0 && g->pipes_open > 0)
-        (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
-    if (g->cfg.on_exit)
-        g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
+    worker_exited(w, exit_status, term_signal);
+}
+
+/* The process handle of a worker whose command could not be executed is closed: report the exit
+ * (127) now, from the loop, as if a wrapper had tried the exec and failed. */
+static void worker_noexec_close_cb(uv_handle_t *h)
+{
+    struct agent_worker *w = rdzv_container_of((uv_process_t *)h, struct agent_worker, proc);
+    struct agent_group *g = w->g;
+
+    assert(g->worker_handles > 0 && g->handles > 0);
+    g->worker_handles--;
+    g->handles--;
+    worker_exited(w, 127, 0);
+    group_maybe_finish(g);
 }
 
 /* growable, NULL-terminated environment; entries from index n_borrowed on are ours to free */
@@ -742,6 +1056,7 @@ static int env_worker(const struct agent_group *g, const struct agent_worker *w,
     if (a->nccl_id_hex)
         r |= env_add(e, "RDZV_NCCL_UNIQUE_ID=%s", a->nccl_id_hex);
     r |= env_add(e, "RDZV_GENERATION=%" PRIu64, a->generation);
+    r |= env_add(e, AGENT_TOKEN_ENV "=%s", g->token);
     if (g->cfg.endpoint)
         r |= env_add(e, "RDZV_ENDPOINT=%s", g->cfg.endpoint);
     if (g->cfg.devices)
@@ -873,38 +1188,53 @@ out_close_fds:
     return r;
 }
 
+/* Errors of uv_spawn() that are the system's, not the command's: the start fails. Any other
+ * (ENOENT, EACCES, ENOEXEC, ...) comes from execvp() in the child: the worker "exits" 127. */
+static bool spawn_error_is_resources(int r)
+{
+    return r == UV_EAGAIN || r == UV_ENOMEM || r == UV_EMFILE || r == UV_ENFILE || r == UV_ENOSYS;
+}
+
+/* The command cannot be executed: say so on the worker's stderr (relayed and logged, as a wrapper
+ * that failed to exec it would have), then close its pipes. */
+static void worker_cannot_run(struct agent_worker *w, int err)
+{
+    struct worker_out *o = &w->out[OUT_STDERR];
+    char msg[PATH_MAX + 128];
+    int n;
+
+    n = snprintf(msg, sizeof(msg), "rdzv-agent: cannot run '%s': %s\n", w->g->cfg.argv[0],
+                 strerror(-err));
+    if (n < 0)
+        n = 0;
+    else if ((size_t)n >= sizeof(msg))
+        n = (int)sizeof(msg) - 1;
+    if (o->log_fd >= 0)
+        (void)write_all(o->log_fd, msg, (size_t)n);
+    if (n > 0)
+        relay_line(o, msg, (size_t)n - 1);
+    for (unsigned k = 0; k < _OUT_MAX; k++)
+        worker_out_close(&w->out[k]);
+}
+
 static int worker_spawn(struct agent_group *g, struct agent_worker *w,
                         const struct agent_assignment *a, struct envb *env)
 {
     uv_process_options_t opts = {0};
     uv_stdio_container_t stdio[3];
     int child_fd[_OUT_MAX] = {-1, -1};
-    size_t argc = 0, nargs;
-    char **args;
     int r;
 
     w->rank = a->rank_offset + w->local_rank;
     w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
     w->pid = 0;
+    w->listed = w->group_killed = false;
     r = worker_prepare_dir(g, w, a->restart_count);
     if (r < 0)
         goto out_close_logs;
     r = env_worker(g, w, a, env);
     if (r < 0)
         goto out_free_env;
-
-    while (g->cfg.argv[argc])
-        argc++;
-    nargs = argc + 4;
-    args = calloc(nargs, sizeof(*args));
-    if (!args) {
-        r = -ENOMEM;
-        goto out_free_env;
-    }
-    args[0] = (char *)g->cfg.self_exe;
-    args[1] = "--exec-worker";
-    args[2] = g->self_pid;
-    memcpy(args + 3, g->cfg.argv, argc * sizeof(*args));
 
     for (unsigned k = 0; k < _OUT_MAX; k++) {
         r = worker_out_open(&w->out[k], &child_fd[k]);
@@ -922,8 +1252,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         stdio[1 + k].data.fd = child_fd[k];
     }
     opts.exit_cb = worker_exit_cb;
-    opts.file = g->cfg.self_exe;
-    opts.args = args;
+    opts.file = g->cfg.argv[0];
+    opts.args = g->cfg.argv;
     opts.env = env->v;
     opts.stdio = stdio;
     opts.stdio_count = 3;
@@ -933,24 +1263,33 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     w->proc.data = g;
     g->worker_handles++;
     g->handles++;
-    if (r < 0) {
-        log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.self_exe);
+    if (r >= 0) {
+        w->pid = w->proc.pid;
+        w->listed = true;
+        reaper_send(g, '+', w->pid);
+        w->proc_open = true;
+    } else if (spawn_error_is_resources(r)) {
+        log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.argv[0]);
         uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
         goto out_close_pipes;
     }
-    w->proc_open = true;
     w->running = true;
-    w->pid = w->proc.pid;
     g->running++;
-    for (unsigned k = 0; k < _OUT_MAX; k++) {
+    for (unsigned k = 0; k < _OUT_MAX; k++)
         close(child_fd[k]);
+    if (r < 0) {
+        log_debug("workers: rank %u: cannot run %s: %s", w->rank, g->cfg.argv[0], uv_strerror(r));
+        worker_cannot_run(w, r);
+        uv_close((uv_handle_t *)&w->proc, worker_noexec_close_cb);
+        env_reset(env);
+        return 0;
+    }
+    for (unsigned k = 0; k < _OUT_MAX; k++)
         if (!g->paused)
             (void)uv_read_start((uv_stream_t *)&w->out[k].pipe, worker_out_alloc_cb,
                                 worker_out_read_cb);
-    }
     log_info("started worker rank %u (local rank %u, pid %d): %s", w->rank, w->local_rank, w->pid,
              g->cfg.argv[0]);
-    free(args);
     env_reset(env);
     return 0;
 
@@ -960,7 +1299,6 @@ out_close_pipes:
             close(child_fd[k]);
         worker_out_close(&w->out[k]);
     }
-    free(args);
 out_free_env:
     env_reset(env);
 out_close_logs:
@@ -972,7 +1310,9 @@ out_close_logs:
 
 int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 {
+    uint8_t rnd[AGENT_TOKEN_LEN / 2];
     struct agent_group *g;
+    int r;
 
     if (!cfg->loop || !cfg->argv || !cfg->argv[0] || !cfg->self_exe || cfg->nproc == 0)
         return -EINVAL;
@@ -1012,11 +1352,29 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
             w->out[k].log_fd = -1;
         }
     }
+    for (size_t i = 0; i < sizeof(rnd); i += 8) {
+        uint64_t v = rdzv_random_u64();
+
+        memcpy(rnd + i, &v, sizeof(v));
+    }
+    rdzv_hex(rnd, sizeof(rnd), g->token);
+    g->token[AGENT_TOKEN_LEN] = '\0';
+    /* First, so that a failure leaves nothing to close but the reaper's own handle; now, so that
+     * its exec is done while the agent waits for the rendezvous, not when the workers start. */
+    r = reaper_start(g);
+    if (r < 0) {
+        log_error_errno(r, "cannot start the worker reaper %s", cfg->self_exe);
+        free(g->workers);
+        free(g);
+        return r;
+    }
     (void)uv_timer_init(cfg->loop, &g->kill_timer);
     (void)uv_timer_init(cfg->loop, &g->drain_timer);
     (void)uv_timer_init(cfg->loop, &g->notify_timer);
-    g->kill_timer.data = g->drain_timer.data = g->notify_timer.data = g;
-    g->handles = 3;
+    (void)uv_timer_init(cfg->loop, &g->reaper_timer);
+    g->kill_timer.data = g->drain_timer.data = g->notify_timer.data = g->reaper_timer.data = g;
+    uv_unref((uv_handle_t *)&g->reaper_timer);
+    g->handles += 4;
     sink_setup(g, &g->sink[OUT_STDOUT], g->cfg.out_fd);
     sink_setup(g, &g->sink[OUT_STDERR], g->cfg.err_fd);
     *ret = g;
@@ -1038,7 +1396,6 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
     r = env_inherit(g, &env);
     if (r < 0)
         return r;
-    snprintf(g->self_pid, sizeof(g->self_pid), "%ld", (long)getpid());
     if (g->cfg.nproc > 1 && !getenv("OMP_NUM_THREADS") && !g->omp_told) {
         log_info("OMP_NUM_THREADS is not set: each worker gets OMP_NUM_THREADS=1 (as with "
                  "torchrun); set it to tune performance");
@@ -1109,6 +1466,11 @@ unsigned agent_group_running(const struct agent_group *g)
     return g->running;
 }
 
+int agent_group_reaper_pid(const struct agent_group *g)
+{
+    return g->reaper ? g->reaper->proc.pid : 0;
+}
+
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank)
 {
     if (local_rank >= g->cfg.nproc)
@@ -1130,11 +1492,15 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
         log_warn("freeing the worker group with %u workers running, killing them", g->running);
         group_kill(g, SIGKILL);
     }
+    group_kill_leftovers(g);
+    /* Every listed group is gone or SIGKILLed: the reaper has nothing left to do. */
+    reaper_stop(g);
     g->done = done;
     g->done_ud = ud;
     group_set_state(g, GROUP_FREEING);
     uv_close((uv_handle_t *)&g->kill_timer, group_handle_close_cb);
     uv_close((uv_handle_t *)&g->notify_timer, group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->reaper_timer, group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
 
@@ -1154,29 +1520,4 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
         }
     }
     uv_close((uv_handle_t *)&g->drain_timer, group_handle_close_cb);
-}
-
-int agent_exec_worker(int argc, char **argv)
-{
-    uint64_t agent_pid;
-
-    if (argc < 4 || strcmp(argv[1], "--exec-worker") != 0 ||
-        rdzv_parse_u64(argv[2], &agent_pid) < 0) {
-        fprintf(stderr, "rdzv-agent: usage: --exec-worker <agent pid> <command> [args...]\n");
-        return 127;
-    }
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
-        fprintf(stderr, "rdzv-agent: cannot run '%s': PR_SET_PDEATHSIG: %s\n", argv[3],
-                strerror(errno));
-        return 127;
-    }
-    /* The agent may have died between fork and prctl(): then nobody would kill us. */
-    if ((uint64_t)getppid() != agent_pid) {
-        fprintf(stderr, "rdzv-agent: cannot run '%s': the agent (pid %s) has exited\n", argv[3],
-                argv[2]);
-        return 127;
-    }
-    execvp(argv[3], argv + 3);
-    fprintf(stderr, "rdzv-agent: cannot run '%s': %s\n", argv[3], strerror(errno));
-    return 127;
 }

@@ -19,6 +19,7 @@
 #include "../proto/rdzv-msg.h"
 #include "agent-client.h"
 #include "agent-nccl.h"
+#include "agent-reaper.h"
 #include "agent-workers.h"
 
 struct agent_opts {
@@ -696,8 +697,8 @@ int main(int argc, char **argv)
     char **gpus = NULL;
     int ngpus, r;
 
-    if (argc > 1 && strcmp(argv[1], "--exec-worker") == 0)
-        return agent_exec_worker(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
+        return agent_reaper_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
         return agent_nccl_root_main(argc, argv);
 
