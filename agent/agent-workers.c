@@ -14,9 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../common/rdzv-buf.h"
@@ -30,7 +31,7 @@ extern char **environ;
 #define SINK_HIGH (1u << 20)     /* queued relay bytes that pause reading from the workers */
 #define SINK_LOW (256u << 10)    /* ... and that resume it */
 #define SINK_KEEP_CAP (4u << 20) /* an emptied queue larger than this gives its memory back */
-#define REAPER_RESTART_MS 1000   /* least time between two starts of the reaper */
+#define REAPER_RESTART_MS 1000   /* most time before reconnecting to a reaper that is gone */
 
 enum group_state {
     GROUP_IDLE,     /* no start active: every worker handle is closed */
@@ -87,14 +88,14 @@ struct agent_worker {
     struct worker_out out[_OUT_MAX];
 };
 
-/* One run of the reaper process (agent-reaper.h). On the heap, apart from the group: a failed
- * spawn in agent_group_new() closes itself after the group is gone. */
+/* Our connection to the host's reaper (agent-reaper.h); on the heap, replaced when it is gone. */
 struct reaper {
-    uv_process_t proc;     /* first */
-    uv_pipe_t in;          /* write end of its stdin (close-on-exec) */
-    struct agent_group *g; /* NULL: the group does not wait for this one's handles */
-    unsigned handles;      /* of proc and in, not yet closed back */
-    bool in_open;
+    uv_pipe_t sock; /* first; lines out, "ok <pid>" in, then EOF when the reaper is gone */
+    struct agent_group *g;
+    int pid;    /* the reaper's, once acked */
+    bool acked; /* "ok" received */
+    size_t len;
+    char rbuf[64];
 };
 
 struct agent_group {
@@ -111,11 +112,14 @@ struct agent_group {
     int stop_signal;
     bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
     struct out_sink sink[_OUT_MAX];
-    struct rdzv_buf scratch; /* one line, for blocking sinks */
-    char *tmp_dir;           /* private directory for error files when there is no log_dir */
-    struct reaper *reaper;   /* running as far as we know; NULL before a restart */
-    uv_timer_t reaper_timer; /* restart after an unexpected exit */
-    uint64_t reaper_started_ms;
+    struct rdzv_buf scratch;    /* one line, for blocking sinks */
+    char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
+    uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
+    uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */
+    char reaper_name[AGENT_REAPER_NAME_MAX + 1];
+    bool reaper_lost;        /* a reaper that had acked us is gone: say so when one is back */
+    unsigned reaper_unacked; /* connections in a row that ended before their "ok" */
     char token[AGENT_TOKEN_LEN + 1]; /* RDZV_AGENT_TOKEN of this group's workers */
     bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
     bool omp_told;
@@ -509,26 +513,25 @@ static void reaper_write_cb(uv_write_t *req, int status)
     free(rdzv_container_of(req, struct reaper_line, req));
 }
 
-/* Send "+<pgid>" or "-<pgid>". Without a reaper (it died, a restart is pending) the line is
- * dropped: reaper_start() lists every listed worker again. */
-static void reaper_send(struct agent_group *g, char op, int pgid)
+/* Send one line ("+<pgid>", "-<pgid>", "q"). Without a reaper (it is gone, a restart is pending)
+ * the line is dropped: reaper_start() lists every listed worker again. */
+static void reaper_send(struct agent_group *g, const char *text)
 {
     struct reaper_line *l;
-    char text[24];
+    size_t n = strlen(text);
     uv_buf_t b;
-    int n, r;
+    int r;
 
-    if (!g->reaper || !g->reaper->in_open)
+    if (!g->reaper)
         return;
-    n = snprintf(text, sizeof(text), "%c%d\n", op, pgid);
-    b = uv_buf_init(text, (unsigned)n);
+    b = uv_buf_init((char *)text, (unsigned)n);
     /* Nearly always written at once: the reaper reads as fast as it can. */
-    r = uv_try_write((uv_stream_t *)&g->reaper->in, &b, 1);
-    if (r == n)
+    r = uv_try_write((uv_stream_t *)&g->reaper->sock, &b, 1);
+    if (r == (int)n)
         return;
     if (r < 0 && r != UV_EAGAIN)
-        goto out_fail; /* it died (EPIPE): its exit callback restarts it */
-    /* The pipe is full or has a queue: queue the rest behind it, in order. */
+        goto out_fail; /* it is gone (EPIPE): the EOF on our end restarts it */
+    /* The socket is full or has a queue: queue the rest behind it, in order. */
     l = malloc(sizeof(*l));
     if (!l) {
         r = -ENOMEM;
@@ -536,80 +539,117 @@ static void reaper_send(struct agent_group *g, char op, int pgid)
     }
     if (r < 0)
         r = 0;
-    memcpy(l->text, text + r, (size_t)(n - r));
-    b = uv_buf_init(l->text, (unsigned)(n - r));
-    r = uv_write(&l->req, (uv_stream_t *)&g->reaper->in, &b, 1, reaper_write_cb);
+    memcpy(l->text, text + r, n - (size_t)r);
+    b = uv_buf_init(l->text, (unsigned)(n - (size_t)r));
+    r = uv_write(&l->req, (uv_stream_t *)&g->reaper->sock, &b, 1, reaper_write_cb);
     if (r == 0)
         return;
     free(l);
 out_fail:
-    log_warn("workers: cannot tell the reaper %c%d: %s", op, pgid, uv_strerror(r));
+    log_debug("workers: cannot tell the reaper %.*s: %s", (int)n - 1, text, uv_strerror(r));
+}
+
+static void reaper_send_pgid(struct agent_group *g, char op, int pgid)
+{
+    char text[24];
+
+    snprintf(text, sizeof(text), "%c%d\n", op, pgid);
+    reaper_send(g, text);
 }
 
 static void reaper_close_cb(uv_handle_t *h)
 {
     struct reaper *rp = h->data;
     struct agent_group *g = rp->g;
-    uint64_t since;
 
-    assert(rp->handles > 0);
-    if (--rp->handles > 0)
-        return;
     free(rp);
-    if (!g)
-        return;
     assert(g->handles > 0);
     g->handles--;
     if (g->state != GROUP_FREEING && !g->reaper) {
-        /* It died: start another, at most once per REAPER_RESTART_MS. */
-        since = uv_now(g->cfg.loop) - g->reaper_started_ms;
+        /* Closed before its "ok": it was exiting as we came (its last agent had just gone); try
+         * again at once. Else it died: connect again (or start one) after a random delay of up to
+         * REAPER_RESTART_MS, so that the agents of a job whose reaper died do not all start one at
+         * the same moment. */
         (void)uv_timer_start(&g->reaper_timer, reaper_timer_cb,
-                             since >= REAPER_RESTART_MS ? 0 : REAPER_RESTART_MS - since, 0);
+                             g->reaper_unacked == 1 ? 0 : rdzv_random_u64() % REAPER_RESTART_MS, 0);
     }
     group_maybe_finish(g);
 }
 
-static void reaper_close(struct reaper *rp)
+static void reaper_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    uv_close((uv_handle_t *)&rp->proc, reaper_close_cb);
-    if (rp->in_open) {
-        rp->in_open = false;
-        uv_close((uv_handle_t *)&rp->in, reaper_close_cb);
-    }
+    struct reaper *rp = h->data;
+
+    buf->base = rp->rbuf + rp->len;
+    buf->len = sizeof(rp->rbuf) - rp->len;
 }
 
-/* SIGKILL it, close its handles and reap it here: libuv does not reap a closed process handle. */
-static void reaper_kill(struct reaper *rp)
+/* "ok <pid>" once; then EOF (or a reset) when the reaper is gone. */
+static void reaper_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    int pid = rp->proc.pid;
-
-    (void)kill(pid, SIGKILL);
-    reaper_close(rp);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-}
-
-static void reaper_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
-{
-    struct reaper *rp = rdzv_container_of(p, struct reaper, proc);
+    struct reaper *rp = st->data;
     struct agent_group *g = rp->g;
+    char *nl;
 
-    if (term_signal)
-        log_warn("the worker reaper (pid %d) was killed by signal %d (%s); restarting it (until "
-                 "then, workers would outlive a SIGKILLed agent)",
-                 p->pid, term_signal, strsignal(term_signal));
-    else
-        log_warn("the worker reaper (pid %d) exited with status %" PRId64 "; restarting it "
-                 "(until then, workers would outlive a SIGKILLed agent)",
-                 p->pid, exit_status);
-    assert(g && g->reaper == rp);
+    if (nread > 0) {
+        rp->len += (size_t)nread;
+        nl = memchr(rp->rbuf, '\n', rp->len);
+        if (!rp->acked && nl && strncmp(rp->rbuf, "ok ", 3) == 0) {
+            *nl = '\0';
+            rp->pid = atoi(rp->rbuf + 3);
+            rp->acked = true;
+            if (g->reaper_lost)
+                log_warn("the worker reaper is back (pid %d)", rp->pid);
+            else
+                log_debug("workers: reaper pid %d has us", rp->pid);
+            g->reaper_lost = false;
+            g->reaper_unacked = 0;
+        }
+        if (nl || rp->len == sizeof(rp->rbuf))
+            rp->len = 0;
+        return;
+    }
+    if (nread == 0)
+        return;
+    assert(g->reaper == rp);
     g->reaper = NULL;
-    reaper_close(rp);
+    if (!rp->acked)
+        g->reaper_unacked++;
+    /* Without an "ok" it closed as we came (its last agent had just gone): no news. */
+    if (rp->acked) {
+        log_warn("the worker reaper (pid %d) is gone (%s); starting another (until then, "
+                 "workers would outlive a SIGKILLed agent)",
+                 rp->pid, uv_strerror((int)nread));
+        g->reaper_lost = true;
+    }
+    uv_close((uv_handle_t *)&rp->sock, reaper_close_cb);
 }
 
-/* environ without RDZV_AGENT_TOKEN: the reaper of an agent that runs as another agent's worker
- * must not be killed with it by the outer reaper's token scan, or nobody would kill the inner
- * agent's workers. Returns a heap array of borrowed strings, or NULL. */
+static void reaper_spawn_close_cb(uv_handle_t *h)
+{
+    struct agent_group *g = h->data;
+
+    free(h);
+    assert(g->handles > 0);
+    g->handles--;
+    group_maybe_finish(g);
+}
+
+/* The process we spawned daemonized (or failed): its handle has done its job. */
+static void reaper_spawn_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct agent_group *g = p->data;
+
+    if (exit_status != 0 || term_signal != 0)
+        log_warn("the worker reaper %s exited with status %" PRId64 " (signal %d) as it started",
+                 g->cfg.self_exe, exit_status, term_signal);
+    g->reaper_spawn = NULL;
+    p->data = g;
+    uv_close((uv_handle_t *)p, reaper_spawn_close_cb);
+}
+
+/* environ without RDZV_AGENT_TOKEN, for the reaper: it is the host's, not an agent's worker.
+ * Returns a heap array of borrowed strings, or NULL. */
 static char **reaper_env(void)
 {
     size_t n = 0, k = 0;
@@ -626,79 +666,166 @@ static char **reaper_env(void)
     return v;
 }
 
-/* Spawn a reaper and list every worker whose group may be alive. Returns 0 or a negative errno
- * (then nothing of it is left but handles closing on their own). */
-static int reaper_start(struct agent_group *g)
+/* Nobody serves the name: start `self_exe --reaper <name>` with one end of a socket pair as its
+ * first connection. Returns the other end in *ret_fd, or a negative errno. */
+static int reaper_spawn(struct agent_group *g, int *ret_fd)
 {
-    char *args[] = {(char *)g->cfg.self_exe, "--reaper", g->token, NULL};
+    char *args[] = {(char *)g->cfg.self_exe, "--reaper", g->reaper_name, NULL};
     uv_process_options_t opts = {0};
     uv_stdio_container_t stdio[3];
-    struct reaper *rp;
-    uv_file fds[2];
+    uv_process_t *p;
     char **env;
-    int r;
+    int sv[2], r;
 
-    assert(!g->reaper);
-    rp = calloc(1, sizeof(*rp));
+    if (g->reaper_spawn)
+        return -EBUSY; /* the one we started is still starting */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    p = calloc(1, sizeof(*p));
     env = reaper_env();
-    if (!rp || !env) {
+    if (!p || !env) {
         r = -ENOMEM;
         goto out_free;
     }
-    /* Both ends close-on-exec: a child forked by the agent holds the write end until its exec
-     * completes, so the reaper's EOF waits for it (agent-reaper.h). */
-    r = uv_pipe(fds, 0, 0);
-    if (r < 0)
-        goto out_free;
     stdio[0].flags = UV_INHERIT_FD;
-    stdio[0].data.fd = fds[0];
-    stdio[1].flags = UV_IGNORE;
-    stdio[2].flags = fcntl(STDERR_FILENO, F_GETFD) >= 0 ? UV_INHERIT_FD : UV_IGNORE;
-    stdio[2].data.fd = STDERR_FILENO;
+    stdio[0].data.fd = sv[1];
+    stdio[1].flags = stdio[2].flags = UV_IGNORE;
     opts.file = g->cfg.self_exe;
     opts.args = args;
     opts.env = env;
     opts.stdio = stdio;
     opts.stdio_count = 3;
-    opts.exit_cb = reaper_exit_cb;
+    opts.exit_cb = reaper_spawn_exit_cb;
     /* Its own session: a signal for the agent's process group (Ctrl-C) does not reach it. */
     opts.flags = UV_PROCESS_DETACHED;
-    r = uv_spawn(g->cfg.loop, &rp->proc, &opts);
+    r = uv_spawn(g->cfg.loop, p, &opts);
     free(env);
-    close(fds[0]);
-    rp->proc.data = rp;
-    rp->handles = 1;
-    if (r < 0) {
-        close(fds[1]);
-        reaper_close(rp);
-        return r;
-    }
-    /* The reaper alone must not keep the loop running. */
-    uv_unref((uv_handle_t *)&rp->proc);
-    (void)uv_pipe_init(g->cfg.loop, &rp->in, 0);
-    rp->in.data = rp;
-    rp->handles++;
-    rp->in_open = true;
-    r = uv_pipe_open(&rp->in, fds[1]);
-    if (r < 0) {
-        close(fds[1]);
-        reaper_kill(rp);
-        return r;
-    }
-    rp->g = g;
+    env = NULL;
+    close(sv[1]);
+    sv[1] = -1;
+    p->data = g;
     g->handles++;
-    g->reaper = rp;
-    g->reaper_started_ms = uv_now(g->cfg.loop);
-    log_debug("workers: reaper pid %d started", rp->proc.pid);
-    for (unsigned i = 0; i < g->cfg.nproc; i++)
-        if (g->workers[i].listed)
-            reaper_send(g, '+', g->workers[i].pid);
+    if (r < 0) {
+        uv_close((uv_handle_t *)p, reaper_spawn_close_cb);
+        p = NULL;
+        goto out_free;
+    }
+    uv_unref((uv_handle_t *)p);
+    g->reaper_spawn = p;
+    *ret_fd = sv[0];
     return 0;
 
 out_free:
     free(env);
-    free(rp);
+    free(p);
+    close(sv[0]);
+    if (sv[1] >= 0)
+        close(sv[1]);
     return r;
+}
+
+/* The host's reaper, if one of our user listens on the name. Returns the socket or -errno. */
+static int reaper_connect(const char *name)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(name);
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    int fd, r;
+
+    memcpy(sa.sun_path + 1, name, n); /* abstract: sun_path[0] == '\0' */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
+        r = -errno;
+        goto out_close;
+    }
+    /* Anyone may bind an abstract name: serve only with one of ours. */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid() ||
+        cr.pid <= 0) {
+        r = -EPERM;
+        goto out_close;
+    }
+    return fd;
+
+out_close:
+    close(fd);
+    return r;
+}
+
+/* "=<token> <pid>", with our stderr, where the reaper reports what it kills for us. */
+static int reaper_register(struct agent_group *g, int fd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct msghdr msg = {0};
+    struct iovec iov;
+    char text[AGENT_TOKEN_LEN + 32];
+    int err = STDERR_FILENO;
+
+    iov.iov_base = text;
+    iov.iov_len = (size_t)snprintf(text, sizeof(text), "=%s %ld\n", g->token, (long)getpid());
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fcntl(err, F_GETFD) >= 0) {
+        memset(&cm, 0, sizeof(cm));
+        msg.msg_control = cm.buf;
+        msg.msg_controllen = sizeof(cm.buf);
+        cm.h.cmsg_level = SOL_SOCKET;
+        cm.h.cmsg_type = SCM_RIGHTS;
+        cm.h.cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(&cm.h), &err, sizeof(err));
+    }
+    while (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
+}
+
+/* Connect to the host's reaper (or start one), register, and list every worker whose group may be
+ * alive. Returns 0 or a negative errno. */
+static int reaper_start(struct agent_group *g)
+{
+    struct reaper *rp;
+    int fd, r;
+
+    assert(!g->reaper);
+    fd = reaper_connect(g->reaper_name);
+    if (fd < 0) {
+        r = reaper_spawn(g, &fd);
+        if (r < 0)
+            return r;
+    }
+    r = reaper_register(g, fd);
+    rp = r < 0 ? NULL : calloc(1, sizeof(*rp));
+    if (!rp) {
+        close(fd);
+        return r < 0 ? r : -ENOMEM;
+    }
+    (void)uv_pipe_init(g->cfg.loop, &rp->sock, 0);
+    rp->sock.data = rp;
+    rp->g = g;
+    g->handles++;
+    r = uv_pipe_open(&rp->sock, fd);
+    if (r < 0)
+        close(fd);
+    else
+        r = uv_read_start((uv_stream_t *)&rp->sock, reaper_alloc_cb, reaper_read_cb);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&rp->sock, reaper_close_cb);
+        return r;
+    }
+    /* The reaper alone must not keep the loop running. */
+    uv_unref((uv_handle_t *)&rp->sock);
+    g->reaper = rp;
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        if (g->workers[i].listed)
+            reaper_send_pgid(g, '+', g->workers[i].pid);
+    return 0;
 }
 
 static void reaper_timer_cb(uv_timer_t *t)
@@ -708,25 +835,37 @@ static void reaper_timer_cb(uv_timer_t *t)
 
     r = reaper_start(g);
     if (r < 0) {
-        log_error_errno(r, "cannot restart the worker reaper %s, retrying in %d ms",
-                        g->cfg.self_exe, REAPER_RESTART_MS);
+        log_error_errno(r, "cannot reach or start the worker reaper, retrying in %d ms",
+                        REAPER_RESTART_MS);
         (void)uv_timer_start(t, reaper_timer_cb, REAPER_RESTART_MS, 0);
-        return;
     }
-    log_warn("restarted the worker reaper (pid %d)", g->reaper->proc.pid);
 }
 
-/* At free: no worker needs it any more (all reaped, or their groups SIGKILLed). Reaped at once,
- * so that free() leaves no running child behind and its handles are closing when free() returns. */
+/* At free: every listed group is gone or SIGKILLed. "q": no need to look for our token. */
 static void reaper_stop(struct agent_group *g)
 {
     struct reaper *rp = g->reaper;
 
     (void)uv_timer_stop(&g->reaper_timer);
+    if (g->reaper_spawn) {
+        /* Still starting: it gets the EOF of our end like any agent's. */
+        uv_close((uv_handle_t *)g->reaper_spawn, reaper_spawn_close_cb);
+        g->reaper_spawn = NULL;
+    }
     if (!rp)
         return;
+    /* Running workers whose groups were SIGKILLed are doomed: nothing left for it to do. */
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (w->listed && w->group_killed) {
+            w->listed = false;
+            reaper_send_pgid(g, '-', w->pid);
+        }
+    }
+    reaper_send(g, "q\n");
     g->reaper = NULL;
-    reaper_kill(rp);
+    uv_close((uv_handle_t *)&rp->sock, reaper_close_cb);
 }
 
 static bool group_gone(int pgid)
@@ -745,7 +884,7 @@ static void worker_unlist_if_gone(struct agent_worker *w)
     if (!w->group_killed && !group_gone(w->pid))
         return;
     w->listed = false;
-    reaper_send(w->g, '-', w->pid);
+    reaper_send_pgid(w->g, '-', w->pid);
 }
 
 /* The end of a start (or free): processes left in the groups of exited workers are SIGKILLed,
@@ -765,7 +904,7 @@ static void group_kill_leftovers(struct agent_group *g)
             (void)kill(-w->pid, SIGKILL);
         }
         w->listed = false;
-        reaper_send(g, '-', w->pid);
+        reaper_send_pgid(g, '-', w->pid);
     }
 }
 
@@ -1056,7 +1195,9 @@ static int env_worker(const struct agent_group *g, const struct agent_worker *w,
     if (a->nccl_id_hex)
         r |= env_add(e, "RDZV_NCCL_UNIQUE_ID=%s", a->nccl_id_hex);
     r |= env_add(e, "RDZV_GENERATION=%" PRIu64, a->generation);
-    r |= env_add(e, AGENT_TOKEN_ENV "=%s", g->token);
+    /* Appended to the list of the agents above ours (agent-reaper.h). */
+    v = getenv(AGENT_TOKEN_ENV);
+    r |= env_add(e, AGENT_TOKEN_ENV "=%s%s%s", v && *v ? v : "", v && *v ? "," : "", g->token);
     if (g->cfg.endpoint)
         r |= env_add(e, "RDZV_ENDPOINT=%s", g->cfg.endpoint);
     if (g->cfg.devices)
@@ -1266,7 +1407,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     if (r >= 0) {
         w->pid = w->proc.pid;
         w->listed = true;
-        reaper_send(g, '+', w->pid);
+        reaper_send_pgid(g, '+', w->pid);
         w->proc_open = true;
     } else if (spawn_error_is_resources(r)) {
         log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.argv[0]);
@@ -1359,11 +1500,14 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     }
     rdzv_hex(rnd, sizeof(rnd), g->token);
     g->token[AGENT_TOKEN_LEN] = '\0';
-    /* First, so that a failure leaves nothing to close but the reaper's own handle; now, so that
-     * its exec is done while the agent waits for the rendezvous, not when the workers start. */
-    r = reaper_start(g);
+    if (cfg->reaper_name)
+        r = snprintf(g->reaper_name, sizeof(g->reaper_name), "%s", cfg->reaper_name) >=
+                    (int)sizeof(g->reaper_name)
+                ? -ENAMETOOLONG
+                : 0;
+    else
+        r = agent_reaper_default_name(g->cfg.run_id, g->reaper_name, sizeof(g->reaper_name));
     if (r < 0) {
-        log_error_errno(r, "cannot start the worker reaper %s", cfg->self_exe);
         free(g->workers);
         free(g);
         return r;
@@ -1377,6 +1521,13 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     g->handles += 4;
     sink_setup(g, &g->sink[OUT_STDOUT], g->cfg.out_fd);
     sink_setup(g, &g->sink[OUT_STDERR], g->cfg.err_fd);
+    /* Now, not when the workers start: a connect() to the host's reaper, or starting one. */
+    r = reaper_start(g);
+    if (r < 0) {
+        log_error_errno(r, "cannot start the worker reaper %s", cfg->self_exe);
+        agent_group_free(g, NULL, NULL);
+        return r;
+    }
     *ret = g;
     return 0;
 }
@@ -1468,7 +1619,7 @@ unsigned agent_group_running(const struct agent_group *g)
 
 int agent_group_reaper_pid(const struct agent_group *g)
 {
-    return g->reaper ? g->reaper->proc.pid : 0;
+    return g->reaper && g->reaper->acked ? g->reaper->pid : 0;
 }
 
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank)

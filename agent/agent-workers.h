@@ -48,8 +48,9 @@ struct agent_group_cfg {
     const char *run_id;   /* TORCHELASTIC_RUN_ID */
     const char *endpoint; /* RDZV_ENDPOINT */
     const char *log_dir;  /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
-    const char *self_exe; /* path of rdzv-agent, run as `self_exe --reaper <token>` (see
-                           * agent_group_new) */
+    const char *self_exe; /* path of rdzv-agent, to start the host's reaper (see agent_group_new) */
+    const char *reaper_name;    /* NULL: the job's on this host (agent_reaper_default_name());
+                                 * tests give their own, to have a reaper of their own */
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
     unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
@@ -62,19 +63,22 @@ struct agent_group_cfg {
 };
 
 /* cfg is copied (strings borrowed: they must outlive the group). run_id ("none" if NULL) must be
- * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; the uv_spawn error if the
- * reaper cannot be started: then nothing is left but its process handle, closing on its own on the
- * next loop iteration).
+ * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; the uv_spawn() error if no
+ * reaper is reachable and none can be started: then the group's handles close on the next loop
+ * iterations, as after agent_group_free()).
  *
- * Workers never outlive the agent, even a SIGKILLed one. The group starts the reaper here, before
- * any worker and off the workers' critical path: `self_exe --reaper <token>`, in its own session,
- * its stdin a pipe from the agent (agent-reaper.h). The group tells it each worker's process group
- * as it is spawned and once it is gone; when the agent dies the pipe reaches EOF and the reaper
- * SIGKILLs those groups (a worker's descendants included) and every process that carries the
- * group's token: each worker gets RDZV_AGENT_TOKEN=<32 hex digits> in its environment (replacing an
- * inherited one), which is how a worker forked just as the agent died is still found. If the reaper
- * dies, the group logs a warning and starts another (at most one per second). The reaper's exit
- * does not keep the loop running; agent_group_free() kills and reaps it.
+ * Workers never outlive the agent, even a SIGKILLed one. Here, before any worker and off the
+ * workers' critical path, the group connects to the reaper of its job on this host
+ * (agent-reaper.h), or starts it (uv_spawn of `self_exe --reaper <name>`) if none listens: a
+ * process per job and host, not per agent, so that an agent costs a connect(). The group tells it
+ * each worker's process group as it is spawned and once it is gone; when the agent dies its
+ * connection reaches EOF and the reaper SIGKILLs those groups (a worker's descendants included) and
+ * every process that carries the group's token: each worker gets RDZV_AGENT_TOKEN=<32 hex digits>
+ * in its environment (after a comma, if the agent inherited the variable from an agent above it),
+ * which is how a worker forked just as the agent died is still found. What the reaper kills for an
+ * agent it reports on that agent's stderr. If the reaper is gone, the group logs a warning and
+ * connects again (or starts another) within REAPER_RESTART_MS. The connection does not keep the
+ * loop running; agent_group_free() tells the reaper this agent ended cleanly, and closes it.
  *
  * Output relay: each worker's stdout/stderr is a pipe; every line is re-emitted on out_fd/err_fd
  * with the prefix "[rank<global rank>]: " (lines over 64 KiB are split, a last line without a
@@ -116,7 +120,7 @@ void agent_group_stop(struct agent_group *g, int signum);
 /* Number of workers still running. */
 unsigned agent_group_running(const struct agent_group *g);
 
-/* Pid of the reaper, or 0 while it is being restarted (for logs and tests). */
+/* Pid of the host's reaper once it has acknowledged this group, else 0 (for logs and tests). */
 int agent_group_reaper_pid(const struct agent_group *g);
 
 /* TORCHELASTIC_ERROR_FILE of local_rank for the current (or last) start, or NULL before the first
@@ -126,7 +130,7 @@ const char *agent_group_error_file(const struct agent_group *g, unsigned local_r
 /* Close all handles. Workers should have exited: running ones are SIGKILLed (with a warning),
  * reported to nobody, and their process handles closed when they are reaped, so until then the
  * loop must keep running. Processes left in exited workers' groups are SIGKILLed too, then the
- * reaper is SIGKILLed and reaped (waitpid) at once. Relay output still queued is written first,
+ * reaper is told this agent is done ("q"). Relay output still queued is written first,
  * blocking for at most AGENT_FLUSH_MS. When all workers had exited, every handle of the group is
  * closing when this returns (a later uv_walk that skips closing handles is safe). No callback but
  * done runs afterwards; done (may be NULL) runs from the last close callback, when the memory is

@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -25,8 +28,9 @@
 #include "../tap.h"
 
 /*
- * This executable is also the reaper of the groups it makes (self_exe --reaper, as rdzv-agent is
- * in production) and, with --mini-agent, the agent that the reaper tests SIGKILL.
+ * This executable is also the reaper of the groups it makes (--reaper <name>, as rdzv-agent is in
+ * production; each test process uses a reaper name of its own) and, with --mini-agent, the agent
+ * that the reaper tests SIGKILL.
  *   test-agent-workers                 the group tests (suite unit)
  *   test-agent-workers --integration   the reaper tests (suite integration)
  */
@@ -38,6 +42,7 @@
 #define MAXW 8
 
 static char self_exe[PATH_MAX];
+static char reaper_name[64];     /* a reaper of our own: tests never share one with other runs */
 static char inherited_fds[1024]; /* fds >= 3 open without FD_CLOEXEC when main() started */
 static char tmp_root[256];
 static const char nccl_hex[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -266,9 +271,10 @@ static void fx_init_ex(struct fx *f, unsigned nproc, char **argv, bool sock)
     f->cfg.nproc = nproc;
     f->cfg.run_id = "job42";
     f->cfg.endpoint = "rdzv.example:29400";
-    f->cfg.self_exe = self_exe;
     f->cfg.max_restarts = 3;
     f->cfg.grace_ms = 5000;
+    f->cfg.self_exe = self_exe;
+    f->cfg.reaper_name = reaper_name;
     f->cfg.out_fd = f->cap_wfd;
     f->cfg.err_fd = f->err_fd;
     f->cfg.on_exit = fx_exit_cb;
@@ -450,6 +456,7 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
 {
     static const char *const devs[] = {"3", "2", "1", "0"};
     char *argv[] = {HELPER, "env", "write-error", "fds", NULL};
+    static const char outer_token[] = "0123456789abcdef0123456789abcdef";
     char logdir[512], want[PATH_MAX], num[32], token0[AGENT_TOKEN_LEN + 1] = "";
     struct fx f;
 
@@ -465,7 +472,7 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
     setenv("NCCL_ASYNC_ERROR_HANDLING", "0", 1);
     unsetenv("OMP_NUM_THREADS");
     setenv("RDZV_TEST_INHERITED", "yes", 1);
-    setenv("RDZV_AGENT_TOKEN", "stale", 1);
+    setenv("RDZV_AGENT_TOKEN", outer_token, 1); /* we run under another agent */
     setenv("TMPDIR", tmp_root, 1);
     f.cfg.devices = devices ? devs : NULL;
     f.cfg.log_dir = log_dir ? logdir : NULL;
@@ -516,13 +523,16 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
         ASSERT_VALUE(&l, "RDZV_TEST_INHERITED", "yes");
         ASSERT_VALUE(&l, "ENV_DUPLICATES", "0");
         ASSERT_VALUE(&l, "ERROR_FILE_WRITTEN", "1");
-        /* the group's reaper token, the same for every worker, replacing an inherited one */
+        /* the agent above ours, then the group's reaper token, the same for every worker */
         value_of(&l, AGENT_TOKEN_ENV, tok, sizeof(tok));
-        ASSERT_EQ(strlen(tok), AGENT_TOKEN_LEN);
-        ASSERT_EQ(strspn(tok, "0123456789abcdef"), AGENT_TOKEN_LEN);
+        ASSERT_EQ(strlen(tok), 2 * AGENT_TOKEN_LEN + 1);
+        ASSERT_EQ(memcmp(tok, outer_token, AGENT_TOKEN_LEN), 0);
+        ASSERT_EQ(tok[AGENT_TOKEN_LEN], ',');
+        ASSERT_EQ(strspn(tok + AGENT_TOKEN_LEN + 1, "0123456789abcdef"), AGENT_TOKEN_LEN);
+        ASSERT_TRUE(memcmp(tok + AGENT_TOKEN_LEN + 1, outer_token, AGENT_TOKEN_LEN) != 0);
         if (lr == 0)
-            snprintf(token0, sizeof(token0), "%.*s", AGENT_TOKEN_LEN, tok);
-        ASSERT_BYTES_STR(tok, strlen(tok), token0);
+            snprintf(token0, sizeof(token0), "%.*s", AGENT_TOKEN_LEN, tok + AGENT_TOKEN_LEN + 1);
+        ASSERT_EQ(memcmp(tok + AGENT_TOKEN_LEN + 1, token0, AGENT_TOKEN_LEN), 0);
         /* nothing the agent opened leaks into a worker; what it inherited passes through */
         ASSERT_VALUE(&l, "OPEN_FDS", inherited_fds);
 #undef NUM
@@ -973,14 +983,19 @@ static void test_missing_command(void)
     missing_case("rdzv-no-such-command-in-path");
 }
 
-/* The reaper cannot be spawned: no group (workers would not be protected), nothing left open. */
+/* No reaper to reach, none can be started: no group (workers would not be protected). */
 static void test_no_reaper(void)
 {
     char *argv[] = {HELPER, NULL};
+
+    char name[sizeof(reaper_name) + 8];
     struct fx f;
 
+    /* a name nobody serves (ours may still be served by the last test's reaper, exiting) */
+    snprintf(name, sizeof(name), "%s.none", reaper_name);
     fx_init(&f, 2, argv);
     f.cfg.self_exe = "/nonexistent/rdzv-agent";
+    f.cfg.reaper_name = name;
     ASSERT_EQ(agent_group_new(&f.cfg, &f.g), UV_ENOENT);
     fx_free_done(&f);
     fx_cap_start(&f);
@@ -1343,153 +1358,244 @@ static void reaper_usage_case(char **args)
     ASSERT_EQ(uv_loop_close(&loop), 0);
     ASSERT_TRUE(c.exited);
     ASSERT_EQ(c.status, 2);
-    ASSERT_TRUE(buf_has(&c.ebuf, "rdzv-agent: usage: --reaper <32 hex digits>"));
+    ASSERT_TRUE(buf_has(&c.ebuf, "rdzv-agent: usage: --reaper <name>"));
     rdzv_buf_free(&c.buf);
     rdzv_buf_free(&c.ebuf);
 }
 
 static void test_reaper_usage(void)
 {
-    char *no_token[] = {self_exe, "--reaper", NULL};
-    char *bad_token[] = {self_exe, "--reaper", "0123456789ABCDEF0123456789ABCDEF", NULL};
+    char *no_name[] = {self_exe, "--reaper", NULL};
+    char *empty[] = {self_exe, "--reaper", "", NULL};
 
-    reaper_usage_case(no_token);
-    reaper_usage_case(bad_token);
+    reaper_usage_case(no_name);
+    reaper_usage_case(empty);
 }
 
-/* Four sleepers, each leading its own session with a child in its group:
- *   0 listed and unlisted again        must survive
- *   1 listed                           killed, with its child
- *   2 not listed, carries the token    killed, with its child (found by the /proc scan)
- *   3 not listed, another token        must survive                                     */
-enum { RP_UNLISTED, RP_LISTED, RP_TOKEN, RP_OTHER, _RP_MAX };
+/* poll() for one fd, through EINTR (libuv's SIGCHLD handler is installed here). */
+static int poll_one(struct pollfd *pfd, int ms)
+{
+    int n;
+
+    while ((n = poll(pfd, 1, ms)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
+/* Register with a reaper as an agent does: on fd (a socket pair's end given to the reaper, or -1:
+ * connect to name), "=<token> <pid>" with err_fd passed along. Waits for "ok <pid>" (5 s at most)
+ * and returns the socket; *ret_pid is the reaper's pid. */
+static int reaper_register_as(const char *name, int fd, const char *token, int err_fd, int *ret_pid)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct msghdr msg = {0};
+    struct iovec iov;
+    char text[128];
+    struct pollfd pfd;
+    ssize_t n;
+
+    if (fd < 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+        memcpy(sa.sun_path + 1, name, strlen(name));
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(connect(fd, (struct sockaddr *)&sa,
+                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))));
+    }
+    iov.iov_base = text;
+    iov.iov_len = (size_t)snprintf(text, sizeof(text), "=%s %ld\n", token, (long)getpid());
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    memset(&cm, 0, sizeof(cm));
+    msg.msg_control = cm.buf;
+    msg.msg_controllen = sizeof(cm.buf);
+    cm.h.cmsg_level = SOL_SOCKET;
+    cm.h.cmsg_type = SCM_RIGHTS;
+    cm.h.cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(&cm.h), &err_fd, sizeof(err_fd));
+    ASSERT_EQ(sendmsg(fd, &msg, 0), (ssize_t)iov.iov_len);
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    ASSERT_EQ(poll_one(&pfd, 5000), 1);
+    n = read(fd, text, sizeof(text) - 1);
+    ASSERT_TRUE(n > 3);
+    text[n] = '\0';
+    ASSERT_EQ(strncmp(text, "ok ", 3), 0);
+    *ret_pid = atoi(text + 3);
+    ASSERT_TRUE(*ret_pid > 0);
+    return fd;
+}
+
+static void write_str(int fd, const char *s)
+{
+    ASSERT_EQ(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+}
+
+/* Everything in a pipe whose every writer has closed, as a string (5 s at most). */
+static void read_pipe(int fd, char *out, size_t len)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    size_t k = 0;
+    ssize_t n;
+
+    for (;;) {
+        ASSERT_EQ(poll_one(&pfd, 5000), 1);
+        n = read(fd, out + k, len - 1 - k);
+        ASSERT_TRUE(n >= 0);
+        if (n == 0)
+            break;
+        k += (size_t)n;
+    }
+    out[k] = '\0';
+}
+
+/* Six sleepers, each leading its own session with a child in its group. Agent A started the
+ * reaper (a socket pair), agent B connected to it by name; then A is gone, later B ends cleanly.
+ *   0 A listed and unlisted it                         must survive
+ *   1 A listed it                                      killed when A is gone, with its child
+ *   2 RDZV_AGENT_TOKEN=<other>,<A's token>             killed when A is gone (the /proc scan)
+ *   3 RDZV_AGENT_TOKEN=<A's token>0,<other>            must survive (no element is the token)
+ *   4 B listed it                                      survives A; B unlists it before "q"
+ *   5 RDZV_AGENT_TOKEN=<B's token>                     survives: after "q" nobody scans */
+enum { RP_UNLISTED, RP_LISTED, RP_TOKEN, RP_OTHER, RP_B_LISTED, RP_B_TOKEN, _RP_MAX };
 
 struct reaper_fx {
     uv_loop_t loop;
-    struct child reaper, s[_RP_MAX];
-    uv_timer_t settle;
-    int wfd; /* write end of the reaper's stdin */
+    struct child s[_RP_MAX];
     unsigned ready;
-    bool sent, checked;
-    bool none; /* the variant where everything listed is unlisted again */
+    int want; /* stop the loop once these have exited (bits) */
 };
-
-static void rp_settle_cb(uv_timer_t *t)
-{
-    struct reaper_fx *x = t->data;
-
-    /* Whatever the reaper killed had time to die: the others were spared. */
-    ASSERT_FALSE(x->s[RP_UNLISTED].exited);
-    if (!x->none)
-        ASSERT_FALSE(x->s[RP_OTHER].exited);
-    x->checked = true;
-    for (unsigned i = 0; i < _RP_MAX; i++)
-        if (x->s[i].proc.pid > 0 && !x->s[i].exited)
-            ASSERT_OK(kill(-(pid_t)x->s[i].proc.pid, SIGKILL));
-    uv_close((uv_handle_t *)t, NULL);
-}
 
 static void rp_on_data(struct child *c)
 {
     struct reaper_fx *x = c->ud;
-    char lines[256];
-    int n;
+    int exited = 0;
 
-    if (c != &x->reaper && !c->child_pid && buf_has(&c->buf, "READY")) {
+    if (!c->child_pid && buf_has(&c->buf, "READY")) {
         c->child_pid = buf_num(&c->buf, "CHILD_PID=");
         ASSERT_TRUE(c->child_pid > 0);
-        x->ready++;
+        if (++x->ready == _RP_MAX)
+            uv_stop(&x->loop);
     }
-    if (!x->sent && x->ready == (x->none ? 1u : (unsigned)_RP_MAX)) {
-        x->sent = true;
-        n = snprintf(lines, sizeof(lines), "+%d\nbogus\n+1\n-%d\n", x->s[RP_UNLISTED].proc.pid,
-                     x->s[RP_UNLISTED].proc.pid);
-        if (!x->none)
-            n += snprintf(lines + n, sizeof(lines) - (size_t)n, "+%d\n+%d\n-%d\n",
-                          x->s[RP_LISTED].proc.pid, x->s[RP_UNLISTED].proc.pid,
-                          x->s[RP_UNLISTED].proc.pid);
-        ASSERT_EQ(write(x->wfd, lines, (size_t)n), n);
-        /* the agent is gone */
-        close(x->wfd);
-        x->wfd = -1;
-    }
-    if (c == &x->reaper && c->exited)
-        ASSERT_OK(uv_timer_start(&x->settle, rp_settle_cb, 300, 0));
+    for (unsigned i = 0; i < _RP_MAX; i++)
+        if (x->s[i].exited)
+            exited |= 1 << i;
+    if (x->want && (exited & x->want) == x->want)
+        uv_stop(&x->loop);
 }
 
-static void reaper_case(bool none)
+static void rp_settle(void)
 {
-    char token[AGENT_TOKEN_LEN + 1], other[AGENT_TOKEN_LEN + 1];
-    char mine[64 + AGENT_TOKEN_LEN], theirs[64 + AGENT_TOKEN_LEN], want[256];
-    char *args[] = {self_exe, "--reaper", token, NULL};
+    struct timespec ts = {0, 300 * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* A dead agent's groups and token carriers die; another agent's do not; a clean end scans
+ * nothing; the reaper exits with its last connection. */
+static void test_reaper_shared(void)
+{
+    char name[64], ta[AGENT_TOKEN_LEN + 1], tb[AGENT_TOKEN_LEN + 1], other[AGENT_TOKEN_LEN + 1];
+    char envs[_RP_MAX][64 + 2 * AGENT_TOKEN_LEN], lines[256], said[1024];
+    char *args[] = {self_exe, "--reaper", name, NULL};
     char *sleeper[] = {HELPER, "child-sleep=30000", "print=READY", "sleep=30000", NULL};
     char **env[_RP_MAX];
     struct reaper_fx x = {0};
-    int fds[2];
+    struct child spawner = {0};
+    int sv[2], erra[2], errb[2], a, b, pid, pid_b;
+    long dt;
 
-    snprintf(tap_note, sizeof(tap_note), "nothing left listed %d", none);
-    random_token(token);
+    snprintf(name, sizeof(name), "rdzv-test-reaper-shared.%d", (int)getpid());
+    random_token(ta);
+    random_token(tb);
     random_token(other);
-    snprintf(mine, sizeof(mine), "%s=%s", AGENT_TOKEN_ENV, token);
-    snprintf(theirs, sizeof(theirs), "%s=%s", AGENT_TOKEN_ENV, other);
-    x.none = none;
+    snprintf(envs[RP_TOKEN], sizeof(envs[0]), "%s=%s,%s", AGENT_TOKEN_ENV, other, ta);
+    snprintf(envs[RP_OTHER], sizeof(envs[0]), "%s=%s0,%s", AGENT_TOKEN_ENV, ta, other);
+    snprintf(envs[RP_B_TOKEN], sizeof(envs[0]), "%s=%s", AGENT_TOKEN_ENV, tb);
+    for (unsigned i = 0; i < _RP_MAX; i++)
+        env[i] = env_plus(i == RP_TOKEN || i == RP_OTHER || i == RP_B_TOKEN ? envs[i] : NULL);
     ASSERT_OK(uv_loop_init(&x.loop));
-    ASSERT_OK(uv_timer_init(&x.loop, &x.settle));
-    x.settle.data = &x;
-    ASSERT_OK(pipe2(fds, O_CLOEXEC));
-    x.wfd = fds[1];
-    x.reaper.on_data = rp_on_data;
-    x.reaper.ud = &x;
-    child_spawn(&x.loop, &x.reaper, NULL, args, NULL, true, fds[0]);
-    close(fds[0]);
-    env[RP_UNLISTED] = env_plus(NULL);
-    env[RP_LISTED] = env_plus(NULL);
-    env[RP_TOKEN] = env_plus(mine);
-    env[RP_OTHER] = env_plus(theirs);
-    for (unsigned i = 0; i < (none ? 1u : (unsigned)_RP_MAX); i++) {
+    for (unsigned i = 0; i < _RP_MAX; i++) {
         x.s[i].on_data = rp_on_data;
         x.s[i].ud = &x;
         child_spawn(&x.loop, &x.s[i], HELPER, sleeper, env[i], true, -1);
     }
+    uv_run(&x.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(x.ready, _RP_MAX);
+
+    /* A starts the reaper on a socket pair, as a group does; it daemonizes at once */
+    ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+    child_spawn(&x.loop, &spawner, NULL, args, NULL, true, sv[1]);
+    close(sv[1]);
+    ASSERT_OK(pipe2(erra, O_CLOEXEC));
+    ASSERT_OK(pipe2(errb, O_CLOEXEC));
+    a = reaper_register_as(name, sv[0], ta, erra[1], &pid);
+    b = reaper_register_as(name, -1, tb, errb[1], &pid_b);
+    ASSERT_EQ(pid_b, pid); /* one reaper for both */
+    close(erra[1]);
+    close(errb[1]);
+    snprintf(lines, sizeof(lines), "+%d\nbogus\n+1\n-%d\n+%d\n", x.s[RP_UNLISTED].proc.pid,
+             x.s[RP_UNLISTED].proc.pid, x.s[RP_LISTED].proc.pid);
+    write_str(a, lines);
+    snprintf(lines, sizeof(lines), "+%d\n", x.s[RP_B_LISTED].proc.pid);
+    write_str(b, lines);
+
+    /* A is gone (no "q") */
+    close(a);
+    read_pipe(erra[0], said, sizeof(said));
+    snprintf(tap_note, sizeof(tap_note), "reaper said: %.200s", said);
+    ASSERT_NOT_NULL(strstr(said, "SIGKILLed the 1 worker process group(s) it had listed and 1 "
+                                 "more found by its token\n"));
+    x.want = 1 << RP_LISTED | 1 << RP_TOKEN;
+    uv_run(&x.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(x.s[RP_LISTED].sig, SIGKILL);
+    ASSERT_EQ(x.s[RP_TOKEN].sig, SIGKILL);
+    rp_settle();
+    uv_run(&x.loop, UV_RUN_NOWAIT);
+    ASSERT_FALSE(x.s[RP_UNLISTED].exited);
+    ASSERT_FALSE(x.s[RP_OTHER].exited);
+    ASSERT_FALSE(x.s[RP_B_LISTED].exited);
+    ASSERT_FALSE(x.s[RP_B_TOKEN].exited);
+    ASSERT_FALSE(pid_gone(pid));
+
+    /* B ends cleanly: nothing listed, no scan, nothing said; the reaper exits */
+    snprintf(lines, sizeof(lines), "-%d\nq\n", x.s[RP_B_LISTED].proc.pid);
+    write_str(b, lines);
+    close(b);
+    read_pipe(errb[0], said, sizeof(said));
+    ASSERT_BYTES_STR(said, strlen(said), "");
+    dt = wait_gone(pid, 2000);
+    ASSERT_TRUE(dt >= 0);
+    rp_settle();
+    uv_run(&x.loop, UV_RUN_NOWAIT);
+    ASSERT_FALSE(x.s[RP_B_LISTED].exited);
+    ASSERT_FALSE(x.s[RP_B_TOKEN].exited);
+    tap_note[0] = '\0';
+
+    x.want = 0; /* run until every handle is closed */
+    for (unsigned i = 0; i < _RP_MAX; i++)
+        if (!x.s[i].exited)
+            ASSERT_OK(kill(-(pid_t)x.s[i].proc.pid, SIGKILL));
     ASSERT_EQ(uv_run(&x.loop, UV_RUN_DEFAULT), 0);
     ASSERT_EQ(uv_loop_close(&x.loop), 0);
-    ASSERT_TRUE(x.checked);
-    ASSERT_EQ(x.reaper.status, 0);
-    ASSERT_EQ(x.reaper.sig, 0);
-    if (none) {
-        /* nothing to kill, nothing said */
-        ASSERT_EQ(x.reaper.ebuf.len, 0);
-    } else {
-        ASSERT_EQ(x.s[RP_LISTED].sig, SIGKILL);
-        ASSERT_EQ(x.s[RP_TOKEN].sig, SIGKILL);
-        snprintf(want, sizeof(want),
-                 "SIGKILLed the 1 worker process group(s) it had listed and 1 more found by its "
-                 "token\n");
-        snprintf(tap_note, sizeof(tap_note), "reaper said: %.*s", (int)x.reaper.ebuf.len,
-                 (const char *)x.reaper.ebuf.data);
-        ASSERT_TRUE(buf_has(&x.reaper.ebuf, want));
-    }
+    ASSERT_TRUE(spawner.exited);
+    ASSERT_EQ(spawner.status, 0); /* the process we started daemonized */
     for (unsigned i = 0; i < _RP_MAX; i++) {
-        if (x.s[i].child_pid > 0) {
-            long dt = wait_gone(x.s[i].child_pid, 2000);
-
-            kill_leftover(x.s[i].child_pid);
-            ASSERT_TRUE(dt >= 0);
-        }
+        dt = wait_gone(x.s[i].child_pid, 2000);
+        kill_leftover(x.s[i].child_pid);
+        ASSERT_TRUE(dt >= 0);
         rdzv_buf_free(&x.s[i].buf);
         rdzv_buf_free(&x.s[i].ebuf);
         free(env[i]);
     }
-    rdzv_buf_free(&x.reaper.buf);
-    rdzv_buf_free(&x.reaper.ebuf);
-    tap_note[0] = '\0';
-}
-
-/* At EOF the reaper kills the listed groups and the token's, spares the rest, exits 0. */
-static void test_reaper_eof(void)
-{
-    reaper_case(false);
-    reaper_case(true);
+    rdzv_buf_free(&spawner.buf);
+    rdzv_buf_free(&spawner.ebuf);
+    close(erra[0]);
+    close(errb[0]);
 }
 
 static void agent_on_data(struct child *c)
@@ -1502,13 +1608,13 @@ static void agent_on_data(struct child *c)
     }
     if (!c->worker_pid || !buf_has(&c->buf, "MINI: rank 0 exited\n") || c->exited)
         return;
-    /* ud set: kill the reaper first, SIGKILL the agent once it has restarted one */
+    /* ud set: kill the reaper first, SIGKILL the agent once it has another */
     if (c->ud && !c->reaper_killed) {
         c->reaper_killed = true;
         ASSERT_OK(kill((pid_t)c->reaper_pid, SIGKILL));
         return;
     }
-    if (c->ud && !buf_has(&c->ebuf, "restarted the worker reaper"))
+    if (c->ud && !buf_has(&c->ebuf, "the worker reaper is back"))
         return;
     if (!c->agent_killed) {
         c->agent_killed = true;
@@ -1519,7 +1625,7 @@ static void agent_on_data(struct child *c)
 /* SIGKILL the agent: its running worker (own session, so no terminal or group signal reaches it)
  * and that worker's child die within 2 s, killed by the reaper, which had listed that worker's
  * group only: the other worker exited normally and was unlisted. With restart, the first reaper is
- * SIGKILLed before: the agent restarts one, which gets the running worker listed again. */
+ * SIGKILLed before: the agent starts another, which gets the running worker listed again. */
 static void agent_kill_case(bool restart)
 {
     char *args[] = {self_exe, "--mini-agent", NULL};
@@ -1543,14 +1649,15 @@ static void agent_kill_case(bool restart)
     dt = wait_gone(c.child_pid, 2000);
     kill_leftover(c.child_pid);
     ASSERT_TRUE(dt >= 0);
-    /* its stderr is closed, it may not be a zombie yet */
     ASSERT_TRUE(wait_gone(c.reaper_pid, 2000) >= 0);
     snprintf(tap_note, sizeof(tap_note), "agent's stderr: %.*s", (int)c.ebuf.len,
              (const char *)c.ebuf.data);
-    /* the stderr pipe reached EOF: the (last) reaper has exited, after saying what it did */
+    /* the stderr pipe reached EOF: the reaper has closed the agent's stderr, after saying what it
+     * did on it */
     ASSERT_TRUE(buf_has(&c.ebuf, "SIGKILLed the 1 worker process group(s) it had listed and 0 "
                                  "more found by its token\n"));
-    ASSERT_EQ(buf_has(&c.ebuf, "was killed by signal 9"), restart);
+    ASSERT_EQ(buf_has(&c.ebuf, "the worker reaper (pid "), restart); /* EOF or a reset */
+    ASSERT_EQ(buf_has(&c.ebuf, "the worker reaper is back"), restart);
     rdzv_buf_free(&c.buf);
     rdzv_buf_free(&c.ebuf);
     tap_note[0] = '\0';
@@ -1569,6 +1676,22 @@ static void mini_on_exit(struct agent_group *g, unsigned lr, int64_t status, int
     fflush(stdout);
 }
 
+/* Start the workers once the reaper has acknowledged the group (its pid is then known). */
+static void mini_wait_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+    static struct agent_assignment as = {
+        .nnodes = 1, .world_size = 2, .master_addr = "127.0.0.1", .master_port = 1};
+
+    if (!agent_group_reaper_pid(g))
+        return;
+    uv_close((uv_handle_t *)t, NULL);
+    printf("REAPER=%d\n", agent_group_reaper_pid(g));
+    fflush(stdout);
+    if (agent_group_start(g, &as) < 0)
+        exit(1);
+}
+
 /* The agent of the reaper tests: rank 0 exits at once, rank 1 (with a child in its process group)
  * sleeps; relayed to our stdout; runs until SIGKILLed. */
 static int mini_agent(void)
@@ -1576,8 +1699,8 @@ static int mini_agent(void)
     char *argv[] = {HELPER,        "r0:exit=0", "child-sleep=60000", "pid", "print=READY",
                     "sleep=60000", NULL};
     struct agent_group_cfg cfg = {0};
-    struct agent_assignment as = {0};
     struct agent_group *g;
+    uv_timer_t wait;
     uv_loop_t loop;
 
     signal(SIGPIPE, SIG_IGN);
@@ -1587,18 +1710,14 @@ static int mini_agent(void)
     cfg.argv = argv;
     cfg.nproc = 2;
     cfg.self_exe = self_exe;
+    cfg.reaper_name = reaper_name;
     cfg.grace_ms = 1000;
     cfg.on_exit = mini_on_exit;
-    as.nnodes = 1;
-    as.world_size = 2;
-    as.master_addr = "127.0.0.1";
-    as.master_port = 1;
     if (agent_group_new(&cfg, &g) < 0)
         return 1;
-    printf("REAPER=%d\n", agent_group_reaper_pid(g));
-    fflush(stdout);
-    if (agent_group_start(g, &as) < 0)
-        return 1;
+    uv_timer_init(&loop, &wait);
+    wait.data = g;
+    uv_timer_start(&wait, mini_wait_cb, 5, 5);
     uv_run(&loop, UV_RUN_DEFAULT);
     return 1; /* not reached: the test SIGKILLs us first */
 }
@@ -1617,6 +1736,8 @@ int main(int argc, char **argv)
     n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
     ASSERT_TRUE(n > 0);
     self_exe[n] = '\0';
+    snprintf(reaper_name, sizeof(reaper_name), "rdzv-test-reaper.%d.%08x", (int)getpid(),
+             (unsigned)rdzv_random_u64());
     if (argc > 1 && strcmp(argv[1], "--mini-agent") == 0)
         return mini_agent();
     for (int fd = 3, k = 0; fd < 4096; fd++) {
@@ -1631,7 +1752,7 @@ int main(int argc, char **argv)
     ASSERT_NOT_NULL(mkdtemp(tmp_root));
     if (argc > 1 && strcmp(argv[1], "--integration") == 0) {
         TEST(test_reaper_usage);
-        TEST(test_reaper_eof);
+        TEST(test_reaper_shared);
         TEST(test_agent_sigkill);
     } else {
         TEST(test_env_contract);
