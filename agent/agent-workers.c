@@ -1205,7 +1205,31 @@ static int env_worker(const struct agent_group *g, const struct agent_worker *w,
     return r < 0 ? -ENOMEM : 0;
 }
 
-/* mkdir -p, 0755. */
+/* mkdir -p, 0755, from the leaf up: parents that exist are not touched. A mkdir() locks the parent
+ * directory, and 256 agents starting their workers at once would queue on the lock of /tmp or of
+ * a shared log directory. buf (PATH_MAX) is modified and restored. */
+static int mkdir_up(char *buf, size_t n)
+{
+    char *slash;
+    int r;
+
+    if (mkdir(buf, 0755) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -errno;
+    slash = memrchr(buf, '/', n);
+    if (!slash || slash == buf)
+        return -ENOENT;
+    *slash = '\0';
+    r = mkdir_up(buf, (size_t)(slash - buf));
+    *slash = '/';
+    if (r < 0)
+        return r;
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
 static int mkdir_parents(const char *path)
 {
     char buf[PATH_MAX];
@@ -1214,16 +1238,28 @@ static int mkdir_parents(const char *path)
     if (n >= sizeof(buf))
         return -ENAMETOOLONG;
     memcpy(buf, path, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
+    return mkdir_up(buf, n);
+}
+
+/* Without log_dir, error files go to a private directory: <TMPDIR>/rdzv-<run_id>-XXXXXX. */
+static int group_make_tmp_dir(struct agent_group *g)
+{
+    const char *tmp = getenv("TMPDIR");
+    int r;
+
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    if (asprintf(&g->tmp_dir, "%s/rdzv-%s-XXXXXX", tmp, g->cfg.run_id) < 0) {
+        g->tmp_dir = NULL;
+        return -ENOMEM;
     }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return -errno;
+    if (!mkdtemp(g->tmp_dir)) {
+        r = -errno;
+        log_error_errno(r, "cannot create a directory for error files like %s", g->tmp_dir);
+        free(g->tmp_dir);
+        g->tmp_dir = NULL;
+        return r;
+    }
     return 0;
 }
 
@@ -1234,21 +1270,9 @@ static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, uns
     int n, r;
 
     if (!g->cfg.log_dir && !g->tmp_dir) {
-        const char *tmp = getenv("TMPDIR");
-
-        if (!tmp || !*tmp)
-            tmp = "/tmp";
-        if (asprintf(&g->tmp_dir, "%s/rdzv-%s-XXXXXX", tmp, g->cfg.run_id) < 0) {
-            g->tmp_dir = NULL;
-            return -ENOMEM;
-        }
-        if (!mkdtemp(g->tmp_dir)) {
-            r = -errno;
-            log_error_errno(r, "cannot create a directory for error files like %s", g->tmp_dir);
-            free(g->tmp_dir);
-            g->tmp_dir = NULL;
+        r = group_make_tmp_dir(g);
+        if (r < 0)
             return r;
-        }
     }
     if (g->cfg.log_dir)
         n = snprintf(dir, sizeof(dir), "%s/%s/attempt_%u/%u", g->cfg.log_dir, g->cfg.run_id,
@@ -1528,6 +1552,16 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         agent_group_free(g, NULL, NULL);
         return r;
     }
+    /* The private directory of error files, and its attempt_0/<local rank>/ (the first start's,
+     * nearly always): made while the agent waits for the rendezvous; 256 agents starting their
+     * workers at once would all queue on /tmp. A failure here is reported by the start. */
+    if (!g->cfg.log_dir && group_make_tmp_dir(g) == 0)
+        for (unsigned i = 0; i < cfg->nproc; i++) {
+            char dir[PATH_MAX];
+
+            if (snprintf(dir, sizeof(dir), "%s/attempt_0/%u", g->tmp_dir, i) < (int)sizeof(dir))
+                (void)mkdir_parents(dir);
+        }
     *ret = g;
     return 0;
 }

@@ -58,7 +58,8 @@ struct agent {
     uint64_t nccl_generation;
     uv_signal_t sigs[6];
     uv_timer_t heartbeat;
-    struct rdzv_round round;
+    uint64_t generation;  /* of the current round */
+    int64_t rank_offset;  /* global rank of our local rank 0 in it */
     char **devices;
     int exit_code;
     bool local_failure;        /* one of our workers failed */
@@ -425,7 +426,7 @@ static void report_failure(struct agent *a, int64_t rank, int64_t local_rank, in
     struct timeval tv;
 
     gettimeofday(&tv, NULL);
-    w.generation = a->round.generation;
+    w.generation = a->generation;
     w.rank = rank;
     w.local_rank = local_rank;
     w.exit_code = code;
@@ -439,7 +440,7 @@ static void on_group_exit(struct agent_group *g, unsigned local_rank, int64_t st
                           void *ud)
 {
     struct agent *a = ud;
-    int64_t rank = a->round.rank_offset + local_rank;
+    int64_t rank = a->rank_offset + local_rank;
 
     (void)g;
     if (status == 0 && sig == 0) {
@@ -475,7 +476,7 @@ static void on_group_all_exited(struct agent_group *g, void *ud)
                  a->o.nproc);
         (void)agent_client_send(a->client, RDZV_MSG_LEAVE,
                                 json_pack("{s:I, s:s}", "generation",
-                                          (json_int_t)a->round.generation, "status", "succeeded"));
+                                          (json_int_t)a->generation, "status", "succeeded"));
         a->state = AG_STOPPING;
     }
     if (a->have_outcome)
@@ -499,7 +500,8 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     int e;
 
     (void)c;
-    a->round = *r;
+    a->generation = r->generation;
+    a->rank_offset = r->rank_offset;
     log_info("generation %" PRIu64 ": node rank %" PRId64 " of %" PRId64 ", ranks %" PRId64
              "..%" PRId64 " of %" PRId64 ", store %s:%" PRId64,
              r->generation, r->node_rank, r->nnodes, r->rank_offset,
@@ -609,7 +611,7 @@ static void heartbeat_cb(uv_timer_t *t)
 
     if (a->state == AG_RUNNING)
         (void)agent_client_send(a->client, RDZV_MSG_HEARTBEAT,
-                                json_pack("{s:I}", "generation", (json_int_t)a->round.generation));
+                                json_pack("{s:I}", "generation", (json_int_t)a->generation));
 }
 
 static void signal_cb(uv_signal_t *h, int signum)
