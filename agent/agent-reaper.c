@@ -452,7 +452,8 @@ static void conn_read(struct reaper *r, struct conn *c)
             continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        for (h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
+        /* The control data is ours to read only when recvmsg() succeeded. */
+        for (h = k >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; h; h = CMSG_NXTHDR(&msg, h))
             if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
                 h->cmsg_len >= CMSG_LEN(sizeof(int))) {
                 int fd;
