@@ -14,21 +14,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "agent-reaper.h"
 
 extern char **environ;
 
 #define SINK_HIGH (1u << 20)     /* queued relay bytes that pause reading from the workers */
 #define SINK_LOW (256u << 10)    /* ... and that resume it */
 #define SINK_KEEP_CAP (4u << 20) /* an emptied queue larger than this gives its memory back */
+#define REAPER_RESTART_MS 1000   /* most time before reconnecting to a reaper that is gone */
 
 enum group_state {
     GROUP_IDLE,     /* no start active: every worker handle is closed */
@@ -73,14 +76,26 @@ struct agent_worker {
     uv_process_t proc; /* first */
     struct agent_group *g;
     unsigned local_rank;
-    unsigned rank;    /* global rank of the current start */
-    int pid;          /* also the worker's process group and session id */
-    bool proc_open;   /* initialised by uv_spawn, uv_close not yet called */
-    bool running;     /* spawned, exit not yet seen */
-    char *error_file; /* TORCHELASTIC_ERROR_FILE of the current start */
-    char prefix[32];  /* "[rank<N>]: " */
+    unsigned rank;     /* global rank of the current start */
+    int pid;           /* also the worker's process group and session id */
+    bool proc_open;    /* initialised by uv_spawn, uv_close not yet called */
+    bool running;      /* spawned (or failed to exec, until that is reported), exit not yet seen */
+    bool listed;       /* its process group may be alive: the reaper has it ("+pid") */
+    bool group_killed; /* SIGKILL was sent to its process group */
+    char *error_file;  /* TORCHELASTIC_ERROR_FILE of the current start */
+    char prefix[32];   /* "[rank<N>]: " */
     size_t prefix_len;
     struct worker_out out[_OUT_MAX];
+};
+
+/* Our connection to the host's reaper (agent-reaper.h); on the heap, replaced when it is gone. */
+struct reaper {
+    uv_pipe_t sock; /* first; lines out, "ok <pid>" in, then EOF when the reaper is gone */
+    struct agent_group *g;
+    int pid;    /* the reaper's, once acked */
+    bool acked; /* "ok" received */
+    size_t len;
+    char rbuf[64];
 };
 
 struct agent_group {
@@ -97,10 +112,16 @@ struct agent_group {
     int stop_signal;
     bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
     struct out_sink sink[_OUT_MAX];
-    struct rdzv_buf scratch; /* one line, for blocking sinks */
-    char *tmp_dir;           /* private directory for error files when there is no log_dir */
-    char self_pid[24];
-    bool stdin_open; /* fd 0 was open at agent_group_new(): workers inherit it */
+    struct rdzv_buf scratch;    /* one line, for blocking sinks */
+    char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
+    uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
+    uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */
+    char reaper_name[AGENT_REAPER_NAME_MAX + 1];
+    bool reaper_lost;        /* a reaper that had acked us is gone: say so when one is back */
+    unsigned reaper_unacked; /* connections in a row that ended before their "ok" */
+    char token[AGENT_TOKEN_LEN + 1]; /* RDZV_AGENT_TOKEN of this group's workers */
+    bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
     bool omp_told;
     void (*done)(void *ud);
     void *done_ud;
@@ -130,11 +151,14 @@ static const char *const env_owned[] = {
     "RDZV_NCCL_UNIQUE_ID",
     "RDZV_GENERATION",
     "RDZV_ENDPOINT",
+    AGENT_TOKEN_ENV,
 };
 #define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
 
 static void group_maybe_finish(struct agent_group *g);
 static void group_update_pause(struct agent_group *g);
+static void worker_unlist_if_gone(struct agent_worker *w);
+static void reaper_timer_cb(uv_timer_t *t);
 
 static void group_set_state(struct agent_group *g, enum group_state st)
 {
@@ -410,6 +434,8 @@ static void worker_out_close(struct worker_out *o)
     o->open = false;
     g->pipes_open--;
     uv_close((uv_handle_t *)&o->pipe, worker_handle_close_cb);
+    /* A descendant that held the pipe after the worker's exit may just have gone with it. */
+    worker_unlist_if_gone(o->w);
 }
 
 static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -475,24 +501,428 @@ static void group_update_pause(struct agent_group *g)
         }
 }
 
-/* ---- timers and completion ---- */
+/* ---- the reaper: kills the workers' process groups if the agent dies (agent-reaper.h) ---- */
 
-static bool worker_alive(const struct agent_worker *w)
+struct reaper_line {
+    uv_write_t req;
+    char text[24];
+};
+
+static void reaper_write_cb(uv_write_t *req, int status)
 {
-    /* An exited worker whose output is still open has a descendant holding it, most likely in
-     * its process group, which keeps the group id from being reused. */
-    return w->pid > 0 && (w->running || w->out[OUT_STDOUT].open || w->out[OUT_STDERR].open);
+    free(rdzv_container_of(req, struct reaper_line, req));
 }
 
+/* Send one line ("+<pgid>", "-<pgid>", "q"). Without a reaper (it is gone, a restart is pending)
+ * the line is dropped: reaper_start() lists every listed worker again. */
+static void reaper_send(struct agent_group *g, const char *text)
+{
+    struct reaper_line *l;
+    size_t n = strlen(text);
+    uv_buf_t b;
+    int r;
+
+    if (!g->reaper)
+        return;
+    b = uv_buf_init((char *)text, (unsigned)n);
+    /* Nearly always written at once: the reaper reads as fast as it can. */
+    r = uv_try_write((uv_stream_t *)&g->reaper->sock, &b, 1);
+    if (r == (int)n)
+        return;
+    if (r < 0 && r != UV_EAGAIN)
+        goto out_fail; /* it is gone (EPIPE): the EOF on our end restarts it */
+    /* The socket is full or has a queue: queue the rest behind it, in order. */
+    l = malloc(sizeof(*l));
+    if (!l) {
+        r = -ENOMEM;
+        goto out_fail;
+    }
+    if (r < 0)
+        r = 0;
+    memcpy(l->text, text + r, n - (size_t)r);
+    b = uv_buf_init(l->text, (unsigned)(n - (size_t)r));
+    r = uv_write(&l->req, (uv_stream_t *)&g->reaper->sock, &b, 1, reaper_write_cb);
+    if (r == 0)
+        return;
+    free(l);
+out_fail:
+    log_debug("workers: cannot tell the reaper %.*s: %s", (int)n - 1, text, uv_strerror(r));
+}
+
+static void reaper_send_pgid(struct agent_group *g, char op, int pgid)
+{
+    char text[24];
+
+    snprintf(text, sizeof(text), "%c%d\n", op, pgid);
+    reaper_send(g, text);
+}
+
+static void reaper_close_cb(uv_handle_t *h)
+{
+    struct reaper *rp = h->data;
+    struct agent_group *g = rp->g;
+
+    free(rp);
+    assert(g->handles > 0);
+    g->handles--;
+    if (g->state != GROUP_FREEING && !g->reaper) {
+        /* Closed before its "ok": it was exiting as we came (its last agent had just gone); try
+         * again at once. Else it died: connect again (or start one) after a random delay of up to
+         * REAPER_RESTART_MS, so that the agents of a job whose reaper died do not all start one at
+         * the same moment. */
+        (void)uv_timer_start(&g->reaper_timer, reaper_timer_cb,
+                             g->reaper_unacked == 1 ? 0 : rdzv_random_u64() % REAPER_RESTART_MS, 0);
+    }
+    group_maybe_finish(g);
+}
+
+static void reaper_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct reaper *rp = h->data;
+
+    buf->base = rp->rbuf + rp->len;
+    buf->len = sizeof(rp->rbuf) - rp->len;
+}
+
+/* "ok <pid>" once; then EOF (or a reset) when the reaper is gone. */
+static void reaper_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct reaper *rp = st->data;
+    struct agent_group *g = rp->g;
+    char *nl;
+
+    if (nread > 0) {
+        rp->len += (size_t)nread;
+        nl = memchr(rp->rbuf, '\n', rp->len);
+        if (!rp->acked && nl && strncmp(rp->rbuf, "ok ", 3) == 0) {
+            *nl = '\0';
+            rp->pid = atoi(rp->rbuf + 3);
+            rp->acked = true;
+            if (g->reaper_lost)
+                log_warn("the worker reaper is back (pid %d)", rp->pid);
+            else
+                log_debug("workers: reaper pid %d has us", rp->pid);
+            g->reaper_lost = false;
+            g->reaper_unacked = 0;
+        }
+        if (nl || rp->len == sizeof(rp->rbuf))
+            rp->len = 0;
+        return;
+    }
+    if (nread == 0)
+        return;
+    assert(g->reaper == rp);
+    g->reaper = NULL;
+    if (!rp->acked)
+        g->reaper_unacked++;
+    /* Without an "ok" it closed as we came (its last agent had just gone): no news. */
+    if (rp->acked) {
+        log_warn("the worker reaper (pid %d) is gone (%s); starting another (until then, "
+                 "workers would outlive a SIGKILLed agent)",
+                 rp->pid, uv_strerror((int)nread));
+        g->reaper_lost = true;
+    }
+    uv_close((uv_handle_t *)&rp->sock, reaper_close_cb);
+}
+
+static void reaper_spawn_close_cb(uv_handle_t *h)
+{
+    struct agent_group *g = h->data;
+
+    free(h);
+    assert(g->handles > 0);
+    g->handles--;
+    group_maybe_finish(g);
+}
+
+/* The process we spawned daemonized (or failed): its handle has done its job. */
+static void reaper_spawn_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct agent_group *g = p->data;
+
+    if (exit_status != 0 || term_signal != 0)
+        log_warn("the worker reaper %s exited with status %" PRId64 " (signal %d) as it started",
+                 g->cfg.self_exe, exit_status, term_signal);
+    g->reaper_spawn = NULL;
+    p->data = g;
+    uv_close((uv_handle_t *)p, reaper_spawn_close_cb);
+}
+
+/* environ without RDZV_AGENT_TOKEN, for the reaper: it is the host's, not an agent's worker.
+ * Returns a heap array of borrowed strings, or NULL. */
+static char **reaper_env(void)
+{
+    size_t n = 0, k = 0;
+    char **v;
+
+    while (environ && environ[n])
+        n++;
+    v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], AGENT_TOKEN_ENV "=", sizeof(AGENT_TOKEN_ENV)) != 0)
+            v[k++] = environ[i];
+    return v;
+}
+
+/* Nobody serves the name: start `self_exe --reaper <name>` with one end of a socket pair as its
+ * first connection. Returns the other end in *ret_fd, or a negative errno. */
+static int reaper_spawn(struct agent_group *g, int *ret_fd)
+{
+    char *args[] = {(char *)g->cfg.self_exe, "--reaper", g->reaper_name, NULL};
+    uv_process_options_t opts = {0};
+    uv_stdio_container_t stdio[3];
+    uv_process_t *p;
+    char **env;
+    int sv[2], r;
+
+    if (g->reaper_spawn)
+        return -EBUSY; /* the one we started is still starting */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    p = calloc(1, sizeof(*p));
+    env = reaper_env();
+    if (!p || !env) {
+        r = -ENOMEM;
+        goto out_free;
+    }
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = sv[1];
+    stdio[1].flags = stdio[2].flags = UV_IGNORE;
+    opts.file = g->cfg.self_exe;
+    opts.args = args;
+    opts.env = env;
+    opts.stdio = stdio;
+    opts.stdio_count = 3;
+    opts.exit_cb = reaper_spawn_exit_cb;
+    /* Its own session: a signal for the agent's process group (Ctrl-C) does not reach it. */
+    opts.flags = UV_PROCESS_DETACHED;
+    r = uv_spawn(g->cfg.loop, p, &opts);
+    free(env);
+    env = NULL;
+    close(sv[1]);
+    sv[1] = -1;
+    p->data = g;
+    g->handles++;
+    if (r < 0) {
+        uv_close((uv_handle_t *)p, reaper_spawn_close_cb);
+        p = NULL;
+        goto out_free;
+    }
+    uv_unref((uv_handle_t *)p);
+    g->reaper_spawn = p;
+    *ret_fd = sv[0];
+    return 0;
+
+out_free:
+    free(env);
+    free(p);
+    close(sv[0]);
+    if (sv[1] >= 0)
+        close(sv[1]);
+    return r;
+}
+
+/* The host's reaper, if one of our user listens on the name. Returns the socket or -errno. */
+static int reaper_connect(const char *name)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(name);
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    int fd, r;
+
+    memcpy(sa.sun_path + 1, name, n); /* abstract: sun_path[0] == '\0' */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
+        r = -errno;
+        goto out_close;
+    }
+    /* Anyone may bind an abstract name: serve only with one of ours. */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid() ||
+        cr.pid <= 0) {
+        r = -EPERM;
+        goto out_close;
+    }
+    return fd;
+
+out_close:
+    close(fd);
+    return r;
+}
+
+/* "=<token> <pid>", with our stderr, where the reaper reports what it kills for us. */
+static int reaper_register(struct agent_group *g, int fd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct msghdr msg = {0};
+    struct iovec iov;
+    char text[AGENT_TOKEN_LEN + 32];
+    int err = STDERR_FILENO;
+
+    iov.iov_base = text;
+    iov.iov_len = (size_t)snprintf(text, sizeof(text), "=%s %ld\n", g->token, (long)getpid());
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fcntl(err, F_GETFD) >= 0) {
+        memset(&cm, 0, sizeof(cm));
+        msg.msg_control = cm.buf;
+        msg.msg_controllen = sizeof(cm.buf);
+        cm.h.cmsg_level = SOL_SOCKET;
+        cm.h.cmsg_type = SCM_RIGHTS;
+        cm.h.cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(&cm.h), &err, sizeof(err));
+    }
+    while (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
+}
+
+/* Connect to the host's reaper (or start one), register, and list every worker whose group may be
+ * alive. Returns 0 or a negative errno. */
+static int reaper_start(struct agent_group *g)
+{
+    struct reaper *rp;
+    int fd, r;
+
+    assert(!g->reaper);
+    fd = reaper_connect(g->reaper_name);
+    if (fd < 0) {
+        r = reaper_spawn(g, &fd);
+        if (r < 0)
+            return r;
+    }
+    r = reaper_register(g, fd);
+    rp = r < 0 ? NULL : calloc(1, sizeof(*rp));
+    if (!rp) {
+        close(fd);
+        return r < 0 ? r : -ENOMEM;
+    }
+    (void)uv_pipe_init(g->cfg.loop, &rp->sock, 0);
+    rp->sock.data = rp;
+    rp->g = g;
+    g->handles++;
+    r = uv_pipe_open(&rp->sock, fd);
+    if (r < 0)
+        close(fd);
+    else
+        r = uv_read_start((uv_stream_t *)&rp->sock, reaper_alloc_cb, reaper_read_cb);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&rp->sock, reaper_close_cb);
+        return r;
+    }
+    /* The reaper alone must not keep the loop running. */
+    uv_unref((uv_handle_t *)&rp->sock);
+    g->reaper = rp;
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        if (g->workers[i].listed)
+            reaper_send_pgid(g, '+', g->workers[i].pid);
+    return 0;
+}
+
+static void reaper_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+    int r;
+
+    r = reaper_start(g);
+    if (r < 0) {
+        log_error_errno(r, "cannot reach or start the worker reaper, retrying in %d ms",
+                        REAPER_RESTART_MS);
+        (void)uv_timer_start(t, reaper_timer_cb, REAPER_RESTART_MS, 0);
+    }
+}
+
+/* At free: every listed group is gone or SIGKILLed. "q": no need to look for our token. */
+static void reaper_stop(struct agent_group *g)
+{
+    struct reaper *rp = g->reaper;
+
+    (void)uv_timer_stop(&g->reaper_timer);
+    if (g->reaper_spawn) {
+        /* Still starting: it gets the EOF of our end like any agent's. */
+        uv_close((uv_handle_t *)g->reaper_spawn, reaper_spawn_close_cb);
+        g->reaper_spawn = NULL;
+    }
+    if (!rp)
+        return;
+    /* Running workers whose groups were SIGKILLed are doomed: nothing left for it to do. */
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (w->listed && w->group_killed) {
+            w->listed = false;
+            reaper_send_pgid(g, '-', w->pid);
+        }
+    }
+    reaper_send(g, "q\n");
+    g->reaper = NULL;
+    uv_close((uv_handle_t *)&rp->sock, reaper_close_cb);
+}
+
+static bool group_gone(int pgid)
+{
+    return kill(-pgid, 0) < 0 && errno == ESRCH;
+}
+
+/* Unlist w's group ("-pid") once it is known gone: its worker reaped and no process left in it,
+ * or SIGKILL sent to it (its processes are doomed, and the id cannot be reused before the last of
+ * them is gone). An exited worker's group that still has processes (a lingering descendant)
+ * stays listed: it is checked again when the worker's pipes close and at the end of the start. */
+static void worker_unlist_if_gone(struct agent_worker *w)
+{
+    if (!w->listed || w->running)
+        return;
+    if (!w->group_killed && !group_gone(w->pid))
+        return;
+    w->listed = false;
+    reaper_send_pgid(w->g, '-', w->pid);
+}
+
+/* The end of a start (or free): processes left in the groups of exited workers are SIGKILLed,
+ * as torchrun ends each worker's process group. The workers' slots are then free for the next
+ * start. */
+static void group_kill_leftovers(struct agent_group *g)
+{
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (!w->listed || w->running)
+            continue;
+        if (!w->group_killed && !group_gone(w->pid)) {
+            log_info("worker rank %u (pid %d) exited, but its process group still has "
+                     "processes: killing them",
+                     w->rank, w->pid);
+            (void)kill(-w->pid, SIGKILL);
+        }
+        w->listed = false;
+        reaper_send_pgid(g, '-', w->pid);
+    }
+}
+
+/* ---- timers and completion ---- */
+
+/* Signal the process group of each worker that may still have one: running, or exited with
+ * processes left in its group (listed). */
 static void group_kill(struct agent_group *g, int signum)
 {
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
 
-        if (!worker_alive(w))
+        if (!w->listed)
             continue;
         if (kill(-w->pid, signum) < 0 && errno != ESRCH)
             log_warn_errno(-errno, "worker rank %u: kill(-%d, %d)", w->rank, w->pid, signum);
+        else if (signum == SIGKILL)
+            w->group_killed = true;
     }
 }
 
@@ -593,6 +1023,7 @@ static void group_maybe_finish(struct agent_group *g)
         return;
     if (g->state == GROUP_ACTIVE && group_queued(g))
         return;
+    group_kill_leftovers(g);
     (void)uv_timer_stop(&g->kill_timer);
     (void)uv_timer_stop(&g->drain_timer);
     group_set_state(g, GROUP_IDLE);
@@ -612,14 +1043,27 @@ static void group_handle_close_cb(uv_handle_t *h)
 
 /* ---- processes ---- */
 
-static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+/* A worker is over: reaped, or its command could not be executed (then exit_status is 127). */
+static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_signal)
 {
-    struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
     struct agent_group *g = w->g;
 
     assert(w->running && g->running > 0);
     w->running = false;
     g->running--;
+    worker_unlist_if_gone(w);
+    if (g->state == GROUP_FREEING)
+        return; /* killed by agent_group_free(): nobody to tell */
+    if (g->running == 0 && g->pipes_open > 0)
+        (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
+    if (g->cfg.on_exit)
+        g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
+}
+
+static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
+
     if (term_signal)
         log_info("worker rank %u (local rank %u, pid %d) was killed by signal %d (%s)", w->rank,
                  w->local_rank, w->pid, term_signal, strsignal(term_signal));
@@ -628,12 +1072,21 @@ static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal
                  w->local_rank, w->pid, exit_status);
     w->proc_open = false;
     uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
-    if (g->state == GROUP_FREEING)
-        return; /* killed by agent_group_free(): nobody to tell */
-    if (g->running == 0 && g->pipes_open > 0)
-        (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
-    if (g->cfg.on_exit)
-        g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
+    worker_exited(w, exit_status, term_signal);
+}
+
+/* The process handle of a worker whose command could not be executed is closed: report the exit
+ * (127) now, from the loop, as if a wrapper had tried the exec and failed. */
+static void worker_noexec_close_cb(uv_handle_t *h)
+{
+    struct agent_worker *w = rdzv_container_of((uv_process_t *)h, struct agent_worker, proc);
+    struct agent_group *g = w->g;
+
+    assert(g->worker_handles > 0 && g->handles > 0);
+    g->worker_handles--;
+    g->handles--;
+    worker_exited(w, 127, 0);
+    group_maybe_finish(g);
 }
 
 /* growable, NULL-terminated environment; entries from index n_borrowed on are ours to free */
@@ -742,6 +1195,9 @@ static int env_worker(const struct agent_group *g, const struct agent_worker *w,
     if (a->nccl_id_hex)
         r |= env_add(e, "RDZV_NCCL_UNIQUE_ID=%s", a->nccl_id_hex);
     r |= env_add(e, "RDZV_GENERATION=%" PRIu64, a->generation);
+    /* Appended to the list of the agents above ours (agent-reaper.h). */
+    v = getenv(AGENT_TOKEN_ENV);
+    r |= env_add(e, AGENT_TOKEN_ENV "=%s%s%s", v && *v ? v : "", v && *v ? "," : "", g->token);
     if (g->cfg.endpoint)
         r |= env_add(e, "RDZV_ENDPOINT=%s", g->cfg.endpoint);
     if (g->cfg.devices)
@@ -749,7 +1205,31 @@ static int env_worker(const struct agent_group *g, const struct agent_worker *w,
     return r < 0 ? -ENOMEM : 0;
 }
 
-/* mkdir -p, 0755. */
+/* mkdir -p, 0755, from the leaf up: parents that exist are not touched. A mkdir() locks the parent
+ * directory, and 256 agents starting their workers at once would queue on the lock of /tmp or of
+ * a shared log directory. buf (PATH_MAX) is modified and restored. */
+static int mkdir_up(char *buf, size_t n)
+{
+    char *slash;
+    int r;
+
+    if (mkdir(buf, 0755) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -errno;
+    slash = memrchr(buf, '/', n);
+    if (!slash || slash == buf)
+        return -ENOENT;
+    *slash = '\0';
+    r = mkdir_up(buf, (size_t)(slash - buf));
+    *slash = '/';
+    if (r < 0)
+        return r;
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
 static int mkdir_parents(const char *path)
 {
     char buf[PATH_MAX];
@@ -758,16 +1238,28 @@ static int mkdir_parents(const char *path)
     if (n >= sizeof(buf))
         return -ENAMETOOLONG;
     memcpy(buf, path, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
+    return mkdir_up(buf, n);
+}
+
+/* Without log_dir, error files go to a private directory: <TMPDIR>/rdzv-<run_id>-XXXXXX. */
+static int group_make_tmp_dir(struct agent_group *g)
+{
+    const char *tmp = getenv("TMPDIR");
+    int r;
+
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    if (asprintf(&g->tmp_dir, "%s/rdzv-%s-XXXXXX", tmp, g->cfg.run_id) < 0) {
+        g->tmp_dir = NULL;
+        return -ENOMEM;
     }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return -errno;
+    if (!mkdtemp(g->tmp_dir)) {
+        r = -errno;
+        log_error_errno(r, "cannot create a directory for error files like %s", g->tmp_dir);
+        free(g->tmp_dir);
+        g->tmp_dir = NULL;
+        return r;
+    }
     return 0;
 }
 
@@ -778,21 +1270,9 @@ static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, uns
     int n, r;
 
     if (!g->cfg.log_dir && !g->tmp_dir) {
-        const char *tmp = getenv("TMPDIR");
-
-        if (!tmp || !*tmp)
-            tmp = "/tmp";
-        if (asprintf(&g->tmp_dir, "%s/rdzv-%s-XXXXXX", tmp, g->cfg.run_id) < 0) {
-            g->tmp_dir = NULL;
-            return -ENOMEM;
-        }
-        if (!mkdtemp(g->tmp_dir)) {
-            r = -errno;
-            log_error_errno(r, "cannot create a directory for error files like %s", g->tmp_dir);
-            free(g->tmp_dir);
-            g->tmp_dir = NULL;
+        r = group_make_tmp_dir(g);
+        if (r < 0)
             return r;
-        }
     }
     if (g->cfg.log_dir)
         n = snprintf(dir, sizeof(dir), "%s/%s/attempt_%u/%u", g->cfg.log_dir, g->cfg.run_id,
@@ -873,38 +1353,53 @@ out_close_fds:
     return r;
 }
 
+/* Errors of uv_spawn() that are the system's, not the command's: the start fails. Any other
+ * (ENOENT, EACCES, ENOEXEC, ...) comes from execvp() in the child: the worker "exits" 127. */
+static bool spawn_error_is_resources(int r)
+{
+    return r == UV_EAGAIN || r == UV_ENOMEM || r == UV_EMFILE || r == UV_ENFILE || r == UV_ENOSYS;
+}
+
+/* The command cannot be executed: say so on the worker's stderr (relayed and logged, as a wrapper
+ * that failed to exec it would have), then close its pipes. */
+static void worker_cannot_run(struct agent_worker *w, int err)
+{
+    struct worker_out *o = &w->out[OUT_STDERR];
+    char msg[PATH_MAX + 128];
+    int n;
+
+    n = snprintf(msg, sizeof(msg), "rdzv-agent: cannot run '%s': %s\n", w->g->cfg.argv[0],
+                 strerror(-err));
+    if (n < 0)
+        n = 0;
+    else if ((size_t)n >= sizeof(msg))
+        n = (int)sizeof(msg) - 1;
+    if (o->log_fd >= 0)
+        (void)write_all(o->log_fd, msg, (size_t)n);
+    if (n > 0)
+        relay_line(o, msg, (size_t)n - 1);
+    for (unsigned k = 0; k < _OUT_MAX; k++)
+        worker_out_close(&w->out[k]);
+}
+
 static int worker_spawn(struct agent_group *g, struct agent_worker *w,
                         const struct agent_assignment *a, struct envb *env)
 {
     uv_process_options_t opts = {0};
     uv_stdio_container_t stdio[3];
     int child_fd[_OUT_MAX] = {-1, -1};
-    size_t argc = 0, nargs;
-    char **args;
     int r;
 
     w->rank = a->rank_offset + w->local_rank;
     w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
     w->pid = 0;
+    w->listed = w->group_killed = false;
     r = worker_prepare_dir(g, w, a->restart_count);
     if (r < 0)
         goto out_close_logs;
     r = env_worker(g, w, a, env);
     if (r < 0)
         goto out_free_env;
-
-    while (g->cfg.argv[argc])
-        argc++;
-    nargs = argc + 4;
-    args = calloc(nargs, sizeof(*args));
-    if (!args) {
-        r = -ENOMEM;
-        goto out_free_env;
-    }
-    args[0] = (char *)g->cfg.self_exe;
-    args[1] = "--exec-worker";
-    args[2] = g->self_pid;
-    memcpy(args + 3, g->cfg.argv, argc * sizeof(*args));
 
     for (unsigned k = 0; k < _OUT_MAX; k++) {
         r = worker_out_open(&w->out[k], &child_fd[k]);
@@ -922,8 +1417,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         stdio[1 + k].data.fd = child_fd[k];
     }
     opts.exit_cb = worker_exit_cb;
-    opts.file = g->cfg.self_exe;
-    opts.args = args;
+    opts.file = g->cfg.argv[0];
+    opts.args = g->cfg.argv;
     opts.env = env->v;
     opts.stdio = stdio;
     opts.stdio_count = 3;
@@ -933,24 +1428,33 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     w->proc.data = g;
     g->worker_handles++;
     g->handles++;
-    if (r < 0) {
-        log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.self_exe);
+    if (r >= 0) {
+        w->pid = w->proc.pid;
+        w->listed = true;
+        reaper_send_pgid(g, '+', w->pid);
+        w->proc_open = true;
+    } else if (spawn_error_is_resources(r)) {
+        log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.argv[0]);
         uv_close((uv_handle_t *)&w->proc, worker_handle_close_cb);
         goto out_close_pipes;
     }
-    w->proc_open = true;
     w->running = true;
-    w->pid = w->proc.pid;
     g->running++;
-    for (unsigned k = 0; k < _OUT_MAX; k++) {
+    for (unsigned k = 0; k < _OUT_MAX; k++)
         close(child_fd[k]);
+    if (r < 0) {
+        log_debug("workers: rank %u: cannot run %s: %s", w->rank, g->cfg.argv[0], uv_strerror(r));
+        worker_cannot_run(w, r);
+        uv_close((uv_handle_t *)&w->proc, worker_noexec_close_cb);
+        env_reset(env);
+        return 0;
+    }
+    for (unsigned k = 0; k < _OUT_MAX; k++)
         if (!g->paused)
             (void)uv_read_start((uv_stream_t *)&w->out[k].pipe, worker_out_alloc_cb,
                                 worker_out_read_cb);
-    }
     log_info("started worker rank %u (local rank %u, pid %d): %s", w->rank, w->local_rank, w->pid,
              g->cfg.argv[0]);
-    free(args);
     env_reset(env);
     return 0;
 
@@ -960,7 +1464,6 @@ out_close_pipes:
             close(child_fd[k]);
         worker_out_close(&w->out[k]);
     }
-    free(args);
 out_free_env:
     env_reset(env);
 out_close_logs:
@@ -972,7 +1475,9 @@ out_close_logs:
 
 int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 {
+    uint8_t rnd[AGENT_TOKEN_LEN / 2];
     struct agent_group *g;
+    int r;
 
     if (!cfg->loop || !cfg->argv || !cfg->argv[0] || !cfg->self_exe || cfg->nproc == 0)
         return -EINVAL;
@@ -1012,13 +1517,51 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
             w->out[k].log_fd = -1;
         }
     }
+    for (size_t i = 0; i < sizeof(rnd); i += 8) {
+        uint64_t v = rdzv_random_u64();
+
+        memcpy(rnd + i, &v, sizeof(v));
+    }
+    rdzv_hex(rnd, sizeof(rnd), g->token);
+    g->token[AGENT_TOKEN_LEN] = '\0';
+    if (cfg->reaper_name)
+        r = snprintf(g->reaper_name, sizeof(g->reaper_name), "%s", cfg->reaper_name) >=
+                    (int)sizeof(g->reaper_name)
+                ? -ENAMETOOLONG
+                : 0;
+    else
+        r = agent_reaper_default_name(g->cfg.run_id, g->reaper_name, sizeof(g->reaper_name));
+    if (r < 0) {
+        free(g->workers);
+        free(g);
+        return r;
+    }
     (void)uv_timer_init(cfg->loop, &g->kill_timer);
     (void)uv_timer_init(cfg->loop, &g->drain_timer);
     (void)uv_timer_init(cfg->loop, &g->notify_timer);
-    g->kill_timer.data = g->drain_timer.data = g->notify_timer.data = g;
-    g->handles = 3;
+    (void)uv_timer_init(cfg->loop, &g->reaper_timer);
+    g->kill_timer.data = g->drain_timer.data = g->notify_timer.data = g->reaper_timer.data = g;
+    uv_unref((uv_handle_t *)&g->reaper_timer);
+    g->handles += 4;
     sink_setup(g, &g->sink[OUT_STDOUT], g->cfg.out_fd);
     sink_setup(g, &g->sink[OUT_STDERR], g->cfg.err_fd);
+    /* Now, not when the workers start: a connect() to the host's reaper, or starting one. */
+    r = reaper_start(g);
+    if (r < 0) {
+        log_error_errno(r, "cannot start the worker reaper %s", cfg->self_exe);
+        agent_group_free(g, NULL, NULL);
+        return r;
+    }
+    /* The private directory of error files, and its attempt_0/<local rank>/ (the first start's,
+     * nearly always): made while the agent waits for the rendezvous; 256 agents starting their
+     * workers at once would all queue on /tmp. A failure here is reported by the start. */
+    if (!g->cfg.log_dir && group_make_tmp_dir(g) == 0)
+        for (unsigned i = 0; i < cfg->nproc; i++) {
+            char dir[PATH_MAX];
+
+            if (snprintf(dir, sizeof(dir), "%s/attempt_0/%u", g->tmp_dir, i) < (int)sizeof(dir))
+                (void)mkdir_parents(dir);
+        }
     *ret = g;
     return 0;
 }
@@ -1038,7 +1581,6 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
     r = env_inherit(g, &env);
     if (r < 0)
         return r;
-    snprintf(g->self_pid, sizeof(g->self_pid), "%ld", (long)getpid());
     if (g->cfg.nproc > 1 && !getenv("OMP_NUM_THREADS") && !g->omp_told) {
         log_info("OMP_NUM_THREADS is not set: each worker gets OMP_NUM_THREADS=1 (as with "
                  "torchrun); set it to tune performance");
@@ -1109,6 +1651,11 @@ unsigned agent_group_running(const struct agent_group *g)
     return g->running;
 }
 
+int agent_group_reaper_pid(const struct agent_group *g)
+{
+    return g->reaper && g->reaper->acked ? g->reaper->pid : 0;
+}
+
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank)
 {
     if (local_rank >= g->cfg.nproc)
@@ -1130,11 +1677,15 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
         log_warn("freeing the worker group with %u workers running, killing them", g->running);
         group_kill(g, SIGKILL);
     }
+    group_kill_leftovers(g);
+    /* Every listed group is gone or SIGKILLed: the reaper has nothing left to do. */
+    reaper_stop(g);
     g->done = done;
     g->done_ud = ud;
     group_set_state(g, GROUP_FREEING);
     uv_close((uv_handle_t *)&g->kill_timer, group_handle_close_cb);
     uv_close((uv_handle_t *)&g->notify_timer, group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->reaper_timer, group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
 
@@ -1154,29 +1705,4 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
         }
     }
     uv_close((uv_handle_t *)&g->drain_timer, group_handle_close_cb);
-}
-
-int agent_exec_worker(int argc, char **argv)
-{
-    uint64_t agent_pid;
-
-    if (argc < 4 || strcmp(argv[1], "--exec-worker") != 0 ||
-        rdzv_parse_u64(argv[2], &agent_pid) < 0) {
-        fprintf(stderr, "rdzv-agent: usage: --exec-worker <agent pid> <command> [args...]\n");
-        return 127;
-    }
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
-        fprintf(stderr, "rdzv-agent: cannot run '%s': PR_SET_PDEATHSIG: %s\n", argv[3],
-                strerror(errno));
-        return 127;
-    }
-    /* The agent may have died between fork and prctl(): then nobody would kill us. */
-    if ((uint64_t)getppid() != agent_pid) {
-        fprintf(stderr, "rdzv-agent: cannot run '%s': the agent (pid %s) has exited\n", argv[3],
-                argv[2]);
-        return 127;
-    }
-    execvp(argv[3], argv + 3);
-    fprintf(stderr, "rdzv-agent: cannot run '%s': %s\n", argv[3], strerror(errno));
-    return 127;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-workers.h: the local worker group of one agent: spawn one process per local rank with
  * torchrun's environment contract, prefix and log their output, forward signals, stop them
- * (signal, grace period, SIGKILL), report each exit. Knows nothing of the network. */
+ * (signal, grace period, SIGKILL), report each exit, and make sure no worker outlives the agent
+ * (through a reaper process, agent-reaper.h). Knows nothing of the network. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,7 +48,9 @@ struct agent_group_cfg {
     const char *run_id;   /* TORCHELASTIC_RUN_ID */
     const char *endpoint; /* RDZV_ENDPOINT */
     const char *log_dir;  /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
-    const char *self_exe; /* path of rdzv-agent, used as the exec wrapper (see below) */
+    const char *self_exe; /* path of rdzv-agent, to start the host's reaper (see agent_group_new) */
+    const char *reaper_name;    /* NULL: the job's on this host (agent_reaper_default_name());
+                                 * tests give their own, to have a reaper of their own */
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
     unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
@@ -60,7 +63,22 @@ struct agent_group_cfg {
 };
 
 /* cfg is copied (strings borrowed: they must outlive the group). run_id ("none" if NULL) must be
- * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg).
+ * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; the uv_spawn() error if no
+ * reaper is reachable and none can be started: then the group's handles close on the next loop
+ * iterations, as after agent_group_free()).
+ *
+ * Workers never outlive the agent, even a SIGKILLed one. Here, before any worker and off the
+ * workers' critical path, the group connects to the reaper of its job on this host
+ * (agent-reaper.h), or starts it (uv_spawn of `self_exe --reaper <name>`) if none listens: a
+ * process per job and host, not per agent, so that an agent costs a connect(). The group tells it
+ * each worker's process group as it is spawned and once it is gone; when the agent dies its
+ * connection reaches EOF and the reaper SIGKILLs those groups (a worker's descendants included) and
+ * every process that carries the group's token: each worker gets RDZV_AGENT_TOKEN=<32 hex digits>
+ * in its environment (after a comma, if the agent inherited the variable from an agent above it),
+ * which is how a worker forked just as the agent died is still found. What the reaper kills for an
+ * agent it reports on that agent's stderr. If the reaper is gone, the group logs a warning and
+ * connects again (or starts another) within REAPER_RESTART_MS. The connection does not keep the
+ * loop running; agent_group_free() tells the reaper this agent ended cleanly, and closes it.
  *
  * Output relay: each worker's stdout/stderr is a pipe; every line is re-emitted on out_fd/err_fd
  * with the prefix "[rank<global rank>]: " (lines over 64 KiB are split, a last line without a
@@ -72,18 +90,26 @@ struct agent_group_cfg {
  * blocking write(2). The caller must ignore SIGPIPE (as any networked program must). */
 int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret);
 
-/* Spawn nproc workers for assignment a (each in its own session and process group, via the exec
- * wrapper below). Creates <log_dir>/<run_id>/attempt_<restart_count>/<local_rank>/ (or the same
- * under a private temporary directory without log_dir, removed by agent_group_free) and removes a
- * stale error.json there. Returns 0; -EBUSY while a previous start has not reported
- * on_all_exited; -EINVAL for a bad assignment; or another negative errno if a directory, pipe or
- * spawn failed: then the ones that started are stopped (SIGTERM, SIGKILL after grace_ms) and
- * on_all_exited still fires once they are gone (asynchronously, even if none started). A pending
- * notification from agent_group_stop() on an idle group is cancelled. */
+/* Spawn nproc workers for assignment a, each with uv_spawn() straight into the command (one exec),
+ * in its own session and process group. Creates <log_dir>/<run_id>/attempt_<restart_count>/
+ * <local_rank>/ (or the same under a private temporary directory without log_dir: made by
+ * agent_group_new() with attempt_0's, removed by agent_group_free) and removes a stale error.json
+ * there. A command that cannot be executed
+ * (missing, not executable, ...) is a worker that exits 127: its stderr says
+ * "rdzv-agent: cannot run '<cmd>': <strerror>" and on_exit reports 127, from the loop. Returns 0;
+ * -EBUSY while a previous start has not reported on_all_exited; -EINVAL for a bad assignment; or
+ * another negative errno if a directory or pipe failed, or the system could not spawn (EAGAIN,
+ * ENOMEM, EMFILE, ...): then the ones that started are stopped (SIGTERM, SIGKILL after grace_ms)
+ * and on_all_exited still fires once they are gone (asynchronously, even if none started). A
+ * pending notification from agent_group_stop() on an idle group is cancelled.
+ *
+ * When a start ends, processes left in the process group of an exited worker (descendants that
+ * outlived it) are SIGKILLed, as torchrun ends every worker's process group. */
 int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
 
-/* Send signum to every running worker's process group (and to the group of an exited worker whose
- * output is still open, i.e. held by a descendant). No timer. */
+/* Send signum to every running worker's process group (and to the group of an exited worker that
+ * still had processes when last looked at: its output still open, held by a descendant). No
+ * timer. */
 void agent_group_signal(struct agent_group *g, int signum);
 
 /* Send signum (normally SIGTERM) to every worker's process group, then SIGKILL the groups still
@@ -95,25 +121,19 @@ void agent_group_stop(struct agent_group *g, int signum);
 /* Number of workers still running. */
 unsigned agent_group_running(const struct agent_group *g);
 
+/* Pid of the host's reaper once it has acknowledged this group, else 0 (for logs and tests). */
+int agent_group_reaper_pid(const struct agent_group *g);
+
 /* TORCHELASTIC_ERROR_FILE of local_rank for the current (or last) start, or NULL before the first
  * start. Valid until the next start or free. */
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank);
 
 /* Close all handles. Workers should have exited: running ones are SIGKILLed (with a warning),
  * reported to nobody, and their process handles closed when they are reaped, so until then the
- * loop must keep running. Relay output still queued is written first, blocking for at most
- * AGENT_FLUSH_MS. When all workers had exited, every handle of the group is closing when this
- * returns (a later uv_walk that skips closing handles is safe). No callback but done runs
- * afterwards; done (may be NULL) runs from the last close callback, when the memory is released.
- * NULL g is a no-op. May be called from on_exit or on_all_exited. */
+ * loop must keep running. Processes left in exited workers' groups are SIGKILLed too, then the
+ * reaper is told this agent is done ("q"). Relay output still queued is written first,
+ * blocking for at most AGENT_FLUSH_MS. When all workers had exited, every handle of the group is
+ * closing when this returns (a later uv_walk that skips closing handles is safe). No callback but
+ * done runs afterwards; done (may be NULL) runs from the last close callback, when the memory is
+ * released. NULL g is a no-op. May be called from on_exit or on_all_exited. */
 void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud);
-
-/* Entry point of the exec wrapper: rdzv-agent re-executes itself as
- * `rdzv-agent --exec-worker <agent pid> <cmd> [args...]`; this sets PR_SET_PDEATHSIG(SIGKILL),
- * checks the agent is still its parent, then execvp()s the command, so a worker never outlives its
- * agent, even a SIGKILLed one. Call it first thing in main() when argv[1] is "--exec-worker",
- * before touching signals (uv_spawn already reset dispositions and the mask). The death signal
- * follows the agent thread that spawned the worker: run the loop on the main thread. Returns only
- * on failure, with the exit code to use (127), after printing
- * "rdzv-agent: cannot run '<cmd>': <strerror>" (or why it did not try) to stderr. */
-int agent_exec_worker(int argc, char **argv);

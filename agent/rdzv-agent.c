@@ -20,6 +20,7 @@
 #include "../proto/rdzv-msg.h"
 #include "agent-client.h"
 #include "agent-nccl.h"
+#include "agent-reaper.h"
 #include "agent-workers.h"
 
 struct agent_opts {
@@ -67,7 +68,7 @@ struct agent {
     uint64_t nccl_generation;
     uv_signal_t sigs[6];
     uv_timer_t heartbeat;
-    struct rdzv_round round;
+    struct rdzv_round round;   /* the current (or last) generation's assignment */
     char **devices;
     int exit_code;
     bool local_failure;        /* one of our workers failed */
@@ -936,8 +937,8 @@ int main(int argc, char **argv)
     char **gpus = NULL;
     int ngpus, r;
 
-    if (argc > 1 && strcmp(argv[1], "--exec-worker") == 0)
-        return agent_exec_worker(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
+        return agent_reaper_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
         return agent_nccl_root_main(argc, argv);
 

@@ -56,7 +56,8 @@ struct rdzv_round {
     int64_t master_port;
     int64_t restart_count, max_restarts;
     unsigned n_ids;
-    char ids[RDZV_MAX_NCCL_IDS][RDZV_NCCL_HEX_LEN + 1];
+    char ids[RDZV_MAX_NCCL_IDS][RDZV_NCCL_HEX_LEN + 1]; /* last: parsing leaves ids[n_ids..] as
+                                                         * they were */
 };
 
 struct rdzv_worker_exit {

@@ -59,6 +59,7 @@ static const char *const keys[] = {
     "RDZV_ENDPOINT",
     "CUDA_VISIBLE_DEVICES",
     "RDZV_TEST_INHERITED",
+    "RDZV_AGENT_TOKEN",
 };
 
 static void sleep_ms(long ms)

@@ -11,12 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "../../agent/agent-reaper.h"
 #include "../../agent/agent-workers.h"
 #include "../../common/rdzv-buf.h"
 #include "../../common/rdzv-log.h"
@@ -24,10 +28,11 @@
 #include "../tap.h"
 
 /*
- * This executable is also the exec wrapper of the workers it starts (self_exe, as rdzv-agent is
- * in production) and, with --mini-agent, the agent that the PDEATHSIG test SIGKILLs.
+ * This executable is also the reaper of the groups it makes (--reaper <name>, as rdzv-agent is in
+ * production; each test process uses a reaper name of its own) and, with --mini-agent, the agent
+ * that the reaper tests SIGKILL.
  *   test-agent-workers                 the group tests (suite unit)
- *   test-agent-workers --integration   the wrapper and PDEATHSIG tests (suite integration)
+ *   test-agent-workers --integration   the reaper tests (suite integration)
  */
 
 #ifndef HELPER_WORKER_PATH
@@ -37,6 +42,7 @@
 #define MAXW 8
 
 static char self_exe[PATH_MAX];
+static char reaper_name[64];     /* a reaper of our own: tests never share one with other runs */
 static char inherited_fds[1024]; /* fds >= 3 open without FD_CLOEXEC when main() started */
 static char tmp_root[256];
 static const char nccl_hex[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -265,9 +271,10 @@ static void fx_init_ex(struct fx *f, unsigned nproc, char **argv, bool sock)
     f->cfg.nproc = nproc;
     f->cfg.run_id = "job42";
     f->cfg.endpoint = "rdzv.example:29400";
-    f->cfg.self_exe = self_exe;
     f->cfg.max_restarts = 3;
     f->cfg.grace_ms = 5000;
+    f->cfg.self_exe = self_exe;
+    f->cfg.reaper_name = reaper_name;
     f->cfg.out_fd = f->cap_wfd;
     f->cfg.err_fd = f->err_fd;
     f->cfg.on_exit = fx_exit_cb;
@@ -449,7 +456,8 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
 {
     static const char *const devs[] = {"3", "2", "1", "0"};
     char *argv[] = {HELPER, "env", "write-error", "fds", NULL};
-    char logdir[512], want[PATH_MAX], num[32];
+    static const char outer_token[] = "0123456789abcdef0123456789abcdef";
+    char logdir[512], want[PATH_MAX], num[32], token0[AGENT_TOKEN_LEN + 1] = "";
     struct fx f;
 
     snprintf(tap_note, sizeof(tap_note), "nproc %u devices %d log_dir %d", nproc, devices, log_dir);
@@ -464,6 +472,7 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
     setenv("NCCL_ASYNC_ERROR_HANDLING", "0", 1);
     unsetenv("OMP_NUM_THREADS");
     setenv("RDZV_TEST_INHERITED", "yes", 1);
+    setenv("RDZV_AGENT_TOKEN", outer_token, 1); /* we run under another agent */
     setenv("TMPDIR", tmp_root, 1);
     f.cfg.devices = devices ? devs : NULL;
     f.cfg.log_dir = log_dir ? logdir : NULL;
@@ -480,6 +489,7 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
 
     for (unsigned lr = 0; lr < nproc; lr++) {
         unsigned rank = nproc + lr;
+        char tok[PATH_MAX];
         struct lines l;
 
         snprintf(tap_note, sizeof(tap_note), "nproc %u local rank %u", nproc, lr);
@@ -513,6 +523,16 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
         ASSERT_VALUE(&l, "RDZV_TEST_INHERITED", "yes");
         ASSERT_VALUE(&l, "ENV_DUPLICATES", "0");
         ASSERT_VALUE(&l, "ERROR_FILE_WRITTEN", "1");
+        /* the agent above ours, then the group's reaper token, the same for every worker */
+        value_of(&l, AGENT_TOKEN_ENV, tok, sizeof(tok));
+        ASSERT_EQ(strlen(tok), 2 * AGENT_TOKEN_LEN + 1);
+        ASSERT_EQ(memcmp(tok, outer_token, AGENT_TOKEN_LEN), 0);
+        ASSERT_EQ(tok[AGENT_TOKEN_LEN], ',');
+        ASSERT_EQ(strspn(tok + AGENT_TOKEN_LEN + 1, "0123456789abcdef"), AGENT_TOKEN_LEN);
+        ASSERT_TRUE(memcmp(tok + AGENT_TOKEN_LEN + 1, outer_token, AGENT_TOKEN_LEN) != 0);
+        if (lr == 0)
+            snprintf(token0, sizeof(token0), "%.*s", AGENT_TOKEN_LEN, tok + AGENT_TOKEN_LEN + 1);
+        ASSERT_EQ(memcmp(tok + AGENT_TOKEN_LEN + 1, token0, AGENT_TOKEN_LEN), 0);
         /* nothing the agent opened leaks into a worker; what it inherited passes through */
         ASSERT_VALUE(&l, "OPEN_FDS", inherited_fds);
 #undef NUM
@@ -538,6 +558,7 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("NCCL_ASYNC_ERROR_HANDLING");
     unsetenv("RDZV_TEST_INHERITED");
+    unsetenv("RDZV_AGENT_TOKEN");
     unsetenv("TMPDIR");
     fx_done(&f);
     tap_note[0] = '\0';
@@ -962,26 +983,68 @@ static void test_missing_command(void)
     missing_case("rdzv-no-such-command-in-path");
 }
 
-/* The wrapper itself cannot be spawned: start fails, on_all_exited still fires, later. */
-static void test_spawn_failure(void)
+/* No reaper to reach, none can be started: no group (workers would not be protected). */
+static void test_no_reaper(void)
 {
     char *argv[] = {HELPER, NULL};
+
+    char name[sizeof(reaper_name) + 8];
     struct fx f;
 
+    /* a name nobody serves (ours may still be served by the last test's reaper, exiting) */
+    snprintf(name, sizeof(name), "%s.none", reaper_name);
     fx_init(&f, 2, argv);
     f.cfg.self_exe = "/nonexistent/rdzv-agent";
-    ASSERT_OK(agent_group_new(&f.cfg, &f.g));
+    f.cfg.reaper_name = name;
+    ASSERT_EQ(agent_group_new(&f.cfg, &f.g), UV_ENOENT);
+    fx_free_done(&f);
     fx_cap_start(&f);
-    ASSERT_EQ(agent_group_start(f.g, &f.as), UV_ENOENT);
-    ASSERT_EQ(agent_group_running(f.g), 0);
-    ASSERT_EQ(f.n_all, 0);
     fx_run_finish(&f);
-    ASSERT_EQ(f.n_all, 1);
-    ASSERT_EQ(f.n_exits, 0);
+    ASSERT_EQ(f.n_all, 0);
     fx_done(&f);
 }
 
-/* A descendant that keeps the output open after a natural exit gets AGENT_DRAIN_MS of silence. */
+/* A start that fails half-way (worker 1's log file cannot be opened): the start returns the error,
+ * worker 0 is stopped, on_all_exited still fires, later. */
+static void test_start_failure(void)
+{
+    char *argv[] = {HELPER, "sleep=30000", NULL};
+    char logdir[512], path[PATH_MAX + 64];
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    snprintf(logdir, sizeof(logdir), "%s/logs-fail", tmp_root);
+    snprintf(path, sizeof(path), "%s/job42/attempt_0/1/stdout.log", logdir);
+    for (char *p = path + strlen(tmp_root) + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            ASSERT_TRUE(mkdir(path, 0755) == 0 || errno == EEXIST);
+            *p = '/';
+        }
+    ASSERT_OK(mkdir(path, 0755)); /* a directory where the log file should go */
+    f.cfg.log_dir = logdir;
+    ASSERT_OK(agent_group_new(&f.cfg, &f.g));
+    fx_cap_start(&f);
+    ASSERT_EQ(agent_group_start(f.g, &f.as), -EISDIR);
+    ASSERT_EQ(agent_group_running(f.g), 1);
+    ASSERT_EQ(f.n_all, 0);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_EQ(f.n_exits, 1);
+    ASSERT_EQ(f.sig[0], SIGTERM);
+    fx_done(&f);
+}
+
+static void hook_child_gone(struct fx *f)
+{
+    /* the end of the start SIGKILLed what was left in the worker's process group */
+    ASSERT_TRUE(f->child_pid[0] > 0);
+    ASSERT_TRUE(wait_gone(f->child_pid[0], 1000) >= 0);
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+/* A descendant that keeps the output open after a natural exit gets AGENT_DRAIN_MS of silence;
+ * then the start ends, and kills it (it is in the worker's process group). */
 static void test_drain_after_exit(void)
 {
     char *argv[] = {HELPER, "child-sleep=30000", "print=bye", "exit=0", NULL};
@@ -990,6 +1053,7 @@ static void test_drain_after_exit(void)
 
     fx_init(&f, 1, argv);
     f.on_line = line_watch;
+    f.on_all = hook_child_gone;
     fx_start(&f);
     fx_run_finish(&f);
     ASSERT_EQ(f.n_all, 1);
@@ -1145,17 +1209,20 @@ static void test_stop_stalled_reader(void)
     fx_done(&f);
 }
 
-/* ---- integration: the exec wrapper and the death signal ---- */
+/* ---- integration: the reaper ---- */
 
+/* A process of the integration tests: stdout and stderr read into buf and ebuf. */
 struct child {
     uv_process_t proc;
-    uv_pipe_t out;
-    struct rdzv_buf buf;
+    uv_pipe_t out, err;
+    struct rdzv_buf buf, ebuf;
     int64_t status;
     int sig;
     bool exited;
     void (*on_data)(struct child *c);
-    long worker_pid;
+    void *ud;
+    long worker_pid, child_pid, reaper_pid;
+    bool reaper_killed, agent_killed;
 };
 
 static void child_exit_cb(uv_process_t *p, int64_t status, int sig)
@@ -1166,15 +1233,18 @@ static void child_exit_cb(uv_process_t *p, int64_t status, int sig)
     c->sig = sig;
     c->exited = true;
     uv_close((uv_handle_t *)p, NULL);
+    if (c->on_data)
+        c->on_data(c);
 }
 
 static void child_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct child *c = h->data;
+    struct rdzv_buf *b = h == (uv_handle_t *)&c->out ? &c->buf : &c->ebuf;
 
-    ASSERT_OK(rdzv_buf_reserve(&c->buf, 4096));
-    buf->base = (char *)c->buf.data + c->buf.len;
-    buf->len = c->buf.cap - c->buf.len;
+    ASSERT_OK(rdzv_buf_reserve(b, 4096));
+    buf->base = (char *)b->data + b->len;
+    buf->len = b->cap - b->len;
 }
 
 static void child_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -1185,93 +1255,389 @@ static void child_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         uv_close((uv_handle_t *)s, NULL);
         return;
     }
-    c->buf.len += (size_t)nread;
+    if (s == (uv_stream_t *)&c->out)
+        c->buf.len += (size_t)nread;
+    else
+        c->ebuf.len += (size_t)nread;
     if (c->on_data)
         c->on_data(c);
 }
 
-/* Spawn this executable with args; its stdout (which_fd 1) or stderr (2) is read into c->buf. */
-static void child_spawn(uv_loop_t *loop, struct child *c, char **args, int which_fd)
+/* Spawn file (this executable if NULL) with args and env (NULL: ours), in a session of its own if
+ * detached; stdin is in_fd if >= 0, else /dev/null. */
+static void child_spawn(uv_loop_t *loop, struct child *c, const char *file, char **args, char **env,
+                        bool detached, int in_fd)
 {
     uv_process_options_t o = {0};
     uv_stdio_container_t io[3];
 
     ASSERT_OK(uv_pipe_init(loop, &c->out, 0));
-    c->out.data = c;
-    io[0].flags = UV_IGNORE;
-    io[1].flags = UV_INHERIT_FD;
-    io[1].data.fd = 2;
-    io[2].flags = UV_INHERIT_FD;
-    io[2].data.fd = 2;
-    io[which_fd].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    io[which_fd].data.stream = (uv_stream_t *)&c->out;
-    o.file = self_exe;
+    ASSERT_OK(uv_pipe_init(loop, &c->err, 0));
+    c->out.data = c->err.data = c;
+    io[0].flags = in_fd >= 0 ? UV_INHERIT_FD : UV_IGNORE;
+    io[0].data.fd = in_fd;
+    io[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    io[1].data.stream = (uv_stream_t *)&c->out;
+    io[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    io[2].data.stream = (uv_stream_t *)&c->err;
+    o.file = file ? file : self_exe;
     o.args = args;
+    o.env = env;
     o.exit_cb = child_exit_cb;
     o.stdio = io;
     o.stdio_count = 3;
+    o.flags = detached ? UV_PROCESS_DETACHED : 0;
     ASSERT_OK(uv_spawn(loop, &c->proc, &o));
     ASSERT_OK(uv_read_start((uv_stream_t *)&c->out, child_alloc_cb, child_read_cb));
+    ASSERT_OK(uv_read_start((uv_stream_t *)&c->err, child_alloc_cb, child_read_cb));
 }
 
-static void wrapper_case(char **args, const char *want)
+/* Whether b holds text; b is not NUL-terminated. */
+static bool buf_has(const struct rdzv_buf *b, const char *text)
+{
+    return b->len > 0 && memmem(b->data, b->len, text, strlen(text)) != NULL;
+}
+
+/* The number after key in b, or 0. */
+static long buf_num(const struct rdzv_buf *b, const char *key)
+{
+    const char *p = b->len > 0 ? memmem(b->data, b->len, key, strlen(key)) : NULL;
+    char tmp[32];
+    size_t n;
+
+    if (!p)
+        return 0;
+    p += strlen(key);
+    n = (size_t)((const char *)b->data + b->len - p);
+    if (n >= sizeof(tmp))
+        n = sizeof(tmp) - 1;
+    memcpy(tmp, p, n);
+    tmp[n] = '\0';
+    return atol(tmp);
+}
+
+static void random_token(char *out)
+{
+    uint8_t rnd[AGENT_TOKEN_LEN / 2];
+
+    for (size_t i = 0; i < sizeof(rnd); i += 8) {
+        uint64_t v = rdzv_random_u64();
+
+        memcpy(rnd + i, &v, sizeof(v));
+    }
+    rdzv_hex(rnd, sizeof(rnd), out);
+    out[AGENT_TOKEN_LEN] = '\0';
+}
+
+/* Our environment plus extra (may be NULL), as a heap array of borrowed strings. */
+static char **env_plus(char *extra)
+{
+    extern char **environ;
+    size_t n = 0, k = 0;
+    char **v;
+
+    while (environ[n])
+        n++;
+    v = calloc(n + 2, sizeof(*v));
+    ASSERT_NOT_NULL(v);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], AGENT_TOKEN_ENV "=", strlen(AGENT_TOKEN_ENV) + 1) != 0)
+            v[k++] = environ[i];
+    v[k] = extra;
+    return v;
+}
+
+static void reaper_usage_case(char **args)
 {
     struct child c = {0};
     uv_loop_t loop;
 
     ASSERT_OK(uv_loop_init(&loop));
-    child_spawn(&loop, &c, args, 2);
+    child_spawn(&loop, &c, NULL, args, NULL, false, -1);
     ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
     ASSERT_EQ(uv_loop_close(&loop), 0);
     ASSERT_TRUE(c.exited);
-    ASSERT_EQ(c.status, 127);
-    ASSERT_EQ(c.sig, 0);
-    ASSERT_BYTES_STR(c.buf.data, c.buf.len, want);
+    ASSERT_EQ(c.status, 2);
+    ASSERT_TRUE(buf_has(&c.ebuf, "rdzv-agent: usage: --reaper <name>"));
     rdzv_buf_free(&c.buf);
+    rdzv_buf_free(&c.ebuf);
 }
 
-/* The wrapper refuses to run a worker whose agent is already gone, and checks its usage. */
-static void test_exec_wrapper(void)
+static void test_reaper_usage(void)
 {
-    char *orphan[] = {self_exe, "--exec-worker", "1", "/bin/true", NULL};
-    char *usage[] = {self_exe, "--exec-worker", "x", "/bin/true", NULL};
-    char *missing[] = {self_exe, "--exec-worker", NULL, "/nonexistent/cmd", NULL};
-    char pid[32], want[256];
+    char *no_name[] = {self_exe, "--reaper", NULL};
+    char *empty[] = {self_exe, "--reaper", "", NULL};
 
-    wrapper_case(orphan, "rdzv-agent: cannot run '/bin/true': the agent (pid 1) has exited\n");
-    wrapper_case(usage, "rdzv-agent: usage: --exec-worker <agent pid> <command> [args...]\n");
-    snprintf(pid, sizeof(pid), "%ld", (long)getpid());
-    missing[2] = pid;
-    snprintf(want, sizeof(want), "rdzv-agent: cannot run '/nonexistent/cmd': %s\n",
-             strerror(ENOENT));
-    wrapper_case(missing, want);
+    reaper_usage_case(no_name);
+    reaper_usage_case(empty);
 }
 
-static void pdeath_on_data(struct child *c)
+/* poll() for one fd, through EINTR (libuv's SIGCHLD handler is installed here). */
+static int poll_one(struct pollfd *pfd, int ms)
 {
-    const char *p;
-    char tmp[4096];
+    int n;
 
-    snprintf(tmp, sizeof(tmp), "%.*s", (int)(c->buf.len < 4095 ? c->buf.len : 4095),
-             (const char *)c->buf.data);
-    if (c->worker_pid == 0 && (p = strstr(tmp, "[rank0]: PID=")))
-        c->worker_pid = atol(p + 13);
-    if (c->worker_pid > 0 && strstr(tmp, "[rank0]: READY\n") && !c->exited)
+    while ((n = poll(pfd, 1, ms)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
+/* Register with a reaper as an agent does: on fd (a socket pair's end given to the reaper, or -1:
+ * connect to name), "=<token> <pid>" with err_fd passed along. Waits for "ok <pid>" (5 s at most)
+ * and returns the socket; *ret_pid is the reaper's pid. */
+static int reaper_register_as(const char *name, int fd, const char *token, int err_fd, int *ret_pid)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct msghdr msg = {0};
+    struct iovec iov;
+    char text[128];
+    struct pollfd pfd;
+    ssize_t n;
+
+    if (fd < 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+        memcpy(sa.sun_path + 1, name, strlen(name));
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(connect(fd, (struct sockaddr *)&sa,
+                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))));
+    }
+    iov.iov_base = text;
+    iov.iov_len = (size_t)snprintf(text, sizeof(text), "=%s %ld\n", token, (long)getpid());
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    memset(&cm, 0, sizeof(cm));
+    msg.msg_control = cm.buf;
+    msg.msg_controllen = sizeof(cm.buf);
+    cm.h.cmsg_level = SOL_SOCKET;
+    cm.h.cmsg_type = SCM_RIGHTS;
+    cm.h.cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(&cm.h), &err_fd, sizeof(err_fd));
+    ASSERT_EQ(sendmsg(fd, &msg, 0), (ssize_t)iov.iov_len);
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    ASSERT_EQ(poll_one(&pfd, 5000), 1);
+    n = read(fd, text, sizeof(text) - 1);
+    ASSERT_TRUE(n > 3);
+    text[n] = '\0';
+    ASSERT_EQ(strncmp(text, "ok ", 3), 0);
+    *ret_pid = atoi(text + 3);
+    ASSERT_TRUE(*ret_pid > 0);
+    return fd;
+}
+
+static void write_str(int fd, const char *s)
+{
+    ASSERT_EQ(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+}
+
+/* Everything in a pipe whose every writer has closed, as a string (5 s at most). */
+static void read_pipe(int fd, char *out, size_t len)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    size_t k = 0;
+    ssize_t n;
+
+    for (;;) {
+        ASSERT_EQ(poll_one(&pfd, 5000), 1);
+        n = read(fd, out + k, len - 1 - k);
+        ASSERT_TRUE(n >= 0);
+        if (n == 0)
+            break;
+        k += (size_t)n;
+    }
+    out[k] = '\0';
+}
+
+/* Six sleepers, each leading its own session with a child in its group. Agent A started the
+ * reaper (a socket pair), agent B connected to it by name; then A is gone, later B ends cleanly.
+ *   0 A listed and unlisted it                         must survive
+ *   1 A listed it                                      killed when A is gone, with its child
+ *   2 RDZV_AGENT_TOKEN=<other>,<A's token>             killed when A is gone (the /proc scan)
+ *   3 RDZV_AGENT_TOKEN=<A's token>0,<other>            must survive (no element is the token)
+ *   4 B listed it                                      survives A; B unlists it before "q"
+ *   5 RDZV_AGENT_TOKEN=<B's token>                     survives: after "q" nobody scans */
+enum { RP_UNLISTED, RP_LISTED, RP_TOKEN, RP_OTHER, RP_B_LISTED, RP_B_TOKEN, _RP_MAX };
+
+struct reaper_fx {
+    uv_loop_t loop;
+    struct child s[_RP_MAX];
+    unsigned ready;
+    int want; /* stop the loop once these have exited (bits) */
+};
+
+static void rp_on_data(struct child *c)
+{
+    struct reaper_fx *x = c->ud;
+    int exited = 0;
+
+    if (!c->child_pid && buf_has(&c->buf, "READY")) {
+        c->child_pid = buf_num(&c->buf, "CHILD_PID=");
+        ASSERT_TRUE(c->child_pid > 0);
+        if (++x->ready == _RP_MAX)
+            uv_stop(&x->loop);
+    }
+    for (unsigned i = 0; i < _RP_MAX; i++)
+        if (x->s[i].exited)
+            exited |= 1 << i;
+    if (x->want && (exited & x->want) == x->want)
+        uv_stop(&x->loop);
+}
+
+static void rp_settle(void)
+{
+    struct timespec ts = {0, 300 * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* A dead agent's groups and token carriers die; another agent's do not; a clean end scans
+ * nothing; the reaper exits with its last connection. */
+static void test_reaper_shared(void)
+{
+    char name[64], ta[AGENT_TOKEN_LEN + 1], tb[AGENT_TOKEN_LEN + 1], other[AGENT_TOKEN_LEN + 1];
+    char envs[_RP_MAX][64 + 2 * AGENT_TOKEN_LEN], lines[256], said[1024];
+    char *args[] = {self_exe, "--reaper", name, NULL};
+    char *sleeper[] = {HELPER, "child-sleep=30000", "print=READY", "sleep=30000", NULL};
+    char **env[_RP_MAX];
+    struct reaper_fx x = {0};
+    struct child spawner = {0};
+    int sv[2], erra[2], errb[2], a, b, pid, pid_b;
+    long dt;
+
+    snprintf(name, sizeof(name), "rdzv-test-reaper-shared.%d", (int)getpid());
+    random_token(ta);
+    random_token(tb);
+    random_token(other);
+    snprintf(envs[RP_TOKEN], sizeof(envs[0]), "%s=%s,%s", AGENT_TOKEN_ENV, other, ta);
+    snprintf(envs[RP_OTHER], sizeof(envs[0]), "%s=%s0,%s", AGENT_TOKEN_ENV, ta, other);
+    snprintf(envs[RP_B_TOKEN], sizeof(envs[0]), "%s=%s", AGENT_TOKEN_ENV, tb);
+    for (unsigned i = 0; i < _RP_MAX; i++)
+        env[i] = env_plus(i == RP_TOKEN || i == RP_OTHER || i == RP_B_TOKEN ? envs[i] : NULL);
+    ASSERT_OK(uv_loop_init(&x.loop));
+    for (unsigned i = 0; i < _RP_MAX; i++) {
+        x.s[i].on_data = rp_on_data;
+        x.s[i].ud = &x;
+        child_spawn(&x.loop, &x.s[i], HELPER, sleeper, env[i], true, -1);
+    }
+    uv_run(&x.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(x.ready, _RP_MAX);
+
+    /* A starts the reaper on a socket pair, as a group does; it daemonizes at once */
+    ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+    child_spawn(&x.loop, &spawner, NULL, args, NULL, true, sv[1]);
+    close(sv[1]);
+    ASSERT_OK(pipe2(erra, O_CLOEXEC));
+    ASSERT_OK(pipe2(errb, O_CLOEXEC));
+    a = reaper_register_as(name, sv[0], ta, erra[1], &pid);
+    b = reaper_register_as(name, -1, tb, errb[1], &pid_b);
+    ASSERT_EQ(pid_b, pid); /* one reaper for both */
+    close(erra[1]);
+    close(errb[1]);
+    snprintf(lines, sizeof(lines), "+%d\nbogus\n+1\n-%d\n+%d\n", x.s[RP_UNLISTED].proc.pid,
+             x.s[RP_UNLISTED].proc.pid, x.s[RP_LISTED].proc.pid);
+    write_str(a, lines);
+    snprintf(lines, sizeof(lines), "+%d\n", x.s[RP_B_LISTED].proc.pid);
+    write_str(b, lines);
+
+    /* A is gone (no "q") */
+    close(a);
+    read_pipe(erra[0], said, sizeof(said));
+    snprintf(tap_note, sizeof(tap_note), "reaper said: %.200s", said);
+    ASSERT_NOT_NULL(strstr(said, "SIGKILLed the 1 worker process group(s) it had listed and 1 "
+                                 "more found by its token\n"));
+    x.want = 1 << RP_LISTED | 1 << RP_TOKEN;
+    uv_run(&x.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(x.s[RP_LISTED].sig, SIGKILL);
+    ASSERT_EQ(x.s[RP_TOKEN].sig, SIGKILL);
+    rp_settle();
+    uv_run(&x.loop, UV_RUN_NOWAIT);
+    ASSERT_FALSE(x.s[RP_UNLISTED].exited);
+    ASSERT_FALSE(x.s[RP_OTHER].exited);
+    ASSERT_FALSE(x.s[RP_B_LISTED].exited);
+    ASSERT_FALSE(x.s[RP_B_TOKEN].exited);
+    ASSERT_FALSE(pid_gone(pid));
+
+    /* B ends cleanly: nothing listed, no scan, nothing said; the reaper exits */
+    snprintf(lines, sizeof(lines), "-%d\nq\n", x.s[RP_B_LISTED].proc.pid);
+    write_str(b, lines);
+    close(b);
+    read_pipe(errb[0], said, sizeof(said));
+    ASSERT_BYTES_STR(said, strlen(said), "");
+    dt = wait_gone(pid, 2000);
+    ASSERT_TRUE(dt >= 0);
+    rp_settle();
+    uv_run(&x.loop, UV_RUN_NOWAIT);
+    ASSERT_FALSE(x.s[RP_B_LISTED].exited);
+    ASSERT_FALSE(x.s[RP_B_TOKEN].exited);
+    tap_note[0] = '\0';
+
+    x.want = 0; /* run until every handle is closed */
+    for (unsigned i = 0; i < _RP_MAX; i++)
+        if (!x.s[i].exited)
+            ASSERT_OK(kill(-(pid_t)x.s[i].proc.pid, SIGKILL));
+    ASSERT_EQ(uv_run(&x.loop, UV_RUN_DEFAULT), 0);
+    ASSERT_EQ(uv_loop_close(&x.loop), 0);
+    ASSERT_TRUE(spawner.exited);
+    ASSERT_EQ(spawner.status, 0); /* the process we started daemonized */
+    for (unsigned i = 0; i < _RP_MAX; i++) {
+        dt = wait_gone(x.s[i].child_pid, 2000);
+        kill_leftover(x.s[i].child_pid);
+        ASSERT_TRUE(dt >= 0);
+        rdzv_buf_free(&x.s[i].buf);
+        rdzv_buf_free(&x.s[i].ebuf);
+        free(env[i]);
+    }
+    rdzv_buf_free(&spawner.buf);
+    rdzv_buf_free(&spawner.ebuf);
+    close(erra[0]);
+    close(errb[0]);
+}
+
+static void agent_on_data(struct child *c)
+{
+    if (!c->worker_pid && buf_has(&c->buf, "[rank1]: READY\n")) {
+        c->worker_pid = buf_num(&c->buf, "[rank1]: PID=");
+        c->child_pid = buf_num(&c->buf, "[rank1]: CHILD_PID=");
+        c->reaper_pid = buf_num(&c->buf, "REAPER=");
+        ASSERT_TRUE(c->worker_pid > 0 && c->child_pid > 0 && c->reaper_pid > 0);
+    }
+    if (!c->worker_pid || !buf_has(&c->buf, "MINI: rank 0 exited\n") || c->exited)
+        return;
+    /* ud set: kill the reaper first, SIGKILL the agent once it has another */
+    if (c->ud && !c->reaper_killed) {
+        c->reaper_killed = true;
+        ASSERT_OK(kill((pid_t)c->reaper_pid, SIGKILL));
+        return;
+    }
+    if (c->ud && !buf_has(&c->ebuf, "the worker reaper is back"))
+        return;
+    if (!c->agent_killed) {
+        c->agent_killed = true;
         ASSERT_OK(uv_process_kill(&c->proc, SIGKILL));
+    }
 }
 
-/* SIGKILL the agent: its worker (own session, so no terminal or group signal reaches it) dies
- * of PR_SET_PDEATHSIG within 2 s. */
-static void test_pdeathsig(void)
+/* SIGKILL the agent: its running worker (own session, so no terminal or group signal reaches it)
+ * and that worker's child die within 2 s, killed by the reaper, which had listed that worker's
+ * group only: the other worker exited normally and was unlisted. With restart, the first reaper is
+ * SIGKILLed before: the agent starts another, which gets the running worker listed again. */
+static void agent_kill_case(bool restart)
 {
     char *args[] = {self_exe, "--mini-agent", NULL};
     struct child c = {0};
     uv_loop_t loop;
     long dt;
 
+    snprintf(tap_note, sizeof(tap_note), "reaper restarted %d", restart);
     ASSERT_OK(uv_loop_init(&loop));
-    c.on_data = pdeath_on_data;
-    child_spawn(&loop, &c, args, 1);
+    c.on_data = agent_on_data;
+    c.ud = restart ? &c : NULL;
+    child_spawn(&loop, &c, NULL, args, NULL, false, -1);
     ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
     ASSERT_EQ(uv_loop_close(&loop), 0);
     ASSERT_TRUE(c.exited);
@@ -1280,16 +1646,61 @@ static void test_pdeathsig(void)
     dt = wait_gone(c.worker_pid, 2000);
     kill_leftover(c.worker_pid);
     ASSERT_TRUE(dt >= 0);
+    dt = wait_gone(c.child_pid, 2000);
+    kill_leftover(c.child_pid);
+    ASSERT_TRUE(dt >= 0);
+    ASSERT_TRUE(wait_gone(c.reaper_pid, 2000) >= 0);
+    snprintf(tap_note, sizeof(tap_note), "agent's stderr: %.*s", (int)c.ebuf.len,
+             (const char *)c.ebuf.data);
+    /* the stderr pipe reached EOF: the reaper has closed the agent's stderr, after saying what it
+     * did on it */
+    ASSERT_TRUE(buf_has(&c.ebuf, "SIGKILLed the 1 worker process group(s) it had listed and 0 "
+                                 "more found by its token\n"));
+    ASSERT_EQ(buf_has(&c.ebuf, "the worker reaper (pid "), restart); /* EOF or a reset */
+    ASSERT_EQ(buf_has(&c.ebuf, "the worker reaper is back"), restart);
     rdzv_buf_free(&c.buf);
+    rdzv_buf_free(&c.ebuf);
+    tap_note[0] = '\0';
 }
 
-/* The agent of test_pdeathsig: one long-sleeping worker, relayed to our stdout, run forever. */
+static void test_agent_sigkill(void)
+{
+    agent_kill_case(false);
+    agent_kill_case(true);
+}
+
+/* Tells the test that rank 0 was reaped (and so unlisted). */
+static void mini_on_exit(struct agent_group *g, unsigned lr, int64_t status, int sig, void *ud)
+{
+    printf("MINI: rank %u exited\n", lr);
+    fflush(stdout);
+}
+
+/* Start the workers once the reaper has acknowledged the group (its pid is then known). */
+static void mini_wait_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+    static struct agent_assignment as = {
+        .nnodes = 1, .world_size = 2, .master_addr = "127.0.0.1", .master_port = 1};
+
+    if (!agent_group_reaper_pid(g))
+        return;
+    uv_close((uv_handle_t *)t, NULL);
+    printf("REAPER=%d\n", agent_group_reaper_pid(g));
+    fflush(stdout);
+    if (agent_group_start(g, &as) < 0)
+        exit(1);
+}
+
+/* The agent of the reaper tests: rank 0 exits at once, rank 1 (with a child in its process group)
+ * sleeps; relayed to our stdout; runs until SIGKILLed. */
 static int mini_agent(void)
 {
-    char *argv[] = {HELPER, "pid", "print=READY", "sleep=60000", NULL};
+    char *argv[] = {HELPER,        "r0:exit=0", "child-sleep=60000", "pid", "print=READY",
+                    "sleep=60000", NULL};
     struct agent_group_cfg cfg = {0};
-    struct agent_assignment as = {0};
     struct agent_group *g;
+    uv_timer_t wait;
     uv_loop_t loop;
 
     signal(SIGPIPE, SIG_IGN);
@@ -1297,15 +1708,16 @@ static int mini_agent(void)
         return 1;
     cfg.loop = &loop;
     cfg.argv = argv;
-    cfg.nproc = 1;
+    cfg.nproc = 2;
     cfg.self_exe = self_exe;
+    cfg.reaper_name = reaper_name;
     cfg.grace_ms = 1000;
-    as.nnodes = 1;
-    as.world_size = 1;
-    as.master_addr = "127.0.0.1";
-    as.master_port = 1;
-    if (agent_group_new(&cfg, &g) < 0 || agent_group_start(g, &as) < 0)
+    cfg.on_exit = mini_on_exit;
+    if (agent_group_new(&cfg, &g) < 0)
         return 1;
+    uv_timer_init(&loop, &wait);
+    wait.data = g;
+    uv_timer_start(&wait, mini_wait_cb, 5, 5);
     uv_run(&loop, UV_RUN_DEFAULT);
     return 1; /* not reached: the test SIGKILLs us first */
 }
@@ -1315,8 +1727,8 @@ int main(int argc, char **argv)
     ssize_t n;
     const char *tmp = getenv("TMPDIR");
 
-    if (argc > 1 && strcmp(argv[1], "--exec-worker") == 0)
-        return agent_exec_worker(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
+        return agent_reaper_main(argc, argv);
 
     /* Worker output goes to pipes we read; a test reader that went away must not kill us. */
     signal(SIGPIPE, SIG_IGN);
@@ -1324,6 +1736,8 @@ int main(int argc, char **argv)
     n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
     ASSERT_TRUE(n > 0);
     self_exe[n] = '\0';
+    snprintf(reaper_name, sizeof(reaper_name), "rdzv-test-reaper.%d.%08x", (int)getpid(),
+             (unsigned)rdzv_random_u64());
     if (argc > 1 && strcmp(argv[1], "--mini-agent") == 0)
         return mini_agent();
     for (int fd = 3, k = 0; fd < 4096; fd++) {
@@ -1337,8 +1751,9 @@ int main(int argc, char **argv)
     snprintf(tmp_root, sizeof(tmp_root), "%s/rdzv-agent-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     ASSERT_NOT_NULL(mkdtemp(tmp_root));
     if (argc > 1 && strcmp(argv[1], "--integration") == 0) {
-        TEST(test_exec_wrapper);
-        TEST(test_pdeathsig);
+        TEST(test_reaper_usage);
+        TEST(test_reaper_shared);
+        TEST(test_agent_sigkill);
     } else {
         TEST(test_env_contract);
         TEST(test_env_single);
@@ -1352,7 +1767,8 @@ int main(int argc, char **argv)
         TEST(test_output);
         TEST(test_restart);
         TEST(test_missing_command);
-        TEST(test_spawn_failure);
+        TEST(test_no_reaper);
+        TEST(test_start_failure);
         TEST(test_drain_after_exit);
         TEST(test_backpressure);
         TEST(test_stop_stalled_reader);

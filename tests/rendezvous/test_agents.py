@@ -10,6 +10,23 @@ from agenttest import (AGENT, ENV_WORKER, AgentTestCase, agent_cmd, finish, main
                        start)
 
 
+def _gone(pid):
+    """Exited: no such process, or a zombie whose reaper is not ours."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def _kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class TestByHand(AgentTestCase):
     def test_two_agents_four_workers_each_get_the_contract(self):
         d = self.daemon()
@@ -185,6 +202,46 @@ class TestOutcome(AgentTestCase):
         for r in (0, 1):
             with open(f"{out}/term.{r}") as f:
                 self.assertEqual(f.read().strip(), "got-term")
+
+    def test_missing_command_exits_127_with_a_clear_message(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        p = start(agent_cmd(ep, "--rdzv-id", "nocmd", "--nproc", "2",
+                            worker=["rdzv-no-such-command", "arg"]))
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 127, err[-2000:])
+        for r in (0, 1):
+            self.assertIn(f"[rank{r}]: rdzv-agent: cannot run 'rdzv-no-such-command': "
+                          "No such file or directory", err)
+        self.assertIn("exited with code 127", err)
+
+    def test_sigkilled_agent_leaves_no_worker_behind(self):
+        """The reaper kills the workers' process groups (their children too) when the agent is
+        SIGKILLed: nothing else would, as each worker leads its own session."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = ["/bin/sh", "-c", 'sleep 60 & echo "$$ $!" > "$RDZV_TEST_OUT/p.$RANK.tmp"; '
+                  'mv "$RDZV_TEST_OUT/p.$RANK.tmp" "$RDZV_TEST_OUT/p.$RANK"; wait']
+        p = start(agent_cmd(ep, "--rdzv-id", "k9", "--nproc", "2", worker=worker),
+                  env={"RDZV_TEST_OUT": out})
+        pids = []
+        deadline = time.monotonic() + 20
+        for r in (0, 1):
+            path = f"{out}/p.{r}"
+            while not os.path.exists(path) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            with open(path) as f:
+                pids += [int(x) for x in f.read().split()]
+        self.addCleanup(_kill_all, pids)
+        p.kill()
+        rc, _, err = finish(p, timeout=20)
+        self.assertEqual(rc, -signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not all(_gone(x) for x in pids):
+            time.sleep(0.02)
+        self.assertEqual([x for x in pids if not _gone(x)], [], err[-2000:])
+        self.assertIn("SIGKILLed the 2 worker process group(s) it had listed", err)
 
     def test_output_is_prefixed_with_the_rank(self):
         d = self.daemon()
