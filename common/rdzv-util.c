@@ -229,3 +229,22 @@ int rdzv_find_in_path(const char *name, char *buf, size_t len)
     }
     return -ENOENT;
 }
+
+char *rdzv_utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = n, cont = 0;
+
+    /* Walk back over at most 3 continuation bytes to the lead byte of the last sequence. */
+    while (i > 0 && cont < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+        i--;
+        cont++;
+    }
+    if (i > 0) {
+        unsigned char lead = (unsigned char)s[i - 1];
+        size_t want = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+
+        if (lead >= 0xC0 && cont < want)
+            s[i - 1] = '\0'; /* the lead byte's sequence is cut short */
+    }
+    return s;
+}

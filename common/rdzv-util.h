@@ -33,6 +33,10 @@ uint64_t rdzv_hash64(uint64_t seed, const void *p, size_t n);
 /* Seed from the kernel's random pool; falls back to time and pid. */
 uint64_t rdzv_random_u64(void);
 
+/* Cut an incomplete UTF-8 sequence off the end of s (left there by a byte-wise truncation such
+ * as snprintf's), so that JSON encoders accept it. Returns s. */
+char *rdzv_utf8_trim(char *s);
+
 /* The first executable file called name in $PATH, written to buf. 0, -ENOENT, or -ENAMETOOLONG. */
 int rdzv_find_in_path(const char *name, char *buf, size_t len);
 

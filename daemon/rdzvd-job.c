@@ -112,6 +112,7 @@ static void job_note(struct job *j, bool warn, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(j->events[i].text, sizeof(j->events[i].text), fmt, ap);
     va_end(ap);
+    rdzv_utf8_trim(j->events[i].text);
     if (warn)
         log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
     else
@@ -1078,9 +1079,9 @@ static int handle_worker_exit(struct member *m, const uint8_t *body, uint32_t le
     if (j->state != JOB_RUNNING || w.generation != j->generation || m->node_rank < 0)
         return 0; /* a late report from an earlier generation, or the job already moved on */
     m->failures++;
-    secs = (time_t)w.time;
-    gmtime_r(&secs, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    secs = (time_t)w.time; /* the parser bounds it */
+    if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(when, sizeof(when), "?");
     if (w.signal > 0)
         snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)", w.signal,
                  strsignal((int)w.signal));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../common/rdzv-buf.h"
+#include "../common/rdzv-util.h"
 #include "rdzv-frame.h"
 
 static const char *const nccl_mode_names[] = {"off", "auto", "required"};
@@ -116,10 +117,15 @@ json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w)
 
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
 {
+    char summary[sizeof(e->summary)];
+
+    /* Summaries are built with snprintf: never let a cut character make the JSON invalid. */
+    memcpy(summary, e->summary, sizeof(summary));
+    summary[sizeof(summary) - 1] = '\0';
     return rdzv_msg_put(b, RDZV_MSG_EVENT,
                         json_pack("{s:s, s:I, s:I, s:s}", "type", e->type, "generation",
                                   (json_int_t)e->generation, "exit_code",
-                                  (json_int_t)e->exit_code, "summary", e->summary));
+                                  (json_int_t)e->exit_code, "summary", rdzv_utf8_trim(summary)));
 }
 
 int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
@@ -130,7 +136,7 @@ int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    return rdzv_msg_put(b, RDZV_MSG_ERROR, json_pack("{s:s}", "error", text));
+    return rdzv_msg_put(b, RDZV_MSG_ERROR, json_pack("{s:s}", "error", rdzv_utf8_trim(text)));
 }
 
 json_t *rdzv_msg_load(const uint8_t *body, size_t len, char *err, size_t errlen)
@@ -356,6 +362,11 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     w->local_rank = local_rank;
     w->exit_code = code;
     w->signal = sig;
+    if (!(t >= 0 && t < 1e11)) {
+        snprintf(err, errlen, "WORKER_EXIT: 'time' must be unix seconds");
+        r = -EBADMSG;
+        goto out;
+    }
     w->time = t;
 out:
     json_decref(root);
@@ -383,6 +394,7 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
     if (r == 0) {
         /* A long summary is cut, not refused: it is for people. */
         snprintf(e->summary, sizeof(e->summary), "%s", summary);
+        rdzv_utf8_trim(e->summary);
         e->generation = (uint64_t)gen;
         e->exit_code = code;
     }

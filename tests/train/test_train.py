@@ -120,6 +120,55 @@ class TrainTest(rdzvtest.DaemonTestCase):
         self.assertLess(done["final_loss"], 0.5 * done["first_loss"])
         self.assertEqual(objs[0]["step"], 10)
 
+    def check_restarted_job(self, out, err, world):
+        objs = events(out, prefix="[rank0]: ")
+        resumed = [o for o in objs if o.get("event") == "resumed"]
+        self.assertEqual([o["step"] for o in resumed], [150], "resumed once, at step 150")
+        done = done_event(objs)
+        self.assertEqual(done["step"], 300, "reached step 300")
+        self.assertEqual(done["steps"], 150, "the second attempt ran steps 151..300")
+        self.assertEqual(done["world"], world)
+        first = next(o for o in objs if "loss" in o and "event" not in o)
+        self.assertLess(done["final_loss"], 0.5 * first["loss"], "less than half its first loss")
+        self.assertIn("restarting", err)
+
+    def test_agent_restart_resumes_from_checkpoint(self):
+        # The CI job: a fault drill at step 170, one restart, resume at 150, finish 300.
+        ckpt = self.tmpdir()
+        p = subprocess.Popen([AGENT, "--standalone", "--nproc", "2", "--max-restarts", "1",
+                              "--grace", "5", "--", TRAIN, "--backend", "gloo", "--steps", "300",
+                              "--ckpt-dir", ckpt, "--ckpt-every", "50", "--fail-at-step", "170",
+                              "--fail-rank", "1"],
+                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+        rdzvtest.track(p, group=True)
+        rc, out, err = finish(p, timeout=240)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.check_restarted_job(out, err, 2)
+
+    def test_two_agents_by_hand_restart_resumes(self):
+        # The same job with 2 agents of 2 workers each, started by hand against a real rdzvd.
+        d = self.daemon()
+        ckpt = self.tmpdir()
+        ps = []
+        for _ in range(2):
+            p = subprocess.Popen([AGENT, "--endpoint", "127.0.0.1:%d" % d.port, "--rdzv-id",
+                                  "train-hand", "--nnodes", "2", "--nproc", "2",
+                                  "--max-restarts", "1", "--grace", "5", "--last-call", "1",
+                                  "--", TRAIN, "--backend", "gloo", "--steps", "300",
+                                  "--ckpt-dir", ckpt, "--ckpt-every", "50", "--fail-at-step",
+                                  "170", "--fail-rank", "1"],
+                                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+            rdzvtest.track(p, group=True)
+            ps.append(p)
+        res = [finish(p, timeout=300) for p in ps]
+        for rc, out, err in res:
+            self.assertEqual(rc, 0, err[-3000:])
+        out = "".join(r[1] for r in res)
+        err = "".join(r[2] for r in res)
+        self.check_restarted_job(out, err, 4)
+
     def test_checkpoint_resume_with_other_world_sizes(self):
         d = self.daemon()
         ck = self.tmpdir()
