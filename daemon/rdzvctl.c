@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "      --token-file FILE    prove the secret rdzvd runs with (--token-file), and make\n"
             "                           rdzvd prove it too (default $RDZVCTL_TOKEN_FILE, then\n"
             "                           $RDZV_TOKEN_FILE); needed from addresses outside rdzvd's\n"
-            "                           --allow-store-from\n"
+            "                           allowed store addresses\n"
             "      --raw                use keys exactly as given; by default keys are prefixed\n"
             "                           with '/' as PyTorch's TCPStore client does, so\n"
             "                           'rdzvctl get x' reads what store.set(\"x\", ...) wrote\n"

@@ -21,9 +21,9 @@ class TestDaemonLoss(FaultTestCase):
         d1.kill()
         time.sleep(0.3)  # the agents see the connection drop and start reconnecting
         d2 = self.start_daemon("--port", str(port))
-        d2.wait_log(r"job dkill: rebuilding generation 1 \(2 nodes\) from reconnecting agents",
+        d2.wait_log(r"job=dkill gen=\d+ rebuilding generation 1 \(2 nodes\) from reconnecting agents",
                     timeout=15)
-        d2.wait_log(r"job dkill: generation 1 rebuilt; its workers never stopped", timeout=15)
+        d2.wait_log(r"job=dkill gen=\d+ generation 1 rebuilt; its workers never stopped", timeout=15)
         self.assertLess(time.monotonic() - t0, 10.0, "daemon restart -> job rebuilt")
         self.assertIsNone(d2.find_log(r"cannot reopen the store"), d2.log())
         # The generation's store is back on the port its workers know.
@@ -36,7 +36,7 @@ class TestDaemonLoss(FaultTestCase):
                          "each rank's worker ran exactly once")
         self.assertEqual({e.pid for e in starts}, {e.pid for e in gen1})
         self.assertEqual(self.events("crash"), [])
-        d2.wait_log(r"job dkill: generation 1 succeeded")
+        d2.wait_log(r"job=dkill gen=\d+ generation 1 succeeded")
         self.assertIsNone(d2.find_log(r"restarting generation"), d2.log())
 
     def test_daemon_sigstopped_past_the_heartbeat_timeout(self):
@@ -58,7 +58,7 @@ class TestDaemonLoss(FaultTestCase):
         starts = self.events("start")
         self.assertEqual({e.pid for e in starts}, {e.pid for e in gen1},
                          "no worker restarted; rdzvd log:\n" + d.log()[mark:])
-        d.wait_log(r"job dstop: generation 1 succeeded")
+        d.wait_log(r"job=dstop gen=\d+ generation 1 succeeded")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ class TestNodeLoss(FaultTestCase):
         self.release()
         self.finish_all([a], 0)
         self.assertEqual(finish(b)[0], -signal.SIGKILL)
-        self.d.wait_log(r"job akill: the agent of node rank 1 \(.*\) disconnected")
+        self.d.wait_log(r"job=akill gen=\d+ the agent of node rank 1 \(.*\) disconnected")
 
     def test_agent_sigstop_is_detected_after_the_heartbeat_timeout(self):
         self.start_daemon()
@@ -45,7 +45,7 @@ class TestNodeLoss(FaultTestCase):
         t0 = time.monotonic()
         os.kill(b.pid, signal.SIGSTOP)
         self.addCleanup(kill_quietly, b.pid, signal.SIGCONT)
-        self.d.wait_log(rf"job astop: the agent of node rank 1 \(.*\) sent no heartbeat for "
+        self.d.wait_log(rf"job=astop gen=\d+ the agent of node rank 1 \(.*\) sent no heartbeat for "
                         rf"{HB}\.0 s", since=mark, timeout=15)
         took = time.monotonic() - t0
         # Agents heartbeat every timeout/5: the last one came at most that long before the stop.
@@ -59,7 +59,7 @@ class TestNodeLoss(FaultTestCase):
         stale = [self.worker_pid(1, r) for r in (2, 3)]
         mark = self.d.mark()
         os.kill(b.pid, signal.SIGCONT)
-        self.d.wait_log(r"job astop: .* reconnected from generation 1 \(now 2\)", since=mark,
+        self.d.wait_log(r"job=astop gen=\d+ .* reconnected from generation 1 \(now 2\)", since=mark,
                         timeout=10)
         self.assertEqual(self.wait_pids_gone(stale, 5.0), [], "its old workers are stopped")
         self.release()
@@ -85,7 +85,7 @@ class TestNodeLoss(FaultTestCase):
         self.start_daemon()
         a, b = self.two_nodes("repl", "2:2")
         os.kill(b.pid, signal.SIGKILL)
-        self.d.wait_log(r"job repl: restarting generation 1")
+        self.d.wait_log(r"job=repl gen=\d+ restarting generation 1")
         time.sleep(1.5)
         self.assertEqual(self.events("start", 2), [], "below MIN: the job waits")
         self.assertIsNone(a.poll())
@@ -104,7 +104,7 @@ class TestNodeLoss(FaultTestCase):
         a, b = self.two_nodes("spare", "2:2")
         mark = self.d.mark()
         s = self.agent("spare", "--nnodes", "2:2", "--nproc", "2", "--max-restarts", "1")
-        self.d.wait_log(r"job spare: .* joined, 3 of 2\.\.2 \(waits for the next generation\)",
+        self.d.wait_log(r"job=spare gen=\d+ node=\S+ joined .*, 3 of 2\.\.2 \(waits for the next generation\)",
                         since=mark)
         time.sleep(0.3)
         self.assertEqual(self.events("start", 2), [], "a spare does not disturb the job")
@@ -133,7 +133,7 @@ class TestNodeLoss(FaultTestCase):
         self.assertEqual({e.agent for e in gen2}, {a.pid, b.pid})
         self.release()
         self.finish_all([a, b], 0)
-        self.d.wait_log(r"job scale: restarting generation 1 \(restart 0 of 0, not counted: "
+        self.d.wait_log(r"job=scale gen=\d+ restarting generation 1 \(restart 0 of 0, not counted: "
                         r"scale-up\)")
 
 
@@ -188,7 +188,7 @@ class TestLinkCut(FaultTestCase):
         mark = self.d.mark()
         t0 = time.monotonic()
         subprocess.run(["ip", "link", "set", self.vh, "down"], check=True, timeout=10)
-        self.d.wait_log(rf"job link: the agent of node rank 1 \(.*\) sent no heartbeat for "
+        self.d.wait_log(rf"job=link gen=\d+ the agent of node rank 1 \(.*\) sent no heartbeat for "
                         rf"{HB}\.0 s", since=mark, timeout=15)
         took = time.monotonic() - t0
         self.assertGreater(took, HB * 0.75)

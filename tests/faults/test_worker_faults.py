@@ -37,9 +37,9 @@ class TestWorkerFaults(FaultTestCase):
                              {e2["RDZV_NCCL_UNIQUE_ID"]})
         self.release()
         self.finish_all(ps, 0)
-        self.d.wait_log(r"job exit1: restarting generation 1 \(restart 1 of 2\): root cause: "
+        self.d.wait_log(r"job=exit1 gen=\d+ restarting generation 1 \(restart 1 of 2\): root cause: "
                         r"worker rank 1 \(local rank 1\) on node rank 0 .* exited with code 1")
-        self.d.wait_log(r"job exit1: generation 2 succeeded")
+        self.d.wait_log(r"job=exit1 gen=\d+ generation 2 succeeded")
 
     def test_worker_sigkilled_from_outside_restarts(self):
         self.start_daemon()
@@ -58,7 +58,7 @@ class TestWorkerFaults(FaultTestCase):
         errs = self.finish_all(ps, 0)
         self.assertTrue(any("worker rank 2 (local rank 0) was killed by signal 9" in e
                             for e in errs), "the victim's agent logs the signal")
-        self.d.wait_log(r"job kill9: restarting generation 1 \(restart 1 of 1\): root cause: "
+        self.d.wait_log(r"job=kill9 gen=\d+ restarting generation 1 \(restart 1 of 1\): root cause: "
                         r"worker rank 2 .* was killed by signal 9")
 
     def test_gloo_worker_blocked_in_allreduce_when_its_peer_dies(self):
@@ -90,7 +90,7 @@ class TestWorkerFaults(FaultTestCase):
         mark = self.d.mark()
         t0 = time.monotonic()
         kill_quietly(victim, signal.SIGKILL)
-        self.d.wait_log(r"job gloo: generation 2 formed: 2 nodes, world size 4", since=mark,
+        self.d.wait_log(r"job=gloo gen=\d+ generation 2 formed: 2 nodes, world size 4", since=mark,
                         timeout=15)
         # The blocked workers were stopped (TERM, then KILL after --grace 2), not waited for.
         self.assertLess(time.monotonic() - t0, 8.0, "SIGKILL of a peer -> generation 2 formed")
