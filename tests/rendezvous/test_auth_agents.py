@@ -38,7 +38,7 @@ class TestAgentAuth(AgentTestCase):
             rc, _, err = finish(p)
             self.assertEqual(rc, 0, err[-2000:])
         self.assert_contract(read_envs(out), 2, 2, "tok-1", self.ep)
-        self.d.wait_log(r"job tok-1: generation 1 succeeded")
+        self.d.wait_log(r"job=tok-1 gen=\d+ generation 1 succeeded")
 
     def refused(self, args, env, message, log_re):
         mark = self.d.mark()
@@ -105,7 +105,7 @@ class TestIsolation(AgentTestCase):
         b0 = start(agent_cmd(ep_b, "--nnodes", "2", "--nproc", "1", "--rdzv-id", "job-b",
                              "--token-file", tok_b, worker=ENV_WORKER),
                    env={"RDZV_TEST_OUT": out})
-        db.wait_log(r"job job-b: .* joined, 1 of 2")
+        db.wait_log(r"job=job-b gen=\d+ node=\S+ joined .*, 1 of 2")
         # An agent of job A (its token) tries to take B's second place.
         mark = db.mark()
         intruder = start(agent_cmd(ep_b, "--nnodes", "2", "--nproc", "1", "--rdzv-id", "job-b",
@@ -114,7 +114,7 @@ class TestIsolation(AgentTestCase):
         self.assertEqual(rc, 1)
         self.assertIn("authentication failed", err)
         db.wait_log(r"authentication failed: wrong token", since=mark)
-        self.assertIsNone(db.find_log(r"job job-b: .* joined, 2 of 2", since=mark))
+        self.assertIsNone(db.find_log(r"job=job-b gen=\d+ node=\S+ joined .*, 2 of 2", since=mark))
         # Nor can a raw peer with A's token get through B's handshake (to STORE or JOIN).
         p = Peer(db.port)
         h = p.hello()
@@ -176,7 +176,7 @@ class TestIsolation(AgentTestCase):
         open(os.path.join(out, "go"), "w").close()
         rc, _, err = finish(v)
         self.assertEqual(rc, 0, err[-2000:])
-        d.wait_log(r"job victim: generation 1 succeeded")
+        d.wait_log(r"job=victim gen=\d+ generation 1 succeeded")
 
 
 class TestGenerationStoreAllowlist(AgentTestCase):
