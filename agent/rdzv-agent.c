@@ -976,6 +976,14 @@ int main(int argc, char **argv)
         gcfg.devices = (const char *const *)gpus;
     }
 
+    if (uv_exepath(a.self_exe, &(size_t){sizeof(a.self_exe)}) < 0)
+        snprintf(a.self_exe, sizeof(a.self_exe), "/proc/self/exe");
+    if (!a.o.argv && default_worker(&a) < 0) {
+        for (int i = 0; i < ngpus; i++)
+            free(gpus[i]);
+        free(gpus);
+        return 2;
+    }
     if (uv_loop_init(&loop) < 0)
         return 1;
     a.loop = &loop;
@@ -987,10 +995,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT\n", a.o.endpoint);
         return 2;
     }
-    if (uv_exepath(a.self_exe, &(size_t){sizeof(a.self_exe)}) < 0)
-        snprintf(a.self_exe, sizeof(a.self_exe), "/proc/self/exe");
-    if (!a.o.argv && default_worker(&a) < 0)
-        return 2;
 
     gcfg.loop = &loop;
     gcfg.argv = a.o.argv;

@@ -394,8 +394,9 @@ int main(int argc, char **argv)
         return log_error_errno(r, "uv_loop_init"), 1;
     r = rdzvd_server_init(&d.srv, &loop, &o.cfg);
     if (r < 0) {
-        (void)uv_loop_close(&loop); /* init leaves no handles behind */
-        return 1;                   /* it logged why */
+        uv_run(&loop, UV_RUN_DEFAULT); /* let the handles init closed finish closing */
+        (void)uv_loop_close(&loop);
+        return 1; /* it logged why */
     }
     r = rdzvd_server_listen(&d.srv);
     if (r < 0) {
