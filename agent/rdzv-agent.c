@@ -82,7 +82,6 @@ struct agent {
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
     char dhost[256];           /* rdzvd's host and port */
     uint16_t dport;
-    unsigned reconnects;
     char self_exe[PATH_MAX];
     char train_path[PATH_MAX];
     char *train_argv[2];
@@ -783,7 +782,6 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
              a->o.connect_timeout_s);
     agent_client_close(c, NULL, NULL);
     a->client = NULL;
-    a->reconnects++;
     r = agent_connect(a);
     if (r < 0)
         on_error(NULL, "cannot reconnect to rdzvd", a);

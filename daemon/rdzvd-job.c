@@ -53,7 +53,6 @@ struct member {
     int64_t node_rank;   /* in the current generation; -1 when not in it */
     int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
     int64_t rank_offset;
-    uint64_t seq;          /* join order, for spares */
     bool ready;            /* no workers running: may be put in the next round */
     uint64_t stopping_gen; /* READY for this generation makes it ready */
     bool left_ok;          /* LEAVE succeeded received for the current generation */
@@ -72,7 +71,6 @@ struct job {
     enum job_state state;
     uint64_t generation;
     int64_t restart_count;
-    uint64_t next_seq;
     struct rdzv_list members;
     int64_t nmembers;
     int64_t nin_round;       /* members with node_rank >= 0 */
@@ -341,11 +339,6 @@ static void member_set_ready(struct member *m, bool ready)
     m->ready = ready;
 }
 
-static int64_t count_ready(struct job *j)
-{
-    return j->nready;
-}
-
 static void job_fail_nodes(struct job *j, int64_t have)
 {
     char why[RDZV_SUMMARY_MAX + 256];
@@ -453,7 +446,7 @@ static void close_round(struct job *j)
  * enough of them; the first round waits for max, or last call after min. */
 static void job_try_close(struct job *j)
 {
-    int64_t ready = count_ready(j);
+    int64_t ready = j->nready;
 
     if (j->state != JOB_FORMING)
         return;
@@ -538,7 +531,7 @@ static void job_timer_cb(uv_timer_t *t)
 
     j->timer_armed = false;
     if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
-        int64_t ready = count_ready(j);
+        int64_t ready = j->nready;
 
         if (ready >= j->min) {
             job_note(j, false, "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
@@ -771,7 +764,6 @@ static struct member *member_add(struct job *j, struct rdzvd_conn *c, const stru
     m->prev_rank = -1;
     m->ready = true;
     j->nready++;
-    m->seq = j->next_seq++;
     m->joined_ms = m->last_seen_ms = rdzv_now_ms();
     if (member_index(j, m) < 0) {
         free(m);
@@ -825,7 +817,6 @@ static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_
         j->round.world_size = rs->world_size;
         j->round.restart_count = rs->restart_count;
         j->round.max_restarts = j->max_restarts;
-        j->next_seq = 0;
         snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
         job_state_name(j, j->generation, sname, sizeof(sname));
         r = rdzvd_listener_open(srv, desc, sname, (uint16_t)rs->master_port, &j->store);
