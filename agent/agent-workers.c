@@ -69,7 +69,8 @@ struct worker_out {
     bool open;      /* initialised, uv_close not yet called */
     int log_fd;     /* <dir>/stdout.log or stderr.log, or -1 */
     size_t len;     /* bytes of an unfinished line in line[] */
-    char line[AGENT_MAX_LINE];
+    char *line;     /* AGENT_MAX_LINE bytes, allocated at the first read: most workers of a
+                     * large job never write, and 8 GPUs' worth would be a 1 MiB calloc */
 };
 
 struct agent_worker {
@@ -373,9 +374,12 @@ static void worker_out_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct worker_out *o = rdzv_container_of(h, struct worker_out, pipe);
 
-    /* worker_out_lines() never leaves the buffer full, so there is always room. */
-    buf->base = o->line + o->len;
-    buf->len = sizeof(o->line) - o->len;
+    /* worker_out_lines() never leaves the buffer full, so there is always room. No memory: a
+     * zero-length buffer, which libuv reports to the read callback as UV_ENOBUFS. */
+    if (!o->line)
+        o->line = malloc(AGENT_MAX_LINE);
+    buf->base = o->line ? o->line + o->len : NULL;
+    buf->len = o->line ? AGENT_MAX_LINE - o->len : 0;
 }
 
 static void relay_line(struct worker_out *o, const char *p, size_t n)
@@ -397,7 +401,7 @@ static void worker_out_lines(struct worker_out *o, size_t scan_from)
         start = p = nl + 1;
     }
     rest = (size_t)(end - start);
-    if (rest == sizeof(o->line)) {
+    if (rest == AGENT_MAX_LINE) {
         relay_line(o, start, rest);
         rest = 0;
     } else if (start != o->line && rest > 0) {
@@ -981,7 +985,9 @@ static void notify_timer_cb(uv_timer_t *t)
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
-    if (remove(path) < 0)
+    /* Not remove(): its unlink() of a directory fails only after locking the parent, which for
+     * the top directory is $TMPDIR, shared with every agent of the host. */
+    if ((type == FTW_DP ? rmdir(path) : unlink(path)) < 0)
         log_debug("workers: remove %s: %s", path, strerror(errno));
     return 0;
 }
@@ -1001,8 +1007,11 @@ static void group_destroy(struct agent_group *g)
         rdzv_buf_free(&g->sink[i].q);
     }
     rdzv_buf_free(&g->scratch);
-    for (unsigned i = 0; i < g->cfg.nproc; i++)
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
         free(g->workers[i].error_file);
+        for (unsigned k = 0; k < _OUT_MAX; k++)
+            free(g->workers[i].out[k].line);
+    }
     free(g->workers);
     free(g);
     if (done)
@@ -1263,25 +1272,35 @@ static int group_make_tmp_dir(struct agent_group *g)
     return 0;
 }
 
-/* The per-worker directory of this attempt: error.json (stale one removed) and the logs. */
+/* The worker's error file of this attempt (a stale one removed) and, with log_dir, its directory
+ * and logs: <log_dir>/<run_id>/attempt_<k>/<local_rank>/{error.json,stdout.log,stderr.log}.
+ * Without log_dir the error files lie flat in the private directory, as
+ * attempt_<k>_<local_rank>.error.json: no directory to make per worker and attempt. */
 static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, unsigned attempt)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     int n, r;
 
-    if (!g->cfg.log_dir && !g->tmp_dir) {
-        r = group_make_tmp_dir(g);
-        if (r < 0)
-            return r;
+    if (!g->cfg.log_dir) {
+        if (!g->tmp_dir) {
+            r = group_make_tmp_dir(g);
+            if (r < 0)
+                return r;
+        }
+        free(w->error_file);
+        if (asprintf(&w->error_file, "%s/attempt_%u_%u.error.json", g->tmp_dir, attempt,
+                     w->local_rank) < 0) {
+            w->error_file = NULL;
+            return -ENOMEM;
+        }
+        if (unlink(w->error_file) < 0 && errno != ENOENT)
+            log_warn_errno(-errno, "cannot remove stale %s", w->error_file);
+        return 0;
     }
-    if (g->cfg.log_dir)
-        n = snprintf(dir, sizeof(dir), "%s/%s/attempt_%u/%u", g->cfg.log_dir, g->cfg.run_id,
-                     attempt, w->local_rank);
-    else
-        n = snprintf(dir, sizeof(dir), "%s/attempt_%u/%u", g->tmp_dir, attempt, w->local_rank);
+    n = snprintf(dir, sizeof(dir), "%s/%s/attempt_%u/%u", g->cfg.log_dir, g->cfg.run_id, attempt,
+                 w->local_rank);
     if (n < 0 || (size_t)n + sizeof("/stdout.log") > sizeof(dir))
-        return log_error_errno(-ENAMETOOLONG, "worker log directory under %s",
-                               g->cfg.log_dir ? g->cfg.log_dir : g->tmp_dir);
+        return log_error_errno(-ENAMETOOLONG, "worker log directory under %s", g->cfg.log_dir);
     r = mkdir_parents(dir);
     if (r < 0)
         return log_error_errno(r, "cannot create %s", dir);
@@ -1296,8 +1315,6 @@ static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, uns
     if (unlink(w->error_file) < 0 && errno != ENOENT)
         log_warn_errno(-errno, "cannot remove stale %s", w->error_file);
 
-    if (!g->cfg.log_dir)
-        return 0;
     for (unsigned k = 0; k < _OUT_MAX; k++) {
         if (snprintf(path, sizeof(path), "%s/%s.log", dir, out_names[k]) >= (int)sizeof(path))
             return log_error_errno(-ENAMETOOLONG, "--log-dir path too long: %s", dir);
@@ -1552,16 +1569,11 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         agent_group_free(g, NULL, NULL);
         return r;
     }
-    /* The private directory of error files, and its attempt_0/<local rank>/ (the first start's,
-     * nearly always): made while the agent waits for the rendezvous; 256 agents starting their
-     * workers at once would all queue on /tmp. A failure here is reported by the start. */
-    if (!g->cfg.log_dir && group_make_tmp_dir(g) == 0)
-        for (unsigned i = 0; i < cfg->nproc; i++) {
-            char dir[PATH_MAX];
-
-            if (snprintf(dir, sizeof(dir), "%s/attempt_0/%u", g->tmp_dir, i) < (int)sizeof(dir))
-                (void)mkdir_parents(dir);
-        }
+    /* The private directory of error files: made while the agent waits for the rendezvous;
+     * 256 agents starting their workers at once would all queue on /tmp. A failure here is
+     * reported by the start, which tries again. */
+    if (!g->cfg.log_dir)
+        (void)group_make_tmp_dir(g);
     *ret = g;
     return 0;
 }

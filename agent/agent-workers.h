@@ -92,9 +92,10 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 
 /* Spawn nproc workers for assignment a, each with uv_spawn() straight into the command (one exec),
  * in its own session and process group. Creates <log_dir>/<run_id>/attempt_<restart_count>/
- * <local_rank>/ (or the same under a private temporary directory without log_dir: made by
- * agent_group_new() with attempt_0's, removed by agent_group_free) and removes a stale error.json
- * there. A command that cannot be executed
+ * <local_rank>/ for error.json and the logs; without log_dir, the error files are
+ * attempt_<restart_count>_<local_rank>.error.json in a private temporary directory (made by
+ * agent_group_new(), removed by agent_group_free). A stale error file is removed first. A command
+ * that cannot be executed
  * (missing, not executable, ...) is a worker that exits 127: its stderr says
  * "rdzv-agent: cannot run '<cmd>': <strerror>" and on_exit reports 127, from the loop. Returns 0;
  * -EBUSY while a previous start has not reported on_all_exited; -EINVAL for a bad assignment; or

@@ -2,17 +2,71 @@
 /* rdzv-auth.c: token files and HMAC-SHA256 through libcrypto (no hand-written crypto). */
 #include "rdzv-auth.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+/*
+ * libcrypto is loaded at the first use, not linked: it is 4.7 MB with 20,000 relocations, which
+ * every start of every agent (hundreds per host in a benchmark, one per restart otherwise) would
+ * pay without a token file in sight. Only the one-shot HMAC() and EVP_sha256() are used; their
+ * ABI is the same in OpenSSL 1.1.1 and 3.x, so the prototypes are declared here, with EVP_MD
+ * opaque, and no OpenSSL header is needed to build.
+ */
+typedef struct evp_md_st EVP_MD;
+typedef const EVP_MD *(*evp_sha256_fn)(void);
+typedef unsigned char *(*hmac_fn)(const EVP_MD *md, const void *key, int key_len,
+                                  const unsigned char *data, size_t data_len, unsigned char *out,
+                                  unsigned int *out_len);
+
+static struct {
+    pthread_once_t once;
+    hmac_fn hmac;
+    evp_sha256_fn sha256;
+    char error[256];
+} crypto = {.once = PTHREAD_ONCE_INIT};
+
+static void crypto_load(void)
+{
+    static const char *const names[] = {"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"};
+    void *lib = NULL;
+    const char *why = "not found";
+
+    for (size_t i = 0; !lib && i < sizeof(names) / sizeof(names[0]); i++) {
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!lib && i == 0)
+            why = dlerror();
+    }
+    if (!lib) {
+        snprintf(crypto.error, sizeof(crypto.error),
+                 "cannot load OpenSSL's libcrypto (%s); install it (Debian: apt-get install "
+                 "libssl3)", why ? why : "not found");
+        return;
+    }
+    crypto.hmac = (hmac_fn)dlsym(lib, "HMAC");
+    crypto.sha256 = (evp_sha256_fn)dlsym(lib, "EVP_sha256");
+    if (!crypto.hmac || !crypto.sha256) {
+        crypto.hmac = NULL;
+        snprintf(crypto.error, sizeof(crypto.error), "libcrypto has no HMAC or EVP_sha256");
+    }
+    /* Never dlclose()d: the handle lives as long as the process. */
+}
+
+int rdzv_auth_crypto_load(char *err, size_t errlen)
+{
+    pthread_once(&crypto.once, crypto_load);
+    if (crypto.hmac)
+        return 0;
+    if (err)
+        snprintf(err, errlen, "%s", crypto.error);
+    return -ENOPKG;
+}
 
 static const char label_client[] = "rdzv-auth-v1 client";
 static const char label_server[] = "rdzv-auth-v1 server";
@@ -89,14 +143,19 @@ int rdzv_token_load(const char *path, struct rdzv_token *ret, char *err, size_t 
         }
     }
     r = rdzv_token_parse(buf, n, ret, err, errlen);
-    if (r < 0) {
+    if (r == 0) {
+        r = rdzv_auth_crypto_load(err, errlen); /* a token is useless without HMAC: say so now */
+        if (r < 0)
+            rdzv_token_wipe(ret);
+    }
+    if (r < 0 && r != -ENOPKG) {
         char why[200];
 
         snprintf(why, sizeof(why), "%s", err);
         snprintf(err, errlen, "token file %s: %s", path, why);
     }
 out_wipe:
-    OPENSSL_cleanse(buf, sizeof(buf));
+    explicit_bzero(buf, sizeof(buf));
 out_close:
     close(fd);
     return r;
@@ -104,7 +163,7 @@ out_close:
 
 void rdzv_token_wipe(struct rdzv_token *t)
 {
-    OPENSSL_cleanse(t, sizeof(*t));
+    explicit_bzero(t, sizeof(*t));
 }
 
 int rdzv_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *data, size_t len,
@@ -114,7 +173,9 @@ int rdzv_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *data, siz
 
     if (keylen > INT32_MAX)
         return -EINVAL;
-    if (!HMAC(EVP_sha256(), key, (int)keylen, data, len, out, &outlen) ||
+    if (rdzv_auth_crypto_load(NULL, 0) < 0)
+        return -EIO;
+    if (!crypto.hmac(crypto.sha256(), key, (int)keylen, data, len, out, &outlen) ||
         outlen != RDZV_MAC_BYTES)
         return -EIO;
     return 0;
@@ -132,19 +193,35 @@ int rdzv_auth_mac(const struct rdzv_token *t, bool server, const uint8_t sn[RDZV
     memcpy(msg + ll, sn, RDZV_NONCE_BYTES);
     memcpy(msg + ll + RDZV_NONCE_BYTES, cn, RDZV_NONCE_BYTES);
     r = rdzv_hmac_sha256(t->key, t->len, msg, sizeof(msg), out);
-    OPENSSL_cleanse(msg, sizeof(msg));
+    explicit_bzero(msg, sizeof(msg));
     return r;
 }
 
 bool rdzv_auth_equal(const uint8_t *a, const uint8_t *b, size_t n)
 {
-    return CRYPTO_memcmp(a, b, n) == 0;
+    /* Every byte is looked at, whatever differs first: no early exit for a timing side channel.
+     * The volatile keeps the compiler from turning this into memcmp(). */
+    volatile uint8_t diff = 0;
+
+    for (size_t i = 0; i < n; i++)
+        diff |= a[i] ^ b[i];
+    return diff == 0;
 }
 
 int rdzv_auth_random(uint8_t *out, size_t n)
 {
-    if (n > INT32_MAX || RAND_bytes(out, (int)n) != 1)
-        return -EIO;
+    /* The kernel's CSPRNG (what RAND_bytes seeds from); blocks only before it is initialized,
+     * early at boot. */
+    while (n > 0) {
+        ssize_t got = getrandom(out, n, 0);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -EIO;
+        out += got;
+        n -= (size_t)got;
+    }
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-auth.h: shared-secret tokens and the HMAC-SHA256 challenge-response of RENDEZVOUS.md
- * ("Authentication"), on OpenSSL's libcrypto. No I/O besides reading the token file, no logging. */
+ * ("Authentication"), on OpenSSL's libcrypto, loaded at the first use (dlopen), so that a process
+ * without a token never maps it. No I/O besides reading the token file, no logging. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,14 +24,18 @@ int rdzv_token_parse(const uint8_t *data, size_t len, struct rdzv_token *ret, ch
                      size_t errlen);
 
 /* Read the token file at path: a regular file that neither group nor others may access (like an
- * ssh key), then rdzv_token_parse(). Returns 0 or a negative errno with a one-line reason (that
- * names the path, never the secret) in err. */
+ * ssh key), then rdzv_token_parse(), then rdzv_auth_crypto_load(). Returns 0 or a negative errno
+ * with a one-line reason (that names the path, never the secret) in err. */
 int rdzv_token_load(const char *path, struct rdzv_token *ret, char *err, size_t errlen);
 
-/* Overwrite the secret (OPENSSL_cleanse). */
+/* Load libcrypto (once; later calls return the first outcome). Returns 0, or -ENOPKG with a
+ * one-line reason that says what to install in err (when err is not NULL). */
+int rdzv_auth_crypto_load(char *err, size_t errlen);
+
+/* Overwrite the secret (explicit_bzero). */
 void rdzv_token_wipe(struct rdzv_token *t);
 
-/* HMAC-SHA256(key, data) into out. Returns 0 or -EIO. */
+/* HMAC-SHA256(key, data) into out. Returns 0 or -EIO (also when libcrypto cannot be loaded). */
 int rdzv_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *data, size_t len,
                      uint8_t out[RDZV_MAC_BYTES]);
 
@@ -39,10 +44,10 @@ int rdzv_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *data, siz
 int rdzv_auth_mac(const struct rdzv_token *t, bool server, const uint8_t sn[RDZV_NONCE_BYTES],
                   const uint8_t cn[RDZV_NONCE_BYTES], uint8_t out[RDZV_MAC_BYTES]);
 
-/* Constant-time comparison (CRYPTO_memcmp). */
+/* Constant-time comparison: the time depends on n only. */
 bool rdzv_auth_equal(const uint8_t *a, const uint8_t *b, size_t n);
 
-/* n random bytes from the OS's CSPRNG (RAND_bytes). Returns 0 or -EIO. */
+/* n random bytes from the kernel's CSPRNG (getrandom). Returns 0 or -EIO. */
 int rdzv_auth_random(uint8_t *out, size_t n);
 
 /* Lowercase hex of p[0..n) into out (2n+1 bytes with the NUL). */

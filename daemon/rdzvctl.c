@@ -229,8 +229,7 @@ static int recv_u64(struct ctl *c, uint64_t *v)
     uint8_t t[8];
     int r = recv_all(c, t, sizeof(t));
 
-    if (r == 0)
-        *v = rdzv_get_u64(t);
+    *v = r == 0 ? rdzv_get_u64(t) : 0;
     return r;
 }
 

@@ -170,7 +170,7 @@ struct parse_state {
 static int apply(struct parse_state *ps, int id, const char *name, const char *val)
 {
     struct trainer_opts *o = ps->o;
-    uint64_t v;
+    uint64_t v = 0;
     int r = 0;
 
     switch (id) {

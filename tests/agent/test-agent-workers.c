@@ -542,10 +542,10 @@ static void env_case(unsigned nproc, bool devices, bool log_dir)
             ASSERT_BYTES_STR(f.err_files[lr], strlen(f.err_files[lr]), want);
             ASSERT_TRUE(file_exists(want));
         } else {
-            /* <TMPDIR>/rdzv-job42-XXXXXX/attempt_0/<lr>/error.json, removed by free */
+            /* <TMPDIR>/rdzv-job42-XXXXXX/attempt_0_<lr>.error.json, removed by free */
             snprintf(want, sizeof(want), "%s/rdzv-job42-", tmp_root);
             ASSERT_EQ(strncmp(f.err_files[lr], want, strlen(want)), 0);
-            snprintf(want, sizeof(want), "/attempt_0/%u/error.json", lr);
+            snprintf(want, sizeof(want), "/attempt_0_%u.error.json", lr);
             ASSERT_EQ(strcmp(f.err_files[lr] + strlen(f.err_files[lr]) - strlen(want), want), 0);
             ASSERT_FALSE(file_exists(f.err_files[lr]));
         }

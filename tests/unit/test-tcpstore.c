@@ -152,7 +152,7 @@ static uint8_t *dup_exact(const uint8_t *p, size_t n)
     uint8_t *q = malloc(n);
 
     ASSERT_TRUE(q != NULL || n == 0);
-    if (n)
+    if (q)
         memcpy(q, p, n);
     return q;
 }
