@@ -6,6 +6,8 @@ import os
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
 
+PYTHON = os.environ.get("RDZV_TEST_PYTHON", "/usr/bin/python3")
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "autoencoder_ddp.py")
 
 
@@ -14,12 +16,12 @@ class TestDDP(AgentTestCase):
         try:
             import torch  # noqa: F401
         except ImportError:
-            self.skipTest("PyTorch is not installed for /usr/bin/python3")
+            self.skipTest(f"PyTorch is not installed for {PYTHON}")
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         out = self.outdir()
         ps = [start(agent_cmd(ep, "--nnodes", "2", "--nproc", "2", "--rdzv-id", "ddp",
-                              "--node-rank", str(i), worker=["/usr/bin/python3", SCRIPT, out]))
+                              "--node-rank", str(i), worker=[PYTHON, SCRIPT, out]))
               for i in (0, 1)]
         for p in ps:
             rc, stdout, err = finish(p, timeout=240)

@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: Apache-2.0
+# gpu_check.py BUILD_DIR OUT_DIR: what CI cannot check, on a machine with a GPU, NCCL and a
+# PyTorch 2.x (run it with that PyTorch's python3; tests/gpu/gpu-check.sh sets the libraries up):
+#   1. rdzv-train on the GPU through rdzv-agent (NCCL id from the agent): its loss curve against
+#      the CPU/gloo backend and against PyTorch with the same seed; bf16 and fp16 train;
+#      the agent's default command (no command after --) picks the GPU;
+#   2. a worker crash on the GPU: the agent restarts it with a fresh NCCL id and it resumes;
+#   3. steady-state step throughput of rdzv-train against the same model in PyTorch (DDP, NCCL);
+#   4. PyTorch 2.x clients against rdzvd: its TCPStore client op by op (torch2_store.py),
+#      torchrun --rdzv-backend c10d and DDP under two rdzv-agents (the CI tests, with this
+#      PyTorch through RDZV_TEST_PYTHON).
+# Writes OUT_DIR/gpu-check.json and ends with a table; exits 1 when any check failed.
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(os.path.dirname(HERE))
+build, out_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+AGENT = f"{build}/agent/rdzv-agent"
+TRAIN = f"{build}/train/rdzv-train"
+RDZVD = f"{build}/daemon/rdzvd"
+PY = sys.executable
+results, failures = [], []
+os.makedirs(out_dir, exist_ok=True)
+log = open(os.path.join(out_dir, "gpu-check.log"), "w")
+
+
+def note(msg):
+    print(msg, flush=True)
+    log.write(msg + "\n")
+    log.flush()
+
+
+def record(name, ok, detail):
+    results.append({"check": name, "ok": ok, "detail": detail})
+    note(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
+    if not ok:
+        failures.append(name)
+
+
+def run(cmd, timeout=300, env=None):
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **(env or {})))
+    log.write(f"$ {' '.join(cmd)}\nrc={p.returncode} ({time.monotonic() - t0:.1f} s)\n"
+              f"--- stdout\n{p.stdout[-20000:]}\n--- stderr\n{p.stderr[-20000:]}\n")
+    log.flush()
+    return p
+
+
+def json_lines(text):
+    """rank 0's JSON objects from an agent's relayed output ('[rank0]: {...}')."""
+    objs = []
+    for line in text.splitlines():
+        m = re.match(r"^(?:\[rank0\]: )?(\{.*\})\s*$", line)
+        if m:
+            try:
+                objs.append(json.loads(m.group(1)))
+            except ValueError:
+                pass
+    return objs
+
+
+def agent_job(worker, extra=(), timeout=300):
+    """One standalone rdzv-agent with one worker per GPU; returns (rc, json lines, process)."""
+    cmd = [AGENT, "--standalone", "--nproc", "1", "--log-level", "warn", *extra]
+    if worker:
+        cmd += ["--", *worker]
+    p = run(cmd, timeout=timeout)
+    return p.returncode, json_lines(p.stdout), p
+
+
+def curve(objs):
+    return {o["step"]: o["loss"] for o in objs if "step" in o and "loss" in o and "event" not in o}
+
+
+def done(objs):
+    return next((o for o in objs if o.get("event") == "done"), None)
+
+
+def max_rel(a, b):
+    """Largest relative difference of two loss curves over the logged steps where b's loss is
+    above 1e-4 of its first: below that (the model fits its data to ~1e-8 here) both are
+    rounding noise, and a relative difference says nothing."""
+    steps = sorted(set(a) & set(b))
+    if not steps:
+        return float("inf"), 0
+    floor = 1e-4 * b[steps[0]]
+    steps = [s for s in steps if b[s] > floor]
+    return max(abs(a[s] - b[s]) / b[s] for s in steps), len(steps)
+
+
+def steady_sps(objs):
+    """Median samples/s over the log windows after the first (start-up and warm-up excluded)."""
+    w = [o["samples_per_s"] for o in objs if "step" in o and "event" not in o][1:]
+    return statistics.median(w) if w else 0.0
+
+
+# ---- environment ----
+try:
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+except OSError as e:
+    gpu = f"none (nvidia-smi: {e.strerror})"
+import torch  # noqa: E402  (the PyTorch 2.x under test)
+
+try:
+    nccl = ".".join(map(str, torch.cuda.nccl.version()))
+except Exception:  # a CPU-only PyTorch
+    nccl = "none"
+note(f"GPU: {gpu}; torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}); "
+     f"python {sys.version.split()[0]}")
+v = run([TRAIN, "--version"])
+record("rdzv-train has the NCCL backend", "nccl" in v.stdout, v.stdout.strip())
+
+# ---- 1. loss curves ----
+small = ["--steps", "300", "--log-every", "10", "--seed", "0"]
+rc_g, o_gpu, _ = agent_job([TRAIN, "--backend", "nccl", *small])
+d = done(o_gpu)
+record("rdzv-train nccl fp32 under rdzv-agent", rc_g == 0 and d is not None and
+       d["backend"] == "cuda/nccl" and d["final_loss"] < d["first_loss"] * 0.5,
+       f"rc {rc_g}, {d and d['backend']}, loss {d and d['first_loss']:.4g} -> "
+       f"{d and d['final_loss']:.4g}" if d else f"rc {rc_g}, no done line")
+rc_c, o_cpu, _ = agent_job([TRAIN, "--backend", "gloo", *small])
+diff, n = max_rel(curve(o_gpu), curve(o_cpu))
+record("loss curve: GPU/NCCL against CPU/gloo, same seed", rc_c == 0 and n >= 5 and diff < 1e-3,
+       f"max relative difference {diff:.2e} over the {n} logged steps above 1e-4 of the first loss")
+rc_t, o_t, _ = agent_job([PY, os.path.join(HERE, "torch_mlp.py"), *small])
+diff_t, n_t = max_rel(curve(o_gpu), curve(o_t))
+record("loss curve: rdzv-train GPU against PyTorch GPU, same seed",
+       rc_t == 0 and n_t >= 5 and diff_t < 1e-3,
+       f"max relative difference {diff_t:.2e} over the {n_t} logged steps above 1e-4 of the first "
+       f"loss (torch rc {rc_t})")
+fp32 = curve(o_gpu)
+for prec in ("bf16", "fp16"):
+    rc_p, o_p, _ = agent_job([TRAIN, "--backend", "nccl", "--precision", prec, *small])
+    d = done(o_p)
+    diff_p, n_p = max_rel(curve(o_p), fp32)
+    ok = rc_p == 0 and d is not None and d["final_loss"] < d["first_loss"] * 0.5
+    record(f"rdzv-train {prec} trains", ok,
+           f"rc {rc_p}, loss {d['first_loss']:.4g} -> {d['final_loss']:.4g}; differs from fp32 "
+           f"by up to {diff_p:.1%} over {n_p} steps" if d else f"rc {rc_p}, no done line")
+# No command after --: the agent runs rdzv-train, which picks NCCL on a GPU. The agent looks
+# for rdzv-train beside itself, then in the build tree.
+rc_d, o_d, p_d = agent_job(None, ["--nproc", "gpu"])
+d = done(o_d)
+record("agent default command on a GPU node (--nproc gpu)",
+       rc_d == 0 and d is not None and d["backend"] == "cuda/nccl",
+       f"rc {rc_d}, backend {d and d['backend']}, world {d and d['world']}")
+
+# ---- 2. restart on the GPU ----
+ck = tempfile.mkdtemp(prefix="rdzv-gpu-ckpt-")
+rc_r, o_r, p_r = agent_job([TRAIN, "--backend", "nccl", "--steps", "300", "--ckpt-dir", ck,
+                            "--ckpt-every", "50", "--fail-at-step", "170", "--fail-rank", "0"],
+                           ["--max-restarts", "1"])
+resumed = next((o for o in o_r if o.get("event") == "resumed"), None)
+d = done(o_r)
+record("worker crash on the GPU: restarted with a fresh NCCL id, resumed from checkpoint",
+       rc_r == 0 and resumed is not None and resumed.get("step") == 150 and d is not None and
+       d["step"] == 300 and d["final_loss"] < d["first_loss"],
+       f"rc {rc_r}, resumed at {resumed and resumed.get('step')}, done at {d and d['step']}")
+shutil.rmtree(ck, ignore_errors=True)
+
+# ---- 3. throughput against PyTorch ----
+configs = [
+    ("784-128-128-128-784, batch 64", ["--steps", "1000", "--log-every", "100"], []),
+    ("4096-8192-8192-4096, batch 1024",
+     ["--layers", "4096,8192,8192,4096", "--batch-size", "1024", "--samples", "4096",
+      "--steps", "200", "--log-every", "20"], []),
+]
+perf = []
+for label, args, _ in configs:
+    for prec in ("fp32", "bf16"):
+        rc1, o1, _ = agent_job([TRAIN, "--backend", "nccl", "--precision", prec, *args])
+        rc2, o2, _ = agent_job([PY, os.path.join(HERE, "torch_mlp.py"), "--precision", prec,
+                                *args])
+        a, b = steady_sps(o1), steady_sps(o2)
+        ratio = a / b if b else 0.0
+        perf.append({"model": label, "precision": prec, "rdzv_train_samples_per_s": a,
+                     "torch_samples_per_s": b, "ratio": ratio})
+        record(f"throughput {label} {prec}", rc1 == 0 and rc2 == 0 and a > 0 and b > 0,
+               f"rdzv-train {a:,.0f} samples/s, PyTorch {b:,.0f} samples/s: {ratio:.2f}x")
+
+# ---- 4. PyTorch 2.x clients against rdzvd ----
+port_file = os.path.join(tempfile.mkdtemp(), "port")
+dp = subprocess.Popen([RDZVD, "--port", "0", "--bind", "127.0.0.1", "--port-file", port_file,
+                       "-l", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(500):
+    if os.path.exists(port_file) and open(port_file).read().endswith("\n"):
+        break
+    time.sleep(0.01)
+port = open(port_file).read().strip()
+p = run([PY, os.path.join(HERE, "torch2_store.py"), "127.0.0.1", port], timeout=120)
+last = (p.stdout.strip().splitlines() or ["(no output)"])[-1]
+record("PyTorch 2.x TCPStore client against rdzvd", p.returncode == 0, last)
+dp.terminate()
+dp.wait()
+env = {"RDZV_TEST_PYTHON": PY, "RDZV_BUILD_ROOT": build, "RDZV_SOURCE_ROOT": SRC}
+for name, path in (("torchrun --rdzv-backend c10d, 2 nodes x 2 gloo workers, rdzvd as store",
+                    "tests/integration/test_torchrun.py"),
+                   ("DDP (gloo) under two rdzv-agents, workers on the generation store",
+                    "tests/rendezvous/test_ddp.py")):
+    p = run([PY, os.path.join(SRC, path)], timeout=300, env=env)
+    tail = (p.stdout + p.stderr).strip().splitlines()
+    record(f"PyTorch {torch.__version__}: {name}", p.returncode == 0,
+           tail[-1] if tail else f"rc {p.returncode}")
+
+with open(os.path.join(out_dir, "gpu-check.json"), "w") as f:
+    json.dump({"gpu": gpu, "torch": torch.__version__, "results": results, "throughput": perf},
+              f, indent=1)
+note("\n| model | precision | rdzv-train samples/s | PyTorch samples/s | ratio |")
+note("|---|---|---|---|---|")
+for r in perf:
+    note(f"| {r['model']} | {r['precision']} | {r['rdzv_train_samples_per_s']:,.0f} | "
+         f"{r['torch_samples_per_s']:,.0f} | {r['ratio']:.2f}x |")
+note(f"\n{len(results) - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
