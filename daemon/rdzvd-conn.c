@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-log.h"
@@ -1020,6 +1021,16 @@ const char *rdzvd_conn_peer(const struct rdzvd_conn *c)
 uint64_t rdzvd_conn_id(const struct rdzvd_conn *c)
 {
     return c->id;
+}
+
+size_t rdzvd_conn_unread(struct rdzvd_conn *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &n) < 0 || n < 0)
+        return 0;
+    return (size_t)n;
 }
 
 int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len)

@@ -29,6 +29,9 @@ void *rdzvd_conn_get_member(const struct rdzvd_conn *c);
 struct rdzvd_server *rdzvd_conn_server(const struct rdzvd_conn *c);
 const char *rdzvd_conn_peer(const struct rdzvd_conn *c);
 uint64_t rdzvd_conn_id(const struct rdzvd_conn *c);
+/* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. A deadline timer that
+ * finds input waiting has run late: the loop stalled and has not polled since the peer spoke. */
+size_t rdzvd_conn_unread(struct rdzvd_conn *c);
 /* Our own address on c, as the peer reached it (v4-mapped shown as IPv4). 0 or -errno. */
 int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len);
 

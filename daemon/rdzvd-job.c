@@ -50,6 +50,7 @@ struct member {
     struct rdzvd_conn *conn;
     struct rdzv_join join;
     uv_timer_t hb_timer; /* heartbeat deadline */
+    bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
     int64_t node_rank;   /* in the current generation; -1 when not in it */
     int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
     int64_t rank_offset;
@@ -282,6 +283,16 @@ static void member_hb_cb(uv_timer_t *t)
     struct member *m = t->data;
     char why[RDZV_HOST_MAX + 128];
 
+    /* libuv runs due timers before it polls: after a stall (a SIGSTOPped or starved daemon)
+     * the heartbeat that keeps this member may be waiting in the socket. Give it one turn of
+     * the loop, whose poll reads it and re-arms this timer; a member whose input is still
+     * unread after that (not a heartbeat, or reading paused) is lost. 1 ms, not 0: libuv
+     * would run a 0 ms timer again in this same pass over the due timers, before any poll. */
+    if (!m->hb_rechecked && m->conn && rdzvd_conn_unread(m->conn) > 0) {
+        m->hb_rechecked = true;
+        uv_timer_start(&m->hb_timer, member_hb_cb, 1, 0);
+        return;
+    }
     snprintf(why, sizeof(why), "sent no heartbeat for %.1f s",
              (double)m->job->hb_timeout_ms / 1000);
     member_lost(m, why);
@@ -289,6 +300,7 @@ static void member_hb_cb(uv_timer_t *t)
 
 static void member_hb_arm(struct member *m, uint64_t ms)
 {
+    m->hb_rechecked = false;
     uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
 }
 

@@ -2,10 +2,15 @@
 """rdzvd SIGKILLed mid-run and started again on the same port: the agents keep their workers,
 reconnect, and the new daemon rebuilds the job from them (same generation, same store port); no
 worker is restarted and the job completes."""
+import json
 import signal
+import threading
 import time
 
 from faulttest import HB, FaultTestCase, free_port, main, rdzvtest
+from authtest import JOIN, Peer  # noqa: E402 (on the path faulttest sets up)
+
+HEARTBEAT, EVENT, LEAVE, ROUND = 0xA7, 0xA9, 0xAA, 0xA4
 
 
 class TestDaemonLoss(FaultTestCase):
@@ -59,6 +64,57 @@ class TestDaemonLoss(FaultTestCase):
         self.assertEqual({e.pid for e in starts}, {e.pid for e in gen1},
                          "no worker restarted; rdzvd log:\n" + d.log()[mark:])
         d.wait_log(r"job=dstop gen=\d+ generation 1 succeeded")
+
+    def test_heartbeats_queued_during_a_daemon_stall_keep_the_member(self):
+        """rdzvd stopped a little past the heartbeat timeout while a member goes on sending
+        heartbeats (they wait in the socket): on SIGCONT its timers are due before it has read
+        them, and the member must not be dropped for silence. A raw peer plays the agent, so no
+        agent-side silence detection reconnects and hides the daemon's decision."""
+        d = self.start_daemon()
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        p.send(JOIN, {"run_id": "stall", "node_id": "raw-1", "host": "raw", "nproc": 1,
+                      "node_rank": -1, "rank_hint": False, "min": 1, "max": 1,
+                      "last_call_ms": 0, "max_restarts": 0, "nccl": "off", "nccl_ids": 1,
+                      "heartbeat_timeout_ms": 1000, "join_timeout_ms": 60000,
+                      "scale_up_now": False})
+        frames = []
+        while not any(op == ROUND for op, _ in frames):
+            f = p.recv_json()
+            self.assertIsNotNone(f, "rdzvd closed the connection before the ROUND")
+            frames.append(f)
+        gen = next(b for op, b in frames if op == ROUND)["generation"]
+        stop = threading.Event()
+
+        def beat():  # every 200 ms, as an agent with --heartbeat-timeout 1 does
+            while not stop.is_set():
+                p.send(HEARTBEAT, {"generation": gen})
+                stop.wait(0.2)
+
+        t = threading.Thread(target=beat)
+        t.start()
+        self.addCleanup(t.join)
+        self.addCleanup(stop.set)
+        time.sleep(0.5)  # past the ROUND's longer grace: the 1 s deadline is in force
+        mark = d.mark()
+        d.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(d.proc.send_signal, signal.SIGCONT)
+        time.sleep(1.6)
+        d.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.0)
+        stop.set()
+        t.join()
+        self.assertIsNone(d.find_log(r"sent no heartbeat|lost", since=mark),
+                          "a member whose heartbeats waited in its socket was dropped:\n" +
+                          d.log()[mark:])
+        p.send(LEAVE, {"generation": gen, "status": "succeeded"})
+        deadline = time.monotonic() + 5
+        while True:
+            op, body = p.recv_json(timeout=max(0.1, deadline - time.monotonic()))
+            if op != HEARTBEAT:
+                break
+        self.assertEqual((op, body.get("type")), (EVENT, "succeeded"), json.dumps(body))
 
 
 if __name__ == "__main__":
