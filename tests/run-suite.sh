@@ -2,16 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 # Install what rdzv needs (Debian 12), build it twice (gcc -Dwerror, then ASan+UBSan) and run the
 # whole test suite in both builds. Ends with one line "N passed, N failed, N skipped" and exits
-# non-zero when anything failed. Usage: tests/run-suite.sh [--no-install] [--no-asan]
+# non-zero when anything failed. Also builds the Debian package, installs it and runs a job from it
+# (tests/package-test.sh; as root only). Usage: tests/run-suite.sh [--no-install] [--no-asan] [--no-package]
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
-install=1 asan=1
+install=1 asan=1 package=1
 for a in "$@"; do
   case "$a" in
     --no-install) install=0 ;;
     --no-asan) asan=0 ;;
-    *) echo "run-suite.sh: unknown option $a (use --no-install, --no-asan)" >&2; exit 2 ;;
+    --no-package) package=0 ;;
+    *) echo "run-suite.sh: unknown option $a (use --no-install, --no-asan, --no-package)" >&2; exit 2 ;;
   esac
 done
 
@@ -48,12 +50,31 @@ if [ "$asan" = 1 ]; then
   CC=gcc run_build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug || build_failed=$((build_failed+1))
 fi
 
+# The Debian package: built, installed, a job run from it, removed (needs root: skipped otherwise).
+pkg_result=SKIP
+if [ "$package" = 1 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "== package: tests/package-test.sh"
+    if bash tests/package-test.sh; then pkg_result=OK; else pkg_result=FAIL; fi
+  else
+    echo "== package: skipped (not root)"
+  fi
+fi
+
 # Count results from meson's JSON logs (meson's own summary is not read by CI).
-/usr/bin/python3 - "$build_failed" "${builds[@]}" <<'PY'
+/usr/bin/python3 - "$build_failed" "$pkg_result" "${builds[@]}" <<'PY'
 import json, sys
 build_failed = int(sys.argv[1])
 passed = failed = skipped = 0
-for b in sys.argv[2:]:
+pkg = sys.argv[2]
+if pkg == "OK":
+    passed += 1
+elif pkg == "SKIP":
+    skipped += 1
+else:
+    failed += 1
+    print("FAILED package-test")
+for b in sys.argv[3:]:
     try:
         lines = open(f"{b}/meson-logs/testlog.json").read().splitlines()
     except OSError:
