@@ -337,9 +337,10 @@ void rdzvd_conn_wake(struct rdzvd_waiter *w, void *ud)
 
     (void)w;
     if (rdzv_buf_put_u8(&c->out, RDZV_WAIT_STOP_WAITING) < 0) {
-        /* Can't close here (the store is iterating); the flush list path will see the state. */
-        log_error("conn %" PRIu64 " (%s): out of memory queueing a wait reply", c->id, c->peer);
-        return;
+        /* Can't close here (the store is iterating): the flush closes it. */
+        log_error("conn %" PRIu64 " (%s): out of memory queueing a wait reply, closing "
+                  "connection", c->id, c->peer);
+        c->close_after_flush = true;
     }
     if (rdzv_list_empty(&c->flush_node))
         rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);
@@ -362,9 +363,9 @@ void rdzvd_conn_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint
     if (r == 0)
         r = rdzv_buf_put_str(&c->out, nv, nvlen);
     if (r < 0) {
-        log_error("conn %" PRIu64 " (%s): out of memory queueing a watch notification", c->id,
-                  c->peer);
-        return;
+        log_error("conn %" PRIu64 " (%s): out of memory queueing a watch notification, closing "
+                  "connection", c->id, c->peer);
+        c->close_after_flush = true;
     }
     if (rdzv_list_empty(&c->flush_node))
         rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);

@@ -150,14 +150,26 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
                                srv->cfg.fsync, srv->main.store, &srv->main.journal);
         if (r < 0)
             goto out_close_dir;
-        uv_prepare_init(loop, &srv->persist_prepare);
-        uv_check_init(loop, &srv->persist_check);
+        r = uv_prepare_init(loop, &srv->persist_prepare);
+        if (r < 0) {
+            log_error_errno(r, "init");
+            goto out_close_journal;
+        }
+        r = uv_check_init(loop, &srv->persist_check);
+        if (r < 0) {
+            log_error_errno(r, "init");
+            uv_close((uv_handle_t *)&srv->persist_prepare, NULL);
+            goto out_close_journal;
+        }
         srv->persist_prepare.data = srv->persist_check.data = srv;
         srv->persist_handles = true;
         rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb, &srv->main);
     }
     return 0;
 
+out_close_journal:
+    rdzvd_journal_close(srv->main.journal, false);
+    srv->main.journal = NULL;
 out_close_dir:
     close(srv->state_dirfd);
     srv->state_dirfd = -1;
