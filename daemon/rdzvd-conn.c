@@ -156,6 +156,36 @@ static void conn_protocol_error(struct rdzvd_conn *c, const char *fmt, ...)
 static void conn_flush(struct rdzvd_conn *c);
 static void conn_process(struct rdzvd_conn *c);
 
+/* THE output cap (--max-outbuf), for every kind of connection, checked before another request
+ * is served (conn_parse) and wherever output is queued for writing (conn_flush). Past the cap a
+ * TCPStore client is paused: none of its requests are read until its replies drain to half the
+ * cap (PyTorch clients may pipeline; their requests wait in the kernel meanwhile). Output that
+ * still comes while it is paused (woken WAITs, watch notifications) closes it at twice the cap.
+ * An rdzv peer (small replies, one request at a time) is closed at the cap: it is not reading.
+ * Returns 0, or -ENOBUFS once c is closing. */
+static int conn_enforce_cap(struct rdzvd_conn *c)
+{
+    uint64_t cap = c->srv->cfg.lim.max_outbuf;
+    size_t q = conn_out_queued(c);
+
+    if (q <= cap || c->state == CONN_CLOSING)
+        return 0;
+    if (c->kind == CONN_KIND_STORE && (c->reading || q <= 2 * cap)) {
+        if (c->reading) {
+            log_debug("conn %" PRIu64 " (%s): %zu reply bytes queued, pausing reads", c->id,
+                      c->peer, q);
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+        }
+        return 0;
+    }
+    log_warn("conn %" PRIu64 " (%s): %zu bytes of output queued, over --max-outbuf %" PRIu64
+             "%s: the peer is not reading, closing connection",
+             c->id, c->peer, q, cap, c->kind == CONN_KIND_STORE ? " twice" : "");
+    rdzvd_conn_close(c, "output over --max-outbuf");
+    return -ENOBUFS;
+}
+
 static void conn_handshake_done(struct rdzvd_conn *c)
 {
     rdzvd_guard_untrack(&c->hs);
@@ -228,12 +258,17 @@ static void conn_flush(struct rdzvd_conn *c)
     uv_buf_t b;
     int r;
 
-    if (c->state == CONN_CLOSING || c->wr)
+    if (c->state == CONN_CLOSING)
         return;
+    if (c->wr) {
+        (void)conn_enforce_cap(c);
+        return;
+    }
     if (rdzvd_server_persist_pending(c->srv)) {
         /* Journal records first: rdzvd_server_persist() sends these later in this iteration. */
         if (rdzv_list_empty(&c->flush_node))
             rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);
+        (void)conn_enforce_cap(c);
         return;
     }
     if (rdzv_buf_avail(&c->out) == 0) {
@@ -279,7 +314,9 @@ static void conn_flush(struct rdzvd_conn *c)
         c->wr = NULL;
         snprintf(why, sizeof(why), "write failed: %s", uv_strerror(r));
         rdzvd_conn_close(c, why);
+        return;
     }
+    (void)conn_enforce_cap(c);
 }
 
 void rdzvd_conn_flush_pending(struct rdzvd_server *srv)
@@ -300,9 +337,10 @@ void rdzvd_conn_wake(struct rdzvd_waiter *w, void *ud)
 
     (void)w;
     if (rdzv_buf_put_u8(&c->out, RDZV_WAIT_STOP_WAITING) < 0) {
-        /* Can't close here (the store is iterating); the flush list path will see the state. */
-        log_error("conn %" PRIu64 " (%s): out of memory queueing a wait reply", c->id, c->peer);
-        return;
+        /* Can't close here (the store is iterating): the flush closes it. */
+        log_error("conn %" PRIu64 " (%s): out of memory queueing a wait reply, closing "
+                  "connection", c->id, c->peer);
+        c->close_after_flush = true;
     }
     if (rdzv_list_empty(&c->flush_node))
         rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);
@@ -325,9 +363,9 @@ void rdzvd_conn_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint
     if (r == 0)
         r = rdzv_buf_put_str(&c->out, nv, nvlen);
     if (r < 0) {
-        log_error("conn %" PRIu64 " (%s): out of memory queueing a watch notification", c->id,
-                  c->peer);
-        return;
+        log_error("conn %" PRIu64 " (%s): out of memory queueing a watch notification, closing "
+                  "connection", c->id, c->peer);
+        c->close_after_flush = true;
     }
     if (rdzv_list_empty(&c->flush_node))
         rdzv_list_add_tail(&c->srv->flush_list, &c->flush_node);
@@ -728,6 +766,12 @@ static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
             off += (size_t)r;
             continue;
         }
+        if (conn_out_queued(c) > lim->max_outbuf) {
+            /* The peer is not reading its replies: serve nothing more until it does. */
+            if (conn_enforce_cap(c) < 0)
+                return -1;
+            break;
+        }
         if (c->kind == CONN_KIND_RDZV) {
             r = conn_parse_rdzv(c, p + off, n - off);
             if (r < 0)
@@ -736,16 +780,6 @@ static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
                 break;
             off += (size_t)r;
             continue;
-        }
-        if (conn_out_queued(c) > lim->max_outbuf) {
-            /* The peer is not reading its replies: stop reading it until it does. */
-            if (c->reading) {
-                log_debug("conn %" PRIu64 " (%s): %zu reply bytes queued, pausing reads", c->id,
-                          c->peer, conn_out_queued(c));
-                uv_read_stop((uv_stream_t *)&c->tcp);
-                c->reading = false;
-            }
-            break;
         }
         r = rdzv_req_decode(p + off, n - off, c->dialect, lim, &req, &err);
         if (r == -EPROTO) {

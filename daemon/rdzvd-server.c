@@ -150,14 +150,26 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
                                srv->cfg.fsync, srv->main.store, &srv->main.journal);
         if (r < 0)
             goto out_close_dir;
-        uv_prepare_init(loop, &srv->persist_prepare);
-        uv_check_init(loop, &srv->persist_check);
+        r = uv_prepare_init(loop, &srv->persist_prepare);
+        if (r < 0) {
+            log_error_errno(r, "init");
+            goto out_close_journal;
+        }
+        r = uv_check_init(loop, &srv->persist_check);
+        if (r < 0) {
+            log_error_errno(r, "init");
+            uv_close((uv_handle_t *)&srv->persist_prepare, NULL);
+            goto out_close_journal;
+        }
         srv->persist_prepare.data = srv->persist_check.data = srv;
         srv->persist_handles = true;
         rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb, &srv->main);
     }
     return 0;
 
+out_close_journal:
+    rdzvd_journal_close(srv->main.journal, false);
+    srv->main.journal = NULL;
 out_close_dir:
     close(srv->state_dirfd);
     srv->state_dirfd = -1;
@@ -204,33 +216,68 @@ static void listener_close_cb(uv_handle_t *h)
         listener_free(l);
 }
 
-/* Bind l->tcp to sa and listen. On failure the handle is closed (and l left alone). */
+/* A socket bound to sa and listening, made with plain system calls so that a failure leaves no
+ * libuv handle behind: closing one is asynchronous, and l's handle (or l itself) could not be
+ * reused or freed before the loop ran again. Returns the descriptor or a negative errno. */
+static int listener_socket(const struct sockaddr *sa, int backlog)
+{
+    socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                              : sizeof(struct sockaddr_in);
+    int fd, on = 1, off = 0, r;
+
+    fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    /* As libuv's bind does: a restarted daemon takes its port back at once; "::" is dual-stack. */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0)
+        goto out_errno;
+    if (sa->sa_family == AF_INET6 &&
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 && errno != EOPNOTSUPP)
+        goto out_errno;
+    if (bind(fd, sa, len) < 0 || listen(fd, backlog) < 0)
+        goto out_errno;
+    return fd;
+
+out_errno:
+    r = -errno;
+    close(fd);
+    return r;
+}
+
+/* Bind l->tcp to sa and listen. On failure l->tcp is left uninitialised (and l alone), so the
+ * caller may retry on another address or free l at once: no loop run is needed. */
 static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bool warn_backlog)
 {
-    int backlog = l->srv->backlog, r;
+    int backlog = l->srv->backlog, fd, r;
 
+    fd = listener_socket(sa, backlog);
+    if (fd < 0)
+        return fd;
     r = uv_tcp_init(l->srv->loop, &l->tcp);
-    if (r < 0)
-        return r;
-    l->handle_closed = false;
-    /* libuv sets SO_REUSEADDR on TCP binds, so a restarted daemon can take its port back at once. */
-    r = uv_tcp_bind(&l->tcp, sa, 0);
-    if (r == 0) {
-        if (warn_backlog && backlog < SOMAXCONN_WARN)
-            log_warn("net.core.somaxconn is %d: connection bursts above it will be dropped and "
-                     "retried by clients; raise it with 'sysctl -w net.core.somaxconn=65535'",
-                     backlog);
-        /* uv_tcp_bind may defer EADDRINUSE to listen; listen with the kernel's backlog cap. */
-        r = uv_listen((uv_stream_t *)&l->tcp, backlog, listener_connection_cb);
-    }
     if (r < 0) {
-        uv_close((uv_handle_t *)&l->tcp, NULL);
-        /* Let the close finish before the handle's memory is reused. */
-        uv_run(l->srv->loop, UV_RUN_NOWAIT);
-        l->handle_closed = true;
+        close(fd);
         return r;
     }
+    l->handle_closed = false;
+    r = uv_tcp_open(&l->tcp, fd);
+    if (r < 0) {
+        close(fd); /* not the handle's yet */
+        goto out_close_handle;
+    }
+    if (warn_backlog && backlog < SOMAXCONN_WARN)
+        log_warn("net.core.somaxconn is %d: connection bursts above it will be dropped and "
+                 "retried by clients; raise it with 'sysctl -w net.core.somaxconn=65535'",
+                 backlog);
+    r = uv_listen((uv_stream_t *)&l->tcp, backlog, listener_connection_cb);
+    if (r < 0)
+        goto out_close_handle;
     return 0;
+
+out_close_handle:
+    /* Rare (the socket already listens): the listener goes away with its handle's close. */
+    l->closing = true;
+    uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+    return r;
 }
 
 static void listener_name(struct rdzvd_listener *l, struct sockaddr_storage *ss, char *addr,
@@ -264,7 +311,8 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
          * no IPv6. */
         uv_ip6_addr("::", srv->cfg.port, &a6);
         r = listener_bind(l, (const struct sockaddr *)&a6, true);
-        if (r == UV_EAFNOSUPPORT || r == UV_EADDRNOTAVAIL || r == UV_EINVAL) {
+        if ((r == UV_EAFNOSUPPORT || r == UV_EADDRNOTAVAIL || r == UV_EINVAL) &&
+            l->handle_closed) {
             log_info("IPv6 unavailable (%s), listening on IPv4 only", uv_strerror(r));
             uv_ip4_addr("0.0.0.0", srv->cfg.port, &a4);
             r = listener_bind(l, (const struct sockaddr *)&a4, true);
@@ -322,6 +370,14 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
     else
         ((struct sockaddr_in *)&ss)->sin_port = htons(port);
     r = listener_bind(l, (const struct sockaddr *)&ss, false);
+    if (r < 0 && !l->handle_closed) {
+        /* Freed by its handle's close callback; its journal is closed now, so that the caller
+         * may reopen the same state at once. */
+        rdzv_list_del(&l->persist_node);
+        rdzvd_journal_close(l->journal, false);
+        l->journal = NULL;
+        return r;
+    }
     if (r < 0)
         goto out_free;
     listener_name(l, &ss, NULL, 0);

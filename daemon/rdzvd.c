@@ -405,11 +405,27 @@ int main(int argc, char **argv)
         uv_loop_close(&loop);
         return 1;
     }
-    uv_signal_init(&loop, &d.sigterm);
-    uv_signal_init(&loop, &d.sigint);
-    d.sigterm.data = d.sigint.data = &d;
-    uv_signal_start(&d.sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&d.sigint, signal_cb, SIGINT);
+    r = uv_signal_init(&loop, &d.sigterm);
+    if (r == 0 && (r = uv_signal_init(&loop, &d.sigint)) < 0)
+        uv_close((uv_handle_t *)&d.sigterm, NULL);
+    if (r == 0) {
+        d.sigterm.data = d.sigint.data = &d;
+        r = uv_signal_start(&d.sigterm, signal_cb, SIGTERM);
+        if (r == 0)
+            r = uv_signal_start(&d.sigint, signal_cb, SIGINT);
+        if (r < 0) {
+            uv_close((uv_handle_t *)&d.sigterm, NULL);
+            uv_close((uv_handle_t *)&d.sigint, NULL);
+        }
+    }
+    if (r < 0) {
+        log_error_errno(r, "cannot handle signals");
+        rdzvd_server_stop(&d.srv);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        rdzvd_server_done(&d.srv);
+        (void)uv_loop_close(&loop);
+        return 1;
+    }
 
     if (o.metrics_port >= 0) {
         const char *maddr = o.metrics_bind ? o.metrics_bind : o.cfg.bind ? o.cfg.bind : "127.0.0.1";

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# test_slow_peer.py: the output cap (--max-outbuf) holds for rdzv peers too. An rdzv peer that
+# says HELLO and then asks for STATUS over and over without ever reading the replies must be
+# closed once its queued replies pass the cap, with rdzvd's memory bounded all along and every
+# other client served (issue 12, defect 1: rdzvd went from 2 MB to 870 MB in 15 s).
+
+import errno
+import select
+import socket
+import time
+
+from authtest import HELLO, Peer, frame
+from rdzvtest import DaemonTestCase, fresh_client_works, main
+
+STATUS, STATUS_REPLY = 0xB0, 0xB1
+
+
+class RdzvPeerOutputCap(DaemonTestCase):
+
+    CAP = 1 << 20          # --max-outbuf
+    RSS_SLACK_KB = 64 << 10  # what rdzvd may grow by while the flood lasts
+    FLOOD_S = 15.0         # the old code never closed it: give up after this long
+
+    def test_flooding_status_without_reading_is_closed(self):
+        d = self.daemon("--max-outbuf", "1M")
+        other = self.client(d)
+        other.ping(1)
+        rss0 = d.rss_kb()
+
+        hog = Peer(d.port)
+        self.addCleanup(hog.close)
+        hog.hello()
+        hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        hog.sock.setblocking(False)
+        batch = memoryview(frame(STATUS, b"{}") * 8192)  # 8192 requests per batch
+        mark = d.mark()
+        closed = False
+        peak = rss0
+        requests = 0
+        pings = 0
+        deadline = time.monotonic() + self.FLOOD_S
+        while time.monotonic() < deadline:
+            _, w, _ = select.select([], [hog.sock], [], 0.1)
+            if w:
+                try:
+                    n = hog.sock.send(batch)
+                    requests += n // 10
+                except BlockingIOError:
+                    pass
+                except OSError as e:
+                    self.assertIn(e.errno, (errno.EPIPE, errno.ECONNRESET))
+                    closed = True
+                    break
+            peak = max(peak, d.rss_kb())
+            if d.find_log(hog.peer_tag + r".*closed", since=mark):
+                closed = True
+                break
+            if pings < int(time.monotonic() * 10):  # other clients are served throughout
+                other.ping(pings & 0xFFFF)
+                pings = int(time.monotonic() * 10)
+        peak = max(peak, d.rss_kb())
+        self.assertTrue(closed, "rdzvd did not close an rdzv peer that sent %d STATUS requests "
+                        "without reading in %.0f s (RSS %d KiB, was %d KiB)"
+                        % (requests, self.FLOOD_S, peak, rss0))
+        self.assertLess(peak - rss0, self.RSS_SLACK_KB,
+                        "rdzvd RSS grew from %d KiB to %d KiB under an rdzv peer that does not "
+                        "read (--max-outbuf 1M)" % (rss0, peak))
+        d.wait_log(hog.peer_tag + r".*max-outbuf.*closing connection", since=mark,
+                   levels=("warn",))
+        # Everyone else is still served: the TCPStore client, a fresh one, a fresh rdzv peer.
+        other.ping(2)
+        fresh_client_works(self, d)
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        self.assertEqual(p.hello().get("magic"), "rdzv")
+        p.send(STATUS, b"{}")
+        op, body = p.recv_json()
+        self.assertEqual(op, STATUS_REPLY, body)
+        self.assertEqual(body.get("daemon"), "rdzvd")
+
+    def test_reading_peer_is_not_closed(self):
+        """Many STATUS requests from a peer that reads its replies are all answered."""
+        d = self.daemon("--max-outbuf", "1M")
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        n = 200
+        p.sock.sendall(frame(STATUS, b"{}") * n)
+        for i in range(n):
+            f = p.recv()
+            self.assertIsNotNone(f, "closed after %d of %d STATUS replies" % (i, n))
+            self.assertEqual(f[0], STATUS_REPLY)
+        self.assertIsNone(d.find_log(r"max-outbuf"))
+
+
+if __name__ == "__main__":
+    main()
