@@ -624,6 +624,7 @@ static void job_timer_cb(uv_timer_t *t)
 static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
 {
     struct job *j = calloc(1, sizeof(*j));
+    int r;
 
     if (!j)
         return NULL;
@@ -631,12 +632,12 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     j->by_id = calloc(j->id_buckets, sizeof(*j->by_id));
     j->by_req = calloc((size_t)jn->max, sizeof(*j->by_req));
     j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
-    if (!j->by_id || !j->by_req || !j->by_rank) {
-        free(j->by_id);
-        free(j->by_req);
-        free(j->by_rank);
-        free(j);
-        return NULL;
+    if (!j->by_id || !j->by_req || !j->by_rank)
+        goto out_free;
+    r = uv_timer_init(srv->loop, &j->timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
+        goto out_free;
     }
     j->id_seed = rdzv_random_u64();
     j->srv = srv;
@@ -650,7 +651,6 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     j->scale_up_now = jn->scale_up_now;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
-    uv_timer_init(srv->loop, &j->timer);
     j->timer.data = j;
     rdzv_list_add_tail(&srv->jobs, &j->node);
     job_note(j, false,
@@ -658,6 +658,13 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
              " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms)",
              j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
     return j;
+
+out_free:
+    free(j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
+    free(j);
+    return NULL;
 }
 
 static struct member **id_slot(struct job *j, const char *node_id)
@@ -816,6 +823,7 @@ static int check_join_matches(struct rdzvd_conn *c, struct job *j, const struct 
 static struct member *member_add(struct job *j, struct rdzvd_conn *c, const struct rdzv_join *jn)
 {
     struct member *m = calloc(1, sizeof(*m));
+    int r;
 
     if (!m)
         return NULL;
@@ -824,14 +832,21 @@ static struct member *member_add(struct job *j, struct rdzvd_conn *c, const stru
     m->join = *jn;
     m->node_rank = -1;
     m->prev_rank = -1;
-    m->ready = true;
-    j->nready++;
     m->joined_ms = m->last_seen_ms = rdzv_now_ms();
-    if (member_index(j, m) < 0) {
+    r = uv_timer_init(j->srv->loop, &m->hb_timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create a heartbeat timer", j->run_id);
         free(m);
         return NULL;
     }
-    uv_timer_init(j->srv->loop, &m->hb_timer);
+    if (member_index(j, m) < 0) {
+        /* The handle is initialised: it must be closed before its memory goes. */
+        m->hb_timer.data = m;
+        uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+        return NULL;
+    }
+    m->ready = true;
+    j->nready++;
     m->hb_timer.data = m;
     member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
