@@ -20,6 +20,7 @@
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "rdzvd-conn.h"
+#include "rdzvd-job-record.h"
 #include "rdzvd-server.h"
 #include "rdzvd-store.h"
 
@@ -197,10 +198,51 @@ static void job_state_name(const struct job *j, uint64_t gen, char *buf, size_t 
              rdzv_hash64(0x72647a76, j->run_id, strlen(j->run_id)), gen);
 }
 
+/* --state-dir: record the job's generation and restart count, so that a restarted rdzvd
+ * rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent),
+ * a restarted rdzvd waits for their agents before it places anyone. Once per generation. */
+static void job_save(struct job *j, bool running)
+{
+    struct rdzvd_job_record rec = {.min = j->min,
+                                   .max = j->max,
+                                   .max_restarts = j->max_restarts,
+                                   .generation = j->generation,
+                                   .restart_count = j->restart_count,
+                                   .running = running};
+    int r;
+
+    if (j->srv->state_dirfd < 0)
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    if (running) {
+        rec.nnodes = j->round.nnodes;
+        rec.world_size = j->round.world_size;
+        rec.store_port = j->store ? j->store->port : 0;
+    }
+    r = rdzvd_job_record_save(j->srv->state_dirfd, &rec);
+    if (r < 0)
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in --state-dir", j->run_id,
+                       j->generation);
+}
+
+/* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
+static void job_forget(struct job *j)
+{
+    int r;
+
+    if (j->srv->state_dirfd < 0)
+        return;
+    r = rdzvd_job_record_drop(j->srv->state_dirfd, j->run_id);
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot delete its record in --state-dir", j->run_id);
+}
+
 /* Remove a job with no members left. */
 static void job_free(struct job *j)
 {
     job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
+    if (!j->srv->stopping)
+        job_forget(j);
     rdzv_list_del(&j->node);
     job_close_store(j);
     uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
@@ -264,6 +306,7 @@ static void job_end(struct job *j, const char *type, int64_t exit_code, const ch
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
     job_set_state(j, JOB_ENDED);
+    job_forget(j);
     if (exit_code == 0)
         job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
@@ -312,6 +355,7 @@ static void send_rounds(struct job *j)
     struct member *m;
 
     job_set_state(j, JOB_RUNNING);
+    job_save(j, true);
     job_note(j, false,
              "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
              ", store on port %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
@@ -372,7 +416,7 @@ static void close_round(struct job *j)
     struct rdzv_list *pos, *tmp;
     struct member *m;
     int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
-    char desc[48], sname[64];
+    char desc[64], sname[64];
     int r;
 
     job_timer_stop(j);
@@ -427,6 +471,11 @@ static void close_round(struct job *j)
     job_close_store(j);
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
     job_state_name(j, j->generation, sname, sizeof(sname));
+    /* A fresh store: never what an earlier use of this generation number left on disk (a round
+     * formed but never sent before rdzvd died, or an earlier job of the same run_id). */
+    if (j->srv->state_dirfd >= 0 &&
+        (r = rdzvd_job_record_drop_journal(j->srv->state_dirfd, sname)) < 0)
+        log_warn_errno(r, "job=%s cannot delete the stale journal %s", j->run_id, sname);
     r = rdzvd_listener_open(j->srv, desc, sname, 0, &j->store);
     if (r < 0) {
         char why[128];
@@ -516,6 +565,7 @@ static void job_restart(struct job *j, bool counted, int64_t exit_code, const ch
     }
     if (counted)
         j->restart_count++;
+    job_save(j, false);
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     job_timer_stop(j);
     e.generation = j->generation;
@@ -574,6 +624,7 @@ static void job_timer_cb(uv_timer_t *t)
 static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
 {
     struct job *j = calloc(1, sizeof(*j));
+    int r;
 
     if (!j)
         return NULL;
@@ -581,12 +632,12 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     j->by_id = calloc(j->id_buckets, sizeof(*j->by_id));
     j->by_req = calloc((size_t)jn->max, sizeof(*j->by_req));
     j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
-    if (!j->by_id || !j->by_req || !j->by_rank) {
-        free(j->by_id);
-        free(j->by_req);
-        free(j->by_rank);
-        free(j);
-        return NULL;
+    if (!j->by_id || !j->by_req || !j->by_rank)
+        goto out_free;
+    r = uv_timer_init(srv->loop, &j->timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
+        goto out_free;
     }
     j->id_seed = rdzv_random_u64();
     j->srv = srv;
@@ -600,7 +651,6 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
     j->scale_up_now = jn->scale_up_now;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
-    uv_timer_init(srv->loop, &j->timer);
     j->timer.data = j;
     rdzv_list_add_tail(&srv->jobs, &j->node);
     job_note(j, false,
@@ -608,6 +658,13 @@ static struct job *job_new(struct rdzvd_server *srv, const struct rdzv_join *jn)
              " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms)",
              j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
     return j;
+
+out_free:
+    free(j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
+    free(j);
+    return NULL;
 }
 
 static struct member **id_slot(struct job *j, const char *node_id)
@@ -766,6 +823,7 @@ static int check_join_matches(struct rdzvd_conn *c, struct job *j, const struct 
 static struct member *member_add(struct job *j, struct rdzvd_conn *c, const struct rdzv_join *jn)
 {
     struct member *m = calloc(1, sizeof(*m));
+    int r;
 
     if (!m)
         return NULL;
@@ -774,14 +832,21 @@ static struct member *member_add(struct job *j, struct rdzvd_conn *c, const stru
     m->join = *jn;
     m->node_rank = -1;
     m->prev_rank = -1;
-    m->ready = true;
-    j->nready++;
     m->joined_ms = m->last_seen_ms = rdzv_now_ms();
-    if (member_index(j, m) < 0) {
+    r = uv_timer_init(j->srv->loop, &m->hb_timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create a heartbeat timer", j->run_id);
         free(m);
         return NULL;
     }
-    uv_timer_init(j->srv->loop, &m->hb_timer);
+    if (member_index(j, m) < 0) {
+        /* The handle is initialised: it must be closed before its memory goes. */
+        m->hb_timer.data = m;
+        uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+        return NULL;
+    }
+    m->ready = true;
+    j->nready++;
     m->hb_timer.data = m;
     member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
@@ -803,54 +868,122 @@ static void send_joined(struct rdzvd_conn *c, struct job *j, bool spare, bool re
                                      "generation", (json_int_t)j->generation));
 }
 
-/* A reconnecting agent whose workers run generation jn->resume.generation. */
-static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_join *jn)
+/* Rebuild the job j (just made by job_new) as a restarted rdzvd finds it in rec: generation and
+ * restart count as they were; when its workers run, the generation's store reopened (with its
+ * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
+ * window ends. 0 or a negative errno (the store could not be opened at all). */
+static int job_rebuild(struct job *j, const struct rdzvd_job_record *rec)
+{
+    char desc[64], sname[64];
+    int r;
+
+    j->generation = rec->generation;
+    j->restart_count = rec->restart_count;
+    if (!rec->running || rec->generation == 0) {
+        job_note(j, false,
+                 "restored from --state-dir after an rdzvd restart: generation %" PRIu64
+                 " is over, restart %" PRId64 " of %" PRId64 "; forming the next one",
+                 j->generation, j->restart_count, j->max_restarts);
+        return 0; /* JOB_FORMING: the next round is generation + 1 */
+    }
+    j->rebuilt = true;
+    j->round.generation = rec->generation;
+    j->round.nnodes = rec->nnodes;
+    j->round.world_size = rec->world_size;
+    j->round.restart_count = rec->restart_count;
+    j->round.max_restarts = j->max_restarts;
+    snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
+    job_state_name(j, j->generation, sname, sizeof(sname));
+    r = rdzvd_listener_open(j->srv, desc, sname, rec->store_port, &j->store);
+    if (r < 0) {
+        job_note(j, true,
+                 "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
+                 "that reconnect to it will fail",
+                 j->generation, rec->store_port, uv_strerror(r));
+        r = rdzvd_listener_open(j->srv, desc, sname, 0, &j->store);
+    }
+    if (r < 0)
+        return r;
+    job_set_state(j, JOB_RUNNING);
+    /* Agents that do not come back within this window count as lost. */
+    job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * 2);
+    job_note(j, false,
+             "rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting agents",
+             j->generation, rec->nnodes);
+    return 0;
+}
+
+/* While a rebuilt generation waits for its agents, nobody else is placed. */
+static bool job_rebuilding(const struct job *j)
+{
+    return j->rebuilt && j->timer_armed && j->timer_kind == T_REBUILD;
+}
+
+/* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
+ * --state-dir, else (no record) from what a resuming agent says. *ret: the job, or NULL when
+ * neither knows it (a plain JOIN of a new job). 0, or a negative errno after an ERROR to c. */
+static int job_restore(struct rdzvd_conn *c, const struct rdzv_join *jn, struct job **ret)
 {
     struct rdzvd_server *srv = rdzvd_conn_server(c);
     const struct rdzv_resume *rs = &jn->resume;
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct job *j;
+    int r = -ENOENT;
+
+    *ret = NULL;
+    if (srv->state_dirfd >= 0 &&
+        (r = rdzvd_job_record_load(srv->state_dirfd, jn->run_id, &rec)) < 0 && r != -ENOENT)
+        log_warn_errno(r, "job=%s: its record in --state-dir is unreadable; ignored", jn->run_id);
+    if (r == 0 &&
+        (rec.min != jn->min || rec.max != jn->max || rec.max_restarts != jn->max_restarts)) {
+        send_frame_error(c,
+                         "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
+                         " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64 ":%" PRId64
+                         " --max-restarts %" PRId64 "; start every agent with the same values",
+                         jn->run_id, rec.min, rec.max, rec.max_restarts, jn->min, jn->max,
+                         jn->max_restarts);
+        return -EINVAL;
+    }
+    if (rs->generation > rec.generation) {
+        /* No record, or one older than what this agent runs: its generation it is. */
+        rec.generation = rs->generation;
+        rec.running = true;
+        rec.nnodes = rs->nnodes;
+        rec.world_size = rs->world_size;
+        rec.store_port = (uint16_t)rs->master_port;
+        if (rs->restart_count > rec.restart_count)
+            rec.restart_count = rs->restart_count;
+        r = 0;
+    }
+    if (r < 0)
+        return 0;
+    if (!(j = job_new(srv, jn))) {
+        send_frame_error(c, "rdzvd is out of memory");
+        return -ENOMEM;
+    }
+    r = job_rebuild(j, &rec);
+    if (r < 0) {
+        send_frame_error(c, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+        job_free(j);
+        return r;
+    }
+    *ret = j;
+    return 0;
+}
+
+/* A reconnecting agent whose workers run generation jn->resume.generation. */
+static int handle_resume(struct rdzvd_conn *c, struct job *j, const struct rdzv_join *jn)
+{
+    const struct rdzv_resume *rs = &jn->resume;
     struct member *m, *old;
     bool created = false;
+    int r;
 
     if (!j) {
-        /* rdzvd restarted: rebuild the job from its agents, generation and all. */
-        char desc[48], sname[64];
-        int r;
-
-        if (!(j = job_new(srv, jn))) {
-            send_frame_error(c, "rdzvd is out of memory");
-            return -ENOMEM;
-        }
-        created = true;
-        j->rebuilt = true;
-        j->generation = rs->generation;
-        j->restart_count = rs->restart_count;
-        j->round.generation = rs->generation;
-        j->round.nnodes = rs->nnodes;
-        j->round.world_size = rs->world_size;
-        j->round.restart_count = rs->restart_count;
-        j->round.max_restarts = j->max_restarts;
-        snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
-        job_state_name(j, j->generation, sname, sizeof(sname));
-        r = rdzvd_listener_open(srv, desc, sname, (uint16_t)rs->master_port, &j->store);
-        if (r < 0) {
-            job_note(j, true,
-                     "cannot reopen the store of generation %" PRIu64 " on port %" PRId64
-                     " (%s); workers that reconnect to it will fail",
-                     j->generation, rs->master_port, uv_strerror(r));
-            r = rdzvd_listener_open(srv, desc, sname, 0, &j->store);
-        }
-        if (r < 0) {
-            send_frame_error(c, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
-            job_free(j);
+        /* rdzvd restarted: rebuild the job, generation and all. */
+        if ((r = job_restore(c, jn, &j)) < 0)
             return r;
-        }
-        job_set_state(j, JOB_RUNNING);
-        /* Agents that do not come back within this window count as lost. */
-        job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * 2);
-        job_note(j, false,
-                 "rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting "
-                 "agents",
-                 j->generation, rs->nnodes);
+        created = true;
     } else if (check_join_matches(c, j, jn) < 0) {
         return -EINVAL;
     }
@@ -930,12 +1063,16 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
     struct job *j;
     char err[256];
     bool spare;
+    int r;
 
     if (rdzv_msg_parse_join(body, len, &jn, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
     j = job_find(srv, jn.run_id);
+    /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
+    if (!j && !jn.resume.generation && (r = job_restore(c, &jn, &j)) < 0)
+        return r;
     if (j && j->state == JOB_ENDED) {
         send_frame_error(c,
                          "job '%s' has just ended and its agents are still leaving; use a new "
@@ -994,7 +1131,8 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
     send_joined(c, j, spare, false);
     if (j->state == JOB_FORMING)
         job_try_close(j);
-    else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max)
+    else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
+             !job_rebuilding(j))
         job_restart(j, false, 0, "a node joined below --nnodes MAX: restarting to scale up");
     return 0;
 }
@@ -1187,28 +1325,28 @@ static json_t *job_status(struct job *j, uint64_t now)
     for_each_member(j, m, pos, tmp)
     {
         json_array_append_new(
-            nodes, json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host",
-                             m->join.host, "node_id", m->join.node_id, "node_rank",
-                             (json_int_t)m->node_rank, "workers", (json_int_t)m->join.nproc,
-                             "last_heartbeat_age_s", (double)(now - m->last_seen_ms) / 1000,
-                             "age_s", (double)(now - m->joined_ms) / 1000, "failures",
-                             (json_int_t)m->failures, "spare", m->node_rank < 0 && m->ready,
-                             "connected", m->conn != NULL, "state",
-                             m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
-                             : m->ready        ? "spare"
-                                               : "stopping"));
+            nodes,
+            json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host", m->join.host,
+                      "node_id", m->join.node_id, "node_rank", (json_int_t)m->node_rank, "workers",
+                      (json_int_t)m->join.nproc, "last_heartbeat_age_s",
+                      (double)(now - m->last_seen_ms) / 1000, "age_s",
+                      (double)(now - m->joined_ms) / 1000, "failures", (json_int_t)m->failures,
+                      "spare", m->node_rank < 0 && m->ready, "connected", m->conn != NULL, "state",
+                      m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
+                      : m->ready        ? "spare"
+                                        : "stopping"));
     }
     for (unsigned i = first; i < j->nevents; i++)
-        json_array_append_new(events, json_pack("{s:f, s:s}", "time",
-                                                j->events[i % JOB_EVENTS].time, "text",
-                                                j->events[i % JOB_EVENTS].text));
+        json_array_append_new(events,
+                              json_pack("{s:f, s:s}", "time", j->events[i % JOB_EVENTS].time,
+                                        "text", j->events[i % JOB_EVENTS].text));
     o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:o, s:o}", "run_id",
                   j->run_id, "state", job_state_names[j->state], "generation",
                   (json_int_t)j->generation, "restart_count", (json_int_t)j->restart_count,
                   "max_restarts", (json_int_t)j->max_restarts, "min_nodes", (json_int_t)j->min,
-                  "max_nodes", (json_int_t)j->max, "nodes_in_generation",
-                  (json_int_t)j->nin_round, "world_size", (json_int_t)j->round.world_size,
-                  "age_s", (double)(now - j->created_ms) / 1000, "store_port",
+                  "max_nodes", (json_int_t)j->max, "nodes_in_generation", (json_int_t)j->nin_round,
+                  "world_size", (json_int_t)j->round.world_size, "age_s",
+                  (double)(now - j->created_ms) / 1000, "store_port",
                   j->store ? (int)j->store->port : 0, "nodes", nodes, "events", events);
     if (o && j->state == JOB_ENDED)
         json_object_set_new(o, "outcome",
@@ -1240,7 +1378,8 @@ static int handle_status(struct rdzvd_conn *c)
 {
     struct rdzv_buf *out = rdzvd_conn_out(c);
 
-    if (out && rdzv_msg_put(out, RDZV_MSG_STATUS_REPLY, rdzvd_status_json(rdzvd_conn_server(c))) < 0)
+    if (out &&
+        rdzv_msg_put(out, RDZV_MSG_STATUS_REPLY, rdzvd_status_json(rdzvd_conn_server(c))) < 0)
         log_error("out of memory answering STATUS");
     return 0;
 }
