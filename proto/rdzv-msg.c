@@ -120,17 +120,14 @@ int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r)
                   "max_restarts", (json_int_t)r->max_restarts, "nccl_ids", ids));
 }
 
-json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w)
-{
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
-                     (json_int_t)w->generation, "rank", (json_int_t)w->rank, "local_rank",
-                     (json_int_t)w->local_rank, "exit_code", (json_int_t)w->exit_code, "signal",
-                     (json_int_t)w->signal, "time", w->time, "host", w->host);
-}
-
 int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w)
 {
-    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(w));
+    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT,
+                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
+                                  (json_int_t)w->generation, "rank", (json_int_t)w->rank,
+                                  "local_rank", (json_int_t)w->local_rank, "exit_code",
+                                  (json_int_t)w->exit_code, "signal", (json_int_t)w->signal,
+                                  "time", w->time, "host", w->host));
 }
 
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)

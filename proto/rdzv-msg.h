@@ -139,8 +139,6 @@ int rdzv_msg_put(struct rdzv_buf *b, uint8_t op, json_t *obj);
 int rdzv_msg_put_hello(struct rdzv_buf *b, const char *peer);
 int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j);
 int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r);
-/* The JSON body of a WORKER_EXIT (new reference, NULL on -ENOMEM). */
-json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w);
 int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w);
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e);
 int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j);
