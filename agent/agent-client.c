@@ -132,21 +132,51 @@ static int client_write(struct agent_client *c, struct rdzv_buf *b)
     return r;
 }
 
-int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj)
+/* Queue the frame an encoder wrote to b; put is the encoder's result. b is consumed either way. */
+static int client_send(struct agent_client *c, struct rdzv_buf *b, int put)
+{
+    if (put == 0 && c->state != CL_JOINED && (c->state != CL_HELLO || !c->join_sent))
+        put = -ENOTCONN;
+    if (put < 0) {
+        rdzv_buf_free(b);
+        return put;
+    }
+    return client_write(c, b);
+}
+
+int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartbeat *h)
 {
     struct rdzv_buf b = {0};
-    int r;
 
-    if (c->state != CL_JOINED && (c->state != CL_HELLO || !c->join_sent)) {
-        json_decref(obj);
-        return -ENOTCONN;
-    }
-    r = rdzv_msg_put(&b, op, obj);
-    if (r < 0) {
-        rdzv_buf_free(&b);
-        return r;
-    }
-    return client_write(c, &b);
+    return client_send(c, &b, rdzv_msg_put_heartbeat(&b, h));
+}
+
+int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r)
+{
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_ready(&b, r));
+}
+
+int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l)
+{
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_leave(&b, l));
+}
+
+int agent_client_send_worker_exit(struct agent_client *c, const struct rdzv_worker_exit *w)
+{
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_worker_exit(&b, w));
+}
+
+int agent_client_send_nccl_id(struct agent_client *c, const struct rdzv_nccl_id *n)
+{
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_nccl_id(&b, n));
 }
 
 void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t)
@@ -237,19 +267,16 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
         client_send_join(c);
         return;
     case RDZV_MSG_JOINED: {
-        json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
-        int spare = 0, resumed = 0;
+        struct rdzv_joined j;
 
-        if (!root || json_unpack(root, "{s?b, s?b}", "spare", &spare, "resumed", &resumed) < 0) {
-            json_decref(root);
+        if (rdzv_msg_parse_joined(body, len, &j, err, sizeof(err)) < 0) {
             client_fail(c, "bad JOINED from rdzvd");
             return;
         }
-        json_decref(root);
         c->state = CL_JOINED;
         log_debug("joined: %.*s", (int)len, (const char *)body);
         if (c->cbs.on_joined)
-            c->cbs.on_joined(c, spare != 0, resumed != 0, c->ud);
+            c->cbs.on_joined(c, j.spare, j.resumed, c->ud);
         return;
     }
     case RDZV_MSG_HEARTBEAT:
@@ -269,18 +296,14 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
         return;
     }
     case RDZV_MSG_NCCL_REQUEST: {
-        json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
-        json_int_t gen, count;
+        struct rdzv_nccl_request q;
 
-        if (!root || json_unpack(root, "{s:I, s:I}", "generation", &gen, "count", &count) < 0 ||
-            count < 1 || count > RDZV_MAX_NCCL_IDS) {
-            json_decref(root);
+        if (rdzv_msg_parse_nccl_request(body, len, &q, err, sizeof(err)) < 0) {
             client_fail(c, "bad NCCL_REQUEST from rdzvd");
             return;
         }
-        json_decref(root);
         if (c->cbs.on_nccl_request)
-            c->cbs.on_nccl_request(c, (uint64_t)gen, (unsigned)count, c->ud);
+            c->cbs.on_nccl_request(c, q.generation, q.count, c->ud);
         return;
     }
     case RDZV_MSG_EVENT: {
@@ -293,14 +316,12 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
         return;
     }
     case RDZV_MSG_ERROR: {
-        json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
-        const char *text = NULL;
+        struct rdzv_error e;
 
-        if (root && json_unpack(root, "{s:s}", "error", &text) == 0)
-            client_fail(c, "rdzvd refused this agent: %s", text);
+        if (rdzv_msg_parse_error(body, len, &e, err, sizeof(err)) == 0)
+            client_fail(c, "rdzvd refused this agent: %s", e.error);
         else
             client_fail(c, "rdzvd refused this agent");
-        json_decref(root);
         return;
     }
     default:

@@ -44,8 +44,13 @@ void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t);
  * 0 (the default) disables it. */
 void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms);
 
-/* Send one message (steals obj). Returns 0 or -errno (-ENOTCONN before the connection is up). */
-int agent_client_send(struct agent_client *c, uint8_t op, json_t *obj);
+/* Send one message (encoded at once: the struct stays the caller's). Loop thread only. Returns 0
+ * or -errno: -ENOTCONN before JOIN went out or once the connection is dead, -ENOMEM. */
+int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartbeat *h);
+int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r);
+int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l);
+int agent_client_send_worker_exit(struct agent_client *c, const struct rdzv_worker_exit *w);
+int agent_client_send_nccl_id(struct agent_client *c, const struct rdzv_nccl_id *n);
 
 /* Close the connection (asynchronous); done(ud) runs once its memory is released. */
 void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud);

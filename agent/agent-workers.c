@@ -1171,7 +1171,7 @@ static int env_inherit(const struct agent_group *g, struct envb *e)
     return 0;
 }
 
-/* torchrun's per-worker variables (pytorch-compat.md §3.1) plus rdzv's own. */
+/* torchrun's per-worker variables (proto/TCPSTORE.md section 8) plus rdzv's own. */
 static int env_worker(const struct agent_group *g, const struct agent_worker *w,
                       const struct agent_assignment *a, struct envb *e)
 {

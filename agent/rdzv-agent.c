@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,8 +504,7 @@ static void send_ready(struct agent *a, uint64_t gen)
     log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
     a->state = AG_JOINING;
     a->restart_pending = false;
-    (void)agent_client_send(a->client, RDZV_MSG_READY,
-                            json_pack("{s:I}", "generation", (json_int_t)gen));
+    (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = gen});
 }
 
 /* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
@@ -523,8 +523,7 @@ static void report_failure(struct agent *a, int64_t rank, int64_t local_rank, in
     w->signal = sig;
     w->time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
     snprintf(w->host, sizeof(w->host), "%s", a->o.host);
-    a->pending_exit =
-        agent_client_send(a->client, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(w)) < 0;
+    a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
 static void on_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
@@ -571,9 +570,8 @@ static void on_group_all_exited(struct agent_group *g, void *ud)
          * elsewhere arrives as an EVENT at once). */
         log_info("all %" PRId64 " local workers exited 0; waiting for the other nodes",
                  a->o.nproc);
-        (void)agent_client_send(a->client, RDZV_MSG_LEAVE,
-                                json_pack("{s:I, s:s}", "generation",
-                                          (json_int_t)a->round.generation, "status", "succeeded"));
+        (void)agent_client_send_leave(
+            a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
         a->state = AG_LEFT;
     } else if (a->state == AG_RESTARTING && a->restart_pending) {
         send_ready(a, a->stopping_gen);
@@ -623,33 +621,38 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         report_failure(a, r->rank_offset, 0, 127, 0);
     }
     /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
-    (void)agent_client_send(a->client, RDZV_MSG_HEARTBEAT,
-                            json_pack("{s:I}", "generation", (json_int_t)r->generation));
+    (void)agent_client_send_heartbeat(a->client,
+                                      &(struct rdzv_heartbeat){.generation = r->generation});
 }
 
 static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
                         char (*ids)[RDZV_NCCL_HEX_LEN + 1], const char *msg, void *ud)
 {
     struct agent *a = ud;
-    json_t *arr;
+    /* ~16 KiB: from the heap, where only the n ids written are faulted in. */
+    struct rdzv_nccl_id *m = malloc(sizeof(*m));
 
     (void)root;
+    if (!m) {
+        log_error("out of memory answering NCCL_REQUEST");
+        return;
+    }
+    memset(m, 0, offsetof(struct rdzv_nccl_id, ids));
+    m->generation = a->nccl_generation;
     if (err < 0) {
         if (a->o.nccl == RDZV_NCCL_REQUIRED)
             log_error("this job needs NCCL: %s", msg);
         else
             log_info("no NCCL id for the workers: %s", msg);
-        (void)agent_client_send(a->client, RDZV_MSG_NCCL_ID,
-                                json_pack("{s:I, s:s}", "generation",
-                                          (json_int_t)a->nccl_generation, "error", msg));
-        return;
+        m->failed = true;
+        snprintf(m->error, sizeof(m->error), "%s", msg);
+        rdzv_utf8_trim(m->error);
+    } else {
+        m->n_ids = n < RDZV_MAX_NCCL_IDS ? n : RDZV_MAX_NCCL_IDS;
+        memcpy(m->ids, ids, m->n_ids * sizeof(m->ids[0]));
     }
-    arr = json_array();
-    for (unsigned i = 0; arr && i < n; i++)
-        json_array_append_new(arr, json_string(ids[i]));
-    (void)agent_client_send(a->client, RDZV_MSG_NCCL_ID,
-                            json_pack("{s:I, s:o}", "generation", (json_int_t)a->nccl_generation,
-                                      "ids", arr));
+    (void)agent_client_send_nccl_id(a->client, m);
+    free(m);
 }
 
 static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count, void *ud)
@@ -767,8 +770,7 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, void *ud
     else if (spare)
         log_info("the job runs without this node for now: waiting as a spare");
     if (a->pending_exit) {
-        a->pending_exit = agent_client_send(a->client, RDZV_MSG_WORKER_EXIT,
-                                            rdzv_msg_worker_exit_obj(&a->pexit)) < 0;
+        a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
     }
 }
 
@@ -792,8 +794,8 @@ static void heartbeat_cb(uv_timer_t *t)
     struct agent *a = t->data;
 
     if (a->client && a->state != AG_DONE)
-        (void)agent_client_send(a->client, RDZV_MSG_HEARTBEAT,
-                                json_pack("{s:I}", "generation", (json_int_t)a->round.generation));
+        (void)agent_client_send_heartbeat(
+            a->client, &(struct rdzv_heartbeat){.generation = a->round.generation});
 }
 
 static void signal_cb(uv_signal_t *h, int signum)

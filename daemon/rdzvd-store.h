@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-store.h: the key-value map, per-key queues and the wait index. No sockets, no logging:
- * unit-testable on its own. Semantics follow PyTorch's TCPStore (pytorch-compat.md 1.3). */
+ * unit-testable on its own. Semantics follow PyTorch's TCPStore (proto/TCPSTORE.md 3, 5). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

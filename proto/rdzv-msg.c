@@ -12,6 +12,7 @@
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-util.h"
 #include "rdzv-frame.h"
+#include "rdzv-msg-priv.h"
 
 static const char *const nccl_mode_names[] = {"off", "auto", "required"};
 
@@ -91,12 +92,24 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
+json_t *rdzv_msg_ids_array(const char (*ids)[RDZV_NCCL_HEX_LEN + 1], unsigned n)
+{
+    json_t *arr = json_array();
+
+    for (unsigned i = 0; arr && i < n; i++)
+        if (json_array_append_new(arr, json_string(ids[i])) < 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    return arr;
+}
+
 int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r)
 {
-    json_t *ids = json_array();
+    json_t *ids = rdzv_msg_ids_array((const char(*)[RDZV_NCCL_HEX_LEN + 1])r->ids, r->n_ids);
 
-    for (unsigned i = 0; ids && i < r->n_ids; i++)
-        json_array_append_new(ids, json_string(r->ids[i]));
+    if (!ids)
+        return -ENOMEM;
     return rdzv_msg_put(
         b, RDZV_MSG_ROUND,
         json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:o}", "generation",
@@ -107,12 +120,14 @@ int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r)
                   "max_restarts", (json_int_t)r->max_restarts, "nccl_ids", ids));
 }
 
-json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w)
+int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
-                     (json_int_t)w->generation, "rank", (json_int_t)w->rank, "local_rank",
-                     (json_int_t)w->local_rank, "exit_code", (json_int_t)w->exit_code, "signal",
-                     (json_int_t)w->signal, "time", w->time, "host", w->host);
+    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT,
+                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
+                                  (json_int_t)w->generation, "rank", (json_int_t)w->rank,
+                                  "local_rank", (json_int_t)w->local_rank, "exit_code",
+                                  (json_int_t)w->exit_code, "signal", (json_int_t)w->signal,
+                                  "time", w->time, "host", w->host));
 }
 
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
@@ -130,7 +145,7 @@ int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
 
 int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
 {
-    char text[512];
+    char text[RDZV_ERROR_MAX + 1];
     va_list ap;
 
     va_start(ap, fmt);
@@ -156,9 +171,8 @@ json_t *rdzv_msg_load(const uint8_t *body, size_t len, char *err, size_t errlen)
     return root;
 }
 
-/* Copy a borrowed string into a fixed buffer, refusing what does not fit. */
-static int copy_str(char *dst, size_t cap, const char *src, const char *name, char *err,
-                    size_t errlen)
+int rdzv_msg_copy_str(char *dst, size_t cap, const char *src, const char *name, char *err,
+                      size_t errlen)
 {
     size_t n = strlen(src);
 
@@ -170,10 +184,33 @@ static int copy_str(char *dst, size_t cap, const char *src, const char *name, ch
     return 0;
 }
 
-static int unpack_fail(const json_error_t *jerr, const char *what, char *err, size_t errlen)
+int rdzv_msg_unpack_fail(const json_error_t *jerr, const char *what, char *err, size_t errlen)
 {
     snprintf(err, errlen, "%s: %s", what, jerr->text);
     return -EBADMSG;
+}
+
+int rdzv_msg_get_ids(const json_t *arr, const char *what, char (*ids)[RDZV_NCCL_HEX_LEN + 1],
+                     unsigned *ret_n, char *err, size_t errlen)
+{
+    const json_t *v;
+    size_t i;
+
+    if (!json_is_array(arr) || json_array_size(arr) > RDZV_MAX_NCCL_IDS) {
+        snprintf(err, errlen, "%s must be an array of at most %d ids", what, RDZV_MAX_NCCL_IDS);
+        return -EBADMSG;
+    }
+    for (i = 0; i < json_array_size(arr); i++) {
+        v = json_array_get(arr, i);
+        if (!json_is_string(v) || !rdzv_nccl_hex_valid(json_string_value(v))) {
+            snprintf(err, errlen, "%s[%zu] is not %d lowercase hex characters", what, i,
+                     RDZV_NCCL_HEX_LEN);
+            return -EBADMSG;
+        }
+        memcpy(ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
+    }
+    *ret_n = (unsigned)i;
+    return 0;
 }
 
 int rdzv_msg_parse_hello(const uint8_t *body, size_t len, char *err, size_t errlen)
@@ -187,7 +224,7 @@ int rdzv_msg_parse_hello(const uint8_t *body, size_t len, char *err, size_t errl
     if (!root)
         return -EBADMSG;
     if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I}", "magic", &magic, "version", &version) < 0)
-        r = unpack_fail(&jerr, "HELLO", err, errlen);
+        r = rdzv_msg_unpack_fail(&jerr, "HELLO", err, errlen);
     else if (strcmp(magic, "rdzv") != 0) {
         snprintf(err, errlen, "HELLO: bad magic '%.32s'", magic);
         r = -EBADMSG;
@@ -223,7 +260,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                        &nccl_ids, "rank_hint", &rank_hint, "heartbeat_timeout_ms", &hb_ms,
                        "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
                        &resume) < 0) {
-        r = unpack_fail(&jerr, "JOIN", err, errlen);
+        r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
     if (resume) {
@@ -235,7 +272,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                            "generation", &g, "node_rank", &nr, "nnodes", &nn, "rank_offset",
                            &off, "world_size", &ws, "restart_count", &rc, "master_port", &mp,
                            "left", &left) < 0) {
-            r = unpack_fail(&jerr, "JOIN resume", err, errlen);
+            r = rdzv_msg_unpack_fail(&jerr, "JOIN resume", err, errlen);
             goto out;
         }
         if (g < 1 || nn < 1 || nr < 0 || nr >= nn || off < 0 || ws < 1 || off >= ws || rc < 0 ||
@@ -246,11 +283,11 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         }
         *rs = (struct rdzv_resume){(uint64_t)g, nr, nn, off, ws, rc, mp, left != 0};
     }
-    r = copy_str(j->run_id, sizeof(j->run_id), run_id, "run_id", err, errlen);
+    r = rdzv_msg_copy_str(j->run_id, sizeof(j->run_id), run_id, "run_id", err, errlen);
     if (r == 0)
-        r = copy_str(j->node_id, sizeof(j->node_id), node_id, "node_id", err, errlen);
+        r = rdzv_msg_copy_str(j->node_id, sizeof(j->node_id), node_id, "node_id", err, errlen);
     if (r == 0)
-        r = copy_str(j->host, sizeof(j->host), host, "host", err, errlen);
+        r = rdzv_msg_copy_str(j->host, sizeof(j->host), host, "host", err, errlen);
     if (r < 0)
         goto out;
     if (!*run_id || nproc < 1 || nproc > 1024 || min < 1 || max < min || max > 100000 ||
@@ -285,10 +322,9 @@ int rdzv_msg_parse_round(const uint8_t *body, size_t len, struct rdzv_round *rd,
 {
     json_int_t gen, node_rank, nnodes, off, world, port, restarts, max_restarts;
     const char *addr;
-    json_t *ids, *v;
+    json_t *ids;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen);
-    size_t i;
     int r = 0;
 
     if (!root)
@@ -300,7 +336,7 @@ int rdzv_msg_parse_round(const uint8_t *body, size_t len, struct rdzv_round *rd,
                        "rank_offset", &off, "world_size", &world, "master_addr", &addr,
                        "master_port", &port, "restart_count", &restarts, "max_restarts",
                        &max_restarts, "nccl_ids", &ids) < 0) {
-        r = unpack_fail(&jerr, "ROUND", err, errlen);
+        r = rdzv_msg_unpack_fail(&jerr, "ROUND", err, errlen);
         goto out;
     }
     if (gen < 0 || node_rank < 0 || nnodes < 1 || node_rank >= nnodes || off < 0 || world < 1 ||
@@ -310,20 +346,13 @@ int rdzv_msg_parse_round(const uint8_t *body, size_t len, struct rdzv_round *rd,
         r = -EBADMSG;
         goto out;
     }
-    r = copy_str(rd->master_addr, sizeof(rd->master_addr), addr, "master_addr", err, errlen);
+    r = rdzv_msg_copy_str(rd->master_addr, sizeof(rd->master_addr), addr, "master_addr", err,
+                          errlen);
     if (r < 0)
         goto out;
-    json_array_foreach(ids, i, v)
-    {
-        if (!json_is_string(v) || !rdzv_nccl_hex_valid(json_string_value(v))) {
-            snprintf(err, errlen, "ROUND: nccl_ids[%zu] is not %d hex characters", i,
-                     RDZV_NCCL_HEX_LEN);
-            r = -EBADMSG;
-            goto out;
-        }
-        memcpy(rd->ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
-    }
-    rd->n_ids = (unsigned)json_array_size(ids);
+    r = rdzv_msg_get_ids(ids, "ROUND: nccl_ids", rd->ids, &rd->n_ids, err, errlen);
+    if (r < 0)
+        goto out;
     rd->generation = (uint64_t)gen;
     rd->node_rank = node_rank;
     rd->nnodes = nnodes;
@@ -353,10 +382,10 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s?F, s?s}", "generation", &gen,
                        "rank", &rank, "local_rank", &local_rank, "exit_code", &code, "signal",
                        &sig, "time", &t, "host", &host) < 0) {
-        r = unpack_fail(&jerr, "WORKER_EXIT", err, errlen);
+        r = rdzv_msg_unpack_fail(&jerr, "WORKER_EXIT", err, errlen);
         goto out;
     }
-    r = copy_str(w->host, sizeof(w->host), host, "host", err, errlen);
+    r = rdzv_msg_copy_str(w->host, sizeof(w->host), host, "host", err, errlen);
     w->generation = (uint64_t)gen;
     w->rank = rank;
     w->local_rank = local_rank;
@@ -387,10 +416,10 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
     memset(e, 0, sizeof(*e));
     if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s?I, s?s}", "type", &type, "generation", &gen,
                        "exit_code", &code, "summary", &summary) < 0) {
-        r = unpack_fail(&jerr, "EVENT", err, errlen);
+        r = rdzv_msg_unpack_fail(&jerr, "EVENT", err, errlen);
         goto out;
     }
-    r = copy_str(e->type, sizeof(e->type), type, "type", err, errlen);
+    r = rdzv_msg_copy_str(e->type, sizeof(e->type), type, "type", err, errlen);
     if (r == 0) {
         /* A long summary is cut, not refused: it is for people. */
         snprintf(e->summary, sizeof(e->summary), "%s", summary);

@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-msg.h: rendezvous message bodies (JSON through jansson) <-> C structs. No I/O, no logging.
- * Parsers return 0 or -EBADMSG with a one-line reason in err[0..errlen). */
+/* rdzv-msg.h: rendezvous message bodies (JSON through jansson) <-> C structs, one struct per
+ * message of proto/RENDEZVOUS.md. No I/O, no logging, no state: any thread may call these.
+ *
+ * Encoders rdzv_msg_put_X(b, const struct X *) append one whole frame (header + JSON body) to b;
+ * they return 0, -ENOMEM or -EMSGSIZE (callers drop b then). The caller keeps the struct.
+ * Decoders rdzv_msg_parse_X(body, len, struct X *, err, errlen) check everything the receiver
+ * relies on (types, lengths, ranges, hex ids), so a handler can act on the struct directly; they
+ * return 0, or -EBADMSG with a one-line reason in err[0..errlen) (the struct is then undefined).
+ * Unknown members are ignored; JSON with duplicate keys is refused. Field names and the order
+ * in which encoders write them are the wire format: see RENDEZVOUS.md before changing either. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -15,6 +23,7 @@ struct rdzv_buf;
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
 #define RDZV_SUMMARY_MAX 1023
+#define RDZV_ERROR_MAX 511    /* ERROR text and NCCL_ID error: cut (UTF-8-safe) past this */
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
 #define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
 
@@ -77,6 +86,51 @@ struct rdzv_event {
     char summary[RDZV_SUMMARY_MAX + 1];
 };
 
+/* JOINED (daemon -> agent): the JOIN was accepted. Every member is optional on the wire (only
+ * spare and resumed are acted on). */
+struct rdzv_joined {
+    char run_id[RDZV_ID_MAX + 1];
+    int64_t waiting;     /* members the job has, this one included */
+    bool spare;          /* the job runs without this node for now */
+    bool resumed;        /* the agent's generation goes on (a resume was accepted) */
+    uint64_t generation; /* the job's generation */
+};
+
+/* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation. */
+struct rdzv_nccl_request {
+    uint64_t generation;
+    unsigned count; /* 1..RDZV_MAX_NCCL_IDS */
+};
+
+/* NCCL_ID (agent -> daemon): the ids, or why there are none. */
+struct rdzv_nccl_id {
+    uint64_t generation;
+    bool failed;                       /* "error" form: error set, no ids */
+    char error[RDZV_ERROR_MAX + 1];
+    unsigned n_ids;                    /* 1..RDZV_MAX_NCCL_IDS unless failed */
+    char ids[RDZV_MAX_NCCL_IDS][RDZV_NCCL_HEX_LEN + 1]; /* last: parsing leaves ids[n_ids..] */
+};
+
+/* HEARTBEAT (both ways) and READY (agent -> daemon, after EVENT restart): one generation. */
+struct rdzv_heartbeat {
+    uint64_t generation;
+};
+
+struct rdzv_ready {
+    uint64_t generation; /* the generation whose local workers have all exited */
+};
+
+/* LEAVE (agent -> daemon): every local worker of generation is done. */
+struct rdzv_leave {
+    uint64_t generation;
+    bool succeeded; /* "status":"succeeded"; any other status string reads as false */
+};
+
+/* ERROR (daemon -> peer): why the daemon closes the connection. */
+struct rdzv_error {
+    char error[RDZV_ERROR_MAX + 1];
+};
+
 const char *rdzv_nccl_mode_name(enum rdzv_nccl_mode m);
 int rdzv_nccl_mode_parse(const char *s, enum rdzv_nccl_mode *ret);
 
@@ -85,9 +139,18 @@ int rdzv_msg_put(struct rdzv_buf *b, uint8_t op, json_t *obj);
 int rdzv_msg_put_hello(struct rdzv_buf *b, const char *peer);
 int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j);
 int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r);
-/* The JSON body of a WORKER_EXIT (new reference, NULL on -ENOMEM). */
-json_t *rdzv_msg_worker_exit_obj(const struct rdzv_worker_exit *w);
+int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w);
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e);
+int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j);
+int rdzv_msg_put_nccl_request(struct rdzv_buf *b, const struct rdzv_nccl_request *q);
+int rdzv_msg_put_nccl_id(struct rdzv_buf *b, const struct rdzv_nccl_id *n);
+int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h);
+int rdzv_msg_put_ready(struct rdzv_buf *b, const struct rdzv_ready *r);
+int rdzv_msg_put_leave(struct rdzv_buf *b, const struct rdzv_leave *l);
+/* STATUS (rdzvctl -> daemon) has no members: the body is {}. The reply is STATUS_REPLY. */
+int rdzv_msg_put_status(struct rdzv_buf *b);
+/* ERROR from a printf format (the struct form is rdzv_msg_put_error(b, "%s", e->error)); the
+ * text is cut to RDZV_ERROR_MAX bytes on a character boundary. */
 int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parse a body into a JSON object (duplicates rejected). NULL with err set on failure. */
@@ -100,6 +163,25 @@ int rdzv_msg_parse_round(const uint8_t *body, size_t len, struct rdzv_round *r, 
 int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_worker_exit *w,
                                char *err, size_t errlen);
 int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, char *err,
+                         size_t errlen);
+int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j, char *err,
+                          size_t errlen);
+int rdzv_msg_parse_nccl_request(const uint8_t *body, size_t len, struct rdzv_nccl_request *q,
+                                char *err, size_t errlen);
+/* Without "error", "ids" must be an array of 1..RDZV_MAX_NCCL_IDS valid hex ids; with it, ids
+ * are not looked at and the error text is cut (not refused) past RDZV_ERROR_MAX bytes. */
+int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id *n, char *err,
+                           size_t errlen);
+int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartbeat *h, char *err,
+                             size_t errlen);
+int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, char *err,
+                         size_t errlen);
+int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, char *err,
+                         size_t errlen);
+/* STATUS: the body must be a JSON object (its members are ignored). */
+int rdzv_msg_parse_status(const uint8_t *body, size_t len, char *err, size_t errlen);
+/* ERROR: "error" must be a string; it is cut (not refused) past RDZV_ERROR_MAX bytes. */
+int rdzv_msg_parse_error(const uint8_t *body, size_t len, struct rdzv_error *e, char *err,
                          size_t errlen);
 
 /* True if s is exactly RDZV_NCCL_HEX_LEN lowercase hex characters. */

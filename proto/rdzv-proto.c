@@ -7,7 +7,7 @@
 
 #define NONE 0xff
 
-/* wire byte -> op, per dialect (pytorch-compat.md 1.2). */
+/* wire byte -> op, per dialect (proto/TCPSTORE.md section 2). */
 static const uint8_t wire_to_op[_RDZV_DIALECT_MAX][18] = {
     [RDZV_DIALECT_V20] = {RDZV_OP_SET, RDZV_OP_COMPARE_SET, RDZV_OP_GET, RDZV_OP_ADD,
                           RDZV_OP_CHECK, RDZV_OP_WAIT, RDZV_OP_GETNUMKEYS, RDZV_OP_WATCH_KEY,

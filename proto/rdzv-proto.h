@@ -34,7 +34,7 @@ enum rdzv_op {
     _RDZV_OP_MAX,
 };
 
-/* Which numbering a connection speaks (pytorch-compat.md 1.2). */
+/* Which numbering a connection speaks (proto/TCPSTORE.md section 2). */
 enum rdzv_dialect {
     RDZV_DIALECT_V20,    /* PyTorch 1.x and 2.0: SET=0 .. WATCH_KEY=7, DELETE_KEY=8 */
     RDZV_DIALECT_V21,    /* PyTorch 2.1: DELETE_KEY=7 .. CANCEL_WAIT=11 */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz-rendezvous.c: decode rendezvous frames (proto/rdzv-frame.h) from arbitrary bytes and hand
  * each complete frame's body to the parser its op gets in rdzvd or rdzv-agent (proto/rdzv-msg.h),
- * with round-trip properties: a frame re-encodes to the same bytes, and for JOIN, ROUND,
- * WORKER_EXIT and EVENT parse(put(x)) == x.
+ * with round-trip properties: a frame re-encodes to the same bytes, and for every message with a
+ * struct (all but HELLO) parse(put(x)) == x.
  *
  * Input: a byte stream as a peer would send it on one connection. Decoding stops at the first
  * frame that is incomplete or refused; a body that does not parse is skipped, as the peer would
@@ -139,7 +139,7 @@ static void check_worker_exit(const uint8_t *body, uint32_t len)
         check_err(err, sizeof(err));
         return;
     }
-    CHECK(rdzv_msg_put(&out, RDZV_MSG_WORKER_EXIT, rdzv_msg_worker_exit_obj(&a)) == 0);
+    CHECK(rdzv_msg_put_worker_exit(&out, &a) == 0);
     reframe(&out, RDZV_MSG_WORKER_EXIT, &b2, &l2);
     CHECK(rdzv_msg_parse_worker_exit(b2, l2, &b, err, sizeof(err)) == 0);
     CHECK(a.generation == b.generation && a.rank == b.rank && a.local_rank == b.local_rank);
@@ -172,58 +172,106 @@ static void check_event(const uint8_t *body, uint32_t len)
     rdzv_buf_free(&out);
 }
 
-/* The bodies parsed in place by rdzvd-job.c and agent-client.c: rdzv_msg_load plus the same
- * json_unpack format. Borrowed strings are touched so that ASan sees them live. */
-static void check_loaded(uint8_t op, const uint8_t *body, uint32_t len)
+/* A parser's answer: 0, or -EBADMSG with a reason. True when it parsed. */
+static bool parsed(int r, const char *err, size_t errlen)
 {
-    const char *s1 = NULL, *s2 = NULL;
-    json_int_t gen = 0, count = 0;
-    json_t *root, *ids = NULL, *v;
-    int b1 = 0, b2 = 0;
-    char err[256];
-    size_t i;
+    if (r == 0)
+        return true;
+    CHECK(r == -EBADMSG);
+    check_err(err, errlen);
+    return false;
+}
 
-    root = rdzv_msg_load(body, len, err, sizeof(err));
+/* check_<name>(body, len): a body that parses re-encodes to one frame of op that parses to the
+ * same struct (compared bytewise: both start zeroed and the parsers write field by field), and
+ * the struct satisfies ok (an expression over a). On the heap: NCCL_ID is ~16 KiB. */
+#define ROUND_TRIP(name, type, op, ok)                                                            \
+    static void check_##name(const uint8_t *body, uint32_t len)                                    \
+    {                                                                                              \
+        type *a = calloc(1, sizeof(type)), *b = calloc(1, sizeof(type));                           \
+        struct rdzv_buf out = {0};                                                                 \
+        const uint8_t *b2;                                                                         \
+        uint32_t l2;                                                                               \
+        char err[256];                                                                             \
+                                                                                                   \
+        CHECK(a && b);                                                                             \
+        if (parsed(rdzv_msg_parse_##name(body, len, a, err, sizeof(err)), err, sizeof(err))) {     \
+            CHECK(ok);                                                                             \
+            CHECK(rdzv_msg_put_##name(&out, a) == 0);                                              \
+            reframe(&out, op, &b2, &l2);                                                           \
+            CHECK(rdzv_msg_parse_##name(b2, l2, b, err, sizeof(err)) == 0);                        \
+            CHECK(memcmp(a, b, sizeof(type)) == 0);                                                \
+            rdzv_buf_free(&out);                                                                   \
+        }                                                                                          \
+        free(a);                                                                                   \
+        free(b);                                                                                   \
+    }
+
+static bool nccl_id_ok(const struct rdzv_nccl_id *a)
+{
+    if (a->failed)
+        return a->n_ids == 0 && strlen(a->error) <= RDZV_ERROR_MAX;
+    if (a->n_ids < 1 || a->n_ids > RDZV_MAX_NCCL_IDS)
+        return false;
+    for (unsigned i = 0; i < a->n_ids; i++)
+        if (!rdzv_nccl_hex_valid(a->ids[i]))
+            return false;
+    return true;
+}
+
+ROUND_TRIP(joined, struct rdzv_joined, RDZV_MSG_JOINED, strlen(a->run_id) <= RDZV_ID_MAX)
+ROUND_TRIP(nccl_request, struct rdzv_nccl_request, RDZV_MSG_NCCL_REQUEST,
+           a->count >= 1 && a->count <= RDZV_MAX_NCCL_IDS)
+ROUND_TRIP(nccl_id, struct rdzv_nccl_id, RDZV_MSG_NCCL_ID, nccl_id_ok(a))
+ROUND_TRIP(heartbeat, struct rdzv_heartbeat, RDZV_MSG_HEARTBEAT, true)
+ROUND_TRIP(ready, struct rdzv_ready, RDZV_MSG_READY, true)
+ROUND_TRIP(leave, struct rdzv_leave, RDZV_MSG_LEAVE, true)
+
+static void check_error(const uint8_t *body, uint32_t len)
+{
+    struct rdzv_error a, b;
+    struct rdzv_buf out = {0};
+    const uint8_t *b2;
+    uint32_t l2;
+    char err[256];
+
+    if (!parsed(rdzv_msg_parse_error(body, len, &a, err, sizeof(err)), err, sizeof(err)))
+        return;
+    CHECK(strlen(a.error) <= RDZV_ERROR_MAX);
+    CHECK(rdzv_msg_put_error(&out, "%s", a.error) == 0);
+    reframe(&out, RDZV_MSG_ERROR, &b2, &l2);
+    CHECK(rdzv_msg_parse_error(b2, l2, &b, err, sizeof(err)) == 0);
+    CHECK(strcmp(a.error, b.error) == 0);
+    rdzv_buf_free(&out);
+}
+
+static void check_status(const uint8_t *body, uint32_t len)
+{
+    struct rdzv_buf out = {0};
+    const uint8_t *b2;
+    uint32_t l2;
+    char err[256];
+
+    if (!parsed(rdzv_msg_parse_status(body, len, err, sizeof(err)), err, sizeof(err)))
+        return;
+    CHECK(rdzv_msg_put_status(&out) == 0);
+    reframe(&out, RDZV_MSG_STATUS, &b2, &l2);
+    CHECK(rdzv_msg_parse_status(b2, l2, err, sizeof(err)) == 0);
+    rdzv_buf_free(&out);
+}
+
+/* Bodies with no C struct yet (AUTH, AUTH_OK, STORE, STATUS_REPLY: rdzv-auth-msg.h and the
+ * daemon's status JSON): loaded as JSON, as their readers do. */
+static void check_loaded(const uint8_t *body, uint32_t len)
+{
+    char err[256];
+    json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
+
     if (!root) {
         check_err(err, sizeof(err));
         return;
     }
     CHECK(json_is_object(root));
-    switch (op) {
-    case RDZV_MSG_JOINED:
-        (void)json_unpack(root, "{s?b, s?b}", "spare", &b1, "resumed", &b2);
-        break;
-    case RDZV_MSG_NCCL_REQUEST:
-        (void)json_unpack(root, "{s:I, s:I}", "generation", &gen, "count", &count);
-        break;
-    case RDZV_MSG_NCCL_ID:
-        if (json_unpack(root, "{s:I, s?o, s?s}", "generation", &gen, "ids", &ids, "error", &s1) < 0)
-            break;
-        if (s1)
-            (void)strlen(s1);
-        if (!json_is_array(ids))
-            break;
-        json_array_foreach(ids, i, v)
-        {
-            if (json_is_string(v) && rdzv_nccl_hex_valid(json_string_value(v)))
-                CHECK(strlen(json_string_value(v)) == RDZV_NCCL_HEX_LEN);
-        }
-        break;
-    case RDZV_MSG_HEARTBEAT:
-    case RDZV_MSG_READY:
-        (void)json_unpack(root, "{s:I}", "generation", &gen);
-        break;
-    case RDZV_MSG_LEAVE:
-        if (json_unpack(root, "{s:I, s:s}", "generation", &gen, "status", &s2) == 0)
-            (void)strcmp(s2, "succeeded");
-        break;
-    case RDZV_MSG_ERROR:
-        if (json_unpack(root, "{s:s}", "error", &s1) == 0)
-            (void)strlen(s1);
-        break;
-    default:
-        CHECK(!"op without a body parser");
-    }
     json_decref(root);
 }
 
@@ -251,8 +299,32 @@ static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
     case RDZV_MSG_EVENT:
         check_event(body, len);
         break;
+    case RDZV_MSG_JOINED:
+        check_joined(body, len);
+        break;
+    case RDZV_MSG_NCCL_REQUEST:
+        check_nccl_request(body, len);
+        break;
+    case RDZV_MSG_NCCL_ID:
+        check_nccl_id(body, len);
+        break;
+    case RDZV_MSG_HEARTBEAT:
+        check_heartbeat(body, len);
+        break;
+    case RDZV_MSG_READY:
+        check_ready(body, len);
+        break;
+    case RDZV_MSG_LEAVE:
+        check_leave(body, len);
+        break;
+    case RDZV_MSG_ERROR:
+        check_error(body, len);
+        break;
+    case RDZV_MSG_STATUS:
+        check_status(body, len);
+        break;
     default:
-        check_loaded(op, body, len);
+        check_loaded(body, len);
     }
 }
 

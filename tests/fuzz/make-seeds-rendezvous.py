@@ -14,7 +14,8 @@ import sys
 OPS = {
     'HELLO': 0xA0, 'JOIN': 0xA2, 'JOINED': 0xA3, 'ROUND': 0xA4, 'NCCL_REQUEST': 0xA5,
     'NCCL_ID': 0xA6, 'HEARTBEAT': 0xA7, 'WORKER_EXIT': 0xA8, 'EVENT': 0xA9, 'LEAVE': 0xAA,
-    'READY': 0xAB, 'ERROR': 0xAF,
+    'READY': 0xAB, 'AUTH': 0xAC, 'AUTH_OK': 0xAD, 'STORE': 0xAE, 'ERROR': 0xAF, 'STATUS': 0xB0,
+    'STATUS_REPLY': 0xB1,
 }
 NCCL_HEX = '0123456789abcdef' * 16  # 256 lowercase hex characters
 
@@ -85,6 +86,18 @@ def seeds():
     out['leave'] = frame('LEAVE', {'generation': 1, 'status': 'succeeded'})
     out['ready'] = frame('READY', {'generation': 1})
     out['error'] = frame('ERROR', {'error': "node rank 1 is taken in job 'job1'"})
+    out['joined-full'] = frame('JOINED', {'run_id': 'job1', 'waiting': 3, 'spare': True,
+                                          'resumed': False, 'generation': 4})
+    out['joined-empty'] = frame('JOINED', {})
+    out['nccl-request-max'] = frame('NCCL_REQUEST', {'generation': 7, 'count': 64})
+    out['nccl-id-max'] = frame('NCCL_ID', {'generation': 3, 'ids': [NCCL_HEX] * 64})
+    out['leave-failed'] = frame('LEAVE', {'generation': 1, 'status': 'failed'})
+    out['heartbeat-big-gen'] = frame('HEARTBEAT', {'generation': 18446744073709551615})
+    out['status'] = frame('STATUS', {})
+    out['status-members'] = frame('STATUS', {'verbose': True})
+    out['store'] = frame('STORE', {})
+    out['auth'] = frame('AUTH', {'nonce': '00' * 32, 'mac': 'ab' * 32})
+    out['status-reply'] = frame('STATUS_REPLY', {'daemon': 'rdzvd', 'jobs': []})
 
     # Conversations: what an agent sends, what the daemon answers.
     out['agent-session'] = (frame('HELLO', HELLO) + frame('JOIN', JOIN) +
@@ -148,6 +161,26 @@ def seeds():
     out['deep-nesting'] = frame('HEARTBEAT', b'{"generation":1,"x":' + b'[' * 2000 + b']' * 2000
                                 + b'}')
     out['good-then-bad'] = frame('HELLO', HELLO) + frame(0x00, b'')
+    out['joined-spare-int'] = frame('JOINED', {'spare': 1})
+    out['joined-long-run-id'] = frame('JOINED', {'run_id': 'r' * 129, 'spare': True})
+    out['nccl-request-count-0'] = frame('NCCL_REQUEST', {'generation': 1, 'count': 0})
+    out['nccl-request-count-65'] = frame('NCCL_REQUEST', {'generation': 1, 'count': 65})
+    out['nccl-request-no-count'] = frame('NCCL_REQUEST', {'generation': 1})
+    out['nccl-id-empty'] = frame('NCCL_ID', {'generation': 1, 'ids': []})
+    out['nccl-id-too-many'] = frame('NCCL_ID', {'generation': 1, 'ids': [NCCL_HEX] * 65})
+    out['nccl-id-upper'] = frame('NCCL_ID', {'generation': 1, 'ids': [NCCL_HEX.upper()]})
+    out['nccl-id-none'] = frame('NCCL_ID', {'generation': 1})
+    out['nccl-id-error-and-bad-ids'] = frame('NCCL_ID', {'generation': 1, 'error': 'x',
+                                                         'ids': 'abc'})
+    out['nccl-id-long-error'] = frame('NCCL_ID', {'generation': 1, 'error': '\u00e9' * 600})
+    out['heartbeat-no-gen'] = frame('HEARTBEAT', {})
+    out['heartbeat-string-gen'] = frame('HEARTBEAT', {'generation': '1'})
+    out['leave-status-int'] = frame('LEAVE', {'generation': 1, 'status': 0})
+    out['error-not-string'] = frame('ERROR', {'error': ['x']})
+    out['error-long'] = frame('ERROR', {'error': 'e' * 600})
+    out['error-utf8-long'] = frame('ERROR', {'error': '\u2713' * 300})
+    out['status-not-object'] = frame('STATUS', b'[]')
+    out['status-empty-body'] = frame('STATUS', b'')
     return out
 
 

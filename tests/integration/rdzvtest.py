@@ -38,7 +38,7 @@ T_STOP = 5.0     # daemon exits after SIGTERM
 VALIDATE_MAGIC = 0x3C85F7CE
 VALIDATE_BYTES = b"\x00\xce\xf7\x85\x3c"
 
-# Opcode numbering per dialect (pytorch-compat.md 1.2). Written out here, independently of
+# Opcode numbering per dialect (proto/TCPSTORE.md section 2). Written out here, independently of
 # proto/rdzv-proto.c, so the tests check the daemon's tables instead of sharing them.
 OPS_MODERN = {
     "VALIDATE": 0, "SET": 1, "COMPARE_SET": 2, "GET": 3, "ADD": 4, "CHECK": 5, "WAIT": 6,

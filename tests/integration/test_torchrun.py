@@ -155,7 +155,7 @@ class Torchrun(DaemonTestCase):
             self.assertTrue(state.closed, vars(state))
             self.assertEqual(state.round, 0)
             self.assertEqual(len(state.participants), NNODES)
-        # The agents' first write is a COMPARE_SET of the state key (pytorch-compat.md 1.10).
+        # The agents' first write is a COMPARE_SET of the state key (proto/TCPSTORE.md section 7).
         self.assertIsNotNone(d.find_log(r"\): COMPARE_SET /torch\.rendezvous\.%s( \.\.\.)?$" % run_id,
                                         levels=("debug",)), d.log()[-4000:])
 

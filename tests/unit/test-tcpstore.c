@@ -255,7 +255,7 @@ static void test_op_tables_consistent(void)
     ASSERT_TRUE(strcmp(rdzv_op_name(_RDZV_OP_MAX), "?") == 0);
 }
 
-/* Spot checks against pytorch-compat.md 1.2, the places where the numberings differ. */
+/* Spot checks against proto/TCPSTORE.md section 2, the places where the numberings differ. */
 static void test_op_tables_match_pytorch(void)
 {
     ASSERT_EQ(rdzv_op_from_wire(RDZV_DIALECT_V20, 0), RDZV_OP_SET);

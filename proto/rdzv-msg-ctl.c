@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-msg-ctl.c: the small rendezvous messages <-> C structs: JOINED, NCCL_REQUEST, NCCL_ID,
+ * HEARTBEAT, READY, LEAVE, STATUS and ERROR (JOIN, ROUND, WORKER_EXIT, EVENT: rdzv-msg.c). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/rdzv-util.h"
+#include "rdzv-frame.h"
+#include "rdzv-msg-priv.h"
+#include "rdzv-msg.h"
+
+json_t *rdzv_msg_unpack(const uint8_t *body, size_t len, const char *what, char *err,
+                        size_t errlen, const char *fmt, ...)
+{
+    json_error_t jerr;
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+    va_list ap;
+    int r;
+
+    if (!root)
+        return NULL;
+    va_start(ap, fmt);
+    r = json_vunpack_ex(root, &jerr, 0, fmt, ap);
+    va_end(ap);
+    if (r < 0) {
+        (void)rdzv_msg_unpack_fail(&jerr, what, err, errlen);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Copy a text meant for people, cutting (on a character boundary) what does not fit. */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+    rdzv_utf8_trim(dst);
+}
+
+int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
+{
+    return rdzv_msg_put(b, RDZV_MSG_JOINED,
+                        json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", j->run_id, "waiting",
+                                  (json_int_t)j->waiting, "spare", j->spare, "resumed",
+                                  j->resumed, "generation", (json_int_t)j->generation));
+}
+
+int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j, char *err,
+                          size_t errlen)
+{
+    json_int_t waiting = 0, gen = 0;
+    const char *run_id = "";
+    int spare = 0, resumed = 0, r;
+    json_t *root = rdzv_msg_unpack(body, len, "JOINED", err, errlen, "{s?s, s?I, s?b, s?b, s?I}",
+                                   "run_id", &run_id, "waiting", &waiting, "spare", &spare,
+                                   "resumed", &resumed, "generation", &gen);
+
+    if (!root)
+        return -EBADMSG;
+    memset(j, 0, sizeof(*j));
+    r = rdzv_msg_copy_str(j->run_id, sizeof(j->run_id), run_id, "run_id", err, errlen);
+    j->waiting = waiting;
+    j->spare = spare != 0;
+    j->resumed = resumed != 0;
+    j->generation = (uint64_t)gen;
+    json_decref(root);
+    return r;
+}
+
+int rdzv_msg_put_nccl_request(struct rdzv_buf *b, const struct rdzv_nccl_request *q)
+{
+    return rdzv_msg_put(b, RDZV_MSG_NCCL_REQUEST,
+                        json_pack("{s:I, s:I}", "generation", (json_int_t)q->generation, "count",
+                                  (json_int_t)q->count));
+}
+
+int rdzv_msg_parse_nccl_request(const uint8_t *body, size_t len, struct rdzv_nccl_request *q,
+                                char *err, size_t errlen)
+{
+    json_int_t gen, count;
+    json_t *root = rdzv_msg_unpack(body, len, "NCCL_REQUEST", err, errlen, "{s:I, s:I}",
+                                   "generation", &gen, "count", &count);
+
+    if (!root)
+        return -EBADMSG;
+    json_decref(root);
+    if (count < 1 || count > RDZV_MAX_NCCL_IDS) {
+        snprintf(err, errlen, "NCCL_REQUEST: 'count' must be 1..%d", RDZV_MAX_NCCL_IDS);
+        return -EBADMSG;
+    }
+    q->generation = (uint64_t)gen;
+    q->count = (unsigned)count;
+    return 0;
+}
+
+int rdzv_msg_put_nccl_id(struct rdzv_buf *b, const struct rdzv_nccl_id *n)
+{
+    json_t *ids;
+
+    if (n->failed)
+        return rdzv_msg_put(b, RDZV_MSG_NCCL_ID,
+                            json_pack("{s:I, s:s}", "generation", (json_int_t)n->generation,
+                                      "error", n->error));
+    ids = rdzv_msg_ids_array((const char(*)[RDZV_NCCL_HEX_LEN + 1])n->ids, n->n_ids);
+    if (!ids)
+        return -ENOMEM;
+    return rdzv_msg_put(b, RDZV_MSG_NCCL_ID,
+                        json_pack("{s:I, s:o}", "generation", (json_int_t)n->generation, "ids",
+                                  ids));
+}
+
+int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id *n, char *err,
+                           size_t errlen)
+{
+    const char *error = NULL;
+    json_t *ids = NULL;
+    json_int_t gen;
+    json_t *root = rdzv_msg_unpack(body, len, "NCCL_ID", err, errlen, "{s:I, s?o, s?s}",
+                                   "generation", &gen, "ids", &ids, "error", &error);
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    /* Not the ids: 16 KiB that a fresh allocation would fault in for nothing. */
+    memset(n, 0, offsetof(struct rdzv_nccl_id, ids));
+    n->generation = (uint64_t)gen;
+    if (error) {
+        n->failed = true;
+        copy_text(n->error, sizeof(n->error), error);
+    } else if (!json_is_array(ids) || json_array_size(ids) < 1) {
+        snprintf(err, errlen, "NCCL_ID: 'ids' must be an array of 1..%d ids", RDZV_MAX_NCCL_IDS);
+        r = -EBADMSG;
+    } else {
+        r = rdzv_msg_get_ids(ids, "NCCL_ID: ids", n->ids, &n->n_ids, err, errlen);
+    }
+    json_decref(root);
+    return r;
+}
+
+/* The messages whose body is {"generation":n}. */
+static int put_generation(struct rdzv_buf *b, uint8_t op, uint64_t gen)
+{
+    return rdzv_msg_put(b, op, json_pack("{s:I}", "generation", (json_int_t)gen));
+}
+
+static int parse_generation(const uint8_t *body, size_t len, const char *what, uint64_t *ret,
+                            char *err, size_t errlen)
+{
+    json_int_t gen;
+    json_t *root = rdzv_msg_unpack(body, len, what, err, errlen, "{s:I}", "generation", &gen);
+
+    if (!root)
+        return -EBADMSG;
+    json_decref(root);
+    *ret = (uint64_t)gen;
+    return 0;
+}
+
+int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
+{
+    return put_generation(b, RDZV_MSG_HEARTBEAT, h->generation);
+}
+
+int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartbeat *h, char *err,
+                             size_t errlen)
+{
+    return parse_generation(body, len, "HEARTBEAT", &h->generation, err, errlen);
+}
+
+int rdzv_msg_put_ready(struct rdzv_buf *b, const struct rdzv_ready *r)
+{
+    return put_generation(b, RDZV_MSG_READY, r->generation);
+}
+
+int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, char *err,
+                         size_t errlen)
+{
+    return parse_generation(body, len, "READY", &r->generation, err, errlen);
+}
+
+int rdzv_msg_put_leave(struct rdzv_buf *b, const struct rdzv_leave *l)
+{
+    return rdzv_msg_put(b, RDZV_MSG_LEAVE,
+                        json_pack("{s:I, s:s}", "generation", (json_int_t)l->generation,
+                                  "status", l->succeeded ? "succeeded" : "failed"));
+}
+
+int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, char *err,
+                         size_t errlen)
+{
+    const char *status;
+    json_int_t gen;
+    json_t *root = rdzv_msg_unpack(body, len, "LEAVE", err, errlen, "{s:I, s:s}", "generation",
+                                   &gen, "status", &status);
+
+    if (!root)
+        return -EBADMSG;
+    l->generation = (uint64_t)gen;
+    l->succeeded = strcmp(status, "succeeded") == 0;
+    json_decref(root);
+    return 0;
+}
+
+int rdzv_msg_put_status(struct rdzv_buf *b)
+{
+    return rdzv_msg_put(b, RDZV_MSG_STATUS, json_object());
+}
+
+int rdzv_msg_parse_status(const uint8_t *body, size_t len, char *err, size_t errlen)
+{
+    json_t *root = rdzv_msg_load(body, len, err, errlen);
+
+    if (!root)
+        return -EBADMSG;
+    json_decref(root);
+    return 0;
+}
+
+int rdzv_msg_parse_error(const uint8_t *body, size_t len, struct rdzv_error *e, char *err,
+                         size_t errlen)
+{
+    const char *text;
+    json_t *root = rdzv_msg_unpack(body, len, "ERROR", err, errlen, "{s:s}", "error", &text);
+
+    if (!root)
+        return -EBADMSG;
+    copy_text(e->error, sizeof(e->error), text);
+    json_decref(root);
+    return 0;
+}

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-msg.c: the rendezvous message codecs (proto/rdzv-msg.h): the exact bytes each encoder
+ * writes (the wire format of RENDEZVOUS.md), parse(put(x)) == x for every message, and the
+ * bodies each decoder refuses. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/rdzv-buf.h"
+#include "../../proto/rdzv-frame.h"
+#include "../../proto/rdzv-msg.h"
+#include "../tap.h"
+
+#define HEX256 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" \
+               "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" \
+               "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" \
+               "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static char err[512];
+
+/* The one frame in b: check its op and return its body (b keeps the bytes). */
+static const uint8_t *frame_body(const struct rdzv_buf *b, uint8_t want_op, uint32_t *len)
+{
+    const uint8_t *body = NULL;
+    const char *why = NULL;
+    uint8_t op = 0;
+    ssize_t r = rdzv_frame_peek(rdzv_buf_head(b), rdzv_buf_avail(b), RDZV_MAX_MSG, &op, &body,
+                                len, &why);
+
+    ASSERT_EQ(r, rdzv_buf_avail(b));
+    ASSERT_EQ(op, want_op);
+    return body;
+}
+
+/* The encoder wrote exactly one frame of op whose body is json; the buffer is emptied. */
+static void expect_frame(struct rdzv_buf *b, int put_result, uint8_t op, const char *json)
+{
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(put_result);
+    body = frame_body(b, op, &len);
+    ASSERT_BYTES_STR(body, len, json);
+    rdzv_buf_free(b);
+}
+
+#define BODY(s) (const uint8_t *)(s), strlen(s)
+
+/* A body the decoder must refuse with -EBADMSG and a reason. */
+#define ASSERT_REFUSED(call)                                                                       \
+    do {                                                                                           \
+        err[0] = '\0';                                                                             \
+        ASSERT_EQ((call), -EBADMSG);                                                               \
+        ASSERT_TRUE(err[0] != '\0');                                                               \
+    } while (0)
+
+/* Byte for byte what rdzvd-job.c, agent-client.c and rdzv-agent.c packed inline before. */
+static void test_encoders_bytes(void)
+{
+    struct rdzv_buf b = {0};
+    struct rdzv_nccl_id *n = calloc(1, sizeof(*n));
+
+    ASSERT_NOT_NULL(n);
+    expect_frame(&b,
+                 rdzv_msg_put_joined(&b, &(struct rdzv_joined){.run_id = "job1", .waiting = 2,
+                                                                .resumed = true,
+                                                                .generation = 3}),
+                 RDZV_MSG_JOINED,
+                 "{\"run_id\":\"job1\",\"waiting\":2,\"spare\":false,\"resumed\":true,"
+                 "\"generation\":3}");
+    expect_frame(&b, rdzv_msg_put_nccl_request(&b, &(struct rdzv_nccl_request){4, 2}),
+                 RDZV_MSG_NCCL_REQUEST, "{\"generation\":4,\"count\":2}");
+    expect_frame(&b, rdzv_msg_put_heartbeat(&b, &(struct rdzv_heartbeat){7}), RDZV_MSG_HEARTBEAT,
+                 "{\"generation\":7}");
+    expect_frame(&b, rdzv_msg_put_ready(&b, &(struct rdzv_ready){8}), RDZV_MSG_READY,
+                 "{\"generation\":8}");
+    expect_frame(&b, rdzv_msg_put_leave(&b, &(struct rdzv_leave){9, true}), RDZV_MSG_LEAVE,
+                 "{\"generation\":9,\"status\":\"succeeded\"}");
+    expect_frame(&b, rdzv_msg_put_leave(&b, &(struct rdzv_leave){9, false}), RDZV_MSG_LEAVE,
+                 "{\"generation\":9,\"status\":\"failed\"}");
+    expect_frame(&b, rdzv_msg_put_status(&b), RDZV_MSG_STATUS, "{}");
+    expect_frame(&b, rdzv_msg_put_error(&b, "node rank %d is taken", 1), RDZV_MSG_ERROR,
+                 "{\"error\":\"node rank 1 is taken\"}");
+    n->generation = 5;
+    n->failed = true;
+    snprintf(n->error, sizeof(n->error), "no libnccl");
+    expect_frame(&b, rdzv_msg_put_nccl_id(&b, n), RDZV_MSG_NCCL_ID,
+                 "{\"generation\":5,\"error\":\"no libnccl\"}");
+    n->failed = false;
+    n->n_ids = 2;
+    memcpy(n->ids[0], HEX256, sizeof(HEX256));
+    memcpy(n->ids[1], HEX256, sizeof(HEX256));
+    expect_frame(&b, rdzv_msg_put_nccl_id(&b, n), RDZV_MSG_NCCL_ID,
+                 "{\"generation\":5,\"ids\":[\"" HEX256 "\",\"" HEX256 "\"]}");
+    expect_frame(&b,
+                 rdzv_msg_put_worker_exit(&b, &(struct rdzv_worker_exit){.generation = 1,
+                                                                         .rank = 5,
+                                                                         .local_rank = 1,
+                                                                         .exit_code = 137,
+                                                                         .signal = 9,
+                                                                         .time = 2.5,
+                                                                         .host = "nodeB"}),
+                 RDZV_MSG_WORKER_EXIT,
+                 "{\"generation\":1,\"rank\":5,\"local_rank\":1,\"exit_code\":137,\"signal\":9,"
+                 "\"time\":2.5,\"host\":\"nodeB\"}");
+    free(n);
+}
+
+static void test_joined(void)
+{
+    struct rdzv_joined a = {.run_id = "r", .waiting = 3, .spare = true, .generation = 12}, b;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_joined(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOINED, &len);
+    ASSERT_OK(rdzv_msg_parse_joined(body, len, &b, err, sizeof(err)));
+    ASSERT_EQ(strcmp(b.run_id, "r"), 0);
+    ASSERT_EQ(b.waiting, 3);
+    ASSERT_TRUE(b.spare && !b.resumed);
+    ASSERT_EQ(b.generation, 12);
+    rdzv_buf_free(&out);
+    /* Only spare and resumed are acted on: every member may be missing. */
+    ASSERT_OK(rdzv_msg_parse_joined(BODY("{}"), &b, err, sizeof(err)));
+    ASSERT_TRUE(!b.spare && !b.resumed && b.run_id[0] == '\0');
+    ASSERT_OK(rdzv_msg_parse_joined(BODY("{\"resumed\":true,\"x\":[1]}"), &b, err, sizeof(err)));
+    ASSERT_TRUE(b.resumed);
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"spare\":1}"), &b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("[true]"), &b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"spare\":true"), &b, err, sizeof(err)));
+}
+
+static void test_nccl_request(void)
+{
+    struct rdzv_nccl_request q;
+
+    ASSERT_OK(rdzv_msg_parse_nccl_request(BODY("{\"generation\":3,\"count\":64}"), &q, err,
+                                          sizeof(err)));
+    ASSERT_EQ(q.generation, 3);
+    ASSERT_EQ(q.count, 64);
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"generation\":3,\"count\":0}"), &q, err,
+                                               sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"generation\":3,\"count\":65}"), &q, err,
+                                               sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"generation\":3}"), &q, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"count\":1}"), &q, err, sizeof(err)));
+}
+
+static void test_nccl_id(void)
+{
+    struct rdzv_nccl_id *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    char big[2048];
+    uint32_t len;
+
+    ASSERT_TRUE(a && b);
+    a->generation = 2;
+    a->n_ids = RDZV_MAX_NCCL_IDS;
+    for (unsigned i = 0; i < a->n_ids; i++) {
+        memcpy(a->ids[i], HEX256, sizeof(HEX256));
+        a->ids[i][i % RDZV_NCCL_HEX_LEN] = 'f';
+    }
+    ASSERT_OK(rdzv_msg_put_nccl_id(&out, a));
+    body = frame_body(&out, RDZV_MSG_NCCL_ID, &len);
+    ASSERT_OK(rdzv_msg_parse_nccl_id(body, len, b, err, sizeof(err)));
+    ASSERT_TRUE(!b->failed);
+    ASSERT_EQ(b->generation, 2);
+    ASSERT_EQ(b->n_ids, RDZV_MAX_NCCL_IDS);
+    for (unsigned i = 0; i < b->n_ids; i++)
+        ASSERT_EQ(strcmp(a->ids[i], b->ids[i]), 0);
+    rdzv_buf_free(&out);
+
+    /* The error form: ids are not looked at, a long text is cut on a character boundary. */
+    ASSERT_OK(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"error\":\"no\",\"ids\":7}"), b, err,
+                                     sizeof(err)));
+    ASSERT_TRUE(b->failed && b->n_ids == 0);
+    ASSERT_EQ(strcmp(b->error, "no"), 0);
+    snprintf(big, sizeof(big), "{\"generation\":1,\"error\":\"");
+    for (unsigned i = 0; i < 600; i++)
+        strcat(big, "\xc3\xa9"); /* e-acute: two bytes, so 511 bytes would cut one in half */
+    strcat(big, "\"}");
+    ASSERT_OK(rdzv_msg_parse_nccl_id(BODY(big), b, err, sizeof(err)));
+    ASSERT_EQ(strlen(b->error), 510);
+
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1}"), b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"ids\":[]}"), b, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"ids\":\"" HEX256 "\"}"), b,
+                                          err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"ids\":[\"abc\"]}"), b, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"ids\":[1]}"), b, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"error\":5}"), b, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"ids\":[\"" HEX256 "\"]}"), b, err,
+                                          sizeof(err)));
+    /* Upper-case hex, and one id too many. */
+    a->n_ids = 1;
+    a->ids[0][0] = 'A';
+    ASSERT_OK(rdzv_msg_put_nccl_id(&out, a));
+    body = frame_body(&out, RDZV_MSG_NCCL_ID, &len);
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(body, len, b, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    a->ids[0][0] = 'a';
+    a->n_ids = RDZV_MAX_NCCL_IDS;
+    ASSERT_OK(rdzv_msg_put_nccl_id(&out, a));
+    /* Append one more id by hand: the array is the last member, just before "]}". */
+    {
+        const uint8_t *p = frame_body(&out, RDZV_MSG_NCCL_ID, &len);
+        char *s = malloc(len + sizeof(HEX256) + 8);
+
+        ASSERT_NOT_NULL(s);
+        memcpy(s, p, len - 2);
+        snprintf(s + len - 2, sizeof(HEX256) + 8, ",\"%s\"]}", HEX256);
+        ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY(s), b, err, sizeof(err)));
+        free(s);
+    }
+    rdzv_buf_free(&out);
+    free(a);
+    free(b);
+}
+
+static void test_generation_only(void)
+{
+    struct rdzv_heartbeat h;
+    struct rdzv_ready r;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_heartbeat(&out, &(struct rdzv_heartbeat){UINT64_C(1) << 40}));
+    body = frame_body(&out, RDZV_MSG_HEARTBEAT, &len);
+    ASSERT_OK(rdzv_msg_parse_heartbeat(body, len, &h, err, sizeof(err)));
+    ASSERT_EQ(h.generation, UINT64_C(1) << 40);
+    rdzv_buf_free(&out);
+    ASSERT_OK(rdzv_msg_put_ready(&out, &(struct rdzv_ready){0}));
+    body = frame_body(&out, RDZV_MSG_READY, &len);
+    ASSERT_OK(rdzv_msg_parse_ready(body, len, &r, err, sizeof(err)));
+    ASSERT_EQ(r.generation, 0);
+    rdzv_buf_free(&out);
+
+    ASSERT_REFUSED(rdzv_msg_parse_heartbeat(BODY("{}"), &h, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_heartbeat(BODY(""), &h, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_ready(BODY("{\"generation\":1.5}"), &r, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_ready(BODY("{\"generation\":\"1\"}"), &r, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_ready(BODY("{\"generation\":1,\"generation\":2}"), &r, err,
+                                        sizeof(err)));
+}
+
+static void test_leave(void)
+{
+    struct rdzv_leave l;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_leave(&out, &(struct rdzv_leave){4, true}));
+    body = frame_body(&out, RDZV_MSG_LEAVE, &len);
+    ASSERT_OK(rdzv_msg_parse_leave(body, len, &l, err, sizeof(err)));
+    ASSERT_TRUE(l.succeeded);
+    ASSERT_EQ(l.generation, 4);
+    rdzv_buf_free(&out);
+    /* Any other status is "not succeeded", as the daemon reads it. */
+    ASSERT_OK(rdzv_msg_parse_leave(BODY("{\"generation\":4,\"status\":\"maybe\"}"), &l, err,
+                                   sizeof(err)));
+    ASSERT_FALSE(l.succeeded);
+    ASSERT_REFUSED(rdzv_msg_parse_leave(BODY("{\"generation\":4}"), &l, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_leave(BODY("{\"status\":\"succeeded\"}"), &l, err, sizeof(err)));
+}
+
+static void test_status_and_error(void)
+{
+    struct rdzv_error e;
+    char big[1200];
+
+    ASSERT_OK(rdzv_msg_parse_status(BODY("{}"), err, sizeof(err)));
+    ASSERT_OK(rdzv_msg_parse_status(BODY("{\"verbose\":true}"), err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_status(BODY("[]"), err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_status(BODY(""), err, sizeof(err)));
+
+    ASSERT_OK(rdzv_msg_parse_error(BODY("{\"error\":\"authentication required\"}"), &e, err,
+                                   sizeof(err)));
+    ASSERT_EQ(strcmp(e.error, "authentication required"), 0);
+    snprintf(big, sizeof(big), "{\"error\":\"%0*d\"}", 1000, 0);
+    ASSERT_OK(rdzv_msg_parse_error(BODY(big), &e, err, sizeof(err)));
+    ASSERT_EQ(strlen(e.error), RDZV_ERROR_MAX);
+    ASSERT_REFUSED(rdzv_msg_parse_error(BODY("{\"error\":1}"), &e, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_error(BODY("{}"), &e, err, sizeof(err)));
+}
+
+static void test_join_round_trip(void)
+{
+    struct rdzv_join a = {.run_id = "job", .node_id = "n-1", .host = "h", .nproc = 8,
+                          .node_rank = -1, .min = 1, .max = 4, .last_call_ms = 3000,
+                          .max_restarts = 2, .nccl = RDZV_NCCL_REQUIRED, .nccl_ids = 3,
+                          .heartbeat_timeout_ms = 5000, .join_timeout_ms = 600000,
+                          .scale_up_now = true,
+                          .resume = {.generation = 3, .node_rank = 1, .nnodes = 2,
+                                     .rank_offset = 8, .world_size = 16, .restart_count = 1,
+                                     .master_port = 4000, .left = true}};
+    struct rdzv_join b;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    ASSERT_EQ(memcmp(&a.resume, &b.resume, sizeof(a.resume)), 0);
+    ASSERT_TRUE(b.nccl == RDZV_NCCL_REQUIRED && b.scale_up_now && b.nccl_ids == 3);
+    ASSERT_EQ(strcmp(b.node_id, "n-1"), 0);
+    rdzv_buf_free(&out);
+    a.nproc = 0;
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_REFUSED(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    rdzv_buf_free(&out);
+}
+
+static void test_round_round_trip(void)
+{
+    struct rdzv_round *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_TRUE(a && b);
+    *a = (struct rdzv_round){.generation = 2, .node_rank = 1, .nnodes = 2, .rank_offset = 4,
+                             .world_size = 8, .master_addr = "10.0.0.1", .master_port = 29501,
+                             .restart_count = 1, .max_restarts = 3, .n_ids = 1};
+    memcpy(a->ids[0], HEX256, sizeof(HEX256));
+    ASSERT_OK(rdzv_msg_put_round(&out, a));
+    body = frame_body(&out, RDZV_MSG_ROUND, &len);
+    ASSERT_OK(rdzv_msg_parse_round(body, len, b, err, sizeof(err)));
+    ASSERT_EQ(b->n_ids, 1);
+    ASSERT_EQ(strcmp(b->ids[0], HEX256), 0);
+    ASSERT_EQ(strcmp(b->master_addr, "10.0.0.1"), 0);
+    ASSERT_TRUE(b->generation == 2 && b->rank_offset == 4 && b->restart_count == 1);
+    rdzv_buf_free(&out);
+    a->ids[0][7] = 'x';
+    ASSERT_OK(rdzv_msg_put_round(&out, a));
+    body = frame_body(&out, RDZV_MSG_ROUND, &len);
+    ASSERT_REFUSED(rdzv_msg_parse_round(body, len, b, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    free(a);
+    free(b);
+}
+
+static void test_worker_exit_and_event(void)
+{
+    struct rdzv_worker_exit w = {.generation = 3, .rank = 2, .local_rank = 0, .exit_code = 1,
+                                 .time = 1763784970.25, .host = "n"},
+                            w2;
+    struct rdzv_event e = {.type = "restart", .generation = 3, .summary = "root cause: x"}, e2;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_worker_exit(&out, &w));
+    body = frame_body(&out, RDZV_MSG_WORKER_EXIT, &len);
+    ASSERT_OK(rdzv_msg_parse_worker_exit(body, len, &w2, err, sizeof(err)));
+    ASSERT_TRUE(w2.time == w.time && w2.generation == 3 && w2.rank == 2);
+    rdzv_buf_free(&out);
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    body = frame_body(&out, RDZV_MSG_EVENT, &len);
+    ASSERT_OK(rdzv_msg_parse_event(body, len, &e2, err, sizeof(err)));
+    ASSERT_EQ(strcmp(e2.summary, e.summary), 0);
+    ASSERT_EQ(strcmp(e2.type, "restart"), 0);
+    rdzv_buf_free(&out);
+    ASSERT_REFUSED(rdzv_msg_parse_worker_exit(BODY("{\"generation\":1,\"rank\":0,\"local_rank\":0,"
+                                                   "\"exit_code\":1,\"signal\":0,\"time\":-1}"),
+                                              &w2, err, sizeof(err)));
+}
+
+int main(void)
+{
+    TEST(test_encoders_bytes);
+    TEST(test_joined);
+    TEST(test_nccl_request);
+    TEST(test_nccl_id);
+    TEST(test_generation_only);
+    TEST(test_leave);
+    TEST(test_status_and_error);
+    TEST(test_join_round_trip);
+    TEST(test_round_round_trip);
+    TEST(test_worker_exit_and_event);
+    return tap_done();
+}
