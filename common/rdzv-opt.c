@@ -28,6 +28,7 @@ static bool takes_value(const struct rdzv_opt *o)
     switch (o->kind) {
     case RDZV_OPT_FLAG:
     case RDZV_OPT_HELP:
+    case RDZV_OPT_VERSION:
         return false;
     case RDZV_OPT_CALLBACK:
         return !(o->flags & RDZV_OPT_F_NOARG);
@@ -138,6 +139,9 @@ static int apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const 
         break;
     case RDZV_OPT_HELP:
         rdzv_opt_help(p, out_of(p));
+        return 1;
+    case RDZV_OPT_VERSION:
+        fprintf(out_of(p), "%s %s\n", p->name, p->version ? p->version : "");
         return 1;
     default:
         return -EINVAL;
@@ -339,7 +343,8 @@ int rdzv_opt_parse_env(const struct rdzv_opt_prog *p)
         const char *val;
         int r;
 
-        if (!is_option(o) || o->kind == RDZV_OPT_HELP || (o->flags & RDZV_OPT_F_NOENV))
+        if (!is_option(o) || o->kind == RDZV_OPT_HELP || o->kind == RDZV_OPT_VERSION ||
+            (o->flags & RDZV_OPT_F_NOENV))
             continue;
         val = env_value(p, o, name, sizeof(name));
         if (!val)

@@ -54,6 +54,7 @@ enum rdzv_opt_kind {
     RDZV_OPT_ENUM,     /* int *dest = index of the argument in .choices */
     RDZV_OPT_CALLBACK, /* .cb(p, o, val); .dest is the callback's to use */
     RDZV_OPT_HELP,     /* prints --help from the table; the parse returns 1 */
+    RDZV_OPT_VERSION,  /* prints "NAME VERSION" (the program's); the parse returns 1 */
 };
 
 enum {
@@ -95,6 +96,7 @@ struct rdzv_opt_prog {
     const char *env_prefix;   /* "RDZVD", or "RDZV PET": earlier prefixes win */
     const char *usage;        /* --help's first lines, up to the options */
     const char *footer;       /* --help's last lines, or NULL */
+    const char *version;      /* for RDZV_OPT_VERSION: "0.1.0" */
     const struct rdzv_opt *opts;
     enum rdzv_opt_style style;
     unsigned flags;           /* RDZV_OPT_STOP_AT_ARG */
@@ -102,6 +104,15 @@ struct rdzv_opt_prog {
     void *ud;                 /* for callbacks */
     FILE *out, *err;          /* NULL: stdout, stderr */
 };
+
+/* The usual -h/--help and --version entries (-V too where short is 'V'), never from the
+ * environment. */
+#define RDZV_OPT_HELP_ENTRY(text)                                                                  \
+    {.kind = RDZV_OPT_HELP, .name = "help", .short_name = 'h', .flags = RDZV_OPT_F_NOENV,         \
+     .help = text}
+#define RDZV_OPT_VERSION_ENTRY(letter, text)                                                       \
+    {.kind = RDZV_OPT_VERSION, .name = "version", .short_name = letter,                           \
+     .flags = RDZV_OPT_F_NOENV, .help = text}
 
 /* Apply the environment, then argv[1..argc-1]. *ret_optind is set to the index of the first
  * argument that is not an option (argc if none; after "--" when that ended the options).

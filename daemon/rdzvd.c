@@ -68,12 +68,6 @@ static int fsync_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, c
     return 0;
 }
 
-static int version_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
-{
-    printf("rdzvd %s\n", RDZV_VERSION);
-    return 1;
-}
-
 #define SIZE_OPT(n, field, h)                                                                     \
     {.kind = RDZV_OPT_SIZE, .name = n, .dest = &lim->field, .umin = 1, .metavar = "N",          \
      .what = "expected a positive number, optionally with K/M/G", .help = h}
@@ -148,10 +142,8 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .short_name = 'l',
          .cb = rdzv_opt_log_level_cb, .dest = &o->level, .metavar = "LEVEL",
          .help = "error, warn, info (default), debug, trace"},
-        {.kind = RDZV_OPT_HELP, .name = "help", .short_name = 'h', .flags = RDZV_OPT_F_NOENV,
-         .help = "show this help"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "version", .short_name = 'V', .cb = version_cb,
-         .flags = RDZV_OPT_F_NOARG | RDZV_OPT_F_NOENV, .help = "show the version"},
+        RDZV_OPT_HELP_ENTRY("show this help"),
+        RDZV_OPT_VERSION_ENTRY('V', "show the version"),
         {0},
     };
     const struct rdzv_opt_prog prog = {
@@ -162,6 +154,7 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
                  "\n",
         .footer = "Sizes take K/M/G suffixes. Every option can also be set in the environment "
                   "as\nRDZVD_<OPTION> (e.g. RDZVD_PORT=0, RDZVD_LOG_LEVEL=debug); flags win.\n",
+        .version = RDZV_VERSION,
         .opts = table,
         .help_col = 27,
         .ud = o,

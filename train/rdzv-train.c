@@ -94,15 +94,11 @@ static int path_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, co
     return 0;
 }
 
-static int version_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
-{
 #ifdef RDZV_TRAIN_HAVE_CUDA
-    printf("rdzv-train %s (backends: gloo nccl)\n", RDZV_VERSION);
+#define BACKENDS "gloo nccl"
 #else
-    printf("rdzv-train %s (backends: gloo)\n", RDZV_VERSION);
+#define BACKENDS "gloo"
 #endif
-    return 1;
-}
 
 /* Values the table parses into wider types than trainer_opts holds. */
 struct wide {
@@ -170,10 +166,8 @@ static int parse_opts(struct trainer_opts *o, int argc, char **argv)
              "fault drill: --fail-rank exits 1 at step N, on the first\n"
              "attempt only (TORCHELASTIC_RESTART_COUNT unset or 0)"),
         UINT("fail-rank", &w.fail_rank, 0, 1u << 24, "R", "(default 0)"),
-        {.kind = RDZV_OPT_HELP, .name = "help", .short_name = 'h', .flags = RDZV_OPT_F_NOENV,
-         .help = "this text"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "version", .cb = version_cb,
-         .flags = RDZV_OPT_F_NOARG | RDZV_OPT_F_NOENV, .help = "print the version"},
+        RDZV_OPT_HELP_ENTRY("this text"),
+        RDZV_OPT_VERSION_ENTRY(0, "print the version"),
         {0},
     };
     const struct rdzv_opt_prog prog = {
@@ -189,6 +183,7 @@ static int parse_opts(struct trainer_opts *o, int argc, char **argv)
                   "and\nMASTER_PORT (the job's TCPStore; required with gloo when WORLD_SIZE > "
                   "1),\nRDZV_NCCL_UNIQUE_ID (nccl), RDZV_LOCAL_ADDR (gloo's listen address),\n"
                   "TORCHELASTIC_RESTART_COUNT.\n",
+        .version = RDZV_VERSION " (backends: " BACKENDS ")",
         .opts = table,
         .style = RDZV_OPT_STYLE_BAD,
         .help_col = 26,

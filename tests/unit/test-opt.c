@@ -30,14 +30,6 @@ static char errbuf[1024], outbuf[8192];
 
 static const char *const modes[] = {"auto", "required", "off", NULL};
 
-static int version_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val)
-{
-    (void)o;
-    (void)val;
-    fprintf(p->out, "prog 1.0\n");
-    return 1;
-}
-
 static int pair_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val)
 {
     struct vals *w = p->ud;
@@ -74,10 +66,8 @@ static const struct rdzv_opt table[] = {
      .help = "a pair"},
     {.kind = RDZV_OPT_CALLBACK, .name = "secret-knob", .cb = pair_cb, .flags = RDZV_OPT_F_HIDDEN,
      .help = "hidden"},
-    {.kind = RDZV_OPT_HELP, .name = "help", .short_name = 'h', .flags = RDZV_OPT_F_NOENV,
-     .help = "show this help"},
-    {.kind = RDZV_OPT_CALLBACK, .name = "version", .short_name = 'V', .cb = version_cb,
-     .flags = RDZV_OPT_F_NOARG | RDZV_OPT_F_NOENV, .help = "show the version"},
+    RDZV_OPT_HELP_ENTRY("show this help"),
+    RDZV_OPT_VERSION_ENTRY('V', "show the version"),
     {0},
 };
 
@@ -95,6 +85,7 @@ static int parse(unsigned flags, int *ind, ...)
         .env_prefix = "TOPT PET",
         .usage = "Usage: prog [OPTIONS]\n",
         .footer = "Footer.\n",
+        .version = "1.0",
         .opts = table,
         .flags = flags,
         .ud = &v,
