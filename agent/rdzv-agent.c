@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-agent.c: main(): options, rendezvous with rdzvd, run the local workers, exit status. */
+/* rdzv-agent.c: main(): rendezvous with rdzvd, run the local workers, exit status. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,36 +20,9 @@
 #include "../proto/rdzv-msg.h"
 #include "agent-client.h"
 #include "agent-nccl.h"
+#include "agent-options.h"
 #include "agent-reaper.h"
 #include "agent-workers.h"
-
-struct agent_opts {
-    int64_t min_nodes, max_nodes;
-    int64_t nproc;           /* 0 until resolved */
-    const char *nproc_arg;
-    const char *endpoint;
-    const char *run_id;
-    int64_t node_rank;       /* -1: not asked for */
-    int64_t max_restarts;
-    bool standalone;
-    const char *log_dir;
-    const char *role;
-    double last_call_s;
-    double grace_s;
-    double connect_timeout_s;
-    double heartbeat_s;
-    double heartbeat_timeout_s;
-    double join_timeout_s;
-    bool scale_up_now;
-    bool rank_hint;          /* node_rank came from the scheduler's environment */
-    enum rdzv_nccl_mode nccl;
-    int64_t nccl_ids;
-    const char *host;        /* advertised host name */
-    bool isolate_gpus;
-    enum rdzv_log_level level;
-    const char *token_file;  /* prove this secret to rdzvd (--token-file) */
-    char **argv;             /* worker command */
-};
 
 /* JOINING: waiting for a ROUND (no workers). RUNNING: this generation's workers run. LEFT: they
  * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
@@ -87,273 +59,9 @@ struct agent {
     char train_path[PATH_MAX];
     char *train_argv[2];
     char endpoint_buf[300];
-    char run_id_buf[64];
 };
 
 static const int forwarded_signals[6] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "Usage: rdzv-agent [OPTIONS] [-- COMMAND [ARGS...]]\n"
-            "Join a job's rendezvous on rdzvd and run one worker per local GPU (or --nproc).\n"
-            "\n"
-            "  --nnodes N|MIN:MAX        nodes in the job (default: $SLURM_NNODES or 1)\n"
-            "  --nproc, --nproc-per-node N|gpu|auto\n"
-            "                            workers on this node (default 1; gpu: one per visible GPU;\n"
-            "                            auto: GPUs if any, else CPUs)\n"
-            "  --endpoint, --rdzv-endpoint HOST:PORT\n"
-            "                            rdzvd's address (port default 29400)\n"
-            "  --rdzv-id ID              job id shared by all nodes (default: $SLURM_JOB_ID, then\n"
-            "                            $PBS_JOBID)\n"
-            "  --node-rank N             this node's rank (default: $SLURM_NODEID, then\n"
-            "                            $OMPI_COMM_WORLD_RANK, else the order of arrival)\n"
-            "  --max-restarts N          job-wide restarts after failures (default 0)\n"
-            "  --standalone              one node: run an embedded rdzvd on a free local port\n"
-            "  --token-file FILE         the secret rdzvd was started with (--token-file): agent\n"
-            "                            and daemon prove it to each other (mode 0600)\n"
-            "  --log-dir DIR             also write each worker's output to\n"
-            "                            DIR/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log\n"
-            "  --role NAME               ROLE_NAME for the workers (default 'default')\n"
-            "  --last-call SEC           after MIN nodes joined, wait this long for more (default 3)\n"
-            "  --grace SEC               TERM -> KILL grace when stopping workers (default 30)\n"
-            "  --connect-timeout SEC     keep trying to reach rdzvd this long, at start and after\n"
-            "                            losing it (workers keep running meanwhile; default 60)\n"
-            "  --heartbeat-timeout SEC   a node silent this long counts as lost (default 5; the\n"
-            "                            job's first agent sets it for all)\n"
-            "  --join-timeout SEC        with fewer than MIN nodes, wait this long for more before\n"
-            "                            failing the job (default 600)\n"
-            "  --scale-up now|next       a node joining a running job below MAX: restart now to\n"
-            "                            take it in, or at the next restart (default next)\n"
-            "  --nccl auto|required|off  NCCL unique ids for the workers (default auto: when\n"
-            "                            libnccl can be loaded on node rank 0)\n"
-            "  --nccl-ids N              ids per generation, for ncclCommInitRankScalable (default 1)\n"
-            "  --host NAME               how this node is named in logs (default: hostname)\n"
-            "  --isolate-gpus            give each worker only its own GPU in CUDA_VISIBLE_DEVICES\n"
-            "  --log-level LEVEL         error, warn, info (default), debug\n"
-            "  -h, --help                show this help\n"
-            "  -V, --version             show the version\n"
-            "\n"
-            "Without a COMMAND the built-in NCCL trainer rdzv-train runs. Every option can also be\n"
-            "set as RDZV_<OPTION> in the environment (e.g. RDZV_NNODES=2, RDZV_ENDPOINT=h:29400);\n"
-            "flags win. Workers get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,\n"
-            "MASTER_ADDR, ...), plus RDZV_NCCL_UNIQUE_ID, RDZV_GENERATION and RDZV_ENDPOINT.\n");
-}
-
-enum {
-    OPT_NNODES = 256,
-    OPT_NPROC,
-    OPT_ENDPOINT,
-    OPT_RDZV_ID,
-    OPT_NODE_RANK,
-    OPT_MAX_RESTARTS,
-    OPT_STANDALONE,
-    OPT_LOG_DIR,
-    OPT_ROLE,
-    OPT_LAST_CALL,
-    OPT_GRACE,
-    OPT_CONNECT_TIMEOUT,
-    OPT_HEARTBEAT_TIMEOUT,
-    OPT_JOIN_TIMEOUT,
-    OPT_SCALE_UP,
-    OPT_NCCL,
-    OPT_NCCL_IDS,
-    OPT_HOST,
-    OPT_ISOLATE_GPUS,
-    OPT_LOG_LEVEL,
-    OPT_TOKEN_FILE,
-};
-
-static const struct option longopts[] = {
-    {"nnodes", required_argument, NULL, OPT_NNODES},
-    {"nproc", required_argument, NULL, OPT_NPROC},
-    {"nproc-per-node", required_argument, NULL, OPT_NPROC},
-    {"endpoint", required_argument, NULL, OPT_ENDPOINT},
-    {"rdzv-endpoint", required_argument, NULL, OPT_ENDPOINT},
-    {"rdzv-id", required_argument, NULL, OPT_RDZV_ID},
-    {"node-rank", required_argument, NULL, OPT_NODE_RANK},
-    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
-    {"standalone", no_argument, NULL, OPT_STANDALONE},
-    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
-    {"role", required_argument, NULL, OPT_ROLE},
-    {"last-call", required_argument, NULL, OPT_LAST_CALL},
-    {"grace", required_argument, NULL, OPT_GRACE},
-    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-    {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT_TIMEOUT},
-    {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
-    {"scale-up", required_argument, NULL, OPT_SCALE_UP},
-    {"nccl", required_argument, NULL, OPT_NCCL},
-    {"nccl-ids", required_argument, NULL, OPT_NCCL_IDS},
-    {"host", required_argument, NULL, OPT_HOST},
-    {"isolate-gpus", no_argument, NULL, OPT_ISOLATE_GPUS},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {0},
-};
-
-static int bad(const char *opt, const char *val, const char *what)
-{
-    fprintf(stderr, "rdzv-agent: invalid %s '%s': %s (see rdzv-agent --help)\n", opt, val, what);
-    return -EINVAL;
-}
-
-static int parse_int(const char *opt, const char *val, int64_t lo, int64_t hi, int64_t *ret)
-{
-    int64_t v;
-
-    if (rdzv_parse_i64n((const uint8_t *)val, strlen(val), &v) < 0 || v < lo || v > hi) {
-        char what[80];
-
-        snprintf(what, sizeof(what), "expected a whole number from %" PRId64 " to %" PRId64, lo,
-                 hi);
-        return bad(opt, val, what);
-    }
-    *ret = v;
-    return 0;
-}
-
-static int parse_secs(const char *opt, const char *val, double *ret)
-{
-    char *end;
-    double v = strtod(val, &end);
-
-    if (*val == '\0' || *end != '\0' || !(v >= 0) || v > 1e7)
-        return bad(opt, val, "expected a number of seconds");
-    *ret = v;
-    return 0;
-}
-
-static int apply(struct agent_opts *o, int c, const char *val)
-{
-    switch (c) {
-    case OPT_NNODES: {
-        const char *colon = strchr(val, ':');
-        char lo[32];
-
-        if (!colon) {
-            if (parse_int("--nnodes", val, 1, 100000, &o->min_nodes) < 0)
-                return -EINVAL;
-            o->max_nodes = o->min_nodes;
-            return 0;
-        }
-        if ((size_t)(colon - val) >= sizeof(lo))
-            return bad("--nnodes", val, "expected N or MIN:MAX");
-        memcpy(lo, val, (size_t)(colon - val));
-        lo[colon - val] = '\0';
-        if (parse_int("--nnodes", lo, 1, 100000, &o->min_nodes) < 0 ||
-            parse_int("--nnodes", colon + 1, 1, 100000, &o->max_nodes) < 0)
-            return -EINVAL;
-        if (o->max_nodes < o->min_nodes)
-            return bad("--nnodes", val, "MIN must not exceed MAX");
-        return 0;
-    }
-    case OPT_NPROC:
-        if (strcmp(val, "gpu") && strcmp(val, "auto") &&
-            parse_int("--nproc", val, 1, 1024, &o->nproc) < 0)
-            return -EINVAL;
-        o->nproc_arg = val;
-        return 0;
-    case OPT_ENDPOINT:
-        o->endpoint = val;
-        return 0;
-    case OPT_RDZV_ID:
-        if (!*val || strlen(val) > RDZV_ID_MAX)
-            return bad("--rdzv-id", val, "expected 1 to 128 characters");
-        o->run_id = val;
-        return 0;
-    case OPT_NODE_RANK:
-        return parse_int("--node-rank", val, 0, 99999, &o->node_rank);
-    case OPT_MAX_RESTARTS:
-        return parse_int("--max-restarts", val, 0, 1000000, &o->max_restarts);
-    case OPT_STANDALONE:
-        o->standalone = true;
-        return 0;
-    case OPT_LOG_DIR:
-        o->log_dir = val;
-        return 0;
-    case OPT_ROLE:
-        o->role = val;
-        return 0;
-    case OPT_LAST_CALL:
-        return parse_secs("--last-call", val, &o->last_call_s);
-    case OPT_GRACE:
-        return parse_secs("--grace", val, &o->grace_s);
-    case OPT_CONNECT_TIMEOUT:
-        return parse_secs("--connect-timeout", val, &o->connect_timeout_s);
-    case OPT_HEARTBEAT_TIMEOUT:
-        if (parse_secs("--heartbeat-timeout", val, &o->heartbeat_timeout_s) < 0)
-            return -EINVAL;
-        if (o->heartbeat_timeout_s < 0.1 || o->heartbeat_timeout_s > 3600)
-            return bad("--heartbeat-timeout", val, "expected 0.1 to 3600 seconds");
-        return 0;
-    case OPT_JOIN_TIMEOUT:
-        return parse_secs("--join-timeout", val, &o->join_timeout_s);
-    case OPT_SCALE_UP:
-        if (strcmp(val, "now") && strcmp(val, "next"))
-            return bad("--scale-up", val, "expected now or next");
-        o->scale_up_now = strcmp(val, "now") == 0;
-        return 0;
-    case OPT_NCCL:
-        if (rdzv_nccl_mode_parse(val, &o->nccl) < 0)
-            return bad("--nccl", val, "expected auto, required or off");
-        return 0;
-    case OPT_NCCL_IDS:
-        return parse_int("--nccl-ids", val, 1, RDZV_MAX_NCCL_IDS, &o->nccl_ids);
-    case OPT_HOST:
-        o->host = val;
-        return 0;
-    case OPT_ISOLATE_GPUS:
-        o->isolate_gpus = true;
-        return 0;
-    case OPT_LOG_LEVEL:
-        if (rdzv_log_parse_level(val, &o->level) < 0)
-            return bad("--log-level", val, "expected error, warn, info or debug");
-        return 0;
-    case OPT_TOKEN_FILE:
-        o->token_file = val;
-        return 0;
-    case 'h':
-        usage(stdout);
-        return 1;
-    case 'V':
-        printf("rdzv-agent %s\n", RDZV_VERSION);
-        return 1;
-    default:
-        fprintf(stderr, "rdzv-agent: unknown option; see rdzv-agent --help\n");
-        return -EINVAL;
-    }
-}
-
-/* RDZV_<OPTION> for each long option (the first spelling of each), before the command line. */
-static int apply_env(struct agent_opts *o)
-{
-    for (const struct option *lo = longopts; lo->name; lo++) {
-        char name[64];
-        const char *val;
-
-        if (lo != longopts && lo[-1].val == lo->val)
-            continue; /* alias: --nproc-per-node reads RDZV_NPROC */
-        rdzv_env_name("RDZV", lo->name, name, sizeof(name));
-        if (strcmp(name, "RDZV_RDZV_ID") == 0 && getenv("RDZV_ID"))
-            val = getenv("RDZV_ID");
-        else
-            val = getenv(name);
-        if (!val || !*val)
-            continue;
-        if (lo->has_arg == no_argument) {
-            if (strcmp(val, "0") && strcasecmp(val, "false") && strcasecmp(val, "no"))
-                (void)apply(o, lo->val, NULL);
-            continue;
-        }
-        if (apply(o, lo->val, val) < 0) {
-            fprintf(stderr, "rdzv-agent: (from the environment variable %s)\n", name);
-            return -EINVAL;
-        }
-    }
-    return 0;
-}
 
 /* Visible GPUs: CUDA_VISIBLE_DEVICES entries when set, else the driver's device list. */
 static int list_gpus(char ***ret)
@@ -389,83 +97,6 @@ static int list_gpus(char ***ret)
     }
     *ret = list;
     return n;
-}
-
-static int resolve_opts(struct agent *a, int argc, char **argv)
-{
-    struct agent_opts *o = &a->o;
-    const char *s;
-    int c, r;
-
-    o->node_rank = -1;
-    o->last_call_s = 3;
-    o->grace_s = 30;
-    o->connect_timeout_s = 60;
-    o->heartbeat_timeout_s = RDZV_HEARTBEAT_TIMEOUT_MS / 1000.0;
-    o->join_timeout_s = RDZV_JOIN_TIMEOUT_MS / 1000.0;
-    o->nccl = RDZV_NCCL_AUTO;
-    o->nccl_ids = 1;
-    o->level = RDZV_LOG_INFO;
-    if ((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES")))
-        if (apply(o, OPT_NNODES, s) < 0)
-            o->min_nodes = o->max_nodes = 0;
-    r = apply_env(o);
-    if (r < 0)
-        return r;
-    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
-        r = apply(o, c == '?' ? 0 : c, optarg);
-        if (r != 0)
-            return r;
-    }
-    if (optind < argc)
-        o->argv = argv + optind;
-
-    if (o->standalone) {
-        if (o->max_nodes > 1) {
-            fprintf(stderr, "rdzv-agent: --standalone runs one node; drop --nnodes or use "
-                            "--endpoint\n");
-            return -EINVAL;
-        }
-        o->min_nodes = o->max_nodes = 1;
-        if (!o->run_id) {
-            snprintf(a->run_id_buf, sizeof(a->run_id_buf), "standalone-%016" PRIx64,
-                     rdzv_random_u64());
-            o->run_id = a->run_id_buf;
-        }
-    }
-    if (o->min_nodes == 0)
-        o->min_nodes = o->max_nodes = 1;
-    if (!o->endpoint && !o->standalone) {
-        fprintf(stderr, "rdzv-agent: no rdzvd to join: pass --endpoint HOST:PORT (rdzvd's "
-                        "address), or --standalone for a single node\n");
-        return -EINVAL;
-    }
-    if (!o->run_id && !(o->run_id = getenv("SLURM_JOB_ID")) && !(o->run_id = getenv("PBS_JOBID"))) {
-        fprintf(stderr, "rdzv-agent: no job id: pass --rdzv-id ID, the same on every node (Slurm "
-                        "and PBS jobs get one from SLURM_JOB_ID / PBS_JOBID)\n");
-        return -EINVAL;
-    }
-    if (o->node_rank < 0) {
-        const char *src = NULL;
-
-        if ((s = getenv("SLURM_NODEID")))
-            src = "SLURM_NODEID";
-        else if ((s = getenv("OMPI_COMM_WORLD_RANK")))
-            src = "OMPI_COMM_WORLD_RANK";
-        if (src && parse_int(src, s, 0, 99999, &o->node_rank) < 0)
-            return -EINVAL;
-        o->rank_hint = src != NULL; /* the scheduler's numbering: a preference */
-    }
-    o->heartbeat_s = o->heartbeat_timeout_s / 5;
-    if (o->join_timeout_s > 86400)
-        o->join_timeout_s = 86400;
-    if (o->node_rank >= o->max_nodes && !o->rank_hint) {
-        fprintf(stderr, "rdzv-agent: node rank %" PRId64 " is out of range for --nnodes %" PRId64
-                        ":%" PRId64 " (ranks 0..%" PRId64 ")\n",
-                o->node_rank, o->min_nodes, o->max_nodes, o->max_nodes - 1);
-        return -EINVAL;
-    }
-    return 0;
 }
 
 /* No command: the trainer, from beside this binary (installed), the build tree, or PATH. */
@@ -942,7 +573,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
         return agent_nccl_root_main(argc, argv);
 
-    r = resolve_opts(&a, argc, argv);
+    r = agent_opts_parse(&a.o, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : 2;
     if (load_token(&a) < 0)

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd.c: main(): options, limits, signals, run the loop, exit code. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 
 #include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
+#include "../common/rdzv-opt.h"
 #include "../common/rdzv-util.h"
 #include "rdzvd-http.h"
 #include "rdzvd-server.h"
@@ -33,233 +33,143 @@ struct opts {
     const char *allow_store_from;
 };
 
-static void usage(FILE *f)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static int legacy_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
-    fprintf(f,
-            "Usage: rdzvd [OPTIONS]\n"
-            "A PyTorch-compatible TCPStore daemon (c10d wire protocol) on libuv.\n"
-            "\n"
-            "  -p, --port N             TCP port (default %d; 0 picks a free port and reports it)\n"
-            "  -b, --bind ADDR          listen on this IPv4/IPv6 address (default: all, dual stack)\n"
-            "      --port-file FILE     write the bound port to FILE once listening\n"
-            "      --legacy VER         numbering for clients that don't send VALIDATE:\n"
-            "                           2.0 (PyTorch 1.x/2.0, default), 2.1, or none (refuse them)\n"
-            "      --max-key-len N      bytes per key (default 8KiB)\n"
-            "      --max-value-len N    bytes per value (default 8MiB)\n"
-            "      --max-keys N         keys per CHECK/WAIT/MULTI_* request (default 131072)\n"
-            "      --max-frame N        bytes per request (default 64MiB)\n"
-            "      --max-outbuf N       queued reply bytes per connection before reads pause "
-            "(default 16MiB)\n"
-            "      --max-conns N        open connections (default: open-file limit - 64)\n"
-            "      --max-store-bytes N  bytes of keys and values held (default 4GiB)\n"
-            "      --max-wait-keys N    pending WAIT keys per connection (default 131072)\n"
-            "      --metrics-port N     serve Prometheus metrics (/metrics), a status page (/) and\n"
-            "                           /status.json over HTTP on port N (0: a free port)\n"
-            "      --metrics-bind ADDR  address for --metrics-port (default: --bind, else\n"
-            "                           127.0.0.1)\n"
-            "      --metrics-port-file FILE  write the metrics port to FILE\n"
-            "      --state-dir DIR      keep store keys across restarts: journal them in DIR\n"
-            "                           (created 0700 if missing; default: nothing persisted)\n"
-            "      --fsync MODE         when the journal is fsynced: everysec (default; a power\n"
-            "                           failure loses up to ~1 s), always (every loop iteration\n"
-            "                           that wrote), no (left to the kernel)\n"
-            "      --token-file FILE    require agents and rdzvctl to prove they hold the secret\n"
-            "                           in FILE (HMAC-SHA256 challenge; mode 0600, >= 16 bytes)\n"
-            "      --allow-store-from CIDR[,CIDR...]\n"
-            "                           addresses PyTorch TCPStore clients may connect from\n"
-            "                           (they cannot authenticate); default with a token:\n"
-            "                           " RDZVD_ACL_DEFAULT_WITH_TOKEN ", without one: anywhere\n"
-            "      --handshake-timeout SEC  close connections that have not finished their\n"
-            "                           handshake (rdzv: HELLO+AUTH; TCPStore: a first\n"
-            "                           complete request) after SEC seconds (default 10; 0: never)\n"
-            "  -l, --log-level LEVEL    error, warn, info (default), debug, trace\n"
-            "  -h, --help               show this help\n"
-            "  -V, --version            show the version\n"
-            "\n"
-            "Sizes take K/M/G suffixes. Every option can also be set in the environment as\n"
-            "RDZVD_<OPTION> (e.g. RDZVD_PORT=0, RDZVD_LOG_LEVEL=debug); flags win.\n",
-            RDZV_DEFAULT_PORT);
+    struct opts *o = p->ud;
+
+    if (strcmp(val, "none") == 0) {
+        o->cfg.legacy_allowed = false;
+        return 0;
+    }
+    if (rdzv_dialect_parse(val, &o->cfg.legacy) < 0 || o->cfg.legacy == RDZV_DIALECT_MODERN)
+        return rdzv_opt_bad(p, opt, val, "expected 2.0, 2.1 or none");
+    o->cfg.legacy_allowed = true;
+    return 0;
 }
 
-enum {
-    OPT_PORT_FILE = 256,
-    OPT_LEGACY,
-    OPT_MAX_KEY_LEN,
-    OPT_MAX_VALUE_LEN,
-    OPT_MAX_KEYS,
-    OPT_MAX_FRAME,
-    OPT_MAX_OUTBUF,
-    OPT_MAX_CONNS,
-    OPT_MAX_STORE_BYTES,
-    OPT_MAX_WAIT_KEYS,
-    OPT_METRICS_PORT,
-    OPT_METRICS_BIND,
-    OPT_METRICS_PORT_FILE,
-    OPT_STATE_DIR,
-    OPT_FSYNC,
-    OPT_TOKEN_FILE,
-    OPT_ALLOW_STORE_FROM,
-    OPT_HANDSHAKE_TIMEOUT,
-};
+static int metrics_port_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                           const char *val)
+{
+    uint16_t port;
 
-static const struct option longopts[] = {
-    {"port", required_argument, NULL, 'p'},
-    {"bind", required_argument, NULL, 'b'},
-    {"port-file", required_argument, NULL, OPT_PORT_FILE},
-    {"legacy", required_argument, NULL, OPT_LEGACY},
-    {"max-key-len", required_argument, NULL, OPT_MAX_KEY_LEN},
-    {"max-value-len", required_argument, NULL, OPT_MAX_VALUE_LEN},
-    {"max-keys", required_argument, NULL, OPT_MAX_KEYS},
-    {"max-frame", required_argument, NULL, OPT_MAX_FRAME},
-    {"max-outbuf", required_argument, NULL, OPT_MAX_OUTBUF},
-    {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
-    {"max-store-bytes", required_argument, NULL, OPT_MAX_STORE_BYTES},
-    {"max-wait-keys", required_argument, NULL, OPT_MAX_WAIT_KEYS},
-    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
-    {"metrics-bind", required_argument, NULL, OPT_METRICS_BIND},
-    {"metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE},
-    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-    {"fsync", required_argument, NULL, OPT_FSYNC},
-    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-    {"allow-store-from", required_argument, NULL, OPT_ALLOW_STORE_FROM},
-    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT},
-    {"log-level", required_argument, NULL, 'l'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {0},
-};
+    if (rdzv_parse_port(val, &port) < 0)
+        return rdzv_opt_bad(p, opt, val, "expected 0..65535");
+    *(int *)opt->dest = port;
+    return 0;
+}
+
+static int fsync_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    if (rdzvd_fsync_parse(val, opt->dest) < 0)
+        return rdzv_opt_bad(p, opt, val, "expected always, everysec or no");
+    return 0;
+}
+
+#define SIZE_OPT(n, field, h)                                                                     \
+    {.kind = RDZV_OPT_SIZE, .name = n, .dest = &lim->field, .umin = 1, .metavar = "N",          \
+     .what = "expected a positive number, optionally with K/M/G", .help = h}
+
+/* Options from RDZVD_<OPTION>, then argv. Returns 0, 1 (exit 0 now) or -EINVAL (printed). */
+static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
+{
+    struct rdzv_limits *lim = &o->cfg.lim;
+    double handshake_s = 0;
+    bool handshake_set = false;
+    const struct rdzv_opt table[] = {
+        {.kind = RDZV_OPT_CALLBACK, .name = "port", .short_name = 'p', .cb = rdzv_opt_port_cb,
+         .dest = &o->cfg.port, .metavar = "N",
+         .help = "TCP port (default " STR(RDZV_DEFAULT_PORT) "; 0 picks a free port and "
+                 "reports it)"},
+        {.kind = RDZV_OPT_STRING, .name = "bind", .short_name = 'b', .dest = &o->cfg.bind,
+         .metavar = "ADDR",
+         .help = "listen on this IPv4/IPv6 address (default: all, dual stack)"},
+        {.kind = RDZV_OPT_STRING, .name = "port-file", .dest = &o->port_file, .metavar = "FILE",
+         .help = "write the bound port to FILE once listening"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "legacy", .cb = legacy_cb, .metavar = "VER",
+         .help = "numbering for clients that don't send VALIDATE:\n"
+                 "2.0 (PyTorch 1.x/2.0, default), 2.1, or none (refuse them)"},
+        SIZE_OPT("max-key-len", max_key_len, "bytes per key (default 8KiB)"),
+        SIZE_OPT("max-value-len", max_value_len, "bytes per value (default 8MiB)"),
+        SIZE_OPT("max-keys", max_keys_per_req,
+                 "keys per CHECK/WAIT/MULTI_* request (default 131072)"),
+        SIZE_OPT("max-frame", max_frame, "bytes per request (default 64MiB)"),
+        SIZE_OPT("max-outbuf", max_outbuf,
+                 "queued reply bytes per connection before reads pause\n(default 16MiB)"),
+        {.kind = RDZV_OPT_SIZE, .name = "max-conns", .dest = &lim->max_conns, .umin = 1,
+         .seen = &o->max_conns_set, .metavar = "N",
+         .what = "expected a positive number, optionally with K/M/G",
+         .help = "open connections (default: open-file limit - 64)"},
+        SIZE_OPT("max-store-bytes", max_store_bytes,
+                 "bytes of keys and values held (default 4GiB)"),
+        SIZE_OPT("max-wait-keys", max_wait_keys,
+                 "pending WAIT keys per connection (default 131072)"),
+        {.kind = RDZV_OPT_CALLBACK, .name = "metrics-port", .cb = metrics_port_cb,
+         .dest = &o->metrics_port, .metavar = "N",
+         .help = "serve Prometheus metrics (/metrics), a status page (/) and\n"
+                 "/status.json over HTTP on port N (0: a free port)"},
+        {.kind = RDZV_OPT_STRING, .name = "metrics-bind", .dest = &o->metrics_bind,
+         .metavar = "ADDR",
+         .help = "address for --metrics-port (default: --bind, else\n127.0.0.1)"},
+        {.kind = RDZV_OPT_STRING, .name = "metrics-port-file", .dest = &o->metrics_port_file,
+         .metavar = "FILE", .help = "write the metrics port to FILE"},
+        {.kind = RDZV_OPT_STRING, .name = "state-dir", .dest = &o->cfg.state_dir,
+         .metavar = "DIR",
+         .help = "keep store keys across restarts: journal them in DIR\n"
+                 "(created 0700 if missing; default: nothing persisted)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "fsync", .cb = fsync_cb, .dest = &o->cfg.fsync,
+         .metavar = "MODE",
+         .help = "when the journal is fsynced: everysec (default; a power\n"
+                 "failure loses up to ~1 s), always (every loop iteration\n"
+                 "that wrote), no (left to the kernel)"},
+        {.kind = RDZV_OPT_STRING, .name = "token-file", .dest = &o->token_file,
+         .metavar = "FILE",
+         .help = "require agents and rdzvctl to prove they hold the secret\n"
+                 "in FILE (HMAC-SHA256 challenge; mode 0600, >= 16 bytes)"},
+        {.kind = RDZV_OPT_STRING, .name = "allow-store-from", .dest = &o->allow_store_from,
+         .metavar = "CIDR[,CIDR...]",
+         .help = "addresses PyTorch TCPStore clients may connect from\n"
+                 "(they cannot authenticate); default with a token:\n"
+                 RDZVD_ACL_DEFAULT_WITH_TOKEN ", without one: anywhere"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "handshake-timeout", .dest = &handshake_s,
+         .seen = &handshake_set, .dmin = 0, .dmax = 86400, .metavar = "SEC",
+         .what = "expected 0 to 86400 seconds",
+         .help = "close connections that have not finished their\n"
+                 "handshake (rdzv: HELLO+AUTH; TCPStore: a first\n"
+                 "complete request) after SEC seconds (default 10; 0: never)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .short_name = 'l',
+         .cb = rdzv_opt_log_level_cb, .dest = &o->level, .metavar = "LEVEL",
+         .help = "error, warn, info (default), debug, trace"},
+        RDZV_OPT_HELP_ENTRY("show this help"),
+        RDZV_OPT_VERSION_ENTRY('V', "show the version"),
+        {0},
+    };
+    const struct rdzv_opt_prog prog = {
+        .name = "rdzvd",
+        .env_prefix = "RDZVD",
+        .usage = "Usage: rdzvd [OPTIONS]\n"
+                 "A PyTorch-compatible TCPStore daemon (c10d wire protocol) on libuv.\n"
+                 "\n",
+        .footer = "Sizes take K/M/G suffixes. Every option can also be set in the environment "
+                  "as\nRDZVD_<OPTION> (e.g. RDZVD_PORT=0, RDZVD_LOG_LEVEL=debug); flags win.\n",
+        .version = RDZV_VERSION,
+        .opts = table,
+        .help_col = 27,
+        .ud = o,
+    };
+    int r = rdzv_opt_parse(&prog, argc, argv, ret_optind);
+
+    if (r == 0 && handshake_set)
+        o->cfg.handshake_timeout_ms = (uint64_t)(handshake_s * 1000);
+    return r;
+}
 
 static int bad(const char *opt, const char *val, const char *what)
 {
     fprintf(stderr, "rdzvd: invalid %s '%s': %s (see rdzvd --help)\n", opt, val, what);
     return -EINVAL;
-}
-
-static int size_opt(const char *opt, const char *val, uint64_t *ret)
-{
-    uint64_t v;
-
-    if (rdzv_parse_size(val, &v) < 0 || v == 0)
-        return bad(opt, val, "expected a positive number, optionally with K/M/G");
-    *ret = v;
-    return 0;
-}
-
-/* Apply one option. Returns 0, 1 to exit successfully, or -EINVAL (message printed). */
-static int apply(struct opts *o, int c, const char *val)
-{
-    struct rdzv_limits *lim = &o->cfg.lim;
-
-    switch (c) {
-    case 'p':
-        if (rdzv_parse_port(val, &o->cfg.port) < 0)
-            return bad("--port", val, "expected 0..65535");
-        return 0;
-    case 'b':
-        o->cfg.bind = val;
-        return 0;
-    case OPT_PORT_FILE:
-        o->port_file = val;
-        return 0;
-    case OPT_LEGACY:
-        if (strcmp(val, "none") == 0) {
-            o->cfg.legacy_allowed = false;
-            return 0;
-        }
-        if (rdzv_dialect_parse(val, &o->cfg.legacy) < 0 || o->cfg.legacy == RDZV_DIALECT_MODERN)
-            return bad("--legacy", val, "expected 2.0, 2.1 or none");
-        o->cfg.legacy_allowed = true;
-        return 0;
-    case OPT_MAX_KEY_LEN:
-        return size_opt("--max-key-len", val, &lim->max_key_len);
-    case OPT_MAX_VALUE_LEN:
-        return size_opt("--max-value-len", val, &lim->max_value_len);
-    case OPT_MAX_KEYS:
-        return size_opt("--max-keys", val, &lim->max_keys_per_req);
-    case OPT_MAX_FRAME:
-        return size_opt("--max-frame", val, &lim->max_frame);
-    case OPT_MAX_OUTBUF:
-        return size_opt("--max-outbuf", val, &lim->max_outbuf);
-    case OPT_MAX_CONNS:
-        o->max_conns_set = true;
-        return size_opt("--max-conns", val, &lim->max_conns);
-    case OPT_MAX_STORE_BYTES:
-        return size_opt("--max-store-bytes", val, &lim->max_store_bytes);
-    case OPT_MAX_WAIT_KEYS:
-        return size_opt("--max-wait-keys", val, &lim->max_wait_keys);
-    case OPT_METRICS_PORT: {
-        uint16_t port;
-
-        if (rdzv_parse_port(val, &port) < 0)
-            return bad("--metrics-port", val, "expected 0..65535");
-        o->metrics_port = port;
-        return 0;
-    }
-    case OPT_METRICS_BIND:
-        o->metrics_bind = val;
-        return 0;
-    case OPT_METRICS_PORT_FILE:
-        o->metrics_port_file = val;
-        return 0;
-    case OPT_STATE_DIR:
-        o->cfg.state_dir = val;
-        return 0;
-    case OPT_FSYNC:
-        if (rdzvd_fsync_parse(val, &o->cfg.fsync) < 0)
-            return bad("--fsync", val, "expected always, everysec or no");
-        return 0;
-    case OPT_TOKEN_FILE:
-        o->token_file = val;
-        return 0;
-    case OPT_ALLOW_STORE_FROM:
-        o->allow_store_from = val;
-        return 0;
-    case OPT_HANDSHAKE_TIMEOUT: {
-        char *end;
-        double s = strtod(val, &end);
-
-        if (*val == '\0' || *end != '\0' || !(s >= 0) || s > 86400)
-            return bad("--handshake-timeout", val, "expected 0 to 86400 seconds");
-        o->cfg.handshake_timeout_ms = (uint64_t)(s * 1000);
-        return 0;
-    }
-    case 'l':
-        if (rdzv_log_parse_level(val, &o->level) < 0)
-            return bad("--log-level", val, "expected error, warn, info, debug or trace");
-        return 0;
-    case 'h':
-        usage(stdout);
-        return 1;
-    case 'V':
-        printf("rdzvd %s\n", RDZV_VERSION);
-        return 1;
-    default:
-        fprintf(stderr, "rdzvd: unknown option; see rdzvd --help\n");
-        return -EINVAL;
-    }
-}
-
-/* RDZVD_<NAME> for each long option with an argument, applied before the command line. */
-static int apply_env(struct opts *o)
-{
-    for (const struct option *lo = longopts; lo->name; lo++) {
-        char name[64];
-        const char *val;
-
-        if (lo->has_arg != required_argument)
-            continue;
-        rdzv_env_name("RDZVD", lo->name, name, sizeof(name));
-        val = getenv(name);
-        if (val && *val) {
-            int r = apply(o, lo->val, val);
-
-            if (r < 0) {
-                fprintf(stderr, "rdzvd: (from %s)\n", name);
-                return r;
-            }
-        }
-    }
-    return 0;
 }
 
 /* The token and the allowlist, once every option is known. Messages name files, never secrets. */
@@ -289,18 +199,13 @@ static int setup_security(struct opts *o)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    int c, r;
+    int first_arg, r;
 
-    r = apply_env(o);
-    if (r < 0)
+    r = parse_table(o, argc, argv, &first_arg);
+    if (r != 0)
         return r;
-    while ((c = getopt_long(argc, argv, "p:b:l:hV", longopts, NULL)) != -1) {
-        r = apply(o, c == '?' ? 0 : c, optarg);
-        if (r != 0)
-            return r;
-    }
-    if (optind < argc) {
-        fprintf(stderr, "rdzvd: unexpected argument '%s'; see rdzvd --help\n", argv[optind]);
+    if (first_arg < argc) {
+        fprintf(stderr, "rdzvd: unexpected argument '%s'; see rdzvd --help\n", argv[first_arg]);
         return -EINVAL;
     }
     if (setup_security(o) < 0)
