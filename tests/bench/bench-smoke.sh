@@ -28,10 +28,15 @@ for _ in $(seq 100); do
 done
 [ -s "$tmp/port" ] || fail "rdzvd wrote no port file in 10 s"
 
-out=$("$bench" --port-file "$tmp/port" -c 4 -w 0.1 -d 1 -t 20 throughput) || fail "throughput: $out"
+out=$("$bench" --port-file "$tmp/port" --pid "$pid" -c 4 -w 0.1 -d 1 -t 20 throughput) ||
+    fail "throughput: $out"
 echo "# $out"
 rate=$(sed -n 's/.*replies_per_s=\([0-9]*\).*/\1/p' <<<"$out")
 [ "${rate:-0}" -gt 0 ] || fail "throughput reported no replies"
+# rdzvd's own CPU time over the window: some, and less than 1 ms per reply.
+cpu=$(sed -n 's/.* server_cpu_ns_per_reply=\([0-9.]*\).*/\1/p' <<<"$out")
+awk -v c="${cpu:-0}" 'BEGIN { exit !(c > 0 && c < 1000000) }' ||
+    fail "throughput reported no plausible server CPU per reply: '${cpu}'"
 
 out=$("$bench" --port-file "$tmp/port" -c 200 -t 20 barrier) || fail "barrier: $out"
 echo "# $out"

@@ -2,6 +2,7 @@
 /* rdzv-bench.c: TCPStore load generator (PyTorch <= 2.0 numbering): throughput, barrier, memory. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -110,8 +111,10 @@ static void usage(FILE *f)
             "                         and the median (default 0.5)\n"
             "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
             "  -k, --prefix STR       key namespace (default: unique per run)\n"
-            "      --pid PID          server process: memory reads its VmRSS; every mode first\n"
-            "                         waits (up to 30 s) until it is idle\n"
+            "      --pid PID          server process: memory reads its VmRSS; throughput reads\n"
+            "                         its CPU time over the measured window (server_cpu_s,\n"
+            "                         server_cpu_ns_per_reply); every mode first waits (up to\n"
+            "                         30 s) until it is idle\n"
             "      --idle-pid PID     also wait until this process is idle (repeatable, up to 8)\n"
             "      --settle SEC       memory: pause before reading VmRSS again (default 1)\n"
             "  -h, --help             show this help\n");
@@ -570,6 +573,57 @@ static int proc_cpu_ticks(int pid, uint64_t *ret)
     return 0;
 }
 
+/* CPU time pid has used, in ns, and whether it is precise: the sum of every thread's
+ * sum_exec_runtime (/proc/PID/task/TID/schedstat, ns) where the kernel has schedstat, else
+ * utime + stime in clock ticks (10 ms each at 100 Hz). A thread that exits between two reads
+ * takes its time with it; the servers measured keep theirs for the whole window. */
+static int proc_cpu_ns(int pid, uint64_t *ret, bool *ret_precise)
+{
+    char path[96];
+    unsigned long long ns, sum = 0;
+    struct dirent *de;
+    uint64_t ticks;
+    long hz;
+    DIR *d;
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    d = opendir(path);
+    if (!d)
+        return -errno;
+    r = -ENOENT;
+    while ((de = readdir(d))) {
+        FILE *f;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pid, de->d_name);
+        f = fopen(path, "re");
+        if (!f)
+            continue; /* the thread is gone, or no schedstat */
+        if (fscanf(f, "%llu", &ns) == 1) {
+            sum += ns;
+            r = 0;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    if (r == 0) {
+        *ret = sum;
+        *ret_precise = true;
+        return 0;
+    }
+    r = proc_cpu_ticks(pid, &ticks);
+    if (r < 0)
+        return r;
+    hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0)
+        hz = 100;
+    *ret = ticks * (NS_PER_S / (uint64_t)hz);
+    *ret_precise = false;
+    return 0;
+}
+
 static int proc_rss_kb(int pid, uint64_t *ret)
 {
     char path[64], line[256];
@@ -630,7 +684,9 @@ static int cmp_double(const void *x, const void *y)
 static int run_throughput(struct bench *b)
 {
     static double win[MAX_WINDOWS];
-    uint64_t t0, deadline, t_meas, now, w_start, w_len, w_replies;
+    uint64_t t0, deadline, t_meas, now, w_start, w_len, w_replies, cpu0 = UINT64_MAX, cpu1;
+    bool cpu_precise = false;
+    char cpu[160] = "";
     size_t nwin = 0, want;
     int r;
 
@@ -658,7 +714,10 @@ static int run_throughput(struct bench *b)
     t_meas = rdzv_now_ns() + secs_to_ns(b->warmup_s);
     while (r == 0 && (now = rdzv_now_ns()) < t_meas)
         r = poll_once(b, t_meas);
-    /* The measured time is cut into consecutive windows of w_len; it ends with the last one. */
+    /* The measured time is cut into consecutive windows of w_len; it ends with the last one.
+     * The server's own CPU time is read at both ends of it. */
+    if (b->server_pid > 0 && proc_cpu_ns(b->server_pid, &cpu0, &cpu_precise) < 0)
+        cpu0 = UINT64_MAX;
     b->counting = true;
     t_meas = rdzv_now_ns();
     w_len = secs_to_ns(b->window_s);
@@ -685,13 +744,21 @@ static int run_throughput(struct bench *b)
     if (r < 0)
         return r;
     now = rdzv_now_ns();
+    b->counting = false;
+    if (cpu0 != UINT64_MAX && proc_cpu_ns(b->server_pid, &cpu1, &cpu_precise) == 0 &&
+        cpu1 >= cpu0)
+        snprintf(cpu, sizeof(cpu), " server_cpu_s=%.3f server_cpu_util=%.2f "
+                 "server_cpu_ns_per_reply=%.1f server_cpu_clock=%s",
+                 (double)(cpu1 - cpu0) / 1e9, (double)(cpu1 - cpu0) / (double)(now - t_meas),
+                 b->replies ? (double)(cpu1 - cpu0) / (double)b->replies : 0.0,
+                 cpu_precise ? "schedstat" : "ticks");
     qsort(win, nwin, sizeof(win[0]), cmp_double);
     printf("mode=throughput conns=%" PRIu32 " replies=%" PRIu64 " seconds=%.3f replies_per_s=%.0f "
            "best_window_per_s=%.0f median_window_per_s=%.0f windows=%zu lost=%" PRIu32
-           " retries=%" PRIu64 "\n",
+           " retries=%" PRIu64 "%s\n",
            b->n, b->replies, (double)(now - t_meas) / 1e9,
            (double)b->replies * 1e9 / (double)(now - t_meas), win[nwin - 1], win[nwin / 2], nwin,
-           b->nlost, b->retries);
+           b->nlost, b->retries, cpu);
     print_lost(b);
     return b->replies > 0 && b->nlost == 0 ? 0 : 1;
 }

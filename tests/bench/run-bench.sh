@@ -18,6 +18,7 @@ to ./build and must already be built. Prints a markdown table on stdout, progres
                      barrier that took over a quarter of its cap is not repeated)
   --modes LIST       comma-separated subset of: memory,throughput,barrier (default all)
   --barriers LIST    barrier sizes, e.g. "16000" (default "1000 4000 8000 16000")
+  --conns LIST       throughput connection counts, e.g. "50,1000" (default "1 50 1000")
   --somaxconn N      raise net.core.somaxconn to N for the run (needs root; restored at exit)
   --python PATH      interpreter with torch (default /usr/bin/python3)
   --only LIST        comma-separated subset of: rdzvd,pytorch,null
@@ -30,6 +31,7 @@ quick=0
 rounds=
 modes=memory,throughput,barrier
 barriers_opt=
+conns_opt=
 somaxconn=
 python=/usr/bin/python3
 only=rdzvd,pytorch,null
@@ -41,6 +43,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
     --modes) modes=${2:?--modes needs a list}; shift ;;
     --barriers) barriers_opt=${2:?--barriers needs a list}; shift ;;
+    --conns) conns_opt=${2:?--conns needs a list}; shift ;;
     --somaxconn) somaxconn=${2:?--somaxconn needs a value}; shift ;;
     --python) python=${2:?--python needs a path}; shift ;;
     --only) only=${2:?--only needs a list}; shift ;;
@@ -73,9 +76,10 @@ else
     mem_conns=10000; rounds=${rounds:-3}
 fi
 [ -z "$barriers_opt" ] || barriers=${barriers_opt//,/ }
-for n in $barriers; do
+[ -z "$conns_opt" ] || tp_conns=${conns_opt//,/ }
+for n in $barriers $tp_conns; do
     if ! [[ "$n" =~ ^[1-9][0-9]*$ ]]; then
-        echo "run-bench.sh: bad barrier size '$n'" >&2
+        echo "run-bench.sh: bad barrier or connection count '$n'" >&2
         exit 2
     fi
 done
@@ -233,7 +237,13 @@ for round in $(seq "$rounds"); do
             out=$(run_bench "$s" 60 -c "$c" -d "$duration" -w "$warmup" -t 60 throughput)
             res[$s:tp$c]=$(best "${res[$s:tp$c]:-}" "$(kv "$out" best_window_per_s)" max)
             [ -n "${res[$s:tp$c]}" ] || res[$s:tp$c]=FAIL
+            # The server's own CPU time per reply over the whole measured window: on 2 cores
+            # the client saturates first, so replies/s alone cannot tell servers apart.
+            cpu=$(kv "$out" server_cpu_ns_per_reply)
+            res[$s:cpu$c]=$(best "${res[$s:cpu$c]:-}" "$cpu" min)
+            res[$s:cpus$c]="${res[$s:cpus$c]:-}${cpu:-n/a} "
         done
+        res[loads$c]="${res[loads$c]:-}$(cut -d' ' -f1 /proc/loadavg) "
     done
 done
 for n in $barriers; do
@@ -307,6 +317,10 @@ fmt_bar() {
     esac
 }
 
+fmt_ns() {
+    if num "$1"; then awk -v v="$1" 'BEGIN { printf "%.0f ns", v }'; else echo "${1:-n/a}"; fi
+}
+
 fmt_mem() {
     if num "$1"; then printf "%s" "$1"; else echo "${1:-n/a}"; fi
 }
@@ -327,6 +341,7 @@ cell() {
     fi
     case "$kind" in
     tp) fmt_rate "${res[$s:$key]:-}" ;;
+    cpu) fmt_ns "${res[$s:$key]:-}" ;;
     bar) fmt_bar "$s" "$key" ;;
     mem) fmt_mem "${res[$s:$key]:-}" ;;
     esac
@@ -351,6 +366,10 @@ echo "|---|---|---|---|---|---|"
 for c in $tp_conns; do
     row "ADD+GET, $c conn$([ "$c" = 1 ] || echo s), replies/s (higher is better)" tp "tp$c"
 done
+for c in $tp_conns; do
+    row "ADD+GET, $c conn$([ "$c" = 1 ] || echo s), server's own CPU per reply (lower is better)" \
+        cpu "cpu$c"
+done
 for n in $barriers; do
     [ $((n % 1000)) = 0 ] && label=$((n / 1000))k || label=$n
     row "init barrier, $label conns, s (lower is better)" bar "$n"
@@ -365,6 +384,23 @@ echo "Throughput: closed loop of ADD+GET, one request in flight per connection; 
     "from other load on the machine; rounds interleave the servers. Memory:" \
     "server VmRSS growth only (kernel socket buffers are not counted). Every run starts once all" \
     "servers are idle. The ceiling is a do-nothing epoll responder (null-responder)."
+if [ -n "$tp_conns" ]; then
+    echo
+    echo "Server CPU per reply: the server process's own CPU time (every thread's schedstat" \
+        "run time, else utime+stime) over the measured window, divided by the replies counted" \
+        "in it; the table takes each server's lowest. Every round, in ns (rdzvd/ceiling of the" \
+        "round, its servers run back to back; 1-minute load after the round):"
+    for c in $tp_conns; do
+        read -r -a ra <<<"${res[rdzvd:cpus$c]:-}"
+        read -r -a rn <<<"${res[null:cpus$c]:-}"
+        read -r -a ld <<<"${res[loads$c]:-}"
+        line=
+        for i in "${!ld[@]}"; do
+            line="$line${line:+; }${ra[$i]:-n/a} / ${rn[$i]:-n/a} ($(ratio "${ra[$i]:-}" "${rn[$i]:-}"), load ${ld[$i]})"
+        done
+        echo "- $c conns, rdzvd / ceiling: $line"
+    done
+fi
 for s in "${servers[@]}"; do
     [ -n "${res[$s:skip]:-}" ] && echo "$s: skipped (${res[$s:skip]})"
 done
