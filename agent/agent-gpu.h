@@ -11,7 +11,8 @@
 
 /* The visible GPUs: the non-empty comma-separated entries of cvd (CUDA_VISIBLE_DEVICES, as given:
  * indexes or UUIDs) when cvd is not NULL, else "0", "1", ... for each entry of driver_dir (none if
- * it cannot be read). Returns their number and the list in *ret (NULL when there are none). */
+ * it cannot be read). Returns their number and the list in *ret (NULL when there are none), or
+ * -ENOMEM (then *ret is untouched and nothing is left allocated). */
 int agent_gpu_list(const char *cvd, const char *driver_dir, char ***ret);
 
 /* Free a list of n entries from agent_gpu_list(); NULL is fine. */

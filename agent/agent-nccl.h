@@ -16,7 +16,9 @@ struct agent_nccl_root;
 typedef void (*agent_nccl_cb)(struct agent_nccl_root *r, int err, unsigned n,
                               char (*ids)[RDZV_NCCL_HEX_LEN + 1], const char *msg, void *ud);
 
-/* Start a root holder for count ids. Returns 0 (cb fires later) or a negative errno. */
+/* Start a root holder for count ids. Returns 0 (cb fires later, from the loop) or a negative
+ * errno (-ENOMEM, a uv_pipe_init() or uv_spawn() error): then cb never fires, *ret is untouched,
+ * and what was made is released by close callbacks on the next loop iteration. */
 int agent_nccl_root_start(uv_loop_t *loop, const char *self_exe, unsigned count, agent_nccl_cb cb,
                           void *ud, struct agent_nccl_root **ret);
 

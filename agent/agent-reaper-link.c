@@ -338,7 +338,12 @@ int agent_reaper_link_start(struct agent_group *g)
         close(fd);
         return r < 0 ? r : -ENOMEM;
     }
-    (void)uv_pipe_init(g->cfg.loop, &rp->sock, 0);
+    r = uv_pipe_init(g->cfg.loop, &rp->sock, 0);
+    if (r < 0) {
+        free(rp);
+        close(fd);
+        return r;
+    }
     rp->sock.data = rp;
     rp->g = g;
     g->handles++;

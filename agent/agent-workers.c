@@ -319,6 +319,36 @@ out_close_logs:
 
 /* ---- public API ---- */
 
+/* The group's four timers. On failure those initialised are closing and g is freed once they
+ * are closed (at once if none was): the caller must not touch g again. */
+static int group_init_timers(struct agent_group *g)
+{
+    uv_timer_t *const timers[] = {&g->kill_timer, &g->drain_timer, &g->notify_timer,
+                                  &g->reaper_timer};
+    size_t i;
+    int r = 0;
+
+    for (i = 0; i < RDZV_ARRAY_SIZE(timers); i++) {
+        r = uv_timer_init(g->cfg.loop, timers[i]);
+        if (r < 0)
+            goto out_close_timers;
+        timers[i]->data = g;
+        g->handles++;
+    }
+    uv_unref((uv_handle_t *)&g->reaper_timer);
+    return 0;
+
+out_close_timers:
+    agent_group_set_state(g, GROUP_FREEING);
+    if (i == 0) {
+        group_destroy(g);
+        return r;
+    }
+    while (i-- > 0)
+        uv_close((uv_handle_t *)timers[i], agent_group_handle_close_cb);
+    return r;
+}
+
 int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 {
     uint8_t rnd[AGENT_TOKEN_LEN / 2];
@@ -382,13 +412,9 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         free(g);
         return r;
     }
-    (void)uv_timer_init(cfg->loop, &g->kill_timer);
-    (void)uv_timer_init(cfg->loop, &g->drain_timer);
-    (void)uv_timer_init(cfg->loop, &g->notify_timer);
-    (void)uv_timer_init(cfg->loop, &g->reaper_timer);
-    g->kill_timer.data = g->drain_timer.data = g->notify_timer.data = g->reaper_timer.data = g;
-    uv_unref((uv_handle_t *)&g->reaper_timer);
-    g->handles += 4;
+    r = group_init_timers(g);
+    if (r < 0)
+        return log_error_errno(r, "cannot initialise the worker group's timers");
     agent_relay_setup(g);
     /* Now, not when the workers start: a connect() to the host's reaper, or starting one. */
     r = agent_reaper_link_start(g);

@@ -63,9 +63,10 @@ struct agent_group_cfg {
 };
 
 /* cfg is copied (strings borrowed: they must outlive the group). run_id ("none" if NULL) must be
- * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; the uv_spawn() error if no
- * reaper is reachable and none can be started: then the group's handles close on the next loop
- * iterations, as after agent_group_free()).
+ * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; -ENOMEM; the libuv error if
+ * a timer or the reaper's pipe cannot be initialised; the uv_spawn() error if no reaper is
+ * reachable and none can be started: then the handles already made close on the next loop
+ * iterations, as after agent_group_free(), and *ret is untouched).
  *
  * Workers never outlive the agent, even a SIGKILLed one. Here, before any worker and off the
  * workers' critical path, the group connects to the reaper of its job on this host

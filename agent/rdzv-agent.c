@@ -917,6 +917,10 @@ int main(int argc, char **argv)
         a.o.host = hn;
 
     ngpus = agent_gpu_list(getenv("CUDA_VISIBLE_DEVICES"), AGENT_GPU_DRIVER_DIR, &gpus);
+    if (ngpus < 0) {
+        fprintf(stderr, "rdzv-agent: listing GPUs: %s\n", strerror(-ngpus));
+        return 1;
+    }
     if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "gpu") == 0) {
         if (ngpus == 0) {
             fprintf(stderr, "rdzv-agent: --nproc gpu: no GPU is visible on this node "
