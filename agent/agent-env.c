@@ -119,7 +119,7 @@ int agent_env_init(struct agent_env *e, char *const *inherit, bool set_devices)
     return 0;
 }
 
-/* torchrun's per-worker variables (pytorch-compat.md §3.1) plus rdzv's own. */
+/* torchrun's per-worker variables (agent-env.h) plus rdzv's own. */
 int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
 {
     const struct agent_assignment *a = in->a;

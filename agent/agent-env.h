@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-env.h: the environment of one worker, as torchrun gives it (pytorch-compat.md §3.1, in
- * short: the agent's environment, minus the variables below, plus RANK, LOCAL_RANK, WORLD_SIZE,
- * LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*, the NCCL error-handling switches, OMP_NUM_THREADS,
- * and rdzv's own RDZV_*). A pure function of its inputs: no global state (the inherited
- * environment is a parameter, never environ or getenv()), no I/O, no logging.
+/* agent-env.h: the environment of one worker, as torchrun's LocalElasticAgent gives it: the
+ * agent's whole environment, minus the variables set here, plus
+ *   RANK = rank of the node's first worker + LOCAL_RANK     ROLE_RANK = RANK (one role)
+ *   LOCAL_RANK 0..nproc-1, LOCAL_WORLD_SIZE = nproc          ROLE_WORLD_SIZE = WORLD_SIZE
+ *   WORLD_SIZE, GROUP_RANK (node rank), GROUP_WORLD_SIZE     ROLE_NAME (default "default")
+ *   MASTER_ADDR, MASTER_PORT: the generation's store        TORCHELASTIC_USE_AGENT_STORE=True
+ *   TORCHELASTIC_RESTART_COUNT, _MAX_RESTARTS, _RUN_ID, _ERROR_FILE
+ *   TORCH_NCCL_ASYNC_ERROR_HANDLING and NCCL_ASYNC_ERROR_HANDLING: inherited value, else 1
+ *   OMP_NUM_THREADS: inherited value, else 1 when nproc > 1 (torchrun warns and sets it)
+ *   CUDA_VISIBLE_DEVICES passed through (or one device per worker with --isolate-gpus)
+ * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN. A pure
+ * function of its inputs: no global state (the inherited environment is a parameter, never environ
+ * or getenv()), no I/O, no logging.
  *
  * Ownership: a struct agent_env owns the strings it adds and its array; inherited entries are
  * borrowed from the array given to agent_env_init(), which must not change until agent_env_free().

@@ -2,7 +2,12 @@
 /* agent-nccl.h: NCCL unique ids for a generation. ncclGetUniqueId() starts a bootstrap root that
  * must live until every rank has joined, so the ids are made in a small child process (the agent
  * binary run as `rdzv-agent --nccl-root N`) that holds them: libnccl is never loaded into the agent
- * itself, and a generation's root is killed when the next one starts, never leaked. */
+ * itself, and a generation's root is killed when the next one starts, never leaked.
+ *
+ * Ownership: a root holder belongs to its caller from agent_nccl_root_start() until
+ * agent_nccl_root_stop(), which releases it (asynchronously, in close callbacks). Errors: negative
+ * errno. Threads: the loop's thread only: from the caller's code or its libuv callbacks; cb runs
+ * from the loop and may call agent_nccl_root_stop(). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

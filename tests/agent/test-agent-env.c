@@ -69,7 +69,7 @@ static struct agent_env_in input(unsigned local_rank, unsigned nproc)
     return in;
 }
 
-/* Every variable torchrun gives a worker (pytorch-compat.md §3.1), for local rank 1 of 4 on node
+/* Every variable torchrun gives a worker (agent-env.h), for local rank 1 of 4 on node
  * 1 of 3 (ranks 4..7 of 12). */
 static void test_torchrun_variables(void)
 {
