@@ -205,10 +205,22 @@ int agent_nccl_root_start(uv_loop_t *loop, const char *self_exe, unsigned count,
     r->count = count;
     r->cb = cb;
     r->ud = ud;
-    uv_pipe_init(loop, &r->in, 0);
-    uv_pipe_init(loop, &r->out, 0);
-    r->in.data = r->out.data = r->proc.data = r;
-    r->open_handles = 2;
+    e = uv_pipe_init(loop, &r->in, 0);
+    if (e < 0) {
+        free(r);
+        return e;
+    }
+    r->in.data = r->proc.data = r;
+    r->open_handles = 1;
+    e = uv_pipe_init(loop, &r->out, 0);
+    if (e < 0) {
+        /* Nothing has been reported: its close callback frees r. */
+        r->stopped = true;
+        uv_close((uv_handle_t *)&r->in, root_handle_closed);
+        return e;
+    }
+    r->out.data = r;
+    r->open_handles++;
     snprintf(countstr, sizeof(countstr), "%u", count);
     args[0] = (char *)self_exe;
     args[1] = "--nccl-root";

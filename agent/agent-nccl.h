@@ -2,7 +2,12 @@
 /* agent-nccl.h: NCCL unique ids for a generation. ncclGetUniqueId() starts a bootstrap root that
  * must live until every rank has joined, so the ids are made in a small child process (the agent
  * binary run as `rdzv-agent --nccl-root N`) that holds them: libnccl is never loaded into the agent
- * itself, and a generation's root is killed when the next one starts, never leaked. */
+ * itself, and a generation's root is killed when the next one starts, never leaked.
+ *
+ * Ownership: a root holder belongs to its caller from agent_nccl_root_start() until
+ * agent_nccl_root_stop(), which releases it (asynchronously, in close callbacks). Errors: negative
+ * errno. Threads: the loop's thread only: from the caller's code or its libuv callbacks; cb runs
+ * from the loop and may call agent_nccl_root_stop(). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,7 +21,9 @@ struct agent_nccl_root;
 typedef void (*agent_nccl_cb)(struct agent_nccl_root *r, int err, unsigned n,
                               char (*ids)[RDZV_NCCL_HEX_LEN + 1], const char *msg, void *ud);
 
-/* Start a root holder for count ids. Returns 0 (cb fires later) or a negative errno. */
+/* Start a root holder for count ids. Returns 0 (cb fires later, from the loop) or a negative
+ * errno (-ENOMEM, a uv_pipe_init() or uv_spawn() error): then cb never fires, *ret is untouched,
+ * and what was made is released by close callbacks on the next loop iteration. */
 int agent_nccl_root_start(uv_loop_t *loop, const char *self_exe, unsigned count, agent_nccl_cb cb,
                           void *ud, struct agent_nccl_root **ret);
 

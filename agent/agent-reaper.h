@@ -36,6 +36,10 @@
  * The reaper ignores SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGUSR1 and SIGUSR2 (signals meant
  * for the agents or the job must not take it down before the workers), runs in a session of its
  * own with /dev/null as stdio, uses no libuv, and exits when its last connection is gone.
+ *
+ * Contract of this header: agent_reaper_default_name() is pure (any thread; writes only buf);
+ * agent_reaper_main() takes over the process (call it from main() only, before any loop exists).
+ * The agents' side of the protocol is agent-reaper-link.c. Errors: negative errno.
  */
 
 #define AGENT_TOKEN_ENV "RDZV_AGENT_TOKEN"

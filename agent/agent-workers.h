@@ -2,7 +2,16 @@
 /* agent-workers.h: the local worker group of one agent: spawn one process per local rank with
  * torchrun's environment contract, prefix and log their output, forward signals, stop them
  * (signal, grace period, SIGKILL), report each exit, and make sure no worker outlives the agent
- * (through a reaper process, agent-reaper.h). Knows nothing of the network. */
+ * (through a reaper process, agent-reaper.h). Knows nothing of the network.
+ *
+ * Ownership: the group belongs to its creator, from agent_group_new() until agent_group_free()
+ * (whose done callback says when its memory is gone); strings in the cfg are borrowed. Errors:
+ * negative errno. Threads: the loop's thread only: call from the creator's code or from any of its
+ * libuv callbacks, including the group's own on_exit / on_all_exited (what each may call is said
+ * below). Inside, the group is split by concern, each file behind agent-workers-int.h:
+ * agent-workers.c (state machine, spawn, this API), agent-relay.c (output relay), agent-stop.c
+ * (signals, stop escalation), agent-reaper-link.c (the reaper connection), with the pure
+ * agent-env.h (worker environment) and agent-dirs.h (log and error-file directories). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,9 +72,10 @@ struct agent_group_cfg {
 };
 
 /* cfg is copied (strings borrowed: they must outlive the group). run_id ("none" if NULL) must be
- * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; the uv_spawn() error if no
- * reaper is reachable and none can be started: then the group's handles close on the next loop
- * iterations, as after agent_group_free()).
+ * usable as a file name. Returns 0 or -errno (-EINVAL for a bad cfg; -ENOMEM; the libuv error if
+ * a timer or the reaper's pipe cannot be initialised; the uv_spawn() error if no reaper is
+ * reachable and none can be started: then the handles already made close on the next loop
+ * iterations, as after agent_group_free(), and *ret is untouched).
  *
  * Workers never outlive the agent, even a SIGKILLed one. Here, before any worker and off the
  * workers' critical path, the group connects to the reaper of its job on this host

@@ -19,6 +19,7 @@
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "agent-client.h"
+#include "agent-gpu.h"
 #include "agent-nccl.h"
 #include "agent-options.h"
 #include "agent-reaper.h"
@@ -62,42 +63,6 @@ struct agent {
 };
 
 static const int forwarded_signals[6] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-/* Visible GPUs: CUDA_VISIBLE_DEVICES entries when set, else the driver's device list. */
-static int list_gpus(char ***ret)
-{
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    char **list = NULL;
-    int n = 0;
-
-    if (cvd) {
-        char *copy = strdup(cvd), *save = NULL, *tok;
-
-        for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (!*tok)
-                continue;
-            list = realloc(list, sizeof(*list) * (size_t)(n + 1));
-            list[n++] = strdup(tok);
-        }
-        free(copy);
-    } else {
-        uv_dirent_t ent;
-        uv_fs_t req;
-
-        if (uv_fs_scandir(NULL, &req, "/proc/driver/nvidia/gpus", 0, NULL) > 0) {
-            while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
-                char idx[16];
-
-                snprintf(idx, sizeof(idx), "%d", n);
-                list = realloc(list, sizeof(*list) * (size_t)(n + 1));
-                list[n++] = strdup(idx);
-            }
-        }
-        uv_fs_req_cleanup(&req);
-    }
-    *ret = list;
-    return n;
-}
 
 /* No command: the trainer, from beside this binary (installed), the build tree, or PATH. */
 static int default_worker(struct agent *a)
@@ -584,7 +549,11 @@ int main(int argc, char **argv)
     if (!a.o.host)
         a.o.host = hn;
 
-    ngpus = list_gpus(&gpus);
+    ngpus = agent_gpu_list(getenv("CUDA_VISIBLE_DEVICES"), AGENT_GPU_DRIVER_DIR, &gpus);
+    if (ngpus < 0) {
+        fprintf(stderr, "rdzv-agent: listing GPUs: %s\n", strerror(-ngpus));
+        return 1;
+    }
     if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "gpu") == 0) {
         if (ngpus == 0) {
             fprintf(stderr, "rdzv-agent: --nproc gpu: no GPU is visible on this node "
@@ -610,9 +579,7 @@ int main(int argc, char **argv)
     if (uv_exepath(a.self_exe, &(size_t){sizeof(a.self_exe)}) < 0)
         snprintf(a.self_exe, sizeof(a.self_exe), "/proc/self/exe");
     if (!a.o.argv && default_worker(&a) < 0) {
-        for (int i = 0; i < ngpus; i++)
-            free(gpus[i]);
-        free(gpus);
+        agent_gpu_list_free(gpus, ngpus);
         return 2;
     }
     if (uv_loop_init(&loop) < 0)
@@ -706,8 +673,6 @@ int main(int argc, char **argv)
         rdzv_token_wipe(a.token);
         free(a.token);
     }
-    for (int i = 0; i < ngpus; i++)
-        free(gpus[i]);
-    free(gpus);
+    agent_gpu_list_free(gpus, ngpus);
     return a.exit_code;
 }

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-dirs.h: the workers' directories and files: with --log-dir,
+ * <log_dir>/<run_id>/attempt_<k>/<local_rank>/{error.json,stdout.log,stderr.log} (torchrun's
+ * layout); without, the error files of all workers flat in one private temporary directory,
+ * <TMPDIR>/rdzv-<run_id>-XXXXXX/attempt_<k>_<local_rank>.error.json.
+ *
+ * Ownership: strings returned through ret_* are the caller's to free(); file descriptors returned
+ * are the caller's to close(). Errors: negative errno, logged at error level here when they are
+ * the file system's (the caller need not log them again), not logged for -ENOMEM. Threads: any;
+ * blocking file system calls, so the agent calls them between loop callbacks (from
+ * agent_group_new()/agent_group_start()), never in bulk. */
+#pragma once
+
+/* mkdtemp <TMPDIR or /tmp>/rdzv-<run_id>-XXXXXX. Returns 0 and the path in *ret_dir, or -errno. */
+int agent_dirs_make_tmp(const char *run_id, char **ret_dir);
+
+/* Remove dir and everything below it (best effort; failures are logged at debug level). */
+void agent_dirs_remove_tree(const char *dir);
+
+/* Prepare one worker's files for attempt: replaces *error_file (freed, then set; NULL after
+ * -ENOMEM) by its TORCHELASTIC_ERROR_FILE, removes a stale one, and with log_dir makes its
+ * directory and opens its logs into ret_log_fds[0] (stdout.log) and [1] (stderr.log), appending.
+ * Without log_dir, tmp_dir (from agent_dirs_make_tmp()) holds the error file and ret_log_fds is
+ * untouched. On failure no descriptor is left open and ret_log_fds is untouched. */
+int agent_dirs_worker(const char *log_dir, const char *tmp_dir, const char *run_id,
+                      unsigned attempt, unsigned local_rank, char **error_file, int ret_log_fds[2]);

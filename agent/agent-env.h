@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-env.h: the environment of one worker, as torchrun's LocalElasticAgent gives it: the
+ * agent's whole environment, minus the variables set here, plus
+ *   RANK = rank of the node's first worker + LOCAL_RANK     ROLE_RANK = RANK (one role)
+ *   LOCAL_RANK 0..nproc-1, LOCAL_WORLD_SIZE = nproc          ROLE_WORLD_SIZE = WORLD_SIZE
+ *   WORLD_SIZE, GROUP_RANK (node rank), GROUP_WORLD_SIZE     ROLE_NAME (default "default")
+ *   MASTER_ADDR, MASTER_PORT: the generation's store        TORCHELASTIC_USE_AGENT_STORE=True
+ *   TORCHELASTIC_RESTART_COUNT, _MAX_RESTARTS, _RUN_ID, _ERROR_FILE
+ *   TORCH_NCCL_ASYNC_ERROR_HANDLING and NCCL_ASYNC_ERROR_HANDLING: inherited value, else 1
+ *   OMP_NUM_THREADS: inherited value, else 1 when nproc > 1 (torchrun warns and sets it)
+ *   CUDA_VISIBLE_DEVICES passed through (or one device per worker with --isolate-gpus)
+ * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN. A pure
+ * function of its inputs: no global state (the inherited environment is a parameter, never environ
+ * or getenv()), no I/O, no logging.
+ *
+ * Ownership: a struct agent_env owns the strings it adds and its array; inherited entries are
+ * borrowed from the array given to agent_env_init(), which must not change until agent_env_free().
+ * Errors: negative errno (-ENOMEM). Threads: any, one agent_env per thread. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+struct agent_assignment;
+
+/* Everything that makes one worker's variables. Strings are borrowed for the call. */
+struct agent_env_in {
+    const struct agent_assignment *a; /* the round: ranks, sizes, store, generation, NCCL id */
+    unsigned local_rank;              /* LOCAL_RANK; RANK = a->rank_offset + local_rank */
+    unsigned nproc;                   /* LOCAL_WORLD_SIZE */
+    unsigned max_restarts;            /* TORCHELASTIC_MAX_RESTARTS */
+    const char *role;                 /* ROLE_NAME */
+    const char *run_id;               /* TORCHELASTIC_RUN_ID */
+    const char *error_file;           /* TORCHELASTIC_ERROR_FILE */
+    const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
+    const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */
+    const char *device;               /* CUDA_VISIBLE_DEVICES, or NULL: as inherited; only with
+                                       * set_devices given to agent_env_init() */
+};
+
+struct agent_env {
+    char **v; /* NULL-terminated, as uv_spawn() and execve() take it */
+    size_t n, cap, n_borrowed;
+    char *const *inherit;
+};
+
+/* Start from inherit (NULL-terminated; may be NULL: empty), dropping every variable that
+ * agent_env_set() sets, and CUDA_VISIBLE_DEVICES too when set_devices. Returns 0 or -ENOMEM;
+ * *e must be zeroed or freed before. */
+int agent_env_init(struct agent_env *e, char *const *inherit, bool set_devices);
+
+/* Make e->v the environment of one worker: the inherited part plus in's variables (those of a
+ * previous call are replaced). Inherited values are read from the array given to init:
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING and NCCL_ASYNC_ERROR_HANDLING keep theirs (else "1"),
+ * OMP_NUM_THREADS keeps its value, or is "1" when unset and nproc > 1 (torchrun's rule), else
+ * stays unset. Returns 0 or -ENOMEM (then e holds the inherited part only). */
+int agent_env_set(struct agent_env *e, const struct agent_env_in *in);
+
+/* Free what e owns; e may be zeroed or already freed. */
+void agent_env_free(struct agent_env *e);
+
+/* The value of name in env (NULL-terminated, may be NULL), or NULL: getenv() on an array. */
+const char *agent_env_get(char *const *env, const char *name);

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-workers-int.h: the worker group's private struct, shared by the files that make up the
+ * group (agent-workers.c: state machine, spawn, API; agent-relay.c: output relay; agent-stop.c:
+ * stop escalation and end-of-start timers; agent-reaper-link.c: the link to the host's reaper).
+ * Nothing outside those files includes it: everyone else sees agent-workers.h, where the group is
+ * opaque.
+ *
+ * Threads: one. Every function declared here runs on the group's loop thread, from an
+ * agent_group_* call or from one of the group's libuv callbacks; none may be called after
+ * agent_group_free() except where it says so. Errors are negative errnos. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../common/rdzv-buf.h"
+#include "agent-reaper.h"
+#include "agent-workers.h"
+
+enum group_state {
+    GROUP_IDLE,     /* no start active: every worker handle is closed */
+    GROUP_ACTIVE,   /* a start's processes or output pipes are open */
+    GROUP_STOPPING, /* ACTIVE, and a stop was asked for: kill_timer is armed */
+    GROUP_FREEING,  /* agent_group_free(): closing everything */
+    _GROUP_STATE_MAX,
+};
+
+enum { OUT_STDOUT, OUT_STDERR, _OUT_MAX };
+
+/* Where relayed lines go: the agent's stdout or stderr (or cfg->out_fd/err_fd). */
+struct out_sink {
+    uv_poll_t poll; /* queued mode only: writable events on fd */
+    struct agent_group *g;
+    int fd;         /* what we write to */
+    bool queued;    /* fd is non-blocking: bytes that don't fit wait in q */
+    bool own_fd;    /* fd is our private open file description: close it */
+    bool is_socket; /* write with send(MSG_DONTWAIT), the description stays blocking */
+    bool poll_open; /* poll initialised, uv_close not yet called */
+    bool polling;
+    bool failed; /* a write failed: this sink's output is dropped from now on */
+    struct rdzv_buf q;
+};
+
+/* One output pipe of one worker: the read end, the partial line, the raw log file. */
+struct worker_out {
+    uv_pipe_t pipe; /* first: callbacks recover us via container_of */
+    struct agent_worker *w;
+    unsigned which; /* OUT_STDOUT or OUT_STDERR */
+    bool open;      /* initialised, uv_close not yet called */
+    int log_fd;     /* <dir>/stdout.log or stderr.log, or -1 */
+    size_t len;     /* bytes of an unfinished line in line[] */
+    char *line;     /* AGENT_MAX_LINE bytes, allocated at the first read: most workers of a
+                     * large job never write, and 8 GPUs' worth would be a 1 MiB calloc */
+};
+
+struct agent_worker {
+    uv_process_t proc; /* first */
+    struct agent_group *g;
+    unsigned local_rank;
+    unsigned rank;     /* global rank of the current start */
+    int pid;           /* also the worker's process group and session id */
+    bool proc_open;    /* initialised by uv_spawn, uv_close not yet called */
+    bool running;      /* spawned (or failed to exec, until that is reported), exit not yet seen */
+    bool listed;       /* its process group may be alive: the reaper has it ("+pid") */
+    bool group_killed; /* SIGKILL was sent to its process group */
+    char *error_file;  /* TORCHELASTIC_ERROR_FILE of the current start */
+    char prefix[32];   /* "[rank<N>]: " */
+    size_t prefix_len;
+    struct worker_out out[_OUT_MAX];
+};
+
+struct reaper; /* agent-reaper-link.c */
+
+struct agent_group {
+    struct agent_group_cfg cfg;
+    enum group_state state;       /* changed only through agent_group_set_state() */
+    struct agent_worker *workers; /* cfg.nproc of them */
+    unsigned running;             /* workers spawned and not exited */
+    unsigned worker_handles;      /* process and pipe handles of this start not yet closed back */
+    unsigned pipes_open;          /* worker_out with open == true */
+    unsigned handles;             /* every handle of the group not yet closed back */
+    uv_timer_t kill_timer;        /* STOPPING: grace period, then SIGKILL */
+    uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
+    uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
+    int stop_signal;
+    bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
+    struct out_sink sink[_OUT_MAX];
+    struct rdzv_buf scratch;    /* one line, for blocking sinks */
+    char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
+    uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
+    uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */
+    char reaper_name[AGENT_REAPER_NAME_MAX + 1];
+    bool reaper_lost;        /* a reaper that had acked us is gone: say so when one is back */
+    unsigned reaper_unacked; /* connections in a row that ended before their "ok" */
+    char token[AGENT_TOKEN_LEN + 1]; /* RDZV_AGENT_TOKEN of this group's workers */
+    bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
+    bool omp_told;
+    void (*done)(void *ud);
+    void *done_ud;
+};
+
+static inline const char *agent_out_name(unsigned which)
+{
+    return which == OUT_STDOUT ? "stdout" : "stderr";
+}
+
+static inline bool agent_group_active(const struct agent_group *g)
+{
+    return g->state == GROUP_ACTIVE || g->state == GROUP_STOPPING;
+}
+
+/* ---- agent-workers.c: the state machine ---- */
+
+/* The only place g->state changes; logs the transition at trace level. */
+void agent_group_set_state(struct agent_group *g, enum group_state st);
+/* From callbacks only (close, poll, timer): reports the end of a start (on_all_exited), or
+ * finishes a free (g's memory is gone when it returns in that case). */
+void agent_group_maybe_finish(struct agent_group *g);
+/* Close callback of a worker's process or pipe handle (h->data is the group). */
+void agent_group_worker_close_cb(uv_handle_t *h);
+/* Close callback of any other handle of the group (h->data is the group). */
+void agent_group_handle_close_cb(uv_handle_t *h);
+/* Arm the zero timer that runs on_all_exited (or ends a stop) on the next loop iteration. */
+void agent_group_notify_soon(struct agent_group *g);
+
+/* ---- agent-relay.c: workers' output to the agent's stdout/stderr ---- */
+
+/* Choose how to write cfg.out_fd / cfg.err_fd (queued and polled, or blocking). Cannot fail: falls
+ * back to blocking writes. Counts the poll handles it opens in g->handles. */
+void agent_relay_setup(struct agent_group *g);
+/* Write all of p to fd, waiting in poll() if fd happens to be non-blocking. 0 or -errno. */
+int agent_relay_write_all(int fd, const void *p, size_t n);
+/* Relay one line of o's worker (prefix, bytes, newline) to o's sink. */
+void agent_relay_line(struct worker_out *o, const char *p, size_t n);
+/* Whether relayed bytes still wait in a sink's queue. */
+bool agent_relay_queued(const struct agent_group *g);
+/* Pause or resume reading the workers' pipes after a sink's queue grew or shrank. */
+void agent_relay_update_pause(struct agent_group *g);
+/* Make one output pipe of o's worker; *ret_child_fd is the worker's end (blocking). On failure
+ * nothing is left open. Returns 0 or a negative errno. */
+int agent_relay_out_open(struct worker_out *o, int *ret_child_fd);
+/* Start reading an opened pipe (unless the relay is paused). */
+void agent_relay_out_start(struct worker_out *o);
+/* Relay o's unfinished last line, close its log file and its pipe. No-op when not open. */
+void agent_relay_out_close(struct worker_out *o);
+/* At agent_group_free(): write queued output (blocking, AGENT_FLUSH_MS at most), close polls. */
+void agent_relay_close(struct agent_group *g);
+/* At destruction, after every handle closed: close private fds, free the queues. */
+void agent_relay_release(struct agent_group *g);
+
+/* ---- agent-stop.c: signals, stop escalation, end-of-start timers ---- */
+
+/* Signal the process group of each worker that may still have one (w->listed). */
+void agent_stop_kill(struct agent_group *g, int signum);
+/* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them. */
+void agent_stop_kill_leftovers(struct agent_group *g);
+/* Unlist w's process group from the reaper once it is known to be gone. */
+void agent_stop_unlist_if_gone(struct agent_worker *w);
+/* After the last exit: close pipes held open by descendants after AGENT_DRAIN_MS of silence. */
+void agent_stop_drain_start(struct agent_group *g);
+/* A read on a worker pipe: restart the silence count of the drain timer, if it runs. */
+void agent_stop_drain_touch(struct agent_group *g);
+
+/* ---- agent-reaper-link.c: our connection to the host's reaper (agent-reaper.h) ---- */
+
+/* Connect to the host's reaper (or start one), register, list every listed worker. 0 or -errno. */
+int agent_reaper_link_start(struct agent_group *g);
+/* Tell the reaper "+pgid" (op '+') or "-pgid" (op '-'); dropped while no reaper is connected. */
+void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid);
+/* At free: unlist SIGKILLed groups, say "q", close the connection and any reaper still starting. */
+void agent_reaper_link_stop(struct agent_group *g);
+/* The reaper's pid once it has acknowledged us, else 0. */
+int agent_reaper_link_pid(const struct agent_group *g);
