@@ -460,13 +460,16 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
 int agent_session_start(struct agent_session *a, struct agent_group *g,
                         const struct rdzv_join *join)
 {
+    int r;
+
     a->group = g;
     a->join = *join;
-    uv_timer_init(a->loop, &a->heartbeat);
     a->heartbeat.data = a;
-    uv_timer_start(&a->heartbeat, heartbeat_cb, (uint64_t)(a->cfg.heartbeat_s * 1000),
-                   (uint64_t)(a->cfg.heartbeat_s * 1000));
-    return agent_connect(a);
+    r = uv_timer_init(a->loop, &a->heartbeat);
+    if (r == 0)
+        r = uv_timer_start(&a->heartbeat, heartbeat_cb, (uint64_t)(a->cfg.heartbeat_s * 1000),
+                           (uint64_t)(a->cfg.heartbeat_s * 1000));
+    return r < 0 ? r : agent_connect(a);
 }
 
 int agent_session_exit_code(const struct agent_session *a)

@@ -591,8 +591,11 @@ int main(int argc, char **argv)
         free(gpus);
         return 2;
     }
-    if (uv_loop_init(&loop) < 0)
+    r = uv_loop_init(&loop);
+    if (r < 0) {
+        log_error_errno(r, "cannot start the event loop");
         return 1;
+    }
     a.loop = &loop;
     if (a.o.standalone && (r = start_embedded(&a)) < 0) {
         log_error_errno(r, "cannot start the embedded rdzvd");
@@ -643,9 +646,14 @@ int main(int argc, char **argv)
     }
 
     for (unsigned i = 0; i < RDZV_ARRAY_SIZE(forwarded_signals); i++) {
-        uv_signal_init(&loop, &a.sigs[i]);
+        r = uv_signal_init(&loop, &a.sigs[i]);
         a.sigs[i].data = a.session;
-        uv_signal_start(&a.sigs[i], signal_cb, forwarded_signals[i]);
+        if (r == 0)
+            r = uv_signal_start(&a.sigs[i], signal_cb, forwarded_signals[i]);
+        if (r < 0) {
+            log_error_errno(r, "cannot handle %s", strsignal(forwarded_signals[i]));
+            return 1;
+        }
     }
 
     snprintf(jn->run_id, sizeof(jn->run_id), "%s", a.o.run_id);
