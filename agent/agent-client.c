@@ -92,7 +92,7 @@ static void silence_cb(uv_timer_t *t)
 static void silence_rearm(struct agent_client *c)
 {
     if (c->silence_ms && c->state != CL_DEAD && !c->closing)
-        uv_timer_start(&c->silence, silence_cb, c->silence_ms, 0);
+        (void)uv_timer_start(&c->silence, silence_cb, c->silence_ms, 0); /* fails only once closing */
 }
 
 void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms)
@@ -416,7 +416,7 @@ static void schedule_retry(struct agent_client *c, int err)
     c->backoff_ms = c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2;
     log_debug("rdzvd at %s:%s not reachable (%s), retrying in %llu ms", c->host, c->port,
               uv_strerror(err), (unsigned long long)delay);
-    uv_timer_start(&c->retry, retry_cb, delay, 0);
+    (void)uv_timer_start(&c->retry, retry_cb, delay, 0); /* fails only once closing */
 }
 
 static void connect_cb(uv_connect_t *req, int status)
@@ -541,11 +541,18 @@ static void client_try(struct agent_client *c)
         client_fail(c, "cannot resolve '%s': %s", c->host, uv_strerror(r));
 }
 
+/* A client whose second timer could not be set up: freed once the first is closed. */
+static void free_on_close_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
 int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
                        uint64_t connect_timeout_ms, const struct rdzv_join *j,
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret)
 {
     struct agent_client *c = calloc(1, sizeof(*c));
+    int r;
 
     if (!c)
         return -ENOMEM;
@@ -556,10 +563,18 @@ int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
     c->join = *j;
     c->cbs = *cbs;
     c->ud = ud;
-    uv_timer_init(loop, &c->retry);
     c->retry.data = c;
-    uv_timer_init(loop, &c->silence);
     c->silence.data = c;
+    r = uv_timer_init(loop, &c->retry);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    r = uv_timer_init(loop, &c->silence);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&c->retry, free_on_close_cb);
+        return r;
+    }
     *ret = c;
     client_try(c);
     return 0;

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-client.h: the agent's connection to rdzvd: connect (retrying while the daemon is not up
- * yet), HELLO, JOIN, then frames in both directions. */
+ * yet), HELLO, JOIN, then frames in both directions, encoded and decoded by proto/rdzv-msg.h.
+ * Everything here runs on the loop thread (main() and libuv callbacks); callbacks fire from the
+ * loop. The client owns its socket, timers and buffers; it is freed asynchronously by
+ * agent_client_close(). Functions that can fail return 0 or a negative errno. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/rdzv-auth.h"
 #include "../../common/rdzv-buf.h"
+#include "../../proto/rdzv-auth-msg.h"
 #include "../../proto/rdzv-frame.h"
 #include "../../proto/rdzv-msg.h"
 
@@ -260,8 +262,34 @@ static void check_status(const uint8_t *body, uint32_t len)
     rdzv_buf_free(&out);
 }
 
-/* Bodies with no C struct yet (AUTH, AUTH_OK, STORE, STATUS_REPLY: rdzv-auth-msg.h and the
- * daemon's status JSON): loaded as JSON, as their readers do. */
+/* The handshake decoders of rdzv-auth-msg.h, with a fixed token and nonces: a body either fails
+ * to parse (-EBADMSG), carries a proof that does not match (-EACCES), or (crafted) matches; any
+ * other failure is HMAC being unavailable. Each failure says why. */
+static void check_auth(uint8_t op, const uint8_t *body, uint32_t len)
+{
+    static const struct rdzv_token tok = {.len = 16, .key = "fuzz-token-16byt"};
+    uint8_t sn[RDZV_NONCE_BYTES] = {1}, cn[RDZV_NONCE_BYTES] = {2};
+    bool required = false;
+    char err[256] = "";
+    int r;
+
+    switch (op) {
+    case RDZV_MSG_HELLO:
+        r = rdzv_auth_parse_hello(body, len, &required, sn, err, sizeof(err));
+        break;
+    case RDZV_MSG_AUTH:
+        r = rdzv_auth_check_auth(body, len, &tok, sn, cn, err, sizeof(err));
+        break;
+    default:
+        r = rdzv_auth_check_ok(body, len, &tok, sn, cn, err, sizeof(err));
+        break;
+    }
+    if (r < 0)
+        check_err(err, sizeof(err));
+}
+
+/* Bodies with no decoder (STORE: {}; STATUS_REPLY: the daemon's status JSON): loaded as JSON, as
+ * their readers do. */
 static void check_loaded(const uint8_t *body, uint32_t len)
 {
     char err[256];
@@ -286,6 +314,12 @@ static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
         CHECK(r == 0 || r == -EBADMSG);
         if (r < 0)
             check_err(err, sizeof(err));
+        else
+            check_auth(op, body, len);
+        break;
+    case RDZV_MSG_AUTH:
+    case RDZV_MSG_AUTH_OK:
+        check_auth(op, body, len);
         break;
     case RDZV_MSG_JOIN:
         check_join(body, len);

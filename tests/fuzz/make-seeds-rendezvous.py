@@ -97,6 +97,11 @@ def seeds():
     out['status-members'] = frame('STATUS', {'verbose': True})
     out['store'] = frame('STORE', {})
     out['auth'] = frame('AUTH', {'nonce': '00' * 32, 'mac': 'ab' * 32})
+    out['auth-ok'] = frame('AUTH_OK', {'mac': 'cd' * 32})
+    out['hello-auth'] = frame('HELLO', with_(HELLO, peer='rdzvd 0.1.0', auth='hmac-sha256',
+                                             nonce='0f' * 32))
+    out['hello-auth-short-nonce'] = frame('HELLO', with_(HELLO, auth='hmac-sha256', nonce='0f'))
+    out['auth-bad-hex'] = frame('AUTH', {'nonce': 'zz' * 32, 'mac': 'ab' * 32})
     out['status-reply'] = frame('STATUS_REPLY', {'daemon': 'rdzvd', 'jobs': []})
 
     # Conversations: what an agent sends, what the daemon answers.
