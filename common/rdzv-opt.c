@@ -152,7 +152,8 @@ out_seen:
     return r;
 }
 
-/* Is the user's spelling s (n bytes) a prefix of name, or all of it? */
+/* Is the user's spelling s (n bytes, '_' or '-' between words) a prefix of name, or all of
+ * it? */
 static int name_match(const char *s, size_t n, const char *name)
 {
     size_t i;
@@ -160,7 +161,7 @@ static int name_match(const char *s, size_t n, const char *name)
     if (!name)
         return 0;
     for (i = 0; i < n; i++) {
-        char c = s[i];
+        char c = s[i] == '_' ? '-' : s[i];
 
         if (name[i] == '\0' || name[i] != c)
             return 0;

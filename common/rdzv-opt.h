@@ -7,8 +7,9 @@
  * prints --help (and the hidden --help-options, one long option per line, which the man page
  * test compares with deploy/man/) from the same table.
  *
- * Spellings accepted for a long option "max-conns": --max-conns, any unambiguous prefix (as
- * getopt_long and argparse accept), "--max-conns=V" and "--max-conns V". A short
+ * Spellings accepted for a long option "max-conns": --max-conns, --max_conns (torchrun's
+ * spelling: '_' and '-' are the same between words, in aliases too), any unambiguous prefix
+ * (as getopt_long and argparse accept), "--max-conns=V" and "--max-conns V". A short
  * option: "-p V", "-pV", flags clustered ("-hV"). "--" ends the options. With
  * RDZV_OPT_STOP_AT_ARG the first argument that is not an option ends them too (a command and
  * its own arguments follow, as for torchrun's script); without it, options may follow

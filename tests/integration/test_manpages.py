@@ -169,6 +169,39 @@ class Options(unittest.TestCase):
                     self.assertEqual(first, "%s %s\n" % (name, VERSION))
 
 
+def clean_env():
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("RDZV", "PET_", "SLURM_", "PBS_", "OMPI_"))}
+
+
+class Spelling(unittest.TestCase):
+    """torchrun's spelling: every long option with a '-' between words also as '_'."""
+
+    def test_underscore_spelling(self):
+        checked = 0
+        for page, env in PAGES.items():
+            exe = binary(env)
+            if not exe:
+                continue
+            r = run([exe, "--help"])
+            opts = sorted(o for o in set(LONG_OPT.findall(r.stdout)) if "-" in o)
+            self.assertTrue(opts, "%s --help lists no option with a '-'" % exe)
+            for opt in opts:
+                for spelling in (opt, opt.replace("-", "_")):
+                    with self.subTest(exe=exe, option=spelling):
+                        # '=@' then --help: a flag refuses a value, a bad value is refused
+                        # and a good one leads to --help; none is an unknown option, and
+                        # nothing starts.
+                        p = subprocess.run([exe, "--%s=@" % spelling, "--help"],
+                                           env=clean_env(), stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True, timeout=30)
+                        self.assertNotIn("unknown option", p.stderr)
+                        self.assertNotIn("unrecognized option", p.stderr)
+                        self.assertIn("--" + opt.split("-")[0], p.stdout + p.stderr)
+                        checked += 1
+        self.assertGreater(checked, 20)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         print("usage: test_manpages.py VERSION", file=sys.stderr)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-opt.c: the table-driven option parser (common/rdzv-opt.c): both spellings, prefixes,
+/* test-opt.c: the table-driven option parser (common/rdzv-opt.c): --a-b and --a_b, prefixes,
  * "=" and separate values, short clusters, "--", stopping at a command, the environment and
  * its precedence, kinds and ranges, one-line errors, and --help / --help-options from the
  * table. */
@@ -130,6 +130,13 @@ static void test_spellings(void)
     ASSERT_EQ(v.nnodes, 3);
     ASSERT_TRUE(v.standalone);
     ASSERT_EQ(ind, 5);
+    /* The underscore spelling, for every long option and alias. */
+    ASSERT_EQ(parse(0, &ind, "--rdzv_endpoint=h:2", "--rdzv_id", "j", "--max_frame", "1K",
+                    "--connect_timeout=2.5", NULL), 0);
+    ASSERT_TRUE(strcmp(v.endpoint, "h:2") == 0);
+    ASSERT_TRUE(strcmp(v.run_id, "j") == 0);
+    ASSERT_EQ(v.size, 1024);
+    ASSERT_TRUE(v.timeout == 2.5);
     /* Unambiguous prefixes, as getopt_long and argparse take them. */
     ASSERT_EQ(parse(0, NULL, "--stand", "--nn", "2", NULL), 0);
     ASSERT_TRUE(v.standalone);
