@@ -98,8 +98,9 @@ static int apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const 
         int pr = o->kind == RDZV_OPT_SIZE ? rdzv_parse_size(val, &v) : rdzv_parse_u64(val, &v);
 
         if (pr < 0 || v < o->umin || v > max) {
-            snprintf(what, sizeof(what), "expected a whole number from %" PRIu64 " to %" PRIu64 "%s",
-                     o->umin, max, o->kind == RDZV_OPT_SIZE ? ", optionally with K/M/G" : "");
+            snprintf(what, sizeof(what),
+                     "expected a whole number from %" PRIu64 " to %" PRIu64 "%s", o->umin, max,
+                     o->kind == RDZV_OPT_SIZE ? ", optionally with K/M/G" : "");
             return rdzv_opt_bad(p, o, val, o->what ? o->what : what);
         }
         *(uint64_t *)o->dest = v;

@@ -4,14 +4,9 @@
  * TCPStore after that, so it works from addresses outside rdzvd's --allow-store-from. */
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +17,7 @@
 #include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
+#include "../proto/rdzv-store-client.h"
 #include "../proto/rdzv-tcpstore.h"
 
 /* Exit codes, for scripts. */
@@ -34,7 +30,7 @@ enum {
 };
 
 struct ctl {
-    int fd;
+    struct rdzv_store_client *sc; /* NULL until connected */
     const char *endpoint;
     bool raw;           /* send keys as given instead of PyTorch's "/"-prefixed form */
     uint64_t timeout_ms;
@@ -51,138 +47,37 @@ static int die_usage(const char *msg)
     return EXIT_USAGE;
 }
 
-static uint64_t remaining_ms(const struct ctl *c)
-{
-    uint64_t now;
-
-    if (c->deadline_ms == 0)
-        return UINT64_MAX;
-    now = rdzv_now_ms();
-    return now >= c->deadline_ms ? 0 : c->deadline_ms - now;
-}
-
-/* Wait for fd to be ready for events, within the deadline. Returns 1 ready, 0 timeout, <0 err. */
-static int wait_fd(const struct ctl *c, short events)
-{
-    for (;;) {
-        uint64_t left = remaining_ms(c);
-        struct pollfd p = {.fd = c->fd, .events = events};
-        int r;
-
-        if (left == 0)
-            return 0;
-        r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r > 0)
-            return 1;
-    }
-}
-
 static int ctl_connect(struct ctl *c)
 {
-    char host[256], portstr[8];
+    char host[256];
     uint16_t port = RDZV_DEFAULT_PORT;
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-    int r, last = -ECONNREFUSED;
+    uint64_t left = 0, now = rdzv_now_ms();
+    int r;
 
     if (rdzv_parse_hostport(c->endpoint, host, sizeof(host), &port) < 0) {
         fprintf(stderr, "rdzvctl: bad endpoint '%s': expected HOST:PORT\n", c->endpoint);
         return -EINVAL;
     }
-    snprintf(portstr, sizeof(portstr), "%u", port);
-    r = getaddrinfo(host, portstr, &hints, &res);
-    if (r != 0) {
-        fprintf(stderr, "rdzvctl: cannot resolve '%s': %s\n", host, gai_strerror(r));
-        return -EHOSTUNREACH;
-    }
-    for (ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
-        socklen_t sl = sizeof(r);
-
-        if (fd < 0) {
-            last = -errno;
-            continue;
-        }
-        c->fd = fd;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-            last = -errno;
-            close(fd);
-            continue;
-        }
-        r = wait_fd(c, POLLOUT);
-        if (r <= 0) {
-            last = r == 0 ? -ETIMEDOUT : r;
-            close(fd);
-            continue;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &r, &sl) < 0 || r != 0) {
-            last = -(r ? r : errno);
-            close(fd);
-            continue;
-        }
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        freeaddrinfo(res);
-        return 0;
-    }
-    freeaddrinfo(res);
-    c->fd = -1;
-    fprintf(stderr, "rdzvctl: cannot connect to %s: %s (is rdzvd running there?)\n", c->endpoint,
-            strerror(-last));
-    return last;
+    if (c->deadline_ms)
+        left = now < c->deadline_ms ? c->deadline_ms - now : 1;
+    /* VALIDATE goes out with the first request (or STORE stands for it, with a token). */
+    r = rdzv_store_client_connect(host, port, left, RDZV_STORE_CLIENT_NO_VALIDATE, &c->sc);
+    if (r == -ENXIO)
+        fprintf(stderr, "rdzvctl: cannot resolve '%s'\n", host);
+    else if (r < 0)
+        fprintf(stderr, "rdzvctl: cannot connect to %s: %s (is rdzvd running there?)\n",
+                c->endpoint, strerror(-r));
+    return r;
 }
 
 static int send_all(struct ctl *c, const struct rdzv_buf *b)
 {
-    const uint8_t *p = rdzv_buf_head(b);
-    size_t n = rdzv_buf_avail(b);
-
-    while (n > 0) {
-        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
-
-        if (w < 0 && errno == EAGAIN) {
-            int r = wait_fd(c, POLLOUT);
-
-            if (r <= 0)
-                return r == 0 ? -ETIMEDOUT : r;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return rdzv_store_client_send(c->sc, rdzv_buf_head(b), rdzv_buf_avail(b), c->deadline_ms);
 }
 
 static int recv_all(struct ctl *c, void *buf, size_t n)
 {
-    uint8_t *p = buf;
-
-    while (n > 0) {
-        ssize_t got = recv(c->fd, p, n, 0);
-
-        if (got < 0 && errno == EAGAIN) {
-            int r = wait_fd(c, POLLIN);
-
-            if (r <= 0)
-                return r == 0 ? -ETIMEDOUT : r;
-            continue;
-        }
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return -errno;
-        if (got == 0)
-            return -ECONNRESET;
-        p += got;
-        n -= (size_t)got;
-    }
-    return 0;
+    return rdzv_store_client_recv(c->sc, buf, n, c->deadline_ms);
 }
 
 static int recv_u8(struct ctl *c, uint8_t *v)
@@ -192,36 +87,13 @@ static int recv_u8(struct ctl *c, uint8_t *v)
 
 static int recv_u64(struct ctl *c, uint64_t *v)
 {
-    uint8_t t[8];
-    int r = recv_all(c, t, sizeof(t));
-
-    *v = r == 0 ? rdzv_get_u64(t) : 0;
-    return r;
+    return rdzv_store_client_recv_u64(c->sc, v, c->deadline_ms);
 }
 
-/* Receive a u64-length-prefixed byte string (malloc'd, NUL-terminated for convenience). */
+/* A u64-length-prefixed byte string (malloc'd, NUL-terminated for convenience). */
 static int recv_str(struct ctl *c, uint8_t **ret, size_t *len)
 {
-    uint64_t n;
-    uint8_t *p;
-    int r = recv_u64(c, &n);
-
-    if (r < 0)
-        return r;
-    if (n > (1ull << 32))
-        return -EPROTO;
-    p = malloc(n + 1);
-    if (!p)
-        return -ENOMEM;
-    r = recv_all(c, p, n);
-    if (r < 0) {
-        free(p);
-        return r;
-    }
-    p[n] = '\0';
-    *ret = p;
-    *len = n;
-    return 0;
+    return rdzv_store_client_recv_str(c->sc, 1ull << 32, ret, len, c->deadline_ms);
 }
 
 /* The key as sent on the wire: "/" + key unless --raw. Caller frees. */
@@ -698,8 +570,7 @@ out:
     if (keys)
         free_keys(keys, argc);
     rdzv_buf_free(&b);
-    if (c->fd >= 0)
-        close(c->fd);
+    c->sc = rdzv_store_client_free(c->sc);
     return rc;
 }
 
@@ -720,7 +591,7 @@ static int timeout_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, c
 int main(int argc, char **argv)
 {
     static struct rdzv_token token;
-    struct ctl c = {.fd = -1, .timeout_ms = 10000};
+    struct ctl c = {.timeout_ms = 10000};
     const char *token_file = NULL;
     bool timeout_set = false;
     char defep[32];
