@@ -228,6 +228,8 @@ static int parse_long(const struct rdzv_opt_prog *p, int argc, char **argv, int 
     o = find_long(p, arg, n, &ambiguous);
     if (!o)
         return usage_error(p, ambiguous ? "ambiguous option" : "unknown option", argv[*i]);
+    if (o->flags & RDZV_OPT_F_OPTARG)
+        return apply(p, o, eq ? eq + 1 : NULL);
     if (!takes_value(o)) {
         if (eq) {
             fprintf(err_of(p), "%s: --%s takes no value (see %s --help)\n", p->name, o->name,
@@ -258,6 +260,8 @@ static int parse_short(const struct rdzv_opt_prog *p, int argc, char **argv, int
 
         if (!o)
             return usage_error(p, "unknown option", opt);
+        if (o->flags & RDZV_OPT_F_OPTARG)
+            return apply(p, o, c[1] ? c + 1 : NULL);
         if (!takes_value(o)) {
             r = apply(p, o, NULL);
             if (r != 0)
@@ -391,7 +395,9 @@ static void label(const struct rdzv_opt *o, char *buf, size_t len)
     char mv[96] = "";
     size_t n;
 
-    if (o->metavar)
+    if (o->metavar && (o->flags & RDZV_OPT_F_OPTARG))
+        snprintf(mv, sizeof(mv), "[=%s]", o->metavar);
+    else if (o->metavar)
         snprintf(mv, sizeof(mv), " %s", o->metavar);
     else if (o->kind == RDZV_OPT_ENUM) {
         mv[0] = ' ';

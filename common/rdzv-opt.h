@@ -62,6 +62,9 @@ enum {
     RDZV_OPT_F_NOARG = 1 << 0,  /* CALLBACK: takes no value */
     RDZV_OPT_F_NOENV = 1 << 1,  /* never read from the environment */
     RDZV_OPT_F_HIDDEN = 1 << 2, /* left out of --help and --help-options */
+    RDZV_OPT_F_OPTARG = 1 << 3, /* CALLBACK: an optional value, only as --name=V (or -xV);
+                                 * the callback gets NULL without one (torch.distributed.launch's
+                                 * --pass-local-rank[=underscore]) */
 };
 
 struct rdzv_opt {

@@ -41,6 +41,15 @@ static int pair_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, cons
     return 0;
 }
 
+static int optarg_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val)
+{
+    struct vals *w = p->ud;
+
+    w->cb_calls++;
+    w->cb_last = val ? val : "(none)";
+    return 0;
+}
+
 static const struct rdzv_opt table[] = {
     {.kind = RDZV_OPT_SECTION, .help = "Rendezvous:"},
     {.kind = RDZV_OPT_INT, .name = "nnodes", .dest = &v.nnodes, .imin = 1, .imax = 100,
@@ -64,6 +73,8 @@ static const struct rdzv_opt table[] = {
     {.kind = RDZV_OPT_ENUM, .name = "nccl", .dest = &v.mode, .choices = modes, .help = "ids"},
     {.kind = RDZV_OPT_CALLBACK, .name = "pair", .cb = pair_cb, .metavar = "A:B",
      .help = "a pair"},
+    {.kind = RDZV_OPT_CALLBACK, .name = "local-rank", .short_name = 'L', .cb = optarg_cb,
+     .flags = RDZV_OPT_F_OPTARG, .metavar = "STYLE", .help = "optional value"},
     {.kind = RDZV_OPT_CALLBACK, .name = "secret-knob", .cb = pair_cb, .flags = RDZV_OPT_F_HIDDEN,
      .help = "hidden"},
     RDZV_OPT_HELP_ENTRY("show this help"),
@@ -282,7 +293,25 @@ static void test_help(void)
     ASSERT_EQ(parse(0, NULL, "--help-options", NULL), 1);
     ASSERT_TRUE(strcmp(outbuf, "--nnodes\n--endpoint\n--rdzv-endpoint\n--rdzv-id\n--token-file\n"
                                "--standalone\n--verbose\n--port\n--max-frame\n"
-                               "--connect-timeout\n--nccl\n--pair\n--help\n--version\n") == 0);
+                               "--connect-timeout\n--nccl\n--pair\n--local-rank\n--help\n"
+                               "--version\n") == 0);
+}
+
+static void test_optional_value(void)
+{
+    int ind;
+
+    /* Without "=" the next argument is not taken: it is the script. */
+    ASSERT_EQ(parse(RDZV_OPT_STOP_AT_ARG, &ind, "--local-rank", "train.py", NULL), 0);
+    ASSERT_EQ(ind, 2);
+    ASSERT_TRUE(strcmp(v.cb_last, "(none)") == 0);
+    ASSERT_EQ(parse(0, NULL, "--local_rank=underscore", NULL), 0);
+    ASSERT_TRUE(strcmp(v.cb_last, "underscore") == 0);
+    ASSERT_EQ(parse(0, NULL, "-Lx", "-L", NULL), 0);
+    ASSERT_EQ(v.cb_calls, 2);
+    ASSERT_TRUE(strcmp(v.cb_last, "(none)") == 0);
+    ASSERT_EQ(parse(0, NULL, "--help", NULL), 1);
+    ASSERT_NOT_NULL(strstr(outbuf, "  -L, --local-rank[=STYLE]"));
 }
 
 static void test_set_by_name(void)
@@ -306,6 +335,7 @@ int main(void)
     TEST(test_kinds_and_errors);
     TEST(test_environment);
     TEST(test_help);
+    TEST(test_optional_value);
     TEST(test_set_by_name);
     return tap_done();
 }
