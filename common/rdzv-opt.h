@@ -25,8 +25,9 @@
  * Ownership: tables, names and the program description are the caller's and must outlive the
  * call; string options store pointers into argv or the environment (not copied).
  * Errors: the parse functions return 0, 1 when the program should exit successfully now
- * (--help, or a callback that printed a version), or -EINVAL after printing one clear message
- * to the program's err stream (stderr by default) naming the program and the option.
+ * (--help, --version, --help-options, or a callback that returned 1), or -EINVAL after
+ * printing one clear line to the program's err stream (stderr by default) naming the program
+ * and the option; a bad value from the environment adds a line naming the variable.
  * Threads: no global state; call from main() (any thread) before the program's loop runs;
  * values are written through the table's pointers, so one table is parsed by one caller at once.
  */
