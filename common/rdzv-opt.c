@@ -303,11 +303,24 @@ int rdzv_opt_parse_argv(const struct rdzv_opt_prog *p, int argc, char **argv, in
     return 0;
 }
 
+/* PREFIX_OPTNAME's value if set and not empty (its name left in name), else NULL. */
+static const char *getenv_derived(const char *prefix, size_t plen, const char *opt, char *name,
+                                  size_t len)
+{
+    char pre[32];
+    const char *v;
+
+    snprintf(pre, sizeof(pre), "%.*s", (int)plen, prefix);
+    rdzv_env_name(pre, opt, name, len);
+    v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
 /* The value for o from the first non-empty environment variable of its list, or NULL. */
 static const char *env_value(const struct rdzv_opt_prog *p, const struct rdzv_opt *o,
                              char *name, size_t len)
 {
-    const char *list = o->env ? o->env : "*";
+    const char *list = o->env ? o->env : "*", *v;
 
     while (*list) {
         size_t n = strcspn(list, " ");
@@ -317,20 +330,16 @@ static const char *env_value(const struct rdzv_opt_prog *p, const struct rdzv_op
 
             while (*pre) {
                 size_t m = strcspn(pre, " ");
-                char prefix[32];
-                const char *v;
 
-                snprintf(prefix, sizeof(prefix), "%.*s", (int)m, pre);
-                rdzv_env_name(prefix, o->name, name, len);
-                v = getenv(name);
-                if (v && *v)
+                if ((v = getenv_derived(pre, m, o->name, name, len)))
+                    return v;
+                if (o->alias && (p->flags & RDZV_OPT_ENV_ALIASES) &&
+                    (v = getenv_derived(pre, m, o->alias, name, len)))
                     return v;
                 pre += m;
                 pre += strspn(pre, " ");
             }
         } else if (n > 0 && n < len) {
-            const char *v;
-
             snprintf(name, len, "%.*s", (int)n, list);
             v = getenv(name);
             if (v && *v)

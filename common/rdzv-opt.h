@@ -19,7 +19,8 @@
  * variables, before argv, so that the command line wins. The names are the entry's .env list
  * (space separated, "*" standing for the derived names), by default "*": for every prefix in
  * the program's env_prefix, PREFIX_ + the long name upper-cased with '-' as '_'
- * (RDZVD_MAX_CONNS). The first non-empty one wins. A flag is set unless the value is 0, false
+ * (RDZVD_MAX_CONNS), and with RDZV_OPT_ENV_ALIASES the alias's too. The first non-empty one
+ * wins. A flag is set unless the value is 0, false
  * or no.
  *
  * Ownership: tables, names and the program description are the caller's and must outlive the
@@ -94,6 +95,8 @@ enum rdzv_opt_style { RDZV_OPT_STYLE_INVALID, RDZV_OPT_STYLE_BAD };
 
 enum {
     RDZV_OPT_STOP_AT_ARG = 1 << 0, /* the first non-option argument ends the options */
+    RDZV_OPT_ENV_ALIASES = 1 << 1, /* derive env names from aliases too, after the name's
+                                    * (PET_NPROC_PER_NODE for "nproc" alias "nproc-per-node") */
 };
 
 struct rdzv_opt_prog {

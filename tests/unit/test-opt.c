@@ -85,7 +85,8 @@ static const struct rdzv_opt table[] = {
 static const char *const env_names[] = {"TOPT_NNODES", "PET_NNODES", "TOPT_ID", "TOPT_RDZV_ID",
                                         "TOPT_TOKEN_FILE", "TOPT_FALLBACK_TOKEN",
                                         "TOPT_STANDALONE", "TOPT_PORT", "TOPT_HELP",
-                                        "TOPT_VERSION", "TOPT_ENDPOINT", "PET_ENDPOINT"};
+                                        "TOPT_VERSION", "TOPT_ENDPOINT", "PET_ENDPOINT",
+                                        "PET_RDZV_ENDPOINT"};
 
 /* Parse argv (NULL-terminated list after the program name) with a fresh value set. */
 static int parse(unsigned flags, int *ind, ...)
@@ -266,6 +267,17 @@ static void test_environment(void)
     setenv("TOPT_TOKEN_FILE", "own", 1);
     ASSERT_EQ(parse(0, NULL, NULL), 0);
     ASSERT_TRUE(strcmp(v.token, "own") == 0);
+    /* Aliases derive names only when the program asks for it. */
+    unsetenv("TOPT_ENDPOINT");
+    unsetenv("PET_ENDPOINT");
+    setenv("PET_RDZV_ENDPOINT", "alias:1", 1);
+    ASSERT_EQ(parse(0, NULL, NULL), 0);
+    ASSERT_NULL(v.endpoint);
+    ASSERT_EQ(parse(RDZV_OPT_ENV_ALIASES, NULL, NULL), 0);
+    ASSERT_TRUE(strcmp(v.endpoint, "alias:1") == 0);
+    setenv("PET_ENDPOINT", "name:1", 1);
+    ASSERT_EQ(parse(RDZV_OPT_ENV_ALIASES, NULL, NULL), 0);
+    ASSERT_TRUE(strcmp(v.endpoint, "name:1") == 0);
     /* A bad value names the variable. */
     setenv("TOPT_PORT", "x", 1);
     ASSERT_EQ(parse(0, NULL, NULL), -EINVAL);
