@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,57 +205,4 @@ bool rdzv_auth_equal(const uint8_t *a, const uint8_t *b, size_t n)
     for (size_t i = 0; i < n; i++)
         diff |= a[i] ^ b[i];
     return diff == 0;
-}
-
-int rdzv_auth_random(uint8_t *out, size_t n)
-{
-    /* The kernel's CSPRNG (what RAND_bytes seeds from); blocks only before it is initialized,
-     * early at boot. */
-    while (n > 0) {
-        ssize_t got = getrandom(out, n, 0);
-
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -EIO;
-        out += got;
-        n -= (size_t)got;
-    }
-    return 0;
-}
-
-void rdzv_hex_encode(const uint8_t *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-int rdzv_hex_decode(const char *s, uint8_t *out, size_t n)
-{
-    if (strlen(s) != 2 * n)
-        return -EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-
-        if (hi < 0 || lo < 0)
-            return -EINVAL;
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
 }

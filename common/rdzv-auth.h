@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdzv-util.h"
+
 #define RDZV_TOKEN_MIN 16     /* bytes, after trailing whitespace is stripped */
 #define RDZV_TOKEN_MAX 4096
 #define RDZV_NONCE_BYTES 32
@@ -47,10 +49,8 @@ int rdzv_auth_mac(const struct rdzv_token *t, bool server, const uint8_t sn[RDZV
 /* Constant-time comparison: the time depends on n only. */
 bool rdzv_auth_equal(const uint8_t *a, const uint8_t *b, size_t n);
 
-/* n random bytes from the kernel's CSPRNG (getrandom). Returns 0 or -EIO. */
-int rdzv_auth_random(uint8_t *out, size_t n);
-
-/* Lowercase hex of p[0..n) into out (2n+1 bytes with the NUL). */
-void rdzv_hex_encode(const uint8_t *p, size_t n, char *out);
-/* Exactly 2n hex digits (either case) in s -> out[0..n). Returns 0 or -EINVAL. */
-int rdzv_hex_decode(const char *s, uint8_t *out, size_t n);
+/* n random bytes from the kernel's CSPRNG, for nonces: rdzv_random_bytes() (rdzv-util.h). */
+static inline int rdzv_auth_random(uint8_t *out, size_t n)
+{
+    return rdzv_random_bytes(out, n);
+}

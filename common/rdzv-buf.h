@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdzv-util.h"
+
 /* Bytes live in data[off .. len); cap is the allocation size. A zeroed struct is an empty buffer. */
 struct rdzv_buf {
     uint8_t *data;
@@ -37,23 +39,4 @@ void rdzv_buf_compact(struct rdzv_buf *b);
 /* Release the allocation; the struct becomes an empty buffer. */
 void rdzv_buf_free(struct rdzv_buf *b);
 
-static inline uint32_t rdzv_get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t rdzv_get_u64(const uint8_t *p)
-{
-    return (uint64_t)rdzv_get_u32(p) | (uint64_t)rdzv_get_u32(p + 4) << 32;
-}
-static inline void rdzv_set_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-static inline void rdzv_set_u64(uint8_t *p, uint64_t v)
-{
-    rdzv_set_u32(p, (uint32_t)v);
-    rdzv_set_u32(p + 4, (uint32_t)(v >> 32));
-}
+/* rdzv_get_u32/u64 and rdzv_set_u32/u64 (little-endian) live in rdzv-util.h. */

@@ -98,8 +98,9 @@ static int apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const 
         int pr = o->kind == RDZV_OPT_SIZE ? rdzv_parse_size(val, &v) : rdzv_parse_u64(val, &v);
 
         if (pr < 0 || v < o->umin || v > max) {
-            snprintf(what, sizeof(what), "expected a whole number from %" PRIu64 " to %" PRIu64 "%s",
-                     o->umin, max, o->kind == RDZV_OPT_SIZE ? ", optionally with K/M/G" : "");
+            snprintf(what, sizeof(what),
+                     "expected a whole number from %" PRIu64 " to %" PRIu64 "%s", o->umin, max,
+                     o->kind == RDZV_OPT_SIZE ? ", optionally with K/M/G" : "");
             return rdzv_opt_bad(p, o, val, o->what ? o->what : what);
         }
         *(uint64_t *)o->dest = v;
@@ -152,7 +153,8 @@ out_seen:
     return r;
 }
 
-/* Is the user's spelling s (n bytes) a prefix of name, or all of it? */
+/* Is the user's spelling s (n bytes, '_' or '-' between words) a prefix of name, or all of
+ * it? */
 static int name_match(const char *s, size_t n, const char *name)
 {
     size_t i;
@@ -160,7 +162,7 @@ static int name_match(const char *s, size_t n, const char *name)
     if (!name)
         return 0;
     for (i = 0; i < n; i++) {
-        char c = s[i];
+        char c = s[i] == '_' ? '-' : s[i];
 
         if (name[i] == '\0' || name[i] != c)
             return 0;
@@ -226,6 +228,8 @@ static int parse_long(const struct rdzv_opt_prog *p, int argc, char **argv, int 
     o = find_long(p, arg, n, &ambiguous);
     if (!o)
         return usage_error(p, ambiguous ? "ambiguous option" : "unknown option", argv[*i]);
+    if (o->flags & RDZV_OPT_F_OPTARG)
+        return apply(p, o, eq ? eq + 1 : NULL);
     if (!takes_value(o)) {
         if (eq) {
             fprintf(err_of(p), "%s: --%s takes no value (see %s --help)\n", p->name, o->name,
@@ -256,6 +260,8 @@ static int parse_short(const struct rdzv_opt_prog *p, int argc, char **argv, int
 
         if (!o)
             return usage_error(p, "unknown option", opt);
+        if (o->flags & RDZV_OPT_F_OPTARG)
+            return apply(p, o, c[1] ? c + 1 : NULL);
         if (!takes_value(o)) {
             r = apply(p, o, NULL);
             if (r != 0)
@@ -297,11 +303,24 @@ int rdzv_opt_parse_argv(const struct rdzv_opt_prog *p, int argc, char **argv, in
     return 0;
 }
 
+/* PREFIX_OPTNAME's value if set and not empty (its name left in name), else NULL. */
+static const char *getenv_derived(const char *prefix, size_t plen, const char *opt, char *name,
+                                  size_t len)
+{
+    char pre[32];
+    const char *v;
+
+    snprintf(pre, sizeof(pre), "%.*s", (int)plen, prefix);
+    rdzv_env_name(pre, opt, name, len);
+    v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
 /* The value for o from the first non-empty environment variable of its list, or NULL. */
 static const char *env_value(const struct rdzv_opt_prog *p, const struct rdzv_opt *o,
                              char *name, size_t len)
 {
-    const char *list = o->env ? o->env : "*";
+    const char *list = o->env ? o->env : "*", *v;
 
     while (*list) {
         size_t n = strcspn(list, " ");
@@ -311,20 +330,16 @@ static const char *env_value(const struct rdzv_opt_prog *p, const struct rdzv_op
 
             while (*pre) {
                 size_t m = strcspn(pre, " ");
-                char prefix[32];
-                const char *v;
 
-                snprintf(prefix, sizeof(prefix), "%.*s", (int)m, pre);
-                rdzv_env_name(prefix, o->name, name, len);
-                v = getenv(name);
-                if (v && *v)
+                if ((v = getenv_derived(pre, m, o->name, name, len)))
+                    return v;
+                if (o->alias && (p->flags & RDZV_OPT_ENV_ALIASES) &&
+                    (v = getenv_derived(pre, m, o->alias, name, len)))
                     return v;
                 pre += m;
                 pre += strspn(pre, " ");
             }
         } else if (n > 0 && n < len) {
-            const char *v;
-
             snprintf(name, len, "%.*s", (int)n, list);
             v = getenv(name);
             if (v && *v)
@@ -389,7 +404,9 @@ static void label(const struct rdzv_opt *o, char *buf, size_t len)
     char mv[96] = "";
     size_t n;
 
-    if (o->metavar)
+    if (o->metavar && (o->flags & RDZV_OPT_F_OPTARG))
+        snprintf(mv, sizeof(mv), "[=%s]", o->metavar);
+    else if (o->metavar)
         snprintf(mv, sizeof(mv), " %s", o->metavar);
     else if (o->kind == RDZV_OPT_ENUM) {
         mv[0] = ' ';

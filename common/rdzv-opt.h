@@ -7,8 +7,9 @@
  * prints --help (and the hidden --help-options, one long option per line, which the man page
  * test compares with deploy/man/) from the same table.
  *
- * Spellings accepted for a long option "max-conns": --max-conns, any unambiguous prefix (as
- * getopt_long and argparse accept), "--max-conns=V" and "--max-conns V". A short
+ * Spellings accepted for a long option "max-conns": --max-conns, --max_conns (torchrun's
+ * spelling: '_' and '-' are the same between words, in aliases too), any unambiguous prefix
+ * (as getopt_long and argparse accept), "--max-conns=V" and "--max-conns V". A short
  * option: "-p V", "-pV", flags clustered ("-hV"). "--" ends the options. With
  * RDZV_OPT_STOP_AT_ARG the first argument that is not an option ends them too (a command and
  * its own arguments follow, as for torchrun's script); without it, options may follow
@@ -18,14 +19,16 @@
  * variables, before argv, so that the command line wins. The names are the entry's .env list
  * (space separated, "*" standing for the derived names), by default "*": for every prefix in
  * the program's env_prefix, PREFIX_ + the long name upper-cased with '-' as '_'
- * (RDZVD_MAX_CONNS). The first non-empty one wins. A flag is set unless the value is 0, false
+ * (RDZVD_MAX_CONNS), and with RDZV_OPT_ENV_ALIASES the alias's too. The first non-empty one
+ * wins. A flag is set unless the value is 0, false
  * or no.
  *
  * Ownership: tables, names and the program description are the caller's and must outlive the
  * call; string options store pointers into argv or the environment (not copied).
  * Errors: the parse functions return 0, 1 when the program should exit successfully now
- * (--help, or a callback that printed a version), or -EINVAL after printing one clear message
- * to the program's err stream (stderr by default) naming the program and the option.
+ * (--help, --version, --help-options, or a callback that returned 1), or -EINVAL after
+ * printing one clear line to the program's err stream (stderr by default) naming the program
+ * and the option; a bad value from the environment adds a line naming the variable.
  * Threads: no global state; call from main() (any thread) before the program's loop runs;
  * values are written through the table's pointers, so one table is parsed by one caller at once.
  */
@@ -61,6 +64,9 @@ enum {
     RDZV_OPT_F_NOARG = 1 << 0,  /* CALLBACK: takes no value */
     RDZV_OPT_F_NOENV = 1 << 1,  /* never read from the environment */
     RDZV_OPT_F_HIDDEN = 1 << 2, /* left out of --help and --help-options */
+    RDZV_OPT_F_OPTARG = 1 << 3, /* CALLBACK: an optional value, only as --name=V (or -xV);
+                                 * the callback gets NULL without one (torch.distributed.launch's
+                                 * --pass-local-rank[=underscore]) */
 };
 
 struct rdzv_opt {
@@ -89,6 +95,8 @@ enum rdzv_opt_style { RDZV_OPT_STYLE_INVALID, RDZV_OPT_STYLE_BAD };
 
 enum {
     RDZV_OPT_STOP_AT_ARG = 1 << 0, /* the first non-option argument ends the options */
+    RDZV_OPT_ENV_ALIASES = 1 << 1, /* derive env names from aliases too, after the name's
+                                    * (PET_NPROC_PER_NODE for "nproc" alias "nproc-per-node") */
 };
 
 struct rdzv_opt_prog {

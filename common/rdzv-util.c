@@ -191,11 +191,33 @@ uint64_t rdzv_hash64(uint64_t seed, const void *data, size_t n)
     return mix(h, h ^ k1);
 }
 
+/* n bytes from getrandom(); flags 0 blocks only before the pool is initialised, early at
+ * boot. */
+static int fill_random(uint8_t *out, size_t n, unsigned flags)
+{
+    while (n > 0) {
+        ssize_t got = getrandom(out, n, flags);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -EIO;
+        out += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+int rdzv_random_bytes(uint8_t *out, size_t n)
+{
+    return fill_random(out, n, 0);
+}
+
 uint64_t rdzv_random_u64(void)
 {
     uint64_t v;
 
-    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+    if (fill_random((uint8_t *)&v, sizeof(v), GRND_NONBLOCK) == 0)
         return v;
     return rdzv_now_ns() ^ ((uint64_t)getpid() << 32);
 }
@@ -209,6 +231,31 @@ void rdzv_hex(const uint8_t *p, size_t n, char *out)
         out[2 * i + 1] = digits[p[i] & 15];
     }
     out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int rdzv_hex_decode(const char *s, uint8_t *out, size_t n)
+{
+    if (strlen(s) != 2 * n)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+
+        if (hi < 0 || lo < 0)
+            return -EINVAL;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
 }
 
 int rdzv_find_in_path(const char *name, char *buf, size_t len)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-util.h: small helpers: time, number parsing, hashing, host:port parsing. */
+/* rdzv-util.h: small helpers: time, number parsing, hashing, host:port parsing, random bytes,
+ * hex, little-endian integers. Plain functions: no state, any thread. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,8 +31,11 @@ void rdzv_env_name(const char *prefix, const char *opt, char *buf, size_t len);
 /* 64-bit keyed hash of n bytes (wyhash-style mixing; not cryptographic). */
 uint64_t rdzv_hash64(uint64_t seed, const void *p, size_t n);
 
-/* Seed from the kernel's random pool; falls back to time and pid. */
+/* Seed from the kernel's random pool without blocking; falls back to time and pid. */
 uint64_t rdzv_random_u64(void);
+/* n random bytes from the kernel's CSPRNG (getrandom; blocks only before the pool is
+ * initialised, early at boot), for nonces and tokens. Returns 0 or -EIO. */
+int rdzv_random_bytes(uint8_t *out, size_t n);
 
 /* Cut an incomplete UTF-8 sequence off the end of s (left there by a byte-wise truncation such
  * as snprintf's), so that JSON encoders accept it. Returns s. */
@@ -40,5 +44,29 @@ char *rdzv_utf8_trim(char *s);
 /* The first executable file called name in $PATH, written to buf. 0, -ENOENT, or -ENAMETOOLONG. */
 int rdzv_find_in_path(const char *name, char *buf, size_t len);
 
-/* Lower-case hex of n bytes into out (2n+1 bytes). */
+/* Lower-case hex of n bytes into out (2n+1 bytes with the NUL). */
 void rdzv_hex(const uint8_t *p, size_t n, char *out);
+/* Exactly 2n hex digits (either case) in s -> out[0..n). Returns 0 or -EINVAL. */
+int rdzv_hex_decode(const char *s, uint8_t *out, size_t n);
+
+/* Little-endian integers in byte buffers (the TCPStore wire, frames, journal, checkpoints). */
+static inline uint32_t rdzv_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t rdzv_get_u64(const uint8_t *p)
+{
+    return (uint64_t)rdzv_get_u32(p) | (uint64_t)rdzv_get_u32(p + 4) << 32;
+}
+static inline void rdzv_set_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static inline void rdzv_set_u64(uint8_t *p, uint64_t v)
+{
+    rdzv_set_u32(p, (uint32_t)v);
+    rdzv_set_u32(p + 4, (uint32_t)(v >> 32));
+}

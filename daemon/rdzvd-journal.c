@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
 #include "rdzvd-store.h"
 
 #define JOURNAL_MAGIC "RDZVJRN1"
@@ -75,19 +76,6 @@ static uint32_t crc32_update(uint32_t crc, const void *p, size_t n)
     while (n--)
         crc = crc_table[(crc ^ *b++) & 0xFF] ^ (crc >> 8);
     return crc ^ 0xFFFFFFFFu;
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* ---- names and modes ---- */
@@ -207,13 +195,13 @@ static int rec_header(uint8_t h[REC_HDR_LEN], enum rec_type type, const uint8_t 
     if (klen > UINT32_MAX || vlen > UINT32_MAX)
         return -EMSGSIZE;
     h[4] = (uint8_t)type;
-    put_le32(h + 5, (uint32_t)klen);
-    put_le32(h + 9, (uint32_t)vlen);
+    rdzv_set_u32(h + 5, (uint32_t)klen);
+    rdzv_set_u32(h + 9, (uint32_t)vlen);
     crc = crc32_update(0, h + 4, REC_HDR_LEN - 4);
     crc = crc32_update(crc, key, klen);
     if (vlen)
         crc = crc32_update(crc, val, vlen);
-    put_le32(h, crc);
+    rdzv_set_u32(h, crc);
     return 0;
 }
 
@@ -411,8 +399,8 @@ static int snap_record_cb(void *ud, enum rdzvd_change what, const uint8_t *key, 
 static void file_header(uint8_t h[HEADER_LEN])
 {
     memcpy(h, JOURNAL_MAGIC, 8);
-    put_le32(h + 8, JOURNAL_VERSION);
-    put_le32(h + 12, crc32_update(0, h, 12));
+    rdzv_set_u32(h + 8, JOURNAL_VERSION);
+    rdzv_set_u32(h + 12, crc32_update(0, h, 12));
 }
 
 /* Write the store's content to <name>.journal.tmp, fsync it, rename it over the journal, fsync
@@ -531,14 +519,14 @@ static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t n, s
             break;
         }
         type = p[off + 4];
-        klen = get_le32(p + off + 5);
-        vlen = get_le32(p + off + 9);
+        klen = rdzv_get_u32(p + off + 5);
+        vlen = rdzv_get_u32(p + off + 9);
         if ((uint64_t)klen + vlen > left - REC_HDR_LEN) {
             *why = "record cut short";
             break;
         }
         if (crc32_update(0, p + off + 4, REC_HDR_LEN - 4 + (size_t)klen + vlen) !=
-            get_le32(p + off)) {
+            rdzv_get_u32(p + off)) {
             *why = "CRC mismatch";
             break;
         }
@@ -560,9 +548,9 @@ static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t n, s
 
 static int header_check(const uint8_t *p)
 {
-    if (memcmp(p, JOURNAL_MAGIC, 8) != 0 || get_le32(p + 12) != crc32_update(0, p, 12))
+    if (memcmp(p, JOURNAL_MAGIC, 8) != 0 || rdzv_get_u32(p + 12) != crc32_update(0, p, 12))
         return -EBADMSG;
-    if (get_le32(p + 8) != JOURNAL_VERSION)
+    if (rdzv_get_u32(p + 8) != JOURNAL_VERSION)
         return -EPROTONOSUPPORT;
     return 0;
 }

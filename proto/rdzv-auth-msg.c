@@ -15,7 +15,7 @@ int rdzv_auth_put_hello(struct rdzv_buf *b, const char *peer, const uint8_t *sn)
 
     if (!sn)
         return rdzv_msg_put_hello(b, peer);
-    rdzv_hex_encode(sn, RDZV_NONCE_BYTES, hex);
+    rdzv_hex(sn, RDZV_NONCE_BYTES, hex);
     return rdzv_msg_put(b, RDZV_MSG_HELLO,
                         json_pack("{s:s, s:i, s:s, s:s, s:s}", "magic", "rdzv", "version",
                                   RDZV_PROTO_VERSION, "peer", peer, "auth", RDZV_AUTH_SCHEME,
@@ -63,8 +63,8 @@ int rdzv_auth_put_auth(struct rdzv_buf *b, const struct rdzv_token *t,
         r = rdzv_auth_mac(t, false, sn, cn, mac);
     if (r < 0)
         return r;
-    rdzv_hex_encode(cn, RDZV_NONCE_BYTES, nhex);
-    rdzv_hex_encode(mac, RDZV_MAC_BYTES, mhex);
+    rdzv_hex(cn, RDZV_NONCE_BYTES, nhex);
+    rdzv_hex(mac, RDZV_MAC_BYTES, mhex);
     return rdzv_msg_put(b, RDZV_MSG_AUTH, json_pack("{s:s, s:s}", "nonce", nhex, "mac", mhex));
 }
 
@@ -130,7 +130,7 @@ int rdzv_auth_put_ok(struct rdzv_buf *b, const struct rdzv_token *t,
 
     if (r < 0)
         return r;
-    rdzv_hex_encode(mac, RDZV_MAC_BYTES, mhex);
+    rdzv_hex(mac, RDZV_MAC_BYTES, mhex);
     return rdzv_msg_put(b, RDZV_MSG_AUTH_OK, json_pack("{s:s}", "mac", mhex));
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* comm-gloo.cc: the CPU collective: gloo over TCP, rendezvous through the job's TCPStore
- * (store-client.c) behind a gloo::rendezvous::Store. C++ stays in this file; the rest of the
- * trainer sees the extern "C" struct train_comm. Every gloo exception becomes a negative errno
+ * (proto/rdzv-store-client.c) behind a gloo::rendezvous::Store. C++ stays in this file; the
+ * rest of the trainer sees the extern "C" struct train_comm. Every gloo exception becomes a negative errno
  * and a one-line message in c->err. */
 #include <cerrno>
 #include <chrono>
@@ -22,7 +22,7 @@
 #include <gloo/transport/tcp/device.h>
 
 extern "C" {
-#include "store-client.h"
+#include "../proto/rdzv-store-client.h"
 #include "train-comm.h"
 }
 
@@ -31,14 +31,14 @@ namespace {
 /* gloo's store interface over our TCPStore client; every key gets the attempt's prefix. */
 class TcpStore : public gloo::rendezvous::Store {
   public:
-    TcpStore(struct train_store *s, std::string prefix, uint64_t timeout_ms)
+    TcpStore(struct rdzv_store_client *s, std::string prefix, uint64_t timeout_ms)
         : s_(s), prefix_(std::move(prefix)), timeout_ms_(timeout_ms)
     {
     }
 
     void set(const std::string &key, const std::vector<char> &data) override
     {
-        int r = train_store_set(s_, (prefix_ + key).c_str(), data.data(), data.size());
+        int r = rdzv_store_client_set(s_, (prefix_ + key).c_str(), data.data(), data.size());
 
         if (r < 0)
             fail("set", key, r);
@@ -48,7 +48,7 @@ class TcpStore : public gloo::rendezvous::Store {
     {
         void *val = nullptr;
         size_t len = 0;
-        int r = train_store_get(s_, (prefix_ + key).c_str(), timeout_ms_, &val, &len);
+        int r = rdzv_store_client_get(s_, (prefix_ + key).c_str(), timeout_ms_, &val, &len);
 
         if (r < 0)
             fail("get", key, r);
@@ -72,7 +72,7 @@ class TcpStore : public gloo::rendezvous::Store {
             full.push_back(prefix_ + k);
         for (const auto &k : full)
             ptrs.push_back(k.c_str());
-        int r = train_store_wait(s_, ptrs.data(), ptrs.size(),
+        int r = rdzv_store_client_wait(s_, ptrs.data(), ptrs.size(),
                                  static_cast<uint64_t>(timeout.count()));
         if (r < 0)
             fail("wait for", keys.empty() ? std::string("?") : keys[0], r);
@@ -85,14 +85,14 @@ class TcpStore : public gloo::rendezvous::Store {
                                  "': " + strerror(-r));
     }
 
-    struct train_store *s_;
+    struct rdzv_store_client *s_;
     std::string prefix_;
     uint64_t timeout_ms_;
 };
 
 struct gloo_comm {
     struct train_comm c; /* first: the C side holds a pointer to it */
-    struct train_store *store = nullptr;
+    struct rdzv_store_client *store = nullptr;
     std::shared_ptr<gloo::transport::Device> dev;
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     std::chrono::milliseconds timeout{0};
@@ -200,7 +200,7 @@ void gloo_destroy(struct train_comm *c)
 
     g->ctx.reset();
     g->dev.reset();
-    train_store_free(g->store);
+    rdzv_store_client_free(g->store);
     delete g;
 }
 
@@ -242,7 +242,8 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
             goto out_free;
         }
     }
-    r = train_store_connect(o->master_addr, o->master_port, o->timeout_ms, &g->store);
+    r = rdzv_store_client_connect(o->master_addr, o->master_port, o->timeout_ms,
+                                  RDZV_STORE_CLIENT_RETRY, &g->store);
     if (r < 0) {
         snprintf(err_out, errlen, "cannot reach the job's store at %s:%u (MASTER_ADDR, "
                  "MASTER_PORT): %s", o->master_addr, o->master_port, strerror(-r));
@@ -252,7 +253,7 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
      * rendezvouses under its own prefix, so an earlier run's stale addresses are never read.
      * (rdzv-agent gives every generation a fresh store; this is for stores shared by hand.) */
     base = "rdzv-train/w" + std::to_string(o->world) + "/";
-    r = train_store_add(g->store, (base + "joined").c_str(), 1, &joined);
+    r = rdzv_store_client_add(g->store, (base + "joined").c_str(), 1, &joined);
     if (r < 0 || joined < 1) {
         snprintf(err_out, errlen, "store %s:%u: ADD failed: %s", o->master_addr,
                  o->master_port, strerror(r < 0 ? -r : EPROTO));

@@ -23,7 +23,7 @@ SOURCE_ROOT = os.environ.get(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BUILD_ROOT = os.environ.get("RDZV_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
 RDZVD = os.environ.get("RDZVD") or os.path.join(BUILD_ROOT, "daemon", "rdzvd")
-RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(BUILD_ROOT, "daemon", "rdzvctl")
+RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(BUILD_ROOT, "ctl", "rdzvctl")
 # The interpreter whose PyTorch the tests use: Debian's (1.13) unless RDZV_TEST_PYTHON names
 # another (tests/gpu/gpu-check.sh runs the torchrun and DDP tests with PyTorch 2.x that way).
 SYS_PYTHON = os.environ.get("RDZV_TEST_PYTHON", "/usr/bin/python3")

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # test_manpages.py: the manual pages in deploy/man/ format without warnings (groff -ww, and
-# mandoc -T lint when installed), have the usual sections, and can't go stale: every long option
-# the built rdzvd, rdzvctl and rdzv-agent print in --help is in its page's OPTIONS, and every
-# option the page lists is in --help. Also: --version prints "<name> <version>" and exits 0.
+# mandoc -T lint when installed), have the usual sections, and can't go stale: every option in
+# each program's option table (printed by the hidden --help-options) and every long option its
+# --help mentions has an entry in its page's OPTIONS, and every option the page lists is in the
+# table. Every long option is also accepted as --a_b. Also: --version prints "<name> <version>"
+# and exits 0.
 # Usage: test_manpages.py VERSION (meson passes the project version).
 
 import os
@@ -154,6 +156,32 @@ class Options(unittest.TestCase):
                 checked += 1
         self.assertGreaterEqual(checked, 3)
 
+    def test_option_table_matches_page(self):
+        """Each program prints its option table with the hidden --help-options: every option
+        (and alias) in the table has an OPTIONS entry in its page, and every option the page's
+        OPTIONS tags name is in the table (or is a command's, named in --help's usage)."""
+        checked = 0
+        for page, env in PAGES.items():
+            exe = binary(env)
+            if not exe:
+                continue
+            with self.subTest(page=page):
+                r = run([exe, "--help-options"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                lines = r.stdout.split()
+                self.assertTrue(lines and all(l.startswith("--") for l in lines), r.stdout)
+                table = {l[2:] for l in lines}
+                tagged = option_tags(read_page(page))
+                self.assertEqual(sorted(table - tagged), [],
+                                 "%s options without an OPTIONS entry in %s" % (exe, page))
+                # A command's own options (rdzvctl status --json) are not in the table; its
+                # usage in --help names them.
+                commands = self.help_opts(exe) - table
+                self.assertEqual(sorted(tagged - table - commands), [],
+                                 "%s documents options %s does not have" % (page, exe))
+                checked += 1
+        self.assertGreaterEqual(checked, 3)
+
     def test_version(self):
         for page, env in PAGES.items():
             exe = binary(env)
@@ -167,6 +195,39 @@ class Options(unittest.TestCase):
                     # rdzv-train adds the backends it was built with: "(backends: gloo nccl)".
                     first = r.stdout if env != "RDZV_TRAIN" else r.stdout.split(" (")[0] + "\n"
                     self.assertEqual(first, "%s %s\n" % (name, VERSION))
+
+
+def clean_env():
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("RDZV", "PET_", "SLURM_", "PBS_", "OMPI_"))}
+
+
+class Spelling(unittest.TestCase):
+    """torchrun's spelling: every long option with a '-' between words also as '_'."""
+
+    def test_underscore_spelling(self):
+        checked = 0
+        for page, env in PAGES.items():
+            exe = binary(env)
+            if not exe:
+                continue
+            r = run([exe, "--help"])
+            opts = sorted(o for o in set(LONG_OPT.findall(r.stdout)) if "-" in o)
+            self.assertTrue(opts, "%s --help lists no option with a '-'" % exe)
+            for opt in opts:
+                for spelling in (opt, opt.replace("-", "_")):
+                    with self.subTest(exe=exe, option=spelling):
+                        # '=@' then --help: a flag refuses a value, a bad value is refused
+                        # and a good one leads to --help; none is an unknown option, and
+                        # nothing starts.
+                        p = subprocess.run([exe, "--%s=@" % spelling, "--help"],
+                                           env=clean_env(), stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True, timeout=30)
+                        self.assertNotIn("unknown option", p.stderr)
+                        self.assertNotIn("unrecognized option", p.stderr)
+                        self.assertIn("--" + opt.split("-")[0], p.stdout + p.stderr)
+                        checked += 1
+        self.assertGreater(checked, 20)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import time
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start, rdzvtest
 
-RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.environ.get(
-    "RDZVD", "build/daemon/rdzvd")), "rdzvctl"))
+RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
+    os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
 IDLE = int(os.environ.get("RDZV_LOAD_IDLE", "15000"))
 ROUND_TRIPS = 3000
 

@@ -14,8 +14,8 @@ import urllib.request
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
 
-RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.environ.get(
-    "RDZVD", "build/daemon/rdzvd")), "rdzvctl"))
+RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
+    os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
 
 # Rank 1 fails on the first attempt, then every worker sleeps so the job stays observable.
 WORKER = ["/bin/sh", "-c",

@@ -25,7 +25,7 @@ static void hmac_hex(const uint8_t *key, size_t klen, const void *data, size_t l
     uint8_t mac[RDZV_MAC_BYTES];
 
     ASSERT_OK(rdzv_hmac_sha256(key, klen, data, len, mac));
-    rdzv_hex_encode(mac, sizeof(mac), out);
+    rdzv_hex(mac, sizeof(mac), out);
 }
 
 /* RFC 4231 section 4: test cases 1, 2, 3, 4, 6 and 7 (5 truncates the output). */
@@ -140,7 +140,7 @@ static void test_hex(void)
     uint8_t b[4] = {0x00, 0x7f, 0xa5, 0xff}, back[4];
     char hex[9];
 
-    rdzv_hex_encode(b, 4, hex);
+    rdzv_hex(b, 4, hex);
     ASSERT_EQ(strcmp(hex, "007fa5ff"), 0);
     ASSERT_OK(rdzv_hex_decode("007FA5ff", back, 4));
     ASSERT_MEMEQ(back, b, 4);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-opt.c: the table-driven option parser (common/rdzv-opt.c): both spellings, prefixes,
+/* test-opt.c: the table-driven option parser (common/rdzv-opt.c): --a-b and --a_b, prefixes,
  * "=" and separate values, short clusters, "--", stopping at a command, the environment and
  * its precedence, kinds and ranges, one-line errors, and --help / --help-options from the
  * table. */
@@ -41,6 +41,15 @@ static int pair_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, cons
     return 0;
 }
 
+static int optarg_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val)
+{
+    struct vals *w = p->ud;
+
+    w->cb_calls++;
+    w->cb_last = val ? val : "(none)";
+    return 0;
+}
+
 static const struct rdzv_opt table[] = {
     {.kind = RDZV_OPT_SECTION, .help = "Rendezvous:"},
     {.kind = RDZV_OPT_INT, .name = "nnodes", .dest = &v.nnodes, .imin = 1, .imax = 100,
@@ -64,6 +73,8 @@ static const struct rdzv_opt table[] = {
     {.kind = RDZV_OPT_ENUM, .name = "nccl", .dest = &v.mode, .choices = modes, .help = "ids"},
     {.kind = RDZV_OPT_CALLBACK, .name = "pair", .cb = pair_cb, .metavar = "A:B",
      .help = "a pair"},
+    {.kind = RDZV_OPT_CALLBACK, .name = "local-rank", .short_name = 'L', .cb = optarg_cb,
+     .flags = RDZV_OPT_F_OPTARG, .metavar = "STYLE", .help = "optional value"},
     {.kind = RDZV_OPT_CALLBACK, .name = "secret-knob", .cb = pair_cb, .flags = RDZV_OPT_F_HIDDEN,
      .help = "hidden"},
     RDZV_OPT_HELP_ENTRY("show this help"),
@@ -74,7 +85,8 @@ static const struct rdzv_opt table[] = {
 static const char *const env_names[] = {"TOPT_NNODES", "PET_NNODES", "TOPT_ID", "TOPT_RDZV_ID",
                                         "TOPT_TOKEN_FILE", "TOPT_FALLBACK_TOKEN",
                                         "TOPT_STANDALONE", "TOPT_PORT", "TOPT_HELP",
-                                        "TOPT_VERSION", "TOPT_ENDPOINT", "PET_ENDPOINT"};
+                                        "TOPT_VERSION", "TOPT_ENDPOINT", "PET_ENDPOINT",
+                                        "PET_RDZV_ENDPOINT"};
 
 /* Parse argv (NULL-terminated list after the program name) with a fresh value set. */
 static int parse(unsigned flags, int *ind, ...)
@@ -130,6 +142,13 @@ static void test_spellings(void)
     ASSERT_EQ(v.nnodes, 3);
     ASSERT_TRUE(v.standalone);
     ASSERT_EQ(ind, 5);
+    /* The underscore spelling, for every long option and alias. */
+    ASSERT_EQ(parse(0, &ind, "--rdzv_endpoint=h:2", "--rdzv_id", "j", "--max_frame", "1K",
+                    "--connect_timeout=2.5", NULL), 0);
+    ASSERT_TRUE(strcmp(v.endpoint, "h:2") == 0);
+    ASSERT_TRUE(strcmp(v.run_id, "j") == 0);
+    ASSERT_EQ(v.size, 1024);
+    ASSERT_TRUE(v.timeout == 2.5);
     /* Unambiguous prefixes, as getopt_long and argparse take them. */
     ASSERT_EQ(parse(0, NULL, "--stand", "--nn", "2", NULL), 0);
     ASSERT_TRUE(v.standalone);
@@ -248,6 +267,17 @@ static void test_environment(void)
     setenv("TOPT_TOKEN_FILE", "own", 1);
     ASSERT_EQ(parse(0, NULL, NULL), 0);
     ASSERT_TRUE(strcmp(v.token, "own") == 0);
+    /* Aliases derive names only when the program asks for it. */
+    unsetenv("TOPT_ENDPOINT");
+    unsetenv("PET_ENDPOINT");
+    setenv("PET_RDZV_ENDPOINT", "alias:1", 1);
+    ASSERT_EQ(parse(0, NULL, NULL), 0);
+    ASSERT_NULL(v.endpoint);
+    ASSERT_EQ(parse(RDZV_OPT_ENV_ALIASES, NULL, NULL), 0);
+    ASSERT_TRUE(strcmp(v.endpoint, "alias:1") == 0);
+    setenv("PET_ENDPOINT", "name:1", 1);
+    ASSERT_EQ(parse(RDZV_OPT_ENV_ALIASES, NULL, NULL), 0);
+    ASSERT_TRUE(strcmp(v.endpoint, "name:1") == 0);
     /* A bad value names the variable. */
     setenv("TOPT_PORT", "x", 1);
     ASSERT_EQ(parse(0, NULL, NULL), -EINVAL);
@@ -275,7 +305,25 @@ static void test_help(void)
     ASSERT_EQ(parse(0, NULL, "--help-options", NULL), 1);
     ASSERT_TRUE(strcmp(outbuf, "--nnodes\n--endpoint\n--rdzv-endpoint\n--rdzv-id\n--token-file\n"
                                "--standalone\n--verbose\n--port\n--max-frame\n"
-                               "--connect-timeout\n--nccl\n--pair\n--help\n--version\n") == 0);
+                               "--connect-timeout\n--nccl\n--pair\n--local-rank\n--help\n"
+                               "--version\n") == 0);
+}
+
+static void test_optional_value(void)
+{
+    int ind;
+
+    /* Without "=" the next argument is not taken: it is the script. */
+    ASSERT_EQ(parse(RDZV_OPT_STOP_AT_ARG, &ind, "--local-rank", "train.py", NULL), 0);
+    ASSERT_EQ(ind, 2);
+    ASSERT_TRUE(strcmp(v.cb_last, "(none)") == 0);
+    ASSERT_EQ(parse(0, NULL, "--local_rank=underscore", NULL), 0);
+    ASSERT_TRUE(strcmp(v.cb_last, "underscore") == 0);
+    ASSERT_EQ(parse(0, NULL, "-Lx", "-L", NULL), 0);
+    ASSERT_EQ(v.cb_calls, 2);
+    ASSERT_TRUE(strcmp(v.cb_last, "(none)") == 0);
+    ASSERT_EQ(parse(0, NULL, "--help", NULL), 1);
+    ASSERT_NOT_NULL(strstr(outbuf, "  -L, --local-rank[=STYLE]"));
 }
 
 static void test_set_by_name(void)
@@ -299,6 +347,7 @@ int main(void)
     TEST(test_kinds_and_errors);
     TEST(test_environment);
     TEST(test_help);
+    TEST(test_optional_value);
     TEST(test_set_by_name);
     return tap_done();
 }

@@ -3,25 +3,21 @@
  * With a token, the connection opens as an rdzv peer (HELLO, AUTH, AUTH_OK, STORE) and speaks
  * TCPStore after that, so it works from addresses outside rdzvd's --allow-store-from. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../common/rdzv-auth.h"
 #include "../common/rdzv-buf.h"
+#include "../common/rdzv-opt.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
+#include "../proto/rdzv-store-client.h"
 #include "../proto/rdzv-tcpstore.h"
 
 /* Exit codes, for scripts. */
@@ -34,7 +30,7 @@ enum {
 };
 
 struct ctl {
-    int fd;
+    struct rdzv_store_client *sc; /* NULL until connected */
     const char *endpoint;
     bool raw;           /* send keys as given instead of PyTorch's "/"-prefixed form */
     uint64_t timeout_ms;
@@ -42,42 +38,8 @@ struct ctl {
     const struct rdzv_token *token; /* --token-file: authenticate first */
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "Usage: rdzvctl [OPTIONS] COMMAND [ARGS]\n"
-            "Talk to a running rdzvd (or any PyTorch TCPStore server >= 2.2 protocol).\n"
-            "\n"
-            "Commands:\n"
-            "  ping                     round trip; prints the time it took\n"
-            "  get KEY                  print the value of KEY (exit 1 if missing)\n"
-            "  set KEY VALUE            set KEY (VALUE '-' reads standard input)\n"
-            "  add KEY DELTA            add DELTA to the integer at KEY; prints the result\n"
-            "  delete KEY               delete KEY (exit 1 if there was none)\n"
-            "  check KEY...             exit 0 if all KEYs exist, 1 if not\n"
-            "  wait KEY...              wait until all KEYs exist (exit 1 on --timeout)\n"
-            "  num-keys                 print the number of keys\n"
-            "  list                     print every key, one per line\n"
-            "  status [--json]          jobs, generations, nodes (host, node rank, heartbeat age,\n"
-            "                           workers, failures) and recent events\n"
-            "\n"
-            "Options:\n"
-            "  -e, --endpoint HOST:PORT daemon address (default $RDZV_ENDPOINT or 127.0.0.1:%d)\n"
-            "  -t, --timeout SEC        give up after SEC seconds (default 10; wait: 0 = forever)\n"
-            "      --token-file FILE    prove the secret rdzvd runs with (--token-file), and make\n"
-            "                           rdzvd prove it too (default $RDZVCTL_TOKEN_FILE, then\n"
-            "                           $RDZV_TOKEN_FILE); needed from addresses outside rdzvd's\n"
-            "                           allowed store addresses\n"
-            "      --raw                use keys exactly as given; by default keys are prefixed\n"
-            "                           with '/' as PyTorch's TCPStore client does, so\n"
-            "                           'rdzvctl get x' reads what store.set(\"x\", ...) wrote\n"
-            "  -h, --help               show this help\n"
-            "  -V, --version            show the version\n"
-            "\n"
-            "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage error,\n"
-            "3 connection or protocol error, 4 authentication failed.\n",
-            RDZV_DEFAULT_PORT);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static int die_usage(const char *msg)
 {
@@ -85,138 +47,37 @@ static int die_usage(const char *msg)
     return EXIT_USAGE;
 }
 
-static uint64_t remaining_ms(const struct ctl *c)
-{
-    uint64_t now;
-
-    if (c->deadline_ms == 0)
-        return UINT64_MAX;
-    now = rdzv_now_ms();
-    return now >= c->deadline_ms ? 0 : c->deadline_ms - now;
-}
-
-/* Wait for fd to be ready for events, within the deadline. Returns 1 ready, 0 timeout, <0 err. */
-static int wait_fd(const struct ctl *c, short events)
-{
-    for (;;) {
-        uint64_t left = remaining_ms(c);
-        struct pollfd p = {.fd = c->fd, .events = events};
-        int r;
-
-        if (left == 0)
-            return 0;
-        r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r > 0)
-            return 1;
-    }
-}
-
 static int ctl_connect(struct ctl *c)
 {
-    char host[256], portstr[8];
+    char host[256];
     uint16_t port = RDZV_DEFAULT_PORT;
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-    int r, last = -ECONNREFUSED;
+    uint64_t left = 0, now = rdzv_now_ms();
+    int r;
 
     if (rdzv_parse_hostport(c->endpoint, host, sizeof(host), &port) < 0) {
         fprintf(stderr, "rdzvctl: bad endpoint '%s': expected HOST:PORT\n", c->endpoint);
         return -EINVAL;
     }
-    snprintf(portstr, sizeof(portstr), "%u", port);
-    r = getaddrinfo(host, portstr, &hints, &res);
-    if (r != 0) {
-        fprintf(stderr, "rdzvctl: cannot resolve '%s': %s\n", host, gai_strerror(r));
-        return -EHOSTUNREACH;
-    }
-    for (ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
-        socklen_t sl = sizeof(r);
-
-        if (fd < 0) {
-            last = -errno;
-            continue;
-        }
-        c->fd = fd;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-            last = -errno;
-            close(fd);
-            continue;
-        }
-        r = wait_fd(c, POLLOUT);
-        if (r <= 0) {
-            last = r == 0 ? -ETIMEDOUT : r;
-            close(fd);
-            continue;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &r, &sl) < 0 || r != 0) {
-            last = -(r ? r : errno);
-            close(fd);
-            continue;
-        }
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        freeaddrinfo(res);
-        return 0;
-    }
-    freeaddrinfo(res);
-    c->fd = -1;
-    fprintf(stderr, "rdzvctl: cannot connect to %s: %s (is rdzvd running there?)\n", c->endpoint,
-            strerror(-last));
-    return last;
+    if (c->deadline_ms)
+        left = now < c->deadline_ms ? c->deadline_ms - now : 1;
+    /* VALIDATE goes out with the first request (or STORE stands for it, with a token). */
+    r = rdzv_store_client_connect(host, port, left, RDZV_STORE_CLIENT_NO_VALIDATE, &c->sc);
+    if (r == -ENXIO)
+        fprintf(stderr, "rdzvctl: cannot resolve '%s'\n", host);
+    else if (r < 0)
+        fprintf(stderr, "rdzvctl: cannot connect to %s: %s (is rdzvd running there?)\n",
+                c->endpoint, strerror(-r));
+    return r;
 }
 
 static int send_all(struct ctl *c, const struct rdzv_buf *b)
 {
-    const uint8_t *p = rdzv_buf_head(b);
-    size_t n = rdzv_buf_avail(b);
-
-    while (n > 0) {
-        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
-
-        if (w < 0 && errno == EAGAIN) {
-            int r = wait_fd(c, POLLOUT);
-
-            if (r <= 0)
-                return r == 0 ? -ETIMEDOUT : r;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return rdzv_store_client_send(c->sc, rdzv_buf_head(b), rdzv_buf_avail(b), c->deadline_ms);
 }
 
 static int recv_all(struct ctl *c, void *buf, size_t n)
 {
-    uint8_t *p = buf;
-
-    while (n > 0) {
-        ssize_t got = recv(c->fd, p, n, 0);
-
-        if (got < 0 && errno == EAGAIN) {
-            int r = wait_fd(c, POLLIN);
-
-            if (r <= 0)
-                return r == 0 ? -ETIMEDOUT : r;
-            continue;
-        }
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return -errno;
-        if (got == 0)
-            return -ECONNRESET;
-        p += got;
-        n -= (size_t)got;
-    }
-    return 0;
+    return rdzv_store_client_recv(c->sc, buf, n, c->deadline_ms);
 }
 
 static int recv_u8(struct ctl *c, uint8_t *v)
@@ -226,36 +87,13 @@ static int recv_u8(struct ctl *c, uint8_t *v)
 
 static int recv_u64(struct ctl *c, uint64_t *v)
 {
-    uint8_t t[8];
-    int r = recv_all(c, t, sizeof(t));
-
-    *v = r == 0 ? rdzv_get_u64(t) : 0;
-    return r;
+    return rdzv_store_client_recv_u64(c->sc, v, c->deadline_ms);
 }
 
-/* Receive a u64-length-prefixed byte string (malloc'd, NUL-terminated for convenience). */
+/* A u64-length-prefixed byte string (malloc'd, NUL-terminated for convenience). */
 static int recv_str(struct ctl *c, uint8_t **ret, size_t *len)
 {
-    uint64_t n;
-    uint8_t *p;
-    int r = recv_u64(c, &n);
-
-    if (r < 0)
-        return r;
-    if (n > (1ull << 32))
-        return -EPROTO;
-    p = malloc(n + 1);
-    if (!p)
-        return -ENOMEM;
-    r = recv_all(c, p, n);
-    if (r < 0) {
-        free(p);
-        return r;
-    }
-    p[n] = '\0';
-    *ret = p;
-    *len = n;
-    return 0;
+    return rdzv_store_client_recv_str(c->sc, 1ull << 32, ret, len, c->deadline_ms);
 }
 
 /* The key as sent on the wire: "/" + key unless --raw. Caller frees. */
@@ -732,65 +570,92 @@ out:
     if (keys)
         free_keys(keys, argc);
     rdzv_buf_free(&b);
-    if (c->fd >= 0)
-        close(c->fd);
+    c->sc = rdzv_store_client_free(c->sc);
     return rc;
+}
+
+static int timeout_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val)
+{
+    struct ctl *c = p->ud;
+    char *end;
+    double s = strtod(val, &end);
+
+    if (*val == '\0' || *end != '\0' || s < 0 || s > 1e9) {
+        die_usage("--timeout takes a number of seconds");
+        return -EINVAL;
+    }
+    c->timeout_ms = (uint64_t)(s * 1000);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"endpoint", required_argument, NULL, 'e'}, {"timeout", required_argument, NULL, 't'},
-        {"raw", no_argument, NULL, 'r'},            {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},        {"token-file", required_argument, NULL, 'T'},
-        {0},
-    };
     static struct rdzv_token token;
-    const char *token_file = getenv("RDZVCTL_TOKEN_FILE");
-    struct ctl c = {.fd = -1, .timeout_ms = 10000};
-    const char *env = getenv("RDZV_ENDPOINT");
+    struct ctl c = {.timeout_ms = 10000};
+    const char *token_file = NULL;
     bool timeout_set = false;
     char defep[32];
-    int opt;
+    int first_arg, r;
+    const struct rdzv_opt table[] = {
+        {.kind = RDZV_OPT_STRING, .name = "endpoint", .short_name = 'e', .dest = &c.endpoint,
+         .metavar = "HOST:PORT", .env = "RDZV_ENDPOINT",
+         .help = "daemon address (default $RDZV_ENDPOINT or 127.0.0.1:" STR(RDZV_DEFAULT_PORT)
+                 ")"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "timeout", .short_name = 't', .cb = timeout_cb,
+         .seen = &timeout_set, .metavar = "SEC", .env = "",
+         .help = "give up after SEC seconds (default 10; wait: 0 = forever)"},
+        {.kind = RDZV_OPT_STRING, .name = "token-file", .dest = &token_file, .metavar = "FILE",
+         .env = "* RDZV_TOKEN_FILE",
+         .help = "prove the secret rdzvd runs with (--token-file), and make\n"
+                 "rdzvd prove it too (default $RDZVCTL_TOKEN_FILE, then\n"
+                 "$RDZV_TOKEN_FILE); needed from addresses outside rdzvd's\n"
+                 "allowed store addresses"},
+        {.kind = RDZV_OPT_FLAG, .name = "raw", .dest = &c.raw, .env = "",
+         .help = "use keys exactly as given; by default keys are prefixed\n"
+                 "with '/' as PyTorch's TCPStore client does, so\n"
+                 "'rdzvctl get x' reads what store.set(\"x\", ...) wrote"},
+        RDZV_OPT_HELP_ENTRY("show this help"),
+        RDZV_OPT_VERSION_ENTRY('V', "show the version"),
+        {0},
+    };
+    const struct rdzv_opt_prog prog = {
+        .name = "rdzvctl",
+        .env_prefix = "RDZVCTL",
+        .usage = "Usage: rdzvctl [OPTIONS] COMMAND [ARGS]\n"
+                 "Talk to a running rdzvd (or any PyTorch TCPStore server >= 2.2 protocol).\n"
+                 "\n"
+                 "Commands:\n"
+                 "  ping                     round trip; prints the time it took\n"
+                 "  get KEY                  print the value of KEY (exit 1 if missing)\n"
+                 "  set KEY VALUE            set KEY (VALUE '-' reads standard input)\n"
+                 "  add KEY DELTA            add DELTA to the integer at KEY; prints the result\n"
+                 "  delete KEY               delete KEY (exit 1 if there was none)\n"
+                 "  check KEY...             exit 0 if all KEYs exist, 1 if not\n"
+                 "  wait KEY...              wait until all KEYs exist (exit 1 on --timeout)\n"
+                 "  num-keys                 print the number of keys\n"
+                 "  list                     print every key, one per line\n"
+                 "  status [--json]          jobs, generations, nodes (host, node rank, "
+                 "heartbeat age,\n"
+                 "                           workers, failures) and recent events\n"
+                 "\n"
+                 "Options:\n",
+        .footer = "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage "
+                  "error,\n3 connection or protocol error, 4 authentication failed.\n",
+        .version = RDZV_VERSION,
+        .opts = table,
+        /* Stop at the command so 'rdzvctl add k -1' reads -1 as an argument. */
+        .flags = RDZV_OPT_STOP_AT_ARG,
+        .help_col = 27,
+        .ud = &c,
+    };
 
     snprintf(defep, sizeof(defep), "127.0.0.1:%d", RDZV_DEFAULT_PORT);
-    c.endpoint = env && *env ? env : defep;
-    /* '+': stop at the command so 'rdzvctl add k -1' reads -1 as an argument. */
-    while ((opt = getopt_long(argc, argv, "+e:t:hV", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'e':
-            c.endpoint = optarg;
-            break;
-        case 't': {
-            char *end;
-            double s = strtod(optarg, &end);
-
-            if (*optarg == '\0' || *end != '\0' || s < 0 || s > 1e9)
-                return die_usage("--timeout takes a number of seconds");
-            c.timeout_ms = (uint64_t)(s * 1000);
-            timeout_set = true;
-            break;
-        }
-        case 'r':
-            c.raw = true;
-            break;
-        case 'T':
-            token_file = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return EXIT_OK;
-        case 'V':
-            printf("rdzvctl %s\n", RDZV_VERSION);
-            return EXIT_OK;
-        default:
-            return die_usage("unknown option");
-        }
-    }
-    if (optind >= argc)
+    c.endpoint = defep;
+    r = rdzv_opt_parse(&prog, argc, argv, &first_arg);
+    if (r != 0)
+        return r > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first_arg >= argc)
         return die_usage("no command given");
-    if (!token_file || !*token_file)
-        token_file = getenv("RDZV_TOKEN_FILE");
     if (token_file && *token_file) {
         char err[512];
 
@@ -800,10 +665,10 @@ int main(int argc, char **argv)
         }
         c.token = &token;
     }
-    if (strcmp(argv[optind], "wait") == 0 && !timeout_set)
+    if (strcmp(argv[first_arg], "wait") == 0 && !timeout_set)
         c.timeout_ms = 0;
     c.deadline_ms = c.timeout_ms ? rdzv_now_ms() + c.timeout_ms : 0;
-    if (strcmp(argv[optind], "status") == 0)
-        return run_status(&c, argc - optind - 1, argv + optind + 1);
-    return run(&c, argv[optind], argc - optind - 1, argv + optind + 1);
+    if (strcmp(argv[first_arg], "status") == 0)
+        return run_status(&c, argc - first_arg - 1, argv + first_arg + 1);
+    return run(&c, argv[first_arg], argc - first_arg - 1, argv + first_arg + 1);
 }
