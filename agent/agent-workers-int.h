@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "../common/rdzv-buf.h"
+#include "agent-cmd.h"
 #include "agent-reaper.h"
 #include "agent-workers.h"
 
@@ -74,6 +75,8 @@ struct reaper; /* agent-reaper-link.c */
 
 struct agent_group {
     struct agent_group_cfg cfg;
+    char **argv; /* cfg.argv, or our copy whose local-rank entry points to rank_arg */
+    char rank_arg[AGENT_CMD_RANK_ARG_MAX];
     enum group_state state;       /* changed only through agent_group_set_state() */
     struct agent_worker *workers; /* cfg.nproc of them */
     unsigned running;             /* workers spawned and not exited */

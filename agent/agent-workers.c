@@ -67,6 +67,8 @@ static void group_destroy(struct agent_group *g)
             free(g->workers[i].out[k].line);
     }
     free(g->workers);
+    if (g->argv != g->cfg.argv)
+        free(g->argv);
     free(g);
     if (done)
         done(ud);
@@ -269,8 +271,10 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         stdio[1 + k].data.fd = child_fd[k];
     }
     opts.exit_cb = worker_exit_cb;
+    if (g->cfg.local_rank_argi)
+        agent_cmd_format_rank(g->rank_arg, g->cfg.local_rank_flag, w->local_rank);
     opts.file = g->cfg.argv[0];
-    opts.args = g->cfg.argv;
+    opts.args = g->argv;
     opts.env = env->v;
     opts.stdio = stdio;
     opts.stdio_count = 3;
@@ -353,6 +357,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 {
     uint8_t rnd[AGENT_TOKEN_LEN / 2];
     struct agent_group *g;
+    size_t argc;
     int r;
 
     if (!cfg->loop || !cfg->argv || !cfg->argv[0] || !cfg->self_exe || cfg->nproc == 0)
@@ -364,15 +369,31 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         for (unsigned i = 0; i < cfg->nproc; i++)
             if (!cfg->devices[i])
                 return -EINVAL;
+    for (argc = 0; cfg->argv[argc]; argc++)
+        ;
+    if (cfg->local_rank_argi && (cfg->local_rank_argi >= argc || !cfg->local_rank_flag ||
+                                 strlen(cfg->local_rank_flag) > AGENT_CMD_RANK_ARG_MAX - 12))
+        return -EINVAL;
     g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
+    g->cfg = *cfg;
+    g->argv = cfg->argv;
     g->workers = calloc(cfg->nproc, sizeof(*g->workers));
-    if (!g->workers) {
+    if (cfg->local_rank_argi && g->workers) {
+        g->argv = malloc((argc + 1) * sizeof(*g->argv));
+        if (g->argv) {
+            memcpy(g->argv, cfg->argv, (argc + 1) * sizeof(*g->argv));
+            g->argv[cfg->local_rank_argi] = g->rank_arg;
+        }
+    }
+    if (!g->workers || !g->argv) {
+        free(g->workers);
+        if (g->argv != cfg->argv)
+            free(g->argv);
         free(g);
         return -ENOMEM;
     }
-    g->cfg = *cfg;
     g->stdin_open = fcntl(STDIN_FILENO, F_GETFD) >= 0;
     if (!g->cfg.role)
         g->cfg.role = "default";
@@ -408,8 +429,8 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     else
         r = agent_reaper_default_name(g->cfg.run_id, g->reaper_name, sizeof(g->reaper_name));
     if (r < 0) {
-        free(g->workers);
-        free(g);
+        g->done = NULL;
+        group_destroy(g);
         return r;
     }
     r = group_init_timers(g);

@@ -52,6 +52,11 @@ typedef void (*agent_all_exited_fn)(struct agent_group *g, void *ud);
 struct agent_group_cfg {
     uv_loop_t *loop;
     char **argv;          /* worker command, NULL-terminated; argv[0] looked up in PATH */
+    /* 0, or the index in argv (> 0) of the local-rank argument (agent-cmd.h: rank_index), which
+     * each worker gets as "<local_rank_flag>=<its local rank>" (rank_flag): one argv array per
+     * group, rewritten before each spawn, no allocation per worker. */
+    size_t local_rank_argi;
+    const char *local_rank_flag; /* "--local-rank" or "--local_rank"; with local_rank_argi */
     unsigned nproc;       /* LOCAL_WORLD_SIZE */
     const char *role;     /* ROLE_NAME, "default" if NULL */
     const char *run_id;   /* TORCHELASTIC_RUN_ID */
