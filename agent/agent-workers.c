@@ -235,6 +235,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         .run_id = g->cfg.run_id,
         .token = g->token,
         .endpoint = g->cfg.endpoint,
+        .signals_to_handle = g->cfg.signals_to_handle,
         .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
     };
     uv_process_options_t opts = {0};

@@ -68,6 +68,8 @@ struct agent_group_cfg {
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
     unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
+    const char *signals_to_handle; /* TORCHELASTIC_SIGNALS_TO_HANDLE (--signals-to-handle), or
+                                    * NULL: as inherited */
     uint64_t grace_ms;          /* TERM -> KILL grace period when stopping */
     int out_fd; /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
     int err_fd; /* ... and of their stderr; 0: STDERR_FILENO */
