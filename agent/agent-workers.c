@@ -21,6 +21,7 @@
 #include "../common/rdzv-util.h"
 #include "agent-dirs.h"
 #include "agent-env.h"
+#include "agent-redirects.h"
 #include "agent-workers-int.h"
 
 extern char **environ;
@@ -57,7 +58,8 @@ static void group_destroy(struct agent_group *g)
     void *ud = g->done_ud;
 
     if (g->tmp_dir) {
-        agent_dirs_remove_tree(g->tmp_dir);
+        if (!g->logs_in_tmp)
+            agent_dirs_remove_tree(g->tmp_dir);
         free(g->tmp_dir);
     }
     agent_relay_release(g);
@@ -202,21 +204,60 @@ static void worker_cannot_run(struct agent_worker *w, int err)
         agent_relay_out_close(&w->out[k]);
 }
 
+/* The private temporary directory: error files, and the logs of redirected output when there
+ * is no log_dir (then kept at free: say where). */
+static int group_make_tmp(struct agent_group *g)
+{
+    int r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+
+    if (r >= 0 && g->logs_in_tmp)
+        log_info("workers' redirected output goes to files under %s", g->tmp_dir);
+    return r;
+}
+
+/* Where each worker stream goes (agent_group_cfg: redirects, tee, console). */
+static void group_setup_streams(struct agent_group *g)
+{
+    const struct agent_group_cfg *c = &g->cfg;
+
+    for (unsigned i = 0; i < c->nproc; i++) {
+        unsigned red = c->redirects ? c->redirects[i] : 0, tee = c->tee ? c->tee[i] : 0;
+        bool shown = !c->console || c->console[i];
+
+        for (unsigned k = 0; k < _OUT_MAX; k++) {
+            struct worker_out *o = &g->workers[i].out[k];
+            unsigned bit = 1u << k;
+
+            o->console = shown && (!(red & bit) || (tee & bit));
+            o->to_file = ((red | tee) & bit) || !shown;
+            if (o->to_file && !c->log_dir)
+                g->logs_in_tmp = true;
+        }
+    }
+}
+
 /* The worker's error file of this attempt and, with log_dir, its directory and log files
  * (agent-dirs.h). The private directory of error files is made here if agent_group_new() could
  * not. */
 static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, unsigned attempt)
 {
+    const char *log_dir = g->cfg.log_dir;
+    unsigned mask = AGENT_STD_OUT | AGENT_STD_ERR;
     int fds[_OUT_MAX], r;
 
-    if (!g->cfg.log_dir && !g->tmp_dir) {
-        r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+    if (!log_dir && !g->tmp_dir) {
+        r = group_make_tmp(g);
         if (r < 0)
             return r;
     }
-    r = agent_dirs_worker(g->cfg.log_dir, g->tmp_dir, g->cfg.run_id, attempt, w->local_rank,
+    if (!log_dir && g->logs_in_tmp) {
+        log_dir = g->tmp_dir;
+        mask = (w->out[OUT_STDOUT].to_file ? AGENT_STD_OUT : 0) |
+               (w->out[OUT_STDERR].to_file ? AGENT_STD_ERR : 0);
+    }
+    r = agent_dirs_worker(log_dir, g->tmp_dir, g->cfg.run_id, attempt, w->local_rank, mask,
                           &w->error_file, fds);
-    if (r < 0 || !g->cfg.log_dir)
+    if (r < 0 || !log_dir)
         return r;
     for (unsigned k = 0; k < _OUT_MAX; k++)
         w->out[k].log_fd = fds[k];
@@ -415,6 +456,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
             w->out[k].log_fd = -1;
         }
     }
+    group_setup_streams(g);
     for (size_t i = 0; i < sizeof(rnd); i += 8) {
         uint64_t v = rdzv_random_u64();
 
@@ -449,7 +491,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
      * 256 agents starting their workers at once would all queue on /tmp. A failure here is
      * reported by the start, which tries again. */
     if (!g->cfg.log_dir)
-        (void)agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+        (void)group_make_tmp(g);
     *ret = g;
     return 0;
 }

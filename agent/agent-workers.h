@@ -62,6 +62,19 @@ struct agent_group_cfg {
     const char *run_id;   /* TORCHELASTIC_RUN_ID */
     const char *endpoint; /* RDZV_ENDPOINT */
     const char *log_dir;  /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
+    /* torchrun's -r/--redirects, -t/--tee and --local-ranks-filter, per local rank (nproc
+     * entries each, parsed by agent-redirects.h; NULL: all 0 / every rank shown). For local rank
+     * i and stream bit b (AGENT_STD_OUT, AGENT_STD_ERR):
+     *   console  (relayed to out_fd/err_fd) unless redirects[i] has b and tee[i] has not, and
+     *            only when console[i];
+     *   file     (<dir>/stdout.log, stderr.log) with log_dir always (as before), else when
+     *            (redirects[i] | tee[i]) has b or !console[i].
+     * Without log_dir, files go to the private temporary directory (agent_group_new()), which then
+     * takes log_dir's layout (error files included) and is kept at free, as torchrun keeps its
+     * temporary log directory; its path is logged at info level. */
+    const uint8_t *redirects;
+    const uint8_t *tee;
+    const bool *console;
     const char *self_exe; /* path of rdzv-agent, to start the host's reaper (see agent_group_new) */
     const char *reaper_name;    /* NULL: the job's on this host (agent_reaper_default_name());
                                  * tests give their own, to have a reaper of their own */
