@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-relay.c: the workers' output relay: one pipe per worker stream, split into lines, each
  * line prefixed "[rank<N>]: " and written to the agent's stdout/stderr (queued and polled when
- * that fd can block, so a stalled reader stalls the workers and never the loop), and teed to the
- * worker's log file under --log-dir. */
+ * that fd can block, so a stalled reader stalls the workers and never the loop), unless the
+ * stream is redirected or its rank filtered out (worker_out.console), and teed to the worker's
+ * log file when it has one (--log-dir, or a redirected stream: agent-workers.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -235,7 +236,8 @@ void agent_relay_line(struct worker_out *o, const char *p, size_t n)
 {
     struct agent_worker *w = o->w;
 
-    sink_line(&w->g->sink[o->which], w->prefix, w->prefix_len, p, n);
+    if (o->console)
+        sink_line(&w->g->sink[o->which], w->prefix, w->prefix_len, p, n);
 }
 
 /* Relay every complete line in line[0..len) and keep the tail; scan_from bytes are known to hold

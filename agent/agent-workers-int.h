@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "../common/rdzv-buf.h"
+#include "agent-cmd.h"
 #include "agent-reaper.h"
 #include "agent-workers.h"
 
@@ -48,6 +49,8 @@ struct worker_out {
     struct agent_worker *w;
     unsigned which; /* OUT_STDOUT or OUT_STDERR */
     bool open;      /* initialised, uv_close not yet called */
+    bool console;   /* relayed to the group's sink (else only to the log file) */
+    bool to_file;   /* wants a log file even without cfg.log_dir */
     int log_fd;     /* <dir>/stdout.log or stderr.log, or -1 */
     size_t len;     /* bytes of an unfinished line in line[] */
     char *line;     /* AGENT_MAX_LINE bytes, allocated at the first read: most workers of a
@@ -74,6 +77,8 @@ struct reaper; /* agent-reaper-link.c */
 
 struct agent_group {
     struct agent_group_cfg cfg;
+    char **argv; /* cfg.argv, or our copy whose local-rank entry points to rank_arg */
+    char rank_arg[AGENT_CMD_RANK_ARG_MAX];
     enum group_state state;       /* changed only through agent_group_set_state() */
     struct agent_worker *workers; /* cfg.nproc of them */
     unsigned running;             /* workers spawned and not exited */
@@ -88,6 +93,8 @@ struct agent_group {
     struct out_sink sink[_OUT_MAX];
     struct rdzv_buf scratch;    /* one line, for blocking sinks */
     char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    bool logs_in_tmp; /* no log_dir but some stream goes to a file: tmp_dir has log_dir's layout
+                       * and is kept at free */
     struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
     uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
     uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */
@@ -132,7 +139,7 @@ void agent_group_notify_soon(struct agent_group *g);
 void agent_relay_setup(struct agent_group *g);
 /* Write all of p to fd, waiting in poll() if fd happens to be non-blocking. 0 or -errno. */
 int agent_relay_write_all(int fd, const void *p, size_t n);
-/* Relay one line of o's worker (prefix, bytes, newline) to o's sink. */
+/* Relay one line of o's worker (prefix, bytes, newline) to o's sink, if o->console. */
 void agent_relay_line(struct worker_out *o, const char *p, size_t n);
 /* Whether relayed bytes still wait in a sink's queue. */
 bool agent_relay_queued(const struct agent_group *g);

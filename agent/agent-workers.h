@@ -52,17 +52,37 @@ typedef void (*agent_all_exited_fn)(struct agent_group *g, void *ud);
 struct agent_group_cfg {
     uv_loop_t *loop;
     char **argv;          /* worker command, NULL-terminated; argv[0] looked up in PATH */
+    /* 0, or the index in argv (> 0) of the local-rank argument (agent-cmd.h: rank_index), which
+     * each worker gets as "<local_rank_flag>=<its local rank>" (rank_flag): one argv array per
+     * group, rewritten before each spawn, no allocation per worker. */
+    size_t local_rank_argi;
+    const char *local_rank_flag; /* "--local-rank" or "--local_rank"; with local_rank_argi */
     unsigned nproc;       /* LOCAL_WORLD_SIZE */
     const char *role;     /* ROLE_NAME, "default" if NULL */
     const char *run_id;   /* TORCHELASTIC_RUN_ID */
     const char *endpoint; /* RDZV_ENDPOINT */
     const char *log_dir;  /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
+    /* torchrun's -r/--redirects, -t/--tee and --local-ranks-filter, per local rank (nproc
+     * entries each, parsed by agent-redirects.h; NULL: all 0 / every rank shown). For local rank
+     * i and stream bit b (AGENT_STD_OUT, AGENT_STD_ERR):
+     *   console  (relayed to out_fd/err_fd) unless redirects[i] has b and tee[i] has not, and
+     *            only when console[i];
+     *   file     (<dir>/stdout.log, stderr.log) with log_dir always (as before), else when
+     *            (redirects[i] | tee[i]) has b or !console[i].
+     * Without log_dir, files go to the private temporary directory (agent_group_new()), which then
+     * takes log_dir's layout (error files included) and is kept at free, as torchrun keeps its
+     * temporary log directory; its path is logged at info level. */
+    const uint8_t *redirects;
+    const uint8_t *tee;
+    const bool *console;
     const char *self_exe; /* path of rdzv-agent, to start the host's reaper (see agent_group_new) */
     const char *reaper_name;    /* NULL: the job's on this host (agent_reaper_default_name());
                                  * tests give their own, to have a reaper of their own */
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
     unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
+    const char *signals_to_handle; /* TORCHELASTIC_SIGNALS_TO_HANDLE (--signals-to-handle), or
+                                    * NULL: as inherited */
     uint64_t grace_ms;          /* TERM -> KILL grace period when stopping */
     int out_fd; /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
     int err_fd; /* ... and of their stderr; 0: STDERR_FILENO */

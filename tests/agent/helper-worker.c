@@ -29,6 +29,7 @@
  *   write-error     write a torch-style JSON error to $TORCHELASTIC_ERROR_FILE, print
  *                   ERROR_FILE_WRITTEN=1 (or =<errno text>)
  *   fds             print OPEN_FDS=<fds above 2, comma-separated> (leaked by the agent)
+ *   --ANYTHING      print ARG=--ANYTHING (a launcher's argument, e.g. --local-rank=N)
  * Exits 0 after the last action.
  */
 
@@ -149,7 +150,9 @@ static void run(const char *act, const char *rank)
     size_t n = eq ? (size_t)(eq - act) : strlen(act);
 
 #define IS(name) (n == strlen(name) && strncmp(act, name, n) == 0)
-    if (IS("env")) {
+    if (strncmp(act, "--", 2) == 0) {
+        printf("ARG=%s\n", act);
+    } else if (IS("env")) {
         print_env();
     } else if (IS("exit")) {
         fflush(NULL);
