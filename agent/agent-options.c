@@ -5,12 +5,15 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../common/rdzv-opt.h"
 #include "../common/rdzv-util.h"
+#include "agent-redirects.h"
 
 static int bad(const char *opt, const char *val, const char *what)
 {
@@ -58,12 +61,12 @@ static int nnodes_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, 
     return 0;
 }
 
-/* A number, gpu or auto (resolved once the GPUs are known). */
+/* A number, gpu, cpu or auto (resolved once the GPUs are known). */
 static int nproc_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     struct agent_opts *o = p->ud;
 
-    if (strcmp(val, "gpu") && strcmp(val, "auto") &&
+    if (strcmp(val, "gpu") && strcmp(val, "auto") && strcmp(val, "cpu") &&
         parse_int("--nproc", val, 1, 1024, &o->nproc) < 0)
         return -EINVAL;
     o->nproc_arg = val;
@@ -107,6 +110,195 @@ static int nccl_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, co
     return 0;
 }
 
+/* torchrun's --rdzv-backend: c10d and static; the etcd ones are gone (etcd 3.6 removed the v2
+ * API they need). */
+static int backend_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    struct agent_opts *o = p->ud;
+
+    if (strcmp(val, "etcd") == 0 || strcmp(val, "etcd-v2") == 0)
+        return rdzv_opt_bad(p, opt, val,
+                            "the etcd backends are not supported (etcd 3.6 removed the v2 API "
+                            "they use): use --rdzv-backend c10d with --rdzv-endpoint HOST:PORT, "
+                            "and rdzv-agent hosts rdzvd itself");
+    if (strcmp(val, "c10d") == 0)
+        o->backend = AGENT_BACKEND_C10D;
+    else if (strcmp(val, "static") == 0)
+        o->backend = AGENT_BACKEND_STATIC;
+    else
+        return rdzv_opt_bad(p, opt, val, "expected c10d or static");
+    o->backend_given = true;
+    return 0;
+}
+
+static int conf_bool(const char *v)
+{
+    static const char *const yes[] = {"1", "true", "t", "yes", "y"}, *const no[] = {"0", "false",
+                                                                                  "f", "no", "n"};
+
+    for (unsigned i = 0; i < RDZV_ARRAY_SIZE(yes); i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return 1;
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* One key=value of --rdzv-conf onto rdzv's settings; unknown keys are warned about. */
+static int conf_apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *k,
+                      const char *v, double *keep_alive, double *keep_alive_n)
+{
+    static const struct {
+        const char *key;
+        size_t off; /* in struct agent_opts; 0: accepted, no meaning here */
+    } secs[] = {
+        {"join_timeout", offsetof(struct agent_opts, join_timeout_s)},
+        {"timeout", offsetof(struct agent_opts, join_timeout_s)},
+        {"last_call_timeout", offsetof(struct agent_opts, last_call_s)},
+        {"read_timeout", offsetof(struct agent_opts, connect_timeout_s)},
+        {"close_timeout", 0},
+        {"heartbeat_timeout", 0},
+    };
+    struct agent_opts *o = p->ud;
+    char *end;
+    double d;
+
+    if (strcmp(k, "is_host") == 0) {
+        if ((o->is_host = conf_bool(v)) < 0)
+            return rdzv_opt_bad(p, opt, v, "is_host: expected true or false");
+        return 0;
+    }
+    if (strcmp(k, "store_type") == 0 || strcmp(k, "use_libuv") == 0) {
+        if (strcmp(v, "file") == 0)
+            fprintf(stderr, "rdzv-agent: warning: --rdzv-conf store_type=file: rdzvd is a TCP "
+                            "store; ignored\n");
+        return 0;
+    }
+    d = strtod(v, &end);
+    for (unsigned i = 0; i < RDZV_ARRAY_SIZE(secs); i++) {
+        if (strcmp(k, secs[i].key))
+            continue;
+        if (!*v || *end || !(d >= 0) || d > 1e7)
+            return rdzv_opt_bad(p, opt, v, "expected a number of seconds");
+        if (secs[i].off)
+            *(double *)((char *)o + secs[i].off) = d;
+        return 0;
+    }
+    if (strcmp(k, "keep_alive_interval") == 0 || strcmp(k, "keep_alive_max_attempt") == 0) {
+        if (!*v || *end || !(d > 0) || d > 3600)
+            return rdzv_opt_bad(p, opt, v, "expected a positive number");
+        *(k[11] == 'i' ? keep_alive : keep_alive_n) = d;
+        return 0;
+    }
+    fprintf(stderr, "rdzv-agent: warning: --rdzv-conf: unknown key '%s' ignored\n", k);
+    return 0;
+}
+
+/* k1=v1,k2=v2 (torchrun's --rdzv-conf). A node is lost after keep_alive_interval times
+ * keep_alive_max_attempt seconds of silence (torchrun's 5 x 3): rdzv's --heartbeat-timeout. */
+static int rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    struct agent_opts *o = p->ud;
+    double keep_alive = 0, keep_alive_n = 0;
+    const char *s = val;
+    char buf[256];
+
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        char *eq;
+
+        if (n >= sizeof(buf))
+            return rdzv_opt_bad(p, opt, val, "an entry is too long");
+        memcpy(buf, s, n);
+        buf[n] = '\0';
+        s += n + (s[n] == ',');
+        if (n == 0)
+            continue;
+        eq = strchr(buf, '=');
+        if (!eq || eq == buf)
+            return rdzv_opt_bad(p, opt, val, "expected KEY=VALUE,KEY=VALUE...");
+        *eq = '\0';
+        if (conf_apply(p, opt, buf, eq + 1, &keep_alive, &keep_alive_n) < 0)
+            return -EINVAL;
+    }
+    if (keep_alive || keep_alive_n) {
+        double t = (keep_alive ? keep_alive : 5) * (keep_alive_n ? keep_alive_n : 3);
+
+        o->heartbeat_timeout_s = t < 0.1 ? 0.1 : t > 3600 ? 3600 : t;
+    }
+    return 0;
+}
+
+/* --pass-local-rank[=dash|underscore]: torch.distributed.launch's --local-rank=N argument. */
+static int pass_local_rank_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                              const char *val)
+{
+    struct agent_opts *o = p->ud;
+    int b = val ? conf_bool(val) : 1;
+
+    if (val && strcmp(val, "dash") == 0)
+        b = 1;
+    if (val && strcmp(val, "underscore") == 0) {
+        o->pass_local_rank = AGENT_LOCAL_RANK_UNDERSCORE;
+        return 0;
+    }
+    if (b < 0)
+        return rdzv_opt_bad(p, opt, val, "expected dash (--local-rank=N) or underscore "
+                                         "(--local_rank=N)");
+    o->pass_local_rank = b ? AGENT_LOCAL_RANK_DASH : AGENT_LOCAL_RANK_NONE;
+    return 0;
+}
+
+static int start_method_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                           const char *val)
+{
+    if (strcmp(val, "spawn") && strcmp(val, "fork") && strcmp(val, "forkserver"))
+        return rdzv_opt_bad(p, opt, val, "expected spawn, fork or forkserver");
+    *(const char **)opt->dest = val;
+    return 0;
+}
+
+/* -r/--redirects, -t/--tee: checked now, applied per local rank once nproc is known. */
+static int redirects_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                        const char *val)
+{
+    uint8_t masks[1024];
+    const char *msg = NULL;
+
+    if (agent_redirects_parse(val, RDZV_ARRAY_SIZE(masks), masks, &msg) < 0)
+        return rdzv_opt_bad(p, opt, val, msg ? msg : "expected 0-3 or LR:N,LR:N");
+    *(const char **)opt->dest = val;
+    return 0;
+}
+
+static int ranks_filter_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                           const char *val)
+{
+    bool shown[1024];
+    const char *msg = NULL;
+
+    if (agent_ranks_filter_parse(val, RDZV_ARRAY_SIZE(shown), shown, &msg) < 0)
+        return rdzv_opt_bad(p, opt, val, msg ? msg : "expected LR,LR,...");
+    *(const char **)opt->dest = val;
+    return 0;
+}
+
+/* SIGTERM,SIGINT,... */
+static int signals_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    for (const char *s = val; *s;) {
+        size_t n = strcspn(s, ",");
+
+        if (n < 4 || strncmp(s, "SIG", 3) || strspn(s + 3, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") <
+                                                  n - 3)
+            return rdzv_opt_bad(p, opt, val, "expected signal names: SIGTERM,SIGUSR1,...");
+        s += n + (s[n] == ',');
+    }
+    *(const char **)opt->dest = val;
+    return 0;
+}
+
 #define SECS(n, d, h)                                                                              \
     {.kind = RDZV_OPT_DOUBLE, .name = n, .dest = d, .dmin = 0, .dmax = 1e7, .metavar = "SEC",     \
      .what = "expected a number of seconds", .help = h}
@@ -118,9 +310,9 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_CALLBACK, .name = "nnodes", .cb = nnodes_cb, .metavar = "N|MIN:MAX",
          .help = "nodes in the job (default: $SLURM_NNODES or 1)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "nproc", .alias = "nproc-per-node", .cb = nproc_cb,
-         .metavar = "N|gpu|auto",
+         .metavar = "N|gpu|cpu|auto",
          .help = "workers on this node (default 1; gpu: one per visible GPU;\n"
-                 "auto: GPUs if any, else CPUs)"},
+                 "cpu: one per CPU; auto: GPUs if any, else CPUs)"},
         {.kind = RDZV_OPT_STRING, .name = "endpoint", .alias = "rdzv-endpoint",
          .dest = &o->endpoint, .metavar = "HOST:PORT",
          .help = "rdzvd's address (port default 29400)"},
@@ -175,24 +367,85 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .cb = rdzv_opt_log_level_cb,
          .dest = &o->level, .metavar = "LEVEL", .what = "expected error, warn, info or debug",
          .help = "error, warn, info (default), debug"},
+        {.kind = RDZV_OPT_SECTION, .help = "torchrun and torch.distributed.launch:"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-backend", .cb = backend_cb,
+         .metavar = "c10d|static",
+         .help = "c10d: rdzvd at --rdzv-endpoint; when nothing answers there,\n"
+                 "the agent that owns the endpoint's address (or node rank 0)\n"
+                 "starts it. static: node rank 0 starts it at --master-addr:\n"
+                 "--master-port, world fixed at --nnodes (the default for a\n"
+                 "SCRIPT without an endpoint). etcd, etcd-v2: refused"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-conf", .cb = rdzv_conf_cb, .metavar = "K=V,...",
+         .help = "join_timeout, timeout, last_call_timeout, read_timeout,\n"
+                 "keep_alive_interval x keep_alive_max_attempt (heartbeat),\n"
+                 "is_host; close_timeout, heartbeat_timeout, store_type and\n"
+                 "use_libuv mean nothing here; other keys: a warning"},
+        {.kind = RDZV_OPT_STRING, .name = "master-addr", .dest = &o->master_addr,
+         .metavar = "HOST", .help = "static: where node rank 0 hosts rdzvd (default 127.0.0.1)"},
+        {.kind = RDZV_OPT_INT, .name = "master-port", .dest = &o->master_port, .imin = 0,
+         .imax = 65535, .metavar = "PORT", .help = "static: its port (default 29500)"},
+        {.kind = RDZV_OPT_STRING, .name = "local-addr", .dest = &o->local_addr, .metavar = "ADDR",
+         .help = "this node's address, as --host (default: hostname)"},
+        {.kind = RDZV_OPT_FLAG, .name = "module", .short_name = 'm', .dest = &o->module,
+         .help = "the command is a Python module: $PYTHON_EXEC -u -m MOD"},
+        {.kind = RDZV_OPT_FLAG, .name = "no-python", .dest = &o->no_python,
+         .help = "execute the command directly, not with $PYTHON_EXEC -u"},
+        {.kind = RDZV_OPT_FLAG, .name = "run-path", .dest = &o->run_path,
+         .help = "run the script with runpy.run_path in $PYTHON_EXEC"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "redirects", .short_name = 'r', .cb = redirects_cb,
+         .dest = &o->redirects, .metavar = "N|LR:N,...",
+         .help = "workers' stdout (1), stderr (2), both (3) to files only"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "tee", .short_name = 't', .cb = redirects_cb,
+         .dest = &o->tee, .metavar = "N|LR:N,...",
+         .help = "workers' stdout (1), stderr (2), both (3) to files too"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "local-ranks-filter", .cb = ranks_filter_cb,
+         .dest = &o->local_ranks_filter, .metavar = "LR,...",
+         .help = "show only these local ranks' output on the console"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "signals-to-handle", .cb = signals_cb,
+         .dest = &o->signals_to_handle, .metavar = "SIG,...",
+         .help = "TORCHELASTIC_SIGNALS_TO_HANDLE for the workers (the agent\n"
+                 "forwards TERM, INT, HUP, QUIT, USR1, USR2 anyway)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "pass-local-rank", .cb = pass_local_rank_cb,
+         .flags = RDZV_OPT_F_OPTARG, .metavar = "dash|underscore",
+         .help = "torch.distributed.launch: pass each worker its local rank\n"
+                 "as an argument, dash- (torch >= 2.0) or underscore-spelled (1.x)"},
+        {.kind = RDZV_OPT_FLAG, .name = "use-env", .dest = &o->use_env,
+         .help = "torch.distributed.launch: LOCAL_RANK only (wins over\n--pass-local-rank)"},
+        SECS("shutdown-timeout", &o->grace_s, "torchrun's name for --grace"),
+        SECS("monitor-interval", &o->monitor_interval_s,
+             "accepted, changes nothing: worker exits are seen at once"),
+        {.kind = RDZV_OPT_CALLBACK, .name = "start-method", .cb = start_method_cb,
+         .dest = &o->start_method, .metavar = "spawn|fork|forkserver",
+         .help = "accepted, changes nothing: workers are always new processes"},
+        {.kind = RDZV_OPT_STRING, .name = "event-log-handler", .dest = &o->event_log_handler,
+         .metavar = "NAME", .help = "accepted, changes nothing: events go to the log"},
+        {.kind = RDZV_OPT_STRING, .name = "logs-specs", .dest = &o->logs_specs,
+         .metavar = "NAME", .help = "accepted, ignored (with a warning): see --log-dir"},
+        {.kind = RDZV_OPT_STRING, .name = "numa-binding", .dest = &o->numa_binding,
+         .metavar = "MODE", .help = "accepted, ignored (with a warning)"},
+        {.kind = RDZV_OPT_FLAG, .name = "virtual-local-rank", .dest = &o->virtual_local_rank,
+         .help = "accepted, ignored (with a warning)"},
+        {.kind = RDZV_OPT_SECTION, .help = "General:"},
         RDZV_OPT_HELP_ENTRY("show this help"),
         RDZV_OPT_VERSION_ENTRY('V', "show the version"),
         {0},
     };
     const struct rdzv_opt_prog prog = {
         .name = "rdzv-agent",
-        .env_prefix = "RDZV",
-        .usage = "Usage: rdzv-agent [OPTIONS] [-- COMMAND [ARGS...]]\n"
+        .env_prefix = "RDZV PET",
+        .usage = "Usage: rdzv-agent [OPTIONS] SCRIPT [ARGS...]\n"
+                 "       rdzv-agent [OPTIONS] -- COMMAND [ARGS...]\n"
                  "Join a job's rendezvous on rdzvd and run one worker per local GPU (or "
-                 "--nproc).\n\n",
+                 "--nproc).\nSCRIPT runs as torchrun runs it ($PYTHON_EXEC -u SCRIPT; -m, "
+                 "--no-python); a COMMAND\nafter -- runs as given.\n\n",
         .footer = "Without a COMMAND the built-in NCCL trainer rdzv-train runs. Every option "
-                  "can also be\nset as RDZV_<OPTION> in the environment (e.g. RDZV_NNODES=2, "
-                  "RDZV_ENDPOINT=h:29400);\nflags win. Workers get torchrun's environment "
+                  "can also be\nset as RDZV_<OPTION> or torchrun's PET_<OPTION> in the environment "
+                  "(e.g. RDZV_NNODES=2,\nPET_NPROC_PER_NODE=4); flags win. Workers get torchrun's environment "
                   "(RANK, LOCAL_RANK, WORLD_SIZE,\nMASTER_ADDR, ...), plus RDZV_NCCL_UNIQUE_ID, "
                   "RDZV_GENERATION and RDZV_ENDPOINT.\n",
         .version = RDZV_VERSION,
         .opts = table,
-        .flags = RDZV_OPT_STOP_AT_ARG,
+        .flags = RDZV_OPT_STOP_AT_ARG | RDZV_OPT_ENV_ALIASES,
         .help_col = 28,
         .ud = o,
     };
@@ -203,6 +456,56 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         if (rdzv_opt_set(&prog, "nnodes", s) < 0)
             o->min_nodes = o->max_nodes = 0;
     return rdzv_opt_parse(&prog, argc, argv, ret_first_arg);
+}
+
+/* torchrun's reading of what was given: the backend, the command, the hosting role. */
+static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int first_arg)
+{
+    if (first_arg < argc)
+        o->raw_cmd = first_arg > 1 && strcmp(argv[first_arg - 1], "--") == 0;
+    o->python_exec = getenv("PYTHON_EXEC");
+    if (o->python_exec && !*o->python_exec)
+        o->python_exec = NULL;
+    if (o->use_env)
+        o->pass_local_rank = AGENT_LOCAL_RANK_NONE;
+    if (o->module && o->no_python && !o->run_path) {
+        fprintf(stderr, "rdzv-agent: -m/--module and --no-python cannot be used together\n");
+        return -EINVAL;
+    }
+    if (o->logs_specs || o->numa_binding || o->virtual_local_rank)
+        fprintf(stderr, "rdzv-agent: warning: %s is not supported here and is ignored\n",
+                o->logs_specs ? "--logs-specs" : o->numa_binding ? "--numa-binding"
+                                                                 : "--virtual-local-rank");
+    if (o->local_addr && !o->host)
+        o->host = o->local_addr;
+    if (o->standalone) {
+        o->backend = AGENT_BACKEND_STANDALONE;
+        return 0;
+    }
+    /* torchrun's default without an endpoint is static; rdzv's own "-- COMMAND" form keeps
+     * asking for --endpoint. */
+    if (!o->backend_given)
+        o->backend = !o->endpoint && (o->master_addr || o->master_port >= 0 ||
+                                      (o->argv && !o->raw_cmd))
+                         ? AGENT_BACKEND_STATIC
+                         : AGENT_BACKEND_C10D;
+    if (o->backend == AGENT_BACKEND_STATIC) {
+        if (!o->endpoint) {
+            snprintf(o->endpoint_buf, sizeof(o->endpoint_buf), "%s:%" PRId64,
+                     o->master_addr ? o->master_addr : "127.0.0.1",
+                     o->master_port >= 0 ? o->master_port : 29500);
+            o->endpoint = o->endpoint_buf;
+        }
+        if (o->node_rank < 0 && !getenv("SLURM_NODEID") && !getenv("OMPI_COMM_WORLD_RANK"))
+            o->node_rank = 0; /* torchrun's default */
+        if (!o->run_id && !getenv("SLURM_JOB_ID") && !getenv("PBS_JOBID"))
+            o->run_id = "none"; /* torchrun's default; one job per master address */
+        o->may_host = o->is_host != 0;
+        return 0;
+    }
+    o->may_host = o->backend_given && o->is_host != 0;
+    o->must_host = o->is_host == 1;
+    return 0;
 }
 
 int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
@@ -220,11 +523,15 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->nccl = RDZV_NCCL_AUTO;
     o->nccl_ids = 1;
     o->level = RDZV_LOG_INFO;
+    o->is_host = -1;
+    o->master_port = -1;
     r = parse_table(o, argc, argv, &first_arg);
     if (r != 0)
         return r;
     if (first_arg < argc)
         o->argv = argv + first_arg;
+    if (torchrun_semantics(o, argc, argv, first_arg) < 0)
+        return -EINVAL;
 
     if (o->standalone) {
         if (o->max_nodes > 1) {
@@ -243,7 +550,8 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
         o->min_nodes = o->max_nodes = 1;
     if (!o->endpoint && !o->standalone) {
         fprintf(stderr, "rdzv-agent: no rdzvd to join: pass --endpoint HOST:PORT (rdzvd's "
-                        "address), or --standalone for a single node\n");
+                        "address), --master-addr/--master-port (static), or --standalone for a "
+                        "single node\n");
         return -EINVAL;
     }
     if (!o->run_id && !(o->run_id = getenv("SLURM_JOB_ID")) && !(o->run_id = getenv("PBS_JOBID"))) {
@@ -261,6 +569,13 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
         if (src && parse_int(src, s, 0, 99999, &o->node_rank) < 0)
             return -EINVAL;
         o->rank_hint = src != NULL; /* the scheduler's numbering: a preference */
+    }
+    if (o->backend == AGENT_BACKEND_STATIC) {
+        o->min_nodes = o->max_nodes; /* torchrun's static world: fixed */
+        if (o->is_host < 0)
+            o->must_host = o->may_host = o->node_rank == 0;
+        else
+            o->must_host = o->is_host == 1;
     }
     o->heartbeat_s = o->heartbeat_timeout_s / 5;
     if (o->join_timeout_s > 86400)

@@ -13,6 +13,16 @@
 
 #include "../common/rdzv-log.h"
 #include "../proto/rdzv-msg.h"
+#include "agent-cmd.h"
+
+/* Where the rendezvous daemon comes from. */
+enum agent_backend {
+    AGENT_BACKEND_C10D,   /* rdzvd at --endpoint; with --rdzv-backend c10d given, hosted by an
+                           * agent when nothing answers there (agent-host.h) */
+    AGENT_BACKEND_STATIC, /* torchrun's static: node rank 0 hosts rdzvd at master addr:port,
+                           * the world fixed at --nnodes */
+    AGENT_BACKEND_STANDALONE, /* --standalone: an embedded rdzvd on a free loopback port */
+};
 
 struct agent_opts {
     int64_t min_nodes, max_nodes;
@@ -40,10 +50,32 @@ struct agent_opts {
     enum rdzv_log_level level;
     const char *token_file;  /* prove this secret to rdzvd (--token-file) */
     char **argv;             /* worker command; NULL: none given (the built-in trainer) */
+    bool raw_cmd;            /* argv came after "--": run as given (rdzv's own meaning) */
+
+    /* torchrun's and torch.distributed.launch's options (README "Coming from torchrun") */
+    enum agent_backend backend;
+    bool backend_given;      /* --rdzv-backend on the command line or PET_/RDZV_ env */
+    int is_host;             /* --rdzv-conf is_host: -1 unset, 0, 1 */
+    bool module, no_python, run_path, use_env;
+    enum agent_local_rank_arg pass_local_rank;
+    const char *python_exec; /* $PYTHON_EXEC, or NULL (python3 from PATH) */
+    const char *redirects, *tee, *local_ranks_filter;
+    const char *local_addr;
+    const char *master_addr;
+    int64_t master_port;     /* -1: not given */
+    const char *signals_to_handle;
+    double monitor_interval_s;
+    const char *start_method, *event_log_handler, *logs_specs, *numa_binding;
+    bool virtual_local_rank;
+    /* Whether this agent may start rdzvd at the endpoint when nothing answers there
+     * (agent-host.h): static on node rank 0, c10d with --rdzv-backend given (or is_host=1). */
+    bool may_host;
+    bool must_host;          /* static node rank 0 or is_host=1: host without a bind check */
+    char endpoint_buf[300];  /* static: master addr:port */
     char run_id_buf[64];     /* --standalone's generated run id */
 };
 
-/* Fill *o from the defaults, the scheduler's and RDZV_* environment variables and argv, and
+/* Fill *o from the defaults, the scheduler's and RDZV_* / PET_* environment variables and argv, and
  * check what needs the whole picture (an endpoint or --standalone, a job id, the node rank's
  * range). Returns 0, 1 when the program should exit 0 now (--help, --version), or -EINVAL
  * after printing one line to stderr. */

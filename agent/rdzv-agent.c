@@ -19,10 +19,12 @@
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "agent-client.h"
+#include "agent-cmd.h"
 #include "agent-gpu.h"
 #include "agent-nccl.h"
 #include "agent-options.h"
 #include "agent-reaper.h"
+#include "agent-redirects.h"
 #include "agent-session.h"
 #include "agent-workers.h"
 
@@ -36,6 +38,9 @@ struct agent {
     struct rdzv_token *token;      /* --token-file */
     uv_signal_t sigs[6];
     char **devices;
+    struct agent_cmd cmd;          /* the command as torchrun builds it (agent-cmd.h) */
+    uint8_t *redirects, *tee;      /* -r / -t per local rank, or NULL */
+    bool *console;                 /* --local-ranks-filter per local rank, or NULL */
     char self_exe[PATH_MAX];
     char train_path[PATH_MAX];
     char *train_argv[2];
@@ -69,6 +74,57 @@ found:
     a->train_argv[1] = NULL;
     a->o.argv = a->train_argv;
     log_info("no command given: running the trainer %s", a->train_path);
+    return 0;
+}
+
+/* A command before any "--" runs as torchrun runs it: $PYTHON_EXEC -u SCRIPT, -m, --no-python,
+ * --run-path, and torch.distributed.launch's --local-rank=N; after "--" it runs as given (with the
+ * local-rank argument too when asked for). */
+static int build_command(struct agent *a)
+{
+    struct agent_cmd_in in = {
+        .python_exec = a->o.python_exec,
+        .module = a->o.module,
+        .no_python = a->o.no_python || a->o.raw_cmd || a->o.argv == a->train_argv,
+        .run_path = a->o.run_path && !a->o.raw_cmd,
+        .cmd = (const char *const *)a->o.argv,
+        .pass_local_rank = a->o.pass_local_rank,
+    };
+    const char *msg = NULL;
+    int r;
+
+    if (a->o.raw_cmd)
+        in.module = false;
+    r = agent_cmd_build(&a->cmd, &in, &msg);
+    if (r < 0)
+        fprintf(stderr, "rdzv-agent: the command: %s\n", msg ? msg : strerror(-r));
+    return r;
+}
+
+/* -r, -t and --local-ranks-filter, per local rank, now that nproc is known. */
+static int output_routing(struct agent *a, struct agent_group_cfg *g)
+{
+    unsigned n = (unsigned)a->o.nproc;
+    const char *msg = NULL;
+
+    if (a->o.redirects) {
+        if (!(a->redirects = calloc(n, 1)))
+            return -ENOMEM;
+        (void)agent_redirects_parse(a->o.redirects, n, a->redirects, &msg);
+        g->redirects = a->redirects;
+    }
+    if (a->o.tee) {
+        if (!(a->tee = calloc(n, 1)))
+            return -ENOMEM;
+        (void)agent_redirects_parse(a->o.tee, n, a->tee, &msg);
+        g->tee = a->tee;
+    }
+    if (a->o.local_ranks_filter) {
+        if (!(a->console = calloc(n, sizeof(bool))))
+            return -ENOMEM;
+        (void)agent_ranks_filter_parse(a->o.local_ranks_filter, n, a->console, &msg);
+        g->console = a->console;
+    }
     return 0;
 }
 
@@ -170,6 +226,8 @@ int main(int argc, char **argv)
         a.o.nproc = ngpus;
     } else if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "auto") == 0) {
         a.o.nproc = ngpus > 0 ? ngpus : (int64_t)sysconf(_SC_NPROCESSORS_ONLN);
+    } else if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "cpu") == 0) {
+        a.o.nproc = (int64_t)sysconf(_SC_NPROCESSORS_ONLN);
     } else if (a.o.nproc == 0) {
         a.o.nproc = 1;
     }
@@ -185,7 +243,7 @@ int main(int argc, char **argv)
 
     if (uv_exepath(a.self_exe, &(size_t){sizeof(a.self_exe)}) < 0)
         snprintf(a.self_exe, sizeof(a.self_exe), "/proc/self/exe");
-    if (!a.o.argv && default_worker(&a) < 0) {
+    if ((!a.o.argv && default_worker(&a) < 0) || build_command(&a) < 0) {
         agent_gpu_list_free(gpus, ngpus);
         return 2;
     }
@@ -225,7 +283,14 @@ int main(int argc, char **argv)
         return 1;
     }
     gcfg.loop = &loop;
-    gcfg.argv = a.o.argv;
+    gcfg.argv = a.cmd.argv;
+    gcfg.local_rank_argi = a.cmd.rank_index;
+    gcfg.local_rank_flag = a.cmd.rank_flag;
+    gcfg.signals_to_handle = a.o.signals_to_handle;
+    if (output_routing(&a, &gcfg) < 0) {
+        log_error("out of memory");
+        return 1;
+    }
     gcfg.nproc = (unsigned)a.o.nproc;
     gcfg.role = a.o.role;
     gcfg.run_id = a.o.run_id;
@@ -300,6 +365,10 @@ int main(int argc, char **argv)
         free(a.token);
     }
     agent_gpu_list_free(gpus, ngpus);
+    agent_cmd_free(&a.cmd);
+    free(a.redirects);
+    free(a.tee);
+    free(a.console);
     r = agent_session_exit_code(a.session);
     agent_session_free(a.session);
     return r;
