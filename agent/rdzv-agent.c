@@ -22,6 +22,7 @@
 #include "agent-cmd.h"
 #include "agent-gpu.h"
 #include "agent-nccl.h"
+#include "agent-host.h"
 #include "agent-options.h"
 #include "agent-reaper.h"
 #include "agent-redirects.h"
@@ -198,6 +199,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
         return agent_reaper_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--host-watch") == 0)
+        return agent_host_watch_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
         return agent_nccl_root_main(argc, argv);
 
@@ -261,6 +264,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT\n", a.o.endpoint);
         return 2;
     }
+    if (a.o.may_host)
+        (void)agent_host_maybe_start(&(struct agent_host_cfg){.host = host,
+                                                              .port = port,
+                                                              .self_exe = a.self_exe,
+                                                              .must = a.o.must_host,
+                                                              .rank0 = a.o.node_rank == 0,
+                                                              .token_file = a.o.token_file,
+                                                              .level = a.o.level});
 
     r = agent_session_new(&(struct agent_session_cfg){.loop = &loop,
                                                       .dhost = host,

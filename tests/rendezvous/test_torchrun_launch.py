@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The launch lines of issue 13, by hand with two agents on loopback and no rdzvd started by hand:
+torchrun's c10d line (an agent hosts rdzvd), the static line (node rank 0 hosts), the
+torch.distributed.launch line (--pass-local-rank), running unmodified PyTorch scripts with
+Debian's torch 1.13; and the hosting agent SIGKILLed mid-job with the job finishing."""
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from agenttest import AGENT, AgentTestCase, main, start
+
+import rdzvtest
+
+PYTHON = os.environ.get("RDZV_TEST_PYTHON", "/usr/bin/python3")
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+DDP = os.path.join(SCRIPTS, "tr_ddp.py")
+LAUNCH = os.path.join(SCRIPTS, "tr_launch.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def have_torch():
+    r = subprocess.run([PYTHON, "-c", "import torch.distributed"], capture_output=True)
+    return r.returncode == 0
+
+
+def watchers(port):
+    """Pids of the `rdzv-agent --host-watch ... PORT` processes hosting rdzvd on port."""
+    pids = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 3 and argv[1] == b"--host-watch" and argv[3] == str(port).encode():
+            pids.append(int(d[6:]))
+    return pids
+
+
+class TestLaunchLines(AgentTestCase):
+    def setUp(self):
+        if not have_torch():
+            self.skipTest(f"PyTorch is not installed for {PYTHON}")
+        self.tmp = self.outdir()
+        self.addCleanup(self.kill_watchers)
+        self.ports = []
+
+    def kill_watchers(self):
+        for port in self.ports:
+            for pid in watchers(port):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def port(self):
+        p = free_port()
+        self.ports.append(p)
+        return p
+
+    def agent(self, i, *args, env=None):
+        """An agent whose stderr goes to a file (read while it runs): (proc, stderr path)."""
+        path = os.path.join(self.tmp, f"agent{i}.{len(os.listdir(self.tmp))}.err")
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SLURM_", "PBS_", "OMPI_", "PET_", "RDZV_"))}
+        e.update({"PYTHON_EXEC": PYTHON, **(env or {})})
+        with open(path, "w") as err:
+            p = subprocess.Popen([AGENT, *args], env=e, stdout=subprocess.DEVNULL, stderr=err,
+                                 start_new_session=True)
+        rdzvtest.track(p, group=True)
+        return p, path
+
+    def wait_all(self, procs, timeout=120):
+        deadline = time.monotonic() + timeout
+        for p, path in procs:
+            try:
+                p.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                rdzvtest.kill_proc(p, group=True)
+                p.wait()
+            with open(path) as f:
+                err = f.read()
+            self.assertEqual(p.returncode, 0, f"{p.args[1:]}:\n{err[-3000:]}")
+
+    def results(self, world):
+        res = []
+        for r in range(world):
+            with open(os.path.join(self.tmp, f"ddp.{r}.json")) as f:
+                res.append(json.load(f))
+        self.assertEqual([x["rank"] for x in res], list(range(world)))
+        self.assertEqual({x["world"] for x in res}, {world})
+        self.assertEqual(len({x["params"] for x in res}), 1, "DDP kept the replicas identical")
+        return res
+
+    def test_c10d_line_without_a_daemon(self):
+        port = self.port()
+        line = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_id=c10d-job", "--rdzv_backend=c10d",
+                f"--rdzv_endpoint=127.0.0.1:{port}", DDP, self.tmp]
+        ps = [self.agent(i, *line) for i in (0, 1)]
+        self.wait_all(ps)
+        self.results(2)
+        hosts = [path for _, path in ps if "hosting rdzvd" in read(path)]
+        self.assertEqual(len(hosts), 1, "exactly one agent hosted rdzvd")
+        deadline = time.monotonic() + 20
+        while watchers(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(watchers(port), [], "the hosted rdzvd ends by itself after the job")
+
+    def test_static_line(self):
+        port = self.port()
+        ps = [self.agent(r, "--nproc_per_node=1", "--nnodes=2", f"--node_rank={r}",
+                         "--master_addr=127.0.0.1", f"--master_port={port}", DDP, self.tmp)
+              for r in (1, 0)]
+        self.wait_all(ps)
+        self.results(2)
+        self.assertIn("hosting rdzvd", read(ps[1][1]), "node rank 0 hosts")
+        self.assertNotIn("hosting rdzvd", read(ps[0][1]))
+
+    def test_launch_line_passes_local_rank(self):
+        port = self.port()
+        for flag, spelled in (("--pass-local-rank", "dash"),
+                              ("--pass-local-rank=underscore", "underscore")):
+            ps = [self.agent(r, flag, "--nproc_per_node=2", "--nnodes=2", f"--node_rank={r}",
+                             "--master_addr=127.0.0.1", f"--master_port={port}", LAUNCH,
+                             self.tmp, f"--flag={spelled}")
+                  for r in (0, 1)]
+            self.wait_all(ps)
+            got = []
+            for r in range(4):
+                with open(os.path.join(self.tmp, f"launch.{r}")) as f:
+                    got.append(f.read().split())
+            self.assertEqual(got, [[str(r % 2), spelled] for r in range(4)])
+            port = self.port()  # the finished job's rdzvd lingers a few seconds
+
+    def test_hosting_agent_sigkilled_job_goes_on(self):
+        port = self.port()
+        line = ["--nnodes=1:2", "--nproc_per_node=1", "--rdzv_id=kill-job", "--rdzv_backend=c10d",
+                f"--rdzv_endpoint=127.0.0.1:{port}", "--max_restarts=1",
+                "--rdzv_conf=last_call_timeout=1", DDP, self.tmp, "6"]
+        ps = [self.agent(i, *line) for i in (0, 1)]
+        host = None
+        deadline = time.monotonic() + 60
+        while host is None and time.monotonic() < deadline:
+            for p, path in ps:
+                with open(path) as f:
+                    text = f.read()
+                if "hosting rdzvd" in text and "starting 1 workers" in text:
+                    host = (p, path)
+            time.sleep(0.1)
+        self.assertIsNotNone(host, "an agent hosts rdzvd and starts its worker")
+        time.sleep(1)
+        os.kill(host[0].pid, signal.SIGKILL)
+        host[0].wait()
+        survivor = [x for x in ps if x[0] is not host[0]]
+        self.wait_all(survivor, timeout=120)
+        with open(survivor[0][1]) as f:
+            err = f.read()
+        self.assertIn("generation 2", err, "the survivor re-formed the job on the hosted rdzvd")
+        res = self.results(1)
+        self.assertEqual(res[0]["restart"], "1")
+
+
+if __name__ == "__main__":
+    main()
