@@ -146,6 +146,22 @@ class TestLaunchLines(AgentTestCase):
             self.assertEqual(got, [[str(r % 2), spelled] for r in range(4)])
             port = self.port()  # the finished job's rdzvd lingers a few seconds
 
+    def test_one_node_line(self):
+        self.wait_all([self.agent(0, "--standalone", "--nproc_per_node=2", DDP, self.tmp)])
+        self.results(2)
+
+    def test_is_host_0_and_read_timeout_from_rdzv_conf(self):
+        port = self.port()
+        t0 = time.monotonic()
+        p, path = self.agent(0, "--nnodes=1", "--rdzv_backend=c10d", "--rdzv_id=nohost",
+                             f"--rdzv_endpoint=127.0.0.1:{port}",
+                             "--rdzv_conf=is_host=0,read_timeout=1", DDP, self.tmp)
+        p.wait(timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertLess(time.monotonic() - t0, 15, "read_timeout=1 is the connect timeout")
+        self.assertNotIn("hosting rdzvd", read(path), "is_host=0: this agent never hosts")
+        self.assertEqual(watchers(port), [])
+
     def test_hosting_agent_sigkilled_job_goes_on(self):
         port = self.port()
         line = ["--nnodes=1:2", "--nproc_per_node=1", "--rdzv_id=kill-job", "--rdzv_backend=c10d",
