@@ -10,12 +10,11 @@
 /* sys.argv as `python SCRIPT ARGS` has it ("-c" dropped), the script's directory instead of the
  * current one first on sys.path (unless -P/PYTHONSAFEPATH left it out), __file__ absolute as
  * Python >= 3.9 makes it. */
-const char agent_cmd_runpy[] =
-    "import os,runpy,sys\n"
-    "del sys.argv[0]\n"
-    "p=os.path.abspath(sys.argv[0])\n"
-    "if sys.path[:1]==['']:sys.path[0]=os.path.dirname(p)\n"
-    "runpy.run_path(p,run_name='__main__')\n";
+const char agent_cmd_runpy[] = "import os,runpy,sys\n"
+                               "del sys.argv[0]\n"
+                               "p=os.path.abspath(sys.argv[0])\n"
+                               "if sys.path[:1]==['']:sys.path[0]=os.path.dirname(p)\n"
+                               "runpy.run_path(p,run_name='__main__')\n";
 
 static const char *const rank_flags[] = {NULL, "--local-rank", "--local_rank"};
 

@@ -45,10 +45,10 @@ struct agent_cmd_in {
 #define AGENT_CMD_RANK_ARG_MAX 32 /* "--local-rank=4294967295" and its NUL fit */
 
 struct agent_cmd {
-    char **argv;       /* NULL-terminated, for uv_spawn()/execvp() */
-    size_t argc;       /* entries before the NULL */
-    size_t rank_index; /* index of the local-rank argument in argv, 0 when there is none */
-    const char *rank_flag;                  /* "--local-rank" or "--local_rank", or NULL */
+    char **argv;           /* NULL-terminated, for uv_spawn()/execvp() */
+    size_t argc;           /* entries before the NULL */
+    size_t rank_index;     /* index of the local-rank argument in argv, 0 when there is none */
+    const char *rank_flag; /* "--local-rank" or "--local_rank", or NULL */
     char rank_arg[AGENT_CMD_RANK_ARG_MAX]; /* argv[rank_index] points here */
 };
 

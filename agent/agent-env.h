@@ -13,7 +13,8 @@
  *   OMP_NUM_THREADS: inherited value, else 1 when nproc > 1 (torchrun warns and sets it)
  *   CUDA_VISIBLE_DEVICES passed through (or one device per worker with --isolate-gpus)
  *   PYTHON_EXEC, TORCHELASTIC_TIMER_FILE and everything else: passed through, as torchrun does
- * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN. A pure
+ * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN,
+ * RDZV_PROGRESS_FD (an inherited one, an agent's above ours, is dropped). A pure
  * function of its inputs: no global state (the inherited environment is a parameter, never environ
  * or getenv()), no I/O, no logging.
  *
@@ -36,6 +37,7 @@ struct agent_env_in {
     const char *run_id;               /* TORCHELASTIC_RUN_ID */
     const char *error_file;           /* TORCHELASTIC_ERROR_FILE; NULL: "" (no error file) */
     const char *signals_to_handle;    /* TORCHELASTIC_SIGNALS_TO_HANDLE; NULL: as inherited */
+    int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited) */
     const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
     const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */
     const char *device;               /* CUDA_VISIBLE_DEVICES, or NULL: as inherited; only with

@@ -343,32 +343,24 @@ void agent_relay_update_pause(struct agent_group *g)
         }
 }
 
-/* Make one output pipe: our end non-blocking in a uv_pipe_t, the worker's end blocking (it is
- * the worker's stdout or stderr). On failure nothing is left open. */
-int agent_relay_out_open(struct worker_out *o, int *ret_child_fd)
+int agent_group_pipe_open(struct agent_group *g, uv_pipe_t *pipe, int *ret_child_fd)
 {
-    struct agent_group *g = o->w->g;
     uv_file fds[2];
     int r;
 
     r = uv_pipe(fds, UV_NONBLOCK_PIPE, 0);
     if (r < 0)
         return r;
-    r = uv_pipe_init(g->cfg.loop, &o->pipe, 0);
+    r = uv_pipe_init(g->cfg.loop, pipe, 0);
     if (r < 0)
         goto out_close_fds;
-    o->pipe.data = g;
-    o->open = true;
-    o->len = 0;
-    g->pipes_open++;
+    pipe->data = g;
     g->worker_handles++;
     g->handles++;
-    r = uv_pipe_open(&o->pipe, fds[0]);
+    r = uv_pipe_open(pipe, fds[0]);
     if (r < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        agent_relay_out_close(o);
-        return r;
+        uv_close((uv_handle_t *)pipe, agent_group_worker_close_cb);
+        goto out_close_fds;
     }
     *ret_child_fd = fds[1];
     return 0;
@@ -377,6 +369,21 @@ out_close_fds:
     close(fds[0]);
     close(fds[1]);
     return r;
+}
+
+/* Make one output pipe: our end non-blocking in a uv_pipe_t, the worker's end blocking (it is
+ * the worker's stdout or stderr). On failure nothing is left open. */
+int agent_relay_out_open(struct worker_out *o, int *ret_child_fd)
+{
+    struct agent_group *g = o->w->g;
+    int r = agent_group_pipe_open(g, &o->pipe, ret_child_fd);
+
+    if (r < 0)
+        return r;
+    o->open = true;
+    o->len = 0;
+    g->pipes_open++;
+    return 0;
 }
 
 void agent_relay_out_start(struct worker_out *o)

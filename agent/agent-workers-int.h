@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-workers-int.h: the worker group's private struct, shared by the files that make up the
  * group (agent-workers.c: state machine, spawn, API; agent-relay.c: output relay; agent-stop.c:
- * stop escalation and end-of-start timers; agent-reaper-link.c: the link to the host's reaper).
+ * stop escalation and end-of-start timers; agent-reaper-link.c: the link to the host's reaper;
+ * agent-progress.c: the progress channel).
  * Nothing outside those files includes it: everyone else sees agent-workers.h, where the group is
  * opaque.
  *
@@ -57,6 +58,20 @@ struct worker_out {
                      * large job never write, and 8 GPUs' worth would be a 1 MiB calloc */
 };
 
+/* The read end of a worker's progress channel (cfg.progress) and what it said. */
+struct worker_progress {
+    uv_pipe_t pipe; /* first: callbacks recover us via container_of */
+    struct agent_worker *w;
+    bool open;     /* initialised, uv_close not yet called */
+    bool reported; /* a valid report came in this start */
+    bool hung;     /* on_hang fired for this start */
+    bool skip;     /* discarding an overlong line up to its newline */
+    uint64_t step; /* of the last report */
+    uint64_t t_ms; /* loop time of the last report, or of the spawn */
+    size_t len;
+    char line[AGENT_PROGRESS_LINE];
+};
+
 struct agent_worker {
     uv_process_t proc; /* first */
     struct agent_group *g;
@@ -71,6 +86,7 @@ struct agent_worker {
     char prefix[32];   /* "[rank<N>]: " */
     size_t prefix_len;
     struct worker_out out[_OUT_MAX];
+    struct worker_progress progress;
 };
 
 struct reaper; /* agent-reaper-link.c */
@@ -88,6 +104,7 @@ struct agent_group {
     uv_timer_t kill_timer;        /* STOPPING: grace period, then SIGKILL */
     uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
     uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
+    uv_timer_t progress_timer;    /* the next progress deadline of a running worker */
     int stop_signal;
     bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
     struct out_sink sink[_OUT_MAX];
@@ -145,6 +162,10 @@ void agent_relay_line(struct worker_out *o, const char *p, size_t n);
 bool agent_relay_queued(const struct agent_group *g);
 /* Pause or resume reading the workers' pipes after a sink's queue grew or shrank. */
 void agent_relay_update_pause(struct agent_group *g);
+/* A pipe to a worker: pipe (uninitialised) becomes our non-blocking read end, counted as a worker
+ * handle (its close callback is agent_group_worker_close_cb), *ret_child_fd the worker's blocking
+ * write end. 0 or a negative errno; on failure nothing is left open (pipe may be closing). */
+int agent_group_pipe_open(struct agent_group *g, uv_pipe_t *pipe, int *ret_child_fd);
 /* Make one output pipe of o's worker; *ret_child_fd is the worker's end (blocking). On failure
  * nothing is left open. Returns 0 or a negative errno. */
 int agent_relay_out_open(struct worker_out *o, int *ret_child_fd);
@@ -169,6 +190,18 @@ void agent_stop_unlist_if_gone(struct agent_worker *w);
 void agent_stop_drain_start(struct agent_group *g);
 /* A read on a worker pipe: restart the silence count of the drain timer, if it runs. */
 void agent_stop_drain_touch(struct agent_group *g);
+
+/* ---- agent-progress.c: the workers' progress channel and hang detection ---- */
+
+/* Make w's progress pipe; *ret_child_fd is the worker's end (blocking). 0 or a negative errno,
+ * nothing left open on failure. */
+int agent_progress_open(struct agent_worker *w, int *ret_child_fd);
+/* Start reading it; the worker counts as spawned now (the grace period starts). */
+void agent_progress_start(struct agent_worker *w);
+/* Close it (the worker exited, or the group is freed). No-op when not open. */
+void agent_progress_close(struct agent_worker *w);
+/* (Re)arm progress_timer for the earliest deadline of a running worker, or stop it. */
+void agent_progress_arm(struct agent_group *g);
 
 /* ---- agent-reaper-link.c: our connection to the host's reaper (agent-reaper.h) ---- */
 

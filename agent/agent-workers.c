@@ -93,6 +93,7 @@ void agent_group_maybe_finish(struct agent_group *g)
     agent_stop_kill_leftovers(g);
     (void)uv_timer_stop(&g->kill_timer);
     (void)uv_timer_stop(&g->drain_timer);
+    (void)uv_timer_stop(&g->progress_timer);
     agent_group_set_state(g, GROUP_IDLE);
     log_debug("workers: all exited and output drained");
     if (g->cfg.on_all_exited)
@@ -128,6 +129,7 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
     assert(w->running && g->running > 0);
     w->running = false;
     g->running--;
+    agent_progress_close(w);
     agent_stop_unlist_if_gone(w);
     if (g->state == GROUP_FREEING)
         return; /* killed by agent_group_free(): nobody to tell */
@@ -280,8 +282,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
     };
     uv_process_options_t opts = {0};
-    uv_stdio_container_t stdio[3];
-    int child_fd[_OUT_MAX] = {-1, -1};
+    uv_stdio_container_t stdio[AGENT_PROGRESS_FD + 1];
+    int child_fd[_OUT_MAX] = {-1, -1}, progress_fd = -1;
     int r;
 
     w->rank = a->rank_offset + w->local_rank;
@@ -292,9 +294,17 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     if (r < 0)
         goto out_close_logs;
     in.error_file = w->error_file;
+    in.progress_fd = g->cfg.progress ? AGENT_PROGRESS_FD : 0;
     r = agent_env_set(env, &in);
     if (r < 0)
         goto out_close_logs;
+    if (g->cfg.progress) {
+        r = agent_progress_open(w, &progress_fd);
+        if (r < 0) {
+            log_error_errno(r, "worker rank %u: cannot create its progress pipe", w->rank);
+            goto out_close_logs;
+        }
+    }
 
     for (unsigned k = 0; k < _OUT_MAX; k++) {
         r = agent_relay_out_open(&w->out[k], &child_fd[k]);
@@ -318,8 +328,10 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     opts.file = g->cfg.argv[0];
     opts.args = g->argv;
     opts.env = env->v;
+    stdio[AGENT_PROGRESS_FD].flags = UV_INHERIT_FD;
+    stdio[AGENT_PROGRESS_FD].data.fd = progress_fd;
     opts.stdio = stdio;
-    opts.stdio_count = 3;
+    opts.stdio_count = g->cfg.progress ? AGENT_PROGRESS_FD + 1 : 3;
     opts.flags = UV_PROCESS_DETACHED; /* setsid(): the worker leads its own process group */
     r = uv_spawn(g->cfg.loop, &w->proc, &opts);
     /* uv_spawn initialises the handle even when it fails: it must be closed either way. */
@@ -340,6 +352,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     g->running++;
     for (unsigned k = 0; k < _OUT_MAX; k++)
         close(child_fd[k]);
+    if (progress_fd >= 0)
+        close(progress_fd);
     if (r < 0) {
         log_debug("workers: rank %u: cannot run %s: %s", w->rank, g->cfg.argv[0], uv_strerror(r));
         worker_cannot_run(w, r);
@@ -348,6 +362,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     }
     for (unsigned k = 0; k < _OUT_MAX; k++)
         agent_relay_out_start(&w->out[k]);
+    if (g->cfg.progress)
+        agent_progress_start(w);
     log_info("started worker rank %u (local rank %u, pid %d): %s", w->rank, w->local_rank, w->pid,
              g->cfg.argv[0]);
     return 0;
@@ -358,6 +374,9 @@ out_close_pipes:
             close(child_fd[k]);
         agent_relay_out_close(&w->out[k]);
     }
+    if (progress_fd >= 0)
+        close(progress_fd);
+    agent_progress_close(w);
 out_close_logs:
     worker_close_logs(w);
     return r;
@@ -365,12 +384,12 @@ out_close_logs:
 
 /* ---- public API ---- */
 
-/* The group's four timers. On failure those initialised are closing and g is freed once they
+/* The group's five timers. On failure those initialised are closing and g is freed once they
  * are closed (at once if none was): the caller must not touch g again. */
 static int group_init_timers(struct agent_group *g)
 {
     uv_timer_t *const timers[] = {&g->kill_timer, &g->drain_timer, &g->notify_timer,
-                                  &g->reaper_timer};
+                                  &g->reaper_timer, &g->progress_timer};
     size_t i;
     int r = 0;
 
@@ -527,8 +546,10 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
             break;
     }
     agent_env_free(&env);
-    if (r >= 0)
+    if (r >= 0) {
+        agent_progress_arm(g);
         return 0;
+    }
 
     log_error("started %u of %u workers, stopping them", started, g->cfg.nproc);
     if (g->worker_handles == 0) {
@@ -578,8 +599,11 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     uv_close((uv_handle_t *)&g->kill_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->notify_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->reaper_timer, agent_group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->progress_timer, agent_group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
+
+        agent_progress_close(w);
 
         for (unsigned k = 0; k < _OUT_MAX; k++)
             agent_relay_out_close(&w->out[k]);

@@ -13,7 +13,8 @@
 #include "../tap.h"
 
 /* c's argv equals the NULL-terminated want, entry by entry. */
-#define ASSERT_ARGV(c, ...) assert_argv(__FILE__, __LINE__, (c), (const char *[]){__VA_ARGS__, NULL})
+#define ASSERT_ARGV(c, ...)                                                                        \
+    assert_argv(__FILE__, __LINE__, (c), (const char *[]){__VA_ARGS__, NULL})
 
 static void assert_argv(const char *file, int line, const struct agent_cmd *c,
                         const char *const *want)
@@ -87,8 +88,8 @@ static void test_no_python(void)
 static void test_local_rank_argument(void)
 {
     const char *const mod[] = {"pkg.train", "--lr", NULL};
-    struct agent_cmd_in in = {.cmd = script, .pass_local_rank = AGENT_LOCAL_RANK_DASH,
-                              .local_rank = 3};
+    struct agent_cmd_in in = {
+        .cmd = script, .pass_local_rank = AGENT_LOCAL_RANK_DASH, .local_rank = 3};
     struct agent_cmd c;
 
     ASSERT_OK(agent_cmd_build(&c, &in, NULL));
@@ -126,8 +127,8 @@ static void test_local_rank_argument(void)
 /* --run-path: runpy in the interpreter; wins over -m and --no-python, as in torchrun. */
 static void test_run_path_argv(void)
 {
-    struct agent_cmd_in in = {.cmd = script, .run_path = true, .pass_local_rank =
-                                                                   AGENT_LOCAL_RANK_DASH};
+    struct agent_cmd_in in = {
+        .cmd = script, .run_path = true, .pass_local_rank = AGENT_LOCAL_RANK_DASH};
     struct agent_cmd c;
 
     ASSERT_OK(agent_cmd_build(&c, &in, NULL));
@@ -223,8 +224,7 @@ static void test_run_path_python(void)
     got = run_capture(c.argv);
     ASSERT_TRUE(got != NULL);
     if (strcmp(got, expect) != 0)
-        tap_fail(__FILE__, __LINE__, "run_path printed \"%s\", python3 script \"%s\"", got,
-                 expect);
+        tap_fail(__FILE__, __LINE__, "run_path printed \"%s\", python3 script \"%s\"", got, expect);
     agent_cmd_free(&c);
     unlink(path);
     rmdir(dir);

@@ -313,6 +313,23 @@ static void test_passed_through(void)
     agent_env_free(&e);
 }
 
+/* RDZV_PROGRESS_FD: set when the worker has the channel; an inherited one (an agent above ours)
+ * never passes through. */
+static void test_progress_fd(void)
+{
+    char *inherit[] = {"RDZV_PROGRESS_FD=9", NULL};
+    struct agent_env e = {0};
+    struct agent_env_in in = input(0, 1);
+
+    ASSERT_OK(agent_env_init(&e, inherit, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "RDZV_PROGRESS_FD", NULL);
+    in.progress_fd = 3;
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "RDZV_PROGRESS_FD", "3");
+    agent_env_free(&e);
+}
+
 int main(void)
 {
     TEST(test_torchrun_variables);
@@ -326,5 +343,6 @@ int main(void)
     TEST(test_error_file_empty);
     TEST(test_signals_to_handle);
     TEST(test_passed_through);
+    TEST(test_progress_fd);
     return tap_done();
 }

@@ -49,9 +49,9 @@ static void test_redirects_mapping(void)
 /* Anything else is refused, with a message, and the array left alone. */
 static void test_redirects_invalid(void)
 {
-    static const char *const bad[] = {"",     "4",    "01",   "-1",     "1:",  ":1",
-                                      "0:4",  "0:1,", ",0:1", "0:1;1:2", "a",  "0:1 ",
-                                      "0:12", "1,2",  "99999999999:1", NULL};
+    static const char *const bad[] = {
+        "",     "4",       "01", "-1",   "1:",   ":1",  "0:4",           "0:1,",
+        ",0:1", "0:1;1:2", "a",  "0:1 ", "0:12", "1,2", "99999999999:1", NULL};
     uint8_t m[2] = {7, 7};
     const char *msg;
 
