@@ -42,8 +42,8 @@ static int try_connect(const struct addrinfo *ai, int timeout_ms)
     if (r < 0 && errno == EINPROGRESS) {
         pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
         r = poll(&pfd, 1, timeout_ms) == 1 ? 0 : -1;
-        if (r == 0 && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){sizeof(err)}) < 0 ||
-                       err))
+        if (r == 0 &&
+            (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){sizeof(err)}) < 0 || err))
             r = -1;
     }
     close(fd);
@@ -143,7 +143,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res = NULL;
     char portstr[8], bind_addr[INET6_ADDRSTRLEN + 2] = "", rdzvd[PATH_MAX], log_path[PATH_MAX],
-                                                      idle[24];
+                                                  idle[24];
     const char *tmp = getenv("TMPDIR");
     int claim, r;
 
@@ -187,10 +187,21 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
              c->port);
     snprintf(idle, sizeof(idle), "%d", AGENT_HOST_IDLE_MS);
     {
-        char *argv[] = {(char *)c->self_exe, "--host-watch", idle, portstr, "--", rdzvd,
-                        "--bind", bind_addr, "--port", portstr, "--log-level",
+        char *argv[] = {(char *)c->self_exe,
+                        "--host-watch",
+                        idle,
+                        portstr,
+                        "--",
+                        rdzvd,
+                        "--bind",
+                        bind_addr,
+                        "--port",
+                        portstr,
+                        "--log-level",
                         c->level >= RDZV_LOG_DEBUG ? "debug" : "info",
-                        c->token_file ? "--token-file" : NULL, (char *)c->token_file, NULL};
+                        c->token_file ? "--token-file" : NULL,
+                        (char *)c->token_file,
+                        NULL};
 
         r = spawn_watcher(argv, log_path);
     }
@@ -211,8 +222,8 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             goto out_claim;
         }
     }
-    log_warn("hosting rdzvd: nothing listens at %s:%s yet (see %s); joining as a client",
-             c->host, portstr, log_path);
+    log_warn("hosting rdzvd: nothing listens at %s:%s yet (see %s); joining as a client", c->host,
+             portstr, log_path);
     r = 0;
 out_claim:
     close(claim);
@@ -278,8 +289,9 @@ int agent_host_watch_main(int argc, char **argv)
         if (count_conns(port) > 0)
             last = now;
         if ((last && now - last > idle_ms) || (!last && now - t0 > AGENT_HOST_FIRST_MS)) {
-            fprintf(stderr, "rdzv-agent --host-watch: no agent connected for %" PRIu64
-                            " ms: the job is over, stopping rdzvd\n",
+            fprintf(stderr,
+                    "rdzv-agent --host-watch: no agent connected for %" PRIu64
+                    " ms: the job is over, stopping rdzvd\n",
                     now - (last ? last : t0));
             kill(pid, SIGTERM);
             while (waitpid(pid, &st, 0) < 0 && errno == EINTR)

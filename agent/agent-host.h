@@ -25,7 +25,7 @@
 
 #include "../common/rdzv-log.h"
 
-#define AGENT_HOST_IDLE_MS 5000   /* no agent connected this long: the job is over */
+#define AGENT_HOST_IDLE_MS 5000    /* no agent connected this long: the job is over */
 #define AGENT_HOST_FIRST_MS 180000 /* no agent ever came: give up */
 
 struct agent_host_cfg {

@@ -27,7 +27,7 @@ enum agent_backend {
 struct agent_opts {
     int64_t min_nodes, max_nodes;
     int64_t nproc;           /* 0 until resolved */
-    const char *nproc_arg;   /* as given: a number, "gpu" or "auto" (resolved by the caller) */
+    const char *nproc_arg;   /* as given: a number, "gpu", "cpu" or "auto" (resolved later) */
     const char *endpoint;
     const char *run_id;
     int64_t node_rank;       /* -1: not asked for */
