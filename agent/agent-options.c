@@ -438,11 +438,12 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "Join a job's rendezvous on rdzvd and run one worker per local GPU (or "
                  "--nproc).\nSCRIPT runs as torchrun runs it ($PYTHON_EXEC -u SCRIPT; -m, "
                  "--no-python); a COMMAND\nafter -- runs as given.\n\n",
-        .footer = "Without a COMMAND the built-in NCCL trainer rdzv-train runs. Every option "
-                  "can also be\nset as RDZV_<OPTION> or torchrun's PET_<OPTION> in the environment "
-                  "(e.g. RDZV_NNODES=2,\nPET_NPROC_PER_NODE=4); flags win. Workers get torchrun's environment "
-                  "(RANK, LOCAL_RANK, WORLD_SIZE,\nMASTER_ADDR, ...), plus RDZV_NCCL_UNIQUE_ID, "
-                  "RDZV_GENERATION and RDZV_ENDPOINT.\n",
+        .footer = "Without a SCRIPT or COMMAND the built-in NCCL trainer rdzv-train runs.\n"
+                  "Every option can also be set as RDZV_<OPTION> or torchrun's PET_<OPTION>\n"
+                  "in the environment (e.g. RDZV_NNODES=2, PET_NPROC_PER_NODE=4); flags win.\n"
+                  "Workers get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,\n"
+                  "MASTER_ADDR, ...), plus RDZV_NCCL_UNIQUE_ID, RDZV_GENERATION and "
+                  "RDZV_ENDPOINT.\n",
         .version = RDZV_VERSION,
         .opts = table,
         .flags = RDZV_OPT_STOP_AT_ARG | RDZV_OPT_ENV_ALIASES,
