@@ -230,8 +230,10 @@ out_claim:
     return r;
 }
 
-/* Connections established to local port `port`, from /proc/net/tcp{,6}. */
-static int count_conns(unsigned port)
+/* Connections established to local port `port` (rdzvd's side), from /proc/net/tcp{,6}; *any is
+ * set when some socket other than the listener involves the port on either side, TIME_WAIT
+ * included: a job too short for a sample to catch its connections still leaves those for 60 s. */
+static int count_conns(unsigned port, bool *any)
 {
     static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
     int n = 0;
@@ -243,13 +245,14 @@ static int count_conns(unsigned port)
         if (!f)
             continue;
         while (fgets(line, sizeof(line), f)) {
-            char *colon = strchr(line, ':'), *lport;
-            unsigned lp, st;
+            unsigned lp, rp, st;
 
             /* "  0: 0100007F:7530 0100007F:D2A4 01 ..." */
-            if (!colon || !(lport = strchr(colon + 1, ':')))
+            if (sscanf(line, " %*u: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%x %x", &lp, &rp, &st) != 3)
                 continue;
-            if (sscanf(lport + 1, "%x %*s %x", &lp, &st) == 2 && lp == port && st == 1)
+            if (st != 0x0a && (lp == port || rp == port))
+                *any = true;
+            if (lp == port && st == 0x01)
                 n++;
         }
         fclose(f);
@@ -261,6 +264,7 @@ int agent_host_watch_main(int argc, char **argv)
 {
     uint64_t idle_ms, t0 = now_ms(), last = 0;
     unsigned port;
+    bool any;
     pid_t pid;
     int st = 0;
 
@@ -286,7 +290,8 @@ int agent_host_watch_main(int argc, char **argv)
             return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
         usleep(250 * 1000);
         now = now_ms();
-        if (count_conns(port) > 0)
+        any = false;
+        if (count_conns(port, &any) > 0 || (any && !last))
             last = now;
         if ((last && now - last > idle_ms) || (!last && now - t0 > AGENT_HOST_FIRST_MS)) {
             fprintf(stderr,

@@ -62,10 +62,17 @@ class TestLaunchLines(AgentTestCase):
     def kill_watchers(self):
         for port in self.ports:
             for pid in watchers(port):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
+                try:  # the watcher and its rdzvd share the process group of their session
+                    os.killpg(os.getpgid(pid), signal.SIGKILL)
                 except OSError:
                     pass
+
+    def assert_hosts_end(self, ports, within=20):
+        deadline = time.monotonic() + within
+        while any(watchers(p) for p in ports) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual([watchers(p) for p in ports], [[] for p in ports],
+                         "the hosted rdzvd ends by itself after the job")
 
     def port(self):
         p = free_port()
@@ -115,10 +122,7 @@ class TestLaunchLines(AgentTestCase):
         self.results(2)
         hosts = [path for _, path in ps if "hosting rdzvd" in read(path)]
         self.assertEqual(len(hosts), 1, "exactly one agent hosted rdzvd")
-        deadline = time.monotonic() + 20
-        while watchers(port) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.assertEqual(watchers(port), [], "the hosted rdzvd ends by itself after the job")
+        self.assert_hosts_end([port])
 
     def test_static_line(self):
         port = self.port()
@@ -145,6 +149,8 @@ class TestLaunchLines(AgentTestCase):
                     got.append(f.read().split())
             self.assertEqual(got, [[str(r % 2), spelled] for r in range(4)])
             port = self.port()  # the finished job's rdzvd lingers a few seconds
+        # Jobs this short (well under a second) must end their hosted rdzvd too.
+        self.assert_hosts_end(self.ports[:2])
 
     def test_one_node_line(self):
         self.wait_all([self.agent(0, "--standalone", "--nproc_per_node=2", DDP, self.tmp)])
