@@ -134,6 +134,31 @@ class TestLaunchLines(AgentTestCase):
         self.assertIn("hosting rdzvd", read(ps[1][1]), "node rank 0 hosts")
         self.assertNotIn("hosting rdzvd", read(ps[0][1]))
 
+    def test_static_has_the_job_wide_budget_and_one_root_cause(self):
+        # Rank 3 fails in the first attempt: with --max-restarts=1 every node restarts once and
+        # the job succeeds; with 0, both nodes fail with the same root cause and its exit code.
+        worker = ["--no-python", "/bin/sh", "-c",
+                  f'echo "$TORCHELASTIC_RESTART_COUNT" > {self.tmp}/restart.$RANK; '
+                  '[ "$RANK$TORCHELASTIC_RESTART_COUNT" != 30 ] || exit 7']
+        for budget, rc in ((1, 0), (0, 7)):
+            port = self.port()
+            ps = [self.agent(r, "--nproc_per_node=2", "--nnodes=2", f"--node_rank={r}",
+                             f"--max_restarts={budget}", "--master_addr=127.0.0.1",
+                             f"--master_port={port}", *worker)
+                  for r in (0, 1)]
+            for p, path in ps:
+                p.wait(timeout=60)
+                self.assertEqual(p.returncode, rc, read(path)[-2000:])
+            if rc == 0:
+                self.assertEqual({read(f"{self.tmp}/restart.{r}").strip() for r in range(4)},
+                                 {"1"}, "one job-wide restart, the same count everywhere")
+            else:
+                causes = {line.split("root cause: ", 1)[1].split(" at ")[0]
+                          for _, path in ps for line in read(path).splitlines()
+                          if "failed (exit code 7): root cause" in line}
+                self.assertEqual(causes, {"worker rank 3 (local rank 1) on node rank 1 (%s) "
+                                          "exited with code 7" % socket.gethostname()})
+
     def test_launch_line_passes_local_rank(self):
         port = self.port()
         for flag, spelled in (("--pass-local-rank", "dash"),
