@@ -101,8 +101,6 @@ struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join
 void job_free(struct rdzvd_job *j);
 void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
 void job_timer_stop(struct rdzvd_job *j);
-void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
-int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
 void job_try_close(struct rdzvd_job *j);
 void job_restart(struct rdzvd_job *j, bool counted, int64_t exit_code, const char *summary);
 struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank);
@@ -113,5 +111,13 @@ void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
 struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+
+/* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
+void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
+int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
+void job_close_store(struct rdzvd_job *j);
+/* running: the generation's workers run (a restarted rdzvd waits for their agents). */
+void job_save(struct rdzvd_job *j, bool running);
+void job_forget(struct rdzvd_job *j);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */
