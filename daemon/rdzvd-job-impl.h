@@ -102,7 +102,9 @@ void job_free(struct rdzvd_job *j);
 void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
 void job_timer_stop(struct rdzvd_job *j);
 void job_try_close(struct rdzvd_job *j);
-void job_restart(struct rdzvd_job *j, bool counted, int64_t exit_code, const char *summary);
+/* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
+void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
+                 const char *summary);
 struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank);
 void member_set_rank(struct rdzvd_member *m, int64_t rank);
 void member_set_ready(struct rdzvd_member *m, bool ready);

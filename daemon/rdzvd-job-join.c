@@ -291,6 +291,6 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
         job_try_close(j);
     else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
              !job_rebuilding(j))
-        job_restart(j, false, 0, "a node joined below --nnodes MAX: restarting to scale up");
+        job_restart(j, "scale-up", 0, "a node joined below --nnodes MAX: restarting to scale up");
     return 0;
 }

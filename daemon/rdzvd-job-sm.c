@@ -371,10 +371,11 @@ static void job_check_stopped(struct rdzvd_job *j)
     job_try_close(j);
 }
 
-/* Stop the current generation everywhere and form a new one. counted: a failure (uses the
- * restart budget); otherwise a membership change (scale up). exit_code/summary: the root cause. */
-void job_restart(struct rdzvd_job *j, bool counted, int64_t exit_code, const char *summary)
+/* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
+ * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
+void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, const char *summary)
 {
+    bool counted = !uncounted;
     struct rdzv_event e = {.type = "restart"};
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
@@ -399,9 +400,9 @@ void job_restart(struct rdzvd_job *j, bool counted, int64_t exit_code, const cha
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
     job_note(j, true,
-             "restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s): %s",
+             "restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
              j->generation, j->restart_count, j->max_restarts,
-             counted ? "" : ", not counted: scale-up", summary);
+             counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
     job_set_state(j, JOB_STOPPING);
     for_each_member(j, m, pos, tmp)
     {
@@ -444,7 +445,10 @@ static void job_timer_cb(uv_timer_t *t)
                  "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
                  " did not come back after rdzvd restarted",
                  j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
-        job_restart(j, true, 1, why);
+        /* Nobody of a generation rebuilt from its record came back: its agents went with the
+         * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
+         * job's nodes: numbering goes on, the budget is not charged. */
+        job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
     }
 }
 
@@ -539,7 +543,7 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     switch (st) {
     case JOB_RUNNING:
         if (in_round && !left)
-            job_restart(j, true, 1, cause);
+            job_restart(j, NULL, 1, cause);
         else if (in_round)
             job_check_all_left(j); /* its workers were done: the others may finish too */
         break;
@@ -714,7 +718,7 @@ void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_e
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
-    job_restart(j, true, w->exit_code ? w->exit_code : 1, summary);
+    job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
 }
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)

@@ -594,6 +594,50 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
     state_dir_done(fd, path);
 }
 
+/* A record of a running generation whose agents never come back (they went with the old rdzvd:
+ * a new launch under the same run_id): after the rebuild window the job forms the next
+ * generation from those present, numbering on, without charging the restart budget. */
+static void test_record_nobody_back_forms_next_generation_uncounted(void)
+{
+    struct rdzvd_job_record rec = {.min = 2,
+                                   .max = 2,
+                                   .max_restarts = 0,
+                                   .generation = 2,
+                                   .restart_count = 0,
+                                   .running = true,
+                                   .nnodes = 2,
+                                   .world_size = 4,
+                                   .store_port = 41000};
+    struct fake f[2] = {0};
+    char path[64];
+    struct env e;
+    int fd = state_dir(path, sizeof(path));
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec));
+    env_init(&e, fd);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 0);
+
+        jn.heartbeat_timeout_ms = 30; /* rebuild window: 2 x this */
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].spare);
+    }
+    for (int t = 0; t < 50 && !f[0].nrounds; t++) {
+        for (int i = 0; i < 2; i++)
+            rdzvd_member_heartbeat(f[i].m);
+        run_ms(&e, 10);
+    }
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nevents, 0); /* not failed */
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.generation, 3);
+        ASSERT_EQ(f[i].round.restart_count, 0);
+    }
+    env_done(&e);
+    state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job", RDZV_LOG_ERROR);
@@ -608,5 +652,6 @@ int main(void)
     TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
     TEST(test_spare_first_after_restart_waits_for_the_members);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
+    TEST(test_record_nobody_back_forms_next_generation_uncounted);
     return tap_done();
 }
