@@ -513,25 +513,36 @@ static void state_dir_done(int fd, const char *path)
     ASSERT_EQ(system(cmd), 0);
 }
 
-/* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
-static void test_spare_first_after_restart_waits_for_the_members(void)
+/* A state dir holding the record of job "job" (--nnodes 2:2, 4 workers, store port 41000). */
+static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t restarts,
+                                 int64_t max_restarts, bool running)
 {
     struct rdzvd_job_record rec = {.min = 2,
                                    .max = 2,
-                                   .max_restarts = 0,
-                                   .generation = 1,
-                                   .running = true,
-                                   .nnodes = 2,
-                                   .world_size = 4,
-                                   .store_port = 41000};
+                                   .max_restarts = max_restarts,
+                                   .generation = gen,
+                                   .restart_count = restarts,
+                                   .running = running,
+                                   .nnodes = running ? 2 : 0,
+                                   .world_size = running ? 4 : 0,
+                                   .store_port = running ? 41000 : 0};
+    int fd = state_dir(path, len);
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec));
+    return fd;
+}
+
+/* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
+static void test_spare_first_after_restart_waits_for_the_members(void)
+{
+    struct rdzvd_job_record rec;
     struct fake f[3] = {0};
     struct rdzv_join jn;
     char path[64];
     struct env e;
-    int fd = state_dir(path, sizeof(path));
+    int fd = state_dir_with_record(path, sizeof(path), 1, 0, 0, true);
 
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec));
     env_init(&e, fd);
     jn = join_of(2, 2, 2, 0);
     ASSERT_OK(join(&e, &f[2], &jn));
@@ -560,19 +571,12 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
  * and its store never replays a journal left under its name. */
 static void test_restore_numbers_on_and_drops_stale_journals(void)
 {
-    struct rdzvd_job_record rec = {.min = 2,
-                                   .max = 2,
-                                   .max_restarts = 5,
-                                   .generation = 3,
-                                   .restart_count = 2,
-                                   .running = false};
+    struct rdzvd_job_record rec;
     struct fake f[2] = {0};
     char path[64], stale[96];
     struct env e;
-    int fd = state_dir(path, sizeof(path)), sfd;
+    int fd = state_dir_with_record(path, sizeof(path), 3, 2, 5, false), sfd;
 
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec));
     snprintf(stale, sizeof(stale), "job-%016" PRIx64 "-gen-4.journal",
              rdzv_hash64(0x72647a76, "job", 3));
     sfd = openat(fd, stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -599,22 +603,11 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
  * generation from those present, numbering on, without charging the restart budget. */
 static void test_record_nobody_back_forms_next_generation_uncounted(void)
 {
-    struct rdzvd_job_record rec = {.min = 2,
-                                   .max = 2,
-                                   .max_restarts = 0,
-                                   .generation = 2,
-                                   .restart_count = 0,
-                                   .running = true,
-                                   .nnodes = 2,
-                                   .world_size = 4,
-                                   .store_port = 41000};
     struct fake f[2] = {0};
     char path[64];
     struct env e;
-    int fd = state_dir(path, sizeof(path));
+    int fd = state_dir_with_record(path, sizeof(path), 2, 0, 0, true);
 
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec));
     env_init(&e, fd);
     for (int i = 0; i < 2; i++) {
         struct rdzv_join jn = join_of(i, 2, 2, 0);
