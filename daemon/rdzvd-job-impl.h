@@ -3,6 +3,8 @@
  * rdzvd-job-index.c, rdzvd-job-status.c): the job and member structs and the helpers these
  * files share. Nothing else includes it; the rest of rdzvd goes through rdzvd-job-sm.h.
  *
+ * Ownership: a job owns its members (the list and the index), its timer, the by_req/by_rank
+ * arrays and its store handle; it lives in its host's job list until its last member goes.
  * Threads: the loop thread only, as rdzvd-job-sm.h says. Functions returning int return 0 or
  * a negative errno; the void ones cannot fail (they log what goes wrong). */
 #pragma once
