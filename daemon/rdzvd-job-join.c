@@ -100,7 +100,7 @@ static bool job_rebuilding(const struct rdzvd_job *j)
 
 /* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
  * --state-dir, else (no record) from what a resuming agent says. *ret: the job, or NULL when
- * neither knows it (a plain JOIN of a new job). 0, or a negative errno after an ERROR to c. */
+ * neither knows it (a plain JOIN of a new job). 0, or a negative errno with q->err set. */
 static int job_restore(struct join_req *q, struct rdzvd_job **ret)
 {
     const struct rdzv_join *jn = q->jn;
