@@ -65,7 +65,7 @@ void job_save(struct rdzvd_job *j, bool running)
         rec.world_size = j->round.world_size;
         rec.store_port = j->store ? j->store_port : 0;
     }
-    r = rdzvd_job_record_save(j->host.state_dirfd, &rec);
+    r = rdzvd_job_record_save(j->host.state_dirfd, &rec, j->host.sync_records);
     if (r < 0)
         log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in --state-dir", j->run_id,
                        j->generation);

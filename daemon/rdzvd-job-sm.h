@@ -60,6 +60,7 @@ struct rdzvd_job_host {
     const struct rdzvd_job_ops *ops;
     void *ud;               /* passed to the host ops */
     int state_dirfd;        /* --state-dir opened, or -1: nothing recorded */
+    bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
 };
 

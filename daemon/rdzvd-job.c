@@ -142,6 +142,7 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
                                .ops = &conn_job_ops,
                                .ud = srv,
                                .state_dirfd = srv->state_dirfd,
+                               .sync_records = srv->cfg.fsync != RDZVD_FSYNC_NO,
                                .jobs = &srv->jobs};
     struct rdzvd_member *m;
     struct rdzv_join jn;

@@ -155,6 +155,7 @@ static void env_init(struct env *e, int state_dirfd)
     e->h.ops = &fake_ops;
     e->h.ud = e;
     e->h.state_dirfd = state_dirfd;
+    e->h.sync_records = false; /* a test's records need not reach the disk */
     e->h.jobs = &e->jobs;
 }
 
@@ -529,7 +530,7 @@ static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t r
     int fd = state_dir(path, len);
 
     snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec));
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
     return fd;
 }
 
