@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job.h: rendezvous jobs: membership, round formation, node ranks, NCCL ids, the store of
- * each generation, and the job's outcome (proto/RENDEZVOUS.md). */
+/* rdzvd-job.h: rendezvous jobs as the connection layer sees them (proto/RENDEZVOUS.md): the
+ * wire side (rdzvd-job.c) decodes an agent's frames and drives the job state machine
+ * (rdzvd-job-sm.h), which owns jobs and members; the status document (rdzvd-job-status.c).
+ *
+ * Ownership: jobs live in srv->jobs and are the state machine's; a connection only points at
+ * its member (rdzvd_conn_set_member). rdzvd_status_json returns a new reference.
+ * Threads: the loop thread, from rdzvd_conn's read and close callbacks (and the server's
+ * shutdown). Errors: negative errnos; a refusal is also sent to the agent as ERROR. */
 #pragma once
 #include <jansson.h>
 #include <stdint.h>
