@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-daemon.h: a whole daemon: the server with the job layer plugged into it. What rdzvd's
- * main() and rdzv-agent --standalone start. Threads: the loop's only. */
+ * main() and rdzv-agent --standalone start. Ownership as rdzvd_server_init (the caller owns srv;
+ * the handler table is static). Errors: negative errno. Threads: the loop's only. */
 #pragma once
 #include <uv.h>
 

@@ -4,7 +4,10 @@
  * rendezvous message (proto/RENDEZVOUS.md) handed to the job layer through the handler table it
  * registers (struct rdzvd_peer_handler). This file never includes the job layer's headers.
  *
- * Threads: the loop's only. */
+ * Ownership: the session's state lives in its connection (the transport's); the handler table
+ * and env are borrowed and must outlive the connection. Errors: negative errno from the handler;
+ * peer mistakes close that connection with an ERROR frame and a logged reason.
+ * Threads: the loop's only (transport callbacks, and the job layer from its own callbacks). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
