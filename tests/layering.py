@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # layering.py: check the C sources' #include "..." lines against the layer order in
 # tests/layers.txt (see there): each file includes only its own layer or lower ones, and no
-# include cycle exists between modules (foo.c and foo.h are one module).
+# include cycle exists between modules (foo.c and foo.h are one module; the modules that share a
+# private header, foo-int.h, foo-impl.h or foo-priv.h, are one component's parts and count as one).
 #
 # Usage: layering.py [SOURCE_ROOT]   (default: the repository this file is in)
 # It first checks itself on a small made-up tree with one violation and one cycle, so that a
@@ -58,8 +59,32 @@ def includes(root, rel):
     return out
 
 
+INTERNAL_RE = re.compile(r"-(int|impl|priv)\.h$")
+
+
 def module(rel):
     return os.path.splitext(rel)[0]
+
+
+def families(root, rels):
+    """{module: family}: the modules that include one private header (and the header) are one
+    family, named after its first member; every other module is a family of its own."""
+    parent = {}
+
+    def find(m):
+        parent.setdefault(m, m)
+        while parent[m] != m:
+            parent[m] = parent[parent[m]]
+            m = parent[m]
+        return m
+
+    for rel in rels:
+        for inc in includes(root, rel):
+            if INTERNAL_RE.search(inc):
+                a, b = find(module(rel)), find(module(inc))
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    return {m: find(m) for m in list(parent)}
 
 
 def find_cycles(edges):
@@ -114,6 +139,8 @@ def check(root, layers_path):
         else:
             layer_of[rel] = hits[0]
     edges = {}
+    fam = families(root, sorted(layer_of))
+    node = lambda rel: fam.get(module(rel), module(rel))
     for rel, li in sorted(layer_of.items()):
         for inc in includes(root, rel):
             if inc not in layer_of:
@@ -122,8 +149,8 @@ def check(root, layers_path):
             if lj > li:
                 problems.append("%s (layer %s) includes %s of the higher layer %s"
                                 % (rel, layers[li][0], inc, layers[lj][0]))
-            if module(inc) != module(rel):
-                edges.setdefault(module(rel), set()).add(module(inc))
+            if node(inc) != node(rel):
+                edges.setdefault(node(rel), set()).add(node(inc))
     for comp in find_cycles(edges):
         problems.append("include cycle between modules: %s" % " <-> ".join(comp))
     return problems
@@ -139,8 +166,14 @@ def self_test():
             "daemon/low.c": '#include "low.h"\n',
             "daemon/high.h": '#include "low.h"\n',
             "daemon/high.c": '#include "high.h"\n#include "low.h"\n',
+            # One component in two files sharing a private header: not a cycle.
+            "daemon/part-impl.h": '#include "part.h"\n',
+            "daemon/part.h": "",
+            "daemon/part.c": '#include "part.h"\n#include "part-impl.h"\n',
+            "daemon/part-more.c": '#include "part-impl.h"\n',
         }
-        layers = "common: common/*\nlow: daemon/low.*\nhigh: daemon/high.*\n"
+        layers = ("common: common/*\nlow: daemon/low.*\nhigh: daemon/high.*\n"
+                  "part: daemon/part*\n")
         for rel, text in files.items():
             os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
             with open(os.path.join(d, rel), "w") as f:
