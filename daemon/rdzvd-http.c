@@ -411,7 +411,11 @@ static void http_listen_cb(uv_stream_t *s, int status)
     }
     c->h = h;
     c->tcp.data = c;
-    uv_timer_init(s->loop, &c->timer);
+    if (uv_timer_init(s->loop, &c->timer) < 0) {
+        c->closes = 1; /* only the TCP handle to close; c is freed in its close callback */
+        uv_close((uv_handle_t *)&c->tcp, http_conn_close_cb);
+        return;
+    }
     c->timer.data = c;
     rdzv_list_add_tail(&h->conns, &c->node);
     h->nconns++;
@@ -419,8 +423,8 @@ static void http_listen_cb(uv_stream_t *s, int status)
         http_conn_close(c);
         return;
     }
-    uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_TIMEOUT_MS, 0);
-    if (uv_read_start((uv_stream_t *)&c->tcp, http_alloc_cb, http_read_cb) < 0)
+    if (uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_TIMEOUT_MS, 0) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, http_alloc_cb, http_read_cb) < 0)
         http_conn_close(c);
 }
 
