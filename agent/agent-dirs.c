@@ -111,7 +111,8 @@ static int error_file_reset(char **error_file, const char *fmt, ...)
 }
 
 int agent_dirs_worker(const char *log_dir, const char *tmp_dir, const char *run_id,
-                      unsigned attempt, unsigned local_rank, char **error_file, int ret_log_fds[2])
+                      unsigned attempt, unsigned local_rank, unsigned log_mask, char **error_file,
+                      int ret_log_fds[2])
 {
     char dir[PATH_MAX], path[PATH_MAX];
     int fds[2] = {-1, -1};
@@ -130,6 +131,8 @@ int agent_dirs_worker(const char *log_dir, const char *tmp_dir, const char *run_
     if (r < 0)
         return r;
     for (unsigned k = 0; k < 2; k++) {
+        if (!(log_mask & (1u << k)))
+            continue;
         if (snprintf(path, sizeof(path), "%s/%s.log", dir, log_names[k]) >= (int)sizeof(path)) {
             r = log_error_errno(-ENAMETOOLONG, "--log-dir path too long: %s", dir);
             goto out_close;

@@ -2,7 +2,8 @@
 /* agent-dirs.h: the workers' directories and files: with --log-dir,
  * <log_dir>/<run_id>/attempt_<k>/<local_rank>/{error.json,stdout.log,stderr.log} (torchrun's
  * layout); without, the error files of all workers flat in one private temporary directory,
- * <TMPDIR>/rdzv-<run_id>-XXXXXX/attempt_<k>_<local_rank>.error.json.
+ * <TMPDIR>/rdzv-<run_id>-XXXXXX/attempt_<k>_<local_rank>.error.json (or, when some output is
+ * redirected to files without --log-dir, that directory used as log_dir, agent-workers.h).
  *
  * Ownership: strings returned through ret_* are the caller's to free(); file descriptors returned
  * are the caller's to close(). Errors: negative errno, logged at error level here when they are
@@ -19,8 +20,10 @@ void agent_dirs_remove_tree(const char *dir);
 
 /* Prepare one worker's files for attempt: replaces *error_file (freed, then set; NULL after
  * -ENOMEM) by its TORCHELASTIC_ERROR_FILE, removes a stale one, and with log_dir makes its
- * directory and opens its logs into ret_log_fds[0] (stdout.log) and [1] (stderr.log), appending.
+ * directory and opens the logs that log_mask names (bit 0: stdout, bit 1: stderr) into
+ * ret_log_fds[0] (stdout.log) and [1] (stderr.log), appending; -1 for a log not named.
  * Without log_dir, tmp_dir (from agent_dirs_make_tmp()) holds the error file and ret_log_fds is
  * untouched. On failure no descriptor is left open and ret_log_fds is untouched. */
 int agent_dirs_worker(const char *log_dir, const char *tmp_dir, const char *run_id,
-                      unsigned attempt, unsigned local_rank, char **error_file, int ret_log_fds[2]);
+                      unsigned attempt, unsigned local_rank, unsigned log_mask, char **error_file,
+                      int ret_log_fds[2]);

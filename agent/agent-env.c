@@ -32,12 +32,14 @@ static const char *const env_owned[] = {
     "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE",
     "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "NCCL_ASYNC_ERROR_HANDLING",
     "OMP_NUM_THREADS",
     "RDZV_NCCL_UNIQUE_ID",
     "RDZV_GENERATION",
     "RDZV_ENDPOINT",
+    "RDZV_PROGRESS_FD",
     AGENT_TOKEN_ENV,
 };
 #define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
@@ -143,7 +145,11 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
     r |= env_add(e, "TORCHELASTIC_MAX_RESTARTS=%u", in->max_restarts);
     r |= env_add(e, "TORCHELASTIC_RUN_ID=%s", in->run_id);
     r |= env_add(e, "TORCHELASTIC_USE_AGENT_STORE=True");
-    r |= env_add(e, "TORCHELASTIC_ERROR_FILE=%s", in->error_file);
+    r |= env_add(e, "TORCHELASTIC_ERROR_FILE=%s", in->error_file ? in->error_file : "");
+    v = in->signals_to_handle ? in->signals_to_handle
+                              : agent_env_get(e->inherit, "TORCHELASTIC_SIGNALS_TO_HANDLE");
+    if (v)
+        r |= env_add(e, "TORCHELASTIC_SIGNALS_TO_HANDLE=%s", v);
     v = agent_env_get(e->inherit, "TORCH_NCCL_ASYNC_ERROR_HANDLING");
     r |= env_add(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING=%s", v ? v : "1");
     v = agent_env_get(e->inherit, "NCCL_ASYNC_ERROR_HANDLING");
@@ -161,6 +167,8 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
         r |= env_add(e, "RDZV_ENDPOINT=%s", in->endpoint);
     if (in->device)
         r |= env_add(e, "CUDA_VISIBLE_DEVICES=%s", in->device);
+    if (in->progress_fd > 0)
+        r |= env_add(e, "RDZV_PROGRESS_FD=%d", in->progress_fd);
     if (r < 0) {
         env_reset(e);
         return -ENOMEM;

@@ -5,11 +5,16 @@
  *   LOCAL_RANK 0..nproc-1, LOCAL_WORLD_SIZE = nproc          ROLE_WORLD_SIZE = WORLD_SIZE
  *   WORLD_SIZE, GROUP_RANK (node rank), GROUP_WORLD_SIZE     ROLE_NAME (default "default")
  *   MASTER_ADDR, MASTER_PORT: the generation's store        TORCHELASTIC_USE_AGENT_STORE=True
- *   TORCHELASTIC_RESTART_COUNT, _MAX_RESTARTS, _RUN_ID, _ERROR_FILE
+ *   TORCHELASTIC_RESTART_COUNT, _MAX_RESTARTS, _RUN_ID
+ *   TORCHELASTIC_ERROR_FILE: the worker's error file; "" when there is none (torchrun's value
+ *     when logs go to /dev/null)
+ *   TORCHELASTIC_SIGNALS_TO_HANDLE: --signals-to-handle when given, else as inherited
  *   TORCH_NCCL_ASYNC_ERROR_HANDLING and NCCL_ASYNC_ERROR_HANDLING: inherited value, else 1
  *   OMP_NUM_THREADS: inherited value, else 1 when nproc > 1 (torchrun warns and sets it)
  *   CUDA_VISIBLE_DEVICES passed through (or one device per worker with --isolate-gpus)
- * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN. A pure
+ *   PYTHON_EXEC, TORCHELASTIC_TIMER_FILE and everything else: passed through, as torchrun does
+ * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN,
+ * RDZV_PROGRESS_FD (an inherited one, an agent's above ours, is dropped). A pure
  * function of its inputs: no global state (the inherited environment is a parameter, never environ
  * or getenv()), no I/O, no logging.
  *
@@ -30,7 +35,9 @@ struct agent_env_in {
     unsigned max_restarts;            /* TORCHELASTIC_MAX_RESTARTS */
     const char *role;                 /* ROLE_NAME */
     const char *run_id;               /* TORCHELASTIC_RUN_ID */
-    const char *error_file;           /* TORCHELASTIC_ERROR_FILE */
+    const char *error_file;           /* TORCHELASTIC_ERROR_FILE; NULL: "" (no error file) */
+    const char *signals_to_handle;    /* TORCHELASTIC_SIGNALS_TO_HANDLE; NULL: as inherited */
+    int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited) */
     const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
     const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */
     const char *device;               /* CUDA_VISIBLE_DEVICES, or NULL: as inherited; only with

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-relay.c: the workers' output relay: one pipe per worker stream, split into lines, each
  * line prefixed "[rank<N>]: " and written to the agent's stdout/stderr (queued and polled when
- * that fd can block, so a stalled reader stalls the workers and never the loop), and teed to the
- * worker's log file under --log-dir. */
+ * that fd can block, so a stalled reader stalls the workers and never the loop), unless the
+ * stream is redirected or its rank filtered out (worker_out.console), and teed to the worker's
+ * log file when it has one (--log-dir, or a redirected stream: agent-workers.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -235,7 +236,8 @@ void agent_relay_line(struct worker_out *o, const char *p, size_t n)
 {
     struct agent_worker *w = o->w;
 
-    sink_line(&w->g->sink[o->which], w->prefix, w->prefix_len, p, n);
+    if (o->console)
+        sink_line(&w->g->sink[o->which], w->prefix, w->prefix_len, p, n);
 }
 
 /* Relay every complete line in line[0..len) and keep the tail; scan_from bytes are known to hold
@@ -341,32 +343,24 @@ void agent_relay_update_pause(struct agent_group *g)
         }
 }
 
-/* Make one output pipe: our end non-blocking in a uv_pipe_t, the worker's end blocking (it is
- * the worker's stdout or stderr). On failure nothing is left open. */
-int agent_relay_out_open(struct worker_out *o, int *ret_child_fd)
+int agent_group_pipe_open(struct agent_group *g, uv_pipe_t *pipe, int *ret_child_fd)
 {
-    struct agent_group *g = o->w->g;
     uv_file fds[2];
     int r;
 
     r = uv_pipe(fds, UV_NONBLOCK_PIPE, 0);
     if (r < 0)
         return r;
-    r = uv_pipe_init(g->cfg.loop, &o->pipe, 0);
+    r = uv_pipe_init(g->cfg.loop, pipe, 0);
     if (r < 0)
         goto out_close_fds;
-    o->pipe.data = g;
-    o->open = true;
-    o->len = 0;
-    g->pipes_open++;
+    pipe->data = g;
     g->worker_handles++;
     g->handles++;
-    r = uv_pipe_open(&o->pipe, fds[0]);
+    r = uv_pipe_open(pipe, fds[0]);
     if (r < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        agent_relay_out_close(o);
-        return r;
+        uv_close((uv_handle_t *)pipe, agent_group_worker_close_cb);
+        goto out_close_fds;
     }
     *ret_child_fd = fds[1];
     return 0;
@@ -375,6 +369,21 @@ out_close_fds:
     close(fds[0]);
     close(fds[1]);
     return r;
+}
+
+/* Make one output pipe: our end non-blocking in a uv_pipe_t, the worker's end blocking (it is
+ * the worker's stdout or stderr). On failure nothing is left open. */
+int agent_relay_out_open(struct worker_out *o, int *ret_child_fd)
+{
+    struct agent_group *g = o->w->g;
+    int r = agent_group_pipe_open(g, &o->pipe, ret_child_fd);
+
+    if (r < 0)
+        return r;
+    o->open = true;
+    o->len = 0;
+    g->pipes_open++;
+    return 0;
 }
 
 void agent_relay_out_start(struct worker_out *o)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-workers-int.h: the worker group's private struct, shared by the files that make up the
  * group (agent-workers.c: state machine, spawn, API; agent-relay.c: output relay; agent-stop.c:
- * stop escalation and end-of-start timers; agent-reaper-link.c: the link to the host's reaper).
+ * stop escalation and end-of-start timers; agent-reaper-link.c: the link to the host's reaper;
+ * agent-progress.c: the progress channel).
  * Nothing outside those files includes it: everyone else sees agent-workers.h, where the group is
  * opaque.
  *
@@ -15,6 +16,7 @@
 #include <uv.h>
 
 #include "../common/rdzv-buf.h"
+#include "agent-cmd.h"
 #include "agent-reaper.h"
 #include "agent-workers.h"
 
@@ -48,10 +50,26 @@ struct worker_out {
     struct agent_worker *w;
     unsigned which; /* OUT_STDOUT or OUT_STDERR */
     bool open;      /* initialised, uv_close not yet called */
+    bool console;   /* relayed to the group's sink (else only to the log file) */
+    bool to_file;   /* wants a log file even without cfg.log_dir */
     int log_fd;     /* <dir>/stdout.log or stderr.log, or -1 */
     size_t len;     /* bytes of an unfinished line in line[] */
     char *line;     /* AGENT_MAX_LINE bytes, allocated at the first read: most workers of a
                      * large job never write, and 8 GPUs' worth would be a 1 MiB calloc */
+};
+
+/* The read end of a worker's progress channel (cfg.progress) and what it said. */
+struct worker_progress {
+    uv_pipe_t pipe; /* first: callbacks recover us via container_of */
+    struct agent_worker *w;
+    bool open;     /* initialised, uv_close not yet called */
+    bool reported; /* a valid report came in this start */
+    bool hung;     /* on_hang fired for this start */
+    bool skip;     /* discarding an overlong line up to its newline */
+    uint64_t step; /* of the last report */
+    uint64_t t_ms; /* loop time of the last report, or of the spawn */
+    size_t len;
+    char line[AGENT_PROGRESS_LINE];
 };
 
 struct agent_worker {
@@ -68,12 +86,15 @@ struct agent_worker {
     char prefix[32];   /* "[rank<N>]: " */
     size_t prefix_len;
     struct worker_out out[_OUT_MAX];
+    struct worker_progress progress;
 };
 
 struct reaper; /* agent-reaper-link.c */
 
 struct agent_group {
     struct agent_group_cfg cfg;
+    char **argv; /* cfg.argv, or our copy whose local-rank entry points to rank_arg */
+    char rank_arg[AGENT_CMD_RANK_ARG_MAX];
     enum group_state state;       /* changed only through agent_group_set_state() */
     struct agent_worker *workers; /* cfg.nproc of them */
     unsigned running;             /* workers spawned and not exited */
@@ -83,11 +104,14 @@ struct agent_group {
     uv_timer_t kill_timer;        /* STOPPING: grace period, then SIGKILL */
     uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
     uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
+    uv_timer_t progress_timer;    /* the next progress deadline of a running worker */
     int stop_signal;
     bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
     struct out_sink sink[_OUT_MAX];
     struct rdzv_buf scratch;    /* one line, for blocking sinks */
     char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    bool logs_in_tmp; /* no log_dir but some stream goes to a file: tmp_dir has log_dir's layout
+                       * and is kept at free */
     struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
     uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
     uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */
@@ -132,12 +156,16 @@ void agent_group_notify_soon(struct agent_group *g);
 void agent_relay_setup(struct agent_group *g);
 /* Write all of p to fd, waiting in poll() if fd happens to be non-blocking. 0 or -errno. */
 int agent_relay_write_all(int fd, const void *p, size_t n);
-/* Relay one line of o's worker (prefix, bytes, newline) to o's sink. */
+/* Relay one line of o's worker (prefix, bytes, newline) to o's sink, if o->console. */
 void agent_relay_line(struct worker_out *o, const char *p, size_t n);
 /* Whether relayed bytes still wait in a sink's queue. */
 bool agent_relay_queued(const struct agent_group *g);
 /* Pause or resume reading the workers' pipes after a sink's queue grew or shrank. */
 void agent_relay_update_pause(struct agent_group *g);
+/* A pipe to a worker: pipe (uninitialised) becomes our non-blocking read end, counted as a worker
+ * handle (its close callback is agent_group_worker_close_cb), *ret_child_fd the worker's blocking
+ * write end. 0 or a negative errno; on failure nothing is left open (pipe may be closing). */
+int agent_group_pipe_open(struct agent_group *g, uv_pipe_t *pipe, int *ret_child_fd);
 /* Make one output pipe of o's worker; *ret_child_fd is the worker's end (blocking). On failure
  * nothing is left open. Returns 0 or a negative errno. */
 int agent_relay_out_open(struct worker_out *o, int *ret_child_fd);
@@ -162,6 +190,18 @@ void agent_stop_unlist_if_gone(struct agent_worker *w);
 void agent_stop_drain_start(struct agent_group *g);
 /* A read on a worker pipe: restart the silence count of the drain timer, if it runs. */
 void agent_stop_drain_touch(struct agent_group *g);
+
+/* ---- agent-progress.c: the workers' progress channel and hang detection ---- */
+
+/* Make w's progress pipe; *ret_child_fd is the worker's end (blocking). 0 or a negative errno,
+ * nothing left open on failure. */
+int agent_progress_open(struct agent_worker *w, int *ret_child_fd);
+/* Start reading it; the worker counts as spawned now (the grace period starts). */
+void agent_progress_start(struct agent_worker *w);
+/* Close it (the worker exited, or the group is freed). No-op when not open. */
+void agent_progress_close(struct agent_worker *w);
+/* (Re)arm progress_timer for the earliest deadline of a running worker, or stop it. */
+void agent_progress_arm(struct agent_group *g);
 
 /* ---- agent-reaper-link.c: our connection to the host's reaper (agent-reaper.h) ---- */
 

@@ -21,6 +21,7 @@
 #include "../common/rdzv-util.h"
 #include "agent-dirs.h"
 #include "agent-env.h"
+#include "agent-redirects.h"
 #include "agent-workers-int.h"
 
 extern char **environ;
@@ -57,7 +58,8 @@ static void group_destroy(struct agent_group *g)
     void *ud = g->done_ud;
 
     if (g->tmp_dir) {
-        agent_dirs_remove_tree(g->tmp_dir);
+        if (!g->logs_in_tmp)
+            agent_dirs_remove_tree(g->tmp_dir);
         free(g->tmp_dir);
     }
     agent_relay_release(g);
@@ -67,6 +69,8 @@ static void group_destroy(struct agent_group *g)
             free(g->workers[i].out[k].line);
     }
     free(g->workers);
+    if (g->argv != g->cfg.argv)
+        free(g->argv);
     free(g);
     if (done)
         done(ud);
@@ -89,6 +93,7 @@ void agent_group_maybe_finish(struct agent_group *g)
     agent_stop_kill_leftovers(g);
     (void)uv_timer_stop(&g->kill_timer);
     (void)uv_timer_stop(&g->drain_timer);
+    (void)uv_timer_stop(&g->progress_timer);
     agent_group_set_state(g, GROUP_IDLE);
     log_debug("workers: all exited and output drained");
     if (g->cfg.on_all_exited)
@@ -124,6 +129,7 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
     assert(w->running && g->running > 0);
     w->running = false;
     g->running--;
+    agent_progress_close(w);
     agent_stop_unlist_if_gone(w);
     if (g->state == GROUP_FREEING)
         return; /* killed by agent_group_free(): nobody to tell */
@@ -200,21 +206,60 @@ static void worker_cannot_run(struct agent_worker *w, int err)
         agent_relay_out_close(&w->out[k]);
 }
 
+/* The private temporary directory: error files, and the logs of redirected output when there
+ * is no log_dir (then kept at free: say where). */
+static int group_make_tmp(struct agent_group *g)
+{
+    int r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+
+    if (r >= 0 && g->logs_in_tmp)
+        log_info("workers' redirected output goes to files under %s", g->tmp_dir);
+    return r;
+}
+
+/* Where each worker stream goes (agent_group_cfg: redirects, tee, console). */
+static void group_setup_streams(struct agent_group *g)
+{
+    const struct agent_group_cfg *c = &g->cfg;
+
+    for (unsigned i = 0; i < c->nproc; i++) {
+        unsigned red = c->redirects ? c->redirects[i] : 0, tee = c->tee ? c->tee[i] : 0;
+        bool shown = !c->console || c->console[i];
+
+        for (unsigned k = 0; k < _OUT_MAX; k++) {
+            struct worker_out *o = &g->workers[i].out[k];
+            unsigned bit = 1u << k;
+
+            o->console = shown && (!(red & bit) || (tee & bit));
+            o->to_file = ((red | tee) & bit) || !shown;
+            if (o->to_file && !c->log_dir)
+                g->logs_in_tmp = true;
+        }
+    }
+}
+
 /* The worker's error file of this attempt and, with log_dir, its directory and log files
  * (agent-dirs.h). The private directory of error files is made here if agent_group_new() could
  * not. */
 static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, unsigned attempt)
 {
+    const char *log_dir = g->cfg.log_dir;
+    unsigned mask = AGENT_STD_OUT | AGENT_STD_ERR;
     int fds[_OUT_MAX], r;
 
-    if (!g->cfg.log_dir && !g->tmp_dir) {
-        r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+    if (!log_dir && !g->tmp_dir) {
+        r = group_make_tmp(g);
         if (r < 0)
             return r;
     }
-    r = agent_dirs_worker(g->cfg.log_dir, g->tmp_dir, g->cfg.run_id, attempt, w->local_rank,
+    if (!log_dir && g->logs_in_tmp) {
+        log_dir = g->tmp_dir;
+        mask = (w->out[OUT_STDOUT].to_file ? AGENT_STD_OUT : 0) |
+               (w->out[OUT_STDERR].to_file ? AGENT_STD_ERR : 0);
+    }
+    r = agent_dirs_worker(log_dir, g->tmp_dir, g->cfg.run_id, attempt, w->local_rank, mask,
                           &w->error_file, fds);
-    if (r < 0 || !g->cfg.log_dir)
+    if (r < 0 || !log_dir)
         return r;
     for (unsigned k = 0; k < _OUT_MAX; k++)
         w->out[k].log_fd = fds[k];
@@ -233,11 +278,12 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         .run_id = g->cfg.run_id,
         .token = g->token,
         .endpoint = g->cfg.endpoint,
+        .signals_to_handle = g->cfg.signals_to_handle,
         .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
     };
     uv_process_options_t opts = {0};
-    uv_stdio_container_t stdio[3];
-    int child_fd[_OUT_MAX] = {-1, -1};
+    uv_stdio_container_t stdio[AGENT_PROGRESS_FD + 1];
+    int child_fd[_OUT_MAX] = {-1, -1}, progress_fd = -1;
     int r;
 
     w->rank = a->rank_offset + w->local_rank;
@@ -248,9 +294,17 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     if (r < 0)
         goto out_close_logs;
     in.error_file = w->error_file;
+    in.progress_fd = g->cfg.progress ? AGENT_PROGRESS_FD : 0;
     r = agent_env_set(env, &in);
     if (r < 0)
         goto out_close_logs;
+    if (g->cfg.progress) {
+        r = agent_progress_open(w, &progress_fd);
+        if (r < 0) {
+            log_error_errno(r, "worker rank %u: cannot create its progress pipe", w->rank);
+            goto out_close_logs;
+        }
+    }
 
     for (unsigned k = 0; k < _OUT_MAX; k++) {
         r = agent_relay_out_open(&w->out[k], &child_fd[k]);
@@ -269,11 +323,15 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         stdio[1 + k].data.fd = child_fd[k];
     }
     opts.exit_cb = worker_exit_cb;
+    if (g->cfg.local_rank_argi)
+        agent_cmd_format_rank(g->rank_arg, g->cfg.local_rank_flag, w->local_rank);
     opts.file = g->cfg.argv[0];
-    opts.args = g->cfg.argv;
+    opts.args = g->argv;
     opts.env = env->v;
+    stdio[AGENT_PROGRESS_FD].flags = UV_INHERIT_FD;
+    stdio[AGENT_PROGRESS_FD].data.fd = progress_fd;
     opts.stdio = stdio;
-    opts.stdio_count = 3;
+    opts.stdio_count = g->cfg.progress ? AGENT_PROGRESS_FD + 1 : 3;
     opts.flags = UV_PROCESS_DETACHED; /* setsid(): the worker leads its own process group */
     r = uv_spawn(g->cfg.loop, &w->proc, &opts);
     /* uv_spawn initialises the handle even when it fails: it must be closed either way. */
@@ -294,6 +352,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     g->running++;
     for (unsigned k = 0; k < _OUT_MAX; k++)
         close(child_fd[k]);
+    if (progress_fd >= 0)
+        close(progress_fd);
     if (r < 0) {
         log_debug("workers: rank %u: cannot run %s: %s", w->rank, g->cfg.argv[0], uv_strerror(r));
         worker_cannot_run(w, r);
@@ -302,6 +362,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     }
     for (unsigned k = 0; k < _OUT_MAX; k++)
         agent_relay_out_start(&w->out[k]);
+    if (g->cfg.progress)
+        agent_progress_start(w);
     log_info("started worker rank %u (local rank %u, pid %d): %s", w->rank, w->local_rank, w->pid,
              g->cfg.argv[0]);
     return 0;
@@ -312,6 +374,9 @@ out_close_pipes:
             close(child_fd[k]);
         agent_relay_out_close(&w->out[k]);
     }
+    if (progress_fd >= 0)
+        close(progress_fd);
+    agent_progress_close(w);
 out_close_logs:
     worker_close_logs(w);
     return r;
@@ -319,12 +384,12 @@ out_close_logs:
 
 /* ---- public API ---- */
 
-/* The group's four timers. On failure those initialised are closing and g is freed once they
+/* The group's five timers. On failure those initialised are closing and g is freed once they
  * are closed (at once if none was): the caller must not touch g again. */
 static int group_init_timers(struct agent_group *g)
 {
     uv_timer_t *const timers[] = {&g->kill_timer, &g->drain_timer, &g->notify_timer,
-                                  &g->reaper_timer};
+                                  &g->reaper_timer, &g->progress_timer};
     size_t i;
     int r = 0;
 
@@ -353,6 +418,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 {
     uint8_t rnd[AGENT_TOKEN_LEN / 2];
     struct agent_group *g;
+    size_t argc;
     int r;
 
     if (!cfg->loop || !cfg->argv || !cfg->argv[0] || !cfg->self_exe || cfg->nproc == 0)
@@ -364,15 +430,31 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         for (unsigned i = 0; i < cfg->nproc; i++)
             if (!cfg->devices[i])
                 return -EINVAL;
+    for (argc = 0; cfg->argv[argc]; argc++)
+        ;
+    if (cfg->local_rank_argi && (cfg->local_rank_argi >= argc || !cfg->local_rank_flag ||
+                                 strlen(cfg->local_rank_flag) > AGENT_CMD_RANK_ARG_MAX - 12))
+        return -EINVAL;
     g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
+    g->cfg = *cfg;
+    g->argv = cfg->argv;
     g->workers = calloc(cfg->nproc, sizeof(*g->workers));
-    if (!g->workers) {
+    if (cfg->local_rank_argi && g->workers) {
+        g->argv = malloc((argc + 1) * sizeof(*g->argv));
+        if (g->argv) {
+            memcpy(g->argv, cfg->argv, (argc + 1) * sizeof(*g->argv));
+            g->argv[cfg->local_rank_argi] = g->rank_arg;
+        }
+    }
+    if (!g->workers || !g->argv) {
+        free(g->workers);
+        if (g->argv != cfg->argv)
+            free(g->argv);
         free(g);
         return -ENOMEM;
     }
-    g->cfg = *cfg;
     g->stdin_open = fcntl(STDIN_FILENO, F_GETFD) >= 0;
     if (!g->cfg.role)
         g->cfg.role = "default";
@@ -393,6 +475,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
             w->out[k].log_fd = -1;
         }
     }
+    group_setup_streams(g);
     for (size_t i = 0; i < sizeof(rnd); i += 8) {
         uint64_t v = rdzv_random_u64();
 
@@ -408,8 +491,8 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     else
         r = agent_reaper_default_name(g->cfg.run_id, g->reaper_name, sizeof(g->reaper_name));
     if (r < 0) {
-        free(g->workers);
-        free(g);
+        g->done = NULL;
+        group_destroy(g);
         return r;
     }
     r = group_init_timers(g);
@@ -427,7 +510,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
      * 256 agents starting their workers at once would all queue on /tmp. A failure here is
      * reported by the start, which tries again. */
     if (!g->cfg.log_dir)
-        (void)agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+        (void)group_make_tmp(g);
     *ret = g;
     return 0;
 }
@@ -463,8 +546,10 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
             break;
     }
     agent_env_free(&env);
-    if (r >= 0)
+    if (r >= 0) {
+        agent_progress_arm(g);
         return 0;
+    }
 
     log_error("started %u of %u workers, stopping them", started, g->cfg.nproc);
     if (g->worker_handles == 0) {
@@ -514,8 +599,11 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     uv_close((uv_handle_t *)&g->kill_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->notify_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->reaper_timer, agent_group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->progress_timer, agent_group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
+
+        agent_progress_close(w);
 
         for (unsigned k = 0; k < _OUT_MAX; k++)
             agent_relay_out_close(&w->out[k]);

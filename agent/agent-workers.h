@@ -10,8 +10,10 @@
  * libuv callbacks, including the group's own on_exit / on_all_exited (what each may call is said
  * below). Inside, the group is split by concern, each file behind agent-workers-int.h:
  * agent-workers.c (state machine, spawn, this API), agent-relay.c (output relay), agent-stop.c
- * (signals, stop escalation), agent-reaper-link.c (the reaper connection), with the pure
- * agent-env.h (worker environment) and agent-dirs.h (log and error-file directories). */
+ * (signals, stop escalation), agent-reaper-link.c (the reaper connection), agent-progress.c (the
+ * progress channel and hang detection), with the pure agent-env.h (worker environment),
+ * agent-cmd.h (worker command line), agent-redirects.h (torchrun's -r/-t/--local-ranks-filter
+ * values) and agent-dirs.h (log and error-file directories). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +24,8 @@ struct agent_group;
 #define AGENT_MAX_LINE (64u << 10) /* relayed lines longer than this are split */
 #define AGENT_DRAIN_MS 2000 /* silence on a worker's output after the last exit, then close */
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
+#define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
+#define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored */
 
 /* What the rendezvous round gave this node. Strings are copied by agent_group_start(). */
 struct agent_assignment {
@@ -48,26 +52,62 @@ typedef void (*agent_exit_fn)(struct agent_group *g, unsigned local_rank, int64_
  * call: from the loop only. When it runs the group is idle: it may call agent_group_start (a
  * restart) or agent_group_free. */
 typedef void (*agent_all_exited_fn)(struct agent_group *g, void *ud);
+/* Fired once per worker and start when a worker with the progress channel (cfg.progress) stays
+ * silent too long: progress_timeout_ms after its last report (reported true), or
+ * progress_grace_ms after its spawn when it never reported (reported false). last_step is the
+ * step of its last report (0 if none), silent_ms how long it has been silent. The group does
+ * nothing to the worker: the caller fails it like a crash (agent_group_stop). Runs from the loop;
+ * may call agent_group_stop/_signal/_free. */
+typedef void (*agent_hang_fn)(struct agent_group *g, unsigned local_rank, bool reported,
+                              uint64_t last_step, uint64_t silent_ms, void *ud);
 
 struct agent_group_cfg {
     uv_loop_t *loop;
     char **argv;          /* worker command, NULL-terminated; argv[0] looked up in PATH */
+    /* 0, or the index in argv (> 0) of the local-rank argument (agent-cmd.h: rank_index), which
+     * each worker gets as "<local_rank_flag>=<its local rank>" (rank_flag): one argv array per
+     * group, rewritten before each spawn, no allocation per worker. */
+    size_t local_rank_argi;
+    const char *local_rank_flag; /* "--local-rank" or "--local_rank"; with local_rank_argi */
     unsigned nproc;       /* LOCAL_WORLD_SIZE */
     const char *role;     /* ROLE_NAME, "default" if NULL */
     const char *run_id;   /* TORCHELASTIC_RUN_ID */
     const char *endpoint; /* RDZV_ENDPOINT */
     const char *log_dir;  /* NULL: no files; else <log_dir>/<run_id>/attempt_<k>/<local_rank>/ */
+    /* torchrun's -r/--redirects, -t/--tee and --local-ranks-filter, per local rank (nproc
+     * entries each, parsed by agent-redirects.h; NULL: all 0 / every rank shown). For local rank
+     * i and stream bit b (AGENT_STD_OUT, AGENT_STD_ERR):
+     *   console  (relayed to out_fd/err_fd) unless redirects[i] has b and tee[i] has not, and
+     *            only when console[i];
+     *   file     (<dir>/stdout.log, stderr.log) with log_dir always (as before), else when
+     *            (redirects[i] | tee[i]) has b or !console[i].
+     * Without log_dir, files go to the private temporary directory (agent_group_new()), which then
+     * takes log_dir's layout (error files included) and is kept at free, as torchrun keeps its
+     * temporary log directory; its path is logged at info level. */
+    const uint8_t *redirects;
+    const uint8_t *tee;
+    const bool *console;
     const char *self_exe; /* path of rdzv-agent, to start the host's reaper (see agent_group_new) */
     const char *reaper_name;    /* NULL: the job's on this host (agent_reaper_default_name());
                                  * tests give their own, to have a reaper of their own */
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
     unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
+    const char *signals_to_handle; /* TORCHELASTIC_SIGNALS_TO_HANDLE (--signals-to-handle), or
+                                    * NULL: as inherited */
     uint64_t grace_ms;          /* TERM -> KILL grace period when stopping */
     int out_fd; /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
     int err_fd; /* ... and of their stderr; 0: STDERR_FILENO */
+    /* Progress channel (issue 14): each worker inherits the write end of a pipe of its own as fd
+     * AGENT_PROGRESS_FD, named by RDZV_PROGRESS_FD, and writes "step N\n" per step (one write,
+     * atomic below PIPE_BUF); the agent's loop reads them as they come. Other bytes are ignored
+     * (logged at debug level). */
+    bool progress;
+    uint64_t progress_timeout_ms; /* 0: no hang detection after the first report */
+    uint64_t progress_grace_ms;   /* 0: no hang detection before the first report */
     agent_exit_fn on_exit;
     agent_all_exited_fn on_all_exited;
+    agent_hang_fn on_hang; /* may be NULL */
     void *ud;
 };
 
@@ -131,6 +171,12 @@ void agent_group_stop(struct agent_group *g, int signum);
 
 /* Number of workers still running. */
 unsigned agent_group_running(const struct agent_group *g);
+
+/* The last progress report of local_rank in the current (or last) start: its step, and how long
+ * ago it came (loop time) in *age_ms. Either pointer may be NULL. 0, -ENODATA when the worker has
+ * not reported (or the channel is off), -EINVAL for a local rank out of range. */
+int agent_group_progress(const struct agent_group *g, unsigned local_rank, uint64_t *step,
+                         uint64_t *age_ms);
 
 /* Pid of the host's reaper once it has acknowledged this group, else 0 (for logs and tests). */
 int agent_group_reaper_pid(const struct agent_group *g);

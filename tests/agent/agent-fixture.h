@@ -45,8 +45,9 @@ struct fx {
     unsigned ready;
     long child_pid[MAXW], worker_pid[MAXW];
     char *err_files[MAXW];
-    int user;  /* line_watch: the signal to stop or signal with on READY */
-    void *ptr; /* per-test state for hooks */
+    int user;             /* line_watch: the signal to stop or signal with on READY */
+    void *ptr;            /* per-test state for hooks */
+    const void *user_ptr; /* per-test constant data for hooks */
 };
 
 TEST_UNUSED static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)

@@ -29,6 +29,10 @@
  *   write-error     write a torch-style JSON error to $TORCHELASTIC_ERROR_FILE, print
  *                   ERROR_FILE_WRITTEN=1 (or =<errno text>)
  *   fds             print OPEN_FDS=<fds above 2, comma-separated> (leaked by the agent)
+ *   progress=N      write "step N\n" to $RDZV_PROGRESS_FD (one write)
+ *   progress-raw=T  write T and a newline there;  progress-long=N: N 'x' and a newline
+ *   tick=N/MS       progress=1 .. progress=N, one every MS ms (the first at once)
+ *   --ANYTHING      print ARG=--ANYTHING (a launcher's argument, e.g. --local-rank=N)
  * Exits 0 after the last action.
  */
 
@@ -60,6 +64,7 @@ static const char *const keys[] = {
     "CUDA_VISIBLE_DEVICES",
     "RDZV_TEST_INHERITED",
     "RDZV_AGENT_TOKEN",
+    "RDZV_PROGRESS_FD",
 };
 
 static void sleep_ms(long ms)
@@ -142,6 +147,30 @@ static void print_fds(void)
     printf("\n");
 }
 
+/* One write of "<text>\n" (or n 'x' and a newline when text is NULL) to the progress channel. */
+static void progress_write(const char *text, long n)
+{
+    const char *fd = getenv("RDZV_PROGRESS_FD");
+    char buf[8192];
+    size_t len;
+
+    if (!fd) {
+        fprintf(stderr, "helper-worker: no RDZV_PROGRESS_FD\n");
+        exit(65);
+    }
+    if (text) {
+        len = (size_t)snprintf(buf, sizeof(buf), "%s\n", text);
+    } else {
+        len = (size_t)n < sizeof(buf) - 1 ? (size_t)n : sizeof(buf) - 1;
+        memset(buf, 'x', len);
+        buf[len++] = '\n';
+    }
+    if (write(atoi(fd), buf, len) != (ssize_t)len) {
+        fprintf(stderr, "helper-worker: progress write: %s\n", strerror(errno));
+        exit(66);
+    }
+}
+
 static void run(const char *act, const char *rank)
 {
     const char *eq = strchr(act, '=');
@@ -149,7 +178,29 @@ static void run(const char *act, const char *rank)
     size_t n = eq ? (size_t)(eq - act) : strlen(act);
 
 #define IS(name) (n == strlen(name) && strncmp(act, name, n) == 0)
-    if (IS("env")) {
+    if (IS("progress")) {
+        char text[64];
+
+        snprintf(text, sizeof(text), "step %s", arg);
+        progress_write(text, 0);
+    } else if (IS("progress-raw")) {
+        progress_write(arg, 0);
+    } else if (IS("progress-long")) {
+        progress_write(NULL, atol(arg));
+    } else if (IS("tick")) {
+        long count = atol(arg), ms = strchr(arg, '/') ? atol(strchr(arg, '/') + 1) : 0;
+
+        for (long i = 1; i <= count; i++) {
+            char text[64];
+
+            if (i > 1)
+                sleep_ms(ms);
+            snprintf(text, sizeof(text), "step %ld", i);
+            progress_write(text, 0);
+        }
+    } else if (strncmp(act, "--", 2) == 0) {
+        printf("ARG=%s\n", act);
+    } else if (IS("env")) {
         print_env();
     } else if (IS("exit")) {
         fflush(NULL);

@@ -102,6 +102,7 @@ static void test_torchrun_variables(void)
     ASSERT_VAR(&e, "RDZV_NCCL_UNIQUE_ID", NULL);
     ASSERT_VAR(&e, "RDZV_ENDPOINT", NULL);
     ASSERT_VAR(&e, "CUDA_VISIBLE_DEVICES", NULL);
+    ASSERT_VAR(&e, "TORCHELASTIC_SIGNALS_TO_HANDLE", NULL);
     ASSERT_VAR(&e, "PATH", "/usr/bin");
     ASSERT_NULL(e.v[e.n]);
     agent_env_free(&e);
@@ -258,6 +259,77 @@ static void test_nccl_id_no_inherit(void)
     agent_env_free(&e); /* twice is fine */
 }
 
+/* torchrun's TORCHELASTIC_ERROR_FILE is "" when logs go to /dev/null: set, empty; an inherited
+ * one (the launcher's own, torchrun's @record) never reaches the worker. */
+static void test_error_file_empty(void)
+{
+    char *inherit[] = {"TORCHELASTIC_ERROR_FILE=/launcher/error.json", NULL};
+    struct agent_env e = {0};
+    struct agent_env_in in = input(0, 1);
+
+    ASSERT_OK(agent_env_init(&e, inherit, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "TORCHELASTIC_ERROR_FILE", "/logs/job42/attempt_2/1/error.json");
+    in.error_file = NULL;
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "TORCHELASTIC_ERROR_FILE", "");
+    agent_env_free(&e);
+}
+
+/* --signals-to-handle (torchrun >= 2.5 exports it): given wins over inherited; else inherited. */
+static void test_signals_to_handle(void)
+{
+    char *inherit[] = {"TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM", NULL};
+    struct agent_env e = {0};
+    struct agent_env_in in = input(0, 1);
+
+    ASSERT_OK(agent_env_init(&e, inherit, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM");
+    in.signals_to_handle = "SIGTERM,SIGINT,SIGUSR1";
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGUSR1");
+    agent_env_free(&e);
+    ASSERT_OK(agent_env_init(&e, NULL, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGUSR1");
+    agent_env_free(&e);
+}
+
+/* PYTHON_EXEC (the interpreter override) and other torchrun variables pass through untouched;
+ * an empty OMP_NUM_THREADS counts as set, as in torchrun ("not in os.environ"). */
+static void test_passed_through(void)
+{
+    char *inherit[] = {"PYTHON_EXEC=/opt/py/bin/python", "TORCHELASTIC_TIMER_FILE=/t/timer",
+                       "OMP_NUM_THREADS=", NULL};
+    struct agent_env e = {0};
+    struct agent_env_in in = input(0, 4);
+
+    ASSERT_OK(agent_env_init(&e, inherit, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "PYTHON_EXEC", "/opt/py/bin/python");
+    ASSERT_VAR(&e, "TORCHELASTIC_TIMER_FILE", "/t/timer");
+    ASSERT_VAR(&e, "OMP_NUM_THREADS", "");
+    agent_env_free(&e);
+}
+
+/* RDZV_PROGRESS_FD: set when the worker has the channel; an inherited one (an agent above ours)
+ * never passes through. */
+static void test_progress_fd(void)
+{
+    char *inherit[] = {"RDZV_PROGRESS_FD=9", NULL};
+    struct agent_env e = {0};
+    struct agent_env_in in = input(0, 1);
+
+    ASSERT_OK(agent_env_init(&e, inherit, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "RDZV_PROGRESS_FD", NULL);
+    in.progress_fd = 3;
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "RDZV_PROGRESS_FD", "3");
+    agent_env_free(&e);
+}
+
 int main(void)
 {
     TEST(test_torchrun_variables);
@@ -268,5 +340,9 @@ int main(void)
     TEST(test_agent_token_appended);
     TEST(test_devices);
     TEST(test_nccl_id_no_inherit);
+    TEST(test_error_file_empty);
+    TEST(test_signals_to_handle);
+    TEST(test_passed_through);
+    TEST(test_progress_fd);
     return tap_done();
 }

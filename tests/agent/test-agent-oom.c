@@ -164,10 +164,10 @@ static void check_group_new_fails(unsigned which, unsigned n)
     arm(which, 0);
 }
 
-/* Each of the group's four timers failing to initialise. */
+/* Each of the group's five timers failing to initialise. */
 static void test_group_timer_init_fails(void)
 {
-    for (unsigned n = 1; n <= 4; n++)
+    for (unsigned n = 1; n <= 5; n++)
         check_group_new_fails(FAIL_TIMER_INIT, n);
 }
 

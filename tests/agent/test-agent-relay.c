@@ -271,6 +271,113 @@ static void test_stop_stalled_reader(void)
     fx_done(&f);
 }
 
+/* Log file name of local rank lr's stream next to its error file; its content is want, or it
+ * does not exist when want is NULL. */
+static void assert_log(const struct fx *f, unsigned lr, const char *name, const char *want)
+{
+    char path[PATH_MAX];
+    struct rdzv_buf got = {0};
+    const char *slash = strrchr(f->err_files[lr], '/');
+
+    snprintf(path, sizeof(path), "%.*s/%s.log", (int)(slash - f->err_files[lr]), f->err_files[lr],
+             name);
+    snprintf(tap_note, sizeof(tap_note), "local rank %u: %.200s", lr, path);
+    if (!want) {
+        ASSERT_FALSE(file_exists(path));
+        return;
+    }
+    read_file(path, &got);
+    ASSERT_BYTES_STR((const char *)got.data, got.len, want);
+    rdzv_buf_free(&got);
+}
+
+/* Console lines of local rank lr (rank == lr here) on stdout and stderr. */
+static void assert_console(const struct fx *f, unsigned lr, size_t n_out, size_t n_err)
+{
+    struct lines l;
+
+    snprintf(tap_note, sizeof(tap_note), "local rank %u console", lr);
+    lines_of(&f->out, lr, &l);
+    ASSERT_EQ(l.n, n_out);
+    if (n_out)
+        ASSERT_BYTES_STR(l.v[0], strlen(l.v[0]), "out");
+    lines_free(&l);
+    lines_of(&f->err, lr, &l);
+    ASSERT_EQ(l.n, n_err);
+    if (n_err)
+        ASSERT_BYTES_STR(l.v[0], strlen(l.v[0]), "err");
+    lines_free(&l);
+}
+
+/* torchrun's --redirects (file only), --tee (file and console) and --local-ranks-filter (console
+ * for these ranks only, the others' output in files), per local rank, without --log-dir: the
+ * files go to the private temporary directory in log_dir's layout, which outlives the group. */
+static void test_redirects_tee_filter(void)
+{
+    char *argv[] = {HELPER, "print=out", "eprint=err", NULL};
+    const uint8_t redirects[] = {1, 3, 0, 0}, tee[] = {0, 2, 0, 1};
+    const bool console[] = {true, true, false, true};
+    char want[PATH_MAX];
+    struct fx f;
+
+    setenv("TMPDIR", tmp_root, 1);
+    fx_init(&f, 4, argv);
+    f.cfg.redirects = redirects;
+    f.cfg.tee = tee;
+    f.cfg.console = console;
+    f.on_all = hook_record_error_files;
+    fx_start(&f);
+    fx_run_finish(&f);
+    unsetenv("TMPDIR");
+    ASSERT_EQ(f.n_all, 1);
+    for (unsigned lr = 0; lr < 4; lr++) {
+        ASSERT_EQ(f.status[lr], 0);
+        snprintf(want, sizeof(want), "/job42/attempt_0/%u/error.json", lr);
+        ASSERT_TRUE(strstr(f.err_files[lr], want) != NULL);
+        snprintf(want, sizeof(want), "%s/rdzv-job42-", tmp_root);
+        ASSERT_EQ(strncmp(f.err_files[lr], want, strlen(want)), 0);
+    }
+    /* rank 0: stdout redirected; rank 1: both redirected, stderr teed; rank 2: filtered out of
+     * the console; rank 3: stdout teed. */
+    assert_console(&f, 0, 0, 1);
+    assert_log(&f, 0, "stdout", "out\n");
+    assert_log(&f, 0, "stderr", NULL);
+    assert_console(&f, 1, 0, 1);
+    assert_log(&f, 1, "stdout", "out\n");
+    assert_log(&f, 1, "stderr", "err\n");
+    assert_console(&f, 2, 0, 0);
+    assert_log(&f, 2, "stdout", "out\n");
+    assert_log(&f, 2, "stderr", "err\n");
+    assert_console(&f, 3, 1, 1);
+    assert_log(&f, 3, "stdout", "out\n");
+    assert_log(&f, 3, "stderr", NULL);
+    tap_note[0] = '\0';
+    fx_done(&f);
+}
+
+/* With --log-dir both logs are written as before; a redirect only takes the console away. */
+static void test_redirects_log_dir(void)
+{
+    char *argv[] = {HELPER, "print=out", "eprint=err", NULL};
+    const uint8_t redirects[] = {2};
+    char logdir[512];
+    struct fx f;
+
+    fx_init(&f, 1, argv);
+    snprintf(logdir, sizeof(logdir), "%s/logs-redirect", tmp_root);
+    f.cfg.log_dir = logdir;
+    f.cfg.redirects = redirects;
+    f.on_all = hook_record_error_files;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(strncmp(f.err_files[0], logdir, strlen(logdir)), 0);
+    assert_console(&f, 0, 1, 0);
+    assert_log(&f, 0, "stdout", "out\n");
+    assert_log(&f, 0, "stderr", "err\n");
+    tap_note[0] = '\0';
+    fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
@@ -281,6 +388,8 @@ int main(int argc, char **argv)
     TEST(test_drain_after_exit);
     TEST(test_backpressure);
     TEST(test_stop_stalled_reader);
+    TEST(test_redirects_tee_filter);
+    TEST(test_redirects_log_dir);
     rm_tree(tmp_root);
     return tap_done();
 }

@@ -5,6 +5,8 @@
  * the groups it makes (--reaper <name>, as rdzv-agent is in production). */
 #include "agent-fixture.h"
 
+#include "../../agent/agent-cmd.h"
+
 /* ---- tests ---- */
 
 static void env_case(unsigned nproc, bool devices, bool log_dir)
@@ -163,6 +165,59 @@ static void test_env_single(void)
     fx_done(&f);
     unsetenv("OMP_NUM_THREADS");
     unsetenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+}
+
+/* torch.distributed.launch's --local-rank=N: each worker its own, right after the command (built
+ * by agent-cmd), from one argv that the caller's array is not changed by. */
+static void test_local_rank_argument(void)
+{
+    const char *const cmd[] = {HELPER, "print=first", "env", NULL};
+    struct agent_cmd_in in = {.cmd = cmd, .no_python = true,
+                              .pass_local_rank = AGENT_LOCAL_RANK_UNDERSCORE};
+    struct agent_group *g = NULL;
+    struct agent_cmd c;
+    struct fx f;
+
+    ASSERT_OK(agent_cmd_build(&c, &in, NULL));
+    fx_init(&f, 3, c.argv);
+    f.cfg.local_rank_argi = c.rank_index;
+    f.cfg.local_rank_flag = c.rank_flag;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_all, 1);
+    for (unsigned lr = 0; lr < 3; lr++) {
+        char want[32];
+        struct lines l;
+
+        snprintf(tap_note, sizeof(tap_note), "local rank %u", lr);
+        lines_of(&f.out, lr, &l);
+        snprintf(want, sizeof(want), "ARG=--local_rank=%u", lr);
+        ASSERT_TRUE(l.n > 2);
+        ASSERT_BYTES_STR(l.v[0], strlen(l.v[0]), want);
+        ASSERT_BYTES_STR(l.v[1], strlen(l.v[1]), "first");
+        ASSERT_VALUE(&l, "LOCAL_RANK", want + strlen("ARG=--local_rank="));
+        lines_free(&l);
+        ASSERT_EQ(f.status[lr], 0);
+    }
+    tap_note[0] = '\0';
+    ASSERT_TRUE(strcmp(c.argv[1], "--local_rank=0") == 0); /* the caller's array is untouched */
+    fx_done(&f);
+
+    /* An index outside argv, or no flag, is a bad config. */
+    fx_init(&f, 1, c.argv);
+    f.cfg.local_rank_argi = c.argc;
+    f.cfg.local_rank_flag = c.rank_flag;
+    ASSERT_EQ(agent_group_new(&f.cfg, &g), -EINVAL);
+    f.cfg.local_rank_argi = 1;
+    f.cfg.local_rank_flag = NULL;
+    ASSERT_EQ(agent_group_new(&f.cfg, &g), -EINVAL);
+    ASSERT_NULL(g);
+    f.freed = true;
+    uv_close((uv_handle_t *)&f.cap, NULL);
+    close(f.cap_wfd);
+    fx_run_finish(&f);
+    fx_done(&f);
+    agent_cmd_free(&c);
 }
 
 static void test_bad_config(void)
@@ -505,6 +560,7 @@ int main(int argc, char **argv)
     fx_setup_process();
     TEST(test_env_contract);
     TEST(test_env_single);
+    TEST(test_local_rank_argument);
     TEST(test_bad_config);
     TEST(test_exit_codes);
     TEST(test_stop_grace);

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-progress.c: the workers' progress channel (issue 14): one pipe per worker, read on the
+ * agent's loop as reports come ("step N\n"), the last step and its time kept per worker, and one
+ * timer per group set to the earliest deadline of a running worker, which reports a silent worker
+ * through on_hang (agent-workers.h). No polling: a report only updates two fields; the timer
+ * re-arms itself when it fires early. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+#include "agent-workers-int.h"
+
+/* The deadline of w's progress (loop time), or UINT64_MAX when none applies. */
+static uint64_t progress_deadline(const struct agent_worker *w)
+{
+    const struct worker_progress *p = &w->progress;
+    uint64_t limit = p->reported ? w->g->cfg.progress_timeout_ms : w->g->cfg.progress_grace_ms;
+
+    if (!w->running || !p->open || p->hung || limit == 0)
+        return UINT64_MAX;
+    return p->t_ms + limit;
+}
+
+static void progress_timer_cb(uv_timer_t *t);
+
+void agent_progress_arm(struct agent_group *g)
+{
+    uint64_t next = UINT64_MAX, now = uv_now(g->cfg.loop);
+
+    if (g->state == GROUP_ACTIVE)
+        for (unsigned i = 0; i < g->cfg.nproc; i++) {
+            uint64_t d = progress_deadline(&g->workers[i]);
+
+            if (d < next)
+                next = d;
+        }
+    if (next == UINT64_MAX)
+        (void)uv_timer_stop(&g->progress_timer);
+    else
+        (void)uv_timer_start(&g->progress_timer, progress_timer_cb, next > now ? next - now : 0, 0);
+}
+
+static void progress_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+    uint64_t now = uv_now(g->cfg.loop);
+
+    for (unsigned i = 0; i < g->cfg.nproc && g->state == GROUP_ACTIVE; i++) {
+        struct agent_worker *w = &g->workers[i];
+        struct worker_progress *p = &w->progress;
+
+        if (progress_deadline(w) > now)
+            continue;
+        p->hung = true;
+        if (p->reported)
+            log_warn("worker rank %u (local rank %u, pid %d) made no progress for %" PRIu64
+                     " ms after step %" PRIu64,
+                     w->rank, w->local_rank, w->pid, now - p->t_ms, p->step);
+        else
+            log_warn("worker rank %u (local rank %u, pid %d) reported no progress in the %" PRIu64
+                     " ms after its start",
+                     w->rank, w->local_rank, w->pid, now - p->t_ms);
+        if (g->cfg.on_hang)
+            g->cfg.on_hang(g, w->local_rank, p->reported, p->step, now - p->t_ms, g->cfg.ud);
+    }
+    if (g->state == GROUP_ACTIVE)
+        agent_progress_arm(g);
+}
+
+/* One line of the channel: "step N". Anything else is the worker's mistake, not ours. */
+static void progress_line(struct agent_worker *w, char *line, size_t n)
+{
+    struct worker_progress *p = &w->progress;
+    bool first = !p->reported;
+    uint64_t step;
+
+    line[n] = '\0';
+    if (n < 6 || memcmp(line, "step ", 5) != 0 || rdzv_parse_u64(line + 5, &step) < 0) {
+        log_debug("worker rank %u: ignoring progress line '%.*s'", w->rank, (int)n, line);
+        return;
+    }
+    p->step = step;
+    p->t_ms = uv_now(w->g->cfg.loop);
+    p->reported = true;
+    /* The timer may wait for a long grace deadline: the shorter timeout applies from now. */
+    if (first)
+        agent_progress_arm(w->g);
+}
+
+static void progress_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct worker_progress *p = rdzv_container_of((uv_pipe_t *)h, struct worker_progress, pipe);
+
+    /* progress_read_cb never leaves the buffer full; one byte is kept for the NUL */
+    buf->base = p->line + p->len;
+    buf->len = sizeof(p->line) - 1 - p->len;
+}
+
+/* n new bytes were read at line + len: handle the complete lines, keep the rest. */
+static void progress_feed(struct worker_progress *p, size_t n)
+{
+    char *start = p->line, *end = p->line + p->len + n, *nl;
+
+    while ((nl = memchr(start, '\n', (size_t)(end - start))) != NULL) {
+        if (!p->skip)
+            progress_line(p->w, start, (size_t)(nl - start));
+        p->skip = false;
+        start = nl + 1;
+    }
+    p->len = (size_t)(end - start);
+    if (p->len == sizeof(p->line) - 1) {
+        log_debug("worker rank %u: ignoring a progress line over %zu bytes", p->w->rank, p->len);
+        p->skip = true;
+        p->len = 0;
+    } else if (p->len > 0 && start != p->line) {
+        memmove(p->line, start, p->len);
+    }
+}
+
+static void progress_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct worker_progress *p = rdzv_container_of((uv_pipe_t *)st, struct worker_progress, pipe);
+
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_debug("worker rank %u: reading its progress channel: %s", p->w->rank,
+                      uv_strerror((int)nread));
+        agent_progress_close(p->w);
+        return;
+    }
+    progress_feed(p, (size_t)nread);
+}
+
+/* Read what the pipe still holds (non-blocking), so that the last report before an exit counts. */
+static void progress_read_rest(struct worker_progress *p)
+{
+    uv_os_fd_t fd;
+    ssize_t n;
+
+    if (uv_fileno((uv_handle_t *)&p->pipe, &fd) < 0)
+        return;
+    while ((n = read(fd, p->line + p->len, sizeof(p->line) - 1 - p->len)) > 0)
+        progress_feed(p, (size_t)n);
+}
+
+int agent_progress_open(struct agent_worker *w, int *ret_child_fd)
+{
+    struct worker_progress *p = &w->progress;
+    int r = agent_group_pipe_open(w->g, &p->pipe, ret_child_fd);
+
+    if (r < 0)
+        return r;
+    p->w = w;
+    p->open = true;
+    p->reported = p->hung = p->skip = false;
+    p->step = 0;
+    p->len = 0;
+    return 0;
+}
+
+void agent_progress_start(struct agent_worker *w)
+{
+    struct worker_progress *p = &w->progress;
+
+    p->t_ms = uv_now(w->g->cfg.loop);
+    (void)uv_read_start((uv_stream_t *)&p->pipe, progress_alloc_cb, progress_read_cb);
+}
+
+void agent_progress_close(struct agent_worker *w)
+{
+    struct worker_progress *p = &w->progress;
+
+    if (!p->open)
+        return;
+    progress_read_rest(p);
+    p->open = false;
+    uv_close((uv_handle_t *)&p->pipe, agent_group_worker_close_cb);
+}
+
+int agent_group_progress(const struct agent_group *g, unsigned local_rank, uint64_t *step,
+                         uint64_t *age_ms)
+{
+    const struct worker_progress *p;
+
+    if (local_rank >= g->cfg.nproc)
+        return -EINVAL;
+    p = &g->workers[local_rank].progress;
+    if (!p->reported)
+        return -ENODATA;
+    if (step)
+        *step = p->step;
+    if (age_ms)
+        *age_ms = uv_now(g->cfg.loop) - p->t_ms;
+    return 0;
+}

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-agent-progress.c: the workers' progress channel (issue 14) against real processes: the
+ * descriptor and RDZV_PROGRESS_FD, reports read as they come (and the last one before an exit),
+ * garbage ignored, hangs reported through on_hang after the timeout or the first-report grace,
+ * and a stop from on_hang. This executable is also the reaper of the groups it makes. */
+#include "agent-fixture.h"
+
+struct hangs {
+    unsigned n;
+    unsigned lr;
+    bool reported;
+    uint64_t step, silent_ms, t;
+    bool stop; /* stop the group from on_hang */
+};
+
+static void hang_cb(struct agent_group *g, unsigned lr, bool reported, uint64_t step,
+                    uint64_t silent_ms, void *ud)
+{
+    struct fx *f = ud;
+    struct hangs *h = f->ptr;
+
+    ASSERT_TRUE(g == f->g);
+    h->n++;
+    h->lr = lr;
+    h->reported = reported;
+    h->step = step;
+    h->silent_ms = silent_ms;
+    h->t = now_ms();
+    if (h->stop) {
+        f->t_stop = now_ms();
+        agent_group_stop(g, SIGTERM);
+    }
+}
+
+static void fx_progress(struct fx *f, struct hangs *h, uint64_t timeout_ms, uint64_t grace_ms)
+{
+    memset(h, 0, sizeof(*h));
+    f->ptr = h;
+    f->cfg.progress = true;
+    f->cfg.progress_timeout_ms = timeout_ms;
+    f->cfg.progress_grace_ms = grace_ms;
+    f->cfg.on_hang = hang_cb;
+}
+
+/* Check each worker's last step (0: none) while the group still exists, then free it. */
+static void hook_check_steps(struct fx *f)
+{
+    const uint64_t *want = (const uint64_t *)f->user_ptr;
+
+    for (unsigned lr = 0; lr < f->cfg.nproc; lr++) {
+        uint64_t step = 0, age = 0;
+        int r = agent_group_progress(f->g, lr, &step, &age);
+
+        snprintf(tap_note, sizeof(tap_note), "local rank %u", lr);
+        if (want[lr] == 0) {
+            ASSERT_EQ(r, -ENODATA);
+        } else {
+            ASSERT_OK(r);
+            ASSERT_EQ(step, want[lr]);
+            ASSERT_LE(age, 10000);
+        }
+    }
+    tap_note[0] = '\0';
+    ASSERT_EQ(agent_group_progress(f->g, f->cfg.nproc, NULL, NULL), -EINVAL);
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+/* Reports arrive, the last one just before the exit too; anything that is not "step N" (and an
+ * overlong line) is ignored without disturbing later reports. RDZV_PROGRESS_FD names the fd. */
+static void test_progress_reports(void)
+{
+    char *argv[] = {HELPER,
+                    "env",
+                    "progress=5",
+                    "r1:progress=12",
+                    "r1:progress-raw=garbage",
+                    "r1:progress-raw=step",
+                    "r1:progress-raw=step -1",
+                    "r1:progress-raw=step 1x",
+                    "r1:progress-long=300",
+                    "r1:progress=13",
+                    NULL};
+    const uint64_t want[] = {5, 13};
+    struct hangs h;
+    struct lines l;
+    struct fx f;
+
+    setenv("RDZV_PROGRESS_FD", "9", 1); /* an agent's above ours: not passed on */
+    fx_init(&f, 2, argv);
+    fx_progress(&f, &h, 0, 0);
+    f.user_ptr = want;
+    f.on_all = hook_check_steps;
+    fx_start(&f);
+    fx_run_finish(&f);
+    unsetenv("RDZV_PROGRESS_FD");
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_EQ(h.n, 0);
+    for (unsigned lr = 0; lr < 2; lr++) {
+        ASSERT_EQ(f.status[lr], 0);
+        lines_of(&f.out, lr, &l);
+        ASSERT_VALUE(&l, "RDZV_PROGRESS_FD", "3");
+        lines_free(&l);
+    }
+    fx_done(&f);
+}
+
+/* Without cfg.progress there is no channel and no variable (an inherited one is dropped). */
+static void test_progress_off(void)
+{
+    char *argv[] = {HELPER, "env", "fds", NULL};
+    const uint64_t want[] = {0};
+    char fds[1100];
+    struct lines l;
+    struct fx f;
+
+    setenv("RDZV_PROGRESS_FD", "9", 1);
+    fx_init(&f, 1, argv);
+    f.user_ptr = want;
+    f.on_all = hook_check_steps;
+    fx_start(&f);
+    fx_run_finish(&f);
+    unsetenv("RDZV_PROGRESS_FD");
+    lines_of(&f.out, 0, &l);
+    ASSERT_VALUE(&l, "RDZV_PROGRESS_FD", "<unset>");
+    snprintf(fds, sizeof(fds), "%s", inherited_fds);
+    ASSERT_VALUE(&l, "OPEN_FDS", fds);
+    lines_free(&l);
+    fx_done(&f);
+}
+
+/* Run argv on nproc workers with the channel, timeout and grace; check the steps (want) at the
+ * end, that exactly one hang was reported, of local rank 0, and return its time since the start. */
+static uint64_t run_one_hang(char **argv, unsigned nproc, uint64_t timeout_ms, uint64_t grace_ms,
+                             const uint64_t *want, struct hangs *h)
+{
+    uint64_t t0;
+    struct fx f;
+
+    fx_init(&f, nproc, argv);
+    fx_progress(&f, h, timeout_ms, grace_ms);
+    f.user_ptr = want;
+    f.on_all = hook_check_steps;
+    t0 = now_ms();
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(h->n, 1);
+    ASSERT_EQ(h->lr, 0);
+    for (unsigned lr = 0; lr < nproc; lr++)
+        ASSERT_EQ(f.status[lr], 0); /* the group itself kills nobody */
+    fx_done(&f);
+    return h->t - t0;
+}
+
+/* A worker silent for progress_timeout_ms after a report is reported once; one that keeps
+ * reporting is not; one that never reports is not either when there is no grace. */
+static void test_hang_after_report(void)
+{
+    char *argv[] = {HELPER,           "r0:progress=1", "r0:sleep=1500",
+                    "r1:tick=15/100", "r2:sleep=1500", NULL};
+    const uint64_t want[] = {1, 15, 0};
+    struct hangs h;
+    uint64_t t = run_one_hang(argv, 3, 400, 0, want, &h);
+
+    ASSERT_TRUE(h.reported);
+    ASSERT_EQ(h.step, 1);
+    ASSERT_TRUE(h.silent_ms >= 400);
+    ASSERT_LE(h.silent_ms, 1200);
+    ASSERT_TRUE(t >= 400);
+}
+
+/* Before the first report the grace applies, not the (shorter) timeout; a worker that never
+ * reports is reported when the grace is over. */
+static void test_hang_grace(void)
+{
+    char *argv[] = {HELPER, "r0:sleep=1600", "r1:sleep=500", "r1:tick=10/100", NULL};
+    const uint64_t want[] = {0, 10};
+    struct hangs h;
+    uint64_t t = run_one_hang(argv, 2, 300, 800, want, &h);
+
+    ASSERT_FALSE(h.reported);
+    ASSERT_EQ(h.step, 0);
+    ASSERT_TRUE(h.silent_ms >= 800);
+    ASSERT_TRUE(t >= 800);
+    ASSERT_LE(t, 1500);
+}
+
+/* The caller fails a hung worker like a crash: a stop from on_hang ends the start promptly. */
+static void test_hang_stop(void)
+{
+    char *argv[] = {HELPER, "progress=7", "sleep=20000", NULL};
+    struct hangs h;
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    fx_progress(&f, &h, 300, 0);
+    h.stop = true;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_TRUE(h.n >= 1 && h.n <= 2); /* both hang at about the same time */
+    ASSERT_EQ(h.step, 7);
+    ASSERT_EQ(f.n_all, 1);
+    for (unsigned lr = 0; lr < 2; lr++)
+        ASSERT_EQ(f.sig[lr], SIGTERM);
+    ASSERT_LE(f.t_all - f.t_stop, 3000);
+    fx_done(&f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
+        return agent_reaper_main(argc, argv);
+    proc_setup("test-agent-progress");
+    fx_setup_process();
+    TEST(test_progress_reports);
+    TEST(test_progress_off);
+    TEST(test_hang_after_report);
+    TEST(test_hang_grace);
+    TEST(test_hang_stop);
+    rm_tree(tmp_root);
+    return tap_done();
+}
