@@ -319,7 +319,7 @@ static int run_status(struct ctl *c, int argc, char **argv)
     if (argc > 1 || (argc == 1 && !as_json))
         return die_usage("status takes only --json");
     r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
-    r = r ?: rdzv_msg_put(&b, RDZV_MSG_STATUS, json_object());
+    r = r ?: rdzv_msg_put_status(&b);
     if (r < 0) {
         fprintf(stderr, "rdzvctl: out of memory\n");
         rc = EXIT_CONN;
@@ -352,13 +352,12 @@ static int run_status(struct ctl *c, int argc, char **argv)
         if (!body || (r = recv_all(c, body, len)) < 0)
             break;
         if (hdr[0] == RDZV_MSG_ERROR) {
-            json_t *e = rdzv_msg_load(body, len, err, sizeof(err));
+            struct rdzv_error e;
 
             fprintf(stderr, "rdzvctl: rdzvd refused: %s\n",
-                    e && json_is_string(json_object_get(e, "error"))
-                        ? json_string_value(json_object_get(e, "error"))
+                    rdzv_msg_parse_error(body, len, &e, err, sizeof(err)) == 0
+                        ? e.error
                         : "(no reason given)");
-            json_decref(e);
             rc = EXIT_CONN;
             goto out;
         }

@@ -225,6 +225,19 @@ ROUND_TRIP(joined, struct rdzv_joined, RDZV_MSG_JOINED, strlen(a->run_id) <= RDZ
 ROUND_TRIP(nccl_request, struct rdzv_nccl_request, RDZV_MSG_NCCL_REQUEST,
            a->count >= 1 && a->count <= RDZV_MAX_NCCL_IDS)
 ROUND_TRIP(nccl_id, struct rdzv_nccl_id, RDZV_MSG_NCCL_ID, nccl_id_ok(a))
+
+/* NCCL_ID as rdzvd reads it: the generation first (a stale one is ignored), then the whole. */
+static void check_nccl_id_both(const uint8_t *body, uint32_t len)
+{
+    uint64_t gen;
+    char err[256];
+    int r = rdzv_msg_parse_nccl_id_generation(body, len, &gen, err, sizeof(err));
+
+    CHECK(r == 0 || r == -EBADMSG);
+    if (r < 0)
+        check_err(err, sizeof(err));
+    check_nccl_id(body, len);
+}
 ROUND_TRIP(heartbeat, struct rdzv_heartbeat, RDZV_MSG_HEARTBEAT, true)
 ROUND_TRIP(ready, struct rdzv_ready, RDZV_MSG_READY, true)
 ROUND_TRIP(leave, struct rdzv_leave, RDZV_MSG_LEAVE, true)
@@ -340,7 +353,7 @@ static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
         check_nccl_request(body, len);
         break;
     case RDZV_MSG_NCCL_ID:
-        check_nccl_id(body, len);
+        check_nccl_id_both(body, len);
         break;
     case RDZV_MSG_HEARTBEAT:
         check_heartbeat(body, len);
