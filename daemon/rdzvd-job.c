@@ -14,6 +14,7 @@
 #include "../common/rdzv-log.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
+#include "../proto/rdzv-status.h"
 #include "rdzvd-conn.h"
 #include "rdzvd-job-sm.h"
 #include "rdzvd-server.h"
@@ -242,10 +243,17 @@ static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m)
 static int handle_status(struct rdzvd_conn *c)
 {
     struct rdzv_buf *out = rdzvd_conn_out(c);
+    struct rdzv_status st;
 
-    if (out &&
-        rdzv_msg_put(out, RDZV_MSG_STATUS_REPLY, rdzvd_status_json(rdzvd_conn_server(c))) < 0)
+    if (!out)
+        return 0;
+    if (rdzvd_status_fill(rdzvd_conn_server(c), &st) < 0) {
         log_error("out of memory answering STATUS");
+        return 0;
+    }
+    if (rdzv_status_put_reply(out, &st) < 0)
+        log_error("out of memory answering STATUS");
+    rdzv_status_free(&st);
     return 0;
 }
 

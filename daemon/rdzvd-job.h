@@ -13,6 +13,7 @@
 
 struct rdzvd_server;
 struct rdzvd_conn;
+struct rdzv_status;
 
 /* Serve one rendezvous message (after HELLO) from agent connection c. Returns 0, or a negative
  * errno after which the caller closes c (an ERROR frame may already be queued). */
@@ -24,7 +25,12 @@ void rdzvd_job_conn_closed(struct rdzvd_conn *c, void *member);
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(struct rdzvd_server *srv);
 
-/* Everything rdzvctl status and the status page show: the daemon's counters, and per job its
- * state, generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
- * events. A new reference, or NULL when out of memory. */
+/* Everything rdzvctl status, the status page and /metrics show: the daemon's counters, and per
+ * job its state, generation, restarts, nodes (host, node rank, heartbeat age, workers, failures)
+ * and recent events. On success *ret owns its arrays (rdzv_status_free); -ENOMEM leaves it
+ * untouched. */
+int rdzvd_status_fill(struct rdzvd_server *srv, struct rdzv_status *ret);
+
+/* The same as the status document (rdzv_status_to_json): a new reference, or NULL when out of
+ * memory. */
 json_t *rdzvd_status_json(struct rdzvd_server *srv);
