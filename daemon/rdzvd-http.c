@@ -16,7 +16,7 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-status.h"
-#include "rdzvd-job.h"
+#include "rdzvd-job-status.h"
 #include "rdzvd-server.h"
 
 struct rdzvd_http {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-status.c: the daemon's status (rdzvd_status_fill in rdzvd-job.h) as a struct
+/* rdzvd-job-status.c: the daemon's status (rdzvd-job-status.h) as a struct
  * rdzv_status (proto/rdzv-status.h): its counters and, per job, its state, generation,
  * restarts, nodes and recent events. Reads the job state machine's structs; changes nothing. */
-#include "rdzvd-job.h"
+#include "rdzvd-job-status.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -17,6 +17,7 @@
 #include "../proto/rdzv-status.h"
 #include "rdzvd-conn.h"
 #include "rdzvd-job-sm.h"
+#include "rdzvd-job-status.h"
 #include "rdzvd-server.h"
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
