@@ -64,16 +64,15 @@ static json_t *job_to_json(const struct rdzv_status_job *j)
     for (size_t i = 0; i < j->n_nodes; i++)
         json_array_append_new(nodes, node_to_json(&j->nodes[i]));
     for (unsigned i = 0; i < j->n_events && i < RDZV_STATUS_EVENTS; i++)
-        json_array_append_new(events, json_pack("{s:f, s:s}", "time", j->events[i].time, "text",
-                                                j->events[i].text));
+        json_array_append_new(
+            events, json_pack("{s:f, s:s}", "time", j->events[i].time, "text", j->events[i].text));
     o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:o, s:o}", "run_id",
                   j->run_id, "state", j->state, "generation", (json_int_t)j->generation,
                   "restart_count", (json_int_t)j->restart_count, "max_restarts",
                   (json_int_t)j->max_restarts, "min_nodes", (json_int_t)j->min_nodes, "max_nodes",
                   (json_int_t)j->max_nodes, "nodes_in_generation",
                   (json_int_t)j->nodes_in_generation, "world_size", (json_int_t)j->world_size,
-                  "age_s", j->age_s, "store_port", j->store_port, "nodes", nodes, "events",
-                  events);
+                  "age_s", j->age_s, "store_port", j->store_port, "nodes", nodes, "events", events);
     if (o && j->ended)
         json_object_set_new(o, "outcome",
                             json_pack("{s:s, s:I, s:s}", "type", j->outcome_type, "exit_code",
@@ -89,12 +88,12 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st)
     for (size_t i = 0; i < st->n_jobs; i++)
         json_array_append_new(jobs, job_to_json(&st->jobs[i]));
     return json_pack("{s:s, s:s, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
-                     st->daemon, "version", st->version, "port", (json_int_t)st->port,
-                     "uptime_s", st->uptime_s, "stats", "connections",
-                     (json_int_t)st->connections, "accepted", (json_int_t)st->accepted,
-                     "rejected", (json_int_t)st->rejected, "protocol_errors",
-                     (json_int_t)st->protocol_errors, "requests", (json_int_t)st->requests,
-                     "main_store_keys", (json_int_t)st->main_store_keys, "jobs", jobs);
+                     st->daemon, "version", st->version, "port", (json_int_t)st->port, "uptime_s",
+                     st->uptime_s, "stats", "connections", (json_int_t)st->connections, "accepted",
+                     (json_int_t)st->accepted, "rejected", (json_int_t)st->rejected,
+                     "protocol_errors", (json_int_t)st->protocol_errors, "requests",
+                     (json_int_t)st->requests, "main_store_keys", (json_int_t)st->main_store_keys,
+                     "jobs", jobs);
 }
 
 int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st)
@@ -191,8 +190,8 @@ static int parse_events(json_t *arr, struct rdzv_status_job *j, char *err, size_
     }
     json_array_foreach(arr, i, e)
     {
-        if (json_unpack_ex(e, &jerr, 0, "{s:F, s:s}", "time", &j->events[i].time, "text",
-                           &text) < 0)
+        if (json_unpack_ex(e, &jerr, 0, "{s:F, s:s}", "time", &j->events[i].time, "text", &text) <
+            0)
             (void)unpack_fail(&jerr, err, errlen);
         else if (COPY(j->events[i].text, text, "text") == 0)
             continue;
@@ -208,8 +207,8 @@ static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t
     json_int_t code;
     json_error_t jerr;
 
-    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:I, s:s}", "type", &type, "exit_code", &code,
-                       "summary", &summary) < 0) {
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:I, s:s}", "type", &type, "exit_code", &code, "summary",
+                       &summary) < 0) {
         (void)unpack_fail(&jerr, err, errlen);
         return fail_at(err, errlen, "outcome");
     }
@@ -228,13 +227,12 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
     json_error_t jerr;
     int r;
 
-    if (json_unpack_ex(o, &jerr, 0,
-                       "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o}",
-                       "run_id", &run_id, "state", &state, "generation", &gen, "restart_count",
-                       &rc, "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx,
-                       "nodes_in_generation", &nin, "world_size", &ws, "age_s", &j->age_s,
-                       "store_port", &port, "nodes", &nodes, "events", &events, "outcome",
-                       &outcome) < 0)
+    if (json_unpack_ex(
+            o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o}",
+            "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
+            "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
+            "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
+            &events, "outcome", &outcome) < 0)
         return unpack_fail(&jerr, err, errlen);
     if (COPY(j->run_id, run_id, "run_id") < 0 || COPY(j->state, state, "state") < 0)
         return -EBADMSG;
@@ -274,12 +272,11 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     root = rdzv_msg_load(body, len, err, errlen);
     if (!root)
         return fail_at(err, errlen, "STATUS_REPLY");
-    if (json_unpack_ex(root, &jerr, 0,
-                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
-                       &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s,
-                       "stats", "connections", &conns, "accepted", &acc, "rejected", &rej,
-                       "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
-                       "jobs", &jobs) < 0) {
+    if (json_unpack_ex(
+            root, &jerr, 0, "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
+            &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s, "stats",
+            "connections", &conns, "accepted", &acc, "rejected", &rej, "protocol_errors", &perr,
+            "requests", &reqs, "main_store_keys", &keys, "jobs", &jobs) < 0) {
         (void)unpack_fail(&jerr, err, errlen);
         goto out_free;
     }

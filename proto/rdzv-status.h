@@ -18,11 +18,11 @@
 
 struct rdzv_buf;
 
-#define RDZV_STATUS_MAX_JOBS 4096   /* decoding refuses more (a reply is at most RDZV_MAX_MSG) */
-#define RDZV_STATUS_MAX_NODES 8192  /* per job, decoding */
-#define RDZV_STATUS_EVENTS 16       /* recent events per job */
-#define RDZV_STATUS_TEXT_MAX 199    /* event text */
-#define RDZV_STATUS_NAME_MAX 15     /* state names, outcome type, "rdzvd" */
+#define RDZV_STATUS_MAX_JOBS 4096  /* decoding refuses more (a reply is at most RDZV_MAX_MSG) */
+#define RDZV_STATUS_MAX_NODES 8192 /* per job, decoding */
+#define RDZV_STATUS_EVENTS 16      /* recent events per job */
+#define RDZV_STATUS_TEXT_MAX 199   /* event text */
+#define RDZV_STATUS_NAME_MAX 15    /* state names, outcome type, "rdzvd" */
 #define RDZV_STATUS_VERSION_MAX 63
 
 struct rdzv_status_node {

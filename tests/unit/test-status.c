@@ -76,20 +76,20 @@ static void fill(struct rdzv_status *st)
 }
 
 #define EXPECTED                                                                                   \
-    "{\"daemon\":\"rdzvd\",\"version\":\"0.1.0\",\"port\":29400,\"uptime_s\":1.5,\"stats\":"      \
-    "{\"connections\":3,\"accepted\":4,\"rejected\":0,\"protocol_errors\":1,\"requests\":10,"    \
-    "\"main_store_keys\":2},\"jobs\":[{\"run_id\":\"r\",\"state\":\"ended\",\"generation\":2,"   \
-    "\"restart_count\":1,\"max_restarts\":3,\"min_nodes\":1,\"max_nodes\":2,"                   \
-    "\"nodes_in_generation\":1,\"world_size\":4,\"age_s\":2.5,\"store_port\":0,\"nodes\":"       \
-    "[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"                         \
-    "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"                 \
-    "\"connected\":false,\"state\":\"spare\"}],\"events\":[{\"time\":100.5,\"text\":"            \
+    "{\"daemon\":\"rdzvd\",\"version\":\"0.1.0\",\"port\":29400,\"uptime_s\":1.5,\"stats\":"       \
+    "{\"connections\":3,\"accepted\":4,\"rejected\":0,\"protocol_errors\":1,\"requests\":10,"      \
+    "\"main_store_keys\":2},\"jobs\":[{\"run_id\":\"r\",\"state\":\"ended\",\"generation\":2,"     \
+    "\"restart_count\":1,\"max_restarts\":3,\"min_nodes\":1,\"max_nodes\":2,"                      \
+    "\"nodes_in_generation\":1,\"world_size\":4,\"age_s\":2.5,\"store_port\":0,\"nodes\":"         \
+    "[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"                           \
+    "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"                   \
+    "\"connected\":false,\"state\":\"spare\"}],\"events\":[{\"time\":100.5,\"text\":"              \
     "\"round 1\"}],\"outcome\":{\"type\":\"succeeded\",\"exit_code\":0,\"summary\":\"done\"}}]}"
 
 /* The daemon's part, up to the jobs array; uptime_s an integer. */
 #define NO_JOBS_HEAD                                                                               \
-    "{\"daemon\":\"rdzvd\",\"version\":\"1\",\"port\":1,\"uptime_s\":3,\"stats\":"          \
-    "{\"connections\":0,\"accepted\":0,\"rejected\":0,\"protocol_errors\":0,\"requests\":0,"  \
+    "{\"daemon\":\"rdzvd\",\"version\":\"1\",\"port\":1,\"uptime_s\":3,\"stats\":"                 \
+    "{\"connections\":0,\"accepted\":0,\"rejected\":0,\"protocol_errors\":0,\"requests\":0,"       \
     "\"main_store_keys\":0},\"jobs\":"
 
 /* Member names and order as rdzvd wrote them before the struct (rdzvd_status_json). */
@@ -104,8 +104,8 @@ static void test_encode_bytes(void)
 
     fill(&st);
     ASSERT_OK(rdzv_status_put_reply(&b, &st));
-    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&b), rdzv_buf_avail(&b), RDZV_MAX_MSG, &op, &body,
-                              &len, &why),
+    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&b), rdzv_buf_avail(&b), RDZV_MAX_MSG, &op, &body, &len,
+                              &why),
               rdzv_buf_avail(&b));
     ASSERT_EQ(op, RDZV_MSG_STATUS_REPLY);
     ASSERT_BYTES_STR(body, len, EXPECTED);
