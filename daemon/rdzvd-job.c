@@ -14,8 +14,10 @@
 #include "../common/rdzv-log.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
+#include "../proto/rdzv-status.h"
 #include "rdzvd-conn.h"
 #include "rdzvd-job-sm.h"
+#include "rdzvd-job-status.h"
 #include "rdzvd-server.h"
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
@@ -24,12 +26,13 @@ static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool sp
                         uint64_t generation)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
+    struct rdzv_joined jd = {
+        .waiting = waiting, .spare = spare, .resumed = resumed, .generation = generation};
 
+    /* run_id came from a parsed JOIN, so it fits. */
+    snprintf(jd.run_id, sizeof(jd.run_id), "%s", run_id);
     if (out)
-        (void)rdzv_msg_put(out, RDZV_MSG_JOINED,
-                           json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", run_id, "waiting",
-                                     (json_int_t)waiting, "spare", spare, "resumed", resumed,
-                                     "generation", (json_int_t)generation));
+        (void)rdzv_msg_put_joined(out, &jd);
 }
 
 static void conn_round(void *peer, struct rdzv_round *rd)
@@ -56,12 +59,11 @@ static void conn_event(void *peer, const struct rdzv_event *e)
 static int conn_nccl_request(void *peer, uint64_t generation, int64_t count)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
+    struct rdzv_nccl_request q = {.generation = generation, .count = (unsigned)count};
 
     if (!out)
         return -EPIPE;
-    return rdzv_msg_put(
-        out, RDZV_MSG_NCCL_REQUEST,
-        json_pack("{s:I, s:I}", "generation", (json_int_t)generation, "count", (json_int_t)count));
+    return rdzv_msg_put_nccl_request(out, &q);
 }
 
 static void conn_close(void *peer, const char *reason)
@@ -159,62 +161,29 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
     return r;
 }
 
-/* The body of NCCL_ID, READY and LEAVE: a JSON object. NULL after an ERROR to c. */
-static json_t *load_body(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
-{
-    char err[256];
-    json_t *root = rdzv_msg_load(body, len, err, sizeof(err));
-
-    if (!root)
-        send_frame_error(c, "%s: %s", rdzv_msg_name(op), err);
-    return root;
-}
-
 static int handle_nccl_id(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
                           uint32_t len)
 {
-    char ids[RDZV_MAX_NCCL_IDS][RDZV_NCCL_HEX_LEN + 1];
-    json_t *root, *jids = NULL, *v;
-    const char *error = NULL;
-    json_error_t jerr;
-    json_int_t gen;
-    size_t i;
-    int r = -EBADMSG;
+    struct rdzv_nccl_id n;
+    uint64_t gen;
+    char err[256];
 
-    if (!(root = load_body(c, RDZV_MSG_NCCL_ID, body, len)))
-        return -EBADMSG;
-    if (json_unpack_ex(root, &jerr, 0, "{s:I, s?o, s?s}", "generation", &gen, "ids", &jids, "error",
-                       &error) < 0) {
-        send_frame_error(c, "NCCL_ID: %s", jerr.text);
-        goto out_free;
-    }
-    r = 0;
-    if (!rdzvd_member_nccl_wanted(m, (uint64_t)gen))
-        goto out_free;
-    if (error) {
-        rdzvd_member_nccl_error(m, error);
-        goto out_free;
-    }
-    r = -EBADMSG;
-    if (!json_is_array(jids) || json_array_size(jids) < 1 ||
-        json_array_size(jids) > RDZV_MAX_NCCL_IDS) {
-        send_frame_error(c, "NCCL_ID: 'ids' must be an array of 1..%d ids", RDZV_MAX_NCCL_IDS);
-        goto out_free;
-    }
-    json_array_foreach(jids, i, v)
-    {
-        if (!json_is_string(v) || !rdzv_nccl_hex_valid(json_string_value(v))) {
-            send_frame_error(c, "NCCL_ID: ids[%zu] is not %d lowercase hex characters", i,
-                             RDZV_NCCL_HEX_LEN);
-            goto out_free;
-        }
-        memcpy(ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
-    }
-    r = 0;
-    rdzvd_member_nccl_ids(m, ids, (unsigned)json_array_size(jids));
-out_free:
-    json_decref(root);
-    return r;
+    if (rdzv_msg_parse_nccl_id_generation(body, len, &gen, err, sizeof(err)) < 0)
+        goto out_refuse;
+    /* A stale NCCL_ID is ignored whatever its ids say. */
+    if (!rdzvd_member_nccl_wanted(m, gen))
+        return 0;
+    if (rdzv_msg_parse_nccl_id(body, len, &n, err, sizeof(err)) < 0)
+        goto out_refuse;
+    if (n.failed)
+        rdzvd_member_nccl_error(m, n.error);
+    else
+        rdzvd_member_nccl_ids(m, n.ids, n.n_ids);
+    return 0;
+
+out_refuse:
+    send_frame_error(c, "%s", err);
+    return -EBADMSG;
 }
 
 static int handle_worker_exit(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
@@ -231,54 +200,61 @@ static int handle_worker_exit(struct rdzvd_conn *c, struct rdzvd_member *m, cons
     return 0;
 }
 
-/* LEAVE {generation, status} and READY {generation}. */
-static int handle_leave_ready(struct rdzvd_conn *c, struct rdzvd_member *m, uint8_t op,
-                              const uint8_t *body, uint32_t len)
+static int handle_leave(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                        uint32_t len)
 {
-    const char *status = NULL;
-    json_error_t jerr;
-    json_int_t gen;
-    json_t *root;
-    int r;
+    struct rdzv_leave l;
+    char err[256];
 
-    if (!(root = load_body(c, op, body, len)))
-        return -EBADMSG;
-    if (op == RDZV_MSG_LEAVE)
-        r = json_unpack_ex(root, &jerr, 0, "{s:I, s:s}", "generation", &gen, "status", &status);
-    else
-        r = json_unpack_ex(root, &jerr, 0, "{s:I}", "generation", &gen);
-    if (r < 0) {
-        send_frame_error(c, "%s: %s", rdzv_msg_name(op), jerr.text);
-        json_decref(root);
+    if (rdzv_msg_parse_leave(body, len, &l, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    if (op == RDZV_MSG_LEAVE)
-        rdzvd_member_leave(m, (uint64_t)gen, strcmp(status, "succeeded") == 0);
-    else
-        rdzvd_member_ready(m, (uint64_t)gen);
-    json_decref(root);
+    rdzvd_member_leave(m, l.generation, l.succeeded);
     return 0;
 }
 
+static int handle_ready(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                        uint32_t len)
+{
+    struct rdzv_ready rd;
+    char err[256];
+
+    if (rdzv_msg_parse_ready(body, len, &rd, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    rdzvd_member_ready(m, rd.generation);
+    return 0;
+}
+
+/* The HEARTBEAT body is not looked at: any frame from the agent counts as a sign of life. */
 static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m)
 {
-    uint64_t gen = rdzvd_member_heartbeat(m);
+    struct rdzv_heartbeat hb = {.generation = rdzvd_member_heartbeat(m)};
     struct rdzv_buf *out = rdzvd_conn_out(c);
 
     /* Answer, so that the agent notices a silent daemon too. */
     if (out)
-        (void)rdzv_msg_put(out, RDZV_MSG_HEARTBEAT,
-                           json_pack("{s:I}", "generation", (json_int_t)gen));
+        (void)rdzv_msg_put_heartbeat(out, &hb);
     return 0;
 }
 
+/* The STATUS body is not looked at (rdzvctl sends {}). */
 static int handle_status(struct rdzvd_conn *c)
 {
     struct rdzv_buf *out = rdzvd_conn_out(c);
+    struct rdzv_status st;
 
-    if (out &&
-        rdzv_msg_put(out, RDZV_MSG_STATUS_REPLY, rdzvd_status_json(rdzvd_conn_server(c))) < 0)
+    if (!out)
+        return 0;
+    if (rdzvd_status_fill(rdzvd_conn_server(c), &st) < 0) {
         log_error("out of memory answering STATUS");
+        return 0;
+    }
+    if (rdzv_status_put_reply(out, &st) < 0)
+        log_error("out of memory answering STATUS");
+    rdzv_status_free(&st);
     return 0;
 }
 
@@ -312,8 +288,9 @@ int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_
     case RDZV_MSG_WORKER_EXIT:
         return handle_worker_exit(c, m, body, len);
     case RDZV_MSG_LEAVE:
+        return handle_leave(c, m, body, len);
     case RDZV_MSG_READY:
-        return handle_leave_ready(c, m, op, body, len);
+        return handle_ready(c, m, body, len);
     default:
         send_frame_error(c, "unexpected %s from an agent", rdzv_msg_name(op));
         return -EPROTO;
