@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "../common/rdzv-util.h"
+#include "agent-assignment.h"
 #include "agent-reaper.h"
-#include "agent-workers.h"
 
 /* Variables this module sets; inherited copies are dropped so none appears twice. */
 static const char *const env_owned[] = {

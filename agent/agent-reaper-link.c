@@ -326,17 +326,29 @@ int agent_reaper_link_start(struct agent_group *g)
     int fd, r;
 
     assert(!g->reaper);
-    fd = reaper_connect(g->reaper_name);
-    if (fd < 0) {
-        r = reaper_spawn(g, &fd);
-        if (r < 0)
+    for (int attempt = 1;; attempt++) {
+        bool spawned = false;
+
+        fd = reaper_connect(g->reaper_name);
+        if (fd < 0) {
+            r = reaper_spawn(g, &fd);
+            if (r < 0)
+                return r;
+            spawned = true;
+        }
+        r = reaper_register(g, fd);
+        if (r == 0)
+            break;
+        close(fd);
+        /* A reaper exits once its last agent has left; one reached just as it did so (its name
+         * still bound) takes no registration (EPIPE, ECONNRESET): connect again, or start one. */
+        if (spawned || attempt == 3 || (r != -EPIPE && r != -ECONNRESET))
             return r;
     }
-    r = reaper_register(g, fd);
-    rp = r < 0 ? NULL : calloc(1, sizeof(*rp));
+    rp = calloc(1, sizeof(*rp));
     if (!rp) {
         close(fd);
-        return r < 0 ? r : -ENOMEM;
+        return -ENOMEM;
     }
     r = uv_pipe_init(g->cfg.loop, &rp->sock, 0);
     if (r < 0) {

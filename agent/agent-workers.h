@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent-assignment.h"
+
 struct agent_group;
 
 #define AGENT_MAX_LINE (64u << 10) /* relayed lines longer than this are split */
@@ -27,18 +29,6 @@ struct agent_group;
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
 #define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored */
 
-/* What the rendezvous round gave this node. Strings are copied by agent_group_start(). */
-struct agent_assignment {
-    uint64_t generation;     /* RDZV_GENERATION */
-    unsigned node_rank;      /* GROUP_RANK */
-    unsigned nnodes;         /* GROUP_WORLD_SIZE */
-    unsigned rank_offset;    /* global rank of local rank 0 */
-    unsigned world_size;     /* WORLD_SIZE (sum of nproc over nodes) */
-    const char *master_addr; /* MASTER_ADDR: the job's per-generation store */
-    unsigned master_port;    /* MASTER_PORT */
-    const char *nccl_id_hex; /* RDZV_NCCL_UNIQUE_ID: 256 lowercase hex chars, or NULL */
-    unsigned restart_count;  /* TORCHELASTIC_RESTART_COUNT (job-wide, from the daemon) */
-};
 
 /* Fired once per worker exit: exit_status as from waitpid (exit code), term_signal non-zero when
  * the worker died by a signal. Runs from the loop; may call agent_group_stop/_signal/_free. The

@@ -15,6 +15,7 @@
 #include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "../daemon/rdzvd-daemon.h"
 #include "../daemon/rdzvd-server.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
@@ -175,7 +176,7 @@ static int start_embedded(struct agent *a)
     a->embedded = calloc(1, sizeof(*a->embedded));
     if (!a->embedded)
         return -ENOMEM;
-    r = rdzvd_server_init(a->embedded, a->loop, &cfg);
+    r = rdzvd_daemon_init(a->embedded, a->loop, &cfg);
     if (r == 0)
         r = rdzvd_server_listen(a->embedded);
     if (r < 0)

@@ -17,6 +17,7 @@
 #include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
+#include "../proto/rdzv-status.h"
 #include "../proto/rdzv-store-client.h"
 #include "../proto/rdzv-tcpstore.h"
 
@@ -254,58 +255,55 @@ static bool nargs_ok(int argc, int want, int *rc)
     return false;
 }
 
-static void print_status(json_t *st)
+static void print_status(const struct rdzv_status *st)
 {
-    json_t *jobs = json_object_get(st, "jobs"), *job, *n, *e;
-    size_t i, k;
-
-    printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n",
-           json_string_value(json_object_get(st, "version")),
-           (long long)json_integer_value(json_object_get(st, "port")),
-           json_real_value(json_object_get(st, "uptime_s")),
-           (long long)json_integer_value(json_object_get(json_object_get(st, "stats"), "connections")));
-    if (json_array_size(jobs) == 0)
+    printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", st->version,
+           (long long)st->port, st->uptime_s, (long long)st->connections);
+    if (st->n_jobs == 0)
         printf("no jobs\n");
-    json_array_foreach(jobs, i, job)
-    {
+    for (size_t i = 0; i < st->n_jobs; i++) {
+        const struct rdzv_status_job *job = &st->jobs[i];
+
         printf("\njob %s: %s, generation %lld, restarts %lld of %lld, nodes %lld (%lld..%lld), "
                "world size %lld\n",
-               json_string_value(json_object_get(job, "run_id")),
-               json_string_value(json_object_get(job, "state")),
-               (long long)json_integer_value(json_object_get(job, "generation")),
-               (long long)json_integer_value(json_object_get(job, "restart_count")),
-               (long long)json_integer_value(json_object_get(job, "max_restarts")),
-               (long long)json_integer_value(json_object_get(job, "nodes_in_generation")),
-               (long long)json_integer_value(json_object_get(job, "min_nodes")),
-               (long long)json_integer_value(json_object_get(job, "max_nodes")),
-               (long long)json_integer_value(json_object_get(job, "world_size")));
+               job->run_id, job->state, (long long)job->generation, (long long)job->restart_count,
+               (long long)job->max_restarts, (long long)job->nodes_in_generation,
+               (long long)job->min_nodes, (long long)job->max_nodes, (long long)job->world_size);
         printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
                "WORKERS", "FAILURES");
-        json_array_foreach(json_object_get(job, "nodes"), k, n)
-        {
-            long long rank = (long long)json_integer_value(json_object_get(n, "node_rank"));
+        for (size_t k = 0; k < job->n_nodes; k++) {
+            const struct rdzv_status_node *n = &job->nodes[k];
             char rk[24];
 
-            snprintf(rk, sizeof(rk), rank < 0 ? "-" : "%lld", rank);
-            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n",
-                   json_string_value(json_object_get(n, "host")), rk,
-                   json_string_value(json_object_get(n, "state")),
-                   json_real_value(json_object_get(n, "last_heartbeat_age_s")),
-                   (long long)json_integer_value(json_object_get(n, "workers")),
-                   (long long)json_integer_value(json_object_get(n, "failures")));
+            snprintf(rk, sizeof(rk), n->node_rank < 0 ? "-" : "%lld", (long long)n->node_rank);
+            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n", n->host, rk, n->state,
+                   n->last_heartbeat_age_s, (long long)n->workers, (long long)n->failures);
         }
         printf("  recent events:\n");
-        json_array_foreach(json_object_get(job, "events"), k, e)
-        {
-            time_t t = (time_t)json_real_value(json_object_get(e, "time"));
+        for (unsigned k = 0; k < job->n_events; k++) {
+            time_t t = (time_t)job->events[k].time;
             struct tm tm;
             char when[32];
 
             gmtime_r(&t, &tm);
             strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
-            printf("    %s %s\n", when, json_string_value(json_object_get(e, "text")));
+            printf("    %s %s\n", when, job->events[k].text);
         }
     }
+}
+
+/* status --json: the document as the daemon sent it (re-encoded from the struct). */
+static int print_status_json(const struct rdzv_status *st)
+{
+    json_t *o = rdzv_status_to_json(st);
+    int r;
+
+    if (!o)
+        return -ENOMEM;
+    r = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(o);
+    putchar('\n');
+    return r < 0 ? -EIO : 0;
 }
 
 /* status: HELLO and STATUS over the rendezvous protocol, one STATUS_REPLY back. */
@@ -319,7 +317,7 @@ static int run_status(struct ctl *c, int argc, char **argv)
     if (argc > 1 || (argc == 1 && !as_json))
         return die_usage("status takes only --json");
     r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
-    r = r ?: rdzv_msg_put(&b, RDZV_MSG_STATUS, json_object());
+    r = r ?: rdzv_msg_put_status(&b);
     if (r < 0) {
         fprintf(stderr, "rdzvctl: out of memory\n");
         rc = EXIT_CONN;
@@ -333,8 +331,8 @@ static int run_status(struct ctl *c, int argc, char **argv)
         goto out;
     r = send_all(c, &b);
     for (int want = c->token ? RDZV_MSG_STATUS_REPLY : RDZV_MSG_HELLO; r == 0;) {
+        struct rdzv_status st;
         uint32_t len;
-        json_t *st;
         char err[256];
 
         r = recv_all(c, hdr, sizeof(hdr));
@@ -352,13 +350,12 @@ static int run_status(struct ctl *c, int argc, char **argv)
         if (!body || (r = recv_all(c, body, len)) < 0)
             break;
         if (hdr[0] == RDZV_MSG_ERROR) {
-            json_t *e = rdzv_msg_load(body, len, err, sizeof(err));
+            struct rdzv_error e;
 
             fprintf(stderr, "rdzvctl: rdzvd refused: %s\n",
-                    e && json_is_string(json_object_get(e, "error"))
-                        ? json_string_value(json_object_get(e, "error"))
+                    rdzv_msg_parse_error(body, len, &e, err, sizeof(err)) == 0
+                        ? e.error
                         : "(no reason given)");
-            json_decref(e);
             rc = EXIT_CONN;
             goto out;
         }
@@ -366,19 +363,22 @@ static int run_status(struct ctl *c, int argc, char **argv)
             want = RDZV_MSG_STATUS_REPLY;
             continue;
         }
-        st = rdzv_msg_load(body, len, err, sizeof(err));
-        if (!st) {
+        r = rdzv_status_parse(body, len, &st, err, sizeof(err));
+        if (r < 0) {
             fprintf(stderr, "rdzvctl: bad STATUS reply: %s\n", err);
+            rdzv_status_free(&st);
             rc = EXIT_CONN;
             goto out;
         }
         if (as_json) {
-            json_dumpf(st, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-            putchar('\n');
+            if (print_status_json(&st) < 0) {
+                fprintf(stderr, "rdzvctl: out of memory\n");
+                rc = EXIT_CONN;
+            }
         } else {
-            print_status(st);
+            print_status(&st);
         }
-        json_decref(st);
+        rdzv_status_free(&st);
         goto out;
     }
     rc = conn_error(c, r < 0 ? r : -ENOMEM);

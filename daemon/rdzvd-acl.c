@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-acl.c: address allowlist, handshake deadlines (one list, one timer), refusal log limit. */
+/* rdzvd-acl.c: address allowlist (--allow-store-from) and the refusal log limit. */
 #include "rdzvd-acl.h"
 
 #include <arpa/inet.h>
@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzvd-server.h"
-
-#define RL_WINDOW_MS 10000
-#define RL_BURST 10
 
 static int parse_one(const char *tok, struct rdzvd_cidr *c, char *err, size_t errlen)
 {
@@ -125,102 +121,18 @@ bool rdzvd_acl_allows(const struct rdzvd_acl *acl, const struct sockaddr *sa)
     return false;
 }
 
-static void guard_arm(struct rdzvd_server *srv);
-
-static void guard_timer_cb(uv_timer_t *t)
+bool rdzvd_ratelimit_ok(struct rdzvd_ratelimit *rl, uint64_t now_ms, uint64_t *ret_suppressed)
 {
-    struct rdzvd_server *srv = t->data;
-    struct rdzvd_guard *g = &srv->guard;
-    uint64_t now = uv_now(srv->loop);
-
-    while (!rdzv_list_empty(&g->handshaking)) {
-        struct rdzvd_hs_entry *e =
-            rdzv_container_of(g->handshaking.next, struct rdzvd_hs_entry, node);
-
-        if (e->deadline_ms > now)
-            break;
-        rdzvd_guard_untrack(e);
-        rdzvd_conn_handshake_expired(e);
+    if (now_ms - rl->window_ms >= RDZVD_RATELIMIT_WINDOW_MS || rl->window_ms == 0) {
+        rl->window_ms = now_ms ? now_ms : 1;
+        rl->count = 0;
     }
-    guard_arm(srv);
-}
-
-/* (Re)arm the timer for the oldest connection still handshaking. Entries that finished early
- * leave the timer set for a deadline that is gone: it then fires once for nothing and rearms. */
-static void guard_arm(struct rdzvd_server *srv)
-{
-    struct rdzvd_guard *g = &srv->guard;
-    struct rdzvd_hs_entry *e;
-    uint64_t now = uv_now(srv->loop);
-
-    if (!g->timer_open || rdzv_list_empty(&g->handshaking))
-        return;
-    e = rdzv_container_of(g->handshaking.next, struct rdzvd_hs_entry, node);
-    (void)uv_timer_start(&g->timer, guard_timer_cb, e->deadline_ms > now ? e->deadline_ms - now : 0,
-                         0);
-}
-
-int rdzvd_guard_init(struct rdzvd_server *srv)
-{
-    struct rdzvd_guard *g = &srv->guard;
-    int r;
-
-    rdzv_list_init(&g->handshaking);
-    g->timeout_ms = srv->cfg.handshake_timeout_ms;
-    r = uv_timer_init(srv->loop, &g->timer);
-    if (r < 0)
-        return r;
-    g->timer.data = srv;
-    g->timer_open = true;
-    return 0;
-}
-
-void rdzvd_guard_stop(struct rdzvd_server *srv)
-{
-    struct rdzvd_guard *g = &srv->guard;
-
-    if (!g->timer_open)
-        return;
-    g->timer_open = false;
-    uv_close((uv_handle_t *)&g->timer, NULL);
-}
-
-void rdzvd_guard_track(struct rdzvd_server *srv, struct rdzvd_hs_entry *e)
-{
-    struct rdzvd_guard *g = &srv->guard;
-    bool was_empty = rdzv_list_empty(&g->handshaking);
-
-    rdzv_list_init(&e->node);
-    if (g->timeout_ms == 0 || !g->timer_open)
-        return;
-    e->deadline_ms = uv_now(srv->loop) + g->timeout_ms;
-    rdzv_list_add_tail(&g->handshaking, &e->node);
-    /* A running timer already points at an older (or equal) deadline. */
-    if (was_empty || !uv_is_active((uv_handle_t *)&g->timer))
-        guard_arm(srv);
-}
-
-void rdzvd_guard_untrack(struct rdzvd_hs_entry *e)
-{
-    if (e->node.next)
-        rdzv_list_del(&e->node);
-}
-
-bool rdzvd_guard_may_log(struct rdzvd_server *srv, uint64_t *ret_suppressed)
-{
-    struct rdzvd_guard *g = &srv->guard;
-    uint64_t now = uv_now(srv->loop);
-
-    if (now - g->rl_window_ms >= RL_WINDOW_MS || g->rl_window_ms == 0) {
-        g->rl_window_ms = now ? now : 1;
-        g->rl_count = 0;
-    }
-    if (g->rl_count >= RL_BURST) {
-        g->rl_suppressed++;
+    if (rl->count >= RDZVD_RATELIMIT_BURST) {
+        rl->suppressed++;
         return false;
     }
-    g->rl_count++;
-    *ret_suppressed = g->rl_suppressed;
-    g->rl_suppressed = 0;
+    rl->count++;
+    *ret_suppressed = rl->suppressed;
+    rl->suppressed = 0;
     return true;
 }

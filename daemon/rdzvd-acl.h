@@ -1,15 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-acl.h: who may talk to rdzvd: the address allowlist for TCPStore clients
- * (--allow-store-from), the handshake deadline of new connections (--handshake-timeout) and the
- * rate limit of the log lines about refused peers. */
+ * (--allow-store-from) and the rate limit of the log lines about refused peers. Pure functions
+ * over caller-owned structs: no I/O, no logging; any thread (rdzvd calls them from the loop). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <uv.h>
-
-#include "../common/rdzv-list.h"
 
 #define RDZVD_ACL_MAX 64
 #define RDZVD_ACL_DEFAULT_WITH_TOKEN "127.0.0.0/8,::1"
@@ -35,38 +32,16 @@ int rdzvd_acl_parse(const char *s, struct rdzvd_acl *acl, char *err, size_t errl
  * A NULL acl allows everyone. */
 bool rdzvd_acl_allows(const struct rdzvd_acl *acl, const struct sockaddr *sa);
 
-/* A connection that has not finished its handshake yet: linked in accept order, which is also
- * deadline order, so one timer for the oldest is exact. */
-struct rdzvd_hs_entry {
-    struct rdzv_list node;
-    uint64_t deadline_ms; /* uv_now() based */
+/* The rate limit of log lines about refused or failed peers: at most RDZVD_RATELIMIT_BURST lines
+ * per RDZVD_RATELIMIT_WINDOW_MS. Embedded in its owner (the server); zeroed is ready. */
+#define RDZVD_RATELIMIT_WINDOW_MS 10000
+#define RDZVD_RATELIMIT_BURST 10
+struct rdzvd_ratelimit {
+    uint64_t window_ms;   /* start of the current window */
+    unsigned count;       /* lines logged in it */
+    uint64_t suppressed;  /* lines dropped since the last one logged */
 };
 
-/* Per-server state (embedded in struct rdzvd_server). */
-struct rdzvd_guard {
-    struct rdzv_list handshaking; /* struct rdzvd_hs_entry.node, oldest first */
-    uv_timer_t timer;
-    bool timer_open;
-    uint64_t timeout_ms;          /* 0: no deadline */
-    uint64_t rl_window_ms;        /* log rate limit: start of the current window */
-    unsigned rl_count;            /* lines logged in it */
-    uint64_t rl_suppressed;       /* lines dropped since the last one logged */
-};
-
-struct rdzvd_server;
-
-/* Set up / close srv's guard (called by rdzvd_server_init / _stop / _done). */
-int rdzvd_guard_init(struct rdzvd_server *srv);
-void rdzvd_guard_stop(struct rdzvd_server *srv);
-
-/* Start e's handshake deadline (at accept). O(1). */
-void rdzvd_guard_track(struct rdzvd_server *srv, struct rdzvd_hs_entry *e);
-/* The handshake finished or the connection is closing. O(1), safe to call twice. */
-void rdzvd_guard_untrack(struct rdzvd_hs_entry *e);
-
-/* Rate limit for lines about refused or failed peers: true when this one may be logged; then
- * *ret_suppressed holds how many were dropped before it. At most 10 lines per 10 s. */
-bool rdzvd_guard_may_log(struct rdzvd_server *srv, uint64_t *ret_suppressed);
-
-/* Implemented by rdzvd-conn.c: the handshake of e's connection ran out of time. */
-void rdzvd_conn_handshake_expired(struct rdzvd_hs_entry *e);
+/* True when one more line may be logged at now_ms (any monotonic clock in ms); then
+ * *ret_suppressed holds how many were dropped before it. */
+bool rdzvd_ratelimit_ok(struct rdzvd_ratelimit *rl, uint64_t now_ms, uint64_t *ret_suppressed);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
-#include "rdzvd-job.h"
+#include "../proto/rdzv-status.h"
+#include "rdzvd-job-status.h"
 #include "rdzvd-server.h"
 
 struct rdzvd_http {
@@ -81,23 +83,6 @@ static int put_escaped(struct rdzv_buf *b, const char *s, bool html)
     return r;
 }
 
-static const char *jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-
-    return s ? s : "";
-}
-
-static long long jint(json_t *o, const char *k)
-{
-    return (long long)json_integer_value(json_object_get(o, k));
-}
-
-static double jnum(json_t *o, const char *k)
-{
-    return json_number_value(json_object_get(o, k));
-}
-
 static char *buf_to_str(struct rdzv_buf *b, int r)
 {
     if (r == 0)
@@ -113,15 +98,12 @@ static const char *const job_states[] = {"forming", "nccl", "running", "stopping
 
 char *rdzvd_http_metrics(struct rdzvd_server *srv)
 {
-    json_t *st = rdzvd_status_json(srv), *stats, *jobs, *job, *n;
     struct rdzv_buf b = {0};
-    size_t i, k;
+    struct rdzv_status st;
     int r = 0;
 
-    if (!st)
+    if (rdzvd_status_fill(srv, &st) < 0)
         return NULL;
-    stats = json_object_get(st, "stats");
-    jobs = json_object_get(st, "jobs");
     r |=
         bprintf(&b,
                 "# HELP rdzvd_uptime_seconds Seconds since rdzvd started.\n"
@@ -141,58 +123,63 @@ char *rdzvd_http_metrics(struct rdzvd_server *srv)
                 "# HELP rdzvd_store_keys Keys in the main store.\n"
                 "# TYPE rdzvd_store_keys gauge\nrdzvd_store_keys{store=\"main\"} %lld\n"
                 "# HELP rdzvd_jobs Jobs known to rdzvd.\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
-                jnum(st, "uptime_s"), jint(stats, "connections"), jint(stats, "accepted"),
-                jint(stats, "rejected"), jint(stats, "protocol_errors"), jint(stats, "requests"),
-                jint(stats, "main_store_keys"), json_array_size(jobs));
+                st.uptime_s, (long long)st.connections, (long long)st.accepted,
+                (long long)st.rejected, (long long)st.protocol_errors, (long long)st.requests,
+                (long long)st.main_store_keys, st.n_jobs);
+    /* Each an int64_t (generation: uint64_t) of struct rdzv_status_job. */
     static const struct {
-        const char *name, *type, *help, *key;
+        const char *name, *type, *help;
+        size_t off;
     } per_job[] = {
-        {"rdzvd_job_generation", "gauge", "Current generation of the job.", "generation"},
+        {"rdzvd_job_generation", "gauge", "Current generation of the job.",
+         offsetof(struct rdzv_status_job, generation)},
         {"rdzvd_job_restarts_total", "counter", "Restarts used from the job's budget.",
-         "restart_count"},
-        {"rdzvd_job_max_restarts", "gauge", "The job's restart budget.", "max_restarts"},
+         offsetof(struct rdzv_status_job, restart_count)},
+        {"rdzvd_job_max_restarts", "gauge", "The job's restart budget.",
+         offsetof(struct rdzv_status_job, max_restarts)},
         {"rdzvd_job_nodes", "gauge", "Nodes in the job's current generation.",
-         "nodes_in_generation"},
-        {"rdzvd_job_world_size", "gauge", "Workers in the job's current generation.", "world_size"},
+         offsetof(struct rdzv_status_job, nodes_in_generation)},
+        {"rdzvd_job_world_size", "gauge", "Workers in the job's current generation.",
+         offsetof(struct rdzv_status_job, world_size)},
     };
     for (unsigned m = 0; m < RDZV_ARRAY_SIZE(per_job); m++) {
         r |= bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
                      per_job[m].name, per_job[m].type);
-        json_array_foreach(jobs, i, job)
-        {
+        for (size_t i = 0; i < st.n_jobs; i++) {
+            const int64_t *v = (const int64_t *)((const char *)&st.jobs[i] + per_job[m].off);
+
             r |= bprintf(&b, "%s{job=\"", per_job[m].name);
-            r |= put_escaped(&b, jstr(job, "run_id"), false);
-            r |= bprintf(&b, "\"} %lld\n", jint(job, per_job[m].key));
+            r |= put_escaped(&b, st.jobs[i].run_id, false);
+            r |= bprintf(&b, "\"} %lld\n", (long long)*v);
         }
     }
     r |= bprintf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
                      "# TYPE rdzvd_job_state gauge\n");
-    json_array_foreach(jobs, i, job)
-    {
+    for (size_t i = 0; i < st.n_jobs; i++) {
         for (unsigned s = 0; s < RDZV_ARRAY_SIZE(job_states); s++) {
             r |= bprintf(&b, "rdzvd_job_state{job=\"");
-            r |= put_escaped(&b, jstr(job, "run_id"), false);
+            r |= put_escaped(&b, st.jobs[i].run_id, false);
             r |= bprintf(&b, "\",state=\"%s\"} %d\n", job_states[s],
-                         strcmp(jstr(job, "state"), job_states[s]) == 0);
+                         strcmp(st.jobs[i].state, job_states[s]) == 0);
         }
     }
     r |= bprintf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's agent "
                      "was last heard.\n# TYPE rdzvd_node_heartbeat_age_seconds gauge\n");
-    json_array_foreach(jobs, i, job)
-    {
-        json_array_foreach(json_object_get(job, "nodes"), k, n)
-        {
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
+            const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
+
             r |= bprintf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
-            r |= put_escaped(&b, jstr(job, "run_id"), false);
+            r |= put_escaped(&b, st.jobs[i].run_id, false);
             r |= bprintf(&b, "\",node_id=\"");
-            r |= put_escaped(&b, jstr(n, "node_id"), false);
+            r |= put_escaped(&b, n->node_id, false);
             r |= bprintf(&b, "\",host=\"");
-            r |= put_escaped(&b, jstr(n, "host"), false);
-            r |= bprintf(&b, "\",node_rank=\"%lld\"} %.3f\n", jint(n, "node_rank"),
-                         jnum(n, "last_heartbeat_age_s"));
+            r |= put_escaped(&b, n->host, false);
+            r |= bprintf(&b, "\",node_rank=\"%lld\"} %.3f\n", (long long)n->node_rank,
+                         n->last_heartbeat_age_s);
         }
     }
-    json_decref(st);
+    rdzv_status_free(&st);
     return buf_to_str(&b, r ? -ENOMEM : 0);
 }
 
@@ -209,14 +196,12 @@ static int put_time(struct rdzv_buf *b, double t)
 
 char *rdzvd_http_page(struct rdzvd_server *srv)
 {
-    json_t *st = rdzvd_status_json(srv), *jobs, *job, *n, *e;
     struct rdzv_buf b = {0};
-    size_t i, k;
+    struct rdzv_status st;
     int r = 0;
 
-    if (!st)
+    if (rdzvd_status_fill(srv, &st) < 0)
         return NULL;
-    jobs = json_object_get(st, "jobs");
     r |= bprintf(&b,
                  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd status</title>"
@@ -225,47 +210,48 @@ char *rdzvd_http_page(struct rdzvd_server *srv)
                  "left}th{background:#eee}.failed{color:#a00}.running{color:#070}</style></head>"
                  "<body><h1>rdzvd %s</h1><p id=\"daemon\">port %lld, up %.0f s, %lld connections, "
                  "%zu job(s)</p>\n",
-                 jstr(st, "version"), jint(st, "port"), jnum(st, "uptime_s"),
-                 jint(json_object_get(st, "stats"), "connections"), json_array_size(jobs));
-    json_array_foreach(jobs, i, job)
-    {
+                 st.version, (long long)st.port, st.uptime_s, (long long)st.connections,
+                 st.n_jobs);
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        const struct rdzv_status_job *job = &st.jobs[i];
+
         r |= bprintf(&b, "<h2 class=\"job\">job <span class=\"run-id\">");
-        r |= put_escaped(&b, jstr(job, "run_id"), true);
+        r |= put_escaped(&b, job->run_id, true);
         r |= bprintf(&b,
                      "</span>: <span class=\"%s\">%s</span></h2>\n<p>generation %lld, restarts "
                      "%lld of %lld, %lld node(s) (%lld..%lld), world size %lld</p>\n"
                      "<table class=\"nodes\"><tr><th>host</th><th>node rank</th><th>state</th>"
                      "<th>last heartbeat</th><th>workers</th><th>failures</th></tr>\n",
-                     jstr(job, "state"), jstr(job, "state"), jint(job, "generation"),
-                     jint(job, "restart_count"), jint(job, "max_restarts"),
-                     jint(job, "nodes_in_generation"), jint(job, "min_nodes"),
-                     jint(job, "max_nodes"), jint(job, "world_size"));
-        json_array_foreach(json_object_get(job, "nodes"), k, n)
-        {
+                     job->state, job->state, (long long)job->generation,
+                     (long long)job->restart_count, (long long)job->max_restarts,
+                     (long long)job->nodes_in_generation, (long long)job->min_nodes,
+                     (long long)job->max_nodes, (long long)job->world_size);
+        for (size_t k = 0; k < job->n_nodes; k++) {
+            const struct rdzv_status_node *n = &job->nodes[k];
+
             r |= bprintf(&b, "<tr><td>");
-            r |= put_escaped(&b, jstr(n, "host"), true);
-            if (jint(n, "node_rank") >= 0)
-                r |= bprintf(&b, "</td><td>%lld", jint(n, "node_rank"));
+            r |= put_escaped(&b, n->host, true);
+            if (n->node_rank >= 0)
+                r |= bprintf(&b, "</td><td>%lld", (long long)n->node_rank);
             else
                 r |= bprintf(&b, "</td><td>-");
             r |= bprintf(&b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td></tr>\n",
-                         jstr(n, "state"), jnum(n, "last_heartbeat_age_s"), jint(n, "workers"),
-                         jint(n, "failures"));
+                         n->state, n->last_heartbeat_age_s, (long long)n->workers,
+                         (long long)n->failures);
         }
         r |= bprintf(&b, "</table>\n<h3>recent events</h3><ul class=\"events\">\n");
-        json_array_foreach(json_object_get(job, "events"), k, e)
-        {
+        for (unsigned k = 0; k < job->n_events; k++) {
             r |= bprintf(&b, "<li>");
-            r |= put_time(&b, jnum(e, "time"));
+            r |= put_time(&b, job->events[k].time);
             r |= bprintf(&b, " ");
-            r |= put_escaped(&b, jstr(e, "text"), true);
+            r |= put_escaped(&b, job->events[k].text, true);
             r |= bprintf(&b, "</li>\n");
         }
         r |= bprintf(&b, "</ul>\n");
     }
     r |= bprintf(&b, "<p><a href=\"/metrics\">metrics</a> &middot; <a href=\"/status.json\">"
                      "status.json</a></p></body></html>\n");
-    json_decref(st);
+    rdzv_status_free(&st);
     return buf_to_str(&b, r ? -ENOMEM : 0);
 }
 
@@ -411,7 +397,11 @@ static void http_listen_cb(uv_stream_t *s, int status)
     }
     c->h = h;
     c->tcp.data = c;
-    uv_timer_init(s->loop, &c->timer);
+    if (uv_timer_init(s->loop, &c->timer) < 0) {
+        c->closes = 1; /* only the TCP handle to close; c is freed in its close callback */
+        uv_close((uv_handle_t *)&c->tcp, http_conn_close_cb);
+        return;
+    }
     c->timer.data = c;
     rdzv_list_add_tail(&h->conns, &c->node);
     h->nconns++;
@@ -419,8 +409,8 @@ static void http_listen_cb(uv_stream_t *s, int status)
         http_conn_close(c);
         return;
     }
-    uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_TIMEOUT_MS, 0);
-    if (uv_read_start((uv_stream_t *)&c->tcp, http_alloc_cb, http_read_cb) < 0)
+    if (uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_TIMEOUT_MS, 0) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, http_alloc_cb, http_read_cb) < 0)
         http_conn_close(c);
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-http.h: the read-only HTTP endpoint of rdzvd (--metrics-port): Prometheus text metrics
  * (GET /metrics), the status as JSON (GET /status.json) and a small status page (GET /), all made
- * from rdzvd_status_json(). HTTP/1.0-style: one request per connection, then close. Requests are
- * bounded (RDZVD_HTTP_MAX_REQ bytes, RDZVD_HTTP_TIMEOUT_MS, RDZVD_HTTP_MAX_CONNS at once). */
+ * from one struct rdzv_status (rdzvd_status_fill(), proto/rdzv-status.h). HTTP/1.0-style: one
+ * request per connection, then close. Requests are bounded (RDZVD_HTTP_MAX_REQ bytes,
+ * RDZVD_HTTP_TIMEOUT_MS, RDZVD_HTTP_MAX_CONNS at once). */
 #pragma once
 #include <stdint.h>
 #include <uv.h>

@@ -20,7 +20,7 @@ void rdzvd_job_record_name(const char *run_id, char *buf, size_t len)
     snprintf(buf, len, "job-%016" PRIx64 ".state", rdzv_hash64(0x72647a76, run_id, strlen(run_id)));
 }
 
-int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec)
+int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sync)
 {
     char name[48], tmp[56];
     json_t *o;
@@ -48,7 +48,7 @@ int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec)
     /* A small regular file: one write(2) writes it all, or it failed. */
     w = write(fd, text, strlen(text));
     r = w < 0 ? -errno : (size_t)w != strlen(text) ? -EIO : 0;
-    if (r == 0 && fsync(fd) < 0)
+    if (r == 0 && sync && fsync(fd) < 0)
         r = -errno;
     if (close(fd) < 0 && r == 0)
         r = -errno;
@@ -58,7 +58,7 @@ int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec)
         (void)unlinkat(dirfd, tmp, 0);
         goto out_free;
     }
-    if (fsync(dirfd) < 0)
+    if (sync && fsync(dirfd) < 0)
         r = -errno;
 out_free:
     free(text);

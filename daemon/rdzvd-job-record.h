@@ -6,8 +6,8 @@
  * and the restart count never go backwards (issue 12, defect 3).
  *
  * File DIR/job-<16 hex digits of a hash of run_id>.state, a JSON object, replaced atomically
- * (written to .tmp, fsynced, renamed, directory fsynced). A record whose run_id differs (a hash
- * collision) is treated as absent.
+ * (written to .tmp, fsynced unless told not to, renamed, directory fsynced). A record whose run_id
+ * differs (a hash collision) is treated as absent.
  *
  * Ownership: the caller owns the record struct; these functions keep nothing. Loop thread only
  * (they do blocking file I/O, once per generation, never per JOIN). Errors are negative errnos;
@@ -32,8 +32,10 @@ struct rdzvd_job_record {
 /* The record's file name for run_id into buf (at least 40 bytes). */
 void rdzvd_job_record_name(const char *run_id, char *buf, size_t len);
 
-/* Replace the record of rec->run_id in directory dirfd. 0 or a negative errno. */
-int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec);
+/* Replace the record of rec->run_id in directory dirfd; sync: fsync the file and the directory
+ * (false with --fsync no: it still survives a crash of rdzvd, not of the machine).
+ * 0 or a negative errno. */
+int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sync);
 
 /* Read the record of run_id from dirfd into *rec. 0; -ENOENT when there is none (or it belongs
  * to another run_id); -EBADMSG when it cannot be read as a record; another negative errno. */

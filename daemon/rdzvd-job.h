@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job.h: rendezvous jobs: membership, round formation, node ranks, NCCL ids, the store of
- * each generation, and the job's outcome (proto/RENDEZVOUS.md). */
+/* rdzvd-job.h: rendezvous jobs as the connection layer sees them (proto/RENDEZVOUS.md): the
+ * wire side (rdzvd-job.c) decodes an agent's frames and drives the job state machine
+ * (rdzvd-job-sm.h), which owns jobs and members. The status is in rdzvd-job-status.h.
+ *
+ * Ownership: jobs live in srv->jobs and are the state machine's; a connection only points at
+ * its member (rdzvd_conn_set_member).
+ * Threads: the loop thread, from rdzvd_conn's read and close callbacks (and the server's
+ * shutdown). Errors: negative errnos; a refusal is also sent to the agent as ERROR. */
 #pragma once
-#include <jansson.h>
 #include <stdint.h>
 
 struct rdzvd_server;
@@ -17,8 +22,3 @@ void rdzvd_job_conn_closed(struct rdzvd_conn *c, void *member);
 
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(struct rdzvd_server *srv);
-
-/* Everything rdzvctl status and the status page show: the daemon's counters, and per job its
- * state, generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
- * events. A new reference, or NULL when out of memory. */
-json_t *rdzvd_status_json(struct rdzvd_server *srv);

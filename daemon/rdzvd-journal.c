@@ -691,8 +691,10 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
     }
     /* Handles last: until here a failure frees j at once. */
     if (loop) {
+        r = uv_timer_init(loop, &j->timer);
+        if (r < 0)
+            goto out_free; /* j->loop unset: freed at once */
         j->loop = loop;
-        uv_timer_init(loop, &j->timer);
         j->timer.data = j;
     }
     j->opened = true;

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-server.c: listeners (dual-stack with IPv4 fallback), accept, shut down. */
+/* rdzvd-server.c: listeners (dual-stack with IPv4 fallback), accept and the first-bytes session
+ * that picks TCPStore or rdzv peer, the persist barrier, shut down. */
 #include "rdzvd-server.h"
-
-#include "../common/rdzv-util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,13 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/rdzv-buf.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
-#include "rdzvd-conn.h"
-#include "rdzvd-job.h"
+#include "../proto/rdzv-frame.h"
+#include "../proto/rdzv-tcpstore.h"
+#include "rdzvd-peer.h"
 #include "rdzvd-store.h"
+#include "rdzvd-tcpstore.h"
 
-#define SCRATCH_LEN (64u << 10)
 #define SOMAXCONN_WARN 4096
 
 static int read_somaxconn(void)
@@ -75,6 +76,7 @@ static void listener_journal_pending_cb(void *ud)
 
     if (rdzv_list_empty(&l->persist_node))
         rdzv_list_add_tail(&srv->persist_list, &l->persist_node);
+    srv->net.hold = true;
     if (srv->persist_handles && !uv_is_active((uv_handle_t *)&srv->persist_check)) {
         (void)uv_prepare_start(&srv->persist_prepare, persist_prepare_cb);
         (void)uv_check_start(&srv->persist_check, persist_check_cb);
@@ -95,8 +97,45 @@ void rdzvd_server_persist(struct rdzvd_server *srv)
         (void)uv_prepare_stop(&srv->persist_prepare);
         (void)uv_check_stop(&srv->persist_check);
     }
-    rdzvd_conn_flush_pending(srv);
+    srv->net.hold = false;
+    rdzvd_transport_flush_pending(&srv->net);
 }
+
+void rdzvd_conn_flush_pending(struct rdzvd_server *srv)
+{
+    rdzvd_transport_flush_pending(&srv->net);
+}
+
+/* ---- transport hooks ---- */
+
+static void server_release_cb(struct rdzvd_transport *t)
+{
+    rdzvd_server_persist(rdzv_container_of(t, struct rdzvd_server, net));
+}
+
+static struct rdzvd_listener *listener_of(struct rdzvd_conn *c)
+{
+    return rdzv_container_of(rdzvd_conn_group(c), struct rdzvd_listener, group);
+}
+
+static void server_handshake_expired_cb(struct rdzvd_conn *c)
+{
+    struct rdzvd_server *srv = listener_of(c)->srv;
+    char why[96];
+
+    snprintf(why, sizeof(why), "no handshake within %.1f s (--handshake-timeout)",
+             (double)srv->cfg.handshake_timeout_ms / 1000);
+    srv->stats.closed_proto++;
+    rdzvd_conn_warn_limited(c, &srv->refusals, "%s", why);
+    rdzvd_conn_close(c, why);
+}
+
+static void listener_conn_gone(struct rdzvd_conn_group *g);
+
+static const struct rdzvd_transport_hooks server_hooks = {
+    .release = server_release_cb,
+    .handshake_expired = server_handshake_expired_cb,
+};
 
 static void persist_close_handles(struct rdzvd_server *srv)
 {
@@ -115,10 +154,9 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     srv->start_ms = rdzv_now_ms();
     srv->loop = loop;
     srv->cfg = *cfg;
-    rdzv_list_init(&srv->conns);
-    rdzv_list_init(&srv->flush_list);
     rdzv_list_init(&srv->jobs);
-    rdzv_list_init(&srv->main.conns);
+    rdzv_list_init(&srv->main.group.conns);
+    srv->main.group.conn_gone = listener_conn_gone;
     rdzv_list_init(&srv->main.persist_node);
     rdzv_list_init(&srv->persist_list);
     srv->main.srv = srv;
@@ -127,21 +165,21 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     snprintf(srv->main.desc, sizeof(srv->main.desc), "main");
     srv->backlog = read_somaxconn();
     srv->state_dirfd = -1;
-    srv->scratch_len = SCRATCH_LEN;
-    srv->scratch = malloc(srv->scratch_len);
-    if (!srv->scratch)
-        return log_error_errno(-ENOMEM, "init");
-    r = rdzvd_guard_init(srv);
+    srv->env.cfg = &srv->cfg;
+    srv->env.stats = &srv->stats;
+    srv->env.refusals = &srv->refusals;
+    srv->env.srv = srv;
+    r = rdzvd_transport_init(&srv->net, loop, &server_hooks, srv, srv->cfg.lim.max_outbuf,
+                             srv->cfg.handshake_timeout_ms);
+    if (r < 0)
+        return log_error_errno(r, "init");
+    srv->net.proto_errors = &srv->stats.closed_proto;
+    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->main.store);
     if (r < 0) {
         log_error_errno(r, "init");
-        goto out_free_scratch;
+        goto out_stop_transport;
     }
-    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &srv->main.store);
-    if (r < 0) {
-        log_error_errno(r, "init");
-        goto out_stop_guard;
-    }
-    rdzvd_store_set_watch_cb(srv->main.store, rdzvd_conn_watch);
+    rdzvd_store_set_watch_cb(srv->main.store, rdzvd_tcpstore_watch);
     if (srv->cfg.state_dir) {
         r = state_dir_open(srv);
         if (r < 0)
@@ -175,12 +213,132 @@ out_close_dir:
     srv->state_dirfd = -1;
 out_free_store:
     srv->main.store = rdzvd_store_free(srv->main.store);
-out_stop_guard:
-    rdzvd_guard_stop(srv);
-out_free_scratch:
-    free(srv->scratch);
-    srv->scratch = NULL;
+out_stop_transport:
+    rdzvd_transport_done(&srv->net, true);
     return r;
+}
+
+void rdzvd_server_set_peer_handler(struct rdzvd_server *srv, const struct rdzvd_peer_handler *h)
+{
+    srv->peer = h;
+    srv->env.peer = h;
+}
+
+/* ---- accept, and the first bytes pick the session ---- */
+
+struct first_bytes_session {
+    struct rdzvd_listener *l;
+    bool store_ok; /* its address is in --allow-store-from */
+};
+
+_Static_assert(sizeof(struct first_bytes_session) <= RDZVD_SESSION_BYTES,
+               "first-bytes session state does not fit the connection's session area");
+
+/* A TCPStore client from an address outside --allow-store-from: close at once. */
+static void refuse_store(struct rdzvd_conn *c, struct rdzvd_listener *l)
+{
+    struct rdzvd_server *srv = l->srv;
+    const struct rdzvd_acl *acl = srv->cfg.store_acl;
+
+    srv->stats.rejected++;
+    rdzvd_conn_warn_limited(c, &srv->refusals,
+                            "refused TCPStore client on %s listener: address not in "
+                            "--allow-store-from %s",
+                            l->desc, acl ? acl->desc : "");
+    rdzvd_conn_close(c, "address not allowed for TCPStore clients");
+}
+
+/* Pick the session from the first bytes: HELLO makes an rdzv peer, VALIDATE a modern TCPStore
+ * client, anything else a legacy one. Returns bytes consumed (> 0), 0 for more or after handing
+ * c over, or -1 once closing. */
+static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
+{
+    const struct first_bytes_session *s = rdzvd_conn_session_data(c);
+    struct rdzvd_listener *l = s->l;
+    struct rdzvd_server *srv = l->srv;
+
+    if (p[0] == RDZV_MSG_HELLO && l->accepts_rdzv) {
+        rdzvd_peer_begin(c, &srv->env, l->store, s->store_ok);
+        return 0;
+    }
+    if (!s->store_ok) {
+        refuse_store(c, l);
+        return -1;
+    }
+    if (p[0] == 0) {
+        /* VALIDATE (00 CE F7 85 3C) or, from a pre-2.2 client, SET whose key length starts
+         * with 4 bytes that can't be the magic for any key we would accept. */
+        if (n < 5) {
+            rdzvd_conn_set_need(c, 5);
+            return 0;
+        }
+        if (rdzv_get_u32(p + 1) == RDZV_VALIDATE_MAGIC) {
+            rdzvd_conn_handshake_done(c);
+            log_debug("conn %" PRIu64 " (%s): VALIDATE ok, modern numbering", rdzvd_conn_id(c),
+                      rdzvd_conn_peer(c));
+            rdzvd_tcpstore_begin(c, &srv->env, l->store, RDZV_DIALECT_MODERN);
+            return 5;
+        }
+    }
+    if (!srv->cfg.legacy_allowed) {
+        rdzvd_conn_protocol_error(c, "first message is not VALIDATE (0x%02x) and legacy clients "
+                                     "are disabled (--legacy none)",
+                                  p[0]);
+        return -1;
+    }
+    log_debug("conn %" PRIu64 " (%s): no VALIDATE, PyTorch %s numbering", rdzvd_conn_id(c),
+              rdzvd_conn_peer(c), rdzv_dialect_name(srv->cfg.legacy));
+    rdzvd_tcpstore_begin(c, &srv->env, l->store, srv->cfg.legacy);
+    return 0;
+}
+
+static const struct rdzvd_session_ops first_bytes_ops = {
+    .name = "first bytes",
+    .serve = first_bytes_serve,
+    .pause_at_cap = true,
+};
+
+static int server_accept(struct rdzvd_listener *l)
+{
+    struct rdzvd_server *srv = l->srv;
+    struct first_bytes_session *s;
+    struct sockaddr_storage ss;
+    struct rdzvd_conn *c;
+    bool store_ok;
+    int r;
+
+    r = rdzvd_transport_accept(&srv->net, (uv_stream_t *)&l->tcp, &l->group, &c, &ss);
+    srv->nconns = srv->net.nconns;
+    if (r < 0)
+        return r;
+    store_ok = !srv->cfg.store_acl ||
+               (ss.ss_family && rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss));
+    if (srv->stopping || l->closing || srv->nconns > srv->cfg.lim.max_conns) {
+        uint64_t now = rdzv_now_ms();
+
+        srv->stats.rejected++;
+        if (now - srv->last_reject_log_ms >= 1000) {
+            srv->last_reject_log_ms = now;
+            log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open (limit %" PRIu64
+                     ", see --max-conns)",
+                     rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1,
+                     srv->cfg.lim.max_conns);
+        }
+        rdzvd_conn_close(c, "too many connections");
+        return 0;
+    }
+    if (!store_ok && !l->accepts_rdzv) {
+        /* A job's store listener serves TCPStore clients only: no need to wait for bytes. */
+        refuse_store(c, l);
+        return 0;
+    }
+    srv->stats.accepted++;
+    log_info("conn %" PRIu64 " (%s): accepted on %s listener", rdzvd_conn_id(c),
+             rdzvd_conn_peer(c), l->desc);
+    s = rdzvd_conn_session_data(c);
+    s->l = l;
+    s->store_ok = store_ok;
+    return rdzvd_conn_start(c, &first_bytes_ops);
 }
 
 static void listener_connection_cb(uv_stream_t *s, int status)
@@ -192,7 +350,7 @@ static void listener_connection_cb(uv_stream_t *s, int status)
         log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(status));
         return;
     }
-    r = rdzvd_conn_accept(l);
+    r = server_accept(l);
     if (r < 0)
         log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(r));
 }
@@ -212,7 +370,17 @@ static void listener_close_cb(uv_handle_t *h)
     struct rdzvd_listener *l = (struct rdzvd_listener *)h;
 
     l->handle_closed = true;
-    if (l->nconns == 0 && l != &l->srv->main)
+    if (l->group.n == 0 && l != &l->srv->main)
+        listener_free(l);
+}
+
+/* One of l's connections finished closing. */
+static void listener_conn_gone(struct rdzvd_conn_group *g)
+{
+    struct rdzvd_listener *l = rdzv_container_of(g, struct rdzvd_listener, group);
+
+    l->srv->nconns = l->srv->net.nconns;
+    if (l->closing && l->handle_closed && l->group.n == 0 && l != &l->srv->main)
         listener_free(l);
 }
 
@@ -351,13 +519,14 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
         return -ENOMEM;
     l->srv = srv;
     l->handle_closed = true;
-    rdzv_list_init(&l->conns);
+    rdzv_list_init(&l->group.conns);
+    l->group.conn_gone = listener_conn_gone;
     rdzv_list_init(&l->persist_node);
     snprintf(l->desc, sizeof(l->desc), "%s", desc);
-    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_conn_wake, &l->store);
+    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &l->store);
     if (r < 0)
         goto out_free;
-    rdzvd_store_set_watch_cb(l->store, rdzvd_conn_watch);
+    rdzvd_store_set_watch_cb(l->store, rdzvd_tcpstore_watch);
     if (state_name && srv->state_dirfd >= 0) {
         r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, state_name,
                                srv->cfg.fsync, l->store, &l->journal);
@@ -398,16 +567,10 @@ void rdzvd_listener_close(struct rdzvd_listener *l, bool drop_state)
     rdzv_list_del(&l->persist_node);
     rdzvd_journal_close(l->journal, drop_state);
     l->journal = NULL;
-    rdzvd_conn_close_listener(l);
+    rdzvd_conn_group_close(&l->group, "its job generation ended");
     if (!l->handle_closed)
         uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
-    else if (l->nconns == 0 && l != &l->srv->main)
-        listener_free(l);
-}
-
-void rdzvd_listener_conn_gone(struct rdzvd_listener *l)
-{
-    if (l->closing && l->handle_closed && l->nconns == 0 && l != &l->srv->main)
+    else if (l->group.n == 0 && l != &l->srv->main)
         listener_free(l);
 }
 
@@ -418,15 +581,16 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     srv->stopping = true;
     rdzvd_server_persist(srv); /* what was acknowledged reaches the journal; replies go out */
     log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
-    rdzvd_jobs_shutdown(srv);
-    rdzvd_guard_stop(srv);
+    if (srv->peer && srv->peer->shutdown)
+        srv->peer->shutdown(srv);
+    rdzvd_transport_done(&srv->net, false);
     srv->main.closing = true;
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
     persist_close_handles(srv);
     if (!srv->main.handle_closed)
         uv_close((uv_handle_t *)&srv->main.tcp, listener_close_cb);
-    rdzvd_conn_close_all(srv);
+    rdzvd_transport_close_all(&srv->net, "server shutting down");
 }
 
 void rdzvd_server_done(struct rdzvd_server *srv)
@@ -439,8 +603,7 @@ void rdzvd_server_done(struct rdzvd_server *srv)
     if (srv->state_dirfd >= 0)
         close(srv->state_dirfd);
     srv->state_dirfd = -1;
-    rdzvd_guard_stop(srv); /* no-op after rdzvd_server_stop(); else the caller runs the loop once */
+    /* Its timer is closed already after rdzvd_server_stop(); else the caller runs the loop once. */
+    rdzvd_transport_done(&srv->net, true);
     srv->main.store = rdzvd_store_free(srv->main.store);
-    free(srv->scratch);
-    srv->scratch = NULL;
 }

@@ -14,6 +14,7 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-opt.h"
 #include "../common/rdzv-util.h"
+#include "rdzvd-daemon.h"
 #include "rdzvd-http.h"
 #include "rdzvd-server.h"
 
@@ -297,7 +298,7 @@ int main(int argc, char **argv)
     r = uv_loop_init(&loop);
     if (r < 0)
         return log_error_errno(r, "uv_loop_init"), 1;
-    r = rdzvd_server_init(&d.srv, &loop, &o.cfg);
+    r = rdzvd_daemon_init(&d.srv, &loop, &o.cfg);
     if (r < 0) {
         uv_run(&loop, UV_RUN_DEFAULT); /* let the handles init closed finish closing */
         (void)uv_loop_close(&loop);

@@ -17,11 +17,15 @@ json_t *rdzv_msg_unpack(const uint8_t *body, size_t len, const char *what, char 
 {
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen);
+    char why[160];
     va_list ap;
     int r;
 
-    if (!root)
+    if (!root) {
+        snprintf(why, sizeof(why), "%s", err);
+        snprintf(err, errlen, "%s: %s", what, why);
         return NULL;
+    }
     va_start(ap, fmt);
     r = json_vunpack_ex(root, &jerr, 0, fmt, ap);
     va_end(ap);
@@ -112,14 +116,23 @@ int rdzv_msg_put_nccl_id(struct rdzv_buf *b, const struct rdzv_nccl_id *n)
                                   ids));
 }
 
+/* Unpack the members of NCCL_ID; returns the root that owns *ids and *error, or NULL. */
+static json_t *unpack_nccl_id(const uint8_t *body, size_t len, json_int_t *gen, json_t **ids,
+                              const char **error, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *error = NULL;
+    return rdzv_msg_unpack(body, len, "NCCL_ID", err, errlen, "{s:I, s?o, s?s}", "generation",
+                           gen, "ids", ids, "error", error);
+}
+
 int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id *n, char *err,
                            size_t errlen)
 {
-    const char *error = NULL;
-    json_t *ids = NULL;
+    const char *error;
+    json_t *ids;
     json_int_t gen;
-    json_t *root = rdzv_msg_unpack(body, len, "NCCL_ID", err, errlen, "{s:I, s?o, s?s}",
-                                   "generation", &gen, "ids", &ids, "error", &error);
+    json_t *root = unpack_nccl_id(body, len, &gen, &ids, &error, err, errlen);
     int r = 0;
 
     if (!root)
@@ -138,6 +151,21 @@ int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id 
     }
     json_decref(root);
     return r;
+}
+
+int rdzv_msg_parse_nccl_id_generation(const uint8_t *body, size_t len, uint64_t *ret, char *err,
+                                      size_t errlen)
+{
+    const char *error;
+    json_t *ids;
+    json_int_t gen;
+    json_t *root = unpack_nccl_id(body, len, &gen, &ids, &error, err, errlen);
+
+    if (!root)
+        return -EBADMSG;
+    json_decref(root);
+    *ret = (uint64_t)gen;
+    return 0;
 }
 
 /* The messages whose body is {"generation":n}. */

@@ -13,8 +13,8 @@ int rdzv_msg_copy_str(char *dst, size_t cap, const char *src, const char *name, 
                       size_t errlen);
 
 /* Load body as a JSON object and json_unpack_ex it (flags 0) with fmt; what names the message
- * in err ("LEAVE"). Returns the root, which owns the borrowed strings fmt's "s" wrote (copy them,
- * then json_decref it), or NULL with err set. */
+ * in err ("LEAVE: ...", "LEAVE: bad JSON: ..."). Returns the root, which owns the borrowed
+ * strings fmt's "s" wrote (copy them, then json_decref it), or NULL with err set. */
 json_t *rdzv_msg_unpack(const uint8_t *body, size_t len, const char *what, char *err,
                         size_t errlen, const char *fmt, ...);
 

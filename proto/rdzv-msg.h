@@ -172,6 +172,10 @@ int rdzv_msg_parse_nccl_request(const uint8_t *body, size_t len, struct rdzv_ncc
  * are not looked at and the error text is cut (not refused) past RDZV_ERROR_MAX bytes. */
 int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id *n, char *err,
                            size_t errlen);
+/* The part of NCCL_ID a receiver checks before it knows whether the message is stale: an object
+ * with an integer "generation" and, if present, a string "error" ("ids" not looked at). */
+int rdzv_msg_parse_nccl_id_generation(const uint8_t *body, size_t len, uint64_t *ret, char *err,
+                                      size_t errlen);
 int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartbeat *h, char *err,
                              size_t errlen);
 int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, char *err,

@@ -4,6 +4,7 @@ reconnect, and the new daemon rebuilds the job from them (same generation, same 
 worker is restarted and the job completes."""
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -42,6 +43,33 @@ class TestDaemonLoss(FaultTestCase):
         self.assertEqual({e.pid for e in starts}, {e.pid for e in gen1})
         self.assertEqual(self.events("crash"), [])
         d2.wait_log(r"job=dkill gen=\d+ generation 1 succeeded")
+        self.assertIsNone(d2.find_log(r"restarting generation"), d2.log())
+
+    def test_restarted_daemon_finds_the_store_port_taken(self):
+        """The restarted rdzvd cannot have the generation's store port back (another process
+        listens there): it says so, opens the store on another port from within the agent's
+        JOIN (no nested loop run), and goes on serving; the workers are not restarted."""
+        port = free_port()
+        d1 = self.start_daemon("--port", str(port))
+        ps = [self.agent("dtaken", "--nnodes", "2", "--nproc", "1", "--max-restarts", "1")
+              for _ in range(2)]
+        gen1 = self.wait_starts(1, 2, agents=ps)
+        store = int(self.env_of(1, 0)["MASTER_PORT"])
+        d1.kill()
+        squatter = socket.socket()
+        self.addCleanup(squatter.close)
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", store))
+        squatter.listen(1)
+        d2 = self.start_daemon("--port", str(port))
+        d2.wait_log(r"cannot reopen the store of generation 1 on port %d" % store, timeout=15)
+        d2.wait_log(r"job=dtaken gen=\d+ generation 1 rebuilt; its workers never stopped",
+                    timeout=15)
+        with rdzvtest.Client(d2.port) as c:
+            c.ping()
+        self.release()
+        self.finish_all(ps, 0)
+        self.assertEqual({e.pid for e in self.events("start")}, {e.pid for e in gen1})
         self.assertIsNone(d2.find_log(r"restarting generation"), d2.log())
 
     def test_daemon_sigstopped_past_the_heartbeat_timeout(self):

@@ -19,6 +19,7 @@
 #include "../../proto/rdzv-auth-msg.h"
 #include "../../proto/rdzv-frame.h"
 #include "../../proto/rdzv-msg.h"
+#include "../../proto/rdzv-status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -225,6 +226,19 @@ ROUND_TRIP(joined, struct rdzv_joined, RDZV_MSG_JOINED, strlen(a->run_id) <= RDZ
 ROUND_TRIP(nccl_request, struct rdzv_nccl_request, RDZV_MSG_NCCL_REQUEST,
            a->count >= 1 && a->count <= RDZV_MAX_NCCL_IDS)
 ROUND_TRIP(nccl_id, struct rdzv_nccl_id, RDZV_MSG_NCCL_ID, nccl_id_ok(a))
+
+/* NCCL_ID as rdzvd reads it: the generation first (a stale one is ignored), then the whole. */
+static void check_nccl_id_both(const uint8_t *body, uint32_t len)
+{
+    uint64_t gen;
+    char err[256];
+    int r = rdzv_msg_parse_nccl_id_generation(body, len, &gen, err, sizeof(err));
+
+    CHECK(r == 0 || r == -EBADMSG);
+    if (r < 0)
+        check_err(err, sizeof(err));
+    check_nccl_id(body, len);
+}
 ROUND_TRIP(heartbeat, struct rdzv_heartbeat, RDZV_MSG_HEARTBEAT, true)
 ROUND_TRIP(ready, struct rdzv_ready, RDZV_MSG_READY, true)
 ROUND_TRIP(leave, struct rdzv_leave, RDZV_MSG_LEAVE, true)
@@ -288,8 +302,43 @@ static void check_auth(uint8_t op, const uint8_t *body, uint32_t len)
         check_err(err, sizeof(err));
 }
 
-/* Bodies with no decoder (STORE: {}; STATUS_REPLY: the daemon's status JSON): loaded as JSON, as
- * their readers do. */
+/* STATUS_REPLY: a body that decodes re-encodes to a document that decodes and re-encodes to the
+ * same bytes (floats may change form once, e.g. 1 -> 1.0), within the decoder's limits. */
+static void check_status_reply(const uint8_t *body, uint32_t len)
+{
+    struct rdzv_status a, b;
+    char err[256], *t1 = NULL, *t2 = NULL;
+    json_t *o;
+    int r = rdzv_status_parse(body, len, &a, err, sizeof(err));
+
+    CHECK(r == 0 || r == -EBADMSG || r == -ENOMEM);
+    if (r < 0) {
+        check_err(err, sizeof(err));
+        rdzv_status_free(&a);
+        return;
+    }
+    CHECK(a.n_jobs <= RDZV_STATUS_MAX_JOBS);
+    for (size_t i = 0; i < a.n_jobs; i++)
+        CHECK(a.jobs[i].n_nodes <= RDZV_STATUS_MAX_NODES &&
+              a.jobs[i].n_events <= RDZV_STATUS_EVENTS);
+    o = rdzv_status_to_json(&a);
+    CHECK(o);
+    t1 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    CHECK(t1);
+    CHECK(rdzv_status_parse((const uint8_t *)t1, strlen(t1), &b, err, sizeof(err)) == 0);
+    o = rdzv_status_to_json(&b);
+    CHECK(o);
+    t2 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    CHECK(t2 && strcmp(t1, t2) == 0);
+    free(t1);
+    free(t2);
+    rdzv_status_free(&a);
+    rdzv_status_free(&b);
+}
+
+/* Bodies with no decoder (STORE: {}): loaded as JSON, as their readers do. */
 static void check_loaded(const uint8_t *body, uint32_t len)
 {
     char err[256];
@@ -340,7 +389,7 @@ static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
         check_nccl_request(body, len);
         break;
     case RDZV_MSG_NCCL_ID:
-        check_nccl_id(body, len);
+        check_nccl_id_both(body, len);
         break;
     case RDZV_MSG_HEARTBEAT:
         check_heartbeat(body, len);
@@ -356,6 +405,9 @@ static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
         break;
     case RDZV_MSG_STATUS:
         check_status(body, len);
+        break;
+    case RDZV_MSG_STATUS_REPLY:
+        check_status_reply(body, len);
         break;
     default:
         check_loaded(body, len);

@@ -61,7 +61,7 @@ static void fuzz_wake(struct rdzvd_waiter *w, void *ud)
     c->pending--;
     c->wakes++;
     wakes_total++;
-    /* The same reply byte rdzvd_conn_wake queues. */
+    /* The same reply byte rdzvd_tcpstore_wake queues. */
     CHECK(rdzv_buf_put_u8(&c->out, RDZV_WAIT_STOP_WAITING) == 0);
 }
 

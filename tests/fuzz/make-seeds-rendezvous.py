@@ -28,6 +28,19 @@ def frame(op, body, version=1, reserved=0, length=None):
     return struct.pack('<BBHI', op, version, reserved, n) + body
 
 
+STATUS_NODE = {'host': 'nodeA', 'node_id': 'nodeA-1234-1', 'node_rank': 0, 'workers': 4,
+               'last_heartbeat_age_s': 0.25, 'age_s': 12.5, 'failures': 1, 'spare': False,
+               'connected': True, 'state': 'running'}
+STATUS_JOB = {'run_id': 'job1', 'state': 'ended', 'generation': 2, 'restart_count': 1,
+              'max_restarts': 3, 'min_nodes': 1, 'max_nodes': 2, 'nodes_in_generation': 1,
+              'world_size': 4, 'age_s': 20.5, 'store_port': 41234,
+              'nodes': [STATUS_NODE, dict(STATUS_NODE, node_rank=-1, spare=True, state='spare')],
+              'events': [{'time': 1700000000.5, 'text': 'generation 1: 2 node(s)'}],
+              'outcome': {'type': 'succeeded', 'exit_code': 0, 'summary': 'done'}}
+STATUS_REPLY = {'daemon': 'rdzvd', 'version': '0.1.0', 'port': 29400, 'uptime_s': 30.5,
+                'stats': {'connections': 3, 'accepted': 4, 'rejected': 0, 'protocol_errors': 1,
+                          'requests': 10, 'main_store_keys': 2},
+                'jobs': [STATUS_JOB]}
 HELLO = {'magic': 'rdzv', 'version': 1, 'peer': 'rdzv-agent 0.1.0'}
 JOIN = {'run_id': 'job1', 'node_id': 'nodeA-1234-1', 'host': 'nodeA', 'nproc': 4,
         'node_rank': -1, 'min': 2, 'max': 4, 'last_call_ms': 3000, 'max_restarts': 3,
@@ -103,6 +116,8 @@ def seeds():
     out['hello-auth-short-nonce'] = frame('HELLO', with_(HELLO, auth='hmac-sha256', nonce='0f'))
     out['auth-bad-hex'] = frame('AUTH', {'nonce': 'zz' * 32, 'mac': 'ab' * 32})
     out['status-reply'] = frame('STATUS_REPLY', {'daemon': 'rdzvd', 'jobs': []})
+    out['status-reply-full'] = frame('STATUS_REPLY', STATUS_REPLY)
+    out['status-reply-no-jobs'] = frame('STATUS_REPLY', with_(STATUS_REPLY, jobs=[]))
 
     # Conversations: what an agent sends, what the daemon answers.
     out['agent-session'] = (frame('HELLO', HELLO) + frame('JOIN', JOIN) +

@@ -3,15 +3,16 @@
 # test_slow_peer.py: the output cap (--max-outbuf) holds for rdzv peers too. An rdzv peer that
 # says HELLO and then asks for STATUS over and over without ever reading the replies must be
 # closed once its queued replies pass the cap, with rdzvd's memory bounded all along and every
-# other client served (issue 12, defect 1: rdzvd went from 2 MB to 870 MB in 15 s).
+# other client served (issue 12, defect 1: rdzvd went from 2 MB to 870 MB in 15 s). The same cap
+# holds for TCPStore output that a client's own requests do not pace (watch notifications).
 
 import errno
 import select
 import socket
 import time
 
-from authtest import HELLO, Peer, frame
-from rdzvtest import DaemonTestCase, fresh_client_works, main
+from authtest import Peer, frame
+from rdzvtest import DaemonTestCase, enc, fresh_client_works, main, s
 
 STATUS, STATUS_REPLY = 0xB0, 0xB1
 
@@ -92,6 +93,35 @@ class RdzvPeerOutputCap(DaemonTestCase):
             self.assertIsNotNone(f, "closed after %d of %d STATUS replies" % (i, n))
             self.assertEqual(f[0], STATUS_REPLY)
         self.assertIsNone(d.find_log(r"max-outbuf"))
+
+
+class TcpStoreWatcherCap(DaemonTestCase):
+    """A PyTorch <= 2.0 client that watches a key and never reads: the notifications are output
+    its own requests do not pace (pausing its reads holds nothing back). It is closed once they
+    pass twice the cap, and the client that changes the key is served throughout."""
+
+    VALUE = 64 << 10
+
+    def test_watcher_that_does_not_read_is_closed(self):
+        d = self.daemon("--max-outbuf", "1M")
+        watcher = self.client(d, dialect="2.0")
+        watcher.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        watcher.send(enc("2.0", "WATCH_KEY", s("/w")))
+        self.assertEqual(watcher.recv_exact(1), b"\x03")
+        setter = self.client(d)
+        rss0 = d.rss_kb()
+        mark = d.mark()
+        for i in range(400):  # 400 x 2 x 64 KiB = 50 MiB of notifications
+            setter.set("/w", bytes([i & 0xFF]) * self.VALUE)
+            if i % 50 == 0:
+                setter.ping(i)
+        setter.ping(1)
+        d.wait_log(watcher.peer_tag + r".*over --max-outbuf.*closing connection", since=mark,
+                   levels=("warn",), timeout=10)
+        watcher.assert_closed(timeout=10)
+        self.assertLess(d.rss_kb() - rss0, 32 << 10)
+        setter.ping(2)
+        fresh_client_works(self, d)
 
 
 if __name__ == "__main__":

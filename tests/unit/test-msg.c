@@ -226,6 +226,26 @@ static void test_nccl_id(void)
     free(b);
 }
 
+/* What the daemon reads of NCCL_ID before it knows whether the message is stale. */
+static void test_nccl_id_generation(void)
+{
+    uint64_t gen = 0;
+
+    ASSERT_OK(rdzv_msg_parse_nccl_id_generation(BODY("{\"generation\":7,\"ids\":[\"abc\"]}"),
+                                                &gen, err, sizeof(err)));
+    ASSERT_EQ(gen, 7);
+    ASSERT_OK(rdzv_msg_parse_nccl_id_generation(BODY("{\"generation\":8,\"error\":\"no\"}"),
+                                                &gen, err, sizeof(err)));
+    ASSERT_EQ(gen, 8);
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id_generation(BODY("{\"generation\":1,\"error\":5}"),
+                                                     &gen, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id_generation(BODY("{\"ids\":[]}"), &gen, err,
+                                                     sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id_generation(BODY("[1]"), &gen, err, sizeof(err)));
+    /* A load failure names the message, as the daemon's refusals did before the codec. */
+    ASSERT_TRUE(strncmp(err, "NCCL_ID: bad JSON", 17) == 0);
+}
+
 static void test_generation_only(void)
 {
     struct rdzv_heartbeat h;
@@ -384,6 +404,7 @@ int main(void)
     TEST(test_joined);
     TEST(test_nccl_request);
     TEST(test_nccl_id);
+    TEST(test_nccl_id_generation);
     TEST(test_generation_only);
     TEST(test_leave);
     TEST(test_status_and_error);

@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "../../common/rdzv-log.h"
-#define SERVER_INIT rdzvd_server_init
+#include "../../daemon/rdzvd-daemon.h"
 #include "../../daemon/rdzvd-server.h"
 #include "../tap.h"
 
@@ -88,7 +88,7 @@ static void test_reopen_on_taken_port_runs_no_nested_loop(void)
     t.taken = ntohs(sa.sin_port);
 
     ASSERT_OK(uv_loop_init(&loop));
-    ASSERT_OK(SERVER_INIT(&srv, &loop, &cfg));
+    ASSERT_OK(rdzvd_daemon_init(&srv, &loop, &cfg));
     ASSERT_OK(rdzvd_server_listen(&srv));
     ASSERT_OK(uv_idle_init(&loop, &idle));
     idle.data = &t;

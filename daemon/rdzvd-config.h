@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-config.h: what a daemon is told at start (struct rdzvd_config), the counters its layers
+ * bump (struct rdzvd_stats), and what every session of one daemon shares (struct rdzvd_env).
+ * Plain data, no functions. The server owns all three; the sessions and the transport borrow
+ * pointers that stay valid until rdzvd_server_done(). One thread: the loop's. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../proto/rdzv-proto.h"
+#include "rdzvd-acl.h"
+#include "rdzvd-journal.h"
+
+struct rdzv_token;
+struct rdzvd_server;
+struct rdzvd_peer_handler;
+
+struct rdzvd_config {
+    const char *bind;          /* address to bind, NULL for dual-stack "::" then "0.0.0.0" */
+    uint16_t port;             /* 0 picks a free port */
+    enum rdzv_dialect legacy;  /* numbering for connections that do not open with VALIDATE */
+    bool legacy_allowed;       /* false: such connections are closed */
+    struct rdzv_limits lim;
+    const char *state_dir;     /* journal directory (--state-dir); NULL: nothing persisted */
+    enum rdzvd_fsync fsync;    /* when journal writes are fsynced (--fsync) */
+    const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
+    const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
+    uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+};
+
+struct rdzvd_stats {
+    uint64_t accepted, rejected, closed_proto, requests;
+};
+
+/* Shared by the sessions of one server (rdzvd-tcpstore.c, rdzvd-peer.c, the first-bytes session
+ * in rdzvd-server.c). */
+struct rdzvd_env {
+    const struct rdzvd_config *cfg;
+    struct rdzvd_stats *stats;
+    struct rdzvd_ratelimit *refusals;      /* log lines about refused peers */
+    const struct rdzvd_peer_handler *peer; /* the job layer's entry points; NULL: none */
+    struct rdzvd_server *srv;              /* opaque below the server: handed to the job layer */
+};

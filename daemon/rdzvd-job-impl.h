@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-impl.h: PRIVATE to the job state machine files (rdzvd-job-sm.c, rdzvd-job-join.c,
+ * rdzvd-job-index.c, rdzvd-job-status.c): the job and member structs and the helpers these
+ * files share. Nothing else includes it; the rest of rdzvd goes through rdzvd-job-sm.h.
+ *
+ * Ownership: a job owns its members (the list and the index), its timer, the by_req/by_rank
+ * arrays and its store handle; it lives in its host's job list until its last member goes.
+ * Threads: the loop thread only, as rdzvd-job-sm.h says. Functions returning int return 0 or
+ * a negative errno; the void ones cannot fail (they log what goes wrong). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../common/rdzv-list.h"
+#include "../proto/rdzv-msg.h"
+#include "rdzvd-job-index.h"
+#include "rdzvd-job-record.h"
+#include "rdzvd-job-sm.h"
+
+#define NCCL_ID_TIMEOUT_MS 60000
+#define INIT_GRACE_FACTOR 3 /* heartbeat grace after a ROUND, while workers start: x timeout */
+#define JOB_EVENTS 16       /* recent events kept per job for status */
+
+enum job_state {
+    JOB_FORMING,  /* taking JOINs / READYs for the next round */
+    JOB_NCCL,     /* round closed, waiting for node rank 0's NCCL ids */
+    JOB_RUNNING,  /* ROUND sent; workers run */
+    JOB_STOPPING, /* restart decided: waiting for the members' READY */
+    JOB_ENDED,    /* outcome sent; waiting for agents to go */
+    _JOB_STATE_MAX,
+};
+
+extern const char *const job_state_names[_JOB_STATE_MAX];
+
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
+
+struct rdzvd_member {
+    struct rdzv_list node;        /* in job->members, join order */
+    struct rdzvd_member *id_next; /* chain in job->by_id */
+    struct rdzvd_job *job;
+    void *peer; /* the host's, NULL once gone */
+    struct rdzv_join join;
+    uv_timer_t hb_timer; /* heartbeat deadline */
+    bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
+    int64_t node_rank;   /* in the current generation; -1 when not in it */
+    int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
+    int64_t rank_offset;
+    bool ready;            /* no workers running: may be put in the next round */
+    uint64_t stopping_gen; /* READY for this generation makes it ready */
+    bool left_ok;          /* LEAVE succeeded received for the current generation */
+    bool placed;           /* scratch for close_round() */
+    uint64_t joined_ms;
+    uint64_t last_seen_ms; /* last message from the agent */
+    int64_t failures;      /* worker failures reported from this node */
+};
+
+struct rdzvd_job {
+    struct rdzv_list node; /* in host.jobs */
+    struct rdzvd_job_host host;
+    char run_id[RDZV_ID_MAX + 1];
+    int64_t min, max, max_restarts, last_call_ms, hb_timeout_ms, join_timeout_ms;
+    bool scale_up_now;
+    enum job_state state;
+    uint64_t generation;
+    int64_t restart_count;
+    struct rdzv_list members;
+    int64_t nmembers;
+    int64_t nin_round;               /* members with node_rank >= 0 */
+    int64_t nready;                  /* members with ready set */
+    struct rdzvd_member_index by_id; /* node_id -> member: duplicate check */
+    struct rdzvd_member **by_req;    /* max entries: the member that asked for each node rank */
+    struct rdzvd_member **by_rank;   /* max entries: the member holding each rank of the gen */
+    uv_timer_t timer;                /* last call, NCCL id timeout, join timeout, rebuild window */
+    bool timer_armed;
+    enum job_timer timer_kind;
+    bool rebuilt;       /* recreated after a daemon restart */
+    bool shutting_down; /* host shutdown: keep the store's journal and the record */
+    void *store;        /* this generation's TCPStore (host's), or NULL */
+    uint16_t store_port;
+    struct rdzv_round round; /* template: generation, sizes, ids */
+    struct rdzv_event outcome;
+    char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
+    uint64_t created_ms;
+    struct {
+        double time; /* unix seconds */
+        char text[200];
+    } events[JOB_EVENTS]; /* ring, for status */
+    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % JOB_EVENTS] */
+};
+
+#define for_each_member(j, m, pos, tmp)                                                            \
+    rdzv_list_for_each_safe(                                                                       \
+        pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
+
+/* rdzvd-job-sm.c: the state machine proper. */
+void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void job_set_state(struct rdzvd_job *j, enum job_state st);
+struct rdzvd_job *job_find(struct rdzv_list *jobs, const char *run_id);
+/* NULL when out of memory (logged). */
+struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);
+void job_free(struct rdzvd_job *j);
+void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
+void job_timer_stop(struct rdzvd_job *j);
+void job_try_close(struct rdzvd_job *j);
+/* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
+void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
+                 const char *summary);
+struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank);
+void member_set_rank(struct rdzvd_member *m, int64_t rank);
+void member_set_ready(struct rdzvd_member *m, bool ready);
+void member_hb_arm(struct rdzvd_member *m, uint64_t ms);
+void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
+void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
+/* NULL when out of memory (logged). */
+struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+
+/* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
+void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
+int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
+void job_close_store(struct rdzvd_job *j);
+/* running: the generation's workers run (a restarted rdzvd waits for their agents). */
+void job_save(struct rdzvd_job *j, bool running);
+void job_forget(struct rdzvd_job *j);
+
+/* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-join.c: JOIN and resume (rdzvd_job_join in rdzvd-job-sm.h): checks an agent against
+ * its job, places it (candidate for the next round, or spare), takes over a reconnecting agent's
+ * member, and rebuilds a job that a restarted rdzvd does not have in memory: from its record in
+ * --state-dir, else from the resuming agent (issue 12, defect 3). */
+#include "rdzvd-job-sm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/rdzv-log.h"
+#include "rdzvd-job-impl.h"
+
+/* One JOIN being served: where a refusal goes. */
+struct join_req {
+    const struct rdzvd_job_host *h;
+    void *peer;
+    const struct rdzv_join *jn;
+    char *err; /* the refusal, for the caller's ERROR frame */
+    size_t errlen;
+    struct rdzvd_member **ret;
+};
+
+static int refuse(struct join_req *q, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(struct join_req *q, int r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(q->err, q->errlen, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* The agent jn was started with the job's --nnodes and --max-restarts (min, max, mr)? */
+static int check_join_matches(struct join_req *q, int64_t min, int64_t max, int64_t mr)
+{
+    const struct rdzv_join *jn = q->jn;
+
+    if (min != jn->min || max != jn->max || mr != jn->max_restarts)
+        return refuse(q, -EINVAL,
+                      "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
+                      " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64 ":%" PRId64
+                      " --max-restarts %" PRId64 "; start every agent with the same values",
+                      jn->run_id, min, max, mr, jn->min, jn->max, jn->max_restarts);
+    return 0;
+}
+
+/* Rebuild the job j (just made by job_new) as a restarted rdzvd finds it in rec: generation and
+ * restart count as they were; when its workers run, the generation's store reopened (with its
+ * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
+ * window ends. 0 or a negative errno (the store could not be opened at all). */
+static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
+{
+    int r;
+
+    j->generation = rec->generation;
+    j->restart_count = rec->restart_count;
+    if (!rec->running || rec->generation == 0) {
+        job_note(j, false,
+                 "restored from --state-dir after an rdzvd restart: generation %" PRIu64
+                 " is over, restart %" PRId64 " of %" PRId64 "; forming the next one",
+                 j->generation, j->restart_count, j->max_restarts);
+        return 0; /* JOB_FORMING: the next round is generation + 1 */
+    }
+    j->rebuilt = true;
+    j->round.generation = rec->generation;
+    j->round.nnodes = rec->nnodes;
+    j->round.world_size = rec->world_size;
+    j->round.restart_count = rec->restart_count;
+    j->round.max_restarts = j->max_restarts;
+    r = job_open_store(j, rec->store_port, false);
+    if (r < 0) {
+        job_note(j, true,
+                 "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
+                 "that reconnect to it will fail",
+                 j->generation, rec->store_port, uv_strerror(r));
+        r = job_open_store(j, 0, false);
+    }
+    if (r < 0)
+        return r;
+    job_set_state(j, JOB_RUNNING);
+    /* Agents that do not come back within this window count as lost. */
+    job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * 2);
+    job_note(j, false,
+             "rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting agents",
+             j->generation, rec->nnodes);
+    return 0;
+}
+
+/* While a rebuilt generation waits for its agents, nobody else is placed. */
+static bool job_rebuilding(const struct rdzvd_job *j)
+{
+    return j->rebuilt && j->timer_armed && j->timer_kind == T_REBUILD;
+}
+
+/* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
+ * --state-dir, else (no record) from what a resuming agent says. *ret: the job, or NULL when
+ * neither knows it (a plain JOIN of a new job). 0, or a negative errno with q->err set. */
+static int job_restore(struct join_req *q, struct rdzvd_job **ret)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzv_resume *rs = &jn->resume;
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzvd_job *j;
+    int r = -ENOENT;
+
+    *ret = NULL;
+    if (q->h->state_dirfd >= 0 &&
+        (r = rdzvd_job_record_load(q->h->state_dirfd, jn->run_id, &rec)) < 0 && r != -ENOENT)
+        log_warn_errno(r, "job=%s: its record in --state-dir is unreadable; ignored", jn->run_id);
+    if (r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0)
+        return -EINVAL;
+    if (rs->generation > rec.generation) {
+        /* No record, or one older than what this agent runs: its generation it is. */
+        rec.generation = rs->generation;
+        rec.running = true;
+        rec.nnodes = rs->nnodes;
+        rec.world_size = rs->world_size;
+        rec.store_port = (uint16_t)rs->master_port;
+        if (rs->restart_count > rec.restart_count)
+            rec.restart_count = rs->restart_count;
+        r = 0;
+    }
+    if (r < 0)
+        return 0;
+    if (!(j = job_new(q->h, jn)))
+        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+    r = job_rebuild(j, &rec);
+    if (r < 0) {
+        job_free(j);
+        return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+    }
+    *ret = j;
+    return 0;
+}
+
+/* A reconnecting agent whose workers run generation jn->resume.generation. */
+static int join_resume(struct join_req *q, struct rdzvd_job *j)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzv_resume *rs = &jn->resume;
+    struct rdzvd_member *m, *old;
+    bool created = false;
+    int r;
+
+    if (!j) {
+        /* rdzvd restarted: rebuild the job, generation and all. */
+        if ((r = job_restore(q, &j)) < 0)
+            return r;
+        created = true;
+    } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0) {
+        return -EINVAL;
+    }
+    old = rdzvd_member_index_find(&j->by_id, jn->node_id);
+    if (old && old->peer != q->peer) {
+        /* The same agent on a new connection before we saw the old one close: take it over. */
+        job_note(j, false, "node=%s reconnected", jn->host);
+        if (old->peer) {
+            void *op = old->peer;
+
+            j->host.ops->bind(op, NULL);
+            old->peer = NULL;
+            j->host.ops->close(op, "replaced by the agent's new connection");
+        }
+        old->peer = q->peer;
+        j->host.ops->bind(q->peer, old);
+        *q->ret = old;
+        member_hb_arm(old, (uint64_t)j->hb_timeout_ms);
+        member_send_joined(old, old->node_rank < 0, true);
+        if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
+            struct rdzv_event e = {.type = "restart", .generation = rs->generation};
+
+            snprintf(e.summary, sizeof(e.summary), "%s", j->last_cause);
+            member_send_event(old, &e);
+        }
+        return 0;
+    }
+    if (!(m = member_add(j, q->peer, jn))) {
+        if (created)
+            job_free(j);
+        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+    }
+    *q->ret = m;
+    if (j->state == JOB_RUNNING && j->generation == rs->generation &&
+        !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes) {
+        member_set_rank(m, rs->node_rank);
+        m->prev_rank = rs->node_rank;
+        m->rank_offset = rs->rank_offset;
+        member_set_ready(m, false);
+        m->left_ok = rs->left;
+        job_note(j, false,
+                 "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
+                 " of %" PRId64 " nodes)",
+                 jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
+        member_send_joined(m, false, true);
+        if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
+            job_timer_stop(j);
+            job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
+                     j->generation);
+        }
+        return 0;
+    }
+    /* The job moved on without it: stop the old workers, then it is a candidate like any. */
+    {
+        struct rdzv_event e = {.type = "restart", .generation = rs->generation};
+
+        snprintf(e.summary, sizeof(e.summary),
+                 "generation %" PRIu64 " is over (the job is at generation %" PRIu64
+                 "); this node rejoins as a new member",
+                 rs->generation, j->generation);
+        member_set_ready(m, false);
+        m->stopping_gen = rs->generation;
+        member_send_joined(m, true, false);
+        member_send_event(m, &e);
+        job_note(j, false,
+                 "node=%s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
+                 "stop its workers",
+                 jn->host, rs->generation, j->generation);
+    }
+    return 0;
+}
+
+int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
+                   char *err, size_t errlen, struct rdzvd_member **ret)
+{
+    struct rdzv_join jn = *join;
+    struct join_req q = {.h = h, .peer = peer, .jn = &jn, .err = err, .errlen = errlen, .ret = ret};
+    struct rdzvd_member *m;
+    struct rdzvd_job *j;
+    bool spare;
+    int r;
+
+    *ret = NULL;
+    j = job_find(h->jobs, jn.run_id);
+    /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
+    if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
+        return r;
+    if (j && j->state == JOB_ENDED)
+        return refuse(&q, -EBUSY,
+                      "job '%s' has just ended and its agents are still leaving; use a new "
+                      "--rdzv-id for a new job",
+                      jn.run_id);
+    if (jn.resume.generation)
+        return join_resume(&q, j);
+    if (j && check_join_matches(&q, j->min, j->max, j->max_restarts) < 0)
+        return -EINVAL;
+    if (jn.node_rank >= jn.max) {
+        if (!jn.rank_hint)
+            return refuse(&q, -ERANGE,
+                          "node rank %" PRId64 " is out of range: job '%s' has at most "
+                          "%" PRId64 " nodes (ranks 0..%" PRId64 ")",
+                          jn.node_rank, jn.run_id, jn.max, jn.max - 1);
+        jn.node_rank = -1; /* the scheduler's extra node: a spare */
+    }
+    if (j && jn.node_rank >= 0) {
+        struct rdzvd_member *o =
+            j->by_req[jn.node_rank] ? j->by_req[jn.node_rank] : j->by_rank[jn.node_rank];
+
+        if (o && jn.rank_hint)
+            jn.node_rank = -1; /* only a preference: take any free rank */
+        else if (o)
+            return refuse(&q, -EEXIST,
+                          "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
+                          "give each node its own --node-rank, or run one agent per node",
+                          jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
+    }
+    if (j && rdzvd_member_index_find(&j->by_id, jn.node_id))
+        return refuse(&q, -EEXIST, "node id '%s' has already joined job '%s'", jn.node_id,
+                      jn.run_id);
+    if (!j && !(j = job_new(h, &jn)))
+        return refuse(&q, -ENOMEM, "rdzvd is out of memory");
+    if (!(m = member_add(j, peer, &jn))) {
+        if (j->nmembers == 0)
+            job_free(j);
+        return refuse(&q, -ENOMEM, "rdzvd is out of memory");
+    }
+    *ret = m;
+    spare = j->state != JOB_FORMING;
+    job_note(j, false,
+             "node=%s joined (node id %s, %" PRId64 " workers, node rank %" PRId64
+             " asked), %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
+             jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
+             spare ? " (waits for the next generation)" : "");
+    member_send_joined(m, spare, false);
+    if (j->state == JOB_FORMING)
+        job_try_close(j);
+    else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
+             !job_rebuilding(j))
+        job_restart(j, "scale-up", 0, "a node joined below --nnodes MAX: restarting to scale up");
+    return 0;
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-persist.c: what of a job outlives rdzvd (--state-dir): the journal of each
+ * generation's store, named per job and generation, and the job's record (rdzvd-job-record.h)
+ * from which a restarted rdzvd rebuilds it. Part of the job state machine (rdzvd-job-impl.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+#include "rdzvd-job-impl.h"
+
+/* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down:
+ * then the agents come back to the next rdzvd, which reopens it with its keys. */
+void job_close_store(struct rdzvd_job *j)
+{
+    if (j->store) {
+        j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down);
+        j->store = NULL;
+    }
+}
+
+/* The journal name of generation gen's store: "job-<hash of run_id>-gen-<gen>". */
+void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len)
+{
+    snprintf(buf, len, "job-%016" PRIx64 "-gen-%" PRIu64,
+             rdzv_hash64(0x72647a76, j->run_id, strlen(j->run_id)), gen);
+}
+
+/* Open generation j->generation's store on port (0: any). fresh: a new generation's store,
+ * which never replays what an earlier use of its journal name left on disk (a round formed but
+ * never sent before rdzvd died, or an earlier job of the same run_id); otherwise the journal
+ * of the generation is replayed (a rebuild after an rdzvd restart). 0 or a negative errno. */
+int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
+{
+    char desc[64], sname[64];
+    int r;
+
+    snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
+    job_state_name(j, j->generation, sname, sizeof(sname));
+    if (fresh && j->host.state_dirfd >= 0 &&
+        (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
+        log_warn_errno(r, "job=%s cannot delete the stale journal %s", j->run_id, sname);
+    return j->host.ops->store_open(j->host.ud, desc, sname, port, &j->store, &j->store_port);
+}
+
+/* --state-dir: record the job's generation and restart count, so that a restarted rdzvd
+ * rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent),
+ * a restarted rdzvd waits for their agents before it places anyone. Once per generation. */
+void job_save(struct rdzvd_job *j, bool running)
+{
+    struct rdzvd_job_record rec = {.min = j->min,
+                                   .max = j->max,
+                                   .max_restarts = j->max_restarts,
+                                   .generation = j->generation,
+                                   .restart_count = j->restart_count,
+                                   .running = running};
+    int r;
+
+    if (j->host.state_dirfd < 0)
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    if (running) {
+        rec.nnodes = j->round.nnodes;
+        rec.world_size = j->round.world_size;
+        rec.store_port = j->store ? j->store_port : 0;
+    }
+    r = rdzvd_job_record_save(j->host.state_dirfd, &rec, j->host.sync_records);
+    if (r < 0)
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in --state-dir", j->run_id,
+                       j->generation);
+}
+
+/* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
+void job_forget(struct rdzvd_job *j)
+{
+    int r;
+
+    if (j->host.state_dirfd < 0)
+        return;
+    r = rdzvd_job_record_drop(j->host.state_dirfd, j->run_id);
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot delete its record in --state-dir", j->run_id);
+}

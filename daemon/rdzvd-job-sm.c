@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-sm.c: the job state machine (rdzvd-job-sm.h): rounds, node ranks, spares, NCCL ids,
+ * the restart budget, heartbeat loss, the job's outcome and its record in --state-dir. Members
+ * are reached through the host's ops only; JOIN and resume are in rdzvd-job-join.c. */
+#include "rdzvd-job-sm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+#include "rdzvd-job-impl.h"
+
+const char *const job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
+                                                     "ended"};
+
+/* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
+void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+{
+    unsigned i = j->nevents++ % JOB_EVENTS;
+    struct timespec ts;
+    va_list ap;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    j->events[i].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    va_start(ap, fmt);
+    vsnprintf(j->events[i].text, sizeof(j->events[i].text), fmt, ap);
+    va_end(ap);
+    rdzv_utf8_trim(j->events[i].text);
+    if (warn)
+        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+    else
+        log_info("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+}
+
+struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->max ? j->by_rank[rank] : NULL;
+}
+
+/* Take m out of the generation (node_rank -1). */
+static void member_unrank(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (m->node_rank < 0)
+        return;
+    if (m->node_rank < j->max && j->by_rank[m->node_rank] == m)
+        j->by_rank[m->node_rank] = NULL;
+    m->node_rank = -1;
+    j->nin_round--;
+}
+
+void member_set_rank(struct rdzvd_member *m, int64_t rank)
+{
+    struct rdzvd_job *j = m->job;
+
+    member_unrank(m);
+    m->node_rank = rank;
+    j->by_rank[rank] = m;
+    j->nin_round++;
+}
+
+void job_set_state(struct rdzvd_job *j, enum job_state st)
+{
+    log_debug("job %s: %s -> %s", j->run_id, job_state_names[j->state], job_state_names[st]);
+    j->state = st;
+}
+
+struct rdzvd_job *job_find(struct rdzv_list *jobs, const char *run_id)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, jobs)
+    {
+        struct rdzvd_job *j = rdzv_container_of(pos, struct rdzvd_job, node);
+
+        if (strcmp(j->run_id, run_id) == 0)
+            return j;
+    }
+    return NULL;
+}
+
+#define for_each_member(j, m, pos, tmp)                                                            \
+    rdzv_list_for_each_safe(                                                                       \
+        pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
+
+static void job_timer_close_cb(uv_handle_t *h)
+{
+    struct rdzvd_job *j = h->data;
+
+    rdzvd_member_index_free(&j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
+    free(j);
+}
+
+/* Remove a job with no members left. */
+void job_free(struct rdzvd_job *j)
+{
+    job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
+    if (!j->shutting_down)
+        job_forget(j);
+    rdzv_list_del(&j->node);
+    job_close_store(j);
+    uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
+}
+
+void job_timer_stop(struct rdzvd_job *j)
+{
+    if (j->timer_armed) {
+        uv_timer_stop(&j->timer);
+        j->timer_armed = false;
+    }
+}
+
+static void job_timer_cb(uv_timer_t *t);
+
+void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
+{
+    uv_timer_start(&j->timer, job_timer_cb, ms, 0);
+    j->timer_armed = true;
+    j->timer_kind = kind;
+}
+
+void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
+{
+    if (m->peer)
+        m->job->host.ops->event(m->peer, e);
+}
+
+/* The job is over: tell every member how it ended. */
+static void job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state == JOB_ENDED)
+        return;
+    job_timer_stop(j);
+    snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
+    j->outcome.generation = j->generation;
+    j->outcome.exit_code = exit_code;
+    snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
+    job_set_state(j, JOB_ENDED);
+    job_forget(j);
+    if (exit_code == 0)
+        job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
+    else
+        job_note(j, true, "generation %" PRIu64 " failed (exit code %" PRId64 "): %s",
+                 j->generation, exit_code, summary);
+    for_each_member(j, m, pos, tmp) member_send_event(m, &j->outcome);
+    j->host.ops->flush(j->host.ud);
+}
+
+/* ---- heartbeats ---- */
+
+static void member_lost(struct rdzvd_member *m, const char *why);
+static void job_check_all_left(struct rdzvd_job *j);
+
+static void member_hb_cb(uv_timer_t *t)
+{
+    struct rdzvd_member *m = t->data;
+    char why[RDZV_HOST_MAX + 128];
+
+    /* libuv runs due timers before it polls: after a stall (a SIGSTOPped or starved daemon)
+     * the heartbeat that keeps this member may be waiting in the socket. Give it one turn of
+     * the loop, whose poll reads it and re-arms this timer; a member whose input is still
+     * unread after that (not a heartbeat, or reading paused) is lost. 1 ms, not 0: libuv
+     * would run a 0 ms timer again in this same pass over the due timers, before any poll. */
+    if (!m->hb_rechecked && m->peer && m->job->host.ops->unread(m->peer) > 0) {
+        m->hb_rechecked = true;
+        uv_timer_start(&m->hb_timer, member_hb_cb, 1, 0);
+        return;
+    }
+    snprintf(why, sizeof(why), "sent no heartbeat for %.1f s",
+             (double)m->job->hb_timeout_ms / 1000);
+    member_lost(m, why);
+}
+
+void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
+{
+    m->hb_rechecked = false;
+    uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
+}
+
+/* ---- rounds ---- */
+
+static void send_rounds(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    job_set_state(j, JOB_RUNNING);
+    job_save(j, true);
+    job_note(j, false,
+             "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
+             ", store on port %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
+             j->generation, j->round.nnodes, j->round.world_size, j->store_port, j->round.n_ids,
+             j->restart_count, j->max_restarts);
+    for_each_member(j, m, pos, tmp)
+    {
+        struct rdzv_round *rd = &j->round;
+
+        if (m->node_rank < 0 || !m->peer)
+            continue;
+        rd->node_rank = m->node_rank;
+        rd->rank_offset = m->rank_offset;
+        rd->master_addr[0] = '\0'; /* the op: as this agent reached us */
+        rd->master_port = j->store_port;
+        j->host.ops->round(m->peer, rd);
+        /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
+        member_hb_arm(m, (uint64_t)j->hb_timeout_ms * INIT_GRACE_FACTOR);
+    }
+    j->host.ops->flush(j->host.ud);
+}
+
+static struct rdzvd_member *rank0_member(struct rdzvd_job *j)
+{
+    return member_by_rank(j, 0);
+}
+
+/* Every change of m->ready goes through here: j->nready is kept exact (O(1) per join). */
+void member_set_ready(struct rdzvd_member *m, bool ready)
+{
+    if (m->ready != ready)
+        m->job->nready += ready ? 1 : -1;
+    m->ready = ready;
+}
+
+static void job_fail_nodes(struct rdzvd_job *j, int64_t have)
+{
+    char why[RDZV_SUMMARY_MAX + 256];
+
+    snprintf(why, sizeof(why),
+             "only %" PRId64 " of the %" PRId64 " nodes the job needs (--nnodes "
+             "%" PRId64 ":%" PRId64 ") were there within the join timeout (%.0f s)%s%s",
+             have, j->min, j->min, j->max, (double)j->join_timeout_ms / 1000,
+             j->last_cause[0] ? "; " : "", j->last_cause);
+    job_end(j, "failed", 1, why);
+}
+
+/* Close the round over the ready members: previous node ranks kept where possible, then
+ * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
+ * generation's store and asks for NCCL ids. */
+static void close_round(struct rdzvd_job *j)
+{
+    struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
+    int r;
+
+    job_timer_stop(j);
+    if (!slots) {
+        job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
+        return;
+    }
+    /* Previous ranks first, then asked-for ranks, then free slots in join order. */
+    for (int pass = 0; pass < 3; pass++)
+        for_each_member(j, m, pos, tmp)
+        {
+            int64_t want = pass == 0 ? m->prev_rank : pass == 1 ? m->join.node_rank : -1;
+
+            if (!m->ready || m->placed || taken >= j->max)
+                continue;
+            if (pass < 2 && (want < 0 || want >= j->max || slots[want]))
+                continue;
+            if (pass == 2) {
+                while (slots[next])
+                    next++;
+                want = next;
+            }
+            slots[want] = m;
+            m->placed = true;
+            taken++;
+        }
+    for (int64_t i = 0; i < j->max; i++) {
+        if (!(m = slots[i]))
+            continue;
+        m->placed = false;
+        member_set_rank(m, rank++);
+        m->prev_rank = m->node_rank;
+        m->rank_offset = offset;
+        member_set_ready(m, false);
+        m->left_ok = false;
+        offset += m->join.nproc;
+        if (m->join.nccl != RDZV_NCCL_OFF && m->join.nccl_ids > want_ids)
+            want_ids = m->join.nccl_ids;
+    }
+    free(slots);
+
+    j->generation++;
+    memset(&j->round, 0, sizeof(j->round));
+    j->round.generation = j->generation;
+    j->round.nnodes = rank;
+    j->round.world_size = offset;
+    j->round.restart_count = j->restart_count;
+    j->round.max_restarts = j->max_restarts;
+    if (j->nmembers > rank)
+        job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
+
+    job_close_store(j);
+    r = job_open_store(j, 0, true);
+    if (r < 0) {
+        char why[128];
+
+        snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", uv_strerror(r));
+        job_end(j, "failed", 1, why);
+        return;
+    }
+    if (want_ids > 0) {
+        struct rdzvd_member *m0 = rank0_member(j);
+
+        job_set_state(j, JOB_NCCL);
+        if (!m0 || !m0->peer || j->host.ops->nccl_request(m0->peer, j->generation, want_ids) < 0) {
+            job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
+            return;
+        }
+        job_timer_start(j, T_NCCL, NCCL_ID_TIMEOUT_MS);
+        j->host.ops->flush(j->host.ud);
+        return;
+    }
+    send_rounds(j);
+}
+
+/* In FORMING: close the round if it is time, else make sure the right timer runs. After a
+ * restart (generation > 0) the round closes as soon as every member is ready and there are
+ * enough of them; the first round waits for max, or last call after min. */
+void job_try_close(struct rdzvd_job *j)
+{
+    int64_t ready = j->nready;
+
+    if (j->state != JOB_FORMING)
+        return;
+    if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
+        close_round(j);
+        return;
+    }
+    if (ready >= j->min) {
+        if (!j->timer_armed || j->timer_kind != T_LAST_CALL)
+            job_timer_start(j, T_LAST_CALL, (uint64_t)j->last_call_ms);
+        return;
+    }
+    /* Below min: the join timeout runs (from when the job was created or fell below min). */
+    if ((!j->timer_armed || j->timer_kind != T_JOIN) && j->join_timeout_ms > 0)
+        job_timer_start(j, T_JOIN, (uint64_t)j->join_timeout_ms);
+    else if (j->timer_armed && j->timer_kind != T_JOIN)
+        job_timer_stop(j);
+}
+
+/* Every member of the stopped generation is ready: form the next one. */
+static void job_check_stopped(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state != JOB_STOPPING)
+        return;
+    if (j->nready < j->nmembers)
+        return;
+    job_close_store(j);
+    for_each_member(j, m, pos, tmp) member_unrank(m);
+    job_set_state(j, JOB_FORMING);
+    job_timer_stop(j);
+    job_try_close(j);
+}
+
+/* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
+ * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
+void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, const char *summary)
+{
+    bool counted = !uncounted;
+    struct rdzv_event e = {.type = "restart"};
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state == JOB_ENDED || j->state == JOB_STOPPING)
+        return;
+    if (counted && j->restart_count >= j->max_restarts) {
+        char why[RDZV_SUMMARY_MAX + 1];
+
+        snprintf(why, sizeof(why),
+                 "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
+                 j->restart_count, j->max_restarts);
+        job_end(j, "failed", exit_code ? exit_code : 1, why);
+        return;
+    }
+    if (counted)
+        j->restart_count++;
+    job_save(j, false);
+    snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
+    job_timer_stop(j);
+    e.generation = j->generation;
+    e.exit_code = exit_code;
+    snprintf(e.summary, sizeof(e.summary), "%s", summary);
+    job_note(j, true,
+             "restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+             j->generation, j->restart_count, j->max_restarts,
+             counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+    job_set_state(j, JOB_STOPPING);
+    for_each_member(j, m, pos, tmp)
+    {
+        if (m->node_rank < 0)
+            continue;
+        m->stopping_gen = j->generation;
+        member_send_event(m, &e);
+    }
+    j->host.ops->flush(j->host.ud);
+    job_check_stopped(j);
+}
+
+static void job_timer_cb(uv_timer_t *t)
+{
+    struct rdzvd_job *j = t->data;
+
+    j->timer_armed = false;
+    if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
+        int64_t ready = j->nready;
+
+        if (ready >= j->min) {
+            job_note(j, false, "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
+                     ready, j->min, j->max);
+            close_round(j);
+        } else {
+            job_fail_nodes(j, ready);
+        }
+    } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
+        struct rdzvd_member *m0 = rank0_member(j);
+        char why[RDZV_HOST_MAX + 128];
+
+        snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
+                 m0 ? m0->join.host : "?", NCCL_ID_TIMEOUT_MS / 1000);
+        job_end(j, "failed", 1, why);
+    } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
+               j->nin_round < j->round.nnodes) {
+        char why[256];
+
+        snprintf(why, sizeof(why),
+                 "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
+                 " did not come back after rdzvd restarted",
+                 j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
+        /* Nobody of a generation rebuilt from its record came back: its agents went with the
+         * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
+         * job's nodes: numbering goes on, the budget is not charged. */
+        job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
+    }
+}
+
+struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn)
+{
+    struct rdzvd_job *j = calloc(1, sizeof(*j));
+    int r;
+
+    if (!j)
+        return NULL;
+    j->by_req = calloc((size_t)jn->max, sizeof(*j->by_req));
+    j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
+    if (rdzvd_member_index_init(&j->by_id) < 0 || !j->by_req || !j->by_rank)
+        goto out_free;
+    r = uv_timer_init(h->loop, &j->timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
+        goto out_free;
+    }
+    j->host = *h;
+    memcpy(j->run_id, jn->run_id, sizeof(j->run_id));
+    j->min = jn->min;
+    j->max = jn->max;
+    j->max_restarts = jn->max_restarts;
+    j->last_call_ms = jn->last_call_ms;
+    j->hb_timeout_ms = jn->heartbeat_timeout_ms;
+    j->join_timeout_ms = jn->join_timeout_ms;
+    j->scale_up_now = jn->scale_up_now;
+    j->created_ms = rdzv_now_ms();
+    rdzv_list_init(&j->members);
+    j->timer.data = j;
+    rdzv_list_add_tail(h->jobs, &j->node);
+    job_note(j, false,
+             "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
+             " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms)",
+             j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
+    return j;
+
+out_free:
+    rdzvd_member_index_free(&j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
+    free(j);
+    return NULL;
+}
+
+static void member_close_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* Unlink m (and free the job with its last member). The caller deals with the consequences. */
+static void member_remove(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+
+    rdzvd_member_index_del(&j->by_id, m);
+    rdzv_list_del(&m->node);
+    j->nmembers--;
+    j->nready -= m->ready;
+    member_unrank(m);
+    if (m->join.node_rank >= 0 && m->join.node_rank < j->max && j->by_req[m->join.node_rank] == m)
+        j->by_req[m->join.node_rank] = NULL;
+    if (m->peer)
+        j->host.ops->bind(m->peer, NULL);
+    uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+    if (j->nmembers == 0)
+        job_free(j);
+}
+
+/* m is gone (its connection closed, or it fell silent): drop it, and move the job on. */
+static void member_lost(struct rdzvd_member *m, const char *why)
+{
+    struct rdzvd_job *j = m->job;
+    void *peer = m->peer;
+    enum job_state st = j->state;
+    bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1;
+    int64_t rank = m->node_rank;
+    char cause[RDZV_SUMMARY_MAX + 1];
+
+    snprintf(cause, sizeof(cause), "root cause: the agent of node rank %" PRId64 " (%s) %s", rank,
+             m->join.host, why);
+    if (in_round && (st == JOB_RUNNING || st == JOB_NCCL) && !left)
+        job_note(j, true, "%s", cause + 12);
+    else
+        job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id, why);
+    member_remove(m);
+    if (peer)
+        j->host.ops->close(peer, why); /* its member is detached: no second report */
+    if (last)
+        return; /* the job went with its last member */
+    switch (st) {
+    case JOB_RUNNING:
+        if (in_round && !left)
+            job_restart(j, NULL, 1, cause);
+        else if (in_round)
+            job_check_all_left(j); /* its workers were done: the others may finish too */
+        break;
+    case JOB_NCCL:
+        if (in_round) {
+            /* No worker started yet: form the round again, nothing to stop. */
+            struct rdzv_list *pos, *tmp;
+            struct rdzvd_member *o;
+
+            job_timer_stop(j);
+            job_close_store(j);
+            for_each_member(j, o, pos, tmp)
+            {
+                member_unrank(o);
+                member_set_ready(o, true);
+            }
+            j->generation--;
+            snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
+            job_set_state(j, JOB_FORMING);
+            job_try_close(j);
+        }
+        break;
+    case JOB_STOPPING:
+        job_check_stopped(j);
+        break;
+    case JOB_FORMING:
+        job_try_close(j);
+        break;
+    default:
+        break;
+    }
+}
+
+struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
+{
+    struct rdzvd_member *m = calloc(1, sizeof(*m));
+    int r;
+
+    if (!m)
+        return NULL;
+    m->job = j;
+    m->peer = peer;
+    m->join = *jn;
+    m->node_rank = -1;
+    m->prev_rank = -1;
+    m->joined_ms = m->last_seen_ms = rdzv_now_ms();
+    r = uv_timer_init(j->host.loop, &m->hb_timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create a heartbeat timer", j->run_id);
+        free(m);
+        return NULL;
+    }
+    if (rdzvd_member_index_add(&j->by_id, m) < 0) {
+        /* The handle is initialised: it must be closed before its memory goes. */
+        m->hb_timer.data = m;
+        uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+        return NULL;
+    }
+    m->ready = true;
+    j->nready++;
+    m->hb_timer.data = m;
+    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzv_list_add_tail(&j->members, &m->node);
+    j->nmembers++;
+    if (jn->node_rank >= 0 && jn->node_rank < j->max && !j->by_req[jn->node_rank])
+        j->by_req[jn->node_rank] = m;
+    j->host.ops->bind(peer, m);
+    return m;
+}
+
+void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (m->peer)
+        j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation);
+}
+
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
+static void job_check_all_left(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
+        return;
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->left_ok) return;
+    job_end(j, "succeeded", 0, "every worker of every node exited 0");
+}
+
+/* ---- messages from members (decoded by the wire side) ---- */
+
+void rdzvd_member_seen(struct rdzvd_member *m)
+{
+    m->last_seen_ms = rdzv_now_ms();
+}
+
+const char *rdzvd_member_run_id(const struct rdzvd_member *m)
+{
+    return m->job->run_id;
+}
+
+uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
+{
+    member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
+    return m->job->generation;
+}
+
+bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen)
+{
+    const struct rdzvd_job *j = m->job;
+
+    if (j->state != JOB_NCCL || gen != j->generation || m->node_rank != 0) {
+        log_debug("job %s: stale NCCL_ID for generation %" PRIu64 " ignored", j->run_id, gen);
+        return false;
+    }
+    return true;
+}
+
+void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n)
+{
+    struct rdzvd_job *j = m->job;
+
+    for (unsigned i = 0; i < n; i++)
+        memcpy(j->round.ids[i], ids[i], RDZV_NCCL_HEX_LEN + 1);
+    j->round.n_ids = n;
+    job_timer_stop(j);
+    send_rounds(j);
+}
+
+void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
+{
+    struct rdzvd_job *j = m->job;
+    char err[RDZV_HOST_MAX + 512];
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+    bool required = false;
+
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && o->join.nccl == RDZV_NCCL_REQUIRED)
+        required = true;
+    if (required) {
+        snprintf(err, sizeof(err),
+                 "this job needs NCCL, but node rank 0 (%s) cannot make an NCCL id: %s",
+                 m->join.host, error);
+        job_end(j, "failed", 1, err);
+        return;
+    }
+    job_note(j, false, "no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", error);
+    job_timer_stop(j);
+    send_rounds(j);
+}
+
+void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
+{
+    struct rdzvd_job *j = m->job;
+    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[48];
+    time_t secs;
+    struct tm tm;
+
+    if (j->state != JOB_RUNNING || w->generation != j->generation || m->node_rank < 0)
+        return; /* a late report from an earlier generation, or the job already moved on */
+    m->failures++;
+    secs = (time_t)w->time; /* the parser bounds it */
+    if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(when, sizeof(when), "?");
+    if (w->signal > 0)
+        snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)", w->signal,
+                 strsignal((int)w->signal));
+    else
+        snprintf(how, sizeof(how), "exited with code %" PRId64, w->exit_code);
+    snprintf(summary, sizeof(summary),
+             "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
+             " (%s) %s at %s (generation %" PRIu64 ")",
+             w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
+    job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
+}
+
+void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
+        m->left_ok = true;
+    job_check_all_left(j);
+}
+
+void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (m->ready || gen != m->stopping_gen)
+        return; /* a duplicate, or for a generation it was not asked to stop */
+    member_set_ready(m, true);
+    log_debug("job %s: %s ready after generation %" PRIu64, j->run_id, m->join.host, gen);
+    if (j->state == JOB_STOPPING)
+        job_check_stopped(j);
+    else if (j->state == JOB_FORMING)
+        job_try_close(j);
+}
+
+void rdzvd_member_gone(struct rdzvd_member *m)
+{
+    m->peer = NULL;
+    member_lost(m, "disconnected");
+}
+
+void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
+{
+    while (!rdzv_list_empty(jobs)) {
+        struct rdzvd_job *j = rdzv_container_of(jobs->next, struct rdzvd_job, node);
+        bool last = false;
+
+        j->shutting_down = true;
+        /* member_remove() frees the job together with its last member. */
+        while (!last) {
+            struct rdzvd_member *m = rdzv_container_of(j->members.next, struct rdzvd_member, node);
+
+            last = j->nmembers == 1;
+            member_remove(m);
+        }
+    }
+}

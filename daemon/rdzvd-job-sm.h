@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-sm.h: the job state machine (proto/RENDEZVOUS.md): members join a job keyed by
+ * run_id, a round closes at max ready members or last call after min, node ranks are assigned,
+ * node rank 0 supplies NCCL ids, every member gets its ROUND; a failed worker or a lost node
+ * moves the job to a new generation within its restart budget; members beyond max wait as
+ * spares; a restarted rdzvd rebuilds running jobs (--state-dir record, agents' resume).
+ *
+ * It has no socket code. It reaches members and its host only through struct rdzvd_job_ops,
+ * so the wire side (rdzvd-job.c, on rdzvd_conn) and the C unit tests (fake members) plug in
+ * alike. Timers run on the host's uv loop.
+ *
+ * Threads: everything on the loop thread, from the host's read/close callbacks or from the
+ * state machine's own timers. The ops are called synchronously from inside these functions;
+ * an op must not call back into the state machine.
+ *
+ * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
+ * member is gone, the job's timer closed through the loop). A peer pointer is the host's; the
+ * state machine keeps it until member_gone, or hands it back through ops->close. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../common/rdzv-list.h"
+#include "../proto/rdzv-msg.h"
+
+struct rdzvd_member;
+
+struct rdzvd_job_ops {
+    /* To one member's peer. Frames are queued; a failure is logged by the op. */
+    void (*joined)(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
+                   uint64_t generation);
+    /* rd->master_addr is empty: the op fills in the address the peer reached us on. */
+    void (*round)(void *peer, struct rdzv_round *rd);
+    void (*event)(void *peer, const struct rdzv_event *e);
+    /* 0, or a negative errno when it cannot be queued (the job then fails). */
+    int (*nccl_request)(void *peer, uint64_t generation, int64_t count);
+    /* Close peer (logging reason); the state machine has already let go of it. */
+    void (*close)(void *peer, const char *reason);
+    /* Tie peer to member m (NULL: untie); member_gone() later gets it back from the host. */
+    void (*bind)(void *peer, struct rdzvd_member *m);
+    /* Bytes waiting unread on peer (0: none or unknown): a late deadline then gets one more
+     * loop turn, whose poll reads them. */
+    size_t (*unread)(void *peer);
+
+    /* To the host (ud of struct rdzvd_job_host). Send what the calls above queued. */
+    void (*flush)(void *ud);
+    /* Open a generation's store: state_name as rdzvd_listener_open() takes it, port 0 for any.
+     * 0 with *store and *port_out set, or a negative errno. */
+    int (*store_open)(void *ud, const char *desc, const char *state_name, uint16_t port,
+                      void **store, uint16_t *port_out);
+    /* Close a store; drop: delete its journal too. */
+    void (*store_close)(void *ud, void *store, bool drop);
+};
+
+/* What a job needs of its host; copied into each job. */
+struct rdzvd_job_host {
+    uv_loop_t *loop;
+    const struct rdzvd_job_ops *ops;
+    void *ud;               /* passed to the host ops */
+    int state_dirfd;        /* --state-dir opened, or -1: nothing recorded */
+    bool sync_records;      /* fsync the job records (false with --fsync no) */
+    struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
+};
+
+/* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
+ * to peer); or a negative errno with err set to the refusal: the caller sends it as ERROR and
+ * closes peer. */
+int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
+                   char *err, size_t errlen, struct rdzvd_member **ret);
+
+/* Any message from m's agent: it is alive. */
+void rdzvd_member_seen(struct rdzvd_member *m);
+const char *rdzvd_member_run_id(const struct rdzvd_member *m);
+
+/* HEARTBEAT: re-arms m's deadline; returns the job's generation for the answer. */
+uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
+/* NCCL_ID: true when m (node rank 0) is asked for generation gen's ids now; otherwise the
+ * message is stale and is ignored. */
+bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);
+/* ... then either the ids (n of 1..RDZV_MAX_NCCL_IDS, validated) or node rank 0's error. */
+void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n);
+void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error);
+/* WORKER_EXIT: a worker failed. */
+void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w);
+/* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
+void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
+/* READY: the node's workers of generation gen have stopped. */
+void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen);
+/* m's peer is gone (connection closed): m is lost. The peer is not touched again. */
+void rdzvd_member_gone(struct rdzvd_member *m);
+
+/* Host shutdown: drop every job in jobs (stores closed with their journals and records kept:
+ * the agents come back to the next rdzvd). Peers are untied, not closed. */
+void rdzvd_jobs_drop_all(struct rdzv_list *jobs);

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-status.c: the daemon's status (rdzvd-job-status.h) as a struct
+ * rdzv_status (proto/rdzv-status.h): its counters and, per job, its state, generation,
+ * restarts, nodes and recent events. Reads the job state machine's structs; changes nothing. */
+#include "rdzvd-job-status.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "../common/rdzv-util.h"
+#include "../proto/rdzv-status.h"
+#include "rdzvd-job-impl.h"
+#include "rdzvd-server.h"
+#include "rdzvd-store.h"
+
+_Static_assert(JOB_EVENTS <= RDZV_STATUS_EVENTS, "status holds every recent event");
+_Static_assert(sizeof(((struct rdzvd_job *)0)->events[0].text) <= RDZV_STATUS_TEXT_MAX + 1,
+               "status holds a whole event text");
+
+static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+{
+    unsigned first = j->nevents > JOB_EVENTS ? j->nevents - JOB_EVENTS : 0;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    size_t k = 0;
+    int r;
+
+    r = rdzv_status_alloc_nodes(sj, (size_t)j->nmembers);
+    if (r < 0)
+        return r;
+    for_each_member(j, m, pos, tmp)
+    {
+        struct rdzv_status_node *n = &sj->nodes[k++];
+
+        snprintf(n->host, sizeof(n->host), "%s", m->join.host);
+        snprintf(n->node_id, sizeof(n->node_id), "%s", m->join.node_id);
+        n->node_rank = m->node_rank;
+        n->workers = m->join.nproc;
+        n->last_heartbeat_age_s = (double)(now - m->last_seen_ms) / 1000;
+        n->age_s = (double)(now - m->joined_ms) / 1000;
+        n->failures = m->failures;
+        n->spare = m->node_rank < 0 && m->ready;
+        n->connected = m->peer != NULL;
+        snprintf(n->state, sizeof(n->state), "%s",
+                 m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
+                 : m->ready        ? "spare"
+                                   : "stopping");
+    }
+    for (unsigned i = first; i < j->nevents; i++) {
+        struct rdzv_status_event *e = &sj->events[sj->n_events++];
+
+        e->time = j->events[i % JOB_EVENTS].time;
+        snprintf(e->text, sizeof(e->text), "%s", j->events[i % JOB_EVENTS].text);
+    }
+    snprintf(sj->run_id, sizeof(sj->run_id), "%s", j->run_id);
+    snprintf(sj->state, sizeof(sj->state), "%s", job_state_names[j->state]);
+    sj->generation = j->generation;
+    sj->restart_count = j->restart_count;
+    sj->max_restarts = j->max_restarts;
+    sj->min_nodes = j->min;
+    sj->max_nodes = j->max;
+    sj->nodes_in_generation = j->nin_round;
+    sj->world_size = j->round.world_size;
+    sj->age_s = (double)(now - j->created_ms) / 1000;
+    sj->store_port = j->store ? (int)j->store_port : 0;
+    if (j->state == JOB_ENDED) {
+        sj->ended = true;
+        snprintf(sj->outcome_type, sizeof(sj->outcome_type), "%s", j->outcome.type);
+        sj->outcome_exit_code = j->outcome.exit_code;
+        snprintf(sj->outcome_summary, sizeof(sj->outcome_summary), "%s", j->outcome.summary);
+    }
+    return 0;
+}
+
+int rdzvd_status_fill(struct rdzvd_server *srv, struct rdzv_status *ret)
+{
+    uint64_t now = rdzv_now_ms();
+    struct rdzv_status st = {.port = srv->bound_port,
+                             .uptime_s = (double)(now - srv->start_ms) / 1000,
+                             .connections = srv->nconns,
+                             .accepted = srv->stats.accepted,
+                             .rejected = srv->stats.rejected,
+                             .protocol_errors = srv->stats.closed_proto,
+                             .requests = srv->stats.requests,
+                             .main_store_keys = rdzvd_store_num_keys(srv->main.store)};
+    struct rdzv_list *pos, *tmp;
+    size_t n = 0;
+    int r;
+
+    snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
+    snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
+    rdzv_list_for_each_safe(pos, tmp, &srv->jobs) n++;
+    r = rdzv_status_alloc_jobs(&st, n);
+    if (r < 0)
+        goto out_free;
+    n = 0;
+    rdzv_list_for_each_safe(pos, tmp, &srv->jobs)
+    {
+        r = job_status(rdzv_container_of(pos, struct rdzvd_job, node), now, &st.jobs[n++]);
+        if (r < 0)
+            goto out_free;
+    }
+    *ret = st;
+    return 0;
+
+out_free:
+    rdzv_status_free(&st);
+    return r;
+}
+
+json_t *rdzvd_status_json(struct rdzvd_server *srv)
+{
+    struct rdzv_status st;
+    json_t *o;
+
+    if (rdzvd_status_fill(srv, &st) < 0)
+        return NULL;
+    o = rdzv_status_to_json(&st);
+    rdzv_status_free(&st);
+    return o;
+}

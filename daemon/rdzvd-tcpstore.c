@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-tcpstore.c: the TCPStore session: decode PyTorch TCPStore requests (in the connection's
+ * numbering), serve them from the listener's store, queue the replies; WAITs and watches through
+ * the store's waiter, woken into the connection's output. */
+#include "rdzvd-tcpstore.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-log.h"
+#include "../proto/rdzv-tcpstore.h"
+#include "rdzvd-config.h"
+#include "rdzvd-transport.h"
+
+struct tcpstore_session {
+    const struct rdzvd_env *env;
+    struct rdzvd_store *store;   /* the key space of the listener the connection came in on */
+    enum rdzv_dialect dialect;
+    bool hs_pending;             /* no VALIDATE: the first request completes the handshake */
+    struct rdzvd_waiter waiter;
+};
+
+_Static_assert(sizeof(struct tcpstore_session) <= RDZVD_SESSION_BYTES,
+               "TCPStore session state does not fit the connection's session area");
+
+static struct tcpstore_session *session_of(struct rdzvd_conn *c)
+{
+    return rdzvd_conn_session_data(c);
+}
+
+/* Queued from the store's callbacks, outside this connection's serve(). The store is iterating
+ * then, so c is not closed here: on failure it closes after its flush. */
+static void tcpstore_queue_failed(struct rdzvd_conn *c, struct rdzv_buf *out, const char *what)
+{
+    log_error("conn %" PRIu64 " (%s): out of memory queueing %s, closing connection",
+              rdzvd_conn_id(c), rdzvd_conn_peer(c), what);
+    if (out)
+        rdzvd_conn_close_after_flush(c);
+}
+
+void rdzvd_tcpstore_wake(struct rdzvd_waiter *w, void *ud)
+{
+    struct rdzvd_conn *c = ud;
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+
+    (void)w;
+    if (!out || rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING) < 0)
+        tcpstore_queue_failed(c, out, "a wait reply");
+}
+
+void rdzvd_tcpstore_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint8_t *key,
+                          size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
+                          size_t nvlen)
+{
+    struct rdzvd_conn *c = ud;
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+    int r = out ? 0 : -ENOMEM;
+
+    (void)w;
+    /* PyTorch <= 2.0's notification: type, key, old value, new value. */
+    if (r == 0)
+        r = rdzv_buf_put_u8(out, type);
+    if (r == 0)
+        r = rdzv_buf_put_str(out, key, klen);
+    if (r == 0)
+        r = rdzv_buf_put_str(out, old, oldlen);
+    if (r == 0)
+        r = rdzv_buf_put_str(out, nv, nvlen);
+    if (r < 0)
+        tcpstore_queue_failed(c, out, "a watch notification");
+}
+
+static int list_key_cb(const uint8_t *key, size_t klen, void *ud)
+{
+    return rdzv_buf_put_str(ud, key, klen);
+}
+
+/* Serve one decoded request. Returns 0, or a negative errno after which the connection closes
+ * (the reason already logged). */
+static int tcpstore_dispatch(struct rdzvd_conn *c, struct tcpstore_session *s,
+                             const struct rdzv_req *req)
+{
+    struct rdzvd_store *st = s->store;
+    struct rdzv_slice k, v, v2;
+    struct rdzv_cursor cur;
+    struct rdzv_buf *out = rdzvd_conn_reply(c);
+    const uint8_t *val;
+    size_t vlen;
+    int64_t n64;
+    int r = 0;
+
+    s->env->stats->requests++;
+    rdzv_req_cursor(req, &cur);
+    if (rdzv_log_enabled(RDZV_LOG_DEBUG)) {
+        struct rdzv_cursor peek = cur;
+        struct rdzv_slice first = {(const uint8_t *)"", 0};
+
+        if (req->nstrings)
+            rdzv_req_next(&peek, &first);
+        log_debug("conn %" PRIu64 " (%s): %s %.*s%s", rdzvd_conn_id(c), rdzvd_conn_peer(c), rdzv_op_name(req->op),
+                  (int)(first.len > 64 ? 64 : first.len), (const char *)first.p,
+                  req->nstrings > 1 ? " ..." : "");
+    }
+
+    switch (req->op) {
+    case RDZV_OP_VALIDATE:
+        rdzvd_conn_protocol_error(c, "VALIDATE after the start of the connection");
+        return -EPROTO;
+    case RDZV_OP_PING:
+        r = rdzv_buf_put_u32(out, req->u32);
+        break;
+    case RDZV_OP_SET:
+        rdzv_req_next(&cur, &k);
+        rdzv_req_next(&cur, &v);
+        r = rdzvd_store_set(st, k.p, k.len, v.p, v.len);
+        break;
+    case RDZV_OP_COMPARE_SET:
+        rdzv_req_next(&cur, &k);
+        rdzv_req_next(&cur, &v);
+        rdzv_req_next(&cur, &v2);
+        r = rdzvd_store_compare_set(st, k.p, k.len, v.p, v.len, v2.p, v2.len, &val, &vlen);
+        if (r == 0)
+            r = rdzv_buf_put_str(out, val, vlen);
+        break;
+    case RDZV_OP_GET:
+        rdzv_req_next(&cur, &k);
+        /* A missing key reads as empty, like PyTorch's libuv server (clients WAIT first). */
+        if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0)
+            vlen = 0;
+        r = rdzv_buf_put_str(out, val, vlen);
+        break;
+    case RDZV_OP_ADD:
+        rdzv_req_next(&cur, &k);
+        r = rdzvd_store_add(st, k.p, k.len, req->delta, &n64);
+        if (r == -EINVAL) {
+            rdzvd_conn_protocol_error(c, "ADD on key '%.*s' whose value is not a decimal integer",
+                                (int)(k.len > 64 ? 64 : k.len), (const char *)k.p);
+            return r;
+        }
+        if (r == -ERANGE) {
+            rdzvd_conn_protocol_error(c, "ADD on key '%.*s' overflows a 64-bit integer",
+                                (int)(k.len > 64 ? 64 : k.len), (const char *)k.p);
+            return r;
+        }
+        if (r == 0)
+            r = rdzv_buf_put_u64(out, (uint64_t)n64);
+        break;
+    case RDZV_OP_CHECK: {
+        bool ready = true;
+
+        for (uint64_t i = 0; i < req->count; i++) {
+            rdzv_req_next(&cur, &k);
+            if (ready && !rdzvd_store_exists(st, k.p, k.len))
+                ready = false;
+        }
+        r = rdzv_buf_put_u8(out, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
+        break;
+    }
+    case RDZV_OP_WAIT:
+        r = rdzvd_store_wait_begin(st, &s->waiter);
+        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
+            rdzv_req_next(&cur, &k);
+            r = rdzvd_store_wait_key(st, &s->waiter, k.p, k.len);
+        }
+        if (r == -EMSGSIZE) {
+            rdzvd_conn_protocol_error(c, "more than %" PRIu64 " keys waited on at once",
+                                s->env->cfg->lim.max_wait_keys);
+            return r;
+        }
+        if (r == 0)
+            r = rdzvd_store_wait_end(st, &s->waiter);
+        if (r == 1)
+            r = rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING);
+        break;
+    case RDZV_OP_GETNUMKEYS:
+        r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));
+        break;
+    case RDZV_OP_DELETE_KEY:
+        rdzv_req_next(&cur, &k);
+        r = rdzv_buf_put_u64(out, (uint64_t)rdzvd_store_delete(st, k.p, k.len));
+        break;
+    case RDZV_OP_APPEND:
+        rdzv_req_next(&cur, &k);
+        rdzv_req_next(&cur, &v);
+        r = rdzvd_store_append(st, k.p, k.len, v.p, v.len);
+        break;
+    case RDZV_OP_MULTI_GET:
+        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
+            rdzv_req_next(&cur, &k);
+            if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0)
+                vlen = 0;
+            r = rdzv_buf_put_str(out, val, vlen);
+        }
+        break;
+    case RDZV_OP_MULTI_SET:
+        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
+            rdzv_req_next(&cur, &k);
+            rdzv_req_next(&cur, &v);
+            r = rdzvd_store_set(st, k.p, k.len, v.p, v.len);
+        }
+        break;
+    case RDZV_OP_CANCEL_WAIT:
+        rdzvd_store_cancel_waits(st, &s->waiter);
+        r = rdzv_buf_put_u8(out, RDZV_WAIT_CANCELED);
+        break;
+    case RDZV_OP_QUEUE_PUSH:
+        rdzv_req_next(&cur, &k);
+        rdzv_req_next(&cur, &v);
+        r = rdzvd_store_queue_push(st, k.p, k.len, v.p, v.len);
+        break;
+    case RDZV_OP_QUEUE_POP: {
+        uint64_t before;
+        uint8_t *item = NULL;
+        size_t ilen = 0;
+
+        rdzv_req_next(&cur, &k);
+        r = rdzvd_store_queue_pop(st, k.p, k.len, &before, &item, &ilen);
+        if (r == 0)
+            r = rdzv_buf_put_u64(out, before);
+        if (r == 0 && before > 0)
+            r = rdzv_buf_put_str(out, item, ilen);
+        free(item);
+        break;
+    }
+    case RDZV_OP_QUEUE_LEN:
+        rdzv_req_next(&cur, &k);
+        r = rdzv_buf_put_u64(out, rdzvd_store_queue_len(st, k.p, k.len));
+        break;
+    case RDZV_OP_LIST:
+        r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));
+        if (r == 0)
+            r = rdzvd_store_foreach(st, list_key_cb, out);
+        break;
+    case RDZV_OP_WATCH_KEY:
+        rdzv_req_next(&cur, &k);
+        r = rdzvd_store_watch(st, &s->waiter, k.p, k.len);
+        if (r == -EMSGSIZE) {
+            rdzvd_conn_protocol_error(c, "more than %" PRIu64 " keys waited on or watched at once",
+                                s->env->cfg->lim.max_wait_keys);
+            return r;
+        }
+        if (r == 0)
+            r = rdzv_buf_put_u8(out, RDZV_WATCH_CALLBACK_REGISTERED);
+        break;
+    default:
+        rdzvd_conn_protocol_error(c, "unexpected operation %d", (int)req->op);
+        return -EPROTO;
+    }
+
+    if (r == -EMSGSIZE) {
+        rdzvd_conn_protocol_error(c, "%s would make a value larger than %" PRIu64 " bytes",
+                            rdzv_op_name(req->op), s->env->cfg->lim.max_value_len);
+        return r;
+    }
+    if (r == -ENOSPC) {
+        rdzvd_conn_protocol_error(c, "%s refused: the store is full (%" PRIu64 " bytes, limit %" PRIu64
+                               "; see --max-store-bytes)",
+                            rdzv_op_name(req->op), rdzvd_store_bytes(st),
+                            s->env->cfg->lim.max_store_bytes);
+        return r;
+    }
+    if (r < 0) {
+        log_error("conn %" PRIu64 " (%s): %s failed: %s, closing connection", rdzvd_conn_id(c), rdzvd_conn_peer(c),
+                  rdzv_op_name(req->op), strerror(-r));
+        rdzvd_conn_close(c, "internal error");
+        return r;
+    }
+    return 0;
+}
+
+/* One request. Returns its size, 0 for more bytes, -1 once the connection is closing. */
+static ssize_t tcpstore_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
+{
+    struct tcpstore_session *s = session_of(c);
+    struct rdzv_decode_err err = {0};
+    struct rdzv_req req;
+    ssize_t r;
+
+    r = rdzv_req_decode(p, n, s->dialect, &s->env->cfg->lim, &req, &err);
+    if (r == -EPROTO) {
+        rdzvd_conn_protocol_error(c, "%s (0x%02" PRIx64 ") in PyTorch %s numbering", err.what,
+                                  err.value, rdzv_dialect_name(s->dialect));
+        return -1;
+    }
+    if (r < 0) {
+        rdzvd_conn_protocol_error(c, "%s: %" PRIu64 " > limit %" PRIu64, err.what, err.value,
+                                  err.limit);
+        return -1;
+    }
+    if (r == 0) {
+        rdzvd_conn_set_need(c, req.frame_len);
+        return 0;
+    }
+    if (tcpstore_dispatch(c, s, &req) < 0)
+        return -1;
+    if (s->hs_pending) {
+        s->hs_pending = false;
+        rdzvd_conn_handshake_done(c);
+    }
+    return r;
+}
+
+static void tcpstore_closing(struct rdzvd_conn *c)
+{
+    struct tcpstore_session *s = session_of(c);
+
+    rdzvd_store_cancel_waits(s->store, &s->waiter);
+    rdzvd_store_drop_watches(s->store, &s->waiter);
+}
+
+static const struct rdzvd_session_ops tcpstore_ops = {
+    .name = "TCPStore",
+    .serve = tcpstore_serve,
+    .closing = tcpstore_closing,
+    .pause_at_cap = true,
+};
+
+void rdzvd_tcpstore_begin(struct rdzvd_conn *c, const struct rdzvd_env *env,
+                          struct rdzvd_store *st, enum rdzv_dialect dialect)
+{
+    struct tcpstore_session *s = session_of(c);
+
+    memset(s, 0, sizeof(*s));
+    s->env = env;
+    s->store = st;
+    s->dialect = dialect;
+    s->hs_pending = rdzvd_conn_handshaking(c);
+    rdzvd_waiter_init(&s->waiter, c);
+    rdzvd_conn_set_session(c, &tcpstore_ops);
+}

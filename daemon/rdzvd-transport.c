@@ -1,0 +1,742 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-transport.c: connections as byte streams. Reads land in the shared scratch buffer; only a
+ * partial request is copied into the connection, so an idle connection holds no buffers. Output
+ * accumulates in c->out and is written once per batch of requests, under one cap. */
+#include "rdzvd-transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
+#include "rdzvd-acl.h"
+
+#define SCRATCH_LEN (64u << 10)
+
+enum conn_state {
+    CONN_OPEN,    /* reading or paused */
+    CONN_CLOSING, /* uv_close called; waiting for the close callback */
+    _CONN_STATE_MAX,
+};
+
+static const char *const conn_state_names[_CONN_STATE_MAX] = {"open", "closing"};
+
+struct write_req {
+    uv_write_t req;
+    struct rdzvd_conn *conn;
+    struct rdzv_buf buf;
+};
+
+struct rdzvd_conn {
+    uv_tcp_t tcp; /* first: callbacks recover the connection from the handle */
+    struct rdzvd_transport *t;
+    struct rdzvd_conn_group *group;
+    struct rdzv_list node;       /* in t->conns */
+    struct rdzv_list group_node; /* in group->conns */
+    struct rdzv_list flush_node; /* in t->flush_list while output waits to be flushed */
+    struct rdzv_list hs_node;    /* in t->handshaking until the handshake is done */
+    uint64_t hs_deadline_ms;     /* uv_now() based */
+    uint64_t id;
+    char peer[64];
+    enum conn_state state;
+    bool reading;
+    bool close_after_flush;      /* close once every queued byte is written */
+    const struct rdzvd_session_ops *ops;
+    struct rdzv_buf in;   /* bytes of a request not complete yet */
+    size_t need;          /* don't re-parse until in holds this many bytes */
+    struct rdzv_buf out;  /* output not handed to the kernel yet */
+    struct write_req *wr; /* the write in flight, if any */
+    union {
+        max_align_t align;
+        unsigned char bytes[RDZVD_SESSION_BYTES];
+    } session;
+};
+
+/* An idle connection must stay cheap (no buffers held; the handle and this struct only). */
+_Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1 KiB");
+
+static void conn_set_state(struct rdzvd_conn *c, enum conn_state st)
+{
+    if ((unsigned)st >= _CONN_STATE_MAX)
+        abort();
+    log_trace("conn %" PRIu64 " (%s): %s -> %s", c->id, c->peer, conn_state_names[c->state],
+              conn_state_names[st]);
+    c->state = st;
+}
+
+static size_t conn_out_queued(const struct rdzvd_conn *c)
+{
+    return rdzv_buf_avail(&c->out) + (c->wr ? rdzv_buf_avail(&c->wr->buf) : 0);
+}
+
+static void conn_want_flush(struct rdzvd_conn *c)
+{
+    if (rdzv_list_empty(&c->flush_node))
+        rdzv_list_add_tail(&c->t->flush_list, &c->flush_node);
+}
+
+/* ---- handshake deadlines: one list in accept (= deadline) order, one timer ---- */
+
+static void hs_arm(struct rdzvd_transport *t);
+
+static void hs_timer_cb(uv_timer_t *h)
+{
+    struct rdzvd_transport *t = h->data;
+    uint64_t now = uv_now(t->loop);
+
+    while (!rdzv_list_empty(&t->handshaking)) {
+        struct rdzvd_conn *c = rdzv_container_of(t->handshaking.next, struct rdzvd_conn, hs_node);
+
+        if (c->hs_deadline_ms > now)
+            break;
+        rdzvd_conn_handshake_done(c);
+        t->hooks->handshake_expired(c);
+    }
+    hs_arm(t);
+}
+
+/* (Re)arm the timer for the oldest connection still handshaking. Entries that finished early
+ * leave the timer set for a deadline that is gone: it then fires once for nothing and rearms. */
+static void hs_arm(struct rdzvd_transport *t)
+{
+    struct rdzvd_conn *c;
+    uint64_t now = uv_now(t->loop);
+
+    if (!t->hs_timer_open || rdzv_list_empty(&t->handshaking))
+        return;
+    c = rdzv_container_of(t->handshaking.next, struct rdzvd_conn, hs_node);
+    (void)uv_timer_start(&t->hs_timer, hs_timer_cb,
+                         c->hs_deadline_ms > now ? c->hs_deadline_ms - now : 0, 0);
+}
+
+static void hs_track(struct rdzvd_conn *c)
+{
+    struct rdzvd_transport *t = c->t;
+    bool was_empty = rdzv_list_empty(&t->handshaking);
+
+    if (t->hs_timeout_ms == 0 || !t->hs_timer_open)
+        return;
+    c->hs_deadline_ms = uv_now(t->loop) + t->hs_timeout_ms;
+    rdzv_list_add_tail(&t->handshaking, &c->hs_node);
+    /* A running timer already points at an older (or equal) deadline. */
+    if (was_empty || !uv_is_active((uv_handle_t *)&t->hs_timer))
+        hs_arm(t);
+}
+
+void rdzvd_conn_handshake_done(struct rdzvd_conn *c)
+{
+    rdzv_list_del(&c->hs_node);
+}
+
+bool rdzvd_conn_handshaking(const struct rdzvd_conn *c)
+{
+    return !rdzv_list_empty(&c->hs_node);
+}
+
+/* ---- close ---- */
+
+static void conn_close_cb(uv_handle_t *h)
+{
+    struct rdzvd_conn *c = (struct rdzvd_conn *)h;
+    struct rdzvd_conn_group *g = c->group;
+
+    rdzv_list_del(&c->node);
+    rdzv_list_del(&c->group_node);
+    c->t->nconns--;
+    g->n--;
+    rdzv_buf_free(&c->in);
+    rdzv_buf_free(&c->out);
+    free(c);
+    if (g->conn_gone)
+        g->conn_gone(g);
+}
+
+void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    log_info("conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
+    conn_set_state(c, CONN_CLOSING);
+    rdzvd_conn_handshake_done(c);
+    if (c->ops && c->ops->closing)
+        c->ops->closing(c);
+    rdzv_list_del(&c->flush_node);
+    uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+}
+
+bool rdzvd_conn_closing(const struct rdzvd_conn *c)
+{
+    return c->state == CONN_CLOSING;
+}
+
+/* Close c after handing the kernel the replies to the requests before the bad one (the Redis
+ * model), as far as it takes them now: a peer that doesn't read gets no grace. */
+static void conn_close_flushing(struct rdzvd_conn *c, const char *why)
+{
+    if (c->t->hold && c->t->hooks->release)
+        c->t->hooks->release(c->t);
+    if (c->state != CONN_CLOSING && !c->wr && rdzv_buf_avail(&c->out) > 0) {
+        uv_buf_t b = uv_buf_init((char *)rdzv_buf_head(&c->out), (unsigned)rdzv_buf_avail(&c->out));
+
+        (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    }
+    rdzvd_conn_close(c, why);
+}
+
+void rdzvd_conn_protocol_error(struct rdzvd_conn *c, const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (c->t->proto_errors)
+        (*c->t->proto_errors)++;
+    log_warn("conn %" PRIu64 " (%s): %s, closing connection", c->id, c->peer, why);
+    conn_close_flushing(c, why);
+}
+
+void rdzvd_conn_warn_limited(struct rdzvd_conn *c, struct rdzvd_ratelimit *rl, const char *fmt,
+                             ...)
+{
+    uint64_t suppressed = 0;
+    char why[384], more[64] = "";
+    va_list ap;
+
+    if (!rdzvd_ratelimit_ok(rl, uv_now(c->t->loop), &suppressed))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (suppressed)
+        snprintf(more, sizeof(more), " (%" PRIu64 " similar lines suppressed)", suppressed);
+    log_warn("conn %" PRIu64 " (%s): %s, closing connection%s", c->id, c->peer, why, more);
+}
+
+/* THE output cap (--max-outbuf), for every kind of connection, checked before another request
+ * is served (conn_parse) and wherever output is queued for writing (conn_flush). Past the cap a
+ * session that allows it (TCPStore) is paused: none of its requests are read until its output
+ * drains to half the cap (PyTorch clients may pipeline; their requests wait in the kernel). Output
+ * that still comes while it is paused (woken WAITs, watch notifications) closes it at twice the
+ * cap. Other sessions (rdzv peers: small replies, one request at a time) are closed at the cap:
+ * the peer is not reading. Returns 0, or -ENOBUFS once c is closing. */
+static int conn_enforce_cap(struct rdzvd_conn *c)
+{
+    uint64_t cap = c->t->max_outbuf;
+    size_t q = conn_out_queued(c);
+    bool pause = c->ops && c->ops->pause_at_cap;
+
+    if (q <= cap || c->state == CONN_CLOSING)
+        return 0;
+    if (pause && (c->reading || q <= 2 * cap)) {
+        if (c->reading) {
+            log_debug("conn %" PRIu64 " (%s): %zu reply bytes queued, pausing reads", c->id,
+                      c->peer, q);
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+        }
+        return 0;
+    }
+    log_warn("conn %" PRIu64 " (%s): %zu bytes of output queued, over --max-outbuf %" PRIu64
+             "%s: the peer is not reading, closing connection",
+             c->id, c->peer, q, cap, pause ? " twice" : "");
+    rdzvd_conn_close(c, "output over --max-outbuf");
+    return -ENOBUFS;
+}
+
+/* ---- write ---- */
+
+static void conn_flush(struct rdzvd_conn *c);
+static void conn_process(struct rdzvd_conn *c);
+static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void conn_close_write_failed(struct rdzvd_conn *c, int r)
+{
+    char why[96];
+
+    snprintf(why, sizeof(why), "write failed: %s", uv_strerror(r));
+    rdzvd_conn_close(c, why);
+}
+
+static void conn_write_cb(uv_write_t *req, int status)
+{
+    struct write_req *wr = (struct write_req *)req;
+    struct rdzvd_conn *c = wr->conn;
+
+    rdzv_buf_free(&wr->buf);
+    free(wr);
+    c->wr = NULL;
+    if (c->state == CONN_CLOSING)
+        return;
+    if (status < 0) {
+        conn_close_write_failed(c, status);
+        return;
+    }
+    conn_flush(c);
+    if (c->state != CONN_CLOSING && c->close_after_flush && !c->wr &&
+        rdzv_buf_avail(&c->out) == 0) {
+        rdzvd_conn_close(c, "closed after its last reply");
+        return;
+    }
+    /* Backpressure released: read again and serve what was held back. */
+    if (c->state != CONN_CLOSING && !c->reading && !c->close_after_flush &&
+        conn_out_queued(c) <= c->t->max_outbuf / 2)
+        conn_process(c);
+}
+
+/* Hand queued output to the kernel: try a direct write, queue the rest with uv_write. */
+static void conn_flush(struct rdzvd_conn *c)
+{
+    uv_buf_t b;
+    int r;
+
+    if (c->state == CONN_CLOSING)
+        return;
+    if (c->wr) {
+        (void)conn_enforce_cap(c);
+        return;
+    }
+    if (c->t->hold) {
+        /* The owner flushes these once what holds them is written (journal records first). */
+        conn_want_flush(c);
+        (void)conn_enforce_cap(c);
+        return;
+    }
+    if (rdzv_buf_avail(&c->out) == 0) {
+        if (c->close_after_flush)
+            rdzvd_conn_close(c, "closed after its last reply");
+        return;
+    }
+    b = uv_buf_init((char *)rdzv_buf_head(&c->out), (unsigned)rdzv_buf_avail(&c->out));
+    r = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (r == UV_EAGAIN || r == UV_ENOSYS)
+        r = 0;
+    if (r < 0) {
+        conn_close_write_failed(c, r);
+        return;
+    }
+    rdzv_buf_consume(&c->out, (size_t)r);
+    if (rdzv_buf_avail(&c->out) == 0) {
+        /* Keep small buffers for the next reply; give large ones back. */
+        if (c->out.cap > 4096)
+            rdzv_buf_free(&c->out);
+        if (c->close_after_flush)
+            rdzvd_conn_close(c, "closed after its last reply");
+        return;
+    }
+    c->wr = calloc(1, sizeof(*c->wr));
+    if (!c->wr) {
+        rdzvd_conn_close(c, "out of memory queueing a reply");
+        return;
+    }
+    c->wr->conn = c;
+    c->wr->buf = c->out; /* move: the in-flight buffer stays put until write_cb */
+    memset(&c->out, 0, sizeof(c->out));
+    b = uv_buf_init((char *)rdzv_buf_head(&c->wr->buf), (unsigned)rdzv_buf_avail(&c->wr->buf));
+    r = uv_write(&c->wr->req, (uv_stream_t *)&c->tcp, &b, 1, conn_write_cb);
+    if (r < 0) {
+        rdzv_buf_free(&c->wr->buf);
+        free(c->wr);
+        c->wr = NULL;
+        conn_close_write_failed(c, r);
+        return;
+    }
+    (void)conn_enforce_cap(c);
+}
+
+void rdzvd_transport_flush_pending(struct rdzvd_transport *t)
+{
+    if (t->hold)
+        return; /* the owner calls us again once what holds the output is written */
+    while (!rdzv_list_empty(&t->flush_list)) {
+        struct rdzvd_conn *c = rdzv_container_of(t->flush_list.next, struct rdzvd_conn, flush_node);
+
+        rdzv_list_del(&c->flush_node);
+        conn_flush(c);
+    }
+}
+
+struct rdzv_buf *rdzvd_conn_out(struct rdzvd_conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return NULL;
+    conn_want_flush(c);
+    return &c->out;
+}
+
+struct rdzv_buf *rdzvd_conn_reply(struct rdzvd_conn *c)
+{
+    return &c->out;
+}
+
+void rdzvd_conn_close_after_flush(struct rdzvd_conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    c->close_after_flush = true;
+    conn_want_flush(c);
+}
+
+bool rdzvd_conn_closes_after_flush(const struct rdzvd_conn *c)
+{
+    return c->close_after_flush;
+}
+
+void rdzvd_conn_finish(struct rdzvd_conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    c->close_after_flush = true;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    conn_flush(c);
+}
+
+/* ---- read ---- */
+
+/* Serve complete requests in p[0..n), one session call each. Returns the bytes consumed, or -1
+ * once the connection is closing or finishing. Stops early when output backs up past the cap. */
+static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
+{
+    uint64_t cap = c->t->max_outbuf;
+    size_t off = 0;
+
+    while (off < n) {
+        const struct rdzvd_session_ops *ops = c->ops;
+        ssize_t r;
+
+        if (conn_out_queued(c) > cap) {
+            /* The peer is not reading its replies: serve nothing more until it does. */
+            if (conn_enforce_cap(c) < 0)
+                return -1;
+            break;
+        }
+        r = ops->serve(c, p + off, n - off);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            if (c->ops != ops)
+                continue; /* handed to another session: let it look at the same bytes */
+            break;
+        }
+        c->need = 0;
+        off += (size_t)r;
+    }
+    return (ssize_t)off;
+}
+
+/* Serve what is buffered in c->in and write the replies. A connection paused for backpressure
+ * resumes here once its queued output drained to half the cap, whether it drained at once
+ * (uv_try_write took everything) or later (from the write callback). */
+static void conn_process(struct rdzvd_conn *c)
+{
+    for (;;) {
+        ssize_t r = 0;
+
+        if (rdzv_buf_avail(&c->in) > 0 && rdzv_buf_avail(&c->in) >= c->need)
+            r = conn_parse(c, rdzv_buf_head(&c->in), rdzv_buf_avail(&c->in));
+        if (r < 0)
+            return;
+        rdzv_buf_consume(&c->in, (size_t)r);
+        if (rdzv_buf_avail(&c->in) == 0)
+            rdzv_buf_free(&c->in);
+        conn_flush(c);
+        if (c->state == CONN_CLOSING || c->reading || c->close_after_flush ||
+            conn_out_queued(c) > c->t->max_outbuf / 2)
+            break;
+        if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc_cb, conn_read_cb) < 0) {
+            rdzvd_conn_close(c, "cannot resume reading");
+            return;
+        }
+        c->reading = true;
+        log_debug("conn %" PRIu64 " (%s): replies drained, reading again", c->id, c->peer);
+    }
+    rdzvd_transport_flush_pending(c->t);
+}
+
+static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct rdzvd_conn *c = (struct rdzvd_conn *)h;
+    struct rdzvd_transport *t = c->t;
+    size_t chunk = t->scratch_len;
+
+    (void)suggested;
+    if (rdzv_buf_avail(&c->in) == 0) {
+        *buf = uv_buf_init((char *)t->scratch, (unsigned)t->scratch_len);
+        return;
+    }
+    /* A partial request is pending: read straight after it. Its size is already bounded by
+     * the session (it rejects larger lengths as soon as they arrive). */
+    if (c->need > rdzv_buf_avail(&c->in) && c->need - rdzv_buf_avail(&c->in) > chunk)
+        chunk = c->need - rdzv_buf_avail(&c->in);
+    if (rdzv_buf_reserve(&c->in, chunk) < 0) {
+        *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+        return;
+    }
+    *buf = uv_buf_init((char *)c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
+}
+
+static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct rdzvd_conn *c = (struct rdzvd_conn *)s;
+    struct rdzvd_transport *t = c->t;
+    ssize_t r;
+
+    if (nread == 0)
+        return; /* EAGAIN, not EOF */
+    if (nread < 0) {
+        if (nread == UV_EOF) {
+            rdzvd_conn_close(c, rdzv_buf_avail(&c->in) ? "peer closed mid-request" : "peer closed");
+        } else {
+            char why[96];
+
+            snprintf(why, sizeof(why), "read failed: %s", uv_strerror((int)nread));
+            rdzvd_conn_close(c, why);
+        }
+        return;
+    }
+    if (buf->base == (char *)t->scratch) {
+        /* Fast path: serve straight from the shared buffer, keep only an incomplete tail. */
+        r = conn_parse(c, t->scratch, (size_t)nread);
+        if (r < 0)
+            return;
+        if ((size_t)r < (size_t)nread &&
+            rdzv_buf_put(&c->in, t->scratch + r, (size_t)nread - (size_t)r) < 0) {
+            rdzvd_conn_close(c, "out of memory buffering a request");
+            return;
+        }
+        if (c->reading) {
+            /* Only an incomplete request can be left: nothing to parse until more arrives. */
+            conn_flush(c);
+            rdzvd_transport_flush_pending(t);
+        } else {
+            conn_process(c);
+        }
+        return;
+    }
+    c->in.len += (size_t)nread;
+    if (rdzv_buf_avail(&c->in) < c->need)
+        return;
+    conn_process(c);
+}
+
+/* ---- accept, sessions, registry ---- */
+
+static void sockaddr_name(const struct sockaddr_storage *ss, char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+        uv_ip6_name(s6, host, sizeof(host));
+        port = ntohs(s6->sin6_port);
+        /* Show v4-mapped peers as plain IPv4. */
+        if (strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.'))
+            memmove(host, host + 7, strlen(host + 7) + 1);
+    } else if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+        uv_ip4_name(s4, host, sizeof(host));
+        port = ntohs(s4->sin_port);
+    }
+    snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
+                           struct rdzvd_conn_group *g, struct rdzvd_conn **ret,
+                           struct sockaddr_storage *ret_addr)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss), r;
+    struct rdzvd_conn *c = calloc(1, sizeof(*c));
+
+    memset(ret_addr, 0, sizeof(*ret_addr));
+    if (!c)
+        return -ENOMEM;
+    r = uv_tcp_init(t->loop, &c->tcp);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    c->t = t;
+    c->group = g;
+    c->id = ++t->next_id;
+    rdzv_list_init(&c->flush_node);
+    rdzv_list_init(&c->hs_node);
+    rdzv_list_add_tail(&t->conns, &c->node);
+    rdzv_list_add_tail(&g->conns, &c->group_node);
+    t->nconns++;
+    g->n++;
+    c->state = CONN_OPEN;
+    strcpy(c->peer, "?");
+    hs_track(c);
+
+    r = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (r < 0) {
+        rdzvd_conn_close(c, "accept failed");
+        return r;
+    }
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        *ret_addr = ss;
+        sockaddr_name(&ss, c->peer, sizeof(c->peer));
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    *ret = c;
+    return 0;
+}
+
+int rdzvd_conn_start(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
+{
+    int r;
+
+    c->ops = ops;
+    r = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc_cb, conn_read_cb);
+    if (r < 0) {
+        rdzvd_conn_close(c, "read start failed");
+        return r;
+    }
+    c->reading = true;
+    return 0;
+}
+
+void rdzvd_conn_set_session(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
+{
+    log_debug("conn %" PRIu64 " (%s): %s session", c->id, c->peer, ops->name);
+    c->ops = ops;
+}
+
+void *rdzvd_conn_session_data(const struct rdzvd_conn *c)
+{
+    return (void *)c->session.bytes;
+}
+
+void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes)
+{
+    c->need = bytes;
+}
+
+struct rdzvd_conn_group *rdzvd_conn_group(const struct rdzvd_conn *c)
+{
+    return c->group;
+}
+
+uv_loop_t *rdzvd_conn_loop(const struct rdzvd_conn *c)
+{
+    return c->t->loop;
+}
+
+void rdzvd_conn_group_close(struct rdzvd_conn_group *g, const char *reason)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &g->conns)
+        rdzvd_conn_close(rdzv_container_of(pos, struct rdzvd_conn, group_node), reason);
+}
+
+void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &t->conns)
+    {
+        struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, node);
+
+        /* Hand over what is already queued before closing (best effort, non-blocking). */
+        conn_flush(c);
+        rdzvd_conn_close(c, reason);
+    }
+}
+
+const char *rdzvd_conn_peer(const struct rdzvd_conn *c)
+{
+    return c->peer;
+}
+
+uint64_t rdzvd_conn_id(const struct rdzvd_conn *c)
+{
+    return c->id;
+}
+
+size_t rdzvd_conn_unread(struct rdzvd_conn *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &n) < 0 || n < 0)
+        return 0;
+    return (size_t)n;
+}
+
+int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss), r;
+
+    r = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &sl);
+    if (r < 0)
+        return r;
+    if (ss.ss_family == AF_INET6) {
+        r = uv_ip6_name((struct sockaddr_in6 *)&ss, buf, len);
+        /* A v4 client on the dual-stack socket: hand out plain IPv4. */
+        if (r == 0 && strncmp(buf, "::ffff:", 7) == 0 && strchr(buf + 7, '.'))
+            memmove(buf, buf + 7, strlen(buf + 7) + 1);
+        return r;
+    }
+    return uv_ip4_name((struct sockaddr_in *)&ss, buf, len);
+}
+
+/* ---- lifetime ---- */
+
+int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
+                         const struct rdzvd_transport_hooks *hooks, void *ud, uint64_t max_outbuf,
+                         uint64_t handshake_timeout_ms)
+{
+    int r;
+
+    memset(t, 0, sizeof(*t));
+    t->loop = loop;
+    t->hooks = hooks;
+    t->ud = ud;
+    t->max_outbuf = max_outbuf;
+    t->hs_timeout_ms = handshake_timeout_ms;
+    rdzv_list_init(&t->conns);
+    rdzv_list_init(&t->flush_list);
+    rdzv_list_init(&t->handshaking);
+    t->scratch_len = SCRATCH_LEN;
+    t->scratch = malloc(t->scratch_len);
+    if (!t->scratch)
+        return -ENOMEM;
+    r = uv_timer_init(loop, &t->hs_timer);
+    if (r < 0) {
+        free(t->scratch);
+        t->scratch = NULL;
+        return r;
+    }
+    t->hs_timer.data = t;
+    t->hs_timer_open = true;
+    return 0;
+}
+
+void rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
+{
+    if (t->hs_timer_open) {
+        t->hs_timer_open = false;
+        uv_close((uv_handle_t *)&t->hs_timer, NULL);
+    }
+    if (free_buffers) {
+        free(t->scratch);
+        t->scratch = NULL;
+    }
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-status.c: struct rdzv_status <-> the status JSON (STATUS_REPLY, /status.json). */
+#include "rdzv-status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv-frame.h"
+#include "rdzv-msg-priv.h"
+
+int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n)
+{
+    struct rdzv_status_job *jobs;
+
+    jobs = calloc(n ? n : 1, sizeof(*jobs));
+    if (!jobs)
+        return -ENOMEM;
+    for (size_t i = 0; i < st->n_jobs; i++)
+        free(st->jobs[i].nodes);
+    free(st->jobs);
+    st->jobs = jobs;
+    st->n_jobs = n;
+    return 0;
+}
+
+int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n)
+{
+    struct rdzv_status_node *nodes;
+
+    nodes = calloc(n ? n : 1, sizeof(*nodes));
+    if (!nodes)
+        return -ENOMEM;
+    free(j->nodes);
+    j->nodes = nodes;
+    j->n_nodes = n;
+    return 0;
+}
+
+void rdzv_status_free(struct rdzv_status *st)
+{
+    for (size_t i = 0; i < st->n_jobs; i++)
+        free(st->jobs[i].nodes);
+    free(st->jobs);
+    memset(st, 0, sizeof(*st));
+}
+
+/* ---- encode: the member names and order rdzvd has always written ---- */
+
+static json_t *node_to_json(const struct rdzv_status_node *n)
+{
+    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host", n->host,
+                     "node_id", n->node_id, "node_rank", (json_int_t)n->node_rank, "workers",
+                     (json_int_t)n->workers, "last_heartbeat_age_s", n->last_heartbeat_age_s,
+                     "age_s", n->age_s, "failures", (json_int_t)n->failures, "spare", n->spare,
+                     "connected", n->connected, "state", n->state);
+}
+
+static json_t *job_to_json(const struct rdzv_status_job *j)
+{
+    json_t *nodes = json_array(), *events = json_array(), *o;
+
+    for (size_t i = 0; i < j->n_nodes; i++)
+        json_array_append_new(nodes, node_to_json(&j->nodes[i]));
+    for (unsigned i = 0; i < j->n_events && i < RDZV_STATUS_EVENTS; i++)
+        json_array_append_new(
+            events, json_pack("{s:f, s:s}", "time", j->events[i].time, "text", j->events[i].text));
+    o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:o, s:o}", "run_id",
+                  j->run_id, "state", j->state, "generation", (json_int_t)j->generation,
+                  "restart_count", (json_int_t)j->restart_count, "max_restarts",
+                  (json_int_t)j->max_restarts, "min_nodes", (json_int_t)j->min_nodes, "max_nodes",
+                  (json_int_t)j->max_nodes, "nodes_in_generation",
+                  (json_int_t)j->nodes_in_generation, "world_size", (json_int_t)j->world_size,
+                  "age_s", j->age_s, "store_port", j->store_port, "nodes", nodes, "events", events);
+    if (o && j->ended)
+        json_object_set_new(o, "outcome",
+                            json_pack("{s:s, s:I, s:s}", "type", j->outcome_type, "exit_code",
+                                      (json_int_t)j->outcome_exit_code, "summary",
+                                      j->outcome_summary));
+    return o;
+}
+
+json_t *rdzv_status_to_json(const struct rdzv_status *st)
+{
+    json_t *jobs = json_array();
+
+    for (size_t i = 0; i < st->n_jobs; i++)
+        json_array_append_new(jobs, job_to_json(&st->jobs[i]));
+    return json_pack("{s:s, s:s, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
+                     st->daemon, "version", st->version, "port", (json_int_t)st->port, "uptime_s",
+                     st->uptime_s, "stats", "connections", (json_int_t)st->connections, "accepted",
+                     (json_int_t)st->accepted, "rejected", (json_int_t)st->rejected,
+                     "protocol_errors", (json_int_t)st->protocol_errors, "requests",
+                     (json_int_t)st->requests, "main_store_keys", (json_int_t)st->main_store_keys,
+                     "jobs", jobs);
+}
+
+int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    return rdzv_msg_put(b, RDZV_MSG_STATUS_REPLY, rdzv_status_to_json(st));
+}
+
+/* ---- decode: each helper leaves a reason in err; callers prefix where it was found ---- */
+
+/* err = "<where>: <err>". Returns -EBADMSG. */
+static int fail_at(char *err, size_t errlen, const char *where)
+{
+    char why[256];
+
+    snprintf(why, sizeof(why), "%s", err);
+    snprintf(err, errlen, "%s: %s", where, why);
+    return -EBADMSG;
+}
+
+static int fail_at_index(char *err, size_t errlen, const char *array, size_t i)
+{
+    char where[48];
+
+    snprintf(where, sizeof(where), "%s[%zu]", array, i);
+    return fail_at(err, errlen, where);
+}
+
+static int unpack_fail(const json_error_t *jerr, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s", jerr->text);
+    return -EBADMSG;
+}
+
+/* Copy a borrowed string into a fixed field; refused if it does not fit. */
+#define COPY(dst, src, name) rdzv_msg_copy_str((dst), sizeof(dst), (src), (name), err, errlen)
+
+static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t errlen)
+{
+    json_int_t rank, workers, failures;
+    const char *host, *node_id, *state;
+    json_error_t jerr;
+    int spare, connected;
+
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s}", "host",
+                       &host, "node_id", &node_id, "node_rank", &rank, "workers", &workers,
+                       "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s", &n->age_s,
+                       "failures", &failures, "spare", &spare, "connected", &connected, "state",
+                       &state) < 0)
+        return unpack_fail(&jerr, err, errlen);
+    n->node_rank = rank;
+    n->workers = workers;
+    n->failures = failures;
+    n->spare = spare != 0;
+    n->connected = connected != 0;
+    if (COPY(n->host, host, "host") < 0 || COPY(n->node_id, node_id, "node_id") < 0 ||
+        COPY(n->state, state, "state") < 0)
+        return -EBADMSG;
+    return 0;
+}
+
+static int parse_nodes(json_t *arr, struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    json_t *n;
+    size_t i;
+    int r;
+
+    if (!json_is_array(arr) || json_array_size(arr) > RDZV_STATUS_MAX_NODES) {
+        snprintf(err, errlen, "'nodes' must be an array of at most %d", RDZV_STATUS_MAX_NODES);
+        return -EBADMSG;
+    }
+    r = rdzv_status_alloc_nodes(j, json_array_size(arr));
+    if (r < 0) {
+        snprintf(err, errlen, "out of memory");
+        return r;
+    }
+    json_array_foreach(arr, i, n)
+    {
+        if (parse_node(n, &j->nodes[i], err, errlen) < 0)
+            return fail_at_index(err, errlen, "nodes", i);
+    }
+    return 0;
+}
+
+static int parse_events(json_t *arr, struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    const char *text;
+    json_error_t jerr;
+    json_t *e;
+    size_t i;
+
+    if (!json_is_array(arr) || json_array_size(arr) > RDZV_STATUS_EVENTS) {
+        snprintf(err, errlen, "'events' must be an array of at most %d", RDZV_STATUS_EVENTS);
+        return -EBADMSG;
+    }
+    json_array_foreach(arr, i, e)
+    {
+        if (json_unpack_ex(e, &jerr, 0, "{s:F, s:s}", "time", &j->events[i].time, "text", &text) <
+            0)
+            (void)unpack_fail(&jerr, err, errlen);
+        else if (COPY(j->events[i].text, text, "text") == 0)
+            continue;
+        return fail_at_index(err, errlen, "events", i);
+    }
+    j->n_events = (unsigned)i;
+    return 0;
+}
+
+static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    const char *type, *summary;
+    json_int_t code;
+    json_error_t jerr;
+
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:I, s:s}", "type", &type, "exit_code", &code, "summary",
+                       &summary) < 0) {
+        (void)unpack_fail(&jerr, err, errlen);
+        return fail_at(err, errlen, "outcome");
+    }
+    j->ended = true;
+    j->outcome_exit_code = code;
+    if (COPY(j->outcome_type, type, "type") < 0 || COPY(j->outcome_summary, summary, "summary") < 0)
+        return fail_at(err, errlen, "outcome");
+    return 0;
+}
+
+static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    json_int_t gen, rc, mr, mn, mx, nin, ws, port;
+    json_t *nodes, *events, *outcome = NULL;
+    const char *run_id, *state;
+    json_error_t jerr;
+    int r;
+
+    if (json_unpack_ex(
+            o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o}",
+            "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
+            "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
+            "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
+            &events, "outcome", &outcome) < 0)
+        return unpack_fail(&jerr, err, errlen);
+    if (COPY(j->run_id, run_id, "run_id") < 0 || COPY(j->state, state, "state") < 0)
+        return -EBADMSG;
+    if (gen < 0 || port < 0 || port > 65535) {
+        snprintf(err, errlen, "'generation' or 'store_port' out of range");
+        return -EBADMSG;
+    }
+    j->generation = (uint64_t)gen;
+    j->restart_count = rc;
+    j->max_restarts = mr;
+    j->min_nodes = mn;
+    j->max_nodes = mx;
+    j->nodes_in_generation = nin;
+    j->world_size = ws;
+    j->store_port = (int)port;
+    r = parse_nodes(nodes, j, err, errlen);
+    if (r < 0)
+        return r;
+    if (parse_events(events, j, err, errlen) < 0)
+        return -EBADMSG;
+    if (outcome && parse_outcome(outcome, j, err, errlen) < 0)
+        return -EBADMSG;
+    return 0;
+}
+
+int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
+                      size_t errlen)
+{
+    json_int_t port, conns, acc, rej, perr, reqs, keys;
+    const char *daemon, *version;
+    json_t *root, *jobs, *o;
+    json_error_t jerr;
+    size_t i;
+    int r = -EBADMSG;
+
+    memset(st, 0, sizeof(*st));
+    root = rdzv_msg_load(body, len, err, errlen);
+    if (!root)
+        return fail_at(err, errlen, "STATUS_REPLY");
+    if (json_unpack_ex(
+            root, &jerr, 0, "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
+            &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s, "stats",
+            "connections", &conns, "accepted", &acc, "rejected", &rej, "protocol_errors", &perr,
+            "requests", &reqs, "main_store_keys", &keys, "jobs", &jobs) < 0) {
+        (void)unpack_fail(&jerr, err, errlen);
+        goto out_free;
+    }
+    if (COPY(st->daemon, daemon, "daemon") < 0 || COPY(st->version, version, "version") < 0)
+        goto out_free;
+    st->port = port;
+    st->connections = conns;
+    st->accepted = acc;
+    st->rejected = rej;
+    st->protocol_errors = perr;
+    st->requests = reqs;
+    st->main_store_keys = keys;
+    if (!json_is_array(jobs) || json_array_size(jobs) > RDZV_STATUS_MAX_JOBS) {
+        snprintf(err, errlen, "'jobs' must be an array of at most %d", RDZV_STATUS_MAX_JOBS);
+        goto out_free;
+    }
+    r = rdzv_status_alloc_jobs(st, json_array_size(jobs));
+    if (r < 0) {
+        snprintf(err, errlen, "out of memory");
+        goto out_free;
+    }
+    json_array_foreach(jobs, i, o)
+    {
+        r = parse_job(o, &st->jobs[i], err, errlen);
+        if (r == -EBADMSG)
+            (void)fail_at_index(err, errlen, "jobs", i);
+        if (r < 0)
+            goto out_free;
+    }
+    r = 0;
+out_free:
+    json_decref(root);
+    if (r < 0)
+        (void)fail_at(err, errlen, "STATUS_REPLY");
+    return r;
+}

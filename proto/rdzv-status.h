@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-status.h: the daemon's status as one C struct: its counters and, per job, its state,
+ * generation, restarts, nodes and recent events. rdzvd fills it (daemon/rdzvd-job-status.c);
+ * the STATUS_REPLY body and /status.json are its JSON encoding (rdzv_status_to_json); the HTTP
+ * page, /metrics and rdzvctl render from the struct. Field names of the JSON are the wire
+ * format (proto/RENDEZVOUS.md, STATUS).
+ *
+ * Ownership: a struct rdzv_status owns its jobs array and each job's nodes array (heap, calloc);
+ * rdzv_status_free releases them (the struct itself is the caller's). No I/O, no logging, no
+ * state: any thread may call these. Errors are negative errnos. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdzv-msg.h"
+
+struct rdzv_buf;
+
+#define RDZV_STATUS_MAX_JOBS 4096  /* decoding refuses more (a reply is at most RDZV_MAX_MSG) */
+#define RDZV_STATUS_MAX_NODES 8192 /* per job, decoding */
+#define RDZV_STATUS_EVENTS 16      /* recent events per job */
+#define RDZV_STATUS_TEXT_MAX 199   /* event text */
+#define RDZV_STATUS_NAME_MAX 15    /* state names, outcome type, "rdzvd" */
+#define RDZV_STATUS_VERSION_MAX 63
+
+struct rdzv_status_node {
+    char host[RDZV_HOST_MAX + 1];
+    char node_id[RDZV_ID_MAX + 1];
+    int64_t node_rank; /* -1: not in the current generation */
+    int64_t workers;
+    double last_heartbeat_age_s, age_s;
+    int64_t failures;
+    bool spare, connected;
+    char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, spare, stopping */
+};
+
+struct rdzv_status_event {
+    double time; /* unix seconds */
+    char text[RDZV_STATUS_TEXT_MAX + 1];
+};
+
+struct rdzv_status_job {
+    char run_id[RDZV_ID_MAX + 1];
+    char state[RDZV_STATUS_NAME_MAX + 1]; /* forming, nccl, running, stopping, ended */
+    uint64_t generation;
+    int64_t restart_count, max_restarts, min_nodes, max_nodes, nodes_in_generation, world_size;
+    double age_s;
+    int store_port; /* 0: none open */
+    size_t n_nodes;
+    struct rdzv_status_node *nodes; /* n_nodes, owned */
+    unsigned n_events;              /* oldest first */
+    struct rdzv_status_event events[RDZV_STATUS_EVENTS];
+    bool ended; /* the outcome below is set ("outcome" in JSON) */
+    char outcome_type[RDZV_STATUS_NAME_MAX + 1];
+    int64_t outcome_exit_code;
+    char outcome_summary[RDZV_SUMMARY_MAX + 1];
+};
+
+struct rdzv_status {
+    char daemon[RDZV_STATUS_NAME_MAX + 1]; /* "rdzvd" */
+    char version[RDZV_STATUS_VERSION_MAX + 1];
+    int64_t port;
+    double uptime_s;
+    int64_t connections, accepted, rejected, protocol_errors, requests, main_store_keys;
+    size_t n_jobs;
+    struct rdzv_status_job *jobs; /* n_jobs, owned */
+};
+
+/* Give st room for n jobs (zeroed), or job j room for n nodes: 0 or -ENOMEM. Replaces (frees)
+ * what was there. No limit here: the daemon may have more than a decoder accepts. */
+int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n);
+int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n);
+
+/* Free the arrays st owns and zero it. Accepts a zeroed struct. */
+void rdzv_status_free(struct rdzv_status *st);
+
+/* The status document: a new reference, or NULL when out of memory. A node or event whose
+ * strings are not valid UTF-8 is left out (as jansson refuses it). */
+json_t *rdzv_status_to_json(const struct rdzv_status *st);
+
+/* Append a STATUS_REPLY frame carrying the document. 0, -ENOMEM or -EMSGSIZE. */
+int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st);
+
+/* Decode a STATUS_REPLY body into *st (zeroed first; free it with rdzv_status_free whatever
+ * the result). Every member the encoder writes must be there with its type; strings longer
+ * than their field and counts past the limits are refused. 0, -ENOMEM, or -EBADMSG with a
+ * one-line reason in err[0..errlen). */
+int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
+                      size_t errlen);

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# test_job_wire.py: what rdzvd's job wire side (daemon/rdzvd-job.c) reads of an agent's frames and
+# what it leaves alone, kept as it was when the inline parsing moved to proto/'s codec: a stale
+# NCCL_ID is ignored whatever its ids say, HEARTBEAT and STATUS bodies are not looked at, and a
+# refusal names the message whose body was bad.
+
+import json
+
+from authtest import JOIN, JOINED, ERROR, Peer
+from rdzvtest import DaemonTestCase, main
+
+NCCL_ID, HEARTBEAT, LEAVE, STATUS, STATUS_REPLY = 0xA6, 0xA7, 0xAA, 0xB0, 0xB1
+
+JOIN_BODY = {"run_id": "wire", "node_id": "n0", "host": "nodeA", "nproc": 1, "node_rank": -1,
+             "min": 2, "max": 2, "last_call_ms": 100, "max_restarts": 0, "nccl": "off",
+             "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
+             "join_timeout_ms": 600000, "scale_up_now": False}
+
+
+class JobWire(DaemonTestCase):
+
+    def joined_peer(self):
+        """A peer that said HELLO and JOINed a job that waits for a second node (generation 0)."""
+        d = self.daemon()
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        p.send(JOIN, JOIN_BODY)
+        op, body = p.recv_json()
+        self.assertEqual(op, JOINED, body)
+        return d, p
+
+    def assert_alive(self, p):
+        """The connection still serves: a HEARTBEAT is answered with a HEARTBEAT."""
+        p.send(HEARTBEAT, {"generation": 0})
+        f = p.recv()
+        self.assertIsNotNone(f, "rdzvd closed the connection")
+        self.assertEqual(f[0], HEARTBEAT, f)
+
+    def assert_refused(self, p, prefix):
+        f = p.recv()
+        self.assertIsNotNone(f, "closed without an ERROR")
+        self.assertEqual(f[0], ERROR, f)
+        self.assertTrue(json.loads(f[1])["error"].startswith(prefix), f)
+        self.assertTrue(p.closed_within())
+
+    def test_stale_nccl_id_is_ignored_whatever_its_ids(self):
+        d, p = self.joined_peer()
+        p.send(NCCL_ID, {"generation": 99, "ids": ["not hex"]})
+        p.send(NCCL_ID, {"generation": 99, "ids": list(range(100))})
+        self.assert_alive(p)
+
+    def test_nccl_id_without_generation_is_refused(self):
+        d, p = self.joined_peer()
+        p.send(NCCL_ID, {"ids": []})
+        self.assert_refused(p, "NCCL_ID: ")
+
+    def test_heartbeat_body_is_not_looked_at(self):
+        d, p = self.joined_peer()
+        p.send(HEARTBEAT, b"not json")
+        f = p.recv()
+        self.assertIsNotNone(f, "rdzvd closed the connection")
+        self.assertEqual(f[0], HEARTBEAT, f)
+        self.assertEqual(json.loads(f[1]), {"generation": 0})
+
+    def test_status_body_is_not_looked_at(self):
+        d = self.daemon()
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        p.send(STATUS, b"[1, 2")
+        op, body = p.recv_json()
+        self.assertEqual(op, STATUS_REPLY, body)
+        self.assertEqual(body["daemon"], "rdzvd")
+
+    def test_bad_json_refusal_names_the_message(self):
+        d, p = self.joined_peer()
+        p.send(LEAVE, b"{")
+        self.assert_refused(p, "LEAVE: bad JSON")
+
+
+if __name__ == "__main__":
+    main()

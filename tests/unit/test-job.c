@@ -1,0 +1,651 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job.c: the job state machine (daemon/rdzvd-job-sm.h) driven with fake members: a real uv
+ * loop for its timers, no sockets. Covers what tests/rendezvous/test_agents.py and
+ * tests/integration/test_protocol.py check for rounds and restarts, and the rule of issue 12
+ * defect 3: a restarted rdzvd rebuilds a recorded job before placing a spare. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "../../common/rdzv-list.h"
+#include "../../common/rdzv-log.h"
+#include "../../common/rdzv-util.h"
+#include "../tap.h"
+#include "rdzvd-job-record.h"
+#include "rdzvd-job-sm.h"
+
+#define BASE_PORT 40000
+
+/* One fake agent: what the state machine sent it. */
+struct fake {
+    struct rdzvd_member *m; /* bound member */
+    bool closed;
+    char close_reason[256];
+    int njoined;
+    bool spare, resumed;
+    uint64_t joined_gen;
+    int nrounds;
+    struct rdzv_round round; /* the last */
+    int nevents;
+    struct rdzv_event event; /* the last */
+    int nnccl;
+    uint64_t nccl_gen;
+};
+
+struct env {
+    uv_loop_t loop;
+    struct rdzv_list jobs;
+    struct rdzvd_job_host h;
+    int stores_open, stores_closed;
+    uint16_t asked_port; /* the port the last store_open asked for */
+    uint16_t last_port;
+};
+
+static void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
+                        uint64_t generation)
+{
+    struct fake *f = peer;
+
+    (void)run_id;
+    (void)waiting;
+    f->njoined++;
+    f->spare = spare;
+    f->resumed = resumed;
+    f->joined_gen = generation;
+}
+
+static void fake_round(void *peer, struct rdzv_round *rd)
+{
+    struct fake *f = peer;
+
+    f->nrounds++;
+    f->round = *rd;
+}
+
+static void fake_event(void *peer, const struct rdzv_event *e)
+{
+    struct fake *f = peer;
+
+    f->nevents++;
+    f->event = *e;
+}
+
+static int fake_nccl_request(void *peer, uint64_t generation, int64_t count)
+{
+    struct fake *f = peer;
+
+    (void)count;
+    f->nnccl++;
+    f->nccl_gen = generation;
+    return 0;
+}
+
+static void fake_close(void *peer, const char *reason)
+{
+    struct fake *f = peer;
+
+    f->closed = true;
+    snprintf(f->close_reason, sizeof(f->close_reason), "%s", reason);
+}
+
+static void fake_bind(void *peer, struct rdzvd_member *m)
+{
+    ((struct fake *)peer)->m = m;
+}
+
+static size_t fake_unread(void *peer)
+{
+    (void)peer;
+    return 0;
+}
+
+static void fake_flush(void *ud)
+{
+    (void)ud;
+}
+
+static int fake_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
+                           void **store, uint16_t *port_out)
+{
+    struct env *e = ud;
+
+    (void)desc;
+    (void)state_name;
+    e->asked_port = port;
+    e->stores_open++;
+    e->last_port = port ? port : (uint16_t)(BASE_PORT + e->stores_open);
+    *store = (void *)(uintptr_t)e->stores_open;
+    *port_out = e->last_port;
+    return 0;
+}
+
+static void fake_store_close(void *ud, void *store, bool drop)
+{
+    (void)store;
+    (void)drop;
+    ((struct env *)ud)->stores_closed++;
+}
+
+static const struct rdzvd_job_ops fake_ops = {
+    .joined = fake_joined,
+    .round = fake_round,
+    .event = fake_event,
+    .nccl_request = fake_nccl_request,
+    .close = fake_close,
+    .bind = fake_bind,
+    .unread = fake_unread,
+    .flush = fake_flush,
+    .store_open = fake_store_open,
+    .store_close = fake_store_close,
+};
+
+static void env_init(struct env *e, int state_dirfd)
+{
+    memset(e, 0, sizeof(*e));
+    ASSERT_OK(uv_loop_init(&e->loop));
+    rdzv_list_init(&e->jobs);
+    e->h.loop = &e->loop;
+    e->h.ops = &fake_ops;
+    e->h.ud = e;
+    e->h.state_dirfd = state_dirfd;
+    e->h.sync_records = false; /* a test's records need not reach the disk */
+    e->h.jobs = &e->jobs;
+}
+
+/* Drop every job, let the loop close their handles, and check nothing is left behind. */
+static void env_done(struct env *e)
+{
+    rdzvd_jobs_drop_all(&e->jobs);
+    ASSERT_TRUE(rdzv_list_empty(&e->jobs));
+    ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
+    ASSERT_OK(uv_loop_close(&e->loop));
+}
+
+static void stop_cb(uv_timer_t *t)
+{
+    uv_stop(t->loop);
+}
+
+/* Run the loop for about ms milliseconds (the state machine's timers fire). */
+static void run_ms(struct env *e, uint64_t ms)
+{
+    uv_timer_t t;
+
+    ASSERT_OK(uv_timer_init(&e->loop, &t));
+    ASSERT_OK(uv_timer_start(&t, stop_cb, ms, 0));
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+}
+
+static struct rdzv_join join_of(int i, int64_t min, int64_t max, int64_t max_restarts)
+{
+    struct rdzv_join jn = {
+        .nproc = 2,
+        .node_rank = -1,
+        .min = min,
+        .max = max,
+        .last_call_ms = 60000,
+        .max_restarts = max_restarts,
+        .nccl = RDZV_NCCL_OFF,
+        .nccl_ids = 1,
+        .heartbeat_timeout_ms = 60000,
+        .join_timeout_ms = 600000,
+    };
+
+    snprintf(jn.run_id, sizeof(jn.run_id), "job");
+    snprintf(jn.node_id, sizeof(jn.node_id), "node-%d", i);
+    snprintf(jn.host, sizeof(jn.host), "host%d", i);
+    return jn;
+}
+
+static int join(struct env *e, struct fake *f, const struct rdzv_join *jn)
+{
+    char err[512];
+    struct rdzvd_member *m;
+    int r = rdzvd_job_join(&e->h, f, jn, err, sizeof(err), &m);
+
+    if (r == 0)
+        ASSERT_TRUE(f->m == m);
+    return r;
+}
+
+/* READY from every fake that was told to stop generation gen. */
+static void all_ready(struct fake *fs, int n, uint64_t gen)
+{
+    for (int i = 0; i < n; i++)
+        if (fs[i].m && !fs[i].closed)
+            rdzvd_member_ready(fs[i].m, gen);
+}
+
+static void test_round_closes_at_max(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+    struct rdzv_join jn;
+
+    env_init(&e, -1);
+    jn = join_of(0, 1, 2, 0);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    ASSERT_EQ(f[0].njoined, 1);
+    ASSERT_FALSE(f[0].spare);
+    ASSERT_EQ(f[0].nrounds, 0); /* min reached, max not: last call runs */
+    jn = join_of(1, 1, 2, 0);
+    ASSERT_OK(join(&e, &f[1], &jn));
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.generation, 1);
+        ASSERT_EQ(f[i].round.nnodes, 2);
+        ASSERT_EQ(f[i].round.world_size, 4);
+        ASSERT_EQ(f[i].round.master_port, e.last_port);
+        ASSERT_EQ(f[i].round.restart_count, 0);
+    }
+    ASSERT_EQ(f[0].round.node_rank + f[1].round.node_rank, 1); /* 0 and 1 */
+    ASSERT_EQ(f[0].round.rank_offset + f[1].round.rank_offset, 2);
+    env_done(&e);
+}
+
+static void test_round_closes_at_min_after_last_call(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 4, 0);
+
+        jn.last_call_ms = 50;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 0);
+    run_ms(&e, 20);
+    ASSERT_EQ(f[0].nrounds, 0);
+    run_ms(&e, 200);
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    env_done(&e);
+}
+
+static void test_below_min_fails_at_join_timeout(void)
+{
+    struct env e;
+    struct fake f = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+
+    env_init(&e, -1);
+    jn.join_timeout_ms = 30;
+    ASSERT_OK(join(&e, &f, &jn));
+    run_ms(&e, 200);
+    ASSERT_EQ(f.nrounds, 0);
+    ASSERT_EQ(f.nevents, 1);
+    ASSERT_BYTES_STR(f.event.type, strlen(f.event.type), "failed");
+    env_done(&e);
+}
+
+static void test_node_ranks_hints_honoured_and_unique(void)
+{
+    struct env e;
+    struct fake f[4] = {0}, dup = {0};
+    struct rdzv_join jn;
+
+    env_init(&e, -1);
+    jn = join_of(0, 4, 4, 0);
+    jn.node_rank = 3;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 4, 4, 0);
+    jn.node_rank = 0;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    /* A demanded rank that is taken is refused; a hinted one takes any free rank. */
+    jn = join_of(9, 4, 4, 0);
+    jn.node_rank = 3;
+    ASSERT_EQ(join(&e, &dup, &jn), -EEXIST);
+    ASSERT_NULL(dup.m);
+    jn = join_of(2, 4, 4, 0);
+    jn.node_rank = 3;
+    jn.rank_hint = true;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    /* Out of range without a hint: refused. */
+    jn = join_of(8, 4, 4, 0);
+    jn.node_rank = 4;
+    ASSERT_EQ(join(&e, &dup, &jn), -ERANGE);
+    /* The same node id twice: refused. */
+    jn = join_of(1, 4, 4, 0);
+    ASSERT_EQ(join(&e, &dup, &jn), -EEXIST);
+    /* Different --nnodes: refused. */
+    jn = join_of(7, 4, 5, 0);
+    ASSERT_EQ(join(&e, &dup, &jn), -EINVAL);
+    jn = join_of(3, 4, 4, 0);
+    ASSERT_OK(join(&e, &f[3], &jn));
+    ASSERT_EQ(f[0].round.node_rank, 3);
+    ASSERT_EQ(f[1].round.node_rank, 0);
+    {
+        bool seen[4] = {false};
+
+        for (int i = 0; i < 4; i++) {
+            ASSERT_EQ(f[i].nrounds, 1);
+            ASSERT_TRUE(f[i].round.node_rank >= 0 && f[i].round.node_rank < 4);
+            ASSERT_FALSE(seen[f[i].round.node_rank]);
+            seen[f[i].round.node_rank] = true;
+            ASSERT_EQ(f[i].round.rank_offset, f[i].round.node_rank * 2);
+        }
+    }
+    env_done(&e);
+}
+
+static void test_spare_waits_and_is_promoted(void)
+{
+    struct env e;
+    struct fake f[3] = {0};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 3);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_TRUE(f[2].spare);
+    ASSERT_EQ(f[2].nrounds, 0);
+    /* A worker failure: the members stop, the round re-forms with the same nodes. */
+    rdzvd_member_worker_exit(f[0].m, &w);
+    ASSERT_EQ(f[0].nevents, 1);
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
+    ASSERT_EQ(f[2].nevents, 0); /* the spare runs nothing */
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 2);
+    ASSERT_EQ(f[0].round.restart_count, 1);
+    ASSERT_EQ(f[0].round.node_rank, 0); /* previous ranks kept */
+    ASSERT_EQ(f[1].round.node_rank, 1);
+    ASSERT_EQ(f[2].nrounds, 0);
+    /* Node rank 1's agent is gone: the spare takes its place. */
+    rdzvd_member_gone(f[1].m);
+    f[1].m = NULL; /* freed with it */
+    ASSERT_EQ(f[0].event.generation, 2);
+    all_ready(f, 1, 2);
+    ASSERT_EQ(f[2].nrounds, 1);
+    ASSERT_EQ(f[2].round.generation, 3);
+    ASSERT_EQ(f[2].round.node_rank, 1);
+    ASSERT_EQ(f[2].round.restart_count, 2);
+    ASSERT_EQ(f[0].round.generation, 3);
+    env_done(&e);
+}
+
+static void test_restart_budget_exhausted_fails_the_job(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 7};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    rdzvd_member_worker_exit(f[1].m, &w);
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 2);
+    w.generation = 2;
+    rdzvd_member_worker_exit(f[1].m, &w);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "failed");
+        ASSERT_EQ(f[i].event.exit_code, 7);
+        ASSERT_TRUE(strstr(f[i].event.summary, "restart budget exhausted") != NULL);
+    }
+    ASSERT_EQ(f[0].nrounds, 2);
+    env_done(&e);
+}
+
+static void test_job_succeeds_when_every_node_left(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 0);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    rdzvd_member_leave(f[0].m, 1, true);
+    ASSERT_EQ(f[0].nevents, 0);
+    rdzvd_member_leave(f[1].m, 1, true);
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "succeeded");
+    ASSERT_BYTES_STR(f[1].event.type, strlen(f[1].event.type), "succeeded");
+    env_done(&e);
+}
+
+static void test_heartbeat_loss_restarts(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+
+        jn.heartbeat_timeout_ms = 40;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    /* Node 0 beats, node 1 is silent past 3 x the timeout (the grace while workers start). */
+    for (int t = 0; t < 25 && !f[1].closed; t++) {
+        ASSERT_EQ(rdzvd_member_heartbeat(f[0].m), 1);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(f[1].closed);
+    ASSERT_TRUE(strstr(f[1].close_reason, "heartbeat") != NULL);
+    ASSERT_FALSE(f[0].closed);
+    ASSERT_EQ(f[0].nevents, 1);
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
+    ASSERT_TRUE(strstr(f[0].event.summary, "sent no heartbeat") != NULL);
+    env_done(&e);
+}
+
+static struct rdzv_join resume_of(int i, uint64_t gen, int64_t restarts, int64_t max_restarts)
+{
+    struct rdzv_join jn = join_of(i, 2, 2, max_restarts);
+
+    jn.resume = (struct rdzv_resume){.generation = gen,
+                                     .node_rank = i,
+                                     .nnodes = 2,
+                                     .rank_offset = 2 * i,
+                                     .world_size = 4,
+                                     .restart_count = restarts,
+                                     .master_port = 41000};
+    return jn;
+}
+
+static void test_resume_after_daemon_restart_keeps_generation_and_restarts(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+    struct rdzv_worker_exit w = {.generation = 5, .exit_code = 1};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = resume_of(i, 5, 2, 3);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+        ASSERT_FALSE(f[i].spare);
+        ASSERT_EQ(f[i].joined_gen, 5);
+        ASSERT_EQ(f[i].nevents, 0); /* not told to stop */
+    }
+    ASSERT_EQ(e.stores_open, 1);
+    ASSERT_EQ(e.asked_port, 41000); /* the store back where its workers look */
+    rdzvd_member_worker_exit(f[0].m, &w);
+    ASSERT_EQ(f[1].event.generation, 5);
+    all_ready(f, 2, 5);
+    ASSERT_EQ(f[0].round.generation, 6);
+    ASSERT_EQ(f[0].round.restart_count, 3);
+    ASSERT_EQ(f[0].round.node_rank, 0);
+    ASSERT_EQ(f[1].round.node_rank, 1);
+    env_done(&e);
+}
+
+static int state_dir(char *path, size_t len)
+{
+    int fd;
+
+    snprintf(path, len, "/tmp/rdzv-test-job-XXXXXX");
+    ASSERT_NOT_NULL(mkdtemp(path));
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    return fd;
+}
+
+static void state_dir_done(int fd, const char *path)
+{
+    char cmd[512];
+
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    ASSERT_EQ(system(cmd), 0);
+}
+
+/* A state dir holding the record of job "job" (--nnodes 2:2, 4 workers, store port 41000). */
+static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t restarts,
+                                 int64_t max_restarts, bool running)
+{
+    struct rdzvd_job_record rec = {.min = 2,
+                                   .max = 2,
+                                   .max_restarts = max_restarts,
+                                   .generation = gen,
+                                   .restart_count = restarts,
+                                   .running = running,
+                                   .nnodes = running ? 2 : 0,
+                                   .world_size = running ? 4 : 0,
+                                   .store_port = running ? 41000 : 0};
+    int fd = state_dir(path, len);
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
+    return fd;
+}
+
+/* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
+static void test_spare_first_after_restart_waits_for_the_members(void)
+{
+    struct rdzvd_job_record rec;
+    struct fake f[3] = {0};
+    struct rdzv_join jn;
+    char path[64];
+    struct env e;
+    int fd = state_dir_with_record(path, sizeof(path), 1, 0, 0, true);
+
+    env_init(&e, fd);
+    jn = join_of(2, 2, 2, 0);
+    ASSERT_OK(join(&e, &f[2], &jn));
+    ASSERT_TRUE(f[2].spare);
+    ASSERT_EQ(f[2].joined_gen, 1);
+    ASSERT_EQ(e.asked_port, 41000);
+    for (int i = 0; i < 2; i++) {
+        jn = resume_of(i, 1, 0, 0);
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+        ASSERT_FALSE(f[i].spare);
+        ASSERT_EQ(f[i].nevents, 0); /* its workers keep running */
+    }
+    ASSERT_EQ(e.stores_open, 1);
+    ASSERT_EQ(f[2].nrounds, 0);
+    rdzvd_member_leave(f[0].m, 1, true);
+    rdzvd_member_leave(f[1].m, 1, true);
+    for (int i = 0; i < 3; i++)
+        ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "succeeded");
+    ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT); /* over: forgotten */
+    env_done(&e);
+    state_dir_done(fd, path);
+}
+
+/* A record of a stopped generation: the next one numbers on from it, with the restart count,
+ * and its store never replays a journal left under its name. */
+static void test_restore_numbers_on_and_drops_stale_journals(void)
+{
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0};
+    char path[64], stale[96];
+    struct env e;
+    int fd = state_dir_with_record(path, sizeof(path), 3, 2, 5, false), sfd;
+
+    snprintf(stale, sizeof(stale), "job-%016" PRIx64 "-gen-4.journal",
+             rdzv_hash64(0x72647a76, "job", 3));
+    sfd = openat(fd, stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_TRUE(sfd >= 0);
+    close(sfd);
+    env_init(&e, fd);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 5);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].round.generation, 4);
+    ASSERT_EQ(f[0].round.restart_count, 2);
+    ASSERT_TRUE(faccessat(fd, stale, F_OK, 0) < 0 && errno == ENOENT);
+    ASSERT_OK(rdzvd_job_record_load(fd, "job", &rec));
+    ASSERT_EQ(rec.generation, 4);
+    ASSERT_TRUE(rec.running);
+    env_done(&e);
+    state_dir_done(fd, path);
+}
+
+/* A record of a running generation whose agents never come back (they went with the old rdzvd:
+ * a new launch under the same run_id): after the rebuild window the job forms the next
+ * generation from those present, numbering on, without charging the restart budget. */
+static void test_record_nobody_back_forms_next_generation_uncounted(void)
+{
+    struct fake f[2] = {0};
+    char path[64];
+    struct env e;
+    int fd = state_dir_with_record(path, sizeof(path), 2, 0, 0, true);
+
+    env_init(&e, fd);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 0);
+
+        jn.heartbeat_timeout_ms = 30; /* rebuild window: 2 x this */
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].spare);
+    }
+    for (int t = 0; t < 50 && !f[0].nrounds; t++) {
+        for (int i = 0; i < 2; i++)
+            rdzvd_member_heartbeat(f[i].m);
+        run_ms(&e, 10);
+    }
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nevents, 0); /* not failed */
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.generation, 3);
+        ASSERT_EQ(f[i].round.restart_count, 0);
+    }
+    env_done(&e);
+    state_dir_done(fd, path);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job", RDZV_LOG_ERROR);
+    TEST(test_round_closes_at_max);
+    TEST(test_round_closes_at_min_after_last_call);
+    TEST(test_below_min_fails_at_join_timeout);
+    TEST(test_node_ranks_hints_honoured_and_unique);
+    TEST(test_spare_waits_and_is_promoted);
+    TEST(test_restart_budget_exhausted_fails_the_job);
+    TEST(test_job_succeeds_when_every_node_left);
+    TEST(test_heartbeat_loss_restarts);
+    TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
+    TEST(test_spare_first_after_restart_waits_for_the_members);
+    TEST(test_restore_numbers_on_and_drops_stale_journals);
+    TEST(test_record_nobody_back_forms_next_generation_uncounted);
+    return tap_done();
+}

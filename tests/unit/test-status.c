@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-status.c: the status struct's codec (proto/rdzv-status.h): the exact JSON the encoder
+ * writes (what STATUS_REPLY and /status.json carried before the struct), parse(encode(x)) == x,
+ * and the bounds the decoder enforces. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/rdzv-buf.h"
+#include "../../proto/rdzv-frame.h"
+#include "../../proto/rdzv-status.h"
+#include "../tap.h"
+
+static char err[512];
+
+#define BODY(s) (const uint8_t *)(s), strlen(s)
+
+/* A body the decoder must refuse with -EBADMSG and a reason that starts with prefix. */
+static void assert_refused(const char *body, const char *prefix)
+{
+    struct rdzv_status st;
+
+    err[0] = '\0';
+    ASSERT_EQ(rdzv_status_parse(BODY(body), &st, err, sizeof(err)), -EBADMSG);
+    rdzv_status_free(&st);
+    ASSERT_EQ(strncmp(err, prefix, strlen(prefix)), 0);
+}
+
+/* One job with a spare node, an event and an outcome. */
+static void fill(struct rdzv_status *st)
+{
+    struct rdzv_status_job *j;
+    struct rdzv_status_node *n;
+
+    memset(st, 0, sizeof(*st));
+    snprintf(st->daemon, sizeof(st->daemon), "rdzvd");
+    snprintf(st->version, sizeof(st->version), "0.1.0");
+    st->port = 29400;
+    st->uptime_s = 1.5;
+    st->connections = 3;
+    st->accepted = 4;
+    st->protocol_errors = 1;
+    st->requests = 10;
+    st->main_store_keys = 2;
+    ASSERT_OK(rdzv_status_alloc_jobs(st, 1));
+    j = &st->jobs[0];
+    snprintf(j->run_id, sizeof(j->run_id), "r");
+    snprintf(j->state, sizeof(j->state), "ended");
+    j->generation = 2;
+    j->restart_count = 1;
+    j->max_restarts = 3;
+    j->min_nodes = 1;
+    j->max_nodes = 2;
+    j->nodes_in_generation = 1;
+    j->world_size = 4;
+    j->age_s = 2.5;
+    ASSERT_OK(rdzv_status_alloc_nodes(j, 1));
+    n = &j->nodes[0];
+    snprintf(n->host, sizeof(n->host), "h");
+    snprintf(n->node_id, sizeof(n->node_id), "n");
+    n->node_rank = -1;
+    n->workers = 4;
+    n->last_heartbeat_age_s = 0.25;
+    n->age_s = 2;
+    n->spare = true;
+    snprintf(n->state, sizeof(n->state), "spare");
+    j->n_events = 1;
+    j->events[0].time = 100.5;
+    snprintf(j->events[0].text, sizeof(j->events[0].text), "round 1");
+    j->ended = true;
+    snprintf(j->outcome_type, sizeof(j->outcome_type), "succeeded");
+    snprintf(j->outcome_summary, sizeof(j->outcome_summary), "done");
+}
+
+#define EXPECTED                                                                                   \
+    "{\"daemon\":\"rdzvd\",\"version\":\"0.1.0\",\"port\":29400,\"uptime_s\":1.5,\"stats\":"       \
+    "{\"connections\":3,\"accepted\":4,\"rejected\":0,\"protocol_errors\":1,\"requests\":10,"      \
+    "\"main_store_keys\":2},\"jobs\":[{\"run_id\":\"r\",\"state\":\"ended\",\"generation\":2,"     \
+    "\"restart_count\":1,\"max_restarts\":3,\"min_nodes\":1,\"max_nodes\":2,"                      \
+    "\"nodes_in_generation\":1,\"world_size\":4,\"age_s\":2.5,\"store_port\":0,\"nodes\":"         \
+    "[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"                           \
+    "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"                   \
+    "\"connected\":false,\"state\":\"spare\"}],\"events\":[{\"time\":100.5,\"text\":"              \
+    "\"round 1\"}],\"outcome\":{\"type\":\"succeeded\",\"exit_code\":0,\"summary\":\"done\"}}]}"
+
+/* The daemon's part, up to the jobs array; uptime_s an integer. */
+#define NO_JOBS_HEAD                                                                               \
+    "{\"daemon\":\"rdzvd\",\"version\":\"1\",\"port\":1,\"uptime_s\":3,\"stats\":"                 \
+    "{\"connections\":0,\"accepted\":0,\"rejected\":0,\"protocol_errors\":0,\"requests\":0,"       \
+    "\"main_store_keys\":0},\"jobs\":"
+
+/* Member names and order as rdzvd wrote them before the struct (rdzvd_status_json). */
+static void test_encode_bytes(void)
+{
+    struct rdzv_status st;
+    struct rdzv_buf b = {0};
+    const uint8_t *body = NULL;
+    const char *why = NULL;
+    uint32_t len = 0;
+    uint8_t op = 0;
+
+    fill(&st);
+    ASSERT_OK(rdzv_status_put_reply(&b, &st));
+    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&b), rdzv_buf_avail(&b), RDZV_MAX_MSG, &op, &body, &len,
+                              &why),
+              rdzv_buf_avail(&b));
+    ASSERT_EQ(op, RDZV_MSG_STATUS_REPLY);
+    ASSERT_BYTES_STR(body, len, EXPECTED);
+    rdzv_buf_free(&b);
+    rdzv_status_free(&st);
+    ASSERT_EQ(st.n_jobs, 0);
+    ASSERT_NULL(st.jobs);
+}
+
+static void test_round_trip(void)
+{
+    struct rdzv_status a, b;
+    char *t1, *t2;
+    json_t *o;
+
+    fill(&a);
+    ASSERT_OK(rdzv_status_parse(BODY(EXPECTED), &b, err, sizeof(err)));
+    ASSERT_EQ(b.n_jobs, 1);
+    ASSERT_EQ(b.jobs[0].n_nodes, 1);
+    ASSERT_EQ(b.jobs[0].nodes[0].node_rank, -1);
+    ASSERT_TRUE(b.jobs[0].nodes[0].spare);
+    ASSERT_FALSE(b.jobs[0].nodes[0].connected);
+    ASSERT_EQ(strcmp(b.jobs[0].nodes[0].state, "spare"), 0);
+    ASSERT_EQ(b.jobs[0].n_events, 1);
+    ASSERT_EQ(strcmp(b.jobs[0].events[0].text, "round 1"), 0);
+    ASSERT_TRUE(b.jobs[0].ended);
+    ASSERT_EQ(strcmp(b.jobs[0].outcome_summary, "done"), 0);
+    ASSERT_EQ(b.jobs[0].generation, 2);
+    ASSERT_TRUE(b.uptime_s == 1.5);
+    /* Re-encoding the decoded struct gives the same document (rdzvctl status --json). */
+    o = rdzv_status_to_json(&b);
+    ASSERT_NOT_NULL(o);
+    t2 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    o = rdzv_status_to_json(&a);
+    t1 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_NOT_NULL(t1);
+    ASSERT_NOT_NULL(t2);
+    ASSERT_EQ(strcmp(t1, t2), 0);
+    free(t1);
+    free(t2);
+    rdzv_status_free(&a);
+    rdzv_status_free(&b);
+
+    /* No jobs; integer where a real is written is accepted. */
+    ASSERT_OK(rdzv_status_parse(BODY(NO_JOBS_HEAD "[]}"), &b, err, sizeof(err)));
+    ASSERT_EQ(b.n_jobs, 0);
+    ASSERT_TRUE(b.uptime_s == 3);
+    rdzv_status_free(&b);
+}
+
+/* EXPECTED with the text between the first `from` and the end of that member replaced. */
+static char *edit(const char *from, const char *to)
+{
+    const char *p = strstr(EXPECTED, from);
+    size_t n = strlen(EXPECTED) + strlen(to) + 1;
+    char *s = malloc(n);
+
+    ASSERT_NOT_NULL(p);
+    ASSERT_NOT_NULL(s);
+    snprintf(s, n, "%.*s%s%s", (int)(p - EXPECTED), EXPECTED, to, p + strlen(from));
+    return s;
+}
+
+/* A JSON array of n copies of item. */
+static char *array_of(size_t n, const char *item)
+{
+    size_t il = strlen(item), cap = 3 + n * (il + 1);
+    char *s = malloc(cap), *p = s;
+
+    ASSERT_NOT_NULL(s);
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        memcpy(p, item, il);
+        p += il;
+    }
+    *p++ = ']';
+    *p = '\0';
+    return s;
+}
+
+static void test_refused(void)
+{
+    char big[RDZV_ID_MAX + 16], *s, *arr, *t;
+
+    assert_refused("", "STATUS_REPLY: bad JSON");
+    assert_refused("[]", "STATUS_REPLY: bad JSON");
+    assert_refused("{\"daemon\":\"rdzvd\"}", "STATUS_REPLY: ");
+    /* A missing member, a wrong type, deep inside: the reason says where. */
+    s = edit("\"workers\":4,", "");
+    assert_refused(s, "STATUS_REPLY: jobs[0]: nodes[0]: ");
+    free(s);
+    s = edit("\"text\":\"round 1\"", "\"text\":1");
+    assert_refused(s, "STATUS_REPLY: jobs[0]: events[0]: ");
+    free(s);
+    s = edit("\"exit_code\":0", "\"exit_code\":\"0\"");
+    assert_refused(s, "STATUS_REPLY: jobs[0]: outcome: ");
+    free(s);
+    s = edit("\"store_port\":0", "\"store_port\":70000");
+    assert_refused(s, "STATUS_REPLY: jobs[0]: ");
+    free(s);
+    /* Strings longer than their field. */
+    memset(big, 'x', RDZV_ID_MAX + 1);
+    big[RDZV_ID_MAX + 1] = '\0';
+    t = malloc(sizeof(big) + 16);
+    ASSERT_NOT_NULL(t);
+    snprintf(t, sizeof(big) + 16, "\"run_id\":\"%s\"", big);
+    s = edit("\"run_id\":\"r\"", t);
+    assert_refused(s, "STATUS_REPLY: jobs[0]: 'run_id' longer than");
+    free(s);
+    free(t);
+    /* Counts past the limits. */
+    arr = array_of(RDZV_STATUS_EVENTS + 1, "{\"time\":1.0,\"text\":\"e\"}");
+    t = malloc(strlen(arr) + 16);
+    ASSERT_NOT_NULL(t);
+    sprintf(t, "\"events\":%s", arr);
+    s = edit("\"events\":[{\"time\":100.5,\"text\":\"round 1\"}]", t);
+    assert_refused(s, "STATUS_REPLY: jobs[0]: 'events' must be an array of at most");
+    free(s);
+    free(t);
+    free(arr);
+    arr = array_of(RDZV_STATUS_MAX_NODES + 1, "{}");
+    t = malloc(strlen(arr) + 16);
+    ASSERT_NOT_NULL(t);
+    sprintf(t, "\"nodes\":%s,\"events\"", arr);
+    s = edit("\"nodes\":[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"
+             "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"
+             "\"connected\":false,\"state\":\"spare\"}],\"events\"",
+             t);
+    assert_refused(s, "STATUS_REPLY: jobs[0]: 'nodes' must be an array of at most");
+    free(s);
+    free(t);
+    free(arr);
+    arr = array_of(RDZV_STATUS_MAX_JOBS + 1, "{}");
+    t = malloc(strlen(arr) + sizeof(NO_JOBS_HEAD) + 4);
+    ASSERT_NOT_NULL(t);
+    sprintf(t, NO_JOBS_HEAD "%s}", arr);
+    assert_refused(t, "STATUS_REPLY: 'jobs' must be an array of at most");
+    free(t);
+    free(arr);
+}
+
+int main(void)
+{
+    TEST(test_encode_bytes);
+    TEST(test_round_trip);
+    TEST(test_refused);
+    return tap_done();
+}
