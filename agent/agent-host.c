@@ -131,6 +131,8 @@ static int spawn_watcher(char **argv, const char *log_path)
         for (int i = 3; i < 1024; i++)
             close(i);
         signal(SIGPIPE, SIG_DFL);
+        if (chdir("/") < 0) /* keep no file system busy for the job's lifetime */
+            _exit(127);
         execv(argv[0], argv);
         _exit(127);
     }
@@ -143,7 +145,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res = NULL;
     char portstr[8], bind_addr[INET6_ADDRSTRLEN + 2] = "", rdzvd[PATH_MAX], log_path[PATH_MAX],
-                                                  idle[24];
+                                                  idle[24], token[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     int claim, r;
 
@@ -186,6 +188,11 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
     snprintf(log_path, sizeof(log_path), "%s/rdzvd-host-%u.log", tmp && *tmp ? tmp : "/tmp",
              c->port);
     snprintf(idle, sizeof(idle), "%d", AGENT_HOST_IDLE_MS);
+    if (c->token_file && !realpath(c->token_file, token)) {
+        r = -errno;
+        log_error_errno(r, "hosting rdzvd: --token-file %s", c->token_file);
+        goto out_claim;
+    }
     {
         char *argv[] = {(char *)c->self_exe,
                         "--host-watch",
@@ -200,7 +207,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
                         "--log-level",
                         c->level >= RDZV_LOG_DEBUG ? "debug" : "info",
                         c->token_file ? "--token-file" : NULL,
-                        (char *)c->token_file,
+                        token,
                         NULL};
 
         r = spawn_watcher(argv, log_path);

@@ -193,6 +193,32 @@ class TestLaunchLines(AgentTestCase):
         self.assertNotIn("hosting rdzvd", read(path), "is_host=0: this agent never hosts")
         self.assertEqual(watchers(port), [])
 
+    def test_hosted_rdzvd_with_a_relative_token_file_keeps_no_directory_busy(self):
+        port = self.port()
+        with open(os.path.join(self.tmp, "token"), "w") as f:
+            f.write(os.urandom(32).hex())
+        os.chmod(os.path.join(self.tmp, "token"), 0o600)
+        stop = os.path.join(self.tmp, "stop")
+        line = ["--nnodes=1", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                "--rdzv_id=tok", "--token-file=token", "--no-python", "/bin/sh", "-c",
+                f"while [ ! -e {stop} ]; do sleep 0.1; done"]
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        try:
+            p, path = self.agent(0, *line)
+        finally:
+            os.chdir(cwd)
+        deadline = time.monotonic() + 30
+        while not watchers(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = watchers(port)
+        self.assertEqual(len(pids), 1, read(path))
+        self.assertEqual(os.readlink(f"/proc/{pids[0]}/cwd"), "/")
+        with open(f"/proc/{pids[0]}/cmdline", "rb") as f:
+            self.assertIn(os.path.join(self.tmp, "token").encode(), f.read().split(b"\0"))
+        open(stop, "w").close()
+        self.wait_all([(p, path)])
+
     def test_hosting_agent_sigkilled_job_goes_on(self):
         port = self.port()
         line = ["--nnodes=1:2", "--nproc_per_node=1", "--rdzv_id=kill-job", "--rdzv_backend=c10d",
