@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-options.h: rdzv-agent's command line and environment (RDZV_<OPTION>, RDZV_ID, the
- * scheduler's SLURM_* / OMPI_* / PBS_* variables), parsed into one struct with the rdzv-opt
- * table parser.
+/* agent-options.h: rdzv-agent's command line and environment (RDZV_<OPTION>, torchrun's
+ * PET_<OPTION>, RDZV_ID, PYTHON_EXEC, the scheduler's SLURM_* / OMPI_* / PBS_* variables), parsed
+ * into one struct with the rdzv-opt table parser; torchrun's and torch.distributed.launch's
+ * options with their meaning (the backend, the command's form, who may host rdzvd).
  *
  * Ownership: string fields point into argv, the environment or the struct itself (run_id_buf);
  * the struct owns no memory and needs no freeing.
