@@ -139,6 +139,22 @@ class TestTorchrunCommand(AgentTestCase):
         self.run_agent("--standalone", "--", *cmd)
         self.assertEqual(self.read(f"{out}/sh.0"), ["zero a"])
 
+    def test_redirects_tee_and_local_ranks_filter_reach_the_workers(self):
+        out = self.outdir()
+        cmd = ["--no-python", "/bin/sh", "-c", 'echo "out$LOCAL_RANK"']
+        stdout, _ = self.run_agent("--standalone", "--nproc_per_node=3", "--log_dir", out,
+                                   "--local_ranks_filter=0,1", "-r", "1:1", *cmd)
+        self.assertIn("[rank0]: out0", stdout)
+        self.assertNotIn("out1", stdout, "-r 1:1: local rank 1's stdout to its file only")
+        self.assertNotIn("out2", stdout, "--local-ranks-filter 0,1: rank 2 not on the console")
+        logs = sorted(os.path.relpath(os.path.join(d, f), out)
+                      for d, _, fs in os.walk(out) for f in fs if f == "stdout.log")
+        self.assertEqual(len(logs), 3, logs)
+        texts = set()
+        for rel in logs:
+            texts.update(self.read(os.path.join(out, rel)))
+        self.assertEqual(texts, {"out0", "out1", "out2"})
+
     def test_launch_script_gets_its_local_rank_argument(self):
         out = self.outdir()
         script = os.path.join(SCRIPTS, "tr_launch.py")
