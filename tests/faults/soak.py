@@ -278,8 +278,8 @@ class Soak:
                        f"{r0} before it: {DEFECT3} when they are not higher)")
             self.violate(f"{what} warrants no worker restart, yet {len(new)} workers started: "
                          f"{new}{why}")
-            return f"{len(new)} workers started (unwarranted)"
-        return "no worker restarted"
+        return (f"{len(new) or 'no'} worker(s) started" + (" (unwarranted)" if new else "") +
+                ("; rdzvd moved the job on (unwarranted)" if moved else ""))
 
     def pick_agent(self):
         return self.rng.choice(self.live_agents())
