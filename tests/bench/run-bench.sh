@@ -404,8 +404,8 @@ if [ -n "$tp_conns" ]; then
         med=n/a
         [ ${#rs[@]} = 0 ] ||
             med=$(printf '%s\n' "${rs[@]}" | sort -g | awk '{ v[NR] = $1 } END {
-                printf "%.2fx (from %.2fx to %.2fx)", NR % 2 ? v[(NR + 1) / 2] :
-                    (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], v[NR] }')
+                if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+                printf "%.2fx (from %.2fx to %.2fx)", m, v[1], v[NR] }')
         echo "- $c conns, rdzvd / ceiling, median of the rounds' ratios $med: $line"
     done
 fi
