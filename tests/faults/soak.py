@@ -278,7 +278,7 @@ class Soak:
                        f"{r0} before it: {DEFECT3} when they are not higher)")
             self.violate(f"{what} warrants no worker restart, yet {len(new)} workers started: "
                          f"{new}{why}")
-        return (f"{len(new) or 'no'} worker(s) started" + (" (unwarranted)" if new else "") +
+        return ((f"{len(new)} workers started (unwarranted)" if new else "no worker started") +
                 ("; rdzvd moved the job on (unwarranted)" if moved else ""))
 
     def pick_agent(self):
