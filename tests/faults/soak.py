@@ -414,6 +414,9 @@ class Soak:
             kind = plan[idx] if idx < len(plan) else self.rng.choice(kinds)
             idx += 1
             self.fault(idx, kind)
+            if self.faults[-1][3] == "no recovery":
+                self.log("the job did not recover: no more faults")
+                break
             if len(self.live_agents()) < 2:
                 self.violate(f"only {len(self.live_agents())} agents left after fault #{idx}")
                 break
