@@ -21,7 +21,7 @@ fault did; at the end it checks the whole run:
 - nothing is orphaned: no process carrying the run's SOAK_TAG environment variable is left.
 
 RDZV_SOAK_SEED (default: drawn from the clock, printed), RDZV_SOAK_SECONDS (how long faults are
-injected; default 45), RDZV_SOAK_STEPS (trainer steps; default 60 per second of faults),
+injected; default 60, enough for each kind once), RDZV_SOAK_STEPS (trainer steps; default 60 per second of faults),
 RDZV_SOAK_FAULTS (a comma-separated subset of FAULTS to draw from), RDZV_SOAK_KEEP=1 keeps
 the run's directory. Replay a run with its seed; the schedule is the same,
 the timing of a loaded machine is not. tests/bench/soak.sh runs it for minutes.
@@ -48,7 +48,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak-worker.s
 HB = 3.0        # --heartbeat-timeout: short enough to test, long enough for a loaded 2-core box
 WORLD = 2       # 2 nodes x 1 worker; the third agent is the spare
 T_RECOVER = 90  # a warranted restart's new generation has started (generous: loaded machine)
-T_QUIET = HB * 2 + 3  # after a fault that warrants no restart: this long without a worker start
+T_QUIET = HB + 3  # after a fault that warrants no restart: this long without a worker start
 T_FINISH = 240  # after the last fault: the job ends
 
 START_RE = re.compile(r"^start (\d+) gen=(\d+) restart=(\d+) rank=(\d+) world=(\d+) pid=(\d+) "
@@ -545,7 +545,7 @@ class TestSoak(unittest.TestCase):
             if not os.access(exe, os.X_OK):
                 self.skipTest(f"{exe} not built")
         seed = int(os.environ.get("RDZV_SOAK_SEED") or time.time_ns() % 1000000)
-        seconds = float(os.environ.get("RDZV_SOAK_SECONDS") or 45)
+        seconds = float(os.environ.get("RDZV_SOAK_SECONDS") or 60)
         steps = int(os.environ.get("RDZV_SOAK_STEPS") or max(200, int(seconds * 60)))
         tmp = tempfile.mkdtemp(prefix="rdzv-soak-")
         keep = os.environ.get("RDZV_SOAK_KEEP") == "1"
