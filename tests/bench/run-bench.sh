@@ -395,10 +395,18 @@ if [ -n "$tp_conns" ]; then
         read -r -a rn <<<"${res[null:cpus$c]:-}"
         read -r -a ld <<<"${res[loads$c]:-}"
         line=
+        rs=()
         for i in "${!ld[@]}"; do
-            line="$line${line:+; }${ra[$i]:-n/a} / ${rn[$i]:-n/a} ($(ratio "${ra[$i]:-}" "${rn[$i]:-}"), load ${ld[$i]})"
+            r=$(ratio "${ra[$i]:-}" "${rn[$i]:-}")
+            line="$line${line:+; }${ra[$i]:-n/a} / ${rn[$i]:-n/a} ($r, load ${ld[$i]})"
+            [ "$r" = n/a ] || rs+=("${r%x}")
         done
-        echo "- $c conns, rdzvd / ceiling: $line"
+        med=n/a
+        [ ${#rs[@]} = 0 ] ||
+            med=$(printf '%s\n' "${rs[@]}" | sort -g | awk '{ v[NR] = $1 } END {
+                if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
+                printf "%.2fx (from %.2fx to %.2fx)", m, v[1], v[NR] }')
+        echo "- $c conns, rdzvd / ceiling, median of the rounds' ratios $med: $line"
     done
 fi
 for s in "${servers[@]}"; do
