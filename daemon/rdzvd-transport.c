@@ -729,14 +729,25 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     return 0;
 }
 
-void rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
+static void hs_timer_close_cb(uv_handle_t *h)
 {
+    struct rdzvd_transport *t = h->data;
+
+    if (t->hooks->closed)
+        t->hooks->closed(t);
+}
+
+bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
+{
+    bool closing = t->hs_timer_open;
+
     if (t->hs_timer_open) {
         t->hs_timer_open = false;
-        uv_close((uv_handle_t *)&t->hs_timer, NULL);
+        uv_close((uv_handle_t *)&t->hs_timer, hs_timer_close_cb);
     }
     if (free_buffers) {
         free(t->scratch);
         t->scratch = NULL;
     }
+    return closing;
 }

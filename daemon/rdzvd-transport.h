@@ -61,6 +61,9 @@ struct rdzvd_transport_hooks {
     /* c did not finish its handshake in time (rdzvd_conn_handshake_done never came). The hook
      * closes it. */
     void (*handshake_expired)(struct rdzvd_conn *c);
+    /* The transport's own handle finished closing (after rdzvd_transport_done): t may be freed
+     * now as far as the transport is concerned. Optional. */
+    void (*closed)(struct rdzvd_transport *t);
 };
 
 /* Per daemon; embedded by the server. Fields are the transport's, except those marked. */
@@ -87,9 +90,10 @@ struct rdzvd_transport {
 int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
                          const struct rdzvd_transport_hooks *hooks, void *ud, uint64_t max_outbuf,
                          uint64_t handshake_timeout_ms);
-/* Close the handshake timer (asynchronous; safe twice) and, with free_buffers, release memory.
- * Call with free_buffers once the loop has finished. */
-void rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers);
+/* Close the handshake timer (asynchronous, hooks->closed follows; safe twice: returns whether
+ * this call started the close) and, with free_buffers, release memory. Call with free_buffers
+ * once the loop has finished. */
+bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers);
 /* Write out output that was queued from elsewhere (woken waits, other connections' requests,
  * timers) or held; nothing while t->hold. */
 void rdzvd_transport_flush_pending(struct rdzvd_transport *t);
