@@ -113,6 +113,7 @@ static int start_embedded(struct agent *a)
         .legacy = RDZV_DIALECT_V20,
         .legacy_allowed = true,
         .lim = RDZV_LIMITS_DEFAULT,
+        .embedded = true,
     };
     struct rdzvd_server_info info;
     int r;

@@ -26,6 +26,10 @@ struct rdzvd_config {
     const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
     const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
     uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+    /* A daemon embedded in rdzv-agent --standalone: connections accepted and closed, jobs
+     * created, joined, formed and removed, and shutdown are logged at debug instead of info (the
+     * agent reports its own view). Warnings and errors are unchanged. */
+    bool embedded;
 };
 
 struct rdzvd_stats {

@@ -64,6 +64,7 @@ struct rdzvd_job_host {
     int state_dirfd;        /* --state-dir opened, or -1: nothing recorded */
     bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
+    bool quiet;             /* job events (not warnings) logged at debug instead of info */
 };
 
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound

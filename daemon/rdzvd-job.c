@@ -329,6 +329,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .state_dirfd = rdzvd_server_state_dirfd(srv),
         .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
+        .quiet = rdzvd_server_config(srv)->embedded,
     };
     *ret = jobs;
     return 0;

@@ -255,6 +255,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         return log_error_errno(r, "init");
     }
     srv->net.proto_errors = &srv->stats.closed_proto;
+    srv->net.lifecycle_level = srv->cfg.embedded ? RDZV_LOG_DEBUG : RDZV_LOG_INFO;
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->main.store);
     if (r < 0) {
         log_error_errno(r, "init");
@@ -410,8 +411,8 @@ static int server_accept(struct rdzvd_listener *l)
         return 0;
     }
     srv->stats.accepted++;
-    log_info("conn %" PRIu64 " (%s): accepted on %s listener", rdzvd_conn_id(c),
-             rdzvd_conn_peer(c), l->desc);
+    rdzv_log(srv->net.lifecycle_level, "conn %" PRIu64 " (%s): accepted on %s listener",
+             rdzvd_conn_id(c), rdzvd_conn_peer(c), l->desc);
     s = rdzvd_conn_session_data(c);
     s->l = l;
     s->store_ok = store_ok;
@@ -669,7 +670,8 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
         return;
     srv->stopping = true;
     rdzvd_server_persist(srv); /* what was acknowledged reaches the journal; replies go out */
-    log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
+    rdzv_log(srv->net.lifecycle_level, "shutting down: closing %" PRIu64 " connections",
+             srv->nconns);
     if (srv->peer && srv->peer->shutdown)
         srv->peer->shutdown(srv->peer_ud);
     server_transport_done(srv, false);

@@ -161,7 +161,7 @@ void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
 {
     if (c->state == CONN_CLOSING)
         return;
-    log_info("conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
+    rdzv_log(c->t->lifecycle_level, "conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
     conn_set_state(c, CONN_CLOSING);
     rdzvd_conn_handshake_done(c);
     if (c->ops && c->ops->closing)
@@ -710,6 +710,7 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     t->hooks = hooks;
     t->ud = ud;
     t->max_outbuf = max_outbuf;
+    t->lifecycle_level = RDZV_LOG_INFO;
     t->hs_timeout_ms = handshake_timeout_ms;
     rdzv_list_init(&t->conns);
     rdzv_list_init(&t->flush_list);

@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
 
 struct rdzv_buf;
 struct rdzvd_ratelimit;
@@ -73,6 +74,7 @@ struct rdzvd_transport {
     void *ud;                  /* for the hooks (the server) */
     uint64_t max_outbuf;       /* THE output cap, bytes queued per connection (--max-outbuf) */
     uint64_t *proto_errors;    /* bumped by rdzvd_conn_protocol_error(); may be NULL */
+    enum rdzv_log_level lifecycle_level; /* set by the owner: "closed" lines (default info) */
     bool hold;                 /* set by the owner: output waits until it calls flush_pending */
     uint8_t *scratch;          /* one read buffer shared by all connections (one thread) */
     size_t scratch_len;
@@ -145,8 +147,8 @@ void rdzvd_conn_protocol_error(struct rdzvd_conn *c, const char *fmt, ...)
  * (then the line is counted, and the next one logged says how many were dropped). */
 void rdzvd_conn_warn_limited(struct rdzvd_conn *c, struct rdzvd_ratelimit *rl, const char *fmt,
                              ...) __attribute__((format(printf, 3, 4)));
-/* Start closing c, logging reason at info. Asynchronous: memory is released in the close
- * callback. The session's closing() runs at once. Safe to call twice. */
+/* Start closing c, logging reason at t->lifecycle_level (info unless set). Asynchronous: memory is
+ * released in the close callback. The session's closing() runs at once. Safe to call twice. */
 void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason);
 bool rdzvd_conn_closing(const struct rdzvd_conn *c);
 
