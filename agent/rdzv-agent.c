@@ -36,7 +36,7 @@ struct agent {
     struct agent_opts o;
     struct agent_session *session; /* the rendezvous with rdzvd (agent-session.h) */
     struct agent_group *group;
-    struct rdzvd_server *embedded; /* --standalone */
+    struct rdzvd_daemon *embedded; /* --standalone */
     struct rdzv_token *token;      /* --token-file */
     uv_signal_t sigs[6];
     char **devices;
@@ -170,18 +170,18 @@ static int start_embedded(struct agent *a)
         .legacy = RDZV_DIALECT_V20,
         .legacy_allowed = true,
         .lim = RDZV_LIMITS_DEFAULT,
+        .embedded = true,
     };
+    struct rdzvd_server_info info;
     int r;
 
-    a->embedded = calloc(1, sizeof(*a->embedded));
-    if (!a->embedded)
-        return -ENOMEM;
-    r = rdzvd_daemon_init(a->embedded, a->loop, &cfg);
+    r = rdzvd_daemon_new(a->loop, &cfg, &a->embedded);
     if (r == 0)
-        r = rdzvd_server_listen(a->embedded);
+        r = rdzvd_server_listen(rdzvd_daemon_server(a->embedded));
     if (r < 0)
         return r;
-    snprintf(a->endpoint_buf, sizeof(a->endpoint_buf), "127.0.0.1:%u", a->embedded->bound_port);
+    rdzvd_server_info(rdzvd_daemon_server(a->embedded), &info);
+    snprintf(a->endpoint_buf, sizeof(a->endpoint_buf), "127.0.0.1:%u", info.port);
     a->o.endpoint = a->endpoint_buf;
     log_info("standalone: embedded rdzvd on %s", a->o.endpoint);
     return 0;
@@ -362,15 +362,12 @@ int main(int argc, char **argv)
     /* Tear down: no worker is left running at this point (agent_finish runs after they exit,
      * or before any started). */
     if (a.embedded)
-        rdzvd_server_stop(a.embedded);
+        rdzvd_server_stop(rdzvd_daemon_server(a.embedded));
     agent_session_stop(a.session);
     agent_group_free(a.group, NULL, NULL);
     uv_walk(&loop, close_walk_cb, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
-    if (a.embedded) {
-        rdzvd_server_done(a.embedded);
-        free(a.embedded);
-    }
+    a.embedded = rdzvd_daemon_free(a.embedded);
     (void)uv_loop_close(&loop);
     if (a.token) {
         rdzv_token_wipe(a.token);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-acl.h: who may talk to rdzvd: the address allowlist for TCPStore clients
  * (--allow-store-from) and the rate limit of the log lines about refused peers. Pure functions
- * over caller-owned structs: no I/O, no logging; any thread (rdzvd calls them from the loop). */
+ * over caller-owned structs: no I/O, no logging; any thread (rdzvd calls them from the loop).
+ * Ownership: the caller's (struct rdzvd_acl and struct rdzvd_ratelimit are plain values).
+ * Errors: negative errno (-EINVAL with a reason). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,8 @@
 /* rdzvd-config.h: what a daemon is told at start (struct rdzvd_config), the counters its layers
  * bump (struct rdzvd_stats), and what every session of one daemon shares (struct rdzvd_env).
  * Plain data, no functions. The server owns all three; the sessions and the transport borrow
- * pointers that stay valid until rdzvd_server_done(). One thread: the loop's. */
+ * pointers that stay valid until rdzvd_server_free(). One thread: the loop's. No functions, so
+ * no errors. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,7 +13,6 @@
 #include "rdzvd-journal.h"
 
 struct rdzv_token;
-struct rdzvd_server;
 struct rdzvd_peer_handler;
 
 struct rdzvd_config {
@@ -26,6 +26,10 @@ struct rdzvd_config {
     const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
     const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
     uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+    /* A daemon embedded in rdzv-agent --standalone: connections accepted and closed, jobs
+     * created, joined, formed and removed, and shutdown are logged at debug instead of info (the
+     * agent reports its own view). Warnings and errors are unchanged. */
+    bool embedded;
 };
 
 struct rdzvd_stats {
@@ -39,5 +43,5 @@ struct rdzvd_env {
     struct rdzvd_stats *stats;
     struct rdzvd_ratelimit *refusals;      /* log lines about refused peers */
     const struct rdzvd_peer_handler *peer; /* the job layer's entry points; NULL: none */
-    struct rdzvd_server *srv;              /* opaque below the server: handed to the job layer */
+    void *peer_ud;                         /* passed to the peer handler's callbacks */
 };

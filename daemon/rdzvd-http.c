@@ -3,6 +3,7 @@
 #include "rdzvd-http.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,12 +17,11 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-status.h"
-#include "rdzvd-job-status.h"
-#include "rdzvd-server.h"
+#include "rdzvd-job.h"
 
 struct rdzvd_http {
     uv_tcp_t tcp; /* first: the listen callback recovers h from the handle */
-    struct rdzvd_server *srv;
+    const struct rdzvd_jobs *jobs;
     struct rdzv_list conns;
     unsigned nconns;
     bool stopping;
@@ -96,13 +96,13 @@ static char *buf_to_str(struct rdzv_buf *b, int r)
 
 static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended"};
 
-char *rdzvd_http_metrics(struct rdzvd_server *srv)
+char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
 {
     struct rdzv_buf b = {0};
     struct rdzv_status st;
     int r = 0;
 
-    if (rdzvd_status_fill(srv, &st) < 0)
+    if (rdzvd_jobs_status(jobs, &st) < 0)
         return NULL;
     r |=
         bprintf(&b,
@@ -194,13 +194,29 @@ static int put_time(struct rdzv_buf *b, double t)
     return rdzv_buf_put(b, when, strlen(when));
 }
 
-char *rdzvd_http_page(struct rdzvd_server *srv)
+/* The status document (rdzv_status_to_json), indented: a malloc'd string or NULL. */
+static char *status_json(const struct rdzvd_jobs *jobs)
+{
+    struct rdzv_status st;
+    char *body;
+    json_t *o;
+
+    if (rdzvd_jobs_status(jobs, &st) < 0)
+        return NULL;
+    o = rdzv_status_to_json(&st);
+    rdzv_status_free(&st);
+    body = o ? json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+    json_decref(o);
+    return body;
+}
+
+char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
 {
     struct rdzv_buf b = {0};
     struct rdzv_status st;
     int r = 0;
 
-    if (rdzvd_status_fill(srv, &st) < 0)
+    if (rdzvd_jobs_status(jobs, &st) < 0)
         return NULL;
     r |= bprintf(&b,
                  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -327,16 +343,13 @@ static void http_serve(struct http_conn *c)
         return;
     }
     if (strcmp(path, "/metrics") == 0) {
-        body = rdzvd_http_metrics(c->h->srv);
+        body = rdzvd_http_metrics(c->h->jobs);
         ctype = "text/plain; version=0.0.4; charset=utf-8";
     } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
-        body = rdzvd_http_page(c->h->srv);
+        body = rdzvd_http_page(c->h->jobs);
         ctype = "text/html; charset=utf-8";
     } else if (strcmp(path, "/status.json") == 0) {
-        json_t *st = rdzvd_status_json(c->h->srv);
-
-        body = st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-        json_decref(st);
+        body = status_json(c->h->jobs);
         ctype = "application/json";
     } else {
         http_respond(c, 404, ctype, "not found: try /, /metrics or /status.json\n");
@@ -419,8 +432,8 @@ static void http_free_cb(uv_handle_t *hd)
     free(hd->data);
 }
 
-int rdzvd_http_start(struct rdzvd_server *srv, const char *addr, uint16_t port, uint16_t *ret_port,
-                     struct rdzvd_http **ret)
+int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char *addr,
+                     uint16_t port, uint16_t *ret_port, struct rdzvd_http **ret)
 {
     struct sockaddr_storage ss;
     int len = sizeof(ss), r;
@@ -432,9 +445,9 @@ int rdzvd_http_start(struct rdzvd_server *srv, const char *addr, uint16_t port, 
     h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
-    h->srv = srv;
+    h->jobs = jobs;
     rdzv_list_init(&h->conns);
-    r = uv_tcp_init(srv->loop, &h->tcp);
+    r = uv_tcp_init(loop, &h->tcp);
     if (r < 0) {
         free(h);
         return r;

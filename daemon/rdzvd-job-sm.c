@@ -35,7 +35,8 @@ void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     if (warn)
         log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
     else
-        log_info("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+        rdzv_log(j->host.quiet ? RDZV_LOG_DEBUG : RDZV_LOG_INFO, "job=%s gen=%" PRIu64 " %s",
+                 j->run_id, j->generation, j->events[i].text);
 }
 
 struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank)

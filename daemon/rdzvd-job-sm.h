@@ -15,7 +15,9 @@
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, the job's timer closed through the loop). A peer pointer is the host's; the
- * state machine keeps it until member_gone, or hands it back through ops->close. */
+ * state machine keeps it until member_gone, or hands it back through ops->close.
+ * Errors: functions returning int return 0 or a negative errno; the void ones cannot fail (they
+ * log what goes wrong, and a job that cannot go on ends with an outcome sent to its members). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,6 +64,7 @@ struct rdzvd_job_host {
     int state_dirfd;        /* --state-dir opened, or -1: nothing recorded */
     bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
+    bool quiet;             /* job events (not warnings) logged at debug instead of info */
 };
 
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound

@@ -4,14 +4,12 @@
  * restarts, nodes and recent events. Reads the job state machine's structs; changes nothing. */
 #include "rdzvd-job-status.h"
 
-#include <jansson.h>
 #include <stdio.h>
 
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-status.h"
 #include "rdzvd-job-impl.h"
 #include "rdzvd-server.h"
-#include "rdzvd-store.h"
 
 _Static_assert(JOB_EVENTS <= RDZV_STATUS_EVENTS, "status holds every recent event");
 _Static_assert(sizeof(((struct rdzvd_job *)0)->events[0].text) <= RDZV_STATUS_TEXT_MAX + 1,
@@ -72,29 +70,30 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     return 0;
 }
 
-int rdzvd_status_fill(struct rdzvd_server *srv, struct rdzv_status *ret)
+int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
+                      struct rdzv_status *ret)
 {
     uint64_t now = rdzv_now_ms();
-    struct rdzv_status st = {.port = srv->bound_port,
-                             .uptime_s = (double)(now - srv->start_ms) / 1000,
-                             .connections = srv->nconns,
-                             .accepted = srv->stats.accepted,
-                             .rejected = srv->stats.rejected,
-                             .protocol_errors = srv->stats.closed_proto,
-                             .requests = srv->stats.requests,
-                             .main_store_keys = rdzvd_store_num_keys(srv->main.store)};
+    struct rdzv_status st = {.port = info->port,
+                             .uptime_s = (double)(now - info->start_ms) / 1000,
+                             .connections = info->nconns,
+                             .accepted = info->stats.accepted,
+                             .rejected = info->stats.rejected,
+                             .protocol_errors = info->stats.closed_proto,
+                             .requests = info->stats.requests,
+                             .main_store_keys = info->main_store_keys};
     struct rdzv_list *pos, *tmp;
     size_t n = 0;
     int r;
 
     snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
     snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
-    rdzv_list_for_each_safe(pos, tmp, &srv->jobs) n++;
+    rdzv_list_for_each_safe(pos, tmp, jobs) n++;
     r = rdzv_status_alloc_jobs(&st, n);
     if (r < 0)
         goto out_free;
     n = 0;
-    rdzv_list_for_each_safe(pos, tmp, &srv->jobs)
+    rdzv_list_for_each_safe(pos, tmp, jobs)
     {
         r = job_status(rdzv_container_of(pos, struct rdzvd_job, node), now, &st.jobs[n++]);
         if (r < 0)
@@ -106,16 +105,4 @@ int rdzvd_status_fill(struct rdzvd_server *srv, struct rdzv_status *ret)
 out_free:
     rdzv_status_free(&st);
     return r;
-}
-
-json_t *rdzvd_status_json(struct rdzvd_server *srv)
-{
-    struct rdzv_status st;
-    json_t *o;
-
-    if (rdzvd_status_fill(srv, &st) < 0)
-        return NULL;
-    o = rdzv_status_to_json(&st);
-    rdzv_status_free(&st);
-    return o;
 }

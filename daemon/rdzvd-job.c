@@ -4,10 +4,12 @@
  * machine's ops on top of rdzvd_conn and the server's listeners (proto/RENDEZVOUS.md). */
 #include "rdzvd-job.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/rdzv-buf.h"
@@ -19,6 +21,12 @@
 #include "rdzvd-job-sm.h"
 #include "rdzvd-job-status.h"
 #include "rdzvd-server.h"
+
+struct rdzvd_jobs {
+    struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
+    struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
+    struct rdzvd_job_host host; /* built once: what each job needs of the server */
+};
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
 
@@ -95,7 +103,7 @@ static int srv_store_open(void *ud, const char *desc, const char *state_name, ui
     if (r < 0)
         return r;
     *store = l;
-    *port_out = l->port;
+    *port_out = rdzvd_listener_port(l);
     return 0;
 }
 
@@ -137,15 +145,9 @@ static void send_frame_error(struct rdzvd_conn *c, const char *fmt, ...)
     rdzvd_conn_close_after_flush(c);
 }
 
-static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
+static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint8_t *body,
+                       uint32_t len)
 {
-    struct rdzvd_server *srv = rdzvd_conn_server(c);
-    struct rdzvd_job_host h = {.loop = srv->loop,
-                               .ops = &conn_job_ops,
-                               .ud = srv,
-                               .state_dirfd = srv->state_dirfd,
-                               .sync_records = srv->cfg.fsync != RDZVD_FSYNC_NO,
-                               .jobs = &srv->jobs};
     struct rdzvd_member *m;
     struct rdzv_join jn;
     char err[512];
@@ -155,7 +157,7 @@ static int handle_join(struct rdzvd_conn *c, const uint8_t *body, uint32_t len)
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    r = rdzvd_job_join(&h, c, &jn, err, sizeof(err), &m);
+    r = rdzvd_job_join(&jobs->host, c, &jn, err, sizeof(err), &m);
     if (r < 0)
         send_frame_error(c, "%s", err);
     return r;
@@ -241,14 +243,14 @@ static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m)
 }
 
 /* The STATUS body is not looked at (rdzvctl sends {}). */
-static int handle_status(struct rdzvd_conn *c)
+static int handle_status(const struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
 {
     struct rdzv_buf *out = rdzvd_conn_out(c);
     struct rdzv_status st;
 
     if (!out)
         return 0;
-    if (rdzvd_status_fill(rdzvd_conn_server(c), &st) < 0) {
+    if (rdzvd_jobs_status(jobs, &st) < 0) {
         log_error("out of memory answering STATUS");
         return 0;
     }
@@ -258,13 +260,14 @@ static int handle_status(struct rdzvd_conn *c)
     return 0;
 }
 
-int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
+int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
 {
+    struct rdzvd_jobs *jobs = ud;
     /* The member is looked up through the connection, never taken from the message. */
     struct rdzvd_member *m = rdzvd_conn_get_member(c);
 
     if (op == RDZV_MSG_STATUS)
-        return handle_status(c);
+        return handle_status(jobs, c);
     if (m)
         rdzvd_member_seen(m);
 
@@ -274,7 +277,7 @@ int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_
                              rdzvd_member_run_id(m));
             return -EEXIST;
         }
-        return handle_join(c, body, len);
+        return handle_join(jobs, c, body, len);
     }
     if (!m) {
         send_frame_error(c, "%s before JOIN", rdzv_msg_name(op));
@@ -297,13 +300,53 @@ int rdzvd_job_msg(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_
     }
 }
 
-void rdzvd_job_conn_closed(struct rdzvd_conn *c, void *member)
+void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
 {
+    (void)ud;
     (void)c;
     rdzvd_member_gone(member);
 }
 
-void rdzvd_jobs_shutdown(struct rdzvd_server *srv)
+void rdzvd_jobs_shutdown(void *ud)
 {
-    rdzvd_jobs_drop_all(&srv->jobs);
+    struct rdzvd_jobs *jobs = ud;
+
+    rdzvd_jobs_drop_all(&jobs->list);
+}
+
+int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
+{
+    struct rdzvd_jobs *jobs = calloc(1, sizeof(*jobs));
+
+    if (!jobs)
+        return -ENOMEM;
+    jobs->srv = srv;
+    rdzv_list_init(&jobs->list);
+    jobs->host = (struct rdzvd_job_host){
+        .loop = rdzvd_server_loop(srv),
+        .ops = &conn_job_ops,
+        .ud = srv,
+        .state_dirfd = rdzvd_server_state_dirfd(srv),
+        .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
+        .jobs = &jobs->list,
+        .quiet = rdzvd_server_config(srv)->embedded,
+    };
+    *ret = jobs;
+    return 0;
+}
+
+struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
+{
+    if (jobs)
+        assert(rdzv_list_empty(&jobs->list));
+    free(jobs);
+    return NULL;
+}
+
+int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret)
+{
+    struct rdzvd_server_info info;
+
+    rdzvd_server_info(jobs->srv, &info);
+    return rdzvd_status_fill(&info, &jobs->list, ret);
 }

@@ -172,7 +172,7 @@ static ssize_t peer_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         peer_refuse(c, false, "this daemon serves no rendezvous", "no job layer");
         return -1;
     }
-    if (h->msg(c, op, body, blen) < 0) {
+    if (h->msg(s->env->peer_ud, c, op, body, blen) < 0) {
         /* The job code queued an ERROR frame for the peer: deliver it, read nothing more. */
         if (rdzvd_conn_closing(c))
             return -1;
@@ -193,7 +193,7 @@ static void peer_closing(struct rdzvd_conn *c)
         void *m = s->member;
 
         s->member = NULL;
-        s->env->peer->closed(c, m);
+        s->env->peer->closed(s->env->peer_ud, c, m);
     }
 }
 
@@ -224,9 +224,4 @@ void rdzvd_conn_set_member(struct rdzvd_conn *c, void *member)
 void *rdzvd_conn_get_member(const struct rdzvd_conn *c)
 {
     return session_of(c)->member;
-}
-
-struct rdzvd_server *rdzvd_conn_server(const struct rdzvd_conn *c)
-{
-    return session_of(c)->env->srv;
 }

@@ -14,19 +14,19 @@
 
 struct rdzvd_conn;
 struct rdzvd_env;
-struct rdzvd_server;
 struct rdzvd_store;
 
-/* The job layer's entry points, registered by rdzvd_daemon_init() (rdzvd-daemon.c). */
+/* The job layer's entry points, registered by rdzvd_daemon_new() (rdzvd-daemon.c) with the ud
+ * each callback gets (rdzvd_server_set_peer_handler). */
 struct rdzvd_peer_handler {
     /* One rendezvous message (after HELLO and AUTH) from c. Returns 0, or a negative errno after
      * which c is closed: after its output is flushed if the handler called
      * rdzvd_conn_close_after_flush() (an ERROR frame queued), at once otherwise. */
-    int (*msg)(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len);
+    int (*msg)(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len);
     /* c, which stood for member (rdzvd_conn_set_member), is closing. */
-    void (*closed)(struct rdzvd_conn *c, void *member);
+    void (*closed)(void *ud, struct rdzvd_conn *c, void *member);
     /* The daemon shuts down: drop everything built on the server (jobs, their listeners). */
-    void (*shutdown)(struct rdzvd_server *srv);
+    void (*shutdown)(void *ud);
 };
 
 /* Make c an rdzv peer and put this session in charge of it; it must start with HELLO. store: the
@@ -39,5 +39,3 @@ void rdzvd_peer_begin(struct rdzvd_conn *c, const struct rdzvd_env *env, struct 
 /* Attach the job member an agent connection stands for; handler->closed gets it back. */
 void rdzvd_conn_set_member(struct rdzvd_conn *c, void *member);
 void *rdzvd_conn_get_member(const struct rdzvd_conn *c);
-/* The server c belongs to (env->srv). */
-struct rdzvd_server *rdzvd_conn_server(const struct rdzvd_conn *c);

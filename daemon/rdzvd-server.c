@@ -17,11 +17,74 @@
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-tcpstore.h"
+#include "rdzvd-acl.h"
+#include "rdzvd-journal.h"
 #include "rdzvd-peer.h"
 #include "rdzvd-store.h"
 #include "rdzvd-tcpstore.h"
+#include "rdzvd-transport.h"
 
 #define SOMAXCONN_WARN 4096
+
+/* A listening socket and the key space its TCPStore clients see. The main listener also accepts
+ * rendezvous peers; each job generation gets a listener of its own with a fresh store. */
+struct rdzvd_listener {
+    uv_tcp_t tcp; /* first: callbacks recover the listener from the handle */
+    struct rdzvd_server *srv;
+    struct rdzvd_store *store;     /* the key space of this listener's TCPStore clients */
+    struct rdzvd_journal *journal; /* its persistence, or NULL */
+    struct rdzv_list persist_node; /* in srv->persist_list while its journal holds records */
+    struct rdzvd_conn_group group; /* the connections that came in on it */
+    bool accepts_rdzv;             /* rendezvous peers allowed (main listener only) */
+    bool closing;                  /* no longer accepting; freed once its connections are gone */
+    bool handle_closed;
+    uint16_t port;
+    char desc[48]; /* "main" or "job <run_id> gen <n>" for logs */
+};
+
+struct rdzvd_server {
+    uv_loop_t *loop;
+    struct rdzvd_listener main;
+    bool stopping;
+    struct rdzvd_config cfg;
+    uint64_t nconns; /* open connections (= net.nconns) */
+    uint16_t bound_port;
+    char bound_addr[64];
+    struct sockaddr_storage bound_sa; /* main listener's address; job listeners reuse it, port 0 */
+    uint64_t last_reject_log_ms;
+    int backlog;       /* net.core.somaxconn, read once at init */
+    uint64_t start_ms; /* rdzv_now_ms() at init, for uptime */
+    int state_dirfd;   /* cfg.state_dir opened O_DIRECTORY, or -1 */
+    /* Journal records are buffered and written once per loop iteration, before the replies of
+     * that iteration go out (net.hold keeps them back meanwhile). With --state-dir only. */
+    struct rdzv_list persist_list; /* listeners whose journal holds buffered records */
+    uv_prepare_t persist_prepare;  /* both active only while persist_list is non-empty */
+    uv_check_t persist_check;
+    bool persist_handles;     /* the two are initialised and not closed */
+    unsigned handles_closing; /* handles embedded in this struct, closing */
+    bool freed;               /* rdzvd_server_free() ran: free once handles_closing is 0 */
+    struct rdzvd_stats stats;
+    struct rdzvd_transport net;            /* every connection */
+    struct rdzvd_ratelimit refusals;       /* log lines about refused peers */
+    struct rdzvd_env env;                  /* what the sessions share */
+    const struct rdzvd_peer_handler *peer; /* the job layer; NULL: rendezvous refused */
+    void *peer_ud;
+};
+
+static void rdzvd_server_persist(struct rdzvd_server *srv);
+
+/* One of the handles embedded in srv finished closing. */
+static void server_handle_closed(struct rdzvd_server *srv)
+{
+    srv->handles_closing--;
+    if (srv->freed && srv->handles_closing == 0)
+        free(srv);
+}
+
+static void server_handle_close_cb(uv_handle_t *h)
+{
+    server_handle_closed(h->data);
+}
 
 static int read_somaxconn(void)
 {
@@ -83,7 +146,7 @@ static void listener_journal_pending_cb(void *ud)
     }
 }
 
-void rdzvd_server_persist(struct rdzvd_server *srv)
+static void rdzvd_server_persist(struct rdzvd_server *srv)
 {
     while (!rdzv_list_empty(&srv->persist_list)) {
         struct rdzvd_listener *l =
@@ -130,11 +193,17 @@ static void server_handshake_expired_cb(struct rdzvd_conn *c)
     rdzvd_conn_close(c, why);
 }
 
+static void server_transport_closed_cb(struct rdzvd_transport *t)
+{
+    server_handle_closed(rdzv_container_of(t, struct rdzvd_server, net));
+}
+
 static void listener_conn_gone(struct rdzvd_conn_group *g);
 
 static const struct rdzvd_transport_hooks server_hooks = {
     .release = server_release_cb,
     .handshake_expired = server_handshake_expired_cb,
+    .closed = server_transport_closed_cb,
 };
 
 static void persist_close_handles(struct rdzvd_server *srv)
@@ -142,19 +211,29 @@ static void persist_close_handles(struct rdzvd_server *srv)
     if (!srv->persist_handles)
         return;
     srv->persist_handles = false;
-    uv_close((uv_handle_t *)&srv->persist_prepare, NULL);
-    uv_close((uv_handle_t *)&srv->persist_check, NULL);
+    srv->handles_closing += 2;
+    uv_close((uv_handle_t *)&srv->persist_prepare, server_handle_close_cb);
+    uv_close((uv_handle_t *)&srv->persist_check, server_handle_close_cb);
 }
 
-int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rdzvd_config *cfg)
+static void server_transport_done(struct rdzvd_server *srv, bool free_buffers)
 {
+    srv->handles_closing++;
+    if (!rdzvd_transport_done(&srv->net, free_buffers))
+        srv->handles_closing--;
+}
+
+int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdzvd_server **ret)
+{
+    struct rdzvd_server *srv;
     int r;
 
-    memset(srv, 0, sizeof(*srv));
+    srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return log_error_errno(-ENOMEM, "init");
     srv->start_ms = rdzv_now_ms();
     srv->loop = loop;
     srv->cfg = *cfg;
-    rdzv_list_init(&srv->jobs);
     rdzv_list_init(&srv->main.group.conns);
     srv->main.group.conn_gone = listener_conn_gone;
     rdzv_list_init(&srv->main.persist_node);
@@ -168,60 +247,59 @@ int rdzvd_server_init(struct rdzvd_server *srv, uv_loop_t *loop, const struct rd
     srv->env.cfg = &srv->cfg;
     srv->env.stats = &srv->stats;
     srv->env.refusals = &srv->refusals;
-    srv->env.srv = srv;
+    srv->persist_prepare.data = srv->persist_check.data = srv;
     r = rdzvd_transport_init(&srv->net, loop, &server_hooks, srv, srv->cfg.lim.max_outbuf,
                              srv->cfg.handshake_timeout_ms);
-    if (r < 0)
+    if (r < 0) {
+        free(srv);
         return log_error_errno(r, "init");
+    }
     srv->net.proto_errors = &srv->stats.closed_proto;
+    srv->net.lifecycle_level = srv->cfg.embedded ? RDZV_LOG_DEBUG : RDZV_LOG_INFO;
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->main.store);
     if (r < 0) {
         log_error_errno(r, "init");
-        goto out_stop_transport;
+        goto out_free;
     }
     rdzvd_store_set_watch_cb(srv->main.store, rdzvd_tcpstore_watch);
     if (srv->cfg.state_dir) {
         r = state_dir_open(srv);
         if (r < 0)
-            goto out_free_store;
+            goto out_free;
         r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
                                srv->cfg.fsync, srv->main.store, &srv->main.journal);
         if (r < 0)
-            goto out_close_dir;
+            goto out_free;
         r = uv_prepare_init(loop, &srv->persist_prepare);
         if (r < 0) {
             log_error_errno(r, "init");
-            goto out_close_journal;
+            goto out_free;
         }
         r = uv_check_init(loop, &srv->persist_check);
         if (r < 0) {
             log_error_errno(r, "init");
-            uv_close((uv_handle_t *)&srv->persist_prepare, NULL);
-            goto out_close_journal;
+            srv->handles_closing++;
+            uv_close((uv_handle_t *)&srv->persist_prepare, server_handle_close_cb);
+            goto out_free;
         }
-        srv->persist_prepare.data = srv->persist_check.data = srv;
         srv->persist_handles = true;
         rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb, &srv->main);
     }
+    *ret = srv;
     return 0;
 
-out_close_journal:
-    rdzvd_journal_close(srv->main.journal, false);
-    srv->main.journal = NULL;
-out_close_dir:
-    close(srv->state_dirfd);
-    srv->state_dirfd = -1;
-out_free_store:
-    srv->main.store = rdzvd_store_free(srv->main.store);
-out_stop_transport:
-    rdzvd_transport_done(&srv->net, true);
+out_free:
+    rdzvd_server_free(srv); /* its memory goes once the handles it opened have closed */
     return r;
 }
 
-void rdzvd_server_set_peer_handler(struct rdzvd_server *srv, const struct rdzvd_peer_handler *h)
+void rdzvd_server_set_peer_handler(struct rdzvd_server *srv, const struct rdzvd_peer_handler *h,
+                                   void *ud)
 {
     srv->peer = h;
+    srv->peer_ud = ud;
     srv->env.peer = h;
+    srv->env.peer_ud = ud;
 }
 
 /* ---- accept, and the first bytes pick the session ---- */
@@ -333,8 +411,8 @@ static int server_accept(struct rdzvd_listener *l)
         return 0;
     }
     srv->stats.accepted++;
-    log_info("conn %" PRIu64 " (%s): accepted on %s listener", rdzvd_conn_id(c),
-             rdzvd_conn_peer(c), l->desc);
+    rdzv_log(srv->net.lifecycle_level, "conn %" PRIu64 " (%s): accepted on %s listener",
+             rdzvd_conn_id(c), rdzvd_conn_peer(c), l->desc);
     s = rdzvd_conn_session_data(c);
     s->l = l;
     s->store_ok = store_ok;
@@ -365,12 +443,24 @@ static void listener_free(struct rdzvd_listener *l)
         free(l);
 }
 
+static void listener_close_cb(uv_handle_t *h);
+
+/* Close l's handle; the main listener's is embedded in the server, which waits for it. */
+static void listener_close_handle(struct rdzvd_listener *l)
+{
+    if (l == &l->srv->main)
+        l->srv->handles_closing++;
+    uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+}
+
 static void listener_close_cb(uv_handle_t *h)
 {
     struct rdzvd_listener *l = (struct rdzvd_listener *)h;
 
     l->handle_closed = true;
-    if (l->group.n == 0 && l != &l->srv->main)
+    if (l == &l->srv->main)
+        server_handle_closed(l->srv);
+    else if (l->group.n == 0)
         listener_free(l);
 }
 
@@ -444,7 +534,7 @@ static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bo
 out_close_handle:
     /* Rare (the socket already listens): the listener goes away with its handle's close. */
     l->closing = true;
-    uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+    listener_close_handle(l);
     return r;
 }
 
@@ -569,7 +659,7 @@ void rdzvd_listener_close(struct rdzvd_listener *l, bool drop_state)
     l->journal = NULL;
     rdzvd_conn_group_close(&l->group, "its job generation ended");
     if (!l->handle_closed)
-        uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+        listener_close_handle(l);
     else if (l->group.n == 0 && l != &l->srv->main)
         listener_free(l);
 }
@@ -580,30 +670,68 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
         return;
     srv->stopping = true;
     rdzvd_server_persist(srv); /* what was acknowledged reaches the journal; replies go out */
-    log_info("shutting down: closing %" PRIu64 " connections", srv->nconns);
+    rdzv_log(srv->net.lifecycle_level, "shutting down: closing %" PRIu64 " connections",
+             srv->nconns);
     if (srv->peer && srv->peer->shutdown)
-        srv->peer->shutdown(srv);
-    rdzvd_transport_done(&srv->net, false);
+        srv->peer->shutdown(srv->peer_ud);
+    server_transport_done(srv, false);
     srv->main.closing = true;
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
     persist_close_handles(srv);
     if (!srv->main.handle_closed)
-        uv_close((uv_handle_t *)&srv->main.tcp, listener_close_cb);
+        listener_close_handle(&srv->main);
     rdzvd_transport_close_all(&srv->net, "server shutting down");
 }
 
-void rdzvd_server_done(struct rdzvd_server *srv)
+struct rdzvd_server *rdzvd_server_free(struct rdzvd_server *srv)
 {
+    if (!srv)
+        return NULL;
     /* Still open only if we never got to stop (listen failed): the loop runs once more. */
     rdzv_list_del(&srv->main.persist_node);
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
     persist_close_handles(srv);
+    if (!srv->main.handle_closed && !uv_is_closing((uv_handle_t *)&srv->main.tcp))
+        listener_close_handle(&srv->main);
     if (srv->state_dirfd >= 0)
         close(srv->state_dirfd);
     srv->state_dirfd = -1;
-    /* Its timer is closed already after rdzvd_server_stop(); else the caller runs the loop once. */
-    rdzvd_transport_done(&srv->net, true);
+    server_transport_done(srv, true);
     srv->main.store = rdzvd_store_free(srv->main.store);
+    srv->freed = true;
+    if (srv->handles_closing == 0)
+        free(srv);
+    return NULL;
+}
+
+uv_loop_t *rdzvd_server_loop(const struct rdzvd_server *srv)
+{
+    return srv->loop;
+}
+
+const struct rdzvd_config *rdzvd_server_config(const struct rdzvd_server *srv)
+{
+    return &srv->cfg;
+}
+
+int rdzvd_server_state_dirfd(const struct rdzvd_server *srv)
+{
+    return srv->state_dirfd;
+}
+
+void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info *ret)
+{
+    *ret = (struct rdzvd_server_info){.port = srv->bound_port,
+                                      .start_ms = srv->start_ms,
+                                      .nconns = srv->nconns,
+                                      .stats = srv->stats,
+                                      .main_store_keys = rdzvd_store_num_keys(srv->main.store)};
+    snprintf(ret->addr, sizeof(ret->addr), "%s", srv->bound_addr);
+}
+
+uint16_t rdzvd_listener_port(const struct rdzvd_listener *l)
+{
+    return l->port;
 }

@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-store.h: the key-value map, per-key queues and the wait index. No sockets, no logging:
- * unit-testable on its own. Semantics follow PyTorch's TCPStore (proto/TCPSTORE.md 3, 5). */
+ * unit-testable on its own. Semantics follow PyTorch's TCPStore (proto/TCPSTORE.md 3, 5).
+ *
+ * Ownership: rdzvd_store_new's caller owns the store (rdzvd_store_free), which owns its keys,
+ * values and queues; a waiter is embedded by its caller (one per connection), the waits
+ * registered on it are the store's until woken or cancelled.
+ * Errors: negative errno (-ENOMEM, -ENOENT, -ENOSPC, -EMSGSIZE as each function says).
+ * Threads: one at a time (rdzvd: the loop's); callbacks run synchronously from the mutation. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

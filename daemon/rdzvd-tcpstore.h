@@ -3,6 +3,8 @@
  * requests in one of its numberings (proto/rdzv-tcpstore.h), served from a store, replies queued
  * on the connection. Peer mistakes close that connection with a logged reason.
  *
+ * Ownership: the session's state lives in its connection (the transport's); store and env are
+ * borrowed. Errors: none returned (peer mistakes and out of memory close the connection).
  * Threads: the loop's only (transport callbacks and the store's wake/watch callbacks). */
 #pragma once
 #include <stddef.h>

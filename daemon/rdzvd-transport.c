@@ -161,7 +161,7 @@ void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
 {
     if (c->state == CONN_CLOSING)
         return;
-    log_info("conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
+    rdzv_log(c->t->lifecycle_level, "conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
     conn_set_state(c, CONN_CLOSING);
     rdzvd_conn_handshake_done(c);
     if (c->ops && c->ops->closing)
@@ -710,6 +710,7 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     t->hooks = hooks;
     t->ud = ud;
     t->max_outbuf = max_outbuf;
+    t->lifecycle_level = RDZV_LOG_INFO;
     t->hs_timeout_ms = handshake_timeout_ms;
     rdzv_list_init(&t->conns);
     rdzv_list_init(&t->flush_list);
@@ -729,14 +730,25 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     return 0;
 }
 
-void rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
+static void hs_timer_close_cb(uv_handle_t *h)
 {
+    struct rdzvd_transport *t = h->data;
+
+    if (t->hooks->closed)
+        t->hooks->closed(t);
+}
+
+bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
+{
+    bool closing = t->hs_timer_open;
+
     if (t->hs_timer_open) {
         t->hs_timer_open = false;
-        uv_close((uv_handle_t *)&t->hs_timer, NULL);
+        uv_close((uv_handle_t *)&t->hs_timer, hs_timer_close_cb);
     }
     if (free_buffers) {
         free(t->scratch);
         t->scratch = NULL;
     }
+    return closing;
 }

@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
 
 struct rdzv_buf;
 struct rdzvd_ratelimit;
@@ -61,6 +62,9 @@ struct rdzvd_transport_hooks {
     /* c did not finish its handshake in time (rdzvd_conn_handshake_done never came). The hook
      * closes it. */
     void (*handshake_expired)(struct rdzvd_conn *c);
+    /* The transport's own handle finished closing (after rdzvd_transport_done): t may be freed
+     * now as far as the transport is concerned. Optional. */
+    void (*closed)(struct rdzvd_transport *t);
 };
 
 /* Per daemon; embedded by the server. Fields are the transport's, except those marked. */
@@ -70,6 +74,7 @@ struct rdzvd_transport {
     void *ud;                  /* for the hooks (the server) */
     uint64_t max_outbuf;       /* THE output cap, bytes queued per connection (--max-outbuf) */
     uint64_t *proto_errors;    /* bumped by rdzvd_conn_protocol_error(); may be NULL */
+    enum rdzv_log_level lifecycle_level; /* set by the owner: "closed" lines (default info) */
     bool hold;                 /* set by the owner: output waits until it calls flush_pending */
     uint8_t *scratch;          /* one read buffer shared by all connections (one thread) */
     size_t scratch_len;
@@ -87,9 +92,10 @@ struct rdzvd_transport {
 int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
                          const struct rdzvd_transport_hooks *hooks, void *ud, uint64_t max_outbuf,
                          uint64_t handshake_timeout_ms);
-/* Close the handshake timer (asynchronous; safe twice) and, with free_buffers, release memory.
- * Call with free_buffers once the loop has finished. */
-void rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers);
+/* Close the handshake timer (asynchronous, hooks->closed follows; safe twice: returns whether
+ * this call started the close) and, with free_buffers, release memory. Call with free_buffers
+ * once the loop has finished. */
+bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers);
 /* Write out output that was queued from elsewhere (woken waits, other connections' requests,
  * timers) or held; nothing while t->hold. */
 void rdzvd_transport_flush_pending(struct rdzvd_transport *t);
@@ -141,8 +147,8 @@ void rdzvd_conn_protocol_error(struct rdzvd_conn *c, const char *fmt, ...)
  * (then the line is counted, and the next one logged says how many were dropped). */
 void rdzvd_conn_warn_limited(struct rdzvd_conn *c, struct rdzvd_ratelimit *rl, const char *fmt,
                              ...) __attribute__((format(printf, 3, 4)));
-/* Start closing c, logging reason at info. Asynchronous: memory is released in the close
- * callback. The session's closing() runs at once. Safe to call twice. */
+/* Start closing c, logging reason at t->lifecycle_level (info unless set). Asynchronous: memory is
+ * released in the close callback. The session's closing() runs at once. Safe to call twice. */
 void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason);
 bool rdzvd_conn_closing(const struct rdzvd_conn *c);
 

@@ -256,7 +256,8 @@ static int write_port_file(const char *path, unsigned port)
 }
 
 struct daemon_ctx {
-    struct rdzvd_server srv;
+    struct rdzvd_daemon *daemon;
+    struct rdzvd_server *srv; /* the daemon's */
     struct rdzvd_http *http;
     uv_signal_t sigterm, sigint;
 };
@@ -270,7 +271,7 @@ static void signal_cb(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&d->sigint, NULL);
     rdzvd_http_stop(d->http);
     d->http = NULL;
-    rdzvd_server_stop(&d->srv);
+    rdzvd_server_stop(d->srv);
 }
 
 int main(int argc, char **argv)
@@ -282,6 +283,7 @@ int main(int argc, char **argv)
         .metrics_port = -1,
     };
     struct daemon_ctx d = {0};
+    struct rdzvd_server_info info;
     uv_loop_t loop;
     uint64_t nofile;
     int r;
@@ -298,15 +300,16 @@ int main(int argc, char **argv)
     r = uv_loop_init(&loop);
     if (r < 0)
         return log_error_errno(r, "uv_loop_init"), 1;
-    r = rdzvd_daemon_init(&d.srv, &loop, &o.cfg);
+    r = rdzvd_daemon_new(&loop, &o.cfg, &d.daemon);
     if (r < 0) {
         uv_run(&loop, UV_RUN_DEFAULT); /* let the handles init closed finish closing */
         (void)uv_loop_close(&loop);
         return 1; /* it logged why */
     }
-    r = rdzvd_server_listen(&d.srv);
+    d.srv = rdzvd_daemon_server(d.daemon);
+    r = rdzvd_server_listen(d.srv);
     if (r < 0) {
-        rdzvd_server_done(&d.srv);
+        rdzvd_daemon_free(d.daemon);
         uv_run(&loop, UV_RUN_DEFAULT);
         uv_loop_close(&loop);
         return 1;
@@ -326,9 +329,9 @@ int main(int argc, char **argv)
     }
     if (r < 0) {
         log_error_errno(r, "cannot handle signals");
-        rdzvd_server_stop(&d.srv);
+        rdzvd_server_stop(d.srv);
         uv_run(&loop, UV_RUN_DEFAULT);
-        rdzvd_server_done(&d.srv);
+        rdzvd_daemon_free(d.daemon);
         (void)uv_loop_close(&loop);
         return 1;
     }
@@ -337,16 +340,17 @@ int main(int argc, char **argv)
         const char *maddr = o.metrics_bind ? o.metrics_bind : o.cfg.bind ? o.cfg.bind : "127.0.0.1";
         uint16_t mport;
 
-        r = rdzvd_http_start(&d.srv, maddr, (uint16_t)o.metrics_port, &mport, &d.http);
+        r = rdzvd_http_start(&loop, rdzvd_daemon_jobs(d.daemon), maddr, (uint16_t)o.metrics_port,
+                             &mport, &d.http);
         if (r < 0) {
             log_error("cannot serve metrics on %s port %d: %s (check --metrics-port and "
                       "--metrics-bind)",
                       maddr, o.metrics_port, uv_strerror(r));
-            rdzvd_server_stop(&d.srv);
+            rdzvd_server_stop(d.srv);
             uv_close((uv_handle_t *)&d.sigterm, NULL);
             uv_close((uv_handle_t *)&d.sigint, NULL);
             uv_run(&loop, UV_RUN_DEFAULT);
-            rdzvd_server_done(&d.srv);
+            rdzvd_daemon_free(d.daemon);
             uv_loop_close(&loop);
             return 1;
         }
@@ -354,13 +358,14 @@ int main(int argc, char **argv)
         if (o.metrics_port_file && (r = write_port_file(o.metrics_port_file, mport)) < 0)
             log_warn_errno(r, "cannot write --metrics-port-file %s", o.metrics_port_file);
     }
-    if (o.port_file && (r = write_port_file(o.port_file, d.srv.bound_port)) < 0)
+    rdzvd_server_info(d.srv, &info);
+    if (o.port_file && (r = write_port_file(o.port_file, info.port)) < 0)
         log_warn_errno(r, "cannot write --port-file %s", o.port_file);
-    printf("rdzvd listening on %s port %u\n", d.srv.bound_addr, d.srv.bound_port);
+    printf("rdzvd listening on %s port %u\n", info.addr, info.port);
     fflush(stdout);
     log_info("rdzvd %s listening on %s port %u (open-file limit %" PRIu64 ", max %" PRIu64
              " connections, legacy clients: %s)",
-             RDZV_VERSION, d.srv.bound_addr, d.srv.bound_port, nofile, o.cfg.lim.max_conns,
+             RDZV_VERSION, info.addr, info.port, nofile, o.cfg.lim.max_conns,
              o.cfg.legacy_allowed ? rdzv_dialect_name(o.cfg.legacy) : "refused");
     log_info("authentication: %s; TCPStore clients from: %s; handshake timeout: %.1f s",
              o.cfg.token ? "token required (" RDZV_AUTH_SCHEME ")" : "none (no --token-file)",
@@ -368,11 +373,12 @@ int main(int argc, char **argv)
              (double)o.cfg.handshake_timeout_ms / 1000);
 
     uv_run(&loop, UV_RUN_DEFAULT);
-    rdzvd_server_done(&d.srv);
+    rdzvd_server_info(d.srv, &info);
+    d.daemon = rdzvd_daemon_free(d.daemon);
     r = uv_loop_close(&loop);
     if (r < 0)
         log_warn("loop closed with handles still open: %s", uv_strerror(r));
-    log_info("stopped (%" PRIu64 " connections served, %" PRIu64 " requests)",
-             d.srv.stats.accepted, d.srv.stats.requests);
+    log_info("stopped (%" PRIu64 " connections served, %" PRIu64 " requests)", info.stats.accepted,
+             info.stats.requests);
     return 0;
 }

@@ -14,7 +14,6 @@
 #include <uv.h>
 
 #include "../../common/rdzv-log.h"
-#include "../../daemon/rdzvd-daemon.h"
 #include "../../daemon/rdzvd-server.h"
 #include "../tap.h"
 
@@ -51,7 +50,7 @@ static void reopen_timer_cb(uv_timer_t *h)
     t->r_free = rdzvd_listener_open(t->srv, "job t gen 1", NULL, 0, &t->l);
     t->inside = false;
     if (t->r_free == 0)
-        t->free_port = t->l->port;
+        t->free_port = rdzvd_listener_port(t->l);
 }
 
 static void stop_timer_cb(uv_timer_t *h)
@@ -73,10 +72,10 @@ static void test_reopen_on_taken_port_runs_no_nested_loop(void)
                                .legacy = RDZV_DIALECT_V20, .legacy_allowed = true};
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof(sa);
-    struct rdzvd_server srv;
+    struct rdzvd_server *srv = NULL;
     uv_timer_t timer, stop;
     uv_idle_t idle;
-    struct reopen_case t = {.srv = &srv, .idle = &idle, .timer = &timer};
+    struct reopen_case t = {.idle = &idle, .timer = &timer};
     uv_loop_t loop;
     int fd;
 
@@ -88,8 +87,9 @@ static void test_reopen_on_taken_port_runs_no_nested_loop(void)
     t.taken = ntohs(sa.sin_port);
 
     ASSERT_OK(uv_loop_init(&loop));
-    ASSERT_OK(rdzvd_daemon_init(&srv, &loop, &cfg));
-    ASSERT_OK(rdzvd_server_listen(&srv));
+    ASSERT_OK(rdzvd_server_new(&loop, &cfg, &srv));
+    t.srv = srv;
+    ASSERT_OK(rdzvd_server_listen(srv));
     ASSERT_OK(uv_idle_init(&loop, &idle));
     idle.data = &t;
     ASSERT_OK(uv_idle_start(&idle, reopen_idle_cb));
@@ -107,7 +107,7 @@ static void test_reopen_on_taken_port_runs_no_nested_loop(void)
     ASSERT_OK(t.r_free);
     ASSERT_NE(t.free_port, 0);
     ASSERT_NE(t.free_port, t.taken);
-    rdzvd_server_done(&srv);
+    rdzvd_server_free(srv);
     ASSERT_EQ(uv_loop_close(&loop), 0);
     close(fd);
 }
