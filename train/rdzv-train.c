@@ -2,7 +2,9 @@
 /* rdzv-train.c: main(): options (argv, then RDZV_TRAIN_<OPT> from the environment), the
  * worker environment (RANK, WORLD_SIZE, MASTER_ADDR...), exit status. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +251,19 @@ static int read_env(struct trainer_opts *o)
     s = getenv("RDZV_NCCL_UNIQUE_ID");
     o->nccl_id = s && *s ? s : NULL;
     o->first_attempt = restarts == 0;
+    /* The agent's progress channel (issue 14): an fd we inherited, written once per step. */
+    o->progress_fd = -1;
+    s = getenv("RDZV_PROGRESS_FD");
+    if (s && *s) {
+        uint64_t fd;
+
+        if (rdzv_parse_u64(s, &fd) < 0 || fd < 3 || fd > INT32_MAX ||
+            fcntl((int)fd, F_GETFD) < 0)
+            fprintf(stderr, "rdzv-train: ignoring RDZV_PROGRESS_FD='%s': not an open "
+                    "descriptor\n", s);
+        else
+            o->progress_fd = (int)fd;
+    }
     return 0;
 }
 
@@ -281,6 +296,9 @@ int main(int argc, char **argv)
     }
     if (read_env(&o) < 0)
         return 2;
+    /* A progress write to an agent that is gone fails with EPIPE instead of killing us. */
+    if (o.progress_fd >= 0)
+        signal(SIGPIPE, SIG_IGN);
     r = trainer_run(&o, stdout);
     return r < 0 ? 1 : 0;
 }

@@ -34,6 +34,7 @@ struct trainer {
     float *xbuf;     /* host staging for one local batch */
     float *state;    /* math memory: the resume header broadcast from rank 0 */
     uint64_t local_batch;
+    int progress_fd; /* o->progress_fd, -1 once a report failed */
     /* Position of the next step. */
     uint64_t step, epoch, offset, adam_t, perm_epoch;
     bool have_perm;
@@ -416,6 +417,24 @@ static int train_step(struct trainer *t, float *ret_loss)
     return 0;
 }
 
+/* Tell the agent (RDZV_PROGRESS_FD) that step t->step is done: one write of one line, atomic
+ * on the pipe. A failed write (agent gone, pipe full) is not the training's problem: after an
+ * error other than EAGAIN/EINTR the channel is dropped. */
+static void progress_report(struct trainer *t)
+{
+    char line[32];
+    int n;
+
+    if (t->progress_fd < 0)
+        return;
+    n = snprintf(line, sizeof(line), "step %" PRIu64 "\n", t->step);
+    if (write(t->progress_fd, line, (size_t)n) < 0 && errno != EAGAIN && errno != EINTR) {
+        terr(t, "progress channel (RDZV_PROGRESS_FD=%d): %s; no more reports", t->progress_fd,
+             strerror(errno));
+        t->progress_fd = -1;
+    }
+}
+
 static int run_loop(struct trainer *t, FILE *out)
 {
     const struct trainer_opts *o = t->o;
@@ -440,6 +459,7 @@ static int run_loop(struct trainer *t, FILE *out)
             t->comm->abort(t->comm);
             return r;
         }
+        progress_report(t);
         loss_d = loss;
         if (t->step == start_step + 1)
             first_loss = loss_d;
@@ -501,7 +521,7 @@ static int run_loop(struct trainer *t, FILE *out)
 
 int trainer_run(const struct trainer_opts *o, FILE *out)
 {
-    struct trainer t = {.o = o, .out = out, .layout = o->layout};
+    struct trainer t = {.o = o, .out = out, .layout = o->layout, .progress_fd = o->progress_fd};
     int r;
 
     r = load_data(&t);

@@ -40,6 +40,7 @@ struct trainer_opts {
     const char *local_addr;  /* RDZV_LOCAL_ADDR */
     const char *nccl_id;     /* RDZV_NCCL_UNIQUE_ID */
     bool first_attempt;      /* TORCHELASTIC_RESTART_COUNT unset or 0 */
+    int progress_fd;         /* RDZV_PROGRESS_FD: "step N\n" per step, or -1 (issue 14) */
 };
 
 /* Run the job. Progress goes to out (rank 0 only), one JSON object per line; errors go to
