@@ -38,6 +38,7 @@ struct agent_env_in {
     const char *error_file;           /* TORCHELASTIC_ERROR_FILE; NULL: "" (no error file) */
     const char *signals_to_handle;    /* TORCHELASTIC_SIGNALS_TO_HANDLE; NULL: as inherited */
     int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited) */
+    int control_fd;                   /* RDZV_CONTROL_FD, or 0: unset (never inherited) */
     const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
     const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */
     const char *device;               /* CUDA_VISIBLE_DEVICES, or NULL: as inherited; only with
