@@ -227,6 +227,21 @@ static int parse_env_u(const char *name, unsigned dflt, unsigned max, unsigned *
     return 0;
 }
 
+/* An inherited descriptor named by variable name, or -1 (unset, or not open: warned). */
+static int env_fd(const char *name)
+{
+    const char *s = getenv(name);
+    uint64_t fd;
+
+    if (!s || !*s)
+        return -1;
+    if (rdzv_parse_u64(s, &fd) < 0 || fd < 3 || fd > INT32_MAX || fcntl((int)fd, F_GETFD) < 0) {
+        fprintf(stderr, "rdzv-train: ignoring %s='%s': not an open descriptor\n", name, s);
+        return -1;
+    }
+    return (int)fd;
+}
+
 static int read_env(struct trainer_opts *o)
 {
     const char *s;
@@ -251,18 +266,13 @@ static int read_env(struct trainer_opts *o)
     s = getenv("RDZV_NCCL_UNIQUE_ID");
     o->nccl_id = s && *s ? s : NULL;
     o->first_attempt = restarts == 0;
-    /* The agent's progress channel (issue 14): an fd we inherited, written once per step. */
-    o->progress_fd = -1;
-    s = getenv("RDZV_PROGRESS_FD");
-    if (s && *s) {
-        uint64_t fd;
-
-        if (rdzv_parse_u64(s, &fd) < 0 || fd < 3 || fd > INT32_MAX ||
-            fcntl((int)fd, F_GETFD) < 0)
-            fprintf(stderr, "rdzv-train: ignoring RDZV_PROGRESS_FD='%s': not an open "
-                    "descriptor\n", s);
-        else
-            o->progress_fd = (int)fd;
+    /* The agent's channels (issue 14): progress (written once per step) and control. */
+    o->progress_fd = env_fd("RDZV_PROGRESS_FD");
+    o->control_fd = env_fd("RDZV_CONTROL_FD");
+    s = getenv("RDZV_GENERATION");
+    if (s && *s && rdzv_parse_u64(s, &o->generation) < 0) {
+        fprintf(stderr, "rdzv-train: bad RDZV_GENERATION='%s'\n", s);
+        return -EINVAL;
     }
     return 0;
 }

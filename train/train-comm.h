@@ -23,6 +23,11 @@ struct train_comm {
     int (*barrier)(struct train_comm *c);
     /* Give up on pending collectives so that the process can exit (no further calls). */
     void (*abort)(struct train_comm *c);
+    /* NULL, or: called from another thread (train-control.h's watcher, under its mutex) to make
+     * a collective blocked on a dead peer fail now (NCCL: ncclCommAbort); the training thread
+     * then sees errors and destroys the communicator. gloo needs none: its operations fail when
+     * the dead peer's sockets close, or at their timeout. */
+    void (*interrupt)(struct train_comm *c);
     void (*destroy)(struct train_comm *c);
     char err[512]; /* one line: what failed, for the exit message */
 };
