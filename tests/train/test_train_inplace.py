@@ -5,7 +5,8 @@ SIGKILLed (or a whole node's two), the survivors told the next generation on a f
 through their control channel, a replacement started fresh (no state, no checkpoint). Checks:
 the survivors are the same processes and finish, the state comes from a survivor by broadcast
 (the "reformed" event names it), no checkpoint is read, and the final loss and step count equal
-an uninterrupted run's within floating-point noise (same seed)."""
+an uninterrupted run's within floating-point noise (same seed). Also a node lost (4 -> 2 ranks)
+and a node joining (2 -> 4)."""
 import json
 import os
 import signal
@@ -133,6 +134,16 @@ class InplaceTest(tt.rdzvtest.DaemonTestCase):
         self.assertEqual(len(reformed), 1, reformed)
         self.assertEqual(reformed[0]["world"], 2)
         self.assertEqual(done["world"], 2)
+        self.check_same_run(done, want)
+
+    def test_grow_two_to_four(self):
+        # A node joins: nobody failed; the survivors see the new generation between steps.
+        want = self.baseline(2)
+        done, reformed, survivors = self.run_inplace(2, [], 4)
+        self.assertEqual(len(reformed), 1, reformed)
+        self.assertEqual(reformed[0]["world"], 4)
+        self.assertIn(reformed[0]["source"], (0, 1))
+        self.assertEqual(done["world"], 4)
         self.check_same_run(done, want)
 
 
