@@ -657,6 +657,10 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
         agent_stop_kill_leftover(w);
         if (w->handles > 0) {
             w->respawn = true;
+            /* A process that left the group may hold the old pipes: the drain closes them
+             * after AGENT_DRAIN_MS of silence, as after a last exit. */
+            if (!uv_is_active((uv_handle_t *)&g->drain_timer))
+                agent_stop_drain_start(g);
             continue;
         }
         r = worker_spawn(g, w, a, env);

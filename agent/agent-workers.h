@@ -162,9 +162,9 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
  * agent_group_start() for those ranks. On an active group (not stopping) each chosen rank must
  * have exited (else -EBUSY, nothing done). What is left in an exited worker's process group is
  * SIGKILLed, and its replacement is spawned once the old one's output is read to the end and
- * its handles are closed (from the loop, normally on the next iteration; not before a process
- * that left the group and holds the old pipes is gone; a failure to spawn it then is reported
- * through on_exit with status 127). Workers left running take a's ranks from now on
+ * its handles are closed (from the loop, normally on the next iteration; pipes that a process
+ * outside the group holds open are closed after AGENT_DRAIN_MS of silence; a failure to spawn
+ * it then is reported through on_exit with status 127). Workers left running take a's ranks from now on
  * (their "[rank<N>]: " prefix, logs) and a fresh progress timeout (their last step is kept): the
  * caller tells them the new generation through agent_group_control_send(). The start goes on:
  * on_all_exited fires once no worker of either kind runs. Error files and logs of a spawned

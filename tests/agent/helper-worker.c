@@ -22,6 +22,7 @@
  *   print=TEXT      TEXT and a newline on stdout;  eprint=TEXT: on stderr
  *   partial=TEXT    TEXT without newline on stdout; epartial=TEXT: on stderr
  *   child-sleep=MS  fork a child (same process group) that sleeps MS; print CHILD_PID=<pid>
+ *   escape-sleep=MS child-sleep, but the child leaves the process group (setsid) first
  *   pid             print PID=<pid> PGID=<pgid> SID=<sid>
  *   spam=N          N lines "spam <rank> <i> " padded with '.' to 100 bytes, on stdout
  *   espam=N         the same on stderr
@@ -278,12 +279,14 @@ static void run(const char *act, const char *rank)
         printf("%s", arg);
     } else if (IS("epartial")) {
         fprintf(stderr, "%s", arg);
-    } else if (IS("child-sleep")) {
+    } else if (IS("child-sleep") || IS("escape-sleep")) {
         pid_t pid;
 
         fflush(NULL);
         pid = fork();
         if (pid == 0) {
+            if (IS("escape-sleep"))
+                (void)setsid();
             sleep_ms(atol(arg));
             _exit(0);
         }

@@ -238,6 +238,58 @@ static void test_start_ranks(void)
     fx_done(&f);
 }
 
+/* The first exit of local rank 0 (status 9): start it again on generation 8. */
+static void hook_replace_lr0(struct fx *f, unsigned lr, int64_t status, int sig)
+{
+    struct inplace *ip = f->ptr;
+    const bool spawn[2] = {true, false};
+
+    if (lr != 0 || status != 9 || ip->n_starts > 0)
+        return;
+    ip->n_starts++;
+    ip->r_start = agent_group_start_ranks(f->g, &ip->a2, spawn);
+    ip->r_send = agent_group_control_send(f->g, 1, LINE("go on"));
+}
+
+/* A replaced worker left a process outside its group that holds its output pipes: the
+ * replacement waits for AGENT_DRAIN_MS of silence on them, not for that process (nor for the
+ * other worker's exit, 6 s later, after which the drain of a last exit would close them). */
+static void test_start_ranks_escaped_child(void)
+{
+    char *argv[] = {HELPER,           "g7:r0:escape-sleep=8000", "g7:r0:exit=9",
+                    "g7:r1:control=1", "g7:r1:sleep=6000",        "env",
+                    NULL};
+    struct inplace ip = {0};
+    uint64_t t0;
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    f.cfg.control = true;
+    f.ptr = &ip;
+    f.on_line = line_watch;
+    f.on_exit_hook = hook_replace_lr0;
+    ip.a2 = f.as;
+    ip.a2.generation = 8;
+    t0 = now_ms();
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_OK(ip.r_start);
+    ASSERT_EQ(ip.r_send, 1);
+    ASSERT_EQ(f.n_exit[0], 2);
+    ASSERT_EQ(f.status[0], 0);
+    ASSERT_TRUE(f.child_pid[0] > 0);
+    ASSERT_TRUE(f.t_exit[0] - t0 >= AGENT_DRAIN_MS);
+    ASSERT_LE(f.t_exit[0] - t0, AGENT_DRAIN_MS + 3000); /* not the child's 8 s */
+    {
+        struct lines l;
+
+        lines_of(&f.out, 0, &l);
+        ASSERT_VALUE(&l, "RDZV_GENERATION", "8");
+        lines_free(&l);
+    }
+    fx_done(&f);
+}
+
 /* On an idle group, a partial start spawns only the chosen ranks; a stopping group refuses. */
 static void test_start_ranks_idle(void)
 {
@@ -275,6 +327,7 @@ int main(int argc, char **argv)
     TEST(test_control_full);
     TEST(test_start_ranks);
     TEST(test_start_ranks_idle);
+    TEST(test_start_ranks_escaped_child);
     rm_tree(tmp_root);
     return tap_done();
 }
