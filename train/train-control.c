@@ -55,7 +55,8 @@ int train_control_parse(const char *line, struct train_gen *g)
     v = json_object_get(o, "nccl_id");
     if (v && !json_is_null(v))
         id = json_string_value(v);
-    if (get_uint(o, "generation", INT64_MAX, &gen) < 0 || get_uint(o, "rank", 1u << 24, &rank) < 0 ||
+    if (get_uint(o, "generation", INT64_MAX, &gen) < 0 ||
+        get_uint(o, "rank", 1u << 24, &rank) < 0 ||
         get_uint(o, "world_size", 1u << 24, &world) < 0 || world == 0 || rank >= world ||
         get_uint(o, "master_port", 65535, &port) < 0 || !addr || !*addr || !id ||
         strlen(addr) >= sizeof(g->master_addr) || strlen(id) >= sizeof(g->nccl_id) ||

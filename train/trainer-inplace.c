@@ -91,7 +91,7 @@ static int resize_batch(struct trainer *t)
     uint64_t lb = o->batch / o->world;
     size_t bytes = t->layout.nparams * sizeof(float);
     struct train_model *nm = NULL, *md = t->model;
-    float *host = NULL, *const *from[3], *const *to[3];
+    float *host = NULL, **from[3], **to[3];
     int r;
 
     if (lb == t->local_batch)
@@ -178,9 +178,10 @@ static int reform(struct trainer *t, const char *why)
     }
     t->state_ok = true;
     if (oc->rank == 0) {
-        fprintf(t->out, "{\"event\":\"reformed\",\"generation\":%" PRIu64 ",\"world\":%u,"
-                "\"step\":%" PRIu64 ",\"source\":%d,\"time_s\":%.3f}\n", t->generation, oc->world,
-                t->step, src, (double)(rdzv_now_ns() - t0) / 1e9);
+        fprintf(t->out,
+                "{\"event\":\"reformed\",\"generation\":%" PRIu64 ",\"world\":%u,"
+                "\"step\":%" PRIu64 ",\"source\":%d,\"time_s\":%.3f}\n",
+                t->generation, oc->world, t->step, src, (double)(rdzv_now_ns() - t0) / 1e9);
         fflush(t->out);
     }
     return 0;

@@ -57,8 +57,8 @@ static void test_control_send(void)
         for (size_t i = 0; i < l.n; i++)
             if (strncmp(l.v[i], "CONTROL=", 8) == 0) {
                 const char *want = seen == 0 ? "{\"op\":\"generation\",\"generation\":8}"
-                                   : lr ? "one"
-                                        : "zero";
+                                   : lr      ? "one"
+                                             : "zero";
 
                 ASSERT_BYTES_STR(l.v[i] + 8, strlen(l.v[i] + 8), want);
                 seen++;
@@ -163,9 +163,17 @@ static unsigned pids_of(struct fx *f, unsigned rank, long *v, unsigned max)
 
 static void test_start_ranks(void)
 {
-    char *argv[] = {HELPER,          "pid",           "g7:progress=5", "g7:r1:exit=9",
-                    "g7:control=1",  "r0:progress=7", "r2:progress=8", "g8:progress=21",
-                    "env",           "pid",           NULL};
+    char *argv[] = {HELPER,
+                    "pid",
+                    "g7:progress=5",
+                    "g7:r1:exit=9",
+                    "g7:control=1",
+                    "r0:progress=7",
+                    "r2:progress=8",
+                    "g8:progress=21",
+                    "env",
+                    "pid",
+                    NULL};
     struct inplace ip = {0};
     struct fx f;
 
@@ -222,7 +230,8 @@ static void test_start_ranks(void)
 
         for (unsigned lr = 0; lr < 3; lr += 2) {
             lines_of(&f.out, 3 + lr, &l);
-            ASSERT_VALUE(&l, "CONTROL", "{\"op\":\"generation\",\"generation\":8,\"rank_offset\":3}");
+            ASSERT_VALUE(&l, "CONTROL",
+                         "{\"op\":\"generation\",\"generation\":8,\"rank_offset\":3}");
             ASSERT_VALUE(&l, "RANK", lr == 0 ? "0" : "2"); /* their environment is unchanged */
             ASSERT_VALUE(&l, "RDZV_GENERATION", "7");
             lines_free(&l);
@@ -256,8 +265,12 @@ static void hook_replace_lr0(struct fx *f, unsigned lr, int64_t status, int sig)
  * other worker's exit, 6 s later, after which the drain of a last exit would close them). */
 static void test_start_ranks_escaped_child(void)
 {
-    char *argv[] = {HELPER,           "g7:r0:escape-sleep=8000", "g7:r0:exit=9",
-                    "g7:r1:control=1", "g7:r1:sleep=6000",        "env",
+    char *argv[] = {HELPER,
+                    "g7:r0:escape-sleep=8000",
+                    "g7:r0:exit=9",
+                    "g7:r1:control=1",
+                    "g7:r1:sleep=6000",
+                    "env",
                     NULL};
     struct inplace ip = {0};
     uint64_t t0;
