@@ -62,10 +62,19 @@ class Rank:
 
     def finish(self, timeout=120):
         try:
-            return tt.finish(self.p, timeout)
+            res = tt.finish(self.p, timeout)
+            while True:  # the rest of the progress reports (the writer has exited)
+                b = os.read(self.prog_r, 65536)
+                if not b:
+                    break
+                self.buf += b
+            return res
         finally:
             os.close(self.ctl_w)
             os.close(self.prog_r)
+
+    def steps(self):
+        return [int(line.split()[1]) for line in self.buf.decode().splitlines()]
 
 
 class InplaceTest(tt.rdzvtest.DaemonTestCase):
@@ -105,6 +114,13 @@ class InplaceTest(tt.rdzvtest.DaemonTestCase):
             rc, out, err = results[r.pid]
             self.assertEqual(rc, 0, "pid %d: %s" % (r.pid, err))
             self.assertNotIn("resumed", out)
+        for r in survivors:
+            # The same process trained from step 1 to the end, across the failure: its
+            # progress channel saw every step (a discarded one is reported once, when done).
+            self.assertEqual(sorted(set(r.steps())), list(range(1, STEPS + 1)))
+        for r in fresh:
+            self.assertGreater(r.steps()[0], 19, "the replacement started where it failed")
+            self.assertEqual(r.steps()[-1], STEPS)
         for k in killed:
             self.assertEqual(results[ranks[k].pid][0], -signal.SIGKILL)
         out0 = results[survivors[0].pid][1]
