@@ -40,6 +40,7 @@ static const char *const env_owned[] = {
     "RDZV_GENERATION",
     "RDZV_ENDPOINT",
     "RDZV_PROGRESS_FD",
+    "RDZV_CONTROL_FD",
     AGENT_TOKEN_ENV,
 };
 #define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
@@ -169,9 +170,41 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
         r |= env_add(e, "CUDA_VISIBLE_DEVICES=%s", in->device);
     if (in->progress_fd > 0)
         r |= env_add(e, "RDZV_PROGRESS_FD=%d", in->progress_fd);
+    if (in->control_fd > 0)
+        r |= env_add(e, "RDZV_CONTROL_FD=%d", in->control_fd);
     if (r < 0) {
         env_reset(e);
         return -ENOMEM;
     }
     return 0;
+}
+
+/* s can go in a JSON string as it is. */
+static bool json_plain(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+            return false;
+    return true;
+}
+
+int agent_env_control_line(const struct agent_assignment *a, unsigned local_rank, char *buf,
+                           size_t len)
+{
+    uint64_t rank = (uint64_t)a->rank_offset + local_rank;
+    int n;
+
+    if (!a->master_addr || !json_plain(a->master_addr) ||
+        (a->nccl_id_hex && !json_plain(a->nccl_id_hex)) || rank >= a->world_size)
+        return -EINVAL;
+    n = snprintf(buf, len,
+                 "{\"op\":\"generation\",\"generation\":%" PRIu64 ",\"rank\":%" PRIu64
+                 ",\"world_size\":%u,\"local_rank\":%u,\"master_addr\":\"%s\",\"master_port\":%u,"
+                 "\"nccl_id\":%s%s%s,\"restart_count\":%u}",
+                 a->generation, rank, a->world_size, local_rank, a->master_addr, a->master_port,
+                 a->nccl_id_hex ? "\"" : "", a->nccl_id_hex ? a->nccl_id_hex : "null",
+                 a->nccl_id_hex ? "\"" : "", a->restart_count);
+    if (n < 0 || (size_t)n >= len)
+        return -ENOSPC;
+    return n;
 }

@@ -38,6 +38,7 @@ struct agent_env_in {
     const char *error_file;           /* TORCHELASTIC_ERROR_FILE; NULL: "" (no error file) */
     const char *signals_to_handle;    /* TORCHELASTIC_SIGNALS_TO_HANDLE; NULL: as inherited */
     int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited) */
+    int control_fd;                   /* RDZV_CONTROL_FD, or 0: unset (never inherited) */
     const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
     const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */
     const char *device;               /* CUDA_VISIBLE_DEVICES, or NULL: as inherited; only with
@@ -67,3 +68,15 @@ void agent_env_free(struct agent_env *e);
 
 /* The value of name in env (NULL-terminated, may be NULL), or NULL: getenv() on an array. */
 const char *agent_env_get(char *const *env, const char *name);
+
+/* The control line (train/INPLACE.md, version 1) that tells a running worker of local rank
+ * local_rank the generation of a: {"op":"generation","generation":G,"rank":R,"world_size":W,
+ * "local_rank":L,"master_addr":"A","master_port":P,"nccl_id":"<hex>"|null,"restart_count":C}
+ * into buf (NUL-terminated, no newline: agent_group_control_send() adds it). The same fields as
+ * the worker environment of a start for a. Returns its length, -EINVAL when master_addr or the
+ * NCCL id holds a character that would need escaping ('"', '\\', control characters) or the
+ * rank is out of a's world, -ENOSPC when buf is too small (AGENT_ENV_CONTROL_LINE_MAX is
+ * enough for a 256-digit id and a 255-byte address). Pure. */
+#define AGENT_ENV_CONTROL_LINE_MAX 1024
+int agent_env_control_line(const struct agent_assignment *a, unsigned local_rank, char *buf,
+                           size_t len);

@@ -355,8 +355,7 @@ int agent_group_pipe_open(struct agent_group *g, uv_pipe_t *pipe, int *ret_child
     if (r < 0)
         goto out_close_fds;
     pipe->data = g;
-    g->worker_handles++;
-    g->handles++;
+    agent_group_worker_handle_added(g, (uv_handle_t *)pipe);
     r = uv_pipe_open(pipe, fds[0]);
     if (r < 0) {
         uv_close((uv_handle_t *)pipe, agent_group_worker_close_cb);

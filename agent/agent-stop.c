@@ -31,22 +31,24 @@ void agent_stop_unlist_if_gone(struct agent_worker *w)
 /* The end of a start (or free): processes left in the groups of exited workers are SIGKILLed,
  * as torchrun ends each worker's process group. The workers' slots are then free for the next
  * start. */
+void agent_stop_kill_leftover(struct agent_worker *w)
+{
+    if (!w->listed || w->running)
+        return;
+    if (!w->group_killed && !group_gone(w->pid)) {
+        log_info("worker rank %u (pid %d) exited, but its process group still has "
+                 "processes: killing them",
+                 w->rank, w->pid);
+        (void)kill(-w->pid, SIGKILL);
+    }
+    w->listed = false;
+    agent_reaper_link_send_pgid(w->g, '-', w->pid);
+}
+
 void agent_stop_kill_leftovers(struct agent_group *g)
 {
-    for (unsigned i = 0; i < g->cfg.nproc; i++) {
-        struct agent_worker *w = &g->workers[i];
-
-        if (!w->listed || w->running)
-            continue;
-        if (!w->group_killed && !group_gone(w->pid)) {
-            log_info("worker rank %u (pid %d) exited, but its process group still has "
-                     "processes: killing them",
-                     w->rank, w->pid);
-            (void)kill(-w->pid, SIGKILL);
-        }
-        w->listed = false;
-        agent_reaper_link_send_pgid(g, '-', w->pid);
-    }
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        agent_stop_kill_leftover(&g->workers[i]);
 }
 
 /* ---- timers ---- */
@@ -96,7 +98,8 @@ static void drain_timer_cb(uv_timer_t *t)
         for (unsigned k = 0; k < _OUT_MAX; k++) {
             struct worker_out *o = &g->workers[i].out[k];
 
-            if (!o->open)
+            /* a worker started by agent_group_start_ranks() meanwhile keeps its pipes */
+            if (!o->open || g->workers[i].running)
                 continue;
             if (g->paused)
                 log_warn("worker rank %u: stopping, dropping its %s that nobody reads from "

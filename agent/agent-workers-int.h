@@ -78,6 +78,9 @@ struct agent_worker {
     unsigned local_rank;
     unsigned rank;     /* global rank of the current start */
     int pid;           /* also the worker's process group and session id */
+    int control_fd;    /* our (non-blocking) end of its control channel, or -1 */
+    unsigned handles;  /* its process and pipe handles not yet closed back */
+    bool respawn;      /* agent_group_start_ranks(): spawn it once handles reaches 0 */
     bool proc_open;    /* initialised by uv_spawn, uv_close not yet called */
     bool running;      /* spawned (or failed to exec, until that is reported), exit not yet seen */
     bool listed;       /* its process group may be alive: the reaper has it ("+pid") */
@@ -105,6 +108,11 @@ struct agent_group {
     uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
     uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
     uv_timer_t progress_timer;    /* the next progress deadline of a running worker */
+    /* agent_group_start_ranks() with workers waiting for their old handles to close: the
+     * assignment they get (strings copied into the two buffers). */
+    struct agent_assignment respawn_a;
+    char respawn_addr[256];
+    char respawn_nccl[520];
     int stop_signal;
     bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
     struct out_sink sink[_OUT_MAX];
@@ -146,6 +154,8 @@ void agent_group_maybe_finish(struct agent_group *g);
 void agent_group_worker_close_cb(uv_handle_t *h);
 /* Close callback of any other handle of the group (h->data is the group). */
 void agent_group_handle_close_cb(uv_handle_t *h);
+/* Count a new process or pipe handle of a worker (h->data must be g; h inside g->workers[]). */
+void agent_group_worker_handle_added(struct agent_group *g, uv_handle_t *h);
 /* Arm the zero timer that runs on_all_exited (or ends a stop) on the next loop iteration. */
 void agent_group_notify_soon(struct agent_group *g);
 
@@ -182,6 +192,8 @@ void agent_relay_release(struct agent_group *g);
 
 /* Signal the process group of each worker that may still have one (w->listed). */
 void agent_stop_kill(struct agent_group *g, int signum);
+/* The same for one exited worker (before its slot is reused by agent_group_start_ranks()). */
+void agent_stop_kill_leftover(struct agent_worker *w);
 /* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them. */
 void agent_stop_kill_leftovers(struct agent_group *g);
 /* Unlist w's process group from the reaper once it is known to be gone. */
@@ -202,6 +214,14 @@ void agent_progress_start(struct agent_worker *w);
 void agent_progress_close(struct agent_worker *w);
 /* (Re)arm progress_timer for the earliest deadline of a running worker, or stop it. */
 void agent_progress_arm(struct agent_group *g);
+
+/* ---- agent-workers-control.c: the control channel (agent -> worker) ---- */
+
+/* Make w's control pipe: w->control_fd our non-blocking end, *ret_child_fd the worker's blocking
+ * read end. 0 or a negative errno, nothing left open on failure. */
+int agent_control_open(struct agent_worker *w, int *ret_child_fd);
+/* Close our end (the worker exited, or the group is freed). No-op when not open. */
+void agent_control_close(struct agent_worker *w);
 
 /* ---- agent-reaper-link.c: our connection to the host's reaper (agent-reaper.h) ---- */
 

@@ -109,13 +109,44 @@ void agent_group_handle_close_cb(uv_handle_t *h)
     agent_group_maybe_finish(g);
 }
 
+/* The worker whose struct holds handle h: every worker handle is a member of its worker. */
+static struct agent_worker *worker_of_handle(struct agent_group *g, const uv_handle_t *h)
+{
+    size_t off = (size_t)((const char *)h - (const char *)g->workers);
+
+    assert((const char *)h >= (const char *)g->workers && off / sizeof(*g->workers) < g->cfg.nproc);
+    return &g->workers[off / sizeof(*g->workers)];
+}
+
+void agent_group_worker_handle_added(struct agent_group *g, uv_handle_t *h)
+{
+    g->worker_handles++;
+    g->handles++;
+    worker_of_handle(g, h)->handles++;
+}
+
+static void worker_respawn(struct agent_worker *w);
+static int worker_spawn(struct agent_group *g, struct agent_worker *w,
+                        const struct agent_assignment *a, struct agent_env *env);
+
+/* One handle of a worker closed back: the counts, then a respawn waiting for its slot. */
+static void worker_handle_gone(struct agent_group *g, uv_handle_t *h)
+{
+    struct agent_worker *w = worker_of_handle(g, h);
+
+    assert(g->worker_handles > 0 && g->handles > 0 && w->handles > 0);
+    g->worker_handles--;
+    g->handles--;
+    w->handles--;
+    if (w->handles == 0 && w->respawn)
+        worker_respawn(w);
+}
+
 void agent_group_worker_close_cb(uv_handle_t *h)
 {
     struct agent_group *g = h->data;
 
-    assert(g->worker_handles > 0 && g->handles > 0);
-    g->worker_handles--;
-    g->handles--;
+    worker_handle_gone(g, h);
     agent_group_maybe_finish(g);
 }
 
@@ -130,6 +161,7 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
     w->running = false;
     g->running--;
     agent_progress_close(w);
+    agent_control_close(w);
     agent_stop_unlist_if_gone(w);
     if (g->state == GROUP_FREEING)
         return; /* killed by agent_group_free(): nobody to tell */
@@ -161,9 +193,7 @@ static void worker_noexec_close_cb(uv_handle_t *h)
     struct agent_worker *w = rdzv_container_of((uv_process_t *)h, struct agent_worker, proc);
     struct agent_group *g = w->g;
 
-    assert(g->worker_handles > 0 && g->handles > 0);
-    g->worker_handles--;
-    g->handles--;
+    worker_handle_gone(g, h);
     worker_exited(w, 127, 0);
     agent_group_maybe_finish(g);
 }
@@ -282,8 +312,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
     };
     uv_process_options_t opts = {0};
-    uv_stdio_container_t stdio[AGENT_PROGRESS_FD + 1];
-    int child_fd[_OUT_MAX] = {-1, -1}, progress_fd = -1;
+    uv_stdio_container_t stdio[AGENT_CONTROL_FD + 1];
+    int child_fd[_OUT_MAX] = {-1, -1}, progress_fd = -1, control_fd = -1;
     int r;
 
     w->rank = a->rank_offset + w->local_rank;
@@ -295,6 +325,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         goto out_close_logs;
     in.error_file = w->error_file;
     in.progress_fd = g->cfg.progress ? AGENT_PROGRESS_FD : 0;
+    in.control_fd = g->cfg.control ? AGENT_CONTROL_FD : 0;
     r = agent_env_set(env, &in);
     if (r < 0)
         goto out_close_logs;
@@ -303,6 +334,13 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         if (r < 0) {
             log_error_errno(r, "worker rank %u: cannot create its progress pipe", w->rank);
             goto out_close_logs;
+        }
+    }
+    if (g->cfg.control) {
+        r = agent_control_open(w, &control_fd);
+        if (r < 0) {
+            log_error_errno(r, "worker rank %u: cannot create its control pipe", w->rank);
+            goto out_close_pipes;
         }
     }
 
@@ -328,16 +366,20 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     opts.file = g->cfg.argv[0];
     opts.args = g->argv;
     opts.env = env->v;
-    stdio[AGENT_PROGRESS_FD].flags = UV_INHERIT_FD;
+    /* UV_IGNORE above 2 leaves the descriptor closed in the worker */
+    stdio[AGENT_PROGRESS_FD].flags = g->cfg.progress ? UV_INHERIT_FD : UV_IGNORE;
     stdio[AGENT_PROGRESS_FD].data.fd = progress_fd;
+    stdio[AGENT_CONTROL_FD].flags = g->cfg.control ? UV_INHERIT_FD : UV_IGNORE;
+    stdio[AGENT_CONTROL_FD].data.fd = control_fd;
     opts.stdio = stdio;
-    opts.stdio_count = g->cfg.progress ? AGENT_PROGRESS_FD + 1 : 3;
+    opts.stdio_count = g->cfg.control ? AGENT_CONTROL_FD + 1
+                       : g->cfg.progress ? AGENT_PROGRESS_FD + 1
+                                         : 3;
     opts.flags = UV_PROCESS_DETACHED; /* setsid(): the worker leads its own process group */
     r = uv_spawn(g->cfg.loop, &w->proc, &opts);
     /* uv_spawn initialises the handle even when it fails: it must be closed either way. */
     w->proc.data = g;
-    g->worker_handles++;
-    g->handles++;
+    agent_group_worker_handle_added(g, (uv_handle_t *)&w->proc);
     if (r >= 0) {
         w->pid = w->proc.pid;
         w->listed = true;
@@ -354,6 +396,8 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         close(child_fd[k]);
     if (progress_fd >= 0)
         close(progress_fd);
+    if (control_fd >= 0)
+        close(control_fd);
     if (r < 0) {
         log_debug("workers: rank %u: cannot run %s: %s", w->rank, g->cfg.argv[0], uv_strerror(r));
         worker_cannot_run(w, r);
@@ -376,7 +420,10 @@ out_close_pipes:
     }
     if (progress_fd >= 0)
         close(progress_fd);
+    if (control_fd >= 0)
+        close(control_fd);
     agent_progress_close(w);
+    agent_control_close(w);
 out_close_logs:
     worker_close_logs(w);
     return r;
@@ -469,6 +516,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 
         w->g = g;
         w->local_rank = i;
+        w->control_fd = -1;
         for (unsigned k = 0; k < _OUT_MAX; k++) {
             w->out[k].w = w;
             w->out[k].which = k;
@@ -515,19 +563,11 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     return 0;
 }
 
-int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
+/* The worker environment of a start: the agent's own, less what the group sets. */
+static int group_env_init(struct agent_group *g, struct agent_env *env)
 {
-    struct agent_env env = {0};
-    unsigned started = 0;
-    int r;
+    int r = agent_env_init(env, environ, g->cfg.devices != NULL);
 
-    if (g->state != GROUP_IDLE)
-        return -EBUSY;
-    if (!a->master_addr || (uint64_t)a->rank_offset + g->cfg.nproc > a->world_size ||
-        a->node_rank >= a->nnodes)
-        return -EINVAL;
-    (void)uv_timer_stop(&g->notify_timer);
-    r = agent_env_init(&env, environ, g->cfg.devices != NULL);
     if (r < 0)
         return r;
     if (g->cfg.nproc > 1 && !getenv("OMP_NUM_THREADS") && !g->omp_told) {
@@ -535,23 +575,103 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
                  "torchrun); set it to tune performance");
         g->omp_told = true;
     }
-    agent_group_set_state(g, GROUP_ACTIVE);
-    g->stop_signal = 0;
-    log_info("starting %u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
-             g->cfg.nproc, a->rank_offset, a->rank_offset + g->cfg.nproc - 1, a->world_size,
-             a->generation, a->restart_count);
-    for (; started < g->cfg.nproc; started++) {
-        r = worker_spawn(g, &g->workers[started], a, &env);
-        if (r < 0)
-            break;
-    }
+    return 0;
+}
+
+/* A worker of agent_group_start_ranks() whose old handles are now closed: spawn it, unless the
+ * group is being stopped or freed meanwhile. A failure is its exit with status 127. */
+static void worker_respawn(struct agent_worker *w)
+{
+    struct agent_group *g = w->g;
+    struct agent_env env = {0};
+    int r;
+
+    w->respawn = false;
+    if (g->state != GROUP_ACTIVE)
+        return;
+    r = group_env_init(g, &env);
+    if (r == 0)
+        r = worker_spawn(g, w, &g->respawn_a, &env);
     agent_env_free(&env);
+    if (r == 0) {
+        agent_progress_arm(g);
+        return;
+    }
+    log_error_errno(r, "worker local rank %u: cannot start it again", w->local_rank);
+    if (g->cfg.on_exit)
+        g->cfg.on_exit(g, w->local_rank, 127, 0, g->cfg.ud);
+}
+
+/* Keep a copy of a for the workers that agent_group_start_ranks() spawns later. */
+static int respawn_save(struct agent_group *g, const struct agent_assignment *a)
+{
+    g->respawn_a = *a;
+    if (snprintf(g->respawn_addr, sizeof(g->respawn_addr), "%s", a->master_addr) >=
+            (int)sizeof(g->respawn_addr) ||
+        snprintf(g->respawn_nccl, sizeof(g->respawn_nccl), "%s",
+                 a->nccl_id_hex ? a->nccl_id_hex : "") >= (int)sizeof(g->respawn_nccl))
+        return -EINVAL;
+    g->respawn_a.master_addr = g->respawn_addr;
+    g->respawn_a.nccl_id_hex = a->nccl_id_hex ? g->respawn_nccl : NULL;
+    return 0;
+}
+
+/* A running worker that a partial start leaves running: it takes its rank in a, and a fresh
+ * progress timeout (the generation change, told on its control channel, takes time). */
+static void worker_keep(struct agent_worker *w, const struct agent_assignment *a)
+{
+    unsigned rank = a->rank_offset + w->local_rank;
+
+    if (rank != w->rank)
+        log_info("worker rank %u (local rank %u, pid %d) keeps running as rank %u", w->rank,
+                 w->local_rank, w->pid, rank);
+    w->rank = rank;
+    w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
+    w->progress.t_ms = uv_now(w->g->cfg.loop);
+    w->progress.hung = false;
+}
+
+static bool chosen(const bool *spawn, unsigned i)
+{
+    return !spawn || spawn[i];
+}
+
+/* Spawn the chosen workers now, or (active group, old handles still closing) once their slot is
+ * free. On failure the group is stopped. */
+static int group_spawn(struct agent_group *g, const struct agent_assignment *a, const bool *spawn,
+                       struct agent_env *env)
+{
+    unsigned started = 0, n = 0;
+    int r = 0;
+
+    for (unsigned i = 0; i < g->cfg.nproc && r >= 0; i++) {
+        struct agent_worker *w = &g->workers[i];
+
+        if (!chosen(spawn, i)) {
+            if (w->running)
+                worker_keep(w, a);
+            continue;
+        }
+        n++;
+        /* Its output is relayed to the end (pipes at EOF once its process group is gone). */
+        agent_stop_kill_leftover(w);
+        if (w->handles > 0) {
+            w->respawn = true;
+            /* A process that left the group may hold the old pipes: the drain closes them
+             * after AGENT_DRAIN_MS of silence, as after a last exit. */
+            if (!uv_is_active((uv_handle_t *)&g->drain_timer))
+                agent_stop_drain_start(g);
+            continue;
+        }
+        r = worker_spawn(g, w, a, env);
+        if (r >= 0)
+            started++;
+    }
     if (r >= 0) {
         agent_progress_arm(g);
         return 0;
     }
-
-    log_error("started %u of %u workers, stopping them", started, g->cfg.nproc);
+    log_error("started %u of %u workers, stopping them", started, n);
     if (g->worker_handles == 0) {
         agent_group_set_state(g, GROUP_IDLE);
         agent_group_notify_soon(g);
@@ -559,6 +679,54 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
         agent_group_stop(g, SIGTERM);
     }
     return r;
+}
+
+int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment *a,
+                            const bool *spawn)
+{
+    struct agent_env env = {0};
+    bool any = false;
+    int r;
+
+    if (g->state != GROUP_IDLE && g->state != GROUP_ACTIVE)
+        return -EBUSY;
+    if (!a->master_addr || (uint64_t)a->rank_offset + g->cfg.nproc > a->world_size ||
+        a->node_rank >= a->nnodes)
+        return -EINVAL;
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        if (chosen(spawn, i)) {
+            if (g->workers[i].running)
+                return -EBUSY;
+            any = true;
+        }
+    if (!any)
+        return -EINVAL;
+    r = respawn_save(g, a);
+    if (r == 0)
+        r = group_env_init(g, &env);
+    if (r < 0)
+        return r;
+    if (g->state == GROUP_IDLE) {
+        (void)uv_timer_stop(&g->notify_timer);
+        agent_group_set_state(g, GROUP_ACTIVE);
+        g->stop_signal = 0;
+    } else {
+        /* the drain after a last exit is over: workers run again */
+        (void)uv_timer_stop(&g->drain_timer);
+    }
+    log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
+             spawn ? "some of " : "", g->cfg.nproc, a->rank_offset, a->rank_offset + g->cfg.nproc - 1,
+             a->world_size, a->generation, a->restart_count);
+    r = group_spawn(g, a, spawn, &env);
+    agent_env_free(&env);
+    return r;
+}
+
+int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
+{
+    if (g->state != GROUP_IDLE)
+        return -EBUSY;
+    return agent_group_start_ranks(g, a, NULL);
 }
 
 unsigned agent_group_running(const struct agent_group *g)
@@ -604,7 +772,8 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
         struct agent_worker *w = &g->workers[i];
 
         agent_progress_close(w);
-
+        agent_control_close(w);
+        w->respawn = false;
         for (unsigned k = 0; k < _OUT_MAX; k++)
             agent_relay_out_close(&w->out[k]);
     }

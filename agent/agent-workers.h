@@ -28,6 +28,9 @@ struct agent_group;
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
 #define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored */
+#define AGENT_CONTROL_FD 4      /* the control channel's descriptor in each worker (cfg.control) */
+#define AGENT_CONTROL_LINE 4096 /* PIPE_BUF: a control line and its newline stay below it */
+#define AGENT_ALL_LOCAL_RANKS UINT32_MAX /* agent_group_control_send(): every running worker */
 
 
 /* Fired once per worker exit: exit_status as from waitpid (exit code), term_signal non-zero when
@@ -95,6 +98,12 @@ struct agent_group_cfg {
     bool progress;
     uint64_t progress_timeout_ms; /* 0: no hang detection after the first report */
     uint64_t progress_grace_ms;   /* 0: no hang detection before the first report */
+    /* Control channel (issue 14, recovery in place): each worker inherits the read end of a pipe
+     * of its own as fd AGENT_CONTROL_FD, named by RDZV_CONTROL_FD (blocking for the worker);
+     * the agent writes one line at a time (agent_group_control_send), non-blocking, each line in
+     * one atomic write. Protocol of the lines: train/INPLACE.md. The channel of a worker closes
+     * when it exits (the worker's next read sees EOF only if the agent is gone). */
+    bool control;
     agent_exit_fn on_exit;
     agent_all_exited_fn on_all_exited;
     agent_hang_fn on_hang; /* may be NULL */
@@ -147,6 +156,34 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
  * When a start ends, processes left in the process group of an exited worker (descendants that
  * outlived it) are SIGKILLed, as torchrun ends every worker's process group. */
 int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
+
+/* Start only the local ranks i with spawn[i] (nproc entries; NULL: all) for assignment a, while
+ * the others keep running: recovery in place (issue 14). On an idle group this is
+ * agent_group_start() for those ranks. On an active group (not stopping) each chosen rank must
+ * have exited (else -EBUSY, nothing done). What is left in an exited worker's process group is
+ * SIGKILLed, and its replacement is spawned once the old one's output is read to the end and
+ * its handles are closed (from the loop, normally on the next iteration; pipes that a process
+ * outside the group holds open are closed after AGENT_DRAIN_MS of silence; a failure to spawn
+ * it then is reported through on_exit with status 127). Workers left running take a's ranks from now on
+ * (their "[rank<N>]: " prefix, logs) and a fresh progress timeout (their last step is kept): the
+ * caller tells them the new generation through agent_group_control_send(). The start goes on:
+ * on_all_exited fires once no worker of either kind runs. Error files and logs of a spawned
+ * worker are those of a->restart_count. Returns 0; -EBUSY (stopping or freeing, or a chosen rank
+ * still running); -EINVAL (bad assignment, no rank chosen); or as agent_group_start(): a failure
+ * to spawn one worker stops the whole group (the caller recovers by a restart). */
+int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment *a,
+                            const bool *spawn);
+
+/* Send one control line (len bytes, no newline in it; the group appends one) to local_rank, or
+ * to every running worker with the channel when local_rank is AGENT_ALL_LOCAL_RANKS. Never
+ * blocks: a line goes out in one write(2), whole or not at all (atomic below PIPE_BUF). Returns
+ * the number of workers it reached (0 is possible with AGENT_ALL_LOCAL_RANKS), or -EINVAL (empty
+ * line, a newline in it, len + 1 > AGENT_CONTROL_LINE, local rank out of range), -ENOTCONN (that
+ * worker is not running or has no channel: cfg.control off), -EAGAIN (its pipe is full: the
+ * worker does not read its channel; with AGENT_ALL_LOCAL_RANKS such a worker is logged and
+ * skipped). */
+int agent_group_control_send(struct agent_group *g, unsigned local_rank, const char *line,
+                             size_t len);
 
 /* Send signum to every running worker's process group (and to the group of an exited worker that
  * still had processes when last looked at: its output still open, held by a descendant). No

@@ -26,6 +26,7 @@ struct nccl_comm {
     uint64_t timeout_ms;
     int failed;
     bool aborted;
+    int interrupted; /* set by nc_interrupt() from another thread (atomic builtins) */
 };
 
 nccl_comm *to_nccl(struct train_comm *c)
@@ -74,6 +75,12 @@ int nccl_state(nccl_comm *n)
 
     if (n->failed)
         return n->failed;
+    /* Every wait of this file polls here, so a new generation (recovery in place) ends the
+     * collective in progress within one nap: aborted on this thread, which owns the
+     * communicator (an ncclCommAbort from the watcher thread would free it under our feet). */
+    if (__atomic_load_n(&n->interrupted, __ATOMIC_ACQUIRE))
+        return fail(n, -ECONNABORTED, "%s", "interrupted: the agent started a new generation "
+                    "(recovery in place)");
     ncclResult_t r = ncclCommGetAsyncError(n->comm, &st);
     if (r != ncclSuccess)
         return fail(n, -EIO, "ncclCommGetAsyncError: %s", ncclGetErrorString(r));
@@ -191,6 +198,13 @@ void nc_abort(struct train_comm *c)
     do_abort(to_nccl(c));
 }
 
+/* From the control watcher's thread (train-control.h): the training thread's next poll aborts
+ * the communicator (nccl_state). Only an atomic store here. */
+void nc_interrupt(struct train_comm *c)
+{
+    __atomic_store_n(&to_nccl(c)->interrupted, 1, __ATOMIC_RELEASE);
+}
+
 void nc_destroy(struct train_comm *c)
 {
     nccl_comm *n = to_nccl(c);
@@ -257,6 +271,7 @@ extern "C" int train_comm_nccl_new(const struct train_nccl_opts *o, struct train
     n->c.poll = nc_poll;
     n->c.barrier = nc_barrier;
     n->c.abort = nc_abort;
+    n->c.interrupt = nc_interrupt;
     n->c.destroy = nc_destroy;
     n->timeout_ms = o->timeout_ms;
     n->compute = static_cast<cudaStream_t>(train_math_cuda_stream(m));

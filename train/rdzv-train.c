@@ -2,7 +2,9 @@
 /* rdzv-train.c: main(): options (argv, then RDZV_TRAIN_<OPT> from the environment), the
  * worker environment (RANK, WORLD_SIZE, MASTER_ADDR...), exit status. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +227,21 @@ static int parse_env_u(const char *name, unsigned dflt, unsigned max, unsigned *
     return 0;
 }
 
+/* An inherited descriptor named by variable name, or -1 (unset, or not open: warned). */
+static int env_fd(const char *name)
+{
+    const char *s = getenv(name);
+    uint64_t fd;
+
+    if (!s || !*s)
+        return -1;
+    if (rdzv_parse_u64(s, &fd) < 0 || fd < 3 || fd > INT32_MAX || fcntl((int)fd, F_GETFD) < 0) {
+        fprintf(stderr, "rdzv-train: ignoring %s='%s': not an open descriptor\n", name, s);
+        return -1;
+    }
+    return (int)fd;
+}
+
 static int read_env(struct trainer_opts *o)
 {
     const char *s;
@@ -249,6 +266,14 @@ static int read_env(struct trainer_opts *o)
     s = getenv("RDZV_NCCL_UNIQUE_ID");
     o->nccl_id = s && *s ? s : NULL;
     o->first_attempt = restarts == 0;
+    /* The agent's channels (issue 14): progress (written once per step) and control. */
+    o->progress_fd = env_fd("RDZV_PROGRESS_FD");
+    o->control_fd = env_fd("RDZV_CONTROL_FD");
+    s = getenv("RDZV_GENERATION");
+    if (s && *s && rdzv_parse_u64(s, &o->generation) < 0) {
+        fprintf(stderr, "rdzv-train: bad RDZV_GENERATION='%s'\n", s);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -281,6 +306,9 @@ int main(int argc, char **argv)
     }
     if (read_env(&o) < 0)
         return 2;
+    /* A progress write to an agent that is gone fails with EPIPE instead of killing us. */
+    if (o.progress_fd >= 0)
+        signal(SIGPIPE, SIG_IGN);
     r = trainer_run(&o, stdout);
     return r < 0 ? 1 : 0;
 }

@@ -23,6 +23,14 @@ struct train_comm {
     int (*barrier)(struct train_comm *c);
     /* Give up on pending collectives so that the process can exit (no further calls). */
     void (*abort)(struct train_comm *c);
+    /* NULL, or: called from another thread (train-control.h's watcher, under its mutex) to make
+     * a collective blocked on a dead peer fail now. NCCL: an atomic flag that the training
+     * thread's polling waits see within one nap, which then ncclCommAbort the communicator on
+     * that thread (every NCCL wait here is a poll loop; an abort from the watcher would free the
+     * communicator while the training thread polls it). The training thread then sees errors
+     * and destroys the communicator. gloo needs none: its operations fail when the dead peer's
+     * sockets close, or at their timeout. */
+    void (*interrupt)(struct train_comm *c);
     void (*destroy)(struct train_comm *c);
     char err[512]; /* one line: what failed, for the exit message */
 };

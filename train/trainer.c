@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* trainer.c: the training loop, shared by every backend. */
-#include "trainer.h"
+#include "trainer-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +14,7 @@
 #include "../common/rdzv-util.h"
 #include "train-ckpt.h"
 #include "train-comm.h"
+#include "train-control.h"
 #include "train-data.h"
 #include "train-plot.h"
 #ifdef RDZV_TRAIN_HAVE_CUDA
@@ -22,28 +23,7 @@
 
 #define SYNTHETIC_DEFAULT_SAMPLES 512
 
-struct trainer {
-    const struct trainer_opts *o;
-    FILE *out; /* rank 0's JSON lines */
-    struct train_layout layout;
-    struct train_data *data;
-    struct train_math *m;
-    struct train_comm *comm;
-    struct train_model *model;
-    uint32_t *perm, *idx;
-    float *xbuf;     /* host staging for one local batch */
-    float *state;    /* math memory: the resume header broadcast from rank 0 */
-    uint64_t local_batch;
-    /* Position of the next step. */
-    uint64_t step, epoch, offset, adam_t, perm_epoch;
-    bool have_perm;
-    /* Rank 0's record. */
-    double *curve_x, *curve_y;
-    size_t curve_n, curve_cap;
-};
-
-static void __attribute__((format(printf, 2, 3))) terr(const struct trainer *t, const char *fmt,
-                                                       ...)
+void terr(const struct trainer *t, const char *fmt, ...)
 {
     va_list ap;
 
@@ -98,7 +78,7 @@ static int load_data(struct trainer *t)
     return r;
 }
 
-static int check_shapes(struct trainer *t)
+int check_shapes(struct trainer *t)
 {
     const struct trainer_opts *o = t->o;
     const struct train_layout *L = &o->layout;
@@ -144,20 +124,8 @@ static int make_backend(struct trainer *t)
             terr(t, "CUDA backend: %s", err);
             return r;
         }
-        if (o->world == 1 && !o->nccl_id)
-            return train_comm_single_new(&t->comm);
-        if (!o->nccl_id) {
-            terr(t, "RDZV_NCCL_UNIQUE_ID is not set: WORLD_SIZE=%u with --backend nccl needs "
-                 "the NCCL id rdzv-agent gives its workers (run under rdzv-agent, or use "
-                 "--backend gloo)", o->world);
-            return -EINVAL;
-        }
-        struct train_nccl_opts no = {.rank = o->rank, .world = o->world,
-                                     .unique_id_hex = o->nccl_id, .timeout_ms = o->timeout_ms};
-        r = train_comm_nccl_new(&no, t->m, &t->comm, err, sizeof(err));
-        if (r < 0)
-            terr(t, "NCCL: %s", err);
-        return r;
+        t->nccl = true;
+        return make_comm(t);
     }
 #else
     if (be == TRAIN_BACKEND_NCCL) {
@@ -174,6 +142,35 @@ static int make_backend(struct trainer *t)
     }
     if (r < 0)
         return r;
+    return make_comm(t);
+}
+
+/* The collective of the current rank and world (t->o): at the start, and again for each
+ * generation of an in-place recovery. */
+int make_comm(struct trainer *t)
+{
+    const struct trainer_opts *o = t->o;
+    char err[512] = "";
+    int r;
+
+#ifdef RDZV_TRAIN_HAVE_CUDA
+    if (t->nccl) {
+        if (o->world == 1 && !o->nccl_id)
+            return train_comm_single_new(&t->comm);
+        if (!o->nccl_id) {
+            terr(t, "RDZV_NCCL_UNIQUE_ID is not set: WORLD_SIZE=%u with --backend nccl needs "
+                 "the NCCL id rdzv-agent gives its workers (run under rdzv-agent, or use "
+                 "--backend gloo)", o->world);
+            return -EINVAL;
+        }
+        struct train_nccl_opts no = {.rank = o->rank, .world = o->world,
+                                     .unique_id_hex = o->nccl_id, .timeout_ms = o->timeout_ms};
+        r = train_comm_nccl_new(&no, t->m, &t->comm, err, sizeof(err));
+        if (r < 0)
+            terr(t, "NCCL: %s", err);
+        return r;
+    }
+#endif
     if (o->world == 1)
         return train_comm_single_new(&t->comm);
     if (!o->master_addr || !*o->master_addr) {
@@ -190,9 +187,42 @@ static int make_backend(struct trainer *t)
     return r;
 }
 
+/* root's position (step, epoch, offset, Adam's t) and *with_adam to every rank, then its
+ * parameters, and Adam's moments when *with_adam (a resumed or running job). */
+int share_state(struct trainer *t, unsigned root, bool *with_adam)
+{
+    struct train_model *md = t->model;
+    struct train_math *m = t->m;
+    size_t bytes = t->layout.nparams * sizeof(float);
+    uint64_t words[5] = {t->step, t->epoch, t->offset, t->adam_t, *with_adam};
+    float fl[20];
+    int r;
+
+    words_to_floats(words, 5, fl);
+    r = m->upload(m, t->state, fl, sizeof(fl));
+    if (r == 0)
+        r = t->comm->broadcast(t->comm, t->state, sizeof(fl), root);
+    if (r == 0)
+        r = m->download(m, fl, t->state, sizeof(fl));
+    if (r < 0)
+        return r;
+    floats_to_words(fl, 5, words);
+    t->step = words[0];
+    t->epoch = words[1];
+    t->offset = words[2];
+    t->adam_t = words[3];
+    *with_adam = words[4] != 0;
+    r = t->comm->broadcast(t->comm, md->params, bytes, root);
+    if (r == 0 && *with_adam)
+        r = t->comm->broadcast(t->comm, md->mom, bytes, root);
+    if (r == 0 && *with_adam)
+        r = t->comm->broadcast(t->comm, md->var, bytes, root);
+    return r;
+}
+
 /* Rank 0 picks the start (fresh init or the newest checkpoint) and broadcasts it, so every
  * rank starts identical even when the checkpoint directory is not shared between nodes. */
-static int start_state(struct trainer *t)
+int start_state(struct trainer *t)
 {
     const struct trainer_opts *o = t->o;
     struct train_model *md = t->model;
@@ -252,38 +282,13 @@ static int start_state(struct trainer *t)
         if (r < 0)
             goto out;
     }
-    /* The position travels as 16-bit pieces in floats (exact): one buffer type everywhere. */
-    {
-        uint64_t words[5] = {pos[0], pos[1], pos[2], pos[3], resumed};
-        uint16_t halves[20];
-        float fl[20];
-
-        for (unsigned i = 0; i < 20; i++) {
-            halves[i] = (uint16_t)(words[i / 4] >> (16 * (i % 4)));
-            fl[i] = halves[i];
-        }
-        r = m->upload(m, t->state, fl, sizeof(fl));
-        if (r == 0)
-            r = t->comm->broadcast(t->comm, t->state, sizeof(fl), 0);
-        if (r == 0)
-            r = m->download(m, fl, t->state, sizeof(fl));
-        if (r < 0)
-            goto out_comm;
-        for (unsigned i = 0; i < 5; i++)
-            words[i] = 0;
-        for (unsigned i = 0; i < 20; i++)
-            words[i / 4] |= (uint64_t)(uint16_t)fl[i] << (16 * (i % 4));
-        t->step = words[0];
-        t->epoch = words[1];
-        t->offset = words[2];
-        t->adam_t = words[3];
-        resumed = words[4] != 0;
+    if (o->rank == 0) {
+        t->step = pos[0];
+        t->epoch = pos[1];
+        t->offset = pos[2];
+        t->adam_t = pos[3];
     }
-    r = t->comm->broadcast(t->comm, md->params, bytes, 0);
-    if (r == 0 && resumed)
-        r = t->comm->broadcast(t->comm, md->mom, bytes, 0);
-    if (r == 0 && resumed)
-        r = t->comm->broadcast(t->comm, md->var, bytes, 0);
+    r = share_state(t, 0, &resumed);
     if (r < 0)
         goto out_comm;
     if (t->offset >= t->data->n) {
@@ -401,6 +406,7 @@ static int train_step(struct trainer *t, float *ret_loss)
     if (r < 0)
         return r;
     t->adam_t++;
+    t->state_ok = false; /* until the step is complete: a failure now leaves this state torn */
     m->adam(m, md->params, md->grads, md->mom, md->var, np, &o->adam, t->adam_t);
     r = m->sync(m, t->comm->poll, t->comm, o->timeout_ms);
     if (r == 0)
@@ -408,12 +414,31 @@ static int train_step(struct trainer *t, float *ret_loss)
     if (r < 0)
         return r;
     t->step++;
+    t->state_ok = true;
     t->offset += o->batch;
     if (t->offset >= t->data->n) {
         t->epoch++;
         t->offset = 0;
     }
     return 0;
+}
+
+/* Tell the agent (RDZV_PROGRESS_FD) that step t->step is done: one write of one line, atomic
+ * on the pipe. A failed write (agent gone, pipe full) is not the training's problem: after an
+ * error other than EAGAIN/EINTR the channel is dropped. */
+static void progress_report(struct trainer *t)
+{
+    char line[32];
+    int n;
+
+    if (t->progress_fd < 0)
+        return;
+    n = snprintf(line, sizeof(line), "step %" PRIu64 "\n", t->step);
+    if (write(t->progress_fd, line, (size_t)n) < 0 && errno != EAGAIN && errno != EINTR) {
+        terr(t, "progress channel (RDZV_PROGRESS_FD=%d): %s; no more reports", t->progress_fd,
+             strerror(errno));
+        t->progress_fd = -1;
+    }
 }
 
 static int run_loop(struct trainer *t, FILE *out)
@@ -426,6 +451,12 @@ static int run_loop(struct trainer *t, FILE *out)
     while (!done(t)) {
         float loss;
 
+        if (t->ctl && train_control_pending(t->ctl, t->generation)) {
+            r = recover(t, "a new generation came");
+            if (r < 0)
+                return r;
+            continue;
+        }
         if (o->fail_at_step && t->step + 1 == o->fail_at_step && o->rank == o->fail_rank &&
             o->first_attempt) {
             fprintf(stderr, "rdzv-train: rank %u: failing at step %" PRIu64
@@ -434,12 +465,24 @@ static int run_loop(struct trainer *t, FILE *out)
             _exit(1);
         }
         r = train_step(t, &loss);
+        if (r < 0 && t->ctl) {
+            char why[640];
+
+            snprintf(why, sizeof(why), "step %" PRIu64 " failed: %s", t->step + 1,
+                     t->comm->err[0] ? t->comm->err : t->m->err[0] ? t->m->err : strerror(-r));
+            terr(t, "%s; waiting for the next generation (recovery in place)", why);
+            r = recover(t, why);
+            if (r < 0)
+                return r;
+            continue;
+        }
         if (r < 0) {
             terr(t, "step %" PRIu64 " failed: %s; exiting", t->step + 1,
                  t->comm->err[0] ? t->comm->err : t->m->err[0] ? t->m->err : strerror(-r));
             t->comm->abort(t->comm);
             return r;
         }
+        progress_report(t);
         loss_d = loss;
         if (t->step == start_step + 1)
             first_loss = loss_d;
@@ -501,8 +544,19 @@ static int run_loop(struct trainer *t, FILE *out)
 
 int trainer_run(const struct trainer_opts *o, FILE *out)
 {
-    struct trainer t = {.o = o, .out = out, .layout = o->layout};
-    int r;
+    struct trainer t = {.oc = *o, .out = out, .layout = o->layout, .progress_fd = o->progress_fd};
+    int src, r;
+
+    t.o = &t.oc;
+    o = t.o;
+    t.generation = o->generation;
+    if (o->control_fd >= 0) {
+        r = train_control_start(o->control_fd, o->generation, &t.ctl);
+        if (r < 0) {
+            terr(&t, "cannot watch the control channel: %s", strerror(-r));
+            return r;
+        }
+    }
 
     r = load_data(&t);
     if (r < 0)
@@ -530,11 +584,17 @@ int trainer_run(const struct trainer_opts *o, FILE *out)
         terr(&t, "out of memory");
         goto out;
     }
-    r = start_state(&t);
+    if (t.ctl)
+        train_control_set_comm(t.ctl, t.comm);
+    r = t.ctl ? sync_state(&t, false, &src) : start_state(&t);
     if (r < 0)
         goto out;
+    t.state_ok = true;
     r = run_loop(&t, out);
 out:
+    if (t.ctl)
+        train_control_set_comm(t.ctl, NULL);
+    train_control_free(t.ctl);
     free(t.curve_x);
     free(t.curve_y);
     free(t.perm);

@@ -22,6 +22,7 @@
  *   print=TEXT      TEXT and a newline on stdout;  eprint=TEXT: on stderr
  *   partial=TEXT    TEXT without newline on stdout; epartial=TEXT: on stderr
  *   child-sleep=MS  fork a child (same process group) that sleeps MS; print CHILD_PID=<pid>
+ *   escape-sleep=MS child-sleep, but the child leaves the process group (setsid) first
  *   pid             print PID=<pid> PGID=<pgid> SID=<sid>
  *   spam=N          N lines "spam <rank> <i> " padded with '.' to 100 bytes, on stdout
  *   espam=N         the same on stderr
@@ -32,6 +33,10 @@
  *   progress=N      write "step N\n" to $RDZV_PROGRESS_FD (one write)
  *   progress-raw=T  write T and a newline there;  progress-long=N: N 'x' and a newline
  *   tick=N/MS       progress=1 .. progress=N, one every MS ms (the first at once)
+ *   control=N       read N lines from $RDZV_CONTROL_FD (blocking), print CONTROL=<line> each
+ *                   (CONTROL=<eof> and stop at end of file)
+ * An action written "g<N>:ACTION" runs only when RDZV_GENERATION is N; prefixes combine
+ * ("g1:r0:exit=3").
  *   --ANYTHING      print ARG=--ANYTHING (a launcher's argument, e.g. --local-rank=N)
  * Exits 0 after the last action.
  */
@@ -65,6 +70,7 @@ static const char *const keys[] = {
     "RDZV_TEST_INHERITED",
     "RDZV_AGENT_TOKEN",
     "RDZV_PROGRESS_FD",
+    "RDZV_CONTROL_FD",
 };
 
 static void sleep_ms(long ms)
@@ -171,6 +177,54 @@ static void progress_write(const char *text, long n)
     }
 }
 
+/* control=N: N lines of the control channel, read a byte at a time (no line is split). */
+static void control_read(long count)
+{
+    const char *fd = getenv("RDZV_CONTROL_FD");
+    char line[8192];
+    size_t len = 0;
+
+    if (!fd) {
+        fprintf(stderr, "helper-worker: control: RDZV_CONTROL_FD is not set\n");
+        exit(65);
+    }
+    fflush(NULL);
+    while (count > 0) {
+        char c;
+        ssize_t n = read(atoi(fd), &c, 1);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            printf("CONTROL=<eof>\n");
+            return;
+        }
+        if (c != '\n') {
+            if (len < sizeof(line) - 1)
+                line[len++] = c;
+            continue;
+        }
+        printf("CONTROL=%.*s\n", (int)len, line);
+        fflush(NULL);
+        len = 0;
+        count--;
+    }
+}
+
+/* Strip the "r<N>:" and "g<N>:" prefixes of act: NULL when one of them does not match. */
+static const char *act_for_me(const char *act, const char *rank, const char *gen)
+{
+    while ((act[0] == 'r' || act[0] == 'g') && act[1] >= '0' && act[1] <= '9' && strchr(act, ':')) {
+        const char *colon = strchr(act, ':'), *mine = act[0] == 'r' ? rank : gen;
+        size_t n = (size_t)(colon - act - 1);
+
+        if (strncmp(act + 1, mine, n) != 0 || mine[n] != '\0')
+            return NULL;
+        act = colon + 1;
+    }
+    return act;
+}
+
 static void run(const char *act, const char *rank)
 {
     const char *eq = strchr(act, '=');
@@ -198,6 +252,8 @@ static void run(const char *act, const char *rank)
             snprintf(text, sizeof(text), "step %ld", i);
             progress_write(text, 0);
         }
+    } else if (IS("control")) {
+        control_read(atol(arg));
     } else if (strncmp(act, "--", 2) == 0) {
         printf("ARG=%s\n", act);
     } else if (IS("env")) {
@@ -223,12 +279,14 @@ static void run(const char *act, const char *rank)
         printf("%s", arg);
     } else if (IS("epartial")) {
         fprintf(stderr, "%s", arg);
-    } else if (IS("child-sleep")) {
+    } else if (IS("child-sleep") || IS("escape-sleep")) {
         pid_t pid;
 
         fflush(NULL);
         pid = fork();
         if (pid == 0) {
+            if (IS("escape-sleep"))
+                (void)setsid();
             sleep_ms(atol(arg));
             _exit(0);
         }
@@ -257,21 +315,17 @@ static void run(const char *act, const char *rank)
 
 int main(int argc, char **argv)
 {
-    const char *rank = getenv("LOCAL_RANK");
+    const char *rank = getenv("LOCAL_RANK"), *gen = getenv("RDZV_GENERATION");
 
     if (!rank)
         rank = "?";
+    if (!gen)
+        gen = "?";
     for (int i = 1; i < argc; i++) {
-        const char *act = argv[i];
+        const char *act = act_for_me(argv[i], rank, gen);
 
-        if (act[0] == 'r' && strchr(act, ':') && act[1] >= '0' && act[1] <= '9') {
-            const char *colon = strchr(act, ':');
-
-            if (strncmp(act + 1, rank, (size_t)(colon - act - 1)) != 0 ||
-                rank[colon - act - 1] != '\0')
-                continue;
-            act = colon + 1;
-        }
+        if (!act)
+            continue;
         run(act, rank);
     }
     return 0;

@@ -330,6 +330,33 @@ static void test_progress_fd(void)
     agent_env_free(&e);
 }
 
+/* The control line of recovery in place: the generation's fields for one worker, and what
+ * cannot go in it. (rdzv-train's parser reads the same line: tests/train/test-train-control.c.) */
+static void test_control_line(void)
+{
+    struct agent_assignment a = {.generation = 9, .node_rank = 1, .nnodes = 2, .rank_offset = 4,
+                                 .world_size = 8, .master_addr = "10.0.0.7",
+                                 .master_port = 29517, .nccl_id_hex = "abcd",
+                                 .restart_count = 3};
+    const char *want = "{\"op\":\"generation\",\"generation\":9,\"rank\":6,\"world_size\":8,"
+                       "\"local_rank\":2,\"master_addr\":\"10.0.0.7\",\"master_port\":29517,"
+                       "\"nccl_id\":\"abcd\",\"restart_count\":3}";
+    char buf[AGENT_ENV_CONTROL_LINE_MAX];
+    int n = agent_env_control_line(&a, 2, buf, sizeof(buf));
+
+    ASSERT_EQ(n, (int)strlen(want));
+    ASSERT_BYTES_STR(buf, (size_t)n, want);
+    a.nccl_id_hex = NULL;
+    n = agent_env_control_line(&a, 3, buf, sizeof(buf));
+    ASSERT_TRUE(n > 0 && strstr(buf, "\"rank\":7,") && strstr(buf, "\"nccl_id\":null,"));
+    ASSERT_EQ(agent_env_control_line(&a, 4, buf, sizeof(buf)), -EINVAL); /* rank 8 of 8 */
+    ASSERT_EQ(agent_env_control_line(&a, 0, buf, 20), -ENOSPC);
+    a.master_addr = "bad\"host";
+    ASSERT_EQ(agent_env_control_line(&a, 0, buf, sizeof(buf)), -EINVAL);
+    a.master_addr = "bad\nhost";
+    ASSERT_EQ(agent_env_control_line(&a, 0, buf, sizeof(buf)), -EINVAL);
+}
+
 int main(void)
 {
     TEST(test_torchrun_variables);
@@ -344,5 +371,6 @@ int main(void)
     TEST(test_signals_to_handle);
     TEST(test_passed_through);
     TEST(test_progress_fd);
+    TEST(test_control_line);
     return tap_done();
 }

@@ -65,6 +65,19 @@ static void hook_check_steps(struct fx *f)
     agent_group_free(f->g, fx_free_done, f);
 }
 
+/* Every worker exited 0 and printed key=value. */
+static void check_all_said(struct fx *f, const char *key, const char *value)
+{
+    struct lines l;
+
+    for (unsigned lr = 0; lr < f->cfg.nproc; lr++) {
+        ASSERT_EQ(f->status[lr], 0);
+        lines_of(&f->out, lr, &l);
+        ASSERT_VALUE(&l, key, value);
+        lines_free(&l);
+    }
+}
+
 /* Reports arrive, the last one just before the exit too; anything that is not "step N" (and an
  * overlong line) is ignored without disturbing later reports. RDZV_PROGRESS_FD names the fd. */
 static void test_progress_reports(void)
@@ -82,7 +95,6 @@ static void test_progress_reports(void)
                     NULL};
     const uint64_t want[] = {5, 13};
     struct hangs h;
-    struct lines l;
     struct fx f;
 
     setenv("RDZV_PROGRESS_FD", "9", 1); /* an agent's above ours: not passed on */
@@ -95,12 +107,7 @@ static void test_progress_reports(void)
     unsetenv("RDZV_PROGRESS_FD");
     ASSERT_EQ(f.n_all, 1);
     ASSERT_EQ(h.n, 0);
-    for (unsigned lr = 0; lr < 2; lr++) {
-        ASSERT_EQ(f.status[lr], 0);
-        lines_of(&f.out, lr, &l);
-        ASSERT_VALUE(&l, "RDZV_PROGRESS_FD", "3");
-        lines_free(&l);
-    }
+    check_all_said(&f, "RDZV_PROGRESS_FD", "3");
     fx_done(&f);
 }
 
@@ -205,6 +212,44 @@ static void test_hang_stop(void)
     fx_done(&f);
 }
 
+/* The Python module (python/rdzv) under the real worker group: rdzv.progress(step) reaches the
+ * agent; outside an agent (no channel) it is a no-op and the script still succeeds. */
+static void test_progress_python(void)
+{
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import os, rdzv\n"
+                    "for i in range(1, 10): rdzv.progress(i * int(os.environ['LOCAL_RANK'] + '1'))\n"
+                    "print('PYOK=%s' % rdzv.progress_fd())\n",
+                    NULL};
+    const uint64_t want[] = {9, 99};
+    const uint64_t none[] = {0};
+    struct hangs h;
+    struct fx f;
+
+    if (access(argv[0], X_OK) != 0) {
+        printf("# skipped: no /usr/bin/python3\n");
+        return;
+    }
+    setenv("PYTHONPATH", RDZV_PYTHON_DIR, 1);
+    fx_init(&f, 2, argv);
+    fx_progress(&f, &h, 0, 0);
+    f.user_ptr = want;
+    f.on_all = hook_check_steps;
+    fx_start(&f);
+    fx_run_finish(&f);
+    check_all_said(&f, "PYOK", "3");
+    fx_done(&f);
+
+    fx_init(&f, 1, argv);
+    f.user_ptr = none;
+    f.on_all = hook_check_steps;
+    fx_start(&f);
+    fx_run_finish(&f);
+    check_all_said(&f, "PYOK", "None");
+    fx_done(&f);
+    unsetenv("PYTHONPATH");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
@@ -216,6 +261,7 @@ int main(int argc, char **argv)
     TEST(test_hang_after_report);
     TEST(test_hang_grace);
     TEST(test_hang_stop);
+    TEST(test_progress_python);
     rm_tree(tmp_root);
     return tap_done();
 }

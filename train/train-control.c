@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* train-control.c: the control channel's watcher thread (train-control.h). */
+#include "train-control.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONTROL_LINE_MAX 4096 /* PIPE_BUF: the agent never writes longer lines */
+
+struct train_control {
+    int fd;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct train_gen latest; /* under mu */
+    bool closed;             /* under mu: EOF or a read error */
+    struct train_comm *comm; /* under mu */
+    char line[CONTROL_LINE_MAX + 1];
+    size_t len;
+};
+
+static int get_uint(json_t *o, const char *key, uint64_t max, uint64_t *ret)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
+        return -EINVAL;
+    *ret = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+int train_control_parse(const char *line, struct train_gen *g)
+{
+    json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, NULL), *v;
+    uint64_t gen, rank, world, lr = 0, port, rc = 0;
+    const char *op, *addr, *id = "";
+    int r = -EINVAL;
+
+    if (!json_is_object(o))
+        goto out;
+    op = json_string_value(json_object_get(o, "op"));
+    if (!op)
+        goto out;
+    if (strcmp(op, "generation") != 0) {
+        r = 0;
+        goto out;
+    }
+    addr = json_string_value(json_object_get(o, "master_addr"));
+    v = json_object_get(o, "nccl_id");
+    if (v && !json_is_null(v))
+        id = json_string_value(v);
+    if (get_uint(o, "generation", INT64_MAX, &gen) < 0 ||
+        get_uint(o, "rank", 1u << 24, &rank) < 0 ||
+        get_uint(o, "world_size", 1u << 24, &world) < 0 || world == 0 || rank >= world ||
+        get_uint(o, "master_port", 65535, &port) < 0 || !addr || !*addr || !id ||
+        strlen(addr) >= sizeof(g->master_addr) || strlen(id) >= sizeof(g->nccl_id) ||
+        (json_object_get(o, "local_rank") && get_uint(o, "local_rank", 1u << 24, &lr) < 0) ||
+        (json_object_get(o, "restart_count") && get_uint(o, "restart_count", UINT32_MAX, &rc) < 0))
+        goto out;
+    memset(g, 0, sizeof(*g));
+    g->generation = gen;
+    g->rank = (unsigned)rank;
+    g->world = (unsigned)world;
+    g->local_rank = (unsigned)lr;
+    g->master_port = (uint16_t)port;
+    g->restart_count = (unsigned)rc;
+    strcpy(g->master_addr, addr);
+    strcpy(g->nccl_id, id);
+    r = 1;
+out:
+    json_decref(o);
+    return r;
+}
+
+static void control_line(struct train_control *c)
+{
+    struct train_gen g;
+    int r;
+
+    c->line[c->len] = '\0';
+    r = train_control_parse(c->line, &g);
+    if (r < 0)
+        fprintf(stderr, "rdzv-train: ignoring a malformed control line: %.200s\n", c->line);
+    if (r <= 0)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (g.generation > c->latest.generation) {
+        c->latest = g;
+        pthread_cond_broadcast(&c->cv);
+        /* A step blocked on a dead peer must return (NCCL would wait forever). */
+        if (c->comm && c->comm->interrupt)
+            c->comm->interrupt(c->comm);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void *control_main(void *arg)
+{
+    struct train_control *c = arg;
+    char buf[CONTROL_LINE_MAX];
+
+    for (;;) {
+        ssize_t n = read(c->fd, buf, sizeof(buf));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] == '\n') {
+                control_line(c);
+                c->len = 0;
+            } else if (c->len < CONTROL_LINE_MAX) {
+                c->line[c->len++] = buf[i];
+            }
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    c->closed = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int train_control_start(int fd, uint64_t generation, struct train_control **ret)
+{
+    struct train_control *c = calloc(1, sizeof(*c));
+    pthread_condattr_t ca;
+    int r;
+
+    if (!c)
+        return -ENOMEM;
+    c->fd = fd;
+    c->latest.generation = generation;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    r = pthread_create(&c->thread, NULL, control_main, c);
+    if (r != 0) {
+        pthread_cond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return -r;
+    }
+    *ret = c;
+    return 0;
+}
+
+void train_control_set_comm(struct train_control *c, struct train_comm *comm)
+{
+    pthread_mutex_lock(&c->mu);
+    c->comm = comm;
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool train_control_pending(struct train_control *c, uint64_t after)
+{
+    bool p;
+
+    pthread_mutex_lock(&c->mu);
+    p = c->latest.generation > after;
+    pthread_mutex_unlock(&c->mu);
+    return p;
+}
+
+int train_control_wait(struct train_control *c, uint64_t after, uint64_t timeout_ms,
+                       struct train_gen *g)
+{
+    struct timespec dl;
+    int r = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)(timeout_ms / 1000);
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (c->latest.generation <= after && !c->closed && r == 0)
+        r = pthread_cond_timedwait(&c->cv, &c->mu, &dl);
+    if (c->latest.generation > after) {
+        *g = c->latest;
+        r = 0;
+    } else {
+        r = c->closed ? -EPIPE : -ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+void train_control_free(struct train_control *c)
+{
+    if (!c)
+        return;
+    pthread_cancel(c->thread); /* blocked in read(2), a cancellation point */
+    pthread_join(c->thread, NULL);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
