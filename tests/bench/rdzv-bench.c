@@ -20,6 +20,7 @@
 
 #include "rdzv-buf.h"
 #include "rdzv-proto.h"
+#include "rdzv-tcpstore.h"
 #include "rdzv-util.h"
 
 #define PREFIX_MAX 40
@@ -71,7 +72,7 @@ struct bench {
     int idle_pids[MAX_IDLE_PIDS + 1]; /* + the --pid one */
     size_t nidle_pids;
     double duration_s, warmup_s, window_s, timeout_s, settle_s;
-    uint8_t op_set, op_get, op_add, op_wait;
+    struct rdzv_buf enc; /* scratch for the request encoders */
     char prefix[PREFIX_MAX + 1];
     char cnt_key[KEY_MAX], go_key[KEY_MAX], idle_key[KEY_MAX];
     size_t cnt_len, go_len, idle_len;
@@ -142,46 +143,46 @@ static void sleep_ns(uint64_t ns)
         ;
 }
 
-/* ---- request encoders (u64 little-endian lengths, as PyTorch sends them) ---- */
+/* ---- requests: proto's encoders, the bytes rdzvctl and rdzv-train send too ---- */
 
-static size_t enc_str(uint8_t *p, const void *s, size_t n)
+/* Encode one request with proto/rdzv-tcpstore.h into b->enc (reused: no allocation once grown)
+ * and copy it to p (OUT_CAP bytes). Returns its size; exits on -ENOMEM (a tool, not a server). */
+static size_t enc_done(struct bench *b, uint8_t *p, int r)
 {
-    rdzv_set_u64(p, n);
-    memcpy(p + 8, s, n);
-    return 8 + n;
+    if (r < 0 || b->enc.len > OUT_CAP) {
+        fprintf(stderr, "rdzv-bench: cannot encode a request: %s\n", strerror(r < 0 ? -r : E2BIG));
+        exit(1);
+    }
+    memcpy(p, b->enc.data, b->enc.len);
+    return b->enc.len;
 }
 
-static size_t enc_add(const struct bench *b, uint8_t *p, const char *key, size_t klen)
+static size_t enc_add(struct bench *b, uint8_t *p, const char *key, size_t klen)
 {
-    size_t n;
-
-    p[0] = b->op_add;
-    n = 1 + enc_str(p + 1, key, klen);
-    rdzv_set_u64(p + n, 1);
-    return n + 8;
+    b->enc.len = b->enc.off = 0;
+    return enc_done(b, p, rdzv_enc_add(&b->enc, RDZV_DIALECT_V20, key, klen, 1));
 }
 
-static size_t enc_get(const struct bench *b, uint8_t *p, const char *key, size_t klen)
+static size_t enc_get(struct bench *b, uint8_t *p, const char *key, size_t klen)
 {
-    p[0] = b->op_get;
-    return 1 + enc_str(p + 1, key, klen);
+    b->enc.len = b->enc.off = 0;
+    return enc_done(b, p, rdzv_enc_key(&b->enc, RDZV_DIALECT_V20, RDZV_OP_GET, key, klen));
 }
 
-static size_t enc_set(const struct bench *b, uint8_t *p, const char *key, size_t klen,
+static size_t enc_set(struct bench *b, uint8_t *p, const char *key, size_t klen,
                       const char *val, size_t vlen)
 {
-    size_t n;
-
-    p[0] = b->op_set;
-    n = 1 + enc_str(p + 1, key, klen);
-    return n + enc_str(p + n, val, vlen);
+    b->enc.len = b->enc.off = 0;
+    return enc_done(b, p, rdzv_enc_set(&b->enc, RDZV_DIALECT_V20, key, klen, val, vlen));
 }
 
-static size_t enc_wait1(const struct bench *b, uint8_t *p, const char *key, size_t klen)
+/* WAIT on one NUL-terminated key. */
+static size_t enc_wait1(struct bench *b, uint8_t *p, const char *key)
 {
-    p[0] = b->op_wait;
-    rdzv_set_u64(p + 1, 1);
-    return 9 + enc_str(p + 9, key, klen);
+    const char *keys[1] = {key};
+
+    b->enc.len = b->enc.off = 0;
+    return enc_done(b, p, rdzv_enc_keys(&b->enc, RDZV_DIALECT_V20, RDZV_OP_WAIT, keys, 1));
 }
 
 /* ---- connection life cycle ---- */
@@ -390,7 +391,7 @@ static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
             n = enc_set(b, req, b->go_key, b->go_len, "1", 1);
         else if (v > (int64_t)b->n)
             b->overshoot = true;
-        n += enc_wait1(b, req + n, b->go_key, b->go_len);
+        n += enc_wait1(b, req + n, b->go_key);
         if (conn_send(b, c, req, n) == 0)
             c->state = CS_WAIT;
         return;
@@ -1017,21 +1018,6 @@ static int parse_args(int argc, char **argv, struct bench *b)
 
 static int setup(struct bench *b)
 {
-    int ops[4] = {
-        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_SET),
-        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_GET),
-        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_ADD),
-        rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_WAIT),
-    };
-
-    for (size_t i = 0; i < RDZV_ARRAY_SIZE(ops); i++)
-        if (ops[i] < 0)
-            return -EPROTO;
-    b->op_set = (uint8_t)ops[0];
-    b->op_get = (uint8_t)ops[1];
-    b->op_add = (uint8_t)ops[2];
-    b->op_wait = (uint8_t)ops[3];
-
     if (!b->prefix[0])
         snprintf(b->prefix, sizeof(b->prefix), "/rdzv-bench/%d.%" PRIu64, (int)getpid(),
                  (uint64_t)(rdzv_now_ns() % 1000000000u));
@@ -1099,6 +1085,7 @@ int main(int argc, char **argv)
         if (b.conns[i].fd >= 0)
             (void)close(b.conns[i].fd);
     free(b.conns);
+    rdzv_buf_free(&b.enc);
     (void)close(b.epfd);
     return r;
 }
