@@ -339,6 +339,13 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         SECS("last-call", &o->last_call_s,
              "after MIN nodes joined, wait this long for more (default 3)"),
         SECS("grace", &o->grace_s, "TERM -> KILL grace when stopping workers (default 30)"),
+        SECS("progress-timeout", &o->progress_timeout_s,
+             "fail a worker that reported progress (RDZV_PROGRESS_FD,\n"
+             "python: rdzv.progress(step)) and then made none this long,\n"
+             "as if it had crashed (default 0: off)"),
+        SECS("progress-grace", &o->progress_grace_s,
+             "with --progress-timeout, also fail a worker that made no\n"
+             "first report this long after its start (default 0: never)"),
         SECS("connect-timeout", &o->connect_timeout_s,
              "keep trying to reach rdzvd this long, at start and after\n"
              "losing it (workers keep running meanwhile; default 60)"),

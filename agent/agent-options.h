@@ -42,6 +42,8 @@ struct agent_opts {
     double heartbeat_s;
     double heartbeat_timeout_s;
     double join_timeout_s;
+    double progress_timeout_s; /* 0: off. A worker silent this long after a report is failed */
+    double progress_grace_s;   /* 0: off. Also fail a worker that never reported this long */
     bool scale_up_now;
     bool rank_hint;          /* node_rank came from the scheduler's environment */
     enum rdzv_nccl_mode nccl;

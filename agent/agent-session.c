@@ -81,7 +81,8 @@ static void send_ready(struct agent_session *a, uint64_t gen)
 
 /* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
  * the next connection when the daemon can't be reached now. */
-static void report_failure(struct agent_session *a, int64_t rank, int64_t local_rank, int64_t code, int sig)
+static void report_failure(struct agent_session *a, int64_t rank, int64_t local_rank, int64_t code,
+                           int sig, const char *reason)
 {
     struct rdzv_worker_exit *w = &a->pexit;
     struct timeval tv;
@@ -95,6 +96,8 @@ static void report_failure(struct agent_session *a, int64_t rank, int64_t local_
     w->signal = sig;
     w->time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
     snprintf(w->host, sizeof(w->host), "%s", a->cfg.host);
+    if (reason)
+        snprintf(w->reason, sizeof(w->reason), "%s", reason);
     a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
@@ -120,7 +123,36 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     a->local_failure = true;
     /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
      * with a restart or the job's end. */
-    report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig);
+    report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
+    session_set_state(a, AG_RESTARTING);
+    a->stopping_gen = a->round.generation;
+    a->restart_pending = false;
+    agent_group_stop(a->group, SIGTERM);
+}
+
+void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
+                              uint64_t last_step, uint64_t silent_ms, void *ud)
+{
+    struct agent_session *a = ud;
+    int64_t rank = a->round.rank_offset + local_rank;
+    char reason[RDZV_REASON_MAX + 1];
+
+    if (a->state != AG_RUNNING)
+        return;
+    if (reported)
+        snprintf(reason, sizeof(reason), "made no progress for %.1f s after step %" PRIu64,
+                 (double)silent_ms / 1000, last_step);
+    else
+        snprintf(reason, sizeof(reason), "made no first progress report within %.1f s of its start",
+                 (double)silent_ms / 1000);
+    log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)", rank,
+              local_rank, reason);
+    /* As a crash: the hung worker's process group is killed now (a hung process may ignore
+     * SIGTERM), rdzvd hears why, and the other workers are stopped as after any failure. Its exit,
+     * when it comes, is a consequence (the state is no longer RUNNING). */
+    a->local_failure = true;
+    agent_group_signal_rank(g, local_rank, SIGKILL);
+    report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
     a->restart_pending = false;
@@ -190,7 +222,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         a->local_failure = true;
         session_set_state(a, AG_RESTARTING);
         a->stopping_gen = r->generation;
-        report_failure(a, r->rank_offset, 0, 127, 0);
+        report_failure(a, r->rank_offset, 0, 127, 0, NULL);
     }
     /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
     (void)agent_client_send_heartbeat(a->client,

@@ -45,6 +45,10 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
                               void *ud);
 void agent_session_group_all_exited(struct agent_group *g, void *ud);
+/* The group's on_hang (--progress-timeout): fail that worker as if it had crashed (SIGKILL its
+ * process group, report it to rdzvd with the reason as root cause, stop the others). */
+void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
+                              uint64_t last_step, uint64_t silent_ms, void *ud);
 
 /* Start heartbeats and connect to rdzvd with JOIN j (copied); g runs the workers. Returns 0 or a
  * negative errno (the connection could not be started). */

@@ -57,16 +57,23 @@ void agent_stop_kill_leftovers(struct agent_group *g)
  * processes left in its group (listed). */
 void agent_stop_kill(struct agent_group *g, int signum)
 {
-    for (unsigned i = 0; i < g->cfg.nproc; i++) {
-        struct agent_worker *w = &g->workers[i];
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        agent_group_signal_rank(g, i, signum);
+}
 
-        if (!w->listed)
-            continue;
-        if (kill(-w->pid, signum) < 0 && errno != ESRCH)
-            log_warn_errno(-errno, "worker rank %u: kill(-%d, %d)", w->rank, w->pid, signum);
-        else if (signum == SIGKILL)
-            w->group_killed = true;
-    }
+void agent_group_signal_rank(struct agent_group *g, unsigned local_rank, int signum)
+{
+    struct agent_worker *w;
+
+    if (local_rank >= g->cfg.nproc)
+        return;
+    w = &g->workers[local_rank];
+    if (!w->listed)
+        return;
+    if (kill(-w->pid, signum) < 0 && errno != ESRCH)
+        log_warn_errno(-errno, "worker rank %u: kill(-%d, %d)", w->rank, w->pid, signum);
+    else if (signum == SIGKILL)
+        w->group_killed = true;
 }
 
 static void kill_timer_cb(uv_timer_t *t)

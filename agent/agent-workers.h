@@ -189,6 +189,9 @@ int agent_group_control_send(struct agent_group *g, unsigned local_rank, const c
  * still had processes when last looked at: its output still open, held by a descendant). No
  * timer. */
 void agent_group_signal(struct agent_group *g, int signum);
+/* Send signum to the process group of one worker (running, or exited with processes left in its
+ * group); nothing when it has none. No timer. */
+void agent_group_signal_rank(struct agent_group *g, unsigned local_rank, int signum);
 
 /* Send signum (normally SIGTERM) to every worker's process group, then SIGKILL the groups still
  * alive after grace_ms. on_all_exited fires when all are gone; if none run (idle group), from a

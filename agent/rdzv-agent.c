@@ -313,6 +313,12 @@ int main(int argc, char **argv)
     gcfg.grace_ms = (uint64_t)(a.o.grace_s * 1000);
     gcfg.on_exit = agent_session_group_exit;
     gcfg.on_all_exited = agent_session_group_all_exited;
+    if (a.o.progress_timeout_s > 0) {
+        gcfg.progress = true;
+        gcfg.progress_timeout_ms = (uint64_t)(a.o.progress_timeout_s * 1000);
+        gcfg.progress_grace_ms = (uint64_t)(a.o.progress_grace_s * 1000);
+        gcfg.on_hang = agent_session_group_hang;
+    }
     gcfg.ud = a.session;
     r = agent_group_new(&gcfg, &a.group);
     if (r < 0) {

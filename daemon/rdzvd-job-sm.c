@@ -700,7 +700,7 @@ void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
 void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
 {
     struct rdzvd_job *j = m->job;
-    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[48];
+    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
     time_t secs;
     struct tm tm;
 
@@ -710,7 +710,9 @@ void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_e
     secs = (time_t)w->time; /* the parser bounds it */
     if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
         snprintf(when, sizeof(when), "?");
-    if (w->signal > 0)
+    if (w->reason[0]) /* the agent failed it: say why, not how it ended */
+        snprintf(how, sizeof(how), "%s", w->reason);
+    else if (w->signal > 0)
         snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)", w->signal,
                  strsignal((int)w->signal));
     else

@@ -122,12 +122,16 @@ int rdzv_msg_put_round(struct rdzv_buf *b, const struct rdzv_round *r)
 
 int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *w)
 {
-    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT,
-                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
-                                  (json_int_t)w->generation, "rank", (json_int_t)w->rank,
-                                  "local_rank", (json_int_t)w->local_rank, "exit_code",
-                                  (json_int_t)w->exit_code, "signal", (json_int_t)w->signal,
-                                  "time", w->time, "host", w->host));
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "generation",
+                          (json_int_t)w->generation, "rank", (json_int_t)w->rank, "local_rank",
+                          (json_int_t)w->local_rank, "exit_code", (json_int_t)w->exit_code,
+                          "signal", (json_int_t)w->signal, "time", w->time, "host", w->host);
+
+    if (o && w->reason[0] && json_object_set_new(o, "reason", json_string(w->reason)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT, o);
 }
 
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
@@ -370,7 +374,7 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
                                char *err, size_t errlen)
 {
     json_int_t gen, rank, local_rank, code, sig;
-    const char *host = "";
+    const char *host = "", *reason = "";
     json_error_t jerr;
     double t = 0;
     json_t *root = rdzv_msg_load(body, len, err, errlen);
@@ -379,13 +383,15 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     if (!root)
         return -EBADMSG;
     memset(w, 0, sizeof(*w));
-    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s?F, s?s}", "generation", &gen,
-                       "rank", &rank, "local_rank", &local_rank, "exit_code", &code, "signal",
-                       &sig, "time", &t, "host", &host) < 0) {
+    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s?F, s?s, s?s}", "generation",
+                       &gen, "rank", &rank, "local_rank", &local_rank, "exit_code", &code,
+                       "signal", &sig, "time", &t, "host", &host, "reason", &reason) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "WORKER_EXIT", err, errlen);
         goto out;
     }
     r = rdzv_msg_copy_str(w->host, sizeof(w->host), host, "host", err, errlen);
+    if (r == 0)
+        r = rdzv_msg_copy_str(w->reason, sizeof(w->reason), reason, "reason", err, errlen);
     w->generation = (uint64_t)gen;
     w->rank = rank;
     w->local_rank = local_rank;

@@ -23,6 +23,7 @@ struct rdzv_buf;
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
 #define RDZV_SUMMARY_MAX 1023
+#define RDZV_REASON_MAX 255   /* WORKER_EXIT's optional reason */
 #define RDZV_ERROR_MAX 511    /* ERROR text and NCCL_ID error: cut (UTF-8-safe) past this */
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
 #define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
@@ -76,6 +77,10 @@ struct rdzv_worker_exit {
     int64_t signal;
     double time;       /* unix seconds */
     char host[RDZV_HOST_MAX + 1];
+    /* Optional (empty: none; sent only when set, ignored by daemons that predate it): why the
+     * agent failed the worker when it did not fail by itself, e.g. "made no progress for 60 s after
+     * step 1234" (--progress-timeout). The daemon's root cause then says this instead of the exit. */
+    char reason[RDZV_REASON_MAX + 1];
 };
 
 struct rdzv_event {

@@ -398,6 +398,38 @@ static void test_worker_exit_and_event(void)
                                               &w2, err, sizeof(err)));
 }
 
+/* WORKER_EXIT's optional reason: sent only when set (the bytes of a report without one are
+ * unchanged), read back, bounded. */
+static void test_worker_exit_reason(void)
+{
+    struct rdzv_worker_exit w = {.generation = 4, .rank = 5, .local_rank = 1, .exit_code = 137,
+                                 .signal = 9, .time = 1.5, .host = "nodeB",
+                                 .reason = "made no progress for 60 s after step 1234"},
+                            w2;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char big[400];
+
+    ASSERT_OK(rdzv_msg_put_worker_exit(&out, &w));
+    body = frame_body(&out, RDZV_MSG_WORKER_EXIT, &len);
+    ASSERT_OK(rdzv_msg_parse_worker_exit(body, len, &w2, err, sizeof(err)));
+    ASSERT_EQ(strcmp(w2.reason, w.reason), 0);
+    ASSERT_EQ(strcmp(w2.host, "nodeB"), 0);
+    rdzv_buf_free(&out);
+    w.reason[0] = '\0';
+    ASSERT_OK(rdzv_msg_put_worker_exit(&out, &w));
+    body = frame_body(&out, RDZV_MSG_WORKER_EXIT, &len);
+    ASSERT_TRUE(memmem(body, len, "reason", 6) == NULL);
+    ASSERT_OK(rdzv_msg_parse_worker_exit(body, len, &w2, err, sizeof(err)));
+    ASSERT_EQ(w2.reason[0], '\0');
+    rdzv_buf_free(&out);
+    memset(big, 'x', sizeof(big));
+    snprintf(big, sizeof(big), "{\"generation\":1,\"rank\":0,\"local_rank\":0,\"exit_code\":1,"
+             "\"signal\":0,\"reason\":\"%0300d\"}", 0);
+    ASSERT_REFUSED(rdzv_msg_parse_worker_exit(BODY(big), &w2, err, sizeof(err)));
+}
+
 int main(void)
 {
     TEST(test_encoders_bytes);
@@ -411,5 +443,6 @@ int main(void)
     TEST(test_join_round_trip);
     TEST(test_round_round_trip);
     TEST(test_worker_exit_and_event);
+    TEST(test_worker_exit_reason);
     return tap_done();
 }
