@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-host.c: start the job's rdzvd from an agent, detached, and end it when the job is over
+/* agent-host.c: start the job's rdzvd from an agent, detached, and wait until it listens
  * (agent-host.h). */
 #include "agent-host.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,18 +15,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/rdzv-util.h"
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* 1 when a TCP connect to ai succeeds within timeout_ms. */
 static int try_connect(const struct addrinfo *ai, int timeout_ms)
@@ -107,8 +100,34 @@ static int find_rdzvd(const char *self_exe, char *out, size_t n)
     return rdzv_find_in_path("rdzvd", out, n);
 }
 
-/* Double fork: the watcher is in a session of its own and no child of the agent. */
-static int spawn_watcher(char **argv, const char *log_path)
+/* In the grandchild: fd 0 /dev/null, 1 and 2 the log, 3 the ready pipe (without CLOEXEC), no
+ * other descriptor; cwd /. Returns 0 or -1. */
+static int child_fds(int ready_w, const char *log_path)
+{
+    int keep = fcntl(ready_w, F_DUPFD_CLOEXEC, 10), fd;
+
+    if (keep < 0)
+        return -1;
+    fd = open("/dev/null", O_RDONLY);
+    if (fd < 0 || dup2(fd, 0) < 0)
+        return -1;
+    if (fd != 0)
+        close(fd);
+    fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+        return -1;
+    if (fd > 2)
+        close(fd);
+    if (dup2(keep, AGENT_HOST_READY_FD) < 0) /* dup2 clears FD_CLOEXEC on the copy */
+        return -1;
+    for (int i = AGENT_HOST_READY_FD + 1; i < 1024; i++)
+        close(i);
+    return chdir("/"); /* keep no file system busy for the job's lifetime */
+}
+
+/* Double fork: rdzvd runs in a session of its own and is no child of the agent, so it outlives
+ * a SIGKILLed agent. Returns 0 once the intermediate child is reaped, or a negative errno. */
+static int spawn_rdzvd(char **argv, int ready_w, const char *log_path)
 {
     pid_t pid = fork();
     int st;
@@ -116,22 +135,10 @@ static int spawn_watcher(char **argv, const char *log_path)
     if (pid < 0)
         return -errno;
     if (pid == 0) {
-        int fd;
-
         if (setsid() < 0 || fork() != 0)
             _exit(0);
-        fd = open("/dev/null", O_RDONLY);
-        if (fd >= 0)
-            dup2(fd, 0);
-        fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        for (int i = 3; i < 1024; i++)
-            close(i);
         signal(SIGPIPE, SIG_DFL);
-        if (chdir("/") < 0) /* keep no file system busy for the job's lifetime */
+        if (child_fds(ready_w, log_path) < 0)
             _exit(127);
         execv(argv[0], argv);
         _exit(127);
@@ -141,11 +148,74 @@ static int spawn_watcher(char **argv, const char *log_path)
     return 0;
 }
 
+/* Wait for rdzvd's "PORT\n" on its --ready-fd pipe. Returns 1 (ready), 0 (EOF: it exited before
+ * listening) or -ETIMEDOUT. */
+static int wait_ready(int fd, int timeout_ms)
+{
+    uint64_t t0 = rdzv_now_ms();
+    char buf[16];
+    size_t n = 0;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int64_t left = (int64_t)timeout_ms - (int64_t)(rdzv_now_ms() - t0);
+        ssize_t r;
+
+        if (left <= 0)
+            return -ETIMEDOUT;
+        if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+            return -errno;
+        if (!pfd.revents)
+            continue;
+        r = read(fd, buf + n, sizeof(buf) - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return 0;
+        n += (size_t)r;
+        if (memchr(buf, '\n', n) || n == sizeof(buf) - 1)
+            return 1;
+    }
+}
+
+/* Start rdzvd (argv) detached and wait until it listens. Returns 1 (it does), 0 (it exited
+ * before listening, or is slow: the caller joins as a client) or a negative errno (logged). */
+static int start_and_wait(const struct agent_host_cfg *c, char **argv, const char *log_path)
+{
+    int ready[2], r;
+
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        r = -errno;
+        log_error_errno(r, "hosting rdzvd: pipe");
+        return r;
+    }
+    r = spawn_rdzvd(argv, ready[1], log_path);
+    close(ready[1]); /* rdzvd holds the only write end now: EOF when it exits */
+    if (r < 0) {
+        log_error_errno(r, "hosting rdzvd: cannot start it");
+        goto out;
+    }
+    r = wait_ready(ready[0], AGENT_HOST_READY_MS);
+    if (r == 1)
+        log_info("hosting rdzvd at %s:%s for this job (it outlives this agent; log %s)", argv[2],
+                 argv[4], log_path);
+    else if (r == 0) /* it could not listen: another agent's rdzvd may have won the port */
+        log_warn("the rdzvd this agent started exited before listening (see %s); joining as a "
+                 "client", log_path);
+    else
+        log_warn("hosting rdzvd: not listening at %s:%u within %d ms (see %s); joining as a "
+                 "client", c->host, c->port, AGENT_HOST_READY_MS, log_path);
+    r = r > 0;
+out:
+    close(ready[0]);
+    return r;
+}
+
 int agent_host_maybe_start(const struct agent_host_cfg *c)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res = NULL;
     char portstr[8], bind_addr[INET6_ADDRSTRLEN + 2] = "", rdzvd[PATH_MAX], log_path[PATH_MAX],
-                                                  idle[24], token[PATH_MAX];
+                                                  token[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     int claim, r;
 
@@ -175,9 +245,11 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
     if (claim < 0)
         return 0;
     if (getaddrinfo(c->host, portstr, &hints, &res) == 0) {
-        r = answers(res, 1000);
+        int answered = answers(res, 1000);
+
         freeaddrinfo(res);
-        if (r)
+        r = 0;
+        if (answered)
             goto out_claim; /* someone hosted meanwhile */
     }
     if (find_rdzvd(c->self_exe, rdzvd, sizeof(rdzvd)) < 0) {
@@ -187,128 +259,30 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
     }
     snprintf(log_path, sizeof(log_path), "%s/rdzvd-host-%u.log", tmp && *tmp ? tmp : "/tmp",
              c->port);
-    snprintf(idle, sizeof(idle), "%d", AGENT_HOST_IDLE_MS);
     if (c->token_file && !realpath(c->token_file, token)) {
         r = -errno;
         log_error_errno(r, "hosting rdzvd: --token-file %s", c->token_file);
         goto out_claim;
     }
     {
-        char *argv[] = {(char *)c->self_exe,
-                        "--host-watch",
-                        idle,
-                        portstr,
-                        "--",
-                        rdzvd,
+        char *argv[] = {rdzvd,
                         "--bind",
                         bind_addr,
                         "--port",
                         portstr,
+                        "--exit-when-idle",
+                        AGENT_HOST_IDLE,
+                        "--ready-fd",
+                        STR(AGENT_HOST_READY_FD),
                         "--log-level",
                         c->level >= RDZV_LOG_DEBUG ? "debug" : "info",
                         c->token_file ? "--token-file" : NULL,
                         token,
                         NULL};
 
-        r = spawn_watcher(argv, log_path);
+        r = start_and_wait(c, argv, log_path);
     }
-    if (r < 0) {
-        log_error_errno(r, "hosting rdzvd: cannot start it");
-        goto out_claim;
-    }
-    /* Wait until it listens (or lost the race to another agent, which then answers). */
-    for (uint64_t t0 = now_ms(); now_ms() - t0 < 5000; usleep(50 * 1000)) {
-        if (getaddrinfo(c->host, portstr, &hints, &res) != 0)
-            break;
-        r = answers(res, 200);
-        freeaddrinfo(res);
-        if (r) {
-            log_info("hosting rdzvd at %s:%s for this job (it outlives this agent; log %s)",
-                     bind_addr, portstr, log_path);
-            r = 1;
-            goto out_claim;
-        }
-    }
-    log_warn("hosting rdzvd: nothing listens at %s:%s yet (see %s); joining as a client", c->host,
-             portstr, log_path);
-    r = 0;
 out_claim:
     close(claim);
     return r;
-}
-
-/* Connections established to local port `port` (rdzvd's side), from /proc/net/tcp{,6}; *any is
- * set when some socket other than the listener involves the port on either side, TIME_WAIT
- * included: a job too short for a sample to catch its connections still leaves those for 60 s. */
-static int count_conns(unsigned port, bool *any)
-{
-    static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
-    int n = 0;
-
-    for (unsigned i = 0; i < RDZV_ARRAY_SIZE(files); i++) {
-        FILE *f = fopen(files[i], "re");
-        char line[512];
-
-        if (!f)
-            continue;
-        while (fgets(line, sizeof(line), f)) {
-            unsigned lp, rp, st;
-
-            /* "  0: 0100007F:7530 0100007F:D2A4 01 ..." */
-            if (sscanf(line, " %*u: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%x %x", &lp, &rp, &st) != 3)
-                continue;
-            if (st != 0x0a && (lp == port || rp == port))
-                *any = true;
-            if (lp == port && st == 0x01)
-                n++;
-        }
-        fclose(f);
-    }
-    return n;
-}
-
-int agent_host_watch_main(int argc, char **argv)
-{
-    uint64_t idle_ms, t0 = now_ms(), last = 0;
-    unsigned port;
-    bool any;
-    pid_t pid;
-    int st = 0;
-
-    if (argc < 6 || strcmp(argv[4], "--") != 0) {
-        fprintf(stderr, "usage: rdzv-agent --host-watch IDLE_MS PORT -- RDZVD [ARGS...]\n");
-        return 2;
-    }
-    idle_ms = strtoull(argv[2], NULL, 10);
-    port = (unsigned)strtoul(argv[3], NULL, 10);
-    pid = fork();
-    if (pid < 0)
-        return 1;
-    if (pid == 0) {
-        execv(argv[5], argv + 5);
-        fprintf(stderr, "rdzv-agent --host-watch: cannot run %s: %s\n", argv[5], strerror(errno));
-        _exit(127);
-    }
-    for (;;) {
-        uint64_t now;
-        pid_t w = waitpid(pid, &st, WNOHANG);
-
-        if (w == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-        usleep(250 * 1000);
-        now = now_ms();
-        any = false;
-        if (count_conns(port, &any) > 0 || (any && !last))
-            last = now;
-        if ((last && now - last > idle_ms) || (!last && now - t0 > AGENT_HOST_FIRST_MS)) {
-            fprintf(stderr,
-                    "rdzv-agent --host-watch: no agent connected for %" PRIu64
-                    " ms: the job is over, stopping rdzvd\n",
-                    now - (last ? last : t0));
-            kill(pid, SIGTERM);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-            return 0;
-        }
-    }
 }

@@ -7,26 +7,29 @@
  * the kernel lets it bind() the endpoint's address (so the address is this host's: no hostname
  * matching), or when it is node rank 0 (then on the wildcard address); agents of one host that
  * all qualify (loopback) race for the UDP port of the same address and number, and the one that
- * gets it hosts while the others join. Hosting means: a process
- * of its own session (setsid), `rdzv-agent --host-watch IDLE_MS PORT -- rdzvd --bind A --port P
- * ...`, not a child of the agent, that runs the real rdzvd binary (found beside rdzv-agent, or
- * ../daemon/ in the build tree, or PATH) and ends it once no agent has been connected to PORT for
- * IDLE_MS (the job is over), or when none came within AGENT_HOST_FIRST_MS. So when the hosting
- * agent is SIGKILLed the daemon goes on, as one started by hand; when its node dies, the job's
- * rendezvous dies with it (README). The daemon's output goes to
- * $TMPDIR/rdzvd-host-<port>.log.
+ * gets it hosts while the others join. Hosting means: the real rdzvd binary (found beside
+ * rdzv-agent, or ../daemon/ in the build tree, or PATH), double-forked into a session of its own
+ * (setsid; not a child of the agent), cwd /, stdout and stderr appended to
+ * $TMPDIR/rdzvd-host-<port>.log, run as `rdzvd --bind A --port P --exit-when-idle
+ * AGENT_HOST_IDLE --ready-fd 3 ...`. rdzvd itself ends once no agent has been connected for 5 s
+ * (the job is over), or when none came within 180 s. So when the hosting agent is SIGKILLed
+ * the daemon goes on, as one started by hand; when its node dies, the job's rendezvous dies
+ * with it (README). The agent waits for rdzvd's readiness on the --ready-fd pipe (its port, or
+ * EOF when it exited first: another agent's rdzvd took the port), up to AGENT_HOST_READY_MS.
  *
  * Ownership: nothing is kept; cfg strings are borrowed for the call.
  * Errors: negative errno; a failure to host is logged and the caller carries on as a client.
- * Threads: main() before the loop runs (it blocks up to a few seconds; it forks). */
+ * Threads: main() before the loop runs (it blocks up to AGENT_HOST_READY_MS + 2 s; it forks). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "../common/rdzv-log.h"
 
-#define AGENT_HOST_IDLE_MS 5000    /* no agent connected this long: the job is over */
-#define AGENT_HOST_FIRST_MS 180000 /* no agent ever came: give up */
+/* rdzvd --exit-when-idle: no agent connected for 5 s, the job is over; none came in 180 s. */
+#define AGENT_HOST_IDLE "5:180"
+#define AGENT_HOST_READY_FD 3     /* rdzvd's --ready-fd */
+#define AGENT_HOST_READY_MS 10000 /* how long the agent waits for it to listen */
 
 struct agent_host_cfg {
     const char *host;       /* the endpoint's host */
@@ -41,7 +44,3 @@ struct agent_host_cfg {
 /* Returns 1 when this agent started rdzvd (and it accepts connections), 0 when something answers
  * already or another agent is to host, or a negative errno (logged). */
 int agent_host_maybe_start(const struct agent_host_cfg *cfg);
-
-/* The `rdzv-agent --host-watch IDLE_MS PORT -- RDZVD [ARGS...]` process. Returns its exit
- * status: rdzvd's, or 0 when it ended it for idleness. */
-int agent_host_watch_main(int argc, char **argv);

@@ -200,8 +200,6 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
         return agent_reaper_main(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "--host-watch") == 0)
-        return agent_host_watch_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
         return agent_nccl_root_main(argc, argv);
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-daemon.c: the server wired to the job layer. The only file that includes both. */
+/* rdzvd-daemon.c: the server wired to the job layer. The only file that includes both. Also
+ * --exit-when-idle: the rdzv peers connected, counted through the peer session's peer_up/peer_down
+ * hooks, and one timer armed while there are none. */
 #include "rdzvd-daemon.h"
 
 #include <errno.h>
@@ -10,15 +12,97 @@
 #include "rdzvd-peer.h"
 #include "rdzvd-server.h"
 
+/* --exit-when-idle's timer. Its own allocation: it is freed in its close callback, which may run
+ * after rdzvd_daemon_free(). */
+struct daemon_idle {
+    uv_timer_t timer;
+    uint64_t idle_ms;  /* armed with this when the last peer goes */
+    uint64_t armed_ms; /* what the timer was last started with (for the log) */
+    rdzvd_daemon_idle_cb cb;
+    void *data;
+};
+
 struct rdzvd_daemon {
     struct rdzvd_server *srv;
     struct rdzvd_jobs *jobs;
+    uint64_t npeers;          /* rdzv peers connected now (past their handshake) */
+    struct daemon_idle *idle; /* --exit-when-idle; NULL: never, or closed */
 };
 
-static const struct rdzvd_peer_handler job_handler = {
-    .msg = rdzvd_job_msg,
-    .closed = rdzvd_job_conn_closed,
-    .shutdown = rdzvd_jobs_shutdown,
+static int daemon_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
+{
+    struct rdzvd_daemon *d = ud;
+
+    return rdzvd_job_msg(d->jobs, c, op, body, len);
+}
+
+static void daemon_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
+{
+    struct rdzvd_daemon *d = ud;
+
+    rdzvd_job_conn_closed(d->jobs, c, member);
+}
+
+static void idle_close_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* Stop counting for --exit-when-idle and close its timer. Idempotent. */
+static void daemon_idle_close(struct rdzvd_daemon *d)
+{
+    if (!d->idle)
+        return;
+    uv_close((uv_handle_t *)&d->idle->timer, idle_close_cb);
+    d->idle = NULL;
+}
+
+static void daemon_shutdown(void *ud)
+{
+    struct rdzvd_daemon *d = ud;
+
+    daemon_idle_close(d);
+    rdzvd_jobs_shutdown(d->jobs);
+}
+
+static void idle_timer_cb(uv_timer_t *t)
+{
+    struct daemon_idle *idle = t->data;
+
+    log_info("no agent connected for %.1f s: the job is over, exiting (--exit-when-idle)",
+             (double)idle->armed_ms / 1000);
+    idle->cb(idle->data);
+}
+
+static void daemon_peer_up(void *ud, struct rdzvd_conn *c)
+{
+    struct rdzvd_daemon *d = ud;
+
+    (void)c;
+    if (d->npeers++ == 0 && d->idle)
+        (void)uv_timer_stop(&d->idle->timer);
+}
+
+static void daemon_peer_down(void *ud, struct rdzvd_conn *c)
+{
+    struct rdzvd_daemon *d = ud;
+    struct daemon_idle *idle = d->idle;
+
+    (void)c;
+    if (d->npeers == 0 || --d->npeers > 0 || !idle)
+        return;
+    log_debug("no agent connected: exiting in %.1f s unless one comes (--exit-when-idle)",
+              (double)idle->idle_ms / 1000);
+    idle->armed_ms = idle->idle_ms;
+    (void)uv_timer_start(&idle->timer, idle_timer_cb, idle->idle_ms, 0);
+}
+
+static const struct rdzvd_peer_handler daemon_handler = {
+    .msg = daemon_msg,
+    .closed = daemon_conn_closed,
+    .shutdown = daemon_shutdown,
+    .peer_up = daemon_peer_up,
+    .peer_down = daemon_peer_down,
 };
 
 int rdzvd_daemon_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdzvd_daemon **ret)
@@ -37,7 +121,7 @@ int rdzvd_daemon_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         log_error_errno(r, "init");
         goto out_free;
     }
-    rdzvd_server_set_peer_handler(d->srv, &job_handler, d->jobs);
+    rdzvd_server_set_peer_handler(d->srv, &daemon_handler, d);
     *ret = d;
     return 0;
 
@@ -46,10 +130,43 @@ out_free:
     return r;
 }
 
+int rdzvd_daemon_exit_when_idle(struct rdzvd_daemon *d, uint64_t idle_ms, uint64_t first_ms,
+                                rdzvd_daemon_idle_cb cb, void *data)
+{
+    struct daemon_idle *idle;
+    int r;
+
+    if (d->idle)
+        return log_error_errno(-EALREADY, "--exit-when-idle: set twice");
+    idle = calloc(1, sizeof(*idle));
+    if (!idle)
+        return log_error_errno(-ENOMEM, "--exit-when-idle");
+    *idle = (struct daemon_idle){.idle_ms = idle_ms, .armed_ms = first_ms, .cb = cb, .data = data};
+    r = uv_timer_init(rdzvd_server_loop(d->srv), &idle->timer);
+    if (r < 0) {
+        free(idle);
+        return log_error_errno(r, "--exit-when-idle: cannot create a timer");
+    }
+    idle->timer.data = idle;
+    d->idle = idle;
+    if (d->npeers == 0) {
+        r = uv_timer_start(&idle->timer, idle_timer_cb, first_ms, 0);
+        if (r < 0) {
+            log_error_errno(r, "--exit-when-idle: cannot start its timer");
+            daemon_idle_close(d);
+            return r;
+        }
+    }
+    log_info("exiting once no agent has been connected for %.1f s (none came: %.1f s)",
+             (double)idle_ms / 1000, (double)first_ms / 1000);
+    return 0;
+}
+
 struct rdzvd_daemon *rdzvd_daemon_free(struct rdzvd_daemon *d)
 {
     if (!d)
         return NULL;
+    daemon_idle_close(d); /* still open only if the server never stopped */
     d->srv = rdzvd_server_free(d->srv);
     d->jobs = rdzvd_jobs_free(d->jobs);
     free(d);

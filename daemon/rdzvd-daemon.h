@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-daemon.h: a whole daemon: the server (rdzvd-server.h) with the job layer's registry
  * (rdzvd-job.h) plugged into it. What rdzvd's main() and rdzv-agent --standalone start.
+ * Also rdzvd's --exit-when-idle: it counts the rdzv peers connected (the peer session's
+ * peer_up/peer_down hooks) and tells its caller when there have been none for a while.
  *
  * Ownership: the caller owns struct rdzvd_daemon (opaque; rdzvd_daemon_free), which owns its
- * server and its job registry. Errors: negative errno. Threads: the loop's only. */
+ * server, its job registry and its idle timer. Errors: negative errno. Threads: the loop's only. */
 #pragma once
+#include <stdint.h>
 #include <uv.h>
 
 #include "rdzvd-config.h"
@@ -25,3 +28,14 @@ struct rdzvd_daemon *rdzvd_daemon_free(struct rdzvd_daemon *d);
 /* Its server (listen, stop, info) and its job registry (status); both d's. */
 struct rdzvd_server *rdzvd_daemon_server(const struct rdzvd_daemon *d);
 struct rdzvd_jobs *rdzvd_daemon_jobs(const struct rdzvd_daemon *d);
+
+typedef void (*rdzvd_daemon_idle_cb)(void *data);
+
+/* --exit-when-idle: cb(data) runs once no rdzv peer (a connection past HELLO, and AUTH with a
+ * token; TCPStore clients do not count) has been connected for idle_ms, or, while none has come
+ * since this call, for first_ms. cb is expected to stop the server (rdzvd_server_stop), which
+ * closes the timer; until then it is re-armed each time the last peer goes. Call at most once,
+ * after rdzvd_daemon_new, from the loop's thread. idle_ms, first_ms > 0. Returns 0 or a negative
+ * errno (logged; nothing to undo). */
+int rdzvd_daemon_exit_when_idle(struct rdzvd_daemon *d, uint64_t idle_ms, uint64_t first_ms,
+                                rdzvd_daemon_idle_cb cb, void *data);

@@ -25,6 +25,7 @@ struct peer_session {
     bool hello_done;                 /* HELLO exchanged */
     bool authed;                     /* proved the token (AUTH) */
     bool store_ok;                   /* its address is in --allow-store-from */
+    bool up;                         /* handler->peer_up was called, peer_down not yet */
     void *member;                    /* the job member this agent is, or NULL */
     uint8_t nonce[RDZV_NONCE_BYTES]; /* with a token: our challenge */
 };
@@ -35,6 +36,21 @@ _Static_assert(sizeof(struct peer_session) <= RDZVD_SESSION_BYTES,
 static struct peer_session *session_of(const struct rdzvd_conn *c)
 {
     return rdzvd_conn_session_data(c);
+}
+
+/* The handshake is done (up) or the connection stops being an rdzv peer: tell the handler. */
+static void peer_set_up(struct rdzvd_conn *c, bool up)
+{
+    struct peer_session *s = session_of(c);
+    const struct rdzvd_peer_handler *h = s->env->peer;
+
+    if (s->up == up || !h)
+        return;
+    s->up = up;
+    if (up && h->peer_up)
+        h->peer_up(s->env->peer_ud, c);
+    else if (!up && h->peer_down)
+        h->peer_down(s->env->peer_ud, c);
 }
 
 /* Refuse an rdzv peer: queue ERROR {"error": msg}, log why (at warn; rate-limited when limited),
@@ -85,6 +101,7 @@ static int peer_auth(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint
     s->authed = true;
     memset(s->nonce, 0, sizeof(s->nonce));
     rdzvd_conn_handshake_done(c);
+    peer_set_up(c, true);
     log_debug("conn %" PRIu64 " (%s): authenticated", rdzvd_conn_id(c), rdzvd_conn_peer(c));
     return 0;
 }
@@ -106,6 +123,7 @@ static int peer_start_store(struct rdzvd_conn *c)
     }
     log_debug("conn %" PRIu64 " (%s): STORE: TCPStore from here on", rdzvd_conn_id(c),
               rdzvd_conn_peer(c));
+    peer_set_up(c, false);
     rdzvd_tcpstore_begin(c, s->env, s->store, RDZV_DIALECT_MODERN);
     return 0;
 }
@@ -133,8 +151,10 @@ static int peer_hello(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uin
         rdzvd_conn_close(c, "out of memory");
         return -1;
     }
-    if (!tok)
+    if (!tok) {
         rdzvd_conn_handshake_done(c);
+        peer_set_up(c, true);
+    }
     return 0;
 }
 
@@ -189,6 +209,7 @@ static void peer_closing(struct rdzvd_conn *c)
 {
     struct peer_session *s = session_of(c);
 
+    peer_set_up(c, false);
     if (s->member) {
         void *m = s->member;
 

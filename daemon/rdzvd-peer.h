@@ -27,6 +27,11 @@ struct rdzvd_peer_handler {
     void (*closed)(void *ud, struct rdzvd_conn *c, void *member);
     /* The daemon shuts down: drop everything built on the server (jobs, their listeners). */
     void (*shutdown)(void *ud);
+    /* Optional (NULL: not told). c finished its handshake (HELLO, and AUTH with a token): an rdzv
+     * peer is connected; then, once, c stops being one (it closes, or STORE made it a TCPStore
+     * client). Called in pairs, never for plain TCPStore connections. */
+    void (*peer_up)(void *ud, struct rdzvd_conn *c);
+    void (*peer_down)(void *ud, struct rdzvd_conn *c);
 };
 
 /* Make c an rdzv peer and put this session in charge of it; it must start with HELLO. store: the

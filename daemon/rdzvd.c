@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd.c: main(): options, limits, signals, run the loop, exit code. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,7 +33,11 @@ struct opts {
     const char *metrics_port_file;
     const char *token_file;
     const char *allow_store_from;
+    uint64_t idle_ms, idle_first_ms; /* --exit-when-idle; 0: never */
+    int ready_fd;                    /* --ready-fd; -1: none */
 };
+
+#define RDZVD_IDLE_FIRST_S 180.0 /* --exit-when-idle's first deadline by default */
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -66,6 +71,45 @@ static int fsync_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, c
 {
     if (rdzvd_fsync_parse(val, opt->dest) < 0)
         return rdzv_opt_bad(p, opt, val, "expected always, everysec or no");
+    return 0;
+}
+
+/* --exit-when-idle SEC[:FIRST_SEC], each 0 < x <= 1e6; FIRST_SEC defaults to 180 (or SEC). */
+static int idle_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    struct opts *o = p->ud;
+    double sec, first = RDZVD_IDLE_FIRST_S;
+    char *end;
+
+    sec = strtod(val, &end);
+    if (end != val && *end == ':') {
+        const char *f = end + 1;
+
+        first = strtod(f, &end);
+        if (end == f)
+            end = (char *)val; /* "SEC:" */
+    } else if (sec > first) {
+        first = sec;
+    }
+    if (end == val || *end || !(sec > 0 && sec <= 1e6) || !(first > 0 && first <= 1e6))
+        return rdzv_opt_bad(p, opt, val, "expected SEC or SEC:FIRST_SEC, each > 0");
+    o->idle_ms = (uint64_t)(sec * 1000);
+    o->idle_first_ms = (uint64_t)(first * 1000);
+    if (!o->idle_ms)
+        o->idle_ms = 1;
+    if (!o->idle_first_ms)
+        o->idle_first_ms = 1;
+    return 0;
+}
+
+static int ready_fd_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    struct opts *o = p->ud;
+    uint64_t fd;
+
+    if (rdzv_parse_u64(val, &fd) < 0 || fd > INT32_MAX || fcntl((int)fd, F_GETFD) < 0)
+        return rdzv_opt_bad(p, opt, val, "expected an open file descriptor");
+    o->ready_fd = (int)fd;
     return 0;
 }
 
@@ -140,6 +184,15 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .help = "close connections that have not finished their\n"
                  "handshake (rdzv: HELLO+AUTH; TCPStore: a first\n"
                  "complete request) after SEC seconds (default 10; 0: never)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "exit-when-idle", .cb = idle_cb,
+         .metavar = "SEC[:FIRST]",
+         .help = "exit (as on SIGTERM) once no agent has been connected\n"
+                 "for SEC seconds, or none came within FIRST seconds of\n"
+                 "the start (default 180, or SEC if longer); TCPStore\n"
+                 "clients do not count (default: never)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "ready-fd", .cb = ready_fd_cb, .metavar = "N",
+         .help = "once listening, write the port and a newline to file\n"
+                 "descriptor N (a pipe) and close it"},
         {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .short_name = 'l',
          .cb = rdzv_opt_log_level_cb, .dest = &o->level, .metavar = "LEVEL",
          .help = "error, warn, info (default), debug, trace"},
@@ -255,6 +308,20 @@ static int write_port_file(const char *path, unsigned port)
     return 0;
 }
 
+/* --ready-fd: "PORT\n", then close it (the starter reads it: ready, or EOF if we died first). */
+static void write_ready_fd(int fd, unsigned port)
+{
+    char line[16];
+    int n = snprintf(line, sizeof(line), "%u\n", port);
+    ssize_t w;
+
+    while ((w = write(fd, line, (size_t)n)) < 0 && errno == EINTR)
+        ;
+    if (w != n)
+        log_warn_errno(w < 0 ? -errno : -EIO, "cannot write to --ready-fd %d", fd);
+    (void)close(fd);
+}
+
 struct daemon_ctx {
     struct rdzvd_daemon *daemon;
     struct rdzvd_server *srv; /* the daemon's */
@@ -262,16 +329,25 @@ struct daemon_ctx {
     uv_signal_t sigterm, sigint;
 };
 
-static void signal_cb(uv_signal_t *h, int signum)
+/* Shut down: SIGTERM, SIGINT, --exit-when-idle. The loop ends once everything is closed. */
+static void daemon_stop(struct daemon_ctx *d)
 {
-    struct daemon_ctx *d = h->data;
-
-    log_info("received %s, shutting down", strsignal(signum));
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     rdzvd_http_stop(d->http);
     d->http = NULL;
     rdzvd_server_stop(d->srv);
+}
+
+static void signal_cb(uv_signal_t *h, int signum)
+{
+    log_info("received %s, shutting down", strsignal(signum));
+    daemon_stop(h->data);
+}
+
+static void idle_done_cb(void *data)
+{
+    daemon_stop(data);
 }
 
 int main(int argc, char **argv)
@@ -281,6 +357,7 @@ int main(int argc, char **argv)
                 .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS},
         .level = RDZV_LOG_INFO,
         .metrics_port = -1,
+        .ready_fd = -1,
     };
     struct daemon_ctx d = {0};
     struct rdzvd_server_info info;
@@ -307,7 +384,10 @@ int main(int argc, char **argv)
         return 1; /* it logged why */
     }
     d.srv = rdzvd_daemon_server(d.daemon);
-    r = rdzvd_server_listen(d.srv);
+    if (o.idle_ms)
+        r = rdzvd_daemon_exit_when_idle(d.daemon, o.idle_ms, o.idle_first_ms, idle_done_cb, &d);
+    if (r == 0)
+        r = rdzvd_server_listen(d.srv);
     if (r < 0) {
         rdzvd_daemon_free(d.daemon);
         uv_run(&loop, UV_RUN_DEFAULT);
@@ -346,9 +426,7 @@ int main(int argc, char **argv)
             log_error("cannot serve metrics on %s port %d: %s (check --metrics-port and "
                       "--metrics-bind)",
                       maddr, o.metrics_port, uv_strerror(r));
-            rdzvd_server_stop(d.srv);
-            uv_close((uv_handle_t *)&d.sigterm, NULL);
-            uv_close((uv_handle_t *)&d.sigint, NULL);
+            daemon_stop(&d);
             uv_run(&loop, UV_RUN_DEFAULT);
             rdzvd_daemon_free(d.daemon);
             uv_loop_close(&loop);
@@ -363,6 +441,8 @@ int main(int argc, char **argv)
         log_warn_errno(r, "cannot write --port-file %s", o.port_file);
     printf("rdzvd listening on %s port %u\n", info.addr, info.port);
     fflush(stdout);
+    if (o.ready_fd >= 0)
+        write_ready_fd(o.ready_fd, info.port);
     log_info("rdzvd %s listening on %s port %u (open-file limit %" PRIu64 ", max %" PRIu64
              " connections, legacy clients: %s)",
              RDZV_VERSION, info.addr, info.port, nofile, o.cfg.lim.max_conns,

@@ -38,7 +38,8 @@ def have_torch():
 
 
 def watchers(port):
-    """Pids of the `rdzv-agent --host-watch ... PORT` processes hosting rdzvd on port."""
+    """Pids of the hosted `rdzvd --port PORT --exit-when-idle ...` processes on port (an agent
+    starts them, in a session of their own, and they end by themselves)."""
     pids = []
     for d in glob.glob("/proc/[0-9]*"):
         try:
@@ -46,7 +47,8 @@ def watchers(port):
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if len(argv) > 3 and argv[1] == b"--host-watch" and argv[3] == str(port).encode():
+        if b"--exit-when-idle" in argv and b"--port" in argv[:-1] and \
+                argv[argv.index(b"--port") + 1] == str(port).encode():
             pids.append(int(d[6:]))
     return pids
 
@@ -62,7 +64,7 @@ class TestLaunchLines(AgentTestCase):
     def kill_watchers(self):
         for port in self.ports:
             for pid in watchers(port):
-                try:  # the watcher and its rdzvd share the process group of their session
+                try:  # the hosted rdzvd leads a session and process group of its own
                     os.killpg(os.getpgid(pid), signal.SIGKILL)
                 except OSError:
                     pass
