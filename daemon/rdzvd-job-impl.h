@@ -43,6 +43,9 @@ struct rdzvd_member {
     struct rdzv_join join;
     uv_timer_t hb_timer; /* heartbeat deadline */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
+    uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
+                          * stalled), 0: never; a close soon after may be its agent reconnecting */
+    bool away;           /* connection closed after a stall: kept for its agent, not placed */
     int64_t node_rank;   /* in the current generation; -1 when not in it */
     int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
     int64_t rank_offset;
@@ -115,6 +118,9 @@ void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
 struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+/* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
+ * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
+bool member_stalled(struct rdzvd_member *m);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);

@@ -139,6 +139,28 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     return 0;
 }
 
+/* The agent of m is back on peer (a new connection): m's old peer (if any) is closed. */
+static void member_take_over(struct rdzvd_member *m, void *peer)
+{
+    struct rdzvd_job *j = m->job;
+
+    job_note(j, false, "node=%s reconnected", m->join.host);
+    if (m->peer) {
+        void *op = m->peer;
+
+        j->host.ops->bind(op, NULL);
+        m->peer = NULL;
+        j->host.ops->close(op, "replaced by the agent's new connection");
+    }
+    m->peer = peer;
+    j->host.ops->bind(peer, m);
+    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    if (m->away) {
+        m->away = false;
+        member_set_ready(m, true);
+    }
+}
+
 /* A reconnecting agent whose workers run generation jn->resume.generation. */
 static int join_resume(struct join_req *q, struct rdzvd_job *j)
 {
@@ -158,19 +180,10 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
     if (old && old->peer != q->peer) {
-        /* The same agent on a new connection before we saw the old one close: take it over. */
-        job_note(j, false, "node=%s reconnected", jn->host);
-        if (old->peer) {
-            void *op = old->peer;
-
-            j->host.ops->bind(op, NULL);
-            old->peer = NULL;
-            j->host.ops->close(op, "replaced by the agent's new connection");
-        }
-        old->peer = q->peer;
-        j->host.ops->bind(q->peer, old);
+        /* The same agent on a new connection (the old one closed after a stall of rdzvd, or
+         * not seen closing yet): take it over. */
+        member_take_over(old, q->peer);
         *q->ret = old;
-        member_hb_arm(old, (uint64_t)j->hb_timeout_ms);
         member_send_joined(old, old->node_rank < 0, true);
         if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
             struct rdzv_event e = {.type = "restart", .generation = rs->generation};
@@ -249,6 +262,19 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
         return join_resume(&q, j);
     if (j && check_join_matches(&q, j->min, j->max, j->max_restarts) < 0)
         return -EINVAL;
+    if (j && (m = rdzvd_member_index_find(&j->by_id, jn.node_id)) && m->node_rank < 0 &&
+        m->peer != peer && (!m->peer || member_stalled(m))) {
+        /* An agent without workers (a spare, a candidate) back on a new connection after it
+         * found rdzvd stalled: the same member, not a duplicate. */
+        member_take_over(m, peer);
+        *ret = m;
+        member_send_joined(m, j->state != JOB_FORMING, false);
+        if (!m->ready)
+            rdzvd_member_ready(m, m->stopping_gen); /* it has no workers left to stop */
+        else if (j->state == JOB_FORMING)
+            job_try_close(j);
+        return 0;
+    }
     if (jn.node_rank >= jn.max) {
         if (!jn.rank_hint)
             return refuse(&q, -ERANGE,

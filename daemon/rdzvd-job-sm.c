@@ -176,12 +176,28 @@ static void member_hb_cb(uv_timer_t *t)
      * would run a 0 ms timer again in this same pass over the due timers, before any poll. */
     if (!m->hb_rechecked && m->peer && m->job->host.ops->unread(m->peer) > 0) {
         m->hb_rechecked = true;
+        m->stall_ms = rdzv_now_ms();
         uv_timer_start(&m->hb_timer, member_hb_cb, 1, 0);
         return;
     }
-    snprintf(why, sizeof(why), "sent no heartbeat for %.1f s",
+    snprintf(why, sizeof(why),
+             m->peer ? "sent no heartbeat for %.1f s" : "did not reconnect within %.1f s",
              (double)m->job->hb_timeout_ms / 1000);
     member_lost(m, why);
+}
+
+/* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
+ * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
+static void member_check_stall(struct rdzvd_member *m)
+{
+    if (uv_is_active((const uv_handle_t *)&m->hb_timer) && uv_timer_get_due_in(&m->hb_timer) == 0)
+        m->stall_ms = rdzv_now_ms();
+}
+
+bool member_stalled(struct rdzvd_member *m)
+{
+    member_check_stall(m);
+    return m->stall_ms && rdzv_now_ms() - m->stall_ms < (uint64_t)m->job->hb_timeout_ms;
 }
 
 void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
@@ -639,6 +655,7 @@ static void job_check_all_left(struct rdzvd_job *j)
 
 void rdzvd_member_seen(struct rdzvd_member *m)
 {
+    member_check_stall(m);
     m->last_seen_ms = rdzv_now_ms();
 }
 
@@ -649,6 +666,7 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
 {
+    member_check_stall(m);
     member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
     return m->job->generation;
 }
@@ -749,8 +767,27 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 
 void rdzvd_member_gone(struct rdzvd_member *m)
 {
+    struct rdzvd_job *j = m->job;
+
     m->peer = NULL;
-    member_lost(m, "disconnected");
+    if (j->state == JOB_ENDED || !member_stalled(m)) {
+        member_lost(m, "disconnected");
+        return;
+    }
+    /* rdzvd was stalled: its agent found it silent and is most likely reconnecting (a resume,
+     * or a spare's JOIN), maybe on a connection already waiting to be read. Keep the member
+     * (not placed meanwhile) until then, or lost at its heartbeat deadline. */
+    if (m->node_rank < 0 && m->ready) {
+        member_set_ready(m, false);
+        m->away = true;
+    }
+    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    job_note(j, false,
+             "node=%s disconnected right after rdzvd stalled: waiting %.1f s for its agent to "
+             "reconnect",
+             m->join.host, (double)j->hb_timeout_ms / 1000);
+    if (j->state == JOB_FORMING)
+        job_try_close(j);
 }
 
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs)

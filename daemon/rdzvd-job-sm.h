@@ -68,7 +68,8 @@ struct rdzvd_job_host {
 };
 
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
- * to peer); or a negative errno with err set to the refusal: the caller sends it as ERROR and
+ * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
+ * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set to the refusal: the caller sends it as ERROR and
  * closes peer. */
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
                    char *err, size_t errlen, struct rdzvd_member **ret);
@@ -91,7 +92,9 @@ void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_e
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
 /* READY: the node's workers of generation gen have stopped. */
 void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen);
-/* m's peer is gone (connection closed): m is lost. The peer is not touched again. */
+/* m's peer is gone (connection closed): m is lost. The peer is not touched again. Except
+ * within a heartbeat timeout of a stall of rdzvd (m's input read past its deadline): then its
+ * agent is likely reconnecting, and m waits (unplaced) up to a heartbeat timeout for it. */
 void rdzvd_member_gone(struct rdzvd_member *m);
 
 /* Host shutdown: drop every job in jobs (stores closed with their journals and records kept:

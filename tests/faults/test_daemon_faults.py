@@ -93,6 +93,32 @@ class TestDaemonLoss(FaultTestCase):
                          "no worker restarted; rdzvd log:\n" + d.log()[mark:])
         d.wait_log(r"job=dstop gen=\d+ generation 1 succeeded")
 
+    def test_daemon_sigstopped_past_the_heartbeat_timeout_with_a_spare(self):
+        """As above with a third agent waiting as a spare: every agent, the spare too, gives up
+        on the silent daemon and reconnects (maybe more than once) while it is stopped. Once it
+        runs again, the closes of their old connections are not node losses: no restart, no
+        job re-created at generation 0, no 'node id has already joined' refusal, and the job
+        finishes with the spare told so."""
+        d = self.start_daemon()
+        ps = [self.agent("dstops", "--nnodes", "2", "--nproc", "1", "--max-restarts", "1",
+                         "--heartbeat-timeout", str(HB)) for _ in range(3)]
+        gen1 = self.wait_starts(1, 2, agents=ps)
+        d.wait_log(r"job=dstops gen=1 node=\S+ joined .*waits for the next generation")
+        d.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(d.proc.send_signal, signal.SIGCONT)
+        time.sleep(HB * 2.5)
+        mark = d.mark()
+        d.proc.send_signal(signal.SIGCONT)
+        time.sleep(HB + 1.0)
+        log = d.log()[mark:]
+        self.assertIsNone(d.find_log(r"restarting generation"), "rdzvd log:\n" + log)
+        self.assertNotIn("has already joined", log)
+        self.release()
+        self.finish_all(ps, 0)
+        self.assertEqual({e.pid for e in self.events("start")}, {e.pid for e in gen1},
+                         "no worker restarted; rdzvd log:\n" + log)
+        d.wait_log(r"job=dstops gen=1 generation 1 succeeded")
+
     def test_heartbeats_queued_during_a_daemon_stall_keep_the_member(self):
         """rdzvd stopped a little past the heartbeat timeout while a member goes on sending
         heartbeats (they wait in the socket): on SIGCONT its timers are due before it has read

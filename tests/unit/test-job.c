@@ -632,6 +632,96 @@ static void test_record_nobody_back_forms_next_generation_uncounted(void)
     state_dir_done(fd, path);
 }
 
+/* rdzvd stalled (SIGSTOP) past the heartbeat timeout: 3 members (--nnodes 2:2, so one spare)
+ * whose heartbeats it reads only after their deadlines passed. Returns after the stall. */
+static void stalled_job(struct env *e, struct fake *f)
+{
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+
+        jn.heartbeat_timeout_ms = 40;
+        ASSERT_OK(join(e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_TRUE(f[2].spare);
+    usleep(200 * 1000); /* past the 3 x 40 ms grace after the ROUND */
+    uv_update_time(&e->loop);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* read late, after the stall */
+}
+
+/* The agents found rdzvd silent and reconnected during the stall: their old connections close
+ * when rdzvd reads them, the spare's plain JOIN may come before the members' resumes. The job
+ * stays as it is: no restart, the same generation and store, the spare no duplicate. */
+static void test_stall_agents_reconnect_job_goes_on(void)
+{
+    struct fake f[3] = {0}, g[3] = {0};
+    struct rdzv_join jn;
+    struct env e;
+
+    env_init(&e, -1);
+    stalled_job(&e, f);
+    for (int i = 0; i < 3; i++)
+        rdzvd_member_gone(f[i].m);
+    jn = join_of(2, 2, 2, 1);
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &g[2], &jn)); /* was: "node id 'node-2' has already joined" */
+    ASSERT_TRUE(g[2].spare);
+    ASSERT_EQ(g[2].joined_gen, 1);
+    for (int i = 0; i < 2; i++) {
+        jn = resume_of(i, 1, 0, 1);
+        jn.resume.node_rank = f[i].round.node_rank;
+        jn.resume.rank_offset = f[i].round.rank_offset;
+        jn.resume.master_port = f[i].round.master_port;
+        jn.heartbeat_timeout_ms = 40;
+        ASSERT_OK(join(&e, &g[i], &jn));
+        ASSERT_TRUE(g[i].resumed);
+        ASSERT_FALSE(g[i].spare);
+        ASSERT_EQ(g[i].joined_gen, 1);
+    }
+    for (int t = 0; t < 10; t++) {
+        for (int i = 0; i < 3; i++)
+            ASSERT_EQ(rdzvd_member_heartbeat(g[i].m), 1);
+        run_ms(&e, 10);
+    }
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(f[i].nevents + g[i].nevents, 0); /* no restart, no outcome */
+        ASSERT_FALSE(g[i].closed);
+        ASSERT_EQ(g[i].nrounds, 0);
+    }
+    ASSERT_EQ(e.stores_open, 1);
+    rdzvd_member_leave(g[0].m, 1, true);
+    rdzvd_member_leave(g[1].m, 1, true);
+    ASSERT_BYTES_STR(g[2].event.type, strlen(g[2].event.type), "succeeded");
+    env_done(&e);
+}
+
+/* After the stall a member's connection closed and its agent does not come back: lost at its
+ * heartbeat deadline (one restart, the spare takes its place), not kept for ever. */
+static void test_stall_member_not_back_is_lost(void)
+{
+    struct fake f[3] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    stalled_job(&e, f);
+    rdzvd_member_gone(f[1].m);
+    ASSERT_EQ(f[0].nevents, 0);
+    for (int t = 0; t < 20 && !f[0].nevents; t++) {
+        ASSERT_EQ(rdzvd_member_heartbeat(f[0].m), 1);
+        ASSERT_EQ(rdzvd_member_heartbeat(f[2].m), 1);
+        run_ms(&e, 10);
+    }
+    ASSERT_EQ(f[0].nevents, 1);
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
+    ASSERT_TRUE(strstr(f[0].event.summary, "did not reconnect") != NULL);
+    rdzvd_member_ready(f[0].m, 1);
+    ASSERT_EQ(f[2].nrounds, 1);
+    ASSERT_EQ(f[2].round.generation, 2);
+    ASSERT_EQ(f[2].round.restart_count, 1);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job", RDZV_LOG_ERROR);
@@ -647,5 +737,7 @@ int main(void)
     TEST(test_spare_first_after_restart_waits_for_the_members);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
+    TEST(test_stall_agents_reconnect_job_goes_on);
+    TEST(test_stall_member_not_back_is_lost);
     return tap_done();
 }
