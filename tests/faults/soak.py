@@ -498,9 +498,14 @@ class Soak:
                              f"expected all {WORLD}; ends: {[e for e in ends if e[0] == last]}")
         if not re.search(rf"job={self.run_id} gen=\d+ generation \d+ succeeded", self.daemon_log()):
             self.violate("rdzvd never logged the job as succeeded")
-        # Nothing orphaned: no process of this run (they all carry SOAK_TAG) is left.
-        time.sleep(1.0)
+        # Nothing orphaned: no process of this run (they all carry SOAK_TAG) is left. The host's
+        # worker reaper ends on its own once its last agent's connection is gone, after killing
+        # what a SIGKILLed agent left: allow it a few seconds, not forever.
+        deadline = time.monotonic() + 5.0
         left = self.tagged()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = self.tagged()
         if left:
             self.violate(f"processes left after the job: {left}")
 
