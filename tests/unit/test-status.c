@@ -222,7 +222,7 @@ static void test_refused(void)
     free(t);
     /* Counts past the limits. */
     arr = array_of(RDZV_STATUS_EVENTS + 1, "{\"time\":1.0,\"text\":\"e\"}");
-    t = malloc(strlen(arr) + 16);
+    t = malloc(strlen(arr) + 32);
     ASSERT_NOT_NULL(t);
     sprintf(t, "\"events\":%s", arr);
     s = edit("\"events\":[{\"time\":100.5,\"text\":\"round 1\"}]", t);
@@ -231,7 +231,7 @@ static void test_refused(void)
     free(t);
     free(arr);
     arr = array_of(RDZV_STATUS_MAX_NODES + 1, "{}");
-    t = malloc(strlen(arr) + 16);
+    t = malloc(strlen(arr) + 32);
     ASSERT_NOT_NULL(t);
     sprintf(t, "\"nodes\":%s,\"events\"", arr);
     s = edit("\"nodes\":[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"
