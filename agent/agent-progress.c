@@ -167,6 +167,8 @@ void agent_progress_start(struct agent_worker *w)
 {
     struct worker_progress *p = &w->progress;
 
+    /* From the spawn, not from the start of this loop iteration (spawns take time). */
+    uv_update_time(w->g->cfg.loop);
     p->t_ms = uv_now(w->g->cfg.loop);
     (void)uv_read_start((uv_stream_t *)&p->pipe, progress_alloc_cb, progress_read_cb);
 }

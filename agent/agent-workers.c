@@ -627,6 +627,7 @@ static void worker_keep(struct agent_worker *w, const struct agent_assignment *a
                  w->local_rank, w->pid, rank);
     w->rank = rank;
     w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
+    uv_update_time(w->g->cfg.loop);
     w->progress.t_ms = uv_now(w->g->cfg.loop);
     w->progress.hung = false;
 }

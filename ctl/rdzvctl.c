@@ -385,6 +385,7 @@ static int run_status(struct ctl *c, int argc, char **argv)
 out:
     free(body);
     rdzv_buf_free(&b);
+    c->sc = rdzv_store_client_free(c->sc);
     return rc;
 }
 

@@ -12,6 +12,8 @@ import unittest
 import agenttest
 
 FAIL_PIPE = os.environ.get("RDZV_FAIL_PIPE_SO")
+ASAN_OPTIONS = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""),
+                                      "verify_asan_link_order=0"]))
 
 
 @unittest.skipUnless(FAIL_PIPE and os.path.exists(FAIL_PIPE), "fail-pipe.so not built")
@@ -19,7 +21,9 @@ class TestStartFailures(agenttest.AgentTestCase):
     def run_agent(self, n):
         p = agenttest.start(agenttest.agent_cmd("127.0.0.1:1", "--nnodes", "1", "--rdzv-id", "fp",
                                                 "--connect-timeout", "30", worker=["true"]),
-                            env={"LD_PRELOAD": FAIL_PIPE, "RDZV_FAIL_PIPE_AT": str(n)})
+                            env={"LD_PRELOAD": FAIL_PIPE, "RDZV_FAIL_PIPE_AT": str(n),
+                                 # An ASan build wants its runtime first; the shim is only ours.
+                                 "ASAN_OPTIONS": ASAN_OPTIONS})
         deadline = time.monotonic() + 1.0
         while p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
