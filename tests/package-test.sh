@@ -19,13 +19,13 @@ for p in dpkg-dev debhelper fakeroot; do
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" \
     >/tmp/rdzv-pkg-apt.log 2>&1 || { tail -5 /tmp/rdzv-pkg-apt.log; echo "FAIL: install $p"; exit 1; }
 done
-if dpkg -s rdzv >/dev/null 2>&1; then
+if dpkg-query -W -f='${Status}' rdzv 2>/dev/null | grep -q ' installed$'; then
   echo "package-test.sh: a package named rdzv is installed already; remove it first (dpkg -r rdzv)" >&2
   exit 2
 fi
 
 work=$(mktemp -d /tmp/rdzv-pkg.XXXXXX)
-trap 'dpkg -r rdzv >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'dpkg --purge rdzv >/dev/null 2>&1; rm -rf "$work"' EXIT
 mkdir "$work/rdzv"
 # The tree as git sees it (tracked and untracked, not ignored: no build directories).
 if git -C "$src" rev-parse >/dev/null 2>&1; then
@@ -65,6 +65,6 @@ if [ -x /usr/bin/rdzv-train ]; then
 else
   echo "FAIL: the package has no rdzv-train (this machine lacks gloo or a C++ compiler?)"; fail=1
 fi
-dpkg -r rdzv >/dev/null 2>&1
-check "package removed" test ! -e /usr/bin/rdzvd
+dpkg --purge rdzv >/dev/null 2>&1
+check "package removed (purged: a later run starts clean)" test ! -e /usr/bin/rdzvd
 exit $fail
