@@ -35,6 +35,7 @@ struct trainer {
     float *state;    /* math memory: the resume header broadcast from rank 0 */
     uint64_t local_batch;
     int progress_fd; /* o->progress_fd, -1 once a report failed */
+    uint64_t progress_last; /* the step last reported (0: none) */
     /* Position of the next step. */
     uint64_t step, epoch, offset, adam_t, perm_epoch;
     bool have_perm;

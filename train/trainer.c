@@ -431,8 +431,9 @@ static void progress_report(struct trainer *t)
     char line[32];
     int n;
 
-    if (t->progress_fd < 0)
+    if (t->progress_fd < 0 || t->step == t->progress_last)
         return;
+    t->progress_last = t->step;
     n = snprintf(line, sizeof(line), "step %" PRIu64 "\n", t->step);
     if (write(t->progress_fd, line, (size_t)n) < 0 && errno != EAGAIN && errno != EINTR) {
         terr(t, "progress channel (RDZV_PROGRESS_FD=%d): %s; no more reports", t->progress_fd,
@@ -474,6 +475,9 @@ static int run_loop(struct trainer *t, FILE *out)
             r = recover(t, why);
             if (r < 0)
                 return r;
+            /* The state agreed on may be a step this rank had not finished (a collective that
+             * completed elsewhere before the peer died): it is at that step now. */
+            progress_report(t);
             continue;
         }
         if (r < 0) {
