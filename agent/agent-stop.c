@@ -122,6 +122,8 @@ static void drain_timer_cb(uv_timer_t *t)
 
 void agent_stop_drain_start(struct agent_group *g)
 {
+    /* AGENT_DRAIN_MS from now, not from the start of this loop iteration. */
+    uv_update_time(g->cfg.loop);
     (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
 }
 
