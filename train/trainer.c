@@ -104,10 +104,10 @@ static int make_backend(struct trainer *t)
 {
     const struct trainer_opts *o = t->o;
     enum train_backend be = o->backend;
-    char err[512] = "";
     int r;
 
 #ifdef RDZV_TRAIN_HAVE_CUDA
+    char err[512] = "";
     int ndev = be == TRAIN_BACKEND_GLOO ? 0 : train_cuda_device_count(err, sizeof(err));
 
     if (be == TRAIN_BACKEND_AUTO)
