@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/rdzv-util.h"
@@ -442,6 +443,16 @@ static void progress_report(struct trainer *t)
     }
 }
 
+/* Wall-clock seconds (CLOCK_REALTIME), for the "t" of each step line: comparable across
+ * processes and with a harness's own time.time(), unlike rdzv_now_ns(). */
+static double wall_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int run_loop(struct trainer *t, FILE *out)
 {
     const struct trainer_opts *o = t->o;
@@ -500,8 +511,9 @@ static int run_loop(struct trainer *t, FILE *out)
             double sps = dt > 0 ? (double)((t->step - last_step) * o->batch) / dt : 0.0;
 
             fprintf(out, "{\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"loss\":%.6g,"
-                    "\"samples_per_s\":%.1f,\"world\":%u,\"backend\":\"%s/%s\"}\n",
-                    t->step, t->epoch, loss_d, sps, o->world, t->m->name, t->comm->name);
+                    "\"samples_per_s\":%.1f,\"world\":%u,\"backend\":\"%s/%s\",\"t\":%.6f}\n",
+                    t->step, t->epoch, loss_d, sps, o->world, t->m->name, t->comm->name,
+                    wall_seconds());
             fflush(out);
             last_ns = now;
             last_step = t->step;

@@ -5,6 +5,7 @@ unchanged."""
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,6 +59,19 @@ class ProgressTest(unittest.TestCase):
             os.close(wfd)
         self.assertEqual(rc, 0, err)
         self.assertIn("no more reports", err)
+
+    def test_step_lines_carry_wall_clock_time(self):
+        t0 = time.time()
+        p = subprocess.Popen([tt.TRAIN] + tt.SMALL + ["--steps", "5", "--log-every", "1"],
+                             env=tt.clean_env(), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        rc, out, err = tt.finish(p)
+        t1 = time.time()
+        self.assertEqual(rc, 0, err)
+        ts = [e["t"] for e in tt.events(out) if "event" not in e]
+        self.assertEqual(len(ts), 5, out)
+        self.assertEqual(ts, sorted(ts))
+        self.assertTrue(t0 <= ts[0] and ts[-1] <= t1, (t0, ts, t1))
 
 
 if __name__ == "__main__":
