@@ -1,10 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# bench-smoke.sh: start rdzvd on a free port, run rdzv-bench briefly, check the figures are non-zero.
-# Usage: bench-smoke.sh RDZVD RDZV_BENCH
+# bench-smoke.sh: start rdzvd on a free port, run rdzv-bench briefly, check the figures are
+# non-zero; with BUILD_ROOT, also one trial of the recovery benchmark without torchrun (it fails
+# when rdzv does not recover from a worker's SIGKILL or SIGSTOP).
+# Usage: bench-smoke.sh RDZVD RDZV_BENCH [BUILD_ROOT]
 set -u
 rdzvd=$1
 bench=$2
+build=${3:-}
 tmp=$(mktemp -d)
 pid=
 cleanup() {
@@ -46,4 +49,15 @@ out=$("$bench" --port-file "$tmp/port" --pid "$pid" --settle 0.2 -c 200 -t 20 me
     fail "memory: $out"
 echo "# $out"
 kill -0 "$pid" 2>/dev/null || fail "rdzvd died"
+
+if [ -n "$build" ] && [ -x /usr/bin/python3 ]; then
+    out=$("$(dirname "$0")/recovery/run-recovery-bench.sh" "$build" --trials 1 --no-torchrun \
+        --ckpt-every 10 --cap 20 2>"$tmp/recovery.err") || {
+        sed 's/^/# recovery: /' "$tmp/recovery.err"
+        fail "recovery benchmark: $out"
+    }
+    echo "$out" | sed 's/^/# /'
+    grep -q '^| SIGKILL (crash) | rdzv-train, `--recovery restart`[^|]*| [0-9]' <<<"$out" ||
+        fail "recovery benchmark: no figure for the restart row"
+fi
 echo "ok"
