@@ -325,6 +325,10 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         goto out_close_logs;
     in.error_file = w->error_file;
     in.progress_fd = g->cfg.progress ? AGENT_PROGRESS_FD : 0;
+    in.progress_wait_ms = g->cfg.progress && g->cfg.progress_timeout_ms
+                              ? (g->cfg.progress_timeout_ms + AGENT_PROGRESS_WAIT_DIV - 1) /
+                                    AGENT_PROGRESS_WAIT_DIV
+                              : 0;
     in.control_fd = g->cfg.control ? AGENT_CONTROL_FD : 0;
     r = agent_env_set(env, &in);
     if (r < 0)
@@ -628,7 +632,7 @@ static void worker_keep(struct agent_worker *w, const struct agent_assignment *a
     w->rank = rank;
     w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
     uv_update_time(w->g->cfg.loop);
-    w->progress.t_ms = uv_now(w->g->cfg.loop);
+    w->progress.t_ms = w->progress.alive_ms = uv_now(w->g->cfg.loop);
     w->progress.hung = false;
 }
 
