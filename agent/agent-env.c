@@ -40,6 +40,7 @@ static const char *const env_owned[] = {
     "RDZV_GENERATION",
     "RDZV_ENDPOINT",
     "RDZV_PROGRESS_FD",
+    "RDZV_PROGRESS_WAIT_MS",
     "RDZV_CONTROL_FD",
     AGENT_TOKEN_ENV,
 };
@@ -170,6 +171,8 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
         r |= env_add(e, "CUDA_VISIBLE_DEVICES=%s", in->device);
     if (in->progress_fd > 0)
         r |= env_add(e, "RDZV_PROGRESS_FD=%d", in->progress_fd);
+    if (in->progress_fd > 0 && in->progress_wait_ms)
+        r |= env_add(e, "RDZV_PROGRESS_WAIT_MS=%" PRIu64, in->progress_wait_ms);
     if (in->control_fd > 0)
         r |= env_add(e, "RDZV_CONTROL_FD=%d", in->control_fd);
     if (r < 0) {

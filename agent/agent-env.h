@@ -23,6 +23,7 @@
  * Errors: negative errno (-ENOMEM). Threads: any, one agent_env per thread. */
 #pragma once
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 struct agent_assignment;
@@ -38,6 +39,7 @@ struct agent_env_in {
     const char *error_file;           /* TORCHELASTIC_ERROR_FILE; NULL: "" (no error file) */
     const char *signals_to_handle;    /* TORCHELASTIC_SIGNALS_TO_HANDLE; NULL: as inherited */
     int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited) */
+    uint64_t progress_wait_ms;        /* RDZV_PROGRESS_WAIT_MS, or 0: unset (never inherited) */
     int control_fd;                   /* RDZV_CONTROL_FD, or 0: unset (never inherited) */
     const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
     const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */

@@ -15,15 +15,24 @@
 #include "../common/rdzv-util.h"
 #include "agent-workers-int.h"
 
-/* The deadline of w's progress (loop time), or UINT64_MAX when none applies. */
+/* The deadline of w's progress (loop time), or UINT64_MAX when none applies. A worker that says
+ * it is blocked on its peers ("wait", repeated every AGENT_PROGRESS_WAIT_DIV-th of the timeout
+ * while it is) is a victim of a hang, not its cause: it is failed only when those lines stop
+ * too (it is stopped or dead) or after AGENT_PROGRESS_WAIT_MAX timeouts without a step (the
+ * collective itself hangs everywhere). So the rank that hangs is the one failed first. */
 static uint64_t progress_deadline(const struct agent_worker *w)
 {
     const struct worker_progress *p = &w->progress;
     uint64_t limit = p->reported ? w->g->cfg.progress_timeout_ms : w->g->cfg.progress_grace_ms;
+    uint64_t d;
 
     if (!w->running || !p->open || p->hung || limit == 0)
         return UINT64_MAX;
-    return p->t_ms + limit;
+    if (!p->reported || !p->waiting)
+        return p->t_ms + limit;
+    d = p->alive_ms + limit;
+    return d < p->t_ms + AGENT_PROGRESS_WAIT_MAX * limit ? d
+                                                       : p->t_ms + AGENT_PROGRESS_WAIT_MAX * limit;
 }
 
 static void progress_timer_cb(uv_timer_t *t);
@@ -72,7 +81,8 @@ static void progress_timer_cb(uv_timer_t *t)
         agent_progress_arm(g);
 }
 
-/* One line of the channel: "step N". Anything else is the worker's mistake, not ours. */
+/* One line of the channel: "step N", or "wait" (alive, blocked on its peers since its last
+ * step). Anything else is the worker's mistake, not ours. */
 static void progress_line(struct agent_worker *w, char *line, size_t n)
 {
     struct worker_progress *p = &w->progress;
@@ -80,6 +90,11 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     uint64_t step;
 
     line[n] = '\0';
+    if (n == 4 && memcmp(line, "wait", 4) == 0) {
+        p->waiting = true;
+        p->alive_ms = uv_now(w->g->cfg.loop);
+        return;
+    }
     if (n < 6 || memcmp(line, "step ", 5) != 0 || rdzv_parse_u64(line + 5, &step) < 0) {
         log_debug("worker rank %u: ignoring progress line '%.*s'", w->rank, (int)n, line);
         return;
@@ -87,6 +102,7 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     p->step = step;
     p->t_ms = uv_now(w->g->cfg.loop);
     p->reported = true;
+    p->waiting = false;
     /* The timer may wait for a long grace deadline: the shorter timeout applies from now. */
     if (first)
         agent_progress_arm(w->g);
@@ -157,7 +173,7 @@ int agent_progress_open(struct agent_worker *w, int *ret_child_fd)
         return r;
     p->w = w;
     p->open = true;
-    p->reported = p->hung = p->skip = false;
+    p->reported = p->hung = p->skip = p->waiting = false;
     p->step = 0;
     p->len = 0;
     return 0;

@@ -66,8 +66,10 @@ struct worker_progress {
     bool reported; /* a valid report came in this start */
     bool hung;     /* on_hang fired for this start */
     bool skip;     /* discarding an overlong line up to its newline */
+    bool waiting;  /* the last line was "wait": blocked on its peers, alive */
     uint64_t step; /* of the last report */
     uint64_t t_ms; /* loop time of the last report, or of the spawn */
+    uint64_t alive_ms; /* loop time of the last "wait" line */
     size_t len;
     char line[AGENT_PROGRESS_LINE];
 };

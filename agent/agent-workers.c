@@ -325,6 +325,10 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         goto out_close_logs;
     in.error_file = w->error_file;
     in.progress_fd = g->cfg.progress ? AGENT_PROGRESS_FD : 0;
+    in.progress_wait_ms = g->cfg.progress && g->cfg.progress_timeout_ms
+                              ? (g->cfg.progress_timeout_ms + AGENT_PROGRESS_WAIT_DIV - 1) /
+                                    AGENT_PROGRESS_WAIT_DIV
+                              : 0;
     in.control_fd = g->cfg.control ? AGENT_CONTROL_FD : 0;
     r = agent_env_set(env, &in);
     if (r < 0)
@@ -628,7 +632,7 @@ static void worker_keep(struct agent_worker *w, const struct agent_assignment *a
     w->rank = rank;
     w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
     uv_update_time(w->g->cfg.loop);
-    w->progress.t_ms = uv_now(w->g->cfg.loop);
+    w->progress.t_ms = w->progress.alive_ms = uv_now(w->g->cfg.loop);
     w->progress.hung = false;
 }
 
@@ -700,7 +704,7 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
                 return -EBUSY;
             any = true;
         }
-    if (!any)
+    if (!any && g->state != GROUP_ACTIVE)
         return -EINVAL;
     r = respawn_save(g, a);
     if (r == 0)
@@ -711,11 +715,12 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
         (void)uv_timer_stop(&g->notify_timer);
         agent_group_set_state(g, GROUP_ACTIVE);
         g->stop_signal = 0;
-    } else {
+    } else if (any) {
         /* the drain after a last exit is over: workers run again */
         (void)uv_timer_stop(&g->drain_timer);
     }
-    log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
+    if (any)
+        log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
              spawn ? "some of " : "", g->cfg.nproc, a->rank_offset, a->rank_offset + g->cfg.nproc - 1,
              a->world_size, a->generation, a->restart_count);
     r = group_spawn(g, a, spawn, &env);
@@ -733,6 +738,11 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
 unsigned agent_group_running(const struct agent_group *g)
 {
     return g->running;
+}
+
+bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank)
+{
+    return local_rank < g->cfg.nproc && g->workers[local_rank].running;
 }
 
 int agent_group_reaper_pid(const struct agent_group *g)

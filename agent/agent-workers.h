@@ -28,6 +28,8 @@ struct agent_group;
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
 #define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored */
+#define AGENT_PROGRESS_WAIT_DIV 4 /* a blocked worker says "wait" this many times per timeout */
+#define AGENT_PROGRESS_WAIT_MAX 4 /* timeouts a "wait"ing worker may go without a step */
 #define AGENT_CONTROL_FD 4      /* the control channel's descriptor in each worker (cfg.control) */
 #define AGENT_CONTROL_LINE 4096 /* PIPE_BUF: a control line and its newline stay below it */
 #define AGENT_ALL_LOCAL_RANKS UINT32_MAX /* agent_group_control_send(): every running worker */
@@ -93,6 +95,9 @@ struct agent_group_cfg {
     int err_fd; /* ... and of their stderr; 0: STDERR_FILENO */
     /* Progress channel (issue 14): each worker inherits the write end of a pipe of its own as fd
      * AGENT_PROGRESS_FD, named by RDZV_PROGRESS_FD, and writes "step N\n" per step (one write,
+     * atomic below PIPE_BUF); while blocked on its peers (in a collective) it may write "wait\n"
+     * every RDZV_PROGRESS_WAIT_MS (timeout / AGENT_PROGRESS_WAIT_DIV, set with a timeout), so
+     * that a hang fails the rank that hangs, not the ones waiting for it (one write,
      * atomic below PIPE_BUF); the agent's loop reads them as they come. Other bytes are ignored
      * (logged at debug level). */
     bool progress;
@@ -169,8 +174,10 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
  * caller tells them the new generation through agent_group_control_send(). The start goes on:
  * on_all_exited fires once no worker of either kind runs. Error files and logs of a spawned
  * worker are those of a->restart_count. Returns 0; -EBUSY (stopping or freeing, or a chosen rank
- * still running); -EINVAL (bad assignment, no rank chosen); or as agent_group_start(): a failure
- * to spawn one worker stops the whole group (the caller recovers by a restart). */
+ * still running); -EINVAL (bad assignment, no rank chosen on an idle group); or as agent_group_start(): a failure
+ * to spawn one worker stops the whole group (the caller recovers by a restart). On an active
+ * group no rank chosen is allowed: the running workers only take a's ranks (a generation change
+ * that lost no local worker). */
 int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment *a,
                             const bool *spawn);
 
@@ -201,6 +208,8 @@ void agent_group_stop(struct agent_group *g, int signum);
 
 /* Number of workers still running. */
 unsigned agent_group_running(const struct agent_group *g);
+/* Whether local_rank's worker runs (spawned, exit not yet seen); false out of range. */
+bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank);
 
 /* The last progress report of local_rank in the current (or last) start: its step, and how long
  * ago it came (loop time) in *age_ms. Either pointer may be NULL. 0, -ENODATA when the worker has

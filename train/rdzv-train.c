@@ -268,6 +268,11 @@ static int read_env(struct trainer_opts *o)
     o->first_attempt = restarts == 0;
     /* The agent's channels (issue 14): progress (written once per step) and control. */
     o->progress_fd = env_fd("RDZV_PROGRESS_FD");
+    s = getenv("RDZV_PROGRESS_WAIT_MS");
+    if (s && *s && rdzv_parse_u64(s, &o->progress_wait_ms) < 0) {
+        fprintf(stderr, "rdzv-train: bad RDZV_PROGRESS_WAIT_MS='%s'\n", s);
+        return -EINVAL;
+    }
     o->control_fd = env_fd("RDZV_CONTROL_FD");
     s = getenv("RDZV_GENERATION");
     if (s && *s && rdzv_parse_u64(s, &o->generation) < 0) {

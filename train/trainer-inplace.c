@@ -190,9 +190,12 @@ static int reform(struct trainer *t, const char *why)
 /* reform() until a communicator holds, or a reason to exit. */
 int recover(struct trainer *t, const char *why)
 {
-    int r = reform(t, why);
+    int r;
 
+    train_alive_block(t->alive); /* waiting for the next generation and the others */
+    r = reform(t, why);
     while (r == -EAGAIN)
         r = reform(t, "re-forming the collective failed");
+    train_alive_unblock(t->alive);
     return r;
 }

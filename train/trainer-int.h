@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "train-comm.h"
+#include "train-alive.h"
 #include "train-control.h"
 #include "train-data.h"
 #include "trainer.h"
@@ -22,6 +23,7 @@ struct trainer {
     struct trainer_opts oc;       /* the options; rank, world and the store change in place */
     bool nccl;                    /* the GPU backend */
     struct train_control *ctl;    /* RDZV_CONTROL_FD's watcher, or NULL */
+    struct train_alive *alive;    /* "wait" lines while blocked on the peers, or NULL */
     uint64_t generation;          /* of the current communicator */
     struct train_gen gen;         /* the latest generation (its strings back oc's) */
     FILE *out; /* rank 0's JSON lines */

@@ -348,8 +348,12 @@ out:
 static int grads_ready(void *ud, size_t first, size_t count)
 {
     struct trainer *t = ud;
+    int r;
 
-    return t->comm->allreduce_mean(t->comm, t->model->grads + first, count);
+    train_alive_block(t->alive);
+    r = t->comm->allreduce_mean(t->comm, t->model->grads + first, count);
+    train_alive_unblock(t->alive);
+    return r;
 }
 
 static bool done(const struct trainer *t)
@@ -402,14 +406,19 @@ static int train_step(struct trainer *t, float *ret_loss)
         return r;
     train_model_forward(md);
     r = train_model_backward(md, o->loss, o->bucket_bytes / sizeof(float), grads_ready, t);
-    if (r == 0)
+    if (r == 0) {
+        train_alive_block(t->alive); /* the gradients of every rank */
         r = t->comm->wait(t->comm);
+        train_alive_unblock(t->alive);
+    }
     if (r < 0)
         return r;
     t->adam_t++;
     t->state_ok = false; /* until the step is complete: a failure now leaves this state torn */
     m->adam(m, md->params, md->grads, md->mom, md->var, np, &o->adam, t->adam_t);
+    train_alive_block(t->alive);
     r = m->sync(m, t->comm->poll, t->comm, o->timeout_ms);
+    train_alive_unblock(t->alive);
     if (r == 0)
         r = m->download(m, ret_loss, md->grads + np, sizeof(float));
     if (r < 0)
@@ -552,7 +561,9 @@ static int run_loop(struct trainer *t, FILE *out)
         }
     }
     /* No rank leaves (and closes its connections) while another still needs it. */
+    train_alive_block(t->alive);
     r = t->comm->barrier(t->comm);
+    train_alive_unblock(t->alive);
     if (r < 0)
         terr(t, "final barrier failed: %s", t->comm->err[0] ? t->comm->err : strerror(-r));
     return r;
@@ -566,6 +577,13 @@ int trainer_run(const struct trainer_opts *o, FILE *out)
     t.o = &t.oc;
     o = t.o;
     t.generation = o->generation;
+    if (o->progress_fd >= 0 && o->progress_wait_ms) {
+        r = train_alive_new(o->progress_fd, o->progress_wait_ms, &t.alive);
+        if (r < 0) {
+            terr(&t, "cannot start the progress thread: %s", strerror(-r));
+            return r;
+        }
+    }
     if (o->control_fd >= 0) {
         r = train_control_start(o->control_fd, o->generation, &t.ctl);
         if (r < 0) {
@@ -605,12 +623,21 @@ int trainer_run(const struct trainer_opts *o, FILE *out)
     r = t.ctl ? sync_state(&t, false, &src) : start_state(&t);
     if (r < 0)
         goto out;
+    if (t.ctl && src >= 0 && o->rank == 0) {
+        /* A replacement rank 0 (recovery in place): the state came from survivor src. */
+        fprintf(out,
+                "{\"event\":\"reformed\",\"generation\":%" PRIu64 ",\"world\":%u,\"step\":%" PRIu64
+                ",\"source\":%d,\"replacement\":true}\n",
+                t.generation, o->world, t.step, src);
+        fflush(out);
+    }
     t.state_ok = true;
     r = run_loop(&t, out);
 out:
     if (t.ctl)
         train_control_set_comm(t.ctl, NULL);
     train_control_free(t.ctl);
+    train_alive_free(t.alive);
     free(t.curve_x);
     free(t.curve_y);
     free(t.perm);

@@ -33,6 +33,7 @@
  *   progress=N      write "step N\n" to $RDZV_PROGRESS_FD (one write)
  *   progress-raw=T  write T and a newline there;  progress-long=N: N 'x' and a newline
  *   tick=N/MS       progress=1 .. progress=N, one every MS ms (the first at once)
+ *   waits=N/MS      "wait" N times, one every MS ms (blocked on peers; the first at once)
  *   control=N       read N lines from $RDZV_CONTROL_FD (blocking), print CONTROL=<line> each
  *                   (CONTROL=<eof> and stop at end of file)
  * An action written "g<N>:ACTION" runs only when RDZV_GENERATION is N; prefixes combine
@@ -70,6 +71,7 @@ static const char *const keys[] = {
     "RDZV_TEST_INHERITED",
     "RDZV_AGENT_TOKEN",
     "RDZV_PROGRESS_FD",
+    "RDZV_PROGRESS_WAIT_MS",
     "RDZV_CONTROL_FD",
 };
 
@@ -251,6 +253,14 @@ static void run(const char *act, const char *rank)
                 sleep_ms(ms);
             snprintf(text, sizeof(text), "step %ld", i);
             progress_write(text, 0);
+        }
+    } else if (IS("waits")) {
+        long count = atol(arg), ms = strchr(arg, '/') ? atol(strchr(arg, '/') + 1) : 0;
+
+        for (long i = 1; i <= count; i++) {
+            if (i > 1)
+                sleep_ms(ms);
+            progress_write("wait", 0);
         }
     } else if (IS("control")) {
         control_read(atol(arg));

@@ -108,6 +108,7 @@ static void test_progress_reports(void)
     ASSERT_EQ(f.n_all, 1);
     ASSERT_EQ(h.n, 0);
     check_all_said(&f, "RDZV_PROGRESS_FD", "3");
+    check_all_said(&f, "RDZV_PROGRESS_WAIT_MS", "<unset>"); /* no timeout: no "wait" needed */
     fx_done(&f);
 }
 
@@ -173,6 +174,46 @@ static void test_hang_after_report(void)
     ASSERT_TRUE(h.silent_ms >= 400);
     ASSERT_LE(h.silent_ms, 1200);
     ASSERT_TRUE(t >= 400);
+}
+
+/* A hang stalls the ranks blocked on the hung one too: a worker that says "wait" (alive, blocked
+ * on its peers) is not failed while those lines come, so the one reported is the silent one
+ * (r0), though r1 made no step for longer. Both know the period: timeout / 4. */
+static void test_hang_blames_the_silent(void)
+{
+    char *argv[] = {HELPER, "env", "progress=1", "r0:sleep=1500", "r1:waits=14/100", NULL};
+    const uint64_t want[] = {1, 1};
+    struct hangs h;
+    uint64_t t;
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    fx_progress(&f, &h, 400, 0);
+    f.user_ptr = want;
+    f.on_all = hook_check_steps;
+    t = now_ms();
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(h.n, 1);
+    ASSERT_EQ(h.lr, 0);
+    ASSERT_TRUE(h.t - t >= 400);
+    check_all_said(&f, "RDZV_PROGRESS_WAIT_MS", "100");
+    fx_done(&f);
+}
+
+/* A worker that waits on its peers for AGENT_PROGRESS_WAIT_MAX timeouts without a step (the
+ * collective hangs everywhere) is failed all the same. */
+static void test_hang_wait_max(void)
+{
+    char *argv[] = {HELPER, "progress=1", "r0:waits=30/100", NULL};
+    const uint64_t want[] = {1};
+    struct hangs h;
+    uint64_t t = run_one_hang(argv, 1, 400, 0, want, &h);
+
+    ASSERT_TRUE(h.reported);
+    ASSERT_TRUE(h.silent_ms >= AGENT_PROGRESS_WAIT_MAX * 400);
+    ASSERT_LE(h.silent_ms, AGENT_PROGRESS_WAIT_MAX * 400 + 800);
+    ASSERT_TRUE(t >= AGENT_PROGRESS_WAIT_MAX * 400);
 }
 
 /* Before the first report the grace applies, not the (shorter) timeout; a worker that never
@@ -259,6 +300,8 @@ int main(int argc, char **argv)
     TEST(test_progress_reports);
     TEST(test_progress_off);
     TEST(test_hang_after_report);
+    TEST(test_hang_blames_the_silent);
+    TEST(test_hang_wait_max);
     TEST(test_hang_grace);
     TEST(test_hang_stop);
     TEST(test_progress_python);
