@@ -94,9 +94,8 @@ class Job(Run):
                             "--backend", "gloo", "--log-every", "1", *self.train_args()],
                            "agent") for _ in range(2)]
 
-    def torchrun_agents(self):
+    def torchrun_agents(self, mi):
         port = free_port()
-        mi = self.b.a.torchrun_monitor_interval
         cmd = [self.b.python, "-m", "torch.distributed.run", "--nnodes", "2",
                "--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
                f"127.0.0.1:{port}", "--rdzv_id", "bench", "--max_restarts", "3",
@@ -242,8 +241,9 @@ class Bench:
         a = self.a
         j = Job(self, f"{system.replace('/', '-')}-{sig.name.lower()}-{trial}")
         try:
-            if system == "torchrun":
-                ps = j.torchrun_agents()
+            if system.startswith("torchrun"):
+                ps = j.torchrun_agents(a.torchrun_fast_monitor if system == "torchrun/fast"
+                                       else a.torchrun_monitor_interval)
             else:
                 recovery, pt = system.split("/")
                 ps = j.rdzv_agents(recovery, a.progress_timeout if pt == "hang" else 0)
@@ -292,7 +292,7 @@ class Bench:
         what = "SIGKILL" if sig == signal.SIGKILL else "SIGSTOP"
         note(f"{system}: worker rank {VICTIM_RANK} {what}, {self.a.trials} trials")
         out = []
-        for t in range(self.a.trials if system != "torchrun" or sig == signal.SIGKILL
+        for t in range(self.a.trials if not system.startswith("torchrun") or sig == signal.SIGKILL
                        else min(self.a.trials, self.a.torchrun_hang_trials)):
             r = self.trial(system, sig, t, cap)
             note(f"  trial {t}: {r}")
@@ -352,6 +352,8 @@ def main():
                     help="rdzv-agent's --grace (TERM -> KILL when it stops workers)")
     ap.add_argument("--torchrun-monitor-interval", type=float, default=0,
                     help="torchrun's --monitor_interval (default: its own, 5 s)")
+    ap.add_argument("--torchrun-fast-monitor", type=float, default=0.5,
+                    help="also torchrun with this --monitor_interval, for crashes (0: not)")
     ap.add_argument("--torchrun-hang-trials", type=int, default=1)
     ap.add_argument("--start-timeout", type=float, default=120)
     ap.add_argument("--python", default="/usr/bin/python3")
@@ -365,12 +367,17 @@ def main():
         [a.python, "-c", "import torch.distributed.run"], capture_output=True).returncode == 0
     na = "n/a (this rdzv-agent has no --recovery inplace)"
 
+    sysnames = ["inplace", "restart", "torchrun", "torchrun/fast"]
     res = {}
     for sig in (signal.SIGKILL, signal.SIGSTOP):
-        for system in ("inplace", "restart", "torchrun"):
+        for system in sysnames:
             key = (system, sig)
-            if system == "torchrun":
-                res[key] = b.row("torchrun", sig, a.cap) if torch_ok else None
+            if system.startswith("torchrun"):
+                if not torch_ok or (system == "torchrun/fast" and (
+                        sig == signal.SIGSTOP or not a.torchrun_fast_monitor)):
+                    res[key] = None
+                else:
+                    res[key] = b.row(system, sig, a.cap)
                 continue
             try:
                 res[key] = b.row(f"{system}/{'hang' if sig == signal.SIGSTOP else 'crash'}",
@@ -383,10 +390,12 @@ def main():
     if torch_ok:
         torch_v = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"],
                                  capture_output=True, text=True).stdout.strip()
+    tr_name = (f"torchrun {torch_v} (c10d, `--max-restarts 3`), ddp_ckpt.py (checkpoint "
+               "resume)")
     names = {"inplace": "rdzv-train, `--recovery inplace`",
              "restart": "rdzv-train, `--recovery restart` (checkpoint resume)",
-             "torchrun": f"torchrun {torch_v} (c10d, `--max-restarts 3`), ddp_ckpt.py "
-                         "(checkpoint resume)"}
+             "torchrun": tr_name,
+             "torchrun/fast": f"the same, `--monitor_interval {a.torchrun_fast_monitor:g}`"}
     print("| failure of worker rank 3 (2 agents x 2 workers, gloo, CPU) | system | "
           "to the first step line after it | to progress beyond the last step before it | "
           "steps redone (step rate before the failure) | torchrun / this (progress, medians) |")
@@ -395,20 +404,26 @@ def main():
                        (signal.SIGSTOP, f"SIGSTOP (hang), rdzv `--progress-timeout "
                                         f"{a.progress_timeout:g}`")):
         tr = med(res[("torchrun", sig)], "progress")
-        for system in ("inplace", "restart", "torchrun"):
+        trf = med(res[("torchrun/fast", sig)], "progress")
+        for system in sysnames:
             rs = res[(system, sig)]
+            if system == "torchrun/fast" and rs is None:
+                continue
             ratio = "-"
             mine = med(rs, "progress")
-            if system != "torchrun" and mine:
+            if not system.startswith("torchrun") and mine:
                 if tr:
                     ratio = f"{tr / mine:.1f}x"
-                elif res[("torchrun", sig)] and not isinstance(res[("torchrun", sig)], str):
-                    ratio = f"> {a.cap / mine:.0f}x"
+                    if trf:
+                        ratio += f" (`--monitor_interval {a.torchrun_fast_monitor:g}`: " \
+                                 f"{trf / mine:.1f}x)"
+                elif res[("torchrun", sig)]:
+                    ratio = f"> {int(a.cap / mine)}x"
             print(f"| {label} | {names[system]} | {cell(rs, 'first', a.cap)} | "
                   f"{cell(rs, 'progress', a.cap)} | {redone(rs)} | {ratio} |")
     # rdzv is expected to recover: a row that did not (a regression) fails the run.
     failed = [f"{s} {sig.name}" for (s, sig), rs in res.items()
-              if s != "torchrun" and isinstance(rs, list) and any(r["progress"] is None
+              if not s.startswith("torchrun") and isinstance(rs, list) and any(r["progress"] is None
                                                                   for r in rs)]
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     print()
