@@ -359,6 +359,9 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
+    # SIGTERM (meson test's timeout, a user) unwinds like ^C, so every job's agents and
+    # workers (in sessions of their own) are killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.ckpt_every < 4:
         sys.exit("run-recovery-bench.sh: --ckpt-every must be at least 4")
     b = Bench(a)
