@@ -22,10 +22,12 @@ static void check_said(struct fx *f, unsigned rank_offset, const char *key, cons
     }
 }
 
-/* Lines to all and to one worker arrive in order; bad lines and ranks are refused. */
+/* Lines to all and to one worker arrive in order; bad lines and ranks are refused. Each worker
+ * reads every line sent to it (local rank 0 three, 1 two) before it exits: a line to a worker that
+ * has stopped reading (gone, its end closed) is refused with -ENOTCONN. */
 static void test_control_send(void)
 {
-    char *argv[] = {HELPER, "env", "control=2", NULL};
+    char *argv[] = {HELPER, "env", "r0:control=3", "r1:control=2", NULL};
     char big[AGENT_CONTROL_LINE];
     struct fx f;
 
@@ -60,10 +62,14 @@ static void test_control_send(void)
                                    : lr      ? "one"
                                              : "zero";
 
-                ASSERT_BYTES_STR(l.v[i] + 8, strlen(l.v[i] + 8), want);
+                if (seen == 2) { /* local rank 0's third line: the longest one */
+                    ASSERT_EQ(strlen(l.v[i] + 8), sizeof(big) - 1);
+                    ASSERT_MEMEQ(l.v[i] + 8, big, sizeof(big) - 1);
+                } else
+                    ASSERT_BYTES_STR(l.v[i] + 8, strlen(l.v[i] + 8), want);
                 seen++;
             }
-        ASSERT_EQ(seen, 2);
+        ASSERT_EQ(seen, lr == 0 ? 3 : 2);
         lines_free(&l);
     }
     fx_done(&f);
@@ -85,10 +91,11 @@ static void test_control_off(void)
     fx_done(&f);
 }
 
-/* A worker that never reads its channel fills it: -EAGAIN, and the agent never blocks. */
+/* A worker that never reads its channel fills it: -EAGAIN, and the agent never blocks. The worker
+ * runs until the test stops it (a worker gone meanwhile would make it -ENOTCONN). */
 static void test_control_full(void)
 {
-    char *argv[] = {HELPER, "sleep=300", NULL};
+    char *argv[] = {HELPER, "sleep=600000", NULL};
     char line[1000];
     int r = 0, n = 0;
     struct fx f;
@@ -102,7 +109,10 @@ static void test_control_full(void)
     ASSERT_EQ(r, -EAGAIN);
     ASSERT_TRUE(n >= 4); /* a pipe holds at least a page */
     ASSERT_EQ(agent_group_control_send(f.g, AGENT_ALL_LOCAL_RANKS, line, sizeof(line)), 0);
+    agent_group_stop(f.g, SIGTERM);
     fx_run_finish(&f);
+    ASSERT_EQ(f.n_exit[0], 1);
+    ASSERT_EQ(f.sig[0], SIGTERM); /* it was running all along */
     fx_done(&f);
 }
 
@@ -325,6 +335,7 @@ static void test_start_ranks_idle(void)
     ASSERT_EQ(f.n_all, 1);
     ASSERT_EQ(f.n_exits, 1);
     ASSERT_EQ(f.n_exit[2], 1);
+    ASSERT_EQ(f.sig[2], SIGTERM); /* the stop ended it, not its own end */
     ASSERT_EQ(pids_of(&f, 0, (long[1]){0}, 1), 0);
     fx_done(&f);
 }
