@@ -273,6 +273,15 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             client_fail(c, "bad JOINED from rdzvd");
             return;
         }
+        if (c->join.inplace && strcmp(j.recovery, "inplace") != 0) {
+            /* An rdzvd from before protocol 1.1 ignores "recovery" and would restart every
+             * worker after a failure: refuse rather than run differently than asked. */
+            client_fail(c,
+                        "rdzvd at %s:%s cannot recover in place (it is older than this agent: "
+                        "protocol 1.1); upgrade rdzvd, or run every agent with --recovery restart",
+                        c->host, c->port);
+            return;
+        }
         c->state = CL_JOINED;
         log_debug("joined: %.*s", (int)len, (const char *)body);
         if (c->cbs.on_joined)

@@ -103,6 +103,14 @@ static int scale_up_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
     return 0;
 }
 
+static int recovery_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    if (strcmp(val, "inplace") && strcmp(val, "restart"))
+        return rdzv_opt_bad(p, opt, val, "expected inplace or restart");
+    *(bool *)opt->dest = strcmp(val, "inplace") == 0;
+    return 0;
+}
+
 static int nccl_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     if (rdzv_nccl_mode_parse(val, opt->dest) < 0)
@@ -343,6 +351,11 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
              "fail a worker that reported progress (RDZV_PROGRESS_FD,\n"
              "python: rdzv.progress(step)) and then made none this long,\n"
              "as if it had crashed (default 0: off)"),
+        {.kind = RDZV_OPT_CALLBACK, .name = "recovery", .cb = recovery_cb,
+         .dest = &o->recovery_inplace, .metavar = "restart|inplace",
+         .help = "after a failure: restart every worker (default), or keep\n"
+                 "the healthy ones running and start only the missing ones\n"
+                 "(their workers read RDZV_CONTROL_FD, as rdzv-train does)"},
         SECS("progress-grace", &o->progress_grace_s,
              "with --progress-timeout, also fail a worker that made no\n"
              "first report this long after its start (default 0: never)"),

@@ -45,6 +45,7 @@ struct agent_opts {
     double progress_timeout_s; /* 0: off. A worker silent this long after a report is failed */
     double progress_grace_s;   /* 0: off. Also fail a worker that never reported this long */
     bool scale_up_now;
+    bool recovery_inplace;   /* --recovery inplace: survivors keep running after a failure */
     bool rank_hint;          /* node_rank came from the scheduler's environment */
     enum rdzv_nccl_mode nccl;
     int64_t nccl_ids;

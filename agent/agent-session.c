@@ -16,10 +16,12 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "agent-client.h"
+#include "agent-env.h"
 #include "agent-nccl.h"
 #include "agent-workers.h"
 
-/* JOINING: waiting for a ROUND (no workers). RUNNING: this generation's workers run. LEFT: they
+/* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
+ * generation, which the ROUND re-forms). RUNNING: this generation's workers run. LEFT: they
  * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
  * generation (after EVENT restart, or after one failed here). STOPPING: stopping them for good. */
 enum agent_state {
@@ -57,6 +59,10 @@ struct agent_session {
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
+    /* --recovery inplace: */
+    bool survivors;            /* READY sent while workers of the last generation keep running */
+    bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
+    bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
 };
 
 /* The one place the session's state changes. */
@@ -73,7 +79,14 @@ static int agent_connect(struct agent_session *a);
 
 static void send_ready(struct agent_session *a, uint64_t gen)
 {
-    log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
+    unsigned n = a->cfg.inplace ? agent_group_running(a->group) : 0;
+
+    a->survivors = n > 0;
+    if (n)
+        log_info("%u workers of generation %" PRIu64 " keep running (--recovery inplace); ready "
+                 "for the next round", n, gen);
+    else
+        log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
     session_set_state(a, AG_JOINING);
     a->restart_pending = false;
     (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = gen});
@@ -101,6 +114,26 @@ static void report_failure(struct agent_session *a, int64_t rank, int64_t local_
     a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
+/* --recovery inplace: local_rank failed (or hung: being killed); the others keep running. READY
+ * goes out once the daemon's EVENT restart came and every failed rank is reaped. */
+static void fail_in_place(struct agent_session *a, unsigned local_rank)
+{
+    a->failed[local_rank] = true;
+    session_set_state(a, AG_RESTARTING);
+    a->stopping_gen = a->round.generation;
+    a->restart_pending = false;
+}
+
+static void ready_in_place(struct agent_session *a)
+{
+    if (a->state != AG_RESTARTING || !a->restart_pending)
+        return;
+    for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++)
+        if (a->failed[i] && agent_group_rank_running(a->group, i))
+            return;
+    send_ready(a, a->stopping_gen);
+}
+
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
                           void *ud)
 {
@@ -118,12 +151,22 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     else
         log_warn("worker rank %" PRId64 " (local rank %u) exited with code %" PRId64, rank,
                  local_rank, status);
-    if (a->state != AG_RUNNING)
-        return; /* stopping anyway: a consequence, not a cause */
+    if (a->state != AG_RUNNING) {
+        /* A consequence, not a cause: stopping anyway, or (in place) a failed rank is gone or
+         * a survivor died between generations: the next ROUND starts it again. */
+        if (a->cfg.inplace)
+            ready_in_place(a);
+        return;
+    }
     a->local_failure = true;
     /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
-     * with a restart or the job's end. */
+     * with a restart or the job's end. In place, only this one is gone. */
     report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
+    if (a->cfg.inplace) {
+        log_info("the other workers keep running (--recovery inplace)");
+        fail_in_place(a, local_rank);
+        return;
+    }
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
     a->restart_pending = false;
@@ -153,6 +196,10 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
     a->local_failure = true;
     agent_group_signal_rank(g, local_rank, SIGKILL);
     report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
+    if (a->cfg.inplace) {
+        fail_in_place(a, local_rank);
+        return;
+    }
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
     a->restart_pending = false;
@@ -165,6 +212,7 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
 
     (void)g;
     a->workers_gone = true;
+    a->survivors = false;
     if (a->have_outcome) {
         agent_finish(a);
         return;
@@ -180,6 +228,38 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
     } else if (a->state == AG_RESTARTING && a->restart_pending) {
         send_ready(a, a->stopping_gen);
     }
+}
+
+/* --recovery inplace: tell each running worker the new generation on its control channel (first,
+ * so that they re-form while the others start), then start only the missing local ranks. A
+ * worker that cannot be told (its channel is full: it does not read it) is killed: its exit is
+ * then a failure of this generation. */
+static int round_in_place(struct agent_session *a, const struct agent_assignment *as)
+{
+    unsigned kept = 0, missing = 0, n = (unsigned)a->cfg.nproc;
+    char line[AGENT_ENV_CONTROL_LINE_MAX];
+
+    for (unsigned i = 0; i < n; i++) {
+        int len, e;
+
+        a->spawn[i] = !agent_group_rank_running(a->group, i);
+        if (a->spawn[i]) {
+            missing++;
+            continue;
+        }
+        len = agent_env_control_line(as, i, line, sizeof(line));
+        e = len < 0 ? len : agent_group_control_send(a->group, i, line, (size_t)len);
+        if (e < 0) {
+            log_error_errno(e, "cannot tell worker (local rank %u) the new generation; killing it",
+                            i);
+            agent_group_signal_rank(a->group, i, SIGKILL);
+            continue;
+        }
+        kept++;
+    }
+    log_info("generation %" PRIu64 " in place: %u workers keep running, %u start", as->generation,
+             kept, missing);
+    return agent_group_start_ranks(a->group, as, a->spawn);
 }
 
 static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
@@ -216,7 +296,12 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     session_set_state(a, AG_RUNNING);
     a->workers_gone = false;
     a->local_failure = false;
-    e = agent_group_start(a->group, &as);
+    if (a->survivors && agent_group_running(a->group) > 0)
+        e = round_in_place(a, &as);
+    else
+        e = agent_group_start(a->group, &as);
+    a->survivors = false;
+    memset(a->failed, 0, (size_t)a->cfg.nproc * sizeof(*a->failed));
     if (e < 0) {
         log_error_errno(e, "cannot start the workers");
         a->local_failure = true;
@@ -285,6 +370,11 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
     case AG_RUNNING:
         if (a->round.generation != e->generation)
             break;
+        if (a->cfg.inplace) {
+            log_warn("re-forming in place: %s", e->summary);
+            send_ready(a, e->generation);
+            return;
+        }
         log_warn("restarting: %s", e->summary);
         session_set_state(a, AG_RESTARTING);
         a->stopping_gen = e->generation;
@@ -297,7 +387,9 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
         if (!a->local_failure)
             log_warn("restarting: %s", e->summary);
         a->restart_pending = true;
-        if (a->workers_gone)
+        if (a->cfg.inplace)
+            ready_in_place(a);
+        else if (a->workers_gone)
             send_ready(a, e->generation);
         return;
     case AG_LEFT:
@@ -330,13 +422,15 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
         a->exit_code = 0;
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
-        if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING)) {
-            if (a->state == AG_RUNNING)
-                log_warn("job failed on another node; stopping local workers");
-            session_set_state(a, AG_STOPPING);
-            agent_group_stop(a->group, SIGTERM);
-            return;
-        }
+    }
+    if (!a->workers_gone && (a->survivors || (a->exit_code != 0 && (a->state == AG_RUNNING ||
+                                                                   a->state == AG_RESTARTING)))) {
+        if (a->state == AG_RUNNING || a->survivors)
+            log_warn("job failed on another node; stopping local workers");
+        a->survivors = false;
+        session_set_state(a, AG_STOPPING);
+        agent_group_stop(a->group, SIGTERM);
+        return;
     }
     if (a->workers_gone || a->state == AG_JOINING)
         agent_finish(a);
@@ -356,7 +450,8 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
     a->have_outcome = true;
     if (a->exit_code == 0)
         a->exit_code = 1;
-    if (!a->workers_gone && a->state != AG_JOINING && a->state != AG_DONE) {
+    if (!a->workers_gone && a->state != AG_DONE && (a->state != AG_JOINING || a->survivors)) {
+        a->survivors = false;
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
     } else {
@@ -420,8 +515,9 @@ void agent_session_signal(struct agent_session *a, int signum)
         a->have_outcome = true;
         a->exit_code = 128 + signum;
     }
-    if (!a->workers_gone &&
-        (a->state == AG_RUNNING || a->state == AG_RESTARTING || a->state == AG_STOPPING)) {
+    if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
+                             a->state == AG_STOPPING || a->survivors)) {
+        a->survivors = false;
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, signum);
     } else {
@@ -483,6 +579,12 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
 
     if (!a)
         return -ENOMEM;
+    a->failed = calloc((size_t)cfg->nproc, sizeof(*a->failed));
+    a->spawn = calloc((size_t)cfg->nproc, sizeof(*a->spawn));
+    if (!a->failed || !a->spawn) {
+        agent_session_free(a);
+        return -ENOMEM;
+    }
     a->cfg = *cfg;
     a->loop = cfg->loop;
     *ret = a;
@@ -520,6 +622,10 @@ void agent_session_stop(struct agent_session *a)
 
 struct agent_session *agent_session_free(struct agent_session *a)
 {
+    if (!a)
+        return NULL;
+    free(a->failed);
+    free(a->spawn);
     free(a);
     return NULL;
 }

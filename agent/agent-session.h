@@ -33,6 +33,7 @@ struct agent_session_cfg {
     double heartbeat_s;             /* HEARTBEAT period */
     double heartbeat_timeout_s;     /* rdzvd silent this long: the connection is lost */
     double grace_s;                 /* TERM -> KILL, for the log line on a signal */
+    bool inplace;                   /* --recovery inplace: a failure keeps the healthy workers */
     bool embedded;                  /* --standalone: rdzvd runs in this process (no reconnect,
                                      * no per-generation log context) */
 };

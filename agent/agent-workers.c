@@ -700,7 +700,7 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
                 return -EBUSY;
             any = true;
         }
-    if (!any)
+    if (!any && g->state != GROUP_ACTIVE)
         return -EINVAL;
     r = respawn_save(g, a);
     if (r == 0)
@@ -711,11 +711,12 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
         (void)uv_timer_stop(&g->notify_timer);
         agent_group_set_state(g, GROUP_ACTIVE);
         g->stop_signal = 0;
-    } else {
+    } else if (any) {
         /* the drain after a last exit is over: workers run again */
         (void)uv_timer_stop(&g->drain_timer);
     }
-    log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
+    if (any)
+        log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
              spawn ? "some of " : "", g->cfg.nproc, a->rank_offset, a->rank_offset + g->cfg.nproc - 1,
              a->world_size, a->generation, a->restart_count);
     r = group_spawn(g, a, spawn, &env);
@@ -733,6 +734,11 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a)
 unsigned agent_group_running(const struct agent_group *g)
 {
     return g->running;
+}
+
+bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank)
+{
+    return local_rank < g->cfg.nproc && g->workers[local_rank].running;
 }
 
 int agent_group_reaper_pid(const struct agent_group *g)

@@ -169,8 +169,10 @@ int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
  * caller tells them the new generation through agent_group_control_send(). The start goes on:
  * on_all_exited fires once no worker of either kind runs. Error files and logs of a spawned
  * worker are those of a->restart_count. Returns 0; -EBUSY (stopping or freeing, or a chosen rank
- * still running); -EINVAL (bad assignment, no rank chosen); or as agent_group_start(): a failure
- * to spawn one worker stops the whole group (the caller recovers by a restart). */
+ * still running); -EINVAL (bad assignment, no rank chosen on an idle group); or as agent_group_start(): a failure
+ * to spawn one worker stops the whole group (the caller recovers by a restart). On an active
+ * group no rank chosen is allowed: the running workers only take a's ranks (a generation change
+ * that lost no local worker). */
 int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment *a,
                             const bool *spawn);
 
@@ -201,6 +203,8 @@ void agent_group_stop(struct agent_group *g, int signum);
 
 /* Number of workers still running. */
 unsigned agent_group_running(const struct agent_group *g);
+/* Whether local_rank's worker runs (spawned, exit not yet seen); false out of range. */
+bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank);
 
 /* The last progress report of local_rank in the current (or last) start: its step, and how long
  * ago it came (loop time) in *age_ms. Either pointer may be NULL. 0, -ENODATA when the worker has

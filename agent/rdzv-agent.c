@@ -286,6 +286,7 @@ int main(int argc, char **argv)
                                                       .heartbeat_timeout_s =
                                                           a.o.heartbeat_timeout_s,
                                                       .grace_s = a.o.grace_s,
+                                                      .inplace = a.o.recovery_inplace,
                                                       .embedded = a.embedded != NULL},
                           &a.session);
     if (r < 0) {
@@ -317,6 +318,7 @@ int main(int argc, char **argv)
         gcfg.progress_grace_ms = (uint64_t)(a.o.progress_grace_s * 1000);
         gcfg.on_hang = agent_session_group_hang;
     }
+    gcfg.control = a.o.recovery_inplace;
     gcfg.ud = a.session;
     r = agent_group_new(&gcfg, &a.group);
     if (r < 0) {
@@ -351,6 +353,7 @@ int main(int argc, char **argv)
     jn->heartbeat_timeout_ms = (int64_t)(a.o.heartbeat_timeout_s * 1000);
     jn->join_timeout_ms = (int64_t)(a.o.join_timeout_s * 1000);
     jn->scale_up_now = a.o.scale_up_now;
+    jn->inplace = a.o.recovery_inplace;
     if (!a.embedded)
         rdzv_log_set_context("job=%s node=%s", a.o.run_id, a.o.host);
     log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",

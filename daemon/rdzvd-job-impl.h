@@ -64,6 +64,7 @@ struct rdzvd_job {
     char run_id[RDZV_ID_MAX + 1];
     int64_t min, max, max_restarts, last_call_ms, hb_timeout_ms, join_timeout_ms;
     bool scale_up_now;
+    bool inplace;          /* --recovery inplace: restarts keep the healthy workers (agents') */
     enum job_state state;
     uint64_t generation;
     int64_t restart_count;

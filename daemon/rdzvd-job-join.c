@@ -50,6 +50,22 @@ static int check_join_matches(struct join_req *q, int64_t min, int64_t max, int6
     return 0;
 }
 
+/* The agent jn recovers as the job j does (--recovery)? An agent that predates recovery in place
+ * sends no "recovery" and reads as restart: it is refused by an in-place job. */
+static int check_join_recovery(struct join_req *q, const struct rdzvd_job *j)
+{
+    const struct rdzv_join *jn = q->jn;
+
+    if (jn->inplace != j->inplace)
+        return refuse(q, -EINVAL,
+                      "job '%s' was started with --recovery %s, this agent has --recovery %s%s; "
+                      "start every agent with the same --recovery",
+                      jn->run_id, j->inplace ? "inplace" : "restart",
+                      jn->inplace ? "inplace" : "restart",
+                      jn->inplace ? "" : " (or is older than recovery in place)");
+    return 0;
+}
+
 /* Rebuild the job j (just made by job_new) as a restarted rdzvd finds it in rec: generation and
  * restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
@@ -175,7 +191,8 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
         if ((r = job_restore(q, &j)) < 0)
             return r;
         created = true;
-    } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0) {
+    } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
+               check_join_recovery(q, j) < 0) {
         return -EINVAL;
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
@@ -260,7 +277,8 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
                       jn.run_id);
     if (jn.resume.generation)
         return join_resume(&q, j);
-    if (j && check_join_matches(&q, j->min, j->max, j->max_restarts) < 0)
+    if (j && (check_join_matches(&q, j->min, j->max, j->max_restarts) < 0 ||
+              check_join_recovery(&q, j) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn.node_id)) && m->node_rank < 0 &&
         m->peer != peer && (!m->peer || member_stalled(m))) {

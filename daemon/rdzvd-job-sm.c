@@ -417,9 +417,9 @@ void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, 
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
     job_note(j, true,
-             "restarting generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
-             j->generation, j->restart_count, j->max_restarts,
-             counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+             "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+             j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
+             j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
     job_set_state(j, JOB_STOPPING);
     for_each_member(j, m, pos, tmp)
     {
@@ -494,14 +494,16 @@ struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join
     j->hb_timeout_ms = jn->heartbeat_timeout_ms;
     j->join_timeout_ms = jn->join_timeout_ms;
     j->scale_up_now = jn->scale_up_now;
+    j->inplace = jn->inplace;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     j->timer.data = j;
     rdzv_list_add_tail(h->jobs, &j->node);
     job_note(j, false,
              "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
-             " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms)",
-             j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms);
+             " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms, recovery %s)",
+             j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms,
+             j->inplace ? "inplace" : "restart");
     return j;
 
 out_free:
@@ -636,7 +638,8 @@ void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
     struct rdzvd_job *j = m->job;
 
     if (m->peer)
-        j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation);
+        j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
+                            j->inplace);
 }
 
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded. */

@@ -32,7 +32,7 @@ struct rdzvd_member;
 struct rdzvd_job_ops {
     /* To one member's peer. Frames are queued; a failure is logged by the op. */
     void (*joined)(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                   uint64_t generation);
+                   uint64_t generation, bool inplace);
     /* rd->master_addr is empty: the op fills in the address the peer reached us on. */
     void (*round)(void *peer, struct rdzv_round *rd);
     void (*event)(void *peer, const struct rdzv_event *e);

@@ -31,14 +31,19 @@ struct rdzvd_jobs {
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
 
 static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation)
+                        uint64_t generation, bool inplace)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
-    struct rdzv_joined jd = {
-        .waiting = waiting, .spare = spare, .resumed = resumed, .generation = generation};
+    struct rdzv_joined jd = {.waiting = waiting,
+                             .spare = spare,
+                             .resumed = resumed,
+                             .generation = generation,
+                             .recovery = "restart"};
 
     /* run_id came from a parsed JOIN, so it fits. */
     snprintf(jd.run_id, sizeof(jd.run_id), "%s", run_id);
+    if (inplace)
+        snprintf(jd.recovery, sizeof(jd.recovery), "inplace");
     if (out)
         (void)rdzv_msg_put_joined(out, &jd);
 }

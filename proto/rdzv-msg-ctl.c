@@ -47,20 +47,22 @@ static void copy_text(char *dst, size_t cap, const char *src)
 int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
 {
     return rdzv_msg_put(b, RDZV_MSG_JOINED,
-                        json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", j->run_id, "waiting",
-                                  (json_int_t)j->waiting, "spare", j->spare, "resumed",
-                                  j->resumed, "generation", (json_int_t)j->generation));
+                        json_pack("{s:s, s:I, s:b, s:b, s:I, s:s}", "run_id", j->run_id,
+                                  "waiting", (json_int_t)j->waiting, "spare", j->spare, "resumed",
+                                  j->resumed, "generation", (json_int_t)j->generation, "recovery",
+                                  j->recovery[0] ? j->recovery : "restart"));
 }
 
 int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j, char *err,
                           size_t errlen)
 {
     json_int_t waiting = 0, gen = 0;
-    const char *run_id = "";
+    const char *run_id = "", *recovery = "";
     int spare = 0, resumed = 0, r;
-    json_t *root = rdzv_msg_unpack(body, len, "JOINED", err, errlen, "{s?s, s?I, s?b, s?b, s?I}",
-                                   "run_id", &run_id, "waiting", &waiting, "spare", &spare,
-                                   "resumed", &resumed, "generation", &gen);
+    json_t *root = rdzv_msg_unpack(body, len, "JOINED", err, errlen,
+                                   "{s?s, s?I, s?b, s?b, s?I, s?s}", "run_id", &run_id, "waiting",
+                                   &waiting, "spare", &spare, "resumed", &resumed, "generation",
+                                   &gen, "recovery", &recovery);
 
     if (!root)
         return -EBADMSG;
@@ -70,6 +72,12 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
     j->spare = spare != 0;
     j->resumed = resumed != 0;
     j->generation = (uint64_t)gen;
+    if (r == 0 && *recovery && strcmp(recovery, "restart") && strcmp(recovery, "inplace")) {
+        snprintf(err, errlen, "JOINED: 'recovery' must be \"restart\" or \"inplace\"");
+        r = -EBADMSG;
+    }
+    if (r == 0)
+        snprintf(j->recovery, sizeof(j->recovery), "%s", recovery);
     json_decref(root);
     return r;
 }

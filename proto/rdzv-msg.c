@@ -67,14 +67,15 @@ int rdzv_msg_put_hello(struct rdzv_buf *b, const char *peer)
 int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
 {
     json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:b, s:I, s:I, s:b}", "run_id",
+        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:b, s:I, s:I, s:b, s:s}",
+        "run_id",
         j->run_id, "node_id", j->node_id, "host", j->host, "nproc", (json_int_t)j->nproc,
         "node_rank", (json_int_t)j->node_rank, "min", (json_int_t)j->min, "max",
         (json_int_t)j->max, "last_call_ms", (json_int_t)j->last_call_ms, "max_restarts",
         (json_int_t)j->max_restarts, "nccl", rdzv_nccl_mode_name(j->nccl), "nccl_ids",
         (json_int_t)j->nccl_ids, "rank_hint", j->rank_hint, "heartbeat_timeout_ms",
         (json_int_t)j->heartbeat_timeout_ms, "join_timeout_ms", (json_int_t)j->join_timeout_ms,
-        "scale_up_now", j->scale_up_now);
+        "scale_up_now", j->scale_up_now, "recovery", j->inplace ? "inplace" : "restart");
     const struct rdzv_resume *rs = &j->resume;
 
     if (o && rs->generation &&
@@ -246,7 +247,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
 {
     json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
     json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS;
-    const char *run_id, *node_id, *host, *nccl = "auto";
+    const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart";
     int rank_hint = 0, scale_now = 0;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL;
@@ -257,13 +258,13 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o}",
+                       "s?b, s?o, s?s}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
                        &nccl_ids, "rank_hint", &rank_hint, "heartbeat_timeout_ms", &hb_ms,
                        "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
-                       &resume) < 0) {
+                       &resume, "recovery", &recovery) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -294,6 +295,11 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         r = rdzv_msg_copy_str(j->host, sizeof(j->host), host, "host", err, errlen);
     if (r < 0)
         goto out;
+    if (strcmp(recovery, "restart") && strcmp(recovery, "inplace")) {
+        snprintf(err, errlen, "JOIN: 'recovery' must be \"restart\" or \"inplace\"");
+        r = -EBADMSG;
+        goto out;
+    }
     if (!*run_id || nproc < 1 || nproc > 1024 || min < 1 || max < min || max > 100000 ||
         node_rank < -1 || last_call < 0 || max_restarts < 0 || nccl_ids < 1 ||
         nccl_ids > RDZV_MAX_NCCL_IDS || rdzv_nccl_mode_parse(nccl, &j->nccl) < 0 ||
@@ -316,6 +322,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->heartbeat_timeout_ms = hb_ms;
     j->join_timeout_ms = join_ms;
     j->scale_up_now = scale_now != 0;
+    j->inplace = strcmp(recovery, "inplace") == 0;
 out:
     json_decref(root);
     return r;

@@ -55,6 +55,8 @@ struct rdzv_join {
     int64_t heartbeat_timeout_ms; /* job-wide, from the first JOIN */
     int64_t join_timeout_ms;      /* how long survivors below min wait for a replacement */
     bool scale_up_now;            /* a node joining a running job below max restarts it at once */
+    bool inplace;                 /* "recovery":"inplace" (absent: "restart"): job-wide, must
+                                   * agree with the job's first JOIN */
     struct rdzv_resume resume;
 };
 
@@ -99,6 +101,9 @@ struct rdzv_joined {
     bool spare;          /* the job runs without this node for now */
     bool resumed;        /* the agent's generation goes on (a resume was accepted) */
     uint64_t generation; /* the job's generation */
+    /* The job's recovery, "restart" or "inplace"; "" when absent: a daemon that predates
+     * recovery in place (protocol 1.1), which an agent that asked for it must refuse. */
+    char recovery[16];
 };
 
 /* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation. */

@@ -49,11 +49,12 @@ struct env {
 };
 
 static void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation)
+                        uint64_t generation, bool inplace)
 {
     struct fake *f = peer;
 
     (void)run_id;
+    (void)inplace;
     (void)waiting;
     f->njoined++;
     f->spare = spare;

@@ -70,7 +70,7 @@ static void test_encoders_bytes(void)
                                                                 .generation = 3}),
                  RDZV_MSG_JOINED,
                  "{\"run_id\":\"job1\",\"waiting\":2,\"spare\":false,\"resumed\":true,"
-                 "\"generation\":3}");
+                 "\"generation\":3,\"recovery\":\"restart\"}"); /* protocol 1.1: "recovery" */
     expect_frame(&b, rdzv_msg_put_nccl_request(&b, &(struct rdzv_nccl_request){4, 2}),
                  RDZV_MSG_NCCL_REQUEST, "{\"generation\":4,\"count\":2}");
     expect_frame(&b, rdzv_msg_put_heartbeat(&b, &(struct rdzv_heartbeat){7}), RDZV_MSG_HEARTBEAT,
@@ -132,6 +132,16 @@ static void test_joined(void)
     ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"spare\":1}"), &b, err, sizeof(err)));
     ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("[true]"), &b, err, sizeof(err)));
     ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"spare\":true"), &b, err, sizeof(err)));
+    /* recovery (protocol 1.1): absent from an older rdzvd, which an in-place agent refuses */
+    ASSERT_EQ(strcmp(b.recovery, ""), 0);
+    snprintf(a.recovery, sizeof(a.recovery), "inplace");
+    ASSERT_OK(rdzv_msg_put_joined(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOINED, &len);
+    ASSERT_OK(rdzv_msg_parse_joined(body, len, &b, err, sizeof(err)));
+    ASSERT_EQ(strcmp(b.recovery, "inplace"), 0);
+    rdzv_buf_free(&out);
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"recovery\":\"later\"}"), &b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"recovery\":1}"), &b, err, sizeof(err)));
 }
 
 static void test_nccl_request(void)
@@ -335,7 +345,26 @@ static void test_join_round_trip(void)
     ASSERT_EQ(memcmp(&a.resume, &b.resume, sizeof(a.resume)), 0);
     ASSERT_TRUE(b.nccl == RDZV_NCCL_REQUIRED && b.scale_up_now && b.nccl_ids == 3);
     ASSERT_EQ(strcmp(b.node_id, "n-1"), 0);
+    ASSERT_TRUE(!b.inplace);
     rdzv_buf_free(&out);
+    a.inplace = true;
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    ASSERT_TRUE(b.inplace);
+    rdzv_buf_free(&out);
+    /* An agent from before protocol 1.1 sends no "recovery": restart. A value other than
+     * restart or inplace is refused. */
+    ASSERT_OK(rdzv_msg_parse_join(BODY("{\"run_id\":\"j\",\"node_id\":\"n\",\"host\":\"h\","
+                                       "\"nproc\":1,\"node_rank\":-1,\"min\":1,\"max\":1,"
+                                       "\"last_call_ms\":0,\"max_restarts\":0}"),
+                                  &b, err, sizeof(err)));
+    ASSERT_TRUE(!b.inplace);
+    ASSERT_REFUSED(rdzv_msg_parse_join(BODY("{\"run_id\":\"j\",\"node_id\":\"n\",\"host\":\"h\","
+                                            "\"nproc\":1,\"node_rank\":-1,\"min\":1,\"max\":1,"
+                                            "\"last_call_ms\":0,\"max_restarts\":0,"
+                                            "\"recovery\":\"sometimes\"}"),
+                                       &b, err, sizeof(err)));
     a.nproc = 0;
     ASSERT_OK(rdzv_msg_put_join(&out, &a));
     body = frame_body(&out, RDZV_MSG_JOIN, &len);
