@@ -7,7 +7,8 @@ were not hit are the same processes to the end (their pids, from the agents' log
 the missing workers are started, rank 0 prints one "reformed" event whose source is a survivor and
 no "resumed" event, every agent exits 0, and the final loss and step count equal an uninterrupted
 run's (same options) within floating-point noise. The same SIGSTOP without --progress-timeout is
-shown not to recover: no step for a bound, then the test kills the job."""
+shown not to recover: no step for a bound, then the test kills the job. The SIGSTOP case with
+--progress-timeout is skipped while HANG_DEFECT stands (RDZV_TEST_KNOWN_DEFECTS=1 runs it)."""
 import glob
 import json
 import os
