@@ -7,8 +7,9 @@ were not hit are the same processes to the end (their pids, from the agents' log
 the missing workers are started, rank 0 prints one "reformed" event whose source is a survivor and
 no "resumed" event, every agent exits 0, and the final loss and step count equal an uninterrupted
 run's (same options) within floating-point noise. The same SIGSTOP without --progress-timeout is
-shown not to recover: no step for a bound, then the test kills the job. The SIGSTOP case with
---progress-timeout is skipped while HANG_DEFECT stands (RDZV_TEST_KNOWN_DEFECTS=1 runs it)."""
+shown not to recover: no step for a bound, then the test kills the job. In the SIGSTOP case the
+stopped rank is the one failed, not the ranks blocked on it (they say "wait" on their progress
+channel)."""
 import glob
 import json
 import os
@@ -29,14 +30,6 @@ PT = 2           # --progress-timeout of the hang case
 HANG_BOUND = 8.0  # the hang without --progress-timeout: no step this long (< the trainer's --timeout)
 REL = 1e-4       # final loss vs the uninterrupted run's, as test_train_inplace.py
 
-
-# A defect of the agent's in-place wiring (2b000f8), reported with this test: every worker blocked
-# in a collective on the stopped one goes silent at the same step, so whichever agent's progress
-# timer fires first kills its own (healthy) worker and keeps the stopped one as a survivor; the
-# job then goes from generation to generation until the restart budget is spent (3 runs in 4
-# fail). RDZV_TEST_KNOWN_DEFECTS=1 runs the case anyway.
-HANG_DEFECT = ("known defect: --progress-timeout in place fails the first silent worker, often a "
-               "healthy one blocked on the hung one (set RDZV_TEST_KNOWN_DEFECTS=1 to run)")
 
 
 def asan_build():
@@ -265,7 +258,6 @@ class TestInplace(FaultTestCase):
         self.assertEqual(agents[1].exits().get(pids[3]), -signal.SIGKILL)
         self.check_inplace(agents, pids, [3])
 
-    @unittest.skipUnless(os.environ.get("RDZV_TEST_KNOWN_DEFECTS") == "1", HANG_DEFECT)
     def test_2_worker_sigstop_progress_timeout(self):
         self.uninterrupted()
         agents = self.two_agents("wstop", "--recovery", "inplace", "--progress-timeout", str(PT))
