@@ -46,11 +46,16 @@ static void copy_text(char *dst, size_t cap, const char *src)
 
 int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
 {
-    return rdzv_msg_put(b, RDZV_MSG_JOINED,
-                        json_pack("{s:s, s:I, s:b, s:b, s:I, s:s}", "run_id", j->run_id,
-                                  "waiting", (json_int_t)j->waiting, "spare", j->spare, "resumed",
-                                  j->resumed, "generation", (json_int_t)j->generation, "recovery",
-                                  j->recovery[0] ? j->recovery : "restart"));
+    json_t *o = json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", j->run_id, "waiting",
+                          (json_int_t)j->waiting, "spare", j->spare, "resumed", j->resumed,
+                          "generation", (json_int_t)j->generation);
+
+    /* "recovery" (1.1) only when set: rdzvd always sets it, as 1.0 never did. */
+    if (o && j->recovery[0] && json_object_set_new(o, "recovery", json_string(j->recovery)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_JOINED, o);
 }
 
 int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j, char *err,

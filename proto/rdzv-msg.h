@@ -102,7 +102,8 @@ struct rdzv_joined {
     bool resumed;        /* the agent's generation goes on (a resume was accepted) */
     uint64_t generation; /* the job's generation */
     /* The job's recovery, "restart" or "inplace"; "" when absent: a daemon that predates
-     * recovery in place (protocol 1.1), which an agent that asked for it must refuse. */
+     * recovery in place (protocol 1.1), which an agent that asked for it must refuse. The
+     * encoder writes the member only when it is set. */
     char recovery[16];
 };
 

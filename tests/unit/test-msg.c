@@ -67,7 +67,8 @@ static void test_encoders_bytes(void)
     expect_frame(&b,
                  rdzv_msg_put_joined(&b, &(struct rdzv_joined){.run_id = "job1", .waiting = 2,
                                                                 .resumed = true,
-                                                                .generation = 3}),
+                                                                .generation = 3,
+                                                                .recovery = "restart"}),
                  RDZV_MSG_JOINED,
                  "{\"run_id\":\"job1\",\"waiting\":2,\"spare\":false,\"resumed\":true,"
                  "\"generation\":3,\"recovery\":\"restart\"}"); /* protocol 1.1: "recovery" */
