@@ -299,10 +299,35 @@ static void test_refused(void)
     free(arr);
 }
 
+/* What rdzvctl and the page show past their limits: the step range, the oldest reports first. */
+static void test_ranks_helpers(void)
+{
+    struct rdzv_status_job j = {0};
+    const struct rdzv_status_rank **v;
+    int64_t lo = -1, hi = -1;
+
+    rdzv_status_step_range(&j, &lo, &hi);
+    ASSERT_TRUE(lo == 0 && hi == 0);
+    ASSERT_NULL(rdzv_status_ranks_oldest(&j));
+    ASSERT_OK(rdzv_status_alloc_ranks(&j, 4));
+    for (int k = 0; k < 4; k++)
+        j.ranks[k] = (struct rdzv_status_rank){
+            .rank = k, .step = 10 + 3 * (k % 2) - k, .age_s = k == 2 ? 9 : 1 + 0.5 * (k % 2)};
+    rdzv_status_step_range(&j, &lo, &hi);
+    ASSERT_TRUE(lo == 8 && hi == 12); /* steps 10, 12, 8, 10 */
+    v = rdzv_status_ranks_oldest(&j);
+    ASSERT_NOT_NULL(v);
+    /* ages 1, 1.5, 9, 1.5: rank 2, then 1 and 3 (a tie: by rank), then 0 */
+    ASSERT_TRUE(v[0]->rank == 2 && v[1]->rank == 1 && v[2]->rank == 3 && v[3]->rank == 0);
+    free(v);
+    free(j.ranks);
+}
+
 int main(void)
 {
     TEST(test_encode_bytes);
     TEST(test_round_trip);
     TEST(test_refused);
+    TEST(test_ranks_helpers);
     return tap_done();
 }
