@@ -150,8 +150,10 @@ class StatusTest(AgentTestCase):
             pid = int(f.read())
         os.kill(pid, signal.SIGSTOP)
         try:
+            # Past a heartbeat (1 s): its last report before the stop has reached rdzvd.
+            time.sleep(1.5)
             before = self.job_ranks(ep, "stopped-job", 4)
-            time.sleep(4)
+            time.sleep(3)
             after = self.job_ranks(ep, "stopped-job", 4)
         finally:
             os.kill(pid, signal.SIGCONT)
