@@ -17,6 +17,7 @@
 #include "../common/rdzv-util.h"
 #include "agent-client.h"
 #include "agent-env.h"
+#include "agent-heartbeat.h"
 #include "agent-nccl.h"
 #include "agent-workers.h"
 
@@ -520,10 +521,14 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
 static void heartbeat_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;
+    struct rdzv_heartbeat hb;
 
-    if (a->client && a->state != AG_DONE)
-        (void)agent_client_send_heartbeat(
-            a->client, &(struct rdzv_heartbeat){.generation = a->round.generation});
+    if (!a->client || a->state == AG_DONE)
+        return;
+    /* The workers' progress, while they run this generation (rdzvctl status shows it). */
+    agent_heartbeat_fill(&hb, a->round.generation, a->state == AG_RUNNING ? a->group : NULL,
+                         (unsigned)a->cfg.nproc);
+    (void)agent_client_send_heartbeat(a->client, &hb);
 }
 
 void agent_session_signal(struct agent_session *a, int signum)
