@@ -17,6 +17,7 @@
 #include "../common/rdzv-util.h"
 #include "agent-client.h"
 #include "agent-env.h"
+#include "agent-heartbeat.h"
 #include "agent-nccl.h"
 #include "agent-workers.h"
 
@@ -63,6 +64,9 @@ struct agent_session {
     bool survivors;            /* READY sent while workers of the last generation keep running */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
+    bool *late;                /* [nproc]: could not be told this generation (exiting, or not
+                                * reading its channel): replaced when its exit comes */
+    struct agent_assignment as; /* the current generation's, strings in round */
 };
 
 /* The one place the session's state changes. */
@@ -134,6 +138,18 @@ static void ready_in_place(struct agent_session *a)
     send_ready(a, a->stopping_gen);
 }
 
+/* --recovery inplace: a worker that could not be told the generation has exited: start its
+ * replacement in it now (the others wait for it in their re-forming). 0 or -errno. */
+static int replace_late(struct agent_session *a, unsigned local_rank)
+{
+    a->late[local_rank] = false;
+    memset(a->spawn, 0, (size_t)a->cfg.nproc * sizeof(*a->spawn));
+    a->spawn[local_rank] = true;
+    log_info("starting local rank %u again in generation %" PRIu64
+             " (it ended before it could be told)", local_rank, a->as.generation);
+    return agent_group_start_ranks(a->group, &a->as, a->spawn);
+}
+
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
                           void *ud)
 {
@@ -141,6 +157,9 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     int64_t rank = a->round.rank_offset + local_rank;
 
     (void)g;
+    if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
+        replace_late(a, local_rank) == 0)
+        return;
     if (status == 0 && sig == 0) {
         log_info("worker rank %" PRId64 " (local rank %u) exited 0", rank, local_rank);
         return;
@@ -249,10 +268,17 @@ static int round_in_place(struct agent_session *a, const struct agent_assignment
         }
         len = agent_env_control_line(as, i, line, sizeof(line));
         e = len < 0 ? len : agent_group_control_send(a->group, i, line, (size_t)len);
+        if (e == -ENOTCONN) {
+            /* It closed its channel: it is exiting, and its exit is not seen yet. */
+            log_info("worker (local rank %u) is exiting; it is started again when it has", i);
+            a->late[i] = true;
+            continue;
+        }
         if (e < 0) {
-            log_error_errno(e, "cannot tell worker (local rank %u) the new generation; killing it",
-                            i);
+            log_error_errno(e, "cannot tell worker (local rank %u) the new generation; killing it "
+                            "and starting it again", i);
             agent_group_signal_rank(a->group, i, SIGKILL);
+            a->late[i] = true;
             continue;
         }
         kept++;
@@ -285,6 +311,9 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         return;
     }
     a->round = *r;
+    as.master_addr = a->round.master_addr;
+    as.nccl_id_hex = a->round.n_ids ? a->round.ids[0] : NULL;
+    a->as = as;
     if (!a->cfg.embedded)
         rdzv_log_set_context("job=%s gen=%" PRIu64 " node=%s", a->cfg.run_id, r->generation,
                              a->cfg.host);
@@ -296,6 +325,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     session_set_state(a, AG_RUNNING);
     a->workers_gone = false;
     a->local_failure = false;
+    memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
     if (a->survivors && agent_group_running(a->group) > 0)
         e = round_in_place(a, &as);
     else
@@ -491,10 +521,14 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
 static void heartbeat_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;
+    struct rdzv_heartbeat hb;
 
-    if (a->client && a->state != AG_DONE)
-        (void)agent_client_send_heartbeat(
-            a->client, &(struct rdzv_heartbeat){.generation = a->round.generation});
+    if (!a->client || a->state == AG_DONE)
+        return;
+    /* The workers' progress, while they run this generation (rdzvctl status shows it). */
+    agent_heartbeat_fill(&hb, a->round.generation, a->state == AG_RUNNING ? a->group : NULL,
+                         (unsigned)a->cfg.nproc);
+    (void)agent_client_send_heartbeat(a->client, &hb);
 }
 
 void agent_session_signal(struct agent_session *a, int signum)
@@ -581,7 +615,8 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
         return -ENOMEM;
     a->failed = calloc((size_t)cfg->nproc, sizeof(*a->failed));
     a->spawn = calloc((size_t)cfg->nproc, sizeof(*a->spawn));
-    if (!a->failed || !a->spawn) {
+    a->late = calloc((size_t)cfg->nproc, sizeof(*a->late));
+    if (!a->failed || !a->spawn || !a->late) {
         agent_session_free(a);
         return -ENOMEM;
     }
@@ -626,6 +661,7 @@ struct agent_session *agent_session_free(struct agent_session *a)
         return NULL;
     free(a->failed);
     free(a->spawn);
+    free(a->late);
     free(a);
     return NULL;
 }

@@ -312,8 +312,8 @@ int main(int argc, char **argv)
     gcfg.grace_ms = (uint64_t)(a.o.grace_s * 1000);
     gcfg.on_exit = agent_session_group_exit;
     gcfg.on_all_exited = agent_session_group_all_exited;
+    gcfg.progress = true; /* always: rdzvd's status shows each rank's progress */
     if (a.o.progress_timeout_s > 0) {
-        gcfg.progress = true;
         gcfg.progress_timeout_ms = (uint64_t)(a.o.progress_timeout_s * 1000);
         gcfg.progress_grace_ms = (uint64_t)(a.o.progress_grace_s * 1000);
         gcfg.on_hang = agent_session_group_hang;

@@ -255,6 +255,39 @@ static bool nargs_ok(int argc, int want, int *rc)
     return false;
 }
 
+/* Up to STATUS_RANKS_ALL ranks are listed; past it, the step range and the FEW oldest reports. */
+#define STATUS_RANKS_ALL 16
+#define STATUS_RANKS_FEW 8
+
+/* Each rank's last step and its age: all of them for a few ranks, else the range of steps and
+ * the ranks that reported longest ago (a hung one is among them). */
+static void print_ranks(const struct rdzv_status_job *job)
+{
+    const struct rdzv_status_rank **oldest = NULL;
+    size_t n = job->n_ranks;
+    int64_t lo, hi;
+
+    if (n == 0)
+        return;
+    rdzv_status_step_range(job, &lo, &hi);
+    printf("  progress: %zu rank(s) reported, step %lld..%lld", n, (long long)lo, (long long)hi);
+    if (job->ranks_left_out > 0)
+        printf(" (%lld more not listed)", (long long)job->ranks_left_out);
+    if (n > STATUS_RANKS_ALL) {
+        oldest = rdzv_status_ranks_oldest(job);
+        n = oldest ? STATUS_RANKS_FEW : 0;
+        printf("; the %zu oldest reports", n);
+    }
+    printf("\n  %6s %9s %-24s %12s %9s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE");
+    for (size_t k = 0; k < n; k++) {
+        const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
+
+        printf("  %6lld %9lld %-24.24s %12lld %8.1fs\n", (long long)rk->rank,
+               (long long)rk->node_rank, rk->host, (long long)rk->step, rk->age_s);
+    }
+    free(oldest);
+}
+
 static void print_status(const struct rdzv_status *st)
 {
     printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", st->version,
@@ -279,6 +312,7 @@ static void print_status(const struct rdzv_status *st)
             printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n", n->host, rk, n->state,
                    n->last_heartbeat_age_s, (long long)n->workers, (long long)n->failures);
         }
+        print_ranks(job);
         printf("  recent events:\n");
         for (unsigned k = 0; k < job->n_events; k++) {
             time_t t = (time_t)job->events[k].time;
@@ -637,7 +671,9 @@ int main(int argc, char **argv)
                  "  list                     print every key, one per line\n"
                  "  status [--json]          jobs, generations, nodes (host, node rank, "
                  "heartbeat age,\n"
-                 "                           workers, failures) and recent events\n"
+                 "                           workers, failures), ranks' last step and its "
+                 "age,\n"
+                 "                           and recent events\n"
                  "\n"
                  "Options:\n",
         .footer = "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage "

@@ -94,6 +94,39 @@ static char *buf_to_str(struct rdzv_buf *b, int r)
     return (char *)b->data;
 }
 
+/* Per rank of each job's current generation that reported progress: its last step and the age
+ * of that report (issue 14). Nonzero when out of memory. */
+static int put_rank_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    static const struct {
+        const char *name, *help;
+    } gauges[] = {
+        {"rdzvd_rank_last_step", "The last step the rank reported (RDZV_PROGRESS_FD)."},
+        {"rdzvd_rank_progress_age_seconds", "Seconds since the rank last reported progress."},
+    };
+    int r = 0;
+
+    for (unsigned g = 0; g < RDZV_ARRAY_SIZE(gauges); g++) {
+        r |= bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
+                     gauges[g].name);
+        for (size_t i = 0; i < st->n_jobs; i++)
+            for (size_t k = 0; k < st->jobs[i].n_ranks; k++) {
+                const struct rdzv_status_rank *rk = &st->jobs[i].ranks[k];
+
+                r |= bprintf(b, "%s{job=\"", gauges[g].name);
+                r |= put_escaped(b, st->jobs[i].run_id, false);
+                r |= bprintf(b, "\",rank=\"%lld\",node_rank=\"%lld\",host=\"", (long long)rk->rank,
+                             (long long)rk->node_rank);
+                r |= put_escaped(b, rk->host, false);
+                if (g == 0)
+                    r |= bprintf(b, "\"} %lld\n", (long long)rk->step);
+                else
+                    r |= bprintf(b, "\"} %.3f\n", rk->age_s);
+            }
+    }
+    return r;
+}
+
 static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended"};
 
 char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
@@ -179,6 +212,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                          n->last_heartbeat_age_s);
         }
     }
+    r |= put_rank_metrics(&b, &st);
     rdzv_status_free(&st);
     return buf_to_str(&b, r ? -ENOMEM : 0);
 }
@@ -208,6 +242,44 @@ static char *status_json(const struct rdzvd_jobs *jobs)
     body = o ? json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(o);
     return body;
+}
+
+#define PAGE_RANKS_ALL 64 /* more: the step range and the PAGE_RANKS_FEW oldest reports */
+#define PAGE_RANKS_FEW 16
+
+/* The job's ranks' progress as an HTML table (nothing when no rank reported). */
+static int put_rank_table(struct rdzv_buf *b, const struct rdzv_status_job *job)
+{
+    const struct rdzv_status_rank **oldest = NULL;
+    size_t n = job->n_ranks;
+    int64_t lo, hi;
+    int r = 0;
+
+    if (n == 0)
+        return 0;
+    rdzv_status_step_range(job, &lo, &hi);
+    r |= bprintf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld", n,
+                 (long long)lo, (long long)hi);
+    if (job->ranks_left_out > 0)
+        r |= bprintf(b, " (%lld more not listed)", (long long)job->ranks_left_out);
+    if (n > PAGE_RANKS_ALL) {
+        oldest = rdzv_status_ranks_oldest(job);
+        n = oldest ? PAGE_RANKS_FEW : 0;
+        r |= bprintf(b, "; the %zu oldest reports", n);
+    }
+    r |= bprintf(b, "</p>\n<table class=\"ranks\"><tr><th>rank</th><th>node rank</th>"
+                    "<th>host</th><th>last step</th><th>reported</th></tr>\n");
+    for (size_t k = 0; k < n; k++) {
+        const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
+
+        r |= bprintf(b, "<tr><td>%lld</td><td>%lld</td><td>", (long long)rk->rank,
+                     (long long)rk->node_rank);
+        r |= put_escaped(b, rk->host, true);
+        r |= bprintf(b, "</td><td>%lld</td><td>%.1f s ago</td></tr>\n", (long long)rk->step,
+                     rk->age_s);
+    }
+    free(oldest);
+    return r | bprintf(b, "</table>\n");
 }
 
 char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
@@ -255,7 +327,9 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
                          n->state, n->last_heartbeat_age_s, (long long)n->workers,
                          (long long)n->failures);
         }
-        r |= bprintf(&b, "</table>\n<h3>recent events</h3><ul class=\"events\">\n");
+        r |= bprintf(&b, "</table>\n");
+        r |= put_rank_table(&b, job);
+        r |= bprintf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
         for (unsigned k = 0; k < job->n_events; k++) {
             r |= bprintf(&b, "<li>");
             r |= put_time(&b, job->events[k].time);

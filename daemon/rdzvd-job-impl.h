@@ -56,6 +56,11 @@ struct rdzvd_member {
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
     int64_t failures;      /* worker failures reported from this node */
+    /* Last progress per local rank (HEARTBEAT "progress"), of generation progress_gen only:
+     * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-progress.c). */
+    struct rdzvd_rank_progress *progress;
+    uint64_t progress_gen;
+    bool progress_refused; /* a HEARTBEAT body did not decode: warned once */
 };
 
 struct rdzvd_job {
@@ -130,5 +135,13 @@ void job_close_store(struct rdzvd_job *j);
 /* running: the generation's workers run (a restarted rdzvd waits for their agents). */
 void job_save(struct rdzvd_job *j, bool running);
 void job_forget(struct rdzvd_job *j);
+
+/* rdzvd-job-progress.c: ranks' progress. The ranks of j's current generation that reported, as
+ * sj->ranks (by rank; past RDZV_STATUS_MAX_RANKS the longest silent, the rest counted in
+ * sj->ranks_left_out); now is rdzv_now_ms(). 0 or -ENOMEM. */
+struct rdzv_status_job;
+int job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj);
+/* Free m's progress (with m). */
+void member_progress_free(struct rdzvd_member *m);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

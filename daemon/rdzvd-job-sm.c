@@ -516,6 +516,7 @@ out_free:
 
 static void member_close_cb(uv_handle_t *h)
 {
+    member_progress_free(h->data);
     free(h->data);
 }
 

@@ -80,6 +80,13 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m);
 
 /* HEARTBEAT: re-arms m's deadline; returns the job's generation for the answer. */
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
+/* HEARTBEAT's progress (validated by the codec): kept when hb is of the job's generation and m
+ * holds a node rank in it (local ranks >= the node's nproc are ignored); a report hb says came
+ * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report
+ * forgets the older one's. Out of memory: logged, the report dropped (rdzvd-job-progress.c). */
+void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb);
+/* A HEARTBEAT body that did not decode (why): logged (a warning once per member), no progress. */
+void rdzvd_member_progress_refused(struct rdzvd_member *m, const char *why);
 /* NCCL_ID: true when m (node rank 0) is asked for generation gen's ids now; otherwise the
  * message is stale and is ignored. */
 bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);

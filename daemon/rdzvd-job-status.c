@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-status.c: the daemon's status (rdzvd-job-status.h) as a struct
  * rdzv_status (proto/rdzv-status.h): its counters and, per job, its state, generation,
- * restarts, nodes and recent events. Reads the job state machine's structs; changes nothing. */
+ * restarts, nodes, ranks' progress and recent events. Reads the job state machine's structs;
+ * changes nothing. */
 #include "rdzvd-job-status.h"
 
 #include <stdio.h>
@@ -61,6 +62,9 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     sj->world_size = j->round.world_size;
     sj->age_s = (double)(now - j->created_ms) / 1000;
     sj->store_port = j->store ? (int)j->store_port : 0;
+    r = job_progress_status(j, now, sj);
+    if (r < 0)
+        return r;
     if (j->state == JOB_ENDED) {
         sj->ended = true;
         snprintf(sj->outcome_type, sizeof(sj->outcome_type), "%s", j->outcome.type);

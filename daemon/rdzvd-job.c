@@ -235,12 +235,21 @@ static int handle_ready(struct rdzvd_conn *c, struct rdzvd_member *m, const uint
     return 0;
 }
 
-/* The HEARTBEAT body is not looked at: any frame from the agent counts as a sign of life. */
-static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m)
+/* Any frame from the agent counts as a sign of life, a HEARTBEAT whatever its body (as before
+ * its progress member existed): one that does not decode is answered, its progress dropped. */
+static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                            uint32_t len)
 {
-    struct rdzv_heartbeat hb = {.generation = rdzvd_member_heartbeat(m)};
+    struct rdzv_heartbeat hb; /* 24 KiB with its progress: the loop thread's stack has room */
     struct rdzv_buf *out = rdzvd_conn_out(c);
+    char err[256];
 
+    if (rdzv_msg_parse_heartbeat(body, len, &hb, err, sizeof(err)) < 0)
+        rdzvd_member_progress_refused(m, err);
+    else
+        rdzvd_member_progress(m, &hb);
+    hb.generation = rdzvd_member_heartbeat(m);
+    hb.n_progress = 0;
     /* Answer, so that the agent notices a silent daemon too. */
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);
@@ -290,7 +299,7 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
     }
     switch (op) {
     case RDZV_MSG_HEARTBEAT:
-        return handle_heartbeat(c, m);
+        return handle_heartbeat(c, m, body, len);
     case RDZV_MSG_NCCL_ID:
         return handle_nccl_id(c, m, body, len);
     case RDZV_MSG_WORKER_EXIT:

@@ -2,6 +2,7 @@
 /* rdzv-msg-ctl.c: the small rendezvous messages <-> C structs: JOINED, NCCL_REQUEST, NCCL_ID,
  * HEARTBEAT, READY, LEAVE, STATUS and ERROR (JOIN, ROUND, WORKER_EXIT, EVENT: rdzv-msg.c). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -46,11 +47,16 @@ static void copy_text(char *dst, size_t cap, const char *src)
 
 int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
 {
-    return rdzv_msg_put(b, RDZV_MSG_JOINED,
-                        json_pack("{s:s, s:I, s:b, s:b, s:I, s:s}", "run_id", j->run_id,
-                                  "waiting", (json_int_t)j->waiting, "spare", j->spare, "resumed",
-                                  j->resumed, "generation", (json_int_t)j->generation, "recovery",
-                                  j->recovery[0] ? j->recovery : "restart"));
+    json_t *o = json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", j->run_id, "waiting",
+                          (json_int_t)j->waiting, "spare", j->spare, "resumed", j->resumed,
+                          "generation", (json_int_t)j->generation);
+
+    /* "recovery" (1.1) only when set: rdzvd always sets it, as 1.0 never did. */
+    if (o && j->recovery[0] && json_object_set_new(o, "recovery", json_string(j->recovery)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_JOINED, o);
 }
 
 int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j, char *err,
@@ -197,13 +203,82 @@ static int parse_generation(const uint8_t *body, size_t len, const char *what, u
 
 int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
 {
-    return put_generation(b, RDZV_MSG_HEARTBEAT, h->generation);
+    json_t *o, *arr;
+
+    if (h->n_progress == 0)
+        return put_generation(b, RDZV_MSG_HEARTBEAT, h->generation);
+    if (h->n_progress > RDZV_PROGRESS_MAX)
+        return -EMSGSIZE;
+    arr = json_array();
+    for (unsigned i = 0; arr && i < h->n_progress; i++) {
+        const struct rdzv_rank_progress *p = &h->progress[i];
+
+        if (json_array_append_new(
+                arr, json_pack("{s:I, s:I, s:I}", "local_rank", (json_int_t)p->local_rank, "step",
+                               (json_int_t)p->step, "age_ms", (json_int_t)p->age_ms)) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    o = json_pack("{s:I, s:o}", "generation", (json_int_t)h->generation, "progress", arr);
+    return rdzv_msg_put(b, RDZV_MSG_HEARTBEAT, o);
+}
+
+/* HEARTBEAT's "progress": arr into h->progress[0..n_progress). */
+static int parse_progress(const json_t *arr, struct rdzv_heartbeat *h, char *err, size_t errlen)
+{
+    uint8_t seen[RDZV_PROGRESS_MAX / 8] = {0};
+    json_error_t jerr;
+    json_t *e;
+    size_t i;
+
+    if (!json_is_array(arr) || json_array_size(arr) > RDZV_PROGRESS_MAX) {
+        snprintf(err, errlen, "HEARTBEAT: 'progress' must be an array of at most %d",
+                 RDZV_PROGRESS_MAX);
+        return -EBADMSG;
+    }
+    json_array_foreach(arr, i, e)
+    {
+        struct rdzv_rank_progress *p = &h->progress[i];
+        json_int_t lr, step, age;
+
+        if (json_unpack_ex(e, &jerr, 0, "{s:I, s:I, s:I}", "local_rank", &lr, "step", &step,
+                           "age_ms", &age) < 0)
+            return rdzv_msg_unpack_fail(&jerr, "HEARTBEAT: progress", err, errlen);
+        if (lr < 0 || lr >= RDZV_PROGRESS_MAX || step < 0 || age < 0 ||
+            age > RDZV_PROGRESS_AGE_MAX_MS || (seen[lr / 8] & (1u << (lr % 8)))) {
+            snprintf(err, errlen,
+                     "HEARTBEAT: progress[%zu] out of range (0 <= local_rank < %d, distinct; "
+                     "step >= 0; 0 <= age_ms <= %" PRId64 ")",
+                     i, RDZV_PROGRESS_MAX, RDZV_PROGRESS_AGE_MAX_MS);
+            return -EBADMSG;
+        }
+        seen[lr / 8] |= (uint8_t)(1u << (lr % 8));
+        p->local_rank = lr;
+        p->step = step;
+        p->age_ms = age;
+    }
+    h->n_progress = (unsigned)i;
+    return 0;
 }
 
 int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartbeat *h, char *err,
                              size_t errlen)
 {
-    return parse_generation(body, len, "HEARTBEAT", &h->generation, err, errlen);
+    json_t *arr = NULL;
+    json_int_t gen;
+    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen, "{s:I, s?o}", "generation",
+                                   &gen, "progress", &arr);
+    int r = 0;
+
+    if (!root)
+        return -EBADMSG;
+    h->generation = (uint64_t)gen;
+    h->n_progress = 0;
+    if (arr)
+        r = parse_progress(arr, h, err, errlen);
+    json_decref(root);
+    return r;
 }
 
 int rdzv_msg_put_ready(struct rdzv_buf *b, const struct rdzv_ready *r)

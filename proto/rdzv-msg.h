@@ -102,7 +102,8 @@ struct rdzv_joined {
     bool resumed;        /* the agent's generation goes on (a resume was accepted) */
     uint64_t generation; /* the job's generation */
     /* The job's recovery, "restart" or "inplace"; "" when absent: a daemon that predates
-     * recovery in place (protocol 1.1), which an agent that asked for it must refuse. */
+     * recovery in place (protocol 1.1), which an agent that asked for it must refuse. The
+     * encoder writes the member only when it is set. */
     char recovery[16];
 };
 
@@ -121,9 +122,26 @@ struct rdzv_nccl_id {
     char ids[RDZV_MAX_NCCL_IDS][RDZV_NCCL_HEX_LEN + 1]; /* last: parsing leaves ids[n_ids..] */
 };
 
-/* HEARTBEAT (both ways) and READY (agent -> daemon, after EVENT restart): one generation. */
+/* HEARTBEAT "progress" entries: at most JOIN's nproc limit (one per local rank). */
+#define RDZV_PROGRESS_MAX 1024
+#define RDZV_PROGRESS_AGE_MAX_MS INT64_C(31536000000) /* a year: older reads as a bad value */
+
+/* One local rank's last progress report, as its agent saw it. */
+struct rdzv_rank_progress {
+    int64_t local_rank; /* 0..RDZV_PROGRESS_MAX-1, distinct within a message */
+    int64_t step;       /* >= 0 */
+    int64_t age_ms;     /* how long before the message it came: 0..RDZV_PROGRESS_AGE_MAX_MS */
+};
+
+/* HEARTBEAT (both ways): the generation and (agent -> daemon, optional) the progress of the
+ * local ranks that have reported; n_progress 0 writes no "progress" member (as agents that
+ * predate it, and the daemon's answer). READY (agent -> daemon, after EVENT restart): one
+ * generation. */
 struct rdzv_heartbeat {
     uint64_t generation;
+    unsigned n_progress;                                   /* 0..RDZV_PROGRESS_MAX */
+    struct rdzv_rank_progress progress[RDZV_PROGRESS_MAX]; /* last: parsing leaves
+                                                            * progress[n_progress..] as it was */
 };
 
 struct rdzv_ready {
@@ -186,6 +204,8 @@ int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id 
  * with an integer "generation" and, if present, a string "error" ("ids" not looked at). */
 int rdzv_msg_parse_nccl_id_generation(const uint8_t *body, size_t len, uint64_t *ret, char *err,
                                       size_t errlen);
+/* "progress" (optional) must be an array of at most RDZV_PROGRESS_MAX objects with integer
+ * local_rank, step and age_ms in their ranges, local ranks distinct. */
 int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartbeat *h, char *err,
                              size_t errlen);
 int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, char *err,

@@ -17,8 +17,10 @@ int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n)
     jobs = calloc(n ? n : 1, sizeof(*jobs));
     if (!jobs)
         return -ENOMEM;
-    for (size_t i = 0; i < st->n_jobs; i++)
+    for (size_t i = 0; i < st->n_jobs; i++) {
         free(st->jobs[i].nodes);
+        free(st->jobs[i].ranks);
+    }
     free(st->jobs);
     st->jobs = jobs;
     st->n_jobs = n;
@@ -38,12 +40,62 @@ int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n)
     return 0;
 }
 
+int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n)
+{
+    struct rdzv_status_rank *ranks;
+
+    ranks = calloc(n ? n : 1, sizeof(*ranks));
+    if (!ranks)
+        return -ENOMEM;
+    free(j->ranks);
+    j->ranks = ranks;
+    j->n_ranks = n;
+    return 0;
+}
+
 void rdzv_status_free(struct rdzv_status *st)
 {
-    for (size_t i = 0; i < st->n_jobs; i++)
+    for (size_t i = 0; i < st->n_jobs; i++) {
         free(st->jobs[i].nodes);
+        free(st->jobs[i].ranks);
+    }
     free(st->jobs);
     memset(st, 0, sizeof(*st));
+}
+
+void rdzv_status_step_range(const struct rdzv_status_job *j, int64_t *lo, int64_t *hi)
+{
+    *lo = j->n_ranks ? INT64_MAX : 0;
+    *hi = 0;
+    for (size_t k = 0; k < j->n_ranks; k++) {
+        *lo = j->ranks[k].step < *lo ? j->ranks[k].step : *lo;
+        *hi = j->ranks[k].step > *hi ? j->ranks[k].step : *hi;
+    }
+}
+
+static int rank_older_first(const void *a, const void *b)
+{
+    const struct rdzv_status_rank *x = *(const struct rdzv_status_rank *const *)a;
+    const struct rdzv_status_rank *y = *(const struct rdzv_status_rank *const *)b;
+
+    if (x->age_s != y->age_s)
+        return x->age_s > y->age_s ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_status_job *j)
+{
+    const struct rdzv_status_rank **v;
+
+    if (j->n_ranks == 0)
+        return NULL;
+    v = calloc(j->n_ranks, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (size_t k = 0; k < j->n_ranks; k++)
+        v[k] = &j->ranks[k];
+    qsort(v, j->n_ranks, sizeof(*v), rank_older_first);
+    return v;
 }
 
 /* ---- encode: the member names and order rdzvd has always written ---- */
@@ -57,12 +109,21 @@ static json_t *node_to_json(const struct rdzv_status_node *n)
                      "connected", n->connected, "state", n->state);
 }
 
+static json_t *rank_to_json(const struct rdzv_status_rank *k)
+{
+    return json_pack("{s:I, s:I, s:s, s:I, s:f}", "rank", (json_int_t)k->rank, "node_rank",
+                     (json_int_t)k->node_rank, "host", k->host, "step", (json_int_t)k->step,
+                     "age_s", k->age_s);
+}
+
 static json_t *job_to_json(const struct rdzv_status_job *j)
 {
-    json_t *nodes = json_array(), *events = json_array(), *o;
+    json_t *nodes = json_array(), *events = json_array(), *ranks = json_array(), *o;
 
     for (size_t i = 0; i < j->n_nodes; i++)
         json_array_append_new(nodes, node_to_json(&j->nodes[i]));
+    for (size_t i = 0; i < j->n_ranks; i++)
+        json_array_append_new(ranks, rank_to_json(&j->ranks[i]));
     for (unsigned i = 0; i < j->n_events && i < RDZV_STATUS_EVENTS; i++)
         json_array_append_new(
             events, json_pack("{s:f, s:s}", "time", j->events[i].time, "text", j->events[i].text));
@@ -73,6 +134,12 @@ static json_t *job_to_json(const struct rdzv_status_job *j)
                   (json_int_t)j->max_nodes, "nodes_in_generation",
                   (json_int_t)j->nodes_in_generation, "world_size", (json_int_t)j->world_size,
                   "age_s", j->age_s, "store_port", j->store_port, "nodes", nodes, "events", events);
+    if (o) {
+        json_object_set_new(o, "ranks", ranks);
+        json_object_set_new(o, "ranks_left_out", json_integer((json_int_t)j->ranks_left_out));
+    } else {
+        json_decref(ranks);
+    }
     if (o && j->ended)
         json_object_set_new(o, "outcome",
                             json_pack("{s:s, s:I, s:s}", "type", j->outcome_type, "exit_code",
@@ -154,25 +221,70 @@ static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t e
     return 0;
 }
 
+/* arr must be an array of at most max entries (name says which in err); then, unless alloc is
+ * NULL, alloc(j, its size). 0, -EBADMSG or -ENOMEM. */
+static int array_of_at_most(const json_t *arr, size_t max, const char *name,
+                            int (*alloc)(struct rdzv_status_job *, size_t),
+                            struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    if (!json_is_array(arr) || json_array_size(arr) > max) {
+        snprintf(err, errlen, "'%s' must be an array of at most %zu", name, max);
+        return -EBADMSG;
+    }
+    if (alloc && alloc(j, json_array_size(arr)) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 static int parse_nodes(json_t *arr, struct rdzv_status_job *j, char *err, size_t errlen)
 {
     json_t *n;
     size_t i;
     int r;
 
-    if (!json_is_array(arr) || json_array_size(arr) > RDZV_STATUS_MAX_NODES) {
-        snprintf(err, errlen, "'nodes' must be an array of at most %d", RDZV_STATUS_MAX_NODES);
-        return -EBADMSG;
-    }
-    r = rdzv_status_alloc_nodes(j, json_array_size(arr));
-    if (r < 0) {
-        snprintf(err, errlen, "out of memory");
+    r = array_of_at_most(arr, RDZV_STATUS_MAX_NODES, "nodes", rdzv_status_alloc_nodes, j, err,
+                         errlen);
+    if (r < 0)
         return r;
-    }
     json_array_foreach(arr, i, n)
     {
         if (parse_node(n, &j->nodes[i], err, errlen) < 0)
             return fail_at_index(err, errlen, "nodes", i);
+    }
+    return 0;
+}
+
+static int parse_ranks(json_t *arr, struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    json_int_t rank, node_rank, step;
+    const char *host;
+    json_error_t jerr;
+    json_t *o;
+    size_t i;
+    int r;
+
+    r = array_of_at_most(arr, RDZV_STATUS_MAX_RANKS, "ranks", rdzv_status_alloc_ranks, j, err,
+                         errlen);
+    if (r < 0)
+        return r;
+    json_array_foreach(arr, i, o)
+    {
+        struct rdzv_status_rank *k = &j->ranks[i];
+
+        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F}", "rank", &rank, "node_rank",
+                           &node_rank, "host", &host, "step", &step, "age_s", &k->age_s) < 0)
+            (void)unpack_fail(&jerr, err, errlen);
+        else if (rank < 0 || node_rank < 0 || step < 0 || !(k->age_s >= 0 && k->age_s < 1e10))
+            snprintf(err, errlen, "rank, node_rank, step or age_s out of range");
+        else if (COPY(k->host, host, "host") == 0) {
+            k->rank = rank;
+            k->node_rank = node_rank;
+            k->step = step;
+            continue;
+        }
+        return fail_at_index(err, errlen, "ranks", i);
     }
     return 0;
 }
@@ -184,10 +296,8 @@ static int parse_events(json_t *arr, struct rdzv_status_job *j, char *err, size_
     json_t *e;
     size_t i;
 
-    if (!json_is_array(arr) || json_array_size(arr) > RDZV_STATUS_EVENTS) {
-        snprintf(err, errlen, "'events' must be an array of at most %d", RDZV_STATUS_EVENTS);
+    if (array_of_at_most(arr, RDZV_STATUS_EVENTS, "events", NULL, j, err, errlen) < 0)
         return -EBADMSG;
-    }
     json_array_foreach(arr, i, e)
     {
         if (json_unpack_ex(e, &jerr, 0, "{s:F, s:s}", "time", &j->events[i].time, "text", &text) <
@@ -221,23 +331,24 @@ static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t
 
 static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
 {
-    json_int_t gen, rc, mr, mn, mx, nin, ws, port;
-    json_t *nodes, *events, *outcome = NULL;
+    json_int_t gen, rc, mr, mn, mx, nin, ws, port, left_out = 0;
+    json_t *nodes, *events, *outcome = NULL, *ranks = NULL;
     const char *run_id, *state;
     json_error_t jerr;
     int r;
 
     if (json_unpack_ex(
-            o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o}",
+            o, &jerr, 0,
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I}",
             "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
             "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
             "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
-            &events, "outcome", &outcome) < 0)
+            &events, "outcome", &outcome, "ranks", &ranks, "ranks_left_out", &left_out) < 0)
         return unpack_fail(&jerr, err, errlen);
     if (COPY(j->run_id, run_id, "run_id") < 0 || COPY(j->state, state, "state") < 0)
         return -EBADMSG;
-    if (gen < 0 || port < 0 || port > 65535) {
-        snprintf(err, errlen, "'generation' or 'store_port' out of range");
+    if (gen < 0 || port < 0 || port > 65535 || left_out < 0) {
+        snprintf(err, errlen, "'generation', 'store_port' or 'ranks_left_out' out of range");
         return -EBADMSG;
     }
     j->generation = (uint64_t)gen;
@@ -248,7 +359,10 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
     j->nodes_in_generation = nin;
     j->world_size = ws;
     j->store_port = (int)port;
+    j->ranks_left_out = left_out;
     r = parse_nodes(nodes, j, err, errlen);
+    if (r == 0 && ranks)
+        r = parse_ranks(ranks, j, err, errlen);
     if (r < 0)
         return r;
     if (parse_events(events, j, err, errlen) < 0)

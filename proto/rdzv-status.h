@@ -24,6 +24,9 @@ struct rdzv_buf;
 #define RDZV_STATUS_TEXT_MAX 199   /* event text */
 #define RDZV_STATUS_NAME_MAX 15    /* state names, outcome type, "rdzvd" */
 #define RDZV_STATUS_VERSION_MAX 63
+/* Per job: rdzvd lists at most this many ranks (the longest silent), counting the rest in
+ * ranks_left_out; decoding refuses more. */
+#define RDZV_STATUS_MAX_RANKS 4096
 
 struct rdzv_status_node {
     char host[RDZV_HOST_MAX + 1];
@@ -34,6 +37,15 @@ struct rdzv_status_node {
     int64_t failures;
     bool spare, connected;
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, spare, stopping */
+};
+
+/* A rank's last progress report (issue 14): only ranks of the current generation that reported. */
+struct rdzv_status_rank {
+    int64_t rank; /* global: the node's rank offset + local rank */
+    int64_t node_rank;
+    char host[RDZV_HOST_MAX + 1];
+    int64_t step; /* the last step it reported */
+    double age_s; /* since it reported (rdzvd's clock, from the agent's age at the time) */
 };
 
 struct rdzv_status_event {
@@ -50,6 +62,9 @@ struct rdzv_status_job {
     int store_port; /* 0: none open */
     size_t n_nodes;
     struct rdzv_status_node *nodes; /* n_nodes, owned */
+    size_t n_ranks;                 /* 0..RDZV_STATUS_MAX_RANKS, by rank */
+    struct rdzv_status_rank *ranks; /* n_ranks, owned (NULL when none) */
+    int64_t ranks_left_out;         /* ranks that reported but did not fit */
     unsigned n_events;              /* oldest first */
     struct rdzv_status_event events[RDZV_STATUS_EVENTS];
     bool ended; /* the outcome below is set ("outcome" in JSON) */
@@ -68,10 +83,18 @@ struct rdzv_status {
     struct rdzv_status_job *jobs; /* n_jobs, owned */
 };
 
-/* Give st room for n jobs (zeroed), or job j room for n nodes: 0 or -ENOMEM. Replaces (frees)
- * what was there. No limit here: the daemon may have more than a decoder accepts. */
+/* Give st room for n jobs (zeroed), or job j room for n nodes or n ranks: 0 or -ENOMEM. Replaces
+ * (frees) what was there. No limit here: the daemon may have more than a decoder accepts. */
 int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n);
 int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n);
+int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n);
+
+/* The lowest and highest step of j's ranks (both 0 when it has none). */
+void rdzv_status_step_range(const struct rdzv_status_job *j, int64_t *lo, int64_t *hi);
+
+/* A new array (free() it) of pointers to j's n_ranks ranks, the oldest report first (ties by
+ * rank): where a hung rank shows. NULL when j has no ranks or out of memory. */
+const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_status_job *j);
 
 /* Free the arrays st owns and zero it. Accepts a zeroed struct. */
 void rdzv_status_free(struct rdzv_status *st);
@@ -84,8 +107,9 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st);
 int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st);
 
 /* Decode a STATUS_REPLY body into *st (zeroed first; free it with rdzv_status_free whatever
- * the result). Every member the encoder writes must be there with its type; strings longer
- * than their field and counts past the limits are refused. 0, -ENOMEM, or -EBADMSG with a
- * one-line reason in err[0..errlen). */
+ * the result). Every member the encoder writes must be there with its type (but "ranks" and
+ * "ranks_left_out", which daemons before issue 14 do not write); strings longer than their
+ * field, counts past the limits and negative ranks, steps or ages are refused. 0, -ENOMEM, or
+ * -EBADMSG with a one-line reason in err[0..errlen). */
 int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
                       size_t errlen);

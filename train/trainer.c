@@ -572,7 +572,8 @@ static int run_loop(struct trainer *t, FILE *out)
 int trainer_run(const struct trainer_opts *o, FILE *out)
 {
     struct trainer t = {.oc = *o, .out = out, .layout = o->layout, .progress_fd = o->progress_fd};
-    int src, r;
+    bool first_failed;
+    int src = -1, r;
 
     t.o = &t.oc;
     o = t.o;
@@ -600,7 +601,10 @@ int trainer_run(const struct trainer_opts *o, FILE *out)
         goto out;
     t.local_batch = o->batch / o->world;
     r = make_backend(&t);
-    if (r < 0)
+    /* A replacement (recovery in place) whose generation moved on before it joined: its first
+     * collective fails, and it waits for the next generation like the survivors do. */
+    first_failed = r < 0 && t.ctl && t.m && !t.comm;
+    if (r < 0 && !first_failed)
         goto out;
     r = train_model_new(t.m, &t.layout, o->act, (int)t.local_batch, &t.model);
     if (r == 0)
@@ -618,9 +622,16 @@ int trainer_run(const struct trainer_opts *o, FILE *out)
         terr(&t, "out of memory");
         goto out;
     }
-    if (t.ctl)
+    if (t.ctl && !first_failed)
         train_control_set_comm(t.ctl, t.comm);
-    r = t.ctl ? sync_state(&t, false, &src) : start_state(&t);
+    if (first_failed) {
+        r = recover(&t, "forming the first collective failed");
+        src = -1;
+    } else {
+        r = t.ctl ? sync_state(&t, false, &src) : start_state(&t);
+        if (r < 0 && t.ctl)
+            r = recover(&t, "agreeing on the first state failed");
+    }
     if (r < 0)
         goto out;
     if (t.ctl && src >= 0 && o->rank == 0) {

@@ -22,7 +22,8 @@
  *   print=TEXT      TEXT and a newline on stdout;  eprint=TEXT: on stderr
  *   partial=TEXT    TEXT without newline on stdout; epartial=TEXT: on stderr
  *   child-sleep=MS  fork a child (same process group) that sleeps MS; print CHILD_PID=<pid>
- *   escape-sleep=MS child-sleep, but the child leaves the process group (setsid) first
+ *   escape-sleep=MS child-sleep, but the child leaves the process group (setsid) first; the
+ *                   worker goes on (prints CHILD_PID) only once it has left
  *   pid             print PID=<pid> PGID=<pgid> SID=<sid>
  *   spam=N          N lines "spam <rank> <i> " padded with '.' to 100 bytes, on stdout
  *   espam=N         the same on stderr
@@ -290,15 +291,30 @@ static void run(const char *act, const char *rank)
     } else if (IS("epartial")) {
         fprintf(stderr, "%s", arg);
     } else if (IS("child-sleep") || IS("escape-sleep")) {
+        int left[2] = {-1, -1};
         pid_t pid;
+        char c;
 
         fflush(NULL);
+        /* escape-sleep: go on once the child has left the group (it closes its end of left), or
+         * an agent that kills our group when we exit could still find the child in it. */
+        if (IS("escape-sleep") && pipe(left) < 0)
+            exit(67);
         pid = fork();
         if (pid == 0) {
-            if (IS("escape-sleep"))
+            if (IS("escape-sleep")) {
                 (void)setsid();
+                close(left[0]);
+                close(left[1]);
+            }
             sleep_ms(atol(arg));
             _exit(0);
+        }
+        if (left[1] >= 0) {
+            close(left[1]);
+            while (read(left[0], &c, 1) < 0 && errno == EINTR)
+                ;
+            close(left[0]);
         }
         printf("CHILD_PID=%ld\n", (long)pid);
     } else if (IS("pid")) {

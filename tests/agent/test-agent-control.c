@@ -22,10 +22,12 @@ static void check_said(struct fx *f, unsigned rank_offset, const char *key, cons
     }
 }
 
-/* Lines to all and to one worker arrive in order; bad lines and ranks are refused. */
+/* Lines to all and to one worker arrive in order; bad lines and ranks are refused. Each worker
+ * reads every line sent to it (local rank 0 three, 1 two) before it exits: a line to a worker that
+ * has stopped reading (gone, its end closed) is refused with -ENOTCONN. */
 static void test_control_send(void)
 {
-    char *argv[] = {HELPER, "env", "control=2", NULL};
+    char *argv[] = {HELPER, "env", "r0:control=3", "r1:control=2", NULL};
     char big[AGENT_CONTROL_LINE];
     struct fx f;
 
@@ -60,10 +62,14 @@ static void test_control_send(void)
                                    : lr      ? "one"
                                              : "zero";
 
-                ASSERT_BYTES_STR(l.v[i] + 8, strlen(l.v[i] + 8), want);
+                if (seen == 2) { /* local rank 0's third line: the longest one */
+                    ASSERT_EQ(strlen(l.v[i] + 8), sizeof(big) - 1);
+                    ASSERT_MEMEQ(l.v[i] + 8, big, sizeof(big) - 1);
+                } else
+                    ASSERT_BYTES_STR(l.v[i] + 8, strlen(l.v[i] + 8), want);
                 seen++;
             }
-        ASSERT_EQ(seen, 2);
+        ASSERT_EQ(seen, lr == 0 ? 3 : 2);
         lines_free(&l);
     }
     fx_done(&f);
@@ -85,10 +91,11 @@ static void test_control_off(void)
     fx_done(&f);
 }
 
-/* A worker that never reads its channel fills it: -EAGAIN, and the agent never blocks. */
+/* A worker that never reads its channel fills it: -EAGAIN, and the agent never blocks. The worker
+ * runs until the test stops it (a worker gone meanwhile would make it -ENOTCONN). */
 static void test_control_full(void)
 {
-    char *argv[] = {HELPER, "sleep=300", NULL};
+    char *argv[] = {HELPER, "sleep=600000", NULL};
     char line[1000];
     int r = 0, n = 0;
     struct fx f;
@@ -102,7 +109,10 @@ static void test_control_full(void)
     ASSERT_EQ(r, -EAGAIN);
     ASSERT_TRUE(n >= 4); /* a pipe holds at least a page */
     ASSERT_EQ(agent_group_control_send(f.g, AGENT_ALL_LOCAL_RANKS, line, sizeof(line)), 0);
+    agent_group_stop(f.g, SIGTERM);
     fx_run_finish(&f);
+    ASSERT_EQ(f.n_exit[0], 1);
+    ASSERT_EQ(f.sig[0], SIGTERM); /* it was running all along */
     fx_done(&f);
 }
 
@@ -111,8 +121,11 @@ static void test_control_full(void)
 struct inplace {
     struct agent_assignment a2;
     bool spawn[MAXW];
-    int r_start, r_busy, r_none, r_send;
+    int r_start, r_busy, r_none, r_send, r_done;
     unsigned n_starts;
+    int64_t first_status;
+    uint64_t t_start, t_done; /* loop time */
+    bool escaped_alive, other_running;
 };
 
 /* The first exit of local rank 1 (status 9): start it again on generation 8, where this node's
@@ -247,33 +260,40 @@ static void test_start_ranks(void)
     fx_done(&f);
 }
 
-/* The first exit of local rank 0 (status 9): start it again on generation 8. */
+/* Local rank 0's first exit (status 9): start it again on generation 8 (from loop time t_start)
+ * and let local rank 1 go on. Its replacement's exit: what runs then, and let rank 1 finish. */
 static void hook_replace_lr0(struct fx *f, unsigned lr, int64_t status, int sig)
 {
     struct inplace *ip = f->ptr;
     const bool spawn[2] = {true, false};
 
-    if (lr != 0 || status != 9 || ip->n_starts > 0)
+    if (lr != 0)
         return;
-    ip->n_starts++;
-    ip->r_start = agent_group_start_ranks(f->g, &ip->a2, spawn);
-    ip->r_send = agent_group_control_send(f->g, 1, LINE("go on"));
+    if (ip->n_starts++ == 0) {
+        ip->first_status = status;
+        /* The group's drain counts from its own uv_update_time(), which comes after this one. */
+        uv_update_time(&f->loop);
+        ip->t_start = uv_now(&f->loop);
+        ip->r_start = agent_group_start_ranks(f->g, &ip->a2, spawn);
+        ip->r_send = agent_group_control_send(f->g, 1, LINE("go on"));
+        return;
+    }
+    ip->t_done = uv_now(&f->loop);
+    ip->escaped_alive = f->child_pid[0] > 0 && !pid_gone(f->child_pid[0]);
+    ip->other_running = f->n_exit[1] == 0;
+    ip->r_done = agent_group_control_send(f->g, 1, LINE("done"));
 }
 
-/* A replaced worker left a process outside its group that holds its output pipes: the
- * replacement waits for AGENT_DRAIN_MS of silence on them, not for that process (nor for the
- * other worker's exit, 6 s later, after which the drain of a last exit would close them). */
+/* A replaced worker left a process outside its group (out of it before the worker exits: the
+ * helper waits for that) that holds its output pipes: the replacement is spawned once the drain
+ * has closed them, AGENT_DRAIN_MS after the partial start by the loop's clock (the drain timer's
+ * own), while that process still runs and while the other worker still runs (it waits on its
+ * control channel for the line the replacement's exit sends: no exit of its own to close them). */
 static void test_start_ranks_escaped_child(void)
 {
-    char *argv[] = {HELPER,
-                    "g7:r0:escape-sleep=8000",
-                    "g7:r0:exit=9",
-                    "g7:r1:control=1",
-                    "g7:r1:sleep=6000",
-                    "env",
+    char *argv[] = {HELPER, "g7:r0:escape-sleep=60000", "g7:r0:exit=9", "g7:r1:control=2", "env",
                     NULL};
     struct inplace ip = {0};
-    uint64_t t0;
     struct fx f;
 
     fx_init(&f, 2, argv);
@@ -283,21 +303,29 @@ static void test_start_ranks_escaped_child(void)
     f.on_exit_hook = hook_replace_lr0;
     ip.a2 = f.as;
     ip.a2.generation = 8;
-    t0 = now_ms();
     fx_start(&f);
     fx_run_finish(&f);
+    ASSERT_EQ(ip.first_status, 9);
     ASSERT_OK(ip.r_start);
     ASSERT_EQ(ip.r_send, 1);
+    ASSERT_EQ(ip.n_starts, 2);
     ASSERT_EQ(f.n_exit[0], 2);
     ASSERT_EQ(f.status[0], 0);
     ASSERT_TRUE(f.child_pid[0] > 0);
-    ASSERT_TRUE(f.t_exit[0] - t0 >= AGENT_DRAIN_MS);
-    ASSERT_LE(f.t_exit[0] - t0, AGENT_DRAIN_MS + 3000); /* not the child's 8 s */
+    ASSERT_TRUE(ip.escaped_alive);
+    ASSERT_TRUE(ip.other_running);
+    ASSERT_EQ(ip.r_done, 1);
+    ASSERT_TRUE(ip.t_done - ip.t_start >= AGENT_DRAIN_MS);
+    ASSERT_EQ(f.n_exit[1], 1);
+    ASSERT_EQ(f.status[1], 0);
     {
         struct lines l;
 
         lines_of(&f.out, 0, &l);
         ASSERT_VALUE(&l, "RDZV_GENERATION", "8");
+        lines_free(&l);
+        lines_of(&f.out, 1, &l);
+        ASSERT_VALUE(&l, "RDZV_GENERATION", "7");
         lines_free(&l);
     }
     fx_done(&f);
@@ -306,7 +334,7 @@ static void test_start_ranks_escaped_child(void)
 /* On an idle group, a partial start spawns only the chosen ranks; a stopping group refuses. */
 static void test_start_ranks_idle(void)
 {
-    char *argv[] = {HELPER, "pid", "sleep=200", NULL};
+    char *argv[] = {HELPER, "pid", "sleep=600000", NULL};
     struct inplace ip = {0};
     struct fx f;
 
@@ -325,6 +353,7 @@ static void test_start_ranks_idle(void)
     ASSERT_EQ(f.n_all, 1);
     ASSERT_EQ(f.n_exits, 1);
     ASSERT_EQ(f.n_exit[2], 1);
+    ASSERT_EQ(f.sig[2], SIGTERM); /* the stop ended it, not its own end */
     ASSERT_EQ(pids_of(&f, 0, (long[1]){0}, 1), 0);
     fx_done(&f);
 }

@@ -239,7 +239,8 @@ static void check_nccl_id_both(const uint8_t *body, uint32_t len)
         check_err(err, sizeof(err));
     check_nccl_id(body, len);
 }
-ROUND_TRIP(heartbeat, struct rdzv_heartbeat, RDZV_MSG_HEARTBEAT, true)
+ROUND_TRIP(heartbeat, struct rdzv_heartbeat, RDZV_MSG_HEARTBEAT,
+           a->n_progress <= RDZV_PROGRESS_MAX)
 ROUND_TRIP(ready, struct rdzv_ready, RDZV_MSG_READY, true)
 ROUND_TRIP(leave, struct rdzv_leave, RDZV_MSG_LEAVE, true)
 
@@ -320,7 +321,8 @@ static void check_status_reply(const uint8_t *body, uint32_t len)
     CHECK(a.n_jobs <= RDZV_STATUS_MAX_JOBS);
     for (size_t i = 0; i < a.n_jobs; i++)
         CHECK(a.jobs[i].n_nodes <= RDZV_STATUS_MAX_NODES &&
-              a.jobs[i].n_events <= RDZV_STATUS_EVENTS);
+              a.jobs[i].n_events <= RDZV_STATUS_EVENTS &&
+              a.jobs[i].n_ranks <= RDZV_STATUS_MAX_RANKS);
     o = rdzv_status_to_json(&a);
     CHECK(o);
     t1 = json_dumps(o, JSON_COMPACT);

@@ -106,6 +106,10 @@ def seeds():
     out['nccl-id-max'] = frame('NCCL_ID', {'generation': 3, 'ids': [NCCL_HEX] * 64})
     out['leave-failed'] = frame('LEAVE', {'generation': 1, 'status': 'failed'})
     out['heartbeat-big-gen'] = frame('HEARTBEAT', {'generation': 18446744073709551615})
+    out['heartbeat-progress'] = frame('HEARTBEAT', {'generation': 2, 'progress': [
+        {'local_rank': 1, 'step': 1234, 'age_ms': 250}, {'local_rank': 0, 'step': 0, 'age_ms': 0}]})
+    out['heartbeat-progress-dup'] = frame('HEARTBEAT', {'generation': 2, 'progress': [
+        {'local_rank': 1, 'step': 1, 'age_ms': 0}, {'local_rank': 1, 'step': 2, 'age_ms': 0}]})
     out['status'] = frame('STATUS', {})
     out['status-members'] = frame('STATUS', {'verbose': True})
     out['store'] = frame('STORE', {})
@@ -118,6 +122,10 @@ def seeds():
     out['status-reply'] = frame('STATUS_REPLY', {'daemon': 'rdzvd', 'jobs': []})
     out['status-reply-full'] = frame('STATUS_REPLY', STATUS_REPLY)
     out['status-reply-no-jobs'] = frame('STATUS_REPLY', with_(STATUS_REPLY, jobs=[]))
+    out['status-reply-ranks'] = frame('STATUS_REPLY', with_(STATUS_REPLY, jobs=[with_(
+        STATUS_JOB, ranks=[{'rank': 0, 'node_rank': 0, 'host': 'nodeA', 'step': 7, 'age_s': 0.5},
+                           {'rank': 1, 'node_rank': 0, 'host': 'nodeA', 'step': 6, 'age_s': 61.0}],
+        ranks_left_out=3)]))
 
     # Conversations: what an agent sends, what the daemon answers.
     out['agent-session'] = (frame('HELLO', HELLO) + frame('JOIN', JOIN) +

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzvctl status (text and --json), rdzvd --metrics-port (Prometheus text, /status.json) and the
-status page rendered by a real headless Chromium, during a real job with a restart."""
+status page rendered by a real headless Chromium, during a real job with a restart; and each
+rank's last step and its age (issue 14) during a real rdzv-train job and with a stopped worker."""
+import signal
 import json
 import os
 import re
@@ -14,6 +16,7 @@ import urllib.request
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
 
+TRAIN = os.path.join(os.environ.get("RDZV_BUILD_ROOT", "build"), "train", "rdzv-train")
 RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
     os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
 
@@ -21,6 +24,10 @@ RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname
 WORKER = ["/bin/sh", "-c",
           'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then exit 3; fi; '
           'sleep "${RDZV_TEST_SLEEP:-30}"']
+
+# Reports a step every 0.1 s (and says its pid): a stopped one falls silent, the others go on.
+REPORTER = ["bash", "-c", 'echo $$ > "$RDZV_TEST_OUT/pid.$RANK"; i=1; '
+            'while :; do echo "step $i" >&$RDZV_PROGRESS_FD; i=$((i+1)); sleep 0.1; done']
 
 PROM_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})?'
                        r' -?[0-9.eE+-]+$')
@@ -32,7 +39,7 @@ def get(url, timeout=5):
 
 
 class StatusTest(AgentTestCase):
-    def start_job(self, run_id, nodes=2, extra=()):
+    def start_job(self, run_id, nodes=2, extra=(), worker=WORKER, env=None):
         d = self.daemon("--metrics-port", "0", "--metrics-port-file",
                         os.path.join(tempfile.mkdtemp(prefix="rdzv-mport-"), "p"))
         mport_file = d.args[d.args.index("--metrics-port-file") + 1]
@@ -44,7 +51,7 @@ class StatusTest(AgentTestCase):
         ep = f"127.0.0.1:{d.port}"
         agents = [start(agent_cmd(ep, "--rdzv-id", run_id, "--nnodes", str(nodes), "--nproc", "2",
                                   "--max-restarts", "2", "--nccl", "off", "--grace", "1",
-                                  "--last-call", "0.2", *extra, worker=WORKER))
+                                  "--last-call", "0.2", *extra, worker=worker), env=env)
                   for _ in range(nodes)]
         for a in agents:
             self.addCleanup(a.kill)
@@ -91,6 +98,77 @@ class StatusTest(AgentTestCase):
         self.assertIn("job status-job: running, generation 2, restarts 1 of 2", text)
         self.assertRegex(text, r"(?m)^\s+\S+\s+0 running\s+\d+\.\ds\s+2\s+\d+$")
         self.assertIn("restarting generation 1", text)
+
+    def job_ranks(self, ep, run_id, want, timeout=30):
+        """The job's "ranks" once want of them have reported a step >= 1: {rank: entry}."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = json.loads(self.ctl_status(ep, "--json"))
+            job = next((j for j in st["jobs"] if j["run_id"] == run_id), None)
+            ranks = {r["rank"]: r for r in (job or {}).get("ranks", []) if r["step"] >= 1}
+            if len(ranks) == want or time.monotonic() > deadline:
+                self.assertEqual(sorted(ranks), list(range(want)), job)
+                self.assertEqual(job["ranks_left_out"], 0)
+                return ranks
+            time.sleep(0.1)
+
+    @unittest.skipUnless(os.access(TRAIN, os.X_OK), "rdzv-train is not built")
+    def test_ranks_progress_of_a_training_job(self):
+        # A real rdzv-train job (gloo, 2 nodes x 2 workers): every rank's step goes up between two
+        # reads and was reported a moment ago; rdzvctl, /metrics and the page all show it.
+        d, ep, agents = self.start_job("progress-job", worker=[
+            TRAIN, "--backend", "gloo", "--steps", "100000000", "--log-every", "100000000"])
+        first = self.job_ranks(ep, "progress-job", 4)
+        time.sleep(1.5)
+        second = self.job_ranks(ep, "progress-job", 4)
+        for rank, r in second.items():
+            self.assertGreater(r["step"], first[rank]["step"], (first, second))
+            self.assertLess(r["age_s"], 3, second)
+            self.assertEqual(r["node_rank"], rank // 2)
+            self.assertTrue(r["host"])
+        text = self.ctl_status(ep)
+        self.assertIn("progress: 4 rank(s) reported, step ", text)
+        for rank in range(4):
+            self.assertRegex(text, rf"(?m)^\s+{rank}\s+{rank // 2} \S+\s+\d+\s+\d+\.\ds$")
+        _, _, body = get(f"http://127.0.0.1:{self.mport}/metrics")
+        for rank in range(4):
+            for name in ("rdzvd_rank_last_step", "rdzvd_rank_progress_age_seconds"):
+                self.assertRegex(body, rf'(?m)^{name}{{job="progress-job",rank="{rank}",'
+                                       rf'node_rank="{rank // 2}",host="[^"]+"}} [0-9.]+$')
+        _, _, page = get(f"http://127.0.0.1:{self.mport}/")
+        self.assertEqual(len(re.findall(r"<tr><td>\d</td><td>[01]</td><td>[^<]+</td><td>\d+</td>"
+                                        r"<td>\d+\.\d s ago</td></tr>", page)), 4, page)
+
+    def test_a_stopped_worker_shows_a_growing_age(self):
+        # Rank 1 SIGSTOPped: its age grows and its step stays while the others' go on; after
+        # SIGCONT it reports again.
+        out = self.outdir()
+        d, ep, agents = self.start_job("stopped-job", worker=REPORTER,
+                                       env={"RDZV_TEST_OUT": out})
+        self.job_ranks(ep, "stopped-job", 4)
+        with open(os.path.join(out, "pid.1")) as f:
+            pid = int(f.read())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # Past a heartbeat (1 s): its last report before the stop has reached rdzvd.
+            time.sleep(1.5)
+            before = self.job_ranks(ep, "stopped-job", 4)
+            time.sleep(3)
+            after = self.job_ranks(ep, "stopped-job", 4)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        self.assertGreater(after[1]["age_s"], 3, after)
+        self.assertGreater(after[1]["age_s"], before[1]["age_s"] + 2, (before, after))
+        self.assertEqual(after[1]["step"], before[1]["step"])
+        for rank in (0, 2, 3):
+            self.assertLess(after[rank]["age_s"], 2.5, after)
+            self.assertGreater(after[rank]["step"], before[rank]["step"], (before, after))
+        text = self.ctl_status(ep)
+        self.assertRegex(text, r"(?m)^\s+1\s+0 \S+\s+\d+\s+[3-9]\.\ds$")
+        deadline = time.monotonic() + 10
+        while self.job_ranks(ep, "stopped-job", 4)[1]["age_s"] > 2.5:
+            self.assertLess(time.monotonic(), deadline, "rank 1 did not report again")
+            time.sleep(0.2)
 
     def test_metrics_are_valid_prometheus_text(self):
         d, ep, agents = self.start_job("metrics-job")

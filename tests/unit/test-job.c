@@ -17,9 +17,12 @@
 #include "../../common/rdzv-list.h"
 #include "../../common/rdzv-log.h"
 #include "../../common/rdzv-util.h"
+#include "../../proto/rdzv-status.h"
 #include "../tap.h"
 #include "rdzvd-job-record.h"
 #include "rdzvd-job-sm.h"
+#include "rdzvd-job-status.h"
+#include "rdzvd-server.h"
 
 #define BASE_PORT 40000
 
@@ -723,6 +726,66 @@ static void test_stall_member_not_back_is_lost(void)
     env_done(&e);
 }
 
+/* The job's ranks in the status (issue 14): *st filled, its one job's ranks returned. */
+static const struct rdzv_status_job *status_of(struct env *e, struct rdzv_status *st)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, st));
+    ASSERT_EQ(st->n_jobs, 1);
+    return &st->jobs[0];
+}
+
+/* HEARTBEAT progress: kept per rank of the generation (rank_offset + local rank), aged on
+ * rdzvd's clock between heartbeats; stale generations and local ranks >= nproc ignored; a new
+ * generation starts with none. */
+static void test_progress_in_status(void)
+{
+    struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    const struct rdzv_status_job *j;
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    struct env e;
+    int a;
+
+    ASSERT_NOT_NULL(hb);
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    a = f[0].round.node_rank == 1 ? 0 : 1; /* node rank 1: ranks 2 and 3 */
+    *hb = (struct rdzv_heartbeat){.generation = 1, .n_progress = 3};
+    hb->progress[0] = (struct rdzv_rank_progress){.local_rank = 1, .step = 6, .age_ms = 1000};
+    hb->progress[1] = (struct rdzv_rank_progress){.local_rank = 0, .step = 5, .age_ms = 0};
+    hb->progress[2] = (struct rdzv_rank_progress){.local_rank = 2, .step = 9, .age_ms = 0};
+    rdzvd_member_progress(f[a].m, hb);
+    hb->generation = 0;
+    rdzvd_member_progress(f[1 - a].m, hb);
+    usleep(100 * 1000); /* real time: what rdzv_now_ms() reads */
+    j = status_of(&e, &st);
+    ASSERT_EQ(j->n_ranks, 2);
+    ASSERT_TRUE(j->ranks[0].rank == 2 && j->ranks[0].step == 5 && j->ranks[0].node_rank == 1);
+    ASSERT_TRUE(j->ranks[0].age_s >= 0.1); /* aged on rdzvd's clock since the heartbeat */
+    ASSERT_TRUE(j->ranks[1].rank == 3 && j->ranks[1].step == 6);
+    /* Made age_ms before the heartbeat: exactly 1 s older (both read at one instant). */
+    ASSERT_TRUE(j->ranks[1].age_s - j->ranks[0].age_s > 0.998 &&
+                j->ranks[1].age_s - j->ranks[0].age_s < 1.002);
+    rdzv_status_free(&st);
+    rdzvd_member_worker_exit(f[0].m, &w);
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 2);
+    ASSERT_EQ(status_of(&e, &st)->n_ranks, 0);
+    rdzv_status_free(&st);
+    hb->generation = 2;
+    rdzvd_member_progress(f[a].m, hb);
+    ASSERT_EQ(status_of(&e, &st)->n_ranks, 2);
+    rdzv_status_free(&st);
+    free(hb);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job", RDZV_LOG_ERROR);
@@ -740,5 +803,6 @@ int main(void)
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
+    TEST(test_progress_in_status);
     return tap_done();
 }

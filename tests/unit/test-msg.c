@@ -67,7 +67,8 @@ static void test_encoders_bytes(void)
     expect_frame(&b,
                  rdzv_msg_put_joined(&b, &(struct rdzv_joined){.run_id = "job1", .waiting = 2,
                                                                 .resumed = true,
-                                                                .generation = 3}),
+                                                                .generation = 3,
+                                                                .recovery = "restart"}),
                  RDZV_MSG_JOINED,
                  "{\"run_id\":\"job1\",\"waiting\":2,\"spare\":false,\"resumed\":true,"
                  "\"generation\":3,\"recovery\":\"restart\"}"); /* protocol 1.1: "recovery" */
@@ -283,6 +284,84 @@ static void test_generation_only(void)
                                         sizeof(err)));
 }
 
+/* HEARTBEAT's optional progress (issue 14): its bytes, the round trip, and its limits. */
+static void test_heartbeat_progress(void)
+{
+    struct rdzv_heartbeat *h = calloc(1, sizeof(*h)), *h2 = calloc(1, sizeof(*h2));
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    size_t cap;
+    char *big, *p;
+
+    ASSERT_NOT_NULL(h);
+    ASSERT_NOT_NULL(h2);
+    h->generation = 3;
+    h->n_progress = 2;
+    h->progress[0] = (struct rdzv_rank_progress){.local_rank = 1, .step = 12, .age_ms = 250};
+    h->progress[1] = (struct rdzv_rank_progress){.local_rank = 0, .step = 0, .age_ms = 0};
+    expect_frame(&out, rdzv_msg_put_heartbeat(&out, h), RDZV_MSG_HEARTBEAT,
+                 "{\"generation\":3,\"progress\":[{\"local_rank\":1,\"step\":12,\"age_ms\":250},"
+                 "{\"local_rank\":0,\"step\":0,\"age_ms\":0}]}");
+    ASSERT_OK(rdzv_msg_put_heartbeat(&out, h));
+    body = frame_body(&out, RDZV_MSG_HEARTBEAT, &len);
+    h2->n_progress = 99;
+    ASSERT_OK(rdzv_msg_parse_heartbeat(body, len, h2, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(h2->generation, 3);
+    ASSERT_EQ(h2->n_progress, 2);
+    ASSERT_EQ(h2->progress[0].local_rank, 1);
+    ASSERT_EQ(h2->progress[0].step, 12);
+    ASSERT_EQ(h2->progress[0].age_ms, 250);
+    ASSERT_EQ(h2->progress[1].local_rank, 0);
+    /* An old agent's heartbeat: no progress. */
+    ASSERT_OK(rdzv_msg_parse_heartbeat(BODY("{\"generation\":4}"), h2, err, sizeof(err)));
+    ASSERT_EQ(h2->n_progress, 0);
+    ASSERT_OK(
+        rdzv_msg_parse_heartbeat(BODY("{\"generation\":4,\"progress\":[]}"), h2, err, sizeof(err)));
+    ASSERT_EQ(h2->n_progress, 0);
+    /* The limits: the largest values pass, one past them is refused. */
+    ASSERT_OK(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"progress\":[{\"local_rank\":1023,"
+                                            "\"step\":9223372036854775807,"
+                                            "\"age_ms\":31536000000}]}"),
+                                       h2, err, sizeof(err)));
+    ASSERT_EQ(h2->progress[0].local_rank, RDZV_PROGRESS_MAX - 1);
+    ASSERT_EQ(h2->progress[0].age_ms, RDZV_PROGRESS_AGE_MAX_MS);
+    static const char *const bad[] = {
+        "{\"generation\":1,\"progress\":{}}",
+        "{\"generation\":1,\"progress\":[1]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":1}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":\"1\",\"age_ms\":0}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":-1,\"step\":1,\"age_ms\":0}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":1024,\"step\":1,\"age_ms\":0}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":-1,\"age_ms\":0}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":1,\"age_ms\":-1}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":1,\"age_ms\":31536000001}]}",
+        "{\"generation\":1,\"progress\":[{\"local_rank\":2,\"step\":1,\"age_ms\":0},"
+        "{\"local_rank\":2,\"step\":3,\"age_ms\":0}]}",
+    };
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ASSERT_REFUSED(rdzv_msg_parse_heartbeat(BODY(bad[i]), h2, err, sizeof(err)));
+    /* More entries than RDZV_PROGRESS_MAX (distinct local ranks would pass but for the count). */
+    cap = 64 + (RDZV_PROGRESS_MAX + 1) * 64;
+    big = malloc(cap);
+    ASSERT_NOT_NULL(big);
+    p = big + sprintf(big, "{\"generation\":1,\"progress\":[");
+    for (int i = 0; i <= RDZV_PROGRESS_MAX; i++)
+        p += sprintf(p, "%s{\"local_rank\":%d,\"step\":1,\"age_ms\":0}", i ? "," : "",
+                     i % RDZV_PROGRESS_MAX);
+    sprintf(p, "]}");
+    ASSERT_REFUSED(rdzv_msg_parse_heartbeat(BODY(big), h2, err, sizeof(err)));
+    ASSERT_TRUE(strstr(err, "at most") != NULL);
+    free(big);
+    /* The encoder refuses what the decoder would. */
+    h->n_progress = RDZV_PROGRESS_MAX + 1;
+    ASSERT_EQ(rdzv_msg_put_heartbeat(&out, h), -EMSGSIZE);
+    rdzv_buf_free(&out);
+    free(h);
+    free(h2);
+}
+
 static void test_leave(void)
 {
     struct rdzv_leave l;
@@ -467,6 +546,7 @@ int main(void)
     TEST(test_nccl_id);
     TEST(test_nccl_id_generation);
     TEST(test_generation_only);
+    TEST(test_heartbeat_progress);
     TEST(test_leave);
     TEST(test_status_and_error);
     TEST(test_join_round_trip);

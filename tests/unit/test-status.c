@@ -29,7 +29,7 @@ static void assert_refused(const char *body, const char *prefix)
     ASSERT_EQ(strncmp(err, prefix, strlen(prefix)), 0);
 }
 
-/* One job with a spare node, an event and an outcome. */
+/* One job with a spare node, a rank's progress, an event and an outcome. */
 static void fill(struct rdzv_status *st)
 {
     struct rdzv_status_job *j;
@@ -67,6 +67,10 @@ static void fill(struct rdzv_status *st)
     n->age_s = 2;
     n->spare = true;
     snprintf(n->state, sizeof(n->state), "spare");
+    ASSERT_OK(rdzv_status_alloc_ranks(j, 1));
+    j->ranks[0] =
+        (struct rdzv_status_rank){.rank = 3, .node_rank = 0, .host = "h", .step = 7, .age_s = 0.5};
+    j->ranks_left_out = 2;
     j->n_events = 1;
     j->events[0].time = 100.5;
     snprintf(j->events[0].text, sizeof(j->events[0].text), "round 1");
@@ -84,7 +88,9 @@ static void fill(struct rdzv_status *st)
     "[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"                           \
     "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"                   \
     "\"connected\":false,\"state\":\"spare\"}],\"events\":[{\"time\":100.5,\"text\":"              \
-    "\"round 1\"}],\"outcome\":{\"type\":\"succeeded\",\"exit_code\":0,\"summary\":\"done\"}}]}"
+    "\"round 1\"}],\"ranks\":[{\"rank\":3,\"node_rank\":0,\"host\":\"h\",\"step\":7,"              \
+    "\"age_s\":0.5}],\"ranks_left_out\":2,\"outcome\":{\"type\":\"succeeded\",\"exit_code\":0,"    \
+    "\"summary\":\"done\"}}]}"
 
 /* The daemon's part, up to the jobs array; uptime_s an integer. */
 #define NO_JOBS_HEAD                                                                               \
@@ -115,6 +121,12 @@ static void test_encode_bytes(void)
     ASSERT_NULL(st.jobs);
 }
 
+static char *edit(const char *from, const char *to);
+
+#define RANKS_MEMBERS                                                                              \
+    ",\"ranks\":[{\"rank\":3,\"node_rank\":0,\"host\":\"h\",\"step\":7,\"age_s\":0.5}],"           \
+    "\"ranks_left_out\":2"
+
 static void test_round_trip(void)
 {
     struct rdzv_status a, b;
@@ -134,6 +146,12 @@ static void test_round_trip(void)
     ASSERT_TRUE(b.jobs[0].ended);
     ASSERT_EQ(strcmp(b.jobs[0].outcome_summary, "done"), 0);
     ASSERT_EQ(b.jobs[0].generation, 2);
+    ASSERT_EQ(b.jobs[0].n_ranks, 1);
+    ASSERT_EQ(b.jobs[0].ranks[0].rank, 3);
+    ASSERT_EQ(b.jobs[0].ranks[0].step, 7);
+    ASSERT_TRUE(b.jobs[0].ranks[0].age_s == 0.5);
+    ASSERT_EQ(strcmp(b.jobs[0].ranks[0].host, "h"), 0);
+    ASSERT_EQ(b.jobs[0].ranks_left_out, 2);
     ASSERT_TRUE(b.uptime_s == 1.5);
     /* Re-encoding the decoded struct gives the same document (rdzvctl status --json). */
     o = rdzv_status_to_json(&b);
@@ -149,6 +167,15 @@ static void test_round_trip(void)
     free(t1);
     free(t2);
     rdzv_status_free(&a);
+    rdzv_status_free(&b);
+
+    /* A daemon before issue 14 writes no "ranks" nor "ranks_left_out": none. */
+    t1 = edit(RANKS_MEMBERS, "");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    free(t1);
+    ASSERT_EQ(b.jobs[0].n_ranks, 0);
+    ASSERT_NULL(b.jobs[0].ranks);
+    ASSERT_EQ(b.jobs[0].ranks_left_out, 0);
     rdzv_status_free(&b);
 
     /* No jobs; integer where a real is written is accepted. */
@@ -190,6 +217,30 @@ static char *array_of(size_t n, const char *item)
     return s;
 }
 
+/* EXPECTED with from replaced by to must be refused with a reason starting with prefix. */
+static void assert_edit_refused(const char *from, const char *to, const char *prefix)
+{
+    char *s = edit(from, to);
+
+    assert_refused(s, prefix);
+    free(s);
+}
+
+/* The same with to = before, an array of n copies of item, after (a count past a limit). */
+static void assert_array_refused(const char *from, const char *before, size_t n, const char *item,
+                                 const char *after, const char *prefix)
+{
+    char *arr = array_of(n, item);
+    size_t cap = strlen(before) + strlen(arr) + strlen(after) + 1;
+    char *t = malloc(cap);
+
+    ASSERT_NOT_NULL(t);
+    snprintf(t, cap, "%s%s%s", before, arr, after);
+    assert_edit_refused(from, t, prefix);
+    free(t);
+    free(arr);
+}
+
 static void test_refused(void)
 {
     char big[RDZV_ID_MAX + 16], *s, *arr, *t;
@@ -221,27 +272,24 @@ static void test_refused(void)
     free(s);
     free(t);
     /* Counts past the limits. */
-    arr = array_of(RDZV_STATUS_EVENTS + 1, "{\"time\":1.0,\"text\":\"e\"}");
-    t = malloc(strlen(arr) + 32);
-    ASSERT_NOT_NULL(t);
-    sprintf(t, "\"events\":%s", arr);
-    s = edit("\"events\":[{\"time\":100.5,\"text\":\"round 1\"}]", t);
-    assert_refused(s, "STATUS_REPLY: jobs[0]: 'events' must be an array of at most");
-    free(s);
-    free(t);
-    free(arr);
-    arr = array_of(RDZV_STATUS_MAX_NODES + 1, "{}");
-    t = malloc(strlen(arr) + 32);
-    ASSERT_NOT_NULL(t);
-    sprintf(t, "\"nodes\":%s,\"events\"", arr);
-    s = edit("\"nodes\":[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,\"workers\":4,"
-             "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"
-             "\"connected\":false,\"state\":\"spare\"}],\"events\"",
-             t);
-    assert_refused(s, "STATUS_REPLY: jobs[0]: 'nodes' must be an array of at most");
-    free(s);
-    free(t);
-    free(arr);
+    assert_array_refused("\"events\":[{\"time\":100.5,\"text\":\"round 1\"}]",
+                         "\"events\":", RDZV_STATUS_EVENTS + 1, "{\"time\":1.0,\"text\":\"e\"}", "",
+                         "STATUS_REPLY: jobs[0]: 'events' must be an array of at most");
+    assert_array_refused("\"nodes\":[{\"host\":\"h\",\"node_id\":\"n\",\"node_rank\":-1,"
+                         "\"workers\":4,\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,"
+                         "\"failures\":0,\"spare\":true,\"connected\":false,"
+                         "\"state\":\"spare\"}],\"events\"",
+                         "\"nodes\":", RDZV_STATUS_MAX_NODES + 1, "{}", ",\"events\"",
+                         "STATUS_REPLY: jobs[0]: 'nodes' must be an array of at most");
+    /* Ranks: past the limit, out of range, a member missing. */
+    assert_array_refused(RANKS_MEMBERS, ",\"ranks\":", RDZV_STATUS_MAX_RANKS + 1,
+                         "{\"rank\":3,\"node_rank\":0,\"host\":\"h\",\"step\":7,\"age_s\":0.5}",
+                         ",\"ranks_left_out\":2",
+                         "STATUS_REPLY: jobs[0]: 'ranks' must be an array of at most");
+    assert_edit_refused("\"step\":7", "\"step\":-1", "STATUS_REPLY: jobs[0]: ranks[0]: ");
+    assert_edit_refused("\"age_s\":0.5", "\"age_s\":-0.5", "STATUS_REPLY: jobs[0]: ranks[0]: ");
+    assert_edit_refused("\"rank\":3,", "", "STATUS_REPLY: jobs[0]: ranks[0]: ");
+    assert_edit_refused("\"ranks_left_out\":2", "\"ranks_left_out\":-2", "STATUS_REPLY: jobs[0]: ");
     arr = array_of(RDZV_STATUS_MAX_JOBS + 1, "{}");
     t = malloc(strlen(arr) + sizeof(NO_JOBS_HEAD) + 4);
     ASSERT_NOT_NULL(t);
@@ -251,10 +299,35 @@ static void test_refused(void)
     free(arr);
 }
 
+/* What rdzvctl and the page show past their limits: the step range, the oldest reports first. */
+static void test_ranks_helpers(void)
+{
+    struct rdzv_status_job j = {0};
+    const struct rdzv_status_rank **v;
+    int64_t lo = -1, hi = -1;
+
+    rdzv_status_step_range(&j, &lo, &hi);
+    ASSERT_TRUE(lo == 0 && hi == 0);
+    ASSERT_NULL(rdzv_status_ranks_oldest(&j));
+    ASSERT_OK(rdzv_status_alloc_ranks(&j, 4));
+    for (int k = 0; k < 4; k++)
+        j.ranks[k] = (struct rdzv_status_rank){
+            .rank = k, .step = 10 + 3 * (k % 2) - k, .age_s = k == 2 ? 9 : 1 + 0.5 * (k % 2)};
+    rdzv_status_step_range(&j, &lo, &hi);
+    ASSERT_TRUE(lo == 8 && hi == 12); /* steps 10, 12, 8, 10 */
+    v = rdzv_status_ranks_oldest(&j);
+    ASSERT_NOT_NULL(v);
+    /* ages 1, 1.5, 9, 1.5: rank 2, then 1 and 3 (a tie: by rank), then 0 */
+    ASSERT_TRUE(v[0]->rank == 2 && v[1]->rank == 1 && v[2]->rank == 3 && v[3]->rank == 0);
+    free(v);
+    free(j.ranks);
+}
+
 int main(void)
 {
     TEST(test_encode_bytes);
     TEST(test_round_trip);
     TEST(test_refused);
+    TEST(test_ranks_helpers);
     return tap_done();
 }
