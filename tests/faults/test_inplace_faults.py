@@ -2,9 +2,10 @@
 """Recovery in place (issue 14, "Proof"): rdzv-agent --recovery inplace on CPU/gloo, 2 nodes x 2
 rdzv-train workers against a real rdzvd, checkpoints on (so that "no checkpoint is read" is a real
 check: one exists when the fault comes). Each case: a worker SIGKILLed; a worker SIGSTOPped with
---progress-timeout 2; an agent SIGKILLed with --nnodes 2:3 and a spare. In each, the workers that
-were not hit are the same processes to the end (their pids, from the agents' logs, exit 0), only
-the missing workers are started, rank 0 prints one "reformed" event whose source is a survivor and
+--progress-timeout 2; an agent SIGKILLed with --nnodes 2:3 and a spare; a node lost with no
+spare (the world shrinks to 2), then one that joins with --scale-up now (it grows back to 4). In
+each, the workers that were not hit are the same processes to the end (their pids, from the
+agents' logs, exit 0), only the missing workers are started, rank 0 prints one "reformed" event whose source is a survivor and
 no "resumed" event, every agent exits 0, and the final loss and step count equal an uninterrupted
 run's (same options) within floating-point noise. The same SIGSTOP without --progress-timeout is
 shown not to recover: no step for a bound, then the test kills the job. In the SIGSTOP case the
@@ -290,6 +291,53 @@ class TestInplace(FaultTestCase):
         self.finish_job([a, spare])
         self.assertEqual(b.p.wait(timeout=5), -signal.SIGKILL)
         self.check_inplace([a, b, spare], pids, [2, 3], replaced_by=[spare])
+
+    def wait_reformed(self, a0, n, agents, timeout=30):
+        """rank 0's first n "reformed" events, once it printed them."""
+        deadline = time.monotonic() + timeout * SLOW
+        while True:
+            ev = [o for o in a0.rank0() if o.get("event") == "reformed"]
+            if len(ev) >= n:
+                return ev[:n]
+            self.check_running(agents)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no re-forming #{n} within {timeout * SLOW} s" +
+                                     self.dump(agents))
+            time.sleep(0.01)
+
+    def test_5_lost_node_shrinks_a_join_grows(self):
+        want = self.uninterrupted()
+        a, b = self.two_agents("shrink", "--recovery", "inplace", "--scale-up", "now",
+                               nnodes="1:2")
+        pids = self.wait_workers([a, b])
+        self.fault_point(a, [a, b])
+        os.kill(b.pid, signal.SIGKILL)
+        shrunk = self.wait_reformed(a, 1, [a])[0]
+        self.assertEqual(shrunk["world"], 2, "the world shrinks to the node left")
+        self.assertIn(shrunk["source"], (0, 1))
+        c = self.job_agent("shrink", "--nnodes", "1:2", "--recovery", "inplace", "--scale-up",
+                           "now", name="c")
+        self.finish_job([a, c])
+        agents = [a, b, c]
+        dump = self.dump(agents)
+        exits = a.exits()
+        for r in (0, 1):
+            self.assertEqual(exits.get(pids[r]), 0, f"survivor rank {r} ran to the end" + dump)
+        self.assertEqual(sorted(r for r, _ in a.started()), [0, 1], "no worker restarted" + dump)
+        self.assertEqual(sorted(r for r, _ in c.started()), [2, 3], dump)
+        objs = a.rank0()
+        self.assertEqual([o for o in objs if o.get("event") == "resumed"], [],
+                         "no checkpoint is read" + dump)
+        reformed = [o for o in objs if o.get("event") == "reformed"]
+        self.assertEqual([o["world"] for o in reformed], [2, 4], "shrink, then grow" + dump)
+        self.assertIn(reformed[1]["source"], (0, 1), "the joining node got a survivor's state")
+        done = [o for o in objs if o.get("event") == "done"]
+        self.assertEqual(len(done), 1, f"{objs}{dump}")
+        self.assertEqual((done[0]["step"], done[0]["steps"], done[0]["world"]),
+                         (want["step"], want["steps"], 4))
+        self.assertAlmostEqual(done[0]["final_loss"], want["final_loss"],
+                               delta=REL * abs(want["final_loss"]),
+                               msg="the same global batch and sample order at any world size")
 
     def test_4_hang_without_progress_timeout_stays_stuck(self):
         agents = self.two_agents("hang", "--recovery", "inplace")
