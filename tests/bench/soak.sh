@@ -37,14 +37,14 @@ done
 
 build=$(cd "$build" && pwd) || exit 2
 src=$(cd "$(dirname "$0")/../.." && pwd)
-for f in daemon/rdzvd daemon/rdzvctl agent/rdzv-agent train/rdzv-train; do
+for f in daemon/rdzvd ctl/rdzvctl agent/rdzv-agent train/rdzv-train; do
     if [ ! -x "$build/$f" ]; then
         echo "soak.sh: $build/$f not found: build first (meson setup $build && ninja -C $build)" >&2
         exit 2
     fi
 done
 export RDZV_BUILD_ROOT=$build RDZV_SOURCE_ROOT=$src RDZVD=$build/daemon/rdzvd \
-    RDZVCTL=$build/daemon/rdzvctl RDZV_AGENT=$build/agent/rdzv-agent \
+    RDZVCTL=$build/ctl/rdzvctl RDZV_AGENT=$build/agent/rdzv-agent \
     RDZV_TRAIN=$build/train/rdzv-train
 echo "soak.sh: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RDZV_SOAK_SECONDS s of faults" >&2
 cd "$src/tests/faults" || exit 2
