@@ -60,7 +60,6 @@ struct rdzvd_member {
      * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-progress.c). */
     struct rdzvd_rank_progress *progress;
     uint64_t progress_gen;
-    bool progress_refused; /* a HEARTBEAT body did not decode: warned once */
 };
 
 struct rdzvd_job {

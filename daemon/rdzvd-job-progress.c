@@ -59,18 +59,6 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
     }
 }
 
-void rdzvd_member_progress_refused(struct rdzvd_member *m, const char *why)
-{
-    if (m->progress_refused) {
-        log_debug("job=%s: node=%s: HEARTBEAT ignored: %s", m->job->run_id, m->join.host, why);
-        return;
-    }
-    m->progress_refused = true;
-    log_warn("job=%s: node=%s: a HEARTBEAT body did not decode (its progress is ignored; later "
-             "ones are logged at debug): %s",
-             m->job->run_id, m->join.host, why);
-}
-
 /* The member's progress entries that belong in the status: of the job's generation. */
 static bool member_progress_current(const struct rdzvd_member *m)
 {

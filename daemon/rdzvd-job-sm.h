@@ -85,8 +85,6 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
  * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report
  * forgets the older one's. Out of memory: logged, the report dropped (rdzvd-job-progress.c). */
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb);
-/* A HEARTBEAT body that did not decode (why): logged (a warning once per member), no progress. */
-void rdzvd_member_progress_refused(struct rdzvd_member *m, const char *why);
 /* NCCL_ID: true when m (node rank 0) is asked for generation gen's ids now; otherwise the
  * message is stale and is ignored. */
 bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);

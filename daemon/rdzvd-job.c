@@ -244,10 +244,11 @@ static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const 
     struct rdzv_buf *out = rdzvd_conn_out(c);
     char err[256];
 
-    if (rdzv_msg_parse_heartbeat(body, len, &hb, err, sizeof(err)) < 0)
-        rdzvd_member_progress_refused(m, err);
-    else
-        rdzvd_member_progress(m, &hb);
+    if (rdzv_msg_parse_heartbeat(body, len, &hb, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    rdzvd_member_progress(m, &hb);
     hb.generation = rdzvd_member_heartbeat(m);
     hb.n_progress = 0;
     /* Answer, so that the agent notices a silent daemon too. */

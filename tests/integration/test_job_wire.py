@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_job_wire.py: what rdzvd's job wire side (daemon/rdzvd-job.c) reads of an agent's frames and
 # what it leaves alone, kept as it was when the inline parsing moved to proto/'s codec: a stale
-# NCCL_ID is ignored whatever its ids say, HEARTBEAT and STATUS bodies are not looked at, and a
-# refusal names the message whose body was bad.
+# NCCL_ID is ignored whatever its ids say, the STATUS body is not looked at, a HEARTBEAT is decoded
+# like every other message (it carries progress since issue 14), and a refusal names the message
+# whose body was bad.
 
 import json
 
@@ -56,13 +57,23 @@ class JobWire(DaemonTestCase):
         p.send(NCCL_ID, {"ids": []})
         self.assert_refused(p, "NCCL_ID: ")
 
-    def test_heartbeat_body_is_not_looked_at(self):
+    def test_heartbeat_is_answered_with_the_member_generation(self):
         d, p = self.joined_peer()
-        p.send(HEARTBEAT, b"not json")
+        p.send(HEARTBEAT, {"generation": 7})
         f = p.recv()
         self.assertIsNotNone(f, "rdzvd closed the connection")
         self.assertEqual(f[0], HEARTBEAT, f)
         self.assertEqual(json.loads(f[1]), {"generation": 0})
+
+    def test_malformed_heartbeat_closes_the_connection(self):
+        # Since HEARTBEAT carries progress (issue 14) its body is decoded like every other
+        # message's: a bad one closes that connection, with an ERROR naming the message.
+        for bad in (b"not json", {"generation": "x"},
+                    {"generation": 1, "progress": [{"local_rank": 0, "step": -1, "age_ms": 0}]}):
+            with self.subTest(bad=bad):
+                d, p = self.joined_peer()
+                p.send(HEARTBEAT, bad)
+                self.assert_refused(p, "HEARTBEAT")
 
     def test_status_body_is_not_looked_at(self):
         d = self.daemon()
