@@ -328,6 +328,11 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
     if (a->survivors && agent_group_running(a->group) > 0)
         e = round_in_place(a, &as);
+    else if (a->cfg.inplace)
+        /* READY went out once the failed ranks exited, not once the group drained: what they
+         * left (a descendant holding their output) may still be open. A partial start of every
+         * rank kills it and spawns each worker once its old handles are closed. */
+        e = agent_group_start_ranks(a->group, &as, NULL);
     else
         e = agent_group_start(a->group, &as);
     a->survivors = false;

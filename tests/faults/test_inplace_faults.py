@@ -339,6 +339,40 @@ class TestInplace(FaultTestCase):
                                delta=REL * abs(want["final_loss"]),
                                msg="the same global batch and sample order at any world size")
 
+    def test_6_lost_worker_leaves_a_child_behind(self):
+        # One worker per node, each a shell that runs the trainer as its child (as a wrapper
+        # script does). SIGKILLing the shell leaves the trainer in its process group holding its
+        # output open: that agent has no worker running when the next ROUND comes, and its group
+        # is still draining. It must start the rank again (killing what was left) in that one
+        # generation, not fail "cannot start the workers" generation after generation.
+        wrap = ["/bin/sh", "-c", '"$@" & echo "TRAINER=$!"; wait $!', "sh", *train_cmd(self.ckpt)]
+        agents = []
+        for i in (0, 1):
+            cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", "wrap", *FAST, "--nproc", "1",
+                   "--max-restarts", "3", "--nnodes", "2", "--node-rank", str(i), "--recovery",
+                   "inplace", "--", *wrap]
+            out, err = (os.path.join(self.dir, f"w{i}.{s}") for s in ("out", "err"))
+            with open(out, "wb") as fo, open(err, "wb") as fe:
+                p = subprocess.Popen(cmd, env=agent_env(), stdin=subprocess.DEVNULL, stdout=fo,
+                                     stderr=fe, start_new_session=True)
+            rdzvtest.track(p, group=True)
+            self.addCleanup(self._reap, p)
+            agents.append(Agent(p, out, err))
+            self.agents.append(agents[-1])
+        pids = self.wait_workers(agents, n=2)
+        self.wait_step(agents[0], HIT, agents)
+        os.kill(pids[1], signal.SIGKILL)  # the shell; its trainer lives on in the group
+        self.finish_job(agents)
+        dump = self.dump(agents)
+        for a in agents:
+            self.assertNotIn("cannot start the workers", a.log(), dump)
+        formed = re.findall(r"job=wrap gen=\d+ generation (\d+) formed", self.d.log())
+        self.assertEqual(formed, ["1", "2"], "one re-forming for one lost worker" + dump)
+        self.assertEqual(agents[0].exits().get(pids[0]), 0, "the survivor ran to the end" + dump)
+        self.assertEqual(sorted(r for r, _ in agents[1].started()), [1, 1], dump)
+        done = [o for o in agents[0].rank0() if o.get("event") == "done"]
+        self.assertEqual([o["step"] for o in done], [STEPS], dump)
+
     def test_4_hang_without_progress_timeout_stays_stuck(self):
         agents = self.two_agents("hang", "--recovery", "inplace")
         pids = self.wait_workers(agents)
