@@ -23,7 +23,10 @@ fault did; at the end it checks the whole run:
 RDZV_SOAK_SEED (default: drawn from the clock, printed), RDZV_SOAK_SECONDS (how long faults are
 injected; default 60, enough for each kind once), RDZV_SOAK_STEPS (trainer steps; default 60 per second of faults),
 RDZV_SOAK_FAULTS (a comma-separated subset of FAULTS to draw from), RDZV_SOAK_KEEP=1 keeps
-the run's directory. Replay a run with its seed; the schedule is the same,
+the run's directory, RDZV_SOAK_RECOVERY=inplace runs the agents with --recovery inplace: a fault
+that warrants a restart then starts exactly one worker (the one lost) in one new generation,
+the survivor keeps running (its start stays the only one of its rank), and "each generation runs
+each rank exactly once" becomes "at most once". Replay a run with its seed; the schedule is the same,
 the timing of a loaded machine is not. tests/bench/soak.sh runs it for minutes.
 """
 import json
@@ -78,8 +81,9 @@ class Soak:
     """One soak run. Violations are collected (each a clear sentence), not raised, so a run
     reports every broken invariant at once."""
 
-    def __init__(self, seed, seconds, steps, tmp):
+    def __init__(self, seed, seconds, steps, tmp, inplace=False):
         self.seed, self.seconds, self.steps = seed, seconds, steps
+        self.inplace = inplace
         self.rng = random.Random(seed)
         self.dir = tmp
         self.ckpt = os.path.join(tmp, "ckpt")
@@ -159,7 +163,9 @@ class Soak:
         cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", self.run_id, "--nnodes", "2:2",
                "--nproc", "1", "--max-restarts", "1000", "--heartbeat-timeout", str(int(HB)),
                "--grace", "2", "--last-call", "0.5", "--nccl", "off", "--connect-timeout", "60",
-               "--join-timeout", "120", "--", WORKER, *self.train_cmd()]
+               "--join-timeout", "120",
+               *(["--recovery", "inplace"] if self.inplace else []),
+               "--", WORKER, *self.train_cmd()]
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("RDZV_", "TORCHELASTIC_", "MASTER_", "SLURM_", "PBS_",
                                     "OMPI_"))
@@ -207,17 +213,25 @@ class Soak:
         return starts, ends
 
     def current(self):
-        """(generation, restart count, its start events) of the newest generation."""
+        """(generation, restart count, its start events) of the newest generation. In place, a
+        rank's newest start may be of an older generation (a survivor)."""
         starts, _ = self.record()
         if not starts:
             return 0, -1, []
         g = max(s.gen for s in starts)
         last = {}  # rank -> its newest start (a generation number used twice has two per rank)
         for s in starts:
-            if s.gen == g:
+            if s.gen == g or self.inplace:
                 last[s.rank] = s
         cur = sorted(last.values(), key=lambda s: s.rank)
         return g, max(s.restart for s in cur), cur
+
+    FORMED_RE = re.compile(r"job=soak gen=\d+ generation (\d+) formed: .* restart (\d+) of")
+
+    def formed(self, since=0):
+        """[(generation, restart count)] rdzvd formed (its log since since). In place the
+        workers' starts do not show every generation: a survivor starts no worker."""
+        return [(int(g), int(r)) for g, r in self.FORMED_RE.findall(self.daemon_log(since))]
 
     def violate(self, msg):
         if msg not in self.violations:
@@ -225,12 +239,21 @@ class Soak:
             self.log("VIOLATION: " + msg)
 
     def wait_generation(self, after_gen, timeout):
-        """Wait until a generation newer than after_gen has all WORLD workers started."""
+        """Wait until a generation newer than after_gen has all WORLD workers started (in place:
+        rdzvd formed it, and every rank has a worker)."""
         deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.inplace:
+            gens = [g for g, _ in self.formed() if g > after_gen]
+            _, _, cur = self.current()
+            if gens and len({s.rank for s in cur}) >= WORLD:
+                return max(gens)
+            if not self.live_agents():
+                return None
+            time.sleep(0.05)
         while time.monotonic() < deadline:
             g, _, cur = self.current()
             if g > after_gen and len({s.rank for s in cur}) >= WORLD:
-                return g
+                return g  # in place: the lost rank's replacement started in generation g
             if not self.live_agents():
                 return None
             time.sleep(0.05)
@@ -253,6 +276,17 @@ class Soak:
             starts, _ = self.record()
             new = starts[n_before:]
             gens = sorted({s.gen for s in new})
+            if self.inplace:
+                # One new generation, one restart more; at most one worker started: the one
+                # lost (none when a dropped member's own worker comes back with it).
+                formed = self.formed(mark)
+                if [r for _, r in formed] != [r0 + 1] or len(new) > 1 or \
+                        any(s.gen != formed[0][0] for s in new):
+                    self.violate(f"{what}: in place one new generation (restart {r0 + 1}) and at "
+                                 f"most one worker start were due; rdzvd formed {formed}, new "
+                                 f"starts: {new}")
+                return (f"generation {g0} -> {[g for g, _ in formed]}, restart {r0} -> "
+                        f"{[r for _, r in formed]}, {len(new)} worker(s) started")
             if len(gens) != 1:
                 self.violate(f"{what}: {len(gens)} new generations {gens} where one restart was "
                              f"due; new starts: {new}")
@@ -263,7 +297,8 @@ class Soak:
         time.sleep(T_QUIET)
         starts, _ = self.record()
         new = starts[n_before:]
-        moved = re.findall(r"^.*(?:restarting generation|removed \(generation|reconnected from "
+        moved = re.findall(r"^.*(?:restarting generation|re-forming in place generation|"
+                           r"removed \(generation|reconnected from "
                            r"generation \d+ \(now \d+\)).*$", self.daemon_log(mark), re.M)
         if moved:
             self.violate(f"{what} warrants no restart, yet rdzvd moved job {self.run_id} on (the "
@@ -288,6 +323,8 @@ class Soak:
         starts, _ = self.record()
         n_before = len(starts)
         g0, r0, cur = self.current()
+        if self.inplace and self.formed():
+            g0, r0 = self.formed()[-1]
         members = {s.agent for s in cur}
         mark = self.daemon_mark()
         warranted = False
@@ -392,7 +429,9 @@ class Soak:
 
     def run(self):
         self.log(f"seed {self.seed} (RDZV_SOAK_SEED), {self.seconds} s of faults "
-                 f"(RDZV_SOAK_SECONDS), {self.steps} steps, directory {self.dir}")
+                 f"(RDZV_SOAK_SECONDS), {self.steps} steps, recovery "
+                 f"{'inplace' if self.inplace else 'restart'} (RDZV_SOAK_RECOVERY), directory "
+                 f"{self.dir}")
         self.start_daemon()
         for _ in range(3):
             self.start_agent()
@@ -460,7 +499,8 @@ class Soak:
             by_gen.setdefault(s.gen, []).append(s)
         for g, ss in sorted(by_gen.items()):
             ranks = sorted(s.rank for s in ss)
-            if ranks != list(range(WORLD)):
+            if (ranks != list(range(WORLD)) if not self.inplace or g == min(by_gen)
+                    else len(set(ranks)) != len(ranks) or not set(ranks) <= set(range(WORLD))):
                 self.violate(f"generation {g} started ranks {ranks}, expected each of "
                              f"0..{WORLD - 1} once (a generation number used twice: {DEFECT3})"
                              f": {ss}")
@@ -490,7 +530,17 @@ class Soak:
                             done.append(o)
         if not any(o.get("step") == self.steps for o in done):
             self.violate(f"the trainer never reached step {self.steps}: done events {done}")
-        if starts:
+        if starts and self.inplace:
+            # Each rank's newest incarnation (a survivor's may be of an early generation).
+            newest = {}
+            for s in starts:
+                newest[s.rank] = s
+            rcs = {e[2]: e[3] for e in ends}  # wrapper pid -> trainer rc
+            bad = {r: rcs.get(s.pid) for r, s in newest.items() if rcs.get(s.pid) != 0}
+            if sorted(newest) != list(range(WORLD)) or bad:
+                self.violate(f"each rank's last incarnation should end with rc 0: {bad}; newest "
+                             f"{newest}")
+        elif starts:
             last = max(s.gen for s in starts)
             ok = sorted(r for g, r, _, rc in ends if g == last and rc == 0)
             if ok != list(range(WORLD)):
@@ -556,7 +606,8 @@ class TestSoak(unittest.TestCase):
         keep = os.environ.get("RDZV_SOAK_KEEP") == "1"
         if not keep:
             self.addCleanup(subprocess.call, ["rm", "-rf", tmp])
-        s = Soak(seed, seconds, steps, tmp)
+        s = Soak(seed, seconds, steps, tmp,
+                 inplace=os.environ.get("RDZV_SOAK_RECOVERY") == "inplace")
         self.addCleanup(s.cleanup)
         try:
             s.run()
