@@ -61,12 +61,10 @@ struct agent_session {
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
     /* --recovery inplace: */
-    bool survivors;            /* READY sent while workers of the last generation keep running */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
     bool *late;                /* [nproc]: could not be told this generation (exiting, or not
                                 * reading its channel): replaced when its exit comes */
-    struct agent_assignment as; /* the current generation's, strings in round */
 };
 
 /* The one place the session's state changes. */
@@ -81,11 +79,35 @@ static void session_set_state(struct agent_session *a, enum agent_state st)
 static void agent_finish(struct agent_session *a);
 static int agent_connect(struct agent_session *a);
 
+/* --recovery inplace: READY went out while workers of the last generation keep running (without
+ * it, JOINING means every worker has exited). */
+static bool has_survivors(const struct agent_session *a)
+{
+    return a->state == AG_JOINING && a->group && agent_group_running(a->group) > 0;
+}
+
+/* The worker group's assignment for the current generation (strings in a->round). */
+static void round_assignment(const struct agent_session *a, struct agent_assignment *as)
+{
+    const struct rdzv_round *r = &a->round;
+
+    *as = (struct agent_assignment){
+        .generation = r->generation,
+        .node_rank = (unsigned)r->node_rank,
+        .nnodes = (unsigned)r->nnodes,
+        .rank_offset = (unsigned)r->rank_offset,
+        .world_size = (unsigned)r->world_size,
+        .master_addr = r->master_addr,
+        .master_port = (unsigned)r->master_port,
+        .nccl_id_hex = r->n_ids ? r->ids[0] : NULL,
+        .restart_count = (unsigned)r->restart_count,
+    };
+}
+
 static void send_ready(struct agent_session *a, uint64_t gen)
 {
     unsigned n = a->cfg.inplace ? agent_group_running(a->group) : 0;
 
-    a->survivors = n > 0;
     if (n)
         log_info("%u workers of generation %" PRIu64 " keep running (--recovery inplace); ready "
                  "for the next round", n, gen);
@@ -118,14 +140,18 @@ static void report_failure(struct agent_session *a, int64_t rank, int64_t local_
     a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
-/* --recovery inplace: local_rank failed (or hung: being killed); the others keep running. READY
- * goes out once the daemon's EVENT restart came and every failed rank is reaped. */
-static void fail_in_place(struct agent_session *a, unsigned local_rank)
+/* local_rank failed here (or hung: being killed), and rdzvd has been told. Restart: stop the
+ * other workers at once (fail fast). In place: they keep running, and READY goes out once the
+ * daemon's EVENT restart came and every failed rank is reaped. */
+static void fail_local(struct agent_session *a, unsigned local_rank)
 {
-    a->failed[local_rank] = true;
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
     a->restart_pending = false;
+    if (a->cfg.inplace)
+        a->failed[local_rank] = true;
+    else
+        agent_group_stop(a->group, SIGTERM);
 }
 
 static void ready_in_place(struct agent_session *a)
@@ -142,12 +168,15 @@ static void ready_in_place(struct agent_session *a)
  * replacement in it now (the others wait for it in their re-forming). 0 or -errno. */
 static int replace_late(struct agent_session *a, unsigned local_rank)
 {
+    struct agent_assignment as;
+
+    round_assignment(a, &as);
     a->late[local_rank] = false;
     memset(a->spawn, 0, (size_t)a->cfg.nproc * sizeof(*a->spawn));
     a->spawn[local_rank] = true;
     log_info("starting local rank %u again in generation %" PRIu64
-             " (it ended before it could be told)", local_rank, a->as.generation);
-    return agent_group_start_ranks(a->group, &a->as, a->spawn);
+             " (it ended before it could be told)", local_rank, as.generation);
+    return agent_group_start_ranks(a->group, &as, a->spawn);
 }
 
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
@@ -181,15 +210,9 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
      * with a restart or the job's end. In place, only this one is gone. */
     report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
-    if (a->cfg.inplace) {
+    if (a->cfg.inplace)
         log_info("the other workers keep running (--recovery inplace)");
-        fail_in_place(a, local_rank);
-        return;
-    }
-    session_set_state(a, AG_RESTARTING);
-    a->stopping_gen = a->round.generation;
-    a->restart_pending = false;
-    agent_group_stop(a->group, SIGTERM);
+    fail_local(a, local_rank);
 }
 
 void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
@@ -215,14 +238,7 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
     a->local_failure = true;
     agent_group_signal_rank(g, local_rank, SIGKILL);
     report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
-    if (a->cfg.inplace) {
-        fail_in_place(a, local_rank);
-        return;
-    }
-    session_set_state(a, AG_RESTARTING);
-    a->stopping_gen = a->round.generation;
-    a->restart_pending = false;
-    agent_group_stop(a->group, SIGTERM);
+    fail_local(a, local_rank);
 }
 
 void agent_session_group_all_exited(struct agent_group *g, void *ud)
@@ -231,7 +247,6 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
 
     (void)g;
     a->workers_gone = true;
-    a->survivors = false;
     if (a->have_outcome) {
         agent_finish(a);
         return;
@@ -291,17 +306,8 @@ static int round_in_place(struct agent_session *a, const struct agent_assignment
 static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
 {
     struct agent_session *a = ud;
-    struct agent_assignment as = {
-        .generation = r->generation,
-        .node_rank = (unsigned)r->node_rank,
-        .nnodes = (unsigned)r->nnodes,
-        .rank_offset = (unsigned)r->rank_offset,
-        .world_size = (unsigned)r->world_size,
-        .master_addr = r->master_addr,
-        .master_port = (unsigned)r->master_port,
-        .nccl_id_hex = r->n_ids ? r->ids[0] : NULL,
-        .restart_count = (unsigned)r->restart_count,
-    };
+    struct agent_assignment as;
+    bool keep;
     int e;
 
     (void)c;
@@ -311,9 +317,8 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         return;
     }
     a->round = *r;
-    as.master_addr = a->round.master_addr;
-    as.nccl_id_hex = a->round.n_ids ? a->round.ids[0] : NULL;
-    a->as = as;
+    round_assignment(a, &as);
+    keep = has_survivors(a);
     if (!a->cfg.embedded)
         rdzv_log_set_context("job=%s gen=%" PRIu64 " node=%s", a->cfg.run_id, r->generation,
                              a->cfg.host);
@@ -326,7 +331,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     a->workers_gone = false;
     a->local_failure = false;
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
-    if (a->survivors && agent_group_running(a->group) > 0)
+    if (keep)
         e = round_in_place(a, &as);
     else if (a->cfg.inplace)
         /* READY went out once the failed ranks exited, not once the group drained: what they
@@ -335,7 +340,6 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         e = agent_group_start_ranks(a->group, &as, NULL);
     else
         e = agent_group_start(a->group, &as);
-    a->survivors = false;
     memset(a->failed, 0, (size_t)a->cfg.nproc * sizeof(*a->failed));
     if (e < 0) {
         log_error_errno(e, "cannot start the workers");
@@ -458,11 +462,10 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
-    if (!a->workers_gone && (a->survivors || (a->exit_code != 0 && (a->state == AG_RUNNING ||
-                                                                   a->state == AG_RESTARTING)))) {
-        if (a->state == AG_RUNNING || a->survivors)
+    if (!a->workers_gone && (has_survivors(a) || (a->exit_code != 0 && (a->state == AG_RUNNING ||
+                                                                       a->state == AG_RESTARTING)))) {
+        if (a->state == AG_RUNNING || has_survivors(a))
             log_warn("job failed on another node; stopping local workers");
-        a->survivors = false;
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
         return;
@@ -485,8 +488,7 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
     a->have_outcome = true;
     if (a->exit_code == 0)
         a->exit_code = 1;
-    if (!a->workers_gone && a->state != AG_DONE && (a->state != AG_JOINING || a->survivors)) {
-        a->survivors = false;
+    if (!a->workers_gone && a->state != AG_DONE && (a->state != AG_JOINING || has_survivors(a))) {
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
     } else {
@@ -555,8 +557,7 @@ void agent_session_signal(struct agent_session *a, int signum)
         a->exit_code = 128 + signum;
     }
     if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
-                             a->state == AG_STOPPING || a->survivors)) {
-        a->survivors = false;
+                             a->state == AG_STOPPING || has_survivors(a))) {
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, signum);
     } else {

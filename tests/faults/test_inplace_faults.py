@@ -120,9 +120,9 @@ class TestInplace(FaultTestCase):
 
     # -- the job --
 
-    def job_agent(self, run_id, *args, name):
-        cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", "2",
-               "--max-restarts", "3", *args, "--", *train_cmd(self.ckpt)]
+    def job_agent(self, run_id, *args, name, nproc="2", worker=None):
+        cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", nproc,
+               "--max-restarts", "3", *args, "--", *(worker or train_cmd(self.ckpt))]
         out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
             p = subprocess.Popen(cmd, env=agent_env(), stdin=subprocess.DEVNULL, stdout=fo,
@@ -346,19 +346,8 @@ class TestInplace(FaultTestCase):
         # is still draining. It must start the rank again (killing what was left) in that one
         # generation, not fail "cannot start the workers" generation after generation.
         wrap = ["/bin/sh", "-c", '"$@" & echo "TRAINER=$!"; wait $!', "sh", *train_cmd(self.ckpt)]
-        agents = []
-        for i in (0, 1):
-            cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", "wrap", *FAST, "--nproc", "1",
-                   "--max-restarts", "3", "--nnodes", "2", "--node-rank", str(i), "--recovery",
-                   "inplace", "--", *wrap]
-            out, err = (os.path.join(self.dir, f"w{i}.{s}") for s in ("out", "err"))
-            with open(out, "wb") as fo, open(err, "wb") as fe:
-                p = subprocess.Popen(cmd, env=agent_env(), stdin=subprocess.DEVNULL, stdout=fo,
-                                     stderr=fe, start_new_session=True)
-            rdzvtest.track(p, group=True)
-            self.addCleanup(self._reap, p)
-            agents.append(Agent(p, out, err))
-            self.agents.append(agents[-1])
+        agents = [self.job_agent("wrap", "--nnodes", "2", "--node-rank", str(i), "--recovery",
+                                 "inplace", name=f"w{i}", nproc="1", worker=wrap) for i in (0, 1)]
         pids = self.wait_workers(agents, n=2)
         self.wait_step(agents[0], HIT, agents)
         os.kill(pids[1], signal.SIGKILL)  # the shell; its trainer lives on in the group
