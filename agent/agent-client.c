@@ -13,6 +13,7 @@
 #include "../common/rdzv-auth.h"
 #include "../proto/rdzv-auth-msg.h"
 #include "../proto/rdzv-frame.h"
+#include "../proto/rdzv-proto.h"
 
 /* CL_HELLO: HELLO sent (and JOIN, without a token); CL_AUTH: AUTH sent, waiting for AUTH_OK. */
 enum client_state { CL_RESOLVING, CL_CONNECTING, CL_HELLO, CL_AUTH, CL_JOINED, CL_DEAD };
@@ -28,8 +29,13 @@ struct agent_client {
     bool tcp_open;
     int closes_pending;
     enum client_state state;
+    struct agent_endpoints eps;
+    unsigned cur;         /* eps.ep[cur] is host:port */
+    unsigned round_start; /* where this round of endpoints began: back there, back off */
+    unsigned redirects;   /* followers' redirects since the last JOINED */
     char host[256];
     char port[8];
+    char name[300]; /* "host:port" */
     uint64_t deadline_ms;
     uint64_t backoff_ms;
     struct rdzv_join join;
@@ -51,6 +57,66 @@ struct client_write {
 };
 
 static void client_try(struct agent_client *c);
+static void retry_cb(uv_timer_t *t);
+static void schedule_retry(struct agent_client *c, int err);
+static void client_move(struct agent_client *c, int idx, const char *why);
+
+int agent_endpoints_parse(const char *list, struct agent_endpoints *out)
+{
+    char buf[AGENT_ENDPOINTS_MAX * 300], *save = NULL, *ent;
+
+    memset(out, 0, sizeof(*out));
+    if (strlen(list) >= sizeof(buf))
+        return -EINVAL;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (ent = strtok_r(buf, ",", &save); ent; ent = strtok_r(NULL, ",", &save)) {
+        struct agent_endpoint *e = &out->ep[out->n];
+
+        e->port = RDZV_DEFAULT_PORT;
+        if (out->n == AGENT_ENDPOINTS_MAX ||
+            rdzv_parse_hostport(ent, e->host, sizeof(e->host), &e->port) < 0 || e->port == 0)
+            return -EINVAL;
+        out->n++;
+    }
+    return out->n ? 0 : -EINVAL;
+}
+
+/* Talk to eps.ep[i] from now on. */
+static void client_use(struct agent_client *c, unsigned i)
+{
+    c->cur = i;
+    snprintf(c->host, sizeof(c->host), "%s", c->eps.ep[i].host);
+    snprintf(c->port, sizeof(c->port), "%u", c->eps.ep[i].port);
+    snprintf(c->name, sizeof(c->name), strchr(c->host, ':') ? "[%s]:%s" : "%s:%s", c->host,
+             c->port);
+}
+
+unsigned agent_client_endpoint(const struct agent_client *c)
+{
+    return c->cur;
+}
+
+const char *agent_client_endpoint_name(const struct agent_client *c)
+{
+    return c->name;
+}
+
+/* The endpoint "HOST:PORT" a follower named: its index, added when it is not in the list (-1
+ * when it cannot be parsed or the list is full). */
+static int endpoint_find_or_add(struct agent_client *c, const char *hostport)
+{
+    struct agent_endpoint e = {.port = RDZV_DEFAULT_PORT};
+
+    if (rdzv_parse_hostport(hostport, e.host, sizeof(e.host), &e.port) < 0 || e.port == 0)
+        return -1;
+    for (unsigned i = 0; i < c->eps.n; i++)
+        if (c->eps.ep[i].port == e.port && strcmp(c->eps.ep[i].host, e.host) == 0)
+            return (int)i;
+    if (c->eps.n > AGENT_ENDPOINTS_MAX)
+        return -1;
+    c->eps.ep[c->eps.n] = e;
+    return (int)c->eps.n++;
+}
 
 /* The client is dead: report msg through on_lost when the connection had been established and
  * the caller can reconnect (lost), else through on_error. */
@@ -283,9 +349,10 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             return;
         }
         c->state = CL_JOINED;
+        c->redirects = 0;
         log_debug("joined: %.*s", (int)len, (const char *)body);
         if (c->cbs.on_joined)
-            c->cbs.on_joined(c, j.spare, j.resumed, c->ud);
+            c->cbs.on_joined(c, j.spare, j.resumed, j.secret, c->ud);
         return;
     }
     case RDZV_MSG_HEARTBEAT:
@@ -327,10 +394,19 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
     case RDZV_MSG_ERROR: {
         struct rdzv_error e;
 
-        if (rdzv_msg_parse_error(body, len, &e, err, sizeof(err)) == 0)
-            client_fail(c, "rdzvd refused this agent: %s", e.error);
-        else
+        if (rdzv_msg_parse_error(body, len, &e, err, sizeof(err)) < 0) {
             client_fail(c, "rdzvd refused this agent");
+        } else if (e.redirect && c->state != CL_JOINED) {
+            /* A follower of a replicated rdzvd (1.3): go to the leader it names, or on to the
+             * next endpoint while none is elected. */
+            char why[RDZV_ERROR_MAX + 400];
+            int idx = e.leader[0] ? endpoint_find_or_add(c, e.leader) : -1;
+
+            snprintf(why, sizeof(why), "rdzvd at %s: %s", c->name, e.error);
+            client_move(c, idx, why);
+        } else {
+            client_fail(c, "rdzvd refused this agent: %s", e.error);
+        }
         return;
     }
     default:
@@ -357,6 +433,14 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (nread == 0)
         return;
+    if (nread < 0 && c->state != CL_JOINED && c->eps.n > 1) {
+        char why[400];
+
+        snprintf(why, sizeof(why), "rdzvd at %s closed the connection before JOINED (%s)",
+                 c->name, nread == UV_EOF ? "EOF" : uv_strerror((int)nread));
+        client_move(c, -1, why);
+        return;
+    }
     if (nread < 0) {
         client_lost(c, "lost the connection to rdzvd at %s:%s: %s", c->host, c->port,
                     nread == UV_EOF ? "closed by the daemon" : uv_strerror((int)nread));
@@ -379,6 +463,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (r == 0)
             break;
         handle_frame(c, op, body, blen);
+        if (c->state == CL_RESOLVING)
+            return; /* moved to another endpoint (client_move emptied c->in) */
         rdzv_buf_consume(&c->in, (size_t)r);
     }
     rdzv_buf_compact(&c->in);
@@ -415,10 +501,25 @@ static void schedule_retry(struct agent_client *c, int err)
     uint64_t now = rdzv_now_ms(), delay;
 
     if (now >= c->deadline_ms) {
-        client_fail(c, "cannot reach rdzvd at %s:%s: %s (is the daemon running there? check "
-                       "--endpoint)",
-                    c->host, c->port, uv_strerror(err));
+        if (c->eps.n > 1)
+            client_fail(c, "cannot join through any of the %u rdzvd endpoints (the last, %s: "
+                           "%s); is a majority of the replicas running? check --endpoint",
+                        c->eps.n, c->name, uv_strerror(err));
+        else
+            client_fail(c, "cannot reach rdzvd at %s:%s: %s (is the daemon running there? check "
+                           "--endpoint)",
+                        c->host, c->port, uv_strerror(err));
         return;
+    }
+    if (c->eps.n > 1) {
+        /* The next endpoint at once; a whole round of them without an answer backs off. */
+        log_debug("rdzvd at %s not usable (%s): trying the next endpoint", c->name,
+                  uv_strerror(err));
+        client_use(c, (c->cur + 1) % c->eps.n);
+        if (c->cur != c->round_start) {
+            (void)uv_timer_start(&c->retry, retry_cb, 0, 0);
+            return;
+        }
     }
     /* Exponential backoff with jitter, so a thousand agents do not retry in step. */
     delay = c->backoff_ms / 2 + rdzv_random_u64() % (c->backoff_ms + 1);
@@ -426,6 +527,36 @@ static void schedule_retry(struct agent_client *c, int err)
     log_debug("rdzvd at %s:%s not reachable (%s), retrying in %llu ms", c->host, c->port,
               uv_strerror(err), (unsigned long long)delay);
     (void)uv_timer_start(&c->retry, retry_cb, delay, 0); /* fails only once closing */
+}
+
+/* Drop the connection before JOINED and try again: at endpoint idx at once (a follower named its
+ * leader), or (idx < 0) at the next one. */
+static void client_move(struct agent_client *c, int idx, const char *why)
+{
+    uv_timer_stop(&c->silence);
+    if (c->tcp_open) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_close((uv_handle_t *)&c->tcp, NULL);
+        c->tcp_open = false;
+    }
+    c->in.len = c->in.off = 0;
+    c->join_sent = false;
+    c->state = CL_RESOLVING;
+    if (rdzv_now_ms() >= c->deadline_ms) {
+        client_fail(c, "cannot join through %s: %s", c->name, why);
+        return;
+    }
+    if (idx < 0) {
+        log_info("%s; trying the next rdzvd endpoint", why);
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+        schedule_retry(c, UV_ECONNRESET);
+        return;
+    }
+    client_use(c, (unsigned)idx);
+    c->round_start = c->cur;
+    log_info("%s; going to %s", why, c->name);
+    /* A leader that keeps changing (or stale news of it): slow down after a few hops. */
+    (void)uv_timer_start(&c->retry, retry_cb, ++c->redirects > 3 ? 200 : 0, 0);
 }
 
 static void connect_cb(uv_connect_t *req, int status)
@@ -486,7 +617,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         return;
     }
     if (status < 0) {
-        if (status == UV_EAI_NONAME) {
+        if (status == UV_EAI_NONAME && c->eps.n == 1) {
             client_fail(c, "cannot resolve rdzvd host '%s'; check --endpoint", c->host);
             return;
         }
@@ -541,6 +672,7 @@ static void client_try(struct agent_client *c)
 
     if (c->closing || c->state == CL_DEAD)
         return;
+    c->numeric = false; /* the endpoint may have changed */
     if (client_try_numeric(c))
         return;
     c->state = CL_RESOLVING;
@@ -556,18 +688,22 @@ static void free_on_close_cb(uv_handle_t *h)
     free(h->data);
 }
 
-int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
+int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsigned first,
                        uint64_t connect_timeout_ms, const struct rdzv_join *j,
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret)
 {
-    struct agent_client *c = calloc(1, sizeof(*c));
+    struct agent_client *c;
     int r;
 
+    if (eps->n == 0 || eps->n > AGENT_ENDPOINTS_MAX + 1)
+        return -EINVAL;
+    c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
     c->loop = loop;
-    snprintf(c->host, sizeof(c->host), "%s", host);
-    snprintf(c->port, sizeof(c->port), "%u", port);
+    c->eps = *eps;
+    client_use(c, first < eps->n ? first : 0);
+    c->round_start = c->cur;
     c->deadline_ms = rdzv_now_ms() + connect_timeout_ms;
     c->join = *j;
     c->cbs = *cbs;

@@ -13,6 +13,22 @@
 
 struct agent_client;
 
+/* The rdzvd endpoints an agent may talk to: one, or the replicas of a replicated rdzvd
+ * (--endpoint A,B,C). The client tries them in turn and follows a follower's redirect to the
+ * leader (protocol 1.3), which may add one more (a leader not in the list). */
+#define AGENT_ENDPOINTS_MAX 8
+struct agent_endpoint {
+    char host[256];
+    uint16_t port;
+};
+struct agent_endpoints {
+    unsigned n;
+    struct agent_endpoint ep[AGENT_ENDPOINTS_MAX + 1];
+};
+
+/* "HOST:PORT[,HOST:PORT...]" (at most AGENT_ENDPOINTS_MAX) into *out. 0 or -EINVAL. */
+int agent_endpoints_parse(const char *list, struct agent_endpoints *out);
+
 struct agent_client_cbs {
     /* The round closed: this node's assignment. */
     void (*on_round)(struct agent_client *c, const struct rdzv_round *r, void *ud);
@@ -28,14 +44,24 @@ struct agent_client_cbs {
      * NULL: reported through on_error. */
     void (*on_lost)(struct agent_client *c, const char *msg, void *ud);
     /* JOINED: spare is true when the job runs without this node for now. */
-    void (*on_joined)(struct agent_client *c, bool spare, bool resumed, void *ud);
+    /* secret: the member's (JOINED, protocol 1.2; "" from an older rdzvd), to send back in
+     * every later JOIN. */
+    void (*on_joined)(struct agent_client *c, bool spare, bool resumed, const char *secret,
+                      void *ud);
 };
 
-/* Connect to host:port, retrying for up to connect_timeout_ms while nothing listens, then send
- * HELLO and JOIN (j is copied). Callbacks fire on loop. Returns 0 or -errno. */
-int agent_client_start(uv_loop_t *loop, const char *host, uint16_t port,
+/* Connect to one of eps (copied), starting with eps->ep[first], retrying for up to
+ * connect_timeout_ms while none answers (the next endpoint at once, a whole round of them with
+ * backoff), then send HELLO and JOIN (j is copied). A follower's ERROR that names the leader
+ * sends the client there; one that knows none, or a connection closed before JOINED, moves it to
+ * the next endpoint. Callbacks fire on loop. Returns 0 or -errno. */
+int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsigned first,
                        uint64_t connect_timeout_ms, const struct rdzv_join *j,
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret);
+/* The endpoint c talks to (or tries now): its index in the list given to agent_client_start,
+ * and "HOST:PORT". */
+unsigned agent_client_endpoint(const struct agent_client *c);
+const char *agent_client_endpoint_name(const struct agent_client *c);
 
 /* Authenticate with t (HELLO, AUTH, AUTH_OK checked, then JOIN); call right after
  * agent_client_start(). t must outlive the client. Without it, a daemon that asks for a token is

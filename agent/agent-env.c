@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../common/rdzv-util.h"
+#include "../proto/rdzv-worker.h"
 #include "agent-assignment.h"
 #include "agent-reaper.h"
 
@@ -182,32 +183,20 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
     return 0;
 }
 
-/* s can go in a JSON string as it is. */
-static bool json_plain(const char *s)
-{
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
-            return false;
-    return true;
-}
-
 int agent_env_control_line(const struct agent_assignment *a, unsigned local_rank, char *buf,
                            size_t len)
 {
     uint64_t rank = (uint64_t)a->rank_offset + local_rank;
-    int n;
+    struct rdzv_worker_gen g = {.generation = a->generation, .rank = (unsigned)rank,
+                                .world = a->world_size, .local_rank = local_rank,
+                                .master_port = a->master_port,
+                                .restart_count = a->restart_count};
 
-    if (!a->master_addr || !json_plain(a->master_addr) ||
-        (a->nccl_id_hex && !json_plain(a->nccl_id_hex)) || rank >= a->world_size)
+    if (!a->master_addr || rank >= a->world_size ||
+        snprintf(g.master_addr, sizeof(g.master_addr), "%s", a->master_addr) >=
+            (int)sizeof(g.master_addr) ||
+        snprintf(g.nccl_id, sizeof(g.nccl_id), "%s", a->nccl_id_hex ? a->nccl_id_hex : "") >=
+            (int)sizeof(g.nccl_id))
         return -EINVAL;
-    n = snprintf(buf, len,
-                 "{\"op\":\"generation\",\"generation\":%" PRIu64 ",\"rank\":%" PRIu64
-                 ",\"world_size\":%u,\"local_rank\":%u,\"master_addr\":\"%s\",\"master_port\":%u,"
-                 "\"nccl_id\":%s%s%s,\"restart_count\":%u}",
-                 a->generation, rank, a->world_size, local_rank, a->master_addr, a->master_port,
-                 a->nccl_id_hex ? "\"" : "", a->nccl_id_hex ? a->nccl_id_hex : "null",
-                 a->nccl_id_hex ? "\"" : "", a->restart_count);
-    if (n < 0 || (size_t)n >= len)
-        return -ENOSPC;
-    return n;
+    return rdzv_worker_gen_format(&g, buf, len);
 }

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <jansson.h>
+
 #include "../common/rdzv-opt.h"
 #include "../common/rdzv-util.h"
 #include "agent-redirects.h"
@@ -36,29 +38,35 @@ static int parse_int(const char *opt, const char *val, int64_t lo, int64_t hi, i
     return 0;
 }
 
-/* N or MIN:MAX. */
+/* N or MIN:MAX into *lo, *hi: NULL, or what is wrong. */
+static const char *nnodes_parse(const char *val, int64_t *lo, int64_t *hi)
+{
+    const char *colon = strchr(val, ':');
+    char *end;
+
+    errno = 0;
+    *lo = strtoll(val, &end, 10);
+    if (end == val || (colon ? end != colon : *end != '\0') || errno)
+        return "expected N or MIN:MAX";
+    *hi = *lo;
+    if (colon) {
+        *hi = strtoll(colon + 1, &end, 10);
+        if (end == colon + 1 || *end != '\0' || errno)
+            return "expected N or MIN:MAX";
+    }
+    if (*lo < 1 || *hi > 100000)
+        return "expected whole numbers from 1 to 100000";
+    if (*hi < *lo)
+        return "MIN must not exceed MAX";
+    return NULL;
+}
+
 static int nnodes_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     struct agent_opts *o = p->ud;
-    const char *colon = strchr(val, ':');
-    char lo[32];
+    const char *msg = nnodes_parse(val, &o->min_nodes, &o->max_nodes);
 
-    if (!colon) {
-        if (parse_int("--nnodes", val, 1, 100000, &o->min_nodes) < 0)
-            return -EINVAL;
-        o->max_nodes = o->min_nodes;
-        return 0;
-    }
-    if ((size_t)(colon - val) >= sizeof(lo))
-        return bad("--nnodes", val, "expected N or MIN:MAX");
-    memcpy(lo, val, (size_t)(colon - val));
-    lo[colon - val] = '\0';
-    if (parse_int("--nnodes", lo, 1, 100000, &o->min_nodes) < 0 ||
-        parse_int("--nnodes", colon + 1, 1, 100000, &o->max_nodes) < 0)
-        return -EINVAL;
-    if (o->max_nodes < o->min_nodes)
-        return bad("--nnodes", val, "MIN must not exceed MAX");
-    return 0;
+    return msg ? bad("--nnodes", val, msg) : 0;
 }
 
 /* A number, gpu, cpu or auto (resolved once the GPUs are known). */
@@ -75,6 +83,8 @@ static int nproc_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, c
 
 static int run_id_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
+    if (((struct agent_opts *)p->ud)->standalone && (!*val || strlen(val) > RDZV_ID_MAX))
+        return 0; /* torchrun's --standalone replaces the run id anyway */
     if (!*val || strlen(val) > RDZV_ID_MAX)
         return rdzv_opt_bad(p, opt, val, "expected 1 to 128 characters");
     *(const char **)opt->dest = val;
@@ -124,6 +134,8 @@ static int backend_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
 {
     struct agent_opts *o = p->ud;
 
+    if (o->standalone)
+        return 0; /* torchrun's --standalone means c10d whatever was given */
     if (strcmp(val, "etcd") == 0 || strcmp(val, "etcd-v2") == 0)
         return rdzv_opt_bad(p, opt, val,
                             "the etcd backends are not supported (etcd 3.6 removed the v2 API "
@@ -224,7 +236,7 @@ static int rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *op
         if (n == 0)
             continue;
         eq = strchr(buf, '=');
-        if (!eq || eq == buf)
+        if (!eq || eq == buf || !eq[1]) /* torchrun: "must have a value specified" */
             return rdzv_opt_bad(p, opt, val, "expected KEY=VALUE,KEY=VALUE...");
         *eq = '\0';
         if (conf_apply(p, opt, buf, eq + 1, &keep_alive, &keep_alive_n) < 0)
@@ -307,42 +319,106 @@ static int signals_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
     return 0;
 }
 
+/* torchrun's argparse keeps the last value of a repeated option and checks only that one (its
+ * options are strings, or whole numbers converted at once): defer_cb keeps the value given last
+ * (a whole number's form checked now), deferred_checks[] check and apply it after the parse. */
+static int defer_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    int64_t v;
+
+    if (opt->imax && rdzv_parse_i64n((const uint8_t *)val, strlen(val), &v) < 0)
+        return rdzv_opt_bad(p, opt, val, "expected a whole number");
+    *(const char **)opt->dest = val;
+    return 0;
+}
+
+static int int_check_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                        const char *val)
+{
+    char name[64];
+
+    if (opt->dest == &((struct agent_opts *)p->ud)->node_rank &&
+        ((struct agent_opts *)p->ud)->standalone)
+        return 0; /* torchrun's --standalone is c10d: it ignores --node-rank */
+    snprintf(name, sizeof(name), "--%s", opt->name);
+    return parse_int(name, val, opt->imin, opt->imax, opt->dest);
+}
+
+static const rdzv_opt_cb deferred_checks[AGENT_OPTS_DEFERRED] = {
+    [D_NNODES] = nnodes_cb,         [D_NPROC] = nproc_cb,         [D_BACKEND] = backend_cb,
+    [D_RUN_ID] = run_id_cb,         [D_CONF] = rdzv_conf_cb,      [D_REDIRECTS] = redirects_cb,
+    [D_TEE] = redirects_cb,         [D_MAX_RESTARTS] = int_check_cb, [D_NODE_RANK] = int_check_cb,
+    [D_MASTER_PORT] = int_check_cb, /* its range is checked where static uses it */
+};
+
+/* Where each deferred check writes (0: the callback writes o itself). */
+static const size_t deferred_off[AGENT_OPTS_DEFERRED] = {
+    [D_RUN_ID] = offsetof(struct agent_opts, run_id),
+    [D_REDIRECTS] = offsetof(struct agent_opts, redirects),
+    [D_TEE] = offsetof(struct agent_opts, tee),
+    [D_MAX_RESTARTS] = offsetof(struct agent_opts, max_restarts),
+    [D_NODE_RANK] = offsetof(struct agent_opts, node_rank),
+    [D_MASTER_PORT] = offsetof(struct agent_opts, master_port),
+};
+
+static void *deferred_dest(struct agent_opts *o, size_t k)
+{
+    return deferred_off[k] ? (char *)o + deferred_off[k] : NULL;
+}
+
 #define SECS(n, d, h)                                                                              \
     {.kind = RDZV_OPT_DOUBLE, .name = n, .dest = d, .dmin = 0, .dmax = 1e7, .metavar = "SEC",     \
      .what = "expected a number of seconds", .help = h}
 
 /* The defaults, the table, the environment and argv. */
+/* torchrun 1.13's own options carry RDZV_OPT_F_PREFER: a prefix argparse gives to one of them
+ * ("--lo", "--t") means it here too, though rdzv's own options share it. */
 static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_first_arg)
 {
     const struct rdzv_opt table[] = {
-        {.kind = RDZV_OPT_CALLBACK, .name = "nnodes", .cb = nnodes_cb, .metavar = "N|MIN:MAX",
+        {.kind = RDZV_OPT_CALLBACK, .name = "nnodes", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
+         .dest = &o->deferred[D_NNODES], .metavar = "N|MIN:MAX",
          .help = "nodes in the job (default: $SLURM_NNODES or 1)"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "nproc", .alias = "nproc-per-node", .cb = nproc_cb,
+        {.kind = RDZV_OPT_CALLBACK, .name = "nproc", .flags = RDZV_OPT_F_PREFER,
+         .alias = "nproc-per-node", .cb = defer_cb,
+         .dest = &o->deferred[D_NPROC],
          .metavar = "N|gpu|cpu|auto",
          .help = "workers on this node (default 1; gpu: one per visible GPU;\n"
                  "cpu: one per CPU; auto: GPUs if any, else CPUs)"},
-        {.kind = RDZV_OPT_STRING, .name = "endpoint", .alias = "rdzv-endpoint",
-         .dest = &o->endpoint, .metavar = "HOST:PORT",
-         .help = "rdzvd's address (port default 29400)"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-id", .cb = run_id_cb, .dest = &o->run_id,
+        {.kind = RDZV_OPT_STRING, .name = "endpoint", .dest = &o->endpoint, .metavar = "HOST:PORT",
+         .help = "rdzvd's address, started by hand (port default 29400); the\n"
+                 "replicas of a replicated rdzvd as HOST:PORT,HOST:PORT,...: the\n"
+                 "agent finds the leader and follows it when it changes"},
+        {.kind = RDZV_OPT_STRING, .name = "rdzv-endpoint", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->rdzv_endpoint, .metavar = "HOST[:PORT]",
+         .help = "torchrun's: with --rdzv-backend c10d rdzvd's address (default\n"
+                 "localhost:29400); without a backend, static at this address"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-id", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
+         .dest = &o->deferred[D_RUN_ID],
          .metavar = "ID", .env = "RDZV_ID *",
          .help = "job id shared by all nodes (default: $SLURM_JOB_ID, then\n$PBS_JOBID)"},
-        {.kind = RDZV_OPT_INT, .name = "node-rank", .dest = &o->node_rank, .imin = 0,
+        {.kind = RDZV_OPT_CALLBACK, .name = "node-rank", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
+         .dest = &o->deferred[D_NODE_RANK], .imin = 0,
          .imax = 99999, .metavar = "N",
          .help = "this node's rank (default: $SLURM_NODEID, then\n"
                  "$OMPI_COMM_WORLD_RANK, else the order of arrival)"},
-        {.kind = RDZV_OPT_INT, .name = "max-restarts", .dest = &o->max_restarts, .imin = 0,
+        {.kind = RDZV_OPT_CALLBACK, .name = "max-restarts", .flags = RDZV_OPT_F_PREFER,
+         .cb = defer_cb,
+         .dest = &o->deferred[D_MAX_RESTARTS], .imin = 0,
          .imax = 1000000, .metavar = "N", .help = "job-wide restarts after failures (default 0)"},
-        {.kind = RDZV_OPT_FLAG, .name = "standalone", .dest = &o->standalone,
+        {.kind = RDZV_OPT_FLAG, .name = "standalone", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->standalone,
          .help = "one node: run an embedded rdzvd on a free local port"},
         {.kind = RDZV_OPT_STRING, .name = "token-file", .dest = &o->token_file,
          .metavar = "FILE",
          .help = "the secret rdzvd was started with (--token-file): agent\n"
                  "and daemon prove it to each other (mode 0600)"},
-        {.kind = RDZV_OPT_STRING, .name = "log-dir", .dest = &o->log_dir, .metavar = "DIR",
+        {.kind = RDZV_OPT_STRING, .name = "log-dir", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->log_dir, .metavar = "DIR",
          .help = "also write each worker's output to\n"
                  "DIR/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log"},
-        {.kind = RDZV_OPT_STRING, .name = "role", .dest = &o->role, .metavar = "NAME",
+        {.kind = RDZV_OPT_STRING, .name = "role", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->role, .metavar = "NAME",
          .help = "ROLE_NAME for the workers (default 'default')"},
         SECS("last-call", &o->last_call_s,
              "after MIN nodes joined, wait this long for more (default 3)"),
@@ -388,35 +464,45 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .dest = &o->level, .metavar = "LEVEL", .what = "expected error, warn, info or debug",
          .help = "error, warn, info (default), debug"},
         {.kind = RDZV_OPT_SECTION, .help = "torchrun and torch.distributed.launch:"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-backend", .cb = backend_cb,
+        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-backend", .flags = RDZV_OPT_F_PREFER,
+         .cb = defer_cb,
+         .dest = &o->deferred[D_BACKEND],
          .metavar = "c10d|static",
          .help = "c10d: rdzvd at --rdzv-endpoint; when nothing answers there,\n"
                  "the agent that owns the endpoint's address (or node rank 0)\n"
                  "starts it. static: node rank 0 starts it at --master-addr:\n"
                  "--master-port, world fixed at --nnodes (the default for a\n"
                  "SCRIPT without an endpoint). etcd, etcd-v2: refused"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-conf", .cb = rdzv_conf_cb, .metavar = "K=V,...",
+        {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-conf", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
+         .dest = &o->deferred[D_CONF], .metavar = "K=V,...",
          .help = "join_timeout, timeout, last_call_timeout, read_timeout,\n"
                  "keep_alive_interval x keep_alive_max_attempt (heartbeat),\n"
                  "is_host; close_timeout, heartbeat_timeout, store_type and\n"
                  "use_libuv mean nothing here; other keys: a warning"},
-        {.kind = RDZV_OPT_STRING, .name = "master-addr", .dest = &o->master_addr,
+        {.kind = RDZV_OPT_STRING, .name = "master-addr", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->master_addr,
          .metavar = "HOST", .help = "static: where node rank 0 hosts rdzvd (default 127.0.0.1)"},
-        {.kind = RDZV_OPT_INT, .name = "master-port", .dest = &o->master_port, .imin = 0,
-         .imax = 65535, .metavar = "PORT", .help = "static: its port (default 29500)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "master-port", .flags = RDZV_OPT_F_PREFER,
+         .cb = defer_cb, .dest = &o->deferred[D_MASTER_PORT], .imin = 0, .imax = INT32_MAX,
+         .metavar = "PORT", .help = "static: its port (default 29500)"},
         {.kind = RDZV_OPT_STRING, .name = "local-addr", .dest = &o->local_addr, .metavar = "ADDR",
          .help = "this node's address, as --host (default: hostname)"},
-        {.kind = RDZV_OPT_FLAG, .name = "module", .short_name = 'm', .dest = &o->module,
+        {.kind = RDZV_OPT_FLAG, .name = "module", .flags = RDZV_OPT_F_PREFER,
+         .short_name = 'm', .dest = &o->module,
          .help = "the command is a Python module: $PYTHON_EXEC -u -m MOD"},
-        {.kind = RDZV_OPT_FLAG, .name = "no-python", .dest = &o->no_python,
+        {.kind = RDZV_OPT_FLAG, .name = "no-python", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->no_python,
          .help = "execute the command directly, not with $PYTHON_EXEC -u"},
-        {.kind = RDZV_OPT_FLAG, .name = "run-path", .dest = &o->run_path,
+        {.kind = RDZV_OPT_FLAG, .name = "run-path", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->run_path,
          .help = "run the script with runpy.run_path in $PYTHON_EXEC"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "redirects", .short_name = 'r', .cb = redirects_cb,
-         .dest = &o->redirects, .metavar = "N|LR:N,...",
+        {.kind = RDZV_OPT_CALLBACK, .name = "redirects", .flags = RDZV_OPT_F_PREFER,
+         .short_name = 'r', .cb = defer_cb,
+         .dest = &o->deferred[D_REDIRECTS], .metavar = "N|LR:N,...",
          .help = "workers' stdout (1), stderr (2), both (3) to files only"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "tee", .short_name = 't', .cb = redirects_cb,
-         .dest = &o->tee, .metavar = "N|LR:N,...",
+        {.kind = RDZV_OPT_CALLBACK, .name = "tee", .flags = RDZV_OPT_F_PREFER,
+         .short_name = 't', .cb = defer_cb,
+         .dest = &o->deferred[D_TEE], .metavar = "N|LR:N,...",
          .help = "workers' stdout (1), stderr (2), both (3) to files too"},
         {.kind = RDZV_OPT_CALLBACK, .name = "local-ranks-filter", .cb = ranks_filter_cb,
          .dest = &o->local_ranks_filter, .metavar = "LR,...",
@@ -432,9 +518,12 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_FLAG, .name = "use-env", .dest = &o->use_env,
          .help = "torch.distributed.launch: LOCAL_RANK only (wins over\n--pass-local-rank)"},
         SECS("shutdown-timeout", &o->grace_s, "torchrun's name for --grace"),
-        SECS("monitor-interval", &o->monitor_interval_s,
-             "accepted, changes nothing: worker exits are seen at once"),
-        {.kind = RDZV_OPT_CALLBACK, .name = "start-method", .cb = start_method_cb,
+        {.kind = RDZV_OPT_DOUBLE, .name = "monitor-interval", .flags = RDZV_OPT_F_PREFER,
+         .dest = &o->monitor_interval_s, .dmin = 0, .dmax = 1e7, .metavar = "SEC",
+         .what = "expected a number of seconds",
+         .help = "accepted, changes nothing: worker exits are seen at once"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "start-method", .flags = RDZV_OPT_F_PREFER,
+         .cb = start_method_cb,
          .dest = &o->start_method, .metavar = "spawn|fork|forkserver",
          .help = "accepted, changes nothing: workers are always new processes"},
         {.kind = RDZV_OPT_STRING, .name = "event-log-handler", .dest = &o->event_log_handler,
@@ -446,6 +535,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_FLAG, .name = "virtual-local-rank", .dest = &o->virtual_local_rank,
          .help = "accepted, ignored (with a warning)"},
         {.kind = RDZV_OPT_SECTION, .help = "General:"},
+        {.kind = RDZV_OPT_FLAG, .name = "print-launch", .dest = &o->print_launch,
+         .help = "print the resolved launch (nodes, nproc, backend, endpoint,\n"
+                 "run id, node rank, restarts, the worker's argv) as one\n"
+                 "JSON line and exit 0 without running anything"},
         RDZV_OPT_HELP_ENTRY("show this help"),
         RDZV_OPT_VERSION_ENTRY('V', "show the version"),
         {0},
@@ -471,19 +564,55 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         .ud = o,
     };
     const char *s;
+    int64_t lo, hi;
+    int r;
 
-    /* The scheduler's node count is a default that RDZV_NNODES and --nnodes override. */
-    if ((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES")))
-        if (rdzv_opt_set(&prog, "nnodes", s) < 0)
-            o->min_nodes = o->max_nodes = 0;
-    return rdzv_opt_parse(&prog, argc, argv, ret_first_arg);
+    /* The scheduler's node count is a default that RDZV_NNODES and --nnodes override (a bad one
+     * is left out). */
+    if (((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES"))) &&
+        nnodes_parse(s, &lo, &hi) == NULL)
+        o->deferred[D_NNODES] = s;
+    r = rdzv_opt_parse(&prog, argc, argv, ret_first_arg);
+    /* checked after --help-options too: the option tests read the verdict so */
+    for (const struct rdzv_opt *e = table; r >= 0 && e->kind != RDZV_OPT_END; e++) {
+        struct rdzv_opt real;
+        size_t k;
+
+        if (e->kind != RDZV_OPT_CALLBACK || e->cb != defer_cb)
+            continue;
+        k = (size_t)((const char **)e->dest - o->deferred);
+        if (!o->deferred[k])
+            continue;
+        real = *e;
+        real.dest = deferred_dest(o, k);
+        if (deferred_checks[k](&prog, &real, o->deferred[k]) < 0)
+            r = -EINVAL;
+    }
+    return r < 0 ? -EINVAL : r;
+}
+
+/* HOST:PORT or [V6]:PORT, as torchrun's parse_rendezvous_endpoint splits it. */
+static bool endpoint_has_port(const char *ep)
+{
+    const char *rb = ep[0] == '[' ? strchr(ep, ']') : NULL;
+
+    if (ep[0] == '[')
+        return rb && rb[1] == ':';
+    return strchr(ep, ':') != NULL;
 }
 
 /* torchrun's reading of what was given: the backend, the command, the hosting role. */
 static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int first_arg)
 {
-    if (first_arg < argc)
-        o->raw_cmd = first_arg > 1 && strcmp(argv[first_arg - 1], "--") == 0;
+    /* rdzv's "-- COMMAND" runs COMMAND as given; where that collides with a line torchrun
+     * accepts (`torchrun -- train.py`), torchrun's meaning wins: for a Python script (a name
+     * ending in .py, or any name with -m or --run-path) and with --no-python. */
+    if (first_arg < argc && first_arg > 1 && strcmp(argv[first_arg - 1], "--") == 0) {
+        size_t n = strlen(argv[first_arg]);
+
+        o->raw_cmd = !o->module && !o->run_path && !o->no_python &&
+                     !(n >= 3 && strcmp(argv[first_arg] + n - 3, ".py") == 0);
+    }
     o->python_exec = getenv("PYTHON_EXEC");
     if (o->python_exec && !*o->python_exec)
         o->python_exec = NULL;
@@ -499,31 +628,55 @@ static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int f
                                                                  : "--virtual-local-rank");
     if (o->local_addr && !o->host)
         o->host = o->local_addr;
+    if (o->rdzv_endpoint && !*o->rdzv_endpoint)
+        o->rdzv_endpoint = NULL; /* torchrun: "" is no endpoint */
     if (o->standalone) {
         o->backend = AGENT_BACKEND_STANDALONE;
+        o->node_rank = -1; /* torchrun's --standalone is c10d: it ignores --node-rank */
         return 0;
     }
-    /* torchrun's default without an endpoint is static; rdzv's own "-- COMMAND" form keeps
-     * asking for --endpoint. */
+    /* torchrun's default backend is static, with --rdzv-endpoint too; rdzv's own --endpoint
+     * (rdzvd started by hand), its "-- COMMAND" form and no command at all (the built-in
+     * trainer) mean c10d, and ask for --endpoint. */
     if (!o->backend_given)
-        o->backend = !o->endpoint && (o->master_addr || o->master_port >= 0 ||
-                                      (o->argv && !o->raw_cmd))
+        o->backend = !o->endpoint && (o->rdzv_endpoint || o->master_addr ||
+                                      o->master_port >= 0 || (o->argv && !o->raw_cmd))
                          ? AGENT_BACKEND_STATIC
                          : AGENT_BACKEND_C10D;
+    if (!o->endpoint)
+        o->endpoint = o->rdzv_endpoint;
+    /* torchrun's default run id, unless rdzvd was started by hand (--endpoint): one daemon
+     * serves many jobs there, and the scheduler's job id (or --rdzv-id) tells them apart */
+    if (!o->run_id && !getenv("SLURM_JOB_ID") && !getenv("PBS_JOBID") && o->endpoint != NULL &&
+        o->endpoint == o->rdzv_endpoint)
+        o->run_id = "none";
+    if (!o->run_id && !o->endpoint && !getenv("SLURM_JOB_ID") && !getenv("PBS_JOBID"))
+        o->run_id = "none";
     if (o->backend == AGENT_BACKEND_STATIC) {
+        if (!o->endpoint && o->master_port > 65535) {
+            fprintf(stderr, "rdzv-agent: invalid --master-port '%" PRId64 "': expected a whole "
+                            "number from 0 to 65535 (see rdzv-agent --help)\n",
+                    o->master_port);
+            return -EINVAL;
+        }
         if (!o->endpoint) {
             snprintf(o->endpoint_buf, sizeof(o->endpoint_buf), "%s:%" PRId64,
                      o->master_addr ? o->master_addr : "127.0.0.1",
                      o->master_port >= 0 ? o->master_port : 29500);
             o->endpoint = o->endpoint_buf;
+        } else if (!endpoint_has_port(o->endpoint)) {
+            fprintf(stderr, "rdzv-agent: static rendezvous at '%s' needs a port (as in torchrun): "
+                            "HOST:PORT, or --master-addr/--master-port\n",
+                    o->endpoint);
+            return -EINVAL;
         }
         if (o->node_rank < 0 && !getenv("SLURM_NODEID") && !getenv("OMPI_COMM_WORLD_RANK"))
             o->node_rank = 0; /* torchrun's default */
-        if (!o->run_id && !getenv("SLURM_JOB_ID") && !getenv("PBS_JOBID"))
-            o->run_id = "none"; /* torchrun's default; one job per master address */
         o->may_host = o->is_host != 0;
         return 0;
     }
+    if (!o->endpoint && o->backend_given)
+        o->endpoint = "localhost:29400"; /* torchrun's c10d: parse_rendezvous_endpoint("") */
     o->may_host = o->backend_given && o->is_host != 0;
     o->must_host = o->is_host == 1;
     return 0;
@@ -549,8 +702,16 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     r = parse_table(o, argc, argv, &first_arg);
     if (r != 0)
         return r;
-    if (first_arg < argc)
+    if (first_arg < argc) {
         o->argv = argv + first_arg;
+        /* torchrun's argparse drops the line's first "--" when it comes right after the script
+         * (`torchrun train.py -- x`: the script gets x), unless a "--" before the script was
+         * that first one. */
+        if (first_arg + 1 < argc && strcmp(argv[first_arg + 1], "--") == 0 &&
+            !(first_arg > 1 && strcmp(argv[first_arg - 1], "--") == 0))
+            memmove(&argv[first_arg + 1], &argv[first_arg + 2],
+                    (size_t)(argc - first_arg - 1) * sizeof(*argv)); /* the NULL too */
+    }
     if (torchrun_semantics(o, argc, argv, first_arg) < 0)
         return -EINVAL;
 
@@ -608,4 +769,32 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
         return -EINVAL;
     }
     return 0;
+}
+
+int agent_opts_print_launch(const struct agent_opts *o, const char *host, uint16_t port,
+                            char *const *argv, FILE *f)
+{
+    json_t *j, *av = json_array();
+    char ep[320];
+    int r = -EIO;
+
+    if (o->standalone)
+        snprintf(ep, sizeof(ep), "127.0.0.1:0");
+    else
+        snprintf(ep, sizeof(ep), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+    for (size_t i = 0; av && argv && argv[i]; i++)
+        json_array_append_new(av, json_string(argv[i]));
+    j = json_pack("{sI sI sI ss sb ss ss so sb sI sb so}", "nnodes_min", (json_int_t)o->min_nodes,
+                  "nnodes_max", (json_int_t)o->max_nodes, "nproc", (json_int_t)o->nproc,
+                  "backend", o->backend == AGENT_BACKEND_STATIC ? "static" : "c10d",
+                  "standalone", o->standalone, "endpoint", ep, "run_id", o->run_id,
+                  "node_rank",
+                  o->node_rank >= 0 ? json_integer(o->node_rank) : json_null(),
+                  "node_rank_hint", o->rank_hint, "max_restarts", (json_int_t)o->max_restarts,
+                  "raw_cmd", o->raw_cmd, "argv", av);
+    if (j && json_dumpf(j, f, JSON_COMPACT | JSON_ENSURE_ASCII) == 0 && fputc('\n', f) != EOF &&
+        fflush(f) == 0)
+        r = 0;
+    json_decref(j);
+    return r;
 }

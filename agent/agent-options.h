@@ -11,6 +11,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../common/rdzv-log.h"
 #include "../proto/rdzv-msg.h"
@@ -25,11 +26,18 @@ enum agent_backend {
     AGENT_BACKEND_STANDALONE, /* --standalone: an embedded rdzvd on a free loopback port */
 };
 
+/* Options checked after the parse, on the value given last (agent-options.c, defer_cb). */
+enum agent_deferred {
+    D_NNODES, D_NPROC, D_BACKEND, D_RUN_ID, D_CONF, D_REDIRECTS, D_TEE, D_MAX_RESTARTS,
+    D_NODE_RANK, D_MASTER_PORT, AGENT_OPTS_DEFERRED
+};
+
 struct agent_opts {
     int64_t min_nodes, max_nodes;
     int64_t nproc;           /* 0 until resolved */
     const char *nproc_arg;   /* as given: a number, "gpu", "cpu" or "auto" (resolved later) */
-    const char *endpoint;
+    const char *endpoint;    /* rdzv's --endpoint: rdzvd started by hand (c10d) */
+    const char *rdzv_endpoint; /* torchrun's --rdzv-endpoint: static without a backend */
     const char *run_id;
     int64_t node_rank;       /* -1: not asked for */
     int64_t max_restarts;
@@ -71,12 +79,14 @@ struct agent_opts {
     double monitor_interval_s;
     const char *start_method, *event_log_handler, *logs_specs, *numa_binding;
     bool virtual_local_rank;
+    bool print_launch;       /* --print-launch: print the resolved launch as JSON, run nothing */
     /* Whether this agent may start rdzvd at the endpoint when nothing answers there
      * (agent-host.h): static on node rank 0, c10d with --rdzv-backend given (or is_host=1). */
     bool may_host;
     bool must_host;          /* static node rank 0 or is_host=1: host without a bind check */
     char endpoint_buf[300];  /* static: master addr:port */
     char run_id_buf[64];     /* --standalone's generated run id */
+    const char *deferred[AGENT_OPTS_DEFERRED]; /* the value given last, checked after */
 };
 
 /* Fill *o from the defaults, the scheduler's and RDZV_* / PET_* environment variables and argv, and
@@ -84,3 +94,13 @@ struct agent_opts {
  * range). Returns 0, 1 when the program should exit 0 now (--help, --version), or -EINVAL
  * after printing one line to stderr. */
 int agent_opts_parse(struct agent_opts *o, int argc, char **argv);
+
+/* --print-launch: write the resolved launch to f as one JSON object on one line:
+ *   {"nnodes_min", "nnodes_max", "nproc", "backend": "c10d"|"static", "standalone",
+ *    "endpoint": "HOST:PORT" (standalone: "127.0.0.1:0", any free port), "run_id",
+ *    "node_rank" (null: given by the order of arrival), "node_rank_hint" (from the scheduler),
+ *    "max_restarts", "raw_cmd" (rdzv's "-- COMMAND" form), "argv": the worker's command exactly
+ *    as it is executed (local rank 0's)}
+ * host and port are the endpoint as parsed (port default applied). Returns 0 or -EIO. */
+int agent_opts_print_launch(const struct agent_opts *o, const char *host, uint16_t port,
+                            char *const *argv, FILE *f);

@@ -13,6 +13,7 @@
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "../proto/rdzv-worker.h"
 #include "agent-workers-int.h"
 
 /* The deadline of w's progress (loop time), or UINT64_MAX when none applies. A worker that says
@@ -87,19 +88,19 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
 {
     struct worker_progress *p = &w->progress;
     bool first = !p->reported;
-    uint64_t step;
+    struct rdzv_progress_line pl;
 
     line[n] = '\0';
-    if (n == 4 && memcmp(line, "wait", 4) == 0) {
+    if (rdzv_progress_parse(line, n, &pl) < 0) {
+        log_debug("worker rank %u: ignoring progress line '%.*s'", w->rank, (int)n, line);
+        return;
+    }
+    if (pl.kind == RDZV_PROGRESS_WAIT) {
         p->waiting = true;
         p->alive_ms = uv_now(w->g->cfg.loop);
         return;
     }
-    if (n < 6 || memcmp(line, "step ", 5) != 0 || rdzv_parse_u64(line + 5, &step) < 0) {
-        log_debug("worker rank %u: ignoring progress line '%.*s'", w->rank, (int)n, line);
-        return;
-    }
-    p->step = step;
+    p->step = pl.step;
     p->t_ms = uv_now(w->g->cfg.loop);
     p->reported = true;
     p->waiting = false;

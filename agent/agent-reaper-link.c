@@ -105,7 +105,7 @@ static void reaper_close_cb(uv_handle_t *h)
         (void)uv_timer_start(&g->reaper_timer, reaper_timer_cb,
                              g->reaper_unacked == 1 ? 0 : rdzv_random_u64() % REAPER_RESTART_MS, 0);
     }
-    agent_group_maybe_finish(g);
+    agent_group_settle(g);
 }
 
 static void reaper_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -164,7 +164,7 @@ static void reaper_spawn_close_cb(uv_handle_t *h)
     free(h);
     assert(g->handles > 0);
     g->handles--;
-    agent_group_maybe_finish(g);
+    agent_group_settle(g);
 }
 
 /* The process we spawned daemonized (or failed): its handle has done its job. */
@@ -420,4 +420,25 @@ void agent_reaper_link_stop(struct agent_group *g)
 int agent_reaper_link_pid(const struct agent_group *g)
 {
     return g->reaper && g->reaper->acked ? g->reaper->pid : 0;
+}
+
+/* ---- process groups listed with the reaper ---- */
+
+bool agent_reaper_link_pgroup_gone(int pgid)
+{
+    return kill(-pgid, 0) < 0 && errno == ESRCH;
+}
+
+/* Unlist w's group ("-pid") once it is known gone: its worker reaped and no process left in it,
+ * or SIGKILL sent to it (its processes are doomed, and the id cannot be reused before the last of
+ * them is gone). An exited worker's group that still has processes (a lingering descendant)
+ * stays listed: it is checked again when the worker's pipes close and at the end of the start. */
+void agent_reaper_link_unlist_if_gone(struct agent_worker *w)
+{
+    if (!w->listed || w->running)
+        return;
+    if (!w->group_killed && !agent_reaper_link_pgroup_gone(w->pid))
+        return;
+    w->listed = false;
+    agent_reaper_link_send_pgid(w->g, '-', w->pid);
 }

@@ -4,6 +4,7 @@
 #include "agent-redirects.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -62,7 +63,7 @@ int agent_redirects_parse(const char *s, unsigned nproc, uint8_t *masks, const c
     }
     memset(masks, 0, nproc);
     for (p = s; *p;) {
-        unsigned long lr;
+        unsigned long lr = ULONG_MAX; /* set by parse_rank: the first pass checked it */
 
         (void)parse_rank(&p, &lr);
         if (lr < nproc)
@@ -93,7 +94,7 @@ int agent_ranks_filter_parse(const char *s, unsigned nproc, bool *shown, const c
     }
     memset(shown, 0, nproc * sizeof(*shown));
     for (p = s; *p;) {
-        unsigned long lr;
+        unsigned long lr = ULONG_MAX; /* set by parse_rank: the first pass checked it */
 
         (void)parse_rank(&p, &lr);
         if (lr < nproc)

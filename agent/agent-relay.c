@@ -115,7 +115,7 @@ static void sink_poll_cb(uv_poll_t *p, int status, int events)
     sink_flush(s);
     /* The end of a start may have been waiting for this queue to empty. */
     if (!agent_relay_queued(s->g))
-        agent_group_maybe_finish(s->g);
+        agent_group_settle(s->g);
 }
 
 /* At free: write what is still queued, blocking until the deadline (monotonic ms) at most. A
@@ -218,6 +218,52 @@ out_blocking:
 
 /* ---- worker output pipes ---- */
 
+/* ---- the drain of output that descendants keep open after the last exit ---- */
+
+static void drain_timer_cb(uv_timer_t *t)
+{
+    struct agent_group *g = t->data;
+
+    /* A stalled reader of our own output is not the workers' fault: wait for it, unless we are
+     * stopping (then the deadline holds). */
+    if (g->paused && g->state != GROUP_STOPPING) {
+        (void)uv_timer_again(t);
+        return;
+    }
+    for (unsigned i = 0; i < g->cfg.nproc; i++)
+        for (unsigned k = 0; k < _OUT_MAX; k++) {
+            struct worker_out *o = &g->workers[i].out[k];
+
+            /* a worker started by agent_group_start_ranks() meanwhile keeps its pipes */
+            if (!o->open || g->workers[i].running)
+                continue;
+            if (g->paused)
+                log_warn("worker rank %u: stopping, dropping its %s that nobody reads from "
+                         "the agent",
+                         g->workers[i].rank, agent_out_name(k));
+            else
+                log_warn("worker rank %u exited but its %s is still open after %d ms of "
+                         "silence (a child process holds it), closing it",
+                         g->workers[i].rank, agent_out_name(k), AGENT_DRAIN_MS);
+            agent_relay_out_close(o);
+        }
+}
+
+void agent_relay_drain_start(struct agent_group *g)
+{
+    /* AGENT_DRAIN_MS from now, not from the start of this loop iteration. */
+    uv_update_time(g->cfg.loop);
+    (void)uv_timer_start(&g->drain_timer, drain_timer_cb, AGENT_DRAIN_MS, AGENT_DRAIN_MS);
+}
+
+static void drain_touch(struct agent_group *g)
+{
+    /* After the last exit the drain deadline counts silence, not total time; when stopping it is
+     * firm, or a descendant outside the process groups could keep the stop from completing. */
+    if (g->state == GROUP_ACTIVE && g->running == 0 && uv_is_active((uv_handle_t *)&g->drain_timer))
+        (void)uv_timer_again(&g->drain_timer);
+}
+
 static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
 static void worker_out_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -280,7 +326,7 @@ void agent_relay_out_close(struct worker_out *o)
     g->pipes_open--;
     uv_close((uv_handle_t *)&o->pipe, agent_group_worker_close_cb);
     /* A descendant that held the pipe after the worker's exit may just have gone with it. */
-    agent_stop_unlist_if_gone(o->w);
+    agent_reaper_link_unlist_if_gone(o->w);
 }
 
 static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -312,7 +358,7 @@ static void worker_out_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b
     old = o->len;
     o->len += (size_t)nread;
     worker_out_lines(o, old);
-    agent_stop_drain_touch(g);
+    drain_touch(g);
 }
 
 void agent_relay_update_pause(struct agent_group *g)

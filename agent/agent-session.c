@@ -60,6 +60,7 @@ struct agent_session {
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
+    unsigned ep_last;          /* the endpoint last joined through (cfg.eps) */
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
@@ -496,11 +497,16 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
     }
 }
 
-static void on_joined(struct agent_client *c, bool spare, bool resumed, void *ud)
+static void on_joined(struct agent_client *c, bool spare, bool resumed, const char *secret,
+                      void *ud)
 {
     struct agent_session *a = ud;
 
-    (void)c;
+    /* Reconnect here first (with replicas: the leader, as far as we know). */
+    a->ep_last = agent_client_endpoint(c);
+    /* Our proof of who we are when we reconnect (a resume, or a spare back after a stall). */
+    if (secret[0])
+        snprintf(a->join.secret, sizeof(a->join.secret), "%s", secret);
     if (resumed)
         log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->round.generation);
     else if (spare)
@@ -597,8 +603,8 @@ static int agent_connect(struct agent_session *a)
         rs->master_port = a->round.master_port;
         rs->left = a->state == AG_LEFT;
     }
-    r = agent_client_start(a->loop, a->cfg.dhost, a->cfg.dport, (uint64_t)(a->cfg.connect_timeout_s * 1000),
-                           &a->join,
+    r = agent_client_start(a->loop, a->cfg.eps, a->ep_last,
+                           (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,
                            &(struct agent_client_cbs){.on_round = on_round,
                                                       .on_nccl_request = on_nccl_request,
                                                       .on_event = on_event,

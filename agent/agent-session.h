@@ -15,14 +15,14 @@
 
 #include "../proto/rdzv-msg.h"
 
+struct agent_endpoints;
 struct agent_group;
 struct agent_session;
 struct rdzv_token;
 
 struct agent_session_cfg {
     uv_loop_t *loop;
-    const char *dhost;              /* rdzvd's host and port */
-    uint16_t dport;
+    const struct agent_endpoints *eps; /* rdzvd's endpoints (replicas: several) */
     const struct rdzv_token *token; /* --token-file, or NULL */
     const char *run_id;             /* for logs */
     const char *host;               /* this node's name, in logs and WORKER_EXIT */

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-workers-int.h: the worker group's private struct, shared by the files that make up the
- * group (agent-workers.c: state machine, spawn, API; agent-relay.c: output relay; agent-stop.c:
- * stop escalation and end-of-start timers; agent-reaper-link.c: the link to the host's reaper;
- * agent-progress.c: the progress channel).
+ * group. Calls go down this list, never up (tests/layering.py reads them from the objects); a
+ * lower file reaches a higher one only through the callbacks the group registers (g->settle,
+ * g->slot_free):
+ *   agent-workers.c: the state machine (every change of g->state), spawn, the API;
+ *   agent-progress.c: the progress channel;
+ *   agent-stop.c: signals, stop escalation, the end of a start's leftover processes;
+ *   agent-relay.c: the output relay and the drain of output left open after the last exit;
+ *   agent-reaper-link.c: the link to the host's reaper, the listed process groups;
+ *   agent-workers-control.c: the control channel;
+ *   agent-group-handles.c: the count of open handles, their close callbacks, "settled".
  * Nothing outside those files includes it: everyone else sees agent-workers.h, where the group is
  * opaque.
  *
@@ -100,7 +107,7 @@ struct agent_group {
     struct agent_group_cfg cfg;
     char **argv; /* cfg.argv, or our copy whose local-rank entry points to rank_arg */
     char rank_arg[AGENT_CMD_RANK_ARG_MAX];
-    enum group_state state;       /* changed only through agent_group_set_state() */
+    enum group_state state;       /* changed only in agent-workers.c (group_set_state) */
     struct agent_worker *workers; /* cfg.nproc of them */
     unsigned running;             /* workers spawned and not exited */
     unsigned worker_handles;      /* process and pipe handles of this start not yet closed back */
@@ -133,6 +140,11 @@ struct agent_group {
     bool omp_told;
     void (*done)(void *ud);
     void *done_ud;
+    /* Registered by agent-workers.c for agent-group-handles.c: a handle closed back or another
+     * event that may end a start or finish a free happened (settle); w's last handle closed and
+     * w->respawn is set (slot_free). */
+    void (*settle)(struct agent_group *g);
+    void (*slot_free)(struct agent_worker *w);
 };
 
 static inline const char *agent_out_name(unsigned which)
@@ -145,21 +157,20 @@ static inline bool agent_group_active(const struct agent_group *g)
     return g->state == GROUP_ACTIVE || g->state == GROUP_STOPPING;
 }
 
-/* ---- agent-workers.c: the state machine ---- */
+/* ---- agent-group-handles.c: open handles and "settled" (the bottom) ---- */
 
-/* The only place g->state changes; logs the transition at trace level. */
-void agent_group_set_state(struct agent_group *g, enum group_state st);
-/* From callbacks only (close, poll, timer): reports the end of a start (on_all_exited), or
- * finishes a free (g's memory is gone when it returns in that case). */
-void agent_group_maybe_finish(struct agent_group *g);
+/* From callbacks only (close, poll, timer): g->settle(g), which reports the end of a start
+ * (on_all_exited), or finishes a free (g's memory is gone when it returns in that case). */
+void agent_group_settle(struct agent_group *g);
 /* Close callback of a worker's process or pipe handle (h->data is the group). */
 void agent_group_worker_close_cb(uv_handle_t *h);
 /* Close callback of any other handle of the group (h->data is the group). */
 void agent_group_handle_close_cb(uv_handle_t *h);
 /* Count a new process or pipe handle of a worker (h->data must be g; h inside g->workers[]). */
 void agent_group_worker_handle_added(struct agent_group *g, uv_handle_t *h);
-/* Arm the zero timer that runs on_all_exited (or ends a stop) on the next loop iteration. */
-void agent_group_notify_soon(struct agent_group *g);
+/* One handle of a worker closed back: the counts, then g->slot_free(w) when it was w's last and
+ * a respawn waits for the slot. Does not settle (the caller does, once it is done). */
+void agent_group_worker_handle_gone(struct agent_group *g, uv_handle_t *h);
 
 /* ---- agent-relay.c: workers' output to the agent's stdout/stderr ---- */
 
@@ -172,6 +183,9 @@ int agent_relay_write_all(int fd, const void *p, size_t n);
 void agent_relay_line(struct worker_out *o, const char *p, size_t n);
 /* Whether relayed bytes still wait in a sink's queue. */
 bool agent_relay_queued(const struct agent_group *g);
+/* After the last exit: close pipes held open by descendants after AGENT_DRAIN_MS of silence
+ * (each read restarts the count, unless the group is stopping). */
+void agent_relay_drain_start(struct agent_group *g);
 /* Pause or resume reading the workers' pipes after a sink's queue grew or shrank. */
 void agent_relay_update_pause(struct agent_group *g);
 /* A pipe to a worker: pipe (uninitialised) becomes our non-blocking read end, counted as a worker
@@ -190,20 +204,16 @@ void agent_relay_close(struct agent_group *g);
 /* At destruction, after every handle closed: close private fds, free the queues. */
 void agent_relay_release(struct agent_group *g);
 
-/* ---- agent-stop.c: signals, stop escalation, end-of-start timers ---- */
+/* ---- agent-stop.c: signals, stop escalation, the end of a start's leftovers ---- */
 
+/* STOPPING: SIGKILL to what still runs after cfg.grace_ms from now. */
+void agent_stop_arm_kill(struct agent_group *g);
 /* Signal the process group of each worker that may still have one (w->listed). */
 void agent_stop_kill(struct agent_group *g, int signum);
 /* The same for one exited worker (before its slot is reused by agent_group_start_ranks()). */
 void agent_stop_kill_leftover(struct agent_worker *w);
 /* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them. */
 void agent_stop_kill_leftovers(struct agent_group *g);
-/* Unlist w's process group from the reaper once it is known to be gone. */
-void agent_stop_unlist_if_gone(struct agent_worker *w);
-/* After the last exit: close pipes held open by descendants after AGENT_DRAIN_MS of silence. */
-void agent_stop_drain_start(struct agent_group *g);
-/* A read on a worker pipe: restart the silence count of the drain timer, if it runs. */
-void agent_stop_drain_touch(struct agent_group *g);
 
 /* ---- agent-progress.c: the workers' progress channel and hang detection ---- */
 
@@ -235,3 +245,7 @@ void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid);
 void agent_reaper_link_stop(struct agent_group *g);
 /* The reaper's pid once it has acknowledged us, else 0. */
 int agent_reaper_link_pid(const struct agent_group *g);
+/* Whether the process group pgid is gone (no process left in it). */
+bool agent_reaper_link_pgroup_gone(int pgid);
+/* Unlist w's process group from the reaper once it is known to be gone. */
+void agent_reaper_link_unlist_if_gone(struct agent_worker *w);

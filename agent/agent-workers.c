@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-workers.c: the local worker group: its state machine, spawning the workers, their exits,
  * and the API of agent-workers.h. The output relay is in agent-relay.c, the environment in
- * agent-env.c, the directories in agent-dirs.c, stopping in agent-stop.c, the reaper link in
- * agent-reaper-link.c. */
+ * agent-env.c, the directories in agent-dirs.c, signals in agent-stop.c, the reaper link in
+ * agent-reaper-link.c, the handle counts in agent-group-handles.c (agent-workers-int.h gives the
+ * order). Every change of the group's state is made here. */
 #include "agent-workers.h"
 
 #include <assert.h>
@@ -28,7 +29,8 @@ extern char **environ;
 
 static const char *const group_state_names[] = {"idle", "active", "stopping", "freeing"};
 
-void agent_group_set_state(struct agent_group *g, enum group_state st)
+/* The only place g->state changes; logs the transition at trace level. */
+static void group_set_state(struct agent_group *g, enum group_state st)
 {
     assert(st < _GROUP_STATE_MAX);
     log_trace("workers: %s -> %s", group_state_names[g->state], group_state_names[st]);
@@ -37,17 +39,19 @@ void agent_group_set_state(struct agent_group *g, enum group_state st)
 
 /* ---- completion ---- */
 
+static void group_settle(struct agent_group *g);
+
 static void notify_timer_cb(uv_timer_t *t)
 {
     struct agent_group *g = t->data;
 
     if (g->state != GROUP_IDLE)
-        agent_group_maybe_finish(g); /* a stop that need not wait for queued output */
+        group_settle(g); /* a stop that need not wait for queued output */
     else if (g->cfg.on_all_exited)
         g->cfg.on_all_exited(g, g->cfg.ud);
 }
 
-void agent_group_notify_soon(struct agent_group *g)
+static void group_notify_soon(struct agent_group *g)
 {
     (void)uv_timer_start(&g->notify_timer, notify_timer_cb, 0, 0);
 }
@@ -76,10 +80,10 @@ static void group_destroy(struct agent_group *g)
         done(ud);
 }
 
-/* Called from callbacks only (close, poll, timer): reports the end of a start, or finishes a
- * free. A start ends when its handles are closed and, unless it is being stopped, its relayed
- * output has left the queues too (a stop doesn't wait for a slow reader: free() flushes). */
-void agent_group_maybe_finish(struct agent_group *g)
+/* g->settle: called from callbacks only (close, poll, timer): reports the end of a start, or
+ * finishes a free. A start ends when its handles are closed and, unless it is being stopped, its
+ * relayed output has left the queues too (a stop doesn't wait for a slow reader: free() flushes). */
+static void group_settle(struct agent_group *g)
 {
     if (g->state == GROUP_FREEING) {
         if (g->handles == 0)
@@ -94,61 +98,14 @@ void agent_group_maybe_finish(struct agent_group *g)
     (void)uv_timer_stop(&g->kill_timer);
     (void)uv_timer_stop(&g->drain_timer);
     (void)uv_timer_stop(&g->progress_timer);
-    agent_group_set_state(g, GROUP_IDLE);
+    group_set_state(g, GROUP_IDLE);
     log_debug("workers: all exited and output drained");
     if (g->cfg.on_all_exited)
         g->cfg.on_all_exited(g, g->cfg.ud);
 }
 
-void agent_group_handle_close_cb(uv_handle_t *h)
-{
-    struct agent_group *g = h->data;
-
-    assert(g->handles > 0);
-    g->handles--;
-    agent_group_maybe_finish(g);
-}
-
-/* The worker whose struct holds handle h: every worker handle is a member of its worker. */
-static struct agent_worker *worker_of_handle(struct agent_group *g, const uv_handle_t *h)
-{
-    size_t off = (size_t)((const char *)h - (const char *)g->workers);
-
-    assert((const char *)h >= (const char *)g->workers && off / sizeof(*g->workers) < g->cfg.nproc);
-    return &g->workers[off / sizeof(*g->workers)];
-}
-
-void agent_group_worker_handle_added(struct agent_group *g, uv_handle_t *h)
-{
-    g->worker_handles++;
-    g->handles++;
-    worker_of_handle(g, h)->handles++;
-}
-
-static void worker_respawn(struct agent_worker *w);
 static int worker_spawn(struct agent_group *g, struct agent_worker *w,
                         const struct agent_assignment *a, struct agent_env *env);
-
-/* One handle of a worker closed back: the counts, then a respawn waiting for its slot. */
-static void worker_handle_gone(struct agent_group *g, uv_handle_t *h)
-{
-    struct agent_worker *w = worker_of_handle(g, h);
-
-    assert(g->worker_handles > 0 && g->handles > 0 && w->handles > 0);
-    g->worker_handles--;
-    g->handles--;
-    w->handles--;
-    if (w->handles == 0 && w->respawn)
-        worker_respawn(w);
-}
-
-void agent_group_worker_close_cb(uv_handle_t *h)
-{
-    struct agent_group *g = h->data;
-
-    worker_handle_gone(g, h);
-    agent_group_maybe_finish(g);
-}
 
 /* ---- processes ---- */
 
@@ -162,11 +119,11 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
     g->running--;
     agent_progress_close(w);
     agent_control_close(w);
-    agent_stop_unlist_if_gone(w);
+    agent_reaper_link_unlist_if_gone(w);
     if (g->state == GROUP_FREEING)
         return; /* killed by agent_group_free(): nobody to tell */
     if (g->running == 0 && g->pipes_open > 0)
-        agent_stop_drain_start(g);
+        agent_relay_drain_start(g);
     if (g->cfg.on_exit)
         g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
 }
@@ -193,9 +150,9 @@ static void worker_noexec_close_cb(uv_handle_t *h)
     struct agent_worker *w = rdzv_container_of((uv_process_t *)h, struct agent_worker, proc);
     struct agent_group *g = w->g;
 
-    worker_handle_gone(g, h);
+    agent_group_worker_handle_gone(g, h);
     worker_exited(w, 127, 0);
-    agent_group_maybe_finish(g);
+    group_settle(g);
 }
 
 static void worker_close_logs(struct agent_worker *w)
@@ -455,7 +412,7 @@ static int group_init_timers(struct agent_group *g)
     return 0;
 
 out_close_timers:
-    agent_group_set_state(g, GROUP_FREEING);
+    group_set_state(g, GROUP_FREEING);
     if (i == 0) {
         group_destroy(g);
         return r;
@@ -464,6 +421,8 @@ out_close_timers:
         uv_close((uv_handle_t *)timers[i], agent_group_handle_close_cb);
     return r;
 }
+
+static void worker_respawn(struct agent_worker *w);
 
 int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 {
@@ -490,6 +449,8 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     if (!g)
         return -ENOMEM;
     g->cfg = *cfg;
+    g->settle = group_settle;
+    g->slot_free = worker_respawn;
     g->argv = cfg->argv;
     g->workers = calloc(cfg->nproc, sizeof(*g->workers));
     if (cfg->local_rank_argi && g->workers) {
@@ -665,7 +626,7 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
             /* A process that left the group may hold the old pipes: the drain closes them
              * after AGENT_DRAIN_MS of silence, as after a last exit. */
             if (!uv_is_active((uv_handle_t *)&g->drain_timer))
-                agent_stop_drain_start(g);
+                agent_relay_drain_start(g);
             continue;
         }
         r = worker_spawn(g, w, a, env);
@@ -678,8 +639,8 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
     }
     log_error("started %u of %u workers, stopping them", started, n);
     if (g->worker_handles == 0) {
-        agent_group_set_state(g, GROUP_IDLE);
-        agent_group_notify_soon(g);
+        group_set_state(g, GROUP_IDLE);
+        group_notify_soon(g);
     } else {
         agent_group_stop(g, SIGTERM);
     }
@@ -713,7 +674,7 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
         return r;
     if (g->state == GROUP_IDLE) {
         (void)uv_timer_stop(&g->notify_timer);
-        agent_group_set_state(g, GROUP_ACTIVE);
+        group_set_state(g, GROUP_ACTIVE);
         g->stop_signal = 0;
     } else if (any) {
         /* the drain after a last exit is over: workers run again */
@@ -774,7 +735,7 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     agent_reaper_link_stop(g);
     g->done = done;
     g->done_ud = ud;
-    agent_group_set_state(g, GROUP_FREEING);
+    group_set_state(g, GROUP_FREEING);
     uv_close((uv_handle_t *)&g->kill_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->notify_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->reaper_timer, agent_group_handle_close_cb);
@@ -791,4 +752,30 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     /* Everything read is in the sinks now (closing relayed the unfinished lines). */
     agent_relay_close(g);
     uv_close((uv_handle_t *)&g->drain_timer, agent_group_handle_close_cb);
+}
+
+void agent_group_stop(struct agent_group *g, int signum)
+{
+    switch (g->state) {
+    case GROUP_IDLE:
+        group_notify_soon(g);
+        return;
+    case GROUP_ACTIVE:
+        group_set_state(g, GROUP_STOPPING);
+        g->stop_signal = signum;
+        agent_stop_arm_kill(g);
+        /* Workers all gone, only waiting for a slow reader of their output: end now. */
+        if (g->worker_handles == 0)
+            group_notify_soon(g);
+        log_info("stopping %u workers with signal %d, SIGKILL in %" PRIu64 " ms", g->running,
+                 signum, g->cfg.grace_ms);
+        break;
+    case GROUP_STOPPING:
+        log_info("stopping %u workers with signal %d", g->running, signum);
+        break;
+    case GROUP_FREEING:
+    case _GROUP_STATE_MAX:
+        return;
+    }
+    agent_stop_kill(g, signum);
 }

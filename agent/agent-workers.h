@@ -27,7 +27,7 @@ struct agent_group;
 #define AGENT_DRAIN_MS 2000 /* silence on a worker's output after the last exit, then close */
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
-#define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored */
+#define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored (RDZV_PROGRESS_LINE_MAX + 1) */
 #define AGENT_PROGRESS_WAIT_DIV 4 /* a blocked worker says "wait" this many times per timeout */
 #define AGENT_PROGRESS_WAIT_MAX 4 /* timeouts a "wait"ing worker may go without a step */
 #define AGENT_CONTROL_FD 4      /* the control channel's descriptor in each worker (cfg.control) */

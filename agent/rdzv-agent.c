@@ -10,13 +10,13 @@
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../daemon/rdzvd-daemon.h"
-#include "../daemon/rdzvd-server.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "agent-client.h"
@@ -172,18 +172,114 @@ static int start_embedded(struct agent *a)
         .lim = RDZV_LIMITS_DEFAULT,
         .embedded = true,
     };
-    struct rdzvd_server_info info;
     int r;
 
     r = rdzvd_daemon_new(a->loop, &cfg, &a->embedded);
     if (r == 0)
-        r = rdzvd_server_listen(rdzvd_daemon_server(a->embedded));
+        r = rdzvd_daemon_listen(a->embedded);
     if (r < 0)
         return r;
-    rdzvd_server_info(rdzvd_daemon_server(a->embedded), &info);
-    snprintf(a->endpoint_buf, sizeof(a->endpoint_buf), "127.0.0.1:%u", info.port);
+    snprintf(a->endpoint_buf, sizeof(a->endpoint_buf), "127.0.0.1:%u",
+             rdzvd_daemon_port(a->embedded));
     a->o.endpoint = a->endpoint_buf;
     log_info("standalone: embedded rdzvd on %s", a->o.endpoint);
+    return 0;
+}
+
+/* --nproc gpu|auto|cpu|N with ngpus GPUs visible. Returns 0 or -EINVAL (printed). */
+static int resolve_nproc(struct agent *a, int ngpus)
+{
+    if (a->o.nproc_arg && strcmp(a->o.nproc_arg, "gpu") == 0) {
+        if (ngpus == 0) {
+            fprintf(stderr, "rdzv-agent: --nproc gpu: no GPU is visible on this node "
+                            "(CUDA_VISIBLE_DEVICES and /proc/driver/nvidia); give a number\n");
+            return -EINVAL;
+        }
+        a->o.nproc = ngpus;
+    } else if (a->o.nproc_arg && strcmp(a->o.nproc_arg, "auto") == 0) {
+        a->o.nproc = ngpus > 0 ? ngpus : (int64_t)sysconf(_SC_NPROCESSORS_ONLN);
+    } else if (a->o.nproc_arg && strcmp(a->o.nproc_arg, "cpu") == 0) {
+        a->o.nproc = (int64_t)sysconf(_SC_NPROCESSORS_ONLN);
+    } else if (a->o.nproc == 0) {
+        a->o.nproc = 1;
+    }
+    return 0;
+}
+
+/* --print-launch: the resolved launch on stdout (agent_opts_print_launch()), nothing run.
+ * Returns the exit status. */
+static int print_launch(struct agent *a)
+{
+    char host[256] = "";
+    uint16_t port = RDZV_DEFAULT_PORT;
+    int r = a->o.standalone ? 0 : rdzv_parse_hostport(a->o.endpoint, host, sizeof(host), &port);
+
+    if (r < 0)
+        fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT\n", a->o.endpoint);
+    else if ((r = agent_opts_print_launch(&a->o, host, port, a->cmd.argv, stdout)) < 0)
+        fprintf(stderr, "rdzv-agent: --print-launch: %s\n", strerror(-r));
+    return r < 0 ? 2 : 0;
+}
+
+/* RDZV_PRINT_LAUNCH=batch: many --print-launch runs in one process, for the differential test
+ * (tests/rendezvous/torchrun_diff.py): each stdin line is a JSON array of the arguments; each
+ * answer is one stdout line, the launch or {"status": N, "stderr": "..."} for a refused line. */
+static int print_launch_batch(void)
+{
+    char **gpus = NULL, *line = NULL;
+    size_t cap = 0;
+    int ngpus = agent_gpu_list(getenv("CUDA_VISIBLE_DEVICES"), AGENT_GPU_DRIVER_DIR, &gpus);
+    FILE *tf = tmpfile();
+    int err_fd = dup(2), mfd = tf ? fileno(tf) : -1;
+
+    if (ngpus < 0 || err_fd < 0 || mfd < 0) {
+        fprintf(stderr, "rdzv-agent: batch: %s\n", strerror(ngpus < 0 ? -ngpus : errno));
+        return 1;
+    }
+    while (getline(&line, &cap, stdin) > 0) {
+        json_t *in = json_loads(line, 0, NULL), *out;
+        struct agent *a = calloc(1, sizeof(*a));
+        size_t n = json_array_size(in);
+        char **argv = calloc(n + 2, sizeof(*argv)), buf[4096];
+        int st;
+        ssize_t got;
+
+        if (!json_is_array(in) || !a || !argv) {
+            fprintf(stderr, "rdzv-agent: batch: expected a JSON array of strings per line\n");
+            return 1;
+        }
+        argv[0] = (char *)"rdzv-agent";
+        for (size_t i = 0; i < n; i++)
+            argv[i + 1] = (char *)json_string_value(json_array_get(in, i));
+        if (ftruncate(mfd, 0) < 0 || lseek(mfd, 0, SEEK_SET) < 0 || dup2(mfd, 2) < 0)
+            return 1;
+        st = agent_opts_parse(&a->o, (int)n + 1, argv);
+        st = st > 0 ? 0 : st < 0 ? 2 : resolve_nproc(a, ngpus) < 0 ? 2 : 0;
+        if (st == 0)
+            snprintf(a->self_exe, sizeof(a->self_exe), "/proc/self/exe");
+        if (st == 0 && ((!a->o.argv && default_worker(a) < 0) || build_command(a) < 0))
+            st = 2;
+        if (st == 0)
+            st = print_launch(a);
+        (void)dup2(err_fd, 2);
+        if (st != 0) {
+            got = pread(mfd, buf, sizeof(buf) - 1, 0);
+            buf[got > 0 ? got : 0] = '\0';
+            out = json_pack("{si ss}", "status", st, "stderr", buf);
+            json_dumpf(out, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+            json_decref(out);
+            fputc('\n', stdout);
+        }
+        fflush(stdout);
+        agent_cmd_free(&a->cmd);
+        free(argv);
+        free(a);
+        json_decref(in);
+    }
+    free(line);
+    fclose(tf);
+    close(err_fd);
+    agent_gpu_list_free(gpus, ngpus);
     return 0;
 }
 
@@ -194,6 +290,7 @@ int main(int argc, char **argv)
     struct rdzv_join join = {0}, *jn = &join;
     char host[256], hn[200] = "localhost";
     uint16_t port = RDZV_DEFAULT_PORT;
+    struct agent_endpoints eps;
     uv_loop_t loop;
     char **gpus = NULL;
     int ngpus, r;
@@ -202,6 +299,8 @@ int main(int argc, char **argv)
         return agent_reaper_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--nccl-root") == 0)
         return agent_nccl_root_main(argc, argv);
+    if (getenv("RDZV_PRINT_LAUNCH") && strcmp(getenv("RDZV_PRINT_LAUNCH"), "batch") == 0)
+        return print_launch_batch();
 
     r = agent_opts_parse(&a.o, argc, argv);
     if (r != 0)
@@ -219,19 +318,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rdzv-agent: listing GPUs: %s\n", strerror(-ngpus));
         return 1;
     }
-    if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "gpu") == 0) {
-        if (ngpus == 0) {
-            fprintf(stderr, "rdzv-agent: --nproc gpu: no GPU is visible on this node "
-                            "(CUDA_VISIBLE_DEVICES and /proc/driver/nvidia); give a number\n");
-            return 2;
-        }
-        a.o.nproc = ngpus;
-    } else if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "auto") == 0) {
-        a.o.nproc = ngpus > 0 ? ngpus : (int64_t)sysconf(_SC_NPROCESSORS_ONLN);
-    } else if (a.o.nproc_arg && strcmp(a.o.nproc_arg, "cpu") == 0) {
-        a.o.nproc = (int64_t)sysconf(_SC_NPROCESSORS_ONLN);
-    } else if (a.o.nproc == 0) {
-        a.o.nproc = 1;
+    if (resolve_nproc(&a, ngpus) < 0) {
+        agent_gpu_list_free(gpus, ngpus);
+        return 2;
     }
     if (a.o.isolate_gpus) {
         if (ngpus < a.o.nproc) {
@@ -249,6 +338,12 @@ int main(int argc, char **argv)
         agent_gpu_list_free(gpus, ngpus);
         return 2;
     }
+    if (a.o.print_launch) { /* the resolved launch, nothing run */
+        r = print_launch(&a);
+        agent_cmd_free(&a.cmd);
+        agent_gpu_list_free(gpus, ngpus);
+        return r;
+    }
     r = uv_loop_init(&loop);
     if (r < 0) {
         log_error_errno(r, "cannot start the event loop");
@@ -259,9 +354,17 @@ int main(int argc, char **argv)
         log_error_errno(r, "cannot start the embedded rdzvd");
         return 1;
     }
-    if (rdzv_parse_hostport(a.o.endpoint, host, sizeof(host), &port) < 0) {
-        fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT\n", a.o.endpoint);
+    if (agent_endpoints_parse(a.o.endpoint, &eps) < 0) {
+        fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT, or up to %d of "
+                        "them separated by commas (the replicas of rdzvd --peers)\n",
+                a.o.endpoint, AGENT_ENDPOINTS_MAX);
         return 2;
+    }
+    snprintf(host, sizeof(host), "%s", eps.ep[0].host);
+    port = eps.ep[0].port;
+    if (a.o.may_host && eps.n > 1) {
+        log_info("--endpoint lists %u replicas: rdzvd runs there, this agent starts none", eps.n);
+        a.o.may_host = false;
     }
     if (a.o.may_host)
         (void)agent_host_maybe_start(&(struct agent_host_cfg){.host = host,
@@ -273,8 +376,7 @@ int main(int argc, char **argv)
                                                               .level = a.o.level});
 
     r = agent_session_new(&(struct agent_session_cfg){.loop = &loop,
-                                                      .dhost = host,
-                                                      .dport = port,
+                                                      .eps = &eps,
                                                       .token = a.token,
                                                       .run_id = a.o.run_id,
                                                       .host = a.o.host,
@@ -369,7 +471,7 @@ int main(int argc, char **argv)
     /* Tear down: no worker is left running at this point (agent_finish runs after they exit,
      * or before any started). */
     if (a.embedded)
-        rdzvd_server_stop(rdzvd_daemon_server(a.embedded));
+        rdzvd_daemon_stop(a.embedded);
     agent_session_stop(a.session);
     agent_group_free(a.group, NULL, NULL);
     uv_walk(&loop, close_walk_cb, NULL);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-log.c: leveled logging to stderr with a UTC timestamp. */
+/* rdzv-log.c: leveled logging to stderr with a UTC timestamp; every message escaped, one line. */
 #include "rdzv-log.h"
 
 #include <errno.h>
@@ -24,8 +24,43 @@ void rdzv_log_setup(const char *prog, enum rdzv_log_level max)
     logcfg.max = max;
 }
 
+size_t rdzv_escape(char *out, size_t cap, const char *in)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+
+    if (cap == 0)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+        char e[4];
+        size_t n;
+
+        if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
+            e[0] = '\\';
+            e[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\';
+            n = 2;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            e[0] = '\\';
+            e[1] = 'x';
+            e[2] = hex[*p >> 4];
+            e[3] = hex[*p & 15];
+            n = 4;
+        } else {
+            e[0] = (char)*p;
+            n = 1;
+        }
+        if (o + n >= cap)
+            break; /* whole escapes only */
+        memcpy(out + o, e, n);
+        o += n;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 void rdzv_log_set_context(const char *fmt, ...)
 {
+    char raw[sizeof(logcfg.ctx)];
     va_list ap;
 
     if (!fmt) {
@@ -33,8 +68,9 @@ void rdzv_log_set_context(const char *fmt, ...)
         return;
     }
     va_start(ap, fmt);
-    vsnprintf(logcfg.ctx, sizeof(logcfg.ctx), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    rdzv_escape(logcfg.ctx, sizeof(logcfg.ctx), raw);
 }
 
 enum rdzv_log_level rdzv_log_max(void)
@@ -56,14 +92,16 @@ static void vlog(enum rdzv_log_level lvl, const char *suffix, const char *fmt, v
     __attribute__((format(printf, 3, 0)));
 static void vlog(enum rdzv_log_level lvl, const char *suffix, const char *fmt, va_list ap)
 {
-    char ts[32], msg[1024];
+    char ts[32], raw[1024], msg[4 * sizeof(raw)];
     struct timespec now;
     struct tm tm;
 
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    /* Here, not at the call sites: no peer's string can start a line of its own. */
+    rdzv_escape(msg, sizeof(msg), raw);
     /* One fprintf per line so concurrent writers interleave by line, not by fragment. */
     fprintf(stderr, "%s.%03ldZ %s[%s]: %s%s%s%s%s\n", ts, now.tv_nsec / 1000000, logcfg.prog,
             level_names[lvl], logcfg.ctx, logcfg.ctx[0] ? " " : "", msg, suffix ? ": " : "",

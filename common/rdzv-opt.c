@@ -175,7 +175,8 @@ static int name_match(const char *s, size_t n, const char *name)
 static const struct rdzv_opt *find_long(const struct rdzv_opt_prog *p, const char *s, size_t n,
                                         bool *ambiguous)
 {
-    const struct rdzv_opt *prefix = NULL;
+    const struct rdzv_opt *prefix = NULL, *preferred = NULL;
+    bool several_preferred = false;
 
     *ambiguous = false;
     if (n == 0)
@@ -194,7 +195,15 @@ static const struct rdzv_opt *find_long(const struct rdzv_opt_prog *p, const cha
             if (prefix && prefix != o)
                 *ambiguous = true;
             prefix = o;
+            if (o->flags & RDZV_OPT_F_PREFER) {
+                several_preferred |= preferred != NULL;
+                preferred = o;
+            }
         }
+    }
+    if (*ambiguous && preferred && !several_preferred) {
+        *ambiguous = false;
+        return preferred;
     }
     return *ambiguous ? NULL : prefix;
 }
@@ -268,8 +277,8 @@ static int parse_short(const struct rdzv_opt_prog *p, int argc, char **argv, int
                 return r;
             continue;
         }
-        if (c[1])
-            return apply(p, o, c + 1);
+        if (c[1]) /* -pV; "-p=V" means V, as argparse reads it (not in a cluster) */
+            return apply(p, o, c == arg + 1 && c[1] == '=' ? c + 2 : c + 1);
         if (*i + 1 >= argc)
             return usage_error(p, "missing value for", opt);
         return apply(p, o, argv[++*i]);

@@ -9,8 +9,9 @@
  *
  * Spellings accepted for a long option "max-conns": --max-conns, --max_conns (torchrun's
  * spelling: '_' and '-' are the same between words, in aliases too), any unambiguous prefix
- * (as getopt_long and argparse accept), "--max-conns=V" and "--max-conns V". A short
- * option: "-p V", "-pV", flags clustered ("-hV"). "--" ends the options. With
+ * (as getopt_long and argparse accept; see RDZV_OPT_F_PREFER), "--max-conns=V" and
+ * "--max-conns V". A short option: "-p V", "-pV", "-p=V" (V, as argparse reads it), flags
+ * clustered ("-hV"). "--" ends the options. With
  * RDZV_OPT_STOP_AT_ARG the first argument that is not an option ends them too (a command and
  * its own arguments follow, as for torchrun's script); without it, options may follow
  * arguments and the caller is told where the first argument is.
@@ -67,6 +68,9 @@ enum {
     RDZV_OPT_F_OPTARG = 1 << 3, /* CALLBACK: an optional value, only as --name=V (or -xV);
                                  * the callback gets NULL without one (torch.distributed.launch's
                                  * --pass-local-rank[=underscore]) */
+    RDZV_OPT_F_PREFER = 1 << 4, /* a prefix that several options share means this one when it
+                                 * is the only PREFER one among them (rdzv-agent: torchrun's
+                                 * options, so that "--lo" is --log-dir as in torchrun) */
 };
 
 struct rdzv_opt {

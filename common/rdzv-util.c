@@ -295,3 +295,11 @@ char *rdzv_utf8_trim(char *s)
     }
     return s;
 }
+
+bool rdzv_has_ctl(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}

@@ -36,6 +36,8 @@ uint64_t rdzv_random_u64(void);
 /* n random bytes from the kernel's CSPRNG (getrandom; blocks only before the pool is
  * initialised, early at boot), for nonces and tokens. Returns 0 or -EIO. */
 int rdzv_random_bytes(uint8_t *out, size_t n);
+/* Whether s holds a control character (below 0x20, or 0x7f). */
+bool rdzv_has_ctl(const char *s);
 
 /* Cut an incomplete UTF-8 sequence off the end of s (left there by a byte-wise truncation such
  * as snprintf's), so that JSON encoders accept it. Returns s. */

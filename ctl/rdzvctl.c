@@ -12,6 +12,7 @@
 
 #include "../common/rdzv-auth.h"
 #include "../common/rdzv-buf.h"
+#include "../common/rdzv-log.h"
 #include "../common/rdzv-opt.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-auth-msg.h"
@@ -259,12 +260,22 @@ static bool nargs_ok(int argc, int want, int *rc)
 #define STATUS_RANKS_ALL 16
 #define STATUS_RANKS_FEW 8
 
+/* s with control characters and other non-printables escaped (rdzv_escape), into buf: the
+ * daemon's strings come from its peers (run ids, hosts, event texts), and a terminal must not
+ * take them for control sequences or line breaks. */
+static const char *esc(char *buf, size_t len, const char *s)
+{
+    rdzv_escape(buf, len, s);
+    return buf;
+}
+
 /* Each rank's last step and its age: all of them for a few ranks, else the range of steps and
  * the ranks that reported longest ago (a hung one is among them). */
 static void print_ranks(const struct rdzv_status_job *job)
 {
     const struct rdzv_status_rank **oldest = NULL;
     size_t n = job->n_ranks;
+    char host[4 * RDZV_HOST_MAX + 1];
     int64_t lo, hi;
 
     if (n == 0)
@@ -283,23 +294,27 @@ static void print_ranks(const struct rdzv_status_job *job)
         const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
 
         printf("  %6lld %9lld %-24.24s %12lld %8.1fs\n", (long long)rk->rank,
-               (long long)rk->node_rank, rk->host, (long long)rk->step, rk->age_s);
+               (long long)rk->node_rank, esc(host, sizeof(host), rk->host), (long long)rk->step,
+               rk->age_s);
     }
     free(oldest);
 }
 
 static void print_status(const struct rdzv_status *st)
 {
-    printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", st->version,
+    char e1[4 * RDZV_STATUS_TEXT_MAX + 1], e2[4 * RDZV_HOST_MAX + 1];
+
+    printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", esc(e1, sizeof(e1), st->version),
            (long long)st->port, st->uptime_s, (long long)st->connections);
-    if (st->n_jobs == 0)
+    if (st->n_jobs == 0 && st->jobs_left_out == 0)
         printf("no jobs\n");
     for (size_t i = 0; i < st->n_jobs; i++) {
         const struct rdzv_status_job *job = &st->jobs[i];
 
         printf("\njob %s: %s, generation %lld, restarts %lld of %lld, nodes %lld (%lld..%lld), "
                "world size %lld\n",
-               job->run_id, job->state, (long long)job->generation, (long long)job->restart_count,
+               esc(e1, sizeof(e1), job->run_id), esc(e2, sizeof(e2), job->state),
+               (long long)job->generation, (long long)job->restart_count,
                (long long)job->max_restarts, (long long)job->nodes_in_generation,
                (long long)job->min_nodes, (long long)job->max_nodes, (long long)job->world_size);
         printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
@@ -309,9 +324,12 @@ static void print_status(const struct rdzv_status *st)
             char rk[24];
 
             snprintf(rk, sizeof(rk), n->node_rank < 0 ? "-" : "%lld", (long long)n->node_rank);
-            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n", n->host, rk, n->state,
-                   n->last_heartbeat_age_s, (long long)n->workers, (long long)n->failures);
+            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n", esc(e2, sizeof(e2), n->host), rk,
+                   esc(e1, sizeof(e1), n->state), n->last_heartbeat_age_s, (long long)n->workers,
+                   (long long)n->failures);
         }
+        if (job->members_left_out > 0)
+            printf("  (%lld more members not listed)\n", (long long)job->members_left_out);
         print_ranks(job);
         printf("  recent events:\n");
         for (unsigned k = 0; k < job->n_events; k++) {
@@ -321,9 +339,12 @@ static void print_status(const struct rdzv_status *st)
 
             gmtime_r(&t, &tm);
             strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
-            printf("    %s %s\n", when, job->events[k].text);
+            printf("    %s %s\n", when, esc(e1, sizeof(e1), job->events[k].text));
         }
     }
+    if (st->jobs_left_out > 0)
+        printf("\n(%lld more jobs not listed: the STATUS reply is limited to %u bytes)\n",
+               (long long)st->jobs_left_out, RDZV_STATUS_JSON_MAX);
 }
 
 /* status --json: the document as the daemon sent it (re-encoded from the struct). */

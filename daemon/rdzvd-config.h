@@ -12,8 +12,22 @@
 #include "rdzvd-acl.h"
 #include "rdzvd-journal.h"
 
+/* The per-turn budget of one connection: requests of at most this many bytes, and at most this
+ * many requests, are served for it in one turn of the loop; the rest waits for later turns (its
+ * reading paused meanwhile), so that no peer holds the loop while others wait (issue 20). One
+ * request is always served, however large (its size is bounded by --max-frame or by
+ * rdzv_msg_max_body()). */
+#define RDZVD_TURN_BYTES (64u << 10)
+#define RDZVD_TURN_FRAMES 64u
+
+/* --request-timeout's default: a request begun and not complete after this long closes its
+ * connection (its bytes are held meanwhile, under --max-input-bytes). */
+#define RDZVD_REQUEST_TIMEOUT_MS 30000
+
 struct rdzv_token;
 struct rdzvd_peer_handler;
+struct rdzvd_peers;
+struct rdzvd_replica_ops;
 
 struct rdzvd_config {
     const char *bind;          /* address to bind, NULL for dual-stack "::" then "0.0.0.0" */
@@ -26,10 +40,19 @@ struct rdzvd_config {
     const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
     const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
     uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+    uint64_t request_timeout_ms;        /* close connections with a request incomplete that long;
+                                         * 0: never */
     /* A daemon embedded in rdzv-agent --standalone: connections accepted and closed, jobs
      * created, joined, formed and removed, and shutdown are logged at debug instead of info (the
      * agent reports its own view). Warnings and errors are unchanged. */
     bool embedded;
+    /* --peers: the replicas, this rdzvd among them (rdzvd-replica.h); NULL: a single rdzvd. */
+    const struct rdzvd_peers *peers;
+    const struct rdzvd_replica_ops *replica_ops; /* how to run one (rdzvd_replica_ops) */
+    /* Called when replication fails and rdzvd must stop (the caller stops the server and exits
+     * 75); NULL: the server stops itself. */
+    void (*on_failure)(void *ud);
+    void *failure_ud;
 };
 
 struct rdzvd_stats {

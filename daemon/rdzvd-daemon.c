@@ -178,6 +178,24 @@ struct rdzvd_server *rdzvd_daemon_server(const struct rdzvd_daemon *d)
     return d->srv;
 }
 
+int rdzvd_daemon_listen(struct rdzvd_daemon *d)
+{
+    return rdzvd_server_listen(d->srv);
+}
+
+uint16_t rdzvd_daemon_port(const struct rdzvd_daemon *d)
+{
+    struct rdzvd_server_info info;
+
+    rdzvd_server_info(d->srv, &info);
+    return info.port;
+}
+
+void rdzvd_daemon_stop(struct rdzvd_daemon *d)
+{
+    rdzvd_server_stop(d->srv);
+}
+
 struct rdzvd_jobs *rdzvd_daemon_jobs(const struct rdzvd_daemon *d)
 {
     return d->jobs;

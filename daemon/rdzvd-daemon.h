@@ -27,6 +27,14 @@ int rdzvd_daemon_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
 struct rdzvd_daemon *rdzvd_daemon_free(struct rdzvd_daemon *d);
 /* Its server (listen, stop, info) and its job registry (status); both d's. */
 struct rdzvd_server *rdzvd_daemon_server(const struct rdzvd_daemon *d);
+
+/* The same through d, for an embedder that sees no more of rdzvd than this header (rdzv-agent
+ * --standalone): bind and listen (0 or a negative errno, logged); the main listener's port once
+ * listening (0 before); stop accepting and close every connection (asynchronous, as
+ * rdzvd_server_stop). */
+int rdzvd_daemon_listen(struct rdzvd_daemon *d);
+uint16_t rdzvd_daemon_port(const struct rdzvd_daemon *d);
+void rdzvd_daemon_stop(struct rdzvd_daemon *d);
 struct rdzvd_jobs *rdzvd_daemon_jobs(const struct rdzvd_daemon *d);
 
 typedef void (*rdzvd_daemon_idle_cb)(void *data);

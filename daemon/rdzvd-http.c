@@ -61,23 +61,30 @@ static int bprintf(struct rdzv_buf *b, const char *fmt, ...)
     return 0;
 }
 
-/* Append s escaped for a Prometheus label value (\\, \", \n) or for HTML text (&<>"'). */
+/* Append s escaped for a Prometheus label value (\\, \", \n; other control characters, which
+ * the format has no escape for, as the text \xNN, i.e. "\\xNN") or for HTML text (&<>"'). */
 static int put_escaped(struct rdzv_buf *b, const char *s, bool html)
 {
     int r = 0;
 
     for (; s && *s && r == 0; s++) {
+        unsigned char c = (unsigned char)*s;
         const char *e = NULL;
+        char hex[8];
 
-        if (html)
-            e = *s == '&'    ? "&amp;"
-                : *s == '<'  ? "&lt;"
-                : *s == '>'  ? "&gt;"
-                : *s == '"'  ? "&quot;"
-                : *s == '\'' ? "&#39;"
-                             : NULL;
-        else
-            e = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+        if (html) {
+            e = c == '&'    ? "&amp;"
+                : c == '<'  ? "&lt;"
+                : c == '>'  ? "&gt;"
+                : c == '"'  ? "&quot;"
+                : c == '\'' ? "&#39;"
+                            : NULL;
+        } else if (c == '\\' || c == '"' || c == '\n') {
+            e = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n";
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(hex, sizeof(hex), "\\\\x%02x", c);
+            e = hex;
+        }
         r = e ? rdzv_buf_put(b, e, strlen(e)) : rdzv_buf_put(b, s, 1);
     }
     return r;
@@ -137,6 +144,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
 
     if (rdzvd_jobs_status(jobs, &st) < 0)
         return NULL;
+    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
     r |=
         bprintf(&b,
                 "# HELP rdzvd_uptime_seconds Seconds since rdzvd started.\n"
@@ -174,6 +182,9 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
          offsetof(struct rdzv_status_job, nodes_in_generation)},
         {"rdzvd_job_world_size", "gauge", "Workers in the job's current generation.",
          offsetof(struct rdzv_status_job, world_size)},
+        {"rdzvd_job_members_not_listed", "gauge",
+         "The job's members (spares included) left out of the per-node metrics and the status.",
+         offsetof(struct rdzv_status_job, members_left_out)},
     };
     for (unsigned m = 0; m < RDZV_ARRAY_SIZE(per_job); m++) {
         r |= bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
@@ -237,6 +248,7 @@ static char *status_json(const struct rdzvd_jobs *jobs)
 
     if (rdzvd_jobs_status(jobs, &st) < 0)
         return NULL;
+    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
     o = rdzv_status_to_json(&st);
     rdzv_status_free(&st);
     body = o ? json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
@@ -290,6 +302,7 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
 
     if (rdzvd_jobs_status(jobs, &st) < 0)
         return NULL;
+    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
     r |= bprintf(&b,
                  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd status</title>"
@@ -328,6 +341,9 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
                          (long long)n->failures);
         }
         r |= bprintf(&b, "</table>\n");
+        if (job->members_left_out > 0)
+            r |= bprintf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
+                         (long long)job->members_left_out);
         r |= put_rank_table(&b, job);
         r |= bprintf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
         for (unsigned k = 0; k < job->n_events; k++) {

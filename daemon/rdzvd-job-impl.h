@@ -41,6 +41,7 @@ struct rdzvd_member {
     struct rdzvd_job *job;
     void *peer; /* the host's, NULL once gone */
     struct rdzv_join join;
+    char secret[RDZV_SECRET_HEX + 1]; /* given in JOINED: the proof its agent reconnects with */
     uv_timer_t hb_timer; /* heartbeat deadline */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
     uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
@@ -68,7 +69,7 @@ struct rdzvd_job {
     char run_id[RDZV_ID_MAX + 1];
     int64_t min, max, max_restarts, last_call_ms, hb_timeout_ms, join_timeout_ms;
     bool scale_up_now;
-    bool inplace;          /* --recovery inplace: restarts keep the healthy workers (agents') */
+    bool inplace; /* --recovery inplace: restarts keep the healthy workers (agents') */
     enum job_state state;
     uint64_t generation;
     int64_t restart_count;
@@ -77,9 +78,12 @@ struct rdzvd_job {
     int64_t nin_round;               /* members with node_rank >= 0 */
     int64_t nready;                  /* members with ready set */
     struct rdzvd_member_index by_id; /* node_id -> member: duplicate check */
-    struct rdzvd_member **by_req;    /* max entries: the member that asked for each node rank */
-    struct rdzvd_member **by_rank;   /* max entries: the member holding each rank of the gen */
-    uv_timer_t timer;                /* last call, NCCL id timeout, join timeout, rebuild window */
+    /* Node rank -> member, rank_cap entries each (grown on demand up to max, issue 20: a job
+     * costs what its members use, not what its --nnodes MAX allows): */
+    struct rdzvd_member **by_req;  /* the member that asked for each node rank */
+    struct rdzvd_member **by_rank; /* the member holding each rank of the generation */
+    int64_t rank_cap;
+    uv_timer_t timer; /* last call, NCCL id timeout, join timeout, rebuild window */
     bool timer_armed;
     enum job_timer timer_kind;
     bool rebuilt;       /* recreated after a daemon restart */
@@ -115,7 +119,12 @@ void job_try_close(struct rdzvd_job *j);
 /* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
 void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
                  const char *summary);
+/* Make by_req and by_rank hold ranks 0..n-1 (n <= max). 0 or -ENOMEM (tables unchanged). */
+int job_ranks_reserve(struct rdzvd_job *j, int64_t n);
+/* NULL for a rank outside 0..rank_cap-1. */
 struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank);
+struct rdzvd_member *member_by_req(struct rdzvd_job *j, int64_t rank);
+/* rank < rank_cap (reserved by the caller); anything else is a bug and writes nothing. */
 void member_set_rank(struct rdzvd_member *m, int64_t rank);
 void member_set_ready(struct rdzvd_member *m, bool ready);
 void member_hb_arm(struct rdzvd_member *m, uint64_t ms);
@@ -123,6 +132,10 @@ void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
 struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+/* The secret of node_id in run_id when it derives from the host's member key (into out, hex):
+ * 0; -ENOKEY when the host has no key (secrets are random), -EIO when HMAC failed. */
+int member_secret_derive(const struct rdzvd_job_host *h, const char *run_id, const char *node_id,
+                         char out[RDZV_SECRET_HEX + 1]);
 /* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
 bool member_stalled(struct rdzvd_member *m);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "rdzvd-job-impl.h"
 
@@ -66,6 +67,48 @@ static int check_join_recovery(struct join_req *q, const struct rdzvd_job *j)
     return 0;
 }
 
+/* A resume is a claim, checked before anything is set from it (issue 20, findings 1 and 5): the
+ * generation it names stays exact in JSON and cannot wrap, its size and ranks fit the job the
+ * JOIN describes (--nnodes MAX), its restart count is within the budget, and with a record in
+ * --state-dir (saved before every ROUND, so an honest agent is never ahead of it) it is not
+ * past the record. 0, or a negative errno with q->err set. */
+static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record *rec)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzv_resume *rs = &jn->resume;
+
+    if (rs->generation > RDZV_GENERATION_MAX)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: generation %" PRIu64 " is past the largest rdzvd issues (%llu)",
+                      rs->generation, (unsigned long long)RDZV_GENERATION_MAX);
+    if (rs->nnodes > jn->max || rs->node_rank >= rs->nnodes)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: node rank %" PRId64 " of %" PRId64 " nodes does not fit job '%s' "
+                      "(--nnodes at most %" PRId64 ")",
+                      rs->node_rank, rs->nnodes, jn->run_id, jn->max);
+    if (rs->world_size > rs->nnodes * RDZV_NPROC_MAX ||
+        rs->rank_offset + jn->nproc > rs->world_size)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: ranks %" PRId64 "..%" PRId64 " do not fit a world of %" PRId64
+                      " on %" PRId64 " nodes",
+                      rs->rank_offset, rs->rank_offset + jn->nproc - 1, rs->world_size, rs->nnodes);
+    if (rs->restart_count > jn->max_restarts)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: restart %" PRId64 " is past --max-restarts %" PRId64,
+                      rs->restart_count, jn->max_restarts);
+    if (rec && (rs->generation > rec->generation ||
+                (rs->generation == rec->generation &&
+                 (rs->restart_count != rec->restart_count || rs->nnodes != rec->nnodes ||
+                  rs->world_size != rec->world_size))))
+        return refuse(q, -ESTALE,
+                      "JOIN resume: generation %" PRIu64 " (restart %" PRId64 ", %" PRId64
+                      " nodes) is not job '%s' as its record in --state-dir has it (generation %" PRIu64
+                      ", restart %" PRId64 ", %" PRId64 " nodes)",
+                      rs->generation, rs->restart_count, rs->nnodes, jn->run_id, rec->generation,
+                      rec->restart_count, rec->nnodes);
+    return 0;
+}
+
 /* Rebuild the job j (just made by job_new) as a restarted rdzvd finds it in rec: generation and
  * restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
@@ -83,6 +126,9 @@ static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
                  j->generation, j->restart_count, j->max_restarts);
         return 0; /* JOB_FORMING: the next round is generation + 1 */
     }
+    r = job_ranks_reserve(j, rec->nnodes);
+    if (r < 0)
+        return r;
     j->rebuilt = true;
     j->round.generation = rec->generation;
     j->round.nnodes = rec->nnodes;
@@ -123,6 +169,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     const struct rdzv_resume *rs = &jn->resume;
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzvd_job *j;
+    bool claimed = false;
     int r = -ENOENT;
 
     *ret = NULL;
@@ -131,15 +178,17 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         log_warn_errno(r, "job=%s: its record in --state-dir is unreadable; ignored", jn->run_id);
     if (r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0)
         return -EINVAL;
-    if (rs->generation > rec.generation) {
-        /* No record, or one older than what this agent runs: its generation it is. */
+    if (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)
+        return -EINVAL;
+    if (r == -ENOENT && rs->generation) {
+        /* No record (no --state-dir, or none written): the checked claim is all there is. */
         rec.generation = rs->generation;
         rec.running = true;
         rec.nnodes = rs->nnodes;
         rec.world_size = rs->world_size;
         rec.store_port = (uint16_t)rs->master_port;
-        if (rs->restart_count > rec.restart_count)
-            rec.restart_count = rs->restart_count;
+        rec.restart_count = rs->restart_count;
+        claimed = true;
         r = 0;
     }
     if (r < 0)
@@ -151,8 +200,40 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         job_free(j);
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
     }
+    /* The claim becomes the record: after another restart a resume is checked against it, and
+     * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
+    if (claimed)
+        job_save(j, rec.running);
     *ret = j;
     return 0;
+}
+
+/* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (issue 20,
+ * finding 2: a node id alone, which STATUS used to show anyone, let a stranger take a live
+ * agent's place). Constant time. */
+static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
+{
+    return jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret,
+                                            (const uint8_t *)m->secret, RDZV_SECRET_HEX);
+}
+
+/* A resume for a node id with no member: it must carry the secret that node id derives to,
+ * when secrets derive from a key (a token, or --state-dir); without one nothing can be proved
+ * (rdzvd restarted and forgot the random secrets it gave). 0, or -EPERM with q->err set. */
+static int check_claimed_secret(struct join_req *q)
+{
+    const struct rdzv_join *jn = q->jn;
+    char want[RDZV_SECRET_HEX + 1];
+
+    if (member_secret_derive(q->h, jn->run_id, jn->node_id, want) < 0)
+        return 0;
+    if (jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret, (const uint8_t *)want,
+                                         RDZV_SECRET_HEX))
+        return 0;
+    return refuse(q, -EPERM,
+                  "JOIN resume: node id '%s' of job '%s' comes without the secret rdzvd gave it "
+                  "(an agent older than protocol 1.2, or not that node's agent)",
+                  jn->node_id, jn->run_id);
 }
 
 /* The agent of m is back on peer (a new connection): m's old peer (if any) is closed. */
@@ -192,10 +273,23 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             return r;
         created = true;
     } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-               check_join_recovery(q, j) < 0) {
+               check_join_recovery(q, j) < 0 || check_resume_claim(q, NULL) < 0) {
         return -EINVAL;
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
+    if (old && old->peer != q->peer && !secret_ok(old, jn)) {
+        if (created)
+            job_free(j);
+        return refuse(q, -EPERM,
+                      "node id '%s' of job '%s' belongs to a member; only its agent, with the "
+                      "secret rdzvd gave it in JOINED, may take it over",
+                      jn->node_id, jn->run_id);
+    }
+    if (!old && check_claimed_secret(q) < 0) {
+        if (created)
+            job_free(j);
+        return -EPERM;
+    }
     if (old && old->peer != q->peer) {
         /* The same agent on a new connection (the old one closed after a stall of rdzvd, or
          * not seen closing yet): take it over. */
@@ -216,7 +310,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     }
     *q->ret = m;
-    if (j->state == JOB_RUNNING && j->generation == rs->generation &&
+    if (j->state == JOB_RUNNING && j->generation == rs->generation && rs->node_rank < j->max &&
         !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes) {
         member_set_rank(m, rs->node_rank);
         m->prev_rank = rs->node_rank;
@@ -281,7 +375,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
               check_join_recovery(&q, j) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn.node_id)) && m->node_rank < 0 &&
-        m->peer != peer && (!m->peer || member_stalled(m))) {
+        m->peer != peer && (!m->peer || member_stalled(m)) && secret_ok(m, &jn)) {
         /* An agent without workers (a spare, a candidate) back on a new connection after it
          * found rdzvd stalled: the same member, not a duplicate. */
         member_take_over(m, peer);
@@ -302,8 +396,8 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
         jn.node_rank = -1; /* the scheduler's extra node: a spare */
     }
     if (j && jn.node_rank >= 0) {
-        struct rdzvd_member *o =
-            j->by_req[jn.node_rank] ? j->by_req[jn.node_rank] : j->by_rank[jn.node_rank];
+        struct rdzvd_member *o = member_by_req(j, jn.node_rank) ? member_by_req(j, jn.node_rank)
+                                                                : member_by_rank(j, jn.node_rank);
 
         if (o && jn.rank_hint)
             jn.node_rank = -1; /* only a preference: take any free rank */

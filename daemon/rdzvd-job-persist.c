@@ -2,6 +2,7 @@
 /* rdzvd-job-persist.c: what of a job outlives rdzvd (--state-dir): the journal of each
  * generation's store, named per job and generation, and the job's record (rdzvd-job-record.h)
  * from which a restarted rdzvd rebuilds it. Part of the job state machine (rdzvd-job-impl.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,11 +21,11 @@ void job_close_store(struct rdzvd_job *j)
     }
 }
 
-/* The journal name of generation gen's store: "job-<hash of run_id>-gen-<gen>". */
+/* The journal name of generation gen's store: "job-<SHA-256 of run_id>-gen-<gen>"
+ * (rdzvd_job_state_name), or "" when it cannot be computed (libcrypto missing). */
 void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len)
 {
-    snprintf(buf, len, "job-%016" PRIx64 "-gen-%" PRIu64,
-             rdzv_hash64(0x72647a76, j->run_id, strlen(j->run_id)), gen);
+    (void)rdzvd_job_state_name(j->run_id, gen, buf, len);
 }
 
 /* Open generation j->generation's store on port (0: any). fresh: a new generation's store,
@@ -33,15 +34,22 @@ void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t l
  * of the generation is replayed (a rebuild after an rdzvd restart). 0 or a negative errno. */
 int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
 {
-    char desc[64], sname[64];
+    char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
     int r;
 
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
-    job_state_name(j, j->generation, sname, sizeof(sname));
-    if (fresh && j->host.state_dirfd >= 0 &&
-        (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
+    /* Without --state-dir there is no journal, and no name to hash (libcrypto stays unloaded). */
+    if (j->host.state_dirfd >= 0) {
+        job_state_name(j, j->generation, sname, sizeof(sname));
+        if (!sname[0])
+            log_warn("job=%s gen=%" PRIu64 " no journal for its store: cannot name it "
+                     "(libcrypto missing?)",
+                     j->run_id, j->generation);
+    }
+    if (fresh && sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
         log_warn_errno(r, "job=%s cannot delete the stale journal %s", j->run_id, sname);
-    return j->host.ops->store_open(j->host.ud, desc, sname, port, &j->store, &j->store_port);
+    return j->host.ops->store_open(j->host.ud, desc, sname[0] ? sname : NULL, port, &j->store,
+                                   &j->store_port);
 }
 
 /* --state-dir: record the job's generation and restart count, so that a restarted rdzvd
@@ -66,7 +74,11 @@ void job_save(struct rdzvd_job *j, bool running)
         rec.store_port = j->store ? j->store_port : 0;
     }
     r = rdzvd_job_record_save(j->host.state_dirfd, &rec, j->host.sync_records);
-    if (r < 0)
+    if (r == -EEXIST)
+        log_warn("job=%s gen=%" PRIu64 " not recorded in --state-dir: its file holds the record "
+                 "of another run id, left as it is",
+                 j->run_id, j->generation);
+    else if (r < 0)
         log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in --state-dir", j->run_id,
                        j->generation);
 }
@@ -79,6 +91,10 @@ void job_forget(struct rdzvd_job *j)
     if (j->host.state_dirfd < 0)
         return;
     r = rdzvd_job_record_drop(j->host.state_dirfd, j->run_id);
-    if (r < 0)
+    if (r == -EEXIST)
+        log_warn("job=%s its record file in --state-dir holds another run id's record: left as "
+                 "it is",
+                 j->run_id);
+    else if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record in --state-dir", j->run_id);
 }

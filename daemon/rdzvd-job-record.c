@@ -11,24 +11,123 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/rdzv-auth.h"
+#include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "rdzvd-journal.h"
 
 #define RECORD_MAX 4096
+#define OLD_NAME_SEED 0x72647a76 /* the 64-bit hash of the names before SHA-256 */
 
-void rdzvd_job_record_name(const char *run_id, char *buf, size_t len)
+/* "job-" and the 64 hex digits of SHA-256 of run_id (keyed: RDZVD_STATE_NAME_KEY) into buf. */
+static int name_prefix(const char *run_id, char *buf, size_t len)
 {
-    snprintf(buf, len, "job-%016" PRIx64 ".state", rdzv_hash64(0x72647a76, run_id, strlen(run_id)));
+    static const char hex[] = "0123456789abcdef";
+    uint8_t mac[RDZV_MAC_BYTES];
+    char digits[2 * RDZV_MAC_BYTES + 1];
+    int r;
+
+    r = rdzv_hmac_sha256((const uint8_t *)RDZVD_STATE_NAME_KEY, strlen(RDZVD_STATE_NAME_KEY),
+                         (const uint8_t *)run_id, strlen(run_id), mac);
+    if (r < 0) {
+        if (len)
+            buf[0] = '\0';
+        return r;
+    }
+    for (size_t i = 0; i < RDZV_MAC_BYTES; i++) {
+        digits[2 * i] = hex[mac[i] >> 4];
+        digits[2 * i + 1] = hex[mac[i] & 15];
+    }
+    digits[2 * RDZV_MAC_BYTES] = '\0';
+    snprintf(buf, len, "job-%s", digits);
+    return 0;
+}
+
+int rdzvd_job_record_name(const char *run_id, char *buf, size_t len)
+{
+    int r = name_prefix(run_id, buf, len);
+
+    if (r == 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), ".state");
+    return r;
+}
+
+int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len)
+{
+    int r = name_prefix(run_id, buf, len);
+
+    if (r == 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "-gen-%" PRIu64, gen);
+    return r;
+}
+
+/* Read DIR/name (at most RECORD_MAX bytes) and parse it. *ret_id points into *ret_o. 0, -ENOENT,
+ * -EBADMSG (not a record) or another negative errno. */
+static int record_read(int dirfd, const char *name, json_t **ret_o, const char **ret_id)
+{
+    char buf[RECORD_MAX];
+    size_t n = 0;
+    int fd, r = 0;
+    json_t *o;
+
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    while (n < sizeof(buf) - 1) {
+        ssize_t got = read(fd, buf + n, sizeof(buf) - 1 - n);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            r = -errno;
+            break;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (r < 0)
+        return r;
+    o = json_loadb(buf, n, 0, NULL);
+    if (!o || json_unpack(o, "{s:s}", "run_id", ret_id) < 0) {
+        json_decref(o);
+        return -EBADMSG;
+    }
+    *ret_o = o;
+    return 0;
+}
+
+/* 0 when DIR/name is absent, unreadable as a record, or run_id's; -EEXIST when it holds another
+ * run id's record; another negative errno when it cannot be read. */
+static int record_check_owner(int dirfd, const char *name, const char *run_id)
+{
+    const char *id;
+    json_t *o;
+    int r = record_read(dirfd, name, &o, &id);
+
+    if (r == -ENOENT || r == -EBADMSG)
+        return 0;
+    if (r < 0)
+        return r;
+    r = strcmp(id, run_id) == 0 ? 0 : -EEXIST;
+    json_decref(o);
+    return r;
 }
 
 int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sync)
 {
-    char name[48], tmp[56];
-    json_t *o;
+    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
+    json_t *o = NULL;
     char *text = NULL;
     int fd = -1, r;
     ssize_t w;
 
-    rdzvd_job_record_name(rec->run_id, name, sizeof(name));
+    r = rdzvd_job_record_name(rec->run_id, name, sizeof(name));
+    if (r == 0)
+        r = record_check_owner(dirfd, name, rec->run_id);
+    if (r < 0)
+        return r;
     snprintf(tmp, sizeof(tmp), "%s.tmp", name);
     o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", rec->run_id,
                   "min", (json_int_t)rec->min, "max", (json_int_t)rec->max, "max_restarts",
@@ -66,45 +165,51 @@ out_free:
     return r;
 }
 
-int rdzvd_job_record_load(int dirfd, const char *run_id, struct rdzvd_job_record *rec)
+/* A record of run_id under the name rdzvd gave it before SHA-256 names: say that it is ignored. */
+static void record_note_old(int dirfd, const char *run_id)
 {
-    char name[48], buf[RECORD_MAX];
+    char name[48];
     const char *id;
-    json_int_t min, max, mr, gen, rc, nn, ws;
-    int running, port, fd, r = 0;
-    size_t n = 0;
     json_t *o;
 
-    rdzvd_job_record_name(run_id, name, sizeof(name));
-    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    while (n < sizeof(buf) - 1) {
-        ssize_t got = read(fd, buf + n, sizeof(buf) - 1 - n);
+    snprintf(name, sizeof(name), "job-%016" PRIx64 ".state",
+             rdzv_hash64(OLD_NAME_SEED, run_id, strlen(run_id)));
+    if (record_read(dirfd, name, &o, &id) < 0)
+        return;
+    if (strcmp(id, run_id) == 0)
+        log_info("job=%s: ignoring its record %s in --state-dir, written by an rdzvd before "
+                 "collision-free state file names; the job starts afresh",
+                 run_id, name);
+    json_decref(o);
+}
 
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            r = -errno;
-            break;
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    close(fd);
+int rdzvd_job_record_load(int dirfd, const char *run_id, struct rdzvd_job_record *rec)
+{
+    char name[RDZVD_JOB_NAME_MAX];
+    const char *id;
+    json_int_t min, max, mr, gen, rc, nn, ws;
+    int running, port, r;
+    json_t *o;
+
+    r = rdzvd_job_record_name(run_id, name, sizeof(name));
     if (r < 0)
         return r;
-    o = json_loadb(buf, n, 0, NULL);
-    if (!o || json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", &id,
-                          "min", &min, "max", &max, "max_restarts", &mr, "generation", &gen,
-                          "restart_count", &rc, "running", &running, "nnodes", &nn, "world_size",
-                          &ws, "store_port", &port) < 0) {
-        r = -EBADMSG;
+    r = record_read(dirfd, name, &o, &id);
+    if (r == -ENOENT)
+        record_note_old(dirfd, run_id);
+    if (r < 0)
+        return r;
+    if (strcmp(id, run_id) != 0) {
+        log_warn("job=%s: %s in --state-dir holds the record of another run id (%s); ignored",
+                 run_id, name, id);
+        r = -ENOENT;
         goto out_free;
     }
-    if (strcmp(id, run_id) != 0) {
-        r = -ENOENT;
+    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", &id, "min",
+                    &min, "max", &max, "max_restarts", &mr, "generation", &gen, "restart_count",
+                    &rc, "running", &running, "nnodes", &nn, "world_size", &ws, "store_port",
+                    &port) < 0) {
+        r = -EBADMSG;
         goto out_free;
     }
     if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
@@ -130,9 +235,14 @@ out_free:
 
 int rdzvd_job_record_drop(int dirfd, const char *run_id)
 {
-    char name[48];
+    char name[RDZVD_JOB_NAME_MAX];
+    int r;
 
-    rdzvd_job_record_name(run_id, name, sizeof(name));
+    r = rdzvd_job_record_name(run_id, name, sizeof(name));
+    if (r == 0)
+        r = record_check_owner(dirfd, name, run_id);
+    if (r < 0)
+        return r;
     if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
         return -errno;
     return 0;
@@ -140,10 +250,5 @@ int rdzvd_job_record_drop(int dirfd, const char *run_id)
 
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
 {
-    char name[256];
-
-    snprintf(name, sizeof(name), "%s.journal", state_name);
-    if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
-        return -errno;
-    return 0;
+    return rdzvd_journal_unlink(dirfd, state_name);
 }

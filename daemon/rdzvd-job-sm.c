@@ -4,6 +4,7 @@
  * are reached through the host's ops only; JOIN and resume are in rdzvd-job-join.c. */
 #include "rdzvd-job-sm.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "rdzvd-job-impl.h"
@@ -39,9 +41,40 @@ void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
                  j->run_id, j->generation, j->events[i].text);
 }
 
+int job_ranks_reserve(struct rdzvd_job *j, int64_t n)
+{
+    struct rdzvd_member **req, **rank;
+    int64_t cap = j->rank_cap ? j->rank_cap : 8;
+
+    assert(n <= j->max);
+    if (n <= j->rank_cap)
+        return 0;
+    while (cap < n)
+        cap *= 2;
+    if (cap > j->max)
+        cap = j->max;
+    req = realloc(j->by_req, (size_t)cap * sizeof(*req));
+    if (!req)
+        return -ENOMEM;
+    j->by_req = req;
+    rank = realloc(j->by_rank, (size_t)cap * sizeof(*rank));
+    if (!rank)
+        return -ENOMEM; /* by_req is larger, rank_cap not: still consistent */
+    j->by_rank = rank;
+    memset(req + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*req));
+    memset(rank + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*rank));
+    j->rank_cap = cap;
+    return 0;
+}
+
 struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank)
 {
-    return rank >= 0 && rank < j->max ? j->by_rank[rank] : NULL;
+    return rank >= 0 && rank < j->rank_cap ? j->by_rank[rank] : NULL;
+}
+
+struct rdzvd_member *member_by_req(struct rdzvd_job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->rank_cap ? j->by_req[rank] : NULL;
 }
 
 /* Take m out of the generation (node_rank -1). */
@@ -51,7 +84,7 @@ static void member_unrank(struct rdzvd_member *m)
 
     if (m->node_rank < 0)
         return;
-    if (m->node_rank < j->max && j->by_rank[m->node_rank] == m)
+    if (member_by_rank(j, m->node_rank) == m)
         j->by_rank[m->node_rank] = NULL;
     m->node_rank = -1;
     j->nin_round--;
@@ -61,6 +94,11 @@ void member_set_rank(struct rdzvd_member *m, int64_t rank)
 {
     struct rdzvd_job *j = m->job;
 
+    if (rank < 0 || rank >= j->rank_cap) { /* every caller checked it: never past by_rank */
+        log_error("job=%s: node rank %" PRId64 " is out of 0..%" PRId64 "; not set", j->run_id,
+                  rank, j->rank_cap - 1);
+        return;
+    }
     member_unrank(m);
     m->node_rank = rank;
     j->by_rank[rank] = m;
@@ -203,6 +241,10 @@ bool member_stalled(struct rdzvd_member *m)
 void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 {
     m->hb_rechecked = false;
+    /* From now, not from the loop's cached time: after a long turn (or from a timer callback
+     * late in its pass) that time is old, and the deadline would pass early (issue 20,
+     * finding 3). */
+    uv_update_time(m->job->host.loop);
     uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
 }
 
@@ -274,7 +316,8 @@ static void close_round(struct rdzvd_job *j)
     int r;
 
     job_timer_stop(j);
-    if (!slots) {
+    if (!slots || job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
+        free(slots);
         job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
         return;
     }
@@ -416,8 +459,7 @@ void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, 
     e.generation = j->generation;
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
-    job_note(j, true,
-             "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+    job_note(j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
              j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
              j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
     job_set_state(j, JOB_STOPPING);
@@ -476,9 +518,7 @@ struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join
 
     if (!j)
         return NULL;
-    j->by_req = calloc((size_t)jn->max, sizeof(*j->by_req));
-    j->by_rank = calloc((size_t)jn->max, sizeof(*j->by_rank));
-    if (rdzvd_member_index_init(&j->by_id) < 0 || !j->by_req || !j->by_rank)
+    if (rdzvd_member_index_init(&j->by_id) < 0)
         goto out_free;
     r = uv_timer_init(h->loop, &j->timer);
     if (r < 0) {
@@ -530,7 +570,7 @@ static void member_remove(struct rdzvd_member *m)
     j->nmembers--;
     j->nready -= m->ready;
     member_unrank(m);
-    if (m->join.node_rank >= 0 && m->join.node_rank < j->max && j->by_req[m->join.node_rank] == m)
+    if (member_by_req(j, m->join.node_rank) == m)
         j->by_req[m->join.node_rank] = NULL;
     if (m->peer)
         j->host.ops->bind(m->peer, NULL);
@@ -604,9 +644,24 @@ struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rd
 
     if (!m)
         return NULL;
+    if (jn->node_rank >= 0 && jn->node_rank < j->max &&
+        job_ranks_reserve(j, jn->node_rank + 1) < 0) {
+        free(m);
+        return NULL;
+    }
     m->job = j;
     m->peer = peer;
     m->join = *jn;
+    if (member_secret_derive(&j->host, j->run_id, jn->node_id, m->secret) < 0) {
+        uint8_t rnd[RDZV_SECRET_HEX / 2];
+
+        if (rdzv_random_bytes(rnd, sizeof(rnd)) < 0) {
+            log_error("job=%s: no random bytes for a member's secret", j->run_id);
+            free(m);
+            return NULL;
+        }
+        rdzv_hex(rnd, sizeof(rnd), m->secret);
+    }
     m->node_rank = -1;
     m->prev_rank = -1;
     m->joined_ms = m->last_seen_ms = rdzv_now_ms();
@@ -628,7 +683,7 @@ struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rd
     member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
     j->nmembers++;
-    if (jn->node_rank >= 0 && jn->node_rank < j->max && !j->by_req[jn->node_rank])
+    if (jn->node_rank >= 0 && jn->node_rank < j->max && !member_by_req(j, jn->node_rank))
         j->by_req[jn->node_rank] = m;
     j->host.ops->bind(peer, m);
     return m;
@@ -640,7 +695,23 @@ void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
 
     if (m->peer)
         j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
-                            j->inplace);
+                            j->inplace, m->secret);
+}
+
+int member_secret_derive(const struct rdzvd_job_host *h, const char *run_id, const char *node_id,
+                         char out[RDZV_SECRET_HEX + 1])
+{
+    uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
+    int n;
+
+    if (!h->member_key)
+        return -ENOKEY;
+    n = snprintf((char *)msg, sizeof(msg), "rdzv-member-v1%c%s%c%s", 0, run_id, 0, node_id);
+    if (n < 0 || (size_t)n >= sizeof(msg) ||
+        rdzv_hmac_sha256(h->member_key, h->member_key_len, msg, (size_t)n, mac) < 0)
+        return -EIO;
+    rdzv_hex(mac, sizeof(mac), out);
+    return 0;
 }
 
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
@@ -719,7 +790,8 @@ void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
     send_rounds(j);
 }
 
-void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
+int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
+                             size_t errlen)
 {
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
@@ -727,7 +799,15 @@ void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_e
     struct tm tm;
 
     if (j->state != JOB_RUNNING || w->generation != j->generation || m->node_rank < 0)
-        return; /* a late report from an earlier generation, or the job already moved on */
+        return 0; /* a late report from an earlier generation, or the job already moved on */
+    if (w->local_rank < 0 || w->local_rank >= m->join.nproc ||
+        w->rank != m->rank_offset + w->local_rank) {
+        snprintf(err, errlen,
+                 "WORKER_EXIT: rank %" PRId64 " (local rank %" PRId64 ") is not one of this "
+                 "node's ranks %" PRId64 "..%" PRId64,
+                 w->rank, w->local_rank, m->rank_offset, m->rank_offset + m->join.nproc - 1);
+        return -EINVAL;
+    }
     m->failures++;
     secs = (time_t)w->time; /* the parser bounds it */
     if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
@@ -744,6 +824,7 @@ void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_e
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
     job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
+    return 0;
 }
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)

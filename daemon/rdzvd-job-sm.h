@@ -32,7 +32,7 @@ struct rdzvd_member;
 struct rdzvd_job_ops {
     /* To one member's peer. Frames are queued; a failure is logged by the op. */
     void (*joined)(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                   uint64_t generation, bool inplace);
+                   uint64_t generation, bool inplace, const char *secret);
     /* rd->master_addr is empty: the op fills in the address the peer reached us on. */
     void (*round)(void *peer, struct rdzv_round *rd);
     void (*event)(void *peer, const struct rdzv_event *e);
@@ -65,6 +65,12 @@ struct rdzvd_job_host {
     bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
+    /* The key each member's secret derives from (HMAC-SHA256 of run id and node id; issue 20,
+     * finding 2): the token when rdzvd has one, else a key kept in --state-dir, so that a
+     * restarted rdzvd knows the secrets it gave. NULL: none; each member's secret is then random
+     * and goes with the member. */
+    const uint8_t *member_key;
+    size_t member_key_len;
 };
 
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
@@ -91,8 +97,12 @@ bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);
 /* ... then either the ids (n of 1..RDZV_MAX_NCCL_IDS, validated) or node rank 0's error. */
 void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n);
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error);
-/* WORKER_EXIT: a worker failed. */
-void rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w);
+/* WORKER_EXIT: a worker failed. A report of the current generation speaks only for the sender's
+ * own node: its local rank must be one of the node's and its rank the node's rank offset plus
+ * that local rank (issue 20, finding 9). 0, or -EINVAL with err (errlen bytes) saying why: the
+ * caller refuses the message. Late reports of earlier generations are ignored (0). */
+int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
+                             size_t errlen);
 /* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
 /* READY: the node's workers of generation gen have stopped. */

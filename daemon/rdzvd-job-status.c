@@ -16,35 +16,58 @@ _Static_assert(JOB_EVENTS <= RDZV_STATUS_EVENTS, "status holds every recent even
 _Static_assert(sizeof(((struct rdzvd_job *)0)->events[0].text) <= RDZV_STATUS_TEXT_MAX + 1,
                "status holds a whole event text");
 
+static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdzv_status_node *n)
+{
+    snprintf(n->host, sizeof(n->host), "%s", m->join.host);
+    snprintf(n->node_id, sizeof(n->node_id), "%s", m->join.node_id);
+    n->node_rank = m->node_rank;
+    n->workers = m->join.nproc;
+    n->last_heartbeat_age_s = (double)(now - m->last_seen_ms) / 1000;
+    n->age_s = (double)(now - m->joined_ms) / 1000;
+    n->failures = m->failures;
+    n->spare = m->node_rank < 0 && m->ready;
+    n->connected = m->peer != NULL;
+    snprintf(n->state, sizeof(n->state), "%s",
+             m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
+             : m->ready        ? "spare"
+                               : "stopping");
+}
+
+/* At most RDZV_STATUS_SHOW_MEMBERS of j's members into sj->nodes, the generation's first, in
+ * join order; the rest counted in sj->members_left_out (anyone may add spares). */
+static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+{
+    size_t n = (size_t)j->nmembers, k = 0;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    int r;
+
+    if (n > RDZV_STATUS_SHOW_MEMBERS)
+        n = RDZV_STATUS_SHOW_MEMBERS;
+    r = rdzv_status_alloc_nodes(sj, n);
+    if (r < 0)
+        return r;
+    for (int ranked = 1; ranked >= 0; ranked--)
+        for_each_member(j, m, pos, tmp)
+        {
+            if ((m->node_rank >= 0) != ranked)
+                continue;
+            if (k < n)
+                member_status(m, now, &sj->nodes[k++]);
+            else
+                sj->members_left_out++;
+        }
+    return 0;
+}
+
 static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
 {
     unsigned first = j->nevents > JOB_EVENTS ? j->nevents - JOB_EVENTS : 0;
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *m;
-    size_t k = 0;
     int r;
 
-    r = rdzv_status_alloc_nodes(sj, (size_t)j->nmembers);
+    r = job_members_status(j, now, sj);
     if (r < 0)
         return r;
-    for_each_member(j, m, pos, tmp)
-    {
-        struct rdzv_status_node *n = &sj->nodes[k++];
-
-        snprintf(n->host, sizeof(n->host), "%s", m->join.host);
-        snprintf(n->node_id, sizeof(n->node_id), "%s", m->join.node_id);
-        n->node_rank = m->node_rank;
-        n->workers = m->join.nproc;
-        n->last_heartbeat_age_s = (double)(now - m->last_seen_ms) / 1000;
-        n->age_s = (double)(now - m->joined_ms) / 1000;
-        n->failures = m->failures;
-        n->spare = m->node_rank < 0 && m->ready;
-        n->connected = m->peer != NULL;
-        snprintf(n->state, sizeof(n->state), "%s",
-                 m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
-                 : m->ready        ? "spare"
-                                   : "stopping");
-    }
     for (unsigned i = first; i < j->nevents; i++) {
         struct rdzv_status_event *e = &sj->events[sj->n_events++];
 

@@ -6,12 +6,15 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../common/rdzv-auth.h"
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-log.h"
 #include "../proto/rdzv-frame.h"
@@ -22,16 +25,47 @@
 #include "rdzvd-job-status.h"
 #include "rdzvd-server.h"
 
+#define MEMBER_KEY_FILE "member.key" /* in --state-dir: the key of member secrets */
+#define MEMBER_KEY_BYTES 32
+
 struct rdzvd_jobs {
     struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
     struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
+    uint8_t member_key[MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
 };
+
+/* The key of member secrets in --state-dir: read, or made (random, 0600) the first time. 0, or
+ * a negative errno (logged; secrets are then random and do not survive a restart). */
+static int member_key_load(int dirfd, uint8_t key[MEMBER_KEY_BYTES])
+{
+    ssize_t n;
+    int fd, r = 0;
+
+    fd = openat(dirfd, MEMBER_KEY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        n = read(fd, key, MEMBER_KEY_BYTES);
+        r = n == MEMBER_KEY_BYTES ? 0 : -EBADMSG;
+        goto out;
+    }
+    if (errno != ENOENT)
+        return -errno;
+    if ((r = rdzv_random_bytes(key, MEMBER_KEY_BYTES)) < 0)
+        return r;
+    fd = openat(dirfd, MEMBER_KEY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -errno;
+    n = write(fd, key, MEMBER_KEY_BYTES);
+    r = n == MEMBER_KEY_BYTES && fsync(fd) == 0 ? 0 : -EIO;
+out:
+    close(fd);
+    return r;
+}
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
 
 static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation, bool inplace)
+                        uint64_t generation, bool inplace, const char *secret)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
     struct rdzv_joined jd = {.waiting = waiting,
@@ -44,6 +78,7 @@ static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool sp
     snprintf(jd.run_id, sizeof(jd.run_id), "%s", run_id);
     if (inplace)
         snprintf(jd.recovery, sizeof(jd.recovery), "inplace");
+    snprintf(jd.secret, sizeof(jd.secret), "%s", secret);
     if (out)
         (void)rdzv_msg_put_joined(out, &jd);
 }
@@ -199,11 +234,11 @@ static int handle_worker_exit(struct rdzvd_conn *c, struct rdzvd_member *m, cons
     struct rdzv_worker_exit w;
     char err[256];
 
-    if (rdzv_msg_parse_worker_exit(body, len, &w, err, sizeof(err)) < 0) {
+    if (rdzv_msg_parse_worker_exit(body, len, &w, err, sizeof(err)) < 0 ||
+        rdzvd_member_worker_exit(m, &w, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    rdzvd_member_worker_exit(m, &w);
     return 0;
 }
 
@@ -269,6 +304,9 @@ static int handle_status(const struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
         log_error("out of memory answering STATUS");
         return 0;
     }
+    /* Node ids only to whom proved the token: without one, anybody is asking. */
+    if (!rdzvd_server_config(jobs->srv)->token)
+        rdzv_status_hide_node_ids(&st);
     if (rdzv_status_put_reply(out, &st) < 0)
         log_error("out of memory answering STATUS");
     rdzv_status_free(&st);
@@ -341,19 +379,41 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .loop = rdzvd_server_loop(srv),
         .ops = &conn_job_ops,
         .ud = srv,
-        .state_dirfd = rdzvd_server_state_dirfd(srv),
+        /* Replicas (--peers) keep no job records of their own yet: a replica's record would be
+         * stale after another led the job (issue 18's next stage replicates the jobs). */
+        .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),
         .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,
     };
+    if (rdzvd_server_config(srv)->token) {
+        jobs->host.member_key = rdzvd_server_config(srv)->token->key;
+        jobs->host.member_key_len = rdzvd_server_config(srv)->token->len;
+    } else if (jobs->host.state_dirfd >= 0) {
+        char err[160];
+        int r = rdzv_auth_crypto_load(err, sizeof(err));
+
+        if (r == 0)
+            r = member_key_load(jobs->host.state_dirfd, jobs->member_key);
+        if (r == 0) {
+            jobs->host.member_key = jobs->member_key;
+            jobs->host.member_key_len = sizeof(jobs->member_key);
+        } else {
+            log_warn_errno(r, "no key for members' secrets in --state-dir (%s): an agent "
+                              "reconnecting after an rdzvd restart proves nothing",
+                           MEMBER_KEY_FILE);
+        }
+    }
     *ret = jobs;
     return 0;
 }
 
 struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
 {
-    if (jobs)
+    if (jobs) {
         assert(rdzv_list_empty(&jobs->list));
+        explicit_bzero(jobs->member_key, sizeof(jobs->member_key));
+    }
     free(jobs);
     return NULL;
 }

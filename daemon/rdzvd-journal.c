@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-journal.c: the store's append-only journal: record encoding, replay with tail recovery,
- * snapshot compaction, fsync scheduling (format and policy in rdzvd-journal.h). */
+/* rdzvd-journal.c: the store's append-only journal of records (rdzvd-record.h): replay with tail
+ * recovery, snapshot compaction, fsync scheduling (format and policy in rdzvd-journal.h). */
 #include "rdzvd-journal.h"
 
 #include <errno.h>
@@ -17,17 +17,19 @@
 
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "rdzvd-record.h"
 #include "rdzvd-store.h"
 
 #define JOURNAL_MAGIC "RDZVJRN1"
-#define JOURNAL_VERSION 1u
-#define HEADER_LEN 16u
-#define REC_HDR_LEN 13u /* u32 crc, u8 type, u32 klen, u32 vlen */
+#define JOURNAL_VERSION 2u
+#define JOURNAL_VERSION_1 1u /* no name in the header: read, and rewritten as version 2 */
+#define HEADER_V1_LEN 16u
+#define HEADER_MAX (16u + RDZVD_STATE_NAME_MAX)
+#define REC_HDR_LEN RDZVD_RECORD_HDR_LEN
 #define SNAP_BUF_LEN (64u << 10)
 #define WRITE_BUF_LEN (64u << 10) /* buffered mode: records held until the owner's flush */
 #define EVERYSEC_MS 1000
 
-enum rec_type { REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4 };
 
 struct rdzvd_journal {
     uv_timer_t timer;     /* EVERYSEC: one-shot, armed by the first unsynced write */
@@ -48,35 +50,8 @@ struct rdzvd_journal {
     const char *dir;
     char file[RDZVD_STATE_NAME_MAX + 16]; /* <name>.journal */
     char tmp[RDZVD_STATE_NAME_MAX + 16];  /* <name>.journal.tmp */
+    char name[RDZVD_STATE_NAME_MAX + 1];  /* its owner, in the header */
 };
-
-/* ---- CRC-32 (IEEE 802.3, reflected, zlib-compatible), table-driven ---- */
-
-static uint32_t crc_table[256];
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-/* crc32(0, p, n) of zlib; chains as crc32(crc32(0, a), b) = crc32 of a then b. */
-static uint32_t crc32_update(uint32_t crc, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-
-    if (crc_table[1] == 0)
-        crc_init();
-    crc ^= 0xFFFFFFFFu;
-    while (n--)
-        crc = crc_table[(crc ^ *b++) & 0xFF] ^ (crc >> 8);
-    return crc ^ 0xFFFFFFFFu;
-}
 
 /* ---- names and modes ---- */
 
@@ -171,40 +146,6 @@ static int write_all(int fd, struct iovec *iov, int n)
     return 0;
 }
 
-static enum rec_type rec_type_of(enum rdzvd_change what)
-{
-    switch (what) {
-    case RDZVD_CHANGE_SET:
-        return REC_SET;
-    case RDZVD_CHANGE_DELETE:
-        return REC_DEL;
-    case RDZVD_CHANGE_QPUSH:
-        return REC_QPUSH;
-    case RDZVD_CHANGE_QPOP:
-        return REC_QPOP;
-    }
-    return REC_SET;
-}
-
-/* Fill a record header; returns -EMSGSIZE if a length does not fit the format. */
-static int rec_header(uint8_t h[REC_HDR_LEN], enum rec_type type, const uint8_t *key, size_t klen,
-                      const uint8_t *val, size_t vlen)
-{
-    uint32_t crc;
-
-    if (klen > UINT32_MAX || vlen > UINT32_MAX)
-        return -EMSGSIZE;
-    h[4] = (uint8_t)type;
-    rdzv_set_u32(h + 5, (uint32_t)klen);
-    rdzv_set_u32(h + 9, (uint32_t)vlen);
-    crc = crc32_update(0, h + 4, REC_HDR_LEN - 4);
-    crc = crc32_update(crc, key, klen);
-    if (vlen)
-        crc = crc32_update(crc, val, vlen);
-    rdzv_set_u32(h, crc);
-    return 0;
-}
-
 static void journal_timer_cb(uv_timer_t *t)
 {
     (void)rdzvd_journal_sync(t->data);
@@ -260,7 +201,7 @@ static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *k
     struct iovec iov[3];
     int n = 0, r;
 
-    r = rec_header(h, rec_type_of(what), key, klen, val, vlen);
+    r = rdzvd_record_header(h, what, key, klen, val, vlen);
     if (r < 0) {
         journal_fail(j, "write", r);
         return;
@@ -386,7 +327,7 @@ static int snap_record_cb(void *ud, enum rdzvd_change what, const uint8_t *key, 
     uint8_t h[REC_HDR_LEN];
     int r;
 
-    r = rec_header(h, rec_type_of(what), key, klen, val, vlen);
+    r = rdzvd_record_header(h, what, key, klen, val, vlen);
     if (r == 0)
         r = snap_put(w, h, REC_HDR_LEN);
     if (r == 0)
@@ -396,11 +337,17 @@ static int snap_record_cb(void *ud, enum rdzvd_change what, const uint8_t *key, 
     return r;
 }
 
-static void file_header(uint8_t h[HEADER_LEN])
+/* The version 2 header naming its owner into h; returns its length. */
+static size_t file_header(const struct rdzvd_journal *j, uint8_t h[HEADER_MAX])
 {
+    size_t n = strlen(j->name);
+
     memcpy(h, JOURNAL_MAGIC, 8);
     rdzv_set_u32(h + 8, JOURNAL_VERSION);
-    rdzv_set_u32(h + 12, crc32_update(0, h, 12));
+    rdzv_set_u32(h + 12, (uint32_t)n);
+    memcpy(h + 16, j->name, n);
+    rdzv_set_u32(h + 16 + n, rdzvd_crc32(0, h, 16 + n));
+    return 16 + n + 4;
 }
 
 /* Write the store's content to <name>.journal.tmp, fsync it, rename it over the journal, fsync
@@ -408,7 +355,7 @@ static void file_header(uint8_t h[HEADER_LEN])
 static int journal_compact(struct rdzvd_journal *j)
 {
     struct snap_writer w = {.fd = -1};
-    uint8_t h[HEADER_LEN];
+    uint8_t h[HEADER_MAX];
     const char *step = "snapshot";
     int r;
 
@@ -427,8 +374,7 @@ static int journal_compact(struct rdzvd_journal *j)
         r = -errno;
         goto out_unlink;
     }
-    file_header(h);
-    r = snap_put(&w, h, HEADER_LEN);
+    r = snap_put(&w, h, file_header(j, h));
     if (r == 0)
         r = rdzvd_store_dump(j->store, snap_record_cb, &w);
     if (r == 0)
@@ -476,92 +422,74 @@ int rdzvd_journal_compact(struct rdzvd_journal *j)
 /* ---- replay ---- */
 
 /* Apply one record to the store. Returns 0 or the store's error. */
-static int rec_apply(struct rdzvd_store *s, enum rec_type type, const uint8_t *key, size_t klen,
-                     const uint8_t *val, size_t vlen)
+/* Replay p[off..n) into the store. *good is where the last intact record ends; *why says why
+ * replay stopped before n. Returns 0 or the store's error (the journal exceeds its limits). */
+static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t off, size_t n,
+                          size_t *good, const char **why)
 {
-    switch (type) {
-    case REC_SET:
-        return rdzvd_store_set(s, key, klen, val, vlen);
-    case REC_DEL:
-        (void)rdzvd_store_delete(s, key, klen);
-        return 0;
-    case REC_QPUSH:
-        return rdzvd_store_queue_push(s, key, klen, val, vlen);
-    case REC_QPOP: {
-        uint8_t *item = NULL;
-        size_t ilen = 0;
-        uint64_t before;
-        int r = rdzvd_store_queue_pop(s, key, klen, &before, &item, &ilen);
-
-        free(item);
-        return r;
-    }
-    }
-    return -EINVAL;
-}
-
-/* Replay p[HEADER_LEN..n) into the store. *good is where the last intact record ends; *why says
- * why replay stopped before n. Returns 0 or the store's error (the journal exceeds its limits). */
-static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t n, size_t *good,
-                          const char **why)
-{
-    size_t off = HEADER_LEN;
-
     *why = NULL;
     while (off < n) {
-        size_t left = n - off;
-        uint32_t klen, vlen;
-        uint8_t type;
+        struct rdzvd_record rec;
+        ssize_t used = rdzvd_record_decode(p + off, n - off, &rec, why);
         int r;
 
-        if (left < REC_HDR_LEN) {
-            *why = "record header cut short";
+        if (used < 0)
             break;
-        }
-        type = p[off + 4];
-        klen = rdzv_get_u32(p + off + 5);
-        vlen = rdzv_get_u32(p + off + 9);
-        if ((uint64_t)klen + vlen > left - REC_HDR_LEN) {
-            *why = "record cut short";
-            break;
-        }
-        if (crc32_update(0, p + off + 4, REC_HDR_LEN - 4 + (size_t)klen + vlen) !=
-            rdzv_get_u32(p + off)) {
-            *why = "CRC mismatch";
-            break;
-        }
-        if (type < REC_SET || type > REC_QPOP ||
-            ((type == REC_DEL || type == REC_QPOP) && vlen != 0)) {
-            *why = "unknown record type";
-            break;
-        }
-        r = rec_apply(j->store, (enum rec_type)type, p + off + REC_HDR_LEN, klen,
-                      p + off + REC_HDR_LEN + klen, vlen);
+        r = rdzvd_record_apply(j->store, &rec);
         if (r < 0)
             return r;
         j->st.replayed++;
-        off += REC_HDR_LEN + (size_t)klen + vlen;
+        off += (size_t)used;
     }
     *good = off;
     return 0;
 }
 
-static int header_check(const uint8_t *p)
+/* Check the header of p[0..n): *ret_len is its length. -EBADMSG (not a journal, or corrupt),
+ * -EPROTONOSUPPORT (unknown version) or -EEXIST (another state name's journal: *owner says whose,
+ * NUL-terminated, truncated to fit). A version 1 header names no owner: accepted, and *ret_v1
+ * set (the file is rewritten as version 2 at once). */
+static int header_check(const struct rdzvd_journal *j, const uint8_t *p, size_t n, size_t *ret_len,
+                        bool *ret_v1, char owner[RDZVD_STATE_NAME_MAX + 1])
 {
-    if (memcmp(p, JOURNAL_MAGIC, 8) != 0 || rdzv_get_u32(p + 12) != crc32_update(0, p, 12))
+    uint32_t version, name_len;
+
+    if (n < HEADER_V1_LEN || memcmp(p, JOURNAL_MAGIC, 8) != 0)
         return -EBADMSG;
-    if (rdzv_get_u32(p + 8) != JOURNAL_VERSION)
+    version = rdzv_get_u32(p + 8);
+    if (version == JOURNAL_VERSION_1) {
+        if (rdzv_get_u32(p + 12) != rdzvd_crc32(0, p, 12))
+            return -EBADMSG;
+        *ret_len = HEADER_V1_LEN;
+        *ret_v1 = true;
+        return 0;
+    }
+    if (version != JOURNAL_VERSION)
         return -EPROTONOSUPPORT;
+    name_len = rdzv_get_u32(p + 12);
+    if (name_len > RDZVD_STATE_NAME_MAX || n < 16u + name_len + 4u ||
+        rdzv_get_u32(p + 16 + name_len) != rdzvd_crc32(0, p, 16u + name_len))
+        return -EBADMSG;
+    *ret_len = 16u + name_len + 4u;
+    *ret_v1 = false;
+    if (name_len != strlen(j->name) || memcmp(p + 16, j->name, name_len) != 0) {
+        memcpy(owner, p + 16, name_len);
+        owner[name_len] = '\0';
+        return -EEXIST;
+    }
     return 0;
 }
 
-/* Open, lock and replay an existing journal file (fd). Logs its errors. */
+/* Lock and replay an existing journal file (j->fd). Logs its errors. Returns 0 (replayed), 1
+ * (empty: start afresh), 2 (replayed a version 1 journal: rewrite it) or a negative errno. */
 static int journal_load(struct rdzvd_journal *j)
 {
     struct stat st, path_st;
+    char owner[RDZVD_STATE_NAME_MAX + 1];
     const char *why = NULL;
     uint8_t *map = NULL;
-    size_t good = 0;
+    size_t good = 0, hdr_len = 0;
+    bool v1 = false;
     int r;
 
     if (flock(j->fd, LOCK_EX | LOCK_NB) < 0) {
@@ -584,14 +512,20 @@ static int journal_load(struct rdzvd_journal *j)
         return log_error_errno(-EINVAL, "journal %s/%s: not a regular file", j->dir, j->file);
     if (st.st_size == 0)
         return 1; /* created but never written: start afresh */
-    if ((uint64_t)st.st_size < HEADER_LEN || (uint64_t)st.st_size > SIZE_MAX)
+    if ((uint64_t)st.st_size < HEADER_V1_LEN || (uint64_t)st.st_size > SIZE_MAX)
         return log_error_errno(-EBADMSG, "journal %s/%s: corrupt header (%lld bytes); move the "
                                          "file away to start with an empty store",
                                j->dir, j->file, (long long)st.st_size);
     map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, j->fd, 0);
     if (map == MAP_FAILED)
         return log_error_errno(-errno, "journal %s/%s: cannot map it", j->dir, j->file);
-    r = header_check(map);
+    r = header_check(j, map, (size_t)st.st_size, &hdr_len, &v1, owner);
+    if (r == -EEXIST) {
+        munmap(map, (size_t)st.st_size);
+        return log_error_errno(r, "journal %s/%s: belongs to the store '%s', not to '%s'; "
+                                  "refusing to replay, overwrite or delete it",
+                               j->dir, j->file, owner, j->name);
+    }
     if (r < 0) {
         munmap(map, (size_t)st.st_size);
         return log_error_errno(r, "journal %s/%s: %s; move the file away to start with an empty "
@@ -600,7 +534,7 @@ static int journal_load(struct rdzvd_journal *j)
                                r == -EBADMSG ? "not an rdzvd journal, or its header is corrupt"
                                              : "written by an unsupported journal version");
     }
-    r = journal_replay(j, map, (size_t)st.st_size, &good, &why);
+    r = journal_replay(j, map, hdr_len, (size_t)st.st_size, &good, &why);
     munmap(map, (size_t)st.st_size);
     if (r < 0)
         return log_error_errno(r, "journal %s/%s: replay stopped after %" PRIu64 " records: the "
@@ -617,7 +551,7 @@ static int journal_load(struct rdzvd_journal *j)
                                    j->file);
     }
     j->st.size = good;
-    return 0;
+    return v1 ? 2 : 0;
 }
 
 static void journal_timer_close_cb(uv_handle_t *h)
@@ -659,6 +593,7 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
     j->dir = dir;
     j->mode = mode;
     j->store = store;
+    snprintf(j->name, sizeof(j->name), "%s", name);
     snprintf(j->file, sizeof(j->file), "%s.journal", name);
     snprintf(j->tmp, sizeof(j->tmp), "%s.journal.tmp", name);
     j->fd = openat(dirfd, j->file, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
@@ -685,7 +620,8 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
                  dir, j->file, j->st.replayed, rdzvd_store_num_keys(store),
                  rdzvd_store_bytes(store), rdzvd_fsync_name(mode));
     }
-    if (j->st.size > compact_threshold(j) && journal_compact(j) < 0) {
+    /* A version 1 journal: rewritten at once with its owner's name in the header. */
+    if ((r == 2 || j->st.size > compact_threshold(j)) && journal_compact(j) < 0) {
         r = -EIO;
         goto out_free;
     }
@@ -706,6 +642,36 @@ out_free:
     rdzvd_store_set_change_cb(store, NULL, NULL);
     journal_free(j);
     return r;
+}
+
+int rdzvd_journal_unlink(int dirfd, const char *name)
+{
+    struct rdzvd_journal j = {.dirfd = dirfd};
+    char owner[RDZVD_STATE_NAME_MAX + 1];
+    uint8_t h[HEADER_MAX + 4];
+    size_t len;
+    bool v1;
+    ssize_t n;
+    int fd, r;
+
+    if (!rdzvd_state_name_valid(name))
+        return -EINVAL;
+    snprintf(j.name, sizeof(j.name), "%s", name);
+    snprintf(j.file, sizeof(j.file), "%s.journal", name);
+    fd = openat(dirfd, j.file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    n = read(fd, h, sizeof(h));
+    r = n < 0 ? -errno : 0;
+    close(fd);
+    if (r < 0)
+        return r;
+    /* Only a readable header naming another store stops it: anything else is ours or junk. */
+    if (header_check(&j, h, (size_t)n, &len, &v1, owner) == -EEXIST)
+        return -EEXIST;
+    if (unlinkat(dirfd, j.file, 0) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
 }
 
 bool rdzvd_journal_failed(const struct rdzvd_journal *j)

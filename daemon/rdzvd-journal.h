@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-journal.h: an append-only journal that makes one store survive a daemon restart.
  *
- * File DIR/<name>.journal: a 16-byte header ("RDZVJRN1", u32 version, u32 CRC of the first 12
- * bytes), then records, all integers little-endian:
+ * File DIR/<name>.journal: a header ("RDZVJRN1", u32 version 2, u32 length of name, name, u32 CRC
+ * of all before it), then records, all integers little-endian:
  *
  *     u32 crc32 (of everything after it) | u8 type | u32 klen | u32 vlen | key | value
  *
@@ -19,6 +19,11 @@
  * A crash mid-write only ever leaves such a tail, so that is the normal recovery. Corruption in
  * the middle of the file drops the rest of it too, because nothing after a bad record can be
  * trusted to line up with record boundaries.
+ *
+ * The header names the journal's owner: a journal whose header names another state name (a
+ * file renamed or planted under this one's name) is never replayed, overwritten or deleted:
+ * open fails with -EEXIST and a log line. A version 1 journal (16-byte header: magic, u32 1, CRC
+ * of the first 12 bytes; no name) is replayed and at once rewritten as version 2.
  *
  * Compaction: once the file outgrows max(RDZVD_JOURNAL_COMPACT_MIN, RDZVD_JOURNAL_COMPACT_FACTOR x
  * the store's live size, RDZVD_JOURNAL_COMPACT_FACTOR x the last snapshot), a snapshot of the live
@@ -81,11 +86,16 @@ struct rdzvd_journal_stats {
  * except by rdzvd_journal_sync(), compaction and close (unit tests).
  * Logs its own errors. Returns 0, -EINVAL (bad name, store not empty), -EBADMSG (not a journal,
  * or a corrupt header), -ENOSPC / -EMSGSIZE (the journal holds more than the store's limits
- * allow), -EBUSY (another process has it open) or another negative errno from the file system.
+ * allow), -EBUSY (another process has it open), -EEXIST (the file is another state name's
+ * journal: left as it is) or another negative errno from the file system.
  * dirfd, dir and store are borrowed and must outlive the journal. */
 int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *name,
                        enum rdzvd_fsync mode, struct rdzvd_store *store,
                        struct rdzvd_journal **ret);
+
+/* Delete DIR/<name>.journal if it exists, unless its header names another state name (then
+ * -EEXIST, and the file is left as it is). 0 or a negative errno (never -ENOENT). No logging. */
+int rdzvd_journal_unlink(int dirfd, const char *name);
 
 /* Buffer records from now on. pending_fn(ud) is called when the buffer turns non-empty (from
  * inside a store mutation: it must not touch the store); the owner must then call

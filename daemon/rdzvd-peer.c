@@ -169,7 +169,15 @@ static ssize_t peer_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
     uint8_t op;
     ssize_t r;
 
-    r = rdzv_frame_peek(p, n, RDZV_MAX_MSG, &op, &body, &blen, &why);
+    /* Each op's own limit: refused from its header, before its body is buffered. */
+    r = rdzv_frame_peek(p, n, rdzv_msg_max_body(p[0]), &op, &body, &blen, &why);
+    if (r == -EMSGSIZE) {
+        rdzvd_conn_protocol_error(c, "rendezvous: %s message too large (%" PRIu32
+                                     " bytes, limit %" PRIu32 ")",
+                                  rdzv_msg_name(p[0]), rdzv_get_u32(p + 4),
+                                  rdzv_msg_max_body(p[0]));
+        return -1;
+    }
     if (r < 0) {
         rdzvd_conn_protocol_error(c, "rendezvous: %s", why);
         return -1;

@@ -16,10 +16,12 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-frame.h"
+#include "../proto/rdzv-msg.h"
 #include "../proto/rdzv-tcpstore.h"
 #include "rdzvd-acl.h"
 #include "rdzvd-journal.h"
 #include "rdzvd-peer.h"
+#include "rdzvd-replica.h" /* its types; its functions only through cfg.replica_ops */
 #include "rdzvd-store.h"
 #include "rdzvd-tcpstore.h"
 #include "rdzvd-transport.h"
@@ -64,21 +66,40 @@ struct rdzvd_server {
     unsigned handles_closing; /* handles embedded in this struct, closing */
     bool freed;               /* rdzvd_server_free() ran: free once handles_closing is 0 */
     struct rdzvd_stats stats;
+    struct rdzvd_store_budget store_budget; /* --max-store-bytes: every store together */
     struct rdzvd_transport net;            /* every connection */
     struct rdzvd_ratelimit refusals;       /* log lines about refused peers */
     struct rdzvd_env env;                  /* what the sessions share */
     const struct rdzvd_peer_handler *peer; /* the job layer; NULL: rendezvous refused */
     void *peer_ud;
+    /* --peers: this rdzvd is one replica; its main store is replicated instead of journaled. */
+    struct rdzvd_replica *replica;
+    const struct rdzvd_replica_ops *rops; /* cfg.replica_ops */
+    bool replica_closing;
+    char leader_seen[RDZVD_ENDPOINT_LEN]; /* the leader last logged by this follower */
+    bool syncing; /* a new leader applies its predecessors' log: nothing is served meanwhile */
+    bool failed;  /* replication failed: stopping (rdzvd_server_failed) */
 };
 
 static void rdzvd_server_persist(struct rdzvd_server *srv);
+static void server_fail(struct rdzvd_server *srv);
+static void persist_prepare_cb(uv_prepare_t *h);
+static void persist_check_cb(uv_check_t *h);
+
+/* Free srv (and its replica) once nothing of it is closing any more. */
+static void server_free_now(struct rdzvd_server *srv)
+{
+    if (srv->replica)
+        srv->rops->destroy(srv->replica);
+    free(srv);
+}
 
 /* One of the handles embedded in srv finished closing. */
 static void server_handle_closed(struct rdzvd_server *srv)
 {
     srv->handles_closing--;
     if (srv->freed && srv->handles_closing == 0)
-        free(srv);
+        server_free_now(srv);
 }
 
 static void server_handle_close_cb(uv_handle_t *h)
@@ -160,8 +181,138 @@ static void rdzvd_server_persist(struct rdzvd_server *srv)
         (void)uv_prepare_stop(&srv->persist_prepare);
         (void)uv_check_stop(&srv->persist_check);
     }
+    if (srv->failed)
+        return; /* replies to changes that may not commit never go out */
+    if (srv->replica) {
+        /* This turn's changes go to the log as one entry; until it commits every reply waits
+         * and no request is served (replica_settled_cb releases them). */
+        if (srv->rops->flush(srv->replica) < 0) {
+            server_fail(srv);
+            return;
+        }
+        if (srv->rops->busy(srv->replica)) {
+            srv->net.hold = true;
+            srv->net.paused = true;
+            return;
+        }
+    }
     srv->net.hold = false;
     rdzvd_transport_flush_pending(&srv->net);
+    if (srv->net.paused && !srv->syncing)
+        rdzvd_transport_resume(&srv->net);
+}
+
+/* ---- replication (--peers) ---- */
+
+/* Replication cannot go on (an entry's fate unknown, or out of memory): stop, so that a restart
+ * on the same --state-dir replays the log and follows. */
+static void server_fail(struct rdzvd_server *srv)
+{
+    if (srv->failed)
+        return;
+    srv->failed = true;
+    log_error("replication failed: stopping (exit code 75); restart rdzvd on the same "
+              "--state-dir and it follows the log again");
+    if (srv->cfg.on_failure)
+        srv->cfg.on_failure(srv->cfg.failure_ud);
+    else
+        rdzvd_server_stop(srv);
+}
+
+/* The replica's first change since its last entry: hold replies from now, and propose the
+ * changes once this turn's requests are served (as a journal's records are written). */
+static void replica_pending_cb(void *ud)
+{
+    struct rdzvd_server *srv = ud;
+
+    srv->net.hold = true;
+    if (srv->persist_handles && !uv_is_active((uv_handle_t *)&srv->persist_check)) {
+        (void)uv_prepare_start(&srv->persist_prepare, persist_prepare_cb);
+        (void)uv_check_start(&srv->persist_check, persist_check_cb);
+    }
+}
+
+static void replica_settled_cb(void *ud, int status)
+{
+    struct rdzvd_server *srv = ud;
+
+    if (status < 0) {
+        server_fail(srv);
+        return;
+    }
+    srv->syncing = false;
+    if (!srv->stopping)
+        rdzvd_server_persist(srv); /* the next entry, or the replies and the paused requests */
+}
+
+static void replica_closed_cb(void *ud)
+{
+    server_handle_closed(ud);
+}
+
+static const struct rdzvd_replica_hooks replica_hooks = {
+    .pending = replica_pending_cb,
+    .settled = replica_settled_cb,
+    .closed = replica_closed_cb,
+};
+
+static void replica_close(struct rdzvd_server *srv)
+{
+    if (srv->replica && !srv->replica_closing) {
+        srv->replica_closing = true;
+        srv->handles_closing++;
+        srv->rops->close(srv->replica);
+    }
+}
+
+bool rdzvd_server_failed(const struct rdzvd_server *srv)
+{
+    return srv->failed;
+}
+
+/* A connection on a replica's main listener, whose first byte is first: only a leader that has
+ * caught up serves. Returns 1 when c may go on now; 0 when it waits (a new leader syncing: c is
+ * served once it has); -1 when it was refused: a follower closes a TCPStore client with the
+ * leader's address in the log line, and answers an rdzv peer's HELLO with an ERROR that names the
+ * leader (protocol 1.3), so that an agent goes there. */
+static int replica_admits(struct rdzvd_server *srv, struct rdzvd_conn *c, uint8_t first)
+{
+    unsigned id = srv->rops->id(srv->replica), n = srv->rops->count(srv->replica);
+    struct rdzv_buf *out;
+    const char *leader;
+
+    switch (srv->rops->role(srv->replica)) {
+    case RDZVD_ROLE_LEADER:
+        return 1;
+    case RDZVD_ROLE_SYNCING:
+        srv->syncing = true;
+        srv->net.paused = true;
+        return 0;
+    default:
+        break;
+    }
+    leader = srv->rops->leader(srv->replica);
+    if (leader && strcmp(leader, srv->leader_seen) != 0) {
+        /* Once per leader: the refusals below are rate-limited. */
+        snprintf(srv->leader_seen, sizeof(srv->leader_seen), "%s", leader);
+        log_info("replication: replica %u follows; the leader is %s",
+                 srv->rops->id(srv->replica), leader);
+    }
+    srv->stats.rejected++;
+    rdzvd_conn_warn_limited(c, &srv->refusals,
+                            "refused: this rdzvd is replica %u of %u and not the leader; %s%s", id,
+                            n, leader ? "the leader is " : "no leader is elected yet",
+                            leader ? leader : "");
+    if (first == RDZV_MSG_HELLO && (out = rdzvd_conn_out(c)) &&
+        rdzv_msg_put_redirect(out, leader ? leader : "",
+                              "this rdzvd is replica %u of %u and not the leader; %s%s", id, n,
+                              leader ? "the leader is " : "no leader is elected yet",
+                              leader ? leader : "") == 0) {
+        rdzvd_conn_finish(c);
+        return -1;
+    }
+    rdzvd_conn_close(c, "not the leader");
+    return -1;
 }
 
 void rdzvd_conn_flush_pending(struct rdzvd_server *srv)
@@ -255,19 +406,26 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         return log_error_errno(r, "init");
     }
     srv->net.proto_errors = &srv->stats.closed_proto;
+    srv->net.refusals = &srv->refusals;
+    srv->net.max_handshaking = srv->cfg.lim.max_handshaking;
+    srv->net.max_input_bytes = srv->cfg.lim.max_input_bytes;
+    srv->net.req_timeout_ms = srv->cfg.request_timeout_ms;
     srv->net.lifecycle_level = srv->cfg.embedded ? RDZV_LOG_DEBUG : RDZV_LOG_INFO;
+    srv->store_budget.max = srv->cfg.lim.max_store_bytes;
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->main.store);
     if (r < 0) {
         log_error_errno(r, "init");
         goto out_free;
     }
+    rdzvd_store_set_budget(srv->main.store, &srv->store_budget);
     rdzvd_store_set_watch_cb(srv->main.store, rdzvd_tcpstore_watch);
     if (srv->cfg.state_dir) {
         r = state_dir_open(srv);
         if (r < 0)
             goto out_free;
-        r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
-                               srv->cfg.fsync, srv->main.store, &srv->main.journal);
+        if (!srv->cfg.peers)
+            r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
+                                   srv->cfg.fsync, srv->main.store, &srv->main.journal);
         if (r < 0)
             goto out_free;
         r = uv_prepare_init(loop, &srv->persist_prepare);
@@ -283,7 +441,24 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
             goto out_free;
         }
         srv->persist_handles = true;
-        rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb, &srv->main);
+        if (srv->main.journal)
+            rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb,
+                                       &srv->main);
+    }
+    if (srv->cfg.peers) {
+        char dir[4096];
+
+        if (!srv->cfg.state_dir || !srv->cfg.replica_ops) {
+            r = log_error_errno(-EINVAL, "--peers needs --state-dir (the replica's log)%s",
+                                srv->cfg.replica_ops ? "" : " and a program built for replicas");
+            goto out_free;
+        }
+        snprintf(dir, sizeof(dir), "%s/raft", srv->cfg.state_dir);
+        srv->rops = srv->cfg.replica_ops;
+        r = srv->rops->create(loop, srv->cfg.peers, dir, srv->cfg.token, srv->main.store,
+                              &replica_hooks, srv, &srv->replica);
+        if (r < 0)
+            goto out_free;
     }
     *ret = srv;
     return 0;
@@ -335,6 +510,12 @@ static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t 
     struct rdzvd_listener *l = s->l;
     struct rdzvd_server *srv = l->srv;
 
+    if (srv->replica && l == &srv->main) {
+        int a = replica_admits(srv, c, p[0]);
+
+        if (a <= 0)
+            return a;
+    }
     if (p[0] == RDZV_MSG_HELLO && l->accepts_rdzv) {
         rdzvd_peer_begin(c, &srv->env, l->store, s->store_ok);
         return 0;
@@ -391,7 +572,15 @@ static int server_accept(struct rdzvd_listener *l)
         return r;
     store_ok = !srv->cfg.store_acl ||
                (ss.ss_family && rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss));
-    if (srv->stopping || l->closing || srv->nconns > srv->cfg.lim.max_conns) {
+    /* At the limit, a connection that has not finished its handshake gives its slot up to the
+     * new one, so that clients without the token cannot keep the others out. */
+    if (!srv->stopping && !l->closing &&
+        srv->net.nconns - srv->net.nclosing > srv->cfg.lim.max_conns)
+        (void)rdzvd_transport_shed_handshaking(&srv->net, c,
+                                               "--max-conns reached, and not through its "
+                                               "handshake");
+    if (srv->stopping || l->closing ||
+        srv->net.nconns - srv->net.nclosing > srv->cfg.lim.max_conns) {
         uint64_t now = rdzv_now_ms();
 
         srv->stats.rejected++;
@@ -590,6 +779,8 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
                                                   : "");
     listener_name(l, &srv->bound_sa, srv->bound_addr, sizeof(srv->bound_addr));
     srv->bound_port = l->port;
+    if (srv->replica)
+        return srv->rops->start(srv->replica);
     return 0;
 }
 
@@ -616,6 +807,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &l->store);
     if (r < 0)
         goto out_free;
+    rdzvd_store_set_budget(l->store, &srv->store_budget);
     rdzvd_store_set_watch_cb(l->store, rdzvd_tcpstore_watch);
     if (state_name && srv->state_dirfd >= 0) {
         r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, state_name,
@@ -675,6 +867,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     if (srv->peer && srv->peer->shutdown)
         srv->peer->shutdown(srv->peer_ud);
     server_transport_done(srv, false);
+    replica_close(srv);
     srv->main.closing = true;
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
@@ -699,10 +892,11 @@ struct rdzvd_server *rdzvd_server_free(struct rdzvd_server *srv)
         close(srv->state_dirfd);
     srv->state_dirfd = -1;
     server_transport_done(srv, true);
+    replica_close(srv);
     srv->main.store = rdzvd_store_free(srv->main.store);
     srv->freed = true;
     if (srv->handles_closing == 0)
-        free(srv);
+        server_free_now(srv);
     return NULL;
 }
 

@@ -62,6 +62,8 @@ const struct rdzvd_config *rdzvd_server_config(const struct rdzvd_server *srv);
 int rdzvd_server_state_dirfd(const struct rdzvd_server *srv);
 /* Fill *ret with the server's address, counters and uptime base. Cannot fail. */
 void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info *ret);
+/* Replication failed (--peers): the server stopped or is stopping, and rdzvd exits 75. */
+bool rdzvd_server_failed(const struct rdzvd_server *srv);
 
 /* Open a listener with a store of its own on the main listener's address. desc names it in logs.
  * state_name: NULL, or 1..200 characters of [A-Za-z0-9._-] (else -EINVAL): with --state-dir the

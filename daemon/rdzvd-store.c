@@ -64,9 +64,46 @@ struct rdzvd_store {
     size_t nslots;
     uint64_t nkeys;  /* slots with a value */
     uint64_t bytes;  /* keys + values + queue items held */
+    struct rdzvd_store_budget own;     /* until rdzvd_store_set_budget */
+    struct rdzvd_store_budget *budget; /* what bytes are charged to: &own or a shared one */
     uint64_t seed;
     struct wait *building; /* between wait_begin and wait_end */
 };
+
+/* Whether replacing sub bytes with add bytes stays within the budget (sub is held now). */
+static bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
+{
+    return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add;
+}
+
+static void store_charge(struct rdzvd_store *s, uint64_t n)
+{
+    s->bytes += n;
+    s->budget->used += n;
+}
+
+static void store_uncharge(struct rdzvd_store *s, uint64_t n)
+{
+    s->bytes -= n;
+    s->budget->used -= n;
+}
+
+void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b)
+{
+    s->budget->used -= s->bytes;
+    s->budget = b;
+    b->used += s->bytes;
+}
+
+uint64_t rdzvd_store_budget_used(const struct rdzvd_store *s)
+{
+    return s->budget->used;
+}
+
+uint64_t rdzvd_store_budget_max(const struct rdzvd_store *s)
+{
+    return s->budget->max;
+}
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud)
 {
@@ -89,6 +126,8 @@ int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rd
         return -ENOMEM;
     }
     s->lim = lim;
+    s->own.max = lim->max_store_bytes;
+    s->budget = &s->own;
     s->wake = wake;
     s->seed = rdzv_random_u64();
     *ret = s;
@@ -167,6 +206,7 @@ struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s)
             free(sl);
         }
     free(s->buckets);
+    s->budget->used -= s->bytes;
     free(s);
     return NULL;
 }
@@ -212,7 +252,7 @@ static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen
 
     if (sl)
         return sl;
-    if (s->bytes + klen > s->lim->max_store_bytes) {
+    if (!store_fits(s, klen, 0)) {
         *err = -ENOSPC;
         return NULL;
     }
@@ -231,7 +271,7 @@ static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen
     sl->next = s->buckets[h & (s->nbuckets - 1)];
     s->buckets[h & (s->nbuckets - 1)] = sl;
     s->nslots++;
-    s->bytes += klen;
+    store_charge(s, klen);
     return sl;
 }
 
@@ -246,7 +286,7 @@ static void slot_gc(struct rdzvd_store *s, struct slot *sl)
         ;
     *pp = sl->next;
     s->nslots--;
-    s->bytes -= sl->klen;
+    store_uncharge(s, sl->klen);
     free(sl);
 }
 
@@ -295,7 +335,7 @@ static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, siz
         notify_watchers(s, sl, sl->present ? RDZV_WATCH_KEY_UPDATED : RDZV_WATCH_KEY_CREATED,
                         sl->present ? sl->val : NULL, sl->present ? sl->vlen : 0, nv, nlen);
     if (sl->present) {
-        s->bytes -= sl->vlen;
+        store_uncharge(s, sl->vlen);
         free(sl->val);
     } else {
         sl->present = true;
@@ -303,7 +343,7 @@ static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, siz
     }
     sl->val = nv;
     sl->vlen = nlen;
-    s->bytes += nlen;
+    store_charge(s, nlen);
     if (s->change)
         s->change(s->change_ud, RDZVD_CHANGE_SET, sl->key, sl->klen, nv, nlen);
     wake_all(s, sl);
@@ -317,7 +357,7 @@ static int store_value(struct rdzvd_store *s, struct slot *sl, const void *a, si
 
     if (alen + blen > s->lim->max_value_len)
         return -EMSGSIZE;
-    if (s->bytes - old + alen + blen > s->lim->max_store_bytes)
+    if (!store_fits(s, alen + blen, old))
         return -ENOSPC;
     nv = malloc(alen + blen ? alen + blen : 1);
     if (!nv)
@@ -435,7 +475,7 @@ int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
         return 0;
     if (!rdzv_list_empty(&sl->watches))
         notify_watchers(s, sl, RDZV_WATCH_KEY_DELETED, sl->val, sl->vlen, NULL, 0);
-    s->bytes -= sl->vlen;
+    store_uncharge(s, sl->vlen);
     free(sl->val);
     sl->val = NULL;
     sl->vlen = 0;
@@ -508,7 +548,7 @@ int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, 
     sl = slot_get(s, key, klen, &r);
     if (!sl)
         return r;
-    if (sl->qlen >= s->lim->max_queue_items || s->bytes + vlen > s->lim->max_store_bytes) {
+    if (sl->qlen >= s->lim->max_queue_items || !store_fits(s, vlen, 0)) {
         r = -ENOSPC;
         goto out_gc;
     }
@@ -526,7 +566,7 @@ int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, 
         sl->qhead = q;
     sl->qtail = q;
     sl->qlen++;
-    s->bytes += vlen;
+    store_charge(s, vlen);
     if (s->change)
         s->change(s->change_ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, vlen);
     /* One item can satisfy one popper: wake a single registration, oldest first. */
@@ -558,7 +598,7 @@ int rdzvd_store_queue_pop(struct rdzvd_store *s, const void *key, size_t klen,
     if (!sl->qhead)
         sl->qtail = NULL;
     sl->qlen--;
-    s->bytes -= q->len;
+    store_uncharge(s, q->len);
     free(q);
     if (s->change)
         s->change(s->change_ud, RDZVD_CHANGE_QPOP, sl->key, sl->klen, NULL, 0);

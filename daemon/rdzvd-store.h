@@ -49,12 +49,27 @@ enum rdzvd_change {
 typedef void (*rdzvd_change_fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                                 const uint8_t *val, size_t vlen);
 
-/* lim is borrowed and must outlive the store. watch may be NULL. Returns 0 or -ENOMEM. */
+/* Bytes of several stores held against one limit (rdzvd: --max-store-bytes counts every store
+ * of the daemon together, the main one and each job generation's). Embedded by its owner, which
+ * sets max and must keep it until the last store charging it is freed; used starts at 0. */
+struct rdzvd_store_budget {
+    uint64_t used; /* keys + values + queue items of every store charging it */
+    uint64_t max;
+};
+
+/* lim is borrowed and must outlive the store. watch may be NULL. The store charges a budget of
+ * its own (max lim->max_store_bytes) until rdzvd_store_set_budget. Returns 0 or -ENOMEM. */
 int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rdzvd_store **ret);
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 /* Install (or with fn NULL remove) the change hook. One hook per store. */
 void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
+/* Charge b (borrowed) instead of the store's own budget from now on; the store must be empty.
+ * A change that would take b->used past b->max fails -ENOSPC, as one past the store's limit. */
+void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b);
+/* Bytes charged to the store's budget (its own, or the shared one) and its limit. */
+uint64_t rdzvd_store_budget_used(const struct rdzvd_store *s);
+uint64_t rdzvd_store_budget_max(const struct rdzvd_store *s);
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-tcpstore.c: the TCPStore session: decode PyTorch TCPStore requests (in the connection's
- * numbering), serve them from the listener's store, queue the replies; WAITs and watches through
- * the store's waiter, woken into the connection's output. */
+ * numbering), apply them to the listener's store (rdzvd-tcpstore-apply.c), queue the replies;
+ * WAITs and watches through the store's waiter, woken into the connection's output. */
 #include "rdzvd-tcpstore.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include "../common/rdzv-log.h"
 #include "../proto/rdzv-tcpstore.h"
 #include "rdzvd-config.h"
+#include "rdzvd-tcpstore-apply.h"
 #include "rdzvd-transport.h"
 
 struct tcpstore_session {
@@ -74,202 +75,38 @@ void rdzvd_tcpstore_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const 
         tcpstore_queue_failed(c, out, "a watch notification");
 }
 
-static int list_key_cb(const uint8_t *key, size_t klen, void *ud)
-{
-    return rdzv_buf_put_str(ud, key, klen);
-}
-
-/* Serve one decoded request. Returns 0, or a negative errno after which the connection closes
- * (the reason already logged). */
+/* Serve one decoded request through rdzvd_tcpstore_apply. Returns 0, or a negative errno after
+ * which the connection closes (the reason already logged). */
 static int tcpstore_dispatch(struct rdzvd_conn *c, struct tcpstore_session *s,
                              const struct rdzv_req *req)
 {
-    struct rdzvd_store *st = s->store;
-    struct rdzv_slice k, v, v2;
-    struct rdzv_cursor cur;
-    struct rdzv_buf *out = rdzvd_conn_reply(c);
-    const uint8_t *val;
-    size_t vlen;
-    int64_t n64;
-    int r = 0;
+    struct rdzvd_tcpstore_res res;
+    int r;
 
     s->env->stats->requests++;
-    rdzv_req_cursor(req, &cur);
     if (rdzv_log_enabled(RDZV_LOG_DEBUG)) {
-        struct rdzv_cursor peek = cur;
+        struct rdzv_cursor peek;
         struct rdzv_slice first = {(const uint8_t *)"", 0};
 
+        rdzv_req_cursor(req, &peek);
         if (req->nstrings)
             rdzv_req_next(&peek, &first);
-        log_debug("conn %" PRIu64 " (%s): %s %.*s%s", rdzvd_conn_id(c), rdzvd_conn_peer(c), rdzv_op_name(req->op),
-                  (int)(first.len > 64 ? 64 : first.len), (const char *)first.p,
-                  req->nstrings > 1 ? " ..." : "");
+        log_debug("conn %" PRIu64 " (%s): %s %.*s%s", rdzvd_conn_id(c), rdzvd_conn_peer(c),
+                  rdzv_op_name(req->op), (int)(first.len > 64 ? 64 : first.len),
+                  (const char *)first.p, req->nstrings > 1 ? " ..." : "");
     }
-
-    switch (req->op) {
-    case RDZV_OP_VALIDATE:
-        rdzvd_conn_protocol_error(c, "VALIDATE after the start of the connection");
-        return -EPROTO;
-    case RDZV_OP_PING:
-        r = rdzv_buf_put_u32(out, req->u32);
-        break;
-    case RDZV_OP_SET:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        r = rdzvd_store_set(st, k.p, k.len, v.p, v.len);
-        break;
-    case RDZV_OP_COMPARE_SET:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        rdzv_req_next(&cur, &v2);
-        r = rdzvd_store_compare_set(st, k.p, k.len, v.p, v.len, v2.p, v2.len, &val, &vlen);
-        if (r == 0)
-            r = rdzv_buf_put_str(out, val, vlen);
-        break;
-    case RDZV_OP_GET:
-        rdzv_req_next(&cur, &k);
-        /* A missing key reads as empty, like PyTorch's libuv server (clients WAIT first). */
-        if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0)
-            vlen = 0;
-        r = rdzv_buf_put_str(out, val, vlen);
-        break;
-    case RDZV_OP_ADD:
-        rdzv_req_next(&cur, &k);
-        r = rdzvd_store_add(st, k.p, k.len, req->delta, &n64);
-        if (r == -EINVAL) {
-            rdzvd_conn_protocol_error(c, "ADD on key '%.*s' whose value is not a decimal integer",
-                                (int)(k.len > 64 ? 64 : k.len), (const char *)k.p);
-            return r;
-        }
-        if (r == -ERANGE) {
-            rdzvd_conn_protocol_error(c, "ADD on key '%.*s' overflows a 64-bit integer",
-                                (int)(k.len > 64 ? 64 : k.len), (const char *)k.p);
-            return r;
-        }
-        if (r == 0)
-            r = rdzv_buf_put_u64(out, (uint64_t)n64);
-        break;
-    case RDZV_OP_CHECK: {
-        bool ready = true;
-
-        for (uint64_t i = 0; i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            if (ready && !rdzvd_store_exists(st, k.p, k.len))
-                ready = false;
-        }
-        r = rdzv_buf_put_u8(out, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
-        break;
-    }
-    case RDZV_OP_WAIT:
-        r = rdzvd_store_wait_begin(st, &s->waiter);
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            r = rdzvd_store_wait_key(st, &s->waiter, k.p, k.len);
-        }
-        if (r == -EMSGSIZE) {
-            rdzvd_conn_protocol_error(c, "more than %" PRIu64 " keys waited on at once",
-                                s->env->cfg->lim.max_wait_keys);
-            return r;
-        }
-        if (r == 0)
-            r = rdzvd_store_wait_end(st, &s->waiter);
-        if (r == 1)
-            r = rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING);
-        break;
-    case RDZV_OP_GETNUMKEYS:
-        r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));
-        break;
-    case RDZV_OP_DELETE_KEY:
-        rdzv_req_next(&cur, &k);
-        r = rdzv_buf_put_u64(out, (uint64_t)rdzvd_store_delete(st, k.p, k.len));
-        break;
-    case RDZV_OP_APPEND:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        r = rdzvd_store_append(st, k.p, k.len, v.p, v.len);
-        break;
-    case RDZV_OP_MULTI_GET:
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0)
-                vlen = 0;
-            r = rdzv_buf_put_str(out, val, vlen);
-        }
-        break;
-    case RDZV_OP_MULTI_SET:
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            rdzv_req_next(&cur, &v);
-            r = rdzvd_store_set(st, k.p, k.len, v.p, v.len);
-        }
-        break;
-    case RDZV_OP_CANCEL_WAIT:
-        rdzvd_store_cancel_waits(st, &s->waiter);
-        r = rdzv_buf_put_u8(out, RDZV_WAIT_CANCELED);
-        break;
-    case RDZV_OP_QUEUE_PUSH:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        r = rdzvd_store_queue_push(st, k.p, k.len, v.p, v.len);
-        break;
-    case RDZV_OP_QUEUE_POP: {
-        uint64_t before;
-        uint8_t *item = NULL;
-        size_t ilen = 0;
-
-        rdzv_req_next(&cur, &k);
-        r = rdzvd_store_queue_pop(st, k.p, k.len, &before, &item, &ilen);
-        if (r == 0)
-            r = rdzv_buf_put_u64(out, before);
-        if (r == 0 && before > 0)
-            r = rdzv_buf_put_str(out, item, ilen);
-        free(item);
-        break;
-    }
-    case RDZV_OP_QUEUE_LEN:
-        rdzv_req_next(&cur, &k);
-        r = rdzv_buf_put_u64(out, rdzvd_store_queue_len(st, k.p, k.len));
-        break;
-    case RDZV_OP_LIST:
-        r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));
-        if (r == 0)
-            r = rdzvd_store_foreach(st, list_key_cb, out);
-        break;
-    case RDZV_OP_WATCH_KEY:
-        rdzv_req_next(&cur, &k);
-        r = rdzvd_store_watch(st, &s->waiter, k.p, k.len);
-        if (r == -EMSGSIZE) {
-            rdzvd_conn_protocol_error(c, "more than %" PRIu64 " keys waited on or watched at once",
-                                s->env->cfg->lim.max_wait_keys);
-            return r;
-        }
-        if (r == 0)
-            r = rdzv_buf_put_u8(out, RDZV_WATCH_CALLBACK_REGISTERED);
-        break;
-    default:
-        rdzvd_conn_protocol_error(c, "unexpected operation %d", (int)req->op);
-        return -EPROTO;
-    }
-
-    if (r == -EMSGSIZE) {
-        rdzvd_conn_protocol_error(c, "%s would make a value larger than %" PRIu64 " bytes",
-                            rdzv_op_name(req->op), s->env->cfg->lim.max_value_len);
-        return r;
-    }
-    if (r == -ENOSPC) {
-        rdzvd_conn_protocol_error(c, "%s refused: the store is full (%" PRIu64 " bytes, limit %" PRIu64
-                               "; see --max-store-bytes)",
-                            rdzv_op_name(req->op), rdzvd_store_bytes(st),
-                            s->env->cfg->lim.max_store_bytes);
+    r = rdzvd_tcpstore_apply(s->store, &s->waiter, &s->env->cfg->lim, req, rdzvd_conn_reply(c),
+                             &res);
+    if (r < 0 && res.error[0]) {
+        rdzvd_conn_protocol_error(c, "%s", res.error);
         return r;
     }
     if (r < 0) {
-        log_error("conn %" PRIu64 " (%s): %s failed: %s, closing connection", rdzvd_conn_id(c), rdzvd_conn_peer(c),
-                  rdzv_op_name(req->op), strerror(-r));
+        log_error("conn %" PRIu64 " (%s): %s failed: %s, closing connection", rdzvd_conn_id(c),
+                  rdzvd_conn_peer(c), rdzv_op_name(req->op), strerror(-r));
         rdzvd_conn_close(c, "internal error");
-        return r;
     }
-    return 0;
+    return r;
 }
 
 /* One request. Returns its size, 0 for more bytes, -1 once the connection is closing. */

@@ -16,6 +16,7 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "rdzvd-acl.h"
+#include "rdzvd-config.h"
 
 #define SCRATCH_LEN (64u << 10)
 
@@ -41,7 +42,19 @@ struct rdzvd_conn {
     struct rdzv_list group_node; /* in group->conns */
     struct rdzv_list flush_node; /* in t->flush_list while output waits to be flushed */
     struct rdzv_list hs_node;    /* in t->handshaking until the handshake is done */
+    struct rdzv_list backlog_node; /* in t->backlog while its requests wait for a later turn */
+    uint64_t turn;               /* t->turn when turn_bytes and turn_frames were counted from 0 */
+    size_t turn_bytes;           /* served in that turn */
+    unsigned turn_frames;
+    bool over_budget;            /* the last parse stopped at the per-turn budget */
+    struct rdzv_list holding_node; /* in t->holding while in_charged > 0 */
+    size_t in_charged;           /* in.cap as counted in t->in_bytes (and t->hs_in_bytes) */
+    struct rdzv_list req_node;   /* in t->requests while a request is incomplete */
+    uint64_t req_deadline_ms;    /* uv_now() based */
+    uint64_t nserved;            /* requests served */
+    uint64_t req_mark;           /* nserved when the deadline was set */
     uint64_t hs_deadline_ms;     /* uv_now() based */
+    uint8_t addr[16];            /* the peer's address, IPv4 as v4-mapped IPv6 (zero: unknown) */
     uint64_t id;
     char peer[64];
     enum conn_state state;
@@ -108,22 +121,98 @@ static void hs_arm(struct rdzvd_transport *t)
     struct rdzvd_conn *c;
     uint64_t now = uv_now(t->loop);
 
-    if (!t->hs_timer_open || rdzv_list_empty(&t->handshaking))
+    if (!t->hs_timer_open || t->hs_timeout_ms == 0 || rdzv_list_empty(&t->handshaking))
         return;
     c = rdzv_container_of(t->handshaking.next, struct rdzvd_conn, hs_node);
     (void)uv_timer_start(&t->hs_timer, hs_timer_cb,
                          c->hs_deadline_ms > now ? c->hs_deadline_ms - now : 0, 0);
 }
 
+/* Log why c is closed to make room (rate-limited with the owner's limiter), and close it. */
+static void conn_shed(struct rdzvd_conn *c, const char *why)
+{
+    if (c->t->refusals)
+        rdzvd_conn_warn_limited(c, c->t->refusals, "%s", why);
+    else
+        log_warn("conn %" PRIu64 " (%s): %s, closing connection", c->id, c->peer, why);
+    rdzvd_conn_close(c, why);
+}
+
+/* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. */
+static size_t conn_kernel_unread(struct rdzvd_conn *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &n) < 0 || n < 0)
+        return 0;
+    return (size_t)n;
+}
+
+/* Whose pre-handshake slot a new connection (keep) takes, looking at the oldest HS_SCAN: the
+ * oldest silent one from keep's own address; none if its address has only busy ones there (the
+ * quota is exceeded for a while: a burst of clients, each of which sent its first bytes, that we
+ * have not read yet: a burst of connections is accepted before any of them is read, and a turn
+ * reads only so many); if its address has none, the oldest silent one of all. Busy: with bytes
+ * waiting in the kernel. So a client that keeps opening idle connections loses its own, never
+ * those of other addresses while it has any among the oldest. NULL: none to close. */
+#define HS_SCAN 64
+static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn *keep)
+{
+    struct rdzvd_conn *oldest = NULL;
+    bool same_busy = false;
+    struct rdzv_list *pos;
+    unsigned n = 0;
+
+    for (pos = t->handshaking.next; pos != &t->handshaking && n < HS_SCAN; pos = pos->next, n++) {
+        struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, hs_node);
+        bool busy = conn_kernel_unread(c) > 0;
+        bool same = memcmp(c->addr, keep->addr, sizeof(c->addr)) == 0;
+
+        if (c == keep)
+            continue;
+        if (same && !busy)
+            return c;
+        same_busy |= same;
+        if (!oldest && !busy)
+            oldest = c;
+    }
+    return same_busy ? NULL : oldest;
+}
+
+bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_conn *keep,
+                                      const char *why)
+{
+    struct rdzvd_conn *c = hs_victim(t, keep);
+
+    if (!c)
+        return false;
+    conn_shed(c, why);
+    return true;
+}
+
+/* Past the quota, c takes a slot of an older connection still handshaking (hs_victim). */
+static void hs_make_room(struct rdzvd_conn *c)
+{
+    struct rdzvd_transport *t = c->t;
+
+    while (t->max_handshaking && t->nhandshaking > t->max_handshaking &&
+           rdzvd_transport_shed_handshaking(t, c, "too many connections before their "
+                                                  "handshake (--max-handshaking)"))
+        ;
+}
+
+/* Give c a pre-handshake slot and a deadline. */
 static void hs_track(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
     bool was_empty = rdzv_list_empty(&t->handshaking);
 
-    if (t->hs_timeout_ms == 0 || !t->hs_timer_open)
-        return;
     c->hs_deadline_ms = uv_now(t->loop) + t->hs_timeout_ms;
     rdzv_list_add_tail(&t->handshaking, &c->hs_node);
+    t->nhandshaking++;
+    if (t->hs_timeout_ms == 0 || !t->hs_timer_open)
+        return;
     /* A running timer already points at an older (or equal) deadline. */
     if (was_empty || !uv_is_active((uv_handle_t *)&t->hs_timer))
         hs_arm(t);
@@ -131,7 +220,123 @@ static void hs_track(struct rdzvd_conn *c)
 
 void rdzvd_conn_handshake_done(struct rdzvd_conn *c)
 {
+    if (rdzv_list_empty(&c->hs_node))
+        return;
     rdzv_list_del(&c->hs_node);
+    c->t->nhandshaking--;
+    c->t->hs_in_bytes -= c->in_charged;
+}
+
+/* ---- the input budget and request deadlines ---- */
+
+static void req_arm(struct rdzvd_transport *t);
+
+static void req_timer_cb(uv_timer_t *h)
+{
+    struct rdzvd_transport *t = h->data;
+    uint64_t now = uv_now(t->loop);
+
+    while (!rdzv_list_empty(&t->requests)) {
+        struct rdzvd_conn *c = rdzv_container_of(t->requests.next, struct rdzvd_conn, req_node);
+        char why[96];
+
+        if (c->req_deadline_ms > now)
+            break;
+        snprintf(why, sizeof(why), "a request incomplete for %.1f s (--request-timeout)",
+                 (double)t->req_timeout_ms / 1000);
+        conn_shed(c, why);
+    }
+    req_arm(t);
+}
+
+static void req_arm(struct rdzvd_transport *t)
+{
+    struct rdzvd_conn *c;
+    uint64_t now = uv_now(t->loop);
+
+    if (!t->hs_timer_open || rdzv_list_empty(&t->requests))
+        return;
+    c = rdzv_container_of(t->requests.next, struct rdzvd_conn, req_node);
+    (void)uv_timer_start(&t->req_timer, req_timer_cb,
+                         c->req_deadline_ms > now ? c->req_deadline_ms - now : 0, 0);
+}
+
+/* c waits for the rest of a request (or not): start its deadline when the request began, keep it
+ * while the same request stays incomplete, drop it otherwise. Requests waiting for their turn or
+ * for output to drain are ours to serve, not the peer's to finish: no deadline. */
+static void conn_req_deadline(struct rdzvd_conn *c)
+{
+    struct rdzvd_transport *t = c->t;
+    bool tracked = !rdzv_list_empty(&c->req_node);
+
+    if (t->req_timeout_ms == 0)
+        return;
+    if (rdzv_buf_avail(&c->in) == 0 || !c->reading) {
+        rdzv_list_del(&c->req_node);
+        return;
+    }
+    if (tracked && c->req_mark == c->nserved)
+        return;
+    rdzv_list_del(&c->req_node);
+    c->req_mark = c->nserved;
+    c->req_deadline_ms = uv_now(t->loop) + t->req_timeout_ms;
+    rdzv_list_add_tail(&t->requests, &c->req_node);
+    if (!uv_is_active((uv_handle_t *)&t->req_timer) || t->requests.next == &c->req_node)
+        req_arm(t);
+}
+
+/* The connection holding the most input, of all (hs false) or of those before their handshake. */
+static struct rdzvd_conn *input_hog(struct rdzvd_transport *t, bool hs)
+{
+    struct rdzvd_conn *big = NULL;
+    struct rdzv_list *pos;
+
+    for (pos = t->holding.next; pos != &t->holding; pos = pos->next) {
+        struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, holding_node);
+
+        if ((!hs || rdzvd_conn_handshaking(c)) && (!big || c->in_charged > big->in_charged))
+            big = c;
+    }
+    return big;
+}
+
+/* Count c's input buffer (after it changed) and keep every connection's input under the budget:
+ * past it the connection holding the most is closed, which may be c. Then (re)set c's request
+ * deadline. Returns 0, or -1 once c is closing. */
+static int conn_in_account(struct rdzvd_conn *c)
+{
+    struct rdzvd_transport *t = c->t;
+    uint64_t max = t->max_input_bytes;
+
+    if (c->state == CONN_CLOSING)
+        return -1;
+    if (rdzv_buf_avail(&c->in) == 0 && c->in.cap > 0)
+        rdzv_buf_free(&c->in);
+    t->in_bytes += c->in.cap - c->in_charged;
+    if (rdzvd_conn_handshaking(c))
+        t->hs_in_bytes += c->in.cap - c->in_charged;
+    c->in_charged = c->in.cap;
+    rdzv_list_del(&c->holding_node);
+    if (c->in_charged)
+        rdzv_list_add_tail(&t->holding, &c->holding_node);
+    while (max && (t->in_bytes > max || t->hs_in_bytes > max / 4)) {
+        bool hs = t->in_bytes <= max;
+        struct rdzvd_conn *big = input_hog(t, hs);
+        char why[160];
+
+        if (!big)
+            break;
+        snprintf(why, sizeof(why),
+                 "holds %zu bytes of requests not served, the most while %s hold more than "
+                 "%s--max-input-bytes",
+                 big->in_charged, hs ? "connections before their handshake" : "all connections",
+                 hs ? "a quarter of " : "");
+        conn_shed(big, why);
+    }
+    if (c->state == CONN_CLOSING)
+        return -1;
+    conn_req_deadline(c);
+    return 0;
 }
 
 bool rdzvd_conn_handshaking(const struct rdzvd_conn *c)
@@ -149,6 +354,7 @@ static void conn_close_cb(uv_handle_t *h)
     rdzv_list_del(&c->node);
     rdzv_list_del(&c->group_node);
     c->t->nconns--;
+    c->t->nclosing--;
     g->n--;
     rdzv_buf_free(&c->in);
     rdzv_buf_free(&c->out);
@@ -163,10 +369,17 @@ void rdzvd_conn_close(struct rdzvd_conn *c, const char *reason)
         return;
     rdzv_log(c->t->lifecycle_level, "conn %" PRIu64 " (%s): closed: %s", c->id, c->peer, reason);
     conn_set_state(c, CONN_CLOSING);
+    c->t->nclosing++;
     rdzvd_conn_handshake_done(c);
     if (c->ops && c->ops->closing)
         c->ops->closing(c);
     rdzv_list_del(&c->flush_node);
+    rdzv_list_del(&c->backlog_node);
+    rdzv_list_del(&c->req_node);
+    /* Its buffers go in the close callback; they no longer count. */
+    rdzv_list_del(&c->holding_node);
+    c->t->in_bytes -= c->in_charged;
+    c->in_charged = 0;
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
 }
 
@@ -286,9 +499,10 @@ static void conn_write_cb(uv_write_t *req, int status)
         rdzvd_conn_close(c, "closed after its last reply");
         return;
     }
-    /* Backpressure released: read again and serve what was held back. */
+    /* Backpressure released: read again and serve what was held back (unless it waits on the
+     * backlog for its next turn). */
     if (c->state != CONN_CLOSING && !c->reading && !c->close_after_flush &&
-        conn_out_queued(c) <= c->t->max_outbuf / 2)
+        rdzv_list_empty(&c->backlog_node) && conn_out_queued(c) <= c->t->max_outbuf / 2)
         conn_process(c);
 }
 
@@ -395,6 +609,7 @@ void rdzvd_conn_finish(struct rdzvd_conn *c)
     if (c->state == CONN_CLOSING)
         return;
     c->close_after_flush = true;
+    rdzv_list_del(&c->backlog_node);
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
@@ -405,16 +620,31 @@ void rdzvd_conn_finish(struct rdzvd_conn *c)
 /* ---- read ---- */
 
 /* Serve complete requests in p[0..n), one session call each. Returns the bytes consumed, or -1
- * once the connection is closing or finishing. Stops early when output backs up past the cap. */
+ * once the connection is closing or finishing. Stops early when output backs up past the cap,
+ * or when c used its share of this loop turn (c->over_budget: the caller defers the rest). */
 static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
 {
-    uint64_t cap = c->t->max_outbuf;
+    struct rdzvd_transport *t = c->t;
+    uint64_t cap = t->max_outbuf;
     size_t off = 0;
 
+    /* Deadlines armed by what is served now (heartbeats) count from now, not from the start of
+     * this turn, however long the connections served before took. */
+    uv_update_time(t->loop);
+    if (c->turn != t->turn) {
+        c->turn = t->turn;
+        c->turn_bytes = 0;
+        c->turn_frames = 0;
+    }
+    c->over_budget = false;
     while (off < n) {
         const struct rdzvd_session_ops *ops = c->ops;
         ssize_t r;
 
+        if (t->paused || c->turn_bytes >= RDZVD_TURN_BYTES || c->turn_frames >= RDZVD_TURN_FRAMES) {
+            c->over_budget = true;
+            break;
+        }
         if (conn_out_queued(c) > cap) {
             /* The peer is not reading its replies: serve nothing more until it does. */
             if (conn_enforce_cap(c) < 0)
@@ -427,12 +657,35 @@ static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         if (r == 0) {
             if (c->ops != ops)
                 continue; /* handed to another session: let it look at the same bytes */
+            if (t->paused)
+                c->over_budget = true; /* the session paused the transport: serve it later */
             break;
         }
         c->need = 0;
+        c->nserved++;
         off += (size_t)r;
+        c->turn_bytes += (size_t)r;
+        c->turn_frames++;
     }
     return (ssize_t)off;
+}
+
+static void backlog_idle_cb(uv_idle_t *h);
+
+/* c used its share of this turn: stop reading it (the kernel holds what follows, and the peer
+ * feels the backpressure) and serve what it already sent in a later turn. */
+static void conn_defer(struct rdzvd_conn *c)
+{
+    struct rdzvd_transport *t = c->t;
+
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    if (rdzv_list_empty(&c->backlog_node))
+        rdzv_list_add_tail(&t->backlog, &c->backlog_node);
+    if (!uv_is_active((uv_handle_t *)&t->backlog_idle))
+        (void)uv_idle_start(&t->backlog_idle, backlog_idle_cb);
 }
 
 /* Serve what is buffered in c->in and write the replies. A connection paused for backpressure
@@ -443,6 +696,7 @@ static void conn_process(struct rdzvd_conn *c)
     for (;;) {
         ssize_t r = 0;
 
+        c->over_budget = false;
         if (rdzv_buf_avail(&c->in) > 0 && rdzv_buf_avail(&c->in) >= c->need)
             r = conn_parse(c, rdzv_buf_head(&c->in), rdzv_buf_avail(&c->in));
         if (r < 0)
@@ -451,8 +705,15 @@ static void conn_process(struct rdzvd_conn *c)
         if (rdzv_buf_avail(&c->in) == 0)
             rdzv_buf_free(&c->in);
         conn_flush(c);
-        if (c->state == CONN_CLOSING || c->reading || c->close_after_flush ||
-            conn_out_queued(c) > c->t->max_outbuf / 2)
+        if (c->state == CONN_CLOSING || c->close_after_flush)
+            break;
+        if (c->over_budget) {
+            conn_defer(c);
+            break;
+        }
+        /* Only a session paused at the cap waits for its output to drain; the others read on
+         * (and are closed at the cap). */
+        if (c->reading || (c->ops->pause_at_cap && conn_out_queued(c) > c->t->max_outbuf / 2))
             break;
         if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc_cb, conn_read_cb) < 0) {
             rdzvd_conn_close(c, "cannot resume reading");
@@ -461,6 +722,7 @@ static void conn_process(struct rdzvd_conn *c)
         c->reading = true;
         log_debug("conn %" PRIu64 " (%s): replies drained, reading again", c->id, c->peer);
     }
+    (void)conn_in_account(c);
     rdzvd_transport_flush_pending(c->t);
 }
 
@@ -476,9 +738,14 @@ static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         return;
     }
     /* A partial request is pending: read straight after it. Its size is already bounded by
-     * the session (it rejects larger lengths as soon as they arrive). */
-    if (c->need > rdzv_buf_avail(&c->in) && c->need - rdzv_buf_avail(&c->in) > chunk)
+     * the session (it rejects larger lengths as soon as they arrive); the buffer grows at most
+     * twofold per read, so that what it holds follows what the peer sent, not what it
+     * announced. */
+    if (c->need > rdzv_buf_avail(&c->in) && c->need - rdzv_buf_avail(&c->in) > chunk) {
         chunk = c->need - rdzv_buf_avail(&c->in);
+        if (chunk > rdzv_buf_avail(&c->in) && rdzv_buf_avail(&c->in) > t->scratch_len)
+            chunk = rdzv_buf_avail(&c->in);
+    }
     if (rdzv_buf_reserve(&c->in, chunk) < 0) {
         *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
         return;
@@ -515,19 +782,67 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             rdzvd_conn_close(c, "out of memory buffering a request");
             return;
         }
-        if (c->reading) {
+        if (c->over_budget) {
+            conn_defer(c);
+            conn_flush(c);
+            if (conn_in_account(c) == 0)
+                rdzvd_transport_flush_pending(t);
+        } else if (c->reading) {
             /* Only an incomplete request can be left: nothing to parse until more arrives. */
             conn_flush(c);
-            rdzvd_transport_flush_pending(t);
+            if (conn_in_account(c) == 0)
+                rdzvd_transport_flush_pending(t);
         } else {
             conn_process(c);
         }
         return;
     }
     c->in.len += (size_t)nread;
-    if (rdzv_buf_avail(&c->in) < c->need)
+    if (rdzv_buf_avail(&c->in) < c->need) {
+        (void)conn_in_account(c);
         return;
+    }
     conn_process(c);
+}
+
+/* Serve the backlog: each connection on it once, oldest first, with a fresh budget. Those that
+ * still have more go back at the tail; the others read again. */
+static void backlog_idle_cb(uv_idle_t *h)
+{
+    struct rdzvd_transport *t = h->data;
+    struct rdzv_list mark;
+
+    if (t->paused) {
+        (void)uv_idle_stop(h); /* rdzvd_transport_resume starts it again */
+        return;
+    }
+    rdzv_list_add_tail(&t->backlog, &mark);
+    while (t->backlog.next != &mark) {
+        struct rdzvd_conn *c = rdzv_container_of(t->backlog.next, struct rdzvd_conn, backlog_node);
+
+        rdzv_list_del(&c->backlog_node);
+        c->turn = t->turn;
+        c->turn_bytes = 0;
+        c->turn_frames = 0;
+        conn_process(c);
+    }
+    rdzv_list_del(&mark);
+    if (rdzv_list_empty(&t->backlog))
+        (void)uv_idle_stop(h);
+}
+
+void rdzvd_transport_resume(struct rdzvd_transport *t)
+{
+    t->paused = false;
+    if (!rdzv_list_empty(&t->backlog) && !uv_is_closing((uv_handle_t *)&t->backlog_idle))
+        (void)uv_idle_start(&t->backlog_idle, backlog_idle_cb);
+}
+
+static void turn_prepare_cb(uv_prepare_t *h)
+{
+    struct rdzvd_transport *t = h->data;
+
+    t->turn++;
 }
 
 /* ---- accept, sessions, registry ---- */
@@ -575,6 +890,9 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
     c->id = ++t->next_id;
     rdzv_list_init(&c->flush_node);
     rdzv_list_init(&c->hs_node);
+    rdzv_list_init(&c->backlog_node);
+    rdzv_list_init(&c->holding_node);
+    rdzv_list_init(&c->req_node);
     rdzv_list_add_tail(&t->conns, &c->node);
     rdzv_list_add_tail(&g->conns, &c->group_node);
     t->nconns++;
@@ -591,7 +909,14 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
         *ret_addr = ss;
         sockaddr_name(&ss, c->peer, sizeof(c->peer));
+        if (ss.ss_family == AF_INET6) {
+            memcpy(c->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, sizeof(c->addr));
+        } else if (ss.ss_family == AF_INET) {
+            c->addr[10] = c->addr[11] = 0xff;
+            memcpy(c->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        }
     }
+    hs_make_room(c);
     (void)uv_tcp_nodelay(&c->tcp, 1);
     *ret = c;
     return 0;
@@ -671,12 +996,7 @@ uint64_t rdzvd_conn_id(const struct rdzvd_conn *c)
 
 size_t rdzvd_conn_unread(struct rdzvd_conn *c)
 {
-    uv_os_fd_t fd;
-    int n = 0;
-
-    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &n) < 0 || n < 0)
-        return 0;
-    return (size_t)n;
+    return conn_kernel_unread(c) + rdzv_buf_avail(&c->in);
 }
 
 int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len)
@@ -715,6 +1035,9 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     rdzv_list_init(&t->conns);
     rdzv_list_init(&t->flush_list);
     rdzv_list_init(&t->handshaking);
+    rdzv_list_init(&t->backlog);
+    rdzv_list_init(&t->holding);
+    rdzv_list_init(&t->requests);
     t->scratch_len = SCRATCH_LEN;
     t->scratch = malloc(t->scratch_len);
     if (!t->scratch)
@@ -725,16 +1048,22 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
         t->scratch = NULL;
         return r;
     }
-    t->hs_timer.data = t;
+    /* Neither can fail on Unix (they only link the handle into the loop). */
+    (void)uv_idle_init(loop, &t->backlog_idle);
+    (void)uv_prepare_init(loop, &t->turn_prepare);
+    (void)uv_timer_init(loop, &t->req_timer);
+    t->hs_timer.data = t->backlog_idle.data = t->turn_prepare.data = t->req_timer.data = t;
+    (void)uv_prepare_start(&t->turn_prepare, turn_prepare_cb);
+    uv_unref((uv_handle_t *)&t->turn_prepare);
     t->hs_timer_open = true;
     return 0;
 }
 
-static void hs_timer_close_cb(uv_handle_t *h)
+static void transport_handle_close_cb(uv_handle_t *h)
 {
     struct rdzvd_transport *t = h->data;
 
-    if (t->hooks->closed)
+    if (--t->handles_closing == 0 && t->hooks->closed)
         t->hooks->closed(t);
 }
 
@@ -744,7 +1073,11 @@ bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
 
     if (t->hs_timer_open) {
         t->hs_timer_open = false;
-        uv_close((uv_handle_t *)&t->hs_timer, hs_timer_close_cb);
+        t->handles_closing = 4;
+        uv_close((uv_handle_t *)&t->hs_timer, transport_handle_close_cb);
+        uv_close((uv_handle_t *)&t->req_timer, transport_handle_close_cb);
+        uv_close((uv_handle_t *)&t->backlog_idle, transport_handle_close_cb);
+        uv_close((uv_handle_t *)&t->turn_prepare, transport_handle_close_cb);
     }
     if (free_buffers) {
         free(t->scratch);

@@ -85,29 +85,60 @@ struct rdzvd_transport {
     struct rdzv_list handshaking; /* oldest first: one timer for the oldest deadline is exact */
     uint64_t nconns;
     uint64_t next_id;
+    uint64_t nhandshaking;     /* connections in handshaking */
+    uint64_t max_handshaking;  /* set by the owner: past it the oldest is closed; 0: no quota */
+    uint64_t nclosing;         /* connections closing, their close callback yet to come */
+    struct rdzvd_ratelimit *refusals; /* set by the owner: limits the lines about shed peers */
     uint64_t hs_timeout_ms;    /* 0: no handshake deadline */
     uv_timer_t hs_timer;
     bool hs_timer_open;
+    /* The per-turn budget (RDZVD_TURN_BYTES, RDZVD_TURN_FRAMES): a connection that used its
+     * share of a loop turn stops reading; what it sent waits on the backlog, served from an idle
+     * handle (active only while the backlog is not empty) one share per turn, oldest first. */
+    struct rdzv_list backlog;
+    uv_idle_t backlog_idle;
+    uv_prepare_t turn_prepare; /* counts turns (turn); unreferenced: keeps no loop alive */
+    uint64_t turn;
+    /* Set by the owner: no request of any connection is served (what they send waits on the
+     * backlog, read no further) until rdzvd_transport_resume(). A replicated rdzvd's leader
+     * pauses while the changes of the requests served so far are being committed. */
+    bool paused;
+    /* Input held for requests not served yet (the buffers' sizes): all connections together
+     * under max_input_bytes, those before their handshake under a quarter of it. Past either,
+     * the connection holding the most is closed. Set by the owner; 0: no limit. */
+    uint64_t max_input_bytes;
+    uint64_t in_bytes, hs_in_bytes;
+    struct rdzv_list holding;  /* connections holding input */
+    /* A request incomplete this long closes its connection (set by the owner; 0: never). One
+     * list in deadline order and one timer, as for handshakes. */
+    uint64_t req_timeout_ms;
+    struct rdzv_list requests;
+    uv_timer_t req_timer;
+    unsigned handles_closing;  /* of hs_timer, req_timer, backlog_idle, turn_prepare */
 };
 
 /* Set up t on loop. Returns 0 or a negative errno (-ENOMEM, uv_timer_init's). */
 int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
                          const struct rdzvd_transport_hooks *hooks, void *ud, uint64_t max_outbuf,
                          uint64_t handshake_timeout_ms);
-/* Close the handshake timer (asynchronous, hooks->closed follows; safe twice: returns whether
- * this call started the close) and, with free_buffers, release memory. Call with free_buffers
- * once the loop has finished. */
+/* Close the transport's handles (asynchronous, hooks->closed follows; safe twice: returns
+ * whether this call started the close) and, with free_buffers, release memory. Call with
+ * free_buffers once the loop has finished. */
 bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers);
 /* Write out output that was queued from elsewhere (woken waits, other connections' requests,
  * timers) or held; nothing while t->hold. */
 void rdzvd_transport_flush_pending(struct rdzvd_transport *t);
+/* Clear t->paused and serve what waited meanwhile, from the next turn on. */
+void rdzvd_transport_resume(struct rdzvd_transport *t);
 /* Close every connection, handing the kernel what is queued first (shutdown). */
 void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 
 /* Accept the pending connection on listener into group g. It is registered, named and has its
- * handshake deadline running, but reads nothing until rdzvd_conn_start(); the caller may close
- * it instead (refusals). *ret_addr gets the peer's address (family 0 when unknown). Returns 0 or
- * a negative errno (c is then closing, or was never made). */
+ * handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken from an
+ * older connection still handshaking: rdzvd_transport_shed_handshaking), but reads nothing until
+ * rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
+ * address (family 0 when unknown). Returns 0 or a negative errno (c is then closing, or was
+ * never made). */
 int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
                            struct rdzvd_conn_group *g, struct rdzvd_conn **ret,
                            struct sockaddr_storage *ret_addr);
@@ -119,7 +150,13 @@ void rdzvd_conn_set_session(struct rdzvd_conn *c, const struct rdzvd_session_ops
 void *rdzvd_conn_session_data(const struct rdzvd_conn *c);
 /* From serve(): do not call serve again until this many bytes are buffered. */
 void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes);
-/* The handshake finished: cancel c's deadline. O(1), safe twice. */
+/* Close a connection still handshaking to make room for keep (a new one), logging why: the
+ * oldest silent one from keep's address among the oldest few; none when its address has only
+ * busy ones there (bytes we have not read yet wait in the kernel); else the oldest silent one.
+ * Never keep. Returns whether one was closed. */
+bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_conn *keep,
+                                      const char *why);
+/* The handshake finished: cancel c's deadline, free its pre-handshake slot. O(1), safe twice. */
 void rdzvd_conn_handshake_done(struct rdzvd_conn *c);
 /* Whether c is still waiting for its handshake deadline. */
 bool rdzvd_conn_handshaking(const struct rdzvd_conn *c);
@@ -156,8 +193,9 @@ bool rdzvd_conn_closing(const struct rdzvd_conn *c);
 
 const char *rdzvd_conn_peer(const struct rdzvd_conn *c);
 uint64_t rdzvd_conn_id(const struct rdzvd_conn *c);
-/* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. A deadline timer that
- * finds input waiting has run late: the loop stalled and has not polled since the peer spoke. */
+/* Bytes c sent that were not served yet: held unread by the kernel (FIONREAD) or read and
+ * waiting for a later turn (the per-turn budget). 0 when none or unknown. A deadline timer that
+ * finds input waiting has run late: the loop stalled, or was busy, since the peer spoke. */
 size_t rdzvd_conn_unread(struct rdzvd_conn *c);
 /* Our own address on c, as the peer reached it (v4-mapped shown as IPv4). 0 or -errno. */
 int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len);

@@ -17,6 +17,7 @@
 #include "../common/rdzv-util.h"
 #include "rdzvd-daemon.h"
 #include "rdzvd-http.h"
+#include "rdzvd-replica.h"
 #include "rdzvd-server.h"
 
 #ifndef RDZV_VERSION
@@ -28,6 +29,7 @@ struct opts {
     const char *port_file;
     enum rdzv_log_level level;
     bool max_conns_set;
+    bool max_handshaking_set;
     int metrics_port;         /* -1: no metrics endpoint */
     const char *metrics_bind;
     const char *metrics_port_file;
@@ -35,6 +37,9 @@ struct opts {
     const char *allow_store_from;
     uint64_t idle_ms, idle_first_ms; /* --exit-when-idle; 0: never */
     int ready_fd;                    /* --ready-fd; -1: none */
+    const char *peers;               /* --peers; NULL: a single rdzvd */
+    uint64_t replica_id;             /* --replica-id; 0: found from --peers and --port */
+    struct rdzvd_peers peer_list;
 };
 
 #define RDZVD_IDLE_FIRST_S 180.0 /* --exit-when-idle's first deadline by default */
@@ -121,8 +126,8 @@ static int ready_fd_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
 static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
 {
     struct rdzv_limits *lim = &o->cfg.lim;
-    double handshake_s = 0;
-    bool handshake_set = false;
+    double handshake_s = 0, request_s = 0;
+    bool handshake_set = false, request_set = false;
     const struct rdzv_opt table[] = {
         {.kind = RDZV_OPT_CALLBACK, .name = "port", .short_name = 'p', .cb = rdzv_opt_port_cb,
          .dest = &o->cfg.port, .metavar = "N",
@@ -147,8 +152,18 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .seen = &o->max_conns_set, .metavar = "N",
          .what = "expected a positive number, optionally with K/M/G",
          .help = "open connections (default: open-file limit - 64)"},
+        {.kind = RDZV_OPT_SIZE, .name = "max-handshaking", .dest = &lim->max_handshaking,
+         .umin = 1, .seen = &o->max_handshaking_set, .metavar = "N",
+         .what = "expected a positive number, optionally with K/M/G",
+         .help = "of them, connections not through their handshake yet;\n"
+                 "past N a new one takes the slot of the oldest silent\n"
+                 "one, from its own address first (default 1024, at\n"
+                 "most half of --max-conns)"},
+        SIZE_OPT("max-input-bytes", max_input_bytes,
+                 "bytes of incomplete requests buffered, all\nconnections together; past it "
+                 "the connection holding\nthe most is closed (default 256MiB)"),
         SIZE_OPT("max-store-bytes", max_store_bytes,
-                 "bytes of keys and values held (default 4GiB)"),
+                 "bytes of keys and values held, all stores together\n(default 4GiB)"),
         SIZE_OPT("max-wait-keys", max_wait_keys,
                  "pending WAIT keys per connection (default 131072)"),
         {.kind = RDZV_OPT_CALLBACK, .name = "metrics-port", .cb = metrics_port_cb,
@@ -164,6 +179,16 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .metavar = "DIR",
          .help = "keep store keys across restarts: journal them in DIR\n"
                  "(created 0700 if missing; default: nothing persisted)"},
+        {.kind = RDZV_OPT_STRING, .name = "peers", .dest = &o->peers,
+         .metavar = "HOST:PORT,...",
+         .help = "run as one replica of a replicated rdzvd: the replicas'\n"
+                 "main endpoints, the same list in the same order on\n"
+                 "each (3 or 5: a majority must live); needs --state-dir\n"
+                 "(the Raft log) and a fixed --port; Raft links on PORT+1"},
+        {.kind = RDZV_OPT_UINT, .name = "replica-id", .dest = &o->replica_id, .umin = 1,
+         .umax = RDZVD_REPLICAS_MAX, .metavar = "N",
+         .help = "which entry of --peers this rdzvd is (1-based; default:\n"
+                 "the one entry with this machine's address and --port)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "fsync", .cb = fsync_cb, .dest = &o->cfg.fsync,
          .metavar = "MODE",
          .help = "when the journal is fsynced: everysec (default; a power\n"
@@ -184,6 +209,11 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .help = "close connections that have not finished their\n"
                  "handshake (rdzv: HELLO+AUTH; TCPStore: a first\n"
                  "complete request) after SEC seconds (default 10; 0: never)"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "request-timeout", .dest = &request_s,
+         .seen = &request_set, .dmin = 0, .dmax = 86400, .metavar = "SEC",
+         .what = "expected 0 to 86400 seconds",
+         .help = "close connections whose request has been incomplete\n"
+                 "for SEC seconds (default 30; 0: never)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "exit-when-idle", .cb = idle_cb,
          .metavar = "SEC[:FIRST]",
          .help = "exit (as on SIGTERM) once no agent has been connected\n"
@@ -217,6 +247,8 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
 
     if (r == 0 && handshake_set)
         o->cfg.handshake_timeout_ms = (uint64_t)(handshake_s * 1000);
+    if (r == 0 && request_set)
+        o->cfg.request_timeout_ms = (uint64_t)(request_s * 1000);
     return r;
 }
 
@@ -267,6 +299,33 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (o->cfg.lim.max_frame < o->cfg.lim.max_key_len + o->cfg.lim.max_value_len + 32) {
         fprintf(stderr, "rdzvd: --max-frame must be at least --max-key-len + --max-value-len + 32\n");
         return -EINVAL;
+    }
+    if (o->cfg.lim.max_input_bytes < o->cfg.lim.max_frame) {
+        fprintf(stderr, "rdzvd: --max-input-bytes must be at least --max-frame\n");
+        return -EINVAL;
+    }
+    if (o->replica_id && !o->peers) {
+        fprintf(stderr, "rdzvd: --replica-id needs --peers\n");
+        return -EINVAL;
+    }
+    if (o->peers) {
+        char err[256];
+
+        if (!o->cfg.state_dir) {
+            fprintf(stderr, "rdzvd: --peers needs --state-dir DIR (each replica's Raft log)\n");
+            return -EINVAL;
+        }
+        if (o->cfg.port == 0) {
+            fprintf(stderr, "rdzvd: --peers needs a fixed --port (the one --peers lists)\n");
+            return -EINVAL;
+        }
+        if (rdzvd_peers_parse(o->peers, (unsigned)o->replica_id, o->cfg.port, &o->peer_list,
+                              err, sizeof(err)) < 0) {
+            fprintf(stderr, "rdzvd: %s\n", err);
+            return -EINVAL;
+        }
+        o->cfg.peers = &o->peer_list;
+        o->cfg.replica_ops = &rdzvd_replica_ops;
     }
     return 0;
 }
@@ -350,11 +409,18 @@ static void idle_done_cb(void *data)
     daemon_stop(data);
 }
 
+/* Replication failed: stop, and exit 75 (EX_TEMPFAIL: restart on the same --state-dir). */
+static void failure_cb(void *data)
+{
+    daemon_stop(data);
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = {
         .cfg = {.port = RDZV_DEFAULT_PORT, .legacy = RDZV_DIALECT_V20, .legacy_allowed = true,
-                .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS},
+                .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS,
+                .request_timeout_ms = RDZVD_REQUEST_TIMEOUT_MS},
         .level = RDZV_LOG_INFO,
         .metrics_port = -1,
         .ready_fd = -1,
@@ -363,6 +429,7 @@ int main(int argc, char **argv)
     struct rdzvd_server_info info;
     uv_loop_t loop;
     uint64_t nofile;
+    bool failed;
     int r;
 
     r = parse_args(argc, argv, &o);
@@ -373,7 +440,12 @@ int main(int argc, char **argv)
     nofile = raise_nofile();
     if (!o.max_conns_set)
         o.cfg.lim.max_conns = nofile > 128 ? nofile - 64 : 64;
+    /* Peers without the token must leave most slots to those with it. */
+    if (!o.max_handshaking_set && o.cfg.lim.max_handshaking > o.cfg.lim.max_conns / 2)
+        o.cfg.lim.max_handshaking = o.cfg.lim.max_conns / 2 ? o.cfg.lim.max_conns / 2 : 1;
 
+    o.cfg.on_failure = failure_cb;
+    o.cfg.failure_ud = &d;
     r = uv_loop_init(&loop);
     if (r < 0)
         return log_error_errno(r, "uv_loop_init"), 1;
@@ -447,18 +519,20 @@ int main(int argc, char **argv)
              " connections, legacy clients: %s)",
              RDZV_VERSION, info.addr, info.port, nofile, o.cfg.lim.max_conns,
              o.cfg.legacy_allowed ? rdzv_dialect_name(o.cfg.legacy) : "refused");
-    log_info("authentication: %s; TCPStore clients from: %s; handshake timeout: %.1f s",
+    log_info("authentication: %s; TCPStore clients from: %s; handshake timeout: %.1f s "
+             "(at most %" PRIu64 " connections before it)",
              o.cfg.token ? "token required (" RDZV_AUTH_SCHEME ")" : "none (no --token-file)",
              o.cfg.store_acl ? o.cfg.store_acl->desc : "anywhere",
-             (double)o.cfg.handshake_timeout_ms / 1000);
+             (double)o.cfg.handshake_timeout_ms / 1000, o.cfg.lim.max_handshaking);
 
     uv_run(&loop, UV_RUN_DEFAULT);
     rdzvd_server_info(d.srv, &info);
+    failed = rdzvd_server_failed(d.srv);
     d.daemon = rdzvd_daemon_free(d.daemon);
     r = uv_loop_close(&loop);
     if (r < 0)
         log_warn("loop closed with handles still open: %s", uv_strerror(r));
     log_info("stopped (%" PRIu64 " connections served, %" PRIu64 " requests)", info.stats.accepted,
              info.stats.requests);
-    return 0;
+    return failed ? 75 : 0;
 }

@@ -48,6 +48,33 @@ const char *rdzv_msg_name(uint8_t op)
     }
 }
 
+/* Bodies are JSON: a string member may be escaped to 6 bytes per byte (\u00XX), and unknown
+ * members are ignored (newer peers add some), hence the slack over the longest valid message. */
+#define SMALL (4u << 10)
+static const struct {
+    uint8_t op;
+    uint32_t max;
+} msg_limits[] = {
+    {RDZV_MSG_HELLO, SMALL},         /* magic, version, peer name */
+    {RDZV_MSG_AUTH, SMALL},          /* two 64-hex-digit strings */
+    {RDZV_MSG_STORE, SMALL},         /* {} */
+    {RDZV_MSG_STATUS, SMALL},        /* {} */
+    {RDZV_MSG_READY, SMALL},         /* generation */
+    {RDZV_MSG_LEAVE, SMALL},         /* generation, status */
+    {RDZV_MSG_WORKER_EXIT, 8u << 10},/* host and reason (255 bytes each) */
+    {RDZV_MSG_JOIN, 16u << 10},      /* run id, node id, host, numbers, resume */
+    {RDZV_MSG_NCCL_ID, 32u << 10},   /* up to 64 ids of 256 hex digits */
+    {RDZV_MSG_HEARTBEAT, 128u << 10},/* up to 1024 progress entries of about 70 bytes */
+};
+
+uint32_t rdzv_msg_max_body(uint8_t op)
+{
+    for (size_t i = 0; i < sizeof(msg_limits) / sizeof(msg_limits[0]); i++)
+        if (msg_limits[i].op == op)
+            return msg_limits[i].max;
+    return rdzv_msg_name(op)[0] == '?' ? 0 : SMALL;
+}
+
 ssize_t rdzv_frame_peek(const uint8_t *p, size_t n, uint32_t max_body, uint8_t *op,
                         const uint8_t **body, uint32_t *body_len, const char **why)
 {

@@ -34,6 +34,12 @@ enum rdzv_msg_op {
 /* Name of a message op for logs ("JOIN"), "?" if unknown. */
 const char *rdzv_msg_name(uint8_t op);
 
+/* The largest body rdzvd accepts for a frame of op (RENDEZVOUS.md, "Limits per message"): far
+ * below RDZV_MAX_MSG for every message a client sends, so that no peer makes the daemon buffer or
+ * parse more than the message needs. Ops the daemon only sends get the smallest limit (it refuses
+ * them anyway). 0 for an unknown op. One table, in rdzv-frame.c. */
+uint32_t rdzv_msg_max_body(uint8_t op);
+
 /* Look at the frame at the start of p[0..n). Returns its total size (header + body) and sets
  * *op, *body, *body_len; 0 when more bytes are needed; -EPROTO (unknown op, bad version, reserved
  * bits set) or -EMSGSIZE (body over max_body) with *why set. Never reads past n. */

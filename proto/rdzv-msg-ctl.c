@@ -56,6 +56,10 @@ int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
         json_decref(o);
         o = NULL;
     }
+    if (o && j->secret[0] && json_object_set_new(o, "secret", json_string(j->secret)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return rdzv_msg_put(b, RDZV_MSG_JOINED, o);
 }
 
@@ -63,12 +67,12 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
                           size_t errlen)
 {
     json_int_t waiting = 0, gen = 0;
-    const char *run_id = "", *recovery = "";
+    const char *run_id = "", *recovery = "", *secret = "";
     int spare = 0, resumed = 0, r;
     json_t *root = rdzv_msg_unpack(body, len, "JOINED", err, errlen,
-                                   "{s?s, s?I, s?b, s?b, s?I, s?s}", "run_id", &run_id, "waiting",
-                                   &waiting, "spare", &spare, "resumed", &resumed, "generation",
-                                   &gen, "recovery", &recovery);
+                                   "{s?s, s?I, s?b, s?b, s?I, s?s, s?s}", "run_id", &run_id,
+                                   "waiting", &waiting, "spare", &spare, "resumed", &resumed,
+                                   "generation", &gen, "recovery", &recovery, "secret", &secret);
 
     if (!root)
         return -EBADMSG;
@@ -82,8 +86,15 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
         snprintf(err, errlen, "JOINED: 'recovery' must be \"restart\" or \"inplace\"");
         r = -EBADMSG;
     }
-    if (r == 0)
+    if (r == 0 && *secret && !rdzv_msg_is_secret(secret)) {
+        snprintf(err, errlen, "JOINED: 'secret' must be %d lowercase hex characters",
+                 RDZV_SECRET_HEX);
+        r = -EBADMSG;
+    }
+    if (r == 0) {
         snprintf(j->recovery, sizeof(j->recovery), "%s", recovery);
+        snprintf(j->secret, sizeof(j->secret), "%s", secret);
+    }
     json_decref(root);
     return r;
 }
@@ -335,10 +346,30 @@ int rdzv_msg_parse_error(const uint8_t *body, size_t len, struct rdzv_error *e, 
 {
     const char *text;
     json_t *root = rdzv_msg_unpack(body, len, "ERROR", err, errlen, "{s:s}", "error", &text);
+    json_t *leader;
+    int r = 0;
 
     if (!root)
         return -EBADMSG;
     copy_text(e->error, sizeof(e->error), text);
+    e->redirect = false;
+    e->leader[0] = '\0';
+    leader = json_object_get(root, "leader");
+    if (leader) {
+        e->redirect = true;
+        if (!json_is_string(leader)) {
+            snprintf(err, errlen, "ERROR 'leader' is not a string");
+            r = -EBADMSG;
+        } else {
+            r = rdzv_msg_copy_str(e->leader, sizeof(e->leader), json_string_value(leader),
+                                  "ERROR leader", err, errlen);
+        }
+        for (const char *q = e->leader; r == 0 && *q; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+                snprintf(err, errlen, "ERROR 'leader' holds a control character");
+                r = -EBADMSG;
+            }
+    }
     json_decref(root);
-    return 0;
+    return r < 0 ? -EBADMSG : 0;
 }

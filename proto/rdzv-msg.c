@@ -31,14 +31,25 @@ int rdzv_nccl_mode_parse(const char *s, enum rdzv_nccl_mode *ret)
     return -EINVAL;
 }
 
-bool rdzv_nccl_hex_valid(const char *s)
+/* s is exactly n lowercase hex characters. */
+static bool hex_of_len(const char *s, size_t n)
 {
     size_t i;
 
     for (i = 0; s[i]; i++)
         if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
             return false;
-    return i == RDZV_NCCL_HEX_LEN;
+    return i == n;
+}
+
+bool rdzv_nccl_hex_valid(const char *s)
+{
+    return hex_of_len(s, RDZV_NCCL_HEX_LEN);
+}
+
+bool rdzv_msg_is_secret(const char *s)
+{
+    return hex_of_len(s, RDZV_SECRET_HEX);
 }
 
 int rdzv_msg_put(struct rdzv_buf *b, uint8_t op, json_t *obj)
@@ -87,6 +98,10 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
                                       (json_int_t)rs->world_size, "restart_count",
                                       (json_int_t)rs->restart_count, "master_port",
                                       (json_int_t)rs->master_port, "left", rs->left)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && j->secret[0] && json_object_set_new(o, "secret", json_string(j->secret)) < 0) {
         json_decref(o);
         o = NULL;
     }
@@ -157,6 +172,20 @@ int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     return rdzv_msg_put(b, RDZV_MSG_ERROR, json_pack("{s:s}", "error", rdzv_utf8_trim(text)));
+}
+
+int rdzv_msg_put_redirect(struct rdzv_buf *b, const char *leader, const char *fmt, ...)
+{
+    char text[RDZV_ERROR_MAX + 1];
+    va_list ap;
+
+    if (strlen(leader) > RDZV_ENDPOINT_MAX)
+        return -EINVAL;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return rdzv_msg_put(b, RDZV_MSG_ERROR,
+                        json_pack("{s:s, s:s}", "error", rdzv_utf8_trim(text), "leader", leader));
 }
 
 json_t *rdzv_msg_load(const uint8_t *body, size_t len, char *err, size_t errlen)
@@ -247,7 +276,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
 {
     json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
     json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS;
-    const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart";
+    const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart", *secret = "";
     int rank_hint = 0, scale_now = 0;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL;
@@ -258,13 +287,13 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o, s?s}",
+                       "s?b, s?o, s?s, s?s}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
                        &nccl_ids, "rank_hint", &rank_hint, "heartbeat_timeout_ms", &hb_ms,
                        "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
-                       &resume, "recovery", &recovery) < 0) {
+                       &resume, "recovery", &recovery, "secret", &secret) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -300,7 +329,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         r = -EBADMSG;
         goto out;
     }
-    if (!*run_id || nproc < 1 || nproc > 1024 || min < 1 || max < min || max > 100000 ||
+    if (!*run_id || nproc < 1 || nproc > RDZV_NPROC_MAX || min < 1 || max < min || max > 100000 ||
         node_rank < -1 || last_call < 0 || max_restarts < 0 || nccl_ids < 1 ||
         nccl_ids > RDZV_MAX_NCCL_IDS || rdzv_nccl_mode_parse(nccl, &j->nccl) < 0 ||
         hb_ms < 100 || hb_ms > 3600000 || join_ms < 0 || join_ms > 86400000) {
@@ -323,6 +352,12 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->join_timeout_ms = join_ms;
     j->scale_up_now = scale_now != 0;
     j->inplace = strcmp(recovery, "inplace") == 0;
+    if (*secret && !rdzv_msg_is_secret(secret)) {
+        snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters", RDZV_SECRET_HEX);
+        r = -EBADMSG;
+        goto out;
+    }
+    snprintf(j->secret, sizeof(j->secret), "%s", secret);
 out:
     json_decref(root);
     return r;
@@ -399,11 +434,22 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     r = rdzv_msg_copy_str(w->host, sizeof(w->host), host, "host", err, errlen);
     if (r == 0)
         r = rdzv_msg_copy_str(w->reason, sizeof(w->reason), reason, "reason", err, errlen);
+    if (r < 0)
+        goto out;
     w->generation = (uint64_t)gen;
     w->rank = rank;
     w->local_rank = local_rank;
     w->exit_code = code;
     w->signal = sig;
+    /* What a wait status can say (127: exec failed, 128+N: signal N), and no control characters
+     * in the texts other agents are shown (issue 20, finding 9). */
+    if (gen < 0 || rank < 0 || local_rank < 0 || code < 0 || code > 255 || sig < 0 || sig > 64 ||
+        rdzv_has_ctl(w->host) || rdzv_has_ctl(w->reason)) {
+        snprintf(err, errlen, "WORKER_EXIT: values are out of range (rank and local rank >= 0, "
+                              "exit code 0..255, signal 0..64, no control characters)");
+        r = -EBADMSG;
+        goto out;
+    }
     if (!(t >= 0 && t < 1e11)) {
         snprintf(err, errlen, "WORKER_EXIT: 'time' must be unix seconds");
         r = -EBADMSG;

@@ -18,6 +18,9 @@
 struct rdzv_buf;
 
 #define RDZV_ID_MAX 128       /* run_id, node_id */
+#define RDZV_NPROC_MAX 1024   /* JOIN nproc: workers on one node */
+#define RDZV_SECRET_HEX 64    /* a member's secret (JOINED, JOIN): 32 bytes as lowercase hex */
+#define RDZV_GENERATION_MAX ((1ull << 53) - 1) /* exact as a JSON number anywhere; never wraps */
 #define RDZV_HOST_MAX 255
 #define RDZV_NCCL_ID_BYTES 128
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
@@ -58,6 +61,9 @@ struct rdzv_join {
     bool inplace;                 /* "recovery":"inplace" (absent: "restart"): job-wide, must
                                    * agree with the job's first JOIN */
     struct rdzv_resume resume;
+    /* The secret JOINED gave this agent (1.2): sent on every JOIN after the first, it proves the
+     * agent is the member it reconnects as (a resume, a takeover). "" when none. */
+    char secret[RDZV_SECRET_HEX + 1];
 };
 
 struct rdzv_round {
@@ -105,6 +111,9 @@ struct rdzv_joined {
      * recovery in place (protocol 1.1), which an agent that asked for it must refuse. The
      * encoder writes the member only when it is set. */
     char recovery[16];
+    /* The member's secret (1.2; "" when absent: an older daemon): the agent sends it back in
+     * every later JOIN, as its proof. */
+    char secret[RDZV_SECRET_HEX + 1];
 };
 
 /* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation. */
@@ -154,9 +163,14 @@ struct rdzv_leave {
     bool succeeded; /* "status":"succeeded"; any other status string reads as false */
 };
 
-/* ERROR (daemon -> peer): why the daemon closes the connection. */
+/* ERROR (daemon -> peer): why the daemon closes the connection. A follower of a replicated
+ * rdzvd (protocol 1.3) also says where the leader is: redirect is true, and leader is its
+ * "HOST:PORT" ("" while no leader is elected: try again, elsewhere). */
+#define RDZV_ENDPOINT_MAX 127
 struct rdzv_error {
     char error[RDZV_ERROR_MAX + 1];
+    bool redirect;
+    char leader[RDZV_ENDPOINT_MAX + 1];
 };
 
 const char *rdzv_nccl_mode_name(enum rdzv_nccl_mode m);
@@ -180,6 +194,10 @@ int rdzv_msg_put_status(struct rdzv_buf *b);
 /* ERROR from a printf format (the struct form is rdzv_msg_put_error(b, "%s", e->error)); the
  * text is cut to RDZV_ERROR_MAX bytes on a character boundary. */
 int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A follower's ERROR (1.3): the text, and "leader": leader ("" when none is known yet). -EINVAL
+ * when leader is longer than RDZV_ENDPOINT_MAX. */
+int rdzv_msg_put_redirect(struct rdzv_buf *b, const char *leader, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Parse a body into a JSON object (duplicates rejected). NULL with err set on failure. */
 json_t *rdzv_msg_load(const uint8_t *body, size_t len, char *err, size_t errlen);
@@ -214,9 +232,12 @@ int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, 
                          size_t errlen);
 /* STATUS: the body must be a JSON object (its members are ignored). */
 int rdzv_msg_parse_status(const uint8_t *body, size_t len, char *err, size_t errlen);
-/* ERROR: "error" must be a string; it is cut (not refused) past RDZV_ERROR_MAX bytes. */
+/* ERROR: "error" must be a string; it is cut (not refused) past RDZV_ERROR_MAX bytes. An optional
+ * "leader" must be a string of at most RDZV_ENDPOINT_MAX bytes (then redirect is true). */
 int rdzv_msg_parse_error(const uint8_t *body, size_t len, struct rdzv_error *e, char *err,
                          size_t errlen);
 
 /* True if s is exactly RDZV_NCCL_HEX_LEN lowercase hex characters. */
 bool rdzv_nccl_hex_valid(const char *s);
+/* True if s is a member secret's form: exactly RDZV_SECRET_HEX lowercase hex characters. */
+bool rdzv_msg_is_secret(const char *s);

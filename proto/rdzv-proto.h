@@ -62,6 +62,9 @@ struct rdzv_limits {
     uint64_t max_frame;        /* bytes in one whole request */
     uint64_t max_outbuf;       /* queued reply bytes per connection before we stop reading it */
     uint64_t max_conns;        /* open client connections */
+    uint64_t max_handshaking;  /* of them, not through their handshake yet (rdzvd: past it a
+                                * new one takes the slot of an older silent one) */
+    uint64_t max_input_bytes;  /* incomplete requests buffered, all connections together */
     uint64_t max_store_bytes;  /* keys + values held by the store */
     uint64_t max_wait_keys;    /* pending WAIT registrations per connection */
     uint64_t max_queue_items;  /* items in one QUEUE_PUSH queue */
@@ -71,6 +74,7 @@ struct rdzv_limits {
     {                                                                                              \
         .max_key_len = 8u << 10, .max_value_len = 8u << 20, .max_keys_per_req = 128u << 10,        \
         .max_frame = 64u << 20, .max_outbuf = 16u << 20, .max_conns = 65536,                      \
+        .max_handshaking = 1024, .max_input_bytes = 256u << 20,                                    \
         .max_store_bytes = 4ull << 30, .max_wait_keys = 128u << 10, .max_queue_items = 1u << 20,   \
     }
 

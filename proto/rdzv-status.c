@@ -116,13 +116,15 @@ static json_t *rank_to_json(const struct rdzv_status_rank *k)
                      "age_s", k->age_s);
 }
 
-static json_t *job_to_json(const struct rdzv_status_job *j)
+/* j as JSON; brief: without its nodes and ranks (counted as left out instead). */
+static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
 {
     json_t *nodes = json_array(), *events = json_array(), *ranks = json_array(), *o;
+    size_t n_nodes = brief ? 0 : j->n_nodes, n_ranks = brief ? 0 : j->n_ranks;
 
-    for (size_t i = 0; i < j->n_nodes; i++)
+    for (size_t i = 0; i < n_nodes; i++)
         json_array_append_new(nodes, node_to_json(&j->nodes[i]));
-    for (size_t i = 0; i < j->n_ranks; i++)
+    for (size_t i = 0; i < n_ranks; i++)
         json_array_append_new(ranks, rank_to_json(&j->ranks[i]));
     for (unsigned i = 0; i < j->n_events && i < RDZV_STATUS_EVENTS; i++)
         json_array_append_new(
@@ -136,7 +138,10 @@ static json_t *job_to_json(const struct rdzv_status_job *j)
                   "age_s", j->age_s, "store_port", j->store_port, "nodes", nodes, "events", events);
     if (o) {
         json_object_set_new(o, "ranks", ranks);
-        json_object_set_new(o, "ranks_left_out", json_integer((json_int_t)j->ranks_left_out));
+        json_object_set_new(o, "ranks_left_out",
+                            json_integer((json_int_t)(j->ranks_left_out + j->n_ranks - n_ranks)));
+        json_object_set_new(o, "members_left_out",
+                            json_integer((json_int_t)(j->members_left_out + j->n_nodes - n_nodes)));
     } else {
         json_decref(ranks);
     }
@@ -148,19 +153,48 @@ static json_t *job_to_json(const struct rdzv_status_job *j)
     return o;
 }
 
+/* The compact JSON size of o, with the comma that separates it from the one before. */
+static size_t json_cost(const json_t *o)
+{
+    return json_dumpb(o, NULL, 0, JSON_COMPACT) + 1;
+}
+
 json_t *rdzv_status_to_json(const struct rdzv_status *st)
 {
-    json_t *jobs = json_array();
+    json_t *jobs = json_array(), *root;
+    int64_t left_out = st->jobs_left_out;
+    size_t used;
 
-    for (size_t i = 0; i < st->n_jobs; i++)
-        json_array_append_new(jobs, job_to_json(&st->jobs[i]));
-    return json_pack("{s:s, s:s, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
-                     st->daemon, "version", st->version, "port", (json_int_t)st->port, "uptime_s",
-                     st->uptime_s, "stats", "connections", (json_int_t)st->connections, "accepted",
-                     (json_int_t)st->accepted, "rejected", (json_int_t)st->rejected,
-                     "protocol_errors", (json_int_t)st->protocol_errors, "requests",
-                     (json_int_t)st->requests, "main_store_keys", (json_int_t)st->main_store_keys,
-                     "jobs", jobs);
+    root =
+        json_pack("{s:s, s:s, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
+                  st->daemon, "version", st->version, "port", (json_int_t)st->port, "uptime_s",
+                  st->uptime_s, "stats", "connections", (json_int_t)st->connections, "accepted",
+                  (json_int_t)st->accepted, "rejected", (json_int_t)st->rejected, "protocol_errors",
+                  (json_int_t)st->protocol_errors, "requests", (json_int_t)st->requests,
+                  "main_store_keys", (json_int_t)st->main_store_keys, "jobs", jobs);
+    if (!root)
+        return NULL;
+    /* The frame: what is there now, plus "jobs_left_out" with room for any count. */
+    used = json_cost(root) + 40;
+    for (size_t i = 0; i < st->n_jobs; i++) {
+        json_t *o = job_to_json(&st->jobs[i], false);
+        size_t cost = o ? json_cost(o) : 0;
+
+        if (o && used + cost > RDZV_STATUS_JSON_MAX) {
+            json_decref(o);
+            o = job_to_json(&st->jobs[i], true);
+            cost = o ? json_cost(o) : 0;
+        }
+        if (!o || used + cost > RDZV_STATUS_JSON_MAX) {
+            json_decref(o);
+            left_out++;
+            continue;
+        }
+        json_array_append_new(jobs, o);
+        used += cost;
+    }
+    json_object_set_new(root, "jobs_left_out", json_integer((json_int_t)left_out));
+    return root;
 }
 
 int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st)
@@ -331,7 +365,7 @@ static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t
 
 static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
 {
-    json_int_t gen, rc, mr, mn, mx, nin, ws, port, left_out = 0;
+    json_int_t gen, rc, mr, mn, mx, nin, ws, port, left_out = 0, members_left_out = 0;
     json_t *nodes, *events, *outcome = NULL, *ranks = NULL;
     const char *run_id, *state;
     json_error_t jerr;
@@ -339,16 +373,19 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
 
     if (json_unpack_ex(
             o, &jerr, 0,
-            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I}",
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I, s?I}",
             "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
             "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
             "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
-            &events, "outcome", &outcome, "ranks", &ranks, "ranks_left_out", &left_out) < 0)
+            &events, "outcome", &outcome, "ranks", &ranks, "ranks_left_out", &left_out,
+            "members_left_out", &members_left_out) < 0)
         return unpack_fail(&jerr, err, errlen);
     if (COPY(j->run_id, run_id, "run_id") < 0 || COPY(j->state, state, "state") < 0)
         return -EBADMSG;
-    if (gen < 0 || port < 0 || port > 65535 || left_out < 0) {
-        snprintf(err, errlen, "'generation', 'store_port' or 'ranks_left_out' out of range");
+    if (gen < 0 || port < 0 || port > 65535 || left_out < 0 || members_left_out < 0) {
+        snprintf(err, errlen,
+                 "'generation', 'store_port', 'ranks_left_out' or "
+                 "'members_left_out' out of range");
         return -EBADMSG;
     }
     j->generation = (uint64_t)gen;
@@ -360,6 +397,7 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
     j->world_size = ws;
     j->store_port = (int)port;
     j->ranks_left_out = left_out;
+    j->members_left_out = members_left_out;
     r = parse_nodes(nodes, j, err, errlen);
     if (r == 0 && ranks)
         r = parse_ranks(ranks, j, err, errlen);
@@ -375,7 +413,7 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
 int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
                       size_t errlen)
 {
-    json_int_t port, conns, acc, rej, perr, reqs, keys;
+    json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0;
     const char *daemon, *version;
     json_t *root, *jobs, *o;
     json_error_t jerr;
@@ -386,14 +424,20 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     root = rdzv_msg_load(body, len, err, errlen);
     if (!root)
         return fail_at(err, errlen, "STATUS_REPLY");
-    if (json_unpack_ex(
-            root, &jerr, 0, "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "daemon",
-            &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s, "stats",
-            "connections", &conns, "accepted", &acc, "rejected", &rej, "protocol_errors", &perr,
-            "requests", &reqs, "main_store_keys", &keys, "jobs", &jobs) < 0) {
+    if (json_unpack_ex(root, &jerr, 0,
+                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s?I}", "daemon",
+                       &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s,
+                       "stats", "connections", &conns, "accepted", &acc, "rejected", &rej,
+                       "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
+                       "jobs", &jobs, "jobs_left_out", &jobs_left_out) < 0) {
         (void)unpack_fail(&jerr, err, errlen);
         goto out_free;
     }
+    if (jobs_left_out < 0) {
+        snprintf(err, errlen, "'jobs_left_out' out of range");
+        goto out_free;
+    }
+    st->jobs_left_out = jobs_left_out;
     if (COPY(st->daemon, daemon, "daemon") < 0 || COPY(st->version, version, "version") < 0)
         goto out_free;
     st->port = port;
@@ -426,4 +470,11 @@ out_free:
     if (r < 0)
         (void)fail_at(err, errlen, "STATUS_REPLY");
     return r;
+}
+
+void rdzv_status_hide_node_ids(struct rdzv_status *st)
+{
+    for (size_t i = 0; i < st->n_jobs; i++)
+        for (size_t k = 0; k < st->jobs[i].n_nodes; k++)
+            st->jobs[i].nodes[k].node_id[0] = '\0';
 }

@@ -27,6 +27,15 @@ struct rdzv_buf;
 /* Per job: rdzvd lists at most this many ranks (the longest silent), counting the rest in
  * ranks_left_out; decoding refuses more. */
 #define RDZV_STATUS_MAX_RANKS 4096
+/* Per job: rdzvd lists at most this many members (the generation's first), counting the rest in
+ * members_left_out (issue 20, finding 7: ~1,900 spares added by anyone made STATUS too large to
+ * send). */
+#define RDZV_STATUS_SHOW_MEMBERS 256
+/* The status document is at most this many bytes (compact JSON), so that a STATUS_REPLY always
+ * fits one frame (RDZV_MAX_MSG): jobs that do not fit are counted in jobs_left_out; a job that
+ * does not fit with its nodes and ranks is listed without them (counted in members_left_out and
+ * ranks_left_out). */
+#define RDZV_STATUS_JSON_MAX ((1u << 20) - 4096)
 
 struct rdzv_status_node {
     char host[RDZV_HOST_MAX + 1];
@@ -65,6 +74,7 @@ struct rdzv_status_job {
     size_t n_ranks;                 /* 0..RDZV_STATUS_MAX_RANKS, by rank */
     struct rdzv_status_rank *ranks; /* n_ranks, owned (NULL when none) */
     int64_t ranks_left_out;         /* ranks that reported but did not fit */
+    int64_t members_left_out;       /* members (nodes) not listed in nodes */
     unsigned n_events;              /* oldest first */
     struct rdzv_status_event events[RDZV_STATUS_EVENTS];
     bool ended; /* the outcome below is set ("outcome" in JSON) */
@@ -81,7 +91,12 @@ struct rdzv_status {
     int64_t connections, accepted, rejected, protocol_errors, requests, main_store_keys;
     size_t n_jobs;
     struct rdzv_status_job *jobs; /* n_jobs, owned */
+    int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */
 };
+
+/* Blank every node id of st ("" in JSON): what a reader who proved no token is shown (issue 20,
+ * finding 2). */
+void rdzv_status_hide_node_ids(struct rdzv_status *st);
 
 /* Give st room for n jobs (zeroed), or job j room for n nodes or n ranks: 0 or -ENOMEM. Replaces
  * (frees) what was there. No limit here: the daemon may have more than a decoder accepts. */
@@ -100,7 +115,10 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 void rdzv_status_free(struct rdzv_status *st);
 
 /* The status document: a new reference, or NULL when out of memory. A node or event whose
- * strings are not valid UTF-8 is left out (as jansson refuses it). */
+ * strings are not valid UTF-8 is left out (as jansson refuses it). At most RDZV_STATUS_JSON_MAX
+ * bytes: jobs in order while they fit, each with its nodes and ranks or, when those do not fit,
+ * without (counted in its "members_left_out" and "ranks_left_out"), the others counted in
+ * "jobs_left_out" (st->jobs_left_out included). */
 json_t *rdzv_status_to_json(const struct rdzv_status *st);
 
 /* Append a STATUS_REPLY frame carrying the document. 0, -ENOMEM or -EMSGSIZE. */
@@ -108,8 +126,9 @@ int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st);
 
 /* Decode a STATUS_REPLY body into *st (zeroed first; free it with rdzv_status_free whatever
  * the result). Every member the encoder writes must be there with its type (but "ranks" and
- * "ranks_left_out", which daemons before issue 14 do not write); strings longer than their
- * field, counts past the limits and negative ranks, steps or ages are refused. 0, -ENOMEM, or
- * -EBADMSG with a one-line reason in err[0..errlen). */
+ * "ranks_left_out", which daemons before issue 14 do not write, and "jobs_left_out" and
+ * "members_left_out", which daemons before issue 20 do not write: 0 when absent); strings longer
+ * than their field, counts past the limits and negative ranks, steps or ages are refused. 0,
+ * -ENOMEM, or -EBADMSG with a one-line reason in err[0..errlen). */
 int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
                       size_t errlen);

@@ -5,13 +5,25 @@
 # include cycle exists between modules (foo.c and foo.h are one module; the modules that share a
 # private header, foo-int.h, foo-impl.h or foo-priv.h, are one component's parts and count as one).
 #
-# Usage: layering.py [SOURCE_ROOT]   (default: the repository this file is in)
-# It first checks itself on a small made-up tree with one violation and one cycle, so that a
-# checker that stopped finding anything fails too. Exit 0: clean; 1: problems (listed).
+# With BUILD_ROOT, it also reads the calls: the file graph comes from the object files themselves
+# (`nm`: the global symbols each object defines, and the ones it uses; the objects are found in
+# BUILD_ROOT/compile_commands.json), and no two source files may reach each other through it,
+# private headers or not, and no file may use a symbol of a higher layer. A cycle that is known
+# and being taken apart is listed in layers.txt as "known-cycle: a.c b.c ..." and must then be
+# found exactly so (a listed cycle that is gone is stale, and fails too). Every glob of
+# layers.txt must match a file.
+#
+# Usage: layering.py [SOURCE_ROOT [BUILD_ROOT]]   (default: the repository this file is in)
+# It first checks itself on a small made-up tree (and, with BUILD_ROOT, on made-up objects
+# compiled with cc) with one violation and one cycle, so that a checker that stopped finding
+# anything fails too. Exit 0: clean; 1: problems (listed).
 
 import fnmatch
+import functools
+import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -20,8 +32,9 @@ EXTS = (".c", ".h", ".cc", ".cu")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
-def read_layers(path):
-    """[(name, [globs])], lowest first."""
+def read_layers(path, known=None, through=None):
+    """[(name, [globs])], lowest first. known, a list, gets each "known-cycle:" line's files as
+    a sorted list; through, a list, each "only-through: GLOB HEADER" line as (GLOB, HEADER)."""
     layers = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -31,6 +44,16 @@ def read_layers(path):
             name, sep, globs = line.partition(":")
             if not sep or not globs.split():
                 raise SystemExit("%s:%d: expected 'name: glob ...'" % (path, n))
+            if name.strip() == "known-cycle":
+                if known is not None:
+                    known.append(sorted(globs.split()))
+                continue
+            if name.strip() == "only-through":
+                if len(globs.split()) != 2:
+                    raise SystemExit("%s:%d: expected 'only-through: GLOB HEADER'" % (path, n))
+                if through is not None:
+                    through.append(tuple(globs.split()))
+                continue
             layers.append((name.strip(), globs.split()))
     return layers
 
@@ -122,22 +145,36 @@ def find_cycles(edges):
     return out
 
 
-def check(root, layers_path):
-    """A list of problems (strings); empty when the tree follows the layers."""
-    layers = read_layers(layers_path)
-    problems = []
+def layer_index(root, layers, problems):
+    """{source: layer index}; files in no layer or in two, and globs that match nothing, are
+    problems."""
     layer_of = {}
+    used = set()
     for rel in sources(root):
         hits = [i for i, (_, globs) in enumerate(layers)
                 if any(fnmatch.fnmatchcase(rel, g) for g in globs)]
+        used.update((i, g) for i, (_, globs) in enumerate(layers) for g in globs
+                    if fnmatch.fnmatchcase(rel, g))
         if not hits:
-            problems.append("%s: in no layer of %s: add it to the layer it belongs to"
-                            % (rel, os.path.basename(layers_path)))
+            problems.append("%s: in no layer of layers.txt: add it to the layer it belongs to"
+                            % rel)
         elif len(hits) > 1:
             problems.append("%s: in more than one layer (%s)"
                             % (rel, ", ".join(layers[i][0] for i in hits)))
         else:
             layer_of[rel] = hits[0]
+    for i, (name, globs) in enumerate(layers):
+        for g in globs:
+            if (i, g) not in used:
+                problems.append("layer %s: glob %s matches no file: remove it" % (name, g))
+    return layer_of
+
+
+def check(root, layers_path):
+    """A list of problems (strings); empty when the tree follows the layers."""
+    layers = read_layers(layers_path)
+    problems = []
+    layer_of = layer_index(root, layers, problems)
     edges = {}
     fam = families(root, sorted(layer_of))
     node = lambda rel: fam.get(module(rel), module(rel))
@@ -154,6 +191,157 @@ def check(root, layers_path):
     for comp in find_cycles(edges):
         problems.append("include cycle between modules: %s" % " <-> ".join(comp))
     return problems
+
+
+@functools.lru_cache(maxsize=None)
+def nm(obj, *flags):
+    """The symbol names `nm -P FLAGS obj` lists (frozen; cached: whoever rebuilds an object
+    calls nm.cache_clear())."""
+    p = subprocess.run(["nm", "-P", *flags, obj], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("layering: nm %s failed: %s" % (obj, p.stderr.strip()))
+    return frozenset(line.split()[0] for line in p.stdout.splitlines() if line.strip())
+
+
+def objects(root, build):
+    """[(source relative to root, object path)] of the checked directories, from the build's
+    compile_commands.json."""
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        entries = json.load(f)
+    out = []
+    for e in entries:
+        src = os.path.relpath(os.path.normpath(os.path.join(e.get("directory", build), e["file"])),
+                              root)
+        if src.split(os.sep)[0] in DIRS and src.endswith(EXTS):
+            out.append((src, os.path.normpath(os.path.join(e.get("directory", build),
+                                                           e["output"]))))
+    return out
+
+
+def call_graph(objs, defined=None):
+    """{source: set(source)}: a -> b when an object of a uses a global symbol an object of b
+    defines (a function called or taken the address of, or data). defined, a dict, gets
+    {symbol: set(source)}."""
+    defined = {} if defined is None else defined
+    used = {}
+    for src, obj in objs:
+        if not os.path.exists(obj):
+            raise SystemExit("layering: %s is not built (%s): build first" % (obj, src))
+        for sym in nm(obj, "--defined-only", "-g"):
+            defined.setdefault(sym, set()).add(src)
+        used.setdefault(src, set()).update(nm(obj, "-u"))
+    edges = {}
+    for src, syms in used.items():
+        for sym in syms:
+            for dst in defined.get(sym, ()):
+                if dst != src:
+                    edges.setdefault(src, set()).add(dst)
+    return edges
+
+
+def check_through(root, through, objs, defined_in):
+    """Problems of the "only-through: GLOB HEADER" rules: a file of GLOB includes from HEADER's
+    directory only HEADER, and calls there only what HEADER declares."""
+    problems = []
+    for glob, header in through:
+        hdir = os.path.dirname(header) + "/"
+        with open(os.path.join(root, header), errors="replace") as f:
+            declared = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", f.read()))
+        for rel in sources(root):
+            if not fnmatch.fnmatchcase(rel, glob):
+                continue
+            for inc in includes(root, rel):
+                if inc.startswith(hdir) and inc != header:
+                    problems.append("%s includes %s: it may use %s only through %s"
+                                    % (rel, inc, hdir.rstrip("/"), header))
+        for src, obj in objs:
+            if not fnmatch.fnmatchcase(src, glob):
+                continue
+            for sym in sorted(nm(obj, "-u")):
+                if any(d.startswith(hdir) for d in defined_in.get(sym, ())) and \
+                        sym not in declared:
+                    problems.append("%s calls %s, which %s does not declare: it may use %s "
+                                    "only through %s" % (src, sym, header, hdir.rstrip("/"),
+                                                         header))
+    return problems
+
+
+def check_calls(root, layers_path, build):
+    """Problems of the call graph: cycles between source files (those listed as known-cycle
+    excepted, which must still be found), calls into a higher layer, and uses that bypass an
+    only-through header."""
+    known, through = [], []
+    layers = read_layers(layers_path, known, through)
+    problems = []
+    layer_of = layer_index(root, layers, problems)
+    objs = objects(root, build)
+    built = {src for src, _ in objs}
+    defined_in = {}
+    edges = call_graph(objs, defined_in)
+    problems += check_through(root, through, objs, defined_in)
+    for src, dsts in sorted(edges.items()):
+        for dst in sorted(dsts):
+            li, lj = layer_of.get(src), layer_of.get(dst)
+            if li is not None and lj is not None and lj > li:
+                problems.append("%s (layer %s) calls into %s of the higher layer %s"
+                                % (src, layers[li][0], dst, layers[lj][0]))
+    found = find_cycles(edges)
+    for comp in found:
+        if comp not in known:
+            problems.append("call cycle between files: %s (calls go down, callbacks up: "
+                            "register a callback instead)" % " <-> ".join(comp))
+    for comp in known:
+        if comp not in found and built.issuperset(comp):  # (a build without the trainer)
+            problems.append("known-cycle %s is not found any more: remove it from %s"
+                            % (" ".join(comp), os.path.basename(layers_path)))
+    return problems
+
+
+def self_test_calls():
+    """check_calls finds a two-file call cycle in real objects, an upward call, and a stale
+    known-cycle; a clean pair passes."""
+    with tempfile.TemporaryDirectory(prefix="layering-calls-") as d:
+        files = {
+            "daemon/low.c": "int low(int x);\nint low(int x) { return x + 1; }\n",
+            "daemon/high.c": "int low(int x);\nint high(int x);\n"
+                             "int high(int x) { return low(x) * 2; }\n",
+        }
+        layers = "low: daemon/low.*\nhigh: daemon/high.*\n"
+
+        def build():
+            nm.cache_clear()
+            entries = []
+            for rel, text in files.items():
+                os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
+                with open(os.path.join(d, rel), "w") as f:
+                    f.write(text)
+                obj = os.path.join(d, "b", rel + ".o")
+                os.makedirs(os.path.dirname(obj), exist_ok=True)
+                subprocess.run(["cc", "-c", "-o", obj, os.path.join(d, rel)], check=True)
+                entries.append({"directory": d, "file": rel, "output": obj})
+            os.makedirs(os.path.join(d, "b"), exist_ok=True)
+            with open(os.path.join(d, "b", "compile_commands.json"), "w") as f:
+                json.dump(entries, f)
+
+        lp = os.path.join(d, "layers.txt")
+        with open(lp, "w") as f:
+            f.write(layers)
+        build()
+        clean = check_calls(d, lp, os.path.join(d, "b"))
+        assert clean == [], "self-test: clean objects reported %r" % clean
+        files["daemon/low.c"] = ("int high(int x);\nint low(int x);\n"
+                                 "int low(int x) { return x ? high(x - 1) : 0; }\n")
+        build()
+        bad = check_calls(d, lp, os.path.join(d, "b"))
+        assert any("call cycle between files: daemon/high.c <-> daemon/low.c" in p
+                   for p in bad), bad
+        assert any("daemon/low.c (layer low) calls into daemon/high.c" in p for p in bad), bad
+        with open(lp, "a") as f:
+            f.write("known-cycle: daemon/low.c daemon/high.c\n")
+        assert not any("call cycle" in p for p in check_calls(d, lp, os.path.join(d, "b")))
+        files["daemon/low.c"] = "int low(int x);\nint low(int x) { return x + 1; }\n"
+        build()
+        assert any("is not found any more" in p for p in check_calls(d, lp, os.path.join(d, "b")))
 
 
 def self_test():
@@ -197,14 +385,20 @@ def self_test():
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    build = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None
     self_test()
-    problems = check(root, os.path.join(root, "tests", "layers.txt"))
+    layers_path = os.path.join(root, "tests", "layers.txt")
+    problems = check(root, layers_path)
+    if build:
+        self_test_calls()
+        problems += [p for p in check_calls(root, layers_path, build) if p not in problems]
     for p in problems:
         print("layering: " + p)
     if problems:
         print("layering: %d problem(s); the order is in tests/layers.txt" % len(problems))
         return 1
-    print("layering: %d files follow tests/layers.txt" % len(list(sources(root))))
+    print("layering: %d files follow tests/layers.txt%s" % (
+        len(list(sources(root))), " (includes and calls)" if build else " (includes only)"))
     return 0
 
 

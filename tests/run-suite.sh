@@ -40,12 +40,16 @@ run_build() {  # name, meson setup args...
   grep -iE "trainer|cuda|nvcc" "$name.setup.log" | sed 's/^/   /' || true
   ninja -C "$name" || return 1
   echo "== test $name"
+  find "$name" -name '*.gcda' -delete  # coverage of this run only
   meson test -C "$name" --print-errorlogs --num-processes 2 || true
   builds+=("$name")
 }
 
 build_failed=0
-CC=gcc run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized || build_failed=$((build_failed+1))
+CC=gcc run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized -Db_coverage=true ||
+  build_failed=$((build_failed+1))
+# Line and branch coverage per directory of the gcc build's tests (reported, not gated).
+[ -d build-ci ] && { /usr/bin/python3 tests/coverage.py . build-ci || true; }
 if [ "$asan" = 1 ]; then
   CC=gcc run_build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug || build_failed=$((build_failed+1))
 fi

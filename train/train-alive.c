@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../proto/rdzv-worker.h"
+
 struct train_alive {
     pthread_t thread;
     pthread_mutex_t lock;
@@ -17,6 +19,8 @@ struct train_alive {
     uint64_t span;       /* counts blocks: a new span restarts the period */
     int fd;
     uint64_t every_ms;
+    char line[8]; /* "wait\n" (proto/rdzv-worker.h) */
+    size_t len;
 };
 
 static void deadline_after(struct timespec *ts, uint64_t ms)
@@ -54,7 +58,7 @@ static void *alive_main(void *arg)
          * the pipe, interleaving whole with the training thread's "step" lines); a failure
          * is the training thread's to see on its next report. */
         pthread_mutex_unlock(&a->lock);
-        (void)!write(a->fd, "wait\n", 5);
+        (void)!write(a->fd, a->line, a->len);
         pthread_mutex_lock(&a->lock);
         if (a->blocked && a->span == span)
             a->span++; /* the next period starts now */
@@ -73,6 +77,8 @@ int train_alive_new(int fd, uint64_t every_ms, struct train_alive **ret)
         return -ENOMEM;
     a->fd = fd;
     a->every_ms = every_ms ? every_ms : 1;
+    a->len = (size_t)rdzv_progress_format(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_WAIT},
+                                          a->line, sizeof(a->line));
     pthread_mutex_init(&a->lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

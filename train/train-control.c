@@ -3,7 +3,6 @@
 #include "train-control.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,80 +10,29 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONTROL_LINE_MAX 4096 /* PIPE_BUF: the agent never writes longer lines */
+#include "../proto/rdzv-worker.h"
+
+#define CONTROL_LINE_MAX RDZV_WORKER_LINE_MAX /* the agent never writes longer lines */
 
 struct train_control {
     int fd;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct train_gen latest; /* under mu */
+    struct rdzv_worker_gen latest; /* under mu */
     bool closed;             /* under mu: EOF or a read error */
     struct train_comm *comm; /* under mu */
     char line[CONTROL_LINE_MAX + 1];
     size_t len;
 };
 
-static int get_uint(json_t *o, const char *key, uint64_t max, uint64_t *ret)
-{
-    json_t *v = json_object_get(o, key);
-
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
-        return -EINVAL;
-    *ret = (uint64_t)json_integer_value(v);
-    return 0;
-}
-
-int train_control_parse(const char *line, struct train_gen *g)
-{
-    json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, NULL), *v;
-    uint64_t gen, rank, world, lr = 0, port, rc = 0;
-    const char *op, *addr, *id = "";
-    int r = -EINVAL;
-
-    if (!json_is_object(o))
-        goto out;
-    op = json_string_value(json_object_get(o, "op"));
-    if (!op)
-        goto out;
-    if (strcmp(op, "generation") != 0) {
-        r = 0;
-        goto out;
-    }
-    addr = json_string_value(json_object_get(o, "master_addr"));
-    v = json_object_get(o, "nccl_id");
-    if (v && !json_is_null(v))
-        id = json_string_value(v);
-    if (get_uint(o, "generation", INT64_MAX, &gen) < 0 ||
-        get_uint(o, "rank", 1u << 24, &rank) < 0 ||
-        get_uint(o, "world_size", 1u << 24, &world) < 0 || world == 0 || rank >= world ||
-        get_uint(o, "master_port", 65535, &port) < 0 || !addr || !*addr || !id ||
-        strlen(addr) >= sizeof(g->master_addr) || strlen(id) >= sizeof(g->nccl_id) ||
-        (json_object_get(o, "local_rank") && get_uint(o, "local_rank", 1u << 24, &lr) < 0) ||
-        (json_object_get(o, "restart_count") && get_uint(o, "restart_count", UINT32_MAX, &rc) < 0))
-        goto out;
-    memset(g, 0, sizeof(*g));
-    g->generation = gen;
-    g->rank = (unsigned)rank;
-    g->world = (unsigned)world;
-    g->local_rank = (unsigned)lr;
-    g->master_port = (uint16_t)port;
-    g->restart_count = (unsigned)rc;
-    strcpy(g->master_addr, addr);
-    strcpy(g->nccl_id, id);
-    r = 1;
-out:
-    json_decref(o);
-    return r;
-}
-
 static void control_line(struct train_control *c)
 {
-    struct train_gen g;
+    struct rdzv_worker_gen g;
     int r;
 
     c->line[c->len] = '\0';
-    r = train_control_parse(c->line, &g);
+    r = rdzv_worker_gen_parse(c->line, &g);
     if (r < 0)
         fprintf(stderr, "rdzv-train: ignoring a malformed control line: %.200s\n", c->line);
     if (r <= 0)
@@ -172,7 +120,7 @@ bool train_control_pending(struct train_control *c, uint64_t after)
 }
 
 int train_control_wait(struct train_control *c, uint64_t after, uint64_t timeout_ms,
-                       struct train_gen *g)
+                       struct rdzv_worker_gen *g)
 {
     struct timespec dl;
     int r = 0;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* train-control.h: rdzv-train's end of the agent's control channel (RDZV_CONTROL_FD, issue 14,
- * recovery in place; protocol in train/INPLACE.md): a watcher thread reads one JSON object per
- * line and keeps the newest generation; the training thread asks for it between steps and after
- * a failed collective. On a new generation the watcher interrupts the current collective through
+ * recovery in place; the line and its parser are proto/rdzv-worker.h's, proto/WORKER.md): a
+ * watcher thread reads one JSON object per line and keeps the newest generation; the training
+ * thread asks for it between steps and after a failed collective. On a new generation the watcher interrupts the current collective through
  * the communicator's interrupt op, when it has one (NCCL: ncclCommAbort), so that a step blocked
  * on a dead peer returns.
  *
@@ -14,23 +14,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../proto/rdzv-worker.h"
 #include "train-comm.h"
 
-/* One generation as the agent told it. */
-struct train_gen {
-    uint64_t generation;
-    unsigned rank, world, local_rank;
-    char master_addr[256];
-    uint16_t master_port;
-    char nccl_id[520]; /* "" when none */
-    unsigned restart_count;
-};
-
 struct train_control;
-
-/* Parse one control line. Returns 1 for a generation (*g filled), 0 for a line to ignore (other
- * "op"), -EINVAL for a malformed one. Pure: the unit test calls it. */
-int train_control_parse(const char *line, struct train_gen *g);
 
 /* Start watching fd (blocking reads on a thread of its own). generation: the one the process
  * started with (RDZV_GENERATION); only newer ones count. 0, -ENOMEM, or pthread_create's. */
@@ -46,7 +33,7 @@ bool train_control_pending(struct train_control *c, uint64_t after);
 /* Wait up to timeout_ms for a generation newer than after: 0 (*g the newest), -ETIMEDOUT, or
  * -EPIPE when the channel ended first (the agent is gone). */
 int train_control_wait(struct train_control *c, uint64_t after, uint64_t timeout_ms,
-                       struct train_gen *g);
+                       struct rdzv_worker_gen *g);
 
 /* Stop the watcher (cancelled in its read) and free. NULL is a no-op. */
 void train_control_free(struct train_control *c);

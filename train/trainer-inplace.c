@@ -11,21 +11,6 @@
 #include "../common/rdzv-util.h"
 #include "trainer-int.h"
 
-/* Whole numbers travel as 16-bit pieces in floats (exact): one buffer type everywhere. */
-void words_to_floats(const uint64_t *w, unsigned nw, float *f)
-{
-    for (unsigned i = 0; i < 4 * nw; i++)
-        f[i] = (uint16_t)(w[i / 4] >> (16 * (i % 4)));
-}
-
-void floats_to_words(const float *f, unsigned nw, uint64_t *w)
-{
-    for (unsigned i = 0; i < nw; i++)
-        w[i] = 0;
-    for (unsigned i = 0; i < 4 * nw; i++)
-        w[i / 4] |= (uint64_t)(uint16_t)lrintf(f[i]) << (16 * (i % 4));
-}
-
 /* In-place recovery (RDZV_CONTROL_FD): every rank tells whether it holds a training state and
  * at which step; the lowest rank with the highest step sends its state to all (a replacement
  * started fresh receives the model, Adam's moments and the position by broadcast, never from a
@@ -138,7 +123,7 @@ static int reform(struct trainer *t, const char *why)
 {
     struct trainer_opts *oc = &t->oc;
     uint64_t t0 = rdzv_now_ns();
-    struct train_gen g;
+    struct rdzv_worker_gen g;
     int src = -1, r;
 
     r = train_control_wait(t->ctl, t->generation, oc->timeout_ms, &g);

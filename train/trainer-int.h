@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* trainer-int.h: the trainer's private struct and the functions its two files share:
- * trainer.c (data, backend, start, checkpoints, the training loop) and trainer-inplace.c
- * (recovery in place: re-forming the collective on a new generation and agreeing on the state,
- * train/INPLACE.md). Nothing else includes it.
+/* trainer-int.h: the trainer's private struct and the functions its three files share, bottom
+ * to top: trainer-state.c (the collective, the shape checks, the start and the sharing of one
+ * rank's state), trainer-inplace.c (recovery in place: re-forming the collective on a new
+ * generation and agreeing on the state, train/INPLACE.md) and trainer.c (data, backend,
+ * checkpoints, the training loop). Each calls only the ones below it. Nothing else includes it.
  *
  * Ownership: trainer_run() owns the struct for the run. Errors: negative errno, reported on
  * stderr (terr) where said. Threads: the training thread only (the control watcher thread
@@ -25,7 +26,7 @@ struct trainer {
     struct train_control *ctl;    /* RDZV_CONTROL_FD's watcher, or NULL */
     struct train_alive *alive;    /* "wait" lines while blocked on the peers, or NULL */
     uint64_t generation;          /* of the current communicator */
-    struct train_gen gen;         /* the latest generation (its strings back oc's) */
+    struct rdzv_worker_gen gen;         /* the latest generation (its strings back oc's) */
     FILE *out; /* rank 0's JSON lines */
     struct train_layout layout;
     struct train_data *data;
@@ -46,6 +47,8 @@ struct trainer {
     double *curve_x, *curve_y;
     size_t curve_n, curve_cap;
 };
+
+/* ---- trainer-state.c ---- */
 
 /* One line on stderr, "rdzv-train: rank R: ..." */
 void terr(const struct trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -4,6 +4,7 @@
 rdzv-agent gives each worker a progress channel: an inherited pipe whose descriptor is in
 RDZV_PROGRESS_FD. A worker that reports its step after each step lets the agent tell a hung
 worker from a slow one (``rdzv-agent --progress-timeout SEC``) and show each rank's last step.
+The lines follow proto/WORKER.md (the C codec is proto/rdzv-worker.h).
 
 The one line for a PyTorch training script, after each optimizer step::
 

@@ -36,6 +36,9 @@
 #define MAX_WINDOWS 4096
 
 enum mode { MODE_THROUGHPUT, MODE_BARRIER, MODE_MEMORY };
+/* throughput's requests: ADD and GET in turn (default), only GETs, only ADDs (writes). */
+enum tp_op { OP_ADDGET, OP_GET, OP_ADD };
+static const char *const tp_op_names[] = {"addget", "get", "add"};
 
 enum conn_state {
     CS_NEW,        /* no socket yet */
@@ -64,6 +67,7 @@ struct conn {
 
 struct bench {
     enum mode mode;
+    enum tp_op op;
     struct sockaddr_in addr;
     int epfd;
     struct conn *conns;
@@ -108,6 +112,8 @@ static void usage(FILE *f)
             "                         memory 10000)\n"
             "  -d, --duration SEC     throughput: measured window (default 3)\n"
             "  -w, --warmup SEC       throughput: unmeasured warm-up (default 0.5)\n"
+            "      --op OP            throughput: addget (default), get (one ADD, then GETs) or\n"
+            "                         add (writes only)\n"
             "      --window SEC       throughput: also rate each window of SEC and report the best\n"
             "                         and the median (default 0.5)\n"
             "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
@@ -369,7 +375,7 @@ static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
     case MODE_THROUGHPUT:
         if (b->counting)
             b->replies++;
-        if (c->state == CS_ADD)
+        if (b->op == OP_GET || (b->op == OP_ADDGET && c->state == CS_ADD))
             send_get(b, c);
         else
             send_add(b, c, c->key, c->klen);
@@ -754,10 +760,10 @@ static int run_throughput(struct bench *b)
                  b->replies ? (double)(cpu1 - cpu0) / (double)b->replies : 0.0,
                  cpu_precise ? "schedstat" : "ticks");
     qsort(win, nwin, sizeof(win[0]), cmp_double);
-    printf("mode=throughput conns=%" PRIu32 " replies=%" PRIu64 " seconds=%.3f replies_per_s=%.0f "
-           "best_window_per_s=%.0f median_window_per_s=%.0f windows=%zu lost=%" PRIu32
-           " retries=%" PRIu64 "%s\n",
-           b->n, b->replies, (double)(now - t_meas) / 1e9,
+    printf("mode=throughput op=%s conns=%" PRIu32 " replies=%" PRIu64 " seconds=%.3f "
+           "replies_per_s=%.0f best_window_per_s=%.0f median_window_per_s=%.0f windows=%zu "
+           "lost=%" PRIu32 " retries=%" PRIu64 "%s\n",
+           tp_op_names[b->op], b->n, b->replies, (double)(now - t_meas) / 1e9,
            (double)b->replies * 1e9 / (double)(now - t_meas), win[nwin - 1], win[nwin / 2], nwin,
            b->nlost, b->retries, cpu);
     print_lost(b);
@@ -885,7 +891,7 @@ static int parse_secs(const char *opt, const char *s, double *ret)
     return 0;
 }
 
-enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW };
+enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP };
 
 static const struct option longopts[] = {
     {"host", required_argument, NULL, 'H'},      {"port", required_argument, NULL, 'p'},
@@ -894,7 +900,7 @@ static const struct option longopts[] = {
     {"timeout", required_argument, NULL, 't'},   {"prefix", required_argument, NULL, 'k'},
     {"pid", required_argument, NULL, OPT_PID},   {"settle", required_argument, NULL, OPT_SETTLE},
     {"idle-pid", required_argument, NULL, OPT_IDLE_PID},
-    {"window", required_argument, NULL, OPT_WINDOW},
+    {"window", required_argument, NULL, OPT_WINDOW}, {"op", required_argument, NULL, OPT_OP},
     {"help", no_argument, NULL, 'h'},            {0},
 };
 
@@ -947,6 +953,18 @@ static int parse_args(int argc, char **argv, struct bench *b)
                 return -EINVAL;
             }
             snprintf(b->prefix, sizeof(b->prefix), "%s", optarg);
+            break;
+        case OPT_OP:
+            if (strcmp(optarg, "addget") == 0)
+                b->op = OP_ADDGET;
+            else if (strcmp(optarg, "get") == 0)
+                b->op = OP_GET;
+            else if (strcmp(optarg, "add") == 0)
+                b->op = OP_ADD;
+            else {
+                fprintf(stderr, "rdzv-bench: --op must be addget, get or add\n");
+                return -EINVAL;
+            }
             break;
         case OPT_PID:
             if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX) {

@@ -180,6 +180,23 @@ class Soak:
         self.log(f"agent{i} started: pid {p.pid}")
         return p
 
+    def wait_spare(self, i, timeout=30.0):
+        """Wait until agent i has joined the running job as its spare: the faults that follow
+        (or the release of the workers at the end, which ends the job) must not overtake its
+        JOIN (an ASan agent released after the job's end joined a new job of the same id, which
+        then waited 120 s for a second node)."""
+        path = os.path.join(self.dir, f"agent{i}.err")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(path, "rb") as f:
+                text = f.read()
+            if b"waiting as a spare" in text or re.search(rb"generation \d+: node rank", text):
+                return  # a spare, or placed (it joined while a generation formed)
+            if self.agents[i].poll() is not None:
+                break
+            time.sleep(0.05)
+        self.violate(f"agent{i} did not join the job within {timeout:.0f} s")
+
     def live_agents(self):
         return [p for p in self.agents if p.poll() is None and p.pid not in self.gone]
 
@@ -424,6 +441,7 @@ class Soak:
         self.faults.append((idx, kind, detail, outcome))
         if kind == "agent_kill":
             self.start_agent()  # the next spare
+            self.wait_spare(len(self.agents) - 1)
 
     # -- the run --
 

@@ -20,17 +20,7 @@
 #include "../../proto/rdzv-frame.h"
 #include "../../proto/rdzv-msg.h"
 #include "../../proto/rdzv-status.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Never compiled out; a fuzzer finding is an abort with the line. */
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        if (!(expr)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);               \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz-check.h"
 
 /* A parser that failed said why, in one NUL-terminated line that fits. */
 static void check_err(const char *err, size_t errlen)

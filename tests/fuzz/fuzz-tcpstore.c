@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fuzz-tcpstore.c: decode TCPStore requests from arbitrary bytes and apply them to a real store,
- * the way rdzvd-conn.c's conn_dispatch does, with several connections sharing one store.
+/* fuzz-tcpstore.c: decode TCPStore requests from arbitrary bytes and apply them to a real store
+ * with rdzvd's own rdzvd_tcpstore_apply (the function its connections run), with several
+ * connections sharing one store, and check the store and the replies after each.
  *
  * Input: byte 0 picks the dialect (% 3: 2.0, 2.1, modern). Then, repeatedly, one byte picks the
  * connection (% 3) that sends the next request, followed by that request's bytes. Decoding stops
@@ -14,10 +15,11 @@
 #include <string.h>
 
 #include "../../common/rdzv-buf.h"
+#include "../../common/rdzv-util.h"
 #include "../../daemon/rdzvd-store.h"
+#include "../../daemon/rdzvd-tcpstore-apply.h"
 #include "../../proto/rdzv-tcpstore.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz-check.h"
 
 #define NCONNS 3
 
@@ -34,22 +36,15 @@ static const struct rdzv_limits fuzz_lim = {
     .max_queue_items = 8,
 };
 
-/* Never compiled out; a fuzzer finding is an abort with the line. */
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        if (!(expr)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);               \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static unsigned wakes_total; /* over all connections, for per-request deltas */
 
 struct fuzz_conn {
     struct rdzvd_waiter waiter;
     unsigned wakes;
     unsigned pending; /* WAITs that returned 0 and were neither woken nor cancelled */
-    struct rdzv_buf out;
+    unsigned watched; /* watch notifications received */
+    struct rdzv_buf out;   /* replies of its requests, checked after each */
+    struct rdzv_buf notes; /* what the store's callbacks queued: wake-ups, watch notifications */
 };
 
 static void fuzz_wake(struct rdzvd_waiter *w, void *ud)
@@ -62,7 +57,9 @@ static void fuzz_wake(struct rdzvd_waiter *w, void *ud)
     c->wakes++;
     wakes_total++;
     /* The same reply byte rdzvd_tcpstore_wake queues. */
-    CHECK(rdzv_buf_put_u8(&c->out, RDZV_WAIT_STOP_WAITING) == 0);
+    CHECK(rdzv_buf_put_u8(&c->notes, RDZV_WAIT_STOP_WAITING) == 0);
+    if (c->notes.len > 4096)
+        rdzv_buf_free(&c->notes);
 }
 
 static int count_key(const uint8_t *key, size_t klen, void *ud)
@@ -75,9 +72,23 @@ static int count_key(const uint8_t *key, size_t klen, void *ud)
     return 0;
 }
 
-static int list_key(const uint8_t *key, size_t klen, void *ud)
+/* PyTorch <= 2.0's watch notification, queued as rdzvd_tcpstore_watch queues it. */
+static void fuzz_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint8_t *key,
+                       size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
+                       size_t nvlen)
 {
-    return rdzv_buf_put_str(ud, key, klen);
+    struct fuzz_conn *c = ud;
+
+    CHECK(&c->waiter == w);
+    CHECK(klen <= fuzz_lim.max_key_len);
+    CHECK(oldlen <= fuzz_lim.max_value_len && nvlen <= fuzz_lim.max_value_len);
+    c->watched++;
+    CHECK(rdzv_buf_put_u8(&c->notes, type) == 0);
+    CHECK(rdzv_buf_put_str(&c->notes, key, klen) == 0);
+    CHECK(rdzv_buf_put_str(&c->notes, old, oldlen) == 0);
+    CHECK(rdzv_buf_put_str(&c->notes, nv, nvlen) == 0);
+    if (c->notes.len > 4096)
+        rdzv_buf_free(&c->notes);
 }
 
 /* The connection is closed by the daemon: its waits go away. */
@@ -87,6 +98,7 @@ static void conn_drop(struct rdzvd_store *st, struct fuzz_conn *c)
 
     CHECK(n == c->pending);
     c->pending = 0;
+    rdzvd_store_drop_watches(st, &c->waiter);
     CHECK(c->waiter.nregs == 0);
     CHECK(rdzv_list_empty(&c->waiter.waits));
 }
@@ -110,193 +122,115 @@ static void check_strings(const struct rdzv_req *req, const uint8_t *frame)
     CHECK(cur.p <= end);
 }
 
-/* Serve one request from connection c like conn_dispatch. Returns false when the daemon would
- * close the connection. */
+/* The u64 a reply put at out->data + at. */
+static uint64_t reply_u64(const struct rdzv_buf *out, size_t at)
+{
+    CHECK(out->len >= at + 8);
+    return rdzv_get_u64(out->data + at);
+}
+
+/* Serve one request from connection c with the real rdzvd_tcpstore_apply (what rdzvd's
+ * connections run), then check what it did to the store and what it replied. Returns false when
+ * the daemon would close the connection. */
 static bool dispatch(struct rdzvd_store *st, struct fuzz_conn *c, const struct rdzv_req *req)
 {
-    struct rdzv_slice k, v, v2;
+    struct rdzvd_tcpstore_res res;
+    struct rdzv_slice k = {NULL, 0}, v = {NULL, 0};
     struct rdzv_cursor cur;
     struct rdzv_buf *out = &c->out;
     const uint8_t *val;
-    size_t vlen;
-    int64_t n64;
-    int r = 0;
+    size_t vlen, at = out->len;
+    int r;
 
     rdzv_req_cursor(req, &cur);
+    if (req->nstrings >= 1)
+        rdzv_req_next(&cur, &k);
+    if (req->nstrings >= 2)
+        rdzv_req_next(&cur, &v);
+    r = rdzvd_tcpstore_apply(st, &c->waiter, &fuzz_lim, req, out, &res);
+    CHECK(r == 0 || r == -EPROTO || r == -EINVAL || r == -ERANGE || r == -EMSGSIZE ||
+          r == -ENOSPC || r == -ENOMEM);
+    /* A refusal says why, unless rdzvd itself failed; success says nothing. */
+    CHECK(r == 0 ? res.error[0] == '\0' : (r == -ENOMEM || res.error[0] != '\0'));
+    CHECK(!res.waiting || (r == 0 && req->op == RDZV_OP_WAIT));
+    CHECK(c->waiter.nregs <= fuzz_lim.max_wait_keys);
+    if (r < 0) {
+        CHECK(req->op != RDZV_OP_PING && req->op != RDZV_OP_GET);
+        return false;
+    }
     switch (req->op) {
     case RDZV_OP_VALIDATE:
-    case RDZV_OP_WATCH_KEY:
-        return false;
-    case RDZV_OP_PING:
-        r = rdzv_buf_put_u32(out, req->u32);
+        CHECK(!"VALIDATE accepted after the start of the connection");
         break;
     case RDZV_OP_SET:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
         CHECK(k.len <= fuzz_lim.max_key_len);
-        r = rdzvd_store_set(st, k.p, k.len, v.p, v.len);
-        if (r == 0) {
-            CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == 0);
-            CHECK(vlen == v.len && memcmp(val, v.p, vlen) == 0);
-        }
-        break;
-    case RDZV_OP_COMPARE_SET:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        rdzv_req_next(&cur, &v2);
-        r = rdzvd_store_compare_set(st, k.p, k.len, v.p, v.len, v2.p, v2.len, &val, &vlen);
-        if (r == 0)
-            r = rdzv_buf_put_str(out, val, vlen); /* ASan checks the reply bytes are live */
-        break;
-    case RDZV_OP_GET:
-        rdzv_req_next(&cur, &k);
-        if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0) {
-            val = NULL;
-            vlen = 0;
-        }
-        r = rdzv_buf_put_str(out, val, vlen);
+        CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == 0);
+        CHECK(vlen == v.len && memcmp(val, v.p, vlen) == 0);
+        CHECK(out->len == at);
         break;
     case RDZV_OP_ADD: {
         char text[24];
 
-        rdzv_req_next(&cur, &k);
-        r = rdzvd_store_add(st, k.p, k.len, req->delta, &n64);
-        if (r == -EINVAL || r == -ERANGE)
-            return false;
-        if (r == 0) {
-            snprintf(text, sizeof(text), "%" PRId64, n64);
-            CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == 0);
-            CHECK(vlen == strlen(text) && memcmp(val, text, vlen) == 0);
-            r = rdzv_buf_put_u64(out, (uint64_t)n64);
-        }
-        break;
-    }
-    case RDZV_OP_CHECK: {
-        bool ready = true;
-
-        for (uint64_t i = 0; i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            if (ready && !rdzvd_store_exists(st, k.p, k.len))
-                ready = false;
-        }
-        r = rdzv_buf_put_u8(out, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
+        snprintf(text, sizeof(text), "%" PRId64, (int64_t)reply_u64(out, at));
+        CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == 0);
+        CHECK(vlen == strlen(text) && memcmp(val, text, vlen) == 0);
         break;
     }
     case RDZV_OP_WAIT:
-        r = rdzvd_store_wait_begin(st, &c->waiter);
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            r = rdzvd_store_wait_key(st, &c->waiter, k.p, k.len);
-        }
-        if (r < 0) {
-            CHECK(r == -EMSGSIZE || r == -ENOSPC || r == -ENOMEM);
-            return false;
-        }
-        r = rdzvd_store_wait_end(st, &c->waiter);
-        CHECK(r == 0 || r == 1);
-        if (r == 1)
-            r = rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING);
-        else
+        if (res.waiting)
             c->pending++;
-        CHECK(c->waiter.nregs <= fuzz_lim.max_wait_keys);
+        else
+            CHECK(out->len == at + 1 && out->data[at] == RDZV_WAIT_STOP_WAITING);
         break;
     case RDZV_OP_GETNUMKEYS: {
         uint64_t n = 0;
 
         CHECK(rdzvd_store_foreach(st, count_key, &n) == 0);
-        CHECK(n == rdzvd_store_num_keys(st));
-        r = rdzv_buf_put_u64(out, n);
+        CHECK(n == rdzvd_store_num_keys(st) && reply_u64(out, at) == n);
         break;
     }
     case RDZV_OP_DELETE_KEY:
-        rdzv_req_next(&cur, &k);
-        r = rdzvd_store_delete(st, k.p, k.len);
-        CHECK(r == 0 || r == 1);
+        CHECK(reply_u64(out, at) <= 1);
         CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == -ENOENT);
-        r = rdzv_buf_put_u64(out, (uint64_t)r);
         break;
     case RDZV_OP_APPEND:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        r = rdzvd_store_append(st, k.p, k.len, v.p, v.len);
-        if (r == 0) {
-            CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == 0);
-            CHECK(vlen >= v.len && vlen <= fuzz_lim.max_value_len);
-            CHECK(memcmp(val + vlen - v.len, v.p, v.len) == 0);
-        }
-        break;
-    case RDZV_OP_MULTI_GET:
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0) {
-                val = NULL;
-                vlen = 0;
-            }
-            r = rdzv_buf_put_str(out, val, vlen);
-        }
-        break;
-    case RDZV_OP_MULTI_SET:
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            rdzv_req_next(&cur, &v);
-            r = rdzvd_store_set(st, k.p, k.len, v.p, v.len);
-        }
+        CHECK(rdzvd_store_get(st, k.p, k.len, &val, &vlen) == 0);
+        CHECK(vlen >= v.len && vlen <= fuzz_lim.max_value_len);
+        CHECK(memcmp(val + vlen - v.len, v.p, v.len) == 0);
         break;
     case RDZV_OP_CANCEL_WAIT:
-        CHECK(rdzvd_store_cancel_waits(st, &c->waiter) == c->pending);
         c->pending = 0;
-        CHECK(c->waiter.nregs == 0);
-        r = rdzv_buf_put_u8(out, RDZV_WAIT_CANCELED);
+        CHECK(rdzv_list_empty(&c->waiter.waits));
+        CHECK(out->len == at + 1 && out->data[at] == RDZV_WAIT_CANCELED);
         break;
     case RDZV_OP_QUEUE_PUSH:
-        rdzv_req_next(&cur, &k);
-        rdzv_req_next(&cur, &v);
-        r = rdzvd_store_queue_push(st, k.p, k.len, v.p, v.len);
-        if (r == 0)
-            CHECK(rdzvd_store_queue_len(st, k.p, k.len) > 0);
+        CHECK(rdzvd_store_queue_len(st, k.p, k.len) > 0);
         break;
     case RDZV_OP_QUEUE_POP: {
-        uint64_t before = UINT64_MAX;
-        uint8_t *item = NULL;
-        size_t ilen = 0;
+        uint64_t before = reply_u64(out, at);
 
-        rdzv_req_next(&cur, &k);
-        r = rdzvd_store_queue_pop(st, k.p, k.len, &before, &item, &ilen);
-        if (r == 0) {
-            CHECK(before <= fuzz_lim.max_queue_items);
-            CHECK(rdzvd_store_queue_len(st, k.p, k.len) == (before ? before - 1 : 0));
-            CHECK((before > 0) == (item != NULL));
-            r = rdzv_buf_put_u64(out, before);
-        }
-        if (r == 0 && before > 0)
-            r = rdzv_buf_put_str(out, item, ilen);
-        free(item);
+        CHECK(before <= fuzz_lim.max_queue_items);
+        CHECK(rdzvd_store_queue_len(st, k.p, k.len) == (before ? before - 1 : 0));
+        CHECK(out->len == at + 8 + (before ? 8 + reply_u64(out, at + 8) : 0));
         break;
     }
     case RDZV_OP_QUEUE_LEN:
-        rdzv_req_next(&cur, &k);
-        CHECK(rdzvd_store_queue_len(st, k.p, k.len) <= fuzz_lim.max_queue_items);
-        r = rdzv_buf_put_u64(out, rdzvd_store_queue_len(st, k.p, k.len));
+        CHECK(reply_u64(out, at) <= fuzz_lim.max_queue_items);
         break;
-    case RDZV_OP_LIST: {
-        size_t before = out->len;
-
-        r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));
-        if (r == 0)
-            r = rdzvd_store_foreach(st, list_key, out);
-        if (r == 0)
-            CHECK(out->len - before >= 8 + 8 * rdzvd_store_num_keys(st));
+    case RDZV_OP_LIST:
+        CHECK(reply_u64(out, at) == rdzvd_store_num_keys(st));
+        CHECK(out->len - at >= 8 + 8 * rdzvd_store_num_keys(st));
         break;
-    }
+    case RDZV_OP_WATCH_KEY:
+        CHECK(out->len == at + 1 && out->data[at] == RDZV_WATCH_CALLBACK_REGISTERED);
+        break;
     default:
-        CHECK(!"decoder returned an operation outside the table");
+        break;
     }
-
-    CHECK(r == 0 || r == -EMSGSIZE || r == -ENOSPC || r == -ENOMEM);
     /* Replies are not read by anyone: keep the buffers small. */
     if (out->len > 4096)
         rdzv_buf_free(out);
-    return r == 0;
+    return true;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -311,6 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     d = (enum rdzv_dialect)(data[0] % 3);
     if (rdzvd_store_new(&fuzz_lim, fuzz_wake, &st) < 0)
         return 0;
+    rdzvd_store_set_watch_cb(st, fuzz_watch);
     memset(conns, 0, sizeof(conns));
     for (unsigned i = 0; i < NCONNS; i++)
         rdzvd_waiter_init(&conns[i].waiter, &conns[i]);
@@ -364,6 +299,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(conns[i].waiter.nregs == 0);
         CHECK(rdzv_list_empty(&conns[i].waiter.waits));
         rdzv_buf_free(&conns[i].out);
+        rdzv_buf_free(&conns[i].notes);
     }
     return 0;
 }

@@ -12,9 +12,9 @@
 
 static void test_parse(void)
 {
-    struct train_gen g;
+    struct rdzv_worker_gen g;
 
-    ASSERT_EQ(train_control_parse("{\"op\":\"generation\",\"generation\":7,\"rank\":3,"
+    ASSERT_EQ(rdzv_worker_gen_parse("{\"op\":\"generation\",\"generation\":7,\"rank\":3,"
                                   "\"world_size\":4,\"local_rank\":1,\"master_addr\":\"10.0.0.1\","
                                   "\"master_port\":29517,\"nccl_id\":\"abcd\",\"restart_count\":2}",
                                   &g),
@@ -27,20 +27,20 @@ static void test_parse(void)
     ASSERT_EQ(g.restart_count, 2);
     ASSERT_TRUE(strcmp(g.master_addr, "10.0.0.1") == 0);
     ASSERT_TRUE(strcmp(g.nccl_id, "abcd") == 0);
-    ASSERT_EQ(train_control_parse("{\"op\":\"generation\",\"generation\":8,\"rank\":0,"
+    ASSERT_EQ(rdzv_worker_gen_parse("{\"op\":\"generation\",\"generation\":8,\"rank\":0,"
                                   "\"world_size\":1,\"master_addr\":\"h\",\"master_port\":1,"
                                   "\"nccl_id\":null}",
                                   &g),
               1);
     ASSERT_EQ(g.nccl_id[0], '\0');
-    ASSERT_EQ(train_control_parse("{\"op\":\"later-op\",\"x\":1}", &g), 0);
-    ASSERT_EQ(train_control_parse("not json", &g), -EINVAL);
-    ASSERT_EQ(train_control_parse("{\"generation\":1}", &g), -EINVAL);
-    ASSERT_EQ(train_control_parse("{\"op\":\"generation\",\"generation\":8,\"rank\":1,"
+    ASSERT_EQ(rdzv_worker_gen_parse("{\"op\":\"later-op\",\"x\":1}", &g), 0);
+    ASSERT_EQ(rdzv_worker_gen_parse("not json", &g), -EINVAL);
+    ASSERT_EQ(rdzv_worker_gen_parse("{\"generation\":1}", &g), -EINVAL);
+    ASSERT_EQ(rdzv_worker_gen_parse("{\"op\":\"generation\",\"generation\":8,\"rank\":1,"
                                   "\"world_size\":1,\"master_addr\":\"h\",\"master_port\":1}",
                                   &g),
               -EINVAL); /* rank >= world */
-    ASSERT_EQ(train_control_parse("{\"op\":\"generation\",\"generation\":8,\"rank\":0,"
+    ASSERT_EQ(rdzv_worker_gen_parse("{\"op\":\"generation\",\"generation\":8,\"rank\":0,"
                                   "\"world_size\":1,\"master_addr\":\"h\",\"master_port\":70000}",
                                   &g),
               -EINVAL);
@@ -54,7 +54,7 @@ static void say(int fd, const char *s)
 static void test_watcher(void)
 {
     struct train_control *c;
-    struct train_gen g;
+    struct rdzv_worker_gen g;
     int fds[2];
 
     ASSERT_OK(pipe(fds));

@@ -34,6 +34,7 @@ struct fake {
     int njoined;
     bool spare, resumed;
     uint64_t joined_gen;
+    char secret[RDZV_SECRET_HEX + 1]; /* the last JOINED's */
     int nrounds;
     struct rdzv_round round; /* the last */
     int nevents;
@@ -49,13 +50,17 @@ struct env {
     int stores_open, stores_closed;
     uint16_t asked_port; /* the port the last store_open asked for */
     uint16_t last_port;
+    /* The secret each node id was last given (node ids are "node-<i>"): join() sends it back,
+     * as a real agent does on every JOIN after its first. */
+    char secrets[16][RDZV_SECRET_HEX + 1];
 };
 
 static void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation, bool inplace)
+                        uint64_t generation, bool inplace, const char *secret)
 {
     struct fake *f = peer;
 
+    snprintf(f->secret, sizeof(f->secret), "%s", secret);
     (void)run_id;
     (void)inplace;
     (void)waiting;
@@ -210,14 +215,23 @@ static struct rdzv_join join_of(int i, int64_t min, int64_t max, int64_t max_res
     return jn;
 }
 
-static int join(struct env *e, struct fake *f, const struct rdzv_join *jn)
+static int join(struct env *e, struct fake *f, const struct rdzv_join *jn0)
 {
+    struct rdzv_join jn = *jn0;
     char err[512];
     struct rdzvd_member *m;
-    int r = rdzvd_job_join(&e->h, f, jn, err, sizeof(err), &m);
+    unsigned i;
+    int r;
 
+    if (sscanf(jn.node_id, "node-%u", &i) != 1 || i >= 16)
+        i = 16;
+    if (!jn.secret[0] && i < 16)
+        snprintf(jn.secret, sizeof(jn.secret), "%s", e->secrets[i]);
+    r = rdzvd_job_join(&e->h, f, &jn, err, sizeof(err), &m);
     if (r == 0)
         ASSERT_TRUE(f->m == m);
+    if (r == 0 && i < 16 && f->secret[0])
+        snprintf(e->secrets[i], sizeof(e->secrets[i]), "%s", f->secret);
     return r;
 }
 
@@ -344,6 +358,17 @@ static void test_node_ranks_hints_honoured_and_unique(void)
     env_done(&e);
 }
 
+/* f's agent reports its local rank 0 failed, with the rank of the ROUND it got: a report of the
+ * node's own rank, which rdzvd takes. */
+static void worker_exit(struct fake *f, struct rdzv_worker_exit *w)
+{
+    char err[256];
+
+    w->local_rank = 0;
+    w->rank = f->round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f->m, w, err, sizeof(err)));
+}
+
 static void test_spare_waits_and_is_promoted(void)
 {
     struct env e;
@@ -361,7 +386,7 @@ static void test_spare_waits_and_is_promoted(void)
     ASSERT_TRUE(f[2].spare);
     ASSERT_EQ(f[2].nrounds, 0);
     /* A worker failure: the members stop, the round re-forms with the same nodes. */
-    rdzvd_member_worker_exit(f[0].m, &w);
+    worker_exit(&f[0], &w);
     ASSERT_EQ(f[0].nevents, 1);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     ASSERT_EQ(f[2].nevents, 0); /* the spare runs nothing */
@@ -384,6 +409,36 @@ static void test_spare_waits_and_is_promoted(void)
     env_done(&e);
 }
 
+/* A WORKER_EXIT speaks only for its sender's node (issue 20, finding 9): a rank of another node,
+ * or a local rank past the node's, is refused and restarts nothing. */
+static void test_worker_exit_for_another_node_is_refused(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 9};
+    char err[256] = "";
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    w.rank = f[0].round.rank_offset; /* node 0's rank, reported by node 1 */
+    w.local_rank = 0;
+    ASSERT_EQ(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "is not one of this node's ranks") != NULL);
+    w.rank = f[1].round.rank_offset + 2; /* past node 1's two workers */
+    w.local_rank = 2;
+    ASSERT_EQ(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(f[i].nevents, 0);
+    worker_exit(&f[1], &w); /* its own: the job restarts */
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
+    env_done(&e);
+}
+
 static void test_restart_budget_exhausted_fails_the_job(void)
 {
     struct env e;
@@ -396,11 +451,11 @@ static void test_restart_budget_exhausted_fails_the_job(void)
 
         ASSERT_OK(join(&e, &f[i], &jn));
     }
-    rdzvd_member_worker_exit(f[1].m, &w);
+    worker_exit(&f[1], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
     w.generation = 2;
-    rdzvd_member_worker_exit(f[1].m, &w);
+    worker_exit(&f[1], &w);
     for (int i = 0; i < 2; i++) {
         ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "failed");
         ASSERT_EQ(f[i].event.exit_code, 7);
@@ -488,7 +543,7 @@ static void test_resume_after_daemon_restart_keeps_generation_and_restarts(void)
     }
     ASSERT_EQ(e.stores_open, 1);
     ASSERT_EQ(e.asked_port, 41000); /* the store back where its workers look */
-    rdzvd_member_worker_exit(f[0].m, &w);
+    worker_exit(&f[0], &w);
     ASSERT_EQ(f[1].event.generation, 5);
     all_ready(f, 2, 5);
     ASSERT_EQ(f[0].round.generation, 6);
@@ -538,6 +593,48 @@ static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t r
     return fd;
 }
 
+/* A record file that holds another run id's record (planted under this run id's name) is never
+ * overwritten, deleted or read as this job's (issue 20, finding 4). Names are SHA-256: 64 hex
+ * digits, one per run id. */
+static void test_record_of_another_run_id_is_left_alone(void)
+{
+    struct rdzvd_job_record rec = {.min = 1, .max = 1, .generation = 7};
+    char path[64], name[RDZVD_JOB_NAME_MAX], other[RDZVD_JOB_NAME_MAX], before[256], after[256];
+    int fd = state_dir(path, sizeof(path)), rfd;
+    ssize_t n;
+
+    ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
+    ASSERT_OK(rdzvd_job_record_name("job2", other, sizeof(other)));
+    ASSERT_EQ(strlen(name), strlen("job-.state") + 64);
+    ASSERT_TRUE(strcmp(name, other) != 0);
+    snprintf(rec.run_id, sizeof(rec.run_id), "job2");
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
+    ASSERT_OK(renameat(fd, other, fd, name));
+    rfd = openat(fd, name, O_RDONLY | O_CLOEXEC);
+    n = read(rfd, before, sizeof(before));
+    close(rfd);
+    ASSERT_TRUE(n > 0);
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    rec.generation = 9;
+    ASSERT_EQ(rdzvd_job_record_save(fd, &rec, false), -EEXIST);
+    ASSERT_EQ(rdzvd_job_record_drop(fd, "job"), -EEXIST);
+    ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT);
+    rfd = openat(fd, name, O_RDONLY | O_CLOEXEC);
+    ASSERT_EQ(read(rfd, after, sizeof(after)), n);
+    close(rfd);
+    ASSERT_TRUE(memcmp(before, after, (size_t)n) == 0);
+    ASSERT_OK(unlinkat(fd, name, 0));
+    /* A record that an rdzvd before SHA-256 names left (job-<64-bit hash>.state) is ignored. */
+    snprintf(other, sizeof(other), "job-%016" PRIx64 ".state", rdzv_hash64(0x72647a76, "job", 3));
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
+    ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
+    ASSERT_OK(renameat(fd, name, fd, other));
+    ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT);
+    ASSERT_OK(faccessat(fd, other, F_OK, 0));
+    state_dir_done(fd, path);
+}
+
 /* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
 static void test_spare_first_after_restart_waits_for_the_members(void)
 {
@@ -582,8 +679,8 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
     struct env e;
     int fd = state_dir_with_record(path, sizeof(path), 3, 2, 5, false), sfd;
 
-    snprintf(stale, sizeof(stale), "job-%016" PRIx64 "-gen-4.journal",
-             rdzv_hash64(0x72647a76, "job", 3));
+    ASSERT_OK(rdzvd_job_state_name("job", 4, stale, sizeof(stale)));
+    strcat(stale, ".journal");
     sfd = openat(fd, stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     ASSERT_TRUE(sfd >= 0);
     close(sfd);
@@ -773,7 +870,7 @@ static void test_progress_in_status(void)
     ASSERT_TRUE(j->ranks[1].age_s - j->ranks[0].age_s > 0.998 &&
                 j->ranks[1].age_s - j->ranks[0].age_s < 1.002);
     rdzv_status_free(&st);
-    rdzvd_member_worker_exit(f[0].m, &w);
+    worker_exit(&f[0], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
     ASSERT_EQ(status_of(&e, &st)->n_ranks, 0);
@@ -794,6 +891,7 @@ int main(void)
     TEST(test_below_min_fails_at_join_timeout);
     TEST(test_node_ranks_hints_honoured_and_unique);
     TEST(test_spare_waits_and_is_promoted);
+    TEST(test_worker_exit_for_another_node_is_refused);
     TEST(test_restart_budget_exhausted_fails_the_job);
     TEST(test_job_succeeds_when_every_node_left);
     TEST(test_heartbeat_loss_restarts);
@@ -804,5 +902,6 @@ int main(void)
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
     TEST(test_progress_in_status);
+    TEST(test_record_of_another_run_id_is_left_alone);
     return tap_done();
 }

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "../../common/rdzv-log.h"
+#include "../../common/rdzv-util.h"
 #include "../../daemon/rdzvd-journal.h"
 #include "../../daemon/rdzvd-store.h"
 #include "../tap.h"
@@ -36,6 +37,12 @@ static struct rdzvd_store *new_store(void)
 
     ASSERT_OK(rdzvd_store_new(&lim, no_wake, &s));
     return s;
+}
+
+/* The length of a version 2 header naming name. */
+static size_t hdr_len(const char *name)
+{
+    return 16 + strlen(name) + 4;
 }
 
 static struct rdzvd_journal *jopen(const char *name, struct rdzvd_store *s)
@@ -227,7 +234,7 @@ static void test_round_trip_every_type(void)
     size_t curlen;
     int64_t n;
 
-    ASSERT_EQ(rdzvd_journal_stats(j)->size, 16);
+    ASSERT_EQ(rdzvd_journal_stats(j)->size, hdr_len("rt"));
     ASSERT_OK(set_str(s, "k1", "v1"));
     ASSERT_OK(set_str(s, "k2", "v2"));
     ASSERT_OK(set_str(s, "empty", ""));
@@ -497,21 +504,110 @@ static void test_bad_header_and_unreadable(void)
     remove_journal("hdr");
     ASSERT_OK(try_open("hdr"));
     img = read_file("hdr", &len);
-    ASSERT_EQ(len, 16);
-    img[8] = 2;
+    ASSERT_EQ(len, hdr_len("hdr"));
+    img[8] = 3;
     write_file("hdr", img, len);
-    ASSERT_EQ(try_open("hdr"), -EBADMSG); /* the header CRC covers the version */
+    ASSERT_EQ(try_open("hdr"), -EPROTONOSUPPORT);
+    img[8] = 2;
+    img[16] ^= 1; /* the header CRC covers the name */
+    write_file("hdr", img, len);
+    ASSERT_EQ(try_open("hdr"), -EBADMSG);
+    img[16] ^= 1;
+    img[12] = 200; /* a name longer than the file */
+    write_file("hdr", img, len);
+    ASSERT_EQ(try_open("hdr"), -EBADMSG);
     free(img);
     /* An empty file (created, never written) starts afresh. */
     write_file("hdr", junk, 0);
     ASSERT_OK(try_open("hdr"));
-    ASSERT_EQ(file_size("hdr"), 16);
+    ASSERT_EQ(file_size("hdr"), hdr_len("hdr"));
     remove_journal("hdr");
     /* A directory where the file should be. */
     path_of("isdir", p, sizeof(p));
     ASSERT_OK(mkdir(p, 0700));
     ASSERT_EQ(try_open("isdir"), -EISDIR);
     ASSERT_OK(rmdir(p));
+}
+
+/* The header names its owner: a journal moved under another name is refused (never replayed,
+ * rewritten or deleted), and rdzvd_journal_unlink() leaves it too (issue 20, finding 4). */
+static void test_owner_in_header(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("owner-a", s);
+    char pa[512], pb[512];
+    uint8_t *img, *after;
+    size_t len, len2;
+
+    ASSERT_OK(set_str(s, "secret", "of a"));
+    rdzvd_journal_close(j, false);
+    path_of("owner-a", pa, sizeof(pa));
+    path_of("owner-b", pb, sizeof(pb));
+    ASSERT_OK(rename(pa, pb));
+    img = read_file("owner-b", &len);
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, "owner-b", RDZVD_FSYNC_NO, r, &j), -EEXIST);
+    ASSERT_EQ(rdzvd_store_num_keys(r), 0);
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, "owner-b"), -EEXIST);
+    after = read_file("owner-b", &len2);
+    ASSERT_EQ(len2, len);
+    ASSERT_TRUE(memcmp(img, after, len) == 0);
+    free(after);
+    /* Under its own name it is replayed, and unlink deletes it. */
+    ASSERT_OK(rename(pb, pa));
+    j = jopen("owner-a", r);
+    expect_value(r, "secret", "of a");
+    rdzvd_journal_close(j, false);
+    ASSERT_OK(rdzvd_journal_unlink(dirfd_, "owner-a"));
+    ASSERT_TRUE(access(pa, F_OK) < 0 && errno == ENOENT);
+    ASSERT_OK(rdzvd_journal_unlink(dirfd_, "owner-a")); /* none: fine */
+    free(img);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+}
+
+/* CRC-32 (zlib's), bit by bit: the journal's header checksum. */
+static uint32_t crc32_of(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+    }
+    return c ^ 0xffffffffu;
+}
+
+/* A version 1 journal (no owner in its header) is replayed and rewritten as version 2. */
+static void test_version_1_upgraded(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("v1", s);
+    size_t len, len2, h = hdr_len("v1");
+    uint8_t *img, *v1;
+
+    ASSERT_OK(set_str(s, "k", "v"));
+    rdzvd_journal_close(j, false);
+    img = read_file("v1", &len);
+    /* The same records behind the 16-byte header of version 1. */
+    v1 = malloc(16 + len - h);
+    ASSERT_NOT_NULL(v1);
+    memcpy(v1, "RDZVJRN1\x01\0\0\0", 12);
+    rdzv_set_u32(v1 + 12, crc32_of(v1, 12));
+    memcpy(v1 + 16, img + h, len - h);
+    write_file("v1", v1, 16 + len - h);
+    j = jopen("v1", r);
+    expect_value(r, "k", "v");
+    rdzvd_journal_close(j, false);
+    free(img);
+    img = read_file("v1", &len2);
+    ASSERT_EQ(len2, len); /* the version 2 header again, the same records */
+    ASSERT_EQ(rdzv_get_u32(img + 8), 2);
+    free(img);
+    free(v1);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+    remove_journal("v1");
 }
 
 static void test_names_and_lock(void)
@@ -752,6 +848,8 @@ int main(void)
     TEST(test_torn_tail_every_offset);
     TEST(test_corrupt_crc_in_middle);
     TEST(test_bad_header_and_unreadable);
+    TEST(test_owner_in_header);
+    TEST(test_version_1_upgraded);
     TEST(test_names_and_lock);
     TEST(test_compaction_bounded);
     TEST(test_queue_ops);

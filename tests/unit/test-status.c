@@ -40,6 +40,7 @@ static void fill(struct rdzv_status *st)
     snprintf(st->version, sizeof(st->version), "0.1.0");
     st->port = 29400;
     st->uptime_s = 1.5;
+    st->jobs_left_out = 7;
     st->connections = 3;
     st->accepted = 4;
     st->protocol_errors = 1;
@@ -71,6 +72,7 @@ static void fill(struct rdzv_status *st)
     j->ranks[0] =
         (struct rdzv_status_rank){.rank = 3, .node_rank = 0, .host = "h", .step = 7, .age_s = 0.5};
     j->ranks_left_out = 2;
+    j->members_left_out = 5;
     j->n_events = 1;
     j->events[0].time = 100.5;
     snprintf(j->events[0].text, sizeof(j->events[0].text), "round 1");
@@ -89,8 +91,8 @@ static void fill(struct rdzv_status *st)
     "\"last_heartbeat_age_s\":0.25,\"age_s\":2.0,\"failures\":0,\"spare\":true,"                   \
     "\"connected\":false,\"state\":\"spare\"}],\"events\":[{\"time\":100.5,\"text\":"              \
     "\"round 1\"}],\"ranks\":[{\"rank\":3,\"node_rank\":0,\"host\":\"h\",\"step\":7,"              \
-    "\"age_s\":0.5}],\"ranks_left_out\":2,\"outcome\":{\"type\":\"succeeded\",\"exit_code\":0,"    \
-    "\"summary\":\"done\"}}]}"
+    "\"age_s\":0.5}],\"ranks_left_out\":2,\"members_left_out\":5,\"outcome\":{\"type\":"           \
+    "\"succeeded\",\"exit_code\":0,\"summary\":\"done\"}}],\"jobs_left_out\":7}"
 
 /* The daemon's part, up to the jobs array; uptime_s an integer. */
 #define NO_JOBS_HEAD                                                                               \
@@ -152,6 +154,8 @@ static void test_round_trip(void)
     ASSERT_TRUE(b.jobs[0].ranks[0].age_s == 0.5);
     ASSERT_EQ(strcmp(b.jobs[0].ranks[0].host, "h"), 0);
     ASSERT_EQ(b.jobs[0].ranks_left_out, 2);
+    ASSERT_EQ(b.jobs[0].members_left_out, 5);
+    ASSERT_EQ(b.jobs_left_out, 7);
     ASSERT_TRUE(b.uptime_s == 1.5);
     /* Re-encoding the decoded struct gives the same document (rdzvctl status --json). */
     o = rdzv_status_to_json(&b);
@@ -177,6 +181,18 @@ static void test_round_trip(void)
     ASSERT_NULL(b.jobs[0].ranks);
     ASSERT_EQ(b.jobs[0].ranks_left_out, 0);
     rdzv_status_free(&b);
+
+    /* A daemon before issue 20 writes no "members_left_out" nor "jobs_left_out": 0. */
+    t1 = edit(",\"members_left_out\":5", "");
+    t2 = edit(",\"jobs_left_out\":7", "");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs[0].members_left_out, 0);
+    rdzv_status_free(&b);
+    ASSERT_OK(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs_left_out, 0);
+    rdzv_status_free(&b);
+    free(t1);
+    free(t2);
 
     /* No jobs; integer where a real is written is accepted. */
     ASSERT_OK(rdzv_status_parse(BODY(NO_JOBS_HEAD "[]}"), &b, err, sizeof(err)));
@@ -288,6 +304,9 @@ static void test_refused(void)
                          "STATUS_REPLY: jobs[0]: 'ranks' must be an array of at most");
     assert_edit_refused("\"step\":7", "\"step\":-1", "STATUS_REPLY: jobs[0]: ranks[0]: ");
     assert_edit_refused("\"age_s\":0.5", "\"age_s\":-0.5", "STATUS_REPLY: jobs[0]: ranks[0]: ");
+    assert_edit_refused("\"members_left_out\":5", "\"members_left_out\":-1",
+                        "STATUS_REPLY: jobs[0]: ");
+    assert_edit_refused("\"jobs_left_out\":7", "\"jobs_left_out\":-1", "STATUS_REPLY: ");
     assert_edit_refused("\"rank\":3,", "", "STATUS_REPLY: jobs[0]: ranks[0]: ");
     assert_edit_refused("\"ranks_left_out\":2", "\"ranks_left_out\":-2", "STATUS_REPLY: jobs[0]: ");
     arr = array_of(RDZV_STATUS_MAX_JOBS + 1, "{}");
@@ -300,6 +319,62 @@ static void test_refused(void)
 }
 
 /* What rdzvctl and the page show past their limits: the step range, the oldest reports first. */
+/* However many and large the jobs, the document fits RDZV_STATUS_JSON_MAX and so one frame:
+ * jobs that do not fit are counted, a job too large with its nodes and ranks is listed without
+ * them (issue 20, finding 7). */
+static void test_document_is_bounded(void)
+{
+    struct rdzv_status st, back;
+    struct rdzv_buf b = {0};
+    const uint8_t *body = NULL;
+    const char *why = NULL;
+    uint32_t len = 0;
+    uint8_t op = 0;
+    size_t njobs = 3000;
+    json_t *o;
+
+    fill(&st);
+    st.jobs_left_out = 0;
+    ASSERT_OK(rdzv_status_alloc_jobs(&st, njobs));
+    for (size_t i = 0; i < njobs; i++) {
+        struct rdzv_status_job *j = &st.jobs[i];
+
+        snprintf(j->run_id, sizeof(j->run_id), "%04zu-%0120d", i, 0);
+        snprintf(j->state, sizeof(j->state), "forming");
+        ASSERT_OK(rdzv_status_alloc_nodes(j, 1));
+        memset(j->nodes[0].host, 'h', RDZV_HOST_MAX);
+        snprintf(j->nodes[0].state, sizeof(j->nodes[0].state), "spare");
+        if (i == 0) { /* alone larger than the limit: its ranks are left out */
+            ASSERT_OK(rdzv_status_alloc_ranks(j, RDZV_STATUS_MAX_RANKS));
+            for (size_t k = 0; k < RDZV_STATUS_MAX_RANKS; k++) {
+                j->ranks[k].rank = (int64_t)k;
+                memset(j->ranks[k].host, 'r', RDZV_HOST_MAX);
+            }
+        }
+    }
+    o = rdzv_status_to_json(&st);
+    ASSERT_NOT_NULL(o);
+    ASSERT_LE(json_dumpb(o, NULL, 0, JSON_COMPACT), RDZV_STATUS_JSON_MAX);
+    json_decref(o);
+    ASSERT_OK(rdzv_status_put_reply(&b, &st));
+    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&b), rdzv_buf_avail(&b), RDZV_MAX_MSG, &op, &body, &len,
+                              &why),
+              rdzv_buf_avail(&b));
+    ASSERT_OK(rdzv_status_parse(body, len, &back, err, sizeof(err)));
+    ASSERT_TRUE(back.jobs_left_out > 0);
+    ASSERT_EQ(back.n_jobs + (size_t)back.jobs_left_out, njobs);
+    ASSERT_EQ(strncmp(back.jobs[0].run_id, "0000-", 5), 0);
+    ASSERT_EQ(back.jobs[0].n_ranks, 0);
+    ASSERT_EQ(back.jobs[0].ranks_left_out, RDZV_STATUS_MAX_RANKS);
+    ASSERT_EQ(back.jobs[0].n_nodes, 0);
+    ASSERT_EQ(back.jobs[0].members_left_out, 1);
+    ASSERT_EQ(back.jobs[1].n_nodes, 1);
+    ASSERT_EQ(back.jobs[1].members_left_out, 0);
+    rdzv_status_free(&back);
+    rdzv_buf_free(&b);
+    rdzv_status_free(&st);
+}
+
 static void test_ranks_helpers(void)
 {
     struct rdzv_status_job j = {0};
@@ -329,5 +404,6 @@ int main(void)
     TEST(test_round_trip);
     TEST(test_refused);
     TEST(test_ranks_helpers);
+    TEST(test_document_is_bounded);
     return tap_done();
 }

@@ -1327,6 +1327,37 @@ static void test_model_check(void)
     }
 }
 
+/* Stores charging one budget share its limit; freeing a store gives its bytes back. */
+static void test_shared_budget(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store_budget b = {.max = 32};
+    struct rdzvd_store *a, *c;
+    char big[32];
+
+    memset(big, 'v', sizeof(big));
+    a = new_store(&lim);
+    c = new_store(&lim);
+    rdzvd_store_set_budget(a, &b);
+    rdzvd_store_set_budget(c, &b);
+    ASSERT_OK(rdzvd_store_set(a, "k", 1, big, 20));
+    ASSERT_EQ(b.used, 21);
+    /* c alone is far under the default limit, but the budget is shared. */
+    ASSERT_EQ(rdzvd_store_set(c, "k", 1, big, 20), -ENOSPC);
+    expect_missing(c, "k");
+    ASSERT_EQ(rdzvd_store_queue_push(c, "q", 1, big, 11), -ENOSPC);
+    ASSERT_OK(rdzvd_store_set(c, "k", 1, big, 10));
+    ASSERT_EQ(b.used, 32);
+    ASSERT_EQ(rdzvd_store_budget_used(a), 32);
+    ASSERT_EQ(rdzvd_store_budget_max(c), 32);
+    rdzvd_store_free(a);
+    ASSERT_EQ(b.used, 11);
+    ASSERT_OK(rdzvd_store_set(c, "k2", 2, big, 19));
+    ASSERT_EQ(b.used, 32);
+    rdzvd_store_free(c);
+    ASSERT_EQ(b.used, 0);
+}
+
 int main(void)
 {
     TEST(test_set_get_overwrite);
@@ -1337,6 +1368,7 @@ int main(void)
     TEST(test_delete);
     TEST(test_num_keys_and_foreach);
     TEST(test_store_bytes_limit);
+    TEST(test_shared_budget);
     TEST(test_queue_fifo);
     TEST(test_queue_push_wakes_one);
     TEST(test_wait_present_keys_not_counted);

@@ -279,6 +279,16 @@ class Bench:
                 if any(p.poll() is not None for p in ps):
                     j.check_agents()
                 time.sleep(0.01)
+            if res["first"] is None:
+                self.keep = True  # the directory stays, and its logs' tails go to stderr
+                note(f"{system}: no recovered step within {cap:.0f} s (kept {j.dir})")
+                logs = [getattr(p, "err_path", None) for p in j.procs]
+                for path in logs + [getattr(j, "daemon_log", None)]:
+                    if path and os.path.exists(path):
+                        with open(path, errors="replace") as f:
+                            tail = f.read()[-3000:]
+                        note(f"  {os.path.basename(path)}:\n" + "".join(
+                            f"    {ln}\n" for ln in tail.splitlines()))
             return res
         except Unsupported:
             raise

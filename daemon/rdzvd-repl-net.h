@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-repl-net.h: the links between rdzvd replicas, as a libraft transport (struct
+ * raft_uv_transport, raft/uv.h) that authenticates every connection before libraft reads a byte
+ * of it (issue 18, item 7). libraft's own TCP transport checks nothing: anyone who can reach the
+ * port could append to the log.
+ *
+ * Handshake on each new connection (the connecting replica is C, the accepting one S; both hold
+ * the token that agents use, RENDEZVOUS.md "Authentication", with the same MACs):
+ *   C -> S  "RDZVRPL1", u64 C's raft id, u8 n, C's address (n bytes), C's nonce cn (32 bytes)
+ *   S -> C  S's nonce sn (32), rdzv_auth_mac(token, server, sn, cn) (32)
+ *   C -> S  rdzv_auth_mac(token, client, sn, cn) (32)
+ * then the connection is libraft's (C sends on it, S receives). Each side reads exactly the
+ * handshake's bytes, never one of libraft's. Without a token the MACs are zeros and not checked
+ * (a replica set on a trusted network; rdzvd says so at start).
+ *
+ * Bounds: at most RDZVD_REPL_HANDSHAKES_MAX connections in their handshake at once (more are
+ * closed at accept), each given handshake_ms to finish; a handshake is under 400 bytes, read into
+ * a fixed buffer. A failed handshake closes that connection with one log line naming the peer.
+ *
+ * Addresses are numeric "IPv4:port" or "[IPv6]:port".
+ *
+ * Ownership: the caller owns the struct raft_uv_transport and passes it to raft_uv_init; the
+ * state behind it (t->impl) is freed by the transport's close (libraft calls it). The token must
+ * outlive the transport. Threads: the loop's. Errors: libraft's RAFT_* codes where libraft calls
+ * in, negative errno from rdzvd_repl_net_init. */
+#pragma once
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../common/rdzv-auth.h"
+
+#define RDZVD_REPL_HANDSHAKES_MAX 32
+#define RDZVD_REPL_HANDSHAKE_MS 5000
+
+struct rdzvd_repl_net_stats {
+    uint64_t accepted;  /* inbound handshakes that passed */
+    uint64_t refused;   /* inbound connections closed: bad handshake, deadline, too many */
+    uint64_t connected; /* outbound handshakes that passed */
+    uint64_t failed;    /* outbound attempts that failed */
+};
+
+/* Set t up as an authenticating transport on loop. token: NULL for none. handshake_ms: 0 for
+ * RDZVD_REPL_HANDSHAKE_MS. 0 or -ENOMEM. */
+int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
+                        const struct rdzv_token *token, uint64_t handshake_ms);
+
+/* The counters of t (valid until its close). */
+const struct rdzvd_repl_net_stats *rdzvd_repl_net_stats(const struct raft_uv_transport *t);
+
+/* "host:port" into *ss (numeric addresses only). 0 or -EINVAL. */
+int rdzvd_repl_parse_addr(const char *address, struct sockaddr_storage *ss);

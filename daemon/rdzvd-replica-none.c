@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-replica-none.c: rdzvd built without libraft (libraft-dev missing at build time): --peers
+ * is refused with what to install; nothing else changes. See rdzvd-replica.h. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "../common/rdzv-log.h"
+#include "rdzvd-replica.h"
+
+int rdzvd_peers_parse(const char *list, unsigned self_id, uint16_t port, struct rdzvd_peers *out,
+                      char *err, size_t errlen)
+{
+    (void)list, (void)self_id, (void)port, (void)out;
+    snprintf(err, errlen,
+             "--peers: this rdzvd was built without libraft; install libraft-dev "
+             "and rebuild to run replicas");
+    return -ENOTSUP;
+}
+
+int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
+                      const struct rdzv_token *token, struct rdzvd_store *store,
+                      const struct rdzvd_replica_hooks *hooks, void *ud, struct rdzvd_replica **ret)
+{
+    (void)loop, (void)peers, (void)dir, (void)token, (void)store, (void)hooks, (void)ud;
+    *ret = NULL;
+    return log_error_errno(-ENOTSUP, "replication: built without libraft");
+}
+
+int rdzvd_replica_start(struct rdzvd_replica *r)
+{
+    (void)r;
+    return -ENOTSUP;
+}
+
+enum rdzvd_role rdzvd_replica_role(struct rdzvd_replica *r)
+{
+    (void)r;
+    return RDZVD_ROLE_STOPPED;
+}
+
+const char *rdzvd_replica_leader(struct rdzvd_replica *r)
+{
+    (void)r;
+    return NULL;
+}
+
+unsigned rdzvd_replica_id(const struct rdzvd_replica *r)
+{
+    (void)r;
+    return 0;
+}
+
+unsigned rdzvd_replica_count(const struct rdzvd_replica *r)
+{
+    (void)r;
+    return 0;
+}
+
+bool rdzvd_replica_busy(const struct rdzvd_replica *r)
+{
+    (void)r;
+    return false;
+}
+
+int rdzvd_replica_flush(struct rdzvd_replica *r)
+{
+    (void)r;
+    return -ENOTSUP;
+}
+
+void rdzvd_replica_close(struct rdzvd_replica *r)
+{
+    (void)r;
+}
+
+void rdzvd_replica_free(struct rdzvd_replica *r)
+{
+    (void)r;
+}

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-replica.c: one member of a replicated rdzvd on libraft (see the header). */
+#include "rdzvd-replica.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "../common/rdzv-buf.h"
+#include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
+#include "rdzvd-record.h"
+#include "rdzvd-repl-net.h"
+#include "rdzvd-repl.h"
+
+struct rdzvd_replica {
+    const struct rdzvd_peers *peers;
+    struct rdzvd_store *store;
+    const struct rdzvd_replica_hooks *hooks;
+    void *ud;
+    char dir[4096];
+    struct raft raft;
+    struct raft_io io;
+    struct raft_uv_transport tr;
+    struct rdzvd_repl_fsm fsm;
+    bool raft_ready; /* raft_init done */
+    bool closing, closed;
+    bool failed;             /* a change could not be recorded, or an entry's fate is unknown */
+    struct rdzv_buf pending; /* records of the changes not proposed yet */
+    uint64_t npending;
+    bool inflight; /* req is with libraft */
+    uint64_t inflight_changes;
+    struct raft_apply req;
+    bool barrier_inflight;
+    raft_term barrier_term;
+    raft_term served_term; /* the term in which this replica's barrier completed */
+    struct raft_barrier barrier;
+};
+
+/* ---- --peers ---- */
+
+__attribute__((format(printf, 3, 4))) static int peers_bad(char *err, size_t errlen,
+                                                           const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* Whether sa is an address of this machine: loopback, or on one of its interfaces. */
+static bool is_local(const struct sockaddr *sa)
+{
+    struct ifaddrs *ifs, *i;
+    bool local = false;
+
+    if (sa->sa_family == AF_INET &&
+        (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127)
+        return true;
+    if (sa->sa_family == AF_INET6 &&
+        IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr))
+        return true;
+    if (getifaddrs(&ifs) < 0)
+        return false;
+    for (i = ifs; i && !local; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family)
+            continue;
+        if (sa->sa_family == AF_INET)
+            local = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
+                    ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+        else
+            local =
+                memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                       &((const struct sockaddr_in6 *)sa)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    }
+    freeifaddrs(ifs);
+    return local;
+}
+
+/* One entry "HOST:PORT" or "[V6]:PORT" of --peers into out's slot i. *local: its host is this
+ * machine's. */
+static int peer_parse(const char *ent, unsigned i, struct rdzvd_peers *out, uint16_t *port,
+                      bool *local, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    char host[RDZVD_ENDPOINT_LEN], num[INET6_ADDRSTRLEN];
+    const char *colon = strrchr(ent, ':');
+    unsigned long p;
+    char *end;
+    size_t hl;
+    int r;
+
+    if (strlen(ent) >= RDZVD_ENDPOINT_LEN || !colon || colon == ent)
+        return peers_bad(err, errlen, "--peers: '%s' is not HOST:PORT", ent);
+    hl = (size_t)(colon - ent);
+    if (ent[0] == '[' && hl >= 2 && ent[hl - 1] == ']')
+        memcpy(host, ent + 1, hl - 2), host[hl - 2] = '\0';
+    else
+        memcpy(host, ent, hl), host[hl] = '\0';
+    errno = 0;
+    p = strtoul(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p == 0 || p > 65534)
+        return peers_bad(err, errlen,
+                         "--peers: '%s': the port must be 1..65534 (its Raft link is PORT+1)", ent);
+    r = getaddrinfo(host, NULL, &hints, &res);
+    if (r != 0 || !res)
+        return peers_bad(err, errlen, "--peers: cannot resolve '%s': %s", host, gai_strerror(r));
+    r = getnameinfo(res->ai_addr, res->ai_addrlen, num, sizeof(num), NULL, 0, NI_NUMERICHOST);
+    *local = r == 0 && is_local(res->ai_addr);
+    if (r == 0)
+        snprintf(out->raft[i], sizeof(out->raft[i]),
+                 res->ai_family == AF_INET6 ? "[%s]:%lu" : "%s:%lu", num, p + 1);
+    freeaddrinfo(res);
+    if (r != 0)
+        return peers_bad(err, errlen, "--peers: cannot use the address of '%s'", host);
+    snprintf(out->endpoint[i], sizeof(out->endpoint[i]), "%s", ent);
+    *port = (uint16_t)p;
+    return 0;
+}
+
+int rdzvd_peers_parse(const char *list, unsigned self_id, uint16_t port, struct rdzvd_peers *out,
+                      char *err, size_t errlen)
+{
+    char buf[RDZVD_REPLICAS_MAX * RDZVD_ENDPOINT_LEN], *save = NULL, *ent;
+    unsigned found = 0;
+    int r;
+
+    memset(out, 0, sizeof(*out));
+    if (strlen(list) >= sizeof(buf))
+        return peers_bad(err, errlen, "--peers: too long (at most %d replicas)",
+                         RDZVD_REPLICAS_MAX);
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (ent = strtok_r(buf, ",", &save); ent; ent = strtok_r(NULL, ",", &save)) {
+        uint16_t p = 0;
+        bool local = false;
+
+        if (out->n == RDZVD_REPLICAS_MAX)
+            return peers_bad(err, errlen, "--peers: at most %d replicas", RDZVD_REPLICAS_MAX);
+        r = peer_parse(ent, out->n, out, &p, &local, err, errlen);
+        if (r < 0)
+            return r;
+        for (unsigned k = 0; k < out->n; k++)
+            if (strcmp(out->raft[k], out->raft[out->n]) == 0)
+                return peers_bad(err, errlen, "--peers: '%s' is listed twice", ent);
+        if (!self_id && local && p == port) {
+            found++;
+            out->self = out->n;
+        }
+        out->n++;
+    }
+    if (out->n == 0)
+        return peers_bad(err, errlen, "--peers: no replica listed (HOST:PORT,HOST:PORT,...)");
+    if (self_id) {
+        if (self_id > out->n)
+            return peers_bad(err, errlen, "--replica-id %u: --peers lists %u replicas", self_id,
+                             out->n);
+        out->self = self_id - 1;
+    } else if (found != 1) {
+        return peers_bad(err, errlen,
+                         "--peers: %s entry is this machine with port %u (--port); give "
+                         "--replica-id N (1-based, in the order of --peers)",
+                         found ? "more than one" : "no", port);
+    }
+    return 0;
+}
+
+/* ---- changes, entries, commits ---- */
+
+static void change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                      const uint8_t *val, size_t vlen)
+{
+    struct rdzvd_replica *r = ud;
+    uint8_t h[RDZVD_RECORD_HDR_LEN];
+    bool first = r->npending == 0;
+
+    if (r->fsm.applying || r->closing)
+        return; /* the log's own change, or no longer replicating */
+    if (rdzvd_record_header(h, what, key, klen, val, vlen) < 0 ||
+        rdzv_buf_put(&r->pending, h, sizeof(h)) < 0 || rdzv_buf_put(&r->pending, key, klen) < 0 ||
+        (vlen && rdzv_buf_put(&r->pending, val, vlen) < 0)) {
+        log_error("replication: out of memory recording a change of the store");
+        r->failed = true;
+    }
+    r->npending++;
+    r->fsm.local_ahead = true;
+    if (first && !r->inflight)
+        r->hooks->pending(r->ud);
+}
+
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+    struct rdzvd_replica *r = req->data;
+
+    (void)result;
+    r->inflight = false;
+    if (status != 0) {
+        log_error("replication: an entry of %" PRIu64 " change(s) was not committed (%s); this "
+                  "replica's store holds them and cannot follow the log any more",
+                  r->inflight_changes, raft_strerror(status));
+        r->failed = true;
+        r->hooks->settled(r->ud, -ESTALE);
+        return;
+    }
+    if (r->npending == 0)
+        r->fsm.local_ahead = false;
+    r->hooks->settled(r->ud, 0);
+}
+
+int rdzvd_replica_flush(struct rdzvd_replica *r)
+{
+    struct raft_buffer buf;
+    int rc;
+
+    if (r->failed)
+        return -ESTALE;
+    if (r->inflight || r->npending == 0)
+        return 0;
+    rc = rdzvd_repl_batch(&buf, r->fsm.origin, rdzv_buf_head(&r->pending),
+                          rdzv_buf_avail(&r->pending));
+    if (rc < 0) {
+        log_error("replication: out of memory proposing %" PRIu64 " change(s)", r->npending);
+        r->failed = true;
+        return -ESTALE;
+    }
+    r->req.data = r;
+    rc = raft_apply(&r->raft, &r->req, &buf, 1, apply_cb);
+    if (rc != 0) {
+        raft_free(buf.base);
+        log_error("replication: cannot propose %" PRIu64 " change(s): %s (this replica is no "
+                  "longer the leader, and its store holds them)",
+                  r->npending, raft_strerror(rc));
+        r->failed = true;
+        return -ESTALE;
+    }
+    r->inflight = true;
+    r->inflight_changes = r->npending;
+    r->npending = 0;
+    rdzv_buf_free(&r->pending);
+    return 0;
+}
+
+bool rdzvd_replica_busy(const struct rdzvd_replica *r)
+{
+    return r->inflight || r->npending > 0;
+}
+
+/* ---- roles ---- */
+
+static void barrier_cb(struct raft_barrier *req, int status)
+{
+    struct rdzvd_replica *r = req->data;
+
+    r->barrier_inflight = false;
+    if (status == 0) {
+        r->served_term = r->barrier_term;
+        log_info("replication: replica %u of %u leads (term %" PRIu64 "): serving",
+                 r->peers->self + 1, r->peers->n, (uint64_t)r->barrier_term);
+    } else {
+        log_warn("replication: replica %u lost the leadership before it could serve (%s)",
+                 r->peers->self + 1, raft_strerror(status));
+    }
+    r->hooks->settled(r->ud, 0);
+}
+
+enum rdzvd_role rdzvd_replica_role(struct rdzvd_replica *r)
+{
+    if (r->closing || r->failed || !r->raft_ready)
+        return RDZVD_ROLE_STOPPED;
+    if (raft_state(&r->raft) != RAFT_LEADER)
+        return RDZVD_ROLE_FOLLOWER;
+    if (r->served_term == r->raft.current_term)
+        return RDZVD_ROLE_LEADER;
+    if (!r->barrier_inflight) {
+        r->barrier.data = r;
+        r->barrier_term = r->raft.current_term;
+        if (raft_barrier(&r->raft, &r->barrier, barrier_cb) != 0)
+            return RDZVD_ROLE_FOLLOWER;
+        r->barrier_inflight = true;
+    }
+    return RDZVD_ROLE_SYNCING;
+}
+
+const char *rdzvd_replica_leader(struct rdzvd_replica *r)
+{
+    raft_id id = 0;
+    const char *addr = NULL;
+
+    if (!r->raft_ready)
+        return NULL;
+    raft_leader(&r->raft, &id, &addr);
+    return id >= 1 && id <= r->peers->n ? r->peers->endpoint[id - 1] : NULL;
+}
+
+unsigned rdzvd_replica_id(const struct rdzvd_replica *r)
+{
+    return r->peers->self + 1;
+}
+
+unsigned rdzvd_replica_count(const struct rdzvd_replica *r)
+{
+    return r->peers->n;
+}
+
+/* ---- life ---- */
+
+int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
+                      const struct rdzv_token *token, struct rdzvd_store *store,
+                      const struct rdzvd_replica_hooks *hooks, void *ud, struct rdzvd_replica **ret)
+{
+    struct rdzvd_replica *r;
+    unsigned self = peers->self;
+    uint64_t origin = 0;
+    int rc;
+
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return log_error_errno(-ENOMEM, "replication");
+    r->peers = peers;
+    r->store = store;
+    r->hooks = hooks;
+    r->ud = ud;
+    snprintf(r->dir, sizeof(r->dir), "%s", dir);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        rc = log_error_errno(-errno, "replication: cannot create %s", dir);
+        goto out_free;
+    }
+    /* Entries this process proposes carry a random origin: after a restart they are applied. */
+    while (origin == 0)
+        if (getrandom(&origin, sizeof(origin), 0) != sizeof(origin)) {
+            rc = log_error_errno(-errno, "replication: getrandom");
+            goto out_free;
+        }
+    rdzvd_repl_fsm_init(&r->fsm, store);
+    r->fsm.origin = origin;
+    rc = rdzvd_repl_net_init(&r->tr, loop, token, 0);
+    if (rc < 0) {
+        log_error_errno(rc, "replication: links");
+        goto out_free;
+    }
+    rc = raft_uv_init(&r->io, loop, r->dir, &r->tr);
+    if (rc != 0) {
+        log_error("replication: cannot open its log in %s: %s", r->dir, raft_strerror(rc));
+        r->tr.close(&r->tr, NULL);
+        rc = -EIO;
+        goto out_free;
+    }
+    rc = raft_init(&r->raft, &r->io, &r->fsm.fsm, self + 1, peers->raft[self]);
+    if (rc != 0) {
+        log_error("replication: %s", raft_strerror(rc));
+        raft_uv_close(&r->io);
+        rc = -EIO;
+        goto out_free;
+    }
+    r->raft_ready = true;
+    raft_set_election_timeout(&r->raft, RDZVD_REPL_ELECTION_MS);
+    raft_set_heartbeat_timeout(&r->raft, RDZVD_REPL_HEARTBEAT_MS);
+    rdzvd_store_set_change_cb(store, change_cb, r);
+    if (!token)
+        log_warn("replication: the links between replicas are not authenticated (no "
+                 "--token-file): run replicas on a trusted network only");
+    *ret = r;
+    return 0;
+
+out_free:
+    free(r);
+    return rc;
+}
+
+int rdzvd_replica_start(struct rdzvd_replica *r)
+{
+    struct raft_configuration conf;
+    int rc = 0;
+
+    raft_configuration_init(&conf);
+    for (unsigned i = 0; i < r->peers->n && rc == 0; i++)
+        rc = raft_configuration_add(&conf, i + 1, r->peers->raft[i], RAFT_VOTER);
+    if (rc == 0) {
+        rc = raft_bootstrap(&r->raft, &conf);
+        if (rc == RAFT_CANTBOOTSTRAP)
+            rc = 0; /* its log exists: it was started before */
+    }
+    raft_configuration_close(&conf);
+    if (rc == 0)
+        rc = raft_start(&r->raft);
+    if (rc != 0) {
+        log_error("replication: cannot start replica %u (%s): %s", r->peers->self + 1,
+                  r->peers->raft[r->peers->self], raft_strerror(rc));
+        return -EIO;
+    }
+    log_info("replication: replica %u of %u, Raft link on %s, log in %s", r->peers->self + 1,
+             r->peers->n, r->peers->raft[r->peers->self], r->dir);
+    return 0;
+}
+
+static void raft_closed_cb(struct raft *raft)
+{
+    struct rdzvd_replica *r = rdzv_container_of(raft, struct rdzvd_replica, raft);
+
+    raft_uv_close(&r->io);
+    r->closed = true;
+    r->hooks->closed(r->ud);
+}
+
+void rdzvd_replica_close(struct rdzvd_replica *r)
+{
+    if (r->closing)
+        return;
+    r->closing = true;
+    rdzvd_store_set_change_cb(r->store, NULL, NULL);
+    raft_close(&r->raft, raft_closed_cb);
+}
+
+void rdzvd_replica_free(struct rdzvd_replica *r)
+{
+    if (!r)
+        return;
+    rdzv_buf_free(&r->pending);
+    free(r);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-worker.c: the progress and control lines (rdzv-worker.h, proto/WORKER.md). */
+#include "rdzv-worker.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/rdzv-util.h"
+
+int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t len)
+{
+    int n;
+
+    switch (p->kind) {
+    case RDZV_PROGRESS_STEP:
+        n = snprintf(buf, len, "step %" PRIu64 "\n", p->step);
+        break;
+    case RDZV_PROGRESS_WAIT:
+        n = snprintf(buf, len, "wait\n");
+        break;
+    default:
+        return -EINVAL;
+    }
+    return n < 0 || (size_t)n >= len ? -ENOSPC : n;
+}
+
+int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p)
+{
+    char num[24];
+
+    if (n == 4 && memcmp(line, "wait", 4) == 0) {
+        *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_WAIT};
+        return 0;
+    }
+    if (n < 6 || n - 5 >= sizeof(num) || memcmp(line, "step ", 5) != 0)
+        return -EINVAL;
+    memcpy(num, line + 5, n - 5);
+    num[n - 5] = '\0';
+    *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_STEP};
+    return rdzv_parse_u64(num, &p->step) < 0 ? -EINVAL : 0;
+}
+
+/* s can go in a JSON string as it is. */
+static bool json_plain(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+            return false;
+    return true;
+}
+
+int rdzv_worker_gen_format(const struct rdzv_worker_gen *g, char *buf, size_t len)
+{
+    bool id = g->nccl_id[0] != '\0';
+    int n;
+
+    if (g->rank >= g->world || !json_plain(g->master_addr) || !json_plain(g->nccl_id))
+        return -EINVAL;
+    n = snprintf(buf, len,
+                 "{\"op\":\"generation\",\"generation\":%" PRIu64 ",\"rank\":%u"
+                 ",\"world_size\":%u,\"local_rank\":%u,\"master_addr\":\"%s\",\"master_port\":%u,"
+                 "\"nccl_id\":%s%s%s,\"restart_count\":%u}",
+                 g->generation, g->rank, g->world, g->local_rank, g->master_addr, g->master_port,
+                 id ? "\"" : "", id ? g->nccl_id : "null", id ? "\"" : "", g->restart_count);
+    if (n < 0 || (size_t)n >= len)
+        return -ENOSPC;
+    return n;
+}
+
+static int get_uint(json_t *o, const char *key, uint64_t max, uint64_t *ret)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
+        return -EINVAL;
+    *ret = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+int rdzv_worker_gen_parse(const char *line, struct rdzv_worker_gen *g)
+{
+    json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, NULL), *v;
+    uint64_t gen, rank, world, lr = 0, port, rc = 0;
+    const char *op, *addr, *id = "";
+    int r = -EINVAL;
+
+    if (!json_is_object(o))
+        goto out;
+    op = json_string_value(json_object_get(o, "op"));
+    if (!op)
+        goto out;
+    if (strcmp(op, "generation") != 0) {
+        r = 0;
+        goto out;
+    }
+    addr = json_string_value(json_object_get(o, "master_addr"));
+    v = json_object_get(o, "nccl_id");
+    if (v && !json_is_null(v))
+        id = json_string_value(v);
+    if (get_uint(o, "generation", INT64_MAX, &gen) < 0 ||
+        get_uint(o, "rank", 1u << 24, &rank) < 0 ||
+        get_uint(o, "world_size", 1u << 24, &world) < 0 || world == 0 || rank >= world ||
+        get_uint(o, "master_port", 65535, &port) < 0 || !addr || !*addr || !id ||
+        strlen(addr) >= sizeof(g->master_addr) || strlen(id) >= sizeof(g->nccl_id) ||
+        (json_object_get(o, "local_rank") && get_uint(o, "local_rank", 1u << 24, &lr) < 0) ||
+        (json_object_get(o, "restart_count") && get_uint(o, "restart_count", UINT32_MAX, &rc) < 0))
+        goto out;
+    memset(g, 0, sizeof(*g));
+    g->generation = gen;
+    g->rank = (unsigned)rank;
+    g->world = (unsigned)world;
+    g->local_rank = (unsigned)lr;
+    g->master_port = (uint16_t)port;
+    g->restart_count = (unsigned)rc;
+    strcpy(g->master_addr, addr);
+    strcpy(g->nccl_id, id);
+    r = 1;
+out:
+    json_decref(o);
+    return r;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-worker.h: the two line protocols between rdzv-agent and each worker it starts, one
+ * codec for both ends (the agent, rdzv-train; python/rdzv mirrors it). Format: proto/WORKER.md.
+ *
+ *   progress channel (worker -> agent, RDZV_PROGRESS_FD): "step N\n" after each step, "wait\n"
+ *     while blocked on the peers (alive);
+ *   control channel (agent -> worker, RDZV_CONTROL_FD, recovery in place): one JSON object per
+ *     line, {"op":"generation",...}: the worker's rank, world and store in a new generation.
+ *
+ * Pure functions: no I/O, no allocation kept, any thread. Errors: negative errno. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdzv-msg.h"
+
+/* A line and its newline never exceed PIPE_BUF, so that a write of one is atomic on a pipe. */
+#define RDZV_WORKER_LINE_MAX 4096
+/* A progress line longer than this (newline excluded) is not one; the reader skips it. */
+#define RDZV_PROGRESS_LINE_MAX 63
+
+/* ---- progress channel ---- */
+
+enum rdzv_progress_kind {
+    RDZV_PROGRESS_STEP, /* "step N": step N is done */
+    RDZV_PROGRESS_WAIT, /* "wait": alive, blocked on its peers since its last step */
+};
+
+struct rdzv_progress_line {
+    enum rdzv_progress_kind kind;
+    uint64_t step; /* STEP only */
+};
+
+/* p as a line with its newline in buf (NUL-terminated). The length, or -ENOSPC, -EINVAL (kind). */
+int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t len);
+/* The n bytes of one line (no newline) into *p: 0, or -EINVAL when it is neither form. */
+int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p);
+
+/* ---- control channel ---- */
+
+/* One generation as the agent tells a worker. */
+struct rdzv_worker_gen {
+    uint64_t generation;
+    unsigned rank, world, local_rank;
+    char master_addr[RDZV_HOST_MAX + 1];
+    uint16_t master_port;
+    char nccl_id[RDZV_NCCL_HEX_LEN + 1]; /* "" when none */
+    unsigned restart_count;
+};
+
+/* g as one control line, without its newline, in buf (NUL-terminated). The length; -EINVAL when
+ * rank >= world, or a string would need escaping (a quote, a backslash or a control character:
+ * the agent never has such a host or id); -ENOSPC when buf is too small. */
+int rdzv_worker_gen_format(const struct rdzv_worker_gen *g, char *buf, size_t len);
+/* Parse one control line (NUL-terminated, no newline). 1 for a generation (*g filled), 0 for a
+ * line to ignore (another "op", for later versions), -EINVAL for a malformed one. */
+int rdzv_worker_gen_parse(const char *line, struct rdzv_worker_gen *g);

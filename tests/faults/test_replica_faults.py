@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The leader of a replicated rdzvd dies mid-job (issue 18, "Proof": 3 replicas on loopback,
+SIGKILL the leader mid-job, rdzv-train, gloo, 2 agents x 2 workers). The agents are given the
+three replicas as --endpoint; they find the leader, and when it is SIGKILLed they find the next one
+and re-register their generation there. The job completes: every agent exits 0, no worker is
+started again (4 starts in all, each exits 0), the trainer reaches its last step, and the new
+leader rebuilt the same generation with the same restart count (never backwards)."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+from faulttest import AGENT, BUILD, main  # noqa: E402
+from test_replicas import Cluster  # noqa: E402
+
+TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
+STEPS = 400
+KILL_AT = 80  # rank 0 reported this step: the leader is SIGKILLed
+TOKEN = "replica-job-token-0123456789abcdef"
+STARTED_RE = re.compile(r"started worker rank (\d+) \(local rank \d+, pid (\d+)\)")
+STEP_RE = re.compile(rb'"step":\s*(\d+)')
+
+
+class ReplicaFaults(unittest.TestCase):
+
+    def setUp(self):
+        self.cl = Cluster(token=TOKEN)
+        self.addCleanup(self.cl.close)
+        self.tmp = tempfile.mkdtemp(prefix="rdzv-replica-job-")
+        self.token = os.path.join(self.tmp, "token")
+        with open(self.token, "w") as f:
+            f.write(TOKEN)
+        os.chmod(self.token, 0o600)
+        self.agents = []
+        self.addCleanup(self.kill_agents)
+
+    def kill_agents(self):
+        for p, _, _ in self.agents:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    def agent(self, i):
+        out, err = (os.path.join(self.tmp, "agent%d.%s" % (i, x)) for x in ("out", "err"))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("RDZV_", "PET_", "TORCHELASTIC_", "MASTER_", "SLURM_",
+                                    "PBS_", "OMPI_"))
+               and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""),
+                                                     "use_sigaltstack=0"]))
+        with open(out, "wb") as o, open(err, "wb") as e:
+            p = subprocess.Popen(
+                [AGENT, "--endpoint", self.cl.peers, "--rdzv-id", "replicated", "--nnodes", "2",
+                 "--nproc", "2", "--token-file", self.token, "--heartbeat-timeout", "5",
+                 "--connect-timeout", "30", "--nccl", "off", "--log-level", "info", "--",
+                 TRAIN, "--backend", "gloo", "--samples", "256", "--batch-size", "32",
+                 "--layers", "784,64,784", "--log-every", "10", "--steps", str(STEPS),
+                 "--timeout", "30"],
+                env=env, stdin=subprocess.DEVNULL, stdout=o, stderr=e, start_new_session=True)
+        self.agents.append((p, out, err))
+        return p
+
+    @staticmethod
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def last_step(self):
+        return max((int(m) for _, out, _ in self.agents
+                    for m in STEP_RE.findall(self.read(out))), default=0)
+
+    def leader_of_job(self):
+        for r in self.cl.r:
+            if r.alive() and "job=replicated gen=1 generation 1 formed" in r.text():
+                return r
+        return None
+
+    def test_leader_sigkill_mid_job(self):
+        self.cl.leader()  # a leader serves before the agents come
+        for i in range(2):
+            self.agent(i)
+        deadline = time.monotonic() + 60
+        while self.last_step() < KILL_AT:
+            self.assertLess(time.monotonic(), deadline, "the job did not reach step %d: %s" % (
+                KILL_AT, [self.read(e)[-1500:] for _, _, e in self.agents]))
+            for p, _, e in self.agents:
+                self.assertIsNone(p.poll(), self.read(e)[-2000:])
+            time.sleep(0.05)
+        lead = self.leader_of_job()
+        self.assertIsNotNone(lead, "no replica formed the job")
+        step_at_kill = self.last_step()
+        lead.kill()
+        for p, _, e in self.agents:
+            rc = p.wait(timeout=120)
+            self.assertEqual(rc, 0, self.read(e)[-3000:].decode(errors="replace"))
+        errs = [self.read(e).decode(errors="replace") for _, _, e in self.agents]
+        starts = [m for t in errs for m in STARTED_RE.findall(t)]
+        self.assertEqual(sorted(int(r) for r, _ in starts), [0, 1, 2, 3],
+                         "workers started again:\n" + "\n".join(errs))
+        for t in errs:
+            self.assertIn("reconnected to rdzvd: generation 1 goes on", t)
+        self.assertGreater(self.last_step(), step_at_kill)
+        self.assertGreaterEqual(self.last_step(), STEPS - 10)
+        new = [r for r in self.cl.r if r is not lead and
+               "job=replicated gen=1 generation 1 rebuilt; its workers never stopped" in r.text()]
+        self.assertEqual(len(new), 1, "\n".join(r.text()[-3000:] for r in self.cl.r
+                                                 if r is not lead))
+        self.assertIn("restart 0 of", lead.text())  # generation 1 formed with restart 0 ...
+        self.assertNotIn("restarting generation", new[0].text())  # ... and none charged since
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# test_attack_join.py: issue 20, findings 1, 5 and 9 (WORKER_EXIT), as an attacker on the network
+# would try them with raw frames, no token needed:
+#   1. a JOIN whose resume names a node rank past the job's --nnodes (a heap write past by_rank in
+#      rdzvd: SIGSEGV with a huge rank, heap corruption just past the end) is refused, and rdzvd
+#      goes on serving;
+#   5. after a restart with --state-dir, a resume cannot set the job's generation, restart count or
+#      size past its record (2^63-1 failed the real job, the generation wrapped);
+#   2. taking over a live agent's membership needs the secret rdzvd gave that agent in JOINED (a
+#      JOIN with resume and the victim's node id, read from STATUS, closed the victim's connection
+#      and took its place); STATUS shows node ids to nobody when rdzvd has no token;
+#   6. a job's cost does not grow with its --nnodes MAX before nodes are placed (a job with
+#      max=100000 cost ~265 KB, and 100 of them 159 MB of address space, before anyone joined);
+#   9. a WORKER_EXIT with values no wait status has (exit code -2^63, a signal of 1000, control
+#      characters in the reason) is refused before any agent is told.
+
+import os
+import shutil
+import tempfile
+import time
+
+from authtest import ERROR, JOIN, JOINED, Peer
+from rdzvtest import DaemonTestCase, main
+
+ROUND, HEARTBEAT, WORKER_EXIT, EVENT, STATUS, STATUS_REPLY = 0xA4, 0xA7, 0xA8, 0xA9, 0xB0, 0xB1
+
+
+def join_body(run_id, node_id, mx=2, resume=None):
+    body = {"run_id": run_id, "node_id": node_id, "host": "host-" + node_id, "nproc": 1,
+            "node_rank": -1, "min": 1, "max": mx, "last_call_ms": 50, "max_restarts": 3,
+            "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
+            "join_timeout_ms": 600000, "scale_up_now": False}
+    if resume is not None:
+        body["resume"] = resume
+    return body
+
+
+def resume(generation=1, node_rank=0, nnodes=1, rank_offset=0, world_size=1, restart_count=0,
+           master_port=0):
+    return {"generation": generation, "node_rank": node_rank, "nnodes": nnodes,
+            "rank_offset": rank_offset, "world_size": world_size,
+            "restart_count": restart_count, "master_port": master_port, "left": False}
+
+
+class AttackJoin(DaemonTestCase):
+
+    def peer(self, d):
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        return p
+
+    def assert_refused(self, p, words):
+        f = p.recv_json()
+        self.assertIsNotNone(f, "rdzvd closed the connection without an ERROR")
+        op, body = f
+        self.assertEqual(op, ERROR, body)
+        self.assertIn(words, body["error"])
+        self.assertTrue(p.closed_within())
+
+    def assert_serving(self, d):
+        self.assertIsNone(d.proc.poll(), "rdzvd died:\n" + d.log())
+        p = self.peer(d)
+        self.checks = getattr(self, "checks", 0) + 1
+        p.send(JOIN, join_body("alive-check-%d" % self.checks, "n-alive", mx=1))
+        op, body = p.recv_json()
+        self.assertEqual(op, JOINED, body)
+
+    def test_resume_past_max_is_refused(self):
+        d = self.daemon()
+        for rank in (2, 1_000_000_000):
+            p = self.peer(d)
+            p.send(JOIN, join_body("victim-%d" % rank, "intruder",
+                                   resume=resume(node_rank=rank, nnodes=rank + 1,
+                                                 rank_offset=rank, world_size=rank + 1)))
+            self.assert_refused(p, "does not fit job")
+            self.assert_serving(d)
+
+    def test_resume_is_checked_against_the_record(self):
+        state = tempfile.mkdtemp(prefix="rdzv-attack-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        d = self.daemon("--state-dir", state)
+        honest = self.peer(d)
+        honest.send(JOIN, join_body("rec-job", "n0", mx=1))
+        op, joined = honest.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        op, rnd = honest.recv_json()
+        self.assertEqual(op, ROUND, rnd)
+        self.assertEqual(rnd["generation"], 1)
+        d.kill()
+        d = self.daemon("--state-dir", state)
+        big = 2**63 - 1
+        for claim, words in (
+                (resume(generation=big, master_port=rnd["master_port"]), "past the largest"),
+                (resume(generation=2**53 + 7), "past the largest"),
+                (resume(restart_count=big), "past --max-restarts"),
+                (resume(generation=5), "is not job 'rec-job' as its record"),
+                (resume(nnodes=1, world_size=1, restart_count=2), "is not job 'rec-job'")):
+            p = self.peer(d)
+            p.send(JOIN, join_body("rec-job", "n0", mx=1, resume=claim))
+            self.assert_refused(p, words)
+        # The honest agent's own resume is taken: the job is the record's, and the secret it was
+        # given before the restart still proves it (it derives from a key in --state-dir).
+        p = self.peer(d)
+        body = join_body("rec-job", "n0", mx=1, resume=resume(master_port=rnd["master_port"]))
+        body["secret"] = joined["secret"]
+        p.send(JOIN, body)
+        op, body = p.recv_json()
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        self.assertEqual(body["generation"], 1, body)
+
+    def test_claimed_job_is_recorded(self):
+        """A job rebuilt from a resume's claim (no record held it: its only agent had gone) is
+        recorded, so that after another restart an older claim cannot take it back (found by
+        tests/fuzz/stateful_rendezvous.py: the generation went from 3 to 2)."""
+        state = tempfile.mkdtemp(prefix="rdzv-attack-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        d = self.daemon("--state-dir", state)
+        p = self.peer(d)
+        p.send(JOIN, join_body("claimed", "n0", mx=1))
+        op, joined = p.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        p.close()  # the job's only member is gone: rdzvd removes the job and its record
+        self.assertIsNotNone(d.wait_log(r"job=claimed gen=\d+ removed"))
+        p = self.peer(d)
+        body = join_body("claimed", "n0", mx=1, resume=resume(generation=3, restart_count=2))
+        body["secret"] = joined["secret"]
+        p.send(JOIN, body)
+        op, body = p.recv_json()
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        d.kill()
+        d = self.daemon("--state-dir", state)
+        p = self.peer(d)
+        body = join_body("claimed", "n0", mx=1, resume=resume(generation=1, restart_count=0))
+        body["secret"] = joined["secret"]
+        p.send(JOIN, body)
+        op, body = p.recv_json()
+        self.assertEqual(op, JOINED, body)
+        self.assertFalse(body["resumed"], body)  # told its generation is over
+        q = self.peer(d)
+        q.send(STATUS, {})
+        op, st = q.recv_json()
+        self.assertEqual(op, STATUS_REPLY)
+        job = [j for j in st["jobs"] if j["run_id"] == "claimed"][0]
+        self.assertEqual((job["generation"], job["restart_count"]), (3, 2), job)
+
+    def test_takeover_needs_the_secret(self):
+        d = self.daemon()
+        victim = self.peer(d)
+        victim.send(JOIN, join_body("take", "n0", mx=1))
+        op, joined = victim.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        self.assertRegex(joined.get("secret", ""), "^[0-9a-f]{64}$")
+        op, rnd = victim.recv_json()
+        self.assertEqual(op, ROUND, rnd)
+        # What a stranger can learn: not the node id.
+        p = self.peer(d)
+        p.send(STATUS, {})
+        op, st = p.recv_json()
+        self.assertEqual(op, STATUS_REPLY)
+        self.assertEqual([n["node_id"] for n in st["jobs"][0]["nodes"]], [""])
+        claim = resume(master_port=rnd["master_port"])
+        for secret in (None, "0" * 64):
+            body = join_body("take", "n0", mx=1, resume=claim)
+            if secret:
+                body["secret"] = secret
+            p = self.peer(d)
+            p.send(JOIN, body)
+            self.assert_refused(p, "belongs to a member")
+        # The victim never noticed.
+        victim.send(HEARTBEAT, {"generation": 1})
+        f = victim.recv_json()
+        self.assertIsNotNone(f, "the victim's connection was closed")
+        self.assertEqual(f[0], HEARTBEAT, f)
+        # Its own agent, reconnecting with the secret, takes its place back.
+        body = join_body("take", "n0", mx=1, resume=claim)
+        body["secret"] = joined["secret"]
+        p = self.peer(d)
+        p.send(JOIN, body)
+        op, again = p.recv_json()
+        self.assertEqual(op, JOINED, again)
+        self.assertTrue(again["resumed"], again)
+        self.assertTrue(victim.closed_within())
+
+    @staticmethod
+    def vm_kb(d, field):
+        with open("/proc/%d/status" % d.pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise AssertionError("no %s in /proc/%d/status" % (field, d.pid))
+
+    def test_job_cost_does_not_grow_with_max(self):
+        # Address space (VmData), not RSS: what a calloc of max entries reserved whether or not
+        # its pages were touched, and steady on a loaded machine.
+        d = self.daemon()
+        self.assert_serving(d)
+        before = self.vm_kb(d, "VmData")
+        n = 100
+        for i in range(n):
+            p = self.peer(d)
+            body = join_body("big-%d" % i, "n0", mx=100000)
+            body["min"] = 2  # waits for a second node: no round, no store
+            body["node_rank"] = 0
+            p.send(JOIN, body)
+            op, joined = p.recv_json()
+            self.assertEqual(op, JOINED, joined)
+        grown = self.vm_kb(d, "VmData") - before
+        self.assertLess(grown, n * 64, "%d jobs of max=100000 with one member each took %d KB"
+                        % (n, grown))
+
+    def test_worker_exit_values_are_checked(self):
+        d = self.daemon()
+        for i, (fields, words) in enumerate((
+                ({"exit_code": -2**63}, "out of range"),
+                ({"exit_code": 256}, "out of range"),
+                ({"signal": 1000}, "out of range"),
+                ({"reason": "forged\nline"}, "control characters"),
+                ({"rank": 5}, "is not one of this node's ranks"),
+                ({"local_rank": 1, "rank": 1}, "is not one of this node's ranks"))):
+            p = self.peer(d)
+            run = "wx-%d" % i
+            p.send(JOIN, join_body(run, "n0", mx=1))
+            self.assertEqual(p.recv_json()[0], JOINED)
+            op, rnd = p.recv_json()
+            self.assertEqual(op, ROUND, rnd)
+            w = {"generation": rnd["generation"], "rank": 0, "local_rank": 0, "exit_code": 1,
+                 "signal": 0, "time": time.time(), "host": "host-n0"}
+            w.update(fields)
+            p.send(WORKER_EXIT, w)
+            self.assert_refused(p, words)
+        self.assert_serving(d)
+        self.assertFalse(d.find_log(r"restart 1 of"), "a refused WORKER_EXIT restarted a job")
+
+
+if __name__ == "__main__":
+    main()

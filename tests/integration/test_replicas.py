@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# test_replicas.py: rdzvd --peers (issue 18, stage 2: the main store replicated on libraft). Three
+# real rdzvd processes on 127.0.0.1, raw TCPStore clients:
+#   - one leader serves; a follower closes a client and logs the leader's address;
+#   - every write the leader acknowledged is on the next leader after a SIGKILL, a new leader
+#     serves within a few seconds, and a replica restarted on its --state-dir catches up and is
+#     part of the majority that holds everything when the next leader dies;
+#   - a leader cut off from its majority acknowledges nothing, and stops (exit 75) rather than
+#     keep changes that may not commit;
+#   - the links between replicas need the token when there is one;
+#   - command-line mistakes get a one-line message.
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+from rdzvtest import HOST, RDZVD, Client, die_with_parent, enc, kill_proc, main, s, track
+
+T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
+
+
+def free_port_pair():
+    """A port p with p and p + 1 both free on HOST (the main port and the Raft link)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            p = s.getsockname()[1]
+        if p >= 65535:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind((HOST, p))
+                b.bind((HOST, p + 1))
+            return p
+        except OSError:
+            continue
+    raise AssertionError("no two free consecutive ports")
+
+
+class Replica:
+    def __init__(self, tmp, i, peers, port, extra=()):
+        self.i, self.port, self.peers, self.extra = i, port, peers, list(extra)
+        self.state = os.path.join(tmp, "state%d" % i)
+        self.log_path = os.path.join(tmp, "replica%d.log" % i)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(self.log_path, "ab")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RDZVD_")}
+        self.proc = track(subprocess.Popen(
+            [RDZVD, "--peers", self.peers, "--port", str(self.port), "--bind", HOST,
+             "--state-dir", self.state, "-l", "info"] + self.extra,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
+            preexec_fn=die_with_parent()))
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        kill_proc(self.proc)
+        self.proc.wait()
+        self.log.close()
+
+    def stop(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        self.log.close()
+        return self.proc.returncode
+
+    def text(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+
+class Cluster:
+    def __init__(self, n=3, token=None):
+        self.tmp = tempfile.mkdtemp(prefix="rdzv-replicas-")
+        extra = []
+        if token:
+            path = os.path.join(self.tmp, "token")
+            with open(path, "w") as f:
+                f.write(token)
+            os.chmod(path, 0o600)
+            extra = ["--token-file", path]
+        ports = []
+        while len(ports) < n:
+            p = free_port_pair()
+            if all(abs(p - q) > 1 for q in ports):
+                ports.append(p)
+        self.peers = ",".join("%s:%d" % (HOST, p) for p in ports)
+        self.r = [Replica(self.tmp, i, self.peers, ports[i], extra) for i in range(n)]
+        self.clients = []
+
+    def close(self):
+        for c in self.clients:
+            c.close()
+        for r in self.r:
+            r.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def serving(self, r):
+        """A client of replica r that the leader serves, else None (a follower closes it)."""
+        if not r.alive():
+            return None
+        c = None
+        try:
+            c = Client(r.port, timeout=2.0)
+            c.ping()
+            return c
+        except (OSError, AssertionError):
+            if c:
+                c.close()
+            return None
+
+    def leader(self, timeout=T_LEADER):
+        """(replica, client) of the serving leader among the live replicas."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for r in self.r:
+                c = self.serving(r)
+                if c:
+                    self.clients.append(c)
+                    return r, c
+            time.sleep(0.05)
+        raise AssertionError("no replica serves within %.0f s; logs:\n%s" % (
+            timeout, "\n".join(r.text()[-2000:] for r in self.r)))
+
+
+class Replicas(unittest.TestCase):
+
+    def cluster(self, **kw):
+        c = Cluster(**kw)
+        self.addCleanup(c.close)
+        self.addCleanup(self.no_sanitizer_report, c)
+        return c
+
+    def no_sanitizer_report(self, cl):
+        for r in cl.r:
+            for what in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+                self.assertNotIn(what, r.text())
+
+    def test_follower_refuses_and_names_the_leader(self):
+        cl = self.cluster()
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        for r in cl.r:
+            if r is lead:
+                continue
+            f = Client(r.port, timeout=2.0)
+            cl.clients.append(f)
+            f.send(b"\x00")  # any first byte: a follower closes before serving it
+            f.assert_closed()
+            self.assertIn("the leader is %s:%d" % (HOST, lead.port), r.text())
+        # A clean stop of every replica, leader last (its followers gone, it still exits 0).
+        for r in sorted(cl.r, key=lambda r: r is lead):
+            self.assertEqual(r.stop(), 0, r.text()[-3000:])
+
+    def test_acknowledged_writes_survive_the_leader(self):
+        cl = self.cluster()
+        lead, c = cl.leader()
+        for i in range(200):
+            c.set(b"key%d" % i, b"value%d" % i)
+        for _ in range(50):
+            c.add(b"counter", 1)
+        self.assertEqual(c.add(b"counter", 0), 50)
+        c.close()
+        lead.kill()
+        t0 = time.monotonic()
+        lead2, c = cl.leader()
+        took = time.monotonic() - t0
+        self.assertIsNot(lead2, lead)
+        self.assertLess(took, 5.0, "a new leader served after %.2f s" % took)
+        for i in range(200):
+            self.assertEqual(c.get(b"key%d" % i), b"value%d" % i)
+        self.assertEqual(c.add(b"counter", 1), 51)
+        c.set(b"after", b"first failover")
+        c.close()
+        # The old leader comes back on its directory, catches up, and is part of the majority
+        # that must hold everything when the second leader dies.
+        lead.start()
+        time.sleep(1.0)
+        lead2.kill()
+        lead3, c = cl.leader()
+        self.assertIsNot(lead3, lead2)
+        self.assertEqual(c.get(b"after"), b"first failover")
+        self.assertEqual(c.get(b"key199"), b"value199")
+        self.assertEqual(c.add(b"counter", 0), 51)
+        self.assertIn("leads (term", lead3.text())
+
+    def test_minority_leader_acknowledges_nothing(self):
+        cl = self.cluster()
+        lead, c = cl.leader()
+        c.set(b"before", b"1")
+        for r in cl.r:
+            if r is not lead:
+                r.kill()
+        c.send(enc("modern", "SET", s(b"lost"), s(b"2")) + enc("modern", "GET", s(b"lost")))
+        # No reply: the write cannot commit without a majority; the leader gives up its term
+        # and stops rather than keep a change that may never commit.
+        self.assertEqual(c.assert_closed(timeout=10), b"")
+        lead.proc.wait(timeout=10)
+        self.assertEqual(lead.proc.returncode, 75, lead.text()[-3000:])
+        self.assertIn("replication failed: stopping (exit code 75)", lead.text())
+
+    def test_links_need_the_token(self):
+        token = "replica-token-0123456789abcdef"
+        cl = self.cluster(token=token)
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        # A stranger on a Raft link: closed before libraft reads a byte, the cluster goes on.
+        with socket.create_connection((HOST, lead.port + 1), timeout=3) as s:
+            s.sendall(b"RDZVRPL1" + b"\x00" * 80)
+            s.settimeout(3)
+            try:
+                while s.recv(256):
+                    pass
+            except ConnectionResetError:
+                pass
+        self.assertIn("closing a connection from", lead.text())
+        self.assertIn("before any Raft message", lead.text())
+        self.assertEqual(c.get(b"k"), b"v")
+        c.set(b"k2", b"v2")
+        self.assertEqual(c.get(b"k2"), b"v2")
+
+    def test_command_line_mistakes(self):
+        def run(*args):
+            p = subprocess.run([RDZVD, *args], capture_output=True, text=True, timeout=10)
+            return p.returncode, p.stderr.strip()
+
+        rc, err = run("--peers", "127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021", "--port", "7001")
+        self.assertEqual(rc, 2)
+        self.assertIn("--peers needs --state-dir", err)
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        rc, err = run("--peers", "127.0.0.1:7001,127.0.0.1:7011", "--port", "7999",
+                      "--state-dir", d)
+        self.assertEqual(rc, 2)
+        self.assertIn("no entry is this machine with port 7999", err)
+        rc, err = run("--peers", "127.0.0.1:7001,nonsense", "--port", "7001", "--state-dir", d)
+        self.assertEqual(rc, 2)
+        self.assertIn("'nonsense' is not HOST:PORT", err)
+        rc, err = run("--peers", "127.0.0.1:7001", "--port", "0", "--state-dir", d)
+        self.assertEqual(rc, 2)
+        self.assertIn("fixed --port", err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+
+
+if __name__ == "__main__":
+    main()
