@@ -19,6 +19,11 @@
  * rdzv_msg_max_body()). */
 #define RDZVD_TURN_BYTES (64u << 10)
 #define RDZVD_TURN_FRAMES 64u
+/* A listener accepts at most this many connections before it lets the loop serve one turn of
+ * its other events (rdzvd-accept.h). libuv accepts until accept(2) has nothing left; a client
+ * that reconnects as fast as rdzvd closes its connections kept that going, and no other socket
+ * was read meanwhile. The rest wait in the kernel's backlog. */
+#define RDZVD_TURN_ACCEPTS 64u
 
 /* --request-timeout's default: a request begun and not complete after this long closes its
  * connection (its bytes are held meanwhile, under --max-input-bytes). */

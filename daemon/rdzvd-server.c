@@ -374,6 +374,16 @@ static void server_transport_done(struct rdzvd_server *srv, bool free_buffers)
         srv->handles_closing--;
 }
 
+static void listener_connection_cb(uv_stream_t *s, int status);
+
+/* l's connections: accepted through the transport (paced per turn), counted in l->group. */
+static void listener_group_init(struct rdzvd_listener *l)
+{
+    rdzv_list_init(&l->group.conns);
+    l->group.conn_gone = listener_conn_gone;
+    rdzvd_paced_init(&l->group.paced, (uv_stream_t *)&l->tcp, listener_connection_cb);
+}
+
 int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdzvd_server **ret)
 {
     struct rdzvd_server *srv;
@@ -385,8 +395,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
     srv->start_ms = rdzv_now_ms();
     srv->loop = loop;
     srv->cfg = *cfg;
-    rdzv_list_init(&srv->main.group.conns);
-    srv->main.group.conn_gone = listener_conn_gone;
+    listener_group_init(&srv->main);
     rdzv_list_init(&srv->main.persist_node);
     rdzv_list_init(&srv->persist_list);
     srv->main.srv = srv;
@@ -566,8 +575,10 @@ static int server_accept(struct rdzvd_listener *l)
     bool store_ok;
     int r;
 
-    r = rdzvd_transport_accept(&srv->net, (uv_stream_t *)&l->tcp, &l->group, &c, &ss);
+    r = rdzvd_transport_accept(&srv->net, &l->group, &c, &ss);
     srv->nconns = srv->net.nconns;
+    if (r == -EAGAIN)
+        return 0; /* accepted next turn */
     if (r < 0)
         return r;
     store_ok = !srv->cfg.store_acl ||
@@ -639,6 +650,7 @@ static void listener_close_handle(struct rdzvd_listener *l)
 {
     if (l == &l->srv->main)
         l->srv->handles_closing++;
+    rdzvd_paced_forget(&l->group.paced);
     uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
 }
 
@@ -800,8 +812,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
         return -ENOMEM;
     l->srv = srv;
     l->handle_closed = true;
-    rdzv_list_init(&l->group.conns);
-    l->group.conn_gone = listener_conn_gone;
+    listener_group_init(l);
     rdzv_list_init(&l->persist_node);
     snprintf(l->desc, sizeof(l->desc), "%s", desc);
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &l->store);

@@ -869,15 +869,17 @@ static void sockaddr_name(const struct sockaddr_storage *ss, char *out, size_t l
     snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
-int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
-                           struct rdzvd_conn_group *g, struct rdzvd_conn **ret,
-                           struct sockaddr_storage *ret_addr)
+int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g,
+                           struct rdzvd_conn **ret, struct sockaddr_storage *ret_addr)
 {
     struct sockaddr_storage ss;
     int len = sizeof(ss), r;
-    struct rdzvd_conn *c = calloc(1, sizeof(*c));
+    struct rdzvd_conn *c;
 
     memset(ret_addr, 0, sizeof(*ret_addr));
+    if (rdzvd_accept_pace_defer(&t->accept_pace, &g->paced))
+        return -EAGAIN;
+    c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
     r = uv_tcp_init(t->loop, &c->tcp);
@@ -901,7 +903,7 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
     strcpy(c->peer, "?");
     hs_track(c);
 
-    r = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    r = uv_accept(g->paced.listener, (uv_stream_t *)&c->tcp);
     if (r < 0) {
         rdzvd_conn_close(c, "accept failed");
         return r;
@@ -1052,7 +1054,9 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     (void)uv_idle_init(loop, &t->backlog_idle);
     (void)uv_prepare_init(loop, &t->turn_prepare);
     (void)uv_timer_init(loop, &t->req_timer);
+    rdzvd_accept_pace_init(&t->accept_pace, loop);
     t->hs_timer.data = t->backlog_idle.data = t->turn_prepare.data = t->req_timer.data = t;
+    t->accept_pace.idle.data = t;
     (void)uv_prepare_start(&t->turn_prepare, turn_prepare_cb);
     uv_unref((uv_handle_t *)&t->turn_prepare);
     t->hs_timer_open = true;
@@ -1073,8 +1077,9 @@ bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
 
     if (t->hs_timer_open) {
         t->hs_timer_open = false;
-        t->handles_closing = 4;
+        t->handles_closing = 5;
         uv_close((uv_handle_t *)&t->hs_timer, transport_handle_close_cb);
+        rdzvd_accept_pace_close(&t->accept_pace, transport_handle_close_cb);
         uv_close((uv_handle_t *)&t->req_timer, transport_handle_close_cb);
         uv_close((uv_handle_t *)&t->backlog_idle, transport_handle_close_cb);
         uv_close((uv_handle_t *)&t->turn_prepare, transport_handle_close_cb);

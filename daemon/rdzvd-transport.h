@@ -20,6 +20,7 @@
 
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
+#include "rdzvd-accept.h"
 
 struct rdzv_buf;
 struct rdzvd_ratelimit;
@@ -54,6 +55,9 @@ struct rdzvd_conn_group {
     uint64_t n;
     /* Called after one of its connections was freed (from the close callback). */
     void (*conn_gone)(struct rdzvd_conn_group *g);
+    /* Its listener and connection callback, behind the transport's accept pace: set by the
+     * owner (rdzvd_paced_init) before the first accept. */
+    struct rdzvd_paced paced;
 };
 
 struct rdzvd_transport_hooks {
@@ -114,7 +118,8 @@ struct rdzvd_transport {
     uint64_t req_timeout_ms;
     struct rdzv_list requests;
     uv_timer_t req_timer;
-    unsigned handles_closing;  /* of hs_timer, req_timer, backlog_idle, turn_prepare */
+    struct rdzvd_accept_pace accept_pace; /* shared by every group's listener */
+    unsigned handles_closing;  /* of hs_timer, req_timer, backlog_idle, turn_prepare, accept_pace */
 };
 
 /* Set up t on loop. Returns 0 or a negative errno (-ENOMEM, uv_timer_init's). */
@@ -133,13 +138,14 @@ void rdzvd_transport_resume(struct rdzvd_transport *t);
 /* Close every connection, handing the kernel what is queued first (shutdown). */
 void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 
-/* Accept the pending connection on listener into group g. It is registered, named and has its
- * handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken from an
+/* Accept the pending connection on g's listener (g->paced) into group g. It is registered, named and has
+ * its handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken from an
  * older connection still handshaking: rdzvd_transport_shed_handshaking), but reads nothing until
  * rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
- * address (family 0 when unknown). Returns 0 or a negative errno (c is then closing, or was
- * never made). */
-int rdzvd_transport_accept(struct rdzvd_transport *t, uv_stream_t *listener,
+ * address (family 0 when unknown). Returns 0, -EAGAIN when the accept pace's budget is spent
+ * (nothing made: g's connection callback comes again next turn), or another negative errno (c
+ * is then closing, or was never made). */
+int rdzvd_transport_accept(struct rdzvd_transport *t,
                            struct rdzvd_conn_group *g, struct rdzvd_conn **ret,
                            struct sockaddr_storage *ret_addr);
 /* Put session ops in charge of c and start reading. 0 or a negative errno (c is then closed). */

@@ -6,6 +6,7 @@
 # exit (also when a test fails).
 
 import atexit
+import multiprocessing
 import os
 import re
 import select
@@ -165,6 +166,56 @@ def die_with_parent(sig=signal.SIGKILL):
 # ---------------------------------------------------------------------------------------------
 # The daemon
 
+
+
+def _churn(port, n, opened, stop):
+    """Keep n connections to port open, reopening each as soon as the peer closes it."""
+    def one():
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect((HOST, port))
+        except BlockingIOError:
+            pass
+        with opened.get_lock():
+            opened.value += 1
+        return c
+    socks = [one() for _ in range(n)]
+    while not stop.is_set():
+        r, _, _ = select.select(socks, [], [], 0.05)
+        for c in r:
+            try:
+                c.recv(4096)
+            except OSError:
+                pass
+            c.close()
+            socks[socks.index(c)] = one()
+
+
+class ConnectionHog:
+    """procs processes, each keeping n connections to port open and reopening each one as soon
+    as rdzvd closes it, as fast as it can: a client without the token on the rendezvous port, or
+    anyone who can reach the status page or a replica's link port. opened() counts them all."""
+
+    def __init__(self, port, procs=6, n=200):
+        ctx = multiprocessing.get_context("fork")
+        self._opened = ctx.Value("q", 0)
+        self._stop = ctx.Event()
+        self.procs = [ctx.Process(target=_churn, args=(port, n, self._opened, self._stop),
+                                  daemon=True) for _ in range(procs)]
+        for p in self.procs:
+            p.start()
+
+    def opened(self):
+        return self._opened.value
+
+    def stop(self):
+        self._stop.set()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
 
 class Daemon:
     """One rdzvd on 127.0.0.1 with a free port. stderr (the log) goes to a file that tests can

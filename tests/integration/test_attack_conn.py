@@ -6,14 +6,13 @@
 
 import json
 import os
-import select
 import socket
 import struct
 import threading
 import time
 
 from authtest import AUTH, HELLO, JOIN, JOINED, ERROR, Peer, frame, read_token, token_file
-from rdzvtest import HOST, Client, DaemonTestCase, enc, main, s, u64
+from rdzvtest import HOST, Client, ConnectionHog, DaemonTestCase, enc, main, s, u64
 
 HEARTBEAT, ROUND, EVENT = 0xA7, 0xA4, 0xA9
 
@@ -175,40 +174,6 @@ class LoopStall(DaemonTestCase):
                 self.assertTrue(p.closed_within())
 
 
-class SlotHog(threading.Thread):
-    """Keeps n connections open that never say a word, reopening each one rdzvd closes."""
-
-    def __init__(self, port, n):
-        super().__init__(daemon=True)
-        self.port, self.n = port, n
-        self.stop = False
-        self.opened = 0
-
-    def open_one(self):
-        s = socket.socket()
-        s.setblocking(False)
-        try:
-            s.connect((HOST, self.port))
-        except BlockingIOError:
-            pass
-        self.opened += 1
-        return s
-
-    def run(self):
-        socks = [self.open_one() for _ in range(self.n)]
-        while not self.stop:
-            r, _, _ = select.select(socks, [], [], 0.05)
-            for s in r:
-                try:
-                    s.recv(4096)
-                except OSError:
-                    pass
-                s.close()
-                socks[socks.index(s)] = self.open_one()
-        for s in socks:
-            s.close()
-
-
 class SlotQuota(DaemonTestCase):
     """Finding 8: connections that have not finished their handshake have their own quota of
     slots (--max-handshaking, at most half of --max-conns by default); past it, or at
@@ -216,20 +181,18 @@ class SlotQuota(DaemonTestCase):
     the oldest one). A client without the token that keeps reopening idle connections, as fast as
     it can, no longer keeps an agent with the token on another host out."""
 
-    def test_unauthenticated_connections_cannot_keep_a_token_holder_out(self):
-        tok = token_file(self)
-        secret = read_token(tok)
-        d = self.daemon("--token-file", tok, "--max-conns", "64", "--handshake-timeout", "5")
-        hog = SlotHog(d.port, 200)
-        self.addCleanup(setattr, hog, "stop", True)
-        hog.start()
-        time.sleep(1.0)
+    def honest_joins(self, port, n, secret=None):
+        """n agents, one after another, each on a fresh connection from another address:
+        (how many got JOINED, the first failures)."""
         ok, failures = 0, []
-        for i in range(20):
+        for i in range(n):
             try:
-                p = Peer(d.port, source="127.0.0.2")
+                p = Peer(port, source="127.0.0.2")
                 try:
-                    p.authenticate(secret)
+                    if secret:
+                        p.authenticate(secret)
+                    else:
+                        p.hello()
                     p.send(JOIN, join_body("slots", "n%d" % i, 1, 100, 60000))
                     op, body = p.recv_json()
                     if op == JOINED:
@@ -240,14 +203,24 @@ class SlotQuota(DaemonTestCase):
                     p.close()
             except (OSError, AssertionError, TypeError, ValueError) as e:
                 failures.append(repr(e))
-        hog.stop = True
-        hog.join(5)
-        self.assertGreater(hog.opened, 200, "the hog never had to reopen")
-        # 0 of 20 when such connections held every slot. Under a sanitizer build on a loaded
-        # 2-core machine an honest handshake is sometimes slower than the hog's churn (14 of 20
-        # seen with a 2 s handshake timeout): losses are not what this is about.
-        self.assertGreaterEqual(ok, 12, "only %d of 20 joins went through: %s"
-                                % (ok, failures[:3]))
+        return ok, failures[:3]
+
+    def test_unauthenticated_connections_cannot_keep_a_token_holder_out(self):
+        tok = token_file(self)
+        secret = read_token(tok)
+        d = self.daemon("--token-file", tok, "--max-conns", "64", "--handshake-timeout", "5")
+        hog = ConnectionHog(d.port)
+        self.addCleanup(hog.stop)
+        time.sleep(1.0)
+        ok, failures = self.honest_joins(d.port, 20, secret)
+        opened = hog.opened()
+        hog.stop()
+        self.assertGreater(opened, 2000, "the hog never had to reopen")
+        # 0 of 20 when such connections held every slot, and 0 of 20 again while libuv accepted
+        # the hog's reconnections in one endless burst (issue 20: accepts are paced per turn).
+        # Under a sanitizer build on a loaded 2-core machine an honest handshake is sometimes
+        # slower than the hog's churn: losses are not what this is about.
+        self.assertGreaterEqual(ok, 15, "only %d of 20 joins went through: %s" % (ok, failures))
         self.assertIn("too many connections before their handshake", d.log())
 
 
