@@ -147,6 +147,10 @@ void job_close_store(struct rdzvd_job *j);
 /* running: the generation's workers run (a restarted rdzvd waits for their agents). */
 void job_save(struct rdzvd_job *j, bool running);
 void job_forget(struct rdzvd_job *j);
+/* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
+ * or it cannot be read (logged). */
+int job_record_load(const struct rdzvd_job_host *h, const char *run_id,
+                    struct rdzvd_job_record *rec);
 
 /* rdzvd-job-progress.c: ranks' progress. The ranks of j's current generation that reported, as
  * sj->ranks (by rank; past RDZV_STATUS_MAX_RANKS the longest silent, the rest counted in

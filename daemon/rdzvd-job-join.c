@@ -102,7 +102,7 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
                   rs->world_size != rec->world_size))))
         return refuse(q, -ESTALE,
                       "JOIN resume: generation %" PRIu64 " (restart %" PRId64 ", %" PRId64
-                      " nodes) is not job '%s' as its record in --state-dir has it (generation %" PRIu64
+                      " nodes) is not job '%s' as its record has it (generation %" PRIu64
                       ", restart %" PRId64 ", %" PRId64 " nodes)",
                       rs->generation, rs->restart_count, rs->nnodes, jn->run_id, rec->generation,
                       rec->restart_count, rec->nnodes);
@@ -161,7 +161,8 @@ static bool job_rebuilding(const struct rdzvd_job *j)
 }
 
 /* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
- * --state-dir, else (no record) from what a resuming agent says. *ret: the job, or NULL when
+ * --state-dir (or, after a failover, in the replicas' job table), else (no record) from what a
+ * resuming agent says. *ret: the job, or NULL when
  * neither knows it (a plain JOIN of a new job). 0, or a negative errno with q->err set. */
 static int job_restore(struct join_req *q, struct rdzvd_job **ret)
 {
@@ -173,9 +174,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     int r = -ENOENT;
 
     *ret = NULL;
-    if (q->h->state_dirfd >= 0 &&
-        (r = rdzvd_job_record_load(q->h->state_dirfd, jn->run_id, &rec)) < 0 && r != -ENOENT)
-        log_warn_errno(r, "job=%s: its record in --state-dir is unreadable; ignored", jn->run_id);
+    r = job_record_load(q->h, jn->run_id, &rec);
     if (r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0)
         return -EINVAL;
     if (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)

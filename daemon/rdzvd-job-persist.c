@@ -52,8 +52,8 @@ int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
                                    &j->store_port);
 }
 
-/* --state-dir: record the job's generation and restart count, so that a restarted rdzvd
- * rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent),
+/* --state-dir, or a replica's job table: record the job's generation and restart count, so that
+ * a restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent),
  * a restarted rdzvd waits for their agents before it places anyone. Once per generation. */
 void job_save(struct rdzvd_job *j, bool running)
 {
@@ -65,7 +65,7 @@ void job_save(struct rdzvd_job *j, bool running)
                                    .running = running};
     int r;
 
-    if (j->host.state_dirfd < 0)
+    if (j->host.state_dirfd < 0 && !j->host.record_table)
         return;
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     if (running) {
@@ -73,14 +73,17 @@ void job_save(struct rdzvd_job *j, bool running)
         rec.world_size = j->round.world_size;
         rec.store_port = j->store ? j->store_port : 0;
     }
-    r = rdzvd_job_record_save(j->host.state_dirfd, &rec, j->host.sync_records);
+    if (j->host.record_table)
+        r = rdzvd_job_record_put(j->host.record_table, &rec);
+    else
+        r = rdzvd_job_record_save(j->host.state_dirfd, &rec, j->host.sync_records);
     if (r == -EEXIST)
         log_warn("job=%s gen=%" PRIu64 " not recorded in --state-dir: its file holds the record "
                  "of another run id, left as it is",
                  j->run_id, j->generation);
     else if (r < 0)
-        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in --state-dir", j->run_id,
-                       j->generation);
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in %s", j->run_id,
+                       j->generation, j->host.record_table ? "the replicas' log" : "--state-dir");
 }
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
@@ -88,13 +91,32 @@ void job_forget(struct rdzvd_job *j)
 {
     int r;
 
-    if (j->host.state_dirfd < 0)
+    if (j->host.record_table)
+        r = rdzvd_job_record_del(j->host.record_table, j->run_id);
+    else if (j->host.state_dirfd >= 0)
+        r = rdzvd_job_record_drop(j->host.state_dirfd, j->run_id);
+    else
         return;
-    r = rdzvd_job_record_drop(j->host.state_dirfd, j->run_id);
     if (r == -EEXIST)
         log_warn("job=%s its record file in --state-dir holds another run id's record: left as "
                  "it is",
                  j->run_id);
     else if (r < 0)
-        log_warn_errno(r, "job=%s cannot delete its record in --state-dir", j->run_id);
+        log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
+}
+
+int job_record_load(const struct rdzvd_job_host *h, const char *run_id,
+                    struct rdzvd_job_record *rec)
+{
+    int r;
+
+    if (h->record_table)
+        r = rdzvd_job_record_get(h->record_table, run_id, rec);
+    else if (h->state_dirfd >= 0)
+        r = rdzvd_job_record_load(h->state_dirfd, run_id, rec);
+    else
+        return -ENOENT;
+    if (r < 0 && r != -ENOENT)
+        log_warn_errno(r, "job=%s: its record is unreadable; ignored", run_id);
+    return r == -ENOENT || r == 0 ? r : -ENOENT;
 }

@@ -61,6 +61,52 @@ int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len
     return r;
 }
 
+/* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
+static char *record_encode(const struct rdzvd_job_record *rec)
+{
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id",
+                          rec->run_id, "min", (json_int_t)rec->min, "max", (json_int_t)rec->max,
+                          "max_restarts", (json_int_t)rec->max_restarts, "generation",
+                          (json_int_t)rec->generation, "restart_count",
+                          (json_int_t)rec->restart_count, "running", rec->running, "nnodes",
+                          (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
+                          "store_port", (int)rec->store_port);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+    json_decref(o);
+    return text;
+}
+
+/* The record o (whose run_id the caller checked) into *rec. 0 or -EBADMSG. */
+static int record_decode(json_t *o, struct rdzvd_job_record *rec)
+{
+    const char *id;
+    json_int_t min, max, mr, gen, rc, nn, ws;
+    int running, port;
+
+    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", &id, "min",
+                    &min, "max", &max, "max_restarts", &mr, "generation", &gen, "restart_count",
+                    &rc, "running", &running, "nnodes", &nn, "world_size", &ws, "store_port",
+                    &port) < 0 ||
+        strlen(id) >= sizeof(rec->run_id))
+        return -EBADMSG;
+    if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
+        port > 65535)
+        return -EBADMSG;
+    memset(rec, 0, sizeof(*rec));
+    snprintf(rec->run_id, sizeof(rec->run_id), "%s", id);
+    rec->min = min;
+    rec->max = max;
+    rec->max_restarts = mr;
+    rec->generation = (uint64_t)gen;
+    rec->restart_count = rc;
+    rec->running = running != 0;
+    rec->nnodes = nn;
+    rec->world_size = ws;
+    rec->store_port = (uint16_t)port;
+    return 0;
+}
+
 /* Read DIR/name (at most RECORD_MAX bytes) and parse it. *ret_id points into *ret_o. 0, -ENOENT,
  * -EBADMSG (not a record) or another negative errno. */
 static int record_read(int dirfd, const char *name, json_t **ret_o, const char **ret_id)
@@ -118,7 +164,6 @@ static int record_check_owner(int dirfd, const char *name, const char *run_id)
 int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sync)
 {
     char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
-    json_t *o = NULL;
     char *text = NULL;
     int fd = -1, r;
     ssize_t w;
@@ -129,13 +174,7 @@ int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sy
     if (r < 0)
         return r;
     snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-    o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", rec->run_id,
-                  "min", (json_int_t)rec->min, "max", (json_int_t)rec->max, "max_restarts",
-                  (json_int_t)rec->max_restarts, "generation", (json_int_t)rec->generation,
-                  "restart_count", (json_int_t)rec->restart_count, "running", rec->running,
-                  "nnodes", (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
-                  "store_port", (int)rec->store_port);
-    if (!o || !(text = json_dumps(o, JSON_COMPACT))) {
+    if (!(text = record_encode(rec))) {
         r = -ENOMEM;
         goto out_free;
     }
@@ -161,7 +200,6 @@ int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sy
         r = -errno;
 out_free:
     free(text);
-    json_decref(o);
     return r;
 }
 
@@ -187,9 +225,8 @@ int rdzvd_job_record_load(int dirfd, const char *run_id, struct rdzvd_job_record
 {
     char name[RDZVD_JOB_NAME_MAX];
     const char *id;
-    json_int_t min, max, mr, gen, rc, nn, ws;
-    int running, port, r;
     json_t *o;
+    int r;
 
     r = rdzvd_job_record_name(run_id, name, sizeof(name));
     if (r < 0)
@@ -205,29 +242,7 @@ int rdzvd_job_record_load(int dirfd, const char *run_id, struct rdzvd_job_record
         r = -ENOENT;
         goto out_free;
     }
-    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", &id, "min",
-                    &min, "max", &max, "max_restarts", &mr, "generation", &gen, "restart_count",
-                    &rc, "running", &running, "nnodes", &nn, "world_size", &ws, "store_port",
-                    &port) < 0) {
-        r = -EBADMSG;
-        goto out_free;
-    }
-    if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
-        port > 65535) {
-        r = -EBADMSG;
-        goto out_free;
-    }
-    memset(rec, 0, sizeof(*rec));
-    snprintf(rec->run_id, sizeof(rec->run_id), "%s", run_id);
-    rec->min = min;
-    rec->max = max;
-    rec->max_restarts = mr;
-    rec->generation = (uint64_t)gen;
-    rec->restart_count = rc;
-    rec->running = running != 0;
-    rec->nnodes = nn;
-    rec->world_size = ws;
-    rec->store_port = (uint16_t)port;
+    r = record_decode(o, rec);
 out_free:
     json_decref(o);
     return r;
@@ -251,4 +266,73 @@ int rdzvd_job_record_drop(int dirfd, const char *run_id)
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
 {
     return rdzvd_journal_unlink(dirfd, state_name);
+}
+
+/* ---- the job table of a replicated rdzvd ---- */
+
+#define TABLE_KEY_PREFIX "job/"
+
+static size_t table_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, TABLE_KEY_PREFIX "%s", run_id);
+}
+
+int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text = record_encode(rec);
+    int r;
+
+    if (!text)
+        return -ENOMEM;
+    r = rdzvd_store_set(t, key, table_key(rec->run_id, key, sizeof(key)), text, strlen(text));
+    free(text);
+    return r;
+}
+
+int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    const uint8_t *val;
+    size_t vlen;
+    json_t *o;
+    int r;
+
+    r = rdzvd_store_get(t, key, table_key(run_id, key, sizeof(key)), &val, &vlen);
+    if (r < 0)
+        return r;
+    o = json_loadb((const char *)val, vlen, 0, NULL);
+    r = o ? record_decode(o, rec) : -EBADMSG;
+    if (r == 0 && strcmp(rec->run_id, run_id) != 0)
+        r = -EBADMSG;
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    int r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
+
+    return r == -ENOENT ? 0 : r;
+}
+
+#define TABLE_MEMBER_KEY "member-key"
+#define TABLE_MEMBER_KEY_BYTES 32
+
+int rdzvd_job_table_member_key(struct rdzvd_store *t, const uint8_t **key, size_t *len)
+{
+    uint8_t fresh[TABLE_MEMBER_KEY_BYTES];
+    int r = rdzvd_store_get(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), key, len);
+
+    if (r == 0)
+        return *len == TABLE_MEMBER_KEY_BYTES ? 0 : -EBADMSG;
+    if (r != -ENOENT)
+        return r;
+    if ((r = rdzv_random_bytes(fresh, sizeof(fresh))) < 0 ||
+        (r = rdzvd_store_set(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), fresh,
+                             sizeof(fresh))) < 0)
+        return r;
+    explicit_bzero(fresh, sizeof(fresh));
+    return rdzvd_store_get(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), key, len);
 }

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "../proto/rdzv-msg.h"
+#include "rdzvd-store.h"
 
 struct rdzvd_job_record {
     char run_id[RDZV_ID_MAX + 1];
@@ -69,3 +70,21 @@ int rdzvd_job_record_drop(int dirfd, const char *run_id);
  * 0, -EEXIST when the file is another store's journal (rdzvd_journal_unlink: left as it is), or
  * a negative errno (never -ENOENT). */
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name);
+
+/* A replicated rdzvd (--peers) keeps the same records in its job table (rdzvd_server_job_table),
+ * replicated through Raft with its main store: key "job/<run_id>", the same JSON text as a
+ * file's, which names the run id it belongs to. A leader's put or del goes to the log with its
+ * turn's other changes, and no reply of that turn leaves before it commits: a decision an agent
+ * sees (a generation formed, a restart charged, the job's end) is on a majority first, and a new
+ * leader rebuilds the job from it, not from what agents claim.
+ * put: 0 or the store's error; get: 0, -ENOENT (none), -EBADMSG (not a record of run_id);
+ * del: 0 (also when there was none) or the store's error. */
+int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec);
+int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec);
+int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id);
+
+/* The key members' secrets derive from (rdzvd-job-sm.h) when rdzvd has no token: kept in the job
+ * table, so that the next leader knows the secrets the last one gave; made (random, and
+ * replicated like a record) by the first leader that needs it. *key points into the table and
+ * stays valid (the key never changes). 0 or a negative errno. */
+int rdzvd_job_table_member_key(struct rdzvd_store *t, const uint8_t **key, size_t *len);

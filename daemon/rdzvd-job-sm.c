@@ -702,13 +702,17 @@ int member_secret_derive(const struct rdzvd_job_host *h, const char *run_id, con
                          char out[RDZV_SECRET_HEX + 1])
 {
     uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
+    const uint8_t *key = h->member_key;
+    size_t keylen = h->member_key_len;
     int n;
 
-    if (!h->member_key)
+    if (!key && h->record_table && rdzvd_job_table_member_key(h->record_table, &key, &keylen) < 0)
+        key = NULL;
+    if (!key)
         return -ENOKEY;
     n = snprintf((char *)msg, sizeof(msg), "rdzv-member-v1%c%s%c%s", 0, run_id, 0, node_id);
     if (n < 0 || (size_t)n >= sizeof(msg) ||
-        rdzv_hmac_sha256(h->member_key, h->member_key_len, msg, (size_t)n, mac) < 0)
+        rdzv_hmac_sha256(key, keylen, msg, (size_t)n, mac) < 0)
         return -EIO;
     rdzv_hex(mac, sizeof(mac), out);
     return 0;

@@ -61,14 +61,18 @@ struct rdzvd_job_host {
     uv_loop_t *loop;
     const struct rdzvd_job_ops *ops;
     void *ud;               /* passed to the host ops */
-    int state_dirfd;        /* --state-dir opened, or -1: nothing recorded */
+    int state_dirfd;        /* --state-dir opened, or -1: no journal, no record files */
+    /* A replica's job table (rdzvd_server_job_table), or NULL. When set, the jobs' records go
+     * there (replicated) instead of to files in state_dirfd. */
+    struct rdzvd_store *record_table;
     bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
     /* The key each member's secret derives from (HMAC-SHA256 of run id and node id; issue 20,
      * finding 2): the token when rdzvd has one, else a key kept in --state-dir, so that a
-     * restarted rdzvd knows the secrets it gave. NULL: none; each member's secret is then random
-     * and goes with the member. */
+     * restarted rdzvd knows the secrets it gave. NULL: the one in record_table when there is
+     * one (rdzvd_job_table_member_key), else none: each member's secret is then random and goes
+     * with the member. */
     const uint8_t *member_key;
     size_t member_key_len;
 };

@@ -379,9 +379,10 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .loop = rdzvd_server_loop(srv),
         .ops = &conn_job_ops,
         .ud = srv,
-        /* Replicas (--peers) keep no job records of their own yet: a replica's record would be
-         * stale after another led the job (issue 18's next stage replicates the jobs). */
+        /* Replicas (--peers) keep no files of their own (a replica's would be stale after
+         * another led the job): the records go to the job table, replicated with the log. */
         .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),
+        .record_table = rdzvd_server_job_table(srv),
         .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,

@@ -421,7 +421,6 @@ int rdzvd_journal_compact(struct rdzvd_journal *j)
 
 /* ---- replay ---- */
 
-/* Apply one record to the store. Returns 0 or the store's error. */
 /* Replay p[off..n) into the store. *good is where the last intact record ends; *why says why
  * replay stopped before n. Returns 0 or the store's error (the journal exceeds its limits). */
 static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t off, size_t n,
@@ -435,6 +434,10 @@ static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t off,
 
         if (used < 0)
             break;
+        if (rec.table != RDZVD_TABLE_STORE) {
+            *why = "a record of the replicas' job table";
+            break;
+        }
         r = rdzvd_record_apply(j->store, &rec);
         if (r < 0)
             return r;

@@ -8,6 +8,7 @@
 #include "../common/rdzv-util.h"
 
 enum rec_type { REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4 };
+#define REC_JOBS 0x80u /* the type's high bit: a record of RDZVD_TABLE_JOBS */
 
 /* ---- CRC-32 (IEEE 802.3, reflected, zlib-compatible), table-driven ---- */
 
@@ -54,11 +55,18 @@ static enum rec_type rec_type_of(enum rdzvd_change what)
 int rdzvd_record_header(uint8_t h[RDZVD_RECORD_HDR_LEN], enum rdzvd_change what,
                         const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
 {
+    return rdzvd_record_header_in(h, RDZVD_TABLE_STORE, what, key, klen, val, vlen);
+}
+
+int rdzvd_record_header_in(uint8_t h[RDZVD_RECORD_HDR_LEN], enum rdzvd_table table,
+                           enum rdzvd_change what, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen)
+{
     uint32_t crc;
 
     if (klen > UINT32_MAX || vlen > UINT32_MAX)
         return -EMSGSIZE;
-    h[4] = (uint8_t)rec_type_of(what);
+    h[4] = (uint8_t)(rec_type_of(what) | (table == RDZVD_TABLE_JOBS ? REC_JOBS : 0));
     rdzv_set_u32(h + 5, (uint32_t)klen);
     rdzv_set_u32(h + 9, (uint32_t)vlen);
     crc = rdzvd_crc32(0, h + 4, RDZVD_RECORD_HDR_LEN - 4);
@@ -78,6 +86,7 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
     const char *dummy;
     uint32_t klen, vlen;
     uint8_t type;
+    enum rdzvd_table table;
 
     if (!why)
         why = &dummy;
@@ -85,7 +94,8 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
         *why = "record header cut short";
         return -EAGAIN;
     }
-    type = p[4];
+    table = p[4] & REC_JOBS ? RDZVD_TABLE_JOBS : RDZVD_TABLE_STORE;
+    type = p[4] & (uint8_t)~REC_JOBS;
     klen = rdzv_get_u32(p + 5);
     vlen = rdzv_get_u32(p + 9);
     if ((uint64_t)klen + vlen > n - RDZVD_RECORD_HDR_LEN) {
@@ -101,6 +111,7 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
         return -EBADMSG;
     }
     *rec = (struct rdzvd_record){
+        .table = table,
         .what = of_type[type],
         .key = p + RDZVD_RECORD_HDR_LEN,
         .klen = klen,

@@ -7,7 +7,8 @@
  * Format (little-endian): u32 crc, u8 type, u32 klen, u32 vlen, key, value. crc is CRC-32 (zlib's)
  * of everything after it. Types: 1 SET (the key holds the value), 2 DELETE, 3 QPUSH (the value at
  * the tail of the key's queue), 4 QPOP (the head of the key's queue removed); DELETE and QPOP carry
- * no value.
+ * no value. The type's high bit (RDZVD_RECORD_JOBS) marks a record of the replicas' job table
+ * (rdzvd-repl.h) rather than of the clients' store; a journal holds none.
  *
  * Pure functions but rdzvd_record_apply (which changes the store). Errors: negative errno. */
 #pragma once
@@ -19,8 +20,15 @@
 
 #define RDZVD_RECORD_HDR_LEN 13u /* u32 crc, u8 type, u32 klen, u32 vlen */
 
+/* Which key space a record changes. */
+enum rdzvd_table {
+    RDZVD_TABLE_STORE = 0, /* the TCPStore clients' keys (the main store) */
+    RDZVD_TABLE_JOBS = 1,  /* a replicated rdzvd's own: its jobs' records (rdzvd-job-record.h) */
+};
+
 /* One decoded record; key and val point into the bytes it was decoded from. */
 struct rdzvd_record {
+    enum rdzvd_table table;
     enum rdzvd_change what;
     const uint8_t *key;
     size_t klen;
@@ -35,6 +43,10 @@ uint32_t rdzvd_crc32(uint32_t crc, const void *p, size_t n);
  * -EMSGSIZE when a length does not fit the format. */
 int rdzvd_record_header(uint8_t h[RDZVD_RECORD_HDR_LEN], enum rdzvd_change what,
                         const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen);
+/* The same for a record of table. */
+int rdzvd_record_header_in(uint8_t h[RDZVD_RECORD_HDR_LEN], enum rdzvd_table table,
+                           enum rdzvd_change what, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen);
 
 /* The record at p[0..n) into *rec: the bytes it takes (> 0); -EAGAIN when p ends before it does
  * (a torn tail); -EBADMSG when it is corrupt (CRC, type, a value where none goes). *why, when

@@ -89,7 +89,10 @@ static int apply_records(struct rdzvd_repl_fsm *f, const uint8_t *p, size_t n, i
             log_error("replication: a log entry is not whole records (%s)", why);
             return RAFT_MALFORMED;
         }
-        r = rdzvd_record_apply(f->store, &rec);
+        if (rec.table == RDZVD_TABLE_JOBS)
+            r = f->jobs ? rdzvd_record_apply(f->jobs, &rec) : -ENOENT;
+        else
+            r = rdzvd_record_apply(f->store, &rec);
         f->records++;
         if (r < 0) {
             f->refused++;
@@ -132,12 +135,19 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     return 0;
 }
 
+/* Where a dump's records go, and of which table they are. */
+struct snap_out {
+    struct rdzv_buf b;
+    enum rdzvd_table table;
+};
+
 static int snap_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                        const uint8_t *val, size_t vlen)
 {
-    struct rdzv_buf *b = ud;
+    struct snap_out *o = ud;
+    struct rdzv_buf *b = &o->b;
     uint8_t h[RDZVD_RECORD_HDR_LEN];
-    int r = rdzvd_record_header(h, what, key, klen, val, vlen);
+    int r = rdzvd_record_header_in(h, o->table, what, key, klen, val, vlen);
 
     if (r == 0)
         r = rdzv_buf_put(b, h, sizeof(h));
@@ -148,12 +158,30 @@ static int snap_record(void *ud, enum rdzvd_change what, const uint8_t *key, siz
     return r;
 }
 
-/* The store's dump as records, in one raft_malloc'd buffer (libraft frees it with
- * snapshot_finalize). */
+typedef int (*dump_fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                       const uint8_t *val, size_t vlen);
+
+/* Both tables' dumps (fn: snap_record or unsnap_record) as records into o->b. */
+static int dump_tables(struct rdzvd_repl_fsm *f, dump_fn fn, struct snap_out *o)
+{
+    int r;
+
+    o->table = RDZVD_TABLE_STORE;
+    r = rdzvd_store_dump(f->store, fn, o);
+    if (r == 0 && f->jobs) {
+        o->table = RDZVD_TABLE_JOBS;
+        r = rdzvd_store_dump(f->jobs, fn, o);
+    }
+    return r;
+}
+
+/* The dump of the store and the job table as records, in one raft_malloc'd buffer (libraft
+ * frees it with snapshot_finalize). */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
     struct rdzvd_repl_fsm *f = (struct rdzvd_repl_fsm *)fsm;
-    struct rdzv_buf b = {0};
+    struct snap_out o = {.b = {0}};
+    struct rdzv_buf *b = &o.b;
     struct raft_buffer *out = NULL;
     int r;
 
@@ -161,21 +189,21 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsign
      * hold them under an index they come after. libraft tries again later. */
     if (f->local_ahead)
         return RAFT_BUSY;
-    r = rdzvd_store_dump(f->store, snap_record, &b);
+    r = dump_tables(f, snap_record, &o);
     if (r < 0)
         goto out;
     out = raft_malloc(sizeof(*out));
-    if (!out || !(out->base = raft_calloc(1, pad8(rdzv_buf_avail(&b) + 1)))) {
+    if (!out || !(out->base = raft_calloc(1, pad8(rdzv_buf_avail(b) + 1)))) {
         raft_free(out);
         r = -ENOMEM;
         goto out;
     }
-    memcpy(out->base, rdzv_buf_head(&b), rdzv_buf_avail(&b));
-    out->len = pad8(rdzv_buf_avail(&b) + 1);
+    memcpy(out->base, rdzv_buf_head(b), rdzv_buf_avail(b));
+    out->len = pad8(rdzv_buf_avail(b) + 1);
     *bufs = out;
     *n_bufs = 1;
 out:
-    rdzv_buf_free(&b);
+    rdzv_buf_free(b);
     return r < 0 ? RAFT_NOMEM : 0;
 }
 
@@ -193,28 +221,28 @@ static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[
 static int unsnap_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                          const uint8_t *val, size_t vlen)
 {
-    struct rdzv_buf *b = ud;
-
-    return snap_record(b, what == RDZVD_CHANGE_SET ? RDZVD_CHANGE_DELETE : RDZVD_CHANGE_QPOP, key,
+    (void)val;
+    (void)vlen;
+    return snap_record(ud, what == RDZVD_CHANGE_SET ? RDZVD_CHANGE_DELETE : RDZVD_CHANGE_QPOP, key,
                        klen, NULL, 0);
 }
 
-/* Empty the store (the undo of its dump, applied after the dump is taken), then apply the
- * snapshot. libraft hands buf over: it is freed here. */
+/* Empty the store and the job table (the undo of their dumps, applied after the dumps are
+ * taken), then apply the snapshot. libraft hands buf over: it is freed here. */
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     struct rdzvd_repl_fsm *f = (struct rdzvd_repl_fsm *)fsm;
-    struct rdzv_buf undo = {0};
+    struct snap_out undo = {.b = {0}};
     int first = 0, r;
 
-    r = rdzvd_store_dump(f->store, unsnap_record, &undo);
+    r = dump_tables(f, unsnap_record, &undo);
     f->applying = true;
     if (r == 0)
-        r = apply_records(f, rdzv_buf_head(&undo), rdzv_buf_avail(&undo), &first);
+        r = apply_records(f, rdzv_buf_head(&undo.b), rdzv_buf_avail(&undo.b), &first);
     if (r == 0)
         r = apply_records(f, buf->base, buf->len, &first);
     f->applying = false;
-    rdzv_buf_free(&undo);
+    rdzv_buf_free(&undo.b);
     raft_free(buf->base);
     f->restores++;
     if (r == 0 && first < 0)
@@ -223,7 +251,8 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     return r < 0 ? RAFT_NOMEM : r;
 }
 
-void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store)
+void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store,
+                         struct rdzvd_store *jobs)
 {
     memset(f, 0, sizeof(*f));
     f->fsm.version = 2;
@@ -233,4 +262,5 @@ void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store)
     f->fsm.snapshot_finalize = fsm_snapshot_finalize;
     f->fsm.restore = fsm_restore;
     f->store = store;
+    f->jobs = jobs;
 }

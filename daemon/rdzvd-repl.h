@@ -3,7 +3,7 @@
  * The state machine of each replica is its store; a Raft log entry is a u64 origin (the process
  * that made the changes in its own store before proposing them, or 0) and a run of store records
  * (rdzvd-record.h; then up to 7 zero bytes, as libraft wants entries a multiple of 8 bytes long),
- * the very records the journal appends, and applying an entry is the journal's
+ * the very records the journal appends (and records of the job table, RDZVD_TABLE_JOBS), and applying an entry is the journal's
  * replay of them (rdzvd_record_apply). A snapshot is the store's dump as records; restoring one
  * empties the store and applies it. Every replica applies the same entries in the same order, so
  * the stores stay equal; a write acknowledged by the leader (its raft_apply callback) is on a
@@ -24,6 +24,9 @@
 struct rdzvd_repl_fsm {
     struct raft_fsm fsm; /* first: what raft_init / raft_fixture_grow take */
     struct rdzvd_store *store;
+    /* The job table (RDZVD_TABLE_JOBS records: rdzvd-job-record.h), or NULL: such records are
+     * then refused (-ENOENT, counted in refused) as a full store refuses a SET. */
+    struct rdzvd_store *jobs;
     /* The origin of the entries this process proposes after making their changes in its store
      * itself (a leader's rdzvd-replica.c; 0: none): they are not applied again. While local_ahead
      * (such an entry not applied yet), snapshots are refused (RAFT_BUSY). */
@@ -37,8 +40,10 @@ struct rdzvd_repl_fsm {
     uint64_t restores; /* snapshots installed */
 };
 
-/* Set up f as the state machine of store (the fsm field goes to raft_init). Cannot fail. */
-void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store);
+/* Set up f as the state machine of store and of the job table jobs (may be NULL); the fsm field
+ * goes to raft_init. A snapshot holds both. Cannot fail. */
+void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store,
+                         struct rdzvd_store *jobs);
 
 /* The result an entry's apply hands back to the leader's raft_apply callback: 0 when every
  * record applied, else the first store error (negative errno), as a pointer-sized integer. */

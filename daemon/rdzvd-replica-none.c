@@ -19,9 +19,10 @@ int rdzvd_peers_parse(const char *list, unsigned self_id, uint16_t port, struct 
 
 int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
                       const struct rdzv_token *token, struct rdzvd_store *store,
-                      const struct rdzvd_replica_hooks *hooks, void *ud, struct rdzvd_replica **ret)
+                      struct rdzvd_store *jobs, const struct rdzvd_replica_hooks *hooks, void *ud,
+                      struct rdzvd_replica **ret)
 {
-    (void)loop, (void)peers, (void)dir, (void)token, (void)store, (void)hooks, (void)ud;
+    (void)loop, (void)peers, (void)dir, (void)token, (void)store, (void)jobs, (void)hooks, (void)ud;
     *ret = NULL;
     return log_error_errno(-ENOTSUP, "replication: built without libraft");
 }

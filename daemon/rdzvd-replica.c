@@ -28,6 +28,7 @@
 struct rdzvd_replica {
     const struct rdzvd_peers *peers;
     struct rdzvd_store *store;
+    struct rdzvd_store *jobs; /* the job table, or NULL */
     const struct rdzvd_replica_hooks *hooks;
     void *ud;
     char dir[4096];
@@ -180,16 +181,16 @@ int rdzvd_peers_parse(const char *list, unsigned self_id, uint16_t port, struct 
 
 /* ---- changes, entries, commits ---- */
 
-static void change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
-                      const uint8_t *val, size_t vlen)
+/* A change of table made by this process (as the leader): to the next entry. */
+static void record_change(struct rdzvd_replica *r, enum rdzvd_table table, enum rdzvd_change what,
+                          const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
 {
-    struct rdzvd_replica *r = ud;
     uint8_t h[RDZVD_RECORD_HDR_LEN];
     bool first = r->npending == 0;
 
     if (r->fsm.applying || r->closing)
         return; /* the log's own change, or no longer replicating */
-    if (rdzvd_record_header(h, what, key, klen, val, vlen) < 0 ||
+    if (rdzvd_record_header_in(h, table, what, key, klen, val, vlen) < 0 ||
         rdzv_buf_put(&r->pending, h, sizeof(h)) < 0 || rdzv_buf_put(&r->pending, key, klen) < 0 ||
         (vlen && rdzv_buf_put(&r->pending, val, vlen) < 0)) {
         log_error("replication: out of memory recording a change of the store");
@@ -199,6 +200,18 @@ static void change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size
     r->fsm.local_ahead = true;
     if (first && !r->inflight)
         r->hooks->pending(r->ud);
+}
+
+static void change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                      const uint8_t *val, size_t vlen)
+{
+    record_change(ud, RDZVD_TABLE_STORE, what, key, klen, val, vlen);
+}
+
+static void jobs_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen)
+{
+    record_change(ud, RDZVD_TABLE_JOBS, what, key, klen, val, vlen);
 }
 
 static void apply_cb(struct raft_apply *req, int status, void *result)
@@ -319,7 +332,8 @@ unsigned rdzvd_replica_count(const struct rdzvd_replica *r)
 
 int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
                       const struct rdzv_token *token, struct rdzvd_store *store,
-                      const struct rdzvd_replica_hooks *hooks, void *ud, struct rdzvd_replica **ret)
+                      struct rdzvd_store *jobs, const struct rdzvd_replica_hooks *hooks, void *ud,
+                      struct rdzvd_replica **ret)
 {
     struct rdzvd_replica *r;
     unsigned self = peers->self;
@@ -331,6 +345,7 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
         return log_error_errno(-ENOMEM, "replication");
     r->peers = peers;
     r->store = store;
+    r->jobs = jobs;
     r->hooks = hooks;
     r->ud = ud;
     snprintf(r->dir, sizeof(r->dir), "%s", dir);
@@ -344,7 +359,7 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
             rc = log_error_errno(-errno, "replication: getrandom");
             goto out_free;
         }
-    rdzvd_repl_fsm_init(&r->fsm, store);
+    rdzvd_repl_fsm_init(&r->fsm, store, jobs);
     r->fsm.origin = origin;
     rc = rdzvd_repl_net_init(&r->tr, loop, token, 0);
     if (rc < 0) {
@@ -369,6 +384,8 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
     raft_set_election_timeout(&r->raft, RDZVD_REPL_ELECTION_MS);
     raft_set_heartbeat_timeout(&r->raft, RDZVD_REPL_HEARTBEAT_MS);
     rdzvd_store_set_change_cb(store, change_cb, r);
+    if (jobs)
+        rdzvd_store_set_change_cb(jobs, jobs_change_cb, r);
     if (!token)
         log_warn("replication: the links between replicas are not authenticated (no "
                  "--token-file): run replicas on a trusted network only");
@@ -421,6 +438,8 @@ void rdzvd_replica_close(struct rdzvd_replica *r)
         return;
     r->closing = true;
     rdzvd_store_set_change_cb(r->store, NULL, NULL);
+    if (r->jobs)
+        rdzvd_store_set_change_cb(r->jobs, NULL, NULL);
     raft_close(&r->raft, raft_closed_cb);
 }
 

@@ -69,11 +69,13 @@ struct rdzvd_replica_hooks {
 struct rdzvd_replica;
 
 /* A replica of peers (borrowed, must outlive it) with its Raft directory dir (created 0700),
- * replicating store. token: NULL for links without authentication (a warning is logged).
- * Call rdzvd_replica_start once the loop runs. 0 or a negative errno (logged). */
+ * replicating store and the job table jobs (NULL: none; borrowed like store). The leader's
+ * changes of either go to the log as described above. token: NULL for links without
+ * authentication (a warning is logged). Call rdzvd_replica_start once the loop runs. 0 or a
+ * negative errno (logged). */
 int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
                       const struct rdzv_token *token, struct rdzvd_store *store,
-                      const struct rdzvd_replica_hooks *hooks, void *ud,
+                      struct rdzvd_store *jobs, const struct rdzvd_replica_hooks *hooks, void *ud,
                       struct rdzvd_replica **ret);
 /* Bootstrap the cluster's configuration (first start only) and start Raft. 0 or -errno. */
 int rdzvd_replica_start(struct rdzvd_replica *r);
@@ -101,7 +103,8 @@ void rdzvd_replica_free(struct rdzvd_replica *r);
 struct rdzvd_replica_ops {
     int (*create)(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
                   const struct rdzv_token *token, struct rdzvd_store *store,
-                  const struct rdzvd_replica_hooks *hooks, void *ud, struct rdzvd_replica **ret);
+                  struct rdzvd_store *jobs, const struct rdzvd_replica_hooks *hooks, void *ud,
+                  struct rdzvd_replica **ret);
     int (*start)(struct rdzvd_replica *r);
     enum rdzvd_role (*role)(struct rdzvd_replica *r);
     const char *(*leader)(struct rdzvd_replica *r);

@@ -74,6 +74,7 @@ struct rdzvd_server {
     void *peer_ud;
     /* --peers: this rdzvd is one replica; its main store is replicated instead of journaled. */
     struct rdzvd_replica *replica;
+    struct rdzvd_store *job_table; /* the jobs' records, replicated with the main store */
     const struct rdzvd_replica_ops *rops; /* cfg.replica_ops */
     bool replica_closing;
     char leader_seen[RDZVD_ENDPOINT_LEN]; /* the leader last logged by this follower */
@@ -91,6 +92,7 @@ static void server_free_now(struct rdzvd_server *srv)
 {
     if (srv->replica)
         srv->rops->destroy(srv->replica);
+    rdzvd_store_free(srv->job_table);
     free(srv);
 }
 
@@ -464,8 +466,13 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         }
         snprintf(dir, sizeof(dir), "%s/raft", srv->cfg.state_dir);
         srv->rops = srv->cfg.replica_ops;
+        r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->job_table);
+        if (r < 0) {
+            log_error_errno(r, "init");
+            goto out_free;
+        }
         r = srv->rops->create(loop, srv->cfg.peers, dir, srv->cfg.token, srv->main.store,
-                              &replica_hooks, srv, &srv->replica);
+                              srv->job_table, &replica_hooks, srv, &srv->replica);
         if (r < 0)
             goto out_free;
     }
@@ -924,6 +931,11 @@ const struct rdzvd_config *rdzvd_server_config(const struct rdzvd_server *srv)
 int rdzvd_server_state_dirfd(const struct rdzvd_server *srv)
 {
     return srv->state_dirfd;
+}
+
+struct rdzvd_store *rdzvd_server_job_table(const struct rdzvd_server *srv)
+{
+    return srv->job_table;
 }
 
 void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info *ret)

@@ -60,6 +60,10 @@ uv_loop_t *rdzvd_server_loop(const struct rdzvd_server *srv);
 const struct rdzvd_config *rdzvd_server_config(const struct rdzvd_server *srv);
 /* --state-dir opened O_DIRECTORY, or -1 without it. Owned by the server. */
 int rdzvd_server_state_dirfd(const struct rdzvd_server *srv);
+/* A replica's (--peers) job table: the jobs' records, replicated with the main store (changes
+ * made by the leader go to the log with the turn's other changes, and replies wait for them).
+ * NULL for a single rdzvd. Owned by the server. */
+struct rdzvd_store *rdzvd_server_job_table(const struct rdzvd_server *srv);
 /* Fill *ret with the server's address, counters and uptime base. Cannot fail. */
 void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info *ret);
 /* Replication failed (--peers): the server stopped or is stopping, and rdzvd exits 75. */

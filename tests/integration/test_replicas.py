@@ -8,6 +8,8 @@
 #     part of the majority that holds everything when the next leader dies;
 #   - a leader cut off from its majority acknowledges nothing, and stops (exit 75) rather than
 #     keep changes that may not commit;
+#   - a job's record (generation, restart count, size) is committed through the log before its
+#     agents hear of it: the next leader checks every resume against it;
 #   - the links between replicas need the token when there is one;
 #   - command-line mistakes get a one-line message.
 import os
@@ -19,7 +21,9 @@ import tempfile
 import time
 import unittest
 
+from authtest import ERROR, JOIN, JOINED, Peer
 from rdzvtest import HOST, RDZVD, Client, die_with_parent, enc, kill_proc, main, s, track
+from test_attack_join import ROUND, STATUS, STATUS_REPLY, join_body, resume
 
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
 
@@ -34,6 +38,11 @@ def free_port_pair():
             continue
         try:
             with socket.socket() as a, socket.socket() as b:
+                # As rdzvd binds (libuv sets SO_REUSEADDR): a port held only by connections in
+                # TIME_WAIT is free to it. Without this, after a test that opened thousands of
+                # connections (connect() takes odd ports, bind() even ones) no pair was found.
+                for x in (a, b):
+                    x.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 a.bind((HOST, p))
                 b.bind((HOST, p + 1))
             return p
@@ -208,6 +217,62 @@ class Replicas(unittest.TestCase):
         lead.proc.wait(timeout=10)
         self.assertEqual(lead.proc.returncode, 75, lead.text()[-3000:])
         self.assertIn("replication failed: stopping (exit code 75)", lead.text())
+
+    def test_job_record_survives_the_leader(self):
+        """Without a replicated record, the next leader rebuilt a job from the first resume it
+        got, however forged (generation 5 of a job at generation 1 was taken). Now the record
+        the old leader committed before it sent ROUND decides."""
+        cl = self.cluster()
+        lead, _ = cl.leader()
+        p = Peer(lead.port)
+        self.addCleanup(p.close)
+        p.hello()
+        p.send(JOIN, join_body("rec-job", "n0", mx=1))
+        op, joined = p.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        op, rnd = p.recv_json()
+        self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+        lead.kill()
+        p.close()
+        lead2, _ = cl.leader()
+        self.assertIsNot(lead2, lead)
+        honest = resume(master_port=rnd["master_port"])
+        for claim, secret, words in (
+                (resume(generation=5), None, "is not job 'rec-job' as its record"),
+                (resume(nnodes=1, world_size=1, restart_count=2), None,
+                 "is not job 'rec-job' as its record"),
+                # The secret the first leader gave derives from a key in the job table: the next
+                # one knows it, and a stranger without it cannot take node n0's place.
+                (honest, None, "comes without the secret"),
+                (honest, "0" * 64, "comes without the secret")):
+            q = Peer(lead2.port)
+            self.addCleanup(q.close)
+            q.hello()
+            body = join_body("rec-job", "n0", mx=1, resume=claim)
+            if secret:
+                body["secret"] = secret
+            q.send(JOIN, body)
+            op, body = q.recv_json()
+            self.assertEqual(op, ERROR, body)
+            self.assertIn(words, body["error"])
+        q = Peer(lead2.port)
+        self.addCleanup(q.close)
+        q.hello()
+        body = join_body("rec-job", "n0", mx=1, resume=honest)
+        body["secret"] = joined["secret"]
+        q.send(JOIN, body)
+        op, body = q.recv_json()
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        self.assertEqual(body["generation"], 1, body)
+        st = Peer(lead2.port)
+        self.addCleanup(st.close)
+        st.hello()
+        st.send(STATUS, {})
+        op, reply = st.recv_json()
+        self.assertEqual(op, STATUS_REPLY)
+        job = [j for j in reply["jobs"] if j["run_id"] == "rec-job"][0]
+        self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
 
     def test_links_need_the_token(self):
         token = "replica-token-0123456789abcdef"

@@ -18,6 +18,7 @@
 #include "../../common/rdzv-log.h"
 #include "../../common/rdzv-util.h"
 #include "../../daemon/rdzvd-journal.h"
+#include "../../daemon/rdzvd-record.h"
 #include "../../daemon/rdzvd-store.h"
 #include "../tap.h"
 
@@ -477,6 +478,40 @@ static void test_corrupt_crc_in_middle(void)
     remove_journal("mid");
 }
 
+/* A record of the replicas' job table (intact, CRC and all) has no place in a journal: replay
+ * stops there as at a corrupt one, and nothing of it reaches the clients' store. */
+static void test_job_table_record_refused(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("jobrec", s);
+    uint64_t off[10];
+    uint8_t *img;
+    size_t len;
+
+    for (int i = 0; i < 10; i++) {
+        char k[8];
+
+        off[i] = rdzvd_journal_stats(j)->size;
+        snprintf(k, sizeof(k), "k%d", i);
+        ASSERT_OK(set_str(s, k, "value"));
+    }
+    rdzvd_journal_close(j, false);
+    img = read_file("jobrec", &len);
+    ASSERT_OK(rdzvd_record_header_in(img + off[5], RDZVD_TABLE_JOBS, RDZVD_CHANGE_SET,
+                                     (const uint8_t *)"k5", 2, (const uint8_t *)"value", 5));
+    write_file("jobrec", img, len);
+    j = jopen("jobrec", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 5);
+    ASSERT_EQ(file_size("jobrec"), off[5]);
+    expect_value(r, "k4", "value");
+    expect_missing(r, "k5");
+    rdzvd_journal_close(j, false);
+    free(img);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+    remove_journal("jobrec");
+}
+
 static int try_open(const char *name)
 {
     struct rdzvd_store *s = new_store();
@@ -847,6 +882,7 @@ int main(void)
     TEST(test_replay_equals_original_random);
     TEST(test_torn_tail_every_offset);
     TEST(test_corrupt_crc_in_middle);
+    TEST(test_job_table_record_refused);
     TEST(test_bad_header_and_unreadable);
     TEST(test_owner_in_header);
     TEST(test_version_1_upgraded);

@@ -332,7 +332,7 @@ static void test_three_replicas(void)
         snprintf(rp->dir, sizeof(rp->dir), "/tmp/rdzv-repl-XXXXXX");
         ASSERT_NOT_NULL(mkdtemp(rp->dir));
         ASSERT_OK(rdzvd_store_new(&lim, wake, &rp->store));
-        rdzvd_repl_fsm_init(&rp->fsm, rp->store);
+        rdzvd_repl_fsm_init(&rp->fsm, rp->store, NULL);
         ASSERT_OK(rdzvd_repl_net_init(&rp->tr, &T.loop, &T.token, 2000));
         ASSERT_OK(raft_uv_init(&rp->io, &T.loop, rp->dir, &rp->tr));
         ASSERT_OK(raft_init(&rp->raft, &rp->io, &rp->fsm.fsm, i + 1, rp->addr));

@@ -5,7 +5,9 @@
  *   - writes acknowledged by a leader survive its crash: the new leader has every one, and after
  *     the old one is revived all stores are equal (a lagging replica gets a snapshot);
  *   - a leader cut off from the majority commits nothing: its writes are never acknowledged, the
- *     majority goes on, and after the partition heals there is one history. */
+ *     majority goes on, and after the partition heals there is one history;
+ *   - the job table (a replica's jobs' records) goes through the same log and snapshots, apart
+ *     from the clients' keys: a new leader reads the record the old one committed. */
 #include <errno.h>
 #include <raft.h>
 #include <raft/fixture.h>
@@ -14,6 +16,9 @@
 #include <string.h>
 
 #include "../tap.h"
+#include "../../common/rdzv-buf.h"
+#include "rdzvd-job-record.h"
+#include "rdzvd-record.h"
 #include "rdzvd-repl.h"
 #include "rdzvd-store.h"
 
@@ -35,6 +40,7 @@ static const struct rdzv_limits lim = {
 struct cluster {
     struct raft_fixture f;
     struct rdzvd_store *store[N];
+    struct rdzvd_store *jobs[N]; /* each replica's job table */
     struct rdzvd_repl_fsm fsm[N];
 };
 
@@ -60,7 +66,8 @@ static void cluster_start(struct cluster *c, unsigned snapshot_threshold)
     ASSERT_OK(raft_fixture_initialize(&c->f));
     for (unsigned i = 0; i < N; i++) {
         ASSERT_OK(rdzvd_store_new(&lim, wake, &c->store[i]));
-        rdzvd_repl_fsm_init(&c->fsm[i], c->store[i]);
+        ASSERT_OK(rdzvd_store_new(&lim, wake, &c->jobs[i]));
+        rdzvd_repl_fsm_init(&c->fsm[i], c->store[i], c->jobs[i]);
         ASSERT_OK(raft_fixture_grow(&c->f, &c->fsm[i].fsm));
         if (snapshot_threshold) {
             raft_set_snapshot_threshold(raft_fixture_get(&c->f, i), snapshot_threshold);
@@ -77,8 +84,10 @@ static void cluster_start(struct cluster *c, unsigned snapshot_threshold)
 static void cluster_stop(struct cluster *c)
 {
     raft_fixture_close(&c->f);
-    for (unsigned i = 0; i < N; i++)
+    for (unsigned i = 0; i < N; i++) {
         rdzvd_store_free(c->store[i]);
+        rdzvd_store_free(c->jobs[i]);
+    }
 }
 
 static void write_cb(struct raft_apply *req, int status, void *result)
@@ -391,10 +400,115 @@ static void test_refusal_is_replicated(void)
     cluster_stop(&c);
 }
 
+/* The records a leader's job table change makes (as rdzvd-replica.c captures them). */
+static void jobs_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen)
+{
+    struct rdzv_buf *b = ud;
+    uint8_t h[RDZVD_RECORD_HDR_LEN];
+
+    ASSERT_OK(rdzvd_record_header_in(h, RDZVD_TABLE_JOBS, what, key, klen, val, vlen));
+    ASSERT_OK(rdzv_buf_put(b, h, sizeof(h)));
+    ASSERT_OK(rdzv_buf_put(b, key, klen));
+    if (vlen)
+        ASSERT_OK(rdzv_buf_put(b, val, vlen));
+}
+
+/* Submit rec (put; or del when gen is 0) of the job table on server i, as one entry with a
+ * clients' SET of the same key: the two tables must not mix. */
+static void submit_job(struct cluster *c, unsigned i, struct write *w, const char *run_id,
+                       uint64_t gen, int64_t restarts)
+{
+    struct rdzvd_job_record rec = {.min = 1, .max = 2, .max_restarts = 3, .generation = gen,
+                                   .restart_count = restarts, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 29500};
+    struct rdzvd_store *scratch;
+    struct rdzv_buf b = {0};
+    struct raft_buffer buf;
+    char key[64];
+    uint8_t h[RDZVD_RECORD_HDR_LEN];
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &scratch));
+    if (!gen) {
+        ASSERT_OK(rdzvd_job_record_put(scratch, &rec)); /* so that the del below changes it */
+        rdzvd_store_set_change_cb(scratch, jobs_change_cb, &b);
+        ASSERT_OK(rdzvd_job_record_del(scratch, run_id));
+    } else {
+        rdzvd_store_set_change_cb(scratch, jobs_change_cb, &b);
+        ASSERT_OK(rdzvd_job_record_put(scratch, &rec));
+    }
+    snprintf(key, sizeof(key), "job/%s", run_id);
+    ASSERT_OK(rdzvd_record_header(h, RDZVD_CHANGE_SET, (const uint8_t *)key, strlen(key),
+                                  (const uint8_t *)"client", 6));
+    ASSERT_OK(rdzv_buf_put(&b, h, sizeof(h)));
+    ASSERT_OK(rdzv_buf_put(&b, key, strlen(key)));
+    ASSERT_OK(rdzv_buf_put(&b, "client", 6));
+    memset(w, 0, sizeof(*w));
+    w->req.data = w;
+    ASSERT_OK(rdzvd_repl_batch(&buf, 0, rdzv_buf_head(&b), rdzv_buf_avail(&b)));
+    rdzv_buf_free(&b);
+    rdzvd_store_free(scratch);
+    if (raft_apply(raft_fixture_get(&c->f, i), &w->req, &buf, 1, write_cb) != 0) {
+        raft_free(buf.base);
+        w->status = RAFT_NOTLEADER;
+        w->done = true;
+    }
+}
+
+/* The job table goes through the log and through snapshots, apart from the clients' keys: the
+ * next leader reads the generation and restart count the old one committed. */
+static void test_job_table(void)
+{
+    enum { W = 24 };
+    struct cluster c;
+    struct write *w = calloc(W + 1, sizeof(*w));
+    struct rdzvd_job_record rec;
+    char id[32];
+    unsigned old, now;
+
+    ASSERT_NOT_NULL(w);
+    cluster_start(&c, 8);
+    old = raft_fixture_leader_index(&c.f);
+    submit_job(&c, old, &w[0], "train-a", 3, 2);
+    ASSERT_TRUE(raft_fixture_step_until(&c.f, all_done, w, T_STEP));
+    ASSERT_TRUE(w[0].status == 0 && w[0].result == 0);
+    raft_fixture_kill(&c.f, old);
+    ASSERT_TRUE(raft_fixture_step_until_has_no_leader(&c.f, T_STEP));
+    ASSERT_TRUE(raft_fixture_step_until_has_leader(&c.f, T_STEP));
+    now = raft_fixture_leader_index(&c.f);
+    barrier(&c, now);
+    ASSERT_OK(rdzvd_job_record_get(c.jobs[now], "train-a", &rec));
+    ASSERT_TRUE(rec.generation == 3 && rec.restart_count == 2 && rec.running);
+    ASSERT_EQ(rdzvd_store_num_keys(c.jobs[now]), 1);
+    /* The clients' key of the same name is the clients' alone. */
+    ASSERT_TRUE(has(c.store[now], "job/train-a", "client"));
+    /* Past the snapshot threshold while the old leader is down: jobs come and go. */
+    for (unsigned k = 1; k < W; k++) {
+        snprintf(id, sizeof(id), "job-%u", k % 5);
+        submit_job(&c, now, &w[k], k % 3 == 0 ? "train-a" : id, k % 4 == 0 ? 0 : k + 3, 2);
+    }
+    ASSERT_TRUE(raft_fixture_step_until(&c.f, all_done, w, T_STEP));
+    raft_fixture_revive(&c.f, old);
+    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, now)),
+                                                T_STEP));
+    ASSERT_TRUE(c.fsm[old].restores >= 1);
+    assert_equal_stores(&c);
+    for (unsigned i = 0; i < N; i++) {
+        ASSERT_EQ(rdzvd_store_num_keys(c.jobs[i]), rdzvd_store_num_keys(c.jobs[now]));
+        ASSERT_OK(rdzvd_job_record_get(c.jobs[i], "train-a", &rec));
+        ASSERT_EQ(rec.generation, 21 + 3); /* its last put: k = 21 */
+    }
+    ASSERT_EQ(rdzvd_job_record_get(c.jobs[old], "job-0", &rec), -ENOENT); /* k = 20: a del */
+    cluster_stop(&c);
+    free(w);
+}
+
 int main(void)
 {
     TEST(test_leader_crash);
     TEST(test_partition);
     TEST(test_refusal_is_replicated);
+    TEST(test_job_table);
     return tap_done();
 }
