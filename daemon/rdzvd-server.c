@@ -79,6 +79,7 @@ struct rdzvd_server {
     bool replica_closing;
     char leader_seen[RDZVD_ENDPOINT_LEN]; /* the leader last logged by this follower */
     bool syncing; /* a new leader applies its predecessors' log: nothing is served meanwhile */
+    bool led;     /* this replica served as the leader, and has not seen itself deposed since */
     bool failed;  /* replication failed: stopping (rdzvd_server_failed) */
 };
 
@@ -285,6 +286,7 @@ static int replica_admits(struct rdzvd_server *srv, struct rdzvd_conn *c, uint8_
 
     switch (srv->rops->role(srv->replica)) {
     case RDZVD_ROLE_LEADER:
+        srv->led = true;
         return 1;
     case RDZVD_ROLE_SYNCING:
         srv->syncing = true;
@@ -315,6 +317,52 @@ static int replica_admits(struct rdzvd_server *srv, struct rdzvd_conn *c, uint8_
     }
     rdzvd_conn_close(c, "not the leader");
     return -1;
+}
+
+/* This replica served as the leader and is not the leader any more (it lost its majority, or
+ * another was elected while it was stopped): its store and its jobs may be behind the cluster's.
+ * It serves nothing more from them: its jobs are dropped without a word to the job table (they
+ * are the next leader's now, rebuilt from their records when the agents resume there), and every
+ * connection it took as the leader is closed, so that agents go to their other endpoints. */
+static void server_deposed(struct rdzvd_server *srv)
+{
+    const char *leader = srv->rops->leader(srv->replica);
+
+    srv->led = false;
+    log_warn("replication: replica %u is no longer the leader (%s%s): closing the connections it "
+             "served as the leader; its jobs go on with the next one",
+             srv->rops->id(srv->replica), leader ? "the leader is " : "no leader is elected yet",
+             leader ? leader : "");
+    if (srv->peer && srv->peer->shutdown)
+        srv->peer->shutdown(srv->peer_ud);
+    rdzvd_conn_group_close(&srv->main.group, "this replica is no longer the leader");
+}
+
+static const struct rdzvd_session_ops first_bytes_ops;
+
+/* Each turn of a connection's requests: a replica serves them only while it leads. */
+static bool server_may_serve_cb(struct rdzvd_transport *t, struct rdzvd_conn *c)
+{
+    struct rdzvd_server *srv = rdzv_container_of(t, struct rdzvd_server, net);
+    enum rdzvd_role role;
+
+    if (!srv->replica || srv->stopping)
+        return true;
+    role = srv->rops->role(srv->replica);
+    if (role == RDZVD_ROLE_LEADER || role == RDZVD_ROLE_SYNCING) {
+        srv->led |= role == RDZVD_ROLE_LEADER;
+        return true;
+    }
+    if (srv->led)
+        server_deposed(srv);
+    if (rdzvd_conn_closing(c))
+        return false; /* closed just now, with the connections it served as the leader */
+    /* A connection still choosing its session is refused with the leader's address
+     * (replica_admits); one on a job's store listener goes with its job. */
+    if (rdzvd_conn_group(c) != &srv->main.group || rdzvd_conn_in_session(c, &first_bytes_ops))
+        return true;
+    rdzvd_conn_close(c, "this replica is no longer the leader");
+    return false;
 }
 
 void rdzvd_conn_flush_pending(struct rdzvd_server *srv)
@@ -357,6 +405,7 @@ static const struct rdzvd_transport_hooks server_hooks = {
     .release = server_release_cb,
     .handshake_expired = server_handshake_expired_cb,
     .closed = server_transport_closed_cb,
+    .may_serve = server_may_serve_cb,
 };
 
 static void persist_close_handles(struct rdzvd_server *srv)

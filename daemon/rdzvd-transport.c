@@ -637,6 +637,8 @@ static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         c->turn_frames = 0;
     }
     c->over_budget = false;
+    if (t->hooks->may_serve && !t->hooks->may_serve(t, c))
+        return -1;
     while (off < n) {
         const struct rdzvd_session_ops *ops = c->ops;
         ssize_t r;
@@ -952,6 +954,11 @@ void *rdzvd_conn_session_data(const struct rdzvd_conn *c)
 void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes)
 {
     c->need = bytes;
+}
+
+bool rdzvd_conn_in_session(const struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
+{
+    return c->ops == ops;
 }
 
 struct rdzvd_conn_group *rdzvd_conn_group(const struct rdzvd_conn *c)

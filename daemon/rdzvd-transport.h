@@ -71,6 +71,9 @@ struct rdzvd_transport_hooks {
     /* The transport's own handle finished closing (after rdzvd_transport_done): t may be freed
      * now as far as the transport is concerned. Optional. */
     void (*closed)(struct rdzvd_transport *t);
+    /* Before c's requests of a turn are served: true to serve them; false when the hook closed
+     * c (e.g. a replica no longer the leader: its store may be stale). Optional. */
+    bool (*may_serve)(struct rdzvd_transport *t, struct rdzvd_conn *c);
 };
 
 /* Per daemon; embedded by the server. Fields are the transport's, except those marked. */
@@ -167,6 +170,8 @@ void rdzvd_conn_handshake_done(struct rdzvd_conn *c);
 /* Whether c is still waiting for its handshake deadline. */
 bool rdzvd_conn_handshaking(const struct rdzvd_conn *c);
 struct rdzvd_conn_group *rdzvd_conn_group(const struct rdzvd_conn *c);
+/* Whether ops is the session in charge of c. */
+bool rdzvd_conn_in_session(const struct rdzvd_conn *c, const struct rdzvd_session_ops *ops);
 uv_loop_t *rdzvd_conn_loop(const struct rdzvd_conn *c);
 /* Close every connection of g, with reason. */
 void rdzvd_conn_group_close(struct rdzvd_conn_group *g, const char *reason);

@@ -10,6 +10,8 @@
 #     keep changes that may not commit;
 #   - a job's record (generation, restart count, size) is committed through the log before its
 #     agents hear of it: the next leader checks every resume against it;
+#   - a leader that lost its majority answers nothing more from its store (it may be stale): it
+#     closes the connections it served, and its agents resume on the next leader;
 #   - the links between replicas need the token when there is one;
 #   - command-line mistakes get a one-line message.
 import os
@@ -273,6 +275,49 @@ class Replicas(unittest.TestCase):
         self.assertEqual(op, STATUS_REPLY)
         job = [j for j in reply["jobs"] if j["run_id"] == "rec-job"][0]
         self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
+
+    def test_deposed_leader_serves_nothing_stale(self):
+        """Both followers stopped: the leader steps down within an election timeout and, from
+        then on, answers nothing from its store, which may be behind the cluster's. Its TCPStore
+        clients and agents are closed (an agent goes to its other endpoints), its jobs are
+        dropped without a word to their records, and it stays up to follow. Before, it went on
+        answering GETs from its store."""
+        cl = self.cluster()
+        lead, c = cl.leader()
+        c.set(b"k", b"v1")
+        p = Peer(lead.port)
+        self.addCleanup(p.close)
+        p.hello()
+        p.send(JOIN, join_body("dep-job", "n0", mx=1))
+        op, joined = p.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        op, rnd = p.recv_json()
+        self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+        others = [r for r in cl.r if r is not lead]
+        for r in others:
+            os.kill(r.proc.pid, signal.SIGSTOP)
+            self.addCleanup(os.kill, r.proc.pid, signal.SIGCONT)
+        time.sleep(2.0)  # election timeout 300 ms: libraft's leader steps down without a majority
+        c.send(enc("modern", "GET", s(b"k")))
+        self.assertEqual(c.assert_closed(timeout=5), b"")
+        self.assertTrue(p.closed_within())
+        self.assertIn("is no longer the leader", lead.text())
+        for r in others:
+            os.kill(r.proc.pid, signal.SIGCONT)
+        lead2, c2 = cl.leader()
+        self.assertEqual(c2.get(b"k"), b"v1")
+        q = Peer(lead2.port)
+        self.addCleanup(q.close)
+        q.hello()
+        body = join_body("dep-job", "n0", mx=1, resume=resume(master_port=rnd["master_port"]))
+        body["secret"] = joined["secret"]
+        q.send(JOIN, body)
+        op, body = q.recv_json()
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        self.assertEqual(body["generation"], 1, body)
+        self.assertTrue(lead.alive(), lead.text()[-3000:])
+        self.assertNotIn("replication failed", lead.text())
 
     def test_links_need_the_token(self):
         token = "replica-token-0123456789abcdef"
