@@ -49,6 +49,9 @@ struct agent_session {
     struct agent_nccl_root *nccl; /* holder of this generation's NCCL bootstrap roots */
     uint64_t nccl_generation;
     uv_timer_t heartbeat;
+    /* With replicas (--endpoint A,B,C): runs from a lost connection until the next JOINED; when
+     * it fires (--heartbeat-timeout) no leader could be reached, and the workers stop. */
+    uv_timer_t leaderless;
     struct rdzv_round round;   /* the current (or last) generation's assignment */
     int exit_code;
     bool local_failure;        /* one of our workers failed */
@@ -504,6 +507,7 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
 
     /* Reconnect here first (with replicas: the leader, as far as we know). */
     a->ep_last = agent_client_endpoint(c);
+    (void)uv_timer_stop(&a->leaderless);
     /* Our proof of who we are when we reconnect (a resume, or a spare back after a stall). */
     if (secret[0])
         snprintf(a->join.secret, sizeof(a->join.secret), "%s", secret);
@@ -516,14 +520,47 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     }
 }
 
+/* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
+ * this node may be on the minority side of a partition, where no generation can form, while the
+ * majority's leader goes on without it after the same timeout. Its workers stop rather than train
+ * a copy of the model that may diverge; the failure is reported once a leader answers, and the
+ * job goes on as after any failure (issue 18). */
+static void leaderless_cb(uv_timer_t *t)
+{
+    struct agent_session *a = t->data;
+    char reason[RDZV_REASON_MAX + 1];
+
+    if (!a->group || agent_group_running(a->group) == 0)
+        return;
+    snprintf(reason, sizeof(reason),
+             "its node reached no rdzvd leader for %.1f s (--heartbeat-timeout): stopped rather "
+             "than train a copy that may diverge",
+             a->cfg.heartbeat_timeout_s);
+    log_error("no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
+              "stopping the workers rather than train a copy that may diverge; reconnecting",
+              a->cfg.heartbeat_timeout_s);
+    if (a->state == AG_RUNNING) {
+        a->local_failure = true;
+        report_failure(a, a->round.rank_offset, 0, 128 + SIGTERM, SIGTERM, reason);
+        session_set_state(a, AG_RESTARTING);
+        a->stopping_gen = a->round.generation;
+        a->restart_pending = false;
+    }
+    agent_group_stop(a->group, SIGTERM);
+}
+
 /* The connection to rdzvd broke: keep the workers, reconnect and re-register. */
 static void on_lost(struct agent_client *c, const char *msg, void *ud)
 {
     struct agent_session *a = ud;
     int r;
 
-    log_warn("%s; workers keep running, reconnecting (for up to %.0f s)", msg,
-             a->cfg.connect_timeout_s);
+    log_warn("%s; workers keep running, reconnecting (for up to %.0f s%s)", msg,
+             a->cfg.connect_timeout_s,
+             a->cfg.eps->n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
+    if (a->cfg.eps->n > 1 && !uv_is_active((uv_handle_t *)&a->leaderless))
+        (void)uv_timer_start(&a->leaderless, leaderless_cb,
+                             (uint64_t)(a->cfg.heartbeat_timeout_s * 1000), 0);
     agent_client_close(c, NULL, NULL);
     a->client = NULL;
     r = agent_connect(a);
@@ -645,8 +682,10 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
 
     a->group = g;
     a->join = *join;
-    a->heartbeat.data = a;
-    r = uv_timer_init(a->loop, &a->heartbeat);
+    a->heartbeat.data = a->leaderless.data = a;
+    r = uv_timer_init(a->loop, &a->leaderless);
+    if (r == 0)
+        r = uv_timer_init(a->loop, &a->heartbeat);
     if (r == 0)
         r = uv_timer_start(&a->heartbeat, heartbeat_cb, (uint64_t)(a->cfg.heartbeat_s * 1000),
                            (uint64_t)(a->cfg.heartbeat_s * 1000));

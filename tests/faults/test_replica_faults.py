@@ -4,7 +4,12 @@ SIGKILL the leader mid-job, rdzv-train, gloo, 2 agents x 2 workers). The agents 
 three replicas as --endpoint; they find the leader, and when it is SIGKILLed they find the next one
 and re-register their generation there. The job completes: every agent exits 0, no worker is
 started again (4 starts in all, each exits 0), the trainer reaches its last step, and the new
-leader rebuilt the same generation with the same restart count (never backwards)."""
+leader rebuilt the same generation with the same restart count (never backwards).
+
+With every replica stopped (what an agent on the minority side of a partition sees: no leader
+anywhere), the agents stop their workers after --heartbeat-timeout rather than train a copy that
+may diverge; once a leader answers again they report it, and the job goes on in a new generation
+(issue 18, item 6)."""
 import os
 import re
 import signal
@@ -47,7 +52,7 @@ class ReplicaFaults(unittest.TestCase):
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
-    def agent(self, i):
+    def agent(self, i, extra=(), cmd=None):
         out, err = (os.path.join(self.tmp, "agent%d.%s" % (i, x)) for x in ("out", "err"))
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("RDZV_", "PET_", "TORCHELASTIC_", "MASTER_", "SLURM_",
@@ -59,10 +64,10 @@ class ReplicaFaults(unittest.TestCase):
             p = subprocess.Popen(
                 [AGENT, "--endpoint", self.cl.peers, "--rdzv-id", "replicated", "--nnodes", "2",
                  "--nproc", "2", "--token-file", self.token, "--heartbeat-timeout", "5",
-                 "--connect-timeout", "30", "--nccl", "off", "--log-level", "info", "--",
-                 TRAIN, "--backend", "gloo", "--samples", "256", "--batch-size", "32",
-                 "--layers", "784,64,784", "--log-every", "10", "--steps", str(STEPS),
-                 "--timeout", "30"],
+                 "--connect-timeout", "30", "--nccl", "off", "--log-level", "info", *extra, "--",
+                 *(cmd or [TRAIN, "--backend", "gloo", "--samples", "256", "--batch-size", "32",
+                           "--layers", "784,64,784", "--log-every", "10", "--steps", str(STEPS),
+                           "--timeout", "30"])],
                 env=env, stdin=subprocess.DEVNULL, stdout=o, stderr=e, start_new_session=True)
         self.agents.append((p, out, err))
         return p
@@ -114,6 +119,42 @@ class ReplicaFaults(unittest.TestCase):
                                                  if r is not lead))
         self.assertIn("restart 0 of", lead.text())  # generation 1 formed with restart 0 ...
         self.assertNotIn("restarting generation", new[0].text())  # ... and none charged since
+
+    def test_no_leader_stops_the_workers(self):
+        self.cl.leader()
+        worker = ["/bin/sh", "-c", "sleep 10"]
+        for i in range(2):
+            self.agent(i, ("--heartbeat-timeout", "2", "--max-restarts", "3"), worker)
+        deadline = time.monotonic() + 60
+        while sum(len(STARTED_RE.findall(self.read(e).decode(errors="replace")))
+                  for _, _, e in self.agents) < 4:
+            self.assertLess(time.monotonic(), deadline, "workers never started: %s" % (
+                [self.read(e)[-1500:] for _, _, e in self.agents]))
+            time.sleep(0.05)
+        for r in self.cl.r:
+            os.kill(r.proc.pid, signal.SIGSTOP)
+            self.addCleanup(os.kill, r.proc.pid, signal.SIGCONT)
+        # Silence for --heartbeat-timeout (2 s): the connection is lost; no leader for another
+        # 2 s: the workers stop.
+        deadline = time.monotonic() + 20
+        while not all(b"no rdzvd leader reachable" in self.read(e) for _, _, e in self.agents):
+            self.assertLess(time.monotonic(), deadline, "the workers kept running: %s" % (
+                [self.read(e)[-2000:] for _, _, e in self.agents]))
+            time.sleep(0.05)
+        for r in self.cl.r:
+            os.kill(r.proc.pid, signal.SIGCONT)
+        for p, _, e in self.agents:
+            rc = p.wait(timeout=120)
+            self.assertEqual(rc, 0, self.read(e)[-3000:].decode(errors="replace"))
+        errs = [self.read(e).decode(errors="replace") for _, _, e in self.agents]
+        for t in errs:
+            self.assertIn("no rdzvd leader reachable for 2.0 s", t)
+            self.assertRegex(t, r"worker rank \d+ \(local rank \d+\) was killed by signal 15")
+        starts = sorted(int(r) for t in errs for r, _ in STARTED_RE.findall(t))
+        self.assertEqual(starts, [0, 0, 1, 1, 2, 2, 3, 3],
+                         "not one new generation:\n" + "\n".join(errs))
+        led = [r for r in self.cl.r if "job=replicated gen=2 generation 2 formed" in r.text()]
+        self.assertTrue(led, "\n".join(r.text()[-3000:] for r in self.cl.r))
 
 
 if __name__ == "__main__":
