@@ -147,24 +147,48 @@ static void client_end(struct agent_client *c, bool lost, const char *fmt, ...)
 #define client_fail(c, ...) client_end(c, false, __VA_ARGS__)
 #define client_lost(c, ...) client_end(c, true, __VA_ARGS__)
 
+/* With several endpoints, one that does not answer before JOINED is left for the next: a
+ * replica's host that is gone (its connect hangs in SYN retries for minutes) or stopped. */
+static bool silence_moves_on(const struct agent_client *c)
+{
+    return c->eps.n > 1 && (c->state == CL_CONNECTING || c->state == CL_HELLO ||
+                            c->state == CL_AUTH);
+}
+
 static void silence_cb(uv_timer_t *t)
 {
     struct agent_client *c = t->data;
+    char why[400];
 
+    if (silence_moves_on(c)) {
+        if (c->state == CL_CONNECTING)
+            snprintf(why, sizeof(why), "rdzvd at %s did not accept the connection within %.1f s",
+                     c->name, (double)AGENT_CONNECT_ATTEMPT_MS / 1000);
+        else
+            snprintf(why, sizeof(why), "rdzvd at %s sent nothing for %.1f s", c->name,
+                     (double)c->silence_ms / 1000);
+        client_move(c, -1, why);
+        return;
+    }
     client_lost(c, "rdzvd at %s:%s sent nothing for %.1f s", c->host, c->port,
                 (double)c->silence_ms / 1000);
 }
 
 static void silence_rearm(struct agent_client *c)
 {
-    if (c->silence_ms && c->state != CL_DEAD && !c->closing)
-        (void)uv_timer_start(&c->silence, silence_cb, c->silence_ms, 0); /* fails only once closing */
+    uint64_t ms = c->silence_ms;
+
+    if (c->state == CL_CONNECTING && ms > AGENT_CONNECT_ATTEMPT_MS)
+        ms = AGENT_CONNECT_ATTEMPT_MS;
+    if (ms && c->state != CL_DEAD && !c->closing)
+        (void)uv_timer_start(&c->silence, silence_cb, ms, 0); /* fails only once closing */
 }
 
 void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms)
 {
     c->silence_ms = silence_ms;
-    if (c->state == CL_HELLO || c->state == CL_AUTH || c->state == CL_JOINED)
+    if (c->state == CL_HELLO || c->state == CL_AUTH || c->state == CL_JOINED ||
+        silence_moves_on(c))
         silence_rearm(c);
 }
 
@@ -517,7 +541,9 @@ static void schedule_retry(struct agent_client *c, int err)
                   uv_strerror(err));
         client_use(c, (c->cur + 1) % c->eps.n);
         if (c->cur != c->round_start) {
-            (void)uv_timer_start(&c->retry, retry_cb, 0, 0);
+            /* 1 ms, not 0: started from a timer (silence_cb), a 0 ms timer would fire in the
+             * same timer phase, before the closing socket's handle is free to be set up again. */
+            (void)uv_timer_start(&c->retry, retry_cb, 1, 0);
             return;
         }
     }
@@ -632,6 +658,8 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         c->state = CL_CONNECTING;
         c->connect_req.data = c;
         r = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, connect_cb);
+        if (r == 0 && silence_moves_on(c))
+            silence_rearm(c);
     }
     if (!c->numeric)
         uv_freeaddrinfo(res);

@@ -17,6 +17,9 @@ struct agent_client;
  * (--endpoint A,B,C). The client tries them in turn and follows a follower's redirect to the
  * leader (protocol 1.3), which may add one more (a leader not in the list). */
 #define AGENT_ENDPOINTS_MAX 8
+/* With several endpoints, a connect not accepted this long moves to the next one (a replica's
+ * host that is gone keeps a SYN unanswered for minutes; one that is up answers in a millisecond). */
+#define AGENT_CONNECT_ATTEMPT_MS 1000
 struct agent_endpoint {
     char host[256];
     uint16_t port;

@@ -558,9 +558,13 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
     log_warn("%s; workers keep running, reconnecting (for up to %.0f s%s)", msg,
              a->cfg.connect_timeout_s,
              a->cfg.eps->n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
-    if (a->cfg.eps->n > 1 && !uv_is_active((uv_handle_t *)&a->leaderless))
-        (void)uv_timer_start(&a->leaderless, leaderless_cb,
-                             (uint64_t)(a->cfg.heartbeat_timeout_s * 1000), 0);
+    if (a->cfg.eps->n > 1) {
+        /* The replica we lost is the last to try again: the leader is elsewhere now. */
+        a->ep_last = (a->ep_last + 1) % a->cfg.eps->n;
+        if (!uv_is_active((uv_handle_t *)&a->leaderless))
+            (void)uv_timer_start(&a->leaderless, leaderless_cb,
+                                 (uint64_t)(a->cfg.heartbeat_timeout_s * 1000), 0);
+    }
     agent_client_close(c, NULL, NULL);
     a->client = NULL;
     r = agent_connect(a);

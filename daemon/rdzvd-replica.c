@@ -383,6 +383,9 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
     r->raft_ready = true;
     raft_set_election_timeout(&r->raft, RDZVD_REPL_ELECTION_MS);
     raft_set_heartbeat_timeout(&r->raft, RDZVD_REPL_HEARTBEAT_MS);
+    /* A replica cut off from the others runs pre-votes, which raise no term: healed, it does not
+     * depose the leader the majority elected meanwhile (its term would have been the highest). */
+    raft_set_pre_vote(&r->raft, true);
     rdzvd_store_set_change_cb(store, change_cb, r);
     if (jobs)
         rdzvd_store_set_change_cb(jobs, jobs_change_cb, r);
