@@ -317,8 +317,18 @@ static void print_status(const struct rdzv_status *st)
                (long long)job->generation, (long long)job->restart_count,
                (long long)job->max_restarts, (long long)job->nodes_in_generation,
                (long long)job->min_nodes, (long long)job->max_nodes, (long long)job->world_size);
-        printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
-               "WORKERS", "FAILURES");
+        if (job->ended) {
+            printf("  outcome: %s, exit code %lld", esc(e1, sizeof(e1), job->outcome_type),
+                   (long long)job->outcome_exit_code);
+            if (job->duration_s >= 0)
+                printf(", ran %.1f s", job->duration_s);
+            if (job->ended_age_s >= 0)
+                printf(", ended %.0f s ago", job->ended_age_s);
+            printf(": %s\n", esc(e1, sizeof(e1), job->outcome_summary));
+        }
+        if (job->n_nodes > 0 || !job->ended)
+            printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
+                   "WORKERS", "FAILURES");
         for (size_t k = 0; k < job->n_nodes; k++) {
             const struct rdzv_status_node *n = &job->nodes[k];
             char rk[24];

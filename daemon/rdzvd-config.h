@@ -29,6 +29,12 @@
  * connection (its bytes are held meanwhile, under --max-input-bytes). */
 #define RDZVD_REQUEST_TIMEOUT_MS 30000
 
+/* --keep-ended and --keep-ended-max: how long, and how many of them at most, jobs that ended stay
+ * in STATUS, the status page and /metrics (their outcome, root cause, restarts, duration). */
+#define RDZVD_KEEP_ENDED_MS (3600u * 1000)
+#define RDZVD_KEEP_ENDED_MAX 100u
+#define RDZVD_KEEP_ENDED_MAX_LIMIT 10000u
+
 struct rdzv_token;
 struct rdzvd_peer_handler;
 struct rdzvd_peers;
@@ -45,6 +51,8 @@ struct rdzvd_config {
     const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
     const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
     uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+    uint64_t keep_ended_ms;             /* ended jobs in status this long (--keep-ended; 0: none) */
+    uint64_t keep_ended_max;            /* and at most this many (--keep-ended-max; 0: none) */
     uint64_t request_timeout_ms;        /* close connections with a request incomplete that long;
                                          * 0: never */
     /* A daemon embedded in rdzv-agent --standalone: connections accepted and closed, jobs

@@ -103,6 +103,69 @@ static char *buf_to_str(struct rdzv_buf *b, int r)
 
 /* Per rank of each job's current generation that reported progress: its last step and the age
  * of that report (issue 14). Nonzero when out of memory. */
+/* Job i is one that ended and is kept for status (--keep-ended): its metrics are the
+ * rdzvd_job_ended_* ones, so that a new job of the same run id has the live ones to itself. */
+static bool kept_ended(const struct rdzv_status *st, size_t i)
+{
+    return st->jobs[i].ended && st->jobs[i].ended_age_s >= 0;
+}
+
+static size_t live_jobs(const struct rdzv_status *st)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < st->n_jobs; i++)
+        n += !kept_ended(st, i);
+    return n;
+}
+
+/* Jobs that ended and are kept: the newest of each run id (a run id used again within
+ * --keep-ended would repeat a series). */
+static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    static const char *const names[] = {"rdzvd_job_ended_exit_code",
+                                        "rdzvd_job_ended_duration_seconds",
+                                        "rdzvd_job_ended_age_seconds",
+                                        "rdzvd_job_ended_restarts",
+                                        "rdzvd_job_ended_generation"};
+    static const char *const helps[] = {
+        "Exit code of a job that ended (0: succeeded), kept for --keep-ended.",
+        "How long a job that ended ran, from its first JOIN to its end.",
+        "Seconds since a job ended.", "Restarts a job that ended used.",
+        "The last generation of a job that ended."};
+    int r = 0;
+
+    for (unsigned m = 0; m < RDZV_ARRAY_SIZE(names); m++) {
+        r |= bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", names[m], helps[m], names[m]);
+        for (size_t i = 0; i < st->n_jobs; i++) {
+            const struct rdzv_status_job *j = &st->jobs[i];
+            bool newer = false;
+
+            if (!kept_ended(st, i))
+                continue;
+            for (size_t k = i + 1; k < st->n_jobs && !newer; k++)
+                newer = kept_ended(st, k) && strcmp(st->jobs[k].run_id, j->run_id) == 0;
+            if (newer)
+                continue;
+            r |= bprintf(b, "%s{job=\"", names[m]);
+            r |= put_escaped(b, j->run_id, false);
+            r |= bprintf(b, "\",outcome=\"");
+            r |= put_escaped(b, j->outcome_type, false);
+            if (m == 0)
+                r |= bprintf(b, "\"} %lld\n", (long long)j->outcome_exit_code);
+            else if (m == 1)
+                r |= bprintf(b, "\"} %.3f\n", j->duration_s);
+            else if (m == 2)
+                r |= bprintf(b, "\"} %.3f\n", j->ended_age_s);
+            else if (m == 3)
+                r |= bprintf(b, "\"} %lld\n", (long long)j->restart_count);
+            else
+                r |= bprintf(b, "\"} %llu\n", (unsigned long long)j->generation);
+        }
+    }
+    return r;
+}
+
 static int put_rank_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
     static const struct {
@@ -163,10 +226,10 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                 "# TYPE rdzvd_requests_total counter\nrdzvd_requests_total %lld\n"
                 "# HELP rdzvd_store_keys Keys in the main store.\n"
                 "# TYPE rdzvd_store_keys gauge\nrdzvd_store_keys{store=\"main\"} %lld\n"
-                "# HELP rdzvd_jobs Jobs known to rdzvd.\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
+                "# HELP rdzvd_jobs Jobs known to rdzvd (not those that ended and are only kept).\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
                 st.uptime_s, (long long)st.connections, (long long)st.accepted,
                 (long long)st.rejected, (long long)st.protocol_errors, (long long)st.requests,
-                (long long)st.main_store_keys, st.n_jobs);
+                (long long)st.main_store_keys, live_jobs(&st));
     /* Each an int64_t (generation: uint64_t) of struct rdzv_status_job. */
     static const struct {
         const char *name, *type, *help;
@@ -192,6 +255,8 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
         for (size_t i = 0; i < st.n_jobs; i++) {
             const int64_t *v = (const int64_t *)((const char *)&st.jobs[i] + per_job[m].off);
 
+            if (kept_ended(&st, i))
+                continue;
             r |= bprintf(&b, "%s{job=\"", per_job[m].name);
             r |= put_escaped(&b, st.jobs[i].run_id, false);
             r |= bprintf(&b, "\"} %lld\n", (long long)*v);
@@ -200,6 +265,8 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
     r |= bprintf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
                      "# TYPE rdzvd_job_state gauge\n");
     for (size_t i = 0; i < st.n_jobs; i++) {
+        if (kept_ended(&st, i))
+            continue;
         for (unsigned s = 0; s < RDZV_ARRAY_SIZE(job_states); s++) {
             r |= bprintf(&b, "rdzvd_job_state{job=\"");
             r |= put_escaped(&b, st.jobs[i].run_id, false);
@@ -224,6 +291,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
         }
     }
     r |= put_rank_metrics(&b, &st);
+    r |= put_ended_metrics(&b, &st);
     rdzv_status_free(&st);
     return buf_to_str(&b, r ? -ENOMEM : 0);
 }

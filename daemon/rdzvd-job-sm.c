@@ -143,6 +143,8 @@ static void job_timer_close_cb(uv_handle_t *h)
 void job_free(struct rdzvd_job *j)
 {
     job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
+    if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
+        j->host.keep_ended(j->host.ended, j);
     if (!j->shutting_down)
         job_forget(j);
     rdzv_list_del(&j->node);

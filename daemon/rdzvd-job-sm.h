@@ -27,7 +27,10 @@
 #include "../common/rdzv-list.h"
 #include "../proto/rdzv-msg.h"
 
+struct rdzvd_ended_jobs;
+struct rdzvd_job;
 struct rdzvd_member;
+struct rdzvd_store;
 
 struct rdzvd_job_ops {
     /* To one member's peer. Frames are queued; a failure is logged by the op. */
@@ -65,6 +68,10 @@ struct rdzvd_job_host {
     /* A replica's job table (rdzvd_server_job_table), or NULL. When set, the jobs' records go
      * there (replicated) instead of to files in state_dirfd. */
     struct rdzvd_store *record_table;
+    /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
+     * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
+    struct rdzvd_ended_jobs *ended;
+    void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */

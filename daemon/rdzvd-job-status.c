@@ -5,8 +5,11 @@
  * changes nothing. */
 #include "rdzvd-job-status.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-status.h"
 #include "rdzvd-job-impl.h"
@@ -90,6 +93,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
         return r;
     if (j->state == JOB_ENDED) {
         sj->ended = true;
+        sj->duration_s = sj->ended_age_s = -1; /* known once its last member is gone */
         snprintf(sj->outcome_type, sizeof(sj->outcome_type), "%s", j->outcome.type);
         sj->outcome_exit_code = j->outcome.exit_code;
         snprintf(sj->outcome_summary, sizeof(sj->outcome_summary), "%s", j->outcome.summary);
@@ -97,8 +101,78 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     return 0;
 }
 
+/* ---- ended jobs ---- */
+
+struct ended_job {
+    struct rdzv_list node;
+    uint64_t ended_ms;
+    struct rdzv_status_job st; /* no nodes, no ranks: flat */
+};
+
+void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max)
+{
+    rdzv_list_init(&e->list);
+    e->n = 0;
+    e->max = max;
+    e->keep_ms = keep_ms;
+}
+
+static void ended_drop_oldest(struct rdzvd_ended_jobs *e)
+{
+    struct ended_job *x = rdzv_container_of(e->list.next, struct ended_job, node);
+
+    rdzv_list_del(&x->node);
+    free(x);
+    e->n--;
+}
+
+void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e)
+{
+    while (e->n > 0)
+        ended_drop_oldest(e);
+}
+
+/* Those kept past keep_ms go (the list is in end order). */
+static void ended_expire(struct rdzvd_ended_jobs *e, uint64_t now)
+{
+    while (e->n > 0 && now - rdzv_container_of(e->list.next, struct ended_job, node)->ended_ms >=
+                           e->keep_ms)
+        ended_drop_oldest(e);
+}
+
+void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
+{
+    uint64_t now = rdzv_now_ms();
+    struct ended_job *x;
+
+    ended_expire(e, now);
+    if (e->max == 0 || e->keep_ms == 0)
+        return;
+    x = calloc(1, sizeof(*x));
+    if (!x || job_status(j, now, &x->st) < 0) {
+        if (x)
+            rdzv_status_job_free_arrays(&x->st);
+        free(x);
+        log_warn("job=%s out of memory keeping its outcome for status", j->run_id);
+        return;
+    }
+    /* Its members are gone; what is left of them is in its events. */
+    rdzv_status_job_free_arrays(&x->st);
+    x->ended_ms = now;
+    x->st.duration_s = (double)(now - j->created_ms) / 1000;
+    while (e->n >= e->max)
+        ended_drop_oldest(e);
+    rdzv_list_add_tail(&e->list, &x->node);
+    e->n++;
+}
+
+static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_job *x, uint64_t now)
+{
+    return now - x->ended_ms >= e->keep_ms;
+}
+
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
-                      struct rdzv_status *ret)
+                      const struct rdzvd_ended_jobs *ended, struct rdzv_status *ret)
 {
     uint64_t now = rdzv_now_ms();
     struct rdzv_status st = {.port = info->port,
@@ -116,6 +190,9 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
     snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
     snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
     rdzv_list_for_each_safe(pos, tmp, jobs) n++;
+    if (ended)
+        rdzv_list_for_each_safe(pos, tmp, &ended->list)
+            n += !ended_expired(ended, rdzv_container_of(pos, struct ended_job, node), now);
     r = rdzv_status_alloc_jobs(&st, n);
     if (r < 0)
         goto out_free;
@@ -126,6 +203,19 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
         if (r < 0)
             goto out_free;
     }
+    if (ended)
+        rdzv_list_for_each_safe(pos, tmp, &ended->list)
+        {
+            const struct ended_job *x = rdzv_container_of(pos, struct ended_job, node);
+            struct rdzv_status_job *sj;
+
+            if (ended_expired(ended, x, now))
+                continue;
+            sj = &st.jobs[n++];
+            *sj = x->st;
+            sj->age_s += (double)(now - x->ended_ms) / 1000;
+            sj->ended_age_s = (double)(now - x->ended_ms) / 1000;
+        }
     *ret = st;
     return 0;
 

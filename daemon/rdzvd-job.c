@@ -32,6 +32,7 @@ struct rdzvd_jobs {
     struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
     struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
+    struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
     uint8_t member_key[MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
 };
 
@@ -386,7 +387,11 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,
+        .ended = &jobs->ended,
+        .keep_ended = rdzvd_ended_jobs_add,
     };
+    rdzvd_ended_jobs_init(&jobs->ended, rdzvd_server_config(srv)->keep_ended_ms,
+                          rdzvd_server_config(srv)->keep_ended_max);
     if (rdzvd_server_config(srv)->token) {
         jobs->host.member_key = rdzvd_server_config(srv)->token->key;
         jobs->host.member_key_len = rdzvd_server_config(srv)->token->len;
@@ -413,6 +418,7 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
 {
     if (jobs) {
         assert(rdzv_list_empty(&jobs->list));
+        rdzvd_ended_jobs_free(&jobs->ended);
         explicit_bzero(jobs->member_key, sizeof(jobs->member_key));
     }
     free(jobs);
@@ -424,5 +430,5 @@ int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret)
     struct rdzvd_server_info info;
 
     rdzvd_server_info(jobs->srv, &info);
-    return rdzvd_status_fill(&info, &jobs->list, ret);
+    return rdzvd_status_fill(&info, &jobs->list, &jobs->ended, ret);
 }

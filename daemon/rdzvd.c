@@ -126,8 +126,8 @@ static int ready_fd_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
 static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
 {
     struct rdzv_limits *lim = &o->cfg.lim;
-    double handshake_s = 0, request_s = 0;
-    bool handshake_set = false, request_set = false;
+    double handshake_s = 0, request_s = 0, keep_ended_s = 0;
+    bool handshake_set = false, request_set = false, keep_ended_set = false;
     const struct rdzv_opt table[] = {
         {.kind = RDZV_OPT_CALLBACK, .name = "port", .short_name = 'p', .cb = rdzv_opt_port_cb,
          .dest = &o->cfg.port, .metavar = "N",
@@ -214,6 +214,15 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .what = "expected 0 to 86400 seconds",
          .help = "close connections whose request has been incomplete\n"
                  "for SEC seconds (default 30; 0: never)"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "keep-ended", .dest = &keep_ended_s,
+         .seen = &keep_ended_set, .dmin = 0, .dmax = 30 * 86400, .metavar = "SEC",
+         .what = "expected 0 to 2592000 seconds",
+         .help = "show a job that ended (outcome, root cause, restarts,\n"
+                 "duration) in status and /metrics this long after its\n"
+                 "last agent left (default 3600; 0: not at all)"},
+        {.kind = RDZV_OPT_UINT, .name = "keep-ended-max", .dest = &o->cfg.keep_ended_max,
+         .umin = 0, .umax = RDZVD_KEEP_ENDED_MAX_LIMIT, .metavar = "N",
+         .help = "at most N ended jobs shown, the oldest dropped first\n(default 100)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "exit-when-idle", .cb = idle_cb,
          .metavar = "SEC[:FIRST]",
          .help = "exit (as on SIGTERM) once no agent has been connected\n"
@@ -249,6 +258,8 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         o->cfg.handshake_timeout_ms = (uint64_t)(handshake_s * 1000);
     if (r == 0 && request_set)
         o->cfg.request_timeout_ms = (uint64_t)(request_s * 1000);
+    if (r == 0 && keep_ended_set)
+        o->cfg.keep_ended_ms = (uint64_t)(keep_ended_s * 1000);
     return r;
 }
 
@@ -420,7 +431,8 @@ int main(int argc, char **argv)
     struct opts o = {
         .cfg = {.port = RDZV_DEFAULT_PORT, .legacy = RDZV_DIALECT_V20, .legacy_allowed = true,
                 .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS,
-                .request_timeout_ms = RDZVD_REQUEST_TIMEOUT_MS},
+                .request_timeout_ms = RDZVD_REQUEST_TIMEOUT_MS,
+                .keep_ended_ms = RDZVD_KEEP_ENDED_MS, .keep_ended_max = RDZVD_KEEP_ENDED_MAX},
         .level = RDZV_LOG_INFO,
         .metrics_port = -1,
         .ready_fd = -1,

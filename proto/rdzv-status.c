@@ -53,12 +53,19 @@ int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n)
     return 0;
 }
 
+void rdzv_status_job_free_arrays(struct rdzv_status_job *j)
+{
+    free(j->nodes);
+    free(j->ranks);
+    j->nodes = NULL;
+    j->ranks = NULL;
+    j->n_nodes = j->n_ranks = 0;
+}
+
 void rdzv_status_free(struct rdzv_status *st)
 {
-    for (size_t i = 0; i < st->n_jobs; i++) {
-        free(st->jobs[i].nodes);
-        free(st->jobs[i].ranks);
-    }
+    for (size_t i = 0; i < st->n_jobs; i++)
+        rdzv_status_job_free_arrays(&st->jobs[i]);
     free(st->jobs);
     memset(st, 0, sizeof(*st));
 }
@@ -147,9 +154,10 @@ static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
     }
     if (o && j->ended)
         json_object_set_new(o, "outcome",
-                            json_pack("{s:s, s:I, s:s}", "type", j->outcome_type, "exit_code",
-                                      (json_int_t)j->outcome_exit_code, "summary",
-                                      j->outcome_summary));
+                            json_pack("{s:s, s:I, s:s, s:f, s:f}", "type", j->outcome_type,
+                                      "exit_code", (json_int_t)j->outcome_exit_code, "summary",
+                                      j->outcome_summary, "duration_s", j->duration_s,
+                                      "ended_age_s", j->ended_age_s));
     return o;
 }
 
@@ -350,12 +358,19 @@ static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t
     const char *type, *summary;
     json_int_t code;
     json_error_t jerr;
+    double duration = -1, ago = -1;
 
-    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:I, s:s}", "type", &type, "exit_code", &code, "summary",
-                       &summary) < 0) {
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:I, s:s, s?F, s?F}", "type", &type, "exit_code", &code,
+                       "summary", &summary, "duration_s", &duration, "ended_age_s", &ago) < 0) {
         (void)unpack_fail(&jerr, err, errlen);
         return fail_at(err, errlen, "outcome");
     }
+    if (!(duration >= -1 && duration < 1e10) || !(ago >= -1 && ago < 1e10)) {
+        snprintf(err, errlen, "duration_s or ended_age_s out of range");
+        return fail_at(err, errlen, "outcome");
+    }
+    j->duration_s = duration;
+    j->ended_age_s = ago;
     j->ended = true;
     j->outcome_exit_code = code;
     if (COPY(j->outcome_type, type, "type") < 0 || COPY(j->outcome_summary, summary, "summary") < 0)

@@ -81,6 +81,9 @@ struct rdzv_status_job {
     char outcome_type[RDZV_STATUS_NAME_MAX + 1];
     int64_t outcome_exit_code;
     char outcome_summary[RDZV_SUMMARY_MAX + 1];
+    /* Ended: how long the job ran (created to ended) and how long ago it ended; -1 when not
+     * known (an rdzvd before protocol 1.4 sends neither). */
+    double duration_s, ended_age_s;
 };
 
 struct rdzv_status {
@@ -113,6 +116,8 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 /* Free the arrays st owns and zero it. Accepts a zeroed struct. */
 void rdzv_status_free(struct rdzv_status *st);
+/* Free j's nodes and ranks (none left: a flat struct a plain copy may duplicate). */
+void rdzv_status_job_free_arrays(struct rdzv_status_job *j);
 
 /* The status document: a new reference, or NULL when out of memory. A node or event whose
  * strings are not valid UTF-8 is left out (as jansson refuses it). At most RDZV_STATUS_JSON_MAX

@@ -79,6 +79,8 @@ static void fill(struct rdzv_status *st)
     j->ended = true;
     snprintf(j->outcome_type, sizeof(j->outcome_type), "succeeded");
     snprintf(j->outcome_summary, sizeof(j->outcome_summary), "done");
+    j->duration_s = 12.5;
+    j->ended_age_s = 3;
 }
 
 #define EXPECTED                                                                                   \
@@ -92,7 +94,8 @@ static void fill(struct rdzv_status *st)
     "\"connected\":false,\"state\":\"spare\"}],\"events\":[{\"time\":100.5,\"text\":"              \
     "\"round 1\"}],\"ranks\":[{\"rank\":3,\"node_rank\":0,\"host\":\"h\",\"step\":7,"              \
     "\"age_s\":0.5}],\"ranks_left_out\":2,\"members_left_out\":5,\"outcome\":{\"type\":"           \
-    "\"succeeded\",\"exit_code\":0,\"summary\":\"done\"}}],\"jobs_left_out\":7}"
+    "\"succeeded\",\"exit_code\":0,\"summary\":\"done\",\"duration_s\":12.5,"              \
+    "\"ended_age_s\":3.0}}],\"jobs_left_out\":7}"
 
 /* The daemon's part, up to the jobs array; uptime_s an integer. */
 #define NO_JOBS_HEAD                                                                               \
@@ -147,6 +150,7 @@ static void test_round_trip(void)
     ASSERT_EQ(strcmp(b.jobs[0].events[0].text, "round 1"), 0);
     ASSERT_TRUE(b.jobs[0].ended);
     ASSERT_EQ(strcmp(b.jobs[0].outcome_summary, "done"), 0);
+    ASSERT_TRUE(b.jobs[0].duration_s == 12.5 && b.jobs[0].ended_age_s == 3);
     ASSERT_EQ(b.jobs[0].generation, 2);
     ASSERT_EQ(b.jobs[0].n_ranks, 1);
     ASSERT_EQ(b.jobs[0].ranks[0].rank, 3);
@@ -193,6 +197,13 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
     free(t2);
+
+    /* A daemon before issue 17 item 6 writes no duration: -1, not known. */
+    t1 = edit(",\"duration_s\":12.5,\"ended_age_s\":3.0", "");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_TRUE(b.jobs[0].ended && b.jobs[0].duration_s == -1 && b.jobs[0].ended_age_s == -1);
+    rdzv_status_free(&b);
+    free(t1);
 
     /* No jobs; integer where a real is written is accepted. */
     ASSERT_OK(rdzv_status_parse(BODY(NO_JOBS_HEAD "[]}"), &b, err, sizeof(err)));
@@ -273,6 +284,9 @@ static void test_refused(void)
     free(s);
     s = edit("\"exit_code\":0", "\"exit_code\":\"0\"");
     assert_refused(s, "STATUS_REPLY: jobs[0]: outcome: ");
+    free(s);
+    s = edit("\"duration_s\":12.5", "\"duration_s\":-5");
+    assert_refused(s, "STATUS_REPLY: jobs[0]: outcome: duration_s or ended_age_s out of range");
     free(s);
     s = edit("\"store_port\":0", "\"store_port\":70000");
     assert_refused(s, "STATUS_REPLY: jobs[0]: ");

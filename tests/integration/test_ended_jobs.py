@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# test_ended_jobs.py: finished jobs stay visible (issue 17, item 6). A job that ended used to
+# vanish from STATUS, rdzvctl status, the status page and /metrics as soon as its agents left, so
+# nobody could see afterwards how it ended. rdzvd now keeps each ended job (outcome, exit code,
+# root cause, generation, restarts, how long it ran) for --keep-ended seconds (default an hour),
+# at most --keep-ended-max of them (default 100), the oldest dropped first.
+import os
+import subprocess
+import time
+
+from authtest import JOIN, JOINED, Peer
+from metricstest import daemon_with_metrics, http_get
+from rdzvtest import RDZVD, DaemonTestCase, main
+from test_attack_join import ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, EVENT, join_body
+
+LEAVE = 0xAA
+RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),
+                                                    "ctl", "rdzvctl")
+
+
+class EndedJobs(DaemonTestCase):
+
+    def peer(self, d):
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        return p
+
+    def run_job(self, d, run_id, fail=False):
+        """One node, one generation: it succeeds (LEAVE) or fails (WORKER_EXIT, no restarts
+        left); its agent then goes."""
+        p = self.peer(d)
+        body = join_body(run_id, "n0", mx=1)
+        body["max_restarts"] = 0
+        p.send(JOIN, body)
+        op, _ = p.recv_json()
+        self.assertEqual(op, JOINED)
+        op, rnd = p.recv_json()
+        self.assertEqual(op, ROUND, rnd)
+        if fail:
+            p.send(WORKER_EXIT, {"generation": 1, "rank": 0, "local_rank": 0, "exit_code": 3,
+                                 "signal": 0, "time": time.time(), "host": "host-n0"})
+        else:
+            p.send(LEAVE, {"generation": 1, "status": "succeeded"})
+        op, ev = p.recv_json()
+        self.assertEqual(op, EVENT, ev)
+        p.close()
+        d.wait_log(r"job=%s gen=\d+ removed" % run_id)
+        return ev
+
+    def status(self, d):
+        p = self.peer(d)
+        p.send(STATUS, {})
+        op, st = p.recv_json()
+        self.assertEqual(op, STATUS_REPLY)
+        return st
+
+    def test_ended_jobs_stay_in_status(self):
+        d, mport = daemon_with_metrics(self)
+        self.run_job(d, "good")
+        ev = self.run_job(d, "bad", fail=True)
+        self.assertEqual(ev["type"], "failed", ev)
+        jobs = {j["run_id"]: j for j in self.status(d)["jobs"]}
+        self.assertEqual(set(jobs), {"good", "bad"})
+        good, bad = jobs["good"], jobs["bad"]
+        self.assertEqual((good["state"], good["outcome"]["type"], good["outcome"]["exit_code"]),
+                         ("ended", "succeeded", 0), good)
+        self.assertEqual((bad["outcome"]["type"], bad["outcome"]["exit_code"], bad["generation"],
+                          bad["restart_count"]), ("failed", 3, 1, 0), bad)
+        self.assertIn("exit", bad["outcome"]["summary"])  # the root cause
+        for j in (good, bad):
+            self.assertGreaterEqual(j["outcome"]["duration_s"], 0)
+            self.assertTrue(0 <= j["outcome"]["ended_age_s"] < 30, j)
+        # rdzvctl status says how it ended; /metrics has it under its own names.
+        out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status"],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"job bad: ended.*\n  outcome: failed, exit code 3, ran "
+                                     r"[0-9.]+ s, ended \d+ s ago: ")
+        m = http_get(mport, "/metrics")
+        self.assertIn('rdzvd_job_ended_exit_code{job="bad",outcome="failed"} 3', m)
+        self.assertIn('rdzvd_job_ended_exit_code{job="good",outcome="succeeded"} 0', m)
+        self.assertNotIn('rdzvd_job_generation{job="bad"}', m)  # the live families: live jobs
+        self.assertIn("rdzvd_jobs 0\n", m)
+        self.assertIn("bad", http_get(mport, "/status.json"))
+
+    def test_keep_ended_bounds(self):
+        d = self.daemon("--keep-ended", "1.5", "--keep-ended-max", "2")
+        for name in ("a", "b", "c"):
+            self.run_job(d, name)
+        # At most 2: the oldest went first.
+        self.assertEqual([j["run_id"] for j in self.status(d)["jobs"]], ["b", "c"])
+        time.sleep(1.6)
+        self.assertEqual(self.status(d)["jobs"], [])
+        d2 = self.daemon("--keep-ended", "0")
+        self.run_job(d2, "x")
+        self.assertEqual(self.status(d2)["jobs"], [])
+
+    def test_keep_ended_mistakes(self):
+        for args, words in ((("--keep-ended", "-1"), "keep-ended"),
+                            (("--keep-ended-max", "100001"), "keep-ended-max")):
+            r = subprocess.run([RDZVD, *args], capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn(words, r.stderr)
+
+
+if __name__ == "__main__":
+    main()
