@@ -96,10 +96,15 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
         return refuse(q, -ERANGE,
                       "JOIN resume: restart %" PRId64 " is past --max-restarts %" PRId64,
                       rs->restart_count, jn->max_restarts);
+    /* A record of a generation being stopped (a restart charged, the next generation not
+     * formed yet) has a restart count one past what that generation's agents were told: their
+     * claim of it is theirs, and they are told it is over (found by faults-replicas: a new
+     * leader refused them, and the job failed). */
     if (rec && (rs->generation > rec->generation ||
                 (rs->generation == rec->generation &&
-                 (rs->restart_count != rec->restart_count || rs->nnodes != rec->nnodes ||
-                  rs->world_size != rec->world_size))))
+                 (rec->running ? rs->restart_count != rec->restart_count ||
+                                     rs->nnodes != rec->nnodes || rs->world_size != rec->world_size
+                               : rs->restart_count > rec->restart_count))))
         return refuse(q, -ESTALE,
                       "JOIN resume: generation %" PRIu64 " (restart %" PRId64 ", %" PRId64
                       " nodes) is not job '%s' as its record has it (generation %" PRIu64

@@ -111,6 +111,36 @@ class AttackJoin(DaemonTestCase):
         self.assertTrue(body["resumed"], body)
         self.assertEqual(body["generation"], 1, body)
 
+    def test_resume_of_a_generation_being_stopped(self):
+        """A restart was charged for generation 1 and rdzvd died before generation 2 formed: the
+        record says generation 1 is over, restart 1. Its agent comes back claiming restart 0,
+        as it was told: it is told its generation is over, not refused (found by faults-replicas,
+        where a new leader refused the agent and the job failed)."""
+        state = tempfile.mkdtemp(prefix="rdzv-attack-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        d = self.daemon("--state-dir", state)
+        p = self.peer(d)
+        p.send(JOIN, join_body("stopping", "n0", mx=1))
+        op, joined = p.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        op, rnd = p.recv_json()
+        self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+        p.send(WORKER_EXIT, {"generation": 1, "rank": 0, "local_rank": 0, "exit_code": 1,
+                             "signal": 0, "time": time.time(), "host": "host-n0"})
+        op, ev = p.recv_json()
+        self.assertEqual((op, ev["type"]), (EVENT, "restart"), ev)
+        d.kill()
+        d = self.daemon("--state-dir", state)
+        q = self.peer(d)
+        body = join_body("stopping", "n0", mx=1, resume=resume(master_port=rnd["master_port"]))
+        body["secret"] = joined["secret"]
+        q.send(JOIN, body)
+        op, body = q.recv_json()
+        self.assertEqual(op, JOINED, body)
+        self.assertFalse(body["resumed"], body)
+        op, ev = q.recv_json()
+        self.assertEqual((op, ev["type"], ev["generation"]), (EVENT, "restart", 1), ev)
+
     def test_claimed_job_is_recorded(self):
         """A job rebuilt from a resume's claim (no record held it: its only agent had gone) is
         recorded, so that after another restart an older claim cannot take it back (found by
