@@ -3,11 +3,13 @@
  * (proto/rdzv-store-client.c) behind a gloo::rendezvous::Store. C++ stays in this file; the
  * rest of the trainer sees the extern "C" struct train_comm. Every gloo exception becomes a negative errno
  * and a one-line message in c->err. */
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -19,7 +21,25 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
+#if __has_include(<gloo/common/memory.h>)
+#include <gloo/transport/tcp/pair.h>
+#else
+/* Debian's libgloo-dev ships gloo/transport/tcp/pair.h without the gloo/common/memory.h it
+ * includes. Declared here: the one member gloo_interrupt() calls, exported by libgloo.so
+ * (non-virtual, so no layout of the class is involved). */
+namespace gloo {
+namespace transport {
+namespace tcp {
+class Pair : public ::gloo::transport::Pair {
+  public:
+    std::exception_ptr signalExceptionExternal(const std::string &msg);
+};
+} // namespace tcp
+} // namespace transport
+} // namespace gloo
+#endif
 
 extern "C" {
 #include "../proto/rdzv-store-client.h"
@@ -98,12 +118,15 @@ struct gloo_comm {
     std::chrono::milliseconds timeout{0};
     uint32_t tag = 0;
     int failed = 0; /* sticky error of a collective */
+    std::atomic<bool> interrupted{false}; /* set by gloo_interrupt() from the watcher thread */
 };
 
 gloo_comm *to_gloo(struct train_comm *c)
 {
     return reinterpret_cast<gloo_comm *>(c);
 }
+
+#define INTERRUPTED "interrupted: the agent started a new generation (recovery in place)"
 
 /* Record the first failure; later collectives return it at once instead of talking to a broken
  * mesh. */
@@ -121,6 +144,10 @@ int gloo_broadcast(struct train_comm *c, void *buf, size_t n, unsigned root)
 {
     gloo_comm *g = to_gloo(c);
 
+    if (!g->failed && g->interrupted.load(std::memory_order_acquire)) {
+        snprintf(g->c.err, sizeof(g->c.err), "%s", INTERRUPTED);
+        g->failed = -ECONNABORTED;
+    }
     if (g->failed)
         return g->failed;
     try {
@@ -140,6 +167,10 @@ int gloo_allreduce_mean(struct train_comm *c, float *buf, size_t n)
 {
     gloo_comm *g = to_gloo(c);
 
+    if (!g->failed && g->interrupted.load(std::memory_order_acquire)) {
+        snprintf(g->c.err, sizeof(g->c.err), "%s", INTERRUPTED);
+        g->failed = -ECONNABORTED;
+    }
     if (g->failed)
         return g->failed;
     try {
@@ -173,6 +204,10 @@ int gloo_barrier(struct train_comm *c)
 {
     gloo_comm *g = to_gloo(c);
 
+    if (!g->failed && g->interrupted.load(std::memory_order_acquire)) {
+        snprintf(g->c.err, sizeof(g->c.err), "%s", INTERRUPTED);
+        g->failed = -ECONNABORTED;
+    }
     if (g->failed)
         return g->failed;
     try {
@@ -192,6 +227,27 @@ void gloo_abort(struct train_comm *c)
 
     if (!g->failed)
         g->failed = -ECONNABORTED;
+}
+
+/* From the watcher thread (train-control.c, under its mutex, while the training thread may be
+ * inside a collective): fail every pair with an exception. gloo hands it to each pending send
+ * and receive, so a collective waiting on a live peer that is itself waiting elsewhere (a ring
+ * broken mid-step by a peer's death: nobody's socket closes) throws now instead of at its
+ * timeout; a collective started later finds the pairs closed and throws at once. */
+void gloo_interrupt(struct train_comm *c)
+{
+    gloo_comm *g = to_gloo(c);
+
+    g->interrupted.store(true, std::memory_order_release);
+    if (!g->ctx)
+        return;
+    for (int i = 0; i < g->ctx->size; i++) {
+        if (i == g->ctx->rank)
+            continue;
+        auto *p = dynamic_cast<gloo::transport::tcp::Pair *>(g->ctx->getPair(i).get());
+        if (p)
+            (void)p->signalExceptionExternal(INTERRUPTED);
+    }
 }
 
 void gloo_destroy(struct train_comm *c)
@@ -229,6 +285,7 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
     g->c.poll = gloo_poll;
     g->c.barrier = gloo_barrier;
     g->c.abort = gloo_abort;
+    g->c.interrupt = gloo_interrupt;
     g->c.destroy = gloo_destroy;
     g->timeout = std::chrono::milliseconds(o->timeout_ms);
 

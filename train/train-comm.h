@@ -28,8 +28,9 @@ struct train_comm {
      * thread's polling waits see within one nap, which then ncclCommAbort the communicator on
      * that thread (every NCCL wait here is a poll loop; an abort from the watcher would free the
      * communicator while the training thread polls it). The training thread then sees errors
-     * and destroys the communicator. gloo needs none: its operations fail when the dead peer's
-     * sockets close, or at their timeout. */
+     * and destroys the communicator. gloo: every pair is failed with an exception (gloo wakes
+     * the pending sends and receives with it); a dead peer's closed sockets alone do not free a
+     * rank waiting on a live peer that waits elsewhere in the broken ring. */
     void (*interrupt)(struct train_comm *c);
     void (*destroy)(struct train_comm *c);
     char err[512]; /* one line: what failed, for the exit message */

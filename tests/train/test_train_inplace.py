@@ -167,6 +167,40 @@ class InplaceTest(tt.rdzvtest.DaemonTestCase):
         self.assertEqual(done["world"], 4)
         self.check_same_run(done, want)
 
+    def test_hung_peer_is_left_at_once(self):
+        # A peer that hangs (SIGSTOP: its sockets stay open, so no pair sees a closed socket)
+        # blocks the others inside a collective. The new generation on the control channel
+        # must take them out of it at once (gloo: every pair failed with an exception), not at
+        # the collective's 60 s timeout.
+        want = self.baseline(4)
+        d1, d2 = self.daemon(), self.daemon()
+        ranks = [Rank(r, 4, d1.port, 1) for r in range(4)]
+        hung = ranks[3]
+        try:
+            ranks[0].wait_step(20)
+            hung.p.send_signal(signal.SIGSTOP)
+            time.sleep(0.5)  # the others are in a collective with it now
+            stuck = ranks[0].steps()[-1]
+            for r in (0, 1, 2):
+                ranks[r].tell(2, r, 4, d2.port)
+            fresh = Rank(3, 4, d2.port, 2, restart=1)
+            t0 = time.monotonic()
+            fresh.wait_step(stuck + 3, timeout=20)
+            self.assertLess(time.monotonic() - t0, 20)
+            results = [r.finish() for r in ranks[:3] + [fresh]]
+        finally:
+            hung.p.kill()
+            hung.finish()
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err)
+        self.assertIn("interrupted: the agent started a new generation",
+                      "".join(err for rc, out, err in results[:3]))
+        objs = tt.events(results[0][1])
+        reformed = [o for o in objs if o.get("event") == "reformed"]
+        self.assertEqual(len(reformed), 1, reformed)
+        self.assertIn(reformed[0]["source"], (0, 1, 2))
+        self.check_same_run(tt.done_event(objs), want)
+
 
 if __name__ == "__main__":
     unittest.main()
