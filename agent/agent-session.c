@@ -69,6 +69,10 @@ struct agent_session {
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
     bool *late;                /* [nproc]: could not be told this generation (exiting, or not
                                 * reading its channel): replaced when its exit comes */
+    /* The job went on without this node (JOINED as a spare after a resume of a generation that
+     * is over): its workers are stopped even in place (their state is of no generation the job
+     * runs, and a spare holds no worker); cleared by the next ROUND. */
+    bool dropped;
 };
 
 /* The one place the session's state changes. */
@@ -160,7 +164,7 @@ static void fail_local(struct agent_session *a, unsigned local_rank)
 
 static void ready_in_place(struct agent_session *a)
 {
-    if (a->state != AG_RESTARTING || !a->restart_pending)
+    if (a->state != AG_RESTARTING || !a->restart_pending || a->dropped)
         return;
     for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++)
         if (a->failed[i] && agent_group_rank_running(a->group, i))
@@ -334,6 +338,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     session_set_state(a, AG_RUNNING);
     a->workers_gone = false;
     a->local_failure = false;
+    a->dropped = false;
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
     if (keep)
         e = round_in_place(a, &as);
@@ -413,7 +418,7 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
     case AG_RUNNING:
         if (a->round.generation != e->generation)
             break;
-        if (a->cfg.inplace) {
+        if (a->cfg.inplace && !a->dropped) {
             log_warn("re-forming in place: %s", e->summary);
             send_ready(a, e->generation);
             return;
@@ -430,7 +435,9 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
         if (!a->local_failure)
             log_warn("restarting: %s", e->summary);
         a->restart_pending = true;
-        if (a->cfg.inplace)
+        if (a->dropped && !a->workers_gone)
+            agent_group_stop(a->group, SIGTERM); /* in place: the survivors go too */
+        if (a->cfg.inplace && !a->dropped)
             ready_in_place(a);
         else if (a->workers_gone)
             send_ready(a, e->generation);
@@ -515,6 +522,10 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
         log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->round.generation);
     else if (spare)
         log_info("the job runs without this node for now: waiting as a spare");
+    /* Our generation is over without us: the EVENT restart that follows stops every worker. */
+    if (spare && !resumed && a->group && agent_group_running(a->group) > 0 &&
+        (a->state == AG_RUNNING || a->state == AG_RESTARTING))
+        a->dropped = true;
     if (a->pending_exit) {
         a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
     }

@@ -362,6 +362,47 @@ class TestInplace(FaultTestCase):
         done = [o for o in agents[0].rank0() if o.get("event") == "done"]
         self.assertEqual([o["step"] for o in done], [STEPS], dump)
 
+    def test_7_dropped_member_keeps_no_worker(self):
+        # Issue 17, item 7 (the in-place soak, seed 31337): a member's agent stalls past the
+        # heartbeat timeout; the job re-forms in place with the spare in its place. When the
+        # stalled agent comes back, rdzvd tells it its generation is over and it rejoins as a
+        # new member: its old workers must stop (they belong to no generation the job runs), not
+        # wait as "survivors" to be reused, stale, when the node is placed again. The job runs
+        # long (it is not the point here), so the old workers cannot end with it.
+        hb = ["--heartbeat-timeout", "2"]
+        worker = [("100000" if x == str(STEPS) else x) for x in train_cmd(self.ckpt)]
+        a, b = [self.job_agent("drop", "--nnodes", "2:3", "--node-rank", str(i), "--recovery",
+                               "inplace", *hb, name="ab"[i], worker=worker) for i in (0, 1)]
+        pids = self.wait_workers([a, b])
+        mark = self.d.mark()
+        c = self.job_agent("drop", "--nnodes", "2:3", "--recovery", "inplace", *hb, name="c",
+                           worker=worker)
+        self.d.wait_log(r"job=drop gen=\d+ node=\S+ joined .*waits for the next generation",
+                        since=mark, timeout=15 * SLOW)
+        self.wait_step(a, 5, [a, b, c])
+        self.addCleanup(kill_quietly, b.pid, signal.SIGCONT)
+        os.kill(b.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 20 * SLOW
+        while sorted(r for r, _ in c.started()) != [2, 3]:
+            self.check_running([a, c])
+            self.assertLess(time.monotonic(), deadline, "the spare took the stalled node's place"
+                            + self.dump([a, b, c]))
+            time.sleep(0.02)
+        mark = self.d.mark()
+        os.kill(b.pid, signal.SIGCONT)
+        self.d.wait_log(r"job=drop gen=\d+ node=\S+ reconnected from generation 1 .*told to stop "
+                        r"its workers", since=mark, timeout=15 * SLOW)
+        gone = self.wait_pids_gone([pids[2], pids[3]], 5.0 * SLOW)
+        dump = self.dump([a, b, c])
+        self.assertEqual(gone, [], "the dropped node's old workers are stopped" + dump)
+        self.check_running([a, b, c])
+        self.assertTrue(all(pid_alive(pids[r]) for r in (0, 1)), "the job goes on" + dump)
+        self.assertRegex(b.log(), r"workers of generation 1 stopped; ready for the next round",
+                         dump)
+        self.assertNotRegex(b.log(), r"workers of generation 1 keep running", dump)
+        self.assertEqual(sorted(r for r, _ in b.started()), [2, 3],
+                         "the dropped node, a spare now, started nothing" + dump)
+
     def test_4_hang_without_progress_timeout_stays_stuck(self):
         agents = self.two_agents("hang", "--recovery", "inplace")
         pids = self.wait_workers(agents)
