@@ -298,6 +298,8 @@ int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd
     json_t *o;
     int r;
 
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return -ENOENT; /* no record holds it, and its key would not fit in key[] */
     r = rdzvd_store_get(t, key, table_key(run_id, key, sizeof(key)), &val, &vlen);
     if (r < 0)
         return r;
@@ -312,9 +314,12 @@ int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd
 int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id)
 {
     char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
-    int r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
+    int r;
 
-    return r == -ENOENT ? 0 : r;
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return 0; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
+    return r < 0 ? r : 0; /* the store says 1 (deleted) or 0 (none): both are 0 here */
 }
 
 #define TABLE_MEMBER_KEY "member-key"

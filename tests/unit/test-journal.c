@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -867,6 +868,510 @@ static void test_write_error_disables(void)
     rdzvd_store_free(r);
 }
 
+/* ---- modes, limits, headers ---- */
+
+/* The three fsync modes parse from and print as their names; anything else is refused and
+ * leaves the result alone. */
+static void test_fsync_mode_names(void)
+{
+    static const char *const names[] = {"everysec", "always", "no"};
+    static const char *const bad[] = {"", "Always", "every", "nope", "always "};
+    enum rdzvd_fsync m;
+
+    for (size_t i = 0; i < 3; i++) {
+        m = (enum rdzvd_fsync)99;
+        ASSERT_OK(rdzvd_fsync_parse(names[i], &m));
+        ASSERT_EQ(m, i == 0 ? RDZVD_FSYNC_EVERYSEC : i == 1 ? RDZVD_FSYNC_ALWAYS : RDZVD_FSYNC_NO);
+        ASSERT_BYTES_STR(rdzvd_fsync_name(m), strlen(rdzvd_fsync_name(m)), names[i]);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        m = RDZVD_FSYNC_NO;
+        ASSERT_EQ(rdzvd_fsync_parse(bad[i], &m), -EINVAL);
+        ASSERT_EQ(m, RDZVD_FSYNC_NO);
+    }
+    ASSERT_BYTES_STR(rdzvd_fsync_name((enum rdzvd_fsync)7), 1, "?");
+}
+
+/* A journal holding more than the store's limits allow is refused (-EMSGSIZE for a value too
+ * long, -ENOSPC for too many bytes) and left as it is for an rdzvd with larger limits. */
+static void test_open_refuses_journal_over_limits(void)
+{
+    struct rdzv_limits small = lim;
+    struct rdzvd_store *s = new_store(), *r;
+    struct rdzvd_journal *j = jopen("lim", s);
+    struct rdzvd_journal *j2 = NULL;
+    char val[200];
+    off_t size;
+
+    memset(val, 'v', sizeof(val) - 1);
+    val[sizeof(val) - 1] = '\0';
+    ASSERT_OK(set_str(s, "k1", val));
+    ASSERT_OK(set_str(s, "k2", val));
+    rdzvd_journal_close(j, false);
+    size = file_size("lim");
+    small.max_value_len = 100;
+    ASSERT_OK(rdzvd_store_new(&small, no_wake, &r));
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, "lim", RDZVD_FSYNC_NO, r, &j2), -EMSGSIZE);
+    ASSERT_NULL(j2);
+    rdzvd_store_free(r);
+    small = lim;
+    small.max_store_bytes = 300; /* one key fits, two don't */
+    ASSERT_OK(rdzvd_store_new(&small, no_wake, &r));
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, "lim", RDZVD_FSYNC_NO, r, &j2), -ENOSPC);
+    rdzvd_store_free(r);
+    ASSERT_EQ(file_size("lim"), size);
+    /* With the limits it was written under, it replays whole. */
+    r = new_store();
+    j = jopen("lim", r);
+    expect_same(s, r);
+    rdzvd_journal_close(j, true);
+    ASSERT_EQ(try_open(NULL), -EINVAL);
+    rdzvd_store_free(r);
+    rdzvd_store_free(s);
+}
+
+/* More headers that are refused: a version 1 header with a bad CRC, a name length past the
+ * longest state name, another owner whose name has another length; and a FIFO in place of
+ * the file. */
+static void test_more_bad_headers(void)
+{
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j = jopen("hdr2", s);
+    uint8_t v1[16], *img;
+    char p[512];
+    size_t len;
+
+    rdzvd_journal_close(j, false);
+    img = read_file("hdr2", &len);
+    rdzv_set_u32(img + 12, 0xffffffffu);
+    write_file("hdr2", img, len);
+    ASSERT_EQ(try_open("hdr2"), -EBADMSG);
+    free(img);
+    memcpy(v1, "RDZVJRN1\x01\0\0\0", 12);
+    rdzv_set_u32(v1 + 12, crc32_of(v1, 12) ^ 1);
+    write_file("hdr2", v1, sizeof(v1));
+    ASSERT_EQ(try_open("hdr2"), -EBADMSG);
+    remove_journal("hdr2");
+    /* A journal of "hdr2" under the longer name "hdr2-longer". */
+    j = jopen("hdr2", s);
+    rdzvd_journal_close(j, false);
+    img = read_file("hdr2", &len);
+    write_file("hdr2-longer", img, len);
+    ASSERT_EQ(try_open("hdr2-longer"), -EEXIST);
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, "hdr2-longer"), -EEXIST);
+    free(img);
+    remove_journal("hdr2-longer");
+    remove_journal("hdr2");
+    path_of("fifo", p, sizeof(p));
+    ASSERT_OK(mkfifo(p, 0600));
+    ASSERT_EQ(try_open("fifo"), -EINVAL);
+    ASSERT_OK(unlink(p));
+    rdzvd_store_free(s);
+}
+
+/* ---- snapshot failures ---- */
+
+static bool tmp_exists(const char *name)
+{
+    char p[512];
+
+    snprintf(p, sizeof(p), "%s/%s.journal.tmp", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* A new journal whose first (header-only) snapshot can't be written: open fails and leaves no
+ * journal behind. A directory handle that can't be fsynced (O_PATH): the rename of the first
+ * snapshot is not durable, so open fails too. */
+static void test_create_fails_cleanly(void)
+{
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j = NULL;
+    char p[512], tp[520];
+    int pfd;
+
+    path_of("mk", p, sizeof(p));
+    snprintf(tp, sizeof(tp), "%s.tmp", p);
+    ASSERT_OK(mkdir(tp, 0700));
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, "mk", RDZVD_FSYNC_NO, s, &j), -EISDIR);
+    ASSERT_NULL(j);
+    ASSERT_TRUE(access(p, F_OK) < 0 && errno == ENOENT);
+    ASSERT_OK(rmdir(tp));
+    pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(pfd >= 0);
+    ASSERT_EQ(rdzvd_journal_open(NULL, pfd, dir, "mk", RDZVD_FSYNC_NO, s, &j), -EBADF);
+    ASSERT_NULL(j);
+    close(pfd);
+    ASSERT_FALSE(tmp_exists("mk"));
+    ASSERT_OK(set_str(s, "still", "served")); /* no hook left behind on the store */
+    remove_journal("mk");
+    rdzvd_store_free(s);
+}
+
+/* A compaction that fails (its temporary file locked by someone else, or a directory where the
+ * journal's name is) turns persistence off, removes its temporary file, and never damages the
+ * journal: it still replays what was written before. */
+static void test_compaction_failure_keeps_journal(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("cf", s);
+    char p[512], tp[520];
+    int fd;
+
+    ASSERT_OK(set_str(s, "k", "v"));
+    path_of("cf", p, sizeof(p));
+    snprintf(tp, sizeof(tp), "%s.tmp", p);
+    fd = open(tp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_OK(flock(fd, LOCK_EX | LOCK_NB));
+    ASSERT_EQ(rdzvd_journal_compact(j), -EWOULDBLOCK);
+    close(fd);
+    ASSERT_TRUE(rdzvd_journal_failed(j));
+    ASSERT_FALSE(tmp_exists("cf"));
+    ASSERT_EQ(rdzvd_journal_compact(j), -EIO); /* off stays off */
+    /* Buffering a failed journal buffers nothing: its writes are not journaled at all. */
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    ASSERT_OK(set_str(s, "lost", "1"));
+    ASSERT_FALSE(rdzvd_journal_pending(j));
+    ASSERT_EQ(rdzvd_journal_flush(j), -EIO);
+    rdzvd_journal_close(j, false);
+    j = jopen("cf", r);
+    expect_value(r, "k", "v");
+    expect_missing(r, "lost");
+    rdzvd_journal_close(j, false);
+    rdzvd_store_free(r);
+    /* The journal's name taken by a directory: the snapshot can't be renamed over it. */
+    r = new_store();
+    j = jopen("cf", r);
+    ASSERT_OK(unlink(p));
+    ASSERT_OK(mkdir(p, 0700));
+    ASSERT_EQ(rdzvd_journal_compact(j), -EISDIR);
+    ASSERT_TRUE(rdzvd_journal_failed(j));
+    ASSERT_FALSE(tmp_exists("cf"));
+    rdzvd_journal_close(j, true); /* the directory can't be deleted as a file: left, no crash */
+    ASSERT_OK(rmdir(p));
+    rdzvd_store_free(r);
+    rdzvd_store_free(s);
+}
+
+/* A snapshot write that fails (EFBIG) wherever the snapshot writes: the journal is intact and
+ * replays everything. */
+static void test_snapshot_write_error_keeps_journal(void)
+{
+    /* One value the snapshot buffers, one it writes directly, and two that together overflow
+     * its buffer (the first is written when the second doesn't fit). */
+    static const size_t sizes[] = {8u << 10, 100u << 10, 40u << 10};
+    struct rlimit old, small;
+
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
+    for (size_t i = 0; i < 3; i++) {
+        struct rdzvd_store *s = new_store(), *r = new_store();
+        struct rdzvd_journal *j = jopen("swe", s);
+        char *val = malloc(sizes[i]);
+        int rc;
+
+        ASSERT_NOT_NULL(val);
+        memset(val, 'a' + (int)i, sizes[i] - 1);
+        val[sizes[i] - 1] = '\0';
+        ASSERT_OK(set_str(s, "big", val));
+        if (i == 2)
+            ASSERT_OK(set_str(s, "big2", val));
+        small = old;
+        small.rlim_cur = 4096;
+        ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
+        rc = rdzvd_journal_compact(j);
+        ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+        ASSERT_EQ(rc, -EFBIG);
+        ASSERT_TRUE(rdzvd_journal_failed(j));
+        ASSERT_FALSE(tmp_exists("swe"));
+        rdzvd_journal_close(j, false);
+        j = jopen("swe", r);
+        expect_same(s, r);
+        expect_value(r, "big", val);
+        /* Without the limit the same snapshot is written, and replays the same. */
+        ASSERT_OK(rdzvd_journal_compact(j));
+        rdzvd_journal_close(j, false);
+        rdzvd_store_free(r);
+        r = new_store();
+        j = jopen("swe", r);
+        expect_same(s, r);
+        rdzvd_journal_close(j, true);
+        free(val);
+        rdzvd_store_free(s);
+        rdzvd_store_free(r);
+    }
+}
+
+/* A journal larger than its compaction threshold when opened (the content it was sized for
+ * was deleted) is compacted at once; if that compaction fails, open fails and the file stays. */
+static void test_oversized_journal_compacted_at_open(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("over", s);
+    char *bulk = malloc(600u << 10), val[1024], p[512], tp[520];
+    uint64_t size;
+
+    ASSERT_NOT_NULL(bulk);
+    memset(bulk, 'b', (600u << 10) - 1);
+    bulk[(600u << 10) - 1] = '\0';
+    ASSERT_OK(set_str(s, "bulk", bulk));
+    ASSERT_OK(rdzvd_journal_compact(j)); /* threshold now 2 x 600 KiB */
+    ASSERT_EQ(rdzvd_store_delete(s, "bulk", 4), 1);
+    memset(val, 'h', sizeof(val) - 1);
+    val[sizeof(val) - 1] = '\0';
+    while (rdzvd_journal_stats(j)->size < RDZVD_JOURNAL_COMPACT_MIN + (16u << 10))
+        ASSERT_OK(set_str(s, "hot", val));
+    ASSERT_EQ(rdzvd_journal_stats(j)->compactions, 1); /* not yet: under 1.2 MiB */
+    size = rdzvd_journal_stats(j)->size;
+    rdzvd_journal_close(j, false);
+    /* Its compaction at open can't write its snapshot: open fails, the journal is untouched. */
+    path_of("over", p, sizeof(p));
+    snprintf(tp, sizeof(tp), "%s.tmp", p);
+    ASSERT_OK(mkdir(tp, 0700));
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, "over", RDZVD_FSYNC_NO, r, &j), -EIO);
+    ASSERT_OK(rmdir(tp));
+    ASSERT_EQ((uint64_t)file_size("over"), size);
+    rdzvd_store_free(r);
+    r = new_store();
+    j = jopen("over", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->compactions, 1);
+    ASSERT_LE(file_size("over"), hdr_len("over") + 13 + 3 + sizeof(val));
+    expect_same(s, r);
+    rdzvd_journal_close(j, true);
+    free(bulk);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+}
+
+/* ---- buffering ---- */
+
+/* Buffered records keep their order with a record too large for the buffer (written at once,
+ * after what was buffered) and with a full buffer (written without waiting for a flush); empty
+ * keys and values, DEL and QPOP records buffer too. Snapshots of values larger than their own
+ * buffer, and of empty values, replay the same. */
+static void test_buffered_order_and_large_records(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store(), *r2 = new_store();
+    struct rdzvd_journal *j = jopen("buf", s);
+    unsigned pending_calls = 0;
+    char *large = malloc(100u << 10), val[1024];
+    off_t size0;
+
+    ASSERT_NOT_NULL(large);
+    memset(large, 'L', (100u << 10) - 1);
+    large[(100u << 10) - 1] = '\0';
+    rdzvd_journal_set_buffered(j, count_pending, &pending_calls);
+    size0 = file_size("buf");
+    ASSERT_OK(set_str(s, "big", "small first"));
+    ASSERT_TRUE(rdzvd_journal_pending(j));
+    ASSERT_EQ(file_size("buf"), size0);
+    ASSERT_OK(set_str(s, "big", large)); /* the small one goes first: the large one wins */
+    ASSERT_FALSE(rdzvd_journal_pending(j));
+    ASSERT_EQ((uint64_t)file_size("buf"), rdzvd_journal_stats(j)->size);
+    ASSERT_EQ(pending_calls, 1);
+    /* Set again (a buffer is there): the same buffer, the new callback. */
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    ASSERT_OK(rdzvd_store_set(s, "", 0, "empty key", 9));
+    ASSERT_OK(set_str(s, "empty", ""));
+    ASSERT_OK(set_str(s, "gone", "x"));
+    ASSERT_EQ(rdzvd_store_delete(s, "gone", 4), 1);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "i1", 2));
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "i2", 2));
+    expect_pop(s, "q", "i1");
+    ASSERT_EQ(pending_calls, 1);
+    size0 = file_size("buf");
+    memset(val, 'f', sizeof(val) - 1);
+    val[sizeof(val) - 1] = '\0';
+    for (int i = 0; i < 100; i++) { /* ~100 KiB: more than the 64 KiB buffer */
+        char k[16];
+
+        snprintf(k, sizeof(k), "fill%d", i);
+        ASSERT_OK(set_str(s, k, val));
+    }
+    ASSERT_TRUE(file_size("buf") > size0 + (32 << 10));
+    ASSERT_TRUE(rdzvd_journal_pending(j));
+    ASSERT_OK(rdzvd_journal_flush(j)); /* EVERYSEC: written, not synced */
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 0);
+    ASSERT_EQ((uint64_t)file_size("buf"), rdzvd_journal_stats(j)->size);
+    rdzvd_journal_close(j, false);
+    j = jopen("buf", r);
+    expect_same(s, r);
+    expect_value(r, "", "empty key");
+    expect_value(r, "empty", "");
+    ASSERT_OK(rdzvd_journal_compact(j));
+    rdzvd_journal_close(j, false);
+    j = jopen("buf", r2);
+    expect_same(s, r2);
+    expect_value(r2, "big", large);
+    expect_pop(r2, "q", "i2");
+    rdzvd_journal_close(j, true);
+    free(large);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+    rdzvd_store_free(r2);
+}
+
+/* fsync "no": writes are journaled but never fsynced, not by sync, flush or close. */
+static void test_fsync_no_never_syncs(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = NULL;
+
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "nosync", RDZVD_FSYNC_NO, s, &j));
+    ASSERT_OK(set_str(s, "a", "1"));
+    ASSERT_OK(rdzvd_store_set(s, "", 0, "empty key", 9)); /* unbuffered: no key bytes */
+    ASSERT_OK(rdzvd_journal_sync(j));
+    ASSERT_OK(rdzvd_journal_flush(j));
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 0);
+    ASSERT_EQ(rdzvd_journal_stats(j)->records, 2);
+    rdzvd_journal_close(j, false);
+    j = jopen("nosync", r);
+    expect_value(r, "a", "1");
+    expect_value(r, "", "empty key");
+    rdzvd_journal_close(j, true);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+}
+
+/* Buffered records that can't be written: flush reports it, nothing stays pending, the fsync
+ * timer is stopped (the loop has nothing left to wait for), and a record too large to buffer
+ * that follows is not written after the lost ones. */
+static void test_buffered_write_error(void)
+{
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = NULL;
+    struct rlimit old, small;
+    char *large = malloc(100u << 10);
+    uv_loop_t loop;
+    uint64_t t0;
+    int rc;
+
+    ASSERT_NOT_NULL(large);
+    memset(large, 'L', (100u << 10) - 1);
+    large[(100u << 10) - 1] = '\0';
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
+    ASSERT_OK(uv_loop_init(&loop));
+    ASSERT_OK(rdzvd_journal_open(&loop, dirfd_, dir, "bwe", RDZVD_FSYNC_EVERYSEC, s, &j));
+    ASSERT_OK(set_str(s, "kept", "1"));
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    ASSERT_OK(set_str(s, "lost", "2"));
+    small = old;
+    small.rlim_cur = (rlim_t)file_size("bwe"); /* not one byte more */
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
+    rc = rdzvd_journal_flush(j);
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+    ASSERT_EQ(rc, -EFBIG);
+    ASSERT_TRUE(rdzvd_journal_failed(j));
+    ASSERT_FALSE(rdzvd_journal_pending(j));
+    uv_update_time(&loop);
+    t0 = uv_now(&loop);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    uv_update_time(&loop);
+    ASSERT_TRUE(uv_now(&loop) - t0 < 900); /* the one-second timer was stopped */
+    ASSERT_EQ(rdzvd_journal_stats(j)->fsyncs, 0);
+    rdzvd_journal_close(j, false);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    /* The large record behind buffered ones that fail to write is dropped with them. */
+    rdzvd_store_free(s);
+    s = new_store();
+    j = jopen("bwe", s);
+    expect_value(s, "kept", "1");
+    expect_missing(s, "lost");
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    ASSERT_OK(set_str(s, "lost", "3"));
+    small.rlim_cur = (rlim_t)file_size("bwe");
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
+    rc = set_str(s, "large", large);
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+    ASSERT_OK(rc); /* the store still serves */
+    ASSERT_TRUE(rdzvd_journal_failed(j));
+    rdzvd_journal_close(j, false);
+    /* A full buffer that can't be written when the next record needs its room. */
+    rdzvd_store_free(s);
+    s = new_store();
+    j = jopen("bwe", s);
+    rdzvd_journal_set_buffered(j, NULL, NULL);
+    small.rlim_cur = (rlim_t)file_size("bwe");
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
+    for (int i = 0; i < 200 && !rdzvd_journal_failed(j); i++) {
+        char k[16];
+
+        snprintf(k, sizeof(k), "fill%d", i);
+        rc = set_str(s, k, "0123456789012345678901234567890123456789012345678901234567890123"
+                           "4567890123456789012345678901234567890123456789012345678901234567"
+                           "8901234567890123456789012345678901234567890123456789012345678901"
+                           "2345678901234567890123456789012345678901234567890123456789012345"
+                           "6789012345678901234567890123456789012345678901234567890123456789"
+                           "0123456789012345678901234567890123456789012345678901234567890123"
+                           "4567890123456789012345678901234567890123456789012345678901234567"
+                           "8901234567890123456789012345678901234567890123456789012345678901");
+        if (rc < 0)
+            break;
+    }
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+    ASSERT_OK(rc);
+    ASSERT_TRUE(rdzvd_journal_failed(j)); /* within 200 records of 512+ bytes: > 64 KiB */
+    ASSERT_FALSE(rdzvd_journal_pending(j));
+    rdzvd_journal_close(j, false);
+    j = jopen("bwe", r);
+    expect_value(r, "kept", "1");
+    expect_missing(r, "lost");
+    expect_missing(r, "large");
+    expect_missing(r, "fill0");
+    rdzvd_journal_close(j, true);
+    ASSERT_EQ(uv_loop_close(&loop), 0);
+    free(large);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+}
+
+/* ---- unlink and close ---- */
+
+/* rdzvd_journal_unlink: a bad name is refused; a symlink is never followed nor removed; a
+ * directory is reported; junk, an empty file and a version 1 journal (no owner) are deleted. */
+static void test_unlink_edge_cases(void)
+{
+    static const uint8_t junk[] = "junk";
+    uint8_t v1[16];
+    char p[512];
+
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, "../x"), -EINVAL);
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, NULL), -EINVAL);
+    path_of("lnk", p, sizeof(p));
+    ASSERT_OK(symlink("target", p));
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, "lnk"), -ELOOP);
+    ASSERT_OK(unlink(p)); /* still there */
+    path_of("dj", p, sizeof(p));
+    ASSERT_OK(mkdir(p, 0700));
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, "dj"), -EISDIR);
+    ASSERT_OK(rmdir(p));
+    write_file("uj", junk, sizeof(junk));
+    ASSERT_OK(rdzvd_journal_unlink(dirfd_, "uj"));
+    write_file("uj", junk, 0);
+    ASSERT_OK(rdzvd_journal_unlink(dirfd_, "uj"));
+    memcpy(v1, "RDZVJRN1\x01\0\0\0", 12);
+    rdzv_set_u32(v1 + 12, crc32_of(v1, 12));
+    write_file("uj", v1, sizeof(v1));
+    ASSERT_OK(rdzvd_journal_unlink(dirfd_, "uj"));
+    path_of("uj", p, sizeof(p));
+    ASSERT_TRUE(access(p, F_OK) < 0 && errno == ENOENT);
+}
+
+/* close(NULL) is a no-op; a drop whose file is already gone is fine. */
+static void test_close_edge_cases(void)
+{
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j = jopen("cl", s);
+
+    rdzvd_journal_close(NULL, false);
+    rdzvd_journal_close(NULL, true);
+    remove_journal("cl");
+    rdzvd_journal_close(j, true);
+    ASSERT_OK(set_str(s, "after", "close")); /* the hook is gone with it */
+    rdzvd_store_free(s);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -891,6 +1396,18 @@ int main(void)
     TEST(test_queue_ops);
     TEST(test_fsync_everysec_and_always);
     TEST(test_write_error_disables);
+    TEST(test_fsync_mode_names);
+    TEST(test_open_refuses_journal_over_limits);
+    TEST(test_more_bad_headers);
+    TEST(test_create_fails_cleanly);
+    TEST(test_compaction_failure_keeps_journal);
+    TEST(test_snapshot_write_error_keeps_journal);
+    TEST(test_oversized_journal_compacted_at_open);
+    TEST(test_buffered_order_and_large_records);
+    TEST(test_fsync_no_never_syncs);
+    TEST(test_buffered_write_error);
+    TEST(test_unlink_edge_cases);
+    TEST(test_close_edge_cases);
 
     close(dirfd_);
     ASSERT_OK(rmdir(dir)); /* every test cleaned up after itself */

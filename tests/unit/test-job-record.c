@@ -1,0 +1,883 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-record.c: a job's record (daemon/rdzvd-job-record.h) in --state-dir and in a
+ * replica's job table, and how the job state machine keeps it (daemon/rdzvd-job-persist.c):
+ * file names, round trips, malformed and planted records, file system errors, table errors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "../../common/rdzv-list.h"
+#include "../../common/rdzv-log.h"
+#include "../../common/rdzv-util.h"
+#include "../tap.h"
+#include "rdzvd-job-record.h"
+#include "rdzvd-job-sm.h"
+#include "rdzvd-journal.h"
+#include "rdzvd-store.h"
+
+static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+static char dir[256];
+static int dirfd_;
+
+static void no_wake(struct rdzvd_waiter *w, void *ud)
+{
+    (void)w;
+    (void)ud;
+}
+
+static struct rdzvd_store *new_store(const struct rdzv_limits *l)
+{
+    struct rdzvd_store *s = NULL;
+
+    ASSERT_OK(rdzvd_store_new(l, no_wake, &s));
+    return s;
+}
+
+static struct rdzvd_job_record rec_of(const char *run_id)
+{
+    struct rdzvd_job_record rec = {.min = 2,
+                                   .max = 4,
+                                   .max_restarts = 3,
+                                   .generation = 7,
+                                   .restart_count = 1,
+                                   .running = true,
+                                   .nnodes = 3,
+                                   .world_size = 24,
+                                   .store_port = 29500};
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
+    return rec;
+}
+
+static void expect_same_record(const struct rdzvd_job_record *a, const struct rdzvd_job_record *b)
+{
+    ASSERT_BYTES_STR(a->run_id, strlen(a->run_id), b->run_id);
+    ASSERT_EQ(a->min, b->min);
+    ASSERT_EQ(a->max, b->max);
+    ASSERT_EQ(a->max_restarts, b->max_restarts);
+    ASSERT_EQ(a->generation, b->generation);
+    ASSERT_EQ(a->restart_count, b->restart_count);
+    ASSERT_EQ(a->running, b->running);
+    ASSERT_EQ(a->nnodes, b->nnodes);
+    ASSERT_EQ(a->world_size, b->world_size);
+    ASSERT_EQ(a->store_port, b->store_port);
+}
+
+/* DIR/name holds exactly text. */
+static void put_file(const char *name, const char *text, size_t len)
+{
+    int fd = openat(dirfd_, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_EQ(write(fd, text, len), (ssize_t)len);
+    close(fd);
+}
+
+/* The bytes of DIR/name (at most len - 1) as a string; returns their count, -1 if absent. */
+static ssize_t get_file(const char *name, char *buf, size_t len)
+{
+    int fd = openat(dirfd_, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    ASSERT_TRUE(n >= 0);
+    buf[n] = '\0';
+    return n;
+}
+
+static bool exists(const char *name)
+{
+    return faccessat(dirfd_, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void record_file(const char *run_id, char name[RDZVD_JOB_NAME_MAX])
+{
+    ASSERT_OK(rdzvd_job_record_name(run_id, name, RDZVD_JOB_NAME_MAX));
+}
+
+/* ---- names ---- */
+
+/* The names are the keyed SHA-256 of the run id, in lower-case hex: a value computed outside
+ * rdzvd (Python's hmac) pins the scheme, so a change of key or encoding, which would make a
+ * restarted rdzvd lose every job of an existing --state-dir, fails here. */
+static void test_names_pinned_and_distinct(void)
+{
+    static const char job_mac[] =
+        "48085ab38835f5d554c3b1bb9875b74c2a34fcf90725cd3aa08a5d7f930fdfca";
+    char name[RDZVD_JOB_NAME_MAX], sname[RDZVD_JOB_NAME_MAX], want[RDZVD_JOB_NAME_MAX];
+    char other[RDZVD_JOB_NAME_MAX];
+
+    ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
+    snprintf(want, sizeof(want), "job-%s.state", job_mac);
+    ASSERT_BYTES_STR(name, strlen(name), want);
+    ASSERT_OK(rdzvd_job_state_name("job", 12, sname, sizeof(sname)));
+    snprintf(want, sizeof(want), "job-%s-gen-12", job_mac);
+    ASSERT_BYTES_STR(sname, strlen(sname), want);
+    ASSERT_TRUE(rdzvd_state_name_valid(sname)); /* usable as a journal's name */
+    /* The longest generation still fits the documented buffer. */
+    ASSERT_OK(rdzvd_job_state_name("job", UINT64_MAX, sname, sizeof(sname)));
+    snprintf(want, sizeof(want), "job-%s-gen-%" PRIu64, job_mac, UINT64_MAX);
+    ASSERT_BYTES_STR(sname, strlen(sname), want);
+    ASSERT_TRUE(strlen(sname) < RDZVD_JOB_NAME_MAX);
+    /* Run ids that differ by one character, or by case, get different files. */
+    ASSERT_OK(rdzvd_job_record_name("joc", other, sizeof(other)));
+    ASSERT_TRUE(strcmp(name, other) != 0);
+    ASSERT_OK(rdzvd_job_record_name("JOB", other, sizeof(other)));
+    ASSERT_TRUE(strcmp(name, other) != 0);
+}
+
+/* ---- records in --state-dir ---- */
+
+/* Every field survives save and load, at the ends of its range; a save replaces the last one
+ * and leaves no temporary file behind. */
+static void test_save_load_round_trip(void)
+{
+    struct rdzvd_job_record a = rec_of("rt"), b, got;
+    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
+
+    record_file("rt", name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "rt", &got), -ENOENT);
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, true));
+    memset(&got, 0x5a, sizeof(got));
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, "rt", &got));
+    expect_same_record(&got, &a);
+    ASSERT_FALSE(exists(tmp));
+    /* The other ends: a stopped generation, the largest numbers, the widest run id. */
+    b = (struct rdzvd_job_record){.min = 1,
+                                  .max = 1,
+                                  .max_restarts = INT64_MAX,
+                                  .generation = INT64_MAX,
+                                  .restart_count = INT64_MAX,
+                                  .running = false,
+                                  .nnodes = 0,
+                                  .world_size = INT64_MAX,
+                                  .store_port = 65535};
+    memset(b.run_id, 'r', RDZV_ID_MAX);
+    b.run_id[RDZV_ID_MAX] = '\0';
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &b, false));
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, b.run_id, &got));
+    expect_same_record(&got, &b);
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, b.run_id));
+    /* A second save of "rt" replaces the first. */
+    a.generation = 8;
+    a.running = false;
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, "rt", &got));
+    expect_same_record(&got, &a);
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "rt"));
+    ASSERT_FALSE(exists(name));
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "rt", &got), -ENOENT);
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "rt")); /* none: still 0, never -ENOENT */
+}
+
+/* A file that is not a valid record of its run id is -EBADMSG: each field is checked for its
+ * type and range, and a file past the 4 KiB a record can take is not read as one. */
+static void test_load_refuses_malformed_records(void)
+{
+#define OK_TAIL "\"min\":1,\"max\":2,\"max_restarts\":0,\"generation\":1,\"restart_count\":0,"
+    static const char *const bad[] = {
+        "",
+        "not json",
+        "[1,2]",
+        "{\"min\":1}", /* no run_id */
+        "{\"run_id\":5}",
+        /* One field missing, of the wrong type, or out of range: */
+        "{\"run_id\":\"j\",\"min\":1}",
+        "{\"run_id\":\"j\"," OK_TAIL "\"running\":\"yes\",\"nnodes\":0,\"world_size\":0,"
+        "\"store_port\":0}",
+        "{\"run_id\":\"j\",\"min\":0,\"max\":2,\"max_restarts\":0,\"generation\":1,"
+        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
+        "{\"run_id\":\"j\",\"min\":3,\"max\":2,\"max_restarts\":0,\"generation\":1,"
+        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
+        "{\"run_id\":\"j\",\"min\":1,\"max\":2,\"max_restarts\":-1,\"generation\":1,"
+        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
+        "{\"run_id\":\"j\",\"min\":1,\"max\":2,\"max_restarts\":0,\"generation\":-1,"
+        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
+        "{\"run_id\":\"j\",\"min\":1,\"max\":2,\"max_restarts\":0,\"generation\":1,"
+        "\"restart_count\":-1,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
+        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":-1,\"world_size\":0,"
+        "\"store_port\":0}",
+        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":0,\"world_size\":-1,"
+        "\"store_port\":0}",
+        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":0,\"world_size\":0,"
+        "\"store_port\":-1}",
+        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":0,\"world_size\":0,"
+        "\"store_port\":65536}",
+    };
+    static const char good[] = "{\"run_id\":\"j\"," OK_TAIL "\"running\":true,\"nnodes\":2,"
+                               "\"world_size\":8,\"store_port\":65535}";
+#undef OK_TAIL
+    struct rdzvd_job_record got;
+    char name[RDZVD_JOB_NAME_MAX], text[RDZV_ID_MAX + 256], id[RDZV_ID_MAX + 2], *big;
+    size_t n;
+
+    record_file("j", name);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(tap_note, sizeof(tap_note), "case %zu: %s", i, bad[i]);
+        put_file(name, bad[i], strlen(bad[i]));
+        ASSERT_EQ(rdzvd_job_record_load(dirfd_, "j", &got), -EBADMSG);
+    }
+    tap_note[0] = '\0';
+    /* The same checks pass a record at the edges of every range. */
+    put_file(name, good, strlen(good));
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, "j", &got));
+    ASSERT_EQ(got.min, 1);
+    ASSERT_EQ(got.max, 2);
+    ASSERT_TRUE(got.running);
+    ASSERT_EQ(got.world_size, 8);
+    ASSERT_EQ(got.store_port, 65535);
+    /* Valid JSON past 4 KiB (padded with white space) is not read as a record. */
+    n = strlen(good) + 5000;
+    big = malloc(n);
+    ASSERT_NOT_NULL(big);
+    memset(big, ' ', n);
+    memcpy(big + n - strlen(good), good, strlen(good));
+    put_file(name, big, n);
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "j", &got), -EBADMSG);
+    free(big);
+    ASSERT_OK(unlinkat(dirfd_, name, 0));
+    /* A run id longer than a record may hold, in the file of that run id. */
+    memset(id, 'x', RDZV_ID_MAX + 1);
+    id[RDZV_ID_MAX + 1] = '\0';
+    record_file(id, name);
+    snprintf(text, sizeof(text), "{\"run_id\":\"%s\",%s", id, strchr(good, ',') + 1);
+    put_file(name, text, strlen(text));
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, id, &got), -EBADMSG);
+    ASSERT_OK(unlinkat(dirfd_, name, 0));
+}
+
+/* A file that can't be read as a record is nobody's: save replaces it and drop deletes it. */
+static void test_unreadable_file_is_replaced(void)
+{
+    struct rdzvd_job_record a = rec_of("junk"), got;
+    char name[RDZVD_JOB_NAME_MAX];
+
+    record_file("junk", name);
+    put_file(name, "\x01\x02garbage", 9);
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, "junk", &got));
+    expect_same_record(&got, &a);
+    put_file(name, "{\"run_id\":", 10);
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "junk"));
+    ASSERT_FALSE(exists(name));
+}
+
+/* A directory where the record should be: every call reports the read error and nothing is
+ * removed or replaced. */
+static void test_directory_in_place_of_record(void)
+{
+    struct rdzvd_job_record a = rec_of("isdir"), got;
+    char name[RDZVD_JOB_NAME_MAX];
+    struct stat st;
+
+    record_file("isdir", name);
+    ASSERT_OK(mkdirat(dirfd_, name, 0700));
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "isdir", &got), -EISDIR);
+    ASSERT_EQ(rdzvd_job_record_save(dirfd_, &a, false), -EISDIR);
+    ASSERT_EQ(rdzvd_job_record_drop(dirfd_, "isdir"), -EISDIR);
+    ASSERT_OK(fstatat(dirfd_, name, &st, 0));
+    ASSERT_TRUE(S_ISDIR(st.st_mode));
+    ASSERT_OK(unlinkat(dirfd_, name, AT_REMOVEDIR));
+}
+
+/* The temporary file can't be made (a directory in its place, or a symlink, which is never
+ * followed): save fails, and the record it was to replace is intact. */
+static void test_save_tmp_blocked_keeps_old_record(void)
+{
+    struct rdzvd_job_record a = rec_of("tmpb"), b, got;
+    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8], target[64];
+
+    record_file("tmpb", name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
+    b = a;
+    b.generation = 99;
+    ASSERT_OK(mkdirat(dirfd_, tmp, 0700));
+    ASSERT_EQ(rdzvd_job_record_save(dirfd_, &b, false), -EISDIR);
+    ASSERT_OK(unlinkat(dirfd_, tmp, AT_REMOVEDIR));
+    ASSERT_OK(symlinkat("victim", dirfd_, tmp));
+    ASSERT_EQ(rdzvd_job_record_save(dirfd_, &b, false), -ELOOP);
+    ASSERT_FALSE(exists("victim")); /* the link led nowhere it could write */
+    ASSERT_EQ(get_file(tmp, target, sizeof(target)), -1);
+    ASSERT_OK(unlinkat(dirfd_, tmp, 0));
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, "tmpb", &got));
+    expect_same_record(&got, &a);
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "tmpb"));
+}
+
+/* A write that fails (EFBIG) or comes up short: save fails, the temporary file goes, and the
+ * last record is still the one a restarted rdzvd reads. */
+static void test_save_write_error_keeps_old_record(void)
+{
+    struct rdzvd_job_record a = rec_of("wr"), b, got;
+    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
+    struct rlimit old, small;
+    static const rlim_t limits[] = {0, 16};
+
+    record_file("wr", name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
+    b = a;
+    b.generation = 8;
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
+    for (size_t i = 0; i < 2; i++) {
+        int r;
+
+        small = old;
+        small.rlim_cur = limits[i];
+        ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
+        r = rdzvd_job_record_save(dirfd_, &b, true);
+        ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+        ASSERT_EQ(r, limits[i] == 0 ? -EFBIG : -EIO);
+        ASSERT_FALSE(exists(tmp));
+        ASSERT_OK(rdzvd_job_record_load(dirfd_, "wr", &got));
+        ASSERT_EQ(got.generation, 7);
+    }
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "wr"));
+}
+
+/* A directory handle that can't be used: every call reports it instead of pretending. A handle
+ * opened O_PATH finds files but can't be fsynced: a synced save reports that the directory
+ * was not made durable; an unsynced one through it succeeds. */
+static void test_bad_directory_handles(void)
+{
+    struct rdzvd_job_record a = rec_of("fd"), got;
+    int pfd;
+
+    ASSERT_EQ(rdzvd_job_record_save(-1, &a, false), -EBADF);
+    ASSERT_EQ(rdzvd_job_record_load(-1, "fd", &got), -EBADF);
+    ASSERT_EQ(rdzvd_job_record_drop(-1, "fd"), -EBADF);
+    pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(pfd >= 0);
+    ASSERT_OK(rdzvd_job_record_save(pfd, &a, false));
+    ASSERT_EQ(rdzvd_job_record_save(pfd, &a, true), -EBADF);
+    ASSERT_OK(rdzvd_job_record_load(pfd, "fd", &got));
+    expect_same_record(&got, &a);
+    ASSERT_OK(rdzvd_job_record_drop(pfd, "fd"));
+    close(pfd);
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "fd", &got), -ENOENT);
+}
+
+/* A pre-upgrade record name (job-<64-bit hash>.state) that holds another run id's record, or
+ * junk: load still says -ENOENT and leaves the file. */
+static void test_old_name_of_other_run_id(void)
+{
+    struct rdzvd_job_record other = rec_of("someone-else"), got;
+    char old[48], name[RDZVD_JOB_NAME_MAX];
+
+    snprintf(old, sizeof(old), "job-%016" PRIx64 ".state", rdzv_hash64(0x72647a76, "old", 3));
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &other, false));
+    record_file("someone-else", name);
+    ASSERT_OK(renameat(dirfd_, name, dirfd_, old));
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "old", &got), -ENOENT);
+    ASSERT_TRUE(exists(old));
+    put_file(old, "junk", 4);
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "old", &got), -ENOENT);
+    ASSERT_OK(unlinkat(dirfd_, old, 0));
+}
+
+/* drop_journal is rdzvd_journal_unlink: a bad name is refused, a missing journal is fine, one
+ * of this name goes, one naming another store stays. */
+static void test_drop_journal(void)
+{
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_journal *j = NULL;
+    char sname[RDZVD_JOB_NAME_MAX], file[RDZVD_JOB_NAME_MAX + 16];
+
+    ASSERT_OK(rdzvd_job_state_name("dj", 3, sname, sizeof(sname)));
+    snprintf(file, sizeof(file), "%s.journal", sname);
+    ASSERT_EQ(rdzvd_job_record_drop_journal(dirfd_, "../escape"), -EINVAL);
+    ASSERT_OK(rdzvd_job_record_drop_journal(dirfd_, sname));
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, sname, RDZVD_FSYNC_NO, s, &j));
+    rdzvd_journal_close(j, false);
+    ASSERT_TRUE(exists(file));
+    ASSERT_OK(rdzvd_job_record_drop_journal(dirfd_, sname));
+    ASSERT_FALSE(exists(file));
+    rdzvd_store_free(s);
+    s = new_store(&lim);
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "someone-else", RDZVD_FSYNC_NO, s, &j));
+    rdzvd_journal_close(j, false);
+    ASSERT_OK(renameat(dirfd_, "someone-else.journal", dirfd_, file));
+    ASSERT_EQ(rdzvd_job_record_drop_journal(dirfd_, sname), -EEXIST);
+    ASSERT_TRUE(exists(file));
+    ASSERT_OK(unlinkat(dirfd_, file, 0));
+    rdzvd_store_free(s);
+}
+
+/* ---- the replicas' job table ---- */
+
+/* put, get and del by run id, each record under its own key; absent ones are -ENOENT / 0. */
+static void test_table_round_trip(void)
+{
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record a = rec_of("ta"), b = rec_of("tb"), got;
+
+    b.running = false;
+    b.generation = 1;
+    ASSERT_EQ(rdzvd_job_record_get(t, "ta", &got), -ENOENT);
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_put(t, &b));
+    ASSERT_TRUE(rdzvd_store_exists(t, "job/ta", 6));
+    ASSERT_OK(rdzvd_job_record_get(t, "ta", &got));
+    expect_same_record(&got, &a);
+    ASSERT_OK(rdzvd_job_record_get(t, "tb", &got));
+    expect_same_record(&got, &b);
+    a.generation = 9;
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "ta", &got));
+    ASSERT_EQ(got.generation, 9);
+    ASSERT_EQ(rdzvd_job_record_del(t, "ta"), 0); /* exactly 0, as the header says */
+    ASSERT_EQ(rdzvd_job_record_get(t, "ta", &got), -ENOENT);
+    ASSERT_EQ(rdzvd_job_record_del(t, "ta"), 0); /* none: 0 too */
+    ASSERT_OK(rdzvd_job_record_get(t, "tb", &got));
+    rdzvd_store_free(t);
+}
+
+/* What is under job/<id> but is no record of <id>: not JSON, out of range, or another run id's
+ * record, is -EBADMSG. */
+static void test_table_rejects_bad_values(void)
+{
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record other = rec_of("other"), got;
+    static const char badrange[] =
+        "{\"run_id\":\"tx\",\"min\":2,\"max\":1,\"max_restarts\":0,\"generation\":1,"
+        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}";
+    const uint8_t *val;
+    size_t vlen;
+
+    ASSERT_OK(rdzvd_store_set(t, "job/tx", 6, "{oops", 5));
+    ASSERT_EQ(rdzvd_job_record_get(t, "tx", &got), -EBADMSG);
+    ASSERT_OK(rdzvd_store_set(t, "job/tx", 6, badrange, strlen(badrange)));
+    ASSERT_EQ(rdzvd_job_record_get(t, "tx", &got), -EBADMSG);
+    ASSERT_OK(rdzvd_job_record_put(t, &other));
+    ASSERT_OK(rdzvd_store_get(t, "job/other", 9, &val, &vlen));
+    ASSERT_OK(rdzvd_store_set(t, "job/tx", 6, val, vlen));
+    ASSERT_EQ(rdzvd_job_record_get(t, "tx", &got), -EBADMSG);
+    rdzvd_store_free(t);
+}
+
+/* The table's errors come back: a record too large for its values is refused, nothing kept. */
+static void test_table_put_store_error(void)
+{
+    struct rdzv_limits small = lim;
+    struct rdzvd_store *t;
+    struct rdzvd_job_record a = rec_of("big"), got;
+
+    small.max_value_len = 32;
+    t = new_store(&small);
+    ASSERT_EQ(rdzvd_job_record_put(t, &a), -EMSGSIZE);
+    ASSERT_EQ(rdzvd_job_record_get(t, "big", &got), -ENOENT);
+    rdzvd_store_free(t);
+}
+
+/* A run id longer than any record can hold has no record: get says -ENOENT and del 0, and
+ * neither reads past its key buffer (ASan) nor reaches a record of its truncated prefix. */
+static void test_table_run_id_too_long(void)
+{
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record a, got;
+    char id[RDZV_ID_MAX + 40];
+
+    a = rec_of("");
+    memset(a.run_id, 'i', RDZV_ID_MAX); /* the longest a record holds */
+    a.run_id[RDZV_ID_MAX] = '\0';
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, a.run_id, &got));
+    expect_same_record(&got, &a);
+    memset(id, 'i', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    ASSERT_EQ(rdzvd_job_record_get(t, id, &got), -ENOENT);
+    ASSERT_EQ(rdzvd_job_record_del(t, id), 0);
+    ASSERT_OK(rdzvd_job_record_get(t, a.run_id, &got)); /* the other record is untouched */
+    rdzvd_store_free(t);
+}
+
+/* The member key: made once (32 random bytes), then the same; a value of another length is
+ * not a key; a table too full to hold it reports the error. */
+static void test_table_member_key(void)
+{
+    struct rdzv_limits small = lim;
+    struct rdzvd_store *t = new_store(&lim), *u = new_store(&lim);
+    const uint8_t *k1, *k2, *k3;
+    uint8_t copy[32];
+    size_t l1, l2, l3;
+
+    ASSERT_OK(rdzvd_job_table_member_key(t, &k1, &l1));
+    ASSERT_EQ(l1, 32);
+    memcpy(copy, k1, 32);
+    ASSERT_OK(rdzvd_job_table_member_key(t, &k2, &l2));
+    ASSERT_EQ(l2, 32);
+    ASSERT_MEMEQ(k2, copy, 32);
+    ASSERT_OK(rdzvd_job_table_member_key(u, &k3, &l3)); /* another table: another key */
+    ASSERT_TRUE(memcmp(k3, copy, 32) != 0);
+    rdzvd_store_free(u);
+    ASSERT_OK(rdzvd_store_set(t, "member-key", 10, "short", 5));
+    ASSERT_EQ(rdzvd_job_table_member_key(t, &k1, &l1), -EBADMSG);
+    rdzvd_store_free(t);
+    small.max_store_bytes = 16; /* the key's name fits, its 32 bytes don't */
+    t = new_store(&small);
+    ASSERT_EQ(rdzvd_job_table_member_key(t, &k1, &l1), -ENOSPC);
+    ASSERT_FALSE(rdzvd_store_exists(t, "member-key", 10));
+    rdzvd_store_free(t);
+}
+
+/* ---- the job state machine keeps its record (rdzvd-job-persist.c) ---- */
+
+/* A host with one-node jobs and fake peers: what the job sent, and what it asked of stores. */
+struct peer {
+    struct rdzvd_member *m;
+    int nrounds;
+    uint64_t round_gen;
+    char event[32];
+};
+
+struct env {
+    uv_loop_t loop;
+    struct rdzv_list jobs;
+    struct rdzvd_job_host h;
+    int stores_open, stores_closed;
+    bool last_drop;
+    char state_name[RDZVD_JOB_NAME_MAX]; /* the last store_open's ("" for none) */
+};
+
+static void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
+                        uint64_t generation, bool inplace, const char *secret)
+{
+    (void)peer, (void)run_id, (void)waiting, (void)spare, (void)resumed, (void)generation;
+    (void)inplace, (void)secret;
+}
+
+static void fake_round(void *peer, struct rdzv_round *rd)
+{
+    struct peer *p = peer;
+
+    p->nrounds++;
+    p->round_gen = rd->generation;
+}
+
+static void fake_event(void *peer, const struct rdzv_event *e)
+{
+    snprintf(((struct peer *)peer)->event, sizeof(((struct peer *)peer)->event), "%s", e->type);
+}
+
+static int fake_nccl_request(void *peer, uint64_t generation, int64_t count)
+{
+    (void)peer, (void)generation, (void)count;
+    return 0;
+}
+
+static void fake_close(void *peer, const char *reason)
+{
+    (void)peer, (void)reason;
+}
+
+static void fake_bind(void *peer, struct rdzvd_member *m)
+{
+    ((struct peer *)peer)->m = m;
+}
+
+static size_t fake_unread(void *peer)
+{
+    (void)peer;
+    return 0;
+}
+
+static void fake_flush(void *ud)
+{
+    (void)ud;
+}
+
+static int fake_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
+                           void **store, uint16_t *port_out)
+{
+    struct env *e = ud;
+
+    (void)desc;
+    e->stores_open++;
+    snprintf(e->state_name, sizeof(e->state_name), "%s", state_name ? state_name : "");
+    *store = (void *)(uintptr_t)e->stores_open;
+    *port_out = port ? port : (uint16_t)(41000 + e->stores_open);
+    return 0;
+}
+
+static void fake_store_close(void *ud, void *store, bool drop)
+{
+    struct env *e = ud;
+
+    (void)store;
+    e->stores_closed++;
+    e->last_drop = drop;
+}
+
+static const struct rdzvd_job_ops fake_ops = {
+    .joined = fake_joined,
+    .round = fake_round,
+    .event = fake_event,
+    .nccl_request = fake_nccl_request,
+    .close = fake_close,
+    .bind = fake_bind,
+    .unread = fake_unread,
+    .flush = fake_flush,
+    .store_open = fake_store_open,
+    .store_close = fake_store_close,
+};
+
+static void env_init(struct env *e, int state_dirfd, struct rdzvd_store *table)
+{
+    memset(e, 0, sizeof(*e));
+    ASSERT_OK(uv_loop_init(&e->loop));
+    rdzv_list_init(&e->jobs);
+    e->h.loop = &e->loop;
+    e->h.ops = &fake_ops;
+    e->h.ud = e;
+    e->h.state_dirfd = state_dirfd;
+    e->h.record_table = table;
+    e->h.jobs = &e->jobs;
+}
+
+static void env_done(struct env *e)
+{
+    rdzvd_jobs_drop_all(&e->jobs);
+    ASSERT_TRUE(rdzv_list_empty(&e->jobs));
+    ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
+    ASSERT_OK(uv_loop_close(&e->loop));
+}
+
+/* JOIN of the only node of a one-node job run_id: its round forms at once (generation 1 of a
+ * new job), with 2 workers. */
+static void join_one(struct env *e, struct peer *p, const char *run_id)
+{
+    struct rdzv_join jn = {
+        .nproc = 2,
+        .node_rank = -1,
+        .min = 1,
+        .max = 1,
+        .last_call_ms = 60000,
+        .max_restarts = 2,
+        .nccl = RDZV_NCCL_OFF,
+        .nccl_ids = 1,
+        .heartbeat_timeout_ms = 60000,
+        .join_timeout_ms = 600000,
+    };
+    struct rdzvd_member *m;
+    char err[256];
+
+    snprintf(jn.run_id, sizeof(jn.run_id), "%s", run_id);
+    snprintf(jn.node_id, sizeof(jn.node_id), "node-0");
+    snprintf(jn.host, sizeof(jn.host), "host0");
+    ASSERT_OK(rdzvd_job_join(&e->h, p, &jn, err, sizeof(err), &m));
+    ASSERT_TRUE(p->m == m);
+}
+
+/* With a job table (a replicated rdzvd) the record lives there, not in --state-dir: a value
+ * under the job's key that is no record is ignored (the job starts at generation 1), the round
+ * records generation 1 as running with its sizes and store port, and the job's end deletes it. */
+static void test_job_record_in_table(void)
+{
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record got;
+    struct peer p = {0};
+    struct env e;
+
+    ASSERT_OK(rdzvd_store_set(t, "job/tj", 6, "{broken", 7));
+    env_init(&e, dirfd_, t);
+    join_one(&e, &p, "tj");
+    ASSERT_EQ(p.nrounds, 1);
+    ASSERT_EQ(p.round_gen, 1);
+    ASSERT_OK(rdzvd_job_record_get(t, "tj", &got));
+    ASSERT_EQ(got.generation, 1);
+    ASSERT_TRUE(got.running);
+    ASSERT_EQ(got.min, 1);
+    ASSERT_EQ(got.max, 1);
+    ASSERT_EQ(got.max_restarts, 2);
+    ASSERT_EQ(got.nnodes, 1);
+    ASSERT_EQ(got.world_size, 2);
+    ASSERT_EQ(got.store_port, 41001);
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "tj", &got), -ENOENT); /* not a file */
+    rdzvd_member_leave(p.m, 1, true);
+    ASSERT_BYTES_STR(p.event, strlen(p.event), "succeeded");
+    ASSERT_EQ(rdzvd_job_record_get(t, "tj", &got), -ENOENT);
+    env_done(&e);
+    rdzvd_store_free(t);
+}
+
+/* A job table that can't take the record: the job still runs (the failure is logged). */
+static void test_job_table_full_job_runs(void)
+{
+    struct rdzv_limits small = lim;
+    struct rdzvd_store *t;
+    struct rdzvd_job_record got;
+    struct peer p = {0};
+    struct env e;
+
+    small.max_value_len = 40; /* the member key fits, a record doesn't */
+    t = new_store(&small);
+    env_init(&e, -1, t);
+    join_one(&e, &p, "full");
+    ASSERT_EQ(p.nrounds, 1);
+    ASSERT_EQ(rdzvd_job_record_get(t, "full", &got), -ENOENT);
+    env_done(&e);
+    rdzvd_store_free(t);
+}
+
+/* The job's record file holds another run id's record: the job starts afresh instead of from
+ * it, and neither its save nor its end overwrites or deletes that file. */
+static void test_job_leaves_other_run_ids_file(void)
+{
+    struct rdzvd_job_record other = rec_of("other"), got;
+    char name[RDZVD_JOB_NAME_MAX], oname[RDZVD_JOB_NAME_MAX], before[512], after[512];
+    struct peer p = {0};
+    struct env e;
+    ssize_t n;
+
+    other.generation = 40;
+    other.running = false;
+    ASSERT_OK(rdzvd_job_record_save(dirfd_, &other, false));
+    record_file("other", oname);
+    record_file("mine", name);
+    ASSERT_OK(renameat(dirfd_, oname, dirfd_, name));
+    n = get_file(name, before, sizeof(before));
+    ASSERT_TRUE(n > 0);
+    env_init(&e, dirfd_, NULL);
+    join_one(&e, &p, "mine");
+    ASSERT_EQ(p.round_gen, 1); /* not 41 */
+    ASSERT_EQ(get_file(name, after, sizeof(after)), n);
+    ASSERT_BYTES_STR(after, (size_t)n, before);
+    rdzvd_member_leave(p.m, 1, true);
+    ASSERT_BYTES_STR(p.event, strlen(p.event), "succeeded");
+    ASSERT_EQ(get_file(name, after, sizeof(after)), n);
+    ASSERT_BYTES_STR(after, (size_t)n, before);
+    env_done(&e);
+    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "mine", &got), -ENOENT);
+    ASSERT_OK(unlinkat(dirfd_, name, 0));
+}
+
+/* The record can't be read or written (a directory in its place): the job runs from generation
+ * 1 all the same, and the directory is left. */
+static void test_job_record_unusable_job_runs(void)
+{
+    char name[RDZVD_JOB_NAME_MAX];
+    struct peer p = {0};
+    struct env e;
+
+    record_file("udir", name);
+    ASSERT_OK(mkdirat(dirfd_, name, 0700));
+    env_init(&e, dirfd_, NULL);
+    join_one(&e, &p, "udir");
+    ASSERT_EQ(p.nrounds, 1);
+    ASSERT_EQ(p.round_gen, 1);
+    rdzvd_member_leave(p.m, 1, true);
+    ASSERT_BYTES_STR(p.event, strlen(p.event), "succeeded");
+    env_done(&e);
+    ASSERT_OK(unlinkat(dirfd_, name, AT_REMOVEDIR));
+}
+
+/* A new generation's journal name is taken by another store's journal: the store opens under
+ * its name all the same (its journal refuses that file itself), and the file is left as it is. */
+static void test_job_stale_journal_of_other_store_left(void)
+{
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_journal *j = NULL;
+    char sname[RDZVD_JOB_NAME_MAX], file[RDZVD_JOB_NAME_MAX + 16];
+    struct peer p = {0};
+    struct env e;
+
+    ASSERT_OK(rdzvd_job_state_name("sj", 1, sname, sizeof(sname)));
+    snprintf(file, sizeof(file), "%s.journal", sname);
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "intruder", RDZVD_FSYNC_NO, s, &j));
+    rdzvd_journal_close(j, false);
+    ASSERT_OK(renameat(dirfd_, "intruder.journal", dirfd_, file));
+    env_init(&e, dirfd_, NULL);
+    join_one(&e, &p, "sj");
+    ASSERT_EQ(e.stores_open, 1);
+    ASSERT_BYTES_STR(e.state_name, strlen(e.state_name), sname);
+    ASSERT_TRUE(exists(file));
+    ASSERT_EQ(rdzvd_journal_unlink(dirfd_, sname), -EEXIST); /* still the intruder's */
+    env_done(&e);
+    ASSERT_OK(unlinkat(dirfd_, file, 0));
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "sj"));
+    rdzvd_store_free(s);
+}
+
+/* Shutdown keeps what a restarted rdzvd needs: the record (running) and the store's journal
+ * (closed without drop); without --state-dir or a table no store has a journal name. */
+static void test_job_shutdown_keeps_record_and_journal(void)
+{
+    struct rdzvd_job_record got;
+    struct peer p = {0};
+    struct env e;
+
+    env_init(&e, dirfd_, NULL);
+    join_one(&e, &p, "keep");
+    ASSERT_TRUE(e.state_name[0] != '\0');
+    env_done(&e);
+    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_FALSE(e.last_drop);
+    ASSERT_OK(rdzvd_job_record_load(dirfd_, "keep", &got));
+    ASSERT_EQ(got.generation, 1);
+    ASSERT_TRUE(got.running);
+    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "keep"));
+    /* A job that ends (here without --state-dir) drops its store's journal. */
+    memset(&p, 0, sizeof(p));
+    env_init(&e, -1, NULL);
+    join_one(&e, &p, "nodir");
+    ASSERT_BYTES_STR(e.state_name, strlen(e.state_name), "");
+    rdzvd_member_leave(p.m, 1, true);
+    rdzvd_member_gone(p.m); /* its last member gone: the ended job goes */
+    ASSERT_TRUE(rdzv_list_empty(&e.jobs));
+    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_TRUE(e.last_drop);
+    env_done(&e);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    rdzv_log_setup("test-job-record", RDZV_LOG_ERROR);
+    snprintf(dir, sizeof(dir), "%s/test-job-record.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ASSERT_NOT_NULL(mkdtemp(dir));
+    dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_OK(dirfd_);
+
+    TEST(test_names_pinned_and_distinct);
+    TEST(test_save_load_round_trip);
+    TEST(test_load_refuses_malformed_records);
+    TEST(test_unreadable_file_is_replaced);
+    TEST(test_directory_in_place_of_record);
+    TEST(test_save_tmp_blocked_keeps_old_record);
+    TEST(test_save_write_error_keeps_old_record);
+    TEST(test_bad_directory_handles);
+    TEST(test_old_name_of_other_run_id);
+    TEST(test_drop_journal);
+    TEST(test_table_round_trip);
+    TEST(test_table_rejects_bad_values);
+    TEST(test_table_put_store_error);
+    TEST(test_table_run_id_too_long);
+    TEST(test_table_member_key);
+    TEST(test_job_record_in_table);
+    TEST(test_job_table_full_job_runs);
+    TEST(test_job_leaves_other_run_ids_file);
+    TEST(test_job_record_unusable_job_runs);
+    TEST(test_job_stale_journal_of_other_store_left);
+    TEST(test_job_shutdown_keeps_record_and_journal);
+
+    close(dirfd_);
+    ASSERT_OK(rmdir(dir)); /* every test cleaned up after itself */
+    return tap_done();
+}
