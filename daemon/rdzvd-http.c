@@ -39,6 +39,7 @@ struct http_conn {
     struct rdzv_buf out;
     int closes;
     bool responded;
+    bool head; /* a HEAD request: the reply has no body (RFC 9110 9.3.2) */
 };
 
 /* ---- bodies ---- */
@@ -475,7 +476,7 @@ static void http_respond(struct http_conn *c, int code, const char *ctype, const
                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                 "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
                 "Connection: close\r\n\r\n%s",
-                code, reason, ctype, strlen(body), body);
+                code, reason, ctype, strlen(body), c->head ? "" : body);
     if (r < 0) {
         http_conn_close(c);
         return;
@@ -496,7 +497,8 @@ static void http_serve(struct http_conn *c)
         http_respond(c, 400, ctype, "bad request\n");
         return;
     }
-    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+    c->head = strcmp(method, "HEAD") == 0;
+    if (strcmp(method, "GET") && !c->head) {
         http_respond(c, 405, ctype, "only GET\n");
         return;
     }
