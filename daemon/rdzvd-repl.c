@@ -228,7 +228,8 @@ static int unsnap_record(void *ud, enum rdzvd_change what, const uint8_t *key, s
 }
 
 /* Empty the store and the job table (the undo of their dumps, applied after the dumps are
- * taken), then apply the snapshot. libraft hands buf over: it is freed here. */
+ * taken), then apply the snapshot. libraft hands buf over only when this succeeds: it is freed
+ * here then; after a failure libraft frees it itself (freeing it here too was a double free). */
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     struct rdzvd_repl_fsm *f = (struct rdzvd_repl_fsm *)fsm;
@@ -243,12 +244,14 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
         r = apply_records(f, buf->base, buf->len, &first);
     f->applying = false;
     rdzv_buf_free(&undo.b);
+    if (r != 0)
+        return r < 0 ? RAFT_NOMEM : r;
     raft_free(buf->base);
     f->restores++;
-    if (r == 0 && first < 0)
+    if (first < 0)
         log_warn("replication: the snapshot did not fit this replica's store (%s)",
                  strerror(-first));
-    return r < 0 ? RAFT_NOMEM : r;
+    return 0;
 }
 
 void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store,

@@ -339,6 +339,60 @@ class Replicas(unittest.TestCase):
         c.set(b"k2", b"v2")
         self.assertEqual(c.get(b"k2"), b"v2")
 
+    def test_raft_link_strangers_are_bounded(self):
+        """On a replica's Raft link (PORT + 1): garbage, a hello of replica id 0, a hello that
+        claims the longest address and then floods a megabyte, and a connection that never says
+        a word are each closed before libraft reads a byte (the silent one at the handshake
+        deadline, 5 s), with a log line; the cluster still serves the writes it took before."""
+        cl = self.cluster(token="replica-token-0123456789abcdef")
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        raft = (HOST, lead.port + 1)
+
+        def closed(sock, timeout=15.0):
+            sock.settimeout(timeout)
+            try:
+                while sock.recv(4096):
+                    pass
+            except ConnectionResetError:
+                pass
+            # (socket.timeout propagates: not closed in time is a failure)
+
+        silent = socket.create_connection(raft, timeout=3)
+        self.addCleanup(silent.close)
+        t0 = time.monotonic()
+        with socket.create_connection(raft, timeout=3) as g:
+            g.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            closed(g)
+        hello = b"RDZVRPL1" + (0).to_bytes(8, "little") + bytes([9]) + b"127.0.0.1" + b"n" * 32
+        with socket.create_connection(raft, timeout=3) as z:
+            z.sendall(hello)
+            closed(z)
+        hello = b"RDZVRPL1" + (2).to_bytes(8, "little") + bytes([255]) + b"9" * 255 + b"n" * 32
+        with socket.create_connection(raft, timeout=5) as f:
+            f.sendall(hello)
+            challenge = b""
+            while len(challenge) < 64:
+                chunk = f.recv(64 - len(challenge))
+                self.assertTrue(chunk, "closed before its challenge")
+                challenge += chunk
+            sent = 0
+            try:
+                while sent < 1 << 20:  # a wrong proof and then some: never buffered
+                    sent += f.send(b"\xff" * 65536)
+            except (BrokenPipeError, ConnectionResetError, socket.timeout):
+                pass
+            closed(f)
+        closed(silent)
+        self.assertGreater(time.monotonic() - t0, 3.0, "the silent one had 5 s")
+        text = lead.text()
+        self.assertIn("before any Raft message", text)
+        self.assertTrue(lead.alive(), text[-3000:])
+        lead2, c2 = cl.leader()
+        self.assertEqual(c2.get(b"k"), b"v")
+        c2.set(b"k2", b"v2")
+        self.assertEqual(c2.get(b"k2"), b"v2")
+
     def test_command_line_mistakes(self):
         def run(*args):
             p = subprocess.run([RDZVD, *args], capture_output=True, text=True, timeout=10)

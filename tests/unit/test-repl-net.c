@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <raft.h>
@@ -29,6 +30,7 @@
 #include "../tap.h"
 #include "rdzvd-repl-net.h"
 #include "rdzvd-repl.h"
+#include "rdzvd-replica.h"
 #include "rdzvd-store.h"
 
 #define N 3
@@ -364,9 +366,703 @@ static void test_three_replicas(void)
            (double)(T.t_elected - T.t0) / 1e6, (double)(T.t_reelected - T.t_killed) / 1e6);
 }
 
+/* ---- the transport alone: its bounds and refusals, one case at a time ---- */
+
+#define T_WAIT_MS 20000 /* any one wait (generous: a loaded machine) */
+
+static uv_loop_t L;
+
+/* Run L until *flag (set by a callback or by a client thread) or fail after T_WAIT_MS. */
+static void spin(const int *flag)
+{
+    uint64_t t0 = rdzv_now_ms();
+
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+        ASSERT_TRUE(rdzv_now_ms() - t0 < T_WAIT_MS);
+        uv_run(&L, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+}
+
+struct tr {
+    struct raft_uv_transport t;
+    char addr[32];
+    int closed;
+    /* accepted connections */
+    int accepts;
+    raft_id peer_id;
+    char peer[64];
+    uint8_t first[16]; /* the first bytes read on an accepted stream (libraft's, not ours) */
+    size_t nfirst;
+    int first_done;
+};
+
+static void tr_closed(struct raft_uv_transport *t)
+{
+    __atomic_store_n(&rdzv_container_of(t, struct tr, t)->closed, 1, __ATOMIC_RELEASE);
+}
+
+static void free_stream(uv_handle_t *h)
+{
+    raft_free(h);
+}
+
+static void first_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct tr *x = h->data;
+
+    (void)suggested;
+    buf->base = (char *)x->first + x->nfirst;
+    buf->len = sizeof(x->first) - x->nfirst;
+}
+
+static void first_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct tr *x = s->data;
+
+    (void)buf;
+    if (nread > 0)
+        x->nfirst += (size_t)nread;
+    if (nread < 0 || x->nfirst == sizeof(x->first)) {
+        uv_close((uv_handle_t *)s, free_stream);
+        x->first_done = 1;
+    }
+}
+
+/* libraft's accept callback: note who, then read what follows the handshake. */
+static void tr_accept(struct raft_uv_transport *t, raft_id id, const char *address,
+                      struct uv_stream_s *stream)
+{
+    struct tr *x = rdzv_container_of(t, struct tr, t);
+
+    x->accepts++;
+    x->peer_id = id;
+    snprintf(x->peer, sizeof(x->peer), "%s", address);
+    stream->data = x;
+    ASSERT_OK(uv_read_start(stream, first_alloc, first_read));
+}
+
+static void tr_open(struct tr *x, const struct rdzv_token *tok, uint64_t ms, raft_id id,
+                    bool listen)
+{
+    memset(x, 0, sizeof(*x));
+    snprintf(x->addr, sizeof(x->addr), "127.0.0.1:%d", free_port());
+    ASSERT_OK(rdzvd_repl_net_init(&x->t, &L, tok, ms));
+    ASSERT_OK(x->t.init(&x->t, id, x->addr));
+    if (listen)
+        ASSERT_OK(x->t.listen(&x->t, tr_accept));
+}
+
+static void tr_close(struct tr *x)
+{
+    x->t.close(&x->t, tr_closed);
+    spin(&x->closed);
+    ASSERT_NULL(x->t.impl);
+}
+
+struct conn {
+    struct raft_uv_connect req;
+    int status;
+    int done;
+};
+
+static void conn_cb(struct raft_uv_connect *req, struct uv_stream_s *stream, int status)
+{
+    struct conn *c = rdzv_container_of(req, struct conn, req);
+
+    ASSERT_TRUE((status == 0) == (stream != NULL));
+    if (stream)
+        uv_close((uv_handle_t *)stream, free_stream);
+    c->status = status;
+    c->done = 1;
+}
+
+static int connect_to(struct tr *from, const char *addr, raft_id id)
+{
+    struct conn c = {0};
+    int r = from->t.connect(&from->t, &c.req, id, addr, conn_cb);
+
+    if (r != 0)
+        return r;
+    spin(&c.done);
+    return c.status;
+}
+
+static int port_of(const struct tr *x)
+{
+    return atoi(strrchr(x->addr, ':') + 1);
+}
+
+/* Addresses are numeric IP:port; the transport's own address is checked at init and listen. */
+static void test_addresses(void)
+{
+    static const char *bad[] = {"", "127.0.0.1", ":80", "127.0.0.1:", "127.0.0.1:0",
+                                "127.0.0.1:65536", "127.0.0.1:8x", "[::1:80", "[]:80", "[zz]:80",
+                                "localhost:80", "1.2.3:80", "::1:80"};
+    struct sockaddr_storage ss;
+    char longhost[300];
+    struct tr x, y;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(tap_note, sizeof(tap_note), "'%s'", bad[i]);
+        ASSERT_EQ(rdzvd_repl_parse_addr(bad[i], &ss), -EINVAL);
+    }
+    tap_note[0] = '\0';
+    memset(longhost, '1', sizeof(longhost));
+    snprintf(longhost + 280, 20, ":80");
+    ASSERT_EQ(rdzvd_repl_parse_addr(longhost, &ss), -EINVAL);
+    ASSERT_OK(rdzvd_repl_parse_addr("127.0.0.1:65535", &ss));
+    ASSERT_TRUE(ss.ss_family == AF_INET && ntohs(((struct sockaddr_in *)&ss)->sin_port) == 65535);
+    ASSERT_OK(rdzvd_repl_parse_addr("[::1]:1", &ss));
+    ASSERT_EQ(ss.ss_family, AF_INET6);
+
+    ASSERT_OK(uv_loop_init(&L));
+    memset(&x, 0, sizeof(x));
+    ASSERT_OK(rdzvd_repl_net_init(&x.t, &L, NULL, 0));
+    ASSERT_EQ(x.t.init(&x.t, 1, ""), RAFT_INVALID);
+    ASSERT_EQ(x.t.init(&x.t, 1, longhost), RAFT_INVALID);
+    ASSERT_OK(x.t.init(&x.t, 1, "nonsense"));
+    ASSERT_EQ(x.t.listen(&x.t, tr_accept), RAFT_INVALID);
+    ASSERT_NOT_NULL(strstr(x.t.errmsg, "not IP:port"));
+    tr_close(&x);
+    /* A port already taken: an I/O error naming it; the listener goes with the transport. */
+    tr_open(&x, NULL, 0, 1, true);
+    memset(&y, 0, sizeof(y));
+    ASSERT_OK(rdzvd_repl_net_init(&y.t, &L, NULL, 0));
+    ASSERT_OK(y.t.init(&y.t, 2, x.addr));
+    ASSERT_EQ(y.t.listen(&y.t, tr_accept), RAFT_IOERR);
+    ASSERT_NOT_NULL(strstr(y.t.errmsg, x.addr));
+    /* Connecting to something that is not an address fails at once. */
+    {
+        struct conn c = {0};
+
+        ASSERT_EQ(y.t.connect(&y.t, &c.req, 1, "nowhere", conn_cb), RAFT_NOCONNECTION);
+        ASSERT_FALSE(c.done);
+    }
+    tr_close(&y);
+    tr_close(&x);
+    ASSERT_OK(uv_loop_close(&L));
+}
+
+/* Both sides must hold the token: each outcome of a handshake between two transports. */
+static void test_handshakes(void)
+{
+    struct rdzv_token other;
+    char err[200];
+    struct tr s, c;
+    const struct rdzvd_repl_net_stats *ss, *cs;
+
+    ASSERT_OK(rdzv_auth_crypto_load(err, sizeof(err)));
+    ASSERT_OK(rdzv_token_parse((const uint8_t *)"0123456789abcdef-replica-token", 30, &T.token,
+                               err, sizeof(err)));
+    ASSERT_OK(rdzv_token_parse((const uint8_t *)"0123456789abcdef-another-token", 30, &other, err,
+                               sizeof(err)));
+    ASSERT_OK(uv_loop_init(&L));
+
+    /* The same token: connected; the server hands libraft the client's id and address. */
+    tr_open(&s, &T.token, 0, 1, true);
+    tr_open(&c, &T.token, 0, 7, false);
+    ss = rdzvd_repl_net_stats(&s.t);
+    cs = rdzvd_repl_net_stats(&c.t);
+    ASSERT_EQ(connect_to(&c, s.addr, 1), 0);
+    ASSERT_EQ(cs->connected, 1);
+    while (s.accepts == 0)
+        uv_run(&L, UV_RUN_ONCE);
+    ASSERT_TRUE(s.peer_id == 7 && strcmp(s.peer, c.addr) == 0 && ss->accepted == 1);
+    /* A different token: the client sees the server cannot prove it and gives up; the server
+     * sees the client go before its proof. */
+    tr_close(&c);
+    tr_open(&c, &other, 0, 7, false);
+    cs = rdzvd_repl_net_stats(&c.t);
+    ASSERT_EQ(connect_to(&c, s.addr, 1), RAFT_NOCONNECTION);
+    ASSERT_EQ(cs->failed, 1);
+    while (ss->refused < 1)
+        uv_run(&L, UV_RUN_ONCE);
+    /* A client without a token proves nothing (zeros): refused, never given to libraft. */
+    tr_close(&c);
+    tr_open(&c, NULL, 0, 7, false);
+    connect_to(&c, s.addr, 1); /* its side cannot tell: the server's answer is to close */
+    while (ss->refused < 2)
+        uv_run(&L, UV_RUN_ONCE);
+    ASSERT_EQ(s.accepts, 1);
+    ASSERT_EQ(ss->accepted, 1);
+    tr_close(&c);
+    tr_close(&s);
+    /* A server without a token cannot prove one to a client that holds it. */
+    tr_open(&s, NULL, 0, 1, true);
+    tr_open(&c, &T.token, 0, 7, false);
+    ASSERT_EQ(connect_to(&c, s.addr, 1), RAFT_NOCONNECTION);
+    /* Nobody listening: refused by the kernel. */
+    tr_close(&s);
+    ASSERT_EQ(connect_to(&c, s.addr, 1), RAFT_NOCONNECTION);
+    tr_close(&c);
+    /* Neither has a token (a trusted network): connected. */
+    tr_open(&s, NULL, 0, 1, true);
+    tr_open(&c, NULL, 0, 7, false);
+    ASSERT_EQ(connect_to(&c, s.addr, 1), 0);
+    while (s.accepts == 0)
+        uv_run(&L, UV_RUN_ONCE);
+    tr_close(&c);
+    tr_close(&s);
+    rdzv_token_wipe(&other);
+    uv_run(&L, UV_RUN_DEFAULT);
+    ASSERT_OK(uv_loop_close(&L));
+}
+
+/* An outbound handshake to a peer that accepts but never answers ends at the deadline; one still
+ * in progress when the transport closes is answered RAFT_CANCELED, exactly once. */
+static void test_outbound_deadline_and_close(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char addr[32];
+    struct tr c;
+    struct conn k = {0};
+    uint64_t t0;
+
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    ASSERT_OK(listen(fd, 8)); /* the kernel completes connections; nobody reads them */
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(sa.sin_port));
+    ASSERT_OK(uv_loop_init(&L));
+    tr_open(&c, &T.token, 200, 7, false);
+    t0 = rdzv_now_ms();
+    ASSERT_EQ(connect_to(&c, addr, 1), RAFT_NOCONNECTION);
+    ASSERT_TRUE(rdzv_now_ms() - t0 >= 150);
+    /* Closed while connecting and while waiting for the challenge. */
+    ASSERT_OK(c.t.connect(&c.t, &k.req, 1, addr, conn_cb));
+    c.t.close(&c.t, tr_closed);
+    ASSERT_TRUE(k.done && k.status == RAFT_CANCELED);
+    spin(&c.closed);
+    tr_open(&c, &T.token, 0, 7, false);
+    memset(&k, 0, sizeof(k));
+    ASSERT_OK(c.t.connect(&c.t, &k.req, 1, addr, conn_cb));
+    for (int i = 0; i < 50; i++)
+        uv_run(&L, UV_RUN_NOWAIT), usleep(1000);
+    ASSERT_FALSE(k.done);
+    c.t.close(&c.t, tr_closed);
+    ASSERT_TRUE(k.done && k.status == RAFT_CANCELED);
+    spin(&c.closed);
+    uv_run(&L, UV_RUN_DEFAULT);
+    ASSERT_OK(uv_loop_close(&L));
+    close(fd);
+}
+
+/* ---- inbound: a raw client on a thread of its own (blocking sockets) ---- */
+
+struct raw {
+    int port;
+    int (*fn)(struct raw *);
+    int result, done;
+    pthread_t th;
+};
+
+static int raw_connect(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 0 when the other side closes fd (EOF or reset) before sending anything more. */
+static int raw_closed(int fd)
+{
+    uint8_t b[64];
+    ssize_t k = read(fd, b, sizeof(b));
+
+    return k == 0 || (k < 0 && errno == ECONNRESET) ? 0 : -1;
+}
+
+static int raw_read_all(int fd, uint8_t *p, size_t n)
+{
+    size_t got = 0;
+    ssize_t k;
+
+    while (got < n && (k = read(fd, p + got, n - got)) > 0)
+        got += (size_t)k;
+    return got == n ? 0 : -1;
+}
+
+static size_t hello(uint8_t *p, uint64_t id, const char *addr, const uint8_t *cn)
+{
+    size_t n = strlen(addr);
+
+    memcpy(p, "RDZVRPL1", 8);
+    rdzv_set_u64(p + 8, id);
+    p[16] = (uint8_t)n;
+    memcpy(p + 17, addr, n);
+    memcpy(p + 17 + n, cn, RDZV_NONCE_BYTES);
+    return 17 + n + RDZV_NONCE_BYTES;
+}
+
+static void *raw_main(void *arg)
+{
+    struct raw *r = arg;
+
+    r->result = r->fn(r);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int raw_run(int port, int (*fn)(struct raw *))
+{
+    struct raw r = {.port = port, .fn = fn};
+
+    ASSERT_OK(pthread_create(&r.th, NULL, raw_main, &r));
+    spin(&r.done);
+    pthread_join(r.th, NULL);
+    return r.result;
+}
+
+static int bad_magic(struct raw *r)
+{
+    int fd = raw_connect(r->port), rc;
+
+    rc = fd < 0 || write(fd, "RDZVRPL0\0\0\0\0\0\0\0\1\11", 17) != 17 ? -1 : raw_closed(fd);
+    close(fd);
+    return rc;
+}
+
+static int id_zero(struct raw *r)
+{
+    uint8_t p[400], cn[RDZV_NONCE_BYTES] = {1};
+    size_t n = hello(p, 0, "127.0.0.1:1", cn);
+    int fd = raw_connect(r->port), rc;
+
+    rc = fd < 0 || write(fd, p, n) != (ssize_t)n ? -1 : raw_closed(fd);
+    close(fd);
+    return rc;
+}
+
+static int no_address(struct raw *r)
+{
+    uint8_t p[400], cn[RDZV_NONCE_BYTES] = {1};
+    int fd = raw_connect(r->port), rc;
+
+    hello(p, 5, "", cn);
+    rc = fd < 0 || write(fd, p, 17) != 17 ? -1 : raw_closed(fd);
+    close(fd);
+    return rc;
+}
+
+/* Half a hello, then EOF. */
+static int half_hello(struct raw *r)
+{
+    int fd = raw_connect(r->port), rc;
+
+    rc = fd < 0 || write(fd, "RDZVR", 5) != 5 || shutdown(fd, SHUT_WR) < 0 ? -1 : raw_closed(fd);
+    close(fd);
+    return rc;
+}
+
+/* Connected, then silent: closed at the deadline. */
+static int silent(struct raw *r)
+{
+    int fd = raw_connect(r->port), rc = fd < 0 ? -1 : raw_closed(fd);
+
+    close(fd);
+    return rc;
+}
+
+/* The longest address a hello may claim (255 bytes), a challenge, then a wrong proof. */
+static int wrong_proof(struct raw *r)
+{
+    uint8_t p[400], ch[64], cn[RDZV_NONCE_BYTES] = {2}, bad[RDZV_MAC_BYTES];
+    char addr[256];
+    size_t n;
+    int fd = raw_connect(r->port), rc = -1;
+
+    memset(addr, '9', 255);
+    addr[255] = '\0';
+    n = hello(p, 5, addr, cn);
+    if (fd < 0 || write(fd, p, n) != (ssize_t)n || raw_read_all(fd, ch, sizeof(ch)) < 0)
+        goto out;
+    /* The server's MAC is right for our token... */
+    ASSERT_OK(rdzv_auth_mac(&T.token, true, ch, cn, bad));
+    if (memcmp(bad, ch + RDZV_NONCE_BYTES, RDZV_MAC_BYTES) != 0)
+        goto out;
+    /* ... and ours is its own: a replay of it does not prove the token. */
+    if (write(fd, ch + RDZV_NONCE_BYTES, RDZV_MAC_BYTES) != RDZV_MAC_BYTES)
+        goto out;
+    rc = raw_closed(fd);
+out:
+    close(fd);
+    return rc;
+}
+
+/* The right proof, with libraft's first bytes in the same write: they are left to libraft. */
+static int right_proof(struct raw *r)
+{
+    uint8_t p[400], ch[64], cn[RDZV_NONCE_BYTES] = {3}, mac[RDZV_MAC_BYTES + 16];
+    size_t n = hello(p, 9, "127.0.0.1:4242", cn);
+    int fd = raw_connect(r->port), rc = -1;
+
+    if (fd < 0 || write(fd, p, n) != (ssize_t)n || raw_read_all(fd, ch, sizeof(ch)) < 0)
+        goto out;
+    ASSERT_OK(rdzv_auth_mac(&T.token, false, ch, cn, mac));
+    memcpy(mac + RDZV_MAC_BYTES, "LIBRAFT-MESSAGE!", 16);
+    if (write(fd, mac, sizeof(mac)) != (ssize_t)sizeof(mac))
+        goto out;
+    rc = raw_closed(fd); /* the test's accept callback closes it after 16 bytes */
+out:
+    close(fd);
+    return rc;
+}
+
+/* 32 connections in their handshake at once: the 33rd is closed at accept, the others not. */
+static int too_many(struct raw *r)
+{
+    int fds[RDZVD_REPL_HANDSHAKES_MAX + 1], rc = -1;
+    unsigned n = 0;
+
+    for (; n < RDZVD_REPL_HANDSHAKES_MAX; n++)
+        if ((fds[n] = raw_connect(r->port)) < 0)
+            goto out;
+    usleep(200 * 1000); /* let the server accept them all first */
+    if ((fds[n] = raw_connect(r->port)) < 0)
+        goto out;
+    n++;
+    if (raw_closed(fds[n - 1]) < 0)
+        goto out;
+    {
+        struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+
+        rc = poll(&pf, 1, 0) == 0 ? 0 : -1; /* the first one is still open, nothing to read */
+    }
+out:
+    while (n > 0)
+        close(fds[--n]);
+    return rc;
+}
+
+/* Whatever a connection sends that is not a replica proving the token, the server closes it
+ * before libraft reads a byte, counts it, and goes on; a replica that proves it is handed over
+ * with exactly the handshake read. */
+static void test_inbound_refusals(void)
+{
+    struct tr s;
+    const struct rdzvd_repl_net_stats *st;
+    uint64_t refused = 0;
+    static const struct {
+        const char *what;
+        int (*fn)(struct raw *);
+    } cases[] = {{"bad magic", bad_magic},   {"id 0", id_zero},     {"no address", no_address},
+                 {"half a hello", half_hello}, {"silent", silent}, {"wrong proof", wrong_proof}};
+
+    ASSERT_OK(uv_loop_init(&L));
+    tr_open(&s, &T.token, 300, 1, true);
+    st = rdzvd_repl_net_stats(&s.t);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(tap_note, sizeof(tap_note), "%s", cases[i].what);
+        ASSERT_OK(raw_run(port_of(&s), cases[i].fn));
+        while (st->refused < ++refused)
+            uv_run(&L, UV_RUN_ONCE);
+        ASSERT_EQ(st->refused, refused);
+        ASSERT_EQ(s.accepts, 0);
+    }
+    tap_note[0] = '\0';
+    ASSERT_OK(raw_run(port_of(&s), right_proof));
+    ASSERT_TRUE(s.accepts == 1 && st->accepted == 1 && s.peer_id == 9);
+    ASSERT_EQ(strcmp(s.peer, "127.0.0.1:4242"), 0);
+    ASSERT_TRUE(s.first_done && s.nfirst == 16);
+    ASSERT_MEMEQ(s.first, "LIBRAFT-MESSAGE!", 16);
+    tr_close(&s);
+
+    /* The bound on handshakes at once (a deadline long enough that none ends meanwhile); the
+     * transport closes with 32 still in their handshake. */
+    tr_open(&s, &T.token, 60000, 1, true);
+    st = rdzvd_repl_net_stats(&s.t);
+    ASSERT_OK(raw_run(port_of(&s), too_many));
+    ASSERT_TRUE(st->refused >= 1);
+    ASSERT_EQ(st->accepted, 0);
+    tr_close(&s);
+    uv_run(&L, UV_RUN_DEFAULT);
+    ASSERT_OK(uv_loop_close(&L));
+}
+
+/* ---- rdzvd_replica: one member's life on the same transport ---- */
+
+struct hooks_seen {
+    int pending, settled, closed;
+    int last_status;
+};
+
+static void h_pending(void *ud)
+{
+    ((struct hooks_seen *)ud)->pending++;
+}
+
+static void h_settled(void *ud, int status)
+{
+    struct hooks_seen *h = ud;
+
+    h->settled++;
+    h->last_status = status;
+}
+
+static void h_closed(void *ud)
+{
+    ((struct hooks_seen *)ud)->closed = 1;
+}
+
+static const struct rdzvd_replica_hooks hooks = {h_pending, h_settled, h_closed};
+
+/* A port p with p + 1 free: p is never bound, only p + 1 (its Raft link) is. */
+static int port_pair(void)
+{
+    int q = free_port();
+
+    ASSERT_TRUE(q > 1);
+    return q - 1;
+}
+
+static void until_role(struct rdzvd_replica *r, enum rdzvd_role want)
+{
+    uint64_t t0 = rdzv_now_ms();
+
+    while (rdzvd_replica_role(r) != want) {
+        ASSERT_TRUE(rdzv_now_ms() - t0 < T_WAIT_MS);
+        uv_run(&L, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+}
+
+static void replica_close(struct rdzvd_replica *r, struct hooks_seen *h)
+{
+    rdzvd_replica_close(r);
+    rdzvd_replica_close(r); /* safe twice */
+    ASSERT_EQ(rdzvd_replica_role(r), RDZVD_ROLE_STOPPED);
+    spin(&h->closed);
+    uv_run(&L, UV_RUN_DEFAULT);
+    rdzvd_replica_free(r);
+}
+
+/* A replica of one leads, serves after its barrier, and commits what changes its store (and its
+ * job table) in entries; restarted on its directory, it replays them into a new store. A replica
+ * of two alone never leads, and a change it cannot propose fails it (-ESTALE) for good. Bad
+ * directories are refused. */
+static void test_replica_life(void)
+{
+    struct rdzvd_peers peers;
+    struct rdzvd_store *store, *jobs;
+    struct rdzvd_replica *r;
+    struct hooks_seen h = {0};
+    char list[128], err[200], dir[64] = "/tmp/rdzv-replica-XXXXXX", sub[128], cmd[160];
+    int port = port_pair();
+    FILE *f;
+
+    ASSERT_NOT_NULL(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/raft", dir);
+    snprintf(list, sizeof(list), "127.0.0.1:%d", port);
+    ASSERT_OK(rdzvd_peers_parse(list, 1, 0, &peers, err, sizeof(err)));
+    ASSERT_OK(uv_loop_init(&L));
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &store));
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &jobs));
+
+    /* Its directory under a file: cannot be created. A file where it should be: no log. */
+    snprintf(cmd, sizeof(cmd), "%s/file", dir);
+    ASSERT_NOT_NULL(f = fopen(cmd, "w"));
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s/file/raft", dir);
+    ASSERT_EQ(rdzvd_replica_new(&L, &peers, cmd, &T.token, store, jobs, &hooks, &h, &r),
+              -ENOTDIR);
+    snprintf(cmd, sizeof(cmd), "%s/file", dir);
+    ASSERT_EQ(rdzvd_replica_new(&L, &peers, cmd, &T.token, store, jobs, &hooks, &h, &r), -EIO);
+    uv_run(&L, UV_RUN_DEFAULT);
+
+    ASSERT_OK(rdzvd_replica_new(&L, &peers, sub, &T.token, store, jobs, &hooks, &h, &r));
+    ASSERT_TRUE(rdzvd_replica_id(r) == 1 && rdzvd_replica_count(r) == 1);
+    ASSERT_OK(rdzvd_replica_start(r));
+    until_role(r, RDZVD_ROLE_LEADER);
+    ASSERT_EQ(h.settled, 1); /* the barrier */
+    ASSERT_EQ(strcmp(rdzvd_replica_leader(r), list), 0);
+    ASSERT_FALSE(rdzvd_replica_busy(r));
+    ASSERT_OK(rdzvd_replica_flush(r)); /* nothing to flush */
+    ASSERT_OK(rdzvd_store_set(store, "k", 1, "v1", 2));
+    ASSERT_OK(rdzvd_store_set(store, "k2", 2, "v2", 2));
+    ASSERT_OK(rdzvd_store_set(jobs, "job", 3, "rec", 3));
+    ASSERT_EQ(h.pending, 1); /* the first change only */
+    ASSERT_TRUE(rdzvd_replica_busy(r));
+    ASSERT_OK(rdzvd_replica_flush(r));
+    ASSERT_TRUE(rdzvd_replica_busy(r));
+    ASSERT_OK(rdzvd_store_delete(store, "k2", 2)); /* while in flight: no new pending */
+    ASSERT_OK(rdzvd_replica_flush(r));              /* waits for the one in flight */
+    ASSERT_EQ(h.pending, 1);
+    while (h.settled < 2)
+        uv_run(&L, UV_RUN_ONCE);
+    ASSERT_EQ(h.last_status, 0);
+    ASSERT_TRUE(rdzvd_replica_busy(r)); /* the delete is still to go */
+    ASSERT_OK(rdzvd_replica_flush(r));
+    while (h.settled < 3)
+        uv_run(&L, UV_RUN_ONCE);
+    ASSERT_EQ(h.last_status, 0);
+    ASSERT_FALSE(rdzvd_replica_busy(r));
+    replica_close(r, &h);
+    ASSERT_OK(rdzvd_store_set(store, "after", 5, "close", 5)); /* no longer recorded */
+    rdzvd_store_free(store);
+    rdzvd_store_free(jobs);
+
+    /* Restarted on the same directory (no bootstrap again, no token: a warning): it replays the
+     * log into empty stores. */
+    memset(&h, 0, sizeof(h));
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &store));
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &jobs));
+    ASSERT_OK(rdzvd_replica_new(&L, &peers, sub, NULL, store, jobs, &hooks, &h, &r));
+    ASSERT_OK(rdzvd_replica_start(r));
+    until_role(r, RDZVD_ROLE_LEADER);
+    ASSERT_TRUE(has(store, "k", "v1") && has(jobs, "job", "rec"));
+    ASSERT_FALSE(rdzvd_store_exists(store, "k2", 2));
+    ASSERT_EQ(h.pending, 0); /* replaying is not a change of its own */
+    replica_close(r, &h);
+    rdzvd_store_free(store);
+    rdzvd_store_free(jobs);
+
+    /* One of two, the other never up: no leader; its own change cannot be proposed. */
+    memset(&h, 0, sizeof(h));
+    snprintf(list, sizeof(list), "127.0.0.1:%d,127.0.0.1:%d", port, port_pair());
+    ASSERT_OK(rdzvd_peers_parse(list, 1, 0, &peers, err, sizeof(err)));
+    snprintf(sub, sizeof(sub), "%s/raft2", dir);
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &store));
+    ASSERT_OK(rdzvd_replica_new(&L, &peers, sub, &T.token, store, NULL, &hooks, &h, &r));
+    ASSERT_EQ(rdzvd_replica_count(r), 2);
+    ASSERT_OK(rdzvd_replica_start(r));
+    for (int i = 0; i < 100; i++)
+        uv_run(&L, UV_RUN_NOWAIT), usleep(1000);
+    ASSERT_EQ(rdzvd_replica_role(r), RDZVD_ROLE_FOLLOWER);
+    ASSERT_NULL(rdzvd_replica_leader(r));
+    ASSERT_OK(rdzvd_store_set(store, "k", 1, "v", 1));
+    ASSERT_EQ(h.pending, 1);
+    ASSERT_EQ(rdzvd_replica_flush(r), -ESTALE);
+    ASSERT_EQ(rdzvd_replica_role(r), RDZVD_ROLE_STOPPED);
+    ASSERT_EQ(rdzvd_replica_flush(r), -ESTALE);
+    replica_close(r, &h);
+    rdzvd_store_free(store);
+
+    ASSERT_OK(uv_loop_close(&L));
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ASSERT_OK(system(cmd));
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as rdzvd: a write to a closed replica link is an error */
     TEST(test_three_replicas);
+    TEST(test_addresses);
+    TEST(test_handshakes);
+    TEST(test_outbound_deadline_and_close);
+    TEST(test_inbound_refusals);
+    TEST(test_replica_life);
     return tap_done();
 }

@@ -20,6 +20,7 @@
 #include "rdzvd-job-record.h"
 #include "rdzvd-record.h"
 #include "rdzvd-repl.h"
+#include "rdzvd-replica.h"
 #include "rdzvd-store.h"
 
 #define N 3
@@ -504,11 +505,312 @@ static void test_job_table(void)
     free(w);
 }
 
+/* ---- the state machine's callbacks on bad input, called as libraft calls them ---- */
+
+/* A batch entry of origin made of the records of the given changes (table, what, key, val),
+ * raft_malloc'd as rdzvd proposes it. */
+struct rec {
+    enum rdzvd_table table;
+    enum rdzvd_change what;
+    const char *key, *val;
+};
+
+static struct raft_buffer batch_of(uint64_t origin, const struct rec *r, size_t n,
+                                   const void *tail, size_t tlen)
+{
+    struct rdzv_buf b = {0};
+    struct raft_buffer buf;
+
+    for (size_t i = 0; i < n; i++) {
+        uint8_t h[RDZVD_RECORD_HDR_LEN];
+        size_t vlen = r[i].val ? strlen(r[i].val) : 0;
+
+        ASSERT_OK(rdzvd_record_header_in(h, r[i].table, r[i].what, (const uint8_t *)r[i].key,
+                                         strlen(r[i].key), (const uint8_t *)r[i].val, vlen));
+        ASSERT_OK(rdzv_buf_put(&b, h, sizeof(h)));
+        ASSERT_OK(rdzv_buf_put(&b, r[i].key, strlen(r[i].key)));
+        if (vlen)
+            ASSERT_OK(rdzv_buf_put(&b, r[i].val, vlen));
+    }
+    if (tlen)
+        ASSERT_OK(rdzv_buf_put(&b, tail, tlen));
+    ASSERT_OK(rdzvd_repl_batch(&buf, origin, rdzv_buf_head(&b), rdzv_buf_avail(&b)));
+    ASSERT_EQ(buf.len % 8, 0);
+    rdzv_buf_free(&b);
+    return buf;
+}
+
+static int fsm_apply(struct rdzvd_repl_fsm *f, struct raft_buffer *buf, int *result)
+{
+    void *res = (void *)(intptr_t)12345;
+    int r = f->fsm.apply(&f->fsm, buf, &res);
+
+    if (r == 0)
+        *result = rdzvd_repl_result(res);
+    raft_free(buf->base); /* libraft owns an entry's buffer */
+    return r;
+}
+
+/* Entries that are not whole records are refused (RAFT_MALFORMED), never half-read past their
+ * end; an entry of this process's own origin is not applied twice; records of the job table on a
+ * replica without one are refused as a limit is, and the rest of the entry still applies. */
+static void test_fsm_bad_entries(void)
+{
+    static const uint8_t junk[] = "not a record, not padding";
+    static const uint8_t zeros9[9] = {0};
+    struct rdzvd_store *s;
+    struct rdzvd_repl_fsm f;
+    struct raft_buffer buf;
+    int result = 0;
+
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &s));
+    rdzvd_repl_fsm_init(&f, s, NULL);
+    f.origin = 42;
+
+    /* Shorter than an origin. */
+    buf.base = raft_calloc(1, 8);
+    buf.len = 4;
+    ASSERT_EQ(fsm_apply(&f, &buf, &result), RAFT_MALFORMED);
+    ASSERT_EQ(f.applied, 0);
+
+    /* An empty batch: applied, nothing changes. */
+    buf = batch_of(7, NULL, 0, NULL, 0);
+    ASSERT_EQ(buf.len, 8);
+    ASSERT_OK(fsm_apply(&f, &buf, &result));
+    ASSERT_EQ(result, 0);
+    ASSERT_TRUE(f.applied == 1 && f.records == 0);
+
+    /* Our own origin: skipped, the store is not changed again. */
+    {
+        const struct rec r[] = {{RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "mine", "1", }};
+
+        buf = batch_of(42, r, 1, NULL, 0);
+        ASSERT_OK(fsm_apply(&f, &buf, &result));
+        ASSERT_TRUE(f.skipped == 1 && f.applied == 2 && f.records == 0);
+        ASSERT_FALSE(rdzvd_store_exists(s, "mine", 4));
+    }
+    /* Origin 0 is nobody's: applied even by a process whose origin would be 0. */
+    {
+        const struct rec r[] = {{RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "zero", "z"}};
+        struct rdzvd_repl_fsm g;
+
+        rdzvd_repl_fsm_init(&g, s, NULL);
+        buf = batch_of(0, r, 1, NULL, 0);
+        ASSERT_OK(fsm_apply(&g, &buf, &result));
+        ASSERT_TRUE(g.skipped == 0 && g.records == 1 && has(s, "zero", "z"));
+    }
+    /* Junk after a good record: malformed, and applying is over (the change hook is live). */
+    {
+        const struct rec r[] = {{RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "a", "1"}};
+
+        buf = batch_of(7, r, 1, junk, sizeof(junk) - 1);
+        ASSERT_EQ(fsm_apply(&f, &buf, &result), RAFT_MALFORMED);
+        ASSERT_FALSE(f.applying);
+        ASSERT_EQ(f.applied, 2);
+    }
+    /* More than 8 zero bytes are not padding but a torn record. */
+    buf = batch_of(7, NULL, 0, zeros9, sizeof(zeros9));
+    ASSERT_EQ(fsm_apply(&f, &buf, &result), RAFT_MALFORMED);
+    /* A corrupt record (its CRC no longer matches). */
+    {
+        const struct rec r[] = {{RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "crc", "x"}};
+
+        buf = batch_of(7, r, 1, NULL, 0);
+        ((uint8_t *)buf.base)[RDZVD_REPL_ORIGIN_LEN + RDZVD_RECORD_HDR_LEN] ^= 0xff;
+        ASSERT_EQ(fsm_apply(&f, &buf, &result), RAFT_MALFORMED);
+        ASSERT_FALSE(rdzvd_store_exists(s, "crc", 3));
+    }
+    /* A job record on a replica without a job table: refused (-ENOENT, the first error), the
+     * SET after it still applies; a value past the store's limit is refused too but is not the
+     * first error. */
+    {
+        static char big[5000];
+        const struct rec r[] = {{RDZVD_TABLE_JOBS, RDZVD_CHANGE_SET, "job", "rec"},
+                                {RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "big", big},
+                                {RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "after", "ok"}};
+        uint64_t refused = f.refused;
+
+        memset(big, 'x', sizeof(big) - 1);
+
+        buf = batch_of(7, r, 3, NULL, 0);
+        ASSERT_OK(fsm_apply(&f, &buf, &result));
+        ASSERT_EQ(result, -ENOENT);
+        ASSERT_EQ(f.refused, refused + 2);
+        ASSERT_TRUE(has(s, "after", "ok"));
+        ASSERT_FALSE(rdzvd_store_exists(s, "job", 3));
+        ASSERT_FALSE(rdzvd_store_exists(s, "big", 3));
+    }
+    /* Lengths the record format cannot hold (never read: refused before). */
+    ASSERT_EQ(rdzvd_repl_entry(&buf, RDZVD_CHANGE_SET, "k", (size_t)UINT32_MAX + 1, "v", 1),
+              -EMSGSIZE);
+    ASSERT_EQ(rdzvd_repl_entry(&buf, RDZVD_CHANGE_SET, "k", 1, "v", (size_t)UINT32_MAX + 1),
+              -EMSGSIZE);
+    /* A DELETE has no value: the entry is the header and key, padded. */
+    ASSERT_OK(rdzvd_repl_entry(&buf, RDZVD_CHANGE_DELETE, "after", 5, NULL, 0));
+    ASSERT_EQ(buf.len, 8 + 24);
+    ASSERT_OK(fsm_apply(&f, &buf, &result));
+    ASSERT_FALSE(rdzvd_store_exists(s, "after", 5));
+    rdzvd_store_free(s);
+}
+
+/* A snapshot is refused while the store is ahead of the log; one taken holds the store (without
+ * a job table too) and, restored elsewhere, replaces what was there. A snapshot that is not whole
+ * records is refused and its buffer left to libraft, which frees it then (raft/src/replication.c
+ * installSnapshotCb, start.c: a restore that fails must not free it too). A snapshot larger than
+ * a replica's limits is restored as far as it fits. */
+static void test_fsm_snapshot_restore(void)
+{
+    static const struct rdzv_limits small = {
+        .max_key_len = 256, .max_value_len = 4, .max_keys_per_req = 16, .max_frame = 1 << 20,
+        .max_outbuf = 1 << 20, .max_conns = 16, .max_store_bytes = 1 << 24, .max_wait_keys = 64,
+        .max_queue_items = 1024};
+    struct rdzvd_store *a, *b, *c;
+    struct rdzvd_repl_fsm fa, fb, fc;
+    struct raft_buffer *bufs = NULL, copy;
+    unsigned n = 0;
+
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &a));
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &b));
+    ASSERT_OK(rdzvd_store_new(&small, wake, &c));
+    rdzvd_repl_fsm_init(&fa, a, NULL);
+    rdzvd_repl_fsm_init(&fb, b, NULL);
+    rdzvd_repl_fsm_init(&fc, c, NULL);
+    ASSERT_OK(rdzvd_store_set(a, "k", 1, "long value", 10));
+    ASSERT_OK(rdzvd_store_set(a, "e", 1, "", 0));
+    ASSERT_OK(rdzvd_store_queue_push(a, "q", 1, "i1", 2));
+    ASSERT_OK(rdzvd_store_queue_push(a, "q", 1, "i2", 2));
+    ASSERT_OK(rdzvd_store_set(b, "old", 3, "gone", 4));
+    ASSERT_OK(rdzvd_store_queue_push(b, "oldq", 4, "x", 1));
+
+    fa.local_ahead = true;
+    ASSERT_EQ(fa.fsm.snapshot(&fa.fsm, &bufs, &n), RAFT_BUSY);
+    ASSERT_EQ(n, 0);
+    fa.local_ahead = false;
+    ASSERT_OK(fa.fsm.snapshot(&fa.fsm, &bufs, &n));
+    ASSERT_TRUE(n == 1 && bufs[0].len % 8 == 0 && bufs[0].len > 0);
+
+    /* Restored on b: b's own keys and queue are gone, a's are there. */
+    copy.len = bufs[0].len;
+    copy.base = raft_malloc(copy.len);
+    ASSERT_NOT_NULL(copy.base);
+    memcpy(copy.base, bufs[0].base, copy.len);
+    ASSERT_OK(fb.fsm.restore(&fb.fsm, &copy)); /* takes copy.base */
+    ASSERT_EQ(fb.restores, 1);
+    ASSERT_FALSE(fb.applying);
+    ASSERT_TRUE(has(b, "k", "long value") && has(b, "e", ""));
+    ASSERT_FALSE(rdzvd_store_exists(b, "old", 3));
+    ASSERT_FALSE(rdzvd_store_exists(b, "oldq", 4));
+    {
+        struct content x, y;
+
+        content_of(a, &x);
+        content_of(b, &y);
+        ASSERT_EQ(x.n, y.n);
+        for (size_t i = 0; i < x.n; i++)
+            ASSERT_TRUE(x.e[i].what == y.e[i].what && x.e[i].vlen == y.e[i].vlen &&
+                        memcmp(x.e[i].val, y.e[i].val, x.e[i].vlen) == 0);
+        content_free(&x);
+        content_free(&y);
+    }
+
+    /* On a replica whose values may be 4 bytes: the long one is refused, the rest restored. */
+    copy.base = raft_malloc(bufs[0].len);
+    ASSERT_NOT_NULL(copy.base);
+    memcpy(copy.base, bufs[0].base, bufs[0].len);
+    ASSERT_OK(fc.fsm.restore(&fc.fsm, &copy));
+    ASSERT_TRUE(fc.refused >= 1);
+    ASSERT_FALSE(rdzvd_store_exists(c, "k", 1));
+    ASSERT_TRUE(has(c, "e", ""));
+
+    /* Corrupt: refused; the buffer is still the caller's (libraft frees it: no double free). */
+    copy.len = bufs[0].len;
+    copy.base = raft_malloc(copy.len);
+    ASSERT_NOT_NULL(copy.base);
+    memset(copy.base, 0xa5, copy.len);
+    ASSERT_EQ(fb.fsm.restore(&fb.fsm, &copy), RAFT_MALFORMED);
+    ASSERT_FALSE(fb.applying);
+    raft_free(copy.base); /* as libraft does after a failed restore */
+
+    ASSERT_OK(fa.fsm.snapshot_finalize(&fa.fsm, &bufs, &n));
+    ASSERT_TRUE(bufs == NULL && n == 0);
+    rdzvd_store_free(a);
+    rdzvd_store_free(b);
+    rdzvd_store_free(c);
+}
+
+/* ---- --peers ---- */
+
+#define ASSERT_STREQ(a, b) ASSERT_TRUE(strcmp((a), (b)) == 0)
+
+static void peers_bad(const char *list, unsigned self_id, uint16_t port, const char *words)
+{
+    struct rdzvd_peers p;
+    char err[256] = "";
+
+    snprintf(tap_note, sizeof(tap_note), "--peers '%.200s'", list);
+    ASSERT_EQ(rdzvd_peers_parse(list, self_id, port, &p, err, sizeof(err)), -EINVAL);
+    if (!strstr(err, words))
+        fprintf(stderr, "# got: %s\n", err);
+    ASSERT_NOT_NULL(strstr(err, words));
+    ASSERT_NULL(strchr(err, '\n'));
+    tap_note[0] = '\0';
+}
+
+/* Every mistake in --peers is refused with a one-line reason; good lists give each replica its
+ * endpoint and its Raft link (PORT + 1, numeric, IPv6 in brackets) and find this one. */
+static void test_peers_parse(void)
+{
+    struct rdzvd_peers p;
+    char err[256], big[RDZVD_REPLICAS_MAX * RDZVD_ENDPOINT_LEN + 8], host[RDZVD_ENDPOINT_LEN + 8];
+
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    peers_bad(big, 1, 0, "too long");
+    memset(host, 'h', sizeof(host) - 8);
+    snprintf(host + sizeof(host) - 8, 8, ":7001");
+    peers_bad(host, 1, 0, "is not HOST:PORT");
+    peers_bad("127.0.0.1:1,127.0.0.1:3,127.0.0.1:5,127.0.0.1:7,127.0.0.1:9,127.0.0.1:11,"
+              "127.0.0.1:13,127.0.0.1:15", 1, 0, "at most 7 replicas");
+    peers_bad("", 1, 0, "no replica listed");
+    peers_bad(",,,", 1, 0, "no replica listed");
+    peers_bad("127.0.0.1", 1, 0, "is not HOST:PORT");
+    peers_bad(":7001", 1, 0, "is not HOST:PORT");
+    peers_bad("127.0.0.1:", 1, 0, "the port must be 1..65534");
+    peers_bad("127.0.0.1:0", 1, 0, "the port must be 1..65534");
+    peers_bad("127.0.0.1:65535", 1, 0, "the port must be 1..65534");
+    peers_bad("127.0.0.1:70x", 1, 0, "the port must be 1..65534");
+    peers_bad("127.0.0.1:99999999999999999999999", 1, 0, "the port must be 1..65534");
+    peers_bad("[]:7001", 1, 0, "cannot resolve ''");
+    peers_bad("127.0.0.1:7001,127.0.0.1:7001", 1, 0, "'127.0.0.1:7001' is listed twice");
+    peers_bad("127.0.0.1:7001,127.0.0.1:7003", 3, 0, "--replica-id 3: --peers lists 2");
+    peers_bad("127.0.0.1:7001,127.0.0.1:7003", 0, 7999, "no entry is this machine with port 7999");
+    peers_bad("127.0.0.1:7001,127.0.0.2:7001", 0, 7001, "more than one entry is this machine");
+    /* Not this machine's: documentation addresses (RFC 5737, RFC 3849). */
+    peers_bad("192.0.2.1:7001,[2001:db8::1]:7001", 0, 7001, "no entry is this machine");
+
+    ASSERT_OK(rdzvd_peers_parse("192.0.2.1:7001,127.0.0.1:7003,[::1]:7005,[2001:db8::1]:7007", 0,
+                                7003, &p, err, sizeof(err)));
+    ASSERT_TRUE(p.n == 4 && p.self == 1);
+    ASSERT_STREQ(p.endpoint[0], "192.0.2.1:7001");
+    ASSERT_STREQ(p.raft[0], "192.0.2.1:7002");
+    ASSERT_STREQ(p.raft[1], "127.0.0.1:7004");
+    ASSERT_STREQ(p.endpoint[2], "[::1]:7005");
+    ASSERT_STREQ(p.raft[2], "[::1]:7006");
+    ASSERT_STREQ(p.raft[3], "[2001:db8::1]:7008");
+    peers_bad("[::1]:7005,127.0.0.1:7005", 0, 7005, "more than one entry is this machine");
+    /* --replica-id picks the entry whatever the host. */
+    ASSERT_OK(rdzvd_peers_parse("192.0.2.1:7001,192.0.2.2:7001", 2, 0, &p, err, sizeof(err)));
+    ASSERT_TRUE(p.n == 2 && p.self == 1);
+}
+
 int main(void)
 {
     TEST(test_leader_crash);
     TEST(test_partition);
     TEST(test_refusal_is_replicated);
     TEST(test_job_table);
+    TEST(test_fsm_bad_entries);
+    TEST(test_fsm_snapshot_restore);
+    TEST(test_peers_parse);
     return tap_done();
 }
