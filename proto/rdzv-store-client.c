@@ -23,6 +23,7 @@
 
 struct rdzv_store_client {
     int fd;
+    int cancel_fd; /* -1, or: readable means abandon every wait (-ECANCELED) */
     int err; /* sticky: the first error of a request call */
     uint64_t timeout_ms;
 };
@@ -32,32 +33,36 @@ static uint64_t deadline_after(uint64_t timeout_ms)
     return timeout_ms ? rdzv_now_ms() + timeout_ms : 0;
 }
 
-/* Wait until fd is ready for events or the deadline (0: none) passes. Returns 1 ready,
- * -ETIMEDOUT, or a negative errno. */
-static int wait_fd(int fd, short events, uint64_t deadline_ms)
+/* Wait until fd (-1: none, only the time) is ready for events, cancel_fd (-1: none) is
+ * readable, or the deadline (0: none) passes. Returns 1 ready, -ECANCELED, -ETIMEDOUT, or a
+ * negative errno. */
+static int wait_fd(int fd, short events, uint64_t deadline_ms, int cancel_fd)
 {
     for (;;) {
-        struct pollfd p = {.fd = fd, .events = events};
+        struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = cancel_fd, .events = POLLIN}};
         uint64_t now = rdzv_now_ms(), left = deadline_ms ? 0 : 60000;
         int r;
 
         if (deadline_ms) {
             if (now >= deadline_ms)
-                return -ETIMEDOUT;
+                return fd < 0 ? 0 : -ETIMEDOUT;
             left = deadline_ms - now;
         }
-        r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+        r = poll(p, 2, left > 60000 ? 60000 : (int)left);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return -errno;
+        if (p[1].revents)
+            return -ECANCELED;
         if (r > 0)
             return 1;
     }
 }
 
 /* One try at each address host resolves to. */
-static int connect_once(const char *host, uint16_t port, uint64_t deadline_ms, int *ret_fd)
+static int connect_once(const char *host, uint16_t port, uint64_t deadline_ms, int cancel_fd,
+                        int *ret_fd)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC};
     struct addrinfo *res, *ai;
@@ -80,7 +85,11 @@ static int connect_once(const char *host, uint16_t port, uint64_t deadline_ms, i
             close(fd);
             continue;
         }
-        r = wait_fd(fd, POLLOUT, deadline_ms);
+        r = wait_fd(fd, POLLOUT, deadline_ms, cancel_fd);
+        if (r == -ECANCELED) {
+            close(fd);
+            break;
+        }
         if (r < 0) {
             close(fd);
             continue;
@@ -108,7 +117,7 @@ int rdzv_store_client_send(struct rdzv_store_client *c, const void *p, size_t n,
         ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
 
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-            int r = errno == EINTR ? 1 : wait_fd(c->fd, POLLOUT, deadline_ms);
+            int r = errno == EINTR ? 1 : wait_fd(c->fd, POLLOUT, deadline_ms, c->cancel_fd);
 
             if (r < 0)
                 return r;
@@ -130,7 +139,7 @@ int rdzv_store_client_recv(struct rdzv_store_client *c, void *p, size_t n, uint6
         ssize_t got = recv(c->fd, b, n, 0);
 
         if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
-            int r = errno == EINTR ? 1 : wait_fd(c->fd, POLLIN, deadline_ms);
+            int r = errno == EINTR ? 1 : wait_fd(c->fd, POLLIN, deadline_ms, c->cancel_fd);
 
             if (r < 0)
                 return r;
@@ -208,17 +217,27 @@ static int request_recv(struct rdzv_store_client *c, void *p, size_t n, uint64_t
 int rdzv_store_client_connect(const char *host, uint16_t port, uint64_t timeout_ms,
                               unsigned flags, struct rdzv_store_client **ret)
 {
+    return rdzv_store_client_connect_cancel(host, port, timeout_ms, flags, -1, ret);
+}
+
+int rdzv_store_client_connect_cancel(const char *host, uint16_t port, uint64_t timeout_ms,
+                                     unsigned flags, int cancel_fd,
+                                     struct rdzv_store_client **ret)
+{
     uint64_t deadline = deadline_after(timeout_ms);
     struct rdzv_store_client *c;
     struct rdzv_buf b = {0};
     int fd = -1, r;
 
     for (;;) {
-        r = connect_once(host, port, deadline, &fd);
+        r = connect_once(host, port, deadline, cancel_fd, &fd);
         if (r == 0 || !(flags & RDZV_STORE_CLIENT_RETRY) ||
             (r != -ECONNREFUSED && r != -ETIMEDOUT) || (deadline && rdzv_now_ms() >= deadline))
             break;
-        usleep(RETRY_MS * 1000);
+        /* The pause between tries: a cancellation ends it too. */
+        r = wait_fd(-1, 0, rdzv_now_ms() + RETRY_MS, cancel_fd);
+        if (r < 0)
+            break;
     }
     if (r < 0)
         return r;
@@ -228,6 +247,7 @@ int rdzv_store_client_connect(const char *host, uint16_t port, uint64_t timeout_
         return -ENOMEM;
     }
     c->fd = fd;
+    c->cancel_fd = cancel_fd;
     c->timeout_ms = timeout_ms;
     if (!(flags & RDZV_STORE_CLIENT_NO_VALIDATE)) {
         r = request_send(c, &b, rdzv_enc_validate(&b), deadline_after(timeout_ms));

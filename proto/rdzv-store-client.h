@@ -15,7 +15,8 @@
  * the caller's.
  * Errors: negative errno. -ETIMEDOUT past the deadline, -ECONNRESET when the peer closed the
  * connection, -EPROTO for a reply that makes no sense, -ENXIO when the host name does not
- * resolve, -ENOMEM; other socket errors as they come.
+ * resolve, -ENOMEM, -ECANCELED when the cancel descriptor became readable (connect_cancel);
+ * other socket errors as they come.
  * Threads: blocking calls; one connection is used by one thread at a time. No loop needed.
  */
 #pragma once
@@ -35,6 +36,15 @@ enum {
  * send VALIDATE unless told not to. Returns 0 or a negative errno (the last try's). */
 int rdzv_store_client_connect(const char *host, uint16_t port, uint64_t timeout_ms,
                               unsigned flags, struct rdzv_store_client **ret);
+
+/* As rdzv_store_client_connect(), and every wait of this client (the connect, its retries and
+ * pauses, each later send and receive) also ends with -ECANCELED as soon as cancel_fd (-1: none;
+ * not owned) is readable: another thread abandons the store by making it so (rdzv-train's
+ * control watcher on a new generation: a store that the job has moved away from is never
+ * waited on for the whole timeout). */
+int rdzv_store_client_connect_cancel(const char *host, uint16_t port, uint64_t timeout_ms,
+                                     unsigned flags, int cancel_fd,
+                                     struct rdzv_store_client **ret);
 
 /* Closes the connection. Accepts NULL; returns NULL. */
 struct rdzv_store_client *rdzv_store_client_free(struct rdzv_store_client *c);

@@ -299,8 +299,13 @@ extern "C" int train_comm_gloo_new(const struct train_gloo_opts *o, struct train
             goto out_free;
         }
     }
-    r = rdzv_store_client_connect(o->master_addr, o->master_port, o->timeout_ms,
-                                  RDZV_STORE_CLIENT_RETRY, &g->store);
+    r = rdzv_store_client_connect_cancel(o->master_addr, o->master_port, o->timeout_ms,
+                                         RDZV_STORE_CLIENT_RETRY, o->cancel_fd, &g->store);
+    if (r == -ECANCELED) {
+        snprintf(err_out, errlen, "a new generation came while reaching the job's store at "
+                 "%s:%u", o->master_addr, o->master_port);
+        goto out_free;
+    }
     if (r < 0) {
         snprintf(err_out, errlen, "cannot reach the job's store at %s:%u (MASTER_ADDR, "
                  "MASTER_PORT): %s", o->master_addr, o->master_port, strerror(-r));

@@ -53,6 +53,7 @@ struct train_gloo_opts {
     uint16_t master_port;
     const char *local_addr;  /* address to listen on; NULL: the one that routes to master */
     uint64_t timeout_ms;     /* store waits, connection set-up, and each collective */
+    int cancel_fd;           /* -1, or readable: abandon the store (a new generation came) */
 };
 
 /* gloo over TCP, rendezvousing through the TCPStore at master_addr:master_port (keys under

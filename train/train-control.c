@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@
 
 struct train_control {
     int fd;
+    int cancel_fd; /* eventfd: readable while a generation newer than the last one taken by
+                    * train_control_wait() has come (written and drained under mu) */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -39,8 +42,12 @@ static void control_line(struct train_control *c)
         return;
     pthread_mutex_lock(&c->mu);
     if (g.generation > c->latest.generation) {
+        uint64_t one = 1;
+
         c->latest = g;
         pthread_cond_broadcast(&c->cv);
+        /* A store being waited on for an older generation is abandoned now. */
+        (void)!write(c->cancel_fd, &one, sizeof(one));
         /* A step blocked on a dead peer must return (NCCL would wait forever). */
         if (c->comm && c->comm->interrupt)
             c->comm->interrupt(c->comm);
@@ -86,6 +93,12 @@ int train_control_start(int fd, uint64_t generation, struct train_control **ret)
         return -ENOMEM;
     c->fd = fd;
     c->latest.generation = generation;
+    c->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->cancel_fd < 0) {
+        r = -errno;
+        free(c);
+        return r;
+    }
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -95,6 +108,7 @@ int train_control_start(int fd, uint64_t generation, struct train_control **ret)
     if (r != 0) {
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
+        close(c->cancel_fd);
         free(c);
         return -r;
     }
@@ -136,8 +150,12 @@ int train_control_wait(struct train_control *c, uint64_t after, uint64_t timeout
     while (c->latest.generation <= after && !c->closed && r == 0)
         r = pthread_cond_timedwait(&c->cv, &c->mu, &dl);
     if (c->latest.generation > after) {
+        uint64_t n;
+
         *g = c->latest;
         r = 0;
+        /* The newest is taken: the store of *g is not to be abandoned (until a newer one). */
+        (void)!read(c->cancel_fd, &n, sizeof(n));
     } else {
         r = c->closed ? -EPIPE : -ETIMEDOUT;
     }
@@ -153,5 +171,11 @@ void train_control_free(struct train_control *c)
     pthread_join(c->thread, NULL);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    close(c->cancel_fd);
     free(c);
+}
+
+int train_control_cancel_fd(const struct train_control *c)
+{
+    return c ? c->cancel_fd : -1;
 }

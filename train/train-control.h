@@ -35,5 +35,11 @@ bool train_control_pending(struct train_control *c, uint64_t after);
 int train_control_wait(struct train_control *c, uint64_t after, uint64_t timeout_ms,
                        struct rdzv_worker_gen *g);
 
+/* A descriptor that is readable while a generation newer than the one train_control_wait() last
+ * returned (or the start's) has come: the store client's cancel descriptor
+ * (rdzv_store_client_connect_cancel), so that forming a communicator on a store the job has
+ * left ends at once. Owned by c; -1 for NULL. */
+int train_control_cancel_fd(const struct train_control *c);
+
 /* Stop the watcher (cancelled in its read) and free. NULL is a no-op. */
 void train_control_free(struct train_control *c);

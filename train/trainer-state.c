@@ -118,7 +118,8 @@ int make_comm(struct trainer *t)
     }
     struct train_gloo_opts go = {.rank = o->rank, .world = o->world,
                                  .master_addr = o->master_addr, .master_port = o->master_port,
-                                 .local_addr = o->local_addr, .timeout_ms = o->timeout_ms};
+                                 .local_addr = o->local_addr, .timeout_ms = o->timeout_ms,
+                                 .cancel_fd = train_control_cancel_fd(t->ctl)};
     r = train_comm_gloo_new(&go, &t->comm, err, sizeof(err));
     if (r < 0)
         terr(t, "%s", err);

@@ -10,6 +10,7 @@ and a node joining (2 -> 4)."""
 import json
 import os
 import signal
+import socket
 import sys
 import time
 import unittest
@@ -199,6 +200,38 @@ class InplaceTest(tt.rdzvtest.DaemonTestCase):
         reformed = [o for o in objs if o.get("event") == "reformed"]
         self.assertEqual(len(reformed), 1, reformed)
         self.assertIn(reformed[0]["source"], (0, 1, 2))
+        self.check_same_run(tt.done_event(objs), want)
+
+    def test_store_left_behind_is_abandoned(self):
+        # The job moved on while ranks were still forming a generation: a replacement still
+        # connecting to a store that is gone (its generation ended), a survivor waiting in that
+        # generation's rendezvous for a peer that never comes. Told the next generation, both
+        # leave the old store at once (the control watcher cancels the store client), not after
+        # their 60 s store timeout.
+        want = self.baseline(2)
+        d1, d3 = self.daemon(), self.daemon()
+        with socket.socket() as s:  # a port nobody listens on: generation 2's closed store
+            s.bind(("127.0.0.1", 0))
+            gone = s.getsockname()[1]
+        ranks = [Rank(r, 2, d1.port, 1) for r in range(2)]
+        ranks[0].wait_step(20)
+        ranks[1].p.send_signal(signal.SIGKILL)
+        ranks[0].tell(2, 0, 2, gone)
+        fresh = Rank(1, 2, gone, 2, restart=1)
+        time.sleep(1.0)  # both are in generation 2's store waits now
+        t0 = time.monotonic()
+        ranks[0].tell(3, 0, 2, d3.port)
+        fresh.tell(3, 1, 2, d3.port)
+        fresh.wait_step(25, timeout=20)
+        self.assertLess(time.monotonic() - t0, 20, "generation 3 formed without a store timeout")
+        results = [ranks[0].finish(), fresh.finish()]
+        self.assertEqual(ranks[1].finish()[0], -signal.SIGKILL)
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err)
+        objs = tt.events(results[0][1])
+        reformed = [o for o in objs if o.get("event") == "reformed"]
+        self.assertEqual([o["generation"] for o in reformed], [3], objs)
+        self.assertEqual(reformed[0]["source"], 0)
         self.check_same_run(tt.done_event(objs), want)
 
 
