@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* jobtest.h: a fake host for the job state machine (daemon/rdzvd-job-sm.h): fake agents that
+ * record what they were sent, a real uv loop for the timers, no sockets. Knobs let a test make
+ * the host's ops fail (store_open, nccl_request) or report unread input. For the unit tests
+ * only; each includes it once. */
+#pragma once
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "../../common/rdzv-list.h"
+#include "../tap.h"
+#include "rdzvd-job-sm.h"
+#include "../../common/rdzv-util.h"
+#include "../../proto/rdzv-status.h"
+#include "rdzvd-job-status.h"
+#include "rdzvd-server.h"
+
+#define JT_BASE_PORT 40000
+#define JT_NODES 16 /* node ids "node-<i>" below this have their secrets remembered */
+
+/* One fake agent: what the state machine sent it. */
+struct fake {
+    struct rdzvd_member *m; /* bound member */
+    bool closed;
+    char close_reason[256];
+    int njoined;
+    bool spare, resumed;
+    uint64_t joined_gen;
+    char secret[RDZV_SECRET_HEX + 1]; /* the last JOINED's */
+    int nrounds;
+    struct rdzv_round round; /* the last */
+    int nevents;
+    struct rdzv_event event; /* the last */
+    int nnccl;
+    uint64_t nccl_gen;
+    int64_t nccl_count;
+    int nccl_fail;  /* nccl_request returns this (negative) when set */
+    size_t unread;  /* what unread() reports */
+};
+
+struct env {
+    uv_loop_t loop;
+    struct rdzv_list jobs;
+    struct rdzvd_job_host h;
+    struct rdzvd_ended_jobs ended;
+    int stores_open, stores_closed, stores_dropped;
+    int store_fail;       /* store_open fails with this (negative) when set ... */
+    bool store_fail_port; /* ... only when a port is asked for */
+    uint16_t asked_port;  /* the port the last store_open asked for */
+    uint16_t last_port;
+    int nflush;
+    char secrets[JT_NODES][RDZV_SECRET_HEX + 1];
+};
+
+static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare,
+                               bool resumed, uint64_t generation, bool inplace, const char *secret)
+{
+    struct fake *f = peer;
+
+    (void)run_id;
+    (void)waiting;
+    (void)inplace;
+    snprintf(f->secret, sizeof(f->secret), "%s", secret);
+    f->njoined++;
+    f->spare = spare;
+    f->resumed = resumed;
+    f->joined_gen = generation;
+}
+
+static inline void fake_round(void *peer, struct rdzv_round *rd)
+{
+    struct fake *f = peer;
+
+    f->nrounds++;
+    f->round = *rd;
+}
+
+static inline void fake_event(void *peer, const struct rdzv_event *e)
+{
+    struct fake *f = peer;
+
+    f->nevents++;
+    f->event = *e;
+}
+
+static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t count)
+{
+    struct fake *f = peer;
+
+    if (f->nccl_fail)
+        return f->nccl_fail;
+    f->nnccl++;
+    f->nccl_gen = generation;
+    f->nccl_count = count;
+    return 0;
+}
+
+static inline void fake_close(void *peer, const char *reason)
+{
+    struct fake *f = peer;
+
+    f->closed = true;
+    snprintf(f->close_reason, sizeof(f->close_reason), "%s", reason);
+}
+
+static inline void fake_bind(void *peer, struct rdzvd_member *m)
+{
+    ((struct fake *)peer)->m = m;
+}
+
+static inline size_t fake_unread(void *peer)
+{
+    return ((struct fake *)peer)->unread;
+}
+
+static inline void fake_flush(void *ud)
+{
+    ((struct env *)ud)->nflush++;
+}
+
+static inline int fake_store_open(void *ud, const char *desc, const char *state_name,
+                                  uint16_t port, void **store, uint16_t *port_out)
+{
+    struct env *e = ud;
+
+    (void)desc;
+    (void)state_name;
+    e->asked_port = port;
+    if (e->store_fail && (!e->store_fail_port || port))
+        return e->store_fail;
+    e->stores_open++;
+    e->last_port = port ? port : (uint16_t)(JT_BASE_PORT + e->stores_open);
+    *store = (void *)(uintptr_t)e->stores_open;
+    *port_out = e->last_port;
+    return 0;
+}
+
+static inline void fake_store_close(void *ud, void *store, bool drop)
+{
+    struct env *e = ud;
+
+    (void)store;
+    e->stores_closed++;
+    e->stores_dropped += drop;
+}
+
+static const struct rdzvd_job_ops jt_fake_ops = {
+    .joined = fake_joined,
+    .round = fake_round,
+    .event = fake_event,
+    .nccl_request = fake_nccl_request,
+    .close = fake_close,
+    .bind = fake_bind,
+    .unread = fake_unread,
+    .flush = fake_flush,
+    .store_open = fake_store_open,
+    .store_close = fake_store_close,
+};
+
+static inline void env_init(struct env *e, int state_dirfd)
+{
+    memset(e, 0, sizeof(*e));
+    ASSERT_OK(uv_loop_init(&e->loop));
+    rdzv_list_init(&e->jobs);
+    rdzvd_ended_jobs_init(&e->ended, 0, 0);
+    e->h.loop = &e->loop;
+    e->h.ops = &jt_fake_ops;
+    e->h.ud = e;
+    e->h.state_dirfd = state_dirfd;
+    e->h.sync_records = false;
+    e->h.jobs = &e->jobs;
+}
+
+/* Drop every job, let the loop close their handles, and check nothing is left behind. */
+static inline void env_done(struct env *e)
+{
+    rdzvd_jobs_drop_all(&e->jobs);
+    ASSERT_TRUE(rdzv_list_empty(&e->jobs));
+    ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
+    ASSERT_OK(uv_loop_close(&e->loop));
+    rdzvd_ended_jobs_free(&e->ended);
+}
+
+static inline void jt_stop_cb(uv_timer_t *t)
+{
+    uv_stop(t->loop);
+}
+
+/* Run the loop for about ms milliseconds (the state machine's timers fire). */
+static inline void run_ms(struct env *e, uint64_t ms)
+{
+    uv_timer_t t;
+
+    ASSERT_OK(uv_timer_init(&e->loop, &t));
+    ASSERT_OK(uv_timer_start(&t, jt_stop_cb, ms, 0));
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+}
+
+static inline struct rdzv_join join_of(int i, int64_t min, int64_t max, int64_t max_restarts)
+{
+    struct rdzv_join jn = {
+        .nproc = 2,
+        .node_rank = -1,
+        .min = min,
+        .max = max,
+        .last_call_ms = 60000,
+        .max_restarts = max_restarts,
+        .nccl = RDZV_NCCL_OFF,
+        .nccl_ids = 1,
+        .heartbeat_timeout_ms = 60000,
+        .join_timeout_ms = 600000,
+    };
+
+    snprintf(jn.run_id, sizeof(jn.run_id), "job");
+    snprintf(jn.node_id, sizeof(jn.node_id), "node-%d", i);
+    snprintf(jn.host, sizeof(jn.host), "host%d", i);
+    return jn;
+}
+
+/* A resume of node i of a 2-node generation gen (2 workers per node). */
+static inline struct rdzv_join resume_of(int i, uint64_t gen, int64_t restarts,
+                                         int64_t max_restarts)
+{
+    struct rdzv_join jn = join_of(i, 2, 2, max_restarts);
+
+    jn.resume = (struct rdzv_resume){.generation = gen,
+                                     .node_rank = i,
+                                     .nnodes = 2,
+                                     .rank_offset = 2 * i,
+                                     .world_size = 4,
+                                     .restart_count = restarts,
+                                     .master_port = 41000};
+    return jn;
+}
+
+/* JOIN as an agent does: the secret it was given last, if any. err may be NULL. */
+static inline int join_err(struct env *e, struct fake *f, const struct rdzv_join *jn0, char *err,
+                           size_t errlen)
+{
+    struct rdzv_join jn = *jn0;
+    char buf[512];
+    struct rdzvd_member *m = (struct rdzvd_member *)1;
+    unsigned i;
+    int r;
+
+    if (!err) {
+        err = buf;
+        errlen = sizeof(buf);
+    }
+    err[0] = '\0';
+    if (sscanf(jn.node_id, "node-%u", &i) != 1 || i >= JT_NODES)
+        i = JT_NODES;
+    if (!jn.secret[0] && i < JT_NODES)
+        snprintf(jn.secret, sizeof(jn.secret), "%s", e->secrets[i]);
+    r = rdzvd_job_join(&e->h, f, &jn, err, errlen, &m);
+    if (r == 0) {
+        ASSERT_TRUE(f->m == m);
+        if (i < JT_NODES && f->secret[0])
+            snprintf(e->secrets[i], sizeof(e->secrets[i]), "%s", f->secret);
+    } else {
+        ASSERT_NULL(m);
+        ASSERT_TRUE(err[0] != '\0'); /* every refusal says why */
+    }
+    return r;
+}
+
+static inline int join(struct env *e, struct fake *f, const struct rdzv_join *jn)
+{
+    return join_err(e, f, jn, NULL, 0);
+}
+
+/* READY from every fake still connected, for generation gen. */
+static inline void all_ready(struct fake *fs, int n, uint64_t gen)
+{
+    for (int i = 0; i < n; i++)
+        if (fs[i].m && !fs[i].closed)
+            rdzvd_member_ready(fs[i].m, gen);
+}
+
+static inline bool event_is(const struct fake *f, const char *type)
+{
+    return strcmp(f->event.type, type) == 0;
+}
+
+static inline int jt_state_dir(char *path, size_t len)
+{
+    int fd;
+
+    snprintf(path, len, "/tmp/rdzv-test-job-sm-XXXXXX");
+    ASSERT_NOT_NULL(mkdtemp(path));
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    return fd;
+}
+
+static inline void jt_state_dir_done(int fd, const char *path)
+{
+    char cmd[512];
+
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    ASSERT_EQ(system(cmd), 0);
+}
+
+static inline void join_n(struct env *e, struct fake *f, int n, struct rdzv_join jn)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(jn.node_id, sizeof(jn.node_id), "node-%d", i);
+        snprintf(jn.host, sizeof(jn.host), "host%d", i);
+        ASSERT_OK(join(e, &f[i], &jn));
+    }
+}
+
+static inline void fill_id(char id[RDZV_NCCL_HEX_LEN + 1], char c)
+{
+    memset(id, c, RDZV_NCCL_HEX_LEN);
+    id[RDZV_NCCL_HEX_LEN] = '\0';
+}
+
+static inline int njobs(struct env *e)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_status st;
+    int n;
+
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &e->ended, &st));
+    n = (int)st.n_jobs;
+    rdzv_status_free(&st);
+    return n;
+}
+
+static inline const struct rdzv_status_node *node_of(const struct rdzv_status_job *sj, const char *host)
+{
+    for (size_t i = 0; i < sj->n_nodes; i++)
+        if (strcmp(sj->nodes[i].host, host) == 0)
+            return &sj->nodes[i];
+    return NULL;
+}

@@ -1,0 +1,899 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-sm.c: the job state machine's edges (daemon/rdzvd-job-sm.h, proto/RENDEZVOUS.md)
+ * driven with fake agents (jobtest.h): NCCL ids and their failures, a host whose store cannot
+ * open, scale-up, out-of-order and stale messages, members lost in each state, resume claims
+ * checked against the job, its record and the members' secrets, the status of nodes, ranks and
+ * ended jobs. test-job.c has the main paths. */
+#include <inttypes.h>
+
+#include "../../common/rdzv-log.h"
+#include "jobtest.h"
+#include "rdzvd-job-record.h"
+
+/* Node rank 0 alone is asked for the ids (the largest count any member wants); NCCL_IDs of
+ * another node or generation are stale; the ids reach every ROUND. */
+static void test_nccl_ids_reach_every_round(void)
+{
+    char ids[2][RDZV_NCCL_HEX_LEN + 1];
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.nccl = RDZV_NCCL_AUTO;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 0);
+    jn.nccl = RDZV_NCCL_AUTO;
+    jn.nccl_ids = 2;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    ASSERT_EQ(f[0].nnccl, 1); /* first in join order: node rank 0 */
+    ASSERT_EQ(f[0].nccl_gen, 1);
+    ASSERT_EQ(f[0].nccl_count, 2);
+    ASSERT_EQ(f[1].nnccl, 0);
+    ASSERT_EQ(f[0].nrounds + f[1].nrounds, 0); /* not before the ids */
+    ASSERT_FALSE(rdzvd_member_nccl_wanted(f[1].m, 1));
+    ASSERT_FALSE(rdzvd_member_nccl_wanted(f[0].m, 2));
+    ASSERT_TRUE(rdzvd_member_nccl_wanted(f[0].m, 1));
+    fill_id(ids[0], 'a');
+    fill_id(ids[1], 'b');
+    rdzvd_member_nccl_ids(f[0].m, ids, 2);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.n_ids, 2);
+        ASSERT_TRUE(strcmp(f[i].round.ids[0], ids[0]) == 0);
+        ASSERT_TRUE(strcmp(f[i].round.ids[1], ids[1]) == 0);
+    }
+    ASSERT_FALSE(rdzvd_member_nccl_wanted(f[0].m, 1)); /* answered: a repeat is stale */
+    env_done(&e);
+}
+
+/* Node rank 0 cannot make an id: the job runs without one unless a member requires NCCL. */
+static void test_nccl_error_optional_or_required(void)
+{
+    for (int required = 0; required < 2; required++) {
+        struct fake f[2] = {0};
+        struct rdzv_join jn = join_of(0, 2, 2, 0);
+        struct env e;
+
+        env_init(&e, -1);
+        jn.nccl = required ? RDZV_NCCL_REQUIRED : RDZV_NCCL_AUTO;
+        join_n(&e, f, 2, jn);
+        ASSERT_EQ(f[0].nnccl, 1);
+        rdzvd_member_nccl_error(f[0].m, "libnccl.so.2: not found");
+        for (int i = 0; i < 2; i++) {
+            if (required) {
+                ASSERT_EQ(f[i].nrounds, 0);
+                ASSERT_TRUE(event_is(&f[i], "failed"));
+                ASSERT_EQ(f[i].event.exit_code, 1);
+                ASSERT_TRUE(strstr(f[i].event.summary, "needs NCCL") != NULL);
+                ASSERT_TRUE(strstr(f[i].event.summary, "libnccl.so.2: not found") != NULL);
+            } else {
+                ASSERT_EQ(f[i].nevents, 0);
+                ASSERT_EQ(f[i].nrounds, 1);
+                ASSERT_EQ(f[i].round.n_ids, 0);
+            }
+        }
+        env_done(&e);
+    }
+}
+
+/* The NCCL_REQUEST cannot be queued to node rank 0: the job fails and says so. */
+static void test_nccl_request_not_sent_fails_the_job(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.nccl = RDZV_NCCL_AUTO;
+    f[0].nccl_fail = -EPIPE;
+    join_n(&e, f, 2, jn);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nrounds, 0);
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_TRUE(strstr(f[i].event.summary, "could not ask node rank 0") != NULL);
+    }
+    env_done(&e);
+}
+
+/* Node rank 0 goes while the ids are awaited: no worker started, so the round forms again under
+ * the same generation number, nothing charged, and the new node rank 0 is asked. */
+static void test_rank0_lost_while_nccl_reforms_uncounted(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 3, 2);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.nccl = RDZV_NCCL_AUTO;
+    jn.last_call_ms = 20;
+    join_n(&e, f, 3, jn);
+    ASSERT_EQ(f[0].nnccl, 1);
+    rdzvd_member_gone(f[0].m);
+    ASSERT_EQ(f[1].nnccl + f[2].nnccl, 0); /* 2 of 3: last call first */
+    for (int t = 0; t < 50 && !f[1].nnccl; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[1].nnccl, 1);
+    ASSERT_EQ(f[1].nccl_gen, 1);
+    ASSERT_EQ(f[1].nevents + f[2].nevents, 0);
+    rdzvd_member_nccl_error(f[1].m, "no GPU");
+    ASSERT_EQ(f[1].round.generation, 1);
+    ASSERT_EQ(f[1].round.nnodes, 2);
+    ASSERT_EQ(f[1].round.restart_count, 0);
+    ASSERT_EQ(f[2].round.node_rank, 1);
+    ASSERT_EQ(e.stores_open, 2);
+    ASSERT_EQ(e.stores_closed, 1); /* the abandoned round's store */
+    env_done(&e);
+}
+
+/* The host cannot open the generation's store: the job fails, naming it; a later JOIN to the
+ * ended job is refused while its agents leave. */
+static void test_store_open_failure_fails_the_job(void)
+{
+    struct fake f[2] = {0}, late = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    e.store_fail = -EMFILE;
+    join_n(&e, f, 2, jn);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nrounds, 0);
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_TRUE(strstr(f[i].event.summary, "could not open the job's store") != NULL);
+    }
+    jn = join_of(2, 2, 2, 3);
+    ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "has just ended") != NULL);
+    ASSERT_NULL(late.m);
+    env_done(&e);
+}
+
+/* --scale-up-now: a node joining a running job below MAX restarts it at once, not charged to
+ * the budget; without it the node waits as a spare. */
+static void test_scale_up_now_restarts_uncounted(void)
+{
+    for (int now = 0; now < 2; now++) {
+        struct fake f[2] = {0};
+        struct rdzv_join jn = join_of(0, 1, 2, 0);
+        struct env e;
+
+        env_init(&e, -1);
+        jn.last_call_ms = 10;
+        jn.scale_up_now = now;
+        ASSERT_OK(join(&e, &f[0], &jn));
+        for (int t = 0; t < 50 && !f[0].nrounds; t++)
+            run_ms(&e, 10);
+        ASSERT_EQ(f[0].round.nnodes, 1);
+        jn = join_of(1, 1, 2, 0);
+        jn.scale_up_now = now;
+        ASSERT_OK(join(&e, &f[1], &jn));
+        ASSERT_TRUE(f[1].spare);
+        if (!now) {
+            ASSERT_EQ(f[0].nevents, 0);
+            env_done(&e);
+            continue;
+        }
+        ASSERT_TRUE(event_is(&f[0], "restart"));
+        ASSERT_TRUE(strstr(f[0].event.summary, "scale up") != NULL);
+        rdzvd_member_ready(f[0].m, 1);
+        for (int i = 0; i < 2; i++) {
+            ASSERT_EQ(f[i].round.generation, 2);
+            ASSERT_EQ(f[i].round.nnodes, 2);
+            ASSERT_EQ(f[i].round.restart_count, 0); /* max_restarts 0, and still going */
+        }
+        ASSERT_EQ(f[0].round.node_rank, 0);
+        env_done(&e);
+    }
+}
+
+/* LEAVE counts only when it is of the running generation and succeeded; a member that left
+ * succeeded may disconnect, and the job succeeds when the others leave. */
+static void test_leave_rules(void)
+{
+    struct fake f[2] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 0));
+    rdzvd_member_leave(f[0].m, 1, false);
+    rdzvd_member_leave(f[1].m, 1, false);
+    rdzvd_member_leave(f[0].m, 2, true);
+    rdzvd_member_leave(f[1].m, 0, true);
+    ASSERT_EQ(f[0].nevents + f[1].nevents, 0);
+    rdzvd_member_leave(f[0].m, 1, true);
+    rdzvd_member_gone(f[0].m); /* its workers were done: not a failure */
+    ASSERT_EQ(f[1].nevents, 0);
+    rdzvd_member_leave(f[1].m, 1, true);
+    ASSERT_TRUE(event_is(&f[1], "succeeded"));
+    ASSERT_EQ(f[1].event.exit_code, 0);
+    env_done(&e);
+}
+
+/* READY before the EVENT restart, or for another generation, and a second report of a failure
+ * while the job stops, change nothing: one restart charged, the round waits for every READY. */
+static void test_out_of_order_ready_and_worker_exit(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct fake f[2] = {0};
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 5));
+    rdzvd_member_ready(f[0].m, 1); /* not asked to stop */
+    w.generation = 0;               /* stale: ignored */
+    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_EQ(f[0].nevents + f[1].nevents, 0);
+    w.generation = 1;
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    w.rank = 1;
+    w.local_rank = 1;
+    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err))); /* while stopping */
+    ASSERT_EQ(f[0].nevents, 1);
+    rdzvd_member_ready(f[1].m, 2); /* a generation it was not asked to stop */
+    rdzvd_member_ready(f[1].m, 1);
+    rdzvd_member_ready(f[1].m, 1); /* duplicate */
+    ASSERT_EQ(f[0].nrounds, 1);    /* f[0] has not answered */
+    rdzvd_member_ready(f[0].m, 1);
+    ASSERT_EQ(f[0].nrounds, 2);
+    ASSERT_EQ(f[0].round.restart_count, 1);
+    env_done(&e);
+}
+
+/* The restart summary names how the worker ended: the agent's reason, a signal, or its code. */
+static void test_worker_exit_summary(void)
+{
+    struct rdzv_worker_exit ws[3] = {
+        {.generation = 1, .exit_code = 137, .signal = 9},
+        {.generation = 1, .exit_code = 1, .reason = "made no progress for 60 s"},
+        {.generation = 1, .exit_code = 42},
+    };
+    const char *want[3] = {"was killed by signal 9", "made no progress for 60 s",
+                           "exited with code 42"};
+
+    for (int k = 0; k < 3; k++) {
+        struct fake f[2] = {0};
+        char err[256];
+        struct env e;
+
+        env_init(&e, -1);
+        join_n(&e, f, 2, join_of(0, 2, 2, 1));
+        ws[k].rank = f[1].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &ws[k], err, sizeof(err)));
+        ASSERT_TRUE(event_is(&f[0], "restart"));
+        ASSERT_EQ(f[0].event.exit_code, ws[k].exit_code);
+        ASSERT_TRUE(strstr(f[0].event.summary, want[k]) != NULL);
+        ASSERT_TRUE(strstr(f[0].event.summary, "node rank 1 (host1)") != NULL);
+        env_done(&e);
+    }
+}
+
+/* A candidate leaves while the round forms and the job falls below MIN: the join timeout runs
+ * and fails the job, naming how many nodes it had. */
+static void test_forming_below_min_join_timeout(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 3, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.join_timeout_ms = 40;
+    join_n(&e, f, 2, jn); /* MIN: last call (60 s) */
+    rdzvd_member_gone(f[1].m);
+    for (int t = 0; t < 50 && !f[0].nevents; t++)
+        run_ms(&e, 10);
+    ASSERT_TRUE(event_is(&f[0], "failed"));
+    ASSERT_TRUE(strstr(f[0].event.summary, "only 1 of the 2 nodes") != NULL);
+    ASSERT_EQ(f[0].nrounds, 0);
+    env_done(&e);
+}
+
+/* A node lost below MIN after a restart: the job waits for a replacement up to the join
+ * timeout; one that comes forms the next generation, none fails it with the root cause. */
+static void test_lost_below_min_waits_for_replacement(void)
+{
+    for (int comes = 0; comes < 2; comes++) {
+        struct fake f[3] = {0};
+        struct rdzv_join jn = join_of(0, 2, 2, 3);
+        struct env e;
+
+        env_init(&e, -1);
+        jn.join_timeout_ms = 60;
+        join_n(&e, f, 2, jn);
+        rdzvd_member_gone(f[1].m);
+        ASSERT_TRUE(event_is(&f[0], "restart"));
+        rdzvd_member_ready(f[0].m, 1);
+        ASSERT_EQ(f[0].nrounds, 1);
+        if (comes) {
+            jn = join_of(2, 2, 2, 3);
+            ASSERT_OK(join(&e, &f[2], &jn));
+            ASSERT_EQ(f[2].round.generation, 2);
+            ASSERT_EQ(f[2].round.restart_count, 1);
+            ASSERT_EQ(f[0].round.node_rank, 0);
+        } else {
+            for (int t = 0; t < 50 && f[0].nevents < 2; t++)
+                run_ms(&e, 10);
+            ASSERT_TRUE(event_is(&f[0], "failed"));
+            ASSERT_TRUE(strstr(f[0].event.summary, "only 1 of the 2 nodes") != NULL);
+            ASSERT_TRUE(strstr(f[0].event.summary, "; root cause: the agent of node rank 1") !=
+                        NULL);
+        }
+        env_done(&e);
+    }
+}
+
+/* A member lost while the others stop: the next round does not wait for its READY. */
+static void test_lost_while_stopping(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct fake f[3] = {0};
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, join_of(0, 2, 3, 2));
+    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    rdzvd_member_ready(f[0].m, 1);
+    rdzvd_member_ready(f[1].m, 1);
+    ASSERT_EQ(f[0].nrounds, 1);
+    rdzvd_member_gone(f[2].m);
+    ASSERT_EQ(f[0].nrounds, 2);
+    ASSERT_EQ(f[0].round.generation, 2);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    ASSERT_EQ(f[0].round.restart_count, 1); /* its loss is not a second restart */
+    env_done(&e);
+}
+
+/* The last member gone: the job goes with it, its store closed. */
+static void test_last_member_gone_removes_the_job(void)
+{
+    struct fake f = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    {
+        struct rdzv_join jn = join_of(0, 1, 1, 0);
+
+        ASSERT_OK(join(&e, &f, &jn));
+    }
+    ASSERT_EQ(f.nrounds, 1);
+    ASSERT_EQ(njobs(&e), 1);
+    rdzvd_member_gone(f.m);
+    ASSERT_EQ(njobs(&e), 0);
+    ASSERT_EQ(e.stores_closed, e.stores_open);
+    env_done(&e);
+}
+
+/* A deadline that passes with the member's input unread gets one more loop turn, no more: a
+ * member whose input stays unread is still lost. */
+static void test_unread_input_delays_loss_once(void)
+{
+    struct fake f = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.heartbeat_timeout_ms = 30;
+    f.unread = 10;
+    ASSERT_OK(join(&e, &f, &jn));
+    for (int t = 0; t < 30 && !f.closed; t++)
+        run_ms(&e, 10);
+    ASSERT_TRUE(f.closed);
+    ASSERT_TRUE(strstr(f.close_reason, "sent no heartbeat for 0.0 s") != NULL);
+    ASSERT_EQ(njobs(&e), 0);
+    env_done(&e);
+}
+
+/* Resume claims are checked before anything is made of them: a generation past 2^53-1, a node
+ * rank or size past the job's MAX, ranks outside the world, a restart count past the budget.
+ * Refused with the field named, and no job is left behind; the same against a job in memory. */
+static void test_resume_claims_refused(void)
+{
+    struct rdzv_join bad[6];
+    const char *why[6] = {"past the largest", "does not fit job", "does not fit job",
+                          "do not fit a world", "do not fit a world", "past --max-restarts"};
+    struct fake f[2] = {0}, x = {0};
+    char err[512];
+    struct env e;
+
+    for (int k = 0; k < 6; k++)
+        bad[k] = resume_of(0, 2, 1, 3);
+    bad[0].resume.generation = RDZV_GENERATION_MAX + 1;
+    bad[1].resume.nnodes = 3;
+    bad[2].resume.node_rank = 2;
+    bad[3].resume.world_size = 2 * RDZV_NPROC_MAX + 1;
+    bad[4].resume.rank_offset = 3;
+    bad[5].resume.restart_count = 4;
+    env_init(&e, -1);
+    for (int k = 0; k < 6; k++) {
+        ASSERT_EQ(join_err(&e, &x, &bad[k], err, sizeof(err)), -EINVAL);
+        ASSERT_TRUE(strstr(err, why[k]) != NULL);
+        ASSERT_EQ(njobs(&e), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = resume_of(i, 2, 1, 3);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+    for (int k = 0; k < 6; k++) {
+        snprintf(bad[k].node_id, sizeof(bad[k].node_id), "node-9");
+        ASSERT_EQ(join_err(&e, &x, &bad[k], err, sizeof(err)), -EINVAL);
+        ASSERT_TRUE(strstr(err, why[k]) != NULL);
+        ASSERT_NULL(x.m);
+    }
+    ASSERT_EQ(f[0].nevents + f[1].nevents, 0);
+    env_done(&e);
+}
+
+/* With a record in --state-dir the record decides: a resume past it, or of its generation
+ * with another restart count or size, is refused; a JOIN with other --nnodes is refused; an
+ * older generation's agent is told to stop and rejoins as a new member. */
+static void test_resume_against_record(void)
+{
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 3,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000};
+    struct fake x = {0}, old = {0};
+    struct rdzv_join jn;
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
+    env_init(&e, fd);
+    jn = resume_of(0, 4, 1, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "as its record has it (generation 3, restart 1, 2 nodes)") != NULL);
+    jn = resume_of(0, 3, 0, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "as its record has it") != NULL);
+    jn = join_of(0, 1, 2, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "was started with --nnodes 2:2 --max-restarts 3") != NULL);
+    ASSERT_EQ(njobs(&e), 0);
+    ASSERT_EQ(e.stores_open, 0);
+    jn = resume_of(1, 2, 1, 3);
+    ASSERT_OK(join(&e, &old, &jn));
+    ASSERT_TRUE(old.spare);
+    ASSERT_FALSE(old.resumed);
+    ASSERT_EQ(old.joined_gen, 3);
+    ASSERT_TRUE(event_is(&old, "restart"));
+    ASSERT_EQ(old.event.generation, 2);
+    ASSERT_TRUE(strstr(old.event.summary, "generation 2 is over") != NULL);
+    ASSERT_EQ(e.asked_port, 41000);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+/* Secrets derive from the host's key: the same for a node id after the job is gone, so a
+ * resume to a forgotten job must carry it; without it, or with another, it is refused. */
+static void test_resume_needs_the_derived_secret(void)
+{
+    static const uint8_t key[32] = {1, 2, 3};
+    struct fake a = {0}, b = {0}, x = {0};
+    char first[RDZV_SECRET_HEX + 1], err[512];
+    struct rdzv_join jn;
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.member_key = key;
+    e.h.member_key_len = sizeof(key);
+    jn = join_of(0, 2, 2, 3);
+    ASSERT_OK(join(&e, &a, &jn));
+    snprintf(first, sizeof(first), "%s", a.secret);
+    ASSERT_EQ(strlen(first), RDZV_SECRET_HEX);
+    rdzvd_jobs_drop_all(&e.jobs); /* rdzvd restarts */
+    jn = resume_of(0, 1, 0, 3);
+    snprintf(jn.secret, sizeof(jn.secret), "%s", first);
+    jn.secret[0] = jn.secret[0] == '0' ? '1' : '0';
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EPERM);
+    ASSERT_TRUE(strstr(err, "comes without the secret") != NULL);
+    ASSERT_EQ(njobs(&e), 0); /* the job made for the claim went again */
+    snprintf(e.secrets[0], sizeof(e.secrets[0]), "%s", first);
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &b, &jn));
+    ASSERT_TRUE(b.resumed);
+    ASSERT_TRUE(strcmp(b.secret, first) == 0);
+    env_done(&e);
+}
+
+/* A resume of a live member takes it over only with its secret: the old connection is closed;
+ * while the job stops, the new connection is told to stop that generation too. */
+static void test_takeover_needs_secret_and_repeats_restart(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct fake f[2] = {0}, g = {0}, h = {0};
+    struct rdzv_join jn;
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    jn = resume_of(0, 1, 0, 3);
+    memset(jn.secret, 'f', RDZV_SECRET_HEX);
+    ASSERT_EQ(join_err(&e, &g, &jn, err, sizeof(err)), -EPERM);
+    ASSERT_TRUE(strstr(err, "belongs to a member") != NULL);
+    ASSERT_FALSE(f[0].closed);
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &g, &jn));
+    ASSERT_TRUE(f[0].closed);
+    ASSERT_TRUE(strstr(f[0].close_reason, "replaced by the agent's new connection") != NULL);
+    ASSERT_TRUE(g.resumed);
+    ASSERT_FALSE(g.spare);
+    ASSERT_EQ(g.nevents, 0);
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&g, "restart"));
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &h, &jn));
+    ASSERT_TRUE(g.closed);
+    ASSERT_TRUE(event_is(&h, "restart"));
+    ASSERT_EQ(h.event.generation, 1);
+    ASSERT_TRUE(strstr(h.event.summary, "root cause: worker rank") != NULL);
+    all_ready(f, 2, 1);
+    rdzvd_member_ready(h.m, 1);
+    ASSERT_EQ(h.round.generation, 2);
+    ASSERT_EQ(h.round.restart_count, 1);
+    env_done(&e);
+}
+
+/* A rebuilt generation that only some agents come back to: the missing ones count as lost
+ * after the rebuild window (charged to the budget), and the job goes on with those back. */
+static void test_rebuild_partial_comeback_is_a_failure(void)
+{
+    struct fake f = {0};
+    struct rdzv_join jn = resume_of(0, 5, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.min = 1;
+    jn.heartbeat_timeout_ms = 30;
+    ASSERT_OK(join(&e, &f, &jn));
+    ASSERT_TRUE(f.resumed);
+    for (int t = 0; t < 50 && !f.nevents; t++) {
+        rdzvd_member_heartbeat(f.m);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(event_is(&f, "restart"));
+    ASSERT_TRUE(strstr(f.event.summary, "1 of 2 nodes of generation 5 did not come back") != NULL);
+    rdzvd_member_ready(f.m, 5);
+    ASSERT_EQ(f.round.generation, 6);
+    ASSERT_EQ(f.round.restart_count, 3);
+    ASSERT_EQ(f.round.nnodes, 1);
+    env_done(&e);
+}
+
+/* The store of a rebuilt generation: back on its port when it can be, else on any port; a job
+ * whose store cannot be opened at all is refused and not kept. */
+static void test_rebuild_store_port_fallback(void)
+{
+    for (int any = 0; any < 2; any++) {
+        struct fake f = {0};
+        struct rdzv_join jn = resume_of(0, 5, 0, 1);
+        char err[512];
+        struct env e;
+
+        env_init(&e, -1);
+        e.store_fail = -EADDRINUSE;
+        e.store_fail_port = !any;
+        if (any) {
+            ASSERT_EQ(join_err(&e, &f, &jn, err, sizeof(err)), -EADDRINUSE);
+            ASSERT_TRUE(strstr(err, "could not reopen the job's store") != NULL);
+            ASSERT_EQ(njobs(&e), 0);
+        } else {
+            ASSERT_OK(join(&e, &f, &jn));
+            ASSERT_TRUE(f.resumed);
+            ASSERT_EQ(e.asked_port, 0); /* after 41000 was refused */
+            ASSERT_EQ(e.stores_open, 1);
+        }
+        env_done(&e);
+    }
+}
+
+/* --recovery must agree with the job's, and a hinted node rank past MAX is a spare's. */
+static void test_recovery_mismatch_and_hint_past_max(void)
+{
+    struct fake f[3] = {0}, x = {0};
+    struct rdzv_join jn = join_of(0, 1, 2, 0);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 1, 2, 0);
+    jn.inplace = true;
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "--recovery restart, this agent has --recovery inplace") != NULL);
+    jn = resume_of(1, 1, 0, 0);
+    jn.min = 1;
+    jn.inplace = true;
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "--recovery") != NULL);
+    jn = join_of(1, 1, 2, 0);
+    jn.node_rank = 7;
+    jn.rank_hint = true;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    ASSERT_EQ(f[1].round.nnodes, 2);
+    ASSERT_TRUE(f[0].round.node_rank + f[1].round.node_rank == 1);
+    /* A demanded rank that a member holds (it did not ask for it) is taken too. */
+    jn = join_of(2, 1, 2, 0);
+    jn.node_rank = f[0].round.node_rank;
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EEXIST);
+    ASSERT_TRUE(strstr(err, "already taken by host0 (node-0)") != NULL);
+    env_done(&e);
+}
+
+/* Rank tables grow past their first size: 20 nodes each demanding a rank get it. */
+static void test_many_demanded_ranks(void)
+{
+    struct fake *f = calloc(20, sizeof(*f));
+    struct env e;
+
+    ASSERT_NOT_NULL(f);
+    env_init(&e, -1);
+    for (int i = 0; i < 20; i++) {
+        struct rdzv_join jn = join_of(i, 20, 20, 0);
+
+        jn.node_rank = 19 - i;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    for (int i = 0; i < 20; i++) {
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.node_rank, 19 - i);
+        ASSERT_EQ(f[i].round.rank_offset, 2 * (19 - i));
+        ASSERT_EQ(f[i].round.world_size, 40);
+    }
+    env_done(&e);
+    free(f);
+}
+
+/* Each node's state in the status: running, stopped (ready, in the generation), spare,
+ * stopping (told to stop, not ready); the last 16 events; an ended job with its members still
+ * there has its outcome and -1 durations. */
+static void test_status_node_states_and_events(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 5};
+    struct fake f[4] = {0};
+    struct rdzv_status st;
+    struct rdzv_join jn;
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, join_of(0, 2, 2, 0)); /* 2 run, node 2 a spare */
+    jn = resume_of(3, 1, 0, 0);
+    jn.resume.node_rank = 0;
+    jn.resume.rank_offset = 0;
+    ASSERT_OK(join(&e, &f[3], &jn)); /* rank 0 is taken: told to stop */
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, &st));
+    ASSERT_EQ(st.jobs[0].n_nodes, 4);
+    ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host0")->state, "running") == 0);
+    ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host2")->state, "spare") == 0);
+    ASSERT_TRUE(node_of(&st.jobs[0], "host2")->spare);
+    ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host3")->state, "stopping") == 0);
+    ASSERT_TRUE(st.jobs[0].nodes[0].node_rank >= 0 && st.jobs[0].nodes[1].node_rank >= 0);
+    ASSERT_TRUE(strcmp(st.jobs[0].state, "running") == 0);
+    rdzv_status_free(&st);
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, &st));
+    ASSERT_TRUE(strcmp(st.jobs[0].state, "ended") == 0);
+    ASSERT_TRUE(st.jobs[0].ended);
+    ASSERT_TRUE(strcmp(st.jobs[0].outcome_type, "failed") == 0);
+    ASSERT_EQ(st.jobs[0].outcome_exit_code, 5);
+    ASSERT_TRUE(st.jobs[0].duration_s == -1 && st.jobs[0].ended_age_s == -1);
+    rdzv_status_free(&st);
+    env_done(&e);
+}
+
+/* Past 16 events the status keeps the newest, oldest first. */
+static void test_status_event_ring(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_worker_exit w = {.generation = 0, .exit_code = 1};
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 20));
+    for (uint64_t g = 1; g <= 12; g++) { /* a restart and a formed generation: 2 events each */
+        w.generation = g;
+        w.rank = f[0].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+        all_ready(f, 2, g);
+        ASSERT_EQ(f[0].round.generation, g + 1);
+    }
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, &st));
+    ASSERT_EQ(st.jobs[0].n_events, RDZV_STATUS_EVENTS);
+    ASSERT_TRUE(strstr(st.jobs[0].events[RDZV_STATUS_EVENTS - 1].text,
+                       "generation 13 formed") != NULL);
+    ASSERT_TRUE(strstr(st.jobs[0].events[RDZV_STATUS_EVENTS - 2].text, "restart 12 of 20") !=
+                NULL);
+    for (unsigned i = 1; i < st.jobs[0].n_events; i++)
+        ASSERT_TRUE(st.jobs[0].events[i].time >= st.jobs[0].events[i - 1].time);
+    rdzv_status_free(&st);
+    env_done(&e);
+}
+
+/* At most 256 members listed; the rest counted. */
+static void test_status_members_left_out(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    int n = RDZV_STATUS_SHOW_MEMBERS + 2;
+    struct fake *f = calloc((size_t)n, sizeof(*f));
+    struct rdzv_status st;
+    struct env e;
+
+    ASSERT_NOT_NULL(f);
+    env_init(&e, -1);
+    join_n(&e, f, n, join_of(0, 2, 2, 0));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, &st));
+    ASSERT_EQ(st.jobs[0].n_nodes, RDZV_STATUS_SHOW_MEMBERS);
+    ASSERT_EQ(st.jobs[0].members_left_out, 2);
+    ASSERT_EQ(st.jobs[0].nodes_in_generation, 2);
+    rdzv_status_free(&st);
+    env_done(&e);
+    free(f);
+}
+
+/* Ended jobs are kept (--keep-ended) after their last member left: at most max of them, the
+ * oldest dropped, none when max or keep_ms is 0, and they expire. */
+static void test_ended_jobs_kept_and_expire(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_status st;
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    rdzvd_ended_jobs_init(&e.ended, 200, 1);
+    for (int k = 0; k < 2; k++) {
+        struct fake f = {0};
+        struct rdzv_join jn = join_of(0, 1, 1, 0);
+
+        snprintf(jn.run_id, sizeof(jn.run_id), "job%d", k);
+        ASSERT_OK(join(&e, &f, &jn));
+        rdzvd_member_leave(f.m, 1, true);
+        ASSERT_TRUE(event_is(&f, "succeeded"));
+        rdzvd_member_gone(f.m);
+    }
+    ASSERT_EQ(e.ended.n, 1);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, &st));
+    ASSERT_EQ(st.n_jobs, 1);
+    ASSERT_TRUE(strcmp(st.jobs[0].run_id, "job1") == 0);
+    ASSERT_TRUE(st.jobs[0].ended && strcmp(st.jobs[0].outcome_type, "succeeded") == 0);
+    ASSERT_TRUE(st.jobs[0].duration_s >= 0 && st.jobs[0].ended_age_s >= 0);
+    ASSERT_EQ(st.jobs[0].n_nodes, 0);
+    rdzv_status_free(&st);
+    usleep(250 * 1000);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, &st));
+    ASSERT_EQ(st.n_jobs, 0); /* expired */
+    rdzv_status_free(&st);
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 0, 4); /* keep_ms 0: none kept */
+    {
+        struct fake f = {0};
+        struct rdzv_join jn = join_of(0, 1, 1, 0);
+
+        ASSERT_OK(join(&e, &f, &jn));
+        rdzvd_member_gone(f.m);
+    }
+    ASSERT_EQ(e.ended.n, 0);
+    env_done(&e);
+}
+
+/* More than 4096 ranks reported: the status keeps the longest silent, by rank, and counts the
+ * rest; a spare's and an empty report are ignored. */
+static void test_progress_longest_silent_kept(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
+    struct fake f[6] = {0};
+    struct rdzv_join jn = join_of(0, 5, 5, 0);
+    const struct rdzv_status_job *sj;
+    struct rdzv_status st;
+    struct env e;
+
+    ASSERT_NOT_NULL(hb);
+    env_init(&e, -1);
+    jn.nproc = RDZV_NPROC_MAX;
+    join_n(&e, f, 6, jn); /* node 5: a spare */
+    ASSERT_TRUE(f[5].spare);
+    hb->generation = 1;
+    hb->n_progress = RDZV_PROGRESS_MAX;
+    for (int i = 0; i < RDZV_PROGRESS_MAX; i++)
+        hb->progress[i] = (struct rdzv_rank_progress){.local_rank = i, .step = i, .age_ms = 0};
+    for (int k = 0; k < 6; k++) {
+        for (int i = 0; i < RDZV_PROGRESS_MAX; i++)
+            hb->progress[i].age_ms = k == 4 ? 100000 : 0;
+        rdzvd_member_progress(f[k].m, hb);
+    }
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, &st));
+    sj = &st.jobs[0];
+    ASSERT_EQ(sj->n_ranks, RDZV_STATUS_MAX_RANKS);
+    ASSERT_EQ(sj->ranks_left_out, RDZV_PROGRESS_MAX);
+    ASSERT_EQ(sj->ranks[sj->n_ranks - 1].rank, 5 * RDZV_NPROC_MAX - 1); /* node 4's: silent */
+    ASSERT_TRUE(sj->ranks[sj->n_ranks - 1].age_s >= 100);
+    for (size_t i = 1; i < sj->n_ranks; i++)
+        ASSERT_TRUE(sj->ranks[i].rank > sj->ranks[i - 1].rank);
+    rdzv_status_free(&st);
+    hb->n_progress = 0;
+    rdzvd_member_progress(f[4].m, hb); /* nothing to keep: changes nothing */
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, &st));
+    ASSERT_EQ(st.jobs[0].ranks_left_out, RDZV_PROGRESS_MAX);
+    rdzv_status_free(&st);
+    free(hb);
+    env_done(&e);
+}
+
+/* Daemon shutdown drops its jobs but keeps their records and store journals for the next
+ * rdzvd, and unties the peers without closing them. */
+static void test_shutdown_keeps_records(void)
+{
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, join_of(0, 2, 2, 1));
+    ASSERT_EQ(f[0].nrounds, 1);
+    rdzvd_jobs_drop_all(&e.jobs);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_NULL(f[i].m);
+        ASSERT_FALSE(f[i].closed);
+    }
+    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_EQ(e.stores_dropped, 0);
+    ASSERT_OK(rdzvd_job_record_load(fd, "job", &rec));
+    ASSERT_EQ(rec.generation, 1);
+    ASSERT_TRUE(rec.running);
+    ASSERT_EQ(rec.nnodes, 2);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
+    TEST(test_nccl_ids_reach_every_round);
+    TEST(test_nccl_error_optional_or_required);
+    TEST(test_nccl_request_not_sent_fails_the_job);
+    TEST(test_rank0_lost_while_nccl_reforms_uncounted);
+    TEST(test_store_open_failure_fails_the_job);
+    TEST(test_scale_up_now_restarts_uncounted);
+    TEST(test_leave_rules);
+    TEST(test_out_of_order_ready_and_worker_exit);
+    TEST(test_worker_exit_summary);
+    TEST(test_forming_below_min_join_timeout);
+    TEST(test_lost_below_min_waits_for_replacement);
+    TEST(test_lost_while_stopping);
+    TEST(test_last_member_gone_removes_the_job);
+    TEST(test_unread_input_delays_loss_once);
+    TEST(test_resume_claims_refused);
+    TEST(test_resume_against_record);
+    TEST(test_resume_needs_the_derived_secret);
+    TEST(test_takeover_needs_secret_and_repeats_restart);
+    TEST(test_rebuild_partial_comeback_is_a_failure);
+    TEST(test_rebuild_store_port_fallback);
+    TEST(test_recovery_mismatch_and_hint_past_max);
+    TEST(test_many_demanded_ranks);
+    TEST(test_status_node_states_and_events);
+    TEST(test_status_event_ring);
+    TEST(test_status_members_left_out);
+    TEST(test_ended_jobs_kept_and_expire);
+    TEST(test_progress_longest_silent_kept);
+    TEST(test_shutdown_keeps_records);
+    return tap_done();
+}
