@@ -771,6 +771,58 @@ static void test_free_with_pending_waits(void)
     rdzvd_store_free(s);
 }
 
+/* Watches (PyTorch <= 2.0 WATCH_KEY) count against max_wait_keys with the owner's waits; a
+ * connection that closes cancels only its own wait under construction, never another owner's;
+ * and freeing the store unhooks the watches of owners that outlive it. */
+static void test_watch_limit_and_foreign_building_wait(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+    struct rdzvd_waiter w1, w2;
+    unsigned wakes1 = 0, wakes2 = 0;
+
+    lim.max_wait_keys = 2;
+    s = new_store(&lim);
+    rdzvd_waiter_init(&w1, &wakes1);
+    rdzvd_waiter_init(&w2, &wakes2);
+    ASSERT_OK(rdzvd_store_watch(s, &w1, "a", 1));
+    ASSERT_OK(rdzvd_store_watch(s, &w1, "b", 1));
+    ASSERT_EQ(w1.nregs, 2);
+    ASSERT_EQ(rdzvd_store_watch(s, &w1, "c", 1), -EMSGSIZE);
+    ASSERT_FALSE(rdzvd_store_exists(s, "c", 1));
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w1));
+    ASSERT_EQ(rdzvd_store_wait_key(s, &w1, "d", 1), -EMSGSIZE);
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w1), 0);
+    ASSERT_EQ(w1.nregs, 2);
+
+    /* w2 is building a wait when w1 goes away: w2's wait survives and completes. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w2));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w2, "k", 1));
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w1), 0);
+    rdzvd_store_drop_watches(s, &w1);
+    ASSERT_EQ(w1.nregs, 0);
+    ASSERT_EQ(rdzvd_store_wait_end(s, &w1), -EINVAL); /* not w1's to end */
+    ASSERT_EQ(rdzvd_store_wait_end(s, &w2), 0);
+    ASSERT_OK(set_str(s, "k", "1"));
+    ASSERT_EQ(wakes2, 1);
+    ASSERT_EQ(wakes1, 0);
+
+    /* w2 closes in the middle of building one: nothing of it stays. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w2));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w2, "m", 1));
+    ASSERT_EQ(rdzvd_store_cancel_waits(s, &w2), 0);
+    ASSERT_EQ(w2.nregs, 0);
+    ASSERT_OK(set_str(s, "m", "1"));
+    ASSERT_EQ(wakes2, 1);
+
+    /* Watches still registered when the store goes: unhooked from their owner. */
+    ASSERT_OK(rdzvd_store_watch(s, &w1, "a", 1));
+    ASSERT_OK(rdzvd_store_watch(s, &w1, "zz", 2));
+    rdzvd_store_free(s);
+    ASSERT_TRUE(rdzv_list_empty(&w1.watches));
+    ASSERT_EQ(w1.nregs, 0);
+}
+
 /* ---- randomized check against a reference model ---- */
 
 #define M_KEYS 6
@@ -1373,6 +1425,7 @@ int main(void)
     TEST(test_queue_push_wakes_one);
     TEST(test_wait_present_keys_not_counted);
     TEST(test_wait_two_missing_fires_once);
+    TEST(test_watch_limit_and_foreign_building_wait);
     TEST(test_wait_duplicate_key);
     TEST(test_wait_two_owners_same_key);
     TEST(test_wait_woken_by_every_write);
