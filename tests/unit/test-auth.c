@@ -238,6 +238,154 @@ static void test_handshake_messages(void)
     rdzv_buf_free(&ok);
 }
 
+
+/* A token at the size limit is kept whole; one byte more is refused, as a file too. */
+static void test_token_limits(void)
+{
+    char dir[] = "/tmp/rdzv-test-auth-XXXXXX", path[64], err[512];
+    static uint8_t data[RDZV_TOKEN_MAX + 300];
+    static char text[RDZV_TOKEN_MAX + 300];
+    struct rdzv_token t;
+    uint8_t mac[RDZV_MAC_BYTES];
+
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)('a' + i % 26);
+    ASSERT_OK(rdzv_token_parse(data, RDZV_TOKEN_MAX, &t, err, sizeof(err)));
+    ASSERT_EQ(t.len, RDZV_TOKEN_MAX);
+    ASSERT_MEMEQ(t.key, data, RDZV_TOKEN_MAX);
+    /* Trailing whitespace past the limit is not part of it. */
+    memset(data + RDZV_TOKEN_MAX, '\n', 10);
+    ASSERT_OK(rdzv_token_parse(data, RDZV_TOKEN_MAX + 10, &t, err, sizeof(err)));
+    ASSERT_EQ(t.len, RDZV_TOKEN_MAX);
+    data[RDZV_TOKEN_MAX] = 'z';
+    ASSERT_EQ(rdzv_token_parse(data, RDZV_TOKEN_MAX + 1, &t, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "longer than 4096") != NULL);
+
+    ASSERT_NOT_NULL(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/token", dir);
+    /* A file of the largest token and a newline loads; one byte more than it reads is refused. */
+    memcpy(text, data, RDZV_TOKEN_MAX);
+    text[RDZV_TOKEN_MAX] = '\n';
+    text[RDZV_TOKEN_MAX + 1] = '\0';
+    write_file(path, text, 0600);
+    ASSERT_OK(rdzv_token_load(path, &t, err, sizeof(err)));
+    ASSERT_EQ(t.len, RDZV_TOKEN_MAX);
+    ASSERT_MEMEQ(t.key, data, RDZV_TOKEN_MAX);
+    text[RDZV_TOKEN_MAX] = 'z';
+    write_file(path, text, 0600);
+    ASSERT_EQ(rdzv_token_load(path, &t, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, path) != NULL);
+    ASSERT_TRUE(strstr(err, "longer than") != NULL);
+    memset(text, 'q', RDZV_TOKEN_MAX + 256);
+    text[RDZV_TOKEN_MAX + 256] = '\0';
+    write_file(path, text, 0600);
+    ASSERT_EQ(rdzv_token_load(path, &t, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "too large") != NULL);
+    ASSERT_TRUE(strstr(err, "qqqq") == NULL);
+    ASSERT_OK(unlink(path));
+    ASSERT_OK(rmdir(dir));
+    /* A key length HMAC() cannot take is refused before any use of it. */
+    ASSERT_EQ(rdzv_hmac_sha256(NULL, (size_t)INT32_MAX + 1, data, 1, mac), -EINVAL);
+    ASSERT_OK(rdzv_auth_crypto_load(NULL, 0));
+    ASSERT_OK(rdzv_auth_crypto_load(err, sizeof(err)));
+}
+
+/* HELLO, AUTH and AUTH_OK bodies that must be refused, field by field. */
+static void test_handshake_refusals(void)
+{
+    uint8_t sn[RDZV_NONCE_BYTES], cn[RDZV_NONCE_BYTES], got[RDZV_NONCE_BYTES];
+    struct rdzv_buf auth = {0}, ok = {0};
+    struct rdzv_token t;
+    bool required;
+    char err[256], body[512], nhex[2 * RDZV_NONCE_BYTES + 1];
+    const uint8_t *ab;
+    uint32_t alen;
+
+    ASSERT_OK(rdzv_token_parse((const uint8_t *)"a-shared-secret-of-some-length", 30, &t, err,
+                               sizeof(err)));
+    ASSERT_OK(rdzv_auth_random(sn, sizeof(sn)));
+    rdzv_hex(sn, sizeof(sn), nhex);
+
+    /* HELLO: each member's type, the scheme, the nonce's presence and form. */
+    static const char *const bad_hello[] = {
+        "", "[]", "{\"auth\":1}", "{\"nonce\":7}",
+        "{\"auth\":\"hmac-md5\",\"nonce\":\"00\"}",
+        "{\"auth\":\"" RDZV_AUTH_SCHEME "\"}",
+        "{\"auth\":\"" RDZV_AUTH_SCHEME "\",\"nonce\":\"00\"}",
+    };
+    for (unsigned i = 0; i < sizeof(bad_hello) / sizeof(bad_hello[0]); i++) {
+        err[0] = '\0';
+        required = false;
+        ASSERT_EQ(rdzv_auth_parse_hello((const uint8_t *)bad_hello[i], strlen(bad_hello[i]),
+                                        &required, got, err, sizeof(err)),
+                  -EBADMSG);
+        ASSERT_TRUE(err[0] != '\0');
+        ASSERT_FALSE(required);
+    }
+    ASSERT_EQ(rdzv_auth_parse_hello((const uint8_t *)bad_hello[4], strlen(bad_hello[4]),
+                                    &required, got, err, sizeof(err)),
+              -EBADMSG);
+    ASSERT_TRUE(strstr(err, "'hmac-md5'") != NULL);
+    /* A nonce one hex digit short. */
+    snprintf(body, sizeof(body), "{\"auth\":\"%s\",\"nonce\":\"%.*s\"}", RDZV_AUTH_SCHEME,
+             2 * RDZV_NONCE_BYTES - 1, nhex);
+    ASSERT_EQ(rdzv_auth_parse_hello((const uint8_t *)body, strlen(body), &required, got, err,
+                                    sizeof(err)),
+              -EBADMSG);
+    snprintf(body, sizeof(body), "{\"auth\":\"%s\",\"nonce\":\"%s\"}", RDZV_AUTH_SCHEME, nhex);
+    ASSERT_OK(rdzv_auth_parse_hello((const uint8_t *)body, strlen(body), &required, got, err,
+                                    sizeof(err)));
+    ASSERT_TRUE(required);
+    ASSERT_MEMEQ(got, sn, sizeof(sn));
+
+    /* AUTH: a client nonce equal to the daemon's is refused even with the right MAC. */
+    {
+        uint8_t mac[RDZV_MAC_BYTES];
+        char mhex[2 * RDZV_MAC_BYTES + 1];
+
+        ASSERT_OK(rdzv_auth_mac(&t, false, sn, sn, mac));
+        rdzv_hex(mac, sizeof(mac), mhex);
+        snprintf(body, sizeof(body), "{\"nonce\":\"%s\",\"mac\":\"%s\"}", nhex, mhex);
+        ASSERT_EQ(rdzv_auth_check_auth((const uint8_t *)body, strlen(body), &t, sn, cn, err,
+                                       sizeof(err)),
+                  -EACCES);
+        ASSERT_TRUE(strstr(err, "repeats") != NULL);
+        /* A good nonce with a MAC of the wrong length. */
+        snprintf(body, sizeof(body), "{\"nonce\":\"%s\",\"mac\":\"%.*s\"}", nhex,
+                 2 * RDZV_MAC_BYTES - 2, mhex);
+        ASSERT_EQ(rdzv_auth_check_auth((const uint8_t *)body, strlen(body), &t, sn, cn, err,
+                                       sizeof(err)),
+                  -EBADMSG);
+        ASSERT_TRUE(strstr(err, "'mac'") != NULL);
+    }
+
+    /* AUTH_OK: the body's shape and the MAC's form. */
+    ASSERT_OK(rdzv_auth_put_auth(&auth, &t, sn, cn));
+    ab = frame_body(&auth, RDZV_MSG_AUTH, &alen);
+    ASSERT_OK(rdzv_auth_check_auth(ab, alen, &t, sn, got, err, sizeof(err)));
+    ASSERT_OK(rdzv_auth_put_ok(&ok, &t, sn, cn));
+    static const char *const bad_ok[] = {
+        "", "[1]", "{}", "{\"mac\":1}", "{\"nonce\":\"00\"}", "{\"mac\":\"zz\"}", "{\"mac\":\"00\"}",
+    };
+    for (unsigned i = 0; i < sizeof(bad_ok) / sizeof(bad_ok[0]); i++) {
+        err[0] = '\0';
+        ASSERT_EQ(rdzv_auth_check_ok((const uint8_t *)bad_ok[i], strlen(bad_ok[i]), &t, sn, cn,
+                                     err, sizeof(err)),
+                  -EBADMSG);
+        ASSERT_TRUE(err[0] != '\0');
+    }
+    {
+        uint32_t olen;
+        const uint8_t *ob = frame_body(&ok, RDZV_MSG_AUTH_OK, &olen);
+
+        ASSERT_OK(rdzv_auth_check_ok(ob, olen, &t, sn, cn, err, sizeof(err)));
+        /* The daemon's proof is for this client nonce only. */
+        ASSERT_EQ(rdzv_auth_check_ok(ob, olen, &t, sn, sn, err, sizeof(err)), -EACCES);
+    }
+    rdzv_buf_free(&auth);
+    rdzv_buf_free(&ok);
+}
+
 static bool allows(const struct rdzvd_acl *acl, const char *ip)
 {
     struct sockaddr_in a4 = {.sin_family = AF_INET};
@@ -295,5 +443,7 @@ int main(void)
     TEST(test_hex);
     TEST(test_handshake_messages);
     TEST(test_acl);
+    TEST(test_token_limits);
+    TEST(test_handshake_refusals);
     return tap_done();
 }

@@ -538,6 +538,460 @@ static void test_worker_exit_reason(void)
     ASSERT_REFUSED(rdzv_msg_parse_worker_exit(BODY(big), &w2, err, sizeof(err)));
 }
 
+
+/* base with the first `from` replaced by `to` (a fresh string to free). */
+static char *with(const char *base, const char *from, const char *to)
+{
+    const char *at = strstr(base, from);
+    size_t n = strlen(base) + strlen(to) + 1;
+    char *out = malloc(n);
+
+    ASSERT_NOT_NULL(at);
+    ASSERT_NOT_NULL(out);
+    snprintf(out, n, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+    return out;
+}
+
+/* "x" repeated n times, as a JSON string member value (no quotes), to free. */
+static char *xs(size_t n)
+{
+    char *out = malloc(n + 1);
+
+    ASSERT_NOT_NULL(out);
+    memset(out, 'x', n);
+    out[n] = '\0';
+    return out;
+}
+
+typedef int (*parse_fn)(const char *body);
+
+/* Each {from, to} edit of base must be refused by parse (and base itself accepted: parsed
+ * last, so its values are what the caller's struct holds). */
+struct edit {
+    const char *from, *to;
+};
+static void assert_edits_refused(parse_fn parse, const char *base, const struct edit *e, size_t n)
+{
+    ASSERT_OK(parse(base));
+    for (size_t i = 0; i < n; i++) {
+        char *b = with(base, e[i].from, e[i].to);
+
+        snprintf(tap_note, sizeof(tap_note), "edit %zu: %s -> %s", i, e[i].from, e[i].to);
+        err[0] = '\0';
+        ASSERT_EQ(parse(b), -EBADMSG);
+        ASSERT_TRUE(err[0] != '\0');
+        free(b);
+    }
+    tap_note[0] = '\0';
+    ASSERT_OK(parse(base)); /* leave base's values in the caller's struct */
+}
+
+static void test_hello(void)
+{
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char text[128];
+
+    ASSERT_OK(rdzv_msg_put_hello(&out, "agent 1"));
+    body = frame_body(&out, RDZV_MSG_HELLO, &len);
+    ASSERT_OK(rdzv_msg_parse_hello(body, len, err, sizeof(err)));
+    ASSERT_TRUE(memmem(body, len, "\"peer\":\"agent 1\"", 16) != NULL);
+    rdzv_buf_free(&out);
+    ASSERT_REFUSED(rdzv_msg_parse_hello(BODY(""), err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_hello(BODY("[]"), err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_hello(BODY("{\"magic\":\"rdzv\"}"), err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_hello(BODY("{\"magic\":1,\"version\":1}"), err, sizeof(err)));
+    snprintf(text, sizeof(text), "{\"magic\":\"rdzx\",\"version\":%d}", RDZV_PROTO_VERSION);
+    ASSERT_REFUSED(rdzv_msg_parse_hello(BODY(text), err, sizeof(err)));
+    ASSERT_TRUE(strstr(err, "bad magic 'rdzx'") != NULL);
+    snprintf(text, sizeof(text), "{\"magic\":\"rdzv\",\"version\":%d}", RDZV_PROTO_VERSION + 1);
+    ASSERT_REFUSED(rdzv_msg_parse_hello(BODY(text), err, sizeof(err)));
+    ASSERT_TRUE(strstr(err, "protocol version") != NULL);
+    snprintf(text, sizeof(text), "{\"magic\":\"rdzv\",\"version\":%d}", RDZV_PROTO_VERSION);
+    ASSERT_OK(rdzv_msg_parse_hello(BODY(text), err, sizeof(err)));
+}
+
+static void test_nccl_mode_names(void)
+{
+    enum rdzv_nccl_mode m;
+
+    for (int i = RDZV_NCCL_OFF; i <= RDZV_NCCL_REQUIRED; i++) {
+        ASSERT_OK(rdzv_nccl_mode_parse(rdzv_nccl_mode_name((enum rdzv_nccl_mode)i), &m));
+        ASSERT_EQ(m, i);
+    }
+    ASSERT_EQ(strcmp(rdzv_nccl_mode_name((enum rdzv_nccl_mode)3), "?"), 0);
+    ASSERT_EQ(rdzv_nccl_mode_parse("?", &m), -EINVAL);
+    ASSERT_EQ(rdzv_nccl_mode_parse("Auto", &m), -EINVAL);
+}
+
+#define SECRET64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define JOIN_OK                                                                                    \
+    "{\"run_id\":\"j\",\"node_id\":\"n\",\"host\":\"h\",\"nproc\":1,\"node_rank\":-1,\"min\":1,"  \
+    "\"max\":1,\"last_call_ms\":0,\"max_restarts\":0,\"nccl\":\"off\",\"nccl_ids\":1,"             \
+    "\"heartbeat_timeout_ms\":100,\"join_timeout_ms\":0,\"secret\":\"" SECRET64 "\","             \
+    "\"resume\":{\"generation\":1,\"node_rank\":0,\"nnodes\":1,\"rank_offset\":0,"                 \
+    "\"world_size\":1,\"restart_count\":0,\"master_port\":0}}"
+
+static struct rdzv_join join_out;
+static int parse_join(const char *b)
+{
+    return rdzv_msg_parse_join(BODY(b), &join_out, err, sizeof(err));
+}
+
+static void test_join_fields(void)
+{
+    static const struct edit bad[] = {
+        {"\"run_id\":\"j\"", "\"run_id\":\"\""},
+        {"\"run_id\":\"j\"", "\"run_id\":1"},
+        {"\"node_id\":\"n\",", ""},
+        {"\"nproc\":1", "\"nproc\":0"},
+        {"\"nproc\":1", "\"nproc\":1025"},
+        {"\"node_rank\":-1", "\"node_rank\":-2"},
+        {"\"min\":1", "\"min\":0"},
+        {"\"max\":1", "\"max\":0"},
+        {"\"min\":1,\"max\":1", "\"min\":100001,\"max\":100001"},
+        {"\"last_call_ms\":0", "\"last_call_ms\":-1"},
+        {"\"max_restarts\":0", "\"max_restarts\":-1"},
+        {"\"nccl\":\"off\"", "\"nccl\":\"on\""},
+        {"\"nccl_ids\":1", "\"nccl_ids\":0"},
+        {"\"nccl_ids\":1", "\"nccl_ids\":65"},
+        {"\"heartbeat_timeout_ms\":100", "\"heartbeat_timeout_ms\":99"},
+        {"\"heartbeat_timeout_ms\":100", "\"heartbeat_timeout_ms\":3600001"},
+        {"\"join_timeout_ms\":0", "\"join_timeout_ms\":-1"},
+        {"\"join_timeout_ms\":0", "\"join_timeout_ms\":86400001"},
+        {"\"secret\":\"0", "\"secret\":\""},      /* 63 digits */
+        {"\"secret\":\"0", "\"secret\":\"A"},     /* upper case */
+        {"\"secret\":\"0", "\"secret\":\"00"},    /* 65 digits */
+        {"\"generation\":1", "\"generation\":0"},
+        {"\"nnodes\":1", "\"nnodes\":0"},
+        {"\"node_rank\":0,\"nnodes\":1", "\"node_rank\":-1,\"nnodes\":1"},
+        {"\"node_rank\":0,\"nnodes\":1", "\"node_rank\":1,\"nnodes\":1"},
+        {"\"rank_offset\":0", "\"rank_offset\":-1"},
+        {"\"world_size\":1", "\"world_size\":0"},
+        {"\"rank_offset\":0", "\"rank_offset\":1"}, /* offset >= world size */
+        {"\"restart_count\":0", "\"restart_count\":-1"},
+        {"\"master_port\":0", "\"master_port\":-1"},
+        {"\"master_port\":0", "\"master_port\":65536"},
+        {"\"restart_count\":0,", ""},
+        {"\"resume\":{", "\"resume\":{\"left\":1,"},
+    };
+    char *b, *x;
+
+    assert_edits_refused(parse_join, JOIN_OK, bad, sizeof(bad) / sizeof(bad[0]));
+    ASSERT_EQ(strcmp(join_out.secret, SECRET64), 0);
+    ASSERT_EQ(join_out.resume.generation, 1);
+    ASSERT_EQ(join_out.nccl, RDZV_NCCL_OFF);
+    ASSERT_EQ(join_out.heartbeat_timeout_ms, 100);
+    /* The other ends of the ranges are accepted. */
+    b = with(JOIN_OK, "\"nproc\":1", "\"nproc\":1024");
+    ASSERT_OK(parse_join(b));
+    ASSERT_EQ(join_out.nproc, RDZV_NPROC_MAX);
+    free(b);
+    b = with(JOIN_OK, "\"heartbeat_timeout_ms\":100,\"join_timeout_ms\":0",
+             "\"heartbeat_timeout_ms\":3600000,\"join_timeout_ms\":86400000,\"nccl_ids\":64,"
+             "\"max\":100000");
+    x = with(b, "\"nccl_ids\":1,", "");
+    free(b);
+    b = with(x, "\"max\":1,", "");
+    free(x);
+    ASSERT_OK(parse_join(b));
+    ASSERT_TRUE(join_out.heartbeat_timeout_ms == 3600000 && join_out.join_timeout_ms == 86400000);
+    ASSERT_TRUE(join_out.nccl_ids == RDZV_MAX_NCCL_IDS && join_out.max == 100000);
+    free(b);
+    b = with(JOIN_OK, "\"master_port\":0", "\"master_port\":65535,\"left\":true");
+    ASSERT_OK(parse_join(b));
+    ASSERT_TRUE(join_out.resume.master_port == 65535 && join_out.resume.left);
+    free(b);
+    /* Strings one byte past their fields; at the limit they pass. */
+    {
+        static const struct {
+            const char *from, *name;
+            size_t max;
+        } f[] = {{"\"run_id\":\"j\"", "run_id", RDZV_ID_MAX},
+                 {"\"node_id\":\"n\"", "node_id", RDZV_ID_MAX},
+                 {"\"host\":\"h\"", "host", RDZV_HOST_MAX}};
+        for (size_t i = 0; i < 3; i++)
+            for (size_t extra = 0; extra < 2; extra++) {
+                char *v = xs(f[i].max + extra), to[400];
+
+                snprintf(to, sizeof(to), "\"%s\":\"%s\"", f[i].name, v);
+                b = with(JOIN_OK, f[i].from, to);
+                if (extra) {
+                    ASSERT_EQ(parse_join(b), -EBADMSG);
+                    ASSERT_TRUE(strstr(err, f[i].name) != NULL);
+                } else {
+                    ASSERT_OK(parse_join(b));
+                    ASSERT_EQ(strcmp(i == 0 ? join_out.run_id : i == 1 ? join_out.node_id
+                                                                       : join_out.host, v), 0);
+                }
+                free(b);
+                free(v);
+            }
+    }
+}
+
+/* JOIN's secret and a fresh join (no resume) survive put and parse. */
+static void test_join_secret_round_trip(void)
+{
+    struct rdzv_join a = {.run_id = "job", .node_id = "n-2", .host = "h2", .nproc = 2,
+                          .node_rank = 0, .min = 1, .max = 2, .nccl = RDZV_NCCL_OFF,
+                          .nccl_ids = 1, .rank_hint = true, .heartbeat_timeout_ms = 100,
+                          .join_timeout_ms = 0, .secret = SECRET64},
+                     b;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_TRUE(memmem(body, len, "resume", 6) == NULL);
+    ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(strcmp(b.secret, SECRET64), 0);
+    ASSERT_EQ(b.resume.generation, 0);
+    ASSERT_TRUE(b.rank_hint && !b.scale_up_now && b.nccl == RDZV_NCCL_OFF);
+    ASSERT_EQ(b.node_rank, 0);
+    ASSERT_EQ(strcmp(b.host, "h2"), 0);
+    /* No secret: none on the wire, "" back. */
+    a.secret[0] = '\0';
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_TRUE(memmem(body, len, "secret", 6) == NULL);
+    ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    ASSERT_EQ(b.secret[0], '\0');
+    rdzv_buf_free(&out);
+}
+
+/* JOINED's secret (1.2): sent only when set, read back, its form checked. */
+static void test_joined_secret(void)
+{
+    struct rdzv_joined a = {.run_id = "r", .waiting = 1, .generation = 2, .recovery = "restart",
+                            .secret = SECRET64},
+                       b;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char *big, text[400];
+
+    ASSERT_OK(rdzv_msg_put_joined(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOINED, &len);
+    ASSERT_OK(rdzv_msg_parse_joined(body, len, &b, err, sizeof(err)));
+    ASSERT_EQ(strcmp(b.secret, SECRET64), 0);
+    ASSERT_EQ(strcmp(b.recovery, "restart"), 0);
+    rdzv_buf_free(&out);
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"secret\":\"abc\"}"), &b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"secret\":\"" SECRET64 "0\"}"), &b, err,
+                                         sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY("{\"secret\":1}"), &b, err, sizeof(err)));
+    big = xs(RDZV_ID_MAX + 1);
+    snprintf(text, sizeof(text), "{\"run_id\":\"%s\"}", big);
+    ASSERT_REFUSED(rdzv_msg_parse_joined(BODY(text), &b, err, sizeof(err)));
+    free(big);
+}
+
+#define ROUND_OK                                                                                   \
+    "{\"generation\":0,\"node_rank\":0,\"nnodes\":1,\"rank_offset\":0,\"world_size\":1,"           \
+    "\"master_addr\":\"a\",\"master_port\":1,\"restart_count\":0,\"max_restarts\":0,"              \
+    "\"nccl_ids\":[]}"
+
+static struct rdzv_round *round_out;
+static int parse_round(const char *b)
+{
+    return rdzv_msg_parse_round(BODY(b), round_out, err, sizeof(err));
+}
+
+static void test_round_fields(void)
+{
+    static const struct edit bad[] = {
+        {"\"generation\":0", "\"generation\":-1"},
+        {"\"node_rank\":0", "\"node_rank\":-1"},
+        {"\"nnodes\":1", "\"nnodes\":0"},
+        {"\"node_rank\":0", "\"node_rank\":1"},
+        {"\"rank_offset\":0", "\"rank_offset\":-1"},
+        {"\"world_size\":1", "\"world_size\":0"},
+        {"\"master_port\":1", "\"master_port\":0"},
+        {"\"master_port\":1", "\"master_port\":65536"},
+        {"\"nccl_ids\":[]", "\"nccl_ids\":{}"},
+        {"\"nccl_ids\":[]", "\"nccl_ids\":[\"\"]"},
+        {"\"master_addr\":\"a\"", "\"master_addr\":null"},
+        {"\"max_restarts\":0,", ""},
+    };
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char *b, *v, to[400];
+
+    round_out = calloc(2, sizeof(*round_out));
+    ASSERT_NOT_NULL(round_out);
+    assert_edits_refused(parse_round, ROUND_OK, bad, sizeof(bad) / sizeof(bad[0]));
+    ASSERT_EQ(round_out->n_ids, 0);
+    ASSERT_EQ(round_out->master_port, 1);
+    b = with(ROUND_OK, "\"master_port\":1", "\"master_port\":65535");
+    ASSERT_OK(parse_round(b));
+    ASSERT_EQ(round_out->master_port, 65535);
+    free(b);
+    /* master_addr at its limit and one past it. */
+    v = xs(RDZV_HOST_MAX);
+    snprintf(to, sizeof(to), "\"master_addr\":\"%s\"", v);
+    b = with(ROUND_OK, "\"master_addr\":\"a\"", to);
+    ASSERT_OK(parse_round(b));
+    ASSERT_EQ(strcmp(round_out->master_addr, v), 0);
+    free(b);
+    snprintf(to, sizeof(to), "\"master_addr\":\"%sx\"", v);
+    b = with(ROUND_OK, "\"master_addr\":\"a\"", to);
+    ASSERT_EQ(parse_round(b), -EBADMSG);
+    free(b);
+    free(v);
+    /* The most ids round-trip; one more is refused. */
+    round_out[1] = (struct rdzv_round){.generation = 9, .nnodes = 1, .world_size = 1,
+                                       .master_addr = "m", .master_port = 2,
+                                       .n_ids = RDZV_MAX_NCCL_IDS};
+    for (unsigned i = 0; i < RDZV_MAX_NCCL_IDS; i++) {
+        memcpy(round_out[1].ids[i], HEX256, sizeof(HEX256));
+        round_out[1].ids[i][0] = "0123456789abcdef"[i % 16];
+    }
+    ASSERT_OK(rdzv_msg_put_round(&out, &round_out[1]));
+    body = frame_body(&out, RDZV_MSG_ROUND, &len);
+    ASSERT_OK(rdzv_msg_parse_round(body, len, round_out, err, sizeof(err)));
+    ASSERT_EQ(round_out->n_ids, RDZV_MAX_NCCL_IDS);
+    for (unsigned i = 0; i < RDZV_MAX_NCCL_IDS; i++)
+        ASSERT_EQ(strcmp(round_out->ids[i], round_out[1].ids[i]), 0);
+    ASSERT_EQ(round_out->generation, 9);
+    {
+        char *s = malloc(len + sizeof(HEX256) + 8);
+
+        ASSERT_NOT_NULL(s);
+        memcpy(s, body, len - 2);
+        snprintf(s + len - 2, sizeof(HEX256) + 8, ",\"%s\"]}", HEX256);
+        ASSERT_EQ(parse_round(s), -EBADMSG);
+        free(s);
+    }
+    rdzv_buf_free(&out);
+    free(round_out);
+}
+
+#define EXIT_OK                                                                                    \
+    "{\"generation\":0,\"rank\":0,\"local_rank\":0,\"exit_code\":255,\"signal\":64,"               \
+    "\"time\":0,\"host\":\"h\",\"reason\":\"r\"}"
+
+static struct rdzv_worker_exit exit_out;
+static int parse_exit(const char *b)
+{
+    return rdzv_msg_parse_worker_exit(BODY(b), &exit_out, err, sizeof(err));
+}
+
+static void test_worker_exit_fields(void)
+{
+    static const struct edit bad[] = {
+        {"\"generation\":0", "\"generation\":-1"},
+        {"\"rank\":0", "\"rank\":-1"},
+        {"\"local_rank\":0", "\"local_rank\":-1"},
+        {"\"exit_code\":255", "\"exit_code\":256"},
+        {"\"exit_code\":255", "\"exit_code\":-1"},
+        {"\"signal\":64", "\"signal\":65"},
+        {"\"signal\":64", "\"signal\":-1"},
+        {"\"host\":\"h\"", "\"host\":\"h\\u0001\""},
+        {"\"reason\":\"r\"", "\"reason\":\"r\\n\""},
+        {"\"time\":0", "\"time\":1e11"},
+        {"\"time\":0", "\"time\":\"0\""},
+        {"\"host\":\"h\"", "\"host\":1"},
+        {"\"signal\":64,", ""},
+    };
+    char *v, to[400], *b;
+
+    assert_edits_refused(parse_exit, EXIT_OK, bad, sizeof(bad) / sizeof(bad[0]));
+    ASSERT_TRUE(exit_out.exit_code == 255 && exit_out.signal == 64 && exit_out.time == 0);
+    ASSERT_EQ(strcmp(exit_out.reason, "r"), 0);
+    v = xs(RDZV_HOST_MAX + 1);
+    snprintf(to, sizeof(to), "\"host\":\"%s\"", v);
+    b = with(EXIT_OK, "\"host\":\"h\"", to);
+    ASSERT_EQ(parse_exit(b), -EBADMSG);
+    ASSERT_TRUE(strstr(err, "'host'") != NULL);
+    free(b);
+    free(v);
+}
+
+static void test_event_fields(void)
+{
+    struct rdzv_event e = {.type = "failed", .generation = 7, .exit_code = 3}, e2;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char big[RDZV_SUMMARY_MAX + 200];
+
+    /* A summary cut in the middle of a character is trimmed before it is sent. */
+    memset(e.summary, 'a', sizeof(e.summary));
+    memcpy(e.summary + sizeof(e.summary) - 2, "\xc3\xa9", 2);
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    body = frame_body(&out, RDZV_MSG_EVENT, &len);
+    ASSERT_OK(rdzv_msg_parse_event(body, len, &e2, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(strlen(e2.summary), sizeof(e.summary) - 2);
+    ASSERT_EQ(e2.exit_code, 3);
+    ASSERT_EQ(e2.generation, 7);
+    ASSERT_EQ(strcmp(e2.type, "failed"), 0);
+    /* Optional members; a long summary is cut on receipt too. */
+    ASSERT_OK(rdzv_msg_parse_event(BODY("{\"type\":\"restart\",\"generation\":1}"), &e2, err,
+                                   sizeof(err)));
+    ASSERT_TRUE(e2.exit_code == 0 && e2.summary[0] == '\0');
+    snprintf(big, sizeof(big), "{\"type\":\"failed\",\"generation\":1,\"summary\":\"%0*d\"}",
+             RDZV_SUMMARY_MAX + 50, 0);
+    ASSERT_OK(rdzv_msg_parse_event(BODY(big), &e2, err, sizeof(err)));
+    ASSERT_EQ(strlen(e2.summary), RDZV_SUMMARY_MAX);
+    ASSERT_REFUSED(rdzv_msg_parse_event(BODY("{\"type\":\"0123456789abcdef\",\"generation\":1}"),
+                                        &e2, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_event(BODY("{\"generation\":1}"), &e2, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_event(BODY("{\"type\":\"failed\"}"), &e2, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_event(BODY("[]"), &e2, err, sizeof(err)));
+}
+
+/* A follower's ERROR (1.3): "leader" round-trips; its type, length and characters are checked. */
+static void test_redirect(void)
+{
+    struct rdzv_error e;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char leader[RDZV_ENDPOINT_MAX + 2], text[400];
+
+    ASSERT_OK(rdzv_msg_put_redirect(&out, "10.0.0.2:29400", "not the leader (%d)", 3));
+    body = frame_body(&out, RDZV_MSG_ERROR, &len);
+    ASSERT_OK(rdzv_msg_parse_error(body, len, &e, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_TRUE(e.redirect);
+    ASSERT_EQ(strcmp(e.leader, "10.0.0.2:29400"), 0);
+    ASSERT_EQ(strcmp(e.error, "not the leader (3)"), 0);
+    /* No leader known yet: still a redirect. */
+    ASSERT_OK(rdzv_msg_put_redirect(&out, "", "electing"));
+    body = frame_body(&out, RDZV_MSG_ERROR, &len);
+    ASSERT_OK(rdzv_msg_parse_error(body, len, &e, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_TRUE(e.redirect && e.leader[0] == '\0');
+    /* A plain ERROR is none. */
+    ASSERT_OK(rdzv_msg_parse_error(BODY("{\"error\":\"x\"}"), &e, err, sizeof(err)));
+    ASSERT_FALSE(e.redirect);
+    /* The longest leader passes both ways; one more byte is refused both ways. */
+    memset(leader, 'l', RDZV_ENDPOINT_MAX);
+    leader[RDZV_ENDPOINT_MAX] = '\0';
+    ASSERT_OK(rdzv_msg_put_redirect(&out, leader, "x"));
+    body = frame_body(&out, RDZV_MSG_ERROR, &len);
+    ASSERT_OK(rdzv_msg_parse_error(body, len, &e, err, sizeof(err)));
+    ASSERT_EQ(strcmp(e.leader, leader), 0);
+    rdzv_buf_free(&out);
+    strcat(leader, "l");
+    ASSERT_EQ(rdzv_msg_put_redirect(&out, leader, "x"), -EINVAL);
+    ASSERT_EQ(rdzv_buf_avail(&out), 0);
+    snprintf(text, sizeof(text), "{\"error\":\"x\",\"leader\":\"%s\"}", leader);
+    ASSERT_REFUSED(rdzv_msg_parse_error(BODY(text), &e, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_error(BODY("{\"error\":\"x\",\"leader\":5}"), &e, err,
+                                        sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_error(BODY("{\"error\":\"x\",\"leader\":\"h\\u0007:1\"}"), &e,
+                                        err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_error(BODY("{\"error\":\"x\",\"leader\":\"h:1\\u007f\"}"), &e,
+                                        err, sizeof(err)));
+}
+
 int main(void)
 {
     TEST(test_encoders_bytes);
@@ -553,5 +1007,14 @@ int main(void)
     TEST(test_round_round_trip);
     TEST(test_worker_exit_and_event);
     TEST(test_worker_exit_reason);
+    TEST(test_hello);
+    TEST(test_nccl_mode_names);
+    TEST(test_join_fields);
+    TEST(test_join_secret_round_trip);
+    TEST(test_joined_secret);
+    TEST(test_round_fields);
+    TEST(test_worker_exit_fields);
+    TEST(test_event_fields);
+    TEST(test_redirect);
     return tap_done();
 }

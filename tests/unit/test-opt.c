@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/rdzv-log.h"
 #include "../../common/rdzv-opt.h"
 #include "../../common/rdzv-util.h"
 #include "../tap.h"
@@ -339,6 +340,279 @@ static void test_set_by_name(void)
     ASSERT_TRUE(v.standalone);
 }
 
+
+/* A second table for the kinds' other wordings, the ready-made callbacks, PREFER, and --help's
+ * layout choices (no usage, no footer, no metavar, no help text, a name too long for a line). */
+static struct {
+    int64_t level;
+    double ratio, scale;
+    int color, big;
+    const char *plain, *rate, *logdir, *envlong;
+    bool quiet, quiet_seen;
+    uint16_t lport, sport;
+    enum rdzv_log_level lvl;
+} x;
+
+static const char *const colors[] = {"red", "green", NULL};
+#define LONGCHOICE "choice-with-a-rather-long-name-to-fill-the-buffer"
+static const char *const bigs[] = {LONGCHOICE "-1", LONGCHOICE "-2", LONGCHOICE "-3", NULL};
+#define LONGNAME                                                                                   \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+/* 95 characters: what a 96-byte name buffer would cut a longer variable name to. */
+#define ENV95                                                                                      \
+    "XOPT_LONG_ENV_NAME_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX" \
+    "XXX"
+
+static const struct rdzv_opt xtable[] = {
+    {.kind = RDZV_OPT_INT, .name = "level", .dest = &x.level, .imin = 0, .imax = 9,
+     .what = "a digit", .help = "level"},
+    {.kind = RDZV_OPT_DOUBLE, .name = "ratio", .dest = &x.ratio, .flags = RDZV_OPT_F_PREFER,
+     .help = "any number >= 0"},
+    {.kind = RDZV_OPT_STRING, .name = "rate-limit", .dest = &x.rate, .flags = RDZV_OPT_F_PREFER,
+     .help = "a second PREFER one"},
+    {.kind = RDZV_OPT_DOUBLE, .name = "scale", .dest = &x.scale, .dmin = 1, .dmax = 2,
+     .what = "a scale"},
+    {.kind = RDZV_OPT_ENUM, .name = "color", .dest = &x.color, .choices = colors,
+     .what = "a color"},
+    {.kind = RDZV_OPT_ENUM, .name = "big", .dest = &x.big, .choices = bigs},
+    {.kind = RDZV_OPT_STRING, .name = "plain", .dest = &x.plain},
+    {.kind = RDZV_OPT_STRING, .name = "log-dir", .dest = &x.logdir, .flags = RDZV_OPT_F_PREFER},
+    {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .cb = rdzv_opt_log_level_cb, .dest = &x.lvl},
+    {.kind = RDZV_OPT_CALLBACK, .name = "listen-port", .cb = rdzv_opt_port_cb, .dest = &x.lport},
+    {.kind = RDZV_OPT_CALLBACK, .name = "store-port", .cb = rdzv_opt_port_cb, .dest = &x.sport,
+     .what = "a port"},
+    {.kind = RDZV_OPT_FLAG, .name = "quiet", .dest = &x.quiet, .seen = &x.quiet_seen,
+     .flags = RDZV_OPT_F_NOENV},
+    {.kind = RDZV_OPT_STRING, .name = "env-long", .dest = &x.envlong,
+     .env = " " ENV95 "Y  XOPT_SHORT"},
+    {.kind = RDZV_OPT_FLAG, .name = LONGNAME, .alias = "b", .dest = &x.quiet, .help = "long"},
+    RDZV_OPT_VERSION_ENTRY('V', "version"),
+    {0},
+};
+
+/* Parse with xtable: no env prefix, no usage/footer/version, the given style. */
+static int xparse(enum rdzv_opt_style style, ...)
+{
+    static char *argv[32];
+    struct rdzv_opt_prog p = {.name = "xp", .opts = xtable, .style = style, .help_col = 12};
+    FILE *out = fmemopen(outbuf, sizeof(outbuf), "w");
+    FILE *err = fmemopen(errbuf, sizeof(errbuf), "w");
+    va_list ap;
+    int argc = 1, r, ind;
+
+    ASSERT_NOT_NULL(out);
+    ASSERT_NOT_NULL(err);
+    memset(outbuf, 0, sizeof(outbuf));
+    memset(errbuf, 0, sizeof(errbuf));
+    p.out = out;
+    p.err = err;
+    memset(&x, 0, sizeof(x));
+    x.color = x.big = -1;
+    argv[0] = "xp";
+    va_start(ap, style);
+    for (char *a; (a = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = a;
+    va_end(ap);
+    r = rdzv_opt_parse(&p, argc, argv, &ind);
+    fclose(out);
+    fclose(err);
+    return r;
+}
+
+static void test_other_wordings(void)
+{
+    /* An INT's own .what, and the top of its range. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--level", "9", NULL), 0);
+    ASSERT_EQ(x.level, 9);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--level", "10", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "xp: invalid --level '10': a digit (see xp --help)\n") == 0);
+    /* rdzv-train's style. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_BAD, "--level=-1", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "xp: bad --level '-1': a digit\n") == 0);
+    /* A DOUBLE without a range: any number >= 0, however large. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--ratio", "1e300", NULL), 0);
+    ASSERT_TRUE(x.ratio == 1e300);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--ratio", "-0.5", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "'-0.5': expected a number >= 0 "));
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--ratio", "1e999", NULL), -EINVAL); /* ERANGE */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--ratio", "2x", NULL), -EINVAL);
+    ASSERT_EQ(x.ratio, 0);
+    /* A DOUBLE's range ends, and its .what. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--scale", "2", NULL), 0);
+    ASSERT_TRUE(x.scale == 2);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--scale", "0.99", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "'0.99': a scale "));
+    /* An ENUM's .what; a list of choices too long for the message is cut, not overrun. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--color", "green", NULL), 0);
+    ASSERT_EQ(x.color, 1);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--color", "blue", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "'blue': a color "));
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_BAD, "--big", "x", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "xp: bad --big 'x': expected " LONGCHOICE "-1, "));
+    ASSERT_NULL(strstr(errbuf, LONGCHOICE "-3"));
+    ASSERT_EQ(strlen(errbuf), strlen("xp: bad --big 'x': \n") + 127);
+    ASSERT_EQ(x.big, -1);
+    /* rdzv_opt_bad() with no value at all (an OPTARG callback given none). */
+    {
+        struct rdzv_opt_prog p = {.name = "xp", .opts = xtable};
+        FILE *err = fmemopen(errbuf, sizeof(errbuf), "w");
+
+        ASSERT_NOT_NULL(err);
+        memset(errbuf, 0, sizeof(errbuf));
+        p.err = err;
+        ASSERT_EQ(rdzv_opt_bad(&p, &xtable[0], NULL, "needs one"), -EINVAL);
+        p.style = RDZV_OPT_STYLE_BAD;
+        ASSERT_EQ(rdzv_opt_bad(&p, &xtable[0], NULL, "needs one"), -EINVAL);
+        fclose(err);
+        ASSERT_TRUE(strcmp(errbuf, "xp: invalid --level '': needs one (see xp --help)\n"
+                                   "xp: bad --level '': needs one\n") == 0);
+    }
+}
+
+static void test_ready_callbacks(void)
+{
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--listen-port", "65535", "--store-port=0",
+                     "--log-level", "debug", NULL), 0);
+    ASSERT_EQ(x.lport, 65535);
+    ASSERT_EQ(x.sport, 0);
+    ASSERT_EQ(x.lvl, RDZV_LOG_DEBUG);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--listen-port", "65536", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "xp: invalid --listen-port '65536': expected 0..65535 (see xp "
+                               "--help)\n") == 0);
+    ASSERT_EQ(x.lport, 0);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--store-port", "-1", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "'-1': a port "));
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--log-level", "loud", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "'loud': expected error, warn, info, debug or trace "));
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--log-level", "trace", NULL), 0);
+    ASSERT_EQ(x.lvl, RDZV_LOG_TRACE);
+}
+
+static void test_prefer_and_spellings(void)
+{
+    /* "--lo" is log-dir, log-level and long names' prefix: the one PREFER entry wins. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--lo", "/tmp/l", NULL), 0);
+    ASSERT_TRUE(x.logdir && strcmp(x.logdir, "/tmp/l") == 0);
+    ASSERT_EQ(x.lvl, 0);
+    /* Two PREFER entries share "--ra": still ambiguous. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--ra", "1", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "xp: ambiguous option '--ra' (see xp --help)\n") == 0);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--rati", "1", NULL), 0);
+    ASSERT_TRUE(x.ratio == 1);
+    /* A name with more after it is no prefix; an empty name is no option. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--levels", "1", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "xp: unknown option '--levels' (see xp --help)\n") == 0);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--=1", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "xp: unknown option '--=1' (see xp --help)\n") == 0);
+}
+
+static void test_short_values(void)
+{
+    int ind;
+
+    /* "-p=V" means V; in a cluster the '=' is part of the value. */
+    ASSERT_EQ(parse(0, NULL, "-p=81", NULL), 0);
+    ASSERT_EQ(v.port, 81);
+    ASSERT_EQ(parse(0, NULL, "-vp=81", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "invalid --port '=81'"));
+    ASSERT_EQ(parse(0, NULL, "-v", "-p", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "prog: missing value for '-p' (see prog --help)\n") == 0);
+    ASSERT_TRUE(v.verbose);
+    /* A flag's exit (-V) ends a cluster. */
+    ASSERT_EQ(parse(0, NULL, "-Vv", NULL), 1);
+    ASSERT_FALSE(v.verbose);
+    /* Several arguments: the first one is reported, the options between them read. */
+    ASSERT_EQ(parse(0, &ind, "a", "-v", "b", "--nnodes", "3", NULL), 0);
+    ASSERT_EQ(ind, 1);
+    ASSERT_TRUE(v.verbose);
+    ASSERT_EQ(v.nnodes, 3);
+}
+
+static void test_environment_edges(void)
+{
+    clear_env();
+    unsetenv("XOPT_SHORT");
+    unsetenv("QUIET");
+    unsetenv(ENV95);
+    /* No env prefix: "*" derives nothing; NOENV is never read. */
+    setenv("LEVEL", "3", 1);
+    setenv("QUIET", "1", 1);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, NULL), 0);
+    ASSERT_EQ(x.level, 0);
+    ASSERT_FALSE(x.quiet);
+    ASSERT_FALSE(x.quiet_seen);
+    unsetenv("LEVEL");
+    unsetenv("QUIET");
+    /* A listed name longer than the name buffer is skipped, never cut to another name; leading
+     * and doubled spaces separate nothing. */
+    setenv(ENV95, "cut", 1);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, NULL), 0);
+    ASSERT_NULL(x.envlong);
+    setenv("XOPT_SHORT", "", 1); /* empty: as if unset */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, NULL), 0);
+    ASSERT_NULL(x.envlong);
+    setenv("XOPT_SHORT", "listed", 1);
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, NULL), 0);
+    ASSERT_TRUE(x.envlong && strcmp(x.envlong, "listed") == 0);
+    unsetenv(ENV95);
+    unsetenv("XOPT_SHORT");
+    /* A flag from the environment: "0" and "no" leave it off, anything else sets it. */
+    setenv("TOPT_STANDALONE", "0", 1);
+    ASSERT_EQ(parse(0, NULL, NULL), 0);
+    ASSERT_FALSE(v.standalone);
+    setenv("TOPT_STANDALONE", "NO", 1);
+    ASSERT_EQ(parse(0, NULL, NULL), 0);
+    ASSERT_FALSE(v.standalone);
+    setenv("TOPT_STANDALONE", "yes", 1);
+    ASSERT_EQ(parse(0, NULL, NULL), 0);
+    ASSERT_TRUE(v.standalone);
+    /* An explicitly listed variable that is empty falls through to the next name. */
+    setenv("TOPT_ID", "", 1);
+    setenv("TOPT_RDZV_ID", "derived", 1);
+    ASSERT_EQ(parse(0, NULL, NULL), 0);
+    ASSERT_TRUE(strcmp(v.run_id, "derived") == 0);
+    clear_env();
+}
+
+static void test_help_layout(void)
+{
+    const char *line;
+
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--help-options", NULL), 1);
+    ASSERT_NOT_NULL(strstr(outbuf, "--" LONGNAME "\n--b\n--version\n"));
+    /* No version string: the name and an empty version. */
+    ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "-V", NULL), 1);
+    ASSERT_TRUE(strcmp(outbuf, "xp \n") == 0);
+    {
+        struct rdzv_opt_prog p = {.name = "xp", .opts = xtable, .help_col = 12};
+        FILE *out = fmemopen(outbuf, sizeof(outbuf), "w");
+
+        ASSERT_NOT_NULL(out);
+        memset(outbuf, 0, sizeof(outbuf));
+        rdzv_opt_help(&p, out);
+        fclose(out);
+    }
+    /* No usage: the table comes first; help_col 12: text after a short label, or on the next
+     * line after a long one. */
+    ASSERT_TRUE(strncmp(outbuf, "      --level VALUE\n            level\n", 38) == 0);
+    ASSERT_NOT_NULL(strstr(outbuf, "\n      --big " LONGCHOICE "-1|"));
+    /* A value and no metavar: VALUE; no help text: an empty line. */
+    ASSERT_NOT_NULL(strstr(outbuf, "\n      --plain VALUE\n            \n"));
+    /* A label too long for its buffer is cut (alias and all), not overrun. */
+    line = strstr(outbuf, "\n      --aaaa");
+    ASSERT_NOT_NULL(line);
+    ASSERT_EQ(strcspn(line + 1, "\n"), 159);
+    ASSERT_NULL(strstr(outbuf, ", --b"));
+    /* No footer: the last option ends it. */
+    {
+        static const char tail[] = "\n  -V, --version\n            version\n";
+
+        ASSERT_TRUE(strlen(outbuf) > sizeof(tail));
+        ASSERT_TRUE(strcmp(outbuf + strlen(outbuf) - (sizeof(tail) - 1), tail) == 0);
+    }
+}
+
 int main(void)
 {
     TEST(test_spellings);
@@ -349,5 +623,11 @@ int main(void)
     TEST(test_help);
     TEST(test_optional_value);
     TEST(test_set_by_name);
+    TEST(test_other_wordings);
+    TEST(test_ready_callbacks);
+    TEST(test_prefer_and_spellings);
+    TEST(test_short_values);
+    TEST(test_environment_edges);
+    TEST(test_help_layout);
     return tap_done();
 }

@@ -26,6 +26,8 @@ static void assert_refused(const char *body, const char *prefix)
     err[0] = '\0';
     ASSERT_EQ(rdzv_status_parse(BODY(body), &st, err, sizeof(err)), -EBADMSG);
     rdzv_status_free(&st);
+    if (strncmp(err, prefix, strlen(prefix)) != 0)
+        fprintf(stderr, "got: %s\n", err);
     ASSERT_EQ(strncmp(err, prefix, strlen(prefix)), 0);
 }
 
@@ -332,6 +334,220 @@ static void test_refused(void)
     free(arr);
 }
 
+
+/* "\"name\":\"xxx...\"" with n x's (a string member of n bytes). */
+static char *member_of_len(const char *name, size_t n)
+{
+    size_t cap = strlen(name) + n + 8;
+    char *s = malloc(cap);
+    int k;
+
+    ASSERT_NOT_NULL(s);
+    k = snprintf(s, cap, "\"%s\":\"", name);
+    memset(s + k, 'x', n);
+    snprintf(s + k + n, cap - k - n, "\"");
+    return s;
+}
+
+/* from replaced by name's member n bytes long must be refused with prefix. */
+static void assert_long_refused(const char *from, const char *name, size_t n, const char *prefix)
+{
+    char *m = member_of_len(name, n);
+
+    assert_edit_refused(from, m, prefix);
+    free(m);
+}
+
+/* Every string field one byte past its limit, and every range, at each level. */
+static void test_refused_fields(void)
+{
+    assert_long_refused("\"daemon\":\"rdzvd\"", "daemon", RDZV_STATUS_NAME_MAX + 1,
+                        "STATUS_REPLY: 'daemon' longer than 15 bytes");
+    assert_long_refused("\"version\":\"0.1.0\"", "version", RDZV_STATUS_VERSION_MAX + 1,
+                        "STATUS_REPLY: 'version' longer than 63 bytes");
+    assert_edit_refused("\"jobs\":[", "\"jobs\":{},\"x\":[", "STATUS_REPLY: 'jobs' must be an array");
+    assert_refused(NO_JOBS_HEAD "[{}]}", "STATUS_REPLY: jobs[0]: ");
+    assert_refused(NO_JOBS_HEAD "[1]}", "STATUS_REPLY: jobs[0]: ");
+    /* The job. */
+    assert_long_refused("\"state\":\"ended\"", "state", RDZV_STATUS_NAME_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: 'state' longer than");
+    assert_edit_refused("\"generation\":2", "\"generation\":-1",
+                        "STATUS_REPLY: jobs[0]: 'generation', 'store_port'");
+    assert_edit_refused("\"store_port\":0", "\"store_port\":-1",
+                        "STATUS_REPLY: jobs[0]: 'generation', 'store_port'");
+    assert_edit_refused("\"age_s\":2.5", "\"age_s\":\"2.5\"", "STATUS_REPLY: jobs[0]: ");
+    /* Arrays that are not arrays. */
+    assert_edit_refused("\"nodes\":[", "\"nodes\":{},\"x\":[",
+                        "STATUS_REPLY: jobs[0]: 'nodes' must be an array");
+    assert_edit_refused("\"events\":[", "\"events\":\"e\",\"x\":[",
+                        "STATUS_REPLY: jobs[0]: 'events' must be an array");
+    assert_edit_refused(RANKS_MEMBERS, ",\"ranks\":5,\"ranks_left_out\":2",
+                        "STATUS_REPLY: jobs[0]: 'ranks' must be an array");
+    /* A node. */
+    assert_long_refused("\"host\":\"h\"", "host", RDZV_HOST_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: nodes[0]: 'host' longer than 255 bytes");
+    assert_long_refused("\"node_id\":\"n\"", "node_id", RDZV_ID_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: nodes[0]: 'node_id' longer than 128 bytes");
+    assert_long_refused("\"state\":\"spare\"", "state", RDZV_STATUS_NAME_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: nodes[0]: 'state' longer than 15 bytes");
+    assert_edit_refused("\"spare\":true", "\"spare\":1", "STATUS_REPLY: jobs[0]: nodes[0]: ");
+    /* A rank. */
+    assert_edit_refused("\"rank\":3,", "\"rank\":-1,", "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
+    assert_edit_refused("\"node_rank\":0,", "\"node_rank\":-1,",
+                        "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
+    assert_edit_refused("\"age_s\":0.5", "\"age_s\":1e10", "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
+    {
+        char *m = member_of_len("host", RDZV_HOST_MAX + 1), *t = malloc(strlen(m) + 16);
+
+        ASSERT_NOT_NULL(t);
+        sprintf(t, "%s,\"step\"", m);
+        assert_edit_refused("\"host\":\"h\",\"step\"", t,
+                            "STATUS_REPLY: jobs[0]: ranks[0]: 'host' longer than");
+        free(t);
+        free(m);
+    }
+    /* An event. */
+    assert_long_refused("\"text\":\"round 1\"", "text", RDZV_STATUS_TEXT_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: events[0]: 'text' longer than 199 bytes");
+    assert_edit_refused("\"time\":100.5", "\"time\":null", "STATUS_REPLY: jobs[0]: events[0]: ");
+    /* The outcome. */
+    assert_edit_refused("\"ended_age_s\":3.0", "\"ended_age_s\":-1.5",
+                        "STATUS_REPLY: jobs[0]: outcome: duration_s or ended_age_s");
+    assert_edit_refused("\"ended_age_s\":3.0", "\"ended_age_s\":1e10",
+                        "STATUS_REPLY: jobs[0]: outcome: duration_s or ended_age_s");
+    assert_edit_refused("\"duration_s\":12.5", "\"duration_s\":1e10",
+                        "STATUS_REPLY: jobs[0]: outcome: duration_s or ended_age_s");
+    assert_long_refused("\"type\":\"succeeded\"", "type", RDZV_STATUS_NAME_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: outcome: 'type' longer than");
+    assert_long_refused("\"summary\":\"done\"", "summary", RDZV_SUMMARY_MAX + 1,
+                        "STATUS_REPLY: jobs[0]: outcome: 'summary' longer than");
+}
+
+/* Every string field at its limit survives encode and parse whole. */
+static void test_limits_round_trip(void)
+{
+    struct rdzv_status a, b;
+    struct rdzv_status_job *j;
+    json_t *o;
+    char *text;
+
+    fill(&a);
+    j = &a.jobs[0];
+    memset(a.daemon, 'd', RDZV_STATUS_NAME_MAX);
+    memset(a.version, 'v', RDZV_STATUS_VERSION_MAX);
+    memset(j->run_id, 'r', RDZV_ID_MAX);
+    memset(j->state, 's', RDZV_STATUS_NAME_MAX);
+    memset(j->nodes[0].host, 'h', RDZV_HOST_MAX);
+    memset(j->nodes[0].node_id, 'n', RDZV_ID_MAX);
+    memset(j->nodes[0].state, 't', RDZV_STATUS_NAME_MAX);
+    memset(j->ranks[0].host, 'k', RDZV_HOST_MAX);
+    memset(j->events[0].text, 'e', RDZV_STATUS_TEXT_MAX);
+    memset(j->outcome_type, 'o', RDZV_STATUS_NAME_MAX);
+    memset(j->outcome_summary, 'u', RDZV_SUMMARY_MAX);
+    j->generation = UINT64_C(1) << 52;
+    j->store_port = 65535;
+    j->duration_s = -1;
+    j->ended_age_s = 9999999999.0;
+    o = rdzv_status_to_json(&a);
+    ASSERT_NOT_NULL(o);
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_NOT_NULL(text);
+    ASSERT_OK(rdzv_status_parse(BODY(text), &b, err, sizeof(err)));
+    free(text);
+    ASSERT_EQ(strcmp(a.daemon, b.daemon), 0);
+    ASSERT_EQ(strcmp(a.version, b.version), 0);
+    ASSERT_EQ(strcmp(j->run_id, b.jobs[0].run_id), 0);
+    ASSERT_EQ(strcmp(j->state, b.jobs[0].state), 0);
+    ASSERT_EQ(strcmp(j->nodes[0].host, b.jobs[0].nodes[0].host), 0);
+    ASSERT_EQ(strcmp(j->nodes[0].node_id, b.jobs[0].nodes[0].node_id), 0);
+    ASSERT_EQ(strcmp(j->nodes[0].state, b.jobs[0].nodes[0].state), 0);
+    ASSERT_EQ(strcmp(j->ranks[0].host, b.jobs[0].ranks[0].host), 0);
+    ASSERT_EQ(strcmp(j->events[0].text, b.jobs[0].events[0].text), 0);
+    ASSERT_EQ(strcmp(j->outcome_type, b.jobs[0].outcome_type), 0);
+    ASSERT_EQ(strcmp(j->outcome_summary, b.jobs[0].outcome_summary), 0);
+    ASSERT_EQ(b.jobs[0].generation, UINT64_C(1) << 52);
+    ASSERT_EQ(b.jobs[0].store_port, 65535);
+    ASSERT_TRUE(b.jobs[0].duration_s == -1 && b.jobs[0].ended_age_s == 9999999999.0);
+    rdzv_status_free(&a);
+    rdzv_status_free(&b);
+}
+
+/* A live job has no "outcome"; at most RDZV_STATUS_EVENTS events are written, the first ones;
+ * hiding node ids clears them in every job and nothing else. */
+static void test_live_jobs_and_hidden_ids(void)
+{
+    struct rdzv_status a, b;
+    json_t *o;
+    char *text;
+
+    fill(&a);
+    ASSERT_OK(rdzv_status_alloc_jobs(&a, 2));
+    for (size_t i = 0; i < 2; i++) {
+        struct rdzv_status_job *j = &a.jobs[i];
+
+        snprintf(j->run_id, sizeof(j->run_id), "job%zu", i);
+        snprintf(j->state, sizeof(j->state), "running");
+        ASSERT_OK(rdzv_status_alloc_nodes(j, 2));
+        for (size_t k = 0; k < 2; k++) {
+            snprintf(j->nodes[k].host, sizeof(j->nodes[k].host), "host%zu%zu", i, k);
+            snprintf(j->nodes[k].node_id, sizeof(j->nodes[k].node_id), "id%zu%zu", i, k);
+            snprintf(j->nodes[k].state, sizeof(j->nodes[k].state), "running");
+            j->nodes[k].connected = true;
+        }
+    }
+    a.jobs[1].n_events = RDZV_STATUS_EVENTS + 4;
+    for (unsigned e = 0; e < RDZV_STATUS_EVENTS; e++) {
+        a.jobs[1].events[e].time = e;
+        snprintf(a.jobs[1].events[e].text, sizeof(a.jobs[1].events[e].text), "event %u", e);
+    }
+    o = rdzv_status_to_json(&a);
+    ASSERT_NOT_NULL(o);
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_NOT_NULL(text);
+    ASSERT_NULL(strstr(text, "outcome"));
+    ASSERT_OK(rdzv_status_parse(BODY(text), &b, err, sizeof(err)));
+    free(text);
+    ASSERT_EQ(b.n_jobs, 2);
+    ASSERT_FALSE(b.jobs[0].ended);
+    ASSERT_EQ(b.jobs[0].n_events, 0);
+    ASSERT_EQ(b.jobs[1].n_events, RDZV_STATUS_EVENTS);
+    ASSERT_EQ(strcmp(b.jobs[1].events[RDZV_STATUS_EVENTS - 1].text, "event 15"), 0);
+    ASSERT_TRUE(b.jobs[1].nodes[1].connected);
+    ASSERT_EQ(strcmp(b.jobs[1].nodes[1].node_id, "id11"), 0);
+    rdzv_status_hide_node_ids(&b);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t k = 0; k < 2; k++) {
+            char host[16];
+
+            snprintf(host, sizeof(host), "host%zu%zu", i, k);
+            ASSERT_EQ(b.jobs[i].nodes[k].node_id[0], '\0');
+            ASSERT_EQ(strcmp(b.jobs[i].nodes[k].host, host), 0);
+        }
+    rdzv_status_free(&a);
+    rdzv_status_free(&b);
+}
+
+/* Equal ages: the lower rank first, whatever the order they came in. */
+static void test_oldest_ties(void)
+{
+    struct rdzv_status_job j = {0};
+    const struct rdzv_status_rank **v;
+
+    ASSERT_OK(rdzv_status_alloc_ranks(&j, 5));
+    for (int k = 0; k < 5; k++)
+        j.ranks[k] = (struct rdzv_status_rank){.rank = 10 - k, .age_s = 2};
+    v = rdzv_status_ranks_oldest(&j);
+    ASSERT_NOT_NULL(v);
+    for (int k = 0; k < 5; k++)
+        ASSERT_EQ(v[k]->rank, 6 + k);
+    free(v);
+    rdzv_status_job_free_arrays(&j);
+    ASSERT_NULL(j.ranks);
+    ASSERT_EQ(j.n_ranks, 0);
+}
+
 /* What rdzvctl and the page show past their limits: the step range, the oldest reports first. */
 /* However many and large the jobs, the document fits RDZV_STATUS_JSON_MAX and so one frame:
  * jobs that do not fit are counted, a job too large with its nodes and ranks is listed without
@@ -419,5 +635,9 @@ int main(void)
     TEST(test_refused);
     TEST(test_ranks_helpers);
     TEST(test_document_is_bounded);
+    TEST(test_refused_fields);
+    TEST(test_limits_round_trip);
+    TEST(test_live_jobs_and_hidden_ids);
+    TEST(test_oldest_ties);
     return tap_done();
 }
