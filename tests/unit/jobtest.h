@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jobtest.h: a fake host for the job state machine (daemon/rdzvd-job-sm.h): fake agents that
  * record what they were sent, a real uv loop for the timers, no sockets. Knobs let a test make
- * the host's ops fail (store_open, nccl_request) or report unread input. For the unit tests
- * only; each includes it once. */
+ * the host's ops fail (store_open, nccl_request), report unread input or number its stores'
+ * ports from another base. For the unit tests only; each includes it once. */
 #pragma once
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 
 #include "../../common/rdzv-list.h"
 #include "../tap.h"
+#include "rdzvd-job-record.h"
 #include "rdzvd-job-sm.h"
 #include "../../common/rdzv-util.h"
 #include "../../proto/rdzv-status.h"
@@ -55,6 +56,9 @@ struct env {
     bool store_fail_port; /* ... only when a port is asked for */
     uint16_t asked_port;  /* the port the last store_open asked for */
     uint16_t last_port;
+    uint16_t base_port; /* store_open's n-th store gets base_port + n (0: JT_BASE_PORT) */
+    char state_name[RDZVD_JOB_NAME_MAX]; /* the last store_open's ("" for none) */
+    bool last_drop;                      /* the last store_close's drop */
     int nflush;
     char secrets[JT_NODES][RDZV_SECRET_HEX + 1];
 };
@@ -131,12 +135,13 @@ static inline int fake_store_open(void *ud, const char *desc, const char *state_
     struct env *e = ud;
 
     (void)desc;
-    (void)state_name;
     e->asked_port = port;
+    snprintf(e->state_name, sizeof(e->state_name), "%s", state_name ? state_name : "");
     if (e->store_fail && (!e->store_fail_port || port))
         return e->store_fail;
     e->stores_open++;
-    e->last_port = port ? port : (uint16_t)(JT_BASE_PORT + e->stores_open);
+    e->last_port = port ? port
+                        : (uint16_t)((e->base_port ? e->base_port : JT_BASE_PORT) + e->stores_open);
     *store = (void *)(uintptr_t)e->stores_open;
     *port_out = e->last_port;
     return 0;
@@ -149,6 +154,7 @@ static inline void fake_store_close(void *ud, void *store, bool drop)
     (void)store;
     e->stores_closed++;
     e->stores_dropped += drop;
+    e->last_drop = drop;
 }
 
 static const struct rdzvd_job_ops jt_fake_ops = {

@@ -24,6 +24,7 @@
 #include "rdzvd-job-sm.h"
 #include "rdzvd-journal.h"
 #include "rdzvd-store.h"
+#include "jobtest.h"
 
 static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
 static char dir[256];
@@ -538,150 +539,23 @@ static void test_table_member_key(void)
 
 /* ---- the job state machine keeps its record (rdzvd-job-persist.c) ---- */
 
-/* A host with one-node jobs and fake peers: what the job sent, and what it asked of stores. */
-struct peer {
-    struct rdzvd_member *m;
-    int nrounds;
-    uint64_t round_gen;
-    char event[32];
-};
-
-struct env {
-    uv_loop_t loop;
-    struct rdzv_list jobs;
-    struct rdzvd_job_host h;
-    int stores_open, stores_closed;
-    bool last_drop;
-    char state_name[RDZVD_JOB_NAME_MAX]; /* the last store_open's ("" for none) */
-};
-
-static void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation, bool inplace, const char *secret)
+/* The fake host of jobtest.h with one-node jobs, its stores numbered from 41001, the records in
+ * table when there is one. */
+static void rec_env_init(struct env *e, int state_dirfd, struct rdzvd_store *table)
 {
-    (void)peer, (void)run_id, (void)waiting, (void)spare, (void)resumed, (void)generation;
-    (void)inplace, (void)secret;
-}
-
-static void fake_round(void *peer, struct rdzv_round *rd)
-{
-    struct peer *p = peer;
-
-    p->nrounds++;
-    p->round_gen = rd->generation;
-}
-
-static void fake_event(void *peer, const struct rdzv_event *e)
-{
-    snprintf(((struct peer *)peer)->event, sizeof(((struct peer *)peer)->event), "%s", e->type);
-}
-
-static int fake_nccl_request(void *peer, uint64_t generation, int64_t count)
-{
-    (void)peer, (void)generation, (void)count;
-    return 0;
-}
-
-static void fake_close(void *peer, const char *reason)
-{
-    (void)peer, (void)reason;
-}
-
-static void fake_bind(void *peer, struct rdzvd_member *m)
-{
-    ((struct peer *)peer)->m = m;
-}
-
-static size_t fake_unread(void *peer)
-{
-    (void)peer;
-    return 0;
-}
-
-static void fake_flush(void *ud)
-{
-    (void)ud;
-}
-
-static int fake_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
-                           void **store, uint16_t *port_out)
-{
-    struct env *e = ud;
-
-    (void)desc;
-    e->stores_open++;
-    snprintf(e->state_name, sizeof(e->state_name), "%s", state_name ? state_name : "");
-    *store = (void *)(uintptr_t)e->stores_open;
-    *port_out = port ? port : (uint16_t)(41000 + e->stores_open);
-    return 0;
-}
-
-static void fake_store_close(void *ud, void *store, bool drop)
-{
-    struct env *e = ud;
-
-    (void)store;
-    e->stores_closed++;
-    e->last_drop = drop;
-}
-
-static const struct rdzvd_job_ops fake_ops = {
-    .joined = fake_joined,
-    .round = fake_round,
-    .event = fake_event,
-    .nccl_request = fake_nccl_request,
-    .close = fake_close,
-    .bind = fake_bind,
-    .unread = fake_unread,
-    .flush = fake_flush,
-    .store_open = fake_store_open,
-    .store_close = fake_store_close,
-};
-
-static void env_init(struct env *e, int state_dirfd, struct rdzvd_store *table)
-{
-    memset(e, 0, sizeof(*e));
-    ASSERT_OK(uv_loop_init(&e->loop));
-    rdzv_list_init(&e->jobs);
-    e->h.loop = &e->loop;
-    e->h.ops = &fake_ops;
-    e->h.ud = e;
-    e->h.state_dirfd = state_dirfd;
+    env_init(e, state_dirfd);
+    e->base_port = 41000;
     e->h.record_table = table;
-    e->h.jobs = &e->jobs;
-}
-
-static void env_done(struct env *e)
-{
-    rdzvd_jobs_drop_all(&e->jobs);
-    ASSERT_TRUE(rdzv_list_empty(&e->jobs));
-    ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
-    ASSERT_OK(uv_loop_close(&e->loop));
 }
 
 /* JOIN of the only node of a one-node job run_id: its round forms at once (generation 1 of a
  * new job), with 2 workers. */
-static void join_one(struct env *e, struct peer *p, const char *run_id)
+static void join_one(struct env *e, struct fake *p, const char *run_id)
 {
-    struct rdzv_join jn = {
-        .nproc = 2,
-        .node_rank = -1,
-        .min = 1,
-        .max = 1,
-        .last_call_ms = 60000,
-        .max_restarts = 2,
-        .nccl = RDZV_NCCL_OFF,
-        .nccl_ids = 1,
-        .heartbeat_timeout_ms = 60000,
-        .join_timeout_ms = 600000,
-    };
-    struct rdzvd_member *m;
-    char err[256];
+    struct rdzv_join jn = join_of(0, 1, 1, 2);
 
     snprintf(jn.run_id, sizeof(jn.run_id), "%s", run_id);
-    snprintf(jn.node_id, sizeof(jn.node_id), "node-0");
-    snprintf(jn.host, sizeof(jn.host), "host0");
-    ASSERT_OK(rdzvd_job_join(&e->h, p, &jn, err, sizeof(err), &m));
-    ASSERT_TRUE(p->m == m);
+    ASSERT_OK(join(e, p, &jn));
 }
 
 /* With a job table (a replicated rdzvd) the record lives there, not in --state-dir: a value
@@ -691,14 +565,14 @@ static void test_job_record_in_table(void)
 {
     struct rdzvd_store *t = new_store(&lim);
     struct rdzvd_job_record got;
-    struct peer p = {0};
+    struct fake p = {0};
     struct env e;
 
     ASSERT_OK(rdzvd_store_set(t, "job/tj", 6, "{broken", 7));
-    env_init(&e, dirfd_, t);
+    rec_env_init(&e, dirfd_, t);
     join_one(&e, &p, "tj");
     ASSERT_EQ(p.nrounds, 1);
-    ASSERT_EQ(p.round_gen, 1);
+    ASSERT_EQ(p.round.generation, 1);
     ASSERT_OK(rdzvd_job_record_get(t, "tj", &got));
     ASSERT_EQ(got.generation, 1);
     ASSERT_TRUE(got.running);
@@ -710,7 +584,7 @@ static void test_job_record_in_table(void)
     ASSERT_EQ(got.store_port, 41001);
     ASSERT_EQ(rdzvd_job_record_load(dirfd_, "tj", &got), -ENOENT); /* not a file */
     rdzvd_member_leave(p.m, 1, true);
-    ASSERT_BYTES_STR(p.event, strlen(p.event), "succeeded");
+    ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
     ASSERT_EQ(rdzvd_job_record_get(t, "tj", &got), -ENOENT);
     env_done(&e);
     rdzvd_store_free(t);
@@ -722,12 +596,12 @@ static void test_job_table_full_job_runs(void)
     struct rdzv_limits small = lim;
     struct rdzvd_store *t;
     struct rdzvd_job_record got;
-    struct peer p = {0};
+    struct fake p = {0};
     struct env e;
 
     small.max_value_len = 40; /* the member key fits, a record doesn't */
     t = new_store(&small);
-    env_init(&e, -1, t);
+    rec_env_init(&e, -1, t);
     join_one(&e, &p, "full");
     ASSERT_EQ(p.nrounds, 1);
     ASSERT_EQ(rdzvd_job_record_get(t, "full", &got), -ENOENT);
@@ -741,7 +615,7 @@ static void test_job_leaves_other_run_ids_file(void)
 {
     struct rdzvd_job_record other = rec_of("other"), got;
     char name[RDZVD_JOB_NAME_MAX], oname[RDZVD_JOB_NAME_MAX], before[512], after[512];
-    struct peer p = {0};
+    struct fake p = {0};
     struct env e;
     ssize_t n;
 
@@ -753,13 +627,13 @@ static void test_job_leaves_other_run_ids_file(void)
     ASSERT_OK(renameat(dirfd_, oname, dirfd_, name));
     n = get_file(name, before, sizeof(before));
     ASSERT_TRUE(n > 0);
-    env_init(&e, dirfd_, NULL);
+    rec_env_init(&e, dirfd_, NULL);
     join_one(&e, &p, "mine");
-    ASSERT_EQ(p.round_gen, 1); /* not 41 */
+    ASSERT_EQ(p.round.generation, 1); /* not 41 */
     ASSERT_EQ(get_file(name, after, sizeof(after)), n);
     ASSERT_BYTES_STR(after, (size_t)n, before);
     rdzvd_member_leave(p.m, 1, true);
-    ASSERT_BYTES_STR(p.event, strlen(p.event), "succeeded");
+    ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
     ASSERT_EQ(get_file(name, after, sizeof(after)), n);
     ASSERT_BYTES_STR(after, (size_t)n, before);
     env_done(&e);
@@ -772,17 +646,17 @@ static void test_job_leaves_other_run_ids_file(void)
 static void test_job_record_unusable_job_runs(void)
 {
     char name[RDZVD_JOB_NAME_MAX];
-    struct peer p = {0};
+    struct fake p = {0};
     struct env e;
 
     record_file("udir", name);
     ASSERT_OK(mkdirat(dirfd_, name, 0700));
-    env_init(&e, dirfd_, NULL);
+    rec_env_init(&e, dirfd_, NULL);
     join_one(&e, &p, "udir");
     ASSERT_EQ(p.nrounds, 1);
-    ASSERT_EQ(p.round_gen, 1);
+    ASSERT_EQ(p.round.generation, 1);
     rdzvd_member_leave(p.m, 1, true);
-    ASSERT_BYTES_STR(p.event, strlen(p.event), "succeeded");
+    ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
     env_done(&e);
     ASSERT_OK(unlinkat(dirfd_, name, AT_REMOVEDIR));
 }
@@ -794,7 +668,7 @@ static void test_job_stale_journal_of_other_store_left(void)
     struct rdzvd_store *s = new_store(&lim);
     struct rdzvd_journal *j = NULL;
     char sname[RDZVD_JOB_NAME_MAX], file[RDZVD_JOB_NAME_MAX + 16];
-    struct peer p = {0};
+    struct fake p = {0};
     struct env e;
 
     ASSERT_OK(rdzvd_job_state_name("sj", 1, sname, sizeof(sname)));
@@ -802,7 +676,7 @@ static void test_job_stale_journal_of_other_store_left(void)
     ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "intruder", RDZVD_FSYNC_NO, s, &j));
     rdzvd_journal_close(j, false);
     ASSERT_OK(renameat(dirfd_, "intruder.journal", dirfd_, file));
-    env_init(&e, dirfd_, NULL);
+    rec_env_init(&e, dirfd_, NULL);
     join_one(&e, &p, "sj");
     ASSERT_EQ(e.stores_open, 1);
     ASSERT_BYTES_STR(e.state_name, strlen(e.state_name), sname);
@@ -819,10 +693,10 @@ static void test_job_stale_journal_of_other_store_left(void)
 static void test_job_shutdown_keeps_record_and_journal(void)
 {
     struct rdzvd_job_record got;
-    struct peer p = {0};
+    struct fake p = {0};
     struct env e;
 
-    env_init(&e, dirfd_, NULL);
+    rec_env_init(&e, dirfd_, NULL);
     join_one(&e, &p, "keep");
     ASSERT_TRUE(e.state_name[0] != '\0');
     env_done(&e);
@@ -834,7 +708,7 @@ static void test_job_shutdown_keeps_record_and_journal(void)
     ASSERT_OK(rdzvd_job_record_drop(dirfd_, "keep"));
     /* A job that ends (here without --state-dir) drops its store's journal. */
     memset(&p, 0, sizeof(p));
-    env_init(&e, -1, NULL);
+    rec_env_init(&e, -1, NULL);
     join_one(&e, &p, "nodir");
     ASSERT_BYTES_STR(e.state_name, strlen(e.state_name), "");
     rdzvd_member_leave(p.m, 1, true);

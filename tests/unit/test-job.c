@@ -1,247 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job.c: the job state machine (daemon/rdzvd-job-sm.h) driven with fake members: a real uv
- * loop for its timers, no sockets. Covers what tests/rendezvous/test_agents.py and
- * tests/integration/test_protocol.py check for rounds and restarts, and the rule of issue 12
- * defect 3: a restarted rdzvd rebuilds a recorded job before placing a spare. */
+/* test-job.c: the job state machine (daemon/rdzvd-job-sm.h) driven with fake members
+ * (jobtest.h): a real uv loop for its timers, no sockets. Covers what
+ * tests/rendezvous/test_agents.py and tests/integration/test_protocol.py check for rounds and
+ * restarts, and the rule of issue 12 defect 3: a restarted rdzvd rebuilds a recorded job before
+ * placing a spare. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <uv.h>
 
-#include "../../common/rdzv-list.h"
 #include "../../common/rdzv-log.h"
-#include "../../common/rdzv-util.h"
-#include "../../proto/rdzv-status.h"
-#include "../tap.h"
-#include "rdzvd-job-record.h"
-#include "rdzvd-job-sm.h"
-#include "rdzvd-job-status.h"
-#include "rdzvd-server.h"
-
-#define BASE_PORT 40000
-
-/* One fake agent: what the state machine sent it. */
-struct fake {
-    struct rdzvd_member *m; /* bound member */
-    bool closed;
-    char close_reason[256];
-    int njoined;
-    bool spare, resumed;
-    uint64_t joined_gen;
-    char secret[RDZV_SECRET_HEX + 1]; /* the last JOINED's */
-    int nrounds;
-    struct rdzv_round round; /* the last */
-    int nevents;
-    struct rdzv_event event; /* the last */
-    int nnccl;
-    uint64_t nccl_gen;
-};
-
-struct env {
-    uv_loop_t loop;
-    struct rdzv_list jobs;
-    struct rdzvd_job_host h;
-    int stores_open, stores_closed;
-    uint16_t asked_port; /* the port the last store_open asked for */
-    uint16_t last_port;
-    /* The secret each node id was last given (node ids are "node-<i>"): join() sends it back,
-     * as a real agent does on every JOIN after its first. */
-    char secrets[16][RDZV_SECRET_HEX + 1];
-};
-
-static void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation, bool inplace, const char *secret)
-{
-    struct fake *f = peer;
-
-    snprintf(f->secret, sizeof(f->secret), "%s", secret);
-    (void)run_id;
-    (void)inplace;
-    (void)waiting;
-    f->njoined++;
-    f->spare = spare;
-    f->resumed = resumed;
-    f->joined_gen = generation;
-}
-
-static void fake_round(void *peer, struct rdzv_round *rd)
-{
-    struct fake *f = peer;
-
-    f->nrounds++;
-    f->round = *rd;
-}
-
-static void fake_event(void *peer, const struct rdzv_event *e)
-{
-    struct fake *f = peer;
-
-    f->nevents++;
-    f->event = *e;
-}
-
-static int fake_nccl_request(void *peer, uint64_t generation, int64_t count)
-{
-    struct fake *f = peer;
-
-    (void)count;
-    f->nnccl++;
-    f->nccl_gen = generation;
-    return 0;
-}
-
-static void fake_close(void *peer, const char *reason)
-{
-    struct fake *f = peer;
-
-    f->closed = true;
-    snprintf(f->close_reason, sizeof(f->close_reason), "%s", reason);
-}
-
-static void fake_bind(void *peer, struct rdzvd_member *m)
-{
-    ((struct fake *)peer)->m = m;
-}
-
-static size_t fake_unread(void *peer)
-{
-    (void)peer;
-    return 0;
-}
-
-static void fake_flush(void *ud)
-{
-    (void)ud;
-}
-
-static int fake_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
-                           void **store, uint16_t *port_out)
-{
-    struct env *e = ud;
-
-    (void)desc;
-    (void)state_name;
-    e->asked_port = port;
-    e->stores_open++;
-    e->last_port = port ? port : (uint16_t)(BASE_PORT + e->stores_open);
-    *store = (void *)(uintptr_t)e->stores_open;
-    *port_out = e->last_port;
-    return 0;
-}
-
-static void fake_store_close(void *ud, void *store, bool drop)
-{
-    (void)store;
-    (void)drop;
-    ((struct env *)ud)->stores_closed++;
-}
-
-static const struct rdzvd_job_ops fake_ops = {
-    .joined = fake_joined,
-    .round = fake_round,
-    .event = fake_event,
-    .nccl_request = fake_nccl_request,
-    .close = fake_close,
-    .bind = fake_bind,
-    .unread = fake_unread,
-    .flush = fake_flush,
-    .store_open = fake_store_open,
-    .store_close = fake_store_close,
-};
-
-static void env_init(struct env *e, int state_dirfd)
-{
-    memset(e, 0, sizeof(*e));
-    ASSERT_OK(uv_loop_init(&e->loop));
-    rdzv_list_init(&e->jobs);
-    e->h.loop = &e->loop;
-    e->h.ops = &fake_ops;
-    e->h.ud = e;
-    e->h.state_dirfd = state_dirfd;
-    e->h.sync_records = false; /* a test's records need not reach the disk */
-    e->h.jobs = &e->jobs;
-}
-
-/* Drop every job, let the loop close their handles, and check nothing is left behind. */
-static void env_done(struct env *e)
-{
-    rdzvd_jobs_drop_all(&e->jobs);
-    ASSERT_TRUE(rdzv_list_empty(&e->jobs));
-    ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
-    ASSERT_OK(uv_loop_close(&e->loop));
-}
-
-static void stop_cb(uv_timer_t *t)
-{
-    uv_stop(t->loop);
-}
-
-/* Run the loop for about ms milliseconds (the state machine's timers fire). */
-static void run_ms(struct env *e, uint64_t ms)
-{
-    uv_timer_t t;
-
-    ASSERT_OK(uv_timer_init(&e->loop, &t));
-    ASSERT_OK(uv_timer_start(&t, stop_cb, ms, 0));
-    uv_run(&e->loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&e->loop, UV_RUN_NOWAIT);
-}
-
-static struct rdzv_join join_of(int i, int64_t min, int64_t max, int64_t max_restarts)
-{
-    struct rdzv_join jn = {
-        .nproc = 2,
-        .node_rank = -1,
-        .min = min,
-        .max = max,
-        .last_call_ms = 60000,
-        .max_restarts = max_restarts,
-        .nccl = RDZV_NCCL_OFF,
-        .nccl_ids = 1,
-        .heartbeat_timeout_ms = 60000,
-        .join_timeout_ms = 600000,
-    };
-
-    snprintf(jn.run_id, sizeof(jn.run_id), "job");
-    snprintf(jn.node_id, sizeof(jn.node_id), "node-%d", i);
-    snprintf(jn.host, sizeof(jn.host), "host%d", i);
-    return jn;
-}
-
-static int join(struct env *e, struct fake *f, const struct rdzv_join *jn0)
-{
-    struct rdzv_join jn = *jn0;
-    char err[512];
-    struct rdzvd_member *m;
-    unsigned i;
-    int r;
-
-    if (sscanf(jn.node_id, "node-%u", &i) != 1 || i >= 16)
-        i = 16;
-    if (!jn.secret[0] && i < 16)
-        snprintf(jn.secret, sizeof(jn.secret), "%s", e->secrets[i]);
-    r = rdzvd_job_join(&e->h, f, &jn, err, sizeof(err), &m);
-    if (r == 0)
-        ASSERT_TRUE(f->m == m);
-    if (r == 0 && i < 16 && f->secret[0])
-        snprintf(e->secrets[i], sizeof(e->secrets[i]), "%s", f->secret);
-    return r;
-}
-
-/* READY from every fake that was told to stop generation gen. */
-static void all_ready(struct fake *fs, int n, uint64_t gen)
-{
-    for (int i = 0; i < n; i++)
-        if (fs[i].m && !fs[i].closed)
-            rdzvd_member_ready(fs[i].m, gen);
-}
+#include "jobtest.h"
 
 static void test_round_closes_at_max(void)
 {
@@ -511,20 +278,6 @@ static void test_heartbeat_loss_restarts(void)
     env_done(&e);
 }
 
-static struct rdzv_join resume_of(int i, uint64_t gen, int64_t restarts, int64_t max_restarts)
-{
-    struct rdzv_join jn = join_of(i, 2, 2, max_restarts);
-
-    jn.resume = (struct rdzv_resume){.generation = gen,
-                                     .node_rank = i,
-                                     .nnodes = 2,
-                                     .rank_offset = 2 * i,
-                                     .world_size = 4,
-                                     .restart_count = restarts,
-                                     .master_port = 41000};
-    return jn;
-}
-
 static void test_resume_after_daemon_restart_keeps_generation_and_restarts(void)
 {
     struct env e;
@@ -553,26 +306,6 @@ static void test_resume_after_daemon_restart_keeps_generation_and_restarts(void)
     env_done(&e);
 }
 
-static int state_dir(char *path, size_t len)
-{
-    int fd;
-
-    snprintf(path, len, "/tmp/rdzv-test-job-XXXXXX");
-    ASSERT_NOT_NULL(mkdtemp(path));
-    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_TRUE(fd >= 0);
-    return fd;
-}
-
-static void state_dir_done(int fd, const char *path)
-{
-    char cmd[512];
-
-    close(fd);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    ASSERT_EQ(system(cmd), 0);
-}
-
 /* A state dir holding the record of job "job" (--nnodes 2:2, 4 workers, store port 41000). */
 static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t restarts,
                                  int64_t max_restarts, bool running)
@@ -586,7 +319,7 @@ static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t r
                                    .nnodes = running ? 2 : 0,
                                    .world_size = running ? 4 : 0,
                                    .store_port = running ? 41000 : 0};
-    int fd = state_dir(path, len);
+    int fd = jt_state_dir(path, len);
 
     snprintf(rec.run_id, sizeof(rec.run_id), "job");
     ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
@@ -600,7 +333,7 @@ static void test_record_of_another_run_id_is_left_alone(void)
 {
     struct rdzvd_job_record rec = {.min = 1, .max = 1, .generation = 7};
     char path[64], name[RDZVD_JOB_NAME_MAX], other[RDZVD_JOB_NAME_MAX], before[256], after[256];
-    int fd = state_dir(path, sizeof(path)), rfd;
+    int fd = jt_state_dir(path, sizeof(path)), rfd;
     ssize_t n;
 
     ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
@@ -632,7 +365,7 @@ static void test_record_of_another_run_id_is_left_alone(void)
     ASSERT_OK(renameat(fd, name, fd, other));
     ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT);
     ASSERT_OK(faccessat(fd, other, F_OK, 0));
-    state_dir_done(fd, path);
+    jt_state_dir_done(fd, path);
 }
 
 /* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
@@ -666,7 +399,7 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
         ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "succeeded");
     ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT); /* over: forgotten */
     env_done(&e);
-    state_dir_done(fd, path);
+    jt_state_dir_done(fd, path);
 }
 
 /* A record of a stopped generation: the next one numbers on from it, with the restart count,
@@ -697,7 +430,7 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
     ASSERT_EQ(rec.generation, 4);
     ASSERT_TRUE(rec.running);
     env_done(&e);
-    state_dir_done(fd, path);
+    jt_state_dir_done(fd, path);
 }
 
 /* A record of a running generation whose agents never come back (they went with the old rdzvd:
@@ -730,7 +463,7 @@ static void test_record_nobody_back_forms_next_generation_uncounted(void)
         ASSERT_EQ(f[i].round.restart_count, 0);
     }
     env_done(&e);
-    state_dir_done(fd, path);
+    jt_state_dir_done(fd, path);
 }
 
 /* rdzvd stalled (SIGSTOP) past the heartbeat timeout: 3 members (--nnodes 2:2, so one spare)
