@@ -846,8 +846,11 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 {
     struct rdzvd_job *j = m->job;
 
-    if (m->ready || gen != m->stopping_gen)
-        return; /* a duplicate, or for a generation it was not asked to stop */
+    /* A duplicate, for a generation it was not asked to stop, or a stale one from a member
+     * of the generation that runs (its last stop's, replayed: marked ready now, it would count
+     * as stopped at the next restart before its workers are). */
+    if (m->ready || gen != m->stopping_gen || (j->state == JOB_RUNNING && m->node_rank >= 0))
+        return;
     member_set_ready(m, true);
     log_debug("job %s: %s ready after generation %" PRIu64, j->run_id, m->join.host, gen);
     if (j->state == JOB_STOPPING)

@@ -232,6 +232,37 @@ static void test_restart_budget_exhausted_fails_the_job(void)
     env_done(&e);
 }
 
+/* A READY replayed by a member of the running generation (its last stop's, or generation 0) is
+ * ignored: counted, it would let the next round form before that node's workers stopped. */
+static void test_stale_ready_while_running_is_ignored(void)
+{
+    struct env e;
+    struct fake f[2] = {0};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 7};
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 3);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    worker_exit(&f[1], &w);
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 2);
+    rdzvd_member_ready(f[0].m, 1); /* generation 1's READY again, while 2 runs */
+    rdzvd_member_ready(f[0].m, 0);
+    w.generation = 2;
+    worker_exit(&f[1], &w);
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
+    rdzvd_member_ready(f[1].m, 2);
+    run_ms(&e, 50);
+    ASSERT_EQ(f[1].nrounds, 2); /* node 0 has not stopped: no round yet */
+    rdzvd_member_ready(f[0].m, 2);
+    ASSERT_EQ(f[1].nrounds, 3);
+    ASSERT_EQ(f[1].round.generation, 3);
+    env_done(&e);
+}
+
 static void test_job_succeeds_when_every_node_left(void)
 {
     struct env e;
@@ -626,6 +657,7 @@ int main(void)
     TEST(test_spare_waits_and_is_promoted);
     TEST(test_worker_exit_for_another_node_is_refused);
     TEST(test_restart_budget_exhausted_fails_the_job);
+    TEST(test_stale_ready_while_running_is_ignored);
     TEST(test_job_succeeds_when_every_node_left);
     TEST(test_heartbeat_loss_restarts);
     TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
