@@ -397,8 +397,12 @@ class TestInplace(FaultTestCase):
         self.assertEqual(gone, [], "the dropped node's old workers are stopped" + dump)
         self.check_running([a, b, c])
         self.assertTrue(all(pid_alive(pids[r]) for r in (0, 1)), "the job goes on" + dump)
-        self.assertRegex(b.log(), r"workers of generation 1 stopped; ready for the next round",
-                         dump)
+        # READY goes out once the stopped workers' output has drained, just after their exit.
+        deadline = time.monotonic() + 10 * SLOW
+        ready = r"workers of generation 1 stopped; ready for the next round"
+        while not re.search(ready, b.log()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertRegex(b.log(), ready, self.dump([a, b, c]))
         self.assertNotRegex(b.log(), r"workers of generation 1 keep running", dump)
         self.assertEqual(sorted(r for r, _ in b.started()), [2, 3],
                          "the dropped node, a spare now, started nothing" + dump)
