@@ -17,6 +17,7 @@
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-status.h"
+#include "rdzvd-acl.h"
 #include "rdzvd-job.h"
 
 struct rdzvd_http {
@@ -26,6 +27,7 @@ struct rdzvd_http {
     unsigned nconns;
     bool stopping;
     bool tcp_closed;
+    struct rdzvd_ratelimit bad; /* log lines about refused requests (anyone can send them) */
 };
 
 struct http_conn {
@@ -459,13 +461,45 @@ static void http_write_cb(uv_write_t *req, int status)
     http_conn_close(req->data);
 }
 
+/* A request refused (400, 405, 413) or cut off (no whole request in time): one warning with the
+ * peer's address, rate-limited like every log line a stranger can cause. */
+static void http_note_bad(struct http_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void http_note_bad(struct http_conn *c, const char *fmt, ...)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char addr[INET6_ADDRSTRLEN] = "?", more[64] = "", what[128];
+    uint64_t suppressed = 0;
+    int port = 0;
+    va_list ap;
+
+    if (!rdzvd_ratelimit_ok(&c->h->bad, uv_now(c->tcp.loop), &suppressed))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            (void)uv_ip6_name((struct sockaddr_in6 *)&ss, addr, sizeof(addr));
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        } else if (ss.ss_family == AF_INET) {
+            (void)uv_ip4_name((struct sockaddr_in *)&ss, addr, sizeof(addr));
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+    }
+    if (suppressed)
+        snprintf(more, sizeof(more), " (%" PRIu64 " similar lines suppressed)", suppressed);
+    log_warn("status page: %s port %d: %s; closed%s", addr, port, what, more);
+}
+
 static void http_respond(struct http_conn *c, int code, const char *ctype, const char *body)
 {
     const char *reason = code == 200   ? "OK"
                          : code == 404 ? "Not Found"
                          : code == 405 ? "Method Not Allowed"
                          : code == 400 ? "Bad Request"
-                         : code == 413 ? "Request Header Fields Too Large"
+                         : code == 413 ? "Content Too Large"
                                        : "Internal Server Error";
     uv_buf_t ub;
     int r;
@@ -494,11 +528,13 @@ static void http_serve(struct http_conn *c)
     const char *ctype = "text/plain; charset=utf-8";
 
     if (sscanf(c->req, "%7s %255s HTTP/1.%*c", method, path) != 2) {
+        http_note_bad(c, "not an HTTP request line (400)");
         http_respond(c, 400, ctype, "bad request\n");
         return;
     }
     c->head = strcmp(method, "HEAD") == 0;
     if (strcmp(method, "GET") && !c->head) {
+        http_note_bad(c, "a method other than GET or HEAD (405)");
         http_respond(c, 405, ctype, "only GET\n");
         return;
     }
@@ -544,16 +580,20 @@ static void http_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     c->req[c->len] = '\0';
     if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
         http_serve(c);
-    else if (c->len >= sizeof(c->req) - 1)
+    else if (c->len >= sizeof(c->req) - 1) {
+        http_note_bad(c, "a request past %d bytes (413)", RDZVD_HTTP_MAX_REQ);
         http_respond(c, 413, "text/plain; charset=utf-8", "request too large\n");
+    }
 }
 
 static void http_timeout_cb(uv_timer_t *t)
 {
     struct http_conn *c = t->data;
 
-    if (!c->responded)
+    if (!c->responded) {
+        http_note_bad(c, "no whole request within %d ms", RDZVD_HTTP_TIMEOUT_MS);
         http_conn_close(c);
+    }
 }
 
 static void http_listen_cb(uv_stream_t *s, int status)

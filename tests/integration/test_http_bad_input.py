@@ -93,6 +93,30 @@ class HttpBadInput(DaemonTestCase):
                 self.assertEqual(body, b"bad request\n")
         self.assert_still_serving()
 
+    def test_refused_requests_are_logged_rate_limited(self):
+        # Each refused request is one warning naming the peer; a burst (anyone who reaches the
+        # port can send one) gives at most 10 lines per 10 s window, not one per request.
+        mark = self.d.mark()
+        t0 = time.monotonic()
+        for data, what in ((b"\r\n\r\n", r"not an HTTP request line \(400\)"),
+                           (b"POST / HTTP/1.1\r\n\r\n",
+                            r"a method other than GET or HEAD \(405\)")):
+            c = self.conn()
+            port = c.getsockname()[1]
+            c.sendall(data)
+            recv_all(c)
+            self.d.wait_log(r"status page: 127\.0\.0\.1 port %d: %s; closed$" % (port, what),
+                            since=mark, levels=["warn"])
+        for _ in range(30):
+            self.assertEqual(self.exchange(b"\n\n")[0], 400)
+        burst = time.monotonic() - t0
+        lines = [ln for ln in self.d.log_lines(mark) if "status page:" in ln]
+        if burst < 9.0:  # all in the limiter's first window
+            self.assertEqual(len(lines), 10, lines)
+        else:
+            self.assertLess(len(lines), 32, lines)
+        self.assert_still_serving()
+
     def test_other_methods_are_405(self):
         for m in (b"POST", b"PUT", b"DELETE", b"get", b"GETX", b"GETGETGETGET"):
             with self.subTest(method=m):
