@@ -846,9 +846,7 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 {
     struct rdzvd_job *j = m->job;
 
-    /* A duplicate, for a generation it was not asked to stop, or a stale one from a member
-     * of the generation that runs (its last stop's, replayed: marked ready now, it would count
-     * as stopped at the next restart before its workers are). */
+    /* Ignored: duplicates, other generations', replays by members of the running one. */
     if (m->ready || gen != m->stopping_gen || (j->state == JOB_RUNNING && m->node_rank >= 0))
         return;
     member_set_ready(m, true);

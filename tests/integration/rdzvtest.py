@@ -406,6 +406,37 @@ class DaemonTestCase(unittest.TestCase):
 # Raw client
 
 
+
+def read_until_closed(sock, timeout=T_REPLY):
+    """Everything sock receives until the peer closes it (EOF or reset); AssertionError when it
+    is still open after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    got = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("rdzvd did not close the connection within %.1fs (got %r)"
+                                 % (timeout, got[:64]))
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return got
+        if not chunk:
+            return got
+        got += chunk
+
+
+def skip_without_ipv6(case):
+    """Skip the test case when this machine has no IPv6 loopback."""
+    try:
+        with socket.socket(socket.AF_INET6) as t:
+            t.bind(("::1", 0))
+    except OSError as e:
+        case.skipTest("no IPv6 loopback: %s" % e)
+
 class Client:
     """A raw TCPStore connection. dialect picks the opcode numbering; a modern connection
     sends VALIDATE first unless validate=False."""
@@ -493,23 +524,7 @@ class Client:
     def assert_closed(self, timeout=T_REPLY):
         """Assert the server closes the connection (EOF or reset) within timeout, sending at most
         reply bytes for requests made before; returns whatever arrived before the close."""
-        deadline = time.monotonic() + timeout
-        got = b""
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError("rdzvd did not close the connection within %.1fs (got %r)"
-                                     % (timeout, got[:64]))
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(65536)
-            except socket.timeout:
-                continue
-            except (ConnectionResetError, BrokenPipeError):
-                return got
-            if not chunk:
-                return got
-            got += chunk
+        return read_until_closed(self.sock, timeout)
 
     def is_open(self):
         """True if the connection is neither closed nor has unexpected data pending."""

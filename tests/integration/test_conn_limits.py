@@ -10,15 +10,14 @@
 # Every case checks what a peer sees (bytes, EOF) and what the log says, and that other clients
 # are served throughout. Timing bounds are loose: this runs on loaded machines and under ASan.
 
-import os
 import socket
 import struct
 import tempfile
 import time
 
-from authtest import HELLO, JOIN, JOINED, Peer
+from authtest import JOIN, JOINED, Peer
 from rdzvtest import (VALIDATE_BYTES, Client, DaemonTestCase, enc, fresh_client_works, i64,
-                      keys, main, s, u32, u64)
+                      main, s, skip_without_ipv6, u32, u64)
 
 ROUND = 0xA4
 
@@ -208,13 +207,18 @@ class DualStack(DaemonTestCase):
     in its own family; an IPv6 peer appears as [addr]:port."""
 
     def setUp(self):
-        try:
-            t = socket.socket(socket.AF_INET6)
-            t.bind(("::1", 0))
-            t.close()
-        except OSError as e:
-            self.skipTest("no IPv6 loopback: %s" % e)
+        skip_without_ipv6(self)
         self.d = self.daemon("--bind", "::")
+
+    def join_alone(self, p, run_id):
+        """JOIN a one-node job of run_id on peer p; the ROUND's body once JOINED came first."""
+        p.hello()
+        p.send(JOIN, join_body(run_id, "n0"))
+        op, body = p.recv_json()
+        self.assertEqual(op, JOINED, body)
+        op, body = p.recv_json()
+        self.assertEqual(op, ROUND, body)
+        return body
 
     def test_ipv4_peer_named_as_ipv4(self):
         mark = self.d.mark()
@@ -225,12 +229,7 @@ class DualStack(DaemonTestCase):
         self.assertNotIn("::ffff:", self.d.log())
         p = Peer(self.d.port)
         self.addCleanup(p.close)
-        p.hello()
-        p.send(JOIN, join_body("ds4", "n0"))
-        op, body = p.recv_json()
-        self.assertEqual(op, JOINED, body)
-        op, body = p.recv_json()
-        self.assertEqual(op, ROUND, body)
+        body = self.join_alone(p, "ds4")
         self.assertEqual(body["master_addr"], "127.0.0.1")
         with Client(body["master_port"]) as st:  # the job's store, reached over IPv4
             st.set("k", "v")
@@ -254,13 +253,7 @@ class DualStack(DaemonTestCase):
         p = Peer.__new__(Peer)
         p.sock = socket.create_connection(("::1", self.d.port), timeout=5)
         self.addCleanup(p.close)
-        p.hello()
-        p.send(JOIN, join_body("ds6", "n0"))
-        op, body = p.recv_json()
-        self.assertEqual(op, JOINED, body)
-        op, body = p.recv_json()
-        self.assertEqual(op, ROUND, body)
-        self.assertEqual(body["master_addr"], "::1")
+        self.assertEqual(self.join_alone(p, "ds6")["master_addr"], "::1")
 
 
 class JournalHold(DaemonTestCase):

@@ -13,7 +13,8 @@ import struct
 import time
 
 from metricstest import daemon_with_metrics, http_get
-from rdzvtest import HOST, T_STOP, DaemonTestCase, fresh_client_works, main
+from rdzvtest import (HOST, T_STOP, DaemonTestCase, fresh_client_works, main,
+                      read_until_closed, skip_without_ipv6)
 
 MAX_REQ = 8192     # RDZVD_HTTP_MAX_REQ
 MAX_CONNS = 64     # RDZVD_HTTP_MAX_CONNS
@@ -23,23 +24,7 @@ T_LONG = 60.0      # generous bound for anything that takes TIMEOUT_S on a loade
 
 def recv_all(sock, timeout=T_LONG):
     """Everything until the server closes (EOF or reset) within timeout."""
-    deadline = time.monotonic() + timeout
-    got = b""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError("the server did not close within %.0fs (got %r)"
-                                 % (timeout, got[:200]))
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        except ConnectionResetError:
-            return got
-        if not chunk:
-            return got
-        got += chunk
+    return read_until_closed(sock, timeout)
 
 
 def parse(reply):
@@ -289,12 +274,7 @@ class HttpBadInput(DaemonTestCase):
 class HttpIPv6(DaemonTestCase):
 
     def test_metrics_on_ipv6_loopback(self):
-        try:
-            s = socket.socket(socket.AF_INET6)
-            s.bind(("::1", 0))
-            s.close()
-        except OSError as e:
-            self.skipTest("no IPv6 loopback: %s" % e)
+        skip_without_ipv6(self)
         d, mport = daemon_with_metrics(self, "--metrics-bind", "::1")
         d.wait_log(r"metrics and status page on http://::1:%d/" % mport)
         with socket.create_connection(("::1", mport), timeout=T_LONG) as c:
