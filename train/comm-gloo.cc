@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -119,6 +120,33 @@ struct gloo_comm {
     uint32_t tag = 0;
     int failed = 0; /* sticky error of a collective */
     std::atomic<bool> interrupted{false}; /* set by gloo_interrupt() from the watcher thread */
+    /* The buffer of the collective in progress, if any: gloo_interrupt() aborts its waits. A
+     * posted unbound send is not among what a pair's exception wakes (gloo fails bound buffers
+     * and pending operations, not the sends queued on a socket a live peer stopped reading), so
+     * without this a rank would sit out the collective's timeout. */
+    std::mutex mu;
+    gloo::transport::UnboundBuffer *current = nullptr;
+};
+
+/* Publishes a collective's buffer to gloo_interrupt() for as long as it lives; declared after
+ * the options that own the buffer, so it is withdrawn before the buffer is freed. */
+class Current {
+  public:
+    Current(struct gloo_comm *g, gloo::transport::UnboundBuffer *b) : g_(g)
+    {
+        std::lock_guard<std::mutex> lock(g_->mu);
+        g_->current = b;
+    }
+    ~Current()
+    {
+        std::lock_guard<std::mutex> lock(g_->mu);
+        g_->current = nullptr;
+    }
+    Current(const Current &) = delete;
+    Current &operator=(const Current &) = delete;
+
+  private:
+    struct gloo_comm *g_;
 };
 
 gloo_comm *to_gloo(struct train_comm *c)
@@ -140,19 +168,29 @@ int gloo_fail(gloo_comm *g, const char *op, const std::exception &e)
     return g->failed;
 }
 
-int gloo_broadcast(struct train_comm *c, void *buf, size_t n, unsigned root)
+/* After a collective returned: an aborted wait makes gloo go on as if the send had completed
+ * (its ring ignores waitSend's result), so the result of an interrupted collective is not
+ * trusted. */
+int gloo_check_interrupted(gloo_comm *g)
 {
-    gloo_comm *g = to_gloo(c);
-
     if (!g->failed && g->interrupted.load(std::memory_order_acquire)) {
         snprintf(g->c.err, sizeof(g->c.err), "%s", INTERRUPTED);
         g->failed = -ECONNABORTED;
     }
-    if (g->failed)
+    return g->failed;
+}
+
+int gloo_broadcast(struct train_comm *c, void *buf, size_t n, unsigned root)
+{
+    gloo_comm *g = to_gloo(c);
+
+    if (gloo_check_interrupted(g))
         return g->failed;
     try {
         gloo::BroadcastOptions opts(g->ctx);
-        opts.setOutput(static_cast<uint8_t *>(buf), n);
+        auto out = g->ctx->createUnboundBuffer(buf, n);
+        Current cur(g, out.get());
+        opts.setOutput<uint8_t>(std::move(out));
         opts.setRoot(static_cast<int>(root));
         opts.setTag(g->tag++);
         opts.setTimeout(g->timeout);
@@ -160,22 +198,20 @@ int gloo_broadcast(struct train_comm *c, void *buf, size_t n, unsigned root)
     } catch (const std::exception &e) {
         return gloo_fail(g, "broadcast", e);
     }
-    return 0;
+    return gloo_check_interrupted(g);
 }
 
 int gloo_allreduce_mean(struct train_comm *c, float *buf, size_t n)
 {
     gloo_comm *g = to_gloo(c);
 
-    if (!g->failed && g->interrupted.load(std::memory_order_acquire)) {
-        snprintf(g->c.err, sizeof(g->c.err), "%s", INTERRUPTED);
-        g->failed = -ECONNABORTED;
-    }
-    if (g->failed)
+    if (gloo_check_interrupted(g))
         return g->failed;
     try {
         gloo::AllreduceOptions opts(g->ctx);
-        opts.setOutput(buf, n);
+        auto out = g->ctx->createUnboundBuffer(buf, n * sizeof(float));
+        Current cur(g, out.get());
+        opts.setOutput<float>(std::move(out));
         opts.setReduceFunction(static_cast<void (*)(void *, const void *, const void *, size_t)>(
             &gloo::sum<float>));
         opts.setTag(g->tag++);
@@ -184,6 +220,8 @@ int gloo_allreduce_mean(struct train_comm *c, float *buf, size_t n)
     } catch (const std::exception &e) {
         return gloo_fail(g, "allreduce", e);
     }
+    if (gloo_check_interrupted(g))
+        return g->failed;
     const float s = 1.0f / static_cast<float>(c->world);
     for (size_t i = 0; i < n; i++)
         buf[i] *= s;
@@ -204,11 +242,7 @@ int gloo_barrier(struct train_comm *c)
 {
     gloo_comm *g = to_gloo(c);
 
-    if (!g->failed && g->interrupted.load(std::memory_order_acquire)) {
-        snprintf(g->c.err, sizeof(g->c.err), "%s", INTERRUPTED);
-        g->failed = -ECONNABORTED;
-    }
-    if (g->failed)
+    if (gloo_check_interrupted(g))
         return g->failed;
     try {
         gloo::BarrierOptions opts(g->ctx);
@@ -230,10 +264,12 @@ void gloo_abort(struct train_comm *c)
 }
 
 /* From the watcher thread (train-control.c, under its mutex, while the training thread may be
- * inside a collective): fail every pair with an exception. gloo hands it to each pending send
- * and receive, so a collective waiting on a live peer that is itself waiting elsewhere (a ring
- * broken mid-step by a peer's death: nobody's socket closes) throws now instead of at its
- * timeout; a collective started later finds the pairs closed and throws at once. */
+ * inside a collective): fail every pair with an exception, then abort the waits of the
+ * collective's own buffer. gloo hands the pair's exception to pending receives, so a collective
+ * waiting on a live peer that is itself waiting elsewhere (a ring broken mid-step by a peer's
+ * death: nobody's socket closes) throws now instead of at its timeout; a send already queued on
+ * a socket is not among what that wakes, hence the abort (the ring's next send or receive on a
+ * failed pair throws). A collective started later finds the pairs closed and throws at once. */
 void gloo_interrupt(struct train_comm *c)
 {
     gloo_comm *g = to_gloo(c);
@@ -247,6 +283,11 @@ void gloo_interrupt(struct train_comm *c)
         auto *p = dynamic_cast<gloo::transport::tcp::Pair *>(g->ctx->getPair(i).get());
         if (p)
             (void)p->signalExceptionExternal(INTERRUPTED);
+    }
+    std::lock_guard<std::mutex> lock(g->mu);
+    if (g->current) {
+        g->current->abortWaitSend();
+        g->current->abortWaitRecv();
     }
 }
 
