@@ -101,6 +101,20 @@ const char *agent_client_endpoint_name(const struct agent_client *c)
     return c->name;
 }
 
+int agent_client_local_addr(const struct agent_client *c, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    int n = sizeof(ss), r;
+
+    if (!c->tcp_open)
+        return -ENOTCONN;
+    r = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &n);
+    if (r == 0)
+        r = ss.ss_family == AF_INET6 ? uv_ip6_name((struct sockaddr_in6 *)&ss, buf, len)
+                                     : uv_ip4_name((struct sockaddr_in *)&ss, buf, len);
+    return r;
+}
+
 /* The endpoint "HOST:PORT" a follower named: its index, added when it is not in the list (-1
  * when it cannot be parsed or the list is full). */
 static int endpoint_find_or_add(struct agent_client *c, const char *hostport)
@@ -403,7 +417,7 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             return;
         }
         if (c->cbs.on_nccl_request)
-            c->cbs.on_nccl_request(c, q.generation, q.count, c->ud);
+            c->cbs.on_nccl_request(c, &q, c->ud);
         return;
     }
     case RDZV_MSG_EVENT: {

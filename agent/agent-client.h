@@ -6,6 +6,7 @@
  * agent_client_close(). Functions that can fail return 0 or a negative errno. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -35,8 +36,9 @@ int agent_endpoints_parse(const char *list, struct agent_endpoints *out);
 struct agent_client_cbs {
     /* The round closed: this node's assignment. */
     void (*on_round)(struct agent_client *c, const struct rdzv_round *r, void *ud);
-    /* The daemon asks this (node rank 0) agent for count NCCL ids. */
-    void (*on_nccl_request)(struct agent_client *c, uint64_t generation, unsigned count, void *ud);
+    /* The daemon asks this (node rank 0) agent for q->count NCCL ids, and (q->store) for the
+     * generation's store. */
+    void (*on_nccl_request)(struct agent_client *c, const struct rdzv_nccl_request *q, void *ud);
     /* The job's outcome. */
     void (*on_event)(struct agent_client *c, const struct rdzv_event *e, void *ud);
     /* The daemon refused us (ERROR) or could not be reached; msg says why. No more callbacks
@@ -65,6 +67,9 @@ int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsig
  * and "HOST:PORT". */
 unsigned agent_client_endpoint(const struct agent_client *c);
 const char *agent_client_endpoint_name(const struct agent_client *c);
+/* The numeric address of c's side of its connection (into buf, len >= 64). 0, -ENOTCONN when it
+ * has none, or a negative errno. */
+int agent_client_local_addr(const struct agent_client *c, char *buf, size_t len);
 
 /* Authenticate with t (HELLO, AUTH, AUTH_OK checked, then JOIN); call right after
  * agent_client_start(). t must outlive the client. Without it, a daemon that asks for a token is

@@ -19,6 +19,7 @@
 #include "agent-env.h"
 #include "agent-heartbeat.h"
 #include "agent-nccl.h"
+#include "agent-store.h"
 #include "agent-workers.h"
 
 /* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
@@ -48,6 +49,11 @@ struct agent_session {
     struct agent_group *group;
     struct agent_nccl_root *nccl; /* holder of this generation's NCCL bootstrap roots */
     uint64_t nccl_generation;
+    /* Node rank 0 of a replicated rdzvd's job: the generation's store (NCCL_REQUEST "store"),
+     * created at the first request; where the one asked for now listens (port 0: none). */
+    struct agent_store *store;
+    char store_addr[RDZV_STORE_ADDR_MAX + 1];
+    uint16_t store_port;
     uv_timer_t heartbeat;
     /* With replicas (--endpoint A,B,C): runs from a lost connection until the next JOINED; when
      * it fires (--heartbeat-timeout) no leader could be reached, and the workers stop. */
@@ -325,6 +331,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         return;
     }
     a->round = *r;
+    agent_store_round(a->store, r->generation);
     round_assignment(a, &as);
     keep = has_survivors(a);
     if (!a->cfg.embedded)
@@ -376,6 +383,10 @@ static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
     }
     memset(m, 0, offsetof(struct rdzv_nccl_id, ids));
     m->generation = a->nccl_generation;
+    if (a->store_port) {
+        snprintf(m->store_addr, sizeof(m->store_addr), "%s", a->store_addr);
+        m->store_port = a->store_port;
+    }
     if (err < 0) {
         if (a->cfg.nccl == RDZV_NCCL_REQUIRED)
             log_error("this job needs NCCL: %s", msg);
@@ -386,13 +397,31 @@ static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
         rdzv_utf8_trim(m->error);
     } else {
         m->n_ids = n < RDZV_MAX_NCCL_IDS ? n : RDZV_MAX_NCCL_IDS;
-        memcpy(m->ids, ids, m->n_ids * sizeof(m->ids[0]));
+        if (m->n_ids)
+            memcpy(m->ids, ids, m->n_ids * sizeof(m->ids[0]));
     }
     (void)agent_client_send_nccl_id(a->client, m);
     free(m);
 }
 
-static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count, void *ud)
+/* NCCL_REQUEST "store": open the generation's store here. Its address and port go in the answer;
+ * none when it cannot be opened (rdzvd then hosts it itself). */
+static void open_store(struct agent_session *a, uint64_t gen)
+{
+    char local[64];
+    int r;
+
+    a->store_port = 0;
+    r = agent_client_local_addr(a->client, local, sizeof(local));
+    if (r == 0 && !a->store)
+        r = agent_store_new(a->loop, &a->store);
+    if (r == 0)
+        r = agent_store_open(a->store, gen, local, a->store_addr, &a->store_port);
+    if (r < 0)
+        log_warn_errno(r, "cannot host generation %" PRIu64 "'s store; rdzvd hosts it", gen);
+}
+
+static void on_nccl_request(struct agent_client *c, const struct rdzv_nccl_request *q, void *ud)
 {
     struct agent_session *a = ud;
     int r;
@@ -400,8 +429,15 @@ static void on_nccl_request(struct agent_client *c, uint64_t gen, unsigned count
     /* A new generation: the previous one's roots are of no use any more. */
     agent_nccl_root_stop(a->nccl, false);
     a->nccl = NULL;
-    a->nccl_generation = gen;
-    r = agent_nccl_root_start(a->loop, a->cfg.self_exe, count, on_nccl_ids, a, &a->nccl);
+    a->nccl_generation = q->generation;
+    a->store_port = 0;
+    if (q->store)
+        open_store(a, q->generation);
+    if (q->count == 0) {
+        on_nccl_ids(NULL, 0, 0, NULL, NULL, a);
+        return;
+    }
+    r = agent_nccl_root_start(a->loop, a->cfg.self_exe, q->count, on_nccl_ids, a, &a->nccl);
     if (r < 0) {
         char msg[128];
 
@@ -529,6 +565,11 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     if (a->pending_exit) {
         a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
     }
+    /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
+     * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
+    if (resumed && a->state == AG_LEFT)
+        (void)agent_client_send_leave(
+            a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
 }
 
 /* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
@@ -714,6 +755,7 @@ int agent_session_exit_code(const struct agent_session *a)
 
 void agent_session_stop(struct agent_session *a)
 {
+    agent_store_stop(a->store);
     agent_nccl_root_stop(a->nccl, true);
     a->nccl = NULL;
     if (a->client)
@@ -728,6 +770,7 @@ struct agent_session *agent_session_free(struct agent_session *a)
     free(a->failed);
     free(a->spawn);
     free(a->late);
+    agent_store_free(a->store);
     free(a);
     return NULL;
 }

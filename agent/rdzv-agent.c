@@ -456,6 +456,7 @@ int main(int argc, char **argv)
     jn->join_timeout_ms = (int64_t)(a.o.join_timeout_s * 1000);
     jn->scale_up_now = a.o.scale_up_now;
     jn->inplace = a.o.recovery_inplace;
+    jn->host_store = true; /* a replicated rdzvd may ask node rank 0 for the generation's store */
     if (!a.embedded)
         rdzv_log_set_context("job=%s node=%s", a.o.run_id, a.o.host);
     log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",

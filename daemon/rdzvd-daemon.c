@@ -130,6 +130,38 @@ out_free:
     return r;
 }
 
+int rdzvd_daemon_new_stores(uv_loop_t *loop, const struct rdzvd_config *cfg,
+                            struct rdzvd_daemon **ret)
+{
+    struct rdzvd_daemon *d = calloc(1, sizeof(*d));
+    int r;
+
+    if (!d)
+        return log_error_errno(-ENOMEM, "init");
+    r = rdzvd_server_new(loop, cfg, &d->srv);
+    if (r < 0) {
+        rdzvd_daemon_free(d);
+        return r;
+    }
+    *ret = d;
+    return 0;
+}
+
+int rdzvd_daemon_store_open(struct rdzvd_daemon *d, const char *desc, struct rdzvd_listener **ret,
+                            uint16_t *port_out)
+{
+    int r = rdzvd_listener_open(d->srv, desc, NULL, 0, ret);
+
+    if (r == 0)
+        *port_out = rdzvd_listener_port(*ret);
+    return r;
+}
+
+void rdzvd_daemon_store_close(struct rdzvd_listener *l)
+{
+    rdzvd_listener_close(l, true);
+}
+
 int rdzvd_daemon_exit_when_idle(struct rdzvd_daemon *d, uint64_t idle_ms, uint64_t first_ms,
                                 rdzvd_daemon_idle_cb cb, void *data)
 {

@@ -90,6 +90,9 @@ struct rdzvd_job {
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;
+    /* Node rank 0's agent hosts this generation's store at store_addr:store_port (host
+     * agent_stores); "": none asked for, or rdzvd's own (store). */
+    char store_addr[RDZV_STORE_ADDR_MAX + 1];
     struct rdzv_round round; /* template: generation, sizes, ids */
     struct rdzv_event outcome;
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
@@ -144,6 +147,13 @@ bool member_stalled(struct rdzvd_member *m);
 void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
 int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
 void job_close_store(struct rdzvd_job *j);
+/* A new generation's store: rdzvd's own, unless node rank 0's agent m0 is to host it (then
+ * nothing opens now: NCCL_REQUEST asks for it). Returns 1 when m0 is to be asked, 0 when rdzvd
+ * opened its own, or a negative errno (the caller ends the job). */
+int job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
+/* After node rank 0 answered: rdzvd opens its own store if the agent named none. 0 (not
+ * needed), 1 (opened) or a negative errno (the caller ends the job). */
+int job_store_fallback(struct rdzvd_job *j);
 /* running: the generation's workers run (a restarted rdzvd waits for their agents). */
 void job_save(struct rdzvd_job *j, bool running);
 void job_forget(struct rdzvd_job *j);

@@ -140,7 +140,14 @@ static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
     j->round.world_size = rec->world_size;
     j->round.restart_count = rec->restart_count;
     j->round.max_restarts = j->max_restarts;
-    r = job_open_store(j, rec->store_port, false);
+    if (rec->store_addr[0]) {
+        /* Node rank 0's agent hosts it: it went on without us. */
+        memcpy(j->store_addr, rec->store_addr, sizeof(j->store_addr));
+        j->store_port = rec->store_port;
+        r = 0;
+    } else {
+        r = job_open_store(j, rec->store_port, false);
+    }
     if (r < 0) {
         job_note(j, true,
                  "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
@@ -320,7 +327,6 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
         m->prev_rank = rs->node_rank;
         m->rank_offset = rs->rank_offset;
         member_set_ready(m, false);
-        m->left_ok = rs->left;
         job_note(j, false,
                  "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
                  " of %" PRId64 " nodes)",
@@ -331,6 +337,10 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
                      j->generation);
         }
+        /* Its workers all exited 0 while it was away (its LEAVE went nowhere): the job may be
+         * over now. */
+        if (rs->left)
+            rdzvd_member_leave(m, rs->generation, true);
         return 0;
     }
     /* The job moved on without it: stop the old workers, then it is a candidate like any. */

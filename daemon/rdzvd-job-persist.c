@@ -19,6 +19,35 @@ void job_close_store(struct rdzvd_job *j)
         j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down);
         j->store = NULL;
     }
+    j->store_addr[0] = '\0';
+}
+
+int job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0)
+{
+    if (j->host.agent_stores && m0 && m0->peer && m0->join.host_store)
+        return 1;
+    return job_open_store(j, 0, true);
+}
+
+int job_store_fallback(struct rdzvd_job *j)
+{
+    int r;
+
+    if (j->store || j->store_addr[0])
+        return 0;
+    r = job_open_store(j, 0, true);
+    return r < 0 ? r : 1;
+}
+
+void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)
+{
+    struct rdzvd_job *j = m->job;
+
+    /* Only when asked: node rank 0 of a generation whose store rdzvd did not open. */
+    if (port <= 0 || port > 65535 || j->store || !j->host.agent_stores || m->node_rank != 0)
+        return;
+    snprintf(j->store_addr, sizeof(j->store_addr), "%s", addr);
+    j->store_port = (uint16_t)port;
 }
 
 /* The journal name of generation gen's store: "job-<SHA-256 of run_id>-gen-<gen>"
@@ -71,7 +100,8 @@ void job_save(struct rdzvd_job *j, bool running)
     if (running) {
         rec.nnodes = j->round.nnodes;
         rec.world_size = j->round.world_size;
-        rec.store_port = j->store ? j->store_port : 0;
+        rec.store_port = j->store || j->store_addr[0] ? j->store_port : 0;
+        memcpy(rec.store_addr, j->store_addr, sizeof(rec.store_addr));
     }
     if (j->host.record_table)
         r = rdzvd_job_record_put(j->host.record_table, &rec);

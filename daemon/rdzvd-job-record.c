@@ -71,8 +71,14 @@ static char *record_encode(const struct rdzvd_job_record *rec)
                           (json_int_t)rec->restart_count, "running", rec->running, "nnodes",
                           (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
                           "store_port", (int)rec->store_port);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *text;
 
+    if (o && rec->store_addr[0] &&
+        json_object_set_new(o, "store_addr", json_string(rec->store_addr)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
 }
@@ -80,15 +86,15 @@ static char *record_encode(const struct rdzvd_job_record *rec)
 /* The record o (whose run_id the caller checked) into *rec. 0 or -EBADMSG. */
 static int record_decode(json_t *o, struct rdzvd_job_record *rec)
 {
-    const char *id;
+    const char *id, *addr = "";
     json_int_t min, max, mr, gen, rc, nn, ws;
     int running, port;
 
-    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id", &id, "min",
-                    &min, "max", &max, "max_restarts", &mr, "generation", &gen, "restart_count",
-                    &rc, "running", &running, "nnodes", &nn, "world_size", &ws, "store_port",
-                    &port) < 0 ||
-        strlen(id) >= sizeof(rec->run_id))
+    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i, s?s}", "run_id", &id,
+                    "min", &min, "max", &max, "max_restarts", &mr, "generation", &gen,
+                    "restart_count", &rc, "running", &running, "nnodes", &nn, "world_size", &ws,
+                    "store_port", &port, "store_addr", &addr) < 0 ||
+        strlen(id) >= sizeof(rec->run_id) || strlen(addr) > RDZV_STORE_ADDR_MAX)
         return -EBADMSG;
     if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
         port > 65535)
@@ -104,6 +110,7 @@ static int record_decode(json_t *o, struct rdzvd_job_record *rec)
     rec->nnodes = nn;
     rec->world_size = ws;
     rec->store_port = (uint16_t)port;
+    snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
     return 0;
 }
 

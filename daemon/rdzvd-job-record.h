@@ -35,6 +35,8 @@ struct rdzvd_job_record {
     bool running;                   /* generation's workers may still run: wait for them */
     int64_t nnodes, world_size;     /* of generation (running only) */
     uint16_t store_port;            /* generation's store port (running only) */
+    /* Where node rank 0's agent hosts that store (a replicated rdzvd); "": rdzvd's own. */
+    char store_addr[RDZV_STORE_ADDR_MAX + 1];
 };
 
 /* The HMAC key that turns HMAC-SHA256 into the file names' hash (public: not a secret). */

@@ -261,9 +261,10 @@ static void send_rounds(struct rdzvd_job *j)
     job_save(j, true);
     job_note(j, false,
              "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
-             ", store on port %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
-             j->generation, j->round.nnodes, j->round.world_size, j->store_port, j->round.n_ids,
-             j->restart_count, j->max_restarts);
+             ", store on %s%sport %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
+             j->generation, j->round.nnodes, j->round.world_size,
+             j->store_addr[0] ? "node rank 0's agent, " : "", j->store_addr, j->store_port,
+             j->round.n_ids, j->restart_count, j->max_restarts);
     for_each_member(j, m, pos, tmp)
     {
         struct rdzv_round *rd = &j->round;
@@ -272,7 +273,8 @@ static void send_rounds(struct rdzvd_job *j)
             continue;
         rd->node_rank = m->node_rank;
         rd->rank_offset = m->rank_offset;
-        rd->master_addr[0] = '\0'; /* the op: as this agent reached us */
+        /* Node rank 0's agent's, or "": the op puts rdzvd's address as this agent reached it. */
+        memcpy(rd->master_addr, j->store_addr, sizeof(j->store_addr));
         rd->master_port = j->store_port;
         j->host.ops->round(m->peer, rd);
         /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
@@ -309,11 +311,32 @@ static void job_fail_nodes(struct rdzvd_job *j, int64_t have)
 /* Close the round over the ready members: previous node ranks kept where possible, then
  * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
  * generation's store and asks for NCCL ids. */
+static void store_failed(struct rdzvd_job *j, int err)
+{
+    char why[128];
+
+    snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", uv_strerror(err));
+    job_end(j, "failed", 1, why);
+}
+
+/* After node rank 0's answer: 0, or -1 once the job ended (no store at all). */
+static int store_ready(struct rdzvd_job *j)
+{
+    int r = job_store_fallback(j);
+
+    if (r > 0)
+        job_note(j, true, "node rank 0 named no store for generation %" PRIu64 "; rdzvd hosts it",
+                 j->generation);
+    else if (r < 0)
+        store_failed(j, r);
+    return r < 0 ? -1 : 0;
+}
+
 static void close_round(struct rdzvd_job *j)
 {
     struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
     struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *m;
+    struct rdzvd_member *m, *m0;
     int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
     int r;
 
@@ -368,19 +391,16 @@ static void close_round(struct rdzvd_job *j)
         job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
 
     job_close_store(j);
-    r = job_open_store(j, 0, true);
+    m0 = rank0_member(j);
+    r = job_choose_store(j, m0);
     if (r < 0) {
-        char why[128];
-
-        snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", uv_strerror(r));
-        job_end(j, "failed", 1, why);
+        store_failed(j, r);
         return;
     }
-    if (want_ids > 0) {
-        struct rdzvd_member *m0 = rank0_member(j);
-
+    if (want_ids > 0 || r > 0) {
         job_set_state(j, JOB_NCCL);
-        if (!m0 || !m0->peer || j->host.ops->nccl_request(m0->peer, j->generation, want_ids) < 0) {
+        if (!m0 || !m0->peer ||
+            j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0) < 0) {
             job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;
         }
@@ -771,7 +791,8 @@ void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN 
         memcpy(j->round.ids[i], ids[i], RDZV_NCCL_HEX_LEN + 1);
     j->round.n_ids = n;
     job_timer_stop(j);
-    send_rounds(j);
+    if (store_ready(j) == 0)
+        send_rounds(j);
 }
 
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
@@ -793,7 +814,8 @@ void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
     }
     job_note(j, false, "no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", error);
     job_timer_stop(j);
-    send_rounds(j);
+    if (store_ready(j) == 0)
+        send_rounds(j);
 }
 
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,

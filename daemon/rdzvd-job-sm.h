@@ -36,11 +36,12 @@ struct rdzvd_job_ops {
     /* To one member's peer. Frames are queued; a failure is logged by the op. */
     void (*joined)(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
                    uint64_t generation, bool inplace, const char *secret);
-    /* rd->master_addr is empty: the op fills in the address the peer reached us on. */
+    /* rd->master_addr empty: the op fills in the address the peer reached us on. */
     void (*round)(void *peer, struct rdzv_round *rd);
     void (*event)(void *peer, const struct rdzv_event *e);
-    /* 0, or a negative errno when it cannot be queued (the job then fails). */
-    int (*nccl_request)(void *peer, uint64_t generation, int64_t count);
+    /* NCCL_REQUEST: count ids (0..), and with store the generation's store. 0, or a negative
+     * errno when it cannot be queued (the job then fails). */
+    int (*nccl_request)(void *peer, uint64_t generation, int64_t count, bool store);
     /* Close peer (logging reason); the state machine has already let go of it. */
     void (*close)(void *peer, const char *reason);
     /* Tie peer to member m (NULL: untie); member_gone() later gets it back from the host. */
@@ -68,6 +69,9 @@ struct rdzvd_job_host {
     /* A replica's job table (rdzvd_server_job_table), or NULL. When set, the jobs' records go
      * there (replicated) instead of to files in state_dirfd. */
     struct rdzvd_store *record_table;
+    /* Node rank 0's agent hosts each generation's store when it can (JOIN host_store; asked
+     * with NCCL_REQUEST store), so that the store does not die with this rdzvd: a replica. */
+    bool agent_stores;
     /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
      * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;
@@ -108,6 +112,9 @@ bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);
 /* ... then either the ids (n of 1..RDZV_MAX_NCCL_IDS, validated) or node rank 0's error. */
 void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n);
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error);
+/* Before either: where node rank 0's agent opened the generation's store (port 0: it named
+ * none; rdzvd then opens its own when the job asked the agent for one). */
+void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port);
 /* WORKER_EXIT: a worker failed. A report of the current generation speaks only for the sender's
  * own node: its local rank must be one of the node's and its rank the node's rank offset plus
  * that local rank (issue 20, finding 9). 0, or -EINVAL with err (errlen bytes) saying why: the

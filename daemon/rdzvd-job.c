@@ -90,8 +90,9 @@ static void conn_round(void *peer, struct rdzv_round *rd)
 
     if (!out)
         return;
-    /* The store's address as this agent reached us: right on multi-homed masters too. */
-    if (rdzvd_conn_local_addr(peer, rd->master_addr, sizeof(rd->master_addr)) < 0)
+    /* The store's address as this agent reached us (right on multi-homed masters too), unless
+     * node rank 0's agent hosts it (a replicated rdzvd). */
+    if (!rd->master_addr[0] && rdzvd_conn_local_addr(peer, rd->master_addr, sizeof(rd->master_addr)) < 0)
         snprintf(rd->master_addr, sizeof(rd->master_addr), "127.0.0.1");
     if (rdzv_msg_put_round(out, rd) < 0)
         log_error("conn %" PRIu64 ": out of memory sending ROUND", rdzvd_conn_id(peer));
@@ -105,10 +106,11 @@ static void conn_event(void *peer, const struct rdzv_event *e)
         log_error("conn %" PRIu64 ": out of memory sending an event", rdzvd_conn_id(peer));
 }
 
-static int conn_nccl_request(void *peer, uint64_t generation, int64_t count)
+static int conn_nccl_request(void *peer, uint64_t generation, int64_t count, bool store)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
-    struct rdzv_nccl_request q = {.generation = generation, .count = (unsigned)count};
+    struct rdzv_nccl_request q = {
+        .generation = generation, .count = (unsigned)count, .store = store};
 
     if (!out)
         return -EPIPE;
@@ -218,6 +220,7 @@ static int handle_nccl_id(struct rdzvd_conn *c, struct rdzvd_member *m, const ui
         return 0;
     if (rdzv_msg_parse_nccl_id(body, len, &n, err, sizeof(err)) < 0)
         goto out_refuse;
+    rdzvd_member_store_offer(m, n.store_addr, n.store_port);
     if (n.failed)
         rdzvd_member_nccl_error(m, n.error);
     else
@@ -384,6 +387,8 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
          * another led the job): the records go to the job table, replicated with the log. */
         .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),
         .record_table = rdzvd_server_job_table(srv),
+        /* A replica's generation stores are hosted by node rank 0's agent: they outlive it. */
+        .agent_stores = rdzvd_server_job_table(srv) != NULL,
         .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,

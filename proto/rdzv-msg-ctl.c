@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-msg-ctl.c: the small rendezvous messages <-> C structs: JOINED, NCCL_REQUEST, NCCL_ID,
  * HEARTBEAT, READY, LEAVE, STATUS and ERROR (JOIN, ROUND, WORKER_EXIT, EVENT: rdzv-msg.c). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -101,28 +102,49 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
 
 int rdzv_msg_put_nccl_request(struct rdzv_buf *b, const struct rdzv_nccl_request *q)
 {
-    return rdzv_msg_put(b, RDZV_MSG_NCCL_REQUEST,
-                        json_pack("{s:I, s:I}", "generation", (json_int_t)q->generation, "count",
-                                  (json_int_t)q->count));
+    json_t *o = json_pack("{s:I, s:I}", "generation", (json_int_t)q->generation, "count",
+                          (json_int_t)q->count);
+
+    if (o && q->store && json_object_set_new(o, "store", json_true()) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_NCCL_REQUEST, o);
 }
 
 int rdzv_msg_parse_nccl_request(const uint8_t *body, size_t len, struct rdzv_nccl_request *q,
                                 char *err, size_t errlen)
 {
     json_int_t gen, count;
-    json_t *root = rdzv_msg_unpack(body, len, "NCCL_REQUEST", err, errlen, "{s:I, s:I}",
-                                   "generation", &gen, "count", &count);
+    int store = 0;
+    json_t *root = rdzv_msg_unpack(body, len, "NCCL_REQUEST", err, errlen, "{s:I, s:I, s?b}",
+                                   "generation", &gen, "count", &count, "store", &store);
 
     if (!root)
         return -EBADMSG;
     json_decref(root);
-    if (count < 1 || count > RDZV_MAX_NCCL_IDS) {
-        snprintf(err, errlen, "NCCL_REQUEST: 'count' must be 1..%d", RDZV_MAX_NCCL_IDS);
+    if (count < (store ? 0 : 1) || count > RDZV_MAX_NCCL_IDS) {
+        snprintf(err, errlen, "NCCL_REQUEST: 'count' must be 1..%d (0..%d with 'store')",
+                 RDZV_MAX_NCCL_IDS, RDZV_MAX_NCCL_IDS);
         return -EBADMSG;
     }
     q->generation = (uint64_t)gen;
     q->count = (unsigned)count;
+    q->store = store != 0;
     return 0;
+}
+
+/* o with "store_addr" and "store_port" added when n names a store; NULL (o freed) when out of
+ * memory, or when o is NULL. */
+static json_t *put_store(json_t *o, const struct rdzv_nccl_id *n)
+{
+    if (o && n->store_port > 0 &&
+        (json_object_set_new(o, "store_addr", json_string(n->store_addr)) < 0 ||
+         json_object_set_new(o, "store_port", json_integer(n->store_port)) < 0)) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
 }
 
 int rdzv_msg_put_nccl_id(struct rdzv_buf *b, const struct rdzv_nccl_id *n)
@@ -131,33 +153,48 @@ int rdzv_msg_put_nccl_id(struct rdzv_buf *b, const struct rdzv_nccl_id *n)
 
     if (n->failed)
         return rdzv_msg_put(b, RDZV_MSG_NCCL_ID,
-                            json_pack("{s:I, s:s}", "generation", (json_int_t)n->generation,
-                                      "error", n->error));
+                            put_store(json_pack("{s:I, s:s}", "generation",
+                                                (json_int_t)n->generation, "error", n->error),
+                                      n));
     ids = rdzv_msg_ids_array((const char(*)[RDZV_NCCL_HEX_LEN + 1])n->ids, n->n_ids);
     if (!ids)
         return -ENOMEM;
     return rdzv_msg_put(b, RDZV_MSG_NCCL_ID,
-                        json_pack("{s:I, s:o}", "generation", (json_int_t)n->generation, "ids",
-                                  ids));
+                        put_store(json_pack("{s:I, s:o}", "generation", (json_int_t)n->generation,
+                                            "ids", ids),
+                                  n));
 }
 
-/* Unpack the members of NCCL_ID; returns the root that owns *ids and *error, or NULL. */
+/* Unpack the members of NCCL_ID; returns the root that owns *ids, *error and *addr, or NULL. */
 static json_t *unpack_nccl_id(const uint8_t *body, size_t len, json_int_t *gen, json_t **ids,
-                              const char **error, char *err, size_t errlen)
+                              const char **error, const char **addr, json_int_t *port, char *err,
+                              size_t errlen)
 {
     *ids = NULL;
     *error = NULL;
-    return rdzv_msg_unpack(body, len, "NCCL_ID", err, errlen, "{s:I, s?o, s?s}", "generation",
-                           gen, "ids", ids, "error", error);
+    *addr = NULL;
+    *port = 0;
+    return rdzv_msg_unpack(body, len, "NCCL_ID", err, errlen, "{s:I, s?o, s?s, s?s, s?I}",
+                           "generation", gen, "ids", ids, "error", error, "store_addr", addr,
+                           "store_port", port);
+}
+
+/* A store's address: a numeric IPv4 or IPv6 address (what workers get as MASTER_ADDR). */
+static bool store_addr_ok(const char *a)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return strlen(a) <= RDZV_STORE_ADDR_MAX &&
+           (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1);
 }
 
 int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id *n, char *err,
                            size_t errlen)
 {
-    const char *error;
+    const char *error, *addr;
     json_t *ids;
-    json_int_t gen;
-    json_t *root = unpack_nccl_id(body, len, &gen, &ids, &error, err, errlen);
+    json_int_t gen, port;
+    json_t *root = unpack_nccl_id(body, len, &gen, &ids, &error, &addr, &port, err, errlen);
     int r = 0;
 
     if (!root)
@@ -165,15 +202,28 @@ int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id 
     /* Not the ids: 16 KiB that a fresh allocation would fault in for nothing. */
     memset(n, 0, offsetof(struct rdzv_nccl_id, ids));
     n->generation = (uint64_t)gen;
+    if (!addr != !port || (addr && (port < 1 || port > 65535 || !store_addr_ok(addr)))) {
+        snprintf(err, errlen, "NCCL_ID: 'store_addr' (a numeric IP address) and 'store_port' "
+                              "(1..65535) come together");
+        r = -EBADMSG;
+        goto out;
+    }
+    if (addr) {
+        snprintf(n->store_addr, sizeof(n->store_addr), "%s", addr);
+        n->store_port = port;
+    }
     if (error) {
         n->failed = true;
         copy_text(n->error, sizeof(n->error), error);
+    } else if (addr && json_is_array(ids) && json_array_size(ids) == 0) {
+        n->n_ids = 0; /* a store, no ids asked for */
     } else if (!json_is_array(ids) || json_array_size(ids) < 1) {
         snprintf(err, errlen, "NCCL_ID: 'ids' must be an array of 1..%d ids", RDZV_MAX_NCCL_IDS);
         r = -EBADMSG;
     } else {
         r = rdzv_msg_get_ids(ids, "NCCL_ID: ids", n->ids, &n->n_ids, err, errlen);
     }
+out:
     json_decref(root);
     return r;
 }
@@ -181,10 +231,10 @@ int rdzv_msg_parse_nccl_id(const uint8_t *body, size_t len, struct rdzv_nccl_id 
 int rdzv_msg_parse_nccl_id_generation(const uint8_t *body, size_t len, uint64_t *ret, char *err,
                                       size_t errlen)
 {
-    const char *error;
+    const char *error, *addr;
     json_t *ids;
-    json_int_t gen;
-    json_t *root = unpack_nccl_id(body, len, &gen, &ids, &error, err, errlen);
+    json_int_t gen, port;
+    json_t *root = unpack_nccl_id(body, len, &gen, &ids, &error, &addr, &port, err, errlen);
 
     if (!root)
         return -EBADMSG;

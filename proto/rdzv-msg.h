@@ -22,6 +22,7 @@ struct rdzv_buf;
 #define RDZV_SECRET_HEX 64    /* a member's secret (JOINED, JOIN): 32 bytes as lowercase hex */
 #define RDZV_GENERATION_MAX ((1ull << 53) - 1) /* exact as a JSON number anywhere; never wraps */
 #define RDZV_HOST_MAX 255
+#define RDZV_STORE_ADDR_MAX 63 /* NCCL_ID store_addr: a numeric IPv4 or IPv6 address */
 #define RDZV_NCCL_ID_BYTES 128
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
@@ -64,6 +65,8 @@ struct rdzv_join {
     /* The secret JOINED gave this agent (1.2): sent on every JOIN after the first, it proves the
      * agent is the member it reconnects as (a resume, a takeover). "" when none. */
     char secret[RDZV_SECRET_HEX + 1];
+    /* 1.4: this agent can host the generation's store (NCCL_REQUEST "store"); sent when set. */
+    bool host_store;
 };
 
 struct rdzv_round {
@@ -116,18 +119,24 @@ struct rdzv_joined {
     char secret[RDZV_SECRET_HEX + 1];
 };
 
-/* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation. */
+/* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation, and (1.4) with
+ * store, open the generation's store. */
 struct rdzv_nccl_request {
     uint64_t generation;
-    unsigned count; /* 1..RDZV_MAX_NCCL_IDS */
+    unsigned count; /* 1..RDZV_MAX_NCCL_IDS; 0 only with store */
+    bool store;     /* host the generation's TCPStore and say where (NCCL_ID store_*) */
 };
 
-/* NCCL_ID (agent -> daemon): the ids, or why there are none. */
+/* NCCL_ID (agent -> daemon): the ids, or why there are none; (1.4) where the store it opened
+ * for the generation listens, in either form. */
 struct rdzv_nccl_id {
     uint64_t generation;
     bool failed;                       /* "error" form: error set, no ids */
     char error[RDZV_ERROR_MAX + 1];
-    unsigned n_ids;                    /* 1..RDZV_MAX_NCCL_IDS unless failed */
+    char store_addr[RDZV_STORE_ADDR_MAX + 1]; /* numeric address; "" with store_port 0: none */
+    int64_t store_port;                /* 1..65535, or 0: no store */
+    unsigned n_ids;                    /* 1..RDZV_MAX_NCCL_IDS unless failed or a store is given
+                                        * (then 0 too) */
     char ids[RDZV_MAX_NCCL_IDS][RDZV_NCCL_HEX_LEN + 1]; /* last: parsing leaves ids[n_ids..] */
 };
 

@@ -120,6 +120,53 @@ class ReplicaFaults(unittest.TestCase):
         self.assertIn("restart 0 of", lead.text())  # generation 1 formed with restart 0 ...
         self.assertNotIn("restarting generation", new[0].text())  # ... and none charged since
 
+    def test_store_outlives_the_leader(self):
+        """Item 4: the generation's store is node rank 0's agent's, not the leader's: workers
+        that use it (PyTorch's TCPStore client) before and after the leader's SIGKILL find every
+        key, and nothing restarts."""
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            self.skipTest("PyTorch is not installed for /usr/bin/python3")
+        self.cl.leader()
+        flag = os.path.join(self.tmp, "leader-killed")
+        worker = ["/usr/bin/python3", os.path.join(HERE, "scripts", "store_across_failover.py"),
+                  flag]
+        for i in range(2):
+            self.agent(i, ("--node-rank", str(i)), worker)
+        deadline = time.monotonic() + 90
+        while sum(self.read(o).count(b"before the kill") for _, o, _ in self.agents) < 4:
+            self.assertLess(time.monotonic(), deadline, "workers never used the store: %s" % (
+                [self.read(e)[-1500:] for _, _, e in self.agents]))
+            for p, _, e in self.agents:
+                self.assertIsNone(p.poll(), self.read(e)[-2000:])
+            time.sleep(0.05)
+        lead = self.leader_of_job()
+        self.assertIsNotNone(lead, "no replica formed the job")
+        self.assertIn("store on node rank 0's agent", lead.text())
+        host = re.search(r"hosting generation 1's store on ([\d.]+):(\d+)",
+                         self.read(self.agents[0][2]).decode(errors="replace"))
+        self.assertIsNotNone(host, self.read(self.agents[0][2])[-2000:])
+        outs = b"".join(self.read(o) for _, o, _ in self.agents).decode(errors="replace")
+        self.assertEqual(outs.count("store %s:%s" % host.groups()), 4, outs)
+        lead.kill()
+        with open(flag, "w"):
+            pass
+        for p, _, e in self.agents:
+            try:
+                rc = p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.fail("the job did not end after the failover: %s\n%s" % (
+                    self.read(e)[-2000:].decode(errors="replace"),
+                    "\n".join(r.text()[-3000:] for r in self.cl.r if r is not lead)))
+            self.assertEqual(rc, 0, self.read(e)[-3000:].decode(errors="replace"))
+        outs = b"".join(self.read(o) for _, o, _ in self.agents).decode(errors="replace")
+        self.assertEqual(sorted(re.findall(r"rank (\d) STORE OK", outs)), ["0", "1", "2", "3"],
+                         outs)
+        errs = [self.read(e).decode(errors="replace") for _, _, e in self.agents]
+        starts = [m for t in errs for m in STARTED_RE.findall(t)]
+        self.assertEqual(len(starts), 4, "workers started again:\n" + "\n".join(errs))
+
     def test_no_leader_stops_the_workers(self):
         self.cl.leader()
         worker = ["/bin/sh", "-c", "sleep 10"]

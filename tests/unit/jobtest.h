@@ -42,6 +42,7 @@ struct fake {
     int nnccl;
     uint64_t nccl_gen;
     int64_t nccl_count;
+    bool nccl_store; /* the last request asked for the generation's store */
     int nccl_fail;  /* nccl_request returns this (negative) when set */
     size_t unread;  /* what unread() reports */
 };
@@ -94,7 +95,7 @@ static inline void fake_event(void *peer, const struct rdzv_event *e)
     f->event = *e;
 }
 
-static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t count)
+static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t count, bool store)
 {
     struct fake *f = peer;
 
@@ -103,6 +104,7 @@ static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t cou
     f->nnccl++;
     f->nccl_gen = generation;
     f->nccl_count = count;
+    f->nccl_store = store;
     return 0;
 }
 

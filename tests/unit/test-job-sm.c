@@ -47,6 +47,51 @@ static void test_nccl_ids_reach_every_round(void)
     env_done(&e);
 }
 
+/* A replica (host agent_stores): node rank 0's agent is asked for the generation's store (no id
+ * needed: count 0) and rdzvd opens none; ROUND points every member at the agent's store. An
+ * agent that names none gets rdzvd's own; an agent that cannot host (no host_store) is not asked. */
+static void test_agent_hosted_store(void)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        struct fake f[2] = {0};
+        struct rdzv_join jn = join_of(0, 2, 2, 0);
+        struct env e;
+
+        env_init(&e, -1);
+        e.h.agent_stores = true;
+        jn.host_store = variant != 2;
+        ASSERT_OK(join(&e, &f[0], &jn));
+        jn = join_of(1, 2, 2, 0);
+        jn.host_store = true;
+        ASSERT_OK(join(&e, &f[1], &jn));
+        if (variant == 2) { /* node rank 0 cannot: rdzvd's store, nobody asked */
+            ASSERT_EQ(f[0].nnccl, 0);
+            ASSERT_EQ(e.stores_open, 1);
+            ASSERT_EQ(f[1].nrounds, 1);
+            ASSERT_EQ(f[1].round.master_addr[0], '\0');
+            env_done(&e);
+            continue;
+        }
+        ASSERT_EQ(f[0].nnccl, 1);
+        ASSERT_TRUE(f[0].nccl_store);
+        ASSERT_EQ(f[0].nccl_count, 0);
+        ASSERT_EQ(f[1].nnccl, 0);
+        ASSERT_EQ(e.stores_open, 0);
+        ASSERT_EQ(f[0].nrounds + f[1].nrounds, 0); /* not before node rank 0 answers */
+        rdzvd_member_store_offer(f[1].m, "10.9.9.9", 999); /* not node rank 0: ignored */
+        rdzvd_member_store_offer(f[0].m, variant ? "" : "10.0.0.5", variant ? 0 : 4321);
+        rdzvd_member_nccl_ids(f[0].m, NULL, 0);
+        for (int i = 0; i < 2; i++) {
+            ASSERT_EQ(f[i].nrounds, 1);
+            ASSERT_EQ(strcmp(f[i].round.master_addr, variant ? "" : "10.0.0.5"), 0);
+            if (!variant)
+                ASSERT_EQ(f[i].round.master_port, 4321);
+        }
+        ASSERT_EQ(e.stores_open, variant ? 1 : 0); /* the fallback */
+        env_done(&e);
+    }
+}
+
 /* Node rank 0 cannot make an id: the job runs without one unless a member requires NCCL. */
 static void test_nccl_error_optional_or_required(void)
 {
@@ -868,6 +913,7 @@ int main(void)
 {
     rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
     TEST(test_nccl_ids_reach_every_round);
+    TEST(test_agent_hosted_store);
     TEST(test_nccl_error_optional_or_required);
     TEST(test_nccl_request_not_sent_fails_the_job);
     TEST(test_rank0_lost_while_nccl_reforms_uncounted);

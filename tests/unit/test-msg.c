@@ -159,6 +159,67 @@ static void test_nccl_request(void)
                                                sizeof(err)));
     ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"generation\":3}"), &q, err, sizeof(err)));
     ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"count\":1}"), &q, err, sizeof(err)));
+    ASSERT_TRUE(!q.store);
+    /* 1.4: "store" asks node rank 0 for the generation's store; then no id may be asked. */
+    ASSERT_OK(rdzv_msg_parse_nccl_request(BODY("{\"generation\":4,\"count\":0,\"store\":true}"),
+                                          &q, err, sizeof(err)));
+    ASSERT_TRUE(q.store);
+    ASSERT_EQ(q.count, 0);
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY("{\"generation\":4,\"count\":0,\"store\":1}"),
+                                               &q, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_request(
+        BODY("{\"generation\":4,\"count\":65,\"store\":true}"), &q, err, sizeof(err)));
+}
+
+/* 1.4: NCCL_ID names where node rank 0 opened the store, with or without ids, in either form. */
+static void test_nccl_id_store(void)
+{
+    struct rdzv_nccl_id *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_TRUE(a && b);
+    a->generation = 5;
+    snprintf(a->store_addr, sizeof(a->store_addr), "10.1.2.3");
+    a->store_port = 40001;
+    ASSERT_OK(rdzv_msg_put_nccl_id(&out, a));
+    body = frame_body(&out, RDZV_MSG_NCCL_ID, &len);
+    ASSERT_OK(rdzv_msg_parse_nccl_id(body, len, b, err, sizeof(err)));
+    ASSERT_TRUE(!b->failed);
+    ASSERT_EQ(b->n_ids, 0);
+    ASSERT_EQ(strcmp(b->store_addr, "10.1.2.3"), 0);
+    ASSERT_EQ(b->store_port, 40001);
+    rdzv_buf_free(&out);
+    a->failed = true;
+    snprintf(a->error, sizeof(a->error), "no NCCL here");
+    snprintf(a->store_addr, sizeof(a->store_addr), "fd00::7");
+    ASSERT_OK(rdzv_msg_put_nccl_id(&out, a));
+    body = frame_body(&out, RDZV_MSG_NCCL_ID, &len);
+    ASSERT_OK(rdzv_msg_parse_nccl_id(body, len, b, err, sizeof(err)));
+    ASSERT_TRUE(b->failed);
+    ASSERT_EQ(strcmp(b->store_addr, "fd00::7"), 0);
+    rdzv_buf_free(&out);
+    /* No store: an empty id list is still refused. */
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(BODY("{\"generation\":1,\"ids\":[]}"), b, err,
+                                          sizeof(err)));
+    /* What workers would get as MASTER_ADDR is a numeric address, and comes with its port. */
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(
+        BODY("{\"generation\":1,\"ids\":[],\"store_addr\":\"evil.example\",\"store_port\":1}"),
+        b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(
+        BODY("{\"generation\":1,\"ids\":[],\"store_addr\":\"10.0.0.1\"}"), b, err,
+        sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(
+        BODY("{\"generation\":1,\"ids\":[],\"store_port\":5}"), b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(
+        BODY("{\"generation\":1,\"ids\":[],\"store_addr\":\"10.0.0.1\",\"store_port\":65536}"),
+        b, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_nccl_id(
+        BODY("{\"generation\":1,\"ids\":[],\"store_addr\":\"10.0.0.1\\n\",\"store_port\":5}"),
+        b, err, sizeof(err)));
+    free(a);
+    free(b);
 }
 
 static void test_nccl_id(void)
@@ -760,6 +821,15 @@ static void test_join_secret_round_trip(void)
     ASSERT_TRUE(memmem(body, len, "secret", 6) == NULL);
     ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
     ASSERT_EQ(b.secret[0], '\0');
+    ASSERT_TRUE(!b.host_store);
+    ASSERT_TRUE(memmem(body, len, "host_store", 10) == NULL);
+    rdzv_buf_free(&out);
+    /* 1.4: host_store, sent only when set. */
+    a.host_store = true;
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    ASSERT_TRUE(b.host_store);
     rdzv_buf_free(&out);
 }
 
@@ -999,6 +1069,7 @@ int main(void)
     TEST(test_nccl_request);
     TEST(test_nccl_id);
     TEST(test_nccl_id_generation);
+    TEST(test_nccl_id_store);
     TEST(test_generation_only);
     TEST(test_heartbeat_progress);
     TEST(test_leave);
