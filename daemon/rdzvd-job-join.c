@@ -158,8 +158,13 @@ static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
     if (r < 0)
         return r;
     job_set_state(j, JOB_RUNNING);
-    /* Agents that do not come back within this window count as lost. */
-    job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * 2);
+    /* Agents that do not come back within this window count as lost. After an rdzvd restart
+     * they may be in their reconnect backoff: two heartbeat timeouts. A new leader of replicas
+     * starts it once elected, about an election timeout after the old one went silent, and an
+     * agent finds the old one silent one heartbeat timeout after it last heard it, then comes
+     * here at once: one heartbeat timeout covers it, and a lost node is declared lost about
+     * when the old leader would have (README, "Replication"). */
+    job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
     job_note(j, false,
              "rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting agents",
              j->generation, rec->nnodes);

@@ -261,10 +261,11 @@ static void send_rounds(struct rdzvd_job *j)
     job_save(j, true);
     job_note(j, false,
              "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
-             ", store on %s%sport %u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
+             ", store on %s%s%s%u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
              j->generation, j->round.nnodes, j->round.world_size,
-             j->store_addr[0] ? "node rank 0's agent, " : "", j->store_addr, j->store_port,
-             j->round.n_ids, j->restart_count, j->max_restarts);
+             j->store_addr[0] ? "node rank 0's agent at " : "port ", j->store_addr,
+             j->store_addr[0] ? ":" : "", j->store_port, j->round.n_ids, j->restart_count,
+             j->max_restarts);
     for_each_member(j, m, pos, tmp)
     {
         struct rdzv_round *rd = &j->round;
@@ -524,7 +525,7 @@ static void job_timer_cb(uv_timer_t *t)
 
         snprintf(why, sizeof(why),
                  "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
-                 " did not come back after rdzvd restarted",
+                 " did not come back after rdzvd restarted (or its leader changed)",
                  j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
         /* Nobody of a generation rebuilt from its record came back: its agents went with the
          * old rdzvd, and these are a new launch under the same run_id. Not a failure of the

@@ -8,7 +8,15 @@ only inside them; needs root, as CI runs). Each host runs one rdzvd replica and 
   - the majority elects a leader, which rebuilds the job from its replicated record and goes on
     without the lost node (generation 2, 2 nodes);
   - healed, the cut-off host rejoins and the job ends 0 everywhere, with one history: each
-    generation number was formed by one replica only, in order."""
+    generation number was formed by one replica only, in order.
+
+And a host lost whole (issue 18, proof (a)): the host of the leading replica and of node rank 0's
+agent (so of the workers' store too) goes silent (its link down, then every process in it
+SIGKILLed: no FIN reaches anyone) under rdzv-train --recovery inplace. The other replicas elect a
+leader, the surviving agents find it and resume, the lost node is declared lost and a spare takes
+its place: the survivors keep their worker processes (never started again), the next generation's
+store is on the new node rank 0's agent, the spare's new worker receives the model from a survivor,
+and the job ends 0."""
 import os
 import re
 import shutil
@@ -22,8 +30,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
-from faulttest import AGENT, main  # noqa: E402
-from rdzvtest import RDZVD, die_with_parent, on_exit, track  # noqa: E402
+from faulttest import AGENT, BUILD, main  # noqa: E402
+from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track  # noqa: E402
 
 NET = "10.241.7."
 PORT = 29400
@@ -31,6 +39,9 @@ FORMED_RE = re.compile(r"job=part gen=(\d+) generation (\d+) formed")
 # Generation 1's workers outlive the partition; those of later generations end the job.
 WORKER = ["/bin/sh", "-c", 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 60; '
           'else sleep 4; fi']
+TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
+STEP_RE = re.compile(r'"step":\s*(\d+)')
+STARTED_RE = re.compile(r"started worker rank \d+ \(local rank \d+, pid (\d+)\)")
 
 
 def ip(*args):
@@ -106,12 +117,7 @@ class Partition(unittest.TestCase):
             time.sleep(0.1)
 
     def test_partition_of_the_leaders_host(self):
-        replicas = [self.spawn(h, "replica%d" % i,
-                               [RDZVD, "--peers", self.peers, "--replica-id", str(i + 1),
-                                "--port", str(PORT), "--bind", "%s%d" % (NET, i + 1),
-                                "--state-dir", os.path.join(self.tmp, "state%d" % i), "-l",
-                                "info"])
-                    for i, h in enumerate(self.hosts)]
+        replicas = self.replicas_up()
         agents = [self.spawn(h, "agent%d" % i,
                              [AGENT, "--endpoint", self.peers, "--rdzv-id", "part", "--nnodes",
                               "2:3", "--nproc", "1", "--host", "h%d" % i, "--heartbeat-timeout",
@@ -158,6 +164,114 @@ class Partition(unittest.TestCase):
             for what in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
                 self.assertNotIn(what, self.text(l))
 
+
+    def replicas_up(self):
+        return [self.spawn(h, "replica%d" % i,
+                           [RDZVD, "--peers", self.peers, "--replica-id", str(i + 1),
+                            "--port", str(PORT), "--bind", "%s%d" % (NET, i + 1),
+                            "--state-dir", os.path.join(self.tmp, "state%d" % i), "-l", "info"])
+                for i, h in enumerate(self.hosts)]
+
+    def kill_host(self, i):
+        """Host i is lost: its link goes down first (nothing it sends arrives), then every
+        process in its namespace is SIGKILLed."""
+        ip("-n", self.sw, "link", "set", "p%ds" % i, "down")
+        pids = subprocess.run(["ip", "netns", "pids", self.hosts[i]], capture_output=True,
+                              text=True, timeout=10).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def host_loss(self, recovery, steps=600):
+        """Lose the host of the leader and of node rank 0 (the workers' store) under rdzv-train
+        --recovery RECOVERY, with a spare waiting on another host. Returns the seconds from the
+        cut to the first training step of the next generation."""
+        if not os.access(TRAIN, os.X_OK):
+            self.skipTest("rdzv-train is not built (no CUDA toolkit, or -Dtrainer=disabled)")
+        replicas = self.replicas_up()
+
+        def leader_known():
+            # A replica says it leads when it first serves: ask each (a follower refuses).
+            for i, h in enumerate(self.hosts):
+                subprocess.run(["ip", "netns", "exec", h, RDZVCTL, "-e", "%s%d:%d" % (
+                    NET, i + 1, PORT), "--timeout", "2", "ping"], capture_output=True, timeout=10)
+            return any("leads (term" in self.text(l) for _, l in replicas)
+        self.wait_for("a leader", leader_known)
+        lead = next(i for i, (_, l) in enumerate(replicas) if "leads (term" in self.text(l))
+        train = [TRAIN, "--backend", "gloo", "--samples", "288", "--batch-size", "48", "--layers",
+                 "784,64,784", "--log-every", "1", "--steps", str(steps), "--timeout", "30"]
+
+        def agent(i, name, rank=None):
+            return self.spawn(self.hosts[i], name,
+                              [AGENT, "--endpoint", self.peers, "--rdzv-id", "hostloss",
+                               "--nnodes", "2:3", "--nproc", "1", "--host", name,
+                               "--heartbeat-timeout", "2", "--connect-timeout", "120",
+                               "--last-call", "0.5", "--max-restarts", "3", "--nccl", "off",
+                               "--recovery", recovery, "--log-level", "info",
+                               *(("--node-rank", str(rank)) if rank is not None else ()), "--",
+                               *train])
+        # Node rank 0 on the leader's host: losing it loses the leader and the workers' store.
+        others = [i for i in range(3) if i != lead]
+        agents = {lead: agent(lead, "h%d" % lead, 0)}
+        for r, i in enumerate(others, 1):
+            agents[i] = agent(i, "h%d" % i, r)
+        self.wait_for("generation 1 training", lambda: max(
+            (int(x) for x in STEP_RE.findall(self.text(agents[lead][1]))), default=0) >= 20)
+        spare = agent(others[0], "spare")
+        self.wait_for("the spare waiting", lambda: "waiting as a spare" in self.text(spare[1]))
+        self.assertIn("hosting generation 1's store", self.text(agents[lead][1]))
+        live = [agents[i][1] for i in others] + [spare[1]]
+        seen = {l: len(self.text(l)) for l in live}
+        t_cut = time.monotonic()
+        self.kill_host(lead)
+        # Training goes on: a step of the next generation (the old rank 0 was on the lost host).
+        self.wait_for("a training step after the host's loss", lambda: any(
+            STEP_RE.search(self.text(l)[seen[l]:]) for l in live), timeout=60)
+        took = time.monotonic() - t_cut
+        for p, log in [agents[i] for i in others] + [spare]:
+            try:
+                rc = p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.fail("agent %s did not end:\n%s" % (log, self.text(log)[-3000:]))
+            self.assertEqual(rc, 0, self.text(log)[-3000:])
+        logs = {i: self.text(agents[i][1]) for i in others}
+        stext = self.text(spare[1])
+        # Generation 2's store is on its node rank 0's agent (the spare, placed in the free
+        # rank 0: survivors keep theirs), not on a replica, and every member was sent there.
+        self.assertIn("generation 2: node rank 0 of 3", stext)
+        self.assertRegex(stext, r"hosting generation 2's store on %s%d:\d+" % (
+            re.escape(NET), others[0] + 1))
+        for t in list(logs.values()) + [stext]:
+            self.assertRegex(t, r"generation 2: node rank \d of 3, .* store %s%d:" % (
+                re.escape(NET), others[0] + 1))
+        self.assertEqual(len(STARTED_RE.findall(stext)), 1, stext[-3000:])
+        for _, l in replicas:
+            for what in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+                self.assertNotIn(what, self.text(l))
+        return took, logs, stext
+
+    def test_host_loss_in_place(self):
+        took, logs, stext = self.host_loss("inplace")
+        for t in logs.values():
+            # Never started again: one worker process for the whole job.
+            self.assertEqual(len(STARTED_RE.findall(t)), 1, t[-3000:])
+            self.assertIn("generation 2 in place: 1 workers keep running, 0 start", t)
+        reformed = [line for t in list(logs.values()) + [stext] for line in t.splitlines()
+                    if '"event":"reformed","generation":2' in line]
+        self.assertEqual(len(reformed), 1, reformed)
+        self.assertRegex(reformed[0], r'"world":3,.*"source":[0-9]')  # the spare got the model
+        print("host loss (leader + node rank 0 + store), in place: training again %.2f s after "
+              "the cut" % took, file=sys.stderr)
+
+    def test_host_loss_restart(self):
+        took, logs, stext = self.host_loss("restart", steps=300)
+        for t in logs.values():
+            # The job moved to a new generation: every survivor's worker started again.
+            self.assertEqual(len(STARTED_RE.findall(t)), 2, t[-3000:])
+        print("host loss (leader + node rank 0 + store), restart: training again %.2f s after "
+              "the cut" % took, file=sys.stderr)
 
 if __name__ == "__main__":
     main()
