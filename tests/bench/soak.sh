@@ -13,6 +13,7 @@ Usage: soak.sh [OPTIONS] [BUILD_DIR]
   --seed N      the schedule's seed (default: from the clock; RDZV_SOAK_SEED)
   --steps N     trainer steps (default: 60 per second of faults; RDZV_SOAK_STEPS)
   --faults LIST comma-separated subset of the fault kinds (RDZV_SOAK_FAULTS; see soak.py)
+  --replicas N  run rdzvd as N replicas (RDZV_SOAK_REPLICAS; 3): leader and follower faults
   --keep        keep the run's directory (rdzvd and agent logs, the workers' record)
   -h, --help    show this help
 BUILD_DIR defaults to ./build and must already be built.
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
     --seed) export RDZV_SOAK_SEED=${2:?--seed needs a value}; shift ;;
     --steps) export RDZV_SOAK_STEPS=${2:?--steps needs a value}; shift ;;
     --faults) export RDZV_SOAK_FAULTS=${2:?--faults needs a list}; shift ;;
+    --replicas) export RDZV_SOAK_REPLICAS=${2:?--replicas needs a number}; shift ;;
     --keep) export RDZV_SOAK_KEEP=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "soak.sh: unknown option $1" >&2; usage >&2; exit 2 ;;

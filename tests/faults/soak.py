@@ -28,6 +28,15 @@ that warrants a restart then starts exactly one worker (the one lost) in one new
 the survivor keeps running (its start stays the only one of its rank), and "each generation runs
 each rank exactly once" becomes "at most once". Replay a run with its seed; the schedule is the same,
 the timing of a loaded machine is not. tests/bench/soak.sh runs it for minutes.
+
+RDZV_SOAK_REPLICAS=3 (issue 18) runs rdzvd as three replicas (--peers, each its --state-dir) and
+the agents with the three as --endpoint. The rdzvd_* faults then act on the leader (found in the
+replicas' logs): SIGKILLed and started again on its directory, or stopped; and two more kinds act
+on a follower: replica_kill (SIGKILL, started again 0-2 s later) and replica_stop (stopped two to
+three heartbeat timeouts: cut off from the others, as a partition would). None of them warrants
+a worker restart, and after a leader's loss the next leader must rebuild the running generation.
+A replica that exits on its own (75: deposed with an entry in flight) is started again, as
+systemd's Restart=on-failure does; any other exit is a violation.
 """
 import json
 import os
@@ -63,6 +72,9 @@ DEFECT3 = ("issue 12 defect 3, 'a restarted rdzvd starts the job over when a spa
 
 FAULTS = ["worker_kill", "agent_kill", "agent_stop_short", "agent_stop_long", "rdzvd_kill",
           "rdzvd_kill_members_stalled", "rdzvd_stop_short", "rdzvd_stop_long"]
+REPLICA_FAULTS = ["replica_kill", "replica_stop"]  # RDZV_SOAK_REPLICAS only: a follower's
+LEADS_RE = re.compile(r"replication: replica (\d+) of \d+ leads \(term (\d+)\)")
+EX_TEMPFAIL = 75  # a replica deposed with an entry in flight exits so (README, "Replication")
 
 
 class Start:
@@ -81,9 +93,10 @@ class Soak:
     """One soak run. Violations are collected (each a clear sentence), not raised, so a run
     reports every broken invariant at once."""
 
-    def __init__(self, seed, seconds, steps, tmp, inplace=False):
+    def __init__(self, seed, seconds, steps, tmp, inplace=False, replicas=0):
         self.seed, self.seconds, self.steps = seed, seconds, steps
         self.inplace = inplace
+        self.replicas = replicas
         self.rng = random.Random(seed)
         self.dir = tmp
         self.ckpt = os.path.join(tmp, "ckpt")
@@ -92,6 +105,15 @@ class Soak:
         self.tag = f"soak-{os.getpid()}-{seed}"
         self.port = free_port()
         self.ep = f"127.0.0.1:{self.port}"
+        self.ds, self.rports, self.ours = [], [], set()
+        if replicas:
+            from test_replicas import free_port_pair  # the Raft link is on port + 1
+            while len(self.rports) < replicas:
+                p = free_port_pair()
+                if all(abs(p - q) > 1 for q in self.rports):
+                    self.rports.append(p)
+            self.ep = ",".join(f"127.0.0.1:{p}" for p in self.rports)
+            self.ds = [None] * replicas
         self.run_id = "soak"
         self.d = None
         self.dlog = open(os.path.join(tmp, "rdzvd.log"), "ab")
@@ -107,7 +129,47 @@ class Soak:
     def log(self, msg):
         print(f"soak {time.monotonic() - self.t0:7.2f}s: {msg}", file=sys.stderr, flush=True)
 
+    def start_replica(self, i):
+        pf = os.path.join(self.dir, f"port{i}")
+        try:
+            os.unlink(pf)
+        except FileNotFoundError:
+            pass
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RDZVD_")}
+        self.ds[i] = rdzvtest.track(subprocess.Popen(
+            [RDZVD, "--peers", self.ep, "--port", str(self.rports[i]), "--port-file", pf,
+             "--bind", "127.0.0.1", "--state-dir", os.path.join(self.dir, f"state{i}"), "-l",
+             "info"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.dlog, env=env,
+            preexec_fn=rdzvtest.die_with_parent()))
+        deadline = time.monotonic() + 30
+        while not self.port_written(pf):
+            if self.ds[i].poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"replica {i + 1} did not start (rc {self.ds[i].poll()}); "
+                                     f"log:\n{self.daemon_log()[-3000:]}")
+            time.sleep(0.02)
+
+    def leader(self):
+        """The replica that leads in the newest term the logs show (index), or None."""
+        terms = [(int(t), int(r) - 1) for r, t in LEADS_RE.findall(self.daemon_log())]
+        return max(terms)[1] if terms else None
+
+    def revive(self):
+        """Start again a replica that exited on its own: 75 is a deposed leader's way out (as
+        systemd's Restart=on-failure would); anything else is a violation."""
+        for i, d in enumerate(self.ds):
+            if d is None or i in self.ours or d.poll() is None:
+                continue
+            if d.returncode != EX_TEMPFAIL:
+                self.violate(f"replica {i + 1} exited with {d.returncode}")
+            self.log(f"replica {i + 1} exited {d.returncode}: started again on its directory")
+            self.start_replica(i)
+
     def start_daemon(self):
+        if self.replicas:
+            for i in range(self.replicas):
+                self.start_replica(i)
+            return
         pf = os.path.join(self.dir, "port")
         try:
             os.unlink(pf)
@@ -319,9 +381,11 @@ class Soak:
         time.sleep(T_QUIET)
         starts, _ = self.record()
         new = starts[n_before:]
-        moved = re.findall(r"^.*(?:restarting generation|re-forming in place generation|"
-                           r"removed \(generation|reconnected from "
-                           r"generation \d+ \(now \d+\)).*$", self.daemon_log(mark), re.M)
+        # (A deposed replica drops its jobs, "removed": the next leader has them.)
+        moved = re.findall(r"^.*(?:restarting generation|re-forming in place generation|" +
+                           (r"" if self.replicas else r"removed \(generation|") +
+                           r"reconnected from generation \d+ \(now \d+\)).*$",
+                           self.daemon_log(mark), re.M)
         if moved:
             self.violate(f"{what} warrants no restart, yet rdzvd moved job {self.run_id} on (the "
                          f"agents and their workers may no longer be in the job it runs):\n  " +
@@ -337,6 +401,29 @@ class Soak:
                          f"{new}{why}")
         return ((f"{len(new)} workers started (unwarranted)" if new else "no worker started") +
                 ("; rdzvd moved the job on (unwarranted)" if moved else ""))
+
+    def leader_or_any(self):
+        lead = self.leader()
+        return lead if lead is not None else self.rng.randrange(self.replicas)
+
+    def kill_daemon(self):
+        """SIGKILL rdzvd (with replicas: the leader); returns which replica (0 for one rdzvd)."""
+        if not self.replicas:
+            self.d.kill()
+            self.d.wait()
+            return 0
+        victim = self.leader_or_any()
+        self.ours.add(victim)
+        self.ds[victim].kill()
+        self.ds[victim].wait()
+        return victim
+
+    def start_daemon_again(self, victim):
+        if not self.replicas:
+            self.start_daemon()
+            return
+        self.start_replica(victim)
+        self.ours.discard(victim)
 
     def pick_agent(self):
         return self.rng.choice(self.live_agents())
@@ -412,10 +499,9 @@ class Soak:
             gap = 1.5 if stall else self.rng.uniform(0.0, 1.5)
             for p in stall:
                 os.kill(p.pid, signal.SIGSTOP)
-            self.d.kill()
-            self.d.wait()
+            victim = self.kill_daemon()
             if stall:
-                self.start_daemon()
+                self.start_daemon_again(victim)
                 time.sleep(gap)
                 for p in stall:
                     os.kill(p.pid, signal.SIGCONT)
@@ -423,8 +509,11 @@ class Soak:
                           f"SIGKILLed and restarted, members continued {gap:.1f} s later")
             else:
                 time.sleep(gap)
-                self.start_daemon()
+                self.start_daemon_again(victim)
                 detail = f"rdzvd SIGKILLed, restarted {gap:.1f} s later on port {self.port}"
+            if self.replicas:
+                detail = detail.replace("rdzvd", f"the leader (replica {victim + 1})", 1).replace(
+                    f"port {self.port}", f"its port and directory")
             if not self.wait_daemon_log(rf"generation {g0} rebuilt; its workers never stopped",
                                         mark, 30):
                 self.violate(f"fault #{idx} ({detail}): rdzvd did not log 'generation {g0} "
@@ -434,14 +523,39 @@ class Soak:
         elif kind in ("rdzvd_stop_short", "rdzvd_stop_long"):
             secs = (self.rng.uniform(0.3, HB * 0.4) if kind == "rdzvd_stop_short"
                     else self.rng.uniform(HB * 2, HB * 3))
+            d = self.d
             detail = f"rdzvd stopped {secs:.1f} s (heartbeat timeout {HB:.0f} s)"
-            self.d.send_signal(signal.SIGSTOP)
+            if self.replicas:
+                victim = self.leader_or_any()
+                d = self.ds[victim]
+                detail = detail.replace("rdzvd", f"the leader (replica {victim + 1})", 1)
+            d.send_signal(signal.SIGSTOP)
             time.sleep(secs)
-            self.d.send_signal(signal.SIGCONT)
+            d.send_signal(signal.SIGCONT)
+        elif kind in REPLICA_FAULTS:
+            lead = self.leader()
+            victim = self.rng.choice([i for i in range(self.replicas) if i != lead])
+            if kind == "replica_kill":
+                gap = self.rng.uniform(0.0, 2.0)
+                self.ours.add(victim)
+                self.ds[victim].kill()
+                self.ds[victim].wait()
+                time.sleep(gap)
+                self.start_replica(victim)
+                self.ours.discard(victim)
+                detail = f"follower replica {victim + 1} SIGKILLed, restarted {gap:.1f} s later"
+            else:
+                secs = self.rng.uniform(HB * 2, HB * 3)
+                self.ds[victim].send_signal(signal.SIGSTOP)
+                time.sleep(secs)
+                self.ds[victim].send_signal(signal.SIGCONT)
+                detail = f"follower replica {victim + 1} stopped {secs:.1f} s"
         else:
             raise AssertionError(kind)
         self.log(f"fault #{idx}: {kind}: {detail}; {'a' if warranted else 'no'} restart due")
+        self.revive()
         outcome = self.settle(n_before, g0, r0, idx, kind, warranted, detail, mark)
+        self.revive()
         self.log(f"fault #{idx}: {outcome}")
         self.faults.append((idx, kind, detail, outcome))
         if kind == "agent_kill":
@@ -463,11 +577,12 @@ class Soak:
             raise AssertionError(f"the job did not start within {T_RECOVER} s; rdzvd log:\n"
                                  f"{self.daemon_log()[-3000:]}\n{self.agent_logs()}")
         # Each kind once, in a seeded order, then seeded draws until the time is up.
-        kinds = [k for k in (os.environ.get("RDZV_SOAK_FAULTS") or ",".join(FAULTS)).split(",")
+        known = FAULTS + (REPLICA_FAULTS if self.replicas else [])
+        kinds = [k for k in (os.environ.get("RDZV_SOAK_FAULTS") or ",".join(known)).split(",")
                  if k]
         for k in kinds:
-            if k not in FAULTS:
-                raise AssertionError(f"RDZV_SOAK_FAULTS: unknown fault {k!r}; known: {FAULTS}")
+            if k not in known:
+                raise AssertionError(f"RDZV_SOAK_FAULTS: unknown fault {k!r}; known: {known}")
         plan = self.rng.sample(kinds, len(kinds))
         idx = 0
         end = time.monotonic() + self.seconds
@@ -608,9 +723,10 @@ class Soak:
             rdzvtest.kill_proc(p, group=True)
         for line in self.tagged():
             kill_quietly(int(line.split(":")[0]))
-        if self.d is not None:
-            kill_quietly(self.d.pid, signal.SIGCONT)
-            rdzvtest.kill_proc(self.d)
+        for d in [self.d] + self.ds:
+            if d is not None:
+                kill_quietly(d.pid, signal.SIGCONT)
+                rdzvtest.kill_proc(d)
         self.dlog.close()
 
     def summary(self):
@@ -634,7 +750,8 @@ class TestSoak(unittest.TestCase):
         if not keep:
             self.addCleanup(subprocess.call, ["rm", "-rf", tmp])
         s = Soak(seed, seconds, steps, tmp,
-                 inplace=os.environ.get("RDZV_SOAK_RECOVERY") == "inplace")
+                 inplace=os.environ.get("RDZV_SOAK_RECOVERY") == "inplace",
+                 replicas=int(os.environ.get("RDZV_SOAK_REPLICAS") or 0))
         self.addCleanup(s.cleanup)
         try:
             s.run()
