@@ -171,6 +171,21 @@ static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
     return 0;
 }
 
+/* The first member of a generation rebuilt by a new leader of replicas is back: it noticed
+ * the old leader's silence (or its close), and every live member notices within a fifth of a
+ * heartbeat timeout of it (an agent hears from the leader at least that often: its heartbeats'
+ * answers) and comes here at once, so the rest of the window is cut to
+ * REBUILD_AFTER_FIRST_FRACTION of a heartbeat timeout: a node lost with the old leader's host is
+ * declared lost about when the old leader would have seen it (README, "Replication"). */
+#define REBUILD_AFTER_FIRST_FRACTION 0.4
+static void rebuild_window_shorten(struct rdzvd_job *j)
+{
+    uint64_t rest = (uint64_t)((double)j->hb_timeout_ms * REBUILD_AFTER_FIRST_FRACTION);
+
+    if (uv_timer_get_due_in(&j->timer) > rest)
+        job_timer_start(j, T_REBUILD, rest);
+}
+
 /* While a rebuilt generation waits for its agents, nobody else is placed. */
 static bool job_rebuilding(const struct rdzvd_job *j)
 {
@@ -341,6 +356,9 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             job_timer_stop(j);
             job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
                      j->generation);
+        } else if (j->rebuilt && j->nin_round == 1 && j->host.agent_stores &&
+                   j->timer_armed && j->timer_kind == T_REBUILD) {
+            rebuild_window_shorten(j);
         }
         /* Its workers all exited 0 while it was away (its LEAVE went nowhere): the job may be
          * over now. */

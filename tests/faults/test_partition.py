@@ -107,14 +107,14 @@ class Partition(unittest.TestCase):
         with open(log, errors="replace") as f:
             return f.read()
 
-    def wait_for(self, what, cond, timeout=60):
+    def wait_for(self, what, cond, timeout=60, poll=0.1):
         deadline = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > deadline:
                 self.fail("%s did not happen within %d s; logs:\n%s" % (what, timeout, "\n".join(
                     "--- %s\n%s" % (os.path.basename(l), self.text(l)[-2500:])
                     for _, l in self.procs)))
-            time.sleep(0.1)
+            time.sleep(poll)
 
     def test_partition_of_the_leaders_host(self):
         replicas = self.replicas_up()
@@ -228,7 +228,7 @@ class Partition(unittest.TestCase):
         self.kill_host(lead)
         # Training goes on: a step of the next generation (the old rank 0 was on the lost host).
         self.wait_for("a training step after the host's loss", lambda: any(
-            STEP_RE.search(self.text(l)[seen[l]:]) for l in live), timeout=60)
+            STEP_RE.search(self.text(l)[seen[l]:]) for l in live), timeout=60, poll=0.01)
         took = time.monotonic() - t_cut
         for p, log in [agents[i] for i in others] + [spare]:
             try:
