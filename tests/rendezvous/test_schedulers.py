@@ -57,20 +57,25 @@ class TestSlurm(AgentTestCase):
         self.assert_contract(envs, 2, 4, job_ids.pop(), ep,
                              group_of=lambda e: int(e["SLURM_NODEID"]))
 
-    def test_sbatch_template_runs_a_job(self):
-        out = self.outdir()
+    def sbatch(self, nodes, nproc, out):
+        """deploy/rdzv.sbatch on NODES nodes with NPROC env-dumping workers each: its job log."""
         build = os.path.dirname(os.path.dirname(AGENT))
         script = os.path.join(SRC, "deploy", "rdzv.sbatch")
         log = os.path.join(out, "job.log")
-        r = subprocess.run(["sbatch", "--parsable", "--wait", "-N2", "-o", log,
+        r = subprocess.run(["sbatch", "--parsable", "--wait", "-N%d" % nodes, "-o", log,
                             f"--export=ALL,RDZV_BIN={build}/agent,RDZVD_BIN={build}/daemon,"
-                            f"RDZV_NPROC=2,RDZV_TEST_OUT={out},RDZV_TOKEN_DIR={out}/tokens",
+                            f"RDZV_NPROC={nproc},RDZV_TEST_OUT={out},RDZV_TOKEN_DIR={out}/tokens",
                             script, "--", *ENV_WORKER],
                            env={**os.environ, **self.slurm.env}, capture_output=True, text=True,
                            timeout=120)
         with open(log) if os.path.exists(log) else open(os.devnull) as f:
             joblog = f.read()
         self.assertEqual(r.returncode, 0, r.stderr + joblog[-3000:])
+        return joblog
+
+    def test_sbatch_template_runs_a_job(self):
+        out = self.outdir()
+        joblog = self.sbatch(2, 2, out)
         envs = read_envs(out)
         self.assertEqual(sorted(envs), [0, 1, 2, 3], joblog[-3000:])
         self.assertEqual({e["GROUP_RANK"] for e in envs.values()}, {"0", "1"})
@@ -82,6 +87,30 @@ class TestSlurm(AgentTestCase):
         token = os.path.join(out, "tokens", f"token.{job_id}")
         self.assertEqual({e["RDZV_TOKEN_FILE"] for e in envs.values()}, {token})
         self.assertFalse(os.path.exists(token), "the token outlived the job")
+
+    def test_sbatch_template_three_replicas(self):
+        """On 3 nodes the template runs rdzvd as 3 replicas on the first 3 (issue 18): the agents
+        find the leader among them, and the workers' store is node rank 0's agent's."""
+        out = self.outdir()
+        joblog = self.sbatch(3, 1, out)
+        m = re.search(r"rdzvd as 3 replicas on (\S+), 3 nodes, token required", joblog)
+        self.assertIsNotNone(m, joblog[-3000:])
+        ports = {int(ep.rsplit(":", 1)[1]) for ep in m.group(1).split(",")}
+        self.assertEqual(len(ports), 3, m.group(1))
+        envs = read_envs(out)
+        self.assertEqual(sorted(envs), [0, 1, 2], joblog[-3000:])
+        self.assertEqual({e["GROUP_RANK"] for e in envs.values()}, {"0", "1", "2"})
+        stores = {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs.values()}
+        self.assertEqual(len(stores), 1, stores)
+        self.assertNotIn(int(stores.pop()[1]), ports | {p + 1 for p in ports},
+                         "the workers' store is on a replica, not on node rank 0's agent")
+        token = os.path.join(out, "tokens", "token.%s" % envs[0]["SLURM_JOB_ID"])
+        self.assertFalse(os.path.exists(token), "the token outlived the job")
+        # Each replica's Raft log went with the job (all three "nodes" are this machine).
+        tmp = os.environ.get("TMPDIR", "/tmp")
+        left = [d for d in os.listdir(tmp)
+                if d.startswith("rdzvd-%s-" % envs[0]["SLURM_JOB_ID"])]
+        self.assertEqual(left, [], "the replicas' directories outlived the job")
 
 
 class TestMpirun(AgentTestCase):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# A real two-node Slurm on this machine, for tests (see shared/reference/local-slurm.md).
+# A real three-node Slurm on this machine, for tests (see shared/reference/local-slurm.md).
 #   local-slurm.sh start DIR   install if needed, write DIR/slurm.conf, start munged, slurmctld and
-#                              two slurmd (n1, n2), wait until both nodes are idle
+#                              three slurmd (n1..n3), wait until every node is idle
 #   local-slurm.sh stop DIR    stop the daemons started by 'start DIR'
 # Clients need SLURM_CONF=DIR/slurm.conf.
 set -eu
@@ -10,12 +10,12 @@ cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: local-slurm.sh start|stop DIR" >&2; exit 2; }
 
 stop() {
-  for f in "$dir"/slurmd.n1.pid "$dir"/slurmd.n2.pid "$dir"/slurmctld.pid; do
+  for f in "$dir"/slurmd.n1.pid "$dir"/slurmd.n2.pid "$dir"/slurmd.n3.pid "$dir"/slurmctld.pid; do
     [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
   done
   for _ in $(seq 50); do
     alive=0
-    for f in "$dir"/slurmd.n1.pid "$dir"/slurmd.n2.pid "$dir"/slurmctld.pid; do
+    for f in "$dir"/slurmd.n1.pid "$dir"/slurmd.n2.pid "$dir"/slurmd.n3.pid "$dir"/slurmctld.pid; do
       [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1
     done
     [ $alive = 0 ] && break
@@ -35,7 +35,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 mkdir -p "$dir/state" "$dir/spool"
-# Three free ports (slurmctld, then two consecutive ones for the slurmd pair), from the kernel.
+# Four free ports (slurmctld, then three consecutive ones for the slurmd), from the kernel.
 read -r ctl n1 < <(/usr/bin/python3 - <<'PY'
 import socket
 def free():
@@ -43,11 +43,12 @@ def free():
 ctl = free()
 while True:
     a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
+    b, c = socket.socket(), socket.socket()
     try:
-        b.bind(("127.0.0.1", p + 1)); a.close(); b.close(); break
+        b.bind(("127.0.0.1", p + 1)); c.bind(("127.0.0.1", p + 2)); a.close(); b.close(); c.close()
+        break
     except OSError:
-        a.close(); b.close()
+        a.close(); b.close(); c.close()
 print(ctl, p)
 PY
 )
@@ -75,8 +76,8 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.%n.log
-NodeName=n[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$n1-$((n1 + 1))] CPUs=$(nproc) RealMemory=4000
-PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$n1-$((n1 + 2))] CPUs=$(nproc) RealMemory=4000
+PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
 
 if ! pgrep -x munged >/dev/null; then
@@ -89,8 +90,9 @@ export SLURM_CONF="$dir/slurm.conf"
 slurmctld -f "$SLURM_CONF" -c -i
 slurmd -f "$SLURM_CONF" -N n1
 slurmd -f "$SLURM_CONF" -N n2
+slurmd -f "$SLURM_CONF" -N n3
 for _ in $(seq 150); do
-  if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -c -E '^idle')" = 2 ]; then exit 0; fi
+  if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -c -E '^idle')" = 3 ]; then exit 0; fi
   sleep 0.2
 done
 echo "local-slurm.sh: nodes did not become idle:" >&2
