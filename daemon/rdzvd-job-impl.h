@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-impl.h: PRIVATE to the job state machine files (rdzvd-job-sm.c, rdzvd-job-join.c,
- * rdzvd-job-index.c, rdzvd-job-status.c): the job and member structs and the helpers these
- * files share. Nothing else includes it; the rest of rdzvd goes through rdzvd-job-sm.h.
+ * rdzvd-job-index.c, rdzvd-job-status.c, rdzvd-job-nccl.c and the other rdzvd-job-*.c): the job
+ * and member structs and the helpers these files share. Nothing else includes it; the rest of
+ * rdzvd goes through rdzvd-job-sm.h.
  *
  * Ownership: a job owns its members (the list and the index), its timer, the by_req/by_rank
  * arrays and its store handle; it lives in its host's job list until its last member goes.
@@ -119,6 +120,13 @@ void job_free(struct rdzvd_job *j);
 void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
 void job_timer_stop(struct rdzvd_job *j);
 void job_try_close(struct rdzvd_job *j);
+/* The job is over: every member is told how it ended (EVENT type), the outcome is kept. */
+void job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary);
+/* The round is complete (NCCL ids and store in place): RUNNING, the record saved, and each
+ * member of the generation sent its ROUND. */
+void job_send_rounds(struct rdzvd_job *j);
+/* No store could be opened for the generation (err): the job fails, saying so. */
+void job_store_failed(struct rdzvd_job *j, int err);
 /* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
 void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
                  const char *summary);

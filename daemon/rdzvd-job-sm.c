@@ -176,7 +176,7 @@ void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
 }
 
 /* The job is over: tell every member how it ended. */
-static void job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
+void job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
@@ -252,7 +252,7 @@ void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 
 /* ---- rounds ---- */
 
-static void send_rounds(struct rdzvd_job *j)
+void job_send_rounds(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
@@ -309,10 +309,7 @@ static void job_fail_nodes(struct rdzvd_job *j, int64_t have)
     job_end(j, "failed", 1, why);
 }
 
-/* Close the round over the ready members: previous node ranks kept where possible, then
- * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
- * generation's store and asks for NCCL ids. */
-static void store_failed(struct rdzvd_job *j, int err)
+void job_store_failed(struct rdzvd_job *j, int err)
 {
     char why[128];
 
@@ -320,19 +317,9 @@ static void store_failed(struct rdzvd_job *j, int err)
     job_end(j, "failed", 1, why);
 }
 
-/* After node rank 0's answer: 0, or -1 once the job ended (no store at all). */
-static int store_ready(struct rdzvd_job *j)
-{
-    int r = job_store_fallback(j);
-
-    if (r > 0)
-        job_note(j, true, "node rank 0 named no store for generation %" PRIu64 "; rdzvd hosts it",
-                 j->generation);
-    else if (r < 0)
-        store_failed(j, r);
-    return r < 0 ? -1 : 0;
-}
-
+/* Close the round over the ready members: previous node ranks kept where possible, then
+ * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
+ * generation's store and asks for NCCL ids. */
 static void close_round(struct rdzvd_job *j)
 {
     struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
@@ -395,7 +382,7 @@ static void close_round(struct rdzvd_job *j)
     m0 = rank0_member(j);
     r = job_choose_store(j, m0);
     if (r < 0) {
-        store_failed(j, r);
+        job_store_failed(j, r);
         return;
     }
     if (want_ids > 0 || r > 0) {
@@ -409,7 +396,7 @@ static void close_round(struct rdzvd_job *j)
         j->host.ops->flush(j->host.ud);
         return;
     }
-    send_rounds(j);
+    job_send_rounds(j);
 }
 
 /* In FORMING: close the round if it is time, else make sure the right timer runs. After a
@@ -771,52 +758,6 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
     member_check_stall(m);
     member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
     return m->job->generation;
-}
-
-bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen)
-{
-    const struct rdzvd_job *j = m->job;
-
-    if (j->state != JOB_NCCL || gen != j->generation || m->node_rank != 0) {
-        log_debug("job %s: stale NCCL_ID for generation %" PRIu64 " ignored", j->run_id, gen);
-        return false;
-    }
-    return true;
-}
-
-void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n)
-{
-    struct rdzvd_job *j = m->job;
-
-    for (unsigned i = 0; i < n; i++)
-        memcpy(j->round.ids[i], ids[i], RDZV_NCCL_HEX_LEN + 1);
-    j->round.n_ids = n;
-    job_timer_stop(j);
-    if (store_ready(j) == 0)
-        send_rounds(j);
-}
-
-void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
-{
-    struct rdzvd_job *j = m->job;
-    char err[RDZV_HOST_MAX + 512];
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *o;
-    bool required = false;
-
-    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && o->join.nccl == RDZV_NCCL_REQUIRED)
-        required = true;
-    if (required) {
-        snprintf(err, sizeof(err),
-                 "this job needs NCCL, but node rank 0 (%s) cannot make an NCCL id: %s",
-                 m->join.host, error);
-        job_end(j, "failed", 1, err);
-        return;
-    }
-    job_note(j, false, "no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", error);
-    job_timer_stop(j);
-    if (store_ready(j) == 0)
-        send_rounds(j);
 }
 
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
