@@ -406,7 +406,7 @@ static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
 
 /* NCCL_REQUEST "store": open the generation's store here. Its address and port go in the answer;
  * none when it cannot be opened (rdzvd then hosts it itself). */
-static void open_store(struct agent_session *a, uint64_t gen)
+static void open_store(struct agent_session *a, uint64_t gen, const char *allow)
 {
     char local[64];
     int r;
@@ -416,7 +416,7 @@ static void open_store(struct agent_session *a, uint64_t gen)
     if (r == 0 && !a->store)
         r = agent_store_new(a->loop, &a->store);
     if (r == 0)
-        r = agent_store_open(a->store, gen, local, a->store_addr, &a->store_port);
+        r = agent_store_open(a->store, gen, local, allow, a->store_addr, &a->store_port);
     if (r < 0)
         log_warn_errno(r, "cannot host generation %" PRIu64 "'s store; rdzvd hosts it", gen);
 }
@@ -432,7 +432,7 @@ static void on_nccl_request(struct agent_client *c, const struct rdzv_nccl_reque
     a->nccl_generation = q->generation;
     a->store_port = 0;
     if (q->store)
-        open_store(a, q->generation);
+        open_store(a, q->generation, q->store_allow);
     if (q->count == 0) {
         on_nccl_ids(NULL, 0, 0, NULL, NULL, a);
         return;

@@ -39,7 +39,7 @@ static void store_close(struct rdzvd_listener **l)
 }
 
 /* Start the server on addr. 0 or a negative errno (logged). */
-static int server_start(struct agent_store *s, const char *addr)
+static int server_start(struct agent_store *s, const char *addr, const char *allow)
 {
     int r;
 
@@ -52,7 +52,7 @@ static int server_start(struct agent_store *s, const char *addr)
         .lim = RDZV_LIMITS_DEFAULT,
         .embedded = true,
     };
-    r = rdzvd_daemon_new_stores(s->loop, &s->cfg, &s->srv);
+    r = rdzvd_daemon_new_stores(s->loop, &s->cfg, allow, &s->srv);
     if (r == 0)
         r = rdzvd_daemon_listen(s->srv);
     if (r < 0) {
@@ -63,7 +63,7 @@ static int server_start(struct agent_store *s, const char *addr)
     return r;
 }
 
-int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr,
+int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr, const char *allow,
                      char addr_out[RDZV_STORE_ADDR_MAX + 1], uint16_t *port_out)
 {
     char desc[64];
@@ -71,7 +71,7 @@ int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr,
 
     /* Started once, where the agent first reached rdzvd from: an address of this host, which
      * the agent's reconnects (another replica, another route) do not change. */
-    if (!s->srv && (r = server_start(s, addr)) < 0)
+    if (!s->srv && (r = server_start(s, addr, allow)) < 0)
         return r;
     store_close(&s->next);
     snprintf(desc, sizeof(desc), "generation %" PRIu64 " store", gen);
@@ -82,7 +82,8 @@ int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr,
     }
     s->next_gen = gen;
     snprintf(addr_out, RDZV_STORE_ADDR_MAX + 1, "%s", s->addr);
-    log_info("hosting generation %" PRIu64 "'s store on %s:%u", gen, s->addr, *port_out);
+    log_info("hosting generation %" PRIu64 "'s store on %s:%u (TCPStore clients from %s)", gen,
+             s->addr, *port_out, *allow ? allow : "anywhere");
     return 0;
 }
 

@@ -25,10 +25,12 @@ struct agent_store;
 int agent_store_new(uv_loop_t *loop, struct agent_store **ret);
 
 /* Open generation gen's store, starting the server on the first call, on addr (a numeric
- * address: the local side of the agent's connection to rdzvd; later calls keep the first);
+ * address: the local side of the agent's connection to rdzvd; later calls keep the first),
+ * its TCPStore clients allowed from allow (rdzvd's --allow-store-from, NCCL_REQUEST
+ * store_allow; "": anywhere; the first call's is kept);
  * a store opened for an earlier request that no ROUND used is closed. On success addr_out and
  * *port_out say where it listens. 0 or a negative errno. */
-int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr,
+int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr, const char *allow,
                      char addr_out[RDZV_STORE_ADDR_MAX + 1], uint16_t *port_out);
 
 /* A ROUND of generation gen came: every store of an earlier generation closes (its connections

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "../common/rdzv-log.h"
+#include "rdzvd-acl.h"
 #include "rdzvd-job.h"
 #include "rdzvd-peer.h"
 #include "rdzvd-server.h"
@@ -26,6 +27,7 @@ struct rdzvd_daemon {
     struct rdzvd_server *srv;
     struct rdzvd_jobs *jobs;
     uint64_t npeers;          /* rdzv peers connected now (past their handshake) */
+    struct rdzvd_acl acl;     /* a store host's allowlist (rdzvd_daemon_new_stores) */
     struct daemon_idle *idle; /* --exit-when-idle; NULL: never, or closed */
 };
 
@@ -131,14 +133,25 @@ out_free:
 }
 
 int rdzvd_daemon_new_stores(uv_loop_t *loop, const struct rdzvd_config *cfg,
-                            struct rdzvd_daemon **ret)
+                            const char *allow_from, struct rdzvd_daemon **ret)
 {
     struct rdzvd_daemon *d = calloc(1, sizeof(*d));
+    struct rdzvd_config c = *cfg;
+    char err[256];
     int r;
 
     if (!d)
         return log_error_errno(-ENOMEM, "init");
-    r = rdzvd_server_new(loop, cfg, &d->srv);
+    if (allow_from && *allow_from) {
+        if (rdzvd_acl_parse(allow_from, &d->acl, err, sizeof(err)) < 0) {
+            log_error("the store's allowed addresses '%s' (rdzvd's --allow-store-from): %s",
+                      allow_from, err);
+            free(d);
+            return -EINVAL;
+        }
+        c.store_acl = &d->acl; /* the server keeps the pointer: d outlives it */
+    }
+    r = rdzvd_server_new(loop, &c, &d->srv);
     if (r < 0) {
         rdzvd_daemon_free(d);
         return r;

@@ -388,7 +388,8 @@ static void close_round(struct rdzvd_job *j)
     if (want_ids > 0 || r > 0) {
         job_set_state(j, JOB_NCCL);
         if (!m0 || !m0->peer ||
-            j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0) < 0) {
+            j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0,
+                                      r > 0 ? j->host.store_allow : NULL) < 0) {
             job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;
         }

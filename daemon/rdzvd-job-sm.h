@@ -39,9 +39,11 @@ struct rdzvd_job_ops {
     /* rd->master_addr empty: the op fills in the address the peer reached us on. */
     void (*round)(void *peer, struct rdzv_round *rd);
     void (*event)(void *peer, const struct rdzv_event *e);
-    /* NCCL_REQUEST: count ids (0..), and with store the generation's store. 0, or a negative
+    /* NCCL_REQUEST: count ids (0..), and with store the generation's store, its TCPStore
+     * clients allowed from store_allow (NULL: anywhere). 0, or a negative
      * errno when it cannot be queued (the job then fails). */
-    int (*nccl_request)(void *peer, uint64_t generation, int64_t count, bool store);
+    int (*nccl_request)(void *peer, uint64_t generation, int64_t count, bool store,
+                        const char *store_allow);
     /* Close peer (logging reason); the state machine has already let go of it. */
     void (*close)(void *peer, const char *reason);
     /* Tie peer to member m (NULL: untie); member_gone() later gets it back from the host. */
@@ -72,6 +74,9 @@ struct rdzvd_job_host {
     /* Node rank 0's agent hosts each generation's store when it can (JOIN host_store; asked
      * with NCCL_REQUEST store), so that the store does not die with this rdzvd: a replica. */
     bool agent_stores;
+    /* --allow-store-from as given (NULL: anywhere): node rank 0's agent applies it to the store
+     * it hosts. */
+    const char *store_allow;
     /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
      * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;

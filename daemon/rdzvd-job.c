@@ -106,11 +106,15 @@ static void conn_event(void *peer, const struct rdzv_event *e)
         log_error("conn %" PRIu64 ": out of memory sending an event", rdzvd_conn_id(peer));
 }
 
-static int conn_nccl_request(void *peer, uint64_t generation, int64_t count, bool store)
+static int conn_nccl_request(void *peer, uint64_t generation, int64_t count, bool store,
+                             const char *store_allow)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
     struct rdzv_nccl_request q = {
         .generation = generation, .count = (unsigned)count, .store = store};
+
+    if (store_allow)
+        snprintf(q.store_allow, sizeof(q.store_allow), "%s", store_allow);
 
     if (!out)
         return -EPIPE;
@@ -389,6 +393,9 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .record_table = rdzvd_server_job_table(srv),
         /* A replica's generation stores are hosted by node rank 0's agent: they outlive it. */
         .agent_stores = rdzvd_server_job_table(srv) != NULL,
+        .store_allow = rdzvd_server_config(srv)->store_acl
+                           ? rdzvd_server_config(srv)->store_acl->desc
+                           : NULL,
         .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,

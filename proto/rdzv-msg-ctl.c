@@ -105,7 +105,10 @@ int rdzv_msg_put_nccl_request(struct rdzv_buf *b, const struct rdzv_nccl_request
     json_t *o = json_pack("{s:I, s:I}", "generation", (json_int_t)q->generation, "count",
                           (json_int_t)q->count);
 
-    if (o && q->store && json_object_set_new(o, "store", json_true()) < 0) {
+    if (o && q->store &&
+        (json_object_set_new(o, "store", json_true()) < 0 ||
+         (q->store_allow[0] &&
+          json_object_set_new(o, "store_allow", json_string(q->store_allow)) < 0))) {
         json_decref(o);
         o = NULL;
     }
@@ -117,21 +120,39 @@ int rdzv_msg_parse_nccl_request(const uint8_t *body, size_t len, struct rdzv_ncc
 {
     json_int_t gen, count;
     int store = 0;
-    json_t *root = rdzv_msg_unpack(body, len, "NCCL_REQUEST", err, errlen, "{s:I, s:I, s?b}",
-                                   "generation", &gen, "count", &count, "store", &store);
+    const char *allow = "";
+    json_t *root = rdzv_msg_unpack(body, len, "NCCL_REQUEST", err, errlen, "{s:I, s:I, s?b, s?s}",
+                                   "generation", &gen, "count", &count, "store", &store,
+                                   "store_allow", &allow);
+    int r = 0;
 
     if (!root)
         return -EBADMSG;
-    json_decref(root);
     if (count < (store ? 0 : 1) || count > RDZV_MAX_NCCL_IDS) {
         snprintf(err, errlen, "NCCL_REQUEST: 'count' must be 1..%d (0..%d with 'store')",
                  RDZV_MAX_NCCL_IDS, RDZV_MAX_NCCL_IDS);
-        return -EBADMSG;
+        r = -EBADMSG;
+        goto out;
     }
+    if (strlen(allow) > RDZV_STORE_ALLOW_MAX) {
+        snprintf(err, errlen, "NCCL_REQUEST: 'store_allow' is longer than %d bytes",
+                 RDZV_STORE_ALLOW_MAX);
+        r = -EBADMSG;
+        goto out;
+    }
+    for (const char *c = allow; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) {
+            snprintf(err, errlen, "NCCL_REQUEST: 'store_allow' must be printable ASCII");
+            r = -EBADMSG;
+            goto out;
+        }
     q->generation = (uint64_t)gen;
     q->count = (unsigned)count;
     q->store = store != 0;
-    return 0;
+    snprintf(q->store_allow, sizeof(q->store_allow), "%s", allow);
+out:
+    json_decref(root);
+    return r;
 }
 
 /* o with "store_addr" and "store_port" added when n names a store; NULL (o freed) when out of

@@ -23,6 +23,7 @@ struct rdzv_buf;
 #define RDZV_GENERATION_MAX ((1ull << 53) - 1) /* exact as a JSON number anywhere; never wraps */
 #define RDZV_HOST_MAX 255
 #define RDZV_STORE_ADDR_MAX 63 /* NCCL_ID store_addr: a numeric IPv4 or IPv6 address */
+#define RDZV_STORE_ALLOW_MAX 255 /* NCCL_REQUEST store_allow: rdzvd's --allow-store-from */
 #define RDZV_NCCL_ID_BYTES 128
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
@@ -125,6 +126,9 @@ struct rdzv_nccl_request {
     uint64_t generation;
     unsigned count; /* 1..RDZV_MAX_NCCL_IDS; 0 only with store */
     bool store;     /* host the generation's TCPStore and say where (NCCL_ID store_*) */
+    /* With store: the addresses its TCPStore clients may come from, as rdzvd's --allow-store-from
+     * ("CIDR[,CIDR...]"); "": anywhere. Printable ASCII. */
+    char store_allow[RDZV_STORE_ALLOW_MAX + 1];
 };
 
 /* NCCL_ID (agent -> daemon): the ids, or why there are none; (1.4) where the store it opened

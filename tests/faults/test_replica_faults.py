@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from faulttest import AGENT, BUILD, main  # noqa: E402
+from rdzvtest import Client, s  # noqa: E402
 from test_replicas import Cluster  # noqa: E402
 
 TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
@@ -166,6 +167,40 @@ class ReplicaFaults(unittest.TestCase):
         errs = [self.read(e).decode(errors="replace") for _, _, e in self.agents]
         starts = [m for t in errs for m in STARTED_RE.findall(t)]
         self.assertEqual(len(starts), 4, "workers started again:\n" + "\n".join(errs))
+
+    def test_agent_store_under_allow_store_from(self):
+        """The store node rank 0's agent hosts takes TCPStore clients only from rdzvd's
+        --allow-store-from (sent with NCCL_REQUEST): here 127.0.0.1 and not 127.0.0.2."""
+        self.cl.close()
+        self.cl = Cluster(token=TOKEN, extra=["--allow-store-from", "127.0.0.1/32"])
+        self.addCleanup(self.cl.close)
+        self.cl.leader()
+        for i in range(2):
+            self.agent(i, ("--node-rank", str(i)), ["/bin/sh", "-c", "sleep 60"])
+        deadline = time.monotonic() + 60
+        m = None
+        while not m:
+            self.assertLess(time.monotonic(), deadline, self.read(self.agents[0][2])[-2000:])
+            m = re.search(rb"hosting generation 1's store on 127\.0\.0\.1:(\d+) \(TCPStore "
+                          rb"clients from 127\.0\.0\.1/32\)", self.read(self.agents[0][2]))
+            time.sleep(0.05)
+        port = int(m.group(1))
+        ok = Client(port)
+        ok.set("k", "v")
+        self.assertEqual(ok.get("k"), b"v")
+        ok.close()
+        c = Client(port, source="127.0.0.2")
+        try:
+            c.req("GET", s("k"))
+            self.assertEqual(c.assert_closed(), b"")  # closed, nothing answered
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed before the request was even written
+        finally:
+            c.close()
+        deadline = time.monotonic() + 10
+        while b"not in --allow-store-from 127.0.0.1/32" not in self.read(self.agents[0][2]):
+            self.assertLess(time.monotonic(), deadline, self.read(self.agents[0][2])[-2000:])
+            time.sleep(0.05)
 
     def test_no_leader_stops_the_workers(self):
         self.cl.leader()

@@ -91,15 +91,15 @@ class Replica:
 
 
 class Cluster:
-    def __init__(self, n=3, token=None):
+    def __init__(self, n=3, token=None, extra=()):
         self.tmp = tempfile.mkdtemp(prefix="rdzv-replicas-")
-        extra = []
+        extra = list(extra)
         if token:
             path = os.path.join(self.tmp, "token")
             with open(path, "w") as f:
                 f.write(token)
             os.chmod(path, 0o600)
-            extra = ["--token-file", path]
+            extra += ["--token-file", path]
         ports = []
         while len(ports) < n:
             p = free_port_pair()

@@ -43,6 +43,7 @@ struct fake {
     uint64_t nccl_gen;
     int64_t nccl_count;
     bool nccl_store; /* the last request asked for the generation's store */
+    char nccl_allow[64]; /* ... with this --allow-store-from ("": anywhere) */
     int nccl_fail;  /* nccl_request returns this (negative) when set */
     size_t unread;  /* what unread() reports */
 };
@@ -95,7 +96,8 @@ static inline void fake_event(void *peer, const struct rdzv_event *e)
     f->event = *e;
 }
 
-static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t count, bool store)
+static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t count, bool store,
+                                    const char *store_allow)
 {
     struct fake *f = peer;
 
@@ -105,6 +107,7 @@ static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t cou
     f->nccl_gen = generation;
     f->nccl_count = count;
     f->nccl_store = store;
+    snprintf(f->nccl_allow, sizeof(f->nccl_allow), "%s", store_allow ? store_allow : "");
     return 0;
 }
 

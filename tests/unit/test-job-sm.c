@@ -59,6 +59,7 @@ static void test_agent_hosted_store(void)
 
         env_init(&e, -1);
         e.h.agent_stores = true;
+        e.h.store_allow = "10.0.0.0/8";
         jn.host_store = variant != 2;
         ASSERT_OK(join(&e, &f[0], &jn));
         jn = join_of(1, 2, 2, 0);
@@ -75,6 +76,7 @@ static void test_agent_hosted_store(void)
         ASSERT_EQ(f[0].nnccl, 1);
         ASSERT_TRUE(f[0].nccl_store);
         ASSERT_EQ(f[0].nccl_count, 0);
+        ASSERT_EQ(strcmp(f[0].nccl_allow, "10.0.0.0/8"), 0); /* rdzvd's --allow-store-from */
         ASSERT_EQ(f[1].nnccl, 0);
         ASSERT_EQ(e.stores_open, 0);
         ASSERT_EQ(f[0].nrounds + f[1].nrounds, 0); /* not before node rank 0 answers */

@@ -169,6 +169,28 @@ static void test_nccl_request(void)
                                                &q, err, sizeof(err)));
     ASSERT_REFUSED(rdzv_msg_parse_nccl_request(
         BODY("{\"generation\":4,\"count\":65,\"store\":true}"), &q, err, sizeof(err)));
+    /* store_allow: rdzvd's --allow-store-from, for the agent's store; printable, bounded. */
+    {
+        struct rdzv_nccl_request a = {.generation = 9, .count = 0, .store = true}, b;
+        struct rdzv_buf out = {0};
+        const uint8_t *body;
+        uint32_t len;
+        char big[400];
+
+        snprintf(a.store_allow, sizeof(a.store_allow), "10.0.0.0/8, ::1");
+        ASSERT_OK(rdzv_msg_put_nccl_request(&out, &a));
+        body = frame_body(&out, RDZV_MSG_NCCL_REQUEST, &len);
+        ASSERT_OK(rdzv_msg_parse_nccl_request(body, len, &b, err, sizeof(err)));
+        ASSERT_EQ(strcmp(b.store_allow, "10.0.0.0/8, ::1"), 0);
+        ASSERT_TRUE(b.store && b.count == 0);
+        rdzv_buf_free(&out);
+        ASSERT_REFUSED(rdzv_msg_parse_nccl_request(
+            BODY("{\"generation\":4,\"count\":0,\"store\":true,\"store_allow\":\"a\\nb\"}"), &b,
+            err, sizeof(err)));
+        snprintf(big, sizeof(big), "{\"generation\":4,\"count\":0,\"store\":true,"
+                 "\"store_allow\":\"%0300d\"}", 0);
+        ASSERT_REFUSED(rdzv_msg_parse_nccl_request(BODY(big), &b, err, sizeof(err)));
+    }
 }
 
 /* 1.4: NCCL_ID names where node rank 0 opened the store, with or without ids, in either form. */
