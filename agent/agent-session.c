@@ -411,7 +411,6 @@ static void open_store(struct agent_session *a, uint64_t gen, const char *allow)
     char local[64];
     int r;
 
-    a->store_port = 0;
     r = agent_client_local_addr(a->client, local, sizeof(local));
     if (r == 0 && !a->store)
         r = agent_store_new(a->loop, &a->store);

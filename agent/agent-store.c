@@ -15,6 +15,7 @@ struct agent_store {
     uv_loop_t *loop;
     struct rdzvd_daemon *srv;               /* a store host; NULL until the first open */
     char addr[RDZV_STORE_ADDR_MAX + 1];     /* what srv is bound to */
+    char allow[RDZV_STORE_ALLOW_MAX + 1];   /* and whom it lets in ("": anywhere) */
     struct rdzvd_config cfg;                /* srv's (cfg.bind points at addr) */
     struct rdzvd_listener *cur, *next;      /* the running generation's, and one asked for */
     uint64_t cur_gen, next_gen;
@@ -44,6 +45,7 @@ static int server_start(struct agent_store *s, const char *addr, const char *all
     int r;
 
     snprintf(s->addr, sizeof(s->addr), "%s", addr);
+    snprintf(s->allow, sizeof(s->allow), "%s", allow);
     s->cfg = (struct rdzvd_config){
         .bind = s->addr,
         .port = 0,
@@ -83,7 +85,7 @@ int agent_store_open(struct agent_store *s, uint64_t gen, const char *addr, cons
     s->next_gen = gen;
     snprintf(addr_out, RDZV_STORE_ADDR_MAX + 1, "%s", s->addr);
     log_info("hosting generation %" PRIu64 "'s store on %s:%u (TCPStore clients from %s)", gen,
-             s->addr, *port_out, *allow ? allow : "anywhere");
+             s->addr, *port_out, s->allow[0] ? s->allow : "anywhere");
     return 0;
 }
 

@@ -23,6 +23,17 @@ static int store_ready(struct rdzvd_job *j)
     return r < 0 ? -1 : 0;
 }
 
+void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)
+{
+    struct rdzvd_job *j = m->job;
+
+    /* Only when asked: node rank 0 of a generation whose store rdzvd did not open. */
+    if (port <= 0 || port > 65535 || j->store || !j->host.agent_stores || m->node_rank != 0)
+        return;
+    snprintf(j->store_addr, sizeof(j->store_addr), "%s", addr);
+    j->store_port = (uint16_t)port;
+}
+
 bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen)
 {
     const struct rdzvd_job *j = m->job;

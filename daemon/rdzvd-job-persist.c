@@ -39,17 +39,6 @@ int job_store_fallback(struct rdzvd_job *j)
     return r < 0 ? r : 1;
 }
 
-void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)
-{
-    struct rdzvd_job *j = m->job;
-
-    /* Only when asked: node rank 0 of a generation whose store rdzvd did not open. */
-    if (port <= 0 || port > 65535 || j->store || !j->host.agent_stores || m->node_rank != 0)
-        return;
-    snprintf(j->store_addr, sizeof(j->store_addr), "%s", addr);
-    j->store_port = (uint16_t)port;
-}
-
 /* The journal name of generation gen's store: "job-<SHA-256 of run_id>-gen-<gen>"
  * (rdzvd_job_state_name), or "" when it cannot be computed (libcrypto missing). */
 void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len)
