@@ -48,14 +48,17 @@ def ip(*args):
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
 
 
-class Partition(unittest.TestCase):
+class NetnsHosts(unittest.TestCase):
+    """NHOSTS "hosts": network namespaces on one bridge, host i at NET + (i + 1)."""
+    NHOSTS = 3
+    NET = NET
 
     def setUp(self):
         if os.geteuid() != 0 or not shutil.which("ip"):
             self.skipTest("needs root and iproute2 (ip netns): network namespaces as hosts")
         tag = "rp%d" % (os.getpid() % 100000)
         self.sw = tag + "-sw"
-        self.hosts = ["%s-h%d" % (tag, i) for i in range(3)]
+        self.hosts = ["%s-h%d" % (tag, i) for i in range(self.NHOSTS)]
         self.tmp = tempfile.mkdtemp(prefix="rdzv-partition-")
         if not os.environ.get("RDZV_KEEP"):  # RDZV_KEEP=1: keep the logs to read
             self.addCleanup(shutil.rmtree, self.tmp, True)
@@ -68,12 +71,12 @@ class Partition(unittest.TestCase):
             ip("netns", "add", h)
             ip("link", "add", "p%dh" % i, "netns", h, "type", "veth", "peer", "name", "p%ds" % i,
                "netns", self.sw)
-            ip("-n", h, "addr", "add", "%s%d/24" % (NET, i + 1), "dev", "p%dh" % i)
+            ip("-n", h, "addr", "add", "%s%d/24" % (self.NET, i + 1), "dev", "p%dh" % i)
             ip("-n", h, "link", "set", "p%dh" % i, "up")
             ip("-n", h, "link", "set", "lo", "up")
             ip("-n", self.sw, "link", "set", "p%ds" % i, "master", "br0")
             ip("-n", self.sw, "link", "set", "p%ds" % i, "up")
-        self.peers = ",".join("%s%d:%d" % (NET, i + 1, PORT) for i in range(3))
+        self.peers = ",".join("%s%d:%d" % (self.NET, i + 1, PORT) for i in range(3))
         self.procs = []
         self.addCleanup(self.kill_all)
 
@@ -87,11 +90,12 @@ class Partition(unittest.TestCase):
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
-    def spawn(self, host, name, argv):
+    def spawn(self, host, name, argv, env_extra=None):
         log = os.path.join(self.tmp, name + ".log")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("RDZV", "PET_", "TORCHELASTIC_", "MASTER_", "SLURM_", "PBS_",
                                     "OMPI_"))}
+        env.update(env_extra or {})
         env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""),
                                                      "use_sigaltstack=0"]))
         with open(log, "wb") as f:
@@ -115,6 +119,24 @@ class Partition(unittest.TestCase):
                     "--- %s\n%s" % (os.path.basename(l), self.text(l)[-2500:])
                     for _, l in self.procs)))
             time.sleep(poll)
+
+    def kill_host(self, i):
+        """Host i is lost: its link goes down first (nothing it sends arrives), then every
+        process in its namespace is SIGKILLed."""
+        ip("-n", self.sw, "link", "set", "p%ds" % i, "down")
+        for pid in self.host_pids(i):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def host_pids(self, i):
+        return [int(p) for p in subprocess.run(["ip", "netns", "pids", self.hosts[i]],
+                                               capture_output=True, text=True,
+                                               timeout=10).stdout.split()]
+
+
+class Partition(NetnsHosts):
 
     def test_partition_of_the_leaders_host(self):
         replicas = self.replicas_up()
@@ -171,18 +193,6 @@ class Partition(unittest.TestCase):
                             "--port", str(PORT), "--bind", "%s%d" % (NET, i + 1),
                             "--state-dir", os.path.join(self.tmp, "state%d" % i), "-l", "info"])
                 for i, h in enumerate(self.hosts)]
-
-    def kill_host(self, i):
-        """Host i is lost: its link goes down first (nothing it sends arrives), then every
-        process in its namespace is SIGKILLed."""
-        ip("-n", self.sw, "link", "set", "p%ds" % i, "down")
-        pids = subprocess.run(["ip", "netns", "pids", self.hosts[i]], capture_output=True,
-                              text=True, timeout=10).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def host_loss(self, recovery, steps=600):
         """Lose the host of the leader and of node rank 0 (the workers' store) under rdzv-train
