@@ -117,19 +117,24 @@ int agent_client_local_addr(const struct agent_client *c, char *buf, size_t len)
 
 /* The endpoint "HOST:PORT" a follower named: its index, added when it is not in the list (-1
  * when it cannot be parsed or the list is full). */
-static int endpoint_find_or_add(struct agent_client *c, const char *hostport)
+int agent_endpoints_add(struct agent_endpoints *eps, const char *hostport)
 {
     struct agent_endpoint e = {.port = RDZV_DEFAULT_PORT};
 
     if (rdzv_parse_hostport(hostport, e.host, sizeof(e.host), &e.port) < 0 || e.port == 0)
         return -1;
-    for (unsigned i = 0; i < c->eps.n; i++)
-        if (c->eps.ep[i].port == e.port && strcmp(c->eps.ep[i].host, e.host) == 0)
+    for (unsigned i = 0; i < eps->n; i++)
+        if (eps->ep[i].port == e.port && strcmp(eps->ep[i].host, e.host) == 0)
             return (int)i;
-    if (c->eps.n > AGENT_ENDPOINTS_MAX)
+    if (eps->n > AGENT_ENDPOINTS_MAX)
         return -1;
-    c->eps.ep[c->eps.n] = e;
-    return (int)c->eps.n++;
+    eps->ep[eps->n] = e;
+    return (int)eps->n++;
+}
+
+static int endpoint_find_or_add(struct agent_client *c, const char *hostport)
+{
+    return agent_endpoints_add(&c->eps, hostport);
 }
 
 /* The client is dead: report msg through on_lost when the connection had been established and
@@ -283,6 +288,13 @@ int agent_client_send_nccl_id(struct agent_client *c, const struct rdzv_nccl_id 
     return client_send(c, &b, rdzv_msg_put_nccl_id(&b, n));
 }
 
+int agent_client_send_replica(struct agent_client *c, const struct rdzv_replica *r)
+{
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_replica(&b, r));
+}
+
 void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t)
 {
     c->token = t;
@@ -418,6 +430,30 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
         }
         if (c->cbs.on_nccl_request)
             c->cbs.on_nccl_request(c, &q, c->ud);
+        return;
+    }
+    case RDZV_MSG_REPLICA: {
+        struct rdzv_replica q;
+
+        if (rdzv_msg_parse_replica(body, len, &q, err, sizeof(err)) < 0 || q.port == 0) {
+            client_fail(c, "bad REPLICA from rdzvd: %s", q.port ? err : "no port");
+            return;
+        }
+        if (c->cbs.on_replica)
+            c->cbs.on_replica(c, &q, c->ud);
+        return;
+    }
+    case RDZV_MSG_REPLICAS: {
+        struct rdzv_replicas rs;
+
+        if (rdzv_msg_parse_replicas(body, len, &rs, err, sizeof(err)) < 0) {
+            client_fail(c, "bad REPLICAS from rdzvd: %s", err);
+            return;
+        }
+        for (unsigned i = 0; i < rs.n; i++)
+            (void)endpoint_find_or_add(c, rs.endpoint[i]);
+        if (c->cbs.on_replicas)
+            c->cbs.on_replicas(c, &rs, c->ud);
         return;
     }
     case RDZV_MSG_EVENT: {

@@ -32,6 +32,10 @@ struct agent_endpoints {
 
 /* "HOST:PORT[,HOST:PORT...]" (at most AGENT_ENDPOINTS_MAX) into *out. 0 or -EINVAL. */
 int agent_endpoints_parse(const char *list, struct agent_endpoints *out);
+/* The index of "HOST:PORT" in eps, added at the end when it is not there yet (one slot past
+ * AGENT_ENDPOINTS_MAX is kept for a leader named by a redirect); -1 when it does not parse or
+ * the list is full. */
+int agent_endpoints_add(struct agent_endpoints *eps, const char *hostport);
 
 struct agent_client_cbs {
     /* The round closed: this node's assignment. */
@@ -53,6 +57,12 @@ struct agent_client_cbs {
      * every later JOIN. */
     void (*on_joined)(struct agent_client *c, bool spare, bool resumed, const char *secret,
                       void *ud);
+    /* REPLICA (1.5): host replica q->id of rdzvd on q->port; answer with
+     * agent_client_send_replica. NULL: ignored. */
+    void (*on_replica)(struct agent_client *c, const struct rdzv_replica *q, void *ud);
+    /* REPLICAS (1.5): the replicas' endpoints, already added to the client's list (reconnects
+     * go there); the caller may keep them for its next client. NULL: ignored. */
+    void (*on_replicas)(struct agent_client *c, const struct rdzv_replicas *r, void *ud);
 };
 
 /* Connect to one of eps (copied), starting with eps->ep[first], retrying for up to
@@ -88,6 +98,7 @@ int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r);
 int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l);
 int agent_client_send_worker_exit(struct agent_client *c, const struct rdzv_worker_exit *w);
 int agent_client_send_nccl_id(struct agent_client *c, const struct rdzv_nccl_id *n);
+int agent_client_send_replica(struct agent_client *c, const struct rdzv_replica *r);
 
 /* Close the connection (asynchronous); done(ud) runs once its memory is released. */
 void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud);

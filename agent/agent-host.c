@@ -84,7 +84,7 @@ static int claim_port(const char *addr, uint16_t port)
 }
 
 /* rdzvd beside rdzv-agent (installed), in the build tree, or in PATH. */
-static int find_rdzvd(const char *self_exe, char *out, size_t n)
+int agent_host_find_rdzvd(const char *self_exe, char *out, size_t n)
 {
     static const char *const rel[] = {"rdzvd", "../daemon/rdzvd", "../sbin/rdzvd"};
     char dir[PATH_MAX], *slash;
@@ -127,7 +127,7 @@ static int child_fds(int ready_w, const char *log_path)
 
 /* Double fork: rdzvd runs in a session of its own and is no child of the agent, so it outlives
  * a SIGKILLed agent. Returns 0 once the intermediate child is reaped, or a negative errno. */
-static int spawn_rdzvd(char **argv, int ready_w, const char *log_path)
+int agent_host_spawn(char **argv, int ready_w, const char *log_path)
 {
     pid_t pid = fork();
     int st;
@@ -189,7 +189,7 @@ static int start_and_wait(const struct agent_host_cfg *c, char **argv, const cha
         log_error_errno(r, "hosting rdzvd: pipe");
         return r;
     }
-    r = spawn_rdzvd(argv, ready[1], log_path);
+    r = agent_host_spawn(argv, ready[1], log_path);
     close(ready[1]); /* rdzvd holds the only write end now: EOF when it exits */
     if (r < 0) {
         log_error_errno(r, "hosting rdzvd: cannot start it");
@@ -252,7 +252,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
         if (answered)
             goto out_claim; /* someone hosted meanwhile */
     }
-    if (find_rdzvd(c->self_exe, rdzvd, sizeof(rdzvd)) < 0) {
+    if (agent_host_find_rdzvd(c->self_exe, rdzvd, sizeof(rdzvd)) < 0) {
         log_error("hosting rdzvd: rdzvd is not installed beside %s nor in PATH", c->self_exe);
         r = -ENOENT;
         goto out_claim;
@@ -265,21 +265,50 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
         goto out_claim;
     }
     {
-        char *argv[] = {rdzvd,
-                        "--bind",
-                        bind_addr,
-                        "--port",
-                        portstr,
-                        "--exit-when-idle",
-                        AGENT_HOST_IDLE,
-                        "--ready-fd",
-                        STR(AGENT_HOST_READY_FD),
-                        "--log-level",
-                        c->level >= RDZV_LOG_DEBUG ? "debug" : "info",
-                        c->token_file ? "--token-file" : NULL,
-                        token,
-                        NULL};
+        char *argv[24] = {rdzvd,
+                          "--bind",
+                          bind_addr,
+                          "--port",
+                          portstr,
+                          "--exit-when-idle",
+                          AGENT_HOST_IDLE,
+                          "--ready-fd",
+                          STR(AGENT_HOST_READY_FD),
+                          "--log-level",
+                          c->level >= RDZV_LOG_DEBUG ? "debug" : "info"};
+        char peers[300], nrep[8], dir[PATH_MAX];
+        unsigned n = 11;
 
+        if (c->replicas > 1) {
+            /* Replica 1 of a cluster that grows to c->replicas on the job's hosts. */
+            snprintf(dir, sizeof(dir), "%s/rdzvd-host-%u-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+                     c->port);
+            if (!mkdtemp(dir)) {
+                r = -errno;
+                log_error_errno(r, "hosting rdzvd: cannot create its state directory %s", dir);
+                goto out_claim;
+            }
+            snprintf(peers, sizeof(peers),
+                     strchr(strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, ':') ? "[%s]:%u"
+                                                                                       : "%s:%u",
+                     strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, c->port);
+            snprintf(nrep, sizeof(nrep), "%u", c->replicas);
+            argv[n++] = "--peers";
+            argv[n++] = peers;
+            argv[n++] = "--replica-id";
+            argv[n++] = "1";
+            argv[n++] = "--replicas";
+            argv[n++] = nrep;
+            argv[n++] = "--state-dir";
+            argv[n++] = dir;
+            log_info("hosting rdzvd as the first of %u replicas (on as many hosts of the job)",
+                     c->replicas);
+        }
+        if (c->token_file) {
+            argv[n++] = "--token-file";
+            argv[n++] = token;
+        }
+        argv[n] = NULL;
         r = start_and_wait(c, argv, log_path);
     }
 out_claim:

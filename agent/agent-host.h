@@ -38,8 +38,18 @@ struct agent_host_cfg {
     bool must;              /* host without the bind check (static node rank 0, is_host=1) */
     bool rank0;             /* node rank 0: host on the wildcard address if the bind check fails */
     const char *token_file; /* passed to rdzvd, or NULL */
+    /* More than 1: rdzvd is the first replica (--peers itself, --replicas N, its Raft log in a
+     * new $TMPDIR/rdzvd-host-<port>-XXXXXX), and asks agents on other hosts for the others. */
+    unsigned replicas;
     enum rdzv_log_level level;
 };
+
+/* rdzvd beside self_exe (installed), in the build tree, or in PATH, into out. 0 or -ENOENT. */
+int agent_host_find_rdzvd(const char *self_exe, char *out, size_t n);
+/* Start argv (rdzvd) double-forked into a session of its own, cwd /, stdin /dev/null, stdout and
+ * stderr appended to log_path, ready_w as its fd AGENT_HOST_READY_FD (the caller closes its own
+ * copy). 0 once the intermediate child is reaped, or a negative errno. */
+int agent_host_spawn(char **argv, int ready_w, const char *log_path);
 
 /* Returns 1 when this agent started rdzvd (and it accepts connections), 0 when something answers
  * already or another agent is to host, or a negative errno (logged). */

@@ -189,6 +189,12 @@ static int conf_apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
             return rdzv_opt_bad(p, opt, v, "is_host: expected true or false");
         return 0;
     }
+    if (strcmp(k, "replicas") == 0) {
+        if (strcmp(v, "1") && strcmp(v, "3") && strcmp(v, "5"))
+            return rdzv_opt_bad(p, opt, v, "replicas: expected 1, 3 or 5 (a majority must live)");
+        o->replicas = v[0] - '0';
+        return 0;
+    }
     if (strcmp(k, "store_type") == 0 || strcmp(k, "use_libuv") == 0) {
         if (strcmp(v, "file") == 0)
             fprintf(stderr, "rdzv-agent: warning: --rdzv-conf store_type=file: rdzvd is a TCP "
@@ -477,8 +483,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .dest = &o->deferred[D_CONF], .metavar = "K=V,...",
          .help = "join_timeout, timeout, last_call_timeout, read_timeout,\n"
                  "keep_alive_interval x keep_alive_max_attempt (heartbeat),\n"
-                 "is_host; close_timeout, heartbeat_timeout, store_type and\n"
-                 "use_libuv mean nothing here; other keys: a warning"},
+                 "is_host, replicas=1|3|5 (the rdzvd an agent hosts; default\n"
+                 "3 with 3 or more nodes); close_timeout, heartbeat_timeout,\n"
+                 "store_type and use_libuv mean nothing here; other keys: a\n"
+                 "warning"},
         {.kind = RDZV_OPT_STRING, .name = "master-addr", .flags = RDZV_OPT_F_PREFER,
          .dest = &o->master_addr,
          .metavar = "HOST", .help = "static: where node rank 0 hosts rdzvd (default 127.0.0.1)"},
@@ -759,6 +767,8 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
         else
             o->must_host = o->is_host == 1;
     }
+    if (!o->replicas)
+        o->replicas = o->backend == AGENT_BACKEND_C10D && o->max_nodes >= 3 ? 3 : 1;
     o->heartbeat_s = o->heartbeat_timeout_s / 5;
     if (o->join_timeout_s > 86400)
         o->join_timeout_s = 86400;

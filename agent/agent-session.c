@@ -19,6 +19,7 @@
 #include "agent-env.h"
 #include "agent-heartbeat.h"
 #include "agent-nccl.h"
+#include "agent-replica.h"
 #include "agent-store.h"
 #include "agent-workers.h"
 
@@ -69,7 +70,11 @@ struct agent_session {
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
-    unsigned ep_last;          /* the endpoint last joined through (cfg.eps) */
+    /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
+    struct agent_endpoints eps;
+    unsigned ep_last;          /* the endpoint last joined through (eps) */
+    struct agent_replica *replica; /* a replica of rdzvd being started here (REPLICA) */
+    int64_t replica_id;
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
@@ -446,6 +451,69 @@ static void on_nccl_request(struct agent_client *c, const struct rdzv_nccl_reque
     (void)c;
 }
 
+/* ---- hosted replicas of rdzvd (REPLICA, REPLICAS) ---- */
+
+static void replica_done(void *ud, int status, const char *what)
+{
+    struct agent_session *a = ud;
+    struct rdzv_replica ans = {.id = a->replica_id};
+
+    a->replica = NULL; /* it frees itself once reported */
+    if (status < 0) {
+        log_warn("cannot host replica %" PRId64 " of rdzvd: %s", a->replica_id, what);
+        ans.failed = true;
+        snprintf(ans.error, sizeof(ans.error), "%s", what);
+    } else {
+        snprintf(ans.endpoint, sizeof(ans.endpoint), "%s", what);
+    }
+    if (a->client)
+        (void)agent_client_send_replica(a->client, &ans);
+}
+
+static void on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud)
+{
+    struct agent_session *a = ud;
+    struct rdzv_replica ans = {.id = q->id, .failed = true};
+    char local[64];
+    int r;
+
+    if (a->replica) {
+        snprintf(ans.error, sizeof(ans.error), "this agent is starting replica %" PRId64,
+                 a->replica_id);
+        (void)agent_client_send_replica(c, &ans);
+        return;
+    }
+    r = agent_client_local_addr(c, local, sizeof(local));
+    if (r == 0)
+        r = agent_replica_start(a->loop,
+                                &(struct agent_replica_cfg){.self_exe = a->cfg.self_exe,
+                                                            .addr = local,
+                                                            .port = (uint16_t)q->port,
+                                                            .id = (unsigned)q->id,
+                                                            .replicas = (unsigned)q->replicas,
+                                                            .token_file = a->cfg.token_file,
+                                                            .level = a->cfg.level},
+                                replica_done, a, &a->replica);
+    if (r < 0) {
+        snprintf(ans.error, sizeof(ans.error), "cannot start rdzvd: %s", strerror(-r));
+        (void)agent_client_send_replica(c, &ans);
+        return;
+    }
+    a->replica_id = q->id;
+}
+
+static void on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud)
+{
+    struct agent_session *a = ud;
+    unsigned before = a->eps.n;
+
+    (void)c;
+    for (unsigned i = 0; i < rs->n; i++)
+        (void)agent_endpoints_add(&a->eps, rs->endpoint[i]);
+    if (a->eps.n != before)
+        log_info("rdzvd has %u replica(s); %u endpoint(s) to reconnect to", rs->n, a->eps.n);
+}
+
 /* The daemon says: stop the workers of generation e->generation, a new round follows. */
 static void on_restart(struct agent_session *a, const struct rdzv_event *e)
 {
@@ -608,10 +676,10 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
 
     log_warn("%s; workers keep running, reconnecting (for up to %.0f s%s)", msg,
              a->cfg.connect_timeout_s,
-             a->cfg.eps->n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
-    if (a->cfg.eps->n > 1) {
+             a->eps.n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
+    if (a->eps.n > 1) {
         /* The replica we lost is the last to try again: the leader is elsewhere now. */
-        a->ep_last = (a->ep_last + 1) % a->cfg.eps->n;
+        a->ep_last = (a->ep_last + 1) % a->eps.n;
         if (!uv_is_active((uv_handle_t *)&a->leaderless))
             (void)uv_timer_start(&a->leaderless, leaderless_cb,
                                  (uint64_t)(a->cfg.heartbeat_timeout_s * 1000), 0);
@@ -695,14 +763,16 @@ static int agent_connect(struct agent_session *a)
         rs->master_port = a->round.master_port;
         rs->left = a->state == AG_LEFT;
     }
-    r = agent_client_start(a->loop, a->cfg.eps, a->ep_last,
+    r = agent_client_start(a->loop, &a->eps, a->ep_last,
                            (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,
                            &(struct agent_client_cbs){.on_round = on_round,
                                                       .on_nccl_request = on_nccl_request,
                                                       .on_event = on_event,
                                                       .on_error = on_error,
                                                       .on_lost = a->cfg.embedded ? NULL : on_lost,
-                                                      .on_joined = on_joined},
+                                                      .on_joined = on_joined,
+                                                      .on_replica = on_replica,
+                                                      .on_replicas = on_replicas},
                            a, &a->client);
     if (r == 0)
         agent_client_set_silence(a->client, (uint64_t)(a->cfg.heartbeat_timeout_s * 1000));
@@ -725,6 +795,7 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
         return -ENOMEM;
     }
     a->cfg = *cfg;
+    a->eps = *cfg->eps;
     a->loop = cfg->loop;
     *ret = a;
     return 0;
@@ -770,6 +841,7 @@ struct agent_session *agent_session_free(struct agent_session *a)
     free(a->spawn);
     free(a->late);
     agent_store_free(a->store);
+    agent_replica_free(a->replica);
     free(a);
     return NULL;
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "../common/rdzv-log.h"
+
 #include "../proto/rdzv-msg.h"
 
 struct agent_endpoints;
@@ -36,6 +38,8 @@ struct agent_session_cfg {
     bool inplace;                   /* --recovery inplace: a failure keeps the healthy workers */
     bool embedded;                  /* --standalone: rdzvd runs in this process (no reconnect,
                                      * no per-generation log context) */
+    const char *token_file;         /* for a replica this agent hosts (REPLICA), or NULL */
+    enum rdzv_log_level level;      /* and its log level */
 };
 
 /* A session that has not started (cfg is copied; its strings are borrowed). Returns 0 or

@@ -373,6 +373,8 @@ int main(int argc, char **argv)
                                                               .must = a.o.must_host,
                                                               .rank0 = a.o.node_rank == 0,
                                                               .token_file = a.o.token_file,
+                                                              .replicas =
+                                                                  (unsigned)a.o.replicas,
                                                               .level = a.o.level});
 
     r = agent_session_new(&(struct agent_session_cfg){.loop = &loop,
@@ -389,7 +391,9 @@ int main(int argc, char **argv)
                                                           a.o.heartbeat_timeout_s,
                                                       .grace_s = a.o.grace_s,
                                                       .inplace = a.o.recovery_inplace,
-                                                      .embedded = a.embedded != NULL},
+                                                      .embedded = a.embedded != NULL,
+                                                      .token_file = a.o.token_file,
+                                                      .level = a.o.level},
                           &a.session);
     if (r < 0) {
         log_error_errno(r, "cannot set up the rendezvous");
@@ -457,6 +461,7 @@ int main(int argc, char **argv)
     jn->scale_up_now = a.o.scale_up_now;
     jn->inplace = a.o.recovery_inplace;
     jn->host_store = true; /* a replicated rdzvd may ask node rank 0 for the generation's store */
+    jn->host_replica = true; /* and (rdzvd --replicas) any agent for a replica of itself */
     if (!a.embedded)
         rdzv_log_set_context("job=%s node=%s", a.o.run_id, a.o.host);
     log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",

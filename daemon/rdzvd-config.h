@@ -65,7 +65,13 @@ struct rdzvd_config {
     /* Called when replication fails and rdzvd must stop (the caller stops the server and exits
      * 75); NULL: the server stops itself. */
     void (*on_failure)(void *ud);
+    /* Called when the cluster decided to end (rdzvd_replica_shutdown; the caller stops the
+     * server and exits 0); NULL: the server stops itself. Both get failure_ud. */
+    void (*on_shutdown)(void *ud);
     void *failure_ud;
+    /* --replicas N: as the leader, ask the agents of its jobs to host replicas (one per host)
+     * until the configuration has N voters, and replace one whose host was lost. 0: never. */
+    unsigned replicas;
 };
 
 struct rdzvd_stats {

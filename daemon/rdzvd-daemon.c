@@ -11,6 +11,7 @@
 #include "rdzvd-acl.h"
 #include "rdzvd-job.h"
 #include "rdzvd-peer.h"
+#include "rdzvd-replica.h"
 #include "rdzvd-server.h"
 
 /* --exit-when-idle's timer. Its own allocation: it is freed in its close callback, which may run
@@ -18,7 +19,9 @@
 struct daemon_idle {
     uv_timer_t timer;
     uint64_t idle_ms;  /* armed with this when the last peer goes */
+    uint64_t first_ms; /* while none came (and a follower's wait for its leader's decision) */
     uint64_t armed_ms; /* what the timer was last started with (for the log) */
+    struct rdzvd_server *srv;
     rdzvd_daemon_idle_cb cb;
     void *data;
 };
@@ -70,7 +73,22 @@ static void daemon_shutdown(void *ud)
 static void idle_timer_cb(uv_timer_t *t)
 {
     struct daemon_idle *idle = t->data;
+    const struct rdzvd_replica_ops *ops = NULL;
+    struct rdzvd_replica *rep = rdzvd_server_replica(idle->srv, &ops);
 
+    /* A replica: the leader decides for the cluster, through the log (every replica ends once it
+     * is committed: the server's on_shutdown); a follower that knows a leader waits for it. */
+    if (rep && ops->role(rep) != RDZVD_ROLE_LEADER && ops->leader(rep)) {
+        idle->armed_ms = idle->first_ms;
+        (void)uv_timer_start(&idle->timer, idle_timer_cb, idle->first_ms, 0);
+        return;
+    }
+    if (rep && ops->role(rep) == RDZVD_ROLE_LEADER && ops->shutdown(rep) == 0) {
+        log_info("no agent connected for %.1f s: the job is over, ending every replica "
+                 "(--exit-when-idle)",
+                 (double)idle->armed_ms / 1000);
+        return;
+    }
     log_info("no agent connected for %.1f s: the job is over, exiting (--exit-when-idle)",
              (double)idle->armed_ms / 1000);
     idle->cb(idle->data);
@@ -90,7 +108,7 @@ static void daemon_peer_down(void *ud, struct rdzvd_conn *c)
     struct rdzvd_daemon *d = ud;
     struct daemon_idle *idle = d->idle;
 
-    (void)c;
+    rdzvd_jobs_peer_down(d->jobs, c);
     if (d->npeers == 0 || --d->npeers > 0 || !idle)
         return;
     log_debug("no agent connected: exiting in %.1f s unless one comes (--exit-when-idle)",
@@ -186,7 +204,8 @@ int rdzvd_daemon_exit_when_idle(struct rdzvd_daemon *d, uint64_t idle_ms, uint64
     idle = calloc(1, sizeof(*idle));
     if (!idle)
         return log_error_errno(-ENOMEM, "--exit-when-idle");
-    *idle = (struct daemon_idle){.idle_ms = idle_ms, .armed_ms = first_ms, .cb = cb, .data = data};
+    *idle = (struct daemon_idle){.idle_ms = idle_ms, .first_ms = first_ms, .armed_ms = first_ms,
+                                 .srv = d->srv, .cb = cb, .data = data};
     r = uv_timer_init(rdzvd_server_loop(d->srv), &idle->timer);
     if (r < 0) {
         free(idle);

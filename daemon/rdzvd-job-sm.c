@@ -519,6 +519,8 @@ static void job_timer_cb(uv_timer_t *t)
          * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
          * job's nodes: numbering goes on, the budget is not charged. */
         job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
+        if (j->host.lost)
+            j->host.lost(j->host.lost_ud); /* their hosts may have held replicas */
     }
 }
 
@@ -597,6 +599,7 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     void *peer = m->peer;
     enum job_state st = j->state;
     bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1;
+    void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
     int64_t rank = m->node_rank;
     char cause[RDZV_SUMMARY_MAX + 1];
 
@@ -609,6 +612,8 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     member_remove(m);
     if (peer)
         j->host.ops->close(peer, why); /* its member is detached: no second report */
+    if (lost && !left && st != JOB_ENDED)
+        lost(lost_ud); /* a failure, not a member that was done */
     if (last)
         return; /* the job went with its last member */
     switch (st) {

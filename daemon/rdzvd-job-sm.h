@@ -91,6 +91,11 @@ struct rdzvd_job_host {
      * with the member. */
     const uint8_t *member_key;
     size_t member_key_len;
+    /* A member was declared lost before it was done (its connection closed, or it fell silent),
+     * or nodes of a generation rebuilt from its record did not come back: lost(lost_ud).
+     * NULL: not told. */
+    void (*lost)(void *ud);
+    void *lost_ud;
 };
 
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound

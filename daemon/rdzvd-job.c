@@ -23,6 +23,7 @@
 #include "rdzvd-conn.h"
 #include "rdzvd-job-sm.h"
 #include "rdzvd-job-status.h"
+#include "rdzvd-job-voters.h"
 #include "rdzvd-server.h"
 
 #define MEMBER_KEY_FILE "member.key" /* in --state-dir: the key of member secrets */
@@ -34,6 +35,7 @@ struct rdzvd_jobs {
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
     struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
     uint8_t member_key[MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
+    struct rdzvd_voters *voters;          /* a replica's hosted replicas; NULL: none */
 };
 
 /* The key of member secrets in --state-dir: read, or made (random, 0600) the first time. 0, or
@@ -207,6 +209,8 @@ static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint
     r = rdzvd_job_join(&jobs->host, c, &jn, err, sizeof(err), &m);
     if (r < 0)
         send_frame_error(c, "%s", err);
+    else
+        rdzvd_voters_joined(jobs->voters, c, jn.host_replica);
     return r;
 }
 
@@ -355,6 +359,14 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
         return handle_leave(c, m, body, len);
     case RDZV_MSG_READY:
         return handle_ready(c, m, body, len);
+    case RDZV_MSG_REPLICA: {
+        char err[256];
+        int r = rdzvd_voters_answer(jobs->voters, c, body, len, err, sizeof(err));
+
+        if (r < 0)
+            send_frame_error(c, "%s", err);
+        return r;
+    }
     default:
         send_frame_error(c, "unexpected %s from an agent", rdzv_msg_name(op));
         return -EPROTO;
@@ -368,10 +380,25 @@ void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
     rdzvd_member_gone(member);
 }
 
+void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
+{
+    if (jobs)
+        rdzvd_voters_peer_down(jobs->voters, c);
+}
+
+static void jobs_member_lost(void *ud)
+{
+    struct rdzvd_jobs *jobs = ud;
+
+    rdzvd_voters_member_lost(jobs->voters);
+}
+
 void rdzvd_jobs_shutdown(void *ud)
 {
     struct rdzvd_jobs *jobs = ud;
 
+    rdzvd_voters_close(jobs->voters);
+    jobs->voters = NULL;
     rdzvd_jobs_drop_all(&jobs->list);
 }
 
@@ -401,7 +428,13 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,
         .keep_ended = rdzvd_ended_jobs_add,
+        .lost = jobs_member_lost,
+        .lost_ud = jobs,
     };
+    if (rdzvd_voters_new(srv, &jobs->voters) < 0) {
+        free(jobs);
+        return -ENOMEM;
+    }
     rdzvd_ended_jobs_init(&jobs->ended, rdzvd_server_config(srv)->keep_ended_ms,
                           rdzvd_server_config(srv)->keep_ended_max);
     if (rdzvd_server_config(srv)->token) {

@@ -31,6 +31,8 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs);
 int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len);
 /* The agent connection c, which stood for member, is closing. */
 void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member);
+/* The rdzv peer c (past its handshake) is closing, member or not. */
+void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c);
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(void *ud);
 

@@ -57,6 +57,31 @@ unsigned rdzvd_replica_count(const struct rdzvd_replica *r)
     return 0;
 }
 
+unsigned rdzvd_replica_voters(struct rdzvd_replica *r, struct rdzvd_voter *out, unsigned max)
+{
+    (void)r, (void)out, (void)max;
+    return 0;
+}
+
+int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
+                         rdzvd_replica_change_cb cb, void *ud)
+{
+    (void)r, (void)add, (void)id, (void)raft, (void)cb, (void)ud;
+    return -ENOTSUP;
+}
+
+int rdzvd_replica_shutdown(struct rdzvd_replica *r)
+{
+    (void)r;
+    return -ENOTSUP;
+}
+
+int rdzvd_replica_endpoint_of(const char *raft, char *out, size_t len)
+{
+    (void)raft, (void)out, (void)len;
+    return -ENOTSUP;
+}
+
 bool rdzvd_replica_busy(const struct rdzvd_replica *r)
 {
     (void)r;

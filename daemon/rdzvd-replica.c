@@ -48,7 +48,23 @@ struct rdzvd_replica {
     raft_term barrier_term;
     raft_term served_term; /* the term in which this replica's barrier completed */
     struct raft_barrier barrier;
+    char leader_ep[RDZVD_ENDPOINT_LEN]; /* rdzvd_replica_leader's answer when derived */
+    /* A membership change (rdzvd_replica_change): add then assign, or remove. */
+    struct raft_change change;
+    bool changing, change_assign;
+    unsigned change_id;
+    rdzvd_replica_change_cb change_cb;
+    void *change_ud;
+    bool shutdown_pending; /* this leader's shutdown entry is proposed or pending */
+    bool shutdown_done;
 };
+
+#define SHUTDOWN_KEY "shutdown" /* a key of the job table: the cluster decided to end */
+
+static unsigned self_raft_id(const struct rdzvd_replica *r)
+{
+    return r->peers->join_id ? r->peers->join_id : r->peers->self + 1;
+}
 
 /* ---- --peers ---- */
 
@@ -208,9 +224,28 @@ static void change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size
     record_change(ud, RDZVD_TABLE_STORE, what, key, klen, val, vlen);
 }
 
+static void shutdown_now(struct rdzvd_replica *r)
+{
+    if (r->shutdown_done || r->closing || !r->hooks->shutdown)
+        return;
+    r->shutdown_done = true;
+    r->hooks->shutdown(r->ud);
+}
+
 static void jobs_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                            const uint8_t *val, size_t vlen)
 {
+    struct rdzvd_replica *r = ud;
+    bool shutdown = what == RDZVD_CHANGE_SET && klen == strlen(SHUTDOWN_KEY) &&
+                    memcmp(key, SHUTDOWN_KEY, klen) == 0;
+
+    if (shutdown && r->fsm.applying) {
+        log_info("replication: the cluster decided to end (the leader's --exit-when-idle)");
+        shutdown_now(r);
+        return;
+    }
+    if (shutdown)
+        r->shutdown_pending = true;
     record_change(ud, RDZVD_TABLE_JOBS, what, key, klen, val, vlen);
 }
 
@@ -231,6 +266,8 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
     if (r->npending == 0)
         r->fsm.local_ahead = false;
     r->hooks->settled(r->ud, 0);
+    if (r->shutdown_pending && !r->inflight)
+        shutdown_now(r);
 }
 
 int rdzvd_replica_flush(struct rdzvd_replica *r)
@@ -281,10 +318,10 @@ static void barrier_cb(struct raft_barrier *req, int status)
     if (status == 0) {
         r->served_term = r->barrier_term;
         log_info("replication: replica %u of %u leads (term %" PRIu64 "): serving",
-                 r->peers->self + 1, r->peers->n, (uint64_t)r->barrier_term);
+                 self_raft_id(r), rdzvd_replica_count(r), (uint64_t)r->barrier_term);
     } else {
         log_warn("replication: replica %u lost the leadership before it could serve (%s)",
-                 r->peers->self + 1, raft_strerror(status));
+                 self_raft_id(r), raft_strerror(status));
     }
     r->hooks->settled(r->ud, 0);
 }
@@ -307,6 +344,21 @@ enum rdzvd_role rdzvd_replica_role(struct rdzvd_replica *r)
     return RDZVD_ROLE_SYNCING;
 }
 
+int rdzvd_replica_endpoint_of(const char *raft, char *out, size_t len)
+{
+    const char *colon = raft ? strrchr(raft, ':') : NULL;
+    unsigned long p;
+    char *end;
+
+    if (!colon)
+        return -EINVAL;
+    p = strtoul(colon + 1, &end, 10);
+    if (*end || p < 2 || p > 65535 || (size_t)(colon - raft) + 8 > len)
+        return -EINVAL;
+    snprintf(out, len, "%.*s:%lu", (int)(colon - raft), raft, p - 1);
+    return 0;
+}
+
 const char *rdzvd_replica_leader(struct rdzvd_replica *r)
 {
     raft_id id = 0;
@@ -315,17 +367,120 @@ const char *rdzvd_replica_leader(struct rdzvd_replica *r)
     if (!r->raft_ready)
         return NULL;
     raft_leader(&r->raft, &id, &addr);
-    return id >= 1 && id <= r->peers->n ? r->peers->endpoint[id - 1] : NULL;
+    if (!id || !addr)
+        return NULL;
+    for (unsigned i = 0; i < r->peers->n; i++) /* a founding replica: as --peers names it */
+        if (!r->peers->join_id && id == i + 1 && strcmp(addr, r->peers->raft[i]) == 0)
+            return r->peers->endpoint[i];
+    return rdzvd_replica_endpoint_of(addr, r->leader_ep, sizeof(r->leader_ep)) == 0
+               ? r->leader_ep
+               : NULL;
 }
 
 unsigned rdzvd_replica_id(const struct rdzvd_replica *r)
 {
-    return r->peers->self + 1;
+    return self_raft_id(r);
 }
 
 unsigned rdzvd_replica_count(const struct rdzvd_replica *r)
 {
-    return r->peers->n;
+    unsigned n = 0;
+
+    if (!r->raft_ready || r->raft.configuration.n == 0)
+        return r->peers->join_id ? 0 : r->peers->n;
+    for (unsigned i = 0; i < r->raft.configuration.n; i++)
+        n += r->raft.configuration.servers[i].role == RAFT_VOTER;
+    return n;
+}
+
+unsigned rdzvd_replica_voters(struct rdzvd_replica *r, struct rdzvd_voter *out, unsigned max)
+{
+    const struct raft_configuration *c = &r->raft.configuration;
+
+    if (!r->raft_ready)
+        return 0;
+    for (unsigned i = 0; i < c->n && i < max; i++) {
+        struct rdzvd_voter *v = &out[i];
+
+        memset(v, 0, sizeof(*v));
+        v->id = (unsigned)c->servers[i].id;
+        v->voter = c->servers[i].role == RAFT_VOTER;
+        v->self = c->servers[i].id == self_raft_id(r);
+        snprintf(v->raft, sizeof(v->raft), "%s", c->servers[i].address);
+        if (rdzvd_replica_endpoint_of(v->raft, v->endpoint, sizeof(v->endpoint)) < 0)
+            v->endpoint[0] = '\0';
+    }
+    return c->n;
+}
+
+static void change_done(struct rdzvd_replica *r, int status)
+{
+    rdzvd_replica_change_cb cb = r->change_cb;
+
+    r->changing = false;
+    r->change_cb = NULL;
+    if (cb)
+        cb(r->change_ud, status);
+}
+
+static void membership_cb(struct raft_change *req, int status)
+{
+    struct rdzvd_replica *r = req->data;
+    int rc;
+
+    if (status != 0) {
+        log_warn("replication: the change of replica %u failed: %s", r->change_id,
+                 raft_strerror(status));
+        change_done(r, -EIO);
+        return;
+    }
+    if (r->change_assign) {
+        r->change_assign = false;
+        rc = raft_assign(&r->raft, &r->change, r->change_id, RAFT_VOTER, membership_cb);
+        if (rc != 0) {
+            log_warn("replication: cannot make replica %u a voter: %s", r->change_id,
+                     raft_strerror(rc));
+            change_done(r, -EIO);
+        }
+        return;
+    }
+    log_info("replication: the configuration has %u voter(s) now", rdzvd_replica_count(r));
+    change_done(r, 0);
+}
+
+int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
+                         rdzvd_replica_change_cb cb, void *ud)
+{
+    int rc;
+
+    if (r->changing)
+        return -EBUSY;
+    if (rdzvd_replica_role(r) != RDZVD_ROLE_LEADER)
+        return -ENOTCONN;
+    r->change.data = r;
+    r->change_id = id;
+    r->change_cb = cb;
+    r->change_ud = ud;
+    r->change_assign = add;
+    rc = add ? raft_add(&r->raft, &r->change, id, raft, membership_cb)
+             : raft_remove(&r->raft, &r->change, id, membership_cb);
+    if (rc != 0) {
+        log_warn("replication: cannot %s replica %u%s%s: %s", add ? "add" : "remove", id,
+                 add ? " at " : "", add ? raft : "", raft_strerror(rc));
+        r->change_cb = NULL;
+        return rc == RAFT_CANTCHANGE ? -EBUSY : rc == RAFT_NOTLEADER ? -ENOTCONN : -EINVAL;
+    }
+    r->changing = true;
+    log_info("replication: %s replica %u%s%s", add ? "adding" : "removing", id, add ? " at " : "",
+             add ? raft : "");
+    return 0;
+}
+
+int rdzvd_replica_shutdown(struct rdzvd_replica *r)
+{
+    if (rdzvd_replica_role(r) != RDZVD_ROLE_LEADER || !r->jobs)
+        return -ENOTCONN;
+    return rdzvd_store_set(r->jobs, SHUTDOWN_KEY, strlen(SHUTDOWN_KEY), "1", 1);
 }
 
 /* ---- life ---- */
@@ -373,7 +528,7 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
         rc = -EIO;
         goto out_free;
     }
-    rc = raft_init(&r->raft, &r->io, &r->fsm.fsm, self + 1, peers->raft[self]);
+    rc = raft_init(&r->raft, &r->io, &r->fsm.fsm, self_raft_id(r), peers->raft[self]);
     if (rc != 0) {
         log_error("replication: %s", raft_strerror(rc));
         raft_uv_close(&r->io);
@@ -407,9 +562,9 @@ int rdzvd_replica_start(struct rdzvd_replica *r)
     int rc = 0;
 
     raft_configuration_init(&conf);
-    for (unsigned i = 0; i < r->peers->n && rc == 0; i++)
+    for (unsigned i = 0; i < r->peers->n && rc == 0 && !r->peers->join_id; i++)
         rc = raft_configuration_add(&conf, i + 1, r->peers->raft[i], RAFT_VOTER);
-    if (rc == 0) {
+    if (rc == 0 && !r->peers->join_id) {
         rc = raft_bootstrap(&r->raft, &conf);
         if (rc == RAFT_CANTBOOTSTRAP)
             rc = 0; /* its log exists: it was started before */
@@ -418,12 +573,16 @@ int rdzvd_replica_start(struct rdzvd_replica *r)
     if (rc == 0)
         rc = raft_start(&r->raft);
     if (rc != 0) {
-        log_error("replication: cannot start replica %u (%s): %s", r->peers->self + 1,
+        log_error("replication: cannot start replica %u (%s): %s", self_raft_id(r),
                   r->peers->raft[r->peers->self], raft_strerror(rc));
         return -EIO;
     }
-    log_info("replication: replica %u of %u, Raft link on %s, log in %s", r->peers->self + 1,
-             r->peers->n, r->peers->raft[r->peers->self], r->dir);
+    if (r->peers->join_id)
+        log_info("replication: replica %u, Raft link on %s, log in %s: waiting for the leader "
+                 "to add it", self_raft_id(r), r->peers->raft[r->peers->self], r->dir);
+    else
+        log_info("replication: replica %u of %u, Raft link on %s, log in %s", self_raft_id(r),
+                 r->peers->n, r->peers->raft[r->peers->self], r->dir);
     return 0;
 }
 

@@ -15,6 +15,10 @@
  * stop; restarted on the same directory it replays the log and follows.
  *
  * Replica i (0-based) of --peers HOST:PORT,... has Raft id i + 1 and its Raft link on PORT + 1.
+ * A replica started with --join (join_id) is in no configuration yet: it does not bootstrap, and
+ * waits for a leader to add it (rdzvd_replica_change, which hosted replicas use: rdzvd
+ * --replicas). Whatever the configuration holds, a replica's agents' endpoint is its Raft
+ * link's address with PORT (its port minus one).
  *
  * Ownership: the caller owns the replica (rdzvd_replica_close, then rdzvd_replica_free once the
  * loop has run the close through); the store and the token are borrowed and must outlive it.
@@ -41,7 +45,22 @@ struct rdzvd_peers {
     unsigned self;                                         /* this rdzvd's index */
     char endpoint[RDZVD_REPLICAS_MAX][RDZVD_ENDPOINT_LEN]; /* HOST:PORT as given (agents' view) */
     char raft[RDZVD_REPLICAS_MAX][64];                     /* numeric ADDR:PORT+1, its Raft link */
+    /* --join: this replica's Raft id (n is then 1: itself); it starts outside the cluster's
+     * configuration and waits to be added. 0: a founding replica (id self + 1). */
+    unsigned join_id;
 };
+
+/* One server of the configuration now (rdzvd_replica_voters). */
+struct rdzvd_voter {
+    unsigned id;
+    bool voter; /* false: being added (caught up before it votes) */
+    bool self;
+    char raft[64];                      /* its Raft link, ADDR:PORT+1 */
+    char endpoint[RDZVD_ENDPOINT_LEN];  /* the agents' ADDR:PORT */
+};
+
+/* The "ADDR:PORT" agents use for the Raft link raft ("ADDR:PORT+1"), into out. 0 or -EINVAL. */
+int rdzvd_replica_endpoint_of(const char *raft, char *out, size_t len);
 
 /* Parse list (HOST:PORT,HOST:PORT,... hosts resolved now) into *out and find this rdzvd in it:
  * entry self_id (1-based) when self_id > 0, else the one entry whose port is port and whose host
@@ -64,7 +83,13 @@ struct rdzvd_replica_hooks {
     void (*settled)(void *ud, int status);
     /* The replica finished closing (after rdzvd_replica_close). */
     void (*closed)(void *ud);
+    /* The cluster decided to end (rdzvd_replica_shutdown, on whichever replica called it, once
+     * committed; on the others when they apply it): the owner stops. NULL: ignored. */
+    void (*shutdown)(void *ud);
 };
+
+/* A membership change is done (status 0) or failed (a negative errno, logged). */
+typedef void (*rdzvd_replica_change_cb)(void *ud, int status);
 
 struct rdzvd_replica;
 
@@ -84,9 +109,19 @@ int rdzvd_replica_start(struct rdzvd_replica *r);
 enum rdzvd_role rdzvd_replica_role(struct rdzvd_replica *r);
 /* The leader's endpoint as --peers gives it, or NULL when no leader is known. */
 const char *rdzvd_replica_leader(struct rdzvd_replica *r);
-/* This replica's 1-based id and the number of replicas. */
+/* This replica's Raft id and the number of voters in the configuration. */
 unsigned rdzvd_replica_id(const struct rdzvd_replica *r);
 unsigned rdzvd_replica_count(const struct rdzvd_replica *r);
+/* The servers of the configuration into out[0..max): how many there are (may exceed max). */
+unsigned rdzvd_replica_voters(struct rdzvd_replica *r, struct rdzvd_voter *out, unsigned max);
+/* As the leader, add the replica id at Raft link raft ("ADDR:PORT+1") and make it a voter once
+ * it has caught up (add true), or remove the server id (add false). One change at a time: -EBUSY
+ * while one is under way; -ENOTCONN when not the leader; cb(ud, status) when it is done. */
+int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
+                         rdzvd_replica_change_cb cb, void *ud);
+/* Decide, through the log, that the cluster ends (hooks->shutdown everywhere once committed).
+ * The leader's; 0 or -ENOTCONN. The entry goes with the turn's other changes (flush). */
+int rdzvd_replica_shutdown(struct rdzvd_replica *r);
 /* Changes wait to be flushed, or an entry is in flight. */
 bool rdzvd_replica_busy(const struct rdzvd_replica *r);
 /* Propose the changes made since the last flush, unless an entry is in flight (then they go
@@ -110,6 +145,10 @@ struct rdzvd_replica_ops {
     const char *(*leader)(struct rdzvd_replica *r);
     unsigned (*id)(const struct rdzvd_replica *r);
     unsigned (*count)(const struct rdzvd_replica *r);
+    unsigned (*voters)(struct rdzvd_replica *r, struct rdzvd_voter *out, unsigned max);
+    int (*change)(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
+                  rdzvd_replica_change_cb cb, void *ud);
+    int (*shutdown)(struct rdzvd_replica *r);
     bool (*busy)(const struct rdzvd_replica *r);
     int (*flush)(struct rdzvd_replica *r);
     void (*close)(struct rdzvd_replica *r);

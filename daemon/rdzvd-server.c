@@ -253,10 +253,22 @@ static void replica_closed_cb(void *ud)
     server_handle_closed(ud);
 }
 
+/* The cluster decided to end (rdzvd_replica_shutdown): as --exit-when-idle's own end. */
+static void replica_shutdown_cb(void *ud)
+{
+    struct rdzvd_server *srv = ud;
+
+    if (srv->cfg.on_shutdown)
+        srv->cfg.on_shutdown(srv->cfg.failure_ud);
+    else
+        rdzvd_server_stop(srv);
+}
+
 static const struct rdzvd_replica_hooks replica_hooks = {
     .pending = replica_pending_cb,
     .settled = replica_settled_cb,
     .closed = replica_closed_cb,
+    .shutdown = replica_shutdown_cb,
 };
 
 static void replica_close(struct rdzvd_server *srv)
@@ -985,6 +997,13 @@ int rdzvd_server_state_dirfd(const struct rdzvd_server *srv)
 struct rdzvd_store *rdzvd_server_job_table(const struct rdzvd_server *srv)
 {
     return srv->job_table;
+}
+
+struct rdzvd_replica *rdzvd_server_replica(const struct rdzvd_server *srv,
+                                           const struct rdzvd_replica_ops **ops)
+{
+    *ops = srv->rops;
+    return srv->replica_closing || srv->failed ? NULL : srv->replica;
 }
 
 void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info *ret)

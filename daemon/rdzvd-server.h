@@ -64,6 +64,12 @@ int rdzvd_server_state_dirfd(const struct rdzvd_server *srv);
  * made by the leader go to the log with the turn's other changes, and replies wait for them).
  * NULL for a single rdzvd. Owned by the server. */
 struct rdzvd_store *rdzvd_server_job_table(const struct rdzvd_server *srv);
+/* The replica (--peers) and the table of functions to call it through (rdzvd-replica.h), or NULL
+ * for a single rdzvd and once the replica closes. Owned by the server. */
+struct rdzvd_replica;
+struct rdzvd_replica_ops;
+struct rdzvd_replica *rdzvd_server_replica(const struct rdzvd_server *srv,
+                                           const struct rdzvd_replica_ops **ops);
 /* Fill *ret with the server's address, counters and uptime base. Cannot fail. */
 void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info *ret);
 /* Replication failed (--peers): the server stopped or is stopping, and rdzvd exits 75. */

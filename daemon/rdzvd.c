@@ -39,6 +39,8 @@ struct opts {
     int ready_fd;                    /* --ready-fd; -1: none */
     const char *peers;               /* --peers; NULL: a single rdzvd */
     uint64_t replica_id;             /* --replica-id; 0: found from --peers and --port */
+    bool join;                       /* --join */
+    uint64_t replicas;               /* --replicas; 0: none */
     struct rdzvd_peers peer_list;
 };
 
@@ -186,9 +188,18 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
                  "each (3 or 5: a majority must live); needs --state-dir\n"
                  "(the Raft log) and a fixed --port; Raft links on PORT+1"},
         {.kind = RDZV_OPT_UINT, .name = "replica-id", .dest = &o->replica_id, .umin = 1,
-         .umax = RDZVD_REPLICAS_MAX, .metavar = "N",
+         .umax = 1u << 30, .metavar = "N",
          .help = "which entry of --peers this rdzvd is (1-based; default:\n"
-                 "the one entry with this machine's address and --port)"},
+                 "the one entry with this machine's address and --port);\n"
+                 "with --join, its Raft id"},
+        {.kind = RDZV_OPT_FLAG, .name = "join", .dest = &o->join,
+         .help = "start outside the replicas' configuration (--peers names\n"
+                 "only this one) and wait for the leader to add it"},
+        {.kind = RDZV_OPT_UINT, .name = "replicas", .dest = &o->replicas, .umin = 1,
+         .umax = RDZVD_REPLICAS_MAX, .metavar = "N",
+         .help = "as the leader, ask the agents of its jobs to host replicas\n"
+                 "(one per host) until there are N voters, and replace the\n"
+                 "one of a lost host (c10d self-hosting; needs --peers)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "fsync", .cb = fsync_cb, .dest = &o->cfg.fsync,
          .metavar = "MODE",
          .help = "when the journal is fsynced: everysec (default; a power\n"
@@ -315,8 +326,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
         fprintf(stderr, "rdzvd: --max-input-bytes must be at least --max-frame\n");
         return -EINVAL;
     }
-    if (o->replica_id && !o->peers) {
-        fprintf(stderr, "rdzvd: --replica-id needs --peers\n");
+    if ((o->replica_id || o->join || o->replicas) && !o->peers) {
+        fprintf(stderr, "rdzvd: --%s needs --peers\n",
+                o->replica_id ? "replica-id" : o->join ? "join" : "replicas");
+        return -EINVAL;
+    }
+    if (o->join && !o->replica_id) {
+        fprintf(stderr, "rdzvd: --join needs --replica-id N (the Raft id the leader gave it)\n");
         return -EINVAL;
     }
     if (o->peers) {
@@ -330,11 +346,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
             fprintf(stderr, "rdzvd: --peers needs a fixed --port (the one --peers lists)\n");
             return -EINVAL;
         }
-        if (rdzvd_peers_parse(o->peers, (unsigned)o->replica_id, o->cfg.port, &o->peer_list,
-                              err, sizeof(err)) < 0) {
+        if (rdzvd_peers_parse(o->peers, o->join ? 1 : (unsigned)o->replica_id, o->cfg.port,
+                              &o->peer_list, err, sizeof(err)) < 0) {
             fprintf(stderr, "rdzvd: %s\n", err);
             return -EINVAL;
         }
+        if (o->join && o->peer_list.n != 1) {
+            fprintf(stderr, "rdzvd: with --join, --peers names this replica only\n");
+            return -EINVAL;
+        }
+        o->peer_list.join_id = o->join ? (unsigned)o->replica_id : 0;
+        o->cfg.replicas = (unsigned)o->replicas;
         o->cfg.peers = &o->peer_list;
         o->cfg.replica_ops = &rdzvd_replica_ops;
     }
@@ -397,13 +419,21 @@ struct daemon_ctx {
     struct rdzvd_server *srv; /* the daemon's */
     struct rdzvd_http *http;
     uv_signal_t sigterm, sigint;
+    uv_timer_t linger; /* a replica's end, decided by the cluster (shutdown_cb) */
+    bool lingering;    /* linger is initialised */
 };
+
+/* How long a replica lingers after the cluster decided to end: the followers learn that the
+ * decision committed from the leader's next heartbeats, which must still come. */
+#define RDZVD_SHUTDOWN_LINGER_MS (RDZVD_REPL_HEARTBEAT_MS * 4)
 
 /* Shut down: SIGTERM, SIGINT, --exit-when-idle. The loop ends once everything is closed. */
 static void daemon_stop(struct daemon_ctx *d)
 {
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
+    if (d->lingering && !uv_is_closing((uv_handle_t *)&d->linger))
+        uv_close((uv_handle_t *)&d->linger, NULL);
     rdzvd_http_stop(d->http);
     d->http = NULL;
     rdzvd_server_stop(d->srv);
@@ -418,6 +448,28 @@ static void signal_cb(uv_signal_t *h, int signum)
 static void idle_done_cb(void *data)
 {
     daemon_stop(data);
+}
+
+static void linger_cb(uv_timer_t *t)
+{
+    daemon_stop(t->data);
+}
+
+/* The replicas decided to end (the leader's --exit-when-idle, committed): stop, after the
+ * leader has had time to tell the followers. */
+static void shutdown_cb(void *data)
+{
+    struct daemon_ctx *d = data;
+
+    if (d->lingering)
+        return;
+    if (uv_timer_init(rdzvd_server_loop(d->srv), &d->linger) < 0) {
+        daemon_stop(d);
+        return;
+    }
+    d->lingering = true;
+    d->linger.data = d;
+    (void)uv_timer_start(&d->linger, linger_cb, RDZVD_SHUTDOWN_LINGER_MS, 0);
 }
 
 /* Replication failed: stop, and exit 75 (EX_TEMPFAIL: restart on the same --state-dir). */
@@ -457,10 +509,12 @@ int main(int argc, char **argv)
         o.cfg.lim.max_handshaking = o.cfg.lim.max_conns / 2 ? o.cfg.lim.max_conns / 2 : 1;
 
     o.cfg.on_failure = failure_cb;
+    o.cfg.on_shutdown = shutdown_cb;
     o.cfg.failure_ud = &d;
     r = uv_loop_init(&loop);
     if (r < 0)
         return log_error_errno(r, "uv_loop_init"), 1;
+
     r = rdzvd_daemon_new(&loop, &o.cfg, &d.daemon);
     if (r < 0) {
         uv_run(&loop, UV_RUN_DEFAULT); /* let the handles init closed finish closing */

@@ -43,6 +43,10 @@ const char *rdzv_msg_name(uint8_t op)
         return "STORE";
     case RDZV_MSG_ERROR:
         return "ERROR";
+    case RDZV_MSG_REPLICA:
+        return "REPLICA";
+    case RDZV_MSG_REPLICAS:
+        return "REPLICAS";
     default:
         return "?";
     }
@@ -61,6 +65,7 @@ static const struct {
     {RDZV_MSG_STATUS, SMALL},        /* {} */
     {RDZV_MSG_READY, SMALL},         /* generation */
     {RDZV_MSG_LEAVE, SMALL},         /* generation, status */
+    {RDZV_MSG_REPLICA, SMALL},       /* id, endpoint or error (511 bytes) */
     {RDZV_MSG_WORKER_EXIT, 8u << 10},/* host and reason (255 bytes each) */
     {RDZV_MSG_JOIN, 16u << 10},      /* run id, node id, host, numbers, resume */
     {RDZV_MSG_NCCL_ID, 32u << 10},   /* up to 64 ids of 256 hex digits */

@@ -29,6 +29,8 @@ enum rdzv_msg_op {
     RDZV_MSG_AUTH_OK = 0xAD, /* daemon -> client: accepted, and the daemon's own proof */
     RDZV_MSG_STORE = 0xAE,   /* client -> daemon: the rest of the connection speaks TCPStore */
     RDZV_MSG_ERROR = 0xAF,
+    RDZV_MSG_REPLICA = 0xB2,  /* 1.5, both ways: host a replica / where it listens */
+    RDZV_MSG_REPLICAS = 0xB3, /* 1.5, daemon -> agent: the replicas' endpoints */
 };
 
 /* Name of a message op for logs ("JOIN"), "?" if unknown. */

@@ -109,6 +109,10 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         json_decref(o);
         o = NULL;
     }
+    if (o && j->host_replica && json_object_set_new(o, "host_replica", json_true()) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
@@ -281,7 +285,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
     json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS;
     const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart", *secret = "";
-    int rank_hint = 0, scale_now = 0, host_store = 0;
+    int rank_hint = 0, scale_now = 0, host_store = 0, host_replica = 0;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL;
     int r = 0;
@@ -291,14 +295,14 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o, s?s, s?s, s?b}",
+                       "s?b, s?o, s?s, s?s, s?b, s?b}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
                        &nccl_ids, "rank_hint", &rank_hint, "heartbeat_timeout_ms", &hb_ms,
                        "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
                        &resume, "recovery", &recovery, "secret", &secret, "host_store",
-                       &host_store) < 0) {
+                       &host_store, "host_replica", &host_replica) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -358,6 +362,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->scale_up_now = scale_now != 0;
     j->inplace = strcmp(recovery, "inplace") == 0;
     j->host_store = host_store != 0;
+    j->host_replica = host_replica != 0;
     if (*secret && !rdzv_msg_is_secret(secret)) {
         snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters", RDZV_SECRET_HEX);
         r = -EBADMSG;

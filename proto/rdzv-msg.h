@@ -68,6 +68,8 @@ struct rdzv_join {
     char secret[RDZV_SECRET_HEX + 1];
     /* 1.4: this agent can host the generation's store (NCCL_REQUEST "store"); sent when set. */
     bool host_store;
+    /* 1.5: this agent can host a replica of rdzvd (REPLICA), and takes REPLICAS; sent when set. */
+    bool host_replica;
 };
 
 struct rdzv_round {
@@ -186,6 +188,28 @@ struct rdzv_error {
     char leader[RDZV_ENDPOINT_MAX + 1];
 };
 
+/* REPLICA (1.5). daemon -> agent: start replica id of the replicated rdzvd on port, at the
+ * address this agent reaches rdzvd from (port set, no endpoint), keeping the cluster at replicas
+ * voters once it leads. agent -> daemon: it listens at endpoint "ADDR:PORT", or (failed) it
+ * could not, and error says why. */
+#define RDZV_REPLICA_ID_MAX (1 << 30)
+struct rdzv_replica {
+    int64_t id;   /* 1..RDZV_REPLICA_ID_MAX */
+    int64_t port; /* daemon -> agent: 1..65534 (its Raft link is port + 1); else 0 */
+    int64_t replicas; /* daemon -> agent: 1..RDZV_REPLICAS_LIST_MAX; else 0 */
+    char endpoint[RDZV_ENDPOINT_MAX + 1];
+    bool failed;
+    char error[RDZV_ERROR_MAX + 1];
+};
+
+/* REPLICAS (1.5, daemon -> agent): every replica's "HOST:PORT" now (the agent reconnects to
+ * them when it loses the leader). 1..RDZV_REPLICAS_LIST_MAX entries. */
+#define RDZV_REPLICAS_LIST_MAX 7
+struct rdzv_replicas {
+    unsigned n;
+    char endpoint[RDZV_REPLICAS_LIST_MAX][RDZV_ENDPOINT_MAX + 1];
+};
+
 const char *rdzv_nccl_mode_name(enum rdzv_nccl_mode m);
 int rdzv_nccl_mode_parse(const char *s, enum rdzv_nccl_mode *ret);
 
@@ -211,6 +235,13 @@ int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...) __attribute__((
  * when leader is longer than RDZV_ENDPOINT_MAX. */
 int rdzv_msg_put_redirect(struct rdzv_buf *b, const char *leader, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+int rdzv_msg_put_replica(struct rdzv_buf *b, const struct rdzv_replica *r);
+int rdzv_msg_put_replicas(struct rdzv_buf *b, const struct rdzv_replicas *r);
+int rdzv_msg_parse_replica(const uint8_t *body, size_t len, struct rdzv_replica *r, char *err,
+                           size_t errlen);
+int rdzv_msg_parse_replicas(const uint8_t *body, size_t len, struct rdzv_replicas *r, char *err,
+                            size_t errlen);
 
 /* Parse a body into a JSON object (duplicates rejected). NULL with err set on failure. */
 json_t *rdzv_msg_load(const uint8_t *body, size_t len, char *err, size_t errlen);

@@ -232,6 +232,12 @@ static void check_nccl_id_both(const uint8_t *body, uint32_t len)
 ROUND_TRIP(heartbeat, struct rdzv_heartbeat, RDZV_MSG_HEARTBEAT,
            a->n_progress <= RDZV_PROGRESS_MAX)
 ROUND_TRIP(ready, struct rdzv_ready, RDZV_MSG_READY, true)
+ROUND_TRIP(replica, struct rdzv_replica, RDZV_MSG_REPLICA,
+           a->id >= 1 && a->id <= RDZV_REPLICA_ID_MAX && a->port >= 0 && a->port <= 65534 &&
+               (!a->port || (a->replicas >= 1 && a->replicas <= RDZV_REPLICAS_LIST_MAX)) &&
+               strlen(a->endpoint) <= RDZV_ENDPOINT_MAX)
+ROUND_TRIP(replicas, struct rdzv_replicas, RDZV_MSG_REPLICAS,
+           a->n >= 1 && a->n <= RDZV_REPLICAS_LIST_MAX)
 ROUND_TRIP(leave, struct rdzv_leave, RDZV_MSG_LEAVE, true)
 
 static void check_error(const uint8_t *body, uint32_t len)
@@ -391,6 +397,12 @@ static void check_body(uint8_t op, const uint8_t *body, uint32_t len)
         break;
     case RDZV_MSG_LEAVE:
         check_leave(body, len);
+        break;
+    case RDZV_MSG_REPLICA:
+        check_replica(body, len);
+        break;
+    case RDZV_MSG_REPLICAS:
+        check_replicas(body, len);
         break;
     case RDZV_MSG_ERROR:
         check_error(body, len);

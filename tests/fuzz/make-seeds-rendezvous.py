@@ -15,7 +15,7 @@ OPS = {
     'HELLO': 0xA0, 'JOIN': 0xA2, 'JOINED': 0xA3, 'ROUND': 0xA4, 'NCCL_REQUEST': 0xA5,
     'NCCL_ID': 0xA6, 'HEARTBEAT': 0xA7, 'WORKER_EXIT': 0xA8, 'EVENT': 0xA9, 'LEAVE': 0xAA,
     'READY': 0xAB, 'AUTH': 0xAC, 'AUTH_OK': 0xAD, 'STORE': 0xAE, 'ERROR': 0xAF, 'STATUS': 0xB0,
-    'STATUS_REPLY': 0xB1,
+    'STATUS_REPLY': 0xB1, 'REPLICA': 0xB2, 'REPLICAS': 0xB3,
 }
 NCCL_HEX = '0123456789abcdef' * 16  # 256 lowercase hex characters
 
@@ -209,6 +209,20 @@ def seeds():
     out['error-utf8-long'] = frame('ERROR', {'error': '\u2713' * 300})
     out['status-not-object'] = frame('STATUS', b'[]')
     out['status-empty-body'] = frame('STATUS', b'')
+    # Hosted replicas (1.5): the leader's request, an agent's two answers, the endpoints.
+    out['replica-request'] = frame('REPLICA', {'id': 4, 'port': 29400, 'replicas': 3})
+    out['replica-up'] = frame('REPLICA', {'id': 4, 'endpoint': '10.0.0.4:29400'})
+    out['replica-v6'] = frame('REPLICA', {'id': 2, 'endpoint': '[fd00::2]:29400'})
+    out['replica-failed'] = frame('REPLICA', {'id': 4, 'error': 'cannot start rdzvd'})
+    out['replica-no-replicas'] = frame('REPLICA', {'id': 4, 'port': 29400})
+    out['replica-port-65535'] = frame('REPLICA', {'id': 4, 'port': 65535, 'replicas': 3})
+    out['replica-empty'] = frame('REPLICA', {'id': 4})
+    out['replica-bad-endpoint'] = frame('REPLICA', {'id': 4, 'endpoint': 'a,b:1'})
+    out['replicas'] = frame('REPLICAS', {'endpoints': ['10.0.0.1:29400', 'h2:29400',
+                                                       '[fd00::3]:29400']})
+    out['replicas-empty'] = frame('REPLICAS', {'endpoints': []})
+    out['replicas-too-many'] = frame('REPLICAS', {'endpoints': ['h:1'] * 8})
+    out['replicas-no-port'] = frame('REPLICAS', {'endpoints': ['h']})
     return out
 
 

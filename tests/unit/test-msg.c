@@ -1084,6 +1084,90 @@ static void test_redirect(void)
                                         err, sizeof(err)));
 }
 
+/* REPLICA both ways and REPLICAS (1.5): what each side sends decodes to the same struct, and
+ * what the receiver relies on is checked (ids, ports, endpoints an agent may connect to). */
+static void test_replica(void)
+{
+    struct rdzv_replica q = {.id = 4, .port = 29400, .replicas = 3}, a;
+    struct rdzv_replicas rs = {.n = 2}, rb;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char many[512];
+
+    ASSERT_OK(rdzv_msg_put_replica(&out, &q));
+    body = frame_body(&out, RDZV_MSG_REPLICA, &len);
+    ASSERT_EQ(memcmp(body, "{\"id\":4,\"port\":29400,\"replicas\":3}", len), 0);
+    ASSERT_OK(rdzv_msg_parse_replica(body, len, &a, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(memcmp(&a, &q, sizeof(q)), 0);
+    /* The agent's answers: where it listens, or why it cannot. */
+    ASSERT_OK(rdzv_msg_parse_replica(BODY("{\"id\":4,\"endpoint\":\"[fd00::4]:29400\"}"), &a,
+                                     err, sizeof(err)));
+    ASSERT_TRUE(a.id == 4 && a.port == 0 && !a.failed);
+    ASSERT_EQ(strcmp(a.endpoint, "[fd00::4]:29400"), 0);
+    ASSERT_OK(rdzv_msg_parse_replica(BODY("{\"id\":4,\"error\":\"no rdzvd\"}"), &a, err,
+                                     sizeof(err)));
+    ASSERT_TRUE(a.failed && strcmp(a.error, "no rdzvd") == 0 && !a.endpoint[0]);
+    ASSERT_OK(rdzv_msg_put_replica(&out, &a));
+    body = frame_body(&out, RDZV_MSG_REPLICA, &len);
+    ASSERT_EQ(memcmp(body, "{\"id\":4,\"error\":\"no rdzvd\"}", len), 0);
+    rdzv_buf_free(&out);
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":4}"), &a, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":0,\"port\":1,\"replicas\":3}"), &a,
+                                          err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":1073741825,\"port\":1,\"replicas\":3}"),
+                                          &a, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"port\":65535,\"replicas\":3}"), &a,
+                                          err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"port\":29400}"), &a, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"port\":29400,\"replicas\":8}"), &a,
+                                          err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"endpoint\":\"h\"}"), &a, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"endpoint\":\"a,b:1\"}"), &a, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"endpoint\":\"h:65536\"}"), &a, err,
+                                          sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replica(BODY("{\"id\":2,\"endpoint\":\"h :1\"}"), &a, err,
+                                          sizeof(err)));
+    /* REPLICAS */
+    snprintf(rs.endpoint[0], sizeof(rs.endpoint[0]), "10.0.0.1:29400");
+    snprintf(rs.endpoint[1], sizeof(rs.endpoint[1]), "node2:29400");
+    ASSERT_OK(rdzv_msg_put_replicas(&out, &rs));
+    body = frame_body(&out, RDZV_MSG_REPLICAS, &len);
+    ASSERT_EQ(memcmp(body, "{\"endpoints\":[\"10.0.0.1:29400\",\"node2:29400\"]}", len), 0);
+    ASSERT_OK(rdzv_msg_parse_replicas(body, len, &rb, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(memcmp(&rb, &rs, sizeof(rs)), 0);
+    ASSERT_REFUSED(rdzv_msg_parse_replicas(BODY("{\"endpoints\":[]}"), &rb, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replicas(BODY("{\"endpoints\":\"h:1\"}"), &rb, err,
+                                           sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_replicas(BODY("{\"endpoints\":[1]}"), &rb, err, sizeof(err)));
+    snprintf(many, sizeof(many), "{\"endpoints\":[%s]}",
+             "\"h:1\",\"h:2\",\"h:3\",\"h:4\",\"h:5\",\"h:6\",\"h:7\",\"h:8\"");
+    ASSERT_REFUSED(rdzv_msg_parse_replicas(BODY(many), &rb, err, sizeof(err)));
+    /* JOIN host_replica: sent only when set, read back. */
+    {
+        struct rdzv_join j = {.run_id = "r", .node_id = "n", .host = "h", .nproc = 1,
+                              .node_rank = -1, .min = 1, .max = 1, .nccl_ids = 1,
+                              .heartbeat_timeout_ms = 5000, .host_replica = true}, k;
+
+        ASSERT_OK(rdzv_msg_put_join(&out, &j));
+        body = frame_body(&out, RDZV_MSG_JOIN, &len);
+        ASSERT_TRUE(memmem(body, len, "\"host_replica\":true", 19) != NULL);
+        ASSERT_OK(rdzv_msg_parse_join(body, len, &k, err, sizeof(err)));
+        rdzv_buf_free(&out);
+        ASSERT_TRUE(k.host_replica);
+        j.host_replica = false;
+        ASSERT_OK(rdzv_msg_put_join(&out, &j));
+        body = frame_body(&out, RDZV_MSG_JOIN, &len);
+        ASSERT_TRUE(memmem(body, len, "host_replica", 12) == NULL);
+        rdzv_buf_free(&out);
+    }
+}
+
 int main(void)
 {
     TEST(test_encoders_bytes);
@@ -1109,5 +1193,6 @@ int main(void)
     TEST(test_worker_exit_fields);
     TEST(test_event_fields);
     TEST(test_redirect);
+    TEST(test_replica);
     return tap_done();
 }

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-replica.c: start a replica of rdzvd that the leader asked for, and watch its readiness
+ * (agent-replica.h). */
+#include "agent-replica.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent-host.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+struct agent_replica {
+    uv_pipe_t pipe; /* the read end of rdzvd's --ready-fd */
+    uv_timer_t timer;
+    unsigned open; /* handles not closed yet */
+    bool reported, freed;
+    agent_replica_done_fn done;
+    void *ud;
+    char endpoint[96];
+    char log_path[PATH_MAX];
+    char buf[16];
+    size_t n;
+};
+
+static void closed_cb(uv_handle_t *h)
+{
+    struct agent_replica *r = h->data;
+
+    if (--r->open == 0 && r->freed)
+        free(r);
+}
+
+static void close_handles(struct agent_replica *r)
+{
+    if (!uv_is_closing((uv_handle_t *)&r->pipe))
+        uv_close((uv_handle_t *)&r->pipe, closed_cb);
+    if (!uv_is_closing((uv_handle_t *)&r->timer))
+        uv_close((uv_handle_t *)&r->timer, closed_cb);
+}
+
+static void report(struct agent_replica *r, int status, const char *what)
+{
+    if (r->reported)
+        return;
+    r->reported = true;
+    close_handles(r);
+    if (!r->freed) {
+        r->freed = true; /* the caller forgets r in done: it goes once its handles closed */
+        r->done(r->ud, status, what);
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct agent_replica *r = h->data;
+
+    (void)suggested;
+    *buf = uv_buf_init(r->buf + r->n, (unsigned)(sizeof(r->buf) - 1 - r->n));
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct agent_replica *r = s->data;
+    char why[PATH_MAX + 64];
+
+    (void)buf;
+    if (nread < 0 || (nread == 0 && r->n == sizeof(r->buf) - 1)) {
+        snprintf(why, sizeof(why), "it exited before listening (see %s)", r->log_path);
+        report(r, -EIO, why);
+        return;
+    }
+    r->n += (size_t)nread;
+    if (memchr(r->buf, '\n', r->n) || r->n == sizeof(r->buf) - 1) {
+        log_info("hosting replica of rdzvd at %s (it outlives this agent; log %s)", r->endpoint,
+                 r->log_path);
+        report(r, 0, r->endpoint);
+    }
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    struct agent_replica *r = t->data;
+    char why[PATH_MAX + 64];
+
+    snprintf(why, sizeof(why), "not listening within %d ms (see %s)", AGENT_HOST_READY_MS,
+             r->log_path);
+    report(r, -ETIMEDOUT, why);
+}
+
+int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
+                        agent_replica_done_fn done, void *ud, struct agent_replica **ret)
+{
+    const char *tmp = getenv("TMPDIR");
+    char rdzvd[PATH_MAX], dir[PATH_MAX], token[PATH_MAX], peers[96], port[8], id[16], nrep[8];
+    char *argv[24];
+    struct agent_replica *r;
+    int ready[2], rc;
+    unsigned n = 0;
+
+    if (agent_host_find_rdzvd(cfg->self_exe, rdzvd, sizeof(rdzvd)) < 0)
+        return log_error_errno(-ENOENT, "hosting a replica: rdzvd is not installed beside %s "
+                                        "nor in PATH", cfg->self_exe);
+    if (cfg->token_file && !realpath(cfg->token_file, token))
+        return log_error_errno(-errno, "hosting a replica: --token-file %s", cfg->token_file);
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    snprintf(dir, sizeof(dir), "%s/rdzvd-replica-%u-%u-XXXXXX", tmp, cfg->port, cfg->id);
+    if (!mkdtemp(dir))
+        return log_error_errno(-errno, "hosting a replica: cannot create %s", dir);
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return log_error_errno(-ENOMEM, "hosting a replica");
+    r->done = done;
+    r->ud = ud;
+    snprintf(r->log_path, sizeof(r->log_path), "%s/rdzvd-replica-%u-%u.log", tmp, cfg->port,
+             cfg->id);
+    snprintf(peers, sizeof(peers), strchr(cfg->addr, ':') ? "[%s]:%u" : "%s:%u", cfg->addr,
+             cfg->port);
+    snprintf(r->endpoint, sizeof(r->endpoint), "%s", peers);
+    snprintf(port, sizeof(port), "%u", cfg->port);
+    snprintf(id, sizeof(id), "%u", cfg->id);
+    snprintf(nrep, sizeof(nrep), "%u", cfg->replicas);
+    argv[n++] = rdzvd;
+    argv[n++] = "--bind";
+    argv[n++] = (char *)cfg->addr;
+    argv[n++] = "--port";
+    argv[n++] = port;
+    argv[n++] = "--peers";
+    argv[n++] = peers;
+    argv[n++] = "--join";
+    argv[n++] = "--replica-id";
+    argv[n++] = id;
+    argv[n++] = "--replicas";
+    argv[n++] = nrep;
+    argv[n++] = "--state-dir";
+    argv[n++] = dir;
+    argv[n++] = "--exit-when-idle";
+    argv[n++] = AGENT_HOST_IDLE;
+    argv[n++] = "--ready-fd";
+    argv[n++] = STR(AGENT_HOST_READY_FD);
+    argv[n++] = "--log-level";
+    argv[n++] = cfg->level >= RDZV_LOG_DEBUG ? "debug" : "info";
+    if (cfg->token_file) {
+        argv[n++] = "--token-file";
+        argv[n++] = token;
+    }
+    argv[n] = NULL;
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        rc = log_error_errno(-errno, "hosting a replica: pipe");
+        free(r);
+        return rc;
+    }
+    rc = agent_host_spawn(argv, ready[1], r->log_path);
+    close(ready[1]); /* rdzvd holds the only write end now: EOF when it exits */
+    if (rc < 0) {
+        close(ready[0]);
+        free(r);
+        return log_error_errno(rc, "hosting a replica: cannot start rdzvd");
+    }
+    rc = uv_pipe_init(loop, &r->pipe, 0);
+    if (rc < 0) {
+        close(ready[0]);
+        free(r);
+        return log_error_errno(rc, "hosting a replica: cannot watch rdzvd");
+    }
+    r->open++;
+    r->pipe.data = r;
+    rc = uv_pipe_open(&r->pipe, ready[0]);
+    if (rc < 0) {
+        close(ready[0]);
+        r->freed = r->reported = true;
+        uv_close((uv_handle_t *)&r->pipe, closed_cb); /* frees r */
+        return log_error_errno(rc, "hosting a replica: cannot watch rdzvd");
+    }
+    uv_timer_init(loop, &r->timer);
+    r->open++;
+    r->timer.data = r;
+    rc = uv_read_start((uv_stream_t *)&r->pipe, alloc_cb, read_cb);
+    if (rc == 0)
+        rc = uv_timer_start(&r->timer, timer_cb, AGENT_HOST_READY_MS, 0);
+    if (rc < 0) {
+        r->freed = r->reported = true;
+        close_handles(r); /* frees r */
+        return log_error_errno(rc, "hosting a replica: cannot watch rdzvd");
+    }
+    log_info("starting replica %u of rdzvd at %s (log %s)", cfg->id, r->endpoint, r->log_path);
+    *ret = r;
+    return 0;
+}
+
+void agent_replica_free(struct agent_replica *r)
+{
+    if (!r)
+        return;
+    r->freed = true;
+    if (!r->reported) {
+        r->reported = true;
+        close_handles(r);
+    } else if (r->open == 0) {
+        free(r);
+    }
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-replica.h: host a replica of rdzvd when the leader asks (REPLICA, protocol 1.5; rdzvd
+ * --replicas, issue 18 item 5). The real rdzvd binary (found as agent-host.h finds it) is started
+ * detached, as a hosted rdzvd is, with
+ *   rdzvd --bind ADDR --port PORT --peers ADDR:PORT --join --replica-id ID --replicas N
+ *         --state-dir $TMPDIR/rdzvd-replica-PORT-ID-XXXXXX --exit-when-idle 5:180 --ready-fd 3
+ *         [--token-file F]
+ * (stdout and stderr appended to $TMPDIR/rdzvd-replica-PORT-ID.log), where ADDR is the address
+ * this agent reaches the leader from. It starts outside the configuration and waits for the
+ * leader to add it; it ends when the cluster decides to (the leader's --exit-when-idle), or on
+ * its own when no leader has been known for 180 s. Its readiness is read from the --ready-fd
+ * pipe on the loop (no blocking): done(ud, 0, "ADDR:PORT") once it listens, or done(ud, -errno,
+ * why) when it exited first or AGENT_HOST_READY_MS passed.
+ *
+ * Ownership: the caller's until done fires (after which r frees itself and must be forgotten),
+ * or agent_replica_free (done does not fire after it). Strings in cfg are copied. Threads: the loop's. Errors: negative errno, logged. */
+#pragma once
+#include <stdint.h>
+#include <uv.h>
+
+#include "../common/rdzv-log.h"
+
+struct agent_replica;
+
+struct agent_replica_cfg {
+    const char *self_exe;   /* rdzv-agent's path: rdzvd is looked for beside it */
+    const char *addr;       /* numeric address to bind (this agent's towards the leader) */
+    uint16_t port;          /* 1..65534; the Raft link is port + 1 */
+    unsigned id;            /* its Raft id, given by the leader */
+    unsigned replicas;      /* the cluster's size, kept once it leads (rdzvd --replicas) */
+    const char *token_file; /* passed on, or NULL */
+    enum rdzv_log_level level;
+};
+
+typedef void (*agent_replica_done_fn)(void *ud, int status, const char *what);
+
+/* Start the replica; done reports the outcome later. 0, or a negative errno (nothing started). */
+int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
+                        agent_replica_done_fn done, void *ud, struct agent_replica **ret);
+/* Stop watching (the replica itself goes on). NULL: no-op. */
+void agent_replica_free(struct agent_replica *r);

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-voters.c: hosted replicas, recruited from the agents (rdzvd-job-voters.h). */
+#include "rdzvd-job-voters.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "../common/rdzv-list.h"
+#include "../common/rdzv-log.h"
+#include "../proto/rdzv-frame.h"
+#include "../proto/rdzv-msg.h"
+#include "rdzvd-conn.h"
+#include "rdzvd-replica.h"
+#include "rdzvd-server.h"
+
+#define TRIED_MAX 64 /* hosts that failed a request, not asked again */
+
+struct cand {
+    struct rdzv_list node;
+    struct rdzvd_conn *c;
+    char host[64]; /* the address its connection comes from */
+};
+
+struct rdzvd_voters {
+    struct rdzvd_server *srv;
+    const struct rdzvd_replica_ops *ops;
+    unsigned target; /* --replicas */
+    uint16_t port;   /* the leader's: the one a recruit listens on */
+    struct rdzv_list cands;
+    uv_timer_t timer; /* the pending request's deadline */
+    bool closing, timer_closed;
+    /* The request in flight: to ask (a connection), with the id it is for. */
+    struct rdzvd_conn *ask;
+    unsigned ask_id;
+    char ask_host[64];
+    unsigned next_id;  /* past every id asked for (an id is never given twice) */
+    bool changing;     /* a Raft change is under way */
+    bool check_lost;   /* a member was lost: look for a voter whose host is gone */
+    char tried[TRIED_MAX][64];
+    unsigned ntried;
+};
+
+/* The host part of "HOST:PORT" or "[V6]:PORT" into out. */
+static void host_of(const char *ep, char *out, size_t len)
+{
+    const char *end;
+
+    if (ep[0] == '[' && (end = strchr(ep, ']'))) {
+        snprintf(out, len, "%.*s", (int)(end - ep - 1), ep + 1);
+        return;
+    }
+    end = strrchr(ep, ':');
+    snprintf(out, len, "%.*s", end ? (int)(end - ep) : (int)strlen(ep), ep);
+}
+
+static struct rdzvd_replica *leader_replica(struct rdzvd_voters *v)
+{
+    struct rdzvd_replica *rep = rdzvd_server_replica(v->srv, &v->ops);
+
+    return rep && v->ops->role(rep) == RDZVD_ROLE_LEADER ? rep : NULL;
+}
+
+static struct cand *cand_find(struct rdzvd_voters *v, const struct rdzvd_conn *c)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &v->cands)
+    {
+        struct cand *k = rdzv_container_of(pos, struct cand, node);
+
+        if (k->c == c)
+            return k;
+    }
+    return NULL;
+}
+
+static bool host_connected(struct rdzvd_voters *v, const char *host)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &v->cands)
+    {
+        if (strcmp(rdzv_container_of(pos, struct cand, node)->host, host) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool host_tried(const struct rdzvd_voters *v, const char *host)
+{
+    for (unsigned i = 0; i < v->ntried; i++)
+        if (strcmp(v->tried[i], host) == 0)
+            return true;
+    return false;
+}
+
+/* REPLICAS to one candidate (k) or, k NULL, to every one. */
+static void send_replicas(struct rdzvd_voters *v, struct rdzvd_replica *rep, struct cand *k)
+{
+    struct rdzvd_voter vs[RDZVD_REPLICAS_MAX * 2];
+    struct rdzv_replicas msg = {0};
+    unsigned n = v->ops->voters(rep, vs, RDZVD_REPLICAS_MAX * 2);
+    struct rdzv_list *pos, *tmp;
+
+    for (unsigned i = 0; i < n && i < RDZVD_REPLICAS_MAX * 2; i++)
+        if (vs[i].voter && vs[i].endpoint[0] && msg.n < RDZV_REPLICAS_LIST_MAX)
+            snprintf(msg.endpoint[msg.n++], sizeof(msg.endpoint[0]), "%s", vs[i].endpoint);
+    if (msg.n == 0)
+        return;
+    rdzv_list_for_each_safe(pos, tmp, &v->cands)
+    {
+        struct cand *c = rdzv_container_of(pos, struct cand, node);
+        struct rdzv_buf *out;
+
+        if (k && c != k)
+            continue;
+        out = rdzvd_conn_out(c->c);
+        if (out && rdzv_msg_put_replicas(out, &msg) < 0)
+            log_error("conn %" PRIu64 ": out of memory sending REPLICAS", rdzvd_conn_id(c->c));
+    }
+    rdzvd_conn_flush_pending(v->srv);
+}
+
+static void tick(struct rdzvd_voters *v);
+
+static void change_done_cb(void *ud, int status)
+{
+    struct rdzvd_voters *v = ud;
+    struct rdzvd_replica *rep;
+
+    v->changing = false;
+    if (v->closing) {
+        if (v->timer_closed)
+            free(v);
+        return;
+    }
+    rep = leader_replica(v);
+    if (status == 0 && rep)
+        send_replicas(v, rep, NULL);
+    tick(v);
+}
+
+/* A voter (not this one) on a host with no candidate connected: remove it. True when a change
+ * started. */
+static bool remove_lost(struct rdzvd_voters *v, struct rdzvd_replica *rep,
+                        const struct rdzvd_voter *vs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        char host[64];
+
+        if (vs[i].self)
+            continue;
+        host_of(vs[i].raft, host, sizeof(host));
+        if (host_connected(v, host) || (v->ask && strcmp(v->ask_host, host) == 0))
+            continue;
+        log_warn("replication: replica %u (%s) is on a host whose agents are all lost: removing "
+                 "it from the configuration, to replace it",
+                 vs[i].id, vs[i].endpoint);
+        if (v->ops->change(rep, false, vs[i].id, NULL, change_done_cb, v) == 0) {
+            v->changing = true;
+            return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+static void ask_timer_cb(uv_timer_t *t);
+
+/* Ask a candidate on a host with no replica to host one. */
+static void recruit(struct rdzvd_voters *v, const struct rdzvd_voter *vs, unsigned n)
+{
+    struct rdzv_list *pos, *tmp;
+
+    for (unsigned i = 0; i < n; i++)
+        if (vs[i].id >= v->next_id)
+            v->next_id = vs[i].id + 1;
+    rdzv_list_for_each_safe(pos, tmp, &v->cands)
+    {
+        struct cand *k = rdzv_container_of(pos, struct cand, node);
+        struct rdzv_replica q = {.id = v->next_id, .port = v->port,
+                                 .replicas = v->target};
+        struct rdzv_buf *out;
+        bool taken = false;
+
+        for (unsigned i = 0; i < n && !taken; i++) {
+            char host[64];
+
+            host_of(vs[i].raft, host, sizeof(host));
+            taken = strcmp(host, k->host) == 0;
+        }
+        if (taken || host_tried(v, k->host) || rdzvd_conn_closing(k->c))
+            continue;
+        out = rdzvd_conn_out(k->c);
+        if (!out || rdzv_msg_put_replica(out, &q) < 0)
+            continue;
+        v->ask = k->c;
+        v->ask_id = v->next_id++;
+        snprintf(v->ask_host, sizeof(v->ask_host), "%s", k->host);
+        log_info("replication: %u of %u replicas: asking the agent at %s to host replica %u",
+                 n, v->target, k->host, v->ask_id);
+        (void)uv_timer_start(&v->timer, ask_timer_cb, VOTERS_ASK_MS, 0);
+        rdzvd_conn_flush_pending(v->srv);
+        return;
+    }
+}
+
+static void tick(struct rdzvd_voters *v)
+{
+    struct rdzvd_voter vs[RDZVD_REPLICAS_MAX * 2];
+    struct rdzvd_replica *rep;
+    unsigned n;
+
+    /* Replicas started by hand (no --replicas) are never recruited nor removed here. */
+    if (v->closing || !v->target || v->ask || v->changing || !(rep = leader_replica(v)))
+        return;
+    n = v->ops->voters(rep, vs, RDZVD_REPLICAS_MAX * 2);
+    if (n > RDZVD_REPLICAS_MAX * 2)
+        n = RDZVD_REPLICAS_MAX * 2;
+    if (v->check_lost) {
+        if (remove_lost(v, rep, vs, n))
+            return;
+        v->check_lost = false;
+    }
+    if (n < v->target)
+        recruit(v, vs, n);
+}
+
+/* The request failed (an error, no answer, the agent gone): try another host. */
+static void ask_failed(struct rdzvd_voters *v, const char *why)
+{
+    log_warn("replication: the agent at %s did not start replica %u: %s", v->ask_host, v->ask_id,
+             why);
+    if (v->ntried < TRIED_MAX)
+        snprintf(v->tried[v->ntried++], sizeof(v->tried[0]), "%s", v->ask_host);
+    v->ask = NULL;
+    (void)uv_timer_stop(&v->timer);
+    tick(v);
+}
+
+static void ask_timer_cb(uv_timer_t *t)
+{
+    struct rdzvd_voters *v = t->data;
+
+    if (v->ask)
+        ask_failed(v, "no answer in time");
+}
+
+int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint8_t *body,
+                        uint32_t len, char *err, size_t errlen)
+{
+    struct rdzvd_replica *rep;
+    struct rdzv_replica a;
+    char host[64], raft[80];
+    const char *colon;
+
+    if (!v || !cand_find(v, c)) {
+        snprintf(err, errlen, "REPLICA from an agent that was asked nothing");
+        return -EPROTO;
+    }
+    if (rdzv_msg_parse_replica(body, len, &a, err, errlen) < 0)
+        return -EBADMSG;
+    if (c != v->ask || (unsigned)a.id != v->ask_id)
+        return 0; /* an answer that came too late: the request was given up */
+    if (a.failed || !a.endpoint[0]) {
+        ask_failed(v, a.failed ? a.error : "no endpoint in its answer");
+        return 0;
+    }
+    host_of(a.endpoint, host, sizeof(host));
+    colon = strrchr(a.endpoint, ':');
+    if (strcmp(host, v->ask_host) != 0 || strtoul(colon + 1, NULL, 10) >= 65535) {
+        snprintf(err, errlen, "REPLICA: endpoint %s is not on the agent's own address %s",
+                 a.endpoint, v->ask_host);
+        ask_failed(v, err);
+        return -EINVAL;
+    }
+    snprintf(raft, sizeof(raft), strchr(host, ':') ? "[%s]:%lu" : "%s:%lu", host,
+             strtoul(colon + 1, NULL, 10) + 1);
+    v->ask = NULL;
+    (void)uv_timer_stop(&v->timer);
+    rep = leader_replica(v);
+    if (!rep)
+        return 0;
+    log_info("replication: replica %u listens at %s: adding it", (unsigned)a.id, a.endpoint);
+    if (v->ops->change(rep, true, (unsigned)a.id, raft, change_done_cb, v) == 0)
+        v->changing = true;
+    else
+        tick(v);
+    return 0;
+}
+
+void rdzvd_voters_joined(struct rdzvd_voters *v, struct rdzvd_conn *c, bool can_host)
+{
+    struct rdzvd_replica *rep;
+    struct cand *k;
+
+    if (!v || !can_host || cand_find(v, c))
+        return;
+    k = calloc(1, sizeof(*k));
+    if (!k) {
+        log_error("replication: out of memory noting an agent");
+        return;
+    }
+    k->c = c;
+    host_of(rdzvd_conn_peer(c), k->host, sizeof(k->host));
+    rdzv_list_add_tail(&v->cands, &k->node);
+    rep = leader_replica(v);
+    if (rep)
+        send_replicas(v, rep, k);
+    tick(v);
+}
+
+void rdzvd_voters_peer_down(struct rdzvd_voters *v, struct rdzvd_conn *c)
+{
+    struct cand *k = v ? cand_find(v, c) : NULL;
+
+    if (!k)
+        return;
+    rdzv_list_del(&k->node);
+    free(k);
+    if (v->ask == c)
+        ask_failed(v, "its connection closed");
+}
+
+void rdzvd_voters_member_lost(struct rdzvd_voters *v)
+{
+    if (!v)
+        return;
+    v->check_lost = true;
+    tick(v);
+}
+
+int rdzvd_voters_new(struct rdzvd_server *srv, struct rdzvd_voters **ret)
+{
+    const struct rdzvd_config *cfg = rdzvd_server_config(srv);
+    struct rdzvd_voters *v;
+
+    *ret = NULL;
+    if (!cfg->peers)
+        return 0;
+    v = calloc(1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    v->srv = srv;
+    v->target = cfg->replicas;
+    v->port = cfg->port;
+    v->next_id = 1;
+    rdzv_list_init(&v->cands);
+    if (uv_timer_init(rdzvd_server_loop(srv), &v->timer) < 0) {
+        free(v);
+        return -ENOMEM;
+    }
+    v->timer.data = v;
+    *ret = v;
+    return 0;
+}
+
+static void voters_closed_cb(uv_handle_t *h)
+{
+    struct rdzvd_voters *v = h->data;
+
+    v->timer_closed = true;
+    if (!v->changing) /* else when the change is done (the replica's close ends it) */
+        free(v);
+}
+
+void rdzvd_voters_close(struct rdzvd_voters *v)
+{
+    if (!v || v->closing)
+        return;
+    v->closing = true;
+    while (!rdzv_list_empty(&v->cands)) {
+        struct cand *k = rdzv_container_of(v->cands.next, struct cand, node);
+
+        rdzv_list_del(&k->node);
+        free(k);
+    }
+    v->ask = NULL;
+    uv_close((uv_handle_t *)&v->timer, voters_closed_cb);
+}

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hosted replicas (issue 18, item 5): with c10d self-hosting (no rdzvd started by hand) a job of 3
+or more nodes runs 3 replicas of rdzvd on 3 different hosts of the job, and replaces the voter of
+a lost host, so that a second failure later is survived too. Four "hosts" are network namespaces
+this test makes (test_partition.py's NetnsHosts; root, as CI runs), each with its own TMPDIR, so
+with its own hosted logs and Raft directories. Every agent is given the same endpoint, the first
+host's address; none is told about replicas:
+  - the first host's agent starts rdzvd (replica 1 of 3); the leader asks the agents on two other
+    hosts for the other two (REPLICA), and every agent learns the three endpoints (REPLICAS);
+  - the first host is lost whole (link down, every process SIGKILLed): the other replicas elect
+    a leader, the agents find it, the job moves to a new generation with the spare (the fourth
+    host), and the dead voter is replaced by a replica on the spare's host;
+  - then the new leader's host is lost whole too: with the replacement voting, the last two
+    replicas still form a majority, and the job ends 0 on the two hosts left;
+  - once the job is over, the leader decides for the cluster (--exit-when-idle through the log),
+    and no rdzvd is left running on any host."""
+import os
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+from faulttest import AGENT, main  # noqa: E402
+from test_partition import PORT, NetnsHosts  # noqa: E402
+
+# Generations 1 and 2 outlive the two losses; the third ends the job.
+WORKER = ["/bin/sh", "-c", 'if [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then sleep 60; '
+          'else sleep 3; fi']
+LEADS_RE = re.compile(r"replica (\d+) of (\d+) leads")
+
+
+class HostedReplicas(NetnsHosts):
+    NHOSTS = 4
+    NET = "10.241.8."
+
+    def tmpdir(self, i):
+        d = os.path.join(self.tmp, "h%d" % i)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def rdzvd_logs(self, i):
+        """The hosted rdzvd logs of host i (the first replica's, or one asked for)."""
+        d = self.tmpdir(i)
+        return [os.path.join(d, f) for f in sorted(os.listdir(d))
+                if f.startswith(("rdzvd-host-", "rdzvd-replica-")) and f.endswith(".log")]
+
+    def rtext(self, i):
+        return "".join(self.text(l) for l in self.rdzvd_logs(i))
+
+    def leader_host(self, alive):
+        """The host whose replica led last (the latest "leads" line by time of writing)."""
+        best = None
+        for i in alive:
+            for l in self.rdzvd_logs(i):
+                if LEADS_RE.search(self.text(l)):
+                    m = os.path.getmtime(l)
+                    if best is None or m > best[0]:
+                        best = (m, i)
+        return best[1] if best else None
+
+    def test_hosted_replicas_survive_two_host_losses(self):
+        endpoint = "%s1:%d" % (self.NET, PORT)
+
+        def agent(i):
+            return self.spawn(self.hosts[i], "agent%d" % i,
+                              [AGENT, "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                               "--rdzv-id", "hosted", "--nnodes", "2:3", "--nproc", "1",
+                               "--host", "h%d" % i, "--heartbeat-timeout", "2",
+                               "--connect-timeout", "60", "--last-call", "0.5",
+                               "--max-restarts", "5", "--nccl", "off", "--log-level", "info",
+                               "--", *WORKER],
+                              env_extra={"TMPDIR": self.tmpdir(i)})
+        agents = [agent(0)]
+        self.wait_for("the first host's rdzvd", lambda: "hosting rdzvd at" in self.text(
+            agents[0][1]))
+        agents += [agent(i) for i in (1, 2)]
+        # Three voters, on hosts 0, 1 and 2 (the first three agents' hosts).
+        self.wait_for("three voters", lambda: "the configuration has 3 voter(s)" in self.rtext(0))
+        self.wait_for("every agent told the endpoints", lambda: all(
+            "rdzvd has 3 replica(s)" in self.text(l) for _, l in agents))
+        self.wait_for("generation 1 running", lambda: all(
+            "started worker rank" in self.text(l) for _, l in agents))
+        for i in (1, 2):
+            self.assertIn("hosting replica of rdzvd at %s%d:%d" % (self.NET, i + 1, PORT),
+                          self.text(agents[i][1]))
+        agents.append(agent(3))
+        self.wait_for("the spare waiting", lambda: "waiting as a spare" in self.text(
+            agents[3][1]))
+
+        # First loss: the host of replica 1 (the leader) and of an agent.
+        t0 = time.monotonic()
+        self.kill_host(0)
+        alive = [1, 2, 3]
+        self.wait_for("generation 2 on the spare", lambda: any(
+            "job=hosted gen=2 generation 2 formed" in self.rtext(i) for i in (1, 2)),
+            timeout=60, poll=0.02)
+        took1 = time.monotonic() - t0
+        # The dead voter is replaced by one on the spare's host.
+        self.wait_for("a replica on the spare's host", lambda: "hosting replica of rdzvd at "
+                      "%s4:%d" % (self.NET, PORT) in self.text(agents[3][1]), timeout=60)
+        self.wait_for("the replacement voting", lambda: any(
+            "the configuration has 3 voter(s)" in self.rtext(i) for i in (1, 2)), timeout=60)
+        lead = self.leader_host([1, 2])
+        self.assertIn(lead, (1, 2))
+
+        # Second loss: the new leader's host.
+        t0 = time.monotonic()
+        self.kill_host(lead)
+        alive.remove(lead)
+        self.wait_for("generation 3 on the two hosts left", lambda: any(
+            "job=hosted gen=3 generation 3 formed" in self.rtext(i) for i in alive),
+            timeout=60, poll=0.02)
+        took2 = time.monotonic() - t0
+        for i in alive:
+            p, log = agents[i]
+            try:
+                rc = p.wait(timeout=120)
+            except Exception:  # noqa: BLE001
+                self.fail("agent %d did not end:\n%s\n%s" % (i, self.text(log)[-3000:],
+                                                              self.rtext(i)[-3000:]))
+            self.assertEqual(rc, 0, self.text(log)[-3000:])
+        text = "".join(self.rtext(i) for i in alive)
+        self.assertIn("job=hosted gen=3 generation 3 formed", text)
+        # Once the job is over, the cluster ends itself: no rdzvd is left on any host.
+        self.wait_for("every replica gone", lambda: not any(self.host_pids(i) for i in alive),
+                      timeout=30, poll=0.5)
+        for i in range(self.NHOSTS):
+            for what in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+                self.assertNotIn(what, self.rtext(i))
+        print("hosted replicas, --heartbeat-timeout 2: the next generation formed %.2f s after "
+              "the first host's loss, %.2f s after the second's" % (took1, took2),
+              file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
