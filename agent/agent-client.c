@@ -435,8 +435,12 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
     case RDZV_MSG_REPLICA: {
         struct rdzv_replica q;
 
-        if (rdzv_msg_parse_replica(body, len, &q, err, sizeof(err)) < 0 || q.port == 0) {
-            client_fail(c, "bad REPLICA from rdzvd: %s", q.port ? err : "no port");
+        if (rdzv_msg_parse_replica(body, len, &q, err, sizeof(err)) < 0) {
+            client_fail(c, "bad REPLICA from rdzvd: %s", err);
+            return;
+        }
+        if (q.port == 0) {
+            client_fail(c, "bad REPLICA from rdzvd: no port");
             return;
         }
         if (c->cbs.on_replica)

@@ -484,6 +484,8 @@ static void on_replica(struct agent_client *c, const struct rdzv_replica *q, voi
         return;
     }
     r = agent_client_local_addr(c, local, sizeof(local));
+    if (r == 0 && strncmp(local, "::ffff:", 7) == 0 && strchr(local + 7, '.'))
+        memmove(local, local + 7, strlen(local + 7) + 1); /* as rdzvd shows its peers */
     if (r == 0)
         r = agent_replica_start(a->loop,
                                 &(struct agent_replica_cfg){.self_exe = a->cfg.self_exe,

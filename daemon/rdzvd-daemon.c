@@ -70,6 +70,26 @@ static void daemon_shutdown(void *ud)
     rdzvd_jobs_shutdown(d->jobs);
 }
 
+static void daemon_deposed(void *ud)
+{
+    struct rdzvd_daemon *d = ud;
+
+    rdzvd_jobs_deposed(d->jobs);
+}
+
+/* This replica is a voter in its own configuration (one removed, or never made one, hears from
+ * no leader again: the leader it knew means nothing). */
+static bool self_votes(const struct rdzvd_replica_ops *ops, struct rdzvd_replica *rep)
+{
+    struct rdzvd_voter vs[RDZVD_REPLICAS_MAX * 2];
+    unsigned n = ops->voters(rep, vs, RDZVD_REPLICAS_MAX * 2);
+
+    for (unsigned i = 0; i < n && i < RDZVD_REPLICAS_MAX * 2; i++)
+        if (vs[i].self)
+            return vs[i].voter;
+    return false;
+}
+
 static void idle_timer_cb(uv_timer_t *t)
 {
     struct daemon_idle *idle = t->data;
@@ -77,8 +97,9 @@ static void idle_timer_cb(uv_timer_t *t)
     struct rdzvd_replica *rep = rdzvd_server_replica(idle->srv, &ops);
 
     /* A replica: the leader decides for the cluster, through the log (every replica ends once it
-     * is committed: the server's on_shutdown); a follower that knows a leader waits for it. */
-    if (rep && ops->role(rep) != RDZVD_ROLE_LEADER && ops->leader(rep)) {
+     * is committed: the server's on_shutdown); a voting follower that knows a leader waits for
+     * it. */
+    if (rep && ops->role(rep) != RDZVD_ROLE_LEADER && ops->leader(rep) && self_votes(ops, rep)) {
         idle->armed_ms = idle->first_ms;
         (void)uv_timer_start(&idle->timer, idle_timer_cb, idle->first_ms, 0);
         return;
@@ -121,6 +142,7 @@ static const struct rdzvd_peer_handler daemon_handler = {
     .msg = daemon_msg,
     .closed = daemon_conn_closed,
     .shutdown = daemon_shutdown,
+    .deposed = daemon_deposed,
     .peer_up = daemon_peer_up,
     .peer_down = daemon_peer_down,
 };

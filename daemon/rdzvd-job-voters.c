@@ -31,15 +31,21 @@ struct rdzvd_voters {
     unsigned target; /* --replicas */
     uint16_t port;   /* the leader's: the one a recruit listens on */
     struct rdzv_list cands;
-    uv_timer_t timer; /* the pending request's deadline */
-    bool closing, timer_closed;
+    uv_timer_t timer;  /* the pending request's deadline */
+    uv_timer_t kick;   /* work deferred out of libraft's callbacks, or a re-check */
+    unsigned open;     /* timers not closed back */
+    bool closing;
     /* The request in flight: to ask (a connection), with the id it is for. */
     struct rdzvd_conn *ask;
     unsigned ask_id;
     char ask_host[64];
     unsigned next_id;  /* past every id asked for (an id is never given twice) */
     bool changing;     /* a Raft change is under way */
+    bool changed;      /* one ended well: tell the agents (from the kick) */
+    unsigned promote;  /* added, to be made a voter (0: none) */
     bool check_lost;   /* a member was lost: look for a voter whose host is gone */
+    unsigned suspect[RDZVD_REPLICAS_MAX * 2]; /* voters found unresponsive once, re-checked */
+    unsigned nsuspect;
     char tried[TRIED_MAX][64];
     unsigned ntried;
 };
@@ -126,53 +132,83 @@ static void send_replicas(struct rdzvd_voters *v, struct rdzvd_replica *rep, str
 }
 
 static void tick(struct rdzvd_voters *v);
+static void kick_cb(uv_timer_t *t);
 
+/* Run tick (and tell the agents of a change) on the loop's next turn, or after ms: never from
+ * inside libraft (its callbacks) or a caller's state change. */
+static void kick(struct rdzvd_voters *v, uint64_t ms)
+{
+    if (!v->closing)
+        (void)uv_timer_start(&v->kick, kick_cb, ms, 0);
+}
+
+/* libraft's word on the change (called from inside libraft: only note it). */
 static void change_done_cb(void *ud, int status)
 {
     struct rdzvd_voters *v = ud;
-    struct rdzvd_replica *rep;
 
     v->changing = false;
     if (v->closing) {
-        if (v->timer_closed)
+        if (v->open == 0)
             free(v);
         return;
     }
-    rep = leader_replica(v);
-    if (status == 0 && rep)
-        send_replicas(v, rep, NULL);
-    tick(v);
+    if (status == 0) {
+        v->changed = true;
+        v->ntried = 0; /* a new configuration: hosts that failed may be asked again */
+    } else {
+        v->promote = 0; /* a stuck non-voter is removed by tick */
+    }
+    kick(v, 0);
 }
 
-/* A voter (not this one) on a host with no candidate connected: remove it. True when a change
- * started. */
+static bool suspected(const struct rdzvd_voters *v, unsigned id)
+{
+    for (unsigned i = 0; i < v->nsuspect; i++)
+        if (v->suspect[i] == id)
+            return true;
+    return false;
+}
+
+/* After a member was lost: a voter (not this one) on a host from which no agent is connected, and
+ * that has not answered the leader's heartbeats in two looks an election timeout apart, is
+ * removed. Returns true when a change started or a look is pending. */
 static bool remove_lost(struct rdzvd_voters *v, struct rdzvd_replica *rep,
                         const struct rdzvd_voter *vs, unsigned n)
 {
+    bool pending = false;
+
     for (unsigned i = 0; i < n; i++) {
         char host[64];
 
-        if (vs[i].self)
+        if (vs[i].self || !vs[i].voter)
             continue;
         host_of(vs[i].raft, host, sizeof(host));
-        if (host_connected(v, host) || (v->ask && strcmp(v->ask_host, host) == 0))
+        if (host_connected(v, host) || v->ops->responsive(rep, vs[i].id))
             continue;
-        log_warn("replication: replica %u (%s) is on a host whose agents are all lost: removing "
-                 "it from the configuration, to replace it",
-                 vs[i].id, vs[i].endpoint);
-        if (v->ops->change(rep, false, vs[i].id, NULL, change_done_cb, v) == 0) {
-            v->changing = true;
-            return true;
+        if (!suspected(v, vs[i].id)) {
+            if (v->nsuspect < RDZVD_REPLICAS_MAX * 2)
+                v->suspect[v->nsuspect++] = vs[i].id;
+            pending = true;
+            continue;
         }
-        return false;
+        log_warn("replication: replica %u (%s) answers no heartbeat and no agent is connected from "
+                 "its host: removing it from the configuration, to replace it",
+                 vs[i].id, vs[i].endpoint);
+        if (v->ops->change(rep, RDZVD_CHANGE_REMOVE, vs[i].id, NULL, change_done_cb, v) == 0)
+            v->changing = true;
+        return true; /* -EBUSY: tried again after the change under way */
     }
-    return false;
+    if (pending)
+        kick(v, 2 * RDZVD_REPL_ELECTION_MS);
+    return pending;
 }
 
 static void ask_timer_cb(uv_timer_t *t);
 
-/* Ask a candidate on a host with no replica to host one. */
-static void recruit(struct rdzvd_voters *v, const struct rdzvd_voter *vs, unsigned n)
+/* Ask a candidate on a host with no voter to host one. */
+static void recruit(struct rdzvd_voters *v, const struct rdzvd_voter *vs, unsigned n,
+                    unsigned voters)
 {
     struct rdzv_list *pos, *tmp;
 
@@ -182,8 +218,7 @@ static void recruit(struct rdzvd_voters *v, const struct rdzvd_voter *vs, unsign
     rdzv_list_for_each_safe(pos, tmp, &v->cands)
     {
         struct cand *k = rdzv_container_of(pos, struct cand, node);
-        struct rdzv_replica q = {.id = v->next_id, .port = v->port,
-                                 .replicas = v->target};
+        struct rdzv_replica q = {.id = v->next_id, .port = v->port, .replicas = v->target};
         struct rdzv_buf *out;
         bool taken = false;
 
@@ -201,8 +236,8 @@ static void recruit(struct rdzvd_voters *v, const struct rdzvd_voter *vs, unsign
         v->ask = k->c;
         v->ask_id = v->next_id++;
         snprintf(v->ask_host, sizeof(v->ask_host), "%s", k->host);
-        log_info("replication: %u of %u replicas: asking the agent at %s to host replica %u",
-                 n, v->target, k->host, v->ask_id);
+        log_info("replication: %u of %u voters: asking the agent at %s to host replica %u",
+                 voters, v->target, k->host, v->ask_id);
         (void)uv_timer_start(&v->timer, ask_timer_cb, VOTERS_ASK_MS, 0);
         rdzvd_conn_flush_pending(v->srv);
         return;
@@ -213,7 +248,7 @@ static void tick(struct rdzvd_voters *v)
 {
     struct rdzvd_voter vs[RDZVD_REPLICAS_MAX * 2];
     struct rdzvd_replica *rep;
-    unsigned n;
+    unsigned n, voters = 0;
 
     /* Replicas started by hand (no --replicas) are never recruited nor removed here. */
     if (v->closing || !v->target || v->ask || v->changing || !(rep = leader_replica(v)))
@@ -221,13 +256,47 @@ static void tick(struct rdzvd_voters *v)
     n = v->ops->voters(rep, vs, RDZVD_REPLICAS_MAX * 2);
     if (n > RDZVD_REPLICAS_MAX * 2)
         n = RDZVD_REPLICAS_MAX * 2;
+    if (v->promote) {
+        unsigned id = v->promote;
+
+        v->promote = 0;
+        if (v->ops->change(rep, RDZVD_CHANGE_PROMOTE, id, NULL, change_done_cb, v) == 0) {
+            v->changing = true;
+            return;
+        }
+    }
+    /* A server that is no voter (a promotion given up, or left by a deposed leader) is removed:
+     * its host is asked again. */
+    for (unsigned i = 0; i < n; i++)
+        if (!vs[i].voter && !vs[i].self) {
+            log_warn("replication: replica %u (%s) is not voting: removing it", vs[i].id,
+                     vs[i].endpoint);
+            if (v->ops->change(rep, RDZVD_CHANGE_REMOVE, vs[i].id, NULL, change_done_cb, v) == 0)
+                v->changing = true;
+            return;
+        }
     if (v->check_lost) {
         if (remove_lost(v, rep, vs, n))
             return;
         v->check_lost = false;
+        v->nsuspect = 0;
     }
-    if (n < v->target)
-        recruit(v, vs, n);
+    for (unsigned i = 0; i < n; i++)
+        voters += vs[i].voter;
+    if (voters < v->target)
+        recruit(v, vs, n, voters);
+}
+
+static void kick_cb(uv_timer_t *t)
+{
+    struct rdzvd_voters *v = t->data;
+    struct rdzvd_replica *rep;
+
+    if (v->changed && (rep = leader_replica(v))) {
+        v->changed = false;
+        send_replicas(v, rep, NULL);
+    }
+    tick(v);
 }
 
 /* The request failed (an error, no answer, the agent gone): try another host. */
@@ -239,7 +308,7 @@ static void ask_failed(struct rdzvd_voters *v, const char *why)
         snprintf(v->tried[v->ntried++], sizeof(v->tried[0]), "%s", v->ask_host);
     v->ask = NULL;
     (void)uv_timer_stop(&v->timer);
-    tick(v);
+    kick(v, 0);
 }
 
 static void ask_timer_cb(uv_timer_t *t)
@@ -255,8 +324,9 @@ int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint
 {
     struct rdzvd_replica *rep;
     struct rdzv_replica a;
-    char host[64], raft[80];
+    char host[64], raft[80], why[320];
     const char *colon;
+    unsigned long port;
 
     if (!v || !cand_find(v, c)) {
         snprintf(err, errlen, "REPLICA from an agent that was asked nothing");
@@ -272,24 +342,26 @@ int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint
     }
     host_of(a.endpoint, host, sizeof(host));
     colon = strrchr(a.endpoint, ':');
-    if (strcmp(host, v->ask_host) != 0 || strtoul(colon + 1, NULL, 10) >= 65535) {
-        snprintf(err, errlen, "REPLICA: endpoint %s is not on the agent's own address %s",
-                 a.endpoint, v->ask_host);
-        ask_failed(v, err);
-        return -EINVAL;
+    port = strtoul(colon + 1, NULL, 10);
+    if (strcmp(host, v->ask_host) != 0 || port != v->port) {
+        snprintf(why, sizeof(why), "its endpoint %s is not its own address %s and port %u",
+                 a.endpoint, v->ask_host, v->port);
+        ask_failed(v, why);
+        return 0;
     }
-    snprintf(raft, sizeof(raft), strchr(host, ':') ? "[%s]:%lu" : "%s:%lu", host,
-             strtoul(colon + 1, NULL, 10) + 1);
+    snprintf(raft, sizeof(raft), strchr(host, ':') ? "[%s]:%lu" : "%s:%lu", host, port + 1);
     v->ask = NULL;
     (void)uv_timer_stop(&v->timer);
     rep = leader_replica(v);
     if (!rep)
         return 0;
     log_info("replication: replica %u listens at %s: adding it", (unsigned)a.id, a.endpoint);
-    if (v->ops->change(rep, true, (unsigned)a.id, raft, change_done_cb, v) == 0)
+    if (v->ops->change(rep, RDZVD_CHANGE_ADD, (unsigned)a.id, raft, change_done_cb, v) == 0) {
         v->changing = true;
-    else
-        tick(v);
+        v->promote = (unsigned)a.id;
+    } else {
+        kick(v, 0);
+    }
     return 0;
 }
 
@@ -311,7 +383,7 @@ void rdzvd_voters_joined(struct rdzvd_voters *v, struct rdzvd_conn *c, bool can_
     rep = leader_replica(v);
     if (rep)
         send_replicas(v, rep, k);
-    tick(v);
+    kick(v, 0);
 }
 
 void rdzvd_voters_peer_down(struct rdzvd_voters *v, struct rdzvd_conn *c)
@@ -331,7 +403,7 @@ void rdzvd_voters_member_lost(struct rdzvd_voters *v)
     if (!v)
         return;
     v->check_lost = true;
-    tick(v);
+    kick(v, 0);
 }
 
 int rdzvd_voters_new(struct rdzvd_server *srv, struct rdzvd_voters **ret)
@@ -354,7 +426,9 @@ int rdzvd_voters_new(struct rdzvd_server *srv, struct rdzvd_voters **ret)
         free(v);
         return -ENOMEM;
     }
-    v->timer.data = v;
+    (void)uv_timer_init(rdzvd_server_loop(srv), &v->kick);
+    v->timer.data = v->kick.data = v;
+    v->open = 2;
     *ret = v;
     return 0;
 }
@@ -363,8 +437,7 @@ static void voters_closed_cb(uv_handle_t *h)
 {
     struct rdzvd_voters *v = h->data;
 
-    v->timer_closed = true;
-    if (!v->changing) /* else when the change is done (the replica's close ends it) */
+    if (--v->open == 0 && !v->changing) /* else when the change is done (the replica's close) */
         free(v);
 }
 
@@ -381,4 +454,5 @@ void rdzvd_voters_close(struct rdzvd_voters *v)
     }
     v->ask = NULL;
     uv_close((uv_handle_t *)&v->timer, voters_closed_cb);
+    uv_close((uv_handle_t *)&v->kick, voters_closed_cb);
 }

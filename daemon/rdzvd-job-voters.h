@@ -10,8 +10,13 @@
  *     endpoint, which must be on the candidate's own address; the leader then adds it (Raft
  *     add, then assign as voter once caught up). An agent that fails, or does not answer within
  *     VOTERS_ASK_MS, is not asked again; the next candidate is;
- *   - when a member of a job is declared lost, a voter (not this one) on a host from which no
- *     candidate is connected any more is removed, and another host is recruited in its place;
+ *   - the agent's replica is added to the configuration (not voting), then promoted to a voter
+ *     once caught up: one change at a time, each started from the loop, never from inside
+ *     libraft's callbacks; a server left not voting (a promotion given up) is removed;
+ *   - when a member of a job is declared lost (or nodes do not come back after a change of
+ *     leader), a voter (not this one) from whose host no candidate is connected, and that
+ *     answered none of the leader's heartbeats at two looks an election timeout apart
+ *     (libraft's check-quorum view), is removed, and another host is recruited in its place;
  *   - after each change of the configuration, and to each candidate that joins, the leader
  *     sends REPLICAS: every voter's endpoint, which the agents reconnect to when they lose it.
  * A voter whose rdzvd dies while its host's agent lives is not replaced (Raft still counts it).

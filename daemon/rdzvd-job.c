@@ -393,6 +393,11 @@ static void jobs_member_lost(void *ud)
     rdzvd_voters_member_lost(jobs->voters);
 }
 
+void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
+{
+    rdzvd_jobs_drop_all(&jobs->list);
+}
+
 void rdzvd_jobs_shutdown(void *ud)
 {
     struct rdzvd_jobs *jobs = ud;
@@ -463,6 +468,7 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
 {
     if (jobs) {
         assert(rdzv_list_empty(&jobs->list));
+        rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
         rdzvd_ended_jobs_free(&jobs->ended);
         explicit_bzero(jobs->member_key, sizeof(jobs->member_key));
     }

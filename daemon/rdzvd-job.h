@@ -33,6 +33,9 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
 void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member);
 /* The rdzv peer c (past its handshake) is closing, member or not. */
 void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c);
+/* A replica that led was deposed: drop every job (the next leader's now); the hosted replicas'
+ * manager stays, for when it leads again. */
+void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs);
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(void *ud);
 

@@ -27,6 +27,10 @@ struct rdzvd_peer_handler {
     void (*closed)(void *ud, struct rdzvd_conn *c, void *member);
     /* The daemon shuts down: drop everything built on the server (jobs, their listeners). */
     void (*shutdown)(void *ud);
+    /* Optional (NULL: shutdown is called instead). A replica that led was deposed: drop its jobs
+     * (they are the next leader's), keep what it needs to lead again and to end (the hosted
+     * replicas' manager, --exit-when-idle). */
+    void (*deposed)(void *ud);
     /* Optional (NULL: not told). c finished its handshake (HELLO, and AUTH with a token): an rdzv
      * peer is connected; then, once, c stops being one (it closes, or STORE made it a TCPStore
      * client). Called in pairs, never for plain TCPStore connections. */

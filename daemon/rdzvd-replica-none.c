@@ -63,11 +63,17 @@ unsigned rdzvd_replica_voters(struct rdzvd_replica *r, struct rdzvd_voter *out, 
     return 0;
 }
 
-int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
-                         rdzvd_replica_change_cb cb, void *ud)
+int rdzvd_replica_change(struct rdzvd_replica *r, enum rdzvd_change_kind kind, unsigned id,
+                         const char *raft, rdzvd_replica_change_cb cb, void *ud)
 {
-    (void)r, (void)add, (void)id, (void)raft, (void)cb, (void)ud;
+    (void)r, (void)kind, (void)id, (void)raft, (void)cb, (void)ud;
     return -ENOTSUP;
+}
+
+bool rdzvd_replica_responsive(struct rdzvd_replica *r, unsigned id)
+{
+    (void)r, (void)id;
+    return true;
 }
 
 int rdzvd_replica_shutdown(struct rdzvd_replica *r)

@@ -12,6 +12,7 @@ const struct rdzvd_replica_ops rdzvd_replica_ops = {
     .count = rdzvd_replica_count,
     .voters = rdzvd_replica_voters,
     .change = rdzvd_replica_change,
+    .responsive = rdzvd_replica_responsive,
     .shutdown = rdzvd_replica_shutdown,
     .busy = rdzvd_replica_busy,
     .flush = rdzvd_replica_flush,

@@ -49,9 +49,9 @@ struct rdzvd_replica {
     raft_term served_term; /* the term in which this replica's barrier completed */
     struct raft_barrier barrier;
     char leader_ep[RDZVD_ENDPOINT_LEN]; /* rdzvd_replica_leader's answer when derived */
-    /* A membership change (rdzvd_replica_change): add then assign, or remove. */
+    /* A membership change (rdzvd_replica_change). */
     struct raft_change change;
-    bool changing, change_assign;
+    bool changing;
     unsigned change_id;
     rdzvd_replica_change_cb change_cb;
     void *change_ud;
@@ -413,44 +413,26 @@ unsigned rdzvd_replica_voters(struct rdzvd_replica *r, struct rdzvd_voter *out, 
     return c->n;
 }
 
-static void change_done(struct rdzvd_replica *r, int status)
+static void membership_cb(struct raft_change *req, int status)
 {
+    struct rdzvd_replica *r = req->data;
     rdzvd_replica_change_cb cb = r->change_cb;
 
     r->changing = false;
     r->change_cb = NULL;
-    if (cb)
-        cb(r->change_ud, status);
-}
-
-static void membership_cb(struct raft_change *req, int status)
-{
-    struct rdzvd_replica *r = req->data;
-    int rc;
-
-    if (status != 0) {
+    if (status != 0)
         log_warn("replication: the change of replica %u failed: %s", r->change_id,
                  raft_strerror(status));
-        change_done(r, -EIO);
-        return;
-    }
-    if (r->change_assign) {
-        r->change_assign = false;
-        rc = raft_assign(&r->raft, &r->change, r->change_id, RAFT_VOTER, membership_cb);
-        if (rc != 0) {
-            log_warn("replication: cannot make replica %u a voter: %s", r->change_id,
-                     raft_strerror(rc));
-            change_done(r, -EIO);
-        }
-        return;
-    }
-    log_info("replication: the configuration has %u voter(s) now", rdzvd_replica_count(r));
-    change_done(r, 0);
+    else
+        log_info("replication: the configuration has %u voter(s) now", rdzvd_replica_count(r));
+    if (cb)
+        cb(r->change_ud, status ? -EIO : 0);
 }
 
-int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
-                         rdzvd_replica_change_cb cb, void *ud)
+int rdzvd_replica_change(struct rdzvd_replica *r, enum rdzvd_change_kind kind, unsigned id,
+                         const char *raft, rdzvd_replica_change_cb cb, void *ud)
 {
+    static const char *const what[] = {"add", "promote", "remove"};
     int rc;
 
     if (r->changing)
@@ -461,19 +443,39 @@ int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const c
     r->change_id = id;
     r->change_cb = cb;
     r->change_ud = ud;
-    r->change_assign = add;
-    rc = add ? raft_add(&r->raft, &r->change, id, raft, membership_cb)
-             : raft_remove(&r->raft, &r->change, id, membership_cb);
+    switch (kind) {
+    case RDZVD_CHANGE_ADD:
+        rc = raft_add(&r->raft, &r->change, id, raft, membership_cb);
+        break;
+    case RDZVD_CHANGE_PROMOTE:
+        rc = raft_assign(&r->raft, &r->change, id, RAFT_VOTER, membership_cb);
+        break;
+    default:
+        rc = raft_remove(&r->raft, &r->change, id, membership_cb);
+        break;
+    }
     if (rc != 0) {
-        log_warn("replication: cannot %s replica %u%s%s: %s", add ? "add" : "remove", id,
-                 add ? " at " : "", add ? raft : "", raft_strerror(rc));
+        log_warn("replication: cannot %s replica %u: %s", what[kind], id, raft_strerror(rc));
         r->change_cb = NULL;
         return rc == RAFT_CANTCHANGE ? -EBUSY : rc == RAFT_NOTLEADER ? -ENOTCONN : -EINVAL;
     }
     r->changing = true;
-    log_info("replication: %s replica %u%s%s", add ? "adding" : "removing", id, add ? " at " : "",
-             add ? raft : "");
+    log_info("replication: %s replica %u%s%s", kind == RDZVD_CHANGE_ADD ? "adding" :
+             kind == RDZVD_CHANGE_PROMOTE ? "promoting (once caught up)" : "removing",
+             id, raft ? " at " : "", raft ? raft : "");
     return 0;
+}
+
+bool rdzvd_replica_responsive(struct rdzvd_replica *r, unsigned id)
+{
+    const struct raft_configuration *c = &r->raft.configuration;
+
+    if (!r->raft_ready || raft_state(&r->raft) != RAFT_LEADER || !r->raft.leader_state.progress)
+        return true;
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->servers[i].id == id)
+            return r->raft.leader_state.progress[i].recent_recv;
+    return true;
 }
 
 int rdzvd_replica_shutdown(struct rdzvd_replica *r)

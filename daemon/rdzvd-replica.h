@@ -114,11 +114,16 @@ unsigned rdzvd_replica_id(const struct rdzvd_replica *r);
 unsigned rdzvd_replica_count(const struct rdzvd_replica *r);
 /* The servers of the configuration into out[0..max): how many there are (may exceed max). */
 unsigned rdzvd_replica_voters(struct rdzvd_replica *r, struct rdzvd_voter *out, unsigned max);
-/* As the leader, add the replica id at Raft link raft ("ADDR:PORT+1") and make it a voter once
- * it has caught up (add true), or remove the server id (add false). One change at a time: -EBUSY
- * while one is under way; -ENOTCONN when not the leader; cb(ud, status) when it is done. */
-int rdzvd_replica_change(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
-                         rdzvd_replica_change_cb cb, void *ud);
+/* A membership change, as the leader: ADD the replica id at Raft link raft ("ADDR:PORT+1",
+ * not voting yet), PROMOTE it to a voter once it has caught up, or REMOVE it. One change at a
+ * time: -EBUSY while one is under way; -ENOTCONN when not the leader; otherwise cb(ud, status)
+ * when it is done: from inside libraft, so cb must not call libraft (defer to the loop). */
+enum rdzvd_change_kind { RDZVD_CHANGE_ADD, RDZVD_CHANGE_PROMOTE, RDZVD_CHANGE_REMOVE };
+int rdzvd_replica_change(struct rdzvd_replica *r, enum rdzvd_change_kind kind, unsigned id,
+                         const char *raft, rdzvd_replica_change_cb cb, void *ud);
+/* As the leader: whether server id answered it lately (its heartbeats, within the last one or
+ * two election timeouts; libraft's check-quorum view). True when unknown (not the leader). */
+bool rdzvd_replica_responsive(struct rdzvd_replica *r, unsigned id);
 /* Decide, through the log, that the cluster ends (hooks->shutdown everywhere once committed).
  * The leader's; 0 or -ENOTCONN. The entry goes with the turn's other changes (flush). */
 int rdzvd_replica_shutdown(struct rdzvd_replica *r);
@@ -146,8 +151,9 @@ struct rdzvd_replica_ops {
     unsigned (*id)(const struct rdzvd_replica *r);
     unsigned (*count)(const struct rdzvd_replica *r);
     unsigned (*voters)(struct rdzvd_replica *r, struct rdzvd_voter *out, unsigned max);
-    int (*change)(struct rdzvd_replica *r, bool add, unsigned id, const char *raft,
-                  rdzvd_replica_change_cb cb, void *ud);
+    int (*change)(struct rdzvd_replica *r, enum rdzvd_change_kind kind, unsigned id,
+                  const char *raft, rdzvd_replica_change_cb cb, void *ud);
+    bool (*responsive)(struct rdzvd_replica *r, unsigned id);
     int (*shutdown)(struct rdzvd_replica *r);
     bool (*busy)(const struct rdzvd_replica *r);
     int (*flush)(struct rdzvd_replica *r);

@@ -345,8 +345,8 @@ static void server_deposed(struct rdzvd_server *srv)
              "served as the leader; its jobs go on with the next one",
              srv->rops->id(srv->replica), leader ? "the leader is " : "no leader is elected yet",
              leader ? leader : "");
-    if (srv->peer && srv->peer->shutdown)
-        srv->peer->shutdown(srv->peer_ud);
+    if (srv->peer && (srv->peer->deposed || srv->peer->shutdown))
+        (srv->peer->deposed ? srv->peer->deposed : srv->peer->shutdown)(srv->peer_ud);
     rdzvd_conn_group_close(&srv->main.group, "this replica is no longer the leader");
 }
 
