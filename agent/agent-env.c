@@ -42,6 +42,8 @@ static const char *const env_owned[] = {
     "RDZV_ENDPOINT",
     "RDZV_PROGRESS_FD",
     "RDZV_PROGRESS_WAIT_MS",
+    "RDZV_STACKS_FILE",
+    "RDZV_STACKS_SIGNAL",
     "RDZV_CONTROL_FD",
     AGENT_TOKEN_ENV,
 };
@@ -174,6 +176,13 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
         r |= env_add(e, "RDZV_PROGRESS_FD=%d", in->progress_fd);
     if (in->progress_fd > 0 && in->progress_wait_ms)
         r |= env_add(e, "RDZV_PROGRESS_WAIT_MS=%" PRIu64, in->progress_wait_ms);
+    if (in->progress_fd > 0 && in->error_file && *in->error_file) {
+        char stacks[4096];
+
+        if (agent_env_stacks_file(in->error_file, stacks, sizeof(stacks)) == 0)
+            r |= env_add(e, "RDZV_STACKS_FILE=%s", stacks);
+        r |= env_add(e, "RDZV_STACKS_SIGNAL=%d", in->stacks_signal);
+    }
     if (in->control_fd > 0)
         r |= env_add(e, "RDZV_CONTROL_FD=%d", in->control_fd);
     if (r < 0) {
@@ -181,6 +190,18 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
         return -ENOMEM;
     }
     return 0;
+}
+
+int agent_env_stacks_file(const char *error_file, char *buf, size_t len)
+{
+    size_t n = strlen(error_file), k = strlen("error.json");
+    int w;
+
+    if (n >= k && strcmp(error_file + n - k, "error.json") == 0)
+        w = snprintf(buf, len, "%.*sstacks.txt", (int)(n - k), error_file);
+    else
+        w = snprintf(buf, len, "%s.stacks.txt", error_file);
+    return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
 int agent_env_control_line(const struct agent_assignment *a, unsigned local_rank, char *buf,

@@ -38,7 +38,10 @@ struct agent_env_in {
     const char *run_id;               /* TORCHELASTIC_RUN_ID */
     const char *error_file;           /* TORCHELASTIC_ERROR_FILE; NULL: "" (no error file) */
     const char *signals_to_handle;    /* TORCHELASTIC_SIGNALS_TO_HANDLE; NULL: as inherited */
-    int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited) */
+    int progress_fd;                  /* RDZV_PROGRESS_FD, or 0: unset (never inherited); with an
+                                       * error file, RDZV_STACKS_FILE (agent_env_stacks_file) and
+                                       * RDZV_STACKS_SIGNAL (stacks_signal) are set too */
+    int stacks_signal;
     uint64_t progress_wait_ms;        /* RDZV_PROGRESS_WAIT_MS, or 0: unset (never inherited) */
     int control_fd;                   /* RDZV_CONTROL_FD, or 0: unset (never inherited) */
     const char *token;                /* appended to an inherited RDZV_AGENT_TOKEN after a comma */
@@ -80,5 +83,10 @@ const char *agent_env_get(char *const *env, const char *name);
  * rank is out of a's world, -ENOSPC when buf is too small (AGENT_ENV_CONTROL_LINE_MAX is
  * enough for a 256-digit id and a 255-byte address). Pure. */
 #define AGENT_ENV_CONTROL_LINE_MAX 1024
+/* The file a worker dumps its stacks into (RDZV_STACKS_FILE) beside its error file:
+ * ".../error.json" -> ".../stacks.txt", "X.error.json" -> "X.stacks.txt", else "X.stacks.txt".
+ * 0 or -ENAMETOOLONG. */
+int agent_env_stacks_file(const char *error_file, char *buf, size_t len);
+
 int agent_env_control_line(const struct agent_assignment *a, unsigned local_rank, char *buf,
                            size_t len);

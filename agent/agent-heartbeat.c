@@ -19,6 +19,9 @@ void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, const struct a
         p->step = step > INT64_MAX ? INT64_MAX : (int64_t)step;
         p->age_ms = age_ms > (uint64_t)RDZV_PROGRESS_AGE_MAX_MS ? RDZV_PROGRESS_AGE_MAX_MS
                                                                 : (int64_t)age_ms;
+        p->timeout_ms = (int64_t)agent_group_progress_timeout(g, i);
+        if (p->timeout_ms > RDZV_PROGRESS_AGE_MAX_MS)
+            p->timeout_ms = RDZV_PROGRESS_AGE_MAX_MS;
         h->n_progress++;
     }
 }

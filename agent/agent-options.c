@@ -121,6 +121,33 @@ static int recovery_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
     return 0;
 }
 
+/* --progress-timeout SEC | auto | auto:FLOOR (seconds; the floor defaults to
+ * AGENT_PROGRESS_AUTO_FLOOR_S). */
+static int progress_timeout_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                               const char *val)
+{
+    struct agent_opts *o = p->ud;
+    const char *num = val;
+    char *end;
+    double d;
+
+    (void)opt;
+    o->progress_auto = strncmp(val, "auto", 4) == 0 && (val[4] == '\0' || val[4] == ':');
+    if (o->progress_auto) {
+        if (val[4] == '\0') {
+            o->progress_timeout_s = AGENT_PROGRESS_AUTO_FLOOR_S;
+            return 0;
+        }
+        num = val + 5;
+    }
+    d = strtod(num, &end);
+    if (!*num || *end || !(d >= 0) || d > 1e7 || (o->progress_auto && d <= 0))
+        return rdzv_opt_bad(p, opt, val,
+                            "expected a number of seconds, auto, or auto:FLOOR (seconds)");
+    o->progress_timeout_s = d;
+    return 0;
+}
+
 static int nccl_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     if (rdzv_nccl_mode_parse(val, opt->dest) < 0)
@@ -429,10 +456,14 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         SECS("last-call", &o->last_call_s,
              "after MIN nodes joined, wait this long for more (default 3)"),
         SECS("grace", &o->grace_s, "TERM -> KILL grace when stopping workers (default 30)"),
-        SECS("progress-timeout", &o->progress_timeout_s,
-             "fail a worker that reported progress (RDZV_PROGRESS_FD,\n"
-             "python: rdzv.progress(step)) and then made none this long,\n"
-             "as if it had crashed (default 0: off)"),
+        {.kind = RDZV_OPT_CALLBACK, .name = "progress-timeout", .cb = progress_timeout_cb,
+         .metavar = "SEC|auto[:FLOOR]",
+         .help = "fail a worker that reported progress (RDZV_PROGRESS_FD,\n"
+                 "python: rdzv.progress(step)) and then made none this long,\n"
+                 "as if it had crashed, after logging where it is stuck\n"
+                 "(default 0: off); auto: 10 x the 99th percentile of each\n"
+                 "worker's own step times after 20 steps, at least FLOOR\n"
+                 "(default 60)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "recovery", .cb = recovery_cb,
          .dest = &o->recovery_inplace, .metavar = "restart|inplace",
          .help = "after a failure: restart every worker (default), or keep\n"

@@ -50,7 +50,9 @@ struct agent_opts {
     double heartbeat_s;
     double heartbeat_timeout_s;
     double join_timeout_s;
-    double progress_timeout_s; /* 0: off. A worker silent this long after a report is failed */
+    double progress_timeout_s; /* 0: off. A worker silent this long after a report is failed;
+                                * with progress_auto, the floor of each worker's own timeout */
+    bool progress_auto;        /* --progress-timeout auto[:FLOOR] */
     double progress_grace_s;   /* 0: off. Also fail a worker that never reported this long */
     bool scale_up_now;
     bool recovery_inplace;   /* --recovery inplace: survivors keep running after a failure */
@@ -91,6 +93,8 @@ struct agent_opts {
     char run_id_buf[64];     /* --standalone's generated run id */
     const char *deferred[AGENT_OPTS_DEFERRED]; /* the value given last, checked after */
 };
+
+#define AGENT_PROGRESS_AUTO_FLOOR_S 60.0 /* --progress-timeout auto's floor by default */
 
 /* Fill *o from the defaults, the scheduler's and RDZV_* / PET_* environment variables and argv, and
  * check what needs the whole picture (an endpoint or --standalone, a job id, the node rank's

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,14 +22,27 @@
  * while it is) is a victim of a hang, not its cause: it is failed only when those lines stop
  * too (it is stopped or dead) or after AGENT_PROGRESS_WAIT_MAX timeouts without a step (the
  * collective itself hangs everywhere). So the rank that hangs is the one failed first. */
+/* The silence after a report that fails w: --progress-timeout, or with auto its own. */
+static uint64_t worker_timeout(const struct agent_worker *w)
+{
+    const struct agent_group_cfg *c = &w->g->cfg;
+
+    if (!c->progress_auto)
+        return c->progress_timeout_ms;
+    return w->progress.auto_ms ? w->progress.auto_ms
+                               : c->progress_timeout_ms * AGENT_PROGRESS_AUTO_MULT;
+}
+
 static uint64_t progress_deadline(const struct agent_worker *w)
 {
     const struct worker_progress *p = &w->progress;
-    uint64_t limit = p->reported ? w->g->cfg.progress_timeout_ms : w->g->cfg.progress_grace_ms;
+    uint64_t limit = p->reported ? worker_timeout(w) : w->g->cfg.progress_grace_ms;
     uint64_t d;
 
     if (!w->running || !p->open || p->hung || limit == 0)
         return UINT64_MAX;
+    if (p->slow_until > p->t_ms + limit && !p->waiting)
+        return p->slow_until; /* announced: a step that may take this long */
     if (!p->reported || !p->waiting)
         return p->t_ms + limit;
     d = p->alive_ms + limit;
@@ -82,6 +96,43 @@ static void progress_timer_cb(uv_timer_t *t)
         agent_progress_arm(g);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* --progress-timeout auto: one more step time of w; once warmed up, its timeout follows them. */
+static void auto_sample(struct agent_worker *w, uint64_t ms)
+{
+    struct worker_progress *p = &w->progress;
+    uint32_t sorted[AGENT_PROGRESS_AUTO_WINDOW];
+    uint64_t floor = w->g->cfg.progress_timeout_ms, p99, t;
+    unsigned n;
+
+    p->iv[p->iv_pos] = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+    p->iv_pos = (p->iv_pos + 1) % AGENT_PROGRESS_AUTO_WINDOW;
+    if (p->niv < AGENT_PROGRESS_AUTO_WINDOW)
+        p->niv++;
+    if (p->niv < AGENT_PROGRESS_AUTO_WARMUP)
+        return;
+    n = p->niv;
+    memcpy(sorted, p->iv, n * sizeof(sorted[0]));
+    qsort(sorted, n, sizeof(sorted[0]), cmp_u32);
+    p99 = sorted[(n * 99 + 99) / 100 - 1];
+    t = p99 * AGENT_PROGRESS_AUTO_MULT;
+    if (t < floor)
+        t = floor;
+    /* Said when set, and when it moves by a quarter or more. */
+    if (!p->auto_ms || t * 4 > p->auto_ms * 5 || t * 5 < p->auto_ms * 4)
+        log_info("worker rank %u (local rank %u): progress timeout %.1f s (%u x the 99th "
+                 "percentile of its last %u step times, %.3f s; at least %.1f s)",
+                 w->rank, w->local_rank, (double)t / 1000, AGENT_PROGRESS_AUTO_MULT, n,
+                 (double)p99 / 1000, (double)floor / 1000);
+    p->auto_ms = t;
+}
+
 /* One line of the channel: "step N", or "wait" (alive, blocked on its peers since its last
  * step). Anything else is the worker's mistake, not ours. */
 static void progress_line(struct agent_worker *w, char *line, size_t n)
@@ -95,11 +146,25 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
         log_debug("worker rank %u: ignoring progress line '%.*s'", w->rank, (int)n, line);
         return;
     }
+    if (pl.kind == RDZV_PROGRESS_STACKS) {
+        p->stacks = true;
+        return;
+    }
+    if (pl.kind == RDZV_PROGRESS_SLOW) {
+        p->slow_until = uv_now(w->g->cfg.loop) + pl.step * 1000;
+        p->slow_step = true;
+        agent_progress_arm(w->g);
+        return;
+    }
     if (pl.kind == RDZV_PROGRESS_WAIT) {
         p->waiting = true;
         p->alive_ms = uv_now(w->g->cfg.loop);
         return;
     }
+    if (p->reported && !p->slow_step && w->g->cfg.progress_auto)
+        auto_sample(w, uv_now(w->g->cfg.loop) - p->t_ms);
+    p->slow_step = false;
+    p->slow_until = 0;
     p->step = pl.step;
     p->t_ms = uv_now(w->g->cfg.loop);
     p->reported = true;
@@ -174,7 +239,8 @@ int agent_progress_open(struct agent_worker *w, int *ret_child_fd)
         return r;
     p->w = w;
     p->open = true;
-    p->reported = p->hung = p->skip = p->waiting = false;
+    p->reported = p->hung = p->skip = p->waiting = p->stacks = p->slow_step = false;
+    p->slow_until = 0;
     p->step = 0;
     p->len = 0;
     return 0;
@@ -199,6 +265,29 @@ void agent_progress_close(struct agent_worker *w)
     progress_read_rest(p);
     p->open = false;
     uv_close((uv_handle_t *)&p->pipe, agent_group_worker_close_cb);
+}
+
+uint64_t agent_group_progress_timeout(const struct agent_group *g, unsigned local_rank)
+{
+    if (local_rank >= g->cfg.nproc || !g->cfg.on_hang)
+        return 0;
+    return g->workers[local_rank].progress.reported ? worker_timeout(&g->workers[local_rank])
+                                                    : 0;
+}
+
+int agent_group_hang_info(const struct agent_group *g, unsigned local_rank, int *pid,
+                          bool *stacks)
+{
+    const struct agent_worker *w;
+
+    if (local_rank >= g->cfg.nproc)
+        return -EINVAL;
+    w = &g->workers[local_rank];
+    if (!w->running || w->pid <= 0)
+        return -ESRCH;
+    *pid = w->pid;
+    *stacks = w->progress.stacks;
+    return 0;
 }
 
 int agent_group_progress(const struct agent_group *g, unsigned local_rank, uint64_t *step,

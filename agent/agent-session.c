@@ -20,6 +20,7 @@
 #include "agent-heartbeat.h"
 #include "agent-nccl.h"
 #include "agent-replica.h"
+#include "agent-stacks.h"
 #include "agent-store.h"
 #include "agent-workers.h"
 
@@ -40,6 +41,16 @@ enum agent_state {
 static const char *const state_names[] = {
     [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
     [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
+};
+
+struct agent_session;
+
+/* A hung worker whose stacks are being asked for (agent_session_group_hang). */
+struct hang_ctx {
+    struct agent_session *a;
+    unsigned local_rank;
+    uint64_t gen;
+    char reason[RDZV_REASON_MAX + 1];
 };
 
 struct agent_session {
@@ -77,6 +88,8 @@ struct agent_session {
     int64_t replica_id;
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
+    struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
+    struct hang_ctx *hangs;       /* [nproc]: and what is known of its hang meanwhile */
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
     bool *late;                /* [nproc]: could not be told this generation (exiting, or not
                                 * reading its channel): replaced when its exit comes */
@@ -234,30 +247,83 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     fail_local(a, local_rank);
 }
 
-void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
-                              uint64_t last_step, uint64_t silent_ms, void *ud)
+/* A hung worker's stacks are in (or could not be had): log them, then fail it with the place it
+ * was stuck in its root cause. */
+static void hang_fail(struct agent_session *a, unsigned local_rank, const char *reason)
 {
-    struct agent_session *a = ud;
     int64_t rank = a->round.rank_offset + local_rank;
-    char reason[RDZV_REASON_MAX + 1];
 
-    if (a->state != AG_RUNNING)
-        return;
-    if (reported)
-        snprintf(reason, sizeof(reason), "made no progress for %.1f s after step %" PRIu64,
-                 (double)silent_ms / 1000, last_step);
-    else
-        snprintf(reason, sizeof(reason), "made no first progress report within %.1f s of its start",
-                 (double)silent_ms / 1000);
     log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)", rank,
               local_rank, reason);
     /* As a crash: the hung worker's process group is killed now (a hung process may ignore
      * SIGTERM), rdzvd hears why, and the other workers are stopped as after any failure. Its exit,
      * when it comes, is a consequence (the state is no longer RUNNING). */
     a->local_failure = true;
-    agent_group_signal_rank(g, local_rank, SIGKILL);
+    agent_group_signal_rank(a->group, local_rank, SIGKILL);
     report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
     fail_local(a, local_rank);
+}
+
+static void hang_stacks_done(void *ud, const struct agent_stacks_result *r)
+{
+    struct hang_ctx *h = ud;
+    struct agent_session *a = h->a;
+    const char *line = r->text, *nl;
+    char reason[RDZV_REASON_MAX + 1];
+
+    a->stacks[h->local_rank] = NULL;
+    log_warn("worker rank %" PRId64 " (local rank %u): its stacks (%s):",
+             a->round.rank_offset + h->local_rank, h->local_rank, r->source);
+    for (; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        log_warn("  | %.*s", (int)(nl ? nl - line : (ptrdiff_t)strlen(line)), line);
+    }
+    if (a->state == AG_RUNNING && a->round.generation == h->gen &&
+        agent_group_rank_running(a->group, h->local_rank)) {
+        if (r->culprit[0])
+            (void)!snprintf(reason, sizeof(reason), "%.100s, %s%.150s", h->reason,
+                            strncmp(r->culprit, "stopped", 7) ? "in " : "", r->culprit);
+        else
+            snprintf(reason, sizeof(reason), "%s", h->reason);
+        hang_fail(a, h->local_rank, reason);
+    }
+}
+
+void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
+                              uint64_t last_step, uint64_t silent_ms, void *ud)
+{
+    struct agent_session *a = ud;
+    struct hang_ctx *h = &a->hangs[local_rank];
+    char file[4096] = "";
+    const char *ef;
+    bool announced = false;
+    int pid = 0;
+
+    if (a->state != AG_RUNNING || a->stacks[local_rank])
+        return;
+    *h = (struct hang_ctx){.a = a, .local_rank = local_rank, .gen = a->round.generation};
+    if (reported)
+        snprintf(h->reason, sizeof(h->reason), "made no progress for %.1f s after step %" PRIu64,
+                 (double)silent_ms / 1000, last_step);
+    else
+        snprintf(h->reason, sizeof(h->reason),
+                 "made no first progress report within %.1f s of its start",
+                 (double)silent_ms / 1000);
+    if (agent_group_hang_info(g, local_rank, &pid, &announced) < 0) {
+        hang_fail(a, local_rank, h->reason);
+        return;
+    }
+    /* Where is it stuck? Ask it (or gdb, or /proc) before it is killed. */
+    log_warn("worker rank %" PRId64 " (local rank %u, pid %d) %s: asking for its stacks",
+             a->round.rank_offset + local_rank, local_rank, pid, h->reason);
+    ef = agent_group_error_file(g, local_rank);
+    if (ef && agent_env_stacks_file(ef, file, sizeof(file)) < 0)
+        file[0] = '\0';
+    if (agent_stacks_collect(a->loop, pid, announced, file[0] ? file : NULL, hang_stacks_done, h,
+                             &a->stacks[local_rank]) < 0) {
+        a->stacks[local_rank] = NULL;
+        hang_fail(a, local_rank, h->reason);
+    }
 }
 
 void agent_session_group_all_exited(struct agent_group *g, void *ud)
@@ -792,7 +858,9 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
     a->failed = calloc((size_t)cfg->nproc, sizeof(*a->failed));
     a->spawn = calloc((size_t)cfg->nproc, sizeof(*a->spawn));
     a->late = calloc((size_t)cfg->nproc, sizeof(*a->late));
-    if (!a->failed || !a->spawn || !a->late) {
+    a->stacks = calloc((size_t)cfg->nproc, sizeof(*a->stacks));
+    a->hangs = calloc((size_t)cfg->nproc, sizeof(*a->hangs));
+    if (!a->failed || !a->spawn || !a->late || !a->stacks || !a->hangs) {
         agent_session_free(a);
         return -ENOMEM;
     }
@@ -839,6 +907,13 @@ struct agent_session *agent_session_free(struct agent_session *a)
 {
     if (!a)
         return NULL;
+    for (int64_t i = 0; a->stacks && i < a->cfg.nproc; i++)
+        if (a->stacks[i]) {
+            agent_stacks_cancel(a->stacks[i]);
+            a->stacks[i] = NULL;
+        }
+    free(a->stacks);
+    free(a->hangs);
     free(a->failed);
     free(a->spawn);
     free(a->late);

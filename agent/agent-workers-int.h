@@ -74,6 +74,14 @@ struct worker_progress {
     bool hung;     /* on_hang fired for this start */
     bool skip;     /* discarding an overlong line up to its newline */
     bool waiting;  /* the last line was "wait": blocked on its peers, alive */
+    bool stacks;   /* it said "stacks": it dumps them on the signal (agent-stacks.h) */
+    bool slow_step;    /* "slow N" came during the step under way: its time is not a sample */
+    uint64_t slow_until; /* loop time until which the step under way may run ("slow N") */
+    /* --progress-timeout auto: the last step times (ms), and the timeout they give (0: none yet,
+     * the warm-up's). */
+    uint32_t iv[AGENT_PROGRESS_AUTO_WINDOW];
+    unsigned niv, iv_pos;
+    uint64_t auto_ms;
     uint64_t step; /* of the last report */
     uint64_t t_ms; /* loop time of the last report, or of the spawn */
     uint64_t alive_ms; /* loop time of the last "wait" line */

@@ -23,6 +23,7 @@
 #include "agent-dirs.h"
 #include "agent-env.h"
 #include "agent-redirects.h"
+#include "agent-stacks.h"
 #include "agent-workers-int.h"
 
 extern char **environ;
@@ -282,6 +283,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
         goto out_close_logs;
     in.error_file = w->error_file;
     in.progress_fd = g->cfg.progress ? AGENT_PROGRESS_FD : 0;
+    in.stacks_signal = agent_stacks_signal();
     in.progress_wait_ms = g->cfg.progress && g->cfg.progress_timeout_ms
                               ? (g->cfg.progress_timeout_ms + AGENT_PROGRESS_WAIT_DIV - 1) /
                                     AGENT_PROGRESS_WAIT_DIV

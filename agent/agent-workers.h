@@ -30,6 +30,13 @@ struct agent_group;
 #define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored (RDZV_PROGRESS_LINE_MAX + 1) */
 #define AGENT_PROGRESS_WAIT_DIV 4 /* a blocked worker says "wait" this many times per timeout */
 #define AGENT_PROGRESS_WAIT_MAX 4 /* timeouts a "wait"ing worker may go without a step */
+/* --progress-timeout auto: after AGENT_PROGRESS_AUTO_WARMUP step times, a worker's timeout is
+ * AGENT_PROGRESS_AUTO_MULT times the 99th percentile of its last AGENT_PROGRESS_AUTO_WINDOW step
+ * times, at least the floor (cfg.progress_timeout_ms); during the warm-up it is
+ * AGENT_PROGRESS_AUTO_MULT times the floor. */
+#define AGENT_PROGRESS_AUTO_WARMUP 20
+#define AGENT_PROGRESS_AUTO_WINDOW 128
+#define AGENT_PROGRESS_AUTO_MULT 10
 #define AGENT_CONTROL_FD 4      /* the control channel's descriptor in each worker (cfg.control) */
 #define AGENT_CONTROL_LINE 4096 /* PIPE_BUF: a control line and its newline stay below it */
 #define AGENT_ALL_LOCAL_RANKS UINT32_MAX /* agent_group_control_send(): every running worker */
@@ -101,7 +108,9 @@ struct agent_group_cfg {
      * atomic below PIPE_BUF); the agent's loop reads them as they come. Other bytes are ignored
      * (logged at debug level). */
     bool progress;
-    uint64_t progress_timeout_ms; /* 0: no hang detection after the first report */
+    uint64_t progress_timeout_ms; /* 0: no hang detection after the first report; with
+                                   * progress_auto, the floor of each worker's own timeout */
+    bool progress_auto;           /* --progress-timeout auto: from each worker's step times */
     uint64_t progress_grace_ms;   /* 0: no hang detection before the first report */
     /* Control channel (issue 14, recovery in place): each worker inherits the read end of a pipe
      * of its own as fd AGENT_CONTROL_FD, named by RDZV_CONTROL_FD (blocking for the worker);
@@ -223,6 +232,14 @@ int agent_group_reaper_pid(const struct agent_group *g);
 /* TORCHELASTIC_ERROR_FILE of local_rank for the current (or last) start, or NULL before the first
  * start. Valid until the next start or free. */
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank);
+/* The silence after a report that fails local_rank now (ms; --progress-timeout auto: its own), or
+ * 0 when none applies (no hang detection, or no report yet). */
+uint64_t agent_group_progress_timeout(const struct agent_group *g, unsigned local_rank);
+/* A running worker's pid, and whether it said "stacks" on its progress channel (it dumps them
+ * into its RDZV_STACKS_FILE on RDZV_STACKS_SIGNAL). 0, -EINVAL (no such rank), -ESRCH (not
+ * running). */
+int agent_group_hang_info(const struct agent_group *g, unsigned local_rank, int *pid,
+                          bool *stacks);
 
 /* Close all handles. Workers should have exited: running ones are SIGKILLed (with a warning),
  * reported to nobody, and their process handles closed when they are reaped, so until then the

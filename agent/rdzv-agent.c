@@ -421,6 +421,7 @@ int main(int argc, char **argv)
     gcfg.progress = true; /* always: rdzvd's status shows each rank's progress */
     if (a.o.progress_timeout_s > 0) {
         gcfg.progress_timeout_ms = (uint64_t)(a.o.progress_timeout_s * 1000);
+        gcfg.progress_auto = a.o.progress_auto;
         gcfg.progress_grace_ms = (uint64_t)(a.o.progress_grace_s * 1000);
         gcfg.on_hang = agent_session_group_hang;
     }

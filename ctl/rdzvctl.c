@@ -277,6 +277,7 @@ static void print_ranks(const struct rdzv_status_job *job)
     size_t n = job->n_ranks;
     char host[4 * RDZV_HOST_MAX + 1];
     int64_t lo, hi;
+    bool tmo = false;
 
     if (n == 0)
         return;
@@ -289,13 +290,21 @@ static void print_ranks(const struct rdzv_status_job *job)
         n = oldest ? STATUS_RANKS_FEW : 0;
         printf("; the %zu oldest reports", n);
     }
-    printf("\n  %6s %9s %-24s %12s %9s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE");
+    /* The TIMEOUT column (each rank's --progress-timeout, auto: its own) when any has one. */
+    for (size_t k = 0; k < job->n_ranks && !tmo; k++)
+        tmo = job->ranks[k].timeout_s > 0;
+    printf("\n  %6s %9s %-24s %12s %9s%s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE",
+           tmo ? "   TIMEOUT" : "");
     for (size_t k = 0; k < n; k++) {
         const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
 
-        printf("  %6lld %9lld %-24.24s %12lld %8.1fs\n", (long long)rk->rank,
+        printf("  %6lld %9lld %-24.24s %12lld %8.1fs", (long long)rk->rank,
                (long long)rk->node_rank, esc(host, sizeof(host), rk->host), (long long)rk->step,
                rk->age_s);
+        if (tmo && rk->timeout_s > 0)
+            printf(" %8.1fs\n", rk->timeout_s);
+        else
+            printf(tmo ? " %9s\n" : "%s\n", tmo ? "-" : "");
     }
     free(oldest);
 }

@@ -16,7 +16,8 @@
 struct rdzvd_rank_progress {
     bool set; /* the local rank has reported in progress_gen */
     int64_t step;
-    uint64_t at_ms; /* when the report was made, rdzv_now_ms() clock */
+    uint64_t at_ms;      /* when the report was made, rdzv_now_ms() clock */
+    int64_t timeout_ms;  /* its agent's progress timeout for it; 0: none */
 };
 
 void member_progress_free(struct rdzvd_member *m)
@@ -55,6 +56,7 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         e = &m->progress[p->local_rank];
         e->set = true;
         e->step = p->step;
+        e->timeout_ms = p->timeout_ms;
         e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
     }
 }
@@ -139,6 +141,7 @@ int job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_sta
         snprintf(s->host, sizeof(s->host), "%s", refs[k].m->join.host);
         s->step = e->step;
         s->age_s = now > e->at_ms ? (double)(now - e->at_ms) / 1000 : 0;
+        s->timeout_s = (double)e->timeout_ms / 1000;
     }
 out_free:
     free(refs);

@@ -155,6 +155,9 @@ struct rdzv_rank_progress {
     int64_t local_rank; /* 0..RDZV_PROGRESS_MAX-1, distinct within a message */
     int64_t step;       /* >= 0 */
     int64_t age_ms;     /* how long before the message it came: 0..RDZV_PROGRESS_AGE_MAX_MS */
+    /* (1.5, optional) the silence after which its agent fails it (--progress-timeout, auto: its
+     * own), 1..RDZV_PROGRESS_AGE_MAX_MS; 0: none (not sent). */
+    int64_t timeout_ms;
 };
 
 /* HEARTBEAT (both ways): the generation and (agent -> daemon, optional) the progress of the

@@ -118,9 +118,15 @@ static json_t *node_to_json(const struct rdzv_status_node *n)
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)
 {
-    return json_pack("{s:I, s:I, s:s, s:I, s:f}", "rank", (json_int_t)k->rank, "node_rank",
-                     (json_int_t)k->node_rank, "host", k->host, "step", (json_int_t)k->step,
-                     "age_s", k->age_s);
+    json_t *o = json_pack("{s:I, s:I, s:s, s:I, s:f}", "rank", (json_int_t)k->rank, "node_rank",
+                          (json_int_t)k->node_rank, "host", k->host, "step", (json_int_t)k->step,
+                          "age_s", k->age_s);
+
+    if (o && k->timeout_s > 0 && json_object_set_new(o, "timeout_s", json_real(k->timeout_s)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
 }
 
 /* j as JSON; brief: without its nodes and ranks (counted as left out instead). */
@@ -315,11 +321,14 @@ static int parse_ranks(json_t *arr, struct rdzv_status_job *j, char *err, size_t
     {
         struct rdzv_status_rank *k = &j->ranks[i];
 
-        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F}", "rank", &rank, "node_rank",
-                           &node_rank, "host", &host, "step", &step, "age_s", &k->age_s) < 0)
+        k->timeout_s = 0;
+        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F, s?F}", "rank", &rank,
+                           "node_rank", &node_rank, "host", &host, "step", &step, "age_s",
+                           &k->age_s, "timeout_s", &k->timeout_s) < 0)
             (void)unpack_fail(&jerr, err, errlen);
-        else if (rank < 0 || node_rank < 0 || step < 0 || !(k->age_s >= 0 && k->age_s < 1e10))
-            snprintf(err, errlen, "rank, node_rank, step or age_s out of range");
+        else if (rank < 0 || node_rank < 0 || step < 0 || !(k->age_s >= 0 && k->age_s < 1e10) ||
+                 !(k->timeout_s >= 0 && k->timeout_s < 1e10))
+            snprintf(err, errlen, "rank, node_rank, step, age_s or timeout_s out of range");
         else if (COPY(k->host, host, "host") == 0) {
             k->rank = rank;
             k->node_rank = node_rank;

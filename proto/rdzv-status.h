@@ -55,6 +55,7 @@ struct rdzv_status_rank {
     char host[RDZV_HOST_MAX + 1];
     int64_t step; /* the last step it reported */
     double age_s; /* since it reported (rdzvd's clock, from the agent's age at the time) */
+    double timeout_s; /* (optional) its agent's --progress-timeout for it (auto: its own); 0: none */
 };
 
 struct rdzv_status_event {

@@ -22,6 +22,14 @@ int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t l
     case RDZV_PROGRESS_WAIT:
         n = snprintf(buf, len, "wait\n");
         break;
+    case RDZV_PROGRESS_STACKS:
+        n = snprintf(buf, len, "stacks\n");
+        break;
+    case RDZV_PROGRESS_SLOW:
+        if (p->step < 1 || p->step > RDZV_PROGRESS_SLOW_MAX)
+            return -EINVAL;
+        n = snprintf(buf, len, "slow %" PRIu64 "\n", p->step);
+        break;
     default:
         return -EINVAL;
     }
@@ -36,12 +44,22 @@ int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p
         *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_WAIT};
         return 0;
     }
-    if (n < 6 || n - 5 >= sizeof(num) || memcmp(line, "step ", 5) != 0)
+    if (n == 6 && memcmp(line, "stacks", 6) == 0) {
+        *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_STACKS};
+        return 0;
+    }
+    if (n < 6 || n - 5 >= sizeof(num) ||
+        (memcmp(line, "step ", 5) != 0 && memcmp(line, "slow ", 5) != 0))
         return -EINVAL;
     memcpy(num, line + 5, n - 5);
     num[n - 5] = '\0';
-    *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_STEP};
-    return rdzv_parse_u64(num, &p->step) < 0 ? -EINVAL : 0;
+    *p = (struct rdzv_progress_line){.kind = line[1] == 't' ? RDZV_PROGRESS_STEP
+                                                            : RDZV_PROGRESS_SLOW};
+    if (rdzv_parse_u64(num, &p->step) < 0)
+        return -EINVAL;
+    return p->kind == RDZV_PROGRESS_SLOW && (p->step < 1 || p->step > RDZV_PROGRESS_SLOW_MAX)
+               ? -EINVAL
+               : 0;
 }
 
 /* s can go in a JSON string as it is. */

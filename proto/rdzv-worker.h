@@ -3,7 +3,9 @@
  * codec for both ends (the agent, rdzv-train; python/rdzv mirrors it). Format: proto/WORKER.md.
  *
  *   progress channel (worker -> agent, RDZV_PROGRESS_FD): "step N\n" after each step, "wait\n"
- *     while blocked on the peers (alive);
+ *     while blocked on the peers (alive), "stacks\n" once: it dumps its threads' stacks into
+ *     RDZV_STACKS_FILE on signal RDZV_STACKS_SIGNAL; "slow N\n" before a step that may take up
+ *     to N seconds;
  *   control channel (agent -> worker, RDZV_CONTROL_FD, recovery in place): one JSON object per
  *     line, {"op":"generation",...}: the worker's rank, world and store in a new generation.
  *
@@ -24,11 +26,16 @@
 enum rdzv_progress_kind {
     RDZV_PROGRESS_STEP, /* "step N": step N is done */
     RDZV_PROGRESS_WAIT, /* "wait": alive, blocked on its peers since its last step */
+    RDZV_PROGRESS_STACKS, /* "stacks": dumps its stacks on RDZV_STACKS_SIGNAL (a hang's culprit) */
+    RDZV_PROGRESS_SLOW,   /* "slow N": the step under way may take up to N seconds (an
+                           * evaluation, a checkpoint): not a hang until then */
 };
+
+#define RDZV_PROGRESS_SLOW_MAX 604800 /* a week, in seconds */
 
 struct rdzv_progress_line {
     enum rdzv_progress_kind kind;
-    uint64_t step; /* STEP only */
+    uint64_t step; /* STEP: the step; SLOW: the seconds, 1..RDZV_PROGRESS_SLOW_MAX */
 };
 
 /* p as a line with its newline in buf (NUL-terminated). The length, or -ENOSPC, -EINVAL (kind). */

@@ -10,6 +10,13 @@ The one line for a PyTorch training script, after each optimizer step::
 
     import rdzv; rdzv.progress(step)
 
+Importing the module also lets the agent see where a hung worker is stuck (issue 19): when the
+agent names a file and a signal (RDZV_STACKS_FILE, RDZV_STACKS_SIGNAL: a real-time signal, never
+SIGUSR1/SIGUSR2, which Slurm uses), ``faulthandler`` dumps every thread's stack into that file on
+that signal, and the agent is told so ("stacks" on the progress channel). Before it kills a worker
+that made no progress for --progress-timeout, the agent asks for the dump, logs it, and names the
+innermost frame of the main thread in the job's root cause.
+
 Outside rdzv-agent (no RDZV_PROGRESS_FD), or if the agent is gone, progress() does nothing, so
 the script runs unchanged under torchrun or alone. Pure Python, no dependency: works with any
 Python 3 (Debian's torch 1.13 and torch 2.x alike). Not thread-safe across a fork: call it from
@@ -18,10 +25,11 @@ the training loop.
 
 import os
 
-__all__ = ["progress", "progress_fd"]
+__all__ = ["progress", "progress_fd", "slow"]
 
 _UNSET = object()
 _fd = _UNSET
+_stacks_file = None  # kept open: faulthandler writes into it from its signal handler
 
 
 def progress_fd():
@@ -58,3 +66,48 @@ def progress(step):
         pass
     except OSError:
         _fd = None
+
+
+def slow(seconds):
+    """Say that the step under way may take up to ``seconds`` (an evaluation, a checkpoint), so
+    that the agent's --progress-timeout (``auto`` included) does not take it for a hang; the
+    next progress() ends it. Rounded up to whole seconds, 1 to a week. Does nothing outside
+    rdzv-agent."""
+    global _fd
+    n = int(-(-float(seconds) // 1))
+    n = min(max(n, 1), 604800)
+    fd = progress_fd()
+    if fd is None:
+        return
+    try:
+        os.write(fd, b"slow %d\n" % n)
+    except BlockingIOError:
+        pass
+    except OSError:
+        _fd = None
+
+
+def _register_stacks():
+    """Dump every thread's stack into RDZV_STACKS_FILE on RDZV_STACKS_SIGNAL, and say so."""
+    global _stacks_file
+    path = os.environ.get("RDZV_STACKS_FILE", "")
+    sig = os.environ.get("RDZV_STACKS_SIGNAL", "")
+    fd = progress_fd()
+    if not path or not sig.isdigit() or fd is None or _stacks_file is not None:
+        return
+    try:
+        import faulthandler
+        import signal
+        signum = int(sig)
+        if signum in (signal.SIGUSR1, signal.SIGUSR2) or not (
+                signal.SIGRTMIN <= signum <= signal.SIGRTMAX):
+            return
+        f = open(path, "a")
+        faulthandler.register(signum, file=f, all_threads=True, chain=False)
+        _stacks_file = f
+        os.write(fd, b"stacks\n")
+    except (OSError, ValueError, RuntimeError, ImportError):
+        pass
+
+
+_register_stacks()

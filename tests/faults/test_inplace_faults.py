@@ -269,7 +269,8 @@ class TestInplace(FaultTestCase):
         self.finish_job(agents)
         self.assertFalse(pid_alive(pids[3]), "the hung worker was killed")
         self.assertRegex(agents[1].log(), rf"worker rank 3 \(local rank 1\) made no progress for "
-                                          rf"{PT}\.\d s after step \d+: failing it")
+                                          rf"{PT}\.\d s after step \d+, stopped \(SIGSTOP\): "
+                                          rf"failing it")
         self.assertNotRegex(agents[0].log(), r"failing it \(--progress-timeout\)",
                             "only the stopped worker is failed for its silence")
         self.check_inplace(agents, pids, [3])

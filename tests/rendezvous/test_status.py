@@ -170,6 +170,24 @@ class StatusTest(AgentTestCase):
             self.assertLess(time.monotonic(), deadline, "rank 1 did not report again")
             time.sleep(0.2)
 
+    def test_progress_timeout_auto_is_shown(self):
+        # --progress-timeout auto:FLOOR: once a rank is warmed up (20 steps of 0.1 s), its own
+        # timeout (here the floor: 10 x 0.1 s is less) is in STATUS and in rdzvctl's TIMEOUT.
+        out = self.outdir()
+        d, ep, agents = self.start_job("auto-job", worker=REPORTER, env={"RDZV_TEST_OUT": out},
+                                       extra=("--progress-timeout", "auto:7"))
+        deadline = time.monotonic() + 30
+        while True:
+            ranks = self.job_ranks(ep, "auto-job", 4)
+            if all(r.get("timeout_s") == 7 for r in ranks.values()):
+                break
+            self.assertLess(time.monotonic(), deadline, ranks)
+            time.sleep(0.2)
+        text = self.ctl_status(ep)
+        self.assertRegex(text, r"(?m)^\s+RANK\s+NODE_RANK\s+HOST\s+STEP\s+AGE\s+TIMEOUT$")
+        for rank in range(4):
+            self.assertRegex(text, rf"(?m)^\s+{rank}\s+{rank // 2} \S+\s+\d+\s+\d+\.\ds\s+7\.0s$")
+
     def test_metrics_are_valid_prometheus_text(self):
         d, ep, agents = self.start_job("metrics-job")
         self.wait_generation(ep, "metrics-job", 2)

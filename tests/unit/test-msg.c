@@ -397,6 +397,26 @@ static void test_heartbeat_progress(void)
     ASSERT_EQ(h2->progress[0].step, 12);
     ASSERT_EQ(h2->progress[0].age_ms, 250);
     ASSERT_EQ(h2->progress[1].local_rank, 0);
+    ASSERT_EQ(h2->progress[0].timeout_ms, 0);
+    /* 1.5: a rank's progress timeout, written only when it has one, read back. */
+    h->progress[0].timeout_ms = 2500;
+    expect_frame(&out, rdzv_msg_put_heartbeat(&out, h), RDZV_MSG_HEARTBEAT,
+                 "{\"generation\":3,\"progress\":[{\"local_rank\":1,\"step\":12,\"age_ms\":250,"
+                 "\"timeout_ms\":2500},{\"local_rank\":0,\"step\":0,\"age_ms\":0}]}");
+    ASSERT_OK(rdzv_msg_put_heartbeat(&out, h));
+    body = frame_body(&out, RDZV_MSG_HEARTBEAT, &len);
+    ASSERT_OK(rdzv_msg_parse_heartbeat(body, len, h2, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(h2->progress[0].timeout_ms, 2500);
+    ASSERT_EQ(h2->progress[1].timeout_ms, 0);
+    ASSERT_REFUSED(rdzv_msg_parse_heartbeat(
+        BODY("{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":1,\"age_ms\":0,"
+             "\"timeout_ms\":-1}]}"),
+        h2, err, sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_heartbeat(
+        BODY("{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":1,\"age_ms\":0,"
+             "\"timeout_ms\":31536000001}]}"),
+        h2, err, sizeof(err)));
     /* An old agent's heartbeat: no progress. */
     ASSERT_OK(rdzv_msg_parse_heartbeat(BODY("{\"generation\":4}"), h2, err, sizeof(err)));
     ASSERT_EQ(h2->n_progress, 0);

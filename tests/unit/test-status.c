@@ -179,6 +179,22 @@ static void test_round_trip(void)
     rdzv_status_free(&a);
     rdzv_status_free(&b);
 
+    /* 1.5: a rank's progress timeout, written only when it has one. */
+    t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"timeout_s\":2.5}]");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_TRUE(b.jobs[0].ranks[0].timeout_s == 2.5);
+    o = rdzv_status_to_json(&b);
+    t2 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t2 && strstr(t2, "\"age_s\":0.5,\"timeout_s\":2.5}") != NULL);
+    free(t2);
+    rdzv_status_free(&b);
+    free(t1);
+    t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"timeout_s\":-1}]");
+    ASSERT_EQ(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)), -EBADMSG);
+    rdzv_status_free(&b);
+    free(t1);
+
     /* A daemon before issue 14 writes no "ranks" nor "ranks_left_out": none. */
     t1 = edit(RANKS_MEMBERS, "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
