@@ -53,15 +53,20 @@ def progress(step):
     One write of ``b"step N\\n"`` (atomic on the pipe); never blocks for long, never raises
     for a closed channel: after an error the channel is dropped and later calls do nothing.
     """
-    global _fd
     step = int(step)
     if step < 0:
         raise ValueError("rdzv.progress: step must be >= 0, not %d" % step)
+    _write(b"step %d\n" % step)
+
+
+def _write(line):
+    """One line on the channel, in one write; dropped (the channel too, on an error) quietly."""
+    global _fd
     fd = progress_fd()
     if fd is None:
         return
     try:
-        os.write(fd, b"step %d\n" % step)
+        os.write(fd, line)
     except BlockingIOError:
         pass
     except OSError:
@@ -73,18 +78,8 @@ def slow(seconds):
     that the agent's --progress-timeout (``auto`` included) does not take it for a hang; the
     next progress() ends it. Rounded up to whole seconds, 1 to a week. Does nothing outside
     rdzv-agent."""
-    global _fd
     n = int(-(-float(seconds) // 1))
-    n = min(max(n, 1), 604800)
-    fd = progress_fd()
-    if fd is None:
-        return
-    try:
-        os.write(fd, b"slow %d\n" % n)
-    except BlockingIOError:
-        pass
-    except OSError:
-        _fd = None
+    _write(b"slow %d\n" % min(max(n, 1), 604800))
 
 
 def _register_stacks():
