@@ -1,0 +1,280 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv.torch: recovery in place for a PyTorch DDP script (issue 19).
+
+Under ``rdzv-agent --recovery inplace``, a failure (a worker killed, a hung one failed, a node
+lost) moves the job to a new generation, but the healthy workers are not stopped: the agent tells
+them the new generation on their control channel (RDZV_CONTROL_FD, proto/WORKER.md) and starts
+only the missing ranks. With this module a plain DDP script takes part in a few lines::
+
+    import rdzv.torch as rt
+
+    job = rt.init("gloo")                   # in place of dist.init_process_group("gloo")
+    model, opt = ..., ...
+    pos = rt.Position()                     # step and epoch, kept with the model
+    job.keep(model=model, optimizer=opt, position=pos)
+    ddp = job.wrap(model)                   # DDP(model)
+    while pos.step < total:
+        try:
+            job.check()                     # a new generation came: rt.Moved
+            ... one step with ddp ...
+            pos.step += 1
+        except job.failures:                # a collective failed, or rt.Moved
+            ddp = job.recover(ddp)          # outside rdzv: raises again
+
+While the training thread is blocked in a collective (its innermost Python frame in
+torch.distributed's collectives, or in autograd's backward, where DDP's all-reduce runs, and
+unchanged for RDZV_PROGRESS_WAIT_MS), a thread says "wait" on the progress channel
+(proto/WORKER.md), so that under --progress-timeout the rank that hangs is the one failed, not
+the ranks blocked on it.
+
+On a new generation the survivors drop the old process group (its sockets close, so a peer
+blocked in a collective with them returns at once), join the new one on the store and ranks the
+control channel names, agree who holds the newest state (the highest step, its lowest rank),
+broadcast everything given to keep() to the others (a replacement receives it all: no
+checkpoint is read), rebuild DDP and carry on from the same step. A replacement does the same in
+keep(). Anything with state_dict()/load_state_dict() can be kept (a model, an optimizer, a
+sampler's position, an RNG). Under --recovery restart, under torchrun and alone, init() is
+init_process_group, keep() does nothing more, check() never raises, and recover() raises the
+failure again: the script has no rdzv-specific branch.
+
+Works with Debian's torch 1.13 and torch 2.x; gloo and NCCL. No monkey-patching of torch.
+"""
+
+import datetime
+import json
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import rdzv as _rdzv
+
+__all__ = ["Job", "Moved", "Position", "init"]
+
+RECOVER_TIMEOUT_S = 120.0  # how long recover() waits for the next generation
+# A training thread whose innermost Python frame is in one of these is blocked on its peers.
+_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/autograd/__init__.py")
+
+
+class Moved(Exception):
+    """The job moved to a new generation while this rank was between steps."""
+
+
+class Position:
+    """A training position (step, epoch) that is kept and broadcast like a model."""
+
+    def __init__(self, step=0, epoch=0):
+        self.step, self.epoch = step, epoch
+
+    def state_dict(self):
+        return {"step": self.step, "epoch": self.epoch}
+
+    def load_state_dict(self, d):
+        self.step, self.epoch = int(d["step"]), int(d["epoch"])
+
+
+def _env_int(name, default=0):
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class Job:
+    """The process group of this worker, and its control channel (see the module's text)."""
+
+    failures = (RuntimeError, Moved)
+
+    def __init__(self, backend=None, timeout_s=60.0):
+        self.backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        self.timeout = datetime.timedelta(seconds=timeout_s)
+        self.generation = _env_int("RDZV_GENERATION")
+        self._kept = {}
+        self._have_state = False
+        self._cond = threading.Condition()
+        self._newest = None  # the newest generation line not applied yet (a dict)
+        self._closed = False
+        fd = os.environ.get("RDZV_CONTROL_FD", "")
+        self._ctl = int(fd) if fd.isdigit() else None
+        self._owner = threading.get_ident()  # the training thread
+        wait_ms = os.environ.get("RDZV_PROGRESS_WAIT_MS", "")
+        self._wait_s = int(wait_ms) / 1000 if wait_ms.isdigit() and int(wait_ms) > 0 else None
+        if self._ctl is not None:
+            threading.Thread(target=self._watch, name="rdzv-control", daemon=True).start()
+        if self._wait_s is not None:
+            threading.Thread(target=self._alive, name="rdzv-alive", daemon=True).start()
+        try:
+            dist.init_process_group(self.backend, timeout=self.timeout)
+        except RuntimeError:
+            if not self.inplace:
+                raise
+            self._reform()  # a peer of this generation was lost meanwhile: the next one
+
+    # ---- the control channel ----
+
+    def _watch(self):
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._ctl, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                with self._cond:
+                    self._closed = True
+                    self._cond.notify_all()
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(msg, dict) or msg.get("op") != "generation":
+                    continue
+                with self._cond:
+                    gen = int(msg.get("generation", 0))
+                    if gen > self.generation and (self._newest is None or
+                                                  gen > self._newest["generation"]):
+                        self._newest = msg
+                        self._cond.notify_all()
+
+    def _alive(self):
+        """Say "wait" while the training thread has been blocked a period in a collective (its
+        innermost Python frame in torch.distributed's or autograd's entry points, unchanged)."""
+        last = None
+        while True:
+            time.sleep(self._wait_s)
+            frame = sys._current_frames().get(self._owner)
+            if frame is None:
+                return
+            here = (id(frame), frame.f_lasti, frame.f_code.co_filename)
+            blocked = here[2].endswith(_COLLECTIVE_FILES)
+            if blocked and here == last:
+                _rdzv._write(b"wait\n")
+            last = here
+            del frame
+
+    def wrap(self, module, **kwargs):
+        """DistributedDataParallel(module, **kwargs); recover() makes the next one the same
+        way."""
+        from torch.nn.parallel import DistributedDataParallel
+        self._ddp_kwargs = kwargs
+        return DistributedDataParallel(module, **kwargs)
+
+    @property
+    def inplace(self):
+        """Whether this worker can recover in place (rdzv-agent --recovery inplace)."""
+        return self._ctl is not None
+
+    def check(self):
+        """Raise Moved when the job moved to a newer generation than this rank's."""
+        with self._cond:
+            if self._newest is not None:
+                raise Moved("generation %d" % self._newest["generation"])
+
+    # ---- state ----
+
+    def keep(self, **objs):
+        """What a replacement must receive: objects with state_dict()/load_state_dict(). In
+        place, a worker that joins a running job receives them now from the survivors."""
+        self._kept.update(objs)
+        if self.inplace:
+            self._agree()
+        self._have_state = True
+
+    def _agree(self):
+        """Who holds the newest state (highest step, lowest rank) broadcasts it to the others."""
+        rank, world = dist.get_rank(), dist.get_world_size()
+        step = -1
+        pos = self._kept.get("position")
+        if self._have_state:
+            step = getattr(pos, "step", 0) if pos is not None else 0
+        mine = torch.tensor([step, rank], dtype=torch.int64)
+        if self.backend == "nccl":
+            mine = mine.cuda()
+        every = [torch.zeros_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine)
+        best = max(every, key=lambda t: (int(t[0]), -int(t[1])))
+        src_step, src = int(best[0]), int(best[1])
+        if src_step < 0:
+            return None  # nobody holds a state: every rank starts as it is (a fresh job)
+        for name in sorted(self._kept):
+            obj = [self._kept[name].state_dict() if rank == src else None]
+            dist.broadcast_object_list(obj, src=src)
+            if rank != src:
+                self._kept[name].load_state_dict(obj[0])
+        if rank == 0:
+            print(json.dumps({"event": "reformed", "generation": self.generation, "world": world,
+                              "step": src_step, "source": src}), flush=True)
+        return src
+
+    # ---- a new generation ----
+
+    @staticmethod
+    def _leave():
+        try:
+            dist.destroy_process_group()
+        except (RuntimeError, ValueError, AssertionError):
+            pass
+
+    def _join(self, msg):
+        """The process group of generation msg (a control line), on its store and ranks."""
+        self.generation = int(msg["generation"])
+        os.environ.update({
+            "RANK": str(msg["rank"]), "WORLD_SIZE": str(msg["world_size"]),
+            "MASTER_ADDR": str(msg["master_addr"]), "MASTER_PORT": str(msg["master_port"]),
+            "RDZV_GENERATION": str(self.generation),
+            "TORCHELASTIC_RESTART_COUNT": str(msg.get("restart_count", 0)),
+        })
+        if "local_rank" in msg:
+            os.environ["LOCAL_RANK"] = str(msg["local_rank"])
+        dist.init_process_group(self.backend, timeout=self.timeout)
+
+    def recover(self, ddp=None):
+        """After a failure (or Moved): re-form on the next generation and return a new DDP of
+        the model ddp wrapped (None: none is made). Outside --recovery inplace, raise the failure
+        again."""
+        if not self.inplace:
+            raise  # noqa: PLE0704 -- the failure being handled, as if not caught
+        module = getattr(ddp, "module", None)
+        if ddp is not None:
+            # The old DDP holds the old process group: let go of it, so that its sockets close
+            # and a peer still blocked in a collective with this rank returns at once.
+            for attr in ("reducer", "logger", "process_group"):
+                if hasattr(ddp, attr):
+                    setattr(ddp, attr, None)
+        self._reform(agree=True)
+        if module is None:
+            return None
+        return self.wrap(module, **getattr(self, "_ddp_kwargs", {}))
+
+    def _reform(self, agree=False):
+        """Leave the process group, join the next generation's (and with agree, agree on the
+        state): again for each generation that fails before it is formed."""
+        while True:
+            self._leave()
+            with self._cond:
+                self._cond.wait_for(lambda: self._newest is not None or self._closed,
+                                    timeout=RECOVER_TIMEOUT_S)
+                msg, self._newest = self._newest, None
+            if msg is None:
+                raise RuntimeError("rdzv.torch: no new generation came within %.0f s (the agent "
+                                   "is gone, or the job ended)" % RECOVER_TIMEOUT_S)
+            try:
+                self._join(msg)
+                if agree:
+                    self._agree()
+                return
+            except RuntimeError:
+                continue  # another peer lost meanwhile: the next generation follows
+
+
+def init(backend=None, timeout_s=60.0):
+    """dist.init_process_group(backend) from the environment rdzv-agent (or torchrun) gives,
+    and, under rdzv-agent --recovery inplace, the control channel. Returns the Job."""
+    return Job(backend, timeout_s)
