@@ -60,6 +60,42 @@ class HostedReplicas(NetnsHosts):
                         best = (m, i)
         return best[1] if best else None
 
+    def test_a_host_that_cannot_host_is_passed_over(self):
+        """The third host's port is taken: its agent's replica cannot listen, it says so, and the
+        leader asks the fourth host instead. With no loss, the job ends 0, the leader decides for
+        the cluster and every replica exits (normally: their coverage is written too)."""
+        endpoint = "%s1:%d" % (self.NET, PORT)
+        blocker = self.spawn(self.hosts[2], "blocker", [sys.executable, "-c", (
+            "import socket, time\n"
+            "s = socket.socket(); s.bind(('%s3', %d)); s.listen(); time.sleep(120)" % (
+                self.NET, PORT))])
+        worker = ["/bin/sh", "-c", "sleep 4"]
+
+        def agent(i):
+            return self.spawn(self.hosts[i], "agent%d" % i,
+                              [AGENT, "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                               "--rdzv-id", "pass", "--nnodes", "4", "--nproc", "1", "--host",
+                               "h%d" % i, "--heartbeat-timeout", "2", "--connect-timeout", "60",
+                               "--nccl", "off", "--log-level", "info", "--", *worker],
+                              env_extra={"TMPDIR": self.tmpdir(i)})
+        agents = [agent(0)]
+        self.wait_for("the first host's rdzvd", lambda: "hosting rdzvd at" in self.text(
+            agents[0][1]))
+        agents += [agent(i) for i in (1, 2, 3)]
+        for i, (p, log) in enumerate(agents):
+            rc = p.wait(timeout=60)
+            self.assertEqual(rc, 0, self.text(log)[-3000:])
+        lead = self.rtext(0)
+        self.assertRegex(lead, r"the agent at %s3 did not start replica \d+: .*exited before "
+                               r"listening" % re.escape(self.NET))
+        self.assertIn("the configuration has 3 voter(s)", lead)
+        self.assertIn("hosting replica of rdzvd at %s4:%d" % (self.NET, PORT),
+                      self.text(agents[3][1]))
+        self.assertIn("cannot host replica", self.text(agents[2][1]))
+        blocker[0].kill()
+        self.wait_for("every replica gone", lambda: not any(
+            p for i in range(self.NHOSTS) for p in self.host_pids(i)), timeout=30, poll=0.5)
+
     def test_hosted_replicas_survive_two_host_losses(self):
         endpoint = "%s1:%d" % (self.NET, PORT)
 
