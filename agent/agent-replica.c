@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,4 +206,52 @@ void agent_replica_free(struct agent_replica *r)
     } else if (r->open == 0) {
         free(r);
     }
+}
+
+static void request_done(void *ud, int status, const char *what)
+{
+    struct agent_replica_host *h = ud;
+    struct rdzv_replica ans = {.id = h->id};
+
+    h->replica = NULL; /* it frees itself once reported */
+    if (status < 0) {
+        log_warn("cannot host replica %" PRId64 " of rdzvd: %s", h->id, what);
+        ans.failed = true;
+        snprintf(ans.error, sizeof(ans.error), "%s", what);
+    } else {
+        snprintf(ans.endpoint, sizeof(ans.endpoint), "%s", what);
+    }
+    h->send(h->ud, &ans);
+}
+
+void agent_replica_request(struct agent_replica_host *h, const char *local,
+                           const struct rdzv_replica *q)
+{
+    struct rdzv_replica ans = {.id = q->id, .failed = true};
+    char addr[64];
+    int r = local[0] ? 0 : -ENOTCONN;
+
+    if (h->replica) {
+        snprintf(ans.error, sizeof(ans.error), "this agent is starting replica %" PRId64, h->id);
+        h->send(h->ud, &ans);
+        return;
+    }
+    snprintf(addr, sizeof(addr), "%s", strncmp(local, "::ffff:", 7) == 0 && strchr(local + 7, '.')
+                                           ? local + 7 : local);
+    if (r == 0)
+        r = agent_replica_start(h->loop,
+                                &(struct agent_replica_cfg){.self_exe = h->self_exe,
+                                                            .addr = addr,
+                                                            .port = (uint16_t)q->port,
+                                                            .id = (unsigned)q->id,
+                                                            .replicas = (unsigned)q->replicas,
+                                                            .token_file = h->token_file,
+                                                            .level = h->level},
+                                request_done, h, &h->replica);
+    if (r < 0) {
+        snprintf(ans.error, sizeof(ans.error), "cannot start rdzvd: %s", strerror(-r));
+        h->send(h->ud, &ans);
+        return;
+    }
+    h->id = q->id;
 }

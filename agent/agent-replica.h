@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "../common/rdzv-log.h"
+#include "../proto/rdzv-msg.h"
 
 struct agent_replica;
 
@@ -39,3 +40,22 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
                         agent_replica_done_fn done, void *ud, struct agent_replica **ret);
 /* Stop watching (the replica itself goes on). NULL: no-op. */
 void agent_replica_free(struct agent_replica *r);
+
+/* What an agent's session keeps to answer the leader's REPLICA requests, one at a time. */
+struct agent_replica_host {
+    uv_loop_t *loop;
+    const char *self_exe, *token_file; /* borrowed */
+    enum rdzv_log_level level;
+    /* The answer (REPLICA with endpoint, or error) to the connection of the moment. */
+    void (*send)(void *ud, const struct rdzv_replica *ans);
+    void *ud;
+    struct agent_replica *replica; /* the one being started, or NULL */
+    int64_t id;
+};
+
+/* The leader's request q, arrived on a connection from the numeric address local (its
+ * v4-mapped form is given plainly, as rdzvd shows its peers; "": unknown). Starts the replica
+ * and answers once it listens or failed; a request while one is being started, or one that
+ * cannot start, is answered with an error at once. */
+void agent_replica_request(struct agent_replica_host *h, const char *local,
+                           const struct rdzv_replica *q);

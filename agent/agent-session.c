@@ -84,8 +84,7 @@ struct agent_session {
     /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
     struct agent_endpoints eps;
     unsigned ep_last;          /* the endpoint last joined through (eps) */
-    struct agent_replica *replica; /* a replica of rdzvd being started here (REPLICA) */
-    int64_t replica_id;
+    struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
@@ -519,55 +518,23 @@ static void on_nccl_request(struct agent_client *c, const struct rdzv_nccl_reque
 
 /* ---- hosted replicas of rdzvd (REPLICA, REPLICAS) ---- */
 
-static void replica_done(void *ud, int status, const char *what)
+/* Where the answer to a REPLICA goes: the connection of the moment (it may have changed). */
+static void replica_send(void *ud, const struct rdzv_replica *ans)
 {
     struct agent_session *a = ud;
-    struct rdzv_replica ans = {.id = a->replica_id};
 
-    a->replica = NULL; /* it frees itself once reported */
-    if (status < 0) {
-        log_warn("cannot host replica %" PRId64 " of rdzvd: %s", a->replica_id, what);
-        ans.failed = true;
-        snprintf(ans.error, sizeof(ans.error), "%s", what);
-    } else {
-        snprintf(ans.endpoint, sizeof(ans.endpoint), "%s", what);
-    }
     if (a->client)
-        (void)agent_client_send_replica(a->client, &ans);
+        (void)agent_client_send_replica(a->client, ans);
 }
 
 static void on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud)
 {
     struct agent_session *a = ud;
-    struct rdzv_replica ans = {.id = q->id, .failed = true};
-    char local[64];
-    int r;
+    char local[64] = "";
 
-    if (a->replica) {
-        snprintf(ans.error, sizeof(ans.error), "this agent is starting replica %" PRId64,
-                 a->replica_id);
-        (void)agent_client_send_replica(c, &ans);
-        return;
-    }
-    r = agent_client_local_addr(c, local, sizeof(local));
-    if (r == 0 && strncmp(local, "::ffff:", 7) == 0 && strchr(local + 7, '.'))
-        memmove(local, local + 7, strlen(local + 7) + 1); /* as rdzvd shows its peers */
-    if (r == 0)
-        r = agent_replica_start(a->loop,
-                                &(struct agent_replica_cfg){.self_exe = a->cfg.self_exe,
-                                                            .addr = local,
-                                                            .port = (uint16_t)q->port,
-                                                            .id = (unsigned)q->id,
-                                                            .replicas = (unsigned)q->replicas,
-                                                            .token_file = a->cfg.token_file,
-                                                            .level = a->cfg.level},
-                                replica_done, a, &a->replica);
-    if (r < 0) {
-        snprintf(ans.error, sizeof(ans.error), "cannot start rdzvd: %s", strerror(-r));
-        (void)agent_client_send_replica(c, &ans);
-        return;
-    }
-    a->replica_id = q->id;
+    if (agent_client_local_addr(c, local, sizeof(local)) < 0)
+        local[0] = '\0';
+    agent_replica_request(&a->rhost, local, q);
 }
 
 static void on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud)
@@ -866,6 +833,12 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
     }
     a->cfg = *cfg;
     a->eps = *cfg->eps;
+    a->rhost = (struct agent_replica_host){.loop = cfg->loop,
+                                           .self_exe = cfg->self_exe,
+                                           .token_file = cfg->token_file,
+                                           .level = cfg->level,
+                                           .send = replica_send,
+                                           .ud = a};
     a->loop = cfg->loop;
     *ret = a;
     return 0;
@@ -918,7 +891,7 @@ struct agent_session *agent_session_free(struct agent_session *a)
     free(a->spawn);
     free(a->late);
     agent_store_free(a->store);
-    agent_replica_free(a->replica);
+    agent_replica_free(a->rhost.replica);
     free(a);
     return NULL;
 }

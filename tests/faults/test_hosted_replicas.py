@@ -81,7 +81,12 @@ class HostedReplicas(NetnsHosts):
         agents = [agent(0)]
         self.wait_for("the first host's rdzvd", lambda: "hosting rdzvd at" in self.text(
             agents[0][1]))
-        agents += [agent(i) for i in (1, 2, 3)]
+        # The blocked host joins first, so that it is the first one asked (the leader asks
+        # candidates in the order they joined).
+        agents.append(agent(2))
+        self.wait_for("the third host's agent joined", lambda: "node=h2 joined" in self.rtext(0))
+        agents += [agent(i) for i in (1, 3)]
+        agents = [agents[0], agents[2], agents[1], agents[3]]  # by host
         for i, (p, log) in enumerate(agents):
             rc = p.wait(timeout=60)
             self.assertEqual(rc, 0, self.text(log)[-3000:])
