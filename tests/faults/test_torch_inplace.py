@@ -107,7 +107,10 @@ class TorchInplace(FaultTestCase):
         self.assertNotIn(reformed[0]["source"], hit, "a survivor sent the state")
         d = self.done(agents[0])
         self.assertEqual((d["step"], d["world"]), (want["step"], 4))
-        self.assertEqual(d["steps"], STEPS, "rank 0 trained every step, once" + dump)
+        # A rank may finish the all-reduce of the step in flight while a peer waits on the lost
+        # one: the agreement then gives rank 0 that newer state, and it trains one step less.
+        self.assertIn(d["steps"], (STEPS - 1, STEPS),
+                      "rank 0 trained every step at most once, all but one itself" + dump)
         self.assertAlmostEqual(d["final_loss"], want["final_loss"],
                                delta=REL * abs(want["final_loss"]),
                                msg="the final loss equals the uninterrupted run's" + dump)
