@@ -268,6 +268,17 @@ static void timer_cb(uv_timer_t *t)
     report(t->data);
 }
 
+/* Whether process pid is stopped (SIGSTOP, a tracer): it cannot run a signal handler. */
+static bool proc_stopped(int pid)
+{
+    char path[64], stat[512], *rp;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    if (read_small(path, stat, sizeof(stat)) < 0 || !(rp = strrchr(stat, ')')) || rp[1] != ' ')
+        return false;
+    return rp[2] == 'T' || rp[2] == 't';
+}
+
 static void out_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     static char chunk[16384];
@@ -418,8 +429,9 @@ int agent_stacks_collect(uv_loop_t *loop, int pid, bool announced, const char *s
     s->timer.data = s->settle.data = s;
     s->open = 2;
     *ret = s;
+    /* A stopped worker would never write its dump: it is read from /proc at once. */
     if (announced && stacks_file && strlen(stacks_file) < sizeof(s->file) &&
-        stat(stacks_file, &st) == 0) {
+        stat(stacks_file, &st) == 0 && !proc_stopped(pid)) {
         snprintf(s->file, sizeof(s->file), "%s", stacks_file);
         s->start = st.st_size;
         if (uv_fs_event_init(loop, &s->fsev) == 0) {

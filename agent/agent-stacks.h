@@ -2,13 +2,13 @@
 /* agent-stacks.h: where a hung worker is stuck (issue 19, item 4), asked for before it is killed.
  *
  *   - A worker that announced "stacks" on its progress channel (python/rdzv does, with
- *     faulthandler) is sent AGENT_STACKS_SIGNAL and dumps every thread's Python stack into its
- *     RDZV_STACKS_FILE (appending); the agent reads what was appended once the file has been
- *     quiet for AGENT_STACKS_SETTLE_MS (inotify through uv_fs_event, not polling), or after
- *     AGENT_STACKS_WAIT_MS. The main thread is the last one faulthandler lists; its innermost
- *     frame names the culprit: "all_reduce (train.py:57)".
- *   - Otherwise (a native worker, or a Python one that wrote nothing: stopped, or its handler
- *     could not run), its threads are read from /proc/PID/task (name, state, kernel wait
+ *     faulthandler) and is not stopped is sent AGENT_STACKS_SIGNAL and dumps every thread's
+ *     Python stack into its RDZV_STACKS_FILE (appending); the agent reads what was appended once
+ *     the file has been quiet for AGENT_STACKS_SETTLE_MS (inotify through uv_fs_event, not
+ *     polling), or after AGENT_STACKS_WAIT_MS. The main thread is the last one faulthandler
+ *     lists; its innermost frame names the culprit: "all_reduce (train.py:57)".
+ *   - Otherwise (a native worker, a stopped one, or a Python one that wrote nothing: its
+ *     handler could not run), its threads are read from /proc/PID/task (name, state, kernel wait
  *     channel), and with gdb installed, `gdb -batch -p PID -ex "thread apply all bt"` (at most
  *     AGENT_STACKS_GDB_MS): the culprit is the innermost frame of thread 1 ("clock_nanosleep",
  *     "ncclAllReduce (enqueue.cc:123)"), else the main thread's kernel wait channel, or
