@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Recovery in place for a PyTorch script (issue 19, proof (a), (b) and the unchanged script):
+"""Recovery in place for a PyTorch script (issue 19, proof (a) to (d) and the unchanged script):
 examples/autoencoder.py (DDP, gloo, rdzv.torch, checkpoints every 20 steps) under 2 agents x 2
 workers against a real rdzvd, Debian's torch 1.13. Faults once rank 0 reported step 60:
   (a) a worker SIGKILLed; (b) a worker SIGSTOPped with --progress-timeout 2 (the agent fails it
-  and says it was stopped).
-In each: the workers not hit are the same processes to the end, only the hit one is started
-again, it receives the state from a survivor (rank 0's "reformed" event; no "resumed": no
-checkpoint is read), every agent exits 0, and the step count and final loss equal an
-uninterrupted run's (REL). The same script, unchanged, under --recovery restart (it resumes from
+  and says it was stopped); (c) an agent SIGKILLed with a spare waiting (--nnodes 2:3): the
+  spare's two new workers receive the state; (d) a node lost with no spare (--nnodes 1:2): the
+  world shrinks to 2, then a node that joins (--scale-up now) grows it back to 4.
+In each: the workers not hit are the same processes to the end, only the missing ones are
+started, they receive the state from a survivor (rank 0's "reformed" event; no "resumed": no
+checkpoint is read), every agent not killed exits 0, and the step count and final loss equal an
+uninterrupted run's (REL; in (d) the global batch and the sample order do not depend on the
+world size, so the losses differ only by the order of floating-point sums). The same script, unchanged, under --recovery restart (it resumes from
 the step-60 checkpoint and ends with the same loss) and under torchrun 1.13."""
 import os
 import shutil
@@ -40,6 +43,7 @@ class TorchInplace(FaultTestCase):
     wait_workers = ipf.TestInplace.wait_workers
     wait_step = ipf.TestInplace.wait_step
     finish_job = ipf.TestInplace.finish_job
+    wait_reformed = ipf.TestInplace.wait_reformed
 
     def setUp(self):
         super().setUp()
@@ -53,10 +57,11 @@ class TorchInplace(FaultTestCase):
         return [PYTHON, SCRIPT, "--steps", str(STEPS), "--lr", "2e-4", "--ckpt-dir", self.ckpt,
                 "--ckpt-every", "20", "--log-every", "1"]
 
-    def agent(self, run_id, i, *args):
+    def agent(self, run_id, i, *args, nnodes="2"):
+        """Agent i (node rank i; None: a spare or a joining node, no --node-rank) of a job."""
+        rank = ["--node-rank", str(i)] if isinstance(i, int) else []
         cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", "2",
-               "--nnodes", "2", "--node-rank", str(i), "--max-restarts", "3", *args, "--",
-               *self.worker()]
+               "--nnodes", nnodes, *rank, "--max-restarts", "3", *args, "--", *self.worker()]
         out, err = (os.path.join(self.dir, f"{run_id}{i}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
             p = subprocess.Popen(cmd, env=ipf.agent_env(), stdin=subprocess.DEVNULL, stdout=fo,
@@ -67,8 +72,8 @@ class TorchInplace(FaultTestCase):
         self.agents.append(a)
         return a
 
-    def two(self, run_id, *args):
-        return [self.agent(run_id, i, *args) for i in (0, 1)]
+    def two(self, run_id, *args, nnodes="2"):
+        return [self.agent(run_id, i, *args, nnodes=nnodes) for i in (0, 1)]
 
     def done(self, a):
         d = [o for o in a.rank0() if o.get("event") == "done"]
@@ -86,7 +91,10 @@ class TorchInplace(FaultTestCase):
             os.mkdir(self.ckpt)
         return TorchInplace.reference
 
-    def check_inplace(self, agents, pids, hit):
+    def check_inplace(self, agents, pids, hit, replaced_by=None):
+        """The survivors (the ranks of pids not in hit) ran to the end, only the hit ranks were
+        started again (by replaced_by, default their own agent) and exited 0, the state came
+        from a survivor, no checkpoint was read, the result is the uninterrupted run's."""
         want = TorchInplace.reference
         dump = self.dump(agents)
         exits = {}
@@ -97,6 +105,11 @@ class TorchInplace(FaultTestCase):
         started = [s for a in agents for s in a.started()]
         self.assertEqual(sorted(r for r, pid in started if pids.get(r) != pid), sorted(hit),
                          "only the missing workers are started" + dump)
+        for a in (replaced_by or []):
+            self.assertEqual(sorted(r for r, _ in a.started()), sorted(hit), dump)
+        for r, pid in started:
+            if pids.get(r) != pid:
+                self.assertEqual(exits.get(pid), 0, f"replacement rank {r} (pid {pid})" + dump)
         objs = agents[0].rank0()
         self.assertEqual([o for o in objs if o.get("event") == "resumed"], [],
                          "no checkpoint is read" + dump)
@@ -137,7 +150,63 @@ class TorchInplace(FaultTestCase):
                                           r"2\.\d s after step \d+, stopped \(SIGSTOP\)")
         self.check_inplace(agents, pids, [3])
 
-    def test_3_the_same_script_restarts_from_its_checkpoint(self):
+    def test_3_agent_sigkill_spare_takes_over(self):
+        self.uninterrupted()
+        a, b = self.two("akill", "--recovery", "inplace", nnodes="2:3")
+        pids = self.wait_workers([a, b])
+        mark = self.d.mark()
+        spare = self.agent("akill", None, "--recovery", "inplace", nnodes="2:3")
+        self.d.wait_log(r"job=akill gen=\d+ node=\S+ joined .*waits for the next generation",
+                        since=mark, timeout=30)
+        self.assertEqual(spare.started(), [], "a spare starts no worker")
+        self.wait_step(a, HIT, [a, b, spare], timeout=60)
+        self.assertNotIn("done", [o.get("event") for o in a.rank0()], "the fault comes mid-run")
+        os.kill(b.pid, signal.SIGKILL)
+        self.assertEqual(self.wait_pids_gone([pids[2], pids[3]], 10.0), [],
+                         "the SIGKILLed agent's workers die with it")
+        self.finish_job([a, spare], timeout=120)
+        self.assertEqual(b.p.wait(timeout=5), -signal.SIGKILL)
+        self.check_inplace([a, b, spare], pids, [2, 3], replaced_by=[spare])
+
+    def test_4_lost_node_shrinks_a_join_grows(self):
+        want = self.uninterrupted()
+        a, b = self.two("shrink", "--recovery", "inplace", "--scale-up", "now", nnodes="1:2")
+        pids = self.wait_workers([a, b])
+        self.wait_step(a, HIT, [a, b], timeout=60)
+        os.kill(b.pid, signal.SIGKILL)
+        shrunk = self.wait_reformed(a, 1, [a], timeout=60)[0]
+        self.assertEqual(shrunk["world"], 2, "the world shrinks to the node left")
+        self.assertIn(shrunk["source"], (0, 1))
+        # The join comes while the world of 2 trains (not after its last step).
+        self.assertNotIn("done", [o.get("event") for o in a.rank0()])
+        c = self.agent("shrink", None, "--recovery", "inplace", "--scale-up", "now",
+                       nnodes="1:2")
+        self.finish_job([a, c], timeout=120)
+        agents = [a, b, c]
+        dump = self.dump(agents)
+        exits = a.exits()
+        for r in (0, 1):
+            self.assertEqual(exits.get(pids[r]), 0, f"survivor rank {r} ran to the end" + dump)
+        self.assertEqual(sorted(r for r, _ in a.started()), [0, 1], "no worker restarted" + dump)
+        self.assertEqual(sorted(r for r, _ in c.started()), [2, 3], dump)
+        self.assertEqual(sorted(c.exits().values()), [0, 0], "the joined workers exit 0" + dump)
+        objs = a.rank0()
+        self.assertEqual([o for o in objs if o.get("event") == "resumed"], [],
+                         "no checkpoint is read" + dump)
+        reformed = [o for o in objs if o.get("event") == "reformed"]
+        self.assertEqual([o["world"] for o in reformed], [2, 4], "shrink, then grow" + dump)
+        self.assertIn(reformed[1]["source"], (0, 1), "the joining node got a survivor's state")
+        self.assertGreaterEqual(reformed[1]["step"], reformed[0]["step"])
+        d = self.done(a)
+        self.assertEqual((d["step"], d["world"]), (want["step"], 4))
+        self.assertIn(d["steps"], (STEPS - 1, STEPS),
+                      "rank 0 trained every step at most once, all but one itself" + dump)
+        self.assertAlmostEqual(d["final_loss"], want["final_loss"],
+                               delta=REL * abs(want["final_loss"]),
+                               msg="the same global batch and sample order at any world size" +
+                               dump)
+
+    def test_5_the_same_script_restarts_from_its_checkpoint(self):
         want = self.uninterrupted()
         agents = self.two("restart", "--recovery", "restart")
         pids = self.wait_workers(agents)
@@ -153,7 +222,7 @@ class TorchInplace(FaultTestCase):
         self.assertAlmostEqual(d["final_loss"], want["final_loss"],
                                delta=REL * abs(want["final_loss"]))
 
-    def test_4_the_same_script_under_torchrun(self):
+    def test_6_the_same_script_under_torchrun(self):
         torchrun = shutil.which("torchrun")
         if not torchrun:
             self.skipTest("no torchrun")
