@@ -24,14 +24,15 @@ the same samples, no sample of an epoch is skipped or seen twice, and the losses
 the order of floating-point sums.
 
 Rank 0 prints one JSON line per --log-every steps ({"step", "loss"}: the mean loss of rank 0's
-part of the global batch), {"event":"resumed"} when it read a checkpoint, rdzv.torch's
-{"event":"reformed"} after a recovery in place, and {"event":"done", "step", "steps" (the steps
-this process trained), "world", "final_loss"}.
+part of the global batch; "t": the wall-clock time the step completed), {"event":"resumed"}
+when it read a checkpoint, rdzv.torch's {"event":"reformed"} after a recovery in place, and
+{"event":"done", "step", "steps" (the steps this process trained), "world", "final_loss"}.
 """
 import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -134,7 +135,8 @@ def main():
             loss_v = float(err.detach().mean())
             rdzv.progress(pos.step)
             if rank == 0 and pos.step % args.log_every == 0:
-                print(json.dumps({"step": pos.step, "loss": loss_v}), flush=True)
+                print(json.dumps({"step": pos.step, "loss": loss_v, "t": round(time.time(), 6)}),
+                      flush=True)
             if rank == 0 and args.ckpt_dir and pos.step % args.ckpt_every == 0:
                 save(args, kept, pos.step)
         except job.failures:

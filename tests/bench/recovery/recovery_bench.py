@@ -12,6 +12,11 @@
 # bench sends SIGKILL (a crash) or SIGSTOP (a hang) to the worker whose RANK is 3, taking the time
 # with time.time() right before os.kill.
 #
+# With --worker torch, every row runs the same PyTorch DDP script, examples/autoencoder.py
+# (rdzv.torch: in place under --recovery inplace, a checkpoint resume under --recovery restart and
+# under torchrun), on the same model (784-128-128-128-784, --batch-size) and the same data:
+# issue 19's benchmark. A replacement worker there starts a Python and imports torch.
+#
 # Rank 0 of either trainer prints a JSON line per step whose "t" is the wall-clock time the step
 # completed, and an event line when a new incarnation of the job starts ("resumed" or "reformed"
 # from rdzv-train, "started" from ddp_ckpt.py). Lines that follow such an event printed after the
@@ -75,8 +80,16 @@ class Job(Run):
 
     def train_args(self):
         a = self.b.a
+        if self.b.torch:
+            return ["--shape", "mnist", "--steps", "100000000", "--batch", str(a.batch_size),
+                    "--ckpt-dir", self.ckpt, "--ckpt-every", str(a.ckpt_every)]
         return ["--steps", "100000000", "--batch-size", str(a.batch_size), "--layers", a.layers,
                 "--ckpt-dir", self.ckpt, "--ckpt-every", str(a.ckpt_every)]
+
+    def rdzv_worker(self):
+        if self.b.torch:
+            return [self.b.python, self.b.torch_script, "--backend", "gloo", "--log-every", "1"]
+        return [self.b.train, "--backend", "gloo", "--log-every", "1"]
 
     def rdzv_agents(self, recovery, progress_timeout):
         self.start_daemon(level="warn")
@@ -90,8 +103,8 @@ class Job(Run):
         return [self.spawn([self.b.agent, "--endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bench",
                             "--nnodes", "2", "--nproc", "2", "--max-restarts", "3",
                             "--grace", str(self.b.a.grace), "--last-call", "0.5", "--nccl", "off",
-                            "--log-level", "warn", *extra, "--", self.b.train,
-                            "--backend", "gloo", "--log-every", "1", *self.train_args()],
+                            "--log-level", "warn", *extra, "--", *self.rdzv_worker(),
+                            *self.train_args()],
                            "agent") for _ in range(2)]
 
     def torchrun_agents(self, mi):
@@ -104,8 +117,10 @@ class Job(Run):
                "--redirects", "1", "--tee", "1", *(["--monitor_interval", str(mi)] if mi else [])]
         ps = []
         for i in range(2):
+            script = ([self.b.torch_script, "--log-every", "1"] if self.b.torch
+                      else [self.b.ddp_script])
             ps.append(self.spawn(cmd + ["--log_dir", os.path.join(self.dir, f"logs.{i}"),
-                                        self.b.ddp_script, *self.train_args()], "torchrun"))
+                                        *script, *self.train_args()], "torchrun"))
             if i == 0:
                 time.sleep(1.0)  # the first one hosts the c10d store
         return ps
@@ -220,9 +235,11 @@ class Bench:
         self.agent = os.path.join(a.build, "agent", "rdzv-agent")
         self.train = os.path.join(a.build, "train", "rdzv-train")
         self.ddp_script = os.path.join(HERE, "ddp_ckpt.py")
+        self.torch = a.worker == "torch"
+        self.torch_script = os.path.join(HERE, "..", "..", "..", "examples", "autoencoder.py")
         self.python = a.python
         self.keep = a.keep
-        for f in (self.rdzvd, self.agent, self.train):
+        for f in (self.rdzvd, self.agent) + (() if a.worker == "torch" else (self.train,)):
             if not os.access(f, os.X_OK):
                 sys.exit(f"run-recovery-bench.sh: {f} is missing: build first "
                          f"(ninja -C {a.build})")
@@ -354,6 +371,8 @@ def main():
     ap.add_argument("--cap", type=float, default=30.0,
                     help="how long to wait for a recovery (s); torchrun's hang never recovers")
     ap.add_argument("--no-torchrun", action="store_true")
+    ap.add_argument("--worker", choices=("rdzv-train", "torch"), default="rdzv-train",
+                    help="torch: every row runs examples/autoencoder.py (rdzv.torch)")
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--layers", default="784,128,128,128,784")
@@ -405,10 +424,16 @@ def main():
                                  capture_output=True, text=True).stdout.strip()
     tr_name = (f"torchrun {torch_v} (c10d, `--max-restarts 3`), ddp_ckpt.py (checkpoint "
                "resume)")
+    if a.worker == "torch":
+        tr_name = (f"torchrun {torch_v} (c10d, `--max-restarts 3`), the same script "
+                   "(checkpoint resume)")
     names = {"inplace": "rdzv-train, `--recovery inplace`",
              "restart": "rdzv-train, `--recovery restart` (checkpoint resume)",
              "torchrun": tr_name,
              "torchrun/fast": f"the same, `--monitor_interval {a.torchrun_fast_monitor:g}`"}
+    if a.worker == "torch":
+        names.update(inplace="examples/autoencoder.py with rdzv.torch, `--recovery inplace`",
+                     restart="the same script, `--recovery restart` (checkpoint resume)")
     print("| failure of worker rank 3 (2 agents x 2 workers, gloo, CPU) | system | "
           "to the first step line after it | to progress beyond the last step before it | "
           "steps redone (step rate before the failure) | torchrun / this (progress, medians) |")
@@ -442,7 +467,9 @@ def main():
     print()
     print(f"(`run-recovery-bench.sh: median (min - max) over {a.trials} trials (torchrun's hang: "
           f"{min(a.trials, a.torchrun_hang_trials)}), checkpoint every {a.ckpt_every} steps, "
-          f"batch {a.batch_size}, layers {a.layers}, rdzv-agent --grace {a.grace:g}, "
+          f"batch {a.batch_size}, "
+          f"{'examples/autoencoder.py --shape mnist' if a.worker == 'torch' else 'layers ' + a.layers}"
+          f", rdzv-agent --grace {a.grace:g}, "
           f"torchrun --monitor_interval {a.torchrun_monitor_interval or 5:g}, "
           f"{os.cpu_count()} CPUs, "
           f"{os.uname().release}, {time.monotonic() - t_start:.0f} s, load {load}`)")
