@@ -70,8 +70,9 @@ int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
                                    &j->store_port);
 }
 
-/* --state-dir, or a replica's job table: record the job's generation and restart count, so that
- * a restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent),
+/* The job table (journaled in --state-dir, or a replica's, replicated): record the job's
+ * generation and restart count, so that a restarted rdzvd (or the next leader) rebuilds it
+ * instead of starting it over. running: the generation's workers run (ROUND sent),
  * a restarted rdzvd waits for their agents before it places anyone. Once per generation. */
 void job_save(struct rdzvd_job *j, bool running)
 {
@@ -83,7 +84,7 @@ void job_save(struct rdzvd_job *j, bool running)
                                    .running = running};
     int r;
 
-    if (j->host.state_dirfd < 0 && !j->host.record_table)
+    if (!j->host.record_table)
         return;
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     if (running) {
@@ -92,17 +93,10 @@ void job_save(struct rdzvd_job *j, bool running)
         rec.store_port = j->store || j->store_addr[0] ? j->store_port : 0;
         memcpy(rec.store_addr, j->store_addr, sizeof(rec.store_addr));
     }
-    if (j->host.record_table)
-        r = rdzvd_job_record_put(j->host.record_table, &rec);
-    else
-        r = rdzvd_job_record_save(j->host.state_dirfd, &rec, j->host.sync_records);
-    if (r == -EEXIST)
-        log_warn("job=%s gen=%" PRIu64 " not recorded in --state-dir: its file holds the record "
-                 "of another run id, left as it is",
-                 j->run_id, j->generation);
-    else if (r < 0)
-        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in %s", j->run_id,
-                       j->generation, j->host.record_table ? "the replicas' log" : "--state-dir");
+    r = rdzvd_job_record_put(j->host.record_table, &rec);
+    if (r < 0)
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in its job table",
+                       j->run_id, j->generation);
 }
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
@@ -110,17 +104,10 @@ void job_forget(struct rdzvd_job *j)
 {
     int r;
 
-    if (j->host.record_table)
-        r = rdzvd_job_record_del(j->host.record_table, j->run_id);
-    else if (j->host.state_dirfd >= 0)
-        r = rdzvd_job_record_drop(j->host.state_dirfd, j->run_id);
-    else
+    if (!j->host.record_table)
         return;
-    if (r == -EEXIST)
-        log_warn("job=%s its record file in --state-dir holds another run id's record: left as "
-                 "it is",
-                 j->run_id);
-    else if (r < 0)
+    r = rdzvd_job_record_del(j->host.record_table, j->run_id);
+    if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
 }
 
@@ -129,12 +116,9 @@ int job_record_load(const struct rdzvd_job_host *h, const char *run_id,
 {
     int r;
 
-    if (h->record_table)
-        r = rdzvd_job_record_get(h->record_table, run_id, rec);
-    else if (h->state_dirfd >= 0)
-        r = rdzvd_job_record_load(h->state_dirfd, run_id, rec);
-    else
+    if (!h->record_table)
         return -ENOENT;
+    r = rdzvd_job_record_get(h->record_table, run_id, rec);
     if (r < 0 && r != -ENOENT)
         log_warn_errno(r, "job=%s: its record is unreadable; ignored", run_id);
     return r == -ENOENT || r == 0 ? r : -ENOENT;

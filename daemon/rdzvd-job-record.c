@@ -1,23 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-record.c: a job's identity, generation and restart count kept in --state-dir. */
+/* rdzvd-job-record.c: a job's identity, generation and restart count, kept in the job table. */
 #include "rdzvd-job-record.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/rdzv-auth.h"
-#include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
 #include "rdzvd-journal.h"
 
-#define RECORD_MAX 4096
-#define OLD_NAME_SEED 0x72647a76 /* the 64-bit hash of the names before SHA-256 */
 
 /* "job-" and the 64 hex digits of SHA-256 of run_id (keyed: RDZVD_STATE_NAME_KEY) into buf. */
 static int name_prefix(const char *run_id, char *buf, size_t len)
@@ -41,15 +36,6 @@ static int name_prefix(const char *run_id, char *buf, size_t len)
     digits[2 * RDZV_MAC_BYTES] = '\0';
     snprintf(buf, len, "job-%s", digits);
     return 0;
-}
-
-int rdzvd_job_record_name(const char *run_id, char *buf, size_t len)
-{
-    int r = name_prefix(run_id, buf, len);
-
-    if (r == 0)
-        snprintf(buf + strlen(buf), len - strlen(buf), ".state");
-    return r;
 }
 
 int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len)
@@ -114,168 +100,12 @@ static int record_decode(json_t *o, struct rdzvd_job_record *rec)
     return 0;
 }
 
-/* Read DIR/name (at most RECORD_MAX bytes) and parse it. *ret_id points into *ret_o. 0, -ENOENT,
- * -EBADMSG (not a record) or another negative errno. */
-static int record_read(int dirfd, const char *name, json_t **ret_o, const char **ret_id)
-{
-    char buf[RECORD_MAX];
-    size_t n = 0;
-    int fd, r = 0;
-    json_t *o;
-
-    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    while (n < sizeof(buf) - 1) {
-        ssize_t got = read(fd, buf + n, sizeof(buf) - 1 - n);
-
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            r = -errno;
-            break;
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    close(fd);
-    if (r < 0)
-        return r;
-    o = json_loadb(buf, n, 0, NULL);
-    if (!o || json_unpack(o, "{s:s}", "run_id", ret_id) < 0) {
-        json_decref(o);
-        return -EBADMSG;
-    }
-    *ret_o = o;
-    return 0;
-}
-
-/* 0 when DIR/name is absent, unreadable as a record, or run_id's; -EEXIST when it holds another
- * run id's record; another negative errno when it cannot be read. */
-static int record_check_owner(int dirfd, const char *name, const char *run_id)
-{
-    const char *id;
-    json_t *o;
-    int r = record_read(dirfd, name, &o, &id);
-
-    if (r == -ENOENT || r == -EBADMSG)
-        return 0;
-    if (r < 0)
-        return r;
-    r = strcmp(id, run_id) == 0 ? 0 : -EEXIST;
-    json_decref(o);
-    return r;
-}
-
-int rdzvd_job_record_save(int dirfd, const struct rdzvd_job_record *rec, bool sync)
-{
-    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
-    char *text = NULL;
-    int fd = -1, r;
-    ssize_t w;
-
-    r = rdzvd_job_record_name(rec->run_id, name, sizeof(name));
-    if (r == 0)
-        r = record_check_owner(dirfd, name, rec->run_id);
-    if (r < 0)
-        return r;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-    if (!(text = record_encode(rec))) {
-        r = -ENOMEM;
-        goto out_free;
-    }
-    fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        r = -errno;
-        goto out_free;
-    }
-    /* A small regular file: one write(2) writes it all, or it failed. */
-    w = write(fd, text, strlen(text));
-    r = w < 0 ? -errno : (size_t)w != strlen(text) ? -EIO : 0;
-    if (r == 0 && sync && fsync(fd) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-        r = -errno;
-    if (r < 0) {
-        (void)unlinkat(dirfd, tmp, 0);
-        goto out_free;
-    }
-    if (sync && fsync(dirfd) < 0)
-        r = -errno;
-out_free:
-    free(text);
-    return r;
-}
-
-/* A record of run_id under the name rdzvd gave it before SHA-256 names: say that it is ignored. */
-static void record_note_old(int dirfd, const char *run_id)
-{
-    char name[48];
-    const char *id;
-    json_t *o;
-
-    snprintf(name, sizeof(name), "job-%016" PRIx64 ".state",
-             rdzv_hash64(OLD_NAME_SEED, run_id, strlen(run_id)));
-    if (record_read(dirfd, name, &o, &id) < 0)
-        return;
-    if (strcmp(id, run_id) == 0)
-        log_info("job=%s: ignoring its record %s in --state-dir, written by an rdzvd before "
-                 "collision-free state file names; the job starts afresh",
-                 run_id, name);
-    json_decref(o);
-}
-
-int rdzvd_job_record_load(int dirfd, const char *run_id, struct rdzvd_job_record *rec)
-{
-    char name[RDZVD_JOB_NAME_MAX];
-    const char *id;
-    json_t *o;
-    int r;
-
-    r = rdzvd_job_record_name(run_id, name, sizeof(name));
-    if (r < 0)
-        return r;
-    r = record_read(dirfd, name, &o, &id);
-    if (r == -ENOENT)
-        record_note_old(dirfd, run_id);
-    if (r < 0)
-        return r;
-    if (strcmp(id, run_id) != 0) {
-        log_warn("job=%s: %s in --state-dir holds the record of another run id (%s); ignored",
-                 run_id, name, id);
-        r = -ENOENT;
-        goto out_free;
-    }
-    r = record_decode(o, rec);
-out_free:
-    json_decref(o);
-    return r;
-}
-
-int rdzvd_job_record_drop(int dirfd, const char *run_id)
-{
-    char name[RDZVD_JOB_NAME_MAX];
-    int r;
-
-    r = rdzvd_job_record_name(run_id, name, sizeof(name));
-    if (r == 0)
-        r = record_check_owner(dirfd, name, run_id);
-    if (r < 0)
-        return r;
-    if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
-        return -errno;
-    return 0;
-}
-
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
 {
     return rdzvd_journal_unlink(dirfd, state_name);
 }
 
-/* ---- the job table of a replicated rdzvd ---- */
+/* ---- the job table ---- */
 
 #define TABLE_KEY_PREFIX "job/"
 

@@ -68,8 +68,8 @@ struct rdzvd_job_host {
     const struct rdzvd_job_ops *ops;
     void *ud;               /* passed to the host ops */
     int state_dirfd;        /* --state-dir opened, or -1: no journal, no record files */
-    /* A replica's job table (rdzvd_server_job_table), or NULL. When set, the jobs' records go
-     * there (replicated) instead of to files in state_dirfd. */
+    /* The job table (rdzvd_server_job_table: journaled in --state-dir, or a replica's,
+     * replicated), or NULL: no record is kept, and no job is rebuilt after a restart. */
     struct rdzvd_store *record_table;
     /* Node rank 0's agent hosts each generation's store when it can (JOIN host_store; asked
      * with NCCL_REQUEST store), so that the store does not die with this rdzvd: a replica. */
@@ -81,7 +81,6 @@ struct rdzvd_job_host {
      * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
-    bool sync_records;      /* fsync the job records (false with --fsync no) */
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
     /* The key each member's secret derives from (HMAC-SHA256 of run id and node id; issue 20,

@@ -420,15 +420,15 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .ops = &conn_job_ops,
         .ud = srv,
         /* Replicas (--peers) keep no files of their own (a replica's would be stale after
-         * another led the job): the records go to the job table, replicated with the log. */
+         * another led the job): their generation stores are not journaled. */
         .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),
+        /* The records: replicated with the log, or journaled in --state-dir (one path). */
         .record_table = rdzvd_server_job_table(srv),
         /* A replica's generation stores are hosted by node rank 0's agent: they outlive it. */
-        .agent_stores = rdzvd_server_job_table(srv) != NULL,
+        .agent_stores = rdzvd_server_config(srv)->peers != NULL,
         .store_allow = rdzvd_server_config(srv)->store_acl
                            ? rdzvd_server_config(srv)->store_acl->desc
                            : NULL,
-        .sync_records = rdzvd_server_config(srv)->fsync != RDZVD_FSYNC_NO,
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,

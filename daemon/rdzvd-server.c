@@ -3,6 +3,7 @@
  * that picks TCPStore or rdzv peer, the persist barrier, shut down. */
 #include "rdzvd-server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -74,7 +75,10 @@ struct rdzvd_server {
     void *peer_ud;
     /* --peers: this rdzvd is one replica; its main store is replicated instead of journaled. */
     struct rdzvd_replica *replica;
-    struct rdzvd_store *job_table; /* the jobs' records, replicated with the main store */
+    /* The jobs' records (rdzvd-job-record.h): replicated with the main store (--peers), or
+     * journaled in --state-dir ("jobs"); NULL without either. */
+    struct rdzvd_store *job_table;
+    struct rdzvd_journal *job_journal; /* a single rdzvd's journal of job_table */
     const struct rdzvd_replica_ops *rops; /* cfg.replica_ops */
     bool replica_closing;
     char leader_seen[RDZVD_ENDPOINT_LEN]; /* the leader last logged by this follower */
@@ -140,6 +144,43 @@ static int state_dir_open(struct rdzvd_server *srv)
         srv->state_dirfd = -1;
         return log_error_errno(r, "cannot use --state-dir %s: not writable", dir);
     }
+    return 0;
+}
+
+/* A single rdzvd's job table, journaled in --state-dir as "jobs" (replayed here: the records
+ * of the jobs a restarted rdzvd rebuilds) and written through, fsynced unless --fsync no: a
+ * record is saved once per generation, before the agents hear of it. Job records of an rdzvd
+ * before this journal (files job-*.state) are not read: said once. */
+static int job_table_open(struct rdzvd_server *srv)
+{
+    enum rdzvd_fsync mode = srv->cfg.fsync == RDZVD_FSYNC_NO ? RDZVD_FSYNC_NO : RDZVD_FSYNC_ALWAYS;
+    int r, fd;
+    DIR *d;
+
+    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->job_table);
+    if (r < 0)
+        return log_error_errno(r, "init");
+    r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, "jobs", mode,
+                           srv->job_table, &srv->job_journal);
+    if (r < 0)
+        return r;
+    fd = dup(srv->state_dirfd);
+    d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+
+        if (strncmp(de->d_name, "job-", 4) == 0 && n > 10 &&
+            strcmp(de->d_name + n - 6, ".state") == 0) {
+            log_warn("--state-dir %s holds job records of an older rdzvd (%s, ...): they are "
+                     "not read, and those jobs start afresh (delete the files)",
+                     srv->cfg.state_dir, de->d_name);
+            break;
+        }
+    }
+    if (d)
+        closedir(d);
     return 0;
 }
 
@@ -498,6 +539,8 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         if (!srv->cfg.peers)
             r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
                                    srv->cfg.fsync, srv->main.store, &srv->main.journal);
+        if (r == 0 && !srv->cfg.peers)
+            r = job_table_open(srv);
         if (r < 0)
             goto out_free;
         r = uv_prepare_init(loop, &srv->persist_prepare);
@@ -950,6 +993,8 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     srv->main.closing = true;
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
+    rdzvd_journal_close(srv->job_journal, false);
+    srv->job_journal = NULL;
     persist_close_handles(srv);
     if (!srv->main.handle_closed)
         listener_close_handle(&srv->main);
@@ -964,6 +1009,8 @@ struct rdzvd_server *rdzvd_server_free(struct rdzvd_server *srv)
     rdzv_list_del(&srv->main.persist_node);
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
+    rdzvd_journal_close(srv->job_journal, false);
+    srv->job_journal = NULL;
     persist_close_handles(srv);
     if (!srv->main.handle_closed && !uv_is_closing((uv_handle_t *)&srv->main.tcp))
         listener_close_handle(&srv->main);

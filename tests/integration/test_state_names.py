@@ -4,6 +4,8 @@
 # Two run ids whose names under the old 64-bit hash collide (found here in well under a second)
 # run side by side with --state-dir, through a SIGKILL and a restart of rdzvd: each job comes
 # back with its own generation store and its own keys, and neither's file is touched by the other.
+# The jobs' records are in the job table's journal (jobs.journal); files job-<hex>.state that an
+# older rdzvd wrote are named in a warning and not read.
 
 import os
 import random
@@ -132,10 +134,32 @@ class StateNames(DaemonTestCase):
                 self.assertEqual(c.get(b"only-" + rid.encode()), b"1", rid)
                 self.assertEqual(c.check([b"only-" + other.encode()]), 1, rid)  # NOT_READY
         names = sorted(os.listdir(self.state))
-        self.assertEqual(len([n for n in names if n.endswith(".state")]), 2, names)
+        # The two jobs' records are in the job table's journal, each under its own run id.
+        self.assertEqual([n for n in names if n.endswith(".state")], [], names)
+        with open(os.path.join(self.state, "jobs.journal"), "rb") as f:
+            jobs = f.read()
+        for rid in ids:
+            self.assertIn(b'"run_id":"' + rid.encode() + b'"', jobs)
         self.assertEqual(len([n for n in names if n.startswith("job-") and
                               n.endswith(".journal")]), 2, names)
         d2.stop()
+
+    def test_records_of_an_older_rdzvd_are_named_not_read(self):
+        # An rdzvd before the job table's journal kept each job's record in a file
+        # job-<hex>.state: the new one does not read it, and says so once, naming it.
+        os.mkdir(self.state, 0o700)
+        old = "job-%s.state" % ("ab" * 32)
+        with open(os.path.join(self.state, old), "w") as f:
+            f.write('{"run_id":"victim-job-00001","min":1,"max":1,"max_restarts":0,'
+                    '"generation":40,"restart_count":0,"running":false,"nnodes":0,'
+                    '"world_size":0,"store_port":0}')
+        d = self.daemon("--state-dir", self.state, "--fsync", "no")
+        self.assertRegex(d.log(), r"--state-dir \S+ holds job records of an older rdzvd \(%s, "
+                                  r"\.\.\.\): they are not read" % old)
+        _, rnd = self.form(d, "victim-job-00001")
+        self.assertEqual(rnd["generation"], 1)  # not 41: the old record was not read
+        self.assertTrue(os.path.exists(os.path.join(self.state, old)))  # and it is left
+        d.stop()
 
     def _store(self, port):
         c = Client(port)

@@ -14,10 +14,13 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../../common/rdzv-auth.h"
 #include "../../common/rdzv-list.h"
 #include "../tap.h"
 #include "rdzvd-job-record.h"
 #include "rdzvd-job-sm.h"
+#include "rdzvd-journal.h"
+#include "rdzvd-store.h"
 #include "../../common/rdzv-util.h"
 #include "../../proto/rdzv-status.h"
 #include "rdzvd-job-status.h"
@@ -63,6 +66,10 @@ struct env {
     bool last_drop;                      /* the last store_close's drop */
     int nflush;
     char secrets[JT_NODES][RDZV_SECRET_HEX + 1];
+    /* With a state directory, the job table journaled there as "jobs", as a single rdzvd with
+     * --state-dir keeps it (rdzvd-server.c): a later env on the same directory replays it. */
+    struct rdzvd_store *table;
+    struct rdzvd_journal *table_journal;
 };
 
 static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare,
@@ -185,8 +192,15 @@ static inline void env_init(struct env *e, int state_dirfd)
     e->h.ops = &jt_fake_ops;
     e->h.ud = e;
     e->h.state_dirfd = state_dirfd;
-    e->h.sync_records = false;
     e->h.jobs = &e->jobs;
+    if (state_dirfd >= 0) {
+        static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+
+        ASSERT_OK(rdzvd_store_new(&lim, NULL, &e->table));
+        ASSERT_OK(rdzvd_journal_open(NULL, state_dirfd, "(test)", "jobs", RDZVD_FSYNC_NO,
+                                     e->table, &e->table_journal));
+        e->h.record_table = e->table;
+    }
 }
 
 /* Drop every job, let the loop close their handles, and check nothing is left behind. */
@@ -197,6 +211,15 @@ static inline void env_done(struct env *e)
     ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
     ASSERT_OK(uv_loop_close(&e->loop));
     rdzvd_ended_jobs_free(&e->ended);
+    rdzvd_journal_close(e->table_journal, false);
+    e->table_journal = NULL;
+    e->table = rdzvd_store_free(e->table);
+}
+
+/* Delete the job table's journal from state_dirfd (a test that leaves its directory clean). */
+static inline void env_forget_table(int state_dirfd)
+{
+    ASSERT_OK(rdzvd_journal_unlink(state_dirfd, "jobs"));
 }
 
 static inline void jt_stop_cb(uv_timer_t *t)
@@ -251,6 +274,23 @@ static inline struct rdzv_join resume_of(int i, uint64_t gen, int64_t restarts,
                                      .restart_count = restarts,
                                      .master_port = 41000};
     return jn;
+}
+
+/* The secrets an earlier rdzvd on the same --state-dir gave nodes node-0 .. node-<JT_NODES - 1>
+ * of run_id (their agents hold them when they come back): HMAC-SHA256 under the key kept in the
+ * job table, as rdzvd-job-sm.c derives them (a change of that derivation fails here too). */
+static inline void jt_remember_secrets(struct env *e, const char *run_id)
+{
+    uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
+    const uint8_t *key;
+    size_t keylen;
+
+    ASSERT_OK(rdzvd_job_table_member_key(e->h.record_table, &key, &keylen));
+    for (unsigned i = 0; i < JT_NODES; i++) {
+        int n = snprintf((char *)msg, sizeof(msg), "rdzv-member-v1%c%s%cnode-%u", 0, run_id, 0, i);
+        ASSERT_OK(rdzv_hmac_sha256(key, keylen, msg, (size_t)n, mac));
+        rdzv_hex(mac, sizeof(mac), e->secrets[i]);
+    }
 }
 
 /* JOIN as an agent does: the secret it was given last, if any. err may be NULL. */
@@ -311,6 +351,21 @@ static inline int jt_state_dir(char *path, size_t len)
     fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ASSERT_TRUE(fd >= 0);
     return fd;
+}
+
+/* Leave rec in the job table journaled in state directory fd, as an earlier rdzvd on that
+ * directory would have (the journal replayed, rec put, the journal closed). */
+static inline void jt_record_save(int fd, const struct rdzvd_job_record *rec)
+{
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *t = NULL;
+    struct rdzvd_journal *j = NULL;
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    ASSERT_OK(rdzvd_journal_open(NULL, fd, "(test)", "jobs", RDZVD_FSYNC_NO, t, &j));
+    ASSERT_OK(rdzvd_job_record_put(t, rec));
+    rdzvd_journal_close(j, false);
+    rdzvd_store_free(t);
 }
 
 static inline void jt_state_dir_done(int fd, const char *path)

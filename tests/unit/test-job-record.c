@@ -74,323 +74,40 @@ static void expect_same_record(const struct rdzvd_job_record *a, const struct rd
     ASSERT_EQ(a->store_port, b->store_port);
 }
 
-/* DIR/name holds exactly text. */
-static void put_file(const char *name, const char *text, size_t len)
-{
-    int fd = openat(dirfd_, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-    ASSERT_TRUE(fd >= 0);
-    ASSERT_EQ(write(fd, text, len), (ssize_t)len);
-    close(fd);
-}
-
-/* The bytes of DIR/name (at most len - 1) as a string; returns their count, -1 if absent. */
-static ssize_t get_file(const char *name, char *buf, size_t len)
-{
-    int fd = openat(dirfd_, name, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd < 0)
-        return -1;
-    n = read(fd, buf, len - 1);
-    close(fd);
-    ASSERT_TRUE(n >= 0);
-    buf[n] = '\0';
-    return n;
-}
-
 static bool exists(const char *name)
 {
     return faccessat(dirfd_, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-static void record_file(const char *run_id, char name[RDZVD_JOB_NAME_MAX])
-{
-    ASSERT_OK(rdzvd_job_record_name(run_id, name, RDZVD_JOB_NAME_MAX));
-}
-
 /* ---- names ---- */
 
-/* The names are the keyed SHA-256 of the run id, in lower-case hex: a value computed outside
- * rdzvd (Python's hmac) pins the scheme, so a change of key or encoding, which would make a
- * restarted rdzvd lose every job of an existing --state-dir, fails here. */
+/* The generation stores' journal names are the keyed SHA-256 of the run id, in lower-case hex:
+ * a value computed outside rdzvd (Python's hmac) pins the scheme, so a change of key or
+ * encoding, which would make a restarted rdzvd lose the stores of an existing --state-dir,
+ * fails here. */
 static void test_names_pinned_and_distinct(void)
 {
     static const char job_mac[] =
         "48085ab38835f5d554c3b1bb9875b74c2a34fcf90725cd3aa08a5d7f930fdfca";
-    char name[RDZVD_JOB_NAME_MAX], sname[RDZVD_JOB_NAME_MAX], want[RDZVD_JOB_NAME_MAX];
-    char other[RDZVD_JOB_NAME_MAX];
+    char sname[RDZVD_JOB_NAME_MAX], want[RDZVD_JOB_NAME_MAX], other[RDZVD_JOB_NAME_MAX];
 
-    ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
-    snprintf(want, sizeof(want), "job-%s.state", job_mac);
-    ASSERT_BYTES_STR(name, strlen(name), want);
     ASSERT_OK(rdzvd_job_state_name("job", 12, sname, sizeof(sname)));
     snprintf(want, sizeof(want), "job-%s-gen-12", job_mac);
     ASSERT_BYTES_STR(sname, strlen(sname), want);
     ASSERT_TRUE(rdzvd_state_name_valid(sname)); /* usable as a journal's name */
+    /* Run ids that differ by one character, or by case, get different names. */
+    ASSERT_OK(rdzvd_job_state_name("joc", 12, other, sizeof(other)));
+    ASSERT_TRUE(strcmp(sname, other) != 0);
+    ASSERT_OK(rdzvd_job_state_name("JOB", 12, other, sizeof(other)));
+    ASSERT_TRUE(strcmp(sname, other) != 0);
     /* The longest generation still fits the documented buffer. */
     ASSERT_OK(rdzvd_job_state_name("job", UINT64_MAX, sname, sizeof(sname)));
     snprintf(want, sizeof(want), "job-%s-gen-%" PRIu64, job_mac, UINT64_MAX);
     ASSERT_BYTES_STR(sname, strlen(sname), want);
     ASSERT_TRUE(strlen(sname) < RDZVD_JOB_NAME_MAX);
-    /* Run ids that differ by one character, or by case, get different files. */
-    ASSERT_OK(rdzvd_job_record_name("joc", other, sizeof(other)));
-    ASSERT_TRUE(strcmp(name, other) != 0);
-    ASSERT_OK(rdzvd_job_record_name("JOB", other, sizeof(other)));
-    ASSERT_TRUE(strcmp(name, other) != 0);
 }
 
-/* ---- records in --state-dir ---- */
-
-/* Every field survives save and load, at the ends of its range; a save replaces the last one
- * and leaves no temporary file behind. */
-static void test_save_load_round_trip(void)
-{
-    struct rdzvd_job_record a = rec_of("rt"), b, got;
-    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
-
-    record_file("rt", name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "rt", &got), -ENOENT);
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, true));
-    memset(&got, 0x5a, sizeof(got));
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, "rt", &got));
-    expect_same_record(&got, &a);
-    ASSERT_FALSE(exists(tmp));
-    /* The other ends: a stopped generation, the largest numbers, the widest run id. */
-    b = (struct rdzvd_job_record){.min = 1,
-                                  .max = 1,
-                                  .max_restarts = INT64_MAX,
-                                  .generation = INT64_MAX,
-                                  .restart_count = INT64_MAX,
-                                  .running = false,
-                                  .nnodes = 0,
-                                  .world_size = INT64_MAX,
-                                  .store_port = 65535};
-    memset(b.run_id, 'r', RDZV_ID_MAX);
-    b.run_id[RDZV_ID_MAX] = '\0';
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &b, false));
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, b.run_id, &got));
-    expect_same_record(&got, &b);
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, b.run_id));
-    /* A second save of "rt" replaces the first. */
-    a.generation = 8;
-    a.running = false;
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, "rt", &got));
-    expect_same_record(&got, &a);
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "rt"));
-    ASSERT_FALSE(exists(name));
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "rt", &got), -ENOENT);
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "rt")); /* none: still 0, never -ENOENT */
-}
-
-/* A file that is not a valid record of its run id is -EBADMSG: each field is checked for its
- * type and range, and a file past the 4 KiB a record can take is not read as one. */
-static void test_load_refuses_malformed_records(void)
-{
-#define OK_TAIL "\"min\":1,\"max\":2,\"max_restarts\":0,\"generation\":1,\"restart_count\":0,"
-    static const char *const bad[] = {
-        "",
-        "not json",
-        "[1,2]",
-        "{\"min\":1}", /* no run_id */
-        "{\"run_id\":5}",
-        /* One field missing, of the wrong type, or out of range: */
-        "{\"run_id\":\"j\",\"min\":1}",
-        "{\"run_id\":\"j\"," OK_TAIL "\"running\":\"yes\",\"nnodes\":0,\"world_size\":0,"
-        "\"store_port\":0}",
-        "{\"run_id\":\"j\",\"min\":0,\"max\":2,\"max_restarts\":0,\"generation\":1,"
-        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
-        "{\"run_id\":\"j\",\"min\":3,\"max\":2,\"max_restarts\":0,\"generation\":1,"
-        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
-        "{\"run_id\":\"j\",\"min\":1,\"max\":2,\"max_restarts\":-1,\"generation\":1,"
-        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
-        "{\"run_id\":\"j\",\"min\":1,\"max\":2,\"max_restarts\":0,\"generation\":-1,"
-        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
-        "{\"run_id\":\"j\",\"min\":1,\"max\":2,\"max_restarts\":0,\"generation\":1,"
-        "\"restart_count\":-1,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0}",
-        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":-1,\"world_size\":0,"
-        "\"store_port\":0}",
-        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":0,\"world_size\":-1,"
-        "\"store_port\":0}",
-        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":0,\"world_size\":0,"
-        "\"store_port\":-1}",
-        "{\"run_id\":\"j\"," OK_TAIL "\"running\":false,\"nnodes\":0,\"world_size\":0,"
-        "\"store_port\":65536}",
-    };
-    static const char good[] = "{\"run_id\":\"j\"," OK_TAIL "\"running\":true,\"nnodes\":2,"
-                               "\"world_size\":8,\"store_port\":65535}";
-#undef OK_TAIL
-    struct rdzvd_job_record got;
-    char name[RDZVD_JOB_NAME_MAX], text[RDZV_ID_MAX + 256], id[RDZV_ID_MAX + 2], *big;
-    size_t n;
-
-    record_file("j", name);
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(tap_note, sizeof(tap_note), "case %zu: %s", i, bad[i]);
-        put_file(name, bad[i], strlen(bad[i]));
-        ASSERT_EQ(rdzvd_job_record_load(dirfd_, "j", &got), -EBADMSG);
-    }
-    tap_note[0] = '\0';
-    /* The same checks pass a record at the edges of every range. */
-    put_file(name, good, strlen(good));
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, "j", &got));
-    ASSERT_EQ(got.min, 1);
-    ASSERT_EQ(got.max, 2);
-    ASSERT_TRUE(got.running);
-    ASSERT_EQ(got.world_size, 8);
-    ASSERT_EQ(got.store_port, 65535);
-    /* Valid JSON past 4 KiB (padded with white space) is not read as a record. */
-    n = strlen(good) + 5000;
-    big = malloc(n);
-    ASSERT_NOT_NULL(big);
-    memset(big, ' ', n);
-    memcpy(big + n - strlen(good), good, strlen(good));
-    put_file(name, big, n);
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "j", &got), -EBADMSG);
-    free(big);
-    ASSERT_OK(unlinkat(dirfd_, name, 0));
-    /* A run id longer than a record may hold, in the file of that run id. */
-    memset(id, 'x', RDZV_ID_MAX + 1);
-    id[RDZV_ID_MAX + 1] = '\0';
-    record_file(id, name);
-    snprintf(text, sizeof(text), "{\"run_id\":\"%s\",%s", id, strchr(good, ',') + 1);
-    put_file(name, text, strlen(text));
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, id, &got), -EBADMSG);
-    ASSERT_OK(unlinkat(dirfd_, name, 0));
-}
-
-/* A file that can't be read as a record is nobody's: save replaces it and drop deletes it. */
-static void test_unreadable_file_is_replaced(void)
-{
-    struct rdzvd_job_record a = rec_of("junk"), got;
-    char name[RDZVD_JOB_NAME_MAX];
-
-    record_file("junk", name);
-    put_file(name, "\x01\x02garbage", 9);
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, "junk", &got));
-    expect_same_record(&got, &a);
-    put_file(name, "{\"run_id\":", 10);
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "junk"));
-    ASSERT_FALSE(exists(name));
-}
-
-/* A directory where the record should be: every call reports the read error and nothing is
- * removed or replaced. */
-static void test_directory_in_place_of_record(void)
-{
-    struct rdzvd_job_record a = rec_of("isdir"), got;
-    char name[RDZVD_JOB_NAME_MAX];
-    struct stat st;
-
-    record_file("isdir", name);
-    ASSERT_OK(mkdirat(dirfd_, name, 0700));
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "isdir", &got), -EISDIR);
-    ASSERT_EQ(rdzvd_job_record_save(dirfd_, &a, false), -EISDIR);
-    ASSERT_EQ(rdzvd_job_record_drop(dirfd_, "isdir"), -EISDIR);
-    ASSERT_OK(fstatat(dirfd_, name, &st, 0));
-    ASSERT_TRUE(S_ISDIR(st.st_mode));
-    ASSERT_OK(unlinkat(dirfd_, name, AT_REMOVEDIR));
-}
-
-/* The temporary file can't be made (a directory in its place, or a symlink, which is never
- * followed): save fails, and the record it was to replace is intact. */
-static void test_save_tmp_blocked_keeps_old_record(void)
-{
-    struct rdzvd_job_record a = rec_of("tmpb"), b, got;
-    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8], target[64];
-
-    record_file("tmpb", name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
-    b = a;
-    b.generation = 99;
-    ASSERT_OK(mkdirat(dirfd_, tmp, 0700));
-    ASSERT_EQ(rdzvd_job_record_save(dirfd_, &b, false), -EISDIR);
-    ASSERT_OK(unlinkat(dirfd_, tmp, AT_REMOVEDIR));
-    ASSERT_OK(symlinkat("victim", dirfd_, tmp));
-    ASSERT_EQ(rdzvd_job_record_save(dirfd_, &b, false), -ELOOP);
-    ASSERT_FALSE(exists("victim")); /* the link led nowhere it could write */
-    ASSERT_EQ(get_file(tmp, target, sizeof(target)), -1);
-    ASSERT_OK(unlinkat(dirfd_, tmp, 0));
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, "tmpb", &got));
-    expect_same_record(&got, &a);
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "tmpb"));
-}
-
-/* A write that fails (EFBIG) or comes up short: save fails, the temporary file goes, and the
- * last record is still the one a restarted rdzvd reads. */
-static void test_save_write_error_keeps_old_record(void)
-{
-    struct rdzvd_job_record a = rec_of("wr"), b, got;
-    char name[RDZVD_JOB_NAME_MAX], tmp[RDZVD_JOB_NAME_MAX + 8];
-    struct rlimit old, small;
-    static const rlim_t limits[] = {0, 16};
-
-    record_file("wr", name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &a, false));
-    b = a;
-    b.generation = 8;
-    signal(SIGXFSZ, SIG_IGN);
-    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
-    for (size_t i = 0; i < 2; i++) {
-        int r;
-
-        small = old;
-        small.rlim_cur = limits[i];
-        ASSERT_OK(setrlimit(RLIMIT_FSIZE, &small));
-        r = rdzvd_job_record_save(dirfd_, &b, true);
-        ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
-        ASSERT_EQ(r, limits[i] == 0 ? -EFBIG : -EIO);
-        ASSERT_FALSE(exists(tmp));
-        ASSERT_OK(rdzvd_job_record_load(dirfd_, "wr", &got));
-        ASSERT_EQ(got.generation, 7);
-    }
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "wr"));
-}
-
-/* A directory handle that can't be used: every call reports it instead of pretending. A handle
- * opened O_PATH finds files but can't be fsynced: a synced save reports that the directory
- * was not made durable; an unsynced one through it succeeds. */
-static void test_bad_directory_handles(void)
-{
-    struct rdzvd_job_record a = rec_of("fd"), got;
-    int pfd;
-
-    ASSERT_EQ(rdzvd_job_record_save(-1, &a, false), -EBADF);
-    ASSERT_EQ(rdzvd_job_record_load(-1, "fd", &got), -EBADF);
-    ASSERT_EQ(rdzvd_job_record_drop(-1, "fd"), -EBADF);
-    pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_TRUE(pfd >= 0);
-    ASSERT_OK(rdzvd_job_record_save(pfd, &a, false));
-    ASSERT_EQ(rdzvd_job_record_save(pfd, &a, true), -EBADF);
-    ASSERT_OK(rdzvd_job_record_load(pfd, "fd", &got));
-    expect_same_record(&got, &a);
-    ASSERT_OK(rdzvd_job_record_drop(pfd, "fd"));
-    close(pfd);
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "fd", &got), -ENOENT);
-}
-
-/* A pre-upgrade record name (job-<64-bit hash>.state) that holds another run id's record, or
- * junk: load still says -ENOENT and leaves the file. */
-static void test_old_name_of_other_run_id(void)
-{
-    struct rdzvd_job_record other = rec_of("someone-else"), got;
-    char old[48], name[RDZVD_JOB_NAME_MAX];
-
-    snprintf(old, sizeof(old), "job-%016" PRIx64 ".state", rdzv_hash64(0x72647a76, "old", 3));
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &other, false));
-    record_file("someone-else", name);
-    ASSERT_OK(renameat(dirfd_, name, dirfd_, old));
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "old", &got), -ENOENT);
-    ASSERT_TRUE(exists(old));
-    put_file(old, "junk", 4);
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "old", &got), -ENOENT);
-    ASSERT_OK(unlinkat(dirfd_, old, 0));
-}
+/* ---- generation stores' journals in --state-dir ---- */
 
 /* drop_journal is rdzvd_journal_unlink: a bad name is refused, a missing journal is fine, one
  * of this name goes, one naming another store stays. */
@@ -540,12 +257,14 @@ static void test_table_member_key(void)
 /* ---- the job state machine keeps its record (rdzvd-job-persist.c) ---- */
 
 /* The fake host of jobtest.h with one-node jobs, its stores numbered from 41001, the records in
- * table when there is one. */
+ * table when there is one, else in the --state-dir's own table (jobtest.h) when there is a
+ * directory. */
 static void rec_env_init(struct env *e, int state_dirfd, struct rdzvd_store *table)
 {
     env_init(e, state_dirfd);
     e->base_port = 41000;
-    e->h.record_table = table;
+    if (table)
+        e->h.record_table = table;
 }
 
 /* JOIN of the only node of a one-node job run_id: its round forms at once (generation 1 of a
@@ -582,11 +301,13 @@ static void test_job_record_in_table(void)
     ASSERT_EQ(got.nnodes, 1);
     ASSERT_EQ(got.world_size, 2);
     ASSERT_EQ(got.store_port, 41001);
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "tj", &got), -ENOENT); /* not a file */
+    /* ... and not in the --state-dir's own table (rec_env_init put t in its place) */
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "tj", &got), -ENOENT);
     rdzvd_member_leave(p.m, 1, true);
     ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
     ASSERT_EQ(rdzvd_job_record_get(t, "tj", &got), -ENOENT);
     env_done(&e);
+    env_forget_table(dirfd_);
     rdzvd_store_free(t);
 }
 
@@ -607,58 +328,6 @@ static void test_job_table_full_job_runs(void)
     ASSERT_EQ(rdzvd_job_record_get(t, "full", &got), -ENOENT);
     env_done(&e);
     rdzvd_store_free(t);
-}
-
-/* The job's record file holds another run id's record: the job starts afresh instead of from
- * it, and neither its save nor its end overwrites or deletes that file. */
-static void test_job_leaves_other_run_ids_file(void)
-{
-    struct rdzvd_job_record other = rec_of("other"), got;
-    char name[RDZVD_JOB_NAME_MAX], oname[RDZVD_JOB_NAME_MAX], before[512], after[512];
-    struct fake p = {0};
-    struct env e;
-    ssize_t n;
-
-    other.generation = 40;
-    other.running = false;
-    ASSERT_OK(rdzvd_job_record_save(dirfd_, &other, false));
-    record_file("other", oname);
-    record_file("mine", name);
-    ASSERT_OK(renameat(dirfd_, oname, dirfd_, name));
-    n = get_file(name, before, sizeof(before));
-    ASSERT_TRUE(n > 0);
-    rec_env_init(&e, dirfd_, NULL);
-    join_one(&e, &p, "mine");
-    ASSERT_EQ(p.round.generation, 1); /* not 41 */
-    ASSERT_EQ(get_file(name, after, sizeof(after)), n);
-    ASSERT_BYTES_STR(after, (size_t)n, before);
-    rdzvd_member_leave(p.m, 1, true);
-    ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
-    ASSERT_EQ(get_file(name, after, sizeof(after)), n);
-    ASSERT_BYTES_STR(after, (size_t)n, before);
-    env_done(&e);
-    ASSERT_EQ(rdzvd_job_record_load(dirfd_, "mine", &got), -ENOENT);
-    ASSERT_OK(unlinkat(dirfd_, name, 0));
-}
-
-/* The record can't be read or written (a directory in its place): the job runs from generation
- * 1 all the same, and the directory is left. */
-static void test_job_record_unusable_job_runs(void)
-{
-    char name[RDZVD_JOB_NAME_MAX];
-    struct fake p = {0};
-    struct env e;
-
-    record_file("udir", name);
-    ASSERT_OK(mkdirat(dirfd_, name, 0700));
-    rec_env_init(&e, dirfd_, NULL);
-    join_one(&e, &p, "udir");
-    ASSERT_EQ(p.nrounds, 1);
-    ASSERT_EQ(p.round.generation, 1);
-    rdzvd_member_leave(p.m, 1, true);
-    ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
-    env_done(&e);
-    ASSERT_OK(unlinkat(dirfd_, name, AT_REMOVEDIR));
 }
 
 /* A new generation's journal name is taken by another store's journal: the store opens under
@@ -684,12 +353,14 @@ static void test_job_stale_journal_of_other_store_left(void)
     ASSERT_EQ(rdzvd_journal_unlink(dirfd_, sname), -EEXIST); /* still the intruder's */
     env_done(&e);
     ASSERT_OK(unlinkat(dirfd_, file, 0));
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "sj"));
+    env_forget_table(dirfd_);
     rdzvd_store_free(s);
 }
 
-/* Shutdown keeps what a restarted rdzvd needs: the record (running) and the store's journal
- * (closed without drop); without --state-dir or a table no store has a journal name. */
+/* Shutdown keeps what a restarted rdzvd needs: the record (running), in the job table's
+ * journal in --state-dir, which the next rdzvd replays (the same records, applied the same way,
+ * as a replica applies its log), and the store's journal (closed without drop); without
+ * --state-dir or a table no store has a journal name. */
 static void test_job_shutdown_keeps_record_and_journal(void)
 {
     struct rdzvd_job_record got;
@@ -702,10 +373,17 @@ static void test_job_shutdown_keeps_record_and_journal(void)
     env_done(&e);
     ASSERT_EQ(e.stores_closed, 1);
     ASSERT_FALSE(e.last_drop);
-    ASSERT_OK(rdzvd_job_record_load(dirfd_, "keep", &got));
+    ASSERT_TRUE(exists("jobs.journal"));
+    /* The next rdzvd on the directory: its table replayed from the journal. */
+    rec_env_init(&e, dirfd_, NULL);
+    ASSERT_OK(rdzvd_job_record_get(e.table, "keep", &got));
     ASSERT_EQ(got.generation, 1);
     ASSERT_TRUE(got.running);
-    ASSERT_OK(rdzvd_job_record_drop(dirfd_, "keep"));
+    ASSERT_EQ(got.nnodes, 1);
+    ASSERT_EQ(got.world_size, 2);
+    ASSERT_EQ(got.store_port, 41001);
+    env_done(&e);
+    env_forget_table(dirfd_);
     /* A job that ends (here without --state-dir) drops its store's journal. */
     memset(&p, 0, sizeof(p));
     rec_env_init(&e, -1, NULL);
@@ -730,14 +408,6 @@ int main(void)
     ASSERT_OK(dirfd_);
 
     TEST(test_names_pinned_and_distinct);
-    TEST(test_save_load_round_trip);
-    TEST(test_load_refuses_malformed_records);
-    TEST(test_unreadable_file_is_replaced);
-    TEST(test_directory_in_place_of_record);
-    TEST(test_save_tmp_blocked_keeps_old_record);
-    TEST(test_save_write_error_keeps_old_record);
-    TEST(test_bad_directory_handles);
-    TEST(test_old_name_of_other_run_id);
     TEST(test_drop_journal);
     TEST(test_table_round_trip);
     TEST(test_table_rejects_bad_values);
@@ -746,8 +416,6 @@ int main(void)
     TEST(test_table_member_key);
     TEST(test_job_record_in_table);
     TEST(test_job_table_full_job_runs);
-    TEST(test_job_leaves_other_run_ids_file);
-    TEST(test_job_record_unusable_job_runs);
     TEST(test_job_stale_journal_of_other_store_left);
     TEST(test_job_shutdown_keeps_record_and_journal);
 

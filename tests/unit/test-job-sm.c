@@ -492,8 +492,9 @@ static void test_resume_against_record(void)
     struct env e;
 
     snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
+    jt_record_save(fd, &rec);
     env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
     jn = resume_of(0, 4, 1, 3);
     ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
     ASSERT_TRUE(strstr(err, "as its record has it (generation 3, restart 1, 2 nodes)") != NULL);
@@ -903,7 +904,7 @@ static void test_shutdown_keeps_records(void)
     }
     ASSERT_EQ(e.stores_closed, 1);
     ASSERT_EQ(e.stores_dropped, 0);
-    ASSERT_OK(rdzvd_job_record_load(fd, "job", &rec));
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     ASSERT_EQ(rec.generation, 1);
     ASSERT_TRUE(rec.running);
     ASSERT_EQ(rec.nnodes, 2);

@@ -353,50 +353,8 @@ static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t r
     int fd = jt_state_dir(path, len);
 
     snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
+    jt_record_save(fd, &rec);
     return fd;
-}
-
-/* A record file that holds another run id's record (planted under this run id's name) is never
- * overwritten, deleted or read as this job's (issue 20, finding 4). Names are SHA-256: 64 hex
- * digits, one per run id. */
-static void test_record_of_another_run_id_is_left_alone(void)
-{
-    struct rdzvd_job_record rec = {.min = 1, .max = 1, .generation = 7};
-    char path[64], name[RDZVD_JOB_NAME_MAX], other[RDZVD_JOB_NAME_MAX], before[256], after[256];
-    int fd = jt_state_dir(path, sizeof(path)), rfd;
-    ssize_t n;
-
-    ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
-    ASSERT_OK(rdzvd_job_record_name("job2", other, sizeof(other)));
-    ASSERT_EQ(strlen(name), strlen("job-.state") + 64);
-    ASSERT_TRUE(strcmp(name, other) != 0);
-    snprintf(rec.run_id, sizeof(rec.run_id), "job2");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
-    ASSERT_OK(renameat(fd, other, fd, name));
-    rfd = openat(fd, name, O_RDONLY | O_CLOEXEC);
-    n = read(rfd, before, sizeof(before));
-    close(rfd);
-    ASSERT_TRUE(n > 0);
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    rec.generation = 9;
-    ASSERT_EQ(rdzvd_job_record_save(fd, &rec, false), -EEXIST);
-    ASSERT_EQ(rdzvd_job_record_drop(fd, "job"), -EEXIST);
-    ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT);
-    rfd = openat(fd, name, O_RDONLY | O_CLOEXEC);
-    ASSERT_EQ(read(rfd, after, sizeof(after)), n);
-    close(rfd);
-    ASSERT_TRUE(memcmp(before, after, (size_t)n) == 0);
-    ASSERT_OK(unlinkat(fd, name, 0));
-    /* A record that an rdzvd before SHA-256 names left (job-<64-bit hash>.state) is ignored. */
-    snprintf(other, sizeof(other), "job-%016" PRIx64 ".state", rdzv_hash64(0x72647a76, "job", 3));
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    ASSERT_OK(rdzvd_job_record_save(fd, &rec, false));
-    ASSERT_OK(rdzvd_job_record_name("job", name, sizeof(name)));
-    ASSERT_OK(renameat(fd, name, fd, other));
-    ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT);
-    ASSERT_OK(faccessat(fd, other, F_OK, 0));
-    jt_state_dir_done(fd, path);
 }
 
 /* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
@@ -410,6 +368,7 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
     int fd = state_dir_with_record(path, sizeof(path), 1, 0, 0, true);
 
     env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
     jn = join_of(2, 2, 2, 0);
     ASSERT_OK(join(&e, &f[2], &jn));
     ASSERT_TRUE(f[2].spare);
@@ -428,7 +387,7 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
     rdzvd_member_leave(f[1].m, 1, true);
     for (int i = 0; i < 3; i++)
         ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "succeeded");
-    ASSERT_EQ(rdzvd_job_record_load(fd, "job", &rec), -ENOENT); /* over: forgotten */
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT); /* over: forgotten */
     env_done(&e);
     jt_state_dir_done(fd, path);
 }
@@ -457,7 +416,7 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
     ASSERT_EQ(f[0].round.generation, 4);
     ASSERT_EQ(f[0].round.restart_count, 2);
     ASSERT_TRUE(faccessat(fd, stale, F_OK, 0) < 0 && errno == ENOENT);
-    ASSERT_OK(rdzvd_job_record_load(fd, "job", &rec));
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     ASSERT_EQ(rec.generation, 4);
     ASSERT_TRUE(rec.running);
     env_done(&e);
@@ -667,6 +626,5 @@ int main(void)
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
     TEST(test_progress_in_status);
-    TEST(test_record_of_another_run_id_is_left_alone);
     return tap_done();
 }
