@@ -179,8 +179,10 @@ static int wait_ready(int fd, int timeout_ms)
 }
 
 /* Start rdzvd (argv) detached and wait until it listens. Returns 1 (it does), 0 (it exited
- * before listening, or is slow: the caller joins as a client) or a negative errno (logged). */
-static int start_and_wait(const struct agent_host_cfg *c, char **argv, const char *log_path)
+ * before listening, or is slow: the caller joins as a client) or a negative errno (logged).
+ * state_dir (or NULL): the directory made for it, deleted when it did not start. */
+static int start_and_wait(const struct agent_host_cfg *c, char **argv, const char *log_path,
+                          const char *state_dir)
 {
     int ready[2], r;
 
@@ -193,9 +195,13 @@ static int start_and_wait(const struct agent_host_cfg *c, char **argv, const cha
     close(ready[1]); /* rdzvd holds the only write end now: EOF when it exits */
     if (r < 0) {
         log_error_errno(r, "hosting rdzvd: cannot start it");
+        if (state_dir)
+            (void)rdzv_rmtree(state_dir);
         goto out;
     }
     r = wait_ready(ready[0], AGENT_HOST_READY_MS);
+    if (r == 0 && state_dir)
+        (void)rdzv_rmtree(state_dir); /* it is gone (EOF): nothing runs on the directory */
     if (r == 1)
         log_info("hosting rdzvd at %s:%s for this job (it outlives this agent; log %s)", argv[2],
                  argv[4], log_path);
@@ -301,6 +307,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             argv[n++] = nrep;
             argv[n++] = "--state-dir";
             argv[n++] = dir;
+            argv[n++] = "--remove-state-dir"; /* made for this job only: gone with it */
             log_info("hosting rdzvd as the first of %u replicas (on as many hosts of the job)",
                      c->replicas);
         }
@@ -309,7 +316,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             argv[n++] = token;
         }
         argv[n] = NULL;
-        r = start_and_wait(c, argv, log_path);
+        r = start_and_wait(c, argv, log_path, c->replicas > 1 ? dir : NULL);
     }
 out_claim:
     close(claim);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/rdzv-util.h"
 #include "agent-host.h"
 
 #define STR_(x) #x
@@ -25,6 +26,7 @@ struct agent_replica {
     agent_replica_done_fn done;
     void *ud;
     char endpoint[96];
+    char dir[PATH_MAX]; /* its --state-dir, made for it */
     char log_path[PATH_MAX];
     char buf[16];
     size_t n;
@@ -73,6 +75,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
     (void)buf;
     if (nread < 0 || (nread == 0 && r->n == sizeof(r->buf) - 1)) {
+        /* It is gone (it held the pipe's only write end): so is the directory made for it. */
+        if (nread == UV_EOF)
+            (void)rdzv_rmtree(r->dir);
         snprintf(why, sizeof(why), "it exited before listening (see %s)", r->log_path);
         report(r, -EIO, why);
         return;
@@ -119,6 +124,7 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
         return log_error_errno(-ENOMEM, "hosting a replica");
     r->done = done;
     r->ud = ud;
+    snprintf(r->dir, sizeof(r->dir), "%s", dir);
     snprintf(r->log_path, sizeof(r->log_path), "%s/rdzvd-replica-%u-%u.log", tmp, cfg->port,
              cfg->id);
     snprintf(peers, sizeof(peers), strchr(cfg->addr, ':') ? "[%s]:%u" : "%s:%u", cfg->addr,
@@ -141,6 +147,7 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     argv[n++] = nrep;
     argv[n++] = "--state-dir";
     argv[n++] = dir;
+    argv[n++] = "--remove-state-dir"; /* made for this job only: gone with it */
     argv[n++] = "--exit-when-idle";
     argv[n++] = AGENT_HOST_IDLE;
     argv[n++] = "--ready-fd";
@@ -162,6 +169,7 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     if (rc < 0) {
         close(ready[0]);
         free(r);
+        (void)rdzv_rmtree(dir);
         return log_error_errno(rc, "hosting a replica: cannot start rdzvd");
     }
     rc = uv_pipe_init(loop, &r->pipe, 0);

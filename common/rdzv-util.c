@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -302,4 +303,22 @@ bool rdzv_has_ctl(const char *s)
         if ((unsigned char)*s < 0x20 || *s == 0x7f)
             return true;
     return false;
+}
+
+static int rmtree_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+int rdzv_rmtree(const char *dir)
+{
+    int r = nftw(dir, rmtree_one, 16, FTW_DEPTH | FTW_PHYS);
+
+    if (r == -1)
+        return errno == ENOENT ? 0 : -errno;
+    return r;
 }

@@ -45,6 +45,10 @@ char *rdzv_utf8_trim(char *s);
 
 /* The first executable file called name in $PATH, written to buf. 0, -ENOENT, or -ENAMETOOLONG. */
 int rdzv_find_in_path(const char *name, char *buf, size_t len);
+/* Delete directory dir and everything in it (symbolic links are deleted, not followed), as
+ * rm -rf. 0 (also when dir does not exist), or the first error as a negative errno (what could
+ * be deleted is). */
+int rdzv_rmtree(const char *dir);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes with the NUL). */
 void rdzv_hex(const uint8_t *p, size_t n, char *out);

@@ -41,6 +41,7 @@ struct opts {
     uint64_t replica_id;             /* --replica-id; 0: found from --peers and --port */
     bool join;                       /* --join */
     uint64_t replicas;               /* --replicas; 0: none */
+    bool remove_state_dir;           /* --remove-state-dir */
     struct rdzvd_peers peer_list;
 };
 
@@ -181,6 +182,10 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .metavar = "DIR",
          .help = "keep store keys across restarts: journal them in DIR\n"
                  "(created 0700 if missing; default: nothing persisted)"},
+        {.kind = RDZV_OPT_FLAG, .name = "remove-state-dir", .dest = &o->remove_state_dir,
+         .help = "delete --state-dir and all in it when rdzvd ends with exit\n"
+                 "status 0 (for a directory made for this run only: the\n"
+                 "replicas rdzv-agent starts use it)"},
         {.kind = RDZV_OPT_STRING, .name = "peers", .dest = &o->peers,
          .metavar = "HOST:PORT,...",
          .help = "run as one replica of a replicated rdzvd: the replicas'\n"
@@ -472,6 +477,17 @@ static void shutdown_cb(void *data)
     (void)uv_timer_start(&d->linger, linger_cb, RDZVD_SHUTDOWN_LINGER_MS, 0);
 }
 
+/* --remove-state-dir, at a normal end: DIR and everything in it (links not followed). */
+static void remove_state_dir(const char *dir)
+{
+    int r = rdzv_rmtree(dir);
+
+    if (r < 0)
+        log_warn_errno(r, "--remove-state-dir: cannot delete all of %s", dir);
+    else
+        log_info("deleted --state-dir %s (--remove-state-dir)", dir);
+}
+
 /* Replication failed: stop, and exit 75 (EX_TEMPFAIL: restart on the same --state-dir). */
 static void failure_cb(void *data)
 {
@@ -600,5 +616,7 @@ int main(int argc, char **argv)
         log_warn("loop closed with handles still open: %s", uv_strerror(r));
     log_info("stopped (%" PRIu64 " connections served, %" PRIu64 " requests)", info.stats.accepted,
              info.stats.requests);
+    if (!failed && o.remove_state_dir && o.cfg.state_dir)
+        remove_state_dir(o.cfg.state_dir);
     return failed ? 75 : 0;
 }

@@ -63,7 +63,8 @@ class HostedReplicas(NetnsHosts):
     def test_a_host_that_cannot_host_is_passed_over(self):
         """The third host's port is taken: its agent's replica cannot listen, it says so, and the
         leader asks the fourth host instead. With no loss, the job ends 0, the leader decides for
-        the cluster and every replica exits (normally: their coverage is written too)."""
+        the cluster and every replica exits (normally: their coverage is written too) and deletes
+        the Raft directory its agent made for it."""
         endpoint = "%s1:%d" % (self.NET, PORT)
         blocker = self.spawn(self.hosts[2], "blocker", [sys.executable, "-c", (
             "import socket, time\n"
@@ -100,6 +101,13 @@ class HostedReplicas(NetnsHosts):
         blocker[0].kill()
         self.wait_for("every replica gone", lambda: not any(
             p for i in range(self.NHOSTS) for p in self.host_pids(i)), timeout=30, poll=0.5)
+        # The Raft directories made for the replicas (--remove-state-dir), and the one of the
+        # replica that could not listen (its agent's), are gone; the logs stay.
+        for i in range(self.NHOSTS):
+            left = [f for f in os.listdir(self.tmpdir(i))
+                    if os.path.isdir(os.path.join(self.tmpdir(i), f))]
+            self.assertEqual(left, [], "host %d's TMPDIR" % i)
+        self.assertIn("--remove-state-dir", self.rtext(0))
 
     def test_hosted_replicas_survive_two_host_losses(self):
         endpoint = "%s1:%d" % (self.NET, PORT)

@@ -177,6 +177,21 @@ class Persistence(DaemonTestCase):
         self.assertEqual(len(err.strip().splitlines()), 1, err)
         self.assertIn("main.journal", err)
 
+    def test_remove_state_dir_at_a_normal_end_only(self):
+        # --remove-state-dir (the replicas an agent starts): a SIGKILL keeps the directory, and
+        # the keys come back; a normal end (SIGTERM, exit 0) deletes it and all in it.
+        d = self.daemon("--state-dir", self.state, "--remove-state-dir")
+        with self.client(d) as c:
+            c.set(b"k", b"v")
+            c.sync()
+        d2 = self.restart(d, "--remove-state-dir")
+        with self.client(d2) as c:
+            self.assertEqual(c.get(b"k"), b"v")
+        self.assertTrue(os.path.isdir(self.state))
+        d2.stop()
+        self.assertFalse(os.path.exists(self.state))
+        self.assertIn("deleted --state-dir %s (--remove-state-dir)" % self.state, d2.log())
+
     def test_nothing_written_without_state_dir(self):
         empty = tempfile.TemporaryDirectory(prefix="rdzvtest-cwd-")
         self.addCleanup(empty.cleanup)
