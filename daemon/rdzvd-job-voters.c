@@ -11,6 +11,7 @@
 
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
 #include "rdzvd-conn.h"
@@ -53,14 +54,10 @@ struct rdzvd_voters {
 /* The host part of "HOST:PORT" or "[V6]:PORT" into out. */
 static void host_of(const char *ep, char *out, size_t len)
 {
-    const char *end;
+    uint16_t port;
 
-    if (ep[0] == '[' && (end = strchr(ep, ']'))) {
-        snprintf(out, len, "%.*s", (int)(end - ep - 1), ep + 1);
-        return;
-    }
-    end = strrchr(ep, ':');
-    snprintf(out, len, "%.*s", end ? (int)(end - ep) : (int)strlen(ep), ep);
+    if (rdzv_parse_hostport(ep, out, len, &port) < 0)
+        snprintf(out, len, "%.*s", (int)(len - 1), ep); /* not an address: matches no host */
 }
 
 static struct rdzvd_replica *leader_replica(struct rdzvd_voters *v)

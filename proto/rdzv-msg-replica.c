@@ -31,23 +31,17 @@ int rdzv_msg_put_replica(struct rdzv_buf *b, const struct rdzv_replica *r)
     return rdzv_msg_put(b, RDZV_MSG_REPLICA, o);
 }
 
-/* "HOST:PORT" with a port 1..65535 and printable ASCII: what an agent may connect to. */
+/* What an agent may connect to: HOST:PORT or [V6]:PORT, a port of 1..65535, printable ASCII
+ * without spaces or commas (an endpoint goes into comma-separated lists). */
 static bool endpoint_valid(const char *s)
 {
-    const char *colon = strrchr(s, ':');
-    unsigned long p = 0;
+    char host[RDZV_ENDPOINT_MAX + 1];
+    uint16_t port = 0;
 
-    if (!colon || colon == s || !colon[1] || strlen(colon + 1) > 5)
-        return false;
     for (const char *c = s; *c; c++)
         if (*c <= 0x20 || *c > 0x7e || *c == ',')
             return false;
-    for (const char *c = colon + 1; *c; c++) {
-        if (*c < '0' || *c > '9')
-            return false;
-        p = p * 10 + (unsigned long)(*c - '0');
-    }
-    return p >= 1 && p <= 65535;
+    return rdzv_parse_hostport(s, host, sizeof(host), &port) == 0 && port >= 1;
 }
 
 int rdzv_msg_parse_replica(const uint8_t *body, size_t len, struct rdzv_replica *r, char *err,
