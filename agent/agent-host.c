@@ -100,8 +100,9 @@ int agent_host_find_rdzvd(const char *self_exe, char *out, size_t n)
     return rdzv_find_in_path("rdzvd", out, n);
 }
 
-/* In the grandchild: fd 0 /dev/null, 1 and 2 the log, 3 the ready pipe (without CLOEXEC), no
- * other descriptor; cwd /. Returns 0 or -1. */
+/* In the grandchild: fd 0 /dev/null, 1 and 2 the log, 3 the ready pipe (without CLOEXEC) and 4
+ * a copy of it that rdzvd never touches (it closes 3 once it wrote its port: 4 keeps the pipe
+ * open until it exits), no other descriptor; cwd /. Returns 0 or -1. */
 static int child_fds(int ready_w, const char *log_path)
 {
     int keep = fcntl(ready_w, F_DUPFD_CLOEXEC, 10), fd;
@@ -118,9 +119,10 @@ static int child_fds(int ready_w, const char *log_path)
         return -1;
     if (fd > 2)
         close(fd);
-    if (dup2(keep, AGENT_HOST_READY_FD) < 0) /* dup2 clears FD_CLOEXEC on the copy */
+    if (dup2(keep, AGENT_HOST_READY_FD) < 0 || /* dup2 clears FD_CLOEXEC on the copy */
+        dup2(keep, AGENT_HOST_LIFELINE_FD) < 0)
         return -1;
-    for (int i = AGENT_HOST_READY_FD + 1; i < 1024; i++)
+    for (int i = AGENT_HOST_LIFELINE_FD + 1; i < 1024; i++)
         close(i);
     return chdir("/"); /* keep no file system busy for the job's lifetime */
 }

@@ -29,6 +29,7 @@
 /* rdzvd --exit-when-idle: no agent connected for 5 s, the job is over; none came in 180 s. */
 #define AGENT_HOST_IDLE "5:180"
 #define AGENT_HOST_READY_FD 3     /* rdzvd's --ready-fd */
+#define AGENT_HOST_LIFELINE_FD 4  /* the same pipe, left open: its reader sees EOF at rdzvd's exit */
 #define AGENT_HOST_READY_MS 10000 /* how long the agent waits for it to listen */
 
 struct agent_host_cfg {
@@ -47,8 +48,9 @@ struct agent_host_cfg {
 /* rdzvd beside self_exe (installed), in the build tree, or in PATH, into out. 0 or -ENOENT. */
 int agent_host_find_rdzvd(const char *self_exe, char *out, size_t n);
 /* Start argv (rdzvd) double-forked into a session of its own, cwd /, stdin /dev/null, stdout and
- * stderr appended to log_path, ready_w as its fd AGENT_HOST_READY_FD (the caller closes its own
- * copy). 0 once the intermediate child is reaped, or a negative errno. */
+ * stderr appended to log_path, ready_w as its fd AGENT_HOST_READY_FD and again as
+ * AGENT_HOST_LIFELINE_FD (the caller closes its own copy): the read end gets the port, then EOF
+ * only when rdzvd exits. 0 once the intermediate child is reaped, or a negative errno. */
 int agent_host_spawn(char **argv, int ready_w, const char *log_path);
 
 /* Returns 1 when this agent started rdzvd (and it accepts connections), 0 when something answers

@@ -19,11 +19,13 @@
 #define STR(x) STR_(x)
 
 struct agent_replica {
-    uv_pipe_t pipe; /* the read end of rdzvd's --ready-fd */
+    uv_pipe_t pipe; /* the read end of rdzvd's --ready-fd: EOF when it exits */
     uv_timer_t timer;
     unsigned open; /* handles not closed yet */
     bool reported, freed;
+    bool listening; /* done(0) was said: the pipe is watched for its exit */
     agent_replica_done_fn done;
+    agent_replica_gone_fn gone;
     void *ud;
     char endpoint[96];
     char dir[PATH_MAX]; /* its --state-dir, made for it */
@@ -53,10 +55,31 @@ static void report(struct agent_replica *r, int status, const char *what)
     if (r->reported)
         return;
     r->reported = true;
+    if (status == 0 && !r->freed) {
+        /* It listens: the pipe stays open, and its EOF says when it exits (gone). */
+        r->listening = true;
+        if (!uv_is_closing((uv_handle_t *)&r->timer))
+            uv_close((uv_handle_t *)&r->timer, closed_cb);
+        r->done(r->ud, 0, what);
+        return;
+    }
     close_handles(r);
     if (!r->freed) {
         r->freed = true; /* the caller forgets r in done: it goes once its handles closed */
         r->done(r->ud, status, what);
+    }
+}
+
+/* The replica that listened exited: the caller forgets r in gone. */
+static void report_gone(struct agent_replica *r)
+{
+    close_handles(r);
+    if (!r->freed) {
+        r->freed = true;
+        log_warn("the replica of rdzvd this agent hosts (%s) exited (see %s)", r->endpoint,
+                 r->log_path);
+        if (r->gone)
+            r->gone(r->ud);
     }
 }
 
@@ -74,6 +97,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     char why[PATH_MAX + 64];
 
     (void)buf;
+    if (r->listening) {
+        if (nread < 0)
+            report_gone(r); /* it writes nothing more: EOF (or an error) is its exit */
+        else
+            r->n = 0;
+        return;
+    }
     if (nread < 0 || (nread == 0 && r->n == sizeof(r->buf) - 1)) {
         /* It is gone (it held the pipe's only write end): so is the directory made for it. */
         if (nread == UV_EOF)
@@ -101,7 +131,8 @@ static void timer_cb(uv_timer_t *t)
 }
 
 int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
-                        agent_replica_done_fn done, void *ud, struct agent_replica **ret)
+                        agent_replica_done_fn done, agent_replica_gone_fn gone, void *ud,
+                        struct agent_replica **ret)
 {
     const char *tmp = getenv("TMPDIR");
     char rdzvd[PATH_MAX], dir[PATH_MAX], token[PATH_MAX], peers[96], port[8], id[16], nrep[8];
@@ -123,6 +154,7 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     if (!r)
         return log_error_errno(-ENOMEM, "hosting a replica");
     r->done = done;
+    r->gone = gone;
     r->ud = ud;
     snprintf(r->dir, sizeof(r->dir), "%s", dir);
     snprintf(r->log_path, sizeof(r->log_path), "%s/rdzvd-replica-%u-%u.log", tmp, cfg->port,
@@ -208,7 +240,7 @@ void agent_replica_free(struct agent_replica *r)
     if (!r)
         return;
     r->freed = true;
-    if (!r->reported) {
+    if (!r->reported || r->listening) {
         r->reported = true;
         close_handles(r);
     } else if (r->open == 0) {
@@ -221,15 +253,27 @@ static void request_done(void *ud, int status, const char *what)
     struct agent_replica_host *h = ud;
     struct rdzv_replica ans = {.id = h->id};
 
-    h->replica = NULL; /* it frees itself once reported */
     if (status < 0) {
+        h->replica = NULL; /* it frees itself once reported */
         log_warn("cannot host replica %" PRId64 " of rdzvd: %s", h->id, what);
         ans.failed = true;
         snprintf(ans.error, sizeof(ans.error), "%s", what);
     } else {
-        snprintf(ans.endpoint, sizeof(ans.endpoint), "%s", what);
+        snprintf(ans.endpoint, sizeof(ans.endpoint), "%s", what); /* h->replica watches it */
     }
     h->send(h->ud, &ans);
+}
+
+/* The replica hosted here exited while this agent runs: the leader is told (REPLICA with the
+ * error), so that it replaces the voter, and this agent may be asked again. */
+static void request_gone(void *ud)
+{
+    struct agent_replica_host *h = ud;
+    struct rdzv_replica ans = {.id = h->id, .failed = true};
+
+    h->replica = NULL; /* it frees itself */
+    snprintf(ans.error, sizeof(ans.error), "replica %" PRId64 " exited", h->id);
+    h->exited(h->ud, &ans);
 }
 
 void agent_replica_request(struct agent_replica_host *h, const char *local,
@@ -240,7 +284,7 @@ void agent_replica_request(struct agent_replica_host *h, const char *local,
     int r = local[0] ? 0 : -ENOTCONN;
 
     if (h->replica) {
-        snprintf(ans.error, sizeof(ans.error), "this agent is starting replica %" PRId64, h->id);
+        snprintf(ans.error, sizeof(ans.error), "this agent hosts replica %" PRId64, h->id);
         h->send(h->ud, &ans);
         return;
     }
@@ -255,7 +299,7 @@ void agent_replica_request(struct agent_replica_host *h, const char *local,
                                                             .replicas = (unsigned)q->replicas,
                                                             .token_file = h->token_file,
                                                             .level = h->level},
-                                request_done, h, &h->replica);
+                                request_done, request_gone, h, &h->replica);
     if (r < 0) {
         snprintf(ans.error, sizeof(ans.error), "cannot start rdzvd: %s", strerror(-r));
         h->send(h->ud, &ans);

@@ -10,10 +10,13 @@
  * leader to add it; it ends when the cluster decides to (the leader's --exit-when-idle), or on
  * its own when no leader has been known for 180 s. Its readiness is read from the --ready-fd
  * pipe on the loop (no blocking): done(ud, 0, "ADDR:PORT") once it listens, or done(ud, -errno,
- * why) when it exited first or AGENT_HOST_READY_MS passed.
+ * why) when it exited first or AGENT_HOST_READY_MS passed. Once it listens the pipe stays
+ * watched: its EOF (the replica exited: it holds the only write end) calls gone(ud).
  *
- * Ownership: the caller's until done fires (after which r frees itself and must be forgotten),
- * or agent_replica_free (done does not fire after it). Strings in cfg are copied. Threads: the loop's. Errors: negative errno, logged. */
+ * Ownership: the caller's until done fires with an error, or gone fires (after either r frees
+ * itself and must be forgotten), or agent_replica_free (neither fires after it; the replica
+ * itself goes on). Strings in cfg are copied. Threads: the loop's. Errors: negative errno,
+ * logged. */
 #pragma once
 #include <stdint.h>
 #include <uv.h>
@@ -34,10 +37,13 @@ struct agent_replica_cfg {
 };
 
 typedef void (*agent_replica_done_fn)(void *ud, int status, const char *what);
+typedef void (*agent_replica_gone_fn)(void *ud);
 
-/* Start the replica; done reports the outcome later. 0, or a negative errno (nothing started). */
+/* Start the replica; done reports the outcome later, gone (may be NULL) its exit after it
+ * listened. 0, or a negative errno (nothing started). */
 int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
-                        agent_replica_done_fn done, void *ud, struct agent_replica **ret);
+                        agent_replica_done_fn done, agent_replica_gone_fn gone, void *ud,
+                        struct agent_replica **ret);
 /* Stop watching (the replica itself goes on). NULL: no-op. */
 void agent_replica_free(struct agent_replica *r);
 
@@ -48,14 +54,19 @@ struct agent_replica_host {
     enum rdzv_log_level level;
     /* The answer (REPLICA with endpoint, or error) to the connection of the moment. */
     void (*send)(void *ud, const struct rdzv_replica *ans);
+    /* The report that the replica exited, unasked: to the leader of the moment, and again to
+     * the next one the session joins (the leader may be the replica that exited). */
+    void (*exited)(void *ud, const struct rdzv_replica *ans);
     void *ud;
-    struct agent_replica *replica; /* the one being started, or NULL */
+    struct agent_replica *replica; /* the one started (being started, or listening), or NULL */
     int64_t id;
 };
 
 /* The leader's request q, arrived on a connection from the numeric address local (its
  * v4-mapped form is given plainly, as rdzvd shows its peers; "": unknown). Starts the replica
- * and answers once it listens or failed; a request while one is being started, or one that
- * cannot start, is answered with an error at once. */
+ * and answers once it listens or failed; a request while one is started here, or one that
+ * cannot start, is answered with an error at once. When the replica exits later (while this
+ * agent runs), the leader is sent REPLICA {id, error: "replica ID exited"} unasked: it replaces
+ * that voter (rdzvd-job-voters.h), and this host may be asked again. */
 void agent_replica_request(struct agent_replica_host *h, const char *local,
                            const struct rdzv_replica *q);

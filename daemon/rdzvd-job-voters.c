@@ -19,6 +19,9 @@
 #include "rdzvd-server.h"
 
 #define TRIED_MAX 64 /* hosts that failed a request, not asked again */
+/* How many times a voter its agent saw exit is looked at again while it still seems to answer
+ * (libraft's view lags by up to an election timeout); each look is two election timeouts. */
+#define VOTERS_EXITED_LOOKS 4
 
 struct cand {
     struct rdzv_list node;
@@ -47,6 +50,10 @@ struct rdzvd_voters {
     bool check_lost;   /* a member was lost: look for a voter whose host is gone */
     unsigned suspect[RDZVD_REPLICAS_MAX * 2]; /* voters found unresponsive once, re-checked */
     unsigned nsuspect;
+    /* Servers whose host's agent said they exited: removed without waiting for that host's
+     * agents to go (they stay), once unresponsive at two looks. */
+    unsigned exited[RDZVD_REPLICAS_MAX * 2];
+    unsigned nexited, exited_looks;
     char tried[TRIED_MAX][64];
     unsigned ntried;
 };
@@ -159,17 +166,23 @@ static void change_done_cb(void *ud, int status)
     kick(v, 0);
 }
 
-static bool suspected(const struct rdzvd_voters *v, unsigned id)
+static bool in_list(const unsigned *list, unsigned n, unsigned id)
 {
-    for (unsigned i = 0; i < v->nsuspect; i++)
-        if (v->suspect[i] == id)
+    for (unsigned i = 0; i < n; i++)
+        if (list[i] == id)
             return true;
     return false;
 }
 
-/* After a member was lost: a voter (not this one) on a host from which no agent is connected, and
- * that has not answered the leader's heartbeats in two looks an election timeout apart, is
- * removed. Returns true when a change started or a look is pending. */
+static bool suspected(const struct rdzvd_voters *v, unsigned id)
+{
+    return in_list(v->suspect, v->nsuspect, id);
+}
+
+/* After a member was lost: a voter (not this one) on a host from which no agent is connected
+ * (or whose host's agent said it exited), and that has not answered the leader's heartbeats in
+ * two looks an election timeout apart, is removed. Returns true when a change started or a
+ * look is pending. */
 static bool remove_lost(struct rdzvd_voters *v, struct rdzvd_replica *rep,
                         const struct rdzvd_voter *vs, unsigned n)
 {
@@ -181,17 +194,29 @@ static bool remove_lost(struct rdzvd_voters *v, struct rdzvd_replica *rep,
         if (vs[i].self || !vs[i].voter)
             continue;
         host_of(vs[i].raft, host, sizeof(host));
-        if (host_connected(v, host) || v->ops->responsive(rep, vs[i].id))
+        if (host_connected(v, host) && !in_list(v->exited, v->nexited, vs[i].id))
             continue;
+        if (v->ops->responsive(rep, vs[i].id)) {
+            /* One its agent saw exit answered within the last election timeout: look again
+             * (a bounded number of times). */
+            if (in_list(v->exited, v->nexited, vs[i].id) &&
+                v->exited_looks < VOTERS_EXITED_LOOKS) {
+                v->exited_looks++;
+                pending = true;
+            }
+            continue;
+        }
         if (!suspected(v, vs[i].id)) {
             if (v->nsuspect < RDZVD_REPLICAS_MAX * 2)
                 v->suspect[v->nsuspect++] = vs[i].id;
             pending = true;
             continue;
         }
-        log_warn("replication: replica %u (%s) answers no heartbeat and no agent is connected from "
-                 "its host: removing it from the configuration, to replace it",
-                 vs[i].id, vs[i].endpoint);
+        log_warn("replication: replica %u (%s) answers no heartbeat and %s: removing it from "
+                 "the configuration, to replace it",
+                 vs[i].id, vs[i].endpoint,
+                 in_list(v->exited, v->nexited, vs[i].id) ? "its host's agent saw it exit"
+                                                          : "no agent is connected from its host");
         if (v->ops->change(rep, RDZVD_CHANGE_REMOVE, vs[i].id, NULL, change_done_cb, v) == 0)
             v->changing = true;
         return true; /* -EBUSY: tried again after the change under way */
@@ -277,6 +302,7 @@ static void tick(struct rdzvd_voters *v)
             return;
         v->check_lost = false;
         v->nsuspect = 0;
+        v->nexited = v->exited_looks = 0;
     }
     for (unsigned i = 0; i < n; i++)
         voters += vs[i].voter;
@@ -316,6 +342,38 @@ static void ask_timer_cb(uv_timer_t *t)
         ask_failed(v, "no answer in time");
 }
 
+/* An agent says the replica it hosts exited (REPLICA {id, error}, unasked): when that server is
+ * in the configuration on the agent's own host, it is checked as a lost host's voter is (and
+ * removed once it answers no heartbeat), then replaced. Anything else is a late answer. */
+static void replica_exited(struct rdzvd_voters *v, struct rdzvd_conn *c,
+                           const struct rdzv_replica *a)
+{
+    struct rdzvd_voter vs[RDZVD_REPLICAS_MAX * 2];
+    struct rdzvd_replica *rep = leader_replica(v);
+    struct cand *k = cand_find(v, c);
+    unsigned n;
+
+    if (!rep || !k || a->id <= 0)
+        return;
+    n = v->ops->voters(rep, vs, RDZVD_REPLICAS_MAX * 2);
+    for (unsigned i = 0; i < n && i < RDZVD_REPLICAS_MAX * 2; i++) {
+        char host[64];
+
+        if (vs[i].id != (unsigned)a->id || vs[i].self)
+            continue;
+        host_of(vs[i].raft, host, sizeof(host));
+        if (strcmp(host, k->host) != 0)
+            return; /* not its replica: nothing to believe */
+        log_warn("replication: the agent at %s says replica %u exited (%s)", k->host, vs[i].id,
+                 a->error);
+        if (!in_list(v->exited, v->nexited, vs[i].id) && v->nexited < RDZVD_REPLICAS_MAX * 2)
+            v->exited[v->nexited++] = vs[i].id;
+        v->check_lost = true;
+        kick(v, 0);
+        return;
+    }
+}
+
 int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint8_t *body,
                         uint32_t len, char *err, size_t errlen)
 {
@@ -331,6 +389,10 @@ int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint
     }
     if (rdzv_msg_parse_replica(body, len, &a, err, errlen) < 0)
         return -EBADMSG;
+    if (a.failed && (c != v->ask || (unsigned)a.id != v->ask_id)) {
+        replica_exited(v, c, &a);
+        return 0;
+    }
     if (c != v->ask || (unsigned)a.id != v->ask_id)
         return 0; /* an answer that came too late: the request was given up */
     if (a.failed || !a.endpoint[0]) {

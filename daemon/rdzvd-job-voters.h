@@ -19,7 +19,10 @@
  *     (libraft's check-quorum view), is removed, and another host is recruited in its place;
  *   - after each change of the configuration, and to each candidate that joins, the leader
  *     sends REPLICAS: every voter's endpoint, which the agents reconnect to when they lose it.
- * A voter whose rdzvd dies while its host's agent lives is not replaced (Raft still counts it).
+ *   - an agent whose replica exited (its host and the agent live on) says so, unasked (REPLICA
+ *     {id, error}): a voter of that id on that agent's host is then looked at as a lost host's
+ *     is (removed once it answers no heartbeat, looked at again up to VOTERS_EXITED_LOOKS
+ *     times while libraft still saw it answer), and replaced.
  * Without --replicas (replicas started by hand) nobody is recruited or removed: REPLICAS only.
  *
  * Ownership: struct rdzvd_voters is the job registry's (rdzvd-job.c); it borrows the server.
@@ -48,7 +51,8 @@ void rdzvd_voters_joined(struct rdzvd_voters *v, struct rdzvd_conn *c, bool can_
 void rdzvd_voters_peer_down(struct rdzvd_voters *v, struct rdzvd_conn *c);
 /* A member of some job was declared lost. */
 void rdzvd_voters_member_lost(struct rdzvd_voters *v);
-/* REPLICA from c: the answer to a request. 0, or a negative errno after which the caller closes
- * c (err says why, to send as ERROR). */
+/* REPLICA from c: the answer to a request, or (an error, unasked) the report that the replica
+ * on c's host exited. 0, or a negative errno after which the caller closes c (err says why, to
+ * send as ERROR). */
 int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint8_t *body,
                         uint32_t len, char *err, size_t errlen);

@@ -13,7 +13,9 @@ host's address; none is told about replicas:
   - then the new leader's host is lost whole too: with the replacement voting, the last two
     replicas still form a majority, and the job ends 0 on the two hosts left;
   - once the job is over, the leader decides for the cluster (--exit-when-idle through the log),
-    and no rdzvd is left running on any host."""
+    and no rdzvd is left running on any host.
+A hosted rdzvd that exits alone (its host and agent live on) is replaced too: its agent tells
+the leader."""
 import os
 import re
 import sys
@@ -49,6 +51,16 @@ class HostedReplicas(NetnsHosts):
     def rtext(self, i):
         return "".join(self.text(l) for l in self.rdzvd_logs(i))
 
+    def hosted_agent(self, i, run_id, worker):
+        """An agent of a 4-node c10d job on host i, given only the first host's address."""
+        return self.spawn(self.hosts[i], "agent%d" % i,
+                          [AGENT, "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                           "%s1:%d" % (self.NET, PORT), "--rdzv-id", run_id, "--nnodes", "4",
+                           "--nproc", "1", "--host", "h%d" % i, "--heartbeat-timeout", "2",
+                           "--connect-timeout", "60", "--nccl", "off", "--log-level", "info",
+                           "--", *worker],
+                          env_extra={"TMPDIR": self.tmpdir(i)})
+
     def leader_host(self, alive):
         """The host whose replica led last (the latest "leads" line by time of writing)."""
         best = None
@@ -65,20 +77,12 @@ class HostedReplicas(NetnsHosts):
         leader asks the fourth host instead. With no loss, the job ends 0, the leader decides for
         the cluster and every replica exits (normally: their coverage is written too) and deletes
         the Raft directory its agent made for it."""
-        endpoint = "%s1:%d" % (self.NET, PORT)
         blocker = self.spawn(self.hosts[2], "blocker", [sys.executable, "-c", (
             "import socket, time\n"
             "s = socket.socket(); s.bind(('%s3', %d)); s.listen(); time.sleep(120)" % (
                 self.NET, PORT))])
-        worker = ["/bin/sh", "-c", "sleep 4"]
-
         def agent(i):
-            return self.spawn(self.hosts[i], "agent%d" % i,
-                              [AGENT, "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-                               "--rdzv-id", "pass", "--nnodes", "4", "--nproc", "1", "--host",
-                               "h%d" % i, "--heartbeat-timeout", "2", "--connect-timeout", "60",
-                               "--nccl", "off", "--log-level", "info", "--", *worker],
-                              env_extra={"TMPDIR": self.tmpdir(i)})
+            return self.hosted_agent(i, "pass", ["/bin/sh", "-c", "sleep 4"])
         agents = [agent(0)]
         self.wait_for("the first host's rdzvd", lambda: "hosting rdzvd at" in self.text(
             agents[0][1]))
@@ -108,6 +112,55 @@ class HostedReplicas(NetnsHosts):
                     if os.path.isdir(os.path.join(self.tmpdir(i), f))]
             self.assertEqual(left, [], "host %d's TMPDIR" % i)
         self.assertIn("--remove-state-dir", self.rtext(0))
+
+    def rdzvd_pid(self, i):
+        """The pid of the hosted rdzvd running on host i, or None."""
+        for pid in self.host_pids(i):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and os.path.basename(argv[0]) == b"rdzvd":
+                return pid
+        return None
+
+    def test_a_replica_that_exits_alone_is_replaced(self):
+        """A hosted replica's rdzvd alone is SIGKILLed (its host and agent live on): its agent
+        sees it exit (the pipe it holds to it ends) and tells the leader, which removes that
+        voter once it answers no heartbeat and asks for another; the configuration is back to 3
+        voters, no worker is restarted, and the job ends 0."""
+        def agent(i):
+            return self.hosted_agent(i, "alone", ["/bin/sh", "-c", "sleep 14"])
+        agents = [agent(0)]
+        self.wait_for("the first host's rdzvd", lambda: "hosting rdzvd at" in self.text(
+            agents[0][1]))
+        agents += [agent(i) for i in (1, 2, 3)]
+        self.wait_for("three voters", lambda: "the configuration has 3 voter(s)" in
+                      self.rtext(0), timeout=40)
+        hosting = [i for i in (1, 2, 3) if "hosting replica of rdzvd at" in
+                   self.text(agents[i][1])]
+        self.assertEqual(len(hosting), 2, hosting)
+        victim = hosting[0]
+        pid = self.rdzvd_pid(victim)
+        self.assertIsNotNone(pid, "host %d runs a replica" % victim)
+        mark = len(self.rtext(0))
+        os.kill(pid, 9)
+        try:
+            self.wait_for("the voter replaced", lambda: re.search(
+                r"says replica \d+ exited.*removing it from the configuration.*asking the agent "
+                r"at \S+ to host replica \d+.*the configuration has 3 voter\(s\)",
+                self.rtext(0)[mark:], re.S), timeout=40)
+        except AssertionError as e:
+            raise AssertionError("%s\n--- the leader's log:\n%s" % (e, self.rtext(0)[-4000:]))
+        self.assertIn("the replica of rdzvd this agent hosts (%s%d:%d) exited" % (
+            self.NET, victim + 1, PORT), self.text(agents[victim][1]))
+        for i, (p, log) in enumerate(agents):
+            rc = p.wait(timeout=60)
+            self.assertEqual(rc, 0, self.text(log)[-3000:])
+        text = self.rtext(0)
+        self.assertIn("job=alone gen=1 generation 1 formed", text)
+        self.assertNotIn("gen=2", text, "no worker was restarted")
 
     def test_hosted_replicas_survive_two_host_losses(self):
         endpoint = "%s1:%d" % (self.NET, PORT)
