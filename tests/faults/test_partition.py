@@ -140,6 +140,9 @@ class Partition(NetnsHosts):
 
     def test_partition_of_the_leaders_host(self):
         replicas = self.replicas_up()
+        # The agents start once a leader serves: started before, they back off between rounds
+        # of refusals, and one may come back after generation 1's last call (a spare then).
+        self.wait_leader(replicas)
         agents = [self.spawn(h, "agent%d" % i,
                              [AGENT, "--endpoint", self.peers, "--rdzv-id", "part", "--nnodes",
                               "2:3", "--nproc", "1", "--host", "h%d" % i, "--heartbeat-timeout",
@@ -187,6 +190,16 @@ class Partition(NetnsHosts):
                 self.assertNotIn(what, self.text(l))
 
 
+    def wait_leader(self, replicas):
+        """Until one of replicas says it leads."""
+        def leader_known():
+            # A replica says it leads when it first serves: ask each (a follower refuses).
+            for i, h in enumerate(self.hosts):
+                subprocess.run(["ip", "netns", "exec", h, RDZVCTL, "-e", "%s%d:%d" % (
+                    NET, i + 1, PORT), "--timeout", "2", "ping"], capture_output=True, timeout=10)
+            return any("leads (term" in self.text(l) for _, l in replicas)
+        self.wait_for("a leader", leader_known)
+
     def replicas_up(self):
         return [self.spawn(h, "replica%d" % i,
                            [RDZVD, "--peers", self.peers, "--replica-id", str(i + 1),
@@ -201,14 +214,7 @@ class Partition(NetnsHosts):
         if not os.access(TRAIN, os.X_OK):
             self.skipTest("rdzv-train is not built (no CUDA toolkit, or -Dtrainer=disabled)")
         replicas = self.replicas_up()
-
-        def leader_known():
-            # A replica says it leads when it first serves: ask each (a follower refuses).
-            for i, h in enumerate(self.hosts):
-                subprocess.run(["ip", "netns", "exec", h, RDZVCTL, "-e", "%s%d:%d" % (
-                    NET, i + 1, PORT), "--timeout", "2", "ping"], capture_output=True, timeout=10)
-            return any("leads (term" in self.text(l) for _, l in replicas)
-        self.wait_for("a leader", leader_known)
+        self.wait_leader(replicas)
         lead = next(i for i, (_, l) in enumerate(replicas) if "leads (term" in self.text(l))
         train = [TRAIN, "--backend", "gloo", "--samples", "288", "--batch-size", "48", "--layers",
                  "784,64,784", "--log-every", "1", "--steps", str(steps), "--timeout", "30"]
