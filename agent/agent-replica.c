@@ -273,7 +273,17 @@ static void request_gone(void *ud)
 
     h->replica = NULL; /* it frees itself */
     snprintf(ans.error, sizeof(ans.error), "replica %" PRId64 " exited", h->id);
-    h->exited(h->ud, &ans);
+    h->gone = ans;
+    h->gone_pending = true;
+    h->send(h->ud, &ans);
+}
+
+void agent_replica_joined(struct agent_replica_host *h)
+{
+    if (h->gone_pending) {
+        h->gone_pending = false;
+        h->send(h->ud, &h->gone);
+    }
 }
 
 void agent_replica_request(struct agent_replica_host *h, const char *local,

@@ -54,9 +54,10 @@ struct agent_replica_host {
     enum rdzv_log_level level;
     /* The answer (REPLICA with endpoint, or error) to the connection of the moment. */
     void (*send)(void *ud, const struct rdzv_replica *ans);
-    /* The report that the replica exited, unasked: to the leader of the moment, and again to
-     * the next one the session joins (the leader may be the replica that exited). */
-    void (*exited)(void *ud, const struct rdzv_replica *ans);
+    /* The report that the replica exited (sent unasked), until agent_replica_joined sends it
+     * again. */
+    struct rdzv_replica gone;
+    bool gone_pending;
     void *ud;
     struct agent_replica *replica; /* the one started (being started, or listening), or NULL */
     int64_t id;
@@ -70,3 +71,7 @@ struct agent_replica_host {
  * that voter (rdzvd-job-voters.h), and this host may be asked again. */
 void agent_replica_request(struct agent_replica_host *h, const char *local,
                            const struct rdzv_replica *q);
+/* The session joined a leader (JOINED): a report that the replica exited goes to it too (the
+ * replica that exited may have been the last leader: its successor must hear it; told twice is
+ * harmless). */
+void agent_replica_joined(struct agent_replica_host *h);

@@ -85,8 +85,6 @@ struct agent_session {
     struct agent_endpoints eps;
     unsigned ep_last;          /* the endpoint last joined through (eps) */
     struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
-    struct rdzv_replica replica_gone; /* its exit, told again after the next JOINED ... */
-    bool replica_gone_pending;        /* ... while this is set */
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
@@ -529,17 +527,6 @@ static void replica_send(void *ud, const struct rdzv_replica *ans)
         (void)agent_client_send_replica(a->client, ans);
 }
 
-/* The replica hosted here exited: tell the leader now, and the next one we join (the one that
- * exited may have been the leader: its successor must hear it). Told twice is harmless. */
-static void replica_exited(void *ud, const struct rdzv_replica *ans)
-{
-    struct agent_session *a = ud;
-
-    a->replica_gone = *ans;
-    a->replica_gone_pending = true;
-    replica_send(a, ans);
-}
-
 static void on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud)
 {
     struct agent_session *a = ud;
@@ -680,10 +667,7 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     if (a->pending_exit) {
         a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
     }
-    if (a->replica_gone_pending) {
-        a->replica_gone_pending = false;
-        replica_send(a, &a->replica_gone);
-    }
+    agent_replica_joined(&a->rhost);
     /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
      * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
     if (resumed && a->state == AG_LEFT)
@@ -855,7 +839,6 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
                                            .token_file = cfg->token_file,
                                            .level = cfg->level,
                                            .send = replica_send,
-                                           .exited = replica_exited,
                                            .ud = a};
     a->loop = cfg->loop;
     *ret = a;

@@ -306,6 +306,25 @@ class TestInplace(FaultTestCase):
                                      self.dump(agents))
             time.sleep(0.01)
 
+    def check_shrunk_and_grown(self, a, b, c, pids):
+        """After a job whose node b was lost and node c joined: a's workers (ranks 0 and 1, pids)
+        ran to the end, c started ranks 2 and 3, nothing was read from a checkpoint, and rank 0
+        re-formed twice (world 2, then 4), the joining node getting a survivor's state.
+        Returns rank 0's objects and the agents' logs."""
+        dump = self.dump([a, b, c])
+        exits = a.exits()
+        for r in (0, 1):
+            self.assertEqual(exits.get(pids[r]), 0, f"survivor rank {r} ran to the end" + dump)
+        self.assertEqual(sorted(r for r, _ in a.started()), [0, 1], "no worker restarted" + dump)
+        self.assertEqual(sorted(r for r, _ in c.started()), [2, 3], dump)
+        objs = a.rank0()
+        self.assertEqual([o for o in objs if o.get("event") == "resumed"], [],
+                         "no checkpoint is read" + dump)
+        reformed = [o for o in objs if o.get("event") == "reformed"]
+        self.assertEqual([o["world"] for o in reformed], [2, 4], "shrink, then grow" + dump)
+        self.assertIn(reformed[1]["source"], (0, 1), "the joining node got a survivor's state")
+        return objs, dump
+
     def test_5_lost_node_shrinks_a_join_grows(self):
         want = self.uninterrupted()
         a, b = self.two_agents("shrink", "--recovery", "inplace", "--scale-up", "now",
@@ -319,19 +338,7 @@ class TestInplace(FaultTestCase):
         c = self.job_agent("shrink", "--nnodes", "1:2", "--recovery", "inplace", "--scale-up",
                            "now", name="c")
         self.finish_job([a, c])
-        agents = [a, b, c]
-        dump = self.dump(agents)
-        exits = a.exits()
-        for r in (0, 1):
-            self.assertEqual(exits.get(pids[r]), 0, f"survivor rank {r} ran to the end" + dump)
-        self.assertEqual(sorted(r for r, _ in a.started()), [0, 1], "no worker restarted" + dump)
-        self.assertEqual(sorted(r for r, _ in c.started()), [2, 3], dump)
-        objs = a.rank0()
-        self.assertEqual([o for o in objs if o.get("event") == "resumed"], [],
-                         "no checkpoint is read" + dump)
-        reformed = [o for o in objs if o.get("event") == "reformed"]
-        self.assertEqual([o["world"] for o in reformed], [2, 4], "shrink, then grow" + dump)
-        self.assertIn(reformed[1]["source"], (0, 1), "the joining node got a survivor's state")
+        objs, dump = self.check_shrunk_and_grown(a, b, c, pids)
         done = [o for o in objs if o.get("event") == "done"]
         self.assertEqual(len(done), 1, f"{objs}{dump}")
         self.assertEqual((done[0]["step"], done[0]["steps"], done[0]["world"]),

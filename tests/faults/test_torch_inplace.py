@@ -44,6 +44,7 @@ class TorchInplace(FaultTestCase):
     wait_step = ipf.TestInplace.wait_step
     finish_job = ipf.TestInplace.finish_job
     wait_reformed = ipf.TestInplace.wait_reformed
+    check_shrunk_and_grown = ipf.TestInplace.check_shrunk_and_grown
 
     def setUp(self):
         super().setUp()
@@ -182,20 +183,9 @@ class TorchInplace(FaultTestCase):
         c = self.agent("shrink", None, "--recovery", "inplace", "--scale-up", "now",
                        nnodes="1:2")
         self.finish_job([a, c], timeout=120)
-        agents = [a, b, c]
-        dump = self.dump(agents)
-        exits = a.exits()
-        for r in (0, 1):
-            self.assertEqual(exits.get(pids[r]), 0, f"survivor rank {r} ran to the end" + dump)
-        self.assertEqual(sorted(r for r, _ in a.started()), [0, 1], "no worker restarted" + dump)
-        self.assertEqual(sorted(r for r, _ in c.started()), [2, 3], dump)
+        objs, dump = self.check_shrunk_and_grown(a, b, c, pids)
         self.assertEqual(sorted(c.exits().values()), [0, 0], "the joined workers exit 0" + dump)
-        objs = a.rank0()
-        self.assertEqual([o for o in objs if o.get("event") == "resumed"], [],
-                         "no checkpoint is read" + dump)
         reformed = [o for o in objs if o.get("event") == "reformed"]
-        self.assertEqual([o["world"] for o in reformed], [2, 4], "shrink, then grow" + dump)
-        self.assertIn(reformed[1]["source"], (0, 1), "the joining node got a survivor's state")
         self.assertGreaterEqual(reformed[1]["step"], reformed[0]["step"])
         d = self.done(a)
         self.assertEqual((d["step"], d["world"]), (want["step"], 4))
