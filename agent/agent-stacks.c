@@ -224,10 +224,30 @@ static int read_small(const char *path, char *buf, size_t len)
     return 0;
 }
 
+/* The state letter of a /proc .../stat file ("R", "S", "T"...), or '?' when unreadable. */
+static char stat_state(const char *path)
+{
+    char stat[512], *rp;
+
+    if (read_small(path, stat, sizeof(stat)) < 0 || !(rp = strrchr(stat, ')')) || rp[1] != ' ')
+        return '?';
+    return rp[2];
+}
+
+/* Whether process pid is stopped (SIGSTOP, a tracer): it cannot run a signal handler. */
+static bool proc_stopped(int pid)
+{
+    char path[64], st;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    st = stat_state(path);
+    return st == 'T' || st == 't';
+}
+
 /* /proc/PID/task/<tid>/{comm,stat,wchan}: one line per thread. *stopped: the process is. */
 static void read_proc(struct agent_stacks *s, bool *stopped)
 {
-    char path[384], comm[64], wchan[64], stat[512], line[256];
+    char path[384], comm[64], wchan[64], line[256];
     struct dirent *de;
     DIR *d;
 
@@ -237,7 +257,7 @@ static void read_proc(struct agent_stacks *s, bool *stopped)
     if (!d)
         return;
     while ((de = readdir(d))) {
-        char state = '?', *rp;
+        char state;
         int n;
 
         if (de->d_name[0] == '.')
@@ -246,9 +266,7 @@ static void read_proc(struct agent_stacks *s, bool *stopped)
         if (read_small(path, comm, sizeof(comm)) < 0)
             continue;
         snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", s->pid, de->d_name);
-        if (read_small(path, stat, sizeof(stat)) == 0 && (rp = strrchr(stat, ')')) &&
-            rp[1] == ' ')
-            state = rp[2];
+        state = stat_state(path);
         snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", s->pid, de->d_name);
         if (read_small(path, wchan, sizeof(wchan)) < 0)
             snprintf(wchan, sizeof(wchan), "?");
@@ -266,17 +284,6 @@ static void read_proc(struct agent_stacks *s, bool *stopped)
 static void timer_cb(uv_timer_t *t)
 {
     report(t->data);
-}
-
-/* Whether process pid is stopped (SIGSTOP, a tracer): it cannot run a signal handler. */
-static bool proc_stopped(int pid)
-{
-    char path[64], stat[512], *rp;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    if (read_small(path, stat, sizeof(stat)) < 0 || !(rp = strrchr(stat, ')')) || rp[1] != ' ')
-        return false;
-    return rp[2] == 'T' || rp[2] == 't';
 }
 
 static void out_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
