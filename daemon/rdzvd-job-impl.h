@@ -88,6 +88,10 @@ struct rdzvd_job {
     bool timer_armed;
     enum job_timer timer_kind;
     bool rebuilt;       /* recreated after a daemon restart */
+    /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
+     * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
+     * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */
+    struct rdzvd_job_record_node *rebuilt_nodes;
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;

@@ -118,7 +118,7 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
  * restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
  * window ends. 0 or a negative errno (the store could not be opened at all). */
-static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
+static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
 {
     int r;
 
@@ -140,6 +140,11 @@ static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
     j->round.world_size = rec->world_size;
     j->round.restart_count = rec->restart_count;
     j->round.max_restarts = j->max_restarts;
+    j->round.n_ids = rec->n_ids;
+    if (rec->n_ids)
+        memcpy(j->round.ids, rec->ids, rec->n_ids * sizeof(*rec->ids));
+    j->rebuilt_nodes = rec->nodes; /* who may resume each node rank: taken over */
+    rec->nodes = NULL;
     if (rec->store_addr[0]) {
         /* Node rank 0's agent hosts it: it went on without us. */
         memcpy(j->store_addr, rec->store_addr, sizeof(j->store_addr));
@@ -166,9 +171,44 @@ static int job_rebuild(struct rdzvd_job *j, const struct rdzvd_job_record *rec)
      * when the old leader would have (README, "Replication"). */
     job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
     job_note(j, false,
-             "rebuilding generation %" PRIu64 " (%" PRId64 " nodes) from reconnecting agents",
-             j->generation, rec->nnodes);
+             "rebuilding generation %" PRIu64 " (%" PRId64 " nodes%s) from reconnecting agents",
+             j->generation, rec->nnodes, j->rebuilt_nodes ? ", named by its record" : "");
     return 0;
+}
+
+/* A generation rebuilt from a record that names its nodes is resumed at each node rank only by
+ * the node the record names there, with its workers at the same global ranks: an agent that
+ * claims another node's place (a stale or confused one) cannot take it from the node that holds
+ * it. NULL when jn's claim agrees with the record (or there is nothing to check it against),
+ * else why not, in buf. */
+static const char *rebuilt_claim_mismatch(const struct rdzvd_job *j, const struct rdzv_join *jn,
+                                          char *buf, size_t len)
+{
+    const struct rdzv_resume *rs = &jn->resume;
+    const struct rdzvd_job_record_node *n;
+    int64_t offset = 0;
+    int w;
+
+    if (!j->rebuilt_nodes || rs->generation != j->generation || rs->node_rank < 0 ||
+        rs->node_rank >= j->round.nnodes)
+        return NULL;
+    for (int64_t i = 0; i < rs->node_rank; i++)
+        offset += j->rebuilt_nodes[i].nproc;
+    n = &j->rebuilt_nodes[rs->node_rank];
+    if (strcmp(n->node_id, jn->node_id) != 0)
+        w = snprintf(buf, len,
+                     "the job's record gives node rank %" PRId64 " of generation %" PRIu64
+                     " to node id '%s', not to '%s'",
+                     rs->node_rank, rs->generation, n->node_id, jn->node_id);
+    else if (n->nproc != jn->nproc || offset != rs->rank_offset)
+        w = snprintf(buf, len,
+                     "the job's record has node rank %" PRId64 " of generation %" PRIu64
+                     " run ranks %" PRId64 "..%" PRId64 ", not %" PRId64 "..%" PRId64,
+                     rs->node_rank, rs->generation, offset, offset + n->nproc - 1, rs->rank_offset,
+                     rs->rank_offset + jn->nproc - 1);
+    else
+        return NULL;
+    return w < 0 ? "the job's record has another node at that node rank" : buf;
 }
 
 /* The first member of a generation rebuilt by a new leader of replicas is back: it noticed
@@ -207,10 +247,11 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
 
     *ret = NULL;
     r = job_record_load(q->h, jn->run_id, &rec);
-    if (r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0)
-        return -EINVAL;
-    if (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)
-        return -EINVAL;
+    if ((r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0) ||
+        (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)) {
+        r = -EINVAL;
+        goto out;
+    }
     if (r == -ENOENT && rs->generation) {
         /* No record (no --state-dir, or none written): the checked claim is all there is. */
         rec.generation = rs->generation;
@@ -222,21 +263,28 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         claimed = true;
         r = 0;
     }
-    if (r < 0)
-        return 0;
-    if (!(j = job_new(q->h, jn)))
-        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+    if (r < 0) {
+        r = 0;
+        goto out;
+    }
+    if (!(j = job_new(q->h, jn))) {
+        r = refuse(q, -ENOMEM, "rdzvd is out of memory");
+        goto out;
+    }
     r = job_rebuild(j, &rec);
     if (r < 0) {
         job_free(j);
-        return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+        r = refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+        goto out;
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
      * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
     if (claimed)
         job_save(j, rec.running);
     *ret = j;
-    return 0;
+out:
+    rdzvd_job_record_clear(&rec);
+    return r;
 }
 
 /* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (issue 20,
@@ -295,6 +343,8 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     const struct rdzv_join *jn = q->jn;
     const struct rdzv_resume *rs = &jn->resume;
     struct rdzvd_member *m, *old;
+    const char *mismatch = NULL;
+    char why[RDZV_SUMMARY_MAX / 2]; /* room for the rest of the summary around it */
     bool created = false;
     int r;
 
@@ -342,7 +392,8 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     }
     *q->ret = m;
     if (j->state == JOB_RUNNING && j->generation == rs->generation && rs->node_rank < j->max &&
-        !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes) {
+        !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes &&
+        !(mismatch = rebuilt_claim_mismatch(j, jn, why, sizeof(why)))) {
         member_set_rank(m, rs->node_rank);
         m->prev_rank = rs->node_rank;
         m->rank_offset = rs->rank_offset;
@@ -370,18 +421,23 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     {
         struct rdzv_event e = {.type = "restart", .generation = rs->generation};
 
-        snprintf(e.summary, sizeof(e.summary),
-                 "generation %" PRIu64 " is over (the job is at generation %" PRIu64
-                 "); this node rejoins as a new member",
-                 rs->generation, j->generation);
+        if (mismatch)
+            snprintf(e.summary, sizeof(e.summary),
+                     "%s; this node stops its workers and rejoins as a new member", mismatch);
+        else
+            snprintf(e.summary, sizeof(e.summary),
+                     "generation %" PRIu64 " is over (the job is at generation %" PRIu64
+                     "); this node rejoins as a new member",
+                     rs->generation, j->generation);
         member_set_ready(m, false);
         m->stopping_gen = rs->generation;
         member_send_joined(m, true, false);
         member_send_event(m, &e);
-        job_note(j, false,
+        job_note(j, mismatch != NULL,
                  "node=%s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
-                 "stop its workers",
-                 jn->host, rs->generation, j->generation);
+                 "stop its workers%s%s",
+                 jn->host, rs->generation, j->generation, mismatch ? ": " : "",
+                 mismatch ? mismatch : "");
     }
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/rdzv-log.h"
@@ -70,10 +71,48 @@ int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
                                    &j->store_port);
 }
 
+/* The nodes of j's running generation by node rank (malloc'd, round.nnodes of them): its
+ * members when every node rank has one, else those of the record it was rebuilt from; NULL when
+ * neither is known (a job made from an agent's claim) or out of memory (logged). */
+static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
+{
+    struct rdzvd_job_record_node *nodes;
+    int64_t n = j->round.nnodes;
+
+    if (n < 1)
+        return NULL;
+    /* by_rank read here, not through member_by_rank: rdzvd-job-sm.c calls this file, and
+     * no call goes back (tests/layering.py) */
+    for (int64_t i = 0; i < n; i++)
+        if (i >= j->rank_cap || !j->by_rank[i])
+            goto out_rebuilt;
+    if (!(nodes = calloc((size_t)n, sizeof(*nodes))))
+        goto out_nomem;
+    for (int64_t i = 0; i < n; i++) {
+        const struct rdzvd_member *m = j->by_rank[i];
+
+        memcpy(nodes[i].node_id, m->join.node_id, sizeof(nodes[i].node_id));
+        nodes[i].nproc = m->join.nproc;
+    }
+    return nodes;
+out_rebuilt:
+    if (!j->rebuilt_nodes)
+        return NULL;
+    if (!(nodes = malloc((size_t)n * sizeof(*nodes))))
+        goto out_nomem;
+    memcpy(nodes, j->rebuilt_nodes, (size_t)n * sizeof(*nodes));
+    return nodes;
+out_nomem:
+    log_warn("job=%s gen=%" PRIu64 " out of memory: its record names no node", j->run_id,
+             j->generation);
+    return NULL;
+}
+
 /* The job table (journaled in --state-dir, or a replica's, replicated): record the job's
  * generation and restart count, so that a restarted rdzvd (or the next leader) rebuilds it
- * instead of starting it over. running: the generation's workers run (ROUND sent),
- * a restarted rdzvd waits for their agents before it places anyone. Once per generation. */
+ * instead of starting it over. running: the generation's workers run (ROUND sent), and the
+ * record names its nodes by node rank and its NCCL ids: a restarted rdzvd waits for those
+ * nodes' agents before it places anyone. Once per generation. */
 void job_save(struct rdzvd_job *j, bool running)
 {
     struct rdzvd_job_record rec = {.min = j->min,
@@ -92,11 +131,25 @@ void job_save(struct rdzvd_job *j, bool running)
         rec.world_size = j->round.world_size;
         rec.store_port = j->store || j->store_addr[0] ? j->store_port : 0;
         memcpy(rec.store_addr, j->store_addr, sizeof(rec.store_addr));
+        rec.nodes = job_round_nodes(j);
+        rec.n_ids = j->round.n_ids;
+        rec.ids = j->round.ids;
     }
     r = rdzvd_job_record_put(j->host.record_table, &rec);
+    if (r == -EINVAL) {
+        /* Its nodes do not add up to its world, or an id is not one (a bug): keep the rest. */
+        log_warn("job=%s gen=%" PRIu64 " its nodes or NCCL ids do not fit its world of %" PRId64
+                 "; recorded without them",
+                 j->run_id, j->generation, rec.world_size);
+        free(rec.nodes);
+        rec.nodes = NULL;
+        rec.n_ids = 0;
+        r = rdzvd_job_record_put(j->host.record_table, &rec);
+    }
     if (r < 0)
         log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in its job table",
                        j->run_id, j->generation);
+    free(rec.nodes);
 }
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */

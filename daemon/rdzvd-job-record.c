@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,58 @@ int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len
     return r;
 }
 
+/* rec's nodes and ids are what rdzvd_job_record_put takes (rdzvd-job-record.h)? */
+static bool record_parts_valid(const struct rdzvd_job_record *rec)
+{
+    int64_t sum = 0;
+
+    if (rec->nodes) {
+        if (!rec->running || rec->nnodes < 1 || rec->nnodes > rec->max)
+            return false;
+        for (int64_t i = 0; i < rec->nnodes; i++) {
+            const struct rdzvd_job_record_node *n = &rec->nodes[i];
+
+            if (!n->node_id[0] || strnlen(n->node_id, sizeof(n->node_id)) > RDZV_ID_MAX ||
+                n->nproc < 1 || n->nproc > RDZV_NPROC_MAX)
+                return false;
+            sum += n->nproc;
+        }
+        if (sum != rec->world_size)
+            return false;
+    }
+    if (rec->n_ids > RDZV_MAX_NCCL_IDS || (rec->n_ids && (!rec->ids || !rec->running)))
+        return false;
+    for (unsigned i = 0; i < rec->n_ids; i++)
+        if (strnlen(rec->ids[i], RDZV_NCCL_HEX_LEN + 1) != RDZV_NCCL_HEX_LEN ||
+            strspn(rec->ids[i], "0123456789abcdefABCDEF") != RDZV_NCCL_HEX_LEN)
+            return false;
+    return true;
+}
+
+/* rec's nodes ([[node_id, nproc], ...] by node rank) and ids (["hex", ...]) into o. 0 or
+ * -ENOMEM. */
+static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a;
+
+    if (rec->nodes) {
+        if (!(a = json_array()) || json_object_set_new(o, "nodes", a) < 0)
+            return -ENOMEM;
+        for (int64_t i = 0; i < rec->nnodes; i++)
+            if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
+                                                   (json_int_t)rec->nodes[i].nproc)) < 0)
+                return -ENOMEM;
+    }
+    if (rec->n_ids) {
+        if (!(a = json_array()) || json_object_set_new(o, "ids", a) < 0)
+            return -ENOMEM;
+        for (unsigned i = 0; i < rec->n_ids; i++)
+            if (json_array_append_new(a, json_string(rec->ids[i])) < 0)
+                return -ENOMEM;
+    }
+    return 0;
+}
+
 /* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
 static char *record_encode(const struct rdzvd_job_record *rec)
 {
@@ -64,12 +117,72 @@ static char *record_encode(const struct rdzvd_job_record *rec)
         json_decref(o);
         o = NULL;
     }
+    if (o && record_encode_parts(o, rec) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
 }
 
-/* The record o (whose run_id the caller checked) into *rec. 0 or -EBADMSG. */
+void rdzvd_job_record_clear(struct rdzvd_job_record *rec)
+{
+    free(rec->nodes);
+    free(rec->ids);
+    rec->nodes = NULL;
+    rec->ids = NULL;
+    rec->n_ids = 0;
+}
+
+/* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
+ * (malformed, or not what put takes: rec's parts are then cleared) or -ENOMEM. */
+static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
+{
+    json_t *nodes = json_object_get(o, "nodes"), *ids = json_object_get(o, "ids"), *v;
+    size_t i;
+
+    if (nodes) {
+        if (!json_is_array(nodes) || (int64_t)json_array_size(nodes) != rec->nnodes ||
+            rec->nnodes < 1)
+            return -EBADMSG;
+        if (!(rec->nodes = calloc(json_array_size(nodes), sizeof(*rec->nodes))))
+            return -ENOMEM;
+        json_array_foreach(nodes, i, v)
+        {
+            const char *id;
+            json_int_t nproc;
+
+            if (json_unpack(v, "[s, I!]", &id, &nproc) < 0 || strlen(id) > RDZV_ID_MAX)
+                goto out_bad;
+            snprintf(rec->nodes[i].node_id, sizeof(rec->nodes[i].node_id), "%s", id);
+            rec->nodes[i].nproc = nproc;
+        }
+    }
+    if (ids) {
+        if (!json_is_array(ids) || json_array_size(ids) > RDZV_MAX_NCCL_IDS)
+            goto out_bad;
+        if (json_array_size(ids) &&
+            !(rec->ids = calloc(json_array_size(ids), sizeof(*rec->ids)))) {
+            rdzvd_job_record_clear(rec);
+            return -ENOMEM;
+        }
+        json_array_foreach(ids, i, v)
+        {
+            if (!json_is_string(v) || json_string_length(v) != RDZV_NCCL_HEX_LEN)
+                goto out_bad;
+            memcpy(rec->ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
+        }
+        rec->n_ids = (unsigned)json_array_size(ids);
+    }
+    if (record_parts_valid(rec))
+        return 0;
+out_bad:
+    rdzvd_job_record_clear(rec);
+    return -EBADMSG;
+}
+
+/* The record o (whose run_id the caller checked) into *rec. 0, -EBADMSG or -ENOMEM. */
 static int record_decode(json_t *o, struct rdzvd_job_record *rec)
 {
     const char *id, *addr = "";
@@ -97,7 +210,7 @@ static int record_decode(json_t *o, struct rdzvd_job_record *rec)
     rec->world_size = ws;
     rec->store_port = (uint16_t)port;
     snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
-    return 0;
+    return record_decode_parts(o, rec);
 }
 
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
@@ -117,10 +230,12 @@ static size_t table_key(const char *run_id, char *key, size_t len)
 int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec)
 {
     char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
-    char *text = record_encode(rec);
+    char *text;
     int r;
 
-    if (!text)
+    if (!record_parts_valid(rec))
+        return -EINVAL;
+    if (!(text = record_encode(rec)))
         return -ENOMEM;
     r = rdzvd_store_set(t, key, table_key(rec->run_id, key, sizeof(key)), text, strlen(text));
     free(text);
@@ -142,8 +257,10 @@ int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd
         return r;
     o = json_loadb((const char *)val, vlen, 0, NULL);
     r = o ? record_decode(o, rec) : -EBADMSG;
-    if (r == 0 && strcmp(rec->run_id, run_id) != 0)
+    if (r == 0 && strcmp(rec->run_id, run_id) != 0) {
+        rdzvd_job_record_clear(rec);
         r = -EBADMSG;
+    }
     json_decref(o);
     return r;
 }

@@ -26,6 +26,15 @@
 #include "../proto/rdzv-msg.h"
 #include "rdzvd-store.h"
 
+/* A node of a running generation, at its node rank: what the generation formed (issue 18,
+ * item 2), so that a new leader (or a restarted rdzvd) knows who holds each node rank, not only
+ * how many there were. Its global ranks are rank_offset .. rank_offset + nproc - 1, rank_offset
+ * the sum of the nproc of the node ranks below it (as rdzvd forms a round). */
+struct rdzvd_job_record_node {
+    char node_id[RDZV_ID_MAX + 1];
+    int64_t nproc;
+};
+
 struct rdzvd_job_record {
     char run_id[RDZV_ID_MAX + 1];
     int64_t min, max, max_restarts; /* the job's --nnodes MIN:MAX and --max-restarts */
@@ -36,7 +45,18 @@ struct rdzvd_job_record {
     uint16_t store_port;            /* generation's store port (running only) */
     /* Where node rank 0's agent hosts that store (a replicated rdzvd); "": rdzvd's own. */
     char store_addr[RDZV_STORE_ADDR_MAX + 1];
+    /* The generation's nodes by node rank, nnodes of them (running only), or NULL: a record of
+     * an rdzvd before membership was recorded, or one made from an agent's claim. put reads the
+     * caller's; get allocates them (rdzvd_job_record_clear frees them). */
+    struct rdzvd_job_record_node *nodes;
+    /* The generation's NCCL unique ids, hex (running only): n_ids of them (0: none). Owned as
+     * nodes is. */
+    unsigned n_ids;
+    char (*ids)[RDZV_NCCL_HEX_LEN + 1];
 };
+
+/* Free what rdzvd_job_record_get allocated in rec (nodes, ids), and set them NULL. */
+void rdzvd_job_record_clear(struct rdzvd_job_record *rec);
 
 /* The HMAC key that turns HMAC-SHA256 into the journal names' hash (public: not a secret). */
 #define RDZVD_STATE_NAME_KEY "rdzvd state file name v2"
@@ -60,7 +80,11 @@ int rdzvd_job_record_drop_journal(int dirfd, const char *state_name);
  * to its journal before put returns): a decision an agent sees (a generation formed, a restart
  * charged, the job's end) is on a majority (on disk) first, and a new leader rebuilds the job
  * from it, not from what agents claim.
- * put: 0 or the store's error; get: 0, -ENOENT (none), -EBADMSG (not a record of run_id);
+ * A record's nodes, when present, are exactly nnodes, their nproc 1..RDZV_NPROC_MAX summing to
+ * world_size; its ids at most RDZV_MAX_NCCL_IDS hex strings of RDZV_NCCL_HEX_LEN digits: put
+ * refuses anything else (-EINVAL), get reads it as not a record (-EBADMSG).
+ * put: 0, -EINVAL, -ENOMEM or the store's error; get: 0, -ENOENT (none), -EBADMSG (not a record
+ * of run_id), -ENOMEM;
  * del: 0 (also when there was none) or the store's error. */
 int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec);
 int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec);

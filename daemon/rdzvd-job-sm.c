@@ -136,6 +136,7 @@ static void job_timer_close_cb(uv_handle_t *h)
     rdzvd_member_index_free(&j->by_id);
     free(j->by_req);
     free(j->by_rank);
+    free(j->rebuilt_nodes);
     free(j);
 }
 
@@ -369,6 +370,8 @@ static void close_round(struct rdzvd_job *j)
     free(slots);
 
     j->generation++;
+    free(j->rebuilt_nodes);
+    j->rebuilt_nodes = NULL;
     memset(&j->round, 0, sizeof(j->round));
     j->round.generation = j->generation;
     j->round.nnodes = rank;
@@ -485,6 +488,30 @@ void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, 
     job_check_stopped(j);
 }
 
+/* Append to why the nodes of a rebuilt generation that did not come back, as its record names
+ * them ("node rank 2 (node id n2)", the first few), when it does. */
+static void rebuild_missing_names(const struct rdzvd_job *j, char *why, size_t len)
+{
+    enum { NAMED_MAX = 4 };
+    int named = 0;
+
+    if (!j->rebuilt_nodes)
+        return;
+    for (int64_t i = 0; i < j->round.nnodes && i < j->rank_cap; i++) {
+        size_t used = strlen(why);
+
+        if (j->by_rank[i])
+            continue;
+        if (named == NAMED_MAX) {
+            snprintf(why + used, len - used, ", ...");
+            break;
+        }
+        snprintf(why + used, len - used, "%s node rank %" PRId64 " (node id %s)",
+                 named ? "," : ":", i, j->rebuilt_nodes[i].node_id);
+        named++;
+    }
+}
+
 static void job_timer_cb(uv_timer_t *t)
 {
     struct rdzvd_job *j = t->data;
@@ -509,12 +536,13 @@ static void job_timer_cb(uv_timer_t *t)
         job_end(j, "failed", 1, why);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
                j->nin_round < j->round.nnodes) {
-        char why[256];
+        char why[RDZV_SUMMARY_MAX + 1];
 
         snprintf(why, sizeof(why),
                  "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
                  " did not come back after rdzvd restarted (or its leader changed)",
                  j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
+        rebuild_missing_names(j, why, sizeof(why));
         /* Nobody of a generation rebuilt from its record came back: its agents went with the
          * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
          * job's nodes: numbering goes on, the budget is not charged. */
@@ -563,6 +591,7 @@ out_free:
     rdzvd_member_index_free(&j->by_id);
     free(j->by_req);
     free(j->by_rank);
+    free(j->rebuilt_nodes);
     free(j);
     return NULL;
 }

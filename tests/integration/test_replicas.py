@@ -25,7 +25,7 @@ import unittest
 
 from authtest import ERROR, JOIN, JOINED, Peer
 from rdzvtest import HOST, RDZVD, Client, die_with_parent, enc, kill_proc, main, s, track
-from test_attack_join import ROUND, STATUS, STATUS_REPLY, join_body, resume
+from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
 
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
 
@@ -220,20 +220,39 @@ class Replicas(unittest.TestCase):
         self.assertEqual(lead.proc.returncode, 75, lead.text()[-3000:])
         self.assertIn("replication failed: stopping (exit code 75)", lead.text())
 
+    def peer(self, port):
+        p = Peer(port)
+        self.addCleanup(p.close)
+        p.hello()
+        return p
+
+    def form_one_node_job(self, port, run_id):
+        """Node n0 alone forms generation 1 of run_id (--nnodes 1): its peer, JOINED and ROUND."""
+        p = self.peer(port)
+        p.send(JOIN, join_body(run_id, "n0", mx=1))
+        op, joined = p.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        op, rnd = p.recv_json()
+        self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+        return p, joined, rnd
+
+    def resume_join(self, port, run_id, node, claim, secret):
+        """JOIN of node with the resume claim (and secret, when not None): the first reply and
+        the peer."""
+        q = self.peer(port)
+        body = join_body(run_id, node, mx=1, resume=claim)
+        if secret:
+            body["secret"] = secret
+        q.send(JOIN, body)
+        return q, q.recv_json()
+
     def test_job_record_survives_the_leader(self):
         """Without a replicated record, the next leader rebuilt a job from the first resume it
         got, however forged (generation 5 of a job at generation 1 was taken). Now the record
         the old leader committed before it sent ROUND decides."""
         cl = self.cluster()
         lead, _ = cl.leader()
-        p = Peer(lead.port)
-        self.addCleanup(p.close)
-        p.hello()
-        p.send(JOIN, join_body("rec-job", "n0", mx=1))
-        op, joined = p.recv_json()
-        self.assertEqual(op, JOINED, joined)
-        op, rnd = p.recv_json()
-        self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+        p, joined, rnd = self.form_one_node_job(lead.port, "rec-job")
         lead.kill()
         p.close()
         lead2, _ = cl.leader()
@@ -247,23 +266,10 @@ class Replicas(unittest.TestCase):
                 # one knows it, and a stranger without it cannot take node n0's place.
                 (honest, None, "comes without the secret"),
                 (honest, "0" * 64, "comes without the secret")):
-            q = Peer(lead2.port)
-            self.addCleanup(q.close)
-            q.hello()
-            body = join_body("rec-job", "n0", mx=1, resume=claim)
-            if secret:
-                body["secret"] = secret
-            q.send(JOIN, body)
-            op, body = q.recv_json()
+            _, (op, body) = self.resume_join(lead2.port, "rec-job", "n0", claim, secret)
             self.assertEqual(op, ERROR, body)
             self.assertIn(words, body["error"])
-        q = Peer(lead2.port)
-        self.addCleanup(q.close)
-        q.hello()
-        body = join_body("rec-job", "n0", mx=1, resume=honest)
-        body["secret"] = joined["secret"]
-        q.send(JOIN, body)
-        op, body = q.recv_json()
+        _, (op, body) = self.resume_join(lead2.port, "rec-job", "n0", honest, joined["secret"])
         self.assertEqual(op, JOINED, body)
         self.assertTrue(body["resumed"], body)
         self.assertEqual(body["generation"], 1, body)
@@ -275,6 +281,38 @@ class Replicas(unittest.TestCase):
         self.assertEqual(op, STATUS_REPLY)
         job = [j for j in reply["jobs"] if j["run_id"] == "rec-job"][0]
         self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
+
+    def test_record_names_who_holds_each_node_rank(self):
+        """The record of a generation names its nodes by node rank (issue 18, item 2): the next
+        leader gives node rank 0 back only to the node that held it. Before, it took the first
+        resume that claimed a free node rank: here a node that joined as a spare (so it has a
+        secret of its own) and claimed node rank 0 first would have taken n0's place."""
+        cl = self.cluster()
+        lead, _ = cl.leader()
+        p, joined0, rnd = self.form_one_node_job(lead.port, "who-job")
+        sp = self.peer(lead.port)
+        sp.send(JOIN, join_body("who-job", "n1", mx=1))
+        op, joined1 = sp.recv_json()
+        self.assertEqual(op, JOINED, joined1)
+        self.assertTrue(joined1["spare"], joined1)
+        lead.kill()
+        p.close()
+        sp.close()
+        lead2, _ = cl.leader()
+        self.assertIsNot(lead2, lead)
+        claim = resume(master_port=rnd["master_port"])
+        q, (op, body) = self.resume_join(lead2.port, "who-job", "n1", claim, joined1["secret"])
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["spare"], body)
+        op, ev = q.recv_json()
+        self.assertEqual((op, ev["type"]), (EVENT, "restart"), ev)
+        self.assertIn("the job's record gives node rank 0 of generation 1 to node id 'n0', "
+                      "not to 'n1'", ev["summary"])
+        _, (op, body) = self.resume_join(lead2.port, "who-job", "n0", claim, joined0["secret"])
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        self.assertFalse(body["spare"], body)
+        self.assertIn("named by its record", lead2.text())
 
     def test_deposed_leader_serves_nothing_stale(self):
         """Both followers stopped: the leader steps down within an election timeout and, from

@@ -189,6 +189,96 @@ static void test_table_rejects_bad_values(void)
     rdzvd_store_free(t);
 }
 
+/* A running generation's record names its nodes by node rank and keeps its NCCL ids: they come
+ * back as put; a record without them (an older rdzvd's) reads with none. */
+static void test_table_nodes_and_ids_round_trip(void)
+{
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record_node nodes[3] = {{"n-a", 8}, {"n-b", 8}, {"n-c", 8}};
+    char ids[2][RDZV_NCCL_HEX_LEN + 1];
+    struct rdzvd_job_record a = rec_of("ni"), got;
+
+    memset(ids[0], 'a', RDZV_NCCL_HEX_LEN);
+    memset(ids[1], '7', RDZV_NCCL_HEX_LEN);
+    ids[0][RDZV_NCCL_HEX_LEN] = ids[1][RDZV_NCCL_HEX_LEN] = '\0';
+    a.nodes = nodes;
+    a.n_ids = 2;
+    a.ids = ids;
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "ni", &got));
+    expect_same_record(&got, &a);
+    ASSERT_NOT_NULL(got.nodes);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_BYTES_STR(got.nodes[i].node_id, strlen(got.nodes[i].node_id), nodes[i].node_id);
+        ASSERT_EQ(got.nodes[i].nproc, 8);
+    }
+    ASSERT_EQ(got.n_ids, 2);
+    ASSERT_MEMEQ(got.ids[0], ids[0], RDZV_NCCL_HEX_LEN + 1);
+    ASSERT_MEMEQ(got.ids[1], ids[1], RDZV_NCCL_HEX_LEN + 1);
+    rdzvd_job_record_clear(&got);
+    ASSERT_NULL(got.nodes);
+    ASSERT_NULL(got.ids);
+    ASSERT_EQ(got.n_ids, 0);
+    a.nodes = NULL;
+    a.n_ids = 0;
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "ni", &got));
+    ASSERT_NULL(got.nodes);
+    ASSERT_NULL(got.ids);
+    rdzvd_store_free(t);
+}
+
+/* put takes only nodes and ids that fit the record (one node per node rank, their workers the
+ * world, ids of RDZV_NCCL_HEX_LEN hex digits, none of a generation that does not run), and get
+ * reads anything else under the key as no record: -EINVAL, -EBADMSG, nothing kept. */
+static void test_table_nodes_and_ids_checked(void)
+{
+    static const char *const bad[] = {
+        "\"nodes\":[[\"x\",8],[\"y\",8]]",              /* 2 nodes for nnodes 3 */
+        "\"nodes\":[[\"x\",8],[\"y\",8],[\"z\",9]]",  /* 25 workers for world 24 */
+        "\"nodes\":[[\"x\",8],[\"y\",8],[\"z\",8,1]]", /* a third field */
+        "\"nodes\":[[\"x\",8],[\"\",8],[\"z\",8]]",    /* an empty node id */
+        "\"nodes\":{\"x\":8}",                           /* not an array */
+        "\"ids\":[\"abc\"]",                             /* too short */
+        "\"ids\":[7]",                                   /* not a string */
+    };
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record_node nodes[3] = {{"x", 8}, {"y", 8}, {"z", 8}};
+    char ids[1][RDZV_NCCL_HEX_LEN + 1];
+    struct rdzvd_job_record a = rec_of("nc"), got;
+    char text[1024];
+
+    a.nodes = nodes;
+    nodes[2].nproc = 7; /* 23 workers, world 24 */
+    ASSERT_EQ(rdzvd_job_record_put(t, &a), -EINVAL);
+    nodes[2].nproc = 8;
+    a.running = false; /* nodes of a generation that does not run */
+    ASSERT_EQ(rdzvd_job_record_put(t, &a), -EINVAL);
+    a.running = true;
+    memset(ids[0], 'g', RDZV_NCCL_HEX_LEN); /* not hex */
+    ids[0][RDZV_NCCL_HEX_LEN] = '\0';
+    a.ids = ids;
+    a.n_ids = 1;
+    ASSERT_EQ(rdzvd_job_record_put(t, &a), -EINVAL);
+    a.n_ids = RDZV_MAX_NCCL_IDS + 1;
+    ASSERT_EQ(rdzvd_job_record_put(t, &a), -EINVAL);
+    ASSERT_EQ(rdzvd_job_record_get(t, "nc", &got), -ENOENT); /* nothing kept */
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        int n = snprintf(text, sizeof(text),
+                         "{\"run_id\":\"nc\",\"min\":2,\"max\":4,\"max_restarts\":3,"
+                         "\"generation\":7,\"restart_count\":1,\"running\":true,\"nnodes\":3,"
+                         "\"world_size\":24,\"store_port\":29500,%s}",
+                         bad[k]);
+
+        ASSERT_OK(rdzvd_store_set(t, "job/nc", 6, text, (size_t)n));
+        memset(&got, 0, sizeof(got));
+        ASSERT_EQ(rdzvd_job_record_get(t, "nc", &got), -EBADMSG);
+        ASSERT_NULL(got.nodes); /* nothing left allocated */
+        ASSERT_NULL(got.ids);
+    }
+    rdzvd_store_free(t);
+}
+
 /* The table's errors come back: a record too large for its values is refused, nothing kept. */
 static void test_table_put_store_error(void)
 {
@@ -301,6 +391,12 @@ static void test_job_record_in_table(void)
     ASSERT_EQ(got.nnodes, 1);
     ASSERT_EQ(got.world_size, 2);
     ASSERT_EQ(got.store_port, 41001);
+    /* the generation's one node, at node rank 0, with its 2 workers (issue 18, item 2) */
+    ASSERT_NOT_NULL(got.nodes);
+    ASSERT_BYTES_STR(got.nodes[0].node_id, strlen(got.nodes[0].node_id), "node-0");
+    ASSERT_EQ(got.nodes[0].nproc, 2);
+    rdzvd_job_record_clear(&got);
+    ASSERT_NULL(got.nodes);
     /* ... and not in the --state-dir's own table (rec_env_init put t in its place) */
     ASSERT_EQ(rdzvd_job_record_get(e.table, "tj", &got), -ENOENT);
     rdzvd_member_leave(p.m, 1, true);
@@ -382,6 +478,8 @@ static void test_job_shutdown_keeps_record_and_journal(void)
     ASSERT_EQ(got.nnodes, 1);
     ASSERT_EQ(got.world_size, 2);
     ASSERT_EQ(got.store_port, 41001);
+    ASSERT_NOT_NULL(got.nodes);
+    rdzvd_job_record_clear(&got);
     env_done(&e);
     env_forget_table(dirfd_);
     /* A job that ends (here without --state-dir) drops its store's journal. */
@@ -411,6 +509,8 @@ int main(void)
     TEST(test_drop_journal);
     TEST(test_table_round_trip);
     TEST(test_table_rejects_bad_values);
+    TEST(test_table_nodes_and_ids_round_trip);
+    TEST(test_table_nodes_and_ids_checked);
     TEST(test_table_put_store_error);
     TEST(test_table_run_id_too_long);
     TEST(test_table_member_key);

@@ -477,6 +477,16 @@ static void test_resume_claims_refused(void)
     env_done(&e);
 }
 
+/* rec (of run id "job") left in state directory fd by an earlier rdzvd, whose agents hold the
+ * secrets it gave them; e on that directory, as the next rdzvd. */
+static void record_env_init(struct env *e, int fd, struct rdzvd_job_record *rec)
+{
+    snprintf(rec->run_id, sizeof(rec->run_id), "job");
+    jt_record_save(fd, rec);
+    env_init(e, fd);
+    jt_remember_secrets(e, "job");
+}
+
 /* With a record in --state-dir the record decides: a resume past it, or of its generation
  * with another restart count or size, is refused; a JOIN with other --nnodes is refused; an
  * older generation's agent is told to stop and rejoins as a new member. */
@@ -491,10 +501,7 @@ static void test_resume_against_record(void)
     int fd = jt_state_dir(path, sizeof(path));
     struct env e;
 
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    jt_record_save(fd, &rec);
-    env_init(&e, fd);
-    jt_remember_secrets(&e, "job");
+    record_env_init(&e, fd, &rec);
     jn = resume_of(0, 4, 1, 3);
     ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
     ASSERT_TRUE(strstr(err, "as its record has it (generation 3, restart 1, 2 nodes)") != NULL);
@@ -615,6 +622,60 @@ static void test_rebuild_partial_comeback_is_a_failure(void)
     ASSERT_EQ(f.round.restart_count, 3);
     ASSERT_EQ(f.round.nnodes, 1);
     env_done(&e);
+}
+
+/* A record that names its generation's nodes decides who resumes each node rank: the node it
+ * names there, with its workers at the same global ranks; another node's claim to that place (a
+ * stale or confused agent, with a valid secret of its own) is told to stop its workers and waits
+ * as a new member, and cannot take the place from its holder. The rebuild window's end names
+ * the nodes that did not come back. */
+static void test_rebuild_by_the_record_nodes(void)
+{
+    struct rdzvd_job_record_node nodes[2] = {{"node-0", 2}, {"node-2", 2}};
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 3,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000, .nodes = nodes};
+    struct fake a = {0}, b = {0}, c = {0};
+    struct rdzv_join jn;
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    record_env_init(&e, fd, &rec);
+    jn = resume_of(0, 3, 1, 3);
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &a, &jn));
+    ASSERT_TRUE(a.resumed);
+    ASSERT_FALSE(a.spare);
+    /* node-1 claims node rank 1, which the record gives node-2 */
+    jn = resume_of(1, 3, 1, 3);
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &b, &jn));
+    ASSERT_TRUE(b.spare);
+    ASSERT_FALSE(b.resumed);
+    ASSERT_TRUE(event_is(&b, "restart"));
+    ASSERT_TRUE(strstr(b.event.summary, "the job's record gives node rank 1 of generation 3 to "
+                                        "node id 'node-2', not to 'node-1'") != NULL);
+    /* node-2 at node rank 1, but with node rank 0's global ranks */
+    jn = resume_of(2, 3, 1, 3);
+    jn.heartbeat_timeout_ms = 40;
+    jn.resume.node_rank = 1;
+    jn.resume.rank_offset = 0;
+    ASSERT_OK(join(&e, &c, &jn));
+    ASSERT_TRUE(c.spare);
+    ASSERT_TRUE(strstr(c.event.summary, "run ranks 2..3, not 0..1") != NULL);
+    /* Nobody else came back: the window ends naming node rank 1's node. */
+    for (int t = 0; t < 50 && !a.nevents; t++) {
+        rdzvd_member_heartbeat(a.m);
+        rdzvd_member_heartbeat(b.m);
+        rdzvd_member_heartbeat(c.m);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(event_is(&a, "restart"));
+    ASSERT_TRUE(strstr(a.event.summary, "1 of 2 nodes of generation 3 did not come back") != NULL);
+    ASSERT_TRUE(strstr(a.event.summary, ": node rank 1 (node id node-2)") != NULL);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
 }
 
 /* The store of a rebuilt generation: back on its port when it can be, else on any port; a job
@@ -908,6 +969,15 @@ static void test_shutdown_keeps_records(void)
     ASSERT_EQ(rec.generation, 1);
     ASSERT_TRUE(rec.running);
     ASSERT_EQ(rec.nnodes, 2);
+    /* ... naming who holds each node rank (issue 18, item 2) */
+    ASSERT_NOT_NULL(rec.nodes);
+    for (int i = 0; i < 2; i++) {
+        const char *id = rec.nodes[f[i].round.node_rank].node_id;
+
+        ASSERT_EQ(rec.nodes[f[i].round.node_rank].nproc, 2);
+        ASSERT_TRUE(strncmp(id, "node-", 5) == 0 && id[5] == '0' + i && !id[6]);
+    }
+    rdzvd_job_record_clear(&rec);
     env_done(&e);
     jt_state_dir_done(fd, path);
 }
@@ -932,6 +1002,7 @@ int main(void)
     TEST(test_unread_input_delays_loss_once);
     TEST(test_resume_claims_refused);
     TEST(test_resume_against_record);
+    TEST(test_rebuild_by_the_record_nodes);
     TEST(test_resume_needs_the_derived_secret);
     TEST(test_takeover_needs_secret_and_repeats_restart);
     TEST(test_rebuild_partial_comeback_is_a_failure);

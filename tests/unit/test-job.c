@@ -419,6 +419,7 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     ASSERT_EQ(rec.generation, 4);
     ASSERT_TRUE(rec.running);
+    rdzvd_job_record_clear(&rec);
     env_done(&e);
     jt_state_dir_done(fd, path);
 }

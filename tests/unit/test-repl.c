@@ -9,6 +9,7 @@
  *   - the job table (a replica's jobs' records) goes through the same log and snapshots, apart
  *     from the clients' keys: a new leader reads the record the old one committed. */
 #include <errno.h>
+#include <inttypes.h>
 #include <raft.h>
 #include <raft/fixture.h>
 #include <stdio.h>
@@ -420,9 +421,11 @@ static void jobs_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key,
 static void submit_job(struct cluster *c, unsigned i, struct write *w, const char *run_id,
                        uint64_t gen, int64_t restarts)
 {
+    /* The generation's nodes by node rank, the second one's id naming the generation. */
+    struct rdzvd_job_record_node nodes[2] = {{"node-a", 1}, {"", 3}};
     struct rdzvd_job_record rec = {.min = 1, .max = 2, .max_restarts = 3, .generation = gen,
                                    .restart_count = restarts, .running = true, .nnodes = 2,
-                                   .world_size = 4, .store_port = 29500};
+                                   .world_size = 4, .store_port = 29500, .nodes = nodes};
     struct rdzvd_store *scratch;
     struct rdzv_buf b = {0};
     struct raft_buffer buf;
@@ -430,6 +433,7 @@ static void submit_job(struct cluster *c, unsigned i, struct write *w, const cha
     uint8_t h[RDZVD_RECORD_HDR_LEN];
 
     snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
+    snprintf(nodes[1].node_id, sizeof(nodes[1].node_id), "node-gen-%" PRIu64, gen);
     ASSERT_OK(rdzvd_store_new(&lim, wake, &scratch));
     if (!gen) {
         ASSERT_OK(rdzvd_job_record_put(scratch, &rec)); /* so that the del below changes it */
@@ -481,6 +485,12 @@ static void test_job_table(void)
     barrier(&c, now);
     ASSERT_OK(rdzvd_job_record_get(c.jobs[now], "train-a", &rec));
     ASSERT_TRUE(rec.generation == 3 && rec.restart_count == 2 && rec.running);
+    /* The generation's membership is the new leader's too (issue 18, item 2). */
+    ASSERT_NOT_NULL(rec.nodes);
+    ASSERT_BYTES_STR(rec.nodes[0].node_id, strlen(rec.nodes[0].node_id), "node-a");
+    ASSERT_BYTES_STR(rec.nodes[1].node_id, strlen(rec.nodes[1].node_id), "node-gen-3");
+    ASSERT_TRUE(rec.nodes[0].nproc == 1 && rec.nodes[1].nproc == 3);
+    rdzvd_job_record_clear(&rec);
     ASSERT_EQ(rdzvd_store_num_keys(c.jobs[now]), 1);
     /* The clients' key of the same name is the clients' alone. */
     ASSERT_TRUE(has(c.store[now], "job/train-a", "client"));
@@ -499,6 +509,9 @@ static void test_job_table(void)
         ASSERT_EQ(rdzvd_store_num_keys(c.jobs[i]), rdzvd_store_num_keys(c.jobs[now]));
         ASSERT_OK(rdzvd_job_record_get(c.jobs[i], "train-a", &rec));
         ASSERT_EQ(rec.generation, 21 + 3); /* its last put: k = 21 */
+        ASSERT_NOT_NULL(rec.nodes);
+        ASSERT_BYTES_STR(rec.nodes[1].node_id, strlen(rec.nodes[1].node_id), "node-gen-24");
+        rdzvd_job_record_clear(&rec);
     }
     ASSERT_EQ(rdzvd_job_record_get(c.jobs[old], "job-0", &rec), -ENOENT); /* k = 20: a del */
     cluster_stop(&c);
