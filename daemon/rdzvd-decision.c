@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-decision.c: a job's record in the job table (rdzvd-decision.h). */
+#include "rdzvd-decision.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* rec's nodes and ids are what rdzvd_job_record_put takes (rdzvd-job-record.h)? */
+static bool record_parts_valid(const struct rdzvd_job_record *rec)
+{
+    int64_t sum = 0;
+
+    if (rec->nodes) {
+        if (!rec->running || rec->nnodes < 1 || rec->nnodes > rec->max)
+            return false;
+        for (int64_t i = 0; i < rec->nnodes; i++) {
+            const struct rdzvd_job_record_node *n = &rec->nodes[i];
+
+            if (!n->node_id[0] || strnlen(n->node_id, sizeof(n->node_id)) > RDZV_ID_MAX ||
+                n->nproc < 1 || n->nproc > RDZV_NPROC_MAX)
+                return false;
+            sum += n->nproc;
+        }
+        if (sum != rec->world_size)
+            return false;
+    }
+    if (rec->n_ids > RDZV_MAX_NCCL_IDS || (rec->n_ids && (!rec->ids || !rec->running)))
+        return false;
+    for (unsigned i = 0; i < rec->n_ids; i++)
+        if (strnlen(rec->ids[i], RDZV_NCCL_HEX_LEN + 1) != RDZV_NCCL_HEX_LEN ||
+            strspn(rec->ids[i], "0123456789abcdefABCDEF") != RDZV_NCCL_HEX_LEN)
+            return false;
+    return true;
+}
+
+/* rec's nodes ([[node_id, nproc], ...] by node rank) and ids (["hex", ...]) into o. 0 or
+ * -ENOMEM. */
+static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a;
+
+    if (rec->nodes) {
+        if (!(a = json_array()) || json_object_set_new(o, "nodes", a) < 0)
+            return -ENOMEM;
+        for (int64_t i = 0; i < rec->nnodes; i++)
+            if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
+                                                   (json_int_t)rec->nodes[i].nproc)) < 0)
+                return -ENOMEM;
+    }
+    if (rec->n_ids) {
+        if (!(a = json_array()) || json_object_set_new(o, "ids", a) < 0)
+            return -ENOMEM;
+        for (unsigned i = 0; i < rec->n_ids; i++)
+            if (json_array_append_new(a, json_string(rec->ids[i])) < 0)
+                return -ENOMEM;
+    }
+    return 0;
+}
+
+/* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
+static char *record_encode(const struct rdzvd_job_record *rec)
+{
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id",
+                          rec->run_id, "min", (json_int_t)rec->min, "max", (json_int_t)rec->max,
+                          "max_restarts", (json_int_t)rec->max_restarts, "generation",
+                          (json_int_t)rec->generation, "restart_count",
+                          (json_int_t)rec->restart_count, "running", rec->running, "nnodes",
+                          (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
+                          "store_port", (int)rec->store_port);
+    char *text;
+
+    if (o && rec->store_addr[0] &&
+        json_object_set_new(o, "store_addr", json_string(rec->store_addr)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && record_encode_parts(o, rec) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+void rdzvd_job_record_clear(struct rdzvd_job_record *rec)
+{
+    free(rec->nodes);
+    free(rec->ids);
+    rec->nodes = NULL;
+    rec->ids = NULL;
+    rec->n_ids = 0;
+}
+
+/* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
+ * (malformed, or not what put takes: rec's parts are then cleared) or -ENOMEM. */
+static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
+{
+    json_t *nodes = json_object_get(o, "nodes"), *ids = json_object_get(o, "ids"), *v;
+    size_t i;
+
+    if (nodes) {
+        if (!json_is_array(nodes) || (int64_t)json_array_size(nodes) != rec->nnodes ||
+            rec->nnodes < 1)
+            return -EBADMSG;
+        if (!(rec->nodes = calloc(json_array_size(nodes), sizeof(*rec->nodes))))
+            return -ENOMEM;
+        json_array_foreach(nodes, i, v)
+        {
+            const char *id;
+            json_int_t nproc;
+
+            if (json_unpack(v, "[s, I!]", &id, &nproc) < 0 || strlen(id) > RDZV_ID_MAX)
+                goto out_bad;
+            snprintf(rec->nodes[i].node_id, sizeof(rec->nodes[i].node_id), "%s", id);
+            rec->nodes[i].nproc = nproc;
+        }
+    }
+    if (ids) {
+        if (!json_is_array(ids) || json_array_size(ids) > RDZV_MAX_NCCL_IDS)
+            goto out_bad;
+        if (json_array_size(ids) &&
+            !(rec->ids = calloc(json_array_size(ids), sizeof(*rec->ids)))) {
+            rdzvd_job_record_clear(rec);
+            return -ENOMEM;
+        }
+        json_array_foreach(ids, i, v)
+        {
+            if (!json_is_string(v) || json_string_length(v) != RDZV_NCCL_HEX_LEN)
+                goto out_bad;
+            memcpy(rec->ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
+        }
+        rec->n_ids = (unsigned)json_array_size(ids);
+    }
+    if (record_parts_valid(rec))
+        return 0;
+out_bad:
+    rdzvd_job_record_clear(rec);
+    return -EBADMSG;
+}
+
+/* The record o (whose run_id the caller checked) into *rec. 0, -EBADMSG or -ENOMEM. */
+static int record_decode(json_t *o, struct rdzvd_job_record *rec)
+{
+    const char *id, *addr = "";
+    json_int_t min, max, mr, gen, rc, nn, ws;
+    int running, port;
+
+    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i, s?s}", "run_id", &id,
+                    "min", &min, "max", &max, "max_restarts", &mr, "generation", &gen,
+                    "restart_count", &rc, "running", &running, "nnodes", &nn, "world_size", &ws,
+                    "store_port", &port, "store_addr", &addr) < 0 ||
+        strlen(id) >= sizeof(rec->run_id) || strlen(addr) > RDZV_STORE_ADDR_MAX)
+        return -EBADMSG;
+    if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
+        port > 65535)
+        return -EBADMSG;
+    memset(rec, 0, sizeof(*rec));
+    snprintf(rec->run_id, sizeof(rec->run_id), "%s", id);
+    rec->min = min;
+    rec->max = max;
+    rec->max_restarts = mr;
+    rec->generation = (uint64_t)gen;
+    rec->restart_count = rc;
+    rec->running = running != 0;
+    rec->nnodes = nn;
+    rec->world_size = ws;
+    rec->store_port = (uint16_t)port;
+    snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
+    return record_decode_parts(o, rec);
+}
+
+/* ---- the job table ---- */
+
+#define TABLE_KEY_PREFIX "job/"
+
+static size_t table_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, TABLE_KEY_PREFIX "%s", run_id);
+}
+
+int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text;
+    int r;
+
+    if (!record_parts_valid(rec))
+        return -EINVAL;
+    if (!(text = record_encode(rec)))
+        return -ENOMEM;
+    r = rdzvd_store_set(t, key, table_key(rec->run_id, key, sizeof(key)), text, strlen(text));
+    free(text);
+    return r;
+}
+
+int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    const uint8_t *val;
+    size_t vlen;
+    json_t *o;
+    int r;
+
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return -ENOENT; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_get(t, key, table_key(run_id, key, sizeof(key)), &val, &vlen);
+    if (r < 0)
+        return r;
+    o = json_loadb((const char *)val, vlen, 0, NULL);
+    r = o ? record_decode(o, rec) : -EBADMSG;
+    if (r == 0 && strcmp(rec->run_id, run_id) != 0) {
+        rdzvd_job_record_clear(rec);
+        r = -EBADMSG;
+    }
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    int r;
+
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return 0; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
+    return r < 0 ? r : 0; /* the store says 1 (deleted) or 0 (none): both are 0 here */
+}
