@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-server.c: listeners (dual-stack with IPv4 fallback), accept and the first-bytes session
- * that picks TCPStore or rdzv peer, the persist barrier, shut down. */
+/* rdzvd-server.c: the server's lifetime (--state-dir, the job table, the replica), the listeners'
+ * lifetime, the persist barrier, the replica's and the transport's hooks, shut down. Binding the
+ * listeners is in rdzvd-server-listen.c, accepting connections in rdzvd-server-admit.c. */
 #include "rdzvd-server.h"
 
 #include <dirent.h>
@@ -13,79 +14,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/rdzv-buf.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
-#include "../proto/rdzv-frame.h"
-#include "../proto/rdzv-msg.h"
-#include "../proto/rdzv-tcpstore.h"
-#include "rdzvd-acl.h"
 #include "rdzvd-journal.h"
 #include "rdzvd-peer.h"
-#include "rdzvd-replica.h" /* its types; its functions only through cfg.replica_ops */
+#include "rdzvd-server-impl.h"
 #include "rdzvd-store.h"
 #include "rdzvd-tcpstore.h"
 #include "rdzvd-transport.h"
-
-#define SOMAXCONN_WARN 4096
-
-/* A listening socket and the key space its TCPStore clients see. The main listener also accepts
- * rendezvous peers; each job generation gets a listener of its own with a fresh store. */
-struct rdzvd_listener {
-    uv_tcp_t tcp; /* first: callbacks recover the listener from the handle */
-    struct rdzvd_server *srv;
-    struct rdzvd_store *store;     /* the key space of this listener's TCPStore clients */
-    struct rdzvd_journal *journal; /* its persistence, or NULL */
-    struct rdzv_list persist_node; /* in srv->persist_list while its journal holds records */
-    struct rdzvd_conn_group group; /* the connections that came in on it */
-    bool accepts_rdzv;             /* rendezvous peers allowed (main listener only) */
-    bool closing;                  /* no longer accepting; freed once its connections are gone */
-    bool handle_closed;
-    uint16_t port;
-    char desc[48]; /* "main" or "job <run_id> gen <n>" for logs */
-};
-
-struct rdzvd_server {
-    uv_loop_t *loop;
-    struct rdzvd_listener main;
-    bool stopping;
-    struct rdzvd_config cfg;
-    uint64_t nconns; /* open connections (= net.nconns) */
-    uint16_t bound_port;
-    char bound_addr[64];
-    struct sockaddr_storage bound_sa; /* main listener's address; job listeners reuse it, port 0 */
-    uint64_t last_reject_log_ms;
-    int backlog;       /* net.core.somaxconn, read once at init */
-    uint64_t start_ms; /* rdzv_now_ms() at init, for uptime */
-    int state_dirfd;   /* cfg.state_dir opened O_DIRECTORY, or -1 */
-    /* Journal records are buffered and written once per loop iteration, before the replies of
-     * that iteration go out (net.hold keeps them back meanwhile). With --state-dir only. */
-    struct rdzv_list persist_list; /* listeners whose journal holds buffered records */
-    uv_prepare_t persist_prepare;  /* both active only while persist_list is non-empty */
-    uv_check_t persist_check;
-    bool persist_handles;     /* the two are initialised and not closed */
-    unsigned handles_closing; /* handles embedded in this struct, closing */
-    bool freed;               /* rdzvd_server_free() ran: free once handles_closing is 0 */
-    struct rdzvd_stats stats;
-    struct rdzvd_store_budget store_budget; /* --max-store-bytes: every store together */
-    struct rdzvd_transport net;            /* every connection */
-    struct rdzvd_ratelimit refusals;       /* log lines about refused peers */
-    struct rdzvd_env env;                  /* what the sessions share */
-    const struct rdzvd_peer_handler *peer; /* the job layer; NULL: rendezvous refused */
-    void *peer_ud;
-    /* --peers: this rdzvd is one replica; its main store is replicated instead of journaled. */
-    struct rdzvd_replica *replica;
-    /* The jobs' records (rdzvd-job-record.h): replicated with the main store (--peers), or
-     * journaled in --state-dir ("jobs"); NULL without either. */
-    struct rdzvd_store *job_table;
-    struct rdzvd_journal *job_journal; /* a single rdzvd's journal of job_table */
-    const struct rdzvd_replica_ops *rops; /* cfg.replica_ops */
-    bool replica_closing;
-    char leader_seen[RDZVD_ENDPOINT_LEN]; /* the leader last logged by this follower */
-    bool syncing; /* a new leader applies its predecessors' log: nothing is served meanwhile */
-    bool led;     /* this replica served as the leader, and has not seen itself deposed since */
-    bool failed;  /* replication failed: stopping (rdzvd_server_failed) */
-};
 
 static void rdzvd_server_persist(struct rdzvd_server *srv);
 static void server_fail(struct rdzvd_server *srv);
@@ -197,7 +133,7 @@ static void persist_check_cb(uv_check_t *h)
 /* A listener's journal started buffering: make sure it is written before this iteration's
  * replies. Mutations happen in read callbacks (then the check handle runs right after the poll
  * phase) or in timers (then the prepare handle runs before the loop sleeps). */
-static void listener_journal_pending_cb(void *ud)
+void listener_journal_pending_cb(void *ud)
 {
     struct rdzvd_listener *l = ud;
     struct rdzvd_server *srv = l->srv;
@@ -326,52 +262,6 @@ bool rdzvd_server_failed(const struct rdzvd_server *srv)
     return srv->failed;
 }
 
-/* A connection on a replica's main listener, whose first byte is first: only a leader that has
- * caught up serves. Returns 1 when c may go on now; 0 when it waits (a new leader syncing: c is
- * served once it has); -1 when it was refused: a follower closes a TCPStore client with the
- * leader's address in the log line, and answers an rdzv peer's HELLO with an ERROR that names the
- * leader (protocol 1.3), so that an agent goes there. */
-static int replica_admits(struct rdzvd_server *srv, struct rdzvd_conn *c, uint8_t first)
-{
-    unsigned id = srv->rops->id(srv->replica), n = srv->rops->count(srv->replica);
-    struct rdzv_buf *out;
-    const char *leader;
-
-    switch (srv->rops->role(srv->replica)) {
-    case RDZVD_ROLE_LEADER:
-        srv->led = true;
-        return 1;
-    case RDZVD_ROLE_SYNCING:
-        srv->syncing = true;
-        srv->net.paused = true;
-        return 0;
-    default:
-        break;
-    }
-    leader = srv->rops->leader(srv->replica);
-    if (leader && strcmp(leader, srv->leader_seen) != 0) {
-        /* Once per leader: the refusals below are rate-limited. */
-        snprintf(srv->leader_seen, sizeof(srv->leader_seen), "%s", leader);
-        log_info("replication: replica %u follows; the leader is %s",
-                 srv->rops->id(srv->replica), leader);
-    }
-    srv->stats.rejected++;
-    rdzvd_conn_warn_limited(c, &srv->refusals,
-                            "refused: this rdzvd is replica %u of %u and not the leader; %s%s", id,
-                            n, leader ? "the leader is " : "no leader is elected yet",
-                            leader ? leader : "");
-    if (first == RDZV_MSG_HELLO && (out = rdzvd_conn_out(c)) &&
-        rdzv_msg_put_redirect(out, leader ? leader : "",
-                              "this rdzvd is replica %u of %u and not the leader; %s%s", id, n,
-                              leader ? "the leader is " : "no leader is elected yet",
-                              leader ? leader : "") == 0) {
-        rdzvd_conn_finish(c);
-        return -1;
-    }
-    rdzvd_conn_close(c, "not the leader");
-    return -1;
-}
-
 /* This replica served as the leader and is not the leader any more (it lost its majority, or
  * another was elected while it was stopped): its store and its jobs may be behind the cluster's.
  * It serves nothing more from them: its jobs are dropped without a word to the job table (they
@@ -391,8 +281,6 @@ static void server_deposed(struct rdzvd_server *srv)
     rdzvd_conn_group_close(&srv->main.group, "this replica is no longer the leader");
 }
 
-static const struct rdzvd_session_ops first_bytes_ops;
-
 /* Each turn of a connection's requests: a replica serves them only while it leads. */
 static bool server_may_serve_cb(struct rdzvd_transport *t, struct rdzvd_conn *c)
 {
@@ -411,7 +299,7 @@ static bool server_may_serve_cb(struct rdzvd_transport *t, struct rdzvd_conn *c)
     if (rdzvd_conn_closing(c))
         return false; /* closed just now, with the connections it served as the leader */
     /* A connection still choosing its session is refused with the leader's address
-     * (replica_admits); one on a job's store listener goes with its job. */
+     * (replica_admits, rdzvd-server-admit.c); one on a job's store listener goes with its job. */
     if (rdzvd_conn_group(c) != &srv->main.group || rdzvd_conn_in_session(c, &first_bytes_ops))
         return true;
     rdzvd_conn_close(c, "this replica is no longer the leader");
@@ -478,10 +366,8 @@ static void server_transport_done(struct rdzvd_server *srv, bool free_buffers)
         srv->handles_closing--;
 }
 
-static void listener_connection_cb(uv_stream_t *s, int status);
-
 /* l's connections: accepted through the transport (paced per turn), counted in l->group. */
-static void listener_group_init(struct rdzvd_listener *l)
+void listener_group_init(struct rdzvd_listener *l)
 {
     rdzv_list_init(&l->group.conns);
     l->group.conn_gone = listener_conn_gone;
@@ -597,154 +483,7 @@ void rdzvd_server_set_peer_handler(struct rdzvd_server *srv, const struct rdzvd_
     srv->env.peer_ud = ud;
 }
 
-/* ---- accept, and the first bytes pick the session ---- */
-
-struct first_bytes_session {
-    struct rdzvd_listener *l;
-    bool store_ok; /* its address is in --allow-store-from */
-};
-
-_Static_assert(sizeof(struct first_bytes_session) <= RDZVD_SESSION_BYTES,
-               "first-bytes session state does not fit the connection's session area");
-
-/* A TCPStore client from an address outside --allow-store-from: close at once. */
-static void refuse_store(struct rdzvd_conn *c, struct rdzvd_listener *l)
-{
-    struct rdzvd_server *srv = l->srv;
-    const struct rdzvd_acl *acl = srv->cfg.store_acl;
-
-    srv->stats.rejected++;
-    rdzvd_conn_warn_limited(c, &srv->refusals,
-                            "refused TCPStore client on %s listener: address not in "
-                            "--allow-store-from %s",
-                            l->desc, acl ? acl->desc : "");
-    rdzvd_conn_close(c, "address not allowed for TCPStore clients");
-}
-
-/* Pick the session from the first bytes: HELLO makes an rdzv peer, VALIDATE a modern TCPStore
- * client, anything else a legacy one. Returns bytes consumed (> 0), 0 for more or after handing
- * c over, or -1 once closing. */
-static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
-{
-    const struct first_bytes_session *s = rdzvd_conn_session_data(c);
-    struct rdzvd_listener *l = s->l;
-    struct rdzvd_server *srv = l->srv;
-
-    if (srv->replica && l == &srv->main) {
-        int a = replica_admits(srv, c, p[0]);
-
-        if (a <= 0)
-            return a;
-    }
-    if (p[0] == RDZV_MSG_HELLO && l->accepts_rdzv) {
-        rdzvd_peer_begin(c, &srv->env, l->store, s->store_ok);
-        return 0;
-    }
-    if (!s->store_ok) {
-        refuse_store(c, l);
-        return -1;
-    }
-    if (p[0] == 0) {
-        /* VALIDATE (00 CE F7 85 3C) or, from a pre-2.2 client, SET whose key length starts
-         * with 4 bytes that can't be the magic for any key we would accept. */
-        if (n < 5) {
-            rdzvd_conn_set_need(c, 5);
-            return 0;
-        }
-        if (rdzv_get_u32(p + 1) == RDZV_VALIDATE_MAGIC) {
-            rdzvd_conn_handshake_done(c);
-            log_debug("conn %" PRIu64 " (%s): VALIDATE ok, modern numbering", rdzvd_conn_id(c),
-                      rdzvd_conn_peer(c));
-            rdzvd_tcpstore_begin(c, &srv->env, l->store, RDZV_DIALECT_MODERN);
-            return 5;
-        }
-    }
-    if (!srv->cfg.legacy_allowed) {
-        rdzvd_conn_protocol_error(c, "first message is not VALIDATE (0x%02x) and legacy clients "
-                                     "are disabled (--legacy none)",
-                                  p[0]);
-        return -1;
-    }
-    log_debug("conn %" PRIu64 " (%s): no VALIDATE, PyTorch %s numbering", rdzvd_conn_id(c),
-              rdzvd_conn_peer(c), rdzv_dialect_name(srv->cfg.legacy));
-    rdzvd_tcpstore_begin(c, &srv->env, l->store, srv->cfg.legacy);
-    return 0;
-}
-
-static const struct rdzvd_session_ops first_bytes_ops = {
-    .name = "first bytes",
-    .serve = first_bytes_serve,
-    .pause_at_cap = true,
-};
-
-static int server_accept(struct rdzvd_listener *l)
-{
-    struct rdzvd_server *srv = l->srv;
-    struct first_bytes_session *s;
-    struct sockaddr_storage ss;
-    struct rdzvd_conn *c;
-    bool store_ok;
-    int r;
-
-    r = rdzvd_transport_accept(&srv->net, &l->group, &c, &ss);
-    srv->nconns = srv->net.nconns;
-    if (r == -EAGAIN)
-        return 0; /* accepted next turn */
-    if (r < 0)
-        return r;
-    store_ok = !srv->cfg.store_acl ||
-               (ss.ss_family && rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss));
-    /* At the limit, a connection that has not finished its handshake gives its slot up to the
-     * new one, so that clients without the token cannot keep the others out. */
-    if (!srv->stopping && !l->closing &&
-        srv->net.nconns - srv->net.nclosing > srv->cfg.lim.max_conns)
-        (void)rdzvd_transport_shed_handshaking(&srv->net, c,
-                                               "--max-conns reached, and not through its "
-                                               "handshake");
-    if (srv->stopping || l->closing ||
-        srv->net.nconns - srv->net.nclosing > srv->cfg.lim.max_conns) {
-        uint64_t now = rdzv_now_ms();
-
-        srv->stats.rejected++;
-        if (now - srv->last_reject_log_ms >= 1000) {
-            srv->last_reject_log_ms = now;
-            log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open (limit %" PRIu64
-                     ", see --max-conns)",
-                     rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1,
-                     srv->cfg.lim.max_conns);
-        }
-        rdzvd_conn_close(c, "too many connections");
-        return 0;
-    }
-    if (!store_ok && !l->accepts_rdzv) {
-        /* A job's store listener serves TCPStore clients only: no need to wait for bytes. */
-        refuse_store(c, l);
-        return 0;
-    }
-    srv->stats.accepted++;
-    rdzv_log(srv->net.lifecycle_level, "conn %" PRIu64 " (%s): accepted on %s listener",
-             rdzvd_conn_id(c), rdzvd_conn_peer(c), l->desc);
-    s = rdzvd_conn_session_data(c);
-    s->l = l;
-    s->store_ok = store_ok;
-    return rdzvd_conn_start(c, &first_bytes_ops);
-}
-
-static void listener_connection_cb(uv_stream_t *s, int status)
-{
-    struct rdzvd_listener *l = (struct rdzvd_listener *)s;
-    int r;
-
-    if (status < 0) {
-        log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(status));
-        return;
-    }
-    r = server_accept(l);
-    if (r < 0)
-        log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(r));
-}
-
-static void listener_free(struct rdzvd_listener *l)
+void listener_free(struct rdzvd_listener *l)
 {
     rdzv_list_del(&l->persist_node);
     rdzvd_journal_close(l->journal, false);
@@ -757,7 +496,7 @@ static void listener_free(struct rdzvd_listener *l)
 static void listener_close_cb(uv_handle_t *h);
 
 /* Close l's handle; the main listener's is embedded in the server, which waits for it. */
-static void listener_close_handle(struct rdzvd_listener *l)
+void listener_close_handle(struct rdzvd_listener *l)
 {
     if (l == &l->srv->main)
         l->srv->handles_closing++;
@@ -783,198 +522,6 @@ static void listener_conn_gone(struct rdzvd_conn_group *g)
 
     l->srv->nconns = l->srv->net.nconns;
     if (l->closing && l->handle_closed && l->group.n == 0 && l != &l->srv->main)
-        listener_free(l);
-}
-
-/* A socket bound to sa and listening, made with plain system calls so that a failure leaves no
- * libuv handle behind: closing one is asynchronous, and l's handle (or l itself) could not be
- * reused or freed before the loop ran again. Returns the descriptor or a negative errno. */
-static int listener_socket(const struct sockaddr *sa, int backlog)
-{
-    socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                              : sizeof(struct sockaddr_in);
-    int fd, on = 1, off = 0, r;
-
-    fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -errno;
-    /* As libuv's bind does: a restarted daemon takes its port back at once; "::" is dual-stack. */
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0)
-        goto out_errno;
-    if (sa->sa_family == AF_INET6 &&
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 && errno != EOPNOTSUPP)
-        goto out_errno;
-    if (bind(fd, sa, len) < 0 || listen(fd, backlog) < 0)
-        goto out_errno;
-    return fd;
-
-out_errno:
-    r = -errno;
-    close(fd);
-    return r;
-}
-
-/* Bind l->tcp to sa and listen. On failure l->tcp is left uninitialised (and l alone), so the
- * caller may retry on another address or free l at once: no loop run is needed. */
-static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bool warn_backlog)
-{
-    int backlog = l->srv->backlog, fd, r;
-
-    fd = listener_socket(sa, backlog);
-    if (fd < 0)
-        return fd;
-    r = uv_tcp_init(l->srv->loop, &l->tcp);
-    if (r < 0) {
-        close(fd);
-        return r;
-    }
-    l->handle_closed = false;
-    r = uv_tcp_open(&l->tcp, fd);
-    if (r < 0) {
-        close(fd); /* not the handle's yet */
-        goto out_close_handle;
-    }
-    if (warn_backlog && backlog < SOMAXCONN_WARN)
-        log_warn("net.core.somaxconn is %d: connection bursts above it will be dropped and "
-                 "retried by clients; raise it with 'sysctl -w net.core.somaxconn=65535'",
-                 backlog);
-    r = uv_listen((uv_stream_t *)&l->tcp, backlog, listener_connection_cb);
-    if (r < 0)
-        goto out_close_handle;
-    return 0;
-
-out_close_handle:
-    /* Rare (the socket already listens): the listener goes away with its handle's close. */
-    l->closing = true;
-    listener_close_handle(l);
-    return r;
-}
-
-static void listener_name(struct rdzvd_listener *l, struct sockaddr_storage *ss, char *addr,
-                          size_t addrlen)
-{
-    int len = sizeof(*ss);
-
-    if (uv_tcp_getsockname(&l->tcp, (struct sockaddr *)ss, &len) != 0)
-        return;
-    if (ss->ss_family == AF_INET6) {
-        l->port = ntohs(((struct sockaddr_in6 *)ss)->sin6_port);
-        if (addr)
-            uv_ip6_name((struct sockaddr_in6 *)ss, addr, addrlen);
-    } else {
-        l->port = ntohs(((struct sockaddr_in *)ss)->sin_port);
-        if (addr)
-            uv_ip4_name((struct sockaddr_in *)ss, addr, addrlen);
-    }
-}
-
-int rdzvd_server_listen(struct rdzvd_server *srv)
-{
-    struct rdzvd_listener *l = &srv->main;
-    const char *host = srv->cfg.bind;
-    struct sockaddr_in6 a6;
-    struct sockaddr_in a4;
-    int r;
-
-    if (!host) {
-        /* Dual stack first, so IPv4 and IPv6 clients both reach us; plain IPv4 if the host has
-         * no IPv6. */
-        uv_ip6_addr("::", srv->cfg.port, &a6);
-        r = listener_bind(l, (const struct sockaddr *)&a6, true);
-        if ((r == UV_EAFNOSUPPORT || r == UV_EADDRNOTAVAIL || r == UV_EINVAL) &&
-            l->handle_closed) {
-            log_info("IPv6 unavailable (%s), listening on IPv4 only", uv_strerror(r));
-            uv_ip4_addr("0.0.0.0", srv->cfg.port, &a4);
-            r = listener_bind(l, (const struct sockaddr *)&a4, true);
-        }
-        host = "::";
-    } else if (uv_ip4_addr(host, srv->cfg.port, &a4) == 0) {
-        r = listener_bind(l, (const struct sockaddr *)&a4, true);
-    } else if (uv_ip6_addr(host, srv->cfg.port, &a6) == 0) {
-        r = listener_bind(l, (const struct sockaddr *)&a6, true);
-    } else {
-        return log_error_errno(-EINVAL, "--bind %s is not an IPv4 or IPv6 address", host);
-    }
-    if (r < 0)
-        return log_error_errno(r, "cannot listen on %s port %u%s", host, srv->cfg.port,
-                               r == UV_EADDRINUSE ? " (is another rdzvd running? use --port 0 "
-                                                    "for a free port)"
-                                                  : "");
-    listener_name(l, &srv->bound_sa, srv->bound_addr, sizeof(srv->bound_addr));
-    srv->bound_port = l->port;
-    if (srv->replica)
-        return srv->rops->start(srv->replica);
-    return 0;
-}
-
-int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *state_name,
-                        uint16_t port, struct rdzvd_listener **ret)
-{
-    struct sockaddr_storage ss = srv->bound_sa;
-    struct rdzvd_listener *l;
-    int r;
-
-    if (srv->stopping)
-        return -ESHUTDOWN;
-    if (state_name && !rdzvd_state_name_valid(state_name))
-        return -EINVAL;
-    l = calloc(1, sizeof(*l));
-    if (!l)
-        return -ENOMEM;
-    l->srv = srv;
-    l->handle_closed = true;
-    listener_group_init(l);
-    rdzv_list_init(&l->persist_node);
-    snprintf(l->desc, sizeof(l->desc), "%s", desc);
-    r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &l->store);
-    if (r < 0)
-        goto out_free;
-    rdzvd_store_set_budget(l->store, &srv->store_budget);
-    rdzvd_store_set_watch_cb(l->store, rdzvd_tcpstore_watch);
-    if (state_name && srv->state_dirfd >= 0) {
-        r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, state_name,
-                               srv->cfg.fsync, l->store, &l->journal);
-        if (r < 0)
-            goto out_free;
-        rdzvd_journal_set_buffered(l->journal, listener_journal_pending_cb, l);
-    }
-    if (ss.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
-    else
-        ((struct sockaddr_in *)&ss)->sin_port = htons(port);
-    r = listener_bind(l, (const struct sockaddr *)&ss, false);
-    if (r < 0 && !l->handle_closed) {
-        /* Freed by its handle's close callback; its journal is closed now, so that the caller
-         * may reopen the same state at once. */
-        rdzv_list_del(&l->persist_node);
-        rdzvd_journal_close(l->journal, false);
-        l->journal = NULL;
-        return r;
-    }
-    if (r < 0)
-        goto out_free;
-    listener_name(l, &ss, NULL, 0);
-    *ret = l;
-    return 0;
-
-out_free:
-    listener_free(l);
-    return r;
-}
-
-void rdzvd_listener_close(struct rdzvd_listener *l, bool drop_state)
-{
-    if (l->closing)
-        return;
-    l->closing = true;
-    /* Replies held for its records go out with the others at the end of this iteration. */
-    rdzv_list_del(&l->persist_node);
-    rdzvd_journal_close(l->journal, drop_state);
-    l->journal = NULL;
-    rdzvd_conn_group_close(&l->group, "its job generation ended");
-    if (!l->handle_closed)
-        listener_close_handle(l);
-    else if (l->group.n == 0 && l != &l->srv->main)
         listener_free(l);
 }
 
@@ -1061,9 +608,4 @@ void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info 
                                       .stats = srv->stats,
                                       .main_store_keys = rdzvd_store_num_keys(srv->main.store)};
     snprintf(ret->addr, sizeof(ret->addr), "%s", srv->bound_addr);
-}
-
-uint16_t rdzvd_listener_port(const struct rdzvd_listener *l)
-{
-    return l->port;
 }

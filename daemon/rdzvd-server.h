@@ -6,7 +6,7 @@
  * never includes its headers.
  *
  * Ownership: struct rdzvd_server and struct rdzvd_listener are opaque (their fields live in
- * rdzvd-server.c). rdzvd_server_new() allocates the server; rdzvd_server_free() releases it.
+ * rdzvd-server-impl.h). rdzvd_server_new() allocates the server; rdzvd_server_free() releases it.
  * Listeners are owned by the server and freed once closed and empty.
  * Errors: negative errno. Threads: the loop's only (libuv callbacks and what they call). */
 #pragma once
