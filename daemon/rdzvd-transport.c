@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-transport.c: connections as byte streams. Reads land in the shared scratch buffer; only a
  * partial request is copied into the connection, so an idle connection holds no buffers. Output
- * accumulates in c->out and is written once per batch of requests, under one cap. */
+ * accumulates in c->out and is written once per batch of requests, under one cap. Accepting
+ * connections, the registry and the transport's own lifetime are in rdzvd-transport-registry.c. */
 #include "rdzvd-transport.h"
 
 #include <errno.h>
@@ -17,62 +18,9 @@
 #include "../common/rdzv-util.h"
 #include "rdzvd-acl.h"
 #include "rdzvd-config.h"
-
-#define SCRATCH_LEN (64u << 10)
-
-enum conn_state {
-    CONN_OPEN,    /* reading or paused */
-    CONN_CLOSING, /* uv_close called; waiting for the close callback */
-    _CONN_STATE_MAX,
-};
+#include "rdzvd-transport-impl.h"
 
 static const char *const conn_state_names[_CONN_STATE_MAX] = {"open", "closing"};
-
-struct write_req {
-    uv_write_t req;
-    struct rdzvd_conn *conn;
-    struct rdzv_buf buf;
-};
-
-struct rdzvd_conn {
-    uv_tcp_t tcp; /* first: callbacks recover the connection from the handle */
-    struct rdzvd_transport *t;
-    struct rdzvd_conn_group *group;
-    struct rdzv_list node;       /* in t->conns */
-    struct rdzv_list group_node; /* in group->conns */
-    struct rdzv_list flush_node; /* in t->flush_list while output waits to be flushed */
-    struct rdzv_list hs_node;    /* in t->handshaking until the handshake is done */
-    struct rdzv_list backlog_node; /* in t->backlog while its requests wait for a later turn */
-    uint64_t turn;               /* t->turn when turn_bytes and turn_frames were counted from 0 */
-    size_t turn_bytes;           /* served in that turn */
-    unsigned turn_frames;
-    bool over_budget;            /* the last parse stopped at the per-turn budget */
-    struct rdzv_list holding_node; /* in t->holding while in_charged > 0 */
-    size_t in_charged;           /* in.cap as counted in t->in_bytes (and t->hs_in_bytes) */
-    struct rdzv_list req_node;   /* in t->requests while a request is incomplete */
-    uint64_t req_deadline_ms;    /* uv_now() based */
-    uint64_t nserved;            /* requests served */
-    uint64_t req_mark;           /* nserved when the deadline was set */
-    uint64_t hs_deadline_ms;     /* uv_now() based */
-    uint8_t addr[16];            /* the peer's address, IPv4 as v4-mapped IPv6 (zero: unknown) */
-    uint64_t id;
-    char peer[64];
-    enum conn_state state;
-    bool reading;
-    bool close_after_flush;      /* close once every queued byte is written */
-    const struct rdzvd_session_ops *ops;
-    struct rdzv_buf in;   /* bytes of a request not complete yet */
-    size_t need;          /* don't re-parse until in holds this many bytes */
-    struct rdzv_buf out;  /* output not handed to the kernel yet */
-    struct write_req *wr; /* the write in flight, if any */
-    union {
-        max_align_t align;
-        unsigned char bytes[RDZVD_SESSION_BYTES];
-    } session;
-};
-
-/* An idle connection must stay cheap (no buffers held; the handle and this struct only). */
-_Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1 KiB");
 
 static void conn_set_state(struct rdzvd_conn *c, enum conn_state st)
 {
@@ -139,7 +87,7 @@ static void conn_shed(struct rdzvd_conn *c, const char *why)
 }
 
 /* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. */
-static size_t conn_kernel_unread(struct rdzvd_conn *c)
+size_t conn_kernel_unread(struct rdzvd_conn *c)
 {
     uv_os_fd_t fd;
     int n = 0;
@@ -192,7 +140,7 @@ bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_co
 }
 
 /* Past the quota, c takes a slot of an older connection still handshaking (hs_victim). */
-static void hs_make_room(struct rdzvd_conn *c)
+void hs_make_room(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
 
@@ -203,7 +151,7 @@ static void hs_make_room(struct rdzvd_conn *c)
 }
 
 /* Give c a pre-handshake slot and a deadline. */
-static void hs_track(struct rdzvd_conn *c)
+void hs_track(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
     bool was_empty = rdzv_list_empty(&t->handshaking);
@@ -466,10 +414,7 @@ static int conn_enforce_cap(struct rdzvd_conn *c)
 
 /* ---- write ---- */
 
-static void conn_flush(struct rdzvd_conn *c);
 static void conn_process(struct rdzvd_conn *c);
-static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void conn_close_write_failed(struct rdzvd_conn *c, int r)
 {
@@ -507,7 +452,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 }
 
 /* Hand queued output to the kernel: try a direct write, queue the rest with uv_write. */
-static void conn_flush(struct rdzvd_conn *c)
+void conn_flush(struct rdzvd_conn *c)
 {
     uv_buf_t b;
     int r;
@@ -728,7 +673,7 @@ static void conn_process(struct rdzvd_conn *c)
     rdzvd_transport_flush_pending(c->t);
 }
 
-static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct rdzvd_conn *c = (struct rdzvd_conn *)h;
     struct rdzvd_transport *t = c->t;
@@ -755,7 +700,7 @@ static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
 }
 
-static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct rdzvd_conn *c = (struct rdzvd_conn *)s;
     struct rdzvd_transport *t = c->t;
@@ -838,262 +783,4 @@ void rdzvd_transport_resume(struct rdzvd_transport *t)
     t->paused = false;
     if (!rdzv_list_empty(&t->backlog) && !uv_is_closing((uv_handle_t *)&t->backlog_idle))
         (void)uv_idle_start(&t->backlog_idle, backlog_idle_cb);
-}
-
-static void turn_prepare_cb(uv_prepare_t *h)
-{
-    struct rdzvd_transport *t = h->data;
-
-    t->turn++;
-}
-
-/* ---- accept, sessions, registry ---- */
-
-static void sockaddr_name(const struct sockaddr_storage *ss, char *out, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-
-        uv_ip6_name(s6, host, sizeof(host));
-        port = ntohs(s6->sin6_port);
-        /* Show v4-mapped peers as plain IPv4. */
-        if (strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.'))
-            memmove(host, host + 7, strlen(host + 7) + 1);
-    } else if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-
-        uv_ip4_name(s4, host, sizeof(host));
-        port = ntohs(s4->sin_port);
-    }
-    snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-}
-
-int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g,
-                           struct rdzvd_conn **ret, struct sockaddr_storage *ret_addr)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof(ss), r;
-    struct rdzvd_conn *c;
-
-    memset(ret_addr, 0, sizeof(*ret_addr));
-    if (rdzvd_accept_pace_defer(&t->accept_pace, &g->paced))
-        return -EAGAIN;
-    c = calloc(1, sizeof(*c));
-    if (!c)
-        return -ENOMEM;
-    r = uv_tcp_init(t->loop, &c->tcp);
-    if (r < 0) {
-        free(c);
-        return r;
-    }
-    c->t = t;
-    c->group = g;
-    c->id = ++t->next_id;
-    rdzv_list_init(&c->flush_node);
-    rdzv_list_init(&c->hs_node);
-    rdzv_list_init(&c->backlog_node);
-    rdzv_list_init(&c->holding_node);
-    rdzv_list_init(&c->req_node);
-    rdzv_list_add_tail(&t->conns, &c->node);
-    rdzv_list_add_tail(&g->conns, &c->group_node);
-    t->nconns++;
-    g->n++;
-    c->state = CONN_OPEN;
-    strcpy(c->peer, "?");
-    hs_track(c);
-
-    r = uv_accept(g->paced.listener, (uv_stream_t *)&c->tcp);
-    if (r < 0) {
-        rdzvd_conn_close(c, "accept failed");
-        return r;
-    }
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        *ret_addr = ss;
-        sockaddr_name(&ss, c->peer, sizeof(c->peer));
-        if (ss.ss_family == AF_INET6) {
-            memcpy(c->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, sizeof(c->addr));
-        } else if (ss.ss_family == AF_INET) {
-            c->addr[10] = c->addr[11] = 0xff;
-            memcpy(c->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-        }
-    }
-    hs_make_room(c);
-    (void)uv_tcp_nodelay(&c->tcp, 1);
-    *ret = c;
-    return 0;
-}
-
-int rdzvd_conn_start(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
-{
-    int r;
-
-    c->ops = ops;
-    r = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc_cb, conn_read_cb);
-    if (r < 0) {
-        rdzvd_conn_close(c, "read start failed");
-        return r;
-    }
-    c->reading = true;
-    return 0;
-}
-
-void rdzvd_conn_set_session(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
-{
-    log_debug("conn %" PRIu64 " (%s): %s session", c->id, c->peer, ops->name);
-    c->ops = ops;
-}
-
-void *rdzvd_conn_session_data(const struct rdzvd_conn *c)
-{
-    return (void *)c->session.bytes;
-}
-
-void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes)
-{
-    c->need = bytes;
-}
-
-bool rdzvd_conn_in_session(const struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
-{
-    return c->ops == ops;
-}
-
-struct rdzvd_conn_group *rdzvd_conn_group(const struct rdzvd_conn *c)
-{
-    return c->group;
-}
-
-uv_loop_t *rdzvd_conn_loop(const struct rdzvd_conn *c)
-{
-    return c->t->loop;
-}
-
-void rdzvd_conn_group_close(struct rdzvd_conn_group *g, const char *reason)
-{
-    struct rdzv_list *pos, *tmp;
-
-    rdzv_list_for_each_safe(pos, tmp, &g->conns)
-        rdzvd_conn_close(rdzv_container_of(pos, struct rdzvd_conn, group_node), reason);
-}
-
-void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason)
-{
-    struct rdzv_list *pos, *tmp;
-
-    rdzv_list_for_each_safe(pos, tmp, &t->conns)
-    {
-        struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, node);
-
-        /* Hand over what is already queued before closing (best effort, non-blocking). */
-        conn_flush(c);
-        rdzvd_conn_close(c, reason);
-    }
-}
-
-const char *rdzvd_conn_peer(const struct rdzvd_conn *c)
-{
-    return c->peer;
-}
-
-uint64_t rdzvd_conn_id(const struct rdzvd_conn *c)
-{
-    return c->id;
-}
-
-size_t rdzvd_conn_unread(struct rdzvd_conn *c)
-{
-    return conn_kernel_unread(c) + rdzv_buf_avail(&c->in);
-}
-
-int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss), r;
-
-    r = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &sl);
-    if (r < 0)
-        return r;
-    if (ss.ss_family == AF_INET6) {
-        r = uv_ip6_name((struct sockaddr_in6 *)&ss, buf, len);
-        /* A v4 client on the dual-stack socket: hand out plain IPv4. */
-        if (r == 0 && strncmp(buf, "::ffff:", 7) == 0 && strchr(buf + 7, '.'))
-            memmove(buf, buf + 7, strlen(buf + 7) + 1);
-        return r;
-    }
-    return uv_ip4_name((struct sockaddr_in *)&ss, buf, len);
-}
-
-/* ---- lifetime ---- */
-
-int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
-                         const struct rdzvd_transport_hooks *hooks, void *ud, uint64_t max_outbuf,
-                         uint64_t handshake_timeout_ms)
-{
-    int r;
-
-    memset(t, 0, sizeof(*t));
-    t->loop = loop;
-    t->hooks = hooks;
-    t->ud = ud;
-    t->max_outbuf = max_outbuf;
-    t->lifecycle_level = RDZV_LOG_INFO;
-    t->hs_timeout_ms = handshake_timeout_ms;
-    rdzv_list_init(&t->conns);
-    rdzv_list_init(&t->flush_list);
-    rdzv_list_init(&t->handshaking);
-    rdzv_list_init(&t->backlog);
-    rdzv_list_init(&t->holding);
-    rdzv_list_init(&t->requests);
-    t->scratch_len = SCRATCH_LEN;
-    t->scratch = malloc(t->scratch_len);
-    if (!t->scratch)
-        return -ENOMEM;
-    r = uv_timer_init(loop, &t->hs_timer);
-    if (r < 0) {
-        free(t->scratch);
-        t->scratch = NULL;
-        return r;
-    }
-    /* Neither can fail on Unix (they only link the handle into the loop). */
-    (void)uv_idle_init(loop, &t->backlog_idle);
-    (void)uv_prepare_init(loop, &t->turn_prepare);
-    (void)uv_timer_init(loop, &t->req_timer);
-    rdzvd_accept_pace_init(&t->accept_pace, loop);
-    t->hs_timer.data = t->backlog_idle.data = t->turn_prepare.data = t->req_timer.data = t;
-    t->accept_pace.idle.data = t;
-    (void)uv_prepare_start(&t->turn_prepare, turn_prepare_cb);
-    uv_unref((uv_handle_t *)&t->turn_prepare);
-    t->hs_timer_open = true;
-    return 0;
-}
-
-static void transport_handle_close_cb(uv_handle_t *h)
-{
-    struct rdzvd_transport *t = h->data;
-
-    if (--t->handles_closing == 0 && t->hooks->closed)
-        t->hooks->closed(t);
-}
-
-bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
-{
-    bool closing = t->hs_timer_open;
-
-    if (t->hs_timer_open) {
-        t->hs_timer_open = false;
-        t->handles_closing = 5;
-        uv_close((uv_handle_t *)&t->hs_timer, transport_handle_close_cb);
-        rdzvd_accept_pace_close(&t->accept_pace, transport_handle_close_cb);
-        uv_close((uv_handle_t *)&t->req_timer, transport_handle_close_cb);
-        uv_close((uv_handle_t *)&t->backlog_idle, transport_handle_close_cb);
-        uv_close((uv_handle_t *)&t->turn_prepare, transport_handle_close_cb);
-    }
-    if (free_buffers) {
-        free(t->scratch);
-        t->scratch = NULL;
-    }
-    return closing;
 }

@@ -24,7 +24,7 @@
 
 struct rdzv_buf;
 struct rdzvd_ratelimit;
-struct rdzvd_conn; /* opaque: fields live in rdzvd-transport.c */
+struct rdzvd_conn; /* opaque: fields live in rdzvd-transport-impl.h */
 struct rdzvd_transport;
 
 /* What a session does with a connection. All callbacks run on the loop thread. */
