@@ -61,8 +61,8 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
     return 0;
 }
 
-/* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
-static char *record_encode(const struct rdzvd_job_record *rec)
+/* rec as the JSON object of a record, or NULL when out of memory. */
+static json_t *record_json(const struct rdzvd_job_record *rec)
 {
     json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id",
                           rec->run_id, "min", (json_int_t)rec->min, "max", (json_int_t)rec->max,
@@ -71,7 +71,6 @@ static char *record_encode(const struct rdzvd_job_record *rec)
                           (json_int_t)rec->restart_count, "running", rec->running, "nnodes",
                           (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
                           "store_port", (int)rec->store_port);
-    char *text;
 
     if (o && rec->store_addr[0] &&
         json_object_set_new(o, "store_addr", json_string(rec->store_addr)) < 0) {
@@ -82,7 +81,15 @@ static char *record_encode(const struct rdzvd_job_record *rec)
         json_decref(o);
         o = NULL;
     }
-    text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    return o;
+}
+
+/* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
+static char *record_encode(const struct rdzvd_job_record *rec)
+{
+    json_t *o = record_json(rec);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
     json_decref(o);
     return text;
 }
@@ -230,4 +237,163 @@ int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id)
         return 0; /* no record holds it, and its key would not fit in key[] */
     r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
     return r < 0 ? r : 0; /* the store says 1 (deleted) or 0 (none): both are 0 here */
+}
+
+/* ---- decisions ---- */
+
+static const char *const decision_names[] = {
+    [RDZVD_DECIDE_FORMED] = "formed",
+    [RDZVD_DECIDE_STOPPED] = "stopped",
+    [RDZVD_DECIDE_ENDED] = "ended",
+};
+
+const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
+{
+    return (unsigned)kind < sizeof(decision_names) / sizeof(decision_names[0])
+               ? decision_names[kind]
+               : "?";
+}
+
+/* A decision of kind takes a record like rec? FORMED: a running generation; STOPPED: one that
+ * does not run; ENDED: anything (only its run id counts). */
+static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    switch (kind) {
+    case RDZVD_DECIDE_FORMED:
+        return rec->running && rec->generation >= 1 && rec->nnodes >= 1;
+    case RDZVD_DECIDE_STOPPED:
+        return !rec->running && !rec->nodes && !rec->n_ids;
+    case RDZVD_DECIDE_ENDED:
+        return true;
+    }
+    return false;
+}
+
+/* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
+ * "decision"; ENDED only the run id. NULL when out of memory. */
+static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    json_t *o = kind == RDZVD_DECIDE_ENDED ? json_pack("{s:s}", "run_id", rec->run_id)
+                                           : record_json(rec);
+    char *text = NULL;
+
+    if (o && json_object_set_new(o, "decision", json_string(rdzvd_decision_name(kind))) == 0)
+        text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+/* A decoded decision, for apply_decided (rdzvd_store_change_as's fn). */
+struct decided {
+    enum rdzvd_decision_kind kind;
+    struct rdzvd_job_record rec; /* ENDED: only run_id */
+};
+
+/* rec would take the job cur back, or make it another job? (rdzvd-decision.h) */
+static bool decision_goes_back(const struct decided *d, const struct rdzvd_job_record *cur)
+{
+    const struct rdzvd_job_record *rec = &d->rec;
+
+    if (rec->min != cur->min || rec->max != cur->max || rec->max_restarts != cur->max_restarts ||
+        rec->restart_count < cur->restart_count)
+        return true;
+    return d->kind == RDZVD_DECIDE_FORMED ? rec->generation <= cur->generation
+                                          : rec->generation < cur->generation;
+}
+
+/* Change the record in t as d decides: 0, 1 (an ENDED with no record: nothing), -ESTALE, or
+ * the store's error. */
+static int apply_decided(struct rdzvd_store *t, void *ud)
+{
+    const struct decided *d = ud;
+    struct rdzvd_job_record cur = {.generation = 0};
+    int r;
+
+    if (d->kind == RDZVD_DECIDE_ENDED) {
+        if (rdzvd_job_record_get(t, d->rec.run_id, &cur) == -ENOENT)
+            return 1;
+        rdzvd_job_record_clear(&cur);
+        return rdzvd_job_record_del(t, d->rec.run_id);
+    }
+    r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
+    if (r == 0 && decision_goes_back(d, &cur))
+        r = -ESTALE;
+    else if (r == 0 || r == -ENOENT || r == -EBADMSG) /* no record, or none readable: d's */
+        r = rdzvd_job_record_put(t, &d->rec);
+    rdzvd_job_record_clear(&cur);
+    return r;
+}
+
+/* The decision text val into d (its record's parts allocated: rdzvd_job_record_clear). 0 or
+ * -EBADMSG / -ENOMEM. */
+static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
+{
+    json_t *o = json_loadb((const char *)val, vlen, 0, NULL);
+    const char *kind = NULL, *id = NULL;
+    int r = -EBADMSG;
+
+    memset(d, 0, sizeof(*d));
+    if (!o || json_unpack(o, "{s:s, s:s}", "decision", &kind, "run_id", &id) < 0)
+        goto out;
+    if (strcmp(kind, "ended") == 0) {
+        d->kind = RDZVD_DECIDE_ENDED;
+        if (strlen(id) > RDZV_ID_MAX)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "formed") == 0)
+        d->kind = RDZVD_DECIDE_FORMED;
+    else if (strcmp(kind, "stopped") == 0)
+        d->kind = RDZVD_DECIDE_STOPPED;
+    else
+        goto out;
+    r = record_decode(o, &d->rec);
+    if (r == 0 && !decision_fits(d->kind, &d->rec)) {
+        rdzvd_job_record_clear(&d->rec);
+        r = -EBADMSG;
+    }
+out:
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    char want[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    struct decided d;
+    int r = decision_decode(val, vlen, &d);
+
+    if (r < 0)
+        return r;
+    if (table_key(d.rec.run_id, want, sizeof(want)) != klen || memcmp(want, key, klen) != 0) {
+        r = -EBADMSG; /* a decision of another job than the key's */
+        goto out;
+    }
+    r = rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen, apply_decided, &d);
+    if (r > 0)
+        r = 0;
+out:
+    rdzvd_job_record_clear(&d.rec);
+    return r;
+}
+
+int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
+                     const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text;
+    int r;
+
+    if (strnlen(rec->run_id, sizeof(rec->run_id)) > RDZV_ID_MAX || !rec->run_id[0] ||
+        !decision_fits(kind, rec) || (kind != RDZVD_DECIDE_ENDED && !record_parts_valid(rec)))
+        return -EINVAL;
+    if (!(text = decision_encode(kind, rec)))
+        return -ENOMEM;
+    r = rdzvd_decision_apply(t, (const uint8_t *)key, table_key(rec->run_id, key, sizeof(key)),
+                             (const uint8_t *)text, strlen(text));
+    free(text);
+    return r;
 }

@@ -11,6 +11,20 @@
  * journal's replay and Raft's apply reach it without the job layer (rdzvd-job-record.h keeps what
  * only that layer uses).
  *
+ * Decisions (issue 18, item 2). The job state machine changes a record only by a decision: a
+ * generation formed (its size, nodes by node rank, NCCL ids, store), a generation stopped (a
+ * restart charged to the budget, or not), the job ended. A decision is one record of the job
+ * table's changes (RDZVD_CHANGE_DECISION, rdzvd-record.h), and one function, rdzvd_decision_apply,
+ * turns it into the record, wherever it runs: the deciding rdzvd (rdzvd_job_decide encodes the
+ * decision and applies those very bytes), a single rdzvd's journal replay, and every replica's
+ * Raft apply. That function also keeps what every replica must agree on: a job's generation and
+ * restart count never go backwards, and its --nnodes and --max-restarts never change; a decision
+ * that would break either is refused (-ESTALE) the same way everywhere, and changes nothing.
+ * What is not decided here is soft state, rebuilt after a restart or a failover: members'
+ * connections and heartbeat clocks, waits, the spares, the generation stores' contents (their own
+ * journals). Admitting a member is not a decision either: its secret derives from the table's
+ * member key (rdzvd-job-record.h), so the next leader admits it again with the same secret.
+ *
  * Ownership: the caller owns the record struct; these functions keep nothing but what get
  * allocates in it (rdzvd_job_record_clear). Loop thread only. Errors are negative errnos. */
 #pragma once
@@ -67,3 +81,31 @@ void rdzvd_job_record_clear(struct rdzvd_job_record *rec);
 int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec);
 int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec);
 int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id);
+
+/* What a decision decides. */
+enum rdzvd_decision_kind {
+    RDZVD_DECIDE_FORMED,  /* generation formed: the record becomes rec (running, its nodes) */
+    RDZVD_DECIDE_STOPPED, /* generation's workers stop: rec's generation and restart count, not
+                           * running (a restart, charged or not, decided) */
+    RDZVD_DECIDE_ENDED,   /* the job is over: its record goes */
+};
+
+/* "formed", "stopped", "ended". Never NULL. */
+const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
+
+/* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running
+ * generation; STOPPED, not running; ENDED, only its run id counts) is encoded, and those bytes are
+ * applied by rdzvd_decision_apply, t's change hook told of the decision itself (a record of
+ * RDZVD_CHANGE_DECISION: to the journal, or to the next log entry). 0, -EINVAL (rec is not what
+ * kind takes, or not what put takes), -ESTALE (it would take the job back: nothing changed),
+ * -ENOMEM, or the store's error. */
+int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
+                     const struct rdzvd_job_record *rec);
+
+/* Apply the decision val[0..vlen) (as rdzvd_job_decide encodes it) to the record under key in
+ * t: the one function that turns decisions into records (above). 0; -EBADMSG when val is no
+ * decision, or not of the run id key names; -ESTALE when it would take the record back (a FORMED
+ * of a generation not past the record's, a restart count below it, another --nnodes or
+ * --max-restarts), nothing changed; -ENOMEM or the store's error. */
+int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen);

@@ -108,9 +108,9 @@ out_nomem:
     return NULL;
 }
 
-/* The job table (journaled in --state-dir, or a replica's, replicated): record the job's
- * generation and restart count, so that a restarted rdzvd (or the next leader) rebuilds it
- * instead of starting it over. running: the generation's workers run (ROUND sent), and the
+/* The job table (journaled in --state-dir, or a replica's, replicated): decide the job's
+ * generation and restart count (rdzvd-decision.h: a generation formed, or stopped), so that a
+ * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent), and the
  * record names its nodes by node rank and its NCCL ids: a restarted rdzvd waits for those
  * nodes' agents before it places anyone. Once per generation. */
 void job_save(struct rdzvd_job *j, bool running)
@@ -135,8 +135,9 @@ void job_save(struct rdzvd_job *j, bool running)
         rec.n_ids = j->round.n_ids;
         rec.ids = j->round.ids;
     }
-    r = rdzvd_job_record_put(j->host.record_table, &rec);
-    if (r == -EINVAL) {
+    r = rdzvd_job_decide(j->host.record_table,
+                         running ? RDZVD_DECIDE_FORMED : RDZVD_DECIDE_STOPPED, &rec);
+    if (r == -EINVAL && running) {
         /* Its nodes do not add up to its world, or an id is not one (a bug): keep the rest. */
         log_warn("job=%s gen=%" PRIu64 " its nodes or NCCL ids do not fit its world of %" PRId64
                  "; recorded without them",
@@ -144,11 +145,12 @@ void job_save(struct rdzvd_job *j, bool running)
         free(rec.nodes);
         rec.nodes = NULL;
         rec.n_ids = 0;
-        r = rdzvd_job_record_put(j->host.record_table, &rec);
+        r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
     }
     if (r < 0)
-        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the job in its job table",
-                       j->run_id, j->generation);
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the decision (generation %s) "
+                       "in its job table",
+                       j->run_id, j->generation, running ? "formed" : "stopped");
     free(rec.nodes);
 }
 
@@ -157,9 +159,12 @@ void job_forget(struct rdzvd_job *j)
 {
     int r;
 
+    struct rdzvd_job_record rec = {.generation = 0};
+
     if (!j->host.record_table)
         return;
-    r = rdzvd_job_record_del(j->host.record_table, j->run_id);
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ENDED, &rec);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
 }

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 
 #include "../common/rdzv-util.h"
+#include "rdzvd-decision.h"
 
-enum rec_type { REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4 };
+enum rec_type { REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4, REC_DECISION = 5 };
 #define REC_JOBS 0x80u /* the type's high bit: a record of RDZVD_TABLE_JOBS */
 
 /* ---- CRC-32 (IEEE 802.3, reflected, zlib-compatible), table-driven ---- */
@@ -48,6 +49,8 @@ static enum rec_type rec_type_of(enum rdzvd_change what)
         return REC_QPUSH;
     case RDZVD_CHANGE_QPOP:
         return REC_QPOP;
+    case RDZVD_CHANGE_DECISION:
+        return REC_DECISION;
     }
     return REC_SET;
 }
@@ -82,7 +85,8 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
 {
     static const enum rdzvd_change of_type[] = {
         [REC_SET] = RDZVD_CHANGE_SET, [REC_DEL] = RDZVD_CHANGE_DELETE,
-        [REC_QPUSH] = RDZVD_CHANGE_QPUSH, [REC_QPOP] = RDZVD_CHANGE_QPOP};
+        [REC_QPUSH] = RDZVD_CHANGE_QPUSH, [REC_QPOP] = RDZVD_CHANGE_QPOP,
+        [REC_DECISION] = RDZVD_CHANGE_DECISION};
     const char *dummy;
     uint32_t klen, vlen;
     uint8_t type;
@@ -106,7 +110,9 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
         *why = "CRC mismatch";
         return -EBADMSG;
     }
-    if (type < REC_SET || type > REC_QPOP || ((type == REC_DEL || type == REC_QPOP) && vlen != 0)) {
+    if (type < REC_SET || type > REC_DECISION ||
+        ((type == REC_DEL || type == REC_QPOP) && vlen != 0) ||
+        (type == REC_DECISION && vlen == 0)) {
         *why = "unknown record type";
         return -EBADMSG;
     }
@@ -115,7 +121,9 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
         .what = of_type[type],
         .key = p + RDZVD_RECORD_HDR_LEN,
         .klen = klen,
-        .val = type == REC_SET || type == REC_QPUSH ? p + RDZVD_RECORD_HDR_LEN + klen : NULL,
+        .val = type == REC_SET || type == REC_QPUSH || type == REC_DECISION
+                   ? p + RDZVD_RECORD_HDR_LEN + klen
+                   : NULL,
         .vlen = vlen};
     return (ssize_t)(RDZVD_RECORD_HDR_LEN + (size_t)klen + vlen);
 }
@@ -139,6 +147,8 @@ int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
         free(item);
         return r;
     }
+    case RDZVD_CHANGE_DECISION:
+        return rdzvd_decision_apply(s, rec->key, rec->klen, rec->val, rec->vlen);
     }
     return -EINVAL;
 }

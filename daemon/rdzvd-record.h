@@ -6,8 +6,9 @@
  *
  * Format (little-endian): u32 crc, u8 type, u32 klen, u32 vlen, key, value. crc is CRC-32 (zlib's)
  * of everything after it. Types: 1 SET (the key holds the value), 2 DELETE, 3 QPUSH (the value at
- * the tail of the key's queue), 4 QPOP (the head of the key's queue removed); DELETE and QPOP carry
- * no value. The type's high bit (RDZVD_RECORD_JOBS) marks a record of the replicas' job table
+ * the tail of the key's queue), 4 QPOP (the head of the key's queue removed), 5 DECISION (a job's
+ * decision, the value: rdzvd-decision.h applies it to the key's record); DELETE and QPOP carry no
+ * value, DECISION always does. The type's high bit (RDZVD_RECORD_JOBS) marks a record of the replicas' job table
  * (rdzvd-repl.h) rather than of the clients' store; a journal holds none.
  *
  * Pure functions but rdzvd_record_apply (which changes the store). Errors: negative errno. */
@@ -55,5 +56,6 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
                             const char **why);
 
 /* Make the change in s. 0, or the store's error (a limit of s exceeded; a QPOP's of an empty
- * queue). A DELETE of a missing key is a no-op. */
+ * queue), or a DECISION's (rdzvd_decision_apply: -EBADMSG, -ESTALE). A DELETE of a missing key is
+ * a no-op. */
 int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec);

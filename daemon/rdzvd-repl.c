@@ -91,6 +91,8 @@ static int apply_records(struct rdzvd_repl_fsm *f, const uint8_t *p, size_t n, i
         }
         if (rec.table == RDZVD_TABLE_JOBS)
             r = f->jobs ? rdzvd_record_apply(f->jobs, &rec) : -ENOENT;
+        else if (rec.what == RDZVD_CHANGE_DECISION)
+            r = -EINVAL; /* a job's decision changes the job table, never the clients' store */
         else
             r = rdzvd_record_apply(f->store, &rec);
         f->records++;

@@ -3,8 +3,9 @@
  * The state machine of each replica is its store; a Raft log entry is a u64 origin (the process
  * that made the changes in its own store before proposing them, or 0) and a run of store records
  * (rdzvd-record.h; then up to 7 zero bytes, as libraft wants entries a multiple of 8 bytes long),
- * the very records the journal appends (and records of the job table, RDZVD_TABLE_JOBS), and applying an entry is the journal's
- * replay of them (rdzvd_record_apply). A snapshot is the store's dump as records; restoring one
+ * the very records the journal appends (and records of the job table, RDZVD_TABLE_JOBS: its jobs'
+ * decisions, rdzvd-decision.h), and applying an entry is the journal's replay of them
+ * (rdzvd_record_apply). A snapshot is the store's dump as records; restoring one
  * empties the store and applies it. Every replica applies the same entries in the same order, so
  * the stores stay equal; a write acknowledged by the leader (its raft_apply callback) is on a
  * majority and survives any minority of failures.

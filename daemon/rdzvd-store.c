@@ -175,6 +175,21 @@ void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *
     s->change_ud = ud;
 }
 
+int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,
+                          size_t klen, const void *val, size_t vlen,
+                          int (*fn)(struct rdzvd_store *s, void *ud), void *ud)
+{
+    rdzvd_change_fn hook = s->change;
+    int r;
+
+    s->change = NULL;
+    r = fn(s, ud);
+    s->change = hook;
+    if (r == 0 && hook)
+        hook(s->change_ud, what, key, klen, val, vlen);
+    return r;
+}
+
 static void watch_reg_free(struct watch_reg *wr)
 {
     rdzv_list_del(&wr->slot_node);

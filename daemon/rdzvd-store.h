@@ -41,6 +41,9 @@ enum rdzvd_change {
     RDZVD_CHANGE_DELETE, /* the key's value was removed; val is NULL */
     RDZVD_CHANGE_QPUSH,  /* val was pushed at the tail of the key's queue */
     RDZVD_CHANGE_QPOP,   /* the head of the key's queue was popped; val is NULL */
+    /* A job's decision (rdzvd-decision.h), made by rdzvd_store_change_as: val is the decision,
+     * and replaying it runs the function that made the change again (rdzvd_record_apply). */
+    RDZVD_CHANGE_DECISION,
 };
 
 /* Called after every successful mutation, before any waiter is woken. key/val point into the
@@ -63,6 +66,14 @@ int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rd
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 /* Install (or with fn NULL remove) the change hook. One hook per store. */
 void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
+/* One change made of several mutations, recorded as one: fn(s, ud) changes s with the change
+ * hook muted, then, if it returned 0, the hook is told what, key and val once (a job's decision:
+ * whoever replays that record runs fn's code again, rdzvd-decision.h). fn returns 0 (changed),
+ * > 0 (nothing to change: the hook is not told) or a negative errno (fn made no change), and
+ * that is returned. */
+int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,
+                          size_t klen, const void *val, size_t vlen,
+                          int (*fn)(struct rdzvd_store *s, void *ud), void *ud);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
 /* Charge b (borrowed) instead of the store's own budget from now on; the store must be empty.
  * A change that would take b->used past b->max fails -ENOSPC, as one past the store's limit. */

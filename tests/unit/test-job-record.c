@@ -20,6 +20,7 @@
 #include "../../common/rdzv-log.h"
 #include "../../common/rdzv-util.h"
 #include "../tap.h"
+#include "rdzvd-decision.h"
 #include "rdzvd-job-record.h"
 #include "rdzvd-job-sm.h"
 #include "rdzvd-journal.h"
@@ -279,6 +280,163 @@ static void test_table_nodes_and_ids_checked(void)
     rdzvd_store_free(t);
 }
 
+/* ---- decisions (rdzvd-decision.h) ---- */
+
+/* What a table's change hook was told: how many records, the last one's kind and value. */
+struct told {
+    int n;
+    enum rdzvd_change what;
+    char val[2048];
+};
+
+static void told_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                    const uint8_t *val, size_t vlen)
+{
+    struct told *t = ud;
+
+    (void)key;
+    (void)klen;
+    t->n++;
+    t->what = what;
+    snprintf(t->val, sizeof(t->val), "%.*s", (int)vlen, (const char *)val);
+}
+
+/* The decisions of one job in order, as the state machine makes them: a generation formed, a
+ * restart charged (stopped), the next generation formed, the end. */
+static struct rdzvd_job_record dec_rec(const char *run_id, uint64_t gen, int64_t restarts,
+                                       bool running, struct rdzvd_job_record_node *nodes)
+{
+    struct rdzvd_job_record rec = rec_of(run_id);
+
+    rec.generation = gen;
+    rec.restart_count = restarts;
+    rec.running = running;
+    rec.nodes = running ? nodes : NULL;
+    if (!running)
+        rec.nnodes = rec.world_size = rec.store_port = 0;
+    return rec;
+}
+
+/* A decision is one record for the change hook (the decision, not the record it makes), and
+ * rdzvd_decision_apply folds decisions into the record: formed, stopped (a restart charged),
+ * formed again, ended. A decision that would take the job back (its generation formed again, a
+ * restart count below the record's, other --nnodes) is -ESTALE, changes nothing and is told
+ * nobody; an end of no record is nothing. */
+static void test_decisions_fold_into_the_record(void)
+{
+    struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record rec, got;
+    struct told told = {0};
+
+    rdzvd_store_set_change_cb(t, told_cb, &told);
+    rec = dec_rec("fold", 1, 0, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_EQ(told.n, 1);
+    ASSERT_EQ(told.what, RDZVD_CHANGE_DECISION);
+    ASSERT_TRUE(strstr(told.val, "\"decision\":\"formed\"") != NULL);
+    ASSERT_OK(rdzvd_job_record_get(t, "fold", &got));
+    expect_same_record(&got, &rec);
+    ASSERT_BYTES_STR(got.nodes[2].node_id, 1, "c");
+    rdzvd_job_record_clear(&got);
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec), -ESTALE); /* gen 1 again */
+    rec = dec_rec("fold", 1, 1, false, NULL);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_STOPPED, &rec));
+    ASSERT_EQ(told.n, 2);
+    ASSERT_TRUE(strstr(told.val, "\"decision\":\"stopped\"") != NULL);
+    ASSERT_OK(rdzvd_job_record_get(t, "fold", &got));
+    ASSERT_TRUE(!got.running && got.generation == 1 && got.restart_count == 1 && !got.nodes);
+    rec = dec_rec("fold", 1, 0, false, NULL); /* restart count back to 0 */
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_STOPPED, &rec), -ESTALE);
+    rec = dec_rec("fold", 2, 1, true, nodes);
+    rec.max = 5; /* another --nnodes */
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec), -ESTALE);
+    ASSERT_EQ(told.n, 2); /* refusals are told nobody */
+    ASSERT_OK(rdzvd_job_record_get(t, "fold", &got));
+    ASSERT_TRUE(!got.running && got.generation == 1 && got.restart_count == 1);
+    rec = dec_rec("fold", 2, 1, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_OK(rdzvd_job_record_get(t, "fold", &got));
+    ASSERT_TRUE(got.running && got.generation == 2 && got.restart_count == 1 && got.nodes);
+    rdzvd_job_record_clear(&got);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec));
+    ASSERT_EQ(told.n, 4);
+    ASSERT_TRUE(strstr(told.val, "\"decision\":\"ended\"") != NULL);
+    ASSERT_EQ(rdzvd_job_record_get(t, "fold", &got), -ENOENT);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec)); /* no record: nothing to end */
+    ASSERT_EQ(told.n, 4);
+    rdzvd_store_free(t);
+}
+
+/* What is not a decision, or not of the key's job, is refused and changes nothing: -EINVAL from
+ * rdzvd_job_decide (a formed generation that does not run, a stopped one with nodes, no run
+ * id), -EBADMSG from rdzvd_decision_apply (not JSON, an unknown decision, another job's). */
+static void test_decisions_checked(void)
+{
+    static const char *const bad[] = {
+        "{oops",
+        "{\"decision\":\"exploded\",\"run_id\":\"chk\"}",
+        "{\"decision\":\"ended\",\"run_id\":\"other\"}",
+        "{\"decision\":\"formed\",\"run_id\":\"chk\"}", /* no record in it */
+    };
+    struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record rec, got;
+    struct told told = {0};
+
+    rdzvd_store_set_change_cb(t, told_cb, &told);
+    rec = dec_rec("chk", 1, 0, false, NULL);
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec), -EINVAL);
+    rec = dec_rec("chk", 1, 0, true, nodes);
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_STOPPED, &rec), -EINVAL);
+    rec.run_id[0] = '\0';
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec), -EINVAL);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        ASSERT_EQ(rdzvd_decision_apply(t, (const uint8_t *)"job/chk", 7, (const uint8_t *)bad[k],
+                                       strlen(bad[k])),
+                  -EBADMSG);
+    ASSERT_EQ(told.n, 0);
+    ASSERT_EQ(rdzvd_job_record_get(t, "chk", &got), -ENOENT);
+    ASSERT_BYTES_STR(rdzvd_decision_name(RDZVD_DECIDE_STOPPED), 7, "stopped");
+    ASSERT_BYTES_STR(rdzvd_decision_name((enum rdzvd_decision_kind)7), 1, "?");
+    rdzvd_store_free(t);
+}
+
+/* A single rdzvd's journal of the job table holds the decisions themselves, and its replay runs
+ * them through the same function: the next rdzvd on the directory has the same record. */
+static void test_decisions_replayed_from_the_journal(void)
+{
+    struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
+    struct rdzvd_store *t = new_store(&lim), *u;
+    struct rdzvd_journal *j = NULL;
+    struct rdzvd_job_record rec, got;
+
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "jobs", RDZVD_FSYNC_NO, t, &j));
+    rec = dec_rec("jr", 1, 0, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    rec = dec_rec("jr", 1, 1, false, NULL);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_STOPPED, &rec));
+    rec = dec_rec("jr", 2, 1, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    rec = dec_rec("ended", 1, 0, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec));
+    ASSERT_EQ(rdzvd_journal_stats(j)->records, 5); /* the decisions, one record each */
+    rdzvd_journal_close(j, false);
+    u = new_store(&lim);
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "jobs", RDZVD_FSYNC_NO, u, &j));
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 5);
+    ASSERT_OK(rdzvd_job_record_get(u, "jr", &got));
+    ASSERT_TRUE(got.running && got.generation == 2 && got.restart_count == 1 && got.nodes);
+    ASSERT_BYTES_STR(got.nodes[1].node_id, 1, "b");
+    rdzvd_job_record_clear(&got);
+    ASSERT_EQ(rdzvd_job_record_get(u, "ended", &got), -ENOENT);
+    rdzvd_journal_close(j, false);
+    env_forget_table(dirfd_);
+    rdzvd_store_free(t);
+    rdzvd_store_free(u);
+}
+
 /* The table's errors come back: a record too large for its values is refused, nothing kept. */
 static void test_table_put_store_error(void)
 {
@@ -511,6 +669,9 @@ int main(void)
     TEST(test_table_rejects_bad_values);
     TEST(test_table_nodes_and_ids_round_trip);
     TEST(test_table_nodes_and_ids_checked);
+    TEST(test_decisions_fold_into_the_record);
+    TEST(test_decisions_checked);
+    TEST(test_decisions_replayed_from_the_journal);
     TEST(test_table_put_store_error);
     TEST(test_table_run_id_too_long);
     TEST(test_table_member_key);

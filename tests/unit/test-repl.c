@@ -7,7 +7,9 @@
  *   - a leader cut off from the majority commits nothing: its writes are never acknowledged, the
  *     majority goes on, and after the partition heals there is one history;
  *   - the job table (a replica's jobs' records) goes through the same log and snapshots, apart
- *     from the clients' keys: a new leader reads the record the old one committed. */
+ *     from the clients' keys: a new leader reads the record the old one committed;
+ *   - a job's decisions are log entries that every replica applies with the same function: the
+ *     same record everywhere, a decision that would take a job back refused everywhere. */
 #include <errno.h>
 #include <inttypes.h>
 #include <raft.h>
@@ -18,6 +20,7 @@
 
 #include "../tap.h"
 #include "../../common/rdzv-buf.h"
+#include "rdzvd-decision.h"
 #include "rdzvd-job-record.h"
 #include "rdzvd-record.h"
 #include "rdzvd-repl.h"
@@ -416,6 +419,22 @@ static void jobs_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key,
         ASSERT_OK(rdzv_buf_put(b, val, vlen));
 }
 
+/* Submit the records in b (freed) as one entry on server i (which believes it leads). */
+static void submit_records(struct cluster *c, unsigned i, struct write *w, struct rdzv_buf *b)
+{
+    struct raft_buffer buf;
+
+    memset(w, 0, sizeof(*w));
+    w->req.data = w;
+    ASSERT_OK(rdzvd_repl_batch(&buf, 0, rdzv_buf_head(b), rdzv_buf_avail(b)));
+    rdzv_buf_free(b);
+    if (raft_apply(raft_fixture_get(&c->f, i), &w->req, &buf, 1, write_cb) != 0) {
+        raft_free(buf.base);
+        w->status = RAFT_NOTLEADER;
+        w->done = true;
+    }
+}
+
 /* Submit rec (put; or del when gen is 0) of the job table on server i, as one entry with a
  * clients' SET of the same key: the two tables must not mix. */
 static void submit_job(struct cluster *c, unsigned i, struct write *w, const char *run_id,
@@ -428,7 +447,6 @@ static void submit_job(struct cluster *c, unsigned i, struct write *w, const cha
                                    .world_size = 4, .store_port = 29500, .nodes = nodes};
     struct rdzvd_store *scratch;
     struct rdzv_buf b = {0};
-    struct raft_buffer buf;
     char key[64];
     uint8_t h[RDZVD_RECORD_HDR_LEN];
 
@@ -449,16 +467,99 @@ static void submit_job(struct cluster *c, unsigned i, struct write *w, const cha
     ASSERT_OK(rdzv_buf_put(&b, h, sizeof(h)));
     ASSERT_OK(rdzv_buf_put(&b, key, strlen(key)));
     ASSERT_OK(rdzv_buf_put(&b, "client", 6));
-    memset(w, 0, sizeof(*w));
-    w->req.data = w;
-    ASSERT_OK(rdzvd_repl_batch(&buf, 0, rdzv_buf_head(&b), rdzv_buf_avail(&b)));
-    rdzv_buf_free(&b);
     rdzvd_store_free(scratch);
-    if (raft_apply(raft_fixture_get(&c->f, i), &w->req, &buf, 1, write_cb) != 0) {
-        raft_free(buf.base);
-        w->status = RAFT_NOTLEADER;
-        w->done = true;
+    submit_records(c, i, w, &b);
+}
+
+/* Submit a decision on server i, as rdzvd_job_decide makes it: the one record a table's change
+ * hook is told (the decision, not the record it makes). */
+static void submit_decision(struct cluster *c, unsigned i, struct write *w,
+                            enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    struct rdzvd_store *scratch;
+    struct rdzv_buf b = {0};
+    struct rdzvd_record r;
+
+    ASSERT_OK(rdzvd_store_new(&lim, wake, &scratch));
+    if (kind == RDZVD_DECIDE_ENDED)
+        ASSERT_OK(rdzvd_job_record_put(scratch, rec)); /* an end of no record records nothing */
+    rdzvd_store_set_change_cb(scratch, jobs_change_cb, &b);
+    ASSERT_OK(rdzvd_job_decide(scratch, kind, rec));
+    ASSERT_EQ(rdzvd_record_decode(rdzv_buf_head(&b), rdzv_buf_avail(&b), &r, NULL),
+              (ssize_t)rdzv_buf_avail(&b));
+    ASSERT_TRUE(r.table == RDZVD_TABLE_JOBS && r.what == RDZVD_CHANGE_DECISION);
+    rdzvd_store_free(scratch);
+    submit_records(c, i, w, &b);
+}
+
+/* A job's decisions go through the log, and every replica folds them into the same record with
+ * the same function (rdzvd_decision_apply, which the deciding rdzvd runs too): a generation
+ * formed, a restart charged, the next generation formed. A decision that would take the job back
+ * (generation 1 formed again, a restart count below the record's) is refused by every replica
+ * alike and changes nothing, and the leader hears -ESTALE. The next leader holds the fold, and
+ * its decision of the job's end removes the record on every replica. */
+static void test_job_decisions(void)
+{
+    struct rdzvd_job_record_node nodes[2] = {{"node-a", 1}, {"node-b", 3}};
+    struct rdzvd_job_record rec1 = {.min = 1, .max = 2, .max_restarts = 3, .generation = 1,
+                                    .running = true, .nnodes = 2, .world_size = 4,
+                                    .store_port = 29500, .nodes = nodes};
+    struct rdzvd_job_record stopped = {.min = 1, .max = 2, .max_restarts = 3, .generation = 1,
+                                       .restart_count = 1};
+    struct rdzvd_job_record rec2 = rec1, back = stopped, got;
+    struct write w[6] = {0}, end[2] = {0};
+    const int want[5] = {0, 0, -ESTALE, 0, -ESTALE};
+    struct cluster c;
+    unsigned l, now;
+
+    snprintf(rec1.run_id, sizeof(rec1.run_id), "dj");
+    snprintf(stopped.run_id, sizeof(stopped.run_id), "dj");
+    rec2 = rec1;
+    rec2.generation = 2;
+    rec2.restart_count = 1;
+    back = stopped;
+    back.generation = 2; /* restart count 0 < 1 */
+    back.restart_count = 0;
+    cluster_start(&c, 0);
+    l = raft_fixture_leader_index(&c.f);
+    submit_decision(&c, l, &w[0], RDZVD_DECIDE_FORMED, &rec1);
+    submit_decision(&c, l, &w[1], RDZVD_DECIDE_STOPPED, &stopped);
+    submit_decision(&c, l, &w[2], RDZVD_DECIDE_FORMED, &rec1);
+    snprintf(nodes[1].node_id, sizeof(nodes[1].node_id), "node-c"); /* rec2's second node */
+    submit_decision(&c, l, &w[3], RDZVD_DECIDE_FORMED, &rec2);
+    submit_decision(&c, l, &w[4], RDZVD_DECIDE_STOPPED, &back);
+    ASSERT_TRUE(raft_fixture_step_until(&c.f, all_done, w, T_STEP));
+    for (int k = 0; k < 5; k++) {
+        ASSERT_EQ(w[k].status, 0);
+        ASSERT_EQ(w[k].result, want[k]);
     }
+    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, l)),
+                                                T_STEP));
+    for (unsigned i = 0; i < N; i++) {
+        ASSERT_EQ(c.fsm[i].refused, 2);
+        ASSERT_OK(rdzvd_job_record_get(c.jobs[i], "dj", &got));
+        ASSERT_TRUE(got.generation == 2 && got.restart_count == 1 && got.running);
+        ASSERT_NOT_NULL(got.nodes);
+        ASSERT_BYTES_STR(got.nodes[1].node_id, strlen(got.nodes[1].node_id), "node-c");
+        rdzvd_job_record_clear(&got);
+    }
+    raft_fixture_kill(&c.f, l);
+    ASSERT_TRUE(raft_fixture_step_until_has_no_leader(&c.f, T_STEP));
+    ASSERT_TRUE(raft_fixture_step_until_has_leader(&c.f, T_STEP));
+    now = raft_fixture_leader_index(&c.f);
+    barrier(&c, now);
+    ASSERT_OK(rdzvd_job_record_get(c.jobs[now], "dj", &got));
+    ASSERT_TRUE(got.generation == 2 && got.restart_count == 1 && got.running);
+    rdzvd_job_record_clear(&got);
+    submit_decision(&c, now, &end[0], RDZVD_DECIDE_ENDED, &rec2);
+    ASSERT_TRUE(raft_fixture_step_until(&c.f, all_done, end, T_STEP));
+    ASSERT_TRUE(end[0].status == 0 && end[0].result == 0);
+    raft_fixture_revive(&c.f, l);
+    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, now)),
+                                                T_STEP));
+    for (unsigned i = 0; i < N; i++)
+        ASSERT_EQ(rdzvd_job_record_get(c.jobs[i], "dj", &got), -ENOENT);
+    cluster_stop(&c);
 }
 
 /* The job table goes through the log and through snapshots, apart from the clients' keys: the
@@ -653,6 +754,23 @@ static void test_fsm_bad_entries(void)
         ASSERT_FALSE(rdzvd_store_exists(s, "job", 3));
         ASSERT_FALSE(rdzvd_store_exists(s, "big", 3));
     }
+    /* A job's decision is the job table's: one marked as the clients' store's is refused
+     * (-EINVAL) and writes no key there; a decision record without a value is malformed. */
+    {
+        const struct rec r[] = {
+            {RDZVD_TABLE_STORE, RDZVD_CHANGE_DECISION, "job/x",
+             "{\"decision\":\"ended\",\"run_id\":\"x\"}"},
+            {RDZVD_TABLE_STORE, RDZVD_CHANGE_SET, "after2", "ok"}};
+        const struct rec empty[] = {{RDZVD_TABLE_JOBS, RDZVD_CHANGE_DECISION, "job/x", NULL}};
+
+        buf = batch_of(7, r, 2, NULL, 0);
+        ASSERT_OK(fsm_apply(&f, &buf, &result));
+        ASSERT_EQ(result, -EINVAL);
+        ASSERT_FALSE(rdzvd_store_exists(s, "job/x", 5));
+        ASSERT_TRUE(has(s, "after2", "ok"));
+        buf = batch_of(7, empty, 1, NULL, 0);
+        ASSERT_EQ(fsm_apply(&f, &buf, &result), RAFT_MALFORMED);
+    }
     /* Lengths the record format cannot hold (never read: refused before). */
     ASSERT_EQ(rdzvd_repl_entry(&buf, RDZVD_CHANGE_SET, "k", (size_t)UINT32_MAX + 1, "v", 1),
               -EMSGSIZE);
@@ -822,6 +940,7 @@ int main(void)
     TEST(test_partition);
     TEST(test_refusal_is_replicated);
     TEST(test_job_table);
+    TEST(test_job_decisions);
     TEST(test_fsm_bad_entries);
     TEST(test_fsm_snapshot_restore);
     TEST(test_peers_parse);
