@@ -33,15 +33,20 @@ RDZV_SOAK_REPLICAS=3 (issue 18) runs rdzvd as three replicas (--peers, each its 
 the agents with the three as --endpoint. The rdzvd_* faults then act on the leader (found in the
 replicas' logs): SIGKILLed and started again on its directory, or stopped; and two more kinds act
 on a follower: replica_kill (SIGKILL, started again 0-2 s later) and replica_stop (stopped two to
-three heartbeat timeouts: cut off from the others, as a partition would). None of them warrants
-a worker restart, and after a leader's loss the next leader must rebuild the running generation.
-A replica that exits on its own (75: deposed with an entry in flight) is started again, as
-systemd's Restart=on-failure does; any other exit is a violation.
+three heartbeat timeouts). As root (CI), each replica runs in a network namespace of its own (on
+a bridge with this namespace, which runs the agents), and two more kinds cut one off while it runs
+(its link down: nothing it sends arrives, nothing reaches it), then heal it: rdzvd_partition (the
+leader, two to three heartbeat timeouts: the other two elect a leader, which rebuilds the running
+generation from its record; the old one forms nothing) and replica_partition (a follower). None of
+them warrants a worker restart, and after a leader's loss the next leader must rebuild the running
+generation. A replica that exits on its own (75: deposed with an entry in flight) is started again,
+as systemd's Restart=on-failure does; any other exit is a violation.
 """
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,6 +78,8 @@ DEFECT3 = ("issue 12 defect 3, 'a restarted rdzvd starts the job over when a spa
 FAULTS = ["worker_kill", "agent_kill", "agent_stop_short", "agent_stop_long", "rdzvd_kill",
           "rdzvd_kill_members_stalled", "rdzvd_stop_short", "rdzvd_stop_long"]
 REPLICA_FAULTS = ["replica_kill", "replica_stop"]  # RDZV_SOAK_REPLICAS only: a follower's
+PARTITION_FAULTS = ["rdzvd_partition", "replica_partition"]  # ... with the replicas' namespaces
+SOAK_NET = "10.242.9."  # the replicas' namespaces: replica i at .(i + 1), this namespace at .100
 LEADS_RE = re.compile(r"replication: replica (\d+) of \d+ leads \(term (\d+)\)")
 EX_TEMPFAIL = 75  # a replica deposed with an entry in flight exits so (README, "Replication")
 
@@ -87,6 +94,55 @@ class Start:
     def __repr__(self):
         return (f"start(gen={self.gen} restart={self.restart} rank={self.rank} pid={self.pid} "
                 f"agent={self.agent} starts={self.starts})")
+
+
+def ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+class ReplicaHosts:
+    """n network namespaces on a bridge (in a namespace of its own), this namespace on it too at
+    SOAK_NET.100: replica i runs in hosts[i] at addr(i), and can be cut off from everyone while it
+    runs (cut) and healed (heal). Made only as root with iproute2 (available())."""
+
+    @staticmethod
+    def available():
+        return os.geteuid() == 0 and shutil.which("ip") is not None
+
+    def __init__(self, n):
+        tag = f"rs{os.getpid() % 100000}"
+        self.sw = tag + "-sw"
+        self.hosts = [f"{tag}-h{i}" for i in range(n)]
+        rdzvtest.on_exit(self.delete)  # also when meson times the test out
+        ip("netns", "add", self.sw)
+        ip("-n", self.sw, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.sw, "link", "set", "br0", "up")
+        links = [(h, f"p{i}h", f"p{i}s", f"{SOAK_NET}{i + 1}") for i, h in enumerate(self.hosts)]
+        for h, inner, _, addr in links:
+            ip("netns", "add", h)
+            ip("-n", h, "link", "set", "lo", "up")
+        links.append((None, tag + "-r", "rs", f"{SOAK_NET}100"))
+        for h, inner, outer, addr in links:
+            ip("link", "add", inner, *(["netns", h] if h else []), "type", "veth", "peer", "name",
+               outer, "netns", self.sw)
+            ip(*(["-n", h] if h else []), "addr", "add", f"{addr}/24", "dev", inner)
+            ip(*(["-n", h] if h else []), "link", "set", inner, "up")
+            ip("-n", self.sw, "link", "set", outer, "master", "br0")
+            ip("-n", self.sw, "link", "set", outer, "up")
+
+    @staticmethod
+    def addr(i):
+        return f"{SOAK_NET}{i + 1}"
+
+    def cut(self, i):
+        ip("-n", self.sw, "link", "set", f"p{i}s", "down")
+
+    def heal(self, i):
+        ip("-n", self.sw, "link", "set", f"p{i}s", "up")
+
+    def delete(self):
+        for ns in self.hosts + [self.sw]:  # this namespace's end of its veth goes with sw's
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
 
 class Soak:
@@ -106,13 +162,16 @@ class Soak:
         self.port = free_port()
         self.ep = f"127.0.0.1:{self.port}"
         self.ds, self.rports, self.ours = [], [], set()
+        self.net = None
         if replicas:
             from test_replicas import free_port_pair  # the Raft link is on port + 1
             while len(self.rports) < replicas:
                 p = free_port_pair()
                 if all(abs(p - q) > 1 for q in self.rports):
                     self.rports.append(p)
-            self.ep = ",".join(f"127.0.0.1:{p}" for p in self.rports)
+            if ReplicaHosts.available():
+                self.net = ReplicaHosts(replicas)
+            self.ep = ",".join(f"{self.raddr(i)}:{p}" for i, p in enumerate(self.rports))
             self.ds = [None] * replicas
         self.run_id = "soak"
         self.d = None
@@ -129,6 +188,10 @@ class Soak:
     def log(self, msg):
         print(f"soak {time.monotonic() - self.t0:7.2f}s: {msg}", file=sys.stderr, flush=True)
 
+    def raddr(self, i):
+        """Replica i's address: in its namespace with RDZV_SOAK_REPLICAS as root, else loopback."""
+        return self.net.addr(i) if self.net else "127.0.0.1"
+
     def start_replica(self, i):
         pf = os.path.join(self.dir, f"port{i}")
         try:
@@ -136,9 +199,11 @@ class Soak:
         except FileNotFoundError:
             pass
         env = {k: v for k, v in os.environ.items() if not k.startswith("RDZVD_")}
+        # ip netns exec execs rdzvd: the process is rdzvd itself (signals reach it).
         self.ds[i] = rdzvtest.track(subprocess.Popen(
-            [RDZVD, "--peers", self.ep, "--port", str(self.rports[i]), "--port-file", pf,
-             "--bind", "127.0.0.1", "--state-dir", os.path.join(self.dir, f"state{i}"), "-l",
+            [*(["ip", "netns", "exec", self.net.hosts[i]] if self.net else []),
+             RDZVD, "--peers", self.ep, "--port", str(self.rports[i]), "--port-file", pf,
+             "--bind", self.raddr(i), "--state-dir", os.path.join(self.dir, f"state{i}"), "-l",
              "info"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.dlog, env=env,
             preexec_fn=rdzvtest.die_with_parent()))
@@ -542,6 +607,22 @@ class Soak:
             d.send_signal(signal.SIGSTOP)
             time.sleep(secs)
             d.send_signal(signal.SIGCONT)
+        elif kind in PARTITION_FAULTS:
+            lead = self.leader_or_any()
+            victim = (lead if kind == "rdzvd_partition"
+                      else self.rng.choice([i for i in range(self.replicas) if i != lead]))
+            secs = self.rng.uniform(HB * 2, HB * 3)
+            self.net.cut(victim)
+            time.sleep(secs)
+            self.net.heal(victim)
+            detail = (f"{'the leader' if victim == lead else 'follower'} (replica {victim + 1}) "
+                      f"cut off {secs:.1f} s, then healed")
+            if (kind == "rdzvd_partition" and
+                    not self.wait_daemon_log(rf"generation {g0} rebuilt; its workers never "
+                                             rf"stopped", mark, 30)):
+                self.violate(f"fault #{idx} ({detail}): no replica logged 'generation {g0} "
+                             f"rebuilt' within 30 s; the replicas' log since the cut:\n"
+                             f"{self.daemon_log(mark)[-2000:]}")
         elif kind in REPLICA_FAULTS:
             lead = self.leader()
             victim = self.rng.choice([i for i in range(self.replicas) if i != lead])
@@ -586,14 +667,20 @@ class Soak:
         if self.wait_generation(0, T_RECOVER) is None:
             raise AssertionError(f"the job did not start within {T_RECOVER} s; rdzvd log:\n"
                                  f"{self.daemon_log()[-3000:]}\n{self.agent_logs()}")
-        # Each kind once, in a seeded order, then seeded draws until the time is up.
-        known = FAULTS + (REPLICA_FAULTS if self.replicas else [])
+        # Each kind once, in a seeded order (partitions first), then seeded draws until the time
+        # is up.
+        known = (FAULTS + (REPLICA_FAULTS if self.replicas else []) +
+                 (PARTITION_FAULTS if self.net else []))
         kinds = [k for k in (os.environ.get("RDZV_SOAK_FAULTS") or ",".join(known)).split(",")
                  if k]
         for k in kinds:
             if k not in known:
                 raise AssertionError(f"RDZV_SOAK_FAULTS: unknown fault {k!r}; known: {known}")
         plan = self.rng.sample(kinds, len(kinds))
+        # Partitions first (their namespaces are what this run has that no loopback run has):
+        # a CI run of 45 s reaches every kind only sometimes.
+        plan = ([k for k in plan if k in PARTITION_FAULTS] +
+                [k for k in plan if k not in PARTITION_FAULTS])
         idx = 0
         end = time.monotonic() + self.seconds
         while time.monotonic() < end:
@@ -737,6 +824,8 @@ class Soak:
             if d is not None:
                 kill_quietly(d.pid, signal.SIGCONT)
                 rdzvtest.kill_proc(d)
+        if self.net:
+            self.net.delete()
         self.dlog.close()
 
     def summary(self):
