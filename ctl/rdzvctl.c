@@ -207,6 +207,79 @@ static int ctl_auth(struct ctl *c, bool store)
     return r < 0 ? conn_error(c, r) : 0;
 }
 
+#define PROBE_MS 2000 /* how long one endpoint of a list may take to answer HELLO */
+
+/* The answer of endpoint ep to a rendezvous HELLO, on a connection of its own: 1 when it serves
+ * (HELLO: the leader, or a single rdzvd), 0 when it is a follower (ERROR naming the leader, into
+ * leader: "" while none is elected), or a negative errno (unreachable, not an rdzvd). Quiet. */
+static int probe_endpoint(struct ctl *c, const char *ep, char *leader, size_t len)
+{
+    static uint8_t body[65536];
+    struct ctl p = *c;
+    struct rdzv_buf b = {0};
+    struct rdzv_error e;
+    char host[256], err[128];
+    uint16_t port = RDZV_DEFAULT_PORT;
+    uint64_t now = rdzv_now_ms();
+    uint32_t n = 0;
+    uint8_t op = 0;
+    int r;
+
+    p.endpoint = ep;
+    if (rdzv_parse_hostport(ep, host, sizeof(host), &port) < 0)
+        return -EINVAL;
+    /* A host that is gone answers nothing: the next endpoint is asked after PROBE_MS. */
+    p.deadline_ms = now + PROBE_MS;
+    if (c->deadline_ms && c->deadline_ms < p.deadline_ms)
+        p.deadline_ms = c->deadline_ms > now ? c->deadline_ms : now + 1;
+    r = rdzv_store_client_connect(host, port, p.deadline_ms - now, RDZV_STORE_CLIENT_NO_VALIDATE,
+                                  &p.sc);
+    if (r < 0)
+        return r;
+    r = rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
+    r = r ?: send_all(&p, &b);
+    rdzv_buf_free(&b);
+    r = r ?: recv_frame(&p, &op, body, &n);
+    p.sc = rdzv_store_client_free(p.sc);
+    if (r < 0)
+        return r;
+    if (op == RDZV_MSG_HELLO)
+        return 1;
+    if (op != RDZV_MSG_ERROR || rdzv_msg_parse_error(body, n, &e, err, sizeof(err)) < 0 ||
+        !e.redirect)
+        return -EPROTO;
+    snprintf(leader, len, "%s", e.leader);
+    return 0;
+}
+
+/* --endpoint A,B,C (the replicas of a replicated rdzvd): c->endpoint becomes the one that
+ * leads. Each is asked in turn (probe_endpoint); a follower that names the leader sends us there
+ * at once. A single endpoint is taken as it is, unasked. 0 or an exit code (message printed). */
+static int find_leader(struct ctl *c, char *buf, size_t len)
+{
+    char list[1024], leader[RDZV_ENDPOINT_MAX + 1], *save = NULL;
+    int r = -ENOENT;
+
+    if (!strchr(c->endpoint, ','))
+        return 0;
+    if (strlen(c->endpoint) >= sizeof(list))
+        return die_usage("--endpoint: the list is too long");
+    snprintf(list, sizeof(list), "%s", c->endpoint);
+    for (char *ep = strtok_r(list, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
+        r = probe_endpoint(c, ep, leader, sizeof(leader));
+        if (r == 0 && leader[0])
+            r = probe_endpoint(c, leader, leader, sizeof(leader)) == 1 ? 2 : r;
+        if (r == 1 || r == 2) {
+            snprintf(buf, len, "%s", r == 1 ? ep : leader);
+            c->endpoint = buf;
+            return 0;
+        }
+    }
+    fprintf(stderr, "rdzvctl: no rdzvd in --endpoint %s leads%s\n", c->endpoint,
+            r == 0 ? " (no leader is elected yet)" : "");
+    return EXIT_CONN;
+}
+
 static char *read_stdin(size_t *len)
 {
     struct rdzv_buf b = {0};
@@ -669,13 +742,14 @@ int main(int argc, char **argv)
     struct ctl c = {.timeout_ms = 10000};
     const char *token_file = NULL;
     bool timeout_set = false;
-    char defep[32];
+    char defep[32], leader_ep[RDZV_ENDPOINT_MAX + 1];
     int first_arg, r;
     const struct rdzv_opt table[] = {
         {.kind = RDZV_OPT_STRING, .name = "endpoint", .short_name = 'e', .dest = &c.endpoint,
          .metavar = "HOST:PORT", .env = "RDZV_ENDPOINT",
          .help = "daemon address (default $RDZV_ENDPOINT or 127.0.0.1:" STR(RDZV_DEFAULT_PORT)
-                 ")"},
+                 ");\na comma-separated list (the replicas of a replicated\nrdzvd): the one that "
+                 "leads"},
         {.kind = RDZV_OPT_CALLBACK, .name = "timeout", .short_name = 't', .cb = timeout_cb,
          .seen = &timeout_set, .metavar = "SEC", .env = "",
          .help = "give up after SEC seconds (default 10; wait: 0 = forever)"},
@@ -745,6 +819,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[first_arg], "wait") == 0 && !timeout_set)
         c.timeout_ms = 0;
     c.deadline_ms = c.timeout_ms ? rdzv_now_ms() + c.timeout_ms : 0;
+    if ((r = find_leader(&c, leader_ep, sizeof(leader_ep))) != 0)
+        return r;
     if (strcmp(argv[first_arg], "status") == 0)
         return run_status(&c, argc - first_arg - 1, argv + first_arg + 1);
     return run(&c, argv[first_arg], argc - first_arg - 1, argv + first_arg + 1);

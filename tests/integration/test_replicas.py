@@ -24,7 +24,7 @@ import time
 import unittest
 
 from authtest import ERROR, JOIN, JOINED, Peer
-from rdzvtest import HOST, RDZVD, Client, die_with_parent, enc, kill_proc, main, s, track
+from rdzvtest import HOST, RDZVCTL, RDZVD, Client, die_with_parent, enc, kill_proc, main, s, track
 from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
 
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
@@ -204,6 +204,33 @@ class Replicas(unittest.TestCase):
         self.assertEqual(c.get(b"key199"), b"value199")
         self.assertEqual(c.add(b"counter", 0), 51)
         self.assertIn("leads (term", lead3.text())
+
+    def test_rdzvctl_finds_the_leader(self):
+        """rdzvctl --endpoint A,B,C (the replicas) talks to the one that leads: each is asked in
+        turn, a follower's answer names the leader, an endpoint nobody listens on is passed over.
+        One endpoint is taken as it is: a follower alone refuses (exit 3), as before."""
+        cl = self.cluster()
+        lead, c = cl.leader()
+        c.set(b"ctl", b"from a client")
+        followers = ["%s:%d" % (HOST, r.port) for r in cl.r if r is not lead]
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            nobody = "%s:%d" % (HOST, s.getsockname()[1])  # closed: refused
+        for eps in ([nobody] + followers, followers[::-1] + ["%s:%d" % (HOST, lead.port)]):
+            out = subprocess.run([RDZVCTL, "-e", ",".join(eps), "--raw", "get", "ctl"],
+                                 capture_output=True, text=True, timeout=30)
+            self.assertEqual((out.returncode, out.stdout), (0, "from a client\n"), out.stderr)
+        out = subprocess.run([RDZVCTL, "-e", ",".join(followers), "status", "--json"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn('"jobs"', out.stdout)
+        out = subprocess.run([RDZVCTL, "-e", followers[0], "--raw", "get", "ctl"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
+        out = subprocess.run([RDZVCTL, "-e", nobody + "," + nobody, "--raw", "get", "ctl"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
+        self.assertIn("no rdzvd in --endpoint", out.stderr)
 
     def test_minority_leader_acknowledges_nothing(self):
         cl = self.cluster()
