@@ -20,82 +20,14 @@
 #include "agent-heartbeat.h"
 #include "agent-nccl.h"
 #include "agent-replica.h"
+#include "agent-session-impl.h"
 #include "agent-stacks.h"
 #include "agent-store.h"
 #include "agent-workers.h"
 
-/* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
- * generation, which the ROUND re-forms). RUNNING: this generation's workers run. LEFT: they
- * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
- * generation (after EVENT restart, or after one failed here). STOPPING: stopping them for good. */
-enum agent_state {
-    AG_JOINING,
-    AG_RUNNING,
-    AG_LEFT,
-    AG_RESTARTING,
-    AG_STOPPING,
-    AG_DONE,
-    _AG_STATE_MAX,
-};
-
 static const char *const state_names[] = {
     [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
     [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
-};
-
-struct agent_session;
-
-/* A hung worker whose stacks are being asked for (agent_session_group_hang). */
-struct hang_ctx {
-    struct agent_session *a;
-    unsigned local_rank;
-    uint64_t gen;
-    char reason[RDZV_REASON_MAX + 1];
-};
-
-struct agent_session {
-    struct agent_session_cfg cfg; /* strings borrowed from the caller */
-    uv_loop_t *loop;
-    enum agent_state state;       /* changed only by session_set_state() */
-    struct agent_client *client;
-    struct agent_group *group;
-    struct agent_nccl_root *nccl; /* holder of this generation's NCCL bootstrap roots */
-    uint64_t nccl_generation;
-    /* Node rank 0 of a replicated rdzvd's job: the generation's store (NCCL_REQUEST "store"),
-     * created at the first request; where the one asked for now listens (port 0: none). */
-    struct agent_store *store;
-    char store_addr[RDZV_STORE_ADDR_MAX + 1];
-    uint16_t store_port;
-    uv_timer_t heartbeat;
-    /* With replicas (--endpoint A,B,C): runs from a lost connection until the next JOINED; when
-     * it fires (--heartbeat-timeout) no leader could be reached, and the workers stop. */
-    uv_timer_t leaderless;
-    struct rdzv_round round;   /* the current (or last) generation's assignment */
-    int exit_code;
-    bool local_failure;        /* one of our workers failed */
-    bool have_outcome;
-    bool workers_gone;
-    struct rdzv_event outcome;
-    uint64_t stopping_gen;     /* RESTARTING: the generation being stopped */
-    bool restart_pending;      /* EVENT restart for stopping_gen received: READY once stopped */
-    bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
-    struct rdzv_worker_exit pexit;
-    struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
-    /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
-    struct agent_endpoints eps;
-    unsigned ep_last;          /* the endpoint last joined through (eps) */
-    struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
-    /* --recovery inplace: */
-    bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
-    struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
-    struct hang_ctx *hangs;       /* [nproc]: and what is known of its hang meanwhile */
-    bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
-    bool *late;                /* [nproc]: could not be told this generation (exiting, or not
-                                * reading its channel): replaced when its exit comes */
-    /* The job went on without this node (JOINED as a spare after a resume of a generation that
-     * is over): its workers are stopped even in place (their state is of no generation the job
-     * runs, and a spare holds no worker); cleared by the next ROUND. */
-    bool dropped;
 };
 
 /* The one place the session's state changes. */
@@ -149,10 +81,8 @@ static void send_ready(struct agent_session *a, uint64_t gen)
     (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = gen});
 }
 
-/* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
- * the next connection when the daemon can't be reached now. */
-static void report_failure(struct agent_session *a, int64_t rank, int64_t local_rank, int64_t code,
-                           int sig, const char *reason)
+void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t local_rank,
+                                   int64_t code, int sig, const char *reason)
 {
     struct rdzv_worker_exit *w = &a->pexit;
     struct timeval tv;
@@ -171,10 +101,7 @@ static void report_failure(struct agent_session *a, int64_t rank, int64_t local_
     a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
-/* local_rank failed here (or hung: being killed), and rdzvd has been told. Restart: stop the
- * other workers at once (fail fast). In place: they keep running, and READY goes out once the
- * daemon's EVENT restart came and every failed rank is reaped. */
-static void fail_local(struct agent_session *a, unsigned local_rank)
+void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
 {
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
@@ -240,89 +167,10 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     a->local_failure = true;
     /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
      * with a restart or the job's end. In place, only this one is gone. */
-    report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
+    agent_session_report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
     if (a->cfg.inplace)
         log_info("the other workers keep running (--recovery inplace)");
-    fail_local(a, local_rank);
-}
-
-/* A hung worker's stacks are in (or could not be had): log them, then fail it with the place it
- * was stuck in its root cause. */
-static void hang_fail(struct agent_session *a, unsigned local_rank, const char *reason)
-{
-    int64_t rank = a->round.rank_offset + local_rank;
-
-    log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)", rank,
-              local_rank, reason);
-    /* As a crash: the hung worker's process group is killed now (a hung process may ignore
-     * SIGTERM), rdzvd hears why, and the other workers are stopped as after any failure. Its exit,
-     * when it comes, is a consequence (the state is no longer RUNNING). */
-    a->local_failure = true;
-    agent_group_signal_rank(a->group, local_rank, SIGKILL);
-    report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
-    fail_local(a, local_rank);
-}
-
-static void hang_stacks_done(void *ud, const struct agent_stacks_result *r)
-{
-    struct hang_ctx *h = ud;
-    struct agent_session *a = h->a;
-    const char *line = r->text, *nl;
-    char reason[RDZV_REASON_MAX + 1];
-
-    a->stacks[h->local_rank] = NULL;
-    log_warn("worker rank %" PRId64 " (local rank %u): its stacks (%s):",
-             a->round.rank_offset + h->local_rank, h->local_rank, r->source);
-    for (; line && *line; line = nl ? nl + 1 : NULL) {
-        nl = strchr(line, '\n');
-        log_warn("  | %.*s", (int)(nl ? nl - line : (ptrdiff_t)strlen(line)), line);
-    }
-    if (a->state == AG_RUNNING && a->round.generation == h->gen &&
-        agent_group_rank_running(a->group, h->local_rank)) {
-        if (r->culprit[0])
-            (void)!snprintf(reason, sizeof(reason), "%.100s, %s%.150s", h->reason,
-                            strncmp(r->culprit, "stopped", 7) ? "in " : "", r->culprit);
-        else
-            snprintf(reason, sizeof(reason), "%s", h->reason);
-        hang_fail(a, h->local_rank, reason);
-    }
-}
-
-void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
-                              uint64_t last_step, uint64_t silent_ms, void *ud)
-{
-    struct agent_session *a = ud;
-    struct hang_ctx *h = &a->hangs[local_rank];
-    char file[4096] = "";
-    const char *ef;
-    bool announced = false;
-    int pid = 0;
-
-    if (a->state != AG_RUNNING || a->stacks[local_rank])
-        return;
-    *h = (struct hang_ctx){.a = a, .local_rank = local_rank, .gen = a->round.generation};
-    if (reported)
-        snprintf(h->reason, sizeof(h->reason), "made no progress for %.1f s after step %" PRIu64,
-                 (double)silent_ms / 1000, last_step);
-    else
-        snprintf(h->reason, sizeof(h->reason),
-                 "made no first progress report within %.1f s of its start",
-                 (double)silent_ms / 1000);
-    if (agent_group_hang_info(g, local_rank, &pid, &announced) < 0) {
-        hang_fail(a, local_rank, h->reason);
-        return;
-    }
-    /* Where is it stuck? Ask it (or gdb, or /proc) before it is killed. */
-    log_warn("worker rank %" PRId64 " (local rank %u, pid %d) %s: asking for its stacks",
-             a->round.rank_offset + local_rank, local_rank, pid, h->reason);
-    ef = agent_group_error_file(g, local_rank);
-    if (ef && agent_env_stacks_file(ef, file, sizeof(file)) < 0)
-        file[0] = '\0';
-    if (agent_stacks_collect(a->loop, pid, announced, file[0] ? file : NULL, hang_stacks_done, h,
-                             &a->stacks[local_rank]) < 0) {
-        a->stacks[local_rank] = NULL;
-        hang_fail(a, local_rank, h->reason);
-    }
+    agent_session_fail_local(a, local_rank);
 }
 
 void agent_session_group_all_exited(struct agent_group *g, void *ud)
@@ -432,7 +280,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
         a->local_failure = true;
         session_set_state(a, AG_RESTARTING);
         a->stopping_gen = r->generation;
-        report_failure(a, r->rank_offset, 0, 127, 0, NULL);
+        agent_session_report_failure(a, r->rank_offset, 0, 127, 0, NULL);
     }
     /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
     (void)agent_client_send_heartbeat(a->client,
@@ -696,7 +544,7 @@ static void leaderless_cb(uv_timer_t *t)
               a->cfg.heartbeat_timeout_s);
     if (a->state == AG_RUNNING) {
         a->local_failure = true;
-        report_failure(a, a->round.rank_offset, 0, 128 + SIGTERM, SIGTERM, reason);
+        agent_session_report_failure(a, a->round.rank_offset, 0, 128 + SIGTERM, SIGTERM, reason);
         session_set_state(a, AG_RESTARTING);
         a->stopping_gen = a->round.generation;
         a->restart_pending = false;
