@@ -287,6 +287,8 @@ static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_j
 struct decided {
     enum rdzvd_decision_kind kind;
     struct rdzvd_job_record rec; /* ENDED: only run_id */
+    const uint8_t *key;          /* the record's key in the table */
+    size_t klen;
 };
 
 /* rec would take the job cur back, or make it another job? (rdzvd-decision.h) */
@@ -310,10 +312,8 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
     int r;
 
     if (d->kind == RDZVD_DECIDE_ENDED) {
-        if (rdzvd_job_record_get(t, d->rec.run_id, &cur) == -ENOENT)
-            return 1;
-        rdzvd_job_record_clear(&cur);
-        return rdzvd_job_record_del(t, d->rec.run_id);
+        r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
+        return r < 0 ? r : !r;
     }
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
     if (r == 0 && decision_goes_back(d, &cur))
@@ -372,6 +372,8 @@ int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
         r = -EBADMSG; /* a decision of another job than the key's */
         goto out;
     }
+    d.key = key;
+    d.klen = klen;
     r = rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen, apply_decided, &d);
     if (r > 0)
         r = 0;

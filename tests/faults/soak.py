@@ -55,6 +55,7 @@ import time
 import unittest
 
 from faulttest import BUILD, free_port, kill_quietly, pid_alive, rdzvtest
+from test_partition import ip
 
 RDZVD = rdzvtest.RDZVD
 RDZVCTL = rdzvtest.RDZVCTL
@@ -94,10 +95,6 @@ class Start:
     def __repr__(self):
         return (f"start(gen={self.gen} restart={self.restart} rank={self.rank} pid={self.pid} "
                 f"agent={self.agent} starts={self.starts})")
-
-
-def ip(*args):
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
 
 
 class ReplicaHosts:
