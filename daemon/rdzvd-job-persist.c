@@ -71,48 +71,38 @@ int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
                                    &j->store_port);
 }
 
-/* The nodes of j's running generation by node rank (malloc'd, round.nnodes of them): its
- * members when every node rank has one, else those of the record it was rebuilt from; NULL when
- * neither is known (a job made from an agent's claim) or out of memory (logged). */
+/* The nodes of j's running generation by node rank (malloc'd, round.nnodes of them), or NULL
+ * when a node rank has no member (a job made from an agent's claim) or out of memory (logged). */
 static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
 {
     struct rdzvd_job_record_node *nodes;
     int64_t n = j->round.nnodes;
 
-    if (n < 1)
-        return NULL;
     /* by_rank read here, not through member_by_rank: rdzvd-job-sm.c calls this file, and
      * no call goes back (tests/layering.py) */
+    if (n < 1 || n > j->rank_cap)
+        return NULL;
     for (int64_t i = 0; i < n; i++)
-        if (i >= j->rank_cap || !j->by_rank[i])
-            goto out_rebuilt;
-    if (!(nodes = calloc((size_t)n, sizeof(*nodes))))
-        goto out_nomem;
+        if (!j->by_rank[i])
+            return NULL;
+    if (!(nodes = calloc((size_t)n, sizeof(*nodes)))) {
+        log_warn("job=%s gen=%" PRIu64 " out of memory: its record names no node", j->run_id,
+                 j->generation);
+        return NULL;
+    }
     for (int64_t i = 0; i < n; i++) {
-        const struct rdzvd_member *m = j->by_rank[i];
-
-        memcpy(nodes[i].node_id, m->join.node_id, sizeof(nodes[i].node_id));
-        nodes[i].nproc = m->join.nproc;
+        nodes[i] = (struct rdzvd_job_record_node){.nproc = j->by_rank[i]->join.nproc};
+        memcpy(nodes[i].node_id, j->by_rank[i]->join.node_id, sizeof(nodes[i].node_id));
     }
     return nodes;
-out_rebuilt:
-    if (!j->rebuilt_nodes)
-        return NULL;
-    if (!(nodes = malloc((size_t)n * sizeof(*nodes))))
-        goto out_nomem;
-    memcpy(nodes, j->rebuilt_nodes, (size_t)n * sizeof(*nodes));
-    return nodes;
-out_nomem:
-    log_warn("job=%s gen=%" PRIu64 " out of memory: its record names no node", j->run_id,
-             j->generation);
-    return NULL;
 }
 
 /* The job table (journaled in --state-dir, or a replica's, replicated): decide the job's
  * generation and restart count (rdzvd-decision.h: a generation formed, or stopped), so that a
- * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the generation's workers run (ROUND sent), and the
- * record names its nodes by node rank and its NCCL ids: a restarted rdzvd waits for those
- * nodes' agents before it places anyone. Once per generation. */
+ * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the
+ * generation's workers run (ROUND sent), and the record names its nodes by node rank and its
+ * NCCL ids: a restarted rdzvd waits for those nodes' agents before it places anyone. Once per
+ * generation. */
 void job_save(struct rdzvd_job *j, bool running)
 {
     struct rdzvd_job_record rec = {.min = j->min,
