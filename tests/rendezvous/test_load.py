@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzvd under load: 15,000 idle (handshaken) TCPStore connections next to an active job. The
-job's store round trips must stay within 6x of the same daemon's without them (a bound against
-work per idle connection per turn; the figure itself is the README's benchmark), the idle
-connections must cost at most 4 KiB each, and the job must still finish. Prints the figures
-(README, "Under load")."""
+daemon's own CPU time per store round trip (its on-CPU nanoseconds, /proc/PID/schedstat) must
+stay within 4x of the same daemon's without them: work per idle connection per request or per
+loop turn would show there. Wall-clock round trips are printed, not asserted: on these 2-vCPU
+machines a round trip between two processes on different CPUs takes 60-90 us and on one CPU
+about 9 us (a cross-CPU wake-up in the VM), so their ratio follows where the scheduler puts the
+client, not rdzvd (it measured 6.4x in both builds on a clean clone with no change to rdzvd); the daemon and the client are pinned to one CPU for both
+measurements, so the ratio printed compares like with like.
+The idle connections must cost at most 4 KiB each, and the job must still run and finish.
+Prints the figures (README, "Under load")."""
 import json
 import os
 import resource
@@ -20,20 +25,37 @@ IDLE = int(os.environ.get("RDZV_LOAD_IDLE", "15000"))
 ROUND_TRIPS = 3000
 
 
-def round_trips(port, n=ROUND_TRIPS):
-    """Median and p99 of n GET round trips (seconds) on one connection to port."""
+def on_cpu_ns(pid):
+    """Nanoseconds pid has spent on a CPU (the first field of /proc/PID/schedstat)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def round_trips(port, pid, n=ROUND_TRIPS):
+    """Median and p99 of n GET round trips (seconds) on one connection to port, and the on-CPU
+    nanoseconds of process pid (the daemon) per round trip. The daemon and this process are
+    pinned to one CPU meanwhile: how long a wake-up takes depends on whether it crosses CPUs
+    (about 9 us one CPU, 60-90 us two here, in wall clock and in the woken one's CPU time)."""
+    mine, its = os.sched_getaffinity(0), os.sched_getaffinity(pid)
+    cpu_ = {min(mine & its or mine)}
+    os.sched_setaffinity(0, cpu_)
+    os.sched_setaffinity(pid, cpu_)
     c = rdzvtest.Client(port)
     try:
         c.set(b"/load-key", b"x" * 64)
         times = []
+        cpu0 = on_cpu_ns(pid)
         for _ in range(n):
             t0 = time.perf_counter()
             assert c.get(b"/load-key") == b"x" * 64
             times.append(time.perf_counter() - t0)
+        cpu = (on_cpu_ns(pid) - cpu0) / n
     finally:
         c.close()
+        os.sched_setaffinity(pid, its)
+        os.sched_setaffinity(0, mine)
     times.sort()
-    return statistics.median(times), times[int(len(times) * 0.99)]
+    return statistics.median(times), times[int(len(times) * 0.99)], cpu
 
 
 class LoadTest(AgentTestCase):
@@ -60,8 +82,9 @@ class LoadTest(AgentTestCase):
             time.sleep(0.1)
         self.assertTrue(store_port, "the job never started")
 
-        round_trips(store_port, 500)  # warm up
-        idle_med, idle_p99 = round_trips(store_port)
+        pid = d.proc.pid
+        round_trips(store_port, pid, 500)  # warm up
+        idle_med, idle_p99, idle_cpu = round_trips(store_port, pid)
         rss0 = d.rss_kb()
 
         conns = []
@@ -83,18 +106,21 @@ class LoadTest(AgentTestCase):
         rss1 = d.rss_kb()
         per_conn = (rss1 - rss0) * 1024 / IDLE
 
-        load_med, load_p99 = round_trips(store_port)
+        load_med, load_p99, load_cpu = round_trips(store_port, pid)
         ratio = load_med / idle_med
+        cpu_ratio = load_cpu / idle_cpu
         print(f"\n{IDLE} idle connections opened in {t_open:.2f} s; rdzvd RSS {rss0} -> {rss1} KiB "
               f"({per_conn:.0f} B per idle connection)\n"
               f"job store GET round trip: idle daemon median {idle_med * 1e6:.1f} us "
               f"(p99 {idle_p99 * 1e6:.1f}), with {IDLE} idle connections median "
-              f"{load_med * 1e6:.1f} us (p99 {load_p99 * 1e6:.1f}): {ratio:.2f}x", flush=True)
+              f"{load_med * 1e6:.1f} us (p99 {load_p99 * 1e6:.1f}): {ratio:.2f}x (wall clock, "
+              f"not asserted)\nrdzvd on-CPU time per round trip: {idle_cpu / 1e3:.1f} us idle, "
+              f"{load_cpu / 1e3:.1f} us with {IDLE} idle connections: {cpu_ratio:.2f}x",
+              flush=True)
         self.assertLessEqual(per_conn, 4096, "memory per idle connection")
-        # 1.01x when the README's figure was measured; 2.8-3.4x on a later machine for the code
-        # before and after accept pacing alike (median 55-68 us against 19-20 us): a bound that
-        # catches work per idle connection per turn, not a benchmark of the kernel's loopback.
-        self.assertLess(ratio, 6.0, "round trips with 15k idle connections vs an idle daemon")
+        # 0.8-1.0x in both builds here. Work per idle connection per request or per turn (15,000
+        # of anything) would cost tens of microseconds or more on top of ~25 us.
+        self.assertLess(cpu_ratio, 4.0, "rdzvd CPU per round trip, 15k idle connections vs none")
 
         # The job itself is unaffected: its agents are still members and heartbeating.
         st = json.loads(subprocess.run([RDZVCTL, "-e", ep, "status", "--json"],
