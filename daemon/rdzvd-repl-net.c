@@ -12,6 +12,7 @@
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
 #include "../common/rdzv-util.h"
+#include "rdzvd-repl-guard.h"
 
 #define MAGIC "RDZVRPL1"
 #define MAGIC_LEN 8
@@ -36,6 +37,13 @@ struct net {
     raft_uv_transport_close_cb close_cb;
     uint64_t last_warn_ms; /* refusals are logged at most once a second */
     struct rdzvd_repl_net_stats st;
+    const struct raft *raft; /* whose state inbound messages are checked against; NULL: none */
+    struct rdzv_list guards; /* struct rdzvd_repl_guard: inbound links after their handshake */
+    unsigned nguards;
+    struct {
+        raft_id peer;
+        uint64_t ms;
+    } bad_logged[RDZVD_REPL_LINKS_MAX]; /* a bad message is logged once per peer a minute */
 };
 
 enum hs_state { HS_HELLO, HS_HELLO_REST, HS_CHALLENGE, HS_PROOF, HS_PROOF_SENT, HS_DONE };
@@ -245,6 +253,99 @@ static void hs_expect(struct hs *h, enum hs_state st, size_t want)
     h->got = 0;
 }
 
+/* ---- inbound links after their handshake: libraft reads them through a guard ---- */
+
+static void guard_view(void *ud, uint64_t peer, struct rdzv_raft_view *v)
+{
+    const struct net *n = ud;
+    const struct raft *r = n->raft;
+
+    memset(v, 0, sizeof(*v));
+    v->peer = peer;
+    v->peer_member = true;
+    if (!r)
+        return; /* a transport without Raft (its own tests): the messages' form is still checked */
+    v->term = r->current_term;
+    v->leader = r->state == RAFT_LEADER;
+    if (r->state == RAFT_FOLLOWER)
+        v->leader_id = r->follower_state.current_leader.id;
+    if (r->configuration.n > 0) {
+        v->peer_member = false;
+        for (unsigned i = 0; i < r->configuration.n; i++)
+            if (r->configuration.servers[i].id == peer)
+                v->peer_member = true;
+    }
+}
+
+static void guard_refused(void *ud, struct rdzvd_repl_guard *g, const char *why)
+{
+    struct net *n = ud;
+    uint64_t now = rdzv_now_ms();
+    unsigned slot = 0;
+
+    n->st.malformed++;
+    for (unsigned i = 0; i < RDZVD_REPL_LINKS_MAX; i++) {
+        if (n->bad_logged[i].peer == g->peer) {
+            slot = i;
+            break;
+        }
+        if (n->bad_logged[i].ms < n->bad_logged[slot].ms)
+            slot = i; /* the oldest, replaced if peer has none */
+    }
+    if (n->bad_logged[slot].peer == g->peer && n->bad_logged[slot].ms &&
+        now - n->bad_logged[slot].ms < RDZVD_REPL_BAD_LOG_MS)
+        return;
+    n->bad_logged[slot].peer = g->peer;
+    n->bad_logged[slot].ms = now;
+    log_warn("replication: closing the link from replica %llu (%s): a message that fails its "
+             "checks: %s (logged once a minute per replica)",
+             (unsigned long long)g->peer, g->where, why);
+}
+
+static void guard_closed(void *ud, struct rdzvd_repl_guard *g)
+{
+    struct net *n = ud;
+
+    rdzv_list_del(&g->node);
+    n->nguards--;
+    n->handles--;
+    net_maybe_closed(n);
+}
+
+static const struct rdzvd_repl_guard_hooks guard_hooks = {
+    .view = guard_view,
+    .refused = guard_refused,
+    .closed = guard_closed,
+};
+
+/* An authenticated inbound connection: to libraft through a guard of its own. */
+static void guard_link(struct net *n, uv_tcp_t *tcp, raft_id id, const char *peer,
+                       const char *where)
+{
+    struct rdzvd_repl_guard *g;
+    uv_stream_t *raft_end;
+    int r;
+
+    if (n->nguards >= RDZVD_REPL_LINKS_MAX) {
+        n->st.refused++;
+        log_warn("replication: %u inbound links are open; closing the one from replica %llu (%s)",
+                 n->nguards, (unsigned long long)id, where);
+        uv_close((uv_handle_t *)tcp, free_tcp_cb);
+        return;
+    }
+    r = rdzvd_repl_guard_start(n->loop, tcp, id, where, &guard_hooks, n, &g, &raft_end);
+    if (r < 0) {
+        n->st.refused++;
+        log_warn("replication: cannot take the link from replica %llu (%s): %s",
+                 (unsigned long long)id, where, uv_strerror(r));
+        return;
+    }
+    rdzv_list_add_tail(&n->guards, &g->node);
+    n->nguards++;
+    n->handles++;
+    n->accept_cb(n->t, id, peer, raft_end);
+}
+
 /* Inbound: a whole step of the handshake is in in[0..want). */
 static void inbound_step(struct hs *h)
 {
@@ -293,11 +394,12 @@ static void inbound_step(struct hs *h)
         stream = (uv_stream_t *)h->tcp;
         {
             raft_id id = h->peer_id;
-            char peer[ADDR_MAX + 1];
+            char peer[ADDR_MAX + 1], where[sizeof(h->where)];
 
             snprintf(peer, sizeof(peer), "%s", h->peer);
+            snprintf(where, sizeof(where), "%s", h->where);
             hs_end(h, true);
-            n->accept_cb(n->t, id, peer, stream);
+            guard_link(n, (uv_tcp_t *)stream, id, peer, where);
         }
         return;
     case HS_CHALLENGE:
@@ -507,12 +609,16 @@ static int t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, r
     struct sockaddr_storage ss;
     struct hs *h;
 
+    /* libraft 0.15 may still connect after it closed us, on its way out (a replica exiting 75
+     * did, issue 27 finding 7): the transport is gone, nothing is done. */
+    if (!n || n->closing)
+        return RAFT_NOCONNECTION;
     req->cb = cb;
     if (rdzvd_repl_parse_addr(address, &ss) < 0) {
         snprintf(t->errmsg, sizeof(t->errmsg), "%.200s: not IP:port", address);
         return RAFT_NOCONNECTION;
     }
-    if (n->closing || !(h = hs_new(n, true)))
+    if (!(h = hs_new(n, true)))
         return RAFT_NOMEM;
     h->req = req;
     h->peer_id = id;
@@ -556,6 +662,8 @@ static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
     n->close_cb = cb;
     rdzv_list_for_each_safe(pos, tmp, &n->hss)
         hs_fail(rdzv_container_of(pos, struct hs, node), "the transport is closing");
+    rdzv_list_for_each_safe(pos, tmp, &n->guards)
+        rdzvd_repl_guard_close(rdzv_container_of(pos, struct rdzvd_repl_guard, node));
     if (n->listener) {
         uv_close((uv_handle_t *)n->listener, listener_closed);
         n->listener = NULL;
@@ -575,6 +683,7 @@ int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
     n->token = token;
     n->handshake_ms = handshake_ms ? handshake_ms : RDZVD_REPL_HANDSHAKE_MS;
     rdzv_list_init(&n->hss);
+    rdzv_list_init(&n->guards);
     memset(t, 0, sizeof(*t));
     t->impl = n;
     t->init = t_init;
@@ -582,6 +691,11 @@ int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
     t->connect = t_connect;
     t->close = t_close;
     return 0;
+}
+
+void rdzvd_repl_net_check_against(struct raft_uv_transport *t, const struct raft *r)
+{
+    ((struct net *)t->impl)->raft = r;
 }
 
 const struct rdzvd_repl_net_stats *rdzvd_repl_net_stats(const struct raft_uv_transport *t)

@@ -9,8 +9,11 @@
  *   C -> S  "RDZVRPL1", u64 C's raft id, u8 n, C's address (n bytes), C's nonce cn (32 bytes)
  *   S -> C  S's nonce sn (32), rdzv_auth_mac(token, server, sn, cn) (32)
  *   C -> S  rdzv_auth_mac(token, client, sn, cn) (32)
- * then the connection is libraft's (C sends on it, S receives). Each side reads exactly the
- * handshake's bytes, never one of libraft's. Without a token the MACs are zeros and not checked
+ * then the connection carries libraft's messages (C sends on it, S receives). Each side reads
+ * exactly the handshake's bytes, never one of libraft's. S does not hand the connection itself to
+ * libraft: a guard reads it and passes on only messages that pass rdzv-raft-wire.h's checks,
+ * against the state of the struct raft given to rdzvd_repl_net_check_against
+ * (rdzvd-repl-guard.h); a bad one closes the link, logged once a minute per peer. Without a token the MACs are zeros and not checked
  * (a replica set on a trusted network; rdzvd says so at start).
  *
  * Bounds: at most RDZVD_REPL_HANDSHAKES_MAX connections in their handshake at once (more are
@@ -33,18 +36,25 @@
 
 #define RDZVD_REPL_HANDSHAKES_MAX 32
 #define RDZVD_REPL_HANDSHAKE_MS 5000
+#define RDZVD_REPL_LINKS_MAX 64       /* inbound links past their handshake */
+#define RDZVD_REPL_BAD_LOG_MS 60000   /* a peer's bad messages: one log line a minute */
 
 struct rdzvd_repl_net_stats {
     uint64_t accepted;  /* inbound handshakes that passed */
     uint64_t refused;   /* inbound connections closed: bad handshake, deadline, too many */
     uint64_t connected; /* outbound handshakes that passed */
     uint64_t failed;    /* outbound attempts that failed */
+    uint64_t malformed; /* inbound links closed on a message that failed its checks */
 };
 
 /* Set t up as an authenticating transport on loop. token: NULL for none. handshake_ms: 0 for
  * RDZVD_REPL_HANDSHAKE_MS. 0 or -ENOMEM. */
 int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
                         const struct rdzv_token *token, uint64_t handshake_ms);
+
+/* Check inbound messages against r's state from now on (its term, leader, configuration).
+ * Until then, and for a transport used without Raft, only their form is checked. */
+void rdzvd_repl_net_check_against(struct raft_uv_transport *t, const struct raft *r);
 
 /* The counters of t (valid until its close). */
 const struct rdzvd_repl_net_stats *rdzvd_repl_net_stats(const struct raft_uv_transport *t);

@@ -57,6 +57,8 @@ struct rdzvd_replica {
     void *change_ud;
     bool shutdown_pending; /* this leader's shutdown entry is proposed or pending */
     bool shutdown_done;
+    uv_check_t unavailable; /* after each turn: has libraft given up (RAFT_UNAVAILABLE)? */
+    bool check_open;
 };
 
 #define SHUTDOWN_KEY "shutdown" /* a key of the job table: the cluster decided to end */
@@ -487,6 +489,25 @@ int rdzvd_replica_shutdown(struct rdzvd_replica *r)
 
 /* ---- life ---- */
 
+/* libraft 0.15 turns RAFT_UNAVAILABLE for good when it cannot go on (an AppendEntries that
+ * contradicts a committed entry, a failed disk write), logs nothing and serves nothing, with the
+ * process up: no supervisor would restart it. Checked after each loop turn (a uv_check handle:
+ * it runs only when the loop wakes for something else), it ends this replica as a failed entry
+ * does: the owner stops and rdzvd exits 75, to be restarted on its --state-dir. */
+static void unavailable_cb(uv_check_t *c)
+{
+    struct rdzvd_replica *r = c->data;
+
+    if (r->closing || r->failed || raft_state(&r->raft) != RAFT_UNAVAILABLE)
+        return;
+    log_error("replication: replica %u is unavailable (libraft gave up: its log contradicts "
+              "a message it took, or its disk failed); stopping so that a restart on its "
+              "--state-dir follows the log again",
+              self_raft_id(r));
+    r->failed = true;
+    r->hooks->settled(r->ud, -ESTALE);
+}
+
 int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const char *dir,
                       const struct rdzv_token *token, struct rdzvd_store *store,
                       struct rdzvd_store *jobs, const struct rdzvd_replica_hooks *hooks, void *ud,
@@ -539,6 +560,12 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
         goto out_free;
     }
     r->raft_ready = true;
+    rdzvd_repl_net_check_against(&r->tr, &r->raft);
+    if (uv_check_init(loop, &r->unavailable) == 0) {
+        r->unavailable.data = r;
+        r->check_open = uv_check_start(&r->unavailable, unavailable_cb) == 0;
+        uv_unref((uv_handle_t *)&r->unavailable);
+    }
     raft_set_election_timeout(&r->raft, RDZVD_REPL_ELECTION_MS);
     raft_set_heartbeat_timeout(&r->raft, RDZVD_REPL_HEARTBEAT_MS);
     /* A replica cut off from the others runs pre-votes, which raise no term: healed, it does not
@@ -602,6 +629,10 @@ void rdzvd_replica_close(struct rdzvd_replica *r)
     if (r->closing)
         return;
     r->closing = true;
+    if (r->check_open) {
+        uv_close((uv_handle_t *)&r->unavailable, NULL); /* closed before raft_close ends */
+        r->check_open = false;
+    }
     rdzvd_store_set_change_cb(r->store, NULL, NULL);
     if (r->jobs)
         rdzvd_store_set_change_cb(r->jobs, NULL, NULL);

@@ -144,7 +144,9 @@ class Cluster:
             timeout, "\n".join(r.text()[-2000:] for r in self.r)))
 
 
-class Replicas(unittest.TestCase):
+class ClusterCase(unittest.TestCase):
+    """Tests on a Cluster, closed at the end, whose replicas' logs must hold no sanitizer report
+    (test_replica_link.py's too)."""
 
     def cluster(self, **kw):
         c = Cluster(**kw)
@@ -156,6 +158,9 @@ class Replicas(unittest.TestCase):
         for r in cl.r:
             for what in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
                 self.assertNotIn(what, r.text())
+
+
+class Replicas(ClusterCase):
 
     def test_follower_refuses_and_names_the_leader(self):
         cl = self.cluster()

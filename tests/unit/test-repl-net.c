@@ -802,23 +802,50 @@ out:
     return rc;
 }
 
-/* The right proof, with libraft's first bytes in the same write: they are left to libraft. */
-static int right_proof(struct raw *r)
+/* A RequestVoteResult as libraft 0.15 writes it: preamble (type 4, 24 bytes), term 1, granted. */
+static const uint8_t VOTE_RESULT[40] = {4, 0, 0, 0, 0, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0,
+                                        1, 0, 0, 0, 0, 0, 0, 0, 1};
+/* An InstallSnapshot of 73 bytes whose configuration claims 2^62 bytes (issue 27 finding 1). */
+static const uint8_t HUGE_CONF[73] = {5, 0, 0, 0, 0, 0, 0, 0, 57, 0, 0, 0, 0, 0, 0, 0,
+                                      1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                                      1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                                      0, 0, 0, 0, 0, 0, 0, 0x40, 1};
+
+/* The right proof, then msg in the same write: the guard checks it, passes it to libraft's end
+ * when it is good, and closes the link when it is not. */
+static int proof_then(struct raw *r, const uint8_t *msg, size_t len)
 {
-    uint8_t p[400], ch[64], cn[RDZV_NONCE_BYTES] = {3}, mac[RDZV_MAC_BYTES + 16];
+    uint8_t p[400], ch[64], cn[RDZV_NONCE_BYTES] = {3}, mac[RDZV_MAC_BYTES + 128];
     size_t n = hello(p, 9, "127.0.0.1:4242", cn);
     int fd = raw_connect(r->port), rc = -1;
 
+    ASSERT_TRUE(len <= 128);
     if (fd < 0 || write(fd, p, n) != (ssize_t)n || raw_read_all(fd, ch, sizeof(ch)) < 0)
         goto out;
     ASSERT_OK(rdzv_auth_mac(&T.token, false, ch, cn, mac));
-    memcpy(mac + RDZV_MAC_BYTES, "LIBRAFT-MESSAGE!", 16);
-    if (write(fd, mac, sizeof(mac)) != (ssize_t)sizeof(mac))
+    memcpy(mac + RDZV_MAC_BYTES, msg, len);
+    if (write(fd, mac, RDZV_MAC_BYTES + len) != (ssize_t)(RDZV_MAC_BYTES + len))
         goto out;
-    rc = raw_closed(fd); /* the test's accept callback closes it after 16 bytes */
+    rc = raw_closed(fd);
 out:
     close(fd);
     return rc;
+}
+
+static int huge_conf(struct raw *r)
+{
+    return proof_then(r, HUGE_CONF, sizeof(HUGE_CONF)); /* the guard closes it */
+}
+
+static int right_proof(struct raw *r)
+{
+    return proof_then(r, VOTE_RESULT, sizeof(VOTE_RESULT)); /* the test closes it after 16 */
+}
+
+/* The right proof, then 16 bytes that are no Raft message. */
+static int right_proof_raw(struct raw *r)
+{
+    return proof_then(r, (const uint8_t *)"LIBRAFT-MESSAGE!", 16);
 }
 
 /* 32 connections in their handshake at once: the 33rd is closed at accept, the others not. */
@@ -877,7 +904,18 @@ static void test_inbound_refusals(void)
     ASSERT_TRUE(s.accepts == 1 && st->accepted == 1 && s.peer_id == 9);
     ASSERT_EQ(strcmp(s.peer, "127.0.0.1:4242"), 0);
     ASSERT_TRUE(s.first_done && s.nfirst == 16);
-    ASSERT_MEMEQ(s.first, "LIBRAFT-MESSAGE!", 16);
+    ASSERT_MEMEQ(s.first, VOTE_RESULT, 16); /* libraft reads the message the guard passed */
+    ASSERT_EQ(st->malformed, 0);
+    /* What is not a Raft message never reaches libraft: the link closes, counted and logged. */
+    for (int k = 0; k < 2; k++) {
+        s.first_done = 0;
+        s.nfirst = 0;
+        ASSERT_OK(raw_run(port_of(&s), k ? huge_conf : right_proof_raw));
+        ASSERT_EQ(st->malformed, (uint64_t)k + 1);
+        while (!s.first_done)
+            uv_run(&L, UV_RUN_ONCE); /* libraft's end sees EOF, with nothing before it */
+        ASSERT_TRUE(s.accepts == k + 2 && s.nfirst == 0);
+    }
     tr_close(&s);
 
     /* The bound on handshakes at once (a deadline long enough that none ends meanwhile); the
