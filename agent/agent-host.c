@@ -223,7 +223,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res = NULL;
     char portstr[8], bind_addr[INET6_ADDRSTRLEN + 2] = "", rdzvd[PATH_MAX], log_path[PATH_MAX],
-                                                  token[PATH_MAX];
+                                                  token[PATH_MAX], key[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     int claim, r;
 
@@ -272,8 +272,13 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
         log_error_errno(r, "hosting rdzvd: --token-file %s", c->token_file);
         goto out_claim;
     }
+    if (c->replicas > 1 && c->replica_key_file && !realpath(c->replica_key_file, key)) {
+        r = -errno;
+        log_error_errno(r, "hosting rdzvd: --replica-key-file %s", c->replica_key_file);
+        goto out_claim;
+    }
     {
-        char *argv[24] = {rdzvd,
+        char *argv[28] = {rdzvd,
                           "--bind",
                           bind_addr,
                           "--port",
@@ -310,6 +315,10 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             argv[n++] = "--state-dir";
             argv[n++] = dir;
             argv[n++] = "--remove-state-dir"; /* made for this job only: gone with it */
+            if (c->replica_key_file) {
+                argv[n++] = "--replica-key-file";
+                argv[n++] = key;
+            }
             log_info("hosting rdzvd as the first of %u replicas (on as many hosts of the job)",
                      c->replicas);
         }

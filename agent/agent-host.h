@@ -39,6 +39,7 @@ struct agent_host_cfg {
     bool must;              /* host without the bind check (static node rank 0, is_host=1) */
     bool rank0;             /* node rank 0: host on the wildcard address if the bind check fails */
     const char *token_file; /* passed to rdzvd, or NULL */
+    const char *replica_key_file; /* passed to rdzvd when it is a replica (replicas > 1) */
     /* More than 1: rdzvd is the first replica (--peers itself, --replicas N, its Raft log in a
      * new $TMPDIR/rdzvd-host-<port>-XXXXXX), and asks agents on other hosts for the others. */
     unsigned replicas;

@@ -446,6 +446,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .metavar = "FILE",
          .help = "the secret rdzvd was started with (--token-file): agent\n"
                  "and daemon prove it to each other (mode 0600)"},
+        {.kind = RDZV_OPT_STRING, .name = "replica-key-file", .dest = &o->replica_key_file,
+         .metavar = "FILE",
+         .help = "the replicas' own secret (rdzvd --replica-key-file), given\n"
+                 "to the rdzvd replicas this agent hosts"},
         {.kind = RDZV_OPT_STRING, .name = "log-dir", .flags = RDZV_OPT_F_PREFER,
          .dest = &o->log_dir, .metavar = "DIR",
          .help = "also write each worker's output to\n"

@@ -63,6 +63,7 @@ struct agent_opts {
     bool isolate_gpus;
     enum rdzv_log_level level;
     const char *token_file;  /* prove this secret to rdzvd (--token-file) */
+    const char *replica_key_file; /* for the replicas of rdzvd it hosts (--replica-key-file) */
     char **argv;             /* worker command; NULL: none given (the built-in trainer) */
     bool raw_cmd;            /* argv came after "--": run as given (rdzv's own meaning) */
 

@@ -135,8 +135,8 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
                         struct agent_replica **ret)
 {
     const char *tmp = getenv("TMPDIR");
-    char rdzvd[PATH_MAX], dir[PATH_MAX], token[PATH_MAX], peers[96], port[8], id[16], nrep[8];
-    char *argv[24];
+    char rdzvd[PATH_MAX], dir[PATH_MAX], token[PATH_MAX], key[PATH_MAX], peers[96], port[8];
+    char id[16], nrep[8], *argv[28];
     struct agent_replica *r;
     int ready[2], rc;
     unsigned n = 0;
@@ -146,6 +146,9 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
                                         "nor in PATH", cfg->self_exe);
     if (cfg->token_file && !realpath(cfg->token_file, token))
         return log_error_errno(-errno, "hosting a replica: --token-file %s", cfg->token_file);
+    if (cfg->replica_key_file && !realpath(cfg->replica_key_file, key))
+        return log_error_errno(-errno, "hosting a replica: --replica-key-file %s",
+                               cfg->replica_key_file);
     tmp = tmp && *tmp ? tmp : "/tmp";
     snprintf(dir, sizeof(dir), "%s/rdzvd-replica-%u-%u-XXXXXX", tmp, cfg->port, cfg->id);
     if (!mkdtemp(dir))
@@ -189,6 +192,10 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     if (cfg->token_file) {
         argv[n++] = "--token-file";
         argv[n++] = token;
+    }
+    if (cfg->replica_key_file) {
+        argv[n++] = "--replica-key-file";
+        argv[n++] = key;
     }
     argv[n] = NULL;
     if (pipe2(ready, O_CLOEXEC) < 0) {
@@ -308,6 +315,8 @@ void agent_replica_request(struct agent_replica_host *h, const char *local,
                                                             .id = (unsigned)q->id,
                                                             .replicas = (unsigned)q->replicas,
                                                             .token_file = h->token_file,
+                                                            .replica_key_file =
+                                                                h->replica_key_file,
                                                             .level = h->level},
                                 request_done, request_gone, h, &h->replica);
     if (r < 0) {

@@ -33,6 +33,7 @@ struct agent_replica_cfg {
     unsigned id;            /* its Raft id, given by the leader */
     unsigned replicas;      /* the cluster's size, kept once it leads (rdzvd --replicas) */
     const char *token_file; /* passed on, or NULL */
+    const char *replica_key_file; /* passed on (rdzvd --replica-key-file), or NULL */
     enum rdzv_log_level level;
 };
 
@@ -50,7 +51,7 @@ void agent_replica_free(struct agent_replica *r);
 /* What an agent's session keeps to answer the leader's REPLICA requests, one at a time. */
 struct agent_replica_host {
     uv_loop_t *loop;
-    const char *self_exe, *token_file; /* borrowed */
+    const char *self_exe, *token_file, *replica_key_file; /* borrowed */
     enum rdzv_log_level level;
     /* The answer (REPLICA with endpoint, or error) to the connection of the moment. */
     void (*send)(void *ud, const struct rdzv_replica *ans);

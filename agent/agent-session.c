@@ -685,6 +685,7 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
     a->rhost = (struct agent_replica_host){.loop = cfg->loop,
                                            .self_exe = cfg->self_exe,
                                            .token_file = cfg->token_file,
+                                           .replica_key_file = cfg->replica_key_file,
                                            .level = cfg->level,
                                            .send = replica_send,
                                            .ud = a};

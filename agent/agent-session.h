@@ -39,6 +39,7 @@ struct agent_session_cfg {
     bool embedded;                  /* --standalone: rdzvd runs in this process (no reconnect,
                                      * no per-generation log context) */
     const char *token_file;         /* for a replica this agent hosts (REPLICA), or NULL */
+    const char *replica_key_file;   /* the same, the replicas' own key, or NULL */
     enum rdzv_log_level level;      /* and its log level */
 };
 

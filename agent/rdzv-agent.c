@@ -373,6 +373,8 @@ int main(int argc, char **argv)
                                                               .must = a.o.must_host,
                                                               .rank0 = a.o.node_rank == 0,
                                                               .token_file = a.o.token_file,
+                                                              .replica_key_file =
+                                                                  a.o.replica_key_file,
                                                               .replicas =
                                                                   (unsigned)a.o.replicas,
                                                               .level = a.o.level});
@@ -393,6 +395,7 @@ int main(int argc, char **argv)
                                                       .inplace = a.o.recovery_inplace,
                                                       .embedded = a.embedded != NULL,
                                                       .token_file = a.o.token_file,
+                                                      .replica_key_file = a.o.replica_key_file,
                                                       .level = a.o.level},
                           &a.session);
     if (r < 0) {

@@ -25,6 +25,7 @@ struct net {
     uv_loop_t *loop;
     struct raft_uv_transport *t;
     const struct rdzv_token *token;
+    const struct rdzv_token *key; /* the replicas' own: MACs bound to id and address */
     uint64_t handshake_ms;
     raft_id id;
     char address[ADDR_MAX + 1];
@@ -229,21 +230,56 @@ static void hs_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = h->want - h->got;
 }
 
+#define KEY_LABEL_SERVER "rdzv-replica-v1 server"
+#define KEY_LABEL_CLIENT "rdzv-replica-v1 client"
+
+/* The MAC of side server (S) or client (C) of h: with the replica key over that side's id and
+ * address (S: ours when we are S, the one asked for when we are C; C: the other way round). */
 static void mac(const struct net *n, bool server, const struct hs *h, uint8_t out[RDZV_MAC_BYTES])
 {
+    uint8_t msg[sizeof(KEY_LABEL_SERVER) - 1 + 2 * RDZV_NONCE_BYTES + 8 + ADDR_MAX];
+    bool ours = server != h->outbound; /* the side is this replica */
+    const char *addr = ours ? n->address : h->peer;
+    size_t at = sizeof(KEY_LABEL_SERVER) - 1, alen = strlen(addr);
+
     memset(out, 0, RDZV_MAC_BYTES);
-    if (n->token)
-        (void)rdzv_auth_mac(n->token, server, h->sn, h->cn, out);
+    if (!n->key) {
+        if (n->token)
+            (void)rdzv_auth_mac(n->token, server, h->sn, h->cn, out);
+        return;
+    }
+    memcpy(msg, server ? KEY_LABEL_SERVER : KEY_LABEL_CLIENT, at);
+    memcpy(msg + at, h->sn, RDZV_NONCE_BYTES);
+    memcpy(msg + at + RDZV_NONCE_BYTES, h->cn, RDZV_NONCE_BYTES);
+    at += 2 * RDZV_NONCE_BYTES;
+    rdzv_set_u64(msg + at, ours ? n->id : h->peer_id);
+    memcpy(msg + at + 8, addr, alen);
+    (void)rdzv_hmac_sha256(n->key->key, n->key->len, msg, at + 8 + alen, out);
+    explicit_bzero(msg, sizeof(msg));
 }
 
 static bool mac_ok(const struct net *n, bool server, const struct hs *h, const uint8_t *got)
 {
     uint8_t want[RDZV_MAC_BYTES];
 
-    if (!n->token)
+    if (!n->token && !n->key)
         return true;
     mac(n, server, h, want);
     return rdzv_auth_equal(want, got, RDZV_MAC_BYTES);
+}
+
+/* Is replica id at address a member of our configuration? Yes while we have none (a transport
+ * without Raft, or a replica started with --join before the leader adds it). */
+static bool is_member(const struct net *n, raft_id id, const char *address)
+{
+    const struct raft_configuration *c = n->raft ? &n->raft->configuration : NULL;
+
+    if (!c || c->n == 0)
+        return true;
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->servers[i].id == id)
+            return strcmp(c->servers[i].address, address) == 0;
+    return false;
 }
 
 static void hs_expect(struct hs *h, enum hs_state st, size_t want)
@@ -370,6 +406,10 @@ static void inbound_step(struct hs *h)
     case HS_HELLO_REST:
         memcpy(h->peer, h->in, h->want - RDZV_NONCE_BYTES);
         h->peer[h->want - RDZV_NONCE_BYTES] = '\0';
+        if (!is_member(n, h->peer_id, h->peer)) {
+            hs_fail(h, "its replica id and address are not in our configuration");
+            return;
+        }
         memcpy(h->cn, h->in + h->want - RDZV_NONCE_BYTES, RDZV_NONCE_BYTES);
         if (rdzv_auth_random(h->sn, RDZV_NONCE_BYTES) < 0) {
             hs_fail(h, "no random bytes for a nonce");
@@ -385,7 +425,8 @@ static void inbound_step(struct hs *h)
         return;
     case HS_PROOF:
         if (!mac_ok(n, false, h, h->in)) {
-            hs_fail(h, "wrong token");
+            hs_fail(h, n->key ? "wrong replica key (or not the replica it claims to be)"
+                              : "wrong token");
             return;
         }
         n->st.accepted++;
@@ -416,7 +457,8 @@ static void outbound_step(struct hs *h)
 
     memcpy(h->sn, h->in, RDZV_NONCE_BYTES);
     if (!mac_ok(n, true, h, h->in + RDZV_NONCE_BYTES)) {
-        hs_fail(h, "the replica does not hold our token");
+        hs_fail(h, n->key ? "the replica does not hold our replica key"
+                          : "the replica does not hold our token");
         return;
     }
     mac(n, false, h, h->proof);
@@ -672,7 +714,8 @@ static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
 }
 
 int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
-                        const struct rdzv_token *token, uint64_t handshake_ms)
+                        const struct rdzv_token *token, const struct rdzv_token *key,
+                        uint64_t handshake_ms)
 {
     struct net *n = calloc(1, sizeof(*n));
 
@@ -681,6 +724,7 @@ int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
     n->loop = loop;
     n->t = t;
     n->token = token;
+    n->key = key;
     n->handshake_ms = handshake_ms ? handshake_ms : RDZVD_REPL_HANDSHAKE_MS;
     rdzv_list_init(&n->hss);
     rdzv_list_init(&n->guards);

@@ -4,11 +4,17 @@
  * of it (issue 18, item 7). libraft's own TCP transport checks nothing: anyone who can reach the
  * port could append to the log.
  *
- * Handshake on each new connection (the connecting replica is C, the accepting one S; both hold
- * the token that agents use, RENDEZVOUS.md "Authentication", with the same MACs):
+ * Handshake on each new connection (the connecting replica is C, the accepting one S):
  *   C -> S  "RDZVRPL1", u64 C's raft id, u8 n, C's address (n bytes), C's nonce cn (32 bytes)
- *   S -> C  S's nonce sn (32), rdzv_auth_mac(token, server, sn, cn) (32)
- *   C -> S  rdzv_auth_mac(token, client, sn, cn) (32)
+ *   S -> C  S's nonce sn (32), S's MAC (32)
+ *   C -> S  C's MAC (32)
+ * With a replica key (rdzvd --replica-key-file, held by the replicas alone), a side's MAC is
+ * HMAC-SHA256(key, "rdzv-replica-v1 server|client" sn cn u64 id address) over its own Raft id
+ * and address: S's as C asked for it, C's as its hello claims (issue 27, item 1). Without a key
+ * it is the agents' MAC with the token, rdzv_auth_mac(token, server|client, sn, cn) (RENDEZVOUS.md
+ * "Authentication"): every agent-token holder passes. Either way S first checks that C's id and
+ * address are a member of its Raft configuration (when it has one: a replica started with --join
+ * has none until the leader adds it).
  * then the connection carries libraft's messages (C sends on it, S receives). Each side reads
  * exactly the handshake's bytes, never one of libraft's. S does not hand the connection itself to
  * libraft: a guard reads it and passes on only messages that pass rdzv-raft-wire.h's checks,
@@ -47,10 +53,12 @@ struct rdzvd_repl_net_stats {
     uint64_t malformed; /* inbound links closed on a message that failed its checks */
 };
 
-/* Set t up as an authenticating transport on loop. token: NULL for none. handshake_ms: 0 for
+/* Set t up as an authenticating transport on loop. key: the replicas' own secret, or NULL to
+ * prove token (NULL: nothing; both borrowed, must outlive t). handshake_ms: 0 for
  * RDZVD_REPL_HANDSHAKE_MS. 0 or -ENOMEM. */
 int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
-                        const struct rdzv_token *token, uint64_t handshake_ms);
+                        const struct rdzv_token *token, const struct rdzv_token *key,
+                        uint64_t handshake_ms);
 
 /* Check inbound messages against r's state from now on (its term, leader, configuration).
  * Until then, and for a transport used without Raft, only their form is checked. */

@@ -539,7 +539,7 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
         }
     rdzvd_repl_fsm_init(&r->fsm, store, jobs);
     r->fsm.origin = origin;
-    rc = rdzvd_repl_net_init(&r->tr, loop, token, 0);
+    rc = rdzvd_repl_net_init(&r->tr, loop, token, peers->key, 0);
     if (rc < 0) {
         log_error_errno(rc, "replication: links");
         goto out_free;
@@ -574,9 +574,13 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
     rdzvd_store_set_change_cb(store, change_cb, r);
     if (jobs)
         rdzvd_store_set_change_cb(jobs, jobs_change_cb, r);
-    if (!token)
+    if (!token && !peers->key)
         log_warn("replication: the links between replicas are not authenticated (no "
                  "--token-file): run replicas on a trusted network only");
+    else if (!peers->key)
+        log_warn("replication: the links between replicas prove the agents' token (no "
+                 "--replica-key-file): every agent-token holder can reach them; give the "
+                 "replicas a key of their own");
     *ret = r;
     return 0;
 

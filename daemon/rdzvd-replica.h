@@ -40,6 +40,8 @@
 #define RDZVD_REPL_HEARTBEAT_MS 50
 
 /* --peers: the replicas, in the same order on each. */
+struct rdzv_token;
+
 struct rdzvd_peers {
     unsigned n;                                            /* 1..RDZVD_REPLICAS_MAX */
     unsigned self;                                         /* this rdzvd's index */
@@ -48,6 +50,10 @@ struct rdzvd_peers {
     /* --join: this replica's Raft id (n is then 1: itself); it starts outside the cluster's
      * configuration and waits to be added. 0: a founding replica (id self + 1). */
     unsigned join_id;
+    /* --replica-key-file: the replicas' own secret, which agents do not hold; their links prove
+     * it, bound to each side's Raft id and address. NULL: the links prove the token (any
+     * agent-token holder gets past them) or nothing. */
+    const struct rdzv_token *key;
 };
 
 /* One server of the configuration now (rdzvd_replica_voters). */

@@ -38,6 +38,7 @@ struct opts {
     uint64_t idle_ms, idle_first_ms; /* --exit-when-idle; 0: never */
     int ready_fd;                    /* --ready-fd; -1: none */
     const char *peers;               /* --peers; NULL: a single rdzvd */
+    const char *replica_key_file;    /* --replica-key-file */
     uint64_t replica_id;             /* --replica-id; 0: found from --peers and --port */
     bool join;                       /* --join */
     uint64_t replicas;               /* --replicas; 0: none */
@@ -214,6 +215,12 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .metavar = "FILE",
          .help = "require agents and rdzvctl to prove they hold the secret\n"
                  "in FILE (HMAC-SHA256 challenge; mode 0600, >= 16 bytes)"},
+        {.kind = RDZV_OPT_STRING, .name = "replica-key-file", .dest = &o->replica_key_file,
+         .metavar = "FILE",
+         .help = "the replicas' own secret (mode 0600, >= 16 bytes; agents\n"
+                 "must not have it): each Raft link proves it, bound to its\n"
+                 "replica id and address (needs --peers; without it the links\n"
+                 "prove --token-file, which every agent holds)"},
         {.kind = RDZV_OPT_STRING, .name = "allow-store-from", .dest = &o->allow_store_from,
          .metavar = "CIDR[,CIDR...]",
          .help = "addresses PyTorch TCPStore clients may connect from\n"
@@ -331,9 +338,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         fprintf(stderr, "rdzvd: --max-input-bytes must be at least --max-frame\n");
         return -EINVAL;
     }
-    if ((o->replica_id || o->join || o->replicas) && !o->peers) {
+    if ((o->replica_id || o->join || o->replicas || o->replica_key_file) && !o->peers) {
         fprintf(stderr, "rdzvd: --%s needs --peers\n",
-                o->replica_id ? "replica-id" : o->join ? "join" : "replicas");
+                o->replica_id ? "replica-id" : o->join ? "join"
+                : o->replicas ? "replicas" : "replica-key-file");
         return -EINVAL;
     }
     if (o->join && !o->replica_id) {
@@ -361,6 +369,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
             return -EINVAL;
         }
         o->peer_list.join_id = o->join ? (unsigned)o->replica_id : 0;
+        if (o->replica_key_file) {
+            static struct rdzv_token key;
+
+            if (rdzv_token_load(o->replica_key_file, &key, err, sizeof(err)) < 0) {
+                fprintf(stderr, "rdzvd: --replica-key-file: %s\n", err);
+                return -EINVAL;
+            }
+            o->peer_list.key = &key;
+        }
         o->cfg.replicas = (unsigned)o->replicas;
         o->cfg.peers = &o->peer_list;
         o->cfg.replica_ops = &rdzvd_replica_ops;

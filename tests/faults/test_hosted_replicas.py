@@ -51,15 +51,43 @@ class HostedReplicas(NetnsHosts):
     def rtext(self, i):
         return "".join(self.text(l) for l in self.rdzvd_logs(i))
 
-    def hosted_agent(self, i, run_id, worker):
+    def hosted_agent(self, i, run_id, worker, extra=()):
         """An agent of a 4-node c10d job on host i, given only the first host's address."""
         return self.spawn(self.hosts[i], "agent%d" % i,
                           [AGENT, "--rdzv-backend", "c10d", "--rdzv-endpoint",
                            "%s1:%d" % (self.NET, PORT), "--rdzv-id", run_id, "--nnodes", "4",
                            "--nproc", "1", "--host", "h%d" % i, "--heartbeat-timeout", "2",
                            "--connect-timeout", "60", "--nccl", "off", "--log-level", "info",
-                           "--", *worker],
+                           *extra, "--", *worker],
                           env_extra={"TMPDIR": self.tmpdir(i)})
+
+    def test_hosted_replicas_prove_the_replica_key(self):
+        """Issue 27 item 1: agents given --token-file and --replica-key-file pass both to the
+        replicas they host; the three replicas link with the key (no warning that agents can
+        reach their links, no refusal), and the job ends 0."""
+        files = []
+        for name, secret in (("token", "agents-token-0123456789abcdef"),
+                             ("replica.key", "replicas-only-0123456789abcdef")):
+            path = os.path.join(self.tmp, name)
+            with open(path, "w") as f:
+                f.write(secret)
+            os.chmod(path, 0o600)
+            files.append(path)
+        extra = ["--token-file", files[0], "--replica-key-file", files[1]]
+        agents = [self.hosted_agent(0, "keyed", ["/bin/sh", "-c", "sleep 4"], extra)]
+        self.wait_for("the first host's rdzvd", lambda: "hosting rdzvd at" in self.text(
+            agents[0][1]))
+        agents += [self.hosted_agent(i, "keyed", ["/bin/sh", "-c", "sleep 4"], extra)
+                   for i in (1, 2, 3)]
+        for p, log in agents:
+            self.assertEqual(p.wait(timeout=60), 0, self.text(log)[-3000:])
+        lead = self.rtext(0)
+        self.assertIn("the configuration has 3 voter(s)", lead)
+        for i in range(self.NHOSTS):
+            t = self.rtext(i)
+            self.assertNotIn("every agent-token holder can reach them", t)
+            self.assertNotIn("wrong replica key", t)
+            self.assertNotIn("does not hold our replica key", t)
 
     def leader_host(self, alive):
         """The host whose replica led last (the latest "leads" line by time of writing)."""

@@ -12,8 +12,11 @@
 # Now 1-3 close that link with one log line, the replica lives, a leader serves within 2 s and
 # every acknowledged key reads back; 4 passes every check a single message allows and makes the
 # replica exit 75 with a line saying why (a supervisor restarts it), the others serve on.
+import hashlib
+import hmac
 import os
 import random
+import tempfile
 import socket
 import struct
 import time
@@ -53,6 +56,12 @@ def append_entries(term, prev_index=0, prev_term=0, commit=0, entries=()):
     return msg(AE, h + le(0)) + b"".join(d for _, _, d in entries)
 
 
+def replica_mac(key, side, sn, cn, rid, addr):
+    """The replica link's MAC with a replica key (daemon/rdzvd-repl-net.h), in Python's hmac."""
+    return hmac.new(key, b"rdzv-replica-v1 " + side.encode() + sn + cn + le(rid) + addr.encode(),
+                    hashlib.sha256).digest()
+
+
 def snapshot_bomb():
     """Finding 1: 73 bytes, a configuration length of 2^62."""
     m = le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" + b"\0" * 16
@@ -62,16 +71,28 @@ def snapshot_bomb():
 
 class RaftLink:
     """A peer on replica port + 1 that claims to be replica `rid` at `addr`, proves it holds the
-    token (or sends zeros when there is none), and then speaks libraft's wire format."""
+    token (zeros when there is none), or with `key` the replicas' own key (rdzvd
+    --replica-key-file: MACs over each side's id and address; `server` is the (id, address) of
+    the replica it connects to), and then speaks libraft's wire format."""
 
-    def __init__(self, port, rid, addr, token=None):
+    def __init__(self, port, rid, addr, token=None, key=None, server=None):
         self.s = socket.create_connection((HOST, port), timeout=5)
         cn = os.urandom(32)
         self.s.sendall(b"RDZVRPL1" + le(rid) + bytes([len(addr)]) + addr.encode() + cn)
-        ch = self._exact(64)
+        self.server_proved = False
+        try:
+            ch = self._exact(64)
+        except (ConnectionError, OSError):
+            self.refused_at_hello = True  # closed before its challenge: closed_within says so
+            return
+        self.refused_at_hello = False
         sn = ch[:32]
-        if token:
-            assert ch[32:] == mac(token.encode(), "server", sn, cn), "the server's proof"
+        if key:
+            sid, saddr = server
+            self.server_proved = ch[32:] == replica_mac(key, "server", sn, cn, sid, saddr)
+            self.s.sendall(replica_mac(key, "client", sn, cn, rid, addr))
+        elif token:
+            self.server_proved = ch[32:] == mac(token.encode(), "server", sn, cn)
             self.s.sendall(mac(token.encode(), "client", sn, cn))
         else:
             self.s.sendall(b"\0" * 32)
@@ -197,6 +218,64 @@ class ReplicaLink(ClusterCase):
                 target.start()
                 time.sleep(1.0)
                 self.assertTrue(target.alive(), target.text()[-2000:])
+
+    def key_file(self, secret):
+        d = tempfile.mkdtemp(prefix="rdzv-replica-key-")
+        self.addCleanup(lambda: [os.unlink(os.path.join(d, f)) for f in os.listdir(d)]
+                        or os.rmdir(d))
+        path = os.path.join(d, "replica.key")
+        with open(path, "w") as f:
+            f.write(secret)
+        os.chmod(path, 0o600)
+        return path
+
+    def test_replica_key(self):
+        """Issue 27 item 1. Replicas with --replica-key-file form a cluster and replicate; the
+        agents' token no longer opens their links (closed before a Raft byte: the server's
+        proof does not verify with it either); the key opens them only for a member's own id
+        and address; a replica id outside the configuration is refused before any MAC."""
+        key = "replicas-only-0123456789abcdef"
+        cl = self.cluster(token=TOKEN, extra=["--replica-key-file", self.key_file(key)])
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        target = next(r for r in cl.r if r is not lead)
+        t_id, t_addr = cl.r.index(target) + 1, "%s:%d" % (HOST, target.port + 1)
+        rid, addr = self.member(cl, target, cl.r.index(lead))
+        # The agents' token: refused.
+        link = RaftLink(target.port + 1, rid, addr, token=TOKEN)
+        self.assertFalse(link.server_proved, "the replica proved itself with the agents' token")
+        link.send(msg(AER, le(1, 0, 0)))
+        self.assertTrue(link.closed_within(5.0))
+        link.close()
+        # The key, but another member's address for the id claimed, or an id outside the
+        # configuration: refused at the hello, before any MAC.
+        other = next(r for r in cl.r if r is not lead and r is not target)
+        for claim in ((rid, "%s:%d" % (HOST, other.port + 1)), (9, "127.0.0.1:4242")):
+            time.sleep(1.1)  # refusals are logged at most once a second
+            link = RaftLink(target.port + 1, *claim, key=key.encode(), server=(t_id, t_addr))
+            self.assertTrue(link.refused_at_hello, claim)
+            link.close()
+        text = target.text()
+        self.assertIn("wrong replica key", text)
+        self.assertIn("not in our configuration", text)
+        self.assertNotIn("a message that fails its checks", text)
+        self.assertIn("before any Raft message", text)
+        # The key and a member's own id and address: in, and its messages are checked.
+        link = RaftLink(target.port + 1, rid, addr, key=key.encode(), server=(t_id, t_addr))
+        self.assertTrue(link.server_proved)
+        link.send(snapshot_bomb())
+        self.assertTrue(link.closed_within(5.0))
+        link.close()
+        self.assertIn("a message that fails its checks", target.text())
+        self.assertNotIn("every agent-token holder can reach them", target.text())
+        self.serves_within(cl, {b"k": b"v"})
+        self.assertTrue(all(r.alive() for r in cl.r))
+
+    def test_token_without_key_is_warned(self):
+        cl = self.cluster(token=TOKEN)
+        cl.leader()
+        for r in cl.r:
+            self.assertIn("every agent-token holder can reach them", r.text())
 
     def test_fuzzer(self):
         """Seeded, bounded: valid messages of every type mutated (bytes flipped, fields set to

@@ -411,8 +411,8 @@ class Replicas(ClusterCase):
 
     def test_raft_link_strangers_are_bounded(self):
         """On a replica's Raft link (PORT + 1): garbage, a hello of replica id 0, a hello that
-        claims the longest address and then floods a megabyte, and a connection that never says
-        a word are each closed before libraft reads a byte (the silent one at the handshake
+        claims the longest address (no member's), a member's hello that then floods a megabyte,
+        and a connection that never says a word are each closed before libraft reads a byte (the silent one at the handshake
         deadline, 5 s), with a log line; the cluster still serves the writes it took before."""
         cl = self.cluster(token="replica-token-0123456789abcdef")
         lead, c = cl.leader()
@@ -438,7 +438,18 @@ class Replicas(ClusterCase):
         with socket.create_connection(raft, timeout=3) as z:
             z.sendall(hello)
             closed(z)
+        # The longest address, which is no member's: closed at the hello (issue 27: a peer's id
+        # and address must be in the configuration), before any challenge.
         hello = b"RDZVRPL1" + (2).to_bytes(8, "little") + bytes([255]) + b"9" * 255 + b"n" * 32
+        with socket.create_connection(raft, timeout=5) as f:
+            f.sendall(hello)
+            f.settimeout(15.0)
+            self.assertEqual(f.recv(64), b"", "a challenge for a stranger's hello")
+        # A member's id and address, then a wrong proof and a megabyte after it.
+        other = next(r for r in cl.r if r is not lead)
+        addr = ("%s:%d" % (HOST, other.port + 1)).encode()
+        hello = (b"RDZVRPL1" + (cl.r.index(other) + 1).to_bytes(8, "little") +
+                 bytes([len(addr)]) + addr + b"n" * 32)
         with socket.create_connection(raft, timeout=5) as f:
             f.sendall(hello)
             challenge = b""

@@ -335,7 +335,7 @@ static void test_three_replicas(void)
         ASSERT_NOT_NULL(mkdtemp(rp->dir));
         ASSERT_OK(rdzvd_store_new(&lim, wake, &rp->store));
         rdzvd_repl_fsm_init(&rp->fsm, rp->store, NULL);
-        ASSERT_OK(rdzvd_repl_net_init(&rp->tr, &T.loop, &T.token, 2000));
+        ASSERT_OK(rdzvd_repl_net_init(&rp->tr, &T.loop, &T.token, NULL, 2000));
         ASSERT_OK(raft_uv_init(&rp->io, &T.loop, rp->dir, &rp->tr));
         ASSERT_OK(raft_init(&rp->raft, &rp->io, &rp->fsm.fsm, i + 1, rp->addr));
         raft_set_election_timeout(&rp->raft, 300);
@@ -447,7 +447,7 @@ static void tr_open(struct tr *x, const struct rdzv_token *tok, uint64_t ms, raf
 {
     memset(x, 0, sizeof(*x));
     snprintf(x->addr, sizeof(x->addr), "127.0.0.1:%d", free_port());
-    ASSERT_OK(rdzvd_repl_net_init(&x->t, &L, tok, ms));
+    ASSERT_OK(rdzvd_repl_net_init(&x->t, &L, tok, NULL, ms));
     ASSERT_OK(x->t.init(&x->t, id, x->addr));
     if (listen)
         ASSERT_OK(x->t.listen(&x->t, tr_accept));
@@ -528,7 +528,7 @@ static void test_addresses(void)
 
     ASSERT_OK(uv_loop_init(&L));
     memset(&x, 0, sizeof(x));
-    ASSERT_OK(rdzvd_repl_net_init(&x.t, &L, NULL, 0));
+    ASSERT_OK(rdzvd_repl_net_init(&x.t, &L, NULL, NULL, 0));
     ASSERT_EQ(x.t.init(&x.t, 1, ""), RAFT_INVALID);
     ASSERT_EQ(x.t.init(&x.t, 1, longhost), RAFT_INVALID);
     ASSERT_OK(x.t.init(&x.t, 1, "nonsense"));
@@ -538,7 +538,7 @@ static void test_addresses(void)
     /* A port already taken: an I/O error naming it; the listener goes with the transport. */
     tr_open(&x, NULL, 0, 1, true);
     memset(&y, 0, sizeof(y));
-    ASSERT_OK(rdzvd_repl_net_init(&y.t, &L, NULL, 0));
+    ASSERT_OK(rdzvd_repl_net_init(&y.t, &L, NULL, NULL, 0));
     ASSERT_OK(y.t.init(&y.t, 2, x.addr));
     ASSERT_EQ(y.t.listen(&y.t, tr_accept), RAFT_IOERR);
     ASSERT_NOT_NULL(strstr(y.t.errmsg, x.addr));
