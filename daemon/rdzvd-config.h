@@ -24,6 +24,11 @@
  * that reconnects as fast as rdzvd closes its connections kept that going, and no other socket
  * was read meanwhile. The rest wait in the kernel's backlog. */
 #define RDZVD_TURN_ACCEPTS 64u
+/* Past --max-handshaking, a new connection takes the pre-handshake slot of a silent one from its
+ * own address only once that one has been silent this long (issue 27): PyTorch ranks that
+ * connect at once, thousands from one host, are not reset for being slower than their connect
+ * to send their first bytes (a rank descheduled between connect() and send()). */
+#define RDZVD_HS_SHED_AGE_MS 3000u
 
 /* --request-timeout's default: a request begun and not complete after this long closes its
  * connection (its bytes are held meanwhile, under --max-input-bytes). */

@@ -49,6 +49,7 @@ struct rdzvd_conn {
     uint64_t nserved;            /* requests served */
     uint64_t req_mark;           /* nserved when the deadline was set */
     uint64_t hs_deadline_ms;     /* uv_now() based */
+    uint64_t hs_since_ms;        /* accepted at (uv_now()) */
     uint8_t addr[16];            /* the peer's address, IPv4 as v4-mapped IPv6 (zero: unknown) */
     uint64_t id;
     char peer[64];

@@ -98,16 +98,20 @@ size_t conn_kernel_unread(struct rdzvd_conn *c)
 }
 
 /* Whose pre-handshake slot a new connection (keep) takes, looking at the oldest HS_SCAN: the
- * oldest silent one from keep's own address; none if its address has only busy ones there (the
- * quota is exceeded for a while: a burst of clients, each of which sent its first bytes, that we
- * have not read yet: a burst of connections is accepted before any of them is read, and a turn
- * reads only so many); if its address has none, the oldest silent one of all. Busy: with bytes
- * waiting in the kernel. So a client that keeps opening idle connections loses its own, never
- * those of other addresses while it has any among the oldest. NULL: none to close. */
+ * oldest one from keep's own address that has been silent RDZVD_HS_SHED_AGE_MS; none if its
+ * address has only busy or younger ones there (the quota is exceeded for a while: a burst of
+ * clients, such as the thousands of ranks of one host in init_process_group, that have not all
+ * sent their first bytes yet, or that we have not read yet: a burst of connections is accepted
+ * before any of them is read, and a turn reads only so many); if its address has none, the oldest
+ * silent one of all. Busy: with bytes waiting in the kernel. So a client that keeps opening idle
+ * connections loses its own (once they are old enough), never those of other addresses while
+ * it has any among the oldest, and an honest burst is never cut down by itself (issue 27: 2,000
+ * and more ranks from one address were reset). NULL: none to close. */
 #define HS_SCAN 64
 static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn *keep)
 {
     struct rdzvd_conn *oldest = NULL;
+    uint64_t now = uv_now(t->loop);
     bool same_busy = false;
     struct rdzv_list *pos;
     unsigned n = 0;
@@ -119,7 +123,7 @@ static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn
 
         if (c == keep)
             continue;
-        if (same && !busy)
+        if (same && !busy && now - c->hs_since_ms >= RDZVD_HS_SHED_AGE_MS)
             return c;
         same_busy |= same;
         if (!oldest && !busy)
@@ -156,7 +160,8 @@ void hs_track(struct rdzvd_conn *c)
     struct rdzvd_transport *t = c->t;
     bool was_empty = rdzv_list_empty(&t->handshaking);
 
-    c->hs_deadline_ms = uv_now(t->loop) + t->hs_timeout_ms;
+    c->hs_since_ms = uv_now(t->loop);
+    c->hs_deadline_ms = c->hs_since_ms + t->hs_timeout_ms;
     rdzv_list_add_tail(&t->handshaking, &c->hs_node);
     t->nhandshaking++;
     if (t->hs_timeout_ms == 0 || !t->hs_timer_open)

@@ -160,8 +160,9 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .umin = 1, .seen = &o->max_handshaking_set, .metavar = "N",
          .what = "expected a positive number, optionally with K/M/G",
          .help = "of them, connections not through their handshake yet;\n"
-                 "past N a new one takes the slot of the oldest silent\n"
-                 "one, from its own address first (default 1024, at\n"
+                 "past N a new one takes the slot of the oldest one\n"
+                 "silent 3 s from its own address, else (its address\n"
+                 "has none) of the oldest silent one (default 1024, at\n"
                  "most half of --max-conns)"},
         SIZE_OPT("max-input-bytes", max_input_bytes,
                  "bytes of incomplete requests buffered, all\nconnections together; past it "
