@@ -14,6 +14,7 @@
 #include "../common/rdzv-util.h"
 #include "../proto/rdzv-frame.h"
 #include "../proto/rdzv-msg.h"
+#include "rdzvd-acl.h"
 #include "rdzvd-conn.h"
 #include "rdzvd-replica.h"
 #include "rdzvd-server.h"
@@ -54,6 +55,7 @@ struct rdzvd_voters {
      * agents to go (they stay), once unresponsive at two looks. */
     unsigned exited[RDZVD_REPLICAS_MAX * 2];
     unsigned nexited, exited_looks;
+    struct rdzvd_ratelimit exit_lines; /* "says replica N exited", from every agent together */
     char tried[TRIED_MAX][64];
     unsigned ntried;
 };
@@ -351,6 +353,7 @@ static void replica_exited(struct rdzvd_voters *v, struct rdzvd_conn *c,
     struct rdzvd_voter vs[RDZVD_REPLICAS_MAX * 2];
     struct rdzvd_replica *rep = leader_replica(v);
     struct cand *k = cand_find(v, c);
+    uint64_t dropped = 0;
     unsigned n;
 
     if (!rep || !k || a->id <= 0)
@@ -364,9 +367,13 @@ static void replica_exited(struct rdzvd_voters *v, struct rdzvd_conn *c,
         host_of(vs[i].raft, host, sizeof(host));
         if (strcmp(host, k->host) != 0)
             return; /* not its replica: nothing to believe */
-        log_warn("replication: the agent at %s says replica %u exited (%s)", k->host, vs[i].id,
-                 a->error);
-        if (!in_list(v->exited, v->nexited, vs[i].id) && v->nexited < RDZVD_REPLICAS_MAX * 2)
+        if (in_list(v->exited, v->nexited, vs[i].id))
+            return; /* said before, being checked: once is enough (issue 27: 5,432 lines in 60 s
+                     * from an agent that kept saying it) */
+        if (rdzvd_ratelimit_ok(&v->exit_lines, rdzv_now_ms(), &dropped))
+            log_warn("replication: the agent at %s says replica %u exited (%s)%s", k->host,
+                     vs[i].id, a->error, dropped ? " (more such lines dropped)" : "");
+        if (v->nexited < RDZVD_REPLICAS_MAX * 2)
             v->exited[v->nexited++] = vs[i].id;
         v->check_lost = true;
         kick(v, 0);

@@ -21,8 +21,9 @@ import socket
 import struct
 import time
 
-from authtest import mac
+from authtest import JOIN, JOINED, Peer, mac
 from rdzvtest import HOST, main
+from test_attack_join import join_body
 from test_replicas import ClusterCase
 
 TOKEN = "replica-link-token-0123456789abcdef"
@@ -276,6 +277,33 @@ class ReplicaLink(ClusterCase):
         cl.leader()
         for r in cl.r:
             self.assertIn("every agent-token holder can reach them", r.text())
+
+    def test_replica_exit_reports_are_not_a_flood(self):
+        """Issue 27 finding 9: an agent that keeps saying that the replica on its host exited
+        (REPLICA {id, error}, unasked) made the leader log a line each time (5,432 in 60 s). Now
+        the report is noted once while it is checked, and such lines are rate limited; the
+        replica, which answers its heartbeats, stays a voter."""
+        cl = self.cluster(extra=["--replicas", "3"])
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        victim = next(r for r in cl.r if r is not lead)
+        p = Peer(lead.port)
+        self.addCleanup(p.close)
+        p.hello()
+        body = join_body("replica-flood", "n0", 2)
+        body["host_replica"] = True
+        p.send(JOIN, body)
+        op, reply = p.recv_json()
+        self.assertEqual(op, JOINED, reply)
+        for _ in range(3000):
+            p.send(0xB2, {"id": cl.r.index(victim) + 1, "error": "exited (status 1)"})
+        time.sleep(3.0)  # the leader checks the replica, which answers: it stays
+        said = lead.text().count("says replica %d exited" % (cl.r.index(victim) + 1))
+        self.assertGreaterEqual(said, 1, lead.text()[-3000:])
+        self.assertLessEqual(said, 5, "a line per report")
+        self.assertTrue(all(r.alive() for r in cl.r))
+        self.assertNotIn("is not voting: removing it", lead.text())
+        self.serves_within(cl, {b"k": b"v"})
 
     def test_fuzzer(self):
         """Seeded, bounded: valid messages of every type mutated (bytes flipped, fields set to
