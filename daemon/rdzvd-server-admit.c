@@ -163,21 +163,19 @@ static int server_accept(struct rdzvd_listener *l)
                (ss.ss_family && rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss));
     /* At the limit, a connection that has not finished its handshake gives its slot up to the
      * new one, so that clients without the token cannot keep the others out. */
-    if (!srv->stopping && !l->closing &&
-        srv->net.nconns - srv->net.nclosing > srv->cfg.lim.max_conns)
+    if (!srv->stopping && !l->closing && server_fds_used(srv) > srv->cfg.lim.max_conns)
         (void)rdzvd_transport_shed_handshaking(&srv->net, c,
                                                "--max-conns reached, and not through its "
                                                "handshake");
-    if (srv->stopping || l->closing ||
-        srv->net.nconns - srv->net.nclosing > srv->cfg.lim.max_conns) {
+    if (srv->stopping || l->closing || server_fds_used(srv) > srv->cfg.lim.max_conns) {
         uint64_t now = rdzv_now_ms();
 
         srv->stats.rejected++;
         if (now - srv->last_reject_log_ms >= 1000) {
             srv->last_reject_log_ms = now;
-            log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open (limit %" PRIu64
-                     ", see --max-conns)",
-                     rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1,
+            log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open and %" PRIu64
+                     " descriptors of job generations (limit %" PRIu64 ", see --max-conns)",
+                     rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1, srv->job_fds,
                      srv->cfg.lim.max_conns);
         }
         rdzvd_conn_close(c, "too many connections");

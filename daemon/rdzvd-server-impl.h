@@ -35,6 +35,7 @@ struct rdzvd_listener {
     bool closing;                  /* no longer accepting; freed once its connections are gone */
     bool handle_closed;
     uint16_t port;
+    unsigned fds;  /* descriptors counted in srv->job_fds for it (its socket, its journal) */
     char desc[48]; /* "main" or "job <run_id> gen <n>" for logs */
 };
 
@@ -44,6 +45,11 @@ struct rdzvd_server {
     bool stopping;
     struct rdzvd_config cfg;
     uint64_t nconns; /* open connections (= net.nconns) */
+    /* Descriptors that job generations hold (each store's listening socket and journal): they
+     * count with the connections against --max-conns (issue 27: a token holder's jobs and
+     * connections together left an honest job with EMFILE, 336 connections under a limit of
+     * 1,024, the generations' descriptors counted nowhere). */
+    uint64_t job_fds;
     uint16_t bound_port;
     char bound_addr[64];
     struct sockaddr_storage bound_sa; /* main listener's address; job listeners reuse it, port 0 */
@@ -93,6 +99,11 @@ void listener_connection_cb(uv_stream_t *s, int status);
 void listener_group_init(struct rdzvd_listener *l);
 /* Close l's journal and free its store, and l unless it is the main listener. */
 void listener_free(struct rdzvd_listener *l);
+/* Descriptors in use against --max-conns: open connections not closing, and the jobs'. */
+static inline uint64_t server_fds_used(const struct rdzvd_server *srv)
+{
+    return srv->net.nconns - srv->net.nclosing + srv->job_fds;
+}
 /* Close l's handle; the main listener's is embedded in the server, which waits for it. A job's
  * listener is freed once its handle and its connections are gone. */
 void listener_close_handle(struct rdzvd_listener *l);

@@ -3,6 +3,7 @@
  * generation's on the main one's address), opening and closing a job generation's listener with
  * its store and journal. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -141,6 +142,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
                         uint16_t port, struct rdzvd_listener **ret)
 {
     struct sockaddr_storage ss = srv->bound_sa;
+    unsigned need = 1 + (state_name && srv->state_dirfd >= 0);
     struct rdzvd_listener *l;
     int r;
 
@@ -148,6 +150,13 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
         return -ESHUTDOWN;
     if (state_name && !rdzvd_state_name_valid(state_name))
         return -EINVAL;
+    if (server_fds_used(srv) + need > srv->cfg.lim.max_conns) {
+        log_warn("%s: no store opened: %" PRIu64 " connections and %" PRIu64 " descriptors of "
+                 "job generations are open (limit %" PRIu64 ", see --max-conns)",
+                 desc, srv->net.nconns - srv->net.nclosing, srv->job_fds,
+                 srv->cfg.lim.max_conns);
+        return -EMFILE;
+    }
     l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
@@ -184,6 +193,8 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
     if (r < 0)
         goto out_free;
     listener_name(l, &ss, NULL, 0);
+    l->fds = need;
+    srv->job_fds += need;
     *ret = l;
     return 0;
 

@@ -485,6 +485,8 @@ void rdzvd_server_set_peer_handler(struct rdzvd_server *srv, const struct rdzvd_
 
 void listener_free(struct rdzvd_listener *l)
 {
+    l->srv->job_fds -= l->fds;
+    l->fds = 0;
     rdzv_list_del(&l->persist_node);
     rdzvd_journal_close(l->journal, false);
     l->journal = NULL;

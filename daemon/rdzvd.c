@@ -155,7 +155,9 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         {.kind = RDZV_OPT_SIZE, .name = "max-conns", .dest = &lim->max_conns, .umin = 1,
          .seen = &o->max_conns_set, .metavar = "N",
          .what = "expected a positive number, optionally with K/M/G",
-         .help = "open connections (default: open-file limit - 64)"},
+         .help = "open connections and the descriptors of job\n"
+                 "generations (each store's socket and journal;\n"
+                 "default: open-file limit - 64)"},
         {.kind = RDZV_OPT_SIZE, .name = "max-handshaking", .dest = &lim->max_handshaking,
          .umin = 1, .seen = &o->max_handshaking_set, .metavar = "N",
          .what = "expected a positive number, optionally with K/M/G",
