@@ -21,14 +21,18 @@
 #include "rdzvd-store.h"
 
 #define JOURNAL_MAGIC "RDZVJRN1"
-#define JOURNAL_VERSION 2u
-#define JOURNAL_VERSION_1 1u /* no name in the header: read, and rewritten as version 2 */
+#define JOURNAL_VERSION 3u   /* may hold APPEND records (rdzvd-record.h) */
+#define JOURNAL_VERSION_2 2u /* the same header; read, and rewritten as version 3 */
+#define JOURNAL_VERSION_1 1u /* no name in the header: read, and rewritten as version 3 */
 #define HEADER_V1_LEN 16u
 #define HEADER_MAX (16u + RDZVD_STATE_NAME_MAX)
 #define REC_HDR_LEN RDZVD_RECORD_HDR_LEN
 #define SNAP_BUF_LEN (64u << 10)
 #define WRITE_BUF_LEN (64u << 10) /* buffered mode: records held until the owner's flush */
 #define EVERYSEC_MS 1000
+/* Bytes checksummed at most while looking for intact records after a bad one at start; past it
+ * the bad record counts as corruption in the middle (nothing is truncated that might be data). */
+#define SCAN_CRC_BUDGET (256u << 20)
 
 
 struct rdzvd_journal {
@@ -448,12 +452,41 @@ static int journal_replay(struct rdzvd_journal *j, const uint8_t *p, size_t off,
     return 0;
 }
 
+/* Whether an intact record of the clients' store starts anywhere in p[from..n), after the bad
+ * one at from - 1 that stopped the replay: then that was corruption in the middle of the file,
+ * not a torn tail (a crash mid-write leaves nothing intact behind its last record). 1 and *at
+ * where the first one starts; 0: none (a torn tail); -E2BIG: SCAN_CRC_BUDGET was spent before
+ * the end (treated as records following). */
+static int records_follow(const uint8_t *p, size_t from, size_t n, size_t *at)
+{
+    uint64_t budget = SCAN_CRC_BUDGET;
+
+    for (size_t off = from; off < n && n - off >= REC_HDR_LEN; off++) {
+        uint64_t len = REC_HDR_LEN + (uint64_t)rdzv_get_u32(p + off + 5) +
+                       rdzv_get_u32(p + off + 9);
+        struct rdzvd_record rec;
+
+        if (len > n - off)
+            continue;
+        if (len > budget)
+            return -E2BIG;
+        budget -= len;
+        if (rdzvd_record_decode(p + off, n - off, &rec, NULL) > 0 &&
+            rec.table == RDZVD_TABLE_STORE) {
+            *at = off;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Check the header of p[0..n): *ret_len is its length. -EBADMSG (not a journal, or corrupt),
  * -EPROTONOSUPPORT (unknown version) or -EEXIST (another state name's journal: *owner says whose,
- * NUL-terminated, truncated to fit). A version 1 header names no owner: accepted, and *ret_v1
- * set (the file is rewritten as version 2 at once). */
+ * NUL-terminated, truncated to fit). A version 1 header names no owner: accepted. *ret_old is set
+ * for versions 1 and 2 (the file is rewritten as the current version at once, so that no older
+ * rdzvd replays a journal holding records it does not know). */
 static int header_check(const struct rdzvd_journal *j, const uint8_t *p, size_t n, size_t *ret_len,
-                        bool *ret_v1, char owner[RDZVD_STATE_NAME_MAX + 1])
+                        bool *ret_old, char owner[RDZVD_STATE_NAME_MAX + 1])
 {
     uint32_t version, name_len;
 
@@ -464,17 +497,17 @@ static int header_check(const struct rdzvd_journal *j, const uint8_t *p, size_t 
         if (rdzv_get_u32(p + 12) != rdzvd_crc32(0, p, 12))
             return -EBADMSG;
         *ret_len = HEADER_V1_LEN;
-        *ret_v1 = true;
+        *ret_old = true;
         return 0;
     }
-    if (version != JOURNAL_VERSION)
+    if (version != JOURNAL_VERSION && version != JOURNAL_VERSION_2)
         return -EPROTONOSUPPORT;
     name_len = rdzv_get_u32(p + 12);
     if (name_len > RDZVD_STATE_NAME_MAX || n < 16u + name_len + 4u ||
         rdzv_get_u32(p + 16 + name_len) != rdzvd_crc32(0, p, 16u + name_len))
         return -EBADMSG;
     *ret_len = 16u + name_len + 4u;
-    *ret_v1 = false;
+    *ret_old = version != JOURNAL_VERSION;
     if (name_len != strlen(j->name) || memcmp(p + 16, j->name, name_len) != 0) {
         memcpy(owner, p + 16, name_len);
         owner[name_len] = '\0';
@@ -483,8 +516,43 @@ static int header_check(const struct rdzvd_journal *j, const uint8_t *p, size_t 
     return 0;
 }
 
+/* Where replay of p[0..n) stopped at good (< n): a torn tail is truncated away with a warning;
+ * corruption with intact records behind it is an error, and the file is left as it is. Returns
+ * 0 or -EBADMSG (logged). */
+static int journal_bad_record(struct rdzvd_journal *j, const uint8_t *p, size_t n, size_t good,
+                              const char *why)
+{
+    size_t at = 0;
+    int r = records_follow(p, good + 1, n, &at);
+
+    if (r != 0) {
+        char after[96];
+
+        if (r > 0)
+            snprintf(after, sizeof(after), "an intact record follows at byte offset %zu", at);
+        else
+            snprintf(after, sizeof(after), "%zu bytes follow it", n - good);
+        return log_error_errno(-EBADMSG, "journal %s/%s: corrupt record at byte offset %zu (%s), "
+                                         "and %s: refusing to start, the file is left as it is; "
+                                         "to keep the %" PRIu64 " records before it run "
+                                         "'truncate -s %zu %s/%s', or move the file away to "
+                                         "start with an empty store",
+                               j->dir, j->file, good, why, after, j->st.replayed, good, j->dir,
+                               j->file);
+    }
+    j->st.dropped = (uint64_t)n - good;
+    log_warn("journal %s/%s: dropped %" PRIu64 " bytes of torn or corrupt tail at offset %zu "
+             "(%s); the %" PRIu64 " records before it were kept",
+             j->dir, j->file, j->st.dropped, good, why, j->st.replayed);
+    if (ftruncate(j->fd, (off_t)good) < 0 || fdatasync(j->fd) < 0)
+        return log_error_errno(-errno, "journal %s/%s: cannot truncate the bad tail", j->dir,
+                               j->file);
+    return 0;
+}
+
 /* Lock and replay an existing journal file (j->fd). Logs its errors. Returns 0 (replayed), 1
- * (empty: start afresh), 2 (replayed a version 1 journal: rewrite it) or a negative errno. */
+ * (empty: start afresh), 2 (replayed a journal of an older version: rewrite it) or a negative
+ * errno. */
 static int journal_load(struct rdzvd_journal *j)
 {
     struct stat st, path_st;
@@ -492,7 +560,7 @@ static int journal_load(struct rdzvd_journal *j)
     const char *why = NULL;
     uint8_t *map = NULL;
     size_t good = 0, hdr_len = 0;
-    bool v1 = false;
+    bool old = false;
     int r;
 
     if (flock(j->fd, LOCK_EX | LOCK_NB) < 0) {
@@ -522,7 +590,7 @@ static int journal_load(struct rdzvd_journal *j)
     map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, j->fd, 0);
     if (map == MAP_FAILED)
         return log_error_errno(-errno, "journal %s/%s: cannot map it", j->dir, j->file);
-    r = header_check(j, map, (size_t)st.st_size, &hdr_len, &v1, owner);
+    r = header_check(j, map, (size_t)st.st_size, &hdr_len, &old, owner);
     if (r == -EEXIST) {
         munmap(map, (size_t)st.st_size);
         return log_error_errno(r, "journal %s/%s: belongs to the store '%s', not to '%s'; "
@@ -538,23 +606,20 @@ static int journal_load(struct rdzvd_journal *j)
                                              : "written by an unsupported journal version");
     }
     r = journal_replay(j, map, hdr_len, (size_t)st.st_size, &good, &why);
-    munmap(map, (size_t)st.st_size);
-    if (r < 0)
+    if (r < 0) {
+        munmap(map, (size_t)st.st_size);
         return log_error_errno(r, "journal %s/%s: replay stopped after %" PRIu64 " records: the "
                                   "store refused one (journal written with larger --max-* "
                                   "limits?)",
                                j->dir, j->file, j->st.replayed);
-    if (good < (size_t)st.st_size) {
-        j->st.dropped = (uint64_t)st.st_size - good;
-        log_warn("journal %s/%s: dropped %" PRIu64 " bytes of torn or corrupt tail at offset %zu "
-                 "(%s); the %" PRIu64 " records before it were kept",
-                 j->dir, j->file, j->st.dropped, good, why, j->st.replayed);
-        if (ftruncate(j->fd, (off_t)good) < 0 || fdatasync(j->fd) < 0)
-            return log_error_errno(-errno, "journal %s/%s: cannot truncate the bad tail", j->dir,
-                                   j->file);
     }
+    if (good < (size_t)st.st_size)
+        r = journal_bad_record(j, map, (size_t)st.st_size, good, why);
+    munmap(map, (size_t)st.st_size);
+    if (r < 0)
+        return r;
     j->st.size = good;
-    return v1 ? 2 : 0;
+    return old ? 2 : 0;
 }
 
 static void journal_timer_close_cb(uv_handle_t *h)
@@ -623,7 +688,8 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
                  dir, j->file, j->st.replayed, rdzvd_store_num_keys(store),
                  rdzvd_store_bytes(store), rdzvd_fsync_name(mode));
     }
-    /* A version 1 journal: rewritten at once with its owner's name in the header. */
+    /* An older version's journal: rewritten at once as the current one (its owner's name in the
+     * header; APPEND records may follow). */
     if ((r == 2 || j->st.size > compact_threshold(j)) && journal_compact(j) < 0) {
         r = -EIO;
         goto out_free;
@@ -653,7 +719,7 @@ int rdzvd_journal_unlink(int dirfd, const char *name)
     char owner[RDZVD_STATE_NAME_MAX + 1];
     uint8_t h[HEADER_MAX + 4];
     size_t len;
-    bool v1;
+    bool old;
     ssize_t n;
     int fd, r;
 
@@ -670,7 +736,7 @@ int rdzvd_journal_unlink(int dirfd, const char *name)
     if (r < 0)
         return r;
     /* Only a readable header naming another store stops it: anything else is ours or junk. */
-    if (header_check(&j, h, (size_t)n, &len, &v1, owner) == -EEXIST)
+    if (header_check(&j, h, (size_t)n, &len, &old, owner) == -EEXIST)
         return -EEXIST;
     if (unlinkat(dirfd, j.file, 0) < 0 && errno != ENOENT)
         return -errno;

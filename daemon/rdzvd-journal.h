@@ -1,29 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-journal.h: an append-only journal that makes one store survive a daemon restart.
  *
- * File DIR/<name>.journal: a header ("RDZVJRN1", u32 version 2, u32 length of name, name, u32 CRC
+ * File DIR/<name>.journal: a header ("RDZVJRN1", u32 version 3, u32 length of name, name, u32 CRC
  * of all before it), then records, all integers little-endian:
  *
  *     u32 crc32 (of everything after it) | u8 type | u32 klen | u32 vlen | key | value
  *
- * type is SET (the key's whole new value), DEL, QPUSH (value) or QPOP (no value). Every
- * successful store mutation appends one record. Unbuffered, each record is written(2) at once.
+ * type is SET (the key's whole new value), APPEND (only the bytes appended), DEL, QPUSH (value)
+ * or QPOP (no value) (rdzvd-record.h). Every successful store mutation appends one record, whose
+ * size is that of the request's own key and value: a one-byte APPEND to an 8 MiB value costs 19
+ * bytes plus its key, not 8 MiB (issue 27 finding 6). Unbuffered, each record is written(2) at once.
  * Buffered (rdzvd_journal_set_buffered: what rdzvd does), records collect in memory and the
  * owner writes them with rdzvd_journal_flush() once per event-loop iteration, BEFORE it sends
  * the replies of that iteration: one write(2) for a whole batch of requests, and still nothing a
  * client saw acknowledged is lost when rdzvd crashes or is SIGKILLed. When the records reach the
  * disk depends on the fsync mode (enum rdzvd_fsync).
  *
- * Replay on open stops at the first record that is cut short or whose CRC does not match: that
- * record and everything after it are truncated away, with a warning saying how many bytes went.
- * A crash mid-write only ever leaves such a tail, so that is the normal recovery. Corruption in
- * the middle of the file drops the rest of it too, because nothing after a bad record can be
- * trusted to line up with record boundaries.
+ * Replay on open stops at the first record that is cut short or bad (CRC, type, or a record of the
+ * replicas' job table). If no intact record starts anywhere after it, it is a torn tail, which is
+ * all a crash mid-write leaves: it is truncated away, with a warning saying how many bytes went,
+ * and the journal opens. If an intact record does follow (at any byte offset: a corrupt length
+ * hides where the next record starts), the bad record is corruption in the middle of the file:
+ * open fails with -EBADMSG and one error line naming the file, the bad record's byte offset and
+ * the command that keeps the records before it ('truncate -s OFFSET FILE'), and the file is left
+ * exactly as it is (issue 27 finding 9). The search checksums at most 256 MiB; past that the bad
+ * record counts as corruption too.
  *
  * The header names the journal's owner: a journal whose header names another state name (a
  * file renamed or planted under this one's name) is never replayed, overwritten or deleted:
  * open fails with -EEXIST and a log line. A version 1 journal (16-byte header: magic, u32 1, CRC
- * of the first 12 bytes; no name) is replayed and at once rewritten as version 2.
+ * of the first 12 bytes; no name) or a version 2 one (the header of version 3; no APPEND records)
+ * is replayed and at once rewritten as version 3, so that an rdzvd from before APPEND records
+ * refuses the file (an unsupported version) instead of cutting it at the first APPEND.
  *
  * Compaction: once the file outgrows max(RDZVD_JOURNAL_COMPACT_MIN, RDZVD_JOURNAL_COMPACT_FACTOR x
  * the store's live size, RDZVD_JOURNAL_COMPACT_FACTOR x the last snapshot), a snapshot of the live
@@ -73,7 +81,7 @@ bool rdzvd_state_name_valid(const char *name);
 struct rdzvd_journal_stats {
     uint64_t size;        /* bytes in the journal file now */
     uint64_t replayed;    /* records applied when it was opened */
-    uint64_t dropped;     /* bytes of torn or corrupt tail truncated away when it was opened */
+    uint64_t dropped;     /* bytes of torn tail truncated away when it was opened */
     uint64_t records;     /* records appended since open */
     uint64_t fsyncs;      /* fdatasync calls since open (compaction not counted) */
     uint64_t compactions; /* snapshots written since open */
@@ -85,7 +93,8 @@ struct rdzvd_journal_stats {
  * From then on every change of store is journaled. loop may be NULL: then nothing is fsynced
  * except by rdzvd_journal_sync(), compaction and close (unit tests).
  * Logs its own errors. Returns 0, -EINVAL (bad name, store not empty), -EBADMSG (not a journal,
- * or a corrupt header), -ENOSPC / -EMSGSIZE (the journal holds more than the store's limits
+ * a corrupt header, or a corrupt record with intact records after it: the file is untouched),
+ * -ENOSPC / -EMSGSIZE (the journal holds more than the store's limits
  * allow), -EBUSY (another process has it open), -EEXIST (the file is another state name's
  * journal: left as it is) or another negative errno from the file system.
  * dirfd, dir and store are borrowed and must outlive the journal. */

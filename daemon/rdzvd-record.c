@@ -8,7 +8,10 @@
 #include "../common/rdzv-util.h"
 #include "rdzvd-decision.h"
 
-enum rec_type { REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4, REC_DECISION = 5 };
+enum rec_type {
+    REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4, REC_DECISION = 5, REC_APPEND = 6,
+    _REC_TYPE_MAX = REC_APPEND
+};
 #define REC_JOBS 0x80u /* the type's high bit: a record of RDZVD_TABLE_JOBS */
 
 /* ---- CRC-32 (IEEE 802.3, reflected, zlib-compatible), table-driven ---- */
@@ -51,6 +54,8 @@ static enum rec_type rec_type_of(enum rdzvd_change what)
         return REC_QPOP;
     case RDZVD_CHANGE_DECISION:
         return REC_DECISION;
+    case RDZVD_CHANGE_APPEND:
+        return REC_APPEND;
     }
     return REC_SET;
 }
@@ -86,7 +91,7 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
     static const enum rdzvd_change of_type[] = {
         [REC_SET] = RDZVD_CHANGE_SET, [REC_DEL] = RDZVD_CHANGE_DELETE,
         [REC_QPUSH] = RDZVD_CHANGE_QPUSH, [REC_QPOP] = RDZVD_CHANGE_QPOP,
-        [REC_DECISION] = RDZVD_CHANGE_DECISION};
+        [REC_DECISION] = RDZVD_CHANGE_DECISION, [REC_APPEND] = RDZVD_CHANGE_APPEND};
     const char *dummy;
     uint32_t klen, vlen;
     uint8_t type;
@@ -106,14 +111,16 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
         *why = "record cut short";
         return -EAGAIN;
     }
-    if (rdzvd_crc32(0, p + 4, RDZVD_RECORD_HDR_LEN - 4 + (size_t)klen + vlen) != rdzv_get_u32(p)) {
-        *why = "CRC mismatch";
-        return -EBADMSG;
-    }
-    if (type < REC_SET || type > REC_DECISION ||
+    /* The type before the CRC: a scan for records at every offset of a damaged journal
+     * (rdzvd-journal.c) skips most offsets without checksumming anything. */
+    if (type < REC_SET || type > _REC_TYPE_MAX ||
         ((type == REC_DEL || type == REC_QPOP) && vlen != 0) ||
         (type == REC_DECISION && vlen == 0)) {
         *why = "unknown record type";
+        return -EBADMSG;
+    }
+    if (rdzvd_crc32(0, p + 4, RDZVD_RECORD_HDR_LEN - 4 + (size_t)klen + vlen) != rdzv_get_u32(p)) {
+        *why = "CRC mismatch";
         return -EBADMSG;
     }
     *rec = (struct rdzvd_record){
@@ -121,9 +128,7 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
         .what = of_type[type],
         .key = p + RDZVD_RECORD_HDR_LEN,
         .klen = klen,
-        .val = type == REC_SET || type == REC_QPUSH || type == REC_DECISION
-                   ? p + RDZVD_RECORD_HDR_LEN + klen
-                   : NULL,
+        .val = type == REC_DEL || type == REC_QPOP ? NULL : p + RDZVD_RECORD_HDR_LEN + klen,
         .vlen = vlen};
     return (ssize_t)(RDZVD_RECORD_HDR_LEN + (size_t)klen + vlen);
 }
@@ -149,6 +154,8 @@ int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
     }
     case RDZVD_CHANGE_DECISION:
         return rdzvd_decision_apply(s, rec->key, rec->klen, rec->val, rec->vlen);
+    case RDZVD_CHANGE_APPEND:
+        return rdzvd_store_append(s, rec->key, rec->klen, rec->val, rec->vlen);
     }
     return -EINVAL;
 }

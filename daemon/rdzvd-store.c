@@ -343,7 +343,18 @@ static void notify_watchers(struct rdzvd_store *s, struct slot *sl, uint8_t type
     }
 }
 
-/* Replace the value of sl (taking ownership of nv) and wake its waiters. */
+/* Tell the change hook what happened to sl (val: what its record carries), then wake its
+ * waiters: the hook runs before any waiter, as rdzvd_change_fn promises. */
+static void slot_changed(struct rdzvd_store *s, struct slot *sl, enum rdzvd_change what,
+                         const uint8_t *val, size_t vlen)
+{
+    if (s->change)
+        s->change(s->change_ud, what, sl->key, sl->klen, val, vlen);
+    wake_all(s, sl);
+}
+
+/* Replace the value of sl (taking ownership of nv); its watchers are told, the hook and the
+ * waiters are not (slot_changed). */
 static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, size_t nlen)
 {
     if (!rdzv_list_empty(&sl->watches))
@@ -359,29 +370,33 @@ static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, siz
     sl->val = nv;
     sl->vlen = nlen;
     store_charge(s, nlen);
-    if (s->change)
-        s->change(s->change_ud, RDZVD_CHANGE_SET, sl->key, sl->klen, nv, nlen);
-    wake_all(s, sl);
 }
 
-static int store_value(struct rdzvd_store *s, struct slot *sl, const void *a, size_t alen,
-                       const void *b, size_t blen)
+/* The limits a value of nlen bytes replacing old ones must pass: 0, -EMSGSIZE or -ENOSPC. */
+static int value_fits(const struct rdzvd_store *s, uint64_t nlen, uint64_t old)
 {
-    uint64_t old = sl->present ? sl->vlen : 0;
+    if (nlen > s->lim->max_value_len)
+        return -EMSGSIZE;
+    if (!store_fits(s, nlen, old))
+        return -ENOSPC;
+    return 0;
+}
+
+/* sl's value becomes a copy of val, recorded as a SET. */
+static int store_value(struct rdzvd_store *s, struct slot *sl, const void *val, size_t vlen)
+{
+    int r = value_fits(s, vlen, sl->present ? sl->vlen : 0);
     uint8_t *nv;
 
-    if (alen + blen > s->lim->max_value_len)
-        return -EMSGSIZE;
-    if (!store_fits(s, alen + blen, old))
-        return -ENOSPC;
-    nv = malloc(alen + blen ? alen + blen : 1);
+    if (r < 0)
+        return r;
+    nv = malloc(vlen ? vlen : 1);
     if (!nv)
         return -ENOMEM;
-    if (alen)
-        memcpy(nv, a, alen);
-    if (blen)
-        memcpy(nv + alen, b, blen);
-    slot_assign(s, sl, nv, alen + blen);
+    if (vlen)
+        memcpy(nv, val, vlen);
+    slot_assign(s, sl, nv, vlen);
+    slot_changed(s, sl, RDZVD_CHANGE_SET, nv, vlen);
     return 0;
 }
 
@@ -393,7 +408,7 @@ int rdzvd_store_set(struct rdzvd_store *s, const void *key, size_t klen, const v
 
     if (!sl)
         return r;
-    r = store_value(s, sl, val, vlen, NULL, 0);
+    r = store_value(s, sl, val, vlen);
     slot_gc(s, sl);
     return r;
 }
@@ -427,7 +442,7 @@ int rdzvd_store_add(struct rdzvd_store *s, const void *key, size_t klen, int64_t
         r = -ERANGE;
     if (r == 0) {
         n = snprintf(text, sizeof(text), "%" PRId64, sum);
-        r = store_value(s, sl, text, (size_t)n, NULL, 0);
+        r = store_value(s, sl, text, (size_t)n);
     }
     if (r == 0)
         *ret = sum;
@@ -452,12 +467,12 @@ int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen,
         sl = slot_get(s, key, klen, &r);
         if (!sl)
             return r;
-        r = store_value(s, sl, des, deslen, NULL, 0);
+        r = store_value(s, sl, des, deslen);
         slot_gc(s, sl);
         if (r < 0)
             return r;
     } else if (sl->vlen == explen && memcmp(sl->val, exp, explen) == 0) {
-        r = store_value(s, sl, des, deslen, NULL, 0);
+        r = store_value(s, sl, des, deslen);
         if (r < 0)
             return r;
     }
@@ -466,18 +481,47 @@ int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen,
     return 0;
 }
 
+/* The value grows in place (realloc: no copy of what it held, unless watchers need the old value
+ * too), and the change is recorded as the appended bytes, so an APPEND costs what it sent. */
 int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
                        size_t vlen)
 {
     int r = 0;
     struct slot *sl = slot_get(s, key, klen, &r);
+    size_t old;
+    uint8_t *nv;
 
     if (!sl)
         return r;
-    if (sl->present)
-        r = store_value(s, sl, sl->val, sl->vlen, val, vlen);
-    else
-        r = store_value(s, sl, val, vlen, NULL, 0);
+    old = sl->present ? sl->vlen : 0;
+    r = value_fits(s, (uint64_t)old + vlen, old);
+    if (r < 0)
+        goto out_gc;
+    if (!sl->present || !rdzv_list_empty(&sl->watches)) {
+        nv = malloc(old + vlen ? old + vlen : 1);
+        if (!nv) {
+            r = -ENOMEM;
+            goto out_gc;
+        }
+        if (old)
+            memcpy(nv, sl->val, old);
+        if (vlen)
+            memcpy(nv + old, val, vlen);
+        slot_assign(s, sl, nv, old + vlen);
+    } else {
+        nv = realloc(sl->val, old + vlen ? old + vlen : 1);
+        if (!nv) {
+            r = -ENOMEM;
+            goto out_gc;
+        }
+        if (vlen)
+            memcpy(nv + old, val, vlen);
+        sl->val = nv;
+        sl->vlen = old + vlen;
+        store_charge(s, vlen);
+    }
+    slot_changed(s, sl, RDZVD_CHANGE_APPEND, sl->val + old, vlen);
+out_gc:
     slot_gc(s, sl);
     return r;
 }

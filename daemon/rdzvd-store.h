@@ -37,13 +37,16 @@ typedef void (*rdzvd_watch_fn)(struct rdzvd_waiter *w, void *ud, uint8_t type, c
 
 /* What a successful mutation did to a key (the change hook, e.g. for the journal). */
 enum rdzvd_change {
-    RDZVD_CHANGE_SET,    /* the key now holds val (SET, ADD's decimal text, COMPARE_SET, APPEND) */
+    RDZVD_CHANGE_SET,    /* the key now holds val (SET, ADD's decimal text, COMPARE_SET) */
     RDZVD_CHANGE_DELETE, /* the key's value was removed; val is NULL */
     RDZVD_CHANGE_QPUSH,  /* val was pushed at the tail of the key's queue */
     RDZVD_CHANGE_QPOP,   /* the head of the key's queue was popped; val is NULL */
     /* A job's decision (rdzvd-decision.h), made by rdzvd_store_change_as: val is the decision,
      * and replaying it runs the function that made the change again (rdzvd_record_apply). */
     RDZVD_CHANGE_DECISION,
+    /* val was added at the end of the key's value (APPEND; a missing key's value starts empty):
+     * val is only the appended bytes, never the whole new value. */
+    RDZVD_CHANGE_APPEND,
 };
 
 /* Called after every successful mutation, before any waiter is woken. key/val point into the
@@ -97,6 +100,9 @@ int rdzvd_store_add(struct rdzvd_store *s, const void *key, size_t klen, int64_t
 int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen, const void *exp,
                             size_t explen, const void *des, size_t deslen, const uint8_t **cur,
                             size_t *curlen);
+/* Add val at the end of the key's value (a missing key's starts empty). -EMSGSIZE when the value
+ * would grow past max_value_len, -ENOSPC past the budget, -ENOMEM: nothing changed then. The
+ * change hook is told RDZVD_CHANGE_APPEND with val alone. */
 int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
                        size_t vlen);
 /* 1 when a key was removed, 0 when there was none. Waiters are not affected. */

@@ -13,6 +13,44 @@ static int list_key_cb(const uint8_t *key, size_t klen, void *ud)
     return rdzv_buf_put_str(ud, key, klen);
 }
 
+static int list_size_cb(const uint8_t *key, size_t klen, void *ud)
+{
+    uint64_t *size = ud;
+
+    (void)key;
+    *size += 8 + (uint64_t)klen;
+    return 0;
+}
+
+/* The most bytes one reply may hold: --max-outbuf, but never less than a reply of one value (a
+ * GET of any value the store may hold is answered whatever the cap). */
+static uint64_t reply_max(const struct rdzv_limits *lim)
+{
+    uint64_t one = lim->max_value_len + 16;
+
+    return lim->max_outbuf > one ? lim->max_outbuf : one;
+}
+
+/* The size of MULTI_GET's reply to the keys at cur: a u64 length and the value (empty when
+ * missing) for each. Nothing is copied. */
+static uint64_t multi_get_size(struct rdzvd_store *st, const struct rdzv_req *req,
+                               struct rdzv_cursor cur)
+{
+    uint64_t size = 0;
+
+    for (uint64_t i = 0; i < req->count; i++) {
+        struct rdzv_slice k;
+        const uint8_t *val;
+        size_t vlen;
+
+        rdzv_req_next(&cur, &k);
+        if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0)
+            vlen = 0;
+        size += 8 + (uint64_t)vlen;
+    }
+    return size;
+}
+
 /* A peer mistake: the reason in res, r returned. */
 __attribute__((format(printf, 3, 4))) static int peer_fault(struct rdzvd_tcpstore_res *res, int r,
                                                             const char *fmt, ...)
@@ -36,6 +74,7 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
     struct rdzv_cursor cur;
     const uint8_t *val;
     size_t vlen;
+    uint64_t size;
     int64_t n64;
     int r = 0;
 
@@ -119,6 +158,13 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
         r = rdzvd_store_append(st, k.p, k.len, v.p, v.len);
         break;
     case RDZV_OP_MULTI_GET:
+        size = multi_get_size(st, req, cur);
+        if (size > reply_max(lim))
+            return peer_fault(res, -ENOBUFS,
+                              "MULTI_GET of %" PRIu64 " keys would reply %" PRIu64
+                              " bytes, more than the output cap of %" PRIu64
+                              " (--max-outbuf; ask for fewer keys at a time)",
+                              req->count, size, reply_max(lim));
         for (uint64_t i = 0; r == 0 && i < req->count; i++) {
             rdzv_req_next(&cur, &k);
             if (rdzvd_store_get(st, k.p, k.len, &val, &vlen) < 0)
@@ -161,6 +207,13 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
         r = rdzv_buf_put_u64(out, rdzvd_store_queue_len(st, k.p, k.len));
         break;
     case RDZV_OP_LIST:
+        size = 8;
+        (void)rdzvd_store_foreach(st, list_size_cb, &size);
+        if (size > reply_max(lim))
+            return peer_fault(res, -ENOBUFS,
+                              "LIST of %" PRIu64 " keys would reply %" PRIu64
+                              " bytes, more than the output cap of %" PRIu64 " (--max-outbuf)",
+                              rdzvd_store_num_keys(st), size, reply_max(lim));
         r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));
         if (r == 0)
             r = rdzvd_store_foreach(st, list_key_cb, out);

@@ -151,7 +151,8 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
                  "keys per CHECK/WAIT/MULTI_* request (default 131072)"),
         SIZE_OPT("max-frame", max_frame, "bytes per request (default 64MiB)"),
         SIZE_OPT("max-outbuf", max_outbuf,
-                 "queued reply bytes per connection before reads pause\n(default 16MiB)"),
+                 "queued reply bytes per connection before reads pause,\n"
+                 "and the largest MULTI_GET or LIST reply (default 16MiB)"),
         {.kind = RDZV_OPT_SIZE, .name = "max-conns", .dest = &lim->max_conns, .umin = 1,
          .seen = &o->max_conns_set, .metavar = "N",
          .what = "expected a positive number, optionally with K/M/G",

@@ -60,7 +60,8 @@ struct rdzv_limits {
     uint64_t max_value_len;    /* bytes in one value (also caps APPEND results) */
     uint64_t max_keys_per_req; /* keys in CHECK/WAIT/MULTI_GET/MULTI_SET */
     uint64_t max_frame;        /* bytes in one whole request */
-    uint64_t max_outbuf;       /* queued reply bytes per connection before we stop reading it */
+    uint64_t max_outbuf;       /* queued reply bytes per connection before we stop reading it;
+                                * also the largest reply (rdzvd-tcpstore-apply.h) */
     uint64_t max_conns;        /* open client connections */
     uint64_t max_handshaking;  /* of them, not through their handshake yet (rdzvd: past it a
                                 * new one takes the slot of an older silent one) */

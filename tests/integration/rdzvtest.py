@@ -217,6 +217,16 @@ class ConnectionHog:
                 p.kill()
                 p.join()
 
+def proc_wchar(pid):
+    """Bytes process pid has passed to write(2) and its kin so far (/proc/PID/io): what it wrote
+    to files and sockets, whether or not a file kept it (compaction may shrink a journal)."""
+    with open("/proc/%d/io" % pid) as f:
+        for line in f:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/%d/io" % pid)
+
+
 class Daemon:
     """One rdzvd on 127.0.0.1 with a free port. stderr (the log) goes to a file that tests can
     search; stdout to another. Use as a context manager or call stop()/kill()."""

@@ -3,14 +3,15 @@
 # test_persistence.py: rdzvd --state-dir: keys written by PyTorch 1.13 TCPStore clients and by
 # raw clients survive a SIGKILL and a restart on the same port; a bad --state-dir is one clear
 # error line; without --state-dir nothing is written anywhere. The torch parts are skipped when
-# torch is not importable.
+# torch is not importable. Issue 27: an APPEND journals only its own bytes; a corrupt record in
+# the middle of the journal stops rdzvd with the file untouched.
 
 import os
 import subprocess
 import tempfile
 from datetime import timedelta
 
-from rdzvtest import HOST, RDZVD, DaemonTestCase, i64, main
+from rdzvtest import HOST, RDZVD, DaemonTestCase, i64, main, proc_wchar
 from rdzvtest import s as enc_str
 
 try:
@@ -116,13 +117,18 @@ class Persistence(DaemonTestCase):
                 self.assertEqual(c.add(b"cnt-" + mode.encode(), 0), 2000)
             d2.stop()
 
-    def test_torn_tail_after_crash(self):
+    def crashed_with_keys(self):
+        """An rdzvd on self.state that acknowledged k0..k19 = v0..v19, then SIGKILLed."""
         d = self.daemon("--state-dir", self.state)
         with self.client(d) as c:
             for i in range(20):
                 c.set(b"k%d" % i, b"v%d" % i)
             c.sync()
         d.kill()
+        return d
+
+    def test_torn_tail_after_crash(self):
+        d = self.crashed_with_keys()
         # A record cut short, as a crash in the middle of write(2) leaves it.
         with open(os.path.join(self.state, "main.journal"), "ab") as f:
             f.write(b"\x12\x34\x56\x78\x01\x05\x00\x00\x00\x40\x00")
@@ -131,6 +137,66 @@ class Persistence(DaemonTestCase):
         with self.client(d2) as c:
             self.assertEqual(c.num_keys(), 20)
             self.assertEqual(c.get(b"k19"), b"v19")
+
+    def test_append_journals_only_its_bytes(self):
+        # Issue 27 finding 6: 256 one-byte APPENDs to an 8 MiB value wrote 3 GiB to the journal
+        # (each recorded the key's whole new value). Now each records its own byte: rdzvd writes
+        # a few KB (write(2) bytes, /proc/PID/io; compaction could hide a file size's growth).
+        d = self.daemon("--state-dir", self.state)
+        base = (8 << 20) - 256  # --max-value-len is 8 MiB: room for 256 bytes
+        tail = bytes(b"0123456789"[i % 10] for i in range(256))
+        with self.client(d) as c:
+            c.set(b"big", bytes(i % 251 for i in range(base)))
+            c.sync()
+            wrote0 = proc_wchar(d.pid)
+            for i in range(256):
+                c.append(b"big", tail[i:i + 1])
+            c.sync()
+            wrote = proc_wchar(d.pid) - wrote0
+            self.assertLess(wrote, 64 << 10, "256 one-byte APPENDs: rdzvd wrote %d bytes" % wrote)
+            self.assertGreaterEqual(wrote, 256 * (13 + 3 + 1))
+            # One byte past --max-value-len: refused, the connection closed, nothing changed.
+            mark = d.mark()
+            c.append(b"big", b"x")
+            c.assert_closed()
+        d.wait_log(r"APPEND would make a value larger than 8388608 bytes, closing connection",
+                   since=mark, levels=("warn",))
+        d2 = self.restart(d)
+        with self.client(d2) as c:
+            v = c.get(b"big")
+            self.assertEqual(len(v), 8 << 20)
+            self.assertEqual(v[:base], bytes(i % 251 for i in range(base)))
+            self.assertEqual(v[base:], tail)
+
+    def test_corrupt_record_mid_file_stops_rdzvd(self):
+        # Issue 27 finding 9: one corrupt byte in the middle of main.journal silently truncated
+        # the file, dropping every later record. Now rdzvd stops with one line naming the file
+        # and the record's byte offset, and leaves the file as it is; the line's own command
+        # keeps the records before it.
+        d = self.crashed_with_keys()
+        path = os.path.join(self.state, "main.journal")
+        with open(path, "rb") as f:
+            img = bytearray(f.read())
+        rec = img.index(b"k10v10") - 13  # the record: a 13-byte header, key, value
+        img[rec + 13 + 4] ^= 0x40         # one byte of its value
+        with open(path, "wb") as f:
+            f.write(img)
+        rc, err = self.run_rdzvd(["--state-dir", self.state])
+        self.assertEqual(rc, 1, err)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("main.journal: corrupt record at byte offset %d (CRC mismatch)" % rec,
+                      lines[0])
+        self.assertIn("truncate -s %d %s" % (rec, path), lines[0])
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), bytes(img), "the journal was changed")
+        # As the line says: cut it there by hand, and the records before it are kept.
+        os.truncate(path, rec)
+        d2 = self.daemon("--state-dir", self.state, "--port", str(d.port))
+        with self.client(d2) as c:
+            self.assertEqual(c.num_keys(), 10)
+            self.assertEqual(c.get(b"k9"), b"v9")
+            self.assertEqual(c.check([b"k10"]), 1)  # CHECK_NOT_READY
 
     def test_fsync_modes_accepted(self):
         for mode in ("always", "no", "everysec"):

@@ -13,7 +13,8 @@
 #   - a leader that lost its majority answers nothing more from its store (it may be stale): it
 #     closes the connections it served, and its agents resume on the next leader;
 #   - the links between replicas need the token when there is one;
-#   - command-line mistakes get a one-line message.
+#   - command-line mistakes get a one-line message;
+#   - an APPEND goes through the log as its own bytes, not the key's whole value (issue 27).
 import os
 import shutil
 import signal
@@ -24,7 +25,8 @@ import time
 import unittest
 
 from authtest import ERROR, JOIN, JOINED, Peer
-from rdzvtest import HOST, RDZVCTL, RDZVD, Client, die_with_parent, enc, kill_proc, main, s, track
+from rdzvtest import (HOST, RDZVCTL, RDZVD, Client, die_with_parent, enc, kill_proc, main,
+                      proc_wchar, s, track)
 from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
 
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
@@ -473,6 +475,32 @@ class Replicas(ClusterCase):
         self.assertEqual(c2.get(b"k"), b"v")
         c2.set(b"k2", b"v2")
         self.assertEqual(c2.get(b"k2"), b"v2")
+
+    def test_append_replicates_only_its_bytes(self):
+        """Issue 27 finding 6: an APPEND went through the Raft log as the key's whole new value,
+        and 64 one-byte APPENDs to an 8 MiB value (1.3 KB on the wire) made the leader lose its
+        term and exit. Now each is a record of its own byte: the leader stays, writes a few KB
+        for them, and the next leader holds the appended value."""
+        cl = self.cluster()
+        lead, c = cl.leader()
+        base = (8 << 20) - 64
+        c.set(b"big", bytes(i % 251 for i in range(base)))
+        c.sync()
+        wrote0 = proc_wchar(lead.proc.pid)
+        c.send(b"".join(enc("modern", "APPEND", s(b"big"), s(b"%d" % (i % 10)))
+                        for i in range(64)))
+        c.sync()
+        wrote = proc_wchar(lead.proc.pid) - wrote0
+        self.assertTrue(lead.alive(), lead.text()[-3000:])
+        self.assertLess(wrote, 4 << 20, "64 one-byte APPENDs: the leader wrote %d bytes" % wrote)
+        self.assertEqual(cl.leader()[0], lead)
+        c.close()
+        lead.kill()
+        lead2, c = cl.leader()
+        self.assertIsNot(lead2, lead)
+        v = c.get(b"big")
+        self.assertEqual(len(v), 8 << 20)
+        self.assertEqual(v[base:], b"0123456789" * 6 + b"0123")
 
     def test_command_line_mistakes(self):
         def run(*args):

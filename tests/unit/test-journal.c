@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-journal.c: the store's change hook and the journal: round trips of every record type,
- * torn tails at every byte, mid-file corruption, compaction, fsync scheduling, write errors. */
+ * APPEND journaled as its own bytes, torn tails at every byte, mid-file corruption refused with
+ * the file untouched, compaction, fsync scheduling, write errors. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -187,7 +188,7 @@ struct event_log {
 static void log_change(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                        const uint8_t *val, size_t vlen)
 {
-    static const char *const names[] = {"SET", "DEL", "QPUSH", "QPOP"};
+    static const char *const names[] = {"SET", "DEL", "QPUSH", "QPOP", "DECISION", "APPEND"};
     struct event_log *l = ud;
     size_t n = strlen(l->text);
 
@@ -211,18 +212,20 @@ static void test_change_hook_events(void)
     ASSERT_OK(rdzvd_store_compare_set(s, "a", 1, "x", 1, "y", 1, &cur, &curlen));
     ASSERT_OK(rdzvd_store_compare_set(s, "m", 1, "x", 1, "y", 1, &cur, &curlen));
     ASSERT_OK(rdzvd_store_compare_set(s, "a", 1, "1", 1, "2", 1, &cur, &curlen));
-    ASSERT_OK(rdzvd_store_append(s, "a", 1, "34", 2));
+    ASSERT_OK(rdzvd_store_append(s, "a", 1, "34", 2)); /* the appended bytes only */
+    ASSERT_OK(rdzvd_store_append(s, "new", 3, "x", 1)); /* a missing key starts empty */
     ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 1);
     ASSERT_EQ(rdzvd_store_delete(s, "a", 1), 0); /* nothing removed: no event */
     ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, "i1", 2));
     expect_pop(s, "q", "i1");
     expect_pop(s, "q", NULL); /* empty: no event */
     ASSERT_BYTES_STR(l.text, strlen(l.text),
-                     "SET a=1;SET n=41;SET n=42;SET a=2;SET a=234;DEL a;QPUSH q=i1;QPOP q;");
+                     "SET a=1;SET n=41;SET n=42;SET a=2;APPEND a=34;APPEND new=x;DEL a;"
+                     "QPUSH q=i1;QPOP q;");
     rdzvd_store_set_change_cb(s, NULL, NULL);
     ASSERT_OK(set_str(s, "b", "1"));
-    ASSERT_EQ(strlen(l.text), strlen("SET a=1;SET n=41;SET n=42;SET a=2;SET a=234;DEL a;"
-                                     "QPUSH q=i1;QPOP q;"));
+    ASSERT_EQ(strlen(l.text), strlen("SET a=1;SET n=41;SET n=42;SET a=2;APPEND a=34;"
+                                     "APPEND new=x;DEL a;QPUSH q=i1;QPOP q;"));
     rdzvd_store_free(s);
 }
 
@@ -443,15 +446,12 @@ static void test_torn_tail_every_offset(void)
     remove_journal("torn");
 }
 
-/* A bad CRC in the middle: replay stops there, that record and all after it are dropped (the
- * rest can't be trusted to line up with record boundaries), and the file is cut there. */
-static void test_corrupt_crc_in_middle(void)
+/* A journal of ten records k0..k9 = "value"; off[i] is where record i starts. Returns the
+ * file's bytes (*len of them). */
+static uint8_t *ten_records(const char *name, uint64_t off[10], size_t *len)
 {
-    struct rdzvd_store *s = new_store(), *r = new_store();
-    struct rdzvd_journal *j = jopen("mid", s);
-    uint64_t off[10];
-    uint8_t *img;
-    size_t len;
+    struct rdzvd_store *s = new_store();
+    struct rdzvd_journal *j = jopen(name, s);
 
     for (int i = 0; i < 10; i++) {
         char k[8];
@@ -461,46 +461,95 @@ static void test_corrupt_crc_in_middle(void)
         ASSERT_OK(set_str(s, k, "value"));
     }
     rdzvd_journal_close(j, false);
-    img = read_file("mid", &len);
-    img[off[5] + 13 + 2 + 1] ^= 0x40; /* a byte of record 5's value */
-    write_file("mid", img, len);
-    j = jopen("mid", r);
-    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 5);
-    ASSERT_EQ(rdzvd_journal_stats(j)->dropped, len - off[5]);
-    ASSERT_EQ(file_size("mid"), off[5]);
-    ASSERT_EQ(rdzvd_store_num_keys(r), 5);
-    expect_value(r, "k4", "value");
-    expect_missing(r, "k5");
-    expect_missing(r, "k9");
-    rdzvd_journal_close(j, false);
-    free(img);
     rdzvd_store_free(s);
+    return read_file(name, len);
+}
+
+/* Opening name must fail -EBADMSG, with nothing replayed into the store and the file exactly as
+ * it was (img, len bytes). */
+static void expect_refused_untouched(const char *name, const uint8_t *img, size_t len)
+{
+    struct rdzvd_store *r = new_store();
+    struct rdzvd_journal *j = NULL;
+    uint8_t *after;
+    size_t len2;
+
+    ASSERT_EQ(rdzvd_journal_open(NULL, dirfd_, dir, name, RDZVD_FSYNC_NO, r, &j), -EBADMSG);
+    ASSERT_NULL(j);
+    after = read_file(name, &len2);
+    ASSERT_EQ(len2, len);
+    ASSERT_MEMEQ(after, img, len);
+    free(after);
     rdzvd_store_free(r);
+}
+
+/* One corrupt byte in the middle of the file, anywhere in a record (its CRC, type, lengths, key
+ * or value), with intact records after it: open refuses, and the file is left as it is, not cut
+ * there (issue 27 finding 9: that dropped every later record). */
+static void test_corrupt_byte_in_middle_refused(void)
+{
+    uint64_t off[10];
+    size_t len;
+    uint8_t *img = ten_records("mid", off, &len);
+
+    for (uint64_t at = off[5]; at < off[6]; at++) {
+        snprintf(tap_note, sizeof(tap_note), "byte %" PRIu64 " (record 5 at %" PRIu64 ")", at,
+                 off[5]);
+        img[at] ^= 0x40;
+        write_file("mid", img, len);
+        expect_refused_untouched("mid", img, len);
+        img[at] ^= 0x40;
+    }
+    /* A length that claims past the end of the file hides the records after it too. */
+    rdzv_set_u32(img + off[5] + 9, 1u << 30);
+    write_file("mid", img, len);
+    expect_refused_untouched("mid", img, len);
+    tap_note[0] = 0;
+    free(img);
     remove_journal("mid");
 }
 
-/* A record of the replicas' job table (intact, CRC and all) has no place in a journal: replay
- * stops there as at a corrupt one, and nothing of it reaches the clients' store. */
+/* The last record bad (its CRC, nothing intact after it) is a torn tail, as a crash leaves it:
+ * it is dropped and the rest kept, as before. */
+static void test_corrupt_last_record_is_a_tail(void)
+{
+    struct rdzvd_store *r = new_store();
+    struct rdzvd_journal *j;
+    uint64_t off[10];
+    size_t len;
+    uint8_t *img = ten_records("tail", off, &len);
+
+    img[len - 1] ^= 0x40; /* a byte of record 9's value */
+    write_file("tail", img, len);
+    j = jopen("tail", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 9);
+    ASSERT_EQ(rdzvd_journal_stats(j)->dropped, len - off[9]);
+    ASSERT_EQ(file_size("tail"), off[9]);
+    expect_value(r, "k8", "value");
+    expect_missing(r, "k9");
+    rdzvd_journal_close(j, false);
+    free(img);
+    rdzvd_store_free(r);
+    remove_journal("tail");
+}
+
+/* A record of the replicas' job table (intact, CRC and all) has no place in a journal: nothing
+ * of it reaches the clients' store. Followed by intact records it is corruption in the middle
+ * (refused, file untouched); as the last record, a tail (dropped). */
 static void test_job_table_record_refused(void)
 {
-    struct rdzvd_store *s = new_store(), *r = new_store();
-    struct rdzvd_journal *j = jopen("jobrec", s);
+    struct rdzvd_store *r = new_store();
+    struct rdzvd_journal *j;
     uint64_t off[10];
-    uint8_t *img;
     size_t len;
+    uint8_t *img = ten_records("jobrec", off, &len);
 
-    for (int i = 0; i < 10; i++) {
-        char k[8];
-
-        off[i] = rdzvd_journal_stats(j)->size;
-        snprintf(k, sizeof(k), "k%d", i);
-        ASSERT_OK(set_str(s, k, "value"));
-    }
-    rdzvd_journal_close(j, false);
-    img = read_file("jobrec", &len);
     ASSERT_OK(rdzvd_record_header_in(img + off[5], RDZVD_TABLE_JOBS, RDZVD_CHANGE_SET,
                                      (const uint8_t *)"k5", 2, (const uint8_t *)"value", 5));
     write_file("jobrec", img, len);
+    expect_refused_untouched("jobrec", img, len);
+    /* Only records 0..5: the job table's is the last. */
+    write_file("jobrec", img, off[6]);
     j = jopen("jobrec", r);
     ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 5);
     ASSERT_EQ(file_size("jobrec"), off[5]);
@@ -508,9 +557,54 @@ static void test_job_table_record_refused(void)
     expect_missing(r, "k5");
     rdzvd_journal_close(j, false);
     free(img);
-    rdzvd_store_free(s);
     rdzvd_store_free(r);
     remove_journal("jobrec");
+}
+
+/* An APPEND is journaled as the bytes it appended (issue 27 finding 6: 256 one-byte APPENDs to
+ * an 8 MiB value wrote 3 GiB), replays to the same value, and one past the value limit is
+ * refused with nothing changed or journaled. */
+static void test_append_journals_its_own_bytes(void)
+{
+    const size_t base = lim.max_value_len - 256;
+    struct rdzvd_store *s = new_store(), *r = new_store();
+    struct rdzvd_journal *j = jopen("app", s);
+    uint8_t *big = malloc(base);
+    const uint8_t *val;
+    uint64_t before;
+    size_t vlen;
+
+    ASSERT_NOT_NULL(big);
+    memset(big, 'b', base);
+    ASSERT_OK(rdzvd_store_set(s, "big", 3, big, base));
+    before = rdzvd_journal_stats(j)->size;
+    for (int i = 0; i < 256; i++) {
+        char c = (char)('0' + i % 10);
+
+        ASSERT_OK(rdzvd_store_append(s, "big", 3, &c, 1));
+    }
+    /* 256 records of a 13-byte header, the key and one byte. */
+    ASSERT_EQ(rdzvd_journal_stats(j)->size - before, 256 * (13 + 3 + 1));
+    ASSERT_EQ(rdzvd_journal_stats(j)->compactions, 0);
+    before = rdzvd_journal_stats(j)->size;
+    ASSERT_EQ(rdzvd_store_append(s, "big", 3, "x", 1), -EMSGSIZE);
+    ASSERT_EQ(rdzvd_journal_stats(j)->size, before);
+    ASSERT_OK(rdzvd_store_get(s, "big", 3, &val, &vlen));
+    ASSERT_EQ(vlen, lim.max_value_len);
+    rdzvd_journal_close(j, false);
+
+    j = jopen("app", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 257);
+    expect_same(s, r);
+    ASSERT_OK(rdzvd_store_get(r, "big", 3, &val, &vlen));
+    ASSERT_TRUE(memcmp(val, big, base) == 0);
+    ASSERT_TRUE(memcmp(val + base, "0123456789", 10) == 0);
+    ASSERT_EQ(val[vlen - 1], '0' + 255 % 10);
+    rdzvd_journal_close(j, false);
+    free(big);
+    rdzvd_store_free(s);
+    rdzvd_store_free(r);
+    remove_journal("app");
 }
 
 static int try_open(const char *name)
@@ -541,10 +635,10 @@ static void test_bad_header_and_unreadable(void)
     ASSERT_OK(try_open("hdr"));
     img = read_file("hdr", &len);
     ASSERT_EQ(len, hdr_len("hdr"));
-    img[8] = 3;
+    img[8] = 4;
     write_file("hdr", img, len);
     ASSERT_EQ(try_open("hdr"), -EPROTONOSUPPORT);
-    img[8] = 2;
+    img[8] = 3;
     img[16] ^= 1; /* the header CRC covers the name */
     write_file("hdr", img, len);
     ASSERT_EQ(try_open("hdr"), -EBADMSG);
@@ -614,7 +708,9 @@ static uint32_t crc32_of(const uint8_t *p, size_t n)
     return c ^ 0xffffffffu;
 }
 
-/* A version 1 journal (no owner in its header) is replayed and rewritten as version 2. */
+/* A version 1 journal (no owner in its header) is replayed and rewritten as version 3. So is a
+ * version 2 one, whose APPENDs were recorded as the key's whole new value: journals written before
+ * APPEND records replay as they did. */
 static void test_version_1_upgraded(void)
 {
     struct rdzvd_store *s = new_store(), *r = new_store();
@@ -637,8 +733,30 @@ static void test_version_1_upgraded(void)
     rdzvd_journal_close(j, false);
     free(img);
     img = read_file("v1", &len2);
-    ASSERT_EQ(len2, len); /* the version 2 header again, the same records */
-    ASSERT_EQ(rdzv_get_u32(img + 8), 2);
+    ASSERT_EQ(len2, len); /* the version 3 header again, the same records */
+    ASSERT_EQ(rdzv_get_u32(img + 8), 3);
+    /* Version 2: the same header, and an APPEND as a SET of the whole value. */
+    rdzvd_store_free(r);
+    r = new_store();
+    rdzv_set_u32(img + 8, 2);
+    rdzv_set_u32(img + h - 4, crc32_of(img, h - 4));
+    ASSERT_OK(rdzvd_record_header(img + h, RDZVD_CHANGE_SET, (const uint8_t *)"k", 1,
+                                  (const uint8_t *)"v", 1));
+    write_file("v1", img, len);
+    j = jopen("v1", r);
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 1);
+    expect_value(r, "k", "v");
+    ASSERT_OK(rdzvd_store_append(r, "k", 1, "w", 1));
+    rdzvd_journal_close(j, false);
+    free(img);
+    img = read_file("v1", &len2);
+    ASSERT_EQ(rdzv_get_u32(img + 8), 3);
+    ASSERT_EQ(len2, len + 13 + 1 + 1);
+    rdzvd_store_free(r);
+    r = new_store();
+    j = jopen("v1", r);
+    expect_value(r, "k", "vw");
+    rdzvd_journal_close(j, false);
     free(img);
     free(v1);
     rdzvd_store_free(s);
@@ -1386,8 +1504,10 @@ int main(void)
     TEST(test_round_trip_every_type);
     TEST(test_replay_equals_original_random);
     TEST(test_torn_tail_every_offset);
-    TEST(test_corrupt_crc_in_middle);
+    TEST(test_corrupt_byte_in_middle_refused);
+    TEST(test_corrupt_last_record_is_a_tail);
     TEST(test_job_table_record_refused);
+    TEST(test_append_journals_its_own_bytes);
     TEST(test_bad_header_and_unreadable);
     TEST(test_owner_in_header);
     TEST(test_version_1_upgraded);

@@ -261,6 +261,69 @@ static void test_append(void)
     rdzvd_store_free(s);
 }
 
+/* What a watcher of an appended key was told. */
+struct append_watch {
+    unsigned calls;
+    uint8_t type;
+    char old[16], nv[16];
+};
+
+static void append_watch_cb(struct rdzvd_waiter *w, void *ud, uint8_t type, const uint8_t *key,
+                            size_t klen, const uint8_t *old, size_t oldlen, const uint8_t *nv,
+                            size_t nvlen)
+{
+    struct append_watch *aw = w->ud;
+
+    (void)ud;
+    (void)key;
+    (void)klen;
+    aw->calls++;
+    aw->type = type;
+    snprintf(aw->old, sizeof(aw->old), "%.*s", (int)oldlen, old ? (const char *)old : "");
+    snprintf(aw->nv, sizeof(aw->nv), "%.*s", (int)nvlen, nv ? (const char *)nv : "");
+}
+
+/* APPEND grows a value in place (issue 27: no copy of the whole value per APPEND), except for a
+ * watched key, whose watchers get the old and the new value; the bytes are charged either way,
+ * and the budget holds for APPEND as for SET. */
+static void test_append_in_place_and_watched(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct append_watch aw = {0};
+    struct rdzvd_waiter w;
+    struct rdzvd_store *s;
+
+    lim.max_store_bytes = 16;
+    s = new_store(&lim);
+    rdzvd_store_set_watch_cb(s, append_watch_cb);
+    rdzvd_waiter_init(&w, &aw);
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "ab", 2));
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "cd", 2));
+    expect_value(s, "k", "abcd");
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 4);
+    ASSERT_OK(rdzvd_store_watch(s, &w, "k", 1));
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "ef", 2));
+    ASSERT_EQ(aw.calls, 1);
+    ASSERT_EQ(aw.type, RDZV_WATCH_KEY_UPDATED);
+    ASSERT_BYTES_STR((const uint8_t *)aw.old, strlen(aw.old), "abcd");
+    ASSERT_BYTES_STR((const uint8_t *)aw.nv, strlen(aw.nv), "abcdef");
+    ASSERT_OK(rdzvd_store_watch(s, &w, "n", 1));
+    ASSERT_OK(rdzvd_store_append(s, "n", 1, "x", 1));
+    ASSERT_EQ(aw.calls, 2);
+    ASSERT_EQ(aw.type, RDZV_WATCH_KEY_CREATED);
+    ASSERT_BYTES_STR((const uint8_t *)aw.nv, strlen(aw.nv), "x");
+    rdzvd_store_drop_watches(s, &w);
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 6 + 1 + 1);
+    /* 9 of 16 bytes held: 7 more fit, 8 do not, and the refused APPEND changes nothing. */
+    ASSERT_EQ(rdzvd_store_append(s, "k", 1, "12345678", 8), -ENOSPC);
+    expect_value(s, "k", "abcdef");
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "1234567", 7));
+    expect_value(s, "k", "abcdef1234567");
+    ASSERT_EQ(rdzvd_store_bytes(s), 16);
+    ASSERT_EQ(aw.calls, 2);
+    rdzvd_store_free(s);
+}
+
 static void test_delete(void)
 {
     const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
@@ -1417,6 +1480,7 @@ int main(void)
     TEST(test_add);
     TEST(test_compare_set);
     TEST(test_append);
+    TEST(test_append_in_place_and_watched);
     TEST(test_delete);
     TEST(test_num_keys_and_foreach);
     TEST(test_store_bytes_limit);
