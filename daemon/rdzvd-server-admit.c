@@ -173,10 +173,15 @@ static int server_accept(struct rdzvd_listener *l)
         srv->stats.rejected++;
         if (now - srv->last_reject_log_ms >= 1000) {
             srv->last_reject_log_ms = now;
-            log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open and %" PRIu64
-                     " descriptors of job generations (limit %" PRIu64 ", see --max-conns)",
-                     rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1, srv->job_fds,
-                     srv->cfg.lim.max_conns);
+            char jobs[80] = "";
+
+            if (srv->job_fds)
+                snprintf(jobs, sizeof(jobs),
+                         ", counting %" PRIu64 " descriptors of job generations", srv->job_fds);
+            log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open (limit %" PRIu64
+                     "%s, see --max-conns)",
+                     rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1,
+                     srv->cfg.lim.max_conns, jobs);
         }
         rdzvd_conn_close(c, "too many connections");
         return 0;
