@@ -8,7 +8,9 @@ connection is opened first, and only then does any send). With --max-handshaking
 handshake" at 66b5056: a connection past the quota took the slot of a silent one from its own
 address, whatever its age. Now a connection is only shed for one that has been silent
 RDZVD_HS_SHED_AGE_MS (3 s), so all 16,000 pass an init barrier (each ADDs a counter, the one that
-reads 16,000 SETs a key, all WAIT on it) with nothing closed."""
+reads 16,000 SETs a key, all WAIT on it) with nothing closed. Where opening them takes about
+that long itself (a loaded machine), the oldest may rightly be shed: then only that is checked
+(the shed line, no other close, rdzvd still serving), and the time it took is printed."""
 import resource
 import socket
 import struct
@@ -17,6 +19,7 @@ import time
 from rdzvtest import HOST, VALIDATE_BYTES, DaemonTestCase, enc, i64, keys, main, s
 
 N = 16000
+SHED_AGE_S = 3.0  # RDZVD_HS_SHED_AGE_MS (daemon/rdzvd-config.h)
 
 
 def recv_exact(sock, n, deadline):
@@ -52,6 +55,7 @@ class InitFlood(DaemonTestCase):
         how many were closed or reset by rdzvd."""
         socks = []
         self.addCleanup(self.close_all, socks)
+        t0 = time.monotonic()
         for _ in range(n):
             c = socket.socket()
             c.setblocking(False)
@@ -60,6 +64,7 @@ class InitFlood(DaemonTestCase):
             except BlockingIOError:
                 pass
             socks.append(c)
+        self.opened_in = time.monotonic() - t0
         time.sleep(gap)
         lost = 0
         add = VALIDATE_BYTES + enc("modern", "ADD", s(b"/flood/count"), i64(1))
@@ -77,7 +82,22 @@ class InitFlood(DaemonTestCase):
                     last = c
             except (OSError, ConnectionResetError):
                 lost += 1
-        self.assertEqual(lost, 0, "%d of %d connections were closed by rdzvd" % (lost, n))
+        if lost and self.opened_in >= SHED_AGE_S - 0.5:
+            # Opening them took about as long as the shed age (a loaded machine): the oldest
+            # may rightly have been shed for younger ones. The rule is then checked as far as
+            # it goes: only for their age, and rdzvd still serves.
+            shed = "too many connections before their handshake"
+            closes = [ln for ln in self.d.log().splitlines() if "closing connection" in ln]
+            self.assertTrue(closes, "no shed line for %d closed connections" % lost)
+            self.assertEqual([ln for ln in closes if shed not in ln], [],
+                             "connections closed for another reason than the shed rule")
+            self.assertEqual(self.client(self.d).add(b"/flood/after", 1), 1)
+            print("\nopening %d connections took %.2f s, near the %.1f s shed age: %d of the "
+                  "oldest were shed (the barrier is not run)" % (n, self.opened_in, SHED_AGE_S,
+                                                               lost), flush=True)
+            return lost
+        self.assertEqual(lost, 0, "%d of %d connections were closed by rdzvd (opened in %.2f s)"
+                         % (lost, n, self.opened_in))
         self.assertIsNotNone(last, "no connection read the full count")
         last.sendall(enc("modern", "SET", s(b"/flood/go"), s(b"1")))
         wait = enc("modern", "WAIT", keys([b"/flood/go"]))
@@ -92,11 +112,12 @@ class InitFlood(DaemonTestCase):
         if hard < N + 500:
             self.skipTest("open-file limit %d is below %d" % (hard, N + 500))
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        d = self.daemon(log_level="warn")
+        d = self.d = self.daemon(log_level="warn")
         t0 = time.monotonic()
-        self.barrier(d.port, N, gap=0.5)
-        print("\n%d connections opened at once, silent 0.5 s, through the barrier in %.2f s" % (
-            N, time.monotonic() - t0), flush=True)
+        if self.barrier(d.port, N, gap=0.5):
+            return
+        print("\n%d connections opened at once (in %.2f s), silent 0.5 s, through the barrier in "
+              "%.2f s" % (N, self.opened_in, time.monotonic() - t0), flush=True)
         self.assertNotIn("too many connections before their handshake", d.log())
         self.assertNotIn("closing connection", d.log())
 

@@ -307,11 +307,14 @@ class ReplicaLink(ClusterCase):
 
     def test_fuzzer(self):
         """Seeded, bounded: valid messages of every type mutated (bytes flipped, fields set to
-        edge values, lengths cut or grown), sent by a peer holding the token, to each replica in
-        turn, a fresh link per message; then a leader serves within 2 s and every key the
-        cluster acknowledged reads back, no replica died, no sanitizer spoke. RDZV_FUZZ_SEED and
-        RDZV_FUZZ_MESSAGES replay or lengthen a run."""
-        cl = self.cluster(token=TOKEN)
+        edge values, lengths cut or grown), sent by a peer holding the replicas' key (and the
+        agents' token) as a configured member, to each replica in turn, a fresh link per
+        message; then a leader serves within 2 s and every key the cluster acknowledged reads
+        back, no replica died, no sanitizer spoke. RDZV_FUZZ_SEED and RDZV_FUZZ_MESSAGES replay
+        or lengthen a run; the guard's checks replay a corpus of their own
+        (tests/fuzz/fuzz-raft-wire.c)."""
+        key = b"replicas-only-fuzz-0123456789abcdef"
+        cl = self.cluster(token=TOKEN, extra=["--replica-key-file", self.key_file(key.decode())])
         lead, c = cl.leader()
         keys = {b"f%d" % i: os.urandom(8) for i in range(10)}
         for k, v in keys.items():
@@ -373,7 +376,8 @@ class ReplicaLink(ClusterCase):
                 continue
             other = (i + 1 + rng.randrange(2)) % 3
             try:
-                link = RaftLink(target.port + 1, other + 1, addrs[other], TOKEN)
+                link = RaftLink(target.port + 1, other + 1, addrs[other], key=key,
+                                server=(i + 1, addrs[i]))
             except (ConnectionError, OSError):
                 continue
             sent[i] = (sent[i] + [bytes(m).hex()])[-4:]

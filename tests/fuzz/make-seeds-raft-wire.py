@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# make-seeds-raft-wire.py: write the hand-made seeds of corpus/fuzz-raft-wire/ (seed-*): honest
+# libraft messages of every type, and the messages that crashed or bricked replicas before
+# issue 27 (findings 1-3 and the replica-link fuzzer's empty AppendEntries), so that the replay
+# keeps them refused.
+#
+# Input format of fuzz-raft-wire.c: byte 0 the receiver's flags (1 leads, 2 follows leader 1,
+# 4 the sender is a member), bytes 1-8 its term, byte 9 the sender's id; then messages.
+# Usage: tests/fuzz/make-seeds-raft-wire.py tests/fuzz/corpus/fuzz-raft-wire
+import os
+import struct
+import sys
+
+AE, AER, RV, RVR, IS, TN = 1, 2, 3, 4, 5, 6
+COMMAND, BARRIER, CHANGE = 1, 2, 3
+
+
+def le(*vals):
+    return b"".join(struct.pack("<Q", v & 0xffffffffffffffff) for v in vals)
+
+
+def msg(typ, header):
+    return le(typ, len(header)) + header
+
+
+def conf(*servers):
+    b = bytes([1]) + le(len(servers))
+    for i, a in servers:
+        b += le(i) + a.encode() + b"\0" + bytes([1])
+    return b + b"\0" * (-len(b) % 8)
+
+
+def append_entries(term, prev_index=0, prev_term=0, commit=0, entries=()):
+    h = le(term, prev_index, prev_term, commit, len(entries))
+    for t, ty, data in entries:
+        h += le(t) + bytes([ty, 0, 0, 0]) + struct.pack("<I", len(data))
+    return msg(AE, h + le(0)) + b"".join(d for _, _, d in entries)
+
+
+def snapshot(term, c, data):
+    return msg(IS, le(term, 9, term, 1, len(c)) + c + le(len(data), 0)) + data
+
+
+def view(term, flags=4, peer=2):
+    return bytes([flags]) + le(term) + bytes([peer])
+
+
+A = ("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
+THREE = conf((1, A[0]), (2, A[1]), (3, A[2]))
+
+SEEDS = {
+    # Honest traffic a follower (term 5, following leader 2) sees.
+    "heartbeat": view(5, 4 | 2) + append_entries(5, 10, 5, 10),
+    "append-commands": view(5, 4) + append_entries(5, 10, 5, 10, [(5, COMMAND, b"\1" * 24),
+                                                                   (5, BARRIER, b"\0" * 8)]),
+    "append-change": view(5, 4) + append_entries(5, 10, 4, 10, [(5, CHANGE, THREE)]),
+    "snapshot": view(5, 4) + snapshot(5, THREE, b"\0" * 64),
+    "votes": view(5, 4) + msg(RV, le(6, 2, 12, 5)) + msg(RV, le(6, 2, 12, 5, 1)) +
+             msg(RVR, le(6, 1)) + msg(RVR, le(6, 0, 1)),
+    "results": view(5, 1 | 4) + msg(AER, le(5, 0, 12)) + msg(TN, le(5, 12, 5)),
+    "stream": view(7, 4) + b"".join(append_entries(7, 20 + i, 7, 20 + i, [(7, COMMAND, le(i))])
+                                    for i in range(8)),
+    # Issue 27 finding 1: an InstallSnapshot of 73 bytes claiming a configuration of 2^62 bytes.
+    "finding-1-snapshot-bomb": view(5, 4) + le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" +
+                               b"\0" * 16,
+    # Finding 2: an AppendEntries at the leader's own term, to the leader.
+    "finding-2-second-leader": view(5, 1 | 4) + append_entries(5, 10, 5, 10),
+    # Finding 3: term 2^64-1 (the next term wraps to 0).
+    "finding-3-term-wrap": view(5, 4) + append_entries(2**64 - 1, 10, 5, 10),
+    # The replica-link fuzzer's find: an AppendEntries whose entries are all empty.
+    "fuzzer-empty-entries": view(5, 4) + append_entries(5, 10, 5, 10, [(5, COMMAND, b""),
+                                                                       (5, BARRIER, b"")]),
+    # A stranger (not in the configuration) and a vote asked for another candidate.
+    "stranger": view(5, 0) + append_entries(5, 10, 5, 10),
+    "vote-for-another": view(5, 4) + msg(RV, le(6, 3, 12, 5)),
+}
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else "corpus/fuzz-raft-wire"
+    os.makedirs(outdir, exist_ok=True)
+    for name, data in SEEDS.items():
+        with open(os.path.join(outdir, "seed-" + name), "wb") as f:
+            f.write(data)
+    print("wrote %d seeds to %s" % (len(SEEDS), outdir))
+
+
+if __name__ == "__main__":
+    main()
