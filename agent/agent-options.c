@@ -644,6 +644,16 @@ static bool endpoint_has_port(const char *ep)
     return strchr(ep, ':') != NULL;
 }
 
+/* Is ep one HOST:0 (not a list of replicas)? */
+static bool endpoint_port_is_zero(const char *ep)
+{
+    char host[256];
+    uint16_t port = 1;
+
+    return ep && !strchr(ep, ',') && endpoint_has_port(ep) &&
+           rdzv_parse_hostport(ep, host, sizeof(host), &port) == 0 && port == 0;
+}
+
 /* torchrun's reading of what was given: the backend, the command, the hosting role. */
 static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int first_arg)
 {
@@ -773,6 +783,17 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     }
     if (o->min_nodes == 0)
         o->min_nodes = o->max_nodes = 1;
+    if (!o->standalone && endpoint_port_is_zero(o->endpoint)) {
+        if (o->max_nodes > 1) {
+            fprintf(stderr, "rdzv-agent: endpoint '%s': port 0 (a free port, as torchrun) serves "
+                            "one node; with --nnodes %" PRId64 " give the port the other nodes "
+                            "connect to\n",
+                    o->endpoint, o->max_nodes);
+            return -EINVAL;
+        }
+        o->free_port = true;
+        o->may_host = o->must_host = false; /* the embedded rdzvd is the host */
+    }
     if (!o->endpoint && !o->standalone) {
         fprintf(stderr, "rdzv-agent: no rdzvd to join: pass --endpoint HOST:PORT (rdzvd's "
                         "address), --master-addr/--master-port (static), or --standalone for a "

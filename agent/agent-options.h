@@ -42,6 +42,10 @@ struct agent_opts {
     int64_t node_rank;       /* -1: not asked for */
     int64_t max_restarts;
     bool standalone;
+    /* The endpoint's port is 0 (torchrun: the agent hosts the store on a free port, as
+     * torchtitan's --rdzv_endpoint localhost:0): one node, an embedded rdzvd as --standalone's,
+     * the given run id kept */
+    bool free_port;
     const char *log_dir;
     const char *role;
     double last_call_s;
@@ -105,7 +109,7 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv);
 
 /* --print-launch: write the resolved launch to f as one JSON object on one line:
  *   {"nnodes_min", "nnodes_max", "nproc", "backend": "c10d"|"static", "standalone",
- *    "endpoint": "HOST:PORT" (standalone: "127.0.0.1:0", any free port), "run_id",
+ *    "endpoint": "HOST:PORT" (standalone: "127.0.0.1:0", any free port; HOST:0 as given), "run_id",
  *    "node_rank" (null: given by the order of arrival), "node_rank_hint" (from the scheduler),
  *    "max_restarts", "raw_cmd" (rdzv's "-- COMMAND" form), "argv": the worker's command exactly
  *    as it is executed (local rank 0's)}

@@ -36,7 +36,8 @@ struct agent {
     struct agent_opts o;
     struct agent_session *session; /* the rendezvous with rdzvd (agent-session.h) */
     struct agent_group *group;
-    struct rdzvd_daemon *embedded; /* --standalone */
+    struct rdzvd_daemon *embedded; /* --standalone, or an endpoint HOST:0 */
+    const char *free_port_endpoint; /* HOST:0 as given */
     struct rdzv_token *token;      /* --token-file */
     uv_signal_t sigs[6];
     char **devices;
@@ -148,7 +149,7 @@ static int load_token(struct agent *a)
 {
     char err[512];
 
-    if (!a->o.token_file || a->o.standalone)
+    if (!a->o.token_file || a->o.standalone || a->o.free_port)
         return 0;
     a->token = calloc(1, sizeof(*a->token));
     if (!a->token)
@@ -182,7 +183,11 @@ static int start_embedded(struct agent *a)
     snprintf(a->endpoint_buf, sizeof(a->endpoint_buf), "127.0.0.1:%u",
              rdzvd_daemon_port(a->embedded));
     a->o.endpoint = a->endpoint_buf;
-    log_info("standalone: embedded rdzvd on %s", a->o.endpoint);
+    if (a->o.free_port)
+        log_info("endpoint %s: embedded rdzvd on %s (port 0: a free port, as torchrun)",
+                 a->free_port_endpoint, a->o.endpoint);
+    else
+        log_info("standalone: embedded rdzvd on %s", a->o.endpoint);
     return 0;
 }
 
@@ -350,7 +355,8 @@ int main(int argc, char **argv)
         return 1;
     }
     a.loop = &loop;
-    if (a.o.standalone && (r = start_embedded(&a)) < 0) {
+    a.free_port_endpoint = a.o.endpoint;
+    if ((a.o.standalone || a.o.free_port) && (r = start_embedded(&a)) < 0) {
         log_error_errno(r, "cannot start the embedded rdzvd");
         return 1;
     }

@@ -270,6 +270,31 @@ class TestOutcome(AgentTestCase):
         self.assertEqual(sorted(envs), [0, 1, 2])
         self.assertTrue(envs[0]["TORCHELASTIC_RUN_ID"].startswith("standalone-"))
 
+    def test_endpoint_port_0_hosts_on_a_free_port(self):
+        # torchtitan's line: torchrun --rdzv_backend c10d --rdzv_endpoint="localhost:0" (the
+        # agent hosts the store on a free port), refused as "bad --endpoint" before; and the
+        # static backend's --master_port 0. The given run id is kept.
+        for args in (["--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0", "--rdzv_id", "tt"],
+                     ["--master_addr", "127.0.0.1", "--master_port", "0", "--rdzv_id", "tt"]):
+            out = self.outdir()
+            p = start([AGENT, "--nnodes", "1", "--nproc_per_node", "2", *args, "--",
+                       *ENV_WORKER], env={"RDZV_TEST_OUT": out})
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 0, err[-2000:])
+            self.assertIn("(port 0: a free port, as torchrun)", err)
+            envs = read_envs(out)
+            self.assertEqual(sorted(envs), [0, 1])
+            self.assertEqual(envs[0]["TORCHELASTIC_RUN_ID"], "tt")
+            self.assertNotEqual(envs[0]["MASTER_PORT"], "0")
+            self.assertEqual(envs[0]["MASTER_PORT"], envs[1]["MASTER_PORT"])
+        # More than one node cannot find a free port chosen on one of them: one line, exit 2.
+        p = start([AGENT, "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                   "localhost:0", "--", "true"])
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("port 0 (a free port, as torchrun) serves one node", err)
+
 
 class TestScale(AgentTestCase):
     def test_256_agents_one_worker_each(self):

@@ -61,6 +61,11 @@ TORCH2_OPTIONS = {  # option (dash spelling) -> (takes a value, sample values)
     "--virtual-local-rank": (False, []),
 }
 
+# Under torch 2.x, the options of TORCH2_OPTIONS its own parser lacks (newer than it): rdzv-agent
+# accepts them, and they are listed as such in the output.
+NEWER_THAN_THIS_TORCH = set()
+TORCH_MAJOR = 0
+
 # Deliberate, listed exceptions: lines torch accepts that rdzv-agent reads otherwise, and what
 # rdzv-agent must do instead (checked). README "Coming from torchrun" lists them too.
 EXCEPTIONS = {
@@ -77,6 +82,8 @@ EXCEPTIONS = {
                      "one); without one both pick a random id",
     "c10d-rank": "c10d: --node-rank is a demand (torchrun ignores it); one outside 0..MAX-1 is "
                  "refused",
+    "port0-nodes": "an endpoint HOST:0 (torchrun: the agent hosts the store on a free port) with "
+                   "--nnodes MAX > 1: refused (the other nodes cannot learn that port)",
 }
 
 SCRIPTS = ["train.py", "dir/train.py", "/abs/main.py", "t.py"]
@@ -94,7 +101,8 @@ def values(dest, rng):
         "nproc_per_node": (["1", "2", "4", "8", "cpu", "auto"], ["x", "gpu", "2.5", "", "0", "2000"]),
         "rdzv_backend": (["static", "c10d"], ["bogus", ""]),
         "rdzv_endpoint": (["localhost", "10.0.0.1:1234", "node-1:29400", "[::1]:5000",
-                           "host.example.com", "127.0.0.1:29555"], ["h:x", "h:70000"]),
+                           "host.example.com", "127.0.0.1:29555", "localhost:0",
+                           "127.0.0.1:0"], ["h:x", "h:70000"]),
         "rdzv_id": (["job1", "abc-123", "none", "J"], []),
         "rdzv_conf": (["join_timeout=5", "is_host=0,read_timeout=30", "last_call_timeout=1",
                        "timeout=60"], ["nokey", "a="]),
@@ -107,7 +115,7 @@ def values(dest, rng):
         "tee": (["0", "2", "3", "0:3"], ["9"]),
         "node_rank": (["0", "1", "2"], ["x", "-1"]),
         "master_addr": (["127.0.0.1", "10.1.2.3", "nodeA"], []),
-        "master_port": (["1234", "29500", "29411"], ["x", "70000"]),
+        "master_port": (["1234", "29500", "29411", "0"], ["x", "70000"]),
     }.get(dest)
     if v is None:
         return "1"
@@ -119,18 +127,25 @@ def torch_parser(mode):
     import torch.distributed.run as run
     p = run.get_args_parser()
     if mode == "2x":  # torch 2.x: dash spellings of every option, and the options only it has
+        # (under torch 2.x itself, only those newer than it: NEWER_THAN_THIS_TORCH)
+        have = set(p._option_string_actions)
         for a in list(p._actions):
             for s in list(a.option_strings):
                 if s.startswith("--") and "_" in s:
                     d = "--" + s[2:].replace("_", "-")
-                    a.option_strings.append(d)
-                    p._option_string_actions[d] = a
+                    if d not in have:
+                        a.option_strings.append(d)
+                        p._option_string_actions[d] = a
         for opt, (takes, _) in TORCH2_OPTIONS.items():
-            under = "--" + opt[2:].replace("-", "_")
+            if opt in have:
+                continue
+            if TORCH_MAJOR >= 2:
+                NEWER_THAN_THIS_TORCH.add(opt)
+            names = [opt] + [u for u in ["--" + opt[2:].replace("-", "_")] if u not in have]
             if takes:
-                p.add_argument(opt, under, type=str, default=None)
+                p.add_argument(*names, type=str, default=None)
             else:
-                p.add_argument(opt, under, action="store_true")
+                p.add_argument(*names, action="store_true")
     return p
 
 
@@ -353,6 +368,8 @@ def exception_of(argv, t):
         return "range"
     if t["standalone"] and t["nnodes_max"] > 1:
         return "standalone-nodes"
+    if not t["standalone"] and t["endpoint"].endswith(":0") and t["nnodes_max"] > 1:
+        return "port0-nodes"
     if t["backend"] == "static" and not 0 <= t["node_rank"] < t["nnodes_max"]:
         return "range"
     if t["backend"] == "c10d" and not t["standalone"] and \
@@ -383,7 +400,7 @@ def compare(argv, mode, pyexec, t, r):
             return []
         return ["torch refuses, rdzv-agent accepts"]
     exc = exception_of(argv, t)
-    if exc in ("etcd", "range", "standalone-nodes", "c10d-rank"):
+    if exc in ("etcd", "range", "standalone-nodes", "c10d-rank", "port0-nodes"):
         if isinstance(r, tuple) and r[0] == "refused" and r[1] == 2 and len(r[2]) == 1:
             return []
         return [f"exception '{exc}': rdzv-agent must refuse with one line"]
@@ -439,10 +456,14 @@ def main():
     # sysconf(_SC_NPROCESSORS_ONLN) are the same number).
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     try:
+        import torch
         import torch.distributed.run  # noqa: F401
     except ImportError:
         print(f"torch is not installed for {sys.executable}: skipped")
         return 77
+    global TORCH_MAJOR
+    TORCH_MAJOR = int(torch.__version__.split(".")[0])
+    print(f"torch {torch.__version__} ({sys.executable}): its own parser and resolution")
     t0 = time.monotonic()
     rng = random.Random(opts.seed)
     tables = {}
@@ -508,6 +529,9 @@ def main():
     print("lines by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     print(f"{len(corpus)} lines (seed {opts.seed}; torch accepts {counts['accepted']}, "
           f"refuses {counts['refused']}): {ndiff} differences, {dt:.1f} s")
+    if NEWER_THAN_THIS_TORCH:
+        print("options newer than this torch (accepted by rdzv-agent, read with the table's "
+              "meaning): " + ", ".join(sorted(NEWER_THAN_THIS_TORCH)))
     return 1 if ndiff else 0
 
 
