@@ -56,7 +56,8 @@ __all__ = ["Job", "Moved", "Position", "init"]
 
 RECOVER_TIMEOUT_S = 120.0  # how long recover() waits for the next generation
 # A training thread whose innermost Python frame is in one of these is blocked on its peers.
-_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/autograd/__init__.py")
+_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/autograd/__init__.py",
+                     "torch/autograd/graph.py")
 
 
 class Moved(Exception):
@@ -106,12 +107,22 @@ class Job:
             threading.Thread(target=self._watch, name="rdzv-control", daemon=True).start()
         if self._wait_s is not None:
             threading.Thread(target=self._alive, name="rdzv-alive", daemon=True).start()
+        self._pg_sockets = {}  # the sockets the process group made: {fd: "socket:[inode]"}
         try:
-            dist.init_process_group(self.backend, timeout=self.timeout)
+            self._init_process_group()
         except RuntimeError:
             if not self.inplace:
                 raise
             self._reform()  # a peer of this generation was lost meanwhile: the next one
+
+    def _init_process_group(self):
+        """dist.init_process_group, noting the sockets it made (its store's and the backend's
+        connections to the peers), which _leave() shuts down."""
+        before = _sockets()
+        try:
+            dist.init_process_group(self.backend, timeout=self.timeout)
+        finally:
+            self._pg_sockets = {fd: s for fd, s in _sockets().items() if before.get(fd) != s}
 
     # ---- the control channel ----
 
@@ -215,12 +226,18 @@ class Job:
 
     # ---- a new generation ----
 
-    @staticmethod
-    def _leave():
+    def _leave(self):
+        """Drop the process group, and shut down the sockets it made, so that every peer still
+        blocked in a collective with this rank fails at once. destroy_process_group() alone may
+        not close them: under torch 2.x the failed collective's work (or anything else that
+        outlives the group) keeps gloo's context and its connections open, and a peer waiting
+        on this rank, not on the lost one, then waits until the group's timeout."""
         try:
             dist.destroy_process_group()
         except (RuntimeError, ValueError, AssertionError):
             pass
+        socks, self._pg_sockets = self._pg_sockets, {}
+        _shutdown_sockets(socks)
 
     def _join(self, msg):
         """The process group of generation msg (a control line), on its store and ranks."""
@@ -233,7 +250,7 @@ class Job:
         })
         if "local_rank" in msg:
             os.environ["LOCAL_RANK"] = str(msg["local_rank"])
-        dist.init_process_group(self.backend, timeout=self.timeout)
+        self._init_process_group()
 
     def recover(self, ddp=None):
         """After a failure (or Moved): re-form on the next generation and return a new DDP of
@@ -272,6 +289,56 @@ class Job:
                 return
             except RuntimeError:
                 continue  # another peer lost meanwhile: the next generation follows
+
+
+def _sockets():
+    """This process's sockets: {fd: "socket:[inode]"} (Linux's /proc; {} elsewhere)."""
+    out = {}
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return out
+    for name in names:
+        try:
+            link = os.readlink("/proc/self/fd/" + name)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out[int(name)] = link
+    return out
+
+
+def _shutdown_sockets(socks):
+    """shutdown(SHUT_RDWR) each connected socket of socks ({fd: "socket:[inode]"}) that this
+    process still holds under that descriptor (a descriptor closed and reused since is left
+    alone; a listening socket too). The
+    descriptors stay open: whoever owns them closes them; their peers see the end at once."""
+    import socket
+
+    for fd, link in socks.items():
+        try:
+            if os.readlink("/proc/self/fd/%d" % fd) != link:
+                continue
+            dup = os.dup(fd)
+        except OSError:
+            continue
+        try:
+            if "socket:[%d]" % os.fstat(dup).st_ino == link:
+                s = socket.socket(fileno=dup)
+                dup = None
+                try:
+                    # Not a listening socket: gloo's listener aborts the process on an error.
+                    if not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                        s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                finally:
+                    s.close()
+        except OSError:
+            pass
+        finally:
+            if dup is not None:
+                os.close(dup)
 
 
 def init(backend=None, timeout_s=60.0):
