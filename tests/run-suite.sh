@@ -27,6 +27,17 @@ if [ "$install" = 1 ]; then
   fi
 fi
 
+# The Debian 13 root with PyTorch 2.6 in which the torch-facing tests run a second time
+# (tests/torch2/make-root.sh; made once, about 70 s and 1 GB, then reused). As root only: it
+# needs debootstrap and chroot. A root that cannot be made is a failure, not a skip.
+torch2_result=SKIP
+if [ "$(id -u)" = 0 ]; then
+  echo "== torch 2.6 root: tests/torch2/make-root.sh"
+  if bash tests/torch2/make-root.sh; then torch2_result=OK; else torch2_result=FAIL; fi
+else
+  echo "== torch 2.6 root: skipped (not root); the '-torch2.6' tests skip too"
+fi
+
 # Each test gets its own files; 16k-connection tests need the whole open-file limit.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 export PATH="/usr/bin:$PATH"
@@ -66,19 +77,20 @@ if [ "$package" = 1 ]; then
 fi
 
 # Count results from meson's JSON logs (meson's own summary is not read by CI).
-/usr/bin/python3 - "$build_failed" "$pkg_result" "${builds[@]}" <<'PY'
+/usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "${builds[@]}" <<'PY'
 import json, sys
+took = int(sys.argv.pop(1))
 build_failed = int(sys.argv[1])
 passed = failed = skipped = 0
-pkg = sys.argv[2]
-if pkg == "OK":
-    passed += 1
-elif pkg == "SKIP":
-    skipped += 1
-else:
-    failed += 1
-    print("FAILED package-test")
-for b in sys.argv[3:]:
+for name, res in (("package-test", sys.argv[2]), ("torch2-root", sys.argv[3])):
+    if res == "OK":
+        passed += 1
+    elif res == "SKIP":
+        skipped += 1
+    else:
+        failed += 1
+        print("FAILED " + name)
+for b in sys.argv[4:]:
     try:
         lines = open(f"{b}/meson-logs/testlog.json").read().splitlines()
     except OSError:
@@ -96,6 +108,7 @@ for b in sys.argv[3:]:
             failed += 1
             print(f"FAILED [{b}] {t['name']}: {res}")
 failed += build_failed
+print(f"run-suite.sh took {took // 60} min {took % 60} s")
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY

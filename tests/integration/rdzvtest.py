@@ -663,6 +663,17 @@ def skip_without_torch():
     if not torch.distributed.is_available():
         print("SKIP: torch.distributed not available", file=sys.stderr)
         sys.exit(77)
+    print("torch %s, Python %s (%s)" % (torch.__version__, sys.version.split()[0],
+                                        sys.executable), file=sys.stderr, flush=True)
+
+
+def torch_major():
+    """The major version of the torch this interpreter imports (1 or 2); 0 without torch."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.__version__.split(".")[0])
 
 
 def main():

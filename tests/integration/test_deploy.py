@@ -157,7 +157,8 @@ def test_apptainer():
           % (built, readme))
     # The packages of tests/install-deps.sh that the build needs (not its test-only ones).
     m = re.search(r"^pkgs=\(([^)]*)\)", read(SRC, "tests", "install-deps.sh"), re.M)
-    test_only = {"python3-torch", "procps", "openmpi-bin", "chromium", "gcovr", "iproute2", "gdb"}
+    test_only = {"python3-torch", "procps", "openmpi-bin", "chromium", "gcovr", "iproute2", "gdb",
+                 "debootstrap"}
     need = set(m.group(1).split()) - test_only if m else set()
     apt = set()
     for c in post:

@@ -1,18 +1,22 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_torch_client.py: Debian's PyTorch 1.13 TCPStore client (2.0 numbering, no VALIDATE,
-# keys prefixed with "/") against rdzvd: every op the 1.13 binding has, several clients at
-# once, wait_for_workers, PrefixStore, and raw-socket cross-checks of what reaches the wire.
+# test_torch_client.py: PyTorch's own TCPStore client against rdzvd: Debian 12's 1.13 (2.0
+# numbering, no VALIDATE, keys prefixed with "/") and, in the Debian 13 root
+# (tests/torch2/in-root.sh), 2.6 (VALIDATE at connect, the modern numbering): every op the binding
+# has (2.x: multi_get, multi_set, append, queues where present), several clients at once,
+# wait_for_workers, PrefixStore, and raw-socket cross-checks of what reaches the wire.
 # Exits 77 (skipped) when torch is not importable.
 
 import threading
 import time
 from datetime import timedelta
 
-from rdzvtest import DaemonTestCase, main, skip_without_torch
+from rdzvtest import DaemonTestCase, main, skip_without_torch, torch_major
 
 skip_without_torch()
 import torch.distributed as dist  # noqa: E402
+
+TORCH2 = torch_major() >= 2
 
 HOST = "127.0.0.1"
 T = timedelta(seconds=10)
@@ -81,6 +85,46 @@ class TorchClient(DaemonTestCase):
         self.store.set("p", "1")
         self.assertTrue(self.store.check(["p"]))
         self.assertFalse(self.store.check(["p", "q"]))
+
+    def test_multi_set_multi_get(self):
+        if not TORCH2:
+            self.skipTest("torch 1.13's TCPStore has no multi_get/multi_set")
+        st = self.store
+        st.multi_set(["m1", "m2", "m3"], ["one", b"\x00two", ""])
+        self.assertEqual(st.multi_get(["m3", "m1", "m2"]), [b"", b"one", b"\x00two"])
+        self.assertEqual(self.raw.get("/m2"), b"\x00two")
+        self.raw.set("/m4", "from-raw")
+        self.raw_sync()
+        self.assertEqual(st.multi_get(["m4"]), [b"from-raw"])
+        # A missing key: multi_get waits for it, under the store's timeout.
+        short = self.new_store(timeout=timedelta(seconds=1))
+        t0 = time.monotonic()
+        with self.assertRaises(RuntimeError):
+            short.multi_get(["m1", "never"])
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_append(self):
+        if not TORCH2:
+            self.skipTest("torch 1.13's TCPStore has no append")
+        st = self.store
+        st.append("log", "ab")  # a missing key is created
+        st.append("log", b"\x00cd")
+        self.assertEqual(st.get("log"), b"ab\x00cd")
+        self.assertEqual(self.raw.get("/log"), b"ab\x00cd")
+        st.set("log", "x")
+        st.append("log", "y")
+        self.assertEqual(st.get("log"), b"xy")
+
+    def test_queues(self):
+        st = self.store
+        if not hasattr(st, "queue_push"):
+            self.skipTest("this torch's TCPStore binding has no queues")
+        st.queue_push("q", "a")
+        st.queue_push("q", b"\x00b")
+        self.assertEqual(st.queue_len("q"), 2)
+        self.assertEqual(st.queue_pop("q"), b"a")
+        self.assertEqual(st.queue_pop("q"), b"\x00b")
+        self.assertEqual(st.queue_len("q"), 0)
 
     def test_wait(self):
         st = self.store
@@ -231,7 +275,23 @@ class TorchClient(DaemonTestCase):
 
 class TorchClientRefused(DaemonTestCase):
 
+    def test_legacy_none_takes_a_2x_client(self):
+        if not TORCH2:
+            self.skipTest("torch 1.13 sends no VALIDATE")
+        # 2.x validates at connect (VALIDATE, then PING on newer versions), which is all that
+        # --legacy none asks for; the modern numbering follows.
+        d = self.daemon("--legacy", "none")
+        st = dist.TCPStore(HOST, d.port, None, False, timedelta(seconds=3))
+        self.assertEqual(st.add("x", 2), 2)
+        st.set("y", "1")
+        self.assertTrue(st.check(["x", "y"]))
+        with self.client(d) as c:
+            self.assertEqual(sorted(c.list()), [b"/x", b"/y"])
+        self.assertNotIn("not VALIDATE", d.log())
+
     def test_legacy_none_refuses_1_13_client(self):
+        if TORCH2:
+            self.skipTest("torch 2.x sends VALIDATE")
         d = self.daemon("--legacy", "none")
         t0 = time.monotonic()
         with self.assertRaises(RuntimeError):
