@@ -26,13 +26,7 @@ fi
 
 work=$(mktemp -d /tmp/rdzv-pkg.XXXXXX)
 trap 'dpkg --purge rdzv >/dev/null 2>&1; rm -rf "$work"' EXIT
-mkdir "$work/rdzv"
-# The tree as git sees it (tracked and untracked, not ignored: no build directories).
-if git -C "$src" rev-parse >/dev/null 2>&1; then
-  git -C "$src" ls-files -z -co --exclude-standard | (cd "$src" && xargs -0 cp --parents -t "$work/rdzv")
-else
-  tar -C "$src" --exclude='./build*' -cf - . | tar -C "$work/rdzv" -xf -
-fi
+bash "$src/tests/copy-tree.sh" "$src" "$work/rdzv" || { echo "FAIL: copy the tree"; exit 1; }
 echo "== dpkg-buildpackage -us -uc -b (log: $work/build.log)"
 if ! (cd "$work/rdzv" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
   tail -30 "$work/build.log"; echo "FAIL: dpkg-buildpackage"; exit 1

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Install what rdzv needs (Debian 12), build it twice (gcc -Dwerror, then ASan+UBSan) and run the
-# whole test suite in both builds. Ends with one line "N passed, N failed, N skipped" and exits
-# non-zero when anything failed. Also builds the Debian package, installs it and runs a job from it
-# (tests/package-test.sh; as root only). Usage: tests/run-suite.sh [--no-install] [--no-asan] [--no-package]
+# whole test suite in both builds; as root, the torch-facing tests run again under PyTorch 2.6 in a
+# Debian 13 root (tests/torch2/). Builds the wheel and runs jobs from it (tests/wheel-test.sh), and
+# (as root) the Debian package, installed and a job run from it (tests/package-test.sh). Ends with
+# its time and one line "N passed, N failed, N skipped"; exits non-zero when anything failed.
+# Usage: tests/run-suite.sh [--no-install] [--no-asan] [--no-package]
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -76,13 +78,19 @@ if [ "$package" = 1 ]; then
   fi
 fi
 
+# pip install (tests/wheel-test.sh): the wheel built with meson-python, installed offline into a
+# fresh venv, and jobs run from the venv's binaries only (no root needed).
+echo "== wheel: tests/wheel-test.sh"
+if bash tests/wheel-test.sh; then wheel_result=OK; else wheel_result=FAIL; fi
+
 # Count results from meson's JSON logs (meson's own summary is not read by CI).
-/usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "${builds[@]}" <<'PY'
+/usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "$wheel_result" "${builds[@]}" <<'PY'
 import json, sys
 took = int(sys.argv.pop(1))
 build_failed = int(sys.argv[1])
 passed = failed = skipped = 0
-for name, res in (("package-test", sys.argv[2]), ("torch2-root", sys.argv[3])):
+for name, res in (("package-test", sys.argv[2]), ("torch2-root", sys.argv[3]),
+                  ("wheel-test", sys.argv[4])):
     if res == "OK":
         passed += 1
     elif res == "SKIP":
@@ -90,7 +98,7 @@ for name, res in (("package-test", sys.argv[2]), ("torch2-root", sys.argv[3])):
     else:
         failed += 1
         print("FAILED " + name)
-for b in sys.argv[4:]:
+for b in sys.argv[5:]:
     try:
         lines = open(f"{b}/meson-logs/testlog.json").read().splitlines()
     except OSError:

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# pip install, as PyTorch users install a launcher (issue 28 item 3): build the wheel from this
+# tree with Debian's meson-python (pyproject.toml), install it offline into a fresh venv
+# (--no-index --no-build-isolation: no package registry is asked), check what it holds, and run
+# a 2-worker job from the venv's binaries only: rdzv-agent --standalone (its embedded rdzvd) with
+# a Python worker, then the same through `python -m rdzv.run`, and rdzvd and rdzvctl from the
+# venv. PATH holds no other rdzv (a Debian package or `meson install` may have put one in /usr).
+# Prints "ok"/"FAIL" lines; exits non-zero when anything failed.
+set -u
+cd "$(dirname "$0")/.."
+src=$PWD
+fail=0
+check() {  # what, command...
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
+}
+py=/usr/bin/python3
+if ! "$py" -c 'import mesonpy, venv, pip' 2>/dev/null; then
+  echo "wheel-test.sh: needs Debian's python3-mesonpy, python3-venv and python3-pip" >&2
+  exit 2
+fi
+work=$(mktemp -d /tmp/rdzv-wheel.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+bash "$src/tests/copy-tree.sh" "$src" "$work/src" || { echo "FAIL: copy the tree"; exit 1; }
+t0=$SECONDS
+echo "== pip wheel --no-index --no-build-isolation (log: $work/wheel.log)"
+if ! "$py" -m pip wheel --no-index --no-build-isolation --no-deps -w "$work/dist" "$work/src" \
+    >"$work/wheel.log" 2>&1; then
+  tail -30 "$work/wheel.log"; echo "FAIL: pip wheel"; exit 1
+fi
+whl=$(ls "$work"/dist/rdzv-*.whl 2>/dev/null | head -1)
+check "built $(basename "${whl:-no wheel}") in $((SECONDS - t0)) s" test -n "$whl"
+[ -n "$whl" ] || exit 1
+"$py" -m venv "$work/venv"
+v=$work/venv/bin
+check "pip install --no-index the wheel into a fresh venv" \
+  "$v/pip" install -q --no-index --no-deps "$whl"
+for b in rdzv-agent rdzvd rdzvctl; do
+  check "the wheel installs $b into the venv" test -x "$v/$b"
+done
+if "$py" -m zipfile -l "$whl" | grep -q '/rdzv-train$'; then
+  check "the wheel's rdzv-train is in the venv" test -x "$v/rdzv-train"
+else
+  echo "ok: this build has no rdzv-train (no CUDA): the wheel holds none"
+fi
+for m in rdzv/__init__.py rdzv/torch.py rdzv/run.py; do
+  check "the wheel holds $m" sh -c "'$py' -m zipfile -l '$whl' | grep -q ' *$m '"
+done
+check "rdzvd --version from the venv" "$v/rdzvd" --version
+
+# The worker: a Python script that reports progress through the venv's rdzv and writes what it
+# was given. Run from / with a PATH of the venv and the system's basic tools only.
+cat >"$work/worker.py" <<'PY'
+import json, os, sys
+import rdzv
+rdzv.progress(1)
+out = os.path.join(os.environ["WHEEL_TEST_OUT"], "rank%s.json" % os.environ["RANK"])
+with open(out, "w") as f:
+    json.dump({k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                               "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
+              | {"python": sys.executable, "rdzv": rdzv.__file__}, f)
+PY
+job() {  # name, command...
+  local name=$1; shift
+  local out=$work/out-$name
+  mkdir "$out"
+  if (cd / && env -i PATH="$v:/usr/bin:/bin" HOME=/tmp WHEEL_TEST_OUT="$out" \
+      timeout 120 "$@" >"$work/$name.log" 2>&1); then
+    echo "ok: $name: the job exited 0"
+  else
+    echo "FAIL: $name: the job exited non-zero"; tail -20 "$work/$name.log"; fail=1; return
+  fi
+  "$py" - "$out" "$v" "$name" <<'PY' || fail=1
+import json, os, sys
+out, venv, name = sys.argv[1:]
+ranks = sorted(os.listdir(out))
+got = [json.load(open(os.path.join(out, r))) for r in ranks]
+ok = (ranks == ["rank0.json", "rank1.json"] and all(g["WORLD_SIZE"] == "2" for g in got) and
+      got[0]["MASTER_PORT"] == got[1]["MASTER_PORT"] and
+      all(g["rdzv"].startswith(os.path.dirname(venv)) for g in got))
+print("%s: %s: 2 workers, world 2, one store port, rdzv from the venv (%s)" %
+      ("ok" if ok else "FAIL", name, got[0]["rdzv"] if got else "no worker wrote"))
+sys.exit(0 if ok else 1)
+PY
+}
+job agent "$v/rdzv-agent" --standalone --nproc-per-node 2 "$work/worker.py"
+job python-m-rdzv.run "$v/python" -m rdzv.run --standalone --nproc-per-node 2 "$work/worker.py"
+check "python -m rdzv.run's workers ran with the venv's python" \
+  grep -q "\"python\": \"$v/python" "$work/out-python-m-rdzv.run/rank0.json"
+check "rdzv-agent --help through python -m rdzv.run" \
+  sh -c "'$v/python' -m rdzv.run --help | grep -q -- --nnodes"
+# rdzvd and rdzvctl from the venv: a daemon on a free port, asked for its status.
+"$v/rdzvd" --bind 127.0.0.1 --port 0 --port-file "$work/rdzvd.port" 2>"$work/rdzvd.log" &
+dpid=$!
+for _ in $(seq 50); do [ -s "$work/rdzvd.port" ] && break; sleep 0.1; done
+port=$(head -1 "$work/rdzvd.port")
+check "rdzvctl status against the venv's rdzvd (port ${port:-none})" \
+  sh -c "[ -n '$port' ] && '$v/rdzvctl' --endpoint 127.0.0.1:$port status >/dev/null"
+kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null
+exit $fail
