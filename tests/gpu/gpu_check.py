@@ -8,16 +8,27 @@
 #   3. steady-state step throughput of rdzv-train against the same model in PyTorch (DDP, NCCL);
 #   4. PyTorch 2.x clients against rdzvd: its TCPStore client op by op (torch2_store.py),
 #      torchrun --rdzv-backend c10d and DDP under two rdzv-agents (the CI tests, with this
-#      PyTorch through RDZV_TEST_PYTHON).
-# Writes OUT_DIR/gpu-check.json and ends with a table; exits 1 when any check failed.
+#      PyTorch through RDZV_TEST_PYTHON);
+#   5. recovery in place on NCCL, one worker per GPU: rdzv.torch (examples/autoencoder.py,
+#      backend="nccl") with a worker SIGKILLed, and one SIGSTOPped and failed by
+#      --progress-timeout (the survivors abort their communicators and carry on, the same
+#      processes to the end); rdzv-train --recovery inplace with a worker SIGKILLed. NCCL refuses
+#      two ranks of one communicator on one GPU, so these need 2 GPUs: with fewer they are
+#      recorded as not run;
+#   6. the wheel (RDZV_WHEEL=path, built by tests/wheel-test.sh's pip wheel elsewhere) installed
+#      into a venv of this python (its torch visible) and a job run with python -m rdzv.run.
+# Writes OUT_DIR/gpu-check.json and ends with a table; exits 1 when any check failed (a check
+# not run is listed as such and fails nothing).
 import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,9 +50,10 @@ def note(msg):
 
 
 def record(name, ok, detail):
+    """ok: True, False, or None (not run here, with the reason in detail)."""
     results.append({"check": name, "ok": ok, "detail": detail})
-    note(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
-    if not ok:
+    note(f"{'ok  ' if ok else 'skip' if ok is None else 'FAIL'} {name}: {detail}")
+    if ok is False:
         failures.append(name)
 
 
@@ -212,6 +224,101 @@ for name, path in (("torchrun --rdzv-backend c10d, 2 nodes x 2 gloo workers, rdz
     record(f"PyTorch {torch.__version__}: {name}", p.returncode == 0,
            tail[-1] if tail else f"rc {p.returncode}")
 
+# ---- 5. recovery in place on NCCL ----
+STARTED_RE = re.compile(r"started worker rank (\d+) \(local rank \d+, pid (\d+)\)")
+EXITED_RE = re.compile(r"worker rank (\d+) \(local rank \d+, pid (\d+)\) "
+                       r"(?:exited with status (\d+)|was killed by signal (\d+))")
+AUTOENC = os.path.join(SRC, "examples", "autoencoder.py")
+HIT = 60  # the fault comes once rank 0 reported this step
+
+
+def inplace_job(name, worker, sig, nproc, extra=()):
+    """One standalone agent, --recovery inplace, nproc workers (one per GPU); once rank 0 reports
+    step HIT, the last rank gets sig. Checks: the agent exits 0, every other worker is the same
+    process to the end and exits 0, only the hit rank is started again, rank 0 logs one
+    'reformed' (world nproc, the state from a survivor) and a 'done'; no checkpoint is read."""
+    errf = open(os.path.join(out_dir, name + ".agent.log"), "w+")
+    cmd = [AGENT, "--standalone", "--nproc", str(nproc), "--log-level", "info", "--recovery",
+           "inplace", "--max-restarts", "3", *extra, "--", *worker]
+    log.write(f"$ {' '.join(cmd)}\n")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, text=True)
+    killer = threading.Timer(300, p.kill)
+    killer.start()
+    objs, hit_pid, victim = [], None, nproc - 1
+    for line in p.stdout:
+        o = json_lines(line)
+        objs += o
+        if hit_pid is None and any(x.get("step", 0) >= HIT and "event" not in x for x in o):
+            errf.flush()
+            started = {int(r): int(pid) for r, pid in STARTED_RE.findall(open(errf.name).read())}
+            hit_pid = started.get(victim)
+            if hit_pid:
+                os.kill(hit_pid, sig)
+    rc = p.wait()
+    killer.cancel()
+    if sig == signal.SIGSTOP and hit_pid:
+        try:
+            os.kill(hit_pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    text = open(errf.name).read()
+    errf.close()
+    starts = [(int(r), int(pid)) for r, pid in STARTED_RE.findall(text)]
+    exits = {int(m.group(2)): (int(m.group(3)) if m.group(3) is not None else -int(m.group(4)))
+             for m in EXITED_RE.finditer(text)}
+    first = {}
+    for r, pid in starts:
+        first.setdefault(r, pid)
+    again = sorted(r for r, pid in starts if first[r] != pid)
+    survivors_ok = all(exits.get(first[r]) == 0 for r in first if r != victim)
+    reformed = [o for o in objs if o.get("event") == "reformed"]
+    d = done(objs)
+    ok = (rc == 0 and hit_pid is not None and again == [victim] and survivors_ok and
+          len(reformed) == 1 and reformed[0].get("world") == nproc and
+          reformed[0].get("source") != victim and d is not None and
+          not any(o.get("event") == "resumed" for o in objs))
+    return ok, (f"rc {rc}, rank {victim} hit by {signal.Signals(sig).name} "
+                f"(pid {hit_pid}), started again: {again}, survivors exit 0: {survivors_ok}, "
+                f"reformed {reformed[:1]}, done at step {d and d.get('step')}")
+
+
+ngpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
+inplace_cases = [
+    ("rdzv.torch in place, NCCL, a worker SIGKILLed", "torch-kill",
+     [PY, AUTOENC, "--backend", "nccl", "--steps", "200", "--log-every", "10"], signal.SIGKILL, ()),
+    ("rdzv.torch in place, NCCL, a worker SIGSTOPped (--progress-timeout 2)", "torch-stop",
+     [PY, AUTOENC, "--backend", "nccl", "--steps", "200", "--log-every", "10"], signal.SIGSTOP,
+     ("--progress-timeout", "2")),
+    ("rdzv-train --recovery inplace, NCCL, a worker SIGKILLed", "train-kill",
+     [TRAIN, "--backend", "nccl", "--steps", "300", "--log-every", "10"], signal.SIGKILL, ()),
+]
+for label, name, worker, sig, extra in inplace_cases:
+    if ngpu < 2:
+        record(label, None, f"not run: {ngpu} GPU(s); NCCL refuses two ranks of one "
+                            f"communicator on one GPU, and in place needs a survivor")
+        continue
+    ok, detail = inplace_job(name, worker, sig, ngpu, extra)
+    record(f"{label}, {ngpu} workers", ok, detail)
+
+# ---- 6. the wheel, installed into this python ----
+wheel = os.environ.get("RDZV_WHEEL")
+if not wheel:
+    record("the wheel in this python (python -m rdzv.run)", None,
+           "not run: RDZV_WHEEL names no wheel (tests/wheel-test.sh builds one)")
+else:
+    venv = tempfile.mkdtemp(prefix="rdzv-gpu-venv-")
+    run([PY, "-m", "venv", "--system-site-packages", venv])
+    vpy = os.path.join(venv, "bin", "python")
+    pi = run([vpy, "-m", "pip", "install", "--no-index", "--no-deps", wheel], timeout=120)
+    backend, n = ("nccl", ngpu) if ngpu >= 2 else ("gloo", 2)
+    p = run([vpy, "-m", "rdzv.run", "--standalone", "--nproc-per-node", str(n), AUTOENC,
+             "--backend", backend, "--steps", "40", "--log-every", "10"], timeout=300)
+    d = done(json_lines(p.stdout))
+    record(f"the wheel in this python: python -m rdzv.run, {backend}",
+           pi.returncode == 0 and p.returncode == 0 and d is not None,
+           f"pip rc {pi.returncode}, job rc {p.returncode}, done at step {d and d.get('step')}")
+    shutil.rmtree(venv, ignore_errors=True)
+
 with open(os.path.join(out_dir, "gpu-check.json"), "w") as f:
     json.dump({"gpu": gpu, "torch": torch.__version__, "results": results, "throughput": perf},
               f, indent=1)
@@ -220,5 +327,6 @@ note("|---|---|---|---|---|")
 for r in perf:
     note(f"| {r['model']} | {r['precision']} | {r['rdzv_train_samples_per_s']:,.0f} | "
          f"{r['torch_samples_per_s']:,.0f} | {r['ratio']:.2f}x |")
-note(f"\n{len(results) - len(failures)} passed, {len(failures)} failed")
+skipped = sum(1 for r in results if r["ok"] is None)
+note(f"\n{len(results) - len(failures) - skipped} passed, {len(failures)} failed, {skipped} not run")
 sys.exit(1 if failures else 0)
