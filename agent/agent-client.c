@@ -96,11 +96,6 @@ unsigned agent_client_endpoint(const struct agent_client *c)
     return c->cur;
 }
 
-const char *agent_client_endpoint_name(const struct agent_client *c)
-{
-    return c->name;
-}
-
 int agent_client_local_addr(const struct agent_client *c, char *buf, size_t len)
 {
     struct sockaddr_storage ss;

@@ -301,10 +301,8 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
                 log_error_errno(r, "hosting rdzvd: cannot create its state directory %s", dir);
                 goto out_claim;
             }
-            snprintf(peers, sizeof(peers),
-                     strchr(strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, ':') ? "[%s]:%u"
-                                                                                       : "%s:%u",
-                     strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, c->port);
+            rdzv_format_hostport(peers, sizeof(peers),
+                                 strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, c->port);
             snprintf(nrep, sizeof(nrep), "%u", c->replicas);
             argv[n++] = "--peers";
             argv[n++] = peers;

@@ -847,7 +847,7 @@ int agent_opts_print_launch(const struct agent_opts *o, const char *host, uint16
     if (o->standalone)
         snprintf(ep, sizeof(ep), "127.0.0.1:0");
     else
-        snprintf(ep, sizeof(ep), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+        rdzv_format_hostport(ep, sizeof(ep), host, port);
     for (size_t i = 0; av && argv && argv[i]; i++)
         json_array_append_new(av, json_string(argv[i]));
     j = json_pack("{sI sI sI ss sb ss ss so sb sI sb so}", "nnodes_min", (json_int_t)o->min_nodes,

@@ -162,8 +162,7 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     snprintf(r->dir, sizeof(r->dir), "%s", dir);
     snprintf(r->log_path, sizeof(r->log_path), "%s/rdzvd-replica-%u-%u.log", tmp, cfg->port,
              cfg->id);
-    snprintf(peers, sizeof(peers), strchr(cfg->addr, ':') ? "[%s]:%u" : "%s:%u", cfg->addr,
-             cfg->port);
+    rdzv_format_hostport(peers, sizeof(peers), cfg->addr, cfg->port);
     snprintf(r->endpoint, sizeof(r->endpoint), "%s", peers);
     snprintf(port, sizeof(port), "%u", cfg->port);
     snprintf(id, sizeof(id), "%u", cfg->id);

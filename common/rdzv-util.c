@@ -157,6 +157,15 @@ int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *
     return 0;
 }
 
+int rdzv_format_hostport(char *out, size_t len, const char *host, unsigned port)
+{
+    int n = snprintf(out, len, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+
+    if (n < 0)
+        return -EINVAL;
+    return (size_t)n < len ? n : -ENOSPC;
+}
+
 static inline uint64_t load64(const uint8_t *p)
 {
     uint64_t v;

@@ -24,6 +24,17 @@ int rdzv_parse_port(const char *s, uint16_t *ret);
 /* Split "host:port", "[v6]:port" or "host" (port left as default). host is copied into hostbuf.
  * Returns 0 or -EINVAL. */
 int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *port);
+/* The reverse: "host:port", or "[host]:port" for an IPv6 literal (a host holding ':'), into out
+ * (len > 0). Returns the length, or -ENOSPC when it did not fit (out then holds what did). */
+int rdzv_format_hostport(char *out, size_t len, const char *host, unsigned port);
+
+/* A replica of a replicated rdzvd serves its clients on a port P of 1..RDZV_REPLICA_PORT_MAX and
+ * its Raft link on rdzv_raft_port(P): the one place that relation is written. */
+#define RDZV_REPLICA_PORT_MAX 65534
+static inline unsigned rdzv_raft_port(unsigned port)
+{
+    return port + 1;
+}
 
 /* The environment variable for a long option: "PREFIX_" + the name upper-cased, '-' -> '_'. */
 void rdzv_env_name(const char *prefix, const char *opt, char *buf, size_t len);

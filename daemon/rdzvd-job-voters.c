@@ -415,7 +415,7 @@ int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint
         ask_failed(v, why);
         return 0;
     }
-    snprintf(raft, sizeof(raft), strchr(host, ':') ? "[%s]:%lu" : "%s:%lu", host, port + 1);
+    rdzv_format_hostport(raft, sizeof(raft), host, rdzv_raft_port(port));
     v->ask = NULL;
     (void)uv_timer_stop(&v->timer);
     rep = leader_replica(v);

@@ -21,6 +21,7 @@
 #include "../common/rdzv-buf.h"
 #include "../common/rdzv-list.h"
 #include "../common/rdzv-log.h"
+#include "../common/rdzv-util.h"
 #include "rdzvd-record.h"
 #include "rdzvd-repl-net.h"
 #include "rdzvd-repl.h"
@@ -132,7 +133,7 @@ static int peer_parse(const char *ent, unsigned i, struct rdzvd_peers *out, uint
         memcpy(host, ent, hl), host[hl] = '\0';
     errno = 0;
     p = strtoul(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p == 0 || p > 65534)
+    if (errno || *end || end == colon + 1 || p == 0 || p > RDZV_REPLICA_PORT_MAX)
         return peers_bad(err, errlen,
                          "--peers: '%s': the port must be 1..65534 (its Raft link is PORT+1)", ent);
     r = getaddrinfo(host, NULL, &hints, &res);
@@ -141,8 +142,7 @@ static int peer_parse(const char *ent, unsigned i, struct rdzvd_peers *out, uint
     r = getnameinfo(res->ai_addr, res->ai_addrlen, num, sizeof(num), NULL, 0, NI_NUMERICHOST);
     *local = r == 0 && is_local(res->ai_addr);
     if (r == 0)
-        snprintf(out->raft[i], sizeof(out->raft[i]),
-                 res->ai_family == AF_INET6 ? "[%s]:%lu" : "%s:%lu", num, p + 1);
+        rdzv_format_hostport(out->raft[i], sizeof(out->raft[i]), num, rdzv_raft_port(p));
     freeaddrinfo(res);
     if (r != 0)
         return peers_bad(err, errlen, "--peers: cannot use the address of '%s'", host);

@@ -38,7 +38,7 @@ static void sockaddr_name(const struct sockaddr_storage *ss, char *out, size_t l
         uv_ip4_name(s4, host, sizeof(host));
         port = ntohs(s4->sin_port);
     }
-    snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    rdzv_format_hostport(out, len, host, (unsigned)port);
 }
 
 int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g,
@@ -134,11 +134,6 @@ bool rdzvd_conn_in_session(const struct rdzvd_conn *c, const struct rdzvd_sessio
 struct rdzvd_conn_group *rdzvd_conn_group(const struct rdzvd_conn *c)
 {
     return c->group;
-}
-
-uv_loop_t *rdzvd_conn_loop(const struct rdzvd_conn *c)
-{
-    return c->t->loop;
 }
 
 void rdzvd_conn_group_close(struct rdzvd_conn_group *g, const char *reason)

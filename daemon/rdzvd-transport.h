@@ -172,7 +172,6 @@ bool rdzvd_conn_handshaking(const struct rdzvd_conn *c);
 struct rdzvd_conn_group *rdzvd_conn_group(const struct rdzvd_conn *c);
 /* Whether ops is the session in charge of c. */
 bool rdzvd_conn_in_session(const struct rdzvd_conn *c, const struct rdzvd_session_ops *ops);
-uv_loop_t *rdzvd_conn_loop(const struct rdzvd_conn *c);
 /* Close every connection of g, with reason. */
 void rdzvd_conn_group_close(struct rdzvd_conn_group *g, const char *reason);
 

@@ -61,7 +61,7 @@ int rdzv_msg_parse_replica(const uint8_t *body, size_t len, struct rdzv_replica 
         snprintf(err, errlen, "REPLICA: 'id' must be 1..%d", RDZV_REPLICA_ID_MAX);
         goto out;
     }
-    if (port < 0 || port > 65534) {
+    if (port < 0 || port > RDZV_REPLICA_PORT_MAX) {
         snprintf(err, errlen, "REPLICA: 'port' must be 1..65534");
         goto out;
     }

@@ -269,11 +269,6 @@ struct rdzv_store_client *rdzv_store_client_free(struct rdzv_store_client *c)
     return NULL;
 }
 
-void rdzv_store_client_set_timeout(struct rdzv_store_client *c, uint64_t timeout_ms)
-{
-    c->timeout_ms = timeout_ms;
-}
-
 int rdzv_store_client_set(struct rdzv_store_client *c, const char *key, const void *val,
                           size_t len)
 {

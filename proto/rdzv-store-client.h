@@ -49,9 +49,6 @@ int rdzv_store_client_connect_cancel(const char *host, uint16_t port, uint64_t t
 /* Closes the connection. Accepts NULL; returns NULL. */
 struct rdzv_store_client *rdzv_store_client_free(struct rdzv_store_client *c);
 
-/* The timeout (ms, 0: none) of request calls that take none; connect sets it. */
-void rdzv_store_client_set_timeout(struct rdzv_store_client *c, uint64_t timeout_ms);
-
 /* Raw: write all n bytes / read exactly n bytes before deadline_ms (0: none). */
 int rdzv_store_client_send(struct rdzv_store_client *c, const void *p, size_t n,
                            uint64_t deadline_ms);

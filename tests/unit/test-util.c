@@ -261,6 +261,33 @@ static void test_parse_hostport(void)
     ASSERT_EQ(rdzv_parse_hostport("[1234:5678]:1", buf, sizeof(buf), &p), -EINVAL);
 }
 
+/* rdzv_format_hostport writes what rdzv_parse_hostport reads back; IPv6 in brackets. */
+static void test_format_hostport(void)
+{
+    const char *hosts[] = {"localhost", "10.0.0.4", "::1", "fe80::1%eth0"};
+    char out[64], host[64];
+    uint16_t p = 0;
+
+    ASSERT_EQ(rdzv_format_hostport(out, sizeof(out), "10.0.0.4", 29400), 14);
+    ASSERT_TRUE(strcmp(out, "10.0.0.4:29400") == 0);
+    ASSERT_EQ(rdzv_format_hostport(out, sizeof(out), "::1", 5000), 10);
+    ASSERT_TRUE(strcmp(out, "[::1]:5000") == 0);
+    for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+        ASSERT_TRUE(rdzv_format_hostport(out, sizeof(out), hosts[i], 65535) > 0);
+        ASSERT_OK(rdzv_parse_hostport(out, host, sizeof(host), &p));
+        ASSERT_TRUE(strcmp(host, hosts[i]) == 0);
+        ASSERT_EQ(p, 65535);
+    }
+    /* Too small: -ENOSPC, and what fitted is NUL-terminated. */
+    ASSERT_EQ(rdzv_format_hostport(out, 8, "localhost", 1), -ENOSPC);
+    ASSERT_EQ(strlen(out), 7);
+    ASSERT_EQ(rdzv_format_hostport(out, 12, "localhost", 1), 11);
+    ASSERT_EQ(rdzv_format_hostport(out, 11, "localhost", 1), -ENOSPC);
+    /* The Raft link of a replica is its clients' port + 1; the highest client port has one. */
+    ASSERT_EQ(rdzv_raft_port(29400), 29401);
+    ASSERT_EQ(rdzv_raft_port(RDZV_REPLICA_PORT_MAX), 65535);
+}
+
 /* strtoull() skips all leading whitespace and negates "-1"; the ' ' guard alone lets "\t-1" in. */
 static void test_parse_rejects_leading_whitespace(void)
 {
@@ -436,6 +463,7 @@ int main(void)
     TEST(test_parse_size);
     TEST(test_parse_port);
     TEST(test_parse_hostport);
+    TEST(test_format_hostport);
     TEST(test_buf_put_and_layout);
     TEST(test_buf_growth);
     TEST(test_buf_consume_compact);
