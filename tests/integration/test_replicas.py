@@ -480,10 +480,14 @@ class Replicas(ClusterCase):
         """Issue 27 finding 6: an APPEND went through the Raft log as the key's whole new value,
         and 64 one-byte APPENDs to an 8 MiB value (1.3 KB on the wire) made the leader lose its
         term and exit. Now each is a record of its own byte: the leader stays, writes a few KB
-        for them, and the next leader holds the appended value."""
+        for them, and the next leader holds the appended value. The value is 256 KiB (64 whole
+        values would be 16 MiB): a SET of megabytes, replicated within the 300 ms election
+        timeout, can cost the leader its term on a loaded 2-core machine, the more so in the
+        sanitizer build (README, "What a store request costs")."""
         cl = self.cluster()
         lead, c = cl.leader()
-        base = (8 << 20) - 64
+        size = 256 << 10
+        base = size - 64
         c.set(b"big", bytes(i % 251 for i in range(base)))
         c.sync()
         wrote0 = proc_wchar(lead.proc.pid)
@@ -492,14 +496,14 @@ class Replicas(ClusterCase):
         c.sync()
         wrote = proc_wchar(lead.proc.pid) - wrote0
         self.assertTrue(lead.alive(), lead.text()[-3000:])
-        self.assertLess(wrote, 4 << 20, "64 one-byte APPENDs: the leader wrote %d bytes" % wrote)
+        self.assertLess(wrote, 1 << 20, "64 one-byte APPENDs: the leader wrote %d bytes" % wrote)
         self.assertEqual(cl.leader()[0], lead)
         c.close()
         lead.kill()
         lead2, c = cl.leader()
         self.assertIsNot(lead2, lead)
         v = c.get(b"big")
-        self.assertEqual(len(v), 8 << 20)
+        self.assertEqual(len(v), size)
         self.assertEqual(v[base:], b"0123456789" * 6 + b"0123")
 
     def test_command_line_mistakes(self):
