@@ -39,7 +39,7 @@ static uint64_t progress_deadline(const struct agent_worker *w)
     uint64_t limit = p->reported ? worker_timeout(w) : w->g->cfg.progress_grace_ms;
     uint64_t d;
 
-    if (!w->running || !p->open || p->hung || limit == 0)
+    if (!w->running || !p->open || p->hung || p->done || limit == 0)
         return UINT64_MAX;
     if (p->slow_until > p->t_ms + limit && !p->waiting)
         return p->slow_until; /* announced: a step that may take this long */
@@ -133,8 +133,9 @@ static void auto_sample(struct agent_worker *w, uint64_t ms)
     p->auto_ms = t;
 }
 
-/* One line of the channel: "step N", or "wait" (alive, blocked on its peers since its last
- * step). Anything else is the worker's mistake, not ours. */
+/* One line of the channel: "step N", "wait" (alive, blocked on its peers since its last step),
+ * "stacks", "slow N" or "done" (exiting: not watched from now). Anything else is the worker's
+ * mistake, not ours. */
 static void progress_line(struct agent_worker *w, char *line, size_t n)
 {
     struct worker_progress *p = &w->progress;
@@ -147,7 +148,14 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
         return;
     }
     if (pl.kind == RDZV_PROGRESS_STACKS) {
-        p->stacks = true;
+        p->stacks = !p->done;
+        return;
+    }
+    if (pl.kind == RDZV_PROGRESS_DONE) {
+        /* Exiting: its handler may be gone, and a stacks signal would end it. */
+        p->done = true;
+        p->stacks = false;
+        agent_progress_arm(w->g);
         return;
     }
     if (pl.kind == RDZV_PROGRESS_SLOW) {
@@ -239,7 +247,7 @@ int agent_progress_open(struct agent_worker *w, int *ret_child_fd)
         return r;
     p->w = w;
     p->open = true;
-    p->reported = p->hung = p->skip = p->waiting = p->stacks = p->slow_step = false;
+    p->reported = p->hung = p->skip = p->waiting = p->stacks = p->slow_step = p->done = false;
     p->slow_until = 0;
     p->step = 0;
     p->len = 0;

@@ -5,7 +5,7 @@
  *   progress channel (worker -> agent, RDZV_PROGRESS_FD): "step N\n" after each step, "wait\n"
  *     while blocked on the peers (alive), "stacks\n" once: it dumps its threads' stacks into
  *     RDZV_STACKS_FILE on signal RDZV_STACKS_SIGNAL; "slow N\n" before a step that may take up
- *     to N seconds;
+ *     to N seconds; "done\n" once its work is over and it is exiting (no longer watched);
  *   control channel (agent -> worker, RDZV_CONTROL_FD, recovery in place): one JSON object per
  *     line, {"op":"generation",...}: the worker's rank, world and store in a new generation.
  *
@@ -29,6 +29,10 @@ enum rdzv_progress_kind {
     RDZV_PROGRESS_STACKS, /* "stacks": dumps its stacks on RDZV_STACKS_SIGNAL (a hang's culprit) */
     RDZV_PROGRESS_SLOW,   /* "slow N": the step under way may take up to N seconds (an
                            * evaluation, a checkpoint): not a hang until then */
+    RDZV_PROGRESS_DONE,   /* "done": its work is over and it is exiting (an interpreter's
+                           * shutdown may take a while): its progress is no longer watched, and
+                           * it no longer dumps its stacks on the signal (whose default action
+                           * would end it) */
 };
 
 #define RDZV_PROGRESS_SLOW_MAX 604800 /* a week, in seconds */

@@ -105,4 +105,24 @@ def _register_stacks():
         pass
 
 
+def _exiting():
+    """At exit (atexit, before the interpreter's shutdown, which resets signal handlers and may
+    take longer than the progress timeout): say "done", so that the agent stops watching this
+    worker; and ignore the stacks signal, whose default action would end the process."""
+    _write(b"done\n")
+    if _stacks_file is None:
+        return
+    try:
+        import faulthandler
+        import signal
+        signum = int(os.environ.get("RDZV_STACKS_SIGNAL", ""))
+        faulthandler.unregister(signum)
+        signal.signal(signum, signal.SIG_IGN)
+    except (OSError, ValueError, RuntimeError, ImportError):
+        pass
+
+
 _register_stacks()
+if progress_fd() is not None:
+    import atexit
+    atexit.register(_exiting)

@@ -253,6 +253,20 @@ static void test_hang_stop(void)
     fx_done(&f);
 }
 
+/* A group of 2 workers running argv (/usr/bin/python3 with python/rdzv on its path), the progress
+ * timeout timeout_ms; false (skipped) without that python. */
+static bool python_group(struct fx *f, struct hangs *h, char **argv, uint64_t timeout_ms)
+{
+    if (access(argv[0], X_OK) != 0) {
+        printf("# skipped: no /usr/bin/python3\n");
+        return false;
+    }
+    setenv("PYTHONPATH", RDZV_PYTHON_DIR, 1);
+    fx_init(f, 2, argv);
+    fx_progress(f, h, timeout_ms, 0);
+    return true;
+}
+
 /* The Python module (python/rdzv) under the real worker group: rdzv.progress(step) reaches the
  * agent; outside an agent (no channel) it is a no-op and the script still succeeds. */
 static void test_progress_python(void)
@@ -267,13 +281,8 @@ static void test_progress_python(void)
     struct hangs h;
     struct fx f;
 
-    if (access(argv[0], X_OK) != 0) {
-        printf("# skipped: no /usr/bin/python3\n");
+    if (!python_group(&f, &h, argv, 0))
         return;
-    }
-    setenv("PYTHONPATH", RDZV_PYTHON_DIR, 1);
-    fx_init(&f, 2, argv);
-    fx_progress(&f, &h, 0, 0);
     f.user_ptr = want;
     f.on_all = hook_check_steps;
     fx_start(&f);
@@ -287,6 +296,39 @@ static void test_progress_python(void)
     fx_start(&f);
     fx_run_finish(&f);
     check_all_said(&f, "PYOK", "None");
+    fx_done(&f);
+    unsetenv("PYTHONPATH");
+}
+
+/* A Python worker that has finished says "done" at exit (rdzv's atexit), and from then on it is
+ * not watched: r1 stays 1.2 s in a later atexit callback (as an interpreter's shutdown can),
+ * three times the timeout, and is not reported; r0 stays as long in its script after its last
+ * report, and is. */
+static void test_done_python(void)
+{
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import atexit, os, time\n"
+                    "late = os.environ['LOCAL_RANK'] == '1'\n"
+                    "if late: atexit.register(time.sleep, 1.2)\n"
+                    "import rdzv\n"
+                    "rdzv.progress(5)\n"
+                    "if not late: time.sleep(1.2)\n"
+                    "print('PYOK=1')\n",
+                    NULL};
+    const uint64_t want[] = {5, 5};
+    struct hangs h;
+    struct fx f;
+
+    if (!python_group(&f, &h, argv, 400))
+        return;
+    f.user_ptr = want;
+    f.on_all = hook_check_steps;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(h.n, 1);
+    ASSERT_EQ(h.lr, 0);
+    ASSERT_EQ(h.step, 5);
+    check_all_said(&f, "PYOK", "1");
     fx_done(&f);
     unsetenv("PYTHONPATH");
 }
@@ -305,6 +347,7 @@ int main(int argc, char **argv)
     TEST(test_hang_grace);
     TEST(test_hang_stop);
     TEST(test_progress_python);
+    TEST(test_done_python);
     rm_tree(tmp_root);
     return tap_done();
 }
