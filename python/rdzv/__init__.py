@@ -30,6 +30,7 @@ __all__ = ["progress", "progress_fd", "slow"]
 _UNSET = object()
 _fd = _UNSET
 _stacks_file = None  # kept open: faulthandler writes into it from its signal handler
+_stacks_signum = None  # the signal it is registered on
 
 
 def progress_fd():
@@ -84,7 +85,7 @@ def slow(seconds):
 
 def _register_stacks():
     """Dump every thread's stack into RDZV_STACKS_FILE on RDZV_STACKS_SIGNAL, and say so."""
-    global _stacks_file
+    global _stacks_file, _stacks_signum
     path = os.environ.get("RDZV_STACKS_FILE", "")
     sig = os.environ.get("RDZV_STACKS_SIGNAL", "")
     fd = progress_fd()
@@ -99,7 +100,7 @@ def _register_stacks():
             return
         f = open(path, "a")
         faulthandler.register(signum, file=f, all_threads=True, chain=False)
-        _stacks_file = f
+        _stacks_file, _stacks_signum = f, signum
         os.write(fd, b"stacks\n")
     except (OSError, ValueError, RuntimeError, ImportError):
         pass
@@ -110,14 +111,13 @@ def _exiting():
     take longer than the progress timeout): say "done", so that the agent stops watching this
     worker; and ignore the stacks signal, whose default action would end the process."""
     _write(b"done\n")
-    if _stacks_file is None:
+    if _stacks_signum is None:
         return
     try:
         import faulthandler
         import signal
-        signum = int(os.environ.get("RDZV_STACKS_SIGNAL", ""))
-        faulthandler.unregister(signum)
-        signal.signal(signum, signal.SIG_IGN)
+        faulthandler.unregister(_stacks_signum)
+        signal.signal(_stacks_signum, signal.SIG_IGN)
     except (OSError, ValueError, RuntimeError, ImportError):
         pass
 

@@ -9,34 +9,11 @@
 # 4 the sender is a member), bytes 1-8 its term, byte 9 the sender's id; then messages.
 # Usage: tests/fuzz/make-seeds-raft-wire.py tests/fuzz/corpus/fuzz-raft-wire
 import os
-import struct
 import sys
 
-AE, AER, RV, RVR, IS, TN = 1, 2, 3, 4, 5, 6
-COMMAND, BARRIER, CHANGE = 1, 2, 3
-
-
-def le(*vals):
-    return b"".join(struct.pack("<Q", v & 0xffffffffffffffff) for v in vals)
-
-
-def msg(typ, header):
-    return le(typ, len(header)) + header
-
-
-def conf(*servers):
-    b = bytes([1]) + le(len(servers))
-    for i, a in servers:
-        b += le(i) + a.encode() + b"\0" + bytes([1])
-    return b + b"\0" * (-len(b) % 8)
-
-
-def append_entries(term, prev_index=0, prev_term=0, commit=0, entries=()):
-    h = le(term, prev_index, prev_term, commit, len(entries))
-    for t, ty, data in entries:
-        h += le(t) + bytes([ty, 0, 0, 0]) + struct.pack("<I", len(data))
-    return msg(AE, h + le(0)) + b"".join(d for _, _, d in entries)
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from raftmsg import (AER, BARRIER, CHANGE, COMMAND, IS, RV, RVR, TN,  # noqa: E402
+                     append_entries, conf, le, msg)
 
 def snapshot(term, c, data):
     return msg(IS, le(term, 9, term, 1, len(c)) + c + le(len(data), 0)) + data

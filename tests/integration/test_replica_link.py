@@ -22,6 +22,7 @@ import struct
 import time
 
 from authtest import JOIN, JOINED, Peer, mac
+from raftmsg import AER, IS, RV, RVR, TN, append_entries, conf, le, msg
 from rdzvtest import HOST, main
 from test_attack_join import join_body
 from test_replicas import ClusterCase
@@ -29,33 +30,6 @@ from test_replicas import ClusterCase
 TOKEN = "replica-link-token-0123456789abcdef"
 FUZZ_SEED = int(os.environ.get("RDZV_FUZZ_SEED", "27"))
 FUZZ_MESSAGES = int(os.environ.get("RDZV_FUZZ_MESSAGES", "300"))
-
-AE, AER, RV, RVR, IS, TN = 1, 2, 3, 4, 5, 6
-
-
-def le(*vals):
-    return b"".join(struct.pack("<Q", v) for v in vals)
-
-
-def msg(typ, header):
-    return le(typ, len(header)) + header
-
-
-def conf(*servers):
-    """A libraft configuration of (id, address) voters, padded to 8 bytes."""
-    b = bytes([1]) + le(len(servers))
-    for i, a in servers:
-        b += le(i) + a.encode() + b"\0" + bytes([1])
-    return b + b"\0" * (-len(b) % 8)
-
-
-def append_entries(term, prev_index=0, prev_term=0, commit=0, entries=()):
-    """entries: (term, type, payload)."""
-    h = le(term, prev_index, prev_term, commit, len(entries))
-    for t, ty, data in entries:
-        h += le(t) + bytes([ty, 0, 0, 0]) + struct.pack("<I", len(data))
-    return msg(AE, h + le(0)) + b"".join(d for _, _, d in entries)
-
 
 def replica_mac(key, side, sn, cn, rid, addr):
     """The replica link's MAC with a replica key (daemon/rdzvd-repl-net.h), in Python's hmac."""

@@ -22,7 +22,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 77
 fi
 if [ -f "$dir/.rdzv-root" ] && [ "$(cat "$dir/.rdzv-root")" = "$ROOT_VERSION" ]; then
-  echo "make-root: reusing $dir ($(chroot "$dir" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+  echo "make-root: reusing $dir ($(chroot "$dir" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null | tail -1))"
   exit 0
 fi
 command -v debootstrap >/dev/null || { echo "make-root: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
@@ -49,4 +49,4 @@ echo "import rdzv_test_torch_shim" > "$site/rdzv-test-torch-shim.pth"
 echo "$ROOT_VERSION" > "$new/.rdzv-root"
 rm -rf --one-file-system "$dir"
 mv "$new" "$dir"
-echo "make-root: made $dir in $(( $(date +%s) - t0 )) s ($(chroot "$dir" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+echo "make-root: made $dir in $(( $(date +%s) - t0 )) s ($(chroot "$dir" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null | tail -1))"
