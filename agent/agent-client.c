@@ -24,6 +24,10 @@ struct agent_client {
     uv_timer_t retry;
     uv_timer_t silence;       /* no frame from rdzvd for silence_ms: the link is dead */
     uint64_t silence_ms;
+    /* rdzv_now_ms() of the first HEARTBEAT sent since rdzvd's last frame (0: none is waiting
+     * for its answer), and whether the silence was extended once with none waiting. */
+    uint64_t asked_ms;
+    bool silence_extended;
     uv_getaddrinfo_t gai;
     uv_connect_t connect_req;
     bool tcp_open;
@@ -169,10 +173,40 @@ static bool silence_moves_on(const struct agent_client *c)
                             c->state == CL_AUTH);
 }
 
+/* rdzvd answers every HEARTBEAT, so it is silent only when one waits unanswered. A loop that
+ * was itself blocked (uv_spawn waits for the worker's exec, which a starved machine delays by
+ * seconds) sent none meanwhile, and its due timers run before it polls the answer to the one
+ * it sent on waking. Returns how much longer to wait: until the oldest unanswered HEARTBEAT is
+ * silence_ms / AGENT_SILENCE_ANSWER_DIV old (the agent sends one every fifth of the timeout,
+ * so a rdzvd that stopped answering is still declared lost at the usual time), or once that
+ * long when none was sent; 0: rdzvd is silent. Before JOINED rdzvd owes an answer at once. */
+static uint64_t silence_wait_more(struct agent_client *c)
+{
+    uint64_t grace = c->silence_ms / AGENT_SILENCE_ANSWER_DIV, age;
+
+    if (c->state != CL_JOINED)
+        return 0;
+    if (!c->asked_ms) {
+        if (c->silence_extended)
+            return 0;
+        c->silence_extended = true;
+        return grace;
+    }
+    age = rdzv_now_ms() - c->asked_ms;
+    return age < grace ? grace - age : 0;
+}
+
+static void silence_heard(struct agent_client *c)
+{
+    c->asked_ms = 0;
+    c->silence_extended = false;
+}
+
 static void silence_cb(uv_timer_t *t)
 {
     struct agent_client *c = t->data;
     char why[400];
+    uint64_t more;
 
     if (silence_moves_on(c)) {
         if (c->state == CL_CONNECTING)
@@ -182,6 +216,11 @@ static void silence_cb(uv_timer_t *t)
             snprintf(why, sizeof(why), "rdzvd at %s sent nothing for %.1f s", c->name,
                      (double)c->silence_ms / 1000);
         client_move(c, -1, why);
+        return;
+    }
+    more = silence_wait_more(c);
+    if (more) {
+        (void)uv_timer_start(&c->silence, silence_cb, more, 0);
         return;
     }
     client_lost(c, "rdzvd at %s:%s sent nothing for %.1f s", c->host, c->port,
@@ -251,8 +290,11 @@ static int client_send(struct agent_client *c, struct rdzv_buf *b, int put)
 int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartbeat *h)
 {
     struct rdzv_buf b = {0};
+    int r = client_send(c, &b, rdzv_msg_put_heartbeat(&b, h));
 
-    return client_send(c, &b, rdzv_msg_put_heartbeat(&b, h));
+    if (r == 0 && !c->asked_ms)
+        c->asked_ms = rdzv_now_ms(); /* the clock, not the loop's time: it may follow a block */
+    return r;
 }
 
 int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r)
@@ -519,6 +561,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                     nread == UV_EOF ? "closed by the daemon" : uv_strerror((int)nread));
         return;
     }
+    silence_heard(c);
     silence_rearm(c);
     c->in.len += (size_t)nread;
     while (c->state != CL_DEAD) {
@@ -663,6 +706,7 @@ static void connect_cb(uv_connect_t *req, int status)
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     c->state = CL_HELLO;
+    silence_heard(c);
     r = rdzv_msg_put_hello(&b, "rdzv-agent " RDZV_VERSION);
     /* Without a token JOIN follows at once; with one it waits for AUTH_OK. */
     if (r == 0 && !c->token) {

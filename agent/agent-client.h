@@ -21,6 +21,9 @@ struct agent_client;
 /* With several endpoints, a connect not accepted this long moves to the next one (a replica's
  * host that is gone keeps a SYN unanswered for minutes; one that is up answers in a millisecond). */
 #define AGENT_CONNECT_ATTEMPT_MS 1000
+/* Once joined, rdzvd is silent (the link lost) when it sent nothing for the silence timeout
+ * and a HEARTBEAT has waited for its answer for at least that timeout / this. */
+#define AGENT_SILENCE_ANSWER_DIV 2
 struct agent_endpoint {
     char host[256];
     uint16_t port;
@@ -49,8 +52,9 @@ struct agent_client_cbs {
      * follow. */
     void (*on_error)(struct agent_client *c, const char *msg, void *ud);
     /* Once joined, the connection was lost: closed, reset, or rdzvd sent nothing for the
-     * silence timeout. No more callbacks follow; the caller may start a new client (reconnect).
-     * NULL: reported through on_error. */
+     * silence timeout and left a HEARTBEAT unanswered (AGENT_SILENCE_ANSWER_DIV). No more
+     * callbacks follow; the caller may start a new client (reconnect). NULL: reported through
+     * on_error. */
     void (*on_lost)(struct agent_client *c, const char *msg, void *ud);
     /* JOINED: spare is true when the job runs without this node for now. */
     /* secret: the member's (JOINED, protocol 1.2; "" from an older rdzvd), to send back in

@@ -296,6 +296,39 @@ class TestOutcome(AgentTestCase):
         self.assertIn("port 0 (a free port, as torchrun) serves one node", err)
 
 
+class TestBlockedLoop(AgentTestCase):
+    def test_agent_blocked_starting_a_worker_keeps_rdzvd(self):
+        """uv_spawn blocks the agent's loop until the worker has exec'd. On a starved machine
+        (256 ASan agents starting their workers at once on 2 cores) that took 5.7 s, past the
+        heartbeat timeout: on waking, the agent's timers ran before it read rdzvd's answer, it
+        took rdzvd for silent and reconnected, and rdzvd failed the job. strace delays the
+        worker's execve by 3 s against a 2 s timeout (rdzvd allows 3 timeouts after a ROUND)."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        delay_s = 3
+        # Only the worker's execve (-P): the agent's helpers (reaper, NCCL root) exec too.
+        cmd = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", "/usr/bin/true",
+               "-e", "trace=execve", "-e", "signal=none",
+               "-e", f"inject=execve:delay_enter={delay_s * 1000000}",
+               *agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "slow-exec",
+                          "--heartbeat-timeout", "2", "--max-restarts", "0",
+                          worker=["/usr/bin/true"])]
+        # LeakSanitizer cannot run under ptrace: in a sanitizer build it would fail the exit.
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        p = start(cmd, env={"ASAN_OPTIONS": (asan + ":" if asan else "") + "detect_leaks=0"})
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertNotIn("sent nothing", err)
+        # The block happened: the agent's loop was held from "starting" to "started".
+        ts = {}
+        for line in err.splitlines():
+            m = re.match(r"\S+T(\d+):(\d+):([\d.]+)Z .*\b(starting|started) (1 )?worker", line)
+            if m:
+                ts[m.group(4)] = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+        self.assertEqual(sorted(ts), ["started", "starting"], err[-3000:])
+        self.assertGreaterEqual(ts["started"] - ts["starting"], delay_s - 0.1, err[-3000:])
+
+
 class TestScale(AgentTestCase):
     def test_256_agents_one_worker_each(self):
         d = self.daemon(log_level="warn")
