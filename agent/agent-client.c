@@ -687,7 +687,8 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     if (status < 0) {
         c->state = CL_RESOLVING;
-        /* Close this socket; tcp_close_cb retries once it is gone. */
+        /* Close this socket and try again from the retry timer (schedule_retry: the next endpoint
+         * at once, else after a backoff); tcp_close_cb is only for the client's final close. */
         if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->tcp)) {
             uint64_t now = rdzv_now_ms();
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-heartbeat.h: the HEARTBEAT an agent sends rdzvd, with its workers' progress (issue 14:
- * what rdzvctl status, the status page and /metrics show per rank).
+/* agent-heartbeat.h: the HEARTBEAT an agent sends rdzvd, with its workers' progress (what rdzvctl
+ * status, the status page and /metrics show per rank).
  *
  * Ownership: fills the caller's struct; reads the group, changes nothing. Threads: the loop
  * thread (the group's). Cannot fail. */

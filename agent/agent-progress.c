@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-progress.c: the workers' progress channel (issue 14): one pipe per worker, read on the
+/* agent-progress.c: the workers' progress channel: one pipe per worker, read on the
  * agent's loop as reports come ("step N\n"), the last step and its time kept per worker, and one
  * timer per group set to the earliest deadline of a running worker, which reports a silent worker
  * through on_hang (agent-workers.h). No polling: a report only updates two fields; the timer

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-replica.h: host a replica of rdzvd when the leader asks (REPLICA, protocol 1.5; rdzvd
- * --replicas, issue 18 item 5). The real rdzvd binary (found as agent-host.h finds it) is started
- * detached, as a hosted rdzvd is, with
+ * --replicas). The real rdzvd binary (found as agent-host.h finds it) is started detached, as a
+ * hosted rdzvd is, with
  *   rdzvd --bind ADDR --port PORT --peers ADDR:PORT --join --replica-id ID --replicas N
  *         --state-dir $TMPDIR/rdzvd-replica-PORT-ID-XXXXXX --exit-when-idle 5:180 --ready-fd 3
  *         [--token-file F]

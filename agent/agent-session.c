@@ -527,7 +527,7 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
  * this node may be on the minority side of a partition, where no generation can form, while the
  * majority's leader goes on without it after the same timeout. Its workers stop rather than train
  * a copy of the model that may diverge; the failure is reported once a leader answers, and the
- * job goes on as after any failure (issue 18). */
+ * job goes on as after any failure. */
 static void leaderless_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;

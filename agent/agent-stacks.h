@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-stacks.h: where a hung worker is stuck (issue 19, item 4), asked for before it is killed.
+/* agent-stacks.h: where a hung worker is stuck, asked for before it is killed.
  *
  *   - A worker that announced "stacks" on its progress channel (python/rdzv does, with
  *     faulthandler) and is not stopped is sent AGENT_STACKS_SIGNAL and dumps every thread's

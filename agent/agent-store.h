@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-store.h: the generation's TCPStore, hosted by node rank 0's agent for a replicated rdzvd
- * (issue 18 item 4; proto/RENDEZVOUS.md, "The generation's store"). A replicated rdzvd asks node
- * rank 0 for it (NCCL_REQUEST "store") instead of opening it itself, so losing a replica's host
- * that runs none of the job's workers leaves every worker's store where it was.
+ * (proto/RENDEZVOUS.md, "The generation's store"). A replicated rdzvd asks node rank 0 for it
+ * (NCCL_REQUEST "store") instead of opening it itself, so losing a replica's host that runs none of
+ * the job's workers leaves every worker's store where it was.
  *
  * The store is rdzvd's own code (librdzvd: the same TCPStore server, limits and dialects as a
  * generation store on rdzvd), run on the agent's loop: one server bound to the address the agent

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-workers-control.c: the control channel agent -> worker (issue 14, recovery in place):
+/* agent-workers-control.c: the control channel agent -> worker (recovery in place):
  * one pipe per worker, the worker's read end inherited as AGENT_CONTROL_FD (RDZV_CONTROL_FD), our
  * write end non-blocking and outside the loop (no handle: we only ever write whole lines below
  * PIPE_BUF, which the kernel takes whole or refuses with EAGAIN, so nothing is ever queued here

@@ -100,7 +100,7 @@ struct agent_group_cfg {
     uint64_t grace_ms;          /* TERM -> KILL grace period when stopping */
     int out_fd; /* where "[rank<N>]: " lines of workers' stdout go; 0: STDOUT_FILENO */
     int err_fd; /* ... and of their stderr; 0: STDERR_FILENO */
-    /* Progress channel (issue 14): each worker inherits the write end of a pipe of its own as fd
+    /* Progress channel: each worker inherits the write end of a pipe of its own as fd
      * AGENT_PROGRESS_FD, named by RDZV_PROGRESS_FD, and writes "step N\n" per step (one write,
      * atomic below PIPE_BUF); while blocked on its peers (in a collective) it may write "wait\n"
      * every RDZV_PROGRESS_WAIT_MS (timeout / AGENT_PROGRESS_WAIT_DIV, set with a timeout), so
@@ -112,7 +112,7 @@ struct agent_group_cfg {
                                    * progress_auto, the floor of each worker's own timeout */
     bool progress_auto;           /* --progress-timeout auto: from each worker's step times */
     uint64_t progress_grace_ms;   /* 0: no hang detection before the first report */
-    /* Control channel (issue 14, recovery in place): each worker inherits the read end of a pipe
+    /* Control channel (recovery in place): each worker inherits the read end of a pipe
      * of its own as fd AGENT_CONTROL_FD, named by RDZV_CONTROL_FD (blocking for the worker);
      * the agent writes one line at a time (agent_group_control_send), non-blocking, each line in
      * one atomic write. Protocol of the lines: train/INPLACE.md. The channel of a worker closes
@@ -171,22 +171,21 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
  * outlived it) are SIGKILLed, as torchrun ends every worker's process group. */
 int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
 
-/* Start only the local ranks i with spawn[i] (nproc entries; NULL: all) for assignment a, while
- * the others keep running: recovery in place (issue 14). On an idle group this is
- * agent_group_start() for those ranks. On an active group (not stopping) each chosen rank must
- * have exited (else -EBUSY, nothing done). What is left in an exited worker's process group is
- * SIGKILLed, and its replacement is spawned once the old one's output is read to the end and
- * its handles are closed (from the loop, normally on the next iteration; pipes that a process
- * outside the group holds open are closed after AGENT_DRAIN_MS of silence; a failure to spawn
- * it then is reported through on_exit with status 127). Workers left running take a's ranks from now on
- * (their "[rank<N>]: " prefix, logs) and a fresh progress timeout (their last step is kept): the
- * caller tells them the new generation through agent_group_control_send(). The start goes on:
- * on_all_exited fires once no worker of either kind runs. Error files and logs of a spawned
- * worker are those of a->restart_count. Returns 0; -EBUSY (stopping or freeing, or a chosen rank
- * still running); -EINVAL (bad assignment, no rank chosen on an idle group); or as agent_group_start(): a failure
- * to spawn one worker stops the whole group (the caller recovers by a restart). On an active
- * group no rank chosen is allowed: the running workers only take a's ranks (a generation change
- * that lost no local worker). */
+/* Start only the local ranks i with spawn[i] (nproc entries; NULL: all) for assignment a, while the
+ * others keep running: recovery in place. On an idle group this is agent_group_start() for those
+ * ranks. On an active group (not stopping) each chosen rank must have exited (else -EBUSY, nothing
+ * done). What is left in an exited worker's process group is SIGKILLed, and its replacement is
+ * spawned once the old one's output is read to the end and its handles are closed (from the loop,
+ * normally on the next iteration; pipes that a process outside the group holds open are closed
+ * after AGENT_DRAIN_MS of silence; a failure to spawn it then is reported through on_exit with
+ * status 127). Workers left running take a's ranks from now on (their "[rank<N>]: " prefix, logs)
+ * and a fresh progress timeout (their last step is kept): the caller tells them the new generation
+ * through agent_group_control_send(). The start goes on: on_all_exited fires once no worker of
+ * either kind runs. Error files and logs of a spawned worker are those of a->restart_count. Returns
+ * 0; -EBUSY (stopping or freeing, or a chosen rank still running); -EINVAL (bad assignment, no rank
+ * chosen on an idle group); or as agent_group_start(): a failure to spawn one worker stops the
+ * whole group (the caller recovers by a restart). On an active group no rank chosen is allowed: the
+ * running workers only take a's ranks (a generation change that lost no local worker). */
 int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment *a,
                             const bool *spawn);
 

@@ -2,7 +2,7 @@
 /* rdzv-log.h: leveled logging to stderr. Library code (common/, proto/) logs at debug at most.
  * Every message (and the context) is escaped with rdzv_escape() before it is written: a string
  * from a peer (run id, host, node id, a frame's text) can neither start a line of its own nor
- * send control sequences to a terminal (issue 20, finding 9). One call is one line. */
+ * send control sequences to a terminal. One call is one line. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

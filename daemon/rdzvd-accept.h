@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-accept.h: listeners that let the loop turn between bursts of connections.
  *
- * libuv's listener accepts every pending connection in one go, calling the connection callback
- * each time, until accept(2) has nothing left. A client that reconnects as fast as rdzvd closes
- * its connections (no token, a full handshake quota) kept that going: no other socket was read
- * meanwhile, and honest peers' handshakes and heartbeats waited for seconds (issue 20). Behind a
- * pace, a listener accepts at most RDZVD_TURN_ACCEPTS connections and then leaves the next one in
- * the kernel's backlog until the loop has served one turn of its other events.
+ * libuv's listener accepts every pending connection in one go, calling the connection callback each
+ * time, until accept(2) has nothing left. A client that reconnects as fast as rdzvd closes its
+ * connections (no token, a full handshake quota) kept that going: no other socket was read
+ * meanwhile, and honest peers' handshakes and heartbeats waited for seconds. Behind a pace, a
+ * listener accepts at most RDZVD_TURN_ACCEPTS connections and then leaves the next one in the
+ * kernel's backlog until the loop has served one turn of its other events.
  *
  * Use: the owner embeds one struct rdzvd_accept_pace (one idle handle, shared by its listeners)
  * and one struct rdzvd_paced per listener (the transport: the rendezvous and store listeners;

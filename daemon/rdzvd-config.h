@@ -12,11 +12,10 @@
 #include "rdzvd-acl.h"
 #include "rdzvd-journal.h"
 
-/* The per-turn budget of one connection: requests of at most this many bytes, and at most this
- * many requests, are served for it in one turn of the loop; the rest waits for later turns (its
- * reading paused meanwhile), so that no peer holds the loop while others wait (issue 20). One
- * request is always served, however large (its size is bounded by --max-frame or by
- * rdzv_msg_max_body()). */
+/* The per-turn budget of one connection: requests of at most this many bytes, and at most this many
+ * requests, are served for it in one turn of the loop; the rest waits for later turns (its reading
+ * paused meanwhile), so that no peer holds the loop while others wait. One request is always
+ * served, however large (its size is bounded by --max-frame or by rdzv_msg_max_body()). */
 #define RDZVD_TURN_BYTES (64u << 10)
 #define RDZVD_TURN_FRAMES 64u
 /* A listener accepts at most this many connections before it lets the loop serve one turn of
@@ -25,9 +24,9 @@
  * was read meanwhile. The rest wait in the kernel's backlog. */
 #define RDZVD_TURN_ACCEPTS 64u
 /* Past --max-handshaking, a new connection takes the pre-handshake slot of a silent one from its
- * own address only once that one has been silent this long (issue 27): PyTorch ranks that
- * connect at once, thousands from one host, are not reset for being slower than their connect
- * to send their first bytes (a rank descheduled between connect() and send()). */
+ * own address only once that one has been silent this long: PyTorch ranks that connect at once,
+ * thousands from one host, are not reset for being slower than their connect to send their first
+ * bytes (a rank descheduled between connect() and send()). */
 #define RDZVD_HS_SHED_AGE_MS 3000u
 
 /* --request-timeout's default: a request begun and not complete after this long closes its

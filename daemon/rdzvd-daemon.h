@@ -37,12 +37,12 @@ uint16_t rdzvd_daemon_port(const struct rdzvd_daemon *d);
 void rdzvd_daemon_stop(struct rdzvd_daemon *d);
 struct rdzvd_jobs *rdzvd_daemon_jobs(const struct rdzvd_daemon *d);
 
-/* A store host for rdzv-agent (issue 18: node rank 0's agent hosts a replicated rdzvd's
- * generation stores): a server on cfg without the job layer (an rdzv peer's messages are
- * refused), listening once rdzvd_daemon_listen() is called, whose stores the caller opens and
- * closes; its TCPStore clients allowed from allow_from ("CIDR[,CIDR...]" as rdzvd's
- * --allow-store-from; NULL or "": anywhere, or cfg->store_acl). Stopped and freed as any
- * rdzvd_daemon. 0 or a negative errno (logged; -EINVAL: allow_from does not parse). */
+/* A store host for rdzv-agent (node rank 0's agent hosts a replicated rdzvd's generation stores): a
+ * server on cfg without the job layer (an rdzv peer's messages are refused), listening once
+ * rdzvd_daemon_listen() is called, whose stores the caller opens and closes; its TCPStore clients
+ * allowed from allow_from ("CIDR[,CIDR...]" as rdzvd's --allow-store-from; NULL or "": anywhere, or
+ * cfg->store_acl). Stopped and freed as any rdzvd_daemon. 0 or a negative errno (logged; -EINVAL:
+ * allow_from does not parse). */
 struct rdzvd_listener;
 int rdzvd_daemon_new_stores(uv_loop_t *loop, const struct rdzvd_config *cfg,
                             const char *allow_from, struct rdzvd_daemon **ret);

@@ -4,14 +4,14 @@
  * that generation's workers may still run, and who they are). A restarted rdzvd (or the next
  * leader) rebuilds the job from this record before it places anyone, so a spare that reconnects
  * before the members never starts the job over, and generation numbers and the restart count
- * never go backwards (issue 12, defect 3).
+ * never go backwards.
  *
  * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>", a JSON object
  * that names the run id it belongs to. Below the job state machine (the store's layer): the
  * journal's replay and Raft's apply reach it without the job layer (rdzvd-job-record.h keeps what
  * only that layer uses).
  *
- * Decisions (issue 18, item 2). The job state machine changes a record only by a decision: a
+ * Decisions. The job state machine changes a record only by a decision: a
  * generation formed (its size, nodes by node rank, NCCL ids, store), a generation stopped (a
  * restart charged to the budget, or not), the job ended. A decision is one record of the job
  * table's changes (RDZVD_CHANGE_DECISION, rdzvd-record.h), and one function, rdzvd_decision_apply,
@@ -35,10 +35,10 @@
 #include "../proto/rdzv-msg.h"
 #include "rdzvd-store.h"
 
-/* A node of a running generation, at its node rank: what the generation formed (issue 18,
- * item 2), so that a new leader (or a restarted rdzvd) knows who holds each node rank, not only
- * how many there were. Its global ranks are rank_offset .. rank_offset + nproc - 1, rank_offset
- * the sum of the nproc of the node ranks below it (as rdzvd forms a round). */
+/* A node of a running generation, at its node rank: what the generation formed, so that a new
+ * leader (or a restarted rdzvd) knows who holds each node rank, not only how many there were. Its
+ * global ranks are rank_offset .. rank_offset + nproc - 1, rank_offset the sum of the nproc of the
+ * node ranks below it (as rdzvd forms a round). */
 struct rdzvd_job_record_node {
     char node_id[RDZV_ID_MAX + 1];
     int64_t nproc;

@@ -105,7 +105,7 @@ static char *buf_to_str(struct rdzv_buf *b, int r)
 }
 
 /* Per rank of each job's current generation that reported progress: its last step and the age
- * of that report (issue 14). Nonzero when out of memory. */
+ * of that report. Nonzero when out of memory. */
 /* Job i is one that ended and is kept for status (--keep-ended): its metrics are the
  * rdzvd_job_ended_* ones, so that a new job of the same run id has the live ones to itself. */
 static bool kept_ended(const struct rdzv_status *st, size_t i)

@@ -79,8 +79,8 @@ struct rdzvd_job {
     int64_t nin_round;               /* members with node_rank >= 0 */
     int64_t nready;                  /* members with ready set */
     struct rdzvd_member_index by_id; /* node_id -> member: duplicate check */
-    /* Node rank -> member, rank_cap entries each (grown on demand up to max, issue 20: a job
-     * costs what its members use, not what its --nnodes MAX allows): */
+    /* Node rank -> member, rank_cap entries each (grown on demand up to max: a job costs what its
+     * members use, not what its --nnodes MAX allows): */
     struct rdzvd_member **by_req;  /* the member that asked for each node rank */
     struct rdzvd_member **by_rank; /* the member holding each rank of the generation */
     int64_t rank_cap;

@@ -2,7 +2,7 @@
 /* rdzvd-job-join.c: JOIN and resume (rdzvd_job_join in rdzvd-job-sm.h): checks an agent against
  * its job, places it (candidate for the next round, or spare), takes over a reconnecting agent's
  * member, and rebuilds a job that a restarted rdzvd does not have in memory: from its record in
- * --state-dir, else from the resuming agent (issue 12, defect 3). */
+ * --state-dir, else from the resuming agent. */
 #include "rdzvd-job-sm.h"
 
 #include <errno.h>
@@ -67,11 +67,11 @@ static int check_join_recovery(struct join_req *q, const struct rdzvd_job *j)
     return 0;
 }
 
-/* A resume is a claim, checked before anything is set from it (issue 20, findings 1 and 5): the
- * generation it names stays exact in JSON and cannot wrap, its size and ranks fit the job the
- * JOIN describes (--nnodes MAX), its restart count is within the budget, and with a record in
- * --state-dir (saved before every ROUND, so an honest agent is never ahead of it) it is not
- * past the record. 0, or a negative errno with q->err set. */
+/* A resume is a claim, checked before anything is set from it: the generation it names stays exact
+ * in JSON and cannot wrap, its size and ranks fit the job the JOIN describes (--nnodes MAX), its
+ * restart count is within the budget, and with a record in --state-dir (saved before every ROUND,
+ * so an honest agent is never ahead of it) it is not past the record. 0, or a negative errno with
+ * q->err set. */
 static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record *rec)
 {
     const struct rdzv_join *jn = q->jn;
@@ -287,9 +287,8 @@ out:
     return r;
 }
 
-/* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (issue 20,
- * finding 2: a node id alone, which STATUS used to show anyone, let a stranger take a live
- * agent's place). Constant time. */
+/* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (a node id alone,
+ * which STATUS used to show anyone, let a stranger take a live agent's place). Constant time. */
 static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
 {
     return jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-progress.c: each rank's last progress report (issue 14), from its agent's
- * HEARTBEATs, kept per member for the current generation, and the status's "ranks" made from it.
- * Loop thread only, as the rest of the job state machine (rdzvd-job-impl.h). */
+/* rdzvd-job-progress.c: each rank's last progress report, from its agent's HEARTBEATs, kept per
+ * member for the current generation, and the status's "ranks" made from it. Loop thread only, as
+ * the rest of the job state machine (rdzvd-job-impl.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * the key members' secrets derive from.
  *
  * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>". One path for
- * both ways of keeping it (issue 18, item 2):
+ * both ways of keeping it:
  *   - a single rdzvd with --state-dir journals the table there (DIR/jobs.journal, written and
  *     fsynced as each change is made, unless --fsync no), and replays it when it starts;
  *   - a replicated rdzvd (--peers) commits the table's changes through Raft with the main
@@ -33,7 +33,7 @@
 /* The state name (rdzvd-journal.h) of generation gen's store of run_id into buf
  * (RDZVD_JOB_NAME_MAX bytes): "job-<64 hex digits>-gen-<gen>", the digits SHA-256 of the run id
  * (as HMAC-SHA256 under RDZVD_STATE_NAME_KEY, through libcrypto: rdzv-auth.h), so no two run ids
- * share a journal however they are chosen (issue 20, finding 4). 0 or -EIO (buf is then ""). */
+ * share a journal however they are chosen. 0 or -EIO (buf is then ""). */
 int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len);
 
 /* Delete DIR/<state_name>.journal if it exists: a new generation's store must not replay what

@@ -245,8 +245,7 @@ void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 {
     m->hb_rechecked = false;
     /* From now, not from the loop's cached time: after a long turn (or from a timer callback
-     * late in its pass) that time is old, and the deadline would pass early (issue 20,
-     * finding 3). */
+     * late in its pass) that time is old, and the deadline would pass early. */
     uv_update_time(m->job->host.loop);
     uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
 }

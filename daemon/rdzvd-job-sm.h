@@ -15,7 +15,7 @@
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, the job's timer closed through the loop). A peer pointer is the host's; the
- * state machine keeps it until member_gone, or hands it back through ops->close.
+ * state machine keeps it until rdzvd_member_gone(), or hands it back through ops->close.
  * Errors: functions returning int return 0 or a negative errno; the void ones cannot fail (they
  * log what goes wrong, and a job that cannot go on ends with an outcome sent to its members). */
 #pragma once
@@ -46,7 +46,7 @@ struct rdzvd_job_ops {
                         const char *store_allow);
     /* Close peer (logging reason); the state machine has already let go of it. */
     void (*close)(void *peer, const char *reason);
-    /* Tie peer to member m (NULL: untie); member_gone() later gets it back from the host. */
+    /* Tie peer to member m (NULL: untie); rdzvd_member_gone() later gets it back from the host. */
     void (*bind)(void *peer, struct rdzvd_member *m);
     /* Bytes waiting unread on peer (0: none or unknown): a late deadline then gets one more
      * loop turn, whose poll reads them. */
@@ -83,11 +83,10 @@ struct rdzvd_job_host {
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
-    /* The key each member's secret derives from (HMAC-SHA256 of run id and node id; issue 20,
-     * finding 2): the token when rdzvd has one, else a key kept in --state-dir, so that a
-     * restarted rdzvd knows the secrets it gave. NULL: the one in record_table when there is
-     * one (rdzvd_job_table_member_key), else none: each member's secret is then random and goes
-     * with the member. */
+    /* The key each member's secret derives from (HMAC-SHA256 of run id and node id): the token when
+     * rdzvd has one, else a key kept in --state-dir, so that a restarted rdzvd knows the secrets it
+     * gave. NULL: the one in record_table when there is one (rdzvd_job_table_member_key), else
+     * none: each member's secret is then random and goes with the member. */
     const uint8_t *member_key;
     size_t member_key_len;
     /* A member was declared lost before it was done (its connection closed, or it fell silent),
@@ -126,8 +125,8 @@ void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error);
 void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port);
 /* WORKER_EXIT: a worker failed. A report of the current generation speaks only for the sender's
  * own node: its local rank must be one of the node's and its rank the node's rank offset plus
- * that local rank (issue 20, finding 9). 0, or -EINVAL with err (errlen bytes) saying why: the
- * caller refuses the message. Late reports of earlier generations are ignored (0). */
+ * that local rank. 0, or -EINVAL with err (errlen bytes) saying why: the caller refuses the
+ * message. Late reports of earlier generations are ignored (0). */
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen);
 /* LEAVE for generation gen; succeeded: every worker of the node exited 0. */

@@ -15,11 +15,11 @@ struct rdzvd_server_info;
 struct rdzvd_job;
 struct rdzv_status;
 
-/* Jobs that ended (issue 17, item 6): each one's status as it was when its last member left
- * (outcome, exit code, root cause in its events, generation, restarts, how long it ran), kept
- * for keep_ms (--keep-ended) and at most max of them (--keep-ended-max), the oldest dropped
- * first. Expired ones are left out of the status, and freed when the next one is added: no
- * timer. Embedded by its owner (struct rdzvd_jobs). */
+/* Jobs that ended: each one's status as it was when its last member left (outcome, exit code, root
+ * cause in its events, generation, restarts, how long it ran), kept for keep_ms (--keep-ended) and
+ * at most max of them (--keep-ended-max), the oldest dropped first. Expired ones are left out of
+ * the status, and freed when the next one is added: no timer. Embedded by its owner (struct
+ * rdzvd_jobs). */
 struct rdzvd_ended_jobs {
     struct rdzv_list list; /* oldest first */
     uint64_t n, max;       /* max 0: none kept */

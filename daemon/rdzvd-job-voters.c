@@ -368,8 +368,8 @@ static void replica_exited(struct rdzvd_voters *v, struct rdzvd_conn *c,
         if (strcmp(host, k->host) != 0)
             return; /* not its replica: nothing to believe */
         if (in_list(v->exited, v->nexited, vs[i].id))
-            return; /* said before, being checked: once is enough (issue 27: 5,432 lines in 60 s
-                     * from an agent that kept saying it) */
+            return; /* said before, being checked: once is enough (an agent that kept saying
+                     * it made 5,432 lines in 60 s) */
         if (rdzvd_ratelimit_ok(&v->exit_lines, rdzv_now_ms(), &dropped))
             log_warn("replication: the agent at %s says replica %u exited (%s)%s", k->host,
                      vs[i].id, a->error, dropped ? " (more such lines dropped)" : "");

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-voters.h: hosted replicas (rdzvd --replicas N, issue 18 item 5). The leader of a
+/* rdzvd-job-voters.h: hosted replicas (rdzvd --replicas N). The leader of a
  * replicated rdzvd asks the agents of its jobs to host replicas, one per host, until the
  * configuration has N voters, and replaces the voter of a host whose agents were all lost:
  *   - an agent that joined with host_replica (protocol 1.5) is a candidate; its host is the

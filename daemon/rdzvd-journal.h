@@ -9,7 +9,7 @@
  * type is SET (the key's whole new value), APPEND (only the bytes appended), DEL, QPUSH (value)
  * or QPOP (no value) (rdzvd-record.h). Every successful store mutation appends one record, whose
  * size is that of the request's own key and value: a one-byte APPEND to an 8 MiB value costs 19
- * bytes plus its key, not 8 MiB (issue 27 finding 6). Unbuffered, each record is written(2) at once.
+ * bytes plus its key, not 8 MiB. Unbuffered, each record is written(2) at once.
  * Buffered (rdzvd_journal_set_buffered: what rdzvd does), records collect in memory and the
  * owner writes them with rdzvd_journal_flush() once per event-loop iteration, BEFORE it sends
  * the replies of that iteration: one write(2) for a whole batch of requests, and still nothing a
@@ -23,8 +23,8 @@
  * hides where the next record starts), the bad record is corruption in the middle of the file:
  * open fails with -EBADMSG and one error line naming the file, the bad record's byte offset and
  * the command that keeps the records before it ('truncate -s OFFSET FILE'), and the file is left
- * exactly as it is (issue 27 finding 9). The search checksums at most 256 MiB; past that the bad
- * record counts as corruption too.
+ * exactly as it is. The search checksums at most 256 MiB; past that the bad record counts as
+ * corruption too.
  *
  * The header names the journal's owner: a journal whose header names another state name (a
  * file renamed or planted under this one's name) is never replayed, overwritten or deleted:

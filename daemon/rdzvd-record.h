@@ -9,7 +9,7 @@
  * the tail of the key's queue), 4 QPOP (the head of the key's queue removed), 5 DECISION (a job's
  * decision, the value: rdzvd-decision.h applies it to the key's record), 6 APPEND (the value added
  * at the end of the key's value, which a missing key starts empty: an APPEND costs the journal and
- * the Raft log the bytes it sent, not the key's whole new value, issue 27 finding 6); DELETE and
+ * the Raft log the bytes it sent, not the key's whole new value); DELETE and
  * QPOP carry no value, DECISION always does. Type 6 is new with journal version 3
  * (rdzvd-journal.h): readers before it refuse it as corrupt. The type's high bit
  * (RDZVD_RECORD_JOBS) marks a record of the replicas' job table (rdzvd-repl.h) rather than of the

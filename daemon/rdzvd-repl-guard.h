@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-repl-guard.h: an inbound replica link whose messages are checked before libraft reads
- * them (issue 27, item 2).
+ * them.
  *
  * libraft reads a connection handed to it directly, and trusts every field (rdzv-raft-wire.h).
  * So an authenticated inbound connection is not handed over: the guard keeps it, and gives

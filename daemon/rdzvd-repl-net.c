@@ -652,7 +652,7 @@ static int t_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, r
     struct hs *h;
 
     /* libraft 0.15 may still connect after it closed us, on its way out (a replica exiting 75
-     * did, issue 27 finding 7): the transport is gone, nothing is done. */
+     * did): the transport is gone, nothing is done. */
     if (!n || n->closing)
         return RAFT_NOCONNECTION;
     req->cb = cb;

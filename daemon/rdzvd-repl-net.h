@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-repl-net.h: the links between rdzvd replicas, as a libraft transport (struct
- * raft_uv_transport, raft/uv.h) that authenticates every connection before libraft reads a byte
- * of it (issue 18, item 7). libraft's own TCP transport checks nothing: anyone who can reach the
- * port could append to the log.
+ * raft_uv_transport, raft/uv.h) that authenticates every connection before libraft reads a byte of
+ * it. libraft's own TCP transport checks nothing: anyone who can reach the port could append to the
+ * log.
  *
  * Handshake on each new connection (the connecting replica is C, the accepting one S):
  *   C -> S  "RDZVRPL1", u64 C's raft id, u8 n, C's address (n bytes), C's nonce cn (32 bytes)
@@ -10,7 +10,7 @@
  *   C -> S  C's MAC (32)
  * With a replica key (rdzvd --replica-key-file, held by the replicas alone), a side's MAC is
  * HMAC-SHA256(key, "rdzv-replica-v1 server|client" sn cn u64 id address) over its own Raft id
- * and address: S's as C asked for it, C's as its hello claims (issue 27, item 1). Without a key
+ * and address: S's as C asked for it, C's as its hello claims. Without a key
  * it is the agents' MAC with the token, rdzv_auth_mac(token, server|client, sn, cn) (RENDEZVOUS.md
  * "Authentication"): every agent-token holder passes. Either way S first checks that C's id and
  * address are a member of its Raft configuration (when it has one: a replica started with --join

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-repl.h: a store replicated through Raft (canonical/raft, Debian's libraft-dev; issue 18).
+/* rdzvd-repl.h: a store replicated through Raft (canonical/raft, Debian's libraft-dev).
  * The state machine of each replica is its store; a Raft log entry is a u64 origin (the process
  * that made the changes in its own store before proposing them, or 0) and a run of store records
  * (rdzvd-record.h; then up to 7 zero bytes, as libraft wants entries a multiple of 8 bytes long),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-replica.h: one member of a replicated rdzvd (rdzvd --peers, issue 18): libraft on rdzvd's
+/* rdzvd-replica.h: one member of a replicated rdzvd (rdzvd --peers): libraft on rdzvd's
  * own loop, its log in --state-dir/raft, the authenticating links of rdzvd-repl-net.h, and the
  * main store as its state machine (rdzvd-repl.h).
  *

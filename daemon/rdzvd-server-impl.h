@@ -45,10 +45,10 @@ struct rdzvd_server {
     bool stopping;
     struct rdzvd_config cfg;
     uint64_t nconns; /* open connections (= net.nconns) */
-    /* Descriptors that job generations hold (each store's listening socket and journal): they
-     * count with the connections against --max-conns (issue 27: a token holder's jobs and
-     * connections together left an honest job with EMFILE, 336 connections under a limit of
-     * 1,024, the generations' descriptors counted nowhere). */
+    /* Descriptors that job generations hold (each store's listening socket and journal): they count
+     * with the connections against --max-conns (a token holder's jobs and connections together left
+     * an honest job with EMFILE, 336 connections under a limit of 1,024, when the generations'
+     * descriptors counted nowhere). */
     uint64_t job_fds;
     uint16_t bound_port;
     char bound_addr[64];

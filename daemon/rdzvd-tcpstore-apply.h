@@ -4,7 +4,7 @@
  * with no connection in it. rdzvd-tcpstore.c is the thin adapter that feeds it a connection's
  * requests; tests/fuzz/fuzz-tcpstore.c drives the same function.
  *
- * Reply sizes (issue 27 finding 5): a request costs what it sends. No reply may be larger than
+ * Reply sizes: a request costs what it sends. No reply may be larger than
  * lim->max_outbuf (--max-outbuf), or than a reply of one value (u64 length, max_value_len bytes,
  * framing) where that is larger: only MULTI_GET (many large values) and LIST (every key) can be,
  * and they are sized from the store before a byte of the reply is produced, and refused

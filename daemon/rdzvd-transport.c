@@ -105,8 +105,8 @@ size_t conn_kernel_unread(struct rdzvd_conn *c)
  * before any of them is read, and a turn reads only so many); if its address has none, the oldest
  * silent one of all. Busy: with bytes waiting in the kernel. So a client that keeps opening idle
  * connections loses its own (once they are old enough), never those of other addresses while
- * it has any among the oldest, and an honest burst is never cut down by itself (issue 27: 2,000
- * and more ranks from one address were reset). NULL: none to close. */
+ * it has any among the oldest, and an honest burst is never cut down by itself (before this,
+ * 2,000 and more ranks from one address were reset). NULL: none to close. */
 #define HS_SCAN 64
 static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn *keep)
 {

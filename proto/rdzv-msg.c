@@ -453,7 +453,7 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     w->exit_code = code;
     w->signal = sig;
     /* What a wait status can say (127: exec failed, 128+N: signal N), and no control characters
-     * in the texts other agents are shown (issue 20, finding 9). */
+     * in the texts other agents are shown. */
     if (gen < 0 || rank < 0 || local_rank < 0 || code < 0 || code > 255 || sig < 0 || sig > 64 ||
         rdzv_has_ctl(w->host) || rdzv_has_ctl(w->reason)) {
         snprintf(err, errlen, "WORKER_EXIT: values are out of range (rank and local rank >= 0, "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-raft-wire.h: libraft 0.15's messages between replicas (src/uv_encoding.c), checked before
- * libraft reads them (issue 27, item 2).
+ * libraft reads them.
  *
  * libraft trusts every byte a peer sends once a connection is handed to it: it decodes a header
  * without comparing its fields to the bytes present, reads a configuration's servers past the

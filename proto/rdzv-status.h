@@ -28,7 +28,7 @@ struct rdzv_buf;
  * ranks_left_out; decoding refuses more. */
 #define RDZV_STATUS_MAX_RANKS 4096
 /* Per job: rdzvd lists at most this many members (the generation's first), counting the rest in
- * members_left_out (issue 20, finding 7: ~1,900 spares added by anyone made STATUS too large to
+ * members_left_out (~1,900 spares added by anyone would otherwise make STATUS too large to
  * send). */
 #define RDZV_STATUS_SHOW_MEMBERS 256
 /* The status document is at most this many bytes (compact JSON), so that a STATUS_REPLY always
@@ -48,7 +48,7 @@ struct rdzv_status_node {
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, spare, stopping */
 };
 
-/* A rank's last progress report (issue 14): only ranks of the current generation that reported. */
+/* A rank's last progress report: only ranks of the current generation that reported. */
 struct rdzv_status_rank {
     int64_t rank; /* global: the node's rank offset + local rank */
     int64_t node_rank;
@@ -98,8 +98,7 @@ struct rdzv_status {
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */
 };
 
-/* Blank every node id of st ("" in JSON): what a reader who proved no token is shown (issue 20,
- * finding 2). */
+/* Blank every node id of st ("" in JSON): what a reader who proved no token is shown. */
 void rdzv_status_hide_node_ids(struct rdzv_status *st);
 
 /* Give st room for n jobs (zeroed), or job j room for n nodes or n ranks: 0 or -ENOMEM. Replaces
@@ -130,11 +129,10 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st);
 /* Append a STATUS_REPLY frame carrying the document. 0, -ENOMEM or -EMSGSIZE. */
 int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st);
 
-/* Decode a STATUS_REPLY body into *st (zeroed first; free it with rdzv_status_free whatever
- * the result). Every member the encoder writes must be there with its type (but "ranks" and
- * "ranks_left_out", which daemons before issue 14 do not write, and "jobs_left_out" and
- * "members_left_out", which daemons before issue 20 do not write: 0 when absent); strings longer
- * than their field, counts past the limits and negative ranks, steps or ages are refused. 0,
- * -ENOMEM, or -EBADMSG with a one-line reason in err[0..errlen). */
+/* Decode a STATUS_REPLY body into *st (zeroed first; free it with rdzv_status_free whatever the
+ * result). Every member the encoder writes must be there with its type (but "ranks",
+ * "ranks_left_out", "jobs_left_out" and "members_left_out", which older daemons do not write: 0
+ * when absent); strings longer than their field, counts past the limits and negative ranks, steps
+ * or ages are refused. 0, -ENOMEM, or -EBADMSG with a one-line reason in err[0..errlen). */
 int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
                       size_t errlen);

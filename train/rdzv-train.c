@@ -266,7 +266,7 @@ static int read_env(struct trainer_opts *o)
     s = getenv("RDZV_NCCL_UNIQUE_ID");
     o->nccl_id = s && *s ? s : NULL;
     o->first_attempt = restarts == 0;
-    /* The agent's channels (issue 14): progress (written once per step) and control. */
+    /* The agent's channels: progress (written once per step) and control. */
     o->progress_fd = env_fd("RDZV_PROGRESS_FD");
     s = getenv("RDZV_PROGRESS_WAIT_MS");
     if (s && *s && rdzv_parse_u64(s, &o->progress_wait_ms) < 0) {

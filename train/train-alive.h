@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* train-alive.h: "wait" lines on the progress channel (RDZV_PROGRESS_FD) while the training
- * thread is blocked on its peers (issue 14, train/INPLACE.md). When one rank hangs, the others
+ * thread is blocked on its peers (train/INPLACE.md). When one rank hangs, the others
  * stop making progress too, blocked in a collective on it; the agent fails a worker that says
  * "wait" only when those lines stop as well. So the rank that hangs is the one failed, not the
  * first of its victims to time out.

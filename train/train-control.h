@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* train-control.h: rdzv-train's end of the agent's control channel (RDZV_CONTROL_FD, issue 14,
- * recovery in place; the line and its parser are proto/rdzv-worker.h's, proto/WORKER.md): a
- * watcher thread reads one JSON object per line and keeps the newest generation; the training
- * thread asks for it between steps and after a failed collective. On a new generation the watcher interrupts the current collective through
- * the communicator's interrupt op, when it has one (NCCL: ncclCommAbort), so that a step blocked
- * on a dead peer returns.
+/* train-control.h: rdzv-train's end of the agent's control channel (RDZV_CONTROL_FD, recovery in
+ * place; the line and its parser are proto/rdzv-worker.h's, proto/WORKER.md): a watcher thread
+ * reads one JSON object per line and keeps the newest generation; the training thread asks for it
+ * between steps and after a failed collective. On a new generation the watcher interrupts the
+ * current collective through the communicator's interrupt op, when it has one (NCCL:
+ * ncclCommAbort), so that a step blocked on a dead peer returns.
  *
  * Ownership: the caller owns the struct from train_control_start() to train_control_free(); the
  * watcher thread only reads the channel and writes the struct under its mutex. Errors: negative

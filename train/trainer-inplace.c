@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* trainer-inplace.c: recovery in place (issue 14, train/INPLACE.md): on a new generation from
+/* trainer-inplace.c: recovery in place (train/INPLACE.md): on a new generation from
  * the agent's control channel, leave the old collective, form the new one with the new rank and
  * world size, and agree on the state, a fresh replacement receiving it by broadcast. */
 #include <errno.h>

@@ -40,7 +40,7 @@ struct trainer_opts {
     const char *local_addr;  /* RDZV_LOCAL_ADDR */
     const char *nccl_id;     /* RDZV_NCCL_UNIQUE_ID */
     bool first_attempt;      /* TORCHELASTIC_RESTART_COUNT unset or 0 */
-    int progress_fd;         /* RDZV_PROGRESS_FD: "step N\n" per step, or -1 (issue 14) */
+    int progress_fd;         /* RDZV_PROGRESS_FD: "step N\n" per step, or -1 */
     uint64_t progress_wait_ms; /* RDZV_PROGRESS_WAIT_MS: "wait\n" this often while blocked on
                                 * the peers (train-alive.h), or 0: never */
     int control_fd;          /* RDZV_CONTROL_FD: recovery in place (train/INPLACE.md), or -1 */

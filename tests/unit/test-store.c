@@ -741,8 +741,8 @@ static void test_wait_max_keys(void)
     ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 1);
     ASSERT_EQ(w.nregs, 0);
 
-    /* Within one wait, as rdzvd-conn.c does it: the third missing key fails, the connection
-     * cancels, and nothing is kept. */
+    /* Within one WAIT, as rdzvd-tcpstore-apply.c does it: the third missing key fails, the
+     * connection cancels, and nothing is kept. */
     ASSERT_OK(rdzvd_store_wait_begin(s, &w));
     ASSERT_OK(rdzvd_store_wait_key(s, &w, "x", 1));
     ASSERT_OK(rdzvd_store_wait_key(s, &w, "y", 1));
