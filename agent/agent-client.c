@@ -60,6 +60,26 @@ struct client_write {
     struct rdzv_buf buf;
 };
 
+static const char *const client_state_names[] = {
+    [CL_RESOLVING] = "resolving", [CL_CONNECTING] = "connecting", [CL_HELLO] = "hello",
+    [CL_AUTH] = "auth",           [CL_JOINED] = "joined",         [CL_DEAD] = "dead",
+};
+
+/* Every change of c->state goes through here. */
+static void client_set_state(struct agent_client *c, enum client_state s)
+{
+    if (c->state != s)
+        log_debug("rdzvd link: %s -> %s", client_state_names[c->state], client_state_names[s]);
+    c->state = s;
+}
+
+/* A failed attempt: the reconnect backoff starts (AGENT_BACKOFF_FIRST_MS) unless it runs. */
+static void backoff_start(struct agent_client *c)
+{
+    if (!c->backoff_ms)
+        c->backoff_ms = AGENT_BACKOFF_FIRST_MS;
+}
+
 static void client_try(struct agent_client *c);
 static void retry_cb(uv_timer_t *t);
 static void schedule_retry(struct agent_client *c, int err);
@@ -150,7 +170,7 @@ static void client_end(struct agent_client *c, bool lost, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    c->state = CL_DEAD;
+    client_set_state(c, CL_DEAD);
     uv_timer_stop(&c->silence);
     if (c->tcp_open)
         uv_read_stop((uv_stream_t *)&c->tcp);
@@ -388,7 +408,7 @@ static void handle_hello(struct agent_client *c, const uint8_t *body, uint32_t l
         client_fail(c, "cannot talk to rdzvd: %s", uv_strerror(r));
         return;
     }
-    c->state = CL_AUTH;
+    client_set_state(c, CL_AUTH);
 }
 
 static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body, uint32_t len)
@@ -416,7 +436,7 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             return;
         }
         log_debug("authenticated with rdzvd at %s:%s (both ways)", c->host, c->port);
-        c->state = CL_HELLO;
+        client_set_state(c, CL_HELLO);
         client_send_join(c);
         return;
     case RDZV_MSG_JOINED: {
@@ -435,7 +455,7 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
                         c->host, c->port);
             return;
         }
-        c->state = CL_JOINED;
+        client_set_state(c, CL_JOINED);
         c->redirects = 0;
         log_debug("joined: %.*s", (int)len, (const char *)body);
         if (c->cbs.on_joined)
@@ -641,7 +661,8 @@ static void schedule_retry(struct agent_client *c, int err)
     }
     /* Exponential backoff with jitter, so a thousand agents do not retry in step. */
     delay = c->backoff_ms / 2 + rdzv_random_u64() % (c->backoff_ms + 1);
-    c->backoff_ms = c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2;
+    c->backoff_ms = c->backoff_ms * 2 > AGENT_BACKOFF_MAX_MS ? AGENT_BACKOFF_MAX_MS
+                                                             : c->backoff_ms * 2;
     log_debug("rdzvd at %s:%s not reachable (%s), retrying in %llu ms", c->host, c->port,
               uv_strerror(err), (unsigned long long)delay);
     (void)uv_timer_start(&c->retry, retry_cb, delay, 0); /* fails only once closing */
@@ -659,14 +680,14 @@ static void client_move(struct agent_client *c, int idx, const char *why)
     }
     c->in.len = c->in.off = 0;
     c->join_sent = false;
-    c->state = CL_RESOLVING;
+    client_set_state(c, CL_RESOLVING);
     if (rdzv_now_ms() >= c->deadline_ms) {
         client_fail(c, "cannot join through %s: %s", c->name, why);
         return;
     }
     if (idx < 0) {
         log_info("%s; trying the next rdzvd endpoint", why);
-        c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+        backoff_start(c);
         schedule_retry(c, UV_ECONNRESET);
         return;
     }
@@ -674,7 +695,8 @@ static void client_move(struct agent_client *c, int idx, const char *why)
     c->round_start = c->cur;
     log_info("%s; going to %s", why, c->name);
     /* A leader that keeps changing (or stale news of it): slow down after a few hops. */
-    (void)uv_timer_start(&c->retry, retry_cb, ++c->redirects > 3 ? 200 : 0, 0);
+    (void)uv_timer_start(&c->retry, retry_cb,
+                         ++c->redirects > AGENT_REDIRECTS_AT_ONCE ? AGENT_REDIRECT_WAIT_MS : 0, 0);
 }
 
 static void connect_cb(uv_connect_t *req, int status)
@@ -686,7 +708,7 @@ static void connect_cb(uv_connect_t *req, int status)
     if (c->closing)
         return;
     if (status < 0) {
-        c->state = CL_RESOLVING;
+        client_set_state(c, CL_RESOLVING);
         /* Close this socket and try again from the retry timer (schedule_retry: the next endpoint
          * at once, else after a backoff); tcp_close_cb is only for the client's final close. */
         if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->tcp)) {
@@ -698,7 +720,7 @@ static void connect_cb(uv_connect_t *req, int status)
                             c->host, c->port, uv_strerror(status));
                 return;
             }
-            c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+            backoff_start(c);
             uv_close((uv_handle_t *)&c->tcp, NULL);
             c->tcp_open = false;
             schedule_retry(c, status);
@@ -706,7 +728,7 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
-    c->state = CL_HELLO;
+    client_set_state(c, CL_HELLO);
     silence_heard(c);
     r = rdzv_msg_put_hello(&b, "rdzv-agent " RDZV_VERSION);
     /* Without a token JOIN follows at once; with one it waits for AUTH_OK. */
@@ -741,7 +763,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
             client_fail(c, "cannot resolve rdzvd host '%s'; check --endpoint", c->host);
             return;
         }
-        c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+        backoff_start(c);
         schedule_retry(c, status);
         return;
     }
@@ -749,7 +771,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     if (r == 0) {
         c->tcp.data = c;
         c->tcp_open = true;
-        c->state = CL_CONNECTING;
+        client_set_state(c, CL_CONNECTING);
         c->connect_req.data = c;
         r = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, connect_cb);
         if (r == 0 && silence_moves_on(c))
@@ -758,7 +780,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     if (!c->numeric)
         uv_freeaddrinfo(res);
     if (r < 0) {
-        c->backoff_ms = c->backoff_ms ? c->backoff_ms : 50;
+        backoff_start(c);
         if (c->tcp_open) {
             uv_close((uv_handle_t *)&c->tcp, NULL);
             c->tcp_open = false;
@@ -780,7 +802,7 @@ static bool client_try_numeric(struct agent_client *c)
         ai.ai_family = AF_INET6;
     else
         return false;
-    c->state = CL_RESOLVING;
+    client_set_state(c, CL_RESOLVING);
     c->numeric = true;
     c->gai.data = c;
     gai_cb(&c->gai, 0, &ai);
@@ -797,7 +819,7 @@ static void client_try(struct agent_client *c)
     c->numeric = false; /* the endpoint may have changed */
     if (client_try_numeric(c))
         return;
-    c->state = CL_RESOLVING;
+    client_set_state(c, CL_RESOLVING);
     c->gai.data = c;
     r = uv_getaddrinfo(c->loop, &c->gai, gai_cb, c->host, c->port, &hints);
     if (r < 0)

@@ -24,6 +24,14 @@ struct agent_client;
 /* Once joined, rdzvd is silent (the link lost) when it sent nothing for the silence timeout
  * and a HEARTBEAT has waited for its answer for at least that timeout / this. */
 #define AGENT_SILENCE_ANSWER_DIV 2
+/* Reconnecting: the first wait, doubled after each failed round of endpoints up to the cap,
+ * each wait jittered over [wait / 2, wait * 3 / 2] so that a thousand agents do not retry in
+ * step. */
+#define AGENT_BACKOFF_FIRST_MS 50
+#define AGENT_BACKOFF_MAX_MS 2000
+/* Redirects to the leader followed at once since the last JOINED; each later one waits. */
+#define AGENT_REDIRECTS_AT_ONCE 3
+#define AGENT_REDIRECT_WAIT_MS 200
 struct agent_endpoint {
     char host[256];
     uint16_t port;
