@@ -119,7 +119,7 @@ void rdzv_log(enum rdzv_log_level lvl, const char *fmt, ...)
     va_end(ap);
 }
 
-int log_error_errno(int r, const char *fmt, ...)
+int rdzv_log_error_errno(int r, const char *fmt, ...)
 {
     va_list ap;
 
@@ -129,7 +129,7 @@ int log_error_errno(int r, const char *fmt, ...)
     return r;
 }
 
-int log_warn_errno(int r, const char *fmt, ...)
+int rdzv_log_warn_errno(int r, const char *fmt, ...)
 {
     va_list ap;
 

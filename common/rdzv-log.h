@@ -45,5 +45,7 @@ static inline bool rdzv_log_enabled(enum rdzv_log_level lvl)
     } while (0)
 
 /* Log "<message>: <strerror(r)>" at error level and return r (a negative errno). */
-int log_error_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int log_warn_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int rdzv_log_error_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int rdzv_log_warn_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_error_errno(...) rdzv_log_error_errno(__VA_ARGS__)
+#define log_warn_errno(...) rdzv_log_warn_errno(__VA_ARGS__)

@@ -32,7 +32,7 @@ enum job_state {
     _JOB_STATE_MAX,
 };
 
-extern const char *const job_state_names[_JOB_STATE_MAX];
+extern const char *const rdzvd_job_state_names[_JOB_STATE_MAX];
 
 enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
 
@@ -114,72 +114,72 @@ struct rdzvd_job {
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
 /* rdzvd-job-sm.c: the state machine proper. */
-void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void job_set_state(struct rdzvd_job *j, enum job_state st);
-struct rdzvd_job *job_find(struct rdzv_list *jobs, const char *run_id);
+void rdzvd_job_set_state(struct rdzvd_job *j, enum job_state st);
+struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 /* NULL when out of memory (logged). */
-struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);
-void job_free(struct rdzvd_job *j);
-void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
-void job_timer_stop(struct rdzvd_job *j);
-void job_try_close(struct rdzvd_job *j);
+struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);
+void rdzvd_job_free(struct rdzvd_job *j);
+void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
+void rdzvd_job_timer_stop(struct rdzvd_job *j);
+void rdzvd_job_try_close(struct rdzvd_job *j);
 /* The job is over: every member is told how it ended (EVENT type), the outcome is kept. */
-void job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary);
+void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary);
 /* The round is complete (NCCL ids and store in place): RUNNING, the record saved, and each
  * member of the generation sent its ROUND. */
-void job_send_rounds(struct rdzvd_job *j);
+void rdzvd_job_send_rounds(struct rdzvd_job *j);
 /* No store could be opened for the generation (err): the job fails, saying so. */
-void job_store_failed(struct rdzvd_job *j, int err);
+void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
 /* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
-void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
-                 const char *summary);
+void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
+                       const char *summary);
 /* Make by_req and by_rank hold ranks 0..n-1 (n <= max). 0 or -ENOMEM (tables unchanged). */
-int job_ranks_reserve(struct rdzvd_job *j, int64_t n);
+int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n);
 /* NULL for a rank outside 0..rank_cap-1. */
-struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank);
-struct rdzvd_member *member_by_req(struct rdzvd_job *j, int64_t rank);
+struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank);
+struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank);
 /* rank < rank_cap (reserved by the caller); anything else is a bug and writes nothing. */
-void member_set_rank(struct rdzvd_member *m, int64_t rank);
-void member_set_ready(struct rdzvd_member *m, bool ready);
-void member_hb_arm(struct rdzvd_member *m, uint64_t ms);
-void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
-void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
+void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank);
+void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
+void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
+void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
+void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
-struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
 /* The secret of node_id in run_id when it derives from the host's member key (into out, hex):
  * 0; -ENOKEY when the host has no key (secrets are random), -EIO when HMAC failed. */
-int member_secret_derive(const struct rdzvd_job_host *h, const char *run_id, const char *node_id,
-                         char out[RDZV_SECRET_HEX + 1]);
+int rdzvd_member_secret_derive(const struct rdzvd_job_host *h, const char *run_id,
+                               const char *node_id, char out[RDZV_SECRET_HEX + 1]);
 /* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
-bool member_stalled(struct rdzvd_member *m);
+bool rdzvd_member_stalled(struct rdzvd_member *m);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
-void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
-int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
-void job_close_store(struct rdzvd_job *j);
+void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
+int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
+void rdzvd_job_close_store(struct rdzvd_job *j);
 /* A new generation's store: rdzvd's own, unless node rank 0's agent m0 is to host it (then
  * nothing opens now: NCCL_REQUEST asks for it). Returns 1 when m0 is to be asked, 0 when rdzvd
  * opened its own, or a negative errno (the caller ends the job). */
-int job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
+int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
 /* After node rank 0 answered: rdzvd opens its own store if the agent named none. 0 (not
  * needed), 1 (opened) or a negative errno (the caller ends the job). */
-int job_store_fallback(struct rdzvd_job *j);
+int rdzvd_job_store_fallback(struct rdzvd_job *j);
 /* running: the generation's workers run (a restarted rdzvd waits for their agents). */
-void job_save(struct rdzvd_job *j, bool running);
-void job_forget(struct rdzvd_job *j);
+void rdzvd_job_save(struct rdzvd_job *j, bool running);
+void rdzvd_job_forget(struct rdzvd_job *j);
 /* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
  * or it cannot be read (logged). */
-int job_record_load(const struct rdzvd_job_host *h, const char *run_id,
-                    struct rdzvd_job_record *rec);
+int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
+                          struct rdzvd_job_record *rec);
 
 /* rdzvd-job-progress.c: ranks' progress. The ranks of j's current generation that reported, as
  * sj->ranks (by rank; past RDZV_STATUS_MAX_RANKS the longest silent, the rest counted in
  * sj->ranks_left_out); now is rdzv_now_ms(). 0 or -ENOMEM. */
 struct rdzv_status_job;
-int job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj);
+int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj);
 /* Free m's progress (with m). */
-void member_progress_free(struct rdzvd_member *m);
+void rdzvd_member_progress_free(struct rdzvd_member *m);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

@@ -114,8 +114,8 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
     return 0;
 }
 
-/* Rebuild the job j (just made by job_new) as a restarted rdzvd finds it in rec: generation and
- * restart count as they were; when its workers run, the generation's store reopened (with its
+/* Rebuild the job j (just made by rdzvd_job_new) as a restarted rdzvd finds it in rec: generation
+ * and restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
  * window ends. 0 or a negative errno (the store could not be opened at all). */
 static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
@@ -125,13 +125,13 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     j->generation = rec->generation;
     j->restart_count = rec->restart_count;
     if (!rec->running || rec->generation == 0) {
-        job_note(j, false,
-                 "restored from --state-dir after an rdzvd restart: generation %" PRIu64
-                 " is over, restart %" PRId64 " of %" PRId64 "; forming the next one",
-                 j->generation, j->restart_count, j->max_restarts);
+        rdzvd_job_note(j, false,
+                       "restored from --state-dir after an rdzvd restart: generation %" PRIu64
+                       " is over, restart %" PRId64 " of %" PRId64 "; forming the next one",
+                       j->generation, j->restart_count, j->max_restarts);
         return 0; /* JOB_FORMING: the next round is generation + 1 */
     }
-    r = job_ranks_reserve(j, rec->nnodes);
+    r = rdzvd_job_ranks_reserve(j, rec->nnodes);
     if (r < 0)
         return r;
     j->rebuilt = true;
@@ -151,28 +151,30 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
         j->store_port = rec->store_port;
         r = 0;
     } else {
-        r = job_open_store(j, rec->store_port, false);
+        r = rdzvd_job_open_store(j, rec->store_port, false);
     }
     if (r < 0) {
-        job_note(j, true,
-                 "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
-                 "that reconnect to it will fail",
-                 j->generation, rec->store_port, uv_strerror(r));
-        r = job_open_store(j, 0, false);
+        rdzvd_job_note(j, true,
+                       "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
+                       "that reconnect to it will fail",
+                       j->generation, rec->store_port, uv_strerror(r));
+        r = rdzvd_job_open_store(j, 0, false);
     }
     if (r < 0)
         return r;
-    job_set_state(j, JOB_RUNNING);
+    rdzvd_job_set_state(j, JOB_RUNNING);
     /* Agents that do not come back within this window count as lost. After an rdzvd restart
      * they may be in their reconnect backoff: two heartbeat timeouts. A new leader of replicas
      * starts it once elected, about an election timeout after the old one went silent, and an
      * agent finds the old one silent one heartbeat timeout after it last heard it, then comes
      * here at once: one heartbeat timeout covers it, and a lost node is declared lost about
      * when the old leader would have (README, "Replication"). */
-    job_timer_start(j, T_REBUILD, (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
-    job_note(j, false,
-             "rebuilding generation %" PRIu64 " (%" PRId64 " nodes%s) from reconnecting agents",
-             j->generation, rec->nnodes, j->rebuilt_nodes ? ", named by its record" : "");
+    rdzvd_job_timer_start(j, T_REBUILD,
+                          (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
+    rdzvd_job_note(j, false,
+                   "rebuilding generation %" PRIu64 " (%" PRId64
+                   " nodes%s) from reconnecting agents",
+                   j->generation, rec->nnodes, j->rebuilt_nodes ? ", named by its record" : "");
     return 0;
 }
 
@@ -223,7 +225,7 @@ static void rebuild_window_shorten(struct rdzvd_job *j)
     uint64_t rest = (uint64_t)((double)j->hb_timeout_ms * REBUILD_AFTER_FIRST_FRACTION);
 
     if (uv_timer_get_due_in(&j->timer) > rest)
-        job_timer_start(j, T_REBUILD, rest);
+        rdzvd_job_timer_start(j, T_REBUILD, rest);
 }
 
 /* While a rebuilt generation waits for its agents, nobody else is placed. */
@@ -246,7 +248,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     int r = -ENOENT;
 
     *ret = NULL;
-    r = job_record_load(q->h, jn->run_id, &rec);
+    r = rdzvd_job_record_load(q->h, jn->run_id, &rec);
     if ((r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0) ||
         (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)) {
         r = -EINVAL;
@@ -267,20 +269,20 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         r = 0;
         goto out;
     }
-    if (!(j = job_new(q->h, jn))) {
+    if (!(j = rdzvd_job_new(q->h, jn))) {
         r = refuse(q, -ENOMEM, "rdzvd is out of memory");
         goto out;
     }
     r = job_rebuild(j, &rec);
     if (r < 0) {
-        job_free(j);
+        rdzvd_job_free(j);
         r = refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
         goto out;
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
      * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
     if (claimed)
-        job_save(j, rec.running);
+        rdzvd_job_save(j, rec.running);
     *ret = j;
 out:
     rdzvd_job_record_clear(&rec);
@@ -303,7 +305,7 @@ static int check_claimed_secret(struct join_req *q)
     const struct rdzv_join *jn = q->jn;
     char want[RDZV_SECRET_HEX + 1];
 
-    if (member_secret_derive(q->h, jn->run_id, jn->node_id, want) < 0)
+    if (rdzvd_member_secret_derive(q->h, jn->run_id, jn->node_id, want) < 0)
         return 0;
     if (jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret, (const uint8_t *)want,
                                          RDZV_SECRET_HEX))
@@ -319,7 +321,7 @@ static void member_take_over(struct rdzvd_member *m, void *peer)
 {
     struct rdzvd_job *j = m->job;
 
-    job_note(j, false, "node=%s reconnected", m->join.host);
+    rdzvd_job_note(j, false, "node=%s reconnected", m->join.host);
     if (m->peer) {
         void *op = m->peer;
 
@@ -329,10 +331,10 @@ static void member_take_over(struct rdzvd_member *m, void *peer)
     }
     m->peer = peer;
     j->host.ops->bind(peer, m);
-    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     if (m->away) {
         m->away = false;
-        member_set_ready(m, true);
+        rdzvd_member_set_ready(m, true);
     }
 }
 
@@ -359,7 +361,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
     if (old && old->peer != q->peer && !secret_ok(old, jn)) {
         if (created)
-            job_free(j);
+            rdzvd_job_free(j);
         return refuse(q, -EPERM,
                       "node id '%s' of job '%s' belongs to a member; only its agent, with the "
                       "secret rdzvd gave it in JOINED, may take it over",
@@ -367,7 +369,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     }
     if (!old && check_claimed_secret(q) < 0) {
         if (created)
-            job_free(j);
+            rdzvd_job_free(j);
         return -EPERM;
     }
     if (old && old->peer != q->peer) {
@@ -375,37 +377,37 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
          * not seen closing yet): take it over. */
         member_take_over(old, q->peer);
         *q->ret = old;
-        member_send_joined(old, old->node_rank < 0, true);
+        rdzvd_member_send_joined(old, old->node_rank < 0, true);
         if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
             struct rdzv_event e = {.type = "restart", .generation = rs->generation};
 
             snprintf(e.summary, sizeof(e.summary), "%s", j->last_cause);
-            member_send_event(old, &e);
+            rdzvd_member_send_event(old, &e);
         }
         return 0;
     }
-    if (!(m = member_add(j, q->peer, jn))) {
+    if (!(m = rdzvd_member_add(j, q->peer, jn))) {
         if (created)
-            job_free(j);
+            rdzvd_job_free(j);
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     }
     *q->ret = m;
     if (j->state == JOB_RUNNING && j->generation == rs->generation && rs->node_rank < j->max &&
-        !member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes &&
+        !rdzvd_member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes &&
         !(mismatch = rebuilt_claim_mismatch(j, jn, why, sizeof(why)))) {
-        member_set_rank(m, rs->node_rank);
+        rdzvd_member_set_rank(m, rs->node_rank);
         m->prev_rank = rs->node_rank;
         m->rank_offset = rs->rank_offset;
-        member_set_ready(m, false);
-        job_note(j, false,
-                 "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
-                 " of %" PRId64 " nodes)",
-                 jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
-        member_send_joined(m, false, true);
+        rdzvd_member_set_ready(m, false);
+        rdzvd_job_note(j, false,
+                       "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
+                       " of %" PRId64 " nodes)",
+                       jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
+        rdzvd_member_send_joined(m, false, true);
         if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
-            job_timer_stop(j);
-            job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
-                     j->generation);
+            rdzvd_job_timer_stop(j);
+            rdzvd_job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
+                           j->generation);
         } else if (j->rebuilt && j->nin_round == 1 && j->host.agent_stores &&
                    j->timer_armed && j->timer_kind == T_REBUILD) {
             rebuild_window_shorten(j);
@@ -428,15 +430,15 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
                      "generation %" PRIu64 " is over (the job is at generation %" PRIu64
                      "); this node rejoins as a new member",
                      rs->generation, j->generation);
-        member_set_ready(m, false);
+        rdzvd_member_set_ready(m, false);
         m->stopping_gen = rs->generation;
-        member_send_joined(m, true, false);
-        member_send_event(m, &e);
-        job_note(j, mismatch != NULL,
-                 "node=%s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
-                 "stop its workers%s%s",
-                 jn->host, rs->generation, j->generation, mismatch ? ": " : "",
-                 mismatch ? mismatch : "");
+        rdzvd_member_send_joined(m, true, false);
+        rdzvd_member_send_event(m, &e);
+        rdzvd_job_note(j, mismatch != NULL,
+                       "node=%s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
+                       "stop its workers%s%s",
+                       jn->host, rs->generation, j->generation, mismatch ? ": " : "",
+                       mismatch ? mismatch : "");
     }
     return 0;
 }
@@ -452,7 +454,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     int r;
 
     *ret = NULL;
-    j = job_find(h->jobs, jn.run_id);
+    j = rdzvd_job_find(h->jobs, jn.run_id);
     /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
     if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
         return r;
@@ -467,16 +469,16 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
               check_join_recovery(&q, j) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn.node_id)) && m->node_rank < 0 &&
-        m->peer != peer && (!m->peer || member_stalled(m)) && secret_ok(m, &jn)) {
+        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, &jn)) {
         /* An agent without workers (a spare, a candidate) back on a new connection after it
          * found rdzvd stalled: the same member, not a duplicate. */
         member_take_over(m, peer);
         *ret = m;
-        member_send_joined(m, j->state != JOB_FORMING, false);
+        rdzvd_member_send_joined(m, j->state != JOB_FORMING, false);
         if (!m->ready)
             rdzvd_member_ready(m, m->stopping_gen); /* it has no workers left to stop */
         else if (j->state == JOB_FORMING)
-            job_try_close(j);
+            rdzvd_job_try_close(j);
         return 0;
     }
     if (jn.node_rank >= jn.max) {
@@ -488,8 +490,9 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
         jn.node_rank = -1; /* the scheduler's extra node: a spare */
     }
     if (j && jn.node_rank >= 0) {
-        struct rdzvd_member *o = member_by_req(j, jn.node_rank) ? member_by_req(j, jn.node_rank)
-                                                                : member_by_rank(j, jn.node_rank);
+        struct rdzvd_member *o = rdzvd_member_by_req(j, jn.node_rank)
+                                     ? rdzvd_member_by_req(j, jn.node_rank)
+                                     : rdzvd_member_by_rank(j, jn.node_rank);
 
         if (o && jn.rank_hint)
             jn.node_rank = -1; /* only a preference: take any free rank */
@@ -502,25 +505,26 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     if (j && rdzvd_member_index_find(&j->by_id, jn.node_id))
         return refuse(&q, -EEXIST, "node id '%s' has already joined job '%s'", jn.node_id,
                       jn.run_id);
-    if (!j && !(j = job_new(h, &jn)))
+    if (!j && !(j = rdzvd_job_new(h, &jn)))
         return refuse(&q, -ENOMEM, "rdzvd is out of memory");
-    if (!(m = member_add(j, peer, &jn))) {
+    if (!(m = rdzvd_member_add(j, peer, &jn))) {
         if (j->nmembers == 0)
-            job_free(j);
+            rdzvd_job_free(j);
         return refuse(&q, -ENOMEM, "rdzvd is out of memory");
     }
     *ret = m;
     spare = j->state != JOB_FORMING;
-    job_note(j, false,
-             "node=%s joined (node id %s, %" PRId64 " workers, node rank %" PRId64
-             " asked), %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
-             jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
-             spare ? " (waits for the next generation)" : "");
-    member_send_joined(m, spare, false);
+    rdzvd_job_note(j, false,
+                   "node=%s joined (node id %s, %" PRId64 " workers, node rank %" PRId64
+                   " asked), %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
+                   jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
+                   spare ? " (waits for the next generation)" : "");
+    rdzvd_member_send_joined(m, spare, false);
     if (j->state == JOB_FORMING)
-        job_try_close(j);
+        rdzvd_job_try_close(j);
     else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
              !job_rebuilding(j))
-        job_restart(j, "scale-up", 0, "a node joined below --nnodes MAX: restarting to scale up");
+        rdzvd_job_restart(j, "scale-up", 0,
+                          "a node joined below --nnodes MAX: restarting to scale up");
     return 0;
 }

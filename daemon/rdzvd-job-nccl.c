@@ -13,13 +13,14 @@
 /* After node rank 0's answer: 0, or -1 once the job ended (no store at all). */
 static int store_ready(struct rdzvd_job *j)
 {
-    int r = job_store_fallback(j);
+    int r = rdzvd_job_store_fallback(j);
 
     if (r > 0)
-        job_note(j, true, "node rank 0 named no store for generation %" PRIu64 "; rdzvd hosts it",
-                 j->generation);
+        rdzvd_job_note(j, true,
+                       "node rank 0 named no store for generation %" PRIu64 "; rdzvd hosts it",
+                       j->generation);
     else if (r < 0)
-        job_store_failed(j, r);
+        rdzvd_job_store_failed(j, r);
     return r < 0 ? -1 : 0;
 }
 
@@ -52,9 +53,9 @@ void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN 
     for (unsigned i = 0; i < n; i++)
         memcpy(j->round.ids[i], ids[i], RDZV_NCCL_HEX_LEN + 1);
     j->round.n_ids = n;
-    job_timer_stop(j);
+    rdzvd_job_timer_stop(j);
     if (store_ready(j) == 0)
-        job_send_rounds(j);
+        rdzvd_job_send_rounds(j);
 }
 
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
@@ -71,11 +72,11 @@ void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
         snprintf(err, sizeof(err),
                  "this job needs NCCL, but node rank 0 (%s) cannot make an NCCL id: %s",
                  m->join.host, error);
-        job_end(j, "failed", 1, err);
+        rdzvd_job_end(j, "failed", 1, err);
         return;
     }
-    job_note(j, false, "no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", error);
-    job_timer_stop(j);
+    rdzvd_job_note(j, false, "no NCCL id (%s); workers get no RDZV_NCCL_UNIQUE_ID", error);
+    rdzvd_job_timer_stop(j);
     if (store_ready(j) == 0)
-        job_send_rounds(j);
+        rdzvd_job_send_rounds(j);
 }

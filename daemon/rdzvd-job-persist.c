@@ -14,7 +14,7 @@
 
 /* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down:
  * then the agents come back to the next rdzvd, which reopens it with its keys. */
-void job_close_store(struct rdzvd_job *j)
+void rdzvd_job_close_store(struct rdzvd_job *j)
 {
     if (j->store) {
         j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down);
@@ -23,26 +23,26 @@ void job_close_store(struct rdzvd_job *j)
     j->store_addr[0] = '\0';
 }
 
-int job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0)
+int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0)
 {
     if (j->host.agent_stores && m0 && m0->peer && m0->join.host_store)
         return 1;
-    return job_open_store(j, 0, true);
+    return rdzvd_job_open_store(j, 0, true);
 }
 
-int job_store_fallback(struct rdzvd_job *j)
+int rdzvd_job_store_fallback(struct rdzvd_job *j)
 {
     int r;
 
     if (j->store || j->store_addr[0])
         return 0;
-    r = job_open_store(j, 0, true);
+    r = rdzvd_job_open_store(j, 0, true);
     return r < 0 ? r : 1;
 }
 
 /* The journal name of generation gen's store: "job-<SHA-256 of run_id>-gen-<gen>"
  * (rdzvd_job_state_name), or "" when it cannot be computed (libcrypto missing). */
-void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len)
+void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len)
 {
     (void)rdzvd_job_state_name(j->run_id, gen, buf, len);
 }
@@ -51,7 +51,7 @@ void job_state_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t l
  * which never replays what an earlier use of its journal name left on disk (a round formed but
  * never sent before rdzvd died, or an earlier job of the same run_id); otherwise the journal
  * of the generation is replayed (a rebuild after an rdzvd restart). 0 or a negative errno. */
-int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
+int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
 {
     char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
     int r;
@@ -59,7 +59,7 @@ int job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
     snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
     /* Without --state-dir there is no journal, and no name to hash (libcrypto stays unloaded). */
     if (j->host.state_dirfd >= 0) {
-        job_state_name(j, j->generation, sname, sizeof(sname));
+        rdzvd_job_store_journal_name(j, j->generation, sname, sizeof(sname));
         if (!sname[0])
             log_warn("job=%s gen=%" PRIu64 " no journal for its store: cannot name it "
                      "(libcrypto missing?)",
@@ -78,7 +78,7 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
     struct rdzvd_job_record_node *nodes;
     int64_t n = j->round.nnodes;
 
-    /* by_rank read here, not through member_by_rank: rdzvd-job-sm.c calls this file, and
+    /* by_rank read here, not through rdzvd_member_by_rank: rdzvd-job-sm.c calls this file, and
      * no call goes back (tests/layering.py) */
     if (n < 1 || n > j->rank_cap)
         return NULL;
@@ -103,7 +103,7 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
  * generation's workers run (ROUND sent), and the record names its nodes by node rank and its
  * NCCL ids: a restarted rdzvd waits for those nodes' agents before it places anyone. Once per
  * generation. */
-void job_save(struct rdzvd_job *j, bool running)
+void rdzvd_job_save(struct rdzvd_job *j, bool running)
 {
     struct rdzvd_job_record rec = {.min = j->min,
                                    .max = j->max,
@@ -145,7 +145,7 @@ void job_save(struct rdzvd_job *j, bool running)
 }
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
-void job_forget(struct rdzvd_job *j)
+void rdzvd_job_forget(struct rdzvd_job *j)
 {
     int r;
 
@@ -159,8 +159,8 @@ void job_forget(struct rdzvd_job *j)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
 }
 
-int job_record_load(const struct rdzvd_job_host *h, const char *run_id,
-                    struct rdzvd_job_record *rec)
+int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
+                          struct rdzvd_job_record *rec)
 {
     int r;
 

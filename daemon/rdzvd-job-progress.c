@@ -20,7 +20,7 @@ struct rdzvd_rank_progress {
     int64_t timeout_ms;  /* its agent's progress timeout for it; 0: none */
 };
 
-void member_progress_free(struct rdzvd_member *m)
+void rdzvd_member_progress_free(struct rdzvd_member *m)
 {
     free(m->progress);
     m->progress = NULL;
@@ -90,7 +90,7 @@ static int by_rank(const void *a, const void *b)
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-int job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;

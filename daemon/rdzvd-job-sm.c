@@ -18,11 +18,11 @@
 #include "../common/rdzv-util.h"
 #include "rdzvd-job-impl.h"
 
-const char *const job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
-                                                     "ended"};
+const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
+                                                           "ended"};
 
 /* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
-void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 {
     unsigned i = j->nevents++ % JOB_EVENTS;
     struct timespec ts;
@@ -41,7 +41,7 @@ void job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
                  j->run_id, j->generation, j->events[i].text);
 }
 
-int job_ranks_reserve(struct rdzvd_job *j, int64_t n)
+int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
 {
     struct rdzvd_member **req, **rank;
     int64_t cap = j->rank_cap ? j->rank_cap : 8;
@@ -67,12 +67,12 @@ int job_ranks_reserve(struct rdzvd_job *j, int64_t n)
     return 0;
 }
 
-struct rdzvd_member *member_by_rank(struct rdzvd_job *j, int64_t rank)
+struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank)
 {
     return rank >= 0 && rank < j->rank_cap ? j->by_rank[rank] : NULL;
 }
 
-struct rdzvd_member *member_by_req(struct rdzvd_job *j, int64_t rank)
+struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank)
 {
     return rank >= 0 && rank < j->rank_cap ? j->by_req[rank] : NULL;
 }
@@ -84,13 +84,13 @@ static void member_unrank(struct rdzvd_member *m)
 
     if (m->node_rank < 0)
         return;
-    if (member_by_rank(j, m->node_rank) == m)
+    if (rdzvd_member_by_rank(j, m->node_rank) == m)
         j->by_rank[m->node_rank] = NULL;
     m->node_rank = -1;
     j->nin_round--;
 }
 
-void member_set_rank(struct rdzvd_member *m, int64_t rank)
+void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank)
 {
     struct rdzvd_job *j = m->job;
 
@@ -105,13 +105,14 @@ void member_set_rank(struct rdzvd_member *m, int64_t rank)
     j->nin_round++;
 }
 
-void job_set_state(struct rdzvd_job *j, enum job_state st)
+void rdzvd_job_set_state(struct rdzvd_job *j, enum job_state st)
 {
-    log_debug("job %s: %s -> %s", j->run_id, job_state_names[j->state], job_state_names[st]);
+    log_debug("job %s: %s -> %s", j->run_id, rdzvd_job_state_names[j->state],
+              rdzvd_job_state_names[st]);
     j->state = st;
 }
 
-struct rdzvd_job *job_find(struct rdzv_list *jobs, const char *run_id)
+struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
     struct rdzv_list *pos, *tmp;
 
@@ -141,19 +142,19 @@ static void job_timer_close_cb(uv_handle_t *h)
 }
 
 /* Remove a job with no members left. */
-void job_free(struct rdzvd_job *j)
+void rdzvd_job_free(struct rdzvd_job *j)
 {
-    job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
+    rdzvd_job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
     if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
         j->host.keep_ended(j->host.ended, j);
     if (!j->shutting_down)
-        job_forget(j);
+        rdzvd_job_forget(j);
     rdzv_list_del(&j->node);
-    job_close_store(j);
+    rdzvd_job_close_store(j);
     uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
 }
 
-void job_timer_stop(struct rdzvd_job *j)
+void rdzvd_job_timer_stop(struct rdzvd_job *j)
 {
     if (j->timer_armed) {
         uv_timer_stop(&j->timer);
@@ -163,40 +164,40 @@ void job_timer_stop(struct rdzvd_job *j)
 
 static void job_timer_cb(uv_timer_t *t);
 
-void job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
+void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
 {
     uv_timer_start(&j->timer, job_timer_cb, ms, 0);
     j->timer_armed = true;
     j->timer_kind = kind;
 }
 
-void member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
+void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
 {
     if (m->peer)
         m->job->host.ops->event(m->peer, e);
 }
 
 /* The job is over: tell every member how it ended. */
-void job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
+void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
     if (j->state == JOB_ENDED)
         return;
-    job_timer_stop(j);
+    rdzvd_job_timer_stop(j);
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
-    job_set_state(j, JOB_ENDED);
-    job_forget(j);
+    rdzvd_job_set_state(j, JOB_ENDED);
+    rdzvd_job_forget(j);
     if (exit_code == 0)
-        job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
+        rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
-        job_note(j, true, "generation %" PRIu64 " failed (exit code %" PRId64 "): %s",
-                 j->generation, exit_code, summary);
-    for_each_member(j, m, pos, tmp) member_send_event(m, &j->outcome);
+        rdzvd_job_note(j, true, "generation %" PRIu64 " failed (exit code %" PRId64 "): %s",
+                       j->generation, exit_code, summary);
+    for_each_member(j, m, pos, tmp) rdzvd_member_send_event(m, &j->outcome);
     j->host.ops->flush(j->host.ud);
 }
 
@@ -235,13 +236,13 @@ static void member_check_stall(struct rdzvd_member *m)
         m->stall_ms = rdzv_now_ms();
 }
 
-bool member_stalled(struct rdzvd_member *m)
+bool rdzvd_member_stalled(struct rdzvd_member *m)
 {
     member_check_stall(m);
     return m->stall_ms && rdzv_now_ms() - m->stall_ms < (uint64_t)m->job->hb_timeout_ms;
 }
 
-void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
+void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 {
     m->hb_rechecked = false;
     /* From now, not from the loop's cached time: after a long turn (or from a timer callback
@@ -252,20 +253,20 @@ void member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 
 /* ---- rounds ---- */
 
-void job_send_rounds(struct rdzvd_job *j)
+void rdzvd_job_send_rounds(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
-    job_set_state(j, JOB_RUNNING);
-    job_save(j, true);
-    job_note(j, false,
-             "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
-             ", store on %s%s%s%u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
-             j->generation, j->round.nnodes, j->round.world_size,
-             j->store_addr[0] ? "node rank 0's agent at " : "port ", j->store_addr,
-             j->store_addr[0] ? ":" : "", j->store_port, j->round.n_ids, j->restart_count,
-             j->max_restarts);
+    rdzvd_job_set_state(j, JOB_RUNNING);
+    rdzvd_job_save(j, true);
+    rdzvd_job_note(j, false,
+                   "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
+                   ", store on %s%s%s%u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
+                   j->generation, j->round.nnodes, j->round.world_size,
+                   j->store_addr[0] ? "node rank 0's agent at " : "port ", j->store_addr,
+                   j->store_addr[0] ? ":" : "", j->store_port, j->round.n_ids, j->restart_count,
+                   j->max_restarts);
     for_each_member(j, m, pos, tmp)
     {
         struct rdzv_round *rd = &j->round;
@@ -279,18 +280,18 @@ void job_send_rounds(struct rdzvd_job *j)
         rd->master_port = j->store_port;
         j->host.ops->round(m->peer, rd);
         /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
-        member_hb_arm(m, (uint64_t)j->hb_timeout_ms * INIT_GRACE_FACTOR);
+        rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * INIT_GRACE_FACTOR);
     }
     j->host.ops->flush(j->host.ud);
 }
 
 static struct rdzvd_member *rank0_member(struct rdzvd_job *j)
 {
-    return member_by_rank(j, 0);
+    return rdzvd_member_by_rank(j, 0);
 }
 
 /* Every change of m->ready goes through here: j->nready is kept exact (O(1) per join). */
-void member_set_ready(struct rdzvd_member *m, bool ready)
+void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready)
 {
     if (m->ready != ready)
         m->job->nready += ready ? 1 : -1;
@@ -306,15 +307,15 @@ static void job_fail_nodes(struct rdzvd_job *j, int64_t have)
              "%" PRId64 ":%" PRId64 ") were there within the join timeout (%.0f s)%s%s",
              have, j->min, j->min, j->max, (double)j->join_timeout_ms / 1000,
              j->last_cause[0] ? "; " : "", j->last_cause);
-    job_end(j, "failed", 1, why);
+    rdzvd_job_end(j, "failed", 1, why);
 }
 
-void job_store_failed(struct rdzvd_job *j, int err)
+void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
 {
     char why[128];
 
     snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", uv_strerror(err));
-    job_end(j, "failed", 1, why);
+    rdzvd_job_end(j, "failed", 1, why);
 }
 
 /* Close the round over the ready members: previous node ranks kept where possible, then
@@ -328,10 +329,10 @@ static void close_round(struct rdzvd_job *j)
     int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
     int r;
 
-    job_timer_stop(j);
-    if (!slots || job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
+    rdzvd_job_timer_stop(j);
+    if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);
-        job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
+        rdzvd_job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
         return;
     }
     /* Previous ranks first, then asked-for ranks, then free slots in join order. */
@@ -357,10 +358,10 @@ static void close_round(struct rdzvd_job *j)
         if (!(m = slots[i]))
             continue;
         m->placed = false;
-        member_set_rank(m, rank++);
+        rdzvd_member_set_rank(m, rank++);
         m->prev_rank = m->node_rank;
         m->rank_offset = offset;
-        member_set_ready(m, false);
+        rdzvd_member_set_ready(m, false);
         m->left_ok = false;
         offset += m->join.nproc;
         if (m->join.nccl != RDZV_NCCL_OFF && m->join.nccl_ids > want_ids)
@@ -378,34 +379,34 @@ static void close_round(struct rdzvd_job *j)
     j->round.restart_count = j->restart_count;
     j->round.max_restarts = j->max_restarts;
     if (j->nmembers > rank)
-        job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
+        rdzvd_job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
 
-    job_close_store(j);
+    rdzvd_job_close_store(j);
     m0 = rank0_member(j);
-    r = job_choose_store(j, m0);
+    r = rdzvd_job_choose_store(j, m0);
     if (r < 0) {
-        job_store_failed(j, r);
+        rdzvd_job_store_failed(j, r);
         return;
     }
     if (want_ids > 0 || r > 0) {
-        job_set_state(j, JOB_NCCL);
+        rdzvd_job_set_state(j, JOB_NCCL);
         if (!m0 || !m0->peer ||
             j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0,
                                       r > 0 ? j->host.store_allow : NULL) < 0) {
-            job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
+            rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;
         }
-        job_timer_start(j, T_NCCL, NCCL_ID_TIMEOUT_MS);
+        rdzvd_job_timer_start(j, T_NCCL, NCCL_ID_TIMEOUT_MS);
         j->host.ops->flush(j->host.ud);
         return;
     }
-    job_send_rounds(j);
+    rdzvd_job_send_rounds(j);
 }
 
 /* In FORMING: close the round if it is time, else make sure the right timer runs. After a
  * restart (generation > 0) the round closes as soon as every member is ready and there are
  * enough of them; the first round waits for max, or last call after min. */
-void job_try_close(struct rdzvd_job *j)
+void rdzvd_job_try_close(struct rdzvd_job *j)
 {
     int64_t ready = j->nready;
 
@@ -417,14 +418,14 @@ void job_try_close(struct rdzvd_job *j)
     }
     if (ready >= j->min) {
         if (!j->timer_armed || j->timer_kind != T_LAST_CALL)
-            job_timer_start(j, T_LAST_CALL, (uint64_t)j->last_call_ms);
+            rdzvd_job_timer_start(j, T_LAST_CALL, (uint64_t)j->last_call_ms);
         return;
     }
     /* Below min: the join timeout runs (from when the job was created or fell below min). */
     if ((!j->timer_armed || j->timer_kind != T_JOIN) && j->join_timeout_ms > 0)
-        job_timer_start(j, T_JOIN, (uint64_t)j->join_timeout_ms);
+        rdzvd_job_timer_start(j, T_JOIN, (uint64_t)j->join_timeout_ms);
     else if (j->timer_armed && j->timer_kind != T_JOIN)
-        job_timer_stop(j);
+        rdzvd_job_timer_stop(j);
 }
 
 /* Every member of the stopped generation is ready: form the next one. */
@@ -437,16 +438,17 @@ static void job_check_stopped(struct rdzvd_job *j)
         return;
     if (j->nready < j->nmembers)
         return;
-    job_close_store(j);
+    rdzvd_job_close_store(j);
     for_each_member(j, m, pos, tmp) member_unrank(m);
-    job_set_state(j, JOB_FORMING);
-    job_timer_stop(j);
-    job_try_close(j);
+    rdzvd_job_set_state(j, JOB_FORMING);
+    rdzvd_job_timer_stop(j);
+    rdzvd_job_try_close(j);
 }
 
 /* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
  * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
-void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, const char *summary)
+void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
+                       const char *summary)
 {
     bool counted = !uncounted;
     struct rdzv_event e = {.type = "restart"};
@@ -461,27 +463,28 @@ void job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code, 
         snprintf(why, sizeof(why),
                  "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
                  j->restart_count, j->max_restarts);
-        job_end(j, "failed", exit_code ? exit_code : 1, why);
+        rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }
     if (counted)
         j->restart_count++;
-    job_save(j, false);
+    rdzvd_job_save(j, false);
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
-    job_timer_stop(j);
+    rdzvd_job_timer_stop(j);
     e.generation = j->generation;
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
-    job_note(j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
-             j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
-             j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
-    job_set_state(j, JOB_STOPPING);
+    rdzvd_job_note(
+        j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+        j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
+        j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+    rdzvd_job_set_state(j, JOB_STOPPING);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)
             continue;
         m->stopping_gen = j->generation;
-        member_send_event(m, &e);
+        rdzvd_member_send_event(m, &e);
     }
     j->host.ops->flush(j->host.ud);
     job_check_stopped(j);
@@ -520,8 +523,9 @@ static void job_timer_cb(uv_timer_t *t)
         int64_t ready = j->nready;
 
         if (ready >= j->min) {
-            job_note(j, false, "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
-                     ready, j->min, j->max);
+            rdzvd_job_note(j, false,
+                           "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
+                           ready, j->min, j->max);
             close_round(j);
         } else {
             job_fail_nodes(j, ready);
@@ -532,7 +536,7 @@ static void job_timer_cb(uv_timer_t *t)
 
         snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
                  m0 ? m0->join.host : "?", NCCL_ID_TIMEOUT_MS / 1000);
-        job_end(j, "failed", 1, why);
+        rdzvd_job_end(j, "failed", 1, why);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
                j->nin_round < j->round.nnodes) {
         char why[RDZV_SUMMARY_MAX + 1];
@@ -545,13 +549,13 @@ static void job_timer_cb(uv_timer_t *t)
         /* Nobody of a generation rebuilt from its record came back: its agents went with the
          * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
          * job's nodes: numbering goes on, the budget is not charged. */
-        job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
+        rdzvd_job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
         if (j->host.lost)
             j->host.lost(j->host.lost_ud); /* their hosts may have held replicas */
     }
 }
 
-struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn)
+struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn)
 {
     struct rdzvd_job *j = calloc(1, sizeof(*j));
     int r;
@@ -579,11 +583,11 @@ struct rdzvd_job *job_new(const struct rdzvd_job_host *h, const struct rdzv_join
     rdzv_list_init(&j->members);
     j->timer.data = j;
     rdzv_list_add_tail(h->jobs, &j->node);
-    job_note(j, false,
-             "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
-             " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms, recovery %s)",
-             j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms,
-             j->inplace ? "inplace" : "restart");
+    rdzvd_job_note(j, false,
+                   "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
+                   " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms, recovery %s)",
+                   j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms,
+                   j->inplace ? "inplace" : "restart");
     return j;
 
 out_free:
@@ -597,7 +601,7 @@ out_free:
 
 static void member_close_cb(uv_handle_t *h)
 {
-    member_progress_free(h->data);
+    rdzvd_member_progress_free(h->data);
     free(h->data);
 }
 
@@ -611,13 +615,13 @@ static void member_remove(struct rdzvd_member *m)
     j->nmembers--;
     j->nready -= m->ready;
     member_unrank(m);
-    if (member_by_req(j, m->join.node_rank) == m)
+    if (rdzvd_member_by_req(j, m->join.node_rank) == m)
         j->by_req[m->join.node_rank] = NULL;
     if (m->peer)
         j->host.ops->bind(m->peer, NULL);
     uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
     if (j->nmembers == 0)
-        job_free(j);
+        rdzvd_job_free(j);
 }
 
 /* m is gone (its connection closed, or it fell silent): drop it, and move the job on. */
@@ -634,9 +638,10 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     snprintf(cause, sizeof(cause), "root cause: the agent of node rank %" PRId64 " (%s) %s", rank,
              m->join.host, why);
     if (in_round && (st == JOB_RUNNING || st == JOB_NCCL) && !left)
-        job_note(j, true, "%s", cause + 12);
+        rdzvd_job_note(j, true, "%s", cause + 12);
     else
-        job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id, why);
+        rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
+                       why);
     member_remove(m);
     if (peer)
         j->host.ops->close(peer, why); /* its member is detached: no second report */
@@ -647,7 +652,7 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     switch (st) {
     case JOB_RUNNING:
         if (in_round && !left)
-            job_restart(j, NULL, 1, cause);
+            rdzvd_job_restart(j, NULL, 1, cause);
         else if (in_round)
             job_check_all_left(j); /* its workers were done: the others may finish too */
         break;
@@ -657,31 +662,31 @@ static void member_lost(struct rdzvd_member *m, const char *why)
             struct rdzv_list *pos, *tmp;
             struct rdzvd_member *o;
 
-            job_timer_stop(j);
-            job_close_store(j);
+            rdzvd_job_timer_stop(j);
+            rdzvd_job_close_store(j);
             for_each_member(j, o, pos, tmp)
             {
                 member_unrank(o);
-                member_set_ready(o, true);
+                rdzvd_member_set_ready(o, true);
             }
             j->generation--;
             snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
-            job_set_state(j, JOB_FORMING);
-            job_try_close(j);
+            rdzvd_job_set_state(j, JOB_FORMING);
+            rdzvd_job_try_close(j);
         }
         break;
     case JOB_STOPPING:
         job_check_stopped(j);
         break;
     case JOB_FORMING:
-        job_try_close(j);
+        rdzvd_job_try_close(j);
         break;
     default:
         break;
     }
 }
 
-struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
+struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
 {
     struct rdzvd_member *m = calloc(1, sizeof(*m));
     int r;
@@ -689,14 +694,14 @@ struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rd
     if (!m)
         return NULL;
     if (jn->node_rank >= 0 && jn->node_rank < j->max &&
-        job_ranks_reserve(j, jn->node_rank + 1) < 0) {
+        rdzvd_job_ranks_reserve(j, jn->node_rank + 1) < 0) {
         free(m);
         return NULL;
     }
     m->job = j;
     m->peer = peer;
     m->join = *jn;
-    if (member_secret_derive(&j->host, j->run_id, jn->node_id, m->secret) < 0) {
+    if (rdzvd_member_secret_derive(&j->host, j->run_id, jn->node_id, m->secret) < 0) {
         uint8_t rnd[RDZV_SECRET_HEX / 2];
 
         if (rdzv_random_bytes(rnd, sizeof(rnd)) < 0) {
@@ -724,16 +729,16 @@ struct rdzvd_member *member_add(struct rdzvd_job *j, void *peer, const struct rd
     m->ready = true;
     j->nready++;
     m->hb_timer.data = m;
-    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
     j->nmembers++;
-    if (jn->node_rank >= 0 && jn->node_rank < j->max && !member_by_req(j, jn->node_rank))
+    if (jn->node_rank >= 0 && jn->node_rank < j->max && !rdzvd_member_by_req(j, jn->node_rank))
         j->by_req[jn->node_rank] = m;
     j->host.ops->bind(peer, m);
     return m;
 }
 
-void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
+void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
 {
     struct rdzvd_job *j = m->job;
 
@@ -742,8 +747,8 @@ void member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
                             j->inplace, m->secret);
 }
 
-int member_secret_derive(const struct rdzvd_job_host *h, const char *run_id, const char *node_id,
-                         char out[RDZV_SECRET_HEX + 1])
+int rdzvd_member_secret_derive(const struct rdzvd_job_host *h, const char *run_id,
+                               const char *node_id, char out[RDZV_SECRET_HEX + 1])
 {
     uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
     const uint8_t *key = h->member_key;
@@ -771,7 +776,7 @@ static void job_check_all_left(struct rdzvd_job *j)
     if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
         return;
     for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->left_ok) return;
-    job_end(j, "succeeded", 0, "every worker of every node exited 0");
+    rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
 }
 
 /* ---- messages from members (decoded by the wire side) ---- */
@@ -790,7 +795,7 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
 {
     member_check_stall(m);
-    member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
+    rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
     return m->job->generation;
 }
 
@@ -827,7 +832,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
-    job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
+    rdzvd_job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
     return 0;
 }
 
@@ -847,12 +852,12 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
     /* Ignored: duplicates, other generations', replays by members of the running one. */
     if (m->ready || gen != m->stopping_gen || (j->state == JOB_RUNNING && m->node_rank >= 0))
         return;
-    member_set_ready(m, true);
+    rdzvd_member_set_ready(m, true);
     log_debug("job %s: %s ready after generation %" PRIu64, j->run_id, m->join.host, gen);
     if (j->state == JOB_STOPPING)
         job_check_stopped(j);
     else if (j->state == JOB_FORMING)
-        job_try_close(j);
+        rdzvd_job_try_close(j);
 }
 
 void rdzvd_member_gone(struct rdzvd_member *m)
@@ -860,7 +865,7 @@ void rdzvd_member_gone(struct rdzvd_member *m)
     struct rdzvd_job *j = m->job;
 
     m->peer = NULL;
-    if (j->state == JOB_ENDED || !member_stalled(m)) {
+    if (j->state == JOB_ENDED || !rdzvd_member_stalled(m)) {
         member_lost(m, "disconnected");
         return;
     }
@@ -868,16 +873,17 @@ void rdzvd_member_gone(struct rdzvd_member *m)
      * or a spare's JOIN), maybe on a connection already waiting to be read. Keep the member
      * (not placed meanwhile) until then, or lost at its heartbeat deadline. */
     if (m->node_rank < 0 && m->ready) {
-        member_set_ready(m, false);
+        rdzvd_member_set_ready(m, false);
         m->away = true;
     }
-    member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
-    job_note(j, false,
-             "node=%s disconnected right after rdzvd stalled: waiting %.1f s for its agent to "
-             "reconnect",
-             m->join.host, (double)j->hb_timeout_ms / 1000);
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzvd_job_note(
+        j, false,
+        "node=%s disconnected right after rdzvd stalled: waiting %.1f s for its agent to "
+        "reconnect",
+        m->join.host, (double)j->hb_timeout_ms / 1000);
     if (j->state == JOB_FORMING)
-        job_try_close(j);
+        rdzvd_job_try_close(j);
 }
 
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs)

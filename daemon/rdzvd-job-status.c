@@ -78,7 +78,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
         snprintf(e->text, sizeof(e->text), "%s", j->events[i % JOB_EVENTS].text);
     }
     snprintf(sj->run_id, sizeof(sj->run_id), "%s", j->run_id);
-    snprintf(sj->state, sizeof(sj->state), "%s", job_state_names[j->state]);
+    snprintf(sj->state, sizeof(sj->state), "%s", rdzvd_job_state_names[j->state]);
     sj->generation = j->generation;
     sj->restart_count = j->restart_count;
     sj->max_restarts = j->max_restarts;
@@ -88,7 +88,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     sj->world_size = j->round.world_size;
     sj->age_s = (double)(now - j->created_ms) / 1000;
     sj->store_port = j->store ? (int)j->store_port : 0;
-    r = job_progress_status(j, now, sj);
+    r = rdzvd_job_progress_status(j, now, sj);
     if (r < 0)
         return r;
     if (j->state == JOB_ENDED) {

@@ -138,7 +138,7 @@ static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t 
     return 0;
 }
 
-const struct rdzvd_session_ops first_bytes_ops = {
+const struct rdzvd_session_ops rdzvd_first_bytes_ops = {
     .name = "first bytes",
     .serve = first_bytes_serve,
     .pause_at_cap = true,
@@ -197,10 +197,10 @@ static int server_accept(struct rdzvd_listener *l)
     s = rdzvd_conn_session_data(c);
     s->l = l;
     s->store_ok = store_ok;
-    return rdzvd_conn_start(c, &first_bytes_ops);
+    return rdzvd_conn_start(c, &rdzvd_first_bytes_ops);
 }
 
-void listener_connection_cb(uv_stream_t *s, int status)
+void rdzvd_listener_connection_cb(uv_stream_t *s, int status)
 {
     struct rdzvd_listener *l = (struct rdzvd_listener *)s;
     int r;

@@ -89,16 +89,16 @@ struct rdzvd_server {
 /* rdzvd-server-admit.c: accept, and the first bytes pick the session. */
 /* The session of a connection that has sent nothing yet: its first bytes pick TCPStore or rdzv
  * peer (rdzvd_conn_in_session tells whether a connection is still there). */
-extern const struct rdzvd_session_ops first_bytes_ops;
+extern const struct rdzvd_session_ops rdzvd_first_bytes_ops;
 /* A listener's connection callback (through the transport's accept pace): accept one connection
  * and start its first-bytes session, or refuse it. Logs its errors. */
-void listener_connection_cb(uv_stream_t *s, int status);
+void rdzvd_listener_connection_cb(uv_stream_t *s, int status);
 
 /* rdzvd-server.c: the listeners' lifetime and the persist barrier. */
 /* l's connections: accepted through the transport (paced per turn), counted in l->group. */
-void listener_group_init(struct rdzvd_listener *l);
+void rdzvd_listener_group_init(struct rdzvd_listener *l);
 /* Close l's journal and free its store, and l unless it is the main listener. */
-void listener_free(struct rdzvd_listener *l);
+void rdzvd_listener_free(struct rdzvd_listener *l);
 /* Descriptors in use against --max-conns: open connections not closing, and the jobs'. */
 static inline uint64_t server_fds_used(const struct rdzvd_server *srv)
 {
@@ -106,7 +106,7 @@ static inline uint64_t server_fds_used(const struct rdzvd_server *srv)
 }
 /* Close l's handle; the main listener's is embedded in the server, which waits for it. A job's
  * listener is freed once its handle and its connections are gone. */
-void listener_close_handle(struct rdzvd_listener *l);
+void rdzvd_listener_close_handle(struct rdzvd_listener *l);
 /* The journal callback (rdzvd_journal_set_buffered) of a listener (ud): its records are written
  * before this iteration's replies. */
-void listener_journal_pending_cb(void *ud);
+void rdzvd_listener_journal_pending_cb(void *ud);

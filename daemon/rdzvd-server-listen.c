@@ -69,7 +69,7 @@ static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bo
         log_warn("net.core.somaxconn is %d: connection bursts above it will be dropped and "
                  "retried by clients; raise it with 'sysctl -w net.core.somaxconn=65535'",
                  backlog);
-    r = uv_listen((uv_stream_t *)&l->tcp, backlog, listener_connection_cb);
+    r = uv_listen((uv_stream_t *)&l->tcp, backlog, rdzvd_listener_connection_cb);
     if (r < 0)
         goto out_close_handle;
     return 0;
@@ -77,7 +77,7 @@ static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bo
 out_close_handle:
     /* Rare (the socket already listens): the listener goes away with its handle's close. */
     l->closing = true;
-    listener_close_handle(l);
+    rdzvd_listener_close_handle(l);
     return r;
 }
 
@@ -162,7 +162,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
         return -ENOMEM;
     l->srv = srv;
     l->handle_closed = true;
-    listener_group_init(l);
+    rdzvd_listener_group_init(l);
     rdzv_list_init(&l->persist_node);
     snprintf(l->desc, sizeof(l->desc), "%s", desc);
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &l->store);
@@ -175,7 +175,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
                                srv->cfg.fsync, l->store, &l->journal);
         if (r < 0)
             goto out_free;
-        rdzvd_journal_set_buffered(l->journal, listener_journal_pending_cb, l);
+        rdzvd_journal_set_buffered(l->journal, rdzvd_listener_journal_pending_cb, l);
     }
     if (ss.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
@@ -199,7 +199,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
     return 0;
 
 out_free:
-    listener_free(l);
+    rdzvd_listener_free(l);
     return r;
 }
 
@@ -214,9 +214,9 @@ void rdzvd_listener_close(struct rdzvd_listener *l, bool drop_state)
     l->journal = NULL;
     rdzvd_conn_group_close(&l->group, "its job generation ended");
     if (!l->handle_closed)
-        listener_close_handle(l);
+        rdzvd_listener_close_handle(l);
     else if (l->group.n == 0 && l != &l->srv->main)
-        listener_free(l);
+        rdzvd_listener_free(l);
 }
 
 uint16_t rdzvd_listener_port(const struct rdzvd_listener *l)

@@ -133,7 +133,7 @@ static void persist_check_cb(uv_check_t *h)
 /* A listener's journal started buffering: make sure it is written before this iteration's
  * replies. Mutations happen in read callbacks (then the check handle runs right after the poll
  * phase) or in timers (then the prepare handle runs before the loop sleeps). */
-void listener_journal_pending_cb(void *ud)
+void rdzvd_listener_journal_pending_cb(void *ud)
 {
     struct rdzvd_listener *l = ud;
     struct rdzvd_server *srv = l->srv;
@@ -300,7 +300,7 @@ static bool server_may_serve_cb(struct rdzvd_transport *t, struct rdzvd_conn *c)
         return false; /* closed just now, with the connections it served as the leader */
     /* A connection still choosing its session is refused with the leader's address
      * (replica_admits, rdzvd-server-admit.c); one on a job's store listener goes with its job. */
-    if (rdzvd_conn_group(c) != &srv->main.group || rdzvd_conn_in_session(c, &first_bytes_ops))
+    if (rdzvd_conn_group(c) != &srv->main.group || rdzvd_conn_in_session(c, &rdzvd_first_bytes_ops))
         return true;
     rdzvd_conn_close(c, "this replica is no longer the leader");
     return false;
@@ -367,11 +367,11 @@ static void server_transport_done(struct rdzvd_server *srv, bool free_buffers)
 }
 
 /* l's connections: accepted through the transport (paced per turn), counted in l->group. */
-void listener_group_init(struct rdzvd_listener *l)
+void rdzvd_listener_group_init(struct rdzvd_listener *l)
 {
     rdzv_list_init(&l->group.conns);
     l->group.conn_gone = listener_conn_gone;
-    rdzvd_paced_init(&l->group.paced, (uv_stream_t *)&l->tcp, listener_connection_cb);
+    rdzvd_paced_init(&l->group.paced, (uv_stream_t *)&l->tcp, rdzvd_listener_connection_cb);
 }
 
 int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdzvd_server **ret)
@@ -385,7 +385,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
     srv->start_ms = rdzv_now_ms();
     srv->loop = loop;
     srv->cfg = *cfg;
-    listener_group_init(&srv->main);
+    rdzvd_listener_group_init(&srv->main);
     rdzv_list_init(&srv->main.persist_node);
     rdzv_list_init(&srv->persist_list);
     srv->main.srv = srv;
@@ -443,7 +443,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         }
         srv->persist_handles = true;
         if (srv->main.journal)
-            rdzvd_journal_set_buffered(srv->main.journal, listener_journal_pending_cb,
+            rdzvd_journal_set_buffered(srv->main.journal, rdzvd_listener_journal_pending_cb,
                                        &srv->main);
     }
     if (srv->cfg.peers) {
@@ -483,7 +483,7 @@ void rdzvd_server_set_peer_handler(struct rdzvd_server *srv, const struct rdzvd_
     srv->env.peer_ud = ud;
 }
 
-void listener_free(struct rdzvd_listener *l)
+void rdzvd_listener_free(struct rdzvd_listener *l)
 {
     l->srv->job_fds -= l->fds;
     l->fds = 0;
@@ -498,7 +498,7 @@ void listener_free(struct rdzvd_listener *l)
 static void listener_close_cb(uv_handle_t *h);
 
 /* Close l's handle; the main listener's is embedded in the server, which waits for it. */
-void listener_close_handle(struct rdzvd_listener *l)
+void rdzvd_listener_close_handle(struct rdzvd_listener *l)
 {
     if (l == &l->srv->main)
         l->srv->handles_closing++;
@@ -514,7 +514,7 @@ static void listener_close_cb(uv_handle_t *h)
     if (l == &l->srv->main)
         server_handle_closed(l->srv);
     else if (l->group.n == 0)
-        listener_free(l);
+        rdzvd_listener_free(l);
 }
 
 /* One of l's connections finished closing. */
@@ -524,7 +524,7 @@ static void listener_conn_gone(struct rdzvd_conn_group *g)
 
     l->srv->nconns = l->srv->net.nconns;
     if (l->closing && l->handle_closed && l->group.n == 0 && l != &l->srv->main)
-        listener_free(l);
+        rdzvd_listener_free(l);
 }
 
 void rdzvd_server_stop(struct rdzvd_server *srv)
@@ -546,7 +546,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     srv->job_journal = NULL;
     persist_close_handles(srv);
     if (!srv->main.handle_closed)
-        listener_close_handle(&srv->main);
+        rdzvd_listener_close_handle(&srv->main);
     rdzvd_transport_close_all(&srv->net, "server shutting down");
 }
 
@@ -562,7 +562,7 @@ struct rdzvd_server *rdzvd_server_free(struct rdzvd_server *srv)
     srv->job_journal = NULL;
     persist_close_handles(srv);
     if (!srv->main.handle_closed && !uv_is_closing((uv_handle_t *)&srv->main.tcp))
-        listener_close_handle(&srv->main);
+        rdzvd_listener_close_handle(&srv->main);
     if (srv->state_dirfd >= 0)
         close(srv->state_dirfd);
     srv->state_dirfd = -1;

@@ -72,14 +72,14 @@ _Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1
 
 /* rdzvd-transport.c, for accepting connections and the registry. */
 /* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. */
-size_t conn_kernel_unread(struct rdzvd_conn *c);
+size_t rdzvd_conn_kernel_unread(struct rdzvd_conn *c);
 /* Past the quota, c takes a slot of an older connection still handshaking (hs_victim). */
-void hs_make_room(struct rdzvd_conn *c);
+void rdzvd_hs_make_room(struct rdzvd_conn *c);
 /* Give c a pre-handshake slot and a deadline. */
-void hs_track(struct rdzvd_conn *c);
+void rdzvd_hs_track(struct rdzvd_conn *c);
 /* Hand queued output to the kernel: try a direct write, queue the rest with uv_write. */
-void conn_flush(struct rdzvd_conn *c);
+void rdzvd_conn_flush(struct rdzvd_conn *c);
 /* c's libuv read callbacks: the scratch buffer (or c->in after a partial request), and serving
  * what was read. */
-void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+void rdzvd_conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+void rdzvd_conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);

@@ -73,7 +73,7 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g
     g->n++;
     c->state = CONN_OPEN;
     strcpy(c->peer, "?");
-    hs_track(c);
+    rdzvd_hs_track(c);
 
     r = uv_accept(g->paced.listener, (uv_stream_t *)&c->tcp);
     if (r < 0) {
@@ -90,7 +90,7 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g
             memcpy(c->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
         }
     }
-    hs_make_room(c);
+    rdzvd_hs_make_room(c);
     (void)uv_tcp_nodelay(&c->tcp, 1);
     *ret = c;
     return 0;
@@ -101,7 +101,7 @@ int rdzvd_conn_start(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)
     int r;
 
     c->ops = ops;
-    r = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc_cb, conn_read_cb);
+    r = uv_read_start((uv_stream_t *)&c->tcp, rdzvd_conn_alloc_cb, rdzvd_conn_read_cb);
     if (r < 0) {
         rdzvd_conn_close(c, "read start failed");
         return r;
@@ -153,7 +153,7 @@ void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason)
         struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, node);
 
         /* Hand over what is already queued before closing (best effort, non-blocking). */
-        conn_flush(c);
+        rdzvd_conn_flush(c);
         rdzvd_conn_close(c, reason);
     }
 }
@@ -170,7 +170,7 @@ uint64_t rdzvd_conn_id(const struct rdzvd_conn *c)
 
 size_t rdzvd_conn_unread(struct rdzvd_conn *c)
 {
-    return conn_kernel_unread(c) + rdzv_buf_avail(&c->in);
+    return rdzvd_conn_kernel_unread(c) + rdzv_buf_avail(&c->in);
 }
 
 int rdzvd_conn_local_addr(struct rdzvd_conn *c, char *buf, size_t len)

@@ -87,7 +87,7 @@ static void conn_shed(struct rdzvd_conn *c, const char *why)
 }
 
 /* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. */
-size_t conn_kernel_unread(struct rdzvd_conn *c)
+size_t rdzvd_conn_kernel_unread(struct rdzvd_conn *c)
 {
     uv_os_fd_t fd;
     int n = 0;
@@ -118,7 +118,7 @@ static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn
 
     for (pos = t->handshaking.next; pos != &t->handshaking && n < HS_SCAN; pos = pos->next, n++) {
         struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, hs_node);
-        bool busy = conn_kernel_unread(c) > 0;
+        bool busy = rdzvd_conn_kernel_unread(c) > 0;
         bool same = memcmp(c->addr, keep->addr, sizeof(c->addr)) == 0;
 
         if (c == keep)
@@ -144,7 +144,7 @@ bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_co
 }
 
 /* Past the quota, c takes a slot of an older connection still handshaking (hs_victim). */
-void hs_make_room(struct rdzvd_conn *c)
+void rdzvd_hs_make_room(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
 
@@ -155,7 +155,7 @@ void hs_make_room(struct rdzvd_conn *c)
 }
 
 /* Give c a pre-handshake slot and a deadline. */
-void hs_track(struct rdzvd_conn *c)
+void rdzvd_hs_track(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
     bool was_empty = rdzv_list_empty(&t->handshaking);
@@ -387,8 +387,8 @@ void rdzvd_conn_warn_limited(struct rdzvd_conn *c, struct rdzvd_ratelimit *rl, c
 }
 
 /* THE output cap (--max-outbuf), for every kind of connection, checked before another request
- * is served (conn_parse) and wherever output is queued for writing (conn_flush). Past the cap a
- * session that allows it (TCPStore) is paused: none of its requests are read until its output
+ * is served (conn_parse) and wherever output is queued for writing (rdzvd_conn_flush). Past the cap
+ * a session that allows it (TCPStore) is paused: none of its requests are read until its output
  * drains to half the cap (PyTorch clients may pipeline; their requests wait in the kernel). Output
  * that still comes while it is paused (woken WAITs, watch notifications) closes it at twice the
  * cap. Other sessions (rdzv peers: small replies, one request at a time) are closed at the cap:
@@ -443,7 +443,7 @@ static void conn_write_cb(uv_write_t *req, int status)
         conn_close_write_failed(c, status);
         return;
     }
-    conn_flush(c);
+    rdzvd_conn_flush(c);
     if (c->state != CONN_CLOSING && c->close_after_flush && !c->wr &&
         rdzv_buf_avail(&c->out) == 0) {
         rdzvd_conn_close(c, "closed after its last reply");
@@ -457,7 +457,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 }
 
 /* Hand queued output to the kernel: try a direct write, queue the rest with uv_write. */
-void conn_flush(struct rdzvd_conn *c)
+void rdzvd_conn_flush(struct rdzvd_conn *c)
 {
     uv_buf_t b;
     int r;
@@ -524,7 +524,7 @@ void rdzvd_transport_flush_pending(struct rdzvd_transport *t)
         struct rdzvd_conn *c = rdzv_container_of(t->flush_list.next, struct rdzvd_conn, flush_node);
 
         rdzv_list_del(&c->flush_node);
-        conn_flush(c);
+        rdzvd_conn_flush(c);
     }
 }
 
@@ -564,7 +564,7 @@ void rdzvd_conn_finish(struct rdzvd_conn *c)
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
     }
-    conn_flush(c);
+    rdzvd_conn_flush(c);
 }
 
 /* ---- read ---- */
@@ -656,7 +656,7 @@ static void conn_process(struct rdzvd_conn *c)
         rdzv_buf_consume(&c->in, (size_t)r);
         if (rdzv_buf_avail(&c->in) == 0)
             rdzv_buf_free(&c->in);
-        conn_flush(c);
+        rdzvd_conn_flush(c);
         if (c->state == CONN_CLOSING || c->close_after_flush)
             break;
         if (c->over_budget) {
@@ -667,7 +667,7 @@ static void conn_process(struct rdzvd_conn *c)
          * (and are closed at the cap). */
         if (c->reading || (c->ops->pause_at_cap && conn_out_queued(c) > c->t->max_outbuf / 2))
             break;
-        if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc_cb, conn_read_cb) < 0) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, rdzvd_conn_alloc_cb, rdzvd_conn_read_cb) < 0) {
             rdzvd_conn_close(c, "cannot resume reading");
             return;
         }
@@ -678,7 +678,7 @@ static void conn_process(struct rdzvd_conn *c)
     rdzvd_transport_flush_pending(c->t);
 }
 
-void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+void rdzvd_conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct rdzvd_conn *c = (struct rdzvd_conn *)h;
     struct rdzvd_transport *t = c->t;
@@ -705,7 +705,7 @@ void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
 }
 
-void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+void rdzvd_conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct rdzvd_conn *c = (struct rdzvd_conn *)s;
     struct rdzvd_transport *t = c->t;
@@ -736,12 +736,12 @@ void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         if (c->over_budget) {
             conn_defer(c);
-            conn_flush(c);
+            rdzvd_conn_flush(c);
             if (conn_in_account(c) == 0)
                 rdzvd_transport_flush_pending(t);
         } else if (c->reading) {
             /* Only an incomplete request can be left: nothing to parse until more arrives. */
-            conn_flush(c);
+            rdzvd_conn_flush(c);
             if (conn_in_account(c) == 0)
                 rdzvd_transport_flush_pending(t);
         } else {
