@@ -43,6 +43,7 @@ struct rdzv_token;
 struct rdzvd_peer_handler;
 struct rdzvd_peers;
 struct rdzvd_replica_ops;
+struct rdzvd_store;
 
 struct rdzvd_config {
     const char *bind;          /* address to bind, NULL for dual-stack "::" then "0.0.0.0" */
@@ -66,6 +67,10 @@ struct rdzvd_config {
     /* --peers: the replicas, this rdzvd among them (rdzvd-replica.h); NULL: a single rdzvd. */
     const struct rdzvd_peers *peers;
     const struct rdzvd_replica_ops *replica_ops; /* how to run one (rdzvd_replica_ops) */
+    /* How the job table replays a job's decision (a rdzvd_decision_fn of rdzvd-store.h: the job
+     * layer's rdzvd_decision_apply, which rdzvd_daemon_new sets); NULL: it takes none. */
+    int (*job_decisions)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen);
     /* Called when replication fails and rdzvd must stop (the caller stops the server and exits
      * 75); NULL: the server stops itself. */
     void (*on_failure)(void *ud);

@@ -9,6 +9,7 @@
 
 #include "../common/rdzv-log.h"
 #include "rdzvd-acl.h"
+#include "rdzvd-decision.h"
 #include "rdzvd-job.h"
 #include "rdzvd-peer.h"
 #include "rdzvd-replica.h"
@@ -149,13 +150,15 @@ static const struct rdzvd_peer_handler daemon_handler = {
 
 int rdzvd_daemon_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdzvd_daemon **ret)
 {
+    struct rdzvd_config c = *cfg;
     struct rdzvd_daemon *d;
     int r;
 
     d = calloc(1, sizeof(*d));
     if (!d)
         return log_error_errno(-ENOMEM, "init");
-    r = rdzvd_server_new(loop, cfg, &d->srv);
+    c.job_decisions = rdzvd_decision_apply; /* the server copies c */
+    r = rdzvd_server_new(loop, &c, &d->srv);
     if (r < 0)
         goto out_free;
     r = rdzvd_jobs_new(d->srv, &d->jobs);
@@ -191,6 +194,7 @@ int rdzvd_daemon_new_stores(uv_loop_t *loop, const struct rdzvd_config *cfg,
         }
         c.store_acl = &d->acl; /* the server keeps the pointer: d outlives it */
     }
+    c.job_decisions = rdzvd_decision_apply;
     r = rdzvd_server_new(loop, &c, &d->srv);
     if (r < 0) {
         rdzvd_daemon_free(d);

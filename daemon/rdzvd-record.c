@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "../common/rdzv-util.h"
-#include "rdzvd-decision.h"
 
 enum rec_type {
     REC_SET = 1, REC_DEL = 2, REC_QPUSH = 3, REC_QPOP = 4, REC_DECISION = 5, REC_APPEND = 6,
@@ -153,7 +152,7 @@ int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
         return r;
     }
     case RDZVD_CHANGE_DECISION:
-        return rdzvd_decision_apply(s, rec->key, rec->klen, rec->val, rec->vlen);
+        return rdzvd_store_apply_decision(s, rec->key, rec->klen, rec->val, rec->vlen);
     case RDZVD_CHANGE_APPEND:
         return rdzvd_store_append(s, rec->key, rec->klen, rec->val, rec->vlen);
     }

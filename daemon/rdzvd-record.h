@@ -7,7 +7,7 @@
  * Format (little-endian): u32 crc, u8 type, u32 klen, u32 vlen, key, value. crc is CRC-32 (zlib's)
  * of everything after it. Types: 1 SET (the key holds the value), 2 DELETE, 3 QPUSH (the value at
  * the tail of the key's queue), 4 QPOP (the head of the key's queue removed), 5 DECISION (a job's
- * decision, the value: rdzvd-decision.h applies it to the key's record), 6 APPEND (the value added
+ * decision, the value: the store's decision replayer applies it to the key's record), 6 APPEND (the value added
  * at the end of the key's value, which a missing key starts empty: an APPEND costs the journal and
  * the Raft log the bytes it sent, not the key's whole new value); DELETE and
  * QPOP carry no value, DECISION always does. Type 6 is new with journal version 3
@@ -60,6 +60,7 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
                             const char **why);
 
 /* Make the change in s. 0, or the store's error (a limit of s exceeded, e.g. an APPEND past
- * max_value_len: -EMSGSIZE, nothing changed; a QPOP's of an empty queue), or a DECISION's (rdzvd_decision_apply: -EBADMSG, -ESTALE). A DELETE of a missing key is
- * a no-op. */
+ * max_value_len: -EMSGSIZE, nothing changed; a QPOP's of an empty queue), or a DECISION's (the
+ * store's decision replayer: rdzvd_decision_apply's -EBADMSG, -ESTALE; -EINVAL for a store that
+ * takes none). A DELETE of a missing key is a no-op. */
 int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec);

@@ -59,6 +59,7 @@ struct rdzvd_store {
     rdzvd_watch_fn watch;
     rdzvd_change_fn change; /* NULL: nobody records changes */
     void *change_ud;
+    rdzvd_decision_fn decision; /* NULL: takes no decisions */
     struct slot **buckets;
     size_t nbuckets; /* power of two */
     size_t nslots;
@@ -173,6 +174,17 @@ void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *
 {
     s->change = fn;
     s->change_ud = ud;
+}
+
+void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn)
+{
+    s->decision = fn;
+}
+
+int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen)
+{
+    return s->decision ? s->decision(s, key, klen, val, vlen) : -EINVAL;
 }
 
 int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,

@@ -49,6 +49,12 @@ enum rdzvd_change {
     RDZVD_CHANGE_APPEND,
 };
 
+/* Replays a record of RDZVD_CHANGE_DECISION (what fn of rdzvd_store_change_as made) on s: the
+ * layer that makes decisions (the job table's, rdzvd-decision.h) registers it, so that the store
+ * and the record codec need not know what a decision is. 0 or a negative errno. */
+typedef int (*rdzvd_decision_fn)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+                                 const uint8_t *val, size_t vlen);
+
 /* Called after every successful mutation, before any waiter is woken. key/val point into the
  * store and are valid only during the call. The store is consistent then: the hook may read it
  * (the journal compacts from here) but must not change it. */
@@ -69,6 +75,12 @@ int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rd
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 /* Install (or with fn NULL remove) the change hook. One hook per store. */
 void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
+/* Install (or with fn NULL remove) the store's decision replayer. */
+void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn);
+/* Replay a decision on s: its decision replayer's result; -EINVAL when it has none (a store
+ * that takes no decisions: the record is refused, nothing changed). */
+int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen);
 /* One change made of several mutations, recorded as one: fn(s, ud) changes s with the change
  * hook muted, then, if it returned 0, the hook is told what, key and val once (a job's decision:
  * whoever replays that record runs fn's code again, rdzvd-decision.h). fn returns 0 (changed),

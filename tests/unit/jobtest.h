@@ -17,6 +17,7 @@
 #include "../../common/rdzv-auth.h"
 #include "../../common/rdzv-list.h"
 #include "../tap.h"
+#include "rdzvd-decision.h"
 #include "rdzvd-job-record.h"
 #include "rdzvd-job-sm.h"
 #include "rdzvd-journal.h"
@@ -197,6 +198,7 @@ static inline void env_init(struct env *e, int state_dirfd)
         static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
 
         ASSERT_OK(rdzvd_store_new(&lim, NULL, &e->table));
+        rdzvd_store_set_decision_fn(e->table, rdzvd_decision_apply); /* as rdzvd's job table */
         ASSERT_OK(rdzvd_journal_open(NULL, state_dirfd, "(test)", "jobs", RDZVD_FSYNC_NO,
                                      e->table, &e->table_journal));
         e->h.record_table = e->table;
@@ -362,6 +364,7 @@ static inline void jt_record_save(int fd, const struct rdzvd_job_record *rec)
     struct rdzvd_journal *j = NULL;
 
     ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply);
     ASSERT_OK(rdzvd_journal_open(NULL, fd, "(test)", "jobs", RDZVD_FSYNC_NO, t, &j));
     ASSERT_OK(rdzvd_job_record_put(t, rec));
     rdzvd_journal_close(j, false);

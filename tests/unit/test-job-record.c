@@ -42,6 +42,7 @@ static struct rdzvd_store *new_store(const struct rdzv_limits *l)
     struct rdzvd_store *s = NULL;
 
     ASSERT_OK(rdzvd_store_new(l, no_wake, &s));
+    rdzvd_store_set_decision_fn(s, rdzvd_decision_apply); /* a job table, as rdzvd's */
     return s;
 }
 
