@@ -24,6 +24,7 @@
 #include "rdzvd-job-record.h"
 #include "rdzvd-job-sm.h"
 #include "rdzvd-journal.h"
+#include "rdzvd-record.h"
 #include "rdzvd-store.h"
 #include "jobtest.h"
 
@@ -405,6 +406,54 @@ static void test_decisions_checked(void)
 
 /* A single rdzvd's journal of the job table holds the decisions themselves, and its replay runs
  * them through the same function: the next rdzvd on the directory has the same record. */
+/* The change hook's copy of the last decision recorded. */
+struct kept_change {
+    enum rdzvd_change what;
+    uint8_t key[64], val[4096];
+    size_t klen, vlen;
+};
+
+static void keep_change(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                        const uint8_t *val, size_t vlen)
+{
+    struct kept_change *k = ud;
+
+    ASSERT_TRUE(klen <= sizeof(k->key) && vlen <= sizeof(k->val));
+    k->what = what;
+    memcpy(k->key, key, klen);
+    memcpy(k->val, val, vlen);
+    k->klen = klen;
+    k->vlen = vlen;
+}
+
+/* A DECISION record is replayed by the store's decision replayer, the job table's: a store
+ * without one (a clients' store) refuses it -EINVAL and keeps nothing, the same record given to a
+ * job table folds into its record. */
+static void test_decision_needs_the_job_tables_replayer(void)
+{
+    struct rdzvd_job_record_node nodes[3] = {{"x", 8}, {"y", 8}, {"z", 8}};
+    struct rdzvd_job_record rec = dec_rec("hook", 1, 0, true, nodes), got;
+    struct rdzvd_store *t = new_store(&lim), *plain = NULL, *u = new_store(&lim);
+    struct kept_change k = {0};
+    struct rdzvd_record r;
+
+    rdzvd_store_set_change_cb(t, keep_change, &k);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_EQ(k.what, RDZVD_CHANGE_DECISION);
+    r = (struct rdzvd_record){.table = RDZVD_TABLE_JOBS, .what = RDZVD_CHANGE_DECISION,
+                              .key = k.key, .klen = k.klen, .val = k.val, .vlen = k.vlen};
+    ASSERT_OK(rdzvd_store_new(&lim, no_wake, &plain));
+    ASSERT_EQ(rdzvd_record_apply(plain, &r), -EINVAL);
+    ASSERT_EQ(rdzvd_store_num_keys(plain), 0);
+    ASSERT_OK(rdzvd_record_apply(u, &r));
+    ASSERT_OK(rdzvd_job_record_get(u, "hook", &got));
+    ASSERT_TRUE(got.running && got.generation == 1 && got.nodes);
+    rdzvd_job_record_clear(&got);
+    rdzvd_store_free(plain);
+    rdzvd_store_free(u);
+    rdzvd_store_free(t);
+}
+
 static void test_decisions_replayed_from_the_journal(void)
 {
     struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
@@ -673,6 +722,7 @@ int main(void)
     TEST(test_decisions_fold_into_the_record);
     TEST(test_decisions_checked);
     TEST(test_decisions_replayed_from_the_journal);
+    TEST(test_decision_needs_the_job_tables_replayer);
     TEST(test_table_put_store_error);
     TEST(test_table_run_id_too_long);
     TEST(test_table_member_key);
