@@ -125,12 +125,12 @@ int rdzv_parse_port(const char *s, uint16_t *ret)
     return 0;
 }
 
-int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *port)
+int rdzv_split_hostport(const char *s, char *hostbuf, size_t hostlen, const char **portstr)
 {
     const char *colon, *hs = s;
     size_t hl;
 
-    if (!s || !*s)
+    if (!s || !hostlen)
         return -EINVAL;
     if (s[0] == '[') {
         const char *rb = strchr(s, ']');
@@ -148,11 +148,21 @@ int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *
             colon = NULL; /* bare IPv6 address without brackets: no port */
         hl = colon ? (size_t)(colon - s) : strlen(s);
     }
-    if (hl == 0 || hl >= hostlen)
+    if (hl >= hostlen)
         return -EINVAL;
     memcpy(hostbuf, hs, hl);
     hostbuf[hl] = '\0';
-    if (colon && rdzv_parse_port(colon + 1, port) < 0)
+    *portstr = colon ? colon + 1 : NULL;
+    return 0;
+}
+
+int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *port)
+{
+    const char *portstr;
+
+    if (rdzv_split_hostport(s, hostbuf, hostlen, &portstr) < 0 || !hostbuf[0])
+        return -EINVAL;
+    if (portstr && rdzv_parse_port(portstr, port) < 0)
         return -EINVAL;
     return 0;
 }

@@ -21,8 +21,14 @@ int rdzv_parse_size(const char *s, uint64_t *ret);
 int rdzv_parse_i64n(const uint8_t *p, size_t n, int64_t *ret);
 /* Parse a TCP port 0..65535. Returns 0 or -EINVAL. */
 int rdzv_parse_port(const char *s, uint16_t *ret);
-/* Split "host:port", "[v6]:port" or "host" (port left as default). host is copied into hostbuf.
- * Returns 0 or -EINVAL. */
+/* Split "host:port", "[v6]:port", "host", "[v6]" or a bare IPv6 address (several ':' and no
+ * brackets: no port) into the host, without brackets, copied into hostbuf (it may be empty), and
+ * *portstr: the text after the port's ':' ("" for "host:"), or NULL when there is no port.
+ * Returns 0, or -EINVAL (an unclosed '[', text after ']' other than ":...", no room). The one
+ * place HOST:PORT is taken apart: callers check the host and the port as they need. */
+int rdzv_split_hostport(const char *s, char *hostbuf, size_t hostlen, const char **portstr);
+/* rdzv_split_hostport with a non-empty host and, when there is one, a port 0..65535 into *port
+ * (left as the default otherwise). Returns 0 or -EINVAL. */
 int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *port);
 /* The reverse: "host:port", or "[host]:port" for an IPv6 literal (a host holding ':'), into out
  * (len > 0). Returns the length, or -ENOSPC when it did not fit (out then holds what did). */

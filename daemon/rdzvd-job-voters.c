@@ -387,8 +387,7 @@ int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint
     struct rdzvd_replica *rep;
     struct rdzv_replica a;
     char host[64], raft[80], why[320];
-    const char *colon;
-    unsigned long port;
+    uint16_t port = 0;
 
     if (!v || !cand_find(v, c)) {
         snprintf(err, errlen, "REPLICA from an agent that was asked nothing");
@@ -406,10 +405,8 @@ int rdzvd_voters_answer(struct rdzvd_voters *v, struct rdzvd_conn *c, const uint
         ask_failed(v, a.failed ? a.error : "no endpoint in its answer");
         return 0;
     }
-    host_of(a.endpoint, host, sizeof(host));
-    colon = strrchr(a.endpoint, ':');
-    port = strtoul(colon + 1, NULL, 10);
-    if (strcmp(host, v->ask_host) != 0 || port != v->port) {
+    if (rdzv_parse_hostport(a.endpoint, host, sizeof(host), &port) < 0 ||
+        strcmp(host, v->ask_host) != 0 || port != v->port) {
         snprintf(why, sizeof(why), "its endpoint %s is not its own address %s and port %u",
                  a.endpoint, v->ask_host, v->port);
         ask_failed(v, why);

@@ -575,26 +575,13 @@ static void on_connect(uv_connect_t *c, int status)
 int rdzvd_repl_parse_addr(const char *address, struct sockaddr_storage *ss)
 {
     char host[ADDR_MAX + 1];
-    const char *colon = strrchr(address, ':');
-    uint64_t port;
-    size_t hl;
+    uint16_t port = 0;
 
-    if (!colon || colon == address || rdzv_parse_u64(colon + 1, &port) < 0 || port == 0 ||
-        port > 65535)
+    if (rdzv_parse_hostport(address, host, sizeof(host), &port) < 0 || port == 0)
         return -EINVAL;
-    hl = (size_t)(colon - address);
-    if (address[0] == '[') {
-        if (hl < 3 || address[hl - 1] != ']')
-            return -EINVAL;
-        memcpy(host, address + 1, hl - 2);
-        host[hl - 2] = '\0';
-        return uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0 ? 0 : -EINVAL;
-    }
-    if (hl >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, address, hl);
-    host[hl] = '\0';
-    return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0 ? 0 : -EINVAL;
+    if (address[0] == '[')
+        return uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0 ? 0 : -EINVAL;
+    return uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0 ? 0 : -EINVAL;
 }
 
 /* ---- the transport's methods ---- */

@@ -348,17 +348,12 @@ enum rdzvd_role rdzvd_replica_role(struct rdzvd_replica *r)
 
 int rdzvd_replica_endpoint_of(const char *raft, char *out, size_t len)
 {
-    const char *colon = raft ? strrchr(raft, ':') : NULL;
-    unsigned long p;
-    char *end;
+    char host[RDZVD_ENDPOINT_LEN];
+    uint16_t p = 0;
 
-    if (!colon)
+    if (rdzv_parse_hostport(raft, host, sizeof(host), &p) < 0 || p < 2)
         return -EINVAL;
-    p = strtoul(colon + 1, &end, 10);
-    if (*end || p < 2 || p > 65535 || (size_t)(colon - raft) + 8 > len)
-        return -EINVAL;
-    snprintf(out, len, "%.*s:%lu", (int)(colon - raft), raft, p - 1);
-    return 0;
+    return rdzv_format_hostport(out, len, host, p - 1U) < 0 ? -EINVAL : 0;
 }
 
 const char *rdzvd_replica_leader(struct rdzvd_replica *r)

@@ -261,6 +261,37 @@ static void test_parse_hostport(void)
     ASSERT_EQ(rdzv_parse_hostport("[1234:5678]:1", buf, sizeof(buf), &p), -EINVAL);
 }
 
+/* rdzv_split_hostport: the host without brackets (empty allowed: the caller decides) and the
+ * port's text as it is, NULL when there is no port; only the shape is checked. */
+static void test_split_hostport(void)
+{
+    static const struct {
+        const char *in, *host, *port; /* port NULL: none */
+    } ok[] = {
+        {"h:80", "h", "80"},      {"h:", "h", ""},         {":80", "", "80"},
+        {"h", "h", NULL},         {"[::1]:x", "::1", "x"}, {"[]:80", "", "80"},
+        {"[::1]", "::1", NULL},   {"fe80::2:3", "fe80::2:3", NULL},
+    };
+    char host[16];
+    const char *port;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        snprintf(tap_note, sizeof(tap_note), "input \"%s\"", ok[i].in);
+        port = "unset";
+        ASSERT_OK(rdzv_split_hostport(ok[i].in, host, sizeof(host), &port));
+        ASSERT_TRUE(strcmp(host, ok[i].host) == 0);
+        if (ok[i].port)
+            ASSERT_TRUE(port && strcmp(port, ok[i].port) == 0);
+        else
+            ASSERT_NULL(port);
+    }
+    tap_note[0] = '\0';
+    ASSERT_EQ(rdzv_split_hostport(NULL, host, sizeof(host), &port), -EINVAL);
+    ASSERT_EQ(rdzv_split_hostport("[::1", host, sizeof(host), &port), -EINVAL);
+    ASSERT_EQ(rdzv_split_hostport("[::1]x", host, sizeof(host), &port), -EINVAL);
+    ASSERT_EQ(rdzv_split_hostport("0123456789abcdef:1", host, sizeof(host), &port), -EINVAL);
+}
+
 /* rdzv_format_hostport writes what rdzv_parse_hostport reads back; IPv6 in brackets. */
 static void test_format_hostport(void)
 {
@@ -463,6 +494,7 @@ int main(void)
     TEST(test_parse_size);
     TEST(test_parse_port);
     TEST(test_parse_hostport);
+    TEST(test_split_hostport);
     TEST(test_format_hostport);
     TEST(test_buf_put_and_layout);
     TEST(test_buf_growth);
