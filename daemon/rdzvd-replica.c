@@ -118,22 +118,16 @@ static int peer_parse(const char *ent, unsigned i, struct rdzvd_peers *out, uint
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     char host[RDZVD_ENDPOINT_LEN], num[INET6_ADDRSTRLEN];
-    const char *colon = strrchr(ent, ':');
-    unsigned long p;
-    char *end;
-    size_t hl;
+    const char *portstr;
+    uint64_t p;
     int r;
 
-    if (strlen(ent) >= RDZVD_ENDPOINT_LEN || !colon || colon == ent)
+    /* "[]:PORT" gets as far as the resolver, which says what is wrong with it. */
+    if (strlen(ent) >= RDZVD_ENDPOINT_LEN ||
+        rdzv_split_hostport(ent, host, sizeof(host), &portstr) < 0 || !portstr ||
+        (!host[0] && ent[0] != '['))
         return peers_bad(err, errlen, "--peers: '%s' is not HOST:PORT", ent);
-    hl = (size_t)(colon - ent);
-    if (ent[0] == '[' && hl >= 2 && ent[hl - 1] == ']')
-        memcpy(host, ent + 1, hl - 2), host[hl - 2] = '\0';
-    else
-        memcpy(host, ent, hl), host[hl] = '\0';
-    errno = 0;
-    p = strtoul(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p == 0 || p > RDZV_REPLICA_PORT_MAX)
+    if (rdzv_parse_u64(portstr, &p) < 0 || p == 0 || p > RDZV_REPLICA_PORT_MAX)
         return peers_bad(err, errlen,
                          "--peers: '%s': the port must be 1..65534 (its Raft link is PORT+1)", ent);
     r = getaddrinfo(host, NULL, &hints, &res);

@@ -913,6 +913,10 @@ static void test_peers_parse(void)
     peers_bad("127.0.0.1:70x", 1, 0, "the port must be 1..65534");
     peers_bad("127.0.0.1:99999999999999999999999", 1, 0, "the port must be 1..65534");
     peers_bad("[]:7001", 1, 0, "cannot resolve ''");
+    /* An IPv6 address takes brackets, as everywhere else HOST:PORT is read; so does a port given
+     * as nothing but digits. */
+    peers_bad("::1:7001", 1, 0, "'::1:7001' is not HOST:PORT");
+    peers_bad("127.0.0.1:+7001", 1, 0, "the port must be 1..65534");
     peers_bad("127.0.0.1:7001,127.0.0.1:7001", 1, 0, "'127.0.0.1:7001' is listed twice");
     peers_bad("127.0.0.1:7001,127.0.0.1:7003", 3, 0, "--replica-id 3: --peers lists 2");
     peers_bad("127.0.0.1:7001,127.0.0.1:7003", 0, 7999, "no entry is this machine with port 7999");
