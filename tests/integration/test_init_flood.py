@@ -50,11 +50,27 @@ class InitFlood(DaemonTestCase):
                 pass
             c.close()
 
+    @staticmethod
+    def listen_overflows():
+        """TcpExt ListenOverflows of this network namespace: connections the kernel dropped or
+        reset because a listener's accept queue was full (None when unreadable)."""
+        try:
+            with open("/proc/net/netstat") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return None
+        for head, vals in zip(lines[::2], lines[1::2]):
+            if head.startswith("TcpExt:"):
+                row = dict(zip(head.split()[1:], vals.split()[1:]))
+                return int(row["ListenOverflows"]) if "ListenOverflows" in row else None
+        return None
+
     def barrier(self, port, n, gap):
         """n connections opened at once, then gap seconds of silence, then the barrier; returns
         how many were closed or reset by rdzvd."""
         socks = []
         self.addCleanup(self.close_all, socks)
+        overflows = self.listen_overflows()
         t0 = time.monotonic()
         for _ in range(n):
             c = socket.socket()
@@ -96,8 +112,23 @@ class InitFlood(DaemonTestCase):
                   "oldest were shed (the barrier is not run)" % (n, self.opened_in, SHED_AGE_S,
                                                                lost), flush=True)
             return lost
-        self.assertEqual(lost, 0, "%d of %d connections were closed by rdzvd (opened in %.2f s)"
-                         % (lost, n, self.opened_in))
+        after = self.listen_overflows()
+        # Every close rdzvd makes on its own is logged at warn (a shed, a refusal, a limit; a
+        # burst of them rate-limited, the first still written): any warning or error counts.
+        closes = [ln for ln in self.d.log().splitlines() if "[warn]" in ln or "[error]" in ln]
+        if lost and not closes and overflows is not None and after is not None and \
+                after > overflows:
+            # rdzvd closed none: the kernel dropped them, its accept queue (somaxconn) full while
+            # rdzvd (slower in a sanitizer build, on a loaded machine) accepted the burst. Not
+            # rdzvd's doing; it must still serve. The barrier, short of them, is not run.
+            self.assertEqual(self.client(self.d).add(b"/flood/after", 1), 1)
+            print("\n%d of %d connections lost to the kernel's accept queue (ListenOverflows "
+                  "+%d), none closed by rdzvd (the barrier is not run)"
+                  % (lost, n, after - overflows), flush=True)
+            return lost
+        self.assertEqual(lost, 0, "%d of %d connections were closed by rdzvd (opened in %.2f s; "
+                         "rdzvd's closes: %s; ListenOverflows %s -> %s)"
+                         % (lost, n, self.opened_in, closes[:3], overflows, after))
         self.assertIsNotNone(last, "no connection read the full count")
         last.sendall(enc("modern", "SET", s(b"/flood/go"), s(b"1")))
         wait = enc("modern", "WAIT", keys([b"/flood/go"]))
