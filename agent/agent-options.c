@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-options.c: rdzv-agent's options: the table, the scheduler's defaults, the checks that
  * need every option. */
-#include "agent-options.h"
+#include "agent/agent-options.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,9 +13,9 @@
 
 #include <jansson.h>
 
-#include "../common/rdzv-opt.h"
-#include "../common/rdzv-util.h"
-#include "agent-redirects.h"
+#include "common/rdzv-opt.h"
+#include "common/rdzv-util.h"
+#include "agent/group/agent-redirects.h"
 
 static int bad(const char *opt, const char *val, const char *what)
 {

@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../common/rdzv-log.h"
-#include "../proto/rdzv-msg.h"
-#include "agent-cmd.h"
+#include "common/rdzv-log.h"
+#include "proto/rdzv-msg.h"
+#include "agent/group/agent-cmd.h"
 
 /* Where the rendezvous daemon comes from. */
 enum agent_backend {

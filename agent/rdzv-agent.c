@@ -13,22 +13,22 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "../common/rdzv-auth.h"
-#include "../common/rdzv-log.h"
-#include "../common/rdzv-util.h"
-#include "../daemon/rdzvd-daemon.h"
-#include "../proto/rdzv-frame.h"
-#include "../proto/rdzv-msg.h"
-#include "agent-client.h"
-#include "agent-cmd.h"
-#include "agent-gpu.h"
-#include "agent-nccl.h"
-#include "agent-host.h"
-#include "agent-options.h"
-#include "agent-reaper.h"
-#include "agent-redirects.h"
-#include "agent-session.h"
-#include "agent-workers.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "daemon/front/rdzvd-daemon.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "agent/session/agent-client.h"
+#include "agent/group/agent-cmd.h"
+#include "agent/group/agent-gpu.h"
+#include "agent/session/agent-nccl.h"
+#include "agent/session/agent-host.h"
+#include "agent/agent-options.h"
+#include "agent/group/agent-reaper.h"
+#include "agent/group/agent-redirects.h"
+#include "agent/session/agent-session.h"
+#include "agent/group/agent-workers.h"
 
 
 struct agent {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-auth.c: token files and HMAC-SHA256 through libcrypto (no hand-written crypto). */
-#include "rdzv-auth.h"
+#include "common/rdzv-auth.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rdzv-util.h"
+#include "common/rdzv-util.h"
 
 #define RDZV_TOKEN_MIN 16     /* bytes, after trailing whitespace is stripped */
 #define RDZV_TOKEN_MAX 4096

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-buf.c: growable byte buffer. */
-#include "rdzv-buf.h"
+#include "common/rdzv-buf.h"
 
 #include <errno.h>
 #include <stdlib.h>

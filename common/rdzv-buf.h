@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rdzv-util.h"
+#include "common/rdzv-util.h"
 
 /* Bytes live in data[off .. len); cap is the allocation size. A zeroed struct is an empty buffer. */
 struct rdzv_buf {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-log.c: leveled logging to stderr with a UTC timestamp; every message escaped, one line. */
-#include "rdzv-log.h"
+#include "common/rdzv-log.h"
 
 #include <errno.h>
 #include <stdarg.h>

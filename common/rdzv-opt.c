@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-opt.c: the table-driven option parser (see rdzv-opt.h). */
-#include "rdzv-opt.h"
+#include "common/rdzv-opt.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "rdzv-log.h"
-#include "rdzv-util.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 
 #define HELP_OPTIONS "help-options"
 

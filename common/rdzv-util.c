@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-util.c: small helpers. */
-#include "rdzv-util.h"
+#include "common/rdzv-util.h"
 
 #include <ctype.h>
 #include <errno.h>

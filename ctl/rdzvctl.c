@@ -10,17 +10,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/rdzv-auth.h"
-#include "../common/rdzv-buf.h"
-#include "../common/rdzv-log.h"
-#include "../common/rdzv-opt.h"
-#include "../common/rdzv-util.h"
-#include "../proto/rdzv-auth-msg.h"
-#include "../proto/rdzv-frame.h"
-#include "../proto/rdzv-msg.h"
-#include "../proto/rdzv-status.h"
-#include "../proto/rdzv-store-client.h"
-#include "../proto/rdzv-tcpstore.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-opt.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-auth-msg.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "proto/rdzv-status.h"
+#include "proto/rdzv-store-client.h"
+#include "proto/rdzv-tcpstore.h"
 
 /* Exit codes, for scripts. */
 enum {

@@ -11,14 +11,14 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../common/rdzv-auth.h"
-#include "../common/rdzv-log.h"
-#include "../common/rdzv-opt.h"
-#include "../common/rdzv-util.h"
-#include "rdzvd-daemon.h"
-#include "rdzvd-http.h"
-#include "rdzvd-replica.h"
-#include "rdzvd-server.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-opt.h"
+#include "common/rdzv-util.h"
+#include "daemon/front/rdzvd-daemon.h"
+#include "daemon/front/rdzvd-http.h"
+#include "daemon/repl/rdzvd-replica.h"
+#include "daemon/server/rdzvd-server.h"
 
 #ifndef RDZV_VERSION
 #define RDZV_VERSION "unknown"

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-auth-msg.c: HELLO challenge, AUTH and AUTH_OK bodies (JSON through jansson). */
-#include "rdzv-auth-msg.h"
+#include "proto/rdzv-auth-msg.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "rdzv-frame.h"
-#include "rdzv-msg.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
 
 int rdzv_auth_put_hello(struct rdzv_buf *b, const char *peer, const uint8_t *sn)
 {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/rdzv-auth.h"
+#include "common/rdzv-auth.h"
 
 struct rdzv_buf;
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-frame.c: rendezvous frame header encode/peek. */
-#include "rdzv-frame.h"
+#include "proto/rdzv-frame.h"
 
 #include <errno.h>
 
-#include "../common/rdzv-buf.h"
+#include "common/rdzv-buf.h"
 
 const char *rdzv_msg_name(uint8_t op)
 {

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/rdzv-util.h"
-#include "rdzv-frame.h"
-#include "rdzv-msg-priv.h"
-#include "rdzv-msg.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg-priv.h"
+#include "proto/rdzv-msg.h"
 
 json_t *rdzv_msg_unpack(const uint8_t *body, size_t len, const char *what, char *err,
                         size_t errlen, const char *fmt, ...)

@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "rdzv-msg.h"
+#include "proto/rdzv-msg.h"
 
 /* Copy the borrowed string src into dst[0..cap), refusing (-EBADMSG) what does not fit. */
 int rdzv_msg_copy_str(char *dst, size_t cap, const char *src, const char *name, char *err,

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/rdzv-util.h"
-#include "rdzv-frame.h"
-#include "rdzv-msg-priv.h"
-#include "rdzv-msg.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg-priv.h"
+#include "proto/rdzv-msg.h"
 
 int rdzv_msg_put_replica(struct rdzv_buf *b, const struct rdzv_replica *r)
 {

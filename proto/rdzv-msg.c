@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-msg.c: rendezvous message bodies <-> C structs, through jansson. */
-#include "rdzv-msg.h"
+#include "proto/rdzv-msg.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/rdzv-buf.h"
-#include "../common/rdzv-util.h"
-#include "rdzv-frame.h"
-#include "rdzv-msg-priv.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg-priv.h"
 
 static const char *const nccl_mode_names[] = {"off", "auto", "required"};
 

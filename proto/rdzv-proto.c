@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-proto.c: opcode tables for each TCPStore dialect. */
-#include "rdzv-proto.h"
+#include "proto/rdzv-proto.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-raft-wire.c: libraft 0.15's replica messages, checked (rdzv-raft-wire.h). */
-#include "rdzv-raft-wire.h"
+#include "proto/rdzv-raft-wire.h"
 
 #include <errno.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * without comparing its fields to the bytes present, reads a configuration's servers past the
  * end of its buffer, mallocs whatever payload length a header claims, adopts any term, and lets a
  * second leader's AppendEntries overwrite its own leader state. rdzvd therefore reads each
- * message on an inbound replica link itself (daemon/rdzvd-repl-guard.c), checks it here, and
+ * message on an inbound replica link itself (daemon/repl/rdzvd-repl-guard.c), checks it here, and
  * passes on to libraft only messages that passed; the first that does not closes the link.
  *
  * The wire format (all integers little endian, as libraft writes them):

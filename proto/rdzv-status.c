@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-status.c: struct rdzv_status <-> the status JSON (STATUS_REPLY, /status.json). */
-#include "rdzv-status.h"
+#include "proto/rdzv-status.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv-frame.h"
-#include "rdzv-msg-priv.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg-priv.h"
 
 int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n)
 {

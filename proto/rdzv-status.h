@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-status.h: the daemon's status as one C struct: its counters and, per job, its state,
- * generation, restarts, nodes and recent events. rdzvd fills it (daemon/rdzvd-job-status.c);
+ * generation, restarts, nodes and recent events. rdzvd fills it (daemon/job/rdzvd-job-status.c);
  * the STATUS_REPLY body and /status.json are its JSON encoding (rdzv_status_to_json); the HTTP
  * page, /metrics and rdzvctl render from the struct. Field names of the JSON are the wire
  * format (proto/RENDEZVOUS.md, STATUS).
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rdzv-msg.h"
+#include "proto/rdzv-msg.h"
 
 struct rdzv_buf;
 

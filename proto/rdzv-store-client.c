@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-store-client.c: the blocking TCPStore client (see rdzv-store-client.h). */
-#include "rdzv-store-client.h"
+#include "proto/rdzv-store-client.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -13,10 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../common/rdzv-buf.h"
-#include "../common/rdzv-util.h"
-#include "rdzv-proto.h"
-#include "rdzv-tcpstore.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-proto.h"
+#include "proto/rdzv-tcpstore.h"
 
 #define STORE_MAX_VALUE (64u << 20) /* the largest value get accepts */
 #define RETRY_MS 100

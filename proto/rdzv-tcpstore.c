@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-tcpstore.c: pure decoder and encoder for PyTorch TCPStore requests. */
-#include "rdzv-tcpstore.h"
+#include "proto/rdzv-tcpstore.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "../common/rdzv-buf.h"
+#include "common/rdzv-buf.h"
 
 /* How the strings after the type byte are laid out for each op. */
 enum layout {

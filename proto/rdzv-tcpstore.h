@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "rdzv-proto.h"
+#include "proto/rdzv-proto.h"
 
 struct rdzv_buf;
 

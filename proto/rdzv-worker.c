@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-worker.c: the progress and control lines (rdzv-worker.h, proto/WORKER.md). */
-#include "rdzv-worker.h"
+#include "proto/rdzv-worker.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/rdzv-util.h"
+#include "common/rdzv-util.h"
 
 int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t len)
 {

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rdzv-msg.h"
+#include "proto/rdzv-msg.h"
 
 /* A line and its newline never exceed PIPE_BUF, so that a write of one is atomic on a pipe. */
 #define RDZV_WORKER_LINE_MAX 4096

@@ -244,7 +244,7 @@ def check_through(root, through, objs, defined_in):
     directory only HEADER, and calls there only what HEADER declares."""
     problems = []
     for glob, header in through:
-        hdir = os.path.dirname(header) + "/"
+        hdir = header.split("/", 1)[0] + "/"  # the header's whole tree: daemon/
         with open(os.path.join(root, header), errors="replace") as f:
             declared = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", f.read()))
         for rel in sources(root):

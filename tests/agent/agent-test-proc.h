@@ -23,11 +23,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../agent/agent-reaper.h"
-#include "../../agent/agent-workers.h"
-#include "../../common/rdzv-buf.h"
-#include "../../common/rdzv-log.h"
-#include "../../common/rdzv-util.h"
+#include "agent/group/agent-reaper.h"
+#include "agent/group/agent-workers.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "../tap.h"
 
 #ifndef HELPER_WORKER_PATH

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../agent/agent-cmd.h"
+#include "agent/group/agent-cmd.h"
 #include "../tap.h"
 
 /* c's argv equals the NULL-terminated want, entry by entry. */

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../agent/agent-env.h"
-#include "../../agent/agent-workers.h"
+#include "agent/group/agent-env.h"
+#include "agent/group/agent-workers.h"
 #include "../tap.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../agent/agent-gpu.h"
+#include "agent/group/agent-gpu.h"
 #include "../tap.h"
 
 static void assert_list(char **list, int n, const char *const *want, int nwant)

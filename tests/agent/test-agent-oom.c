@@ -13,10 +13,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../agent/agent-gpu.h"
-#include "../../agent/agent-nccl.h"
-#include "../../agent/agent-reaper.h"
-#include "../../agent/agent-workers.h"
+#include "agent/group/agent-gpu.h"
+#include "agent/session/agent-nccl.h"
+#include "agent/group/agent-reaper.h"
+#include "agent/group/agent-workers.h"
 #include "../tap.h"
 
 enum { FAIL_TIMER_INIT, FAIL_PIPE_INIT, FAIL_REALLOC, FAIL_STRDUP, _FAIL_MAX };

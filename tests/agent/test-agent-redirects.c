@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../agent/agent-redirects.h"
+#include "agent/group/agent-redirects.h"
 #include "../tap.h"
 
 #define ASSERT_MASKS(m, ...)                                                                       \

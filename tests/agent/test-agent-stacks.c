@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-agent-stacks.c: where a hung worker is stuck (agent/agent-stacks.h): the culprit parsers on
+/* test-agent-stacks.c: where a hung worker is stuck (agent/group/agent-stacks.h): the culprit parsers on
  * real faulthandler and gdb output, and the collection from real processes: a sleeping child
  * (gdb when installed, else /proc), a stopped one, and a Python one that registered faulthandler
  * the way python/rdzv does. */
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "agent-stacks.h"
+#include "agent/group/agent-stacks.h"
 
 #define ASSERT_STR_EQ(a, b)                                                                        \
     do {                                                                                           \

@@ -5,7 +5,7 @@
  * the groups it makes (--reaper <name>, as rdzv-agent is in production). */
 #include "agent-fixture.h"
 
-#include "../../agent/agent-cmd.h"
+#include "agent/group/agent-cmd.h"
 
 /* ---- tests ---- */
 

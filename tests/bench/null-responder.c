@@ -15,9 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "rdzv-buf.h"
-#include "rdzv-proto.h"
-#include "rdzv-util.h"
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-proto.h"
+#include "common/rdzv-util.h"
 
 /*
  * It parses just enough of the PyTorch <= 2.0 numbering to answer a load generator:

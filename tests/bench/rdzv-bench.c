@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rdzv-buf.h"
-#include "rdzv-proto.h"
-#include "rdzv-tcpstore.h"
-#include "rdzv-util.h"
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-proto.h"
+#include "proto/rdzv-tcpstore.h"
+#include "common/rdzv-util.h"
 
 #define PREFIX_MAX 40
 #define KEY_MAX 56

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz-raft-wire.c: libraft messages on a replica link (proto/rdzv-raft-wire.h), checked as the
- * guard checks them (daemon/rdzvd-repl-guard.c: preamble, header against the receiver's state,
+ * guard checks them (daemon/repl/rdzvd-repl-guard.c: preamble, header against the receiver's state,
  * each AppendEntries entry, each RAFT_CHANGE entry's configuration) before libraft reads them.
  *
  * Input: 10 bytes of the receiver's state, then a stream of messages:
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../proto/rdzv-raft-wire.h"
+#include "proto/rdzv-raft-wire.h"
 #include "fuzz-check.h"
 
 #define VIEW_LEN 10

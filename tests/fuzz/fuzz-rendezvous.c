@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-auth.h"
-#include "../../common/rdzv-buf.h"
-#include "../../proto/rdzv-auth-msg.h"
-#include "../../proto/rdzv-frame.h"
-#include "../../proto/rdzv-msg.h"
-#include "../../proto/rdzv-status.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-auth-msg.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "proto/rdzv-status.h"
 #include "fuzz-check.h"
 
 /* A parser that failed said why, in one NUL-terminated line that fits. */

@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-buf.h"
-#include "../../common/rdzv-util.h"
-#include "../../daemon/rdzvd-store.h"
-#include "../../daemon/rdzvd-tcpstore-apply.h"
-#include "../../proto/rdzv-tcpstore.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-store.h"
+#include "daemon/net/rdzvd-tcpstore-apply.h"
+#include "proto/rdzv-tcpstore.h"
 #include "fuzz-check.h"
 
 #define NCONNS 3

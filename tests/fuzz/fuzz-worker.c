@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../proto/rdzv-worker.h"
+#include "proto/rdzv-worker.h"
 #include "fuzz-check.h"
 
 static void progress(const char *line, size_t n)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_conn_limits.py: the connection layer (daemon/rdzvd-transport.c, rdzvd-server.c) at its
+# test_conn_limits.py: the connection layer (daemon/net/rdzvd-transport.c, rdzvd-server.c) at its
 # edges: half-closed sockets, requests trickled in to hold a slot (--request-timeout), input held
 # by connections before their handshake (a quarter of --max-input-bytes), a dual-stack listener
 # (how IPv4 and IPv6 peers are named and which address a job's store is announced on), replies

@@ -19,7 +19,7 @@ import time
 from rdzvtest import HOST, VALIDATE_BYTES, DaemonTestCase, enc, i64, keys, main, s
 
 N = 16000
-SHED_AGE_S = 3.0  # RDZVD_HS_SHED_AGE_MS (daemon/rdzvd-config.h)
+SHED_AGE_S = 3.0  # RDZVD_HS_SHED_AGE_MS (daemon/data/rdzvd-config.h)
 
 
 def recv_exact(sock, n, deadline):

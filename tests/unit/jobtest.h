@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* jobtest.h: a fake host for the job state machine (daemon/rdzvd-job-sm.h): fake agents that
+/* jobtest.h: a fake host for the job state machine (daemon/job/rdzvd-job-sm.h): fake agents that
  * record what they were sent, a real uv loop for the timers, no sockets. Knobs let a test make
  * the host's ops fail (store_open, nccl_request), report unread input or number its stores'
  * ports from another base. For the unit tests only; each includes it once. */
@@ -14,18 +14,18 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../common/rdzv-auth.h"
-#include "../../common/rdzv-list.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-list.h"
 #include "../tap.h"
-#include "rdzvd-decision.h"
-#include "rdzvd-job-record.h"
-#include "rdzvd-job-sm.h"
-#include "rdzvd-journal.h"
-#include "rdzvd-store.h"
-#include "../../common/rdzv-util.h"
-#include "../../proto/rdzv-status.h"
-#include "rdzvd-job-status.h"
-#include "rdzvd-server.h"
+#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-sm.h"
+#include "daemon/data/rdzvd-journal.h"
+#include "daemon/data/rdzvd-store.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-status.h"
+#include "daemon/job/rdzvd-job-status.h"
+#include "daemon/server/rdzvd-server.h"
 
 #define JT_BASE_PORT 40000
 #define JT_NODES 16 /* node ids "node-<i>" below this have their secrets remembered */

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../common/rdzv-auth.h"
-#include "../../common/rdzv-buf.h"
-#include "../../daemon/rdzvd-acl.h"
-#include "../../proto/rdzv-auth-msg.h"
-#include "../../proto/rdzv-frame.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-buf.h"
+#include "daemon/data/rdzvd-acl.h"
+#include "proto/rdzv-auth-msg.h"
+#include "proto/rdzv-frame.h"
 #include "../tap.h"
 
 static void hmac_hex(const uint8_t *key, size_t klen, const void *data, size_t len, char *out)

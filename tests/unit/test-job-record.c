@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-record.c: a job's record (daemon/rdzvd-job-record.h) in --state-dir and in a
- * replica's job table, and how the job state machine keeps it (daemon/rdzvd-job-persist.c):
+/* test-job-record.c: a job's record (daemon/job/rdzvd-job-keys.h) in --state-dir and in a
+ * replica's job table, and how the job state machine keeps it (daemon/job/rdzvd-job-persist.c):
  * file names, round trips, malformed and planted records, file system errors, table errors. */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,16 +16,16 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../common/rdzv-list.h"
-#include "../../common/rdzv-log.h"
-#include "../../common/rdzv-util.h"
+#include "common/rdzv-list.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "../tap.h"
-#include "rdzvd-decision.h"
-#include "rdzvd-job-record.h"
-#include "rdzvd-job-sm.h"
-#include "rdzvd-journal.h"
-#include "rdzvd-record.h"
-#include "rdzvd-store.h"
+#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-sm.h"
+#include "daemon/data/rdzvd-journal.h"
+#include "daemon/data/rdzvd-record.h"
+#include "daemon/data/rdzvd-store.h"
 #include "jobtest.h"
 
 static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-sm.c: the job state machine's edges (daemon/rdzvd-job-sm.h, proto/RENDEZVOUS.md)
+/* test-job-sm.c: the job state machine's edges (daemon/job/rdzvd-job-sm.h, proto/RENDEZVOUS.md)
  * driven with fake agents (jobtest.h): NCCL ids and their failures, a host whose store cannot
  * open, scale-up, out-of-order and stale messages, members lost in each state, resume claims
  * checked against the job, its record and the members' secrets, the status of nodes, ranks and
  * ended jobs. test-job.c has the main paths. */
 #include <inttypes.h>
 
-#include "../../common/rdzv-log.h"
+#include "common/rdzv-log.h"
 #include "jobtest.h"
-#include "rdzvd-job-record.h"
+#include "daemon/job/rdzvd-job-keys.h"
 
 /* Node rank 0 alone is asked for the ids (the largest count any member wants); NCCL_IDs of
  * another node or generation are stale; the ids reach every ROUND. */

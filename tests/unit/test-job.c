@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job.c: the job state machine (daemon/rdzvd-job-sm.h) driven with fake members
+/* test-job.c: the job state machine (daemon/job/rdzvd-job-sm.h) driven with fake members
  * (jobtest.h): a real uv loop for its timers, no sockets. Covers what
  * tests/rendezvous/test_agents.py and tests/integration/test_protocol.py check for rounds and
  * restarts, and the rule of issue 12 defect 3: a restarted rdzvd rebuilds a recorded job before
@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "../../common/rdzv-log.h"
+#include "common/rdzv-log.h"
 #include "jobtest.h"
 
 static void test_round_closes_at_max(void)

@@ -17,11 +17,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../common/rdzv-log.h"
-#include "../../common/rdzv-util.h"
-#include "../../daemon/rdzvd-journal.h"
-#include "../../daemon/rdzvd-record.h"
-#include "../../daemon/rdzvd-store.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-journal.h"
+#include "daemon/data/rdzvd-record.h"
+#include "daemon/data/rdzvd-store.h"
 #include "../tap.h"
 
 static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;

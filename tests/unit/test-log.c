@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../common/rdzv-log.h"
+#include "common/rdzv-log.h"
 #include "../tap.h"
 
 static void expect_escape(const char *in, const char *want)

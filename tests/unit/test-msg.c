@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-buf.h"
-#include "../../proto/rdzv-frame.h"
-#include "../../proto/rdzv-msg.h"
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
 #include "../tap.h"
 
 #define HEX256 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" \

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-log.h"
-#include "../../common/rdzv-opt.h"
-#include "../../common/rdzv-util.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-opt.h"
+#include "common/rdzv-util.h"
 #include "../tap.h"
 
 struct vals {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../proto/rdzv-raft-wire.h"
+#include "proto/rdzv-raft-wire.h"
 #include "../tap.h"
 
 struct msg {

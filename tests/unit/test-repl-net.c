@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-repl-net.c: three replicas of a store on real sockets (127.0.0.1), each a libraft
  * instance with libraft's disk io (raft/uv.h, a directory each) and rdzvd's authenticating
- * transport (daemon/rdzvd-repl-net.h), all on one libuv loop:
+ * transport (daemon/repl/rdzvd-repl-net.h), all on one libuv loop:
  *   - they elect a leader; writes through it reach every store;
  *   - connections that do not prove the token (garbage, a wrong MAC, silence) are closed before
  *     libraft reads a byte, and the cluster goes on;
@@ -25,13 +25,13 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../common/rdzv-auth.h"
-#include "../../common/rdzv-util.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-util.h"
 #include "../tap.h"
-#include "rdzvd-repl-net.h"
-#include "rdzvd-repl.h"
-#include "rdzvd-replica.h"
-#include "rdzvd-store.h"
+#include "daemon/repl/rdzvd-repl-net.h"
+#include "daemon/repl/rdzvd-repl.h"
+#include "daemon/repl/rdzvd-replica.h"
+#include "daemon/data/rdzvd-store.h"
 
 #define N 3
 #define WRITES 20

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-repl.c: the store replicated through Raft (daemon/rdzvd-repl.h), on libraft's in-memory
+/* test-repl.c: the store replicated through Raft (daemon/repl/rdzvd-repl.h), on libraft's in-memory
  * fixture (raft/fixture.h: a whole cluster, a controllable clock, crashes and partitions, no
  * sockets, deterministic). Each replica's state machine is a real rdzvd store.
  *   - writes acknowledged by a leader survive its crash: the new leader has every one, and after
@@ -19,13 +19,13 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "../../common/rdzv-buf.h"
-#include "rdzvd-decision.h"
-#include "rdzvd-job-record.h"
-#include "rdzvd-record.h"
-#include "rdzvd-repl.h"
-#include "rdzvd-replica.h"
-#include "rdzvd-store.h"
+#include "common/rdzv-buf.h"
+#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/data/rdzvd-record.h"
+#include "daemon/repl/rdzvd-repl.h"
+#include "daemon/repl/rdzvd-replica.h"
+#include "daemon/data/rdzvd-store.h"
 
 #define N 3
 #define T_STEP 10000 /* ms of fixture time any one wait may take */

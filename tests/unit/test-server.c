@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../common/rdzv-log.h"
-#include "../../daemon/rdzvd-server.h"
+#include "common/rdzv-log.h"
+#include "daemon/server/rdzvd-server.h"
 #include "../tap.h"
 
 struct reopen_case {

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-buf.h"
-#include "../../proto/rdzv-frame.h"
-#include "../../proto/rdzv-status.h"
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-status.h"
 #include "../tap.h"
 
 static char err[512];

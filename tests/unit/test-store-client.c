@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../common/rdzv-util.h"
-#include "../../proto/rdzv-store-client.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-store-client.h"
 #include "../tap.h"
 
 /* A loopback port: listening (backlog only, never accepted: connects complete, replies never

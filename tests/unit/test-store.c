@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-util.h"
-#include "../../daemon/rdzvd-store.h"
+#include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-store.h"
 #include "../tap.h"
 
 /* Each waiter's ud points at its wake counter. */

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-buf.h"
-#include "../../common/rdzv-util.h"
-#include "../../proto/rdzv-proto.h"
-#include "../../proto/rdzv-tcpstore.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-proto.h"
+#include "proto/rdzv-tcpstore.h"
 #include "../tap.h"
 
 #define MAX_STRS 8

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rdzv-buf.h"
-#include "../../common/rdzv-util.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-util.h"
 #include "../tap.h"
 
 /* Parse s (its bytes only, no NUL) from an exact-size heap copy, so ASan sees overreads. */

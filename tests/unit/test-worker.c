@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "rdzv-worker.h"
+#include "proto/rdzv-worker.h"
 
 static void progress_round_trip(const struct rdzv_progress_line *p, const char *want)
 {

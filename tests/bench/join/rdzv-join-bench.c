@@ -18,10 +18,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "rdzv-buf.h"
-#include "rdzv-frame.h"
-#include "rdzv-msg.h"
-#include "rdzv-util.h"
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "common/rdzv-util.h"
 
 #define MAX_EVENTS 1024
 #define CONNECT_INFLIGHT 256 /* connects in flight: well under the listen backlog */

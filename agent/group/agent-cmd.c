@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-cmd.c: a worker's command line as torchrun builds it (agent-cmd.h); a pure function. */
+#include "agent/group/agent-cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* sys.argv as `python SCRIPT ARGS` has it ("-c" dropped), the script's directory instead of the
+ * current one first on sys.path (unless -P/PYTHONSAFEPATH left it out), __file__ absolute as
+ * Python >= 3.9 makes it. */
+const char agent_cmd_runpy[] = "import os,runpy,sys\n"
+                               "del sys.argv[0]\n"
+                               "p=os.path.abspath(sys.argv[0])\n"
+                               "if sys.path[:1]==['']:sys.path[0]=os.path.dirname(p)\n"
+                               "runpy.run_path(p,run_name='__main__')\n";
+
+static const char *const rank_flags[] = {NULL, "--local-rank", "--local_rank"};
+
+void agent_cmd_format_rank(char *buf, const char *flag, unsigned local_rank)
+{
+    (void)snprintf(buf, AGENT_CMD_RANK_ARG_MAX, "%s=%u", flag, local_rank);
+}
+
+void agent_cmd_set_local_rank(struct agent_cmd *c, unsigned local_rank)
+{
+    if (c->rank_index)
+        agent_cmd_format_rank(c->rank_arg, c->rank_flag, local_rank);
+}
+
+static int cmd_error(const char **ret_msg, const char *msg)
+{
+    if (ret_msg)
+        *ret_msg = msg;
+    return -EINVAL;
+}
+
+int agent_cmd_build(struct agent_cmd *c, const struct agent_cmd_in *in, const char **ret_msg)
+{
+    const char *python = in->python_exec && *in->python_exec ? in->python_exec : "python3";
+    bool run_path = in->run_path, with_python = run_path || !in->no_python;
+    size_t nargs = 0, n = 0;
+    char **v;
+
+    memset(c, 0, sizeof(*c));
+    if (!in->cmd || !in->cmd[0] || !*in->cmd[0])
+        return cmd_error(ret_msg, "no script or command to run");
+    if (in->no_python && in->module && !run_path)
+        return cmd_error(ret_msg, "--no-python and -m/--module cannot be used together");
+    if ((unsigned)in->pass_local_rank >= _AGENT_LOCAL_RANK_MAX)
+        return cmd_error(ret_msg, "unknown local-rank argument form");
+    while (in->cmd[nargs])
+        nargs++;
+    /* python -u -c RUNPY | -m, the local-rank argument, the NULL */
+    v = calloc(nargs + 6, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    if (with_python) {
+        v[n++] = (char *)python;
+        v[n++] = (char *)"-u";
+        if (run_path) {
+            v[n++] = (char *)"-c";
+            v[n++] = (char *)agent_cmd_runpy;
+        } else if (in->module) {
+            v[n++] = (char *)"-m";
+        }
+    }
+    v[n++] = (char *)in->cmd[0];
+    if (in->pass_local_rank != AGENT_LOCAL_RANK_NONE) {
+        c->rank_flag = rank_flags[in->pass_local_rank];
+        c->rank_index = n;
+        agent_cmd_format_rank(c->rank_arg, c->rank_flag, in->local_rank);
+        v[n++] = c->rank_arg;
+    }
+    for (size_t i = 1; i < nargs; i++)
+        v[n++] = (char *)in->cmd[i];
+    v[n] = NULL;
+    c->argv = v;
+    c->argc = n;
+    return 0;
+}
+
+void agent_cmd_free(struct agent_cmd *c)
+{
+    free(c->argv);
+    memset(c, 0, sizeof(*c));
+}

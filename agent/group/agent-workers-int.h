@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-workers-int.h: the worker group's private struct, shared by the files that make up the
+ * group. Calls go down this list, never up (tests/layering.py reads them from the objects); a
+ * lower file reaches a higher one only through the callbacks the group registers (g->settle,
+ * g->slot_free):
+ *   agent-workers.c: the state machine (every change of g->state), spawn, the API;
+ *   agent-progress.c: the progress channel;
+ *   agent-stop.c: signals, stop escalation, the end of a start's leftover processes;
+ *   agent-relay.c: the output relay and the drain of output left open after the last exit;
+ *   agent-reaper-link.c: the link to the host's reaper, the listed process groups;
+ *   agent-workers-control.c: the control channel;
+ *   agent-group-handles.c: the count of open handles, their close callbacks, "settled".
+ * Nothing outside those files includes it: everyone else sees agent-workers.h, where the group is
+ * opaque.
+ *
+ * Threads: one. Every function declared here runs on the group's loop thread, from an
+ * agent_group_* call or from one of the group's libuv callbacks; none may be called after
+ * agent_group_free() except where it says so. Errors are negative errnos. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/rdzv-buf.h"
+#include "agent/group/agent-cmd.h"
+#include "agent/group/agent-reaper.h"
+#include "agent/group/agent-workers.h"
+
+enum group_state {
+    GROUP_IDLE,     /* no start active: every worker handle is closed */
+    GROUP_ACTIVE,   /* a start's processes or output pipes are open */
+    GROUP_STOPPING, /* ACTIVE, and a stop was asked for: kill_timer is armed */
+    GROUP_FREEING,  /* agent_group_free(): closing everything */
+    _GROUP_STATE_MAX,
+};
+
+enum { OUT_STDOUT, OUT_STDERR, _OUT_MAX };
+
+/* Where relayed lines go: the agent's stdout or stderr (or cfg->out_fd/err_fd). */
+struct out_sink {
+    uv_poll_t poll; /* queued mode only: writable events on fd */
+    struct agent_group *g;
+    int fd;         /* what we write to */
+    bool queued;    /* fd is non-blocking: bytes that don't fit wait in q */
+    bool own_fd;    /* fd is our private open file description: close it */
+    bool is_socket; /* write with send(MSG_DONTWAIT), the description stays blocking */
+    bool poll_open; /* poll initialised, uv_close not yet called */
+    bool polling;
+    bool failed; /* a write failed: this sink's output is dropped from now on */
+    struct rdzv_buf q;
+};
+
+/* One output pipe of one worker: the read end, the partial line, the raw log file. */
+struct worker_out {
+    uv_pipe_t pipe; /* first: callbacks recover us via container_of */
+    struct agent_worker *w;
+    unsigned which; /* OUT_STDOUT or OUT_STDERR */
+    bool open;      /* initialised, uv_close not yet called */
+    bool console;   /* relayed to the group's sink (else only to the log file) */
+    bool to_file;   /* wants a log file even without cfg.log_dir */
+    int log_fd;     /* <dir>/stdout.log or stderr.log, or -1 */
+    size_t len;     /* bytes of an unfinished line in line[] */
+    char *line;     /* AGENT_MAX_LINE bytes, allocated at the first read: most workers of a
+                     * large job never write, and 8 GPUs' worth would be a 1 MiB calloc */
+};
+
+/* The read end of a worker's progress channel (cfg.progress) and what it said. */
+struct worker_progress {
+    uv_pipe_t pipe; /* first: callbacks recover us via container_of */
+    struct agent_worker *w;
+    bool open;     /* initialised, uv_close not yet called */
+    bool reported; /* a valid report came in this start */
+    bool hung;     /* on_hang fired for this start */
+    bool skip;     /* discarding an overlong line up to its newline */
+    bool waiting;  /* the last line was "wait": blocked on its peers, alive */
+    bool stacks;   /* it said "stacks": it dumps them on the signal (agent-stacks.h) */
+    bool done;     /* it said "done": exiting, no longer watched, no stacks signal */
+    bool slow_step;    /* "slow N" came during the step under way: its time is not a sample */
+    uint64_t slow_until; /* loop time until which the step under way may run ("slow N") */
+    /* --progress-timeout auto: the last step times (ms), and the timeout they give (0: none yet,
+     * the warm-up's). */
+    uint32_t iv[AGENT_PROGRESS_AUTO_WINDOW];
+    unsigned niv, iv_pos;
+    uint64_t auto_ms;
+    uint64_t step; /* of the last report */
+    uint64_t t_ms; /* loop time of the last report, or of the spawn */
+    uint64_t alive_ms; /* loop time of the last "wait" line */
+    size_t len;
+    char line[AGENT_PROGRESS_LINE];
+};
+
+struct agent_worker {
+    uv_process_t proc; /* first */
+    struct agent_group *g;
+    unsigned local_rank;
+    unsigned rank;     /* global rank of the current start */
+    int pid;           /* also the worker's process group and session id */
+    int control_fd;    /* our (non-blocking) end of its control channel, or -1 */
+    unsigned handles;  /* its process and pipe handles not yet closed back */
+    bool respawn;      /* agent_group_start_ranks(): spawn it once handles reaches 0 */
+    bool proc_open;    /* initialised by uv_spawn, uv_close not yet called */
+    bool running;      /* spawned (or failed to exec, until that is reported), exit not yet seen */
+    bool listed;       /* its process group may be alive: the reaper has it ("+pid") */
+    bool group_killed; /* SIGKILL was sent to its process group */
+    char *error_file;  /* TORCHELASTIC_ERROR_FILE of the current start */
+    char prefix[32];   /* "[rank<N>]: " */
+    size_t prefix_len;
+    struct worker_out out[_OUT_MAX];
+    struct worker_progress progress;
+};
+
+struct reaper; /* agent-reaper-link.c */
+
+struct agent_group {
+    struct agent_group_cfg cfg;
+    char **argv; /* cfg.argv, or our copy whose local-rank entry points to rank_arg */
+    char rank_arg[AGENT_CMD_RANK_ARG_MAX];
+    enum group_state state;       /* changed only in agent-workers.c (group_set_state) */
+    struct agent_worker *workers; /* cfg.nproc of them */
+    unsigned running;             /* workers spawned and not exited */
+    unsigned worker_handles;      /* process and pipe handles of this start not yet closed back */
+    unsigned pipes_open;          /* worker_out with open == true */
+    unsigned handles;             /* every handle of the group not yet closed back */
+    uv_timer_t kill_timer;        /* STOPPING: grace period, then SIGKILL */
+    uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
+    uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
+    uv_timer_t progress_timer;    /* the next progress deadline of a running worker */
+    /* agent_group_start_ranks() with workers waiting for their old handles to close: the
+     * assignment they get (strings copied into the two buffers). */
+    struct agent_assignment respawn_a;
+    char respawn_addr[256];
+    char respawn_nccl[520];
+    int stop_signal;
+    bool paused; /* a sink is over SINK_HIGH: worker pipes are not read */
+    struct out_sink sink[_OUT_MAX];
+    struct rdzv_buf scratch;    /* one line, for blocking sinks */
+    char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    bool logs_in_tmp; /* no log_dir but some stream goes to a file: tmp_dir has log_dir's layout
+                       * and is kept at free */
+    struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
+    uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
+    uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */
+    char reaper_name[AGENT_REAPER_NAME_MAX + 1];
+    bool reaper_lost;        /* a reaper that had acked us is gone: say so when one is back */
+    unsigned reaper_unacked; /* connections in a row that ended before their "ok" */
+    char token[AGENT_TOKEN_LEN + 1]; /* RDZV_AGENT_TOKEN of this group's workers */
+    bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
+    bool omp_told;
+    void (*done)(void *ud);
+    void *done_ud;
+    /* Registered by agent-workers.c for agent-group-handles.c: a handle closed back or another
+     * event that may end a start or finish a free happened (settle); w's last handle closed and
+     * w->respawn is set (slot_free). */
+    void (*settle)(struct agent_group *g);
+    void (*slot_free)(struct agent_worker *w);
+};
+
+static inline const char *agent_out_name(unsigned which)
+{
+    return which == OUT_STDOUT ? "stdout" : "stderr";
+}
+
+static inline bool agent_group_active(const struct agent_group *g)
+{
+    return g->state == GROUP_ACTIVE || g->state == GROUP_STOPPING;
+}
+
+/* ---- agent-group-handles.c: open handles and "settled" (the bottom) ---- */
+
+/* From callbacks only (close, poll, timer): g->settle(g), which reports the end of a start
+ * (on_all_exited), or finishes a free (g's memory is gone when it returns in that case). */
+void agent_group_settle(struct agent_group *g);
+/* Close callback of a worker's process or pipe handle (h->data is the group). */
+void agent_group_worker_close_cb(uv_handle_t *h);
+/* Close callback of any other handle of the group (h->data is the group). */
+void agent_group_handle_close_cb(uv_handle_t *h);
+/* Count a new process or pipe handle of a worker (h->data must be g; h inside g->workers[]). */
+void agent_group_worker_handle_added(struct agent_group *g, uv_handle_t *h);
+/* One handle of a worker closed back: the counts, then g->slot_free(w) when it was w's last and
+ * a respawn waits for the slot. Does not settle (the caller does, once it is done). */
+void agent_group_worker_handle_gone(struct agent_group *g, uv_handle_t *h);
+
+/* ---- agent-relay.c: workers' output to the agent's stdout/stderr ---- */
+
+/* Choose how to write cfg.out_fd / cfg.err_fd (queued and polled, or blocking). Cannot fail: falls
+ * back to blocking writes. Counts the poll handles it opens in g->handles. */
+void agent_relay_setup(struct agent_group *g);
+/* Write all of p to fd, waiting in poll() if fd happens to be non-blocking. 0 or -errno. */
+int agent_relay_write_all(int fd, const void *p, size_t n);
+/* Relay one line of o's worker (prefix, bytes, newline) to o's sink, if o->console. */
+void agent_relay_line(struct worker_out *o, const char *p, size_t n);
+/* Whether relayed bytes still wait in a sink's queue. */
+bool agent_relay_queued(const struct agent_group *g);
+/* After the last exit: close pipes held open by descendants after AGENT_DRAIN_MS of silence
+ * (each read restarts the count, unless the group is stopping). */
+void agent_relay_drain_start(struct agent_group *g);
+/* Pause or resume reading the workers' pipes after a sink's queue grew or shrank. */
+void agent_relay_update_pause(struct agent_group *g);
+/* A pipe to a worker: pipe (uninitialised) becomes our non-blocking read end, counted as a worker
+ * handle (its close callback is agent_group_worker_close_cb), *ret_child_fd the worker's blocking
+ * write end. 0 or a negative errno; on failure nothing is left open (pipe may be closing). */
+int agent_group_pipe_open(struct agent_group *g, uv_pipe_t *pipe, int *ret_child_fd);
+/* Make one output pipe of o's worker; *ret_child_fd is the worker's end (blocking). On failure
+ * nothing is left open. Returns 0 or a negative errno. */
+int agent_relay_out_open(struct worker_out *o, int *ret_child_fd);
+/* Start reading an opened pipe (unless the relay is paused). */
+void agent_relay_out_start(struct worker_out *o);
+/* Relay o's unfinished last line, close its log file and its pipe. No-op when not open. */
+void agent_relay_out_close(struct worker_out *o);
+/* At agent_group_free(): write queued output (blocking, AGENT_FLUSH_MS at most), close polls. */
+void agent_relay_close(struct agent_group *g);
+/* At destruction, after every handle closed: close private fds, free the queues. */
+void agent_relay_release(struct agent_group *g);
+
+/* ---- agent-stop.c: signals, stop escalation, the end of a start's leftovers ---- */
+
+/* STOPPING: SIGKILL to what still runs after cfg.grace_ms from now. */
+void agent_stop_arm_kill(struct agent_group *g);
+/* Signal the process group of each worker that may still have one (w->listed). */
+void agent_stop_kill(struct agent_group *g, int signum);
+/* The same for one exited worker (before its slot is reused by agent_group_start_ranks()). */
+void agent_stop_kill_leftover(struct agent_worker *w);
+/* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them. */
+void agent_stop_kill_leftovers(struct agent_group *g);
+
+/* ---- agent-progress.c: the workers' progress channel and hang detection ---- */
+
+/* Make w's progress pipe; *ret_child_fd is the worker's end (blocking). 0 or a negative errno,
+ * nothing left open on failure. */
+int agent_progress_open(struct agent_worker *w, int *ret_child_fd);
+/* Start reading it; the worker counts as spawned now (the grace period starts). */
+void agent_progress_start(struct agent_worker *w);
+/* Close it (the worker exited, or the group is freed). No-op when not open. */
+void agent_progress_close(struct agent_worker *w);
+/* (Re)arm progress_timer for the earliest deadline of a running worker, or stop it. */
+void agent_progress_arm(struct agent_group *g);
+
+/* ---- agent-workers-control.c: the control channel (agent -> worker) ---- */
+
+/* Make w's control pipe: w->control_fd our non-blocking end, *ret_child_fd the worker's blocking
+ * read end. 0 or a negative errno, nothing left open on failure. */
+int agent_control_open(struct agent_worker *w, int *ret_child_fd);
+/* Close our end (the worker exited, or the group is freed). No-op when not open. */
+void agent_control_close(struct agent_worker *w);
+
+/* ---- agent-reaper-link.c: our connection to the host's reaper (agent-reaper.h) ---- */
+
+/* Connect to the host's reaper (or start one), register, list every listed worker. 0 or -errno. */
+int agent_reaper_link_start(struct agent_group *g);
+/* Tell the reaper "+pgid" (op '+') or "-pgid" (op '-'); dropped while no reaper is connected. */
+void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid);
+/* At free: unlist SIGKILLed groups, say "q", close the connection and any reaper still starting. */
+void agent_reaper_link_stop(struct agent_group *g);
+/* The reaper's pid once it has acknowledged us, else 0. */
+int agent_reaper_link_pid(const struct agent_group *g);
+/* Whether the process group pgid is gone (no process left in it). */
+bool agent_reaper_link_pgroup_gone(int pgid);
+/* Unlist w's process group from the reaper once it is known to be gone. */
+void agent_reaper_link_unlist_if_gone(struct agent_worker *w);

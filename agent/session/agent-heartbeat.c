@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-heartbeat.c: the HEARTBEAT's progress member from the worker group's last reports. */
+#include "agent/session/agent-heartbeat.h"
+
+#include "agent/group/agent-workers.h"
+
+void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, const struct agent_group *g,
+                          unsigned nproc)
+{
+    h->generation = gen;
+    h->n_progress = 0;
+    for (unsigned i = 0; g && i < nproc && i < RDZV_PROGRESS_MAX; i++) {
+        struct rdzv_rank_progress *p = &h->progress[h->n_progress];
+        uint64_t step, age_ms;
+
+        if (agent_group_progress(g, i, &step, &age_ms) < 0)
+            continue;
+        p->local_rank = i;
+        p->step = step > INT64_MAX ? INT64_MAX : (int64_t)step;
+        p->age_ms = age_ms > (uint64_t)RDZV_PROGRESS_AGE_MAX_MS ? RDZV_PROGRESS_AGE_MAX_MS
+                                                                : (int64_t)age_ms;
+        p->timeout_ms = (int64_t)agent_group_progress_timeout(g, i);
+        if (p->timeout_ms > RDZV_PROGRESS_AGE_MAX_MS)
+            p->timeout_ms = RDZV_PROGRESS_AGE_MAX_MS;
+        h->n_progress++;
+    }
+}

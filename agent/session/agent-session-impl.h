@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-session-impl.h: PRIVATE to the session's files (agent-session.c: the rendezvous session;
+ * agent-session-hang.c: a hung worker's stacks and failure): the session struct and what the
+ * hang side calls in agent-session.c. Nothing else includes it; the rest of the agent goes
+ * through agent-session.h. Calls go one way: agent-session-hang.c -> agent-session.c.
+ * Threads: the loop's only, as agent-session.h says. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto/rdzv-msg.h"
+#include "agent/session/agent-client.h"
+#include "agent/session/agent-replica.h"
+#include "agent/session/agent-session.h"
+
+/* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
+ * generation, which the ROUND re-forms). RUNNING: this generation's workers run. LEFT: they
+ * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
+ * generation (after EVENT restart, or after one failed here). STOPPING: stopping them for good. */
+enum agent_state {
+    AG_JOINING,
+    AG_RUNNING,
+    AG_LEFT,
+    AG_RESTARTING,
+    AG_STOPPING,
+    AG_DONE,
+    _AG_STATE_MAX,
+};
+
+struct agent_session;
+
+/* A hung worker whose stacks are being asked for (agent_session_group_hang). */
+struct hang_ctx {
+    struct agent_session *a;
+    unsigned local_rank;
+    uint64_t gen;
+    char reason[RDZV_REASON_MAX + 1];
+};
+
+struct agent_session {
+    struct agent_session_cfg cfg; /* strings borrowed from the caller */
+    uv_loop_t *loop;
+    enum agent_state state;       /* changed only by session_set_state() */
+    struct agent_client *client;
+    struct agent_group *group;
+    struct agent_nccl_root *nccl; /* holder of this generation's NCCL bootstrap roots */
+    uint64_t nccl_generation;
+    /* Node rank 0 of a replicated rdzvd's job: the generation's store (NCCL_REQUEST "store"),
+     * created at the first request; where the one asked for now listens (port 0: none). */
+    struct agent_store *store;
+    char store_addr[RDZV_STORE_ADDR_MAX + 1];
+    uint16_t store_port;
+    uv_timer_t heartbeat;
+    /* With replicas (--endpoint A,B,C): runs from a lost connection until the next JOINED; when
+     * it fires (--heartbeat-timeout) no leader could be reached, and the workers stop. */
+    uv_timer_t leaderless;
+    struct rdzv_round round;   /* the current (or last) generation's assignment */
+    int exit_code;
+    bool local_failure;        /* one of our workers failed */
+    bool have_outcome;
+    bool workers_gone;
+    struct rdzv_event outcome;
+    uint64_t stopping_gen;     /* RESTARTING: the generation being stopped */
+    bool restart_pending;      /* EVENT restart for stopping_gen received: READY once stopped */
+    bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
+    struct rdzv_worker_exit pexit;
+    struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
+    /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
+    struct agent_endpoints eps;
+    unsigned ep_last;          /* the endpoint last joined through (eps) */
+    struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
+    /* --recovery inplace: */
+    bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
+    struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
+    struct hang_ctx *hangs;       /* [nproc]: and what is known of its hang meanwhile */
+    bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
+    bool *late;                /* [nproc]: could not be told this generation (exiting, or not
+                                * reading its channel): replaced when its exit comes */
+    /* The job went on without this node (JOINED as a spare after a resume of a generation that
+     * is over): its workers are stopped even in place (their state is of no generation the job
+     * runs, and a spare holds no worker); cleared by the next ROUND. */
+    bool dropped;
+};
+
+/* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
+ * the next connection when the daemon can't be reached now. */
+void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t local_rank,
+                                  int64_t code, int sig, const char *reason);
+/* local_rank failed here (or hung: being killed), and rdzvd has been told. Restart: stop the
+ * other workers at once (fail fast). In place: they keep running, and READY goes out once the
+ * daemon's EVENT restart came and every failed rank is reaped. */
+void agent_session_fail_local(struct agent_session *a, unsigned local_rank);

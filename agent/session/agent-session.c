@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-session.c: the agent's rendezvous session: ROUND -> workers, NCCL ids, heartbeats,
+ * WORKER_EXIT, EVENT restart -> READY, LEAVE, the outcome, reconnecting after a lost daemon. */
+#include "agent/session/agent-session.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "agent/session/agent-client.h"
+#include "agent/group/agent-env.h"
+#include "agent/session/agent-heartbeat.h"
+#include "agent/session/agent-nccl.h"
+#include "agent/session/agent-replica.h"
+#include "agent/session/agent-session-impl.h"
+#include "agent/group/agent-stacks.h"
+#include "agent/session/agent-store.h"
+#include "agent/group/agent-workers.h"
+
+static const char *const state_names[] = {
+    [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
+    [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
+};
+
+/* The one place the session's state changes. */
+static void session_set_state(struct agent_session *a, enum agent_state st)
+{
+    assert((unsigned)st < _AG_STATE_MAX);
+    if (a->state != st)
+        log_debug("session: %s -> %s", state_names[a->state], state_names[st]);
+    a->state = st;
+}
+
+static void agent_finish(struct agent_session *a);
+static int agent_connect(struct agent_session *a);
+
+/* --recovery inplace: READY went out while workers of the last generation keep running (without
+ * it, JOINING means every worker has exited). */
+static bool has_survivors(const struct agent_session *a)
+{
+    return a->state == AG_JOINING && a->group && agent_group_running(a->group) > 0;
+}
+
+/* The worker group's assignment for the current generation (strings in a->round). */
+static void round_assignment(const struct agent_session *a, struct agent_assignment *as)
+{
+    const struct rdzv_round *r = &a->round;
+
+    *as = (struct agent_assignment){
+        .generation = r->generation,
+        .node_rank = (unsigned)r->node_rank,
+        .nnodes = (unsigned)r->nnodes,
+        .rank_offset = (unsigned)r->rank_offset,
+        .world_size = (unsigned)r->world_size,
+        .master_addr = r->master_addr,
+        .master_port = (unsigned)r->master_port,
+        .nccl_id_hex = r->n_ids ? r->ids[0] : NULL,
+        .restart_count = (unsigned)r->restart_count,
+    };
+}
+
+static void send_ready(struct agent_session *a, uint64_t gen)
+{
+    unsigned n = a->cfg.inplace ? agent_group_running(a->group) : 0;
+
+    if (n)
+        log_info("%u workers of generation %" PRIu64 " keep running (--recovery inplace); ready "
+                 "for the next round", n, gen);
+    else
+        log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
+    session_set_state(a, AG_JOINING);
+    a->restart_pending = false;
+    (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = gen});
+}
+
+void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t local_rank,
+                                   int64_t code, int sig, const char *reason)
+{
+    struct rdzv_worker_exit *w = &a->pexit;
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    memset(w, 0, sizeof(*w));
+    w->generation = a->round.generation;
+    w->rank = rank;
+    w->local_rank = local_rank;
+    w->exit_code = code;
+    w->signal = sig;
+    w->time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+    snprintf(w->host, sizeof(w->host), "%s", a->cfg.host);
+    if (reason)
+        snprintf(w->reason, sizeof(w->reason), "%s", reason);
+    a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
+}
+
+void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
+{
+    session_set_state(a, AG_RESTARTING);
+    a->stopping_gen = a->round.generation;
+    a->restart_pending = false;
+    if (a->cfg.inplace)
+        a->failed[local_rank] = true;
+    else
+        agent_group_stop(a->group, SIGTERM);
+}
+
+static void ready_in_place(struct agent_session *a)
+{
+    if (a->state != AG_RESTARTING || !a->restart_pending || a->dropped)
+        return;
+    for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++)
+        if (a->failed[i] && agent_group_rank_running(a->group, i))
+            return;
+    send_ready(a, a->stopping_gen);
+}
+
+/* --recovery inplace: a worker that could not be told the generation has exited: start its
+ * replacement in it now (the others wait for it in their re-forming). 0 or -errno. */
+static int replace_late(struct agent_session *a, unsigned local_rank)
+{
+    struct agent_assignment as;
+
+    round_assignment(a, &as);
+    a->late[local_rank] = false;
+    memset(a->spawn, 0, (size_t)a->cfg.nproc * sizeof(*a->spawn));
+    a->spawn[local_rank] = true;
+    log_info("starting local rank %u again in generation %" PRIu64
+             " (it ended before it could be told)", local_rank, as.generation);
+    return agent_group_start_ranks(a->group, &as, a->spawn);
+}
+
+void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
+                          void *ud)
+{
+    struct agent_session *a = ud;
+    int64_t rank = a->round.rank_offset + local_rank;
+
+    (void)g;
+    if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
+        replace_late(a, local_rank) == 0)
+        return;
+    if (status == 0 && sig == 0) {
+        log_info("worker rank %" PRId64 " (local rank %u) exited 0", rank, local_rank);
+        return;
+    }
+    if (sig)
+        log_warn("worker rank %" PRId64 " (local rank %u) was killed by signal %d (%s)", rank,
+                 local_rank, sig, strsignal(sig));
+    else
+        log_warn("worker rank %" PRId64 " (local rank %u) exited with code %" PRId64, rank,
+                 local_rank, status);
+    if (a->state != AG_RUNNING) {
+        /* A consequence, not a cause: stopping anyway, or (in place) a failed rank is gone or
+         * a survivor died between generations: the next ROUND starts it again. */
+        if (a->cfg.inplace)
+            ready_in_place(a);
+        return;
+    }
+    a->local_failure = true;
+    /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
+     * with a restart or the job's end. In place, only this one is gone. */
+    agent_session_report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
+    if (a->cfg.inplace)
+        log_info("the other workers keep running (--recovery inplace)");
+    agent_session_fail_local(a, local_rank);
+}
+
+void agent_session_group_all_exited(struct agent_group *g, void *ud)
+{
+    struct agent_session *a = ud;
+
+    (void)g;
+    a->workers_gone = true;
+    if (a->have_outcome) {
+        agent_finish(a);
+        return;
+    }
+    if (a->state == AG_RUNNING && !a->local_failure) {
+        /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
+         * elsewhere arrives as an EVENT at once). */
+        log_info("all %" PRId64 " local workers exited 0; waiting for the other nodes",
+                 a->cfg.nproc);
+        (void)agent_client_send_leave(
+            a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
+        session_set_state(a, AG_LEFT);
+    } else if (a->state == AG_RESTARTING && a->restart_pending) {
+        send_ready(a, a->stopping_gen);
+    }
+}
+
+/* --recovery inplace: tell each running worker the new generation on its control channel (first,
+ * so that they re-form while the others start), then start only the missing local ranks. A
+ * worker that cannot be told (its channel is full: it does not read it) is killed: its exit is
+ * then a failure of this generation. */
+static int round_in_place(struct agent_session *a, const struct agent_assignment *as)
+{
+    unsigned kept = 0, missing = 0, n = (unsigned)a->cfg.nproc;
+    char line[AGENT_ENV_CONTROL_LINE_MAX];
+
+    for (unsigned i = 0; i < n; i++) {
+        int len, e;
+
+        a->spawn[i] = !agent_group_rank_running(a->group, i);
+        if (a->spawn[i]) {
+            missing++;
+            continue;
+        }
+        len = agent_env_control_line(as, i, line, sizeof(line));
+        e = len < 0 ? len : agent_group_control_send(a->group, i, line, (size_t)len);
+        if (e == -ENOTCONN) {
+            /* It closed its channel: it is exiting, and its exit is not seen yet. */
+            log_info("worker (local rank %u) is exiting; it is started again when it has", i);
+            a->late[i] = true;
+            continue;
+        }
+        if (e < 0) {
+            log_error_errno(e, "cannot tell worker (local rank %u) the new generation; killing it "
+                            "and starting it again", i);
+            agent_group_signal_rank(a->group, i, SIGKILL);
+            a->late[i] = true;
+            continue;
+        }
+        kept++;
+    }
+    log_info("generation %" PRIu64 " in place: %u workers keep running, %u start", as->generation,
+             kept, missing);
+    return agent_group_start_ranks(a->group, as, a->spawn);
+}
+
+static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
+{
+    struct agent_session *a = ud;
+    struct agent_assignment as;
+    bool keep;
+    int e;
+
+    (void)c;
+    if (a->state != AG_JOINING) {
+        log_warn("ROUND for generation %" PRIu64 " while workers still run: ignored",
+                 r->generation);
+        return;
+    }
+    a->round = *r;
+    agent_store_round(a->store, r->generation);
+    round_assignment(a, &as);
+    keep = has_survivors(a);
+    if (!a->cfg.embedded)
+        rdzv_log_set_context("job=%s gen=%" PRIu64 " node=%s", a->cfg.run_id, r->generation,
+                             a->cfg.host);
+    log_info("generation %" PRIu64 ": node rank %" PRId64 " of %" PRId64 ", ranks %" PRId64
+             "..%" PRId64 " of %" PRId64 ", store %s:%" PRId64 ", restart %" PRId64 " of %" PRId64,
+             r->generation, r->node_rank, r->nnodes, r->rank_offset,
+             r->rank_offset + a->cfg.nproc - 1, r->world_size, r->master_addr, r->master_port,
+             r->restart_count, r->max_restarts);
+    session_set_state(a, AG_RUNNING);
+    a->workers_gone = false;
+    a->local_failure = false;
+    a->dropped = false;
+    memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
+    if (keep)
+        e = round_in_place(a, &as);
+    else if (a->cfg.inplace)
+        /* READY went out once the failed ranks exited, not once the group drained: what they
+         * left (a descendant holding their output) may still be open. A partial start of every
+         * rank kills it and spawns each worker once its old handles are closed. */
+        e = agent_group_start_ranks(a->group, &as, NULL);
+    else
+        e = agent_group_start(a->group, &as);
+    memset(a->failed, 0, (size_t)a->cfg.nproc * sizeof(*a->failed));
+    if (e < 0) {
+        log_error_errno(e, "cannot start the workers");
+        a->local_failure = true;
+        session_set_state(a, AG_RESTARTING);
+        a->stopping_gen = r->generation;
+        agent_session_report_failure(a, r->rank_offset, 0, 127, 0, NULL);
+    }
+    /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
+    (void)agent_client_send_heartbeat(a->client,
+                                      &(struct rdzv_heartbeat){.generation = r->generation});
+}
+
+static void on_nccl_ids(struct agent_nccl_root *root, int err, unsigned n,
+                        char (*ids)[RDZV_NCCL_HEX_LEN + 1], const char *msg, void *ud)
+{
+    struct agent_session *a = ud;
+    /* ~16 KiB: from the heap, where only the n ids written are faulted in. */
+    struct rdzv_nccl_id *m = malloc(sizeof(*m));
+
+    (void)root;
+    if (!m) {
+        log_error("out of memory answering NCCL_REQUEST");
+        return;
+    }
+    memset(m, 0, offsetof(struct rdzv_nccl_id, ids));
+    m->generation = a->nccl_generation;
+    if (a->store_port) {
+        snprintf(m->store_addr, sizeof(m->store_addr), "%s", a->store_addr);
+        m->store_port = a->store_port;
+    }
+    if (err < 0) {
+        if (a->cfg.nccl == RDZV_NCCL_REQUIRED)
+            log_error("this job needs NCCL: %s", msg);
+        else
+            log_info("no NCCL id for the workers: %s", msg);
+        m->failed = true;
+        snprintf(m->error, sizeof(m->error), "%s", msg);
+        rdzv_utf8_trim(m->error);
+    } else {
+        m->n_ids = n < RDZV_MAX_NCCL_IDS ? n : RDZV_MAX_NCCL_IDS;
+        if (m->n_ids)
+            memcpy(m->ids, ids, m->n_ids * sizeof(m->ids[0]));
+    }
+    (void)agent_client_send_nccl_id(a->client, m);
+    free(m);
+}
+
+/* NCCL_REQUEST "store": open the generation's store here. Its address and port go in the answer;
+ * none when it cannot be opened (rdzvd then hosts it itself). */
+static void open_store(struct agent_session *a, uint64_t gen, const char *allow)
+{
+    char local[64];
+    int r;
+
+    r = agent_client_local_addr(a->client, local, sizeof(local));
+    if (r == 0 && !a->store)
+        r = agent_store_new(a->loop, &a->store);
+    if (r == 0)
+        r = agent_store_open(a->store, gen, local, allow, a->store_addr, &a->store_port);
+    if (r < 0)
+        log_warn_errno(r, "cannot host generation %" PRIu64 "'s store; rdzvd hosts it", gen);
+}
+
+static void on_nccl_request(struct agent_client *c, const struct rdzv_nccl_request *q, void *ud)
+{
+    struct agent_session *a = ud;
+    int r;
+
+    /* A new generation: the previous one's roots are of no use any more. */
+    agent_nccl_root_stop(a->nccl, false);
+    a->nccl = NULL;
+    a->nccl_generation = q->generation;
+    a->store_port = 0;
+    if (q->store)
+        open_store(a, q->generation, q->store_allow);
+    if (q->count == 0) {
+        on_nccl_ids(NULL, 0, 0, NULL, NULL, a);
+        return;
+    }
+    r = agent_nccl_root_start(a->loop, a->cfg.self_exe, q->count, on_nccl_ids, a, &a->nccl);
+    if (r < 0) {
+        char msg[128];
+
+        snprintf(msg, sizeof(msg), "cannot start the NCCL root holder: %s", uv_strerror(r));
+        on_nccl_ids(NULL, r, 0, NULL, msg, a);
+    }
+    (void)c;
+}
+
+/* ---- hosted replicas of rdzvd (REPLICA, REPLICAS) ---- */
+
+/* Where the answer to a REPLICA goes: the connection of the moment (it may have changed). */
+static void replica_send(void *ud, const struct rdzv_replica *ans)
+{
+    struct agent_session *a = ud;
+
+    if (a->client)
+        (void)agent_client_send_replica(a->client, ans);
+}
+
+static void on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud)
+{
+    struct agent_session *a = ud;
+    char local[64] = "";
+
+    if (agent_client_local_addr(c, local, sizeof(local)) < 0)
+        local[0] = '\0';
+    agent_replica_request(&a->rhost, local, q);
+}
+
+static void on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud)
+{
+    struct agent_session *a = ud;
+    unsigned before = a->eps.n;
+
+    (void)c;
+    for (unsigned i = 0; i < rs->n; i++)
+        (void)agent_endpoints_add(&a->eps, rs->endpoint[i]);
+    if (a->eps.n != before)
+        log_info("rdzvd has %u replica(s); %u endpoint(s) to reconnect to", rs->n, a->eps.n);
+}
+
+/* The daemon says: stop the workers of generation e->generation, a new round follows. */
+static void on_restart(struct agent_session *a, const struct rdzv_event *e)
+{
+    switch (a->state) {
+    case AG_RUNNING:
+        if (a->round.generation != e->generation)
+            break;
+        if (a->cfg.inplace && !a->dropped) {
+            log_warn("re-forming in place: %s", e->summary);
+            send_ready(a, e->generation);
+            return;
+        }
+        log_warn("restarting: %s", e->summary);
+        session_set_state(a, AG_RESTARTING);
+        a->stopping_gen = e->generation;
+        a->restart_pending = true;
+        agent_group_stop(a->group, SIGTERM);
+        return;
+    case AG_RESTARTING:
+        if (a->stopping_gen != e->generation)
+            break;
+        if (!a->local_failure)
+            log_warn("restarting: %s", e->summary);
+        a->restart_pending = true;
+        if (a->dropped && !a->workers_gone)
+            agent_group_stop(a->group, SIGTERM); /* in place: the survivors go too */
+        if (a->cfg.inplace && !a->dropped)
+            ready_in_place(a);
+        else if (a->workers_gone)
+            send_ready(a, e->generation);
+        return;
+    case AG_LEFT:
+        if (a->round.generation != e->generation)
+            break;
+        log_warn("restarting (our workers had finished): %s", e->summary);
+        send_ready(a, e->generation);
+        return;
+    case AG_JOINING:
+        send_ready(a, e->generation); /* nothing runs here */
+        return;
+    default:
+        return;
+    }
+    log_debug("restart of generation %" PRIu64 " ignored (state %d)", e->generation, a->state);
+}
+
+static void on_event(struct agent_client *c, const struct rdzv_event *e, void *ud)
+{
+    struct agent_session *a = ud;
+
+    (void)c;
+    if (strcmp(e->type, "restart") == 0) {
+        on_restart(a, e);
+        return;
+    }
+    a->outcome = *e;
+    a->have_outcome = true;
+    if (strcmp(e->type, "succeeded") == 0) {
+        a->exit_code = 0;
+    } else {
+        a->exit_code = e->exit_code ? (int)e->exit_code : 1;
+    }
+    if (!a->workers_gone && (has_survivors(a) || (a->exit_code != 0 && (a->state == AG_RUNNING ||
+                                                                       a->state == AG_RESTARTING)))) {
+        if (a->state == AG_RUNNING || has_survivors(a))
+            log_warn("job failed on another node; stopping local workers");
+        session_set_state(a, AG_STOPPING);
+        agent_group_stop(a->group, SIGTERM);
+        return;
+    }
+    if (a->workers_gone || a->state == AG_JOINING)
+        agent_finish(a);
+}
+
+/* Fatal: the daemon refused us, or could not be reached (again) in time. */
+static void on_error(struct agent_client *c, const char *msg, void *ud)
+{
+    struct agent_session *a = ud;
+
+    (void)c;
+    log_error("%s", msg);
+    if (a->have_outcome)
+        return;
+    snprintf(a->outcome.type, sizeof(a->outcome.type), "failed");
+    snprintf(a->outcome.summary, sizeof(a->outcome.summary), "%s", msg);
+    a->have_outcome = true;
+    if (a->exit_code == 0)
+        a->exit_code = 1;
+    if (!a->workers_gone && a->state != AG_DONE && (a->state != AG_JOINING || has_survivors(a))) {
+        session_set_state(a, AG_STOPPING);
+        agent_group_stop(a->group, SIGTERM);
+    } else {
+        agent_finish(a);
+    }
+}
+
+static void on_joined(struct agent_client *c, bool spare, bool resumed, const char *secret,
+                      void *ud)
+{
+    struct agent_session *a = ud;
+
+    /* Reconnect here first (with replicas: the leader, as far as we know). */
+    a->ep_last = agent_client_endpoint(c);
+    (void)uv_timer_stop(&a->leaderless);
+    /* Our proof of who we are when we reconnect (a resume, or a spare back after a stall). */
+    if (secret[0])
+        snprintf(a->join.secret, sizeof(a->join.secret), "%s", secret);
+    if (resumed)
+        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->round.generation);
+    else if (spare)
+        log_info("the job runs without this node for now: waiting as a spare");
+    /* Our generation is over without us: the EVENT restart that follows stops every worker. */
+    if (spare && !resumed && a->group && agent_group_running(a->group) > 0 &&
+        (a->state == AG_RUNNING || a->state == AG_RESTARTING))
+        a->dropped = true;
+    if (a->pending_exit) {
+        a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
+    }
+    agent_replica_joined(&a->rhost);
+    /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
+     * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
+    if (resumed && a->state == AG_LEFT)
+        (void)agent_client_send_leave(
+            a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
+}
+
+/* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
+ * this node may be on the minority side of a partition, where no generation can form, while the
+ * majority's leader goes on without it after the same timeout. Its workers stop rather than train
+ * a copy of the model that may diverge; the failure is reported once a leader answers, and the
+ * job goes on as after any failure. */
+static void leaderless_cb(uv_timer_t *t)
+{
+    struct agent_session *a = t->data;
+    char reason[RDZV_REASON_MAX + 1];
+
+    if (!a->group || agent_group_running(a->group) == 0)
+        return;
+    snprintf(reason, sizeof(reason),
+             "its node reached no rdzvd leader for %.1f s (--heartbeat-timeout): stopped rather "
+             "than train a copy that may diverge",
+             a->cfg.heartbeat_timeout_s);
+    log_error("no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
+              "stopping the workers rather than train a copy that may diverge; reconnecting",
+              a->cfg.heartbeat_timeout_s);
+    if (a->state == AG_RUNNING) {
+        a->local_failure = true;
+        agent_session_report_failure(a, a->round.rank_offset, 0, 128 + SIGTERM, SIGTERM, reason);
+        session_set_state(a, AG_RESTARTING);
+        a->stopping_gen = a->round.generation;
+        a->restart_pending = false;
+    }
+    agent_group_stop(a->group, SIGTERM);
+}
+
+/* The connection to rdzvd broke: keep the workers, reconnect and re-register. */
+static void on_lost(struct agent_client *c, const char *msg, void *ud)
+{
+    struct agent_session *a = ud;
+    int r;
+
+    log_warn("%s; workers keep running, reconnecting (for up to %.0f s%s)", msg,
+             a->cfg.connect_timeout_s,
+             a->eps.n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
+    if (a->eps.n > 1) {
+        /* The replica we lost is the last to try again: the leader is elsewhere now. */
+        a->ep_last = (a->ep_last + 1) % a->eps.n;
+        if (!uv_is_active((uv_handle_t *)&a->leaderless))
+            (void)uv_timer_start(&a->leaderless, leaderless_cb,
+                                 (uint64_t)(a->cfg.heartbeat_timeout_s * 1000), 0);
+    }
+    agent_client_close(c, NULL, NULL);
+    a->client = NULL;
+    r = agent_connect(a);
+    if (r < 0)
+        on_error(NULL, "cannot reconnect to rdzvd", a);
+}
+
+static void heartbeat_cb(uv_timer_t *t)
+{
+    struct agent_session *a = t->data;
+    struct rdzv_heartbeat hb;
+
+    if (!a->client || a->state == AG_DONE)
+        return;
+    /* The workers' progress, while they run this generation (rdzvctl status shows it). */
+    agent_heartbeat_fill(&hb, a->round.generation, a->state == AG_RUNNING ? a->group : NULL,
+                         (unsigned)a->cfg.nproc);
+    (void)agent_client_send_heartbeat(a->client, &hb);
+}
+
+void agent_session_signal(struct agent_session *a, int signum)
+{
+    if (signum == SIGUSR1 || signum == SIGUSR2) {
+        /* Slurm's --signal=USR1@T warns of the time limit: pass it on, keep running. */
+        log_info("forwarding %s to the workers", strsignal(signum));
+        if (a->group)
+            agent_group_signal(a->group, signum);
+        return;
+    }
+    log_warn("received %s: stopping the workers (grace %.0f s, then SIGKILL)", strsignal(signum),
+             a->cfg.grace_s);
+    if (!a->have_outcome) {
+        snprintf(a->outcome.type, sizeof(a->outcome.type), "failed");
+        snprintf(a->outcome.summary, sizeof(a->outcome.summary), "the agent received %s",
+                 strsignal(signum));
+        a->have_outcome = true;
+        a->exit_code = 128 + signum;
+    }
+    if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
+                             a->state == AG_STOPPING || has_survivors(a))) {
+        session_set_state(a, AG_STOPPING);
+        agent_group_stop(a->group, signum);
+    } else {
+        agent_finish(a);
+    }
+}
+
+/* Everything is over: report and stop the loop (main() returns the exit code). */
+static void agent_finish(struct agent_session *a)
+{
+    if (a->state == AG_DONE)
+        return;
+    session_set_state(a, AG_DONE);
+    if (a->exit_code == 0)
+        log_info("job %s succeeded", a->cfg.run_id);
+    else
+        fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,
+                a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
+    uv_stop(a->loop);
+}
+
+/* (Re)connect to rdzvd and JOIN; after a loss, say which generation our workers run. */
+static int agent_connect(struct agent_session *a)
+{
+    struct rdzv_resume *rs = &a->join.resume;
+    bool running = a->state == AG_RUNNING || a->state == AG_LEFT || a->state == AG_RESTARTING;
+    int r;
+
+    memset(rs, 0, sizeof(*rs));
+    if (running && a->round.generation) {
+        rs->generation = a->round.generation;
+        rs->node_rank = a->round.node_rank;
+        rs->nnodes = a->round.nnodes;
+        rs->rank_offset = a->round.rank_offset;
+        rs->world_size = a->round.world_size;
+        rs->restart_count = a->round.restart_count;
+        rs->master_port = a->round.master_port;
+        rs->left = a->state == AG_LEFT;
+    }
+    r = agent_client_start(a->loop, &a->eps, a->ep_last,
+                           (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,
+                           &(struct agent_client_cbs){.on_round = on_round,
+                                                      .on_nccl_request = on_nccl_request,
+                                                      .on_event = on_event,
+                                                      .on_error = on_error,
+                                                      .on_lost = a->cfg.embedded ? NULL : on_lost,
+                                                      .on_joined = on_joined,
+                                                      .on_replica = on_replica,
+                                                      .on_replicas = on_replicas},
+                           a, &a->client);
+    if (r == 0)
+        agent_client_set_silence(a->client, (uint64_t)(a->cfg.heartbeat_timeout_s * 1000));
+    if (r == 0 && a->cfg.token)
+        agent_client_set_token(a->client, a->cfg.token);
+    return r;
+}
+
+int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session **ret)
+{
+    struct agent_session *a = calloc(1, sizeof(*a));
+
+    if (!a)
+        return -ENOMEM;
+    a->failed = calloc((size_t)cfg->nproc, sizeof(*a->failed));
+    a->spawn = calloc((size_t)cfg->nproc, sizeof(*a->spawn));
+    a->late = calloc((size_t)cfg->nproc, sizeof(*a->late));
+    a->stacks = calloc((size_t)cfg->nproc, sizeof(*a->stacks));
+    a->hangs = calloc((size_t)cfg->nproc, sizeof(*a->hangs));
+    if (!a->failed || !a->spawn || !a->late || !a->stacks || !a->hangs) {
+        agent_session_free(a);
+        return -ENOMEM;
+    }
+    a->cfg = *cfg;
+    a->eps = *cfg->eps;
+    a->rhost = (struct agent_replica_host){.loop = cfg->loop,
+                                           .self_exe = cfg->self_exe,
+                                           .token_file = cfg->token_file,
+                                           .replica_key_file = cfg->replica_key_file,
+                                           .level = cfg->level,
+                                           .send = replica_send,
+                                           .ud = a};
+    a->loop = cfg->loop;
+    *ret = a;
+    return 0;
+}
+
+int agent_session_start(struct agent_session *a, struct agent_group *g,
+                        const struct rdzv_join *join)
+{
+    int r;
+
+    a->group = g;
+    a->join = *join;
+    a->heartbeat.data = a->leaderless.data = a;
+    r = uv_timer_init(a->loop, &a->leaderless);
+    if (r == 0)
+        r = uv_timer_init(a->loop, &a->heartbeat);
+    if (r == 0)
+        r = uv_timer_start(&a->heartbeat, heartbeat_cb, (uint64_t)(a->cfg.heartbeat_s * 1000),
+                           (uint64_t)(a->cfg.heartbeat_s * 1000));
+    return r < 0 ? r : agent_connect(a);
+}
+
+int agent_session_exit_code(const struct agent_session *a)
+{
+    return a->exit_code;
+}
+
+void agent_session_stop(struct agent_session *a)
+{
+    agent_store_stop(a->store);
+    agent_nccl_root_stop(a->nccl, true);
+    a->nccl = NULL;
+    if (a->client)
+        agent_client_close(a->client, NULL, NULL);
+    a->client = NULL;
+    /* Stop watching the replica hosted here (it goes on), while the loop still runs. */
+    agent_replica_free(a->rhost.replica);
+    a->rhost.replica = NULL;
+}
+
+struct agent_session *agent_session_free(struct agent_session *a)
+{
+    if (!a)
+        return NULL;
+    for (int64_t i = 0; a->stacks && i < a->cfg.nproc; i++)
+        if (a->stacks[i]) {
+            agent_stacks_cancel(a->stacks[i]);
+            a->stacks[i] = NULL;
+        }
+    free(a->stacks);
+    free(a->hangs);
+    free(a->failed);
+    free(a->spawn);
+    free(a->late);
+    agent_store_free(a->store);
+    agent_replica_free(a->rhost.replica);
+    free(a);
+    return NULL;
+}

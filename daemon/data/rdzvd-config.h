@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-config.h: what a daemon is told at start (struct rdzvd_config), the counters its layers
+ * bump (struct rdzvd_stats), and what every session of one daemon shares (struct rdzvd_env).
+ * Plain data, no functions. The server owns all three; the sessions and the transport borrow
+ * pointers that stay valid until rdzvd_server_free(). One thread: the loop's. No functions, so
+ * no errors. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/rdzv-proto.h"
+#include "daemon/data/rdzvd-acl.h"
+#include "daemon/data/rdzvd-journal.h"
+
+/* The per-turn budget of one connection: requests of at most this many bytes, and at most this many
+ * requests, are served for it in one turn of the loop; the rest waits for later turns (its reading
+ * paused meanwhile), so that no peer holds the loop while others wait. One request is always
+ * served, however large (its size is bounded by --max-frame or by rdzv_msg_max_body()). */
+#define RDZVD_TURN_BYTES (64u << 10)
+#define RDZVD_TURN_FRAMES 64u
+/* A listener accepts at most this many connections before it lets the loop serve one turn of
+ * its other events (rdzvd-accept-pace.h). libuv accepts until accept(2) has nothing left; a client
+ * that reconnects as fast as rdzvd closes its connections kept that going, and no other socket
+ * was read meanwhile. The rest wait in the kernel's backlog. */
+#define RDZVD_TURN_ACCEPTS 64u
+/* Past --max-handshaking, a new connection takes the pre-handshake slot of a silent one from its
+ * own address only once that one has been silent this long: PyTorch ranks that connect at once,
+ * thousands from one host, are not reset for being slower than their connect to send their first
+ * bytes (a rank descheduled between connect() and send()). */
+#define RDZVD_HS_SHED_AGE_MS 3000u
+
+/* --request-timeout's default: a request begun and not complete after this long closes its
+ * connection (its bytes are held meanwhile, under --max-input-bytes). */
+#define RDZVD_REQUEST_TIMEOUT_MS 30000
+
+/* --keep-ended and --keep-ended-max: how long, and how many of them at most, jobs that ended stay
+ * in STATUS, the status page and /metrics (their outcome, root cause, restarts, duration). */
+#define RDZVD_KEEP_ENDED_MS (3600u * 1000)
+#define RDZVD_KEEP_ENDED_MAX 100u
+#define RDZVD_KEEP_ENDED_MAX_LIMIT 10000u
+
+struct rdzv_token;
+struct rdzvd_peer_handler;
+struct rdzvd_peers;
+struct rdzvd_replica_ops;
+struct rdzvd_store;
+
+struct rdzvd_config {
+    const char *bind;          /* address to bind, NULL for dual-stack "::" then "0.0.0.0" */
+    uint16_t port;             /* 0 picks a free port */
+    enum rdzv_dialect legacy;  /* numbering for connections that do not open with VALIDATE */
+    bool legacy_allowed;       /* false: such connections are closed */
+    struct rdzv_limits lim;
+    const char *state_dir;     /* journal directory (--state-dir); NULL: nothing persisted */
+    enum rdzvd_fsync fsync;    /* when journal writes are fsynced (--fsync) */
+    const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
+    const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
+    uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+    uint64_t keep_ended_ms;             /* ended jobs in status this long (--keep-ended; 0: none) */
+    uint64_t keep_ended_max;            /* and at most this many (--keep-ended-max; 0: none) */
+    uint64_t request_timeout_ms;        /* close connections with a request incomplete that long;
+                                         * 0: never */
+    /* A daemon embedded in rdzv-agent --standalone: connections accepted and closed, jobs
+     * created, joined, formed and removed, and shutdown are logged at debug instead of info (the
+     * agent reports its own view). Warnings and errors are unchanged. */
+    bool embedded;
+    /* --peers: the replicas, this rdzvd among them (rdzvd-replica.h); NULL: a single rdzvd. */
+    const struct rdzvd_peers *peers;
+    const struct rdzvd_replica_ops *replica_ops; /* how to run one (rdzvd_replica_ops) */
+    /* How the job table replays a job's decision (a rdzvd_decision_fn of rdzvd-store.h: the job
+     * layer's rdzvd_decision_apply, which rdzvd_daemon_new sets); NULL: it takes none. */
+    int (*job_decisions)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen);
+    /* Called when replication fails and rdzvd must stop (the caller stops the server and exits
+     * 75); NULL: the server stops itself. */
+    void (*on_failure)(void *ud);
+    /* Called when the cluster decided to end (rdzvd_replica_shutdown; the caller stops the
+     * server and exits 0); NULL: the server stops itself. Both get failure_ud. */
+    void (*on_shutdown)(void *ud);
+    void *failure_ud;
+    /* --replicas N: as the leader, ask the agents of its jobs to host replicas (one per host)
+     * until the configuration has N voters, and replace one whose host was lost. 0: never. */
+    unsigned replicas;
+};
+
+struct rdzvd_stats {
+    uint64_t accepted, rejected, closed_proto, requests;
+};
+
+/* Shared by the sessions of one server (rdzvd-tcpstore.c, rdzvd-peer.c, the first-bytes session
+ * in rdzvd-server.c). */
+struct rdzvd_env {
+    const struct rdzvd_config *cfg;
+    struct rdzvd_stats *stats;
+    struct rdzvd_ratelimit *refusals;      /* log lines about refused peers */
+    const struct rdzvd_peer_handler *peer; /* the job layer's entry points; NULL: none */
+    void *peer_ud;                         /* passed to the peer handler's callbacks */
+};

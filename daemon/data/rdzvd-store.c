@@ -1,0 +1,837 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-store.c: chained hash map of slots. A slot exists while it has a value, a queue or a
+ * waiter; waits are indexed both by slot and by owner, so a write costs O(its waiters) and a
+ * disconnect O(that connection's registrations). */
+#include "daemon/data/rdzvd-store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rdzv-util.h"
+
+struct qitem {
+    struct qitem *next;
+    size_t len;
+    uint8_t data[];
+};
+
+struct slot {
+    struct slot *next; /* hash chain */
+    uint64_t hash;
+    uint8_t *val;
+    size_t vlen;
+    bool present;
+    struct rdzv_list regs; /* struct wait_reg.slot_node: waiters for this (missing) key */
+    struct rdzv_list watches; /* struct watch_reg.slot_node */
+    struct qitem *qhead, *qtail;
+    uint64_t qlen;
+    size_t klen;
+    uint8_t key[];
+};
+
+struct wait {
+    struct rdzv_list node; /* in owner->waits */
+    struct rdzvd_waiter *owner;
+    uint64_t remaining;
+    struct rdzv_list regs; /* struct wait_reg.wait_node */
+};
+
+struct wait_reg {
+    struct rdzv_list slot_node;
+    struct rdzv_list wait_node;
+    struct wait *wait;
+    struct slot *slot;
+};
+
+struct watch_reg {
+    struct rdzv_list slot_node;
+    struct rdzv_list owner_node;
+    struct rdzvd_waiter *owner;
+    struct slot *slot;
+};
+
+struct rdzvd_store {
+    const struct rdzv_limits *lim;
+    rdzvd_wake_fn wake;
+    rdzvd_watch_fn watch;
+    rdzvd_change_fn change; /* NULL: nobody records changes */
+    void *change_ud;
+    rdzvd_decision_fn decision; /* NULL: takes no decisions */
+    struct slot **buckets;
+    size_t nbuckets; /* power of two */
+    size_t nslots;
+    uint64_t nkeys;  /* slots with a value */
+    uint64_t bytes;  /* keys + values + queue items held */
+    struct rdzvd_store_budget own;     /* until rdzvd_store_set_budget */
+    struct rdzvd_store_budget *budget; /* what bytes are charged to: &own or a shared one */
+    uint64_t seed;
+    struct wait *building; /* between wait_begin and wait_end */
+};
+
+/* Whether replacing sub bytes with add bytes stays within the budget (sub is held now). */
+static bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
+{
+    return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add;
+}
+
+static void store_charge(struct rdzvd_store *s, uint64_t n)
+{
+    s->bytes += n;
+    s->budget->used += n;
+}
+
+static void store_uncharge(struct rdzvd_store *s, uint64_t n)
+{
+    s->bytes -= n;
+    s->budget->used -= n;
+}
+
+void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b)
+{
+    s->budget->used -= s->bytes;
+    s->budget = b;
+    b->used += s->bytes;
+}
+
+uint64_t rdzvd_store_budget_used(const struct rdzvd_store *s)
+{
+    return s->budget->used;
+}
+
+uint64_t rdzvd_store_budget_max(const struct rdzvd_store *s)
+{
+    return s->budget->max;
+}
+
+void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud)
+{
+    rdzv_list_init(&w->waits);
+    rdzv_list_init(&w->watches);
+    w->nregs = 0;
+    w->ud = ud;
+}
+
+int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rdzvd_store **ret)
+{
+    struct rdzvd_store *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return -ENOMEM;
+    s->nbuckets = 1024;
+    s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+    if (!s->buckets) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->lim = lim;
+    s->own.max = lim->max_store_bytes;
+    s->budget = &s->own;
+    s->wake = wake;
+    s->seed = rdzv_random_u64();
+    *ret = s;
+    return 0;
+}
+
+static void queue_clear(struct slot *sl)
+{
+    while (sl->qhead) {
+        struct qitem *q = sl->qhead;
+
+        sl->qhead = q->next;
+        free(q);
+    }
+    sl->qtail = NULL;
+    sl->qlen = 0;
+}
+
+static void wait_free(struct wait *w)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &w->regs)
+    {
+        struct wait_reg *reg = rdzv_container_of(pos, struct wait_reg, wait_node);
+
+        rdzv_list_del(&reg->slot_node);
+        w->owner->nregs--;
+        free(reg);
+    }
+    rdzv_list_del(&w->node);
+    free(w);
+}
+
+static void wait_abort_building(struct rdzvd_store *s);
+
+void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch)
+{
+    s->watch = watch;
+}
+
+void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud)
+{
+    s->change = fn;
+    s->change_ud = ud;
+}
+
+void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn)
+{
+    s->decision = fn;
+}
+
+int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen)
+{
+    return s->decision ? s->decision(s, key, klen, val, vlen) : -EINVAL;
+}
+
+int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,
+                          size_t klen, const void *val, size_t vlen,
+                          int (*fn)(struct rdzvd_store *s, void *ud), void *ud)
+{
+    rdzvd_change_fn hook = s->change;
+    int r;
+
+    s->change = NULL;
+    r = fn(s, ud);
+    s->change = hook;
+    if (r == 0 && hook)
+        hook(s->change_ud, what, key, klen, val, vlen);
+    return r;
+}
+
+static void watch_reg_free(struct watch_reg *wr)
+{
+    rdzv_list_del(&wr->slot_node);
+    rdzv_list_del(&wr->owner_node);
+    wr->owner->nregs--;
+    free(wr);
+}
+
+struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s)
+{
+    if (!s)
+        return NULL;
+    wait_abort_building(s);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        while (s->buckets[i]) {
+            struct slot *sl = s->buckets[i];
+
+            s->buckets[i] = sl->next;
+            /* Any waits still registered belong to owners that outlive us: unhook them. */
+            while (!rdzv_list_empty(&sl->regs)) {
+                struct wait_reg *reg =
+                    rdzv_container_of(sl->regs.next, struct wait_reg, slot_node);
+                wait_free(reg->wait);
+            }
+            while (!rdzv_list_empty(&sl->watches))
+                watch_reg_free(rdzv_container_of(sl->watches.next, struct watch_reg, slot_node));
+            queue_clear(sl);
+            free(sl->val);
+            free(sl);
+        }
+    free(s->buckets);
+    s->budget->used -= s->bytes;
+    free(s);
+    return NULL;
+}
+
+static struct slot *slot_find(struct rdzvd_store *s, const void *key, size_t klen, uint64_t h)
+{
+    for (struct slot *sl = s->buckets[h & (s->nbuckets - 1)]; sl; sl = sl->next)
+        if (sl->hash == h && sl->klen == klen && memcmp(sl->key, key, klen) == 0)
+            return sl;
+    return NULL;
+}
+
+static struct slot *lookup(struct rdzvd_store *s, const void *key, size_t klen)
+{
+    return slot_find(s, key, klen, rdzv_hash64(s->seed, key, klen));
+}
+
+static void grow(struct rdzvd_store *s)
+{
+    size_t nb = s->nbuckets * 2;
+    struct slot **b = calloc(nb, sizeof(*b));
+
+    if (!b)
+        return; /* keep working with longer chains */
+    for (size_t i = 0; i < s->nbuckets; i++)
+        while (s->buckets[i]) {
+            struct slot *sl = s->buckets[i];
+
+            s->buckets[i] = sl->next;
+            sl->next = b[sl->hash & (nb - 1)];
+            b[sl->hash & (nb - 1)] = sl;
+        }
+    free(s->buckets);
+    s->buckets = b;
+    s->nbuckets = nb;
+}
+
+/* Find or create the slot for key. Returns NULL on -ENOMEM/-ENOSPC (in *err). */
+static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen, int *err)
+{
+    uint64_t h = rdzv_hash64(s->seed, key, klen);
+    struct slot *sl = slot_find(s, key, klen, h);
+
+    if (sl)
+        return sl;
+    if (!store_fits(s, klen, 0)) {
+        *err = -ENOSPC;
+        return NULL;
+    }
+    sl = calloc(1, sizeof(*sl) + klen);
+    if (!sl) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    sl->hash = h;
+    sl->klen = klen;
+    memcpy(sl->key, key, klen);
+    rdzv_list_init(&sl->regs);
+    rdzv_list_init(&sl->watches);
+    if (s->nslots >= s->nbuckets)
+        grow(s);
+    sl->next = s->buckets[h & (s->nbuckets - 1)];
+    s->buckets[h & (s->nbuckets - 1)] = sl;
+    s->nslots++;
+    store_charge(s, klen);
+    return sl;
+}
+
+/* Free the slot if nothing holds it any more. */
+static void slot_gc(struct rdzvd_store *s, struct slot *sl)
+{
+    struct slot **pp;
+
+    if (sl->present || sl->qlen || !rdzv_list_empty(&sl->regs) || !rdzv_list_empty(&sl->watches))
+        return;
+    for (pp = &s->buckets[sl->hash & (s->nbuckets - 1)]; *pp != sl; pp = &(*pp)->next)
+        ;
+    *pp = sl->next;
+    s->nslots--;
+    store_uncharge(s, sl->klen);
+    free(sl);
+}
+
+/* Satisfy one registration; fire the wake callback when its wait has nothing left. */
+static void reg_fire(struct rdzvd_store *s, struct wait_reg *reg)
+{
+    struct wait *w = reg->wait;
+    struct rdzvd_waiter *owner = w->owner;
+
+    rdzv_list_del(&reg->slot_node);
+    rdzv_list_del(&reg->wait_node);
+    owner->nregs--;
+    free(reg);
+    if (--w->remaining == 0) {
+        rdzv_list_del(&w->node);
+        free(w);
+        s->wake(owner, owner->ud);
+    }
+}
+
+static void wake_all(struct rdzvd_store *s, struct slot *sl)
+{
+    while (!rdzv_list_empty(&sl->regs))
+        reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
+}
+
+static void notify_watchers(struct rdzvd_store *s, struct slot *sl, uint8_t type,
+                            const uint8_t *old, size_t oldlen, const uint8_t *nv, size_t nlen)
+{
+    struct rdzv_list *pos, *tmp;
+
+    if (!s->watch)
+        return;
+    rdzv_list_for_each_safe(pos, tmp, &sl->watches)
+    {
+        struct watch_reg *wr = rdzv_container_of(pos, struct watch_reg, slot_node);
+
+        s->watch(wr->owner, wr->owner->ud, type, sl->key, sl->klen, old, oldlen, nv, nlen);
+    }
+}
+
+/* Tell the change hook what happened to sl (val: what its record carries), then wake its
+ * waiters: the hook runs before any waiter, as rdzvd_change_fn promises. */
+static void slot_changed(struct rdzvd_store *s, struct slot *sl, enum rdzvd_change what,
+                         const uint8_t *val, size_t vlen)
+{
+    if (s->change)
+        s->change(s->change_ud, what, sl->key, sl->klen, val, vlen);
+    wake_all(s, sl);
+}
+
+/* Replace the value of sl (taking ownership of nv); its watchers are told, the hook and the
+ * waiters are not (slot_changed). */
+static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, size_t nlen)
+{
+    if (!rdzv_list_empty(&sl->watches))
+        notify_watchers(s, sl, sl->present ? RDZV_WATCH_KEY_UPDATED : RDZV_WATCH_KEY_CREATED,
+                        sl->present ? sl->val : NULL, sl->present ? sl->vlen : 0, nv, nlen);
+    if (sl->present) {
+        store_uncharge(s, sl->vlen);
+        free(sl->val);
+    } else {
+        sl->present = true;
+        s->nkeys++;
+    }
+    sl->val = nv;
+    sl->vlen = nlen;
+    store_charge(s, nlen);
+}
+
+/* The limits a value of nlen bytes replacing old ones must pass: 0, -EMSGSIZE or -ENOSPC. */
+static int value_fits(const struct rdzvd_store *s, uint64_t nlen, uint64_t old)
+{
+    if (nlen > s->lim->max_value_len)
+        return -EMSGSIZE;
+    if (!store_fits(s, nlen, old))
+        return -ENOSPC;
+    return 0;
+}
+
+/* sl's value becomes a copy of val, recorded as a SET. */
+static int store_value(struct rdzvd_store *s, struct slot *sl, const void *val, size_t vlen)
+{
+    int r = value_fits(s, vlen, sl->present ? sl->vlen : 0);
+    uint8_t *nv;
+
+    if (r < 0)
+        return r;
+    nv = malloc(vlen ? vlen : 1);
+    if (!nv)
+        return -ENOMEM;
+    if (vlen)
+        memcpy(nv, val, vlen);
+    slot_assign(s, sl, nv, vlen);
+    slot_changed(s, sl, RDZVD_CHANGE_SET, nv, vlen);
+    return 0;
+}
+
+int rdzvd_store_set(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
+                    size_t vlen)
+{
+    int r = 0;
+    struct slot *sl = slot_get(s, key, klen, &r);
+
+    if (!sl)
+        return r;
+    r = store_value(s, sl, val, vlen);
+    slot_gc(s, sl);
+    return r;
+}
+
+int rdzvd_store_get(struct rdzvd_store *s, const void *key, size_t klen, const uint8_t **val,
+                    size_t *vlen)
+{
+    struct slot *sl = lookup(s, key, klen);
+
+    if (!sl || !sl->present)
+        return -ENOENT;
+    *val = sl->val;
+    *vlen = sl->vlen;
+    return 0;
+}
+
+int rdzvd_store_add(struct rdzvd_store *s, const void *key, size_t klen, int64_t delta,
+                    int64_t *ret)
+{
+    int64_t cur = 0, sum;
+    char text[24];
+    struct slot *sl;
+    int r = 0, n;
+
+    sl = slot_get(s, key, klen, &r);
+    if (!sl)
+        return r;
+    if (sl->present)
+        r = rdzv_parse_i64n(sl->val, sl->vlen, &cur);
+    if (r == 0 && __builtin_add_overflow(cur, delta, &sum))
+        r = -ERANGE;
+    if (r == 0) {
+        n = snprintf(text, sizeof(text), "%" PRId64, sum);
+        r = store_value(s, sl, text, (size_t)n);
+    }
+    if (r == 0)
+        *ret = sum;
+    slot_gc(s, sl);
+    return r;
+}
+
+int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen, const void *exp,
+                            size_t explen, const void *des, size_t deslen, const uint8_t **cur,
+                            size_t *curlen)
+{
+    struct slot *sl = lookup(s, key, klen);
+    int r = 0;
+
+    if (!sl || !sl->present) {
+        if (explen != 0) {
+            /* PyTorch answers with the caller's own expected value: the "lie" clients rely on. */
+            *cur = exp;
+            *curlen = explen;
+            return 0;
+        }
+        sl = slot_get(s, key, klen, &r);
+        if (!sl)
+            return r;
+        r = store_value(s, sl, des, deslen);
+        slot_gc(s, sl);
+        if (r < 0)
+            return r;
+    } else if (sl->vlen == explen && memcmp(sl->val, exp, explen) == 0) {
+        r = store_value(s, sl, des, deslen);
+        if (r < 0)
+            return r;
+    }
+    *cur = sl->val;
+    *curlen = sl->vlen;
+    return 0;
+}
+
+/* The value grows in place (realloc: no copy of what it held, unless watchers need the old value
+ * too), and the change is recorded as the appended bytes, so an APPEND costs what it sent. */
+int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
+                       size_t vlen)
+{
+    int r = 0;
+    struct slot *sl = slot_get(s, key, klen, &r);
+    size_t old;
+    uint8_t *nv;
+
+    if (!sl)
+        return r;
+    old = sl->present ? sl->vlen : 0;
+    r = value_fits(s, (uint64_t)old + vlen, old);
+    if (r < 0)
+        goto out_gc;
+    if (!sl->present || !rdzv_list_empty(&sl->watches)) {
+        nv = malloc(old + vlen ? old + vlen : 1);
+        if (!nv) {
+            r = -ENOMEM;
+            goto out_gc;
+        }
+        if (old)
+            memcpy(nv, sl->val, old);
+        if (vlen)
+            memcpy(nv + old, val, vlen);
+        slot_assign(s, sl, nv, old + vlen);
+    } else {
+        nv = realloc(sl->val, old + vlen ? old + vlen : 1);
+        if (!nv) {
+            r = -ENOMEM;
+            goto out_gc;
+        }
+        if (vlen)
+            memcpy(nv + old, val, vlen);
+        sl->val = nv;
+        sl->vlen = old + vlen;
+        store_charge(s, vlen);
+    }
+    slot_changed(s, sl, RDZVD_CHANGE_APPEND, sl->val + old, vlen);
+out_gc:
+    slot_gc(s, sl);
+    return r;
+}
+
+int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
+{
+    struct slot *sl = lookup(s, key, klen);
+
+    if (!sl || !sl->present)
+        return 0;
+    if (!rdzv_list_empty(&sl->watches))
+        notify_watchers(s, sl, RDZV_WATCH_KEY_DELETED, sl->val, sl->vlen, NULL, 0);
+    store_uncharge(s, sl->vlen);
+    free(sl->val);
+    sl->val = NULL;
+    sl->vlen = 0;
+    sl->present = false;
+    s->nkeys--;
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_DELETE, sl->key, sl->klen, NULL, 0);
+    slot_gc(s, sl);
+    return 1;
+}
+
+uint64_t rdzvd_store_num_keys(const struct rdzvd_store *s)
+{
+    return s->nkeys;
+}
+
+uint64_t rdzvd_store_bytes(const struct rdzvd_store *s)
+{
+    return s->bytes;
+}
+
+bool rdzvd_store_exists(struct rdzvd_store *s, const void *key, size_t klen)
+{
+    struct slot *sl = lookup(s, key, klen);
+
+    return sl && (sl->present || sl->qlen > 0);
+}
+
+int rdzvd_store_foreach(struct rdzvd_store *s,
+                        int (*fn)(const uint8_t *key, size_t klen, void *ud), void *ud)
+{
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (struct slot *sl = s->buckets[i]; sl; sl = sl->next)
+            if (sl->present) {
+                int r = fn(sl->key, sl->klen, ud);
+
+                if (r)
+                    return r;
+            }
+    return 0;
+}
+
+int rdzvd_store_dump(struct rdzvd_store *s,
+                     int (*fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen),
+                     void *ud)
+{
+    int r;
+
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (struct slot *sl = s->buckets[i]; sl; sl = sl->next)
+            if (sl->present && (r = fn(ud, RDZVD_CHANGE_SET, sl->key, sl->klen, sl->val,
+                                       sl->vlen)) != 0)
+                return r;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (struct slot *sl = s->buckets[i]; sl; sl = sl->next)
+            for (struct qitem *q = sl->qhead; q; q = q->next)
+                if ((r = fn(ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, q->len)) != 0)
+                    return r;
+    return 0;
+}
+
+int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
+                           size_t vlen)
+{
+    struct qitem *q;
+    struct slot *sl;
+    int r = 0;
+
+    sl = slot_get(s, key, klen, &r);
+    if (!sl)
+        return r;
+    if (sl->qlen >= s->lim->max_queue_items || !store_fits(s, vlen, 0)) {
+        r = -ENOSPC;
+        goto out_gc;
+    }
+    q = malloc(sizeof(*q) + vlen);
+    if (!q) {
+        r = -ENOMEM;
+        goto out_gc;
+    }
+    q->next = NULL;
+    q->len = vlen;
+    memcpy(q->data, val, vlen);
+    if (sl->qtail)
+        sl->qtail->next = q;
+    else
+        sl->qhead = q;
+    sl->qtail = q;
+    sl->qlen++;
+    store_charge(s, vlen);
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, vlen);
+    /* One item can satisfy one popper: wake a single registration, oldest first. */
+    if (!rdzv_list_empty(&sl->regs))
+        reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
+out_gc:
+    slot_gc(s, sl);
+    return r;
+}
+
+int rdzvd_store_queue_pop(struct rdzvd_store *s, const void *key, size_t klen,
+                          uint64_t *len_before, uint8_t **ret, size_t *retlen)
+{
+    struct slot *sl = lookup(s, key, klen);
+    struct qitem *q;
+    uint8_t *out;
+
+    *len_before = sl ? sl->qlen : 0;
+    if (!sl || sl->qlen == 0)
+        return 0;
+    q = sl->qhead;
+    out = malloc(q->len ? q->len : 1);
+    if (!out)
+        return -ENOMEM;
+    memcpy(out, q->data, q->len);
+    *ret = out;
+    *retlen = q->len;
+    sl->qhead = q->next;
+    if (!sl->qhead)
+        sl->qtail = NULL;
+    sl->qlen--;
+    store_uncharge(s, q->len);
+    free(q);
+    if (s->change)
+        s->change(s->change_ud, RDZVD_CHANGE_QPOP, sl->key, sl->klen, NULL, 0);
+    slot_gc(s, sl);
+    return 0;
+}
+
+uint64_t rdzvd_store_queue_len(struct rdzvd_store *s, const void *key, size_t klen)
+{
+    struct slot *sl = lookup(s, key, klen);
+
+    return sl ? sl->qlen : 0;
+}
+
+int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w)
+{
+    struct wait *wt = calloc(1, sizeof(*wt));
+
+    if (!wt)
+        return -ENOMEM;
+    wt->owner = w;
+    rdzv_list_init(&wt->regs);
+    rdzv_list_init(&wt->node);
+    s->building = wt;
+    return 0;
+}
+
+int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key,
+                         size_t klen)
+{
+    struct wait *wt = s->building;
+    struct wait_reg *reg;
+    struct slot *sl;
+    int r = 0;
+
+    if (!wt || wt->owner != w)
+        return -EINVAL;
+    if (rdzvd_store_exists(s, key, klen))
+        return 0;
+    /* On any failure the whole WAIT is dropped: nothing of it stays registered. */
+    if (w->nregs >= s->lim->max_wait_keys) {
+        wait_abort_building(s);
+        return -EMSGSIZE;
+    }
+    sl = slot_get(s, key, klen, &r);
+    if (!sl) {
+        wait_abort_building(s);
+        return r;
+    }
+    reg = malloc(sizeof(*reg));
+    if (!reg) {
+        slot_gc(s, sl);
+        wait_abort_building(s);
+        return -ENOMEM;
+    }
+    reg->wait = wt;
+    reg->slot = sl;
+    rdzv_list_add_tail(&sl->regs, &reg->slot_node);
+    rdzv_list_add_tail(&wt->regs, &reg->wait_node);
+    w->nregs++;
+    wt->remaining++;
+    return 0;
+}
+
+int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w)
+{
+    struct wait *wt = s->building;
+
+    if (!wt)
+        return -EINVAL; /* a failed wait_key already dropped it */
+    if (wt->owner != w)
+        return -EINVAL;
+    s->building = NULL;
+    if (wt->remaining == 0) {
+        free(wt);
+        return 1;
+    }
+    rdzv_list_add_tail(&w->waits, &wt->node);
+    return 0;
+}
+
+/* Abort a wait that wait_begin started but that will not be ended (a key failed). */
+static void wait_abort_building(struct rdzvd_store *s)
+{
+    struct wait *wt = s->building;
+    struct rdzv_list *pos, *tmp;
+
+    if (!wt)
+        return;
+    s->building = NULL;
+    rdzv_list_for_each_safe(pos, tmp, &wt->regs)
+    {
+        struct wait_reg *reg = rdzv_container_of(pos, struct wait_reg, wait_node);
+        struct slot *sl = reg->slot;
+
+        rdzv_list_del(&reg->slot_node);
+        wt->owner->nregs--;
+        free(reg);
+        slot_gc(s, sl);
+    }
+    free(wt);
+}
+
+unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
+{
+    unsigned n = 0;
+
+    if (s->building && s->building->owner == w)
+        wait_abort_building(s);
+    while (!rdzv_list_empty(&w->waits)) {
+        struct wait *wt = rdzv_container_of(w->waits.next, struct wait, node);
+        struct rdzv_list *pos, *tmp;
+
+        rdzv_list_for_each_safe(pos, tmp, &wt->regs)
+        {
+            struct wait_reg *reg = rdzv_container_of(pos, struct wait_reg, wait_node);
+            struct slot *sl = reg->slot;
+
+            rdzv_list_del(&reg->slot_node);
+            rdzv_list_del(&reg->wait_node);
+            w->nregs--;
+            free(reg);
+            slot_gc(s, sl);
+        }
+        rdzv_list_del(&wt->node);
+        free(wt);
+        n++;
+    }
+    return n;
+}
+
+int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key, size_t klen)
+{
+    struct watch_reg *wr;
+    struct slot *sl;
+    int r = 0;
+
+    if (w->nregs >= s->lim->max_wait_keys)
+        return -EMSGSIZE;
+    sl = slot_get(s, key, klen, &r);
+    if (!sl)
+        return r;
+    wr = malloc(sizeof(*wr));
+    if (!wr) {
+        slot_gc(s, sl);
+        return -ENOMEM;
+    }
+    wr->owner = w;
+    wr->slot = sl;
+    rdzv_list_add_tail(&sl->watches, &wr->slot_node);
+    rdzv_list_add_tail(&w->watches, &wr->owner_node);
+    w->nregs++;
+    return 0;
+}
+
+void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w)
+{
+    while (!rdzv_list_empty(&w->watches)) {
+        struct watch_reg *wr = rdzv_container_of(w->watches.next, struct watch_reg, owner_node);
+        struct slot *sl = wr->slot;
+
+        watch_reg_free(wr);
+        slot_gc(s, sl);
+    }
+}

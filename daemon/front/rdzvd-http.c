@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-http.c: --metrics-port: Prometheus metrics, status JSON and a plain HTML status page. */
+#include "daemon/front/rdzvd-http.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/rdzv-buf.h"
+#include "common/rdzv-list.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-status.h"
+#include "daemon/data/rdzvd-acl.h"
+#include "daemon/job/rdzvd-job.h"
+
+struct rdzvd_http {
+    uv_tcp_t tcp; /* first: the listen callback recovers h from the handle */
+    const struct rdzvd_jobs *jobs;
+    struct rdzv_list conns;
+    unsigned nconns;
+    bool stopping;
+    bool tcp_closed;
+    struct rdzvd_ratelimit bad; /* log lines about refused requests (anyone can send them) */
+};
+
+struct http_conn {
+    uv_tcp_t tcp; /* first */
+    uv_timer_t timer;
+    uv_write_t wr;
+    struct rdzv_list node;
+    struct rdzvd_http *h;
+    char req[RDZVD_HTTP_MAX_REQ];
+    size_t len;
+    struct rdzv_buf out;
+    int closes;
+    bool responded;
+    bool head; /* a HEAD request: the reply has no body (RFC 9110 9.3.2) */
+};
+
+/* ---- bodies ---- */
+
+static int bprintf(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bprintf(struct rdzv_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || rdzv_buf_reserve(b, (size_t)n + 1) < 0)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+/* Append s escaped for a Prometheus label value (\\, \", \n; other control characters, which
+ * the format has no escape for, as the text \xNN, i.e. "\\xNN") or for HTML text (&<>"'). */
+static int put_escaped(struct rdzv_buf *b, const char *s, bool html)
+{
+    int r = 0;
+
+    for (; s && *s && r == 0; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *e = NULL;
+        char hex[8];
+
+        if (html) {
+            e = c == '&'    ? "&amp;"
+                : c == '<'  ? "&lt;"
+                : c == '>'  ? "&gt;"
+                : c == '"'  ? "&quot;"
+                : c == '\'' ? "&#39;"
+                            : NULL;
+        } else if (c == '\\' || c == '"' || c == '\n') {
+            e = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n";
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(hex, sizeof(hex), "\\\\x%02x", c);
+            e = hex;
+        }
+        r = e ? rdzv_buf_put(b, e, strlen(e)) : rdzv_buf_put(b, s, 1);
+    }
+    return r;
+}
+
+static char *buf_to_str(struct rdzv_buf *b, int r)
+{
+    if (r == 0)
+        r = rdzv_buf_put(b, "", 1); /* NUL */
+    if (r < 0) {
+        rdzv_buf_free(b);
+        return NULL;
+    }
+    return (char *)b->data;
+}
+
+/* Per rank of each job's current generation that reported progress: its last step and the age
+ * of that report. Nonzero when out of memory. */
+/* Job i is one that ended and is kept for status (--keep-ended): its metrics are the
+ * rdzvd_job_ended_* ones, so that a new job of the same run id has the live ones to itself. */
+static bool kept_ended(const struct rdzv_status *st, size_t i)
+{
+    return st->jobs[i].ended && st->jobs[i].ended_age_s >= 0;
+}
+
+static size_t live_jobs(const struct rdzv_status *st)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < st->n_jobs; i++)
+        n += !kept_ended(st, i);
+    return n;
+}
+
+/* Jobs that ended and are kept: the newest of each run id (a run id used again within
+ * --keep-ended would repeat a series). */
+static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    static const char *const names[] = {"rdzvd_job_ended_exit_code",
+                                        "rdzvd_job_ended_duration_seconds",
+                                        "rdzvd_job_ended_age_seconds",
+                                        "rdzvd_job_ended_restarts",
+                                        "rdzvd_job_ended_generation"};
+    static const char *const helps[] = {
+        "Exit code of a job that ended (0: succeeded), kept for --keep-ended.",
+        "How long a job that ended ran, from its first JOIN to its end.",
+        "Seconds since a job ended.", "Restarts a job that ended used.",
+        "The last generation of a job that ended."};
+    int r = 0;
+
+    for (unsigned m = 0; m < RDZV_ARRAY_SIZE(names); m++) {
+        r |= bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", names[m], helps[m], names[m]);
+        for (size_t i = 0; i < st->n_jobs; i++) {
+            const struct rdzv_status_job *j = &st->jobs[i];
+            bool newer = false;
+
+            if (!kept_ended(st, i))
+                continue;
+            for (size_t k = i + 1; k < st->n_jobs && !newer; k++)
+                newer = kept_ended(st, k) && strcmp(st->jobs[k].run_id, j->run_id) == 0;
+            if (newer)
+                continue;
+            r |= bprintf(b, "%s{job=\"", names[m]);
+            r |= put_escaped(b, j->run_id, false);
+            r |= bprintf(b, "\",outcome=\"");
+            r |= put_escaped(b, j->outcome_type, false);
+            if (m == 0)
+                r |= bprintf(b, "\"} %lld\n", (long long)j->outcome_exit_code);
+            else if (m == 1)
+                r |= bprintf(b, "\"} %.3f\n", j->duration_s);
+            else if (m == 2)
+                r |= bprintf(b, "\"} %.3f\n", j->ended_age_s);
+            else if (m == 3)
+                r |= bprintf(b, "\"} %lld\n", (long long)j->restart_count);
+            else
+                r |= bprintf(b, "\"} %llu\n", (unsigned long long)j->generation);
+        }
+    }
+    return r;
+}
+
+static int put_rank_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    static const struct {
+        const char *name, *help;
+    } gauges[] = {
+        {"rdzvd_rank_last_step", "The last step the rank reported (RDZV_PROGRESS_FD)."},
+        {"rdzvd_rank_progress_age_seconds", "Seconds since the rank last reported progress."},
+    };
+    int r = 0;
+
+    for (unsigned g = 0; g < RDZV_ARRAY_SIZE(gauges); g++) {
+        r |= bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
+                     gauges[g].name);
+        for (size_t i = 0; i < st->n_jobs; i++)
+            for (size_t k = 0; k < st->jobs[i].n_ranks; k++) {
+                const struct rdzv_status_rank *rk = &st->jobs[i].ranks[k];
+
+                r |= bprintf(b, "%s{job=\"", gauges[g].name);
+                r |= put_escaped(b, st->jobs[i].run_id, false);
+                r |= bprintf(b, "\",rank=\"%lld\",node_rank=\"%lld\",host=\"", (long long)rk->rank,
+                             (long long)rk->node_rank);
+                r |= put_escaped(b, rk->host, false);
+                if (g == 0)
+                    r |= bprintf(b, "\"} %lld\n", (long long)rk->step);
+                else
+                    r |= bprintf(b, "\"} %.3f\n", rk->age_s);
+            }
+    }
+    return r;
+}
+
+static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended"};
+
+char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
+{
+    struct rdzv_buf b = {0};
+    struct rdzv_status st;
+    int r = 0;
+
+    if (rdzvd_jobs_status(jobs, &st) < 0)
+        return NULL;
+    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
+    r |=
+        bprintf(&b,
+                "# HELP rdzvd_uptime_seconds Seconds since rdzvd started.\n"
+                "# TYPE rdzvd_uptime_seconds gauge\nrdzvd_uptime_seconds %.3f\n"
+                "# HELP rdzvd_connections Open client connections (agents and stores).\n"
+                "# TYPE rdzvd_connections gauge\nrdzvd_connections %lld\n"
+                "# HELP rdzvd_connections_accepted_total Connections accepted.\n"
+                "# TYPE rdzvd_connections_accepted_total counter\n"
+                "rdzvd_connections_accepted_total %lld\n"
+                "# HELP rdzvd_connections_rejected_total Connections refused at accept.\n"
+                "# TYPE rdzvd_connections_rejected_total counter\n"
+                "rdzvd_connections_rejected_total %lld\n"
+                "# HELP rdzvd_protocol_errors_total Connections closed for a protocol error.\n"
+                "# TYPE rdzvd_protocol_errors_total counter\nrdzvd_protocol_errors_total %lld\n"
+                "# HELP rdzvd_requests_total Store requests served.\n"
+                "# TYPE rdzvd_requests_total counter\nrdzvd_requests_total %lld\n"
+                "# HELP rdzvd_store_keys Keys in the main store.\n"
+                "# TYPE rdzvd_store_keys gauge\nrdzvd_store_keys{store=\"main\"} %lld\n"
+                "# HELP rdzvd_jobs Jobs known to rdzvd (not those that ended and are only kept).\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
+                st.uptime_s, (long long)st.connections, (long long)st.accepted,
+                (long long)st.rejected, (long long)st.protocol_errors, (long long)st.requests,
+                (long long)st.main_store_keys, live_jobs(&st));
+    /* Each an int64_t (generation: uint64_t) of struct rdzv_status_job. */
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } per_job[] = {
+        {"rdzvd_job_generation", "gauge", "Current generation of the job.",
+         offsetof(struct rdzv_status_job, generation)},
+        {"rdzvd_job_restarts_total", "counter", "Restarts used from the job's budget.",
+         offsetof(struct rdzv_status_job, restart_count)},
+        {"rdzvd_job_max_restarts", "gauge", "The job's restart budget.",
+         offsetof(struct rdzv_status_job, max_restarts)},
+        {"rdzvd_job_nodes", "gauge", "Nodes in the job's current generation.",
+         offsetof(struct rdzv_status_job, nodes_in_generation)},
+        {"rdzvd_job_world_size", "gauge", "Workers in the job's current generation.",
+         offsetof(struct rdzv_status_job, world_size)},
+        {"rdzvd_job_members_not_listed", "gauge",
+         "The job's members (spares included) left out of the per-node metrics and the status.",
+         offsetof(struct rdzv_status_job, members_left_out)},
+    };
+    for (unsigned m = 0; m < RDZV_ARRAY_SIZE(per_job); m++) {
+        r |= bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
+                     per_job[m].name, per_job[m].type);
+        for (size_t i = 0; i < st.n_jobs; i++) {
+            const int64_t *v = (const int64_t *)((const char *)&st.jobs[i] + per_job[m].off);
+
+            if (kept_ended(&st, i))
+                continue;
+            r |= bprintf(&b, "%s{job=\"", per_job[m].name);
+            r |= put_escaped(&b, st.jobs[i].run_id, false);
+            r |= bprintf(&b, "\"} %lld\n", (long long)*v);
+        }
+    }
+    r |= bprintf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
+                     "# TYPE rdzvd_job_state gauge\n");
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        if (kept_ended(&st, i))
+            continue;
+        for (unsigned s = 0; s < RDZV_ARRAY_SIZE(job_states); s++) {
+            r |= bprintf(&b, "rdzvd_job_state{job=\"");
+            r |= put_escaped(&b, st.jobs[i].run_id, false);
+            r |= bprintf(&b, "\",state=\"%s\"} %d\n", job_states[s],
+                         strcmp(st.jobs[i].state, job_states[s]) == 0);
+        }
+    }
+    r |= bprintf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's agent "
+                     "was last heard.\n# TYPE rdzvd_node_heartbeat_age_seconds gauge\n");
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
+            const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
+
+            r |= bprintf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
+            r |= put_escaped(&b, st.jobs[i].run_id, false);
+            r |= bprintf(&b, "\",node_id=\"");
+            r |= put_escaped(&b, n->node_id, false);
+            r |= bprintf(&b, "\",host=\"");
+            r |= put_escaped(&b, n->host, false);
+            r |= bprintf(&b, "\",node_rank=\"%lld\"} %.3f\n", (long long)n->node_rank,
+                         n->last_heartbeat_age_s);
+        }
+    }
+    r |= put_rank_metrics(&b, &st);
+    r |= put_ended_metrics(&b, &st);
+    rdzv_status_free(&st);
+    return buf_to_str(&b, r ? -ENOMEM : 0);
+}
+
+static int put_time(struct rdzv_buf *b, double t)
+{
+    time_t secs = (time_t)t;
+    struct tm tm;
+    char when[32];
+
+    gmtime_r(&secs, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%SZ", &tm);
+    return rdzv_buf_put(b, when, strlen(when));
+}
+
+/* The status document (rdzv_status_to_json), indented: a malloc'd string or NULL. */
+static char *status_json(const struct rdzvd_jobs *jobs)
+{
+    struct rdzv_status st;
+    char *body;
+    json_t *o;
+
+    if (rdzvd_jobs_status(jobs, &st) < 0)
+        return NULL;
+    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
+    o = rdzv_status_to_json(&st);
+    rdzv_status_free(&st);
+    body = o ? json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+    json_decref(o);
+    return body;
+}
+
+#define PAGE_RANKS_ALL 64 /* more: the step range and the PAGE_RANKS_FEW oldest reports */
+#define PAGE_RANKS_FEW 16
+
+/* The job's ranks' progress as an HTML table (nothing when no rank reported). */
+static int put_rank_table(struct rdzv_buf *b, const struct rdzv_status_job *job)
+{
+    const struct rdzv_status_rank **oldest = NULL;
+    size_t n = job->n_ranks;
+    int64_t lo, hi;
+    int r = 0;
+
+    if (n == 0)
+        return 0;
+    rdzv_status_step_range(job, &lo, &hi);
+    r |= bprintf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld", n,
+                 (long long)lo, (long long)hi);
+    if (job->ranks_left_out > 0)
+        r |= bprintf(b, " (%lld more not listed)", (long long)job->ranks_left_out);
+    if (n > PAGE_RANKS_ALL) {
+        oldest = rdzv_status_ranks_oldest(job);
+        n = oldest ? PAGE_RANKS_FEW : 0;
+        r |= bprintf(b, "; the %zu oldest reports", n);
+    }
+    r |= bprintf(b, "</p>\n<table class=\"ranks\"><tr><th>rank</th><th>node rank</th>"
+                    "<th>host</th><th>last step</th><th>reported</th></tr>\n");
+    for (size_t k = 0; k < n; k++) {
+        const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
+
+        r |= bprintf(b, "<tr><td>%lld</td><td>%lld</td><td>", (long long)rk->rank,
+                     (long long)rk->node_rank);
+        r |= put_escaped(b, rk->host, true);
+        r |= bprintf(b, "</td><td>%lld</td><td>%.1f s ago</td></tr>\n", (long long)rk->step,
+                     rk->age_s);
+    }
+    free(oldest);
+    return r | bprintf(b, "</table>\n");
+}
+
+char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
+{
+    struct rdzv_buf b = {0};
+    struct rdzv_status st;
+    int r = 0;
+
+    if (rdzvd_jobs_status(jobs, &st) < 0)
+        return NULL;
+    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
+    r |= bprintf(&b,
+                 "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd status</title>"
+                 "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
+                 "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.2em .6em;text-align:"
+                 "left}th{background:#eee}.failed{color:#a00}.running{color:#070}</style></head>"
+                 "<body><h1>rdzvd %s</h1><p id=\"daemon\">port %lld, up %.0f s, %lld connections, "
+                 "%zu job(s)</p>\n",
+                 st.version, (long long)st.port, st.uptime_s, (long long)st.connections,
+                 st.n_jobs);
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        const struct rdzv_status_job *job = &st.jobs[i];
+
+        r |= bprintf(&b, "<h2 class=\"job\">job <span class=\"run-id\">");
+        r |= put_escaped(&b, job->run_id, true);
+        r |= bprintf(&b,
+                     "</span>: <span class=\"%s\">%s</span></h2>\n<p>generation %lld, restarts "
+                     "%lld of %lld, %lld node(s) (%lld..%lld), world size %lld</p>\n"
+                     "<table class=\"nodes\"><tr><th>host</th><th>node rank</th><th>state</th>"
+                     "<th>last heartbeat</th><th>workers</th><th>failures</th></tr>\n",
+                     job->state, job->state, (long long)job->generation,
+                     (long long)job->restart_count, (long long)job->max_restarts,
+                     (long long)job->nodes_in_generation, (long long)job->min_nodes,
+                     (long long)job->max_nodes, (long long)job->world_size);
+        for (size_t k = 0; k < job->n_nodes; k++) {
+            const struct rdzv_status_node *n = &job->nodes[k];
+
+            r |= bprintf(&b, "<tr><td>");
+            r |= put_escaped(&b, n->host, true);
+            if (n->node_rank >= 0)
+                r |= bprintf(&b, "</td><td>%lld", (long long)n->node_rank);
+            else
+                r |= bprintf(&b, "</td><td>-");
+            r |= bprintf(&b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td></tr>\n",
+                         n->state, n->last_heartbeat_age_s, (long long)n->workers,
+                         (long long)n->failures);
+        }
+        r |= bprintf(&b, "</table>\n");
+        if (job->members_left_out > 0)
+            r |= bprintf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
+                         (long long)job->members_left_out);
+        r |= put_rank_table(&b, job);
+        r |= bprintf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
+        for (unsigned k = 0; k < job->n_events; k++) {
+            r |= bprintf(&b, "<li>");
+            r |= put_time(&b, job->events[k].time);
+            r |= bprintf(&b, " ");
+            r |= put_escaped(&b, job->events[k].text, true);
+            r |= bprintf(&b, "</li>\n");
+        }
+        r |= bprintf(&b, "</ul>\n");
+    }
+    r |= bprintf(&b, "<p><a href=\"/metrics\">metrics</a> &middot; <a href=\"/status.json\">"
+                     "status.json</a></p></body></html>\n");
+    rdzv_status_free(&st);
+    return buf_to_str(&b, r ? -ENOMEM : 0);
+}
+
+/* ---- connections ---- */
+
+static void http_conn_close_cb(uv_handle_t *hd)
+{
+    struct http_conn *c = hd->data;
+
+    if (--c->closes > 0)
+        return;
+    rdzv_buf_free(&c->out);
+    free(c);
+}
+
+static void http_conn_close(struct http_conn *c)
+{
+    if (c->closes)
+        return;
+    c->closes = 2;
+    rdzv_list_del(&c->node);
+    c->h->nconns--;
+    uv_close((uv_handle_t *)&c->timer, http_conn_close_cb);
+    uv_close((uv_handle_t *)&c->tcp, http_conn_close_cb);
+}
+
+static void http_write_cb(uv_write_t *req, int status)
+{
+    (void)status;
+    http_conn_close(req->data);
+}
+
+/* A request refused (400, 405, 413) or cut off (no whole request in time): one warning with the
+ * peer's address, rate-limited like every log line a stranger can cause. */
+static void http_note_bad(struct http_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void http_note_bad(struct http_conn *c, const char *fmt, ...)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char addr[INET6_ADDRSTRLEN] = "?", more[64] = "", what[128];
+    uint64_t suppressed = 0;
+    int port = 0;
+    va_list ap;
+
+    if (!rdzvd_ratelimit_ok(&c->h->bad, uv_now(c->tcp.loop), &suppressed))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            (void)uv_ip6_name((struct sockaddr_in6 *)&ss, addr, sizeof(addr));
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        } else if (ss.ss_family == AF_INET) {
+            (void)uv_ip4_name((struct sockaddr_in *)&ss, addr, sizeof(addr));
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+    }
+    if (suppressed)
+        snprintf(more, sizeof(more), " (%" PRIu64 " similar lines suppressed)", suppressed);
+    log_warn("status page: %s port %d: %s; closed%s", addr, port, what, more);
+}
+
+static void http_respond(struct http_conn *c, int code, const char *ctype, const char *body)
+{
+    const char *reason = code == 200   ? "OK"
+                         : code == 404 ? "Not Found"
+                         : code == 405 ? "Method Not Allowed"
+                         : code == 400 ? "Bad Request"
+                         : code == 413 ? "Content Too Large"
+                                       : "Internal Server Error";
+    uv_buf_t ub;
+    int r;
+
+    c->responded = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    r = bprintf(&c->out,
+                "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                "Connection: close\r\n\r\n%s",
+                code, reason, ctype, strlen(body), c->head ? "" : body);
+    if (r < 0) {
+        http_conn_close(c);
+        return;
+    }
+    ub = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+    c->wr.data = c;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &ub, 1, http_write_cb) < 0)
+        http_conn_close(c);
+}
+
+static void http_serve(struct http_conn *c)
+{
+    char method[8], path[256];
+    char *body = NULL;
+    const char *ctype = "text/plain; charset=utf-8";
+
+    if (sscanf(c->req, "%7s %255s HTTP/1.%*c", method, path) != 2) {
+        http_note_bad(c, "not an HTTP request line (400)");
+        http_respond(c, 400, ctype, "bad request\n");
+        return;
+    }
+    c->head = strcmp(method, "HEAD") == 0;
+    if (strcmp(method, "GET") && !c->head) {
+        http_note_bad(c, "a method other than GET or HEAD (405)");
+        http_respond(c, 405, ctype, "only GET\n");
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        body = rdzvd_http_metrics(c->h->jobs);
+        ctype = "text/plain; version=0.0.4; charset=utf-8";
+    } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        body = rdzvd_http_page(c->h->jobs);
+        ctype = "text/html; charset=utf-8";
+    } else if (strcmp(path, "/status.json") == 0) {
+        body = status_json(c->h->jobs);
+        ctype = "application/json";
+    } else {
+        http_respond(c, 404, ctype, "not found: try /, /metrics or /status.json\n");
+        return;
+    }
+    if (!body) {
+        http_respond(c, 500, ctype, "out of memory\n");
+        return;
+    }
+    http_respond(c, 200, ctype, body);
+    free(body);
+}
+
+static void http_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
+{
+    struct http_conn *c = hd->data;
+
+    (void)suggested;
+    *buf = uv_buf_init(c->req + c->len, (unsigned)(sizeof(c->req) - 1 - c->len));
+}
+
+static void http_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct http_conn *c = s->data;
+
+    (void)buf;
+    if (nread < 0) {
+        http_conn_close(c);
+        return;
+    }
+    c->len += (size_t)nread;
+    c->req[c->len] = '\0';
+    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
+        http_serve(c);
+    else if (c->len >= sizeof(c->req) - 1) {
+        http_note_bad(c, "a request past %d bytes (413)", RDZVD_HTTP_MAX_REQ);
+        http_respond(c, 413, "text/plain; charset=utf-8", "request too large\n");
+    }
+}
+
+static void http_timeout_cb(uv_timer_t *t)
+{
+    struct http_conn *c = t->data;
+
+    if (!c->responded) {
+        http_note_bad(c, "no whole request within %d ms", RDZVD_HTTP_TIMEOUT_MS);
+        http_conn_close(c);
+    }
+}
+
+static void http_listen_cb(uv_stream_t *s, int status)
+{
+    struct rdzvd_http *h = (struct rdzvd_http *)s;
+    struct http_conn *c;
+
+    if (status < 0 || h->stopping)
+        return;
+    c = calloc(1, sizeof(*c));
+    if (!c || uv_tcp_init(s->loop, &c->tcp) < 0) {
+        free(c);
+        return;
+    }
+    c->h = h;
+    c->tcp.data = c;
+    if (uv_timer_init(s->loop, &c->timer) < 0) {
+        c->closes = 1; /* only the TCP handle to close; c is freed in its close callback */
+        uv_close((uv_handle_t *)&c->tcp, http_conn_close_cb);
+        return;
+    }
+    c->timer.data = c;
+    rdzv_list_add_tail(&h->conns, &c->node);
+    h->nconns++;
+    if (uv_accept(s, (uv_stream_t *)&c->tcp) < 0 || h->nconns > RDZVD_HTTP_MAX_CONNS) {
+        http_conn_close(c);
+        return;
+    }
+    if (uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_TIMEOUT_MS, 0) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, http_alloc_cb, http_read_cb) < 0)
+        http_conn_close(c);
+}
+
+static void http_free_cb(uv_handle_t *hd)
+{
+    free(hd->data);
+}
+
+int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char *addr,
+                     uint16_t port, uint16_t *ret_port, struct rdzvd_http **ret)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss), r;
+    struct rdzvd_http *h;
+
+    if (uv_ip4_addr(addr, port, (struct sockaddr_in *)&ss) < 0 &&
+        uv_ip6_addr(addr, port, (struct sockaddr_in6 *)&ss) < 0)
+        return -EINVAL;
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->jobs = jobs;
+    rdzv_list_init(&h->conns);
+    r = uv_tcp_init(loop, &h->tcp);
+    if (r < 0) {
+        free(h);
+        return r;
+    }
+    h->tcp.data = h;
+    r = uv_tcp_bind(&h->tcp, (const struct sockaddr *)&ss, 0);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&h->tcp, 64, http_listen_cb);
+    if (r == 0)
+        r = uv_tcp_getsockname(&h->tcp, (struct sockaddr *)&ss, &len);
+    if (r < 0) {
+        h->stopping = true;
+        uv_close((uv_handle_t *)&h->tcp, http_free_cb);
+        return r;
+    }
+    *ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    *ret = h;
+    return 0;
+}
+
+void rdzvd_http_stop(struct rdzvd_http *h)
+{
+    if (!h || h->stopping)
+        return;
+    h->stopping = true;
+    while (!rdzv_list_empty(&h->conns))
+        http_conn_close(rdzv_container_of(h->conns.next, struct http_conn, node));
+    uv_close((uv_handle_t *)&h->tcp, http_free_cb);
+}

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-decision.c: a job's record in the job table (rdzvd-decision.h). */
+#include "daemon/job/rdzvd-decision.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* rec's nodes and ids are what rdzvd_job_record_put takes (rdzvd-job-keys.h)? */
+static bool record_parts_valid(const struct rdzvd_job_record *rec)
+{
+    int64_t sum = 0;
+
+    if (rec->nodes) {
+        if (!rec->running || rec->nnodes < 1 || rec->nnodes > rec->max)
+            return false;
+        for (int64_t i = 0; i < rec->nnodes; i++) {
+            const struct rdzvd_job_record_node *n = &rec->nodes[i];
+
+            if (!n->node_id[0] || strnlen(n->node_id, sizeof(n->node_id)) > RDZV_ID_MAX ||
+                n->nproc < 1 || n->nproc > RDZV_NPROC_MAX)
+                return false;
+            sum += n->nproc;
+        }
+        if (sum != rec->world_size)
+            return false;
+    }
+    if (rec->n_ids > RDZV_MAX_NCCL_IDS || (rec->n_ids && (!rec->ids || !rec->running)))
+        return false;
+    for (unsigned i = 0; i < rec->n_ids; i++)
+        if (strnlen(rec->ids[i], RDZV_NCCL_HEX_LEN + 1) != RDZV_NCCL_HEX_LEN ||
+            strspn(rec->ids[i], "0123456789abcdefABCDEF") != RDZV_NCCL_HEX_LEN)
+            return false;
+    return true;
+}
+
+/* rec's nodes ([[node_id, nproc], ...] by node rank) and ids (["hex", ...]) into o. 0 or
+ * -ENOMEM. */
+static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a;
+
+    if (rec->nodes) {
+        if (!(a = json_array()) || json_object_set_new(o, "nodes", a) < 0)
+            return -ENOMEM;
+        for (int64_t i = 0; i < rec->nnodes; i++)
+            if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
+                                                   (json_int_t)rec->nodes[i].nproc)) < 0)
+                return -ENOMEM;
+    }
+    if (rec->n_ids) {
+        if (!(a = json_array()) || json_object_set_new(o, "ids", a) < 0)
+            return -ENOMEM;
+        for (unsigned i = 0; i < rec->n_ids; i++)
+            if (json_array_append_new(a, json_string(rec->ids[i])) < 0)
+                return -ENOMEM;
+    }
+    return 0;
+}
+
+/* rec as the JSON object of a record, or NULL when out of memory. */
+static json_t *record_json(const struct rdzvd_job_record *rec)
+{
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id",
+                          rec->run_id, "min", (json_int_t)rec->min, "max", (json_int_t)rec->max,
+                          "max_restarts", (json_int_t)rec->max_restarts, "generation",
+                          (json_int_t)rec->generation, "restart_count",
+                          (json_int_t)rec->restart_count, "running", rec->running, "nnodes",
+                          (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
+                          "store_port", (int)rec->store_port);
+
+    if (o && rec->store_addr[0] &&
+        json_object_set_new(o, "store_addr", json_string(rec->store_addr)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && record_encode_parts(o, rec) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+/* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
+static char *record_encode(const struct rdzvd_job_record *rec)
+{
+    json_t *o = record_json(rec);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+    json_decref(o);
+    return text;
+}
+
+void rdzvd_job_record_clear(struct rdzvd_job_record *rec)
+{
+    free(rec->nodes);
+    free(rec->ids);
+    rec->nodes = NULL;
+    rec->ids = NULL;
+    rec->n_ids = 0;
+}
+
+/* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
+ * (malformed, or not what put takes: rec's parts are then cleared) or -ENOMEM. */
+static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
+{
+    json_t *nodes = json_object_get(o, "nodes"), *ids = json_object_get(o, "ids"), *v;
+    size_t i;
+
+    if (nodes) {
+        if (!json_is_array(nodes) || (int64_t)json_array_size(nodes) != rec->nnodes ||
+            rec->nnodes < 1)
+            return -EBADMSG;
+        if (!(rec->nodes = calloc(json_array_size(nodes), sizeof(*rec->nodes))))
+            return -ENOMEM;
+        json_array_foreach(nodes, i, v)
+        {
+            const char *id;
+            json_int_t nproc;
+
+            if (json_unpack(v, "[s, I!]", &id, &nproc) < 0 || strlen(id) > RDZV_ID_MAX)
+                goto out_bad;
+            snprintf(rec->nodes[i].node_id, sizeof(rec->nodes[i].node_id), "%s", id);
+            rec->nodes[i].nproc = nproc;
+        }
+    }
+    if (ids) {
+        if (!json_is_array(ids) || json_array_size(ids) > RDZV_MAX_NCCL_IDS)
+            goto out_bad;
+        if (json_array_size(ids) &&
+            !(rec->ids = calloc(json_array_size(ids), sizeof(*rec->ids)))) {
+            rdzvd_job_record_clear(rec);
+            return -ENOMEM;
+        }
+        json_array_foreach(ids, i, v)
+        {
+            if (!json_is_string(v) || json_string_length(v) != RDZV_NCCL_HEX_LEN)
+                goto out_bad;
+            memcpy(rec->ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
+        }
+        rec->n_ids = (unsigned)json_array_size(ids);
+    }
+    if (record_parts_valid(rec))
+        return 0;
+out_bad:
+    rdzvd_job_record_clear(rec);
+    return -EBADMSG;
+}
+
+/* The record o (whose run_id the caller checked) into *rec. 0, -EBADMSG or -ENOMEM. */
+static int record_decode(json_t *o, struct rdzvd_job_record *rec)
+{
+    const char *id, *addr = "";
+    json_int_t min, max, mr, gen, rc, nn, ws;
+    int running, port;
+
+    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i, s?s}", "run_id", &id,
+                    "min", &min, "max", &max, "max_restarts", &mr, "generation", &gen,
+                    "restart_count", &rc, "running", &running, "nnodes", &nn, "world_size", &ws,
+                    "store_port", &port, "store_addr", &addr) < 0 ||
+        strlen(id) >= sizeof(rec->run_id) || strlen(addr) > RDZV_STORE_ADDR_MAX)
+        return -EBADMSG;
+    if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
+        port > 65535)
+        return -EBADMSG;
+    memset(rec, 0, sizeof(*rec));
+    snprintf(rec->run_id, sizeof(rec->run_id), "%s", id);
+    rec->min = min;
+    rec->max = max;
+    rec->max_restarts = mr;
+    rec->generation = (uint64_t)gen;
+    rec->restart_count = rc;
+    rec->running = running != 0;
+    rec->nnodes = nn;
+    rec->world_size = ws;
+    rec->store_port = (uint16_t)port;
+    snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
+    return record_decode_parts(o, rec);
+}
+
+/* ---- the job table ---- */
+
+#define TABLE_KEY_PREFIX "job/"
+
+static size_t table_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, TABLE_KEY_PREFIX "%s", run_id);
+}
+
+int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text;
+    int r;
+
+    if (!record_parts_valid(rec))
+        return -EINVAL;
+    if (!(text = record_encode(rec)))
+        return -ENOMEM;
+    r = rdzvd_store_set(t, key, table_key(rec->run_id, key, sizeof(key)), text, strlen(text));
+    free(text);
+    return r;
+}
+
+int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    const uint8_t *val;
+    size_t vlen;
+    json_t *o;
+    int r;
+
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return -ENOENT; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_get(t, key, table_key(run_id, key, sizeof(key)), &val, &vlen);
+    if (r < 0)
+        return r;
+    o = json_loadb((const char *)val, vlen, 0, NULL);
+    r = o ? record_decode(o, rec) : -EBADMSG;
+    if (r == 0 && strcmp(rec->run_id, run_id) != 0) {
+        rdzvd_job_record_clear(rec);
+        r = -EBADMSG;
+    }
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    int r;
+
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return 0; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
+    return r < 0 ? r : 0; /* the store says 1 (deleted) or 0 (none): both are 0 here */
+}
+
+/* ---- decisions ---- */
+
+static const char *const decision_names[] = {
+    [RDZVD_DECIDE_FORMED] = "formed",
+    [RDZVD_DECIDE_STOPPED] = "stopped",
+    [RDZVD_DECIDE_ENDED] = "ended",
+};
+
+const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
+{
+    return (unsigned)kind < sizeof(decision_names) / sizeof(decision_names[0])
+               ? decision_names[kind]
+               : "?";
+}
+
+/* A decision of kind takes a record like rec? FORMED: a running generation; STOPPED: one that
+ * does not run; ENDED: anything (only its run id counts). */
+static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    switch (kind) {
+    case RDZVD_DECIDE_FORMED:
+        return rec->running && rec->generation >= 1 && rec->nnodes >= 1;
+    case RDZVD_DECIDE_STOPPED:
+        return !rec->running && !rec->nodes && !rec->n_ids;
+    case RDZVD_DECIDE_ENDED:
+        return true;
+    }
+    return false;
+}
+
+/* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
+ * "decision"; ENDED only the run id. NULL when out of memory. */
+static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    json_t *o = kind == RDZVD_DECIDE_ENDED ? json_pack("{s:s}", "run_id", rec->run_id)
+                                           : record_json(rec);
+    char *text = NULL;
+
+    if (o && json_object_set_new(o, "decision", json_string(rdzvd_decision_name(kind))) == 0)
+        text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+/* A decoded decision, for apply_decided (rdzvd_store_change_as's fn). */
+struct decided {
+    enum rdzvd_decision_kind kind;
+    struct rdzvd_job_record rec; /* ENDED: only run_id */
+    const uint8_t *key;          /* the record's key in the table */
+    size_t klen;
+};
+
+/* rec would take the job cur back, or make it another job? (rdzvd-decision.h) */
+static bool decision_goes_back(const struct decided *d, const struct rdzvd_job_record *cur)
+{
+    const struct rdzvd_job_record *rec = &d->rec;
+
+    if (rec->min != cur->min || rec->max != cur->max || rec->max_restarts != cur->max_restarts ||
+        rec->restart_count < cur->restart_count)
+        return true;
+    return d->kind == RDZVD_DECIDE_FORMED ? rec->generation <= cur->generation
+                                          : rec->generation < cur->generation;
+}
+
+/* Change the record in t as d decides: 0, 1 (an ENDED with no record: nothing), -ESTALE, or
+ * the store's error. */
+static int apply_decided(struct rdzvd_store *t, void *ud)
+{
+    const struct decided *d = ud;
+    struct rdzvd_job_record cur = {.generation = 0};
+    int r;
+
+    if (d->kind == RDZVD_DECIDE_ENDED) {
+        r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
+        return r < 0 ? r : !r;
+    }
+    r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
+    if (r == 0 && decision_goes_back(d, &cur))
+        r = -ESTALE;
+    else if (r == 0 || r == -ENOENT || r == -EBADMSG) /* no record, or none readable: d's */
+        r = rdzvd_job_record_put(t, &d->rec);
+    rdzvd_job_record_clear(&cur);
+    return r;
+}
+
+/* The decision text val into d (its record's parts allocated: rdzvd_job_record_clear). 0 or
+ * -EBADMSG / -ENOMEM. */
+static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
+{
+    json_t *o = json_loadb((const char *)val, vlen, 0, NULL);
+    const char *kind = NULL, *id = NULL;
+    int r = -EBADMSG;
+
+    memset(d, 0, sizeof(*d));
+    if (!o || json_unpack(o, "{s:s, s:s}", "decision", &kind, "run_id", &id) < 0)
+        goto out;
+    if (strcmp(kind, "ended") == 0) {
+        d->kind = RDZVD_DECIDE_ENDED;
+        if (strlen(id) > RDZV_ID_MAX)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "formed") == 0)
+        d->kind = RDZVD_DECIDE_FORMED;
+    else if (strcmp(kind, "stopped") == 0)
+        d->kind = RDZVD_DECIDE_STOPPED;
+    else
+        goto out;
+    r = record_decode(o, &d->rec);
+    if (r == 0 && !decision_fits(d->kind, &d->rec)) {
+        rdzvd_job_record_clear(&d->rec);
+        r = -EBADMSG;
+    }
+out:
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    char want[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    struct decided d;
+    int r = decision_decode(val, vlen, &d);
+
+    if (r < 0)
+        return r;
+    if (table_key(d.rec.run_id, want, sizeof(want)) != klen || memcmp(want, key, klen) != 0) {
+        r = -EBADMSG; /* a decision of another job than the key's */
+        goto out;
+    }
+    d.key = key;
+    d.klen = klen;
+    r = rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen, apply_decided, &d);
+    if (r > 0)
+        r = 0;
+out:
+    rdzvd_job_record_clear(&d.rec);
+    return r;
+}
+
+int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
+                     const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text;
+    int r;
+
+    if (strnlen(rec->run_id, sizeof(rec->run_id)) > RDZV_ID_MAX || !rec->run_id[0] ||
+        !decision_fits(kind, rec) || (kind != RDZVD_DECIDE_ENDED && !record_parts_valid(rec)))
+        return -EINVAL;
+    if (!(text = decision_encode(kind, rec)))
+        return -ENOMEM;
+    r = rdzvd_decision_apply(t, (const uint8_t *)key, table_key(rec->run_id, key, sizeof(key)),
+                             (const uint8_t *)text, strlen(text));
+    free(text);
+    return r;
+}

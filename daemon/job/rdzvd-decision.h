@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-decision.h: a job's record in the job table: what a job must not forget across a daemon
+ * restart or a change of leader (its identity, its last generation and restart count, whether
+ * that generation's workers may still run, and who they are). A restarted rdzvd (or the next
+ * leader) rebuilds the job from this record before it places anyone, so a spare that reconnects
+ * before the members never starts the job over, and generation numbers and the restart count
+ * never go backwards.
+ *
+ * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>", a JSON object
+ * that names the run id it belongs to. Below the job state machine (the store's layer): the
+ * journal's replay and Raft's apply reach it without the job layer (rdzvd-job-keys.h keeps what
+ * only that layer uses).
+ *
+ * Decisions. The job state machine changes a record only by a decision: a
+ * generation formed (its size, nodes by node rank, NCCL ids, store), a generation stopped (a
+ * restart charged to the budget, or not), the job ended. A decision is one record of the job
+ * table's changes (RDZVD_CHANGE_DECISION, rdzvd-record.h), and one function, rdzvd_decision_apply,
+ * turns it into the record, wherever it runs: the deciding rdzvd (rdzvd_job_decide encodes the
+ * decision and applies those very bytes), a single rdzvd's journal replay, and every replica's
+ * Raft apply. That function also keeps what every replica must agree on: a job's generation and
+ * restart count never go backwards, and its --nnodes and --max-restarts never change; a decision
+ * that would break either is refused (-ESTALE) the same way everywhere, and changes nothing.
+ * What is not decided here is soft state, rebuilt after a restart or a failover: members'
+ * connections and heartbeat clocks, waits, the spares, the generation stores' contents (their own
+ * journals). Admitting a member is not a decision either: its secret derives from the table's
+ * member key (rdzvd-job-keys.h), so the next leader admits it again with the same secret.
+ *
+ * Ownership: the caller owns the record struct; these functions keep nothing but what get
+ * allocates in it (rdzvd_job_record_clear). Loop thread only. Errors are negative errnos. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/rdzv-msg.h"
+#include "daemon/data/rdzvd-store.h"
+
+/* A node of a running generation, at its node rank: what the generation formed, so that a new
+ * leader (or a restarted rdzvd) knows who holds each node rank, not only how many there were. Its
+ * global ranks are rank_offset .. rank_offset + nproc - 1, rank_offset the sum of the nproc of the
+ * node ranks below it (as rdzvd forms a round). */
+struct rdzvd_job_record_node {
+    char node_id[RDZV_ID_MAX + 1];
+    int64_t nproc;
+};
+
+struct rdzvd_job_record {
+    char run_id[RDZV_ID_MAX + 1];
+    int64_t min, max, max_restarts; /* the job's --nnodes MIN:MAX and --max-restarts */
+    uint64_t generation;            /* the last generation sent to agents (0: none yet) */
+    int64_t restart_count;          /* restarts used so far */
+    bool running;                   /* generation's workers may still run: wait for them */
+    int64_t nnodes, world_size;     /* of generation (running only) */
+    uint16_t store_port;            /* generation's store port (running only) */
+    /* Where node rank 0's agent hosts that store (a replicated rdzvd); "": rdzvd's own. */
+    char store_addr[RDZV_STORE_ADDR_MAX + 1];
+    /* The generation's nodes by node rank, nnodes of them (running only), or NULL: a record of
+     * an rdzvd before membership was recorded, or one made from an agent's claim. put reads the
+     * caller's; get allocates them (rdzvd_job_record_clear frees them). */
+    struct rdzvd_job_record_node *nodes;
+    /* The generation's NCCL unique ids, hex (running only): n_ids of them (0: none). Owned as
+     * nodes is. */
+    unsigned n_ids;
+    char (*ids)[RDZV_NCCL_HEX_LEN + 1];
+};
+
+/* Free what rdzvd_job_record_get allocated in rec (nodes, ids), and set them NULL. */
+void rdzvd_job_record_clear(struct rdzvd_job_record *rec);
+
+/* The record of run_id in the job table t. A replica's put or del goes to the log with its
+ * turn's other changes, and no reply of that turn leaves before it commits (a single rdzvd's,
+ * to its journal before put returns): a decision an agent sees (a generation formed, a restart
+ * charged, the job's end) is on a majority (on disk) first, and a new leader rebuilds the job
+ * from it, not from what agents claim.
+ * A record's nodes, when present, are exactly nnodes, their nproc 1..RDZV_NPROC_MAX summing to
+ * world_size; its ids at most RDZV_MAX_NCCL_IDS hex strings of RDZV_NCCL_HEX_LEN digits: put
+ * refuses anything else (-EINVAL), get reads it as not a record (-EBADMSG).
+ * put: 0, -EINVAL, -ENOMEM or the store's error; get: 0, -ENOENT (none), -EBADMSG (not a record
+ * of run_id), -ENOMEM;
+ * del: 0 (also when there was none) or the store's error. */
+int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec);
+int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec);
+int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id);
+
+/* What a decision decides. */
+enum rdzvd_decision_kind {
+    RDZVD_DECIDE_FORMED,  /* generation formed: the record becomes rec (running, its nodes) */
+    RDZVD_DECIDE_STOPPED, /* generation's workers stop: rec's generation and restart count, not
+                           * running (a restart, charged or not, decided) */
+    RDZVD_DECIDE_ENDED,   /* the job is over: its record goes */
+};
+
+/* "formed", "stopped", "ended". Never NULL. */
+const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
+
+/* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running
+ * generation; STOPPED, not running; ENDED, only its run id counts) is encoded, and those bytes are
+ * applied by rdzvd_decision_apply, t's change hook told of the decision itself (a record of
+ * RDZVD_CHANGE_DECISION: to the journal, or to the next log entry). 0, -EINVAL (rec is not what
+ * kind takes, or not what put takes), -ESTALE (it would take the job back: nothing changed),
+ * -ENOMEM, or the store's error. */
+int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
+                     const struct rdzvd_job_record *rec);
+
+/* Apply the decision val[0..vlen) (as rdzvd_job_decide encodes it) to the record under key in
+ * t: the one function that turns decisions into records (above). 0; -EBADMSG when val is no
+ * decision, or not of the run id key names; -ESTALE when it would take the record back (a FORMED
+ * of a generation not past the record's, a restart count below it, another --nnodes or
+ * --max-restarts), nothing changed; -ENOMEM or the store's error. */
+int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen);

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-impl.h: PRIVATE to the job state machine files (rdzvd-job-sm.c, rdzvd-job-join.c,
+ * rdzvd-job-index.c, rdzvd-job-status.c, rdzvd-job-nccl.c and the other rdzvd-job-*.c): the job
+ * and member structs and the helpers these files share. Nothing else includes it; the rest of
+ * rdzvd goes through rdzvd-job-sm.h.
+ *
+ * Ownership: a job owns its members (the list and the index), its timer, the by_req/by_rank
+ * arrays and its store handle; it lives in its host's job list until its last member goes.
+ * Threads: the loop thread only, as rdzvd-job-sm.h says. Functions returning int return 0 or
+ * a negative errno; the void ones cannot fail (they log what goes wrong). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/rdzv-list.h"
+#include "proto/rdzv-msg.h"
+#include "daemon/job/rdzvd-job-index.h"
+#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-sm.h"
+
+#define NCCL_ID_TIMEOUT_MS 60000
+#define INIT_GRACE_FACTOR 3 /* heartbeat grace after a ROUND, while workers start: x timeout */
+#define JOB_EVENTS 16       /* recent events kept per job for status */
+
+enum job_state {
+    JOB_FORMING,  /* taking JOINs / READYs for the next round */
+    JOB_NCCL,     /* round closed, waiting for node rank 0's NCCL ids */
+    JOB_RUNNING,  /* ROUND sent; workers run */
+    JOB_STOPPING, /* restart decided: waiting for the members' READY */
+    JOB_ENDED,    /* outcome sent; waiting for agents to go */
+    _JOB_STATE_MAX,
+};
+
+extern const char *const rdzvd_job_state_names[_JOB_STATE_MAX];
+
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
+
+struct rdzvd_member {
+    struct rdzv_list node;        /* in job->members, join order */
+    struct rdzvd_member *id_next; /* chain in job->by_id */
+    struct rdzvd_job *job;
+    void *peer; /* the host's, NULL once gone */
+    struct rdzv_join join;
+    char secret[RDZV_SECRET_HEX + 1]; /* given in JOINED: the proof its agent reconnects with */
+    uv_timer_t hb_timer; /* heartbeat deadline */
+    bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
+    uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
+                          * stalled), 0: never; a close soon after may be its agent reconnecting */
+    bool away;           /* connection closed after a stall: kept for its agent, not placed */
+    int64_t node_rank;   /* in the current generation; -1 when not in it */
+    int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
+    int64_t rank_offset;
+    bool ready;            /* no workers running: may be put in the next round */
+    uint64_t stopping_gen; /* READY for this generation makes it ready */
+    bool left_ok;          /* LEAVE succeeded received for the current generation */
+    bool placed;           /* scratch for close_round() */
+    uint64_t joined_ms;
+    uint64_t last_seen_ms; /* last message from the agent */
+    int64_t failures;      /* worker failures reported from this node */
+    /* Last progress per local rank (HEARTBEAT "progress"), of generation progress_gen only:
+     * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-progress.c). */
+    struct rdzvd_rank_progress *progress;
+    uint64_t progress_gen;
+};
+
+struct rdzvd_job {
+    struct rdzv_list node; /* in host.jobs */
+    struct rdzvd_job_host host;
+    char run_id[RDZV_ID_MAX + 1];
+    int64_t min, max, max_restarts, last_call_ms, hb_timeout_ms, join_timeout_ms;
+    bool scale_up_now;
+    bool inplace; /* --recovery inplace: restarts keep the healthy workers (agents') */
+    enum job_state state;
+    uint64_t generation;
+    int64_t restart_count;
+    struct rdzv_list members;
+    int64_t nmembers;
+    int64_t nin_round;               /* members with node_rank >= 0 */
+    int64_t nready;                  /* members with ready set */
+    struct rdzvd_member_index by_id; /* node_id -> member: duplicate check */
+    /* Node rank -> member, rank_cap entries each (grown on demand up to max: a job costs what its
+     * members use, not what its --nnodes MAX allows): */
+    struct rdzvd_member **by_req;  /* the member that asked for each node rank */
+    struct rdzvd_member **by_rank; /* the member holding each rank of the generation */
+    int64_t rank_cap;
+    uv_timer_t timer; /* last call, NCCL id timeout, join timeout, rebuild window */
+    bool timer_armed;
+    enum job_timer timer_kind;
+    bool rebuilt;       /* recreated after a daemon restart */
+    /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
+     * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
+     * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */
+    struct rdzvd_job_record_node *rebuilt_nodes;
+    bool shutting_down; /* host shutdown: keep the store's journal and the record */
+    void *store;        /* this generation's TCPStore (host's), or NULL */
+    uint16_t store_port;
+    /* Node rank 0's agent hosts this generation's store at store_addr:store_port (host
+     * agent_stores); "": none asked for, or rdzvd's own (store). */
+    char store_addr[RDZV_STORE_ADDR_MAX + 1];
+    struct rdzv_round round; /* template: generation, sizes, ids */
+    struct rdzv_event outcome;
+    char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
+    uint64_t created_ms;
+    struct {
+        double time; /* unix seconds */
+        char text[200];
+    } events[JOB_EVENTS]; /* ring, for status */
+    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % JOB_EVENTS] */
+};
+
+#define for_each_member(j, m, pos, tmp)                                                            \
+    rdzv_list_for_each_safe(                                                                       \
+        pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
+
+/* rdzvd-job-sm.c: the state machine proper. */
+void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void rdzvd_job_set_state(struct rdzvd_job *j, enum job_state st);
+struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
+/* NULL when out of memory (logged). */
+struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);
+void rdzvd_job_free(struct rdzvd_job *j);
+void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
+void rdzvd_job_timer_stop(struct rdzvd_job *j);
+void rdzvd_job_try_close(struct rdzvd_job *j);
+/* The job is over: every member is told how it ended (EVENT type), the outcome is kept. */
+void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary);
+/* The round is complete (NCCL ids and store in place): RUNNING, the record saved, and each
+ * member of the generation sent its ROUND. */
+void rdzvd_job_send_rounds(struct rdzvd_job *j);
+/* No store could be opened for the generation (err): the job fails, saying so. */
+void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
+/* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
+void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
+                       const char *summary);
+/* Make by_req and by_rank hold ranks 0..n-1 (n <= max). 0 or -ENOMEM (tables unchanged). */
+int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n);
+/* NULL for a rank outside 0..rank_cap-1. */
+struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank);
+struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank);
+/* rank < rank_cap (reserved by the caller); anything else is a bug and writes nothing. */
+void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank);
+void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
+void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
+void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
+void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
+/* NULL when out of memory (logged). */
+struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+/* The secret of node_id in run_id when it derives from the host's member key (into out, hex):
+ * 0; -ENOKEY when the host has no key (secrets are random), -EIO when HMAC failed. */
+int rdzvd_member_secret_derive(const struct rdzvd_job_host *h, const char *run_id,
+                               const char *node_id, char out[RDZV_SECRET_HEX + 1]);
+/* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
+ * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
+bool rdzvd_member_stalled(struct rdzvd_member *m);
+
+/* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
+void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
+int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
+void rdzvd_job_close_store(struct rdzvd_job *j);
+/* A new generation's store: rdzvd's own, unless node rank 0's agent m0 is to host it (then
+ * nothing opens now: NCCL_REQUEST asks for it). Returns 1 when m0 is to be asked, 0 when rdzvd
+ * opened its own, or a negative errno (the caller ends the job). */
+int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
+/* After node rank 0 answered: rdzvd opens its own store if the agent named none. 0 (not
+ * needed), 1 (opened) or a negative errno (the caller ends the job). */
+int rdzvd_job_store_fallback(struct rdzvd_job *j);
+/* running: the generation's workers run (a restarted rdzvd waits for their agents). */
+void rdzvd_job_save(struct rdzvd_job *j, bool running);
+void rdzvd_job_forget(struct rdzvd_job *j);
+/* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
+ * or it cannot be read (logged). */
+int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
+                          struct rdzvd_job_record *rec);
+
+/* rdzvd-job-progress.c: ranks' progress. The ranks of j's current generation that reported, as
+ * sj->ranks (by rank; past RDZV_STATUS_MAX_RANKS the longest silent, the rest counted in
+ * sj->ranks_left_out); now is rdzv_now_ms(). 0 or -ENOMEM. */
+struct rdzv_status_job;
+int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj);
+/* Free m's progress (with m). */
+void rdzvd_member_progress_free(struct rdzvd_member *m);
+
+/* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-join.c: JOIN and resume (rdzvd_job_join in rdzvd-job-sm.h): checks an agent against
+ * its job, places it (candidate for the next round, or spare), takes over a reconnecting agent's
+ * member, and rebuilds a job that a restarted rdzvd does not have in memory: from its record in
+ * --state-dir, else from the resuming agent. */
+#include "daemon/job/rdzvd-job-sm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/rdzv-auth.h"
+#include "common/rdzv-log.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+/* One JOIN being served: where a refusal goes. */
+struct join_req {
+    const struct rdzvd_job_host *h;
+    void *peer;
+    const struct rdzv_join *jn;
+    char *err; /* the refusal, for the caller's ERROR frame */
+    size_t errlen;
+    struct rdzvd_member **ret;
+};
+
+static int refuse(struct join_req *q, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(struct join_req *q, int r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(q->err, q->errlen, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* The agent jn was started with the job's --nnodes and --max-restarts (min, max, mr)? */
+static int check_join_matches(struct join_req *q, int64_t min, int64_t max, int64_t mr)
+{
+    const struct rdzv_join *jn = q->jn;
+
+    if (min != jn->min || max != jn->max || mr != jn->max_restarts)
+        return refuse(q, -EINVAL,
+                      "job '%s' was started with --nnodes %" PRId64 ":%" PRId64
+                      " --max-restarts %" PRId64 ", this agent has --nnodes %" PRId64 ":%" PRId64
+                      " --max-restarts %" PRId64 "; start every agent with the same values",
+                      jn->run_id, min, max, mr, jn->min, jn->max, jn->max_restarts);
+    return 0;
+}
+
+/* The agent jn recovers as the job j does (--recovery)? An agent that predates recovery in place
+ * sends no "recovery" and reads as restart: it is refused by an in-place job. */
+static int check_join_recovery(struct join_req *q, const struct rdzvd_job *j)
+{
+    const struct rdzv_join *jn = q->jn;
+
+    if (jn->inplace != j->inplace)
+        return refuse(q, -EINVAL,
+                      "job '%s' was started with --recovery %s, this agent has --recovery %s%s; "
+                      "start every agent with the same --recovery",
+                      jn->run_id, j->inplace ? "inplace" : "restart",
+                      jn->inplace ? "inplace" : "restart",
+                      jn->inplace ? "" : " (or is older than recovery in place)");
+    return 0;
+}
+
+/* A resume is a claim, checked before anything is set from it: the generation it names stays exact
+ * in JSON and cannot wrap, its size and ranks fit the job the JOIN describes (--nnodes MAX), its
+ * restart count is within the budget, and with a record in --state-dir (saved before every ROUND,
+ * so an honest agent is never ahead of it) it is not past the record. 0, or a negative errno with
+ * q->err set. */
+static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record *rec)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzv_resume *rs = &jn->resume;
+
+    if (rs->generation > RDZV_GENERATION_MAX)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: generation %" PRIu64 " is past the largest rdzvd issues (%llu)",
+                      rs->generation, (unsigned long long)RDZV_GENERATION_MAX);
+    if (rs->nnodes > jn->max || rs->node_rank >= rs->nnodes)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: node rank %" PRId64 " of %" PRId64 " nodes does not fit job '%s' "
+                      "(--nnodes at most %" PRId64 ")",
+                      rs->node_rank, rs->nnodes, jn->run_id, jn->max);
+    if (rs->world_size > rs->nnodes * RDZV_NPROC_MAX ||
+        rs->rank_offset + jn->nproc > rs->world_size)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: ranks %" PRId64 "..%" PRId64 " do not fit a world of %" PRId64
+                      " on %" PRId64 " nodes",
+                      rs->rank_offset, rs->rank_offset + jn->nproc - 1, rs->world_size, rs->nnodes);
+    if (rs->restart_count > jn->max_restarts)
+        return refuse(q, -ERANGE,
+                      "JOIN resume: restart %" PRId64 " is past --max-restarts %" PRId64,
+                      rs->restart_count, jn->max_restarts);
+    /* A record of a generation being stopped (a restart charged, the next generation not
+     * formed yet) has a restart count one past what that generation's agents were told: their
+     * claim of it is theirs, and they are told it is over (found by faults-replicas: a new
+     * leader refused them, and the job failed). */
+    if (rec && (rs->generation > rec->generation ||
+                (rs->generation == rec->generation &&
+                 (rec->running ? rs->restart_count != rec->restart_count ||
+                                     rs->nnodes != rec->nnodes || rs->world_size != rec->world_size
+                               : rs->restart_count > rec->restart_count))))
+        return refuse(q, -ESTALE,
+                      "JOIN resume: generation %" PRIu64 " (restart %" PRId64 ", %" PRId64
+                      " nodes) is not job '%s' as its record has it (generation %" PRIu64
+                      ", restart %" PRId64 ", %" PRId64 " nodes)",
+                      rs->generation, rs->restart_count, rs->nnodes, jn->run_id, rec->generation,
+                      rec->restart_count, rec->nnodes);
+    return 0;
+}
+
+/* Rebuild the job j (just made by rdzvd_job_new) as a restarted rdzvd finds it in rec: generation
+ * and restart count as they were; when its workers run, the generation's store reopened (with its
+ * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
+ * window ends. 0 or a negative errno (the store could not be opened at all). */
+static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
+{
+    int r;
+
+    j->generation = rec->generation;
+    j->restart_count = rec->restart_count;
+    if (!rec->running || rec->generation == 0) {
+        rdzvd_job_note(j, false,
+                       "restored from --state-dir after an rdzvd restart: generation %" PRIu64
+                       " is over, restart %" PRId64 " of %" PRId64 "; forming the next one",
+                       j->generation, j->restart_count, j->max_restarts);
+        return 0; /* JOB_FORMING: the next round is generation + 1 */
+    }
+    r = rdzvd_job_ranks_reserve(j, rec->nnodes);
+    if (r < 0)
+        return r;
+    j->rebuilt = true;
+    j->round.generation = rec->generation;
+    j->round.nnodes = rec->nnodes;
+    j->round.world_size = rec->world_size;
+    j->round.restart_count = rec->restart_count;
+    j->round.max_restarts = j->max_restarts;
+    j->round.n_ids = rec->n_ids;
+    if (rec->n_ids)
+        memcpy(j->round.ids, rec->ids, rec->n_ids * sizeof(*rec->ids));
+    j->rebuilt_nodes = rec->nodes; /* who may resume each node rank: taken over */
+    rec->nodes = NULL;
+    if (rec->store_addr[0]) {
+        /* Node rank 0's agent hosts it: it went on without us. */
+        memcpy(j->store_addr, rec->store_addr, sizeof(j->store_addr));
+        j->store_port = rec->store_port;
+        r = 0;
+    } else {
+        r = rdzvd_job_open_store(j, rec->store_port, false);
+    }
+    if (r < 0) {
+        rdzvd_job_note(j, true,
+                       "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
+                       "that reconnect to it will fail",
+                       j->generation, rec->store_port, uv_strerror(r));
+        r = rdzvd_job_open_store(j, 0, false);
+    }
+    if (r < 0)
+        return r;
+    rdzvd_job_set_state(j, JOB_RUNNING);
+    /* Agents that do not come back within this window count as lost. After an rdzvd restart
+     * they may be in their reconnect backoff: two heartbeat timeouts. A new leader of replicas
+     * starts it once elected, about an election timeout after the old one went silent, and an
+     * agent finds the old one silent one heartbeat timeout after it last heard it, then comes
+     * here at once: one heartbeat timeout covers it, and a lost node is declared lost about
+     * when the old leader would have (README, "Replication"). */
+    rdzvd_job_timer_start(j, T_REBUILD,
+                          (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
+    rdzvd_job_note(j, false,
+                   "rebuilding generation %" PRIu64 " (%" PRId64
+                   " nodes%s) from reconnecting agents",
+                   j->generation, rec->nnodes, j->rebuilt_nodes ? ", named by its record" : "");
+    return 0;
+}
+
+/* A generation rebuilt from a record that names its nodes is resumed at each node rank only by
+ * the node the record names there, with its workers at the same global ranks: an agent that
+ * claims another node's place (a stale or confused one) cannot take it from the node that holds
+ * it. NULL when jn's claim agrees with the record (or there is nothing to check it against),
+ * else why not, in buf. */
+static const char *rebuilt_claim_mismatch(const struct rdzvd_job *j, const struct rdzv_join *jn,
+                                          char *buf, size_t len)
+{
+    const struct rdzv_resume *rs = &jn->resume;
+    const struct rdzvd_job_record_node *n;
+    int64_t offset = 0;
+    int w;
+
+    if (!j->rebuilt_nodes || rs->generation != j->generation || rs->node_rank < 0 ||
+        rs->node_rank >= j->round.nnodes)
+        return NULL;
+    for (int64_t i = 0; i < rs->node_rank; i++)
+        offset += j->rebuilt_nodes[i].nproc;
+    n = &j->rebuilt_nodes[rs->node_rank];
+    if (strcmp(n->node_id, jn->node_id) != 0)
+        w = snprintf(buf, len,
+                     "the job's record gives node rank %" PRId64 " of generation %" PRIu64
+                     " to node id '%s', not to '%s'",
+                     rs->node_rank, rs->generation, n->node_id, jn->node_id);
+    else if (n->nproc != jn->nproc || offset != rs->rank_offset)
+        w = snprintf(buf, len,
+                     "the job's record has node rank %" PRId64 " of generation %" PRIu64
+                     " run ranks %" PRId64 "..%" PRId64 ", not %" PRId64 "..%" PRId64,
+                     rs->node_rank, rs->generation, offset, offset + n->nproc - 1, rs->rank_offset,
+                     rs->rank_offset + jn->nproc - 1);
+    else
+        return NULL;
+    return w < 0 ? "the job's record has another node at that node rank" : buf;
+}
+
+/* The first member of a generation rebuilt by a new leader of replicas is back: it noticed
+ * the old leader's silence (or its close), and every live member notices within a fifth of a
+ * heartbeat timeout of it (an agent hears from the leader at least that often: its heartbeats'
+ * answers) and comes here at once, so the rest of the window is cut to
+ * REBUILD_AFTER_FIRST_FRACTION of a heartbeat timeout: a node lost with the old leader's host is
+ * declared lost about when the old leader would have seen it (README, "Replication"). */
+#define REBUILD_AFTER_FIRST_FRACTION 0.4
+static void rebuild_window_shorten(struct rdzvd_job *j)
+{
+    uint64_t rest = (uint64_t)((double)j->hb_timeout_ms * REBUILD_AFTER_FIRST_FRACTION);
+
+    if (uv_timer_get_due_in(&j->timer) > rest)
+        rdzvd_job_timer_start(j, T_REBUILD, rest);
+}
+
+/* While a rebuilt generation waits for its agents, nobody else is placed. */
+static bool job_rebuilding(const struct rdzvd_job *j)
+{
+    return j->rebuilt && j->timer_armed && j->timer_kind == T_REBUILD;
+}
+
+/* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
+ * --state-dir (or, after a failover, in the replicas' job table), else (no record) from what a
+ * resuming agent says. *ret: the job, or NULL when
+ * neither knows it (a plain JOIN of a new job). 0, or a negative errno with q->err set. */
+static int job_restore(struct join_req *q, struct rdzvd_job **ret)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzv_resume *rs = &jn->resume;
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzvd_job *j;
+    bool claimed = false;
+    int r = -ENOENT;
+
+    *ret = NULL;
+    r = rdzvd_job_record_load(q->h, jn->run_id, &rec);
+    if ((r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0) ||
+        (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)) {
+        r = -EINVAL;
+        goto out;
+    }
+    if (r == -ENOENT && rs->generation) {
+        /* No record (no --state-dir, or none written): the checked claim is all there is. */
+        rec.generation = rs->generation;
+        rec.running = true;
+        rec.nnodes = rs->nnodes;
+        rec.world_size = rs->world_size;
+        rec.store_port = (uint16_t)rs->master_port;
+        rec.restart_count = rs->restart_count;
+        claimed = true;
+        r = 0;
+    }
+    if (r < 0) {
+        r = 0;
+        goto out;
+    }
+    if (!(j = rdzvd_job_new(q->h, jn))) {
+        r = refuse(q, -ENOMEM, "rdzvd is out of memory");
+        goto out;
+    }
+    r = job_rebuild(j, &rec);
+    if (r < 0) {
+        rdzvd_job_free(j);
+        r = refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+        goto out;
+    }
+    /* The claim becomes the record: after another restart a resume is checked against it, and
+     * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
+    if (claimed)
+        rdzvd_job_save(j, rec.running);
+    *ret = j;
+out:
+    rdzvd_job_record_clear(&rec);
+    return r;
+}
+
+/* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (a node id alone,
+ * which STATUS used to show anyone, let a stranger take a live agent's place). Constant time. */
+static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
+{
+    return jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret,
+                                            (const uint8_t *)m->secret, RDZV_SECRET_HEX);
+}
+
+/* A resume for a node id with no member: it must carry the secret that node id derives to,
+ * when secrets derive from a key (a token, or --state-dir); without one nothing can be proved
+ * (rdzvd restarted and forgot the random secrets it gave). 0, or -EPERM with q->err set. */
+static int check_claimed_secret(struct join_req *q)
+{
+    const struct rdzv_join *jn = q->jn;
+    char want[RDZV_SECRET_HEX + 1];
+
+    if (rdzvd_member_secret_derive(q->h, jn->run_id, jn->node_id, want) < 0)
+        return 0;
+    if (jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret, (const uint8_t *)want,
+                                         RDZV_SECRET_HEX))
+        return 0;
+    return refuse(q, -EPERM,
+                  "JOIN resume: node id '%s' of job '%s' comes without the secret rdzvd gave it "
+                  "(an agent older than protocol 1.2, or not that node's agent)",
+                  jn->node_id, jn->run_id);
+}
+
+/* The agent of m is back on peer (a new connection): m's old peer (if any) is closed. */
+static void member_take_over(struct rdzvd_member *m, void *peer)
+{
+    struct rdzvd_job *j = m->job;
+
+    rdzvd_job_note(j, false, "node=%s reconnected", m->join.host);
+    if (m->peer) {
+        void *op = m->peer;
+
+        j->host.ops->bind(op, NULL);
+        m->peer = NULL;
+        j->host.ops->close(op, "replaced by the agent's new connection");
+    }
+    m->peer = peer;
+    j->host.ops->bind(peer, m);
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    if (m->away) {
+        m->away = false;
+        rdzvd_member_set_ready(m, true);
+    }
+}
+
+/* A reconnecting agent whose workers run generation jn->resume.generation. */
+static int join_resume(struct join_req *q, struct rdzvd_job *j)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzv_resume *rs = &jn->resume;
+    struct rdzvd_member *m, *old;
+    const char *mismatch = NULL;
+    char why[RDZV_SUMMARY_MAX / 2]; /* room for the rest of the summary around it */
+    bool created = false;
+    int r;
+
+    if (!j) {
+        /* rdzvd restarted: rebuild the job, generation and all. */
+        if ((r = job_restore(q, &j)) < 0)
+            return r;
+        created = true;
+    } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
+               check_join_recovery(q, j) < 0 || check_resume_claim(q, NULL) < 0) {
+        return -EINVAL;
+    }
+    old = rdzvd_member_index_find(&j->by_id, jn->node_id);
+    if (old && old->peer != q->peer && !secret_ok(old, jn)) {
+        if (created)
+            rdzvd_job_free(j);
+        return refuse(q, -EPERM,
+                      "node id '%s' of job '%s' belongs to a member; only its agent, with the "
+                      "secret rdzvd gave it in JOINED, may take it over",
+                      jn->node_id, jn->run_id);
+    }
+    if (!old && check_claimed_secret(q) < 0) {
+        if (created)
+            rdzvd_job_free(j);
+        return -EPERM;
+    }
+    if (old && old->peer != q->peer) {
+        /* The same agent on a new connection (the old one closed after a stall of rdzvd, or
+         * not seen closing yet): take it over. */
+        member_take_over(old, q->peer);
+        *q->ret = old;
+        rdzvd_member_send_joined(old, old->node_rank < 0, true);
+        if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
+            struct rdzv_event e = {.type = "restart", .generation = rs->generation};
+
+            snprintf(e.summary, sizeof(e.summary), "%s", j->last_cause);
+            rdzvd_member_send_event(old, &e);
+        }
+        return 0;
+    }
+    if (!(m = rdzvd_member_add(j, q->peer, jn))) {
+        if (created)
+            rdzvd_job_free(j);
+        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+    }
+    *q->ret = m;
+    if (j->state == JOB_RUNNING && j->generation == rs->generation && rs->node_rank < j->max &&
+        !rdzvd_member_by_rank(j, rs->node_rank) && rs->nnodes == j->round.nnodes &&
+        !(mismatch = rebuilt_claim_mismatch(j, jn, why, sizeof(why)))) {
+        rdzvd_member_set_rank(m, rs->node_rank);
+        m->prev_rank = rs->node_rank;
+        m->rank_offset = rs->rank_offset;
+        rdzvd_member_set_ready(m, false);
+        rdzvd_job_note(j, false,
+                       "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
+                       " of %" PRId64 " nodes)",
+                       jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
+        rdzvd_member_send_joined(m, false, true);
+        if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
+            rdzvd_job_timer_stop(j);
+            rdzvd_job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
+                           j->generation);
+        } else if (j->rebuilt && j->nin_round == 1 && j->host.agent_stores &&
+                   j->timer_armed && j->timer_kind == T_REBUILD) {
+            rebuild_window_shorten(j);
+        }
+        /* Its workers all exited 0 while it was away (its LEAVE went nowhere): the job may be
+         * over now. */
+        if (rs->left)
+            rdzvd_member_leave(m, rs->generation, true);
+        return 0;
+    }
+    /* The job moved on without it: stop the old workers, then it is a candidate like any. */
+    {
+        struct rdzv_event e = {.type = "restart", .generation = rs->generation};
+
+        if (mismatch)
+            snprintf(e.summary, sizeof(e.summary),
+                     "%s; this node stops its workers and rejoins as a new member", mismatch);
+        else
+            snprintf(e.summary, sizeof(e.summary),
+                     "generation %" PRIu64 " is over (the job is at generation %" PRIu64
+                     "); this node rejoins as a new member",
+                     rs->generation, j->generation);
+        rdzvd_member_set_ready(m, false);
+        m->stopping_gen = rs->generation;
+        rdzvd_member_send_joined(m, true, false);
+        rdzvd_member_send_event(m, &e);
+        rdzvd_job_note(j, mismatch != NULL,
+                       "node=%s reconnected from generation %" PRIu64 " (now %" PRIu64 "): told to "
+                       "stop its workers%s%s",
+                       jn->host, rs->generation, j->generation, mismatch ? ": " : "",
+                       mismatch ? mismatch : "");
+    }
+    return 0;
+}
+
+int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
+                   char *err, size_t errlen, struct rdzvd_member **ret)
+{
+    struct rdzv_join jn = *join;
+    struct join_req q = {.h = h, .peer = peer, .jn = &jn, .err = err, .errlen = errlen, .ret = ret};
+    struct rdzvd_member *m;
+    struct rdzvd_job *j;
+    bool spare;
+    int r;
+
+    *ret = NULL;
+    j = rdzvd_job_find(h->jobs, jn.run_id);
+    /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
+    if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
+        return r;
+    if (j && j->state == JOB_ENDED)
+        return refuse(&q, -EBUSY,
+                      "job '%s' has just ended and its agents are still leaving; use a new "
+                      "--rdzv-id for a new job",
+                      jn.run_id);
+    if (jn.resume.generation)
+        return join_resume(&q, j);
+    if (j && (check_join_matches(&q, j->min, j->max, j->max_restarts) < 0 ||
+              check_join_recovery(&q, j) < 0))
+        return -EINVAL;
+    if (j && (m = rdzvd_member_index_find(&j->by_id, jn.node_id)) && m->node_rank < 0 &&
+        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, &jn)) {
+        /* An agent without workers (a spare, a candidate) back on a new connection after it
+         * found rdzvd stalled: the same member, not a duplicate. */
+        member_take_over(m, peer);
+        *ret = m;
+        rdzvd_member_send_joined(m, j->state != JOB_FORMING, false);
+        if (!m->ready)
+            rdzvd_member_ready(m, m->stopping_gen); /* it has no workers left to stop */
+        else if (j->state == JOB_FORMING)
+            rdzvd_job_try_close(j);
+        return 0;
+    }
+    if (jn.node_rank >= jn.max) {
+        if (!jn.rank_hint)
+            return refuse(&q, -ERANGE,
+                          "node rank %" PRId64 " is out of range: job '%s' has at most "
+                          "%" PRId64 " nodes (ranks 0..%" PRId64 ")",
+                          jn.node_rank, jn.run_id, jn.max, jn.max - 1);
+        jn.node_rank = -1; /* the scheduler's extra node: a spare */
+    }
+    if (j && jn.node_rank >= 0) {
+        struct rdzvd_member *o = rdzvd_member_by_req(j, jn.node_rank)
+                                     ? rdzvd_member_by_req(j, jn.node_rank)
+                                     : rdzvd_member_by_rank(j, jn.node_rank);
+
+        if (o && jn.rank_hint)
+            jn.node_rank = -1; /* only a preference: take any free rank */
+        else if (o)
+            return refuse(&q, -EEXIST,
+                          "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
+                          "give each node its own --node-rank, or run one agent per node",
+                          jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
+    }
+    if (j && rdzvd_member_index_find(&j->by_id, jn.node_id))
+        return refuse(&q, -EEXIST, "node id '%s' has already joined job '%s'", jn.node_id,
+                      jn.run_id);
+    if (!j && !(j = rdzvd_job_new(h, &jn)))
+        return refuse(&q, -ENOMEM, "rdzvd is out of memory");
+    if (!(m = rdzvd_member_add(j, peer, &jn))) {
+        if (j->nmembers == 0)
+            rdzvd_job_free(j);
+        return refuse(&q, -ENOMEM, "rdzvd is out of memory");
+    }
+    *ret = m;
+    spare = j->state != JOB_FORMING;
+    rdzvd_job_note(j, false,
+                   "node=%s joined (node id %s, %" PRId64 " workers, node rank %" PRId64
+                   " asked), %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
+                   jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
+                   spare ? " (waits for the next generation)" : "");
+    rdzvd_member_send_joined(m, spare, false);
+    if (j->state == JOB_FORMING)
+        rdzvd_job_try_close(j);
+    else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
+             !job_rebuilding(j))
+        rdzvd_job_restart(j, "scale-up", 0,
+                          "a node joined below --nnodes MAX: restarting to scale up");
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-keys.c: the generation stores' journal names and the member key of the job table
+ * (rdzvd-job-keys.h). */
+#include "daemon/job/rdzvd-job-keys.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/rdzv-auth.h"
+#include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-journal.h"
+
+/* "job-" and the 64 hex digits of SHA-256 of run_id (keyed: RDZVD_STATE_NAME_KEY) into buf. */
+static int name_prefix(const char *run_id, char *buf, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t mac[RDZV_MAC_BYTES];
+    char digits[2 * RDZV_MAC_BYTES + 1];
+    int r;
+
+    r = rdzv_hmac_sha256((const uint8_t *)RDZVD_STATE_NAME_KEY, strlen(RDZVD_STATE_NAME_KEY),
+                         (const uint8_t *)run_id, strlen(run_id), mac);
+    if (r < 0) {
+        if (len)
+            buf[0] = '\0';
+        return r;
+    }
+    for (size_t i = 0; i < RDZV_MAC_BYTES; i++) {
+        digits[2 * i] = hex[mac[i] >> 4];
+        digits[2 * i + 1] = hex[mac[i] & 15];
+    }
+    digits[2 * RDZV_MAC_BYTES] = '\0';
+    snprintf(buf, len, "job-%s", digits);
+    return 0;
+}
+
+int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len)
+{
+    int r = name_prefix(run_id, buf, len);
+
+    if (r == 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "-gen-%" PRIu64, gen);
+    return r;
+}
+
+int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
+{
+    return rdzvd_journal_unlink(dirfd, state_name);
+}
+
+#define TABLE_MEMBER_KEY "member-key"
+#define TABLE_MEMBER_KEY_BYTES 32
+
+int rdzvd_job_table_member_key(struct rdzvd_store *t, const uint8_t **key, size_t *len)
+{
+    uint8_t fresh[TABLE_MEMBER_KEY_BYTES];
+    int r = rdzvd_store_get(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), key, len);
+
+    if (r == 0)
+        return *len == TABLE_MEMBER_KEY_BYTES ? 0 : -EBADMSG;
+    if (r != -ENOENT)
+        return r;
+    if ((r = rdzv_random_bytes(fresh, sizeof(fresh))) < 0 ||
+        (r = rdzvd_store_set(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), fresh,
+                             sizeof(fresh))) < 0)
+        return r;
+    explicit_bzero(fresh, sizeof(fresh));
+    return rdzvd_store_get(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), key, len);
+}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-persist.c: what of a job outlives rdzvd (--state-dir): the journal of each
+ * generation's store, named per job and generation, and the job's record (rdzvd-job-keys.h)
+ * from which a restarted rdzvd rebuilds it. Part of the job state machine (rdzvd-job-impl.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+/* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down:
+ * then the agents come back to the next rdzvd, which reopens it with its keys. */
+void rdzvd_job_close_store(struct rdzvd_job *j)
+{
+    if (j->store) {
+        j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down);
+        j->store = NULL;
+    }
+    j->store_addr[0] = '\0';
+}
+
+int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0)
+{
+    if (j->host.agent_stores && m0 && m0->peer && m0->join.host_store)
+        return 1;
+    return rdzvd_job_open_store(j, 0, true);
+}
+
+int rdzvd_job_store_fallback(struct rdzvd_job *j)
+{
+    int r;
+
+    if (j->store || j->store_addr[0])
+        return 0;
+    r = rdzvd_job_open_store(j, 0, true);
+    return r < 0 ? r : 1;
+}
+
+/* The journal name of generation gen's store: "job-<SHA-256 of run_id>-gen-<gen>"
+ * (rdzvd_job_state_name), or "" when it cannot be computed (libcrypto missing). */
+void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len)
+{
+    (void)rdzvd_job_state_name(j->run_id, gen, buf, len);
+}
+
+/* Open generation j->generation's store on port (0: any). fresh: a new generation's store,
+ * which never replays what an earlier use of its journal name left on disk (a round formed but
+ * never sent before rdzvd died, or an earlier job of the same run_id); otherwise the journal
+ * of the generation is replayed (a rebuild after an rdzvd restart). 0 or a negative errno. */
+int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
+{
+    char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
+    int r;
+
+    snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
+    /* Without --state-dir there is no journal, and no name to hash (libcrypto stays unloaded). */
+    if (j->host.state_dirfd >= 0) {
+        rdzvd_job_store_journal_name(j, j->generation, sname, sizeof(sname));
+        if (!sname[0])
+            log_warn("job=%s gen=%" PRIu64 " no journal for its store: cannot name it "
+                     "(libcrypto missing?)",
+                     j->run_id, j->generation);
+    }
+    if (fresh && sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
+        log_warn_errno(r, "job=%s cannot delete the stale journal %s", j->run_id, sname);
+    return j->host.ops->store_open(j->host.ud, desc, sname[0] ? sname : NULL, port, &j->store,
+                                   &j->store_port);
+}
+
+/* The nodes of j's running generation by node rank (malloc'd, round.nnodes of them), or NULL
+ * when a node rank has no member (a job made from an agent's claim) or out of memory (logged). */
+static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
+{
+    struct rdzvd_job_record_node *nodes;
+    int64_t n = j->round.nnodes;
+
+    /* by_rank read here, not through rdzvd_member_by_rank: rdzvd-job-sm.c calls this file, and
+     * no call goes back (tests/layering.py) */
+    if (n < 1 || n > j->rank_cap)
+        return NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (!j->by_rank[i])
+            return NULL;
+    if (!(nodes = calloc((size_t)n, sizeof(*nodes)))) {
+        log_warn("job=%s gen=%" PRIu64 " out of memory: its record names no node", j->run_id,
+                 j->generation);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        nodes[i] = (struct rdzvd_job_record_node){.nproc = j->by_rank[i]->join.nproc};
+        memcpy(nodes[i].node_id, j->by_rank[i]->join.node_id, sizeof(nodes[i].node_id));
+    }
+    return nodes;
+}
+
+/* The job table (journaled in --state-dir, or a replica's, replicated): decide the job's
+ * generation and restart count (rdzvd-decision.h: a generation formed, or stopped), so that a
+ * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the
+ * generation's workers run (ROUND sent), and the record names its nodes by node rank and its
+ * NCCL ids: a restarted rdzvd waits for those nodes' agents before it places anyone. Once per
+ * generation. */
+void rdzvd_job_save(struct rdzvd_job *j, bool running)
+{
+    struct rdzvd_job_record rec = {.min = j->min,
+                                   .max = j->max,
+                                   .max_restarts = j->max_restarts,
+                                   .generation = j->generation,
+                                   .restart_count = j->restart_count,
+                                   .running = running};
+    int r;
+
+    if (!j->host.record_table)
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    if (running) {
+        rec.nnodes = j->round.nnodes;
+        rec.world_size = j->round.world_size;
+        rec.store_port = j->store || j->store_addr[0] ? j->store_port : 0;
+        memcpy(rec.store_addr, j->store_addr, sizeof(rec.store_addr));
+        rec.nodes = job_round_nodes(j);
+        rec.n_ids = j->round.n_ids;
+        rec.ids = j->round.ids;
+    }
+    r = rdzvd_job_decide(j->host.record_table,
+                         running ? RDZVD_DECIDE_FORMED : RDZVD_DECIDE_STOPPED, &rec);
+    if (r == -EINVAL && running) {
+        /* Its nodes do not add up to its world, or an id is not one (a bug): keep the rest. */
+        log_warn("job=%s gen=%" PRIu64 " its nodes or NCCL ids do not fit its world of %" PRId64
+                 "; recorded without them",
+                 j->run_id, j->generation, rec.world_size);
+        free(rec.nodes);
+        rec.nodes = NULL;
+        rec.n_ids = 0;
+        r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
+    }
+    if (r < 0)
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the decision (generation %s) "
+                       "in its job table",
+                       j->run_id, j->generation, running ? "formed" : "stopped");
+    free(rec.nodes);
+}
+
+/* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
+void rdzvd_job_forget(struct rdzvd_job *j)
+{
+    int r;
+
+    struct rdzvd_job_record rec = {.generation = 0};
+
+    if (!j->host.record_table)
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ENDED, &rec);
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
+}
+
+int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
+                          struct rdzvd_job_record *rec)
+{
+    int r;
+
+    if (!h->record_table)
+        return -ENOENT;
+    r = rdzvd_job_record_get(h->record_table, run_id, rec);
+    if (r < 0 && r != -ENOENT)
+        log_warn_errno(r, "job=%s: its record is unreadable; ignored", run_id);
+    return r == -ENOENT || r == 0 ? r : -ENOENT;
+}

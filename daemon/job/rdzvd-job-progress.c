@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-progress.c: each rank's last progress report, from its agent's HEARTBEATs, kept per
+ * member for the current generation, and the status's "ranks" made from it. Loop thread only, as
+ * the rest of the job state machine (rdzvd-job-impl.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-status.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+struct rdzvd_rank_progress {
+    bool set; /* the local rank has reported in progress_gen */
+    int64_t step;
+    uint64_t at_ms;      /* when the report was made, rdzv_now_ms() clock */
+    int64_t timeout_ms;  /* its agent's progress timeout for it; 0: none */
+};
+
+void rdzvd_member_progress_free(struct rdzvd_member *m)
+{
+    free(m->progress);
+    m->progress = NULL;
+}
+
+void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
+{
+    const struct rdzvd_job *j = m->job;
+    uint64_t now = rdzv_now_ms();
+    size_t nproc = (size_t)m->join.nproc;
+
+    if (hb->n_progress == 0 || hb->generation != j->generation || m->node_rank < 0)
+        return;
+    if (!m->progress) {
+        m->progress = calloc(nproc, sizeof(*m->progress));
+        if (!m->progress) {
+            log_error("job=%s: out of memory keeping the progress of node rank %" PRId64, j->run_id,
+                      m->node_rank);
+            return;
+        }
+        m->progress_gen = hb->generation;
+    }
+    if (m->progress_gen != hb->generation) {
+        memset(m->progress, 0, nproc * sizeof(*m->progress));
+        m->progress_gen = hb->generation;
+    }
+    for (unsigned i = 0; i < hb->n_progress; i++) {
+        const struct rdzv_rank_progress *p = &hb->progress[i];
+        struct rdzvd_rank_progress *e;
+
+        if (p->local_rank >= m->join.nproc)
+            continue;
+        e = &m->progress[p->local_rank];
+        e->set = true;
+        e->step = p->step;
+        e->timeout_ms = p->timeout_ms;
+        e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
+    }
+}
+
+/* The member's progress entries that belong in the status: of the job's generation. */
+static bool member_progress_current(const struct rdzvd_member *m)
+{
+    return m->progress && m->node_rank >= 0 && m->progress_gen == m->job->generation;
+}
+
+struct rank_ref {
+    int64_t rank;
+    uint64_t at_ms;
+    const struct rdzvd_member *m;
+    int64_t local_rank;
+};
+
+static int by_age_desc(const void *a, const void *b)
+{
+    const struct rank_ref *x = a, *y = b;
+
+    if (x->at_ms != y->at_ms)
+        return x->at_ms < y->at_ms ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct rank_ref *x = a, *y = b;
+
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    struct rank_ref *refs;
+    size_t n = 0, k = 0;
+    int r = 0;
+
+    for_each_member(j, m, pos, tmp)
+    {
+        if (!member_progress_current(m))
+            continue;
+        for (int64_t i = 0; i < m->join.nproc; i++)
+            n += m->progress[i].set;
+    }
+    sj->ranks_left_out = 0;
+    if (n == 0)
+        return 0;
+    refs = calloc(n, sizeof(*refs));
+    if (!refs)
+        return -ENOMEM;
+    for_each_member(j, m, pos, tmp)
+    {
+        if (!member_progress_current(m))
+            continue;
+        for (int64_t i = 0; i < m->join.nproc; i++)
+            if (m->progress[i].set)
+                refs[k++] = (struct rank_ref){.rank = m->rank_offset + i,
+                                              .at_ms = m->progress[i].at_ms,
+                                              .m = m,
+                                              .local_rank = i};
+    }
+    if (n > RDZV_STATUS_MAX_RANKS) {
+        /* Keep the longest silent: those are what an operator looks for. */
+        qsort(refs, n, sizeof(*refs), by_age_desc);
+        sj->ranks_left_out = (int64_t)(n - RDZV_STATUS_MAX_RANKS);
+        n = RDZV_STATUS_MAX_RANKS;
+    }
+    qsort(refs, n, sizeof(*refs), by_rank);
+    r = rdzv_status_alloc_ranks(sj, n);
+    if (r < 0)
+        goto out_free;
+    for (k = 0; k < n; k++) {
+        const struct rdzvd_rank_progress *e = &refs[k].m->progress[refs[k].local_rank];
+        struct rdzv_status_rank *s = &sj->ranks[k];
+
+        s->rank = refs[k].rank;
+        s->node_rank = refs[k].m->node_rank;
+        snprintf(s->host, sizeof(s->host), "%s", refs[k].m->join.host);
+        s->step = e->step;
+        s->age_s = now > e->at_ms ? (double)(now - e->at_ms) / 1000 : 0;
+        s->timeout_s = (double)e->timeout_ms / 1000;
+    }
+out_free:
+    free(refs);
+    return r;
+}

@@ -1,0 +1,904 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-sm.c: the job state machine (rdzvd-job-sm.h): rounds, node ranks, spares, NCCL ids,
+ * the restart budget, heartbeat loss, the job's outcome and its record in --state-dir. Members
+ * are reached through the host's ops only; JOIN and resume are in rdzvd-job-join.c. */
+#include "daemon/job/rdzvd-job-sm.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/rdzv-auth.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
+                                                           "ended"};
+
+/* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
+void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+{
+    unsigned i = j->nevents++ % JOB_EVENTS;
+    struct timespec ts;
+    va_list ap;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    j->events[i].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    va_start(ap, fmt);
+    vsnprintf(j->events[i].text, sizeof(j->events[i].text), fmt, ap);
+    va_end(ap);
+    rdzv_utf8_trim(j->events[i].text);
+    if (warn)
+        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+    else
+        rdzv_log(j->host.quiet ? RDZV_LOG_DEBUG : RDZV_LOG_INFO, "job=%s gen=%" PRIu64 " %s",
+                 j->run_id, j->generation, j->events[i].text);
+}
+
+int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
+{
+    struct rdzvd_member **req, **rank;
+    int64_t cap = j->rank_cap ? j->rank_cap : 8;
+
+    assert(n <= j->max);
+    if (n <= j->rank_cap)
+        return 0;
+    while (cap < n)
+        cap *= 2;
+    if (cap > j->max)
+        cap = j->max;
+    req = realloc(j->by_req, (size_t)cap * sizeof(*req));
+    if (!req)
+        return -ENOMEM;
+    j->by_req = req;
+    rank = realloc(j->by_rank, (size_t)cap * sizeof(*rank));
+    if (!rank)
+        return -ENOMEM; /* by_req is larger, rank_cap not: still consistent */
+    j->by_rank = rank;
+    memset(req + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*req));
+    memset(rank + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*rank));
+    j->rank_cap = cap;
+    return 0;
+}
+
+struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->rank_cap ? j->by_rank[rank] : NULL;
+}
+
+struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->rank_cap ? j->by_req[rank] : NULL;
+}
+
+/* Take m out of the generation (node_rank -1). */
+static void member_unrank(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (m->node_rank < 0)
+        return;
+    if (rdzvd_member_by_rank(j, m->node_rank) == m)
+        j->by_rank[m->node_rank] = NULL;
+    m->node_rank = -1;
+    j->nin_round--;
+}
+
+void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (rank < 0 || rank >= j->rank_cap) { /* every caller checked it: never past by_rank */
+        log_error("job=%s: node rank %" PRId64 " is out of 0..%" PRId64 "; not set", j->run_id,
+                  rank, j->rank_cap - 1);
+        return;
+    }
+    member_unrank(m);
+    m->node_rank = rank;
+    j->by_rank[rank] = m;
+    j->nin_round++;
+}
+
+void rdzvd_job_set_state(struct rdzvd_job *j, enum job_state st)
+{
+    log_debug("job %s: %s -> %s", j->run_id, rdzvd_job_state_names[j->state],
+              rdzvd_job_state_names[st]);
+    j->state = st;
+}
+
+struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, jobs)
+    {
+        struct rdzvd_job *j = rdzv_container_of(pos, struct rdzvd_job, node);
+
+        if (strcmp(j->run_id, run_id) == 0)
+            return j;
+    }
+    return NULL;
+}
+
+#define for_each_member(j, m, pos, tmp)                                                            \
+    rdzv_list_for_each_safe(                                                                       \
+        pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
+
+static void job_timer_close_cb(uv_handle_t *h)
+{
+    struct rdzvd_job *j = h->data;
+
+    rdzvd_member_index_free(&j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
+    free(j->rebuilt_nodes);
+    free(j);
+}
+
+/* Remove a job with no members left. */
+void rdzvd_job_free(struct rdzvd_job *j)
+{
+    rdzvd_job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
+    if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
+        j->host.keep_ended(j->host.ended, j);
+    if (!j->shutting_down)
+        rdzvd_job_forget(j);
+    rdzv_list_del(&j->node);
+    rdzvd_job_close_store(j);
+    uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
+}
+
+void rdzvd_job_timer_stop(struct rdzvd_job *j)
+{
+    if (j->timer_armed) {
+        uv_timer_stop(&j->timer);
+        j->timer_armed = false;
+    }
+}
+
+static void job_timer_cb(uv_timer_t *t);
+
+void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
+{
+    uv_timer_start(&j->timer, job_timer_cb, ms, 0);
+    j->timer_armed = true;
+    j->timer_kind = kind;
+}
+
+void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
+{
+    if (m->peer)
+        m->job->host.ops->event(m->peer, e);
+}
+
+/* The job is over: tell every member how it ended. */
+void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state == JOB_ENDED)
+        return;
+    rdzvd_job_timer_stop(j);
+    snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
+    j->outcome.generation = j->generation;
+    j->outcome.exit_code = exit_code;
+    snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
+    rdzvd_job_set_state(j, JOB_ENDED);
+    rdzvd_job_forget(j);
+    if (exit_code == 0)
+        rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
+    else
+        rdzvd_job_note(j, true, "generation %" PRIu64 " failed (exit code %" PRId64 "): %s",
+                       j->generation, exit_code, summary);
+    for_each_member(j, m, pos, tmp) rdzvd_member_send_event(m, &j->outcome);
+    j->host.ops->flush(j->host.ud);
+}
+
+/* ---- heartbeats ---- */
+
+static void member_lost(struct rdzvd_member *m, const char *why);
+static void job_check_all_left(struct rdzvd_job *j);
+
+static void member_hb_cb(uv_timer_t *t)
+{
+    struct rdzvd_member *m = t->data;
+    char why[RDZV_HOST_MAX + 128];
+
+    /* libuv runs due timers before it polls: after a stall (a SIGSTOPped or starved daemon)
+     * the heartbeat that keeps this member may be waiting in the socket. Give it one turn of
+     * the loop, whose poll reads it and re-arms this timer; a member whose input is still
+     * unread after that (not a heartbeat, or reading paused) is lost. 1 ms, not 0: libuv
+     * would run a 0 ms timer again in this same pass over the due timers, before any poll. */
+    if (!m->hb_rechecked && m->peer && m->job->host.ops->unread(m->peer) > 0) {
+        m->hb_rechecked = true;
+        m->stall_ms = rdzv_now_ms();
+        uv_timer_start(&m->hb_timer, member_hb_cb, 1, 0);
+        return;
+    }
+    snprintf(why, sizeof(why),
+             m->peer ? "sent no heartbeat for %.1f s" : "did not reconnect within %.1f s",
+             (double)m->job->hb_timeout_ms / 1000);
+    member_lost(m, why);
+}
+
+/* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
+ * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
+static void member_check_stall(struct rdzvd_member *m)
+{
+    if (uv_is_active((const uv_handle_t *)&m->hb_timer) && uv_timer_get_due_in(&m->hb_timer) == 0)
+        m->stall_ms = rdzv_now_ms();
+}
+
+bool rdzvd_member_stalled(struct rdzvd_member *m)
+{
+    member_check_stall(m);
+    return m->stall_ms && rdzv_now_ms() - m->stall_ms < (uint64_t)m->job->hb_timeout_ms;
+}
+
+void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)
+{
+    m->hb_rechecked = false;
+    /* From now, not from the loop's cached time: after a long turn (or from a timer callback
+     * late in its pass) that time is old, and the deadline would pass early. */
+    uv_update_time(m->job->host.loop);
+    uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
+}
+
+/* ---- rounds ---- */
+
+void rdzvd_job_send_rounds(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    rdzvd_job_set_state(j, JOB_RUNNING);
+    rdzvd_job_save(j, true);
+    rdzvd_job_note(j, false,
+                   "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
+                   ", store on %s%s%s%u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
+                   j->generation, j->round.nnodes, j->round.world_size,
+                   j->store_addr[0] ? "node rank 0's agent at " : "port ", j->store_addr,
+                   j->store_addr[0] ? ":" : "", j->store_port, j->round.n_ids, j->restart_count,
+                   j->max_restarts);
+    for_each_member(j, m, pos, tmp)
+    {
+        struct rdzv_round *rd = &j->round;
+
+        if (m->node_rank < 0 || !m->peer)
+            continue;
+        rd->node_rank = m->node_rank;
+        rd->rank_offset = m->rank_offset;
+        /* Node rank 0's agent's, or "": the op puts rdzvd's address as this agent reached it. */
+        memcpy(rd->master_addr, j->store_addr, sizeof(j->store_addr));
+        rd->master_port = j->store_port;
+        j->host.ops->round(m->peer, rd);
+        /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
+        rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * INIT_GRACE_FACTOR);
+    }
+    j->host.ops->flush(j->host.ud);
+}
+
+static struct rdzvd_member *rank0_member(struct rdzvd_job *j)
+{
+    return rdzvd_member_by_rank(j, 0);
+}
+
+/* Every change of m->ready goes through here: j->nready is kept exact (O(1) per join). */
+void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready)
+{
+    if (m->ready != ready)
+        m->job->nready += ready ? 1 : -1;
+    m->ready = ready;
+}
+
+static void job_fail_nodes(struct rdzvd_job *j, int64_t have)
+{
+    char why[RDZV_SUMMARY_MAX + 256];
+
+    snprintf(why, sizeof(why),
+             "only %" PRId64 " of the %" PRId64 " nodes the job needs (--nnodes "
+             "%" PRId64 ":%" PRId64 ") were there within the join timeout (%.0f s)%s%s",
+             have, j->min, j->min, j->max, (double)j->join_timeout_ms / 1000,
+             j->last_cause[0] ? "; " : "", j->last_cause);
+    rdzvd_job_end(j, "failed", 1, why);
+}
+
+void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
+{
+    char why[128];
+
+    snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", uv_strerror(err));
+    rdzvd_job_end(j, "failed", 1, why);
+}
+
+/* Close the round over the ready members: previous node ranks kept where possible, then
+ * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
+ * generation's store and asks for NCCL ids. */
+static void close_round(struct rdzvd_job *j)
+{
+    struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m, *m0;
+    int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
+    int r;
+
+    rdzvd_job_timer_stop(j);
+    if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
+        free(slots);
+        rdzvd_job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
+        return;
+    }
+    /* Previous ranks first, then asked-for ranks, then free slots in join order. */
+    for (int pass = 0; pass < 3; pass++)
+        for_each_member(j, m, pos, tmp)
+        {
+            int64_t want = pass == 0 ? m->prev_rank : pass == 1 ? m->join.node_rank : -1;
+
+            if (!m->ready || m->placed || taken >= j->max)
+                continue;
+            if (pass < 2 && (want < 0 || want >= j->max || slots[want]))
+                continue;
+            if (pass == 2) {
+                while (slots[next])
+                    next++;
+                want = next;
+            }
+            slots[want] = m;
+            m->placed = true;
+            taken++;
+        }
+    for (int64_t i = 0; i < j->max; i++) {
+        if (!(m = slots[i]))
+            continue;
+        m->placed = false;
+        rdzvd_member_set_rank(m, rank++);
+        m->prev_rank = m->node_rank;
+        m->rank_offset = offset;
+        rdzvd_member_set_ready(m, false);
+        m->left_ok = false;
+        offset += m->join.nproc;
+        if (m->join.nccl != RDZV_NCCL_OFF && m->join.nccl_ids > want_ids)
+            want_ids = m->join.nccl_ids;
+    }
+    free(slots);
+
+    j->generation++;
+    free(j->rebuilt_nodes);
+    j->rebuilt_nodes = NULL;
+    memset(&j->round, 0, sizeof(j->round));
+    j->round.generation = j->generation;
+    j->round.nnodes = rank;
+    j->round.world_size = offset;
+    j->round.restart_count = j->restart_count;
+    j->round.max_restarts = j->max_restarts;
+    if (j->nmembers > rank)
+        rdzvd_job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
+
+    rdzvd_job_close_store(j);
+    m0 = rank0_member(j);
+    r = rdzvd_job_choose_store(j, m0);
+    if (r < 0) {
+        rdzvd_job_store_failed(j, r);
+        return;
+    }
+    if (want_ids > 0 || r > 0) {
+        rdzvd_job_set_state(j, JOB_NCCL);
+        if (!m0 || !m0->peer ||
+            j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0,
+                                      r > 0 ? j->host.store_allow : NULL) < 0) {
+            rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
+            return;
+        }
+        rdzvd_job_timer_start(j, T_NCCL, NCCL_ID_TIMEOUT_MS);
+        j->host.ops->flush(j->host.ud);
+        return;
+    }
+    rdzvd_job_send_rounds(j);
+}
+
+/* In FORMING: close the round if it is time, else make sure the right timer runs. After a
+ * restart (generation > 0) the round closes as soon as every member is ready and there are
+ * enough of them; the first round waits for max, or last call after min. */
+void rdzvd_job_try_close(struct rdzvd_job *j)
+{
+    int64_t ready = j->nready;
+
+    if (j->state != JOB_FORMING)
+        return;
+    if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
+        close_round(j);
+        return;
+    }
+    if (ready >= j->min) {
+        if (!j->timer_armed || j->timer_kind != T_LAST_CALL)
+            rdzvd_job_timer_start(j, T_LAST_CALL, (uint64_t)j->last_call_ms);
+        return;
+    }
+    /* Below min: the join timeout runs (from when the job was created or fell below min). */
+    if ((!j->timer_armed || j->timer_kind != T_JOIN) && j->join_timeout_ms > 0)
+        rdzvd_job_timer_start(j, T_JOIN, (uint64_t)j->join_timeout_ms);
+    else if (j->timer_armed && j->timer_kind != T_JOIN)
+        rdzvd_job_timer_stop(j);
+}
+
+/* Every member of the stopped generation is ready: form the next one. */
+static void job_check_stopped(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state != JOB_STOPPING)
+        return;
+    if (j->nready < j->nmembers)
+        return;
+    rdzvd_job_close_store(j);
+    for_each_member(j, m, pos, tmp) member_unrank(m);
+    rdzvd_job_set_state(j, JOB_FORMING);
+    rdzvd_job_timer_stop(j);
+    rdzvd_job_try_close(j);
+}
+
+/* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
+ * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
+void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
+                       const char *summary)
+{
+    bool counted = !uncounted;
+    struct rdzv_event e = {.type = "restart"};
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state == JOB_ENDED || j->state == JOB_STOPPING)
+        return;
+    if (counted && j->restart_count >= j->max_restarts) {
+        char why[RDZV_SUMMARY_MAX + 1];
+
+        snprintf(why, sizeof(why),
+                 "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
+                 j->restart_count, j->max_restarts);
+        rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
+        return;
+    }
+    if (counted)
+        j->restart_count++;
+    rdzvd_job_save(j, false);
+    snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
+    rdzvd_job_timer_stop(j);
+    e.generation = j->generation;
+    e.exit_code = exit_code;
+    snprintf(e.summary, sizeof(e.summary), "%s", summary);
+    rdzvd_job_note(
+        j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+        j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
+        j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+    rdzvd_job_set_state(j, JOB_STOPPING);
+    for_each_member(j, m, pos, tmp)
+    {
+        if (m->node_rank < 0)
+            continue;
+        m->stopping_gen = j->generation;
+        rdzvd_member_send_event(m, &e);
+    }
+    j->host.ops->flush(j->host.ud);
+    job_check_stopped(j);
+}
+
+/* Append to why the nodes of a rebuilt generation that did not come back, as its record names
+ * them ("node rank 2 (node id n2)", the first few), when it does. */
+static void rebuild_missing_names(const struct rdzvd_job *j, char *why, size_t len)
+{
+    enum { NAMED_MAX = 4 };
+    int named = 0;
+
+    if (!j->rebuilt_nodes)
+        return;
+    for (int64_t i = 0; i < j->round.nnodes && i < j->rank_cap; i++) {
+        size_t used = strlen(why);
+
+        if (j->by_rank[i])
+            continue;
+        if (named == NAMED_MAX) {
+            snprintf(why + used, len - used, ", ...");
+            break;
+        }
+        snprintf(why + used, len - used, "%s node rank %" PRId64 " (node id %s)",
+                 named ? "," : ":", i, j->rebuilt_nodes[i].node_id);
+        named++;
+    }
+}
+
+static void job_timer_cb(uv_timer_t *t)
+{
+    struct rdzvd_job *j = t->data;
+
+    j->timer_armed = false;
+    if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
+        int64_t ready = j->nready;
+
+        if (ready >= j->min) {
+            rdzvd_job_note(j, false,
+                           "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
+                           ready, j->min, j->max);
+            close_round(j);
+        } else {
+            job_fail_nodes(j, ready);
+        }
+    } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
+        struct rdzvd_member *m0 = rank0_member(j);
+        char why[RDZV_HOST_MAX + 128];
+
+        snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
+                 m0 ? m0->join.host : "?", NCCL_ID_TIMEOUT_MS / 1000);
+        rdzvd_job_end(j, "failed", 1, why);
+    } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
+               j->nin_round < j->round.nnodes) {
+        char why[RDZV_SUMMARY_MAX + 1];
+
+        snprintf(why, sizeof(why),
+                 "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
+                 " did not come back after rdzvd restarted (or its leader changed)",
+                 j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
+        rebuild_missing_names(j, why, sizeof(why));
+        /* Nobody of a generation rebuilt from its record came back: its agents went with the
+         * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
+         * job's nodes: numbering goes on, the budget is not charged. */
+        rdzvd_job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
+        if (j->host.lost)
+            j->host.lost(j->host.lost_ud); /* their hosts may have held replicas */
+    }
+}
+
+struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn)
+{
+    struct rdzvd_job *j = calloc(1, sizeof(*j));
+    int r;
+
+    if (!j)
+        return NULL;
+    if (rdzvd_member_index_init(&j->by_id) < 0)
+        goto out_free;
+    r = uv_timer_init(h->loop, &j->timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
+        goto out_free;
+    }
+    j->host = *h;
+    memcpy(j->run_id, jn->run_id, sizeof(j->run_id));
+    j->min = jn->min;
+    j->max = jn->max;
+    j->max_restarts = jn->max_restarts;
+    j->last_call_ms = jn->last_call_ms;
+    j->hb_timeout_ms = jn->heartbeat_timeout_ms;
+    j->join_timeout_ms = jn->join_timeout_ms;
+    j->scale_up_now = jn->scale_up_now;
+    j->inplace = jn->inplace;
+    j->created_ms = rdzv_now_ms();
+    rdzv_list_init(&j->members);
+    j->timer.data = j;
+    rdzv_list_add_tail(h->jobs, &j->node);
+    rdzvd_job_note(j, false,
+                   "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
+                   " ms, max restarts %" PRId64 ", heartbeat timeout %" PRId64 " ms, recovery %s)",
+                   j->min, j->max, j->last_call_ms, j->max_restarts, j->hb_timeout_ms,
+                   j->inplace ? "inplace" : "restart");
+    return j;
+
+out_free:
+    rdzvd_member_index_free(&j->by_id);
+    free(j->by_req);
+    free(j->by_rank);
+    free(j->rebuilt_nodes);
+    free(j);
+    return NULL;
+}
+
+static void member_close_cb(uv_handle_t *h)
+{
+    rdzvd_member_progress_free(h->data);
+    free(h->data);
+}
+
+/* Unlink m (and free the job with its last member). The caller deals with the consequences. */
+static void member_remove(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+
+    rdzvd_member_index_del(&j->by_id, m);
+    rdzv_list_del(&m->node);
+    j->nmembers--;
+    j->nready -= m->ready;
+    member_unrank(m);
+    if (rdzvd_member_by_req(j, m->join.node_rank) == m)
+        j->by_req[m->join.node_rank] = NULL;
+    if (m->peer)
+        j->host.ops->bind(m->peer, NULL);
+    uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+    if (j->nmembers == 0)
+        rdzvd_job_free(j);
+}
+
+/* m is gone (its connection closed, or it fell silent): drop it, and move the job on. */
+static void member_lost(struct rdzvd_member *m, const char *why)
+{
+    struct rdzvd_job *j = m->job;
+    void *peer = m->peer;
+    enum job_state st = j->state;
+    bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1;
+    void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
+    int64_t rank = m->node_rank;
+    char cause[RDZV_SUMMARY_MAX + 1];
+
+    snprintf(cause, sizeof(cause), "root cause: the agent of node rank %" PRId64 " (%s) %s", rank,
+             m->join.host, why);
+    if (in_round && (st == JOB_RUNNING || st == JOB_NCCL) && !left)
+        rdzvd_job_note(j, true, "%s", cause + 12);
+    else
+        rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
+                       why);
+    member_remove(m);
+    if (peer)
+        j->host.ops->close(peer, why); /* its member is detached: no second report */
+    if (lost && !left && st != JOB_ENDED)
+        lost(lost_ud); /* a failure, not a member that was done */
+    if (last)
+        return; /* the job went with its last member */
+    switch (st) {
+    case JOB_RUNNING:
+        if (in_round && !left)
+            rdzvd_job_restart(j, NULL, 1, cause);
+        else if (in_round)
+            job_check_all_left(j); /* its workers were done: the others may finish too */
+        break;
+    case JOB_NCCL:
+        if (in_round) {
+            /* No worker started yet: form the round again, nothing to stop. */
+            struct rdzv_list *pos, *tmp;
+            struct rdzvd_member *o;
+
+            rdzvd_job_timer_stop(j);
+            rdzvd_job_close_store(j);
+            for_each_member(j, o, pos, tmp)
+            {
+                member_unrank(o);
+                rdzvd_member_set_ready(o, true);
+            }
+            j->generation--;
+            snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
+            rdzvd_job_set_state(j, JOB_FORMING);
+            rdzvd_job_try_close(j);
+        }
+        break;
+    case JOB_STOPPING:
+        job_check_stopped(j);
+        break;
+    case JOB_FORMING:
+        rdzvd_job_try_close(j);
+        break;
+    default:
+        break;
+    }
+}
+
+struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
+{
+    struct rdzvd_member *m = calloc(1, sizeof(*m));
+    int r;
+
+    if (!m)
+        return NULL;
+    if (jn->node_rank >= 0 && jn->node_rank < j->max &&
+        rdzvd_job_ranks_reserve(j, jn->node_rank + 1) < 0) {
+        free(m);
+        return NULL;
+    }
+    m->job = j;
+    m->peer = peer;
+    m->join = *jn;
+    if (rdzvd_member_secret_derive(&j->host, j->run_id, jn->node_id, m->secret) < 0) {
+        uint8_t rnd[RDZV_SECRET_HEX / 2];
+
+        if (rdzv_random_bytes(rnd, sizeof(rnd)) < 0) {
+            log_error("job=%s: no random bytes for a member's secret", j->run_id);
+            free(m);
+            return NULL;
+        }
+        rdzv_hex(rnd, sizeof(rnd), m->secret);
+    }
+    m->node_rank = -1;
+    m->prev_rank = -1;
+    m->joined_ms = m->last_seen_ms = rdzv_now_ms();
+    r = uv_timer_init(j->host.loop, &m->hb_timer);
+    if (r < 0) {
+        log_error_errno(r, "job=%s: cannot create a heartbeat timer", j->run_id);
+        free(m);
+        return NULL;
+    }
+    if (rdzvd_member_index_add(&j->by_id, m) < 0) {
+        /* The handle is initialised: it must be closed before its memory goes. */
+        m->hb_timer.data = m;
+        uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+        return NULL;
+    }
+    m->ready = true;
+    j->nready++;
+    m->hb_timer.data = m;
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzv_list_add_tail(&j->members, &m->node);
+    j->nmembers++;
+    if (jn->node_rank >= 0 && jn->node_rank < j->max && !rdzvd_member_by_req(j, jn->node_rank))
+        j->by_req[jn->node_rank] = m;
+    j->host.ops->bind(peer, m);
+    return m;
+}
+
+void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (m->peer)
+        j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
+                            j->inplace, m->secret);
+}
+
+int rdzvd_member_secret_derive(const struct rdzvd_job_host *h, const char *run_id,
+                               const char *node_id, char out[RDZV_SECRET_HEX + 1])
+{
+    uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
+    const uint8_t *key = h->member_key;
+    size_t keylen = h->member_key_len;
+    int n;
+
+    if (!key && h->record_table && rdzvd_job_table_member_key(h->record_table, &key, &keylen) < 0)
+        key = NULL;
+    if (!key)
+        return -ENOKEY;
+    n = snprintf((char *)msg, sizeof(msg), "rdzv-member-v1%c%s%c%s", 0, run_id, 0, node_id);
+    if (n < 0 || (size_t)n >= sizeof(msg) ||
+        rdzv_hmac_sha256(key, keylen, msg, (size_t)n, mac) < 0)
+        return -EIO;
+    rdzv_hex(mac, sizeof(mac), out);
+    return 0;
+}
+
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
+static void job_check_all_left(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
+        return;
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->left_ok) return;
+    rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
+}
+
+/* ---- messages from members (decoded by the wire side) ---- */
+
+void rdzvd_member_seen(struct rdzvd_member *m)
+{
+    member_check_stall(m);
+    m->last_seen_ms = rdzv_now_ms();
+}
+
+const char *rdzvd_member_run_id(const struct rdzvd_member *m)
+{
+    return m->job->run_id;
+}
+
+uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
+{
+    member_check_stall(m);
+    rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
+    return m->job->generation;
+}
+
+int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
+                             size_t errlen)
+{
+    struct rdzvd_job *j = m->job;
+    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
+    time_t secs;
+    struct tm tm;
+
+    if (j->state != JOB_RUNNING || w->generation != j->generation || m->node_rank < 0)
+        return 0; /* a late report from an earlier generation, or the job already moved on */
+    if (w->local_rank < 0 || w->local_rank >= m->join.nproc ||
+        w->rank != m->rank_offset + w->local_rank) {
+        snprintf(err, errlen,
+                 "WORKER_EXIT: rank %" PRId64 " (local rank %" PRId64 ") is not one of this "
+                 "node's ranks %" PRId64 "..%" PRId64,
+                 w->rank, w->local_rank, m->rank_offset, m->rank_offset + m->join.nproc - 1);
+        return -EINVAL;
+    }
+    m->failures++;
+    secs = (time_t)w->time; /* the parser bounds it */
+    if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(when, sizeof(when), "?");
+    if (w->reason[0]) /* the agent failed it: say why, not how it ended */
+        snprintf(how, sizeof(how), "%s", w->reason);
+    else if (w->signal > 0)
+        snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)", w->signal,
+                 strsignal((int)w->signal));
+    else
+        snprintf(how, sizeof(how), "exited with code %" PRId64, w->exit_code);
+    snprintf(summary, sizeof(summary),
+             "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
+             " (%s) %s at %s (generation %" PRIu64 ")",
+             w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
+    rdzvd_job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
+    return 0;
+}
+
+void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
+        m->left_ok = true;
+    job_check_all_left(j);
+}
+
+void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
+{
+    struct rdzvd_job *j = m->job;
+
+    /* Ignored: duplicates, other generations', replays by members of the running one. */
+    if (m->ready || gen != m->stopping_gen || (j->state == JOB_RUNNING && m->node_rank >= 0))
+        return;
+    rdzvd_member_set_ready(m, true);
+    log_debug("job %s: %s ready after generation %" PRIu64, j->run_id, m->join.host, gen);
+    if (j->state == JOB_STOPPING)
+        job_check_stopped(j);
+    else if (j->state == JOB_FORMING)
+        rdzvd_job_try_close(j);
+}
+
+void rdzvd_member_gone(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+
+    m->peer = NULL;
+    if (j->state == JOB_ENDED || !rdzvd_member_stalled(m)) {
+        member_lost(m, "disconnected");
+        return;
+    }
+    /* rdzvd was stalled: its agent found it silent and is most likely reconnecting (a resume,
+     * or a spare's JOIN), maybe on a connection already waiting to be read. Keep the member
+     * (not placed meanwhile) until then, or lost at its heartbeat deadline. */
+    if (m->node_rank < 0 && m->ready) {
+        rdzvd_member_set_ready(m, false);
+        m->away = true;
+    }
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
+    rdzvd_job_note(
+        j, false,
+        "node=%s disconnected right after rdzvd stalled: waiting %.1f s for its agent to "
+        "reconnect",
+        m->join.host, (double)j->hb_timeout_ms / 1000);
+    if (j->state == JOB_FORMING)
+        rdzvd_job_try_close(j);
+}
+
+void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
+{
+    while (!rdzv_list_empty(jobs)) {
+        struct rdzvd_job *j = rdzv_container_of(jobs->next, struct rdzvd_job, node);
+        bool last = false;
+
+        j->shutting_down = true;
+        /* member_remove() frees the job together with its last member. */
+        while (!last) {
+            struct rdzvd_member *m = rdzv_container_of(j->members.next, struct rdzvd_member, node);
+
+            last = j->nmembers == 1;
+            member_remove(m);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-sm.h: the job state machine (proto/RENDEZVOUS.md): members join a job keyed by
+ * run_id, a round closes at max ready members or last call after min, node ranks are assigned,
+ * node rank 0 supplies NCCL ids, every member gets its ROUND; a failed worker or a lost node
+ * moves the job to a new generation within its restart budget; members beyond max wait as
+ * spares; a restarted rdzvd rebuilds running jobs (--state-dir record, agents' resume).
+ *
+ * It has no socket code. It reaches members and its host only through struct rdzvd_job_ops,
+ * so the wire side (rdzvd-job.c, on rdzvd_conn) and the C unit tests (fake members) plug in
+ * alike. Timers run on the host's uv loop.
+ *
+ * Threads: everything on the loop thread, from the host's read/close callbacks or from the
+ * state machine's own timers. The ops are called synchronously from inside these functions;
+ * an op must not call back into the state machine.
+ *
+ * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
+ * member is gone, the job's timer closed through the loop). A peer pointer is the host's; the
+ * state machine keeps it until rdzvd_member_gone(), or hands it back through ops->close.
+ * Errors: functions returning int return 0 or a negative errno; the void ones cannot fail (they
+ * log what goes wrong, and a job that cannot go on ends with an outcome sent to its members). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/rdzv-list.h"
+#include "proto/rdzv-msg.h"
+
+struct rdzvd_ended_jobs;
+struct rdzvd_job;
+struct rdzvd_member;
+struct rdzvd_store;
+
+struct rdzvd_job_ops {
+    /* To one member's peer. Frames are queued; a failure is logged by the op. */
+    void (*joined)(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
+                   uint64_t generation, bool inplace, const char *secret);
+    /* rd->master_addr empty: the op fills in the address the peer reached us on. */
+    void (*round)(void *peer, struct rdzv_round *rd);
+    void (*event)(void *peer, const struct rdzv_event *e);
+    /* NCCL_REQUEST: count ids (0..), and with store the generation's store, its TCPStore
+     * clients allowed from store_allow (NULL: anywhere). 0, or a negative
+     * errno when it cannot be queued (the job then fails). */
+    int (*nccl_request)(void *peer, uint64_t generation, int64_t count, bool store,
+                        const char *store_allow);
+    /* Close peer (logging reason); the state machine has already let go of it. */
+    void (*close)(void *peer, const char *reason);
+    /* Tie peer to member m (NULL: untie); rdzvd_member_gone() later gets it back from the host. */
+    void (*bind)(void *peer, struct rdzvd_member *m);
+    /* Bytes waiting unread on peer (0: none or unknown): a late deadline then gets one more
+     * loop turn, whose poll reads them. */
+    size_t (*unread)(void *peer);
+
+    /* To the host (ud of struct rdzvd_job_host). Send what the calls above queued. */
+    void (*flush)(void *ud);
+    /* Open a generation's store: state_name as rdzvd_listener_open() takes it, port 0 for any.
+     * 0 with *store and *port_out set, or a negative errno. */
+    int (*store_open)(void *ud, const char *desc, const char *state_name, uint16_t port,
+                      void **store, uint16_t *port_out);
+    /* Close a store; drop: delete its journal too. */
+    void (*store_close)(void *ud, void *store, bool drop);
+};
+
+/* What a job needs of its host; copied into each job. */
+struct rdzvd_job_host {
+    uv_loop_t *loop;
+    const struct rdzvd_job_ops *ops;
+    void *ud;               /* passed to the host ops */
+    int state_dirfd;        /* --state-dir opened, or -1: no journal, no record files */
+    /* The job table (rdzvd_server_job_table: journaled in --state-dir, or a replica's,
+     * replicated), or NULL: no record is kept, and no job is rebuilt after a restart. */
+    struct rdzvd_store *record_table;
+    /* Node rank 0's agent hosts each generation's store when it can (JOIN host_store; asked
+     * with NCCL_REQUEST store), so that the store does not die with this rdzvd: a replica. */
+    bool agent_stores;
+    /* --allow-store-from as given (NULL: anywhere): node rank 0's agent applies it to the store
+     * it hosts. */
+    const char *store_allow;
+    /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
+     * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
+    struct rdzvd_ended_jobs *ended;
+    void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
+    struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
+    bool quiet;             /* job events (not warnings) logged at debug instead of info */
+    /* The key each member's secret derives from (HMAC-SHA256 of run id and node id): the token when
+     * rdzvd has one, else a key kept in --state-dir, so that a restarted rdzvd knows the secrets it
+     * gave. NULL: the one in record_table when there is one (rdzvd_job_table_member_key), else
+     * none: each member's secret is then random and goes with the member. */
+    const uint8_t *member_key;
+    size_t member_key_len;
+    /* A member was declared lost before it was done (its connection closed, or it fell silent),
+     * or nodes of a generation rebuilt from its record did not come back: lost(lost_ud).
+     * NULL: not told. */
+    void (*lost)(void *ud);
+    void *lost_ud;
+};
+
+/* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
+ * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
+ * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set to the refusal: the caller sends it as ERROR and
+ * closes peer. */
+int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
+                   char *err, size_t errlen, struct rdzvd_member **ret);
+
+/* Any message from m's agent: it is alive. */
+void rdzvd_member_seen(struct rdzvd_member *m);
+const char *rdzvd_member_run_id(const struct rdzvd_member *m);
+
+/* HEARTBEAT: re-arms m's deadline; returns the job's generation for the answer. */
+uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
+/* HEARTBEAT's progress (validated by the codec): kept when hb is of the job's generation and m
+ * holds a node rank in it (local ranks >= the node's nproc are ignored); a report hb says came
+ * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report
+ * forgets the older one's. Out of memory: logged, the report dropped (rdzvd-job-progress.c). */
+void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb);
+/* NCCL_ID: true when m (node rank 0) is asked for generation gen's ids now; otherwise the
+ * message is stale and is ignored. */
+bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);
+/* ... then either the ids (n of 1..RDZV_MAX_NCCL_IDS, validated) or node rank 0's error. */
+void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n);
+void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error);
+/* Before either: where node rank 0's agent opened the generation's store (port 0: it named
+ * none; rdzvd then opens its own when the job asked the agent for one). */
+void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port);
+/* WORKER_EXIT: a worker failed. A report of the current generation speaks only for the sender's
+ * own node: its local rank must be one of the node's and its rank the node's rank offset plus
+ * that local rank. 0, or -EINVAL with err (errlen bytes) saying why: the caller refuses the
+ * message. Late reports of earlier generations are ignored (0). */
+int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
+                             size_t errlen);
+/* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
+void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
+/* READY: the node's workers of generation gen have stopped. */
+void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen);
+/* m's peer is gone (connection closed): m is lost. The peer is not touched again. Except
+ * within a heartbeat timeout of a stall of rdzvd (m's input read past its deadline): then its
+ * agent is likely reconnecting, and m waits (unplaced) up to a heartbeat timeout for it. */
+void rdzvd_member_gone(struct rdzvd_member *m);
+
+/* Host shutdown: drop every job in jobs (stores closed with their journals and records kept:
+ * the agents come back to the next rdzvd). Peers are untied, not closed. */
+void rdzvd_jobs_drop_all(struct rdzv_list *jobs);

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-status.c: the daemon's status (rdzvd-job-status.h) as a struct
+ * rdzv_status (proto/rdzv-status.h): its counters and, per job, its state, generation,
+ * restarts, nodes, ranks' progress and recent events. Reads the job state machine's structs;
+ * changes nothing. */
+#include "daemon/job/rdzvd-job-status.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-status.h"
+#include "daemon/job/rdzvd-job-impl.h"
+#include "daemon/server/rdzvd-server.h"
+
+_Static_assert(JOB_EVENTS <= RDZV_STATUS_EVENTS, "status holds every recent event");
+_Static_assert(sizeof(((struct rdzvd_job *)0)->events[0].text) <= RDZV_STATUS_TEXT_MAX + 1,
+               "status holds a whole event text");
+
+static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdzv_status_node *n)
+{
+    snprintf(n->host, sizeof(n->host), "%s", m->join.host);
+    snprintf(n->node_id, sizeof(n->node_id), "%s", m->join.node_id);
+    n->node_rank = m->node_rank;
+    n->workers = m->join.nproc;
+    n->last_heartbeat_age_s = (double)(now - m->last_seen_ms) / 1000;
+    n->age_s = (double)(now - m->joined_ms) / 1000;
+    n->failures = m->failures;
+    n->spare = m->node_rank < 0 && m->ready;
+    n->connected = m->peer != NULL;
+    snprintf(n->state, sizeof(n->state), "%s",
+             m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
+             : m->ready        ? "spare"
+                               : "stopping");
+}
+
+/* At most RDZV_STATUS_SHOW_MEMBERS of j's members into sj->nodes, the generation's first, in
+ * join order; the rest counted in sj->members_left_out (anyone may add spares). */
+static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+{
+    size_t n = (size_t)j->nmembers, k = 0;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    int r;
+
+    if (n > RDZV_STATUS_SHOW_MEMBERS)
+        n = RDZV_STATUS_SHOW_MEMBERS;
+    r = rdzv_status_alloc_nodes(sj, n);
+    if (r < 0)
+        return r;
+    for (int ranked = 1; ranked >= 0; ranked--)
+        for_each_member(j, m, pos, tmp)
+        {
+            if ((m->node_rank >= 0) != ranked)
+                continue;
+            if (k < n)
+                member_status(m, now, &sj->nodes[k++]);
+            else
+                sj->members_left_out++;
+        }
+    return 0;
+}
+
+static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+{
+    unsigned first = j->nevents > JOB_EVENTS ? j->nevents - JOB_EVENTS : 0;
+    int r;
+
+    r = job_members_status(j, now, sj);
+    if (r < 0)
+        return r;
+    for (unsigned i = first; i < j->nevents; i++) {
+        struct rdzv_status_event *e = &sj->events[sj->n_events++];
+
+        e->time = j->events[i % JOB_EVENTS].time;
+        snprintf(e->text, sizeof(e->text), "%s", j->events[i % JOB_EVENTS].text);
+    }
+    snprintf(sj->run_id, sizeof(sj->run_id), "%s", j->run_id);
+    snprintf(sj->state, sizeof(sj->state), "%s", rdzvd_job_state_names[j->state]);
+    sj->generation = j->generation;
+    sj->restart_count = j->restart_count;
+    sj->max_restarts = j->max_restarts;
+    sj->min_nodes = j->min;
+    sj->max_nodes = j->max;
+    sj->nodes_in_generation = j->nin_round;
+    sj->world_size = j->round.world_size;
+    sj->age_s = (double)(now - j->created_ms) / 1000;
+    sj->store_port = j->store ? (int)j->store_port : 0;
+    r = rdzvd_job_progress_status(j, now, sj);
+    if (r < 0)
+        return r;
+    if (j->state == JOB_ENDED) {
+        sj->ended = true;
+        sj->duration_s = sj->ended_age_s = -1; /* known once its last member is gone */
+        snprintf(sj->outcome_type, sizeof(sj->outcome_type), "%s", j->outcome.type);
+        sj->outcome_exit_code = j->outcome.exit_code;
+        snprintf(sj->outcome_summary, sizeof(sj->outcome_summary), "%s", j->outcome.summary);
+    }
+    return 0;
+}
+
+/* ---- ended jobs ---- */
+
+struct ended_job {
+    struct rdzv_list node;
+    uint64_t ended_ms;
+    struct rdzv_status_job st; /* no nodes, no ranks: flat */
+};
+
+void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max)
+{
+    rdzv_list_init(&e->list);
+    e->n = 0;
+    e->max = max;
+    e->keep_ms = keep_ms;
+}
+
+static void ended_drop_oldest(struct rdzvd_ended_jobs *e)
+{
+    struct ended_job *x = rdzv_container_of(e->list.next, struct ended_job, node);
+
+    rdzv_list_del(&x->node);
+    free(x);
+    e->n--;
+}
+
+void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e)
+{
+    while (e->n > 0)
+        ended_drop_oldest(e);
+}
+
+/* Those kept past keep_ms go (the list is in end order). */
+static void ended_expire(struct rdzvd_ended_jobs *e, uint64_t now)
+{
+    while (e->n > 0 && now - rdzv_container_of(e->list.next, struct ended_job, node)->ended_ms >=
+                           e->keep_ms)
+        ended_drop_oldest(e);
+}
+
+void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
+{
+    uint64_t now = rdzv_now_ms();
+    struct ended_job *x;
+
+    ended_expire(e, now);
+    if (e->max == 0 || e->keep_ms == 0)
+        return;
+    x = calloc(1, sizeof(*x));
+    if (!x || job_status(j, now, &x->st) < 0) {
+        if (x)
+            rdzv_status_job_free_arrays(&x->st);
+        free(x);
+        log_warn("job=%s out of memory keeping its outcome for status", j->run_id);
+        return;
+    }
+    /* Its members are gone; what is left of them is in its events. */
+    rdzv_status_job_free_arrays(&x->st);
+    x->ended_ms = now;
+    x->st.duration_s = (double)(now - j->created_ms) / 1000;
+    while (e->n >= e->max)
+        ended_drop_oldest(e);
+    rdzv_list_add_tail(&e->list, &x->node);
+    e->n++;
+}
+
+static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_job *x, uint64_t now)
+{
+    return now - x->ended_ms >= e->keep_ms;
+}
+
+int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
+                      const struct rdzvd_ended_jobs *ended, struct rdzv_status *ret)
+{
+    uint64_t now = rdzv_now_ms();
+    struct rdzv_status st = {.port = info->port,
+                             .uptime_s = (double)(now - info->start_ms) / 1000,
+                             .connections = info->nconns,
+                             .accepted = info->stats.accepted,
+                             .rejected = info->stats.rejected,
+                             .protocol_errors = info->stats.closed_proto,
+                             .requests = info->stats.requests,
+                             .main_store_keys = info->main_store_keys};
+    struct rdzv_list *pos, *tmp;
+    size_t n = 0;
+    int r;
+
+    snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
+    snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
+    rdzv_list_for_each_safe(pos, tmp, jobs) n++;
+    if (ended)
+        rdzv_list_for_each_safe(pos, tmp, &ended->list)
+            n += !ended_expired(ended, rdzv_container_of(pos, struct ended_job, node), now);
+    r = rdzv_status_alloc_jobs(&st, n);
+    if (r < 0)
+        goto out_free;
+    n = 0;
+    rdzv_list_for_each_safe(pos, tmp, jobs)
+    {
+        r = job_status(rdzv_container_of(pos, struct rdzvd_job, node), now, &st.jobs[n++]);
+        if (r < 0)
+            goto out_free;
+    }
+    if (ended)
+        rdzv_list_for_each_safe(pos, tmp, &ended->list)
+        {
+            const struct ended_job *x = rdzv_container_of(pos, struct ended_job, node);
+            struct rdzv_status_job *sj;
+
+            if (ended_expired(ended, x, now))
+                continue;
+            sj = &st.jobs[n++];
+            *sj = x->st;
+            sj->age_s += (double)(now - x->ended_ms) / 1000;
+            sj->ended_age_s = (double)(now - x->ended_ms) / 1000;
+        }
+    *ret = st;
+    return 0;
+
+out_free:
+    rdzv_status_free(&st);
+    return r;
+}

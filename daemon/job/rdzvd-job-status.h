@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-status.h: the daemon's status (struct rdzv_status, proto/rdzv-status.h) made from the
+ * server's counters and the job state machine's jobs: what rdzvctl status, the STATUS reply,
+ * /status.json, the status page and /metrics show (through rdzvd_jobs_status(), rdzvd-job.h).
+ * Reads the job state machine's structs; changes nothing but the ended jobs it keeps.
+ *
+ * Ownership: the caller owns what it gets (rdzv_status_free). Threads: the loop thread (a
+ * connection's read callback, an HTTP request). Errors: -ENOMEM. */
+#pragma once
+#include <stdint.h>
+
+#include "common/rdzv-list.h"
+
+struct rdzvd_server_info;
+struct rdzvd_job;
+struct rdzv_status;
+
+/* Jobs that ended: each one's status as it was when its last member left (outcome, exit code, root
+ * cause in its events, generation, restarts, how long it ran), kept for keep_ms (--keep-ended) and
+ * at most max of them (--keep-ended-max), the oldest dropped first. Expired ones are left out of
+ * the status, and freed when the next one is added: no timer. Embedded by its owner (struct
+ * rdzvd_jobs). */
+struct rdzvd_ended_jobs {
+    struct rdzv_list list; /* oldest first */
+    uint64_t n, max;       /* max 0: none kept */
+    uint64_t keep_ms;
+};
+
+void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max);
+void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e);
+/* j ended, and its last member is gone: keep its status (its nodes left out). Out of memory:
+ * logged, not kept. */
+void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j);
+
+/* The server's counters (info), and per job of jobs (struct rdzvd_job nodes) its state,
+ * generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
+ * events, then the ended jobs of ended (NULL: none) not expired yet. On success *ret owns its
+ * arrays (rdzv_status_free); -ENOMEM leaves it untouched. */
+int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
+                      const struct rdzvd_ended_jobs *ended, struct rdzv_status *ret);

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job.c: the wire side of rendezvous jobs: decodes an agent's frames (after HELLO) from
+ * its rdzvd_conn, calls the job state machine (rdzvd-job-sm.h), and implements the state
+ * machine's ops on top of rdzvd_conn and the server's listeners (proto/RENDEZVOUS.md). */
+#include "daemon/job/rdzvd-job.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/rdzv-auth.h"
+#include "common/rdzv-buf.h"
+#include "common/rdzv-log.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "proto/rdzv-status.h"
+#include "daemon/server/rdzvd-conn.h"
+#include "daemon/job/rdzvd-job-sm.h"
+#include "daemon/job/rdzvd-job-status.h"
+#include "daemon/job/rdzvd-job-voters.h"
+#include "daemon/server/rdzvd-server.h"
+
+#define MEMBER_KEY_FILE "member.key" /* in --state-dir: the key of member secrets */
+#define MEMBER_KEY_BYTES 32
+
+struct rdzvd_jobs {
+    struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
+    struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
+    struct rdzvd_job_host host; /* built once: what each job needs of the server */
+    struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
+    uint8_t member_key[MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
+    struct rdzvd_voters *voters;          /* a replica's hosted replicas; NULL: none */
+};
+
+/* The key of member secrets in --state-dir: read, or made (random, 0600) the first time. 0, or
+ * a negative errno (logged; secrets are then random and do not survive a restart). */
+static int member_key_load(int dirfd, uint8_t key[MEMBER_KEY_BYTES])
+{
+    ssize_t n;
+    int fd, r = 0;
+
+    fd = openat(dirfd, MEMBER_KEY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        n = read(fd, key, MEMBER_KEY_BYTES);
+        r = n == MEMBER_KEY_BYTES ? 0 : -EBADMSG;
+        goto out;
+    }
+    if (errno != ENOENT)
+        return -errno;
+    if ((r = rdzv_random_bytes(key, MEMBER_KEY_BYTES)) < 0)
+        return r;
+    fd = openat(dirfd, MEMBER_KEY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -errno;
+    n = write(fd, key, MEMBER_KEY_BYTES);
+    r = n == MEMBER_KEY_BYTES && fsync(fd) == 0 ? 0 : -EIO;
+out:
+    close(fd);
+    return r;
+}
+
+/* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
+
+static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
+                        uint64_t generation, bool inplace, const char *secret)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(peer);
+    struct rdzv_joined jd = {.waiting = waiting,
+                             .spare = spare,
+                             .resumed = resumed,
+                             .generation = generation,
+                             .recovery = "restart"};
+
+    /* run_id came from a parsed JOIN, so it fits. */
+    snprintf(jd.run_id, sizeof(jd.run_id), "%s", run_id);
+    if (inplace)
+        snprintf(jd.recovery, sizeof(jd.recovery), "inplace");
+    snprintf(jd.secret, sizeof(jd.secret), "%s", secret);
+    if (out)
+        (void)rdzv_msg_put_joined(out, &jd);
+}
+
+static void conn_round(void *peer, struct rdzv_round *rd)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(peer);
+
+    if (!out)
+        return;
+    /* The store's address as this agent reached us (right on multi-homed masters too), unless
+     * node rank 0's agent hosts it (a replicated rdzvd). */
+    if (!rd->master_addr[0] && rdzvd_conn_local_addr(peer, rd->master_addr, sizeof(rd->master_addr)) < 0)
+        snprintf(rd->master_addr, sizeof(rd->master_addr), "127.0.0.1");
+    if (rdzv_msg_put_round(out, rd) < 0)
+        log_error("conn %" PRIu64 ": out of memory sending ROUND", rdzvd_conn_id(peer));
+}
+
+static void conn_event(void *peer, const struct rdzv_event *e)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(peer);
+
+    if (out && rdzv_msg_put_event(out, e) < 0)
+        log_error("conn %" PRIu64 ": out of memory sending an event", rdzvd_conn_id(peer));
+}
+
+static int conn_nccl_request(void *peer, uint64_t generation, int64_t count, bool store,
+                             const char *store_allow)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(peer);
+    struct rdzv_nccl_request q = {
+        .generation = generation, .count = (unsigned)count, .store = store};
+
+    if (store_allow)
+        snprintf(q.store_allow, sizeof(q.store_allow), "%s", store_allow);
+
+    if (!out)
+        return -EPIPE;
+    return rdzv_msg_put_nccl_request(out, &q);
+}
+
+static void conn_close(void *peer, const char *reason)
+{
+    rdzvd_conn_close(peer, reason);
+}
+
+static void conn_bind(void *peer, struct rdzvd_member *m)
+{
+    rdzvd_conn_set_member(peer, m);
+}
+
+static size_t conn_unread(void *peer)
+{
+    return rdzvd_conn_unread(peer);
+}
+
+static void srv_flush(void *ud)
+{
+    rdzvd_conn_flush_pending(ud);
+}
+
+static int srv_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
+                          void **store, uint16_t *port_out)
+{
+    struct rdzvd_listener *l;
+    int r = rdzvd_listener_open(ud, desc, state_name, port, &l);
+
+    if (r < 0)
+        return r;
+    *store = l;
+    *port_out = rdzvd_listener_port(l);
+    return 0;
+}
+
+static void srv_store_close(void *ud, void *store, bool drop)
+{
+    (void)ud;
+    rdzvd_listener_close(store, drop);
+}
+
+static const struct rdzvd_job_ops conn_job_ops = {
+    .joined = conn_joined,
+    .round = conn_round,
+    .event = conn_event,
+    .nccl_request = conn_nccl_request,
+    .close = conn_close,
+    .bind = conn_bind,
+    .unread = conn_unread,
+    .flush = srv_flush,
+    .store_open = srv_store_open,
+    .store_close = srv_store_close,
+};
+
+/* ---- frames from agents ---- */
+
+static void send_frame_error(struct rdzvd_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void send_frame_error(struct rdzvd_conn *c, const char *fmt, ...)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    log_warn("conn %" PRIu64 " (%s): refused: %s", rdzvd_conn_id(c), rdzvd_conn_peer(c), text);
+    if (out)
+        (void)rdzv_msg_put_error(out, "%s", text);
+    rdzvd_conn_close_after_flush(c);
+}
+
+static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint8_t *body,
+                       uint32_t len)
+{
+    struct rdzvd_member *m;
+    struct rdzv_join jn;
+    char err[512];
+    int r;
+
+    if (rdzv_msg_parse_join(body, len, &jn, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    r = rdzvd_job_join(&jobs->host, c, &jn, err, sizeof(err), &m);
+    if (r < 0)
+        send_frame_error(c, "%s", err);
+    else
+        rdzvd_voters_joined(jobs->voters, c, jn.host_replica);
+    return r;
+}
+
+static int handle_nccl_id(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                          uint32_t len)
+{
+    struct rdzv_nccl_id n;
+    uint64_t gen;
+    char err[256];
+
+    if (rdzv_msg_parse_nccl_id_generation(body, len, &gen, err, sizeof(err)) < 0)
+        goto out_refuse;
+    /* A stale NCCL_ID is ignored whatever its ids say. */
+    if (!rdzvd_member_nccl_wanted(m, gen))
+        return 0;
+    if (rdzv_msg_parse_nccl_id(body, len, &n, err, sizeof(err)) < 0)
+        goto out_refuse;
+    rdzvd_member_store_offer(m, n.store_addr, n.store_port);
+    if (n.failed)
+        rdzvd_member_nccl_error(m, n.error);
+    else
+        rdzvd_member_nccl_ids(m, n.ids, n.n_ids);
+    return 0;
+
+out_refuse:
+    send_frame_error(c, "%s", err);
+    return -EBADMSG;
+}
+
+static int handle_worker_exit(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                              uint32_t len)
+{
+    struct rdzv_worker_exit w;
+    char err[256];
+
+    if (rdzv_msg_parse_worker_exit(body, len, &w, err, sizeof(err)) < 0 ||
+        rdzvd_member_worker_exit(m, &w, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+static int handle_leave(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                        uint32_t len)
+{
+    struct rdzv_leave l;
+    char err[256];
+
+    if (rdzv_msg_parse_leave(body, len, &l, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    rdzvd_member_leave(m, l.generation, l.succeeded);
+    return 0;
+}
+
+static int handle_ready(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                        uint32_t len)
+{
+    struct rdzv_ready rd;
+    char err[256];
+
+    if (rdzv_msg_parse_ready(body, len, &rd, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    rdzvd_member_ready(m, rd.generation);
+    return 0;
+}
+
+/* Any frame from the agent counts as a sign of life, a HEARTBEAT whatever its body (as before
+ * its progress member existed): one that does not decode is answered, its progress dropped. */
+static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
+                            uint32_t len)
+{
+    struct rdzv_heartbeat hb; /* 24 KiB with its progress: the loop thread's stack has room */
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+    char err[256];
+
+    if (rdzv_msg_parse_heartbeat(body, len, &hb, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    rdzvd_member_progress(m, &hb);
+    hb.generation = rdzvd_member_heartbeat(m);
+    hb.n_progress = 0;
+    /* Answer, so that the agent notices a silent daemon too. */
+    if (out)
+        (void)rdzv_msg_put_heartbeat(out, &hb);
+    return 0;
+}
+
+/* The STATUS body is not looked at (rdzvctl sends {}). */
+static int handle_status(const struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+    struct rdzv_status st;
+
+    if (!out)
+        return 0;
+    if (rdzvd_jobs_status(jobs, &st) < 0) {
+        log_error("out of memory answering STATUS");
+        return 0;
+    }
+    /* Node ids only to whom proved the token: without one, anybody is asking. */
+    if (!rdzvd_server_config(jobs->srv)->token)
+        rdzv_status_hide_node_ids(&st);
+    if (rdzv_status_put_reply(out, &st) < 0)
+        log_error("out of memory answering STATUS");
+    rdzv_status_free(&st);
+    return 0;
+}
+
+int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
+{
+    struct rdzvd_jobs *jobs = ud;
+    /* The member is looked up through the connection, never taken from the message. */
+    struct rdzvd_member *m = rdzvd_conn_get_member(c);
+
+    if (op == RDZV_MSG_STATUS)
+        return handle_status(jobs, c);
+    if (m)
+        rdzvd_member_seen(m);
+
+    if (op == RDZV_MSG_JOIN) {
+        if (m) {
+            send_frame_error(c, "this connection has already joined job '%s'",
+                             rdzvd_member_run_id(m));
+            return -EEXIST;
+        }
+        return handle_join(jobs, c, body, len);
+    }
+    if (!m) {
+        send_frame_error(c, "%s before JOIN", rdzv_msg_name(op));
+        return -EPROTO;
+    }
+    switch (op) {
+    case RDZV_MSG_HEARTBEAT:
+        return handle_heartbeat(c, m, body, len);
+    case RDZV_MSG_NCCL_ID:
+        return handle_nccl_id(c, m, body, len);
+    case RDZV_MSG_WORKER_EXIT:
+        return handle_worker_exit(c, m, body, len);
+    case RDZV_MSG_LEAVE:
+        return handle_leave(c, m, body, len);
+    case RDZV_MSG_READY:
+        return handle_ready(c, m, body, len);
+    case RDZV_MSG_REPLICA: {
+        char err[256];
+        int r = rdzvd_voters_answer(jobs->voters, c, body, len, err, sizeof(err));
+
+        if (r < 0)
+            send_frame_error(c, "%s", err);
+        return r;
+    }
+    default:
+        send_frame_error(c, "unexpected %s from an agent", rdzv_msg_name(op));
+        return -EPROTO;
+    }
+}
+
+void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
+{
+    (void)ud;
+    (void)c;
+    rdzvd_member_gone(member);
+}
+
+void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
+{
+    if (jobs)
+        rdzvd_voters_peer_down(jobs->voters, c);
+}
+
+static void jobs_member_lost(void *ud)
+{
+    struct rdzvd_jobs *jobs = ud;
+
+    rdzvd_voters_member_lost(jobs->voters);
+}
+
+void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
+{
+    rdzvd_jobs_drop_all(&jobs->list);
+}
+
+void rdzvd_jobs_shutdown(void *ud)
+{
+    struct rdzvd_jobs *jobs = ud;
+
+    rdzvd_voters_close(jobs->voters);
+    jobs->voters = NULL;
+    rdzvd_jobs_drop_all(&jobs->list);
+}
+
+int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
+{
+    struct rdzvd_jobs *jobs = calloc(1, sizeof(*jobs));
+
+    if (!jobs)
+        return -ENOMEM;
+    jobs->srv = srv;
+    rdzv_list_init(&jobs->list);
+    jobs->host = (struct rdzvd_job_host){
+        .loop = rdzvd_server_loop(srv),
+        .ops = &conn_job_ops,
+        .ud = srv,
+        /* Replicas (--peers) keep no files of their own (a replica's would be stale after
+         * another led the job): their generation stores are not journaled. */
+        .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),
+        /* The records: replicated with the log, or journaled in --state-dir (one path). */
+        .record_table = rdzvd_server_job_table(srv),
+        /* A replica's generation stores are hosted by node rank 0's agent: they outlive it. */
+        .agent_stores = rdzvd_server_config(srv)->peers != NULL,
+        .store_allow = rdzvd_server_config(srv)->store_acl
+                           ? rdzvd_server_config(srv)->store_acl->desc
+                           : NULL,
+        .jobs = &jobs->list,
+        .quiet = rdzvd_server_config(srv)->embedded,
+        .ended = &jobs->ended,
+        .keep_ended = rdzvd_ended_jobs_add,
+        .lost = jobs_member_lost,
+        .lost_ud = jobs,
+    };
+    if (rdzvd_voters_new(srv, &jobs->voters) < 0) {
+        free(jobs);
+        return -ENOMEM;
+    }
+    rdzvd_ended_jobs_init(&jobs->ended, rdzvd_server_config(srv)->keep_ended_ms,
+                          rdzvd_server_config(srv)->keep_ended_max);
+    if (rdzvd_server_config(srv)->token) {
+        jobs->host.member_key = rdzvd_server_config(srv)->token->key;
+        jobs->host.member_key_len = rdzvd_server_config(srv)->token->len;
+    } else if (jobs->host.state_dirfd >= 0) {
+        char err[160];
+        int r = rdzv_auth_crypto_load(err, sizeof(err));
+
+        if (r == 0)
+            r = member_key_load(jobs->host.state_dirfd, jobs->member_key);
+        if (r == 0) {
+            jobs->host.member_key = jobs->member_key;
+            jobs->host.member_key_len = sizeof(jobs->member_key);
+        } else {
+            log_warn_errno(r, "no key for members' secrets in --state-dir (%s): an agent "
+                              "reconnecting after an rdzvd restart proves nothing",
+                           MEMBER_KEY_FILE);
+        }
+    }
+    *ret = jobs;
+    return 0;
+}
+
+struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
+{
+    if (jobs) {
+        assert(rdzv_list_empty(&jobs->list));
+        rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
+        rdzvd_ended_jobs_free(&jobs->ended);
+        explicit_bzero(jobs->member_key, sizeof(jobs->member_key));
+    }
+    free(jobs);
+    return NULL;
+}
+
+int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret)
+{
+    struct rdzvd_server_info info;
+
+    rdzvd_server_info(jobs->srv, &info);
+    return rdzvd_status_fill(&info, &jobs->list, &jobs->ended, ret);
+}
