@@ -145,6 +145,14 @@ def find_cycles(edges):
     return out
 
 
+def matches(rel, pattern):
+    """A layer's pattern: "FOLDER/" holds the files directly in that folder, anything else is a
+    glob (fnmatch)."""
+    if pattern.endswith("/"):
+        return os.path.dirname(rel) + "/" == pattern
+    return fnmatch.fnmatchcase(rel, pattern)
+
+
 def layer_index(root, layers, problems):
     """{source: layer index}; files in no layer or in two, and globs that match nothing, are
     problems."""
@@ -152,9 +160,9 @@ def layer_index(root, layers, problems):
     used = set()
     for rel in sources(root):
         hits = [i for i, (_, globs) in enumerate(layers)
-                if any(fnmatch.fnmatchcase(rel, g) for g in globs)]
+                if any(matches(rel, g) for g in globs)]
         used.update((i, g) for i, (_, globs) in enumerate(layers) for g in globs
-                    if fnmatch.fnmatchcase(rel, g))
+                    if matches(rel, g))
         if not hits:
             problems.append("%s: in no layer of layers.txt: add it to the layer it belongs to"
                             % rel)
@@ -170,11 +178,23 @@ def layer_index(root, layers, problems):
     return layer_of
 
 
+def check_folders(layers, layer_of):
+    """A folder is one layer, so the layer list alone says where a file goes: the problems of
+    folders whose files are in more than one layer."""
+    by_dir = {}
+    for rel, i in layer_of.items():
+        by_dir.setdefault(os.path.dirname(rel), set()).add(i)
+    return ["folder %s/ holds files of layers %s: one folder per layer"
+            % (folder, ", ".join(layers[i][0] for i in sorted(idx)))
+            for folder, idx in sorted(by_dir.items()) if len(idx) > 1]
+
+
 def check(root, layers_path):
     """A list of problems (strings); empty when the tree follows the layers."""
     layers = read_layers(layers_path)
     problems = []
     layer_of = layer_index(root, layers, problems)
+    problems += check_folders(layers, layer_of)
     edges = {}
     fam = families(root, sorted(layer_of))
     node = lambda rel: fam.get(module(rel), module(rel))
@@ -344,42 +364,78 @@ def self_test_calls():
         assert any("is not found any more" in p for p in check_calls(d, lp, os.path.join(d, "b")))
 
 
+def write_tree(d, files):
+    """Write {relative path: text} under d."""
+    for rel, text in files.items():
+        os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "w") as f:
+            f.write(text)
+
+
 def self_test():
     """The checker finds a known upward include and a known cycle, and passes a clean tree."""
     with tempfile.TemporaryDirectory(prefix="layering-") as d:
         files = {
             "common/a.h": "",
             "common/a.c": '#include "a.h"\n',
-            "daemon/low.h": '#include "../common/a.h"\n',
-            "daemon/low.c": '#include "low.h"\n',
-            "daemon/high.h": '#include "low.h"\n',
-            "daemon/high.c": '#include "high.h"\n#include "low.h"\n',
+            "daemon/low/low.h": '#include "../../common/a.h"\n',
+            "daemon/low/low.c": '#include "low.h"\n',
+            "daemon/high/high.h": '#include "../low/low.h"\n',
+            "daemon/high/high.c": '#include "high.h"\n#include "../low/low.h"\n',
             # One component in two files sharing a private header: not a cycle.
-            "daemon/part-impl.h": '#include "part.h"\n',
-            "daemon/part.h": "",
-            "daemon/part.c": '#include "part.h"\n#include "part-impl.h"\n',
-            "daemon/part-more.c": '#include "part-impl.h"\n',
+            "daemon/part/part-impl.h": '#include "part.h"\n',
+            "daemon/part/part.h": "",
+            "daemon/part/part.c": '#include "part.h"\n#include "part-impl.h"\n',
+            "daemon/part/part-more.c": '#include "part-impl.h"\n',
         }
-        layers = ("common: common/*\nlow: daemon/low.*\nhigh: daemon/high.*\n"
-                  "part: daemon/part*\n")
-        for rel, text in files.items():
-            os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
-            with open(os.path.join(d, rel), "w") as f:
-                f.write(text)
+        layers = ("common: common/*\nlow: daemon/low/*\nhigh: daemon/high/*\n"
+                  "part: daemon/part/*\n")
+        write_tree(d, files)
         lp = os.path.join(d, "layers.txt")
         with open(lp, "w") as f:
             f.write(layers)
         clean = check(d, lp)
         assert clean == [], "self-test: clean tree reported %r" % clean
-        with open(os.path.join(d, "daemon/low.c"), "a") as f:
-            f.write('#  include "high.h"\n')
+        with open(os.path.join(d, "daemon/low/low.c"), "a") as f:
+            f.write('#  include "../high/high.h"\n')
         bad = check(d, lp)
-        assert any("daemon/low.c (layer low) includes daemon/high.h" in p for p in bad), bad
+        assert any("daemon/low/low.c (layer low) includes daemon/high/high.h" in p
+                   for p in bad), bad
         assert any("include cycle" in p and "daemon/high" in p and "daemon/low" in p
                    for p in bad), bad
         with open(os.path.join(d, "daemon/stray.c"), "w") as f:
             f.write("")
         assert any(p.startswith("daemon/stray.c: in no layer") for p in check(d, lp))
+    # The same in folder terms, with includes named from the root: a clean tree passes, a file
+    # of a lower folder that includes a higher folder's header is found, and so is a folder
+    # whose files are in two layers.
+    with tempfile.TemporaryDirectory(prefix="layering-") as d:
+        files = {
+            "common/a.h": "",
+            "daemon/data/low.h": '#include "common/a.h"\n',
+            "daemon/data/low.c": '#include "daemon/data/low.h"\n',
+            "daemon/job/high.h": '#include "daemon/data/low.h"\n',
+            "daemon/job/high.c": '#include "daemon/job/high.h"\n',
+            "daemon/main.c": '#include "daemon/job/high.h"\n',
+        }
+        write_tree(d, files)
+        lp = os.path.join(d, "layers.txt")
+        with open(lp, "w") as f:
+            f.write("common: common/\ndata: daemon/data/\njob: daemon/job/\nmain: daemon/\n")
+        clean = check(d, lp)
+        assert clean == [], "self-test (folders): clean tree reported %r" % clean
+        with open(os.path.join(d, "daemon/data/low.c"), "a") as f:
+            f.write('#include "daemon/job/high.h"\n')
+        bad = check(d, lp)
+        assert any("daemon/data/low.c (layer data) includes daemon/job/high.h" in p
+                   for p in bad), bad
+        with open(os.path.join(d, "daemon/data/other.c"), "w") as f:
+            f.write("")
+        with open(lp, "w") as f:
+            f.write("common: common/\ndata: daemon/data/low.*\nlow2: daemon/data/other.c\n"
+                    "job: daemon/job/\nmain: daemon/\n")
+        assert any("folder daemon/data/ holds files of layers data, low2" in p
+                   for p in check(d, lp)), check(d, lp)
 
 
 def main():
