@@ -34,6 +34,29 @@ enum job_state {
 
 extern const char *const rdzvd_job_state_names[_JOB_STATE_MAX];
 
+/* What moves a job (rdzvd-job-move.c): the only changes of its state, generation and restart
+ * count. Each kind is legal from some states only (the table there); rdzvd_job_move refuses any
+ * other, changing nothing. */
+enum rdzvd_job_move_kind {
+    JOB_MOVE_CLOSE,   /* FORMING -> NCCL: the round closed; generation + 1 */
+    JOB_MOVE_FORM,    /* NCCL -> RUNNING: ids and store in place, ROUNDs go out */
+    JOB_MOVE_UNDO,    /* NCCL -> FORMING: a member went before any worker started; generation - 1 */
+    JOB_MOVE_STOP,    /* FORMING, NCCL, RUNNING -> STOPPING: a restart; restart count + counted */
+    JOB_MOVE_STOPPED, /* STOPPING -> FORMING: every member of the stopped generation is ready */
+    JOB_MOVE_RESTORE, /* FORMING at generation 0 -> RUNNING (running) or FORMING: a new job
+                       * rebuilt from its record, at the record's generation and restart count */
+    JOB_MOVE_END,     /* any state but ENDED -> ENDED */
+    _JOB_MOVE_MAX,
+};
+
+struct rdzvd_job_move {
+    enum rdzvd_job_move_kind kind;
+    bool counted;           /* STOP: the restart uses the budget */
+    uint64_t generation;    /* RESTORE */
+    int64_t restart_count;  /* RESTORE */
+    bool running;           /* RESTORE: the record's generation runs */
+};
+
 enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
 
 struct rdzvd_member {
@@ -113,10 +136,16 @@ struct rdzvd_job {
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
+/* rdzvd-job-move.c. rdzvd_job_move: 0, or -EPERM for a move the table does not allow from the
+ * job's state (logged; nothing changed). rdzvd_job_move_legal: whether the table allows mv from
+ * state from. */
+int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv);
+bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv);
+const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
+
 /* rdzvd-job-sm.c: the state machine proper. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void rdzvd_job_set_state(struct rdzvd_job *j, enum job_state st);
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 /* NULL when out of memory (logged). */
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);

@@ -122,8 +122,12 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
 {
     int r;
 
-    j->generation = rec->generation;
-    j->restart_count = rec->restart_count;
+    r = rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE,
+                                                  .generation = rec->generation,
+                                                  .restart_count = rec->restart_count,
+                                                  .running = rec->running && rec->generation});
+    if (r < 0)
+        return r;
     if (!rec->running || rec->generation == 0) {
         rdzvd_job_note(j, false,
                        "restored from --state-dir after an rdzvd restart: generation %" PRIu64
@@ -162,7 +166,6 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     }
     if (r < 0)
         return r;
-    rdzvd_job_set_state(j, JOB_RUNNING);
     /* Agents that do not come back within this window count as lost. After an rdzvd restart
      * they may be in their reconnect backoff: two heartbeat timeouts. A new leader of replicas
      * starts it once elected, about an election timeout after the old one went silent, and an

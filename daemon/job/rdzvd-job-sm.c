@@ -18,9 +18,6 @@
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
-const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
-                                                           "ended"};
-
 /* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 {
@@ -105,13 +102,6 @@ void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank)
     j->nin_round++;
 }
 
-void rdzvd_job_set_state(struct rdzvd_job *j, enum job_state st)
-{
-    log_debug("job %s: %s -> %s", j->run_id, rdzvd_job_state_names[j->state],
-              rdzvd_job_state_names[st]);
-    j->state = st;
-}
-
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
     struct rdzv_list *pos, *tmp;
@@ -190,7 +180,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
-    rdzvd_job_set_state(j, JOB_ENDED);
+    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END});
     rdzvd_job_forget(j);
     if (exit_code == 0)
         rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
@@ -258,7 +248,8 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
-    rdzvd_job_set_state(j, JOB_RUNNING);
+    if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_FORM}) < 0)
+        return;
     rdzvd_job_save(j, true);
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
@@ -369,7 +360,7 @@ static void close_round(struct rdzvd_job *j)
     }
     free(slots);
 
-    j->generation++;
+    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_CLOSE}); /* from FORMING */
     free(j->rebuilt_nodes);
     j->rebuilt_nodes = NULL;
     memset(&j->round, 0, sizeof(j->round));
@@ -389,7 +380,6 @@ static void close_round(struct rdzvd_job *j)
         return;
     }
     if (want_ids > 0 || r > 0) {
-        rdzvd_job_set_state(j, JOB_NCCL);
         if (!m0 || !m0->peer ||
             j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0,
                                       r > 0 ? j->host.store_allow : NULL) < 0) {
@@ -440,7 +430,7 @@ static void job_check_stopped(struct rdzvd_job *j)
         return;
     rdzvd_job_close_store(j);
     for_each_member(j, m, pos, tmp) member_unrank(m);
-    rdzvd_job_set_state(j, JOB_FORMING);
+    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED});
     rdzvd_job_timer_stop(j);
     rdzvd_job_try_close(j);
 }
@@ -466,8 +456,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
         rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }
-    if (counted)
-        j->restart_count++;
+    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = counted});
     rdzvd_job_save(j, false);
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
@@ -478,7 +467,6 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
         j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
         j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
-    rdzvd_job_set_state(j, JOB_STOPPING);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)
@@ -669,9 +657,8 @@ static void member_lost(struct rdzvd_member *m, const char *why)
                 member_unrank(o);
                 rdzvd_member_set_ready(o, true);
             }
-            j->generation--;
             snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
-            rdzvd_job_set_state(j, JOB_FORMING);
+            rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_UNDO});
             rdzvd_job_try_close(j);
         }
         break;

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-move.c: the one function that changes a job's state, generation and restart count
+ * (rdzvd-job-impl.h, struct rdzvd_job_move), and its table of legal moves. */
+#include <inttypes.h>
+
+#include "common/rdzv-log.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
+                                                           "ended"};
+
+#define S(st) (1u << (st))
+
+/* Each kind of move: the states it may start from and the state it leads to (RESTORE leads to
+ * RUNNING or FORMING, as its record says). */
+static const struct {
+    const char *name;
+    unsigned from;
+    enum job_state to;
+} moves[_JOB_MOVE_MAX] = {
+    [JOB_MOVE_CLOSE] = {"close", S(JOB_FORMING), JOB_NCCL},
+    [JOB_MOVE_FORM] = {"form", S(JOB_NCCL), JOB_RUNNING},
+    [JOB_MOVE_UNDO] = {"undo", S(JOB_NCCL), JOB_FORMING},
+    [JOB_MOVE_STOP] = {"stop", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING), JOB_STOPPING},
+    [JOB_MOVE_STOPPED] = {"stopped", S(JOB_STOPPING), JOB_FORMING},
+    [JOB_MOVE_RESTORE] = {"restore", S(JOB_FORMING), JOB_RUNNING},
+    [JOB_MOVE_END] = {"end", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING) | S(JOB_STOPPING),
+                      JOB_ENDED},
+};
+
+const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind)
+{
+    return (unsigned)kind < _JOB_MOVE_MAX ? moves[kind].name : "?";
+}
+
+bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv)
+{
+    if ((unsigned)mv->kind >= _JOB_MOVE_MAX || (unsigned)from >= _JOB_STATE_MAX)
+        return false;
+    if (!(moves[mv->kind].from & S(from)))
+        return false;
+    return true;
+}
+
+int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
+{
+    enum job_state to;
+
+    if (!rdzvd_job_move_legal(j->state, mv) ||
+        (mv->kind == JOB_MOVE_RESTORE && j->generation != 0) ||
+        (mv->kind == JOB_MOVE_UNDO && j->generation == 0)) {
+        log_error("job=%s: move '%s' refused in state %s (generation %" PRIu64 "); nothing changed",
+                  j->run_id, rdzvd_job_move_name(mv->kind), rdzvd_job_state_names[j->state],
+                  j->generation);
+        return -EPERM;
+    }
+    to = moves[mv->kind].to;
+    switch (mv->kind) {
+    case JOB_MOVE_CLOSE:
+        j->generation++;
+        break;
+    case JOB_MOVE_UNDO:
+        j->generation--;
+        break;
+    case JOB_MOVE_STOP:
+        if (mv->counted)
+            j->restart_count++;
+        break;
+    case JOB_MOVE_RESTORE:
+        j->generation = mv->generation;
+        j->restart_count = mv->restart_count;
+        if (!mv->running)
+            to = JOB_FORMING;
+        break;
+    default:
+        break;
+    }
+    log_debug("job %s: %s -> %s (%s, generation %" PRIu64 ", restart %" PRId64 ")", j->run_id,
+              rdzvd_job_state_names[j->state], rdzvd_job_state_names[to],
+              rdzvd_job_move_name(mv->kind), j->generation, j->restart_count);
+    j->state = to;
+    return 0;
+}
