@@ -195,8 +195,10 @@ int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
 /* After node rank 0 answered: rdzvd opens its own store if the agent named none. 0 (not
  * needed), 1 (opened) or a negative errno (the caller ends the job). */
 int rdzvd_job_store_fallback(struct rdzvd_job *j);
-/* running: the generation's workers run (a restarted rdzvd waits for their agents). */
-void rdzvd_job_save(struct rdzvd_job *j, bool running);
+/* Decide the job's generation in its record (running: the generation's workers run, and a
+ * restarted rdzvd waits for their agents). 0 (also with no job table), or the negative errno of
+ * a decision the job table refused (logged): nothing of it may then be sent. */
+int rdzvd_job_save(struct rdzvd_job *j, bool running);
 void rdzvd_job_forget(struct rdzvd_job *j);
 /* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
  * or it cannot be read (logged). */

@@ -102,8 +102,8 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
  * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the
  * generation's workers run (ROUND sent), and the record names its nodes by node rank and its
  * NCCL ids: a restarted rdzvd waits for those nodes' agents before it places anyone. Once per
- * generation. */
-void rdzvd_job_save(struct rdzvd_job *j, bool running)
+ * generation. A decision refused is not made: the caller sends nothing of it. */
+int rdzvd_job_save(struct rdzvd_job *j, bool running)
 {
     struct rdzvd_job_record rec = {.min = j->min,
                                    .max = j->max,
@@ -114,7 +114,7 @@ void rdzvd_job_save(struct rdzvd_job *j, bool running)
     int r;
 
     if (!j->host.record_table)
-        return;
+        return 0;
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     if (running) {
         rec.nnodes = j->round.nnodes;
@@ -142,6 +142,7 @@ void rdzvd_job_save(struct rdzvd_job *j, bool running)
                        "in its job table",
                        j->run_id, j->generation, running ? "formed" : "stopped");
     free(rec.nodes);
+    return r < 0 ? r : 0;
 }
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */

@@ -243,14 +243,35 @@ void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 
 /* ---- rounds ---- */
 
+/* The job table refused the decision that a generation formed or stopped (-errno r): nothing
+ * of it goes out. The job ends, naming why, so that what its agents are told and what its record
+ * holds cannot differ. */
+static void job_not_recorded(struct rdzvd_job *j, const char *what, int r)
+{
+    char why[256];
+
+    snprintf(why, sizeof(why),
+             "rdzvd could not record that generation %" PRIu64 " %s in its job table (%s); "
+             "nothing of it was sent",
+             j->generation, what, strerror(-r));
+    rdzvd_job_end(j, "failed", 1, why);
+}
+
 void rdzvd_job_send_rounds(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
+    int r;
 
+    /* Decided and recorded first, then applied, then sent: a generation that its record does
+     * not have is never run. */
+    r = rdzvd_job_save(j, true);
+    if (r < 0) {
+        job_not_recorded(j, "formed", r);
+        return;
+    }
     if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_FORM}) < 0)
         return;
-    rdzvd_job_save(j, true);
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
                    ", store on %s%s%s%u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
@@ -444,6 +465,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
     struct rdzv_event e = {.type = "restart"};
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
+    int r;
 
     if (j->state == JOB_ENDED || j->state == JOB_STOPPING)
         return;
@@ -457,7 +479,11 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
         return;
     }
     rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = counted});
-    rdzvd_job_save(j, false);
+    r = rdzvd_job_save(j, false);
+    if (r < 0) {
+        job_not_recorded(j, "stopped", r);
+        return;
+    }
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
     e.generation = j->generation;

@@ -615,8 +615,9 @@ static void test_job_record_in_table(void)
     rdzvd_store_free(t);
 }
 
-/* A job table that can't take the record: the job still runs (the failure is logged). */
-static void test_job_table_full_job_runs(void)
+/* A job table that can't take the record: the generation is not sent (its agents would run what
+ * the record does not hold); the job fails, naming why. */
+static void test_job_table_full_job_fails(void)
 {
     struct rdzv_limits small = lim;
     struct rdzvd_store *t;
@@ -628,7 +629,9 @@ static void test_job_table_full_job_runs(void)
     t = new_store(&small);
     rec_env_init(&e, -1, t);
     join_one(&e, &p, "full");
-    ASSERT_EQ(p.nrounds, 1);
+    ASSERT_EQ(p.nrounds, 0);
+    ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "failed");
+    ASSERT_NOT_NULL(strstr(p.event.summary, "could not record that generation 1 formed"));
     ASSERT_EQ(rdzvd_job_record_get(t, "full", &got), -ENOENT);
     env_done(&e);
     rdzvd_store_free(t);
@@ -727,7 +730,7 @@ int main(void)
     TEST(test_table_run_id_too_long);
     TEST(test_table_member_key);
     TEST(test_job_record_in_table);
-    TEST(test_job_table_full_job_runs);
+    TEST(test_job_table_full_job_fails);
     TEST(test_job_stale_journal_of_other_store_left);
     TEST(test_job_shutdown_keeps_record_and_journal);
 

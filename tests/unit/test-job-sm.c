@@ -982,6 +982,64 @@ static void test_shutdown_keeps_records(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The job table refuses the decision that generation 1 formed (it is full): no member hears of
+ * the generation (no ROUND), the job ends naming why, and its record holds nothing of it: what
+ * the agents were told and what the record holds agree. */
+static void test_refused_formed_sends_nothing(void)
+{
+    struct rdzvd_store_budget full = {.max = 1};
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    rdzvd_store_set_budget(e.table, &full);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nrounds, 0);
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_TRUE(strstr(f[i].event.summary,
+                           "could not record that generation 1 formed in its job table") != NULL);
+    }
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+/* A restart whose decision the job table refuses (its record is already past it: restart 2, as
+ * another leader decided) sends no restart: the job ends naming why, and its record goes with
+ * it. */
+static void test_refused_stopped_sends_nothing(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 1,
+                                   .restart_count = 2};
+    struct fake f[2] = {0};
+    char path[64], err[256];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    ASSERT_EQ(f[0].nrounds, 1);
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    ASSERT_OK(rdzvd_job_decide(e.table, RDZVD_DECIDE_STOPPED, &rec));
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nevents, 1);
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_TRUE(strstr(f[i].event.summary,
+                           "could not record that generation 1 stopped in its job table") != NULL);
+        ASSERT_EQ(f[i].nrounds, 1);
+    }
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
@@ -1015,5 +1073,7 @@ int main(void)
     TEST(test_ended_jobs_kept_and_expire);
     TEST(test_progress_longest_silent_kept);
     TEST(test_shutdown_keeps_records);
+    TEST(test_refused_formed_sends_nothing);
+    TEST(test_refused_stopped_sends_nothing);
     return tap_done();
 }
