@@ -28,7 +28,7 @@
 /* Which key space a record changes. */
 enum rdzvd_table {
     RDZVD_TABLE_STORE = 0, /* the TCPStore clients' keys (the main store) */
-    RDZVD_TABLE_JOBS = 1,  /* a replicated rdzvd's own: its jobs' records (rdzvd-job-keys.h) */
+    RDZVD_TABLE_JOBS = 1,  /* a replicated rdzvd's own: its jobs' records (rdzvd-job-journals.h) */
 };
 
 /* One decoded record; key and val point into the bytes it was decoded from. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* rec's nodes and ids are what rdzvd_job_record_put takes (rdzvd-job-keys.h)? */
+/* rec's nodes and ids are what rdzvd_job_record_put takes (rdzvd-job-journals.h)? */
 static bool record_parts_valid(const struct rdzvd_job_record *rec)
 {
     int64_t sum = 0;

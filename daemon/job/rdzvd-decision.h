@@ -8,7 +8,7 @@
  *
  * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>", a JSON object
  * that names the run id it belongs to. Below the job state machine (the store's layer): the
- * journal's replay and Raft's apply reach it without the job layer (rdzvd-job-keys.h keeps what
+ * journal's replay and Raft's apply reach it without the job layer (rdzvd-job-journals.h keeps what
  * only that layer uses).
  *
  * Decisions. The job state machine changes a record only by a decision: a
@@ -23,7 +23,7 @@
  * What is not decided here is soft state, rebuilt after a restart or a failover: members'
  * connections and heartbeat clocks, waits, the spares, the generation stores' contents (their own
  * journals). Admitting a member is not a decision either: its secret derives from the table's
- * member key (rdzvd-job-keys.h), so the next leader admits it again with the same secret.
+ * member key (rdzvd-job-journals.h), so the next leader admits it again with the same secret.
  *
  * Ownership: the caller owns the record struct; these functions keep nothing but what get
  * allocates in it (rdzvd_job_record_clear). Loop thread only. Errors are negative errnos. */

@@ -16,7 +16,8 @@
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
 #include "daemon/job/rdzvd-job-index.h"
-#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-journals.h"
+#include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
 
 #define NCCL_ID_TIMEOUT_MS 60000
@@ -136,6 +137,13 @@ struct rdzvd_job {
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
+/* The keys j's members' secrets derive from (rdzvd-job-secret.h). */
+static inline struct rdzvd_member_keys rdzvd_job_member_keys(const struct rdzvd_job_host *h)
+{
+    return (struct rdzvd_member_keys){
+        .key = h->member_key, .len = h->member_key_len, .table = h->record_table};
+}
+
 /* rdzvd-job-move.c. rdzvd_job_move: 0, or -EPERM for a move the table does not allow from the
  * job's state (logged; nothing changed). rdzvd_job_move_legal: whether the table allows mv from
  * state from. */
@@ -176,10 +184,6 @@ void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
-/* The secret of node_id in run_id when it derives from the host's member key (into out, hex):
- * 0; -ENOKEY when the host has no key (secrets are random), -EIO when HMAC failed. */
-int rdzvd_member_secret_derive(const struct rdzvd_job_host *h, const char *run_id,
-                               const char *node_id, char out[RDZV_SECRET_HEX + 1]);
 /* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);

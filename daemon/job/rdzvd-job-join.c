@@ -293,11 +293,10 @@ out:
 }
 
 /* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (a node id alone,
- * which STATUS used to show anyone, let a stranger take a live agent's place). Constant time. */
+ * which STATUS used to show anyone, let a stranger take a live agent's place). */
 static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
 {
-    return jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret,
-                                            (const uint8_t *)m->secret, RDZV_SECRET_HEX);
+    return rdzvd_member_secret_equal(jn->secret, m->secret);
 }
 
 /* A resume for a node id with no member: it must carry the secret that node id derives to,
@@ -306,12 +305,12 @@ static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
 static int check_claimed_secret(struct join_req *q)
 {
     const struct rdzv_join *jn = q->jn;
+    struct rdzvd_member_keys keys = rdzvd_job_member_keys(q->h);
     char want[RDZV_SECRET_HEX + 1];
 
-    if (rdzvd_member_secret_derive(q->h, jn->run_id, jn->node_id, want) < 0)
+    if (rdzvd_member_secret_derive(&keys, jn->run_id, jn->node_id, want) < 0)
         return 0;
-    if (jn->secret[0] && rdzv_auth_equal((const uint8_t *)jn->secret, (const uint8_t *)want,
-                                         RDZV_SECRET_HEX))
+    if (rdzvd_member_secret_equal(jn->secret, want))
         return 0;
     return refuse(q, -EPERM,
                   "JOIN resume: node id '%s' of job '%s' comes without the secret rdzvd gave it "

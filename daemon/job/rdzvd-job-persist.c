@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-persist.c: what of a job outlives rdzvd (--state-dir): the journal of each
- * generation's store, named per job and generation, and the job's record (rdzvd-job-keys.h)
+ * generation's store, named per job and generation, and the job's record (rdzvd-job-journals.h)
  * from which a restarted rdzvd rebuilds it. Part of the job state machine (rdzvd-job-impl.h). */
 #include <errno.h>
 #include <inttypes.h>

@@ -701,6 +701,7 @@ static void member_lost(struct rdzvd_member *m, const char *why)
 
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
 {
+    struct rdzvd_member_keys keys = rdzvd_job_member_keys(&j->host);
     struct rdzvd_member *m = calloc(1, sizeof(*m));
     int r;
 
@@ -714,15 +715,10 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     m->job = j;
     m->peer = peer;
     m->join = *jn;
-    if (rdzvd_member_secret_derive(&j->host, j->run_id, jn->node_id, m->secret) < 0) {
-        uint8_t rnd[RDZV_SECRET_HEX / 2];
-
-        if (rdzv_random_bytes(rnd, sizeof(rnd)) < 0) {
-            log_error("job=%s: no random bytes for a member's secret", j->run_id);
-            free(m);
-            return NULL;
-        }
-        rdzv_hex(rnd, sizeof(rnd), m->secret);
+    if (rdzvd_member_secret_new(&keys, j->run_id, jn->node_id, m->secret) < 0) {
+        log_error("job=%s: no random bytes for a member's secret", j->run_id);
+        free(m);
+        return NULL;
     }
     m->node_rank = -1;
     m->prev_rank = -1;
@@ -758,26 +754,6 @@ void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
     if (m->peer)
         j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
                             j->inplace, m->secret);
-}
-
-int rdzvd_member_secret_derive(const struct rdzvd_job_host *h, const char *run_id,
-                               const char *node_id, char out[RDZV_SECRET_HEX + 1])
-{
-    uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
-    const uint8_t *key = h->member_key;
-    size_t keylen = h->member_key_len;
-    int n;
-
-    if (!key && h->record_table && rdzvd_job_table_member_key(h->record_table, &key, &keylen) < 0)
-        key = NULL;
-    if (!key)
-        return -ENOKEY;
-    n = snprintf((char *)msg, sizeof(msg), "rdzv-member-v1%c%s%c%s", 0, run_id, 0, node_id);
-    if (n < 0 || (size_t)n >= sizeof(msg) ||
-        rdzv_hmac_sha256(key, keylen, msg, (size_t)n, mac) < 0)
-        return -EIO;
-    rdzv_hex(mac, sizeof(mac), out);
-    return 0;
 }
 
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded. */

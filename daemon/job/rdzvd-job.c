@@ -21,49 +21,21 @@
 #include "proto/rdzv-msg.h"
 #include "proto/rdzv-status.h"
 #include "daemon/server/rdzvd-conn.h"
+#include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-status.h"
 #include "daemon/job/rdzvd-job-voters.h"
 #include "daemon/server/rdzvd-server.h"
 
-#define MEMBER_KEY_FILE "member.key" /* in --state-dir: the key of member secrets */
-#define MEMBER_KEY_BYTES 32
 
 struct rdzvd_jobs {
     struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
     struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
     struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
-    uint8_t member_key[MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
+    uint8_t member_key[RDZVD_MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
     struct rdzvd_voters *voters;          /* a replica's hosted replicas; NULL: none */
 };
-
-/* The key of member secrets in --state-dir: read, or made (random, 0600) the first time. 0, or
- * a negative errno (logged; secrets are then random and do not survive a restart). */
-static int member_key_load(int dirfd, uint8_t key[MEMBER_KEY_BYTES])
-{
-    ssize_t n;
-    int fd, r = 0;
-
-    fd = openat(dirfd, MEMBER_KEY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
-        n = read(fd, key, MEMBER_KEY_BYTES);
-        r = n == MEMBER_KEY_BYTES ? 0 : -EBADMSG;
-        goto out;
-    }
-    if (errno != ENOENT)
-        return -errno;
-    if ((r = rdzv_random_bytes(key, MEMBER_KEY_BYTES)) < 0)
-        return r;
-    fd = openat(dirfd, MEMBER_KEY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return -errno;
-    n = write(fd, key, MEMBER_KEY_BYTES);
-    r = n == MEMBER_KEY_BYTES && fsync(fd) == 0 ? 0 : -EIO;
-out:
-    close(fd);
-    return r;
-}
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
 
@@ -450,14 +422,14 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         int r = rdzv_auth_crypto_load(err, sizeof(err));
 
         if (r == 0)
-            r = member_key_load(jobs->host.state_dirfd, jobs->member_key);
+            r = rdzvd_member_key_load(jobs->host.state_dirfd, jobs->member_key);
         if (r == 0) {
             jobs->host.member_key = jobs->member_key;
             jobs->host.member_key_len = sizeof(jobs->member_key);
         } else {
             log_warn_errno(r, "no key for members' secrets in --state-dir (%s): an agent "
                               "reconnecting after an rdzvd restart proves nothing",
-                           MEMBER_KEY_FILE);
+                           RDZVD_MEMBER_KEY_FILE);
         }
     }
     *ret = jobs;

@@ -25,7 +25,7 @@
 struct rdzvd_repl_fsm {
     struct raft_fsm fsm; /* first: what raft_init / raft_fixture_grow take */
     struct rdzvd_store *store;
-    /* The job table (RDZVD_TABLE_JOBS records: rdzvd-job-keys.h), or NULL: such records are
+    /* The job table (RDZVD_TABLE_JOBS records: rdzvd-job-journals.h), or NULL: such records are
      * then refused (-ENOENT, counted in refused) as a full store refuses a SET. */
     struct rdzvd_store *jobs;
     /* The origin of the entries this process proposes after making their changes in its store

@@ -74,7 +74,7 @@ struct rdzvd_server {
     void *peer_ud;
     /* --peers: this rdzvd is one replica; its main store is replicated instead of journaled. */
     struct rdzvd_replica *replica;
-    /* The jobs' records (rdzvd-job-keys.h): replicated with the main store (--peers), or
+    /* The jobs' records (rdzvd-job-journals.h): replicated with the main store (--peers), or
      * journaled in --state-dir ("jobs"); NULL without either. */
     struct rdzvd_store *job_table;
     struct rdzvd_journal *job_journal; /* a single rdzvd's journal of job_table */

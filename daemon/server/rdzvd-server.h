@@ -60,7 +60,7 @@ uv_loop_t *rdzvd_server_loop(const struct rdzvd_server *srv);
 const struct rdzvd_config *rdzvd_server_config(const struct rdzvd_server *srv);
 /* --state-dir opened O_DIRECTORY, or -1 without it. Owned by the server. */
 int rdzvd_server_state_dirfd(const struct rdzvd_server *srv);
-/* The job table: the jobs' records (rdzvd-job-keys.h). A replica's (--peers) is replicated
+/* The job table: the jobs' records (rdzvd-job-journals.h). A replica's (--peers) is replicated
  * with the main store (changes made by the leader go to the log with the turn's other changes,
  * and replies wait for them); a single rdzvd's with --state-dir is journaled there ("jobs",
  * written and fsynced as each change is made). NULL for a single rdzvd without --state-dir.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-record.c: a job's record (daemon/job/rdzvd-job-keys.h) in --state-dir and in a
+/* test-job-record.c: a job's record (daemon/job/rdzvd-job-journals.h) in --state-dir and in a
  * replica's job table, and how the job state machine keeps it (daemon/job/rdzvd-job-persist.c):
  * file names, round trips, malformed and planted records, file system errors, table errors. */
 #include <errno.h>
@@ -21,7 +21,8 @@
 #include "common/rdzv-util.h"
 #include "../tap.h"
 #include "daemon/job/rdzvd-decision.h"
-#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-journals.h"
+#include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/data/rdzvd-journal.h"
 #include "daemon/data/rdzvd-record.h"

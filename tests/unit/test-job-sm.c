@@ -8,7 +8,7 @@
 
 #include "common/rdzv-log.h"
 #include "jobtest.h"
-#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-journals.h"
 
 /* Node rank 0 alone is asked for the ids (the largest count any member wants); NCCL_IDs of
  * another node or generation are stale; the ids reach every ROUND. */

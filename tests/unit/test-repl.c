@@ -21,7 +21,7 @@
 #include "../tap.h"
 #include "common/rdzv-buf.h"
 #include "daemon/job/rdzvd-decision.h"
-#include "daemon/job/rdzvd-job-keys.h"
+#include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/data/rdzvd-record.h"
 #include "daemon/repl/rdzvd-repl.h"
 #include "daemon/repl/rdzvd-replica.h"

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-keys.c: the generation stores' journal names and the member key of the job table
- * (rdzvd-job-keys.h). */
-#include "daemon/job/rdzvd-job-keys.h"
+/* rdzvd-job-journals.c: the generation stores' journal names (rdzvd-job-journals.h). */
+#include "daemon/job/rdzvd-job-journals.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -50,22 +49,3 @@ int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
     return rdzvd_journal_unlink(dirfd, state_name);
 }
 
-#define TABLE_MEMBER_KEY "member-key"
-#define TABLE_MEMBER_KEY_BYTES 32
-
-int rdzvd_job_table_member_key(struct rdzvd_store *t, const uint8_t **key, size_t *len)
-{
-    uint8_t fresh[TABLE_MEMBER_KEY_BYTES];
-    int r = rdzvd_store_get(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), key, len);
-
-    if (r == 0)
-        return *len == TABLE_MEMBER_KEY_BYTES ? 0 : -EBADMSG;
-    if (r != -ENOENT)
-        return r;
-    if ((r = rdzv_random_bytes(fresh, sizeof(fresh))) < 0 ||
-        (r = rdzvd_store_set(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), fresh,
-                             sizeof(fresh))) < 0)
-        return r;
-    explicit_bzero(fresh, sizeof(fresh));
-    return rdzvd_store_get(t, TABLE_MEMBER_KEY, strlen(TABLE_MEMBER_KEY), key, len);
-}

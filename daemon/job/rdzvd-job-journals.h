@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-keys.h: the job layer's side of a job's record (the record itself, its codec and
- * its key in the job table: rdzvd-decision.h): the names of the generation stores' journals, and
- * the key members' secrets derive from.
+/* rdzvd-job-journals.h: the generation stores' journals as the job layer names them (and drops
+ * a stale one), and where the jobs' records live (the record itself, its codec and its key in
+ * the job table: rdzvd-decision.h; the member key kept there: rdzvd-job-secret.h).
  *
  * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>". One path for
  * both ways of keeping it:
@@ -41,9 +41,3 @@ int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len
  * 0, -EEXIST when the file is another store's journal (rdzvd_journal_unlink: left as it is), or
  * a negative errno (never -ENOENT). */
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name);
-
-/* The key members' secrets derive from (rdzvd-job-sm.h) when rdzvd has no token: kept in the job
- * table, so that the next leader knows the secrets the last one gave; made (random, and
- * replicated like a record) by the first leader that needs it. *key points into the table and
- * stays valid (the key never changes). 0 or a negative errno. */
-int rdzvd_job_table_member_key(struct rdzvd_store *t, const uint8_t **key, size_t *len);
