@@ -42,11 +42,12 @@ enum rdzvd_job_move_kind {
     JOB_MOVE_CLOSE,   /* FORMING -> NCCL: the round closed; generation + 1 */
     JOB_MOVE_FORM,    /* NCCL -> RUNNING: ids and store in place, ROUNDs go out */
     JOB_MOVE_UNDO,    /* NCCL -> FORMING: a member went before any worker started; generation - 1 */
-    JOB_MOVE_STOP,    /* FORMING, NCCL, RUNNING -> STOPPING: a restart; restart count + counted */
+    JOB_MOVE_STOP,    /* RUNNING -> STOPPING: a restart; restart count + counted */
     JOB_MOVE_STOPPED, /* STOPPING -> FORMING: every member of the stopped generation is ready */
     JOB_MOVE_RESTORE, /* FORMING at generation 0 -> RUNNING (running) or FORMING: a new job
                        * rebuilt from its record, at the record's generation and restart count */
-    JOB_MOVE_END,     /* any state but ENDED -> ENDED */
+    JOB_MOVE_END,     /* FORMING, NCCL, RUNNING -> ENDED (a stopping job forms next, or goes
+                       * with its last member) */
     _JOB_MOVE_MAX,
 };
 
@@ -148,6 +149,9 @@ static inline struct rdzvd_member_keys rdzvd_job_member_keys(const struct rdzvd_
  * job's state (logged; nothing changed). rdzvd_job_move_legal: whether the table allows mv from
  * state from. */
 int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv);
+/* How many moves of each kind were taken from each state since the process started (the model
+ * test reads it: every legal move must be taken). Loop thread only. */
+extern uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
 bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv);
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
@@ -200,9 +204,10 @@ int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
  * needed), 1 (opened) or a negative errno (the caller ends the job). */
 int rdzvd_job_store_fallback(struct rdzvd_job *j);
 /* Decide the job's generation in its record (running: the generation's workers run, and a
- * restarted rdzvd waits for their agents). 0 (also with no job table), or the negative errno of
- * a decision the job table refused (logged): nothing of it may then be sent. */
-int rdzvd_job_save(struct rdzvd_job *j, bool running);
+ * restarted rdzvd waits for their agents; restart_count: the job's once the decision is applied).
+ * 0 (also with no job table), or the negative errno of a decision the job table refused
+ * (logged): the job must not move, and nothing of it may be sent. */
+int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count);
 void rdzvd_job_forget(struct rdzvd_job *j);
 /* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
  * or it cannot be read (logged). */

@@ -285,7 +285,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     /* The claim becomes the record: after another restart a resume is checked against it, and
      * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
     if (claimed)
-        rdzvd_job_save(j, rec.running);
+        rdzvd_job_save(j, rec.running, j->restart_count);
     *ret = j;
 out:
     rdzvd_job_record_clear(&rec);

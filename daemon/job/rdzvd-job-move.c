@@ -11,6 +11,8 @@ const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "r
 
 #define S(st) (1u << (st))
 
+uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
+
 /* Each kind of move: the states it may start from and the state it leads to (RESTORE leads to
  * RUNNING or FORMING, as its record says). */
 static const struct {
@@ -21,11 +23,10 @@ static const struct {
     [JOB_MOVE_CLOSE] = {"close", S(JOB_FORMING), JOB_NCCL},
     [JOB_MOVE_FORM] = {"form", S(JOB_NCCL), JOB_RUNNING},
     [JOB_MOVE_UNDO] = {"undo", S(JOB_NCCL), JOB_FORMING},
-    [JOB_MOVE_STOP] = {"stop", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING), JOB_STOPPING},
+    [JOB_MOVE_STOP] = {"stop", S(JOB_RUNNING), JOB_STOPPING},
     [JOB_MOVE_STOPPED] = {"stopped", S(JOB_STOPPING), JOB_FORMING},
     [JOB_MOVE_RESTORE] = {"restore", S(JOB_FORMING), JOB_RUNNING},
-    [JOB_MOVE_END] = {"end", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING) | S(JOB_STOPPING),
-                      JOB_ENDED},
+    [JOB_MOVE_END] = {"end", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING), JOB_ENDED},
 };
 
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind)
@@ -75,6 +76,7 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     default:
         break;
     }
+    rdzvd_job_moves_taken[mv->kind][j->state]++;
     log_debug("job %s: %s -> %s (%s, generation %" PRIu64 ", restart %" PRId64 ")", j->run_id,
               rdzvd_job_state_names[j->state], rdzvd_job_state_names[to],
               rdzvd_job_move_name(mv->kind), j->generation, j->restart_count);

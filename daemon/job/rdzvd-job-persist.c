@@ -103,13 +103,13 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
  * generation's workers run (ROUND sent), and the record names its nodes by node rank and its
  * NCCL ids: a restarted rdzvd waits for those nodes' agents before it places anyone. Once per
  * generation. A decision refused is not made: the caller sends nothing of it. */
-int rdzvd_job_save(struct rdzvd_job *j, bool running)
+int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
 {
     struct rdzvd_job_record rec = {.min = j->min,
                                    .max = j->max,
                                    .max_restarts = j->max_restarts,
                                    .generation = j->generation,
-                                   .restart_count = j->restart_count,
+                                   .restart_count = restart_count,
                                    .running = running};
     int r;
 

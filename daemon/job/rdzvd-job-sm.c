@@ -173,14 +173,14 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
-    if (j->state == JOB_ENDED)
+    if (j->state == JOB_ENDED ||
+        rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END}) < 0)
         return;
     rdzvd_job_timer_stop(j);
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
-    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END});
     rdzvd_job_forget(j);
     if (exit_code == 0)
         rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
@@ -265,7 +265,7 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
 
     /* Decided and recorded first, then applied, then sent: a generation that its record does
      * not have is never run. */
-    r = rdzvd_job_save(j, true);
+    r = rdzvd_job_save(j, true, j->restart_count);
     if (r < 0) {
         job_not_recorded(j, "formed", r);
         return;
@@ -467,7 +467,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
     struct rdzvd_member *m;
     int r;
 
-    if (j->state == JOB_ENDED || j->state == JOB_STOPPING)
+    if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
     if (counted && j->restart_count >= j->max_restarts) {
         char why[RDZV_SUMMARY_MAX + 1];
@@ -478,12 +478,14 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
         rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }
-    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = counted});
-    r = rdzvd_job_save(j, false);
+    /* Decided and recorded first (the restart charged), then applied, then sent. */
+    r = rdzvd_job_save(j, false, j->restart_count + counted);
     if (r < 0) {
         job_not_recorded(j, "stopped", r);
         return;
     }
+    if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = counted}) < 0)
+        return;
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
     e.generation = j->generation;

@@ -14,8 +14,8 @@ static void test_legal_moves(void)
 {
     static const char *const legal[_JOB_MOVE_MAX] = {
         [JOB_MOVE_CLOSE] = "F....",   [JOB_MOVE_FORM] = ".N...",    [JOB_MOVE_UNDO] = ".N...",
-        [JOB_MOVE_STOP] = "FNR..",    [JOB_MOVE_STOPPED] = "...S.", [JOB_MOVE_RESTORE] = "F....",
-        [JOB_MOVE_END] = "FNRS.",
+        [JOB_MOVE_STOP] = "..R..",    [JOB_MOVE_STOPPED] = "...S.", [JOB_MOVE_RESTORE] = "F....",
+        [JOB_MOVE_END] = "FNR..",
     };
 
     for (int k = 0; k < _JOB_MOVE_MAX; k++)
@@ -63,15 +63,20 @@ static void test_moves_and_refusals(void)
     ASSERT_OK(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = true}));
     expect(&j, JOB_STOPPING, 1, 1);
     ASSERT_EQ(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP}), -EPERM);
+    ASSERT_EQ(rdzvd_job_move(&j, &end), -EPERM); /* a stopping job forms next */
     ASSERT_OK(rdzvd_job_move(&j, &stopped));
     expect(&j, JOB_FORMING, 1, 1);
+    ASSERT_EQ(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP}), -EPERM);
+    ASSERT_OK(rdzvd_job_move(&j, &close));
+    ASSERT_OK(rdzvd_job_move(&j, &form));
     ASSERT_OK(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP}));
-    expect(&j, JOB_STOPPING, 1, 1); /* not counted: no restart charged */
+    expect(&j, JOB_STOPPING, 2, 1); /* not counted: no restart charged */
+    ASSERT_OK(rdzvd_job_move(&j, &stopped));
     ASSERT_OK(rdzvd_job_move(&j, &end));
-    expect(&j, JOB_ENDED, 1, 1);
+    expect(&j, JOB_ENDED, 2, 1);
     ASSERT_EQ(rdzvd_job_move(&j, &end), -EPERM);
     ASSERT_EQ(rdzvd_job_move(&j, &close), -EPERM);
-    expect(&j, JOB_ENDED, 1, 1);
+    expect(&j, JOB_ENDED, 2, 1);
 
     /* A new job rebuilt from its record: running or not. */
     memset(&j, 0, sizeof(j));
