@@ -10,6 +10,7 @@
 
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-journal.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
 /* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down:
@@ -137,6 +138,10 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
         rec.n_ids = 0;
         r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
     }
+    /* Applied to the table but not written (the journal turned persistence off): a restarted
+     * rdzvd would not know it, so it is not made. */
+    if (r >= 0 && j->host.record_journal && rdzvd_journal_failed(j->host.record_journal))
+        r = -EIO;
     if (r < 0)
         log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the decision (generation %s) "
                        "in its job table",

@@ -27,6 +27,8 @@
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
 
+struct rdzvd_journal;
+
 struct rdzvd_ended_jobs;
 struct rdzvd_job;
 struct rdzvd_member;
@@ -71,6 +73,10 @@ struct rdzvd_job_host {
     /* The job table (rdzvd_server_job_table: journaled in --state-dir, or a replica's,
      * replicated), or NULL: no record is kept, and no job is rebuilt after a restart. */
     struct rdzvd_store *record_table;
+    /* record_table's journal when a single rdzvd keeps it in --state-dir (written through: a
+     * decision is on disk when its change returns), or NULL (none, or a replica's: Raft). A
+     * decision the journal failed to write counts as refused. */
+    struct rdzvd_journal *record_journal;
     /* Node rank 0's agent hosts each generation's store when it can (JOIN host_store; asked
      * with NCCL_REQUEST store), so that the store does not die with this rdzvd: a replica. */
     bool agent_stores;

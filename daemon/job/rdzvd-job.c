@@ -396,6 +396,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),
         /* The records: replicated with the log, or journaled in --state-dir (one path). */
         .record_table = rdzvd_server_job_table(srv),
+        .record_journal = rdzvd_server_job_journal(srv),
         /* A replica's generation stores are hosted by node rank 0's agent: they outlive it. */
         .agent_stores = rdzvd_server_config(srv)->peers != NULL,
         .store_allow = rdzvd_server_config(srv)->store_acl

@@ -597,6 +597,11 @@ struct rdzvd_store *rdzvd_server_job_table(const struct rdzvd_server *srv)
     return srv->job_table;
 }
 
+struct rdzvd_journal *rdzvd_server_job_journal(const struct rdzvd_server *srv)
+{
+    return srv->job_journal;
+}
+
 struct rdzvd_replica *rdzvd_server_replica(const struct rdzvd_server *srv,
                                            const struct rdzvd_replica_ops **ops)
 {

@@ -66,6 +66,8 @@ int rdzvd_server_state_dirfd(const struct rdzvd_server *srv);
  * written and fsynced as each change is made). NULL for a single rdzvd without --state-dir.
  * Owned by the server. */
 struct rdzvd_store *rdzvd_server_job_table(const struct rdzvd_server *srv);
+/* The job table's journal (a single rdzvd's with --state-dir), or NULL. Owned by the server. */
+struct rdzvd_journal *rdzvd_server_job_journal(const struct rdzvd_server *srv);
 /* The replica (--peers) and the table of functions to call it through (rdzvd-replica.h), or NULL
  * for a single rdzvd and once the replica closes. Owned by the server. */
 struct rdzvd_replica;

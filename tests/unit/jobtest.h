@@ -203,6 +203,7 @@ static inline void env_init(struct env *e, int state_dirfd)
         ASSERT_OK(rdzvd_journal_open(NULL, state_dirfd, "(test)", "jobs", RDZVD_FSYNC_NO,
                                      e->table, &e->table_journal));
         e->h.record_table = e->table;
+        e->h.record_journal = e->table_journal; /* as rdzvd does */
     }
 }
 

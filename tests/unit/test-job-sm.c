@@ -5,6 +5,9 @@
  * checked against the job, its record and the members' secrets, the status of nodes, ranks and
  * ended jobs. test-job.c has the main paths. */
 #include <inttypes.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "common/rdzv-log.h"
 #include "jobtest.h"
@@ -1040,6 +1043,48 @@ static void test_refused_stopped_sends_nothing(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The job table's journal cannot write the decision that generation 1 formed (a file size limit
+ * makes the write fail, EFBIG): the decision is not made, no member hears of the generation, and
+ * the job fails naming why; an rdzvd restarted on the directory finds no record of it. */
+static void test_unwritten_decision_sends_nothing(void)
+{
+    struct rdzvd_job_record rec;
+    struct rlimit old, lim;
+    struct fake f[2] = {0};
+    struct stat st;
+    char path[64], file[96];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, fd);
+    ASSERT_OK(join(&e, &f[0], &jn)); /* the member key goes to the journal */
+    snprintf(file, sizeof(file), "%s/jobs.journal", path);
+    ASSERT_OK(stat(file, &st));
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
+    lim = old;
+    lim.rlim_cur = (rlim_t)st.st_size; /* not one byte more */
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &lim));
+    jn = join_of(1, 2, 2, 3);
+    ASSERT_OK(join(&e, &f[1], &jn));
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+    signal(SIGXFSZ, SIG_DFL);
+    ASSERT_TRUE(rdzvd_journal_failed(e.table_journal));
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].nrounds, 0);
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_TRUE(strstr(f[i].event.summary,
+                           "could not record that generation 1 formed in its job table") != NULL);
+    }
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    env_done(&e);
+    env_init(&e, fd); /* what the disk holds */
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
@@ -1075,5 +1120,6 @@ int main(void)
     TEST(test_shutdown_keeps_records);
     TEST(test_refused_formed_sends_nothing);
     TEST(test_refused_stopped_sends_nothing);
+    TEST(test_unwritten_decision_sends_nothing);
     return tap_done();
 }
