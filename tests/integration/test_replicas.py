@@ -10,6 +10,8 @@
 #     keep changes that may not commit;
 #   - a job's record (generation, restart count, size) is committed through the log before its
 #     agents hear of it: the next leader checks every resume against it;
+#   - a generation decided by a leader without its majority is never sent: no node hears of it,
+#     and the majority's record has no trace of it (issue 29);
 #   - a leader that lost its majority answers nothing more from its store (it may be stale): it
 #     closes the connections it served, and its agents resume on the next leader;
 #   - the links between replicas need the token when there is one;
@@ -347,6 +349,64 @@ class Replicas(ClusterCase):
         self.assertTrue(body["resumed"], body)
         self.assertFalse(body["spare"], body)
         self.assertIn("named by its record", lead2.text())
+
+    def frames_until_closed(self, p, timeout=10.0):
+        """The ops of every frame p receives until the daemon closes it."""
+        ops, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            f = p.recv(timeout=max(0.1, deadline - time.monotonic()))
+            if f is None:
+                return ops
+            ops.append(f[0])
+        raise AssertionError("still open after %.0f s (got ops %r)" % (timeout, ops))
+
+    def job_status(self, port, run_id):
+        st = self.peer(port)
+        st.send(STATUS, {})
+        op, reply = st.recv_json()
+        self.assertEqual(op, STATUS_REPLY)
+        return [j for j in reply["jobs"] if j["run_id"] == run_id]
+
+    def test_uncommitted_generation_is_not_sent(self):
+        """A generation decided by a leader that lost its quorum (issue 29): the decision that it
+        formed cannot commit, so neither node hears of it (no JOINED of the last node, no
+        ROUND), the leader stops (exit 75) rather than keep it, and the majority that follows
+        holds no record of it: the same nodes then form generation 1 on the next leader, the
+        first generation anyone heard of, and its record says so."""
+        cl = self.cluster()
+        lead, _ = cl.leader()
+        body0, body1 = join_body("unc-job", "n0"), join_body("unc-job", "n1")
+        body0["min"] = body1["min"] = 2
+        p0 = self.peer(lead.port)
+        p0.send(JOIN, body0)
+        op, joined = p0.recv_json()
+        self.assertEqual(op, JOINED, joined)  # a member waiting is no decision: it is answered
+        others = [r for r in cl.r if r is not lead]
+        for r in others:
+            r.kill()
+        p1 = self.peer(lead.port)
+        p1.send(JOIN, body1)
+        self.assertNotIn(ROUND, self.frames_until_closed(p0))
+        self.assertEqual(self.frames_until_closed(p1), [])
+        lead.proc.wait(timeout=10)
+        self.assertEqual(lead.proc.returncode, 75, lead.text()[-3000:])
+        self.assertIn("was not committed", lead.text())
+        for r in others:
+            r.start()
+        lead2, _ = cl.leader()
+        self.assertIsNot(lead2, lead)
+        self.assertEqual(self.job_status(lead2.port, "unc-job"), [])
+        q0, q1 = self.peer(lead2.port), self.peer(lead2.port)
+        q0.send(JOIN, body0)
+        q1.send(JOIN, body1)
+        for q in (q0, q1):
+            op, j = q.recv_json()
+            self.assertEqual(op, JOINED, j)
+            self.assertFalse(j.get("resumed"), j)
+            op, rnd = q.recv_json()
+            self.assertEqual((op, rnd["generation"], rnd["restart_count"]), (ROUND, 1, 0), rnd)
+        job = self.job_status(lead2.port, "unc-job")[0]
+        self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
 
     def test_deposed_leader_serves_nothing_stale(self):
         """Both followers stopped: the leader steps down within an election timeout and, from
