@@ -39,6 +39,18 @@
 #define RDZVD_KEEP_ENDED_MAX 100u
 #define RDZVD_KEEP_ENDED_MAX_LIMIT 10000u
 
+/* A job's own timers. Node rank 0's agent has this long to send the NCCL ids of a round; past
+ * it the job fails, naming that node. */
+#define RDZVD_JOB_NCCL_ID_TIMEOUT_MS 60000
+/* After a ROUND, while workers start (CUDA and NCCL init can take a while), a member's heartbeat
+ * may be this many heartbeat timeouts late before the member is lost. */
+#define RDZVD_JOB_INIT_GRACE_FACTOR 3
+/* The recent events kept per job for STATUS and the status page. */
+#define RDZVD_JOB_EVENTS 16
+/* --replicas: how long an agent may take to start the replica it was asked to host before the
+ * next candidate is asked (rdzvd-job-voters.h). */
+#define RDZVD_VOTERS_ASK_MS 15000
+
 struct rdzv_token;
 struct rdzvd_peer_handler;
 struct rdzvd_peers;

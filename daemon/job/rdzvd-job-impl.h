@@ -15,14 +15,12 @@
 
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
+#include "daemon/data/rdzvd-config.h"
 #include "daemon/job/rdzvd-job-index.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
 
-#define NCCL_ID_TIMEOUT_MS 60000
-#define INIT_GRACE_FACTOR 3 /* heartbeat grace after a ROUND, while workers start: x timeout */
-#define JOB_EVENTS 16       /* recent events kept per job for status */
 
 enum job_state {
     JOB_FORMING,  /* taking JOINs / READYs for the next round */
@@ -130,8 +128,8 @@ struct rdzvd_job {
     struct {
         double time; /* unix seconds */
         char text[200];
-    } events[JOB_EVENTS]; /* ring, for status */
-    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % JOB_EVENTS] */
+    } events[RDZVD_JOB_EVENTS]; /* ring, for status */
+    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \

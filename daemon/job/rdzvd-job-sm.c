@@ -21,7 +21,7 @@
 /* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 {
-    unsigned i = j->nevents++ % JOB_EVENTS;
+    unsigned i = j->nevents++ % RDZVD_JOB_EVENTS;
     struct timespec ts;
     va_list ap;
 
@@ -292,7 +292,7 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
         rd->master_port = j->store_port;
         j->host.ops->round(m->peer, rd);
         /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
-        rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * INIT_GRACE_FACTOR);
+        rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * RDZVD_JOB_INIT_GRACE_FACTOR);
     }
     j->host.ops->flush(j->host.ud);
 }
@@ -407,7 +407,7 @@ static void close_round(struct rdzvd_job *j)
             rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;
         }
-        rdzvd_job_timer_start(j, T_NCCL, NCCL_ID_TIMEOUT_MS);
+        rdzvd_job_timer_start(j, T_NCCL, RDZVD_JOB_NCCL_ID_TIMEOUT_MS);
         j->host.ops->flush(j->host.ud);
         return;
     }
@@ -551,7 +551,7 @@ static void job_timer_cb(uv_timer_t *t)
         char why[RDZV_HOST_MAX + 128];
 
         snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
-                 m0 ? m0->join.host : "?", NCCL_ID_TIMEOUT_MS / 1000);
+                 m0 ? m0->join.host : "?", RDZVD_JOB_NCCL_ID_TIMEOUT_MS / 1000);
         rdzvd_job_end(j, "failed", 1, why);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
                j->nin_round < j->round.nnodes) {

@@ -15,7 +15,7 @@
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/server/rdzvd-server.h"
 
-_Static_assert(JOB_EVENTS <= RDZV_STATUS_EVENTS, "status holds every recent event");
+_Static_assert(RDZVD_JOB_EVENTS <= RDZV_STATUS_EVENTS, "status holds every recent event");
 _Static_assert(sizeof(((struct rdzvd_job *)0)->events[0].text) <= RDZV_STATUS_TEXT_MAX + 1,
                "status holds a whole event text");
 
@@ -65,7 +65,7 @@ static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rd
 
 static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
 {
-    unsigned first = j->nevents > JOB_EVENTS ? j->nevents - JOB_EVENTS : 0;
+    unsigned first = j->nevents > RDZVD_JOB_EVENTS ? j->nevents - RDZVD_JOB_EVENTS : 0;
     int r;
 
     r = job_members_status(j, now, sj);
@@ -74,8 +74,8 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     for (unsigned i = first; i < j->nevents; i++) {
         struct rdzv_status_event *e = &sj->events[sj->n_events++];
 
-        e->time = j->events[i % JOB_EVENTS].time;
-        snprintf(e->text, sizeof(e->text), "%s", j->events[i % JOB_EVENTS].text);
+        e->time = j->events[i % RDZVD_JOB_EVENTS].time;
+        snprintf(e->text, sizeof(e->text), "%s", j->events[i % RDZVD_JOB_EVENTS].text);
     }
     snprintf(sj->run_id, sizeof(sj->run_id), "%s", j->run_id);
     snprintf(sj->state, sizeof(sj->state), "%s", rdzvd_job_state_names[j->state]);

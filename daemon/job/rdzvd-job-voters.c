@@ -15,6 +15,7 @@
 #include "proto/rdzv-frame.h"
 #include "proto/rdzv-msg.h"
 #include "daemon/data/rdzvd-acl.h"
+#include "daemon/data/rdzvd-config.h"
 #include "daemon/server/rdzvd-conn.h"
 #include "daemon/repl/rdzvd-replica.h"
 #include "daemon/server/rdzvd-server.h"
@@ -262,7 +263,7 @@ static void recruit(struct rdzvd_voters *v, const struct rdzvd_voter *vs, unsign
         snprintf(v->ask_host, sizeof(v->ask_host), "%s", k->host);
         log_info("replication: %u of %u voters: asking the agent at %s to host replica %u",
                  voters, v->target, k->host, v->ask_id);
-        (void)uv_timer_start(&v->timer, ask_timer_cb, VOTERS_ASK_MS, 0);
+        (void)uv_timer_start(&v->timer, ask_timer_cb, RDZVD_VOTERS_ASK_MS, 0);
         rdzvd_conn_flush_pending(v->srv);
         return;
     }

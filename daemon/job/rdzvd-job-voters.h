@@ -9,7 +9,7 @@
  *     seen; port: the leader's own); the agent starts `rdzvd --join` there and answers with its
  *     endpoint, which must be on the candidate's own address; the leader then adds it (Raft
  *     add, then assign as voter once caught up). An agent that fails, or does not answer within
- *     VOTERS_ASK_MS, is not asked again; the next candidate is;
+ *     RDZVD_VOTERS_ASK_MS, is not asked again; the next candidate is;
  *   - the agent's replica is added to the configuration (not voting), then promoted to a voter
  *     once caught up: one change at a time, each started from the loop, never from inside
  *     libraft's callbacks; a server left not voting (a promotion given up) is removed;
@@ -33,7 +33,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VOTERS_ASK_MS 15000 /* how long an agent may take to start the replica it was asked for */
 
 struct rdzvd_conn;
 struct rdzvd_server;
