@@ -113,6 +113,15 @@ static int scale_up_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
     return 0;
 }
 
+static int on_bad_node_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                          const char *val)
+{
+    if (strcmp(val, "drain") && strcmp(val, "keep"))
+        return rdzv_opt_bad(p, opt, val, "expected drain or keep");
+    *(bool *)opt->dest = strcmp(val, "drain") == 0;
+    return 0;
+}
+
 static int recovery_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     if (strcmp(val, "inplace") && strcmp(val, "restart"))
@@ -486,6 +495,38 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         SECS("join-timeout", &o->join_timeout_s,
              "with fewer than MIN nodes, wait this long for more before\n"
              "failing the job (default 600)"),
+        {.kind = RDZV_OPT_INT, .name = "bad-node-failures", .dest = &o->bad_node_failures,
+         .imin = 0, .imax = RDZV_BAD_NODE_FAILURES_MAX, .metavar = "N",
+         .help = "put a node aside once its workers failed N times within\n"
+                 "the job, when the job can form without it (a spare waits,\n"
+                 "or MIN nodes remain): its agent exits 69 (default 2; 0:\n"
+                 "never; the job's first agent sets it for all)"},
+        {.kind = RDZV_OPT_STRING, .name = "health-check", .dest = &o->health_check,
+         .metavar = "CMD",
+         .help = "the site's node check (NHC, a script), run by /bin/sh before\n"
+                 "joining, before rejoining after this node's workers failed,\n"
+                 "and every --health-interval: non-zero = unhealthy (its first\n"
+                 "line says why); the node is put aside, its agent exits 69"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "health-timeout", .dest = &o->health_timeout_s,
+         .dmin = 0.1, .dmax = 3600, .metavar = "SEC", .what = "expected 0.1 to 3600 seconds",
+         .help = "a --health-check running this long is killed and fails\n(default 30)"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "health-interval", .dest = &o->health_interval_s,
+         .dmin = 0, .dmax = 86400, .metavar = "SEC", .what = "expected 0 to 86400 seconds",
+         .help = "check the node this often while the job runs (default 60;\n0: only before "
+                 "joining and rejoining)"},
+        {.kind = RDZV_OPT_STRING, .name = "health-path", .dest = &o->health_path,
+         .metavar = "DIR",
+         .help = "a directory (checkpoints) that must be writable with 64 MiB\nfree "
+                 "(--log-dir is checked too)"},
+        {.kind = RDZV_OPT_STRING, .name = "health-nic", .dest = &o->health_nic,
+         .metavar = "DEV[:PORT],...",
+         .help = "the RDMA ports that must be ACTIVE (default: every port\nthe node has; "
+                 "none on a node without RDMA)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "on-bad-node", .cb = on_bad_node_cb,
+         .dest = &o->on_bad_node_drain, .metavar = "drain|keep",
+         .help = "when this node is put aside, drain it in Slurm (scontrol) or\n"
+                 "mark it offline in PBS (pbsnodes -o), with the reason, so the\n"
+                 "next job does not get it either (default keep: nothing)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "scale-up", .cb = scale_up_cb,
          .dest = &o->scale_up_now, .metavar = "now|next",
          .help = "a node joining a running job below MAX: restart now to\n"
@@ -747,6 +788,9 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->connect_timeout_s = 60;
     o->heartbeat_timeout_s = RDZV_HEARTBEAT_TIMEOUT_MS / 1000.0;
     o->join_timeout_s = RDZV_JOIN_TIMEOUT_MS / 1000.0;
+    o->bad_node_failures = AGENT_BAD_NODE_FAILURES;
+    o->health_timeout_s = AGENT_HEALTH_TIMEOUT_S;
+    o->health_interval_s = AGENT_HEALTH_INTERVAL_S;
     o->nccl = RDZV_NCCL_AUTO;
     o->nccl_ids = 1;
     o->level = RDZV_LOG_INFO;
@@ -826,6 +870,12 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     if (!o->replicas)
         o->replicas = o->backend == AGENT_BACKEND_C10D && o->max_nodes >= 3 ? 3 : 1;
     o->heartbeat_s = o->heartbeat_timeout_s / 5;
+    if (o->health_interval_s > 0 && o->health_interval_s < 0.1) {
+        fprintf(stderr, "rdzv-agent: invalid --health-interval '%g': expected 0 (off) or 0.1 to "
+                        "86400 seconds (see rdzv-agent --help)\n",
+                o->health_interval_s);
+        return -EINVAL;
+    }
     if (o->join_timeout_s > 86400)
         o->join_timeout_s = 86400;
     if (o->node_rank >= o->max_nodes && !o->rank_hint) {

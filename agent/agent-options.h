@@ -41,6 +41,12 @@ struct agent_opts {
     const char *run_id;
     int64_t node_rank;       /* -1: not asked for */
     int64_t max_restarts;
+    int64_t bad_node_failures; /* --bad-node-failures: JOIN's bad_node_failures */
+    /* --health-check CMD, --health-timeout, --health-interval (0: off), --health-path DIR,
+     * --health-nic LIST (agent-health.h) */
+    const char *health_check, *health_path, *health_nic;
+    double health_timeout_s, health_interval_s;
+    bool on_bad_node_drain; /* --on-bad-node drain (agent-drain.h) */
     bool standalone;
     /* The endpoint's port is 0 (torchrun: the agent hosts the store on a free port, as
      * torchtitan's --rdzv_endpoint localhost:0): one node, an embedded rdzvd as --standalone's,
@@ -100,6 +106,10 @@ struct agent_opts {
 };
 
 #define AGENT_PROGRESS_AUTO_FLOOR_S 60.0 /* --progress-timeout auto's floor by default */
+#define AGENT_BAD_NODE_FAILURES 2 /* --bad-node-failures by default */
+#define AGENT_HEALTH_TIMEOUT_S 30.0  /* --health-timeout by default */
+#define AGENT_HEALTH_INTERVAL_S 60.0 /* --health-interval by default */
+#define AGENT_DRAIN_TIMEOUT_S 20.0    /* --on-bad-node drain: scontrol/pbsnodes at most this long */
 
 /* Fill *o from the defaults, the scheduler's and RDZV_* / PET_* environment variables and argv, and
  * check what needs the whole picture (an endpoint or --standalone, a job id, the node rank's

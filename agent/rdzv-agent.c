@@ -24,6 +24,7 @@
 #include "agent/group/agent-gpu.h"
 #include "agent/session/agent-nccl.h"
 #include "agent/session/agent-host.h"
+#include "agent/agent-drain.h"
 #include "agent/agent-options.h"
 #include "agent/group/agent-reaper.h"
 #include "agent/group/agent-redirects.h"
@@ -35,6 +36,7 @@ struct agent {
     uv_loop_t *loop;
     struct agent_opts o;
     struct agent_session *session; /* the rendezvous with rdzvd (agent-session.h) */
+    int64_t gpus_expected;         /* GPUs this node should have: its health check counts them */
     struct agent_group *group;
     struct rdzvd_daemon *embedded; /* --standalone, or an endpoint HOST:0 */
     const char *free_port_endpoint; /* HOST:0 as given */
@@ -327,6 +329,12 @@ int main(int argc, char **argv)
         agent_gpu_list_free(gpus, ngpus);
         return 2;
     }
+    /* The GPUs this node should have (its health check counts them): those it was given
+     * (CUDA_VISIBLE_DEVICES), or those --nproc gpu|auto found. */
+    if ((getenv("CUDA_VISIBLE_DEVICES") && *getenv("CUDA_VISIBLE_DEVICES")) ||
+        (ngpus > 0 && a.o.nproc_arg &&
+         (strcmp(a.o.nproc_arg, "gpu") == 0 || strcmp(a.o.nproc_arg, "auto") == 0)))
+        a.gpus_expected = ngpus;
     if (a.o.isolate_gpus) {
         if (ngpus < a.o.nproc) {
             fprintf(stderr, "rdzv-agent: --isolate-gpus: %d GPU(s) visible for %" PRId64
@@ -402,7 +410,14 @@ int main(int argc, char **argv)
                                                       .embedded = a.embedded != NULL,
                                                       .token_file = a.o.token_file,
                                                       .replica_key_file = a.o.replica_key_file,
-                                                      .level = a.o.level},
+                                                      .level = a.o.level,
+                                                      .health = {.cmd = a.o.health_check,
+                                                                 .timeout_s = a.o.health_timeout_s,
+                                                                 .paths = {a.o.health_path,
+                                                                           a.o.log_dir},
+                                                                 .nics = a.o.health_nic,
+                                                                 .gpus = a.gpus_expected},
+                                                      .health_interval_s = a.o.health_interval_s},
                           &a.session);
     if (r < 0) {
         log_error_errno(r, "cannot set up the rendezvous");
@@ -469,6 +484,7 @@ int main(int argc, char **argv)
     jn->heartbeat_timeout_ms = (int64_t)(a.o.heartbeat_timeout_s * 1000);
     jn->join_timeout_ms = (int64_t)(a.o.join_timeout_s * 1000);
     jn->scale_up_now = a.o.scale_up_now;
+    jn->bad_node_failures = a.o.bad_node_failures;
     jn->inplace = a.o.recovery_inplace;
     jn->host_store = true; /* a replicated rdzvd may ask node rank 0 for the generation's store */
     jn->host_replica = true; /* and (rdzvd --replicas) any agent for a replica of itself */
@@ -504,6 +520,8 @@ int main(int argc, char **argv)
     free(a.tee);
     free(a.console);
     r = agent_session_exit_code(a.session);
+    if (r == RDZV_EXIT_PUT_ASIDE && a.o.on_bad_node_drain)
+        (void)agent_drain_node(a.o.host, agent_session_outcome(a.session), AGENT_DRAIN_TIMEOUT_S);
     agent_session_free(a.session);
     return r;
 }

@@ -422,6 +422,15 @@ static void print_status(const struct rdzv_status *st)
         }
         if (job->members_left_out > 0)
             printf("  (%lld more members not listed)\n", (long long)job->members_left_out);
+        if (job->aside_total > 0)
+            printf("  put aside:\n");
+        for (unsigned k = 0; k < job->n_aside; k++)
+            printf("    %s%s%s%s (%lld failures): %s\n", esc(e2, sizeof(e2), job->aside[k].host),
+                   job->aside[k].node_id[0] ? " (node id " : "", job->aside[k].node_id,
+                   job->aside[k].node_id[0] ? ")" : "",
+                   (long long)job->aside[k].failures, esc(e1, sizeof(e1), job->aside[k].reason));
+        if (job->aside_total > job->n_aside)
+            printf("    (%lld more not listed)\n", (long long)(job->aside_total - job->n_aside));
         print_ranks(job);
         printf("  recent events:\n");
         for (unsigned k = 0; k < job->n_events; k++) {
@@ -453,13 +462,64 @@ static int print_status_json(const struct rdzv_status *st)
     return r < 0 ? -EIO : 0;
 }
 
+/* One request of the rendezvous protocol: HELLO (without a token; with one, ctl_auth proves it)
+ * and the frames in b, then the reply of op want, whose body (malloc'd) goes to *body and *len.
+ * EXIT_OK, or the exit code of what went wrong (said on stderr). */
+static int ctl_exchange(struct ctl *c, struct rdzv_buf *b, uint8_t want_op, const char *what,
+                        uint8_t **body, uint32_t *len)
+{
+    uint8_t hdr[RDZV_FRAME_HDR];
+    int r, rc;
+
+    *body = NULL;
+    if (ctl_connect(c) < 0)
+        return EXIT_CONN;
+    if (c->token && (rc = ctl_auth(c, false)) != EXIT_OK)
+        return rc;
+    r = send_all(c, b);
+    for (int want = c->token ? want_op : RDZV_MSG_HELLO; r == 0;) {
+        struct rdzv_error e;
+        char err[256];
+
+        r = recv_all(c, hdr, sizeof(hdr));
+        if (r < 0)
+            break;
+        *len = rdzv_get_u32(hdr + 4);
+        if (*len > RDZV_MAX_MSG || (hdr[0] != want && hdr[0] != RDZV_MSG_ERROR)) {
+            fprintf(stderr, "rdzvctl: %s did not answer %s (op 0x%02x); is it rdzvd?\n",
+                    c->endpoint, what, hdr[0]);
+            return EXIT_CONN;
+        }
+        free(*body);
+        *body = malloc(*len ? *len : 1);
+        if (!*body || (r = recv_all(c, *body, *len)) < 0)
+            break;
+        if (hdr[0] == RDZV_MSG_ERROR) {
+            fprintf(stderr, "rdzvctl: rdzvd refused: %s\n",
+                    rdzv_msg_parse_error(*body, *len, &e, err, sizeof(err)) == 0
+                        ? e.error
+                        : "(no reason given)");
+            return EXIT_CONN;
+        }
+        if (want == RDZV_MSG_HELLO) {
+            want = want_op;
+            continue;
+        }
+        return EXIT_OK;
+    }
+    return conn_error(c, r < 0 ? r : -ENOMEM);
+}
+
 /* status: HELLO and STATUS over the rendezvous protocol, one STATUS_REPLY back. */
 static int run_status(struct ctl *c, int argc, char **argv)
 {
     struct rdzv_buf b = {0};
-    uint8_t hdr[RDZV_FRAME_HDR], *body = NULL;
+    struct rdzv_status st;
+    uint8_t *body = NULL;
     bool as_json = argc == 1 && strcmp(argv[0], "--json") == 0;
-    int r, rc = EXIT_OK;
+    uint32_t len = 0;
+    char err[256];
+    int r, rc;
 
     if (argc > 1 || (argc == 1 && !as_json))
         return die_usage("status takes only --json");
@@ -470,65 +530,69 @@ static int run_status(struct ctl *c, int argc, char **argv)
         rc = EXIT_CONN;
         goto out;
     }
-    if (ctl_connect(c) < 0) {
+    rc = ctl_exchange(c, &b, RDZV_MSG_STATUS_REPLY, "STATUS", &body, &len);
+    if (rc != EXIT_OK)
+        goto out;
+    if (rdzv_status_parse(body, len, &st, err, sizeof(err)) < 0) {
+        fprintf(stderr, "rdzvctl: bad STATUS reply: %s\n", err);
+        rc = EXIT_CONN;
+    } else if (as_json) {
+        if (print_status_json(&st) < 0) {
+            fprintf(stderr, "rdzvctl: out of memory\n");
+            rc = EXIT_CONN;
+        }
+    } else {
+        print_status(&st);
+    }
+    rdzv_status_free(&st);
+out:
+    free(body);
+    rdzv_buf_free(&b);
+    c->sc = rdzv_store_client_free(c->sc);
+    return rc;
+}
+
+/* release JOB NODE: HELLO and RELEASE over the rendezvous protocol, one RELEASE_REPLY back. */
+static int run_release(struct ctl *c, int argc, char **argv)
+{
+    struct rdzv_release_reply rep;
+    struct rdzv_release rq = {0};
+    struct rdzv_buf b = {0};
+    uint8_t *body = NULL;
+    uint32_t len = 0;
+    char err[256];
+    int r, rc;
+
+    if (argc != 2)
+        return die_usage("release takes a job id and a node (its host or node id)");
+    if (!*argv[0] || strlen(argv[0]) > RDZV_ID_MAX || !*argv[1] ||
+        strlen(argv[1]) > RDZV_HOST_MAX)
+        return die_usage("release: the job id or the node is empty or too long");
+    snprintf(rq.run_id, sizeof(rq.run_id), "%s", argv[0]);
+    snprintf(rq.node, sizeof(rq.node), "%s", argv[1]);
+    r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
+    r = r ?: rdzv_msg_put_release(&b, &rq);
+    if (r < 0) {
+        fprintf(stderr, "rdzvctl: out of memory\n");
         rc = EXIT_CONN;
         goto out;
     }
-    if (c->token && (rc = ctl_auth(c, false)) != EXIT_OK)
+    rc = ctl_exchange(c, &b, RDZV_MSG_RELEASE_REPLY, "RELEASE", &body, &len);
+    if (rc != EXIT_OK)
         goto out;
-    r = send_all(c, &b);
-    for (int want = c->token ? RDZV_MSG_STATUS_REPLY : RDZV_MSG_HELLO; r == 0;) {
-        struct rdzv_status st;
-        uint32_t len;
-        char err[256];
-
-        r = recv_all(c, hdr, sizeof(hdr));
-        if (r < 0)
-            break;
-        len = rdzv_get_u32(hdr + 4);
-        if (len > RDZV_MAX_MSG || (hdr[0] != want && hdr[0] != RDZV_MSG_ERROR)) {
-            fprintf(stderr, "rdzvctl: %s did not answer STATUS (op 0x%02x); is it rdzvd?\n",
-                    c->endpoint, hdr[0]);
-            rc = EXIT_CONN;
-            goto out;
-        }
-        free(body);
-        body = malloc(len ? len : 1);
-        if (!body || (r = recv_all(c, body, len)) < 0)
-            break;
-        if (hdr[0] == RDZV_MSG_ERROR) {
-            struct rdzv_error e;
-
-            fprintf(stderr, "rdzvctl: rdzvd refused: %s\n",
-                    rdzv_msg_parse_error(body, len, &e, err, sizeof(err)) == 0
-                        ? e.error
-                        : "(no reason given)");
-            rc = EXIT_CONN;
-            goto out;
-        }
-        if (want == RDZV_MSG_HELLO) {
-            want = RDZV_MSG_STATUS_REPLY;
-            continue;
-        }
-        r = rdzv_status_parse(body, len, &st, err, sizeof(err));
-        if (r < 0) {
-            fprintf(stderr, "rdzvctl: bad STATUS reply: %s\n", err);
-            rdzv_status_free(&st);
-            rc = EXIT_CONN;
-            goto out;
-        }
-        if (as_json) {
-            if (print_status_json(&st) < 0) {
-                fprintf(stderr, "rdzvctl: out of memory\n");
-                rc = EXIT_CONN;
-            }
-        } else {
-            print_status(&st);
-        }
-        rdzv_status_free(&st);
-        goto out;
+    if (rdzv_msg_parse_release_reply(body, len, &rep, err, sizeof(err)) < 0) {
+        fprintf(stderr, "rdzvctl: bad RELEASE reply: %s\n", err);
+        rc = EXIT_CONN;
+    } else if (rep.error[0]) {
+        fprintf(stderr, "rdzvctl: release: %s\n", rep.error);
+        rc = EXIT_NO;
+    } else if (!rep.released) {
+        fprintf(stderr, "rdzvctl: release: job '%s' has put no node '%s' aside\n", rq.run_id,
+                rq.node);
+        rc = EXIT_NO;
+    } else {
+        printf("released %lld node(s) of job %s\n", (long long)rep.released, rq.run_id);
     }
-    rc = conn_error(c, r < 0 ? r : -ENOMEM);
 out:
     free(body);
     rdzv_buf_free(&b);
@@ -788,6 +852,8 @@ int main(int argc, char **argv)
                  "                           workers, failures), ranks' last step and its "
                  "age,\n"
                  "                           and recent events\n"
+                 "  release JOB NODE         take back a node the job put aside (NODE: its\n"
+                 "                           host or node id): it may join the job again\n"
                  "\n"
                  "Options:\n",
         .footer = "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage "
@@ -823,5 +889,7 @@ int main(int argc, char **argv)
         return r;
     if (strcmp(argv[first_arg], "status") == 0)
         return run_status(&c, argc - first_arg - 1, argv + first_arg + 1);
+    if (strcmp(argv[first_arg], "release") == 0)
+        return run_release(&c, argc - first_arg - 1, argv + first_arg + 1);
     return run(&c, argv[first_arg], argc - first_arg - 1, argv + first_arg + 1);
 }

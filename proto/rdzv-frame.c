@@ -47,6 +47,12 @@ const char *rdzv_msg_name(uint8_t op)
         return "REPLICA";
     case RDZV_MSG_REPLICAS:
         return "REPLICAS";
+    case RDZV_MSG_UNHEALTHY:
+        return "UNHEALTHY";
+    case RDZV_MSG_RELEASE:
+        return "RELEASE";
+    case RDZV_MSG_RELEASE_REPLY:
+        return "RELEASE_REPLY";
     default:
         return "?";
     }
@@ -65,6 +71,8 @@ static const struct {
     {RDZV_MSG_STATUS, SMALL},        /* {} */
     {RDZV_MSG_READY, SMALL},         /* generation */
     {RDZV_MSG_LEAVE, SMALL},         /* generation, status */
+    {RDZV_MSG_UNHEALTHY, SMALL},     /* reason (255 bytes) */
+    {RDZV_MSG_RELEASE, SMALL},       /* run id, node (128 and 255 bytes) */
     {RDZV_MSG_REPLICA, SMALL},       /* id, endpoint or error (511 bytes) */
     {RDZV_MSG_WORKER_EXIT, 8u << 10},/* host and reason (255 bytes each) */
     {RDZV_MSG_JOIN, 16u << 10},      /* run id, node id, host, numbers, resume */

@@ -31,6 +31,9 @@ enum rdzv_msg_op {
     RDZV_MSG_ERROR = 0xAF,
     RDZV_MSG_REPLICA = 0xB2,  /* 1.5, both ways: host a replica / where it listens */
     RDZV_MSG_REPLICAS = 0xB3, /* 1.5, daemon -> agent: the replicas' endpoints */
+    RDZV_MSG_UNHEALTHY = 0xB4, /* 1.6, agent -> daemon: its node failed a health check */
+    RDZV_MSG_RELEASE = 0xB5,       /* 1.6, rdzvctl -> daemon: take a node put aside back */
+    RDZV_MSG_RELEASE_REPLY = 0xB6, /* 1.6, daemon -> rdzvctl: how many entries were released */
 };
 
 /* Name of a message op for logs ("JOIN"), "?" if unknown. */

@@ -405,6 +405,81 @@ int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, 
     return 0;
 }
 
+int rdzv_msg_put_unhealthy(struct rdzv_buf *b, const struct rdzv_unhealthy *u)
+{
+    return rdzv_msg_put(b, RDZV_MSG_UNHEALTHY, json_pack("{s:s}", "reason", u->reason));
+}
+
+int rdzv_msg_parse_unhealthy(const uint8_t *body, size_t len, struct rdzv_unhealthy *u, char *err,
+                             size_t errlen)
+{
+    const char *reason;
+    json_t *root = rdzv_msg_unpack(body, len, "UNHEALTHY", err, errlen, "{s:s}", "reason",
+                                   &reason);
+
+    if (!root)
+        return -EBADMSG;
+    copy_text(u->reason, sizeof(u->reason), reason);
+    json_decref(root);
+    return 0;
+}
+
+int rdzv_msg_put_release(struct rdzv_buf *b, const struct rdzv_release *r)
+{
+    return rdzv_msg_put(b, RDZV_MSG_RELEASE,
+                        json_pack("{s:s, s:s}", "run_id", r->run_id, "node", r->node));
+}
+
+int rdzv_msg_parse_release(const uint8_t *body, size_t len, struct rdzv_release *r, char *err,
+                           size_t errlen)
+{
+    const char *run_id, *node;
+    json_t *root = rdzv_msg_unpack(body, len, "RELEASE", err, errlen, "{s:s, s:s}", "run_id",
+                                   &run_id, "node", &node);
+    int rc = -EBADMSG;
+
+    if (!root)
+        return -EBADMSG;
+    if (!*run_id || !*node || strlen(run_id) > RDZV_ID_MAX || strlen(node) > RDZV_HOST_MAX)
+        snprintf(err, errlen, "RELEASE: 'run_id' and 'node' must be 1..%d and 1..%d bytes",
+                 RDZV_ID_MAX, RDZV_HOST_MAX);
+    else
+        rc = 0;
+    if (rc == 0) {
+        snprintf(r->run_id, sizeof(r->run_id), "%s", run_id);
+        snprintf(r->node, sizeof(r->node), "%s", node);
+    }
+    json_decref(root);
+    return rc;
+}
+
+int rdzv_msg_put_release_reply(struct rdzv_buf *b, const struct rdzv_release_reply *r)
+{
+    json_t *o = json_pack("{s:I}", "released", (json_int_t)r->released);
+
+    if (o && r->error[0] && json_object_set_new(o, "error", json_string(r->error)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_RELEASE_REPLY, o);
+}
+
+int rdzv_msg_parse_release_reply(const uint8_t *body, size_t len, struct rdzv_release_reply *r,
+                                 char *err, size_t errlen)
+{
+    const char *error = "";
+    json_int_t n;
+    json_t *root = rdzv_msg_unpack(body, len, "RELEASE_REPLY", err, errlen, "{s:I, s?s}",
+                                   "released", &n, "error", &error);
+
+    if (!root)
+        return -EBADMSG;
+    r->released = n < 0 ? 0 : n;
+    copy_text(r->error, sizeof(r->error), error);
+    json_decref(root);
+    return n < 0 ? (snprintf(err, errlen, "RELEASE_REPLY: 'released' < 0"), -EBADMSG) : 0;
+}
+
 int rdzv_msg_put_status(struct rdzv_buf *b)
 {
     return rdzv_msg_put(b, RDZV_MSG_STATUS, json_object());

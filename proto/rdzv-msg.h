@@ -32,6 +32,8 @@ struct rdzv_buf;
 #define RDZV_ERROR_MAX 511    /* ERROR text and NCCL_ID error: cut (UTF-8-safe) past this */
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
 #define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
+#define RDZV_BAD_NODE_FAILURES_MAX 1000 /* JOIN bad_node_failures */
+#define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
 
@@ -70,6 +72,10 @@ struct rdzv_join {
     bool host_store;
     /* 1.5: this agent can host a replica of rdzvd (REPLICA), and takes REPLICAS; sent when set. */
     bool host_replica;
+    /* Job-wide, from the first JOIN: a node whose workers failed this many times within the
+     * job is put aside (EVENT put_aside) when the job can form without it; 0 (absent, an older
+     * agent): never. 0..RDZV_BAD_NODE_FAILURES_MAX. */
+    int64_t bad_node_failures;
 };
 
 struct rdzv_round {
@@ -181,6 +187,24 @@ struct rdzv_leave {
     bool succeeded; /* "status":"succeeded"; any other status string reads as false */
 };
 
+/* UNHEALTHY (1.6, agent -> daemon): the agent's node failed a health check (rdzv-agent
+ * --health-*): reason is the check's one line. rdzvd puts the node aside. */
+struct rdzv_unhealthy {
+    char reason[RDZV_REASON_MAX + 1];
+};
+
+/* RELEASE (1.6, rdzvctl -> daemon): the job run_id takes back the nodes it put aside whose node
+ * id or host is node. RELEASE_REPLY (daemon -> rdzvctl): how many it took back (0: none such),
+ * or error when it could not. */
+struct rdzv_release {
+    char run_id[RDZV_ID_MAX + 1];
+    char node[RDZV_HOST_MAX + 1];
+};
+struct rdzv_release_reply {
+    int64_t released;
+    char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
+};
+
 /* ERROR (daemon -> peer): why the daemon closes the connection. A follower of a replicated
  * rdzvd (protocol 1.3) also says where the leader is: redirect is true, and leader is its
  * "HOST:PORT" ("" while no leader is elected: try again, elsewhere). */
@@ -229,6 +253,9 @@ int rdzv_msg_put_nccl_id(struct rdzv_buf *b, const struct rdzv_nccl_id *n);
 int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h);
 int rdzv_msg_put_ready(struct rdzv_buf *b, const struct rdzv_ready *r);
 int rdzv_msg_put_leave(struct rdzv_buf *b, const struct rdzv_leave *l);
+int rdzv_msg_put_unhealthy(struct rdzv_buf *b, const struct rdzv_unhealthy *u);
+int rdzv_msg_put_release(struct rdzv_buf *b, const struct rdzv_release *r);
+int rdzv_msg_put_release_reply(struct rdzv_buf *b, const struct rdzv_release_reply *r);
 /* STATUS (rdzvctl -> daemon) has no members: the body is {}. The reply is STATUS_REPLY. */
 int rdzv_msg_put_status(struct rdzv_buf *b);
 /* ERROR from a printf format (the struct form is rdzv_msg_put_error(b, "%s", e->error)); the
@@ -277,6 +304,15 @@ int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, 
                          size_t errlen);
 int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, char *err,
                          size_t errlen);
+/* RELEASE: "run_id" and "node", non-empty strings that fit. RELEASE_REPLY: "released" >= 0, an
+ * optional "error" (cut past RDZV_ERROR_MAX). */
+int rdzv_msg_parse_release(const uint8_t *body, size_t len, struct rdzv_release *r, char *err,
+                           size_t errlen);
+int rdzv_msg_parse_release_reply(const uint8_t *body, size_t len, struct rdzv_release_reply *r,
+                                 char *err, size_t errlen);
+/* UNHEALTHY: "reason", a string; cut (not refused) past RDZV_REASON_MAX bytes. */
+int rdzv_msg_parse_unhealthy(const uint8_t *body, size_t len, struct rdzv_unhealthy *u, char *err,
+                             size_t errlen);
 /* STATUS: the body must be a JSON object (its members are ignored). */
 int rdzv_msg_parse_status(const uint8_t *body, size_t len, char *err, size_t errlen);
 /* ERROR: "error" must be a string; it is cut (not refused) past RDZV_ERROR_MAX bytes. An optional

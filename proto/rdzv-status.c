@@ -158,6 +158,17 @@ static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
     } else {
         json_decref(ranks);
     }
+    if (o && j->aside_total > 0) {
+        json_t *a = json_array();
+
+        for (unsigned i = 0; a && i < j->n_aside && i < RDZV_STATUS_ASIDE; i++)
+            json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:s}", "node_id",
+                                               j->aside[i].node_id, "host", j->aside[i].host,
+                                               "failures", (json_int_t)j->aside[i].failures,
+                                               "reason", j->aside[i].reason));
+        json_object_set_new(o, "put_aside", a);
+        json_object_set_new(o, "put_aside_total", json_integer((json_int_t)j->aside_total));
+    }
     if (o && j->ended)
         json_object_set_new(o, "outcome",
                             json_pack("{s:s, s:I, s:s, s:f, s:f}", "type", j->outcome_type,
@@ -188,6 +199,14 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st)
                   "main_store_keys", (json_int_t)st->main_store_keys, "jobs", jobs);
     if (!root)
         return NULL;
+    /* Absent while none was (an older reader never sees it, and the parse reads 0). */
+    if ((st->put_aside_failures || st->put_aside_check) &&
+        json_object_set_new(root, "nodes_put_aside",
+                            json_pack("{s:I, s:I}", "failures", (json_int_t)st->put_aside_failures,
+                                      "check", (json_int_t)st->put_aside_check)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
     /* The frame: what is there now, plus "jobs_left_out" with room for any count. */
     used = json_cost(root) + 40;
     for (size_t i = 0; i < st->n_jobs; i++) {
@@ -362,6 +381,41 @@ static int parse_events(json_t *arr, struct rdzv_status_job *j, char *err, size_
     return 0;
 }
 
+static int parse_aside(json_t *arr, json_int_t total, struct rdzv_status_job *j, char *err,
+                       size_t errlen)
+{
+    const char *id, *host, *reason;
+    json_int_t failures;
+    json_error_t jerr;
+    json_t *e;
+    size_t i;
+
+    if (array_of_at_most(arr, RDZV_STATUS_ASIDE, "put_aside", NULL, j, err, errlen) < 0)
+        return -EBADMSG;
+    if (total < (json_int_t)json_array_size(arr)) {
+        snprintf(err, errlen, "'put_aside_total' is below the nodes listed");
+        return -EBADMSG;
+    }
+    json_array_foreach(arr, i, e)
+    {
+        if (json_unpack_ex(e, &jerr, 0, "{s:s, s:s, s:I, s:s}", "node_id", &id, "host", &host,
+                           "failures", &failures, "reason", &reason) < 0)
+            (void)unpack_fail(&jerr, err, errlen);
+        else if (failures < 0)
+            snprintf(err, errlen, "'failures' out of range");
+        else if (COPY(j->aside[i].node_id, id, "node_id") == 0 &&
+                 COPY(j->aside[i].host, host, "host") == 0 &&
+                 COPY(j->aside[i].reason, reason, "reason") == 0) {
+            j->aside[i].failures = failures;
+            continue;
+        }
+        return fail_at_index(err, errlen, "put_aside", i);
+    }
+    j->n_aside = (unsigned)i;
+    j->aside_total = total;
+    return 0;
+}
+
 static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
 {
     const char *type, *summary;
@@ -390,19 +444,22 @@ static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t
 static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
 {
     json_int_t gen, rc, mr, mn, mx, nin, ws, port, left_out = 0, members_left_out = 0;
-    json_t *nodes, *events, *outcome = NULL, *ranks = NULL;
+    json_int_t aside_total = 0;
+    json_t *nodes, *events, *outcome = NULL, *ranks = NULL, *aside = NULL;
     const char *run_id, *state;
     json_error_t jerr;
     int r;
 
     if (json_unpack_ex(
             o, &jerr, 0,
-            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I, s?I}",
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I, s?I, "
+            "s?o, s?I}",
             "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
             "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
             "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
             &events, "outcome", &outcome, "ranks", &ranks, "ranks_left_out", &left_out,
-            "members_left_out", &members_left_out) < 0)
+            "members_left_out", &members_left_out, "put_aside", &aside, "put_aside_total",
+            &aside_total) < 0)
         return unpack_fail(&jerr, err, errlen);
     if (COPY(j->run_id, run_id, "run_id") < 0 || COPY(j->state, state, "state") < 0)
         return -EBADMSG;
@@ -431,6 +488,8 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
         return -EBADMSG;
     if (outcome && parse_outcome(outcome, j, err, errlen) < 0)
         return -EBADMSG;
+    if (aside && parse_aside(aside, aside_total, j, err, errlen) < 0)
+        return -EBADMSG;
     return 0;
 }
 
@@ -439,7 +498,8 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
 {
     json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0;
     const char *daemon, *version;
-    json_t *root, *jobs, *o;
+    json_t *root, *jobs, *o, *aside = NULL;
+    json_int_t aside_failures = 0, aside_check = 0;
     json_error_t jerr;
     size_t i;
     int r = -EBADMSG;
@@ -449,14 +509,24 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     if (!root)
         return fail_at(err, errlen, "STATUS_REPLY");
     if (json_unpack_ex(root, &jerr, 0,
-                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s?I}", "daemon",
+                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s?I, s?o}",
+                       "daemon",
                        &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s,
                        "stats", "connections", &conns, "accepted", &acc, "rejected", &rej,
                        "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
-                       "jobs", &jobs, "jobs_left_out", &jobs_left_out) < 0) {
+                       "jobs", &jobs, "jobs_left_out", &jobs_left_out, "nodes_put_aside",
+                       &aside) < 0 ||
+        (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I}", "failures", &aside_failures,
+                                 "check", &aside_check) < 0)) {
         (void)unpack_fail(&jerr, err, errlen);
         goto out_free;
     }
+    if (aside_failures < 0 || aside_check < 0) {
+        snprintf(err, errlen, "'nodes_put_aside' out of range");
+        goto out_free;
+    }
+    st->put_aside_failures = aside_failures;
+    st->put_aside_check = aside_check;
     if (jobs_left_out < 0) {
         snprintf(err, errlen, "'jobs_left_out' out of range");
         goto out_free;
@@ -498,7 +568,10 @@ out_free:
 
 void rdzv_status_hide_node_ids(struct rdzv_status *st)
 {
-    for (size_t i = 0; i < st->n_jobs; i++)
+    for (size_t i = 0; i < st->n_jobs; i++) {
         for (size_t k = 0; k < st->jobs[i].n_nodes; k++)
             st->jobs[i].nodes[k].node_id[0] = '\0';
+        for (unsigned k = 0; k < st->jobs[i].n_aside; k++)
+            st->jobs[i].aside[k].node_id[0] = '\0';
+    }
 }

@@ -24,6 +24,8 @@ struct rdzv_buf;
 #define RDZV_STATUS_TEXT_MAX 199   /* event text */
 #define RDZV_STATUS_NAME_MAX 15    /* state names, outcome type, "rdzvd" */
 #define RDZV_STATUS_VERSION_MAX 63
+#define RDZV_STATUS_ASIDE 8         /* per job: nodes put aside listed (the rest counted) */
+#define RDZV_STATUS_REASON_MAX 255  /* why a node was put aside */
 /* Per job: rdzvd lists at most this many ranks (the longest silent), counting the rest in
  * ranks_left_out; decoding refuses more. */
 #define RDZV_STATUS_MAX_RANKS 4096
@@ -63,6 +65,14 @@ struct rdzv_status_event {
     char text[RDZV_STATUS_TEXT_MAX + 1];
 };
 
+/* A node the job put aside (its failure history). */
+struct rdzv_status_aside {
+    char node_id[RDZV_ID_MAX + 1];
+    char host[RDZV_HOST_MAX + 1];
+    int64_t failures;
+    char reason[RDZV_STATUS_REASON_MAX + 1];
+};
+
 struct rdzv_status_job {
     char run_id[RDZV_ID_MAX + 1];
     char state[RDZV_STATUS_NAME_MAX + 1]; /* forming, nccl, running, stopping, ended */
@@ -85,6 +95,11 @@ struct rdzv_status_job {
     /* Ended: how long the job ran (created to ended) and how long ago it ended; -1 when not
      * known (an rdzvd before protocol 1.4 sends neither). */
     double duration_s, ended_age_s;
+    /* The nodes the job put aside: n_aside listed ("put_aside" in JSON, absent from older
+     * rdzvds), aside_total in all. */
+    unsigned n_aside;
+    struct rdzv_status_aside aside[RDZV_STATUS_ASIDE];
+    int64_t aside_total;
 };
 
 struct rdzv_status {
@@ -96,6 +111,9 @@ struct rdzv_status {
     size_t n_jobs;
     struct rdzv_status_job *jobs; /* n_jobs, owned */
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */
+    /* Nodes put aside since rdzvd started, by reason: their workers' failures, a failed health
+     * check ("nodes_put_aside" in JSON, absent from older rdzvds: 0). */
+    int64_t put_aside_failures, put_aside_check;
 };
 
 /* Blank every node id of st ("" in JSON): what a reader who proved no token is shown. */

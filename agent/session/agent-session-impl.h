@@ -40,6 +40,11 @@ struct hang_ctx {
 
 struct agent_session {
     struct agent_session_cfg cfg; /* strings borrowed from the caller */
+    struct agent_health *health;  /* NULL: nothing to check */
+    uv_timer_t health_timer;      /* every --health-interval */
+    uint64_t health_ready_gen;    /* the READY after our own failure, checked first: for it */
+    uint64_t ready_waiting;       /* that READY's generation while its check runs, 0: none */
+    bool unhealthy;               /* a check failed: UNHEALTHY sent, waiting to be let go */
     uv_loop_t *loop;
     enum agent_state state;       /* changed only by session_set_state() */
     struct agent_client *client;
@@ -59,6 +64,7 @@ struct agent_session {
     int exit_code;
     bool local_failure;        /* one of our workers failed */
     bool have_outcome;
+    bool put_aside; /* the outcome is EVENT put_aside: this node takes no further part */
     bool workers_gone;
     struct rdzv_event outcome;
     uint64_t stopping_gen;     /* RESTARTING: the generation being stopped */

@@ -67,10 +67,24 @@ static void round_assignment(const struct agent_session *a, struct agent_assignm
     };
 }
 
+static void health_cb(void *ud, bool healthy, const char *reason);
+
 static void send_ready(struct agent_session *a, uint64_t gen)
 {
     unsigned n = a->cfg.inplace ? agent_group_running(a->group) : 0;
 
+    /* Our own workers failed: the node is checked before it offers itself again. */
+    if (a->health && a->local_failure && a->health_ready_gen != gen) {
+        int r;
+
+        a->health_ready_gen = gen;
+        a->ready_waiting = gen;
+        r = agent_health_run(a->health, health_cb, a);
+        if (r == 0 || r == -EBUSY)
+            return; /* health_cb sends it */
+        a->ready_waiting = 0;
+        log_warn_errno(r, "health: the node cannot be checked; ready all the same");
+    }
     if (n)
         log_info("%u workers of generation %" PRIu64 " keep running (--recovery inplace); ready "
                  "for the next round", n, gen);
@@ -454,14 +468,20 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     }
     a->outcome = *e;
     a->have_outcome = true;
+    a->put_aside = strcmp(e->type, "put_aside") == 0;
     if (strcmp(e->type, "succeeded") == 0) {
         a->exit_code = 0;
+    } else if (a->put_aside) {
+        a->exit_code = RDZV_EXIT_PUT_ASIDE; /* whatever the event says: the man page's status */
+        log_error("this node is put aside by job %s: %s", a->cfg.run_id, e->summary);
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
     if (!a->workers_gone && (has_survivors(a) || (a->exit_code != 0 && (a->state == AG_RUNNING ||
                                                                        a->state == AG_RESTARTING)))) {
-        if (a->state == AG_RUNNING || has_survivors(a))
+        if (a->put_aside)
+            log_warn("stopping local workers: this node takes no further part in the job");
+        else if (a->state == AG_RUNNING || has_survivors(a))
             log_warn("job failed on another node; stopping local workers");
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
@@ -469,6 +489,59 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     }
     if (a->workers_gone || a->state == AG_JOINING)
         agent_finish(a);
+}
+
+/* A check failed while this node takes part: rdzvd is told (UNHEALTHY), puts the node aside and
+ * answers EVENT put_aside (on_event stops the workers, exit 69). Without a connection, the same
+ * here and now. */
+static void report_unhealthy(struct agent_session *a, const char *reason)
+{
+    struct rdzv_unhealthy u;
+
+    if (a->unhealthy || a->have_outcome)
+        return;
+    a->unhealthy = true;
+    log_error("this node failed its health check: %s", reason);
+    snprintf(u.reason, sizeof(u.reason), "%s", reason);
+    rdzv_utf8_trim(u.reason);
+    if (a->client && agent_client_send_unhealthy(a->client, &u) == 0)
+        return;
+    snprintf(a->outcome.type, sizeof(a->outcome.type), "put_aside");
+    snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+             "this node failed its health check: %s", reason);
+    a->have_outcome = a->put_aside = true;
+    a->exit_code = RDZV_EXIT_PUT_ASIDE;
+    if (!a->workers_gone && a->group && agent_group_running(a->group) > 0) {
+        session_set_state(a, AG_STOPPING);
+        agent_group_stop(a->group, SIGTERM);
+    } else {
+        agent_finish(a);
+    }
+}
+
+static void health_cb(void *ud, bool healthy, const char *reason)
+{
+    struct agent_session *a = ud;
+    uint64_t gen = a->ready_waiting;
+
+    a->ready_waiting = 0;
+    if (!healthy) {
+        report_unhealthy(a, reason);
+        return;
+    }
+    if (gen && a->state == AG_RESTARTING && !a->have_outcome)
+        send_ready(a, gen);
+}
+
+static void health_timer_cb(uv_timer_t *t)
+{
+    struct agent_session *a = t->data;
+
+    if (a->unhealthy || a->have_outcome || !a->client)
+        return;
+    if (a->state != AG_RUNNING && a->state != AG_LEFT && a->state != AG_JOINING)
+        return;
+    (void)agent_health_run(a->health, health_cb, a); /* -EBUSY: the one running will say */
 }
 
 /* Fatal: the daemon refused us, or could not be reached (again) in time. */
@@ -623,6 +696,9 @@ static void agent_finish(struct agent_session *a)
     session_set_state(a, AG_DONE);
     if (a->exit_code == 0)
         log_info("job %s succeeded", a->cfg.run_id);
+    else if (a->put_aside)
+        fprintf(stderr, "rdzv-agent: put aside by job %s (exit code %d): %s\n", a->cfg.run_id,
+                a->exit_code, a->outcome.summary);
     else
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
@@ -694,6 +770,37 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
     return 0;
 }
 
+/* The check before the JOIN: a node that fails it never joins. */
+static void start_checked_cb(void *ud, bool healthy, const char *reason)
+{
+    struct agent_session *a = ud;
+    int r;
+
+    if (!healthy) {
+        log_error("this node failed its health check: %s; it does not join job %s", reason,
+                  a->cfg.run_id);
+        snprintf(a->outcome.type, sizeof(a->outcome.type), "put_aside");
+        snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+                 "this node failed its health check before joining: %s", reason);
+        a->have_outcome = a->put_aside = a->unhealthy = true;
+        a->exit_code = RDZV_EXIT_PUT_ASIDE;
+        agent_finish(a);
+        return;
+    }
+    if (a->cfg.health_interval_s > 0)
+        (void)uv_timer_start(&a->health_timer, health_timer_cb,
+                             (uint64_t)(a->cfg.health_interval_s * 1000),
+                             (uint64_t)(a->cfg.health_interval_s * 1000));
+    if (a->state == AG_DONE)
+        return; /* a signal ended it meanwhile */
+    r = agent_connect(a);
+    if (r < 0) {
+        log_error_errno(r, "cannot start the connection to rdzvd");
+        a->exit_code = 1;
+        agent_finish(a);
+    }
+}
+
 int agent_session_start(struct agent_session *a, struct agent_group *g,
                         const struct rdzv_join *join)
 {
@@ -701,14 +808,25 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
 
     a->group = g;
     a->join = *join;
-    a->heartbeat.data = a->leaderless.data = a;
+    a->heartbeat.data = a->leaderless.data = a->health_timer.data = a;
     r = uv_timer_init(a->loop, &a->leaderless);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->heartbeat);
     if (r == 0)
+        r = uv_timer_init(a->loop, &a->health_timer);
+    if (r == 0)
         r = uv_timer_start(&a->heartbeat, heartbeat_cb, (uint64_t)(a->cfg.heartbeat_s * 1000),
                            (uint64_t)(a->cfg.heartbeat_s * 1000));
-    return r < 0 ? r : agent_connect(a);
+    if (r < 0)
+        return r;
+    a->cfg.health.loop = a->loop;
+    r = agent_health_new(&a->cfg.health, &a->health);
+    if (r == 0)
+        r = agent_health_run(a->health, start_checked_cb, a);
+    if (r == 0)
+        return 0; /* start_checked_cb connects */
+    log_warn_errno(r, "health: the node cannot be checked; joining all the same");
+    return agent_connect(a);
 }
 
 int agent_session_exit_code(const struct agent_session *a)
@@ -716,8 +834,15 @@ int agent_session_exit_code(const struct agent_session *a)
     return a->exit_code;
 }
 
+const char *agent_session_outcome(const struct agent_session *a)
+{
+    return a->have_outcome ? a->outcome.summary : "";
+}
+
 void agent_session_stop(struct agent_session *a)
 {
+    agent_health_free(a->health);
+    a->health = NULL;
     agent_store_stop(a->store);
     agent_nccl_root_stop(a->nccl, true);
     a->nccl = NULL;

@@ -16,6 +16,7 @@
 #include "common/rdzv-log.h"
 
 #include "proto/rdzv-msg.h"
+#include "agent/session/agent-health.h"
 
 struct agent_endpoints;
 struct agent_group;
@@ -41,6 +42,12 @@ struct agent_session_cfg {
     const char *token_file;         /* for a replica this agent hosts (REPLICA), or NULL */
     const char *replica_key_file;   /* the same, the replicas' own key, or NULL */
     enum rdzv_log_level level;      /* and its log level */
+    /* The node's health checks (agent-health.h; health.loop is set here): run before the JOIN,
+     * before the READY that follows a failure of this node's own workers, and every
+     * health_interval_s (0: never) while it takes part (agent-health.h: the RDMA ports are
+     * always checked, the rest as configured). */
+    struct agent_health_cfg health;
+    double health_interval_s;
 };
 
 /* A session that has not started (cfg is copied; its strings are borrowed). Returns 0 or
@@ -67,6 +74,8 @@ void agent_session_signal(struct agent_session *s, int signum);
 
 /* main()'s exit status once the loop returned: 0, the failed worker's code, or 128 + signal. */
 int agent_session_exit_code(const struct agent_session *s);
+/* Why the job ended for this agent (its outcome's summary; "" when none). */
+const char *agent_session_outcome(const struct agent_session *s);
 
 /* After the loop stopped: close the client and the NCCL root holder (asynchronous; run the loop
  * again before agent_session_free). The heartbeat timer is left to the caller's uv_walk. */

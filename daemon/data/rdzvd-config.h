@@ -47,6 +47,11 @@
 #define RDZVD_JOB_INIT_GRACE_FACTOR 3
 /* The recent events kept per job for STATUS and the status page. */
 #define RDZVD_JOB_EVENTS 16
+/* A job's failure history (rdzvd-decision.h): the nodes it keeps (those whose workers failed, or
+ * that it put aside) and how long a reason it keeps for one put aside. Past the first, the
+ * entry of a node not put aside with the fewest failures makes room. */
+#define RDZVD_JOB_HISTORY_MAX 256
+#define RDZVD_ASIDE_REASON_MAX 255
 /* --replicas: how long an agent may take to start the replica it was asked to host before the
  * next candidate is asked (rdzvd-job-voters.h). */
 #define RDZVD_VOTERS_ASK_MS 15000

@@ -293,6 +293,21 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                          n->last_heartbeat_age_s);
         }
     }
+    r |= bprintf(&b,
+                 "# HELP rdzvd_nodes_put_aside_total Nodes put aside by their jobs since rdzvd "
+                 "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"
+                 "rdzvd_nodes_put_aside_total{reason=\"failures\"} %lld\n"
+                 "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n",
+                 (long long)st.put_aside_failures, (long long)st.put_aside_check);
+    r |= bprintf(&b, "# HELP rdzvd_job_nodes_put_aside Nodes the job put aside.\n"
+                     "# TYPE rdzvd_job_nodes_put_aside gauge\n");
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        if (kept_ended(&st, i))
+            continue;
+        r |= bprintf(&b, "rdzvd_job_nodes_put_aside{job=\"");
+        r |= put_escaped(&b, st.jobs[i].run_id, false);
+        r |= bprintf(&b, "\"} %lld\n", (long long)st.jobs[i].aside_total);
+    }
     r |= put_rank_metrics(&b, &st);
     r |= put_ended_metrics(&b, &st);
     rdzv_status_free(&st);
@@ -415,6 +430,21 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
         if (job->members_left_out > 0)
             r |= bprintf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
                          (long long)job->members_left_out);
+        if (job->aside_total > 0) {
+            r |= bprintf(&b, "<h3>put aside</h3><table class=\"aside\"><tr><th>host</th>"
+                             "<th>failures</th><th>why</th></tr>\n");
+            for (unsigned k = 0; k < job->n_aside; k++) {
+                r |= bprintf(&b, "<tr><td>");
+                r |= put_escaped(&b, job->aside[k].host, true);
+                r |= bprintf(&b, "</td><td>%lld</td><td>", (long long)job->aside[k].failures);
+                r |= put_escaped(&b, job->aside[k].reason, true);
+                r |= bprintf(&b, "</td></tr>\n");
+            }
+            r |= bprintf(&b, "</table>\n");
+            if (job->aside_total > job->n_aside)
+                r |= bprintf(&b, "<p class=\"left-out\">%lld more not listed</p>\n",
+                             (long long)(job->aside_total - job->n_aside));
+        }
         r |= put_rank_table(&b, job);
         r |= bprintf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
         for (unsigned k = 0; k < job->n_events; k++) {

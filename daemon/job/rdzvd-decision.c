@@ -34,6 +34,19 @@ static bool record_parts_valid(const struct rdzvd_job_record *rec)
         if (strnlen(rec->ids[i], RDZV_NCCL_HEX_LEN + 1) != RDZV_NCCL_HEX_LEN ||
             strspn(rec->ids[i], "0123456789abcdefABCDEF") != RDZV_NCCL_HEX_LEN)
             return false;
+    if (rec->n_hist > RDZVD_JOB_HISTORY_MAX || (rec->n_hist && !rec->hist))
+        return false;
+    for (unsigned i = 0; i < rec->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!h->node_id[0] || strnlen(h->node_id, sizeof(h->node_id)) > RDZV_ID_MAX ||
+            strnlen(h->host, sizeof(h->host)) > RDZV_HOST_MAX ||
+            h->failures < 0 || strnlen(h->reason, sizeof(h->reason)) > RDZVD_ASIDE_REASON_MAX)
+            return false;
+        for (unsigned k = 0; k < i; k++)
+            if (strcmp(rec->hist[k].node_id, h->node_id) == 0)
+                return false;
+    }
     return true;
 }
 
@@ -57,6 +70,18 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
         for (unsigned i = 0; i < rec->n_ids; i++)
             if (json_array_append_new(a, json_string(rec->ids[i])) < 0)
                 return -ENOMEM;
+    }
+    if (rec->n_hist) {
+        if (!(a = json_array()) || json_object_set_new(o, "history", a) < 0)
+            return -ENOMEM;
+        for (unsigned i = 0; i < rec->n_hist; i++) {
+            const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+            if (json_array_append_new(a, json_pack("[s, s, I, b, s]", h->node_id, h->host,
+                                                   (json_int_t)h->failures, h->aside,
+                                                   h->reason)) < 0)
+                return -ENOMEM;
+        }
     }
     return 0;
 }
@@ -98,9 +123,46 @@ void rdzvd_job_record_clear(struct rdzvd_job_record *rec)
 {
     free(rec->nodes);
     free(rec->ids);
+    free(rec->hist);
     rec->nodes = NULL;
     rec->ids = NULL;
     rec->n_ids = 0;
+    rec->hist = NULL;
+    rec->n_hist = 0;
+}
+
+/* The history array of a record, if any, into rec. 0, -EBADMSG or -ENOMEM (the caller clears
+ * rec's parts). */
+static int record_decode_hist(json_t *hist, struct rdzvd_job_record *rec)
+{
+    json_t *v;
+    size_t i;
+
+    if (!hist)
+        return 0;
+    if (!json_is_array(hist) || json_array_size(hist) > RDZVD_JOB_HISTORY_MAX)
+        return -EBADMSG;
+    if (json_array_size(hist) && !(rec->hist = calloc(json_array_size(hist), sizeof(*rec->hist))))
+        return -ENOMEM;
+    json_array_foreach(hist, i, v)
+    {
+        struct rdzvd_job_record_hist *h = &rec->hist[i];
+        const char *id, *host, *reason;
+        json_int_t failures;
+        int aside;
+
+        if (json_unpack(v, "[s, s, I, b, s!]", &id, &host, &failures, &aside, &reason) < 0 ||
+            strlen(id) > RDZV_ID_MAX || strlen(host) > RDZV_HOST_MAX ||
+            strlen(reason) > RDZVD_ASIDE_REASON_MAX)
+            return -EBADMSG;
+        snprintf(h->node_id, sizeof(h->node_id), "%s", id);
+        snprintf(h->host, sizeof(h->host), "%s", host);
+        snprintf(h->reason, sizeof(h->reason), "%s", reason);
+        h->failures = failures;
+        h->aside = aside != 0;
+        rec->n_hist = (unsigned)i + 1;
+    }
+    return 0;
 }
 
 /* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
@@ -109,6 +171,7 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
 {
     json_t *nodes = json_object_get(o, "nodes"), *ids = json_object_get(o, "ids"), *v;
     size_t i;
+    int r;
 
     if (nodes) {
         if (!json_is_array(nodes) || (int64_t)json_array_size(nodes) != rec->nnodes ||
@@ -143,7 +206,12 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
         }
         rec->n_ids = (unsigned)json_array_size(ids);
     }
-    if (record_parts_valid(rec))
+    r = record_decode_hist(json_object_get(o, "history"), rec);
+    if (r == -ENOMEM) {
+        rdzvd_job_record_clear(rec);
+        return r;
+    }
+    if (r == 0 && record_parts_valid(rec))
         return 0;
 out_bad:
     rdzvd_job_record_clear(rec);
@@ -245,6 +313,7 @@ static const char *const decision_names[] = {
     [RDZVD_DECIDE_FORMED] = "formed",
     [RDZVD_DECIDE_STOPPED] = "stopped",
     [RDZVD_DECIDE_ENDED] = "ended",
+    [RDZVD_DECIDE_ASIDE] = "aside",
 };
 
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
@@ -262,6 +331,7 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
     case RDZVD_DECIDE_FORMED:
         return rec->running && rec->generation >= 1 && rec->nnodes >= 1;
     case RDZVD_DECIDE_STOPPED:
+    case RDZVD_DECIDE_ASIDE:
         return !rec->running && !rec->nodes && !rec->n_ids;
     case RDZVD_DECIDE_ENDED:
         return true;
@@ -296,8 +366,11 @@ static bool decision_goes_back(const struct decided *d, const struct rdzvd_job_r
 {
     const struct rdzvd_job_record *rec = &d->rec;
 
-    if (rec->min != cur->min || rec->max != cur->max || rec->max_restarts != cur->max_restarts ||
-        rec->restart_count < cur->restart_count)
+    if (rec->min != cur->min || rec->max != cur->max || rec->max_restarts != cur->max_restarts)
+        return true;
+    if (d->kind == RDZVD_DECIDE_ASIDE)
+        return false; /* it keeps the record's generation and restart count */
+    if (rec->restart_count < cur->restart_count)
         return true;
     return d->kind == RDZVD_DECIDE_FORMED ? rec->generation <= cur->generation
                                           : rec->generation < cur->generation;
@@ -316,10 +389,17 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         return r < 0 ? r : !r;
     }
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
-    if (r == 0 && decision_goes_back(d, &cur))
+    if (r == 0 && decision_goes_back(d, &cur)) {
         r = -ESTALE;
-    else if (r == 0 || r == -ENOENT || r == -EBADMSG) /* no record, or none readable: d's */
+    } else if (r == 0 && d->kind == RDZVD_DECIDE_ASIDE) {
+        struct rdzvd_job_record next = cur;
+
+        next.hist = d->rec.hist;
+        next.n_hist = d->rec.n_hist;
+        r = rdzvd_job_record_put(t, &next);
+    } else if (r == 0 || r == -ENOENT || r == -EBADMSG) { /* no record, or none readable: d's */
         r = rdzvd_job_record_put(t, &d->rec);
+    }
     rdzvd_job_record_clear(&cur);
     return r;
 }
@@ -347,6 +427,8 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
         d->kind = RDZVD_DECIDE_FORMED;
     else if (strcmp(kind, "stopped") == 0)
         d->kind = RDZVD_DECIDE_STOPPED;
+    else if (strcmp(kind, "aside") == 0)
+        d->kind = RDZVD_DECIDE_ASIDE;
     else
         goto out;
     r = record_decode(o, &d->rec);

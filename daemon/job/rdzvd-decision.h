@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "proto/rdzv-msg.h"
+#include "daemon/data/rdzvd-config.h"
 #include "daemon/data/rdzvd-store.h"
 
 /* A node of a running generation, at its node rank: what the generation formed, so that a new
@@ -42,6 +43,16 @@
 struct rdzvd_job_record_node {
     char node_id[RDZV_ID_MAX + 1];
     int64_t nproc;
+};
+
+/* A node's history within the job: its workers' failures, and whether the job put it aside
+ * (then why). A node put aside takes no place in the job again until an operator releases it. */
+struct rdzvd_job_record_hist {
+    char node_id[RDZV_ID_MAX + 1];
+    char host[RDZV_HOST_MAX + 1]; /* its agent's --host when last counted */
+    int64_t failures;
+    bool aside;
+    char reason[RDZVD_ASIDE_REASON_MAX + 1]; /* "" unless aside */
 };
 
 struct rdzvd_job_record {
@@ -62,9 +73,13 @@ struct rdzvd_job_record {
      * nodes is. */
     unsigned n_ids;
     char (*ids)[RDZV_NCCL_HEX_LEN + 1];
+    /* The job's failure history, any decision's: n_hist (at most RDZVD_JOB_HISTORY_MAX) nodes,
+     * each named once. Owned as nodes is. */
+    unsigned n_hist;
+    struct rdzvd_job_record_hist *hist;
 };
 
-/* Free what rdzvd_job_record_get allocated in rec (nodes, ids), and set them NULL. */
+/* Free what rdzvd_job_record_get allocated in rec (nodes, ids, hist), and set them NULL. */
 void rdzvd_job_record_clear(struct rdzvd_job_record *rec);
 
 /* The record of run_id in the job table t. A replica's put or del goes to the log with its
@@ -88,9 +103,11 @@ enum rdzvd_decision_kind {
     RDZVD_DECIDE_STOPPED, /* generation's workers stop: rec's generation and restart count, not
                            * running (a restart, charged or not, decided) */
     RDZVD_DECIDE_ENDED,   /* the job is over: its record goes */
+    RDZVD_DECIDE_ASIDE,   /* only the history changes (a node put aside, no restart): the
+                           * record keeps the rest; with none, rec (not running) is made */
 };
 
-/* "formed", "stopped", "ended". Never NULL. */
+/* "formed", "stopped", "ended", "aside". Never NULL. */
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running

@@ -130,6 +130,11 @@ struct rdzvd_job {
         char text[200];
     } events[RDZVD_JOB_EVENTS]; /* ring, for status */
     unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
+    /* The job's failure history (rdzvd-job-aside.c), as every decision records it: n_hist
+     * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
+    struct rdzvd_job_record_hist *hist;
+    unsigned n_hist;
+    int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \
@@ -190,6 +195,35 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);
 
+/* rdzvd-job-aside.c: the failure history. */
+/* node_id's entry, or NULL. */
+const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
+                                                        const char *node_id);
+/* Nodes put aside since the process started, by reason (status, /metrics). Loop thread. */
+enum { RDZVD_ASIDE_FAILURES, RDZVD_ASIDE_CHECK, RDZVD_ASIDE_REASONS };
+extern uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
+struct rdzv_status_job;
+/* The nodes j put aside into sj (aside, n_aside, aside_total). */
+void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *sj);
+/* m's node failed a health check (reason: the check's line): its entry is marked put aside. */
+void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason);
+/* rdzvctl release: the entries put aside whose node id or host is node are taken back (their
+ * failures forgotten), recorded first (RDZVD_DECIDE_ASIDE). The number released (0: none
+ * such), or a negative errno with err set (nothing changed). */
+int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t errlen);
+/* The history of a rebuilt job: rec's, taken over (rec's left empty). */
+void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec);
+/* A JOIN of node_id to run_id, whose history is hist[0..n_hist): -EACCES with err saying why
+ * when the job put it aside, else 0. */
+int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
+                          const char *run_id, const char *node_id, char *err, size_t errlen);
+/* m's workers failed (summary: the root cause so far): counted in the history. NOW: m is to
+ * be put aside: it failed --bad-node-failures times, the budget allows the restart, and the job
+ * can form without it (a spare, or more than MIN nodes); its entry is marked, and summary says
+ * so. NO_CHOICE: it would be, but the job has only MIN nodes and no spare. */
+enum rdzvd_aside { RDZVD_ASIDE_NOT, RDZVD_ASIDE_NO_CHOICE, RDZVD_ASIDE_NOW };
+enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, char *summary, size_t len);
+
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
 int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
@@ -206,6 +240,9 @@ int rdzvd_job_store_fallback(struct rdzvd_job *j);
  * 0 (also with no job table), or the negative errno of a decision the job table refused
  * (logged): the job must not move, and nothing of it may be sent. */
 int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count);
+/* Decide only the job's history (RDZVD_DECIDE_ASIDE): as rdzvd_job_save, for a node put aside
+ * with no restart. */
+int rdzvd_job_save_aside(struct rdzvd_job *j);
 void rdzvd_job_forget(struct rdzvd_job *j);
 /* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
  * or it cannot be read (logged). */

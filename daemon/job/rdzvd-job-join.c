@@ -276,6 +276,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         r = refuse(q, -ENOMEM, "rdzvd is out of memory");
         goto out;
     }
+    rdzvd_job_hist_take(j, &rec);
     r = job_rebuild(j, &rec);
     if (r < 0) {
         rdzvd_job_free(j);
@@ -445,6 +446,24 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     return 0;
 }
 
+/* A node the job put aside takes no part in it again (its history, in memory or, for a job not
+ * in memory, in its record): -EACCES with q->err saying why, else 0. */
+static int check_aside(struct join_req *q, const struct rdzvd_job *j)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
+
+    if (j)
+        return rdzvd_job_check_aside(j->hist, j->n_hist, j->run_id, q->jn->node_id, q->err,
+                                     q->errlen);
+    if (rdzvd_job_record_load(q->h, q->jn->run_id, &rec) < 0)
+        return 0;
+    r = rdzvd_job_check_aside(rec.hist, rec.n_hist, rec.run_id, q->jn->node_id, q->err,
+                              q->errlen);
+    rdzvd_job_record_clear(&rec);
+    return r;
+}
+
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
                    char *err, size_t errlen, struct rdzvd_member **ret)
 {
@@ -457,6 +476,8 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
 
     *ret = NULL;
     j = rdzvd_job_find(h->jobs, jn.run_id);
+    if ((r = check_aside(&q, j)) < 0)
+        return r;
     /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
     if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
         return r;

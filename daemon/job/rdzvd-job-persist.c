@@ -98,6 +98,32 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
     return nodes;
 }
 
+/* j's record as a decision makes it: its identity, generation and history (borrowed), the
+ * restart count given, not running. */
+static struct rdzvd_job_record job_record(const struct rdzvd_job *j, int64_t restart_count)
+{
+    struct rdzvd_job_record rec = {.min = j->min,
+                                   .max = j->max,
+                                   .max_restarts = j->max_restarts,
+                                   .generation = j->generation,
+                                   .restart_count = restart_count,
+                                   .n_hist = j->n_hist,
+                                   .hist = j->hist};
+
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    return rec;
+}
+
+/* r, the result of a decision: applied to the table but not written (the journal turned
+ * persistence off) is -EIO: a restarted rdzvd would not know it, so it is not made. 0 or a
+ * negative errno. */
+static int decision_written(const struct rdzvd_job *j, int r)
+{
+    if (r >= 0 && j->host.record_journal && rdzvd_journal_failed(j->host.record_journal))
+        r = -EIO;
+    return r < 0 ? r : 0;
+}
+
 /* The job table (journaled in --state-dir, or a replica's, replicated): decide the job's
  * generation and restart count (rdzvd-decision.h: a generation formed, or stopped), so that a
  * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the
@@ -106,17 +132,12 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
  * generation. A decision refused is not made: the caller sends nothing of it. */
 int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
 {
-    struct rdzvd_job_record rec = {.min = j->min,
-                                   .max = j->max,
-                                   .max_restarts = j->max_restarts,
-                                   .generation = j->generation,
-                                   .restart_count = restart_count,
-                                   .running = running};
+    struct rdzvd_job_record rec = job_record(j, restart_count);
     int r;
 
     if (!j->host.record_table)
         return 0;
-    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    rec.running = running;
     if (running) {
         rec.nnodes = j->round.nnodes;
         rec.world_size = j->round.world_size;
@@ -138,16 +159,29 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
         rec.n_ids = 0;
         r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
     }
-    /* Applied to the table but not written (the journal turned persistence off): a restarted
-     * rdzvd would not know it, so it is not made. */
-    if (r >= 0 && j->host.record_journal && rdzvd_journal_failed(j->host.record_journal))
-        r = -EIO;
+    r = decision_written(j, r);
     if (r < 0)
         log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the decision (generation %s) "
                        "in its job table",
                        j->run_id, j->generation, running ? "formed" : "stopped");
     free(rec.nodes);
     return r < 0 ? r : 0;
+}
+
+/* Only the job's history changed (a node put aside with no restart): the record keeps the rest,
+ * or, with none yet, is made at the job's generation, not running. 0 or a negative errno. */
+int rdzvd_job_save_aside(struct rdzvd_job *j)
+{
+    struct rdzvd_job_record rec = job_record(j, j->restart_count);
+    int r;
+
+    if (!j->host.record_table)
+        return 0;
+    r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ASIDE, &rec);
+    r = decision_written(j, r);
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot record a node put aside in its job table", j->run_id);
+    return r;
 }
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */

@@ -116,6 +116,19 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
     return NULL;
 }
 
+int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
+                       size_t errlen)
+{
+    struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
+
+    if (!j || j->state == JOB_ENDED) {
+        snprintf(err, errlen, "job '%s' is not running on this rdzvd (its agents rebuild it on "
+                              "the leader within a heartbeat timeout of a change)", run_id);
+        return -ENOENT;
+    }
+    return rdzvd_job_release(j, node, err, errlen);
+}
+
 #define for_each_member(j, m, pos, tmp)                                                            \
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
@@ -128,6 +141,7 @@ static void job_timer_close_cb(uv_handle_t *h)
     free(j->by_req);
     free(j->by_rank);
     free(j->rebuilt_nodes);
+    free(j->hist);
     free(j);
 }
 
@@ -595,6 +609,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     j->join_timeout_ms = jn->join_timeout_ms;
     j->scale_up_now = jn->scale_up_now;
     j->inplace = jn->inplace;
+    j->bad_node_failures = jn->bad_node_failures;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     j->timer.data = j;
@@ -640,8 +655,28 @@ static void member_remove(struct rdzvd_member *m)
         rdzvd_job_free(j);
 }
 
-/* m is gone (its connection closed, or it fell silent): drop it, and move the job on. */
-static void member_lost(struct rdzvd_member *m, const char *why)
+/* m is put aside (its history says why): its agent is told, and it leaves the job. The caller
+ * moves the job on. */
+static void member_dismiss(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+    struct rdzv_event e = {
+        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
+    void *peer = m->peer;
+
+    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
+             m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
+    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
+                   h ? h->reason : "?");
+    member_remove(m);
+    if (peer)
+        j->host.ops->dismiss(peer, &e);
+}
+
+/* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
+ * its agent told so by dismiss): drop it, and move the job on. */
+static void member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss)
 {
     struct rdzvd_job *j = m->job;
     void *peer = m->peer;
@@ -659,7 +694,9 @@ static void member_lost(struct rdzvd_member *m, const char *why)
         rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
                        why);
     member_remove(m);
-    if (peer)
+    if (peer && dismiss)
+        j->host.ops->dismiss(peer, dismiss);
+    else if (peer)
         j->host.ops->close(peer, why); /* its member is detached: no second report */
     if (lost && !left && st != JOB_ENDED)
         lost(lost_ud); /* a failure, not a member that was done */
@@ -699,6 +736,11 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     default:
         break;
     }
+}
+
+static void member_lost(struct rdzvd_member *m, const char *why)
+{
+    member_drop(m, why, NULL);
 }
 
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
@@ -823,8 +865,56 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
+    /* A node put aside leaves before the restart: the next generation forms without it. */
+    switch (rdzvd_job_node_failed(m, summary, sizeof(summary))) {
+    case RDZVD_ASIDE_NOW:
+        member_dismiss(m);
+        break;
+    case RDZVD_ASIDE_NO_CHOICE:
+        rdzvd_job_note(j, true,
+                       "node=%s (node id %s): its workers failed %" PRId64 " times; it is not "
+                       "put aside: without a spare the job has only its --nnodes MIN of %" PRId64
+                       " nodes, so it restarts on the nodes it has",
+                       m->join.host, m->join.node_id,
+                       rdzvd_job_hist_find(j, m->join.node_id)->failures, j->min);
+        break;
+    case RDZVD_ASIDE_NOT:
+        break;
+    }
     rdzvd_job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
     return 0;
+}
+
+void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
+{
+    struct rdzvd_job *j = m->job;
+    bool restarts = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok;
+    struct rdzv_event e = {
+        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
+    char why[RDZV_REASON_MAX + 64];
+    int r;
+
+    if (j->state == JOB_ENDED)
+        return; /* its agent is leaving anyway */
+    rdzvd_job_node_unhealthy(m, reason);
+    /* Decided and recorded first: with a restart, by the restart's own decision (which carries
+     * the history); without one, by its own. */
+    if (!restarts && (r = rdzvd_job_save_aside(j)) < 0) {
+        char fail[RDZV_SUMMARY_MAX + 1];
+
+        snprintf(fail, sizeof(fail),
+                 "rdzvd could not record that node %s was put aside in its job table (%s)",
+                 m->join.host, strerror(-r));
+        rdzvd_job_end(j, "failed", 1, fail);
+        return;
+    }
+    snprintf(e.summary, sizeof(e.summary),
+             "node %s (node id %s) is put aside by job %s: it failed a health check: %s",
+             m->join.host, m->join.node_id, j->run_id, reason);
+    snprintf(why, sizeof(why), "failed a health check: %s", reason);
+    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
+                   why);
+    member_drop(m, why, &e);
 }
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)

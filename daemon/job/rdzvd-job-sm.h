@@ -48,6 +48,9 @@ struct rdzvd_job_ops {
                         const char *store_allow);
     /* Close peer (logging reason); the state machine has already let go of it. */
     void (*close)(void *peer, const char *reason);
+    /* Send peer the event e (EVENT put_aside), then close it once that is written: the state
+     * machine has already let go of it. */
+    void (*dismiss)(void *peer, const struct rdzv_event *e);
     /* Tie peer to member m (NULL: untie); rdzvd_member_gone() later gets it back from the host. */
     void (*bind)(void *peer, struct rdzvd_member *m);
     /* Bytes waiting unread on peer (0: none or unknown): a late deadline then gets one more
@@ -104,8 +107,9 @@ struct rdzvd_job_host {
 
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
  * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
- * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set to the refusal: the caller sends it as ERROR and
- * closes peer. */
+ * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set
+ * to the refusal: the caller sends it as ERROR and closes peer, except -EACCES (a node the job
+ * put aside), which it sends as EVENT put_aside (ops->dismiss). */
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
                    char *err, size_t errlen, struct rdzvd_member **ret);
 
@@ -135,6 +139,15 @@ void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t 
  * message. Late reports of earlier generations are ignored (0). */
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen);
+/* RELEASE (rdzvctl release): job run_id takes back the nodes it put aside whose node id or host
+ * is node. The number released (0: none such), or a negative errno with err set (-ENOENT: no
+ * such job here). */
+int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
+                       size_t errlen);
+/* UNHEALTHY: m's node failed a health check (reason, its line). The node is put aside (its
+ * history recorded), its agent told (EVENT put_aside) and let go; a node of the running
+ * generation counts as lost (the job re-forms without it), a spare or candidate just leaves. */
+void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason);
 /* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
 /* READY: the node's workers of generation gen have stopped. */

@@ -88,6 +88,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     sj->world_size = j->round.world_size;
     sj->age_s = (double)(now - j->created_ms) / 1000;
     sj->store_port = j->store ? (int)j->store_port : 0;
+    rdzvd_job_aside_status(j, sj);
     r = rdzvd_job_progress_status(j, now, sj);
     if (r < 0)
         return r;
@@ -182,7 +183,10 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .rejected = info->stats.rejected,
                              .protocol_errors = info->stats.closed_proto,
                              .requests = info->stats.requests,
-                             .main_store_keys = info->main_store_keys};
+                             .main_store_keys = info->main_store_keys,
+                             .put_aside_failures =
+                                 (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES],
+                             .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]};
     struct rdzv_list *pos, *tmp;
     size_t n = 0;
     int r;

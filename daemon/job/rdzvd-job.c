@@ -100,6 +100,13 @@ static void conn_close(void *peer, const char *reason)
     rdzvd_conn_close(peer, reason);
 }
 
+static void conn_dismiss(void *peer, const struct rdzv_event *e)
+{
+    conn_event(peer, e);
+    log_warn("conn %" PRIu64 " (%s): %s", rdzvd_conn_id(peer), rdzvd_conn_peer(peer), e->summary);
+    rdzvd_conn_close_after_flush(peer);
+}
+
 static void conn_bind(void *peer, struct rdzvd_member *m)
 {
     rdzvd_conn_set_member(peer, m);
@@ -140,6 +147,7 @@ static const struct rdzvd_job_ops conn_job_ops = {
     .event = conn_event,
     .nccl_request = conn_nccl_request,
     .close = conn_close,
+    .dismiss = conn_dismiss,
     .bind = conn_bind,
     .unread = conn_unread,
     .flush = srv_flush,
@@ -179,10 +187,17 @@ static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint
         return -EBADMSG;
     }
     r = rdzvd_job_join(&jobs->host, c, &jn, err, sizeof(err), &m);
-    if (r < 0)
+    if (r == -EACCES) {
+        /* A node the job put aside: told so as a member put aside is, not as a mistake. */
+        struct rdzv_event e = {.type = "put_aside", .exit_code = RDZV_EXIT_PUT_ASIDE};
+
+        snprintf(e.summary, sizeof(e.summary), "%s", err);
+        conn_dismiss(c, &e);
+    } else if (r < 0) {
         send_frame_error(c, "%s", err);
-    else
+    } else {
         rdzvd_voters_joined(jobs->voters, c, jn.host_replica);
+    }
     return r;
 }
 
@@ -297,6 +312,27 @@ static int handle_status(const struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
     return 0;
 }
 
+/* RELEASE: from rdzvctl (anyone who may JOIN: with a token, only who proved it). */
+static int handle_release(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint8_t *body,
+                          uint32_t len)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+    struct rdzv_release_reply rep = {0};
+    struct rdzv_release rq;
+    char err[256];
+    int r;
+
+    if (rdzv_msg_parse_release(body, len, &rq, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    r = rdzvd_jobs_release(&jobs->list, rq.run_id, rq.node, rep.error, sizeof(rep.error));
+    rep.released = r < 0 ? 0 : r;
+    if (out && rdzv_msg_put_release_reply(out, &rep) < 0)
+        log_error("out of memory answering RELEASE");
+    return 0;
+}
+
 int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
 {
     struct rdzvd_jobs *jobs = ud;
@@ -305,6 +341,8 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
 
     if (op == RDZV_MSG_STATUS)
         return handle_status(jobs, c);
+    if (op == RDZV_MSG_RELEASE)
+        return handle_release(jobs, c, body, len);
     if (m)
         rdzvd_member_seen(m);
 
@@ -331,6 +369,17 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
         return handle_leave(c, m, body, len);
     case RDZV_MSG_READY:
         return handle_ready(c, m, body, len);
+    case RDZV_MSG_UNHEALTHY: {
+        struct rdzv_unhealthy u;
+        char err[256];
+
+        if (rdzv_msg_parse_unhealthy(body, len, &u, err, sizeof(err)) < 0) {
+            send_frame_error(c, "%s", err);
+            return -EBADMSG;
+        }
+        rdzvd_member_unhealthy(m, u.reason);
+        return 0;
+    }
     case RDZV_MSG_REPLICA: {
         char err[256];
         int r = rdzvd_voters_answer(jobs->voters, c, body, len, err, sizeof(err));

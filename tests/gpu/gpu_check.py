@@ -16,7 +16,8 @@
 #      two ranks of one communicator on one GPU, so these need 2 GPUs: with fewer they are
 #      recorded as not run;
 #   6. the wheel (RDZV_WHEEL=path, built by tests/wheel-test.sh's pip wheel elsewhere) installed
-#      into a venv of this python (its torch visible) and a job run with python -m rdzv.run.
+#      into a venv of this python (its torch visible) and a job run with python -m rdzv.run;
+#   7. the node's health checks with the real NVML: a healthy node passes, one GPU short fails.
 # Writes OUT_DIR/gpu-check.json and ends with a table; exits 1 when any check failed (a check
 # not run is listed as such and fails nothing).
 import json
@@ -299,6 +300,21 @@ for label, name, worker, sig, extra in inplace_cases:
         continue
     ok, detail = inplace_job(name, worker, sig, ngpu, extra)
     record(f"{label}, {ngpu} workers", ok, detail)
+
+# ---- 7. the node's health checks with the real NVML (issue 30) ----
+# Every GPU given to the agent (--nproc gpu): NVML counts them, no uncorrectable ECC error, no
+# retired page pending, no critical XID; a healthy node passes and the job runs. Then a check
+# that asks for one GPU more than the node has (CUDA_VISIBLE_DEVICES naming ngpu + 1) fails it.
+p = run([AGENT, "--standalone", "--nproc", "gpu", "--log-level", "info", "--health-interval",
+         "1", "--", "/bin/sh", "-c", "sleep 3"], timeout=120)
+record("health checks pass on a healthy GPU node (real NVML)",
+       p.returncode == 0 and "NVML cannot be loaded" not in p.stderr,
+       f"rc {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1][-300:])
+env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(ngpu + 1)))
+p = run([AGENT, "--standalone", "--nproc", "1", "--", "/bin/true"], timeout=120, env=env)
+record("health check: a GPU missing from NVML puts the node aside (exit 69)",
+       p.returncode == 69 and f"NVML sees {ngpu} GPU(s), the node should have {ngpu + 1}" in p.stderr,
+       f"rc {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1][-300:])
 
 # ---- 6. the wheel, installed into this python ----
 wheel = os.environ.get("RDZV_WHEEL")

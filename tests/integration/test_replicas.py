@@ -16,7 +16,8 @@
 #     closes the connections it served, and its agents resume on the next leader;
 #   - the links between replicas need the token when there is one;
 #   - command-line mistakes get a one-line message;
-#   - an APPEND goes through the log as its own bytes, not the key's whole value (issue 27).
+#   - an APPEND goes through the log as its own bytes, not the key's whole value (issue 27);
+#   - a node put aside stays aside on the next leader (issue 30).
 import os
 import shutil
 import signal
@@ -29,7 +30,10 @@ import unittest
 from authtest import ERROR, JOIN, JOINED, Peer
 from rdzvtest import (HOST, RDZVCTL, RDZVD, Client, die_with_parent, enc, kill_proc, main,
                       proc_wchar, s, track)
-from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
+from test_attack_join import (EVENT, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, join_body,
+                              resume)
+
+READY = 0xAB
 
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
 
@@ -407,6 +411,63 @@ class Replicas(ClusterCase):
             self.assertEqual((op, rnd["generation"], rnd["restart_count"]), (ROUND, 1, 0), rnd)
         job = self.job_status(lead2.port, "unc-job")[0]
         self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
+
+    def test_put_aside_survives_the_leader(self):
+        """Issue 30: a node put aside stays aside after a change of leader. n0's workers fail
+        twice (--bad-node-failures 2) with a spare waiting: n0 is told EVENT put_aside and let
+        go, the spare takes its place; the leader is SIGKILLed, and the next one, from the
+        history the decisions carried through the log, answers n0's JOIN with put_aside too."""
+        cl = self.cluster()
+        lead, _ = cl.leader()
+        bodies = [join_body("aside-job", "n%d" % i) for i in range(3)]
+        for b in bodies:
+            b.update(min=2, bad_node_failures=2)
+        p = [self.peer(lead.port) for _ in range(3)]
+        rounds = {}
+        for i in range(2):
+            p[i].send(JOIN, bodies[i])
+            op, j = p[i].recv_json()
+            self.assertEqual(op, JOINED, j)
+        for i in range(2):
+            op, rounds[i] = p[i].recv_json()
+            self.assertEqual((op, rounds[i]["generation"]), (ROUND, 1), rounds[i])
+        p[2].send(JOIN, bodies[2])
+        op, j = p[2].recv_json()
+        self.assertTrue(j["spare"], j)
+        for gen in (1, 2):
+            p[0].send(WORKER_EXIT, {"generation": gen, "rank": rounds[0]["rank_offset"],
+                                    "local_rank": 0, "exit_code": 3, "signal": 0,
+                                    "time": time.time(), "host": "host-n0"})
+            op, ev = p[1].recv_json()
+            self.assertEqual((op, ev["type"]), (EVENT, "restart"), ev)
+            p[1].send(READY, {"generation": gen})
+            if gen == 1:
+                op, ev = p[0].recv_json()
+                self.assertEqual((op, ev["type"]), (EVENT, "restart"), ev)
+                p[0].send(READY, {"generation": gen})
+                op, rounds[0] = p[0].recv_json()
+                self.assertEqual((op, rounds[0]["generation"]), (ROUND, 2), rounds[0])
+                op, rounds[1] = p[1].recv_json()
+                self.assertEqual(op, ROUND, rounds[1])
+        ops = []
+        while True:
+            f = p[0].recv_json()
+            if f is None:
+                break
+            ops.append(f)
+        self.assertEqual(ops[-1][1]["type"], "put_aside", ops)
+        self.assertEqual(ops[-1][1]["exit_code"], 69, ops)
+        op, rnd = p[2].recv_json()
+        self.assertEqual((op, rnd["generation"]), (ROUND, 3), rnd)  # the spare, in n0's place
+        lead.kill()
+        lead2, _ = cl.leader()
+        q = self.peer(lead2.port)
+        q.send(JOIN, bodies[0])
+        op, ev = q.recv_json()
+        self.assertEqual((op, ev["type"], ev["exit_code"]), (EVENT, "put_aside", 69), ev)
+        self.assertIn("node id n0 was put aside by job aside-job: its workers failed 2 times",
+                      ev["summary"])
+        self.assertTrue(q.closed_within())
 
     def test_deposed_leader_serves_nothing_stale(self):
         """Both followers stopped: the leader steps down within an election timeout and, from

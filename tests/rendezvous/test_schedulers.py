@@ -112,6 +112,44 @@ class TestSlurm(AgentTestCase):
                 if d.startswith("rdzvd-%s-" % envs[0]["SLURM_JOB_ID"])]
         self.assertEqual(left, [], "the replicas' directories outlived the job")
 
+    def test_bad_node_drained(self):
+        """--on-bad-node drain (issue 30): three agents under srun, --nnodes 2 (the one that
+        joins last waits as the spare); the workers of the node whose worker starts first in
+        generation 1 die at start-up. After its second failure that node is put aside, its
+        agent drains it in the real Slurm with the reason (sinfo shows it drained) and exits 69,
+        and the job finishes on the other two."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        # The first worker to start claims its node as the bad one (mkdir is atomic).
+        worker = ["/bin/sh", "-c",
+                  'b="$RDZV_TEST_OUT/bad"; '
+                  'if mkdir "$b.lock" 2>/dev/null; then echo "$SLURMD_NODENAME" > "$b.tmp" && '
+                  'mv "$b.tmp" "$b"; fi; '
+                  'while [ ! -s "$b" ]; do sleep 0.05; done; '
+                  'if [ "$(cat "$b")" = "$SLURMD_NODENAME" ]; then sleep 0.5; exit 3; fi; sleep 3']
+        env = {**os.environ, **self.slurm.env}
+        p = start(["srun", "-N3", "--ntasks-per-node=1", "-l", AGENT, "--nnodes", "2",
+                   "--nproc", "1", "--endpoint", ep, "--max-restarts", "4", "--nccl", "off",
+                   "--grace", "2", "--last-call", "0.5", "--on-bad-node", "drain", "--",
+                   *worker], env={**self.slurm.env, "RDZV_TEST_OUT": out})
+        rc, stdout, err = finish(p, timeout=120)
+        with open(os.path.join(out, "bad")) as f:
+            bad = f.read().strip()
+        self.addCleanup(subprocess.run, ["scontrol", "update", "NodeName=" + bad,
+                                         "State=RESUME"], env=env, capture_output=True,
+                        timeout=30)
+        self.assertEqual(rc, 69, err[-3000:])  # srun: the highest exit status of its tasks
+        self.assertIn("put aside by job", err)
+        self.assertIn("--on-bad-node drain: scontrol update NodeName=%s: done" % bad, err)
+        r = subprocess.run(["sinfo", "-h", "-n", bad, "-o", "%T|%E"], env=env,
+                           capture_output=True, text=True, timeout=30)
+        state, _, reason = r.stdout.strip().partition("|")
+        self.assertIn(state, ("drained", "draining"), r.stdout + r.stderr)
+        self.assertIn("rdzv: node", reason)
+        self.assertIn("its workers failed 2 times", reason)
+        d.wait_log(r"generation \d+ succeeded")
+
 
 class TestMpirun(AgentTestCase):
     def test_mpirun_one_agent_per_node(self):

@@ -128,6 +128,12 @@ static inline void fake_close(void *peer, const char *reason)
     snprintf(f->close_reason, sizeof(f->close_reason), "%s", reason);
 }
 
+static inline void fake_dismiss(void *peer, const struct rdzv_event *e)
+{
+    fake_event(peer, e);
+    fake_close(peer, e->type);
+}
+
 static inline void fake_bind(void *peer, struct rdzvd_member *m)
 {
     ((struct fake *)peer)->m = m;
@@ -177,6 +183,7 @@ static const struct rdzvd_job_ops jt_fake_ops = {
     .event = fake_event,
     .nccl_request = fake_nccl_request,
     .close = fake_close,
+    .dismiss = fake_dismiss,
     .bind = fake_bind,
     .unread = fake_unread,
     .flush = fake_flush,

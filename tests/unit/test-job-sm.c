@@ -985,6 +985,71 @@ static void test_shutdown_keeps_records(void)
     jt_state_dir_done(fd, path);
 }
 
+/* A node whose workers failed --bad-node-failures (2) times is put aside (issue 30): it is
+ * sent EVENT put_aside (exit code 69, the reason) and closed, the restart that follows forms the
+ * next generation with the spare, and the history is in the job's record: after an rdzvd
+ * restart on the same --state-dir the rebuilt job still refuses the node (-EACCES, saying
+ * why), and a JOIN of it to the job not yet in memory is refused from the record alone. */
+static void test_bad_node_put_aside_and_recorded(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct rdzvd_job_record rec;
+    struct fake f[3] = {0}, again = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+    int bad;
+
+    env_init(&e, fd);
+    jn.bad_node_failures = 2;
+    join_n(&e, f, 3, jn); /* node-2 waits as the spare */
+    ASSERT_TRUE(f[2].spare);
+    bad = f[0].round.node_rank == 0 ? 0 : 1;
+    for (uint64_t gen = 1; gen <= 2; gen++) {
+        w.generation = gen;
+        w.rank = f[bad].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
+        if (gen == 1) {
+            ASSERT_TRUE(event_is(&f[bad], "restart"));
+            all_ready(f, 3, gen);
+            ASSERT_EQ(f[bad].round.generation, 2); /* back in, with its first failure */
+            ASSERT_EQ(f[2].nrounds, 0);
+        }
+    }
+    ASSERT_TRUE(f[bad].closed);
+    ASSERT_NULL(f[bad].m);
+    ASSERT_TRUE(event_is(&f[bad], "put_aside"));
+    ASSERT_EQ(f[bad].event.exit_code, RDZV_EXIT_PUT_ASIDE);
+    ASSERT_TRUE(strstr(f[bad].event.summary, "its workers failed 2 times within the job") != NULL);
+    ASSERT_TRUE(event_is(&f[1 - bad], "restart"));
+    ASSERT_TRUE(strstr(f[1 - bad].event.summary, ") is put aside: its workers failed 2 times") !=
+                NULL);
+    all_ready(f, 3, 2);
+    ASSERT_EQ(f[2].nrounds, 1); /* the spare takes the place */
+    ASSERT_EQ(f[2].round.generation, 3);
+    ASSERT_EQ(f[1 - bad].round.generation, 3);
+    ASSERT_EQ(f[2].round.restart_count, 2); /* one restart per re-forming */
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    ASSERT_EQ(rec.n_hist, 1);
+    ASSERT_TRUE(rec.hist[0].aside);
+    ASSERT_EQ(rec.hist[0].failures, 2);
+    ASSERT_TRUE(strcmp(rec.hist[0].node_id, bad ? "node-1" : "node-0") == 0);
+    rdzvd_job_record_clear(&rec);
+    /* The same node id again, in memory: refused, saying why. */
+    jn = join_of(bad, 2, 2, 4);
+    ASSERT_EQ(join_err(&e, &again, &jn, err, sizeof(err)), -EACCES);
+    ASSERT_TRUE(strstr(err, "was put aside by job job: its workers failed 2 times") != NULL);
+    /* rdzvd restarts: the record's history comes back with the job. */
+    env_done(&e);
+    env_init(&e, fd);
+    ASSERT_EQ(join_err(&e, &again, &jn, err, sizeof(err)), -EACCES);
+    ASSERT_EQ(njobs(&e), 0); /* refused from the record, nothing made */
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* Both fakes heard that the job failed, its decision that generation 1 did what (formed,
  * stopped) not recorded, after nrounds ROUNDs (0: the generation never went out); the job table
  * holds no record of it. */
@@ -1086,6 +1151,7 @@ static void test_unwritten_decision_sends_nothing(void)
 
 int main(void)
 {
+    test_bad_node_put_aside_and_recorded();
     rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
     TEST(test_nccl_ids_reach_every_round);
     TEST(test_agent_hosted_store);

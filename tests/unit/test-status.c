@@ -286,6 +286,55 @@ static void assert_array_refused(const char *from, const char *before, size_t n,
     free(arr);
 }
 
+/* Issue 30: a job's nodes put aside ("put_aside", "put_aside_total") and the daemon's count of
+ * them by reason ("nodes_put_aside"), absent while there are none: they round-trip, their node
+ * ids are hidden like the members', and values out of range are refused. */
+static void test_put_aside_round_trip(void)
+{
+    const char *aside = "\"members_left_out\":5,\"put_aside\":[{\"node_id\":\"n9\",\"host\":"
+                        "\"h9\",\"failures\":2,\"reason\":\"its workers failed 2 times\"}],"
+                        "\"put_aside_total\":3";
+    struct rdzv_status b;
+    char *t1, *t2, *t3;
+    json_t *o;
+
+    t1 = edit("\"members_left_out\":5", aside);
+    t2 = malloc(strlen(t1) + 64);
+    ASSERT_NOT_NULL(t2);
+    snprintf(t2, strlen(t1) + 64, "%.*s,\"nodes_put_aside\":{\"failures\":3,\"check\":1}}",
+             (int)strlen(t1) - 1, t1);
+    ASSERT_OK(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs[0].n_aside, 1);
+    ASSERT_EQ(b.jobs[0].aside_total, 3);
+    ASSERT_EQ(strcmp(b.jobs[0].aside[0].host, "h9"), 0);
+    ASSERT_EQ(b.jobs[0].aside[0].failures, 2);
+    ASSERT_EQ(b.put_aside_failures, 3);
+    ASSERT_EQ(b.put_aside_check, 1);
+    o = rdzv_status_to_json(&b);
+    t3 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t3 && strstr(t3, aside) != NULL);
+    ASSERT_TRUE(strstr(t3, "\"nodes_put_aside\":{\"failures\":3,\"check\":1}") != NULL);
+    free(t3);
+    rdzv_status_hide_node_ids(&b);
+    ASSERT_EQ(b.jobs[0].aside[0].node_id[0], '\0');
+    rdzv_status_free(&b);
+    free(t2);
+    /* fewer in all than listed, a negative count: refused */
+    t2 = edit("\"members_left_out\":5", "\"members_left_out\":5,\"put_aside\":[{\"node_id\":"
+              "\"n\",\"host\":\"h\",\"failures\":1,\"reason\":\"r\"}],\"put_aside_total\":0");
+    ASSERT_EQ(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)), -EBADMSG);
+    ASSERT_TRUE(strstr(err, "put_aside_total") != NULL);
+    rdzv_status_free(&b);
+    free(t2);
+    t2 = edit("\"members_left_out\":5", "\"members_left_out\":5,\"put_aside\":[{\"node_id\":"
+              "\"n\",\"host\":\"h\",\"failures\":-1,\"reason\":\"r\"}],\"put_aside_total\":1");
+    ASSERT_EQ(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)), -EBADMSG);
+    rdzv_status_free(&b);
+    free(t2);
+    free(t1);
+}
+
 static void test_refused(void)
 {
     char big[RDZV_ID_MAX + 16], *s, *arr, *t;
@@ -647,6 +696,7 @@ static void test_ranks_helpers(void)
 int main(void)
 {
     TEST(test_encode_bytes);
+    TEST(test_put_aside_round_trip);
     TEST(test_round_trip);
     TEST(test_refused);
     TEST(test_ranks_helpers);

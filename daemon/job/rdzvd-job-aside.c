@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-aside.c: a job's failure history (rdzvd-decision.h, struct rdzvd_job_record_hist):
+ * each node's worker failures within the job, and the nodes it put aside. Part of the job state
+ * machine (rdzvd-job-impl.h); every decision records the history as it is in memory. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "proto/rdzv-status.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
+
+const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
+                                                        const char *node_id)
+{
+    for (unsigned i = 0; i < j->n_hist; i++)
+        if (strcmp(j->hist[i].node_id, node_id) == 0)
+            return &j->hist[i];
+    return NULL;
+}
+
+/* The entry of node_id, made (no failure yet) when there is none; when the history is full, the
+ * entry of a node not put aside with the fewest failures makes room. NULL when out of memory,
+ * or when every entry is of a node put aside (logged). */
+static struct rdzvd_job_record_hist *hist_get(struct rdzvd_job *j, const char *node_id)
+{
+    struct rdzvd_job_record_hist *h = (struct rdzvd_job_record_hist *)rdzvd_job_hist_find(j, node_id);
+    unsigned victim = j->n_hist;
+
+    if (h)
+        return h;
+    if (j->n_hist < RDZVD_JOB_HISTORY_MAX) {
+        h = realloc(j->hist, (j->n_hist + 1) * sizeof(*h));
+        if (!h) {
+            log_warn("job=%s out of memory: node id %s's failure is not counted", j->run_id,
+                     node_id);
+            return NULL;
+        }
+        j->hist = h;
+        victim = j->n_hist++;
+    } else {
+        for (unsigned i = 0; i < j->n_hist; i++)
+            if (!j->hist[i].aside &&
+                (victim == j->n_hist || j->hist[i].failures < j->hist[victim].failures))
+                victim = i;
+        if (victim == j->n_hist) {
+            log_warn("job=%s its history holds %u nodes put aside: node id %s's failure is not "
+                     "counted", j->run_id, j->n_hist, node_id);
+            return NULL;
+        }
+    }
+    h = &j->hist[victim];
+    memset(h, 0, sizeof(*h));
+    snprintf(h->node_id, sizeof(h->node_id), "%s", node_id);
+    return h;
+}
+
+void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
+{
+    free(j->hist);
+    j->hist = rec->hist;
+    j->n_hist = rec->n_hist;
+    rec->hist = NULL;
+    rec->n_hist = 0;
+}
+
+int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
+                          const char *run_id, const char *node_id, char *err, size_t errlen)
+{
+    for (unsigned i = 0; i < n_hist; i++)
+        if (hist[i].aside && strcmp(hist[i].node_id, node_id) == 0) {
+            snprintf(err, errlen, "node id %s was put aside by job %s: %s", node_id, run_id,
+                     hist[i].reason);
+            return -EACCES;
+        }
+    return 0;
+}
+
+enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, char *summary, size_t len)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_record_hist *h = hist_get(j, m->join.node_id);
+    size_t used = strlen(summary);
+
+    if (!h)
+        return RDZVD_ASIDE_NOT;
+    snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    h->failures++;
+    if (j->bad_node_failures <= 0 || h->failures < j->bad_node_failures ||
+        j->restart_count >= j->max_restarts)
+        return RDZVD_ASIDE_NOT; /* not yet, never, or the job ends on this failure anyway */
+    if (j->nmembers - 1 < j->min)
+        return RDZVD_ASIDE_NO_CHOICE;
+    h->aside = true;
+    rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
+    snprintf(h->reason, sizeof(h->reason),
+             "its workers failed %" PRId64 " times within the job (--bad-node-failures %" PRId64
+             "), the last at generation %" PRIu64,
+             h->failures, j->bad_node_failures, j->generation);
+    if (used < len)
+        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside: %s",
+                 m->node_rank, m->join.host, h->reason);
+    return RDZVD_ASIDE_NOW;
+}
+
+void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *sj)
+{
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &j->hist[i];
+        struct rdzv_status_aside *a;
+
+        if (!h->aside)
+            continue;
+        if (sj->aside_total++ >= RDZV_STATUS_ASIDE)
+            continue;
+        a = &sj->aside[sj->n_aside++];
+        snprintf(a->node_id, sizeof(a->node_id), "%s", h->node_id);
+        snprintf(a->host, sizeof(a->host), "%s", h->host);
+        snprintf(a->reason, sizeof(a->reason), "%s", h->reason);
+        a->failures = h->failures;
+    }
+}
+
+void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_record_hist *h = hist_get(j, m->join.node_id);
+
+    if (!h)
+        return; /* not kept (logged): its agent leaves all the same */
+    snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    if (!h->aside)
+        rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]++;
+    h->aside = true;
+    snprintf(h->reason, sizeof(h->reason), "it failed a health check: %s", reason);
+    rdzv_utf8_trim(h->reason);
+}
+
+int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t errlen)
+{
+    struct rdzvd_job_record_hist *before;
+    int released = 0, r;
+
+    if (!j->n_hist)
+        return 0;
+    if (!(before = malloc(j->n_hist * sizeof(*before)))) {
+        snprintf(err, errlen, "rdzvd is out of memory");
+        return -ENOMEM;
+    }
+    memcpy(before, j->hist, j->n_hist * sizeof(*before));
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *h = &j->hist[i];
+
+        if (!h->aside || (strcmp(h->node_id, node) && strcmp(h->host, node)))
+            continue;
+        h->aside = false;
+        h->failures = 0;
+        h->reason[0] = '\0';
+        released++;
+    }
+    r = released ? rdzvd_job_save_aside(j) : 0;
+    if (r < 0) {
+        memcpy(j->hist, before, j->n_hist * sizeof(*before)); /* not recorded: not done */
+        snprintf(err, errlen, "rdzvd could not record it in its job table: %s", strerror(-r));
+    } else if (released) {
+        log_warn("job=%s node %s released by an operator (%d entr%s): it may join again",
+                 j->run_id, node, released, released == 1 ? "y" : "ies");
+    }
+    free(before);
+    return r < 0 ? r : released;
+}

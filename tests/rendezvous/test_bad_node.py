@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A bad node is put aside, not restarted into (issue 30): three real rdzv-agents against a real
+rdzvd, --nnodes 2 (one spare), --max-restarts 4. The workers of one node die at start-up (the
+worker checks an environment variable only that agent has): before, the job put the next
+generation back on that node until its budget was spent, and failed with the spare never used.
+Now, after its second failure (--bad-node-failures 2, the default), the node is put aside: its
+agent exits 69 saying why, its workers started twice and never again, the spare takes its
+place, and the job succeeds on the two good nodes, under --recovery restart and inplace. A node
+put aside that joins again is told so, and without a spare (the job at its --nnodes MIN) the job
+restarts on the nodes it has, as before, and says that it had no choice."""
+import json
+import os
+import subprocess
+
+from agenttest import AgentTestCase, agent_cmd, finish, main, start
+
+RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
+    os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
+
+# Each start appends its generation to starts.<node>; a bad node's worker dies half a second
+# after it starts (long enough for the spare to join meanwhile), the others run RDZV_TEST_RUN
+# seconds (default 3) and exit 0.
+WORKER = ["/bin/sh", "-c",
+          'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/starts.$RDZV_TEST_NODE"; '
+          'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.5; exit 3; fi; '
+          'sleep "${RDZV_TEST_RUN:-3}"; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
+FAKE_NVML = os.environ.get("RDZV_FAKE_NVML") or os.path.join(
+    os.environ.get("RDZV_BUILD_ROOT", "build"), "tests", "agent", "libfake-nvml.so")
+
+
+class Base(AgentTestCase):
+    def agent(self, ep, out, run_id, node, *extra, bad=False, env=None):
+        env = dict(env or {}, RDZV_TEST_OUT=out, RDZV_TEST_NODE=node)
+        if bad:
+            env["RDZV_TEST_BAD"] = "1"
+        return start(agent_cmd(ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", run_id,
+                               "--max-restarts", "4", "--host", node, "--grace", "2",
+                               "--last-call", "0.5", "--nccl", "off", *extra, worker=WORKER),
+                     env=env)
+
+    @staticmethod
+    def starts(out, node):
+        try:
+            with open(os.path.join(out, "starts." + node)) as f:
+                return f.read().split()
+        except FileNotFoundError:
+            return []
+
+
+class BadNode(Base):
+    def run_job(self, recovery):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        run_id = "bad-" + recovery
+        extra = ("--recovery", recovery)
+        bad = self.agent(ep, out, run_id, "bad", *extra, bad=True)
+        d.wait_log(r"job=%s .*node=bad joined" % run_id)
+        good = self.agent(ep, out, run_id, "good", *extra)
+        d.wait_log(r"job=%s gen=1 generation 1 formed" % run_id)
+        spare = self.agent(ep, out, run_id, "spare", *extra)
+        rc, _, err = finish(bad, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("put aside by job %s" % run_id, err)
+        self.assertIn("its workers failed 2 times within the job", err)
+        for p in (good, spare):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(len(self.starts(out, "bad")), 2, self.starts(out, "bad"))
+        self.assertTrue(os.path.exists(os.path.join(out, "done.spare")))
+        self.assertTrue(os.path.exists(os.path.join(out, "done.good")))
+        d.wait_log(r"job=%s .*node=bad put aside \(node id [^)]*\): its workers failed 2 times"
+                   % run_id)
+        line = d.wait_log(r"job=%s .*generation \d+ succeeded" % run_id)
+        return d, out, line
+
+    def test_put_aside_restart(self):
+        d, out, _ = self.run_job("restart")
+        # Two restarts were charged (the bad node's two failures), not four.
+        d.wait_log(r"job=bad-restart .*restart 2 of 4.*node rank \d \(bad\) is put aside")
+        # The spare's worker started in the generation after the one the bad node left.
+        self.assertEqual(len(self.starts(out, "spare")), 1, self.starts(out, "spare"))
+        # rdzvctl status shows the node put aside, and why (the job is kept as ended).
+        ep = "127.0.0.1:%d" % d.port
+        p = subprocess.run([RDZVCTL, "-e", ep, "status"], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("put aside:\n    bad", p.stdout)
+        self.assertIn("(2 failures): its workers failed 2 times within the job", p.stdout)
+        p = subprocess.run([RDZVCTL, "-e", ep, "status", "--json"], capture_output=True,
+                           text=True, timeout=10)
+        st = json.loads(p.stdout)
+        self.assertEqual(st["nodes_put_aside"], {"failures": 1, "check": 0})
+        job = [j for j in st["jobs"] if j["run_id"] == "bad-restart"][0]
+        self.assertEqual(job["put_aside_total"], 1)
+        self.assertEqual(job["put_aside"][0]["host"], "bad")
+
+    def test_put_aside_inplace(self):
+        _, out, _ = self.run_job("inplace")
+        # In place: the good node's worker is the one it started first, never restarted.
+        self.assertEqual(self.starts(out, "good"), ["1"])
+        self.assertEqual(len(self.starts(out, "spare")), 1, self.starts(out, "spare"))
+
+    def test_no_spare_no_choice(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        bad = self.agent(ep, out, "nochoice", "bad", "--max-restarts", "2", bad=True)
+        good = self.agent(ep, out, "nochoice", "good", "--max-restarts", "2")
+        for p in (bad, good):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 3, err[-3000:])
+            self.assertIn("restart budget exhausted", err)
+        self.assertEqual(len(self.starts(out, "bad")), 3)
+        d.wait_log(r"job=nochoice .*node=bad \(node id [^)]*\): its workers failed 2 times; it is "
+                   r"not put aside: without a spare the job has only its --nnodes MIN of 2 nodes")
+
+
+
+class HealthChecks(Base):
+    """rdzv-agent --health-*: a node that fails its check before joining never starts a worker
+    and the job forms with the spare; one that fails it while the job runs is put aside within an
+    interval, the others' workers running on in place; NVML (the fake library) and RDMA ports
+    (a sysfs tree the test makes) as reasons; a check that cannot run, or hangs, and values out
+    of range."""
+
+    def three(self, run_id, bad_extra, good_extra=(), bad_env=None, recovery="restart",
+              run_s="3", bad_joins=True):
+        """bad, good, spare: when bad_joins, bad and good form generation 1 and spare waits."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        common = ("--recovery", recovery)
+        env = {"RDZV_TEST_RUN": run_s}
+        bad = self.agent(ep, out, run_id, "bad", *common, *bad_extra,
+                         env=dict(env, **(bad_env or {})))
+        if bad_joins:
+            d.wait_log(r"job=%s .*node=bad joined" % run_id)
+        good = self.agent(ep, out, run_id, "good", *common, *good_extra, env=env)
+        if bad_joins:
+            d.wait_log(r"job=%s gen=1 generation 1 formed" % run_id)
+        spare = self.agent(ep, out, run_id, "spare", *common, *good_extra, env=env)
+        if bad_joins:
+            d.wait_log(r"job=%s .*node=spare joined" % run_id)
+        return d, out, bad, good, spare
+
+    def assert_finished(self, bad, good, spare, reason):
+        rc, _, err = finish(bad, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn(reason, err)
+        for p in (good, spare):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+
+    def test_check_fails_before_joining(self):
+        d, out, bad, good, spare = self.three(
+            "hc-before", ("--health-check", 'echo "GPU 3 missing from the bus"; exit 1'),
+            bad_joins=False)
+        self.assert_finished(bad, good, spare, "failed its health check: GPU 3 missing from the "
+                                               "bus; it does not join job hc-before")
+        self.assertEqual(self.starts(out, "bad"), [])
+        self.assertEqual(self.starts(out, "good"), ["1"])
+        self.assertEqual(self.starts(out, "spare"), ["1"])
+        self.assertIsNone(d.find_log(r"job=hc-before .*node=bad joined"))
+
+    def release(self, d, run_id, node):
+        return subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "release", run_id, node],
+                              capture_output=True, text=True, timeout=10)
+
+    def check_fails_while_running(self, recovery, release=False):
+        flag = os.path.join(self.outdir(), "broken")
+        check = 'if [ -e %s ]; then echo "scratch disk failed"; exit 1; fi' % flag
+        d, out, bad, good, spare = self.three(
+            "hc-run-" + recovery, ("--health-check", check, "--health-interval", "0.3"),
+            recovery=recovery, run_s="6")
+        open(flag, "w").close()  # bad and good run generation 1, the spare waits
+        line = d.wait_log(r"job=hc-run-%s .*node=(bad|good) put aside" % recovery, timeout=10)
+        self.assertIn("node=bad put aside", line)
+        self.assertIn("failed a health check: scratch disk failed", line)
+        if release:
+            # rdzvctl release takes it back while the job runs (good and spare run on).
+            p = self.release(d, "hc-run-" + recovery, "bad")
+            self.assertEqual((p.returncode, p.stdout), (0, "released 1 node(s) of job hc-run-%s\n"
+                                                        % recovery), p.stderr)
+            d.wait_log(r"node bad released by an operator")
+            p = self.release(d, "hc-run-" + recovery, "bad")
+            self.assertEqual(p.returncode, 1, p.stdout)
+            self.assertIn("has put no node 'bad' aside", p.stderr)
+            p = self.release(d, "no-such-job", "bad")
+            self.assertEqual(p.returncode, 1, p.stdout)
+            self.assertIn("is not running on this rdzvd", p.stderr)
+        self.assert_finished(bad, good, spare, "scratch disk failed")
+        return out
+
+    def test_check_fails_while_running_restart(self):
+        out = self.check_fails_while_running("restart", release=True)
+        self.assertEqual(self.starts(out, "bad"), ["1"])
+        self.assertEqual(len(self.starts(out, "spare")), 1)
+
+    def test_check_fails_while_running_inplace(self):
+        out = self.check_fails_while_running("inplace")
+        self.assertEqual(self.starts(out, "bad"), ["1"])
+        self.assertEqual(self.starts(out, "good"), ["1"])  # never restarted
+        self.assertEqual(len(self.starts(out, "spare")), 1)
+
+    def test_nvml_missing_device_then_xid(self):
+        for env, reason in (({"FAKE_NVML_COUNT": "0"}, "NVML sees 0 GPU(s), the node should "
+                                                       "have 1"),
+                            ({"FAKE_NVML_XID": "79"}, "GPU 0 reported XID 79 (fallen off the "
+                                                      "bus)")):
+            env = dict(env, RDZV_NVML_LIB=FAKE_NVML, CUDA_VISIBLE_DEVICES="0")
+            d, out, bad, good, spare = self.three("nvml-" + env.get("FAKE_NVML_XID", "count"),
+                                                  (), bad_env=env, bad_joins=False)
+            self.assert_finished(bad, good, spare, reason)
+            self.assertEqual(self.starts(out, "bad"), [])
+
+    def test_rdma_port_down(self):
+        root = self.outdir()
+        state = os.path.join(root, "class", "infiniband", "mlx5_0", "ports", "1", "state")
+        os.makedirs(os.path.dirname(state))
+        with open(state, "w") as f:
+            f.write("4: ACTIVE\n")
+        d, out, bad, good, spare = self.three(
+            "rdma", ("--health-interval", "0.3"), bad_env={"RDZV_SYSFS_ROOT": root}, run_s="6")
+        with open(state, "w") as f:
+            f.write("1: DOWN\n")
+        self.assert_finished(bad, good, spare, "RDMA port mlx5_0/1 is DOWN")
+
+    def test_check_that_cannot_run_or_hangs(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        # Not found: said once, and the node is not called broken.
+        p = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "missing", "--nccl", "off",
+                            "--health-check", "/nonexistent/nhc", "--health-interval", "0.2",
+                            worker=["/bin/sh", "-c", "sleep 1"]),
+                  env={"RDZV_TEST_OUT": out})
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(err.count("cannot run (exit 127: not found): not checked"), 1, err)
+        # Hangs: killed at its timeout, a failure.
+        p = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "hangs", "--nccl", "off",
+                            "--health-check", "sleep 30", "--health-timeout", "0.5",
+                            worker=["/bin/sh", "-c", "exit 0"]))
+        rc, _, err = finish(p, timeout=20)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("the health check 'sleep 30' did not finish within 0.5 s", err)
+
+    def test_values_out_of_range(self):
+        for opt, val in (("--health-interval", "-1"), ("--health-interval", "0.01"),
+                         ("--health-timeout", "0"), ("--bad-node-failures", "1001")):
+            p = start(agent_cmd("127.0.0.1:1", "--rdzv-id", "x", opt, val,
+                                worker=["/bin/true"]))
+            rc, _, err = finish(p, timeout=20)
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(opt, err)
+
+
+if __name__ == "__main__":
+    main()
