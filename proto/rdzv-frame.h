@@ -34,6 +34,7 @@ enum rdzv_msg_op {
     RDZV_MSG_UNHEALTHY = 0xB4, /* 1.6, agent -> daemon: its node failed a health check */
     RDZV_MSG_RELEASE = 0xB5,       /* 1.6, rdzvctl -> daemon: take a node put aside back */
     RDZV_MSG_RELEASE_REPLY = 0xB6, /* 1.6, daemon -> rdzvctl: how many entries were released */
+    RDZV_MSG_CANCEL = 0xB7,        /* 1.6, agent -> daemon: stopped from outside (scancel) */
 };
 
 /* Name of a message op for logs ("JOIN"), "?" if unknown. */

@@ -424,6 +424,33 @@ int rdzv_msg_parse_unhealthy(const uint8_t *body, size_t len, struct rdzv_unheal
     return 0;
 }
 
+int rdzv_msg_put_cancel(struct rdzv_buf *b, const struct rdzv_cancel *c)
+{
+    return rdzv_msg_put(b, RDZV_MSG_CANCEL, json_pack("{s:I, s:s}", "signal",
+                                                      (json_int_t)c->signal, "reason", c->reason));
+}
+
+int rdzv_msg_parse_cancel(const uint8_t *body, size_t len, struct rdzv_cancel *c, char *err,
+                          size_t errlen)
+{
+    const char *reason;
+    json_int_t sig;
+    json_t *root = rdzv_msg_unpack(body, len, "CANCEL", err, errlen, "{s:I, s:s}", "signal", &sig,
+                                   "reason", &reason);
+
+    if (!root)
+        return -EBADMSG;
+    if (sig < 1 || sig > 64) {
+        json_decref(root);
+        snprintf(err, errlen, "CANCEL: 'signal' must be 1..64");
+        return -EBADMSG;
+    }
+    c->signal = sig;
+    copy_text(c->reason, sizeof(c->reason), reason);
+    json_decref(root);
+    return 0;
+}
+
 int rdzv_msg_put_release(struct rdzv_buf *b, const struct rdzv_release *r)
 {
     return rdzv_msg_put(b, RDZV_MSG_RELEASE,

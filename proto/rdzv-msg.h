@@ -193,6 +193,14 @@ struct rdzv_unhealthy {
     char reason[RDZV_REASON_MAX + 1];
 };
 
+/* CANCEL (1.6, agent -> daemon): the agent was stopped from outside by signal (SIGTERM, SIGINT:
+ * scancel, a time limit, a preemption); reason says what it knows. rdzvd ends the job as
+ * "cancelled" (exit code 128 + signal), charging nothing to the restart budget. */
+struct rdzv_cancel {
+    int64_t signal; /* 1..64 */
+    char reason[RDZV_REASON_MAX + 1];
+};
+
 /* RELEASE (1.6, rdzvctl -> daemon): the job run_id takes back the nodes it put aside whose node
  * id or host is node. RELEASE_REPLY (daemon -> rdzvctl): how many it took back (0: none such),
  * or error when it could not. */
@@ -255,6 +263,7 @@ int rdzv_msg_put_ready(struct rdzv_buf *b, const struct rdzv_ready *r);
 int rdzv_msg_put_leave(struct rdzv_buf *b, const struct rdzv_leave *l);
 int rdzv_msg_put_unhealthy(struct rdzv_buf *b, const struct rdzv_unhealthy *u);
 int rdzv_msg_put_release(struct rdzv_buf *b, const struct rdzv_release *r);
+int rdzv_msg_put_cancel(struct rdzv_buf *b, const struct rdzv_cancel *c);
 int rdzv_msg_put_release_reply(struct rdzv_buf *b, const struct rdzv_release_reply *r);
 /* STATUS (rdzvctl -> daemon) has no members: the body is {}. The reply is STATUS_REPLY. */
 int rdzv_msg_put_status(struct rdzv_buf *b);
@@ -304,6 +313,9 @@ int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, 
                          size_t errlen);
 int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, char *err,
                          size_t errlen);
+/* CANCEL: "signal" 1..64, "reason" a string (cut past RDZV_REASON_MAX). */
+int rdzv_msg_parse_cancel(const uint8_t *body, size_t len, struct rdzv_cancel *c, char *err,
+                          size_t errlen);
 /* RELEASE: "run_id" and "node", non-empty strings that fit. RELEASE_REPLY: "released" >= 0, an
  * optional "error" (cut past RDZV_ERROR_MAX). */
 int rdzv_msg_parse_release(const uint8_t *body, size_t len, struct rdzv_release *r, char *err,

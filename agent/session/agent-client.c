@@ -331,6 +331,13 @@ int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l)
     return client_send(c, &b, rdzv_msg_put_leave(&b, l));
 }
 
+int agent_client_send_cancel(struct agent_client *c, const struct rdzv_cancel *cn)
+{
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_cancel(&b, cn));
+}
+
 int agent_client_send_unhealthy(struct agent_client *c, const struct rdzv_unhealthy *u)
 {
     struct rdzv_buf b = {0};

@@ -107,6 +107,7 @@ int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartb
 int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r);
 int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l);
 int agent_client_send_unhealthy(struct agent_client *c, const struct rdzv_unhealthy *u);
+int agent_client_send_cancel(struct agent_client *c, const struct rdzv_cancel *cn);
 int agent_client_send_worker_exit(struct agent_client *c, const struct rdzv_worker_exit *w);
 int agent_client_send_nccl_id(struct agent_client *c, const struct rdzv_nccl_id *n);
 int agent_client_send_replica(struct agent_client *c, const struct rdzv_replica *r);

@@ -474,6 +474,8 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     } else if (a->put_aside) {
         a->exit_code = RDZV_EXIT_PUT_ASIDE; /* whatever the event says: the man page's status */
         log_error("this node is put aside by job %s: %s", a->cfg.run_id, e->summary);
+    } else if (strcmp(e->type, "cancelled") == 0) {
+        a->exit_code = e->exit_code > 128 && e->exit_code < 256 ? (int)e->exit_code : 143;
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
@@ -481,6 +483,8 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
                                                                        a->state == AG_RESTARTING)))) {
         if (a->put_aside)
             log_warn("stopping local workers: this node takes no further part in the job");
+        else if (strcmp(e->type, "cancelled") == 0)
+            log_warn("job cancelled: stopping local workers (%s)", e->summary);
         else if (a->state == AG_RUNNING || has_survivors(a))
             log_warn("job failed on another node; stopping local workers");
         session_set_state(a, AG_STOPPING);
@@ -673,11 +677,26 @@ void agent_session_signal(struct agent_session *a, int signum)
     log_warn("received %s: stopping the workers (grace %.0f s, then SIGKILL)", strsignal(signum),
              a->cfg.grace_s);
     if (!a->have_outcome) {
-        snprintf(a->outcome.type, sizeof(a->outcome.type), "failed");
-        snprintf(a->outcome.summary, sizeof(a->outcome.summary), "the agent received %s",
-                 strsignal(signum));
+        bool cancel = signum == SIGTERM || signum == SIGINT;
+
+        snprintf(a->outcome.type, sizeof(a->outcome.type), cancel ? "cancelled" : "failed");
+        snprintf(a->outcome.summary, sizeof(a->outcome.summary), "the agent received %s%s",
+                 strsignal(signum), cancel ? " from outside" : "");
         a->have_outcome = true;
         a->exit_code = 128 + signum;
+        /* Stopped from outside (scancel, a time limit, a preemption): rdzvd ends the job as
+         * cancelled, not failed, and charges nothing; the other agents hear it from there. */
+        if (cancel && a->client) {
+            struct rdzv_cancel cn = {.signal = signum};
+            const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID");
+
+            if (sj && *sj)
+                snprintf(cn.reason, sizeof(cn.reason), "Slurm job %s", sj);
+            else if (pj && *pj)
+                snprintf(cn.reason, sizeof(cn.reason), "PBS job %s", pj);
+            rdzv_utf8_trim(cn.reason);
+            (void)agent_client_send_cancel(a->client, &cn);
+        }
     }
     if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
                              a->state == AG_STOPPING || has_survivors(a))) {
@@ -698,6 +717,9 @@ static void agent_finish(struct agent_session *a)
         log_info("job %s succeeded", a->cfg.run_id);
     else if (a->put_aside)
         fprintf(stderr, "rdzv-agent: put aside by job %s (exit code %d): %s\n", a->cfg.run_id,
+                a->exit_code, a->outcome.summary);
+    else if (strcmp(a->outcome.type, "cancelled") == 0)
+        fprintf(stderr, "rdzv-agent: job %s cancelled (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary);
     else
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,

@@ -135,6 +135,10 @@ struct rdzvd_job {
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
+    /* An agent was cancelled from outside (CANCEL) while the job was stopping: the exit code
+     * (128 + signal) and why, for when it has stopped; 0: none. */
+    int64_t cancelled;
+    char cancel_why[RDZV_SUMMARY_MAX + 1];
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \

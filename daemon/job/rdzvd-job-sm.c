@@ -199,8 +199,8 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     if (exit_code == 0)
         rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
-        rdzvd_job_note(j, true, "generation %" PRIu64 " failed (exit code %" PRId64 "): %s",
-                       j->generation, exit_code, summary);
+        rdzvd_job_note(j, true, "generation %" PRIu64 " %s (exit code %" PRId64 "): %s",
+                       j->generation, type, exit_code, summary);
     for_each_member(j, m, pos, tmp) rdzvd_member_send_event(m, &j->outcome);
     j->host.ops->flush(j->host.ud);
 }
@@ -467,6 +467,10 @@ static void job_check_stopped(struct rdzvd_job *j)
     for_each_member(j, m, pos, tmp) member_unrank(m);
     rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED});
     rdzvd_job_timer_stop(j);
+    if (j->cancelled) {
+        rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
+        return;
+    }
     rdzvd_job_try_close(j);
 }
 
@@ -883,6 +887,23 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     }
     rdzvd_job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
     return 0;
+}
+
+void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
+{
+    struct rdzvd_job *j = m->job;
+    char why[RDZV_SUMMARY_MAX + 1];
+
+    if (j->state == JOB_ENDED || j->cancelled)
+        return; /* the first node's cancel ended it: the others follow */
+    snprintf(why, sizeof(why), "cancelled: the agent of node %s received %s from outside%s%s",
+             m->join.host, strsignal((int)sig), reason[0] ? " (" : "", reason);
+    if (reason[0] && strlen(why) + 2 <= sizeof(why))
+        strcat(why, ")");
+    j->cancelled = 128 + sig;
+    snprintf(j->cancel_why, sizeof(j->cancel_why), "%s", why);
+    if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
+        rdzvd_job_end(j, "cancelled", j->cancelled, why);
 }
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)

@@ -144,6 +144,10 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
  * such job here). */
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
                        size_t errlen);
+/* CANCEL: m's agent was stopped from outside by signal sig (scancel, a time limit, a
+ * preemption; reason: what it knows). The job ends "cancelled", exit code 128 + sig, nothing
+ * charged; every member is told. Ignored once the job has ended. */
+void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason);
 /* UNHEALTHY: m's node failed a health check (reason, its line). The node is put aside (its
  * history recorded), its agent told (EVENT put_aside) and let go; a node of the running
  * generation counts as lost (the job re-forms without it), a spare or candidate just leaves. */

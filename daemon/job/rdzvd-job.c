@@ -369,6 +369,17 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
         return handle_leave(c, m, body, len);
     case RDZV_MSG_READY:
         return handle_ready(c, m, body, len);
+    case RDZV_MSG_CANCEL: {
+        struct rdzv_cancel cn;
+        char err[256];
+
+        if (rdzv_msg_parse_cancel(body, len, &cn, err, sizeof(err)) < 0) {
+            send_frame_error(c, "%s", err);
+            return -EBADMSG;
+        }
+        rdzvd_member_cancel(m, cn.signal, cn.reason);
+        return 0;
+    }
     case RDZV_MSG_UNHEALTHY: {
         struct rdzv_unhealthy u;
         char err[256];

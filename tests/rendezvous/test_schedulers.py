@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzv-agent under real launchers: a two-node Slurm on this machine (srun, and the sbatch template
 in deploy/), and Debian's OpenMPI mpirun with one agent per node."""
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 from agenttest import AGENT, ENV_WORKER, SRC, AgentTestCase, finish, main, read_envs, start
@@ -149,6 +151,54 @@ class TestSlurm(AgentTestCase):
         self.assertIn("rdzv: node", reason)
         self.assertIn("its workers failed 2 times", reason)
         d.wait_log(r"generation \d+ succeeded")
+
+    def test_scancel_is_cancelled_not_failed(self):
+        """scancel of a running job (issue 31): every worker stops, no orphan is left, and the job
+        reads as cancelled, not failed: the outcome in rdzvctl status (and --json) is
+        "cancelled", each agent's last line says so and it exits 143 (128 + SIGTERM, as
+        torchrun), and no restart was charged. Before, the outcome was "failed (exit code 1):
+        root cause: the agent of node rank 1 disconnected"."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = ["/bin/sh", "-c", 'echo "$SLURM_JOB_ID" > "$RDZV_TEST_OUT/job"; '
+                  'echo $$ > "$RDZV_TEST_OUT/pid.$RANK"; exec sleep 120']
+        p = start(["srun", "-N2", "--ntasks-per-node=1", "-l", AGENT, "--nnodes", "2",
+                   "--nproc", "1", "--endpoint", ep, "--max-restarts", "3", "--nccl", "off",
+                   "--grace", "2", "--", *worker], env={**self.slurm.env, "RDZV_TEST_OUT": out})
+        def pids():
+            found = []
+            for f in os.listdir(out):
+                if f.startswith("pid."):
+                    with open(os.path.join(out, f)) as fh:
+                        found += [int(x) for x in fh.read().split()]
+            return found
+
+        deadline = time.monotonic() + 60
+        while len(pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = pids()
+        self.assertEqual(len(pids), 2, os.listdir(out))
+        with open(os.path.join(out, "job")) as f:
+            job = f.read().strip()
+        subprocess.run(["scancel", job], env={**os.environ, **self.slurm.env}, check=True,
+                       timeout=30)
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(err.count("rdzv-agent: job %s cancelled (exit code 143)" % job), 2,
+                         err[-3000:])
+        self.assertNotIn("failed", err.split("cancelled (exit code 143)")[-1])
+        for pid in pids:
+            self.assertFalse(os.path.exists("/proc/%d" % pid), "worker %d outlived scancel" % pid)
+        st = subprocess.run([os.environ.get("RDZVCTL", "rdzvctl"), "-e", ep, "status", "--json"],
+                            capture_output=True, text=True, timeout=10)
+        j = [x for x in json.loads(st.stdout)["jobs"] if x["run_id"] == job][0]
+        self.assertEqual((j["outcome"]["type"], j["outcome"]["exit_code"], j["restart_count"]),
+                         ("cancelled", 143, 0), j)
+        self.assertIn("received Terminated from outside (Slurm job %s)" % job,
+                      j["outcome"]["summary"])
+        st = subprocess.run([os.environ.get("RDZVCTL", "rdzvctl"), "-e", ep, "status"],
+                            capture_output=True, text=True, timeout=10)
+        self.assertIn("outcome: cancelled, exit code 143", st.stdout)
 
 
 class TestMpirun(AgentTestCase):

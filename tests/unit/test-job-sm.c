@@ -1050,6 +1050,42 @@ static void test_bad_node_put_aside_and_recorded(void)
     jt_state_dir_done(fd, path);
 }
 
+/* CANCEL (issue 31): an agent stopped from outside ends the job as cancelled, exit code 128 +
+ * the signal, nothing charged, every member told; later cancels are ignored. While the job is
+ * stopping (a restart under way) it ends once stopped, as cancelled, not as the restart. */
+static void test_cancel_is_not_a_failure(void)
+{
+    for (int stopping = 0; stopping < 2; stopping++) {
+        struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+        struct fake f[2] = {0};
+        char err[256];
+        struct env e;
+
+        env_init(&e, -1);
+        join_n(&e, f, 2, join_of(0, 2, 2, 3));
+        if (stopping) {
+            w.rank = f[0].round.rank_offset;
+            ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+            ASSERT_TRUE(event_is(&f[1], "restart"));
+        }
+        rdzvd_member_cancel(f[1].m, 15, "Slurm job 42");
+        if (stopping) {
+            ASSERT_TRUE(event_is(&f[1], "restart")); /* not yet: it is stopping */
+            all_ready(f, 2, 1);
+        }
+        for (int i = 0; i < 2; i++) {
+            ASSERT_TRUE(event_is(&f[i], "cancelled"));
+            ASSERT_EQ(f[i].event.exit_code, 143);
+            ASSERT_TRUE(strstr(f[i].event.summary, "cancelled: the agent of node host1 received "
+                                                   "Terminated from outside (Slurm job 42)") != NULL);
+            ASSERT_EQ(f[i].nrounds, 1); /* no generation formed after it */
+        }
+        rdzvd_member_cancel(f[0].m, 2, ""); /* ended: ignored */
+        ASSERT_EQ(f[0].event.exit_code, 143);
+        env_done(&e);
+    }
+}
+
 /* Both fakes heard that the job failed, its decision that generation 1 did what (formed,
  * stopped) not recorded, after nrounds ROUNDs (0: the generation never went out); the job table
  * holds no record of it. */
@@ -1151,7 +1187,6 @@ static void test_unwritten_decision_sends_nothing(void)
 
 int main(void)
 {
-    test_bad_node_put_aside_and_recorded();
     rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
     TEST(test_nccl_ids_reach_every_round);
     TEST(test_agent_hosted_store);
@@ -1186,5 +1221,7 @@ int main(void)
     TEST(test_refused_formed_sends_nothing);
     TEST(test_refused_stopped_sends_nothing);
     TEST(test_unwritten_decision_sends_nothing);
+    TEST(test_bad_node_put_aside_and_recorded);
+    TEST(test_cancel_is_not_a_failure);
     return tap_done();
 }
