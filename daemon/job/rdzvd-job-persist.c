@@ -177,6 +177,9 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
 
     if (!j->host.record_table)
         return 0;
+    /* A record made now names the last generation sent: a round that awaits its NCCL ids has
+     * not been. */
+    rec.generation -= j->state == JOB_NCCL;
     r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ASIDE, &rec);
     r = decision_written(j, r);
     if (r < 0)

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-model.c: a model test of the job state machine. Seeded random sequences of events
  * (JOINs, worker failures, READYs, NCCL ids, agents lost, LEAVEs, time passing, rdzvd restarted
- * on its --state-dir with the agents resuming) drive a leader: the state machine over a job table
+ * on its --state-dir with the agents resuming; nodes put aside after repeated failures or a
+ * failed health check, issue 30; an agent cancelled from outside, issue 31) drive a leader: the state machine over a job table
  * journaled in a state directory (jobtest.h), as a single rdzvd with --state-dir keeps it. Two
  * followers apply the journal's records as they are written, with rdzvd_record_apply, as a
  * replica applies the Raft entries that carry the same records. After every event each
  * follower's table equals the leader's byte for byte, and each job's memory (state, generation,
- * restart count) equals its record; at the end a fresh replay of the journal equals them too.
+ * restart count, failure history) equals its record; at the end a fresh replay of the journal equals them too.
  * Over all seeds every move of the table (daemon/job/rdzvd-job-move.c) is taken at least once:
  * the counts are printed. RDZV_MODEL_SEEDS=N runs N seeds (default 40), RDZV_MODEL_SEED=S only
  * seed S (to replay a failure). */
@@ -39,6 +40,7 @@ struct model {
     uint64_t rng;
     enum rdzv_nccl_mode nccl;
     int64_t max_restarts;
+    int64_t bad_node_failures; /* issue 30: nodes put aside after this many failures (0: never) */
 };
 
 static uint64_t rnd(struct model *md, uint64_t n)
@@ -184,6 +186,16 @@ static void assert_memory_is_record(struct model *md)
         struct rdzvd_job_record rec = {0};
         int r = rdzvd_job_record_get(md->e.table, j->run_id, &rec);
 
+        /* The history, as every decision records it (issue 30): the record's is memory's. */
+        if (r == 0 && j->state != JOB_ENDED) {
+            ASSERT_EQ(rec.n_hist, j->n_hist);
+            for (unsigned k = 0; k < j->n_hist; k++) {
+                ASSERT_TRUE(strcmp(rec.hist[k].node_id, j->hist[k].node_id) == 0);
+                ASSERT_EQ(rec.hist[k].failures, j->hist[k].failures);
+                ASSERT_EQ(rec.hist[k].aside, j->hist[k].aside);
+                ASSERT_TRUE(strcmp(rec.hist[k].reason, j->hist[k].reason) == 0);
+            }
+        }
         switch (j->state) {
         case JOB_RUNNING:
         case JOB_STOPPING:
@@ -199,6 +211,7 @@ static void assert_memory_is_record(struct model *md)
 
             if (r == -ENOENT) {
                 ASSERT_EQ(last, 0);
+                ASSERT_EQ(j->n_hist, 0);
                 break;
             }
             ASSERT_OK(r);
@@ -231,6 +244,7 @@ static struct rdzv_join join_as(struct model *md, int i)
     snprintf(jn.run_id, sizeof(jn.run_id), "%s", md->run_id);
     jn.join_timeout_ms = 5;
     jn.nccl = md->nccl;
+    jn.bad_node_failures = md->bad_node_failures;
     return jn;
 }
 
@@ -323,6 +337,20 @@ static void ev_gone(struct model *md, int i)
     }
 }
 
+/* The node fails a health check (issue 30): put aside, lost if it runs (a spare just goes). */
+static void ev_unhealthy(struct model *md, int i)
+{
+    if (md->f[i].m)
+        rdzvd_member_unhealthy(md->f[i].m, "disk gone");
+}
+
+/* The agent is stopped from outside (issue 31): the job ends cancelled, nothing charged. */
+static void ev_cancel(struct model *md, int i)
+{
+    if (md->f[i].m)
+        rdzvd_member_cancel(md->f[i].m, 15, "Slurm job 1");
+}
+
 static void ev_leave(struct model *md, int i, const struct rdzvd_job *j)
 {
     if (in_generation(md, i, j))
@@ -409,6 +437,10 @@ static void step(struct model *md)
         run_ms(&md->e, 10); /* a join timeout (5 ms) passes */
     else if (dice < 89)
         ev_restart(md);
+    else if (dice < 91)
+        ev_unhealthy(md, i);
+    else if (dice < 92)
+        ev_cancel(md, i);
     /* else: nothing happens */
     reap_closed(md);
     assert_memory_is_record(md);
@@ -428,6 +460,7 @@ static void run_seed(uint64_t seed)
     md->rng = seed * 0x9E3779B97F4A7C15ull + 1;
     md->nccl = (enum rdzv_nccl_mode)(seed % 3); /* off, auto, required */
     md->max_restarts = (int64_t)(seed % 4 == 0 ? 1 : 50);
+    md->bad_node_failures = seed % 2 ? 2 : 0;
     md->fd = jt_state_dir(md->path, sizeof(md->path));
     snprintf(md->run_id, sizeof(md->run_id), "job-0");
     env_init(&md->e, md->fd);
@@ -497,6 +530,11 @@ static void test_model(void)
         }
         printf("\n");
     }
+    printf("# nodes put aside: %" PRIu64 " for their failures, %" PRIu64 " for a failed "
+           "check\n",
+           rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES], rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]);
+    ASSERT_TRUE(rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES] > 0);
+    ASSERT_TRUE(rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK] > 0);
     ASSERT_EQ(missing, 0);
 }
 
