@@ -886,31 +886,3 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     }
     return 0;
 }
-
-int agent_opts_print_launch(const struct agent_opts *o, const char *host, uint16_t port,
-                            char *const *argv, FILE *f)
-{
-    json_t *j, *av = json_array();
-    char ep[320];
-    int r = -EIO;
-
-    if (o->standalone)
-        snprintf(ep, sizeof(ep), "127.0.0.1:0");
-    else
-        rdzv_format_hostport(ep, sizeof(ep), host, port);
-    for (size_t i = 0; av && argv && argv[i]; i++)
-        json_array_append_new(av, json_string(argv[i]));
-    j = json_pack("{sI sI sI ss sb ss ss so sb sI sb so}", "nnodes_min", (json_int_t)o->min_nodes,
-                  "nnodes_max", (json_int_t)o->max_nodes, "nproc", (json_int_t)o->nproc,
-                  "backend", o->backend == AGENT_BACKEND_STATIC ? "static" : "c10d",
-                  "standalone", o->standalone, "endpoint", ep, "run_id", o->run_id,
-                  "node_rank",
-                  o->node_rank >= 0 ? json_integer(o->node_rank) : json_null(),
-                  "node_rank_hint", o->rank_hint, "max_restarts", (json_int_t)o->max_restarts,
-                  "raw_cmd", o->raw_cmd, "argv", av);
-    if (j && json_dumpf(j, f, JSON_COMPACT | JSON_ENSURE_ASCII) == 0 && fputc('\n', f) != EOF &&
-        fflush(f) == 0)
-        r = 0;
-    json_decref(j);
-    return r;
-}

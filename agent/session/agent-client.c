@@ -317,54 +317,22 @@ int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartb
     return r;
 }
 
-int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_ready(&b, r));
-}
-
-int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_leave(&b, l));
-}
-
-int agent_client_send_cancel(struct agent_client *c, const struct rdzv_cancel *cn)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_cancel(&b, cn));
-}
-
-int agent_client_send_unhealthy(struct agent_client *c, const struct rdzv_unhealthy *u)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_unhealthy(&b, u));
-}
-
-int agent_client_send_worker_exit(struct agent_client *c, const struct rdzv_worker_exit *w)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_worker_exit(&b, w));
-}
-
-int agent_client_send_nccl_id(struct agent_client *c, const struct rdzv_nccl_id *n)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_nccl_id(&b, n));
-}
-
-int agent_client_send_replica(struct agent_client *c, const struct rdzv_replica *r)
-{
-    struct rdzv_buf b = {0};
-
-    return client_send(c, &b, rdzv_msg_put_replica(&b, r));
-}
+/* The messages that are only encoded and queued: one definition each, the same body. */
+#define CLIENT_SEND(name, type)                                                                    \
+    int agent_client_send_##name(struct agent_client *c, const struct type *m)                     \
+    {                                                                                              \
+        struct rdzv_buf b = {0};                                                                   \
+                                                                                                   \
+        return client_send(c, &b, rdzv_msg_put_##name(&b, m));                                     \
+    }
+CLIENT_SEND(ready, rdzv_ready)
+CLIENT_SEND(leave, rdzv_leave)
+CLIENT_SEND(cancel, rdzv_cancel)
+CLIENT_SEND(unhealthy, rdzv_unhealthy)
+CLIENT_SEND(worker_exit, rdzv_worker_exit)
+CLIENT_SEND(nccl_id, rdzv_nccl_id)
+CLIENT_SEND(replica, rdzv_replica)
+#undef CLIENT_SEND
 
 void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t)
 {

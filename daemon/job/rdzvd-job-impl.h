@@ -195,6 +195,17 @@ void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+/* Unlink m (and free the job with its last member); the caller deals with the consequences. */
+void rdzvd_member_remove(struct rdzvd_member *m);
+/* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
+ * its agent told so by dismiss): drop it, and move the job on (a restart, the next round). */
+void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss);
+/* A message from m: input found waiting past its heartbeat deadline marks a stall of rdzvd. */
+void rdzvd_member_check_stall(struct rdzvd_member *m);
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
+void rdzvd_job_check_all_left(struct rdzvd_job *j);
+/* Every member of the stopped generation is ready: form the next one (or end a cancelled job). */
+void rdzvd_job_check_stopped(struct rdzvd_job *j);
 /* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);

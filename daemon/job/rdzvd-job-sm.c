@@ -116,19 +116,6 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
     return NULL;
 }
 
-int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
-                       size_t errlen)
-{
-    struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
-
-    if (!j || j->state == JOB_ENDED) {
-        snprintf(err, errlen, "job '%s' is not running on this rdzvd (its agents rebuild it on "
-                              "the leader within a heartbeat timeout of a change)", run_id);
-        return -ENOENT;
-    }
-    return rdzvd_job_release(j, node, err, errlen);
-}
-
 #define for_each_member(j, m, pos, tmp)                                                            \
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
@@ -208,7 +195,6 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
 /* ---- heartbeats ---- */
 
 static void member_lost(struct rdzvd_member *m, const char *why);
-static void job_check_all_left(struct rdzvd_job *j);
 
 static void member_hb_cb(uv_timer_t *t)
 {
@@ -234,7 +220,7 @@ static void member_hb_cb(uv_timer_t *t)
 
 /* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
  * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
-static void member_check_stall(struct rdzvd_member *m)
+void rdzvd_member_check_stall(struct rdzvd_member *m)
 {
     if (uv_is_active((const uv_handle_t *)&m->hb_timer) && uv_timer_get_due_in(&m->hb_timer) == 0)
         m->stall_ms = rdzv_now_ms();
@@ -242,7 +228,7 @@ static void member_check_stall(struct rdzvd_member *m)
 
 bool rdzvd_member_stalled(struct rdzvd_member *m)
 {
-    member_check_stall(m);
+    rdzvd_member_check_stall(m);
     return m->stall_ms && rdzv_now_ms() - m->stall_ms < (uint64_t)m->job->hb_timeout_ms;
 }
 
@@ -454,7 +440,7 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
 }
 
 /* Every member of the stopped generation is ready: form the next one. */
-static void job_check_stopped(struct rdzvd_job *j)
+void rdzvd_job_check_stopped(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
@@ -521,7 +507,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
         rdzvd_member_send_event(m, &e);
     }
     j->host.ops->flush(j->host.ud);
-    job_check_stopped(j);
+    rdzvd_job_check_stopped(j);
 }
 
 /* Append to why the nodes of a rebuilt generation that did not come back, as its record names
@@ -641,7 +627,7 @@ static void member_close_cb(uv_handle_t *h)
 }
 
 /* Unlink m (and free the job with its last member). The caller deals with the consequences. */
-static void member_remove(struct rdzvd_member *m)
+void rdzvd_member_remove(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
 
@@ -659,28 +645,9 @@ static void member_remove(struct rdzvd_member *m)
         rdzvd_job_free(j);
 }
 
-/* m is put aside (its history says why): its agent is told, and it leaves the job. The caller
- * moves the job on. */
-static void member_dismiss(struct rdzvd_member *m)
-{
-    struct rdzvd_job *j = m->job;
-    const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
-    struct rdzv_event e = {
-        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
-    void *peer = m->peer;
-
-    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
-             m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
-    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
-                   h ? h->reason : "?");
-    member_remove(m);
-    if (peer)
-        j->host.ops->dismiss(peer, &e);
-}
-
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on. */
-static void member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss)
+void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss)
 {
     struct rdzvd_job *j = m->job;
     void *peer = m->peer;
@@ -697,7 +664,7 @@ static void member_drop(struct rdzvd_member *m, const char *why, const struct rd
     else
         rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
                        why);
-    member_remove(m);
+    rdzvd_member_remove(m);
     if (peer && dismiss)
         j->host.ops->dismiss(peer, dismiss);
     else if (peer)
@@ -711,7 +678,7 @@ static void member_drop(struct rdzvd_member *m, const char *why, const struct rd
         if (in_round && !left)
             rdzvd_job_restart(j, NULL, 1, cause);
         else if (in_round)
-            job_check_all_left(j); /* its workers were done: the others may finish too */
+            rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */
         break;
     case JOB_NCCL:
         if (in_round) {
@@ -732,7 +699,7 @@ static void member_drop(struct rdzvd_member *m, const char *why, const struct rd
         }
         break;
     case JOB_STOPPING:
-        job_check_stopped(j);
+        rdzvd_job_check_stopped(j);
         break;
     case JOB_FORMING:
         rdzvd_job_try_close(j);
@@ -744,7 +711,7 @@ static void member_drop(struct rdzvd_member *m, const char *why, const struct rd
 
 static void member_lost(struct rdzvd_member *m, const char *why)
 {
-    member_drop(m, why, NULL);
+    rdzvd_member_drop(m, why, NULL);
 }
 
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
@@ -805,7 +772,7 @@ void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
 }
 
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
-static void job_check_all_left(struct rdzvd_job *j)
+void rdzvd_job_check_all_left(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
@@ -814,152 +781,6 @@ static void job_check_all_left(struct rdzvd_job *j)
         return;
     for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->left_ok) return;
     rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
-}
-
-/* ---- messages from members (decoded by the wire side) ---- */
-
-void rdzvd_member_seen(struct rdzvd_member *m)
-{
-    member_check_stall(m);
-    m->last_seen_ms = rdzv_now_ms();
-}
-
-const char *rdzvd_member_run_id(const struct rdzvd_member *m)
-{
-    return m->job->run_id;
-}
-
-uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
-{
-    member_check_stall(m);
-    rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
-    return m->job->generation;
-}
-
-int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
-                             size_t errlen)
-{
-    struct rdzvd_job *j = m->job;
-    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
-    time_t secs;
-    struct tm tm;
-
-    if (j->state != JOB_RUNNING || w->generation != j->generation || m->node_rank < 0)
-        return 0; /* a late report from an earlier generation, or the job already moved on */
-    if (w->local_rank < 0 || w->local_rank >= m->join.nproc ||
-        w->rank != m->rank_offset + w->local_rank) {
-        snprintf(err, errlen,
-                 "WORKER_EXIT: rank %" PRId64 " (local rank %" PRId64 ") is not one of this "
-                 "node's ranks %" PRId64 "..%" PRId64,
-                 w->rank, w->local_rank, m->rank_offset, m->rank_offset + m->join.nproc - 1);
-        return -EINVAL;
-    }
-    m->failures++;
-    secs = (time_t)w->time; /* the parser bounds it */
-    if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
-        snprintf(when, sizeof(when), "?");
-    if (w->reason[0]) /* the agent failed it: say why, not how it ended */
-        snprintf(how, sizeof(how), "%s", w->reason);
-    else if (w->signal > 0)
-        snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)", w->signal,
-                 strsignal((int)w->signal));
-    else
-        snprintf(how, sizeof(how), "exited with code %" PRId64, w->exit_code);
-    snprintf(summary, sizeof(summary),
-             "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
-             " (%s) %s at %s (generation %" PRIu64 ")",
-             w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
-    /* A node put aside leaves before the restart: the next generation forms without it. */
-    switch (rdzvd_job_node_failed(m, summary, sizeof(summary))) {
-    case RDZVD_ASIDE_NOW:
-        member_dismiss(m);
-        break;
-    case RDZVD_ASIDE_NO_CHOICE:
-        rdzvd_job_note(j, true,
-                       "node=%s (node id %s): its workers failed %" PRId64 " times; it is not "
-                       "put aside: without a spare the job has only its --nnodes MIN of %" PRId64
-                       " nodes, so it restarts on the nodes it has",
-                       m->join.host, m->join.node_id,
-                       rdzvd_job_hist_find(j, m->join.node_id)->failures, j->min);
-        break;
-    case RDZVD_ASIDE_NOT:
-        break;
-    }
-    rdzvd_job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
-    return 0;
-}
-
-void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
-{
-    struct rdzvd_job *j = m->job;
-    char why[RDZV_SUMMARY_MAX + 1];
-
-    if (j->state == JOB_ENDED || j->cancelled)
-        return; /* the first node's cancel ended it: the others follow */
-    snprintf(why, sizeof(why), "cancelled: the agent of node %s received %s from outside%s%s",
-             m->join.host, strsignal((int)sig), reason[0] ? " (" : "", reason);
-    if (reason[0] && strlen(why) + 2 <= sizeof(why))
-        strcat(why, ")");
-    j->cancelled = 128 + sig;
-    snprintf(j->cancel_why, sizeof(j->cancel_why), "%s", why);
-    if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
-        rdzvd_job_end(j, "cancelled", j->cancelled, why);
-}
-
-void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
-{
-    struct rdzvd_job *j = m->job;
-    bool restarts = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok;
-    struct rdzv_event e = {
-        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
-    char why[RDZV_REASON_MAX + 64];
-    int r;
-
-    if (j->state == JOB_ENDED)
-        return; /* its agent is leaving anyway */
-    rdzvd_job_node_unhealthy(m, reason);
-    /* Decided and recorded first: with a restart, by the restart's own decision (which carries
-     * the history); without one, by its own. */
-    if (!restarts && (r = rdzvd_job_save_aside(j)) < 0) {
-        char fail[RDZV_SUMMARY_MAX + 1];
-
-        snprintf(fail, sizeof(fail),
-                 "rdzvd could not record that node %s was put aside in its job table (%s)",
-                 m->join.host, strerror(-r));
-        rdzvd_job_end(j, "failed", 1, fail);
-        return;
-    }
-    snprintf(e.summary, sizeof(e.summary),
-             "node %s (node id %s) is put aside by job %s: it failed a health check: %s",
-             m->join.host, m->join.node_id, j->run_id, reason);
-    snprintf(why, sizeof(why), "failed a health check: %s", reason);
-    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
-                   why);
-    member_drop(m, why, &e);
-}
-
-void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
-{
-    struct rdzvd_job *j = m->job;
-
-    if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
-        m->left_ok = true;
-    job_check_all_left(j);
-}
-
-void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
-{
-    struct rdzvd_job *j = m->job;
-
-    /* Ignored: duplicates, other generations', replays by members of the running one. */
-    if (m->ready || gen != m->stopping_gen || (j->state == JOB_RUNNING && m->node_rank >= 0))
-        return;
-    rdzvd_member_set_ready(m, true);
-    log_debug("job %s: %s ready after generation %" PRIu64, j->run_id, m->join.host, gen);
-    if (j->state == JOB_STOPPING)
-        job_check_stopped(j);
-    else if (j->state == JOB_FORMING)
-        rdzvd_job_try_close(j);
 }
 
 void rdzvd_member_gone(struct rdzvd_member *m)
@@ -995,12 +816,12 @@ void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
         bool last = false;
 
         j->shutting_down = true;
-        /* member_remove() frees the job together with its last member. */
+        /* rdzvd_member_remove() frees the job together with its last member. */
         while (!last) {
             struct rdzvd_member *m = rdzv_container_of(j->members.next, struct rdzvd_member, node);
 
             last = j->nmembers == 1;
-            member_remove(m);
+            rdzvd_member_remove(m);
         }
     }
 }
