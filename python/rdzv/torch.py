@@ -43,6 +43,7 @@ Works with Debian's torch 1.13 and torch 2.x; gloo and NCCL. No monkey-patching 
 import datetime
 import json
 import os
+import select
 import sys
 import threading
 import time
@@ -58,6 +59,11 @@ RECOVER_TIMEOUT_S = 120.0  # how long recover() waits for the next generation
 # A training thread whose innermost Python frame is in one of these is blocked on its peers.
 _COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/autograd/__init__.py",
                      "torch/autograd/graph.py")
+
+
+# What joining a process group raises when a peer is lost meanwhile or its store is gone: torch
+# 2.x's DistError kinds are RuntimeErrors; torch 1.13's store gives up with TimeoutError.
+_JOIN_FAILURES = (RuntimeError, TimeoutError, ConnectionError)
 
 
 class Moved(Exception):
@@ -104,13 +110,22 @@ class Job:
         wait_ms = os.environ.get("RDZV_PROGRESS_WAIT_MS", "")
         self._wait_s = int(wait_ms) / 1000 if wait_ms.isdigit() and int(wait_ms) > 0 else None
         if self._ctl is not None:
-            threading.Thread(target=self._watch, name="rdzv-control", daemon=True).start()
+            # The lines that came while the script started (importing torch takes a second or
+            # more): generation 1 may have failed meanwhile, its store is then gone.
+            buf = self._take(self._pending())
+            threading.Thread(target=self._watch, args=(buf,), name="rdzv-control",
+                             daemon=True).start()
         if self._wait_s is not None:
             threading.Thread(target=self._alive, name="rdzv-alive", daemon=True).start()
         self._pg_sockets = {}  # the sockets the process group made: {fd: "socket:[inode]"}
+        with self._cond:
+            stale = self._newest is not None
+        if stale:
+            self._reform()  # the job moved on before this rank joined: the newest generation
+            return
         try:
             self._init_process_group()
-        except RuntimeError:
+        except _JOIN_FAILURES:
             if not self.inplace:
                 raise
             self._reform()  # a peer of this generation was lost meanwhile: the next one
@@ -126,8 +141,38 @@ class Job:
 
     # ---- the control channel ----
 
-    def _watch(self):
+    def _pending(self):
+        """The bytes already waiting on the control channel, read without blocking."""
         buf = b""
+        while select.select([self._ctl], [], [], 0)[0]:
+            try:
+                chunk = os.read(self._ctl, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break  # the end: _watch sees it again
+            buf += chunk
+        return buf
+
+    def _take(self, buf):
+        """Apply each whole line of buf; return what is left of it (a line's beginning)."""
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(msg, dict) or msg.get("op") != "generation":
+                continue
+            with self._cond:
+                gen = int(msg.get("generation", 0))
+                if gen > self.generation and (self._newest is None or
+                                              gen > self._newest["generation"]):
+                    self._newest = msg
+                    self._cond.notify_all()
+        return buf
+
+    def _watch(self, buf=b""):
         while True:
             try:
                 chunk = os.read(self._ctl, 4096)
@@ -138,21 +183,7 @@ class Job:
                     self._closed = True
                     self._cond.notify_all()
                 return
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(msg, dict) or msg.get("op") != "generation":
-                    continue
-                with self._cond:
-                    gen = int(msg.get("generation", 0))
-                    if gen > self.generation and (self._newest is None or
-                                                  gen > self._newest["generation"]):
-                        self._newest = msg
-                        self._cond.notify_all()
+            buf = self._take(buf + chunk)
 
     def _alive(self):
         """Say "wait" while the training thread has been blocked a period in a collective (its
@@ -287,7 +318,7 @@ class Job:
                 if agree:
                     self._agree()
                 return
-            except RuntimeError:
+            except _JOIN_FAILURES:
                 continue  # another peer lost meanwhile: the next generation follows
 
 

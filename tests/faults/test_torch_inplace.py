@@ -58,15 +58,19 @@ class TorchInplace(FaultTestCase):
         return [PYTHON, SCRIPT, "--steps", str(STEPS), "--lr", "2e-4", "--ckpt-dir", self.ckpt,
                 "--ckpt-every", "20", "--log-every", "1"]
 
-    def agent(self, run_id, i, *args, nnodes="2"):
-        """Agent i (node rank i; None: a spare or a joining node, no --node-rank) of a job."""
+    def agent(self, run_id, i, *args, nnodes="2", name=None, env=None, wrap=()):
+        """Agent i (node rank i; None: a spare or a joining node, no --node-rank) of a job;
+        env is added to its environment, wrap goes before the worker's command."""
         rank = ["--node-rank", str(i)] if isinstance(i, int) else []
         cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", "2",
-               "--nnodes", nnodes, *rank, "--max-restarts", "3", *args, "--", *self.worker()]
-        out, err = (os.path.join(self.dir, f"{run_id}{i}.{s}") for s in ("out", "err"))
+               "--nnodes", nnodes, *rank, "--max-restarts", "3", *args, "--", *wrap,
+               *self.worker()]
+        name = name or f"{run_id}{i}"
+        out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
-            p = subprocess.Popen(cmd, env=ipf.agent_env(), stdin=subprocess.DEVNULL, stdout=fo,
-                                 stderr=fe, start_new_session=True)
+            p = subprocess.Popen(cmd, env=dict(ipf.agent_env(), **(env or {})),
+                                 stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                 start_new_session=True)
         rdzvtest.track(p, group=True)
         self.addCleanup(self._reap, p)
         a = ipf.Agent(p, out, err)
@@ -195,6 +199,43 @@ class TorchInplace(FaultTestCase):
                                delta=REL * abs(want["final_loss"]),
                                msg="the same global batch and sample order at any world size" +
                                dump)
+
+    def test_7_the_job_moved_on_before_the_survivors_joined(self):
+        """Issue 30 with this script: the bad node's workers die 0.3 s after they start, long
+        before the good node's have imported torch, so the job re-forms in place twice (the
+        second time with the spare) while those are still starting. They join the newest
+        generation the control channel names, not generation 1, whose store is gone (before:
+        they waited for it until their 60 s timeout and died). The good node's workers are the
+        same processes to the end, the spare's run with them, the bad node's agent exits 69
+        and the result is the uninterrupted run's (nobody held a state: a fresh start)."""
+        want = self.uninterrupted()
+        wrap = ["/bin/sh", "-c", 'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.3; exit 3; fi; '
+                                 'exec "$@"', "worker"]
+        mark = self.d.mark()
+        bad = self.agent("moved", None, "--recovery", "inplace", name="bad", wrap=wrap,
+                         env={"RDZV_TEST_BAD": "1"})
+        self.d.wait_log(r"job=moved .*joined", since=mark, timeout=30)
+        good = self.agent("moved", None, "--recovery", "inplace", name="good", wrap=wrap)
+        self.d.wait_log(r"job=moved gen=1 generation 1 formed", since=mark, timeout=30)
+        spare = self.agent("moved", None, "--recovery", "inplace", name="spare", wrap=wrap)
+        self.d.wait_log(r"job=moved gen=\d+ node=\S+ put aside", since=mark, timeout=30)
+        self.assertEqual(bad.p.wait(timeout=30 * ipf.SLOW), 69, self.dump([bad, good, spare]))
+        self.finish_job([good, spare], timeout=120)
+        dump = self.dump([bad, good, spare])
+        self.assertEqual(len(good.started()), 2, "the good node's workers started once" + dump)
+        self.assertEqual(sorted(good.exits().values()), [0, 0], dump)
+        self.assertEqual(len(spare.started()), 2, dump)
+        # Two failures put it aside: each of its two ranks started at most twice (in place, the
+        # second failure may be the other rank's first).
+        self.assertIn(len(bad.started()), (3, 4), dump)
+        first = self.d.find_log(r"job=moved gen=3 generation 3 formed")
+        self.assertIsNotNone(first, "generation 3 formed (the spare's)" + dump)
+        self.assertEqual([o for o in good.rank0() + spare.rank0()
+                          if o.get("event") in ("resumed", "reformed")], [], dump)
+        d = self.done(good if good.rank0() else spare)
+        self.assertEqual((d["step"], d["steps"], d["world"]), (STEPS, STEPS, 4), dump)
+        self.assertAlmostEqual(d["final_loss"], want["final_loss"],
+                               delta=REL * abs(want["final_loss"]), msg=dump)
 
     def test_5_the_same_script_restarts_from_its_checkpoint(self):
         want = self.uninterrupted()
