@@ -3,6 +3,8 @@
 #include "common/rdzv-buf.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,4 +101,48 @@ void rdzv_buf_free(struct rdzv_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = b->off = 0;
+}
+
+int rdzv_buf_printf(struct rdzv_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || rdzv_buf_reserve(b, (size_t)n + 1) < 0)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int rdzv_buf_put_escaped(struct rdzv_buf *b, const char *s, bool html)
+{
+    int r = 0;
+
+    for (; s && *s && r == 0; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *e = NULL;
+        char hex[8];
+
+        if (html) {
+            e = c == '&'    ? "&amp;"
+                : c == '<'  ? "&lt;"
+                : c == '>'  ? "&gt;"
+                : c == '"'  ? "&quot;"
+                : c == '\'' ? "&#39;"
+                            : NULL;
+        } else if (c == '\\' || c == '"' || c == '\n') {
+            e = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n";
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(hex, sizeof(hex), "\\\\x%02x", c);
+            e = hex;
+        }
+        r = e ? rdzv_buf_put(b, e, strlen(e)) : rdzv_buf_put(b, s, 1);
+    }
+    return r;
 }

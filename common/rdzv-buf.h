@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-buf.h: growable byte buffer with a read offset, plus little-endian put helpers. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,12 @@ struct rdzv_buf {
 int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra);
 /* Append n bytes. Returns 0 or -ENOMEM. */
 int rdzv_buf_put(struct rdzv_buf *b, const void *p, size_t n);
+/* Append printf-formatted text (no NUL counted in len, one written past it). 0 or -ENOMEM. */
+int rdzv_buf_printf(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append s escaped for a Prometheus label value (\\, \", \n; other control characters, which
+ * the format has no escape for, as the text \xNN, i.e. "\\xNN") or, with html, for HTML text and
+ * attribute values (&<>"'). NULL appends nothing. 0 or -ENOMEM. */
+int rdzv_buf_put_escaped(struct rdzv_buf *b, const char *s, bool html);
 int rdzv_buf_put_u8(struct rdzv_buf *b, uint8_t v);
 int rdzv_buf_put_u32(struct rdzv_buf *b, uint32_t v);
 int rdzv_buf_put_u64(struct rdzv_buf *b, uint64_t v);

@@ -46,53 +46,6 @@ struct http_conn {
 
 /* ---- bodies ---- */
 
-static int bprintf(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bprintf(struct rdzv_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || rdzv_buf_reserve(b, (size_t)n + 1) < 0)
-        return -ENOMEM;
-    va_start(ap, fmt);
-    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-    return 0;
-}
-
-/* Append s escaped for a Prometheus label value (\\, \", \n; other control characters, which
- * the format has no escape for, as the text \xNN, i.e. "\\xNN") or for HTML text (&<>"'). */
-static int put_escaped(struct rdzv_buf *b, const char *s, bool html)
-{
-    int r = 0;
-
-    for (; s && *s && r == 0; s++) {
-        unsigned char c = (unsigned char)*s;
-        const char *e = NULL;
-        char hex[8];
-
-        if (html) {
-            e = c == '&'    ? "&amp;"
-                : c == '<'  ? "&lt;"
-                : c == '>'  ? "&gt;"
-                : c == '"'  ? "&quot;"
-                : c == '\'' ? "&#39;"
-                            : NULL;
-        } else if (c == '\\' || c == '"' || c == '\n') {
-            e = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n";
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(hex, sizeof(hex), "\\\\x%02x", c);
-            e = hex;
-        }
-        r = e ? rdzv_buf_put(b, e, strlen(e)) : rdzv_buf_put(b, s, 1);
-    }
-    return r;
-}
-
 static char *buf_to_str(struct rdzv_buf *b, int r)
 {
     if (r == 0)
@@ -139,7 +92,7 @@ static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
     int r = 0;
 
     for (unsigned m = 0; m < RDZV_ARRAY_SIZE(names); m++) {
-        r |= bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", names[m], helps[m], names[m]);
+        r |= rdzv_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", names[m], helps[m], names[m]);
         for (size_t i = 0; i < st->n_jobs; i++) {
             const struct rdzv_status_job *j = &st->jobs[i];
             bool newer = false;
@@ -150,20 +103,20 @@ static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
                 newer = kept_ended(st, k) && strcmp(st->jobs[k].run_id, j->run_id) == 0;
             if (newer)
                 continue;
-            r |= bprintf(b, "%s{job=\"", names[m]);
-            r |= put_escaped(b, j->run_id, false);
-            r |= bprintf(b, "\",outcome=\"");
-            r |= put_escaped(b, j->outcome_type, false);
+            r |= rdzv_buf_printf(b, "%s{job=\"", names[m]);
+            r |= rdzv_buf_put_escaped(b, j->run_id, false);
+            r |= rdzv_buf_printf(b, "\",outcome=\"");
+            r |= rdzv_buf_put_escaped(b, j->outcome_type, false);
             if (m == 0)
-                r |= bprintf(b, "\"} %lld\n", (long long)j->outcome_exit_code);
+                r |= rdzv_buf_printf(b, "\"} %lld\n", (long long)j->outcome_exit_code);
             else if (m == 1)
-                r |= bprintf(b, "\"} %.3f\n", j->duration_s);
+                r |= rdzv_buf_printf(b, "\"} %.3f\n", j->duration_s);
             else if (m == 2)
-                r |= bprintf(b, "\"} %.3f\n", j->ended_age_s);
+                r |= rdzv_buf_printf(b, "\"} %.3f\n", j->ended_age_s);
             else if (m == 3)
-                r |= bprintf(b, "\"} %lld\n", (long long)j->restart_count);
+                r |= rdzv_buf_printf(b, "\"} %lld\n", (long long)j->restart_count);
             else
-                r |= bprintf(b, "\"} %llu\n", (unsigned long long)j->generation);
+                r |= rdzv_buf_printf(b, "\"} %llu\n", (unsigned long long)j->generation);
         }
     }
     return r;
@@ -180,21 +133,21 @@ static int put_rank_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
     int r = 0;
 
     for (unsigned g = 0; g < RDZV_ARRAY_SIZE(gauges); g++) {
-        r |= bprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
+        r |= rdzv_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
                      gauges[g].name);
         for (size_t i = 0; i < st->n_jobs; i++)
             for (size_t k = 0; k < st->jobs[i].n_ranks; k++) {
                 const struct rdzv_status_rank *rk = &st->jobs[i].ranks[k];
 
-                r |= bprintf(b, "%s{job=\"", gauges[g].name);
-                r |= put_escaped(b, st->jobs[i].run_id, false);
-                r |= bprintf(b, "\",rank=\"%lld\",node_rank=\"%lld\",host=\"", (long long)rk->rank,
+                r |= rdzv_buf_printf(b, "%s{job=\"", gauges[g].name);
+                r |= rdzv_buf_put_escaped(b, st->jobs[i].run_id, false);
+                r |= rdzv_buf_printf(b, "\",rank=\"%lld\",node_rank=\"%lld\",host=\"", (long long)rk->rank,
                              (long long)rk->node_rank);
-                r |= put_escaped(b, rk->host, false);
+                r |= rdzv_buf_put_escaped(b, rk->host, false);
                 if (g == 0)
-                    r |= bprintf(b, "\"} %lld\n", (long long)rk->step);
+                    r |= rdzv_buf_printf(b, "\"} %lld\n", (long long)rk->step);
                 else
-                    r |= bprintf(b, "\"} %.3f\n", rk->age_s);
+                    r |= rdzv_buf_printf(b, "\"} %.3f\n", rk->age_s);
             }
     }
     return r;
@@ -212,7 +165,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
         return NULL;
     rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
     r |=
-        bprintf(&b,
+        rdzv_buf_printf(&b,
                 "# HELP rdzvd_uptime_seconds Seconds since rdzvd started.\n"
                 "# TYPE rdzvd_uptime_seconds gauge\nrdzvd_uptime_seconds %.3f\n"
                 "# HELP rdzvd_connections Open client connections (agents and stores).\n"
@@ -253,60 +206,60 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
          offsetof(struct rdzv_status_job, members_left_out)},
     };
     for (unsigned m = 0; m < RDZV_ARRAY_SIZE(per_job); m++) {
-        r |= bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
+        r |= rdzv_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
                      per_job[m].name, per_job[m].type);
         for (size_t i = 0; i < st.n_jobs; i++) {
             const int64_t *v = (const int64_t *)((const char *)&st.jobs[i] + per_job[m].off);
 
             if (kept_ended(&st, i))
                 continue;
-            r |= bprintf(&b, "%s{job=\"", per_job[m].name);
-            r |= put_escaped(&b, st.jobs[i].run_id, false);
-            r |= bprintf(&b, "\"} %lld\n", (long long)*v);
+            r |= rdzv_buf_printf(&b, "%s{job=\"", per_job[m].name);
+            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
+            r |= rdzv_buf_printf(&b, "\"} %lld\n", (long long)*v);
         }
     }
-    r |= bprintf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
+    r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
                      "# TYPE rdzvd_job_state gauge\n");
     for (size_t i = 0; i < st.n_jobs; i++) {
         if (kept_ended(&st, i))
             continue;
         for (unsigned s = 0; s < RDZV_ARRAY_SIZE(job_states); s++) {
-            r |= bprintf(&b, "rdzvd_job_state{job=\"");
-            r |= put_escaped(&b, st.jobs[i].run_id, false);
-            r |= bprintf(&b, "\",state=\"%s\"} %d\n", job_states[s],
+            r |= rdzv_buf_printf(&b, "rdzvd_job_state{job=\"");
+            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
+            r |= rdzv_buf_printf(&b, "\",state=\"%s\"} %d\n", job_states[s],
                          strcmp(st.jobs[i].state, job_states[s]) == 0);
         }
     }
-    r |= bprintf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's agent "
+    r |= rdzv_buf_printf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's agent "
                      "was last heard.\n# TYPE rdzvd_node_heartbeat_age_seconds gauge\n");
     for (size_t i = 0; i < st.n_jobs; i++) {
         for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
             const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
 
-            r |= bprintf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
-            r |= put_escaped(&b, st.jobs[i].run_id, false);
-            r |= bprintf(&b, "\",node_id=\"");
-            r |= put_escaped(&b, n->node_id, false);
-            r |= bprintf(&b, "\",host=\"");
-            r |= put_escaped(&b, n->host, false);
-            r |= bprintf(&b, "\",node_rank=\"%lld\"} %.3f\n", (long long)n->node_rank,
+            r |= rdzv_buf_printf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
+            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
+            r |= rdzv_buf_printf(&b, "\",node_id=\"");
+            r |= rdzv_buf_put_escaped(&b, n->node_id, false);
+            r |= rdzv_buf_printf(&b, "\",host=\"");
+            r |= rdzv_buf_put_escaped(&b, n->host, false);
+            r |= rdzv_buf_printf(&b, "\",node_rank=\"%lld\"} %.3f\n", (long long)n->node_rank,
                          n->last_heartbeat_age_s);
         }
     }
-    r |= bprintf(&b,
+    r |= rdzv_buf_printf(&b,
                  "# HELP rdzvd_nodes_put_aside_total Nodes put aside by their jobs since rdzvd "
                  "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"
                  "rdzvd_nodes_put_aside_total{reason=\"failures\"} %lld\n"
                  "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n",
                  (long long)st.put_aside_failures, (long long)st.put_aside_check);
-    r |= bprintf(&b, "# HELP rdzvd_job_nodes_put_aside Nodes the job put aside.\n"
+    r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_nodes_put_aside Nodes the job put aside.\n"
                      "# TYPE rdzvd_job_nodes_put_aside gauge\n");
     for (size_t i = 0; i < st.n_jobs; i++) {
         if (kept_ended(&st, i))
             continue;
-        r |= bprintf(&b, "rdzvd_job_nodes_put_aside{job=\"");
-        r |= put_escaped(&b, st.jobs[i].run_id, false);
-        r |= bprintf(&b, "\"} %lld\n", (long long)st.jobs[i].aside_total);
+        r |= rdzv_buf_printf(&b, "rdzvd_job_nodes_put_aside{job=\"");
+        r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
+        r |= rdzv_buf_printf(&b, "\"} %lld\n", (long long)st.jobs[i].aside_total);
     }
     r |= put_rank_metrics(&b, &st);
     r |= put_ended_metrics(&b, &st);
@@ -356,28 +309,28 @@ static int put_rank_table(struct rdzv_buf *b, const struct rdzv_status_job *job)
     if (n == 0)
         return 0;
     rdzv_status_step_range(job, &lo, &hi);
-    r |= bprintf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld", n,
+    r |= rdzv_buf_printf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld", n,
                  (long long)lo, (long long)hi);
     if (job->ranks_left_out > 0)
-        r |= bprintf(b, " (%lld more not listed)", (long long)job->ranks_left_out);
+        r |= rdzv_buf_printf(b, " (%lld more not listed)", (long long)job->ranks_left_out);
     if (n > PAGE_RANKS_ALL) {
         oldest = rdzv_status_ranks_oldest(job);
         n = oldest ? PAGE_RANKS_FEW : 0;
-        r |= bprintf(b, "; the %zu oldest reports", n);
+        r |= rdzv_buf_printf(b, "; the %zu oldest reports", n);
     }
-    r |= bprintf(b, "</p>\n<table class=\"ranks\"><tr><th>rank</th><th>node rank</th>"
+    r |= rdzv_buf_printf(b, "</p>\n<table class=\"ranks\"><tr><th>rank</th><th>node rank</th>"
                     "<th>host</th><th>last step</th><th>reported</th></tr>\n");
     for (size_t k = 0; k < n; k++) {
         const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
 
-        r |= bprintf(b, "<tr><td>%lld</td><td>%lld</td><td>", (long long)rk->rank,
+        r |= rdzv_buf_printf(b, "<tr><td>%lld</td><td>%lld</td><td>", (long long)rk->rank,
                      (long long)rk->node_rank);
-        r |= put_escaped(b, rk->host, true);
-        r |= bprintf(b, "</td><td>%lld</td><td>%.1f s ago</td></tr>\n", (long long)rk->step,
+        r |= rdzv_buf_put_escaped(b, rk->host, true);
+        r |= rdzv_buf_printf(b, "</td><td>%lld</td><td>%.1f s ago</td></tr>\n", (long long)rk->step,
                      rk->age_s);
     }
     free(oldest);
-    return r | bprintf(b, "</table>\n");
+    return r | rdzv_buf_printf(b, "</table>\n");
 }
 
 char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
@@ -389,7 +342,7 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
     if (rdzvd_jobs_status(jobs, &st) < 0)
         return NULL;
     rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
-    r |= bprintf(&b,
+    r |= rdzv_buf_printf(&b,
                  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd status</title>"
                  "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
@@ -402,9 +355,9 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
     for (size_t i = 0; i < st.n_jobs; i++) {
         const struct rdzv_status_job *job = &st.jobs[i];
 
-        r |= bprintf(&b, "<h2 class=\"job\">job <span class=\"run-id\">");
-        r |= put_escaped(&b, job->run_id, true);
-        r |= bprintf(&b,
+        r |= rdzv_buf_printf(&b, "<h2 class=\"job\">job <span class=\"run-id\">");
+        r |= rdzv_buf_put_escaped(&b, job->run_id, true);
+        r |= rdzv_buf_printf(&b,
                      "</span>: <span class=\"%s\">%s</span></h2>\n<p>generation %lld, restarts "
                      "%lld of %lld, %lld node(s) (%lld..%lld), world size %lld</p>\n"
                      "<table class=\"nodes\"><tr><th>host</th><th>node rank</th><th>state</th>"
@@ -416,47 +369,47 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
         for (size_t k = 0; k < job->n_nodes; k++) {
             const struct rdzv_status_node *n = &job->nodes[k];
 
-            r |= bprintf(&b, "<tr><td>");
-            r |= put_escaped(&b, n->host, true);
+            r |= rdzv_buf_printf(&b, "<tr><td>");
+            r |= rdzv_buf_put_escaped(&b, n->host, true);
             if (n->node_rank >= 0)
-                r |= bprintf(&b, "</td><td>%lld", (long long)n->node_rank);
+                r |= rdzv_buf_printf(&b, "</td><td>%lld", (long long)n->node_rank);
             else
-                r |= bprintf(&b, "</td><td>-");
-            r |= bprintf(&b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td></tr>\n",
+                r |= rdzv_buf_printf(&b, "</td><td>-");
+            r |= rdzv_buf_printf(&b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td></tr>\n",
                          n->state, n->last_heartbeat_age_s, (long long)n->workers,
                          (long long)n->failures);
         }
-        r |= bprintf(&b, "</table>\n");
+        r |= rdzv_buf_printf(&b, "</table>\n");
         if (job->members_left_out > 0)
-            r |= bprintf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
+            r |= rdzv_buf_printf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
                          (long long)job->members_left_out);
         if (job->aside_total > 0) {
-            r |= bprintf(&b, "<h3>put aside</h3><table class=\"aside\"><tr><th>host</th>"
+            r |= rdzv_buf_printf(&b, "<h3>put aside</h3><table class=\"aside\"><tr><th>host</th>"
                              "<th>failures</th><th>why</th></tr>\n");
             for (unsigned k = 0; k < job->n_aside; k++) {
-                r |= bprintf(&b, "<tr><td>");
-                r |= put_escaped(&b, job->aside[k].host, true);
-                r |= bprintf(&b, "</td><td>%lld</td><td>", (long long)job->aside[k].failures);
-                r |= put_escaped(&b, job->aside[k].reason, true);
-                r |= bprintf(&b, "</td></tr>\n");
+                r |= rdzv_buf_printf(&b, "<tr><td>");
+                r |= rdzv_buf_put_escaped(&b, job->aside[k].host, true);
+                r |= rdzv_buf_printf(&b, "</td><td>%lld</td><td>", (long long)job->aside[k].failures);
+                r |= rdzv_buf_put_escaped(&b, job->aside[k].reason, true);
+                r |= rdzv_buf_printf(&b, "</td></tr>\n");
             }
-            r |= bprintf(&b, "</table>\n");
+            r |= rdzv_buf_printf(&b, "</table>\n");
             if (job->aside_total > job->n_aside)
-                r |= bprintf(&b, "<p class=\"left-out\">%lld more not listed</p>\n",
+                r |= rdzv_buf_printf(&b, "<p class=\"left-out\">%lld more not listed</p>\n",
                              (long long)(job->aside_total - job->n_aside));
         }
         r |= put_rank_table(&b, job);
-        r |= bprintf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
+        r |= rdzv_buf_printf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
         for (unsigned k = 0; k < job->n_events; k++) {
-            r |= bprintf(&b, "<li>");
+            r |= rdzv_buf_printf(&b, "<li>");
             r |= put_time(&b, job->events[k].time);
-            r |= bprintf(&b, " ");
-            r |= put_escaped(&b, job->events[k].text, true);
-            r |= bprintf(&b, "</li>\n");
+            r |= rdzv_buf_printf(&b, " ");
+            r |= rdzv_buf_put_escaped(&b, job->events[k].text, true);
+            r |= rdzv_buf_printf(&b, "</li>\n");
         }
-        r |= bprintf(&b, "</ul>\n");
+        r |= rdzv_buf_printf(&b, "</ul>\n");
     }
-    r |= bprintf(&b, "<p><a href=\"/metrics\">metrics</a> &middot; <a href=\"/status.json\">"
+    r |= rdzv_buf_printf(&b, "<p><a href=\"/metrics\">metrics</a> &middot; <a href=\"/status.json\">"
                      "status.json</a></p></body></html>\n");
     rdzv_status_free(&st);
     return buf_to_str(&b, r ? -ENOMEM : 0);
@@ -536,7 +489,7 @@ static void http_respond(struct http_conn *c, int code, const char *ctype, const
 
     c->responded = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
-    r = bprintf(&c->out,
+    r = rdzv_buf_printf(&c->out,
                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                 "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
                 "Connection: close\r\n\r\n%s",
