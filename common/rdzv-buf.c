@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra)
 {
@@ -145,4 +146,17 @@ int rdzv_buf_put_escaped(struct rdzv_buf *b, const char *s, bool html)
         r = e ? rdzv_buf_put(b, e, strlen(e)) : rdzv_buf_put(b, s, 1);
     }
     return r;
+}
+
+int rdzv_buf_put_utc(struct rdzv_buf *b, double t, bool with_date)
+{
+    time_t secs = (time_t)t;
+    struct tm tm;
+    char when[64];
+    size_t n;
+
+    gmtime_r(&secs, &tm);
+    n = with_date ? strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%SZ", &tm)
+                  : strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
+    return rdzv_buf_put(b, when, n);
 }

@@ -25,6 +25,9 @@ int rdzv_buf_printf(struct rdzv_buf *b, const char *fmt, ...) __attribute__((for
  * the format has no escape for, as the text \xNN, i.e. "\\xNN") or, with html, for HTML text and
  * attribute values (&<>"'). NULL appends nothing. 0 or -ENOMEM. */
 int rdzv_buf_put_escaped(struct rdzv_buf *b, const char *s, bool html);
+/* Append the unix time t (seconds) as UTC: "2026-11-25 17:19:49Z" with date, else "17:19:49Z".
+ * 0 or -ENOMEM. */
+int rdzv_buf_put_utc(struct rdzv_buf *b, double t, bool with_date);
 int rdzv_buf_put_u8(struct rdzv_buf *b, uint8_t v);
 int rdzv_buf_put_u32(struct rdzv_buf *b, uint32_t v);
 int rdzv_buf_put_u64(struct rdzv_buf *b, uint64_t v);

@@ -27,6 +27,14 @@ uint64_t rdzv_now_ms(void)
     return rdzv_now_ns() / 1000000ull;
 }
 
+double rdzv_wall_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Leading decimal digits of s; *end points after them. strtoull alone would skip white space
  * and accept a sign: demand a digit first. */
 static int parse_leading_u64(const char *s, unsigned long long *v, char **end)

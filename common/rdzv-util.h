@@ -11,6 +11,8 @@
 /* Monotonic clock in milliseconds / nanoseconds. */
 uint64_t rdzv_now_ms(void);
 uint64_t rdzv_now_ns(void);
+/* The wall clock (CLOCK_REALTIME) in unix seconds: for times shown to people. */
+double rdzv_wall_s(void);
 
 /* Parse a whole decimal unsigned number. Returns 0, -EINVAL (not a number) or -ERANGE. */
 int rdzv_parse_u64(const char *s, uint64_t *ret);

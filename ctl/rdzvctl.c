@@ -382,7 +382,52 @@ static void print_ranks(const struct rdzv_status_job *job)
     free(oldest);
 }
 
-static void print_status(const struct rdzv_status *st)
+/* The job's steps per second as a one-line sparkline: the last STATUS_SPARK_MAX samples of its
+ * timeline, scaled to their peak, a sample with a failure, a node lost or put aside (or, in
+ * color, any mark) shown as 'x'; then the rate now. Nothing when it has no samples. */
+#define STATUS_SPARK_MAX 60
+
+static void print_sparkline(const struct rdzv_status_job *job, bool color)
+{
+    static const char *const bars[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+    const struct rdzv_status_timeline *tl = job->timeline;
+    unsigned first, n;
+    double peak = 0;
+
+    if (!tl || tl->n_rates == 0 || !(tl->rate_interval_s > 0))
+        return;
+    n = tl->n_rates < STATUS_SPARK_MAX ? tl->n_rates : STATUS_SPARK_MAX;
+    first = tl->n_rates - n;
+    for (unsigned i = first; i < tl->n_rates; i++)
+        peak = tl->rates[i] > peak ? tl->rates[i] : peak;
+    printf("  steps/s  ");
+    for (unsigned i = first; i < tl->n_rates; i++) {
+        double from = tl->rate_start + i * tl->rate_interval_s;
+        bool hit = false;
+        int level = peak > 0 ? (int)(tl->rates[i] / peak * 7.999) : 0;
+
+        for (unsigned k = 0; k < tl->n_marks; k++) {
+            const struct rdzv_status_mark *m = &tl->marks[k];
+
+            if (m->time >= from && m->time < from + tl->rate_interval_s &&
+                (m->kind == RDZV_MARK_FAILURE || m->kind == RDZV_MARK_NODE_LOST ||
+                 m->kind == RDZV_MARK_PUT_ASIDE))
+                hit = true;
+        }
+        if (hit)
+            printf(color ? "\033[31mx\033[0m" : "x");
+        else
+            printf("%s", bars[level < 0 ? 0 : level > 7 ? 7 : level]);
+    }
+    printf("  ");
+    if (job->rate_known)
+        printf("%.3g now, ", job->steps_per_second);
+    printf("peak %.3g (each %.0f s; x: a failure, node lost or put aside)\n", peak,
+           tl->rate_interval_s);
+}
+
+static void print_status(const struct rdzv_status *st, bool color)
 {
     char e1[4 * RDZV_STATUS_TEXT_MAX + 1], e2[4 * RDZV_HOST_MAX + 1];
 
@@ -431,6 +476,7 @@ static void print_status(const struct rdzv_status *st)
                    (long long)job->aside[k].failures, esc(e1, sizeof(e1), job->aside[k].reason));
         if (job->aside_total > job->n_aside)
             printf("    (%lld more not listed)\n", (long long)(job->aside_total - job->n_aside));
+        print_sparkline(job, color);
         print_ranks(job);
         printf("  recent events:\n");
         for (unsigned k = 0; k < job->n_events; k++) {
@@ -510,19 +556,97 @@ static int ctl_exchange(struct ctl *c, struct rdzv_buf *b, uint8_t want_op, cons
     return conn_error(c, r < 0 ? r : -ENOMEM);
 }
 
-/* status: HELLO and STATUS over the rendezvous protocol, one STATUS_REPLY back. */
+static int status_once(struct ctl *c, bool as_json, bool color);
+
+/* status --watch [SEC] [--count N]: the period (0.1 s to a day) and how many refreshes (0: until
+ * interrupted). */
+struct watch {
+    bool on;
+    double period_s;
+    uint64_t count;
+};
+
+static int status_args(int argc, char **argv, bool *as_json, struct watch *w)
+{
+    *as_json = false;
+    *w = (struct watch){.period_s = 2.0};
+    for (int i = 0; i < argc; i++) {
+        char *end;
+
+        if (strcmp(argv[i], "--json") == 0) {
+            *as_json = true;
+        } else if (strcmp(argv[i], "--watch") == 0) {
+            w->on = true;
+            if (i + 1 < argc && argv[i + 1][0] != '-') {
+                w->period_s = strtod(argv[++i], &end);
+                if (*end || end == argv[i] || !(w->period_s >= 0.1 && w->period_s <= 86400))
+                    return die_usage("status --watch SEC: SEC must be 0.1 to 86400 (seconds "
+                                     "between refreshes)");
+            }
+        } else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+            if (rdzv_parse_u64(argv[++i], &w->count) < 0 || w->count == 0)
+                return die_usage("status --count N: N must be a whole number from 1");
+        } else {
+            return die_usage("status takes --json, or --watch [SEC] [--count N]");
+        }
+    }
+    if (*as_json && w->on)
+        return die_usage("status: --json and --watch do not go together");
+    if (w->count && !w->on)
+        return die_usage("status: --count goes with --watch");
+    return 0;
+}
+
+/* status --watch: the terminal view again every period, in place on a terminal (cleared and
+ * redrawn), else one view after the other; until interrupted, --count refreshes, or rdzvd cannot
+ * be reached. */
+static int run_status_watch(struct ctl *c, const struct watch *w)
+{
+    bool tty = isatty(STDOUT_FILENO);
+    int rc = EXIT_OK;
+
+    for (uint64_t n = 1;; n++) {
+        struct timespec ts = {.tv_sec = (time_t)w->period_s,
+                              .tv_nsec = (long)((w->period_s - (double)(time_t)w->period_s) * 1e9)};
+
+        if (tty)
+            printf("\033[H\033[2J");
+        else if (n > 1)
+            printf("\n");
+        rc = status_once(c, false, tty);
+        if (tty)
+            printf("\n(every %.1f s; Ctrl-C to stop)\n", w->period_s);
+        fflush(stdout);
+        if (rc != EXIT_OK || (w->count && n >= w->count))
+            return rc;
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+}
+
 static int run_status(struct ctl *c, int argc, char **argv)
+{
+    struct watch w;
+    bool as_json;
+    int rc = status_args(argc, argv, &as_json, &w);
+
+    if (rc != 0)
+        return rc;
+    if (w.on)
+        return run_status_watch(c, &w);
+    return status_once(c, as_json, false);
+}
+
+/* status: HELLO and STATUS over the rendezvous protocol, one STATUS_REPLY back, printed. */
+static int status_once(struct ctl *c, bool as_json, bool color)
 {
     struct rdzv_buf b = {0};
     struct rdzv_status st;
     uint8_t *body = NULL;
-    bool as_json = argc == 1 && strcmp(argv[0], "--json") == 0;
     uint32_t len = 0;
     char err[256];
     int r, rc;
 
-    if (argc > 1 || (argc == 1 && !as_json))
-        return die_usage("status takes only --json");
     r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
     r = r ?: rdzv_msg_put_status(&b);
     if (r < 0) {
@@ -542,7 +666,7 @@ static int run_status(struct ctl *c, int argc, char **argv)
             rc = EXIT_CONN;
         }
     } else {
-        print_status(&st);
+        print_status(&st, color);
     }
     rdzv_status_free(&st);
 out:
@@ -849,9 +973,12 @@ int main(int argc, char **argv)
                  "  list                     print every key, one per line\n"
                  "  status [--json]          jobs, generations, nodes (host, node rank, "
                  "heartbeat age,\n"
-                 "                           workers, failures), ranks' last step and its "
-                 "age,\n"
-                 "                           and recent events\n"
+                 "                           workers, failures), steps per second as a "
+                 "sparkline,\n"
+                 "                           ranks' last step and its age, and recent events\n"
+                 "  status --watch [SEC] [--count N]\n"
+                 "                           the same, refreshed every SEC (default 2) in "
+                 "place\n"
                  "  release JOB NODE         take back a node the job put aside (NODE: its\n"
                  "                           host or node id): it may join the job again\n"
                  "\n"

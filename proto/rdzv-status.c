@@ -17,10 +17,8 @@ int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n)
     jobs = calloc(n ? n : 1, sizeof(*jobs));
     if (!jobs)
         return -ENOMEM;
-    for (size_t i = 0; i < st->n_jobs; i++) {
-        free(st->jobs[i].nodes);
-        free(st->jobs[i].ranks);
-    }
+    for (size_t i = 0; i < st->n_jobs; i++)
+        rdzv_status_job_free_arrays(&st->jobs[i]);
     free(st->jobs);
     st->jobs = jobs;
     st->n_jobs = n;
@@ -53,12 +51,25 @@ int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n)
     return 0;
 }
 
+int rdzv_status_alloc_timeline(struct rdzv_status_job *j)
+{
+    struct rdzv_status_timeline *tl = calloc(1, sizeof(*tl));
+
+    if (!tl)
+        return -ENOMEM;
+    free(j->timeline);
+    j->timeline = tl;
+    return 0;
+}
+
 void rdzv_status_job_free_arrays(struct rdzv_status_job *j)
 {
     free(j->nodes);
     free(j->ranks);
+    free(j->timeline);
     j->nodes = NULL;
     j->ranks = NULL;
+    j->timeline = NULL;
     j->n_nodes = j->n_ranks = 0;
 }
 
@@ -129,7 +140,40 @@ static json_t *rank_to_json(const struct rdzv_status_rank *k)
     return o;
 }
 
-/* j as JSON; brief: without its nodes and ranks (counted as left out instead). */
+const char *const rdzv_mark_names[_RDZV_MARK_MAX] = {
+    [RDZV_MARK_FAILURE] = "failure", [RDZV_MARK_RESTART] = "restart",
+    [RDZV_MARK_NODE_LOST] = "node_lost", [RDZV_MARK_PUT_ASIDE] = "put_aside",
+    [RDZV_MARK_SPARE] = "spare", [RDZV_MARK_LEADER] = "leader", [RDZV_MARK_END] = "end"};
+
+static json_t *timeline_to_json(const struct rdzv_status_timeline *tl)
+{
+    json_t *bands = json_array(), *marks = json_array(), *rates = json_array();
+
+    for (unsigned i = 0; i < tl->n_bands && i < RDZV_STATUS_BANDS; i++) {
+        const struct rdzv_status_band *b = &tl->bands[i];
+
+        json_array_append_new(bands, json_pack("{s:I, s:f, s:f, s:I, s:I}", "generation",
+                                               (json_int_t)b->generation, "start", b->start, "end",
+                                               b->end, "world_size", (json_int_t)b->world_size,
+                                               "nodes", (json_int_t)b->nodes));
+    }
+    for (unsigned i = 0; i < tl->n_marks && i < RDZV_STATUS_MARKS; i++) {
+        const struct rdzv_status_mark *m = &tl->marks[i];
+
+        json_array_append_new(
+            marks, json_pack("{s:f, s:I, s:s, s:s}", "time", m->time, "generation",
+                             (json_int_t)m->generation, "kind",
+                             (unsigned)m->kind < _RDZV_MARK_MAX ? rdzv_mark_names[m->kind] : "?",
+                             "text", m->text));
+    }
+    for (unsigned i = 0; i < tl->n_rates && i < RDZV_STATUS_RATES; i++)
+        json_array_append_new(rates, json_real(tl->rates[i]));
+    return json_pack("{s:o, s:o, s:{s:f, s:f, s:o}}", "generations", bands, "marks", marks,
+                     "steps_per_second", "start", tl->rate_start, "interval_s",
+                     tl->rate_interval_s, "rates", rates);
+}
+
+/* j as JSON; brief: without its nodes, ranks and timeline (counted as left out instead). */
 static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
 {
     json_t *nodes = json_array(), *events = json_array(), *ranks = json_array(), *o;
@@ -169,6 +213,10 @@ static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
         json_object_set_new(o, "put_aside", a);
         json_object_set_new(o, "put_aside_total", json_integer((json_int_t)j->aside_total));
     }
+    if (o && j->rate_known)
+        json_object_set_new(o, "steps_per_second", json_real(j->steps_per_second));
+    if (o && j->timeline && !brief)
+        json_object_set_new(o, "timeline", timeline_to_json(j->timeline));
     if (o && j->ended)
         json_object_set_new(o, "outcome",
                             json_pack("{s:s, s:I, s:s, s:f, s:f}", "type", j->outcome_type,
@@ -416,6 +464,111 @@ static int parse_aside(json_t *arr, json_int_t total, struct rdzv_status_job *j,
     return 0;
 }
 
+/* A time or a rate from a peer: finite, not negative, below 1e12. */
+static bool sane(double v)
+{
+    return v >= 0 && v < 1e12;
+}
+
+static int parse_bands(json_t *arr, struct rdzv_status_timeline *tl, char *err, size_t errlen)
+{
+    json_int_t gen, world, nodes;
+    json_error_t jerr;
+    json_t *e;
+    size_t i;
+
+    if (array_of_at_most(arr, RDZV_STATUS_BANDS, "generations", NULL, NULL, err, errlen) < 0)
+        return -EBADMSG;
+    json_array_foreach(arr, i, e)
+    {
+        struct rdzv_status_band *b = &tl->bands[i];
+
+        if (json_unpack_ex(e, &jerr, 0, "{s:I, s:F, s:F, s:I, s:I}", "generation", &gen, "start",
+                           &b->start, "end", &b->end, "world_size", &world, "nodes", &nodes) < 0)
+            (void)unpack_fail(&jerr, err, errlen);
+        else if (gen < 0 || world < 0 || nodes < 0 || !sane(b->start) || !sane(b->end))
+            snprintf(err, errlen, "a value out of range");
+        else {
+            b->generation = (uint64_t)gen;
+            b->world_size = world;
+            b->nodes = nodes;
+            continue;
+        }
+        return fail_at_index(err, errlen, "generations", i);
+    }
+    tl->n_bands = (unsigned)i;
+    return 0;
+}
+
+static int parse_marks(json_t *arr, struct rdzv_status_timeline *tl, char *err, size_t errlen)
+{
+    const char *kind, *text;
+    json_error_t jerr;
+    json_int_t gen;
+    json_t *e;
+    size_t i;
+
+    if (array_of_at_most(arr, RDZV_STATUS_MARKS, "marks", NULL, NULL, err, errlen) < 0)
+        return -EBADMSG;
+    json_array_foreach(arr, i, e)
+    {
+        struct rdzv_status_mark *m = &tl->marks[i];
+        int k = 0;
+
+        if (json_unpack_ex(e, &jerr, 0, "{s:F, s:I, s:s, s:s}", "time", &m->time, "generation",
+                           &gen, "kind", &kind, "text", &text) < 0) {
+            (void)unpack_fail(&jerr, err, errlen);
+            return fail_at_index(err, errlen, "marks", i);
+        }
+        while (k < _RDZV_MARK_MAX && strcmp(kind, rdzv_mark_names[k]) != 0)
+            k++;
+        if (k == _RDZV_MARK_MAX || gen < 0 || !sane(m->time)) {
+            snprintf(err, errlen, "an unknown kind, or a value out of range");
+            return fail_at_index(err, errlen, "marks", i);
+        }
+        m->kind = (enum rdzv_mark_kind)k;
+        m->generation = (uint64_t)gen;
+        if (COPY(m->text, text, "text") < 0)
+            return fail_at_index(err, errlen, "marks", i);
+    }
+    tl->n_marks = (unsigned)i;
+    return 0;
+}
+
+static int parse_timeline(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
+{
+    json_t *bands, *marks, *rates, *v;
+    struct rdzv_status_timeline *tl;
+    json_error_t jerr;
+    size_t i;
+
+    if (rdzv_status_alloc_timeline(j) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    tl = j->timeline;
+    if (json_unpack_ex(o, &jerr, 0, "{s:o, s:o, s:{s:F, s:F, s:o}}", "generations", &bands,
+                       "marks", &marks, "steps_per_second", "start", &tl->rate_start,
+                       "interval_s", &tl->rate_interval_s, "rates", &rates) < 0)
+        (void)unpack_fail(&jerr, err, errlen);
+    else if (!sane(tl->rate_start) || !sane(tl->rate_interval_s))
+        snprintf(err, errlen, "'steps_per_second' out of range");
+    else if (parse_bands(bands, tl, err, errlen) == 0 && parse_marks(marks, tl, err, errlen) == 0 &&
+             array_of_at_most(rates, RDZV_STATUS_RATES, "rates", NULL, NULL, err, errlen) == 0) {
+        json_array_foreach(rates, i, v)
+        {
+            tl->rates[i] = json_number_value(v);
+            if (!json_is_number(v) || !sane(tl->rates[i])) {
+                snprintf(err, errlen, "rates[%zu] is not a rate", i);
+                return fail_at(err, errlen, "timeline");
+            }
+        }
+        tl->n_rates = (unsigned)i;
+        return 0;
+    }
+    return fail_at(err, errlen, "timeline");
+}
+
 static int parse_outcome(json_t *o, struct rdzv_status_job *j, char *err, size_t errlen)
 {
     const char *type, *summary;
@@ -445,22 +598,29 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
 {
     json_int_t gen, rc, mr, mn, mx, nin, ws, port, left_out = 0, members_left_out = 0;
     json_int_t aside_total = 0;
-    json_t *nodes, *events, *outcome = NULL, *ranks = NULL, *aside = NULL;
+    json_t *nodes, *events, *outcome = NULL, *ranks = NULL, *aside = NULL, *timeline = NULL;
     const char *run_id, *state;
     json_error_t jerr;
+    double rate = -1;
     int r;
 
     if (json_unpack_ex(
             o, &jerr, 0,
             "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I, s?I, "
-            "s?o, s?I}",
+            "s?o, s?I, s?F, s?o}",
             "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
             "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
             "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
             &events, "outcome", &outcome, "ranks", &ranks, "ranks_left_out", &left_out,
             "members_left_out", &members_left_out, "put_aside", &aside, "put_aside_total",
-            &aside_total) < 0)
+            &aside_total, "steps_per_second", &rate, "timeline", &timeline) < 0)
         return unpack_fail(&jerr, err, errlen);
+    if (!(rate == -1 || sane(rate))) {
+        snprintf(err, errlen, "'steps_per_second' out of range");
+        return -EBADMSG;
+    }
+    j->rate_known = rate >= 0;
+    j->steps_per_second = j->rate_known ? rate : 0;
     if (COPY(j->run_id, run_id, "run_id") < 0 || COPY(j->state, state, "state") < 0)
         return -EBADMSG;
     if (gen < 0 || port < 0 || port > 65535 || left_out < 0 || members_left_out < 0) {
@@ -490,6 +650,8 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
         return -EBADMSG;
     if (aside && parse_aside(aside, aside_total, j, err, errlen) < 0)
         return -EBADMSG;
+    if (timeline)
+        return parse_timeline(timeline, j, err, errlen);
     return 0;
 }
 

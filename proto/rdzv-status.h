@@ -73,6 +73,54 @@ struct rdzv_status_aside {
     char reason[RDZV_STATUS_REASON_MAX + 1];
 };
 
+/* A job's timeline (the status page draws it): its generations as bands, what happened as marks,
+ * and its steps per second over time. Fixed size, so that a job's costs no more after a week than
+ * after a minute: the newest RDZV_STATUS_BANDS generations and RDZV_STATUS_MARKS marks are kept,
+ * and the rate samples cover the whole job at an interval that doubles whenever they fill. */
+#define RDZV_STATUS_BANDS 32
+#define RDZV_STATUS_MARKS 32
+#define RDZV_STATUS_RATES 120
+/* The first jobs listed carry a timeline; the rest are listed without (its memory bounded). */
+#define RDZV_STATUS_TIMELINES 256
+
+enum rdzv_mark_kind {
+    RDZV_MARK_FAILURE,   /* a worker failed: the job restarts (its root cause) */
+    RDZV_MARK_RESTART,   /* a restart not charged to the budget (scale-up) */
+    RDZV_MARK_NODE_LOST, /* a node's agent disconnected or fell silent */
+    RDZV_MARK_PUT_ASIDE, /* a node put aside (issue 30) */
+    RDZV_MARK_SPARE,     /* spare nodes promoted into a generation */
+    RDZV_MARK_LEADER,    /* the job rebuilt from its record: a leader change or rdzvd restart */
+    RDZV_MARK_END,       /* the job ended (succeeded, failed, cancelled) */
+    _RDZV_MARK_MAX,
+};
+/* "failure", "restart", "node_lost", "put_aside", "spare", "leader", "end" */
+extern const char *const rdzv_mark_names[_RDZV_MARK_MAX];
+
+struct rdzv_status_band {
+    uint64_t generation;
+    double start, end; /* unix seconds; end 0: it runs */
+    int64_t world_size, nodes;
+};
+
+struct rdzv_status_mark {
+    double time; /* unix seconds */
+    uint64_t generation;
+    enum rdzv_mark_kind kind;
+    char text[RDZV_STATUS_TEXT_MAX + 1];
+};
+
+struct rdzv_status_timeline {
+    unsigned n_bands; /* oldest first */
+    struct rdzv_status_band bands[RDZV_STATUS_BANDS];
+    unsigned n_marks; /* oldest first */
+    struct rdzv_status_mark marks[RDZV_STATUS_MARKS];
+    /* Steps per second of rank 0: sample i covers [rate_start + i * rate_interval_s, + one
+     * interval); the last one is the interval under way (its rate so far). */
+    double rate_start, rate_interval_s;
+    unsigned n_rates;
+    double rates[RDZV_STATUS_RATES];
+};
+
 struct rdzv_status_job {
     char run_id[RDZV_ID_MAX + 1];
     char state[RDZV_STATUS_NAME_MAX + 1]; /* forming, nccl, running, stopping, ended */
@@ -100,6 +148,11 @@ struct rdzv_status_job {
     unsigned n_aside;
     struct rdzv_status_aside aside[RDZV_STATUS_ASIDE];
     int64_t aside_total;
+    /* Rank 0's steps per second now (over rdzvd's last rate window), when rate_known (a rank 0
+     * reported progress; "steps_per_second" absent in JSON otherwise). */
+    bool rate_known;
+    double steps_per_second;
+    struct rdzv_status_timeline *timeline; /* owned; NULL: none ("timeline" absent in JSON) */
 };
 
 struct rdzv_status {
@@ -134,7 +187,9 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 /* Free the arrays st owns and zero it. Accepts a zeroed struct. */
 void rdzv_status_free(struct rdzv_status *st);
-/* Free j's nodes and ranks (none left: a flat struct a plain copy may duplicate). */
+/* Give j a zeroed timeline (replacing any): 0 or -ENOMEM. */
+int rdzv_status_alloc_timeline(struct rdzv_status_job *j);
+/* Free j's nodes, ranks and timeline (none left: a flat struct a plain copy may duplicate). */
 void rdzv_status_job_free_arrays(struct rdzv_status_job *j);
 
 /* The status document: a new reference, or NULL when out of memory. A node or event whose

@@ -52,6 +52,15 @@
  * entry of a node not put aside with the fewest failures makes room. */
 #define RDZVD_JOB_HISTORY_MAX 256
 #define RDZVD_ASIDE_REASON_MAX 255
+/* A job's timeline (rdzvd-timeline.h): its first rate sample's interval (the resolution of a
+ * job's first RDZV_STATUS_RATES seconds; it doubles each time the samples fill), the window of
+ * the current steps per second (the status's and /metrics'), and how far past its first report a
+ * report may be (a clock far off is ignored). */
+#define RDZVD_TIMELINE_FIRST_INTERVAL_S 1.0
+#define RDZVD_TIMELINE_RATE_WINDOW_S 10.0
+#define RDZVD_TIMELINE_SPAN_MAX_S (3650.0 * 86400)
+/* Ended jobs kept for status keep their timelines, the newest this many (the rest without). */
+#define RDZVD_ENDED_TIMELINES 16
 /* --replicas: how long an agent may take to start the replica it was asked to host before the
  * next candidate is asked (rdzvd-job-voters.h). */
 #define RDZVD_VOTERS_ASK_MS 15000

@@ -18,6 +18,8 @@
 #include "common/rdzv-util.h"
 #include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-acl.h"
+#include "daemon/data/rdzvd-config.h"
+#include "daemon/front/rdzvd-timeline-svg.h"
 #include "daemon/job/rdzvd-job.h"
 
 struct rdzvd_http {
@@ -252,6 +254,17 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                  "rdzvd_nodes_put_aside_total{reason=\"failures\"} %lld\n"
                  "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n",
                  (long long)st.put_aside_failures, (long long)st.put_aside_check);
+    r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_steps_per_second Rank 0's training steps per "
+                             "second over rdzvd's last %.0f s (of the progress it reports).\n"
+                             "# TYPE rdzvd_job_steps_per_second gauge\n",
+                         RDZVD_TIMELINE_RATE_WINDOW_S);
+    for (size_t i = 0; i < st.n_jobs; i++) {
+        if (kept_ended(&st, i) || !st.jobs[i].rate_known)
+            continue;
+        r |= rdzv_buf_printf(&b, "rdzvd_job_steps_per_second{job=\"");
+        r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
+        r |= rdzv_buf_printf(&b, "\"} %.3f\n", st.jobs[i].steps_per_second);
+    }
     r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_nodes_put_aside Nodes the job put aside.\n"
                      "# TYPE rdzvd_job_nodes_put_aside gauge\n");
     for (size_t i = 0; i < st.n_jobs; i++) {
@@ -265,17 +278,6 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
     r |= put_ended_metrics(&b, &st);
     rdzv_status_free(&st);
     return buf_to_str(&b, r ? -ENOMEM : 0);
-}
-
-static int put_time(struct rdzv_buf *b, double t)
-{
-    time_t secs = (time_t)t;
-    struct tm tm;
-    char when[32];
-
-    gmtime_r(&secs, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%SZ", &tm);
-    return rdzv_buf_put(b, when, strlen(when));
 }
 
 /* The status document (rdzv_status_to_json), indented: a malloc'd string or NULL. */
@@ -383,6 +385,20 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
         if (job->members_left_out > 0)
             r |= rdzv_buf_printf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
                          (long long)job->members_left_out);
+        if (job->timeline) {
+            r |= rdzv_buf_printf(&b, "<h3>timeline</h3>\n");
+            r |= rdzvd_timeline_svg(&b, job, rdzv_wall_s());
+            r |= rdzv_buf_printf(&b, "<p class=\"legend\">");
+            if (job->rate_known)
+                r |= rdzv_buf_printf(&b, "%.3g steps/s now &#183; ", job->steps_per_second);
+            r |= rdzv_buf_printf(&b, "bands: generations &#183; marks: <span style=\"color:"
+                                     "#c0392b\">failure</span>, <span style=\"color:#e67e22\">"
+                                     "restart</span>, <span style=\"color:#8e44ad\">node lost"
+                                     "</span>, put aside, <span style=\"color:#27ae60\">spare "
+                                     "promoted</span>, <span style=\"color:#2c3e50\">leader "
+                                     "change</span>, <span style=\"color:#7f8c8d\">end</span> "
+                                     "(hover for what happened)</p>\n");
+        }
         if (job->aside_total > 0) {
             r |= rdzv_buf_printf(&b, "<h3>put aside</h3><table class=\"aside\"><tr><th>host</th>"
                              "<th>failures</th><th>why</th></tr>\n");
@@ -402,7 +418,7 @@ char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
         r |= rdzv_buf_printf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
         for (unsigned k = 0; k < job->n_events; k++) {
             r |= rdzv_buf_printf(&b, "<li>");
-            r |= put_time(&b, job->events[k].time);
+            r |= rdzv_buf_put_utc(&b, job->events[k].time, true);
             r |= rdzv_buf_printf(&b, " ");
             r |= rdzv_buf_put_escaped(&b, job->events[k].text, true);
             r |= rdzv_buf_printf(&b, "</li>\n");

@@ -16,6 +16,7 @@
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
 #include "daemon/data/rdzvd-config.h"
+#include "daemon/data/rdzvd-timeline.h"
 #include "daemon/job/rdzvd-job-index.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-secret.h"
@@ -55,6 +56,7 @@ struct rdzvd_job_move {
     uint64_t generation;    /* RESTORE */
     int64_t restart_count;  /* RESTORE */
     bool running;           /* RESTORE: the record's generation runs */
+    int64_t world_size, nnodes; /* RESTORE: its sizes (the timeline's band) */
 };
 
 enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
@@ -139,6 +141,10 @@ struct rdzvd_job {
      * (128 + signal) and why, for when it has stopped; 0: none. */
     int64_t cancelled;
     char cancel_why[RDZV_SUMMARY_MAX + 1];
+    /* Its history for the status page (daemon/data/rdzvd-timeline.h): bands from the moves,
+     * marks from rdzvd_job_mark, rates from rank 0's progress. Memory only: a job rebuilt from
+     * its record starts a new one, marked as a leader change. */
+    struct rdzvd_timeline timeline;
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \
@@ -165,6 +171,10 @@ const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 /* rdzvd-job-sm.c: the state machine proper. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Put a mark of that kind on j's timeline, now, in its current generation (not logged: what
+ * happened is noted too). */
+void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 /* NULL when out of memory (logged). */
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);
@@ -179,9 +189,10 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
 void rdzvd_job_send_rounds(struct rdzvd_job *j);
 /* No store could be opened for the generation (err): the job fails, saying so. */
 void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
-/* uncounted: NULL for a failure (charged to the budget), else why it is not one. */
-void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
-                       const char *summary);
+/* uncounted: NULL for a failure (charged to the budget), else why it is not one. kind: the
+ * timeline's mark for it (a failure, a node lost, a restart). */
+void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
+                       int64_t exit_code, const char *summary);
 /* Make by_req and by_rank hold ranks 0..n-1 (n <= max). 0 or -ENOMEM (tables unchanged). */
 int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n);
 /* NULL for a rank outside 0..rank_cap-1. */

@@ -125,7 +125,9 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     r = rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE,
                                                   .generation = rec->generation,
                                                   .restart_count = rec->restart_count,
-                                                  .running = rec->running && rec->generation});
+                                                  .running = rec->running && rec->generation,
+                                                  .world_size = rec->world_size,
+                                                  .nnodes = rec->nnodes});
     if (r < 0)
         return r;
     if (!rec->running || rec->generation == 0) {
@@ -547,7 +549,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
         rdzvd_job_try_close(j);
     else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
              !job_rebuilding(j))
-        rdzvd_job_restart(j, "scale-up", 0,
+        rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
                           "a node joined below --nnodes MAX: restarting to scale up");
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 
 #include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
 const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
@@ -72,6 +73,26 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
         j->restart_count = mv->restart_count;
         if (!mv->running)
             to = JOB_FORMING;
+        break;
+    default:
+        break;
+    }
+    switch (mv->kind) { /* the timeline's bands: a generation runs from FORM to STOP or END */
+    case JOB_MOVE_FORM:
+        rdzvd_timeline_band_start(&j->timeline, rdzv_wall_s(), j->generation, j->round.world_size,
+                                  j->round.nnodes);
+        break;
+    case JOB_MOVE_RESTORE:
+        rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), mv->generation, RDZV_MARK_LEADER,
+                            "rebuilt from its record by this rdzvd (a leader change, or rdzvd "
+                            "restarted)");
+        if (to == JOB_RUNNING) /* its sizes are the record's */
+            rdzvd_timeline_band_start(&j->timeline, rdzv_wall_s(), mv->generation,
+                                      mv->world_size, mv->nnodes);
+        break;
+    case JOB_MOVE_STOP:
+    case JOB_MOVE_END:
+        rdzvd_timeline_band_end(&j->timeline, rdzv_wall_s());
         break;
     default:
         break;

@@ -58,6 +58,9 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         e->step = p->step;
         e->timeout_ms = p->timeout_ms;
         e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
+        if (m->node_rank == 0 && p->local_rank == 0) /* rank 0: the job's steps per second */
+            rdzvd_timeline_step(&m->job->timeline, rdzv_wall_s() - (double)p->age_ms / 1000,
+                                p->step);
     }
 }
 

@@ -42,6 +42,8 @@ static void member_dismiss(struct rdzvd_member *m)
              m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
                    h ? h->reason : "?");
+    rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
+                   h ? h->reason : "?");
     rdzvd_member_remove(m);
     if (peer)
         j->host.ops->dismiss(peer, &e);
@@ -114,7 +116,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     case RDZVD_ASIDE_NOT:
         break;
     }
-    rdzvd_job_restart(j, NULL, w->exit_code ? w->exit_code : 1, summary);
+    rdzvd_job_restart(j, RDZV_MARK_FAILURE, NULL, w->exit_code ? w->exit_code : 1, summary);
     return 0;
 }
 
@@ -164,6 +166,7 @@ void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
     snprintf(why, sizeof(why), "failed a health check: %s", reason);
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
                    why);
+    rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host, why);
     rdzvd_member_drop(m, why, &e);
 }
 

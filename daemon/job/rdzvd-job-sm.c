@@ -38,6 +38,17 @@ void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
                  j->run_id, j->generation, j->events[i].text);
 }
 
+void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
+{
+    char text[RDZV_STATUS_TEXT_MAX + 1];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, text);
+}
+
 int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
 {
     struct rdzvd_member **req, **rank;
@@ -188,6 +199,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     else
         rdzvd_job_note(j, true, "generation %" PRIu64 " %s (exit code %" PRId64 "): %s",
                        j->generation, type, exit_code, summary);
+    rdzvd_job_mark(j, RDZV_MARK_END, "%s (exit code %" PRId64 "): %s", type, exit_code, summary);
     for_each_member(j, m, pos, tmp) rdzvd_member_send_event(m, &j->outcome);
     j->host.ops->flush(j->host.ud);
 }
@@ -338,7 +350,8 @@ static void close_round(struct rdzvd_job *j)
     struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m, *m0;
-    int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0;
+    int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0, promoted = 0;
+    char spares[RDZV_STATUS_TEXT_MAX + 1] = "";
     int r;
 
     rdzvd_job_timer_stop(j);
@@ -369,6 +382,15 @@ static void close_round(struct rdzvd_job *j)
     for (int64_t i = 0; i < j->max; i++) {
         if (!(m = slots[i]))
             continue;
+        if (m->prev_rank < 0 && j->generation > 0) { /* a spare (or a new node) takes a place */
+            size_t len = strlen(spares), add = strlen(m->join.host) + 2;
+
+            if (len + add < sizeof(spares)) { /* the first few named */
+                memcpy(spares + len, promoted ? ", " : "", promoted ? 2 : 0);
+                memcpy(spares + len + (promoted ? 2 : 0), m->join.host, add - 1);
+            }
+            promoted++;
+        }
         m->placed = false;
         rdzvd_member_set_rank(m, rank++);
         m->prev_rank = m->node_rank;
@@ -392,6 +414,9 @@ static void close_round(struct rdzvd_job *j)
     j->round.max_restarts = j->max_restarts;
     if (j->nmembers > rank)
         rdzvd_job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
+    if (promoted > 0)
+        rdzvd_job_mark(j, RDZV_MARK_SPARE, "%" PRId64 " node(s) taken in from the spares: %s",
+                       promoted, spares);
 
     rdzvd_job_close_store(j);
     m0 = rank0_member(j);
@@ -462,8 +487,8 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
 
 /* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
  * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
-void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_code,
-                       const char *summary)
+void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
+                       int64_t exit_code, const char *summary)
 {
     bool counted = !uncounted;
     struct rdzv_event e = {.type = "restart"};
@@ -499,6 +524,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, const char *uncounted, int64_t exit_
         j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
         j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+    rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)
@@ -569,7 +595,8 @@ static void job_timer_cb(uv_timer_t *t)
         /* Nobody of a generation rebuilt from its record came back: its agents went with the
          * old rdzvd, and these are a new launch under the same run_id. Not a failure of the
          * job's nodes: numbering goes on, the budget is not charged. */
-        rdzvd_job_restart(j, j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
+        rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
+                          j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
         if (j->host.lost)
             j->host.lost(j->host.lost_ud); /* their hosts may have held replicas */
     }
@@ -584,6 +611,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         return NULL;
     if (rdzvd_member_index_init(&j->by_id) < 0)
         goto out_free;
+    rdzvd_timeline_init(&j->timeline);
     r = uv_timer_init(h->loop, &j->timer);
     if (r < 0) {
         log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
@@ -676,7 +704,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     switch (st) {
     case JOB_RUNNING:
         if (in_round && !left)
-            rdzvd_job_restart(j, NULL, 1, cause);
+            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST, NULL, 1, cause);
         else if (in_round)
             rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */
         break;

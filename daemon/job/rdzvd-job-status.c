@@ -63,8 +63,11 @@ static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rd
     return 0;
 }
 
-static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+/* j's status into sj; with_timeline: with its timeline too. */
+static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj,
+                      bool with_timeline)
 {
+    struct rdzv_status_timeline tl;
     unsigned first = j->nevents > RDZVD_JOB_EVENTS ? j->nevents - RDZVD_JOB_EVENTS : 0;
     int r;
 
@@ -92,6 +95,16 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     r = rdzvd_job_progress_status(j, now, sj);
     if (r < 0)
         return r;
+    sj->steps_per_second = rdzvd_timeline_status(&j->timeline, rdzv_wall_s(), &tl);
+    sj->rate_known = sj->steps_per_second >= 0;
+    if (!sj->rate_known)
+        sj->steps_per_second = 0;
+    if (with_timeline) {
+        r = rdzv_status_alloc_timeline(sj);
+        if (r < 0)
+            return r;
+        *sj->timeline = tl;
+    }
     if (j->state == JOB_ENDED) {
         sj->ended = true;
         sj->duration_s = sj->ended_age_s = -1; /* known once its last member is gone */
@@ -107,7 +120,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
 struct ended_job {
     struct rdzv_list node;
     uint64_t ended_ms;
-    struct rdzv_status_job st; /* no nodes, no ranks: flat */
+    struct rdzv_status_job st; /* no nodes, no ranks; a timeline (owned) in the newest few */
 };
 
 void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max)
@@ -123,6 +136,7 @@ static void ended_drop_oldest(struct rdzvd_ended_jobs *e)
     struct ended_job *x = rdzv_container_of(e->list.next, struct ended_job, node);
 
     rdzv_list_del(&x->node);
+    rdzv_status_job_free_arrays(&x->st);
     free(x);
     e->n--;
 }
@@ -141,6 +155,29 @@ static void ended_expire(struct rdzvd_ended_jobs *e, uint64_t now)
         ended_drop_oldest(e);
 }
 
+/* Only the newest RDZVD_ENDED_TIMELINES keep their timelines (up to 10,000 ended jobs may be
+ * kept). */
+static void ended_trim_timelines(struct rdzvd_ended_jobs *e)
+{
+    struct rdzv_list *pos, *tmp;
+    uint64_t with = 0;
+
+    rdzv_list_for_each_safe(pos, tmp, &e->list)
+        with += rdzv_container_of(pos, struct ended_job, node)->st.timeline != NULL;
+    rdzv_list_for_each_safe(pos, tmp, &e->list)
+    {
+        struct ended_job *x = rdzv_container_of(pos, struct ended_job, node);
+
+        if (with <= RDZVD_ENDED_TIMELINES)
+            break;
+        if (x->st.timeline) {
+            free(x->st.timeline);
+            x->st.timeline = NULL;
+            with--;
+        }
+    }
+}
+
 void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
 {
     uint64_t now = rdzv_now_ms();
@@ -150,21 +187,26 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     if (e->max == 0 || e->keep_ms == 0)
         return;
     x = calloc(1, sizeof(*x));
-    if (!x || job_status(j, now, &x->st) < 0) {
+    if (!x || job_status(j, now, &x->st, true) < 0) {
         if (x)
             rdzv_status_job_free_arrays(&x->st);
         free(x);
         log_warn("job=%s out of memory keeping its outcome for status", j->run_id);
         return;
     }
-    /* Its members are gone; what is left of them is in its events. */
-    rdzv_status_job_free_arrays(&x->st);
+    /* Its members are gone; what is left of them is in its events and its timeline. */
+    free(x->st.nodes);
+    free(x->st.ranks);
+    x->st.nodes = NULL;
+    x->st.ranks = NULL;
+    x->st.n_nodes = x->st.n_ranks = 0;
     x->ended_ms = now;
     x->st.duration_s = (double)(now - j->created_ms) / 1000;
     while (e->n >= e->max)
         ended_drop_oldest(e);
     rdzv_list_add_tail(&e->list, &x->node);
     e->n++;
+    ended_trim_timelines(e);
 }
 
 static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_job *x, uint64_t now)
@@ -203,7 +245,9 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
     n = 0;
     rdzv_list_for_each_safe(pos, tmp, jobs)
     {
-        r = job_status(rdzv_container_of(pos, struct rdzvd_job, node), now, &st.jobs[n++]);
+        r = job_status(rdzv_container_of(pos, struct rdzvd_job, node), now, &st.jobs[n],
+                       n < RDZV_STATUS_TIMELINES);
+        n++;
         if (r < 0)
             goto out_free;
     }
@@ -217,6 +261,9 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                 continue;
             sj = &st.jobs[n++];
             *sj = x->st;
+            sj->timeline = NULL;
+            if (x->st.timeline && rdzv_status_alloc_timeline(sj) == 0)
+                *sj->timeline = *x->st.timeline;
             sj->age_s += (double)(now - x->ended_ms) / 1000;
             sj->ended_age_s = (double)(now - x->ended_ms) / 1000;
         }

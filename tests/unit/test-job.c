@@ -5,6 +5,7 @@
  * restarts, and the rule of issue 12 defect 3: a restarted rdzvd rebuilds a recorded job before
  * placing a spare. */
 #include <errno.h>
+#include <malloc.h>
 #include <inttypes.h>
 
 #include "common/rdzv-log.h"
@@ -607,6 +608,72 @@ static void test_progress_in_status(void)
     env_done(&e);
 }
 
+/* Issue 31: the job's steps per second from rank 0's progress, fed directly as HEARTBEATs: a
+ * 100,000-step job at 10 steps/s (10,000 s, its reports' ages making the times) keeps at most
+ * RDZV_STATUS_RATES samples at every point, allocates nothing per report (the heap in use is the
+ * same after the 10,000th report and the 100,000th), covers the whole job (the samples' interval
+ * doubled) and reads 10 steps/s in every whole sample; a new generation is a new band, the
+ * failure a mark with its root cause. */
+static void test_timeline_of_a_long_job(void)
+{
+    enum { STEPS = 100000, MS_PER_STEP = 100 };
+    struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    const struct rdzv_status_timeline *tl;
+    const struct rdzv_status_job *j;
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    size_t heap_at_10k = 0;
+    struct env e;
+    int a;
+
+    ASSERT_NOT_NULL(hb);
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    a = f[0].round.node_rank == 0 ? 0 : 1; /* node rank 0: rank 0 */
+    for (int64_t k = 1; k <= STEPS; k++) {
+        *hb = (struct rdzv_heartbeat){.generation = 1, .n_progress = 1};
+        hb->progress[0] = (struct rdzv_rank_progress){
+            .local_rank = 0, .step = k, .age_ms = (int64_t)(STEPS - k) * MS_PER_STEP};
+        rdzvd_member_progress(f[a].m, hb);
+        if (k % 1000 == 0) {
+            j = status_of(&e, &st);
+            ASSERT_NOT_NULL(j->timeline);
+            ASSERT_LE(j->timeline->n_rates, RDZV_STATUS_RATES);
+            rdzv_status_free(&st);
+        }
+        if (k == STEPS / 10)
+            heap_at_10k = mallinfo2().uordblks;
+    }
+    ASSERT_EQ(mallinfo2().uordblks, heap_at_10k);
+    j = status_of(&e, &st);
+    tl = j->timeline;
+    ASSERT_TRUE(tl->rate_interval_s >= 10000.0 / RDZV_STATUS_RATES); /* covers the whole job */
+    ASSERT_TRUE(tl->n_rates >= RDZV_STATUS_RATES / 2 - 1);
+    for (unsigned i = 0; i + 1 < tl->n_rates; i++)
+        ASSERT_TRUE(tl->rates[i] > 9.9 && tl->rates[i] < 10.1);
+    ASSERT_TRUE(j->rate_known && j->steps_per_second > 9.9 && j->steps_per_second < 10.1);
+    ASSERT_EQ(tl->n_bands, 1);
+    ASSERT_EQ(tl->bands[0].generation, 1);
+    ASSERT_EQ(tl->bands[0].world_size, 4);
+    rdzv_status_free(&st);
+    worker_exit(&f[a], &w);
+    all_ready(f, 2, 1);
+    j = status_of(&e, &st);
+    tl = j->timeline;
+    ASSERT_EQ(tl->n_bands, 2);
+    ASSERT_TRUE(tl->bands[0].end > 0 && tl->bands[1].generation == 2 && tl->bands[1].end == 0);
+    ASSERT_EQ(tl->n_marks, 1);
+    ASSERT_EQ(tl->marks[0].kind, RDZV_MARK_FAILURE);
+    ASSERT_TRUE(strstr(tl->marks[0].text, "exited with code 3") != NULL);
+    rdzv_status_free(&st);
+    free(hb);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job", RDZV_LOG_ERROR);
@@ -627,5 +694,6 @@ int main(void)
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
     TEST(test_progress_in_status);
+    TEST(test_timeline_of_a_long_job);
     return tap_done();
 }

@@ -335,6 +335,83 @@ static void test_put_aside_round_trip(void)
     free(t1);
 }
 
+/* Issue 31: a job's timeline and steps per second, encoded and decoded back, and what the
+ * decoder refuses in them. */
+#define TIMELINE                                                                                   \
+    "\"steps_per_second\":9.5,\"timeline\":{\"generations\":[{\"generation\":1,\"start\":100.0,"  \
+    "\"end\":110.0,\"world_size\":4,\"nodes\":2},{\"generation\":2,\"start\":110.5,\"end\":0.0,"    \
+    "\"world_size\":4,\"nodes\":2}],\"marks\":[{\"time\":110.0,\"generation\":1,\"kind\":"         \
+    "\"node_lost\",\"text\":\"root cause: the agent of node rank 1 (b) disconnected\"},"         \
+    "{\"time\":110.5,\"generation\":2,\"kind\":\"spare\",\"text\":\"1 node(s) taken in\"}],"    \
+    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]}}"
+
+static void test_timeline_round_trip(void)
+{
+    const struct rdzv_status_timeline *tl;
+    struct rdzv_status b;
+    char *t1, *t2, *t3;
+    json_t *o;
+
+    t1 = edit("\"members_left_out\":5", "\"members_left_out\":5," TIMELINE);
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_TRUE(b.jobs[0].rate_known && b.jobs[0].steps_per_second == 9.5);
+    tl = b.jobs[0].timeline;
+    ASSERT_NOT_NULL(tl);
+    ASSERT_EQ(tl->n_bands, 2);
+    ASSERT_TRUE(tl->bands[1].generation == 2 && tl->bands[1].end == 0 && tl->bands[0].end == 110);
+    ASSERT_EQ(tl->n_marks, 2);
+    ASSERT_EQ(tl->marks[0].kind, RDZV_MARK_NODE_LOST);
+    ASSERT_EQ(tl->marks[1].kind, RDZV_MARK_SPARE);
+    ASSERT_TRUE(tl->n_rates == 3 && tl->rates[1] == 9.5 && tl->rate_interval_s == 2);
+    o = rdzv_status_to_json(&b);
+    t3 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t3 && strstr(t3, TIMELINE) != NULL);
+    free(t3);
+    rdzv_status_free(&b);
+    /* Without a rate reported: no steps_per_second; an older rdzvd: no timeline. */
+    ASSERT_OK(rdzv_status_parse(BODY(EXPECTED), &b, err, sizeof(err)));
+    ASSERT_TRUE(!b.jobs[0].rate_known && b.jobs[0].timeline == NULL);
+    rdzv_status_free(&b);
+    static const char *const bad[][2] = {
+        {"\"kind\":\"node_lost\"", "\"kind\":\"exploded\""},
+        {"\"rates\":[10.0,9.5,0.0]", "\"rates\":[10.0,-9.5,0.0]"},
+        {"\"rates\":[10.0,9.5,0.0]", "\"rates\":[10.0,\"x\",0.0]"},
+        {"\"interval_s\":2.0", "\"interval_s\":-2.0"},
+        {"\"generation\":1,\"start\":100.0", "\"generation\":-1,\"start\":100.0"},
+        {"\"steps_per_second\":9.5", "\"steps_per_second\":-3"},
+        {"\"generations\":[", "\"generations\":{},\"x\":["},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *p = strstr(t1, bad[i][0]);
+
+        ASSERT_NOT_NULL(p);
+        t2 = malloc(strlen(t1) + strlen(bad[i][1]) + 1);
+        ASSERT_NOT_NULL(t2);
+        sprintf(t2, "%.*s%s%s", (int)(p - t1), t1, bad[i][1], p + strlen(bad[i][0]));
+        ASSERT_EQ(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)), -EBADMSG);
+        rdzv_status_free(&b);
+        free(t2);
+    }
+    /* More samples than a timeline holds. */
+    {
+        char rates[8 * (RDZV_STATUS_RATES + 2)] = "\"rates\":[1.0";
+        char *p = strstr(t1, "\"rates\":[10.0,9.5,0.0]");
+
+        for (int k = 0; k < RDZV_STATUS_RATES; k++)
+            strcat(rates, ",1.0");
+        t2 = malloc(strlen(t1) + strlen(rates) + 1);
+        ASSERT_NOT_NULL(t2);
+        sprintf(t2, "%.*s%s]%s", (int)(p - t1), t1, rates,
+                p + strlen("\"rates\":[10.0,9.5,0.0]"));
+        ASSERT_EQ(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)), -EBADMSG);
+        ASSERT_TRUE(strstr(err, "'rates' must be an array of at most 120") != NULL);
+        rdzv_status_free(&b);
+        free(t2);
+    }
+    free(t1);
+}
+
 static void test_refused(void)
 {
     char big[RDZV_ID_MAX + 16], *s, *arr, *t;
@@ -697,6 +774,7 @@ int main(void)
 {
     TEST(test_encode_bytes);
     TEST(test_put_aside_round_trip);
+    TEST(test_timeline_round_trip);
     TEST(test_round_trip);
     TEST(test_refused);
     TEST(test_ranks_helpers);

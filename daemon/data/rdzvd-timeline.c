@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-timeline.c: a job's bands, marks and steps per second (rdzvd-timeline.h). */
+#include "daemon/data/rdzvd-timeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-config.h"
+
+/* Without libm: x >= 0 only (the sample index of a time not before rate_start). */
+static double floor_pos(double x)
+{
+    return x >= 0 && x < 1e15 ? (double)(uint64_t)x : x;
+}
+
+static double dmin(double a, double b)
+{
+    return a < b ? a : b;
+}
+
+static double dmax(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+void rdzvd_timeline_init(struct rdzvd_timeline *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->win_rate = -1;
+}
+
+void rdzvd_timeline_band_end(struct rdzvd_timeline *t, double t_now)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+
+    if (tl->n_bands > 0 && tl->bands[tl->n_bands - 1].end == 0)
+        tl->bands[tl->n_bands - 1].end = t_now > 0 ? t_now : 1e-3;
+}
+
+void rdzvd_timeline_band_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
+                               int64_t world_size, int64_t nodes)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+
+    rdzvd_timeline_band_end(t, t_now);
+    if (tl->n_bands == RDZV_STATUS_BANDS) {
+        memmove(&tl->bands[0], &tl->bands[1], (RDZV_STATUS_BANDS - 1) * sizeof(tl->bands[0]));
+        tl->n_bands--;
+    }
+    tl->bands[tl->n_bands++] = (struct rdzv_status_band){
+        .generation = gen, .start = t_now, .end = 0, .world_size = world_size, .nodes = nodes};
+}
+
+void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
+                         enum rdzv_mark_kind kind, const char *text)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+    struct rdzv_status_mark *m;
+
+    if (tl->n_marks == RDZV_STATUS_MARKS) {
+        memmove(&tl->marks[0], &tl->marks[1], (RDZV_STATUS_MARKS - 1) * sizeof(tl->marks[0]));
+        tl->n_marks--;
+    }
+    m = &tl->marks[tl->n_marks++];
+    m->time = t_now;
+    m->generation = gen;
+    m->kind = kind;
+    snprintf(m->text, sizeof(m->text), "%s", text);
+    rdzv_utf8_trim(m->text);
+}
+
+/* Merge each pair of samples into one of twice the interval. */
+static void halve(struct rdzv_status_timeline *tl)
+{
+    unsigned n = (tl->n_rates + 1) / 2;
+
+    for (unsigned i = 0; i < n; i++)
+        tl->rates[i] = tl->rates[2 * i] + (2 * i + 1 < tl->n_rates ? tl->rates[2 * i + 1] : 0);
+    for (unsigned i = n; i < RDZV_STATUS_RATES; i++)
+        tl->rates[i] = 0;
+    tl->n_rates = n;
+    tl->rate_interval_s *= 2;
+}
+
+/* The sample that holds time x (>= rate_start), the samples halved and extended (with zeros) as
+ * needed. */
+static unsigned sample_at(struct rdzv_status_timeline *tl, double x)
+{
+    double k = floor_pos((x - tl->rate_start) / tl->rate_interval_s);
+
+    while (k >= RDZV_STATUS_RATES) {
+        halve(tl);
+        k = floor_pos((x - tl->rate_start) / tl->rate_interval_s);
+    }
+    if (!(k >= 0))
+        k = 0;
+    while (tl->n_rates <= (unsigned)k)
+        tl->rates[tl->n_rates++] = 0;
+    return (unsigned)k;
+}
+
+void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+    double a, delta, iv;
+    unsigned ka, kb;
+
+    if (!(x > 0 && x < 1e12) || step < 0)
+        return;
+    if (!t->have_step) {
+        t->have_step = true;
+        tl->rate_start = x;
+        tl->rate_interval_s = RDZVD_TIMELINE_FIRST_INTERVAL_S;
+        tl->n_rates = 1;
+        tl->rates[0] = 0;
+        t->win_t = t->last_t = x;
+        t->win_step = t->last_step = step;
+        return;
+    }
+    if (x < t->last_t || x - tl->rate_start > RDZVD_TIMELINE_SPAN_MAX_S)
+        return; /* older than the last report, or a clock far off */
+    kb = sample_at(tl, x);
+    if (step < t->last_step) { /* a restart from a checkpoint: the new base */
+        t->last_t = t->win_t = x;
+        t->last_step = t->win_step = step;
+        return;
+    }
+    delta = (double)(step - t->last_step);
+    a = t->last_t;
+    iv = tl->rate_interval_s;
+    if (x <= a) {
+        tl->rates[kb] += delta;
+    } else {
+        ka = (unsigned)floor_pos((a - tl->rate_start) / iv);
+        for (unsigned k = ka; k <= kb; k++) {
+            double lo = dmax(a, tl->rate_start + k * iv), hi = dmin(x, tl->rate_start + (k + 1) * iv);
+
+            if (hi > lo)
+                tl->rates[k] += delta * (hi - lo) / (x - a);
+        }
+    }
+    t->last_t = x;
+    t->last_step = step;
+    if (x - t->win_t >= RDZVD_TIMELINE_RATE_WINDOW_S) {
+        t->win_rate = (double)(step - t->win_step) / (x - t->win_t);
+        t->win_t = x;
+        t->win_step = step;
+    }
+}
+
+double rdzvd_timeline_status(const struct rdzvd_timeline *t, double t_now,
+                             struct rdzv_status_timeline *out)
+{
+    const struct rdzv_status_timeline *tl = &t->tl;
+    double iv = tl->rate_interval_s;
+
+    *out = *tl;
+    for (unsigned i = 0; i < out->n_rates; i++) {
+        double from = tl->rate_start + i * iv, to = dmin(from + iv, dmax(t_now, t->last_t));
+
+        out->rates[i] = to > from ? tl->rates[i] / (i + 1 < out->n_rates ? iv : to - from) : 0;
+    }
+    /* The sample under way is shown once half of it has passed (its rate is noise before). */
+    if (out->n_rates > 0 &&
+        t_now - (tl->rate_start + (out->n_rates - 1) * iv) < iv / 2)
+        out->n_rates--;
+    if (!t->have_step)
+        return -1;
+    /* Silent for two windows: the job is not training now. */
+    if (t_now - t->last_t >= 2 * RDZVD_TIMELINE_RATE_WINDOW_S)
+        return 0;
+    if (t->win_rate >= 0)
+        return t->win_rate;
+    return t->last_t > t->win_t ? (double)(t->last_step - t->win_step) / (t->last_t - t->win_t)
+                                : -1;
+}

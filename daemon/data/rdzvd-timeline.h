@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-timeline.h: a job's history as the status page draws it (issue 31): its generations
+ * (bands: when each ran, its world size), what happened (marks: a failure and its root cause, a
+ * node lost or put aside, spares promoted, a leader change, the end) and rank 0's steps per
+ * second over time, from the progress reports rdzvd receives.
+ *
+ * Fixed size (struct rdzv_status_timeline's arrays, proto/rdzv-status.h): the newest bands and
+ * marks are kept, and the rate samples cover the whole job. Sample i counts the steps done in
+ * [rate_start + i * interval, + interval); when a report falls past the last sample the samples
+ * are halved (each pair merged into one of twice the interval), so a week-long job costs what a
+ * minute-long one does, at a coarser resolution (about 74 samples of 8,192 s after a week).
+ * The limits are in rdzvd-config.h.
+ *
+ * No I/O, no clock of its own (times are the caller's, unix seconds), no allocation: any thread
+ * may use a timeline it owns. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/rdzv-status.h"
+
+struct rdzvd_timeline {
+    struct rdzv_status_timeline tl; /* the rates hold steps per sample until read (status) */
+    bool have_step;                 /* a progress report was seen: last_t and last_step hold */
+    double last_t;
+    int64_t last_step;
+    /* The current rate: over the last window of RDZVD_TIMELINE_RATE_WINDOW_S or more, from
+     * (win_t, win_step); win_rate -1 before the first window closed. */
+    double win_t, win_rate;
+    int64_t win_step;
+};
+
+/* Start empty (the rates begin at the first progress report). */
+void rdzvd_timeline_init(struct rdzvd_timeline *t);
+
+/* Generation gen started at time t with world_size workers on nodes nodes (the band before it
+ * ends then, if it had not). */
+void rdzvd_timeline_band_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
+                               int64_t world_size, int64_t nodes);
+/* The band under way (if any) ends at t. */
+void rdzvd_timeline_band_end(struct rdzvd_timeline *t, double t_now);
+
+/* Something happened at t in generation gen: text (cut to RDZV_STATUS_TEXT_MAX bytes, at a
+ * UTF-8 boundary). The oldest mark makes room. */
+void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
+                         enum rdzv_mark_kind kind, const char *text);
+
+/* Rank 0 reported step at time t. The steps since the last report are spread over the samples
+ * of the time between; a step lower than the last (a restart from a checkpoint) counts none and
+ * is the new base; a report older than the last is ignored. */
+void rdzvd_timeline_step(struct rdzvd_timeline *t, double t_report, int64_t step);
+
+/* The timeline as the status shows it at time t: out's rates in steps per second (the last
+ * sample's over its time so far). Returns rank 0's steps per second over the last whole sample
+ * (the one under way when there is none yet), or -1 when no step was reported. */
+double rdzvd_timeline_status(const struct rdzvd_timeline *t, double t_now,
+                             struct rdzv_status_timeline *out);

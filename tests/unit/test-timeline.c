@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-timeline.c: a job's timeline (daemon/data/rdzvd-timeline.h): bands and marks keep the
+ * newest, the rate samples spread steps over the time between reports, halve when full, take a
+ * step back (a restart from a checkpoint) as a new base, ignore a report older than the last,
+ * and the current rate falls to 0 when the reports stop. */
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/data/rdzvd-config.h"
+#include "daemon/data/rdzvd-timeline.h"
+#include "../tap.h"
+
+#define NEAR(a, b) ((a) - (b) < 1e-9 && (b) - (a) < 1e-9)
+
+static void test_bands_and_marks_keep_the_newest(void)
+{
+    struct rdzvd_timeline t;
+    char long_text[400];
+
+    rdzvd_timeline_init(&t);
+    for (unsigned g = 1; g <= RDZV_STATUS_BANDS + 5; g++)
+        rdzvd_timeline_band_start(&t, 1000.0 + g, g, 4, 2);
+    ASSERT_EQ(t.tl.n_bands, RDZV_STATUS_BANDS);
+    ASSERT_EQ(t.tl.bands[0].generation, 6);
+    ASSERT_TRUE(NEAR(t.tl.bands[0].end, t.tl.bands[1].start)); /* the next one ended it */
+    ASSERT_TRUE(t.tl.bands[RDZV_STATUS_BANDS - 1].end == 0);
+    rdzvd_timeline_band_end(&t, 2000.0);
+    ASSERT_TRUE(NEAR(t.tl.bands[RDZV_STATUS_BANDS - 1].end, 2000.0));
+    rdzvd_timeline_band_end(&t, 3000.0); /* ended already: unchanged */
+    ASSERT_TRUE(NEAR(t.tl.bands[RDZV_STATUS_BANDS - 1].end, 2000.0));
+    memset(long_text, 'x', sizeof(long_text) - 1);
+    long_text[sizeof(long_text) - 1] = '\0';
+    memcpy(long_text + RDZV_STATUS_TEXT_MAX - 1, "\xc3\xa9", 2); /* an é cut in half */
+    for (unsigned i = 0; i < RDZV_STATUS_MARKS + 3; i++)
+        rdzvd_timeline_mark(&t, 1000.0 + i, i, RDZV_MARK_FAILURE, i == RDZV_STATUS_MARKS + 2 ? long_text : "f");
+    ASSERT_EQ(t.tl.n_marks, RDZV_STATUS_MARKS);
+    ASSERT_EQ(t.tl.marks[0].generation, 3);
+    ASSERT_EQ(strlen(t.tl.marks[RDZV_STATUS_MARKS - 1].text), RDZV_STATUS_TEXT_MAX - 1);
+}
+
+static void test_rates(void)
+{
+    struct rdzvd_timeline t;
+    struct rdzv_status_timeline out;
+    double now;
+
+    rdzvd_timeline_init(&t);
+    ASSERT_TRUE(rdzvd_timeline_status(&t, 100.0, &out) == -1); /* nothing reported */
+    ASSERT_EQ(out.n_rates, 0);
+    /* 20 steps/s reported every 2.5 s: spread over the 1 s samples between. */
+    for (int k = 0; k <= 8; k++)
+        rdzvd_timeline_step(&t, 100.0 + 2.5 * k, 50 * k);
+    now = 120.0;
+    ASSERT_TRUE(NEAR(rdzvd_timeline_status(&t, now, &out), 20.0));
+    ASSERT_EQ(out.n_rates, 20);
+    for (unsigned i = 0; i < out.n_rates; i++)
+        ASSERT_TRUE(NEAR(out.rates[i], 20.0));
+    /* older than the last report: ignored */
+    rdzvd_timeline_step(&t, 110.0, 10000);
+    ASSERT_EQ(t.last_step, 400);
+    /* back to step 100 (a restart from its checkpoint): no steps counted, the new base */
+    rdzvd_timeline_step(&t, 121.0, 100);
+    rdzvd_timeline_step(&t, 122.0, 110);
+    ASSERT_TRUE(NEAR(t.tl.rates[21], 10.0));
+    ASSERT_TRUE(NEAR(t.tl.rates[20], 0.0));
+    /* silent for two windows: not training now */
+    ASSERT_TRUE(rdzvd_timeline_status(&t, 122.0 + 2 * RDZVD_TIMELINE_RATE_WINDOW_S, &out) == 0);
+    /* past the last sample: halved (pairs merged), steps kept */
+    rdzvd_timeline_step(&t, 100.0 + RDZV_STATUS_RATES + 0.5, 110 + 5);
+    ASSERT_TRUE(NEAR(t.tl.rate_interval_s, 2.0));
+    ASSERT_EQ(t.tl.n_rates, RDZV_STATUS_RATES / 2 + 1);
+    ASSERT_TRUE(NEAR(t.tl.rates[0], 40.0)); /* 2 s of 20 steps/s */
+    /* a clock far off: ignored */
+    rdzvd_timeline_step(&t, 100.0 + RDZVD_TIMELINE_SPAN_MAX_S + 1, 200);
+    ASSERT_EQ(t.last_step, 115);
+}
+
+int main(void)
+{
+    TEST(test_bands_and_marks_keep_the_newest);
+    TEST(test_rates);
+    return tap_done();
+}
