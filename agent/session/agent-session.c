@@ -18,6 +18,7 @@
 #include "agent/session/agent-client.h"
 #include "agent/group/agent-env.h"
 #include "agent/session/agent-heartbeat.h"
+#include "agent/session/agent-sched.h"
 #include "agent/session/agent-nccl.h"
 #include "agent/session/agent-replica.h"
 #include "agent/session/agent-session-impl.h"
@@ -690,7 +691,13 @@ void agent_session_signal(struct agent_session *a, int signum)
             struct rdzv_cancel cn = {.signal = signum};
             const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID");
 
-            if (sj && *sj)
+            char why[128] = "";
+
+            /* Under Slurm, which it was: scancel, the time limit, a preemption (squeue, at most
+             * AGENT_SLURM_WHY_TIMEOUT_S: the job's steps are being signalled anyway). */
+            if (sj && *sj && agent_slurm_why(sj, AGENT_SLURM_WHY_TIMEOUT_S, why, sizeof(why)) == 0)
+                snprintf(cn.reason, sizeof(cn.reason), "Slurm job %s: %s", sj, why);
+            else if (sj && *sj)
                 snprintf(cn.reason, sizeof(cn.reason), "Slurm job %s", sj);
             else if (pj && *pj)
                 snprintf(cn.reason, sizeof(cn.reason), "PBS job %s", pj);

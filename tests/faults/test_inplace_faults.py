@@ -34,12 +34,7 @@ REL = 1e-4       # final loss vs the uninterrupted run's, as test_train_inplace.
 
 
 def asan_build():
-    try:
-        with open(os.path.join(BUILD, "meson-info", "intro-buildoptions.json")) as f:
-            opts = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return any(o.get("name") == "b_sanitize" and "address" in str(o.get("value")) for o in opts)
+    return rdzvtest.asan_build(BUILD)
 
 
 SLOW = 3 if asan_build() else 1  # waits (not the asserted bounds) scale with an ASan build

@@ -65,6 +65,18 @@ WAIT_STOP_WAITING, WAIT_CANCELED = 0, 1
 # Encoding
 
 
+def asan_build(build=None):
+    """Whether the build under test (default RDZV_BUILD_ROOT) was made with AddressSanitizer
+    (meson's build options)."""
+    import json
+    try:
+        with open(os.path.join(build or BUILD_ROOT, "meson-info", "intro-buildoptions.json")) as f:
+            opts = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return any(o.get("name") == "b_sanitize" and "address" in str(o.get("value")) for o in opts)
+
+
 def u8(v):
     return struct.pack("<B", v)
 

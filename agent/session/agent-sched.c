@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-sched.c: asking the scheduler (agent-sched.h). */
+#include "agent/session/agent-sched.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+
+#define SCHED_OUT_MAX 256 /* bytes of the command's output kept */
+
+/* Run argv (argv[0] looked up in PATH) for at most timeout_s, its output's first SCHED_OUT_MAX
+ * bytes into out (NUL-terminated). The child ignores SIGTERM and SIGINT: Slurm signals every
+ * process of the step as it ends it, a command the agent starts then too (seen at a time limit).
+ * Not uv_spawn, which gives the child default dispositions: fork, set them, exec (an ignored
+ * signal stays ignored across exec; the SIGTERM that comes before is the agent's handler's, and
+ * harmless). libuv reaps only its own children: this one is waited for here. 0 when it exited 0,
+ * else -ETIMEDOUT (killed), -EIO (*how says how it ended) or the errno of pipe or fork. */
+static int run_bounded(char *const argv[], double timeout_s, char *out, char *how, size_t howlen)
+{
+    uint64_t deadline = rdzv_now_ms() + (uint64_t)(timeout_s * 1000);
+    size_t len = 0;
+    bool timed_out = false;
+    int fd[2], status = 0;
+    pid_t pid;
+
+    out[0] = '\0';
+    if (pipe2(fd, O_CLOEXEC) < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0) {
+        int e = -errno;
+
+        close(fd[0]);
+        close(fd[1]);
+        return e;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(fd[1], 1) < 0 || dup2(null, 2) < 0)
+            _exit(126);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    for (;;) {
+        uint64_t now = rdzv_now_ms();
+        struct pollfd p = {.fd = fd[0], .events = POLLIN};
+        char chunk[128];
+        ssize_t n;
+        int r;
+
+        if (now >= deadline) {
+            timed_out = true;
+            break;
+        }
+        r = poll(&p, 1, (int)(deadline - now));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue; /* the deadline, next turn */
+        n = read(fd[0], chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* its end of the pipe closed: it exited */
+        if (len < SCHED_OUT_MAX) {
+            size_t take = (size_t)n < SCHED_OUT_MAX - len ? (size_t)n : SCHED_OUT_MAX - len;
+
+            memcpy(out + len, chunk, take);
+            len += take;
+        }
+    }
+    out[len] = '\0';
+    close(fd[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out)
+        return -ETIMEDOUT;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    snprintf(how, howlen, WIFSIGNALED(status) ? "killed by signal %d" : "exit code %d",
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return -EIO;
+}
+
+int agent_slurm_why(const char *job_id, double timeout_s, char *why, size_t len)
+{
+    char *argv[] = {"squeue", "-h", "-j", (char *)job_id, "-o", "%T|%r", NULL};
+    char buf[SCHED_OUT_MAX + 1], how[64] = "";
+    char *state, *reason, *nl;
+    int e;
+
+    why[0] = '\0';
+    e = run_bounded(argv, timeout_s, buf, how, sizeof(how));
+    if (e < 0) {
+        log_warn("cannot ask Slurm why job %s ends (squeue: %s); the outcome names the job only",
+                 job_id, e == -ETIMEDOUT ? "no answer in time" : e == -EIO ? how : strerror(-e));
+        return e;
+    }
+    nl = strchr(buf, '\n');
+    if (nl)
+        *nl = '\0';
+    state = buf;
+    reason = strchr(state, '|');
+    if (!reason || !*state)
+        return -EIO;
+    *reason++ = '\0';
+    if (strcmp(reason, "TimeLimit") == 0)
+        snprintf(why, len, "its time limit");
+    else if (strstr(state, "PREEMPT") || strstr(reason, "Preempt"))
+        snprintf(why, len, "preemption");
+    else if (strcmp(state, "RUNNING") == 0)
+        snprintf(why, len, "a signal from outside Slurm: the job still runs");
+    else if ((strcmp(state, "COMPLETING") == 0 || strcmp(state, "CANCELLED") == 0) &&
+             strcmp(reason, "None") == 0)
+        snprintf(why, len, "scancel");
+    else
+        snprintf(why, len, "Slurm: %.40s, reason %.60s", state, reason);
+    return 0;
+}
