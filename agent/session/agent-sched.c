@@ -134,3 +134,20 @@ int agent_slurm_why(const char *job_id, double timeout_s, char *why, size_t len)
         snprintf(why, len, "Slurm: %.40s, reason %.60s", state, reason);
     return 0;
 }
+
+void agent_sched_cancel_reason(char *reason, size_t len)
+{
+    const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID");
+    char why[128] = "";
+
+    reason[0] = '\0';
+    /* Under Slurm, which it was: scancel, the time limit, a preemption (squeue, at most
+     * AGENT_SLURM_WHY_TIMEOUT_S: the job's steps are being signalled anyway). */
+    if (sj && *sj && agent_slurm_why(sj, AGENT_SLURM_WHY_TIMEOUT_S, why, sizeof(why)) == 0)
+        snprintf(reason, len, "Slurm job %s: %s", sj, why);
+    else if (sj && *sj)
+        snprintf(reason, len, "Slurm job %s", sj);
+    else if (pj && *pj)
+        snprintf(reason, len, "PBS job %s", pj);
+    rdzv_utf8_trim(reason);
+}

@@ -12,6 +12,11 @@
 /* How long the agent waits for squeue when it is cancelled. */
 #define AGENT_SLURM_WHY_TIMEOUT_S 2.0
 
+/* Why this agent is stopped from outside, for CANCEL's reason: "Slurm job N: <agent_slurm_why>"
+ * (or "Slurm job N" when squeue does not answer), "PBS job N", or "" outside a scheduler. Cut
+ * to len at a UTF-8 boundary. */
+void agent_sched_cancel_reason(char *reason, size_t len);
+
 /* Why Slurm ends job job_id, in a few words ("its time limit", "scancel", "preemption", "a
  * signal from outside Slurm: the job still runs", or Slurm's own state and reason), into why.
  * 0, or a negative errno (squeue missing, failing or too slow: why is then empty; logged). */

@@ -689,19 +689,8 @@ void agent_session_signal(struct agent_session *a, int signum)
          * cancelled, not failed, and charges nothing; the other agents hear it from there. */
         if (cancel && a->client) {
             struct rdzv_cancel cn = {.signal = signum};
-            const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID");
 
-            char why[128] = "";
-
-            /* Under Slurm, which it was: scancel, the time limit, a preemption (squeue, at most
-             * AGENT_SLURM_WHY_TIMEOUT_S: the job's steps are being signalled anyway). */
-            if (sj && *sj && agent_slurm_why(sj, AGENT_SLURM_WHY_TIMEOUT_S, why, sizeof(why)) == 0)
-                snprintf(cn.reason, sizeof(cn.reason), "Slurm job %s: %s", sj, why);
-            else if (sj && *sj)
-                snprintf(cn.reason, sizeof(cn.reason), "Slurm job %s", sj);
-            else if (pj && *pj)
-                snprintf(cn.reason, sizeof(cn.reason), "PBS job %s", pj);
-            rdzv_utf8_trim(cn.reason);
+            agent_sched_cancel_reason(cn.reason, sizeof(cn.reason));
             (void)agent_client_send_cancel(a->client, &cn);
         }
     }

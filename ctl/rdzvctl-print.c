@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvctl-print.c: rdzvctl status's views (rdzvctl-print.h). */
+#include "ctl/rdzvctl-print.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/rdzv-log.h"
+#include "proto/rdzv-status.h"
+
+/* Up to STATUS_RANKS_ALL ranks are listed; past it, the step range and the FEW oldest reports. */
+#define STATUS_RANKS_ALL 16
+#define STATUS_RANKS_FEW 8
+
+/* s with control characters and other non-printables escaped (rdzv_escape), into buf: the
+ * daemon's strings come from its peers (run ids, hosts, event texts), and a terminal must not
+ * take them for control sequences or line breaks. */
+static const char *esc(char *buf, size_t len, const char *s)
+{
+    rdzv_escape(buf, len, s);
+    return buf;
+}
+
+/* Each rank's last step and its age: all of them for a few ranks, else the range of steps and
+ * the ranks that reported longest ago (a hung one is among them). */
+static void print_ranks(const struct rdzv_status_job *job)
+{
+    const struct rdzv_status_rank **oldest = NULL;
+    size_t n = job->n_ranks;
+    char host[4 * RDZV_HOST_MAX + 1];
+    int64_t lo, hi;
+    bool tmo = false;
+
+    if (n == 0)
+        return;
+    rdzv_status_step_range(job, &lo, &hi);
+    printf("  progress: %zu rank(s) reported, step %lld..%lld", n, (long long)lo, (long long)hi);
+    if (job->ranks_left_out > 0)
+        printf(" (%lld more not listed)", (long long)job->ranks_left_out);
+    if (n > STATUS_RANKS_ALL) {
+        oldest = rdzv_status_ranks_oldest(job);
+        n = oldest ? STATUS_RANKS_FEW : 0;
+        printf("; the %zu oldest reports", n);
+    }
+    /* The TIMEOUT column (each rank's --progress-timeout, auto: its own) when any has one. */
+    for (size_t k = 0; k < job->n_ranks && !tmo; k++)
+        tmo = job->ranks[k].timeout_s > 0;
+    printf("\n  %6s %9s %-24s %12s %9s%s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE",
+           tmo ? "   TIMEOUT" : "");
+    for (size_t k = 0; k < n; k++) {
+        const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
+
+        printf("  %6lld %9lld %-24.24s %12lld %8.1fs", (long long)rk->rank,
+               (long long)rk->node_rank, esc(host, sizeof(host), rk->host), (long long)rk->step,
+               rk->age_s);
+        if (tmo && rk->timeout_s > 0)
+            printf(" %8.1fs\n", rk->timeout_s);
+        else
+            printf(tmo ? " %9s\n" : "%s\n", tmo ? "-" : "");
+    }
+    free(oldest);
+}
+
+/* The job's steps per second as a one-line sparkline: the last STATUS_SPARK_MAX samples of its
+ * timeline, scaled to their peak, a sample with a failure, a node lost or put aside (or, in
+ * color, any mark) shown as 'x'; then the rate now. Nothing when it has no samples. */
+#define STATUS_SPARK_MAX 60
+
+static void print_sparkline(const struct rdzv_status_job *job, bool color)
+{
+    static const char *const bars[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+    const struct rdzv_status_timeline *tl = job->timeline;
+    unsigned first, n;
+    double peak = 0;
+
+    if (!tl || tl->n_rates == 0 || !(tl->rate_interval_s > 0))
+        return;
+    n = tl->n_rates < STATUS_SPARK_MAX ? tl->n_rates : STATUS_SPARK_MAX;
+    first = tl->n_rates - n;
+    for (unsigned i = first; i < tl->n_rates; i++)
+        peak = tl->rates[i] > peak ? tl->rates[i] : peak;
+    printf("  steps/s  ");
+    for (unsigned i = first; i < tl->n_rates; i++) {
+        double from = tl->rate_start + i * tl->rate_interval_s;
+        bool hit = false;
+        int level = peak > 0 ? (int)(tl->rates[i] / peak * 7.999) : 0;
+
+        for (unsigned k = 0; k < tl->n_marks; k++) {
+            const struct rdzv_status_mark *m = &tl->marks[k];
+
+            if (m->time >= from && m->time < from + tl->rate_interval_s &&
+                (m->kind == RDZV_MARK_FAILURE || m->kind == RDZV_MARK_NODE_LOST ||
+                 m->kind == RDZV_MARK_PUT_ASIDE))
+                hit = true;
+        }
+        if (hit)
+            printf(color ? "\033[31mx\033[0m" : "x");
+        else
+            printf("%s", bars[level < 0 ? 0 : level > 7 ? 7 : level]);
+    }
+    printf("  ");
+    if (job->rate_known)
+        printf("%.3g now, ", job->steps_per_second);
+    printf("peak %.3g (each %.0f s; x: a failure, node lost or put aside)\n", peak,
+           tl->rate_interval_s);
+}
+
+void rdzvctl_print_status(const struct rdzv_status *st, bool color)
+{
+    char e1[4 * RDZV_STATUS_TEXT_MAX + 1], e2[4 * RDZV_HOST_MAX + 1];
+
+    printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", esc(e1, sizeof(e1), st->version),
+           (long long)st->port, st->uptime_s, (long long)st->connections);
+    if (st->n_jobs == 0 && st->jobs_left_out == 0)
+        printf("no jobs\n");
+    for (size_t i = 0; i < st->n_jobs; i++) {
+        const struct rdzv_status_job *job = &st->jobs[i];
+
+        printf("\njob %s: %s, generation %lld, restarts %lld of %lld, nodes %lld (%lld..%lld), "
+               "world size %lld\n",
+               esc(e1, sizeof(e1), job->run_id), esc(e2, sizeof(e2), job->state),
+               (long long)job->generation, (long long)job->restart_count,
+               (long long)job->max_restarts, (long long)job->nodes_in_generation,
+               (long long)job->min_nodes, (long long)job->max_nodes, (long long)job->world_size);
+        if (job->ended) {
+            printf("  outcome: %s, exit code %lld", esc(e1, sizeof(e1), job->outcome_type),
+                   (long long)job->outcome_exit_code);
+            if (job->duration_s >= 0)
+                printf(", ran %.1f s", job->duration_s);
+            if (job->ended_age_s >= 0)
+                printf(", ended %.0f s ago", job->ended_age_s);
+            printf(": %s\n", esc(e1, sizeof(e1), job->outcome_summary));
+        }
+        if (job->n_nodes > 0 || !job->ended)
+            printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
+                   "WORKERS", "FAILURES");
+        for (size_t k = 0; k < job->n_nodes; k++) {
+            const struct rdzv_status_node *n = &job->nodes[k];
+            char rk[24];
+
+            snprintf(rk, sizeof(rk), n->node_rank < 0 ? "-" : "%lld", (long long)n->node_rank);
+            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n", esc(e2, sizeof(e2), n->host), rk,
+                   esc(e1, sizeof(e1), n->state), n->last_heartbeat_age_s, (long long)n->workers,
+                   (long long)n->failures);
+        }
+        if (job->members_left_out > 0)
+            printf("  (%lld more members not listed)\n", (long long)job->members_left_out);
+        if (job->aside_total > 0)
+            printf("  put aside:\n");
+        for (unsigned k = 0; k < job->n_aside; k++)
+            printf("    %s%s%s%s (%lld failures): %s\n", esc(e2, sizeof(e2), job->aside[k].host),
+                   job->aside[k].node_id[0] ? " (node id " : "", job->aside[k].node_id,
+                   job->aside[k].node_id[0] ? ")" : "",
+                   (long long)job->aside[k].failures, esc(e1, sizeof(e1), job->aside[k].reason));
+        if (job->aside_total > job->n_aside)
+            printf("    (%lld more not listed)\n", (long long)(job->aside_total - job->n_aside));
+        print_sparkline(job, color);
+        print_ranks(job);
+        printf("  recent events:\n");
+        for (unsigned k = 0; k < job->n_events; k++) {
+            time_t t = (time_t)job->events[k].time;
+            struct tm tm;
+            char when[32];
+
+            gmtime_r(&t, &tm);
+            strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
+            printf("    %s %s\n", when, esc(e1, sizeof(e1), job->events[k].text));
+        }
+    }
+    if (st->jobs_left_out > 0)
+        printf("\n(%lld more jobs not listed: the STATUS reply is limited to %u bytes)\n",
+               (long long)st->jobs_left_out, RDZV_STATUS_JSON_MAX);
+}
+
+/* status --json: the document as the daemon sent it (re-encoded from the struct). */
+int rdzvctl_print_status_json(const struct rdzv_status *st)
+{
+    json_t *o = rdzv_status_to_json(st);
+    int r;
+
+    if (!o)
+        return -ENOMEM;
+    r = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(o);
+    putchar('\n');
+    return r < 0 ? -EIO : 0;
+}
+
