@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "common/rdzv-log.h"
@@ -41,18 +42,45 @@ static void drain_timer_cb(uv_timer_t *t)
     (void)uv_process_kill(&d->proc, SIGKILL);
 }
 
-int agent_drain_node(const char *host, const char *reason, double timeout_s)
+int agent_sched_node_name(char *name, size_t len)
 {
     const char *node = getenv("SLURMD_NODENAME");
+    char hn[256] = "";
+    char *dot;
+
+    if (node && *node) {
+        if (strlen(node) >= len)
+            return -ENAMETOOLONG;
+        snprintf(name, len, "%s", node);
+        return 0;
+    }
+    if (gethostname(hn, sizeof(hn) - 1) < 0)
+        return -errno;
+    if ((dot = strchr(hn, '.')))
+        *dot = '\0';
+    if (!hn[0] || strlen(hn) >= len)
+        return -ENAMETOOLONG;
+    snprintf(name, len, "%s", hn);
+    return 0;
+}
+
+int agent_drain_node(const char *reason, double timeout_s)
+{
     char why[DRAIN_REASON_MAX + 8], name_arg[300], reason_arg[DRAIN_REASON_MAX + 16];
+    char host[256];
     char *argv[8] = {0};
     struct drain d = {0};
     uv_loop_t loop;
     int r;
 
     snprintf(why, sizeof(why), "rdzv: %.*s", DRAIN_REASON_MAX, reason);
-    if ((node && *node) || getenv("SLURM_JOB_ID")) {
-        snprintf(name_arg, sizeof(name_arg), "NodeName=%s", node && *node ? node : host);
+    if ((r = agent_sched_node_name(host, sizeof(host))) < 0) {
+        log_error_errno(r, "--on-bad-node drain: cannot name this node as the scheduler does; it "
+                           "is not drained");
+        return r;
+    }
+    if (getenv("SLURMD_NODENAME") || getenv("SLURM_JOB_ID")) {
+        snprintf(name_arg, sizeof(name_arg), "NodeName=%s", host);
         snprintf(reason_arg, sizeof(reason_arg), "Reason=%s", why);
         argv[0] = "scontrol";
         argv[1] = "update";

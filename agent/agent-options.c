@@ -539,7 +539,7 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .imax = RDZV_MAX_NCCL_IDS, .metavar = "N",
          .help = "ids per generation, for ncclCommInitRankScalable (default 1)"},
         {.kind = RDZV_OPT_STRING, .name = "host", .dest = &o->host, .metavar = "NAME",
-         .help = "how this node is named in logs (default: hostname)"},
+         .help = "how this node is named in logs (default: SLURMD_NODENAME, else hostname)"},
         {.kind = RDZV_OPT_FLAG, .name = "isolate-gpus", .dest = &o->isolate_gpus,
          .help = "give each worker only its own GPU in CUDA_VISIBLE_DEVICES"},
         {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .cb = rdzv_opt_log_level_cb,

@@ -317,8 +317,11 @@ int main(int argc, char **argv)
     rdzv_log_setup("rdzv-agent", a.o.level);
     signal(SIGPIPE, SIG_IGN);
     (void)gethostname(hn, sizeof(hn) - 1);
-    if (!a.o.host)
-        a.o.host = hn;
+    if (!a.o.host) { /* Slurm's name for this node (several may share a host name), else hn */
+        const char *slurm_node = getenv("SLURMD_NODENAME");
+
+        a.o.host = slurm_node && *slurm_node ? slurm_node : hn;
+    }
 
     ngpus = agent_gpu_list(getenv("CUDA_VISIBLE_DEVICES"), AGENT_GPU_DRIVER_DIR, &gpus);
     if (ngpus < 0) {
@@ -520,8 +523,10 @@ int main(int argc, char **argv)
     free(a.tee);
     free(a.console);
     r = agent_session_exit_code(a.session);
-    if (r == RDZV_EXIT_PUT_ASIDE && a.o.on_bad_node_drain)
-        (void)agent_drain_node(a.o.host, agent_session_outcome(a.session), AGENT_DRAIN_TIMEOUT_S);
+    /* Only on rdzvd's word that this node is put aside: a worker may exit 69 for its own
+     * reasons, and the job then fails on every node alike. */
+    if (agent_session_put_aside(a.session) && a.o.on_bad_node_drain)
+        (void)agent_drain_node(agent_session_outcome(a.session), AGENT_DRAIN_TIMEOUT_S);
     agent_session_free(a.session);
     return r;
 }

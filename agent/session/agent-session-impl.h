@@ -38,6 +38,8 @@ struct hang_ctx {
     char reason[RDZV_REASON_MAX + 1];
 };
 
+#define AGENT_VERDICT_MS 2000
+
 struct agent_session {
     struct agent_session_cfg cfg; /* strings borrowed from the caller */
     struct agent_health *health;  /* NULL: nothing to check */
@@ -60,6 +62,11 @@ struct agent_session {
     /* With replicas (--endpoint A,B,C): runs from a lost connection until the next JOINED; when
      * it fires (--heartbeat-timeout) no leader could be reached, and the workers stop. */
     uv_timer_t leaderless;
+    /* Signalled from outside with rdzvd connected: CANCEL went out, and the agent waits up to
+     * AGENT_VERDICT_MS for rdzvd's word (EVENT left: this node left and the job goes on; or
+     * cancelled: the job ends) before it ends, so that its last line says which. */
+    uv_timer_t verdict;
+    bool awaiting_verdict;
     struct rdzv_round round;   /* the current (or last) generation's assignment */
     int exit_code;
     bool local_failure;        /* one of our workers failed */

@@ -461,12 +461,16 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
 static void on_event(struct agent_client *c, const struct rdzv_event *e, void *ud)
 {
     struct agent_session *a = ud;
+    bool verdict;
 
     (void)c;
     if (strcmp(e->type, "restart") == 0) {
         on_restart(a, e);
         return;
     }
+    verdict = a->awaiting_verdict;
+    a->awaiting_verdict = false;
+    (void)uv_timer_stop(&a->verdict);
     a->outcome = *e;
     a->have_outcome = true;
     a->put_aside = strcmp(e->type, "put_aside") == 0;
@@ -475,7 +479,8 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     } else if (a->put_aside) {
         a->exit_code = RDZV_EXIT_PUT_ASIDE; /* whatever the event says: the man page's status */
         log_error("this node is put aside by job %s: %s", a->cfg.run_id, e->summary);
-    } else if (strcmp(e->type, "cancelled") == 0) {
+    } else if (strcmp(e->type, "cancelled") == 0 || strcmp(e->type, "left") == 0) {
+        /* left (1.7): this agent was signalled and the job goes on without its node */
         a->exit_code = e->exit_code > 128 && e->exit_code < 256 ? (int)e->exit_code : 143;
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
@@ -486,13 +491,15 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
             log_warn("stopping local workers: this node takes no further part in the job");
         else if (strcmp(e->type, "cancelled") == 0)
             log_warn("job cancelled: stopping local workers (%s)", e->summary);
+        else if (strcmp(e->type, "left") == 0)
+            log_warn("stopping local workers: %s", e->summary);
         else if (a->state == AG_RUNNING || has_survivors(a))
             log_warn("job failed on another node; stopping local workers");
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
         return;
     }
-    if (a->workers_gone || a->state == AG_JOINING)
+    if (a->workers_gone || a->state == AG_JOINING || (verdict && a->state != AG_STOPPING))
         agent_finish(a);
 }
 
@@ -636,6 +643,14 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
     struct agent_session *a = ud;
     int r;
 
+    if (a->have_outcome) { /* leaving anyway (signalled, put aside, the job over): stay gone */
+        a->awaiting_verdict = false;
+        agent_client_close(c, NULL, NULL);
+        a->client = NULL;
+        if (a->workers_gone || a->state != AG_STOPPING)
+            agent_finish(a);
+        return;
+    }
     log_warn("%s; workers keep running, reconnecting (for up to %.0f s%s)", msg,
              a->cfg.connect_timeout_s,
              a->eps.n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
@@ -680,18 +695,24 @@ void agent_session_signal(struct agent_session *a, int signum)
     if (!a->have_outcome) {
         bool cancel = signum == SIGTERM || signum == SIGINT;
 
-        snprintf(a->outcome.type, sizeof(a->outcome.type), cancel ? "cancelled" : "failed");
-        snprintf(a->outcome.summary, sizeof(a->outcome.summary), "the agent received %s%s",
-                 strsignal(signum), cancel ? " from outside" : "");
+        snprintf(a->outcome.type, sizeof(a->outcome.type), cancel ? "left" : "failed");
+        if (cancel)
+            snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+                     "this node left job %s: its agent received %s from outside", a->cfg.run_id,
+                     strsignal(signum));
+        else
+            snprintf(a->outcome.summary, sizeof(a->outcome.summary), "the agent received %s",
+                     strsignal(signum));
         a->have_outcome = true;
         a->exit_code = 128 + signum;
-        /* Stopped from outside (scancel, a time limit, a preemption): rdzvd ends the job as
-         * cancelled, not failed, and charges nothing; the other agents hear it from there. */
+        /* Stopped from outside (scancel, a time limit, a preemption, a drain of this node):
+         * this node leaves. rdzvd charges nothing, and ends the job as cancelled only when it
+         * cannot go on without this node; its answer says which (on_event). */
         if (cancel && a->client) {
             struct rdzv_cancel cn = {.signal = signum};
 
             agent_sched_cancel_reason(cn.reason, sizeof(cn.reason));
-            (void)agent_client_send_cancel(a->client, &cn);
+            a->awaiting_verdict = agent_client_send_cancel(a->client, &cn) == 0;
         }
     }
     if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
@@ -704,10 +725,25 @@ void agent_session_signal(struct agent_session *a, int signum)
 }
 
 /* Everything is over: report and stop the loop (main() returns the exit code). */
+static void verdict_cb(uv_timer_t *t)
+{
+    struct agent_session *a = t->data;
+
+    log_warn("rdzvd did not answer this node's leaving within %d ms", AGENT_VERDICT_MS);
+    a->awaiting_verdict = false;
+    agent_finish(a);
+}
+
 static void agent_finish(struct agent_session *a)
 {
     if (a->state == AG_DONE)
         return;
+    if (a->awaiting_verdict) { /* rdzvd's word on this node's leaving first (on_event) */
+        if (!uv_is_active((const uv_handle_t *)&a->verdict))
+            (void)uv_timer_start(&a->verdict, verdict_cb, AGENT_VERDICT_MS, 0);
+        return;
+    }
+    (void)uv_timer_stop(&a->verdict);
     session_set_state(a, AG_DONE);
     if (a->exit_code == 0)
         log_info("job %s succeeded", a->cfg.run_id);
@@ -717,6 +753,9 @@ static void agent_finish(struct agent_session *a)
     else if (strcmp(a->outcome.type, "cancelled") == 0)
         fprintf(stderr, "rdzv-agent: job %s cancelled (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary);
+    else if (strcmp(a->outcome.type, "left") == 0)
+        fprintf(stderr, "rdzv-agent: stopped from outside (exit code %d): %s\n", a->exit_code,
+                a->outcome.summary);
     else
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
@@ -826,8 +865,10 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
 
     a->group = g;
     a->join = *join;
-    a->heartbeat.data = a->leaderless.data = a->health_timer.data = a;
+    a->heartbeat.data = a->leaderless.data = a->health_timer.data = a->verdict.data = a;
     r = uv_timer_init(a->loop, &a->leaderless);
+    if (r == 0)
+        r = uv_timer_init(a->loop, &a->verdict);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->heartbeat);
     if (r == 0)
@@ -850,6 +891,11 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
 int agent_session_exit_code(const struct agent_session *a)
 {
     return a->exit_code;
+}
+
+bool agent_session_put_aside(const struct agent_session *a)
+{
+    return a->put_aside;
 }
 
 const char *agent_session_outcome(const struct agent_session *a)

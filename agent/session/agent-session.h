@@ -76,6 +76,9 @@ void agent_session_signal(struct agent_session *s, int signum);
 int agent_session_exit_code(const struct agent_session *s);
 /* Why the job ended for this agent (its outcome's summary; "" when none). */
 const char *agent_session_outcome(const struct agent_session *s);
+/* Whether rdzvd put this node aside (EVENT put_aside, or a JOIN refused as put aside), or a
+ * health check failed here: what --on-bad-node acts on, never the exit code alone. */
+bool agent_session_put_aside(const struct agent_session *s);
 
 /* After the loop stopped: close the client and the NCCL root holder (asynchronous; run the loop
  * again before agent_session_free). The heartbeat timer is left to the caller's uv_walk. */

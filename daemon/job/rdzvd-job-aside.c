@@ -70,14 +70,23 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
 }
 
 int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
-                          const char *run_id, const char *node_id, char *err, size_t errlen)
+                          const char *run_id, const char *node_id, const char *host, char *err,
+                          size_t errlen)
 {
-    for (unsigned i = 0; i < n_hist; i++)
-        if (hist[i].aside && strcmp(hist[i].node_id, node_id) == 0) {
+    for (unsigned i = 0; i < n_hist; i++) {
+        if (!hist[i].aside)
+            continue;
+        if (strcmp(hist[i].node_id, node_id) == 0) {
             snprintf(err, errlen, "node id %s was put aside by job %s: %s", node_id, run_id,
                      hist[i].reason);
             return -EACCES;
         }
+        if (host && host[0] && strcmp(hist[i].host, host) == 0) {
+            snprintf(err, errlen, "node %s was put aside by job %s (as node id %s): %s", host,
+                     run_id, hist[i].node_id, hist[i].reason);
+            return -EACCES;
+        }
+    }
     return 0;
 }
 

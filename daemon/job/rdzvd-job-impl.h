@@ -79,6 +79,7 @@ struct rdzvd_member {
     bool ready;            /* no workers running: may be put in the next round */
     uint64_t stopping_gen; /* READY for this generation makes it ready */
     bool left_ok;          /* LEAVE succeeded received for the current generation */
+    bool signalled;        /* its agent was stopped from outside (CANCEL): it is leaving */
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
@@ -239,10 +240,12 @@ void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason);
 int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t errlen);
 /* The history of a rebuilt job: rec's, taken over (rec's left empty). */
 void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec);
-/* A JOIN of node_id to run_id, whose history is hist[0..n_hist): -EACCES with err saying why
- * when the job put it aside, else 0. */
+/* A JOIN of node_id on host to run_id, whose history is hist[0..n_hist): -EACCES with err saying
+ * why when the job put that node id aside, or (host not NULL or "") a node of that host: a bad
+ * host's next agent is a new process with a new node id, and is refused all the same. Else 0. */
 int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
-                          const char *run_id, const char *node_id, char *err, size_t errlen);
+                          const char *run_id, const char *node_id, const char *host, char *err,
+                          size_t errlen);
 /* m's workers failed (summary: the root cause so far): counted in the history. NOW: m is to
  * be put aside: it failed --bad-node-failures times, the budget allows the restart, and the job
  * can form without it (a spare, or more than MIN nodes); its entry is marked, and summary says

@@ -120,21 +120,48 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     return 0;
 }
 
+/* Whether j can go on without the members whose agents were signalled: while it forms, any
+ * other member may still see it formed (more can join); once formed, its --nnodes MIN must be
+ * left. */
+static bool job_goes_on(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+    int64_t left = 0;
+
+    for_each_member(j, o, pos, tmp) left += !o->signalled;
+    if (j->state == JOB_FORMING)
+        return left > 0;
+    return left >= j->min;
+}
+
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
 {
     struct rdzvd_job *j = m->job;
-    char why[RDZV_SUMMARY_MAX + 1];
+    struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
+    char what[RDZV_REASON_MAX + 64];
 
-    if (j->state == JOB_ENDED || j->cancelled)
-        return; /* the first node's cancel ended it: the others follow */
-    snprintf(why, sizeof(why), "cancelled: the agent of node %s received %s from outside%s%s",
-             m->join.host, strsignal((int)sig), reason[0] ? " (" : "", reason);
-    if (reason[0] && strlen(why) + 2 <= sizeof(why))
-        strcat(why, ")");
-    j->cancelled = 128 + sig;
-    snprintf(j->cancel_why, sizeof(j->cancel_why), "%s", why);
-    if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
-        rdzvd_job_end(j, "cancelled", j->cancelled, why);
+    if (j->state == JOB_ENDED || j->cancelled || m->signalled)
+        return; /* the job is over, or ends once stopped: the others follow */
+    snprintf(what, sizeof(what), "received %s from outside%s%s%s", strsignal((int)sig),
+             reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+    m->signalled = true;
+    /* A signal to one agent is that node leaving, as a scheduler that drains or preempts one
+     * node means it: a spare just goes, a member is a node lost (a spare takes its ranks, an
+     * elastic job goes on), charging nothing. The job is cancelled only when it cannot go on:
+     * every agent signalled (scancel), or fewer than MIN nodes left. */
+    if (!job_goes_on(j)) {
+        snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
+                 m->join.host, what);
+        j->cancelled = 128 + sig;
+        if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
+            rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
+        return;
+    }
+    snprintf(e.summary, sizeof(e.summary),
+             "node %s left job %s: its agent %s; the job goes on without it", m->join.host,
+             j->run_id, what);
+    rdzvd_member_drop(m, what, &e);
 }
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)

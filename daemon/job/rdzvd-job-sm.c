@@ -681,6 +681,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     void *peer = m->peer;
     enum job_state st = j->state;
     bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1;
+    bool signalled = m->signalled; /* it left on a signal from outside: nothing is charged */
     void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
     int64_t rank = m->node_rank;
     char cause[RDZV_SUMMARY_MAX + 1];
@@ -704,7 +705,9 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     switch (st) {
     case JOB_RUNNING:
         if (in_round && !left)
-            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST, NULL, 1, cause);
+            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
+                              signalled ? "a node left on a signal from outside" : NULL, 1,
+                              cause);
         else if (in_round)
             rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */
         break;

@@ -145,8 +145,11 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
                        size_t errlen);
 /* CANCEL: m's agent was stopped from outside by signal sig (scancel, a time limit, a
- * preemption; reason: what it knows). The job ends "cancelled", exit code 128 + sig, nothing
- * charged; every member is told. Ignored once the job has ended. */
+ * preemption, a drain of one node; reason: what it knows). That node leaves, charging nothing: a
+ * spare is dropped, a member counts as a node lost (the job re-forms without it, uncounted); its
+ * agent gets EVENT left. When the job cannot go on without its signalled members (formed: fewer
+ * than MIN are left; forming: none), it ends "cancelled", exit code 128 + sig, every member told.
+ * Ignored once the job has ended, or for a member already signalled. */
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason);
 /* UNHEALTHY: m's node failed a health check (reason, its line). The node is put aside (its
  * history recorded), its agent told (EVENT put_aside) and let go; a node of the running

@@ -6,7 +6,8 @@ generation back on that node until its budget was spent, and failed with the spa
 Now, after its second failure (--bad-node-failures 2, the default), the node is put aside: its
 agent exits 69 saying why, its workers started twice and never again, the spare takes its
 place, and the job succeeds on the two good nodes, under --recovery restart and inplace. A node
-put aside that joins again is told so, and without a spare (the job at its --nnodes MIN) the job
+put aside that joins again is told so, by its node id or by its host (a new agent of the same
+host, issue 36), and without a spare (the job at its --nnodes MIN) the job
 restarts on the nodes it has, as before, and says that it had no choice."""
 import json
 import os
@@ -63,6 +64,12 @@ class BadNode(Base):
         self.assertEqual(rc, 69, err[-3000:])
         self.assertIn("put aside by job %s" % run_id, err)
         self.assertIn("its workers failed 2 times within the job", err)
+        # The same host's next agent (a new process, a new node id) is put aside too (issue 36):
+        # before, it joined at once.
+        again = self.agent(ep, out, run_id, "bad", *extra, bad=True)
+        rc, _, err = finish(again, timeout=30)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("node bad was put aside by job %s (as node id " % run_id, err)
         for p in (good, spare):
             rc, _, err = finish(p, timeout=60)
             self.assertEqual(rc, 0, err[-3000:])

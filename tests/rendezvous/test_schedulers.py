@@ -153,6 +153,26 @@ class TestSlurm(AgentTestCase):
         self.assertIn("its workers failed 2 times", reason)
         d.wait_log(r"generation \d+ succeeded")
 
+    def test_worker_exit_69_drains_nothing(self):
+        """A worker that exits 69 (EX_UNAVAILABLE, a common code) fails the job with that code
+        on every node, but rdzvd put no node aside: nothing is drained (issue 36). Before, every
+        agent ran scontrol update State=DRAIN on its own node."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        env = {**os.environ, **self.slurm.env}
+        p = start(["srun", "-N2", "--ntasks-per-node=1", "-l", AGENT, "--nnodes", "2",
+                   "--nproc", "1", "--endpoint", ep, "--max-restarts", "0", "--nccl", "off",
+                   "--grace", "2", "--on-bad-node", "drain", "--", "/bin/sh", "-c", "exit 69"],
+                  env=self.slurm.env)
+        rc, _, err = finish(p, timeout=120)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("exited with code 69", err)
+        self.assertNotIn("--on-bad-node drain", err)
+        r = subprocess.run(["sinfo", "-h", "-o", "%n|%T"], env=env, capture_output=True,
+                           text=True, timeout=30)
+        for line in r.stdout.split():
+            self.assertNotIn("drain", line.split("|")[1], r.stdout)
+
     def cancelled_job(self, srun_args, stop, why):
         """Two agents under srun (srun_args added), their workers sleeping; stop(job id) ends the
         job from outside. Every worker stops, no orphan is left, and the job reads as cancelled,

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What one node's agent may do to a job, and no more (issue 36, proto/SECURITY.md), with real
+rdzv-agents against a real rdzvd:
+- a signal to one agent (a scheduler that preempts or drains one node) is that node leaving, not
+  the job cancelled: a spare just goes; a member is a node lost, charging nothing: the spare takes
+  its ranks, an elastic job goes on with what is left. torchrun keeps its rendezvous open the
+  same way. The job is cancelled only when it cannot go on (test_schedulers: scancel);
+- --on-bad-node drain names the node as the scheduler does, never by --local-addr or --host."""
+import json
+import os
+import signal
+import socket
+import subprocess
+
+from agenttest import AgentTestCase, agent_cmd, finish, main, start
+
+RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
+    os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
+
+# Each start appends its generation to starts.<node>; the worker runs RDZV_TEST_RUN seconds.
+WORKER = ["/bin/sh", "-c",
+          'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/starts.$RDZV_TEST_NODE"; '
+          'sleep "${RDZV_TEST_RUN:-4}"; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
+
+
+class Roles(AgentTestCase):
+    def agent(self, ep, out, run_id, node, nnodes="2", run="4"):
+        return start(agent_cmd(ep, "--nnodes", nnodes, "--nproc", "1", "--rdzv-id", run_id,
+                               "--max-restarts", "0", "--host", node, "--grace", "2",
+                               "--last-call", "0.5", "--nccl", "off", worker=WORKER),
+                     env={"RDZV_TEST_OUT": out, "RDZV_TEST_NODE": node, "RDZV_TEST_RUN": run})
+
+    def starts(self, out, node):
+        try:
+            with open(os.path.join(out, "starts." + node)) as f:
+                return f.read().split()
+        except FileNotFoundError:
+            return []
+
+    def job(self, d, run_id):
+        p = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status", "--json"],
+                           capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [j for j in json.loads(p.stdout)["jobs"] if j["run_id"] == run_id][0]
+
+    def three(self, run_id):
+        """Nodes a and b run generation 1 of a --nnodes 2 job, s waits as the spare."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        a = self.agent(ep, out, run_id, "a")
+        b = self.agent(ep, out, run_id, "b")
+        d.wait_log(r"job=%s gen=1 generation 1 formed" % run_id)
+        s = self.agent(ep, out, run_id, "s")
+        d.wait_log(r"job=%s .*node=s joined" % run_id)
+        return d, out, a, b, s
+
+    def test_spare_signalled_just_goes(self):
+        d, out, a, b, s = self.three("sig-spare")
+        s.send_signal(signal.SIGTERM)
+        rc, _, err = finish(s, timeout=30)
+        self.assertEqual(rc, 143, err[-3000:])
+        self.assertIn("rdzv-agent: stopped from outside (exit code 143): node s left job "
+                      "sig-spare", err)
+        self.assertIn("the job goes on without it", err)
+        for p in (a, b):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(self.starts(out, "a"), ["1"])  # never restarted
+        self.assertEqual(self.starts(out, "b"), ["1"])
+        j = self.job(d, "sig-spare")
+        self.assertEqual((j["outcome"]["type"], j["restart_count"]), ("succeeded", 0), j)
+
+    def test_member_signalled_spare_takes_its_ranks(self):
+        d, out, a, b, s = self.three("sig-member")
+        a.send_signal(signal.SIGTERM)
+        rc, _, err = finish(a, timeout=30)
+        self.assertEqual(rc, 143, err[-3000:])
+        self.assertIn("node a left job sig-member: its agent received Terminated from outside",
+                      err)
+        for p in (b, s):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(self.starts(out, "s"), ["2"])  # the spare took the place
+        self.assertTrue(os.path.exists(os.path.join(out, "done.s")))
+        j = self.job(d, "sig-member")
+        # --max-restarts 0: a node that left on a signal is charged nothing.
+        self.assertEqual((j["outcome"]["type"], j["restart_count"]), ("succeeded", 0), j)
+
+    def test_elastic_job_goes_on(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        a = self.agent(ep, out, "sig-elastic", "a", nnodes="1:2")
+        b = self.agent(ep, out, "sig-elastic", "b", nnodes="1:2")
+        d.wait_log(r"job=sig-elastic gen=1 generation 1 formed")
+        b.send_signal(signal.SIGTERM)
+        rc, _, err = finish(b, timeout=30)
+        self.assertEqual(rc, 143, err[-3000:])
+        rc, _, err = finish(a, timeout=60)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(self.starts(out, "a"), ["1", "2"])  # alone in generation 2
+        j = self.job(d, "sig-elastic")
+        self.assertEqual((j["outcome"]["type"], j["restart_count"]), ("succeeded", 0), j)
+
+    def test_drain_names_the_scheduler_node(self):
+        """Under Slurm without SLURMD_NODENAME (or PBS), the node drained is the short host
+        name: before, --local-addr 127.0.0.1 made it NodeName=127.0.0.1. The node fails its
+        health check before joining (put aside here, no rdzvd needed); scontrol, given an empty
+        configuration, fails at once (or is missing), and the agent says which node it did not
+        drain."""
+        short = socket.gethostname().split(".")[0]
+        conf = os.path.join(self.outdir(), "slurm.conf")  # empty: scontrol fails at once
+        open(conf, "w").close()
+        p = start([*agent_cmd("127.0.0.1:1", "--nnodes", "1", "--nproc", "1", "--rdzv-id",
+                              "drain-name", "--local-addr", "127.0.0.1", "--health-check",
+                              "echo disk gone; exit 1", "--on-bad-node", "drain", "--nccl", "off",
+                              worker=["true"])],
+                  env={"SLURM_JOB_ID": "77", "SLURM_CONF": conf})
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        # What the drain says (past the log line's own prefix, which names --host).
+        drain = [ln.partition("--on-bad-node drain")[2] for ln in err.splitlines()
+                 if "--on-bad-node drain" in ln]
+        self.assertTrue(drain, err[-3000:])
+        self.assertIn("node %s " % short, drain[-1] + " ")
+        self.assertNotIn("127.0.0.1", "\n".join(drain))
+
+
+if __name__ == "__main__":
+    main()

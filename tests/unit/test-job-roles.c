@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-roles.c: what one node's agent may do to a job, and no more (issue 36,
+ * proto/SECURITY.md), driven with fake agents (jobtest.h): a signal to one agent (CANCEL) is that
+ * node leaving, not the job cancelled; a node put aside is put aside by its host, so the same
+ * host's next agent is refused too. */
+#include <inttypes.h>
+
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+
+/* The job heard nothing: no event, no new generation. */
+static void assert_untouched(const struct fake *f, int nrounds)
+{
+    ASSERT_EQ(f->nevents, 0);
+    ASSERT_EQ(f->nrounds, nrounds);
+    ASSERT_FALSE(f->closed);
+}
+
+/* A spare's agent signalled: the spare goes (EVENT left, 128 + the signal), the running job
+ * hears nothing. A member's agent signalled with a spare waiting: the node leaves, the spare
+ * takes its ranks in the next generation, and nothing is charged (the job has no restart budget
+ * at all). Signalled when the rest would be under --nnodes MIN: the job is cancelled. */
+static void test_signal_is_one_node_leaving(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, jn); /* node 2 waits as the spare */
+    ASSERT_TRUE(f[2].spare);
+    rdzvd_member_cancel(f[2].m, 15, "Slurm job 7: a preemption");
+    ASSERT_TRUE(event_is(&f[2], "left"));
+    ASSERT_EQ(f[2].event.exit_code, 143);
+    ASSERT_TRUE(f[2].closed);
+    ASSERT_NULL(f[2].m);
+    ASSERT_TRUE(strstr(f[2].event.summary, "the job goes on without it") != NULL);
+    assert_untouched(&f[0], 1);
+    assert_untouched(&f[1], 1);
+
+    jn = join_of(3, 2, 2, 0); /* a new spare */
+    ASSERT_OK(join(&e, &f[3], &jn));
+    ASSERT_TRUE(f[3].spare);
+    rdzvd_member_cancel(f[0].m, 15, "");
+    ASSERT_TRUE(event_is(&f[0], "left"));
+    ASSERT_EQ(f[0].event.exit_code, 143);
+    ASSERT_NULL(f[0].m);
+    ASSERT_TRUE(event_is(&f[1], "restart"));
+    ASSERT_TRUE(strstr(f[1].event.summary, "received Terminated from outside") != NULL);
+    all_ready(f, 4, 1);
+    ASSERT_EQ(f[1].nrounds, 2);
+    ASSERT_EQ(f[3].nrounds, 1); /* the spare took the place */
+    ASSERT_EQ(f[3].round.generation, 2);
+    ASSERT_EQ(f[3].round.restart_count, 0); /* charged nothing: the budget is 0 */
+
+    /* Now no spare: one more node leaving leaves 1 of MIN 2: the job is cancelled. */
+    rdzvd_member_cancel(f[1].m, 2, "");
+    for (int i = 1; i < 4; i += 2) {
+        ASSERT_TRUE(event_is(&f[i], "cancelled"));
+        ASSERT_EQ(f[i].event.exit_code, 130);
+        ASSERT_TRUE(strstr(f[i].event.summary, "cancelled: the agent of node host1 received "
+                                               "Interrupt from outside") != NULL);
+    }
+    env_done(&e);
+}
+
+/* An elastic job (--nnodes 1:2) goes on with the node that is left; when that one is signalled
+ * too (scancel signals every agent), it is cancelled. */
+static void test_elastic_job_goes_on(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 1, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.last_call_ms = 10;
+    join_n(&e, f, 2, jn);
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    rdzvd_member_cancel(f[1].m, 15, "");
+    ASSERT_TRUE(event_is(&f[1], "left"));
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    all_ready(f, 2, 1);
+    run_ms(&e, 100); /* the last call for a second node */
+    ASSERT_EQ(f[0].nrounds, 2);
+    ASSERT_EQ(f[0].round.nnodes, 1);
+    ASSERT_EQ(f[0].round.restart_count, 0);
+    rdzvd_member_cancel(f[0].m, 15, "scancel");
+    ASSERT_TRUE(event_is(&f[0], "cancelled"));
+    ASSERT_EQ(f[0].event.exit_code, 143);
+    env_done(&e);
+}
+
+/* While the job forms, a signalled agent just leaves: the others keep waiting for their peers;
+ * the last one signalled cancels it. */
+static void test_forming_job_keeps_waiting(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 3, 3, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    ASSERT_EQ(f[0].nrounds, 0);
+    rdzvd_member_cancel(f[0].m, 15, "");
+    ASSERT_TRUE(event_is(&f[0], "left"));
+    assert_untouched(&f[1], 0);
+    rdzvd_member_cancel(f[1].m, 15, "");
+    ASSERT_TRUE(event_is(&f[1], "cancelled"));
+    env_done(&e);
+}
+
+/* A node put aside is put aside by its host: the same host's next agent (a new process, a new
+ * node id) is refused, in memory and from the record after a restart; another host's is not,
+ * and a member's own resume is judged by its node id only. */
+static void test_put_aside_by_host(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct fake f[3] = {0}, again = {0}, other = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+    int bad;
+
+    env_init(&e, fd);
+    jn.bad_node_failures = 1;
+    join_n(&e, f, 3, jn); /* node-2 waits as the spare */
+    bad = f[0].round.node_rank == 0 ? 0 : 1;
+    w.rank = f[bad].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[bad], "put_aside"));
+    all_ready(f, 3, 1);
+    /* The same host, a new node id. */
+    jn = join_of(9, 2, 2, 4);
+    snprintf(jn.host, sizeof(jn.host), "host%d", bad);
+    jn.bad_node_failures = 1;
+    ASSERT_EQ(join_err(&e, &again, &jn, err, sizeof(err)), -EACCES);
+    ASSERT_TRUE(strstr(err, "was put aside by job job (as node id node-") != NULL);
+    /* Another host: a spare as usual. */
+    jn = join_of(8, 2, 2, 4);
+    jn.bad_node_failures = 1;
+    ASSERT_OK(join(&e, &other, &jn));
+    ASSERT_TRUE(other.spare);
+    /* After a restart, from the record alone. */
+    env_done(&e);
+    env_init(&e, fd);
+    memset(&again, 0, sizeof(again));
+    jn = join_of(10, 2, 2, 4);
+    snprintf(jn.host, sizeof(jn.host), "host%d", bad);
+    ASSERT_EQ(join_err(&e, &again, &jn, err, sizeof(err)), -EACCES);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-roles", RDZV_LOG_ERROR);
+    TEST(test_signal_is_one_node_leaving);
+    TEST(test_elastic_job_goes_on);
+    TEST(test_forming_job_keeps_waiting);
+    TEST(test_put_aside_by_host);
+    return tap_done();
+}
