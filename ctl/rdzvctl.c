@@ -746,11 +746,45 @@ static int timeout_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, c
     return 0;
 }
 
+/* cancel JOB [REASON]: the operator ends a job (CANCEL_JOB, one CANCEL_JOB_REPLY back). */
+static int run_cancel(struct ctl *c, int argc, char **argv)
+{
+    struct rdzv_cancel_job_reply rep;
+    struct rdzv_cancel_job rq = {0};
+    struct rdzv_buf b = {0};
+    uint8_t *body = NULL;
+    uint32_t len = 0;
+    char err[256];
+    int r, rc;
+
+    if (argc < 1 || argc > 2 || !*argv[0] || strlen(argv[0]) > RDZV_ID_MAX)
+        return die_usage("cancel takes a job id and, optionally, a reason");
+    snprintf(rq.run_id, sizeof(rq.run_id), "%s", argv[0]);
+    snprintf(rq.reason, sizeof(rq.reason), "%s", argc > 1 ? argv[1] : "");
+    r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
+    r = r ?: rdzv_msg_put_cancel_job(&b, &rq);
+    rc = r < 0 ? (fprintf(stderr, "rdzvctl: out of memory\n"), EXIT_CONN)
+               : ctl_exchange(c, &b, RDZV_MSG_CANCEL_JOB_REPLY, "CANCEL_JOB", &body, &len);
+    if (rc == EXIT_OK && rdzv_msg_parse_cancel_job_reply(body, len, &rep, err, sizeof(err)) < 0) {
+        fprintf(stderr, "rdzvctl: bad CANCEL_JOB reply: %s\n", err);
+        rc = EXIT_CONN;
+    } else if (rc == EXIT_OK && !rep.cancelled) {
+        fprintf(stderr, "rdzvctl: cancel: %s\n", rep.error[0] ? rep.error : "refused");
+        rc = EXIT_NO;
+    } else if (rc == EXIT_OK) {
+        printf("cancelled job %s\n", rq.run_id);
+    }
+    free(body);
+    rdzv_buf_free(&b);
+    c->sc = rdzv_store_client_free(c->sc);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static struct rdzv_token token;
     struct ctl c = {.timeout_ms = 10000};
-    const char *token_file = NULL;
+    const char *token_file = NULL, *admin_token_file = NULL;
     bool timeout_set = false;
     char defep[32], leader_ep[RDZV_ENDPOINT_MAX + 1];
     int first_arg, r;
@@ -769,6 +803,10 @@ int main(int argc, char **argv)
                  "rdzvd prove it too (default $RDZVCTL_TOKEN_FILE, then\n"
                  "$RDZV_TOKEN_FILE); needed from addresses outside rdzvd's\n"
                  "allowed store addresses"},
+        {.kind = RDZV_OPT_STRING, .name = "admin-token-file", .dest = &admin_token_file,
+         .metavar = "FILE", .env = "",
+         .help = "prove the operator's secret instead (rdzvd\n"
+                 "--admin-token-file): needed by release and cancel"},
         {.kind = RDZV_OPT_FLAG, .name = "raw", .dest = &c.raw, .env = "",
          .help = "use keys exactly as given; by default keys are prefixed\n"
                  "with '/' as PyTorch's TCPStore client does, so\n"
@@ -803,6 +841,7 @@ int main(int argc, char **argv)
                  "place\n"
                  "  release JOB NODE         take back a node the job put aside (NODE: its\n"
                  "                           host or node id): it may join the job again\n"
+                 "  cancel JOB [REASON]      end the job as cancelled, on every node\n"
                  "\n"
                  "Options:\n",
         .footer = "Exit status: 0 success, 1 no (missing key, timeout, not ready), 2 usage "
@@ -822,11 +861,14 @@ int main(int argc, char **argv)
         return r > 0 ? EXIT_OK : EXIT_USAGE;
     if (first_arg >= argc)
         return die_usage("no command given");
+    if (admin_token_file && *admin_token_file) /* the operator's proof, in the same handshake */
+        token_file = admin_token_file;
     if (token_file && *token_file) {
         char err[512];
 
         if (rdzv_token_load(token_file, &token, err, sizeof(err)) < 0) {
-            fprintf(stderr, "rdzvctl: --token-file: %s\n", err);
+            fprintf(stderr, "rdzvctl: --%stoken-file: %s\n",
+                    token_file == admin_token_file ? "admin-" : "", err);
             return EXIT_USAGE;
         }
         c.token = &token;
@@ -840,5 +882,7 @@ int main(int argc, char **argv)
         return run_status(&c, argc - first_arg - 1, argv + first_arg + 1);
     if (strcmp(argv[first_arg], "release") == 0)
         return run_release(&c, argc - first_arg - 1, argv + first_arg + 1);
+    if (strcmp(argv[first_arg], "cancel") == 0)
+        return run_cancel(&c, argc - first_arg - 1, argv + first_arg + 1);
     return run(&c, argv[first_arg], argc - first_arg - 1, argv + first_arg + 1);
 }

@@ -34,6 +34,7 @@ struct opts {
     const char *metrics_bind;
     const char *metrics_port_file;
     const char *token_file;
+    const char *admin_token_file;
     const char *allow_store_from;
     uint64_t idle_ms, idle_first_ms; /* --exit-when-idle; 0: never */
     int ready_fd;                    /* --ready-fd; -1: none */
@@ -219,6 +220,11 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .metavar = "FILE",
          .help = "require agents and rdzvctl to prove they hold the secret\n"
                  "in FILE (HMAC-SHA256 challenge; mode 0600, >= 16 bytes)"},
+        {.kind = RDZV_OPT_STRING, .name = "admin-token-file", .dest = &o->admin_token_file,
+         .metavar = "FILE",
+         .help = "the operator's secret (mode 0600, >= 16 bytes; agents\n"
+                 "must not have it; needs --token-file): rdzvctl proving it\n"
+                 "may release nodes put aside and cancel jobs"},
         {.kind = RDZV_OPT_STRING, .name = "replica-key-file", .dest = &o->replica_key_file,
          .metavar = "FILE",
          .help = "the replicas' own secret (mode 0600, >= 16 bytes; agents\n"
@@ -312,6 +318,25 @@ static int setup_security(struct opts *o)
         o->cfg.token = &token;
         if (!allow)
             allow = RDZVD_ACL_DEFAULT_WITH_TOKEN;
+    }
+    if (o->admin_token_file) {
+        static struct rdzv_token admin;
+
+        if (!o->cfg.token) {
+            fprintf(stderr, "rdzvd: --admin-token-file needs --token-file (without a token "
+                            "every peer is trusted alike, the operator's messages included)\n");
+            return -EINVAL;
+        }
+        if (rdzv_token_load(o->admin_token_file, &admin, err, sizeof(err)) < 0) {
+            fprintf(stderr, "rdzvd: --admin-token-file: %s\n", err);
+            return -EINVAL;
+        }
+        if (admin.len == token.len && rdzv_auth_equal(admin.key, token.key, token.len)) {
+            fprintf(stderr, "rdzvd: --admin-token-file holds the agents' token: give the "
+                            "operator a secret of its own\n");
+            return -EINVAL;
+        }
+        o->cfg.admin_token = &admin;
     }
     if (allow) {
         if (rdzvd_acl_parse(allow, &acl, err, sizeof(err)) < 0)

@@ -35,6 +35,8 @@ enum rdzv_msg_op {
     RDZV_MSG_RELEASE = 0xB5,       /* 1.6, rdzvctl -> daemon: take a node put aside back */
     RDZV_MSG_RELEASE_REPLY = 0xB6, /* 1.6, daemon -> rdzvctl: how many entries were released */
     RDZV_MSG_CANCEL = 0xB7,        /* 1.6, agent -> daemon: stopped from outside (scancel) */
+    RDZV_MSG_CANCEL_JOB = 0xB8,       /* 1.7, rdzvctl (the operator) -> daemon: end a job */
+    RDZV_MSG_CANCEL_JOB_REPLY = 0xB9, /* 1.7, daemon -> rdzvctl: cancelled, or why not */
 };
 
 /* Name of a message op for logs ("JOIN"), "?" if unknown. */

@@ -507,6 +507,60 @@ int rdzv_msg_parse_release_reply(const uint8_t *body, size_t len, struct rdzv_re
     return n < 0 ? (snprintf(err, errlen, "RELEASE_REPLY: 'released' < 0"), -EBADMSG) : 0;
 }
 
+int rdzv_msg_put_cancel_job(struct rdzv_buf *b, const struct rdzv_cancel_job *c)
+{
+    return rdzv_msg_put(b, RDZV_MSG_CANCEL_JOB,
+                        json_pack("{s:s, s:s}", "run_id", c->run_id, "reason", c->reason));
+}
+
+int rdzv_msg_parse_cancel_job(const uint8_t *body, size_t len, struct rdzv_cancel_job *c,
+                              char *err, size_t errlen)
+{
+    const char *run_id, *reason;
+    json_t *root = rdzv_msg_unpack(body, len, "CANCEL_JOB", err, errlen, "{s:s, s:s}", "run_id",
+                                   &run_id, "reason", &reason);
+    int rc = -EBADMSG;
+
+    if (!root)
+        return -EBADMSG;
+    if (!*run_id || strlen(run_id) > RDZV_ID_MAX) {
+        snprintf(err, errlen, "CANCEL_JOB: 'run_id' must be 1..%d bytes", RDZV_ID_MAX);
+    } else {
+        snprintf(c->run_id, sizeof(c->run_id), "%s", run_id);
+        copy_text(c->reason, sizeof(c->reason), reason);
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}
+
+int rdzv_msg_put_cancel_job_reply(struct rdzv_buf *b, const struct rdzv_cancel_job_reply *r)
+{
+    json_t *o = json_pack("{s:b}", "cancelled", r->cancelled);
+
+    if (o && r->error[0] && json_object_set_new(o, "error", json_string(r->error)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return rdzv_msg_put(b, RDZV_MSG_CANCEL_JOB_REPLY, o);
+}
+
+int rdzv_msg_parse_cancel_job_reply(const uint8_t *body, size_t len,
+                                    struct rdzv_cancel_job_reply *r, char *err, size_t errlen)
+{
+    const char *error = "";
+    int cancelled;
+    json_t *root = rdzv_msg_unpack(body, len, "CANCEL_JOB_REPLY", err, errlen, "{s:b, s?s}",
+                                   "cancelled", &cancelled, "error", &error);
+
+    if (!root)
+        return -EBADMSG;
+    r->cancelled = cancelled;
+    copy_text(r->error, sizeof(r->error), error);
+    json_decref(root);
+    return 0;
+}
+
 int rdzv_msg_put_status(struct rdzv_buf *b)
 {
     return rdzv_msg_put(b, RDZV_MSG_STATUS, json_object());

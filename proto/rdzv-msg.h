@@ -213,6 +213,18 @@ struct rdzv_release_reply {
     char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
 };
 
+/* CANCEL_JOB (1.7, rdzvctl -> daemon): the operator (rdzvctl --admin-token-file) ends job run_id
+ * as cancelled, for reason ("" for none); agents cannot. CANCEL_JOB_REPLY (daemon -> rdzvctl):
+ * cancelled, or error saying why not (not the operator, no such job running here). */
+struct rdzv_cancel_job {
+    char run_id[RDZV_ID_MAX + 1];
+    char reason[RDZV_REASON_MAX + 1];
+};
+struct rdzv_cancel_job_reply {
+    bool cancelled;
+    char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
+};
+
 /* ERROR (daemon -> peer): why the daemon closes the connection. A follower of a replicated
  * rdzvd (protocol 1.3) also says where the leader is: redirect is true, and leader is its
  * "HOST:PORT" ("" while no leader is elected: try again, elsewhere). */
@@ -265,6 +277,8 @@ int rdzv_msg_put_unhealthy(struct rdzv_buf *b, const struct rdzv_unhealthy *u);
 int rdzv_msg_put_release(struct rdzv_buf *b, const struct rdzv_release *r);
 int rdzv_msg_put_cancel(struct rdzv_buf *b, const struct rdzv_cancel *c);
 int rdzv_msg_put_release_reply(struct rdzv_buf *b, const struct rdzv_release_reply *r);
+int rdzv_msg_put_cancel_job(struct rdzv_buf *b, const struct rdzv_cancel_job *c);
+int rdzv_msg_put_cancel_job_reply(struct rdzv_buf *b, const struct rdzv_cancel_job_reply *r);
 /* STATUS (rdzvctl -> daemon) has no members: the body is {}. The reply is STATUS_REPLY. */
 int rdzv_msg_put_status(struct rdzv_buf *b);
 /* ERROR from a printf format (the struct form is rdzv_msg_put_error(b, "%s", e->error)); the
@@ -322,6 +336,12 @@ int rdzv_msg_parse_release(const uint8_t *body, size_t len, struct rdzv_release 
                            size_t errlen);
 int rdzv_msg_parse_release_reply(const uint8_t *body, size_t len, struct rdzv_release_reply *r,
                                  char *err, size_t errlen);
+/* CANCEL_JOB: "run_id" a non-empty string that fits, "reason" a string (cut past
+ * RDZV_REASON_MAX). CANCEL_JOB_REPLY: "cancelled" a boolean, an optional "error" (cut). */
+int rdzv_msg_parse_cancel_job(const uint8_t *body, size_t len, struct rdzv_cancel_job *c,
+                              char *err, size_t errlen);
+int rdzv_msg_parse_cancel_job_reply(const uint8_t *body, size_t len,
+                                    struct rdzv_cancel_job_reply *r, char *err, size_t errlen);
 /* UNHEALTHY: "reason", a string; cut (not refused) past RDZV_REASON_MAX bytes. */
 int rdzv_msg_parse_unhealthy(const uint8_t *body, size_t len, struct rdzv_unhealthy *u, char *err,
                              size_t errlen);

@@ -80,6 +80,10 @@ struct rdzvd_config {
     const char *state_dir;     /* journal directory (--state-dir); NULL: nothing persisted */
     enum rdzvd_fsync fsync;    /* when journal writes are fsynced (--fsync) */
     const struct rdzv_token *token;     /* rdzv peers must prove it (HELLO+AUTH); NULL: no auth */
+    /* The operator's (--admin-token-file; needs token, and differs from it): a peer that proves
+     * it instead may RELEASE and CANCEL_JOB, which agents may not. NULL: nobody may, when token
+     * is set (without a token every peer is trusted alike, the operator's messages included). */
+    const struct rdzv_token *admin_token;
     const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
     uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
     uint64_t keep_ended_ms;             /* ended jobs in status this long (--keep-ended; 0: none) */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +27,26 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
         return -ENOENT;
     }
     return rdzvd_job_release(j, node, err, errlen);
+}
+
+int rdzvd_jobs_cancel(struct rdzv_list *jobs, const char *run_id, const char *reason, char *err,
+                      size_t errlen)
+{
+    struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
+
+    if (!j || j->state == JOB_ENDED) {
+        snprintf(err, errlen, "job '%s' is not running on this rdzvd", run_id);
+        return -ENOENT;
+    }
+    if (j->cancelled)
+        return 0; /* already ending so */
+    snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled by the operator%s%s",
+             reason[0] ? ": " : "", reason);
+    j->cancelled = 128 + SIGTERM;
+    rdzvd_job_note(j, true, "%s", j->cancel_why);
+    if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
+        rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
+    return 0;
 }
 
 /* m is put aside (its history says why): its agent is told, and it leaves the job. The caller

@@ -312,7 +312,18 @@ static int handle_status(const struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
     return 0;
 }
 
-/* RELEASE: from rdzvctl (anyone who may JOIN: with a token, only who proved it). */
+/* What a peer that is not the operator is told when it asks for the operator's message op. */
+static void not_operator(struct rdzvd_conn *c, uint8_t op, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "%s is the operator's: run rdzvctl with --admin-token-file (rdzvd "
+             "--admin-token-file); the agents' token does not allow it",
+             rdzv_msg_name(op));
+    log_warn("conn %" PRIu64 " (%s): refused %s: not the operator", rdzvd_conn_id(c),
+             rdzvd_conn_peer(c), rdzv_msg_name(op));
+}
+
+/* RELEASE: the operator's (rdzvctl --admin-token-file; anybody without a token). */
 static int handle_release(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint8_t *body,
                           uint32_t len)
 {
@@ -320,16 +331,42 @@ static int handle_release(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const u
     struct rdzv_release_reply rep = {0};
     struct rdzv_release rq;
     char err[256];
-    int r;
+    int r = -EPERM;
 
     if (rdzv_msg_parse_release(body, len, &rq, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    r = rdzvd_jobs_release(&jobs->list, rq.run_id, rq.node, rep.error, sizeof(rep.error));
+    if (!rdzvd_conn_is_operator(c))
+        not_operator(c, RDZV_MSG_RELEASE, rep.error, sizeof(rep.error));
+    else
+        r = rdzvd_jobs_release(&jobs->list, rq.run_id, rq.node, rep.error, sizeof(rep.error));
     rep.released = r < 0 ? 0 : r;
     if (out && rdzv_msg_put_release_reply(out, &rep) < 0)
         log_error("out of memory answering RELEASE");
+    return 0;
+}
+
+/* CANCEL_JOB: the operator ends a job as cancelled (agents leave, they do not cancel). */
+static int handle_cancel_job(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint8_t *body,
+                             uint32_t len)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(c);
+    struct rdzv_cancel_job_reply rep = {0};
+    struct rdzv_cancel_job rq;
+    char err[256];
+
+    if (rdzv_msg_parse_cancel_job(body, len, &rq, err, sizeof(err)) < 0) {
+        send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    if (!rdzvd_conn_is_operator(c))
+        not_operator(c, RDZV_MSG_CANCEL_JOB, rep.error, sizeof(rep.error));
+    else
+        rep.cancelled = rdzvd_jobs_cancel(&jobs->list, rq.run_id, rq.reason, rep.error,
+                                          sizeof(rep.error)) == 0;
+    if (out && rdzv_msg_put_cancel_job_reply(out, &rep) < 0)
+        log_error("out of memory answering CANCEL_JOB");
     return 0;
 }
 
@@ -343,6 +380,8 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
         return handle_status(jobs, c);
     if (op == RDZV_MSG_RELEASE)
         return handle_release(jobs, c, body, len);
+    if (op == RDZV_MSG_CANCEL_JOB)
+        return handle_cancel_job(jobs, c, body, len);
     if (m)
         rdzvd_member_seen(m);
 

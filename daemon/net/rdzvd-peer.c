@@ -24,6 +24,7 @@ struct peer_session {
     struct rdzvd_store *store;       /* what STORE switches to */
     bool hello_done;                 /* HELLO exchanged */
     bool authed;                     /* proved the token (AUTH) */
+    bool admin;                      /* ... the operator's (--admin-token-file) */
     bool store_ok;                   /* its address is in --allow-store-from */
     bool up;                         /* handler->peer_up was called, peer_down not yet */
     void *member;                    /* the job member this agent is, or NULL */
@@ -87,6 +88,13 @@ static int peer_auth(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint
         return -1;
     }
     r = rdzv_auth_check_auth(body, blen, tok, s->nonce, cn, err, sizeof(err));
+    if (r == -EACCES && s->env->cfg->admin_token &&
+        rdzv_auth_check_auth(body, blen, s->env->cfg->admin_token, s->nonce, cn, err,
+                             sizeof(err)) == 0) {
+        tok = s->env->cfg->admin_token; /* the operator: its own proof back */
+        s->admin = true;
+        r = 0;
+    }
     if (r < 0) {
         char msg[300];
 
@@ -102,7 +110,8 @@ static int peer_auth(struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint
     memset(s->nonce, 0, sizeof(s->nonce));
     rdzvd_conn_handshake_done(c);
     peer_set_up(c, true);
-    log_debug("conn %" PRIu64 " (%s): authenticated", rdzvd_conn_id(c), rdzvd_conn_peer(c));
+    log_debug("conn %" PRIu64 " (%s): authenticated%s", rdzvd_conn_id(c), rdzvd_conn_peer(c),
+              s->admin ? " as the operator" : "");
     return 0;
 }
 
@@ -253,4 +262,11 @@ void rdzvd_conn_set_member(struct rdzvd_conn *c, void *member)
 void *rdzvd_conn_get_member(const struct rdzvd_conn *c)
 {
     return session_of(c)->member;
+}
+
+bool rdzvd_conn_is_operator(const struct rdzvd_conn *c)
+{
+    const struct peer_session *s = session_of(c);
+
+    return s->admin || !s->env->cfg->token;
 }

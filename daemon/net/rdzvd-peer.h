@@ -48,3 +48,6 @@ void rdzvd_peer_begin(struct rdzvd_conn *c, const struct rdzvd_env *env, struct 
 /* Attach the job member an agent connection stands for; handler->closed gets it back. */
 void rdzvd_conn_set_member(struct rdzvd_conn *c, void *member);
 void *rdzvd_conn_get_member(const struct rdzvd_conn *c);
+/* Whether c speaks for the operator: it proved --admin-token-file, or rdzvd has no token at all
+ * (then nothing is proved, and every peer is trusted alike). */
+bool rdzvd_conn_is_operator(const struct rdzvd_conn *c);

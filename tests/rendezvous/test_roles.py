@@ -5,7 +5,9 @@ rdzv-agents against a real rdzvd:
   the job cancelled: a spare just goes; a member is a node lost, charging nothing: the spare takes
   its ranks, an elastic job goes on with what is left. torchrun keeps its rendezvous open the
   same way. The job is cancelled only when it cannot go on (test_schedulers: scancel);
-- --on-bad-node drain names the node as the scheduler does, never by --local-addr or --host."""
+- --on-bad-node drain names the node as the scheduler does, never by --local-addr or --host;
+- cancelling a whole job and taking back a node put aside are the operator's (rdzvctl
+  --admin-token-file): the agents' token allows neither."""
 import json
 import os
 import signal
@@ -13,6 +15,8 @@ import socket
 import subprocess
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
+from rdzvtest import RDZVD  # noqa: E402  (agenttest put tests/integration on the path)
+from authtest import token_file  # noqa: E402  (agenttest put tests/integration on the path)
 
 RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
     os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
@@ -125,6 +129,64 @@ class Roles(AgentTestCase):
         self.assertTrue(drain, err[-3000:])
         self.assertIn("node %s " % short, drain[-1] + " ")
         self.assertNotIn("127.0.0.1", "\n".join(drain))
+
+
+class Operator(AgentTestCase):
+    """rdzvd --token-file T --admin-token-file A: an agent's token (T) may not RELEASE nor
+    CANCEL_JOB; the operator's (A) may; the job then ends cancelled on every node."""
+
+    def setUp(self):
+        self.tok = token_file(self)
+        self.admin = token_file(self)
+        self.d = self.daemon("--token-file", self.tok, "--admin-token-file", self.admin)
+        self.ep = "127.0.0.1:%d" % self.d.port
+
+    def ctl(self, *args, token=None, admin=None):
+        cmd = [RDZVCTL, "-e", self.ep]
+        cmd += ["--token-file", token] if token else []
+        cmd += ["--admin-token-file", admin] if admin else []
+        return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=10)
+
+    def test_agents_token_may_not_release_nor_cancel(self):
+        out = self.outdir()
+        agents = [start(agent_cmd(self.ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", "op",
+                                  "--host", n, "--token-file", self.tok, "--nccl", "off",
+                                  "--grace", "2", worker=["sleep", "60"]),
+                        env={"RDZV_TEST_OUT": out}) for n in ("a", "b")]
+        self.d.wait_log(r"job=op gen=1 generation 1 formed")
+        for args in (("release", "op", "a"), ("cancel", "op", "because")):
+            r = self.ctl(*args, token=self.tok)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("is the operator's: run rdzvctl with --admin-token-file", r.stderr)
+        self.d.wait_log(r"refused CANCEL_JOB: not the operator")
+        for p in agents:
+            self.assertIsNone(p.poll(), "the job ended on the agents' token")
+        # The operator's: a release of a node never put aside is "none such", and a cancel
+        # ends the job on every node as cancelled, saying why.
+        r = self.ctl("release", "op", "a", admin=self.admin)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("has put no node 'a' aside", r.stderr)
+        r = self.ctl("cancel", "op", "maintenance at noon", admin=self.admin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("cancelled job op", r.stdout)
+        for p in agents:
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 143, err[-3000:])
+            self.assertIn("rdzv-agent: job op cancelled (exit code 143): cancelled by the "
+                          "operator: maintenance at noon", err)
+        r = self.ctl("cancel", "op", admin=self.admin)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("job 'op' is not running on this rdzvd", r.stderr)
+
+    def test_operator_secret_must_be_its_own(self):
+        for args, want in ((["--admin-token-file", self.admin],
+                            "--admin-token-file needs --token-file"),
+                           (["--token-file", self.tok, "--admin-token-file", self.tok],
+                            "--admin-token-file holds the agents' token")):
+            r = subprocess.run([RDZVD, "--port", "0", *args], capture_output=True, text=True,
+                               timeout=10)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(want, r.stderr)
 
 
 if __name__ == "__main__":

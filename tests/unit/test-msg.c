@@ -1188,8 +1188,46 @@ static void test_replica(void)
     }
 }
 
+/* CANCEL_JOB and its reply (1.7, the operator's): round trip, the run id's bounds, a reason cut
+ * rather than refused, the reply's error optional. */
+static void test_cancel_job(void)
+{
+    struct rdzv_cancel_job a = {.run_id = "job-7", .reason = "maintenance"}, b;
+    struct rdzv_cancel_job_reply ra = {.cancelled = false, .error = "no such job"}, rb;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    char big[RDZV_ID_MAX + 40];
+    uint32_t len;
+
+    ASSERT_OK(rdzv_msg_put_cancel_job(&out, &a));
+    body = frame_body(&out, RDZV_MSG_CANCEL_JOB, &len);
+    ASSERT_OK(rdzv_msg_parse_cancel_job(body, len, &b, err, sizeof(err)));
+    ASSERT_EQ(strcmp(b.run_id, "job-7"), 0);
+    ASSERT_EQ(strcmp(b.reason, "maintenance"), 0);
+    rdzv_buf_free(&out);
+    ASSERT_REFUSED(rdzv_msg_parse_cancel_job(BODY("{\"run_id\":\"\",\"reason\":\"\"}"), &b, err,
+                                             sizeof(err)));
+    ASSERT_REFUSED(rdzv_msg_parse_cancel_job(BODY("{\"run_id\":\"j\"}"), &b, err, sizeof(err)));
+    snprintf(big, sizeof(big), "{\"run_id\":\"%0*d\",\"reason\":\"\"}", RDZV_ID_MAX + 1, 0);
+    ASSERT_REFUSED(rdzv_msg_parse_cancel_job((const uint8_t *)big, strlen(big), &b, err,
+                                             sizeof(err)));
+    ASSERT_OK(rdzv_msg_put_cancel_job_reply(&out, &ra));
+    body = frame_body(&out, RDZV_MSG_CANCEL_JOB_REPLY, &len);
+    ASSERT_OK(rdzv_msg_parse_cancel_job_reply(body, len, &rb, err, sizeof(err)));
+    ASSERT_TRUE(!rb.cancelled && strcmp(rb.error, "no such job") == 0);
+    rdzv_buf_free(&out);
+    ASSERT_OK(rdzv_msg_parse_cancel_job_reply(BODY("{\"cancelled\":true}"), &rb, err,
+                                              sizeof(err)));
+    ASSERT_TRUE(rb.cancelled && rb.error[0] == '\0');
+    ASSERT_REFUSED(rdzv_msg_parse_cancel_job_reply(BODY("{\"cancelled\":1}"), &rb, err,
+                                                   sizeof(err)));
+    ASSERT_EQ(rdzv_msg_max_body(RDZV_MSG_CANCEL_JOB), 4u << 10);
+    ASSERT_EQ(strcmp(rdzv_msg_name(RDZV_MSG_CANCEL_JOB_REPLY), "CANCEL_JOB_REPLY"), 0);
+}
+
 int main(void)
 {
+    TEST(test_cancel_job);
     TEST(test_encoders_bytes);
     TEST(test_joined);
     TEST(test_nccl_request);
