@@ -95,15 +95,11 @@ static int check_leader(uint64_t term, const struct rdzv_raft_view *v, const cha
     return 0;
 }
 
-static int check_append(const uint8_t *h, const struct rdzv_raft_view *v, struct rdzv_raft_msg *m,
-                        const char **why)
+static int check_append(const uint8_t *h, struct rdzv_raft_msg *m, const char **why)
 {
     uint64_t term = le64(h), prev_index = le64(h + 8), prev_term = le64(h + 16);
     uint64_t n = le64(h + 32), total = 0;
-    int r;
 
-    if ((r = check_leader(term, v, why)) < 0)
-        return r;
     if (prev_term > term)
         return bad(why, "previous entry's term past the message's");
     if (n != (m->header_len - 48) / RDZV_RAFT_ENTRY_HDR_LEN || n > RDZV_RAFT_ENTRIES_MAX)
@@ -134,15 +130,12 @@ static int check_append(const uint8_t *h, const struct rdzv_raft_view *v, struct
     return 0;
 }
 
-static int check_snapshot(const uint8_t *h, const struct rdzv_raft_view *v,
-                          struct rdzv_raft_msg *m, const char **why)
+static int check_snapshot(const uint8_t *h, struct rdzv_raft_msg *m, const char **why)
 {
     uint64_t term = le64(h), last_index = le64(h + 8), last_term = le64(h + 16);
     uint64_t conf_index = le64(h + 24), conf_len = le64(h + 32), data_len;
     int r;
 
-    if ((r = check_leader(term, v, why)) < 0)
-        return r;
     if (last_term == 0 || last_term > term || last_index == 0)
         return bad(why, "snapshot's last term or index out of range");
     if (conf_index == 0 || conf_index > last_index)
@@ -158,6 +151,28 @@ static int check_snapshot(const uint8_t *h, const struct rdzv_raft_view *v,
     return 0;
 }
 
+int rdzv_raft_check_state(unsigned type, uint64_t term, uint64_t candidate,
+                          const struct rdzv_raft_view *v, const char **why)
+{
+    int r;
+
+    if (!v->peer_member)
+        return bad(why, "the sender is not in our configuration");
+    if ((r = check_term(term, v, why)) < 0)
+        return r;
+    switch (type) {
+    case RDZV_RAFT_APPEND_ENTRIES:
+    case RDZV_RAFT_INSTALL_SNAPSHOT:
+        return check_leader(term, v, why);
+    case RDZV_RAFT_REQUEST_VOTE:
+        if (term == 0 || candidate != v->peer)
+            return bad(why, "vote requested for another candidate than the sender");
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 int rdzv_raft_check_header(const uint8_t *h, const struct rdzv_raft_view *v,
                            struct rdzv_raft_msg *m, const char **why)
 {
@@ -166,20 +181,17 @@ int rdzv_raft_check_header(const uint8_t *h, const struct rdzv_raft_view *v,
 
     m->payload_len = 0;
     m->n_entries = 0;
-    if (!v->peer_member)
-        return bad(why, "the sender is not in our configuration");
-    if ((r = check_term(term, v, why)) < 0)
+    if ((r = rdzv_raft_check_state(m->type, term, m->type == RDZV_RAFT_REQUEST_VOTE ? le64(h + 8) : 0,
+                                   v, why)) < 0)
         return r;
     switch (m->type) {
     case RDZV_RAFT_APPEND_ENTRIES:
-        return check_append(h, v, m, why);
+        return check_append(h, m, why);
     case RDZV_RAFT_INSTALL_SNAPSHOT:
-        return check_snapshot(h, v, m, why);
+        return check_snapshot(h, m, why);
     case RDZV_RAFT_APPEND_ENTRIES_RESULT:
         return 0; /* term, rejected (an index), last index: any values */
     case RDZV_RAFT_REQUEST_VOTE:
-        if (term == 0 || le64(h + 8) != v->peer)
-            return bad(why, "vote requested for another candidate than the sender");
         if (le64(h + 24) > term)
             return bad(why, "candidate's last term past its term");
         if (m->header_len == 40 && le64(h + 32) > 3)

@@ -57,7 +57,14 @@
  *                        the receiver's configuration once it has one; AppendEntries and
  *                        InstallSnapshot at the receiver's own term are refused when the
  *                        receiver leads that term or follows another leader in it (one leader a
- *                        term: Raft's election safety).
+ *                        term: Raft's election safety). These rules (rdzv_raft_check_state) run
+ *                        twice: as the message arrives, and again as libraft processes it
+ *                        (rdzvd-repl-net.c wraps libraft's receive callback), since the messages
+ *                        before it in one write, or on another link, may have changed the state
+ *                        (issue 36: AppendEntries(T'), TimeoutNow, RequestVoteResult(T'+1),
+ *                        AppendEntries(T'+1) in one write made a follower lead T'+1 and then
+ *                        reached it as a second leader: SEGV). A message refused then is dropped
+ *                        and its peer's links close.
  *   the application      an entry's contents (RAFT_COMMAND: rdzvd-repl.c's batch decode), a
  *                        snapshot's data (rdzvd-repl.c's restore).
  *
@@ -127,6 +134,14 @@ int rdzv_raft_check_preamble(const uint8_t p[RDZV_RAFT_PREAMBLE_LEN], struct rdz
  * state v. Fills m's payload_len and n_entries. 0 or -EBADMSG. */
 int rdzv_raft_check_header(const uint8_t *h, const struct rdzv_raft_view *v,
                            struct rdzv_raft_msg *m, const char **why);
+
+/* The rules on the receiver's state alone, for a message of type at term from v->peer (candidate:
+ * a RequestVote's candidate id, else unused): a member sender, the term's bounds, one leader a
+ * term, a RequestVote for the sender. rdzv_raft_check_header applies them as a message arrives;
+ * the transport applies them again as libraft processes it (rdzvd-repl-net.c), since the
+ * messages before it in the same write may have changed the state meanwhile. 0 or -EBADMSG. */
+int rdzv_raft_check_state(unsigned type, uint64_t term, uint64_t candidate,
+                          const struct rdzv_raft_view *v, const char **why);
 
 /* Entry i (< m->n_entries) of a checked AppendEntries header h: its type and length. */
 void rdzv_raft_entry(const uint8_t *h, uint32_t i, unsigned *type, uint64_t *len);

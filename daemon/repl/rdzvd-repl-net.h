@@ -61,7 +61,10 @@ int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
                         uint64_t handshake_ms);
 
 /* Check inbound messages against r's state from now on (its term, leader, configuration).
- * Until then, and for a transport used without Raft, only their form is checked. */
+ * Until then, and for a transport used without Raft, only their form is checked. Call it after
+ * raft_init and before raft_start: it wraps r->io's start, so that libraft's receive callback runs
+ * behind the state rules again (rdzv_raft_check_state) as libraft processes each message; a
+ * message that fails them then is dropped and its peer's links close. */
 void rdzvd_repl_net_check_against(struct raft_uv_transport *t, const struct raft *r);
 
 /* The counters of t (valid until its close). */

@@ -194,6 +194,46 @@ class ReplicaLink(ClusterCase):
                 time.sleep(1.0)
                 self.assertTrue(target.alive(), target.text()[-2000:])
 
+    def test_finding_8_a_batch_is_checked_as_libraft_processes_it(self):
+        """Issue 36 attack 8. One write, as a configured member holding the replicas' key:
+        AppendEntries(T'), TimeoutNows for every last index up to 1,500 (the one that matches
+        makes the receiver a candidate of T'+1), RequestVoteResult(T'+1, granted) (it leads),
+        AppendEntries(T'+1): the same-term AppendEntries the guard refuses when sent alone. The
+        guard checked all of them against the state before libraft had applied any: libraft
+        wrote follower fields over its leader state (SEGV in tickLeader), on the follower and on
+        the leader. Now each message is checked again as libraft processes it: the last one
+        closes the link, the replica lives, a leader serves within 2 s, every key reads back."""
+        key = "replicas-only-batch-0123456789abcdef"
+        cl = self.cluster(token=TOKEN, extra=["--replica-key-file", self.key_file(key)])
+        lead, c = cl.leader()
+        keys = {b"b%d" % i: b"v%d" % i for i in range(10)}
+        for k, v in keys.items():
+            c.set(k, v)
+        addrs = ["%s:%d" % (HOST, r.port + 1) for r in cl.r]
+        for role in ("follower", "leader"):
+            with self.subTest(role=role):
+                lead, c = cl.leader()
+                t = cl.r.index(lead) if role == "leader" else next(
+                    i for i, r in enumerate(cl.r) if r is not lead)
+                other = next(i for i, r in enumerate(cl.r) if i != t and r is not lead)
+                term = self.term_of(lead)
+                t1 = term + 1
+                batch = (append_entries(t1, 10**6, 1, 0) +
+                         b"".join(msg(TN, le(t1, i, term)) for i in range(1, 1500)) +
+                         msg(RVR, le(t1 + 1, 1, 0)) + append_entries(t1 + 1, 10**6, 1, 0))
+                self.assertLess(len(batch), 64 << 10)  # one read of the guard's
+                link = RaftLink(cl.r[t].port + 1, other + 1, addrs[other], key=key.encode(),
+                                server=(t + 1, addrs[t]))
+                self.assertTrue(link.server_proved)
+                link.send(batch)
+                self.assertTrue(link.closed_within(5.0), "the link stayed open")
+                link.close()
+                time.sleep(0.5)  # libraft crashed at its next tick
+                self.assertTrue(cl.r[t].alive(), cl.r[t].text()[-3000:])
+                self.assertIn("a second leader in our own term", cl.r[t].text())
+                self.serves_within(cl, keys)
+        self.assertTrue(all(r.alive() for r in cl.r))
+
     def key_file(self, secret):
         d = tempfile.mkdtemp(prefix="rdzv-replica-key-")
         self.addCleanup(lambda: [os.unlink(os.path.join(d, f)) for f in os.listdir(d)]

@@ -201,6 +201,29 @@ static void test_findings(void)
     ASSERT_OK(check(&m, &FOLLOWER, &(struct rdzv_raft_msg){0}, &(const char *){NULL}));
 }
 
+/* Issue 36 attack 8: the state rules alone, as the transport applies them again when libraft
+ * processes a message. A same-term AppendEntries that passed while the receiver followed no one
+ * is refused once the receiver leads that term. */
+static void test_state_rules(void)
+{
+    struct rdzv_raft_view v = {.term = 7, .peer = 3, .peer_member = true};
+    const char *why = NULL;
+
+    ASSERT_OK(rdzv_raft_check_state(RDZV_RAFT_APPEND_ENTRIES, 7, 0, &v, &why));
+    v.leader = true;
+    ASSERT_EQ(rdzv_raft_check_state(RDZV_RAFT_APPEND_ENTRIES, 7, 0, &v, &why), -EBADMSG);
+    ASSERT_NOT_NULL(strstr(why, "second leader in our own term"));
+    ASSERT_EQ(rdzv_raft_check_state(RDZV_RAFT_INSTALL_SNAPSHOT, 7, 0, &v, &why), -EBADMSG);
+    ASSERT_OK(rdzv_raft_check_state(RDZV_RAFT_APPEND_ENTRIES, 8, 0, &v, &why));
+    ASSERT_OK(rdzv_raft_check_state(RDZV_RAFT_APPEND_ENTRIES_RESULT, 7, 0, &v, &why));
+    ASSERT_OK(rdzv_raft_check_state(RDZV_RAFT_REQUEST_VOTE, 8, 3, &v, &why));
+    ASSERT_EQ(rdzv_raft_check_state(RDZV_RAFT_REQUEST_VOTE, 8, 2, &v, &why), -EBADMSG);
+    ASSERT_NOT_NULL(strstr(why, "another candidate"));
+    v.peer_member = false;
+    ASSERT_EQ(rdzv_raft_check_state(RDZV_RAFT_TIMEOUT_NOW, 7, 0, &v, &why), -EBADMSG);
+    ASSERT_NOT_NULL(strstr(why, "not in our configuration"));
+}
+
 static void test_fields(void)
 {
     static const uint64_t odd[1][3] = {{5, RDZV_RAFT_COMMAND, 13}};
@@ -292,6 +315,7 @@ int main(void)
 {
     TEST(test_good_messages);
     TEST(test_findings);
+    TEST(test_state_rules);
     TEST(test_fields);
     TEST(test_configurations);
     return tap_done();
