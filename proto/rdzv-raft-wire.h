@@ -65,6 +65,11 @@
  *                        AppendEntries(T'+1) in one write made a follower lead T'+1 and then
  *                        reached it as a second leader: SEGV). A message refused then is dropped
  *                        and its peer's links close.
+ *   the guard (payloads) an AppendEntries with entries or an InstallSnapshot of a term below the
+ *                        receiver's: libraft would only answer it with its term, but allocates the
+ *                        claimed payload first (up to RDZV_RAFT_SNAPSHOT_MAX a link). libraft gets
+ *                        an AppendEntries of that term and no entries; the payload is dropped
+ *                        (rdzvd-repl-guard.c).
  *   the application      an entry's contents (RAFT_COMMAND: rdzvd-repl.c's batch decode), a
  *                        snapshot's data (rdzvd-repl.c's restore).
  *

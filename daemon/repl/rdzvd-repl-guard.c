@@ -11,7 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { G_PREAMBLE, G_HEADER, G_ENTRY, G_CHANGE, G_DATA };
+#include "common/rdzv-util.h"
+
+enum { G_PREAMBLE, G_HEADER, G_ENTRY, G_CHANGE, G_DATA, G_SKIP };
 
 static void read_again(struct rdzvd_repl_guard *g);
 
@@ -162,6 +164,29 @@ static int next_entry(struct rdzvd_repl_guard *g)
     return 0;
 }
 
+/* An AppendEntries with entries, or an InstallSnapshot, of a term older than ours: libraft only
+ * answers it with our term, but would first allocate and read the whole payload the header
+ * claims (gigabytes a link). libraft gets the answerable part, an AppendEntries of that term and
+ * no entries (from the snapshot's last index and term for an InstallSnapshot), and the payload is
+ * read and dropped here. Terms only grow: stale now is stale when libraft processes it. */
+static int stale(struct rdzvd_repl_guard *g)
+{
+    uint8_t pre[RDZV_RAFT_PREAMBLE_LEN], h[48] = {0};
+    int r;
+
+    memcpy(h, g->hdr, 32); /* term, prev index and term (last index and term), commit */
+    if (g->msg.type == RDZV_RAFT_INSTALL_SNAPSHOT)
+        memset(h + 24, 0, 8);
+    rdzv_set_u64(pre, RDZV_RAFT_APPEND_ENTRIES);
+    rdzv_set_u64(pre + 8, sizeof(h));
+    if ((r = put(g, pre, sizeof(pre))) < 0 || (r = put(g, h, sizeof(h))) < 0)
+        return r;
+    g->st.stale++;
+    g->left = g->msg.payload_len;
+    g->state = G_SKIP;
+    return 0;
+}
+
 /* Take up to n bytes of p; *used says how many. 0, -EBADMSG (*why set) or -ENOMEM. */
 static int step(struct rdzvd_repl_guard *g, const uint8_t *p, size_t n, size_t *used,
                 const char **why)
@@ -193,6 +218,8 @@ static int step(struct rdzvd_repl_guard *g, const uint8_t *p, size_t n, size_t *
         g->hooks->view(g->ud, g->peer, &v);
         if ((r = rdzv_raft_check_header(g->hdr, &v, &g->msg, why)) < 0)
             return r;
+        if (g->msg.payload_len > 0 && rdzv_get_u64(g->hdr) < v.term)
+            return stale(g);
         if ((r = put(g, g->pre, sizeof(g->pre))) < 0 || (r = put(g, g->hdr, g->msg.header_len)) < 0)
             return r;
         if (g->msg.type == RDZV_RAFT_APPEND_ENTRIES) {
@@ -205,6 +232,12 @@ static int step(struct rdzvd_repl_guard *g, const uint8_t *p, size_t n, size_t *
             return 0;
         }
         message_done(g);
+        return 0;
+    case G_SKIP:
+        take = g->left < n ? (size_t)g->left : n;
+        *used = take;
+        if ((g->left -= take) == 0)
+            message_done(g);
         return 0;
     case G_ENTRY:
     case G_DATA:

@@ -14,7 +14,10 @@
  * (RDZV_RAFT_HEADER_MAX), one configuration entry (RDZV_RAFT_CONF_MAX), and the bytes written to
  * libraft not yet taken by it: past RDZVD_REPL_GUARD_QUEUE_MAX the guard stops reading the peer
  * until libraft catches up. Entry and snapshot bytes are passed on as they arrive, never
- * gathered, except a configuration (RAFT_CHANGE) entry, checked whole first.
+ * gathered, except a configuration (RAFT_CHANGE) entry, checked whole first. An AppendEntries
+ * with entries or an InstallSnapshot of a term older than the receiver's reaches libraft as an
+ * AppendEntries of that term with no entries (libraft answers it with its term), and its payload
+ * is read and dropped here: libraft would allocate the whole claim first (issue 36).
  *
  * Ownership: the guard owns the peer's connection from rdzvd_repl_guard_start on, and frees
  * itself after hooks->closed. libraft owns its end (raft_malloc'd, as libraft frees it). Threads:
@@ -49,6 +52,7 @@ struct rdzvd_repl_guard {
     struct rdzvd_repl_guard_stats {
         uint64_t messages; /* passed to libraft */
         uint64_t bytes;
+        uint64_t stale; /* stale-term messages whose payload was dropped (rdzvd-repl-guard.c) */
     } st;
     /* the rest is the guard's */
     const struct rdzvd_repl_guard_hooks *hooks;

@@ -22,7 +22,7 @@ import struct
 import time
 
 from authtest import JOIN, JOINED, Peer, mac
-from raftmsg import AER, IS, RV, RVR, TN, append_entries, conf, le, msg
+from raftmsg import AE, AER, COMMAND, IS, RV, RVR, TN, append_entries, conf, le, msg
 from rdzvtest import HOST, main
 from test_attack_join import join_body
 from test_replicas import ClusterCase
@@ -233,6 +233,53 @@ class ReplicaLink(ClusterCase):
                 self.assertIn("a second leader in our own term", cl.r[t].text())
                 self.serves_within(cl, keys)
         self.assertTrue(all(r.alive() for r in cl.r))
+
+    def test_finding_9_stale_payloads_are_not_allocated(self):
+        """Issue 36 attack 9 (memory). An InstallSnapshot and an AppendEntries of a term older
+        than the receiver's, each claiming 1 GiB of payload, from a configured member: the guard
+        passed them and libraft allocated the whole claim as the first bytes came (600 MiB held
+        from one link, 64 links allowed). Now libraft gets only an AppendEntries of that term
+        with no entries (it answers with its own term), and the guard reads and drops the
+        payload: the follower's address space grows by far less than the claims, the links stay
+        open (an honest deposed leader is answered, not cut off), a leader serves."""
+        key = "replicas-only-stale-0123456789abcdef"
+        cl = self.cluster(token=TOKEN, extra=["--replica-key-file", self.key_file(key)])
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        term = self.term_of(lead)
+        self.assertGreaterEqual(term, 2)
+        old = term - 1
+        addrs = ["%s:%d" % (HOST, r.port + 1) for r in cl.r]
+        t = next(i for i, r in enumerate(cl.r) if r is not lead)
+        other = next(i for i, r in enumerate(cl.r) if i != t and r is not lead)
+        one = conf((1, addrs[0]))
+        gib = 1 << 30
+        snapshot = msg(IS, le(old, 9, old, 1, len(one)) + one + le(gib, 0))
+        h = le(old, 10**6, 1, 0, 4)
+        for _ in range(4):
+            h += le(old) + bytes([COMMAND, 0, 0, 0]) + struct.pack("<I", 256 << 20)
+        append = msg(AE, h + le(0))
+
+        def vm_kib():
+            with open("/proc/%d/status" % cl.r[t].proc.pid) as f:
+                return next(int(x.split()[1]) for x in f if x.startswith("VmSize:"))
+
+        before = vm_kib()
+        links = []
+        for m in (snapshot, append):
+            link = RaftLink(cl.r[t].port + 1, other + 1, addrs[other], key=key.encode(),
+                            server=(t + 1, addrs[t]))
+            self.assertTrue(link.server_proved)
+            links.append(link)
+            link.send(m + b"\0" * (8 << 20))
+        time.sleep(1.0)
+        grown = (vm_kib() - before) << 10
+        self.assertTrue(cl.r[t].alive(), cl.r[t].text()[-3000:])
+        self.assertLess(grown, 256 << 20, "the follower allocated the stale claims")
+        for link in links:
+            self.assertFalse(link.closed_within(0.2), "a stale message closed its link")
+            link.close()
+        self.serves_within(cl, {b"k": b"v"})
 
     def key_file(self, secret):
         d = tempfile.mkdtemp(prefix="rdzv-replica-key-")
