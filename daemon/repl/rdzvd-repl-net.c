@@ -13,6 +13,7 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/repl/rdzvd-repl-guard.h"
+#include "daemon/repl/rdzvd-repl-recv.h"
 
 #define MAGIC "RDZVRPL1"
 #define MAGIC_LEN 8
@@ -45,14 +46,9 @@ struct net {
         raft_id peer;
         uint64_t ms;
     } bad_logged[RDZVD_REPL_LINKS_MAX]; /* a bad message is logged once per peer a minute */
-    struct raft_io *io;                 /* raft's, whose receive callback is wrapped; or NULL */
-    int (*io_start)(struct raft_io *, unsigned, raft_io_tick_cb, raft_io_recv_cb);
-    raft_io_recv_cb recv;    /* libraft's own */
-    struct rdzv_list io_node; /* in wrapped_ios */
+    bool wrapped;              /* recv wraps the raft_io of raft (rdzvd-repl-recv.h) */
+    struct rdzvd_repl_recv recv;
 };
-
-/* The nets whose raft_io's receive callback is wrapped (recv_checked finds its own by io). */
-static struct rdzv_list wrapped_ios = {&wrapped_ios, &wrapped_ios};
 
 enum hs_state { HS_HELLO, HS_HELLO_REST, HS_CHALLENGE, HS_PROOF, HS_PROOF_SENT, HS_DONE };
 
@@ -87,7 +83,8 @@ static void net_maybe_closed(struct net *n)
         raft_uv_transport_close_cb cb = n->close_cb;
 
         t->impl = NULL;
-        rdzv_list_del(&n->io_node);
+        if (n->wrapped)
+            rdzvd_repl_recv_unwrap(&n->recv);
         free(n);
         if (cb)
             cb(t);
@@ -367,104 +364,35 @@ static const struct rdzvd_repl_guard_hooks guard_hooks = {
     .closed = guard_closed,
 };
 
-/* ---- each message checked again as libraft processes it ----
- * The guard checks a message against the state as it arrives, but a peer may batch messages in
- * one write (or across links), and each one libraft processes may change the state the next was
- * checked against: AppendEntries(T'), TimeoutNow, RequestVoteResult(T'+1) made a follower lead
- * T'+1, and then an AppendEntries(T'+1) checked while it followed reached a leader (libraft wrote
- * follower fields over its leader state: SEGV). libraft 0.15 reads a message whole and processes
- * it in the same read callback, through the receive callback given to raft_io's start: that one
- * is wrapped, and the state rules run there again, at the moment that counts. */
-
-static struct net *net_of_io(const struct raft_io *io)
+/* A message libraft was about to process failed the state rules (rdzvd-repl-recv.h): every link
+ * of its peer closes, since which one carried it is not known there. */
+static void recv_refused(void *ud, uint64_t peer, const char *why)
 {
-    struct rdzv_list *pos, *tmp;
-
-    rdzv_list_for_each_safe(pos, tmp, &wrapped_ios) {
-        struct net *n = rdzv_container_of(pos, struct net, io_node);
-
-        if (n->io == io)
-            return n;
-    }
-    return NULL;
-}
-
-/* What libraft would have freed or kept of a message it is not given. */
-static void drop_message(struct raft_message *m)
-{
-    struct raft_entry *e = m->append_entries.entries;
-    void *batch = NULL;
-
-    if (m->type == RAFT_IO_APPEND_ENTRIES && e) {
-        for (unsigned i = 0; i < m->append_entries.n_entries; i++)
-            if (e[i].batch != batch)
-                raft_free(batch = e[i].batch);
-        raft_free(e);
-    } else if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
-        raft_configuration_close(&m->install_snapshot.conf);
-        raft_free(m->install_snapshot.data.base);
-    }
-}
-
-static void recv_checked(struct raft_io *io, struct raft_message *m)
-{
-    struct net *n = net_of_io(io);
-    struct rdzv_raft_view v;
-    const char *why = "no transport";
-    uint64_t term = 0, candidate = 0;
+    struct net *n = ud;
     struct rdzv_list *pos, *tmp;
     const char *where = "?";
 
-    switch (m->type) {
-    case RAFT_IO_APPEND_ENTRIES: term = m->append_entries.term; break;
-    case RAFT_IO_APPEND_ENTRIES_RESULT: term = m->append_entries_result.term; break;
-    case RAFT_IO_REQUEST_VOTE:
-        term = m->request_vote.term;
-        candidate = m->request_vote.candidate_id;
-        break;
-    case RAFT_IO_REQUEST_VOTE_RESULT: term = m->request_vote_result.term; break;
-    case RAFT_IO_INSTALL_SNAPSHOT: term = m->install_snapshot.term; break;
-    case RAFT_IO_TIMEOUT_NOW: term = m->timeout_now.term; break;
-    default: break;
-    }
-    if (n) {
-        guard_view(n, m->server_id, &v);
-        if (rdzv_raft_check_state(m->type, term, candidate, &v, &why) == 0) {
-            n->recv(io, m);
-            return;
-        }
-    }
-    drop_message(m);
-    if (!n)
-        return;
-    /* Every link of that peer closes: which one carried it is not known here. */
     rdzv_list_for_each_safe(pos, tmp, &n->guards) {
         struct rdzvd_repl_guard *g = rdzv_container_of(pos, struct rdzvd_repl_guard, node);
 
-        if (g->peer == m->server_id) {
+        if (g->peer == peer) {
             where = g->where;
             break;
         }
     }
-    log_refused(n, m->server_id, where, why);
+    log_refused(n, peer, where, why);
     rdzv_list_for_each_safe(pos, tmp, &n->guards) {
         struct rdzvd_repl_guard *g = rdzv_container_of(pos, struct rdzvd_repl_guard, node);
 
-        if (g->peer == m->server_id)
+        if (g->peer == peer)
             rdzvd_repl_guard_close(g);
     }
 }
 
-static int start_checked(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
-                         raft_io_recv_cb recv)
-{
-    struct net *n = net_of_io(io);
-
-    if (!n)
-        return RAFT_INVALID;
-    n->recv = recv;
-    return n->io_start(io, msecs, tick, recv_checked);
-}
+static const struct rdzvd_repl_recv_hooks recv_hooks = {
+    .view = guard_view,
+    .refused = recv_refused,
+};
 
 /* An authenticated inbound connection: to libraft through a guard of its own. */
 static void guard_link(struct net *n, uv_tcp_t *tcp, raft_id id, const char *peer,
@@ -827,7 +755,6 @@ int rdzvd_repl_net_init(struct raft_uv_transport *t, uv_loop_t *loop,
     n->handshake_ms = handshake_ms ? handshake_ms : RDZVD_REPL_HANDSHAKE_MS;
     rdzv_list_init(&n->hss);
     rdzv_list_init(&n->guards);
-    rdzv_list_init(&n->io_node);
     memset(t, 0, sizeof(*t));
     t->impl = n;
     t->init = t_init;
@@ -842,11 +769,9 @@ void rdzvd_repl_net_check_against(struct raft_uv_transport *t, const struct raft
     struct net *n = t->impl;
 
     n->raft = r;
-    if (r && r->io && !n->io) {
-        n->io = r->io;
-        n->io_start = r->io->start;
-        r->io->start = start_checked;
-        rdzv_list_add_tail(&wrapped_ios, &n->io_node);
+    if (r && r->io && !n->wrapped) {
+        rdzvd_repl_recv_wrap(&n->recv, r->io, &recv_hooks, n);
+        n->wrapped = true;
     }
 }
 
