@@ -33,7 +33,7 @@ struct net {
     uv_tcp_t *listener; /* NULL until listen */
     raft_uv_accept_cb accept_cb;
     struct rdzv_list hss; /* struct hs, both ways */
-    unsigned inbound;     /* of them, accepted ones */
+    unsigned inbound;     /* of them, accepted ones from other addresses than members' */
     unsigned handles;     /* listener and hs structs not yet freed */
     bool closing;
     raft_uv_transport_close_cb close_cb;
@@ -64,6 +64,8 @@ struct hs {
     bool connecting;    /* outbound: uv_tcp_connect's callback not yet run (it holds h) */
     bool timer_open;
     bool outbound;
+    bool from_member;              /* inbound from a member's IP address: a slot of its own */
+    struct sockaddr_storage from;  /* inbound: the socket's peer */
     struct raft_uv_connect *req; /* outbound: libraft's, answered exactly once */
     enum hs_state state;
     raft_id peer_id;
@@ -122,7 +124,7 @@ static void hs_end(struct hs *h, bool keep)
         return;
     h->state = HS_DONE;
     rdzv_list_del(&h->node);
-    if (!h->outbound)
+    if (!h->outbound && !h->from_member)
         h->n->inbound--;
     if (h->tcp) {
         (void)uv_read_stop((uv_stream_t *)h->tcp);
@@ -545,9 +547,57 @@ static void peer_name(uv_tcp_t *tcp, char *buf, size_t len)
     snprintf(buf, len, "%s:%d", host, port);
 }
 
+static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return false;
+}
+
+/* Does from have the IP address of a member of our configuration (its Raft address's)? */
+static bool from_member_host(const struct net *n, const struct sockaddr_storage *from)
+{
+    const struct raft_configuration *c = n->raft ? &n->raft->configuration : NULL;
+    struct sockaddr_storage ss;
+
+    for (unsigned i = 0; c && i < c->n; i++)
+        if (rdzvd_repl_parse_addr(c->servers[i].address, &ss) == 0 && same_ip(&ss, from))
+            return true;
+    return false;
+}
+
+/* A connection from a member's address: it gets a slot whatever strangers hold. At most
+ * RDZVD_REPL_MEMBER_HANDSHAKES per address; past that the oldest of them is closed (a member
+ * that reconnects has given up on it). */
+static void make_room_for_member(struct net *n, const struct sockaddr_storage *from)
+{
+    struct rdzv_list *pos, *tmp;
+    struct hs *oldest = NULL;
+    unsigned count = 0;
+
+    rdzv_list_for_each_safe(pos, tmp, &n->hss) {
+        struct hs *h = rdzv_container_of(pos, struct hs, node);
+
+        if (!h->outbound && h->from_member && same_ip(&h->from, from)) {
+            oldest = oldest ? oldest : h;
+            count++;
+        }
+    }
+    if (count >= RDZVD_REPL_MEMBER_HANDSHAKES)
+        hs_fail(oldest, "a newer connection from a member's address takes its slot");
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct net *n = server->data;
+    struct sockaddr_storage from;
+    bool member;
     uv_tcp_t *tcp;
     struct hs *h;
 
@@ -564,7 +614,16 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)tcp, free_tcp_cb);
         return;
     }
-    if (n->inbound >= RDZVD_REPL_HANDSHAKES_MAX || !(h = hs_new(n, false))) {
+    memset(&from, 0, sizeof(from));
+    {
+        int sl = sizeof(from);
+
+        member = uv_tcp_getpeername(tcp, (struct sockaddr *)&from, &sl) == 0 &&
+                 from_member_host(n, &from);
+    }
+    if (member)
+        make_room_for_member(n, &from);
+    if ((!member && n->inbound >= RDZVD_REPL_HANDSHAKES_MAX) || !(h = hs_new(n, false))) {
         n->st.refused++;
         if (rdzv_now_ms() - n->last_warn_ms >= 1000) {
             n->last_warn_ms = rdzv_now_ms();
@@ -574,7 +633,10 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)tcp, free_tcp_cb);
         return;
     }
-    n->inbound++;
+    if (!member)
+        n->inbound++;
+    h->from_member = member;
+    h->from = from;
     h->tcp = tcp;
     tcp->data = h;
     peer_name(tcp, h->where, sizeof(h->where));

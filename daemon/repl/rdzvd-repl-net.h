@@ -22,9 +22,14 @@
  * (rdzvd-repl-guard.h); a bad one closes the link, logged once a minute per peer. Without a token the MACs are zeros and not checked
  * (a replica set on a trusted network; rdzvd says so at start).
  *
- * Bounds: at most RDZVD_REPL_HANDSHAKES_MAX connections in their handshake at once (more are
- * closed at accept), each given handshake_ms to finish; a handshake is under 400 bytes, read into
- * a fixed buffer. A failed handshake closes that connection with one log line naming the peer.
+ * Bounds: at most RDZVD_REPL_HANDSHAKES_MAX connections in their handshake at once from
+ * addresses that are no member's (more are closed at accept), each given handshake_ms to finish; a
+ * handshake is under 400 bytes, read into a fixed buffer. A connection from the IP address of a
+ * member of the configuration does not count among them: it always gets a slot, one of
+ * RDZVD_REPL_MEMBER_HANDSHAKES per such address, the oldest of which is closed to make room
+ * (issue 36: 32 silent connections kept a restarted replica out). Strangers elsewhere cannot hold
+ * a member's slots; a stranger on a member's own IP address competes with it (a new connection
+ * there closes the oldest from that address, its own or the member's). A failed handshake closes that connection with one log line naming the peer.
  *
  * Addresses are numeric "IPv4:port" or "[IPv6]:port".
  *
@@ -41,6 +46,7 @@
 #include "common/rdzv-auth.h"
 
 #define RDZVD_REPL_HANDSHAKES_MAX 32
+#define RDZVD_REPL_MEMBER_HANDSHAKES 8 /* per member IP address, beside those */
 #define RDZVD_REPL_HANDSHAKE_MS 5000
 #define RDZVD_REPL_LINKS_MAX 64       /* inbound links past their handshake */
 #define RDZVD_REPL_BAD_LOG_MS 60000   /* a peer's bad messages: one log line a minute */

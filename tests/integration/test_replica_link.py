@@ -16,9 +16,11 @@ import hashlib
 import hmac
 import os
 import random
+import select
 import tempfile
 import socket
 import struct
+import threading
 import time
 
 from authtest import JOIN, JOINED, Peer, mac
@@ -280,6 +282,75 @@ class ReplicaLink(ClusterCase):
             self.assertFalse(link.closed_within(0.2), "a stale message closed its link")
             link.close()
         self.serves_within(cl, {b"k": b"v"})
+
+    def test_finding_9_silent_strangers_leave_members_a_slot(self):
+        """Issue 36 attack 9 (slots). Strangers (from 127.0.0.2, no member's address) keep
+        40 silent connections open to the Raft link of the leader and of one follower, reopened
+        as soon as they are closed. The other follower is restarted; then the follower they
+        hold is killed, so the leader can acknowledge a write only with the restarted one's
+        answers. Its connections to the leader were closed at accept for as long as strangers
+        held the 32 handshake slots; now a connection from a member's IP address always gets a
+        slot of its own, and the write is acknowledged."""
+        cl = self.cluster(token=TOKEN)
+        lead, c = cl.leader()
+        c.set(b"k", b"v")
+        victim, held = [r for r in cl.r if r is not lead]
+        victim.kill()
+        stop = threading.Event()
+
+        def hold(port):
+            socks = {}  # socket: when it was opened
+            retry = 0.0
+            while not stop.is_set():
+                while len(socks) < 40 and time.monotonic() >= retry and not stop.is_set():
+                    s = socket.socket()
+                    try:
+                        s.bind(("127.0.0.2", 0))
+                        s.connect((HOST, port))
+                        socks[s] = time.monotonic()
+                    except OSError:
+                        s.close()
+                        break
+                ready = select.select(list(socks), [], [], 0.005)[0]
+                for s in ready:
+                    try:
+                        if s.recv(64):
+                            continue
+                    except OSError:
+                        pass
+                    if time.monotonic() - socks.pop(s) < 0.5:
+                        retry = time.monotonic() + 0.2  # closed at accept: not a storm
+                    s.close()
+            for s in socks:
+                s.close()
+
+        threads = [threading.Thread(target=hold, args=(r.port + 1,), daemon=True)
+                   for r in (lead, held)]
+        for t in threads:
+            t.start()
+        self.addCleanup(lambda: [stop.set()] + [t.join() for t in threads])
+        time.sleep(0.5)
+        victim.log.close()
+        victim.start()
+        time.sleep(2.0)
+        held.kill()
+        deadline = time.monotonic() + 10.0
+        while True:  # a leader may still step down once (the restarted one is catching up)
+            try:
+                lead2, c2 = cl.leader(timeout=10.0)
+                c2.set(b"k2", b"v2")  # acknowledged only with the restarted follower's answers
+                self.assertEqual(c2.get(b"k2"), b"v2")
+                self.assertEqual(c2.get(b"k"), b"v")
+                break
+            except AssertionError as e:
+                if time.monotonic() > deadline:
+                    raise AssertionError("%s; logs:\n%s" % (e, "\n".join(
+                        r.text()[-2500:] for r in (lead, victim))))
+                time.sleep(0.2)
+        stop.set()
+        for t in threads:
+            t.join()
+        self.assertIn("connections are in their handshake", lead.text())
 
     def key_file(self, secret):
         d = tempfile.mkdtemp(prefix="rdzv-replica-key-")
