@@ -12,6 +12,9 @@
 # Now 1-3 close that link with one log line, the replica lives, a leader serves within 2 s and
 # every acknowledged key reads back; 4 passes every check a single message allows and makes the
 # replica exit 75 with a line saying why (a supervisor restarts it), the others serve on.
+# Issue 36 (test_finding_8_*, test_finding_9_*, test_fuzzer_sequences): messages batched in one
+# write are checked as libraft processes each; stale-term payloads are dropped, not allocated; a
+# member's address always gets a handshake slot; the fuzzer sends sequences per write.
 import hashlib
 import hmac
 import os
@@ -32,6 +35,7 @@ from test_replicas import ClusterCase
 TOKEN = "replica-link-token-0123456789abcdef"
 FUZZ_SEED = int(os.environ.get("RDZV_FUZZ_SEED", "27"))
 FUZZ_MESSAGES = int(os.environ.get("RDZV_FUZZ_MESSAGES", "300"))
+FUZZ_WRITES = int(os.environ.get("RDZV_FUZZ_WRITES", "60"))
 
 def replica_mac(key, side, sn, cn, rid, addr):
     """The replica link's MAC with a replica key (daemon/repl/rdzvd-repl-net.h), in Python's hmac."""
@@ -437,6 +441,16 @@ class ReplicaLink(ClusterCase):
         self.assertNotIn("is not voting: removing it", lead.text())
         self.serves_within(cl, {b"k": b"v"})
 
+    def restart_if_gave_up(self, cl, i, sent):
+        """Replica i is down: it must have exited 75 (libraft gave up, RAFT_UNAVAILABLE, as
+        finding 4), never anything else; restarted on its --state-dir, as a supervisor would.
+        sent: its last messages, hex, for a failure's message."""
+        r = cl.r[i]
+        self.assertEqual(r.proc.returncode, 75, "replica %d died after these messages "
+                         "(hex, last last):\n%s\n%s" % (i + 1, "\n".join(sent), r.text()[-3000:]))
+        r.log.close()
+        r.start()
+
     def test_fuzzer(self):
         """Seeded, bounded: valid messages of every type mutated (bytes flipped, fields set to
         edge values, lengths cut or grown), sent by a peer holding the replicas' key (and the
@@ -476,12 +490,6 @@ class ReplicaLink(ClusterCase):
         closed = restarted = 0
         sent = [[], [], []]  # each replica's last messages, for a failure's message
 
-        def check_exit(i):
-            r = cl.r[i]
-            self.assertEqual(r.proc.returncode, 75, "replica %d died after these messages "
-                             "(hex, last last):\n%s\n%s" % (i + 1, "\n".join(sent[i]),
-                                                           r.text()[-3000:]))
-
         for n in range(FUZZ_MESSAGES):
             m = bytearray(rng.choice(seeds))
             for _ in range(rng.randint(1, 4)):
@@ -500,11 +508,8 @@ class ReplicaLink(ClusterCase):
             i = n % 3
             target = cl.r[i]
             if not target.alive():
-                # It gave up (RAFT_UNAVAILABLE) and exited 75: restarted, as a supervisor would.
-                check_exit(i)
+                self.restart_if_gave_up(cl, i, sent[i])
                 restarted += 1
-                target.log.close()
-                target.start()
                 continue
             other = (i + 1 + rng.randrange(2)) % 3
             try:
@@ -522,13 +527,122 @@ class ReplicaLink(ClusterCase):
         # replica exits 75, never anything else, and is restarted on its --state-dir.
         for i, r in enumerate(cl.r):
             if not r.alive():
-                check_exit(i)
+                self.restart_if_gave_up(cl, i, sent[i])
                 restarted += 1
-                r.log.close()
-                r.start()
         print("fuzzer: seed %d, %d messages, %d links closed by the guard, %d restarts" % (
             FUZZ_SEED, FUZZ_MESSAGES, closed, restarted), flush=True)
         self.serves_within(cl, keys)
+
+
+    def test_fuzzer_sequences(self):
+        """Issue 36 item 6: sequences of messages in one write, not only single ones. Seeded,
+        bounded (RDZV_FUZZ_WRITES writes, 60 by default; RDZV_FUZZ_SEED replays): each write
+        holds 2 to 6 messages of every type at terms around the cluster's (older, its own, the
+        next two), votes granted or not, TimeoutNows for a sweep of last indexes (so that one
+        matches and makes the receiver a candidate), some mutated as test_fuzzer mutates, from
+        a configured member holding the replicas' key, to each replica in turn. Messages of a
+        newer term act as a leader or a voter would: a Byzantine member, which Raft does not
+        survive for its data, but no sequence may crash a replica: each one lives or exits 75
+        (libraft gave up; restarted on its --state-dir), no sanitizer speaks, and at the end a
+        leader serves. On the code before, the sweep made a follower lead and the next
+        AppendEntries of its term killed it (attack 8)."""
+        key = b"replicas-only-seq-0123456789abcdef"
+        cl = self.cluster(token=TOKEN, extra=["--replica-key-file", self.key_file(key.decode())])
+        lead, c = cl.leader()
+        c.set(b"s", b"1")
+        rng = random.Random(FUZZ_SEED)
+        addrs = [("%s:%d" % (HOST, r.port + 1)) for r in cl.r]
+        far = 10**6
+        sent = [[], [], []]
+        restarted = closed = 0
+
+        def term_now():
+            return max([int(x.split("(term ")[1].split(")")[0]) for r in cl.r
+                        for x in r.text().splitlines() if " leads (term " in x] or [1])
+
+        def one(t, last, base):
+            """A message of term t; TimeoutNows name the log's last term as base or t - 1."""
+            k = rng.choice("AAARVVWWITTN")
+            if k == "A":
+                return append_entries(t, far if rng.random() < 0.7 else last, max(1, t - 1),
+                                      rng.choice((0, 1, last)),
+                                      [(t, rng.choice((1, 2)), b"\0" * 8)] * rng.randrange(2))
+            if k == "R":
+                return msg(AER, le(t, rng.choice((0, last)), last))
+            if k == "V":
+                return msg(RV, le(t, 0, last, t - 1, 0))  # candidate filled in below
+            if k == "W":
+                return msg(RVR, le(t, int(rng.random() < 0.7), 0))
+            if k == "I":
+                one_conf = conf((1, addrs[0]))
+                return (msg(IS, le(t, last, max(1, t - 1), 1, len(one_conf)) + one_conf +
+                            le(8, 0)) + b"\0" * 8)
+            lt = rng.choice((base, t - 1))
+            if k == "T":  # a sweep: the one that matches the log makes a candidate of t + 1
+                return b"".join(msg(TN, le(t, i, lt)) for i in range(1, 300))
+            return msg(TN, le(t, last, lt))
+
+        for n in range(FUZZ_WRITES):
+            if n % 6 == 0 and all(r.alive() for r in cl.r):
+                cl.leader(timeout=15.0)  # settled now and then: the scripts' terms then match
+            base = term_now()  # the log's last term, as far as the logs tell
+            i = n % 3
+            target = cl.r[i]
+            if not target.alive():
+                self.restart_if_gave_up(cl, i, sent[i])
+                restarted += 1
+                continue
+            other = (i + 1 + rng.randrange(2)) % 3
+            parts = []
+            if rng.random() < 0.5:
+                # A script through Raft's roles, each step kept at 85%, its term off by one at
+                # 15%, and a random message somewhere at 50%: follow the sender at a newer term,
+                # a TimeoutNow sweep (candidate of the next term), its vote granted (leader),
+                # and an AppendEntries of that term.
+                t = base + 1
+                for j in range(4):
+                    if rng.random() < 0.15:
+                        t = max(1, t + rng.choice((-1, 1)))
+                    m = (append_entries(t, far, 1, 0),
+                         b"".join(msg(TN, le(t, i, base)) for i in range(1, 1500)),
+                         msg(RVR, le(t + 1, 1, 0)), append_entries(t + 1, far, 1, 0))[j]
+                    if rng.random() < 0.85:
+                        parts.append(m)
+                if rng.random() < 0.5:
+                    parts.insert(rng.randrange(len(parts) + 1),
+                                 one(base + rng.choice((-1, 0, 1, 2)), rng.randrange(1, 200), base))
+            run = base + rng.choice((0, 1))  # the term the messages so far would lead to
+            for _ in range(0 if parts else rng.randint(2, 6)):
+                t = max(1, run + rng.choice((-1, 0, 0, 0, 1)))
+                m = bytearray(one(t, rng.randrange(1, 200), base))
+                if m[:8] == le(TN) or (m[:8] == le(AE) and t > run):
+                    run = t + 1 if m[:8] == le(TN) else t
+                if m[:8] == le(RV):
+                    m[24:32] = le(other + 1)
+                if rng.random() < 0.2:  # a mutation as test_fuzzer's, once in a while
+                    at = rng.randrange(0, len(m) - 7) & ~7
+                    m[at:at + 8] = le(rng.choice((0, 1, t + 1, 2**63)))
+                parts.append(bytes(m))
+            data = b"".join(parts)
+            try:
+                link = RaftLink(target.port + 1, other + 1, addrs[other], key=key,
+                                server=(i + 1, addrs[i]))
+            except (ConnectionError, OSError):
+                continue
+            sent[i] = (sent[i] + [data[:4096].hex()])[-3:]
+            link.send(data)
+            if link.closed_within(0.05):
+                closed += 1
+            link.close()
+        time.sleep(0.5)
+        for i, r in enumerate(cl.r):
+            if not r.alive():
+                self.restart_if_gave_up(cl, i, sent[i])
+                restarted += 1
+        print("sequence fuzzer: seed %d, %d writes, %d links closed, %d restarts" % (
+            FUZZ_SEED, FUZZ_WRITES, closed, restarted), flush=True)
+        cl.leader(timeout=15.0)
+        self.assertTrue(all(r.alive() for r in cl.r))
 
 
 if __name__ == "__main__":
