@@ -181,8 +181,8 @@ int rdzv_raft_check_header(const uint8_t *h, const struct rdzv_raft_view *v,
 
     m->payload_len = 0;
     m->n_entries = 0;
-    if ((r = rdzv_raft_check_state(m->type, term, m->type == RDZV_RAFT_REQUEST_VOTE ? le64(h + 8) : 0,
-                                   v, why)) < 0)
+    if ((r = rdzv_raft_check_state(
+             m->type, term, m->type == RDZV_RAFT_REQUEST_VOTE ? le64(h + 8) : 0, v, why)) < 0)
         return r;
     switch (m->type) {
     case RDZV_RAFT_APPEND_ENTRIES:

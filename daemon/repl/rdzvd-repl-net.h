@@ -29,7 +29,8 @@
  * RDZVD_REPL_MEMBER_HANDSHAKES per such address, the oldest of which is closed to make room
  * (issue 36: 32 silent connections kept a restarted replica out). Strangers elsewhere cannot hold
  * a member's slots; a stranger on a member's own IP address competes with it (a new connection
- * there closes the oldest from that address, its own or the member's). A failed handshake closes that connection with one log line naming the peer.
+ * there closes the oldest from that address, its own or the member's). A failed handshake
+ * closes that connection with one log line naming the peer.
  *
  * Addresses are numeric "IPv4:port" or "[IPv6]:port".
  *

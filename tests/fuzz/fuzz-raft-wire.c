@@ -13,7 +13,18 @@
  * entry, payload) within the limits of rdzv-raft-wire.h and within the bytes present; every term
  * it names is below the ceiling and at most RDZV_RAFT_TERM_JUMP_MAX past the receiver's; an
  * AppendEntries or InstallSnapshot at the receiver's term never reaches a leader of that term; a
- * configuration that passes decodes, by the independent reading below, within its bytes. */
+ * configuration that passes decodes, by the independent reading below, within its bytes.
+ *
+ * Sequences (issue 36): the stream is one write, every message of it checked on arrival against
+ * the state before libraft processed any (the worst case: the guard may hold them all in one
+ * read), and then, in order, processed by a model of libraft's role changes (a newer term
+ * resets the role; an AppendEntries or InstallSnapshot makes the sender the leader; a
+ * TimeoutNow from the leader makes a candidate of the next term; a vote granted in that term a
+ * leader) behind rdzv_raft_check_state with the modelled state, as rdzvd-repl-recv.c runs it.
+ * Property: no AppendEntries or InstallSnapshot of the modelled term reaches a leader of it, or a
+ * follower of another leader. Without the second check, AppendEntries(T'), TimeoutNow,
+ * RequestVoteResult(T'+1, granted), AppendEntries(T'+1) breaks it (seed-issue-36-batch). A
+ * stale-term message with a payload reaches the model as an AppendEntries without entries. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -76,10 +87,59 @@ static void terms_bounded(const uint8_t *h, const struct rdzv_raft_msg *m,
     }
 }
 
+/* The model of libraft processing a message that passed (rdzvd-repl-recv.c's check first).
+ * Returns false when the check refuses it: the link closes, the stream ends. */
+static bool processed(struct rdzv_raft_view *now, bool *candidate, unsigned type, const uint8_t *h)
+{
+    uint64_t term = u64_at(h);
+    const char *why = NULL;
+
+    if (rdzv_raft_check_state(type, term, type == RDZV_RAFT_REQUEST_VOTE ? u64_at(h + 8) : 0, now,
+                              &why) < 0) {
+        CHECK(why != NULL);
+        return false;
+    }
+    if (type == RDZV_RAFT_APPEND_ENTRIES || type == RDZV_RAFT_INSTALL_SNAPSHOT) {
+        CHECK(!(term == now->term && now->leader));
+        CHECK(!(term == now->term && now->leader_id != 0 && now->leader_id != now->peer));
+    }
+    if (term > now->term) {
+        now->term = term;
+        now->leader = *candidate = false;
+        now->leader_id = 0;
+    }
+    if (term < now->term)
+        return true; /* answered with our term, nothing changes */
+    switch (type) {
+    case RDZV_RAFT_APPEND_ENTRIES:
+    case RDZV_RAFT_INSTALL_SNAPSHOT:
+        *candidate = false;
+        now->leader_id = now->peer;
+        break;
+    case RDZV_RAFT_TIMEOUT_NOW:
+        if (!now->leader && !*candidate && now->leader_id == now->peer) {
+            now->term++;
+            now->leader_id = 0;
+            *candidate = true;
+        }
+        break;
+    case RDZV_RAFT_REQUEST_VOTE_RESULT:
+        if (*candidate && u64_at(h + 8) == 1) {
+            *candidate = false;
+            now->leader = true;
+        }
+        break;
+    default:
+        break;
+    }
+    return true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct rdzv_raft_view v;
+    struct rdzv_raft_view v, now;
     const uint8_t *p = data + VIEW_LEN, *end = data + size;
+    bool candidate = false;
     const char *why;
 
     if (size < VIEW_LEN)
@@ -89,6 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     v.peer_member = (data[0] & 4) != 0;
     v.term = u64_at(data + 1);
     v.peer = data[9];
+    now = v;
 
     while ((size_t)(end - p) >= RDZV_RAFT_PREAMBLE_LEN) {
         struct rdzv_raft_msg m;
@@ -112,6 +173,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         p += m.header_len;
         terms_bounded(h, &m, &v);
+        if (m.payload_len > 0 && u64_at(h) < v.term) {
+            /* Stale: libraft gets an AppendEntries without entries; the payload is dropped. */
+            if (!processed(&now, &candidate, RDZV_RAFT_APPEND_ENTRIES, h))
+                return 0;
+        } else if (!processed(&now, &candidate, m.type, h)) {
+            return 0;
+        }
         switch (m.type) {
         case RDZV_RAFT_APPEND_ENTRIES:
             CHECK(m.n_entries <= RDZV_RAFT_ENTRIES_MAX);

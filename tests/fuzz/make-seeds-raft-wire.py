@@ -3,7 +3,7 @@
 # make-seeds-raft-wire.py: write the hand-made seeds of corpus/fuzz-raft-wire/ (seed-*): honest
 # libraft messages of every type, and the messages that crashed or bricked replicas before
 # issue 27 (findings 1-3 and the replica-link fuzzer's empty AppendEntries), so that the replay
-# keeps them refused.
+# keeps them refused, and issue 36's batch (checked again as libraft processes each message).
 #
 # Input format of fuzz-raft-wire.c: byte 0 the receiver's flags (1 leads, 2 follows leader 1,
 # 4 the sender is a member), bytes 1-8 its term, byte 9 the sender's id; then messages.
@@ -51,6 +51,13 @@ SEEDS = {
     # A stranger (not in the configuration) and a vote asked for another candidate.
     "stranger": view(5, 0) + append_entries(5, 10, 5, 10),
     "vote-for-another": view(5, 4) + msg(RV, le(6, 3, 12, 5)),
+    # Issue 36 attack 8, one write: follow the sender at term 6, a TimeoutNow (candidate of 7),
+    # the vote granted (leader of 7), an AppendEntries of 7. Each passes on arrival; the last
+    # must be refused as libraft processes it. And a stale snapshot's payload, dropped.
+    "issue-36-batch": view(5, 4) + append_entries(6, 10, 5, 10) + msg(TN, le(6, 12, 5)) +
+    msg(RVR, le(7, 1, 0)) + append_entries(7, 12, 5, 12),
+    "issue-36-stale-snapshot": view(5, 4) + snapshot(4, THREE, b"\0" * 64) +
+    append_entries(5, 10, 5, 10),
 }
 
 
