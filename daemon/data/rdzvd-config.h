@@ -51,6 +51,10 @@
  * that it put aside) and how long a reason it keeps for one put aside. Past the first, the
  * entry of a node not put aside with the fewest failures makes room. */
 #define RDZVD_JOB_HISTORY_MAX 256
+/* Of them, the nodes put aside on their own word (a failed health check, UNHEALTHY): past this
+ * many the oldest is forgotten. Such a node fails its check again before it joins, so little is
+ * lost, and nodes that say so cannot fill the history and stop the job counting failures. */
+#define RDZVD_JOB_ASIDE_CHECK_MAX 32
 #define RDZVD_ASIDE_REASON_MAX 255
 /* A job's timeline (rdzvd-timeline.h): its first rate sample's interval (the resolution of a
  * job's first RDZV_STATUS_RATES seconds; it doubles each time the samples fill), the window of

@@ -135,10 +135,36 @@ void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *s
     }
 }
 
+#define CHECK_REASON "it failed a health check: "
+
+/* Make room for one more node put aside on its own word: past RDZVD_JOB_ASIDE_CHECK_MAX of them,
+ * the oldest (the first in the history) is forgotten. */
+static void check_asides_bound(struct rdzvd_job *j)
+{
+    unsigned n = 0, oldest = j->n_hist;
+
+    for (unsigned i = 0; i < j->n_hist; i++)
+        if (j->hist[i].aside && strncmp(j->hist[i].reason, CHECK_REASON,
+                                        strlen(CHECK_REASON)) == 0 && n++ == 0)
+            oldest = i;
+    if (n < RDZVD_JOB_ASIDE_CHECK_MAX)
+        return;
+    log_info("job=%s forgets node %s (node id %s), put aside on its own word: it keeps the "
+             "newest %d such", j->run_id, j->hist[oldest].host, j->hist[oldest].node_id,
+             RDZVD_JOB_ASIDE_CHECK_MAX);
+    memmove(&j->hist[oldest], &j->hist[oldest + 1],
+            (j->n_hist - oldest - 1) * sizeof(*j->hist));
+    j->n_hist--;
+}
+
 void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
 {
     struct rdzvd_job *j = m->job;
-    struct rdzvd_job_record_hist *h = hist_get(j, m->join.node_id);
+    struct rdzvd_job_record_hist *h;
+
+    if (!rdzvd_job_hist_find(j, m->join.node_id))
+        check_asides_bound(j);
+    h = hist_get(j, m->join.node_id);
 
     if (!h)
         return; /* not kept (logged): its agent leaves all the same */
@@ -146,7 +172,7 @@ void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
     if (!h->aside)
         rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]++;
     h->aside = true;
-    snprintf(h->reason, sizeof(h->reason), "it failed a health check: %s", reason);
+    snprintf(h->reason, sizeof(h->reason), CHECK_REASON "%s", reason);
     rdzv_utf8_trim(h->reason);
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/rdzv-log.h"
 #include "jobtest.h"
+#include "daemon/data/rdzvd-config.h"
 
 /* The job heard nothing: no event, no new generation. */
 static void assert_untouched(const struct fake *f, int nrounds)
@@ -154,6 +155,53 @@ static void test_put_aside_by_host(void)
     jt_state_dir_done(fd, path);
 }
 
+/* Nodes that put themselves aside (UNHEALTHY, each a new node id and host) cannot fill the
+ * job's failure history: past RDZVD_JOB_ASIDE_CHECK_MAX the oldest is forgotten, and a member
+ * whose workers fail is still counted and put aside. Before, 256 of them filled the history and
+ * the job stopped counting failures (and rewrote all of it with each one). */
+static void test_own_word_cannot_fill_the_history(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct fake f[2] = {0}, s = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    struct rdzvd_job_record rec;
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+    unsigned aside = 0;
+
+    env_init(&e, fd);
+    jn.bad_node_failures = 1;
+    join_n(&e, f, 2, jn);
+    for (int i = 0; i < RDZVD_JOB_HISTORY_MAX + 4; i++) {
+        struct fake forged = {0};
+
+        jn = join_of(100 + i, 2, 2, 4);
+        jn.bad_node_failures = 1;
+        ASSERT_OK(join(&e, &forged, &jn));
+        ASSERT_TRUE(forged.spare);
+        rdzvd_member_unhealthy(forged.m, "forged");
+        ASSERT_TRUE(event_is(&forged, "put_aside"));
+    }
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    for (unsigned i = 0; i < rec.n_hist; i++)
+        aside += rec.hist[i].aside;
+    ASSERT_EQ(aside, RDZVD_JOB_ASIDE_CHECK_MAX);
+    /* The newest are kept: the last forged node's host is still refused. */
+    ASSERT_TRUE(strcmp(rec.hist[rec.n_hist - 1].host, "host359") == 0);
+    rdzvd_job_record_clear(&rec);
+    /* A spare waits; member 0's workers fail: it is counted and put aside. */
+    jn = join_of(9, 2, 2, 4);
+    jn.bad_node_failures = 1;
+    ASSERT_OK(join(&e, &s, &jn));
+    w.rank = f[0].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[0], "put_aside"));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-roles", RDZV_LOG_ERROR);
@@ -161,5 +209,6 @@ int main(void)
     TEST(test_elastic_job_goes_on);
     TEST(test_forming_job_keeps_waiting);
     TEST(test_put_aside_by_host);
+    TEST(test_own_word_cannot_fill_the_history);
     return tap_done();
 }
