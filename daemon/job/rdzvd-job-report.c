@@ -88,6 +88,15 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
     return m->job->generation;
 }
 
+/* Signals that come from outside a worker (a kill, a hang-up, a terminal's, a peer's socket
+ * gone), as opposed to the ones a process raises on itself when it crashes (SIGSEGV, SIGBUS,
+ * SIGABRT, SIGFPE, SIGILL, ...), which count against its node. */
+static bool signal_from_outside(int64_t sig)
+{
+    return sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT ||
+           sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGPIPE;
+}
+
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen)
 {
@@ -121,6 +130,21 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
+    /* Killed from outside (the scheduler, an operator, the kernel's OOM killer: a signal the
+     * agent did not send, with no reason of its own) is the job's failure, not the node's. */
+    /* A shell or launcher between the agent and the process reports its child's signal N as
+     * exit code 128 + N, as POSIX shells do. */
+    if (!w->reason[0] && (signal_from_outside(w->signal) ||
+                          (w->signal <= 0 && w->exit_code > 128 &&
+                           signal_from_outside(w->exit_code - 128)))) {
+        size_t used = strlen(summary);
+
+        if (used < sizeof(summary))
+            snprintf(summary + used, sizeof(summary) - used,
+                     "; a signal from outside, not counted against the node");
+        rdzvd_job_restart(j, RDZV_MARK_FAILURE, NULL, w->exit_code ? w->exit_code : 1, summary);
+        return 0;
+    }
     /* A node put aside leaves before the restart: the next generation forms without it. */
     switch (rdzvd_job_node_failed(m, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:

@@ -4,6 +4,7 @@
  * node leaving, not the job cancelled; a node put aside is put aside by its host, so the same
  * host's next agent is refused too. */
 #include <inttypes.h>
+#include <signal.h>
 
 #include "common/rdzv-log.h"
 #include "jobtest.h"
@@ -202,6 +203,50 @@ static void test_own_word_cannot_fill_the_history(void)
     jt_state_dir_done(fd, path);
 }
 
+/* A worker killed from outside (SIGKILL: the scheduler, an operator, the OOM killer) is the
+ * job's failure, charged to the restart budget, not its node's: random kills of a healthy node
+ * never put it aside. A crash (SIGSEGV) and an exit code count against the node as before. */
+static void test_kill_from_outside_is_not_the_nodes(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 137, .signal = 9};
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    char err[512];
+    struct env e;
+    int n0;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    join_n(&e, f, 3, jn); /* node 2 waits as the spare */
+    n0 = f[0].round.node_rank == 0 ? 0 : 1;
+    for (uint64_t gen = 1; gen <= 3; gen++) {
+        /* killed itself, or a shell wrapper's child was: exit code 128 + 9 */
+        w.signal = gen == 2 ? 0 : SIGKILL;
+        w.generation = gen;
+        w.rank = f[n0].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[n0].m, &w, err, sizeof(err)));
+        ASSERT_TRUE(event_is(&f[n0], "restart"));
+        ASSERT_TRUE(strstr(f[n0].event.summary, "a signal from outside, not counted against "
+                                                "the node") != NULL);
+        all_ready(f, 3, gen);
+        ASSERT_EQ(f[n0].round.generation, gen + 1); /* still in: three kills, not put aside */
+        ASSERT_EQ(f[n0].round.restart_count, (int64_t)gen); /* the job's budget pays */
+    }
+    ASSERT_EQ(f[2].nrounds, 0);
+    /* Two crashes of its own: put aside, the spare takes its place. */
+    w.signal = SIGSEGV;
+    w.exit_code = 128 + SIGSEGV;
+    for (uint64_t gen = 4; gen <= 5; gen++) {
+        w.generation = gen;
+        w.rank = f[n0].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[n0].m, &w, err, sizeof(err)));
+        if (gen == 4)
+            all_ready(f, 3, gen);
+    }
+    ASSERT_TRUE(event_is(&f[n0], "put_aside"));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-roles", RDZV_LOG_ERROR);
@@ -210,5 +255,6 @@ int main(void)
     TEST(test_forming_job_keeps_waiting);
     TEST(test_put_aside_by_host);
     TEST(test_own_word_cannot_fill_the_history);
+    TEST(test_kill_from_outside_is_not_the_nodes);
     return tap_done();
 }
