@@ -166,8 +166,9 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .help = "of them, connections not through their handshake yet;\n"
                  "past N a new one takes the slot of the oldest one\n"
                  "silent 3 s from its own address, else (its address\n"
-                 "has none) of the oldest silent one (default 1024, at\n"
-                 "most half of --max-conns)"},
+                 "has none) of the oldest one silent 3 s; none younger\n"
+                 "is closed: the pool runs over N, up to --max-conns\n"
+                 "(default 1024, at most half of --max-conns)"},
         SIZE_OPT("max-input-bytes", max_input_bytes,
                  "bytes of incomplete requests buffered, all\nconnections together; past it "
                  "the connection holding\nthe most is closed (default 256MiB)"),

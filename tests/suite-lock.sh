@@ -20,7 +20,7 @@ for a in "$@"; do
   case "${a##*/}" in
     test_torch_inplace.py | test_inplace_faults.py | test_worker_faults.py | test_torchrun.py | \
     test_agents.py | test_ddp.py | test_train.py | test_train_inplace.py | test_load.py | \
-    test_init_flood.py | test_torchrun_cli.py | bench-smoke.sh | \
+    test_init_flood.py | test_storm.py | test_torchrun_cli.py | bench-smoke.sh | \
     test_attack_conn.py | test_node_faults.py | test_status.py | test_auth_agents.py | \
     test_schedulers.py | test_torchrun_slurm.py)
       mode=-x; break ;;

@@ -23,11 +23,22 @@
  * that reconnects as fast as rdzvd closes its connections kept that going, and no other socket
  * was read meanwhile. The rest wait in the kernel's backlog. */
 #define RDZVD_TURN_ACCEPTS 64u
-/* Past --max-handshaking, a new connection takes the pre-handshake slot of a silent one from its
- * own address only once that one has been silent this long: PyTorch ranks that connect at once,
- * thousands from one host, are not reset for being slower than their connect to send their first
- * bytes (a rank descheduled between connect() and send()). */
+/* The silence bound of connections before their handshake (rdzvd-transport.h,
+ * rdzvd_transport_shed_handshaking): no connection younger than this is ever closed to make room
+ * for another, whatever the newcomer's address. PyTorch ranks that connect at once, thousands per
+ * host and several hosts at a time, are silent while they import (0.5 s and more) or are
+ * descheduled between connect() and send(); none of them is reset for it. Past
+ * --max-handshaking a newcomer takes the slot of one silent this long, else the pool runs over
+ * the quota, bounded by --max-conns. */
 #define RDZVD_HS_SHED_AGE_MS 3000u
+/* Connections before their handshake are counted per address (an IPv6 address by its /64) in
+ * this many buckets of a keyed hash: a bucket's count bounds its addresses' from above. */
+#define RDZVD_HS_ADDR_BUCKETS 4096u
+/* The last max(1, --max-handshaking / RDZVD_HS_SPARE_DIV) slots under --max-conns: an address
+ * takes one of them only while it holds fewer connections before their handshake than slots are
+ * left, so that one address that fills the rest with young idle connections (which nothing
+ * closes before RDZVD_HS_SHED_AGE_MS) cannot keep a token holder on another out. */
+#define RDZVD_HS_SPARE_DIV 8u
 
 /* --request-timeout's default: a request begun and not complete after this long closes its
  * connection (its bytes are held meanwhile, under --max-input-bytes). */

@@ -51,6 +51,8 @@ struct rdzvd_conn {
     uint64_t hs_deadline_ms;     /* uv_now() based */
     uint64_t hs_since_ms;        /* accepted at (uv_now()) */
     uint8_t addr[16];            /* the peer's address, IPv4 as v4-mapped IPv6 (zero: unknown) */
+    uint32_t hs_bucket;          /* its address's bucket in t->hs_per_addr, while hs_counted */
+    bool hs_counted;             /* counted there (from accept to its handshake's end) */
     uint64_t id;
     char peer[64];
     enum conn_state state;
@@ -73,7 +75,10 @@ _Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1
 /* rdzvd-transport.c, for accepting connections and the registry. */
 /* Bytes the kernel holds unread on c's socket (FIONREAD), 0 when unknown. */
 size_t rdzvd_conn_kernel_unread(struct rdzvd_conn *c);
-/* Past the quota, c takes a slot of an older connection still handshaking (hs_victim). */
+/* Count c, its address now known, among its address's connections before their handshake. */
+void rdzvd_hs_count(struct rdzvd_conn *c);
+/* Past the quota, c takes the slot of a stale connection still handshaking, if there is one
+ * (rdzvd_transport_shed_handshaking); else the pool runs over the quota. */
 void rdzvd_hs_make_room(struct rdzvd_conn *c);
 /* Give c a pre-handshake slot and a deadline. */
 void rdzvd_hs_track(struct rdzvd_conn *c);

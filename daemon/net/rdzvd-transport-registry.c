@@ -13,6 +13,7 @@
 #include "common/rdzv-buf.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-config.h"
 #include "daemon/net/rdzvd-transport-impl.h"
 
 #define SCRATCH_LEN (64u << 10)
@@ -90,6 +91,7 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g
             memcpy(c->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
         }
     }
+    rdzvd_hs_count(c);
     rdzvd_hs_make_room(c);
     (void)uv_tcp_nodelay(&c->tcp, 1);
     *ret = c;
@@ -220,12 +222,14 @@ int rdzvd_transport_init(struct rdzvd_transport *t, uv_loop_t *loop,
     rdzv_list_init(&t->requests);
     t->scratch_len = SCRATCH_LEN;
     t->scratch = malloc(t->scratch_len);
-    if (!t->scratch)
-        return -ENOMEM;
-    r = uv_timer_init(loop, &t->hs_timer);
+    t->hs_per_addr = calloc(RDZVD_HS_ADDR_BUCKETS, sizeof(*t->hs_per_addr));
+    t->hs_seed = rdzv_random_u64();
+    r = t->scratch && t->hs_per_addr ? uv_timer_init(loop, &t->hs_timer) : -ENOMEM;
     if (r < 0) {
         free(t->scratch);
+        free(t->hs_per_addr);
         t->scratch = NULL;
+        t->hs_per_addr = NULL;
         return r;
     }
     /* Neither can fail on Unix (they only link the handle into the loop). */
@@ -264,7 +268,9 @@ bool rdzvd_transport_done(struct rdzvd_transport *t, bool free_buffers)
     }
     if (free_buffers) {
         free(t->scratch);
+        free(t->hs_per_addr);
         t->scratch = NULL;
+        t->hs_per_addr = NULL;
     }
     return closing;
 }

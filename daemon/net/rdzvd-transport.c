@@ -97,16 +97,17 @@ size_t rdzvd_conn_kernel_unread(struct rdzvd_conn *c)
     return (size_t)n;
 }
 
-/* Whose pre-handshake slot a new connection (keep) takes, looking at the oldest HS_SCAN: the
- * oldest one from keep's own address that has been silent RDZVD_HS_SHED_AGE_MS; none if its
- * address has only busy or younger ones there (the quota is exceeded for a while: a burst of
+/* Whose pre-handshake slot a new connection (keep) takes, looking at the oldest HS_SCAN (the
+ * contract is rdzvd-transport.h's): only a stale one, silent RDZVD_HS_SHED_AGE_MS; the oldest of
+ * keep's own address; none if its address has only busy or younger ones there (a burst of
  * clients, such as the thousands of ranks of one host in init_process_group, that have not all
  * sent their first bytes yet, or that we have not read yet: a burst of connections is accepted
- * before any of them is read, and a turn reads only so many); if its address has none, the oldest
- * silent one of all. Busy: with bytes waiting in the kernel. So a client that keeps opening idle
- * connections loses its own (once they are old enough), never those of other addresses while
- * it has any among the oldest, and an honest burst is never cut down by itself (before this,
- * 2,000 and more ranks from one address were reset). NULL: none to close. */
+ * before any of them is read, and a turn reads only so many); if its address has none there, the
+ * oldest stale one of all. Busy: young, or with bytes waiting in the kernel. So a client that
+ * keeps opening idle connections loses its own once they are stale, never those of other
+ * addresses while it has any among the oldest, and no burst is cut down, by itself or another
+ * (before, a second host's first connections took the slots of the first host's silent ranks,
+ * whatever their age: 937 of 1,000 were reset). NULL: none to close. */
 #define HS_SCAN 64
 static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn *keep)
 {
@@ -118,12 +119,13 @@ static struct rdzvd_conn *hs_victim(struct rdzvd_transport *t, struct rdzvd_conn
 
     for (pos = t->handshaking.next; pos != &t->handshaking && n < HS_SCAN; pos = pos->next, n++) {
         struct rdzvd_conn *c = rdzv_container_of(pos, struct rdzvd_conn, hs_node);
-        bool busy = rdzvd_conn_kernel_unread(c) > 0;
         bool same = memcmp(c->addr, keep->addr, sizeof(c->addr)) == 0;
+        bool busy;
 
         if (c == keep)
             continue;
-        if (same && !busy && now - c->hs_since_ms >= RDZVD_HS_SHED_AGE_MS)
+        busy = now - c->hs_since_ms < RDZVD_HS_SHED_AGE_MS || rdzvd_conn_kernel_unread(c) > 0;
+        if (same && !busy)
             return c;
         same_busy |= same;
         if (!oldest && !busy)
@@ -143,7 +145,36 @@ bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_co
     return true;
 }
 
-/* Past the quota, c takes a slot of an older connection still handshaking (hs_victim). */
+/* c's bucket of addresses: its address (an IPv6 one by its /64: one host's, or one subscriber's
+ * whole prefix) under a keyed hash. */
+static uint32_t hs_bucket(const struct rdzvd_conn *c)
+{
+    static const uint8_t v4mapped[12] = {[10] = 0xff, [11] = 0xff};
+    size_t n = memcmp(c->addr, v4mapped, sizeof(v4mapped)) == 0 ? sizeof(c->addr) : 8;
+
+    return (uint32_t)(rdzv_hash64(c->t->hs_seed, c->addr, n) % RDZVD_HS_ADDR_BUCKETS);
+}
+
+void rdzvd_hs_count(struct rdzvd_conn *c)
+{
+    struct rdzvd_transport *t = c->t;
+
+    if (c->hs_counted || rdzv_list_empty(&c->hs_node) || !t->hs_per_addr)
+        return;
+    c->hs_bucket = hs_bucket(c);
+    c->hs_counted = true;
+    t->hs_per_addr[c->hs_bucket]++;
+}
+
+uint64_t rdzvd_conn_hs_from_addr(const struct rdzvd_conn *c)
+{
+    const struct rdzvd_transport *t = c->t;
+
+    return t->hs_per_addr ? t->hs_per_addr[c->hs_counted ? c->hs_bucket : hs_bucket(c)] : 0;
+}
+
+/* Past the quota, c takes the slot of a stale connection still handshaking (hs_victim), if
+ * there is one; else the pool runs over the quota (bounded by the owner's --max-conns). */
 void rdzvd_hs_make_room(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
@@ -177,6 +208,9 @@ void rdzvd_conn_handshake_done(struct rdzvd_conn *c)
         return;
     rdzv_list_del(&c->hs_node);
     c->t->nhandshaking--;
+    if (c->hs_counted && c->t->hs_per_addr)
+        c->t->hs_per_addr[c->hs_bucket]--;
+    c->hs_counted = false;
     c->t->hs_in_bytes -= c->in_charged;
 }
 

@@ -93,10 +93,14 @@ struct rdzvd_transport {
     uint64_t nconns;
     uint64_t next_id;
     uint64_t nhandshaking;     /* connections in handshaking */
-    uint64_t max_handshaking;  /* set by the owner: past it the oldest is closed; 0: no quota */
+    uint64_t max_handshaking;  /* set by the owner: past it a stale one is closed, if any
+                                * (rdzvd_transport_shed_handshaking); 0: no quota */
     uint64_t nclosing;         /* connections closing, their close callback yet to come */
     struct rdzvd_ratelimit *refusals; /* set by the owner: limits the lines about shed peers */
     uint64_t hs_timeout_ms;    /* 0: no handshake deadline */
+    uint32_t *hs_per_addr;     /* connections before their handshake, per bucket of addresses
+                                * (RDZVD_HS_ADDR_BUCKETS, keyed by hs_seed) */
+    uint64_t hs_seed;
     uv_timer_t hs_timer;
     bool hs_timer_open;
     /* The per-turn budget (RDZVD_TURN_BYTES, RDZVD_TURN_FRAMES): a connection that used its
@@ -142,8 +146,8 @@ void rdzvd_transport_resume(struct rdzvd_transport *t);
 void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 
 /* Accept the pending connection on g's listener (g->paced) into group g. It is registered, named and has
- * its handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken from an
- * older connection still handshaking: rdzvd_transport_shed_handshaking), but reads nothing until
+ * its handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken from a
+ * stale connection if there is one: rdzvd_transport_shed_handshaking), but reads nothing until
  * rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
  * address (family 0 when unknown). Returns 0, -EAGAIN when the accept pace's budget is spent
  * (nothing made: g's connection callback comes again next turn), or another negative errno (c
@@ -159,12 +163,28 @@ void rdzvd_conn_set_session(struct rdzvd_conn *c, const struct rdzvd_session_ops
 void *rdzvd_conn_session_data(const struct rdzvd_conn *c);
 /* From serve(): do not call serve again until this many bytes are buffered. */
 void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes);
-/* Close a connection still handshaking to make room for keep (a new one), logging why: the
- * oldest silent one from keep's address among the oldest few; none when its address has only
- * busy ones there (bytes we have not read yet wait in the kernel); else the oldest silent one.
- * Never keep. Returns whether one was closed. */
+/* Connections before their handshake: the contract.
+ *
+ * Stale: still before its handshake RDZVD_HS_SHED_AGE_MS after its accept (the silence bound),
+ * with nothing waiting unread in the kernel. Only a stale connection is ever closed to make room
+ * for another: none younger, whatever the newcomer's address, so an honest storm (thousands of
+ * ranks per host, several hosts at once, each silent while it imports) is never cut down by
+ * itself or by another host. Past t->max_handshaking, or at the owner's --max-conns, a newcomer
+ * (keep) takes the slot of the oldest stale one of its own address among the oldest few; if its
+ * address has only busy or young ones there, of none; if it has none there, of the oldest stale
+ * one of any address. With none to take, the pool runs over the quota while its connections are
+ * young or busy: what bounds it is the owner's --max-conns, where the newcomer itself is refused
+ * (never an older one), and the owner keeps the last slots from crowded addresses
+ * (rdzvd_conn_hs_from_addr, RDZVD_HS_SPARE_DIV). Within the silence bound each one is through
+ * its handshake, or stale and a slot for the next newcomer, or closed at its handshake deadline.
+ *
+ * rdzvd_transport_shed_handshaking closes the stale connection that keep takes the place of,
+ * logging why; never keep. Returns whether one was closed. */
 bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_conn *keep,
                                       const char *why);
+/* Connections before their handshake from c's address (an IPv6 one: its /64), c included while
+ * it is one of them: an upper bound (addresses share a bucket of a keyed hash). O(1). */
+uint64_t rdzvd_conn_hs_from_addr(const struct rdzvd_conn *c);
 /* The handshake finished: cancel c's deadline, free its pre-handshake slot. O(1), safe twice. */
 void rdzvd_conn_handshake_done(struct rdzvd_conn *c);
 /* Whether c is still waiting for its handshake deadline. */

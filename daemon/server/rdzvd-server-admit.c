@@ -144,6 +144,32 @@ const struct rdzvd_session_ops rdzvd_first_bytes_ops = {
     .pause_at_cap = true,
 };
 
+/* Whether c, just accepted (and counted), may keep its slot under --max-conns: the descriptors in
+ * use stay within it, and c takes one of the last max(1, --max-handshaking / RDZVD_HS_SPARE_DIV)
+ * only if its address held fewer connections before their handshake than slots were left
+ * (rdzvd-config.h). One address that fills the rest with young idle connections, which nothing
+ * closes before they are stale, gets none of them; a new address always gets one while one is
+ * left; k addresses that try to share them get half of what is left each, the next half of
+ * the rest, and so on. */
+static uint64_t server_spare(const struct rdzvd_server *srv)
+{
+    uint64_t spare = srv->cfg.lim.max_handshaking / RDZVD_HS_SPARE_DIV;
+
+    return spare ? spare : 1;
+}
+
+static bool server_has_room(const struct rdzvd_server *srv, const struct rdzvd_conn *c)
+{
+    uint64_t used = server_fds_used(srv), max = srv->cfg.lim.max_conns, left;
+
+    if (used > max)
+        return false;
+    left = max - used + 1; /* before c took one */
+    if (left > server_spare(srv))
+        return true;
+    return rdzvd_conn_hs_from_addr(c) <= left; /* c's address held fewer than left before c */
+}
+
 static int server_accept(struct rdzvd_listener *l)
 {
     struct rdzvd_server *srv = l->srv;
@@ -161,27 +187,33 @@ static int server_accept(struct rdzvd_listener *l)
         return r;
     store_ok = !srv->cfg.store_acl ||
                (ss.ss_family && rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss));
-    /* At the limit, a connection that has not finished its handshake gives its slot up to the
-     * new one, so that clients without the token cannot keep the others out. */
-    if (!srv->stopping && !l->closing && server_fds_used(srv) > srv->cfg.lim.max_conns)
+    /* At the limit, a stale connection that has not finished its handshake gives its slot up to
+     * the new one, so that clients without the token cannot keep the others out; none younger
+     * (rdzvd_transport_shed_handshaking): the new one is refused instead. */
+    if (!srv->stopping && !l->closing && !server_has_room(srv, c))
         (void)rdzvd_transport_shed_handshaking(&srv->net, c,
                                                "--max-conns reached, and not through its "
                                                "handshake");
-    if (srv->stopping || l->closing || server_fds_used(srv) > srv->cfg.lim.max_conns) {
+    if (srv->stopping || l->closing || !server_has_room(srv, c)) {
         uint64_t now = rdzv_now_ms();
 
         srv->stats.rejected++;
         if (now - srv->last_reject_log_ms >= 1000) {
             srv->last_reject_log_ms = now;
-            char jobs[80] = "";
+            char jobs[80] = "", crowd[160] = "";
 
             if (srv->job_fds)
                 snprintf(jobs, sizeof(jobs),
                          ", counting %" PRIu64 " descriptors of job generations", srv->job_fds);
+            if (server_fds_used(srv) <= srv->cfg.lim.max_conns)
+                snprintf(crowd, sizeof(crowd),
+                         "; too many connections before their handshake from its address (%" PRIu64
+                         ") for the last %" PRIu64 " slots",
+                         rdzvd_conn_hs_from_addr(c), server_spare(srv));
             log_warn("conn %" PRIu64 " (%s): refused: %" PRIu64 " connections open (limit %" PRIu64
-                     "%s, see --max-conns)",
+                     "%s, see --max-conns)%s",
                      rdzvd_conn_id(c), rdzvd_conn_peer(c), srv->nconns - 1,
-                     srv->cfg.lim.max_conns, jobs);
+                     srv->cfg.lim.max_conns, jobs, crowd);
         }
         rdzvd_conn_close(c, "too many connections");
         return 0;

@@ -36,6 +36,18 @@ def recv_exact(sock, n, deadline):
     return b
 
 
+def release(tc, last, socks, prefix, deadline):
+    """The barrier's end: last (the connection that read the full count) SETs prefix/go, every
+    connection WAITs on it and must read STOP_WAITING."""
+    tc.assertIsNotNone(last, "no connection read the full count")
+    last.sendall(enc("modern", "SET", s(prefix + b"/go"), s(b"1")))
+    wait = enc("modern", "WAIT", keys([prefix + b"/go"]))
+    for c in socks:
+        c.sendall(wait)
+    for c in socks:
+        tc.assertEqual(recv_exact(c, 1, deadline), b"\x00")  # STOP_WAITING
+
+
 class InitFlood(DaemonTestCase):
 
     @staticmethod
@@ -129,13 +141,7 @@ class InitFlood(DaemonTestCase):
         self.assertEqual(lost, 0, "%d of %d connections were closed by rdzvd (opened in %.2f s; "
                          "rdzvd's closes: %s; ListenOverflows %s -> %s)"
                          % (lost, n, self.opened_in, closes[:3], overflows, after))
-        self.assertIsNotNone(last, "no connection read the full count")
-        last.sendall(enc("modern", "SET", s(b"/flood/go"), s(b"1")))
-        wait = enc("modern", "WAIT", keys([b"/flood/go"]))
-        for c in socks:
-            c.sendall(wait)
-        for c in socks:
-            self.assertEqual(recv_exact(c, 1, deadline), b"\x00")  # STOP_WAITING
+        release(self, last, socks, b"/flood", deadline)
         return lost
 
     def test_16000_ranks_at_once_with_the_default_limits(self):
