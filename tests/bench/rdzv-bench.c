@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-bench.c: TCPStore load generator (PyTorch <= 2.0 numbering): throughput, barrier, memory. */
+/* rdzv-bench.c: TCPStore load generator (PyTorch <= 2.0 numbering): throughput, barrier, memory.
+ * A barrier may come from several hosts (--hosts: source addresses 127.0.0.2, .3, ...), host
+ * after host (--stagger) or interleaved, each rank silent a while after its connect (--silence),
+ * as PyTorch's ranks are while they import: a storm of several hosts. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <dirent.h>
@@ -44,6 +47,7 @@ enum conn_state {
     CS_NEW,        /* no socket yet */
     CS_BACKOFF,    /* a connect failed; try again at due_ns */
     CS_CONNECTING, /* non-blocking connect in progress */
+    CS_SILENT,     /* connected; its first request waits until due_ns (--silence) */
     CS_IDLE,       /* connected, nothing in flight */
     CS_ADD,        /* ADD sent: an i64 reply is due */
     CS_GET,        /* GET sent: u64 length + bytes are due */
@@ -76,17 +80,22 @@ struct bench {
     int idle_pids[MAX_IDLE_PIDS + 1]; /* + the --pid one */
     size_t nidle_pids;
     double duration_s, warmup_s, window_s, timeout_s, settle_s;
+    uint32_t hosts;             /* barrier: 0, or ranks from 127.0.0.2 .. 127.0.0.(hosts + 1) */
+    double stagger_s;           /* barrier: host h starts at h * stagger_s; 0: interleaved */
+    double silence_s;           /* barrier: a rank's pause between its connect and its ADD */
     struct rdzv_buf enc; /* scratch for the request encoders */
     char prefix[PREFIX_MAX + 1];
     char cnt_key[KEY_MAX], go_key[KEY_MAX], idle_key[KEY_MAX];
     size_t cnt_len, go_len, idle_len;
 
-    uint32_t nconnected, ndone, nlost, nbackoff;
+    uint32_t nconnected, ndone, nlost, nbackoff, nsilent;
+    uint32_t nwaiting; /* barrier: connections in CS_WAIT */
+    bool go_sent;      /* barrier: the SET of the go key was sent */
     uint64_t retries; /* connect attempts that failed and were tried again */
     uint64_t replies; /* counted replies (throughput) */
     bool counting;
     uint64_t t_last_ns;   /* last completion (barrier: last STOP_WAITING) */
-    uint64_t next_due_ns; /* earliest CS_BACKOFF due time, UINT64_MAX if none */
+    uint64_t next_due_ns; /* earliest CS_BACKOFF or CS_SILENT due time, UINT64_MAX if none */
     uint64_t rng;
     int first_lost_err;
     const char *first_lost_what;
@@ -117,6 +126,12 @@ static void usage(FILE *f)
             "      --window SEC       throughput: also rate each window of SEC and report the best\n"
             "                         and the median (default 0.5)\n"
             "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
+            "      --hosts K          barrier: the ranks come from K hosts, source addresses\n"
+            "                         127.0.0.2 .. 127.0.0.(K+1) (default: no bind)\n"
+            "      --stagger SEC      barrier: host h's ranks (consecutive) start connecting at\n"
+            "                         h * SEC; 0 (default): the hosts' ranks in turn, one each\n"
+            "      --silence SEC      barrier: each rank sends its ADD SEC after its connect\n"
+            "                         (default 0)\n"
             "  -k, --prefix STR       key namespace (default: unique per run)\n"
             "      --pid PID          server process: memory reads its VmRSS; throughput reads\n"
             "                         its CPU time over the measured window (server_cpu_s,\n"
@@ -193,6 +208,14 @@ static size_t enc_wait1(struct bench *b, uint8_t *p, const char *key)
 
 /* ---- connection life cycle ---- */
 
+/* The host (0 .. hosts-1) of connection i: consecutive ranks when staggered, else in turn. */
+static uint32_t conn_host(const struct bench *b, uint32_t i)
+{
+    uint32_t per = (b->n + b->hosts - 1) / b->hosts;
+
+    return b->stagger_s > 0 ? i / per : i % b->hosts;
+}
+
 static bool connect_retryable(int err)
 {
     return err == ECONNREFUSED || err == ECONNRESET || err == EAGAIN || err == ETIMEDOUT ||
@@ -201,6 +224,8 @@ static bool connect_retryable(int err)
 
 static void conn_lost(struct bench *b, struct conn *c, const char *what, int err)
 {
+    if (c->state == CS_WAIT)
+        b->nwaiting--;
     if (c->fd >= 0)
         (void)close(c->fd);
     c->fd = -1;
@@ -278,12 +303,18 @@ static void send_get(struct bench *b, struct conn *c)
         c->state = CS_GET;
 }
 
-/* The connection is up: do what the mode does first. */
+/* The connection is up: do what the mode does first (a barrier's rank after its silence). */
 static void conn_connected(struct bench *b, struct conn *c)
 {
     b->nconnected++;
     c->state = CS_IDLE;
-    if (b->mode == MODE_BARRIER)
+    if (b->mode == MODE_BARRIER && b->silence_s > 0) {
+        c->state = CS_SILENT;
+        c->due_ns = rdzv_now_ns() + secs_to_ns(b->silence_s);
+        if (c->due_ns < b->next_due_ns)
+            b->next_due_ns = c->due_ns;
+        b->nsilent++;
+    } else if (b->mode == MODE_BARRIER)
         send_add(b, c, b->cnt_key, b->cnt_len);
     else if (b->mode == MODE_MEMORY)
         send_add(b, c, b->idle_key, b->idle_len);
@@ -302,6 +333,21 @@ static int conn_connect(struct bench *b, struct conn *c)
     c->fd = fd;
     /* PyTorch's client sets TCP_NODELAY too. */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (b->hosts > 0) {
+        struct sockaddr_in src = {.sin_family = AF_INET};
+
+        /* The port is picked at connect(), for this destination: bind() would pick one unused
+         * on every destination, a search that slows down as thousands (and the TIME_WAIT ones
+         * of the run before) hold them, while the ranks due to send wait for it. */
+        (void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        src.sin_addr.s_addr = htonl(0x7f000002u + conn_host(b, (uint32_t)(c - b->conns)));
+        if (bind(fd, (const struct sockaddr *)&src, sizeof(src)) < 0) {
+            r = -errno;
+            (void)close(fd);
+            c->fd = -1;
+            return r;
+        }
+    }
     r = connect(fd, (const struct sockaddr *)&b->addr, sizeof(b->addr));
     if (r < 0 && errno != EINPROGRESS) {
         int err = errno;
@@ -387,19 +433,23 @@ static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
                 return;
             }
             c->state = CS_DONE;
+            b->nwaiting--;
             b->ndone++;
             b->t_last_ns = now;
             return;
         }
         v = (int64_t)rdzv_get_u64(c->in);
         n = 0;
-        if (v == (int64_t)b->n)
+        if (v == (int64_t)b->n) {
             n = enc_set(b, req, b->go_key, b->go_len, "1", 1);
-        else if (v > (int64_t)b->n)
+            b->go_sent = true;
+        } else if (v > (int64_t)b->n)
             b->overshoot = true;
         n += enc_wait1(b, req + n, b->go_key);
-        if (conn_send(b, c, req, n) == 0)
+        if (conn_send(b, c, req, n) == 0) {
             c->state = CS_WAIT;
+            b->nwaiting++;
+        }
         return;
     case MODE_MEMORY:
         c->state = CS_DONE;
@@ -457,22 +507,28 @@ static void conn_readable(struct bench *b, struct conn *c, uint64_t now)
     conn_reply(b, c, now);
 }
 
-/* Retry the connections whose backoff has expired. */
+/* Retry the connections whose backoff has expired; send the first request of those whose
+ * silence has. */
 static int run_due(struct bench *b, uint64_t now)
 {
     uint64_t next = UINT64_MAX;
     int r;
 
-    if (b->nbackoff == 0 || now < b->next_due_ns)
+    if (b->nbackoff + b->nsilent == 0 || now < b->next_due_ns)
         return 0;
-    for (uint32_t i = 0; i < b->n && b->nbackoff > 0; i++) {
+    for (uint32_t i = 0; i < b->n && b->nbackoff + b->nsilent > 0; i++) {
         struct conn *c = &b->conns[i];
 
-        if (c->state != CS_BACKOFF)
+        if (c->state != CS_BACKOFF && c->state != CS_SILENT)
             continue;
         if (c->due_ns > now) {
             if (c->due_ns < next)
                 next = c->due_ns;
+            continue;
+        }
+        if (c->state == CS_SILENT) {
+            b->nsilent--;
+            send_add(b, c, b->cnt_key, b->cnt_len);
             continue;
         }
         b->nbackoff--;
@@ -494,7 +550,7 @@ static int poll_once(struct bench *b, uint64_t deadline_ns)
     uint64_t now = rdzv_now_ns(), until = deadline_ns;
     int timeout_ms = 0, nev, r;
 
-    if (b->nbackoff > 0 && b->next_due_ns < until)
+    if (b->nbackoff + b->nsilent > 0 && b->next_due_ns < until)
         until = b->next_due_ns;
     if (until > now)
         timeout_ms = (int)((until - now + 999999) / 1000000);
@@ -530,9 +586,17 @@ static int poll_once(struct bench *b, uint64_t deadline_ns)
  * replies flow while the rest are opened. */
 static int connect_all(struct bench *b)
 {
+    uint64_t t0 = rdzv_now_ns();
     int r;
 
     for (uint32_t i = 0; i < b->n; i++) {
+        uint64_t start = t0 + (b->hosts ? conn_host(b, i) : 0) * secs_to_ns(b->stagger_s);
+
+        while (rdzv_now_ns() < start) {
+            r = poll_once(b, start); /* a host's turn to start connecting */
+            if (r < 0)
+                return r;
+        }
         r = conn_connect(b, &b->conns[i]);
         if (r < 0) {
             fprintf(stderr, "rdzv-bench: connection %" PRIu32 ": %s\n", i, strerror(-r));
@@ -773,21 +837,26 @@ static int run_throughput(struct bench *b)
 static int run_barrier(struct bench *b)
 {
     uint64_t t0, deadline;
-    bool ok;
+    bool ok, stuck;
     int r;
 
     t0 = rdzv_now_ns();
     deadline = t0 + secs_to_ns(b->timeout_s);
     r = connect_all(b);
-    while (r == 0 && b->ndone + b->nlost < b->n && rdzv_now_ns() < deadline)
+    /* Lost ranks never ADD: once every other one waits and none read the total, it is over. */
+    while (r == 0 && b->ndone + b->nlost < b->n && rdzv_now_ns() < deadline &&
+           !(b->nlost > 0 && !b->go_sent && b->nwaiting + b->nlost == b->n))
         r = poll_once(b, deadline);
     if (r < 0)
         return r;
     ok = b->ndone == b->n;
+    stuck = b->nlost > 0 && !b->go_sent && b->nwaiting + b->nlost == b->n;
     printf("mode=barrier conns=%" PRIu32 " ok=%d seconds=%.4f done=%" PRIu32 " lost=%" PRIu32
-           " retries=%" PRIu64 " timedout=%d\n",
+           " retries=%" PRIu64 " timedout=%d stuck=%d hosts=%" PRIu32 " stagger=%.3f"
+           " silence=%.3f\n",
            b->n, ok, (double)((ok ? b->t_last_ns : rdzv_now_ns()) - t0) / 1e9, b->ndone, b->nlost,
-           b->retries, !ok && b->ndone + b->nlost < b->n);
+           b->retries, !ok && !stuck && b->ndone + b->nlost < b->n, stuck, b->hosts, b->stagger_s,
+           b->silence_s);
     print_lost(b);
     if (b->overshoot)
         fprintf(stderr, "rdzv-bench: the counter went past %" PRIu32 ": key namespace reused?\n",
@@ -891,7 +960,8 @@ static int parse_secs(const char *opt, const char *s, double *ret)
     return 0;
 }
 
-enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP };
+enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP, OPT_HOSTS, OPT_STAGGER,
+       OPT_SILENCE };
 
 static const struct option longopts[] = {
     {"host", required_argument, NULL, 'H'},      {"port", required_argument, NULL, 'p'},
@@ -901,6 +971,9 @@ static const struct option longopts[] = {
     {"pid", required_argument, NULL, OPT_PID},   {"settle", required_argument, NULL, OPT_SETTLE},
     {"idle-pid", required_argument, NULL, OPT_IDLE_PID},
     {"window", required_argument, NULL, OPT_WINDOW}, {"op", required_argument, NULL, OPT_OP},
+    {"hosts", required_argument, NULL, OPT_HOSTS},
+    {"stagger", required_argument, NULL, OPT_STAGGER},
+    {"silence", required_argument, NULL, OPT_SILENCE},
     {"help", no_argument, NULL, 'h'},            {0},
 };
 
@@ -989,6 +1062,23 @@ static int parse_args(int argc, char **argv, struct bench *b)
             break;
         case OPT_SETTLE:
             r = parse_secs("--settle", optarg, &b->settle_s);
+            if (r < 0)
+                return r;
+            break;
+        case OPT_HOSTS:
+            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 250) {
+                fprintf(stderr, "rdzv-bench: invalid --hosts '%s' (1 to 250)\n", optarg);
+                return -EINVAL;
+            }
+            b->hosts = (uint32_t)v;
+            break;
+        case OPT_STAGGER:
+            r = parse_secs("--stagger", optarg, &b->stagger_s);
+            if (r < 0)
+                return r;
+            break;
+        case OPT_SILENCE:
+            r = parse_secs("--silence", optarg, &b->silence_s);
             if (r < 0)
                 return r;
             break;
@@ -1099,9 +1189,18 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
-    for (uint32_t i = 0; i < b.n; i++)
-        if (b.conns[i].fd >= 0)
-            (void)close(b.conns[i].fd);
+    for (uint32_t i = 0; i < b.n; i++) {
+        /* A storm's ports are closed with a reset: thousands left in TIME_WAIT on one source
+         * address would slow the next run's connects down (each one's port search), and its
+         * ranks due to send with them. */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+        if (b.conns[i].fd < 0)
+            continue;
+        if (b.hosts > 0)
+            (void)setsockopt(b.conns[i].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        (void)close(b.conns[i].fd);
+    }
     free(b.conns);
     rdzv_buf_free(&b.enc);
     (void)close(b.epfd);

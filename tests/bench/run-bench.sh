@@ -16,9 +16,19 @@ to ./build and must already be built. Prints a markdown table on stdout, progres
   --quick            smoke run: one round, 1 s of throughput, barriers 1k and 4k, 2000 idle conns
   --rounds N         repeat throughput and barriers N times, keep the best (default 3; a
                      barrier that took over a quarter of its cap is not repeated)
-  --modes LIST       comma-separated subset of: memory,throughput,barrier (default all)
+  --modes LIST       comma-separated subset of: memory,throughput,barrier,storm (default all
+                     but storm)
   --barriers LIST    barrier sizes, e.g. "16000" (default "1000 4000 8000 16000")
   --conns LIST       throughput connection counts, e.g. "50,1000" (default "1 50 1000")
+  --storm-hosts LIST storm: hosts per run (default "2 4 8"); each host's ranks connect from
+                     its own address, 127.0.0.2, .3, ..., and each rank is silent --silence
+                     after its connect before its first request (PyTorch's, while it imports);
+                     every run host after host (--stagger apart) and interleaved, and beside it
+                     one host of as many ranks
+  --storm-ranks LIST storm: ranks per host (default "1000 2000")
+  --stagger SEC      storm: between two hosts' starts (default 0.1)
+  --silence SEC      storm: a rank's silence after its connect (default 0.5)
+  --rdzvd PATH       the rdzvd to run (default BUILD_DIR/daemon/rdzvd; e.g. an older build's)
   --somaxconn N      raise net.core.somaxconn to N for the run (needs root; restored at exit)
   --python PATH      interpreter with torch (default /usr/bin/python3)
   --only LIST        comma-separated subset of: rdzvd,pytorch,null
@@ -37,6 +47,11 @@ python=/usr/bin/python3
 only=rdzvd,pytorch,null
 keep=0
 build=./build
+storm_hosts="2 4 8"
+storm_ranks="1000 2000"
+stagger=0.1
+silence=0.5
+rdzvd=
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) quick=1 ;;
@@ -47,6 +62,11 @@ while [ $# -gt 0 ]; do
     --somaxconn) somaxconn=${2:?--somaxconn needs a value}; shift ;;
     --python) python=${2:?--python needs a path}; shift ;;
     --only) only=${2:?--only needs a list}; shift ;;
+    --storm-hosts) storm_hosts=${2:?--storm-hosts needs a list}; shift ;;
+    --storm-ranks) storm_ranks=${2:?--storm-ranks needs a list}; shift ;;
+    --stagger) stagger=${2:?--stagger needs seconds}; shift ;;
+    --silence) silence=${2:?--silence needs seconds}; shift ;;
+    --rdzvd) rdzvd=${2:?--rdzvd needs a path}; shift ;;
     --keep) keep=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "run-bench.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -56,7 +76,7 @@ while [ $# -gt 0 ]; do
 done
 
 srcdir=$(cd "$(dirname "$0")" && pwd)
-rdzvd=$build/daemon/rdzvd
+rdzvd=${rdzvd:-$build/daemon/rdzvd}
 bench=$build/tests/bench/rdzv-bench
 nullresp=$build/tests/bench/null-responder
 for f in "$rdzvd" "$bench" "$nullresp"; do
@@ -77,7 +97,9 @@ else
 fi
 [ -z "$barriers_opt" ] || barriers=${barriers_opt//,/ }
 [ -z "$conns_opt" ] || tp_conns=${conns_opt//,/ }
-for n in $barriers $tp_conns; do
+storm_hosts=${storm_hosts//,/ }
+storm_ranks=${storm_ranks//,/ }
+for n in $barriers $tp_conns $storm_hosts $storm_ranks; do
     if ! [[ "$n" =~ ^[1-9][0-9]*$ ]]; then
         echo "run-bench.sh: bad barrier or connection count '$n'" >&2
         exit 2
@@ -86,6 +108,7 @@ done
 want() { case ",$modes," in *",$1,"*) return 0 ;; esac; return 1; }
 want throughput || tp_conns=
 want barrier || barriers=
+want storm || storm_hosts=
 if ! [[ "$rounds" =~ ^[1-9][0-9]*$ ]]; then
     echo "run-bench.sh: --rounds needs a positive number" >&2
     exit 2
@@ -289,6 +312,42 @@ for n in $barriers; do
         done
     done
 done
+# Storms: per size, each arrangement against each server in turn, rounds x; the best time, and
+# any run's resets (a lost rank fails its barrier: rdzv-bench stops once the rest all wait).
+# Keys: H.R.s (host after host), H.R.i (interleaved), 1.HR.s (one host of as many ranks).
+storms=()
+for r in $storm_ranks; do
+    for h in $storm_hosts; do
+        storms+=("$h.$r.s" "$h.$r.i")
+        [[ " ${storms[*]} " == *" 1.$((h * r)).s "* ]] || storms+=("1.$((h * r)).s")
+    done
+done
+for round in $(seq "$rounds"); do
+    for k in "${storms[@]}"; do
+        IFS=. read -r h r arr <<<"$k"
+        for s in "${servers[@]}"; do
+            [ -z "${res[$s:skip]:-}" ] || continue
+            alive "$s" || start_server "$s" || continue
+            st=0
+            [ "$arr" = s ] && st=$stagger
+            out=$(run_bench "$s" "$barrier_cap" -c $((h * r)) -t "$barrier_cap" --hosts "$h" \
+                --stagger "$st" --silence "$silence" barrier)
+            res[$s:bar$k:runs]=$((${res[$s:bar$k:runs]:-0} + 1))
+            res[$s:bar$k:n]=$((h * r))
+            if [ "$(kv "$out" ok)" = 1 ]; then
+                secs=$(kv "$out" seconds)
+                [ "$(best "${res[$s:bar$k]:-}" "$secs" min)" = "$secs" ] && res[$s:bar$k]=$secs
+                continue
+            fi
+            res[$s:bar$k:fails]=$((${res[$s:bar$k:fails]:-0} + 1))
+            lost=$(kv "$out" lost)
+            [ "${lost:-0}" -gt "${res[$s:bar$k:lost]:-0}" ] && res[$s:bar$k:lost]=$lost
+            num "${res[$s:bar$k]:-}" || res[$s:bar$k]=FAIL
+            res[$s:bar$k:done]=$(kv "$out" done)
+            stop_server "$s" # its next run starts on a fresh one
+        done
+    done
+done
 for s in "${servers[@]}"; do
     stop_server "$s"
 done
@@ -302,16 +361,16 @@ fmt_rate() {
 fmt_bar() {
     local s=$1 n=$2 v=${res[$1:bar$2]:-} extra=
     local retries=${res[$s:bar$n:retries]:-0} lost=${res[$s:bar$n:lost]:-0}
-    local done_=${res[$s:bar$n:done]:-0} fails=${res[$s:bar$n:fails]:-0}
+    local done_=${res[$s:bar$n:done]:-0} fails=${res[$s:bar$n:fails]:-0} of=${res[$s:bar$n:n]:-$n}
     [ -n "$v" ] || { echo "n/a"; return; }
     [ "${retries:-0}" != 0 ] && extra="$retries connect retries"
     [ "${lost:-0}" != 0 ] && extra="${extra:+$extra, }$lost reset"
     num "$v" && [ "$fails" != 0 ] &&
         extra="${extra:+$extra, }$fails of ${res[$s:bar$n:runs]} runs failed"
     case "$v" in
-    FAIL:timeout) echo "FAIL: ${done_}/$n done in ${barrier_cap} s${extra:+, $extra}" ;;
+    FAIL:timeout) echo "FAIL: ${done_}/$of done in ${barrier_cap} s${extra:+, $extra}" ;;
     FAIL:died) echo "FAIL: server died" ;;
-    FAIL*) echo "FAIL: ${done_}/$n done${extra:+, $extra}" ;;
+    FAIL*) echo "FAIL: ${done_}/$of done${extra:+, $extra}" ;;
     SKIP) echo "not run (failed at $((${res[$s:barfailed]} / 1000))k)" ;;
     *) awk -v v="$v" -v e="$extra" 'BEGIN { printf "%.3f%s", v, e == "" ? "" : " (" e ")" }' ;;
     esac
@@ -375,6 +434,15 @@ for n in $barriers; do
     row "init barrier, $label conns, s (lower is better)" bar "$n"
 done
 want memory && row "memory per idle conn ($mem_conns conns), bytes of VmRSS (lower is better)" mem mem
+for k in "${storms[@]}"; do
+    IFS=. read -r h r arr <<<"$k"
+    case "$h.$arr" in
+    1.*) what="one host" ;;
+    *.s) what="host after host, ${stagger} s apart" ;;
+    *) what="interleaved" ;;
+    esac
+    row "storm, $h host$([ "$h" = 1 ] || echo s) x $r ranks, $what, s (lower is better)" bar "$k"
+done
 echo
 echo "Throughput: closed loop of ADD+GET, one request in flight per connection; the best 0.5 s" \
     "window of ${duration} s (after ${warmup} s warm-up) over $rounds round(s). Barrier: first" \
@@ -384,6 +452,11 @@ echo "Throughput: closed loop of ADD+GET, one request in flight per connection; 
     "from other load on the machine; rounds interleave the servers. Memory:" \
     "server VmRSS growth only (kernel socket buffers are not counted). Every run starts once all" \
     "servers are idle. The ceiling is a do-nothing epoll responder (null-responder)."
+[ ${#storms[@]} = 0 ] ||
+    echo "Storm: a barrier of hosts x ranks, each host's ranks from its own address" \
+        "(127.0.0.2, .3, ...), each rank silent ${silence} s after its connect before its ADD," \
+        "best of $rounds round(s); a time: every rank passed, 0 reset; \"N reset\": the most" \
+        "ranks a run lost (closed by the server), which fails its barrier."
 if [ -n "$tp_conns" ]; then
     echo
     echo "Server CPU per reply: the server process's own CPU time (every thread's schedstat" \
