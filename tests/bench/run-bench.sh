@@ -322,7 +322,7 @@ for r in $storm_ranks; do
         [[ " ${storms[*]} " == *" 1.$((h * r)).s "* ]] || storms+=("1.$((h * r)).s")
     done
 done
-for round in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
     for k in "${storms[@]}"; do
         IFS=. read -r h r arr <<<"$k"
         for s in "${servers[@]}"; do
@@ -343,7 +343,7 @@ for round in $(seq "$rounds"); do
             lost=$(kv "$out" lost)
             [ "${lost:-0}" -gt "${res[$s:bar$k:lost]:-0}" ] && res[$s:bar$k:lost]=$lost
             num "${res[$s:bar$k]:-}" || res[$s:bar$k]=FAIL
-            res[$s:bar$k:done]=$(kv "$out" done)
+            res[$s:bar$k:done]=$(kv "$out" "done")
             stop_server "$s" # its next run starts on a fresh one
         done
     done
