@@ -155,7 +155,8 @@ static int put_rank_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
     return r;
 }
 
-static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended"};
+static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended",
+                                         "waiting"};
 
 char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
 {

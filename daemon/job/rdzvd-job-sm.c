@@ -149,8 +149,13 @@ void rdzvd_job_free(struct rdzvd_job *j)
     rdzvd_job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
     if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
         j->host.keep_ended(j->host.ended, j);
-    if (!j->shutting_down)
+    /* A job's record lives until the job ends (rdzvd_job_end forgot it): one that formed a
+     * generation waits for its nodes' agents, which may be in their reconnect backoff (issue
+     * 36). One that never formed has nothing running that could come back. */
+    if (!j->shutting_down && j->state != JOB_ENDED && j->generation == 0)
         rdzvd_job_forget(j);
+    else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting)
+        j->host.keep_waiting(j->host.ended, j);
     rdzv_list_del(&j->node);
     rdzvd_job_close_store(j);
     uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);

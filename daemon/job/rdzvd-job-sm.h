@@ -90,6 +90,9 @@ struct rdzvd_job_host {
      * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
+    /* A job whose last member is gone before it ended keeps its record (it lives until the job
+     * ends: its agents may come back), and is handed to keep_waiting(ended, j); NULL: not noted. */
+    void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
     /* The key each member's secret derives from (HMAC-SHA256 of run id and node id): the token when

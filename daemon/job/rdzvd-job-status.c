@@ -5,9 +5,12 @@
  * changes nothing. */
 #include "daemon/job/rdzvd-job-status.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
@@ -126,7 +129,8 @@ struct ended_job {
 void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max)
 {
     rdzv_list_init(&e->list);
-    e->n = 0;
+    rdzv_list_init(&e->waiting);
+    e->n = e->n_waiting = 0;
     e->max = max;
     e->keep_ms = keep_ms;
 }
@@ -141,10 +145,151 @@ static void ended_drop_oldest(struct rdzvd_ended_jobs *e)
     e->n--;
 }
 
+struct waiting_job {
+    struct rdzv_list node;
+    uint64_t since_ms;
+    char run_id[RDZV_ID_MAX + 1];
+};
+
+static void waiting_drop_oldest(struct rdzvd_ended_jobs *e)
+{
+    struct waiting_job *x = rdzv_container_of(e->waiting.next, struct waiting_job, node);
+
+    rdzv_list_del(&x->node);
+    free(x);
+    e->n_waiting--;
+}
+
 void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e)
 {
     while (e->n > 0)
         ended_drop_oldest(e);
+    while (e->n_waiting > 0)
+        waiting_drop_oldest(e);
+}
+
+void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
+{
+    struct waiting_job *x = calloc(1, sizeof(*x));
+
+    if (!x)
+        return; /* listed as waiting since rdzvd started */
+    x->since_ms = rdzv_now_ms();
+    memcpy(x->run_id, j->run_id, sizeof(x->run_id));
+    while (e->n_waiting >= RDZVD_WAITING_MAX)
+        waiting_drop_oldest(e);
+    rdzv_list_add_tail(&e->waiting, &x->node);
+    e->n_waiting++;
+}
+
+/* Since when run_id waits for its nodes (rdzv_now_ms()'s clock): its newest note, else start. */
+static uint64_t waiting_since(const struct rdzvd_ended_jobs *e, const char *run_id,
+                              uint64_t start_ms)
+{
+    struct rdzv_list *pos;
+
+    if (e)
+        for (pos = e->waiting.prev; pos != &e->waiting; pos = pos->prev) {
+            const struct waiting_job *x = rdzv_container_of(pos, struct waiting_job, node);
+
+            if (strcmp(x->run_id, run_id) == 0)
+                return x->since_ms;
+        }
+    return start_ms;
+}
+
+/* For rdzvd_store_foreach: the run ids of the job table's records not in memory. */
+struct waiting_scan {
+    const struct rdzv_list *jobs;
+    char (*ids)[RDZV_ID_MAX + 1];
+    size_t n, cap;
+};
+
+#define JOB_RECORD_PREFIX "job/" /* rdzvd-decision.c's keys */
+
+static int waiting_scan_one(const uint8_t *key, size_t klen, void *ud)
+{
+    struct waiting_scan *w = ud;
+    size_t plen = strlen(JOB_RECORD_PREFIX);
+    char id[RDZV_ID_MAX + 1];
+
+    if (klen <= plen || klen - plen > RDZV_ID_MAX || memcmp(key, JOB_RECORD_PREFIX, plen) != 0)
+        return 0;
+    memcpy(id, key + plen, klen - plen);
+    id[klen - plen] = '\0';
+    if (strlen(id) != klen - plen || rdzvd_job_find((struct rdzv_list *)w->jobs, id))
+        return 0;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 16;
+        void *p = realloc(w->ids, cap * sizeof(*w->ids));
+
+        if (!p)
+            return -ENOMEM;
+        w->ids = p;
+        w->cap = cap;
+    }
+    memcpy(w->ids[w->n++], id, sizeof(id));
+    return 0;
+}
+
+/* The waiting job run_id as its record in t has it, into sj. */
+static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t since_ms,
+                           uint64_t now, struct rdzv_status_job *sj)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzv_status_event *ev = &sj->events[0];
+    double ago = (double)(now - since_ms) / 1000;
+    time_t since = (time_t)(rdzv_wall_s() - ago);
+    char when[32] = "?";
+    struct tm tm;
+
+    snprintf(sj->run_id, sizeof(sj->run_id), "%s", run_id);
+    snprintf(sj->state, sizeof(sj->state), "waiting");
+    if (rdzvd_job_record_get(t, run_id, &rec) == 0) {
+        sj->generation = rec.generation;
+        sj->restart_count = rec.restart_count;
+        sj->max_restarts = rec.max_restarts;
+        sj->min_nodes = rec.min;
+        sj->max_nodes = rec.max;
+        sj->world_size = rec.running ? rec.world_size : 0;
+        rdzvd_job_record_clear(&rec);
+    }
+    sj->age_s = ago;
+    sj->duration_s = sj->ended_age_s = -1;
+    sj->n_events = 1;
+    ev->time = rdzv_wall_s() - ago;
+    if (gmtime_r(&since, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+    snprintf(ev->text, sizeof(ev->text),
+             "waiting for its nodes since %s (no agent connected; its record is kept until the "
+             "job ends)",
+             when);
+}
+
+int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
+                             const struct rdzv_list *jobs, const struct rdzvd_ended_jobs *e,
+                             uint64_t start_ms)
+{
+    struct waiting_scan w = {.jobs = jobs};
+    uint64_t now = rdzv_now_ms();
+    struct rdzv_status_job *sj;
+    int r = 0;
+
+    if (!t || (r = rdzvd_store_foreach(t, waiting_scan_one, &w)) < 0 || w.n == 0)
+        goto out;
+    if (!(sj = realloc(st->jobs, (st->n_jobs + w.n) * sizeof(*sj)))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    st->jobs = sj;
+    memset(&sj[st->n_jobs], 0, w.n * sizeof(*sj));
+    for (size_t i = 0; i < w.n; i++)
+        waiting_status(t, w.ids[i], waiting_since(e, w.ids[i], start_ms), now,
+                       &sj[st->n_jobs + i]);
+    st->n_jobs += w.n;
+out:
+    free(w.ids);
+    return r;
 }
 
 /* Those kept past keep_ms go (the list is in end order). */

@@ -24,13 +24,32 @@ struct rdzvd_ended_jobs {
     struct rdzv_list list; /* oldest first */
     uint64_t n, max;       /* max 0: none kept */
     uint64_t keep_ms;
+    /* Jobs whose last member left before they ended: their record stays (a job's record lives
+     * until the job ends), and status lists them as waiting for their nodes since then. Oldest
+     * first, at most RDZVD_WAITING_MAX (the oldest forgotten: its record lists as waiting since
+     * rdzvd started). */
+    struct rdzv_list waiting;
+    uint64_t n_waiting;
 };
+#define RDZVD_WAITING_MAX 4096
 
 void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max);
 void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e);
 /* j ended, and its last member is gone: keep its status (its nodes left out). Out of memory:
  * logged, not kept. */
 void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j);
+/* j's last member is gone before it ended: note since when it waits for its nodes. */
+void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j);
+
+struct rdzvd_store;
+/* The jobs recorded in the job table t that are not in memory (no member connected since an
+ * rdzvd restart or a leader change, or all of them gone), appended to st as state "waiting",
+ * with their record's generation and restarts and one event: "waiting for its nodes since ...".
+ * start_ms: rdzvd's start (the since of a record this rdzvd never held in memory). 0 or -ENOMEM
+ * (st unchanged). */
+int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
+                             const struct rdzv_list *jobs, const struct rdzvd_ended_jobs *e,
+                             uint64_t start_ms);
 
 /* The server's counters (info), and per job of jobs (struct rdzvd_job nodes) its state,
  * generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent

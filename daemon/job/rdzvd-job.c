@@ -505,6 +505,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,
         .keep_ended = rdzvd_ended_jobs_add,
+        .keep_waiting = rdzvd_waiting_jobs_add,
         .lost = jobs_member_lost,
         .lost_ud = jobs,
     };
@@ -552,6 +553,12 @@ int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret)
 {
     struct rdzvd_server_info info;
 
+    int r;
+
     rdzvd_server_info(jobs->srv, &info);
-    return rdzvd_status_fill(&info, &jobs->list, &jobs->ended, ret);
+    r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, ret);
+    if (r == 0 && (r = rdzvd_status_add_waiting(ret, jobs->host.record_table, &jobs->list,
+                                                &jobs->ended, info.start_ms)) < 0)
+        rdzv_status_free(ret);
+    return r;
 }

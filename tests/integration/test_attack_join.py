@@ -149,11 +149,13 @@ class AttackJoin(DaemonTestCase):
         self.addCleanup(shutil.rmtree, state, True)
         d = self.daemon("--state-dir", state)
         p = self.peer(d)
-        p.send(JOIN, join_body("claimed", "n0", mx=1))
+        body = join_body("claimed", "n0", mx=2)
+        body["min"] = 2  # waits for a second node: never forms, so its record goes with it
+        p.send(JOIN, body)
         op, joined = p.recv_json()
         self.assertEqual(op, JOINED, joined)
         p.close()  # the job's only member is gone: rdzvd removes the job and its record
-        self.assertIsNotNone(d.wait_log(r"job=claimed gen=\d+ removed"))
+        self.assertIsNotNone(d.wait_log(r"job=claimed gen=0 removed"))
         p = self.peer(d)
         body = join_body("claimed", "n0", mx=1, resume=resume(generation=3, restart_count=2))
         body["secret"] = joined["secret"]
