@@ -314,6 +314,7 @@ static const char *const decision_names[] = {
     [RDZVD_DECIDE_STOPPED] = "stopped",
     [RDZVD_DECIDE_ENDED] = "ended",
     [RDZVD_DECIDE_ASIDE] = "aside",
+    [RDZVD_DECIDE_ADMITTED] = "admitted",
 };
 
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
@@ -335,8 +336,101 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
         return !rec->running && !rec->nodes && !rec->n_ids;
     case RDZVD_DECIDE_ENDED:
         return true;
+    case RDZVD_DECIDE_ADMITTED:
+        return rec->admitted.node_id[0] &&
+               strnlen(rec->admitted.node_id, sizeof(rec->admitted.node_id)) <= RDZV_ID_MAX &&
+               strnlen(rec->admitted.hash, sizeof(rec->admitted.hash)) == RDZVD_SECRET_HASH_HEX &&
+               strspn(rec->admitted.hash, "0123456789abcdef") == RDZVD_SECRET_HASH_HEX;
     }
     return false;
+}
+
+/* ---- nodes' identities (rdzvd-decision.h, "A node's identity") ---- */
+
+#define SECRET_KEY_PREFIX "sec/"
+#define IDS_KEY_PREFIX "ids/"
+#define SECRET_KEY_MAX (sizeof(SECRET_KEY_PREFIX) + 2 * (RDZV_ID_MAX + 1))
+
+/* "sec/" run_id NUL node_id into key: its length. */
+static size_t secret_key(const char *run_id, const char *node_id, char key[SECRET_KEY_MAX])
+{
+    size_t a = strlen(SECRET_KEY_PREFIX), b = strlen(run_id), c = strlen(node_id);
+
+    memcpy(key, SECRET_KEY_PREFIX, a);
+    memcpy(key + a, run_id, b + 1);
+    memcpy(key + a + b + 1, node_id, c);
+    return a + b + 1 + c;
+}
+
+static size_t ids_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, IDS_KEY_PREFIX "%s", run_id);
+}
+
+int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
+                              char hash[RDZVD_SECRET_HASH_HEX + 1])
+{
+    char key[SECRET_KEY_MAX];
+    const uint8_t *val;
+    size_t vlen;
+
+    if (strlen(run_id) > RDZV_ID_MAX || strlen(node_id) > RDZV_ID_MAX ||
+        rdzvd_store_get(t, key, secret_key(run_id, node_id, key), &val, &vlen) < 0 ||
+        vlen != RDZVD_SECRET_HASH_HEX)
+        return -ENOENT;
+    memcpy(hash, val, RDZVD_SECRET_HASH_HEX);
+    hash[RDZVD_SECRET_HASH_HEX] = '\0';
+    return 0;
+}
+
+/* Keep the hash of a's secret in t (ADMITTED). 0, -EEXIST, -ENOSPC or the store's error. */
+static int secret_admit(struct rdzvd_store *t, const char *run_id,
+                        const struct rdzvd_job_record_admitted *a)
+{
+    char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    size_t klen = secret_key(run_id, a->node_id, key), iklen = ids_key(run_id, ikey, sizeof(ikey));
+    const uint8_t *val;
+    size_t vlen = 0;
+    int r;
+
+    if (rdzvd_store_get(t, key, klen, &val, &vlen) == 0)
+        return -EEXIST; /* a node's secret is never replaced */
+    if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
+        vlen = 0;
+    if (vlen + strlen(a->node_id) + 1 > RDZVD_JOB_IDS_BYTES_MAX)
+        return -ENOSPC;
+    r = rdzvd_store_append(t, ikey, iklen, a->node_id, strlen(a->node_id) + 1);
+    /* A failure here leaves a node id listed without a hash: unknown, as if never admitted. */
+    return r < 0 ? r : rdzvd_store_set(t, key, klen, a->hash, RDZVD_SECRET_HASH_HEX);
+}
+
+/* The hashes of run_id's nodes go (ENDED): 1 when there were none, else 0 or the store's
+ * error. */
+static int secrets_forget(struct rdzvd_store *t, const char *run_id)
+{
+    char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    size_t iklen = ids_key(run_id, ikey, sizeof(ikey));
+    const uint8_t *val;
+    size_t vlen, off = 0;
+    char *ids;
+
+    if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
+        return 1;
+    if (!(ids = malloc(vlen + 1)))
+        return -ENOMEM;
+    memcpy(ids, val, vlen);
+    ids[vlen] = '\0';
+    while (off < vlen) {
+        size_t n = strnlen(ids + off, vlen - off);
+
+        if (n <= RDZV_ID_MAX) {
+            ids[off + n] = '\0';
+            (void)rdzvd_store_delete(t, key, secret_key(run_id, ids + off, key));
+        }
+        off += n + 1;
+    }
+    free(ids);
+    return rdzvd_store_delete(t, ikey, iklen) < 0 ? -EIO : 0;
 }
 
 /* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
@@ -344,7 +438,10 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
 static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
 {
     json_t *o = kind == RDZVD_DECIDE_ENDED ? json_pack("{s:s}", "run_id", rec->run_id)
-                                           : record_json(rec);
+                : kind == RDZVD_DECIDE_ADMITTED
+                    ? json_pack("{s:s, s:s, s:s, s:i}", "run_id", rec->run_id, "node_id",
+                                rec->admitted.node_id, "hash", rec->admitted.hash, "v", 1)
+                    : record_json(rec);
     char *text = NULL;
 
     if (o && json_object_set_new(o, "decision", json_string(rdzvd_decision_name(kind))) == 0)
@@ -385,9 +482,13 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
     int r;
 
     if (d->kind == RDZVD_DECIDE_ENDED) {
+        int s = secrets_forget(t, d->rec.run_id);
+
         r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
-        return r < 0 ? r : !r;
+        return r < 0 ? r : s < 0 ? s : !r && s;
     }
+    if (d->kind == RDZVD_DECIDE_ADMITTED)
+        return secret_admit(t, d->rec.run_id, &d->rec.admitted);
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
     if (r == 0 && decision_goes_back(d, &cur)) {
         r = -ESTALE;
@@ -421,6 +522,23 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
             goto out;
         snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
         r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "admitted") == 0) {
+        const char *node, *hash;
+        int v;
+
+        /* "v": the form of the hash (1: HMAC-SHA256 of the hex secret, rdzvd-job-secret.h); a
+         * later form is not this rdzvd's to apply. */
+        d->kind = RDZVD_DECIDE_ADMITTED;
+        if (json_unpack(o, "{s:s, s:s, s:i}", "node_id", &node, "hash", &hash, "v", &v) < 0 ||
+            v != 1 || strlen(id) > RDZV_ID_MAX || strlen(node) > RDZV_ID_MAX ||
+            strlen(hash) != RDZVD_SECRET_HASH_HEX)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        snprintf(d->rec.admitted.node_id, sizeof(d->rec.admitted.node_id), "%s", node);
+        memcpy(d->rec.admitted.hash, hash, RDZVD_SECRET_HASH_HEX + 1);
+        r = decision_fits(d->kind, &d->rec) ? 0 : -EBADMSG;
         goto out;
     }
     if (strcmp(kind, "formed") == 0)
@@ -472,7 +590,8 @@ int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
     int r;
 
     if (strnlen(rec->run_id, sizeof(rec->run_id)) > RDZV_ID_MAX || !rec->run_id[0] ||
-        !decision_fits(kind, rec) || (kind != RDZVD_DECIDE_ENDED && !record_parts_valid(rec)))
+        !decision_fits(kind, rec) ||
+        (kind != RDZVD_DECIDE_ENDED && kind != RDZVD_DECIDE_ADMITTED && !record_parts_valid(rec)))
         return -EINVAL;
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;

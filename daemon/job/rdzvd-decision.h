@@ -22,8 +22,15 @@
  * that would break either is refused (-ESTALE) the same way everywhere, and changes nothing.
  * What is not decided here is soft state, rebuilt after a restart or a failover: members'
  * connections and heartbeat clocks, waits, the spares, the generation stores' contents (their own
- * journals). Admitting a member is not a decision either: its secret derives from the table's
- * member key (rdzvd-job-journals.h), so the next leader admits it again with the same secret.
+ * journals).
+ *
+ * A node's identity (issue 36). The first JOIN of a node id in a job gets a random secret
+ * (JOINED), and its hash is decided (ADMITTED) before JOINED leaves: a JOIN that names a node id
+ * the table knows must carry that secret, after a restart or a change of leader too. The hashes
+ * live beside the record, under their own keys ("sec/" run_id NUL node_id: the hash; "ids/"
+ * run_id: the job's node ids, each NUL-terminated, at most RDZVD_JOB_IDS_BYTES_MAX), so that a
+ * JOIN costs what one node id costs, not the whole list; ENDED deletes them with the record.
+ * A record of an older rdzvd has none: its nodes are new to it (their next JOIN mints a secret).
  *
  * Ownership: the caller owns the record struct; these functions keep nothing but what get
  * allocates in it (rdzvd_job_record_clear). Loop thread only. Errors are negative errnos. */
@@ -55,6 +62,14 @@ struct rdzvd_job_record_hist {
     char reason[RDZVD_ASIDE_REASON_MAX + 1]; /* "" unless aside */
 };
 
+/* What ADMITTED records of a node: its node id and the hash of its secret (hex). */
+#define RDZVD_SECRET_HASH_HEX 64
+#define RDZVD_JOB_IDS_BYTES_MAX (256u << 10)
+struct rdzvd_job_record_admitted {
+    char node_id[RDZV_ID_MAX + 1];
+    char hash[RDZVD_SECRET_HASH_HEX + 1];
+};
+
 struct rdzvd_job_record {
     char run_id[RDZV_ID_MAX + 1];
     int64_t min, max, max_restarts; /* the job's --nnodes MIN:MAX and --max-restarts */
@@ -77,6 +92,8 @@ struct rdzvd_job_record {
      * each named once. Owned as nodes is. */
     unsigned n_hist;
     struct rdzvd_job_record_hist *hist;
+    /* ADMITTED only: the node admitted (never part of the record itself). */
+    struct rdzvd_job_record_admitted admitted;
 };
 
 /* Free what rdzvd_job_record_get allocated in rec (nodes, ids, hist), and set them NULL. */
@@ -105,9 +122,17 @@ enum rdzvd_decision_kind {
     RDZVD_DECIDE_ENDED,   /* the job is over: its record goes */
     RDZVD_DECIDE_ASIDE,   /* only the history changes (a node put aside, no restart): the
                            * record keeps the rest; with none, rec (not running) is made */
+    RDZVD_DECIDE_ADMITTED, /* a node id's first JOIN: rec->admitted's hash is kept, the record
+                            * (if any) unchanged; -EEXIST when the node id has one already,
+                            * -ENOSPC when the job's node ids fill RDZVD_JOB_IDS_BYTES_MAX */
 };
 
-/* "formed", "stopped", "ended", "aside". Never NULL. */
+
+/* The hash (hex) ADMITTED recorded for node_id of run_id in t, into hash: 0 or -ENOENT. */
+int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
+                              char hash[RDZVD_SECRET_HASH_HEX + 1]);
+
+/* "formed", "stopped", "ended", "aside", "admitted". Never NULL. */
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running

@@ -152,13 +152,6 @@ struct rdzvd_job {
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
-/* The keys j's members' secrets derive from (rdzvd-job-secret.h). */
-static inline struct rdzvd_member_keys rdzvd_job_member_keys(const struct rdzvd_job_host *h)
-{
-    return (struct rdzvd_member_keys){
-        .key = h->member_key, .len = h->member_key_len, .table = h->record_table};
-}
-
 /* rdzvd-job-move.c. rdzvd_job_move: 0, or -EPERM for a move the table does not allow from the
  * job's state (logged; nothing changed). rdzvd_job_move_legal: whether the table allows mv from
  * state from. */
@@ -206,7 +199,9 @@ void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* NULL when out of memory (logged). */
-struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn);
+/* secret: the member's (minted and admitted, or proved by jn: rdzvd_job_admit). */
+struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn,
+                                      const char *secret);
 /* Unlink m (and free the job with its last member); the caller deals with the consequences. */
 void rdzvd_member_remove(struct rdzvd_member *m);
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
@@ -273,6 +268,9 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count);
  * with no restart. */
 int rdzvd_job_save_aside(struct rdzvd_job *j);
 void rdzvd_job_forget(struct rdzvd_job *j);
+/* node_id's first JOIN in j: keep the hash of its new secret in the host's secret table (a
+ * decision, written before JOINED leaves). 0 (also with no table) or a negative errno. */
+int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret);
 /* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
  * or it cannot be read (logged). */
 int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,

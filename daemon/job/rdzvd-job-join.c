@@ -23,6 +23,7 @@ struct join_req {
     char *err; /* the refusal, for the caller's ERROR frame */
     size_t errlen;
     struct rdzvd_member **ret;
+    bool proven; /* jn carries the secret the job's table keeps the hash of (check_identity) */
 };
 
 static int refuse(struct join_req *q, int r, const char *fmt, ...)
@@ -302,23 +303,48 @@ static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
     return rdzvd_member_secret_equal(jn->secret, m->secret);
 }
 
-/* A resume for a node id with no member: it must carry the secret that node id derives to,
- * when secrets derive from a key (a token, or --state-dir); without one nothing can be proved
- * (rdzvd restarted and forgot the random secrets it gave). 0, or -EPERM with q->err set. */
-static int check_claimed_secret(struct join_req *q)
+/* A JOIN that names a node id the job's table knows (ADMITTED: its first JOIN, before a restart
+ * or a change of leader too) must carry the secret rdzvd gave that node: q->proven. A node id
+ * it does not know is a new node's. 0, or -EPERM with q->err set. */
+static int check_identity(struct join_req *q)
 {
     const struct rdzv_join *jn = q->jn;
-    struct rdzvd_member_keys keys = rdzvd_job_member_keys(q->h);
-    char want[RDZV_SECRET_HEX + 1];
+    char hash[RDZVD_SECRET_HASH_HEX + 1];
 
-    if (rdzvd_member_secret_derive(&keys, jn->run_id, jn->node_id, want) < 0)
+    q->proven = false;
+    if (!q->h->secret_table ||
+        rdzvd_job_secret_hash_get(q->h->secret_table, jn->run_id, jn->node_id, hash) < 0)
         return 0;
-    if (rdzvd_member_secret_equal(jn->secret, want))
+    if (rdzvd_member_secret_proves(jn->secret, hash)) {
+        q->proven = true;
         return 0;
+    }
     return refuse(q, -EPERM,
-                  "JOIN resume: node id '%s' of job '%s' comes without the secret rdzvd gave it "
-                  "(an agent older than protocol 1.2, or not that node's agent)",
+                  "node id '%s' belongs to a member of job '%s' (its record knows it); only its "
+                  "agent, with the secret rdzvd gave it in JOINED, may JOIN with it",
                   jn->node_id, jn->run_id);
+}
+
+/* The secret of a member about to be added for q into secret: its own when q proved it, else a
+ * new one, admitted (decided before its JOINED leaves). 0, or a negative errno with q->err set. */
+static int member_secret(struct join_req *q, struct rdzvd_job *j, char secret[RDZV_SECRET_HEX + 1])
+{
+    int r;
+
+    if (q->proven) {
+        snprintf(secret, RDZV_SECRET_HEX + 1, "%s", q->jn->secret);
+        return 0;
+    }
+    if (rdzvd_member_secret_new(secret) < 0)
+        return refuse(q, -EIO, "rdzvd has no random bytes for a member's secret");
+    r = rdzvd_job_admit(j, q->jn->node_id, secret);
+    if (r == -ENOSPC)
+        return refuse(q, r, "job '%s' has seen too many node ids (%u bytes of them); start "
+                      "a new job with a new --rdzv-id", q->jn->run_id, RDZVD_JOB_IDS_BYTES_MAX);
+    if (r < 0)
+        return refuse(q, r, "rdzvd cannot record node id '%s' in job '%s': %s", q->jn->node_id,
+                      q->jn->run_id, strerror(-r));
+    return 0;
 }
 
 /* The agent of m is back on peer (a new connection): m's old peer (if any) is closed. */
@@ -351,6 +377,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     struct rdzvd_member *m, *old;
     const char *mismatch = NULL;
     char why[RDZV_SUMMARY_MAX / 2]; /* room for the rest of the summary around it */
+    char secret[RDZV_SECRET_HEX + 1];
     bool created = false;
     int r;
 
@@ -372,11 +399,6 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
                       "secret rdzvd gave it in JOINED, may take it over",
                       jn->node_id, jn->run_id);
     }
-    if (!old && check_claimed_secret(q) < 0) {
-        if (created)
-            rdzvd_job_free(j);
-        return -EPERM;
-    }
     if (old && old->peer != q->peer) {
         /* The same agent on a new connection (the old one closed after a stall of rdzvd, or
          * not seen closing yet): take it over. */
@@ -391,10 +413,11 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
         }
         return 0;
     }
-    if (!(m = rdzvd_member_add(j, q->peer, jn))) {
+    if ((r = member_secret(q, j, secret)) < 0 ||
+        !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
         if (created)
             rdzvd_job_free(j);
-        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+        return r < 0 ? r : refuse(q, -ENOMEM, "rdzvd is out of memory");
     }
     *q->ret = m;
     if (j->state == JOB_RUNNING && j->generation == rs->generation && rs->node_rank < j->max &&
@@ -474,6 +497,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
 {
     struct rdzv_join jn = *join;
     struct join_req q = {.h = h, .peer = peer, .jn = &jn, .err = err, .errlen = errlen, .ret = ret};
+    char secret[RDZV_SECRET_HEX + 1];
     struct rdzvd_member *m;
     struct rdzvd_job *j;
     bool spare;
@@ -481,7 +505,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
 
     *ret = NULL;
     j = rdzvd_job_find(h->jobs, jn.run_id);
-    if ((r = check_aside(&q, j)) < 0)
+    if ((r = check_aside(&q, j)) < 0 || (r = check_identity(&q)) < 0)
         return r;
     /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
     if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
@@ -535,10 +559,10 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
                       jn.run_id);
     if (!j && !(j = rdzvd_job_new(h, &jn)))
         return refuse(&q, -ENOMEM, "rdzvd is out of memory");
-    if (!(m = rdzvd_member_add(j, peer, &jn))) {
+    if ((r = member_secret(&q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, &jn, secret))) {
         if (j->nmembers == 0)
             rdzvd_job_free(j);
-        return refuse(&q, -ENOMEM, "rdzvd is out of memory");
+        return r < 0 ? r : refuse(&q, -ENOMEM, "rdzvd is out of memory");
     }
     *ret = m;
     spare = j->state != JOB_FORMING;

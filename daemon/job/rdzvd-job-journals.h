@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-journals.h: the generation stores' journals as the job layer names them (and drops
  * a stale one), and where the jobs' records live (the record itself, its codec and its key in
- * the job table: rdzvd-decision.h; the member key kept there: rdzvd-job-secret.h).
+ * the job table and the hashes of nodes' secrets kept there: rdzvd-decision.h).
  *
  * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>". One path for
  * both ways of keeping it:

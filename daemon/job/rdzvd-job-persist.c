@@ -187,19 +187,37 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
     return r;
 }
 
-/* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart. */
+/* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart, and its
+ * nodes' secrets go with it. */
 void rdzvd_job_forget(struct rdzvd_job *j)
 {
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzvd_store *t = j->host.record_table ? j->host.record_table : j->host.secret_table;
     int r;
 
-    struct rdzvd_job_record rec = {.generation = 0};
-
-    if (!j->host.record_table)
+    if (!t)
         return;
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
-    r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ENDED, &rec);
+    r = rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
+}
+
+int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
+
+    if (!j->host.secret_table)
+        return 0;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", node_id);
+    r = rdzvd_member_secret_hash(secret, rec.admitted.hash);
+    if (r == 0)
+        r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_ADMITTED, &rec);
+    if (j->host.secret_table == j->host.record_table)
+        r = decision_written(j, r);
+    return r;
 }
 
 int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,

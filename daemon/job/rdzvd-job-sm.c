@@ -152,8 +152,9 @@ void rdzvd_job_free(struct rdzvd_job *j)
     /* A job's record lives until the job ends (rdzvd_job_end forgot it): one that formed a
      * generation waits for its nodes' agents, which may be in their reconnect backoff (issue
      * 36). One that never formed has nothing running that could come back. */
-    if (!j->shutting_down && j->state != JOB_ENDED && j->generation == 0)
-        rdzvd_job_forget(j);
+    if (!j->shutting_down && j->state != JOB_ENDED &&
+        (j->generation == 0 || !j->host.record_table))
+        rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
     else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting)
         j->host.keep_waiting(j->host.ended, j);
     rdzv_list_del(&j->node);
@@ -750,9 +751,9 @@ static void member_lost(struct rdzvd_member *m, const char *why)
     rdzvd_member_drop(m, why, NULL);
 }
 
-struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn)
+struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn,
+                                      const char *secret)
 {
-    struct rdzvd_member_keys keys = rdzvd_job_member_keys(&j->host);
     struct rdzvd_member *m = calloc(1, sizeof(*m));
     int r;
 
@@ -766,11 +767,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     m->job = j;
     m->peer = peer;
     m->join = *jn;
-    if (rdzvd_member_secret_new(&keys, j->run_id, jn->node_id, m->secret) < 0) {
-        log_error("job=%s: no random bytes for a member's secret", j->run_id);
-        free(m);
-        return NULL;
-    }
+    snprintf(m->secret, sizeof(m->secret), "%s", secret);
     m->node_rank = -1;
     m->prev_rank = -1;
     m->joined_ms = m->last_seen_ms = rdzv_now_ms();

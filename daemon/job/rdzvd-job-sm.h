@@ -95,12 +95,11 @@ struct rdzvd_job_host {
     void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
-    /* The key each member's secret derives from (HMAC-SHA256 of run id and node id): the token when
-     * rdzvd has one, else a key kept in --state-dir, so that a restarted rdzvd knows the secrets it
-     * gave. NULL: the one in record_table when there is one (rdzvd_job_table_member_key), else
-     * none: each member's secret is then random and goes with the member. */
-    const uint8_t *member_key;
-    size_t member_key_len;
+    /* Where the hashes of nodes' secrets are kept (ADMITTED, rdzvd-decision.h): record_table,
+     * so that a restarted rdzvd and the next leader know them; without one, a table of the
+     * host's in memory, where a job's go when the job leaves memory. NULL: none (each member's
+     * secret then goes with the member). */
+    struct rdzvd_store *secret_table;
     /* A member was declared lost before it was done (its connection closed, or it fell silent),
      * or nodes of a generation rebuilt from its record did not come back: lost(lost_ud).
      * NULL: not told. */

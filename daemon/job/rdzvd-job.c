@@ -33,7 +33,8 @@ struct rdzvd_jobs {
     struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
     struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
-    uint8_t member_key[RDZVD_MEMBER_KEY_BYTES]; /* kept in --state-dir (without a token) */
+    /* Without a job table (no --state-dir): where nodes' secrets' hashes are kept meanwhile. */
+    struct rdzvd_store *secret_table;
     struct rdzvd_voters *voters;          /* a replica's hosted replicas; NULL: none */
 };
 
@@ -515,22 +516,21 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
     }
     rdzvd_ended_jobs_init(&jobs->ended, rdzvd_server_config(srv)->keep_ended_ms,
                           rdzvd_server_config(srv)->keep_ended_max);
-    if (rdzvd_server_config(srv)->token) {
-        jobs->host.member_key = rdzvd_server_config(srv)->token->key;
-        jobs->host.member_key_len = rdzvd_server_config(srv)->token->len;
-    } else if (jobs->host.state_dirfd >= 0) {
-        char err[160];
-        int r = rdzv_auth_crypto_load(err, sizeof(err));
+    jobs->host.secret_table = jobs->host.record_table;
+    if (!jobs->host.secret_table &&
+        rdzvd_store_new(&rdzvd_server_config(srv)->lim, NULL, &jobs->secret_table) == 0)
+        jobs->host.secret_table = jobs->secret_table;
+    {
+        char err[160] = "HMAC-SHA256 failed", probe[RDZVD_SECRET_HASH_HEX + 1];
 
-        if (r == 0)
-            r = rdzvd_member_key_load(jobs->host.state_dirfd, jobs->member_key);
-        if (r == 0) {
-            jobs->host.member_key = jobs->member_key;
-            jobs->host.member_key_len = sizeof(jobs->member_key);
-        } else {
-            log_warn_errno(r, "no key for members' secrets in --state-dir (%s): an agent "
-                              "reconnecting after an rdzvd restart proves nothing",
-                           RDZVD_MEMBER_KEY_FILE);
+        /* Secrets are hashed with libcrypto (loaded when first used): without it, a node's
+         * identity goes with its member, as before rdzvd kept it. */
+        if (rdzv_auth_crypto_load(err, sizeof(err)) < 0 ||
+            rdzvd_member_secret_hash("", probe) < 0) {
+            log_warn("cannot hash members' secrets (%s): a node id is proven only while its "
+                     "member is connected",
+                     err);
+            jobs->host.secret_table = NULL;
         }
     }
     *ret = jobs;
@@ -543,7 +543,7 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
         assert(rdzv_list_empty(&jobs->list));
         rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
         rdzvd_ended_jobs_free(&jobs->ended);
-        explicit_bzero(jobs->member_key, sizeof(jobs->member_key));
+        rdzvd_store_free(jobs->secret_table);
     }
     free(jobs);
     return NULL;

@@ -97,11 +97,18 @@ class AttackJoin(DaemonTestCase):
                 (resume(restart_count=big), "past --max-restarts"),
                 (resume(generation=5), "is not job 'rec-job' as its record"),
                 (resume(nnodes=1, world_size=1, restart_count=2), "is not job 'rec-job'")):
+            # Without n0's secret the JOIN is refused before its claim is read; with it (a
+            # confused agent), the claim is checked.
             p = self.peer(d)
             p.send(JOIN, join_body("rec-job", "n0", mx=1, resume=claim))
+            self.assert_refused(p, "belongs to a member")
+            p = self.peer(d)
+            body = join_body("rec-job", "n0", mx=1, resume=claim)
+            body["secret"] = joined["secret"]
+            p.send(JOIN, body)
             self.assert_refused(p, words)
         # The honest agent's own resume is taken: the job is the record's, and the secret it was
-        # given before the restart still proves it (it derives from a key in --state-dir).
+        # given before the restart still proves it (its hash is in the job's record).
         p = self.peer(d)
         body = join_body("rec-job", "n0", mx=1, resume=resume(master_port=rnd["master_port"]))
         body["secret"] = joined["secret"]
@@ -163,6 +170,7 @@ class AttackJoin(DaemonTestCase):
         op, body = p.recv_json()
         self.assertEqual(op, JOINED, body)
         self.assertTrue(body["resumed"], body)
+        joined = body  # the job rdzvd knew went with its secrets: this node got a new one
         d.kill()
         d = self.daemon("--state-dir", state)
         p = self.peer(d)

@@ -5,23 +5,48 @@
 #      connected member (a new node's JOIN) disconnects keeps its record, status lists it as
 #      waiting for its nodes, and the real agent's resume is taken (it was removed, the next JOIN
 #      made a new job, and the real agents were told their generation was over);
-#   7. a node's identity is proven: see the Identity tests below.
+#   7. a node's identity is proven: a member's secret is random, minted at the node's first JOIN
+#      and kept (hashed) in the job's record; a JOIN naming a node id the record knows must carry
+#      it. An impostor that JOINed with the node id of a member whose connection dropped (or
+#      after an rdzvd restart) was given the victim's secret (HMAC of run id and node id under
+#      the token or --state-dir's key): it could then resume as the victim, or put it aside with
+#      UNHEALTHY. Now it is refused and gets nothing. (After a leader change: test_replicas.py,
+#      test_job_record_survives_the_leader.)
 
 import shutil
+import subprocess
 import tempfile
 
-from authtest import JOIN, JOINED, Peer
-from rdzvtest import DaemonTestCase, main
-from test_attack_join import ROUND, STATUS, STATUS_REPLY, join_body, resume
+from authtest import ERROR, JOIN, JOINED, Peer, read_token, token_file
+from rdzvtest import RDZVCTL, DaemonTestCase, main
+from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
+
+UNHEALTHY = 0xB4
 
 
 class Identity(DaemonTestCase):
 
+    token = None
+
     def peer(self, d):
         p = Peer(d.port)
         self.addCleanup(p.close)
-        p.hello()
+        if self.token:
+            p.authenticate(self.token)
+        else:
+            p.hello()
         return p
+
+    def assert_impostor_refused(self, d, run_id, node_id, claim=None, mx=1):
+        """JOINs naming node_id without its secret (none, a guessed one) are refused, get no
+        secret, and their connection is closed: no UNHEALTHY can follow in node_id's name."""
+        for secret in (None, "0" * 64):
+            p, (op, body) = self.join(d, run_id, node_id, secret=secret, claim=claim, mx=mx)
+            if op == JOINED:  # the old rdzvd: the victim's secret, and the victim put aside
+                p.send(UNHEALTHY, {"reason": "forged"})
+            self.assertEqual(op, ERROR, body)
+            self.assertIn("belongs to a member", body["error"])
+            self.assertTrue(p.closed_within())
 
     def state_dir(self):
         state = tempfile.mkdtemp(prefix="rdzv-identity-")
@@ -29,8 +54,10 @@ class Identity(DaemonTestCase):
         return state
 
     def join(self, d, run_id, node_id, secret=None, claim=None, mx=1):
+        """JOIN of node_id (--nnodes mx:mx): its peer and the first reply."""
         p = self.peer(d)
         body = join_body(run_id, node_id, mx=mx, resume=claim)
+        body["min"] = mx
         if secret is not None:
             body["secret"] = secret
         p.send(JOIN, body)
@@ -69,6 +96,10 @@ class Identity(DaemonTestCase):
         self.assertEqual(len(job), 1, job)
         self.assertEqual((job[0]["state"], job[0]["generation"]), ("waiting", 1), job)
         self.assertIn("waiting for its nodes since", job[0]["events"][-1]["text"])
+        out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"keep\b.*waiting")
         # The next JOIN does not make a new job, and the real agent's resume is taken.
         p, (op, body) = self.join(d, "keep", "n8")
         self.assertEqual(op, JOINED, body)
@@ -79,6 +110,66 @@ class Identity(DaemonTestCase):
         self.assertTrue(body["resumed"], body)
         self.assertEqual(body["generation"], 1, body)
         self.assertEqual(self.job_status(d, "keep")[0]["state"], "running")
+
+    def test_impostor_after_a_drop_and_a_restart(self):
+        """With --state-dir: the victim's connection drops, then rdzvd restarts; neither time
+        does a JOIN or resume with its node id get in without its secret, and its own resume is
+        taken, not put aside."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state)
+        victim, joined, rnd = self.running_job(d, "vic")
+        claim = resume(master_port=rnd["master_port"])
+        victim.close()
+        self.assertIsNotNone(d.wait_log(r"job=vic gen=1 removed"))
+        self.assert_impostor_refused(d, "vic", "n0")
+        self.assert_impostor_refused(d, "vic", "n0", claim=claim)
+        d.kill()
+        d = self.daemon("--state-dir", state)
+        self.assert_impostor_refused(d, "vic", "n0")
+        self.assert_impostor_refused(d, "vic", "n0", claim=claim)
+        p, (op, body) = self.join(d, "vic", "n0", secret=joined["secret"], claim=claim)
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        self.assertEqual(body["secret"], joined["secret"])
+        self.assertEqual(self.job_status(d, "vic")[0].get("put_aside", []), [])
+
+    def test_impostor_with_the_token_while_the_victim_is_away(self):
+        """With a token and no --state-dir (secrets were HMAC under the token): one of two
+        members drops; a token holder that JOINs with its node id is refused while the job is in
+        memory, and a new node id gets a secret of its own."""
+        tok = token_file(self)
+        self.token = read_token(tok)
+        d = self.daemon("--token-file", tok)
+        peers, secrets = [], []
+        for node in ("n0", "n1"):
+            p, (op, body) = self.join(d, "away", node, mx=2)
+            self.assertEqual(op, JOINED, body)
+            peers.append(p)
+            secrets.append(body["secret"])
+        for p in peers:
+            self.assertEqual(p.recv_json()[0], ROUND)
+        peers[1].close()
+        op, ev = peers[0].recv_json()
+        self.assertEqual((op, ev["type"]), (EVENT, "restart"), ev)
+        self.assert_impostor_refused(d, "away", "n1", mx=2)
+        p, (op, body) = self.join(d, "away", "n2", mx=2)
+        self.assertEqual(op, JOINED, body)
+        self.assertNotIn(body["secret"], secrets)
+
+    def test_secrets_are_random(self):
+        """The same node id of the same run id gets another secret from another rdzvd (it was
+        HMAC under the --state-dir key: the same)."""
+        state = self.state_dir()
+        got = []
+        for _ in range(2):
+            d = self.daemon("--state-dir", state)
+            p, (op, body) = self.join(d, "rnd", "n0", mx=2)  # waits for a second node
+            self.assertEqual(op, JOINED, body)
+            got.append(body["secret"])
+            p.close()
+            self.assertIsNotNone(d.wait_log(r"job=rnd gen=0 removed"))
+            d.stop()
+        self.assertNotEqual(got[0], got[1])
 
 
 if __name__ == "__main__":

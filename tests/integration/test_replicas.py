@@ -299,13 +299,15 @@ class Replicas(ClusterCase):
         self.assertIsNot(lead2, lead)
         honest = resume(master_port=rnd["master_port"])
         for claim, secret, words in (
-                (resume(generation=5), None, "is not job 'rec-job' as its record"),
-                (resume(nnodes=1, world_size=1, restart_count=2), None,
+                (resume(generation=5), joined["secret"], "is not job 'rec-job' as its record"),
+                (resume(nnodes=1, world_size=1, restart_count=2), joined["secret"],
                  "is not job 'rec-job' as its record"),
-                # The secret the first leader gave derives from a key in the job table: the next
-                # one knows it, and a stranger without it cannot take node n0's place.
-                (honest, None, "comes without the secret"),
-                (honest, "0" * 64, "comes without the secret")):
+                # The hash of the secret the first leader gave is in the replicated record: the
+                # next one knows it, and a stranger without it cannot take node n0's place
+                # (issue 36: it is random, no longer derived from a key the next leader holds).
+                (honest, None, "belongs to a member of job 'rec-job' (its record knows it)"),
+                (honest, "0" * 64, "belongs to a member of job 'rec-job' (its record knows it)"),
+                (None, None, "belongs to a member of job 'rec-job' (its record knows it)")):
             _, (op, body) = self.resume_join(lead2.port, "rec-job", "n0", claim, secret)
             self.assertEqual(op, ERROR, body)
             self.assertIn(words, body["error"])
@@ -384,7 +386,8 @@ class Replicas(ClusterCase):
         p0 = self.peer(lead.port)
         p0.send(JOIN, body0)
         op, joined = p0.recv_json()
-        self.assertEqual(op, JOINED, joined)  # a member waiting is no decision: it is answered
+        # Its admission (the hash of its secret) is decided and committed before JOINED.
+        self.assertEqual(op, JOINED, joined)
         others = [r for r in cl.r if r is not lead]
         for r in others:
             r.kill()
@@ -401,6 +404,7 @@ class Replicas(ClusterCase):
         self.assertIsNot(lead2, lead)
         self.assertEqual(self.job_status(lead2.port, "unc-job"), [])
         q0, q1 = self.peer(lead2.port), self.peer(lead2.port)
+        body0["secret"] = joined["secret"]  # as its agent does: the next leader knows n0
         q0.send(JOIN, body0)
         q1.send(JOIN, body1)
         for q in (q0, q1):

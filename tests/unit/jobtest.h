@@ -71,6 +71,7 @@ struct env {
     /* With a state directory, the job table journaled there as "jobs", as a single rdzvd with
      * --state-dir keeps it (rdzvd-server.c): a later env on the same directory replays it. */
     struct rdzvd_store *table;
+    struct rdzvd_store *mem_table; /* nodes' secrets without a job table, as rdzvd keeps them */
     struct rdzvd_journal *table_journal;
 };
 
@@ -211,6 +212,12 @@ static inline void env_init(struct env *e, int state_dirfd)
                                      e->table, &e->table_journal));
         e->h.record_table = e->table;
         e->h.record_journal = e->table_journal; /* as rdzvd does */
+        e->h.secret_table = e->table;
+    } else {
+        static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+
+        ASSERT_OK(rdzvd_store_new(&lim, NULL, &e->mem_table));
+        e->h.secret_table = e->mem_table;
     }
 }
 
@@ -225,6 +232,7 @@ static inline void env_done(struct env *e)
     rdzvd_journal_close(e->table_journal, false);
     e->table_journal = NULL;
     e->table = rdzvd_store_free(e->table);
+    e->mem_table = rdzvd_store_free(e->mem_table);
 }
 
 /* Delete the job table's journal from state_dirfd (a test that leaves its directory clean). */
@@ -288,19 +296,18 @@ static inline struct rdzv_join resume_of(int i, uint64_t gen, int64_t restarts,
 }
 
 /* The secrets an earlier rdzvd on the same --state-dir gave nodes node-0 .. node-<JT_NODES - 1>
- * of run_id (their agents hold them when they come back): HMAC-SHA256 under the key kept in the
- * job table, as rdzvd-job-sm.c derives them (a change of that derivation fails here too). */
+ * of run_id (their agents hold them when they come back): random, their hashes admitted into
+ * the job table as rdzvd-job-join.c does at a node's first JOIN. */
 static inline void jt_remember_secrets(struct env *e, const char *run_id)
 {
-    uint8_t msg[32 + 2 * (RDZV_ID_MAX + 1)], mac[RDZV_MAC_BYTES];
-    const uint8_t *key;
-    size_t keylen;
+    struct rdzvd_job_record rec = {.generation = 0};
 
-    ASSERT_OK(rdzvd_job_table_member_key(e->h.record_table, &key, &keylen));
+    snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
     for (unsigned i = 0; i < JT_NODES; i++) {
-        int n = snprintf((char *)msg, sizeof(msg), "rdzv-member-v1%c%s%cnode-%u", 0, run_id, 0, i);
-        ASSERT_OK(rdzv_hmac_sha256(key, keylen, msg, (size_t)n, mac));
-        rdzv_hex(mac, sizeof(mac), e->secrets[i]);
+        ASSERT_OK(rdzvd_member_secret_new(e->secrets[i]));
+        snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "node-%u", i);
+        ASSERT_OK(rdzvd_member_secret_hash(e->secrets[i], rec.admitted.hash));
+        ASSERT_OK(rdzvd_job_decide(e->h.secret_table, RDZVD_DECIDE_ADMITTED, &rec));
     }
 }
 

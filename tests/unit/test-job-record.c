@@ -30,6 +30,7 @@
 #include "jobtest.h"
 
 static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+#define HASH64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 static char dir[256];
 static int dirfd_;
 
@@ -524,33 +525,68 @@ static void test_table_run_id_too_long(void)
     rdzvd_store_free(t);
 }
 
-/* The member key: made once (32 random bytes), then the same; a value of another length is
- * not a key; a table too full to hold it reports the error. */
-static void test_table_member_key(void)
+/* ADMITTED keeps a node's secret's hash beside the job's record, never replaces it, is
+ * journaled and replayed like any decision, and goes with the job (ENDED); the record itself is
+ * untouched. A job's node ids are bounded (-ENOSPC), and a decision of another form ("v") or
+ * with a malformed hash is refused. */
+static void test_admitted_secrets(void)
 {
-    struct rdzv_limits small = lim;
-    struct rdzvd_store *t = new_store(&lim), *u = new_store(&lim);
-    const uint8_t *k1, *k2, *k3;
-    uint8_t copy[32];
-    size_t l1, l2, l3;
+    struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
+    struct rdzvd_store *t = new_store(&lim), *u;
+    struct rdzvd_journal *j = NULL;
+    struct rdzvd_job_record rec = {.generation = 0}, adm = {.generation = 0}, got;
+    char secret[RDZV_SECRET_HEX + 1], hash[RDZVD_SECRET_HASH_HEX + 1];
+    int n = 0;
 
-    ASSERT_OK(rdzvd_job_table_member_key(t, &k1, &l1));
-    ASSERT_EQ(l1, 32);
-    memcpy(copy, k1, 32);
-    ASSERT_OK(rdzvd_job_table_member_key(t, &k2, &l2));
-    ASSERT_EQ(l2, 32);
-    ASSERT_MEMEQ(k2, copy, 32);
-    ASSERT_OK(rdzvd_job_table_member_key(u, &k3, &l3)); /* another table: another key */
-    ASSERT_TRUE(memcmp(k3, copy, 32) != 0);
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "jobs", RDZVD_FSYNC_NO, t, &j));
+    rec = dec_rec("adm", 1, 0, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    snprintf(adm.run_id, sizeof(adm.run_id), "adm");
+    snprintf(adm.admitted.node_id, sizeof(adm.admitted.node_id), "a");
+    ASSERT_OK(rdzvd_member_secret_new(secret));
+    ASSERT_OK(rdzvd_member_secret_hash(secret, adm.admitted.hash));
+    ASSERT_EQ(rdzvd_job_secret_hash_get(t, "adm", "a", hash), -ENOENT);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ADMITTED, &adm));
+    ASSERT_OK(rdzvd_job_secret_hash_get(t, "adm", "a", hash));
+    ASSERT_TRUE(rdzvd_member_secret_proves(secret, hash));
+    ASSERT_FALSE(rdzvd_member_secret_proves("", hash));
+    secret[0] = secret[0] == '0' ? '1' : '0';
+    ASSERT_FALSE(rdzvd_member_secret_proves(secret, hash));
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_ADMITTED, &adm), -EEXIST); /* never replaced */
+    ASSERT_OK(rdzvd_job_record_get(t, "adm", &got)); /* the record is the formed one */
+    ASSERT_TRUE(got.running && got.generation == 1 && got.nodes);
+    rdzvd_job_record_clear(&got);
+    ASSERT_EQ(rdzvd_journal_stats(j)->records, 2);
+    rdzvd_journal_close(j, false);
+    u = new_store(&lim);
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "jobs", RDZVD_FSYNC_NO, u, &j));
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 2);
+    ASSERT_OK(rdzvd_job_secret_hash_get(u, "adm", "a", hash));
+    ASSERT_BYTES_STR(hash, RDZVD_SECRET_HASH_HEX, adm.admitted.hash);
+    ASSERT_OK(rdzvd_job_decide(u, RDZVD_DECIDE_ENDED, &adm));
+    ASSERT_EQ(rdzvd_job_secret_hash_get(u, "adm", "a", hash), -ENOENT);
+    ASSERT_EQ(rdzvd_store_num_keys(u), 0);
+    rdzvd_journal_close(j, false);
+    env_forget_table(dirfd_);
+    /* Bounded: node ids of 100 bytes fill RDZVD_JOB_IDS_BYTES_MAX. */
+    for (int r = 0; r == 0; n++) {
+        snprintf(adm.admitted.node_id, sizeof(adm.admitted.node_id), "%0100d", n);
+        r = rdzvd_job_decide(t, RDZVD_DECIDE_ADMITTED, &adm);
+        ASSERT_TRUE(r == 0 || r == -ENOSPC);
+    }
+    ASSERT_EQ(n - 1, RDZVD_JOB_IDS_BYTES_MAX / 101);
+    /* Another form of the hash, or none that is one, is not applied. */
+    ASSERT_EQ(rdzvd_decision_apply(t, (const uint8_t *)"job/adm", 7,
+                                   (const uint8_t *)"{\"decision\":\"admitted\",\"run_id\":"
+                                                    "\"adm\",\"node_id\":\"z\",\"v\":2,"
+                                                    "\"hash\":\"" HASH64 "\"}",
+                                   strlen("{\"decision\":\"admitted\",\"run_id\":\"adm\","
+                                          "\"node_id\":\"z\",\"v\":2,\"hash\":\"" HASH64 "\"}")),
+              -EBADMSG);
+    memset(adm.admitted.hash, 'g', RDZVD_SECRET_HASH_HEX);
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_ADMITTED, &adm), -EINVAL);
+    rdzvd_store_free(t);
     rdzvd_store_free(u);
-    ASSERT_OK(rdzvd_store_set(t, "member-key", 10, "short", 5));
-    ASSERT_EQ(rdzvd_job_table_member_key(t, &k1, &l1), -EBADMSG);
-    rdzvd_store_free(t);
-    small.max_store_bytes = 16; /* the key's name fits, its 32 bytes don't */
-    t = new_store(&small);
-    ASSERT_EQ(rdzvd_job_table_member_key(t, &k1, &l1), -ENOSPC);
-    ASSERT_FALSE(rdzvd_store_exists(t, "member-key", 10));
-    rdzvd_store_free(t);
 }
 
 /* ---- the job state machine keeps its record (rdzvd-job-persist.c) ---- */
@@ -563,7 +599,7 @@ static void rec_env_init(struct env *e, int state_dirfd, struct rdzvd_store *tab
     env_init(e, state_dirfd);
     e->base_port = 41000;
     if (table)
-        e->h.record_table = table;
+        e->h.record_table = e->h.secret_table = table; /* as rdzvd-job.c sets them */
 }
 
 /* JOIN of the only node of a one-node job run_id: its round forms at once (generation 1 of a
@@ -626,7 +662,7 @@ static void test_job_table_full_job_fails(void)
     struct fake p = {0};
     struct env e;
 
-    small.max_value_len = 40; /* the member key fits, a record doesn't */
+    small.max_value_len = 80; /* a node's secret's hash fits, a record doesn't */
     t = new_store(&small);
     rec_env_init(&e, -1, t);
     join_one(&e, &p, "full");
@@ -729,7 +765,7 @@ int main(void)
     TEST(test_decision_needs_the_job_tables_replayer);
     TEST(test_table_put_store_error);
     TEST(test_table_run_id_too_long);
-    TEST(test_table_member_key);
+    TEST(test_admitted_secrets);
     TEST(test_job_record_in_table);
     TEST(test_job_table_full_job_fails);
     TEST(test_job_stale_journal_of_other_store_left);

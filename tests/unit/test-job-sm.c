@@ -529,35 +529,63 @@ static void test_resume_against_record(void)
     jt_state_dir_done(fd, path);
 }
 
-/* Secrets derive from the host's key: the same for a node id after the job is gone, so a
- * resume to a forgotten job must carry it; without it, or with another, it is refused. */
-static void test_resume_needs_the_derived_secret(void)
+/* A node's secret is random, and its hash is kept in the job table at its first JOIN: after
+ * rdzvd restarts (on the same --state-dir), a JOIN that names the node id must carry the secret;
+ * without it, or with another, it is refused, and the job made for the claim goes again. */
+static void test_resume_needs_the_recorded_secret(void)
 {
-    static const uint8_t key[32] = {1, 2, 3};
     struct fake a = {0}, b = {0}, x = {0};
-    char first[RDZV_SECRET_HEX + 1], err[512];
+    char first[RDZV_SECRET_HEX + 1], err[512], path[64];
+    int fd = jt_state_dir(path, sizeof(path));
     struct rdzv_join jn;
     struct env e;
 
-    env_init(&e, -1);
-    e.h.member_key = key;
-    e.h.member_key_len = sizeof(key);
+    env_init(&e, fd);
     jn = join_of(0, 2, 2, 3);
     ASSERT_OK(join(&e, &a, &jn));
     snprintf(first, sizeof(first), "%s", a.secret);
     ASSERT_EQ(strlen(first), RDZV_SECRET_HEX);
     rdzvd_jobs_drop_all(&e.jobs); /* rdzvd restarts */
-    jn = resume_of(0, 1, 0, 3);
-    snprintf(jn.secret, sizeof(jn.secret), "%s", first);
-    jn.secret[0] = jn.secret[0] == '0' ? '1' : '0';
-    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EPERM);
-    ASSERT_TRUE(strstr(err, "comes without the secret") != NULL);
-    ASSERT_EQ(njobs(&e), 0); /* the job made for the claim went again */
+    for (int k = 0; k < 2; k++) {
+        jn = k ? resume_of(0, 1, 0, 3) : join_of(0, 2, 2, 3);
+        snprintf(jn.secret, sizeof(jn.secret), "%s", first);
+        jn.secret[0] = jn.secret[0] == '0' ? '1' : '0';
+        ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EPERM);
+        ASSERT_TRUE(strstr(err, "belongs to a member of job 'job' (its record knows it)") != NULL);
+        ASSERT_NULL(x.m);
+    }
+    ASSERT_EQ(njobs(&e), 0);
     snprintf(e.secrets[0], sizeof(e.secrets[0]), "%s", first);
     jn = resume_of(0, 1, 0, 3);
     ASSERT_OK(join(&e, &b, &jn));
     ASSERT_TRUE(b.resumed);
     ASSERT_TRUE(strcmp(b.secret, first) == 0);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* A member dropped while its job goes on (its connection closed): another JOIN naming its node
+ * id is refused without its secret, and gets none; a new node id gets a secret of its own. */
+static void test_dropped_member_keeps_its_identity(void)
+{
+    struct fake f[3] = {0}, x = {0};
+    struct rdzv_join jn;
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, join_of(0, 2, 3, 3));
+    rdzvd_member_gone(f[2].m);
+    jn = join_of(2, 2, 3, 3);
+    ASSERT_EQ(rdzvd_job_join(&e.h, &x, &jn, err, sizeof(err), &x.m), -EPERM);
+    ASSERT_TRUE(strstr(err, "belongs to a member") != NULL);
+    ASSERT_NULL(x.m);
+    ASSERT_EQ(x.secret[0], 0);
+    jn = join_of(9, 2, 3, 3);
+    ASSERT_OK(join(&e, &x, &jn));
+    ASSERT_EQ(strlen(x.secret), RDZV_SECRET_HEX);
+    ASSERT_TRUE(strcmp(x.secret, f[2].secret) != 0);
     env_done(&e);
 }
 
@@ -1108,7 +1136,8 @@ static void assert_unrecorded(struct env *e, struct fake f[2], const char *what,
  * the agents were told and what the record holds agree. */
 static void test_refused_formed_sends_nothing(void)
 {
-    struct rdzvd_store_budget full = {.max = 1};
+    /* Room for the two nodes' secrets (ADMITTED), not for the record. */
+    struct rdzvd_store_budget full = {.max = 200};
     struct fake f[2] = {0};
     char path[64];
     int fd = jt_state_dir(path, sizeof(path));
@@ -1164,7 +1193,8 @@ static void test_unwritten_decision_sends_nothing(void)
     struct env e;
 
     env_init(&e, fd);
-    ASSERT_OK(join(&e, &f[0], &jn)); /* the member key goes to the journal */
+    jt_remember_secrets(&e, "job"); /* both nodes' secrets are on disk: only FORMED is new */
+    ASSERT_OK(join(&e, &f[0], &jn));
     snprintf(file, sizeof(file), "%s/jobs.journal", path);
     ASSERT_OK(stat(file, &st));
     signal(SIGXFSZ, SIG_IGN);
@@ -1206,7 +1236,8 @@ int main(void)
     TEST(test_resume_claims_refused);
     TEST(test_resume_against_record);
     TEST(test_rebuild_by_the_record_nodes);
-    TEST(test_resume_needs_the_derived_secret);
+    TEST(test_resume_needs_the_recorded_secret);
+    TEST(test_dropped_member_keeps_its_identity);
     TEST(test_takeover_needs_secret_and_repeats_restart);
     TEST(test_rebuild_partial_comeback_is_a_failure);
     TEST(test_rebuild_store_port_fallback);
