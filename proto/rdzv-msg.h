@@ -19,6 +19,9 @@ struct rdzv_buf;
 
 #define RDZV_ID_MAX 128       /* run_id, node_id */
 #define RDZV_NPROC_MAX 1024   /* JOIN nproc: workers on one node */
+/* The words of rdzvd's ERROR for a JOIN naming a node id its job knows, without its secret: an
+ * agent that never got one (its JOINED lost) joins again under a new node id (issue 36). */
+#define RDZV_ERROR_NODE_ID_KNOWN "belongs to a member of job"
 #define RDZV_SECRET_HEX 64    /* a member's secret (JOINED, JOIN): 32 bytes as lowercase hex */
 #define RDZV_GENERATION_MAX ((1ull << 53) - 1) /* exact as a JSON number anywhere; never wraps */
 #define RDZV_HOST_MAX 255

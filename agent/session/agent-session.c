@@ -18,6 +18,7 @@
 #include "agent/session/agent-client.h"
 #include "agent/group/agent-env.h"
 #include "agent/session/agent-heartbeat.h"
+#include "agent/session/agent-identity.h"
 #include "agent/session/agent-sched.h"
 #include "agent/session/agent-nccl.h"
 #include "agent/session/agent-replica.h"
@@ -42,6 +43,7 @@ static void session_set_state(struct agent_session *a, enum agent_state st)
 
 static void agent_finish(struct agent_session *a);
 static int agent_connect(struct agent_session *a);
+static void on_lost(struct agent_client *c, const char *msg, void *ud);
 
 /* --recovery inplace: READY went out while workers of the last generation keep running (without
  * it, JOINING means every worker has exited). */
@@ -561,7 +563,10 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
 {
     struct agent_session *a = ud;
 
-    (void)c;
+    if (c && agent_identity_renew(&a->join, a->state == AG_JOINING && !has_survivors(a), msg)) {
+        on_lost(c, msg, a); /* its JOINED was lost: join again as a new node id */
+        return;
+    }
     log_error("%s", msg);
     if (a->have_outcome)
         return;

@@ -320,8 +320,8 @@ static int check_identity(struct join_req *q)
         return 0;
     }
     return refuse(q, -EPERM,
-                  "node id '%s' belongs to a member of job '%s' (its record knows it); only its "
-                  "agent, with the secret rdzvd gave it in JOINED, may JOIN with it",
+                  "node id '%s' " RDZV_ERROR_NODE_ID_KNOWN " '%s' (its record knows it); only "
+                  "its agent, with the secret rdzvd gave it in JOINED, may JOIN with it",
                   jn->node_id, jn->run_id);
 }
 

@@ -13,15 +13,78 @@
 #      UNHEALTHY. Now it is refused and gets nothing. (After a leader change: test_replicas.py,
 #      test_job_record_survives_the_leader.)
 
+import os
 import shutil
+import socket
+import struct
 import subprocess
 import tempfile
+import threading
 
 from authtest import ERROR, JOIN, JOINED, Peer, read_token, token_file
-from rdzvtest import RDZVCTL, DaemonTestCase, main
+from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main
 from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
 
-UNHEALTHY = 0xB4
+UNHEALTHY, LEAVE, READY = 0xB4, 0xAA, 0xAB
+AGENT = os.environ.get("RDZV_AGENT") or os.path.join(BUILD_ROOT, "agent", "rdzv-agent")
+
+
+class LoseFirstJoined:
+    """A proxy in front of rdzvd that relays every connection, except that on the first it
+    drops the JOINED frame and closes both sides instead: the agent was admitted (its secret's
+    hash is in the job's table) but never got the secret, as when the connection or the leader
+    goes between the two."""
+
+    def __init__(self, port):
+        self.port = port
+        self.lsock = socket.create_server((HOST, 0))
+        self.listen_port = self.lsock.getsockname()[1]
+        self.conns = 0
+        self.dropped = threading.Event()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def close(self):
+        self.lsock.close()
+
+    def accept(self):
+        while True:
+            try:
+                a, _ = self.lsock.accept()
+            except OSError:
+                return
+            self.conns += 1
+            d = socket.create_connection((HOST, self.port))
+            threading.Thread(target=self.pipe, args=(a, d, False), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(d, a, self.conns == 1), daemon=True).start()
+
+    def pipe(self, src, dst, drop_joined):
+        buf = b""
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                if not drop_joined:
+                    dst.sendall(chunk)
+                    continue
+                buf += chunk
+                while len(buf) >= 8:
+                    op, _, _, n = struct.unpack("<BBHI", buf[:8])
+                    if len(buf) < 8 + n:
+                        break
+                    if op == JOINED:
+                        self.dropped.set()
+                        raise OSError("JOINED dropped")
+                    dst.sendall(buf[:8 + n])
+                    buf = buf[8 + n:]
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
 
 
 class Identity(DaemonTestCase):
@@ -171,6 +234,41 @@ class Identity(DaemonTestCase):
             d.stop()
         self.assertNotEqual(got[0], got[1])
 
+    def test_agent_whose_joined_was_lost_joins_as_a_new_node(self):
+        """The real agent: its first JOINED never arrives (the proxy drops it), while its job
+        (a raw peer is the other node) goes on. It reconnects and JOINs with the same node id and
+        no secret: refused, as an impostor would be; it never had workers, so it joins again
+        under a new node id, and the job runs to the end."""
+        d = self.daemon()
+        other, (op, body) = self.join(d, "lost", "other", mx=2)
+        self.assertEqual(op, JOINED, body)
+        proxy = LoseFirstJoined(d.port)
+        self.addCleanup(proxy.close)
+        agent = subprocess.Popen([AGENT, "--endpoint", "%s:%d" % (HOST, proxy.listen_port),
+                                  "--rdzv-id", "lost", "--nnodes", "2", "--nproc", "1",
+                                  "--max-restarts", "3", "--nccl", "off", "--last-call", "0",
+                                  "--connect-timeout", "20", "--", "/bin/true"],
+                                 stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: agent.poll() is None and agent.kill())
+        # Generation 1 formed with the agent's first node id, and lost it with the connection.
+        op, rnd = other.recv_json(timeout=30)
+        self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+        op, ev = other.recv_json(timeout=30)
+        self.assertEqual((op, ev["type"]), (EVENT, "restart"), ev)
+        other.send(READY, {"generation": 1})
+        op, rnd = other.recv_json(timeout=30)
+        self.assertEqual((op, rnd["generation"]), (ROUND, 2), rnd)
+        other.send(LEAVE, {"generation": 2, "status": "succeeded"})
+        try:
+            _, err = agent.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            _, err = agent.communicate()
+            self.fail("the agent did not end:\n" + err[-3000:] + "\nrdzvd:\n" + d.log()[-3000:])
+        self.assertTrue(proxy.dropped.is_set())
+        self.assertEqual(agent.returncode, 0, err[-3000:])
+        self.assertIn("never got its secret (its JOINED was lost): joining again as node id", err)
+        self.assertIsNotNone(d.wait_log(r"job=lost gen=2 generation 2 succeeded"))
 
 if __name__ == "__main__":
     main()
