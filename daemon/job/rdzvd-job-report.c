@@ -29,11 +29,28 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
     return rdzvd_job_release(j, node, err, errlen);
 }
 
-int rdzvd_jobs_cancel(struct rdzv_list *jobs, const char *run_id, const char *reason, char *err,
-                      size_t errlen)
+int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
+                      char *err, size_t errlen)
 {
-    struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
+    struct rdzvd_job *j = rdzvd_job_find(h->jobs, run_id);
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
 
+    if (!j && h->record_table && rdzvd_job_record_get(h->record_table, run_id, &rec) == 0) {
+        struct rdzvd_job_record end = {.generation = 0};
+
+        /* Waiting for its nodes: nobody to tell, its record to end. */
+        rdzvd_job_record_clear(&rec);
+        memcpy(end.run_id, rec.run_id, sizeof(end.run_id));
+        if ((r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
+            snprintf(err, errlen, "rdzvd could not end job '%s' in its job table (%s)", run_id,
+                     strerror(-r));
+            return r;
+        }
+        log_warn("job=%s cancelled by the operator while it waited for its nodes%s%s", run_id,
+                 reason[0] ? ": " : "", reason);
+        return 0;
+    }
     if (!j || j->state == JOB_ENDED) {
         snprintf(err, errlen, "job '%s' is not running on this rdzvd", run_id);
         return -ENOENT;

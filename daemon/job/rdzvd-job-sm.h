@@ -154,10 +154,12 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
  * Ignored once the job has ended, or for a member already signalled. */
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason);
 /* CANCEL_JOB (rdzvctl cancel, the operator's): job run_id ends "cancelled" (exit code 143,
- * nothing charged), saying reason; every member is told. 0, or -ENOENT with err set when no
- * such job runs here. A job stopping ends so once its members are stopped. */
-int rdzvd_jobs_cancel(struct rdzv_list *jobs, const char *run_id, const char *reason, char *err,
-                      size_t errlen);
+ * nothing charged), saying reason; every member is told. A job that waits for its nodes (no
+ * member connected, its record in h's table) ends too: its record goes. 0, or -ENOENT with err
+ * set when no such job runs or waits here. A job stopping ends so once its members are
+ * stopped. */
+int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
+                      char *err, size_t errlen);
 /* UNHEALTHY: m's node failed a health check (reason, its line). The node is put aside (its
  * history recorded), its agent told (EVENT put_aside) and let go; a node of the running
  * generation counts as lost (the job re-forms without it), a spare or candidate just leaves. */

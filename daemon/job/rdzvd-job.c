@@ -364,7 +364,7 @@ static int handle_cancel_job(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, cons
     if (!rdzvd_conn_is_operator(c))
         not_operator(c, RDZV_MSG_CANCEL_JOB, rep.error, sizeof(rep.error));
     else
-        rep.cancelled = rdzvd_jobs_cancel(&jobs->list, rq.run_id, rq.reason, rep.error,
+        rep.cancelled = rdzvd_jobs_cancel(&jobs->host, rq.run_id, rq.reason, rep.error,
                                           sizeof(rep.error)) == 0;
     if (out && rdzv_msg_put_cancel_job_reply(out, &rep) < 0)
         log_error("out of memory answering CANCEL_JOB");

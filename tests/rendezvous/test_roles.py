@@ -178,6 +178,33 @@ class Operator(AgentTestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("job 'op' is not running on this rdzvd", r.stderr)
 
+    def test_operator_ends_a_job_waiting_for_its_nodes(self):
+        """A job whose agents are all gone keeps its record (it waits for its nodes); the
+        operator's cancel ends it, and the run id starts afresh."""
+        state = self.outdir()
+        d = self.daemon("--token-file", self.tok, "--admin-token-file", self.admin,
+                        "--state-dir", state)
+        self.ep = "127.0.0.1:%d" % d.port
+        agents = [start(agent_cmd(self.ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", "w",
+                                  "--host", n, "--token-file", self.tok, "--nccl", "off",
+                                  worker=["sleep", "60"])) for n in ("a", "b")]
+        d.wait_log(r"job=w gen=1 generation 1 formed")
+        d.kill()
+        for p in agents:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        d = self.daemon("--token-file", self.tok, "--admin-token-file", self.admin,
+                        "--state-dir", state, "--port", str(d.port))
+        st = json.loads(self.ctl("status", "--json", token=self.tok).stdout)
+        self.assertEqual([(j["run_id"], j["state"]) for j in st["jobs"]], [("w", "waiting")])
+        r = self.ctl("cancel", "w", token=self.tok)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        r = self.ctl("cancel", "w", "its nodes are gone", admin=self.admin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        d.wait_log(r"job=w cancelled by the operator while it waited for its nodes")
+        st = json.loads(self.ctl("status", "--json", token=self.tok).stdout)
+        self.assertEqual([j["run_id"] for j in st["jobs"] if j["state"] == "waiting"], [])
+
     def test_operator_secret_must_be_its_own(self):
         for args, want in ((["--admin-token-file", self.admin],
                             "--admin-token-file needs --token-file"),
