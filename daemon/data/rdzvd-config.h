@@ -34,9 +34,9 @@
 /* Connections before their handshake are counted per address (an IPv6 address by its /64) in
  * this many buckets of a keyed hash: a bucket's count bounds its addresses' from above. */
 #define RDZVD_HS_ADDR_BUCKETS 4096u
-/* The last max(1, --max-handshaking / RDZVD_HS_SPARE_DIV) slots under --max-conns: an address
- * takes one of them only while it holds fewer connections before their handshake than slots are
- * left, so that one address that fills the rest with young idle connections (which nothing
+/* The last --max-handshaking / RDZVD_HS_SPARE_DIV slots under --max-conns (none with a quota
+ * under RDZVD_HS_SPARE_DIV, as a tiny --max-conns has): an address takes one of them only while
+ * it holds fewer connections before their handshake than slots are left, so that one address that fills the rest with young idle connections (which nothing
  * closes before RDZVD_HS_SHED_AGE_MS) cannot keep a token holder on another out. */
 #define RDZVD_HS_SPARE_DIV 8u
 

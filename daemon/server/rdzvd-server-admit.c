@@ -145,7 +145,7 @@ const struct rdzvd_session_ops rdzvd_first_bytes_ops = {
 };
 
 /* Whether c, just accepted (and counted), may keep its slot under --max-conns: the descriptors in
- * use stay within it, and c takes one of the last max(1, --max-handshaking / RDZVD_HS_SPARE_DIV)
+ * use stay within it, and c takes one of the last --max-handshaking / RDZVD_HS_SPARE_DIV
  * only if its address held fewer connections before their handshake than slots were left
  * (rdzvd-config.h). One address that fills the rest with young idle connections, which nothing
  * closes before they are stale, gets none of them; a new address always gets one while one is
@@ -153,9 +153,7 @@ const struct rdzvd_session_ops rdzvd_first_bytes_ops = {
  * the rest, and so on. */
 static uint64_t server_spare(const struct rdzvd_server *srv)
 {
-    uint64_t spare = srv->cfg.lim.max_handshaking / RDZVD_HS_SPARE_DIV;
-
-    return spare ? spare : 1;
+    return srv->cfg.lim.max_handshaking / RDZVD_HS_SPARE_DIV;
 }
 
 static bool server_has_room(const struct rdzvd_server *srv, const struct rdzvd_conn *c)
@@ -165,7 +163,7 @@ static bool server_has_room(const struct rdzvd_server *srv, const struct rdzvd_c
     if (used > max)
         return false;
     left = max - used + 1; /* before c took one */
-    if (left > server_spare(srv))
+    if (left > server_spare(srv)) /* a quota under RDZVD_HS_SPARE_DIV keeps none apart */
         return true;
     return rdzvd_conn_hs_from_addr(c) <= left; /* c's address held fewer than left before c */
 }
