@@ -69,14 +69,22 @@ static int nnodes_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, 
     return msg ? bad("--nnodes", val, msg) : 0;
 }
 
-/* A number, gpu, cpu or auto (resolved once the GPUs are known). */
+/* A number, gpu, cpu or auto (resolved once the GPUs are known); an error names all four. */
 static int nproc_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     struct agent_opts *o = p->ud;
+    char what[80];
+    int64_t v;
 
-    if (strcmp(val, "gpu") && strcmp(val, "auto") && strcmp(val, "cpu") &&
-        parse_int("--nproc", val, 1, 1024, &o->nproc) < 0)
-        return -EINVAL;
+    if (strcmp(val, "gpu") && strcmp(val, "auto") && strcmp(val, "cpu")) {
+        if (rdzv_parse_i64n((const uint8_t *)val, strlen(val), &v) < 0 || v < 1 ||
+            v > RDZV_NPROC_MAX) {
+            snprintf(what, sizeof(what), "expected a whole number from 1 to %d, gpu, cpu or auto",
+                     RDZV_NPROC_MAX);
+            return bad("--nproc-per-node", val, what);
+        }
+        o->nproc = v;
+    }
     o->nproc_arg = val;
     return 0;
 }

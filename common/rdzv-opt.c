@@ -222,6 +222,32 @@ static int usage_error(const struct rdzv_opt_prog *p, const char *what, const ch
     return -EINVAL;
 }
 
+/* "ambiguous option '--n': --nnodes, --nproc or --node-rank?": every option the prefix s (n
+ * bytes) names, so the user picks one without reading --help. */
+static int ambiguous_error(const struct rdzv_opt_prog *p, const char *s, size_t n,
+                           const char *arg)
+{
+    const char *names[RDZV_OPT_AMBIGUOUS_MAX + 1];
+    char list[RDZV_OPT_AMBIGUOUS_MAX * 40];
+    size_t k = 0, shown = 0, len = 0;
+
+    for (const struct rdzv_opt *o = p->opts; o->kind != RDZV_OPT_END; o++) {
+        if (!is_option(o) || (!name_match(s, n, o->name) && !name_match(s, n, o->alias)))
+            continue;
+        if (k < RDZV_OPT_AMBIGUOUS_MAX)
+            names[k++] = o->name;
+        shown++;
+    }
+    names[k] = NULL;
+    list[0] = '\0';
+    for (size_t i = 0; i < k && len < sizeof(list); i++)
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s",
+                                i == 0 ? "" : i + 1 < k || shown > k ? ", " : " or ", names[i]);
+    fprintf(err_of(p), "%s: ambiguous option '%s': %s%s? (see %s --help)\n", p->name, arg, list,
+            shown > k ? ", ..." : "", p->name);
+    return -EINVAL;
+}
+
 /* One "--name[=value]" at argv[*i]; may consume argv[*i + 1]. */
 static int parse_long(const struct rdzv_opt_prog *p, int argc, char **argv, int *i)
 {
@@ -235,8 +261,10 @@ static int parse_long(const struct rdzv_opt_prog *p, int argc, char **argv, int 
         return 1;
     }
     o = find_long(p, arg, n, &ambiguous);
+    if (!o && ambiguous)
+        return ambiguous_error(p, arg, n, argv[*i]);
     if (!o)
-        return usage_error(p, ambiguous ? "ambiguous option" : "unknown option", argv[*i]);
+        return usage_error(p, "unknown option", argv[*i]);
     if (o->flags & RDZV_OPT_F_OPTARG)
         return apply(p, o, eq ? eq + 1 : NULL);
     if (!takes_value(o)) {

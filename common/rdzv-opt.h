@@ -117,6 +117,9 @@ struct rdzv_opt_prog {
     FILE *out, *err;          /* NULL: stdout, stderr */
 };
 
+/* An ambiguous prefix's error names at most this many of the options it fits. */
+#define RDZV_OPT_AMBIGUOUS_MAX 8
+
 /* The usual -h/--help and --version entries (-V too where short is 'V'), never from the
  * environment. */
 #define RDZV_OPT_HELP_ENTRY(text)                                                                  \

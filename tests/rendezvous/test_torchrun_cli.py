@@ -87,6 +87,16 @@ class TestTorchrunOptions(AgentTestCase):
             self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
             self.assertIn("invalid", r.stderr, args)
 
+    def test_option_errors_list_the_valid_forms_and_the_candidates(self):
+        r = self.accepts(["--nproc-per-node", "two"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("invalid --nproc-per-node 'two': expected a whole number from 1 to 1024, "
+                      "gpu, cpu or auto", r.stderr)
+        r = self.accepts(["--n", "2"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("ambiguous option '--n': --nnodes, --nproc", r.stderr)
+        self.assertIn("--node-rank", r.stderr)
+
     def test_unknown_rdzv_conf_key_is_a_warning(self):
         r = self.accepts(["--rdzv-conf", "join_timeout=5,frobnicate=1"])
         self.assertEqual(r.returncode, 0, r.stderr)
