@@ -21,6 +21,8 @@ struct agent_client;
 /* With several endpoints, a connect not accepted this long moves to the next one (a replica's
  * host that is gone keeps a SYN unanswered for minutes; one that is up answers in a millisecond). */
 #define AGENT_CONNECT_ATTEMPT_MS 1000
+/* Before JOINED, one line this often says what the agent waits for and how long it still will. */
+#define AGENT_WAIT_NOTE_MS 10000
 /* Once joined, rdzvd is silent (the link lost) when it sent nothing for the silence timeout
  * and a HEARTBEAT has waited for its answer for at least that timeout / this. */
 #define AGENT_SILENCE_ANSWER_DIV 2

@@ -656,8 +656,8 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
             agent_finish(a);
         return;
     }
-    log_warn("%s; workers keep running, reconnecting (for up to %.0f s%s)", msg,
-             a->cfg.connect_timeout_s,
+    log_warn("%s; %s (for up to %.0f s%s)", msg, a->group && agent_group_running(a->group) ?
+             "workers keep running, reconnecting" : "reconnecting", a->cfg.connect_timeout_s,
              a->eps.n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
     if (a->eps.n > 1) {
         /* The replica we lost is the last to try again: the leader is elsewhere now. */

@@ -78,6 +78,17 @@ class AgentTestCase(rdzvtest.DaemonTestCase):
         self.addCleanup(subprocess.call, ["rm", "-rf", d])
         return d
 
+    def daemon_with_metrics(self, *args):
+        """An rdzvd with --metrics-port 0: (the daemon, its HTTP port)."""
+        d = self.daemon("--metrics-port", "0", "--metrics-port-file",
+                        os.path.join(tempfile.mkdtemp(prefix="rdzv-mport-"), "p"), *args)
+        mport_file = d.args[d.args.index("--metrics-port-file") + 1]
+        deadline = time.monotonic() + 5
+        while not os.path.exists(mport_file) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with open(mport_file) as f:
+            return d, int(f.read())
+
     def assert_contract(self, envs, nnodes, nproc, run_id, endpoint, nccl=True, group_of=None):
         world = nnodes * nproc
         self.assertEqual(sorted(envs), list(range(world)), "every global rank exactly once")

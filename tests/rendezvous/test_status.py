@@ -40,14 +40,7 @@ def get(url, timeout=5):
 
 class StatusTest(AgentTestCase):
     def start_job(self, run_id, nodes=2, extra=(), worker=WORKER, env=None):
-        d = self.daemon("--metrics-port", "0", "--metrics-port-file",
-                        os.path.join(tempfile.mkdtemp(prefix="rdzv-mport-"), "p"))
-        mport_file = d.args[d.args.index("--metrics-port-file") + 1]
-        deadline = time.monotonic() + 5
-        while not os.path.exists(mport_file) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        with open(mport_file) as f:
-            self.mport = int(f.read())
+        d, self.mport = self.daemon_with_metrics()
         ep = f"127.0.0.1:{d.port}"
         agents = [start(agent_cmd(ep, "--rdzv-id", run_id, "--nnodes", str(nodes), "--nproc", "2",
                                   "--max-restarts", "2", "--nccl", "off", "--grace", "1",

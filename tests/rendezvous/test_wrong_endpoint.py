@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv-agent pointed at a port that is not rdzvd: rdzvd's own HTTP status port, any HTTP
+server, a listener that never answers, one that answers another protocol, one that closes at
+once. The agent names what answered in one line and exits 1 within --connect-timeout; it never
+loops reconnecting, nor speaks of workers that never started. Waiting for an rdzvd that is not
+up says so every 10 s with the time left."""
+import socket
+import threading
+import time
+
+from agenttest import AgentTestCase, agent_cmd, finish, main, start
+
+TIMEOUT = 12  # --connect-timeout of these agents (s)
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that answers each connection as mode says."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.stopped = False
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while not self.stopped:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if self.mode == "garbage":
+                c.sendall(b"SSH-2.0-OpenSSH_9.2p1\r\n")
+            elif self.mode == "http":  # answers once the request line is whole, as HTTP does
+                threading.Thread(target=self.http, args=(c,), daemon=True).start()
+            elif self.mode == "close":
+                c.close()
+
+    @staticmethod
+    def http(c):
+        data = b""
+        try:
+            while b"\n" not in data:
+                got = c.recv(4096)
+                if not got:
+                    return
+                data += got
+            c.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            c.close()
+        except OSError:
+            pass
+
+    def close(self):
+        self.stopped = True
+        self.sock.close()
+        for c in self.conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+class TestWrongEndpoint(AgentTestCase):
+    def run_agent(self, port, timeout=TIMEOUT):
+        t0 = time.monotonic()
+        p = start(agent_cmd(f"127.0.0.1:{port}", "--nnodes", "1", "--rdzv-id", "wrong",
+                            "--connect-timeout", str(timeout), worker=["true"]))
+        rc, _, err = finish(p, timeout=timeout + 20)
+        return rc, err, time.monotonic() - t0
+
+    def assert_named(self, port, mode, expect, settles_at_once):
+        rc, err, took = self.run_agent(port)
+        self.assertEqual(rc, 1, err)
+        last = err.strip().splitlines()[-1]
+        self.assertIn(f"127.0.0.1:{port} {expect}", last, err)
+        self.assertIn("check --endpoint", last, err)
+        self.assertNotIn("workers keep running", err)
+        self.assertNotIn("sent nothing", err)
+        # A peer that answers another protocol settles it; silence takes --connect-timeout.
+        self.assertLess(took, TIMEOUT + 1.5, f"{mode}: took {took:.1f} s\n{err}")
+        if settles_at_once:
+            self.assertLess(took, 8, f"{mode}: took {took:.1f} s\n{err}")
+        return err
+
+    def listener(self, mode):
+        li = Listener(mode)
+        self.addCleanup(li.close)
+        return li.port
+
+    def test_rdzvds_own_status_port_is_named_an_http_server(self):
+        _, mport = self.daemon_with_metrics()
+        self.assert_named(mport, "status port", "answered like an HTTP server, not rdzvd", True)
+
+    def test_an_http_server_is_named(self):
+        self.assert_named(self.listener("http"), "http",
+                          "answered like an HTTP server, not rdzvd", True)
+
+    def test_another_protocol_is_quoted(self):
+        self.assert_named(self.listener("garbage"), "garbage",
+                          "answered 'SSH-2.0-OpenSSH_...', not rdzvd", True)
+
+    def test_a_silent_listener_ends_within_the_connect_timeout(self):
+        err = self.assert_named(self.listener("silent"), "silent",
+                                "accepted the connection but answered nothing", False)
+        self.assertIn("not rdzvd?", err)
+
+    def test_a_listener_that_closes_at_once_ends_within_the_connect_timeout(self):
+        err = self.assert_named(self.listener("close"), "close",
+                                "closed the connection without answering", False)
+        self.assertIn("not rdzvd?", err)
+
+    def test_waiting_for_rdzvd_says_so_every_10_s_with_the_time_left(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))  # a port nothing listens on
+        port = s.getsockname()[1]
+        self.addCleanup(s.close)
+        rc, err, took = self.run_agent(port, timeout=25)
+        self.assertEqual(rc, 1, err)
+        notes = [ln for ln in err.splitlines() if "waiting for rdzvd at" in ln]
+        self.assertEqual(len(notes), 2, err)
+        self.assertIn("(connection refused): 15 s left of --connect-timeout", notes[0])
+        self.assertIn("5 s left", notes[1])
+        self.assertIn(f"cannot reach rdzvd at 127.0.0.1:{port} within 25 s", err)
+        self.assertLess(took, 26.5, err)
+
+
+if __name__ == "__main__":
+    main()
