@@ -324,6 +324,28 @@ char *rdzv_utf8_trim(char *s)
     return s;
 }
 
+char *rdzv_cut_words(char *dst, size_t len, const char *src)
+{
+    size_t n = strlen(src), keep;
+
+    if (n < len) {
+        memcpy(dst, src, n + 1);
+        return dst;
+    }
+    keep = len - 5; /* room for " ..." and the NUL */
+    while (keep > 0 && src[keep] != ' ')
+        keep--;
+    while (keep > 0 && (src[keep - 1] == ' ' || src[keep - 1] == ',' || src[keep - 1] == ';'))
+        keep--;
+    if (keep == 0)
+        keep = len - 5;
+    memcpy(dst, src, keep);
+    dst[keep] = '\0';
+    rdzv_utf8_trim(dst);
+    strcat(dst, " ...");
+    return dst;
+}
+
 bool rdzv_has_ctl(const char *s)
 {
     for (; *s; s++)

@@ -61,6 +61,10 @@ bool rdzv_has_ctl(const char *s);
 /* Cut an incomplete UTF-8 sequence off the end of s (left there by a byte-wise truncation such
  * as snprintf's), so that JSON encoders accept it. Returns s. */
 char *rdzv_utf8_trim(char *s);
+/* src into dst (len bytes, len >= 8): whole when it fits, else cut after its last whole word
+ * that leaves room for " ..." (mid-word only when one word fills dst), never inside a UTF-8
+ * sequence. Returns dst. */
+char *rdzv_cut_words(char *dst, size_t len, const char *src);
 
 /* The first executable file called name in $PATH, written to buf. 0, -ENOENT, or -ENAMETOOLONG. */
 int rdzv_find_in_path(const char *name, char *buf, size_t len);

@@ -22,20 +22,22 @@
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 {
     unsigned i = j->nevents++ % RDZVD_JOB_EVENTS;
+    char text[RDZV_SUMMARY_MAX + 256]; /* the log gets it whole; status a cut between words */
     struct timespec ts;
     va_list ap;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     j->events[i].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     va_start(ap, fmt);
-    vsnprintf(j->events[i].text, sizeof(j->events[i].text), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    rdzv_utf8_trim(j->events[i].text);
+    rdzv_utf8_trim(text);
+    rdzv_cut_words(j->events[i].text, sizeof(j->events[i].text), text);
     if (warn)
-        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, j->events[i].text);
+        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, text);
     else
         rdzv_log(j->host.quiet ? RDZV_LOG_DEBUG : RDZV_LOG_INFO, "job=%s gen=%" PRIu64 " %s",
-                 j->run_id, j->generation, j->events[i].text);
+                 j->run_id, j->generation, text);
 }
 
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)

@@ -487,6 +487,23 @@ static void test_clock_monotonic(void)
     ASSERT_TRUE(ms >= a / 1000000u);
 }
 
+/* A long message cut to fit a buffer ends after a whole word, never inside one. */
+static void test_cut_words_never_mid_word(void)
+{
+    char out[32];
+    const char *src = "generation 1 failed; restart budget exhausted (0 of 0 restarts used)";
+
+    ASSERT_TRUE(strcmp(rdzv_cut_words(out, sizeof(out), "short"), "short") == 0);
+    rdzv_cut_words(out, sizeof(out), src);
+    ASSERT_TRUE(strcmp(out, "generation 1 failed ...") == 0); /* "restart ..." won't fit */
+    ASSERT_TRUE(strlen(out) < sizeof(out));
+    rdzv_cut_words(out, sizeof(out), "generation 1 failed; budget (0 of 0 restarts used)");
+    ASSERT_TRUE(strcmp(out, "generation 1 failed; budget ...") == 0);
+    /* One word longer than the buffer: cut in it, on a whole UTF-8 sequence. */
+    rdzv_cut_words(out, 10, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+    ASSERT_TRUE(strcmp(out, "\xc3\xa9\xc3\xa9 ...") == 0);
+}
+
 int main(void)
 {
     TEST(test_parse_i64n);
@@ -502,6 +519,7 @@ int main(void)
     TEST(test_get_set_le);
     TEST(test_hash_and_hex);
     TEST(test_clock_monotonic);
+    TEST(test_cut_words_never_mid_word);
     /* Last: checks input the parsers may not reject yet. */
     TEST(test_parse_rejects_leading_whitespace);
     return tap_done();
