@@ -133,11 +133,13 @@ static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal
 {
     struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
 
+    /* The one line per exit (the session adds none): a warning unless it exited 0. */
     if (term_signal)
-        log_info("worker rank %u (local rank %u, pid %d) was killed by signal %d (%s)", w->rank,
+        log_warn("worker rank %u (local rank %u, pid %d) was killed by signal %d (%s)", w->rank,
                  w->local_rank, w->pid, term_signal, strsignal(term_signal));
     else
-        log_info("worker rank %u (local rank %u, pid %d) exited with status %" PRId64, w->rank,
+        rdzv_log(exit_status ? RDZV_LOG_WARN : RDZV_LOG_INFO,
+                 "worker rank %u (local rank %u, pid %d) exited with status %" PRId64, w->rank,
                  w->local_rank, w->pid, exit_status);
     w->proc_open = false;
     uv_close((uv_handle_t *)&w->proc, agent_group_worker_close_cb);

@@ -164,16 +164,8 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
         replace_late(a, local_rank) == 0)
         return;
-    if (status == 0 && sig == 0) {
-        log_info("worker rank %" PRId64 " (local rank %u) exited 0", rank, local_rank);
-        return;
-    }
-    if (sig)
-        log_warn("worker rank %" PRId64 " (local rank %u) was killed by signal %d (%s)", rank,
-                 local_rank, sig, strsignal(sig));
-    else
-        log_warn("worker rank %" PRId64 " (local rank %u) exited with code %" PRId64, rank,
-                 local_rank, status);
+    if (status == 0 && sig == 0)
+        return; /* the group logged the exit, once */
     if (a->state != AG_RUNNING) {
         /* A consequence, not a cause: stopping anyway, or (in place) a failed rank is gone or
          * a survivor died between generations: the next ROUND starts it again. */
@@ -203,8 +195,8 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
     if (a->state == AG_RUNNING && !a->local_failure) {
         /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
          * elsewhere arrives as an EVENT at once). */
-        log_info("all %" PRId64 " local workers exited 0; waiting for the other nodes",
-                 a->cfg.nproc);
+        log_info("all %" PRId64 " local workers exited 0%s", a->cfg.nproc,
+                 a->round.nnodes > 1 ? "; waiting for the other nodes" : "");
         (void)agent_client_send_leave(
             a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
         session_set_state(a, AG_LEFT);
@@ -411,7 +403,8 @@ static void on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, 
     for (unsigned i = 0; i < rs->n; i++)
         (void)agent_endpoints_add(&a->eps, rs->endpoint[i]);
     if (a->eps.n != before)
-        log_info("rdzvd has %u replica(s); %u endpoint(s) to reconnect to", rs->n, a->eps.n);
+        log_info("rdzvd runs %u replica%s so far (the others start as their hosts join); %u "
+                 "endpoints to reconnect to", rs->n, rs->n == 1 ? "" : "s", a->eps.n);
 }
 
 /* The daemon says: stop the workers of generation e->generation, a new round follows. */

@@ -500,6 +500,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     char secret[RDZV_SECRET_HEX + 1];
     struct rdzvd_member *m;
     struct rdzvd_job *j;
+    char asked[48];
     bool spare;
     int r;
 
@@ -548,10 +549,20 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
 
         if (o && jn.rank_hint)
             jn.node_rank = -1; /* only a preference: take any free rank */
+        else if (o && strcmp(o->join.host, jn.host) == 0)
+            /* Most often a second experiment on this host, with the first one's line. */
+            return refuse(&q, -EEXIST,
+                          "node rank %" PRId64 " of job '%s' is already taken by another agent "
+                          "on this host (%s): another job running here? give this one its own "
+                          "--rdzv-id, or its own rdzvd with another --master-port (or "
+                          "--rdzv-endpoint); agents of one job on one host need each its own "
+                          "--node-rank",
+                          jn.node_rank, jn.run_id, o->join.node_id);
         else if (o)
             return refuse(&q, -EEXIST,
                           "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
-                          "give each node its own --node-rank, or run one agent per node",
+                          "give each node its own --node-rank, or run one agent per node (another "
+                          "job needs its own --rdzv-id or --master-port)",
                           jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
     }
     if (j && rdzvd_member_index_find(&j->by_id, jn.node_id))
@@ -566,11 +577,13 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     }
     *ret = m;
     spare = j->state != JOB_FORMING;
+    if (jn.node_rank >= 0)
+        snprintf(asked, sizeof(asked), "node rank %" PRId64 " asked", jn.node_rank);
     rdzvd_job_note(j, false,
-                   "node=%s joined (node id %s, %" PRId64 " workers, node rank %" PRId64
-                   " asked), %" PRId64 " of %" PRId64 "..%" PRId64 "%s",
-                   jn.host, jn.node_id, jn.nproc, jn.node_rank, j->nmembers, j->min, j->max,
-                   spare ? " (waits for the next generation)" : "");
+                   "node=%s joined (node id %s, %" PRId64 " workers, %s), %" PRId64 " of %" PRId64
+                   "..%" PRId64 "%s",
+                   jn.host, jn.node_id, jn.nproc, jn.node_rank >= 0 ? asked : "any node rank",
+                   j->nmembers, j->min, j->max, spare ? " (waits for the next generation)" : "");
     rdzvd_member_send_joined(m, spare, false);
     if (j->state == JOB_FORMING)
         rdzvd_job_try_close(j);

@@ -294,11 +294,13 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
         return;
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
-                   ", store on %s%s%s%u, %u NCCL id(s), restart %" PRId64 " of %" PRId64,
+                   ", store on %s%s%s%u%s%.0u%s, restart %" PRId64 " of %" PRId64,
                    j->generation, j->round.nnodes, j->round.world_size,
                    j->store_addr[0] ? "node rank 0's agent at " : "port ", j->store_addr,
-                   j->store_addr[0] ? ":" : "", j->store_port, j->round.n_ids, j->restart_count,
-                   j->max_restarts);
+                   j->store_addr[0] ? ":" : "", j->store_port, j->round.n_ids ? ", " : "",
+                   j->round.n_ids, !j->round.n_ids ? "" : j->round.n_ids == 1 ? " NCCL id"
+                                                                             : " NCCL ids",
+                   j->restart_count, j->max_restarts);
     for_each_member(j, m, pos, tmp)
     {
         struct rdzv_round *rd = &j->round;

@@ -595,8 +595,20 @@ int rdzvd_replica_start(struct rdzvd_replica *r)
     if (rc == 0)
         rc = raft_start(&r->raft);
     if (rc != 0) {
-        log_error("replication: cannot start replica %u (%s): %s", self_raft_id(r),
-                  r->peers->raft[r->peers->self], raft_strerror(rc));
+        /* The transport's own words say which port and why ("listen on A:P+1: address already
+         * in use"); the link's port is PORT+1, which a burst's TIME_WAIT can hold too. */
+        char why[512];
+
+        if (r->tr.errmsg[0])
+            snprintf(why, sizeof(why), "%s", r->tr.errmsg);
+        else
+            snprintf(why, sizeof(why), "on %s: %s", r->peers->raft[r->peers->self],
+                     raft_errmsg(&r->raft)[0] ? raft_errmsg(&r->raft) : raft_strerror(rc));
+        log_error("replication: cannot start replica %u: its Raft link (--port + 1): %s%s",
+                  self_raft_id(r), why,
+                  rc == RAFT_IOERR ? " (another process, or a recent connection's port in "
+                                     "TIME_WAIT, holds it? pick another --port)"
+                                   : "");
         return -EIO;
     }
     if (r->peers->join_id)

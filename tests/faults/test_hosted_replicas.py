@@ -209,7 +209,7 @@ class HostedReplicas(NetnsHosts):
         # Three voters, on hosts 0, 1 and 2 (the first three agents' hosts).
         self.wait_for("three voters", lambda: "the configuration has 3 voter(s)" in self.rtext(0))
         self.wait_for("every agent told the endpoints", lambda: all(
-            "rdzvd has 3 replica(s)" in self.text(l) for _, l in agents))
+            "rdzvd runs 3 replicas so far" in self.text(l) for _, l in agents))
         self.wait_for("generation 1 running", lambda: all(
             "started worker rank" in self.text(l) for _, l in agents))
         for i in (1, 2):

@@ -231,7 +231,8 @@ class ReplicaFaults(unittest.TestCase):
         errs = [self.read(e).decode(errors="replace") for _, _, e in self.agents]
         for t in errs:
             self.assertIn("no rdzvd leader reachable for 2.0 s", t)
-            self.assertRegex(t, r"worker rank \d+ \(local rank \d+\) was killed by signal 15")
+            self.assertRegex(t, r"worker rank \d+ \(local rank \d+, pid \d+\) was killed by "
+                                r"signal 15")
         starts = sorted(int(r) for t in errs for r, _ in STARTED_RE.findall(t))
         self.assertEqual(starts, [0, 0, 1, 1, 2, 2, 3, 3],
                          "not one new generation:\n" + "\n".join(errs))

@@ -4,6 +4,7 @@ outside, or dies while a gloo peer is blocked in a collective -> the job restart
 generation and completes; past --max-restarts every node fails with the same root cause."""
 import json
 import os
+import re
 import signal
 import time
 
@@ -56,7 +57,8 @@ class TestWorkerFaults(FaultTestCase):
         self.assert_generation(2, 4, restart=1)
         self.release()
         errs = self.finish_all(ps, 0)
-        self.assertTrue(any("worker rank 2 (local rank 0) was killed by signal 9" in e
+        self.assertTrue(any(re.search(r"worker rank 2 \(local rank 0, pid \d+\) was killed by "
+                                      r"signal 9", e)
                             for e in errs), "the victim's agent logs the signal")
         self.d.wait_log(r"job=kill9 gen=\d+ restarting generation 1 \(restart 1 of 1\): root cause: "
                         r"worker rank 2 .* was killed by signal 9")

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What an agent and rdzvd say must match the run: every worker exit logged once, a one-node job
+never "waits for the other nodes", a join without a node rank is "any node rank" (not "node rank
+-1"), a job without NCCL ids says none, and a second job started on this host with the first
+one's line is told to take its own --rdzv-id or --master-port. A replica whose link port
+(--port + 1) is taken says which port and why."""
+import re
+import socket
+import subprocess
+import tempfile
+
+from agenttest import AgentTestCase, agent_cmd, finish, main, rdzvtest, start
+
+
+class TestAgentMessages(AgentTestCase):
+    def test_a_one_node_gloo_job_says_what_it_does_once(self):
+        d = self.daemon()
+        p = start(agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "2", "--rdzv-id",
+                            "msg", "--nccl", "off", worker=["true"]))
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(rc, 0, err)
+        for lr in (0, 1):
+            exits = re.findall(rf"worker rank {lr} \(local rank {lr}\b[^\n]*exited", err)
+            self.assertEqual(len(exits), 1, err)
+        self.assertIn("all 2 local workers exited 0", err)
+        self.assertNotIn("waiting for the other nodes", err)
+        d.wait_log(r"job=msg gen=1 generation 1 succeeded")
+        log = d.log()
+        self.assertIn("2 workers, any node rank)", log)
+        self.assertNotIn("node rank -1", log)
+        self.assertNotIn("NCCL id", log)
+
+    def test_a_second_job_on_this_host_is_told_its_own_rdzv_id_or_master_port(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        first = start(agent_cmd(ep, "--nnodes", "1", "--node-rank", "0", "--rdzv-id", "same",
+                                worker=["sleep", "30"]))
+        self.addCleanup(first.kill)
+        d.wait_log(r"job=same gen=1 generation 1 formed")
+        second = start(agent_cmd(ep, "--nnodes", "1", "--node-rank", "0", "--rdzv-id", "same",
+                                 worker=["true"]))
+        rc, _, err = finish(second, timeout=30)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("node rank 0 of job 'same' is already taken by another agent on this host",
+                      err)
+        self.assertIn("give this one its own --rdzv-id, or its own rdzvd with another "
+                      "--master-port", err)
+
+
+    def test_a_replica_whose_link_port_is_taken_names_the_port_and_the_cause(self):
+        for _ in range(20):  # a port P whose P + 1 this test can hold
+            probe = socket.socket()
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            probe.close()
+            held = socket.socket()
+            try:
+                held.bind(("127.0.0.1", port + 1))
+                break
+            except OSError:
+                held.close()
+        held.listen(1)
+        self.addCleanup(held.close)
+        with tempfile.TemporaryDirectory(prefix="rdzv-link-") as state:
+            r = subprocess.run([rdzvtest.RDZVD, "--bind", "127.0.0.1", "--port", str(port),
+                                "--peers", f"127.0.0.1:{port}", "--replicas", "1",
+                                "--state-dir", state], capture_output=True, text=True,
+                               timeout=30)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"cannot start replica 1: its Raft link (--port + 1): listen on "
+                      f"127.0.0.1:{port + 1}: address already in use", r.stderr)
+        self.assertNotIn(": I/O error", r.stderr)
+
+
+if __name__ == "__main__":
+    main()
