@@ -47,7 +47,7 @@ struct rdzv_status_node {
     double last_heartbeat_age_s, age_s;
     int64_t failures;
     bool spare, connected;
-    char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, spare, stopping */
+    char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, waiting, spare, stopping */
 };
 
 /* A rank's last progress report: only ranks of the current generation that reported. */

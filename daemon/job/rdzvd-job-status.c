@@ -31,12 +31,17 @@ static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdz
     n->last_heartbeat_age_s = (double)(now - m->last_seen_ms) / 1000;
     n->age_s = (double)(now - m->joined_ms) / 1000;
     n->failures = m->failures;
-    n->spare = m->node_rank < 0 && m->ready;
+    /* Without a rank while the job forms, a member waits for its peers (no generation runs
+     * without it yet); only beside a running generation is it a spare. */
+    bool forming = m->job->state == JOB_FORMING;
+
+    n->spare = m->node_rank < 0 && m->ready && !forming;
     n->connected = m->peer != NULL;
     snprintf(n->state, sizeof(n->state), "%s",
              m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
-             : m->ready        ? "spare"
-                               : "stopping");
+             : !m->ready       ? "stopping"
+             : forming         ? "waiting"
+                               : "spare");
 }
 
 /* At most RDZV_STATUS_SHOW_MEMBERS of j's members into sj->nodes, the generation's first, in

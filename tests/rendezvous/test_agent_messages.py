@@ -2,12 +2,15 @@
 """What an agent and rdzvd say must match the run: every worker exit logged once, a one-node job
 never "waits for the other nodes", a join without a node rank is "any node rank" (not "node rank
 -1"), a job without NCCL ids says none, and a second job started on this host with the first
-one's line is told to take its own --rdzv-id or --master-port. A replica whose link port
+one's line is told to take its own --rdzv-id or --master-port. rdzvctl status shows a member
+that waits for its peers as waiting, not spare. A replica whose link port
 (--port + 1) is taken says which port and why."""
 import re
 import socket
+import os
 import subprocess
 import tempfile
+import time
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, rdzvtest, start
 
@@ -46,6 +49,28 @@ class TestAgentMessages(AgentTestCase):
         self.assertIn("give this one its own --rdzv-id, or its own rdzvd with another "
                       "--master-port", err)
 
+
+    def test_a_member_waiting_for_its_peer_is_waiting_not_spare(self):
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        p = start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "alone", worker=["true"]))
+        self.addCleanup(p.kill)
+        d.wait_log(r"job=alone gen=0 node=\S+ joined")
+        ctl = os.path.join(os.path.dirname(os.path.dirname(rdzvtest.RDZVD)), "ctl", "rdzvctl")
+        deadline = time.monotonic() + 10
+        while True:
+            r = subprocess.run([ctl, "-e", ep, "status", "--json"], capture_output=True,
+                               text=True, timeout=10)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            if '"alone"' in r.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertIn('"state": "waiting"', r.stdout.replace('":"', '": "'))
+        self.assertNotIn('"spare": true', r.stdout.replace('":true', '": true'))
+        text = subprocess.run([ctl, "-e", ep, "status"], capture_output=True, text=True,
+                              timeout=10).stdout
+        self.assertIn("waiting", text)
+        self.assertNotIn("spare", text)
 
     def test_a_replica_whose_link_port_is_taken_names_the_port_and_the_cause(self):
         for _ in range(20):  # a port P whose P + 1 this test can hold
