@@ -137,6 +137,10 @@ int rdzv_buf_put_escaped(struct rdzv_buf *b, const char *s, bool html)
                 : c == '"'  ? "&quot;"
                 : c == '\'' ? "&#39;"
                             : NULL;
+            if (c < 0x20 || c == 0x7f) { /* visible, not raw: a run id or host may hold any */
+                snprintf(hex, sizeof(hex), "\\x%02x", c);
+                e = hex;
+            }
         } else if (c == '\\' || c == '"' || c == '\n') {
             e = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n";
         } else if (c < 0x20 || c == 0x7f) {

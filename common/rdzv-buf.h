@@ -23,7 +23,8 @@ int rdzv_buf_put(struct rdzv_buf *b, const void *p, size_t n);
 int rdzv_buf_printf(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append s escaped for a Prometheus label value (\\, \", \n; other control characters, which
  * the format has no escape for, as the text \xNN, i.e. "\\xNN") or, with html, for HTML text and
- * attribute values (&<>"'). NULL appends nothing. 0 or -ENOMEM. */
+ * attribute values (&<>"'; control characters as the visible text \xNN). NULL appends nothing.
+ * 0 or -ENOMEM. */
 int rdzv_buf_put_escaped(struct rdzv_buf *b, const char *s, bool html);
 /* Append the unix time t (seconds) as UTC: "2026-11-25 17:19:49Z" with date, else "17:19:49Z".
  * 0 or -ENOMEM. */

@@ -3,7 +3,7 @@
 # test_log_escape.py: a run id, node id or host with newlines and terminal controls cannot forge
 # or split rdzvd's log lines (issue 20, finding 9): every event is one line, with the peer's
 # strings escaped (\n, \r, \xNN); rdzvctl status prints them escaped too, the status page
-# HTML-escaped, /metrics as Prometheus label values.
+# HTML-escaped (control characters as the text \xNN), /metrics as Prometheus label values.
 
 import re
 import subprocess
@@ -47,7 +47,10 @@ class LogEscape(DaemonTestCase):
 
         page = http_get(mport, "/")
         self.assertNotIn("<b>", page)
-        self.assertIn("host\r\x1b[2K&lt;b&gt;&amp;", page)
+        # Control characters visible as \xNN, never raw (issue 36: they reached the HTML raw).
+        self.assertNotRegex(page, r"[\x00-\x09\x0b-\x1f\x7f]", "a raw control character")
+        self.assertIn("host\\x0d\\x1b[2K&lt;b&gt;&amp;\\x0a2026-01-01", page)
+        self.assertIn("run\\x0a2026-01-01T00:00:00.000Z rdzvd[error]: forged by run_id", page)
         metrics = http_get(mport, "/metrics")
         for line in metrics.splitlines():
             self.assertTrue(line.startswith(("#", "rdzvd_")), "a broken metrics line: " + line)
