@@ -164,3 +164,14 @@ int rdzv_buf_put_utc(struct rdzv_buf *b, double t, bool with_date)
                   : strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
     return rdzv_buf_put(b, when, n);
 }
+
+char *rdzv_buf_take_str(struct rdzv_buf *b, int r)
+{
+    if (r == 0)
+        r = rdzv_buf_put(b, "", 1); /* NUL */
+    if (r < 0) {
+        rdzv_buf_free(b);
+        return NULL;
+    }
+    return (char *)b->data;
+}

@@ -49,5 +49,8 @@ void rdzv_buf_consume(struct rdzv_buf *b, size_t n);
 void rdzv_buf_compact(struct rdzv_buf *b);
 /* Release the allocation; the struct becomes an empty buffer. */
 void rdzv_buf_free(struct rdzv_buf *b);
+/* b's bytes as a NUL-terminated string the caller frees (b is then the caller's to forget), or
+ * NULL when r (what the appends returned) is negative or out of memory, b freed. */
+char *rdzv_buf_take_str(struct rdzv_buf *b, int r);
 
 /* rdzv_get_u32/u64 and rdzv_set_u32/u64 (little-endian) live in rdzv-util.h. */

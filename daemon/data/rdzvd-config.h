@@ -40,6 +40,30 @@
  * closes before RDZVD_HS_SHED_AGE_MS) cannot keep a token holder on another out. */
 #define RDZVD_HS_SPARE_DIV 8u
 
+/* The HTTP status server (--metrics-port, daemon/front/rdzvd-http.h). Requests: at most
+ * RDZVD_HTTP_MAX_REQ bytes, whole within RDZVD_HTTP_TIMEOUT_MS; an answer not read by its client
+ * within RDZVD_HTTP_WRITE_TIMEOUT_MS loses its connection; RDZVD_HTTP_MAX_CONNS at once, past
+ * which a newcomer takes the slot of the oldest connection still writing an answer (its client
+ * does not read) or still without a whole request after RDZVD_HTTP_EVICT_AFTER_MS, so that a
+ * Prometheus scrape gets through while browsers hog the rest. */
+#define RDZVD_HTTP_MAX_REQ 8192
+#define RDZVD_HTTP_TIMEOUT_MS 5000
+#define RDZVD_HTTP_WRITE_TIMEOUT_MS 5000
+#define RDZVD_HTTP_MAX_CONNS 64
+#define RDZVD_HTTP_EVICT_AFTER_MS 2000
+/* What the status page (/) renders, whatever the number of jobs: the first RDZVD_PAGE_FULL live
+ * jobs in full, RDZVD_PAGE_ROWS more as one line each, the newest RDZVD_PAGE_ENDED jobs that ended
+ * as one line each, the rest counted; at most RDZVD_PAGE_MAX bytes (a job that does not fit is
+ * counted instead). A job in full is at /job/RUN_ID (same byte cap). The page is made at most
+ * once per RDZVD_PAGE_TTL_MS and shared by the requests meanwhile, and at most one page of any
+ * kind (/, /job/..., /metrics, /status.json) is made per turn of the loop: the store's clients
+ * wait for no more than one. */
+#define RDZVD_PAGE_FULL 4
+#define RDZVD_PAGE_ROWS 100
+#define RDZVD_PAGE_ENDED 10
+#define RDZVD_PAGE_MAX (256u << 10)
+#define RDZVD_PAGE_TTL_MS 250
+
 /* --request-timeout's default: a request begun and not complete after this long closes its
  * connection (its bytes are held meanwhile, under --max-input-bytes). */
 #define RDZVD_REQUEST_TIMEOUT_MS 30000

@@ -2,6 +2,7 @@
 /* rdzvd-http.c: --metrics-port: Prometheus metrics, status JSON and a plain HTML status page. */
 #include "daemon/front/rdzvd-http.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <inttypes.h>
@@ -19,45 +20,49 @@
 #include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-acl.h"
 #include "daemon/data/rdzvd-config.h"
-#include "daemon/front/rdzvd-timeline-svg.h"
+#include "daemon/front/rdzvd-http-page.h"
 #include "daemon/job/rdzvd-job.h"
+
+struct http_body;
 
 struct rdzvd_http {
     uv_tcp_t tcp; /* first: the listen callback recovers h from the handle */
+    uv_idle_t idle; /* while requests wait in queue */
     const struct rdzvd_jobs *jobs;
-    struct rdzv_list conns;
+    struct rdzv_list conns; /* oldest first */
+    struct rdzv_list queue; /* connections with a whole request, not answered yet */
     unsigned nconns;
+    int closes;
     bool stopping;
-    bool tcp_closed;
+    struct http_body *page; /* the status page last made, at page_ms */
+    uint64_t page_ms;
     struct rdzvd_ratelimit bad; /* log lines about refused requests (anyone can send them) */
+};
+
+enum http_state {
+    HTTP_READING, /* its request (RDZVD_HTTP_TIMEOUT_MS) */
+    HTTP_QUEUED,  /* a whole request, in h->queue */
+    HTTP_WRITING, /* its answer (RDZVD_HTTP_WRITE_TIMEOUT_MS), then closed */
 };
 
 struct http_conn {
     uv_tcp_t tcp; /* first */
     uv_timer_t timer;
     uv_write_t wr;
-    struct rdzv_list node;
+    struct rdzv_list node;  /* in h->conns */
+    struct rdzv_list qnode; /* in h->queue while HTTP_QUEUED */
     struct rdzvd_http *h;
+    enum http_state state;
+    uint64_t since_ms; /* accepted */
     char req[RDZVD_HTTP_MAX_REQ];
     size_t len;
-    struct rdzv_buf out;
+    struct rdzv_buf out; /* the answer's header */
+    struct http_body *body;
     int closes;
-    bool responded;
     bool head; /* a HEAD request: the reply has no body (RFC 9110 9.3.2) */
 };
 
 /* ---- bodies ---- */
-
-static char *buf_to_str(struct rdzv_buf *b, int r)
-{
-    if (r == 0)
-        r = rdzv_buf_put(b, "", 1); /* NUL */
-    if (r < 0) {
-        rdzv_buf_free(b);
-        return NULL;
-    }
-    return (char *)b->data;
-}
 
 /* Per rank of each job's current generation that reported progress: its last step and the age
  * of that report. Nonzero when out of memory. */
@@ -278,7 +283,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
     r |= put_rank_metrics(&b, &st);
     r |= put_ended_metrics(&b, &st);
     rdzv_status_free(&st);
-    return buf_to_str(&b, r ? -ENOMEM : 0);
+    return rdzv_buf_take_str(&b, r ? -ENOMEM : 0);
 }
 
 /* The status document (rdzv_status_to_json), indented: a malloc'd string or NULL. */
@@ -298,138 +303,49 @@ static char *status_json(const struct rdzvd_jobs *jobs)
     return body;
 }
 
-#define PAGE_RANKS_ALL 64 /* more: the step range and the PAGE_RANKS_FEW oldest reports */
-#define PAGE_RANKS_FEW 16
+/* ---- answers ---- */
 
-/* The job's ranks' progress as an HTML table (nothing when no rank reported). */
-static int put_rank_table(struct rdzv_buf *b, const struct rdzv_status_job *job)
+/* An answer's body, shared by the connections that write it (the cached status page). */
+struct http_body {
+    unsigned refs;
+    bool owned; /* data is malloc'd (else a string literal) */
+    size_t len;
+    char *data;
+};
+
+static struct http_body *body_new(char *data, bool owned)
 {
-    const struct rdzv_status_rank **oldest = NULL;
-    size_t n = job->n_ranks;
-    int64_t lo, hi;
-    int r = 0;
+    struct http_body *b;
 
-    if (n == 0)
-        return 0;
-    rdzv_status_step_range(job, &lo, &hi);
-    r |= rdzv_buf_printf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld", n,
-                 (long long)lo, (long long)hi);
-    if (job->ranks_left_out > 0)
-        r |= rdzv_buf_printf(b, " (%lld more not listed)", (long long)job->ranks_left_out);
-    if (n > PAGE_RANKS_ALL) {
-        oldest = rdzv_status_ranks_oldest(job);
-        n = oldest ? PAGE_RANKS_FEW : 0;
-        r |= rdzv_buf_printf(b, "; the %zu oldest reports", n);
+    if (!data)
+        return NULL;
+    b = calloc(1, sizeof(*b));
+    if (!b) {
+        if (owned)
+            free(data);
+        return NULL;
     }
-    r |= rdzv_buf_printf(b, "</p>\n<table class=\"ranks\"><tr><th>rank</th><th>node rank</th>"
-                    "<th>host</th><th>last step</th><th>reported</th></tr>\n");
-    for (size_t k = 0; k < n; k++) {
-        const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
-
-        r |= rdzv_buf_printf(b, "<tr><td>%lld</td><td>%lld</td><td>", (long long)rk->rank,
-                     (long long)rk->node_rank);
-        r |= rdzv_buf_put_escaped(b, rk->host, true);
-        r |= rdzv_buf_printf(b, "</td><td>%lld</td><td>%.1f s ago</td></tr>\n", (long long)rk->step,
-                     rk->age_s);
-    }
-    free(oldest);
-    return r | rdzv_buf_printf(b, "</table>\n");
+    b->refs = 1;
+    b->owned = owned;
+    b->data = data;
+    b->len = strlen(data);
+    return b;
 }
 
-char *rdzvd_http_page(const struct rdzvd_jobs *jobs)
+static struct http_body *body_ref(struct http_body *b)
 {
-    struct rdzv_buf b = {0};
-    struct rdzv_status st;
-    int r = 0;
+    if (b)
+        b->refs++;
+    return b;
+}
 
-    if (rdzvd_jobs_status(jobs, &st) < 0)
-        return NULL;
-    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
-    r |= rdzv_buf_printf(&b,
-                 "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                 "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd status</title>"
-                 "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
-                 "margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.2em .6em;text-align:"
-                 "left}th{background:#eee}.failed{color:#a00}.running{color:#070}</style></head>"
-                 "<body><h1>rdzvd %s</h1><p id=\"daemon\">port %lld, up %.0f s, %lld connections, "
-                 "%zu job(s)</p>\n",
-                 st.version, (long long)st.port, st.uptime_s, (long long)st.connections,
-                 st.n_jobs);
-    for (size_t i = 0; i < st.n_jobs; i++) {
-        const struct rdzv_status_job *job = &st.jobs[i];
-
-        r |= rdzv_buf_printf(&b, "<h2 class=\"job\">job <span class=\"run-id\">");
-        r |= rdzv_buf_put_escaped(&b, job->run_id, true);
-        r |= rdzv_buf_printf(&b,
-                     "</span>: <span class=\"%s\">%s</span></h2>\n<p>generation %lld, restarts "
-                     "%lld of %lld, %lld node(s) (%lld..%lld), world size %lld</p>\n"
-                     "<table class=\"nodes\"><tr><th>host</th><th>node rank</th><th>state</th>"
-                     "<th>last heartbeat</th><th>workers</th><th>failures</th></tr>\n",
-                     job->state, job->state, (long long)job->generation,
-                     (long long)job->restart_count, (long long)job->max_restarts,
-                     (long long)job->nodes_in_generation, (long long)job->min_nodes,
-                     (long long)job->max_nodes, (long long)job->world_size);
-        for (size_t k = 0; k < job->n_nodes; k++) {
-            const struct rdzv_status_node *n = &job->nodes[k];
-
-            r |= rdzv_buf_printf(&b, "<tr><td>");
-            r |= rdzv_buf_put_escaped(&b, n->host, true);
-            if (n->node_rank >= 0)
-                r |= rdzv_buf_printf(&b, "</td><td>%lld", (long long)n->node_rank);
-            else
-                r |= rdzv_buf_printf(&b, "</td><td>-");
-            r |= rdzv_buf_printf(&b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td></tr>\n",
-                         n->state, n->last_heartbeat_age_s, (long long)n->workers,
-                         (long long)n->failures);
-        }
-        r |= rdzv_buf_printf(&b, "</table>\n");
-        if (job->members_left_out > 0)
-            r |= rdzv_buf_printf(&b, "<p class=\"left-out\">%lld more member(s) not listed</p>\n",
-                         (long long)job->members_left_out);
-        if (job->timeline) {
-            r |= rdzv_buf_printf(&b, "<h3>timeline</h3>\n");
-            r |= rdzvd_timeline_svg(&b, job, rdzv_wall_s());
-            r |= rdzv_buf_printf(&b, "<p class=\"legend\">");
-            if (job->rate_known)
-                r |= rdzv_buf_printf(&b, "%.3g steps/s now &#183; ", job->steps_per_second);
-            r |= rdzv_buf_printf(&b, "bands: generations &#183; marks: <span style=\"color:"
-                                     "#c0392b\">failure</span>, <span style=\"color:#e67e22\">"
-                                     "restart</span>, <span style=\"color:#8e44ad\">node lost"
-                                     "</span>, put aside, <span style=\"color:#27ae60\">spare "
-                                     "promoted</span>, <span style=\"color:#2c3e50\">leader "
-                                     "change</span>, <span style=\"color:#7f8c8d\">end</span> "
-                                     "(hover for what happened)</p>\n");
-        }
-        if (job->aside_total > 0) {
-            r |= rdzv_buf_printf(&b, "<h3>put aside</h3><table class=\"aside\"><tr><th>host</th>"
-                             "<th>failures</th><th>why</th></tr>\n");
-            for (unsigned k = 0; k < job->n_aside; k++) {
-                r |= rdzv_buf_printf(&b, "<tr><td>");
-                r |= rdzv_buf_put_escaped(&b, job->aside[k].host, true);
-                r |= rdzv_buf_printf(&b, "</td><td>%lld</td><td>", (long long)job->aside[k].failures);
-                r |= rdzv_buf_put_escaped(&b, job->aside[k].reason, true);
-                r |= rdzv_buf_printf(&b, "</td></tr>\n");
-            }
-            r |= rdzv_buf_printf(&b, "</table>\n");
-            if (job->aside_total > job->n_aside)
-                r |= rdzv_buf_printf(&b, "<p class=\"left-out\">%lld more not listed</p>\n",
-                             (long long)(job->aside_total - job->n_aside));
-        }
-        r |= put_rank_table(&b, job);
-        r |= rdzv_buf_printf(&b, "<h3>recent events</h3><ul class=\"events\">\n");
-        for (unsigned k = 0; k < job->n_events; k++) {
-            r |= rdzv_buf_printf(&b, "<li>");
-            r |= rdzv_buf_put_utc(&b, job->events[k].time, true);
-            r |= rdzv_buf_printf(&b, " ");
-            r |= rdzv_buf_put_escaped(&b, job->events[k].text, true);
-            r |= rdzv_buf_printf(&b, "</li>\n");
-        }
-        r |= rdzv_buf_printf(&b, "</ul>\n");
-    }
-    r |= rdzv_buf_printf(&b, "<p><a href=\"/metrics\">metrics</a> &middot; <a href=\"/status.json\">"
-                     "status.json</a></p></body></html>\n");
-    rdzv_status_free(&st);
-    return buf_to_str(&b, r ? -ENOMEM : 0);
+static void body_unref(struct http_body *b)
+{
+    if (!b || --b->refs > 0)
+        return;
+    if (b->owned)
+        free(b->data);
+    free(b);
 }
 
 /* ---- connections ---- */
@@ -441,6 +357,7 @@ static void http_conn_close_cb(uv_handle_t *hd)
     if (--c->closes > 0)
         return;
     rdzv_buf_free(&c->out);
+    body_unref(c->body);
     free(c);
 }
 
@@ -449,6 +366,8 @@ static void http_conn_close(struct http_conn *c)
     if (c->closes)
         return;
     c->closes = 2;
+    if (c->state == HTTP_QUEUED)
+        rdzv_list_del(&c->qnode);
     rdzv_list_del(&c->node);
     c->h->nconns--;
     uv_close((uv_handle_t *)&c->timer, http_conn_close_cb);
@@ -461,8 +380,9 @@ static void http_write_cb(uv_write_t *req, int status)
     http_conn_close(req->data);
 }
 
-/* A request refused (400, 405, 413) or cut off (no whole request in time): one warning with the
- * peer's address, rate-limited like every log line a stranger can cause. */
+/* A request refused (400, 405, 413), cut off (no whole request in time) or an answer its client
+ * did not read: one warning with the peer's address, rate-limited like every log line a stranger
+ * can cause. */
 static void http_note_bad(struct http_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void http_note_bad(struct http_conn *c, const char *fmt, ...)
@@ -493,7 +413,11 @@ static void http_note_bad(struct http_conn *c, const char *fmt, ...)
     log_warn("status page: %s port %d: %s; closed%s", addr, port, what, more);
 }
 
-static void http_respond(struct http_conn *c, int code, const char *ctype, const char *body)
+static void http_timeout_cb(uv_timer_t *t);
+
+/* Answer with body (its reference taken; NULL: out of memory, a 500), then close. The client has
+ * RDZVD_HTTP_WRITE_TIMEOUT_MS to read it. */
+static void http_respond(struct http_conn *c, int code, const char *ctype, struct http_body *body)
 {
     const char *reason = code == 200   ? "OK"
                          : code == 404 ? "Not Found"
@@ -501,62 +425,181 @@ static void http_respond(struct http_conn *c, int code, const char *ctype, const
                          : code == 400 ? "Bad Request"
                          : code == 413 ? "Content Too Large"
                                        : "Internal Server Error";
-    uv_buf_t ub;
+    uv_buf_t ub[2];
     int r;
 
-    c->responded = true;
+    if (!body) {
+        code = 500;
+        reason = "Internal Server Error";
+        ctype = "text/plain; charset=utf-8";
+        body = body_new("out of memory\n", false);
+        if (!body) {
+            http_conn_close(c);
+            return;
+        }
+    }
+    c->body = body;
+    c->state = HTTP_WRITING;
     uv_read_stop((uv_stream_t *)&c->tcp);
     r = rdzv_buf_printf(&c->out,
                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                 "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-                "Connection: close\r\n\r\n%s",
-                code, reason, ctype, strlen(body), c->head ? "" : body);
-    if (r < 0) {
+                "Connection: close\r\n\r\n",
+                code, reason, ctype, body->len);
+    if (r < 0 || uv_timer_start(&c->timer, http_timeout_cb, RDZVD_HTTP_WRITE_TIMEOUT_MS, 0) < 0) {
         http_conn_close(c);
         return;
     }
-    ub = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+    ub[0] = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+    ub[1] = uv_buf_init(body->data, (unsigned)body->len);
     c->wr.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &ub, 1, http_write_cb) < 0)
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, ub, c->head ? 1 : 2, http_write_cb) < 0)
         http_conn_close(c);
 }
 
-static void http_serve(struct http_conn *c)
+static void http_respond_text(struct http_conn *c, int code, const char *text)
 {
-    char method[8], path[256];
-    char *body = NULL;
-    const char *ctype = "text/plain; charset=utf-8";
+    http_respond(c, code, "text/plain; charset=utf-8", body_new((char *)text, false));
+}
 
-    if (sscanf(c->req, "%7s %255s HTTP/1.%*c", method, path) != 2) {
-        http_note_bad(c, "not an HTTP request line (400)");
-        http_respond(c, 400, ctype, "bad request\n");
+/* The status page, made at most once per RDZVD_PAGE_TTL_MS (a new reference), or NULL when out
+ * of memory; -EAGAIN in *err when it would have to be made and may_render is false. */
+static struct http_body *http_page(struct rdzvd_http *h, bool may_render, int *err)
+{
+    uint64_t now = uv_now(h->tcp.loop);
+
+    if (h->page && now - h->page_ms < RDZVD_PAGE_TTL_MS)
+        return body_ref(h->page);
+    if (!may_render) {
+        *err = -EAGAIN;
+        return NULL;
+    }
+    body_unref(h->page);
+    h->page = body_new(rdzvd_http_page(h->jobs), true);
+    h->page_ms = now;
+    return body_ref(h->page);
+}
+
+/* The run id of path "/job/ID" (percent-decoded) into id: 0, -EINVAL (bad encoding) or -ENOENT
+ * (no run id can be this: too long, or a NUL). */
+static int job_path_run_id(const char *enc, char *id, size_t size)
+{
+    size_t n = 0;
+
+    for (; *enc; enc++) {
+        unsigned v;
+        char hex[3];
+
+        if (n + 1 >= size)
+            return -ENOENT;
+        if (*enc != '%') {
+            id[n++] = *enc;
+            continue;
+        }
+        if (!isxdigit((unsigned char)enc[1]) || !isxdigit((unsigned char)enc[2]))
+            return -EINVAL;
+        memcpy(hex, enc + 1, 2);
+        hex[2] = '\0';
+        v = (unsigned)strtoul(hex, NULL, 16);
+        if (v == 0)
+            return -ENOENT;
+        id[n++] = (char)v;
+        enc += 2;
+    }
+    id[n] = '\0';
+    return n > 0 ? 0 : -ENOENT;
+}
+
+static void http_serve_job(struct http_conn *c, const char *enc)
+{
+    char id[RDZV_ID_MAX + 1], *page = NULL;
+    int r = job_path_run_id(enc, id, sizeof(id));
+
+    if (r == -EINVAL) {
+        http_note_bad(c, "a job path with a bad percent-encoding (400)");
+        http_respond_text(c, 400, "bad request: a run id is percent-encoded\n");
         return;
+    }
+    if (r == 0)
+        r = rdzvd_http_job_page(c->h->jobs, id, &page);
+    if (r == -ENOENT) {
+        http_respond_text(c, 404, "no such job: / lists the jobs rdzvd knows\n");
+        return;
+    }
+    http_respond(c, 200, "text/html; charset=utf-8", r == 0 ? body_new(page, true) : NULL);
+}
+
+/* Answer c's request: 1 when it made a page (the expensive part), 0 when not, -EAGAIN (nothing
+ * done) when it would have to and may_render is false. */
+static int http_serve(struct http_conn *c, bool may_render)
+{
+    char method[8], path[512];
+    struct http_body *body = NULL;
+    const char *ctype = "text/plain; version=0.0.4; charset=utf-8";
+    int err = 0;
+
+    if (sscanf(c->req, "%7s %511s HTTP/1.%*c", method, path) != 2) {
+        http_note_bad(c, "not an HTTP request line (400)");
+        http_respond_text(c, 400, "bad request\n");
+        return 0;
     }
     c->head = strcmp(method, "HEAD") == 0;
     if (strcmp(method, "GET") && !c->head) {
         http_note_bad(c, "a method other than GET or HEAD (405)");
-        http_respond(c, 405, ctype, "only GET\n");
-        return;
+        http_respond_text(c, 405, "only GET\n");
+        return 0;
+    }
+    if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        body = http_page(c->h, may_render, &err);
+        if (err == -EAGAIN)
+            return err;
+        http_respond(c, 200, "text/html; charset=utf-8", body);
+        return 1;
+    }
+    if (strlen(path) >= sizeof(path) - 1 ||
+        (strcmp(path, "/metrics") && strcmp(path, "/status.json") && strncmp(path, "/job/", 5))) {
+        http_respond_text(c, 404, "not found: try /, /metrics or /status.json (a job: "
+                                  "/job/RUN_ID)\n");
+        return 0;
+    }
+    if (!may_render)
+        return -EAGAIN;
+    if (strncmp(path, "/job/", 5) == 0) {
+        http_serve_job(c, path + 5);
+        return 1;
     }
     if (strcmp(path, "/metrics") == 0) {
-        body = rdzvd_http_metrics(c->h->jobs);
-        ctype = "text/plain; version=0.0.4; charset=utf-8";
-    } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
-        body = rdzvd_http_page(c->h->jobs);
-        ctype = "text/html; charset=utf-8";
-    } else if (strcmp(path, "/status.json") == 0) {
-        body = status_json(c->h->jobs);
-        ctype = "application/json";
+        body = body_new(rdzvd_http_metrics(c->h->jobs), true);
     } else {
-        http_respond(c, 404, ctype, "not found: try /, /metrics or /status.json\n");
-        return;
-    }
-    if (!body) {
-        http_respond(c, 500, ctype, "out of memory\n");
-        return;
+        body = body_new(status_json(c->h->jobs), true);
+        ctype = "application/json";
     }
     http_respond(c, 200, ctype, body);
-    free(body);
+    return 1;
+}
+
+/* Once per turn of the loop while requests wait: answer them in order, making at most one page
+ * (the store's clients wait for no more than that); the others wait for the next turn. */
+static void http_idle_cb(uv_idle_t *idle)
+{
+    struct rdzvd_http *h = idle->data;
+    bool may_render = true;
+
+    while (!rdzv_list_empty(&h->queue)) {
+        struct http_conn *c = rdzv_container_of(h->queue.next, struct http_conn, qnode);
+        int r;
+
+        rdzv_list_del(&c->qnode);
+        c->state = HTTP_WRITING;
+        r = http_serve(c, may_render);
+        if (r == -EAGAIN) { /* back at the head, for the next turn */
+            c->state = HTTP_QUEUED;
+            rdzv_list_add_tail(h->queue.next, &c->qnode);
+            return;
+        }
+        may_render = may_render && r == 0;
+    }
+    uv_idle_stop(&h->idle);
 }
 
 static void http_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
@@ -578,11 +621,15 @@ static void http_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     c->len += (size_t)nread;
     c->req[c->len] = '\0';
-    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
-        http_serve(c);
-    else if (c->len >= sizeof(c->req) - 1) {
+    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n")) {
+        uv_read_stop(s);
+        c->state = HTTP_QUEUED;
+        rdzv_list_add_tail(&c->h->queue, &c->qnode);
+        if (uv_idle_start(&c->h->idle, http_idle_cb) < 0)
+            http_conn_close(c);
+    } else if (c->len >= sizeof(c->req) - 1) {
         http_note_bad(c, "a request past %d bytes (413)", RDZVD_HTTP_MAX_REQ);
-        http_respond(c, 413, "text/plain; charset=utf-8", "request too large\n");
+        http_respond_text(c, 413, "request too large\n");
     }
 }
 
@@ -590,16 +637,35 @@ static void http_timeout_cb(uv_timer_t *t)
 {
     struct http_conn *c = t->data;
 
-    if (!c->responded) {
+    if (c->state == HTTP_WRITING)
+        http_note_bad(c, "its answer not read within %d ms", RDZVD_HTTP_WRITE_TIMEOUT_MS);
+    else
         http_note_bad(c, "no whole request within %d ms", RDZVD_HTTP_TIMEOUT_MS);
-        http_conn_close(c);
+    http_conn_close(c);
+}
+
+/* At RDZVD_HTTP_MAX_CONNS, the slot a newcomer may take: the oldest connection whose client does
+ * not read its answer, or that has sent no whole request for RDZVD_HTTP_EVICT_AFTER_MS. NULL:
+ * none (the newcomer is refused). */
+static struct http_conn *http_victim(struct rdzvd_http *h, uint64_t now)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &h->conns)
+    {
+        struct http_conn *c = rdzv_container_of(pos, struct http_conn, node);
+
+        if (c->state == HTTP_WRITING ||
+            (c->state == HTTP_READING && now - c->since_ms >= RDZVD_HTTP_EVICT_AFTER_MS))
+            return c;
     }
+    return NULL;
 }
 
 static void http_listen_cb(uv_stream_t *s, int status)
 {
     struct rdzvd_http *h = (struct rdzvd_http *)s;
-    struct http_conn *c;
+    struct http_conn *c, *victim;
 
     if (status < 0 || h->stopping)
         return;
@@ -616,6 +682,12 @@ static void http_listen_cb(uv_stream_t *s, int status)
         return;
     }
     c->timer.data = c;
+    c->since_ms = uv_now(s->loop);
+    if (h->nconns >= RDZVD_HTTP_MAX_CONNS && (victim = http_victim(h, c->since_ms))) {
+        http_note_bad(victim, "its slot given to a new connection (%d at once)",
+                      RDZVD_HTTP_MAX_CONNS);
+        http_conn_close(victim);
+    }
     rdzv_list_add_tail(&h->conns, &c->node);
     h->nconns++;
     if (uv_accept(s, (uv_stream_t *)&c->tcp) < 0 || h->nconns > RDZVD_HTTP_MAX_CONNS) {
@@ -629,7 +701,12 @@ static void http_listen_cb(uv_stream_t *s, int status)
 
 static void http_free_cb(uv_handle_t *hd)
 {
-    free(hd->data);
+    struct rdzvd_http *h = hd->data;
+
+    if (--h->closes > 0)
+        return;
+    body_unref(h->page);
+    free(h);
 }
 
 int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char *addr,
@@ -647,12 +724,21 @@ int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char 
         return -ENOMEM;
     h->jobs = jobs;
     rdzv_list_init(&h->conns);
-    r = uv_tcp_init(loop, &h->tcp);
+    rdzv_list_init(&h->queue);
+    r = uv_idle_init(loop, &h->idle);
     if (r < 0) {
         free(h);
         return r;
     }
+    h->idle.data = h;
+    r = uv_tcp_init(loop, &h->tcp);
+    if (r < 0) {
+        h->closes = 1;
+        uv_close((uv_handle_t *)&h->idle, http_free_cb);
+        return r;
+    }
     h->tcp.data = h;
+    h->closes = 2;
     r = uv_tcp_bind(&h->tcp, (const struct sockaddr *)&ss, 0);
     if (r == 0)
         r = uv_listen((uv_stream_t *)&h->tcp, 64, http_listen_cb);
@@ -660,6 +746,7 @@ int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char 
         r = uv_tcp_getsockname(&h->tcp, (struct sockaddr *)&ss, &len);
     if (r < 0) {
         h->stopping = true;
+        uv_close((uv_handle_t *)&h->idle, http_free_cb);
         uv_close((uv_handle_t *)&h->tcp, http_free_cb);
         return r;
     }
@@ -676,5 +763,6 @@ void rdzvd_http_stop(struct rdzvd_http *h)
     h->stopping = true;
     while (!rdzv_list_empty(&h->conns))
         http_conn_close(rdzv_container_of(h->conns.next, struct http_conn, node));
+    uv_close((uv_handle_t *)&h->idle, http_free_cb);
     uv_close((uv_handle_t *)&h->tcp, http_free_cb);
 }

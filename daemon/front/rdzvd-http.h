@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-http.h: the read-only HTTP endpoint of rdzvd (--metrics-port): Prometheus text metrics
  * (GET /metrics), the status as JSON (GET /status.json) and a small status page (GET /), all made
- * from one struct rdzv_status (rdzvd_jobs_status(), proto/rdzv-status.h). HTTP/1.0-style: one
- * request per connection, then close. Requests are bounded (RDZVD_HTTP_MAX_REQ bytes,
- * RDZVD_HTTP_TIMEOUT_MS, RDZVD_HTTP_MAX_CONNS at once).
+ * from one struct rdzv_status (rdzvd_jobs_status(), proto/rdzv-status.h), and one job's page
+ * (GET /job/RUN_ID, rdzvd-http-page.h). HTTP/1.0-style: one request per connection, then close.
+ * It runs on the store's loop, so each part is bounded (rdzvd-config.h): a request
+ * (RDZVD_HTTP_MAX_REQ bytes within RDZVD_HTTP_TIMEOUT_MS), an answer (the page's RDZVD_PAGE_MAX
+ * bytes, read by its client within RDZVD_HTTP_WRITE_TIMEOUT_MS), the connections
+ * (RDZVD_HTTP_MAX_CONNS, a newcomer taking the slot of one that stalls), and the work of one turn
+ * of the loop: whole requests wait in a queue served once per turn, making at most one page per
+ * turn; the status page is made at most once per RDZVD_PAGE_TTL_MS and shared meanwhile.
  *
  * Ownership: rdzvd_http_start's caller owns the endpoint until rdzvd_http_stop (its memory goes
  * in the close callbacks); the job registry is borrowed and must outlive it.
@@ -11,10 +16,6 @@
 #pragma once
 #include <stdint.h>
 #include <uv.h>
-
-#define RDZVD_HTTP_MAX_REQ 8192
-#define RDZVD_HTTP_TIMEOUT_MS 5000
-#define RDZVD_HTTP_MAX_CONNS 64
 
 struct rdzvd_jobs;
 struct rdzvd_http;
@@ -26,6 +27,5 @@ int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char 
 /* Stop listening and close every connection; memory goes in the close callbacks. NULL: no-op. */
 void rdzvd_http_stop(struct rdzvd_http *h);
 
-/* The bodies, for tests and the handler: a malloc'd NUL-terminated string, NULL on -ENOMEM. */
+/* The page (/ and /job/RUN_ID) is rdzvd-http-page.h's. The bodies, for tests and the handler: a malloc'd NUL-terminated string, NULL on -ENOMEM. */
 char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs);
-char *rdzvd_http_page(const struct rdzvd_jobs *jobs);

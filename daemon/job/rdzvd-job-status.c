@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,15 +72,16 @@ static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rd
     return 0;
 }
 
-/* j's status into sj; with_timeline: with its timeline too. */
+/* j's status into sj; with_timeline: with its timeline too; brief: without its nodes and ranks
+ * (a line of a list). */
 static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj,
-                      bool with_timeline)
+                      bool with_timeline, bool brief)
 {
     struct rdzv_status_timeline tl;
     unsigned first = j->nevents > RDZVD_JOB_EVENTS ? j->nevents - RDZVD_JOB_EVENTS : 0;
     int r;
 
-    r = job_members_status(j, now, sj);
+    r = brief ? 0 : job_members_status(j, now, sj);
     if (r < 0)
         return r;
     for (unsigned i = first; i < j->nevents; i++) {
@@ -100,7 +102,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     sj->age_s = (double)(now - j->created_ms) / 1000;
     sj->store_port = j->store ? (int)j->store_port : 0;
     rdzvd_job_aside_status(j, sj);
-    r = rdzvd_job_progress_status(j, now, sj);
+    r = brief ? 0 : rdzvd_job_progress_status(j, now, sj);
     if (r < 0)
         return r;
     sj->steps_per_second = rdzvd_timeline_status(&j->timeline, rdzv_wall_s(), &tl);
@@ -337,7 +339,7 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     if (e->max == 0 || e->keep_ms == 0)
         return;
     x = calloc(1, sizeof(*x));
-    if (!x || job_status(j, now, &x->st, true) < 0) {
+    if (!x || job_status(j, now, &x->st, true, false) < 0) {
         if (x)
             rdzv_status_job_free_arrays(&x->st);
         free(x);
@@ -364,8 +366,26 @@ static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_j
     return now - x->ended_ms >= e->keep_ms;
 }
 
+static bool sel_match(const struct rdzvd_status_sel *sel, const char *run_id)
+{
+    return !sel || !sel->run_id || strcmp(sel->run_id, run_id) == 0;
+}
+
+/* Ended job x into sj: a copy, with its timeline unless brief. */
+static void ended_status(const struct ended_job *x, uint64_t now, bool brief,
+                         struct rdzv_status_job *sj)
+{
+    *sj = x->st;
+    sj->timeline = NULL;
+    if (!brief && x->st.timeline && rdzv_status_alloc_timeline(sj) == 0)
+        *sj->timeline = *x->st.timeline;
+    sj->age_s += (double)(now - x->ended_ms) / 1000;
+    sj->ended_age_s = (double)(now - x->ended_ms) / 1000;
+}
+
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
-                      const struct rdzvd_ended_jobs *ended, struct rdzv_status *ret)
+                      const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
+                      struct rdzv_status *ret)
 {
     uint64_t now = rdzv_now_ms();
     struct rdzv_status st = {.port = info->port,
@@ -379,44 +399,60 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .put_aside_failures =
                                  (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES],
                              .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]};
+    size_t n_live = 0, n_ended = 0, max_live = SIZE_MAX, max_ended = SIZE_MAX, n = 0;
     struct rdzv_list *pos, *tmp;
-    size_t n = 0;
     int r;
 
     snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
     snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
-    rdzv_list_for_each_safe(pos, tmp, jobs) n++;
-    if (ended)
-        rdzv_list_for_each_safe(pos, tmp, &ended->list)
-            n += !ended_expired(ended, rdzv_container_of(pos, struct ended_job, node), now);
-    r = rdzv_status_alloc_jobs(&st, n);
-    if (r < 0)
-        goto out_free;
-    n = 0;
     rdzv_list_for_each_safe(pos, tmp, jobs)
-    {
-        r = job_status(rdzv_container_of(pos, struct rdzvd_job, node), now, &st.jobs[n],
-                       n < RDZV_STATUS_TIMELINES);
-        n++;
-        if (r < 0)
-            goto out_free;
-    }
+        n_live += sel_match(sel, rdzv_container_of(pos, struct rdzvd_job, node)->run_id);
     if (ended)
         rdzv_list_for_each_safe(pos, tmp, &ended->list)
         {
             const struct ended_job *x = rdzv_container_of(pos, struct ended_job, node);
-            struct rdzv_status_job *sj;
 
-            if (ended_expired(ended, x, now))
-                continue;
-            sj = &st.jobs[n++];
-            *sj = x->st;
-            sj->timeline = NULL;
-            if (x->st.timeline && rdzv_status_alloc_timeline(sj) == 0)
-                *sj->timeline = *x->st.timeline;
-            sj->age_s += (double)(now - x->ended_ms) / 1000;
-            sj->ended_age_s = (double)(now - x->ended_ms) / 1000;
+            n_ended += !ended_expired(ended, x, now) && sel_match(sel, x->st.run_id);
         }
+    if (sel) {
+        sel->n_live = n_live;
+        sel->n_ended = n_ended;
+        max_live = sel->max_live;
+        max_ended = sel->max_ended;
+    }
+    r = rdzv_status_alloc_jobs(&st, (n_live < max_live ? n_live : max_live) +
+                                       (n_ended < max_ended ? n_ended : max_ended));
+    if (r < 0)
+        goto out_free;
+    rdzv_list_for_each_safe(pos, tmp, jobs)
+    {
+        const struct rdzvd_job *j = rdzv_container_of(pos, struct rdzvd_job, node);
+        bool brief = sel && n >= sel->full;
+
+        if (n >= max_live)
+            break;
+        if (!sel_match(sel, j->run_id))
+            continue;
+        r = job_status(j, now, &st.jobs[n], n < RDZV_STATUS_TIMELINES && !brief, brief);
+        n++;
+        if (r < 0)
+            goto out_free;
+    }
+    if (ended && max_ended > 0) {
+        /* All of them oldest first; a selection the newest first (those it shows). */
+        size_t k = 0;
+
+        for (pos = sel ? ended->list.prev : ended->list.next; pos != &ended->list;
+             pos = sel ? pos->prev : pos->next) {
+            const struct ended_job *x = rdzv_container_of(pos, struct ended_job, node);
+
+            if (ended_expired(ended, x, now) || !sel_match(sel, x->st.run_id))
+                continue;
+            if (k++ >= max_ended)
+                break;
+            ended_status(x, now, sel && !sel->run_id, &st.jobs[n++]);
+        }
+    }
     *ret = st;
     return 0;
 

@@ -7,6 +7,7 @@
  * Ownership: the caller owns what it gets (rdzv_status_free). Threads: the loop thread (a
  * connection's read callback, an HTTP request). Errors: -ENOMEM. */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/rdzv-list.h"
@@ -51,9 +52,20 @@ int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
                              const struct rdzv_list *jobs, const struct rdzvd_ended_jobs *e,
                              uint64_t start_ms);
 
+/* What one reader is shown (the status page, a job's page): NULL is every job in full. */
+struct rdzvd_status_sel {
+    const char *run_id; /* non-NULL: only the jobs of this run id */
+    size_t max_live;    /* live jobs listed, in order (the first ones) */
+    size_t full;        /* of those, the first ones with their nodes, ranks and timeline */
+    size_t max_ended;   /* jobs that ended listed, the newest first (brief unless run_id) */
+    size_t n_live, n_ended; /* out: how many there are in all (of run_id) */
+};
+
 /* The server's counters (info), and per job of jobs (struct rdzvd_job nodes) its state,
  * generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
- * events, then the ended jobs of ended (NULL: none) not expired yet. On success *ret owns its
- * arrays (rdzv_status_free); -ENOMEM leaves it untouched. */
+ * events, then the ended jobs of ended (NULL: none) not expired yet; only those sel selects (its
+ * counts set) when sel is not NULL. On success *ret owns its arrays (rdzv_status_free); -ENOMEM
+ * leaves it untouched. */
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
-                      const struct rdzvd_ended_jobs *ended, struct rdzv_status *ret);
+                      const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
+                      struct rdzv_status *ret);

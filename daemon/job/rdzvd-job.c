@@ -551,14 +551,22 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
 
 int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret)
 {
-    struct rdzvd_server_info info;
+    return rdzvd_jobs_status_sel(jobs, NULL, ret);
+}
 
+int rdzvd_jobs_status_sel(const struct rdzvd_jobs *jobs, struct rdzvd_status_sel *sel,
+                          struct rdzv_status *ret)
+{
+    struct rdzvd_server_info info;
     int r;
 
     rdzvd_server_info(jobs->srv, &info);
-    r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, ret);
-    if (r == 0 && (r = rdzvd_status_add_waiting(ret, jobs->host.record_table, &jobs->list,
-                                                &jobs->ended, info.start_ms)) < 0)
+    r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, sel, ret);
+    /* The jobs waiting for their nodes (their records kept): in the full status only, the
+     * pages' selections list jobs in memory. */
+    if (r == 0 && !sel &&
+        (r = rdzvd_status_add_waiting(ret, jobs->host.record_table, &jobs->list, &jobs->ended,
+                                      info.start_ms)) < 0)
         rdzv_status_free(ret);
     return r;
 }

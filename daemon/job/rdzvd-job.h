@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 struct rdzvd_conn;
+struct rdzvd_status_sel;
 struct rdzvd_jobs; /* opaque: fields live in rdzvd-job.c */
 struct rdzvd_server;
 struct rdzv_status;
@@ -42,3 +43,6 @@ void rdzvd_jobs_shutdown(void *ud);
 /* The daemon's status: the server's counters and every job (rdzvd-job-status.h). On success
  * *ret owns its arrays (rdzv_status_free); -ENOMEM leaves it untouched. */
 int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret);
+/* The same, of only what sel selects (struct rdzvd_status_sel, rdzvd-job-status.h; NULL: all). */
+int rdzvd_jobs_status_sel(const struct rdzvd_jobs *jobs, struct rdzvd_status_sel *sel,
+                          struct rdzv_status *ret);

@@ -4,8 +4,9 @@
 # can reach the port may send anything: a request that is not one gets 400, a method other than
 # GET/HEAD 405, an unknown path 404, one that never ends 413 at RDZVD_HTTP_MAX_REQ bytes, a
 # client that says nothing (or dribbles) is closed after RDZVD_HTTP_TIMEOUT_MS, and past
-# RDZVD_HTTP_MAX_CONNS at once new connections are closed at accept. Through all of it the
-# daemon keeps serving HTTP and its store clients, and stops cleanly on SIGTERM.
+# RDZVD_HTTP_MAX_CONNS at once a new connection takes the slot of one silent for
+# RDZVD_HTTP_EVICT_AFTER_MS, or is closed at accept. Through all of it the daemon keeps serving
+# HTTP and its store clients, and stops cleanly on SIGTERM.
 
 import re
 import socket
@@ -19,6 +20,7 @@ from rdzvtest import (HOST, T_STOP, DaemonTestCase, fresh_client_works, main,
 MAX_REQ = 8192     # RDZVD_HTTP_MAX_REQ
 MAX_CONNS = 64     # RDZVD_HTTP_MAX_CONNS
 TIMEOUT_S = 5.0    # RDZVD_HTTP_TIMEOUT_MS
+EVICT_AFTER_S = 2.0  # RDZVD_HTTP_EVICT_AFTER_MS
 T_LONG = 60.0      # generous bound for anything that takes TIMEOUT_S on a loaded machine
 
 
@@ -259,6 +261,18 @@ class HttpBadInput(DaemonTestCase):
                     raise
                 time.sleep(0.2)
         fresh_client_works(self, self.d)
+
+    def test_a_scrape_takes_the_slot_of_a_silent_client(self):
+        # 64 connections that say nothing hold every slot; once they have been silent for
+        # EVICT_AFTER_S (and long before their TIMEOUT_S), a scrape takes the oldest one's slot.
+        t0 = time.monotonic()
+        idle = [self.conn() for _ in range(MAX_CONNS)]
+        time.sleep(EVICT_AFTER_S + 0.5)
+        self.assertIn("rdzvd_uptime_seconds", http_get(self.mport, "/metrics", timeout=2))
+        self.assertLess(time.monotonic() - t0, TIMEOUT_S)
+        self.assertEqual(recv_all(idle[0], timeout=2), b"")  # the oldest gave its slot
+        idle[-1].sendall(b"GET /metrics HTTP/1.0\r\n\r\n")  # the newest still holds its own
+        self.assertEqual(parse(recv_all(idle[-1]))[0], 200)
 
     def test_sigterm_with_open_http_connections(self):
         conns = [self.conn() for _ in range(5)]

@@ -417,7 +417,7 @@ static inline int njobs(struct env *e)
     struct rdzv_status st;
     int n;
 
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &e->ended, &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &e->ended, NULL, &st));
     n = (int)st.n_jobs;
     rdzv_status_free(&st);
     return n;

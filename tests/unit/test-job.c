@@ -553,7 +553,7 @@ static const struct rdzv_status_job *status_of(struct env *e, struct rdzv_status
 {
     struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
 
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, st));
     ASSERT_EQ(st->n_jobs, 1);
     return &st->jobs[0];
 }
