@@ -51,6 +51,11 @@
 #define RDZVD_HTTP_WRITE_TIMEOUT_MS 5000
 #define RDZVD_HTTP_MAX_CONNS 64
 #define RDZVD_HTTP_EVICT_AFTER_MS 2000
+/* The HTTP server's share of one turn of the loop (the store's): it accepts at most
+ * RDZVD_HTTP_TURN_ACCEPTS connections and answers requests until RDZVD_HTTP_TURN_BYTES are
+ * written (one answer at least); the rest wait for the next turn. */
+#define RDZVD_HTTP_TURN_ACCEPTS 4u
+#define RDZVD_HTTP_TURN_BYTES (64u << 10)
 /* What the status page (/) renders, whatever the number of jobs: the first RDZVD_PAGE_FULL live
  * jobs in full, RDZVD_PAGE_ROWS more as one line each, the newest RDZVD_PAGE_ENDED jobs that ended
  * as one line each, the rest counted; at most RDZVD_PAGE_MAX bytes (a job that does not fit is

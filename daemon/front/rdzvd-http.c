@@ -32,6 +32,9 @@ struct rdzvd_http {
     struct rdzv_list conns; /* oldest first */
     struct rdzv_list queue; /* connections with a whole request, not answered yet */
     unsigned nconns;
+    unsigned turn_accepts; /* this turn (RDZVD_HTTP_TURN_ACCEPTS) */
+    size_t turn_bytes;     /* answered this turn (RDZVD_HTTP_TURN_BYTES) */
+    bool accept_waiting;   /* a connection left in the backlog until the next turn */
     int closes;
     bool stopping;
     struct http_body *page; /* the status page last made, at page_ms */
@@ -450,6 +453,7 @@ static void http_respond(struct http_conn *c, int code, const char *ctype, struc
         http_conn_close(c);
         return;
     }
+    c->h->turn_bytes += c->out.len + (c->head ? 0 : body->len);
     ub[0] = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
     ub[1] = uv_buf_init(body->data, (unsigned)body->len);
     c->wr.data = c;
@@ -578,14 +582,23 @@ static int http_serve(struct http_conn *c, bool may_render)
     return 1;
 }
 
-/* Once per turn of the loop while requests wait: answer them in order, making at most one page
+static void http_listen_cb(uv_stream_t *s, int status);
+
+/* Once per turn of the loop while requests or a connection wait: accept the connection, and
+ * answer the requests in order until RDZVD_HTTP_TURN_BYTES are written, making at most one page
  * (the store's clients wait for no more than that); the others wait for the next turn. */
 static void http_idle_cb(uv_idle_t *idle)
 {
     struct rdzvd_http *h = idle->data;
     bool may_render = true;
 
-    while (!rdzv_list_empty(&h->queue)) {
+    h->turn_accepts = 0;
+    h->turn_bytes = 0;
+    if (h->accept_waiting) {
+        h->accept_waiting = false;
+        http_listen_cb((uv_stream_t *)&h->tcp, 0); /* its uv_accept() resumes the listener */
+    }
+    while (!rdzv_list_empty(&h->queue) && h->turn_bytes < RDZVD_HTTP_TURN_BYTES) {
         struct http_conn *c = rdzv_container_of(h->queue.next, struct http_conn, qnode);
         int r;
 
@@ -599,7 +612,8 @@ static void http_idle_cb(uv_idle_t *idle)
         }
         may_render = may_render && r == 0;
     }
-    uv_idle_stop(&h->idle);
+    if (rdzv_list_empty(&h->queue) && !h->accept_waiting)
+        uv_idle_stop(&h->idle);
 }
 
 static void http_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
@@ -669,6 +683,13 @@ static void http_listen_cb(uv_stream_t *s, int status)
 
     if (status < 0 || h->stopping)
         return;
+    if (h->turn_accepts >= RDZVD_HTTP_TURN_ACCEPTS) {
+        /* Not accepted: libuv stops watching the listener until the idle callback accepts. */
+        h->accept_waiting = true;
+        if (uv_idle_start(&h->idle, http_idle_cb) == 0)
+            return;
+    }
+    h->turn_accepts++;
     c = calloc(1, sizeof(*c));
     if (!c || uv_tcp_init(s->loop, &c->tcp) < 0) {
         free(c);
