@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
 from rdzvtest import RDZVD  # noqa: E402  (agenttest put tests/integration on the path)
@@ -40,6 +41,13 @@ class Roles(AgentTestCase):
                 return f.read().split()
         except FileNotFoundError:
             return []
+
+    def wait_starts(self, out, nodes, want, timeout=30):
+        """Until each node's workers have started the generations in want (their own lines)."""
+        deadline = time.monotonic() + timeout
+        while any(self.starts(out, n) != want for n in nodes):
+            self.assertLess(time.monotonic(), deadline, [self.starts(out, n) for n in nodes])
+            time.sleep(0.05)
 
     def job(self, d, run_id):
         p = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status", "--json"],
@@ -98,6 +106,7 @@ class Roles(AgentTestCase):
         a = self.agent(ep, out, "sig-elastic", "a", nnodes="1:2")
         b = self.agent(ep, out, "sig-elastic", "b", nnodes="1:2")
         d.wait_log(r"job=sig-elastic gen=1 generation 1 formed")
+        self.wait_starts(out, ("a", "b"), ["1"])  # both workers of generation 1 running
         b.send_signal(signal.SIGTERM)
         rc, _, err = finish(b, timeout=30)
         self.assertEqual(rc, 143, err[-3000:])
