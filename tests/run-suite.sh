@@ -31,11 +31,14 @@ fi
 
 # The Debian 13 root with PyTorch 2.6 in which the torch-facing tests run a second time
 # (tests/torch2/make-root.sh; made once, about 70 s and 1 GB, then reused). As root only: it
-# needs debootstrap and chroot. A root that cannot be made is a failure, not a skip.
-torch2_result=SKIP
+# needs debootstrap and chroot. A root that cannot be made is a failure, not a skip. It is made
+# in the background while the two builds compile (mostly download and unpacking beside their
+# compiling) and waited for before the tests start: the '-torch2.6' tests need it.
+torch2_result=SKIP torch2_pid=
 if [ "$(id -u)" = 0 ]; then
-  echo "== torch 2.6 root: tests/torch2/make-root.sh"
-  if bash tests/torch2/make-root.sh; then torch2_result=OK; else torch2_result=FAIL; fi
+  echo "== torch 2.6 root: tests/torch2/make-root.sh (in the background; log: torch2-root.log)"
+  bash tests/torch2/make-root.sh >torch2-root.log 2>&1 &
+  torch2_pid=$!
 else
   echo "== torch 2.6 root: skipped (not root); the '-torch2.6' tests skip too"
 fi
@@ -69,6 +72,11 @@ CC=gcc build build-ci -Dwerror=true -Dbuildtype=debugoptimized -Db_coverage=true
   build_failed=$((build_failed+1))
 if [ "$asan" = 1 ]; then
   CC=gcc build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug || build_failed=$((build_failed+1))
+fi
+if [ -n "$torch2_pid" ]; then
+  if wait "$torch2_pid"; then torch2_result=OK; else torch2_result=FAIL; fi
+  echo "== torch 2.6 root: $torch2_result"
+  cat torch2-root.log
 fi
 rm -f /tmp/rdzv-suite.lock /tmp/rdzv-suite.lock.turn
 pids=() logs=()
