@@ -79,6 +79,34 @@ if [ -n "$torch2_pid" ]; then
   cat torch2-root.log
 fi
 rm -f /tmp/rdzv-suite.lock /tmp/rdzv-suite.lock.turn
+
+# The Debian package (built, installed, a job run from it, removed; needs root: skipped
+# otherwise), then pip install (tests/wheel-test.sh: the wheel built with meson-python, installed
+# offline into a fresh venv, jobs run from the venv's binaries only; no root needed). They run
+# beside the meson tests, one after the other, each under tests/suite-lock.sh's shared lock (so
+# never beside a test that needs the machine to itself), output in package-test.log and
+# wheel-test.log, printed when the tests end. Results: OK, FAIL or SKIP in NAME.result.
+rm -f package-test.result wheel-test.result
+extra_tests() {
+  if [ "$package" = 1 ] && [ "$(id -u)" = 0 ]; then
+    if tests/suite-lock.sh bash tests/package-test.sh >package-test.log 2>&1; then
+      echo OK >package-test.result
+    else
+      echo FAIL >package-test.result
+    fi
+  else
+    echo SKIP >package-test.result
+    [ "$package" = 1 ] && echo "skipped (not root)" >package-test.log
+  fi
+  if tests/suite-lock.sh bash tests/wheel-test.sh >wheel-test.log 2>&1; then
+    echo OK >wheel-test.result
+  else
+    echo FAIL >wheel-test.result
+  fi
+}
+echo "== package and wheel: tests/package-test.sh, tests/wheel-test.sh (beside the tests)"
+extra_tests &
+extra_pid=$!
 pids=() logs=()
 for b in "${builds[@]}"; do
   find "$b" -name '*.gcda' -delete  # coverage of this run only
@@ -93,24 +121,14 @@ for i in "${!pids[@]}"; do
   echo "== test ${builds[$i]}"
   cat "${builds[$i]}.test.log"
 done
+wait "$extra_pid"
+[ "$package" = 1 ] && { echo "== package: tests/package-test.sh"; cat package-test.log; }
+echo "== wheel: tests/wheel-test.sh"
+cat wheel-test.log
+pkg_result=$(cat package-test.result 2>/dev/null || echo FAIL)
+wheel_result=$(cat wheel-test.result 2>/dev/null || echo FAIL)
 # Line and branch coverage per directory of the gcc build's tests (reported, not gated).
 [ -d build-ci/meson-logs ] && { /usr/bin/python3 tests/coverage.py . build-ci || true; }
-
-# The Debian package: built, installed, a job run from it, removed (needs root: skipped otherwise).
-pkg_result=SKIP
-if [ "$package" = 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "== package: tests/package-test.sh"
-    if bash tests/package-test.sh; then pkg_result=OK; else pkg_result=FAIL; fi
-  else
-    echo "== package: skipped (not root)"
-  fi
-fi
-
-# pip install (tests/wheel-test.sh): the wheel built with meson-python, installed offline into a
-# fresh venv, and jobs run from the venv's binaries only (no root needed).
-echo "== wheel: tests/wheel-test.sh"
-if bash tests/wheel-test.sh; then wheel_result=OK; else wheel_result=FAIL; fi
 
 # Count results from meson's JSON logs (meson's own summary is not read by CI).
 /usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "$wheel_result" "${logs[@]}" <<'PY'

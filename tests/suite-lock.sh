@@ -11,7 +11,8 @@
 # them alone in their own. An exclusive request goes first: it holds the turnstile while it
 # waits, and a shared request passes the turnstile before it takes the lock. The C unit tests
 # (seconds each) take no lock. A test run by hand, or by 'meson test' without this wrapper,
-# takes none either.
+# takes none either. run-suite.sh runs package-test.sh and wheel-test.sh under it too (shared),
+# beside the tests.
 # Usage: tests/suite-lock.sh COMMAND [ARGS...]
 set -u
 lock=${RDZV_SUITE_LOCK:-/tmp/rdzv-suite.lock}
