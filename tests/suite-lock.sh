@@ -6,7 +6,10 @@
 # the trainer, hundreds of agents, thousands of connections: over 0.9 s of CPU per second, as
 # /usr/bin/time measured them in the gcc build), that bound a delay of a few seconds (a worker
 # restarted within 5 s, a heartbeat answered within 2 s under attack), or that start a local
-# Slurm.
+# Slurm (munged is one for the machine): test_schedulers.py, test_torchrun_slurm.py. Not
+# test_slurm_time_limit.py, a minute of waiting on Slurm's clock: shared, so the other build's
+# tests go on meanwhile; it starts its Slurm in the gcc build only, and no exclusive test runs
+# beside it, so no two local Slurms start at once.
 # So those never share the machine with a test of the other build, as is_parallel : false keeps
 # them alone in their own. An exclusive request goes first: it holds the turnstile while it
 # waits, and a shared request passes the turnstile before it takes the lock. The C unit tests
