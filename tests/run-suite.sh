@@ -84,13 +84,13 @@ rm -f /tmp/rdzv-suite.lock /tmp/rdzv-suite.lock.turn
 # otherwise), then pip install (tests/wheel-test.sh: the wheel built with meson-python, installed
 # offline into a fresh venv, jobs run from the venv's binaries only; no root needed). They run
 # beside the meson tests, one after the other, each under tests/suite-lock.sh's shared lock (so
-# never beside a test that needs the machine to itself) and at nice 10 (their compiling takes
-# the CPU the tests leave idle, not the tests' own), output in package-test.log and
-# wheel-test.log, printed when the tests end. Results: OK, FAIL or SKIP in NAME.result.
+# never beside a test that needs the machine to itself; each compiles at nice 10, so that takes
+# the CPU the tests leave idle), output in package-test.log and wheel-test.log, printed when the
+# tests end. Results: OK, FAIL or SKIP in NAME.result.
 rm -f package-test.result wheel-test.result
 extra_tests() {
   if [ "$package" = 1 ] && [ "$(id -u)" = 0 ]; then
-    if nice -n 10 tests/suite-lock.sh bash tests/package-test.sh >package-test.log 2>&1; then
+    if tests/suite-lock.sh bash tests/package-test.sh >package-test.log 2>&1; then
       echo OK >package-test.result
     else
       echo FAIL >package-test.result
@@ -99,7 +99,7 @@ extra_tests() {
     echo SKIP >package-test.result
     [ "$package" = 1 ] && echo "skipped (not root)" >package-test.log
   fi
-  if nice -n 10 tests/suite-lock.sh bash tests/wheel-test.sh >wheel-test.log 2>&1; then
+  if tests/suite-lock.sh bash tests/wheel-test.sh >wheel-test.log 2>&1; then
     echo OK >wheel-test.result
   else
     echo FAIL >wheel-test.result
