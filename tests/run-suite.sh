@@ -31,11 +31,14 @@ fi
 
 # The Debian 13 root with PyTorch 2.6 in which the torch-facing tests run a second time
 # (tests/torch2/make-root.sh; made once, about 70 s and 1 GB, then reused). As root only: it
-# needs debootstrap and chroot. A root that cannot be made is a failure, not a skip.
-torch2_result=SKIP
+# needs debootstrap and chroot. A root that cannot be made is a failure, not a skip. It is made
+# in the background while the two builds compile (mostly download and unpacking beside their
+# compiling) and waited for before the tests start: the '-torch2.6' tests need it.
+torch2_result=SKIP torch2_pid=
 if [ "$(id -u)" = 0 ]; then
-  echo "== torch 2.6 root: tests/torch2/make-root.sh"
-  if bash tests/torch2/make-root.sh; then torch2_result=OK; else torch2_result=FAIL; fi
+  echo "== torch 2.6 root: tests/torch2/make-root.sh (in the background; log: torch2-root.log)"
+  bash tests/torch2/make-root.sh >torch2-root.log 2>&1 &
+  torch2_pid=$!
 else
   echo "== torch 2.6 root: skipped (not root); the '-torch2.6' tests skip too"
 fi
@@ -70,7 +73,41 @@ CC=gcc build build-ci -Dwerror=true -Dbuildtype=debugoptimized -Db_coverage=true
 if [ "$asan" = 1 ]; then
   CC=gcc build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug || build_failed=$((build_failed+1))
 fi
+if [ -n "$torch2_pid" ]; then
+  if wait "$torch2_pid"; then torch2_result=OK; else torch2_result=FAIL; fi
+  echo "== torch 2.6 root: $torch2_result"
+  cat torch2-root.log
+fi
 rm -f /tmp/rdzv-suite.lock /tmp/rdzv-suite.lock.turn
+
+# The Debian package (built, installed, a job run from it, removed; needs root: skipped
+# otherwise), then pip install (tests/wheel-test.sh: the wheel built with meson-python, installed
+# offline into a fresh venv, jobs run from the venv's binaries only; no root needed). They run
+# beside the meson tests, one after the other, each under tests/suite-lock.sh's shared lock (so
+# never beside a test that needs the machine to itself; each compiles at nice 10, so that takes
+# the CPU the tests leave idle), output in package-test.log and wheel-test.log, printed when the
+# tests end. Results: OK, FAIL or SKIP in NAME.result.
+rm -f package-test.result wheel-test.result
+extra_tests() {
+  if [ "$package" = 1 ] && [ "$(id -u)" = 0 ]; then
+    if tests/suite-lock.sh bash tests/package-test.sh >package-test.log 2>&1; then
+      echo OK >package-test.result
+    else
+      echo FAIL >package-test.result
+    fi
+  else
+    echo SKIP >package-test.result
+    [ "$package" = 1 ] && echo "skipped (not root)" >package-test.log
+  fi
+  if tests/suite-lock.sh bash tests/wheel-test.sh >wheel-test.log 2>&1; then
+    echo OK >wheel-test.result
+  else
+    echo FAIL >wheel-test.result
+  fi
+}
+echo "== package and wheel: tests/package-test.sh, tests/wheel-test.sh (beside the tests)"
+extra_tests &
+extra_pid=$!
 pids=() logs=()
 for b in "${builds[@]}"; do
   find "$b" -name '*.gcda' -delete  # coverage of this run only
@@ -85,24 +122,14 @@ for i in "${!pids[@]}"; do
   echo "== test ${builds[$i]}"
   cat "${builds[$i]}.test.log"
 done
+wait "$extra_pid"
+[ "$package" = 1 ] && { echo "== package: tests/package-test.sh"; cat package-test.log; }
+echo "== wheel: tests/wheel-test.sh"
+cat wheel-test.log
+pkg_result=$(cat package-test.result 2>/dev/null || echo FAIL)
+wheel_result=$(cat wheel-test.result 2>/dev/null || echo FAIL)
 # Line and branch coverage per directory of the gcc build's tests (reported, not gated).
 [ -d build-ci/meson-logs ] && { /usr/bin/python3 tests/coverage.py . build-ci || true; }
-
-# The Debian package: built, installed, a job run from it, removed (needs root: skipped otherwise).
-pkg_result=SKIP
-if [ "$package" = 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "== package: tests/package-test.sh"
-    if bash tests/package-test.sh; then pkg_result=OK; else pkg_result=FAIL; fi
-  else
-    echo "== package: skipped (not root)"
-  fi
-fi
-
-# pip install (tests/wheel-test.sh): the wheel built with meson-python, installed offline into a
-# fresh venv, and jobs run from the venv's binaries only (no root needed).
-echo "== wheel: tests/wheel-test.sh"
-if bash tests/wheel-test.sh; then wheel_result=OK; else wheel_result=FAIL; fi
 
 # Count results from meson's JSON logs (meson's own summary is not read by CI).
 /usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "$wheel_result" "${logs[@]}" <<'PY'

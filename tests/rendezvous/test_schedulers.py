@@ -228,15 +228,6 @@ class TestSlurm(AgentTestCase):
             ["scancel", job], env={**os.environ, **self.slurm.env}, check=True, timeout=30),
             "scancel")
 
-    def test_time_limit_is_cancelled_not_failed(self):
-        """srun -t 1: Slurm ends the job at its time limit (about a minute, and its next check):
-        cancelled, "its time limit" (slurmctld's reason TimeLimit), not a failure: a requeue
-        script can tell it from a crash and from scancel. The gcc build only (a minute of
-        nothing; the path is scancel's)."""
-        if rdzvtest.asan_build():
-            self.skipTest("a minute of waiting: the gcc build runs it")
-        self.cancelled_job(["-t", "1"], lambda job: None, "its time limit")
-
 
 class TestMpirun(AgentTestCase):
     def test_mpirun_one_agent_per_node(self):
