@@ -535,6 +535,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
         j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
     rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
+    rdzvd_timeline_recovery_start(&j->timeline, rdzv_wall_s(), j->generation, kind, j->inplace);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)
