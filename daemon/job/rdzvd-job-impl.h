@@ -146,6 +146,9 @@ struct rdzvd_job {
      * marks from rdzvd_job_mark, rates from rank 0's progress. Memory only: a job rebuilt from
      * its record starts a new one, marked as a leader change. */
     struct rdzvd_timeline timeline;
+    /* A node was just put aside: the recovery it leads to (if one follows at once) is a bad
+     * node's, whatever marks its restart. Cleared by the next restart or generation formed. */
+    bool aside_cause;
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \
