@@ -48,6 +48,7 @@ struct agent {
     bool *console;                 /* --local-ranks-filter per local rank, or NULL */
     char self_exe[PATH_MAX];
     char train_path[PATH_MAX];
+    char venv_python[PATH_MAX]; /* the venv's interpreter beside this binary, or "" */
     char *train_argv[2];
     char endpoint_buf[300];
 };
@@ -82,6 +83,30 @@ found:
     return 0;
 }
 
+/* The interpreter that runs a Python script: $PYTHON_EXEC; else, when this binary is a
+ * virtual environment's (DIR/python3 beside it, DIR/../pyvenv.cfg), that environment's, as
+ * torchrun runs its own (sys.executable) whether or not the venv was activated; else python3
+ * from PATH. */
+static const char *python_for_workers(struct agent *a)
+{
+    char dir[PATH_MAX], cfg[PATH_MAX + 16], *slash;
+
+    if (a->o.python_exec)
+        return a->o.python_exec;
+    snprintf(dir, sizeof(dir), "%s", a->self_exe);
+    slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return NULL;
+    *slash = '\0';
+    snprintf(a->venv_python, sizeof(a->venv_python), "%.*s/python3", PATH_MAX - 16, dir);
+    slash = strrchr(dir, '/');
+    snprintf(cfg, sizeof(cfg), "%.*s/pyvenv.cfg", slash ? (int)(slash - dir) : 0, dir);
+    if (access(a->venv_python, X_OK) == 0 && access(cfg, R_OK) == 0)
+        return a->venv_python;
+    a->venv_python[0] = '\0';
+    return NULL;
+}
+
 /* A command before any "--" runs as torchrun runs it: $PYTHON_EXEC -u SCRIPT, -m, --no-python,
  * --run-path, and torch.distributed.launch's --local-rank=N; after "--" it runs as given (with the
  * local-rank argument too when asked for). */
@@ -100,9 +125,16 @@ static int build_command(struct agent *a)
 
     if (a->o.raw_cmd)
         in.module = false;
+    if (!in.no_python || in.run_path)
+        in.python_exec = python_for_workers(a);
     r = agent_cmd_build(&a->cmd, &in, &msg);
     if (r < 0)
         fprintf(stderr, "rdzv-agent: the command: %s\n", msg ? msg : strerror(-r));
+    else if (!in.no_python || in.run_path)
+        log_info("workers run Python with %s (%s)", a->cmd.argv[0],
+                 a->o.python_exec ? "$PYTHON_EXEC"
+                 : a->venv_python[0] ? "this virtual environment's, beside rdzv-agent"
+                                     : "python3 from PATH; set PYTHON_EXEC to choose");
     return r;
 }
 

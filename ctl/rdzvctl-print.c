@@ -109,6 +109,44 @@ static void print_sparkline(const struct rdzv_status_job *job, bool color)
            tl->rate_interval_s);
 }
 
+/* The job's recoveries: each phase summed over those that completed it, then the newest few,
+ * phase by phase ("-": not reached). Nothing when it had none. */
+#define STATUS_RECOVERIES_SHOWN 3
+
+static void print_recoveries(const struct rdzv_status_job *job)
+{
+    const struct rdzv_status_timeline *tl = job->timeline;
+    unsigned first;
+
+    if (!tl || tl->recoveries_total == 0)
+        return;
+    printf("  recoveries: %lld, time in each phase summed: stop %.2f s, rendezvous %.2f s, "
+           "nccl %.2f s, first step %.2f s (total %.2f s)\n",
+           (long long)tl->recoveries_total, tl->phase_sum_s[0], tl->phase_sum_s[1],
+           tl->phase_sum_s[2], tl->phase_sum_s[3], tl->phase_sum_s[RDZV_RECOVERY_TOTAL]);
+    first = tl->n_recoveries > STATUS_RECOVERIES_SHOWN ? tl->n_recoveries - STATUS_RECOVERIES_SHOWN
+                                                       : 0;
+    printf("    %-10s %-12s %8s %10s %8s %10s %8s\n", "GENERATION", "CAUSE", "STOP", "RENDEZVOUS",
+           "NCCL", "FIRST_STEP", "TOTAL");
+    for (unsigned i = first; i < tl->n_recoveries; i++) {
+        const struct rdzv_status_recovery *rc = &tl->recoveries[i];
+        char cause[24], col[_RDZV_RECOVERY_PHASES][16];
+
+        snprintf(cause, sizeof(cause), "%s%s",
+                 (unsigned)rc->kind < _RDZV_MARK_MAX ? rdzv_mark_names[rc->kind] : "?",
+                 rc->inplace ? "*" : "");
+        for (unsigned ph = 0; ph < _RDZV_RECOVERY_PHASES; ph++) {
+            double x = rdzv_recovery_phase_s(rc, ph);
+
+            snprintf(col[ph], sizeof(col[ph]), x < 0 ? "-" : "%.3fs", x);
+        }
+        printf("    %-10llu %-12s %8s %10s %8s %10s %8s\n", (unsigned long long)rc->generation,
+               cause, col[0], col[1], col[2], col[3], col[4]);
+    }
+    if (tl->n_recoveries > 0 && tl->recoveries[tl->n_recoveries - 1].inplace)
+        printf("    (*: in place)\n");
+}
+
 void rdzvctl_print_status(const struct rdzv_status *st, bool color)
 {
     char e1[4 * RDZV_STATUS_TEXT_MAX + 1], e2[4 * RDZV_HOST_MAX + 1];
@@ -159,6 +197,7 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
         if (job->aside_total > job->n_aside)
             printf("    (%lld more not listed)\n", (long long)(job->aside_total - job->n_aside));
         print_sparkline(job, color);
+        print_recoveries(job);
         print_ranks(job);
         printf("  recent events:\n");
         for (unsigned k = 0; k < job->n_events; k++) {

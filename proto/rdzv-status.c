@@ -145,6 +145,59 @@ const char *const rdzv_mark_names[_RDZV_MARK_MAX] = {
     [RDZV_MARK_NODE_LOST] = "node_lost", [RDZV_MARK_PUT_ASIDE] = "put_aside",
     [RDZV_MARK_SPARE] = "spare", [RDZV_MARK_LEADER] = "leader", [RDZV_MARK_END] = "end"};
 
+const char *const rdzv_recovery_point_names[_RDZV_RECOVERY_POINTS] = {
+    "detected", "stopped", "rendezvous", "sent", "first_step"};
+const char *const rdzv_recovery_phase_names[_RDZV_RECOVERY_PHASES] = {
+    "stop", "rendezvous", "nccl", "first_step", "total"};
+const double rdzv_hist_bounds_s[RDZV_HIST_BUCKETS] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
+                                                      5,    10,  20,   30,  60, 120};
+
+double rdzv_recovery_phase_s(const struct rdzv_status_recovery *rc, unsigned ph)
+{
+    unsigned from = ph == RDZV_RECOVERY_TOTAL ? 0 : ph;
+    unsigned to = ph == RDZV_RECOVERY_TOTAL ? RDZV_RECOVERY_FIRST_STEP : ph + 1;
+
+    if (ph >= _RDZV_RECOVERY_PHASES || !(rc->t[from] > 0) || !(rc->t[to] > 0))
+        return -1;
+    return rc->t[to] > rc->t[from] ? rc->t[to] - rc->t[from] : 0;
+}
+
+void rdzv_hist_add(struct rdzv_hist *h, double x)
+{
+    unsigned i = 0;
+
+    if (!(x > 0))
+        x = 0;
+    while (i < RDZV_HIST_BUCKETS && x > rdzv_hist_bounds_s[i])
+        i++;
+    h->in[i]++;
+    h->count++;
+    h->sum += x;
+}
+
+/* The recoveries as JSON: {"total", "phase_sum_s": {phase: s}, "list": [{"generation", "kind",
+ * "inplace", point: t, ...}]}. */
+static json_t *recoveries_to_json(const struct rdzv_status_timeline *tl)
+{
+    json_t *list = json_array(), *sums = json_object();
+
+    for (unsigned i = 0; i < tl->n_recoveries && i < RDZV_STATUS_RECOVERIES; i++) {
+        const struct rdzv_status_recovery *rc = &tl->recoveries[i];
+        json_t *e = json_pack("{s:I, s:s, s:b}", "generation", (json_int_t)rc->generation,
+                              "kind",
+                              (unsigned)rc->kind < _RDZV_MARK_MAX ? rdzv_mark_names[rc->kind] : "?",
+                              "inplace", rc->inplace);
+
+        for (unsigned p = 0; e && p < _RDZV_RECOVERY_POINTS; p++)
+            json_object_set_new(e, rdzv_recovery_point_names[p], json_real(rc->t[p]));
+        json_array_append_new(list, e);
+    }
+    for (unsigned p = 0; p < _RDZV_RECOVERY_PHASES; p++)
+        json_object_set_new(sums, rdzv_recovery_phase_names[p], json_real(tl->phase_sum_s[p]));
+    return json_pack("{s:I, s:o, s:o}", "total", (json_int_t)tl->recoveries_total, "phase_sum_s",
+                     sums, "list", list);
+}
+
 static json_t *timeline_to_json(const struct rdzv_status_timeline *tl)
 {
     json_t *bands = json_array(), *marks = json_array(), *rates = json_array();
@@ -168,9 +221,9 @@ static json_t *timeline_to_json(const struct rdzv_status_timeline *tl)
     }
     for (unsigned i = 0; i < tl->n_rates && i < RDZV_STATUS_RATES; i++)
         json_array_append_new(rates, json_real(tl->rates[i]));
-    return json_pack("{s:o, s:o, s:{s:f, s:f, s:o}}", "generations", bands, "marks", marks,
+    return json_pack("{s:o, s:o, s:{s:f, s:f, s:o}, s:o}", "generations", bands, "marks", marks,
                      "steps_per_second", "start", tl->rate_start, "interval_s",
-                     tl->rate_interval_s, "rates", rates);
+                     tl->rate_interval_s, "rates", rates, "recoveries", recoveries_to_json(tl));
 }
 
 /* j as JSON; brief: without its nodes, ranks and timeline (counted as left out instead). */
@@ -470,6 +523,16 @@ static bool sane(double v)
     return v >= 0 && v < 1e12;
 }
 
+/* The index of a mark kind's name, or -1. */
+static int mark_kind(const char *name)
+{
+    int k = 0;
+
+    while (k < _RDZV_MARK_MAX && strcmp(name, rdzv_mark_names[k]) != 0)
+        k++;
+    return k < _RDZV_MARK_MAX ? k : -1;
+}
+
 static int parse_bands(json_t *arr, struct rdzv_status_timeline *tl, char *err, size_t errlen)
 {
     json_int_t gen, world, nodes;
@@ -513,16 +576,15 @@ static int parse_marks(json_t *arr, struct rdzv_status_timeline *tl, char *err, 
     json_array_foreach(arr, i, e)
     {
         struct rdzv_status_mark *m = &tl->marks[i];
-        int k = 0;
+        int k;
 
         if (json_unpack_ex(e, &jerr, 0, "{s:F, s:I, s:s, s:s}", "time", &m->time, "generation",
                            &gen, "kind", &kind, "text", &text) < 0) {
             (void)unpack_fail(&jerr, err, errlen);
             return fail_at_index(err, errlen, "marks", i);
         }
-        while (k < _RDZV_MARK_MAX && strcmp(kind, rdzv_mark_names[k]) != 0)
-            k++;
-        if (k == _RDZV_MARK_MAX || gen < 0 || !sane(m->time)) {
+        k = mark_kind(kind);
+        if (k < 0 || gen < 0 || !sane(m->time)) {
             snprintf(err, errlen, "an unknown kind, or a value out of range");
             return fail_at_index(err, errlen, "marks", i);
         }
@@ -532,6 +594,65 @@ static int parse_marks(json_t *arr, struct rdzv_status_timeline *tl, char *err, 
             return fail_at_index(err, errlen, "marks", i);
     }
     tl->n_marks = (unsigned)i;
+    return 0;
+}
+
+/* The timeline's "recoveries" (absent from an rdzvd before recovery phases: none). */
+static int parse_recoveries(json_t *o, struct rdzv_status_timeline *tl, char *err, size_t errlen)
+{
+    json_t *sums, *list, *e, *v;
+    json_int_t total, gen;
+    json_error_t jerr;
+    const char *kind;
+    int inplace, k;
+    size_t i;
+
+    if (!o)
+        return 0;
+    if (json_unpack_ex(o, &jerr, 0, "{s:I, s:o, s:o}", "total", &total, "phase_sum_s", &sums,
+                       "list", &list) < 0)
+        return unpack_fail(&jerr, err, errlen);
+    if (total < 0 || !json_is_object(sums) ||
+        array_of_at_most(list, RDZV_STATUS_RECOVERIES, "list", NULL, NULL, err, errlen) < 0) {
+        snprintf(err, errlen, "'total' or 'phase_sum_s' out of range, or a bad 'list'");
+        return -EBADMSG;
+    }
+    tl->recoveries_total = total;
+    for (unsigned p = 0; p < _RDZV_RECOVERY_PHASES; p++) {
+        v = json_object_get(sums, rdzv_recovery_phase_names[p]);
+        tl->phase_sum_s[p] = v ? json_number_value(v) : 0;
+        if ((v && !json_is_number(v)) || !sane(tl->phase_sum_s[p])) {
+            snprintf(err, errlen, "'phase_sum_s' out of range");
+            return -EBADMSG;
+        }
+    }
+    json_array_foreach(list, i, e)
+    {
+        struct rdzv_status_recovery *rc = &tl->recoveries[i];
+
+        if (json_unpack_ex(e, &jerr, 0, "{s:I, s:s, s:b}", "generation", &gen, "kind", &kind,
+                           "inplace", &inplace) < 0)
+            (void)unpack_fail(&jerr, err, errlen);
+        else if (gen < 0 || (k = mark_kind(kind)) < 0)
+            snprintf(err, errlen, "an unknown kind, or a value out of range");
+        else {
+            rc->generation = (uint64_t)gen;
+            rc->kind = (enum rdzv_mark_kind)k;
+            rc->inplace = inplace;
+            bool ok = true;
+
+            for (unsigned p = 0; p < _RDZV_RECOVERY_POINTS; p++) {
+                v = json_object_get(e, rdzv_recovery_point_names[p]);
+                rc->t[p] = v ? json_number_value(v) : 0;
+                ok = ok && (!v || json_is_number(v)) && sane(rc->t[p]);
+            }
+            if (ok)
+                continue;
+            snprintf(err, errlen, "a time out of range");
+        }
+        return fail_at_index(err, errlen, "list", i);
+    }
+    tl->n_recoveries = (unsigned)i;
     return 0;
 }
 
@@ -554,6 +675,7 @@ static int parse_timeline(json_t *o, struct rdzv_status_job *j, char *err, size_
     else if (!sane(tl->rate_start) || !sane(tl->rate_interval_s))
         snprintf(err, errlen, "'steps_per_second' out of range");
     else if (parse_bands(bands, tl, err, errlen) == 0 && parse_marks(marks, tl, err, errlen) == 0 &&
+             parse_recoveries(json_object_get(o, "recoveries"), tl, err, errlen) == 0 &&
              array_of_at_most(rates, RDZV_STATUS_RATES, "rates", NULL, NULL, err, errlen) == 0) {
         json_array_foreach(rates, i, v)
         {

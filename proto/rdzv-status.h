@@ -109,6 +109,46 @@ struct rdzv_status_mark {
     char text[RDZV_STATUS_TEXT_MAX + 1];
 };
 
+/* A recovery: from a running generation stopped (a failure, a node lost or put aside, a
+ * restart) to the next generation's first step, as rdzvd saw it, point by point. */
+enum rdzv_recovery_point {
+    RDZV_RECOVERY_DETECTED,   /* rdzvd decided to stop the generation */
+    RDZV_RECOVERY_STOPPED,    /* every member's workers stopped (or kept, in place) */
+    RDZV_RECOVERY_RENDEZVOUS, /* the next generation's members and ranks decided */
+    RDZV_RECOVERY_SENT,       /* its ranks (and NCCL ids) sent to every member */
+    RDZV_RECOVERY_FIRST_STEP, /* a rank of the next generation reported a step */
+    _RDZV_RECOVERY_POINTS,
+};
+/* "detected", "stopped", "rendezvous", "sent", "first_step" */
+extern const char *const rdzv_recovery_point_names[_RDZV_RECOVERY_POINTS];
+/* The phases: phase i runs from point i to point i + 1, and the last, "total", from the first
+ * point to the last. "stop", "rendezvous", "nccl", "first_step", "total". */
+enum { RDZV_RECOVERY_TOTAL = _RDZV_RECOVERY_POINTS - 1, _RDZV_RECOVERY_PHASES };
+extern const char *const rdzv_recovery_phase_names[_RDZV_RECOVERY_PHASES];
+/* The newest recoveries a timeline keeps. */
+#define RDZV_STATUS_RECOVERIES 16
+
+struct rdzv_status_recovery {
+    uint64_t generation;    /* the generation that stopped */
+    enum rdzv_mark_kind kind; /* its cause: failure, restart, node_lost or put_aside */
+    bool inplace;           /* the job recovers in place (--recovery inplace) */
+    double t[_RDZV_RECOVERY_POINTS]; /* unix seconds; 0: not reached (yet) */
+};
+
+/* Seconds of recovery rc's phase ph, or -1 when it has not completed. */
+double rdzv_recovery_phase_s(const struct rdzv_status_recovery *rc, unsigned ph);
+
+/* A histogram of seconds (Prometheus' cumulative buckets are made when it is written). */
+#define RDZV_HIST_BUCKETS 12
+extern const double rdzv_hist_bounds_s[RDZV_HIST_BUCKETS]; /* 0.05 s .. 120 s, then +Inf */
+struct rdzv_hist {
+    uint64_t in[RDZV_HIST_BUCKETS + 1]; /* in[i]: at most bounds[i] and above bounds[i - 1] */
+    uint64_t count;
+    double sum;
+};
+/* Count x seconds (negative counts as 0). */
+void rdzv_hist_add(struct rdzv_hist *h, double x);
+
 struct rdzv_status_timeline {
     unsigned n_bands; /* oldest first */
     struct rdzv_status_band bands[RDZV_STATUS_BANDS];
@@ -119,6 +159,12 @@ struct rdzv_status_timeline {
     double rate_start, rate_interval_s;
     unsigned n_rates;
     double rates[RDZV_STATUS_RATES];
+    unsigned n_recoveries; /* the newest, oldest first */
+    struct rdzv_status_recovery recoveries[RDZV_STATUS_RECOVERIES];
+    /* Over the job's whole life: recoveries begun, and each phase's seconds summed over the
+     * recoveries that completed it. */
+    int64_t recoveries_total;
+    double phase_sum_s[_RDZV_RECOVERY_PHASES];
 };
 
 struct rdzv_status_job {
@@ -167,6 +213,8 @@ struct rdzv_status {
     /* Nodes put aside since rdzvd started, by reason: their workers' failures, a failed health
      * check ("nodes_put_aside" in JSON, absent from older rdzvds: 0). */
     int64_t put_aside_failures, put_aside_check;
+    /* Every recovery's phases since rdzvd started, by cause (not in JSON: /metrics). */
+    struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 };
 
 /* Blank every node id of st ("" in JSON): what a reader who proved no token is shown. */

@@ -86,6 +86,15 @@ sys.exit(0 if ok else 1)
 PY
 }
 job agent "$v/rdzv-agent" --standalone --nproc-per-node 2 "$work/worker.py"
+# The venv not activated, nor on PATH: rdzv-agent runs the script with the venv's interpreter
+# (as torchrun runs its own), and says so.
+job agent-venv-not-on-path env PATH=/usr/bin:/bin "$v/rdzv-agent" --standalone --nproc-per-node 2 \
+  "$work/worker.py"
+check "rdzv-agent from a venv not on PATH: its workers ran with the venv's python" \
+  grep -q "\"python\": \"$v/python" "$work/out-agent-venv-not-on-path/rank0.json"
+check "rdzv-agent from a venv not on PATH: it named the venv's python" \
+  grep -q "workers run Python with $v/python3 (this virtual environment's" \
+  "$work/agent-venv-not-on-path.log"
 job python-m-rdzv.run "$v/python" -m rdzv.run --standalone --nproc-per-node 2 "$work/worker.py"
 check "python -m rdzv.run's workers ran with the venv's python" \
   grep -q "\"python\": \"$v/python" "$work/out-python-m-rdzv.run/rank0.json"

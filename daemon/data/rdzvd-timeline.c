@@ -70,6 +70,64 @@ void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
     rdzv_utf8_trim(m->text);
 }
 
+void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
+                                   enum rdzv_mark_kind kind, bool inplace)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+    struct rdzv_status_recovery *rc;
+
+    if (tl->n_recoveries == RDZV_STATUS_RECOVERIES) {
+        memmove(&tl->recoveries[0], &tl->recoveries[1],
+                (RDZV_STATUS_RECOVERIES - 1) * sizeof(tl->recoveries[0]));
+        tl->n_recoveries--;
+    }
+    rc = &tl->recoveries[tl->n_recoveries++];
+    memset(rc, 0, sizeof(*rc));
+    rc->generation = gen;
+    rc->kind = kind;
+    rc->inplace = inplace;
+    rc->t[RDZV_RECOVERY_DETECTED] = t_now > 0 ? t_now : 1e-3;
+    tl->recoveries_total++;
+    t->recovering = true;
+}
+
+double rdzvd_timeline_recovery_since(const struct rdzvd_timeline *t)
+{
+    const struct rdzv_status_recovery *rc;
+    double since = 0;
+
+    if (!t->recovering || t->tl.n_recoveries == 0)
+        return 0;
+    rc = &t->tl.recoveries[t->tl.n_recoveries - 1];
+    for (unsigned p = 0; p < _RDZV_RECOVERY_POINTS; p++)
+        since = rc->t[p] > since ? rc->t[p] : since;
+    return since;
+}
+
+const struct rdzv_status_recovery *rdzvd_timeline_recovery_point(struct rdzvd_timeline *t,
+                                                                 double t_now,
+                                                                 enum rdzv_recovery_point p)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+    struct rdzv_status_recovery *rc;
+
+    if (!t->recovering || tl->n_recoveries == 0 || p == RDZV_RECOVERY_DETECTED ||
+        (unsigned)p >= _RDZV_RECOVERY_POINTS)
+        return NULL;
+    rc = &tl->recoveries[tl->n_recoveries - 1];
+    if (!rc->t[p - 1] || (p + 1 < _RDZV_RECOVERY_POINTS && rc->t[p + 1]))
+        return NULL;
+    if (rc->t[p]) /* taken again: the sums had it */
+        tl->phase_sum_s[p - 1] -= rdzv_recovery_phase_s(rc, p - 1);
+    rc->t[p] = dmax(t_now, rc->t[p - 1]);
+    tl->phase_sum_s[p - 1] += rdzv_recovery_phase_s(rc, p - 1);
+    if (p == RDZV_RECOVERY_FIRST_STEP) {
+        tl->phase_sum_s[RDZV_RECOVERY_TOTAL] += rdzv_recovery_phase_s(rc, RDZV_RECOVERY_TOTAL);
+        t->recovering = false;
+    }
+    return rc;
+}
+
 /* Merge each pair of samples into one of twice the interval. */
 static void halve(struct rdzv_status_timeline *tl)
 {

@@ -28,6 +28,7 @@ struct rdzvd_timeline {
      * (win_t, win_step); win_rate -1 before the first window closed. */
     double win_t, win_rate;
     int64_t win_step;
+    bool recovering; /* the newest recovery is under way (its first step not reported yet) */
 };
 
 /* Start empty (the rates begin at the first progress report). */
@@ -44,6 +45,22 @@ void rdzvd_timeline_band_end(struct rdzvd_timeline *t, double t_now);
  * UTF-8 boundary). The oldest mark makes room. */
 void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
                          enum rdzv_mark_kind kind, const char *text);
+
+/* A recovery begins at t: generation gen stops (cause kind; inplace: the job recovers in place).
+ * Its point "detected" is t; a recovery still under way is left as it is (unfinished). The
+ * oldest recovery makes room. */
+void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
+                                   enum rdzv_mark_kind kind, bool inplace);
+/* The recovery under way reached point p at t (later than "detected"). Points come in order:
+ * p is taken only when the point before it was and none after it; taken again (a round closed
+ * anew after it was undone), its time is the newest. Each phase that p completes is added to
+ * the sums. Returns the recovery when p was taken, else NULL (no recovery under way, or out of
+ * order). */
+const struct rdzv_status_recovery *rdzvd_timeline_recovery_point(struct rdzvd_timeline *t,
+                                                                 double t_now,
+                                                                 enum rdzv_recovery_point p);
+/* The time of the newest point the recovery under way reached (0: none under way). */
+double rdzvd_timeline_recovery_since(const struct rdzvd_timeline *t);
 
 /* Rank 0 reported step at time t. The steps since the last report are spread over the samples
  * of the time between; a step lower than the last (a restart from a checkpoint) counts none and

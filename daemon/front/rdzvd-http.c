@@ -87,6 +87,41 @@ static size_t live_jobs(const struct rdzv_status *st)
 
 /* Jobs that ended and are kept: the newest of each run id (a run id used again within
  * --keep-ended would repeat a series). */
+/* rdzvd_recovery_phase_seconds: each recovery's phases since rdzvd started, by cause. */
+static int put_recovery_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    static const enum rdzv_mark_kind causes[] = {RDZV_MARK_FAILURE, RDZV_MARK_NODE_LOST,
+                                                 RDZV_MARK_PUT_ASIDE, RDZV_MARK_RESTART};
+    int r = rdzv_buf_printf(b, "# HELP rdzvd_recovery_phase_seconds Each recovery's phases, by "
+                               "cause: stop (detected to workers stopped), rendezvous, nccl "
+                               "(ranks and NCCL ids sent), first_step, total.\n"
+                               "# TYPE rdzvd_recovery_phase_seconds histogram\n");
+
+    for (unsigned c = 0; c < RDZV_ARRAY_SIZE(causes); c++)
+        for (unsigned ph = 0; ph < _RDZV_RECOVERY_PHASES; ph++) {
+            const struct rdzv_hist *h = &st->recovery[causes[c]][ph];
+            char labels[96];
+            uint64_t n = 0;
+
+            snprintf(labels, sizeof(labels), "cause=\"%s\",phase=\"%s\"",
+                     rdzv_mark_names[causes[c]], rdzv_recovery_phase_names[ph]);
+            for (unsigned i = 0; i <= RDZV_HIST_BUCKETS; i++) {
+                n += h->in[i];
+                if (i < RDZV_HIST_BUCKETS)
+                    r |= rdzv_buf_printf(b, "rdzvd_recovery_phase_seconds_bucket{%s,le=\"%g\"} "
+                                            "%llu\n", labels, rdzv_hist_bounds_s[i],
+                                         (unsigned long long)n);
+                else
+                    r |= rdzv_buf_printf(b, "rdzvd_recovery_phase_seconds_bucket{%s,le=\"+Inf\"} "
+                                            "%llu\n", labels, (unsigned long long)n);
+            }
+            r |= rdzv_buf_printf(b, "rdzvd_recovery_phase_seconds_sum{%s} %.6f\n"
+                                    "rdzvd_recovery_phase_seconds_count{%s} %llu\n",
+                                 labels, h->sum, labels, (unsigned long long)h->count);
+        }
+    return r;
+}
+
 static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
     static const char *const names[] = {"rdzvd_job_ended_exit_code",
@@ -285,6 +320,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
     }
     r |= put_rank_metrics(&b, &st);
     r |= put_ended_metrics(&b, &st);
+    r |= put_recovery_metrics(&b, &st);
     rdzv_status_free(&st);
     return rdzv_buf_take_str(&b, r ? -ENOMEM : 0);
 }

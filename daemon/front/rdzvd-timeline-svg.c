@@ -18,6 +18,8 @@
 #define MARK_NEAR 8.0
 #define BAND_Y 32   /* the bands' row */
 #define BAND_H 34
+#define PHASE_Y 69  /* the recoveries' phases, as segments between the bands and the rates */
+#define PHASE_H 9
 #define RATE_Y 82   /* the rate chart's top */
 #define RATE_H 70
 #define AXIS_Y (RATE_Y + RATE_H + 14)
@@ -33,6 +35,11 @@ static const char *const mark_label[_RDZV_MARK_MAX] = {
     [RDZV_MARK_NODE_LOST] = "node lost", [RDZV_MARK_PUT_ASIDE] = "put aside",
     [RDZV_MARK_SPARE] = "spare promoted", [RDZV_MARK_LEADER] = "leader change",
     [RDZV_MARK_END] = "end"};
+
+static const char *const phase_fill[RDZV_RECOVERY_TOTAL] = {"#e74c3c", "#f39c12", "#9b59b6",
+                                                            "#16a085"};
+static const char *const phase_label[RDZV_RECOVERY_TOTAL] = {
+    "stopping the workers", "rendezvous", "ranks and NCCL ids sent", "to the first step"};
 
 struct scale {
     double t0, t1; /* the times at the left and right edges */
@@ -176,6 +183,40 @@ static int put_rate(struct rdzv_buf *b, const struct rdzv_status_timeline *tl,
     return r;
 }
 
+/* Each recovery as its phases' segments (a phase under way runs to now). */
+static int put_recoveries(struct rdzv_buf *b, const struct rdzv_status_timeline *tl,
+                          const struct scale *s, double now, bool ended)
+{
+    int r = rdzv_buf_printf(b, "<g class=\"recoveries\">");
+
+    for (unsigned i = 0; i < tl->n_recoveries; i++) {
+        const struct rdzv_status_recovery *rc = &tl->recoveries[i];
+        const char *cause = (unsigned)rc->kind < _RDZV_MARK_MAX ? mark_label[rc->kind] : "?";
+
+        for (unsigned ph = 0; ph < RDZV_RECOVERY_TOTAL; ph++) {
+            double t0 = rc->t[ph], t1 = rc->t[ph + 1] > 0 ? rc->t[ph + 1] : now;
+            double x0 = xat(s, t0), x1 = xat(s, t1);
+            bool last = i + 1 == tl->n_recoveries && !ended;
+
+            /* a phase not reached, or one never finished by an older recovery */
+            if (!(t0 > 0) || (!(rc->t[ph + 1] > 0) && !last))
+                continue;
+            r |= rdzv_buf_printf(b,
+                                 "<rect class=\"phase phase-%s\" data-generation=\"%llu\" "
+                                 "x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+                                 "fill=\"%s\"><title>recovery of generation %llu (%s%s): %s, "
+                                 "%.3f s%s</title></rect>",
+                                 rdzv_recovery_phase_names[ph],
+                                 (unsigned long long)rc->generation, x0, PHASE_Y,
+                                 x1 - x0 < 1 ? 1 : x1 - x0, PHASE_H, phase_fill[ph],
+                                 (unsigned long long)rc->generation, cause,
+                                 rc->inplace ? ", in place" : "", phase_label[ph],
+                                 t1 > t0 ? t1 - t0 : 0, rc->t[ph + 1] > 0 ? "" : " so far");
+        }
+    }
+    return r | rdzv_buf_printf(b, "</g>");
+}
+
 int rdzvd_timeline_svg(struct rdzv_buf *b, const struct rdzv_status_job *job, double now)
 {
     const struct rdzv_status_timeline *tl = job->timeline;
@@ -194,6 +235,7 @@ int rdzvd_timeline_svg(struct rdzv_buf *b, const struct rdzv_status_job *job, do
     r |= rdzv_buf_printf(b, ": %u generation(s), %u mark(s)</title>", tl->n_bands, tl->n_marks);
     r |= put_rate(b, tl, &s);
     r |= put_bands(b, tl, &s, now);
+    r |= put_recoveries(b, tl, &s, now, job->ended);
     r |= put_marks(b, tl, &s);
     r |= rdzv_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#555\">", SVG_LEFT,
                          AXIS_Y);

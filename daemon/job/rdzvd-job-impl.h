@@ -146,6 +146,9 @@ struct rdzvd_job {
      * marks from rdzvd_job_mark, rates from rank 0's progress. Memory only: a job rebuilt from
      * its record starts a new one, marked as a leader change. */
     struct rdzvd_timeline timeline;
+    /* A node was just put aside: the recovery it leads to (if one follows at once) is a bad
+     * node's, whatever marks its restart. Cleared by the next restart or generation formed. */
+    bool aside_cause;
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \
@@ -160,6 +163,12 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv);
  * test reads it: every legal move must be taken). Loop thread only. */
 extern uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
 bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv);
+/* The recovery under way in j reached point p now (its timeline; the moves STOPPED, CLOSE and
+ * FORM call it, rdzvd-job-progress.c at a new generation's first step): each phase it completes
+ * goes into rdzvd_job_recovery_hist, and the first step logs the recovery's phases. */
+void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, double t_now);
+/* Every recovery's phases since the process started, by cause. Loop thread only. */
+extern struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
 /* rdzvd-job-sm.c: the state machine proper. */

@@ -13,6 +13,7 @@ const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "r
 #define S(st) (1u << (st))
 
 uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
+struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 
 /* Each kind of move: the states it may start from and the state it leads to (RESTORE leads to
  * RUNNING or FORMING, as its record says). */
@@ -77,6 +78,20 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     default:
         break;
     }
+    switch (mv->kind) { /* a recovery's points (rdzvd_job_restart begins it, at STOP) */
+    case JOB_MOVE_STOPPED:
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_STOPPED, rdzv_wall_s());
+        break;
+    case JOB_MOVE_CLOSE:
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_RENDEZVOUS, rdzv_wall_s());
+        break;
+    case JOB_MOVE_FORM:
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzv_wall_s());
+        j->aside_cause = false;
+        break;
+    default:
+        break;
+    }
     switch (mv->kind) { /* the timeline's bands: a generation runs from FORM to STOP or END */
     case JOB_MOVE_FORM:
         rdzvd_timeline_band_start(&j->timeline, rdzv_wall_s(), j->generation, j->round.world_size,
@@ -103,4 +118,31 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
               rdzvd_job_move_name(mv->kind), j->generation, j->restart_count);
     j->state = to;
     return 0;
+}
+
+void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, double t_now)
+{
+    const struct rdzv_status_recovery *rc;
+    double s[_RDZV_RECOVERY_PHASES];
+    struct rdzv_hist *h;
+    unsigned k;
+
+    rc = rdzvd_timeline_recovery_point(&j->timeline, t_now, p);
+    if (!rc || (p != RDZV_RECOVERY_SENT && p != RDZV_RECOVERY_FIRST_STEP))
+        return;
+    k = (unsigned)rc->kind < _RDZV_MARK_MAX ? (unsigned)rc->kind : RDZV_MARK_FAILURE;
+    h = rdzvd_job_recovery_hist[k];
+    for (unsigned ph = 0; ph < _RDZV_RECOVERY_PHASES; ph++)
+        s[ph] = rdzv_recovery_phase_s(rc, ph);
+    if (p == RDZV_RECOVERY_SENT) { /* its first phases are final (a new STOP begins anew) */
+        for (unsigned ph = 0; ph < RDZV_RECOVERY_SENT; ph++)
+            rdzv_hist_add(&h[ph], s[ph]);
+        return;
+    }
+    rdzv_hist_add(&h[RDZV_RECOVERY_SENT], s[RDZV_RECOVERY_SENT]);
+    rdzv_hist_add(&h[RDZV_RECOVERY_TOTAL], s[RDZV_RECOVERY_TOTAL]);
+    log_info("job=%s: recovered from generation %" PRIu64 " (%s%s) in %.3f s: stop %.3f s, "
+             "rendezvous %.3f s, ranks and NCCL ids %.3f s, first step %.3f s",
+             j->run_id, rc->generation, rdzv_mark_names[k], rc->inplace ? ", in place" : "",
+             s[RDZV_RECOVERY_TOTAL], s[0], s[1], s[2], s[3]);
 }

@@ -28,9 +28,10 @@ void rdzvd_member_progress_free(struct rdzvd_member *m)
 
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
-    const struct rdzvd_job *j = m->job;
+    struct rdzvd_job *j = m->job;
     uint64_t now = rdzv_now_ms();
     size_t nproc = (size_t)m->join.nproc;
+    double wall = rdzv_wall_s(), first = 0; /* a recovery's first step: its earliest report */
 
     if (hb->n_progress == 0 || hb->generation != j->generation || m->node_rank < 0)
         return;
@@ -58,10 +59,20 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         e->step = p->step;
         e->timeout_ms = p->timeout_ms;
         e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
+        if (j->timeline.recovering) {
+            double at = wall - (double)p->age_ms / 1000;
+
+            if (at >= rdzvd_timeline_recovery_since(&j->timeline) && (!first || at < first))
+                first = at;
+        }
         if (m->node_rank == 0 && p->local_rank == 0) /* rank 0: the job's steps per second */
             rdzvd_timeline_step(&m->job->timeline, rdzv_wall_s() - (double)p->age_ms / 1000,
                                 p->step);
     }
+    /* A recovery's last point: the first step made after the new generation's ranks went out
+     * (a rank kept in place may report its steps from before). */
+    if (first > 0 && j->state == JOB_RUNNING)
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_FIRST_STEP, first);
 }
 
 /* The member's progress entries that belong in the status: of the job's generation. */

@@ -82,6 +82,7 @@ static void member_dismiss(struct rdzvd_member *m)
                    h ? h->reason : "?");
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
                    h ? h->reason : "?");
+    j->aside_cause = true;
     rdzvd_member_remove(m);
     if (peer)
         j->host.ops->dismiss(peer, &e);
@@ -256,6 +257,7 @@ void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
                    why);
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host, why);
+    j->aside_cause = true;
     rdzvd_member_drop(m, why, &e);
 }
 

@@ -500,12 +500,13 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
                        int64_t exit_code, const char *summary)
 {
-    bool counted = !uncounted;
+    bool counted = !uncounted, aside = j->aside_cause;
     struct rdzv_event e = {.type = "restart"};
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
     int r;
 
+    j->aside_cause = false;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
     if (counted && j->restart_count >= j->max_restarts) {
@@ -535,6 +536,8 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
         j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
     rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
+    rdzvd_timeline_recovery_start(&j->timeline, rdzv_wall_s(), j->generation,
+                                  aside ? RDZV_MARK_PUT_ASIDE : kind, j->inplace);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)

@@ -403,6 +403,7 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
     struct rdzv_list *pos, *tmp;
     int r;
 
+    memcpy(st.recovery, rdzvd_job_recovery_hist, sizeof(st.recovery));
     snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
     snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
     rdzv_list_for_each_safe(pos, tmp, jobs)

@@ -253,6 +253,12 @@ class TestInplace(FaultTestCase):
         self.finish_job(agents)
         self.assertEqual(agents[1].exits().get(pids[3]), -signal.SIGKILL)
         self.check_inplace(agents, pids, [3])
+        # rdzvd timed the recovery's phases, and they add up to its total.
+        rec = re.findall(r"job=wkill: recovered from generation 1 \(failure, in place\) in "
+                         r"([0-9.]+) s: stop ([0-9.]+) s, rendezvous ([0-9.]+) s, ranks and NCCL "
+                         r"ids ([0-9.]+) s, first step ([0-9.]+) s", self.d.log())
+        self.assertEqual(len(rec), 1, self.d.log()[-3000:])
+        self.assertAlmostEqual(float(rec[0][0]), sum(float(x) for x in rec[0][1:]), delta=0.005)
 
     def test_2_worker_sigstop_progress_timeout(self):
         self.uninterrupted()

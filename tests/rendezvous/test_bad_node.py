@@ -101,6 +101,9 @@ class BadNode(Base):
         job = [j for j in st["jobs"] if j["run_id"] == "bad-restart"][0]
         self.assertEqual(job["put_aside_total"], 1)
         self.assertEqual(job["put_aside"][0]["host"], "bad")
+        # Its recoveries by cause: the first failure's, then the bad node's.
+        rec = job["timeline"]["recoveries"]
+        self.assertEqual([r["kind"] for r in rec["list"]], ["failure", "put_aside"], rec)
 
     def test_put_aside_inplace(self):
         _, out, _ = self.run_job("inplace")

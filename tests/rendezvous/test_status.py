@@ -202,6 +202,12 @@ class StatusTest(AgentTestCase):
         self.assertEqual(samples['rdzvd_job_world_size{job="metrics-job"}'], 4)
         self.assertEqual(samples['rdzvd_job_state{job="metrics-job",state="running"}'], 1)
         self.assertEqual(samples['rdzvd_job_state{job="metrics-job",state="ended"}'], 0)
+        # The failure's recovery: its first phases counted; its first step never comes (the
+        # workers report no progress).
+        for phase, n in (("stop", 1), ("rendezvous", 1), ("nccl", 1), ("first_step", 0),
+                         ("total", 0)):
+            key = f'rdzvd_recovery_phase_seconds_count{{cause="failure",phase="{phase}"}}'
+            self.assertEqual(samples[key], n, key)
         self.assertGreaterEqual(samples["rdzvd_connections"], 2)
         ages = [v for k, v in samples.items() if k.startswith("rdzvd_node_heartbeat_age_seconds")]
         self.assertEqual(len(ages), 2)
@@ -282,6 +288,7 @@ class StatusTest(AgentTestCase):
             if any(k in kids for k in ranks):
                 victim = a
         self.assertIsNotNone(victim, "found the agent of node rank 1")
+        killed_at = time.time()
         os.kill(victim.pid, signal.SIGKILL)
         self.wait_generation(ep, run_id, 2, timeout=30)
         time.sleep(3)  # training on the spare
@@ -302,7 +309,29 @@ class StatusTest(AgentTestCase):
         self.assertGreater(len(rates), 3, tl)
         self.assertGreater(max(rates), 3, "about 10 steps/s while it trains")
         self.assertGreater(job["steps_per_second"], 3, job)
+        # Where the recovery's time went: each point reached, in order, within the time from
+        # the kill to now, and the phases summed as the total.
+        rec = tl["recoveries"]
+        self.assertEqual(rec["total"], 1, rec)
+        self.assertEqual(len(rec["list"]), 1, rec)
+        r0 = rec["list"][0]
+        self.assertEqual((r0["generation"], r0["kind"], r0["inplace"]), (1, "node_lost", False))
+        points = [r0[p] for p in ("detected", "stopped", "rendezvous", "sent", "first_step")]
+        self.assertEqual(points, sorted(points), r0)
+        self.assertGreater(points[0], killed_at - 1, r0)
+        self.assertLess(points[-1], time.time(), r0)
+        sums = rec["phase_sum_s"]
+        self.assertAlmostEqual(sums["total"], points[-1] - points[0], places=3)
+        self.assertAlmostEqual(sums["total"], sum(sums[p] for p in ("stop", "rendezvous", "nccl",
+                                                                    "first_step")), places=3)
         metrics = get(url + "/metrics")[2]
+        for phase in ("stop", "rendezvous", "nccl", "first_step", "total"):
+            self.assertRegex(metrics, r'(?m)^rdzvd_recovery_phase_seconds_count\{cause='
+                                      rf'"node_lost",phase="{phase}"\}} 1$')
+            self.assertRegex(metrics, r'(?m)^rdzvd_recovery_phase_seconds_bucket\{cause='
+                                      rf'"node_lost",phase="{phase}",le="\+Inf"\}} 1$')
+        self.assertRegex(metrics, r'(?m)^rdzvd_recovery_phase_seconds_count\{cause="failure",'
+                                  r'phase="total"\} 0$')
         m = re.search(r'^rdzvd_job_steps_per_second\{job="timeline"\} ([0-9.]+)$', metrics, re.M)
         self.assertIsNotNone(m, metrics[-2000:])
         self.assertGreater(float(m.group(1)), 3)
@@ -313,6 +342,10 @@ class StatusTest(AgentTestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.count("job timeline: running, generation 2"), 2, p.stdout)
+        self.assertRegex(p.stdout, r"(?m)^  recoveries: 1, time in each phase summed: stop "
+                                   r"[0-9.]+ s, rendezvous [0-9.]+ s, nccl [0-9.]+ s, first step "
+                                   r"[0-9.]+ s \(total [0-9.]+ s\)$")
+        self.assertRegex(p.stdout, r"(?m)^    1 +node_lost( +[0-9.]+s){5}$")
         spark = re.findall(r"(?m)^  steps/s  (\S+)  ([0-9.]+) now, peak ([0-9.]+)", p.stdout)
         self.assertEqual(len(spark), 2, p.stdout)
         self.assertRegex(spark[-1][0], "^[\u2581-\u2588]*x[\u2581-\u2588x]*$")
@@ -347,6 +380,8 @@ class StatusTest(AgentTestCase):
         self.assertIsNotNone(mark, svg[:3000])
         self.assertIn("root cause: the agent of node rank 1", mark.group(1))
         self.assertIn('<polyline class="rate"', svg)
+        self.assertEqual(re.findall(r'<rect class="phase phase-(\w+)" data-generation="1"', svg),
+                         ["stop", "rendezvous", "nccl", "first_step"], svg[:3000])
         self.assertIn("world 4", svg)
         p = subprocess.run(base + [f"--screenshot={shot}", url + "/"], capture_output=True,
                            text=True, timeout=120)

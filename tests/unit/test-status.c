@@ -343,7 +343,13 @@ static void test_put_aside_round_trip(void)
     "\"world_size\":4,\"nodes\":2}],\"marks\":[{\"time\":110.0,\"generation\":1,\"kind\":"         \
     "\"node_lost\",\"text\":\"root cause: the agent of node rank 1 (b) disconnected\"},"         \
     "{\"time\":110.5,\"generation\":2,\"kind\":\"spare\",\"text\":\"1 node(s) taken in\"}],"    \
-    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]}}"
+    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]},"  \
+    "\"recoveries\":{\"total\":2,\"phase_sum_s\":{\"stop\":0.5,\"rendezvous\":0.25,"         \
+    "\"nccl\":0.125,\"first_step\":1.0,\"total\":1.875},\"list\":[{\"generation\":1,"        \
+    "\"kind\":\"node_lost\",\"inplace\":true,\"detected\":110.0,\"stopped\":110.5,"           \
+    "\"rendezvous\":110.75,\"sent\":110.875,\"first_step\":111.875},{\"generation\":2,"       \
+    "\"kind\":\"failure\",\"inplace\":false,\"detected\":120.0,\"stopped\":0.0,"             \
+    "\"rendezvous\":0.0,\"sent\":0.0,\"first_step\":0.0}]}}"
 
 static void test_timeline_round_trip(void)
 {
@@ -363,6 +369,14 @@ static void test_timeline_round_trip(void)
     ASSERT_EQ(tl->marks[0].kind, RDZV_MARK_NODE_LOST);
     ASSERT_EQ(tl->marks[1].kind, RDZV_MARK_SPARE);
     ASSERT_TRUE(tl->n_rates == 3 && tl->rates[1] == 9.5 && tl->rate_interval_s == 2);
+    /* The recoveries: the first complete (in place), the second under way. */
+    ASSERT_TRUE(tl->recoveries_total == 2 && tl->n_recoveries == 2);
+    ASSERT_TRUE(tl->phase_sum_s[RDZV_RECOVERY_TOTAL] == 1.875 && tl->phase_sum_s[2] == 0.125);
+    ASSERT_TRUE(tl->recoveries[0].inplace && tl->recoveries[0].kind == RDZV_MARK_NODE_LOST);
+    ASSERT_TRUE(rdzv_recovery_phase_s(&tl->recoveries[0], 0) == 0.5);
+    ASSERT_TRUE(rdzv_recovery_phase_s(&tl->recoveries[0], RDZV_RECOVERY_TOTAL) == 1.875);
+    ASSERT_TRUE(rdzv_recovery_phase_s(&tl->recoveries[1], 0) == -1);
+    ASSERT_TRUE(tl->recoveries[1].generation == 2 && tl->recoveries[1].t[0] == 120);
     o = rdzv_status_to_json(&b);
     t3 = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -381,6 +395,13 @@ static void test_timeline_round_trip(void)
         {"\"generation\":1,\"start\":100.0", "\"generation\":-1,\"start\":100.0"},
         {"\"steps_per_second\":9.5", "\"steps_per_second\":-3"},
         {"\"generations\":[", "\"generations\":{},\"x\":["},
+        {"\"kind\":\"failure\"", "\"kind\":\"meteor\""},
+        {"\"total\":2,", "\"total\":-2,"},
+        {"\"stopped\":110.5", "\"stopped\":-110.5"},
+        {"\"sent\":110.875", "\"sent\":\"soon\""},
+        {"\"nccl\":0.125", "\"nccl\":1e300"},
+        {"\"list\":[", "\"list\":{},\"y\":["},
+        {"\"inplace\":true", "\"inplace\":1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *p = strstr(t1, bad[i][0]);

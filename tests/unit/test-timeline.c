@@ -75,8 +75,72 @@ static void test_rates(void)
     ASSERT_EQ(t.last_step, 115);
 }
 
+/* A recovery's points come in order, once each (a point taken again replaces its time and its
+ * phase's share of the sums); the first step ends it; the newest RDZV_STATUS_RECOVERIES kept. */
+static void test_recovery_points(void)
+{
+    const struct rdzv_status_recovery *rc;
+    struct rdzvd_timeline t;
+
+    rdzvd_timeline_init(&t);
+    ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 10, RDZV_RECOVERY_STOPPED)); /* none begun */
+    rdzvd_timeline_recovery_start(&t, 100, 3, RDZV_MARK_NODE_LOST, true);
+    ASSERT_TRUE(t.recovering && t.tl.recoveries_total == 1);
+    ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 101, RDZV_RECOVERY_RENDEZVOUS)); /* too soon */
+    ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 101, RDZV_RECOVERY_DETECTED));
+    ASSERT_NOT_NULL(rdzvd_timeline_recovery_point(&t, 100.5, RDZV_RECOVERY_STOPPED));
+    ASSERT_TRUE(NEAR(rdzvd_timeline_recovery_since(&t), 100.5));
+    ASSERT_NOT_NULL(rdzvd_timeline_recovery_point(&t, 101, RDZV_RECOVERY_RENDEZVOUS));
+    /* The round undone and closed again: the newest time, counted once. */
+    ASSERT_NOT_NULL(rdzvd_timeline_recovery_point(&t, 102, RDZV_RECOVERY_RENDEZVOUS));
+    ASSERT_TRUE(NEAR(t.tl.phase_sum_s[1], 1.5));
+    ASSERT_NOT_NULL(rdzvd_timeline_recovery_point(&t, 102.25, RDZV_RECOVERY_SENT));
+    ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 103, RDZV_RECOVERY_STOPPED)); /* after SENT */
+    /* A first step reported before the ranks went out counts from when they did. */
+    rc = rdzvd_timeline_recovery_point(&t, 102, RDZV_RECOVERY_FIRST_STEP);
+    ASSERT_NOT_NULL(rc);
+    ASSERT_TRUE(NEAR(rc->t[RDZV_RECOVERY_FIRST_STEP], 102.25) && !t.recovering);
+    ASSERT_TRUE(NEAR(rdzv_recovery_phase_s(rc, RDZV_RECOVERY_TOTAL), 2.25));
+    ASSERT_TRUE(NEAR(t.tl.phase_sum_s[RDZV_RECOVERY_TOTAL], 2.25));
+    ASSERT_TRUE(NEAR(t.tl.phase_sum_s[0] + t.tl.phase_sum_s[1] + t.tl.phase_sum_s[2] +
+                         t.tl.phase_sum_s[3], 2.25));
+    ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 104, RDZV_RECOVERY_FIRST_STEP)); /* ended */
+    ASSERT_TRUE(NEAR(rdzvd_timeline_recovery_since(&t), 0));
+    /* A recovery interrupted by the next: left unfinished, the next one under way. */
+    rdzvd_timeline_recovery_start(&t, 200, 4, RDZV_MARK_FAILURE, false);
+    rdzvd_timeline_recovery_point(&t, 201, RDZV_RECOVERY_STOPPED);
+    rdzvd_timeline_recovery_start(&t, 202, 4, RDZV_MARK_PUT_ASIDE, false);
+    ASSERT_EQ(t.tl.n_recoveries, 3);
+    ASSERT_TRUE(rdzv_recovery_phase_s(&t.tl.recoveries[1], 1) == -1);
+    ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 203, RDZV_RECOVERY_RENDEZVOUS));
+    for (unsigned i = 0; i < RDZV_STATUS_RECOVERIES + 2; i++)
+        rdzvd_timeline_recovery_start(&t, 300 + i, 10 + i, RDZV_MARK_FAILURE, false);
+    ASSERT_EQ(t.tl.n_recoveries, RDZV_STATUS_RECOVERIES);
+    ASSERT_EQ(t.tl.recoveries_total, 3 + RDZV_STATUS_RECOVERIES + 2);
+    ASSERT_EQ(t.tl.recoveries[0].generation, 12);
+}
+
+/* The histogram's buckets: at most each bound, the rest above the last. */
+static void test_histogram(void)
+{
+    struct rdzv_hist h;
+
+    memset(&h, 0, sizeof(h));
+    rdzv_hist_add(&h, -1);    /* 0 */
+    rdzv_hist_add(&h, 0.05);  /* at the first bound */
+    rdzv_hist_add(&h, 0.051); /* above it */
+    rdzv_hist_add(&h, 1000);
+    ASSERT_EQ(h.in[0], 2);
+    ASSERT_EQ(h.in[1], 1);
+    ASSERT_EQ(h.in[RDZV_HIST_BUCKETS], 1);
+    ASSERT_EQ(h.count, 4);
+    ASSERT_TRUE(NEAR(h.sum, 1000.101));
+}
+
 int main(void)
 {
+    TEST(test_recovery_points);
+    TEST(test_histogram);
     TEST(test_bands_and_marks_keep_the_newest);
     TEST(test_rates);
     return tap_done();
