@@ -251,6 +251,9 @@ int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t e
     if (r < 0) {
         memcpy(j->hist, before, j->n_hist * sizeof(*before)); /* not recorded: not done */
         snprintf(err, errlen, "rdzvd could not record it in its job table: %s", strerror(-r));
+    } else if (released && by_gpu) {
+        log_warn("job=%s GPU %s released by an operator from %d node(s) put aside: a node with "
+                 "it may join", j->run_id, node, released);
     } else if (released) {
         log_warn("job=%s node %s released by an operator (%d entr%s): it may join again",
                  j->run_id, node, released, released == 1 ? "y" : "ies");

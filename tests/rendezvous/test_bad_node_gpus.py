@@ -93,6 +93,8 @@ class GpuAside(test_bad_node.Base):
         p = self.ctl(d, "release", run_id, U2)
         self.assertEqual((p.returncode, p.stdout), (
             0, "released GPU %s of 1 node(s) put aside by job %s\n" % (U2, run_id)), p.stderr)
+        d.wait_log(r"job=%s GPU %s released by an operator from 1 node\(s\) put aside"
+                   % (run_id, U2))
         back = self.agent(ep, out, run_id, "renamed", U2 + "," + U5, env=env)
         d.wait_log(r"job=%s .*node=renamed joined" % run_id)
         p = self.agent(ep, out, run_id, "other", U1)
