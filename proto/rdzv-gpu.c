@@ -128,8 +128,10 @@ int rdzv_gpu_uuids_from_json(const json_t *arr, unsigned max, const char *what,
 
         if (!json_is_string(v) ||
             rdzv_gpu_uuid_parse(json_string_value(v), json_string_length(v), &u[i]) < 0) {
-            snprintf(err, errlen, "%s[%zu] is not a GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-"
-                                  "xxxxxxxxxxxx)", what, i);
+            snprintf(err, errlen,
+                     "%s[%zu] is not a GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-"
+                     "xxxxxxxxxxxx)",
+                     what, i);
             return -EBADMSG;
         }
         for (size_t k = 0; k < i; k++)
@@ -147,8 +149,8 @@ json_t *rdzv_gpu_set_to_json(const struct rdzv_gpu_set *s)
     return rdzv_gpu_uuids_to_json(s->u, s->n < RDZV_GPU_UUIDS_MAX ? s->n : RDZV_GPU_UUIDS_MAX);
 }
 
-int rdzv_gpu_set_from_json(const json_t *arr, const char *what, struct rdzv_gpu_set *ret,
-                           char *err, size_t errlen)
+int rdzv_gpu_set_from_json(const json_t *arr, const char *what, struct rdzv_gpu_set *ret, char *err,
+                           size_t errlen)
 {
     return rdzv_gpu_uuids_from_json(arr, RDZV_GPU_UUIDS_MAX, what, ret->u, &ret->n, err, errlen);
 }
@@ -170,8 +172,9 @@ int rdzv_gpu_set_parse_list(const char *list, struct rdzv_gpu_set *ret, char *er
             z--;
         entry++;
         if (z > a && rdzv_gpu_uuid_parse(a, (size_t)(z - a), &u) < 0) {
-            snprintf(err, errlen, "entry %u, '%.*s', is not a GPU UUID (GPU-xxxxxxxx-xxxx-"
-                                  "xxxx-xxxx-xxxxxxxxxxxx)",
+            snprintf(err, errlen,
+                     "entry %u, '%.*s', is not a GPU UUID (GPU-xxxxxxxx-xxxx-"
+                     "xxxx-xxxx-xxxxxxxxxxxx)",
                      entry, (int)(z - a > 64 ? 64 : z - a), a);
             return -EINVAL;
         }

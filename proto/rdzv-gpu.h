@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDZV_GPU_UUID_LEN 40   /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
-#define RDZV_GPU_UUIDS_MAX 64  /* per node: JOIN gpu_uuids, a node put aside */
+#define RDZV_GPU_UUID_LEN 40  /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+#define RDZV_GPU_UUIDS_MAX 64 /* per node: JOIN gpu_uuids, a node put aside */
 
 struct rdzv_gpu_uuid {
     uint8_t b[16];
@@ -50,8 +50,8 @@ int rdzv_gpu_uuids_from_json(const json_t *arr, unsigned max, const char *what,
                              struct rdzv_gpu_uuid *u, unsigned *ret_n, char *err, size_t errlen);
 /* The same for a set of at most RDZV_GPU_UUIDS_MAX. */
 json_t *rdzv_gpu_set_to_json(const struct rdzv_gpu_set *s);
-int rdzv_gpu_set_from_json(const json_t *arr, const char *what, struct rdzv_gpu_set *ret,
-                           char *err, size_t errlen);
+int rdzv_gpu_set_from_json(const json_t *arr, const char *what, struct rdzv_gpu_set *ret, char *err,
+                           size_t errlen);
 /* A comma-separated list (RDZV_GPU_UUIDS; blanks around entries and empty entries are skipped,
  * a UUID given twice counts once) into *ret: 0, or -EINVAL with err saying which entry is not a
  * GPU UUID, or that there are more than RDZV_GPU_UUIDS_MAX. */

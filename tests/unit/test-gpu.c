@@ -32,7 +32,9 @@ static struct rdzv_gpu_uuid uuid(const char *s)
 static void test_uuid_shape(void)
 {
     static const char *const bad[] = {
-        "", "GPU-", "gpu-5f2e1a3b-0c4d-4e5f-8a9b-0123456789ab",
+        "",
+        "GPU-",
+        "gpu-5f2e1a3b-0c4d-4e5f-8a9b-0123456789ab",
         "GPU-5f2e1a3b-0c4d-4e5f-8a9b-0123456789a",   /* short */
         "GPU-5f2e1a3b-0c4d-4e5f-8a9b-0123456789abc", /* long */
         "GPU-5f2e1a3b00c4d-4e5f-8a9b-0123456789ab",  /* a dash missing */
@@ -109,8 +111,7 @@ static void test_parse_list(void)
     many = malloc((RDZV_GPU_UUIDS_MAX + 1) * (RDZV_GPU_UUID_LEN + 1) + 1);
     ASSERT_NOT_NULL(many);
     for (unsigned i = 0; i <= RDZV_GPU_UUIDS_MAX; i++)
-        off += (size_t)sprintf(many + off, "%sGPU-00000000-0000-0000-0000-%012x", i ? "," : "",
-                               i);
+        off += (size_t)sprintf(many + off, "%sGPU-00000000-0000-0000-0000-%012x", i ? "," : "", i);
     ASSERT_EQ(rdzv_gpu_set_parse_list(many, &s, err, sizeof(err)), -EINVAL);
     ASSERT_TRUE(strstr(err, "more than 64 GPU UUIDs") != NULL);
     many[off - RDZV_GPU_UUID_LEN - 1] = '\0'; /* 64: the limit */
@@ -139,9 +140,17 @@ static int parse_join_with(const char *gpus, struct rdzv_join *j)
  * with a reason, never more than RDZV_GPU_UUIDS_MAX. */
 static void test_join_gpu_uuids(void)
 {
-    struct rdzv_join a = {.run_id = "job", .node_id = "n-1", .host = "h", .nproc = 8,
-                          .node_rank = -1, .min = 1, .max = 4, .max_restarts = 2,
-                          .nccl = RDZV_NCCL_OFF, .nccl_ids = 1, .heartbeat_timeout_ms = 5000,
+    struct rdzv_join a = {.run_id = "job",
+                          .node_id = "n-1",
+                          .host = "h",
+                          .nproc = 8,
+                          .node_rank = -1,
+                          .min = 1,
+                          .max = 4,
+                          .max_restarts = 2,
+                          .nccl = RDZV_NCCL_OFF,
+                          .nccl_ids = 1,
+                          .heartbeat_timeout_ms = 5000,
                           .join_timeout_ms = 600000};
     struct rdzv_join *b = calloc(1, sizeof(*b));
     struct rdzv_buf out = {0};
@@ -154,8 +163,8 @@ static void test_join_gpu_uuids(void)
 
     ASSERT_NOT_NULL(b);
     ASSERT_OK(rdzv_msg_put_join(&out, &a));
-    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&out), rdzv_buf_avail(&out), RDZV_MAX_MSG, &op,
-                              &body, &len, &why),
+    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&out), rdzv_buf_avail(&out), RDZV_MAX_MSG, &op, &body,
+                              &len, &why),
               (ssize_t)rdzv_buf_avail(&out));
     ASSERT_TRUE(memmem(body, len, "gpu_uuids", 9) == NULL);
     ASSERT_OK(rdzv_msg_parse_join(body, len, b, err, sizeof(err)));
@@ -165,8 +174,8 @@ static void test_join_gpu_uuids(void)
     a.gpus.u[1] = uuid(U2);
     a.gpus.n = 2;
     ASSERT_OK(rdzv_msg_put_join(&out, &a));
-    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&out), rdzv_buf_avail(&out), RDZV_MAX_MSG, &op,
-                              &body, &len, &why),
+    ASSERT_EQ(rdzv_frame_peek(rdzv_buf_head(&out), rdzv_buf_avail(&out), RDZV_MAX_MSG, &op, &body,
+                              &len, &why),
               (ssize_t)rdzv_buf_avail(&out));
     ASSERT_TRUE(memmem(body, len, WANT, strlen(WANT)) != NULL);
     ASSERT_OK(rdzv_msg_parse_join(body, len, b, err, sizeof(err)));

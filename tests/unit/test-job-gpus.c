@@ -172,9 +172,9 @@ static void test_named_gpus_refuse_only_the_namer(void)
  * reads ("history" unchanged). What put would not write, get refuses. */
 static void test_record_gpus(void)
 {
-    struct rdzvd_job_record_hist h[2] = {{.node_id = "a", .host = "ha", .failures = 2,
-                                          .aside = true, .reason = "r"},
-                                         {.node_id = "b", .host = "hb", .failures = 1}};
+    struct rdzvd_job_record_hist h[2] = {
+        {.node_id = "a", .host = "ha", .failures = 2, .aside = true, .reason = "r"},
+        {.node_id = "b", .host = "hb", .failures = 1}};
     struct rdzvd_job_record rec = {.run_id = "job", .min = 1, .max = 2, .n_hist = 2, .hist = h};
     struct rdzvd_job_record got;
     struct rdzvd_store *t;
@@ -188,8 +188,9 @@ static void test_record_gpus(void)
     ASSERT_OK(rdzv_gpu_set_parse_list(U1 "," U3, &h[0].gpus, err, sizeof(err)));
     ASSERT_OK(rdzvd_job_record_put(t, &rec));
     ASSERT_OK(rdzvd_store_get(t, "job/job", 7, &val, &vlen));
-    ASSERT_TRUE(memmem(val, vlen, "\"history\":[[\"a\",\"ha\",2,true,\"r\"],[\"b\",\"hb\",1,false,"
-                                  "\"\"]],\"aside_gpus\":[[\"a\",[\"" U1 "\",\"" U3 "\"]]]",
+    ASSERT_TRUE(memmem(val, vlen,
+                       "\"history\":[[\"a\",\"ha\",2,true,\"r\"],[\"b\",\"hb\",1,false,"
+                       "\"\"]],\"aside_gpus\":[[\"a\",[\"" U1 "\",\"" U3 "\"]]]",
                        strlen("\"history\":[[\"a\",\"ha\",2,true,\"r\"],[\"b\",\"hb\",1,false,"
                               "\"\"]],\"aside_gpus\":[[\"a\",[\"" U1 "\",\"" U3 "\"]]]")) != NULL);
     ASSERT_OK(rdzvd_job_record_get(t, "job", &got));
@@ -204,8 +205,12 @@ static void test_record_gpus(void)
     /* A record naming GPUs for no node put aside, or malformed ones: not a record. */
     {
         static const char *const bad[] = {
-            "[[\"b\",[\"" U1 "\"]]]", "[[\"z\",[\"" U1 "\"]]]", "[[\"a\",[\"GPU-1\"]]]",
-            "[[\"a\",[]]]", "[[\"a\",[\"" U1 "\"]],[\"a\",[\"" U3 "\"]]]", "{}",
+            "[[\"b\",[\"" U1 "\"]]]",
+            "[[\"z\",[\"" U1 "\"]]]",
+            "[[\"a\",[\"GPU-1\"]]]",
+            "[[\"a\",[]]]",
+            "[[\"a\",[\"" U1 "\"]],[\"a\",[\"" U3 "\"]]]",
+            "{}",
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
             char text[1024];
@@ -214,7 +219,8 @@ static void test_record_gpus(void)
                      "{\"run_id\":\"job\",\"min\":1,\"max\":2,\"max_restarts\":0,"
                      "\"generation\":0,\"restart_count\":0,\"running\":false,\"nnodes\":0,"
                      "\"world_size\":0,\"store_port\":0,\"history\":[[\"a\",\"ha\",2,true,"
-                     "\"r\"],[\"b\",\"hb\",1,false,\"\"]],\"aside_gpus\":%s}", bad[i]);
+                     "\"r\"],[\"b\",\"hb\",1,false,\"\"]],\"aside_gpus\":%s}",
+                     bad[i]);
             ASSERT_OK(rdzvd_store_set(t, "job/job", 7, text, strlen(text)));
             ASSERT_EQ(rdzvd_job_record_get(t, "job", &got), -EBADMSG);
         }
