@@ -245,6 +245,33 @@ static int resolve_nproc(struct agent *a, int ngpus)
     return 0;
 }
 
+/* The UUIDs of the GPUs this node's workers use, reported at JOIN (agent-gpu.h): 0, or -EINVAL
+ * for a malformed RDZV_GPU_UUIDS (printed). */
+static int report_gpus(struct agent *a, char **gpus, int ngpus, struct rdzv_gpu_set *ret)
+{
+    char err[256], first[RDZV_GPU_UUID_LEN + 1] = "";
+    const char *override = getenv("RDZV_GPU_UUIDS");
+    int r = agent_gpu_uuids(&(struct agent_gpu_uuids_cfg){.override = override,
+                                                          .cvd = getenv("CUDA_VISIBLE_DEVICES"),
+                                                          .visible = (const char *const *)gpus,
+                                                          .nvisible = ngpus,
+                                                          .nproc = a->o.nproc,
+                                                          .driver_dir = AGENT_GPU_DRIVER_DIR,
+                                                          .smi = "nvidia-smi"},
+                            ret, err, sizeof(err));
+
+    if (r < 0) {
+        fprintf(stderr, "rdzv-agent: RDZV_GPU_UUIDS: %s\n", err);
+        return r;
+    }
+    if (ret->n)
+        rdzv_gpu_uuid_format(&ret->u[0], first);
+    if (ret->n || override)
+        log_info("reports %u GPU UUID(s) at JOIN%s%s%s%s", ret->n, ret->n ? ": " : "", first,
+                 ret->n > 1 ? ", ..." : "", override ? " (RDZV_GPU_UUIDS)" : "");
+    return 0;
+}
+
 /* --print-launch: the resolved launch on stdout (agent_opts_print_launch()), nothing run.
  * Returns the exit status. */
 static int print_launch(struct agent *a)
@@ -391,6 +418,11 @@ int main(int argc, char **argv)
         agent_cmd_free(&a.cmd);
         agent_gpu_list_free(gpus, ngpus);
         return r;
+    }
+    if (report_gpus(&a, gpus, ngpus, &jn->gpus) < 0) {
+        agent_cmd_free(&a.cmd);
+        agent_gpu_list_free(gpus, ngpus);
+        return 2;
     }
     r = uv_loop_init(&loop);
     if (r < 0) {

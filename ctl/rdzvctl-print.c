@@ -147,6 +147,23 @@ static void print_recoveries(const struct rdzv_status_job *job)
         printf("    (*: in place)\n");
 }
 
+/* The GPUs put aside with a node, one line: "      GPUs: GPU-..., GPU-... (N more)". */
+static void print_aside_gpus(const struct rdzv_status_aside *a)
+{
+    char text[RDZV_GPU_UUID_LEN + 1];
+
+    if (!a->n_gpus)
+        return;
+    printf("      GPUs:");
+    for (unsigned g = 0; g < a->n_gpus && g < RDZV_STATUS_ASIDE_GPUS; g++) {
+        rdzv_gpu_uuid_format(&a->gpus[g], text);
+        printf("%s %s", g ? "," : "", text);
+    }
+    if (a->gpus_left_out > 0)
+        printf(" (%lld more)", (long long)a->gpus_left_out);
+    printf("\n");
+}
+
 void rdzvctl_print_status(const struct rdzv_status *st, bool color)
 {
     char e1[4 * RDZV_STATUS_TEXT_MAX + 1], e2[4 * RDZV_HOST_MAX + 1];
@@ -189,11 +206,13 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
             printf("  (%lld more members not listed)\n", (long long)job->members_left_out);
         if (job->aside_total > 0)
             printf("  put aside:\n");
-        for (unsigned k = 0; k < job->n_aside; k++)
+        for (unsigned k = 0; k < job->n_aside; k++) {
             printf("    %s%s%s%s (%lld failures): %s\n", esc(e2, sizeof(e2), job->aside[k].host),
                    job->aside[k].node_id[0] ? " (node id " : "", job->aside[k].node_id,
                    job->aside[k].node_id[0] ? ")" : "",
                    (long long)job->aside[k].failures, esc(e1, sizeof(e1), job->aside[k].reason));
+            print_aside_gpus(&job->aside[k]);
+        }
         if (job->aside_total > job->n_aside)
             printf("    (%lld more not listed)\n", (long long)(job->aside_total - job->n_aside));
         print_sparkline(job, color);

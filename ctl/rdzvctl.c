@@ -510,7 +510,8 @@ static int run_release(struct ctl *c, int argc, char **argv)
     int r, rc;
 
     if (argc != 2)
-        return die_usage("release takes a job id and a node (its host or node id)");
+        return die_usage("release takes a job id and a node (its host, node id or a GPU "
+                         "UUID)");
     if (!*argv[0] || strlen(argv[0]) > RDZV_ID_MAX || !*argv[1] ||
         strlen(argv[1]) > RDZV_HOST_MAX)
         return die_usage("release: the job id or the node is empty or too long");
@@ -536,6 +537,9 @@ static int run_release(struct ctl *c, int argc, char **argv)
         fprintf(stderr, "rdzvctl: release: job '%s' has put no node '%s' aside\n", rq.run_id,
                 rq.node);
         rc = EXIT_NO;
+    } else if (strncmp(rq.node, "GPU-", 4) == 0) {
+        printf("released GPU %s of %lld node(s) put aside by job %s\n", rq.node,
+               (long long)rep.released, rq.run_id);
     } else {
         printf("released %lld node(s) of job %s\n", (long long)rep.released, rq.run_id);
     }
@@ -840,7 +844,8 @@ int main(int argc, char **argv)
                  "                           the same, refreshed every SEC (default 2) in "
                  "place\n"
                  "  release JOB NODE         take back a node the job put aside (NODE: its\n"
-                 "                           host or node id): it may join the job again\n"
+                 "                           host or node id): it may join the job again;\n"
+                 "                           NODE a GPU UUID: only that GPU is taken back\n"
                  "  cancel JOB [REASON]      end the job as cancelled, on every node\n"
                  "\n"
                  "Options:\n",

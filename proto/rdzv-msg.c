@@ -119,6 +119,11 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         json_decref(o);
         o = NULL;
     }
+    if (o && j->gpus.n &&
+        json_object_set_new(o, "gpu_uuids", rdzv_gpu_set_to_json(&j->gpus)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
@@ -293,7 +298,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart", *secret = "";
     int rank_hint = 0, scale_now = 0, host_store = 0, host_replica = 0;
     json_error_t jerr;
-    json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL;
+    json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL, *gpus = NULL;
     int r = 0;
 
     if (!root)
@@ -301,7 +306,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I}",
+                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
@@ -309,7 +314,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                        "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
                        &resume, "recovery", &recovery, "secret", &secret, "host_store",
                        &host_store, "host_replica", &host_replica, "bad_node_failures",
-                       &bad_node) < 0) {
+                       &bad_node, "gpu_uuids", &gpus) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -379,6 +384,8 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         goto out;
     }
     snprintf(j->secret, sizeof(j->secret), "%s", secret);
+    if (gpus)
+        r = rdzv_gpu_set_from_json(gpus, "JOIN: 'gpu_uuids'", &j->gpus, err, errlen);
 out:
     json_decref(root);
     return r;

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/rdzv-gpu.h"
+
 struct rdzv_buf;
 
 #define RDZV_ID_MAX 128       /* run_id, node_id */
@@ -79,6 +81,9 @@ struct rdzv_join {
      * job is put aside (EVENT put_aside) when the job can form without it; 0 (absent, an older
      * agent): never. 0..RDZV_BAD_NODE_FAILURES_MAX. */
     int64_t bad_node_failures;
+    /* 1.8: the UUIDs of the GPUs this node's workers use (rdzv-gpu.h); sent when there are any.
+     * A job refuses a node that shares one with a node it put aside. */
+    struct rdzv_gpu_set gpus;
 };
 
 struct rdzv_round {

@@ -258,11 +258,23 @@ static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
     if (o && j->aside_total > 0) {
         json_t *a = json_array();
 
-        for (unsigned i = 0; a && i < j->n_aside && i < RDZV_STATUS_ASIDE; i++)
-            json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:s}", "node_id",
-                                               j->aside[i].node_id, "host", j->aside[i].host,
-                                               "failures", (json_int_t)j->aside[i].failures,
-                                               "reason", j->aside[i].reason));
+        for (unsigned i = 0; a && i < j->n_aside && i < RDZV_STATUS_ASIDE; i++) {
+            const struct rdzv_status_aside *x = &j->aside[i];
+            json_t *e = json_pack("{s:s, s:s, s:I, s:s}", "node_id", x->node_id, "host",
+                                  x->host, "failures", (json_int_t)x->failures, "reason",
+                                  x->reason);
+
+            if (e && x->n_gpus)
+                json_object_set_new(e, "gpu_uuids",
+                                    rdzv_gpu_uuids_to_json(x->gpus, x->n_gpus <
+                                                           RDZV_STATUS_ASIDE_GPUS
+                                                               ? x->n_gpus
+                                                               : RDZV_STATUS_ASIDE_GPUS));
+            if (e && x->gpus_left_out > 0)
+                json_object_set_new(e, "gpu_uuids_left_out",
+                                    json_integer((json_int_t)x->gpus_left_out));
+            json_array_append_new(a, e);
+        }
         json_object_set_new(o, "put_aside", a);
         json_object_set_new(o, "put_aside_total", json_integer((json_int_t)j->aside_total));
     }
@@ -486,9 +498,9 @@ static int parse_aside(json_t *arr, json_int_t total, struct rdzv_status_job *j,
                        size_t errlen)
 {
     const char *id, *host, *reason;
-    json_int_t failures;
+    json_int_t failures, gpus_left_out;
     json_error_t jerr;
-    json_t *e;
+    json_t *e, *gpus;
     size_t i;
 
     if (array_of_at_most(arr, RDZV_STATUS_ASIDE, "put_aside", NULL, j, err, errlen) < 0)
@@ -499,15 +511,23 @@ static int parse_aside(json_t *arr, json_int_t total, struct rdzv_status_job *j,
     }
     json_array_foreach(arr, i, e)
     {
-        if (json_unpack_ex(e, &jerr, 0, "{s:s, s:s, s:I, s:s}", "node_id", &id, "host", &host,
-                           "failures", &failures, "reason", &reason) < 0)
+        struct rdzv_status_aside *x = &j->aside[i];
+
+        gpus = NULL;
+        gpus_left_out = 0;
+        x->n_gpus = 0;
+        if (json_unpack_ex(e, &jerr, 0, "{s:s, s:s, s:I, s:s, s?o, s?I}", "node_id", &id,
+                           "host", &host, "failures", &failures, "reason", &reason, "gpu_uuids",
+                           &gpus, "gpu_uuids_left_out", &gpus_left_out) < 0)
             (void)unpack_fail(&jerr, err, errlen);
-        else if (failures < 0)
-            snprintf(err, errlen, "'failures' out of range");
-        else if (COPY(j->aside[i].node_id, id, "node_id") == 0 &&
-                 COPY(j->aside[i].host, host, "host") == 0 &&
-                 COPY(j->aside[i].reason, reason, "reason") == 0) {
-            j->aside[i].failures = failures;
+        else if (failures < 0 || gpus_left_out < 0 || gpus_left_out > RDZV_GPU_UUIDS_MAX)
+            snprintf(err, errlen, "'failures' or 'gpu_uuids_left_out' out of range");
+        else if (COPY(x->node_id, id, "node_id") == 0 && COPY(x->host, host, "host") == 0 &&
+                 COPY(x->reason, reason, "reason") == 0 &&
+                 (!gpus || rdzv_gpu_uuids_from_json(gpus, RDZV_STATUS_ASIDE_GPUS, "'gpu_uuids'",
+                                                    x->gpus, &x->n_gpus, err, errlen) == 0)) {
+            x->failures = failures;
+            x->gpus_left_out = gpus_left_out;
             continue;
         }
         return fail_at_index(err, errlen, "put_aside", i);

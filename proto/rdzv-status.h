@@ -26,6 +26,7 @@ struct rdzv_buf;
 #define RDZV_STATUS_VERSION_MAX 63
 #define RDZV_STATUS_ASIDE 8         /* per job: nodes put aside listed (the rest counted) */
 #define RDZV_STATUS_REASON_MAX 255  /* why a node was put aside */
+#define RDZV_STATUS_ASIDE_GPUS 16   /* per node put aside: GPU UUIDs listed (the rest counted) */
 /* Per job: rdzvd lists at most this many ranks (the longest silent), counting the rest in
  * ranks_left_out; decoding refuses more. */
 #define RDZV_STATUS_MAX_RANKS 4096
@@ -71,6 +72,11 @@ struct rdzv_status_aside {
     char host[RDZV_HOST_MAX + 1];
     int64_t failures;
     char reason[RDZV_STATUS_REASON_MAX + 1];
+    /* Its GPUs put aside with it ("gpu_uuids" in JSON, absent when none or from an older rdzvd):
+     * n_gpus listed, gpus_left_out more ("gpu_uuids_left_out", absent when 0). */
+    unsigned n_gpus;
+    struct rdzv_gpu_uuid gpus[RDZV_STATUS_ASIDE_GPUS];
+    int64_t gpus_left_out;
 };
 
 /* A job's timeline (the status page draws it): its generations as bands, what happened as marks,

@@ -149,13 +149,23 @@ static int put_timeline(struct rdzv_buf *b, const struct rdzv_status_job *job)
 static int put_aside(struct rdzv_buf *b, const struct rdzv_status_job *job)
 {
     int r = rdzv_buf_printf(b, "<h3>put aside</h3><table class=\"aside\"><tr><th>host</th>"
-                               "<th>failures</th><th>why</th></tr>\n");
+                               "<th>failures</th><th>why</th><th>GPUs</th></tr>\n");
+    char text[RDZV_GPU_UUID_LEN + 1];
 
     for (unsigned k = 0; k < job->n_aside; k++) {
+        const struct rdzv_status_aside *a = &job->aside[k];
+
         r |= rdzv_buf_printf(b, "<tr><td>");
-        r |= rdzv_buf_put_escaped(b, job->aside[k].host, true);
-        r |= rdzv_buf_printf(b, "</td><td>%lld</td><td>", (long long)job->aside[k].failures);
-        r |= rdzv_buf_put_escaped(b, job->aside[k].reason, true);
+        r |= rdzv_buf_put_escaped(b, a->host, true);
+        r |= rdzv_buf_printf(b, "</td><td>%lld</td><td>", (long long)a->failures);
+        r |= rdzv_buf_put_escaped(b, a->reason, true);
+        r |= rdzv_buf_printf(b, "</td><td>");
+        for (unsigned g = 0; g < a->n_gpus && g < RDZV_STATUS_ASIDE_GPUS; g++) {
+            rdzv_gpu_uuid_format(&a->gpus[g], text); /* hex and dashes: nothing to escape */
+            r |= rdzv_buf_printf(b, "%s%s", g ? "<br>" : "", text);
+        }
+        if (a->gpus_left_out > 0)
+            r |= rdzv_buf_printf(b, "<br>(%lld more)", (long long)a->gpus_left_out);
         r |= rdzv_buf_printf(b, "</td></tr>\n");
     }
     r |= rdzv_buf_printf(b, "</table>\n");

@@ -41,13 +41,34 @@ static bool record_parts_valid(const struct rdzvd_job_record *rec)
 
         if (!h->node_id[0] || strnlen(h->node_id, sizeof(h->node_id)) > RDZV_ID_MAX ||
             strnlen(h->host, sizeof(h->host)) > RDZV_HOST_MAX ||
-            h->failures < 0 || strnlen(h->reason, sizeof(h->reason)) > RDZVD_ASIDE_REASON_MAX)
+            h->failures < 0 || strnlen(h->reason, sizeof(h->reason)) > RDZVD_ASIDE_REASON_MAX ||
+            !rdzv_gpu_set_valid(&h->gpus) || (h->gpus.n && !h->aside))
             return false;
         for (unsigned k = 0; k < i; k++)
             if (strcmp(rec->hist[k].node_id, h->node_id) == 0)
                 return false;
     }
     return true;
+}
+
+/* The GPUs of rec's nodes put aside, [[node_id, [uuid, ...]], ...] (rdzvd-decision.h), into o
+ * when there are any. 0 or -ENOMEM. */
+static int record_encode_gpus(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a = NULL;
+
+    for (unsigned i = 0; i < rec->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!h->gpus.n)
+            continue;
+        if (!a && (!(a = json_array()) || json_object_set_new(o, "aside_gpus", a) < 0))
+            return -ENOMEM;
+        if (json_array_append_new(a, json_pack("[s, o]", h->node_id,
+                                               rdzv_gpu_set_to_json(&h->gpus))) < 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 /* rec's nodes ([[node_id, nproc], ...] by node rank) and ids (["hex", ...]) into o. 0 or
@@ -83,7 +104,7 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
                 return -ENOMEM;
         }
     }
-    return 0;
+    return record_encode_gpus(o, rec);
 }
 
 /* rec as the JSON object of a record, or NULL when out of memory. */
@@ -165,6 +186,36 @@ static int record_decode_hist(json_t *hist, struct rdzvd_job_record *rec)
     return 0;
 }
 
+/* The "aside_gpus" of a record, if any, into its history (decoded): each names a node of it put
+ * aside, once. 0 or -EBADMSG. */
+static int record_decode_gpus(json_t *gpus, struct rdzvd_job_record *rec)
+{
+    char err[128];
+    json_t *v, *set;
+    size_t i;
+
+    if (!gpus)
+        return 0;
+    if (!json_is_array(gpus) || json_array_size(gpus) > rec->n_hist)
+        return -EBADMSG;
+    json_array_foreach(gpus, i, v)
+    {
+        struct rdzvd_job_record_hist *h = NULL;
+        const char *id;
+
+        if (json_unpack(v, "[s, o!]", &id, &set) < 0)
+            return -EBADMSG;
+        for (unsigned k = 0; k < rec->n_hist && !h; k++)
+            if (strcmp(rec->hist[k].node_id, id) == 0)
+                h = &rec->hist[k];
+        if (!h || !h->aside || h->gpus.n ||
+            rdzv_gpu_set_from_json(set, "aside_gpus", &h->gpus, err, sizeof(err)) < 0 ||
+            !h->gpus.n)
+            return -EBADMSG;
+    }
+    return 0;
+}
+
 /* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
  * (malformed, or not what put takes: rec's parts are then cleared) or -ENOMEM. */
 static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
@@ -207,6 +258,8 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
         rec->n_ids = (unsigned)json_array_size(ids);
     }
     r = record_decode_hist(json_object_get(o, "history"), rec);
+    if (r == 0)
+        r = record_decode_gpus(json_object_get(o, "aside_gpus"), rec);
     if (r == -ENOMEM) {
         rdzvd_job_record_clear(rec);
         return r;

@@ -69,11 +69,38 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     rec->n_hist = 0;
 }
 
+/* m's GPUs into h, m's node put aside: those that no other node of m's job reports. A node
+ * that names another's GPUs and gets itself put aside must not lock that node out: a GPU in two
+ * nodes at once is a claim of one of them, and not counted against either (logged). */
+static void aside_gpus(struct rdzvd_member *m, struct rdzvd_job_record_hist *h)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    h->gpus = m->join.gpus;
+    for_each_member(j, o, pos, tmp) {
+        int k;
+
+        while (o != m && (k = rdzv_gpu_set_common(&h->gpus, &o->join.gpus)) >= 0) {
+            char text[RDZV_GPU_UUID_LEN + 1];
+
+            rdzv_gpu_uuid_format(&h->gpus.u[k], text);
+            log_warn("job=%s node %s (node id %s) is put aside, but not its GPU %s: node %s "
+                     "(node id %s) reports it too", j->run_id, m->join.host, m->join.node_id,
+                     text, o->join.host, o->join.node_id);
+            (void)rdzv_gpu_set_remove(&h->gpus, &h->gpus.u[k]);
+        }
+    }
+}
+
 int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
-                          const char *run_id, const char *node_id, const char *host, char *err,
-                          size_t errlen)
+                          const char *run_id, const char *node_id, const char *host,
+                          const struct rdzv_gpu_set *gpus, char *err, size_t errlen)
 {
     for (unsigned i = 0; i < n_hist; i++) {
+        int k;
+
         if (!hist[i].aside)
             continue;
         if (strcmp(hist[i].node_id, node_id) == 0) {
@@ -84,6 +111,14 @@ int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_h
         if (host && host[0] && strcmp(hist[i].host, host) == 0) {
             snprintf(err, errlen, "node %s was put aside by job %s (as node id %s): %s", host,
                      run_id, hist[i].node_id, hist[i].reason);
+            return -EACCES;
+        }
+        if (gpus && (k = rdzv_gpu_set_common(gpus, &hist[i].gpus)) >= 0) {
+            char text[RDZV_GPU_UUID_LEN + 1];
+
+            rdzv_gpu_uuid_format(&gpus->u[k], text);
+            snprintf(err, errlen, "this node's GPU %s was put aside by job %s with node %s (node "
+                     "id %s): %s", text, run_id, hist[i].host, hist[i].node_id, hist[i].reason);
             return -EACCES;
         }
     }
@@ -106,6 +141,7 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, char *summary, si
     if (j->nmembers - 1 < j->min)
         return RDZVD_ASIDE_NO_CHOICE;
     h->aside = true;
+    aside_gpus(m, h);
     rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
     snprintf(h->reason, sizeof(h->reason),
              "its workers failed %" PRId64 " times within the job (--bad-node-failures %" PRId64
@@ -132,6 +168,9 @@ void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *s
         snprintf(a->host, sizeof(a->host), "%s", h->host);
         snprintf(a->reason, sizeof(a->reason), "%s", h->reason);
         a->failures = h->failures;
+        a->n_gpus = h->gpus.n < RDZV_STATUS_ASIDE_GPUS ? h->gpus.n : RDZV_STATUS_ASIDE_GPUS;
+        memcpy(a->gpus, h->gpus.u, a->n_gpus * sizeof(a->gpus[0]));
+        a->gpus_left_out = h->gpus.n - a->n_gpus;
     }
 }
 
@@ -172,6 +211,7 @@ void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
     if (!h->aside)
         rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]++;
     h->aside = true;
+    aside_gpus(m, h);
     snprintf(h->reason, sizeof(h->reason), CHECK_REASON "%s", reason);
     rdzv_utf8_trim(h->reason);
 }
@@ -179,6 +219,8 @@ void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
 int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t errlen)
 {
     struct rdzvd_job_record_hist *before;
+    struct rdzv_gpu_uuid gpu;
+    bool by_gpu = rdzv_gpu_uuid_parse(node, strlen(node), &gpu) == 0;
     int released = 0, r;
 
     if (!j->n_hist)
@@ -191,17 +233,27 @@ int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t e
     for (unsigned i = 0; i < j->n_hist; i++) {
         struct rdzvd_job_record_hist *h = &j->hist[i];
 
-        if (!h->aside || (strcmp(h->node_id, node) && strcmp(h->host, node)))
+        if (!h->aside)
+            continue;
+        if (by_gpu) { /* that GPU only: the node stays put aside by its id and host */
+            released += rdzv_gpu_set_remove(&h->gpus, &gpu);
+            continue;
+        }
+        if (strcmp(h->node_id, node) && strcmp(h->host, node))
             continue;
         h->aside = false;
         h->failures = 0;
         h->reason[0] = '\0';
+        h->gpus.n = 0;
         released++;
     }
     r = released ? rdzvd_job_save_aside(j) : 0;
     if (r < 0) {
         memcpy(j->hist, before, j->n_hist * sizeof(*before)); /* not recorded: not done */
         snprintf(err, errlen, "rdzvd could not record it in its job table: %s", strerror(-r));
+    } else if (released && by_gpu) {
+        log_warn("job=%s GPU %s released by an operator from %d node(s) put aside: a node with "
+                 "it may join", j->run_id, node, released);
     } else if (released) {
         log_warn("job=%s node %s released by an operator (%d entr%s): it may join again",
                  j->run_id, node, released, released == 1 ? "y" : "ies");

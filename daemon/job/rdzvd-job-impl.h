@@ -239,17 +239,22 @@ void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *s
 /* m's node failed a health check (reason: the check's line): its entry is marked put aside. */
 void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason);
 /* rdzvctl release: the entries put aside whose node id or host is node are taken back (their
- * failures forgotten), recorded first (RDZVD_DECIDE_ASIDE). The number released (0: none
- * such), or a negative errno with err set (nothing changed). */
+ * failures forgotten, their GPUs with them); node a GPU UUID: that GPU is taken out of the
+ * entries put aside that hold it (their nodes stay put aside). Recorded first
+ * (RDZVD_DECIDE_ASIDE). The number of entries changed (0: none such), or a negative errno with
+ * err set (nothing changed). */
 int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t errlen);
 /* The history of a rebuilt job: rec's, taken over (rec's left empty). */
 void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec);
-/* A JOIN of node_id on host to run_id, whose history is hist[0..n_hist): -EACCES with err saying
- * why when the job put that node id aside, or (host not NULL or "") a node of that host: a bad
- * host's next agent is a new process with a new node id, and is refused all the same. Else 0. */
+/* A JOIN of node_id on host with gpus to run_id, whose history is hist[0..n_hist): -EACCES with
+ * err saying why when the job put that node id aside, or (host not NULL or "") a node of that
+ * host, or (gpus not NULL) a node with one of these GPUs: a bad host's next agent is a new
+ * process with a new node id, maybe under a new host name (a container, a host re-imaged, a GPU
+ * moved), and is refused all the same. Else 0. Only the joining node is refused: nothing here
+ * changes any entry. */
 int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
-                          const char *run_id, const char *node_id, const char *host, char *err,
-                          size_t errlen);
+                          const char *run_id, const char *node_id, const char *host,
+                          const struct rdzv_gpu_set *gpus, char *err, size_t errlen);
 /* m's workers failed (summary: the root cause so far): counted in the history. NOW: m is to
  * be put aside: it failed --bad-node-failures times, the budget allows the restart, and the job
  * can form without it (a spare, or more than MIN nodes); its entry is marked, and summary says

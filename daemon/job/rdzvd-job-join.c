@@ -478,16 +478,20 @@ static int check_aside(struct join_req *q, const struct rdzvd_job *j)
     struct rdzvd_job_record rec = {.generation = 0};
     int r;
 
-    /* By host too, for a new node id only: a member's own reconnection is judged by its id. */
-    if (j)
-        return rdzvd_job_check_aside(
-            j->hist, j->n_hist, j->run_id, q->jn->node_id,
-            rdzvd_member_index_find(&j->by_id, q->jn->node_id) ? NULL : q->jn->host, q->err,
-            q->errlen);
+    /* By host and GPUs too, for a new node id only: a member's own reconnection is judged by
+     * its id. */
+    if (j) {
+        bool known = rdzvd_member_index_find(&j->by_id, q->jn->node_id) != NULL;
+
+        return rdzvd_job_check_aside(j->hist, j->n_hist, j->run_id, q->jn->node_id,
+                                     known ? NULL : q->jn->host, known ? NULL : &q->jn->gpus,
+                                     q->err, q->errlen);
+    }
     if (rdzvd_job_record_load(q->h, q->jn->run_id, &rec) < 0)
         return 0;
     r = rdzvd_job_check_aside(rec.hist, rec.n_hist, rec.run_id, q->jn->node_id,
-                              q->jn->resume.generation ? NULL : q->jn->host, q->err, q->errlen);
+                              q->jn->resume.generation ? NULL : q->jn->host,
+                              q->jn->resume.generation ? NULL : &q->jn->gpus, q->err, q->errlen);
     rdzvd_job_record_clear(&rec);
     return r;
 }

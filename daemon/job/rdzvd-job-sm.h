@@ -142,8 +142,9 @@ void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t 
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen);
 /* RELEASE (rdzvctl release): job run_id takes back the nodes it put aside whose node id or host
- * is node. The number released (0: none such), or a negative errno with err set (-ENOENT: no
- * such job here). */
+ * is node, or (node a GPU UUID) that GPU from the nodes put aside that hold it. The number of
+ * nodes released or changed (0: none such), or a negative errno with err set (-ENOENT: no such
+ * job here). */
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
                        size_t errlen);
 /* CANCEL: m's agent was stopped from outside by signal sig (scancel, a time limit, a

@@ -70,6 +70,9 @@ static void check_join(const uint8_t *body, uint32_t len)
     CHECK(a.nccl == b.nccl && a.nccl_ids == b.nccl_ids && a.rank_hint == b.rank_hint);
     CHECK(a.heartbeat_timeout_ms == b.heartbeat_timeout_ms);
     CHECK(a.join_timeout_ms == b.join_timeout_ms && a.scale_up_now == b.scale_up_now);
+    CHECK(a.gpus.n == b.gpus.n && a.gpus.n <= RDZV_GPU_UUIDS_MAX &&
+          memcmp(a.gpus.u, b.gpus.u, a.gpus.n * sizeof(a.gpus.u[0])) == 0);
+    CHECK(rdzv_gpu_set_valid(&a.gpus));
     CHECK(a.resume.generation == b.resume.generation);
     if (a.resume.generation) {
         CHECK(a.resume.node_rank == b.resume.node_rank && a.resume.nnodes == b.resume.nnodes);

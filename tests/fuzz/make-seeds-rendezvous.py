@@ -168,6 +168,15 @@ def seeds():
     out['join-resume-not-object'] = frame('JOIN', with_(JOIN, resume=[1]))
     out['join-big-ints'] = frame('JOIN', with_(JOIN, last_call_ms=9223372036854775807,
                                                max_restarts=-9223372036854775808))
+    # JOIN gpu_uuids (1.8): a node's GPUs, and what is refused in them.
+    gpu = 'GPU-5f2e1a3b-0c4d-4e5f-8a9b-0123456789ab'
+    out['join-gpu-uuids'] = frame('JOIN', with_(JOIN, gpu_uuids=[gpu, gpu.upper()[:-1] + 'C']))
+    out['join-gpu-uuids-twice'] = frame('JOIN', with_(JOIN, gpu_uuids=[gpu, gpu]))
+    out['join-gpu-uuids-short'] = frame('JOIN', with_(JOIN, gpu_uuids=[gpu[:-1]]))
+    out['join-gpu-uuids-mig'] = frame('JOIN', with_(JOIN, gpu_uuids=['MIG' + gpu[3:]]))
+    out['join-gpu-uuids-too-many'] = frame('JOIN', with_(JOIN, gpu_uuids=[
+        'GPU-00000000-0000-0000-0000-%012x' % i for i in range(65)]))
+    out['join-gpu-uuids-not-array'] = frame('JOIN', with_(JOIN, gpu_uuids=gpu))
     out['round-bad-id'] = frame('ROUND', with_(ROUND, nccl_ids=[NCCL_HEX[:-1] + 'G']))
     out['round-short-id'] = frame('ROUND', with_(ROUND, nccl_ids=['abc']))
     out['round-too-many-ids'] = frame('ROUND', with_(ROUND, nccl_ids=[NCCL_HEX] * 65))

@@ -335,6 +335,55 @@ static void test_put_aside_round_trip(void)
     free(t1);
 }
 
+/* A node put aside lists its GPUs ("gpu_uuids", at most RDZV_STATUS_ASIDE_GPUS, the rest
+ * counted in "gpu_uuids_left_out"), absent when it has none: they round-trip, and a malformed
+ * or too long list, or a negative count, is refused. */
+static void test_put_aside_gpus_round_trip(void)
+{
+#define G(n) "\"GPU-00000000-0000-0000-0000-0000000000" #n "\""
+    const char *aside = "\"members_left_out\":5,\"put_aside\":[{\"node_id\":\"n9\",\"host\":"
+                        "\"h9\",\"failures\":2,\"reason\":\"r\",\"gpu_uuids\":[" G(10) "," G(11)
+                        "],\"gpu_uuids_left_out\":3}],\"put_aside_total\":1";
+    static const char *const bad[] = {
+        "[\"GPU-1\"]", "[" G(10) "," G(10) "]", "7",
+        "[" G(10) "," G(11) "," G(12) "," G(13) "," G(14) "," G(15) "," G(16) "," G(17) "," G(18)
+        "," G(19) "," G(20) "," G(21) "," G(22) "," G(23) "," G(24) "," G(25) "," G(26) "]",
+    };
+    struct rdzv_status b;
+    char *t1, *t3, *t2;
+    json_t *o;
+
+    t1 = edit("\"members_left_out\":5", aside);
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs[0].aside[0].n_gpus, 2);
+    ASSERT_EQ(b.jobs[0].aside[0].gpus_left_out, 3);
+    ASSERT_EQ(b.jobs[0].aside[0].gpus[1].b[15], 0x11);
+    o = rdzv_status_to_json(&b);
+    t3 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t3 && strstr(t3, aside) != NULL);
+    free(t3);
+    rdzv_status_free(&b);
+    free(t1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]) + 1; i++) {
+        char to[2048];
+
+        if (i < sizeof(bad) / sizeof(bad[0]))
+            snprintf(to, sizeof(to), "\"members_left_out\":5,\"put_aside\":[{\"node_id\":"
+                     "\"n\",\"host\":\"h\",\"failures\":1,\"reason\":\"r\",\"gpu_uuids\":"
+                     "%s}],\"put_aside_total\":1", bad[i]);
+        else
+            snprintf(to, sizeof(to), "\"members_left_out\":5,\"put_aside\":[{\"node_id\":"
+                     "\"n\",\"host\":\"h\",\"failures\":1,\"reason\":\"r\","
+                     "\"gpu_uuids_left_out\":-1}],\"put_aside_total\":1");
+        t2 = edit("\"members_left_out\":5", to);
+        ASSERT_EQ(rdzv_status_parse(BODY(t2), &b, err, sizeof(err)), -EBADMSG);
+        rdzv_status_free(&b);
+        free(t2);
+    }
+#undef G
+}
+
 /* Issue 31: a job's timeline and steps per second, encoded and decoded back, and what the
  * decoder refuses in them. */
 #define TIMELINE                                                                                   \
@@ -795,6 +844,7 @@ int main(void)
 {
     TEST(test_encode_bytes);
     TEST(test_put_aside_round_trip);
+    TEST(test_put_aside_gpus_round_trip);
     TEST(test_timeline_round_trip);
     TEST(test_round_trip);
     TEST(test_refused);
