@@ -22,7 +22,7 @@ for a in "$@"; do
     test_agents.py | test_ddp.py | test_train.py | test_train_inplace.py | test_load.py | \
     test_init_flood.py | test_storm.py | test_torchrun_cli.py | bench-smoke.sh | \
     test_attack_conn.py | test_node_faults.py | test_status.py | test_auth_agents.py | \
-    test_schedulers.py | test_torchrun_slurm.py)
+    test_schedulers.py | test_torchrun_slurm.py | test_doc_commands.py)
       mode=-x; break ;;
     *.py | *.sh)
       mode=-s ;;
