@@ -99,8 +99,9 @@ if [ "$package" = 1 ]; then
   fi
 fi
 
-# pip install (tests/wheel-test.sh): the wheel built with meson-python, installed offline into a
-# fresh venv, and jobs run from the venv's binaries only (no root needed).
+# pip install (tests/wheel-test.sh): README's pip lines as written (a venv with Debian's packages
+# visible, the wheel built offline by meson-python), and jobs run from the venv's binaries only
+# (no root needed).
 echo "== wheel: tests/wheel-test.sh"
 if bash tests/wheel-test.sh; then wheel_result=OK; else wheel_result=FAIL; fi
 
