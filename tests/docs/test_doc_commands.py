@@ -77,10 +77,19 @@ def needs(script):
     if re.search(r"(^|[\s;&|(])rdzv-train\b", script) and \
             not os.path.exists(os.path.join(BUILD, "train", "rdzv-train")):
         return "needs rdzv-train, which this build has not built (-Dtrainer)"
-    if "examples/autoencoder.py" in script and subprocess.run(
-            ["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
+    if "examples/autoencoder.py" in script and not have_torch():
         return "needs PyTorch for /usr/bin/python3 (python3-torch)"
     return None
+
+
+_torch = []
+
+
+def have_torch():
+    if not _torch:
+        _torch.append(subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                                     capture_output=True).returncode == 0)
+    return _torch[0]
 
 
 def script_of(lang, text):
@@ -110,8 +119,17 @@ class Slurm:
         if r.returncode != 0:
             self.why_not = "cannot start a local Slurm: " + (r.stderr or r.stdout)[-300:]
             return None
+        # sbatch --wait polls its job after 2, 8 and 32 s unless MinJobAge is short: with 4 s,
+        # every 2 s (this Slurm is the test's own; a job's record then lives 4 s after its end).
+        conf = os.path.join(self.dir, "slurm.conf")
+        with open(conf, "a") as f:
+            f.write("MinJobAge=4\n")
+        r = subprocess.run(["scontrol", "reconfigure"], env={**os.environ, "SLURM_CONF": conf},
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            print("scontrol reconfigure failed (sbatch --wait polls slowly): " + r.stderr[-200:])
         # The template's binaries are the build's; one worker per node (no GPU here).
-        self.env = {"SLURM_CONF": os.path.join(self.dir, "slurm.conf"),
+        self.env = {"SLURM_CONF": conf,
                     "RDZV_BIN": os.path.join(BUILD, "agent"),
                     "RDZVD_BIN": os.path.join(BUILD, "daemon"), "RDZV_NPROC": "1"}
         print("local Slurm started (%s); its blocks run with RDZV_BIN, RDZVD_BIN = the build's, "
