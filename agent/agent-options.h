@@ -77,7 +77,7 @@ struct agent_opts {
     char **argv;             /* worker command; NULL: none given (the built-in trainer) */
     bool raw_cmd;            /* argv came after "--": run as given (rdzv's own meaning) */
 
-    /* torchrun's and torch.distributed.launch's options (README "Coming from torchrun") */
+    /* torchrun's and torch.distributed.launch's options (docs/guide/from-torchrun.md) */
     enum agent_backend backend;
     bool backend_given;      /* --rdzv-backend on the command line or PET_/RDZV_ env */
     int is_host;             /* --rdzv-conf is_host: -1 unset, 0, 1 */

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# pip install, as PyTorch users install a launcher (issue 28 item 3): build the wheel from this
-# tree with Debian's meson-python (pyproject.toml), install it offline into a fresh venv
-# (--no-index --no-build-isolation: no package registry is asked), check what it holds, and run
-# a 2-worker job from the venv's binaries only: rdzv-agent --standalone (its embedded rdzvd) with
-# a Python worker, then the same through `python -m rdzv.run`, and rdzvd and rdzvctl from the
-# venv. PATH holds no other rdzv (a Debian package or `meson install` may have put one in /usr).
+# pip install, as PyTorch users install a launcher: README.md's lines ("pip, in a virtual
+# environment"), read from README.md and run as written in a copy of this tree: a venv that sees
+# Debian's packages (torch, meson-python), and pip building the wheel offline with Debian's
+# meson-python (--no-index --no-build-isolation: no package registry is asked), then README's
+# job (python -m rdzv.run, an unmodified DDP script). Then it checks what the venv got (the
+# binaries, the rdzv package, the wheel's metadata) and runs a 2-worker job from the venv's
+# binaries only: rdzv-agent --standalone (its embedded rdzvd) with a Python worker, then the same
+# through `python -m rdzv.run`, and rdzvd and rdzvctl from the venv. PATH holds no other rdzv (a
+# Debian package or `meson install` may have put one in /usr).
 # Prints "ok"/"FAIL" lines; exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,30 +27,38 @@ work=$(mktemp -d /tmp/rdzv-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 bash "$src/tests/copy-tree.sh" "$src" "$work/src" || { echo "FAIL: copy the tree"; exit 1; }
 t0=$SECONDS
-echo "== pip wheel --no-index --no-build-isolation (log: $work/wheel.log)"
+# README's block: the lines between the fence after "**pip, in a virtual environment**" and its end.
+readme=$(awk '/^\*\*pip, in a virtual environment\*\*/ { f = 1 }
+              f && /^```sh$/ { b = 1; next }
+              b && /^```$/ { exit }
+              b' "$src/README.md")
+check "README.md has the pip lines" grep -q 'pip install --no-index' <<<"$readme"
+echo "== README's lines, in a copy of the tree (log: $work/readme.log):"
+echo "$readme" | sed 's/^/   /'
 # At nice 10: run-suite.sh runs this beside the tests, whose CPU it must not take.
-if ! nice -n 10 "$py" -m pip wheel --no-index --no-build-isolation --no-deps -w "$work/dist" \
-    "$work/src" >"$work/wheel.log" 2>&1; then
-  tail -30 "$work/wheel.log"; echo "FAIL: pip wheel"; exit 1
+if (cd "$work/src" && env PATH=/usr/local/bin:/usr/bin:/bin nice -n 10 bash -e -c "$readme") \
+    >"$work/readme.log" 2>&1; then
+  echo "ok: README's pip lines ran as written ($((SECONDS - t0)) s): build, install, a DDP job"
+else
+  tail -30 "$work/readme.log"; echo "FAIL: README's pip lines"; exit 1
 fi
-whl=$(ls "$work"/dist/rdzv-*.whl 2>/dev/null | head -1)
-check "built $(basename "${whl:-no wheel}") in $((SECONDS - t0)) s" test -n "$whl"
-[ -n "$whl" ] || exit 1
-"$py" -m venv "$work/venv"
-v=$work/venv/bin
-check "pip install --no-index the wheel into a fresh venv" \
-  "$v/pip" install -q --no-index --no-deps "$whl"
+grep -q '"event": "done"' "$work/readme.log" ||
+  { echo "FAIL: README's job did not finish"; fail=1; }
+v=$work/src/VENV/bin
 for b in rdzv-agent rdzvd rdzvctl; do
   check "the wheel installs $b into the venv" test -x "$v/$b"
 done
-if "$py" -m zipfile -l "$whl" | grep -q '/rdzv-train$'; then
+"$v/pip" show -f rdzv >"$work/show.txt" 2>&1
+if grep -q 'bin/rdzv-train$' "$work/show.txt"; then
   check "the wheel's rdzv-train is in the venv" test -x "$v/rdzv-train"
 else
-  echo "ok: this build has no rdzv-train (no CUDA): the wheel holds none"
+  echo "ok: this build has no rdzv-train (no trainer: -Dtrainer, g++, libgloo-dev): none installed"
 fi
 for m in rdzv/__init__.py rdzv/torch.py rdzv/run.py; do
-  check "the wheel holds $m" sh -c "'$py' -m zipfile -l '$whl' | grep -q ' *$m '"
+  check "the wheel holds $m" grep -q " $m\$" "$work/show.txt"
 done
+check "the wheel's metadata: a summary" grep -q '^Summary: ..' "$work/show.txt"
+check "the wheel's metadata: the licence" grep -q '^License: Apache-2.0' "$work/show.txt"
 check "rdzvd --version from the venv" "$v/rdzvd" --version
 
 # The worker: a Python script that reports progress through the venv's rdzv and writes what it

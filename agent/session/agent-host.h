@@ -14,8 +14,9 @@
  * AGENT_HOST_IDLE --ready-fd 3 ...`. rdzvd itself ends once no agent has been connected for 5 s
  * (the job is over), or when none came within 180 s. So when the hosting agent is SIGKILLed
  * the daemon goes on, as one started by hand; when its node dies, the job's rendezvous dies
- * with it (README). The agent waits for rdzvd's readiness on the --ready-fd pipe (its port, or
- * EOF when it exited first: another agent's rdzvd took the port), up to AGENT_HOST_READY_MS.
+ * with it (docs/guide/from-torchrun.md). The agent waits for rdzvd's readiness on the
+ * --ready-fd pipe (its port, or EOF when it exited first: another agent's rdzvd took the port),
+ * up to AGENT_HOST_READY_MS.
  *
  * Ownership: nothing is kept; cfg strings are borrowed for the call.
  * Errors: negative errno; a failure to host is logged and the caller carries on as a client.

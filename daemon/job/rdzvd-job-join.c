@@ -174,7 +174,7 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
      * starts it once elected, about an election timeout after the old one went silent, and an
      * agent finds the old one silent one heartbeat timeout after it last heard it, then comes
      * here at once: one heartbeat timeout covers it, and a lost node is declared lost about
-     * when the old leader would have (README, "Replication"). */
+     * when the old leader would have (docs/guide/operating.md, "Replicas"). */
     rdzvd_job_timer_start(j, T_REBUILD,
                           (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
     rdzvd_job_note(j, false,
@@ -224,7 +224,8 @@ static const char *rebuilt_claim_mismatch(const struct rdzvd_job *j, const struc
  * heartbeat timeout of it (an agent hears from the leader at least that often: its heartbeats'
  * answers) and comes here at once, so the rest of the window is cut to
  * REBUILD_AFTER_FIRST_FRACTION of a heartbeat timeout: a node lost with the old leader's host is
- * declared lost about when the old leader would have seen it (README, "Replication"). */
+ * declared lost about when the old leader would have seen it (docs/guide/operating.md,
+ * "Replicas"). */
 #define REBUILD_AFTER_FIRST_FRACTION 0.4
 static void rebuild_window_shorten(struct rdzvd_job *j)
 {

@@ -82,7 +82,7 @@ REPLICA_FAULTS = ["replica_kill", "replica_stop"]  # RDZV_SOAK_REPLICAS only: a 
 PARTITION_FAULTS = ["rdzvd_partition", "replica_partition"]  # ... with the replicas' namespaces
 SOAK_NET = "10.242.9."  # the replicas' namespaces: replica i at .(i + 1), this namespace at .100
 LEADS_RE = re.compile(r"replication: replica (\d+) of \d+ leads \(term (\d+)\)")
-EX_TEMPFAIL = 75  # a replica deposed with an entry in flight exits so (README, "Replication")
+EX_TEMPFAIL = 75  # a replica deposed with an entry in flight exits so (docs/guide/operating.md)
 
 
 class Start:
@@ -454,8 +454,8 @@ class Soak:
             # A leader stopped past its term comes back still leading in its own eyes until its
             # next turn asks Raft: a timer of its jobs may decide (logged) before that, and the
             # proposal of that decision fails, so it exits 75 with nothing committed or sent
-            # (README, "Replication"). Its lines are in the merged log; the workers' starts,
-            # checked below, show whether anything moved for real.
+            # (docs/guide/operating.md, "Replicas"). Its lines are in the merged log; the
+            # workers' starts, checked below, show whether anything moved for real.
             deposed = f"; a deposed replica's uncommitted decision, then exit 75: {moved[0]!r}"
             moved = []
         if moved:

@@ -4,7 +4,7 @@
 #   test_deploy.py unit       rdzvd.service has the hardening it promises, one way to its own user
 #   test_deploy.py verify     `systemd-analyze verify` is clean (exit 77 without systemd-analyze)
 #   test_deploy.py apptainer  rdzv.def has its header and sections, copies the tree, runs
-#                             rdzv-agent, and builds with README.md's build commands
+#                             rdzv-agent, and builds with README.md's build commands (From source)
 
 import os
 import re
@@ -126,13 +126,13 @@ def shell_lines(lines):
 
 
 def readme_build_commands():
-    """The meson/ninja lines of README.md's "Building and installing" block."""
+    """The meson/ninja lines of README.md's "From source" block (Install)."""
     text = read(SRC, "README.md")
-    m = re.search(r"^### Building and installing\n(.*?)(?=^#)", text, re.M | re.S)
+    m = re.search(r"^\*\*From source\*\*.*?^```sh\n(.*?)^```", text, re.M | re.S)
     if not m:
         return []
     return [" ".join(line.split()) for line in m.group(1).splitlines()
-            if re.match(r"    (meson|ninja) ", line)]
+            if re.match(r"(meson|ninja) ", line)]
 
 
 def test_apptainer():
@@ -151,7 +151,7 @@ def test_apptainer():
     post = shell_lines(sects.get("post", []))
     check(bool(dest) and ("cd " + dest[0]) in post, "rdzv.def: %post builds in the copied tree")
     readme = readme_build_commands()
-    check(len(readme) >= 3, "README.md: 'Building and installing' has the build commands")
+    check(len(readme) >= 3, "README.md: 'From source' has the build commands")
     built = [c for c in post if re.match(r"(meson|ninja) ", c)]
     check(built == readme, "rdzv.def: %%post build commands %s == README.md's %s"
           % (built, readme))

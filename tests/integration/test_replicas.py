@@ -608,7 +608,7 @@ class Replicas(ClusterCase):
         for them, and the next leader holds the appended value. The value is 256 KiB (64 whole
         values would be 16 MiB): a SET of megabytes, replicated within the 300 ms election
         timeout, can cost the leader its term on a loaded 2-core machine, the more so in the
-        sanitizer build (README, "What a store request costs")."""
+        sanitizer build (NEWS.md, "Known limits left")."""
         cl = self.cluster()
         lead, c = cl.leader()
         size = 256 << 10

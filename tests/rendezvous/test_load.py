@@ -8,7 +8,7 @@ about 9 us (a cross-CPU wake-up in the VM), so their ratio follows where the sch
 client, not rdzvd (it measured 6.4x in both builds on a clean clone with no change to rdzvd); the daemon and the client are pinned to one CPU for both
 measurements, so the ratio printed compares like with like.
 The idle connections must cost at most 4 KiB each, and the job must still run and finish.
-Prints the figures (README, "Under load")."""
+Prints the figures (docs/BENCHMARKS.md, "Under load")."""
 import json
 import os
 import resource

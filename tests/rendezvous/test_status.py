@@ -261,7 +261,8 @@ class StatusTest(AgentTestCase):
         per second), /metrics the rate, and the status page, loaded in a real headless Chromium,
         draws it: one band per generation, the mark with the root cause in its <title>, the
         rate's polyline, and no console error. A screenshot is taken (RDZV_SCREENSHOT names
-        where: README's picture). rdzvctl status --watch shows the rate as a sparkline."""
+        where: docs/guide/operating.md's picture). rdzvctl status --watch shows the rate as a
+        sparkline."""
         run_id = "timeline"
         out = tempfile.mkdtemp(prefix="rdzv-timeline-")
         self.addCleanup(shutil.rmtree, out, True)

@@ -67,7 +67,7 @@ NEWER_THAN_THIS_TORCH = set()
 TORCH_MAJOR = 0
 
 # Deliberate, listed exceptions: lines torch accepts that rdzv-agent reads otherwise, and what
-# rdzv-agent must do instead (checked). README "Coming from torchrun" lists them too.
+# rdzv-agent must do instead (checked). docs/guide/from-torchrun.md lists them too.
 EXCEPTIONS = {
     "etcd": "--rdzv-backend etcd/etcd-v2: refused (etcd 3.6 removed the v2 API they use)",
     "raw-cmd": "-- COMMAND where COMMAND is no Python script (*.py) and none of -m, "

@@ -7,7 +7,8 @@
 #  - a test-only shim for Debian 13's torch, which is built without libuv yet asks for it by
 #    default (TCPStore(use_libuv=True); the c10d rendezvous backend and the agent-store path
 #    ignore USE_LIBUV): every TCPStore it makes is made with use_libuv=False. pip's torch has
-#    libuv and needs nothing. README "PyTorch 2.x" says so for users of that package.
+#    libuv and needs nothing. docs/guide/from-torchrun.md ("PyTorch 2.x") says so for users of
+#    that package.
 # The root is reused while its stamp matches ROOT_VERSION. Needs root and debootstrap.
 # Usage: tests/torch2/make-root.sh [DIR]   (default $RDZV_TORCH2_ROOT, else
 # /var/cache/rdzv-test/trixie-torch2). Prints the root's torch version; exit 0 when it is ready.

@@ -160,8 +160,8 @@ def main():
         with open(pfile) as f:
             mport = int(f.read())
         # With 4 CPUs or more: rdzvd and this process (the round trips) on the first (a
-        # wake-up across CPUs costs 60-90 us in these VMs: README, "Under load"), the HTTP
-        # clients on the rest, so that what is timed is rdzvd's own stall.
+        # wake-up across CPUs costs 60-90 us in these VMs: docs/BENCHMARKS.md, "Under load"), the
+        # HTTP clients on the rest, so that what is timed is rdzvd's own stall.
         ncpu = len(os.sched_getaffinity(0))
         cpus = sorted(os.sched_getaffinity(0))
         fetch_cpus = set(cpus[1:]) if ncpu >= 4 else None
