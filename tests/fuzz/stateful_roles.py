@@ -333,13 +333,16 @@ class Roles:
 
     # ---- the invariants ----
 
-    def check(self):
-        """The invariants; returns the jobs STATUS holds, by run id."""
+    def no_sanitizer_report(self):
         for text in self.daemon_texts():
             for s in SANITIZER:
                 if s in text:
                     raise Violation("sanitizer: %s" % [ln for ln in text.splitlines()
                                                        if s in ln][0].strip())
+
+    def check(self):
+        """The invariants; returns the jobs STATUS holds, by run id."""
+        self.no_sanitizer_report()
         gone = self.daemon_gone()
         if gone:
             raise Violation(gone)
@@ -375,6 +378,9 @@ class Roles:
                 raise Violation("the other job ended naming the honest job: %s" % summary)
         return jobs
 
+    def finish(self):
+        """What is checked once every step was (stateful_roles_replicas.py: a clean stop)."""
+
     def actions(self):
         """(action, weight) of every role."""
         return [(self.spare_join, 3), (self.spare_says, 3), (self.impostor, 3),
@@ -400,6 +406,7 @@ class Roles:
                         except ERRS:
                             a.close()
                 self.check()
+            self.finish()
         finally:
             for a in self.others + self.spares:
                 a.close()

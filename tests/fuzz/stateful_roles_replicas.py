@@ -14,7 +14,9 @@
 #     the same record: generation, restart count, --nnodes and --max-restarts (the same, when the
 #     change is the leader's SIGKILL; never behind, when the cluster changed leader on its own);
 #   - nothing a connected agent had acknowledged (the ROUND it got) is lost across it;
-#   - nothing sent to a follower is on the leader: no node or reason it named.
+#   - nothing sent to a follower is on the leader: no node or reason it named;
+#   - at the end every replica stops cleanly on SIGTERM (exit 0; LeakSanitizer's report in the
+#     ASan build).
 #
 # Usage: stateful_roles_replicas.py --seeds FILE   replay a corpus ("SEED" a line)
 #        stateful_roles_replicas.py --explore N    N random seeds; prints the failing ones
@@ -253,6 +255,16 @@ class RolesReplicas(Roles):
             self.same_records(self.last[1], jobs, exact=False)  # the cluster changed on its own
         self.last = (self.lead, jobs)
         return jobs
+
+    def finish(self):
+        """Every replica stops cleanly, the followers first (each exits 0, the leader too), with
+        no sanitizer report (LeakSanitizer's comes at exit)."""
+        self.status()
+        for r in sorted(self.live(), key=lambda r: r is self.lead):
+            rc = r.stop()
+            if rc != 0:
+                raise Violation("replica %d stopped with %s" % (r.i + 1, rc))
+        self.no_sanitizer_report()
 
     def actions(self):
         # The replicas' faults twice as often as one rdzvd's restarts; messages to followers.
