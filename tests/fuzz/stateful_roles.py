@@ -169,7 +169,8 @@ class Roles:
             p.close()
         if op != STATUS_REPLY:
             raise Violation("STATUS answered %r" % op)
-        return {j["run_id"]: j for j in st["jobs"]}
+        # A job kept for status once ended (--keep-ended) and a new one of its run id: the new.
+        return {j["run_id"]: j for j in sorted(st["jobs"], key=lambda j: "outcome" not in j)}
 
     # ---- roles ----
 

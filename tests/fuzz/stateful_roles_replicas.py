@@ -46,6 +46,7 @@ class RolesReplicas(Roles):
         self.lead = None  # the replica that served last
         self.down = None  # the replica SIGKILLed and not started again yet
         self.last = None  # (leader, its jobs) at the last look
+        self.other_ended = None  # the other job that ended and was started afresh
 
     def endpoint(self):
         return self.cl.peers
@@ -158,6 +159,9 @@ class RolesReplicas(Roles):
         self.spares = []
         self.wait_honest_back()
         jobs = self.status()
+        self.trace("replica %d leads; records compared: %s" % (self.lead.i + 1, {
+            k: (j["generation"], j["restart_count"], j.get("outcome", {}).get("summary", "")[:20])
+            for k, j in before.items()}))
         self.same_records(before, jobs, exact=True)
         for run_id, (g, rc) in acked.items():
             if "outcome" in before.get(run_id, {"outcome": "gone"}):
@@ -187,6 +191,17 @@ class RolesReplicas(Roles):
             if (was != now) if exact else (now[:2] < was[:2] or now[2:] != was[2:]):
                 raise Violation("job %s's record changed with the leader: %s -> %s (%s)" % (
                     run_id, was, now, ", ".join(RECORD)))
+
+    def other_acts(self):
+        """As stateful_roles.py's, but once the other job ended its agents start it afresh (a
+        new job of the same run id), so that its records change all along the run."""
+        other = self.last and self.last[1].get("other")
+        if other and "outcome" in other and other["events"][0]["time"] != self.other_ended:
+            self.other_ended = other["events"][0]["time"]  # when the job that ended began
+            for a in self.others:
+                a.close()
+                a.round, a.secret = None, ""
+        super().other_acts()
 
     # ---- a follower is sent a role's messages ----
 
