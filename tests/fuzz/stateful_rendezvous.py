@@ -103,6 +103,12 @@ class Agent:
                 self.close()
                 return
 
+    def failure(self):
+        """The WORKER_EXIT of its worker (exit code 1) in its round."""
+        return {"generation": self.round["generation"], "rank": self.round["rank_offset"],
+                "local_rank": 0, "exit_code": 1, "signal": 0, "time": time.time(),
+                "host": "h-" + self.node_id}
+
     def close(self):
         if self.peer:
             self.peer.close()
@@ -190,10 +196,7 @@ class Fuzzer:
         if not a.peer or not a.round:
             return
         try:
-            a.peer.send(WORKER_EXIT, {"generation": a.round["generation"],
-                                      "rank": a.round["rank_offset"], "local_rank": 0,
-                                      "exit_code": 1, "signal": 0, "time": time.time(),
-                                      "host": "h-" + a.node_id})
+            a.peer.send(WORKER_EXIT, a.failure())
             a.drain()
         except ERRS:
             a.close()

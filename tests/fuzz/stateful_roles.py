@@ -243,10 +243,7 @@ class Roles:
             elif a.peer and what == "heartbeat":
                 a.peer.send(HEARTBEAT, {"generation": a.round["generation"] if a.round else 0})
             elif a.peer and what == "exit" and a.round:
-                a.peer.send(WORKER_EXIT, {"generation": a.round["generation"],
-                                          "rank": a.round["rank_offset"], "local_rank": 0,
-                                          "exit_code": 1, "signal": 0, "time": time.time(),
-                                          "host": "h-" + a.node_id})
+                a.peer.send(WORKER_EXIT, a.failure())
             elif a.peer and what == "cancel":
                 a.peer.send(CANCEL, {"signal": 15, "reason": ""})
             elif what == "close":

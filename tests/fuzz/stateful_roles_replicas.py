@@ -4,7 +4,8 @@
 # replicas (--peers, libraft; each its --state-dir), the honest agents given all three as
 # --endpoint. Its extra actions:
 #   - kill -9 the leader or a follower, one replica at a time (a quorum is always alive): started
-#     again on its directory at once, or left down until the next such action;
+#     again on its directory at once, or left down until the next such action; the leader also
+#     right after a member of the other job reported a failure (its decision may be in flight);
 #   - a role's message sent to a follower (JOIN as a new node, the operator's CANCEL_JOB and
 #     RELEASE, STATUS; a TCPStore client): HELLO is answered with an ERROR naming the leader and
 #     the connection closed, whatever else was sent behind it, and none of it is ever applied.
@@ -12,7 +13,8 @@
 # redirect, so a follower's records are read when it leads):
 #   - after a change of leader, every job the old leader held (not ended) is on the new one, with
 #     the same record: generation, restart count, --nnodes and --max-restarts (the same, when the
-#     change is the leader's SIGKILL; never behind, when the cluster changed leader on its own);
+#     change is the leader's SIGKILL with nothing in flight; never behind, else), and every node
+#     it had put aside still put aside;
 #   - nothing a connected agent had acknowledged (the ROUND it got) is lost across it;
 #   - nothing sent to a follower is on the leader: no node or reason it named;
 #   - at the end every replica stops cleanly on SIGTERM (exit 0; LeakSanitizer's report in the
@@ -30,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from stateful_roles import (CANCEL_JOB, ERRS, HONEST, JOIN, RELEASE, STATUS, T, Roles,  # noqa
-                            Violation, join_body, run_one, run_seeds)
+                            WORKER_EXIT, Violation, join_body, run_one, run_seeds)
 from authtest import AUTH, ERROR, HELLO, Peer, frame  # noqa: E402
 from test_replicas import T_LEADER, Cluster  # noqa: E402
 
@@ -138,6 +140,25 @@ class RolesReplicas(Roles):
         lead = self.lead
         victim = lead if self.rng.random() < 0.5 else self.rng.choice(
             [r for r in self.cl.r if r is not lead])
+        self.kill(victim, before, exact=True)
+
+    def kill_mid_decision(self):
+        """A member of the other job reports its worker's failure, and the leader is SIGKILLed
+        at once: the restart it decides may be in flight (committed or not, sent or not)."""
+        live = [a for a in self.others if a.peer and a.round]
+        if self.down or not self.lead or not live or not self.last:
+            return
+        a = self.rng.choice(live)
+        try:
+            a.peer.send(WORKER_EXIT, a.failure())
+        except ERRS:
+            return
+        self.kill(self.lead, self.last[1], exact=False)
+
+    def kill(self, victim, before, exact):
+        """SIGKILL victim; before: the leader's jobs just before, compared with the next
+        leader's (exact: nothing was in flight)."""
+        lead = self.lead
         acked = {}
         for a in self.others + self.spares:
             if a.peer and a.round:
@@ -159,10 +180,10 @@ class RolesReplicas(Roles):
         self.spares = []
         self.wait_honest_back()
         jobs = self.status()
-        self.trace("replica %d leads; records compared: %s" % (self.lead.i + 1, {
+        self.trace("replica %d leads; records compared: %s -> %s" % (self.lead.i + 1, *[{
             k: (j["generation"], j["restart_count"], j.get("outcome", {}).get("summary", "")[:20])
-            for k, j in before.items()}))
-        self.same_records(before, jobs, exact=True)
+            for k, j in x.items()} for x in (before, jobs)]))
+        self.same_records(before, jobs, exact)
         for run_id, (g, rc) in acked.items():
             if "outcome" in before.get(run_id, {"outcome": "gone"}):
                 continue  # it ended before the kill (its agents had not read so yet)
@@ -284,7 +305,7 @@ class RolesReplicas(Roles):
     def actions(self):
         # The replicas' faults twice as often as one rdzvd's restarts; messages to followers.
         return [(a, 2 if a == self.restart else w) for a, w in super().actions()] + [
-            (self.to_follower, 2)]
+            (self.to_follower, 2), (self.kill_mid_decision, 1)]
 
 
 def run_replicas(seed, steps):
