@@ -103,6 +103,12 @@ class Agent:
                 self.close()
                 return
 
+    def failure(self):
+        """The WORKER_EXIT of its worker (exit code 1) in its round."""
+        return {"generation": self.round["generation"], "rank": self.round["rank_offset"],
+                "local_rank": 0, "exit_code": 1, "signal": 0, "time": time.time(),
+                "host": "h-" + self.node_id}
+
     def close(self):
         if self.peer:
             self.peer.close()
@@ -190,10 +196,7 @@ class Fuzzer:
         if not a.peer or not a.round:
             return
         try:
-            a.peer.send(WORKER_EXIT, {"generation": a.round["generation"],
-                                      "rank": a.round["rank_offset"], "local_rank": 0,
-                                      "exit_code": 1, "signal": 0, "time": time.time(),
-                                      "host": "h-" + a.node_id})
+            a.peer.send(WORKER_EXIT, a.failure())
             a.drain()
         except ERRS:
             a.close()
@@ -353,48 +356,54 @@ class Fuzzer:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def run_one(seed, token, state, steps):
-    fz = Fuzzer(seed, token, state)
-    try:
-        fz.run(steps)
-        return None
-    except Violation as v:
-        # The daemon's log (every incarnation's) explains the finding: its tail goes to stderr.
-        tail = "".join(fz.logs)[-int(os.environ.get("STATEFUL_LOG_TAIL", "6000")):]
-        sys.stderr.write("--- rdzvd log of seed %d (tail) ---\n%s\n" % (seed, tail))
-        return str(v)
-    finally:
-        fz.cleanup()
+def log_tail(seed, logs):
+    """The daemon's log (every incarnation's) explains a finding: its tail goes to stderr."""
+    tail = "".join(logs)[-int(os.environ.get("STATEFUL_LOG_TAIL", "6000")):]
+    sys.stderr.write("--- rdzvd log of seed %d (tail) ---\n%s\n" % (seed, tail))
 
 
-def main():
+def run_seeds(run_one, flags, default_steps):
+    """The stateful fuzzers' seed runner: --seeds FILE replays a corpus ("SEED flag=0|1 ..." a
+    line), --explore N adds N random seeds, each flag drawn at random. run_one(seed, steps,
+    **flags) returns None, or why the seed failed. Returns the exit status."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds")
     ap.add_argument("--explore", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=48)
+    ap.add_argument("--steps", type=int, default=default_steps)
     a = ap.parse_args()
     runs = []
     if a.seeds:
         with open(a.seeds) as f:
             for line in f:
-                line = line.split("#", 1)[0].split()
-                if not line:
-                    continue
-                opt = dict(w.split("=") for w in line[1:])
-                runs.append((int(line[0]), opt.get("token") == "1", opt.get("state") == "1"))
+                words = line.split("#", 1)[0].split()
+                if words:
+                    opt = dict(w.split("=") for w in words[1:])
+                    runs.append((int(words[0]), {k: opt.get(k) == "1" for k in flags}))
     rng = random.Random()
-    for _ in range(a.explore):
-        runs.append((rng.randrange(2**31), rng.random() < 0.5, rng.random() < 0.5))
-    failed = 0
-    t0 = time.monotonic()
-    for seed, token, state in runs:
-        why = run_one(seed, token, state, a.steps)
+    runs += [(rng.randrange(2**31), {k: rng.random() < 0.5 for k in flags})
+             for _ in range(a.explore)]
+    failed, t0 = 0, time.monotonic()
+    for seed, opt in runs:
+        why = run_one(seed, a.steps, **opt)
         if why:
             failed += 1
-            print("FAIL %d token=%d state=%d: %s" % (seed, token, state, why), flush=True)
+            print("FAIL %d%s: %s" % (seed, "".join(" %s=%d" % (k, opt[k]) for k in flags), why),
+                  flush=True)
     print("%d runs, %d failed, %.1f s" % (len(runs), failed, time.monotonic() - t0))
     return 1 if failed else 0
 
 
+def run_one(seed, steps, token, state):
+    fz = Fuzzer(seed, token, state)
+    try:
+        fz.run(steps)
+        return None
+    except Violation as v:
+        log_tail(seed, fz.logs)
+        return str(v)
+    finally:
+        fz.cleanup()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_seeds(run_one, ("token", "state"), 48))

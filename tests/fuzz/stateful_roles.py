@@ -23,7 +23,6 @@
 # Usage: stateful_roles.py --seeds FILE    replay a corpus ("SEED state=0|1" a line)
 #        stateful_roles.py --explore N     N random seeds; prints the failing ones
 # RDZVD and RDZV_AGENT name the binaries (meson sets them).
-import argparse
 import os
 import random
 import secrets
@@ -40,7 +39,7 @@ sys.path.insert(0, HERE)
 from authtest import JOIN, Peer  # noqa: E402
 from rdzvtest import BUILD_ROOT, Daemon, die_with_parent, track  # noqa: E402
 from stateful_rendezvous import (ERRS, HEARTBEAT, LEAVE, SANITIZER, STATUS, STATUS_REPLY,  # noqa
-                                 WORKER_EXIT, Agent, Violation, join_body)
+                                 WORKER_EXIT, Agent, Violation, join_body, log_tail, run_seeds)
 
 UNHEALTHY, RELEASE, RELEASE_REPLY, CANCEL = 0xB4, 0xB5, 0xB6, 0xB7
 CANCEL_JOB, CANCEL_JOB_REPLY = 0xB8, 0xB9
@@ -81,22 +80,49 @@ class Roles:
         self.token = secret_file(self.tmp, "token")
         self.admin = secret_file(self.tmp, "admin")
         self.args = ["--token-file", self.token, "--admin-token-file", self.admin]
-        if state:
-            self.args += ["--state-dir", os.path.join(self.tmp, "state")]
-        self.d = Daemon(*self.args, log_level="info")
         self.logs = []
+        self.start_daemon()
         self.agents, self.pids = [], {}
         self.others = [Agent(self, "other", "other-n%d" % k, 2) for k in range(2)]
         self.spares = []  # protocol agents of the honest job, new node ids
         self.aside_hosts = set()  # hosts of new nodes put aside on their own word
         self.start_honest()
 
+    # ---- the daemon: one rdzvd (stateful_roles_replicas.py: three replicas) ----
+
+    def start_daemon(self):
+        if self.state:
+            self.args += ["--state-dir", os.path.join(self.tmp, "state")]
+        self.d = Daemon(*self.args, log_level="info")
+
+    def endpoint(self):
+        """The agents' --endpoint."""
+        return "127.0.0.1:%d" % self.d.port
+
+    def any_port(self):
+        """Where a stray connection goes (garbage)."""
+        return self.d.port
+
+    def daemon_texts(self):
+        """Every incarnation's log."""
+        return self.logs + [self.d.log()]
+
+    def daemon_gone(self):
+        """Why rdzvd is not serving as it should (it exited), or None."""
+        if self.d.proc.poll() is not None:
+            return "rdzvd exited with %s" % self.d.proc.returncode
+        return None
+
+    def stop_daemon(self):
+        self.logs.append(self.d.log())
+        self.d.kill()
+
     # ---- the honest job: two real agents, workers that sleep ----
 
     def start_honest(self):
         worker = ["/bin/sh", "-c", 'echo $$ > "$OUT/pid.$RANK"; exec sleep 600']
         for host in HONEST:
-            cmd = [AGENT, "--endpoint", "127.0.0.1:%d" % self.d.port, "--nnodes", "2",
+            cmd = [AGENT, "--endpoint", self.endpoint(), "--nnodes", "2",
                    "--nproc", "1", "--rdzv-id", "honest", "--host", host, "--token-file",
                    self.token, "--nccl", "off", "--max-restarts", "3", "--grace", "1",
                    "--heartbeat-timeout", "30", "--connect-timeout", "60", "--", *worker]
@@ -122,7 +148,11 @@ class Roles:
     def open_peer(self, secret_path=None):
         with open(secret_path or self.token, "rb") as f:
             secret = f.read()
-        p = Peer(self.d.port, timeout=T)
+        return self.authenticated(self.d.port, secret)
+
+    @staticmethod
+    def authenticated(port, secret):
+        p = Peer(port, timeout=T)
         try:
             p.authenticate(secret)
         except BaseException:
@@ -139,7 +169,8 @@ class Roles:
             p.close()
         if op != STATUS_REPLY:
             raise Violation("STATUS answered %r" % op)
-        return {j["run_id"]: j for j in st["jobs"]}
+        # A job kept for status once ended (--keep-ended) and a new one of its run id: the new.
+        return {j["run_id"]: j for j in sorted(st["jobs"], key=lambda j: "outcome" not in j)}
 
     # ---- roles ----
 
@@ -212,10 +243,7 @@ class Roles:
             elif a.peer and what == "heartbeat":
                 a.peer.send(HEARTBEAT, {"generation": a.round["generation"] if a.round else 0})
             elif a.peer and what == "exit" and a.round:
-                a.peer.send(WORKER_EXIT, {"generation": a.round["generation"],
-                                          "rank": a.round["rank_offset"], "local_rank": 0,
-                                          "exit_code": 1, "signal": 0, "time": time.time(),
-                                          "host": "h-" + a.node_id})
+                a.peer.send(WORKER_EXIT, a.failure())
             elif a.peer and what == "cancel":
                 a.peer.send(CANCEL, {"signal": 15, "reason": ""})
             elif what == "close":
@@ -252,7 +280,7 @@ class Roles:
 
     def garbage(self):
         try:
-            p = Peer(self.d.port, timeout=T)
+            p = Peer(self.any_port(), timeout=T)
         except OSError:
             return
         try:
@@ -286,7 +314,10 @@ class Roles:
         for a in self.others + self.spares:
             a.close()
         self.spares = []
-        # The honest agents resume from their secrets; the record brings the job back.
+        self.wait_honest_back()
+
+    def wait_honest_back(self):
+        """The honest agents resume from their secrets; the record brings the job back."""
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -300,14 +331,19 @@ class Roles:
 
     # ---- the invariants ----
 
-    def check(self):
-        for text in self.logs + [self.d.log()]:
+    def no_sanitizer_report(self):
+        for text in self.daemon_texts():
             for s in SANITIZER:
                 if s in text:
                     raise Violation("sanitizer: %s" % [ln for ln in text.splitlines()
                                                        if s in ln][0].strip())
-        if self.d.proc.poll() is not None:
-            raise Violation("rdzvd exited with %s" % self.d.proc.returncode)
+
+    def check(self):
+        """The invariants; returns the jobs STATUS holds, by run id."""
+        self.no_sanitizer_report()
+        gone = self.daemon_gone()
+        if gone:
+            raise Violation(gone)
         for i, p in enumerate(self.agents):
             if p.poll() is not None:
                 with open(os.path.join(self.tmp, "agent-%s.log" % HONEST[i]), "rb") as f:
@@ -338,15 +374,25 @@ class Roles:
             summary = other["outcome"].get("summary", "")
             if any(h in summary for h in HONEST) or "new-" in summary:
                 raise Violation("the other job ended naming the honest job: %s" % summary)
+        return jobs
+
+    def finish(self):
+        """What is checked once every step was (stateful_roles_replicas.py: a clean stop)."""
+
+    def actions(self):
+        """(action, weight) of every role."""
+        return [(self.spare_join, 3), (self.spare_says, 3), (self.impostor, 3),
+                (self.other_acts, 4), (self.stranger, 2), (self.operator, 1), (self.garbage, 1),
+                (self.restart, 1)]
 
     def run(self, steps):
-        actions = [(self.spare_join, 3), (self.spare_says, 3), (self.impostor, 3),
-                   (self.other_acts, 4), (self.stranger, 2), (self.operator, 1),
-                   (self.garbage, 1), (self.restart, 1)]
+        actions = self.actions()
         try:
             self.check()
             for _ in range(steps):
                 fn = self.rng.choices([a for a, _ in actions], [w for _, w in actions])[0]
+                if os.environ.get("STATEFUL_TRACE"):
+                    sys.stderr.write("%s\n" % fn.__name__)
                 try:
                     fn()
                 except ERRS:
@@ -358,6 +404,7 @@ class Roles:
                         except ERRS:
                             a.close()
                 self.check()
+            self.finish()
         finally:
             for a in self.others + self.spares:
                 a.close()
@@ -370,54 +417,26 @@ class Roles:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            self.logs.append(self.d.log())
-            self.d.kill()
+            self.stop_daemon()
 
     def cleanup(self):
         subprocess.call(["rm", "-rf", self.tmp])
 
 
-def run_one(seed, state, steps):
+def run_one(seed, steps, state, cls=Roles):
     r = None
     try:
-        r = Roles(seed, state)
+        r = cls(seed, state)
         r.run(steps)
         return None
     except Violation as v:
         if r:
-            tail = "".join(r.logs)[-int(os.environ.get("STATEFUL_LOG_TAIL", "6000")):]
-            sys.stderr.write("--- rdzvd log of seed %d (tail) ---\n%s\n" % (seed, tail))
+            log_tail(seed, r.logs)
         return str(v)
     finally:
         if r:
             r.cleanup()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds")
-    ap.add_argument("--explore", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=40)
-    a = ap.parse_args()
-    runs = []
-    if a.seeds:
-        with open(a.seeds) as f:
-            for line in f:
-                words = line.split("#", 1)[0].split()
-                if words:
-                    opt = dict(w.split("=") for w in words[1:])
-                    runs.append((int(words[0]), opt.get("state") == "1"))
-    rng = random.Random()
-    runs += [(rng.randrange(2**31), rng.random() < 0.5) for _ in range(a.explore)]
-    failed, t0 = 0, time.monotonic()
-    for seed, state in runs:
-        why = run_one(seed, state, a.steps)
-        if why:
-            failed += 1
-            print("FAIL %d state=%d: %s" % (seed, state, why), flush=True)
-    print("%d runs, %d failed, %.1f s" % (len(runs), failed, time.monotonic() - t0))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_seeds(run_one, ("state",), 40))

@@ -19,6 +19,7 @@
 #   - an APPEND goes through the log as its own bytes, not the key's whole value (issue 27);
 #   - a node put aside stays aside on the next leader (issue 30).
 import os
+import random
 import shutil
 import signal
 import socket
@@ -38,12 +39,29 @@ READY = 0xAB
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
 
 
+def ephemeral_ports():
+    """The range connect() takes its local ports from (Linux's ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port_pair():
-    """A port p with p and p + 1 both free on HOST (the main port and the Raft link)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            p = s.getsockname()[1]
+    """A port p with p and p + 1 both free on HOST (the main port and the Raft link), below the
+    ephemeral range when there is room, as a deployment's fixed port is: a replica started again
+    on its port while it was down finds it free, not taken as some connection's local port."""
+    lo, hi = ephemeral_ports()
+    rng = random.Random()
+    for i in range(400):
+        if i < 200 and lo > 2048:
+            p = rng.randrange(1024, lo - 1)
+        else:
+            with socket.socket() as s:
+                s.bind((HOST, 0))
+                p = s.getsockname()[1]
         if p >= 65535:
             continue
         try:
