@@ -117,6 +117,16 @@ struct agent_opts {
  * after printing one line to stderr. */
 int agent_opts_parse(struct agent_opts *o, int argc, char **argv);
 
+struct rdzv_opt_prog;
+struct rdzv_opt;
+/* agent-options-conf.c. agent_conf_bool: 1 (1, true, t, yes, y), 0 (0, false, f, no, n; any
+ * case) or -1, as torchrun reads booleans. agent_rdzv_conf_cb: torchrun's --rdzv-conf
+ * k1=v1,k2=v2 onto the options p->ud points to (a struct agent_opts); 0, or -EINVAL after
+ * saying which entry is wrong (rdzv_opt_bad). */
+int agent_conf_bool(const char *v);
+int agent_rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                       const char *val);
+
 /* --print-launch: write the resolved launch to f as one JSON object on one line:
  *   {"nnodes_min", "nnodes_max", "nproc", "backend": "c10d"|"static", "standalone",
  *    "endpoint": "HOST:PORT" (standalone: "127.0.0.1:0", any free port; HOST:0 as given), "run_id",
