@@ -404,6 +404,9 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "the job, when the job can form without it (a spare waits,\n"
                  "or MIN nodes remain): its agent exits 69 (default 2; 0:\n"
                  "never; the job's first agent sets it for all)"},
+        {.kind = RDZV_OPT_INT, .name = "bad-node-window", .dest = &o->bad_node_window_s,
+         .imin = 0, .imax = RDZV_BAD_NODE_WINDOW_MAX, .metavar = "SEC", .help = "only failures within the last SEC "
+         "seconds count toward\n--bad-node-failures (default 3600; 0: all within the job)"},
         {.kind = RDZV_OPT_STRING, .name = "health-check", .dest = &o->health_check,
          .metavar = "CMD",
          .help = "the site's node check (NHC, a script), run by /bin/sh before\n"
@@ -692,6 +695,7 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->heartbeat_timeout_s = RDZV_HEARTBEAT_TIMEOUT_MS / 1000.0;
     o->join_timeout_s = RDZV_JOIN_TIMEOUT_MS / 1000.0;
     o->bad_node_failures = AGENT_BAD_NODE_FAILURES;
+    o->bad_node_window_s = AGENT_BAD_NODE_WINDOW_S;
     o->health_timeout_s = AGENT_HEALTH_TIMEOUT_S;
     o->health_interval_s = AGENT_HEALTH_INTERVAL_S;
     o->nccl = RDZV_NCCL_AUTO;
@@ -781,6 +785,13 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     }
     if (o->join_timeout_s > 86400)
         o->join_timeout_s = 86400;
+    if (o->bad_node_window_s > 0 && o->bad_node_failures > RDZV_BAD_NODE_WINDOWED_MAX) {
+        fprintf(stderr, "rdzv-agent: --bad-node-failures %" PRId64 " with --bad-node-window: "
+                        "rdzvd keeps %d failures per node; give at most %d, or "
+                        "--bad-node-window 0 (every failure within the job counts)\n",
+                o->bad_node_failures, RDZV_BAD_NODE_WINDOWED_MAX, RDZV_BAD_NODE_WINDOWED_MAX);
+        return -EINVAL;
+    }
     if (o->node_rank >= o->max_nodes && !o->rank_hint) {
         fprintf(stderr, "rdzv-agent: node rank %" PRId64 " is out of range for --nnodes %" PRId64
                         ":%" PRId64 " (ranks 0..%" PRId64 ")\n",

@@ -36,6 +36,9 @@ struct rdzv_buf;
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
 #define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
 #define RDZV_BAD_NODE_FAILURES_MAX 1000 /* JOIN bad_node_failures */
+#define RDZV_BAD_NODE_WINDOW_MAX 2592000 /* JOIN bad_node_window (seconds): 30 days */
+/* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */
+#define RDZV_BAD_NODE_WINDOWED_MAX 32
 #define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
@@ -79,6 +82,11 @@ struct rdzv_join {
      * job is put aside (EVENT put_aside) when the job can form without it; 0 (absent, an older
      * agent): never. 0..RDZV_BAD_NODE_FAILURES_MAX. */
     int64_t bad_node_failures;
+    /* 1.8, job-wide as bad_node_failures: only failures within this many seconds (rdzvd's
+     * clock) count; 0 (absent, an older agent): every failure within the job counts.
+     * 0..RDZV_BAD_NODE_WINDOW_MAX; with a window, bad_node_failures is at most
+     * RDZV_BAD_NODE_WINDOWED_MAX. */
+    int64_t bad_node_window_s;
 };
 
 struct rdzv_round {

@@ -138,6 +138,7 @@ struct rdzvd_job {
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
+    int64_t bad_node_window_ms; /* the first JOIN's: only failures this recent count; 0: all */
     /* An agent was cancelled from outside (CANCEL) while the job was stopping: the exit code
      * (128 + signal) and why, for when it has stopped; 0: none. */
     int64_t cancelled;
@@ -241,12 +242,15 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec);
 int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
                           const char *run_id, const char *node_id, const char *host, char *err,
                           size_t errlen);
-/* m's workers failed (summary: the root cause so far): counted in the history. NOW: m is to
- * be put aside: it failed --bad-node-failures times, the budget allows the restart, and the job
- * can form without it (a spare, or more than MIN nodes); its entry is marked, and summary says
- * so. NO_CHOICE: it would be, but the job has only MIN nodes and no spare. */
+/* m's workers failed (f: the failure, its ms 0: now; summary: the root cause so far): kept in
+ * the history, against the node. NOW: m is to be put aside: it failed --bad-node-failures times within
+ * --bad-node-window, the budget allows the restart, and the job can form without it (a spare,
+ * or more than MIN nodes), or those failures were all its own start-up failures (the job then
+ * waits for a node); its entry is marked, and summary says so. NO_CHOICE: it would be, but the
+ * job has only MIN nodes and no spare. */
 enum rdzvd_aside { RDZVD_ASIDE_NOT, RDZVD_ASIDE_NO_CHOICE, RDZVD_ASIDE_NOW };
-enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, char *summary, size_t len);
+enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
+                                       char *summary, size_t len);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);

@@ -119,6 +119,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
 {
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
+    struct rdzvd_job_record_fail f;
     time_t secs;
     struct tm tm;
 
@@ -163,7 +164,9 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         return 0;
     }
     /* A node put aside leaves before the restart: the next generation forms without it. */
-    switch (rdzvd_job_node_failed(m, summary, sizeof(summary))) {
+    f = (struct rdzvd_job_record_fail){
+        .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size};
+    switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
         member_dismiss(m);
         break;

@@ -638,6 +638,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     j->scale_up_now = jn->scale_up_now;
     j->inplace = jn->inplace;
     j->bad_node_failures = jn->bad_node_failures;
+    j->bad_node_window_ms = jn->bad_node_window_s * 1000;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     j->timer.data = j;

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-verdicts.c: which failures count against a node (rdzvd-job-aside.c), driven with fake
+ * agents (jobtest.h) on a real loop and rdzvd's real clock: only those within
+ * --bad-node-window; the dates kept in the job's record, which reads records without them. */
+#include <inttypes.h>
+#include <signal.h>
+
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+#include "daemon/data/rdzvd-config.h"
+
+/* Worker rank 'rank' of f (2 workers per node) exits with code 3 in generation gen. */
+static void fail_rank(struct fake *f, uint64_t gen, int64_t local_rank)
+{
+    struct rdzv_worker_exit w = {.generation = gen, .exit_code = 3, .local_rank = local_rank};
+    char err[512];
+
+    w.rank = f->round.rank_offset + local_rank;
+    ASSERT_OK(rdzvd_member_worker_exit(f->m, &w, err, sizeof(err)));
+}
+
+/* The index of the fake whose node rank is rank. */
+static int at_rank(const struct fake *f, int n, int64_t rank)
+{
+    for (int i = 0; i < n; i++)
+        if (f[i].m && !f[i].closed && f[i].nrounds && f[i].round.node_rank == rank)
+            return i;
+    ASSERT_TRUE(false);
+    return -1;
+}
+
+/* --bad-node-window 1, --bad-node-failures 2: two failures more than a second apart leave the
+ * node in; the third, within a second of the second, puts it aside (the spare takes it). */
+static void test_window_forgets_old_failures(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+    int n0;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 1;
+    join_n(&e, f, 3, jn); /* node 2 waits as the spare */
+    n0 = at_rank(f, 3, 0);
+    fail_rank(&f[n0], 1, 0);
+    ASSERT_TRUE(event_is(&f[n0], "restart"));
+    all_ready(f, 3, 1);
+    run_ms(&e, 1100); /* the first failure leaves the window */
+    fail_rank(&f[n0], 2, 0);
+    ASSERT_TRUE(event_is(&f[n0], "restart")); /* one within the window: not put aside */
+    ASSERT_FALSE(f[n0].closed);
+    all_ready(f, 3, 2);
+    ASSERT_EQ(f[2].nrounds, 0);
+    fail_rank(&f[n0], 3, 0);
+    ASSERT_TRUE(event_is(&f[n0], "put_aside"));
+    ASSERT_TRUE(strstr(f[n0].event.summary, "failed 2 times within 1 s (--bad-node-failures 2, "
+                                            "--bad-node-window 1)") != NULL);
+    all_ready(f, 3, 3);
+    ASSERT_EQ(f[2].nrounds, 1); /* the spare took its place */
+    env_done(&e);
+}
+
+/* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
+ * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
+static void test_record_keeps_failure_dates(void)
+{
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    static const char old[] =
+        "{\"run_id\":\"o\",\"min\":2,\"max\":2,\"max_restarts\":3,\"generation\":2,"
+        "\"restart_count\":1,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0,"
+        "\"history\":[[\"n-a\",\"ha\",1,false,\"\"]]%s}";
+    struct rdzvd_job_record_hist h = {.node_id = "n-a", .host = "ha", .failures = 1};
+    struct rdzvd_job_record a = {.run_id = "o", .min = 2, .max = 2, .max_restarts = 3,
+                                 .generation = 2, .restart_count = 1, .n_hist = 1, .hist = &h};
+    struct rdzvd_job_record got = {.generation = 0};
+    struct rdzvd_store *t = NULL;
+    char text[512];
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    h.fails[0] = (struct rdzvd_job_record_fail){1764000000123, 5, 1, 8, true, true};
+    h.fails[1] = (struct rdzvd_job_record_fail){1764000000456, 3, 1, 4, false, false};
+    h.n_fails = 2;
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "o", &got));
+    ASSERT_EQ(got.n_hist, 1);
+    ASSERT_EQ(got.hist[0].n_fails, 2);
+    ASSERT_MEMEQ(got.hist[0].fails, h.fails, 2 * sizeof(h.fails[0]));
+    rdzvd_job_record_clear(&got);
+
+    snprintf(text, sizeof(text), old, "");
+    ASSERT_OK(rdzvd_store_set(t, "job/o", 5, text, strlen(text)));
+    ASSERT_OK(rdzvd_job_record_get(t, "o", &got));
+    ASSERT_EQ(got.hist[0].failures, 1);
+    ASSERT_EQ(got.hist[0].n_fails, 0);
+    rdzvd_job_record_clear(&got);
+    snprintf(text, sizeof(text), old, ",\"history_fails\":[[],[]]"); /* 2 for 1 entry */
+    ASSERT_OK(rdzvd_store_set(t, "job/o", 5, text, strlen(text)));
+    ASSERT_EQ(rdzvd_job_record_get(t, "o", &got), -EBADMSG);
+    snprintf(text, sizeof(text), old, ",\"history_fails\":[[[-5,0,0,2,true,false]]]");
+    ASSERT_OK(rdzvd_store_set(t, "job/o", 5, text, strlen(text)));
+    ASSERT_EQ(rdzvd_job_record_get(t, "o", &got), -EBADMSG);
+    rdzvd_store_free(t);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-verdicts", RDZV_LOG_ERROR);
+    TEST(test_window_forgets_old_failures);
+    TEST(test_record_keeps_failure_dates);
+    return tap_done();
+}
