@@ -140,12 +140,42 @@ static int64_t node_failures(const struct rdzvd_job *j, const struct rdzvd_job_r
     return n;
 }
 
+/* f, a failure of h's node, follows its rank: the same rank failed on another node within the
+ * window (or, the ranks renumbered since, the world size another, the same local rank). Those
+ * failures become the job's (a node put aside stays so), as f will. The host of such a node
+ * (the last in the history), or NULL when none. */
+static const char *rank_followed(struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                                 const struct rdzvd_job_record_fail *f, int64_t now)
+{
+    const char *other = NULL;
+
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *o = &j->hist[i];
+
+        for (unsigned k = 0; o != h && k < o->n_fails; k++) {
+            struct rdzvd_job_record_fail *g = &o->fails[k];
+
+            if (g->rank < 0 || !in_window(j, g, now) ||
+                (g->world_size == f->world_size ? g->rank != f->rank
+                                                : g->local_rank != f->local_rank))
+                continue;
+            if (g->node && !o->aside) {
+                g->node = false;
+                o->failures--;
+            }
+            other = o->host;
+        }
+    }
+    return other;
+}
+
 enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
                                        char *summary, size_t len)
 {
     struct rdzvd_job *j = m->job;
     struct rdzvd_job_record_hist *h = hist_get(j, m->join.node_id);
     size_t used = strlen(summary);
+    const char *other;
     int64_t now, counted;
 
     if (!h)
@@ -153,8 +183,16 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
     now = f.ms ? f.ms : wall_ms();
     f.ms = now;
     snprintf(h->host, sizeof(h->host), "%s", m->join.host);
-    f.node = true;
+    other = rank_followed(j, h, &f, now);
+    f.node = !other;
     fail_keep(h, &f);
+    if (other) {
+        if (used < len)
+            snprintf(summary + used, len - used,
+                     "; rank %" PRId64 " failed on node %s too%s: the job's failure, not the "
+                     "node's", f.rank, other, j->bad_node_window_ms > 0 ? " within the window" : "");
+        return RDZVD_ASIDE_NOT;
+    }
     h->failures++;
     counted = node_failures(j, h, now);
     if (j->bad_node_failures <= 0 || counted < j->bad_node_failures ||

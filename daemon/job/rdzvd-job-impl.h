@@ -243,7 +243,9 @@ int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_h
                           const char *run_id, const char *node_id, const char *host, char *err,
                           size_t errlen);
 /* m's workers failed (f: the failure, its ms 0: now; summary: the root cause so far): kept in
- * the history, against the node. NOW: m is to be put aside: it failed --bad-node-failures times within
+ * the history. It counts against the node unless the same rank (or, the ranks renumbered since,
+ * the same local rank) failed on another node within the window: then both are the job's, and
+ * summary says so. NOW: m is to be put aside: it failed --bad-node-failures times within
  * --bad-node-window, the budget allows the restart, and the job can form without it (a spare,
  * or more than MIN nodes), or those failures were all its own start-up failures (the job then
  * waits for a node); its entry is marked, and summary says so. NO_CHOICE: it would be, but the

@@ -61,6 +61,44 @@ static void test_window_forgets_old_failures(void)
     env_done(&e);
 }
 
+/* A rank that fails on one node, then on another within the window, is the job's failure: the
+ * first node's failure is taken back, and the second node is not charged, however often that
+ * rank fails again. Its failures of another rank still count: it is put aside after two. */
+static void test_failure_that_follows_a_rank_is_the_jobs(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+    int n0, n2;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 4, jn); /* nodes 2 and 3 wait as spares */
+    n0 = at_rank(f, 4, 0);
+    fail_rank(&f[n0], 1, 1); /* rank 1 on n0: n0's first */
+    ASSERT_TRUE(strstr(f[n0].event.summary, "the job's failure") == NULL);
+    all_ready(f, 4, 1);
+    rdzvd_member_cancel(f[n0].m, SIGTERM, ""); /* n0 leaves; a spare takes node rank 0 */
+    all_ready(f, 4, 2);
+    n2 = at_rank(f, 4, 0);
+    ASSERT_TRUE(n2 >= 2);
+    for (uint64_t gen = 3; gen <= 4; gen++) {
+        fail_rank(&f[n2], gen, 1); /* rank 1 again, on another node */
+        ASSERT_TRUE(event_is(&f[n2], "restart"));
+        ASSERT_TRUE(strstr(f[n2].event.summary, "rank 1 failed on node host0 too within the "
+                                                "window: the job's failure, not the node's") !=
+                    NULL);
+        all_ready(f, 4, gen);
+    }
+    fail_rank(&f[n2], 5, 0); /* rank 0: its own */
+    ASSERT_TRUE(event_is(&f[n2], "restart"));
+    all_ready(f, 4, 5);
+    fail_rank(&f[n2], 6, 0);
+    ASSERT_TRUE(event_is(&f[n2], "put_aside"));
+    env_done(&e);
+}
+
 /* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
  * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
 static void test_record_keeps_failure_dates(void)
@@ -107,6 +145,7 @@ int main(void)
 {
     rdzv_log_setup("test-job-verdicts", RDZV_LOG_ERROR);
     TEST(test_window_forgets_old_failures);
+    TEST(test_failure_that_follows_a_rank_is_the_jobs);
     TEST(test_record_keeps_failure_dates);
     return tap_done();
 }
