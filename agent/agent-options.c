@@ -291,7 +291,7 @@ static int int_check_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *op
 
 static const rdzv_opt_cb deferred_checks[AGENT_OPTS_DEFERRED] = {
     [D_NNODES] = nnodes_cb,         [D_NPROC] = nproc_cb,         [D_BACKEND] = backend_cb,
-    [D_RUN_ID] = run_id_cb,         [D_CONF] = agent_rdzv_conf_cb,      [D_REDIRECTS] = redirects_cb,
+    [D_RUN_ID] = run_id_cb,         [D_CONF] = agent_rdzv_conf_cb, [D_REDIRECTS] = redirects_cb,
     [D_TEE] = redirects_cb,         [D_MAX_RESTARTS] = int_check_cb, [D_NODE_RANK] = int_check_cb,
     [D_MASTER_PORT] = int_check_cb, /* its range is checked where static uses it */
 };
@@ -405,8 +405,9 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "or MIN nodes remain): its agent exits 69 (default 2; 0:\n"
                  "never; the job's first agent sets it for all)"},
         {.kind = RDZV_OPT_INT, .name = "bad-node-window", .dest = &o->bad_node_window_s,
-         .imin = 0, .imax = RDZV_BAD_NODE_WINDOW_MAX, .metavar = "SEC", .help = "only failures within the last SEC "
-         "seconds count toward\n--bad-node-failures (default 3600; 0: all within the job)"},
+         .imin = 0, .imax = RDZV_BAD_NODE_WINDOW_MAX, .metavar = "SEC",
+         .help = "only failures within the last SEC seconds count toward\n"
+                 "--bad-node-failures (default 3600; 0: all within the job)"},
         {.kind = RDZV_OPT_STRING, .name = "health-check", .dest = &o->health_check,
          .metavar = "CMD",
          .help = "the site's node check (NHC, a script), run by /bin/sh before\n"

@@ -100,6 +100,9 @@
  * them; a failure that follows a rank to another node is found among them): as many as a
  * windowed --bad-node-failures may ask for. */
 #define RDZVD_JOB_FAILS_KEPT RDZV_BAD_NODE_WINDOWED_MAX
+/* A worker that exits this soon after its generation formed, with no progress reported, failed at
+ * start-up: a node whose workers only fail so is put aside even with no spare waiting. */
+#define RDZVD_JOB_STARTUP_FAIL_MS 5000
 /* A job's timeline (rdzvd-timeline.h): its first rate sample's interval (the resolution of a
  * job's first RDZV_STATUS_RATES seconds; it doubles each time the samples fill), the window of
  * the current steps per second (the status's and /metrics'), and how far past its first report a

@@ -169,6 +169,32 @@ static const char *rank_followed(struct rdzvd_job *j, const struct rdzvd_job_rec
     return other;
 }
 
+/* h's node fails at start-up, and no other does: its last --bad-node-failures failures that
+ * count were all start-up failures, and no other node's failure counts within the window (a job
+ * whose own code fails at start-up fails on every node: that is not the node's). */
+static bool fails_at_startup(const struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                             int64_t now)
+{
+    int64_t n = 0;
+
+    for (unsigned i = h->n_fails; i-- > 0 && n < j->bad_node_failures;) {
+        const struct rdzvd_job_record_fail *f = &h->fails[i];
+
+        if (!f->node || !in_window(j, f, now))
+            continue;
+        if (!f->startup)
+            return false;
+        n++;
+    }
+    if (n < j->bad_node_failures)
+        return false; /* some not kept (no window, more than RDZVD_JOB_FAILS_KEPT) */
+    for (unsigned i = 0; i < j->n_hist; i++)
+        for (unsigned k = 0; &j->hist[i] != h && k < j->hist[i].n_fails; k++)
+            if (j->hist[i].fails[k].node && in_window(j, &j->hist[i].fails[k], now))
+                return false;
+    return true;
+}
+
 enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
                                        char *summary, size_t len)
 {
@@ -177,6 +203,7 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
     size_t used = strlen(summary);
     const char *other;
     int64_t now, counted;
+    bool waits;
 
     if (!h)
         return RDZVD_ASIDE_NOT;
@@ -190,7 +217,8 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
         if (used < len)
             snprintf(summary + used, len - used,
                      "; rank %" PRId64 " failed on node %s too%s: the job's failure, not the "
-                     "node's", f.rank, other, j->bad_node_window_ms > 0 ? " within the window" : "");
+                     "node's",
+                     f.rank, other, j->bad_node_window_ms > 0 ? " within the window" : "");
         return RDZVD_ASIDE_NOT;
     }
     h->failures++;
@@ -198,24 +226,27 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
     if (j->bad_node_failures <= 0 || counted < j->bad_node_failures ||
         j->restart_count >= j->max_restarts)
         return RDZVD_ASIDE_NOT; /* not yet, never, or the job ends on this failure anyway */
-    if (j->nmembers - 1 < j->min)
+    waits = j->nmembers - 1 < j->min;
+    if (waits && !fails_at_startup(j, h, now))
         return RDZVD_ASIDE_NO_CHOICE;
     h->aside = true;
     rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
     if (j->bad_node_window_ms > 0)
         snprintf(h->reason, sizeof(h->reason),
-                 "its workers failed %" PRId64 " times within %" PRId64 " s (--bad-node-failures "
+                 "its workers failed%s %" PRId64 " times within %" PRId64 " s (--bad-node-failures "
                  "%" PRId64 ", --bad-node-window %" PRId64 "), the last at generation %" PRIu64,
-                 counted, j->bad_node_window_ms / 1000, j->bad_node_failures,
-                 j->bad_node_window_ms / 1000, j->generation);
+                 waits ? " at start-up" : "", counted, j->bad_node_window_ms / 1000,
+                 j->bad_node_failures, j->bad_node_window_ms / 1000, j->generation);
     else
         snprintf(h->reason, sizeof(h->reason),
-                 "its workers failed %" PRId64 " times within the job (--bad-node-failures "
+                 "its workers failed%s %" PRId64 " times within the job (--bad-node-failures "
                  "%" PRId64 "), the last at generation %" PRIu64,
-                 counted, j->bad_node_failures, j->generation);
+                 waits ? " at start-up" : "", counted, j->bad_node_failures, j->generation);
     if (used < len)
-        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside: %s",
-                 m->node_rank, m->join.host, h->reason);
+        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside: %s%s",
+                 m->node_rank, m->join.host, h->reason,
+                 waits ? "; no spare waits: the job waits for a node to take its place "
+                         "(--join-timeout)" : "");
     return RDZVD_ASIDE_NOW;
 }
 

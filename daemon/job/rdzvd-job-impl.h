@@ -128,6 +128,7 @@ struct rdzvd_job {
     struct rdzv_event outcome;
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
     uint64_t created_ms;
+    uint64_t formed_ms; /* when the running generation formed (rdzv_now_ms); 0: not here */
     struct {
         double time; /* unix seconds */
         char text[200];
@@ -247,9 +248,9 @@ int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_h
  * the same local rank) failed on another node within the window: then both are the job's, and
  * summary says so. NOW: m is to be put aside: it failed --bad-node-failures times within
  * --bad-node-window, the budget allows the restart, and the job can form without it (a spare,
- * or more than MIN nodes), or those failures were all its own start-up failures (the job then
- * waits for a node); its entry is marked, and summary says so. NO_CHOICE: it would be, but the
- * job has only MIN nodes and no spare. */
+ * or more than MIN nodes), or those failures were all start-up failures (f.startup) and no other
+ * node's failure counts (the job then waits for a node); its entry is marked, summary says so.
+ * NO_CHOICE: it would be, but the job has only MIN nodes and no spare. */
 enum rdzvd_aside { RDZVD_ASIDE_NOT, RDZVD_ASIDE_NO_CHOICE, RDZVD_ASIDE_NOW };
 enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
                                        char *summary, size_t len);
@@ -289,5 +290,7 @@ struct rdzv_status_job;
 int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj);
 /* Free m's progress (with m). */
 void rdzvd_member_progress_free(struct rdzvd_member *m);
+/* Whether m's local rank reported progress in the job's current generation. */
+bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_rank);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

@@ -292,6 +292,7 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
     }
     if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_FORM}) < 0)
         return;
+    j->formed_ms = rdzv_now_ms();
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
                    ", store on %s%s%s%u%s%.0u%s, restart %" PRId64 " of %" PRId64,

@@ -8,10 +8,12 @@ agent exits 69 saying why, its workers started twice and never again, the spare 
 place, and the job succeeds on the two good nodes, under --recovery restart and inplace. A node
 put aside that joins again is told so, by its node id or by its host (a new agent of the same
 host, issue 36), and without a spare (the job at its --nnodes MIN) the job
-restarts on the nodes it has, as before, and says that it had no choice."""
+restarts on the nodes it has, as before, and says that it had no choice, unless the node's
+workers fail at start-up: then it is put aside and the job waits for a node."""
 import json
 import os
 import subprocess
+import time
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
 
@@ -19,11 +21,11 @@ RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname
     os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
 
 # Each start appends its generation to starts.<node>; a bad node's worker dies half a second
-# after it starts (long enough for the spare to join meanwhile), the others run RDZV_TEST_RUN
-# seconds (default 3) and exit 0.
+# (RDZV_TEST_BAD_AFTER) after it starts (long enough for the spare to join meanwhile), the others
+# run RDZV_TEST_RUN seconds (default 3) and exit 0.
 WORKER = ["/bin/sh", "-c",
           'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/starts.$RDZV_TEST_NODE"; '
-          'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.5; exit 3; fi; '
+          'if [ -n "$RDZV_TEST_BAD" ]; then sleep "${RDZV_TEST_BAD_AFTER:-0.5}"; exit 3; fi; '
           'sleep "${RDZV_TEST_RUN:-3}"; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
 FAKE_NVML = os.environ.get("RDZV_FAKE_NVML") or os.path.join(
     os.environ.get("RDZV_BUILD_ROOT", "build"), "tests", "agent", "libfake-nvml.so")
@@ -109,19 +111,67 @@ class BadNode(Base):
         self.assertEqual(len(self.starts(out, "spare")), 1, self.starts(out, "spare"))
 
     def test_no_spare_no_choice(self):
+        """A node whose workers fail after start-up (6 s in) with no spare: the job restarts on
+        the nodes it has, and says that it had no choice."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         out = self.outdir()
-        bad = self.agent(ep, out, "nochoice", "bad", "--max-restarts", "2", bad=True)
-        good = self.agent(ep, out, "nochoice", "good", "--max-restarts", "2")
+        bad = self.agent(ep, out, "nochoice", "bad", "--max-restarts", "2", bad=True,
+                         env={"RDZV_TEST_BAD_AFTER": "6", "RDZV_TEST_RUN": "30"})
+        good = self.agent(ep, out, "nochoice", "good", "--max-restarts", "2",
+                          env={"RDZV_TEST_RUN": "30"})
         for p in (bad, good):
-            rc, _, err = finish(p, timeout=60)
+            rc, _, err = finish(p, timeout=90)
             self.assertEqual(rc, 3, err[-3000:])
             self.assertIn("restart budget exhausted", err)
         self.assertEqual(len(self.starts(out, "bad")), 3)
         d.wait_log(r"job=nochoice .*node=bad \(node id [^)]*\): its workers failed 2 times; it is "
                    r"not put aside: without a spare the job has only its --nnodes MIN of 2 nodes")
 
+    def test_no_spare_fails_at_startup_job_waits(self):
+        """A node whose workers fail at start-up with no spare is put aside all the same after
+        its second failure: the job waits for a node (--join-timeout 3 here) instead of
+        restarting into it, and fails saying so when none comes."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        bad = self.agent(ep, out, "startup", "bad", "--join-timeout", "3", bad=True)
+        d.wait_log(r"job=startup .*node=bad joined")
+        good = self.agent(ep, out, "startup", "good", "--join-timeout", "3")
+        rc, _, err = finish(bad, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("its workers failed at start-up 2 times within 3600 s", err)
+        rc, _, err = finish(good, timeout=60)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("only 1 of the 2 nodes the job needs", err)
+        self.assertEqual(len(self.starts(out, "bad")), 2, self.starts(out, "bad"))
+        self.assertEqual(len(self.starts(out, "good")), 2, self.starts(out, "good"))
+        d.wait_log(r"job=startup .*no spare waits: the job waits for a node to take its place")
+
+    def test_started_apart_second_broken(self):
+        """Three agents started 0.4 s apart (--nnodes 2, --max-restarts 4), the second on a node
+        whose workers exit 1 at once: it is put aside after --bad-node-failures (2) starts,
+        whether the third has joined by then or not, the third takes its place and the job
+        succeeds."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        env = {"RDZV_TEST_BAD_AFTER": "0"}
+        ps = []
+        for node in ("a", "broken", "c"):
+            ps.append(self.agent(ep, out, "apart", node, bad=node == "broken", env=env))
+            time.sleep(0.4)  # the scenario: started 0.4 s apart
+        a, broken, c = ps
+        rc, _, err = finish(broken, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("put aside by job apart", err)
+        for p in (a, c):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(len(self.starts(out, "broken")), 2, self.starts(out, "broken"))
+        self.assertTrue(os.path.exists(os.path.join(out, "done.a")))
+        self.assertTrue(os.path.exists(os.path.join(out, "done.c")))
+        d.wait_log(r"job=apart .*generation \d+ succeeded")
 
 
 class HealthChecks(Base):

@@ -99,6 +99,62 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     env_done(&e);
 }
 
+/* A node whose workers fail at start-up (within seconds of the round, before any progress) is
+ * put aside after --bad-node-failures of them even with no spare waiting: the job waits for a
+ * node (--join-timeout) instead of restarting into it, and forms again when one joins. When
+ * every node fails at start-up (the job's own code), nobody is put aside. */
+static void test_startup_failures_put_aside_without_spare(void)
+{
+    struct fake f[3] = {0}, g[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+    int bad, good;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 2, jn); /* no spare */
+    bad = at_rank(f, 2, 1);
+    good = 1 - bad;
+    fail_rank(&f[bad], 1, 0);
+    ASSERT_TRUE(event_is(&f[bad], "restart"));
+    all_ready(f, 2, 1);
+    fail_rank(&f[bad], 2, 0);
+    ASSERT_TRUE(event_is(&f[bad], "put_aside"));
+    ASSERT_TRUE(strstr(f[bad].event.summary, "its workers failed at start-up 2 times within "
+                                             "3600 s") != NULL);
+    ASSERT_TRUE(event_is(&f[good], "restart"));
+    ASSERT_TRUE(strstr(f[good].event.summary, "no spare waits: the job waits for a node to take "
+                                              "its place (--join-timeout)") != NULL);
+    all_ready(f, 2, 2);
+    run_ms(&e, 50);
+    ASSERT_EQ(f[good].nrounds, 2); /* waits: no generation 3 on one node */
+    jn = join_of(2, 2, 2, 8);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    ASSERT_EQ(f[2].nrounds, 1);
+    ASSERT_EQ(f[good].nrounds, 3);
+    ASSERT_EQ(f[2].round.generation, 3);
+    env_done(&e);
+
+    /* Both nodes fail at start-up in turn: the job's code, not a node: never put aside. */
+    env_init(&e, -1);
+    jn = join_of(0, 2, 2, 8);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, g, 2, jn);
+    for (uint64_t gen = 1; gen <= 4; gen++) {
+        int i = at_rank(g, 2, (int64_t)(gen % 2));
+
+        fail_rank(&g[i], gen, 0);
+        ASSERT_TRUE(event_is(&g[i], "restart"));
+        ASSERT_TRUE(strstr(g[i].event.summary, "put aside") == NULL);
+        all_ready(g, 2, gen);
+    }
+    env_done(&e);
+}
+
 /* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
  * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
 static void test_record_keeps_failure_dates(void)
@@ -146,6 +202,7 @@ int main(void)
     rdzv_log_setup("test-job-verdicts", RDZV_LOG_ERROR);
     TEST(test_window_forgets_old_failures);
     TEST(test_failure_that_follows_a_rank_is_the_jobs);
+    TEST(test_startup_failures_put_aside_without_spare);
     TEST(test_record_keeps_failure_dates);
     return tap_done();
 }
