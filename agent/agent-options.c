@@ -408,6 +408,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .imin = 0, .imax = RDZV_BAD_NODE_WINDOW_MAX, .metavar = "SEC",
          .help = "only failures within the last SEC seconds count toward\n"
                  "--bad-node-failures (default 3600; 0: all within the job)"},
+        {.kind = RDZV_OPT_INT, .name = "restart-backoff", .dest = &o->restart_backoff_s,
+         .imin = 0, .imax = RDZV_RESTART_BACKOFF_MAX, .metavar = "SEC",
+         .help = "delay restarts: none for the first, then 1 s, 2 s, 4 s ...\n"
+                 "up to SEC (default 30; 0: none, as torchrun)"},
         {.kind = RDZV_OPT_STRING, .name = "health-check", .dest = &o->health_check,
          .metavar = "CMD",
          .help = "the site's node check (NHC, a script), run by /bin/sh before\n"
@@ -697,6 +701,7 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->join_timeout_s = RDZV_JOIN_TIMEOUT_MS / 1000.0;
     o->bad_node_failures = AGENT_BAD_NODE_FAILURES;
     o->bad_node_window_s = AGENT_BAD_NODE_WINDOW_S;
+    o->restart_backoff_s = AGENT_RESTART_BACKOFF_S;
     o->health_timeout_s = AGENT_HEALTH_TIMEOUT_S;
     o->health_interval_s = AGENT_HEALTH_INTERVAL_S;
     o->nccl = RDZV_NCCL_AUTO;

@@ -43,6 +43,7 @@ struct agent_opts {
     int64_t max_restarts;
     int64_t bad_node_failures; /* --bad-node-failures: JOIN's bad_node_failures */
     int64_t bad_node_window_s; /* --bad-node-window: JOIN's bad_node_window (0: none) */
+    int64_t restart_backoff_s; /* --restart-backoff: JOIN's restart_backoff (0: none) */
     /* --health-check CMD, --health-timeout, --health-interval (0: off), --health-path DIR,
      * --health-nic LIST (agent-health.h) */
     const char *health_check, *health_path, *health_nic;
@@ -109,6 +110,7 @@ struct agent_opts {
 #define AGENT_PROGRESS_AUTO_FLOOR_S 60.0 /* --progress-timeout auto's floor by default */
 #define AGENT_BAD_NODE_FAILURES 2 /* --bad-node-failures by default */
 #define AGENT_BAD_NODE_WINDOW_S 3600 /* --bad-node-window by default */
+#define AGENT_RESTART_BACKOFF_S 30 /* --restart-backoff by default */
 #define AGENT_HEALTH_TIMEOUT_S 30.0  /* --health-timeout by default */
 #define AGENT_HEALTH_INTERVAL_S 60.0 /* --health-interval by default */
 #define AGENT_DRAIN_TIMEOUT_S 20.0    /* --on-bad-node drain: scontrol/pbsnodes at most this long */

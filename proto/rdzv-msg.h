@@ -39,6 +39,7 @@ struct rdzv_buf;
 #define RDZV_BAD_NODE_WINDOW_MAX 2592000 /* JOIN bad_node_window (seconds): 30 days */
 /* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */
 #define RDZV_BAD_NODE_WINDOWED_MAX 32
+#define RDZV_RESTART_BACKOFF_MAX 3600 /* JOIN restart_backoff (seconds) */
 #define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
@@ -87,6 +88,10 @@ struct rdzv_join {
      * 0..RDZV_BAD_NODE_WINDOW_MAX; with a window, bad_node_failures is at most
      * RDZV_BAD_NODE_WINDOWED_MAX. */
     int64_t bad_node_window_s;
+    /* 1.8, job-wide: the longest delay rdzvd puts before a restart's next generation (the first
+     * restart none, then 1 s, doubling up to this); 0 (absent, an older agent): none.
+     * 0..RDZV_RESTART_BACKOFF_MAX seconds. */
+    int64_t restart_backoff_s;
 };
 
 struct rdzv_round {

@@ -170,8 +170,9 @@ static const char *rank_followed(struct rdzvd_job *j, const struct rdzvd_job_rec
 }
 
 /* h's node fails at start-up, and no other does: its last --bad-node-failures failures that
- * count were all start-up failures, and no other node's failure counts within the window (a job
- * whose own code fails at start-up fails on every node: that is not the node's). */
+ * count were all start-up failures, another node is in the job, and no other node's failure
+ * counts within the window (a job whose own code fails at start-up fails on every node: that is
+ * not the node's). */
 static bool fails_at_startup(const struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
                              int64_t now)
 {
@@ -186,8 +187,9 @@ static bool fails_at_startup(const struct rdzvd_job *j, const struct rdzvd_job_r
             return false;
         n++;
     }
-    if (n < j->bad_node_failures)
-        return false; /* some not kept (no window, more than RDZVD_JOB_FAILS_KEPT) */
+    if (n < j->bad_node_failures || j->nmembers < 2)
+        return false; /* some not kept (no window, more than RDZVD_JOB_FAILS_KEPT); or no other
+                       * node to tell a node's fault from the job's */
     for (unsigned i = 0; i < j->n_hist; i++)
         for (unsigned k = 0; &j->hist[i] != h && k < j->hist[i].n_fails; k++)
             if (j->hist[i].fails[k].node && in_window(j, &j->hist[i].fails[k], now))

@@ -59,7 +59,7 @@ struct rdzvd_job_move {
     int64_t world_size, nnodes; /* RESTORE: its sizes (the timeline's band) */
 };
 
-enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF };
 
 struct rdzvd_member {
     struct rdzv_list node;        /* in job->members, join order */
@@ -140,6 +140,12 @@ struct rdzvd_job {
     unsigned n_hist;
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
     int64_t bad_node_window_ms; /* the first JOIN's: only failures this recent count; 0: all */
+    /* Restart backoff: the first JOIN's cap (0: none); the restarts in a row so far (0 after a
+     * generation that ran healthy, RDZVD_JOB_BACKOFF_RESET_MS); the next round closes no
+     * sooner than backoff_until_ms (rdzv_now_ms; 0: no wait). */
+    int64_t backoff_max_ms;
+    unsigned backoff_step;
+    uint64_t backoff_until_ms;
     /* An agent was cancelled from outside (CANCEL) while the job was stopping: the exit code
      * (128 + signal) and why, for when it has stopped; 0: none. */
     int64_t cancelled;

@@ -459,6 +459,16 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
 
     if (j->state != JOB_FORMING)
         return;
+    if (j->backoff_until_ms) { /* a restart's backoff: the round closes once it is over */
+        uint64_t now = rdzv_now_ms();
+
+        if (now < j->backoff_until_ms) {
+            if (!j->timer_armed || j->timer_kind != T_BACKOFF)
+                rdzvd_job_timer_start(j, T_BACKOFF, j->backoff_until_ms - now);
+            return;
+        }
+        j->backoff_until_ms = 0;
+    }
     if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
         close_round(j);
         return;
@@ -496,6 +506,28 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     rdzvd_job_try_close(j);
 }
 
+/* The delay before the next generation of a restart of j (counted: charged to the budget; the
+ * others, a scale-up, a node that left on a signal, wait none): none for the first of a row,
+ * then RDZVD_JOB_BACKOFF_FIRST_MS doubling up to the job's cap; a generation that ran
+ * RDZVD_JOB_BACKOFF_RESET_MS starts a new row. Sets backoff_until_ms; no timer yet (the round
+ * waits for it when the job forms: rdzvd_job_try_close). */
+static uint64_t restart_backoff(struct rdzvd_job *j, bool counted)
+{
+    uint64_t now = rdzv_now_ms(), ms = 0;
+
+    if (j->formed_ms && now - j->formed_ms >= RDZVD_JOB_BACKOFF_RESET_MS)
+        j->backoff_step = 0; /* it ran healthy a while */
+    if (counted && j->backoff_max_ms > 0 && j->backoff_step++ > 0) {
+        ms = RDZVD_JOB_BACKOFF_FIRST_MS;
+        for (unsigned i = 2; i < j->backoff_step && ms < (uint64_t)j->backoff_max_ms; i++)
+            ms *= 2;
+        if (ms > (uint64_t)j->backoff_max_ms)
+            ms = (uint64_t)j->backoff_max_ms;
+    }
+    j->backoff_until_ms = ms ? now + ms : 0;
+    return ms;
+}
+
 /* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
  * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
@@ -503,6 +535,8 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
 {
     bool counted = !uncounted;
     struct rdzv_event e = {.type = "restart"};
+    char delay[96];
+    uint64_t backoff;
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
     int r;
@@ -528,13 +562,17 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         return;
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
+    backoff = restart_backoff(j, counted);
     e.generation = j->generation;
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
+    snprintf(delay, sizeof(delay), "; the next generation forms in %.0f s (restart backoff)",
+             (double)backoff / 1000);
     rdzvd_job_note(
-        j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+        j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s%s",
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
-        j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+        j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary,
+        backoff ? delay : "");
     rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
     for_each_member(j, m, pos, tmp)
     {
@@ -587,6 +625,8 @@ static void job_timer_cb(uv_timer_t *t)
         } else {
             job_fail_nodes(j, ready);
         }
+    } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
+        rdzvd_job_try_close(j);
     } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
         struct rdzvd_member *m0 = rank0_member(j);
         char why[RDZV_HOST_MAX + 128];
@@ -640,6 +680,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     j->inplace = jn->inplace;
     j->bad_node_failures = jn->bad_node_failures;
     j->bad_node_window_ms = jn->bad_node_window_s * 1000;
+    j->backoff_max_ms = jn->restart_backoff_s * 1000;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     j->timer.data = j;

@@ -174,6 +174,40 @@ class BadNode(Base):
         d.wait_log(r"job=apart .*generation \d+ succeeded")
 
 
+class Backoff(Base):
+    """Restarts back off (--restart-backoff, default 30): a worker that fails at once, four
+    generations (--max-restarts 3): the second starts right after the first fails, the third at
+    least 1 s after the second, the fourth at least 2 s after the third. With --restart-backoff 0
+    (torchrun's way: restart at its next poll) nothing waits."""
+
+    def generations(self, run_id, *extra):
+        d = self.daemon()
+        out = self.outdir()
+        worker = ["/bin/sh", "-c", 'date +%s.%N >> "$RDZV_TEST_OUT/t"; exit 3']
+        p = start(agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1", "--rdzv-id",
+                            run_id, "--max-restarts", "3", "--bad-node-failures", "0",
+                            "--nccl", "off", *extra, worker=worker),
+                  env={"RDZV_TEST_OUT": out})
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(rc, 3, err[-3000:])
+        self.assertIn("restart budget exhausted (3 of 3 restarts used)", err)
+        with open(os.path.join(out, "t")) as f:
+            t = [float(x) for x in f.read().split()]
+        self.assertEqual(len(t), 4, t)
+        return d, [b - a for a, b in zip(t, t[1:])]
+
+    def test_restarts_back_off(self):
+        d, gaps = self.generations("backoff")
+        self.assertLess(gaps[0], 1.0, gaps)
+        self.assertGreaterEqual(gaps[1], 1.0, gaps)
+        self.assertGreaterEqual(gaps[2], 2.0, gaps)
+        d.wait_log(r"job=backoff .*the next generation forms in 2 s \(restart backoff\)")
+
+    def test_no_backoff(self):
+        _, gaps = self.generations("nobackoff", "--restart-backoff", "0")
+        self.assertLess(sum(gaps), 2.5, gaps)
+
+
 class HealthChecks(Base):
     """rdzv-agent --health-*: a node that fails its check before joining never starts a worker
     and the job forms with the spare; one that fails it while the job runs is put aside within an
@@ -307,7 +341,8 @@ class HealthChecks(Base):
         for opt, val in (("--health-interval", "-1"), ("--health-interval", "0.01"),
                          ("--health-timeout", "0"), ("--bad-node-failures", "1001"),
                          ("--bad-node-window", "-1"), ("--bad-node-window", "2592001"),
-                         ("--bad-node-failures", "33")):  # 33: more than rdzvd keeps per node
+                         ("--bad-node-failures", "33"),  # 33: more than rdzvd keeps per node
+                         ("--restart-backoff", "3601")):
             p = start(agent_cmd("127.0.0.1:1", "--rdzv-id", "x", opt, val,
                                 worker=["/bin/true"]))
             rc, _, err = finish(p, timeout=20)

@@ -155,6 +155,44 @@ static void test_startup_failures_put_aside_without_spare(void)
     env_done(&e);
 }
 
+/* Restarts back off (--restart-backoff 2): the first restart's generation forms at once, the
+ * next one 1 s after its restart, the next ones 2 s (the cap), on the loop's timer; nothing
+ * that happens meanwhile (every member ready) closes the round sooner. A one-node job whose
+ * workers fail at start-up is not put aside: no other node tells its fault from the job's. */
+static void test_restarts_back_off(void)
+{
+    static const uint64_t wait_ms[] = {0, 1000, 2000, 2000};
+    struct fake f[1] = {0};
+    struct rdzv_join jn = join_of(0, 1, 1, 8);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.restart_backoff_s = 2;
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 1, jn);
+    ASSERT_EQ(f[0].nrounds, 1);
+    for (uint64_t gen = 1; gen <= 4; gen++) {
+        uint64_t t0;
+
+        fail_rank(&f[0], gen, 0);
+        ASSERT_TRUE(event_is(&f[0], "restart")); /* never put aside: alone */
+        t0 = rdzv_now_ms();
+        all_ready(f, 1, gen);
+        if (wait_ms[gen - 1]) {
+            ASSERT_EQ(f[0].nrounds, (int)gen); /* not yet */
+            run_ms(&e, wait_ms[gen - 1] - 200);
+            ASSERT_EQ(f[0].nrounds, (int)gen);
+            while (f[0].nrounds == (int)gen && rdzv_now_ms() - t0 < 10000)
+                run_ms(&e, 20);
+            ASSERT_TRUE(rdzv_now_ms() - t0 >= wait_ms[gen - 1]);
+        }
+        ASSERT_EQ(f[0].nrounds, (int)gen + 1);
+        ASSERT_EQ(f[0].round.generation, gen + 1);
+    }
+    env_done(&e);
+}
+
 /* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
  * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
 static void test_record_keeps_failure_dates(void)
@@ -203,6 +241,7 @@ int main(void)
     TEST(test_window_forgets_old_failures);
     TEST(test_failure_that_follows_a_rank_is_the_jobs);
     TEST(test_startup_failures_put_aside_without_spare);
+    TEST(test_restarts_back_off);
     TEST(test_record_keeps_failure_dates);
     return tap_done();
 }
