@@ -129,6 +129,7 @@ struct rdzvd_job {
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
     uint64_t created_ms;
     uint64_t formed_ms; /* when the running generation formed (rdzv_now_ms); 0: not here */
+    double ended_s;     /* when it ended (unix seconds) */
     struct {
         double time; /* unix seconds */
         char text[200];

@@ -197,6 +197,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
         rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END}) < 0)
         return;
     rdzvd_job_timer_stop(j);
+    j->ended_s = rdzv_wall_s();
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;

@@ -208,6 +208,30 @@ class Backoff(Base):
         self.assertLess(sum(gaps), 2.5, gaps)
 
 
+class EndedJob(Base):
+    def test_join_to_an_ended_job_exits_at_once(self):
+        """An agent that joins a job that has ended (a spare late for a job that failed) is told
+        its outcome at once, on one line, and exits non-zero: before, it waited in silence (a
+        new job of one under the old id) until killed."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        first = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
+                                "--nccl", "off", worker=["/bin/sh", "-c", "exit 3"]))
+        rc, _, err = finish(first, timeout=60)
+        self.assertEqual(rc, 3, err[-3000:])
+        late = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
+                               "--nccl", "off", worker=["/bin/true"]))
+        t0 = time.monotonic()
+        rc, _, err = finish(late, timeout=30)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertLess(time.monotonic() - t0, 10, err)
+        lines = [x for x in err.splitlines() if "has ended" in x]
+        self.assertTrue(lines, err)
+        self.assertRegex(lines[-1], r"job 'over' has ended: it failed at \d{4}-\d\d-\d\dT"
+                                    r"[\d:]+Z \(exit code 3\); to run it again, start a new run "
+                                    r"with a new --rdzv-id\. Its outcome: root cause: worker rank 0")
+
+
 class HealthChecks(Base):
     """rdzv-agent --health-*: a node that fails its check before joining never starts a worker
     and the job forms with the spare; one that fails it while the job runs is put aside within an

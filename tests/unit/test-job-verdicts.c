@@ -193,6 +193,53 @@ static void test_restarts_back_off(void)
     env_done(&e);
 }
 
+/* An agent that joins a job that has ended is refused at once with one line: the run id, its
+ * outcome, when, and what to do; while its agents leave, and once they are gone (kept with
+ * --keep-ended). A job that was cancelled is not: a scheduler's requeue runs under the same id. */
+static void test_join_to_an_ended_job_is_told_its_outcome(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct fake f[2] = {0}, late = {0}, later = {0}, g[1] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 60000, 10);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    join_n(&e, f, 2, jn);
+    w.rank = f[0].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[1], "failed"));
+    jn = join_of(2, 2, 2, 0);
+    ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at 20") != NULL);
+    ASSERT_TRUE(strstr(err, "Z (exit code 3); to run it again, start a new run with a new "
+                            "--rdzv-id. Its outcome: root cause: worker rank ") != NULL);
+    for (int i = 0; i < 2; i++)
+        rdzvd_member_gone(f[i].m);
+    ASSERT_EQ(njobs(&e), 1); /* kept as ended */
+    jn = join_of(3, 2, 2, 0);
+    memset(err, 0, sizeof(err));
+    ASSERT_EQ(join_err(&e, &later, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at ") != NULL);
+    ASSERT_NULL(later.m);
+
+    /* Cancelled: the same id may run again. */
+    jn = join_of(0, 1, 1, 0);
+    snprintf(jn.run_id, sizeof(jn.run_id), "requeued");
+    join_n(&e, g, 1, jn);
+    rdzvd_member_cancel(g[0].m, SIGTERM, "scancel");
+    ASSERT_TRUE(event_is(&g[0], "cancelled"));
+    rdzvd_member_gone(g[0].m);
+    memset(g, 0, sizeof(g));
+    join_n(&e, g, 1, jn);
+    ASSERT_NOT_NULL(g[0].m);
+    env_done(&e);
+}
+
 /* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
  * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
 static void test_record_keeps_failure_dates(void)
@@ -242,6 +289,7 @@ int main(void)
     TEST(test_failure_that_follows_a_rank_is_the_jobs);
     TEST(test_startup_failures_put_aside_without_spare);
     TEST(test_restarts_back_off);
+    TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_record_keeps_failure_dates);
     return tap_done();
 }
