@@ -12,6 +12,8 @@ restarts on the nodes it has, as before, and says that it had no choice, unless 
 workers fail at start-up: then it is put aside and the job waits for a node."""
 import json
 import os
+import random
+import signal
 import subprocess
 import time
 
@@ -206,6 +208,62 @@ class Backoff(Base):
     def test_no_backoff(self):
         _, gaps = self.generations("nobackoff", "--restart-backoff", "0")
         self.assertLess(sum(gaps), 2.5, gaps)
+
+
+class Fairness(Base):
+    def test_kills_on_healthy_nodes_never_put_them_aside(self):
+        """Random SIGKILLs of healthy nodes' workers (a seeded schedule: which node, which rank,
+        when) while one node's workers fail on their own (exit 3): only that node is put aside
+        (after two failures; the spare takes its place), the kills are the job's, charged to the
+        restart budget, and the job succeeds on the healthy nodes."""
+        seed = int(os.environ.get("RDZV_TEST_SEED", "0")) or random.randrange(1, 1 << 30)
+        rnd = random.Random(seed)
+        print("seed", seed)
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = ["/bin/sh", "-c",
+                  'echo $$ > "$RDZV_TEST_OUT/pid.$RDZV_TEST_NODE.$RDZV_GENERATION.$LOCAL_RANK"; '
+                  'if [ -n "$RDZV_TEST_BAD" ]; then sleep 1.5; exit 3; fi; '
+                  'sleep 4; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
+        nodes = ("h1", "bad", "h2", "spare")
+        ps = {}
+        for n in nodes:
+            env = {"RDZV_TEST_OUT": out, "RDZV_TEST_NODE": n}
+            if n == "bad":
+                env["RDZV_TEST_BAD"] = "1"
+            ps[n] = start(agent_cmd(ep, "--nnodes", "3", "--nproc", "2", "--rdzv-id", "mix",
+                                    "--max-restarts", "12", "--restart-backoff", "1",
+                                    "--host", n, "--grace", "2", "--nccl", "off",
+                                    worker=worker), env=env)
+            d.wait_log(r"job=mix .*node=%s joined" % n)
+        kills = 0
+        for gen in range(1, 30):
+            if kills == 5:
+                break
+            d.wait_log(r"job=mix gen=%d generation %d formed" % (gen, gen), timeout=60)
+            time.sleep(rnd.uniform(0.1, 1.0))
+            live = [f for f in os.listdir(out) if f.startswith("pid.") and
+                    f.split(".")[1] != "bad" and f.split(".")[2] == str(gen)]
+            if not live:
+                continue
+            with open(os.path.join(out, rnd.choice(sorted(live)))) as f:
+                pid = int(f.read())
+            try:
+                os.kill(pid, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+        rc, _, err = finish(ps["bad"], timeout=90)
+        self.assertEqual(rc, 69, err[-3000:])
+        for n in ("h1", "h2", "spare"):
+            rc, _, err = finish(ps[n], timeout=120)
+            self.assertEqual(rc, 0, "seed %d: %s" % (seed, err[-3000:]))
+        aside = [x for x in d.log().splitlines() if "put aside (node id" in x]
+        self.assertEqual(len(aside), 1, aside)
+        self.assertIn("node=bad put aside", aside[0])
+        self.assertGreaterEqual(kills, 3, "seed %d" % seed)
+        self.assertIn("a signal from outside, not counted against the node", d.log())
 
 
 class EndedJob(Base):
