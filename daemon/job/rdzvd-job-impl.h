@@ -226,6 +226,15 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j);
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);
 
+/* rdzvd-job-backoff.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a
+ * restart of j (counted: charged to the budget; the others, a scale-up, a node that left on a
+ * signal, wait none): none for the first of a row, then RDZVD_JOB_BACKOFF_FIRST_MS doubling up
+ * to the job's cap; a generation that ran RDZVD_JOB_BACKOFF_RESET_MS starts a new row. Sets
+ * backoff_until_ms; no timer yet. rdzvd_job_backoff_left: how long the round must still wait
+ * (ms), 0 once the backoff is over (then cleared) or with none. */
+uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted);
+uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
+
 /* rdzvd-job-aside.c: the failure history. */
 /* node_id's entry, or NULL. */
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,

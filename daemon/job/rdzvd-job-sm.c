@@ -457,18 +457,14 @@ static void close_round(struct rdzvd_job *j)
 void rdzvd_job_try_close(struct rdzvd_job *j)
 {
     int64_t ready = j->nready;
+    uint64_t wait;
 
     if (j->state != JOB_FORMING)
         return;
-    if (j->backoff_until_ms) { /* a restart's backoff: the round closes once it is over */
-        uint64_t now = rdzv_now_ms();
-
-        if (now < j->backoff_until_ms) {
-            if (!j->timer_armed || j->timer_kind != T_BACKOFF)
-                rdzvd_job_timer_start(j, T_BACKOFF, j->backoff_until_ms - now);
-            return;
-        }
-        j->backoff_until_ms = 0;
+    if ((wait = rdzvd_job_backoff_left(j)) > 0) { /* a restart's backoff: then the round */
+        if (!j->timer_armed || j->timer_kind != T_BACKOFF)
+            rdzvd_job_timer_start(j, T_BACKOFF, wait);
+        return;
     }
     if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
         close_round(j);
@@ -507,28 +503,6 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     rdzvd_job_try_close(j);
 }
 
-/* The delay before the next generation of a restart of j (counted: charged to the budget; the
- * others, a scale-up, a node that left on a signal, wait none): none for the first of a row,
- * then RDZVD_JOB_BACKOFF_FIRST_MS doubling up to the job's cap; a generation that ran
- * RDZVD_JOB_BACKOFF_RESET_MS starts a new row. Sets backoff_until_ms; no timer yet (the round
- * waits for it when the job forms: rdzvd_job_try_close). */
-static uint64_t restart_backoff(struct rdzvd_job *j, bool counted)
-{
-    uint64_t now = rdzv_now_ms(), ms = 0;
-
-    if (j->formed_ms && now - j->formed_ms >= RDZVD_JOB_BACKOFF_RESET_MS)
-        j->backoff_step = 0; /* it ran healthy a while */
-    if (counted && j->backoff_max_ms > 0 && j->backoff_step++ > 0) {
-        ms = RDZVD_JOB_BACKOFF_FIRST_MS;
-        for (unsigned i = 2; i < j->backoff_step && ms < (uint64_t)j->backoff_max_ms; i++)
-            ms *= 2;
-        if (ms > (uint64_t)j->backoff_max_ms)
-            ms = (uint64_t)j->backoff_max_ms;
-    }
-    j->backoff_until_ms = ms ? now + ms : 0;
-    return ms;
-}
-
 /* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
  * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
@@ -563,7 +537,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         return;
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
-    backoff = restart_backoff(j, counted);
+    backoff = rdzvd_job_backoff_start(j, counted);
     e.generation = j->generation;
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
