@@ -195,117 +195,12 @@ static int backend_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
     return 0;
 }
 
-static int conf_bool(const char *v)
-{
-    static const char *const yes[] = {"1", "true", "t", "yes", "y"}, *const no[] = {"0", "false",
-                                                                                  "f", "no", "n"};
-
-    for (unsigned i = 0; i < RDZV_ARRAY_SIZE(yes); i++) {
-        if (strcasecmp(v, yes[i]) == 0)
-            return 1;
-        if (strcasecmp(v, no[i]) == 0)
-            return 0;
-    }
-    return -1;
-}
-
-/* One key=value of --rdzv-conf onto rdzv's settings; unknown keys are warned about. */
-static int conf_apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *k,
-                      const char *v, double *keep_alive, double *keep_alive_n)
-{
-    static const struct {
-        const char *key;
-        size_t off; /* in struct agent_opts; 0: accepted, no meaning here */
-    } secs[] = {
-        {"join_timeout", offsetof(struct agent_opts, join_timeout_s)},
-        {"timeout", offsetof(struct agent_opts, join_timeout_s)},
-        {"last_call_timeout", offsetof(struct agent_opts, last_call_s)},
-        {"read_timeout", offsetof(struct agent_opts, connect_timeout_s)},
-        {"close_timeout", 0},
-        {"heartbeat_timeout", 0},
-    };
-    struct agent_opts *o = p->ud;
-    char *end;
-    double d;
-
-    if (strcmp(k, "is_host") == 0) {
-        if ((o->is_host = conf_bool(v)) < 0)
-            return rdzv_opt_bad(p, opt, v, "is_host: expected true or false");
-        return 0;
-    }
-    if (strcmp(k, "replicas") == 0) {
-        if (strcmp(v, "1") && strcmp(v, "3") && strcmp(v, "5"))
-            return rdzv_opt_bad(p, opt, v, "replicas: expected 1, 3 or 5 (a majority must live)");
-        o->replicas = v[0] - '0';
-        return 0;
-    }
-    if (strcmp(k, "store_type") == 0 || strcmp(k, "use_libuv") == 0) {
-        if (strcmp(v, "file") == 0)
-            fprintf(stderr, "rdzv-agent: warning: --rdzv-conf store_type=file: rdzvd is a TCP "
-                            "store; ignored\n");
-        return 0;
-    }
-    d = strtod(v, &end);
-    for (unsigned i = 0; i < RDZV_ARRAY_SIZE(secs); i++) {
-        if (strcmp(k, secs[i].key))
-            continue;
-        if (!*v || *end || !(d >= 0) || d > 1e7)
-            return rdzv_opt_bad(p, opt, v, "expected a number of seconds");
-        if (secs[i].off)
-            *(double *)((char *)o + secs[i].off) = d;
-        return 0;
-    }
-    if (strcmp(k, "keep_alive_interval") == 0 || strcmp(k, "keep_alive_max_attempt") == 0) {
-        if (!*v || *end || !(d > 0) || d > 3600)
-            return rdzv_opt_bad(p, opt, v, "expected a positive number");
-        *(k[11] == 'i' ? keep_alive : keep_alive_n) = d;
-        return 0;
-    }
-    fprintf(stderr, "rdzv-agent: warning: --rdzv-conf: unknown key '%s' ignored\n", k);
-    return 0;
-}
-
-/* k1=v1,k2=v2 (torchrun's --rdzv-conf). A node is lost after keep_alive_interval times
- * keep_alive_max_attempt seconds of silence (torchrun's 5 x 3): rdzv's --heartbeat-timeout. */
-static int rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
-{
-    struct agent_opts *o = p->ud;
-    double keep_alive = 0, keep_alive_n = 0;
-    const char *s = val;
-    char buf[256];
-
-    while (*s) {
-        size_t n = strcspn(s, ",");
-        char *eq;
-
-        if (n >= sizeof(buf))
-            return rdzv_opt_bad(p, opt, val, "an entry is too long");
-        memcpy(buf, s, n);
-        buf[n] = '\0';
-        s += n + (s[n] == ',');
-        if (n == 0)
-            continue;
-        eq = strchr(buf, '=');
-        if (!eq || eq == buf || !eq[1]) /* torchrun: "must have a value specified" */
-            return rdzv_opt_bad(p, opt, val, "expected KEY=VALUE,KEY=VALUE...");
-        *eq = '\0';
-        if (conf_apply(p, opt, buf, eq + 1, &keep_alive, &keep_alive_n) < 0)
-            return -EINVAL;
-    }
-    if (keep_alive || keep_alive_n) {
-        double t = (keep_alive ? keep_alive : 5) * (keep_alive_n ? keep_alive_n : 3);
-
-        o->heartbeat_timeout_s = t < 0.1 ? 0.1 : t > 3600 ? 3600 : t;
-    }
-    return 0;
-}
-
 /* --pass-local-rank[=dash|underscore]: torch.distributed.launch's --local-rank=N argument. */
 static int pass_local_rank_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
                               const char *val)
 {
     struct agent_opts *o = p->ud;
-    int b = val ? conf_bool(val) : 1;
+    int b = val ? agent_conf_bool(val) : 1;
 
     if (val && strcmp(val, "dash") == 0)
         b = 1;
@@ -396,7 +291,7 @@ static int int_check_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *op
 
 static const rdzv_opt_cb deferred_checks[AGENT_OPTS_DEFERRED] = {
     [D_NNODES] = nnodes_cb,         [D_NPROC] = nproc_cb,         [D_BACKEND] = backend_cb,
-    [D_RUN_ID] = run_id_cb,         [D_CONF] = rdzv_conf_cb,      [D_REDIRECTS] = redirects_cb,
+    [D_RUN_ID] = run_id_cb,         [D_CONF] = agent_rdzv_conf_cb, [D_REDIRECTS] = redirects_cb,
     [D_TEE] = redirects_cb,         [D_MAX_RESTARTS] = int_check_cb, [D_NODE_RANK] = int_check_cb,
     [D_MASTER_PORT] = int_check_cb, /* its range is checked where static uses it */
 };
@@ -509,6 +404,14 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "the job, when the job can form without it (a spare waits,\n"
                  "or MIN nodes remain): its agent exits 69 (default 2; 0:\n"
                  "never; the job's first agent sets it for all)"},
+        {.kind = RDZV_OPT_INT, .name = "bad-node-window", .dest = &o->bad_node_window_s,
+         .imin = 0, .imax = RDZV_BAD_NODE_WINDOW_MAX, .metavar = "SEC",
+         .help = "only failures within the last SEC seconds count toward\n"
+                 "--bad-node-failures (default 3600; 0: all within the job)"},
+        {.kind = RDZV_OPT_INT, .name = "restart-backoff", .dest = &o->restart_backoff_s,
+         .imin = 0, .imax = RDZV_RESTART_BACKOFF_MAX, .metavar = "SEC",
+         .help = "delay restarts: none for the first, then 1 s, 2 s, 4 s ...\n"
+                 "up to SEC (default 30; 0: none, as torchrun)"},
         {.kind = RDZV_OPT_STRING, .name = "health-check", .dest = &o->health_check,
          .metavar = "CMD",
          .help = "the site's node check (NHC, a script), run by /bin/sh before\n"
@@ -797,6 +700,8 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->heartbeat_timeout_s = RDZV_HEARTBEAT_TIMEOUT_MS / 1000.0;
     o->join_timeout_s = RDZV_JOIN_TIMEOUT_MS / 1000.0;
     o->bad_node_failures = AGENT_BAD_NODE_FAILURES;
+    o->bad_node_window_s = AGENT_BAD_NODE_WINDOW_S;
+    o->restart_backoff_s = AGENT_RESTART_BACKOFF_S;
     o->health_timeout_s = AGENT_HEALTH_TIMEOUT_S;
     o->health_interval_s = AGENT_HEALTH_INTERVAL_S;
     o->nccl = RDZV_NCCL_AUTO;
@@ -886,6 +791,13 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     }
     if (o->join_timeout_s > 86400)
         o->join_timeout_s = 86400;
+    if (o->bad_node_window_s > 0 && o->bad_node_failures > RDZV_BAD_NODE_WINDOWED_MAX) {
+        fprintf(stderr, "rdzv-agent: --bad-node-failures %" PRId64 " with --bad-node-window: "
+                        "rdzvd keeps %d failures per node; give at most %d, or "
+                        "--bad-node-window 0 (every failure within the job counts)\n",
+                o->bad_node_failures, RDZV_BAD_NODE_WINDOWED_MAX, RDZV_BAD_NODE_WINDOWED_MAX);
+        return -EINVAL;
+    }
     if (o->node_rank >= o->max_nodes && !o->rank_hint) {
         fprintf(stderr, "rdzv-agent: node rank %" PRId64 " is out of range for --nnodes %" PRId64
                         ":%" PRId64 " (ranks 0..%" PRId64 ")\n",

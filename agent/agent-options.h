@@ -42,6 +42,8 @@ struct agent_opts {
     int64_t node_rank;       /* -1: not asked for */
     int64_t max_restarts;
     int64_t bad_node_failures; /* --bad-node-failures: JOIN's bad_node_failures */
+    int64_t bad_node_window_s; /* --bad-node-window: JOIN's bad_node_window (0: none) */
+    int64_t restart_backoff_s; /* --restart-backoff: JOIN's restart_backoff (0: none) */
     /* --health-check CMD, --health-timeout, --health-interval (0: off), --health-path DIR,
      * --health-nic LIST (agent-health.h) */
     const char *health_check, *health_path, *health_nic;
@@ -107,6 +109,8 @@ struct agent_opts {
 
 #define AGENT_PROGRESS_AUTO_FLOOR_S 60.0 /* --progress-timeout auto's floor by default */
 #define AGENT_BAD_NODE_FAILURES 2 /* --bad-node-failures by default */
+#define AGENT_BAD_NODE_WINDOW_S 3600 /* --bad-node-window by default */
+#define AGENT_RESTART_BACKOFF_S 30 /* --restart-backoff by default */
 #define AGENT_HEALTH_TIMEOUT_S 30.0  /* --health-timeout by default */
 #define AGENT_HEALTH_INTERVAL_S 60.0 /* --health-interval by default */
 #define AGENT_DRAIN_TIMEOUT_S 20.0    /* --on-bad-node drain: scontrol/pbsnodes at most this long */
@@ -116,6 +120,16 @@ struct agent_opts {
  * range). Returns 0, 1 when the program should exit 0 now (--help, --version), or -EINVAL
  * after printing one line to stderr. */
 int agent_opts_parse(struct agent_opts *o, int argc, char **argv);
+
+struct rdzv_opt_prog;
+struct rdzv_opt;
+/* agent-options-conf.c. agent_conf_bool: 1 (1, true, t, yes, y), 0 (0, false, f, no, n; any
+ * case) or -1, as torchrun reads booleans. agent_rdzv_conf_cb: torchrun's --rdzv-conf
+ * k1=v1,k2=v2 onto the options p->ud points to (a struct agent_opts); 0, or -EINVAL after
+ * saying which entry is wrong (rdzv_opt_bad). */
+int agent_conf_bool(const char *v);
+int agent_rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                       const char *val);
 
 /* --print-launch: write the resolved launch to f as one JSON object on one line:
  *   {"nnodes_min", "nnodes_max", "nproc", "backend": "c10d"|"static", "standalone",

@@ -552,6 +552,8 @@ int main(int argc, char **argv)
     jn->join_timeout_ms = (int64_t)(a.o.join_timeout_s * 1000);
     jn->scale_up_now = a.o.scale_up_now;
     jn->bad_node_failures = a.o.bad_node_failures;
+    jn->bad_node_window_s = a.o.bad_node_window_s;
+    jn->restart_backoff_s = a.o.restart_backoff_s;
     jn->inplace = a.o.recovery_inplace;
     jn->host_store = true; /* a replicated rdzvd may ask node rank 0 for the generation's store */
     jn->host_replica = true; /* and (rdzvd --replicas) any agent for a replica of itself */

@@ -124,6 +124,18 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         json_decref(o);
         o = NULL;
     }
+    if (o && j->restart_backoff_s > 0 &&
+        json_object_set_new(o, "restart_backoff",
+                            json_integer((json_int_t)j->restart_backoff_s)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && j->bad_node_window_s > 0 &&
+        json_object_set_new(o, "bad_node_window",
+                            json_integer((json_int_t)j->bad_node_window_s)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
@@ -295,6 +307,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
 {
     json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
     json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS, bad_node = 0;
+    json_int_t bad_window = 0, backoff = 0;
     const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart", *secret = "";
     int rank_hint = 0, scale_now = 0, host_store = 0, host_replica = 0;
     json_error_t jerr;
@@ -306,7 +319,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o}",
+                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o, s?I, s?I}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
@@ -314,7 +327,8 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                        "join_timeout_ms", &join_ms, "scale_up_now", &scale_now, "resume",
                        &resume, "recovery", &recovery, "secret", &secret, "host_store",
                        &host_store, "host_replica", &host_replica, "bad_node_failures",
-                       &bad_node, "gpu_uuids", &gpus) < 0) {
+                       &bad_node, "gpu_uuids", &gpus, "bad_node_window", &bad_window,
+                       "restart_backoff", &backoff) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -354,12 +368,17 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         node_rank < -1 || last_call < 0 || max_restarts < 0 || nccl_ids < 1 ||
         nccl_ids > RDZV_MAX_NCCL_IDS || rdzv_nccl_mode_parse(nccl, &j->nccl) < 0 ||
         hb_ms < 100 || hb_ms > 3600000 || join_ms < 0 || join_ms > 86400000 || bad_node < 0 ||
-        bad_node > RDZV_BAD_NODE_FAILURES_MAX) {
+        bad_node > RDZV_BAD_NODE_FAILURES_MAX || bad_window < 0 ||
+        bad_window > RDZV_BAD_NODE_WINDOW_MAX ||
+        (bad_window > 0 && bad_node > RDZV_BAD_NODE_WINDOWED_MAX) || backoff < 0 ||
+        backoff > RDZV_RESTART_BACKOFF_MAX) {
         snprintf(err, errlen, "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
                               "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
                               "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000, "
-                              "0 <= bad_node_failures <= %d)",
-                 RDZV_MAX_NCCL_IDS, RDZV_BAD_NODE_FAILURES_MAX);
+                              "0 <= bad_node_failures <= %d (%d with a bad_node_window), "
+                              "0 <= bad_node_window <= %d, 0 <= restart_backoff <= %d)",
+                 RDZV_MAX_NCCL_IDS, RDZV_BAD_NODE_FAILURES_MAX, RDZV_BAD_NODE_WINDOWED_MAX,
+                 RDZV_BAD_NODE_WINDOW_MAX, RDZV_RESTART_BACKOFF_MAX);
         r = -EBADMSG;
         goto out;
     }
@@ -378,6 +397,8 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->host_store = host_store != 0;
     j->host_replica = host_replica != 0;
     j->bad_node_failures = bad_node;
+    j->bad_node_window_s = bad_window;
+    j->restart_backoff_s = backoff;
     if (*secret && !rdzv_msg_is_secret(secret)) {
         snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters", RDZV_SECRET_HEX);
         r = -EBADMSG;

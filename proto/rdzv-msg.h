@@ -38,6 +38,10 @@ struct rdzv_buf;
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
 #define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
 #define RDZV_BAD_NODE_FAILURES_MAX 1000 /* JOIN bad_node_failures */
+#define RDZV_BAD_NODE_WINDOW_MAX 2592000 /* JOIN bad_node_window (seconds): 30 days */
+/* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */
+#define RDZV_BAD_NODE_WINDOWED_MAX 32
+#define RDZV_RESTART_BACKOFF_MAX 3600 /* JOIN restart_backoff (seconds) */
 #define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
@@ -84,6 +88,15 @@ struct rdzv_join {
     /* 1.8: the UUIDs of the GPUs this node's workers use (rdzv-gpu.h); sent when there are any.
      * A job refuses a node that shares one with a node it put aside. */
     struct rdzv_gpu_set gpus;
+    /* 1.8, job-wide as bad_node_failures: only failures within this many seconds (rdzvd's
+     * clock) count; 0 (absent, an older agent): every failure within the job counts.
+     * 0..RDZV_BAD_NODE_WINDOW_MAX; with a window, bad_node_failures is at most
+     * RDZV_BAD_NODE_WINDOWED_MAX. */
+    int64_t bad_node_window_s;
+    /* 1.8, job-wide: the longest delay rdzvd puts before a restart's next generation (the first
+     * restart none, then 1 s, doubling up to this); 0 (absent, an older agent): none.
+     * 0..RDZV_RESTART_BACKOFF_MAX seconds. */
+    int64_t restart_backoff_s;
 };
 
 struct rdzv_round {

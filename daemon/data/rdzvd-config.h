@@ -96,6 +96,18 @@
  * lost, and nodes that say so cannot fill the history and stop the job counting failures. */
 #define RDZVD_JOB_ASIDE_CHECK_MAX 32
 #define RDZVD_ASIDE_REASON_MAX 255
+/* Of each node, its newest failures kept with their dates and ranks (--bad-node-window counts
+ * them; a failure that follows a rank to another node is found among them): as many as a
+ * windowed --bad-node-failures may ask for. */
+#define RDZVD_JOB_FAILS_KEPT RDZV_BAD_NODE_WINDOWED_MAX
+/* A worker that exits this soon after its generation formed, with no progress reported, failed at
+ * start-up: a node whose workers only fail so is put aside even with no spare waiting. */
+#define RDZVD_JOB_STARTUP_FAIL_MS 5000
+/* Restarts back off (JOIN restart_backoff, the cap): the first restart's generation forms at
+ * once, each next one 1 s, 2 s, 4 s ... after its restart was decided; a generation that ran
+ * this long before its failure starts the count over. */
+#define RDZVD_JOB_BACKOFF_FIRST_MS 1000
+#define RDZVD_JOB_BACKOFF_RESET_MS 60000
 /* A job's timeline (rdzvd-timeline.h): its first rate sample's interval (the resolution of a
  * job's first RDZV_STATUS_RATES seconds; it doubles each time the samples fill), the window of
  * the current steps per second (the status's and /metrics'), and how far past its first report a

@@ -42,7 +42,8 @@ static bool record_parts_valid(const struct rdzvd_job_record *rec)
         if (!h->node_id[0] || strnlen(h->node_id, sizeof(h->node_id)) > RDZV_ID_MAX ||
             strnlen(h->host, sizeof(h->host)) > RDZV_HOST_MAX ||
             h->failures < 0 || strnlen(h->reason, sizeof(h->reason)) > RDZVD_ASIDE_REASON_MAX ||
-            !rdzv_gpu_set_valid(&h->gpus) || (h->gpus.n && !h->aside))
+            !rdzv_gpu_set_valid(&h->gpus) || (h->gpus.n && !h->aside) ||
+            h->n_fails > RDZVD_JOB_FAILS_KEPT)
             return false;
         for (unsigned k = 0; k < i; k++)
             if (strcmp(rec->hist[k].node_id, h->node_id) == 0)
@@ -67,6 +68,67 @@ static int record_encode_gpus(json_t *o, const struct rdzvd_job_record *rec)
         if (json_array_append_new(a, json_pack("[s, o]", h->node_id,
                                                rdzv_gpu_set_to_json(&h->gpus))) < 0)
             return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The dated failures of rec's history as "history_fails": one array per history entry, in its
+ * order, of [ms, rank, local_rank, world_size, node, startup]. Beside "history", not in it: an
+ * older rdzvd reads the history and ignores them. 0 or -ENOMEM. */
+static int record_encode_fails(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a = json_array(), *f;
+
+    if (!a || json_object_set_new(o, "history_fails", a) < 0)
+        return -ENOMEM;
+    for (unsigned i = 0; i < rec->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!(f = json_array()) || json_array_append_new(a, f) < 0)
+            return -ENOMEM;
+        for (unsigned k = 0; k < h->n_fails; k++) {
+            const struct rdzvd_job_record_fail *x = &h->fails[k];
+
+            if (json_array_append_new(f, json_pack("[I, I, I, I, b, b]", (json_int_t)x->ms,
+                                                   (json_int_t)x->rank,
+                                                   (json_int_t)x->local_rank,
+                                                   (json_int_t)x->world_size, x->node,
+                                                   x->startup)) < 0)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* "history_fails" (absent: a record of an older rdzvd, no dates) into rec's history, decoded.
+ * 0 or -EBADMSG. */
+static int record_decode_fails(json_t *all, struct rdzvd_job_record *rec)
+{
+    json_t *f, *v;
+    size_t i, k;
+
+    if (!all)
+        return 0;
+    if (!json_is_array(all) || json_array_size(all) != rec->n_hist)
+        return -EBADMSG;
+    json_array_foreach(all, i, f)
+    {
+        struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!json_is_array(f) || json_array_size(f) > RDZVD_JOB_FAILS_KEPT)
+            return -EBADMSG;
+        json_array_foreach(f, k, v)
+        {
+            struct rdzvd_job_record_fail *x = &h->fails[k];
+            json_int_t ms, rank, lr, ws;
+            int node, startup;
+
+            if (json_unpack(v, "[I, I, I, I, b, b]", &ms, &rank, &lr, &ws, &node, &startup) < 0 ||
+                ms < 0 || rank < -1 || lr < -1 || ws < -1)
+                return -EBADMSG;
+            *x = (struct rdzvd_job_record_fail){ms, rank, lr, ws, node != 0, startup != 0};
+        }
+        h->n_fails = (unsigned)json_array_size(f);
     }
     return 0;
 }
@@ -103,6 +165,8 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
                                                    h->reason)) < 0)
                 return -ENOMEM;
         }
+        if (record_encode_fails(o, rec) < 0)
+            return -ENOMEM;
     }
     return record_encode_gpus(o, rec);
 }
@@ -258,6 +322,8 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
         rec->n_ids = (unsigned)json_array_size(ids);
     }
     r = record_decode_hist(json_object_get(o, "history"), rec);
+    if (r == 0)
+        r = record_decode_fails(json_object_get(o, "history_fails"), rec);
     if (r == 0)
         r = record_decode_gpus(json_object_get(o, "aside_gpus"), rec);
     if (r == -ENOMEM) {

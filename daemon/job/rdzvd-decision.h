@@ -52,8 +52,19 @@ struct rdzvd_job_record_node {
     int64_t nproc;
 };
 
+/* One failure of a node's workers: when (rdzvd's wall clock, unix ms), which rank, and whether
+ * it counts against the node (false: the job's, e.g. it followed its rank from another node). */
+struct rdzvd_job_record_fail {
+    int64_t ms;
+    int64_t rank, local_rank, world_size; /* -1: not known (dated from an older record) */
+    bool node;
+    bool startup; /* its worker exited while starting (no progress, within seconds) */
+};
+
 /* A node's history within the job: its workers' failures, and whether the job put it aside
- * (then why). A node put aside takes no place in the job again until an operator releases it. */
+ * (then why). A node put aside takes no place in the job again until an operator releases it.
+ * failures counts those charged to the node; fails keeps the newest n_fails of them, and of
+ * those the job was charged with (a record of an older rdzvd has none: "history_fails"). */
 struct rdzvd_job_record_hist {
     char node_id[RDZV_ID_MAX + 1];
     char host[RDZV_HOST_MAX + 1]; /* its agent's --host when last counted */
@@ -65,6 +76,8 @@ struct rdzvd_job_record_hist {
      * record as "aside_gpus", [[node_id, [uuid, ...]], ...] beside "history", so that an rdzvd
      * that predates them reads the record (without them). */
     struct rdzv_gpu_set gpus;
+    unsigned n_fails;
+    struct rdzvd_job_record_fail fails[RDZVD_JOB_FAILS_KEPT]; /* oldest first */
 };
 
 /* What ADMITTED records of a node: its node id and the hash of its secret (hex). */

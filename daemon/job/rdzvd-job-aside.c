@@ -15,6 +15,13 @@
 
 uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
 
+/* rdzvd's wall clock in unix ms: failures are dated by it, and the dates are recorded, so that a
+ * restarted rdzvd (or the next leader) counts the same window. */
+static int64_t wall_ms(void)
+{
+    return (int64_t)(rdzv_wall_s() * 1000);
+}
+
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
                                                         const char *node_id)
 {
@@ -60,13 +67,37 @@ static struct rdzvd_job_record_hist *hist_get(struct rdzvd_job *j, const char *n
     return h;
 }
 
+/* f as h's newest failure; past RDZVD_JOB_FAILS_KEPT the oldest is forgotten. */
+static void fail_keep(struct rdzvd_job_record_hist *h, const struct rdzvd_job_record_fail *f)
+{
+    if (h->n_fails == RDZVD_JOB_FAILS_KEPT) {
+        memmove(&h->fails[0], &h->fails[1], (RDZVD_JOB_FAILS_KEPT - 1) * sizeof(*f));
+        h->n_fails--;
+    }
+    h->fails[h->n_fails++] = *f;
+}
+
 void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
 {
+    int64_t now = wall_ms();
+
     free(j->hist);
     j->hist = rec->hist;
     j->n_hist = rec->n_hist;
     rec->hist = NULL;
     rec->n_hist = 0;
+    /* A record of an older rdzvd has no dates: its failures are dated now, so they count within
+     * the window from here on (as they counted before), with no rank to follow. */
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *h = &j->hist[i];
+        struct rdzvd_job_record_fail old = {.ms = now, .rank = -1, .local_rank = -1,
+                                            .world_size = -1, .node = true};
+
+        if (h->n_fails)
+            continue;
+        for (int64_t k = 0; k < h->failures && k < RDZVD_JOB_FAILS_KEPT; k++)
+            fail_keep(h, &old);
+    }
 }
 
 /* m's GPUs into h, m's node put aside: those that no other node of m's job reports. A node
@@ -125,31 +156,135 @@ int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_h
     return 0;
 }
 
-enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, char *summary, size_t len)
+/* f is within j's --bad-node-window at now (no window: every failure is). */
+static bool in_window(const struct rdzvd_job *j, const struct rdzvd_job_record_fail *f, int64_t now)
+{
+    return j->bad_node_window_ms <= 0 || now - f->ms < j->bad_node_window_ms;
+}
+
+/* h's failures that count against its node now: within the window, or (none) all of them. */
+static int64_t node_failures(const struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                             int64_t now)
+{
+    int64_t n = 0;
+
+    if (j->bad_node_window_ms <= 0)
+        return h->failures;
+    for (unsigned i = 0; i < h->n_fails; i++)
+        n += h->fails[i].node && in_window(j, &h->fails[i], now);
+    return n;
+}
+
+/* f, a failure of h's node, follows its rank: the same rank failed on another node within the
+ * window (or, the ranks renumbered since, the world size another, the same local rank). Those
+ * failures become the job's (a node put aside stays so), as f will. The host of such a node
+ * (the last in the history), or NULL when none. */
+static const char *rank_followed(struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                                 const struct rdzvd_job_record_fail *f, int64_t now)
+{
+    const char *other = NULL;
+
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *o = &j->hist[i];
+
+        for (unsigned k = 0; o != h && k < o->n_fails; k++) {
+            struct rdzvd_job_record_fail *g = &o->fails[k];
+
+            if (g->rank < 0 || !in_window(j, g, now) ||
+                (g->world_size == f->world_size ? g->rank != f->rank
+                                                : g->local_rank != f->local_rank))
+                continue;
+            if (g->node && !o->aside) {
+                g->node = false;
+                o->failures--;
+            }
+            other = o->host;
+        }
+    }
+    return other;
+}
+
+/* h's node fails at start-up, and no other does: its last --bad-node-failures failures that
+ * count were all start-up failures, another node is in the job, and no other node's failure
+ * counts within the window (a job whose own code fails at start-up fails on every node: that is
+ * not the node's). */
+static bool fails_at_startup(const struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                             int64_t now)
+{
+    int64_t n = 0;
+
+    for (unsigned i = h->n_fails; i-- > 0 && n < j->bad_node_failures;) {
+        const struct rdzvd_job_record_fail *f = &h->fails[i];
+
+        if (!f->node || !in_window(j, f, now))
+            continue;
+        if (!f->startup)
+            return false;
+        n++;
+    }
+    if (n < j->bad_node_failures || j->nmembers < 2)
+        return false; /* some not kept (no window, more than RDZVD_JOB_FAILS_KEPT); or no other
+                       * node to tell a node's fault from the job's */
+    for (unsigned i = 0; i < j->n_hist; i++)
+        for (unsigned k = 0; &j->hist[i] != h && k < j->hist[i].n_fails; k++)
+            if (j->hist[i].fails[k].node && in_window(j, &j->hist[i].fails[k], now))
+                return false;
+    return true;
+}
+
+enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
+                                       char *summary, size_t len)
 {
     struct rdzvd_job *j = m->job;
     struct rdzvd_job_record_hist *h = hist_get(j, m->join.node_id);
     size_t used = strlen(summary);
+    const char *other;
+    int64_t now, counted;
+    bool waits;
 
     if (!h)
         return RDZVD_ASIDE_NOT;
+    now = f.ms ? f.ms : wall_ms();
+    f.ms = now;
     snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    other = rank_followed(j, h, &f, now);
+    f.node = !other;
+    fail_keep(h, &f);
+    if (other) {
+        if (used < len)
+            snprintf(summary + used, len - used,
+                     "; rank %" PRId64 " failed on node %s too%s: the job's failure, not the "
+                     "node's",
+                     f.rank, other, j->bad_node_window_ms > 0 ? " within the window" : "");
+        return RDZVD_ASIDE_NOT;
+    }
     h->failures++;
-    if (j->bad_node_failures <= 0 || h->failures < j->bad_node_failures ||
+    counted = node_failures(j, h, now);
+    if (j->bad_node_failures <= 0 || counted < j->bad_node_failures ||
         j->restart_count >= j->max_restarts)
         return RDZVD_ASIDE_NOT; /* not yet, never, or the job ends on this failure anyway */
-    if (j->nmembers - 1 < j->min)
+    waits = j->nmembers - 1 < j->min;
+    if (waits && !fails_at_startup(j, h, now))
         return RDZVD_ASIDE_NO_CHOICE;
     h->aside = true;
     aside_gpus(m, h);
     rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
-    snprintf(h->reason, sizeof(h->reason),
-             "its workers failed %" PRId64 " times within the job (--bad-node-failures %" PRId64
-             "), the last at generation %" PRIu64,
-             h->failures, j->bad_node_failures, j->generation);
+    if (j->bad_node_window_ms > 0)
+        snprintf(h->reason, sizeof(h->reason),
+                 "its workers failed%s %" PRId64 " times within %" PRId64 " s (--bad-node-failures "
+                 "%" PRId64 ", --bad-node-window %" PRId64 "), the last at generation %" PRIu64,
+                 waits ? " at start-up" : "", counted, j->bad_node_window_ms / 1000,
+                 j->bad_node_failures, j->bad_node_window_ms / 1000, j->generation);
+    else
+        snprintf(h->reason, sizeof(h->reason),
+                 "its workers failed%s %" PRId64 " times within the job (--bad-node-failures "
+                 "%" PRId64 "), the last at generation %" PRIu64,
+                 waits ? " at start-up" : "", counted, j->bad_node_failures, j->generation);
     if (used < len)
-        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside: %s",
-                 m->node_rank, m->join.host, h->reason);
+        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside: %s%s",
+                 m->node_rank, m->join.host, h->reason,
+                 waits ? "; no spare waits: the job waits for a node to take its place "
+                         "(--join-timeout)" : "");
     return RDZVD_ASIDE_NOW;
 }
 
@@ -243,6 +378,7 @@ int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t e
             continue;
         h->aside = false;
         h->failures = 0;
+        h->n_fails = 0;
         h->reason[0] = '\0';
         h->gpus.n = 0;
         released++;

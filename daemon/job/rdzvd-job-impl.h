@@ -59,7 +59,7 @@ struct rdzvd_job_move {
     int64_t world_size, nnodes; /* RESTORE: its sizes (the timeline's band) */
 };
 
-enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD };
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF };
 
 struct rdzvd_member {
     struct rdzv_list node;        /* in job->members, join order */
@@ -128,6 +128,8 @@ struct rdzvd_job {
     struct rdzv_event outcome;
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
     uint64_t created_ms;
+    uint64_t formed_ms; /* when the running generation formed (rdzv_now_ms); 0: not here */
+    double ended_s;     /* when it ended (unix seconds) */
     struct {
         double time; /* unix seconds */
         char text[200];
@@ -138,6 +140,13 @@ struct rdzvd_job {
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
+    int64_t bad_node_window_ms; /* the first JOIN's: only failures this recent count; 0: all */
+    /* Restart backoff: the first JOIN's cap (0: none); the restarts in a row so far (0 after a
+     * generation that ran healthy, RDZVD_JOB_BACKOFF_RESET_MS); the next round closes no
+     * sooner than backoff_until_ms (rdzv_now_ms; 0: no wait). */
+    int64_t backoff_max_ms;
+    unsigned backoff_step;
+    uint64_t backoff_until_ms;
     /* An agent was cancelled from outside (CANCEL) while the job was stopping: the exit code
      * (128 + signal) and why, for when it has stopped; 0: none. */
     int64_t cancelled;
@@ -226,6 +235,15 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j);
  * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);
 
+/* rdzvd-job-backoff.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a
+ * restart of j (counted: charged to the budget; the others, a scale-up, a node that left on a
+ * signal, wait none): none for the first of a row, then RDZVD_JOB_BACKOFF_FIRST_MS doubling up
+ * to the job's cap; a generation that ran RDZVD_JOB_BACKOFF_RESET_MS starts a new row. Sets
+ * backoff_until_ms; no timer yet. rdzvd_job_backoff_left: how long the round must still wait
+ * (ms), 0 once the backoff is over (then cleared) or with none. */
+uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted);
+uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
+
 /* rdzvd-job-aside.c: the failure history. */
 /* node_id's entry, or NULL. */
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
@@ -255,12 +273,17 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec);
 int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
                           const char *run_id, const char *node_id, const char *host,
                           const struct rdzv_gpu_set *gpus, char *err, size_t errlen);
-/* m's workers failed (summary: the root cause so far): counted in the history. NOW: m is to
- * be put aside: it failed --bad-node-failures times, the budget allows the restart, and the job
- * can form without it (a spare, or more than MIN nodes); its entry is marked, and summary says
- * so. NO_CHOICE: it would be, but the job has only MIN nodes and no spare. */
+/* m's workers failed (f: the failure, its ms 0: now; summary: the root cause so far): kept in
+ * the history. It counts against the node unless the same rank (or, the ranks renumbered since,
+ * the same local rank) failed on another node within the window: then both are the job's, and
+ * summary says so. NOW: m is to be put aside: it failed --bad-node-failures times within
+ * --bad-node-window, the budget allows the restart, and the job can form without it (a spare,
+ * or more than MIN nodes), or those failures were all start-up failures (f.startup) and no other
+ * node's failure counts (the job then waits for a node); its entry is marked, summary says so.
+ * NO_CHOICE: it would be, but the job has only MIN nodes and no spare. */
 enum rdzvd_aside { RDZVD_ASIDE_NOT, RDZVD_ASIDE_NO_CHOICE, RDZVD_ASIDE_NOW };
-enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, char *summary, size_t len);
+enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
+                                       char *summary, size_t len);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
@@ -297,5 +320,7 @@ struct rdzv_status_job;
 int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj);
 /* Free m's progress (with m). */
 void rdzvd_member_progress_free(struct rdzvd_member *m);
+/* Whether m's local rank reported progress in the job's current generation. */
+bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_rank);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

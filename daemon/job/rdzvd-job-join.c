@@ -14,6 +14,7 @@
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
 #include "daemon/job/rdzvd-job-impl.h"
+#include "daemon/job/rdzvd-job-status.h"
 
 /* One JOIN being served: where a refusal goes. */
 struct join_req {
@@ -516,11 +517,14 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
     if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
         return r;
-    if (j && j->state == JOB_ENDED)
-        return refuse(&q, -EBUSY,
-                      "job '%s' has just ended and its agents are still leaving; use a new "
-                      "--rdzv-id for a new job",
-                      jn.run_id);
+    if (j && j->state == JOB_ENDED) { /* its agents are still leaving */
+        rdzvd_job_ended_line(err, errlen, jn.run_id, j->outcome.type, j->outcome.exit_code,
+                             j->ended_s, j->outcome.summary);
+        return -EBUSY;
+    }
+    if (!j && !jn.resume.generation && (r = rdzvd_ended_jobs_refuse(h->ended, jn.run_id, err,
+                                                                   errlen)) < 0)
+        return r;
     if (jn.resume.generation)
         return join_resume(&q, j);
     if (j && (check_join_matches(&q, j->min, j->max, j->max_restarts) < 0 ||

@@ -26,6 +26,12 @@ void rdzvd_member_progress_free(struct rdzvd_member *m)
     m->progress = NULL;
 }
 
+bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_rank)
+{
+    return m->progress && m->progress_gen == m->job->generation && local_rank >= 0 &&
+           local_rank < m->join.nproc && m->progress[local_rank].set;
+}
+
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
     struct rdzvd_job *j = m->job;

@@ -120,6 +120,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
 {
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
+    struct rdzvd_job_record_fail f;
     time_t secs;
     struct tm tm;
 
@@ -164,11 +165,15 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         return 0;
     }
     /* A node put aside leaves before the restart: the next generation forms without it. */
-    switch (rdzvd_job_node_failed(m, summary, sizeof(summary))) {
+    f = (struct rdzvd_job_record_fail){
+        .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
+        .startup = j->formed_ms && rdzv_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS &&
+                   !rdzvd_member_rank_progressed(m, w->local_rank)};
+    switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
         member_dismiss(m);
         break;
-    case RDZVD_ASIDE_NO_CHOICE:
+    case RDZVD_ASIDE_NO_CHOICE: /* a job whose nodes all fail at start-up comes here too */
         rdzvd_job_note(j, true,
                        "node=%s (node id %s): its workers failed %" PRId64 " times; it is not "
                        "put aside: without a spare the job has only its --nnodes MIN of %" PRId64

@@ -197,6 +197,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
         rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END}) < 0)
         return;
     rdzvd_job_timer_stop(j);
+    j->ended_s = rdzv_wall_s();
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;
@@ -292,6 +293,7 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
     }
     if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_FORM}) < 0)
         return;
+    j->formed_ms = rdzv_now_ms();
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
                    ", store on %s%s%s%u%s%.0u%s, restart %" PRId64 " of %" PRId64,
@@ -455,9 +457,15 @@ static void close_round(struct rdzvd_job *j)
 void rdzvd_job_try_close(struct rdzvd_job *j)
 {
     int64_t ready = j->nready;
+    uint64_t wait;
 
     if (j->state != JOB_FORMING)
         return;
+    if ((wait = rdzvd_job_backoff_left(j)) > 0) { /* a restart's backoff: then the round */
+        if (!j->timer_armed || j->timer_kind != T_BACKOFF)
+            rdzvd_job_timer_start(j, T_BACKOFF, wait);
+        return;
+    }
     if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
         close_round(j);
         return;
@@ -502,6 +510,8 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
 {
     bool counted = !uncounted, aside = j->aside_cause;
     struct rdzv_event e = {.type = "restart"};
+    char delay[96];
+    uint64_t backoff;
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
     int r;
@@ -528,13 +538,17 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         return;
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
+    backoff = rdzvd_job_backoff_start(j, counted);
     e.generation = j->generation;
     e.exit_code = exit_code;
     snprintf(e.summary, sizeof(e.summary), "%s", summary);
+    snprintf(delay, sizeof(delay), "; the next generation forms in %.0f s (restart backoff)",
+             (double)backoff / 1000);
     rdzvd_job_note(
-        j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s",
+        j, true, "%s generation %" PRIu64 " (restart %" PRId64 " of %" PRId64 "%s%s): %s%s",
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
-        j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary);
+        j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary,
+        backoff ? delay : "");
     rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
     rdzvd_timeline_recovery_start(&j->timeline, rdzv_wall_s(), j->generation,
                                   aside ? RDZV_MARK_PUT_ASIDE : kind, j->inplace);
@@ -589,6 +603,8 @@ static void job_timer_cb(uv_timer_t *t)
         } else {
             job_fail_nodes(j, ready);
         }
+    } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
+        rdzvd_job_try_close(j);
     } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
         struct rdzvd_member *m0 = rank0_member(j);
         char why[RDZV_HOST_MAX + 128];
@@ -641,6 +657,8 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     j->scale_up_now = jn->scale_up_now;
     j->inplace = jn->inplace;
     j->bad_node_failures = jn->bad_node_failures;
+    j->bad_node_window_ms = jn->bad_node_window_s * 1000;
+    j->backoff_max_ms = jn->restart_backoff_s * 1000;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     j->timer.data = j;

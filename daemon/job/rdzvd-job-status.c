@@ -6,6 +6,7 @@
 #include "daemon/job/rdzvd-job-status.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -364,6 +365,46 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
 static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_job *x, uint64_t now)
 {
     return now - x->ended_ms >= e->keep_ms;
+}
+
+void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
+                          int64_t exit_code, double ended_s, const char *summary)
+{
+    time_t secs = (time_t)ended_s;
+    char when[32];
+    struct tm tm;
+
+    if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(when, sizeof(when), "?");
+    snprintf(err, errlen,
+             "job '%s' has ended: it %s at %s (exit code %" PRId64 "); to run it again, start a "
+             "new run with a new --rdzv-id. Its outcome: %s",
+             run_id, type, when, exit_code, summary[0] ? summary : "-");
+}
+
+int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, char *err,
+                            size_t errlen)
+{
+    uint64_t now = rdzv_now_ms();
+    struct rdzv_list *pos;
+
+    if (!e)
+        return 0;
+    for (pos = e->list.prev; pos != &e->list; pos = pos->prev) { /* the newest first */
+        const struct ended_job *x = rdzv_container_of(pos, struct ended_job, node);
+
+        if (ended_expired(e, x, now))
+            break; /* the older ones too */
+        if (strcmp(x->st.run_id, run_id))
+            continue;
+        if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded"))
+            return 0;
+        rdzvd_job_ended_line(err, errlen, run_id, x->st.outcome_type, x->st.outcome_exit_code,
+                             rdzv_wall_s() - (double)(now - x->ended_ms) / 1000,
+                             x->st.outcome_summary);
+        return -EBUSY;
+    }
+    return 0;
 }
 
 static bool sel_match(const struct rdzvd_status_sel *sel, const char *run_id)

@@ -8,10 +8,14 @@ agent exits 69 saying why, its workers started twice and never again, the spare 
 place, and the job succeeds on the two good nodes, under --recovery restart and inplace. A node
 put aside that joins again is told so, by its node id or by its host (a new agent of the same
 host, issue 36), and without a spare (the job at its --nnodes MIN) the job
-restarts on the nodes it has, as before, and says that it had no choice."""
+restarts on the nodes it has, as before, and says that it had no choice, unless the node's
+workers fail at start-up: then it is put aside and the job waits for a node."""
 import json
 import os
+import random
+import signal
 import subprocess
+import time
 
 from agenttest import AgentTestCase, agent_cmd, finish, main, start
 
@@ -19,11 +23,11 @@ RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname
     os.environ.get("RDZVD", "build/daemon/rdzvd"))), "ctl", "rdzvctl"))
 
 # Each start appends its generation to starts.<node>; a bad node's worker dies half a second
-# after it starts (long enough for the spare to join meanwhile), the others run RDZV_TEST_RUN
-# seconds (default 3) and exit 0.
+# (RDZV_TEST_BAD_AFTER) after it starts (long enough for the spare to join meanwhile), the others
+# run RDZV_TEST_RUN seconds (default 3) and exit 0.
 WORKER = ["/bin/sh", "-c",
           'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/starts.$RDZV_TEST_NODE"; '
-          'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.5; exit 3; fi; '
+          'if [ -n "$RDZV_TEST_BAD" ]; then sleep "${RDZV_TEST_BAD_AFTER:-0.5}"; exit 3; fi; '
           'sleep "${RDZV_TEST_RUN:-3}"; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
 FAKE_NVML = os.environ.get("RDZV_FAKE_NVML") or os.path.join(
     os.environ.get("RDZV_BUILD_ROOT", "build"), "tests", "agent", "libfake-nvml.so")
@@ -63,7 +67,7 @@ class BadNode(Base):
         rc, _, err = finish(bad, timeout=60)
         self.assertEqual(rc, 69, err[-3000:])
         self.assertIn("put aside by job %s" % run_id, err)
-        self.assertIn("its workers failed 2 times within the job", err)
+        self.assertIn("its workers failed 2 times within 3600 s", err)
         # The same host's next agent (a new process, a new node id) is put aside too (issue 36):
         # before, it joined at once.
         again = self.agent(ep, out, run_id, "bad", *extra, bad=True)
@@ -93,7 +97,7 @@ class BadNode(Base):
                            timeout=10)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("put aside:\n    bad", p.stdout)
-        self.assertIn("(2 failures): its workers failed 2 times within the job", p.stdout)
+        self.assertIn("(2 failures): its workers failed 2 times within 3600 s", p.stdout)
         p = subprocess.run([RDZVCTL, "-e", ep, "status", "--json"], capture_output=True,
                            text=True, timeout=10)
         st = json.loads(p.stdout)
@@ -112,19 +116,181 @@ class BadNode(Base):
         self.assertEqual(len(self.starts(out, "spare")), 1, self.starts(out, "spare"))
 
     def test_no_spare_no_choice(self):
+        """A node whose workers fail after start-up (6 s in) with no spare: the job restarts on
+        the nodes it has, and says that it had no choice."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         out = self.outdir()
-        bad = self.agent(ep, out, "nochoice", "bad", "--max-restarts", "2", bad=True)
-        good = self.agent(ep, out, "nochoice", "good", "--max-restarts", "2")
+        bad = self.agent(ep, out, "nochoice", "bad", "--max-restarts", "2", bad=True,
+                         env={"RDZV_TEST_BAD_AFTER": "6", "RDZV_TEST_RUN": "30"})
+        good = self.agent(ep, out, "nochoice", "good", "--max-restarts", "2",
+                          env={"RDZV_TEST_RUN": "30"})
         for p in (bad, good):
-            rc, _, err = finish(p, timeout=60)
+            rc, _, err = finish(p, timeout=90)
             self.assertEqual(rc, 3, err[-3000:])
             self.assertIn("restart budget exhausted", err)
         self.assertEqual(len(self.starts(out, "bad")), 3)
         d.wait_log(r"job=nochoice .*node=bad \(node id [^)]*\): its workers failed 2 times; it is "
                    r"not put aside: without a spare the job has only its --nnodes MIN of 2 nodes")
 
+    def test_no_spare_fails_at_startup_job_waits(self):
+        """A node whose workers fail at start-up with no spare is put aside all the same after
+        its second failure: the job waits for a node (--join-timeout 3 here) instead of
+        restarting into it, and fails saying so when none comes."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        bad = self.agent(ep, out, "startup", "bad", "--join-timeout", "3", bad=True)
+        d.wait_log(r"job=startup .*node=bad joined")
+        good = self.agent(ep, out, "startup", "good", "--join-timeout", "3")
+        rc, _, err = finish(bad, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("its workers failed at start-up 2 times within 3600 s", err)
+        rc, _, err = finish(good, timeout=60)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("only 1 of the 2 nodes the job needs", err)
+        self.assertEqual(len(self.starts(out, "bad")), 2, self.starts(out, "bad"))
+        self.assertEqual(len(self.starts(out, "good")), 2, self.starts(out, "good"))
+        d.wait_log(r"job=startup .*no spare waits: the job waits for a node to take its place")
+
+    def test_started_apart_second_broken(self):
+        """Three agents started 0.4 s apart (--nnodes 2, --max-restarts 4), the second on a node
+        whose workers exit 1 at once: it is put aside after --bad-node-failures (2) starts,
+        whether the third has joined by then or not, the third takes its place and the job
+        succeeds."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        env = {"RDZV_TEST_BAD_AFTER": "0"}
+        ps = []
+        for node in ("a", "broken", "c"):
+            ps.append(self.agent(ep, out, "apart", node, bad=node == "broken", env=env))
+            time.sleep(0.4)  # the scenario: started 0.4 s apart
+        a, broken, c = ps
+        rc, _, err = finish(broken, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("put aside by job apart", err)
+        for p in (a, c):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(len(self.starts(out, "broken")), 2, self.starts(out, "broken"))
+        self.assertTrue(os.path.exists(os.path.join(out, "done.a")))
+        self.assertTrue(os.path.exists(os.path.join(out, "done.c")))
+        d.wait_log(r"job=apart .*generation \d+ succeeded")
+
+
+class Backoff(Base):
+    """Restarts back off (--restart-backoff, default 30): a worker that fails at once, four
+    generations (--max-restarts 3): the second starts right after the first fails, the third at
+    least 1 s after the second, the fourth at least 2 s after the third. With --restart-backoff 0
+    (torchrun's way: restart at its next poll) nothing waits."""
+
+    def generations(self, run_id, *extra):
+        d = self.daemon()
+        out = self.outdir()
+        worker = ["/bin/sh", "-c", 'date +%s.%N >> "$RDZV_TEST_OUT/t"; exit 3']
+        p = start(agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1", "--rdzv-id",
+                            run_id, "--max-restarts", "3", "--bad-node-failures", "0",
+                            "--nccl", "off", *extra, worker=worker),
+                  env={"RDZV_TEST_OUT": out})
+        rc, _, err = finish(p, timeout=60)
+        self.assertEqual(rc, 3, err[-3000:])
+        self.assertIn("restart budget exhausted (3 of 3 restarts used)", err)
+        with open(os.path.join(out, "t")) as f:
+            t = [float(x) for x in f.read().split()]
+        self.assertEqual(len(t), 4, t)
+        return d, [b - a for a, b in zip(t, t[1:])]
+
+    def test_restarts_back_off(self):
+        d, gaps = self.generations("backoff")
+        self.assertLess(gaps[0], 1.0, gaps)
+        self.assertGreaterEqual(gaps[1], 1.0, gaps)
+        self.assertGreaterEqual(gaps[2], 2.0, gaps)
+        d.wait_log(r"job=backoff .*the next generation forms in 2 s \(restart backoff\)")
+
+    def test_no_backoff(self):
+        _, gaps = self.generations("nobackoff", "--restart-backoff", "0")
+        self.assertLess(sum(gaps), 2.5, gaps)
+
+
+class Fairness(Base):
+    def test_kills_on_healthy_nodes_never_put_them_aside(self):
+        """Random SIGKILLs of healthy nodes' workers (a seeded schedule: which node, which rank,
+        when) while one node's workers fail on their own (exit 3): only that node is put aside
+        (after two failures; the spare takes its place), the kills are the job's, charged to the
+        restart budget, and the job succeeds on the healthy nodes."""
+        seed = int(os.environ.get("RDZV_TEST_SEED", "0")) or random.randrange(1, 1 << 30)
+        rnd = random.Random(seed)
+        print("seed", seed)
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = ["/bin/sh", "-c",
+                  'echo $$ > "$RDZV_TEST_OUT/pid.$RDZV_TEST_NODE.$RDZV_GENERATION.$LOCAL_RANK"; '
+                  'if [ -n "$RDZV_TEST_BAD" ]; then sleep 1.5; exit 3; fi; '
+                  'sleep 4; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
+        nodes = ("h1", "bad", "h2", "spare")
+        ps = {}
+        for n in nodes:
+            env = {"RDZV_TEST_OUT": out, "RDZV_TEST_NODE": n}
+            if n == "bad":
+                env["RDZV_TEST_BAD"] = "1"
+            ps[n] = start(agent_cmd(ep, "--nnodes", "3", "--nproc", "2", "--rdzv-id", "mix",
+                                    "--max-restarts", "12", "--restart-backoff", "1",
+                                    "--host", n, "--grace", "2", "--nccl", "off",
+                                    worker=worker), env=env)
+            d.wait_log(r"job=mix .*node=%s joined" % n)
+        kills = 0
+        for gen in range(1, 30):
+            if kills == 5:
+                break
+            d.wait_log(r"job=mix gen=%d generation %d formed" % (gen, gen), timeout=60)
+            time.sleep(rnd.uniform(0.1, 1.0))
+            live = [f for f in os.listdir(out) if f.startswith("pid.") and
+                    f.split(".")[1] != "bad" and f.split(".")[2] == str(gen)]
+            if not live:
+                continue
+            with open(os.path.join(out, rnd.choice(sorted(live)))) as f:
+                pid = int(f.read())
+            try:
+                os.kill(pid, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+        rc, _, err = finish(ps["bad"], timeout=90)
+        self.assertEqual(rc, 69, err[-3000:])
+        for n in ("h1", "h2", "spare"):
+            rc, _, err = finish(ps[n], timeout=120)
+            self.assertEqual(rc, 0, "seed %d: %s" % (seed, err[-3000:]))
+        aside = [x for x in d.log().splitlines() if "put aside (node id" in x]
+        self.assertEqual(len(aside), 1, aside)
+        self.assertIn("node=bad put aside", aside[0])
+        self.assertGreaterEqual(kills, 3, "seed %d" % seed)
+        self.assertIn("a signal from outside, not counted against the node", d.log())
+
+
+class EndedJob(Base):
+    def test_join_to_an_ended_job_exits_at_once(self):
+        """An agent that joins a job that has ended (a spare late for a job that failed) is told
+        its outcome at once, on one line, and exits non-zero: before, it waited in silence (a
+        new job of one under the old id) until killed."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        first = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
+                                "--nccl", "off", worker=["/bin/sh", "-c", "exit 3"]))
+        rc, _, err = finish(first, timeout=60)
+        self.assertEqual(rc, 3, err[-3000:])
+        late = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
+                               "--nccl", "off", worker=["/bin/true"]))
+        t0 = time.monotonic()
+        rc, _, err = finish(late, timeout=30)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertLess(time.monotonic() - t0, 10, err)
+        lines = [x for x in err.splitlines() if "has ended" in x]
+        self.assertTrue(lines, err)
+        self.assertRegex(lines[-1], r"job 'over' has ended: it failed at \d{4}-\d\d-\d\dT"
+                                    r"[\d:]+Z \(exit code 3\); to run it again, start a new run "
+                                    r"with a new --rdzv-id\. Its outcome: root cause: worker rank 0")
 
 
 class HealthChecks(Base):
@@ -258,7 +424,10 @@ class HealthChecks(Base):
 
     def test_values_out_of_range(self):
         for opt, val in (("--health-interval", "-1"), ("--health-interval", "0.01"),
-                         ("--health-timeout", "0"), ("--bad-node-failures", "1001")):
+                         ("--health-timeout", "0"), ("--bad-node-failures", "1001"),
+                         ("--bad-node-window", "-1"), ("--bad-node-window", "2592001"),
+                         ("--bad-node-failures", "33"),  # 33: more than rdzvd keeps per node
+                         ("--restart-backoff", "3601")):
             p = start(agent_cmd("127.0.0.1:1", "--rdzv-id", "x", opt, val,
                                 worker=["/bin/true"]))
             rc, _, err = finish(p, timeout=20)

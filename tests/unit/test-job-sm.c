@@ -195,7 +195,7 @@ static void test_store_open_failure_fails_the_job(void)
     }
     jn = join_of(2, 2, 2, 3);
     ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
-    ASSERT_TRUE(strstr(err, "has just ended") != NULL);
+    ASSERT_TRUE(strstr(err, "has ended: it failed at ") != NULL);
     ASSERT_NULL(late.m);
     env_done(&e);
 }

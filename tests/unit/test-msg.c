@@ -512,7 +512,8 @@ static void test_join_round_trip(void)
                           .node_rank = -1, .min = 1, .max = 4, .last_call_ms = 3000,
                           .max_restarts = 2, .nccl = RDZV_NCCL_REQUIRED, .nccl_ids = 3,
                           .heartbeat_timeout_ms = 5000, .join_timeout_ms = 600000,
-                          .scale_up_now = true,
+                          .scale_up_now = true, .bad_node_window_s = 60,
+                          .restart_backoff_s = 30,
                           .resume = {.generation = 3, .node_rank = 1, .nnodes = 2,
                                      .rank_offset = 8, .world_size = 16, .restart_count = 1,
                                      .master_port = 4000, .left = true}};
@@ -526,6 +527,7 @@ static void test_join_round_trip(void)
     ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
     ASSERT_EQ(memcmp(&a.resume, &b.resume, sizeof(a.resume)), 0);
     ASSERT_TRUE(b.nccl == RDZV_NCCL_REQUIRED && b.scale_up_now && b.nccl_ids == 3);
+    ASSERT_TRUE(b.bad_node_window_s == 60 && b.restart_backoff_s == 30);
     ASSERT_EQ(strcmp(b.node_id, "n-1"), 0);
     ASSERT_TRUE(!b.inplace);
     rdzv_buf_free(&out);
@@ -778,6 +780,11 @@ static void test_join_fields(void)
         {"\"master_port\":0", "\"master_port\":65536"},
         {"\"restart_count\":0,", ""},
         {"\"resume\":{", "\"resume\":{\"left\":1,"},
+        {"\"max_restarts\":0", "\"max_restarts\":0,\"bad_node_window\":-1"},
+        {"\"max_restarts\":0", "\"max_restarts\":0,\"bad_node_window\":2592001"},
+        {"\"max_restarts\":0", "\"max_restarts\":0,\"bad_node_window\":1,\"bad_node_failures\":33"},
+        {"\"max_restarts\":0", "\"max_restarts\":0,\"restart_backoff\":-1"},
+        {"\"max_restarts\":0", "\"max_restarts\":0,\"restart_backoff\":3601"},
     };
     char *b, *x;
 

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-verdicts.c: which failures count against a node (rdzvd-job-aside.c), driven with fake
+ * agents (jobtest.h) on a real loop and rdzvd's real clock: only those within
+ * --bad-node-window; the dates kept in the job's record, which reads records without them. */
+#include <inttypes.h>
+#include <signal.h>
+
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+#include "daemon/data/rdzvd-config.h"
+
+/* Worker rank 'rank' of f (2 workers per node) exits with code 3 in generation gen. */
+static void fail_rank(struct fake *f, uint64_t gen, int64_t local_rank)
+{
+    struct rdzv_worker_exit w = {.generation = gen, .exit_code = 3, .local_rank = local_rank};
+    char err[512];
+
+    w.rank = f->round.rank_offset + local_rank;
+    ASSERT_OK(rdzvd_member_worker_exit(f->m, &w, err, sizeof(err)));
+}
+
+/* The index of the fake whose node rank is rank. */
+static int at_rank(const struct fake *f, int n, int64_t rank)
+{
+    for (int i = 0; i < n; i++)
+        if (f[i].m && !f[i].closed && f[i].nrounds && f[i].round.node_rank == rank)
+            return i;
+    ASSERT_TRUE(false);
+    return -1;
+}
+
+/* --bad-node-window 1, --bad-node-failures 2: two failures more than a second apart leave the
+ * node in; the third, within a second of the second, puts it aside (the spare takes it). */
+static void test_window_forgets_old_failures(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+    int n0;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 1;
+    join_n(&e, f, 3, jn); /* node 2 waits as the spare */
+    n0 = at_rank(f, 3, 0);
+    fail_rank(&f[n0], 1, 0);
+    ASSERT_TRUE(event_is(&f[n0], "restart"));
+    all_ready(f, 3, 1);
+    run_ms(&e, 1100); /* the first failure leaves the window */
+    fail_rank(&f[n0], 2, 0);
+    ASSERT_TRUE(event_is(&f[n0], "restart")); /* one within the window: not put aside */
+    ASSERT_FALSE(f[n0].closed);
+    all_ready(f, 3, 2);
+    ASSERT_EQ(f[2].nrounds, 0);
+    fail_rank(&f[n0], 3, 0);
+    ASSERT_TRUE(event_is(&f[n0], "put_aside"));
+    ASSERT_TRUE(strstr(f[n0].event.summary, "failed 2 times within 1 s (--bad-node-failures 2, "
+                                            "--bad-node-window 1)") != NULL);
+    all_ready(f, 3, 3);
+    ASSERT_EQ(f[2].nrounds, 1); /* the spare took its place */
+    env_done(&e);
+}
+
+/* A rank that fails on one node, then on another within the window, is the job's failure: the
+ * first node's failure is taken back, and the second node is not charged, however often that
+ * rank fails again. Its failures of another rank still count: it is put aside after two. */
+static void test_failure_that_follows_a_rank_is_the_jobs(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+    int n0, n2;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 4, jn); /* nodes 2 and 3 wait as spares */
+    n0 = at_rank(f, 4, 0);
+    fail_rank(&f[n0], 1, 1); /* rank 1 on n0: n0's first */
+    ASSERT_TRUE(strstr(f[n0].event.summary, "the job's failure") == NULL);
+    all_ready(f, 4, 1);
+    rdzvd_member_cancel(f[n0].m, SIGTERM, ""); /* n0 leaves; a spare takes node rank 0 */
+    all_ready(f, 4, 2);
+    n2 = at_rank(f, 4, 0);
+    ASSERT_TRUE(n2 >= 2);
+    for (uint64_t gen = 3; gen <= 4; gen++) {
+        fail_rank(&f[n2], gen, 1); /* rank 1 again, on another node */
+        ASSERT_TRUE(event_is(&f[n2], "restart"));
+        ASSERT_TRUE(strstr(f[n2].event.summary, "rank 1 failed on node host0 too within the "
+                                                "window: the job's failure, not the node's") !=
+                    NULL);
+        all_ready(f, 4, gen);
+    }
+    fail_rank(&f[n2], 5, 0); /* rank 0: its own */
+    ASSERT_TRUE(event_is(&f[n2], "restart"));
+    all_ready(f, 4, 5);
+    fail_rank(&f[n2], 6, 0);
+    ASSERT_TRUE(event_is(&f[n2], "put_aside"));
+    env_done(&e);
+}
+
+/* A node whose workers fail at start-up (within seconds of the round, before any progress) is
+ * put aside after --bad-node-failures of them even with no spare waiting: the job waits for a
+ * node (--join-timeout) instead of restarting into it, and forms again when one joins. When
+ * every node fails at start-up (the job's own code), nobody is put aside. */
+static void test_startup_failures_put_aside_without_spare(void)
+{
+    struct fake f[3] = {0}, g[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+    int bad, good;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 2, jn); /* no spare */
+    bad = at_rank(f, 2, 1);
+    good = 1 - bad;
+    fail_rank(&f[bad], 1, 0);
+    ASSERT_TRUE(event_is(&f[bad], "restart"));
+    all_ready(f, 2, 1);
+    fail_rank(&f[bad], 2, 0);
+    ASSERT_TRUE(event_is(&f[bad], "put_aside"));
+    ASSERT_TRUE(strstr(f[bad].event.summary, "its workers failed at start-up 2 times within "
+                                             "3600 s") != NULL);
+    ASSERT_TRUE(event_is(&f[good], "restart"));
+    ASSERT_TRUE(strstr(f[good].event.summary, "no spare waits: the job waits for a node to take "
+                                              "its place (--join-timeout)") != NULL);
+    all_ready(f, 2, 2);
+    run_ms(&e, 50);
+    ASSERT_EQ(f[good].nrounds, 2); /* waits: no generation 3 on one node */
+    jn = join_of(2, 2, 2, 8);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    ASSERT_EQ(f[2].nrounds, 1);
+    ASSERT_EQ(f[good].nrounds, 3);
+    ASSERT_EQ(f[2].round.generation, 3);
+    env_done(&e);
+
+    /* Both nodes fail at start-up in turn: the job's code, not a node: never put aside. */
+    env_init(&e, -1);
+    jn = join_of(0, 2, 2, 8);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, g, 2, jn);
+    for (uint64_t gen = 1; gen <= 4; gen++) {
+        int i = at_rank(g, 2, (int64_t)(gen % 2));
+
+        fail_rank(&g[i], gen, 0);
+        ASSERT_TRUE(event_is(&g[i], "restart"));
+        ASSERT_TRUE(strstr(g[i].event.summary, "put aside") == NULL);
+        all_ready(g, 2, gen);
+    }
+    env_done(&e);
+}
+
+/* Restarts back off (--restart-backoff 2): the first restart's generation forms at once, the
+ * next one 1 s after its restart, the next ones 2 s (the cap), on the loop's timer; nothing
+ * that happens meanwhile (every member ready) closes the round sooner. A one-node job whose
+ * workers fail at start-up is not put aside: no other node tells its fault from the job's. */
+static void test_restarts_back_off(void)
+{
+    static const uint64_t wait_ms[] = {0, 1000, 2000, 2000};
+    struct fake f[1] = {0};
+    struct rdzv_join jn = join_of(0, 1, 1, 8);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.restart_backoff_s = 2;
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 1, jn);
+    ASSERT_EQ(f[0].nrounds, 1);
+    for (uint64_t gen = 1; gen <= 4; gen++) {
+        uint64_t t0;
+
+        fail_rank(&f[0], gen, 0);
+        ASSERT_TRUE(event_is(&f[0], "restart")); /* never put aside: alone */
+        t0 = rdzv_now_ms();
+        all_ready(f, 1, gen);
+        if (wait_ms[gen - 1]) {
+            ASSERT_EQ(f[0].nrounds, (int)gen); /* not yet */
+            run_ms(&e, wait_ms[gen - 1] - 200);
+            ASSERT_EQ(f[0].nrounds, (int)gen);
+            while (f[0].nrounds == (int)gen && rdzv_now_ms() - t0 < 10000)
+                run_ms(&e, 20);
+            ASSERT_TRUE(rdzv_now_ms() - t0 >= wait_ms[gen - 1]);
+        }
+        ASSERT_EQ(f[0].nrounds, (int)gen + 1);
+        ASSERT_EQ(f[0].round.generation, gen + 1);
+    }
+    env_done(&e);
+}
+
+/* An agent that joins a job that has ended is refused at once with one line: the run id, its
+ * outcome, when, and what to do; while its agents leave, and once they are gone (kept with
+ * --keep-ended). A job that was cancelled is not: a scheduler's requeue runs under the same id. */
+static void test_join_to_an_ended_job_is_told_its_outcome(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct fake f[2] = {0}, late = {0}, later = {0}, g[1] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 60000, 10);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    join_n(&e, f, 2, jn);
+    w.rank = f[0].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[1], "failed"));
+    jn = join_of(2, 2, 2, 0);
+    ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at 20") != NULL);
+    ASSERT_TRUE(strstr(err, "Z (exit code 3); to run it again, start a new run with a new "
+                            "--rdzv-id. Its outcome: root cause: worker rank ") != NULL);
+    for (int i = 0; i < 2; i++)
+        rdzvd_member_gone(f[i].m);
+    ASSERT_EQ(njobs(&e), 1); /* kept as ended */
+    jn = join_of(3, 2, 2, 0);
+    memset(err, 0, sizeof(err));
+    ASSERT_EQ(join_err(&e, &later, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at ") != NULL);
+    ASSERT_NULL(later.m);
+
+    /* Cancelled: the same id may run again. */
+    jn = join_of(0, 1, 1, 0);
+    snprintf(jn.run_id, sizeof(jn.run_id), "requeued");
+    join_n(&e, g, 1, jn);
+    rdzvd_member_cancel(g[0].m, SIGTERM, "scancel");
+    ASSERT_TRUE(event_is(&g[0], "cancelled"));
+    rdzvd_member_gone(g[0].m);
+    memset(g, 0, sizeof(g));
+    join_n(&e, g, 1, jn);
+    ASSERT_NOT_NULL(g[0].m);
+    env_done(&e);
+}
+
+/* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
+ * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
+static void test_record_keeps_failure_dates(void)
+{
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    static const char old[] =
+        "{\"run_id\":\"o\",\"min\":2,\"max\":2,\"max_restarts\":3,\"generation\":2,"
+        "\"restart_count\":1,\"running\":false,\"nnodes\":0,\"world_size\":0,\"store_port\":0,"
+        "\"history\":[[\"n-a\",\"ha\",1,false,\"\"]]%s}";
+    struct rdzvd_job_record_hist h = {.node_id = "n-a", .host = "ha", .failures = 1};
+    struct rdzvd_job_record a = {.run_id = "o", .min = 2, .max = 2, .max_restarts = 3,
+                                 .generation = 2, .restart_count = 1, .n_hist = 1, .hist = &h};
+    struct rdzvd_job_record got = {.generation = 0};
+    struct rdzvd_store *t = NULL;
+    char text[512];
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    h.fails[0] = (struct rdzvd_job_record_fail){1764000000123, 5, 1, 8, true, true};
+    h.fails[1] = (struct rdzvd_job_record_fail){1764000000456, 3, 1, 4, false, false};
+    h.n_fails = 2;
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "o", &got));
+    ASSERT_EQ(got.n_hist, 1);
+    ASSERT_EQ(got.hist[0].n_fails, 2);
+    ASSERT_MEMEQ(got.hist[0].fails, h.fails, 2 * sizeof(h.fails[0]));
+    rdzvd_job_record_clear(&got);
+
+    snprintf(text, sizeof(text), old, "");
+    ASSERT_OK(rdzvd_store_set(t, "job/o", 5, text, strlen(text)));
+    ASSERT_OK(rdzvd_job_record_get(t, "o", &got));
+    ASSERT_EQ(got.hist[0].failures, 1);
+    ASSERT_EQ(got.hist[0].n_fails, 0);
+    rdzvd_job_record_clear(&got);
+    snprintf(text, sizeof(text), old, ",\"history_fails\":[[],[]]"); /* 2 for 1 entry */
+    ASSERT_OK(rdzvd_store_set(t, "job/o", 5, text, strlen(text)));
+    ASSERT_EQ(rdzvd_job_record_get(t, "o", &got), -EBADMSG);
+    snprintf(text, sizeof(text), old, ",\"history_fails\":[[[-5,0,0,2,true,false]]]");
+    ASSERT_OK(rdzvd_store_set(t, "job/o", 5, text, strlen(text)));
+    ASSERT_EQ(rdzvd_job_record_get(t, "o", &got), -EBADMSG);
+    rdzvd_store_free(t);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-verdicts", RDZV_LOG_ERROR);
+    TEST(test_window_forgets_old_failures);
+    TEST(test_failure_that_follows_a_rank_is_the_jobs);
+    TEST(test_startup_failures_put_aside_without_spare);
+    TEST(test_restarts_back_off);
+    TEST(test_join_to_an_ended_job_is_told_its_outcome);
+    TEST(test_record_keeps_failure_dates);
+    return tap_done();
+}
