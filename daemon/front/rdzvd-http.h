@@ -27,5 +27,7 @@ int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char 
 /* Stop listening and close every connection; memory goes in the close callbacks. NULL: no-op. */
 void rdzvd_http_stop(struct rdzvd_http *h);
 
-/* The page (/ and /job/RUN_ID) is rdzvd-http-page.h's. The bodies, for tests and the handler: a malloc'd NUL-terminated string, NULL on -ENOMEM. */
+/* The page (/ and /job/RUN_ID) is rdzvd-http-page.h's. The bodies of /metrics and /status.json
+ * (rdzvd-http-body.c): a malloc'd NUL-terminated string, NULL on -ENOMEM. */
 char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs);
+char *rdzvd_http_status_json(const struct rdzvd_jobs *jobs);
