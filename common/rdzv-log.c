@@ -13,8 +13,9 @@
 static struct {
     const char *prog;
     enum rdzv_log_level max;
-    char ctx[192]; /* "job=... gen=... node=..." or empty */
-} logcfg = {"rdzv", RDZV_LOG_INFO, ""};
+} logcfg = {"rdzv", RDZV_LOG_INFO};
+/* The context, per thread: rdzvd's HTTP thread logs beside the store's loop, which sets it. */
+static _Thread_local char log_ctx[192]; /* "job=... gen=... node=..." or empty */
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
@@ -60,17 +61,17 @@ size_t rdzv_escape(char *out, size_t cap, const char *in)
 
 void rdzv_log_set_context(const char *fmt, ...)
 {
-    char raw[sizeof(logcfg.ctx)];
+    char raw[sizeof(log_ctx)];
     va_list ap;
 
     if (!fmt) {
-        logcfg.ctx[0] = '\0';
+        log_ctx[0] = '\0';
         return;
     }
     va_start(ap, fmt);
     vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
-    rdzv_escape(logcfg.ctx, sizeof(logcfg.ctx), raw);
+    rdzv_escape(log_ctx, sizeof(log_ctx), raw);
 }
 
 enum rdzv_log_level rdzv_log_max(void)
@@ -104,7 +105,7 @@ static void vlog(enum rdzv_log_level lvl, const char *suffix, const char *fmt, v
     rdzv_escape(msg, sizeof(msg), raw);
     /* One fprintf per line so concurrent writers interleave by line, not by fragment. */
     fprintf(stderr, "%s.%03ldZ %s[%s]: %s%s%s%s%s\n", ts, now.tv_nsec / 1000000, logcfg.prog,
-            level_names[lvl], logcfg.ctx, logcfg.ctx[0] ? " " : "", msg, suffix ? ": " : "",
+            level_names[lvl], log_ctx, log_ctx[0] ? " " : "", msg, suffix ? ": " : "",
             suffix ? suffix : "");
 }
 

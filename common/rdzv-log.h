@@ -17,7 +17,8 @@ enum rdzv_log_level rdzv_log_max(void);
  * before an escape that would not fit whole. Returns the length written. */
 size_t rdzv_escape(char *out, size_t cap, const char *in);
 
-/* Structured context printed before every message ("job=42 gen=3 node=n1"); NULL clears it. */
+/* Structured context printed before every message ("job=42 gen=3 node=n1") of the calling
+ * thread; NULL clears it. */
 void rdzv_log_set_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parse "error|warn|info|debug|trace". Returns 0 or -EINVAL. */
 int rdzv_log_parse_level(const char *s, enum rdzv_log_level *ret);

@@ -51,17 +51,23 @@
 #define RDZVD_HTTP_WRITE_TIMEOUT_MS 5000
 #define RDZVD_HTTP_MAX_CONNS 64
 #define RDZVD_HTTP_EVICT_AFTER_MS 2000
-/* The HTTP server's share of one turn of the loop (the store's): it accepts at most
+/* The HTTP server's share of one turn of its loop (its own thread's): it accepts at most
  * RDZVD_HTTP_TURN_ACCEPTS connections and answers requests until RDZVD_HTTP_TURN_BYTES are
- * written (one answer at least); the rest wait for the next turn. */
+ * written (one answer at least); the rest wait for the next turn. A body made from the jobs is
+ * asked of the store's loop, which makes one per turn of its own; at most RDZVD_HTTP_MAX_ASKS
+ * asks wait there at once (the requests past them wait in the HTTP server's queue). */
 #define RDZVD_HTTP_TURN_ACCEPTS 4u
 #define RDZVD_HTTP_TURN_BYTES (64u << 10)
+#define RDZVD_HTTP_MAX_ASKS RDZVD_HTTP_MAX_CONNS
+/* The HTTP thread's nice value (rdzvd's own plus this; Linux keeps one per thread): where the
+ * CPUs are short, the store's loop runs first. */
+#define RDZVD_HTTP_NICE 10
 /* What the status page (/) renders, whatever the number of jobs: the first RDZVD_PAGE_FULL live
  * jobs in full, RDZVD_PAGE_ROWS more as one line each, the newest RDZVD_PAGE_ENDED jobs that ended
  * as one line each, the rest counted; at most RDZVD_PAGE_MAX bytes (a job that does not fit is
  * counted instead). A job in full is at /job/RUN_ID (same byte cap). The page is made at most
  * once per RDZVD_PAGE_TTL_MS and shared by the requests meanwhile, and at most one page of any
- * kind (/, /job/..., /metrics, /status.json) is made per turn of the loop: the store's clients
+ * kind (/, /job/..., /metrics, /status.json) is made per turn of the store's loop: its clients
  * wait for no more than one. */
 #define RDZVD_PAGE_FULL 4
 #define RDZVD_PAGE_ROWS 100

@@ -1,41 +1,81 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-http.c: --metrics-port: Prometheus metrics, status JSON and a plain HTML status page. */
+/* rdzvd-http.c: --metrics-port: Prometheus metrics, status JSON and a plain HTML status page,
+ * served from a thread of their own; the bodies made from the jobs are asked of the store's
+ * loop. */
 #include "daemon/front/rdzvd-http.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <jansson.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "common/rdzv-buf.h"
 #include "common/rdzv-list.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
-#include "proto/rdzv-status.h"
+#include "proto/rdzv-msg.h"
 #include "daemon/data/rdzvd-acl.h"
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/front/rdzvd-http-page.h"
-#include "daemon/job/rdzvd-job.h"
+
+/* What a request needs made from the jobs, on the store's loop. */
+enum http_kind { HTTP_PAGE, HTTP_METRICS, HTTP_STATUS, HTTP_JOB };
+#define HTTP_SHARED_KINDS HTTP_JOB /* the kinds before it: one ask serves every request */
+
+static const char *const kind_ctype[] = {
+    "text/html; charset=utf-8", "text/plain; version=0.0.4; charset=utf-8", "application/json",
+    "text/html; charset=utf-8"};
+
+/* A body asked of the store's loop. The HTTP thread's, but while in h->asks or h->answers, and
+ * while the store's loop makes it (taken), where the store's loop writes err and body only. */
+struct http_ask {
+    struct rdzv_list node; /* in h->asks, then in h->answers (h->mu) */
+    uint64_t seq;          /* the requests waiting for it have it in ask_seq */
+    enum http_kind kind;
+    bool taken;            /* the store's loop took it (h->mu): a new request asks anew */
+    int err;               /* 0, -ENOENT (HTTP_JOB: no such job) or -ENOMEM */
+    char *body;            /* malloc'd */
+    char run_id[RDZV_ID_MAX + 1];
+};
 
 struct http_body;
 
 struct rdzvd_http {
-    uv_tcp_t tcp; /* first: the listen callback recovers h from the handle */
-    uv_idle_t idle; /* while requests wait in queue */
+    /* The store's loop's. */
+    uv_async_t store_async; /* asks wait */
+    uv_idle_t store_idle;   /* one ask made per turn while asks wait */
     const struct rdzvd_jobs *jobs;
-    struct rdzv_list conns; /* oldest first */
-    struct rdzv_list queue; /* connections with a whole request, not answered yet */
+    int store_closes;
+    bool stopped;
+    /* Both threads', under mu. */
+    uv_mutex_t mu;
+    struct rdzv_list asks;    /* oldest first */
+    struct rdzv_list answers; /* made, not yet answered */
+    bool stop;
+    /* The HTTP thread's. */
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_tcp_t tcp;
+    uv_idle_t idle;   /* while requests wait in queue */
+    uv_async_t async; /* answers made, or stop */
+    struct rdzv_list conns;   /* oldest first */
+    struct rdzv_list queue;   /* connections with a whole request, not answered yet */
+    struct rdzv_list waiting; /* connections waiting for an ask */
     unsigned nconns;
+    unsigned nasks;                            /* asked and not answered */
+    struct http_ask *open[HTTP_SHARED_KINDS]; /* the last of each kind, NULL once answered */
+    uint64_t seq;
     unsigned turn_accepts; /* this turn (RDZVD_HTTP_TURN_ACCEPTS) */
     size_t turn_bytes;     /* answered this turn (RDZVD_HTTP_TURN_BYTES) */
     bool accept_waiting;   /* a connection left in the backlog until the next turn */
-    int closes;
     bool stopping;
     struct http_body *page; /* the status page last made, at page_ms */
     uint64_t page_ms;
@@ -44,7 +84,8 @@ struct rdzvd_http {
 
 enum http_state {
     HTTP_READING, /* its request (RDZVD_HTTP_TIMEOUT_MS) */
-    HTTP_QUEUED,  /* a whole request, in h->queue */
+    HTTP_QUEUED,  /* a whole request (or its answer made), in h->queue */
+    HTTP_ASKED,   /* its body asked of the store's loop, in h->waiting */
     HTTP_WRITING, /* its answer (RDZVD_HTTP_WRITE_TIMEOUT_MS), then closed */
 };
 
@@ -53,7 +94,7 @@ struct http_conn {
     uv_timer_t timer;
     uv_write_t wr;
     struct rdzv_list node;  /* in h->conns */
-    struct rdzv_list qnode; /* in h->queue while HTTP_QUEUED */
+    struct rdzv_list qnode; /* in h->queue while HTTP_QUEUED, h->waiting while HTTP_ASKED */
     struct rdzvd_http *h;
     enum http_state state;
     uint64_t since_ms; /* accepted */
@@ -61,290 +102,19 @@ struct http_conn {
     size_t len;
     struct rdzv_buf out; /* the answer's header */
     struct http_body *body;
+    uint64_t ask_seq;        /* HTTP_ASKED: the ask it waits for */
+    bool answered;           /* its answer is made: code, ctype, answer (NULL: a 500) */
+    int code;
+    const char *ctype;
+    struct http_body *answer;
     int closes;
     bool head; /* a HEAD request: the reply has no body (RFC 9110 9.3.2) */
 };
 
-/* ---- bodies ---- */
-
-/* Per rank of each job's current generation that reported progress: its last step and the age
- * of that report. Nonzero when out of memory. */
-/* Job i is one that ended and is kept for status (--keep-ended): its metrics are the
- * rdzvd_job_ended_* ones, so that a new job of the same run id has the live ones to itself. */
-static bool kept_ended(const struct rdzv_status *st, size_t i)
-{
-    return st->jobs[i].ended && st->jobs[i].ended_age_s >= 0;
-}
-
-static size_t live_jobs(const struct rdzv_status *st)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < st->n_jobs; i++)
-        n += !kept_ended(st, i);
-    return n;
-}
-
-/* Jobs that ended and are kept: the newest of each run id (a run id used again within
- * --keep-ended would repeat a series). */
-/* rdzvd_recovery_phase_seconds: each recovery's phases since rdzvd started, by cause. */
-static int put_recovery_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
-{
-    static const enum rdzv_mark_kind causes[] = {RDZV_MARK_FAILURE, RDZV_MARK_NODE_LOST,
-                                                 RDZV_MARK_PUT_ASIDE, RDZV_MARK_RESTART};
-    int r = rdzv_buf_printf(b, "# HELP rdzvd_recovery_phase_seconds Each recovery's phases, by "
-                               "cause: stop (detected to workers stopped), rendezvous, nccl "
-                               "(ranks and NCCL ids sent), first_step, total.\n"
-                               "# TYPE rdzvd_recovery_phase_seconds histogram\n");
-
-    for (unsigned c = 0; c < RDZV_ARRAY_SIZE(causes); c++)
-        for (unsigned ph = 0; ph < _RDZV_RECOVERY_PHASES; ph++) {
-            const struct rdzv_hist *h = &st->recovery[causes[c]][ph];
-            char labels[96];
-            uint64_t n = 0;
-
-            snprintf(labels, sizeof(labels), "cause=\"%s\",phase=\"%s\"",
-                     rdzv_mark_names[causes[c]], rdzv_recovery_phase_names[ph]);
-            for (unsigned i = 0; i <= RDZV_HIST_BUCKETS; i++) {
-                n += h->in[i];
-                if (i < RDZV_HIST_BUCKETS)
-                    r |= rdzv_buf_printf(b, "rdzvd_recovery_phase_seconds_bucket{%s,le=\"%g\"} "
-                                            "%llu\n", labels, rdzv_hist_bounds_s[i],
-                                         (unsigned long long)n);
-                else
-                    r |= rdzv_buf_printf(b, "rdzvd_recovery_phase_seconds_bucket{%s,le=\"+Inf\"} "
-                                            "%llu\n", labels, (unsigned long long)n);
-            }
-            r |= rdzv_buf_printf(b, "rdzvd_recovery_phase_seconds_sum{%s} %.6f\n"
-                                    "rdzvd_recovery_phase_seconds_count{%s} %llu\n",
-                                 labels, h->sum, labels, (unsigned long long)h->count);
-        }
-    return r;
-}
-
-static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
-{
-    static const char *const names[] = {"rdzvd_job_ended_exit_code",
-                                        "rdzvd_job_ended_duration_seconds",
-                                        "rdzvd_job_ended_age_seconds",
-                                        "rdzvd_job_ended_restarts",
-                                        "rdzvd_job_ended_generation"};
-    static const char *const helps[] = {
-        "Exit code of a job that ended (0: succeeded), kept for --keep-ended.",
-        "How long a job that ended ran, from its first JOIN to its end.",
-        "Seconds since a job ended.", "Restarts a job that ended used.",
-        "The last generation of a job that ended."};
-    int r = 0;
-
-    for (unsigned m = 0; m < RDZV_ARRAY_SIZE(names); m++) {
-        r |= rdzv_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", names[m], helps[m], names[m]);
-        for (size_t i = 0; i < st->n_jobs; i++) {
-            const struct rdzv_status_job *j = &st->jobs[i];
-            bool newer = false;
-
-            if (!kept_ended(st, i))
-                continue;
-            for (size_t k = i + 1; k < st->n_jobs && !newer; k++)
-                newer = kept_ended(st, k) && strcmp(st->jobs[k].run_id, j->run_id) == 0;
-            if (newer)
-                continue;
-            r |= rdzv_buf_printf(b, "%s{job=\"", names[m]);
-            r |= rdzv_buf_put_escaped(b, j->run_id, false);
-            r |= rdzv_buf_printf(b, "\",outcome=\"");
-            r |= rdzv_buf_put_escaped(b, j->outcome_type, false);
-            if (m == 0)
-                r |= rdzv_buf_printf(b, "\"} %lld\n", (long long)j->outcome_exit_code);
-            else if (m == 1)
-                r |= rdzv_buf_printf(b, "\"} %.3f\n", j->duration_s);
-            else if (m == 2)
-                r |= rdzv_buf_printf(b, "\"} %.3f\n", j->ended_age_s);
-            else if (m == 3)
-                r |= rdzv_buf_printf(b, "\"} %lld\n", (long long)j->restart_count);
-            else
-                r |= rdzv_buf_printf(b, "\"} %llu\n", (unsigned long long)j->generation);
-        }
-    }
-    return r;
-}
-
-static int put_rank_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
-{
-    static const struct {
-        const char *name, *help;
-    } gauges[] = {
-        {"rdzvd_rank_last_step", "The last step the rank reported (RDZV_PROGRESS_FD)."},
-        {"rdzvd_rank_progress_age_seconds", "Seconds since the rank last reported progress."},
-    };
-    int r = 0;
-
-    for (unsigned g = 0; g < RDZV_ARRAY_SIZE(gauges); g++) {
-        r |= rdzv_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help,
-                     gauges[g].name);
-        for (size_t i = 0; i < st->n_jobs; i++)
-            for (size_t k = 0; k < st->jobs[i].n_ranks; k++) {
-                const struct rdzv_status_rank *rk = &st->jobs[i].ranks[k];
-
-                r |= rdzv_buf_printf(b, "%s{job=\"", gauges[g].name);
-                r |= rdzv_buf_put_escaped(b, st->jobs[i].run_id, false);
-                r |= rdzv_buf_printf(b, "\",rank=\"%lld\",node_rank=\"%lld\",host=\"", (long long)rk->rank,
-                             (long long)rk->node_rank);
-                r |= rdzv_buf_put_escaped(b, rk->host, false);
-                if (g == 0)
-                    r |= rdzv_buf_printf(b, "\"} %lld\n", (long long)rk->step);
-                else
-                    r |= rdzv_buf_printf(b, "\"} %.3f\n", rk->age_s);
-            }
-    }
-    return r;
-}
-
-static const char *const job_states[] = {"forming", "nccl", "running", "stopping", "ended",
-                                         "waiting"};
-
-char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
-{
-    struct rdzv_buf b = {0};
-    struct rdzv_status st;
-    int r = 0;
-
-    if (rdzvd_jobs_status(jobs, &st) < 0)
-        return NULL;
-    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
-    r |=
-        rdzv_buf_printf(&b,
-                "# HELP rdzvd_uptime_seconds Seconds since rdzvd started.\n"
-                "# TYPE rdzvd_uptime_seconds gauge\nrdzvd_uptime_seconds %.3f\n"
-                "# HELP rdzvd_connections Open client connections (agents and stores).\n"
-                "# TYPE rdzvd_connections gauge\nrdzvd_connections %lld\n"
-                "# HELP rdzvd_connections_accepted_total Connections accepted.\n"
-                "# TYPE rdzvd_connections_accepted_total counter\n"
-                "rdzvd_connections_accepted_total %lld\n"
-                "# HELP rdzvd_connections_rejected_total Connections refused at accept.\n"
-                "# TYPE rdzvd_connections_rejected_total counter\n"
-                "rdzvd_connections_rejected_total %lld\n"
-                "# HELP rdzvd_protocol_errors_total Connections closed for a protocol error.\n"
-                "# TYPE rdzvd_protocol_errors_total counter\nrdzvd_protocol_errors_total %lld\n"
-                "# HELP rdzvd_requests_total Store requests served.\n"
-                "# TYPE rdzvd_requests_total counter\nrdzvd_requests_total %lld\n"
-                "# HELP rdzvd_store_keys Keys in the main store.\n"
-                "# TYPE rdzvd_store_keys gauge\nrdzvd_store_keys{store=\"main\"} %lld\n"
-                "# HELP rdzvd_jobs Jobs known to rdzvd (not those that ended and are only kept).\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
-                st.uptime_s, (long long)st.connections, (long long)st.accepted,
-                (long long)st.rejected, (long long)st.protocol_errors, (long long)st.requests,
-                (long long)st.main_store_keys, live_jobs(&st));
-    /* Each an int64_t (generation: uint64_t) of struct rdzv_status_job. */
-    static const struct {
-        const char *name, *type, *help;
-        size_t off;
-    } per_job[] = {
-        {"rdzvd_job_generation", "gauge", "Current generation of the job.",
-         offsetof(struct rdzv_status_job, generation)},
-        {"rdzvd_job_restarts_total", "counter", "Restarts used from the job's budget.",
-         offsetof(struct rdzv_status_job, restart_count)},
-        {"rdzvd_job_max_restarts", "gauge", "The job's restart budget.",
-         offsetof(struct rdzv_status_job, max_restarts)},
-        {"rdzvd_job_nodes", "gauge", "Nodes in the job's current generation.",
-         offsetof(struct rdzv_status_job, nodes_in_generation)},
-        {"rdzvd_job_world_size", "gauge", "Workers in the job's current generation.",
-         offsetof(struct rdzv_status_job, world_size)},
-        {"rdzvd_job_members_not_listed", "gauge",
-         "The job's members (spares included) left out of the per-node metrics and the status.",
-         offsetof(struct rdzv_status_job, members_left_out)},
-    };
-    for (unsigned m = 0; m < RDZV_ARRAY_SIZE(per_job); m++) {
-        r |= rdzv_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n", per_job[m].name, per_job[m].help,
-                     per_job[m].name, per_job[m].type);
-        for (size_t i = 0; i < st.n_jobs; i++) {
-            const int64_t *v = (const int64_t *)((const char *)&st.jobs[i] + per_job[m].off);
-
-            if (kept_ended(&st, i))
-                continue;
-            r |= rdzv_buf_printf(&b, "%s{job=\"", per_job[m].name);
-            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-            r |= rdzv_buf_printf(&b, "\"} %lld\n", (long long)*v);
-        }
-    }
-    r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_state 1 for the job's current state.\n"
-                     "# TYPE rdzvd_job_state gauge\n");
-    for (size_t i = 0; i < st.n_jobs; i++) {
-        if (kept_ended(&st, i))
-            continue;
-        for (unsigned s = 0; s < RDZV_ARRAY_SIZE(job_states); s++) {
-            r |= rdzv_buf_printf(&b, "rdzvd_job_state{job=\"");
-            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-            r |= rdzv_buf_printf(&b, "\",state=\"%s\"} %d\n", job_states[s],
-                         strcmp(st.jobs[i].state, job_states[s]) == 0);
-        }
-    }
-    r |= rdzv_buf_printf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's agent "
-                     "was last heard.\n# TYPE rdzvd_node_heartbeat_age_seconds gauge\n");
-    for (size_t i = 0; i < st.n_jobs; i++) {
-        for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
-            const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
-
-            r |= rdzv_buf_printf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
-            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-            r |= rdzv_buf_printf(&b, "\",node_id=\"");
-            r |= rdzv_buf_put_escaped(&b, n->node_id, false);
-            r |= rdzv_buf_printf(&b, "\",host=\"");
-            r |= rdzv_buf_put_escaped(&b, n->host, false);
-            r |= rdzv_buf_printf(&b, "\",node_rank=\"%lld\"} %.3f\n", (long long)n->node_rank,
-                         n->last_heartbeat_age_s);
-        }
-    }
-    r |= rdzv_buf_printf(&b,
-                 "# HELP rdzvd_nodes_put_aside_total Nodes put aside by their jobs since rdzvd "
-                 "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"
-                 "rdzvd_nodes_put_aside_total{reason=\"failures\"} %lld\n"
-                 "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n",
-                 (long long)st.put_aside_failures, (long long)st.put_aside_check);
-    r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_steps_per_second Rank 0's training steps per "
-                             "second over rdzvd's last %.0f s (of the progress it reports).\n"
-                             "# TYPE rdzvd_job_steps_per_second gauge\n",
-                         RDZVD_TIMELINE_RATE_WINDOW_S);
-    for (size_t i = 0; i < st.n_jobs; i++) {
-        if (kept_ended(&st, i) || !st.jobs[i].rate_known)
-            continue;
-        r |= rdzv_buf_printf(&b, "rdzvd_job_steps_per_second{job=\"");
-        r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-        r |= rdzv_buf_printf(&b, "\"} %.3f\n", st.jobs[i].steps_per_second);
-    }
-    r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_nodes_put_aside Nodes the job put aside.\n"
-                     "# TYPE rdzvd_job_nodes_put_aside gauge\n");
-    for (size_t i = 0; i < st.n_jobs; i++) {
-        if (kept_ended(&st, i))
-            continue;
-        r |= rdzv_buf_printf(&b, "rdzvd_job_nodes_put_aside{job=\"");
-        r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-        r |= rdzv_buf_printf(&b, "\"} %lld\n", (long long)st.jobs[i].aside_total);
-    }
-    r |= put_rank_metrics(&b, &st);
-    r |= put_ended_metrics(&b, &st);
-    r |= put_recovery_metrics(&b, &st);
-    rdzv_status_free(&st);
-    return rdzv_buf_take_str(&b, r ? -ENOMEM : 0);
-}
-
-/* The status document (rdzv_status_to_json), indented: a malloc'd string or NULL. */
-static char *status_json(const struct rdzvd_jobs *jobs)
-{
-    struct rdzv_status st;
-    char *body;
-    json_t *o;
-
-    if (rdzvd_jobs_status(jobs, &st) < 0)
-        return NULL;
-    rdzv_status_hide_node_ids(&st); /* nobody proves a token on the metrics port */
-    o = rdzv_status_to_json(&st);
-    rdzv_status_free(&st);
-    body = o ? json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-    json_decref(o);
-    return body;
-}
-
 /* ---- answers ---- */
 
-/* An answer's body, shared by the connections that write it (the cached status page). */
+/* An answer's body, shared by the connections that write it (the cached status page); the HTTP
+ * thread's only (a body made on the store's loop comes over as an ask's malloc'd string). */
 struct http_body {
     unsigned refs;
     bool owned; /* data is malloc'd (else a string literal) */
@@ -388,6 +158,7 @@ static void body_unref(struct http_body *b)
 }
 
 /* ---- connections ---- */
+/* ---- connections (the HTTP thread) ---- */
 
 static void http_conn_close_cb(uv_handle_t *hd)
 {
@@ -397,6 +168,7 @@ static void http_conn_close_cb(uv_handle_t *hd)
         return;
     rdzv_buf_free(&c->out);
     body_unref(c->body);
+    body_unref(c->answer);
     free(c);
 }
 
@@ -405,7 +177,7 @@ static void http_conn_close(struct http_conn *c)
     if (c->closes)
         return;
     c->closes = 2;
-    if (c->state == HTTP_QUEUED)
+    if (c->state == HTTP_QUEUED || c->state == HTTP_ASKED)
         rdzv_list_del(&c->qnode);
     rdzv_list_del(&c->node);
     c->h->nconns--;
@@ -502,24 +274,6 @@ static void http_respond_text(struct http_conn *c, int code, const char *text)
     http_respond(c, code, "text/plain; charset=utf-8", body_new((char *)text, false));
 }
 
-/* The status page, made at most once per RDZVD_PAGE_TTL_MS (a new reference), or NULL when out
- * of memory; -EAGAIN in *err when it would have to be made and may_render is false. */
-static struct http_body *http_page(struct rdzvd_http *h, bool may_render, int *err)
-{
-    uint64_t now = uv_now(h->tcp.loop);
-
-    if (h->page && now - h->page_ms < RDZVD_PAGE_TTL_MS)
-        return body_ref(h->page);
-    if (!may_render) {
-        *err = -EAGAIN;
-        return NULL;
-    }
-    body_unref(h->page);
-    h->page = body_new(rdzvd_http_page(h->jobs), true);
-    h->page_ms = now;
-    return body_ref(h->page);
-}
-
 /* The run id of path "/job/ID" (percent-decoded) into id: 0, -EINVAL (bad encoding) or -ENOENT
  * (no run id can be this: too long, or a NUL). */
 static int job_path_run_id(const char *enc, char *id, size_t size)
@@ -550,34 +304,61 @@ static int job_path_run_id(const char *enc, char *id, size_t size)
     return n > 0 ? 0 : -ENOENT;
 }
 
-static void http_serve_job(struct http_conn *c, const char *enc)
+/* Ask the store's loop for a body of kind (HTTP_JOB: of run_id) for c, or join the ask of that
+ * kind it has not taken yet (the status page, which may be RDZVD_PAGE_TTL_MS old: the one not
+ * answered yet): 0, or -EAGAIN (nothing done) at RDZVD_HTTP_MAX_ASKS. */
+static int http_ask(struct http_conn *c, enum http_kind kind, const char *run_id)
 {
-    char id[RDZV_ID_MAX + 1], *page = NULL;
-    int r = job_path_run_id(enc, id, sizeof(id));
+    struct rdzvd_http *h = c->h;
+    struct http_ask *a = NULL;
+    uint64_t seq = 0;
 
-    if (r == -EINVAL) {
-        http_note_bad(c, "a job path with a bad percent-encoding (400)");
-        http_respond_text(c, 400, "bad request: a run id is percent-encoded\n");
-        return;
+    if (kind < HTTP_SHARED_KINDS && h->open[kind]) {
+        uv_mutex_lock(&h->mu);
+        if (kind == HTTP_PAGE || !h->open[kind]->taken)
+            seq = h->open[kind]->seq;
+        uv_mutex_unlock(&h->mu);
     }
-    if (r == 0)
-        r = rdzvd_http_job_page(c->h->jobs, id, &page);
-    if (r == -ENOENT) {
-        http_respond_text(c, 404, "no such job: / lists the jobs rdzvd knows\n");
-        return;
+    if (!seq) {
+        if (h->nasks >= RDZVD_HTTP_MAX_ASKS)
+            return -EAGAIN;
+        a = calloc(1, sizeof(*a));
+        if (!a) {
+            http_respond(c, 500, kind_ctype[kind], NULL);
+            return 0;
+        }
+        a->seq = seq = ++h->seq;
+        a->kind = kind;
+        if (run_id)
+            snprintf(a->run_id, sizeof(a->run_id), "%s", run_id);
+        uv_mutex_lock(&h->mu);
+        rdzv_list_add_tail(&h->asks, &a->node);
+        uv_mutex_unlock(&h->mu);
+        h->nasks++;
+        if (kind < HTTP_SHARED_KINDS)
+            h->open[kind] = a;
+        (void)uv_async_send(&h->store_async);
     }
-    http_respond(c, 200, "text/html; charset=utf-8", r == 0 ? body_new(page, true) : NULL);
+    c->ask_seq = seq;
+    c->state = HTTP_ASKED;
+    rdzv_list_add_tail(&h->waiting, &c->qnode);
+    return 0;
 }
 
-/* Answer c's request: 1 when it made a page (the expensive part), 0 when not, -EAGAIN (nothing
- * done) when it would have to and may_render is false. */
-static int http_serve(struct http_conn *c, bool may_render)
+/* Answer c's request, or ask for its body: 0, or -EAGAIN (nothing done) when it cannot ask yet. */
+static int http_serve(struct http_conn *c)
 {
-    char method[8], path[512];
-    struct http_body *body = NULL;
-    const char *ctype = "text/plain; version=0.0.4; charset=utf-8";
-    int err = 0;
+    struct rdzvd_http *h = c->h;
+    char method[8], path[512], id[RDZV_ID_MAX + 1];
+    int r;
 
+    if (c->answered) {
+        struct http_body *b = c->answer;
+
+        c->answer = NULL;
+        http_respond(c, c->code, c->ctype, b);
+        return 0;
+    }
     if (sscanf(c->req, "%7s %511s HTTP/1.%*c", method, path) != 2) {
         http_note_bad(c, "not an HTTP request line (400)");
         http_respond_text(c, 400, "bad request\n");
@@ -590,11 +371,12 @@ static int http_serve(struct http_conn *c, bool may_render)
         return 0;
     }
     if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
-        body = http_page(c->h, may_render, &err);
-        if (err == -EAGAIN)
-            return err;
-        http_respond(c, 200, "text/html; charset=utf-8", body);
-        return 1;
+        /* The status page is made at most once per RDZVD_PAGE_TTL_MS and shared meanwhile. */
+        if (h->page && uv_now(&h->loop) - h->page_ms < RDZVD_PAGE_TTL_MS) {
+            http_respond(c, 200, kind_ctype[HTTP_PAGE], body_ref(h->page));
+            return 0;
+        }
+        return http_ask(c, HTTP_PAGE, NULL);
     }
     if (strlen(path) >= sizeof(path) - 1 ||
         (strcmp(path, "/metrics") && strcmp(path, "/status.json") && strncmp(path, "/job/", 5))) {
@@ -602,31 +384,29 @@ static int http_serve(struct http_conn *c, bool may_render)
                                   "/job/RUN_ID)\n");
         return 0;
     }
-    if (!may_render)
-        return -EAGAIN;
-    if (strncmp(path, "/job/", 5) == 0) {
-        http_serve_job(c, path + 5);
-        return 1;
+    if (strncmp(path, "/job/", 5))
+        return http_ask(c, strcmp(path, "/metrics") == 0 ? HTTP_METRICS : HTTP_STATUS, NULL);
+    r = job_path_run_id(path + 5, id, sizeof(id));
+    if (r == -EINVAL) {
+        http_note_bad(c, "a job path with a bad percent-encoding (400)");
+        http_respond_text(c, 400, "bad request: a run id is percent-encoded\n");
+        return 0;
     }
-    if (strcmp(path, "/metrics") == 0) {
-        body = body_new(rdzvd_http_metrics(c->h->jobs), true);
-    } else {
-        body = body_new(status_json(c->h->jobs), true);
-        ctype = "application/json";
+    if (r == -ENOENT) {
+        http_respond_text(c, 404, "no such job: / lists the jobs rdzvd knows\n");
+        return 0;
     }
-    http_respond(c, 200, ctype, body);
-    return 1;
+    return http_ask(c, HTTP_JOB, id);
 }
 
 static void http_listen_cb(uv_stream_t *s, int status);
 
-/* Once per turn of the loop while requests or a connection wait: accept the connection, and
- * answer the requests in order until RDZVD_HTTP_TURN_BYTES are written, making at most one page
- * (the store's clients wait for no more than that); the others wait for the next turn. */
+/* Once per turn of the HTTP loop while requests or a connection wait: accept the connection, and
+ * answer the requests in order until RDZVD_HTTP_TURN_BYTES are written; the others wait for the
+ * next turn (or, past RDZVD_HTTP_MAX_ASKS, for an answer from the store's loop). */
 static void http_idle_cb(uv_idle_t *idle)
 {
     struct rdzvd_http *h = idle->data;
-    bool may_render = true;
 
     h->turn_accepts = 0;
     h->turn_bytes = 0;
@@ -636,20 +416,60 @@ static void http_idle_cb(uv_idle_t *idle)
     }
     while (!rdzv_list_empty(&h->queue) && h->turn_bytes < RDZVD_HTTP_TURN_BYTES) {
         struct http_conn *c = rdzv_container_of(h->queue.next, struct http_conn, qnode);
-        int r;
 
         rdzv_list_del(&c->qnode);
         c->state = HTTP_WRITING;
-        r = http_serve(c, may_render);
-        if (r == -EAGAIN) { /* back at the head, for the next turn */
+        if (http_serve(c) == -EAGAIN) { /* back at the head, until an ask is answered */
             c->state = HTTP_QUEUED;
             rdzv_list_add_tail(h->queue.next, &c->qnode);
+            if (!h->accept_waiting)
+                uv_idle_stop(&h->idle);
             return;
         }
-        may_render = may_render && r == 0;
     }
     if (rdzv_list_empty(&h->queue) && !h->accept_waiting)
         uv_idle_stop(&h->idle);
+}
+
+/* The ask a made by the store's loop: its waiting connections go back in queue with their answer
+ * (the status page is kept, for RDZVD_PAGE_TTL_MS), and a is freed. */
+static void http_answered(struct rdzvd_http *h, struct http_ask *a)
+{
+    struct http_body *body = a->err == 0 ? body_new(a->body, true) : NULL;
+    struct rdzv_list *pos, *tmp;
+
+    if (a->err)
+        free(a->body);
+    h->nasks--;
+    if (a->kind < HTTP_SHARED_KINDS && h->open[a->kind] == a)
+        h->open[a->kind] = NULL;
+    if (a->kind == HTTP_PAGE && body) {
+        body_unref(h->page);
+        h->page = body_ref(body);
+        h->page_ms = uv_now(&h->loop);
+    }
+    rdzv_list_for_each_safe(pos, tmp, &h->waiting)
+    {
+        struct http_conn *c = rdzv_container_of(pos, struct http_conn, qnode);
+
+        if (c->ask_seq != a->seq)
+            continue;
+        rdzv_list_del(&c->qnode);
+        c->answered = true;
+        c->code = 200;
+        c->ctype = kind_ctype[a->kind];
+        if (a->err == -ENOENT) {
+            c->code = 404;
+            c->ctype = "text/plain; charset=utf-8";
+            c->answer = body_new("no such job: / lists the jobs rdzvd knows\n", false);
+        } else {
+            c->answer = body_ref(body);
+        }
+        c->state = HTTP_QUEUED;
+        rdzv_list_add_tail(&h->queue, &c->qnode);
+    }
+    body_unref(body);
+    free(a);
 }
 
 static void http_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
@@ -689,8 +509,10 @@ static void http_timeout_cb(uv_timer_t *t)
 
     if (c->state == HTTP_WRITING)
         http_note_bad(c, "its answer not read within %d ms", RDZVD_HTTP_WRITE_TIMEOUT_MS);
-    else
+    else if (c->state == HTTP_READING)
         http_note_bad(c, "no whole request within %d ms", RDZVD_HTTP_TIMEOUT_MS);
+    else
+        http_note_bad(c, "no answer made within %d ms", RDZVD_HTTP_TIMEOUT_MS);
     http_conn_close(c);
 }
 
@@ -714,7 +536,7 @@ static struct http_conn *http_victim(struct rdzvd_http *h, uint64_t now)
 
 static void http_listen_cb(uv_stream_t *s, int status)
 {
-    struct rdzvd_http *h = (struct rdzvd_http *)s;
+    struct rdzvd_http *h = s->data;
     struct http_conn *c, *victim;
 
     if (status < 0 || h->stopping)
@@ -756,22 +578,199 @@ static void http_listen_cb(uv_stream_t *s, int status)
         http_conn_close(c);
 }
 
-static void http_free_cb(uv_handle_t *hd)
+
+/* The HTTP thread's end: every connection, the listener and the handles closed; its loop then
+ * ends, and so does the thread (rdzvd_http_stop joins it). */
+static void http_shutdown(struct rdzvd_http *h)
+{
+    h->stopping = true;
+    while (!rdzv_list_empty(&h->conns))
+        http_conn_close(rdzv_container_of(h->conns.next, struct http_conn, node));
+    uv_close((uv_handle_t *)&h->idle, NULL);
+    uv_close((uv_handle_t *)&h->tcp, NULL);
+    uv_close((uv_handle_t *)&h->async, NULL);
+}
+
+/* Asks answered by the store's loop, or the order to stop. */
+static void http_async_cb(uv_async_t *as)
+{
+    struct rdzvd_http *h = as->data;
+
+    for (;;) {
+        struct http_ask *a = NULL;
+        bool stop;
+
+        uv_mutex_lock(&h->mu);
+        stop = h->stop;
+        if (!stop && !rdzv_list_empty(&h->answers)) {
+            a = rdzv_container_of(h->answers.next, struct http_ask, node);
+            rdzv_list_del(&a->node);
+        }
+        uv_mutex_unlock(&h->mu);
+        if (stop) {
+            http_shutdown(h);
+            return;
+        }
+        if (!a)
+            break;
+        http_answered(h, a);
+    }
+    if (!rdzv_list_empty(&h->queue))
+        (void)uv_idle_start(&h->idle, http_idle_cb);
+}
+
+static void http_thread(void *arg)
+{
+    struct rdzvd_http *h = arg;
+
+    (void)pthread_setname_np(pthread_self(), "rdzvd-http"); /* for top -H, gdb, tests */
+    /* Below the store's loop: where the CPUs are short, the store's clients go first. */
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(),
+                      getpriority(PRIO_PROCESS, (id_t)gettid()) + RDZVD_HTTP_NICE);
+    (void)uv_run(&h->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- the store's loop ---- */
+
+/* Make a's body from the jobs. */
+static void http_make(const struct rdzvd_jobs *jobs, struct http_ask *a)
+{
+    switch (a->kind) {
+    case HTTP_PAGE:
+        a->body = rdzvd_http_page(jobs);
+        break;
+    case HTTP_METRICS:
+        a->body = rdzvd_http_metrics(jobs);
+        break;
+    case HTTP_STATUS:
+        a->body = rdzvd_http_status_json(jobs);
+        break;
+    case HTTP_JOB:
+        a->err = rdzvd_http_job_page(jobs, a->run_id, &a->body);
+        return;
+    }
+    a->err = a->body ? 0 : -ENOMEM;
+}
+
+/* Once per turn of the store's loop while asks wait: make the oldest (the store's clients wait
+ * for no more than one body) and hand it to the HTTP thread. */
+static void store_idle_cb(uv_idle_t *idle)
+{
+    struct rdzvd_http *h = idle->data;
+    struct http_ask *a = NULL;
+    bool more;
+
+    uv_mutex_lock(&h->mu);
+    if (!rdzv_list_empty(&h->asks)) {
+        a = rdzv_container_of(h->asks.next, struct http_ask, node);
+        rdzv_list_del(&a->node);
+        a->taken = true;
+    }
+    more = !rdzv_list_empty(&h->asks);
+    uv_mutex_unlock(&h->mu);
+    if (!more)
+        uv_idle_stop(idle);
+    if (!a)
+        return;
+    http_make(h->jobs, a);
+    uv_mutex_lock(&h->mu);
+    rdzv_list_add_tail(&h->answers, &a->node);
+    uv_mutex_unlock(&h->mu);
+    (void)uv_async_send(&h->async);
+}
+
+static void store_async_cb(uv_async_t *as)
+{
+    struct rdzvd_http *h = as->data;
+
+    (void)uv_idle_start(&h->store_idle, store_idle_cb);
+}
+
+static void free_asks(struct rdzv_list *l)
+{
+    while (!rdzv_list_empty(l)) {
+        struct http_ask *a = rdzv_container_of(l->next, struct http_ask, node);
+
+        rdzv_list_del(&a->node);
+        free(a->body);
+        free(a);
+    }
+}
+
+static void store_close_cb(uv_handle_t *hd)
 {
     struct rdzvd_http *h = hd->data;
 
-    if (--h->closes > 0)
+    if (--h->store_closes > 0)
         return;
-    body_unref(h->page);
+    uv_mutex_destroy(&h->mu);
     free(h);
+}
+
+static void close_walk_cb(uv_handle_t *hd, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(hd))
+        uv_close(hd, NULL);
+}
+
+/* The HTTP thread's loop, its thread not running (ended, or never started): whatever is left
+ * closed, and the loop with it. */
+static void http_loop_close(struct rdzvd_http *h)
+{
+    uv_walk(&h->loop, close_walk_cb, NULL);
+    (void)uv_run(&h->loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&h->loop);
+    free_asks(&h->asks);
+    free_asks(&h->answers);
+    body_unref(h->page);
+}
+
+/* Listen on ss on the HTTP thread's loop (not running yet): 0 or -errno, *ret_port set. */
+static int http_listen(struct rdzvd_http *h, struct sockaddr_storage *ss, uint16_t *ret_port)
+{
+    int len = sizeof(*ss), r;
+
+    r = uv_async_init(&h->loop, &h->async, http_async_cb);
+    if (r < 0)
+        return r;
+    h->async.data = h;
+    (void)uv_idle_init(&h->loop, &h->idle);
+    h->idle.data = h;
+    r = uv_tcp_init(&h->loop, &h->tcp);
+    if (r < 0)
+        return r;
+    h->tcp.data = h;
+    r = uv_tcp_bind(&h->tcp, (const struct sockaddr *)ss, 0);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&h->tcp, 64, http_listen_cb);
+    if (r == 0)
+        r = uv_tcp_getsockname(&h->tcp, (struct sockaddr *)ss, &len);
+    if (r == 0)
+        *ret_port = ntohs(ss->ss_family == AF_INET6 ? ((struct sockaddr_in6 *)ss)->sin6_port
+                                                    : ((struct sockaddr_in *)ss)->sin_port);
+    return r;
+}
+
+/* The HTTP thread, with every signal blocked (the store's loop handles them). */
+static int http_thread_start(struct rdzvd_http *h)
+{
+    sigset_t all, old;
+    int r;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    r = uv_thread_create(&h->thread, http_thread, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
 }
 
 int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char *addr,
                      uint16_t port, uint16_t *ret_port, struct rdzvd_http **ret)
 {
     struct sockaddr_storage ss;
-    int len = sizeof(ss), r;
     struct rdzvd_http *h;
+    int r;
 
     if (uv_ip4_addr(addr, port, (struct sockaddr_in *)&ss) < 0 &&
         uv_ip6_addr(addr, port, (struct sockaddr_in6 *)&ss) < 0)
@@ -780,46 +779,58 @@ int rdzvd_http_start(uv_loop_t *loop, const struct rdzvd_jobs *jobs, const char 
     if (!h)
         return -ENOMEM;
     h->jobs = jobs;
+    rdzv_list_init(&h->asks);
+    rdzv_list_init(&h->answers);
     rdzv_list_init(&h->conns);
     rdzv_list_init(&h->queue);
-    r = uv_idle_init(loop, &h->idle);
-    if (r < 0) {
-        free(h);
-        return r;
-    }
-    h->idle.data = h;
-    r = uv_tcp_init(loop, &h->tcp);
-    if (r < 0) {
-        h->closes = 1;
-        uv_close((uv_handle_t *)&h->idle, http_free_cb);
-        return r;
-    }
-    h->tcp.data = h;
-    h->closes = 2;
-    r = uv_tcp_bind(&h->tcp, (const struct sockaddr *)&ss, 0);
+    rdzv_list_init(&h->waiting);
+    r = uv_mutex_init(&h->mu);
+    if (r < 0)
+        goto out_free;
+    r = uv_loop_init(&h->loop);
+    if (r < 0)
+        goto out_mutex;
+    r = http_listen(h, &ss, ret_port);
     if (r == 0)
-        r = uv_listen((uv_stream_t *)&h->tcp, 64, http_listen_cb);
-    if (r == 0)
-        r = uv_tcp_getsockname(&h->tcp, (struct sockaddr *)&ss, &len);
+        r = uv_async_init(loop, &h->store_async, store_async_cb);
+    if (r < 0)
+        goto out_loop;
+    h->store_async.data = h;
+    (void)uv_idle_init(loop, &h->store_idle);
+    h->store_idle.data = h;
+    h->store_closes = 2;
+    r = http_thread_start(h);
     if (r < 0) {
-        h->stopping = true;
-        uv_close((uv_handle_t *)&h->idle, http_free_cb);
-        uv_close((uv_handle_t *)&h->tcp, http_free_cb);
+        h->stopped = true;
+        http_loop_close(h);
+        uv_close((uv_handle_t *)&h->store_async, store_close_cb);
+        uv_close((uv_handle_t *)&h->store_idle, store_close_cb);
         return r;
     }
-    *ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
     *ret = h;
     return 0;
+
+out_loop:
+    http_loop_close(h);
+out_mutex:
+    uv_mutex_destroy(&h->mu);
+out_free:
+    free(h);
+    return r;
 }
 
 void rdzvd_http_stop(struct rdzvd_http *h)
 {
-    if (!h || h->stopping)
+    if (!h || h->stopped)
         return;
-    h->stopping = true;
-    while (!rdzv_list_empty(&h->conns))
-        http_conn_close(rdzv_container_of(h->conns.next, struct http_conn, node));
-    uv_close((uv_handle_t *)&h->idle, http_free_cb);
-    uv_close((uv_handle_t *)&h->tcp, http_free_cb);
+    h->stopped = true;
+    uv_mutex_lock(&h->mu);
+    h->stop = true;
+    uv_mutex_unlock(&h->mu);
+    (void)uv_async_send(&h->async);
+    /* Closing the connections and the listener takes no wait on the store's loop. */
+    uv_thread_join(&h->thread);
+    http_loop_close(h);
+    uv_close((uv_handle_t *)&h->store_async, store_close_cb);
+    uv_close((uv_handle_t *)&h->store_idle, store_close_cb);
 }
