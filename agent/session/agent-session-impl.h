@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-session-impl.h: PRIVATE to the session's files (agent-session.c: the rendezvous session;
- * agent-session-hang.c: a hung worker's stacks and failure): the session struct and what the
- * hang side calls in agent-session.c. Nothing else includes it; the rest of the agent goes
- * through agent-session.h. Calls go one way: agent-session-hang.c -> agent-session.c.
+ * agent-session-hang.c: a hung worker's stacks and failure; agent-session-hosting.c: what rdzvd
+ * asks the agent to host): the session struct and what those call in each other. Nothing else
+ * includes it; the rest of the agent goes through agent-session.h. Calls go one way:
+ * agent-session-hang.c -> agent-session.c -> agent-session-hosting.c.
  * Threads: the loop's only, as agent-session.h says. */
 #pragma once
 #include <stdbool.h>
@@ -104,3 +105,14 @@ void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t
  * other workers at once (fail fast). In place: they keep running, and READY goes out once the
  * daemon's EVENT restart came and every failed rank is reaped. */
 void agent_session_fail_local(struct agent_session *a, unsigned local_rank);
+
+/* agent-session-hosting.c: the client's callbacks for what rdzvd asks the agent to host (ud:
+ * the session). NCCL_REQUEST: this generation's NCCL ids (and, asked for, its store), answered
+ * with NCCL_ID; REPLICA: start a replica of rdzvd here; REPLICAS: where they run (endpoints to
+ * reconnect to). agent_session_replica_send: where a REPLICA's answer goes (the connection of
+ * the moment). */
+void agent_session_on_nccl_request(struct agent_client *c, const struct rdzv_nccl_request *q,
+                                   void *ud);
+void agent_session_on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud);
+void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud);
+void agent_session_replica_send(void *ud, const struct rdzv_replica *ans);
