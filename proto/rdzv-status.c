@@ -45,6 +45,8 @@ int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n)
     ranks = calloc(n ? n : 1, sizeof(*ranks));
     if (!ranks)
         return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        ranks[i].compute_ms = -1; /* none said */
     free(j->ranks);
     j->ranks = ranks;
     j->n_ranks = n;
@@ -133,7 +135,10 @@ static json_t *rank_to_json(const struct rdzv_status_rank *k)
                           (json_int_t)k->node_rank, "host", k->host, "step", (json_int_t)k->step,
                           "age_s", k->age_s);
 
-    if (o && k->timeout_s > 0 && json_object_set_new(o, "timeout_s", json_real(k->timeout_s)) < 0) {
+    if (o && ((k->timeout_s > 0 &&
+               json_object_set_new(o, "timeout_s", json_real(k->timeout_s)) < 0) ||
+              (k->compute_ms >= 0 &&
+               json_object_set_new(o, "compute_ms", json_integer(k->compute_ms)) < 0))) {
         json_decref(o);
         o = NULL;
     }
@@ -453,18 +458,23 @@ static int parse_ranks(json_t *arr, struct rdzv_status_job *j, char *err, size_t
     {
         struct rdzv_status_rank *k = &j->ranks[i];
 
+        json_int_t cms = -1;
+
         k->timeout_s = 0;
-        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F, s?F}", "rank", &rank,
+        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F, s?F, s?I}", "rank", &rank,
                            "node_rank", &node_rank, "host", &host, "step", &step, "age_s",
-                           &k->age_s, "timeout_s", &k->timeout_s) < 0)
+                           &k->age_s, "timeout_s", &k->timeout_s, "compute_ms", &cms) < 0)
             (void)unpack_fail(&jerr, err, errlen);
         else if (rank < 0 || node_rank < 0 || step < 0 || !(k->age_s >= 0 && k->age_s < 1e10) ||
-                 !(k->timeout_s >= 0 && k->timeout_s < 1e10))
-            snprintf(err, errlen, "rank, node_rank, step, age_s or timeout_s out of range");
+                 !(k->timeout_s >= 0 && k->timeout_s < 1e10) ||
+                 (json_object_get(o, "compute_ms") && (cms < 0 || cms > RDZV_COMPUTE_MS_MAX)))
+            snprintf(err, errlen,
+                     "rank, node_rank, step, age_s, timeout_s or compute_ms out of range");
         else if (COPY(k->host, host, "host") == 0) {
             k->rank = rank;
             k->node_rank = node_rank;
             k->step = step;
+            k->compute_ms = cms;
             continue;
         }
         return fail_at_index(err, errlen, "ranks", i);

@@ -119,6 +119,9 @@ class StatusTest(AgentTestCase):
             self.assertLess(r["age_s"], 3, second)
             self.assertEqual(r["node_rank"], rank // 2)
             self.assertTrue(r["host"])
+            # Its compute time (issue 37): rdzv-train says it, its agent carries it.
+            self.assertIsInstance(r.get("compute_ms"), int, second)
+            self.assertTrue(0 <= r["compute_ms"] <= 3600000, second)
         text = self.ctl_status(ep)
         self.assertIn("progress: 4 rank(s) reported, step ", text)
         for rank in range(4):
