@@ -203,10 +203,13 @@ class Job:
 
     def wrap(self, module, **kwargs):
         """DistributedDataParallel(module, **kwargs); recover() makes the next one the same
-        way."""
+        way. Its communication hook (the default all-reduce, timed) gives rdzv.progress() each
+        step's compute time (issue 37): do not register another one."""
         from torch.nn.parallel import DistributedDataParallel
         self._ddp_kwargs = kwargs
-        return DistributedDataParallel(module, **kwargs)
+        ddp = DistributedDataParallel(module, **kwargs)
+        _ComputeTimer().attach(ddp)
+        return ddp
 
     @property
     def inplace(self):
@@ -320,6 +323,55 @@ class Job:
                 return
             except _JOIN_FAILURES:
                 continue  # another peer lost meanwhile: the next generation follows
+
+
+class _ComputeTimer:
+    """A step's compute time for rdzv.progress() (issue 37, proto/WORKER.md): the time since
+    the last report (or the first forward), less the time the backward pass waited on its
+    all-reduces: from the last bucket's all-reduce started to the last one done (the earlier
+    buckets' overlap the backward's compute), per backward pass, averaged over the passes."""
+
+    def __init__(self):
+        self.t_last = None
+        self.passes = 0
+        self.blocked_pass = 0.0  # the last backward's wait on its all-reduces (s)
+        self.hook_t = 0.0
+
+    def attach(self, ddp):
+        import torch.distributed as dist
+        ddp.register_forward_pre_hook(self._forward)
+        pg = getattr(ddp, "process_group", None) or dist.group.WORLD
+        world = dist.get_world_size(pg)
+
+        def hook(state, bucket):
+            now = time.monotonic()
+            index = bucket.index() if hasattr(bucket, "index") else bucket.get_index()
+            buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+            if index == 0:
+                self.passes += 1
+            self.hook_t = now
+            fut = dist.all_reduce(buf.div_(world), group=pg, async_op=True).get_future()
+            return fut.then(lambda f: self._done(now, f))
+
+        ddp.register_comm_hook(None, hook)
+        _rdzv._compute_ms = self.take
+
+    def _forward(self, module, args):
+        if self.t_last is None:
+            self.t_last = time.monotonic()
+
+    def _done(self, started, fut):
+        if started == self.hook_t:  # the last bucket so far: the backward waits for it
+            self.blocked_pass = max(0.0, time.monotonic() - started)
+        return fut.value()[0]
+
+    def take(self):
+        now = time.monotonic()
+        if self.t_last is None or self.passes == 0:
+            return None
+        ms = ((now - self.t_last) / self.passes - self.blocked_pass) * 1000
+        self.t_last, self.passes, self.blocked_pass = now, 0, 0.0
+        return max(0, int(ms))
 
 
 def _sockets():
