@@ -32,6 +32,8 @@ int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n)
     nodes = calloc(n ? n : 1, sizeof(*nodes));
     if (!nodes)
         return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        nodes[i].compute_ms = -1; /* none said */
     free(j->nodes);
     j->nodes = nodes;
     j->n_nodes = n;
@@ -122,11 +124,18 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 static json_t *node_to_json(const struct rdzv_status_node *n)
 {
-    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host", n->host,
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host", n->host,
                      "node_id", n->node_id, "node_rank", (json_int_t)n->node_rank, "workers",
                      (json_int_t)n->workers, "last_heartbeat_age_s", n->last_heartbeat_age_s,
                      "age_s", n->age_s, "failures", (json_int_t)n->failures, "spare", n->spare,
                      "connected", n->connected, "state", n->state);
+
+    if (o && n->compute_ms >= 0 &&
+        json_object_set_new(o, "compute_ms", json_integer(n->compute_ms)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
 }
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)
@@ -384,17 +393,22 @@ static int unpack_fail(const json_error_t *jerr, char *err, size_t errlen)
 
 static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t errlen)
 {
-    json_int_t rank, workers, failures;
+    json_int_t rank, workers, failures, cms = -1;
     const char *host, *node_id, *state;
     json_error_t jerr;
     int spare, connected;
 
-    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s}", "host",
-                       &host, "node_id", &node_id, "node_rank", &rank, "workers", &workers,
-                       "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s", &n->age_s,
-                       "failures", &failures, "spare", &spare, "connected", &connected, "state",
-                       &state) < 0)
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I}",
+                       "host", &host, "node_id", &node_id, "node_rank", &rank, "workers",
+                       &workers, "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s",
+                       &n->age_s, "failures", &failures, "spare", &spare, "connected", &connected,
+                       "state", &state, "compute_ms", &cms) < 0)
         return unpack_fail(&jerr, err, errlen);
+    if (json_object_get(o, "compute_ms") && (cms < 0 || cms > RDZV_COMPUTE_MS_MAX)) {
+        snprintf(err, errlen, "compute_ms out of range (0..%d)", RDZV_COMPUTE_MS_MAX);
+        return -EBADMSG;
+    }
+    n->compute_ms = cms;
     n->node_rank = rank;
     n->workers = workers;
     n->failures = failures;

@@ -49,6 +49,8 @@ struct rdzv_status_node {
     int64_t failures;
     bool spare, connected;
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, waiting, spare, stopping */
+    /* (optional, issue 37) its slowest rank's compute time (ms, as the ranks'); -1: none */
+    int64_t compute_ms;
 };
 
 /* A rank's last progress report: only ranks of the current generation that reported. */

@@ -120,6 +120,21 @@ static bool member_progress_current(const struct rdzvd_member *m)
     return m->progress && m->node_rank >= 0 && m->progress_gen == m->job->generation;
 }
 
+int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m)
+{
+    int64_t worst = -1;
+
+    if (!member_progress_current(m))
+        return -1;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        int64_t c = m->progress[i].set ? compute_median(&m->progress[i]) : -1;
+
+        if (c > worst)
+            worst = c;
+    }
+    return worst;
+}
+
 struct rank_ref {
     int64_t rank;
     uint64_t at_ms;

@@ -122,6 +122,11 @@ class StatusTest(AgentTestCase):
             # Its compute time (issue 37): rdzv-train says it, its agent carries it.
             self.assertIsInstance(r.get("compute_ms"), int, second)
             self.assertTrue(0 <= r["compute_ms"] <= 3600000, second)
+        st = json.loads(self.ctl_status(ep, "--json"))
+        job = next(j for j in st["jobs"] if j["run_id"] == "progress-job")
+        for n in job["nodes"]:  # each node: its slowest rank's
+            self.assertIsInstance(n.get("compute_ms"), int, job)
+            self.assertTrue(0 <= n["compute_ms"] <= 3600000, job)
         text = self.ctl_status(ep)
         self.assertIn("progress: 4 rank(s) reported, step ", text)
         for rank in range(4):

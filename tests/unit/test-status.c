@@ -213,6 +213,22 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
 
+    /* ... and per node, its slowest rank's. */
+    t1 = edit("\"state\":\"spare\"}]", "\"state\":\"spare\",\"compute_ms\":90}]");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs[0].nodes[0].compute_ms, 90);
+    o = rdzv_status_to_json(&b);
+    t2 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t2 && strstr(t2, "\"state\":\"spare\",\"compute_ms\":90}") != NULL);
+    free(t2);
+    rdzv_status_free(&b);
+    free(t1);
+    t1 = edit("\"state\":\"spare\"}]", "\"state\":\"spare\",\"compute_ms\":-1}]");
+    ASSERT_EQ(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)), -EBADMSG);
+    rdzv_status_free(&b);
+    free(t1);
+
     /* A daemon before issue 14 writes no "ranks" nor "ranks_left_out": none. */
     t1 = edit(RANKS_MEMBERS, "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
