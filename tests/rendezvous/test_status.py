@@ -136,6 +136,9 @@ class StatusTest(AgentTestCase):
             for name in ("rdzvd_rank_last_step", "rdzvd_rank_progress_age_seconds"):
                 self.assertRegex(body, rf'(?m)^{name}{{job="progress-job",rank="{rank}",'
                                        rf'node_rank="{rank // 2}",host="[^"]+"}} [0-9.]+$')
+        for node_rank in range(2):
+            self.assertRegex(body, rf'(?m)^rdzvd_node_compute_ms{{job="progress-job",'
+                                   rf'node_id="[^"]*",host="[^"]+",node_rank="{node_rank}"}} \d+$')
         _, _, page = get(f"http://127.0.0.1:{self.mport}/")
         self.assertEqual(len(re.findall(r"<tr><td>\d</td><td>[01]</td><td>[^<]+</td><td>\d+</td>"
                                         r"<td>\d+\.\d s ago</td></tr>", page)), 4, page)
