@@ -129,8 +129,9 @@ class StatusTest(AgentTestCase):
             self.assertTrue(0 <= n["compute_ms"] <= 3600000, job)
         text = self.ctl_status(ep)
         self.assertIn("progress: 4 rank(s) reported, step ", text)
+        self.assertRegex(text, r"(?m)^\s+RANK .* AGE\s+COMPUTE_MS$")
         for rank in range(4):
-            self.assertRegex(text, rf"(?m)^\s+{rank}\s+{rank // 2} \S+\s+\d+\s+\d+\.\ds$")
+            self.assertRegex(text, rf"(?m)^\s+{rank}\s+{rank // 2} \S+\s+\d+\s+\d+\.\ds\s+\d+$")
         _, _, body = get(f"http://127.0.0.1:{self.mport}/metrics")
         for rank in range(4):
             for name in ("rdzvd_rank_last_step", "rdzvd_rank_progress_age_seconds"):
