@@ -40,9 +40,11 @@ failure again: the script has no rdzv-specific branch.
 Works with Debian's torch 1.13 and torch 2.x; gloo and NCCL. No monkey-patching of torch.
 """
 
+import atexit
 import datetime
 import json
 import os
+import queue
 import select
 import sys
 import threading
@@ -329,16 +331,33 @@ class _ComputeTimer:
     """A step's compute time for rdzv.progress() (issue 37, proto/WORKER.md): the time since
     the last report (or the first forward), less the time the backward pass waited on its
     all-reduces: from the last bucket's all-reduce started to the last one done (the earlier
-    buckets' overlap the backward's compute), per backward pass, averaged over the passes."""
+    buckets' overlap the backward's compute), per backward pass, averaged over the passes.
+
+    No Python runs on the process group's threads, and none is released there: a thread of
+    this timer ("rdzv-compute") waits for each all-reduce and completes the future DDP waits
+    on, and the timer holds the Python tensor of each bucket (the reducer's own buffer) while
+    it lives. Else the backend's worker thread takes the GIL after the all-reduce, maybe after
+    the training thread went on: for a Python callback on the all-reduce's future
+    (Future.then), or to free a bucket's Python tensor when it holds the last reference. A
+    training thread that then drops the last reference to the group (DDP's reducer, as the
+    script's main() returns) holds the GIL while it joins those threads, and the worker never
+    exits (torch 1.13); at the interpreter's shutdown that thread is ended inside C++, and the
+    process aborts ("terminate called without an active exception", torch 2.x)."""
+
+    # How long the exit waits for the thread to finish the all-reduce it waits for (s).
+    CLOSE_WAIT_S = 5.0
 
     def __init__(self):
         self.t_last = None
         self.passes = 0
         self.blocked_pass = 0.0  # the last backward's wait on its all-reduces (s)
         self.hook_t = 0.0
+        self._queue = queue.SimpleQueue()  # (work, bucket, future, started); None: the end
+        self._buffers = {}  # {bucket index: its buffer}
+        self._thread = None
 
     def attach(self, ddp):
-        import torch.distributed as dist
+        global _timer
         ddp.register_forward_pre_hook(self._forward)
         pg = getattr(ddp, "process_group", None) or dist.group.WORLD
         world = dist.get_world_size(pg)
@@ -350,20 +369,50 @@ class _ComputeTimer:
             if index == 0:
                 self.passes += 1
             self.hook_t = now
-            fut = dist.all_reduce(buf.div_(world), group=pg, async_op=True).get_future()
-            return fut.then(lambda f: self._done(now, f))
+            self._buffers[index] = buf
+            work = dist.all_reduce(buf.div_(world), group=pg, async_op=True)
+            fut = torch.futures.Future(devices=[buf.device] if buf.is_cuda else None)
+            self._queue.put((work, buf, fut, now))
+            return fut
 
         ddp.register_comm_hook(None, hook)
+        self._thread = threading.Thread(target=self._wait, name="rdzv-compute", daemon=True)
+        self._thread.start()
+        if _timer is not None:
+            _timer.close()  # the last DDP's (recover() makes a new one): its thread ends
         _rdzv._compute_ms = self.take
+        _timer = self
+
+    def _wait(self):
+        """The thread: each all-reduce in turn, its future completed with the reduced bucket
+        (or the all-reduce's error, which DDP raises in the training thread)."""
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            work, buf, fut, started = item
+            item = None
+            try:
+                work.wait()
+                if buf.is_cuda:  # (NCCL: wait() only orders this thread's stream)
+                    torch.cuda.current_stream(buf.device).synchronize()
+            except Exception as e:  # noqa: BLE001 -- whatever failed the all-reduce
+                fut.set_exception(e)
+            else:
+                if started == self.hook_t:  # the last bucket so far: the backward waits for it
+                    self.blocked_pass = max(0.0, time.monotonic() - started)
+                fut.set_result(buf)
+            del work, buf, fut
+
+    def close(self, wait_s=0.0):
+        """End the thread once it finished what it waits for; wait up to wait_s for that."""
+        self._queue.put(None)
+        if self._thread is not None and wait_s > 0:
+            self._thread.join(wait_s)
 
     def _forward(self, module, args):
         if self.t_last is None:
             self.t_last = time.monotonic()
-
-    def _done(self, started, fut):
-        if started == self.hook_t:  # the last bucket so far: the backward waits for it
-            self.blocked_pass = max(0.0, time.monotonic() - started)
-        return fut.value()[0]
 
     def take(self):
         now = time.monotonic()
@@ -372,6 +421,17 @@ class _ComputeTimer:
         ms = ((now - self.t_last) / self.passes - self.blocked_pass) * 1000
         self.t_last, self.passes, self.blocked_pass = now, 0, 0.0
         return max(0, int(ms))
+
+
+_timer = None  # the compute timer of the newest wrap()
+
+
+@atexit.register
+def _close_timer():
+    """At exit, before the interpreter's shutdown: the timer's thread leaves the all-reduce it
+    may be in (its C++ frames), so that the shutdown never ends it there."""
+    if _timer is not None:
+        _timer.close(_ComputeTimer.CLOSE_WAIT_S)
 
 
 def _sockets():
