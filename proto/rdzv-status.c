@@ -124,18 +124,13 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 static json_t *node_to_json(const struct rdzv_status_node *n)
 {
-    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host", n->host,
+    /* compute_ms only when a rank said one (s:o* leaves a NULL out) */
+    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*}", "host", n->host,
                      "node_id", n->node_id, "node_rank", (json_int_t)n->node_rank, "workers",
                      (json_int_t)n->workers, "last_heartbeat_age_s", n->last_heartbeat_age_s,
                      "age_s", n->age_s, "failures", (json_int_t)n->failures, "spare", n->spare,
-                     "connected", n->connected, "state", n->state);
-
-    if (o && n->compute_ms >= 0 &&
-        json_object_set_new(o, "compute_ms", json_integer(n->compute_ms)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    return o;
+                     "connected", n->connected, "state", n->state, "compute_ms",
+                     n->compute_ms >= 0 ? json_integer(n->compute_ms) : NULL);
 }
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)

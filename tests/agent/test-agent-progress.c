@@ -113,8 +113,9 @@ static void test_progress_reports(void)
     fx_done(&f);
 }
 
-/* Local rank 0's last step said its compute time, 40 ms; rank 1's did not (its last line with one
- * was past the bound, ignored, and a plain step came after): the HEARTBEAT carries just rank 0's. */
+/* Local rank 0's last step said its compute time, 40 ms; rank 1's did not (its last line with
+ * one was past the bound, ignored, and a plain step came after): the HEARTBEAT carries just
+ * rank 0's. */
 static void hook_check_compute(struct fx *f)
 {
     struct rdzv_heartbeat *h = calloc(1, sizeof(*h));
