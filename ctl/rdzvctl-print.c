@@ -32,7 +32,7 @@ static void print_ranks(const struct rdzv_status_job *job)
     size_t n = job->n_ranks;
     char host[4 * RDZV_HOST_MAX + 1];
     int64_t lo, hi;
-    bool tmo = false;
+    bool tmo = false, cms = false;
 
     if (n == 0)
         return;
@@ -48,8 +48,11 @@ static void print_ranks(const struct rdzv_status_job *job)
     /* The TIMEOUT column (each rank's --progress-timeout, auto: its own) when any has one. */
     for (size_t k = 0; k < job->n_ranks && !tmo; k++)
         tmo = job->ranks[k].timeout_s > 0;
-    printf("\n  %6s %9s %-24s %12s %9s%s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE",
-           tmo ? "   TIMEOUT" : "");
+    /* The COMPUTE_MS column (issue 37: the median of its last steps' compute times) likewise. */
+    for (size_t k = 0; k < job->n_ranks && !cms; k++)
+        cms = job->ranks[k].compute_ms >= 0;
+    printf("\n  %6s %9s %-24s %12s %9s%s%s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE",
+           tmo ? "   TIMEOUT" : "", cms ? "  COMPUTE_MS" : "");
     for (size_t k = 0; k < n; k++) {
         const struct rdzv_status_rank *rk = oldest ? oldest[k] : &job->ranks[k];
 
@@ -57,9 +60,14 @@ static void print_ranks(const struct rdzv_status_job *job)
                (long long)rk->node_rank, esc(host, sizeof(host), rk->host), (long long)rk->step,
                rk->age_s);
         if (tmo && rk->timeout_s > 0)
-            printf(" %8.1fs\n", rk->timeout_s);
-        else
-            printf(tmo ? " %9s\n" : "%s\n", tmo ? "-" : "");
+            printf(" %8.1fs", rk->timeout_s);
+        else if (tmo)
+            printf(" %9s", "-");
+        if (cms && rk->compute_ms >= 0)
+            printf(" %11lld", (long long)rk->compute_ms);
+        else if (cms)
+            printf(" %11s", "-");
+        printf("\n");
     }
     free(oldest);
 }

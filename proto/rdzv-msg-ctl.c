@@ -298,8 +298,10 @@ int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
         json_t *e = json_pack("{s:I, s:I, s:I}", "local_rank", (json_int_t)p->local_rank, "step",
                               (json_int_t)p->step, "age_ms", (json_int_t)p->age_ms);
 
-        if (e && p->timeout_ms > 0 &&
-            json_object_set_new(e, "timeout_ms", json_integer(p->timeout_ms)) < 0) {
+        if (e && ((p->timeout_ms > 0 &&
+                   json_object_set_new(e, "timeout_ms", json_integer(p->timeout_ms)) < 0) ||
+                  (p->has_compute &&
+                   json_object_set_new(e, "compute_ms", json_integer(p->compute_ms)) < 0))) {
             json_decref(e);
             e = NULL;
         }
@@ -328,21 +330,25 @@ static int parse_progress(const json_t *arr, struct rdzv_heartbeat *h, char *err
     json_array_foreach(arr, i, e)
     {
         struct rdzv_rank_progress *p = &h->progress[i];
-        json_int_t lr, step, age, tmo = 0;
+        json_int_t lr, step, age, tmo = 0, cms = 0;
+        bool has_cms;
 
-        if (json_unpack_ex(e, &jerr, 0, "{s:I, s:I, s:I, s?I}", "local_rank", &lr, "step", &step,
-                           "age_ms", &age, "timeout_ms", &tmo) < 0)
+        if (json_unpack_ex(e, &jerr, 0, "{s:I, s:I, s:I, s?I, s?I}", "local_rank", &lr, "step",
+                           &step, "age_ms", &age, "timeout_ms", &tmo, "compute_ms", &cms) < 0)
             return rdzv_msg_unpack_fail(&jerr, "HEARTBEAT: progress", err, errlen);
+        has_cms = json_object_get(e, "compute_ms") != NULL;
         if (lr < 0 || lr >= RDZV_PROGRESS_MAX || step < 0 || age < 0 ||
             age > RDZV_PROGRESS_AGE_MAX_MS || tmo < 0 || tmo > RDZV_PROGRESS_AGE_MAX_MS ||
-            (seen[lr / 8] & (1u << (lr % 8)))) {
+            cms < 0 || cms > RDZV_COMPUTE_MS_MAX || (seen[lr / 8] & (1u << (lr % 8)))) {
             snprintf(err, errlen,
                      "HEARTBEAT: progress[%zu] out of range (0 <= local_rank < %d, distinct; "
-                     "step >= 0; 0 <= age_ms, timeout_ms <= %" PRId64 ")",
-                     i, RDZV_PROGRESS_MAX, RDZV_PROGRESS_AGE_MAX_MS);
+                     "step >= 0; 0 <= age_ms, timeout_ms <= %" PRId64 "; 0 <= compute_ms <= %d)",
+                     i, RDZV_PROGRESS_MAX, RDZV_PROGRESS_AGE_MAX_MS, RDZV_COMPUTE_MS_MAX);
             return -EBADMSG;
         }
         p->timeout_ms = tmo;
+        p->has_compute = has_cms;
+        p->compute_ms = cms;
         seen[lr / 8] |= (uint8_t)(1u << (lr % 8));
         p->local_rank = lr;
         p->step = step;

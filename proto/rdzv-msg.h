@@ -176,6 +176,8 @@ struct rdzv_nccl_id {
 /* HEARTBEAT "progress" entries: at most JOIN's nproc limit (one per local rank). */
 #define RDZV_PROGRESS_MAX 1024
 #define RDZV_PROGRESS_AGE_MAX_MS INT64_C(31536000000) /* a year: older reads as a bad value */
+/* The most a step's compute time may be (proto/WORKER.md): an hour, in milliseconds. */
+#define RDZV_COMPUTE_MS_MAX 3600000
 
 /* One local rank's last progress report, as its agent saw it. */
 struct rdzv_rank_progress {
@@ -185,6 +187,10 @@ struct rdzv_rank_progress {
     /* (1.5, optional) the silence after which its agent fails it (--progress-timeout, auto: its
      * own), 1..RDZV_PROGRESS_AGE_MAX_MS; 0: none (not sent). */
     int64_t timeout_ms;
+    /* (1.10, optional) its last step's compute time (proto/WORKER.md), 0..RDZV_COMPUTE_MS_MAX:
+     * sent only when has_compute; older daemons ignore it, older agents never send it. */
+    bool has_compute;
+    int64_t compute_ms;
 };
 
 /* HEARTBEAT (both ways): the generation and (agent -> daemon, optional) the progress of the

@@ -32,6 +32,8 @@ int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n)
     nodes = calloc(n ? n : 1, sizeof(*nodes));
     if (!nodes)
         return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        nodes[i].compute_ms = -1; /* none said */
     free(j->nodes);
     j->nodes = nodes;
     j->n_nodes = n;
@@ -45,6 +47,8 @@ int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n)
     ranks = calloc(n ? n : 1, sizeof(*ranks));
     if (!ranks)
         return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        ranks[i].compute_ms = -1; /* none said */
     free(j->ranks);
     j->ranks = ranks;
     j->n_ranks = n;
@@ -120,11 +124,13 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 static json_t *node_to_json(const struct rdzv_status_node *n)
 {
-    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s}", "host", n->host,
+    /* compute_ms only when a rank said one (s:o* leaves a NULL out) */
+    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*}", "host", n->host,
                      "node_id", n->node_id, "node_rank", (json_int_t)n->node_rank, "workers",
                      (json_int_t)n->workers, "last_heartbeat_age_s", n->last_heartbeat_age_s,
                      "age_s", n->age_s, "failures", (json_int_t)n->failures, "spare", n->spare,
-                     "connected", n->connected, "state", n->state);
+                     "connected", n->connected, "state", n->state, "compute_ms",
+                     n->compute_ms >= 0 ? json_integer(n->compute_ms) : NULL);
 }
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)
@@ -133,7 +139,10 @@ static json_t *rank_to_json(const struct rdzv_status_rank *k)
                           (json_int_t)k->node_rank, "host", k->host, "step", (json_int_t)k->step,
                           "age_s", k->age_s);
 
-    if (o && k->timeout_s > 0 && json_object_set_new(o, "timeout_s", json_real(k->timeout_s)) < 0) {
+    if (o && ((k->timeout_s > 0 &&
+               json_object_set_new(o, "timeout_s", json_real(k->timeout_s)) < 0) ||
+              (k->compute_ms >= 0 &&
+               json_object_set_new(o, "compute_ms", json_integer(k->compute_ms)) < 0))) {
         json_decref(o);
         o = NULL;
     }
@@ -379,17 +388,22 @@ static int unpack_fail(const json_error_t *jerr, char *err, size_t errlen)
 
 static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t errlen)
 {
-    json_int_t rank, workers, failures;
+    json_int_t rank, workers, failures, cms = -1;
     const char *host, *node_id, *state;
     json_error_t jerr;
     int spare, connected;
 
-    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s}", "host",
-                       &host, "node_id", &node_id, "node_rank", &rank, "workers", &workers,
-                       "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s", &n->age_s,
-                       "failures", &failures, "spare", &spare, "connected", &connected, "state",
-                       &state) < 0)
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I}",
+                       "host", &host, "node_id", &node_id, "node_rank", &rank, "workers",
+                       &workers, "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s",
+                       &n->age_s, "failures", &failures, "spare", &spare, "connected", &connected,
+                       "state", &state, "compute_ms", &cms) < 0)
         return unpack_fail(&jerr, err, errlen);
+    if (json_object_get(o, "compute_ms") && (cms < 0 || cms > RDZV_COMPUTE_MS_MAX)) {
+        snprintf(err, errlen, "compute_ms out of range (0..%d)", RDZV_COMPUTE_MS_MAX);
+        return -EBADMSG;
+    }
+    n->compute_ms = cms;
     n->node_rank = rank;
     n->workers = workers;
     n->failures = failures;
@@ -453,18 +467,23 @@ static int parse_ranks(json_t *arr, struct rdzv_status_job *j, char *err, size_t
     {
         struct rdzv_status_rank *k = &j->ranks[i];
 
+        json_int_t cms = -1;
+
         k->timeout_s = 0;
-        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F, s?F}", "rank", &rank,
+        if (json_unpack_ex(o, &jerr, 0, "{s:I, s:I, s:s, s:I, s:F, s?F, s?I}", "rank", &rank,
                            "node_rank", &node_rank, "host", &host, "step", &step, "age_s",
-                           &k->age_s, "timeout_s", &k->timeout_s) < 0)
+                           &k->age_s, "timeout_s", &k->timeout_s, "compute_ms", &cms) < 0)
             (void)unpack_fail(&jerr, err, errlen);
         else if (rank < 0 || node_rank < 0 || step < 0 || !(k->age_s >= 0 && k->age_s < 1e10) ||
-                 !(k->timeout_s >= 0 && k->timeout_s < 1e10))
-            snprintf(err, errlen, "rank, node_rank, step, age_s or timeout_s out of range");
+                 !(k->timeout_s >= 0 && k->timeout_s < 1e10) ||
+                 (json_object_get(o, "compute_ms") && (cms < 0 || cms > RDZV_COMPUTE_MS_MAX)))
+            snprintf(err, errlen,
+                     "rank, node_rank, step, age_s, timeout_s or compute_ms out of range");
         else if (COPY(k->host, host, "host") == 0) {
             k->rank = rank;
             k->node_rank = node_rank;
             k->step = step;
+            k->compute_ms = cms;
             continue;
         }
         return fail_at_index(err, errlen, "ranks", i);

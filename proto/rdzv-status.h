@@ -49,6 +49,8 @@ struct rdzv_status_node {
     int64_t failures;
     bool spare, connected;
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, waiting, spare, stopping */
+    /* (optional, issue 37) its slowest rank's compute time (ms, as the ranks'); -1: none */
+    int64_t compute_ms;
 };
 
 /* A rank's last progress report: only ranks of the current generation that reported. */
@@ -59,6 +61,8 @@ struct rdzv_status_rank {
     int64_t step; /* the last step it reported */
     double age_s; /* since it reported (rdzvd's clock, from the agent's age at the time) */
     double timeout_s; /* (optional) its agent's --progress-timeout for it (auto: its own); 0: none */
+    /* (optional, issue 37) the median of its last steps' compute times (ms); -1: none said */
+    int64_t compute_ms;
 };
 
 struct rdzv_status_event {

@@ -17,7 +17,13 @@ int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t l
 
     switch (p->kind) {
     case RDZV_PROGRESS_STEP:
-        n = snprintf(buf, len, "step %" PRIu64 "\n", p->step);
+        if (p->has_compute && p->compute_ms > RDZV_COMPUTE_MS_MAX)
+            return -EINVAL;
+        if (p->has_compute)
+            n = snprintf(buf, len, "step %" PRIu64 " compute_ms %" PRIu32 "\n", p->step,
+                         p->compute_ms);
+        else
+            n = snprintf(buf, len, "step %" PRIu64 "\n", p->step);
         break;
     case RDZV_PROGRESS_WAIT:
         n = snprintf(buf, len, "wait\n");
@@ -39,9 +45,37 @@ int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t l
     return n < 0 || (size_t)n >= len ? -ENOSPC : n;
 }
 
+#define COMPUTE_TAG " compute_ms "
+
+/* "step N compute_ms M": the compute part of a step line's n bytes after "step ", in *ret_ms;
+ * *ret_n is left the length of N. 0 when there is none, 1 when there is, -EINVAL when bad. */
+static int step_compute_parse(const char *s, size_t *ret_n, uint32_t *ret_ms)
+{
+    const char *sp = memchr(s, ' ', *ret_n);
+    size_t tag = sizeof(COMPUTE_TAG) - 1, rest;
+    char num[24];
+    uint64_t ms;
+
+    if (!sp)
+        return 0;
+    rest = *ret_n - (size_t)(sp - s);
+    if (rest <= tag || rest - tag >= sizeof(num) || memcmp(sp, COMPUTE_TAG, tag) != 0)
+        return -EINVAL;
+    memcpy(num, sp + tag, rest - tag);
+    num[rest - tag] = '\0';
+    if (rdzv_parse_u64(num, &ms) < 0 || ms > RDZV_COMPUTE_MS_MAX)
+        return -EINVAL;
+    *ret_ms = (uint32_t)ms;
+    *ret_n = (size_t)(sp - s);
+    return 1;
+}
+
 int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p)
 {
+    struct rdzv_progress_line q = {0};
     char num[24];
+    size_t m;
+    int r;
 
     if (n == 4 && memcmp(line, "wait", 4) == 0) {
         *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_WAIT};
@@ -55,18 +89,26 @@ int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p
         *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_STACKS};
         return 0;
     }
-    if (n < 6 || n - 5 >= sizeof(num) ||
-        (memcmp(line, "step ", 5) != 0 && memcmp(line, "slow ", 5) != 0))
+    if (n < 6 || (memcmp(line, "step ", 5) != 0 && memcmp(line, "slow ", 5) != 0))
         return -EINVAL;
-    memcpy(num, line + 5, n - 5);
-    num[n - 5] = '\0';
-    *p = (struct rdzv_progress_line){.kind = line[1] == 't' ? RDZV_PROGRESS_STEP
-                                                            : RDZV_PROGRESS_SLOW};
-    if (rdzv_parse_u64(num, &p->step) < 0)
+    q.kind = line[1] == 't' ? RDZV_PROGRESS_STEP : RDZV_PROGRESS_SLOW;
+    m = n - 5;
+    if (q.kind == RDZV_PROGRESS_STEP) {
+        r = step_compute_parse(line + 5, &m, &q.compute_ms);
+        if (r < 0)
+            return r;
+        q.has_compute = r > 0;
+    }
+    if (m == 0 || m >= sizeof(num))
         return -EINVAL;
-    return p->kind == RDZV_PROGRESS_SLOW && (p->step < 1 || p->step > RDZV_PROGRESS_SLOW_MAX)
-               ? -EINVAL
-               : 0;
+    memcpy(num, line + 5, m);
+    num[m] = '\0';
+    if (rdzv_parse_u64(num, &q.step) < 0)
+        return -EINVAL;
+    if (q.kind == RDZV_PROGRESS_SLOW && (q.step < 1 || q.step > RDZV_PROGRESS_SLOW_MAX))
+        return -EINVAL;
+    *p = q;
+    return 0;
 }
 
 /* s can go in a JSON string as it is. */

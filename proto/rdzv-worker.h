@@ -2,7 +2,8 @@
 /* rdzv-worker.h: the two line protocols between rdzv-agent and each worker it starts, one
  * codec for both ends (the agent, rdzv-train; python/rdzv mirrors it). Format: proto/WORKER.md.
  *
- *   progress channel (worker -> agent, RDZV_PROGRESS_FD): "step N\n" after each step, "wait\n"
+ *   progress channel (worker -> agent, RDZV_PROGRESS_FD): "step N\n" after each step (or
+ *     "step N compute_ms M\n", with its compute time), "wait\n"
  *     while blocked on the peers (alive), "stacks\n" once: it dumps its threads' stacks into
  *     RDZV_STACKS_FILE on signal RDZV_STACKS_SIGNAL; "slow N\n" before a step that may take up
  *     to N seconds; "done\n" once its work is over and it is exiting (no longer watched);
@@ -11,6 +12,7 @@
  *
  * Pure functions: no I/O, no allocation kept, any thread. Errors: negative errno. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,11 +42,15 @@ enum rdzv_progress_kind {
 struct rdzv_progress_line {
     enum rdzv_progress_kind kind;
     uint64_t step; /* STEP: the step; SLOW: the seconds, 1..RDZV_PROGRESS_SLOW_MAX */
+    bool has_compute;    /* STEP: the line said its compute time */
+    uint32_t compute_ms; /* STEP: the time the rank spent not waiting on the step's
+                          * collectives, 0..RDZV_COMPUTE_MS_MAX */
 };
 
 /* p as a line with its newline in buf (NUL-terminated). The length, or -ENOSPC, -EINVAL (kind). */
 int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t len);
-/* The n bytes of one line (no newline) into *p: 0, or -EINVAL when it is neither form. */
+/* The n bytes of one line (no newline) into *p: 0, or -EINVAL when it is neither form. A step
+ * line may carry its compute time, "step N compute_ms M"; without it has_compute is false. */
 int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p);
 
 /* ---- control channel ---- */

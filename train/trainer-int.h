@@ -39,6 +39,10 @@ struct trainer {
     uint64_t local_batch;
     int progress_fd; /* o->progress_fd, -1 once a report failed */
     uint64_t progress_last; /* the step last reported (0: none) */
+    /* The step under way: the time blocked in its collectives (gradient allreduces and their
+     * wait), and once it is complete, its compute time (its wall time less that), reported with
+     * the step; UINT64_MAX when the last step reported was not timed (a recovery's). */
+    uint64_t comm_ns, compute_ms;
     /* Position of the next step. */
     uint64_t step, epoch, offset, adam_t, perm_epoch;
     bool have_perm;

@@ -131,11 +131,13 @@ out:
 static int grads_ready(void *ud, size_t first, size_t count)
 {
     struct trainer *t = ud;
+    uint64_t t0 = rdzv_now_ns();
     int r;
 
     train_alive_block(t->alive);
     r = t->comm->allreduce_mean(t->comm, t->model->grads + first, count);
     train_alive_unblock(t->alive);
+    t->comm_ns += rdzv_now_ns() - t0;
     return r;
 }
 
@@ -175,8 +177,11 @@ static int train_step(struct trainer *t, float *ret_loss)
     struct train_model *md = t->model;
     struct train_math *m = t->m;
     size_t np = t->layout.nparams;
+    uint64_t t0 = rdzv_now_ns(), tw;
     int r;
 
+    t->comm_ns = 0;
+    t->compute_ms = UINT64_MAX;
     if (!t->have_perm || t->perm_epoch != t->epoch) {
         train_epoch_perm(o->seed, t->epoch, t->perm, t->data->n);
         t->perm_epoch = t->epoch;
@@ -190,9 +195,11 @@ static int train_step(struct trainer *t, float *ret_loss)
     train_model_forward(md);
     r = train_model_backward(md, o->loss, o->bucket_bytes / sizeof(float), grads_ready, t);
     if (r == 0) {
+        tw = rdzv_now_ns();
         train_alive_block(t->alive); /* the gradients of every rank */
         r = t->comm->wait(t->comm);
         train_alive_unblock(t->alive);
+        t->comm_ns += rdzv_now_ns() - tw;
     }
     if (r < 0)
         return r;
@@ -206,6 +213,8 @@ static int train_step(struct trainer *t, float *ret_loss)
         r = m->download(m, ret_loss, md->grads + np, sizeof(float));
     if (r < 0)
         return r;
+    tw = rdzv_now_ns() - t0;
+    t->compute_ms = (tw > t->comm_ns ? tw - t->comm_ns : 0) / 1000000;
     t->step++;
     t->state_ok = true;
     t->offset += o->batch;
@@ -216,12 +225,14 @@ static int train_step(struct trainer *t, float *ret_loss)
     return 0;
 }
 
-/* Tell the agent (RDZV_PROGRESS_FD) that step t->step is done: one write of one line, atomic
- * on the pipe. A failed write (agent gone, pipe full) is not the training's problem: after an
+/* Tell the agent (RDZV_PROGRESS_FD) that step t->step is done, with its compute time when it
+ * was timed ("step N compute_ms M"): one write of one line, atomic on the pipe. A failed write (agent gone, pipe full) is not the training's problem: after an
  * error other than EAGAIN/EINTR the channel is dropped. */
 static void progress_report(struct trainer *t)
 {
-    struct rdzv_progress_line pl = {.kind = RDZV_PROGRESS_STEP, .step = t->step};
+    struct rdzv_progress_line pl = {.kind = RDZV_PROGRESS_STEP, .step = t->step,
+                                    .has_compute = t->compute_ms <= RDZV_COMPUTE_MS_MAX,
+                                    .compute_ms = (uint32_t)t->compute_ms};
     char line[RDZV_PROGRESS_LINE_MAX + 2];
     int n;
 
@@ -279,6 +290,7 @@ static int run_loop(struct trainer *t, FILE *out)
             r = recover(t, why);
             if (r < 0)
                 return r;
+            t->compute_ms = UINT64_MAX;
             /* The state agreed on may be a step this rank had not finished (a collective that
              * completed elsewhere before the peer died): it is at that step now. */
             progress_report(t);

@@ -174,6 +174,8 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     p->slow_step = false;
     p->slow_until = 0;
     p->step = pl.step;
+    p->has_compute = pl.has_compute;
+    p->compute_ms = pl.compute_ms;
     p->t_ms = uv_now(w->g->cfg.loop);
     p->reported = true;
     p->waiting = false;
@@ -312,5 +314,18 @@ int agent_group_progress(const struct agent_group *g, unsigned local_rank, uint6
         *step = p->step;
     if (age_ms)
         *age_ms = uv_now(g->cfg.loop) - p->t_ms;
+    return 0;
+}
+
+int agent_group_compute_ms(const struct agent_group *g, unsigned local_rank, uint32_t *ret_ms)
+{
+    const struct worker_progress *p;
+
+    if (local_rank >= g->cfg.nproc)
+        return -EINVAL;
+    p = &g->workers[local_rank].progress;
+    if (!p->reported || !p->has_compute)
+        return -ENODATA;
+    *ret_ms = p->compute_ms;
     return 0;
 }

@@ -84,6 +84,8 @@ struct worker_progress {
     unsigned niv, iv_pos;
     uint64_t auto_ms;
     uint64_t step; /* of the last report */
+    bool has_compute;    /* the last report said its compute time */
+    uint32_t compute_ms; /* that compute time ("step N compute_ms M") */
     uint64_t t_ms; /* loop time of the last report, or of the spawn */
     uint64_t alive_ms; /* loop time of the last "wait" line */
     size_t len;

@@ -224,6 +224,9 @@ bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank);
  * not reported (or the channel is off), -EINVAL for a local rank out of range. */
 int agent_group_progress(const struct agent_group *g, unsigned local_rank, uint64_t *step,
                          uint64_t *age_ms);
+/* The compute time (ms) of local_rank's last step report in *ret_ms: 0, -ENODATA when that report
+ * did not say one (or there was none), -EINVAL for a local rank out of range. */
+int agent_group_compute_ms(const struct agent_group *g, unsigned local_rank, uint32_t *ret_ms);
 
 /* Pid of the host's reaper once it has acknowledged this group, else 0 (for logs and tests). */
 int agent_group_reaper_pid(const struct agent_group *g);

@@ -12,6 +12,7 @@ void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, const struct a
     for (unsigned i = 0; g && i < nproc && i < RDZV_PROGRESS_MAX; i++) {
         struct rdzv_rank_progress *p = &h->progress[h->n_progress];
         uint64_t step, age_ms;
+        uint32_t cms;
 
         if (agent_group_progress(g, i, &step, &age_ms) < 0)
             continue;
@@ -22,6 +23,8 @@ void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, const struct a
         p->timeout_ms = (int64_t)agent_group_progress_timeout(g, i);
         if (p->timeout_ms > RDZV_PROGRESS_AGE_MAX_MS)
             p->timeout_ms = RDZV_PROGRESS_AGE_MAX_MS;
+        p->has_compute = agent_group_compute_ms(g, i, &cms) == 0;
+        p->compute_ms = p->has_compute ? cms : 0;
         h->n_progress++;
     }
 }

@@ -244,6 +244,24 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                          n->last_heartbeat_age_s);
         }
     }
+    r |= rdzv_buf_printf(&b, "# HELP rdzvd_node_compute_ms The compute time (ms) of the node's "
+                             "slowest rank: the median of its last steps'.\n"
+                             "# TYPE rdzvd_node_compute_ms gauge\n");
+    for (size_t i = 0; i < st.n_jobs; i++)
+        for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
+            const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
+
+            if (n->compute_ms < 0)
+                continue;
+            r |= rdzv_buf_printf(&b, "rdzvd_node_compute_ms{job=\"");
+            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
+            r |= rdzv_buf_printf(&b, "\",node_id=\"");
+            r |= rdzv_buf_put_escaped(&b, n->node_id, false);
+            r |= rdzv_buf_printf(&b, "\",host=\"");
+            r |= rdzv_buf_put_escaped(&b, n->host, false);
+            r |= rdzv_buf_printf(&b, "\",node_rank=\"%lld\"} %lld\n", (long long)n->node_rank,
+                                 (long long)n->compute_ms);
+        }
     r |= rdzv_buf_printf(&b,
                  "# HELP rdzvd_nodes_put_aside_total Nodes put aside by their jobs since rdzvd "
                  "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"

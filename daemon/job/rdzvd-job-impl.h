@@ -322,5 +322,8 @@ int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rd
 void rdzvd_member_progress_free(struct rdzvd_member *m);
 /* Whether m's local rank reported progress in the job's current generation. */
 bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_rank);
+/* The slowest compute time (ms) of m's ranks in the job's generation (each rank's the median of
+ * its window), or -1 when none said one. */
+int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

@@ -13,12 +13,38 @@
 #include "proto/rdzv-status.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
+/* A rank's compute time in the status: the median of its last this many samples. */
+#define RDZVD_COMPUTE_WINDOW 8
+
 struct rdzvd_rank_progress {
     bool set; /* the local rank has reported in progress_gen */
     int64_t step;
     uint64_t at_ms;      /* when the report was made, rdzv_now_ms() clock */
     int64_t timeout_ms;  /* its agent's progress timeout for it; 0: none */
+    /* Its last steps' compute times (ms), one per new step reported with one: a ring of n. */
+    uint32_t compute[RDZVD_COMPUTE_WINDOW];
+    unsigned n_compute, compute_pos;
+    int64_t compute_step; /* the step of the last sample */
 };
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The median of e's window (the upper one of an even count), or -1 when it is empty. */
+static int64_t compute_median(const struct rdzvd_rank_progress *e)
+{
+    uint32_t sorted[RDZVD_COMPUTE_WINDOW];
+
+    if (e->n_compute == 0)
+        return -1;
+    memcpy(sorted, e->compute, e->n_compute * sizeof(sorted[0]));
+    qsort(sorted, e->n_compute, sizeof(sorted[0]), cmp_u32);
+    return sorted[e->n_compute / 2];
+}
 
 void rdzvd_member_progress_free(struct rdzvd_member *m)
 {
@@ -61,6 +87,13 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         if (p->local_rank >= m->join.nproc)
             continue;
         e = &m->progress[p->local_rank];
+        if (p->has_compute && (e->n_compute == 0 || p->step != e->compute_step)) {
+            e->compute[e->compute_pos] = (uint32_t)p->compute_ms;
+            e->compute_pos = (e->compute_pos + 1) % RDZVD_COMPUTE_WINDOW;
+            if (e->n_compute < RDZVD_COMPUTE_WINDOW)
+                e->n_compute++;
+            e->compute_step = p->step;
+        }
         e->set = true;
         e->step = p->step;
         e->timeout_ms = p->timeout_ms;
@@ -85,6 +118,21 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
 static bool member_progress_current(const struct rdzvd_member *m)
 {
     return m->progress && m->node_rank >= 0 && m->progress_gen == m->job->generation;
+}
+
+int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m)
+{
+    int64_t worst = -1;
+
+    if (!member_progress_current(m))
+        return -1;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        int64_t c = m->progress[i].set ? compute_median(&m->progress[i]) : -1;
+
+        if (c > worst)
+            worst = c;
+    }
+    return worst;
 }
 
 struct rank_ref {
@@ -162,6 +210,7 @@ int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rd
         s->step = e->step;
         s->age_s = now > e->at_ms ? (double)(now - e->at_ms) / 1000 : 0;
         s->timeout_s = (double)e->timeout_ms / 1000;
+        s->compute_ms = compute_median(e);
     }
 out_free:
     free(refs);

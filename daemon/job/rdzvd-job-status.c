@@ -39,6 +39,7 @@ static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdz
 
     n->spare = m->node_rank < 0 && m->ready && !forming;
     n->connected = m->peer != NULL;
+    n->compute_ms = rdzvd_member_compute_ms(m);
     snprintf(n->state, sizeof(n->state), "%s",
              m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
              : !m->ready       ? "stopping"

@@ -57,7 +57,17 @@ def progress(step):
     step = int(step)
     if step < 0:
         raise ValueError("rdzv.progress: step must be >= 0, not %d" % step)
-    _write(b"step %d\n" % step)
+    ms = _compute_ms() if _compute_ms is not None else None
+    if ms is None:
+        _write(b"step %d\n" % step)
+    else:
+        _write(b"step %d compute_ms %d\n" % (step, min(max(int(ms), 0), COMPUTE_MS_MAX)))
+
+
+# The most a step's compute time may be (proto/WORKER.md), in ms.
+COMPUTE_MS_MAX = 3600000
+# Set by rdzv.torch's wrap(): the compute time (ms) of the steps since the last report, or None.
+_compute_ms = None
 
 
 def _write(line):

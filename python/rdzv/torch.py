@@ -40,9 +40,11 @@ failure again: the script has no rdzv-specific branch.
 Works with Debian's torch 1.13 and torch 2.x; gloo and NCCL. No monkey-patching of torch.
 """
 
+import atexit
 import datetime
 import json
 import os
+import queue
 import select
 import sys
 import threading
@@ -203,10 +205,13 @@ class Job:
 
     def wrap(self, module, **kwargs):
         """DistributedDataParallel(module, **kwargs); recover() makes the next one the same
-        way."""
+        way. Its communication hook (the default all-reduce, timed) gives rdzv.progress() each
+        step's compute time (issue 37): do not register another one."""
         from torch.nn.parallel import DistributedDataParallel
         self._ddp_kwargs = kwargs
-        return DistributedDataParallel(module, **kwargs)
+        ddp = DistributedDataParallel(module, **kwargs)
+        _ComputeTimer().attach(ddp)
+        return ddp
 
     @property
     def inplace(self):
@@ -320,6 +325,113 @@ class Job:
                 return
             except _JOIN_FAILURES:
                 continue  # another peer lost meanwhile: the next generation follows
+
+
+class _ComputeTimer:
+    """A step's compute time for rdzv.progress() (issue 37, proto/WORKER.md): the time since
+    the last report (or the first forward), less the time the backward pass waited on its
+    all-reduces: from the last bucket's all-reduce started to the last one done (the earlier
+    buckets' overlap the backward's compute), per backward pass, averaged over the passes.
+
+    No Python runs on the process group's threads, and none is released there: a thread of
+    this timer ("rdzv-compute") waits for each all-reduce and completes the future DDP waits
+    on, and the timer holds the Python tensor of each bucket (the reducer's own buffer) while
+    it lives. Else the backend's worker thread takes the GIL after the all-reduce, maybe after
+    the training thread went on: for a Python callback on the all-reduce's future
+    (Future.then), or to free a bucket's Python tensor when it holds the last reference. A
+    training thread that then drops the last reference to the group (DDP's reducer, as the
+    script's main() returns) holds the GIL while it joins those threads, and the worker never
+    exits (torch 1.13); at the interpreter's shutdown that thread is ended inside C++, and the
+    process aborts ("terminate called without an active exception", torch 2.x)."""
+
+    # How long the exit waits for the thread to finish the all-reduce it waits for (s).
+    CLOSE_WAIT_S = 5.0
+
+    def __init__(self):
+        self.t_last = None
+        self.passes = 0
+        self.blocked_pass = 0.0  # the last backward's wait on its all-reduces (s)
+        self.hook_t = 0.0
+        self._queue = queue.SimpleQueue()  # (work, bucket, future, started); None: the end
+        self._buffers = {}  # {bucket index: its buffer}
+        self._thread = None
+
+    def attach(self, ddp):
+        global _timer
+        ddp.register_forward_pre_hook(self._forward)
+        pg = getattr(ddp, "process_group", None) or dist.group.WORLD
+        world = dist.get_world_size(pg)
+
+        def hook(state, bucket):
+            now = time.monotonic()
+            index = bucket.index() if hasattr(bucket, "index") else bucket.get_index()
+            buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+            if index == 0:
+                self.passes += 1
+            self.hook_t = now
+            self._buffers[index] = buf
+            work = dist.all_reduce(buf.div_(world), group=pg, async_op=True)
+            fut = torch.futures.Future(devices=[buf.device] if buf.is_cuda else None)
+            self._queue.put((work, buf, fut, now))
+            return fut
+
+        ddp.register_comm_hook(None, hook)
+        self._thread = threading.Thread(target=self._wait, name="rdzv-compute", daemon=True)
+        self._thread.start()
+        if _timer is not None:
+            _timer.close()  # the last DDP's (recover() makes a new one): its thread ends
+        _rdzv._compute_ms = self.take
+        _timer = self
+
+    def _wait(self):
+        """The thread: each all-reduce in turn, its future completed with the reduced bucket
+        (or the all-reduce's error, which DDP raises in the training thread)."""
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            work, buf, fut, started = item
+            item = None
+            try:
+                work.wait()
+                if buf.is_cuda:  # (NCCL: wait() only orders this thread's stream)
+                    torch.cuda.current_stream(buf.device).synchronize()
+            except Exception as e:  # noqa: BLE001 -- whatever failed the all-reduce
+                fut.set_exception(e)
+            else:
+                if started == self.hook_t:  # the last bucket so far: the backward waits for it
+                    self.blocked_pass = max(0.0, time.monotonic() - started)
+                fut.set_result(buf)
+            del work, buf, fut
+
+    def close(self, wait_s=0.0):
+        """End the thread once it finished what it waits for; wait up to wait_s for that."""
+        self._queue.put(None)
+        if self._thread is not None and wait_s > 0:
+            self._thread.join(wait_s)
+
+    def _forward(self, module, args):
+        if self.t_last is None:
+            self.t_last = time.monotonic()
+
+    def take(self):
+        now = time.monotonic()
+        if self.t_last is None or self.passes == 0:
+            return None
+        ms = ((now - self.t_last) / self.passes - self.blocked_pass) * 1000
+        self.t_last, self.passes, self.blocked_pass = now, 0, 0.0
+        return max(0, int(ms))
+
+
+_timer = None  # the compute timer of the newest wrap()
+
+
+@atexit.register
+def _close_timer():
+    """At exit, before the interpreter's shutdown: the timer's thread leaves the all-reduce it
+    may be in (its C++ frames), so that the shutdown never ends it there."""
+    if _timer is not None:
+        _timer.close(_ComputeTimer.CLOSE_WAIT_S)
 
 
 def _sockets():

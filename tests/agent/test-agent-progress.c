@@ -4,6 +4,7 @@
  * garbage ignored, hangs reported through on_hang after the timeout or the first-report grace,
  * and a stop from on_hang. This executable is also the reaper of the groups it makes. */
 #include "agent-fixture.h"
+#include "agent/session/agent-heartbeat.h"
 
 struct hangs {
     unsigned n;
@@ -109,6 +110,54 @@ static void test_progress_reports(void)
     ASSERT_EQ(h.n, 0);
     check_all_said(&f, "RDZV_PROGRESS_FD", "3");
     check_all_said(&f, "RDZV_PROGRESS_WAIT_MS", "<unset>"); /* no timeout: no "wait" needed */
+    fx_done(&f);
+}
+
+/* Local rank 0's last step said its compute time, 40 ms; rank 1's did not (its last line with
+ * one was past the bound, ignored, and a plain step came after): the HEARTBEAT carries just
+ * rank 0's. */
+static void hook_check_compute(struct fx *f)
+{
+    struct rdzv_heartbeat *h = calloc(1, sizeof(*h));
+    uint32_t ms = 0;
+
+    ASSERT_NOT_NULL(h);
+    ASSERT_OK(agent_group_compute_ms(f->g, 0, &ms));
+    ASSERT_EQ(ms, 40);
+    ASSERT_EQ(agent_group_compute_ms(f->g, 1, &ms), -ENODATA);
+    ASSERT_EQ(agent_group_compute_ms(f->g, 2, &ms), -EINVAL);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    ASSERT_EQ(h->n_progress, 2);
+    ASSERT_EQ(h->progress[0].step, 5);
+    ASSERT_TRUE(h->progress[0].has_compute);
+    ASSERT_EQ(h->progress[0].compute_ms, 40);
+    ASSERT_EQ(h->progress[1].step, 14);
+    ASSERT_FALSE(h->progress[1].has_compute);
+    free(h);
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+/* "step N compute_ms M": the step and its compute time read; one past the bound ignored. */
+static void test_progress_compute(void)
+{
+    char *argv[] = {HELPER,
+                    "r0:progress=4",
+                    "r0:progress-raw=step 5 compute_ms 40",
+                    "r1:progress-raw=step 12 compute_ms 30",
+                    "r1:progress-raw=step 13 compute_ms 3600001",
+                    "r1:progress-raw=step 13 compute_ms",
+                    "r1:progress=14",
+                    NULL};
+    struct hangs h;
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    fx_progress(&f, &h, 0, 0);
+    f.on_all = hook_check_compute;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_EQ(h.n, 0);
     fx_done(&f);
 }
 
@@ -340,6 +389,7 @@ int main(int argc, char **argv)
     proc_setup("test-agent-progress");
     fx_setup_process();
     TEST(test_progress_reports);
+    TEST(test_progress_compute);
     TEST(test_progress_off);
     TEST(test_hang_after_report);
     TEST(test_hang_blames_the_silent);

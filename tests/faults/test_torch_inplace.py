@@ -17,9 +17,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import test_inplace_faults as ipf
-from faulttest import AGENT, FAST, FaultTestCase, free_port, kill_quietly, main, rdzvtest
+from faulttest import AGENT, FAST, FaultTestCase, free_port, kill_quietly, main, pid_alive, \
+    rdzvtest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "examples", "autoencoder.py")
@@ -27,6 +29,7 @@ PYTHON = "/usr/bin/python3"
 STEPS = 200
 HIT = 60
 REL = 1e-4
+EXIT_S = 20  # from rank 0's done event to every worker's exit
 
 
 def have_torch():
@@ -42,7 +45,6 @@ class TorchInplace(FaultTestCase):
     dump = ipf.TestInplace.dump
     wait_workers = ipf.TestInplace.wait_workers
     wait_step = ipf.TestInplace.wait_step
-    finish_job = ipf.TestInplace.finish_job
     wait_reformed = ipf.TestInplace.wait_reformed
     check_shrunk_and_grown = ipf.TestInplace.check_shrunk_and_grown
 
@@ -76,6 +78,33 @@ class TorchInplace(FaultTestCase):
         a = ipf.Agent(p, out, err)
         self.agents.append(a)
         return a
+
+    def finish_job(self, agents, timeout=60):
+        """Every agent exits 0 within timeout; a worker still running EXIT_S after rank 0's
+        done event fails the test at once, named with where its threads are (it hangs on its
+        way out: the job would never end)."""
+        deadline = time.monotonic() + timeout * ipf.SLOW
+        done_at = None
+        while any(a.p.poll() is None for a in agents):
+            now = time.monotonic()
+            if done_at is None and any(o.get("event") == "done" for a in agents
+                                       for o in a.rank0()):
+                done_at = now
+            if done_at is not None and now - done_at > EXIT_S * ipf.SLOW:
+                for a in agents:
+                    exits = a.exits()
+                    for rank, pid in a.started():
+                        if pid not in exits and pid_alive(pid):
+                            raise AssertionError(
+                                f"worker rank {rank} (pid {pid}) still runs {now - done_at:.0f}"
+                                f" s after rank 0's done event: it hangs on its way out; its "
+                                f"threads {rdzvtest.native_stacks(pid)}" + self.dump(agents))
+            if now > deadline:
+                raise AssertionError(f"the agents did not finish within {timeout * ipf.SLOW} s"
+                                     + self.dump(agents))
+            time.sleep(0.05)
+        for a in agents:
+            self.assertEqual(a.p.returncode, 0, "the job exits 0" + self.dump(agents))
 
     def two(self, run_id, *args, nnodes="2"):
         return [self.agent(run_id, i, *args, nnodes=nnodes) for i in (0, 1)]

@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -237,6 +238,49 @@ def proc_wchar(pid):
             if line.startswith("wchar:"):
                 return int(line.split()[1])
     raise AssertionError("no wchar in /proc/%d/io" % pid)
+
+
+GDB_FRAME_RE = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(.*?\)(?: from (\S+))?")
+
+
+def native_stacks(pid, frames=16):
+    """Where each thread of process pid is, for a failure's message: gdb's backtraces (each
+    frame's function, and its library when gdb knows no name) when gdb is installed, else
+    each thread's kernel wait channel (/proc)."""
+    gdb = shutil.which("gdb")
+    out = ""
+    if gdb:
+        try:
+            out = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex",
+                                  "thread apply all bt %d" % frames], capture_output=True,
+                                 text=True, timeout=60).stdout
+        except subprocess.TimeoutExpired:
+            out = ""
+    lines = []
+    for ln in out.splitlines():
+        if ln.startswith("Thread "):
+            lines.append(ln.split(" (", 1)[0] + ":")
+        m = GDB_FRAME_RE.match(ln)
+        if m:
+            name, lib = m.group(1), m.group(2)
+            lines.append("  " + (name if name != "??" or not lib else
+                                 "?? (%s)" % os.path.basename(lib)))
+    if lines:
+        return "(gdb)\n" + "\n".join(lines)
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError:
+        return "(process %d is gone)" % pid
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                comm = f.read().strip()
+            with open("/proc/%d/task/%s/wchan" % (pid, tid)) as f:
+                wchan = f.read().strip()
+        except OSError:
+            continue
+        lines.append("  thread %s (%s): %s" % (tid, comm, wchan))
+    return "(/proc)\n" + "\n".join(lines)
 
 
 class Daemon:

@@ -119,15 +119,27 @@ class StatusTest(AgentTestCase):
             self.assertLess(r["age_s"], 3, second)
             self.assertEqual(r["node_rank"], rank // 2)
             self.assertTrue(r["host"])
+            # Its compute time (issue 37): rdzv-train says it, its agent carries it.
+            self.assertIsInstance(r.get("compute_ms"), int, second)
+            self.assertTrue(0 <= r["compute_ms"] <= 3600000, second)
+        st = json.loads(self.ctl_status(ep, "--json"))
+        job = next(j for j in st["jobs"] if j["run_id"] == "progress-job")
+        for n in job["nodes"]:  # each node: its slowest rank's
+            self.assertIsInstance(n.get("compute_ms"), int, job)
+            self.assertTrue(0 <= n["compute_ms"] <= 3600000, job)
         text = self.ctl_status(ep)
         self.assertIn("progress: 4 rank(s) reported, step ", text)
+        self.assertRegex(text, r"(?m)^\s+RANK .* AGE\s+COMPUTE_MS$")
         for rank in range(4):
-            self.assertRegex(text, rf"(?m)^\s+{rank}\s+{rank // 2} \S+\s+\d+\s+\d+\.\ds$")
+            self.assertRegex(text, rf"(?m)^\s+{rank}\s+{rank // 2} \S+\s+\d+\s+\d+\.\ds\s+\d+$")
         _, _, body = get(f"http://127.0.0.1:{self.mport}/metrics")
         for rank in range(4):
             for name in ("rdzvd_rank_last_step", "rdzvd_rank_progress_age_seconds"):
                 self.assertRegex(body, rf'(?m)^{name}{{job="progress-job",rank="{rank}",'
                                        rf'node_rank="{rank // 2}",host="[^"]+"}} [0-9.]+$')
+        for node_rank in range(2):
+            self.assertRegex(body, rf'(?m)^rdzvd_node_compute_ms{{job="progress-job",'
+                                   rf'node_id="[^"]*",host="[^"]+",node_rank="{node_rank}"}} \d+$')
         _, _, page = get(f"http://127.0.0.1:{self.mport}/")
         self.assertEqual(len(re.findall(r"<tr><td>\d</td><td>[01]</td><td>[^<]+</td><td>\d+</td>"
                                         r"<td>\d+\.\d s ago</td></tr>", page)), 4, page)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-train's progress reports (issue 14): with RDZV_PROGRESS_FD set it writes "step N\\n"
-once per step, in order, each in one write; without it, or with a bad value, training is
-unchanged."""
+"""rdzv-train's progress reports (issue 14): with RDZV_PROGRESS_FD set it writes "step N
+compute_ms M\\n" (issue 37: M the step's time not blocked in its collectives) once per step, in
+order, each in one write; without it, or with a bad value, training is unchanged."""
 import os
 import subprocess
 import sys
@@ -39,7 +39,13 @@ class ProgressTest(unittest.TestCase):
             if wfd >= 0:
                 os.close(wfd)
         self.assertEqual(rc, 0, err)
-        self.assertEqual(got.decode().splitlines(), ["step %d" % i for i in range(1, 8)])
+        # Each step with its compute time (issue 37): its wall time less its collectives'.
+        lines = got.decode().splitlines()
+        self.assertEqual([ln.split(" compute_ms ")[0] for ln in lines],
+                         ["step %d" % i for i in range(1, 8)])
+        for ln in lines:
+            self.assertRegex(ln, r"^step \d+ compute_ms (0|[1-9]\d{0,6})$")
+            self.assertLessEqual(int(ln.split()[-1]), 3600000)
         done = [e for e in tt.events(out) if e.get("event") == "done"]
         self.assertEqual(done[0]["steps"], 7)
 

@@ -465,6 +465,52 @@ static void test_heartbeat_progress(void)
     free(h2);
 }
 
+/* 1.10: a rank's compute time, written only when it has one, read back; bounded; optional. */
+static void test_heartbeat_compute(void)
+{
+    struct rdzv_heartbeat *h = calloc(1, sizeof(*h)), *h2 = calloc(1, sizeof(*h2));
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+
+    ASSERT_NOT_NULL(h);
+    ASSERT_NOT_NULL(h2);
+    h->generation = 3;
+    h->n_progress = 2;
+    h->progress[0] = (struct rdzv_rank_progress){
+        .local_rank = 1, .step = 12, .age_ms = 250, .has_compute = true, .compute_ms = 153};
+    h->progress[1] = (struct rdzv_rank_progress){
+        .local_rank = 0, .step = 4, .has_compute = true, .compute_ms = RDZV_COMPUTE_MS_MAX};
+    expect_frame(&out, rdzv_msg_put_heartbeat(&out, h), RDZV_MSG_HEARTBEAT,
+                 "{\"generation\":3,\"progress\":[{\"local_rank\":1,\"step\":12,\"age_ms\":250,"
+                 "\"compute_ms\":153},{\"local_rank\":0,\"step\":4,\"age_ms\":0,"
+                 "\"compute_ms\":3600000}]}");
+    ASSERT_OK(rdzv_msg_put_heartbeat(&out, h));
+    body = frame_body(&out, RDZV_MSG_HEARTBEAT, &len);
+    ASSERT_OK(rdzv_msg_parse_heartbeat(body, len, h2, err, sizeof(err)));
+    rdzv_buf_free(&out);
+    ASSERT_TRUE(h2->progress[0].has_compute);
+    ASSERT_EQ(h2->progress[0].compute_ms, 153);
+    ASSERT_EQ(h2->progress[1].compute_ms, RDZV_COMPUTE_MS_MAX);
+    /* An agent that predates it: no compute time, not an error. */
+    ASSERT_OK(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"progress\":[{\"local_rank\":0,"
+                                            "\"step\":1,\"age_ms\":0}]}"),
+                                       h2, err, sizeof(err)));
+    ASSERT_FALSE(h2->progress[0].has_compute);
+    static const char *const bad[] = {"-1", "3600001", "\"5\"", "1.5", "null"};
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char b[160];
+
+        snprintf(b, sizeof(b),
+                 "{\"generation\":1,\"progress\":[{\"local_rank\":0,\"step\":1,\"age_ms\":0,"
+                 "\"compute_ms\":%s}]}",
+                 bad[i]);
+        ASSERT_REFUSED(rdzv_msg_parse_heartbeat(BODY(b), h2, err, sizeof(err)));
+    }
+    free(h);
+    free(h2);
+}
+
 static void test_leave(void)
 {
     struct rdzv_leave l;
@@ -1243,6 +1289,7 @@ int main(void)
     TEST(test_nccl_id_store);
     TEST(test_generation_only);
     TEST(test_heartbeat_progress);
+    TEST(test_heartbeat_compute);
     TEST(test_leave);
     TEST(test_status_and_error);
     TEST(test_join_round_trip);

@@ -72,7 +72,8 @@ static void fill(struct rdzv_status *st)
     snprintf(n->state, sizeof(n->state), "spare");
     ASSERT_OK(rdzv_status_alloc_ranks(j, 1));
     j->ranks[0] =
-        (struct rdzv_status_rank){.rank = 3, .node_rank = 0, .host = "h", .step = 7, .age_s = 0.5};
+        (struct rdzv_status_rank){.rank = 3, .node_rank = 0, .host = "h", .step = 7, .age_s = 0.5,
+                                  .compute_ms = -1};
     j->ranks_left_out = 2;
     j->members_left_out = 5;
     j->n_events = 1;
@@ -183,6 +184,7 @@ static void test_round_trip(void)
     t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"timeout_s\":2.5}]");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     ASSERT_TRUE(b.jobs[0].ranks[0].timeout_s == 2.5);
+    ASSERT_EQ(b.jobs[0].ranks[0].compute_ms, -1); /* none said */
     o = rdzv_status_to_json(&b);
     t2 = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -191,6 +193,38 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
     t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"timeout_s\":-1}]");
+    ASSERT_EQ(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)), -EBADMSG);
+    rdzv_status_free(&b);
+    free(t1);
+
+    /* Issue 37: a rank's compute time, written only when it has one; bounded. */
+    t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"compute_ms\":153}]");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs[0].ranks[0].compute_ms, 153);
+    o = rdzv_status_to_json(&b);
+    t2 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t2 && strstr(t2, "\"age_s\":0.5,\"compute_ms\":153}") != NULL);
+    free(t2);
+    rdzv_status_free(&b);
+    free(t1);
+    t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"compute_ms\":3600001}]");
+    ASSERT_EQ(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)), -EBADMSG);
+    rdzv_status_free(&b);
+    free(t1);
+
+    /* ... and per node, its slowest rank's. */
+    t1 = edit("\"state\":\"spare\"}]", "\"state\":\"spare\",\"compute_ms\":90}]");
+    ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
+    ASSERT_EQ(b.jobs[0].nodes[0].compute_ms, 90);
+    o = rdzv_status_to_json(&b);
+    t2 = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t2 && strstr(t2, "\"state\":\"spare\",\"compute_ms\":90}") != NULL);
+    free(t2);
+    rdzv_status_free(&b);
+    free(t1);
+    t1 = edit("\"state\":\"spare\"}]", "\"state\":\"spare\",\"compute_ms\":-1}]");
     ASSERT_EQ(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)), -EBADMSG);
     rdzv_status_free(&b);
     free(t1);

@@ -20,8 +20,51 @@ static void progress_round_trip(const struct rdzv_progress_line *p, const char *
     ASSERT_EQ(buf[n - 1], '\n');
     ASSERT_OK(rdzv_progress_parse(buf, (size_t)n - 1, &q));
     ASSERT_EQ(q.kind, p->kind);
-    if (p->kind == RDZV_PROGRESS_STEP)
+    if (p->kind == RDZV_PROGRESS_STEP) {
         ASSERT_EQ(q.step, p->step);
+        ASSERT_EQ(q.has_compute, p->has_compute);
+        ASSERT_EQ(q.compute_ms, p->has_compute ? p->compute_ms : 0);
+    }
+}
+
+/* "step N compute_ms M": a step's compute time, optional; bounded; the old line still reads. */
+static void test_progress_compute(void)
+{
+    struct rdzv_progress_line p = {0};
+    char buf[RDZV_PROGRESS_LINE_MAX + 2];
+
+    progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_STEP, .step = 7,
+                                                     .has_compute = true, .compute_ms = 0},
+                        "step 7 compute_ms 0\n");
+    progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_STEP, .step = 812,
+                                                     .has_compute = true, .compute_ms = 153},
+                        "step 812 compute_ms 153\n");
+    /* The longest such line still fits the channel's line. */
+    progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_STEP,
+                                                     .step = UINT64_MAX, .has_compute = true,
+                                                     .compute_ms = RDZV_COMPUTE_MS_MAX},
+                        "step 18446744073709551615 compute_ms 3600000\n");
+    ASSERT_EQ(rdzv_progress_format(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_STEP,
+                                                                .has_compute = true,
+                                                                .compute_ms =
+                                                                    RDZV_COMPUTE_MS_MAX + 1},
+                                   buf, sizeof(buf)),
+              -EINVAL);
+    ASSERT_OK(rdzv_progress_parse("step 9", 6, &p));
+    ASSERT_EQ(p.step, 9);
+    ASSERT_FALSE(p.has_compute);
+    /* Refused: past the bound, another word, spacing, sign, missing number, on another kind. */
+    static const char *const bad[] = {
+        "step 1 compute_ms 3600001", "step 1 compute_ms 18446744073709551616",
+        "step 1 compute_ms", "step 1 compute_ms ", "step 1 compute_ms -1",
+        "step 1 compute_ms +1", "step 1 compute_ms  1", "step 1 compute_ms 1 ",
+        "step 1 compute_ms 1x", "step 1 compute 1", "step 1  compute_ms 1",
+        "step compute_ms 1", "step  compute_ms 1", "slow 5 compute_ms 1", "wait compute_ms 1",
+        "step 1 compute_ms 1 compute_ms 1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ASSERT_EQ(rdzv_progress_parse(bad[i], strlen(bad[i]), &p), -EINVAL);
+    /* A refused line leaves *p as it was. */
+    ASSERT_EQ(p.step, 9);
 }
 
 static void test_progress(void)
@@ -159,6 +202,7 @@ static void test_control_parse_refuses(void)
 int main(void)
 {
     TEST(test_progress);
+    TEST(test_progress_compute);
     TEST(test_control);
     TEST(test_control_parse_refuses);
     return tap_done();

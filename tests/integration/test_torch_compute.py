@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv.torch measures each step's compute time for the module it wraps (issue 37), with no
+change to the training loop: rdzv.progress(step) writes "step N compute_ms M" (proto/WORKER.md),
+M the time since the last report less the backward's wait on its all-reduces. One process,
+gloo on CPU; and two, which must exit once they trained. Exits 77 (skipped) when torch is not
+importable."""
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+from rdzvtest import kill_proc, main, native_stacks, skip_without_torch, track
+
+skip_without_torch()
+sys.path.insert(0, os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python"))
+import torch  # noqa: E402
+
+import rdzv  # noqa: E402
+import rdzv.torch as rt  # noqa: E402
+
+
+class Slow(torch.nn.Module):
+    """A linear layer whose forward takes at least 30 ms: compute the timer must count."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        time.sleep(0.03)
+        return self.lin(x)
+
+
+# A worker of a world of 2 that trains 5 steps and returns from main() (DDP's reducer then drops
+# the last reference to the process group). Its training thread is alone on one CPU and every
+# other thread (the process group's) runs at nice 19: they run after it, so that it reaches the
+# group's teardown while they finish the last all-reduce (a race that a loaded machine loses
+# now and then).
+WORKER = r"""
+import os, sys, threading
+sys.path.insert(0, sys.argv[1])
+import torch, torch.distributed as dist
+import rdzv, rdzv.torch as rt
+cpus = sorted(os.sched_getaffinity(0))
+os.sched_setaffinity(0, {cpus[int(os.environ["RANK"]) % len(cpus)]})
+
+def main():
+    torch.set_num_threads(1)
+    job = rt.init("gloo")
+    model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 784))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    ddp = job.wrap(model)
+    me = threading.get_native_id()
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) != me:
+            os.setpriority(os.PRIO_PROCESS, int(tid), 19)
+    for step in range(1, 6):
+        x = torch.randn(32, 784)
+        opt.zero_grad()
+        ((ddp(x) - x) ** 2).mean().backward()
+        opt.step()
+        rdzv.progress(step)
+    dist.destroy_process_group()
+    print("trained", flush=True)
+
+main()
+"""
+ROUNDS = 3
+START_S = 120.0  # to import torch and train 5 steps, on a loaded machine
+EXIT_S = 15.0  # from "trained" to the exit
+
+
+class ComputeTest(unittest.TestCase):
+    def test_wrapped_module_reports_its_compute_time(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        rfd, wfd = os.pipe()
+        os.environ.update(RDZV_PROGRESS_FD=str(wfd), MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+        rdzv._fd = rdzv._UNSET  # read the variable again
+        job = rt.init("gloo")
+        ddp = job.wrap(Slow())
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        for step in range(1, 4):  # the user's loop, unchanged
+            opt.zero_grad()
+            ddp(torch.randn(8, 16)).sum().backward()
+            opt.step()
+            rdzv.progress(step)
+        os.close(wfd)
+        torch.distributed.destroy_process_group()
+        lines = os.read(rfd, 4096).decode().splitlines()
+        os.close(rfd)
+        self.assertEqual([ln.split(" compute_ms ")[0] for ln in lines],
+                         ["step 1", "step 2", "step 3"], lines)
+        for ln in lines:
+            self.assertRegex(ln, r"^step \d compute_ms \d+$")
+            self.assertTrue(30 <= int(ln.split()[-1]) < 10000, lines)
+
+    def wait_trained(self, p, deadline):
+        """p's output until it printed "trained" (True) or ended or the deadline (False)."""
+        out = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(p.stdout, selectors.EVENT_READ)
+            while b"trained\n" not in out:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return False, out
+                chunk = os.read(p.stdout.fileno(), 4096)
+                if not chunk:
+                    return False, out
+                out += chunk
+        return True, out
+
+    def test_workers_exit_once_they_trained(self):
+        """The timer's all-reduces leave no Python to the process group's threads: a worker
+        whose main() returns right after its last step exits, with the group's threads behind
+        it (before: they waited for the GIL while the training thread, holding it, joined them
+        in the group's teardown, and the worker never exited; or it aborted at shutdown)."""
+        python = os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python")
+        for rnd in range(ROUNDS):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            ps = []
+            for rank in (0, 1):
+                env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                           RANK=str(rank), WORLD_SIZE="2")
+                env.pop("RDZV_PROGRESS_FD", None)
+                p = subprocess.Popen([sys.executable, "-c", WORKER, python], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                track(p)
+                self.addCleanup(kill_proc, p)
+                ps.append(p)
+            deadline = time.monotonic() + START_S
+            for rank, p in enumerate(ps):
+                trained, out = self.wait_trained(p, deadline)
+                self.assertTrue(trained, "round %d: rank %d did not train 5 steps within %.0f s: "
+                                "%s" % (rnd, rank, START_S, out.decode(errors="replace")))
+                try:
+                    rest = p.communicate(timeout=EXIT_S)[0]
+                except subprocess.TimeoutExpired:
+                    self.fail("round %d: rank %d (pid %d) trained but did not exit within %.0f s: "
+                              "it hangs on its way out; its threads %s" %
+                              (rnd, rank, p.pid, EXIT_S, native_stacks(p.pid)))
+                how = ("was killed by signal %d on its way out" % -p.returncode
+                       if p.returncode < 0 else "exited with %d" % p.returncode)
+                self.assertEqual(p.returncode, 0, "round %d: rank %d trained but %s: %s" %
+                                 (rnd, rank, how, (out + rest).decode(errors="replace")))
+
+
+if __name__ == "__main__":
+    main()
