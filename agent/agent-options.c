@@ -113,6 +113,18 @@ static int heartbeat_timeout_cb(const struct rdzv_opt_prog *p, const struct rdzv
     return 0;
 }
 
+static int straggler_factor_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                               const char *val)
+{
+    char *end;
+    double v = strtod(val, &end);
+
+    if (*val == '\0' || *end != '\0' || !(v == 0 || (v > 1 && v <= RDZV_STRAGGLER_FACTOR_MAX)))
+        return rdzv_opt_bad(p, opt, val, "expected 0 (off) or a factor above 1, up to 100");
+    *(double *)opt->dest = v;
+    return 0;
+}
+
 static int scale_up_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
 {
     if (strcmp(val, "now") && strcmp(val, "next"))
@@ -127,14 +139,6 @@ static int on_bad_node_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *
     if (strcmp(val, "drain") && strcmp(val, "keep"))
         return rdzv_opt_bad(p, opt, val, "expected drain or keep");
     *(bool *)opt->dest = strcmp(val, "drain") == 0;
-    return 0;
-}
-
-static int recovery_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
-{
-    if (strcmp(val, "inplace") && strcmp(val, "restart"))
-        return rdzv_opt_bad(p, opt, val, "expected inplace or restart");
-    *(bool *)opt->dest = strcmp(val, "inplace") == 0;
     return 0;
 }
 
@@ -380,7 +384,7 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "(default 0: off); auto: 10 x the 99th percentile of each\n"
                  "worker's own step times after 20 steps, at least FLOOR\n"
                  "(default 60)"},
-        {.kind = RDZV_OPT_CALLBACK, .name = "recovery", .cb = recovery_cb,
+        {.kind = RDZV_OPT_CALLBACK, .name = "recovery", .cb = rdzv_opt_either_cb,
          .dest = &o->recovery_inplace, .metavar = "restart|inplace",
          .help = "after a failure: restart every worker (default), or keep\n"
                  "the healthy ones running and start only the missing ones\n"
@@ -438,6 +442,19 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "when this node is put aside, drain it in Slurm (scontrol) or\n"
                  "mark it offline in PBS (pbsnodes -o), with the reason, so the\n"
                  "next job does not get it either (default keep: nothing)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "straggler-factor", .cb = straggler_factor_cb,
+         .dest = &o->straggler_factor, .metavar = "F",
+         .help = "call a node a straggler when its slowest rank's compute time\n"
+                 "stays at or above F times the job's median (default 1.3; 0:\n"
+                 "off; the job's first agent sets it for all)"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "straggler-window", .dest = &o->straggler_window_s,
+         .dmin = 1, .dmax = 86400, .metavar = "SEC", .what = "expected 1 to 86400 seconds",
+         .help = "... for this long (default 30)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "on-straggler", .cb = rdzv_opt_either_cb,
+         .dest = &o->on_straggler_aside, .metavar = "report|aside",
+         .help = "report: name it (status, timeline, metrics); aside: put it\n"
+                 "aside when a spare waits or the smaller job is faster, never\n"
+                 "below MIN nodes (default report)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "scale-up", .cb = scale_up_cb,
          .dest = &o->scale_up_now, .metavar = "now|next",
          .help = "a node joining a running job below MAX: restart now to\n"
@@ -702,6 +719,8 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->bad_node_failures = AGENT_BAD_NODE_FAILURES;
     o->bad_node_window_s = AGENT_BAD_NODE_WINDOW_S;
     o->restart_backoff_s = AGENT_RESTART_BACKOFF_S;
+    o->straggler_factor = AGENT_STRAGGLER_FACTOR;
+    o->straggler_window_s = AGENT_STRAGGLER_WINDOW_S;
     o->health_timeout_s = AGENT_HEALTH_TIMEOUT_S;
     o->health_interval_s = AGENT_HEALTH_INTERVAL_S;
     o->nccl = RDZV_NCCL_AUTO;

@@ -49,6 +49,9 @@ struct agent_opts {
     const char *health_check, *health_path, *health_nic;
     double health_timeout_s, health_interval_s;
     bool on_bad_node_drain; /* --on-bad-node drain (agent-drain.h) */
+    /* --straggler-factor (0: off), --straggler-window, --on-straggler aside: JOIN's straggler */
+    double straggler_factor, straggler_window_s;
+    bool on_straggler_aside;
     bool standalone;
     /* The endpoint's port is 0 (torchrun: the agent hosts the store on a free port, as
      * torchtitan's --rdzv_endpoint localhost:0): one node, an embedded rdzvd as --standalone's,
@@ -111,6 +114,8 @@ struct agent_opts {
 #define AGENT_BAD_NODE_FAILURES 2 /* --bad-node-failures by default */
 #define AGENT_BAD_NODE_WINDOW_S 3600 /* --bad-node-window by default */
 #define AGENT_RESTART_BACKOFF_S 30 /* --restart-backoff by default */
+#define AGENT_STRAGGLER_FACTOR 1.3    /* --straggler-factor by default */
+#define AGENT_STRAGGLER_WINDOW_S 30.0 /* --straggler-window by default */
 #define AGENT_HEALTH_TIMEOUT_S 30.0  /* --health-timeout by default */
 #define AGENT_HEALTH_INTERVAL_S 60.0 /* --health-interval by default */
 #define AGENT_DRAIN_TIMEOUT_S 20.0    /* --on-bad-node drain: scontrol/pbsnodes at most this long */

@@ -554,6 +554,9 @@ int main(int argc, char **argv)
     jn->bad_node_failures = a.o.bad_node_failures;
     jn->bad_node_window_s = a.o.bad_node_window_s;
     jn->restart_backoff_s = a.o.restart_backoff_s;
+    jn->straggler_factor = a.o.straggler_factor;
+    jn->straggler_window_ms = (int64_t)(a.o.straggler_window_s * 1000);
+    jn->straggler_aside = a.o.on_straggler_aside;
     jn->inplace = a.o.recovery_inplace;
     jn->host_store = true; /* a replicated rdzvd may ask node rank 0 for the generation's store */
     jn->host_replica = true; /* and (rdzvd --replicas) any agent for a replica of itself */

@@ -516,6 +516,26 @@ int rdzv_opt_port_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, co
     return 0;
 }
 
+int rdzv_opt_either_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val)
+{
+    const char *bar = o->metavar ? strchr(o->metavar, '|') : NULL;
+    char what[96];
+
+    if (!bar)
+        return rdzv_opt_bad(p, o, val, "this option's choices are not known");
+    if (strlen(val) == (size_t)(bar - o->metavar) && strncmp(val, o->metavar, strlen(val)) == 0) {
+        *(bool *)o->dest = false;
+        return 0;
+    }
+    if (strcmp(val, bar + 1) == 0) {
+        *(bool *)o->dest = true;
+        return 0;
+    }
+    snprintf(what, sizeof(what), "expected %.*s or %s", (int)(bar - o->metavar), o->metavar,
+             bar + 1);
+    return rdzv_opt_bad(p, o, val, o->what ? o->what : what);
+}
+
 int rdzv_opt_log_level_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o,
                           const char *val)
 {

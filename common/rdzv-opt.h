@@ -156,6 +156,8 @@ void rdzv_opt_list(const struct rdzv_opt_prog *p, FILE *f);
  * .what (or a default wording). */
 /* A TCP port 0..65535 into (uint16_t *)o->dest. */
 int rdzv_opt_port_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val);
+/* One of the two words of o->metavar ("A|B") into (bool *)o->dest: true for B. */
+int rdzv_opt_either_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val);
 /* A log level (error, warn, info, debug, trace) into (enum rdzv_log_level *)o->dest. */
 int rdzv_opt_log_level_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *o,
                           const char *val);

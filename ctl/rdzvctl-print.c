@@ -198,17 +198,27 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
                 printf(", ended %.0f s ago", job->ended_age_s);
             printf(": %s\n", esc(e1, sizeof(e1), job->outcome_summary));
         }
+        /* The STRAGGLER column when rdzvd scored any node: its score, '!' once called one. */
+        bool scored = false;
+
+        for (size_t k = 0; k < job->n_nodes; k++)
+            scored = scored || job->nodes[k].straggler_score > 0;
         if (job->n_nodes > 0 || !job->ended)
-            printf("  %-24s %9s %-9s %9s %7s %8s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
-                   "WORKERS", "FAILURES");
+            printf("  %-24s %9s %-9s %9s %7s %8s%s\n", "HOST", "NODE_RANK", "STATE", "HEARTBEAT",
+                   "WORKERS", "FAILURES", scored ? " STRAGGLER" : "");
         for (size_t k = 0; k < job->n_nodes; k++) {
             const struct rdzv_status_node *n = &job->nodes[k];
-            char rk[24];
+            char rk[24], score[24] = "";
 
             snprintf(rk, sizeof(rk), n->node_rank < 0 ? "-" : "%lld", (long long)n->node_rank);
-            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld\n", esc(e2, sizeof(e2), n->host), rk,
+            if (scored && n->straggler_score > 0)
+                snprintf(score, sizeof(score), " %8.2fx%s", n->straggler_score,
+                         n->straggler ? "!" : "");
+            else if (scored)
+                snprintf(score, sizeof(score), " %9s", "-");
+            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld%s\n", esc(e2, sizeof(e2), n->host), rk,
                    esc(e1, sizeof(e1), n->state), n->last_heartbeat_age_s, (long long)n->workers,
-                   (long long)n->failures);
+                   (long long)n->failures, score);
         }
         if (job->members_left_out > 0)
             printf("  (%lld more members not listed)\n", (long long)job->members_left_out);

@@ -136,6 +136,14 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         json_decref(o);
         o = NULL;
     }
+    if (o && j->straggler_factor > 0 &&
+        json_object_set_new(o, "straggler",
+                            json_pack("{s:f, s:I, s:s}", "factor", j->straggler_factor,
+                                      "window_ms", (json_int_t)j->straggler_window_ms, "action",
+                                      j->straggler_aside ? "aside" : "report")) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
@@ -302,6 +310,34 @@ int rdzv_msg_parse_hello(const uint8_t *body, size_t len, char *err, size_t errl
     return r;
 }
 
+/* JOIN's "straggler" (1.11; absent: nobody is scored). */
+static int parse_straggler(json_t *o, struct rdzv_join *j, char *err, size_t errlen)
+{
+    const char *action;
+    json_error_t jerr;
+    json_int_t window;
+    double factor;
+
+    if (!o)
+        return 0;
+    if (json_unpack_ex(o, &jerr, 0, "{s:F, s:I, s:s}", "factor", &factor, "window_ms", &window,
+                       "action", &action) < 0)
+        return rdzv_msg_unpack_fail(&jerr, "JOIN straggler", err, errlen);
+    if (!(factor > 1 && factor <= RDZV_STRAGGLER_FACTOR_MAX) ||
+        window < RDZV_STRAGGLER_WINDOW_MIN_MS || window > RDZV_STRAGGLER_WINDOW_MAX_MS ||
+        (strcmp(action, "report") && strcmp(action, "aside"))) {
+        snprintf(err, errlen, "JOIN: 'straggler' out of range (1 < factor <= %g, %d <= window_ms "
+                              "<= %d, action \"report\" or \"aside\")",
+                 RDZV_STRAGGLER_FACTOR_MAX, RDZV_STRAGGLER_WINDOW_MIN_MS,
+                 RDZV_STRAGGLER_WINDOW_MAX_MS);
+        return -EBADMSG;
+    }
+    j->straggler_factor = factor;
+    j->straggler_window_ms = window;
+    j->straggler_aside = strcmp(action, "aside") == 0;
+    return 0;
+}
+
 int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, char *err,
                         size_t errlen)
 {
@@ -399,6 +435,9 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->bad_node_failures = bad_node;
     j->bad_node_window_s = bad_window;
     j->restart_backoff_s = backoff;
+    r = parse_straggler(json_object_get(root, "straggler"), j, err, errlen);
+    if (r < 0)
+        goto out;
     if (*secret && !rdzv_msg_is_secret(secret)) {
         snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters", RDZV_SECRET_HEX);
         r = -EBADMSG;

@@ -42,6 +42,10 @@ struct rdzv_buf;
 /* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */
 #define RDZV_BAD_NODE_WINDOWED_MAX 32
 #define RDZV_RESTART_BACKOFF_MAX 3600 /* JOIN restart_backoff (seconds) */
+/* JOIN straggler: factor in (1, RDZV_STRAGGLER_FACTOR_MAX], window_ms in the range below */
+#define RDZV_STRAGGLER_FACTOR_MAX 100.0
+#define RDZV_STRAGGLER_WINDOW_MIN_MS 1000
+#define RDZV_STRAGGLER_WINDOW_MAX_MS 86400000
 #define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
@@ -97,6 +101,13 @@ struct rdzv_join {
      * restart none, then 1 s, doubling up to this); 0 (absent, an older agent): none.
      * 0..RDZV_RESTART_BACKOFF_MAX seconds. */
     int64_t restart_backoff_s;
+    /* Job-wide, from the first JOIN ("straggler", 1.11): a node whose slowest rank's compute
+     * time stays at or above straggler_factor times the job's median for straggler_window_ms
+     * is called a straggler, and with straggler_aside put aside when the job can do without it.
+     * straggler_factor 0 (absent, an older agent): nobody is scored. */
+    double straggler_factor;
+    int64_t straggler_window_ms;
+    bool straggler_aside;
 };
 
 struct rdzv_round {

@@ -124,13 +124,19 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 static json_t *node_to_json(const struct rdzv_status_node *n)
 {
-    /* compute_ms only when a rank said one (s:o* leaves a NULL out) */
-    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*}", "host", n->host,
-                     "node_id", n->node_id, "node_rank", (json_int_t)n->node_rank, "workers",
-                     (json_int_t)n->workers, "last_heartbeat_age_s", n->last_heartbeat_age_s,
-                     "age_s", n->age_s, "failures", (json_int_t)n->failures, "spare", n->spare,
-                     "connected", n->connected, "state", n->state, "compute_ms",
-                     n->compute_ms >= 0 ? json_integer(n->compute_ms) : NULL);
+    bool scored = n->straggler_score > 0;
+
+    /* compute_ms only when a rank said one, the straggler's only when scored (s:o* leaves a
+     * NULL out) */
+    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*, s:o*, s:o*}",
+                     "host", n->host, "node_id", n->node_id, "node_rank",
+                     (json_int_t)n->node_rank, "workers", (json_int_t)n->workers,
+                     "last_heartbeat_age_s", n->last_heartbeat_age_s, "age_s", n->age_s,
+                     "failures", (json_int_t)n->failures, "spare", n->spare, "connected",
+                     n->connected, "state", n->state, "compute_ms",
+                     n->compute_ms >= 0 ? json_integer(n->compute_ms) : NULL, "straggler_score",
+                     scored ? json_real(n->straggler_score) : NULL, "straggler",
+                     scored ? json_boolean(n->straggler) : NULL);
 }
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)
@@ -152,7 +158,8 @@ static json_t *rank_to_json(const struct rdzv_status_rank *k)
 const char *const rdzv_mark_names[_RDZV_MARK_MAX] = {
     [RDZV_MARK_FAILURE] = "failure", [RDZV_MARK_RESTART] = "restart",
     [RDZV_MARK_NODE_LOST] = "node_lost", [RDZV_MARK_PUT_ASIDE] = "put_aside",
-    [RDZV_MARK_SPARE] = "spare", [RDZV_MARK_LEADER] = "leader", [RDZV_MARK_END] = "end"};
+    [RDZV_MARK_SPARE] = "spare", [RDZV_MARK_LEADER] = "leader", [RDZV_MARK_END] = "end",
+    [RDZV_MARK_STRAGGLER] = "straggler"};
 
 const char *const rdzv_recovery_point_names[_RDZV_RECOVERY_POINTS] = {
     "detected", "stopped", "rendezvous", "sent", "first_step"};
@@ -322,10 +329,12 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st)
     if (!root)
         return NULL;
     /* Absent while none was (an older reader never sees it, and the parse reads 0). */
-    if ((st->put_aside_failures || st->put_aside_check) &&
+    if ((st->put_aside_failures || st->put_aside_check || st->put_aside_straggler) &&
         json_object_set_new(root, "nodes_put_aside",
-                            json_pack("{s:I, s:I}", "failures", (json_int_t)st->put_aside_failures,
-                                      "check", (json_int_t)st->put_aside_check)) < 0) {
+                            json_pack("{s:I, s:I, s:I}", "failures",
+                                      (json_int_t)st->put_aside_failures, "check",
+                                      (json_int_t)st->put_aside_check, "straggler",
+                                      (json_int_t)st->put_aside_straggler)) < 0) {
         json_decref(root);
         return NULL;
     }
@@ -390,15 +399,23 @@ static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t e
 {
     json_int_t rank, workers, failures, cms = -1;
     const char *host, *node_id, *state;
+    int spare, connected, straggler = 0;
     json_error_t jerr;
-    int spare, connected;
 
-    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I}",
+    n->straggler_score = 0;
+    if (json_unpack_ex(o, &jerr, 0,
+                       "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I, s?F, s?b}",
                        "host", &host, "node_id", &node_id, "node_rank", &rank, "workers",
                        &workers, "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s",
                        &n->age_s, "failures", &failures, "spare", &spare, "connected", &connected,
-                       "state", &state, "compute_ms", &cms) < 0)
+                       "state", &state, "compute_ms", &cms, "straggler_score",
+                       &n->straggler_score, "straggler", &straggler) < 0)
         return unpack_fail(&jerr, err, errlen);
+    if (!(n->straggler_score >= 0 && n->straggler_score < 1e6)) {
+        snprintf(err, errlen, "straggler_score out of range");
+        return -EBADMSG;
+    }
+    n->straggler = straggler;
     if (json_object_get(o, "compute_ms") && (cms < 0 || cms > RDZV_COMPUTE_MS_MAX)) {
         snprintf(err, errlen, "compute_ms out of range (0..%d)", RDZV_COMPUTE_MS_MAX);
         return -EBADMSG;
@@ -607,6 +624,7 @@ static int parse_marks(json_t *arr, struct rdzv_status_timeline *tl, char *err, 
     const char *kind, *text;
     json_error_t jerr;
     json_int_t gen;
+    unsigned n = 0;
     json_t *e;
     size_t i;
 
@@ -614,7 +632,7 @@ static int parse_marks(json_t *arr, struct rdzv_status_timeline *tl, char *err, 
         return -EBADMSG;
     json_array_foreach(arr, i, e)
     {
-        struct rdzv_status_mark *m = &tl->marks[i];
+        struct rdzv_status_mark *m = &tl->marks[n];
         int k;
 
         if (json_unpack_ex(e, &jerr, 0, "{s:F, s:I, s:s, s:s}", "time", &m->time, "generation",
@@ -622,17 +640,19 @@ static int parse_marks(json_t *arr, struct rdzv_status_timeline *tl, char *err, 
             (void)unpack_fail(&jerr, err, errlen);
             return fail_at_index(err, errlen, "marks", i);
         }
-        k = mark_kind(kind);
-        if (k < 0 || gen < 0 || !sane(m->time)) {
-            snprintf(err, errlen, "an unknown kind, or a value out of range");
+        if (gen < 0 || !sane(m->time)) {
+            snprintf(err, errlen, "a value out of range");
             return fail_at_index(err, errlen, "marks", i);
         }
+        if ((k = mark_kind(kind)) < 0)
+            continue; /* a newer rdzvd's kind: left out */
         m->kind = (enum rdzv_mark_kind)k;
         m->generation = (uint64_t)gen;
         if (COPY(m->text, text, "text") < 0)
             return fail_at_index(err, errlen, "marks", i);
+        n++;
     }
-    tl->n_marks = (unsigned)i;
+    tl->n_marks = n;
     return 0;
 }
 
@@ -643,6 +663,7 @@ static int parse_recoveries(json_t *o, struct rdzv_status_timeline *tl, char *er
     json_int_t total, gen;
     json_error_t jerr;
     const char *kind;
+    unsigned n = 0;
     int inplace, k;
     size_t i;
 
@@ -667,31 +688,31 @@ static int parse_recoveries(json_t *o, struct rdzv_status_timeline *tl, char *er
     }
     json_array_foreach(list, i, e)
     {
-        struct rdzv_status_recovery *rc = &tl->recoveries[i];
+        struct rdzv_status_recovery *rc = &tl->recoveries[n];
+        bool ok = true;
 
         if (json_unpack_ex(e, &jerr, 0, "{s:I, s:s, s:b}", "generation", &gen, "kind", &kind,
-                           "inplace", &inplace) < 0)
+                           "inplace", &inplace) < 0) {
             (void)unpack_fail(&jerr, err, errlen);
-        else if (gen < 0 || (k = mark_kind(kind)) < 0)
-            snprintf(err, errlen, "an unknown kind, or a value out of range");
-        else {
-            rc->generation = (uint64_t)gen;
-            rc->kind = (enum rdzv_mark_kind)k;
-            rc->inplace = inplace;
-            bool ok = true;
-
-            for (unsigned p = 0; p < _RDZV_RECOVERY_POINTS; p++) {
-                v = json_object_get(e, rdzv_recovery_point_names[p]);
-                rc->t[p] = v ? json_number_value(v) : 0;
-                ok = ok && (!v || json_is_number(v)) && sane(rc->t[p]);
-            }
-            if (ok)
-                continue;
-            snprintf(err, errlen, "a time out of range");
+            return fail_at_index(err, errlen, "list", i);
         }
-        return fail_at_index(err, errlen, "list", i);
+        rc->generation = (uint64_t)gen;
+        rc->inplace = inplace;
+        for (unsigned p = 0; p < _RDZV_RECOVERY_POINTS; p++) {
+            v = json_object_get(e, rdzv_recovery_point_names[p]);
+            rc->t[p] = v ? json_number_value(v) : 0;
+            ok = ok && (!v || json_is_number(v)) && sane(rc->t[p]);
+        }
+        if (gen < 0 || !ok) {
+            snprintf(err, errlen, "a value out of range");
+            return fail_at_index(err, errlen, "list", i);
+        }
+        if ((k = mark_kind(kind)) < 0)
+            continue; /* a newer rdzvd's cause: left out */
+        rc->kind = (enum rdzv_mark_kind)k;
+        n++;
     }
-    tl->n_recoveries = (unsigned)i;
+    tl->n_recoveries = n;
     return 0;
 }
 
@@ -822,7 +843,7 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0;
     const char *daemon, *version;
     json_t *root, *jobs, *o, *aside = NULL;
-    json_int_t aside_failures = 0, aside_check = 0;
+    json_int_t aside_failures = 0, aside_check = 0, aside_straggler = 0;
     json_error_t jerr;
     size_t i;
     int r = -EBADMSG;
@@ -839,17 +860,18 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
                        "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
                        "jobs", &jobs, "jobs_left_out", &jobs_left_out, "nodes_put_aside",
                        &aside) < 0 ||
-        (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I}", "failures", &aside_failures,
-                                 "check", &aside_check) < 0)) {
+        (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I, s?I}", "failures", &aside_failures,
+                                 "check", &aside_check, "straggler", &aside_straggler) < 0)) {
         (void)unpack_fail(&jerr, err, errlen);
         goto out_free;
     }
-    if (aside_failures < 0 || aside_check < 0) {
+    if (aside_failures < 0 || aside_check < 0 || aside_straggler < 0) {
         snprintf(err, errlen, "'nodes_put_aside' out of range");
         goto out_free;
     }
     st->put_aside_failures = aside_failures;
     st->put_aside_check = aside_check;
+    st->put_aside_straggler = aside_straggler;
     if (jobs_left_out < 0) {
         snprintf(err, errlen, "'jobs_left_out' out of range");
         goto out_free;

@@ -51,6 +51,10 @@ struct rdzv_status_node {
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, waiting, spare, stopping */
     /* (optional, issue 37) its slowest rank's compute time (ms, as the ranks'); -1: none */
     int64_t compute_ms;
+    /* (optional) its compute time over the job's median (rdzvd's straggler score; 0: not
+     * scored), and whether rdzvd called it a straggler in this generation */
+    double straggler_score;
+    bool straggler;
 };
 
 /* A rank's last progress report: only ranks of the current generation that reported. */
@@ -101,9 +105,10 @@ enum rdzv_mark_kind {
     RDZV_MARK_SPARE,     /* spare nodes promoted into a generation */
     RDZV_MARK_LEADER,    /* the job rebuilt from its record: a leader change or rdzvd restart */
     RDZV_MARK_END,       /* the job ended (succeeded, failed, cancelled) */
+    RDZV_MARK_STRAGGLER, /* a node called a straggler (and put aside, by policy) */
     _RDZV_MARK_MAX,
 };
-/* "failure", "restart", "node_lost", "put_aside", "spare", "leader", "end" */
+/* "failure", "restart", "node_lost", "put_aside", "spare", "leader", "end", "straggler" */
 extern const char *const rdzv_mark_names[_RDZV_MARK_MAX];
 
 struct rdzv_status_band {
@@ -222,7 +227,7 @@ struct rdzv_status {
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */
     /* Nodes put aside since rdzvd started, by reason: their workers' failures, a failed health
      * check ("nodes_put_aside" in JSON, absent from older rdzvds: 0). */
-    int64_t put_aside_failures, put_aside_check;
+    int64_t put_aside_failures, put_aside_check, put_aside_straggler;
     /* Every recovery's phases since rdzvd started, by cause (not in JSON: /metrics). */
     struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 };

@@ -101,6 +101,11 @@
  * many the oldest is forgotten. Such a node fails its check again before it joins, so little is
  * lost, and nodes that say so cannot fill the history and stop the job counting failures. */
 #define RDZVD_JOB_ASIDE_CHECK_MAX 32
+/* Stragglers (daemon/job/rdzvd-job-straggler.c): the job's median compute time is made again
+ * at most this often (a node is scored at each of its heartbeats), and a median under this
+ * many milliseconds scores nobody (a job with no compute to speak of). */
+#define RDZVD_STRAGGLER_MEDIAN_MS 1000
+#define RDZVD_STRAGGLER_MEDIAN_MIN_MS 1
 #define RDZVD_ASIDE_REASON_MAX 255
 /* Of each node, its newest failures kept with their dates and ranks (--bad-node-window counts
  * them; a failure that follows a rank to another node is found among them): as many as a

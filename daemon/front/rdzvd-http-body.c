@@ -38,7 +38,8 @@ static size_t live_jobs(const struct rdzv_status *st)
 static int put_recovery_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
     static const enum rdzv_mark_kind causes[] = {RDZV_MARK_FAILURE, RDZV_MARK_NODE_LOST,
-                                                 RDZV_MARK_PUT_ASIDE, RDZV_MARK_RESTART};
+                                                 RDZV_MARK_PUT_ASIDE, RDZV_MARK_STRAGGLER,
+                                                 RDZV_MARK_RESTART};
     int r = rdzv_buf_printf(b, "# HELP rdzvd_recovery_phase_seconds Each recovery's phases, by "
                                "cause: stop (detected to workers stopped), rendezvous, nccl "
                                "(ranks and NCCL ids sent), first_step, total.\n"
@@ -112,6 +113,50 @@ static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
             else
                 r |= rdzv_buf_printf(b, "\"} %llu\n", (unsigned long long)j->generation);
         }
+    }
+    return r;
+}
+
+/* The per-node gauges, each labelled {job, node_id, host, node_rank}; a value below 0 (a
+ * compute time none said, a node not scored) is left out. */
+static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    enum { AGE, COMPUTE, SCORE, STRAGGLER, _NODE_GAUGES };
+    static const char *const gauges[_NODE_GAUGES][2] = {
+        [AGE] = {"rdzvd_node_heartbeat_age_seconds", "Seconds since the node's agent was last "
+                                                     "heard."},
+        [COMPUTE] = {"rdzvd_node_compute_ms", "The compute time (ms) of the node's slowest "
+                                              "rank: the median of its last steps'."},
+        [SCORE] = {"rdzvd_node_straggler_score", "The node's compute time over the job's "
+                                                 "median (scored nodes only)."},
+        [STRAGGLER] = {"rdzvd_node_straggler", "1 when rdzvd called the node a straggler in "
+                                               "this generation (scored nodes only)."},
+    };
+    int r = 0;
+
+    for (unsigned g = 0; g < _NODE_GAUGES; g++) {
+        r |= rdzv_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g][0], gauges[g][1],
+                             gauges[g][0]);
+        for (size_t i = 0; i < st->n_jobs; i++)
+            for (size_t k = 0; k < st->jobs[i].n_nodes; k++) {
+                const struct rdzv_status_node *n = &st->jobs[i].nodes[k];
+                double v = g == AGE       ? n->last_heartbeat_age_s
+                           : g == COMPUTE ? (double)n->compute_ms
+                           : g == SCORE   ? (n->straggler_score > 0 ? n->straggler_score : -1)
+                                          : (n->straggler_score > 0 ? n->straggler : -1);
+
+                if (v < 0)
+                    continue;
+                r |= rdzv_buf_printf(b, "%s{job=\"", gauges[g][0]);
+                r |= rdzv_buf_put_escaped(b, st->jobs[i].run_id, false);
+                r |= rdzv_buf_printf(b, "\",node_id=\"");
+                r |= rdzv_buf_put_escaped(b, n->node_id, false);
+                r |= rdzv_buf_printf(b, "\",host=\"");
+                r |= rdzv_buf_put_escaped(b, n->host, false);
+                r |= rdzv_buf_printf(b, g == AGE || g == SCORE ? "\",node_rank=\"%lld\"} %.3f\n"
+                                                               : "\",node_rank=\"%lld\"} %.0f\n",
+                                     (long long)n->node_rank, v);
+            }
     }
     return r;
 }
@@ -228,46 +273,15 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                          strcmp(st.jobs[i].state, job_states[s]) == 0);
         }
     }
-    r |= rdzv_buf_printf(&b, "# HELP rdzvd_node_heartbeat_age_seconds Seconds since the node's "
-                     "agent was last heard.\n# TYPE rdzvd_node_heartbeat_age_seconds gauge\n");
-    for (size_t i = 0; i < st.n_jobs; i++) {
-        for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
-            const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
-
-            r |= rdzv_buf_printf(&b, "rdzvd_node_heartbeat_age_seconds{job=\"");
-            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-            r |= rdzv_buf_printf(&b, "\",node_id=\"");
-            r |= rdzv_buf_put_escaped(&b, n->node_id, false);
-            r |= rdzv_buf_printf(&b, "\",host=\"");
-            r |= rdzv_buf_put_escaped(&b, n->host, false);
-            r |= rdzv_buf_printf(&b, "\",node_rank=\"%lld\"} %.3f\n", (long long)n->node_rank,
-                         n->last_heartbeat_age_s);
-        }
-    }
-    r |= rdzv_buf_printf(&b, "# HELP rdzvd_node_compute_ms The compute time (ms) of the node's "
-                             "slowest rank: the median of its last steps'.\n"
-                             "# TYPE rdzvd_node_compute_ms gauge\n");
-    for (size_t i = 0; i < st.n_jobs; i++)
-        for (size_t k = 0; k < st.jobs[i].n_nodes; k++) {
-            const struct rdzv_status_node *n = &st.jobs[i].nodes[k];
-
-            if (n->compute_ms < 0)
-                continue;
-            r |= rdzv_buf_printf(&b, "rdzvd_node_compute_ms{job=\"");
-            r |= rdzv_buf_put_escaped(&b, st.jobs[i].run_id, false);
-            r |= rdzv_buf_printf(&b, "\",node_id=\"");
-            r |= rdzv_buf_put_escaped(&b, n->node_id, false);
-            r |= rdzv_buf_printf(&b, "\",host=\"");
-            r |= rdzv_buf_put_escaped(&b, n->host, false);
-            r |= rdzv_buf_printf(&b, "\",node_rank=\"%lld\"} %lld\n", (long long)n->node_rank,
-                                 (long long)n->compute_ms);
-        }
+    r |= put_node_metrics(&b, &st);
     r |= rdzv_buf_printf(&b,
                  "# HELP rdzvd_nodes_put_aside_total Nodes put aside by their jobs since rdzvd "
                  "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"
                  "rdzvd_nodes_put_aside_total{reason=\"failures\"} %lld\n"
-                 "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n",
-                 (long long)st.put_aside_failures, (long long)st.put_aside_check);
+                 "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n"
+                 "rdzvd_nodes_put_aside_total{reason=\"straggler\"} %lld\n",
+                 (long long)st.put_aside_failures, (long long)st.put_aside_check,
+                 (long long)st.put_aside_straggler);
     r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_steps_per_second Rank 0's training steps per "
                              "second over rdzvd's last %.0f s (of the progress it reports).\n"
                              "# TYPE rdzvd_job_steps_per_second gauge\n",

@@ -29,12 +29,13 @@ static const char *const band_fill[2] = {"#cfe3f7", "#b3d1ef"};
 static const char *const mark_color[_RDZV_MARK_MAX] = {
     [RDZV_MARK_FAILURE] = "#c0392b", [RDZV_MARK_RESTART] = "#e67e22",
     [RDZV_MARK_NODE_LOST] = "#8e44ad", [RDZV_MARK_PUT_ASIDE] = "#000000",
-    [RDZV_MARK_SPARE] = "#27ae60", [RDZV_MARK_LEADER] = "#2c3e50", [RDZV_MARK_END] = "#7f8c8d"};
+    [RDZV_MARK_SPARE] = "#27ae60", [RDZV_MARK_LEADER] = "#2c3e50", [RDZV_MARK_END] = "#7f8c8d",
+    [RDZV_MARK_STRAGGLER] = "#d35400"};
 static const char *const mark_label[_RDZV_MARK_MAX] = {
     [RDZV_MARK_FAILURE] = "failure", [RDZV_MARK_RESTART] = "restart",
     [RDZV_MARK_NODE_LOST] = "node lost", [RDZV_MARK_PUT_ASIDE] = "put aside",
     [RDZV_MARK_SPARE] = "spare promoted", [RDZV_MARK_LEADER] = "leader change",
-    [RDZV_MARK_END] = "end"};
+    [RDZV_MARK_END] = "end", [RDZV_MARK_STRAGGLER] = "straggler"};
 
 static const char *const phase_fill[RDZV_RECOVERY_TOTAL] = {"#e74c3c", "#f39c12", "#9b59b6",
                                                             "#16a085"};

@@ -331,23 +331,31 @@ static void check_asides_bound(struct rdzvd_job *j)
     j->n_hist--;
 }
 
+#define STRAGGLER_REASON "a straggler: "
+
 void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
+{
+    rdzvd_job_node_aside(m, RDZVD_ASIDE_CHECK, reason);
+}
+
+void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reason)
 {
     struct rdzvd_job *j = m->job;
     struct rdzvd_job_record_hist *h;
 
-    if (!rdzvd_job_hist_find(j, m->join.node_id))
+    if (!rdzvd_job_hist_find(j, m->join.node_id) && why == RDZVD_ASIDE_CHECK)
         check_asides_bound(j);
     h = hist_get(j, m->join.node_id);
 
     if (!h)
         return; /* not kept (logged): its agent leaves all the same */
     snprintf(h->host, sizeof(h->host), "%s", m->join.host);
-    if (!h->aside)
-        rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]++;
+    if (!h->aside && why < RDZVD_ASIDE_REASONS)
+        rdzvd_nodes_put_aside[why]++;
     h->aside = true;
     aside_gpus(m, h);
-    snprintf(h->reason, sizeof(h->reason), CHECK_REASON "%s", reason);
+    snprintf(h->reason, sizeof(h->reason), "%s%s",
+             why == RDZVD_ASIDE_STRAGGLER ? STRAGGLER_REASON : CHECK_REASON, reason);
     rdzv_utf8_trim(h->reason);
 }
 

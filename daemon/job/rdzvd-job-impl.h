@@ -88,6 +88,13 @@ struct rdzvd_member {
      * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-progress.c). */
     struct rdzvd_rank_progress *progress;
     uint64_t progress_gen;
+    /* Its straggler score in progress_gen (its compute time over the job's median; 0: not
+     * scored), since when it has been at or above the factor (0: it is not), and whether it was
+     * called a straggler (rdzvd-job-straggler.c). */
+    double straggler_score;
+    uint64_t slow_since_ms;
+    bool straggler, straggler_kept; /* kept: not put aside, said once */
+    uint64_t scored_gen;
 };
 
 struct rdzvd_job {
@@ -158,6 +165,13 @@ struct rdzvd_job {
     /* A node was just put aside: the recovery it leads to (if one follows at once) is a bad
      * node's, whatever marks its restart. Cleared by the next restart or generation formed. */
     bool aside_cause;
+    bool straggler_cause; /* the same, put aside as a straggler */
+    /* Stragglers (rdzvd-job-straggler.c), from the first JOIN: factor 0, nobody is scored. */
+    double straggler_factor;
+    int64_t straggler_window_ms;
+    bool straggler_aside;
+    int64_t median_compute_ms; /* the job's nodes' median compute time, -1: not known */
+    uint64_t median_at_ms, median_gen; /* when (rdzv_now_ms) and in which generation made */
 };
 
 #define for_each_member(j, m, pos, tmp)                                                            \
@@ -216,6 +230,10 @@ void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
+/* rdzvd-job-report.c: m's node is put aside (reason_kind RDZVD_ASIDE_CHECK: on its own word,
+ * a failed health check; RDZVD_ASIDE_STRAGGLER: rdzvd's verdict), recorded, its agent told
+ * (EVENT put_aside), and the job moves on without it. */
+void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const char *reason);
 /* NULL when out of memory (logged). */
 /* secret: the member's (minted and admitted, or proved by jn: rdzvd_job_admit). */
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn,
@@ -249,13 +267,16 @@ uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
                                                         const char *node_id);
 /* Nodes put aside since the process started, by reason (status, /metrics). Loop thread. */
-enum { RDZVD_ASIDE_FAILURES, RDZVD_ASIDE_CHECK, RDZVD_ASIDE_REASONS };
+enum { RDZVD_ASIDE_FAILURES, RDZVD_ASIDE_CHECK, RDZVD_ASIDE_STRAGGLER, RDZVD_ASIDE_REASONS };
 extern uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
 struct rdzv_status_job;
 /* The nodes j put aside into sj (aside, n_aside, aside_total). */
 void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *sj);
 /* m's node failed a health check (reason: the check's line): its entry is marked put aside. */
 void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason);
+/* The same for why (RDZVD_ASIDE_CHECK, or RDZVD_ASIDE_STRAGGLER: rdzvd's verdict, reason its
+ * figures); only nodes put aside on their own word are bounded (RDZVD_JOB_ASIDE_CHECK_MAX). */
+void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reason);
 /* rdzvctl release: the entries put aside whose node id or host is node are taken back (their
  * failures forgotten, their GPUs with them); node a GPU UUID: that GPU is taken out of the
  * entries put aside that hold it (their nodes stay put aside). Recorded first
@@ -323,7 +344,14 @@ void rdzvd_member_progress_free(struct rdzvd_member *m);
 /* Whether m's local rank reported progress in the job's current generation. */
 bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_rank);
 /* The slowest compute time (ms) of m's ranks in the job's generation (each rank's the median of
- * its window), or -1 when none said one. */
-int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m);
+ * its window), or -1 when none said one (full: unless every rank's window is full: the first
+ * steps of a generation are not scored). */
+int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m, bool full);
+
+/* rdzvd-job-straggler.c: m reported its ranks' progress: score it against the job's median
+ * (made again at most every RDZVD_STRAGGLER_MEDIAN_MS), call it a straggler once it stayed at
+ * or above the job's factor for its window, and with --on-straggler aside put it aside when
+ * the job can do without it. Nothing when the job scores nobody. */
+void rdzvd_job_straggler_check(struct rdzvd_member *m);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

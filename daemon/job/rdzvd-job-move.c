@@ -87,7 +87,7 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
         break;
     case JOB_MOVE_FORM:
         rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzv_wall_s());
-        j->aside_cause = false;
+        j->aside_cause = j->straggler_cause = false;
         break;
     default:
         break;

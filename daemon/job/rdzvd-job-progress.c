@@ -80,6 +80,12 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         memset(m->progress, 0, nproc * sizeof(*m->progress));
         m->progress_gen = hb->generation;
     }
+    if (m->progress_gen != m->scored_gen) { /* a new generation is scored anew */
+        m->straggler_score = 0;
+        m->slow_since_ms = 0;
+        m->straggler = m->straggler_kept = false;
+        m->scored_gen = m->progress_gen;
+    }
     for (unsigned i = 0; i < hb->n_progress; i++) {
         const struct rdzv_rank_progress *p = &hb->progress[i];
         struct rdzvd_rank_progress *e;
@@ -112,6 +118,7 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
      * (a rank kept in place may report its steps from before). */
     if (first > 0 && j->state == JOB_RUNNING)
         rdzvd_job_recovery_point(j, RDZV_RECOVERY_FIRST_STEP, first);
+    rdzvd_job_straggler_check(m); /* last: it may put m aside (m and j gone) */
 }
 
 /* The member's progress entries that belong in the status: of the job's generation. */
@@ -120,15 +127,18 @@ static bool member_progress_current(const struct rdzvd_member *m)
     return m->progress && m->node_rank >= 0 && m->progress_gen == m->job->generation;
 }
 
-int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m)
+int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m, bool full)
 {
     int64_t worst = -1;
 
     if (!member_progress_current(m))
         return -1;
     for (int64_t i = 0; i < m->join.nproc; i++) {
-        int64_t c = m->progress[i].set ? compute_median(&m->progress[i]) : -1;
+        const struct rdzvd_rank_progress *e = &m->progress[i];
+        int64_t c = e->set ? compute_median(e) : -1;
 
+        if (full && (!e->set || e->n_compute < RDZVD_COMPUTE_WINDOW))
+            return -1;
         if (c > worst)
             worst = c;
     }

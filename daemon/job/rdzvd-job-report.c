@@ -234,8 +234,14 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
 {
+    rdzvd_member_put_aside(m, RDZVD_ASIDE_CHECK, reason);
+}
+
+void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const char *reason)
+{
     struct rdzvd_job *j = m->job;
     bool restarts = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok;
+    bool slow = reason_kind == RDZVD_ASIDE_STRAGGLER;
     struct rdzv_event e = {
         .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
     char why[RDZV_REASON_MAX + 64];
@@ -243,7 +249,7 @@ void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
 
     if (j->state == JOB_ENDED)
         return; /* its agent is leaving anyway */
-    rdzvd_job_node_unhealthy(m, reason);
+    rdzvd_job_node_aside(m, reason_kind, reason);
     /* Decided and recorded first: with a restart, by the restart's own decision (which carries
      * the history); without one, by its own. */
     if (!restarts && (r = rdzvd_job_save_aside(j)) < 0) {
@@ -255,14 +261,15 @@ void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
         rdzvd_job_end(j, "failed", 1, fail);
         return;
     }
-    snprintf(e.summary, sizeof(e.summary),
-             "node %s (node id %s) is put aside by job %s: it failed a health check: %s",
-             m->join.host, m->join.node_id, j->run_id, reason);
-    snprintf(why, sizeof(why), "failed a health check: %s", reason);
+    snprintf(why, sizeof(why), "%s: %s", slow ? "a straggler" : "failed a health check", reason);
+    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s%s",
+             m->join.host, m->join.node_id, j->run_id, slow ? "" : "it ", why);
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
                    why);
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host, why);
     j->aside_cause = true;
+    if (slow)
+        j->straggler_cause = true;
     rdzvd_member_drop(m, why, &e);
 }
 

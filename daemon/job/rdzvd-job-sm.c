@@ -508,7 +508,7 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
                        int64_t exit_code, const char *summary)
 {
-    bool counted = !uncounted, aside = j->aside_cause;
+    bool counted = !uncounted, aside = j->aside_cause, slow = j->straggler_cause;
     struct rdzv_event e = {.type = "restart"};
     char delay[96];
     uint64_t backoff;
@@ -516,7 +516,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     struct rdzvd_member *m;
     int r;
 
-    j->aside_cause = false;
+    j->aside_cause = j->straggler_cause = false;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
     if (counted && j->restart_count >= j->max_restarts) {
@@ -551,7 +551,10 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         backoff ? delay : "");
     rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
     rdzvd_timeline_recovery_start(&j->timeline, rdzv_wall_s(), j->generation,
-                                  aside ? RDZV_MARK_PUT_ASIDE : kind, j->inplace);
+                                  slow    ? RDZV_MARK_STRAGGLER
+                                  : aside ? RDZV_MARK_PUT_ASIDE
+                                          : kind,
+                                  j->inplace);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)
@@ -659,6 +662,10 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     j->bad_node_failures = jn->bad_node_failures;
     j->bad_node_window_ms = jn->bad_node_window_s * 1000;
     j->backoff_max_ms = jn->restart_backoff_s * 1000;
+    j->straggler_factor = jn->straggler_factor;
+    j->straggler_window_ms = jn->straggler_window_ms;
+    j->straggler_aside = jn->straggler_aside;
+    j->median_compute_ms = -1;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);
     j->timer.data = j;
@@ -737,8 +744,10 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     case JOB_RUNNING:
         if (in_round && !left)
             rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
-                              signalled ? "a node left on a signal from outside" : NULL, 1,
-                              cause);
+                              signalled            ? "a node left on a signal from outside"
+                              : j->straggler_cause ? "a straggler put aside"
+                                                   : NULL,
+                              1, cause);
         else if (in_round)
             rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */
         break;

@@ -39,7 +39,9 @@ static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdz
 
     n->spare = m->node_rank < 0 && m->ready && !forming;
     n->connected = m->peer != NULL;
-    n->compute_ms = rdzvd_member_compute_ms(m);
+    n->compute_ms = rdzvd_member_compute_ms(m, false);
+    n->straggler_score = m->straggler_score;
+    n->straggler = m->straggler;
     snprintf(n->state, sizeof(n->state), "%s",
              m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
              : !m->ready       ? "stopping"
@@ -440,7 +442,9 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .main_store_keys = info->main_store_keys,
                              .put_aside_failures =
                                  (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES],
-                             .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]};
+                             .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK],
+                             .put_aside_straggler =
+                                 (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_STRAGGLER]};
     size_t n_live = 0, n_ended = 0, max_live = SIZE_MAX, max_ended = SIZE_MAX, n = 0;
     struct rdzv_list *pos, *tmp;
     int r;

@@ -101,7 +101,7 @@ class BadNode(Base):
         p = subprocess.run([RDZVCTL, "-e", ep, "status", "--json"], capture_output=True,
                            text=True, timeout=10)
         st = json.loads(p.stdout)
-        self.assertEqual(st["nodes_put_aside"], {"failures": 1, "check": 0})
+        self.assertEqual(st["nodes_put_aside"], {"failures": 1, "check": 0, "straggler": 0})
         job = [j for j in st["jobs"] if j["run_id"] == "bad-restart"][0]
         self.assertEqual(job["put_aside_total"], 1)
         self.assertEqual(job["put_aside"][0]["host"], "bad")

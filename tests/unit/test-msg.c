@@ -887,6 +887,44 @@ static void test_join_fields(void)
     }
 }
 
+/* JOIN's "straggler": put and parsed back; absent (an older agent): nobody scored; out of
+ * range, refused. */
+static void test_join_straggler(void)
+{
+    static const struct edit bad[] = {
+        {"\"factor\":1.5", "\"factor\":1.0"},
+        {"\"factor\":1.5", "\"factor\":100.5"},
+        {"\"factor\":1.5", "\"factor\":\"big\""},
+        {"\"window_ms\":30000", "\"window_ms\":999"},
+        {"\"window_ms\":30000", "\"window_ms\":86400001"},
+        {"\"action\":\"aside\"", "\"action\":\"kill\""},
+        {"\"action\":\"aside\"", "\"action\":1"},
+        {",\"action\":\"aside\"", ""},
+    };
+    struct rdzv_join a = {.run_id = "job", .node_id = "n-1", .host = "h", .nproc = 1,
+                          .node_rank = -1, .min = 1, .max = 4, .nccl_ids = 1,
+                          .heartbeat_timeout_ms = 5000, .straggler_factor = 1.25,
+                          .straggler_window_ms = 5000, .straggler_aside = true};
+    struct rdzv_join b;
+    struct rdzv_buf out = {0};
+    const uint8_t *body;
+    uint32_t len;
+    char *j;
+
+    ASSERT_OK(rdzv_msg_put_join(&out, &a));
+    body = frame_body(&out, RDZV_MSG_JOIN, &len);
+    ASSERT_OK(rdzv_msg_parse_join(body, len, &b, err, sizeof(err)));
+    ASSERT_TRUE(b.straggler_factor == 1.25 && b.straggler_window_ms == 5000 && b.straggler_aside);
+    rdzv_buf_free(&out);
+    ASSERT_OK(parse_join(JOIN_OK));
+    ASSERT_TRUE(join_out.straggler_factor == 0 && !join_out.straggler_aside);
+    j = with(JOIN_OK, "\"nproc\":1", "\"nproc\":1,\"straggler\":{\"factor\":1.5,"
+                                     "\"window_ms\":30000,\"action\":\"aside\"}");
+    assert_edits_refused(parse_join, j, bad, sizeof(bad) / sizeof(bad[0]));
+    ASSERT_TRUE(join_out.straggler_factor == 1.5 && join_out.straggler_window_ms == 30000);
+    free(j);
+}
+
 /* JOIN's secret and a fresh join (no resume) survive put and parse. */
 static void test_join_secret_round_trip(void)
 {
@@ -1299,6 +1337,7 @@ int main(void)
     TEST(test_hello);
     TEST(test_nccl_mode_names);
     TEST(test_join_fields);
+    TEST(test_join_straggler);
     TEST(test_join_secret_round_trip);
     TEST(test_joined_secret);
     TEST(test_round_fields);
