@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""A real slowdown, found and replaced: straggler_bench.py BUILD_DIR [options].
+
+Each trial is a fresh job on this machine: rdzvd, then three rdzv-agents (hosts a, b, spare;
+--nnodes 2 --nproc 2 --nccl off --recovery inplace --straggler-window W), a and b forming
+generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or with --worker torch
+examples/autoencoder.py through rdzv.torch (DDP). Each agent runs in its own CPU cgroup (v2
+cpu.max, else v1 cpu.cfs_quota_us), made and removed by this script (root only), which its
+workers inherit. After --healthy seconds of training, node b's cgroup is throttled for real to
+--quota of one CPU. Figures, from rdzvd's /status.json (rank 0's step, sampled each second) and
+its log:
+  healthy:    steps per second over the --healthy period before the throttle;
+  throttled:  with --on-straggler report, over the --measure seconds after the window passed;
+  after:      with --on-straggler aside, over --measure seconds from the first step of the
+              generation that took the spare in;
+  named:      seconds from the throttle to rdzvd's "is a straggler" line (target: <= window + 5);
+  replaced:   seconds from the throttle to that generation's first step (its recovery's
+              first_step point);
+each the median of --trials trials, steps per second as a ratio to the same trial's healthy
+rate. --false-alarm SECONDS runs one healthy job that long with noise (a checkpoint every 50
+steps; every node throttled together for 10 s in each minute, as a shared filesystem slows all)
+and counts "is a straggler" lines (target 0). Progress on stderr, a markdown table on stdout."""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+
+
+def note(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Cgroup:
+    """A CPU cgroup of its own (v2 or v1), with a quota in CPUs (None: unlimited)."""
+
+    def __init__(self, name):
+        v2 = "/sys/fs/cgroup/cgroup.controllers"
+        if os.path.exists(v2):
+            self.v2, self.path = True, f"/sys/fs/cgroup/{name}"
+        else:
+            self.v2, self.path = False, f"/sys/fs/cgroup/cpu/{name}"
+        os.makedirs(self.path, exist_ok=True)
+
+    def add(self, pid):
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+    def quota(self, cpus):
+        period = 100000
+        if self.v2:
+            val = "max" if cpus is None else f"{int(cpus * period)} {period}"
+            with open(os.path.join(self.path, "cpu.max"), "w") as f:
+                f.write(val)
+        else:
+            with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as f:
+                f.write("-1" if cpus is None else str(int(cpus * period)))
+
+    def remove(self):
+        parent = os.path.dirname(self.path)
+        try:
+            with open(os.path.join(self.path, "cgroup.procs")) as f:
+                pids = f.read().split()
+            for pid in pids:
+                with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                    f.write(pid)
+        except OSError:
+            pass
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def worker_cmd(kind, ckpt_dir):
+    if kind == "torch":
+        return ["/usr/bin/python3", os.path.join(ROOT, "examples", "autoencoder.py"),
+                "--steps", "100000000", "--log-every", "100000000"] + \
+               (["--ckpt-dir", ckpt_dir, "--ckpt-every", "50"] if ckpt_dir else [])
+    return [os.path.join(BUILD, "train", "rdzv-train"), "--backend", "gloo", "--steps",
+            "100000000", "--log-every", "100000000", "--layers", "784,256,256,784",
+            "--batch-size", "64"] + \
+           (["--ckpt-dir", ckpt_dir, "--ckpt-every", "50"] if ckpt_dir else [])
+
+
+class Job:
+    def __init__(self, args, mode, tag, noise=False):
+        self.args, self.dir = args, tempfile.mkdtemp(prefix=f"rdzv-straggler-{tag}-")
+        self.procs, self.groups = [], {}
+        port_file, mport_file = os.path.join(self.dir, "port"), os.path.join(self.dir, "mport")
+        self.log = open(os.path.join(self.dir, "rdzvd.log"), "w")
+        self.d = subprocess.Popen([os.path.join(BUILD, "daemon", "rdzvd"), "--bind", "127.0.0.1",
+                                   "--port", "0", "--port-file", port_file, "--metrics-port", "0",
+                                   "--metrics-port-file", mport_file], stderr=self.log)
+        self.port, self.mport = wait_int(port_file), wait_int(mport_file)
+        ckpt = os.path.join(self.dir, "ckpt") if noise else None
+        for host in ("a", "b", "spare"):
+            if host == "spare":
+                self.wait_log(r"generation 1 formed", 60)
+            g = Cgroup(f"rdzv-straggler-{tag}-{host}")
+            self.groups[host] = g
+            cmd = [os.path.join(BUILD, "agent", "rdzv-agent"), "--endpoint",
+                   f"127.0.0.1:{self.port}", "--rdzv-id", "bench", "--nnodes", "2",
+                   "--nproc", "2", "--host", host, "--nccl", "off", "--recovery", "inplace",
+                   "--max-restarts", "3", "--heartbeat-timeout", "2", "--last-call", "0.5",
+                   "--straggler-window", str(args.window), "--on-straggler", mode, "--",
+                   *worker_cmd(args.worker, ckpt and os.path.join(ckpt, host))]
+            out = open(os.path.join(self.dir, f"agent-{host}.log"), "w")
+            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True, cwd=self.dir)
+            g.add(p.pid)  # before it forks its workers: they inherit it
+            self.procs.append(p)
+
+    def rdzvd_log(self):
+        with open(os.path.join(self.dir, "rdzvd.log")) as f:
+            return f.read()
+
+    def wait_log(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(pattern, self.rdzvd_log())
+            if m:
+                return m
+            time.sleep(0.1)
+        raise RuntimeError(f"no {pattern!r} in rdzvd's log within {timeout} s ({self.dir})")
+
+    def status(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/status.json", timeout=5) as r:
+            return next(j for j in json.load(r)["jobs"] if j["run_id"] == "bench")
+
+    def rank0(self):
+        """(time, rank 0's step), or None before it reported."""
+        job = self.status()
+        r0 = [r for r in job.get("ranks", []) if r["rank"] == 0]
+        return (time.time() - r0[0]["age_s"], r0[0]["step"]) if r0 else None
+
+    def rate(self, seconds):
+        a = self.wait_rank0()
+        time.sleep(seconds)
+        b = self.wait_rank0()
+        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] and b[1] >= a[1] else float("nan")
+
+    def wait_rank0(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.rank0()
+            if s:
+                return s
+            time.sleep(0.2)
+        raise RuntimeError("rank 0 reported no step")
+
+    def close(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p.wait()
+        self.d.terminate()
+        self.d.wait()
+        for g in self.groups.values():
+            g.remove()
+        if not self.args.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_int(path, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                return int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            time.sleep(0.05)
+    raise RuntimeError(f"{path} not written")
+
+
+def trial(args, mode, i):
+    job = Job(args, mode, f"{mode}{i}")
+    try:
+        job.wait_log(r"generation 1 formed", 60)
+        job.wait_rank0()
+        time.sleep(3)  # the first steps (not scored, nor measured)
+        res = {"healthy": job.rate(args.healthy)}
+        t0 = time.time()
+        job.groups["b"].quota(args.quota)
+        note(f"{mode} {i}: healthy {res['healthy']:.2f} steps/s; node b throttled to "
+             f"{args.quota} CPU")
+        m = job.wait_log(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z? \S+ job=bench .*node=b \(node id [^)]*\) "
+                         r"is a straggler", args.window + 60)
+        res["named"] = parse_ts(m.group(1)) - t0
+        if mode == "report":
+            res["throttled"] = job.rate(args.measure)
+        else:
+            deadline = time.monotonic() + 60
+            first = 0
+            while not first and time.monotonic() < deadline:
+                rec = job.status().get("timeline", {}).get("recoveries", {}).get("list", [])
+                first = rec[-1]["first_step"] if rec and rec[-1]["kind"] == "straggler" else 0
+                time.sleep(0.5)
+            if not first:
+                raise RuntimeError("no first step after the straggler was put aside")
+            res["replaced"] = first - t0
+            res["after"] = job.rate(args.measure)
+        note(f"{mode} {i}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
+        return res
+    finally:
+        job.close()
+
+
+def parse_ts(s):
+    import calendar
+    base, _, frac = s.partition(".")
+    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
+
+
+def false_alarms(args):
+    job = Job(args, "report", "noise", noise=True)
+    try:
+        job.wait_log(r"generation 1 formed", 60)
+        job.wait_rank0()
+        end = time.monotonic() + args.false_alarm
+        while time.monotonic() < end:
+            time.sleep(min(50, max(0, end - time.monotonic())))
+            if time.monotonic() >= end:
+                break
+            for g in ("a", "b"):  # every node slows together
+                job.groups[g].quota(args.quota)
+            time.sleep(10)
+            for g in ("a", "b"):
+                job.groups[g].quota(None)
+        n = len(re.findall(r"is a straggler", job.rdzvd_log()))
+        steps = job.rank0()[1]
+        return n, steps
+    finally:
+        job.close()
+
+
+def main():
+    global BUILD
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build")
+    ap.add_argument("--worker", choices=("train", "torch"), default="train")
+    ap.add_argument("--window", type=float, default=10)
+    ap.add_argument("--quota", type=float, default=0.25, help="CPUs node b keeps (default 0.25)")
+    ap.add_argument("--healthy", type=float, default=15)
+    ap.add_argument("--measure", type=float, default=15)
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--false-alarm", type=float, default=0, metavar="SECONDS")
+    ap.add_argument("--keep", action="store_true", help="keep each trial's directory")
+    args = ap.parse_args()
+    BUILD = os.path.abspath(args.build)
+    if os.geteuid() != 0:
+        sys.exit("straggler_bench.py: needs root (it makes CPU cgroups)")
+    rows = {}
+    for mode in ("report", "aside"):
+        rows[mode] = [trial(args, mode, i) for i in range(args.trials)]
+
+    def med(mode, key, ratio=False):
+        xs = [r[key] / r["healthy"] if ratio else r[key] for r in rows[mode]]
+        return statistics.median(xs)
+
+    print(f"rdzv-agent --straggler-window {args.window:g} (factor 1.3), worker {args.worker}, "
+          f"node b throttled to {args.quota} CPU; median of {args.trials} trials, "
+          f"{os.cpu_count()} CPUs")
+    print()
+    print("| --on-straggler | healthy steps/s | throttled / healthy | after aside / healthy "
+          "| throttle to named | throttle to first step on the spare |")
+    print("|---|---|---|---|---|---|")
+    print(f"| report | {med('report', 'healthy'):.2f} | {med('report', 'throttled', True):.2f} | "
+          f"- | {med('report', 'named'):.1f} s | - |")
+    print(f"| aside | {med('aside', 'healthy'):.2f} | - | {med('aside', 'after', True):.2f} | "
+          f"{med('aside', 'named'):.1f} s | {med('aside', 'replaced'):.1f} s |")
+    if args.false_alarm:
+        n, steps = false_alarms(args)
+        print()
+        print(f"False alarms in {args.false_alarm:g} s of a healthy job (checkpoints every 50 "
+              f"steps, every node throttled together 10 s a minute): {n} ({steps} steps)")
+
+
+if __name__ == "__main__":
+    main()
