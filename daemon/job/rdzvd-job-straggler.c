@@ -94,17 +94,24 @@ void rdzvd_job_straggler_check(struct rdzvd_member *m)
     if (j->straggler_factor <= 0 || j->state != JOB_RUNNING || m->node_rank < 0 ||
         (mine = rdzvd_member_compute_ms(m, true)) < 0)
         return;
-    if (j->median_gen != j->generation || now - j->median_at_ms >= RDZVD_STRAGGLER_MEDIAN_MS) {
-        j->median_compute_ms = job_median(j);
-        j->median_at_ms = now;
-        j->median_gen = j->generation;
+    for (int fresh = 0; fresh < 2; fresh++) {
+        if (j->median_gen != j->generation || now - j->median_at_ms >= RDZVD_STRAGGLER_MEDIAN_MS ||
+            fresh) {
+            j->median_compute_ms = job_median(j);
+            j->median_at_ms = now;
+            j->median_gen = j->generation;
+        }
+        if (j->median_compute_ms < RDZVD_STRAGGLER_MEDIAN_MIN_MS) {
+            m->straggler_score = 0;
+            m->slow_since_ms = 0;
+            return;
+        }
+        m->straggler_score = (double)mine / (double)j->median_compute_ms;
+        /* At the factor against a median made earlier: made again, once, before it counts
+         * (every node slowing together would otherwise score high until the next one). */
+        if (m->straggler_score < j->straggler_factor || j->median_at_ms == now)
+            break;
     }
-    if (j->median_compute_ms < RDZVD_STRAGGLER_MEDIAN_MIN_MS) {
-        m->straggler_score = 0;
-        m->slow_since_ms = 0;
-        return;
-    }
-    m->straggler_score = (double)mine / (double)j->median_compute_ms;
     if (m->straggler_score < j->straggler_factor) {
         m->slow_since_ms = 0;
         return;

@@ -90,7 +90,7 @@ def worker_cmd(kind, ckpt_dir):
                (["--ckpt-dir", ckpt_dir, "--ckpt-every", "50"] if ckpt_dir else [])
     return [os.path.join(BUILD, "train", "rdzv-train"), "--backend", "gloo", "--steps",
             "100000000", "--log-every", "100000000", "--layers", "784,256,256,784",
-            "--batch-size", "64"] + \
+            "--batch-size", "512"] + \
            (["--ckpt-dir", ckpt_dir, "--ckpt-every", "50"] if ckpt_dir else [])
 
 
