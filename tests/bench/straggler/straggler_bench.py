@@ -241,8 +241,9 @@ def false_alarms(args):
             for g in ("a", "b"):
                 job.groups[g].quota(None)
         n = len(re.findall(r"is a straggler", job.rdzvd_log()))
-        steps = job.rank0()[1]
-        return n, steps
+        job_st = job.status()
+        r0 = job.rank0()
+        return n, (r0[1] if r0 else None), job_st["generation"], job_st["restart_count"]
     finally:
         job.close()
 
@@ -267,11 +268,16 @@ def main():
     rows = {}
     for mode in ("report", "aside"):
         rows[mode] = [trial(args, mode, i) for i in range(args.trials)]
+    if args.trials == 0:
+        rows = None
 
     def med(mode, key, ratio=False):
         xs = [r[key] / r["healthy"] if ratio else r[key] for r in rows[mode]]
         return statistics.median(xs)
 
+    if rows is None:
+        print_false_alarms(args)
+        return
     print(f"rdzv-agent --straggler-window {args.window:g} (factor 1.3), worker {args.worker}, "
           f"node b throttled to {args.quota} CPU; median of {args.trials} trials, "
           f"{os.cpu_count()} CPUs")
@@ -283,11 +289,17 @@ def main():
           f"- | {med('report', 'named'):.1f} s | - |")
     print(f"| aside | {med('aside', 'healthy'):.2f} | - | {med('aside', 'after', True):.2f} | "
           f"{med('aside', 'named'):.1f} s | {med('aside', 'replaced'):.1f} s |")
-    if args.false_alarm:
-        n, steps = false_alarms(args)
-        print()
-        print(f"False alarms in {args.false_alarm:g} s of a healthy job (checkpoints every 50 "
-              f"steps, every node throttled together 10 s a minute): {n} ({steps} steps)")
+    print_false_alarms(args)
+
+
+def print_false_alarms(args):
+    if not args.false_alarm:
+        return
+    n, steps, gen, restarts = false_alarms(args)
+    print()
+    print(f"False alarms in {args.false_alarm:g} s of a healthy job (checkpoints every 50 "
+          f"steps, every node throttled together to {args.quota} CPU 10 s a minute): {n} "
+          f"(rank 0 at step {steps}, generation {gen}, {restarts} restarts)")
 
 
 if __name__ == "__main__":
