@@ -348,10 +348,5 @@ bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_ra
  * steps of a generation are not scored). */
 int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m, bool full);
 
-/* rdzvd-job-straggler.c: m reported its ranks' progress: score it against the job's median
- * (made again at most every RDZVD_STRAGGLER_MEDIAN_MS), call it a straggler once it stayed at
- * or above the job's factor for its window, and with --on-straggler aside put it aside when
- * the job can do without it. Nothing when the job scores nobody. */
-void rdzvd_job_straggler_check(struct rdzvd_member *m);
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

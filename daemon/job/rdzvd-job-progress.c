@@ -118,7 +118,6 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
      * (a rank kept in place may report its steps from before). */
     if (first > 0 && j->state == JOB_RUNNING)
         rdzvd_job_recovery_point(j, RDZV_RECOVERY_FIRST_STEP, first);
-    rdzvd_job_straggler_check(m); /* last: it may put m aside (m and j gone) */
 }
 
 /* The member's progress entries that belong in the status: of the job's generation. */

@@ -165,6 +165,12 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
  * history recorded), its agent told (EVENT put_aside) and let go; a node of the running
  * generation counts as lost (the job re-forms without it), a spare or candidate just leaves. */
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason);
+/* m reported its ranks' progress (after rdzvd_member_progress): score it against the job's
+ * median (made again at most every RDZVD_STRAGGLER_MEDIAN_MS), call it a straggler once it
+ * stayed at or above the job's factor for its window, and with --on-straggler aside put it
+ * aside when the job can do without it (m is then gone: call it last). Nothing when the job
+ * scores nobody (rdzvd-job-straggler.c). */
+void rdzvd_member_straggler_check(struct rdzvd_member *m);
 /* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
 /* READY: the node's workers of generation gen have stopped. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-straggler.c: the node that is merely slow (rdzvd-job-impl.h,
- * rdzvd_job_straggler_check). In synchronous data-parallel training every rank waits for the
+/* rdzvd-job-straggler.c: the node that is merely slow (rdzvd-job-sm.h,
+ * rdzvd_member_straggler_check). In synchronous data-parallel training every rank waits for the
  * slowest, so the job's step rate hides who is slow; each rank's compute time (the time it
  * spent not waiting on the step's collectives, HEARTBEAT progress compute_ms) does not. A
  * node's compute time is its slowest rank's (each rank's the median of its last steps, which a
@@ -84,7 +84,7 @@ static bool may_put_aside(struct rdzvd_job *j, const struct rdzvd_member *m, cha
     return true;
 }
 
-void rdzvd_job_straggler_check(struct rdzvd_member *m)
+void rdzvd_member_straggler_check(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzv_now_ms();

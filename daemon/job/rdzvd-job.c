@@ -289,6 +289,7 @@ static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const 
     /* Answer, so that the agent notices a silent daemon too. */
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);
+    rdzvd_member_straggler_check(m); /* last: it may put m aside (m gone) */
     return 0;
 }
 

@@ -104,7 +104,9 @@ class Job:
                                    "--port", "0", "--port-file", port_file, "--metrics-port", "0",
                                    "--metrics-port-file", mport_file], stderr=self.log)
         self.port, self.mport = wait_int(port_file), wait_int(mport_file)
-        ckpt = os.path.join(self.dir, "ckpt") if noise else None
+        ckpt = os.path.join(self.dir, "ckpt") if noise else None  # rank 0's, wherever it runs
+        if ckpt:
+            os.makedirs(ckpt)
         for host in ("a", "b", "spare"):
             if host == "spare":
                 self.wait_log(r"generation 1 formed", 60)
@@ -115,7 +117,7 @@ class Job:
                    "--nproc", "2", "--host", host, "--nccl", "off", "--recovery", "inplace",
                    "--max-restarts", "3", "--heartbeat-timeout", "2", "--last-call", "0.5",
                    "--straggler-window", str(args.window), "--on-straggler", mode, "--",
-                   *worker_cmd(args.worker, ckpt and os.path.join(ckpt, host))]
+                   *worker_cmd(args.worker, ckpt)]
             out = open(os.path.join(self.dir, f"agent-{host}.log"), "w")
             p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True, cwd=self.dir)
