@@ -155,65 +155,6 @@ static json_t *rank_to_json(const struct rdzv_status_rank *k)
     return o;
 }
 
-const char *const rdzv_mark_names[_RDZV_MARK_MAX] = {
-    [RDZV_MARK_FAILURE] = "failure", [RDZV_MARK_RESTART] = "restart",
-    [RDZV_MARK_NODE_LOST] = "node_lost", [RDZV_MARK_PUT_ASIDE] = "put_aside",
-    [RDZV_MARK_SPARE] = "spare", [RDZV_MARK_LEADER] = "leader", [RDZV_MARK_END] = "end",
-    [RDZV_MARK_STRAGGLER] = "straggler"};
-
-const char *const rdzv_recovery_point_names[_RDZV_RECOVERY_POINTS] = {
-    "detected", "stopped", "rendezvous", "sent", "first_step"};
-const char *const rdzv_recovery_phase_names[_RDZV_RECOVERY_PHASES] = {
-    "stop", "rendezvous", "nccl", "first_step", "total"};
-const double rdzv_hist_bounds_s[RDZV_HIST_BUCKETS] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
-                                                      5,    10,  20,   30,  60, 120};
-
-double rdzv_recovery_phase_s(const struct rdzv_status_recovery *rc, unsigned ph)
-{
-    unsigned from = ph == RDZV_RECOVERY_TOTAL ? 0 : ph;
-    unsigned to = ph == RDZV_RECOVERY_TOTAL ? RDZV_RECOVERY_FIRST_STEP : ph + 1;
-
-    if (ph >= _RDZV_RECOVERY_PHASES || !(rc->t[from] > 0) || !(rc->t[to] > 0))
-        return -1;
-    return rc->t[to] > rc->t[from] ? rc->t[to] - rc->t[from] : 0;
-}
-
-void rdzv_hist_add(struct rdzv_hist *h, double x)
-{
-    unsigned i = 0;
-
-    if (!(x > 0))
-        x = 0;
-    while (i < RDZV_HIST_BUCKETS && x > rdzv_hist_bounds_s[i])
-        i++;
-    h->in[i]++;
-    h->count++;
-    h->sum += x;
-}
-
-/* The recoveries as JSON: {"total", "phase_sum_s": {phase: s}, "list": [{"generation", "kind",
- * "inplace", point: t, ...}]}. */
-static json_t *recoveries_to_json(const struct rdzv_status_timeline *tl)
-{
-    json_t *list = json_array(), *sums = json_object();
-
-    for (unsigned i = 0; i < tl->n_recoveries && i < RDZV_STATUS_RECOVERIES; i++) {
-        const struct rdzv_status_recovery *rc = &tl->recoveries[i];
-        json_t *e = json_pack("{s:I, s:s, s:b}", "generation", (json_int_t)rc->generation,
-                              "kind",
-                              (unsigned)rc->kind < _RDZV_MARK_MAX ? rdzv_mark_names[rc->kind] : "?",
-                              "inplace", rc->inplace);
-
-        for (unsigned p = 0; e && p < _RDZV_RECOVERY_POINTS; p++)
-            json_object_set_new(e, rdzv_recovery_point_names[p], json_real(rc->t[p]));
-        json_array_append_new(list, e);
-    }
-    for (unsigned p = 0; p < _RDZV_RECOVERY_PHASES; p++)
-        json_object_set_new(sums, rdzv_recovery_phase_names[p], json_real(tl->phase_sum_s[p]));
-    return json_pack("{s:I, s:o, s:o}", "total", (json_int_t)tl->recoveries_total, "phase_sum_s",
-                     sums, "list", list);
-}
-
 static json_t *timeline_to_json(const struct rdzv_status_timeline *tl)
 {
     json_t *bands = json_array(), *marks = json_array(), *rates = json_array();
@@ -239,7 +180,7 @@ static json_t *timeline_to_json(const struct rdzv_status_timeline *tl)
         json_array_append_new(rates, json_real(tl->rates[i]));
     return json_pack("{s:o, s:o, s:{s:f, s:f, s:o}, s:o}", "generations", bands, "marks", marks,
                      "steps_per_second", "start", tl->rate_start, "interval_s",
-                     tl->rate_interval_s, "rates", rates, "recoveries", recoveries_to_json(tl));
+                     tl->rate_interval_s, "rates", rates, "recoveries", rdzv_status_recoveries_to_json(tl));
 }
 
 /* j as JSON; brief: without its nodes, ranks and timeline (counted as left out instead). */

@@ -272,3 +272,7 @@ int rdzv_status_put_reply(struct rdzv_buf *b, const struct rdzv_status *st);
  * or ages are refused. 0, -ENOMEM, or -EBADMSG with a one-line reason in err[0..errlen). */
 int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
                       size_t errlen);
+/* A timeline's recoveries as the status document has them: {"total", "phase_sum_s": {phase:
+ * s}, "list": [{"generation", "kind", "inplace", point: t, ...}]}; a new reference, or NULL when
+ * out of memory (rdzv-status-recovery.c). */
+json_t *rdzv_status_recoveries_to_json(const struct rdzv_status_timeline *tl);
