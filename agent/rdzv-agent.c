@@ -49,6 +49,7 @@ struct agent {
     char self_exe[PATH_MAX];
     char train_path[PATH_MAX];
     char venv_python[PATH_MAX]; /* the venv's interpreter beside this binary, or "" */
+    bool runs_python;           /* the workers' command starts with the interpreter */
     char *train_argv[2];
     char endpoint_buf[300];
 };
@@ -125,17 +126,24 @@ static int build_command(struct agent *a)
 
     if (a->o.raw_cmd)
         in.module = false;
-    if (!in.no_python || in.run_path)
+    a->runs_python = !in.no_python || in.run_path;
+    if (a->runs_python)
         in.python_exec = python_for_workers(a);
     r = agent_cmd_build(&a->cmd, &in, &msg);
     if (r < 0)
         fprintf(stderr, "rdzv-agent: the command: %s\n", msg ? msg : strerror(-r));
-    else if (!in.no_python || in.run_path)
+    return r;
+}
+
+/* The start log's word on the interpreter, once every check passed (a refused command line is
+ * one line). */
+static void log_python(const struct agent *a)
+{
+    if (a->runs_python && a->cmd.argv)
         log_info("workers run Python with %s (%s)", a->cmd.argv[0],
                  a->o.python_exec ? "$PYTHON_EXEC"
                  : a->venv_python[0] ? "this virtual environment's, beside rdzv-agent"
                                      : "python3 from PATH; set PYTHON_EXEC to choose");
-    return r;
 }
 
 /* -r, -t and --local-ranks-filter, per local rank, now that nproc is known. */
@@ -562,6 +570,7 @@ int main(int argc, char **argv)
     jn->host_replica = true; /* and (rdzvd --replicas) any agent for a replica of itself */
     if (!a.embedded)
         rdzv_log_set_context("job=%s node=%s", a.o.run_id, a.o.host);
+    log_python(&a);
     log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",
              a.o.run_id, a.o.endpoint, jn->node_id, a.o.nproc, a.o.min_nodes, a.o.max_nodes);
     r = agent_session_start(a.session, a.group, jn);
