@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Honest storms never reset honest ranks (issue 36, item 7). Several hosts (127.0.0.2, .3, ...)
+"""Honest storms never reset honest ranks. Several hosts (127.0.0.2, .3, ...)
 of hundreds of ranks each connect to rdzvd, host after host or interleaved, and each rank is
 silent 0.5 s after its connect (as PyTorch's are while it imports) before its first TCPStore
 request. Past --max-handshaking a newcomer took the slot of the oldest silent connection of any
