@@ -392,11 +392,12 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         bad_window > RDZV_BAD_NODE_WINDOW_MAX ||
         (bad_window > 0 && bad_node > RDZV_BAD_NODE_WINDOWED_MAX) || backoff < 0 ||
         backoff > RDZV_RESTART_BACKOFF_MAX) {
-        snprintf(err, errlen, "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
-                              "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
-                              "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000, "
-                              "0 <= bad_node_failures <= %d (%d with a bad_node_window), "
-                              "0 <= bad_node_window <= %d, 0 <= restart_backoff <= %d)",
+        snprintf(err, errlen,
+                 "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
+                 "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
+                 "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000, "
+                 "0 <= bad_node_failures <= %d (%d with a bad_node_window), "
+                 "0 <= bad_node_window <= %d, 0 <= restart_backoff <= %d)",
                  RDZV_MAX_NCCL_IDS, RDZV_BAD_NODE_FAILURES_MAX, RDZV_BAD_NODE_WINDOWED_MAX,
                  RDZV_BAD_NODE_WINDOW_MAX, RDZV_RESTART_BACKOFF_MAX);
         r = -EBADMSG;
@@ -423,7 +424,8 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     if (r < 0)
         goto out;
     if (*secret && !rdzv_msg_is_secret(secret)) {
-        snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters", RDZV_SECRET_HEX);
+        snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters",
+                 RDZV_SECRET_HEX);
         r = -EBADMSG;
         goto out;
     }

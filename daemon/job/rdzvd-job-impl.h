@@ -141,7 +141,7 @@ struct rdzvd_job {
         double time; /* unix seconds */
         char text[200];
     } events[RDZVD_JOB_EVENTS]; /* ring, for status */
-    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
+    unsigned nevents; /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
     /* The job's failure history (rdzvd-job-aside.c), as every decision records it: n_hist
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;

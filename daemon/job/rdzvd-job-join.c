@@ -85,8 +85,8 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
                       rs->generation, (unsigned long long)RDZV_GENERATION_MAX);
     if (rs->nnodes > jn->max || rs->node_rank >= rs->nnodes)
         return refuse(q, -ERANGE,
-                      "JOIN resume: node rank %" PRId64 " of %" PRId64 " nodes does not fit job '%s' "
-                      "(--nnodes at most %" PRId64 ")",
+                      "JOIN resume: node rank %" PRId64 " of %" PRId64 " nodes does not fit "
+                      "job '%s' (--nnodes at most %" PRId64 ")",
                       rs->node_rank, rs->nnodes, jn->run_id, jn->max);
     if (rs->world_size > rs->nnodes * RDZV_NPROC_MAX ||
         rs->rank_offset + jn->nproc > rs->world_size)

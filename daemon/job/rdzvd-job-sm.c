@@ -152,8 +152,8 @@ void rdzvd_job_free(struct rdzvd_job *j)
     if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
         j->host.keep_ended(j->host.ended, j);
     /* A job's record lives until the job ends (rdzvd_job_end forgot it): one that formed a
-     * generation waits for its nodes' agents, which may be in their reconnect backoff (issue
-     * 36). One that never formed has nothing running that could come back. */
+     * generation waits for its nodes' agents, which may be in their reconnect backoff. One
+     * that never formed has nothing running that could come back. */
     if (!j->shutting_down && j->state != JOB_ENDED &&
         (j->generation == 0 || !j->host.record_table))
         rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */

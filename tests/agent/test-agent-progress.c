@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-agent-progress.c: the workers' progress channel (issue 14) against real processes: the
+/* test-agent-progress.c: the workers' progress channel against real processes: the
  * descriptor and RDZV_PROGRESS_FD, reports read as they come (and the last one before an exit),
  * garbage ignored, hangs reported through on_hang after the timeout or the first-report grace,
  * and a stop from on_hang. This executable is also the reaper of the groups it makes. */
@@ -320,11 +320,12 @@ static bool python_group(struct fx *f, struct hangs *h, char **argv, uint64_t ti
  * agent; outside an agent (no channel) it is a no-op and the script still succeeds. */
 static void test_progress_python(void)
 {
-    char *argv[] = {"/usr/bin/python3", "-c",
-                    "import os, rdzv\n"
-                    "for i in range(1, 10): rdzv.progress(i * int(os.environ['LOCAL_RANK'] + '1'))\n"
-                    "print('PYOK=%s' % rdzv.progress_fd())\n",
-                    NULL};
+    char *argv[] = {
+        "/usr/bin/python3", "-c",
+        "import os, rdzv\n"
+        "for i in range(1, 10): rdzv.progress(i * int(os.environ['LOCAL_RANK'] + '1'))\n"
+        "print('PYOK=%s' % rdzv.progress_fd())\n",
+        NULL};
     const uint64_t want[] = {9, 99};
     const uint64_t none[] = {0};
     struct hangs h;

@@ -15,7 +15,7 @@
  * AppendEntries or InstallSnapshot at the receiver's term never reaches a leader of that term; a
  * configuration that passes decodes, by the independent reading below, within its bytes.
  *
- * Sequences (issue 36): the stream is one write, every message of it checked on arrival against
+ * Sequences: the stream is one write, every message of it checked on arrival against
  * the state before libraft processed any (the worst case: the guard may hold them all in one
  * read), and then, in order, processed by a model of libraft's role changes (a newer term
  * resets the role; an AppendEntries or InstallSnapshot makes the sender the leader; a

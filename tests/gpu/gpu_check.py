@@ -301,7 +301,7 @@ for label, name, worker, sig, extra in inplace_cases:
     ok, detail = inplace_job(name, worker, sig, ngpu, extra)
     record(f"{label}, {ngpu} workers", ok, detail)
 
-# ---- 7. the node's health checks with the real NVML (issue 30) ----
+# ---- 7. the node's health checks with the real NVML ----
 # Every GPU given to the agent (--nproc gpu): NVML counts them, no uncorrectable ECC error, no
 # retired page pending, no critical XID; a healthy node passes and the job runs. Then a check
 # that asks for one GPU more than the node has (CUDA_VISIBLE_DEVICES naming ngpu + 1) fails it.
@@ -313,7 +313,8 @@ record("health checks pass on a healthy GPU node (real NVML)",
 env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(ngpu + 1)))
 p = run([AGENT, "--standalone", "--nproc", "1", "--", "/bin/true"], timeout=120, env=env)
 record("health check: a GPU missing from NVML puts the node aside (exit 69)",
-       p.returncode == 69 and f"NVML sees {ngpu} GPU(s), the node should have {ngpu + 1}" in p.stderr,
+       p.returncode == 69
+       and f"NVML sees {ngpu} GPU(s), the node should have {ngpu + 1}" in p.stderr,
        f"rc {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1][-300:])
 
 # ---- 6. the wheel, installed into this python ----
@@ -344,5 +345,6 @@ for r in perf:
     note(f"| {r['model']} | {r['precision']} | {r['rdzv_train_samples_per_s']:,.0f} | "
          f"{r['torch_samples_per_s']:,.0f} | {r['ratio']:.2f}x |")
 skipped = sum(1 for r in results if r["ok"] is None)
-note(f"\n{len(results) - len(failures) - skipped} passed, {len(failures)} failed, {skipped} not run")
+note(f"\n{len(results) - len(failures) - skipped} passed, {len(failures)} failed, "
+     f"{skipped} not run")
 sys.exit(1 if failures else 0)

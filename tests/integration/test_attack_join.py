@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_attack_join.py: issue 20, findings 1, 5 and 9 (WORKER_EXIT), as an attacker on the network
+# test_attack_join.py: attacks on JOIN and WORKER_EXIT, as an attacker on the network
 # would try them with raw frames, no token needed:
 #   1. a JOIN whose resume names a node rank past the job's --nnodes (a heap write past by_rank in
 #      rdzvd: SIGSEGV with a huge rank, heap corruption just past the end) is refused, and rdzvd

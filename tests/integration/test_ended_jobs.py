@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_ended_jobs.py: finished jobs stay visible (issue 17, item 6). A job that ended used to
+# test_ended_jobs.py: finished jobs stay visible. A job that ended used to
 # vanish from STATUS, rdzvctl status, the status page and /metrics as soon as its agents left, so
 # nobody could see afterwards how it ended. rdzvd now keeps each ended job (outcome, exit code,
 # root cause, generation, restarts, how long it ran) for --keep-ended seconds (default an hour),

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_identity.py: issue 36, attack 7 and honest case 4, with real rdzvd processes and raw frames:
+# test_identity.py: a node's identity, attacked and honest, with real rdzvd processes and raw
+# frames:
 #   4. a job's record lives until the job ends: after an rdzvd restart, a rebuilt job whose only
 #      connected member (a new node's JOIN) disconnects keeps its record, status lists it as
 #      waiting for its nodes, and the real agent's resume is taken (it was removed, the next JOIN

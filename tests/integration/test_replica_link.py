@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # test_replica_link.py: a peer that passes the replica link's handshake (it holds the key) and then
-# sends libraft messages crafted to hurt (issue 27, findings 1-4, and a seeded fuzzer). Three real
-# rdzvd replicas on 127.0.0.1, with and without --token-file, each finding sent to the leader and
-# to a follower. Before issue 27 each of these crashed or bricked a replica:
+# sends libraft messages crafted to hurt (1-4 below, and a seeded fuzzer). Three real
+# rdzvd replicas on 127.0.0.1, with and without --token-file, each attack sent to the leader and
+# to a follower. Unchecked, each of these crashed or bricked a replica:
 #   1. an InstallSnapshot of 73 bytes whose configuration claims 2^62 bytes (SEGV in libraft);
 #   2. an AppendEntries at the leader's own term (libraft wrote follower fields over its leader
 #      state and called through a pointer the sender chose);
@@ -12,7 +12,7 @@
 # Now 1-3 close that link with one log line, the replica lives, a leader serves within 2 s and
 # every acknowledged key reads back; 4 passes every check a single message allows and makes the
 # replica exit 75 with a line saying why (a supervisor restarts it), the others serve on.
-# Issue 36 (test_finding_8_*, test_finding_9_*, test_fuzzer_sequences): messages batched in one
+# Besides (test_finding_8_*, test_finding_9_*, test_fuzzer_sequences): messages batched in one
 # write are checked as libraft processes each; stale-term payloads are dropped, not allocated; a
 # member's address always gets a handshake slot; the fuzzer sends sequences per write.
 import hashlib
@@ -38,13 +38,14 @@ FUZZ_MESSAGES = int(os.environ.get("RDZV_FUZZ_MESSAGES", "300"))
 FUZZ_WRITES = int(os.environ.get("RDZV_FUZZ_WRITES", "60"))
 
 def replica_mac(key, side, sn, cn, rid, addr):
-    """The replica link's MAC with a replica key (daemon/repl/rdzvd-repl-net.h), in Python's hmac."""
+    """The replica link's MAC with a replica key (daemon/repl/rdzvd-repl-net.h), in Python's
+    hmac."""
     return hmac.new(key, b"rdzv-replica-v1 " + side.encode() + sn + cn + le(rid) + addr.encode(),
                     hashlib.sha256).digest()
 
 
 def snapshot_bomb():
-    """Finding 1: 73 bytes, a configuration length of 2^62."""
+    """Attack 1: 73 bytes, a configuration length of 2^62."""
     m = le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" + b"\0" * 16
     assert len(m) == 73
     return m
@@ -201,7 +202,7 @@ class ReplicaLink(ClusterCase):
                 self.assertTrue(target.alive(), target.text()[-2000:])
 
     def test_finding_8_a_batch_is_checked_as_libraft_processes_it(self):
-        """Issue 36 attack 8. One write, as a configured member holding the replicas' key:
+        """One write, as a configured member holding the replicas' key:
         AppendEntries(T'), TimeoutNows for every last index up to 1,500 (the one that matches
         makes the receiver a candidate of T'+1), RequestVoteResult(T'+1, granted) (it leads),
         AppendEntries(T'+1): the same-term AppendEntries the guard refuses when sent alone. The
@@ -241,7 +242,7 @@ class ReplicaLink(ClusterCase):
         self.assertTrue(all(r.alive() for r in cl.r))
 
     def test_finding_9_stale_payloads_are_not_allocated(self):
-        """Issue 36 attack 9 (memory). An InstallSnapshot and an AppendEntries of a term older
+        """Memory: an InstallSnapshot and an AppendEntries of a term older
         than the receiver's, each claiming 1 GiB of payload, from a configured member: the guard
         passed them and libraft allocated the whole claim as the first bytes came (600 MiB held
         from one link, 64 links allowed). Now libraft gets only an AppendEntries of that term
@@ -288,7 +289,7 @@ class ReplicaLink(ClusterCase):
         self.serves_within(cl, {b"k": b"v"})
 
     def test_finding_9_silent_strangers_leave_members_a_slot(self):
-        """Issue 36 attack 9 (slots). Strangers (from 127.0.0.2, no member's address) keep
+        """Slots: strangers (from 127.0.0.2, no member's address) keep
         40 silent connections open to the Raft link of the leader and of one follower, reopened
         as soon as they are closed. The other follower is restarted; then the follower they
         hold is killed, so the leader can acknowledge a write only with the restarted one's
@@ -367,7 +368,7 @@ class ReplicaLink(ClusterCase):
         return path
 
     def test_replica_key(self):
-        """Issue 27 item 1. Replicas with --replica-key-file form a cluster and replicate; the
+        """Replicas with --replica-key-file form a cluster and replicate; the
         agents' token no longer opens their links (closed before a Raft byte: the server's
         proof does not verify with it either); the key opens them only for a member's own id
         and address; a replica id outside the configuration is refused before any MAC."""
@@ -415,7 +416,7 @@ class ReplicaLink(ClusterCase):
             self.assertIn("every agent-token holder can reach them", r.text())
 
     def test_replica_exit_reports_are_not_a_flood(self):
-        """Issue 27 finding 9: an agent that keeps saying that the replica on its host exited
+        """An agent that keeps saying that the replica on its host exited
         (REPLICA {id, error}, unasked) made the leader log a line each time (5,432 in 60 s). Now
         the report is noted once while it is checked, and such lines are rate limited; the
         replica, which answers its heartbeats, stays a voter."""
@@ -443,7 +444,7 @@ class ReplicaLink(ClusterCase):
 
     def restart_if_gave_up(self, cl, i, sent):
         """Replica i is down: it must have exited 75 (libraft gave up, RAFT_UNAVAILABLE, as
-        finding 4), never anything else; restarted on its --state-dir, as a supervisor would.
+        attack 4), never anything else; restarted on its --state-dir, as a supervisor would.
         sent: its last messages, hex, for a failure's message."""
         r = cl.r[i]
         self.assertEqual(r.proc.returncode, 75, "replica %d died after these messages "
@@ -523,7 +524,7 @@ class ReplicaLink(ClusterCase):
                 closed += 1
             link.close()
         self.assertGreater(closed, FUZZ_MESSAGES // 4, "most mutations must be refused")
-        # A mutation may make libraft give up for good (RAFT_UNAVAILABLE, as finding 4): that
+        # A mutation may make libraft give up for good (RAFT_UNAVAILABLE, as attack 4): that
         # replica exits 75, never anything else, and is restarted on its --state-dir.
         for i, r in enumerate(cl.r):
             if not r.alive():
@@ -535,7 +536,7 @@ class ReplicaLink(ClusterCase):
 
 
     def test_fuzzer_sequences(self):
-        """Issue 36 item 6: sequences of messages in one write, not only single ones. Seeded,
+        """Sequences of messages in one write, not only single ones. Seeded,
         bounded (RDZV_FUZZ_WRITES writes, 60 by default; RDZV_FUZZ_SEED replays): each write
         holds 2 to 6 messages of every type at terms around the cluster's (older, its own, the
         next two), votes granted or not, TimeoutNows for a sweep of last indexes (so that one

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent --progress-timeout (issue 14, part 1): a worker that reported progress on
+"""rdzv-agent --progress-timeout: a worker that reported progress on
 RDZV_PROGRESS_FD and then went silent is failed as if it had crashed, and the job's root cause
 says so; without the option the same hang is never noticed; a worker that never reports is never
 failed for it (unless --progress-grace says so)."""
@@ -152,7 +152,8 @@ for i in $(seq 26 30); do echo "step $i" >&$RDZV_PROGRESS_FD; sleep 0.05; done
         p = agent("--progress-timeout", "0.5", "--progress-grace", "1", script="exec sleep 600")
         rc, _, err = finish(p, timeout=60)
         self.assertNotEqual(rc, 0, err)
-        self.assertRegex(err, r"root cause: worker rank \d \(local rank \d\) on node rank 0 \(\S+\) "
+        self.assertRegex(err, r"root cause: worker rank \d \(local rank \d\) on node rank 0 "
+                              r"\(\S+\) "
                               r"made no first progress report within 1\.\d s of its start")
 
 

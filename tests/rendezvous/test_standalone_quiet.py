@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent --standalone speaks like torchrun (issue 13): at the default level its stderr has
+"""rdzv-agent --standalone speaks like torchrun: at the default level its stderr has
 the agent's own lines, not the embedded daemon's connection and job lifecycle, which is logged at
 debug instead (and shows with --log-level debug). A plain rdzvd keeps logging it at info."""
 import re
@@ -37,8 +37,8 @@ class TestStandaloneQuiet(agenttest.AgentTestCase):
 
     def test_plain_rdzvd_still_logs_it_at_info(self):
         d = self.daemon()
-        p = start(agenttest.agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1", "--rdzv-id",
-                                      "loud", worker=["true"]))
+        p = start(agenttest.agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1",
+                                      "--rdzv-id", "loud", worker=["true"]))
         rc, _, err = finish(p, timeout=60)
         self.assertEqual(rc, 0, err)
         log = d.stop()

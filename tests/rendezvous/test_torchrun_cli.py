@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent as a drop-in for torchrun's command line (issue 13): every option of torch's own
+"""rdzv-agent as a drop-in for torchrun's command line: every option of torch's own
 parsers (torch.distributed.run and .launch) in both spellings, PET_* variables, and the command as
 torchrun runs it ($PYTHON_EXEC -u SCRIPT, -m, --no-python; "--" keeps rdzv's meaning)."""
 import os
@@ -70,7 +70,8 @@ class TestTorchrunOptions(AgentTestCase):
     def test_torch2_options_and_launch_forms(self):
         for args in (["--nproc-per-node", "cpu"], ["--nproc_per_node=auto"],
                      ["--pass-local-rank"], ["--pass-local-rank=underscore"],
-                     ["--use_env"], ["--rdzv-conf", "keep_alive_interval=2,keep_alive_max_attempt=2"],
+                     ["--use_env"],
+                     ["--rdzv-conf", "keep_alive_interval=2,keep_alive_max_attempt=2"],
                      ["--local-ranks-filter", "0"], ["--shutdown_timeout", "3"],
                      ["-m", "--no_python", "--run_path"], ["--virtual-local-rank"]):
             r = self.accepts(args)

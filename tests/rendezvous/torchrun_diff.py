@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torchrun's meaning, by differential test (issue 17, item 5).
+"""torchrun's meaning, by differential test.
 
 Generates command lines from a seed, parses each with torch's own parser
 (torch.distributed.run.get_args_parser(), Debian's torch 1.13) and torchrun's own resolution
@@ -98,7 +98,8 @@ def values(dest, rng):
     bad = rng.random() < 0.04
     v = {
         "nnodes": (["1", "2", "1:4", "2:2", "3:5", "1:1"], ["0", "4:2", "1:2:3", "x", "-1", ""]),
-        "nproc_per_node": (["1", "2", "4", "8", "cpu", "auto"], ["x", "gpu", "2.5", "", "0", "2000"]),
+        "nproc_per_node": (["1", "2", "4", "8", "cpu", "auto"],
+                           ["x", "gpu", "2.5", "", "0", "2000"]),
         "rdzv_backend": (["static", "c10d"], ["bogus", ""]),
         "rdzv_endpoint": (["localhost", "10.0.0.1:1234", "node-1:29400", "[::1]:5000",
                            "host.example.com", "127.0.0.1:29555", "localhost:0",

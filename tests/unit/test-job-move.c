@@ -25,7 +25,8 @@ static void test_legal_moves(void)
 
             ASSERT_EQ(rdzvd_job_move_legal((enum job_state)s, &mv), legal[k][s] != '.');
         }
-    ASSERT_FALSE(rdzvd_job_move_legal(JOB_FORMING, &(struct rdzvd_job_move){.kind = _JOB_MOVE_MAX}));
+    ASSERT_FALSE(
+        rdzvd_job_move_legal(JOB_FORMING, &(struct rdzvd_job_move){.kind = _JOB_MOVE_MAX}));
 }
 
 /* The decision each kind needs, written out: the move and its decision are one row. */
@@ -55,8 +56,8 @@ static void test_moves_and_refusals(void)
 {
     static struct rdzvd_job j; /* only state, generation, restart count and run_id are used */
     const struct rdzvd_job_move close = {.kind = JOB_MOVE_CLOSE}, form = {.kind = JOB_MOVE_FORM},
-                                undo = {.kind = JOB_MOVE_UNDO}, stopped = {.kind = JOB_MOVE_STOPPED},
-                                end = {.kind = JOB_MOVE_END};
+                                undo = {.kind = JOB_MOVE_UNDO},
+                                stopped = {.kind = JOB_MOVE_STOPPED}, end = {.kind = JOB_MOVE_END};
 
     memset(&j, 0, sizeof(j));
     strcpy(j.run_id, "job");
@@ -105,8 +106,9 @@ static void test_moves_and_refusals(void)
     ASSERT_OK(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE, .generation = 4,
                                                           .restart_count = 2}));
     expect(&j, JOB_FORMING, 4, 2);
-    ASSERT_EQ(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE, .generation = 5}),
-              -EPERM); /* only a new job, at generation 0 */
+    ASSERT_EQ(
+        rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE, .generation = 5}),
+        -EPERM); /* only a new job, at generation 0 */
     expect(&j, JOB_FORMING, 4, 2);
 }
 

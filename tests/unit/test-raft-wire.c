@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-raft-wire.c: the checks on libraft's replica messages (proto/rdzv-raft-wire.h): every
- * message type as libraft 0.15 writes it passes, and each message of issue 27's findings (a
+ * message type as libraft 0.15 writes it passes, and each message of the attacks found (a
  * configuration claiming 2^62 bytes, a second leader in the receiver's term, a term of 2^64-1)
  * and each malformed field is refused, with its reason. */
 #include <errno.h>
@@ -165,7 +165,7 @@ static void test_good_messages(void)
         ASSERT_NOT_NULL(strstr(why_, reason));                                                     \
     } while (0)
 
-/* Issue 27's findings 1-3, each one message. */
+/* Three attacks found on the replica link, each one message. */
 static void test_findings(void)
 {
     struct rdzv_raft_view leader = {.term = 5, .leader = true, .peer = 3, .peer_member = true};
@@ -201,9 +201,9 @@ static void test_findings(void)
     ASSERT_OK(check(&m, &FOLLOWER, &(struct rdzv_raft_msg){0}, &(const char *){NULL}));
 }
 
-/* Issue 36 attack 8: the state rules alone, as the transport applies them again when libraft
- * processes a message. A same-term AppendEntries that passed while the receiver followed no one
- * is refused once the receiver leads that term. */
+/* The state rules alone, as the transport applies them again when libraft processes a message.
+ * A same-term AppendEntries that passed while the receiver followed no one is refused once the
+ * receiver leads that term. */
 static void test_state_rules(void)
 {
     struct rdzv_raft_view v = {.term = 7, .peer = 3, .peer_member = true};

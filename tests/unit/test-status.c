@@ -197,7 +197,7 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
 
-    /* Issue 37: a rank's compute time, written only when it has one; bounded. */
+    /* A rank's compute time, written only when it has one; bounded. */
     t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"compute_ms\":153}]");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     ASSERT_EQ(b.jobs[0].ranks[0].compute_ms, 153);
@@ -229,7 +229,7 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
 
-    /* A daemon before issue 14 writes no "ranks" nor "ranks_left_out": none. */
+    /* An older daemon writes no "ranks" nor "ranks_left_out": none. */
     t1 = edit(RANKS_MEMBERS, "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     free(t1);
@@ -238,7 +238,7 @@ static void test_round_trip(void)
     ASSERT_EQ(b.jobs[0].ranks_left_out, 0);
     rdzv_status_free(&b);
 
-    /* A daemon before issue 20 writes no "members_left_out" nor "jobs_left_out": 0. */
+    /* An older daemon writes no "members_left_out" nor "jobs_left_out": 0. */
     t1 = edit(",\"members_left_out\":5", "");
     t2 = edit(",\"jobs_left_out\":7", "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
@@ -250,7 +250,7 @@ static void test_round_trip(void)
     free(t1);
     free(t2);
 
-    /* A daemon before issue 17 item 6 writes no duration: -1, not known. */
+    /* An older daemon writes no duration: -1, not known. */
     t1 = edit(",\"duration_s\":12.5,\"ended_age_s\":3.0", "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     ASSERT_TRUE(b.jobs[0].ended && b.jobs[0].duration_s == -1 && b.jobs[0].ended_age_s == -1);
@@ -320,7 +320,7 @@ static void assert_array_refused(const char *from, const char *before, size_t n,
     free(arr);
 }
 
-/* Issue 30: a job's nodes put aside ("put_aside", "put_aside_total") and the daemon's count of
+/* A job's nodes put aside ("put_aside", "put_aside_total") and the daemon's count of
  * them by reason ("nodes_put_aside"), absent while there are none: they round-trip, their node
  * ids are hidden like the members', and values out of range are refused. */
 static void test_put_aside_round_trip(void)
@@ -420,20 +420,20 @@ static void test_put_aside_gpus_round_trip(void)
 #undef G
 }
 
-/* Issue 31: a job's timeline and steps per second, encoded and decoded back, and what the
+/* A job's timeline and steps per second, encoded and decoded back, and what the
  * decoder refuses in them. */
 #define TIMELINE                                                                                   \
-    "\"steps_per_second\":9.5,\"timeline\":{\"generations\":[{\"generation\":1,\"start\":100.0,"  \
-    "\"end\":110.0,\"world_size\":4,\"nodes\":2},{\"generation\":2,\"start\":110.5,\"end\":0.0,"    \
+    "\"steps_per_second\":9.5,\"timeline\":{\"generations\":[{\"generation\":1,\"start\":100.0,"   \
+    "\"end\":110.0,\"world_size\":4,\"nodes\":2},{\"generation\":2,\"start\":110.5,\"end\":0.0,"   \
     "\"world_size\":4,\"nodes\":2}],\"marks\":[{\"time\":110.0,\"generation\":1,\"kind\":"         \
-    "\"node_lost\",\"text\":\"root cause: the agent of node rank 1 (b) disconnected\"},"         \
-    "{\"time\":110.5,\"generation\":2,\"kind\":\"spare\",\"text\":\"1 node(s) taken in\"}],"    \
-    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]},"  \
-    "\"recoveries\":{\"total\":2,\"phase_sum_s\":{\"stop\":0.5,\"rendezvous\":0.25,"         \
-    "\"nccl\":0.125,\"first_step\":1.0,\"total\":1.875},\"list\":[{\"generation\":1,"        \
-    "\"kind\":\"node_lost\",\"inplace\":true,\"detected\":110.0,\"stopped\":110.5,"           \
-    "\"rendezvous\":110.75,\"sent\":110.875,\"first_step\":111.875},{\"generation\":2,"       \
-    "\"kind\":\"failure\",\"inplace\":false,\"detected\":120.0,\"stopped\":0.0,"             \
+    "\"node_lost\",\"text\":\"root cause: the agent of node rank 1 (b) disconnected\"},"           \
+    "{\"time\":110.5,\"generation\":2,\"kind\":\"spare\",\"text\":\"1 node(s) taken in\"}],"       \
+    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]},"          \
+    "\"recoveries\":{\"total\":2,\"phase_sum_s\":{\"stop\":0.5,\"rendezvous\":0.25,"               \
+    "\"nccl\":0.125,\"first_step\":1.0,\"total\":1.875},\"list\":[{\"generation\":1,"              \
+    "\"kind\":\"node_lost\",\"inplace\":true,\"detected\":110.0,\"stopped\":110.5,"                \
+    "\"rendezvous\":110.75,\"sent\":110.875,\"first_step\":111.875},{\"generation\":2,"            \
+    "\"kind\":\"failure\",\"inplace\":false,\"detected\":120.0,\"stopped\":0.0,"                   \
     "\"rendezvous\":0.0,\"sent\":0.0,\"first_step\":0.0}]}}"
 
 static void test_timeline_round_trip(void)
@@ -630,7 +630,8 @@ static void test_refused_fields(void)
                         "STATUS_REPLY: 'daemon' longer than 15 bytes");
     assert_long_refused("\"version\":\"0.1.0\"", "version", RDZV_STATUS_VERSION_MAX + 1,
                         "STATUS_REPLY: 'version' longer than 63 bytes");
-    assert_edit_refused("\"jobs\":[", "\"jobs\":{},\"x\":[", "STATUS_REPLY: 'jobs' must be an array");
+    assert_edit_refused("\"jobs\":[", "\"jobs\":{},\"x\":[",
+                        "STATUS_REPLY: 'jobs' must be an array");
     assert_refused(NO_JOBS_HEAD "[{}]}", "STATUS_REPLY: jobs[0]: ");
     assert_refused(NO_JOBS_HEAD "[1]}", "STATUS_REPLY: jobs[0]: ");
     /* The job. */
@@ -660,7 +661,8 @@ static void test_refused_fields(void)
     assert_edit_refused("\"rank\":3,", "\"rank\":-1,", "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
     assert_edit_refused("\"node_rank\":0,", "\"node_rank\":-1,",
                         "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
-    assert_edit_refused("\"age_s\":0.5", "\"age_s\":1e10", "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
+    assert_edit_refused("\"age_s\":0.5", "\"age_s\":1e10",
+                        "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
     {
         char *m = member_of_len("host", RDZV_HOST_MAX + 1), *t = malloc(strlen(m) + 16);
 
@@ -816,7 +818,7 @@ static void test_oldest_ties(void)
 /* What rdzvctl and the page show past their limits: the step range, the oldest reports first. */
 /* However many and large the jobs, the document fits RDZV_STATUS_JSON_MAX and so one frame:
  * jobs that do not fit are counted, a job too large with its nodes and ranks is listed without
- * them (issue 20, finding 7). */
+ * them. */
 static void test_document_is_bounded(void)
 {
     struct rdzv_status st, back;
