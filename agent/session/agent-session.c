@@ -657,6 +657,9 @@ static int agent_connect(struct agent_session *a)
     int r;
 
     memset(rs, 0, sizeof(*rs));
+    /* How long ago this agent started: a job-scoped rdzvd starts a job that ended before then
+     * afresh (a new run with the same line) instead of refusing it as over. */
+    a->join.age_ms = (int64_t)(rdzv_now_ms() - a->started_ms) + 1;
     if (running && a->round.generation) {
         rs->generation = a->round.generation;
         rs->node_rank = a->round.node_rank;
@@ -710,6 +713,7 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
                                            .send = agent_session_replica_send,
                                            .ud = a};
     a->loop = cfg->loop;
+    a->started_ms = rdzv_now_ms();
     *ret = a;
     return 0;
 }

@@ -522,9 +522,16 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
                              j->ended_s, j->outcome.summary);
         return -EBUSY;
     }
-    if (!j && !jn.resume.generation && (r = rdzvd_ended_jobs_refuse(h->ended, jn.run_id, err,
-                                                                   errlen)) < 0)
-        return r;
+    if (!j && !jn.resume.generation) {
+        err[0] = '\0';
+        r = rdzvd_ended_jobs_refuse(h->ended, jn.run_id, h->rerun_ended ? jn.age_ms : 0, err,
+                                    errlen);
+        if (r < 0)
+            return r;
+        if (err[0]) /* a new run of a job that ended */
+            log_info("%s", err);
+        err[0] = '\0';
+    }
     if (jn.resume.generation)
         return join_resume(&q, j);
     if (j && (check_join_matches(&q, j->min, j->max, j->max_restarts) < 0 ||
