@@ -44,8 +44,9 @@ class TestAgentMessages(AgentTestCase):
                                  worker=["true"]))
         rc, _, err = finish(second, timeout=30)
         self.assertEqual(rc, 1, err)
-        self.assertIn("node rank 0 of job 'same' is already taken by another agent on this host",
-                      err)
+        # The host by its name, the node id said to be one (not a node id as if it were a host).
+        self.assertRegex(err, r"node rank 0 of job 'same' is already taken by another agent on "
+                              r"this host, %s \(node id [^)\s]+\):" % re.escape(socket.gethostname()))
         self.assertIn("give this one its own --rdzv-id, or its own rdzvd with another "
                       "--master-port", err)
 

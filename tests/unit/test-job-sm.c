@@ -765,7 +765,7 @@ static void test_recovery_mismatch_and_hint_past_max(void)
     jn = join_of(2, 1, 2, 0);
     jn.node_rank = f[0].round.node_rank;
     ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EEXIST);
-    ASSERT_TRUE(strstr(err, "already taken by host0 (node-0)") != NULL);
+    ASSERT_TRUE(strstr(err, "already taken by host0 (node id node-0)") != NULL);
     env_done(&e);
 }
 
