@@ -72,8 +72,11 @@ class Roles(AgentTestCase):
         s.send_signal(signal.SIGTERM)
         rc, _, err = finish(s, timeout=30)
         self.assertEqual(rc, 143, err[-3000:])
-        self.assertIn("rdzv-agent: stopped from outside (exit code 143): node s left job "
-                      "sig-spare", err)
+        # The last line names the job, and the signal by its name with what it means.
+        self.assertIn("rdzv-agent: left job sig-spare, stopped from outside (exit code 143): "
+                      "node s left job sig-spare", err)
+        self.assertIn("received SIGTERM from outside (the scheduler or someone stopped this "
+                      "node)", err)
         self.assertIn("the job goes on without it", err)
         for p in (a, b):
             rc, _, err = finish(p, timeout=60)
@@ -88,7 +91,8 @@ class Roles(AgentTestCase):
         a.send_signal(signal.SIGTERM)
         rc, _, err = finish(a, timeout=30)
         self.assertEqual(rc, 143, err[-3000:])
-        self.assertIn("node a left job sig-member: its agent received Terminated from outside",
+        self.assertIn("node a left job sig-member: its agent received SIGTERM from outside", err)
+        self.assertIn("rdzv-agent: left job sig-member, stopped from outside (exit code 143)",
                       err)
         for p in (b, s):
             rc, _, err = finish(p, timeout=60)

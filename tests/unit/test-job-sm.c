@@ -1105,7 +1105,7 @@ static void test_cancel_is_not_a_failure(void)
             ASSERT_TRUE(event_is(&f[i], "cancelled"));
             ASSERT_EQ(f[i].event.exit_code, 143);
             ASSERT_TRUE(strstr(f[i].event.summary, "cancelled: the agent of node host1 received "
-                                                   "Terminated from outside (Slurm job 42)") != NULL);
+                                                   "SIGTERM from outside (Slurm job 42)") != NULL);
             ASSERT_EQ(f[i].nrounds, 1); /* no generation formed after it */
         }
         rdzvd_member_cancel(f[0].m, 2, ""); /* ended: ignored */
