@@ -254,6 +254,7 @@ struct rdzv_release {
 struct rdzv_release_reply {
     int64_t released;
     char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
+    bool denied; /* 1.13: refused as not the operator's (rdzvctl exits 4); absent: false */
 };
 
 /* CANCEL_JOB (1.7, rdzvctl -> daemon): the operator (rdzvctl --admin-token-file) ends job run_id
@@ -266,6 +267,7 @@ struct rdzv_cancel_job {
 struct rdzv_cancel_job_reply {
     bool cancelled;
     char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
+    bool denied; /* 1.13: refused as not the operator's (rdzvctl exits 4); absent: false */
 };
 
 /* ERROR (daemon -> peer): why the daemon closes the connection. A follower of a replicated
