@@ -207,11 +207,12 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
 {
     struct rdzvd_job *j = m->job;
     struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
-    char what[RDZV_REASON_MAX + 64];
+    char what[RDZV_REASON_MAX + 64], buf[16];
 
     if (j->state == JOB_ENDED || j->cancelled || m->signalled)
         return; /* the job is over, or ends once stopped: the others follow */
-    snprintf(what, sizeof(what), "received %s from outside%s%s%s", strsignal((int)sig),
+    snprintf(what, sizeof(what), "received %s from outside%s%s%s",
+             rdzv_signal_name((int)sig, buf, sizeof(buf)),
              reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
     m->signalled = true;
     /* A signal to one agent is that node leaving, as a scheduler that drains or preempts one
