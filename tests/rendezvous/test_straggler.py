@@ -99,9 +99,14 @@ class Straggler(AgentTestCase):
         self.assertEqual(rc, 69, err[-3000:])
         self.assertRegex(err, r"put aside by job spare: a straggler: node rank \d's slowest rank "
                               r"computes 60 ms a step")
+        errs = []
         for p in (fast, spare):
             rc, _, err = finish(p, timeout=60)
             self.assertEqual(rc, 0, err[-2000:])
+            errs.append(err)
+        # The other node hears why its workers restart, in words.
+        self.assertRegex(errs[0], r"root cause: the agent of node rank \d \(slow\) is a straggler: "
+                                  r"node rank \d's slowest rank computes 60 ms a step")
         job = self.status("spare")
         self.assert_straggler_replaced(job, "slow")
         self.assertRegex(self.metrics(),
