@@ -245,7 +245,7 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
     bool slow = reason_kind == RDZVD_ASIDE_STRAGGLER;
     struct rdzv_event e = {
         .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
-    char why[RDZV_REASON_MAX + 64];
+    char why[RDZV_REASON_MAX + 64], dropped[RDZV_REASON_MAX + 68];
     int r;
 
     if (j->state == JOB_ENDED)
@@ -271,7 +271,9 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
     j->aside_cause = true;
     if (slow)
         j->straggler_cause = true;
-    rdzvd_member_drop(m, why, &e);
+    /* The root cause names the node's agent: "... (host) is a straggler: ...". */
+    snprintf(dropped, sizeof(dropped), "%s%s", slow ? "is " : "", why);
+    rdzvd_member_drop(m, dropped, &e);
 }
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
