@@ -88,12 +88,6 @@ static void member_dismiss(struct rdzvd_member *m)
         j->host.ops->dismiss(peer, &e);
 }
 
-void rdzvd_member_seen(struct rdzvd_member *m)
-{
-    rdzvd_member_check_stall(m);
-    m->last_seen_ms = rdzv_now_ms();
-}
-
 const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 {
     return m->job->run_id;
