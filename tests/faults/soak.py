@@ -161,7 +161,7 @@ class Soak:
         self.ds, self.rports, self.ours = [], [], set()
         self.net = None
         if replicas:
-            from test_replicas import free_port_pair  # the Raft link is on port + 1
+            from replicatest import free_port_pair  # the Raft link is on port + 1
             while len(self.rports) < replicas:
                 p = free_port_pair()
                 if all(abs(p - q) > 1 for q in self.rports):

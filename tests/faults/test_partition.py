@@ -27,11 +27,8 @@ import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-
-from faulttest import AGENT, BUILD, main  # noqa: E402
-from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track  # noqa: E402
+from faulttest import AGENT, BUILD, main
+from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track
 
 NET = "10.241.7."
 PORT = 29400

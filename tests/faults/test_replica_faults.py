@@ -14,17 +14,15 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
-from faulttest import AGENT, BUILD, main  # noqa: E402
-from rdzvtest import Client, s  # noqa: E402
-from test_replicas import Cluster  # noqa: E402
+from faulttest import AGENT, BUILD, main
+from rdzvtest import Client, s
+from replicatest import Cluster
 
 TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
 STEPS = 400

@@ -11,7 +11,7 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from raftmsg import (AER, BARRIER, CHANGE, COMMAND, IS, RV, RVR, TN,  # noqa: E402
                      append_entries, conf, le, msg)
 

@@ -32,12 +32,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-sys.path.insert(0, HERE)
-
-from authtest import JOIN, Peer  # noqa: E402
-from rdzvtest import BUILD_ROOT, Daemon, die_with_parent, track  # noqa: E402
+from authtest import JOIN, Peer
+from rdzvtest import BUILD_ROOT, Daemon, die_with_parent, track
 from stateful_rendezvous import (ERRS, HEARTBEAT, LEAVE, SANITIZER, STATUS, STATUS_REPLY,  # noqa
                                  WORKER_EXIT, Agent, Violation, join_body, log_tail, run_seeds)
 

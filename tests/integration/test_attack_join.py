@@ -20,28 +20,9 @@ import shutil
 import tempfile
 import time
 
-from authtest import ERROR, JOIN, JOINED, Peer
+from authtest import (ERROR, EVENT, HEARTBEAT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY,
+                      WORKER_EXIT, Peer, join_body, resume)
 from rdzvtest import DaemonTestCase, main
-
-ROUND, HEARTBEAT, WORKER_EXIT, EVENT, STATUS, STATUS_REPLY = 0xA4, 0xA7, 0xA8, 0xA9, 0xB0, 0xB1
-
-
-def join_body(run_id, node_id, mx=2, resume=None):
-    body = {"run_id": run_id, "node_id": node_id, "host": "host-" + node_id, "nproc": 1,
-            "node_rank": -1, "min": 1, "max": mx, "last_call_ms": 50, "max_restarts": 3,
-            "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
-            "join_timeout_ms": 600000, "scale_up_now": False}
-    if resume is not None:
-        body["resume"] = resume
-    return body
-
-
-def resume(generation=1, node_rank=0, nnodes=1, rank_offset=0, world_size=1, restart_count=0,
-           master_port=0):
-    return {"generation": generation, "node_rank": node_rank, "nnodes": nnodes,
-            "rank_offset": rank_offset, "world_size": world_size,
-            "restart_count": restart_count, "master_port": master_port, "left": False}
-
 
 class AttackJoin(DaemonTestCase):
 

@@ -15,18 +15,10 @@ import struct
 import tempfile
 import time
 
-from authtest import JOIN, JOINED, Peer
+from authtest import JOIN, JOINED, ROUND, Peer, join_body
 from rdzvtest import (VALIDATE_BYTES, Client, DaemonTestCase, enc, fresh_client_works, i64,
                       main, s, skip_without_ipv6, u32, u64)
 
-ROUND = 0xA4
-
-
-def join_body(run_id, node):
-    return {"run_id": run_id, "node_id": node, "host": "host-" + node, "nproc": 1,
-            "node_rank": -1, "min": 1, "max": 1, "last_call_ms": 100, "max_restarts": 3,
-            "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
-            "join_timeout_ms": 600000, "scale_up_now": False}
 
 
 def shut_wr(c):
@@ -213,7 +205,7 @@ class DualStack(DaemonTestCase):
     def join_alone(self, p, run_id):
         """JOIN a one-node job of run_id on peer p; the ROUND's body once JOINED came first."""
         p.hello()
-        p.send(JOIN, join_body(run_id, "n0"))
+        p.send(JOIN, join_body(run_id, "n0", 1, last_call_ms=100))
         op, body = p.recv_json()
         self.assertEqual(op, JOINED, body)
         op, body = p.recv_json()

@@ -12,7 +12,7 @@ import time
 from authtest import JOIN, JOINED, Peer
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import RDZVD, DaemonTestCase, main
-from test_attack_join import ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, EVENT, join_body
+from authtest import ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, EVENT, join_body
 
 LEAVE = 0xAA
 RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),

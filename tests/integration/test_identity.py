@@ -23,7 +23,7 @@ import threading
 
 from authtest import ERROR, JOIN, JOINED, Peer, read_token, token_file
 from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main
-from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
+from authtest import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
 
 UNHEALTHY, LEAVE, READY = 0xB4, 0xAA, 0xAB
 AGENT = os.environ.get("RDZV_AGENT") or os.path.join(BUILD_ROOT, "agent", "rdzv-agent")

@@ -18,7 +18,7 @@ import time
 
 from authtest import JOIN, JOINED, Peer
 from rdzvtest import HOST, VALIDATE_BYTES, DaemonTestCase, main
-from test_attack_join import join_body
+from authtest import join_body
 
 LIMIT = 256
 

@@ -29,8 +29,8 @@ import time
 from authtest import JOIN, JOINED, Peer, mac
 from raftmsg import AE, AER, COMMAND, IS, RV, RVR, TN, append_entries, conf, le, msg
 from rdzvtest import HOST, main
-from test_attack_join import join_body
-from test_replicas import ClusterCase
+from authtest import join_body
+from replicatest import ClusterCase
 
 TOKEN = "replica-link-token-0123456789abcdef"
 FUZZ_SEED = int(os.environ.get("RDZV_FUZZ_SEED", "27"))

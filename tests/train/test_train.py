@@ -8,14 +8,11 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import rdzvtest  # noqa: E402
+import rdzvtest
 
 BUILD = rdzvtest.BUILD_ROOT
 TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
