@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-agent-control.c: recovery in place in the worker group (issue 14) against real processes:
+/* test-agent-control.c: recovery in place in the worker group against real processes:
  * the control channel (descriptor, RDZV_CONTROL_FD, lines to one or all workers, the errors) and
  * agent_group_start_ranks(): one failed worker started again on a new generation while the others
  * keep running (same pids, their new ranks in the relay prefix, the new generation told on the

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-agent-progress.c: the workers' progress channel (issue 14) against real processes: the
+/* test-agent-progress.c: the workers' progress channel against real processes: the
  * descriptor and RDZV_PROGRESS_FD, reports read as they come (and the last one before an exit),
  * garbage ignored, hangs reported through on_hang after the timeout or the first-report grace,
  * and a stop from on_hang. This executable is also the reaper of the groups it makes. */

@@ -29,7 +29,7 @@ the survivor keeps running (its start stays the only one of its rank), and "each
 each rank exactly once" becomes "at most once". Replay a run with its seed; the schedule is the same,
 the timing of a loaded machine is not. tests/bench/soak.sh runs it for minutes.
 
-RDZV_SOAK_REPLICAS=3 (issue 18) runs rdzvd as three replicas (--peers, each its --state-dir) and
+RDZV_SOAK_REPLICAS=3 runs rdzvd as three replicas (--peers, each its --state-dir) and
 the agents with the three as --endpoint. The rdzvd_* faults then act on the leader (found in the
 replicas' logs): SIGKILLed and started again on its directory, or stopped; and two more kinds act
 on a follower: replica_kill (SIGKILL, started again 0-2 s later) and replica_stop (stopped two to
@@ -73,8 +73,7 @@ START_RE = re.compile(r"^start (\d+) gen=(\d+) restart=(\d+) rank=(\d+) world=(\
                       r"agent=(\d+) starts=(\d+) foreign=(\S+)$")
 END_RE = re.compile(r"^end (\d+) gen=(\d+) rank=(\d+) pid=(\d+) rc=(\d+)$")
 
-DEFECT3 = ("issue 12 defect 3, 'a restarted rdzvd starts the job over when a spare reconnects "
-           "first'")
+DEFECT3 = "the fault 'a restarted rdzvd starts the job over when a spare reconnects first'"
 
 FAULTS = ["worker_kill", "agent_kill", "agent_stop_short", "agent_stop_long", "rdzvd_kill",
           "rdzvd_kill_members_stalled", "rdzvd_stop_short", "rdzvd_stop_long"]
@@ -564,8 +563,9 @@ class Soak:
                       f"stopped {secs:.1f} s (heartbeat timeout {HB:.0f} s)")
         elif kind in ("rdzvd_kill", "rdzvd_kill_members_stalled"):
             # rdzvd_kill_members_stalled: the members stall (SIGSTOP) across the restart and go
-            # on 1.5 s later, so the spare reaches the new rdzvd first (issue 12's reproduction
-            # of defect 3). Either way the members' resume must rebuild the generation.
+            # on 1.5 s later, so the spare reaches the new rdzvd first (the case where a restarted
+            # rdzvd started the job over). Either way the members' resume must rebuild the
+            # generation.
             stall = [p for p in self.live_agents() if p.pid in members
                      and kind == "rdzvd_kill_members_stalled"]
             gap = 1.5 if stall else self.rng.uniform(0.0, 1.5)

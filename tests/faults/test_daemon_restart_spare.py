@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 12, defect 3: rdzvd --state-dir SIGKILLed and restarted while a spare waits. The spare
+"""rdzvd --state-dir SIGKILLed and restarted while a spare waits. The spare
 reconnects first (its members are SIGSTOPped); the new daemon must not create the job anew from
 the spare's plain JOIN: the members' resume finds their generation, no worker restarts, and the
 store of the generation keeps counting where it was (counters 1 and 2, two worker starts)."""

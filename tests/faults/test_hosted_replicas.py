@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hosted replicas (issue 18, item 5): with c10d self-hosting (no rdzvd started by hand) a job of 3
+"""Hosted replicas: with c10d self-hosting (no rdzvd started by hand) a job of 3
 or more nodes runs 3 replicas of rdzvd on 3 different hosts of the job, and replaces the voter of
 a lost host, so that a second failure later is survived too. Four "hosts" are network namespaces
 this test makes (test_partition.py's NetnsHosts; root, as CI runs), each with its own TMPDIR, so
@@ -59,7 +59,7 @@ class HostedReplicas(NetnsHosts):
                           env_extra={"TMPDIR": self.tmpdir(i)})
 
     def test_hosted_replicas_prove_the_replica_key(self):
-        """Issue 27 item 1: agents given --token-file and --replica-key-file pass both to the
+        """Agents given --token-file and --replica-key-file pass both to the
         replicas they host; the three replicas link with the key (no warning that agents can
         reach their links, no refusal), and the job ends 0."""
         files = []

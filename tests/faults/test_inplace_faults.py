@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Recovery in place (issue 14, "Proof"): rdzv-agent --recovery inplace on CPU/gloo, 2 nodes x 2
+"""Recovery in place: rdzv-agent --recovery inplace on CPU/gloo, 2 nodes x 2
 rdzv-train workers against a real rdzvd, checkpoints on (so that "no checkpoint is read" is a real
 check: one exists when the fault comes). Each case: a worker SIGKILLed; a worker SIGSTOPped with
 --progress-timeout 2; an agent SIGKILLed with --nnodes 2:3 and a spare; a node lost with no
@@ -372,7 +372,7 @@ class TestInplace(FaultTestCase):
         self.assertEqual([o["step"] for o in done], [STEPS], dump)
 
     def test_7_dropped_member_keeps_no_worker(self):
-        # Issue 17, item 7 (the in-place soak, seed 31337): a member's agent stalls past the
+        # Found by the in-place soak (seed 31337): a member's agent stalls past the
         # heartbeat timeout; the job re-forms in place with the spare in its place. When the
         # stalled agent comes back, rdzvd tells it its generation is over and it rejoins as a
         # new member: its old workers must stop (they belong to no generation the job runs), not

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A partition between hosts (issue 18, item 6 and its proof (b)). Three "hosts" are network
+"""A partition between hosts. Three "hosts" are network
 namespaces this test makes (veth pairs on a bridge in a namespace of its own, addresses that exist
 only inside them; needs root, as CI runs). Each host runs one rdzvd replica and one rdzv-agent of a
 3-node job (--nnodes 2:3). The host whose replica leads is cut off from the other two:
@@ -10,7 +10,7 @@ only inside them; needs root, as CI runs). Each host runs one rdzvd replica and 
   - healed, the cut-off host rejoins and the job ends 0 everywhere, with one history: each
     generation number was formed by one replica only, in order.
 
-And a host lost whole (issue 18, proof (a)): the host of the leading replica and of node rank 0's
+And a host lost whole: the host of the leading replica and of node rank 0's
 agent (so of the workers' store too) goes silent (its link down, then every process in it
 SIGKILLed: no FIN reaches anyone) under rdzv-train --recovery inplace. The other replicas elect a
 leader, the surviving agents find it and resume, the lost node is declared lost and a spare takes

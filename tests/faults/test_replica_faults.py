@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The leader of a replicated rdzvd dies mid-job (issue 18, "Proof": 3 replicas on loopback,
+"""The leader of a replicated rdzvd dies mid-job (3 replicas on loopback,
 SIGKILL the leader mid-job, rdzv-train, gloo, 2 agents x 2 workers). The agents are given the
 three replicas as --endpoint; they find the leader, and when it is SIGKILLed they find the next one
 and re-register their generation there. The job completes: every agent exits 0, no worker is
@@ -9,7 +9,7 @@ leader rebuilt the same generation with the same restart count (never backwards)
 With every replica stopped (what an agent on the minority side of a partition sees: no leader
 anywhere), the agents stop their workers after --heartbeat-timeout rather than train a copy that
 may diverge; once a leader answers again they report it, and the job goes on in a new generation
-(issue 18, item 6)."""
+."""
 import os
 import re
 import signal

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Recovery in place for a PyTorch script (issue 19, proof (a) to (d) and the unchanged script):
+"""Recovery in place for a PyTorch script, unchanged:
 examples/autoencoder.py (DDP, gloo, rdzv.torch, checkpoints every 20 steps) under 2 agents x 2
 workers against a real rdzvd, Debian's torch 1.13. Faults once rank 0 reported step 60:
   (a) a worker SIGKILLed; (b) a worker SIGSTOPped with --progress-timeout 2 (the agent fails it
@@ -230,7 +230,7 @@ class TorchInplace(FaultTestCase):
                                dump)
 
     def test_7_the_job_moved_on_before_the_survivors_joined(self):
-        """Issue 30 with this script: the bad node's workers die 0.3 s after they start, long
+        """A bad node with this script: the bad node's workers die 0.3 s after they start, long
         before the good node's have imported torch, so the job re-forms in place twice (the
         second time with the spare) while those are still starting. They join the newest
         generation the control channel names, not generation 1, whose store is gone (before:

@@ -15,7 +15,7 @@
  * AppendEntries or InstallSnapshot at the receiver's term never reaches a leader of that term; a
  * configuration that passes decodes, by the independent reading below, within its bytes.
  *
- * Sequences (issue 36): the stream is one write, every message of it checked on arrival against
+ * Sequences: the stream is one write, every message of it checked on arrival against
  * the state before libraft processed any (the worst case: the guard may hold them all in one
  * read), and then, in order, processed by a model of libraft's role changes (a newer term
  * resets the role; an AppendEntries or InstallSnapshot makes the sender the leader; a
@@ -23,8 +23,8 @@
  * leader) behind rdzv_raft_check_state with the modelled state, as rdzvd-repl-recv.c runs it.
  * Property: no AppendEntries or InstallSnapshot of the modelled term reaches a leader of it, or a
  * follower of another leader. Without the second check, AppendEntries(T'), TimeoutNow,
- * RequestVoteResult(T'+1, granted), AppendEntries(T'+1) breaks it (seed-issue-36-batch). A
- * stale-term message with a payload reaches the model as an AppendEntries without entries. */
+ * RequestVoteResult(T'+1, granted), AppendEntries(T'+1) breaks it (seed-batch-checked-per-message).
+ * A stale-term message with a payload reaches the model as an AppendEntries without entries. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # make-seeds-raft-wire.py: write the hand-made seeds of corpus/fuzz-raft-wire/ (seed-*): honest
 # libraft messages of every type, and the messages that crashed or bricked replicas before
-# issue 27 (findings 1-3 and the replica-link fuzzer's empty AppendEntries), so that the replay
-# keeps them refused, and issue 36's batch (checked again as libraft processes each message).
+# integration-replica-link (its malformed messages and the replica-link fuzzer's empty
+# AppendEntries), so that the replay keeps them refused, and a batch of messages in one write
+# (checked again as libraft processes each message).
 #
 # Input format of fuzz-raft-wire.c: byte 0 the receiver's flags (1 leads, 2 follows leader 1,
 # 4 the sender is a member), bytes 1-8 its term, byte 9 the sender's id; then messages.
@@ -38,25 +39,25 @@ SEEDS = {
     "results": view(5, 1 | 4) + msg(AER, le(5, 0, 12)) + msg(TN, le(5, 12, 5)),
     "stream": view(7, 4) + b"".join(append_entries(7, 20 + i, 7, 20 + i, [(7, COMMAND, le(i))])
                                     for i in range(8)),
-    # Issue 27 finding 1: an InstallSnapshot of 73 bytes claiming a configuration of 2^62 bytes.
-    "finding-1-snapshot-bomb": view(5, 4) + le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" +
+    # An InstallSnapshot of 73 bytes claiming a configuration of 2^62 bytes.
+    "snapshot-bomb": view(5, 4) + le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" +
                                b"\0" * 16,
-    # Finding 2: an AppendEntries at the leader's own term, to the leader.
-    "finding-2-second-leader": view(5, 1 | 4) + append_entries(5, 10, 5, 10),
-    # Finding 3: term 2^64-1 (the next term wraps to 0).
-    "finding-3-term-wrap": view(5, 4) + append_entries(2**64 - 1, 10, 5, 10),
+    # An AppendEntries at the leader's own term, to the leader.
+    "second-leader": view(5, 1 | 4) + append_entries(5, 10, 5, 10),
+    # Term 2^64-1 (the next term wraps to 0).
+    "term-wrap": view(5, 4) + append_entries(2**64 - 1, 10, 5, 10),
     # The replica-link fuzzer's find: an AppendEntries whose entries are all empty.
     "fuzzer-empty-entries": view(5, 4) + append_entries(5, 10, 5, 10, [(5, COMMAND, b""),
                                                                        (5, BARRIER, b"")]),
     # A stranger (not in the configuration) and a vote asked for another candidate.
     "stranger": view(5, 0) + append_entries(5, 10, 5, 10),
     "vote-for-another": view(5, 4) + msg(RV, le(6, 3, 12, 5)),
-    # Issue 36 attack 8, one write: follow the sender at term 6, a TimeoutNow (candidate of 7),
+    # One write: follow the sender at term 6, a TimeoutNow (candidate of 7),
     # the vote granted (leader of 7), an AppendEntries of 7. Each passes on arrival; the last
     # must be refused as libraft processes it. And a stale snapshot's payload, dropped.
-    "issue-36-batch": view(5, 4) + append_entries(6, 10, 5, 10) + msg(TN, le(6, 12, 5)) +
+    "batch-checked-per-message": view(5, 4) + append_entries(6, 10, 5, 10) + msg(TN, le(6, 12, 5)) +
     msg(RVR, le(7, 1, 0)) + append_entries(7, 12, 5, 12),
-    "issue-36-stale-snapshot": view(5, 4) + snapshot(4, THREE, b"\0" * 64) +
+    "stale-snapshot": view(5, 4) + snapshot(4, THREE, b"\0" * 64) +
     append_entries(5, 10, 5, 10),
 }
 

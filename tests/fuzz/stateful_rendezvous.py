@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# stateful_rendezvous.py: a stateful fuzzer for rdzvd's rendezvous protocol (issue 20). From a
+# stateful_rendezvous.py: a stateful fuzzer for rdzvd's rendezvous protocol. From a
 # seed, a sequence of actions by several connections against one real rdzvd: honest agents that
 # JOIN, heartbeat, report failures and READY as rdzv-agent does, mixed with hostile ones (forged
 # resumes at the edges of every field, takeovers with a wrong secret, WORKER_EXITs for other

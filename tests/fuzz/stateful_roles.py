@@ -1,9 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# stateful_roles.py: who may do what, as a property of the system (issue 36 item 9;
-# proto/SECURITY.md). From a seed, a sequence of actions by every role against one real rdzvd
-# (--token-file, --admin-token-file, with and without --state-dir) beside an honest job of two
-# real rdzv-agents whose workers sleep:
+# stateful_roles.py: who may do what, as a property of the system (proto/SECURITY.md). From a seed,
+# a sequence of actions by every role against one real rdzvd (--token-file, --admin-token-file, with
+# and without --state-dir) beside an honest job of two real rdzv-agents whose workers sleep:
 #   - a new node of the honest job (a spare): JOIN, UNHEALTHY, CANCEL, WORKER_EXIT and LEAVE for
 #     ranks it does not hold, disconnects;
 #   - an impostor: JOIN naming an honest member's node id (seen in STATUS), with and without a

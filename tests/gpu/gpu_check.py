@@ -302,7 +302,7 @@ for label, name, worker, sig, extra in inplace_cases:
     ok, detail = inplace_job(name, worker, sig, ngpu, extra)
     record(f"{label}, {ngpu} workers", ok, detail)
 
-# ---- 7. the node's health checks with the real NVML (issue 30) ----
+# ---- 7. the node's health checks with the real NVML ----
 # Every GPU given to the agent (--nproc gpu): NVML counts them, no uncorrectable ECC error, no
 # retired page pending, no critical XID; a healthy node passes and the job runs. Then a check
 # that asks for one GPU more than the node has (CUDA_VISIBLE_DEVICES naming ngpu + 1) fails it.

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_attack_conn.py: what one client can do to rdzvd's other clients through its connections
-# (issue 20, findings 3, 6 and 8): hold the loop with large valid frames, fill the connection slots
-# without the token, or grow the daemon's memory with requests it never finishes.
+# test_attack_conn.py: what one client can do to rdzvd's other clients through its connections:
+# hold the loop with large valid frames, fill the connection slots without the token, or grow the
+# daemon's memory with requests it never finishes.
 
 import json
 import os
@@ -88,7 +88,7 @@ class Honest(threading.Thread):
 
 
 class LoopStall(DaemonTestCase):
-    """Finding 3: no connection can hold the loop. An honest 2-node job (heartbeat timeout 3 s,
+    """No connection can hold the loop. An honest 2-node job (heartbeat timeout 3 s,
     a heartbeat every 0.3 s) stays intact while other clients pipeline large valid HEARTBEATs:
     each op has a body limit far below 1 MiB, and a connection is served one share per loop turn
     (the rest waits, its reading paused) with deadlines counted from the current clock."""
@@ -138,7 +138,7 @@ class LoopStall(DaemonTestCase):
         return flooders
 
     def test_megabyte_heartbeats_do_not_stall_an_honest_job(self):
-        # The issue's probe: four connections pipelining 1 MiB HEARTBEATs. They are refused from
+        # The attack: four connections pipelining 1 MiB HEARTBEATs. They are refused from
         # their header now (HEARTBEAT's limit is far below), each closing its own connection.
         d = self.daemon()
         self.flood(d, heavy_heartbeat(1 << 20), 4)
@@ -169,7 +169,7 @@ class LoopStall(DaemonTestCase):
 
 
 class SlotQuota(DaemonTestCase):
-    """Finding 8: connections that have not finished their handshake have their own quota of
+    """Connections that have not finished their handshake have their own quota of
     slots (--max-handshaking, at most half of --max-conns by default); past it, or at
     --max-conns, a new connection takes the slot of the oldest one from its own address (else
     the oldest one). A client without the token that keeps reopening idle connections, as fast as
@@ -211,7 +211,7 @@ class SlotQuota(DaemonTestCase):
         hog.stop()
         self.assertGreater(opened, 2000, "the hog never had to reopen")
         # 0 of 20 when such connections held every slot, and 0 of 20 again while libuv accepted
-        # the hog's reconnections in one endless burst (issue 20: accepts are paced per turn).
+        # the hog's reconnections in one endless burst (accepts are paced per turn).
         # Under a sanitizer build on a loaded 2-core machine an honest handshake is sometimes
         # slower than the hog's churn: losses are not what this is about.
         self.assertGreaterEqual(ok, 15, "only %d of 20 joins went through: %s" % (ok, failures))
@@ -219,7 +219,7 @@ class SlotQuota(DaemonTestCase):
 
 
 class MemoryBudget(DaemonTestCase):
-    """Finding 6: one memory budget for the whole daemon. Input held for requests not complete
+    """One memory budget for the whole daemon. Input held for requests not complete
     counts against --max-input-bytes across every connection (past it the connection holding
     the most is closed), a request incomplete for --request-timeout closes its connection, and
     --max-store-bytes counts every store together (the main one and each generation's)."""

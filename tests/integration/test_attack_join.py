@@ -1,18 +1,18 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_attack_join.py: issue 20, findings 1, 5 and 9 (WORKER_EXIT), as an attacker on the network
-# would try them with raw frames, no token needed:
-#   1. a JOIN whose resume names a node rank past the job's --nnodes (a heap write past by_rank in
+# test_attack_join.py: forged rendezvous messages, as an attacker on the network would send them
+# with raw frames, no token needed:
+#   - a JOIN whose resume names a node rank past the job's --nnodes (a heap write past by_rank in
 #      rdzvd: SIGSEGV with a huge rank, heap corruption just past the end) is refused, and rdzvd
 #      goes on serving;
-#   5. after a restart with --state-dir, a resume cannot set the job's generation, restart count or
+#   - after a restart with --state-dir, a resume cannot set the job's generation, restart count or
 #      size past its record (2^63-1 failed the real job, the generation wrapped);
-#   2. taking over a live agent's membership needs the secret rdzvd gave that agent in JOINED (a
+#   - taking over a live agent's membership needs the secret rdzvd gave that agent in JOINED (a
 #      JOIN with resume and the victim's node id, read from STATUS, closed the victim's connection
 #      and took its place); STATUS shows node ids to nobody when rdzvd has no token;
-#   6. a job's cost does not grow with its --nnodes MAX before nodes are placed (a job with
+#   - a job's cost does not grow with its --nnodes MAX before nodes are placed (a job with
 #      max=100000 cost ~265 KB, and 100 of them 159 MB of address space, before anyone joined);
-#   9. a WORKER_EXIT with values no wait status has (exit code -2^63, a signal of 1000, control
+#   - a WORKER_EXIT with values no wait status has (exit code -2^63, a signal of 1000, control
 #      characters in the reason) is refused before any agent is told.
 
 import os

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_ended_jobs.py: finished jobs stay visible (issue 17, item 6). A job that ended used to
+# test_ended_jobs.py: finished jobs stay visible. A job that ended used to
 # vanish from STATUS, rdzvctl status, the status page and /metrics as soon as its agents left, so
 # nobody could see afterwards how it ended. rdzvd now keeps each ended job (outcome, exit code,
 # root cause, generation, restarts, how long it ran) for --keep-ended seconds (default an hour),
@@ -9,10 +9,10 @@ import os
 import subprocess
 import time
 
-from authtest import JOIN, JOINED, Peer
+from authtest import (EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, Peer,
+                      join_body)
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import RDZVD, DaemonTestCase, main
-from authtest import ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, EVENT, join_body
 
 LEAVE = 0xAA
 RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Honest floods are not reset (issue 27, item 4). As init_process_group does, thousands of ranks
+"""Honest floods are not reset. As init_process_group does, thousands of ranks
 connect to rdzvd at once, all from one address, and each sends its first bytes only after its
 connect returned, sometimes long after (a rank descheduled on a busy host; here: every
 connection is opened first, and only then does any send). With --max-handshaking at its default

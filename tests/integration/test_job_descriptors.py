@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Every descriptor a job holds counts against --max-conns (issue 27, finding 8). Each formed
+"""Every descriptor a job holds counts against --max-conns. Each formed
 generation holds its store's listening socket and, with --state-dir, its journal; --max-conns
 counted neither, so a token holder's connections and one-node jobs together (336 connections
 under an open-file limit of 1,024) left an honest job with "too many open files". rdzvd runs here
@@ -16,9 +16,8 @@ import socket
 import tempfile
 import time
 
-from authtest import JOIN, JOINED, Peer
+from authtest import JOIN, JOINED, Peer, join_body
 from rdzvtest import HOST, VALIDATE_BYTES, DaemonTestCase, main
-from authtest import join_body
 
 LIMIT = 256
 

@@ -3,7 +3,7 @@
 # test_job_wire.py: what rdzvd's job wire side (daemon/job/rdzvd-job.c) reads of an agent's frames and
 # what it leaves alone, kept as it was when the inline parsing moved to proto/'s codec: a stale
 # NCCL_ID is ignored whatever its ids say, the STATUS body is not looked at, a HEARTBEAT is decoded
-# like every other message (it carries progress since issue 14), and a refusal names the message
+# like every other message (it carries progress), and a refusal names the message
 # whose body was bad.
 
 import json
@@ -66,7 +66,7 @@ class JobWire(DaemonTestCase):
         self.assertEqual(json.loads(f[1]), {"generation": 0})
 
     def test_malformed_heartbeat_closes_the_connection(self):
-        # Since HEARTBEAT carries progress (issue 14) its body is decoded like every other
+        # Since HEARTBEAT carries progress its body is decoded like every other
         # message's: a bad one closes that connection, with an ERROR naming the message.
         for bad in (b"not json", {"generation": "x"},
                     {"generation": 1, "progress": [{"local_rank": 0, "step": -1, "age_ms": 0}]}):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # test_log_escape.py: a run id, node id or host with newlines and terminal controls cannot forge
-# or split rdzvd's log lines (issue 20, finding 9): every event is one line, with the peer's
+# or split rdzvd's log lines: every event is one line, with the peer's
 # strings escaped (\n, \r, \xNN); rdzvctl status prints them escaped too, the status page
 # HTML-escaped (control characters as the text \xNN), /metrics as Prometheus label values.
 
@@ -47,7 +47,7 @@ class LogEscape(DaemonTestCase):
 
         page = http_get(mport, "/")
         self.assertNotIn("<b>", page)
-        # Control characters visible as \xNN, never raw (issue 36: they reached the HTML raw).
+        # Control characters visible as \xNN, never raw (they once reached the HTML raw).
         self.assertNotRegex(page, r"[\x00-\x09\x0b-\x1f\x7f]", "a raw control character")
         self.assertIn("host\\x0d\\x1b[2K&lt;b&gt;&amp;\\x0a2026-01-01", page)
         self.assertIn("run\\x0a2026-01-01T00:00:00.000Z rdzvd[error]: forged by run_id", page)

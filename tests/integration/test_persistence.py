@@ -3,7 +3,7 @@
 # test_persistence.py: rdzvd --state-dir: keys written by PyTorch 1.13 TCPStore clients and by
 # raw clients survive a SIGKILL and a restart on the same port; a bad --state-dir is one clear
 # error line; without --state-dir nothing is written anywhere. The torch parts are skipped when
-# torch is not importable. Issue 27: an APPEND journals only its own bytes; a corrupt record in
+# torch is not importable. An APPEND journals only its own bytes; a corrupt record in
 # the middle of the journal stops rdzvd with the file untouched.
 
 import time
@@ -141,7 +141,7 @@ class Persistence(DaemonTestCase):
             self.assertEqual(c.get(b"k19"), b"v19")
 
     def test_append_journals_only_its_bytes(self):
-        # Issue 27 finding 6: 256 one-byte APPENDs to an 8 MiB value wrote 3 GiB to the journal
+        # 256 one-byte APPENDs to an 8 MiB value wrote 3 GiB to the journal
         # (each recorded the key's whole new value). Now each records its own byte: rdzvd writes
         # a few KB (write(2) bytes, /proc/PID/io; compaction could hide a file size's growth).
         d = self.daemon("--state-dir", self.state)
@@ -176,7 +176,7 @@ class Persistence(DaemonTestCase):
             self.assertEqual(v[base:], tail)
 
     def test_corrupt_record_mid_file_stops_rdzvd(self):
-        # Issue 27 finding 9: one corrupt byte in the middle of main.journal silently truncated
+        # One corrupt byte in the middle of main.journal silently truncated
         # the file, dropping every later record. Now rdzvd stops with one line naming the file
         # and the record's byte offset, and leaves the file as it is; the line's own command
         # keeps the records before it.

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_replicas.py: rdzvd --peers (issue 18, stage 2: the main store replicated on libraft). Three
+# test_replicas.py: rdzvd --peers (the main store replicated on libraft). Three
 # real rdzvd processes on 127.0.0.1, raw TCPStore clients:
 #   - one leader serves; a follower closes a client and logs the leader's address;
 #   - every write the leader acknowledged is on the next leader after a SIGKILL, a new leader
@@ -11,13 +11,13 @@
 #   - a job's record (generation, restart count, size) is committed through the log before its
 #     agents hear of it: the next leader checks every resume against it;
 #   - a generation decided by a leader without its majority is never sent: no node hears of it,
-#     and the majority's record has no trace of it (issue 29);
+#     and the majority's record has no trace of it;
 #   - a leader that lost its majority answers nothing more from its store (it may be stale): it
 #     closes the connections it served, and its agents resume on the next leader;
 #   - the links between replicas need the token when there is one;
 #   - command-line mistakes get a one-line message;
-#   - an APPEND goes through the log as its own bytes, not the key's whole value (issue 27);
-#   - a node put aside stays aside on the next leader (issue 30).
+#   - an APPEND goes through the log as its own bytes, not the key's whole value;
+#   - a node put aside stays aside on the next leader.
 import os
 import shutil
 import signal
@@ -168,7 +168,7 @@ class Replicas(ClusterCase):
                  "is not job 'rec-job' as its record"),
                 # The hash of the secret the first leader gave is in the replicated record: the
                 # next one knows it, and a stranger without it cannot take node n0's place
-                # (issue 36: it is random, no longer derived from a key the next leader holds).
+                # (it is random, not derived from a key the next leader holds).
                 (honest, None, "belongs to a member of job 'rec-job' (its record knows it)"),
                 (honest, "0" * 64, "belongs to a member of job 'rec-job' (its record knows it)"),
                 (None, None, "belongs to a member of job 'rec-job' (its record knows it)")):
@@ -189,7 +189,7 @@ class Replicas(ClusterCase):
         self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
 
     def test_record_names_who_holds_each_node_rank(self):
-        """The record of a generation names its nodes by node rank (issue 18, item 2): the next
+        """The record of a generation names its nodes by node rank: the next
         leader gives node rank 0 back only to the node that held it. Before, it took the first
         resume that claimed a free node rank: here a node that joined as a spare (so it has a
         secret of its own) and claimed node rank 0 first would have taken n0's place."""
@@ -238,7 +238,7 @@ class Replicas(ClusterCase):
         return [j for j in reply["jobs"] if j["run_id"] == run_id]
 
     def test_uncommitted_generation_is_not_sent(self):
-        """A generation decided by a leader that lost its quorum (issue 29): the decision that it
+        """A generation decided by a leader that lost its quorum: the decision that it
         formed cannot commit, so neither node hears of it (no JOINED of the last node, no
         ROUND), the leader stops (exit 75) rather than keep it, and the majority that follows
         holds no record of it: the same nodes then form generation 1 on the next leader, the
@@ -281,7 +281,7 @@ class Replicas(ClusterCase):
         self.assertEqual((job["generation"], job["restart_count"]), (1, 0), job)
 
     def test_put_aside_survives_the_leader(self):
-        """Issue 30: a node put aside stays aside after a change of leader. n0's workers fail
+        """A node put aside stays aside after a change of leader. n0's workers fail
         twice (--bad-node-failures 2) with a spare waiting: n0 is told EVENT put_aside and let
         go, the spare takes its place; the leader is SIGKILLed, and the next one, from the
         history the decisions carried through the log, answers n0's JOIN with put_aside too."""
@@ -429,7 +429,7 @@ class Replicas(ClusterCase):
         with socket.create_connection(raft, timeout=3) as z:
             z.sendall(hello)
             closed(z)
-        # The longest address, which is no member's: closed at the hello (issue 27: a peer's id
+        # The longest address, which is no member's: closed at the hello (a peer's id
         # and address must be in the configuration), before any challenge.
         hello = b"RDZVRPL1" + (2).to_bytes(8, "little") + bytes([255]) + b"9" * 255 + b"n" * 32
         with socket.create_connection(raft, timeout=5) as f:
@@ -466,7 +466,7 @@ class Replicas(ClusterCase):
         self.assertEqual(c2.get(b"k2"), b"v2")
 
     def test_append_replicates_only_its_bytes(self):
-        """Issue 27 finding 6: an APPEND went through the Raft log as the key's whole new value,
+        """An APPEND went through the Raft log as the key's whole new value,
         and 64 one-byte APPENDs to an 8 MiB value (1.3 KB on the wire) made the leader lose its
         term and exit. Now each is a record of its own byte: the leader stays, writes a few KB
         for them, and the next leader holds the appended value. The value is 256 KiB (64 whole

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_state_names.py: --state-dir file names cannot collide across jobs (issue 20, finding 4).
+# test_state_names.py: --state-dir file names cannot collide across jobs.
 # Two run ids whose names under the old 64-bit hash collide (found here in well under a second)
 # run side by side with --state-dir, through a SIGKILL and a restart of rdzvd: each job comes
 # back with its own generation store and its own keys, and neither's file is touched by the other.

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_status_limits.py: STATUS always answers (issue 20, finding 7). With ~1,000 jobs, or ~2,000
+# test_status_limits.py: STATUS always answers. With ~1,000 jobs, or ~2,000
 # spares added to one job by anyone, the status document would pass the 1 MiB frame limit; rdzvd
 # then lists what fits and counts the rest ("jobs_left_out", per job "members_left_out"), and
 # rdzvctl status, status --json, /status.json, the status page and /metrics all answer.
@@ -29,7 +29,7 @@ WRITE_TIMEOUT_S = 5   # RDZVD_HTTP_WRITE_TIMEOUT_MS
 
 
 def page_is_bounded(test, page, n):
-    """The status page of n live jobs (issue 36): at most PAGE_MAX bytes, the first PAGE_FULL jobs
+    """The status page of n live jobs: at most PAGE_MAX bytes, the first PAGE_FULL jobs
     in full, PAGE_ROWS more as rows, each linked to /job/RUN_ID, the rest counted."""
     test.assertLessEqual(len(page.encode()), PAGE_MAX)
     test.assertTrue(page.endswith("</html>\n"), page[-200:])

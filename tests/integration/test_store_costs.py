@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_store_costs.py: a TCPStore request costs rdzvd what it sends (issue 27 item 3). A reply is
+# test_store_costs.py: a TCPStore request costs rdzvd what it sends. A reply is
 # sized before it is built: a MULTI_GET or LIST whose reply would pass --max-outbuf is refused
 # (one warn line, the connection closed with nothing of the reply sent), so a 9 KB MULTI_GET
 # naming an 8 MiB key 1,024 times no longer takes rdzvd to 8 GiB and holds its loop for 20 s
-# (finding 5). Replies that fit are served as before. APPEND's journal and Raft costs are in
+# Replies that fit are served as before. APPEND's journal and Raft costs are in
 # test_persistence.py and test_replicas.py.
 
 import threading

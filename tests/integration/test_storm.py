@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Honest storms never reset honest ranks (issue 36, item 7). Several hosts (127.0.0.2, .3, ...)
+"""Honest storms never reset honest ranks. Several hosts (127.0.0.2, .3, ...)
 of hundreds of ranks each connect to rdzvd, host after host or interleaved, and each rank is
 silent 0.5 s after its connect (as PyTorch's are while it imports) before its first TCPStore
 request. Past --max-handshaking a newcomer took the slot of the oldest silent connection of any
@@ -86,7 +86,7 @@ class Storm(DaemonTestCase):
                  time.monotonic() - t0), flush=True)
 
     def test_two_hosts_of_1000_with_the_default_limits(self):
-        # The issue's case: 937 of the first host's ranks were reset.
+        # The case reported: 937 of the first host's ranks were reset.
         self.storm(2, 1000, 0.1)
 
     def test_hosts_one_after_another_under_a_small_quota(self):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv.torch measures each step's compute time for the module it wraps (issue 37), with no
+"""rdzv.torch measures each step's compute time for the module it wraps, with no
 change to the training loop: rdzv.progress(step) writes "step N compute_ms M" (proto/WORKER.md),
 M the time since the last report less the backward's wait on its all-reduces. One process,
 gloo on CPU; and two, which must exit once they trained. Exits 77 (skipped) when torch is not

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent when the system refuses it a pipe at start-up (issue 12, defect 4: results of
+"""rdzv-agent when the system refuses it a pipe at start-up (results of
 uv_*_init not acted on). fail-pipe.so makes the Nth pipe2() of the agent fail with EMFILE. For
 every N the agent must either say what failed and exit 1, or run as usual (here: wait for an
 unreachable rdzvd and end with 128+15 on SIGTERM). It must never exit without a word, nor die of

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A bad node is put aside, not restarted into (issue 30): three real rdzv-agents against a real
+"""A bad node is put aside, not restarted into: three real rdzv-agents against a real
 rdzvd, --nnodes 2 (one spare), --max-restarts 4. The workers of one node die at start-up (the
 worker checks an environment variable only that agent has): before, the job put the next
 generation back on that node until its budget was spent, and failed with the spare never used.
@@ -7,7 +7,7 @@ Now, after its second failure (--bad-node-failures 2, the default), the node is 
 agent exits 69 saying why, its workers started twice and never again, the spare takes its
 place, and the job succeeds on the two good nodes, under --recovery restart and inplace. A node
 put aside that joins again is told so, by its node id or by its host (a new agent of the same
-host, issue 36), and without a spare (the job at its --nnodes MIN) the job
+host), and without a spare (the job at its --nnodes MIN) the job
 restarts on the nodes it has, as before, and says that it had no choice, unless the node's
 workers fail at start-up: then it is put aside and the job waits for a node."""
 import json
@@ -68,7 +68,7 @@ class BadNode(Base):
         self.assertEqual(rc, 69, err[-3000:])
         self.assertIn("put aside by job %s" % run_id, err)
         self.assertIn("its workers failed 2 times within 3600 s", err)
-        # The same host's next agent (a new process, a new node id) is put aside too (issue 36):
+        # The same host's next agent (a new process, a new node id) is put aside too:
         # before, it joined at once.
         again = self.agent(ep, out, run_id, "bad", *extra, bad=True)
         rc, _, err = finish(again, timeout=30)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent --progress-timeout (issue 14, part 1): a worker that reported progress on
+"""rdzv-agent --progress-timeout: a worker that reported progress on
 RDZV_PROGRESS_FD and then went silent is failed as if it had crashed, and the job's root cause
 says so; without the option the same hang is never noticed; a worker that never reports is never
 failed for it (unless --progress-grace says so)."""

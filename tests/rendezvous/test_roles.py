@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What one node's agent may do to a job, and no more (issue 36, proto/SECURITY.md), with real
+"""What one node's agent may do to a job, and no more (proto/SECURITY.md), with real
 rdzv-agents against a real rdzvd:
 - a signal to one agent (a scheduler that preempts or drains one node) is that node leaving, not
   the job cancelled: a spare just goes; a member is a node lost, charging nothing: the spare takes

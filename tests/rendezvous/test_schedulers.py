@@ -92,7 +92,7 @@ class TestSlurm(AgentTestCase):
         self.assertFalse(os.path.exists(token), "the token outlived the job")
 
     def test_sbatch_template_three_replicas(self):
-        """On 3 nodes the template runs rdzvd as 3 replicas on the first 3 (issue 18): the agents
+        """On 3 nodes the template runs rdzvd as 3 replicas on the first 3: the agents
         find the leader among them, and the workers' store is node rank 0's agent's."""
         out = self.outdir()
         joblog = self.sbatch(3, 1, out)
@@ -116,7 +116,7 @@ class TestSlurm(AgentTestCase):
         self.assertEqual(left, [], "the replicas' directories outlived the job")
 
     def test_bad_node_drained(self):
-        """--on-bad-node drain (issue 30): three agents under srun, --nnodes 2 (the one that
+        """--on-bad-node drain: three agents under srun, --nnodes 2 (the one that
         joins last waits as the spare); the workers of the node whose worker starts first in
         generation 1 die at start-up. After its second failure that node is put aside, its
         agent drains it in the real Slurm with the reason (sinfo shows it drained) and exits 69,
@@ -155,7 +155,7 @@ class TestSlurm(AgentTestCase):
 
     def test_worker_exit_69_drains_nothing(self):
         """A worker that exits 69 (EX_UNAVAILABLE, a common code) fails the job with that code
-        on every node, but rdzvd put no node aside: nothing is drained (issue 36). Before, every
+        on every node, but rdzvd put no node aside: nothing is drained. Before, every
         agent ran scontrol update State=DRAIN on its own node."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
@@ -221,7 +221,7 @@ class TestSlurm(AgentTestCase):
         self.assertIn("outcome: cancelled, exit code 143", st.stdout)
 
     def test_scancel_is_cancelled_not_failed(self):
-        """scancel of a running job (issue 31): cancelled, "scancel" (slurmctld's reason for the
+        """scancel of a running job: cancelled, "scancel" (slurmctld's reason for the
         job is None while it completes). Before, the outcome was "failed (exit code 1): root
         cause: the agent of node rank 1 disconnected"."""
         self.cancelled_job([], lambda job: subprocess.run(

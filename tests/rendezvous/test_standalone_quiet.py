@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent --standalone speaks like torchrun (issue 13): at the default level its stderr has
+"""rdzv-agent --standalone speaks like torchrun: at the default level its stderr has
 the agent's own lines, not the embedded daemon's connection and job lifecycle, which is logged at
 debug instead (and shows with --log-level debug). A plain rdzvd keeps logging it at info."""
 import re

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzvctl status (text and --json), rdzvd --metrics-port (Prometheus text, /status.json) and the
 status page rendered by a real headless Chromium, during a real job with a restart; and each
-rank's last step and its age (issue 14) during a real rdzv-train job and with a stopped worker."""
+rank's last step and its age during a real rdzv-train job and with a stopped worker."""
 import signal
 import json
 import os
@@ -119,7 +119,7 @@ class StatusTest(AgentTestCase):
             self.assertLess(r["age_s"], 3, second)
             self.assertEqual(r["node_rank"], rank // 2)
             self.assertTrue(r["host"])
-            # Its compute time (issue 37): rdzv-train says it, its agent carries it.
+            # Its compute time: rdzv-train says it, its agent carries it.
             self.assertIsInstance(r.get("compute_ms"), int, second)
             self.assertTrue(0 <= r["compute_ms"] <= 3600000, second)
         st = json.loads(self.ctl_status(ep, "--json"))
@@ -267,7 +267,7 @@ class StatusTest(AgentTestCase):
         self.assertNotIn("<script", dom)
 
     def test_timeline_of_a_job_that_lost_a_node(self):
-        """Issue 31: a job of 2 nodes and a spare whose workers report a step every 0.1 s; one
+        """A job of 2 nodes and a spare whose workers report a step every 0.1 s; one
         node's agent is SIGKILLed, the spare takes its place. /status.json has the timeline (two
         generations, a node_lost mark with the root cause, the spare promoted, rank 0's steps
         per second), /metrics the rate, and the status page, loaded in a real headless Chromium,

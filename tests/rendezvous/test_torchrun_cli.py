@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent as a drop-in for torchrun's command line (issue 13): every option of torch's own
+"""rdzv-agent as a drop-in for torchrun's command line: every option of torch's own
 parsers (torch.distributed.run and .launch) in both spellings, PET_* variables, and the command as
 torchrun runs it ($PYTHON_EXEC -u SCRIPT, -m, --no-python; "--" keeps rdzv's meaning)."""
 import os

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torchrun's meaning, by differential test (issue 17, item 5).
+"""torchrun's meaning, by differential test.
 
 Generates command lines from a seed, parses each with torch's own parser
 (torch.distributed.run.get_args_parser(), Debian's torch 1.13) and torchrun's own resolution

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Make (or reuse) the Debian 13 root in which the suite runs its torch-facing tests under
-# Debian 13's PyTorch 2.6 (issue 28): debootstrap from Debian's archive with python3-torch, plus
+# Debian 13's PyTorch 2.6: debootstrap from Debian's archive with python3-torch, plus
 #  - the runtime libraries rdzvd (built on Debian 12) needs: libuv1t64 and liblz4-1 from Debian
 #    13, and this machine's libraft.so.2 (Debian 13 ships libraft0, another ABI), copied in;
 #  - a test-only shim for Debian 13's torch, which is built without libuv yet asks for it by

@@ -130,7 +130,7 @@ class TrainTest(rdzvtest.DaemonTestCase):
         self.assertIn("restarting", err)
 
     def test_agent_restart_resumes_from_checkpoint(self):
-        # The CI job: a fault drill at step 170, one restart, resume at 150, finish 300.
+        # The fault drill of CI: a fault drill at step 170, one restart, resume at 150, finish 300.
         ckpt = self.tmpdir()
         p = subprocess.Popen([AGENT, "--standalone", "--nproc", "2", "--max-restarts", "1",
                               "--grace", "5", "--", TRAIN, "--backend", "gloo", "--steps", "300",

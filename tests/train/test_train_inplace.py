@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-train's recovery in place (issue 14) on gloo, with this test playing the agent's part by
+"""rdzv-train's recovery in place on gloo, with this test playing the agent's part by
 hand: ranks with a progress and a control channel against a real rdzvd's TCPStore; one rank
 SIGKILLed (or a whole node's two), the survivors told the next generation on a fresh store
 through their control channel, a replacement started fresh (no state, no checkpoint). Checks:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-train's progress reports (issue 14): with RDZV_PROGRESS_FD set it writes "step N
-compute_ms M\\n" (issue 37: M the step's time not blocked in its collectives) once per step, in
+"""rdzv-train's progress reports: with RDZV_PROGRESS_FD set it writes "step N
+compute_ms M\\n" (M the step's time not blocked in its collectives) once per step, in
 order, each in one write; without it, or with a bad value, training is unchanged."""
 import os
 import subprocess
@@ -36,7 +36,7 @@ class ProgressTest(unittest.TestCase):
             if wfd >= 0:
                 os.close(wfd)
         self.assertEqual(rc, 0, err)
-        # Each step with its compute time (issue 37): its wall time less its collectives'.
+        # Each step with its compute time: its wall time less its collectives'.
         lines = got.decode().splitlines()
         self.assertEqual([ln.split(" compute_ms ")[0] for ln in lines],
                          ["step %d" % i for i in range(1, 8)])

@@ -2,9 +2,9 @@
 /* test-job-model.c: a model test of the job state machine. Seeded random sequences of events
  * (JOINs, worker failures, READYs, NCCL ids, agents lost, LEAVEs, time passing, rdzvd restarted
  * on its --state-dir with the agents resuming; nodes put aside after repeated failures or a
- * failed health check, issue 30; an agent cancelled from outside, issue 31) drive a leader: the state machine over a job table
- * journaled in a state directory (jobtest.h), as a single rdzvd with --state-dir keeps it. Two
- * followers apply the journal's records as they are written, with rdzvd_record_apply, as a
+ * failed health check; an agent cancelled from outside) drive a leader: the state machine over a
+ * job table journaled in a state directory (jobtest.h), as a single rdzvd with --state-dir keeps
+ * it. Two followers apply the journal's records as they are written, with rdzvd_record_apply, as a
  * replica applies the Raft entries that carry the same records. After every event each
  * follower's table equals the leader's byte for byte, and each job's memory (state, generation,
  * restart count, failure history) equals its record; at the end a fresh replay of the journal equals them too.
@@ -40,7 +40,7 @@ struct model {
     uint64_t rng;
     enum rdzv_nccl_mode nccl;
     int64_t max_restarts;
-    int64_t bad_node_failures; /* issue 30: nodes put aside after this many failures (0: never) */
+    int64_t bad_node_failures; /* nodes put aside after this many failures (0: never) */
 };
 
 static uint64_t rnd(struct model *md, uint64_t n)
@@ -186,7 +186,7 @@ static void assert_memory_is_record(struct model *md)
         struct rdzvd_job_record rec = {0};
         int r = rdzvd_job_record_get(md->e.table, j->run_id, &rec);
 
-        /* The history, as every decision records it (issue 30): the record's is memory's. */
+        /* The history, as every decision records it: the record's is memory's. */
         if (r == 0 && j->state != JOB_ENDED) {
             ASSERT_EQ(rec.n_hist, j->n_hist);
             for (unsigned k = 0; k < j->n_hist; k++) {
@@ -337,14 +337,14 @@ static void ev_gone(struct model *md, int i)
     }
 }
 
-/* The node fails a health check (issue 30): put aside, lost if it runs (a spare just goes). */
+/* The node fails a health check: put aside, lost if it runs (a spare just goes). */
 static void ev_unhealthy(struct model *md, int i)
 {
     if (md->f[i].m)
         rdzvd_member_unhealthy(md->f[i].m, "disk gone");
 }
 
-/* The agent is stopped from outside (issue 31): the job ends cancelled, nothing charged. */
+/* The agent is stopped from outside: the job ends cancelled, nothing charged. */
 static void ev_cancel(struct model *md, int i)
 {
     if (md->f[i].m)

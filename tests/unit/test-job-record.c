@@ -636,7 +636,7 @@ static void test_job_record_in_table(void)
     ASSERT_EQ(got.nnodes, 1);
     ASSERT_EQ(got.world_size, 2);
     ASSERT_EQ(got.store_port, 41001);
-    /* the generation's one node, at node rank 0, with its 2 workers (issue 18, item 2) */
+    /* the generation's one node, at node rank 0, with its 2 workers */
     ASSERT_NOT_NULL(got.nodes);
     ASSERT_BYTES_STR(got.nodes[0].node_id, strlen(got.nodes[0].node_id), "node-0");
     ASSERT_EQ(got.nodes[0].nproc, 2);

@@ -1000,7 +1000,7 @@ static void test_shutdown_keeps_records(void)
     ASSERT_EQ(rec.generation, 1);
     ASSERT_TRUE(rec.running);
     ASSERT_EQ(rec.nnodes, 2);
-    /* ... naming who holds each node rank (issue 18, item 2) */
+    /* ... naming who holds each node rank */
     ASSERT_NOT_NULL(rec.nodes);
     for (int i = 0; i < 2; i++) {
         const char *id = rec.nodes[f[i].round.node_rank].node_id;
@@ -1013,7 +1013,7 @@ static void test_shutdown_keeps_records(void)
     jt_state_dir_done(fd, path);
 }
 
-/* A node whose workers failed --bad-node-failures (2) times is put aside (issue 30): it is
+/* A node whose workers failed --bad-node-failures (2) times is put aside: it is
  * sent EVENT put_aside (exit code 69, the reason) and closed, the restart that follows forms the
  * next generation with the spare, and the history is in the job's record: after an rdzvd
  * restart on the same --state-dir the rebuilt job still refuses the node (-EACCES, saying
@@ -1078,7 +1078,7 @@ static void test_bad_node_put_aside_and_recorded(void)
     jt_state_dir_done(fd, path);
 }
 
-/* CANCEL (issue 31): an agent stopped from outside ends the job as cancelled, exit code 128 +
+/* CANCEL: an agent stopped from outside ends the job as cancelled, exit code 128 +
  * the signal, nothing charged, every member told; later cancels are ignored. While the job is
  * stopping (a restart under way) it ends once stopped, as cancelled, not as the restart. */
 static void test_cancel_is_not_a_failure(void)

@@ -2,7 +2,7 @@
 /* test-job.c: the job state machine (daemon/job/rdzvd-job-sm.h) driven with fake members
  * (jobtest.h): a real uv loop for its timers, no sockets. Covers what
  * tests/rendezvous/test_agents.py and tests/integration/test_protocol.py check for rounds and
- * restarts, and the rule of issue 12 defect 3: a restarted rdzvd rebuilds a recorded job before
+ * restarts, and the rule that a restarted rdzvd rebuilds a recorded job before
  * placing a spare. */
 #include <errno.h>
 #include <malloc.h>
@@ -177,7 +177,7 @@ static void test_spare_waits_and_is_promoted(void)
     env_done(&e);
 }
 
-/* A WORKER_EXIT speaks only for its sender's node (issue 20, finding 9): a rank of another node,
+/* A WORKER_EXIT speaks only for its sender's node: a rank of another node,
  * or a local rank past the node's, is refused and restarts nothing. */
 static void test_worker_exit_for_another_node_is_refused(void)
 {
@@ -358,7 +358,7 @@ static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t r
     return fd;
 }
 
-/* Issue 12, defect 3: the spare reconnects to a restarted rdzvd before the members do. */
+/* The spare reconnects to a restarted rdzvd before the members do. */
 static void test_spare_first_after_restart_waits_for_the_members(void)
 {
     struct rdzvd_job_record rec;
@@ -548,7 +548,7 @@ static void test_stall_member_not_back_is_lost(void)
     env_done(&e);
 }
 
-/* The job's ranks in the status (issue 14): *st filled, its one job's ranks returned. */
+/* The job's ranks in the status: *st filled, its one job's ranks returned. */
 static const struct rdzv_status_job *status_of(struct env *e, struct rdzv_status *st)
 {
     struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
@@ -608,7 +608,7 @@ static void test_progress_in_status(void)
     env_done(&e);
 }
 
-/* Issue 31: the job's steps per second from rank 0's progress, fed directly as HEARTBEATs: a
+/* The job's steps per second from rank 0's progress, fed directly as HEARTBEATs: a
  * 100,000-step job at 10 steps/s (10,000 s, its reports' ages making the times) keeps at most
  * RDZV_STATUS_RATES samples at every point, allocates nothing per report (the heap in use is the
  * same after the 10,000th report and the 100,000th), covers the whole job (the samples' interval

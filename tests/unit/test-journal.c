@@ -485,7 +485,7 @@ static void expect_refused_untouched(const char *name, const uint8_t *img, size_
 
 /* One corrupt byte in the middle of the file, anywhere in a record (its CRC, type, lengths, key
  * or value), with intact records after it: open refuses, and the file is left as it is, not cut
- * there (issue 27 finding 9: that dropped every later record). */
+ * there (that once dropped every later record). */
 static void test_corrupt_byte_in_middle_refused(void)
 {
     uint64_t off[10];
@@ -561,7 +561,7 @@ static void test_job_table_record_refused(void)
     remove_journal("jobrec");
 }
 
-/* An APPEND is journaled as the bytes it appended (issue 27 finding 6: 256 one-byte APPENDs to
+/* An APPEND is journaled as the bytes it appended (256 one-byte APPENDs to
  * an 8 MiB value wrote 3 GiB), replays to the same value, and one past the value limit is
  * refused with nothing changed or journaled. */
 static void test_append_journals_its_own_bytes(void)
@@ -660,7 +660,7 @@ static void test_bad_header_and_unreadable(void)
 }
 
 /* The header names its owner: a journal moved under another name is refused (never replayed,
- * rewritten or deleted), and rdzvd_journal_unlink() leaves it too (issue 20, finding 4). */
+ * rewritten or deleted), and rdzvd_journal_unlink() leaves it too. */
 static void test_owner_in_header(void)
 {
     struct rdzvd_store *s = new_store(), *r = new_store();

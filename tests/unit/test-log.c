@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-log.c: every log line is one line: peer strings are escaped (issue 20, finding 9). */
+/* test-log.c: every log line is one line: peer strings are escaped. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -367,7 +367,7 @@ static void test_generation_only(void)
                                         sizeof(err)));
 }
 
-/* HEARTBEAT's optional progress (issue 14): its bytes, the round trip, and its limits. */
+/* HEARTBEAT's optional progress: its bytes, the round trip, and its limits. */
 static void test_heartbeat_progress(void)
 {
     struct rdzv_heartbeat *h = calloc(1, sizeof(*h)), *h2 = calloc(1, sizeof(*h2));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-raft-wire.c: the checks on libraft's replica messages (proto/rdzv-raft-wire.h): every
- * message type as libraft 0.15 writes it passes, and each message of issue 27's findings (a
- * configuration claiming 2^62 bytes, a second leader in the receiver's term, a term of 2^64-1)
- * and each malformed field is refused, with its reason. */
+ * message type as libraft 0.15 writes it passes, and each malformed message of
+ * integration-replica-link (a configuration claiming 2^62 bytes, a second leader in the receiver's
+ * term, a term of 2^64-1) and each malformed field is refused, with its reason. */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -165,8 +165,8 @@ static void test_good_messages(void)
         ASSERT_NOT_NULL(strstr(why_, reason));                                                     \
     } while (0)
 
-/* Issue 27's findings 1-3, each one message. */
-static void test_findings(void)
+/* The malformed messages that once crashed a replica, each one message. */
+static void test_malformed_messages(void)
 {
     struct rdzv_raft_view leader = {.term = 5, .leader = true, .peer = 3, .peer_member = true};
     struct msg m;
@@ -201,7 +201,7 @@ static void test_findings(void)
     ASSERT_OK(check(&m, &FOLLOWER, &(struct rdzv_raft_msg){0}, &(const char *){NULL}));
 }
 
-/* Issue 36 attack 8: the state rules alone, as the transport applies them again when libraft
+/* The state rules alone, as the transport applies them again when libraft
  * processes a message. A same-term AppendEntries that passed while the receiver followed no one
  * is refused once the receiver leads that term. */
 static void test_state_rules(void)
@@ -314,7 +314,7 @@ static void test_configurations(void)
 int main(void)
 {
     TEST(test_good_messages);
-    TEST(test_findings);
+    TEST(test_malformed_messages);
     TEST(test_state_rules);
     TEST(test_fields);
     TEST(test_configurations);

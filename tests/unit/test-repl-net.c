@@ -466,7 +466,7 @@ static void tr_close(struct tr *x)
     x->t.close(&x->t, tr_closed);
     spin(&x->closed);
     ASSERT_NULL(x->t.impl);
-    /* libraft 0.15 may still connect on its way out (issue 27 finding 7): refused, no crash. */
+    /* libraft 0.15 may still connect on its way out: refused, no crash. */
     ASSERT_EQ(x->t.connect(&x->t, &req, 2, "127.0.0.1:1", never_cb), RAFT_NOCONNECTION);
 }
 
@@ -815,7 +815,7 @@ out:
 /* A RequestVoteResult as libraft 0.15 writes it: preamble (type 4, 24 bytes), term 1, granted. */
 static const uint8_t VOTE_RESULT[40] = {4, 0, 0, 0, 0, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0,
                                         1, 0, 0, 0, 0, 0, 0, 0, 1};
-/* An InstallSnapshot of 73 bytes whose configuration claims 2^62 bytes (issue 27 finding 1). */
+/* An InstallSnapshot of 73 bytes whose configuration claims 2^62 bytes. */
 static const uint8_t HUGE_CONF[73] = {5, 0, 0, 0, 0, 0, 0, 0, 57, 0, 0, 0, 0, 0, 0, 0,
                                       1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
                                       1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,

@@ -587,7 +587,7 @@ static void test_job_table(void)
     barrier(&c, now);
     ASSERT_OK(rdzvd_job_record_get(c.jobs[now], "train-a", &rec));
     ASSERT_TRUE(rec.generation == 3 && rec.restart_count == 2 && rec.running);
-    /* The generation's membership is the new leader's too (issue 18, item 2). */
+    /* The generation's membership is the new leader's too. */
     ASSERT_NOT_NULL(rec.nodes);
     ASSERT_BYTES_STR(rec.nodes[0].node_id, strlen(rec.nodes[0].node_id), "node-a");
     ASSERT_BYTES_STR(rec.nodes[1].node_id, strlen(rec.nodes[1].node_id), "node-gen-3");

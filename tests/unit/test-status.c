@@ -197,7 +197,7 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
 
-    /* Issue 37: a rank's compute time, written only when it has one; bounded. */
+    /* A rank's compute time, written only when it has one; bounded. */
     t1 = edit("\"age_s\":0.5}]", "\"age_s\":0.5,\"compute_ms\":153}]");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     ASSERT_EQ(b.jobs[0].ranks[0].compute_ms, 153);
@@ -229,7 +229,7 @@ static void test_round_trip(void)
     rdzv_status_free(&b);
     free(t1);
 
-    /* A daemon before issue 14 writes no "ranks" nor "ranks_left_out": none. */
+    /* An older daemon writes no "ranks" nor "ranks_left_out": none. */
     t1 = edit(RANKS_MEMBERS, "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     free(t1);
@@ -238,7 +238,7 @@ static void test_round_trip(void)
     ASSERT_EQ(b.jobs[0].ranks_left_out, 0);
     rdzv_status_free(&b);
 
-    /* A daemon before issue 20 writes no "members_left_out" nor "jobs_left_out": 0. */
+    /* An older daemon writes no "members_left_out" nor "jobs_left_out": 0. */
     t1 = edit(",\"members_left_out\":5", "");
     t2 = edit(",\"jobs_left_out\":7", "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
@@ -250,7 +250,7 @@ static void test_round_trip(void)
     free(t1);
     free(t2);
 
-    /* A daemon before issue 17 item 6 writes no duration: -1, not known. */
+    /* An older daemon writes no duration: -1, not known. */
     t1 = edit(",\"duration_s\":12.5,\"ended_age_s\":3.0", "");
     ASSERT_OK(rdzv_status_parse(BODY(t1), &b, err, sizeof(err)));
     ASSERT_TRUE(b.jobs[0].ended && b.jobs[0].duration_s == -1 && b.jobs[0].ended_age_s == -1);
@@ -320,7 +320,7 @@ static void assert_array_refused(const char *from, const char *before, size_t n,
     free(arr);
 }
 
-/* Issue 30: a job's nodes put aside ("put_aside", "put_aside_total") and the daemon's count of
+/* A job's nodes put aside ("put_aside", "put_aside_total") and the daemon's count of
  * them by reason ("nodes_put_aside"), absent while there are none: they round-trip, their node
  * ids are hidden like the members', and values out of range are refused. */
 static void test_put_aside_round_trip(void)
@@ -420,7 +420,7 @@ static void test_put_aside_gpus_round_trip(void)
 #undef G
 }
 
-/* Issue 31: a job's timeline and steps per second, encoded and decoded back, and what the
+/* A job's timeline and steps per second, encoded and decoded back, and what the
  * decoder refuses in them. */
 #define TIMELINE                                                                                   \
     "\"steps_per_second\":9.5,\"timeline\":{\"generations\":[{\"generation\":1,\"start\":100.0,"  \
@@ -816,7 +816,7 @@ static void test_oldest_ties(void)
 /* What rdzvctl and the page show past their limits: the step range, the oldest reports first. */
 /* However many and large the jobs, the document fits RDZV_STATUS_JSON_MAX and so one frame:
  * jobs that do not fit are counted, a job too large with its nodes and ranks is listed without
- * them (issue 20, finding 7). */
+ * them. */
 static void test_document_is_bounded(void)
 {
     struct rdzv_status st, back;

@@ -283,7 +283,7 @@ static void append_watch_cb(struct rdzvd_waiter *w, void *ud, uint8_t type, cons
     snprintf(aw->nv, sizeof(aw->nv), "%.*s", (int)nvlen, nv ? (const char *)nv : "");
 }
 
-/* APPEND grows a value in place (issue 27: no copy of the whole value per APPEND), except for a
+/* APPEND grows a value in place (no copy of the whole value per APPEND), except for a
  * watched key, whose watchers get the old and the new value; the bytes are charged either way,
  * and the budget holds for APPEND as for SET. */
 static void test_append_in_place_and_watched(void)
