@@ -76,14 +76,14 @@ class HalfClosed(DaemonTestCase):
     def test_paused_reader_that_half_closes_gets_every_reply(self):
         # Its replies pass the output cap: reads pause with its FIN still in the kernel. Every
         # reply must reach it before the close, however slowly it reads.
-        d = self.daemon("--max-outbuf", "256K")
+        d = self.daemon("--max-outbuf", "256K", log_level="debug")
         c = self.client(d)
         val = bytes(i % 251 for i in range(64 << 10))
         c.set("v", val)
         n = 32  # 2 MiB of replies, 8x the cap
         c.send(enc("modern", "GET", s("v")) * n + enc("modern", "PING", u32(0xFEED)))
         shut_wr(c)
-        time.sleep(0.3)
+        d.wait_log(c.peer_tag + r": \d+ reply bytes queued, pausing reads", levels=("debug",))
         other = self.client(d)
         other.ping(1)  # served while c is paused
         for i in range(n):

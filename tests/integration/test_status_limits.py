@@ -152,7 +152,8 @@ class StatusLimits(DaemonTestCase):
             c.sendall(b"GET / HTTP/1.0\r\n\r\n")
             self.addCleanup(c.close)
             hogs.append(c)
-        time.sleep(0.5)
+        for c in hogs:  # accepted, and its answer has begun (c has 30 s)
+            self.assertTrue(c.recv(1, socket.MSG_PEEK), "closed before its answer")
         t0 = time.monotonic()
         for _ in range(3):
             with urllib.request.urlopen("http://%s:%d/metrics" % (HOST, self.mport),
