@@ -8,7 +8,7 @@ import signal
 import tempfile
 import time
 
-from faulttest import BUILD, FaultTestCase, free_port, kill_quietly, main
+from faulttest import BUILD, FaultTestCase, kill_quietly, main
 
 RDZVCTL = os.environ.get("RDZVCTL", os.path.join(BUILD, "daemon", "rdzvctl"))
 SLEEP = 12  # how long each worker runs after counting its start
@@ -26,8 +26,8 @@ class TestDaemonRestartWithSpare(FaultTestCase):
         state = tempfile.TemporaryDirectory(prefix="rdzvtest-state-")
         self.addCleanup(state.cleanup)
         sdir = os.path.join(state.name, "state")
-        port = free_port()
-        d1 = self.start_daemon("--port", str(port), "--state-dir", sdir)
+        d1 = self.start_daemon("--state-dir", sdir)
+        port = d1.port
         worker = ["sh", "-c",
                   f'"{RDZVCTL}" -e "$MASTER_ADDR:$MASTER_PORT" add starts 1 >> "$FAULT_DIR/starts"'
                   f' && echo "gen=$RDZV_GENERATION restart=$TORCHELASTIC_RESTART_COUNT"'

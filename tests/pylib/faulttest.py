@@ -39,6 +39,8 @@ class Event:
 
 
 def free_port():
+    """A free port for torchrun's own store, which needs one before it starts (rdzvd takes
+    --port 0 and says its port in its --port-file: Daemon)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
