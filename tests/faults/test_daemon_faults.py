@@ -82,10 +82,10 @@ class TestDaemonLoss(FaultTestCase):
         gen1 = self.wait_starts(1, 4, agents=ps)
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(HB * 2.5)
+        time.sleep(HB * 2.5)  # the behaviour: silent past the agents' heartbeat timeout
         mark = d.mark()
         d.proc.send_signal(signal.SIGCONT)
-        time.sleep(2.0)
+        time.sleep(2.0)  # the window in which a wrong restart would begin
         self.release()
         self.finish_all(ps, 0)
         starts = self.events("start")
@@ -106,10 +106,10 @@ class TestDaemonLoss(FaultTestCase):
         d.wait_log(r"job=dstops gen=1 node=\S+ joined .*waits for the next generation")
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(HB * 2.5)
+        time.sleep(HB * 2.5)  # the behaviour: silent past the agents' heartbeat timeout
         mark = d.mark()
         d.proc.send_signal(signal.SIGCONT)
-        time.sleep(HB + 1.0)
+        time.sleep(HB + 1.0)  # the window in which a wrong restart or refusal would be logged
         log = d.log()[mark:]
         self.assertIsNone(d.find_log(r"restarting generation"), "rdzvd log:\n" + log)
         self.assertNotIn("has already joined", log)
@@ -154,9 +154,9 @@ class TestDaemonLoss(FaultTestCase):
         mark = d.mark()
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(1.6)
+        time.sleep(1.6)  # the behaviour: rdzvd stopped past the 1 s heartbeat deadline
         d.proc.send_signal(signal.SIGCONT)
-        time.sleep(1.0)
+        time.sleep(1.0)  # the window in which it would wrongly declare the node lost
         stop.set()
         t.join()
         self.assertIsNone(d.find_log(r"sent no heartbeat|lost", since=mark),

@@ -46,7 +46,7 @@ class TestDaemonRestartWithSpare(FaultTestCase):
             self.addCleanup(kill_quietly, p.pid, signal.SIGCONT)
         d1.kill()
         d2 = self.start_daemon("--port", str(port), "--state-dir", sdir)
-        time.sleep(1.5)  # the spare reconnects first
+        d2.wait_log(r"job=dspare gen=\d+ node=\S+ joined \(", timeout=15)  # the spare, first
         for p in members:
             os.kill(p.pid, signal.SIGCONT)
         self.finish_all(members + [spare], 0, timeout=SLEEP + 30)

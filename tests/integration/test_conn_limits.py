@@ -150,7 +150,7 @@ class RequestDeadline(DaemonTestCase):
     def test_deadlines_of_staggered_requests(self):
         first = self.client(self.d)
         first.send(enc("modern", "GET", u64(100)) + b"ab")
-        time.sleep(1.2)
+        time.sleep(1.2)  # the behaviour: the second request starts 1.2 s after the first
         second = self.client(self.d)
         second.send(enc("modern", "GET", u64(100)) + b"cd")
         self.assertEqual(first.assert_closed(timeout=10), b"")
@@ -323,7 +323,7 @@ class RefusalLogLimit(DaemonTestCase):
         refused = [l for l in d.log().splitlines() if "not in --allow-store-from" in l]
         if first_burst < 9:
             self.assertEqual(len(refused), 10, "\n".join(refused))
-        time.sleep(max(0, 10.5 - (time.monotonic() - t0)))
+        time.sleep(max(0, 10.5 - (time.monotonic() - t0)))  # the behaviour: the 10 s window ends
         with Client(d.port, validate=False) as c:
             c.send(VALIDATE_BYTES)
             c.assert_closed()

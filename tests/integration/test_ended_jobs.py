@@ -91,7 +91,7 @@ class EndedJobs(DaemonTestCase):
             self.run_job(d, name)
         # At most 2: the oldest went first.
         self.assertEqual([j["run_id"] for j in self.status(d)["jobs"]], ["b", "c"])
-        time.sleep(1.6)
+        time.sleep(1.6)  # the behaviour: gone once --keep-ended (1.5 s) has passed
         self.assertEqual(self.status(d)["jobs"], [])
         d2 = self.daemon("--keep-ended", "0")
         self.run_job(d2, "x")

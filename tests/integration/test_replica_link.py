@@ -197,7 +197,7 @@ class ReplicaLink(ClusterCase):
                 # Restarted on its --state-dir it serves or follows again.
                 target.log.close()
                 target.start()
-                time.sleep(1.0)
+                time.sleep(1.0)  # the behaviour: once restarted, it stays up
                 self.assertTrue(target.alive(), target.text()[-2000:])
 
     def test_a_batch_is_checked_as_libraft_processes_it(self):
@@ -278,7 +278,7 @@ class ReplicaLink(ClusterCase):
             self.assertTrue(link.server_proved)
             links.append(link)
             link.send(m + b"\0" * (8 << 20))
-        time.sleep(1.0)
+        time.sleep(1.0)  # the claims arrive; what the follower allocated for them is measured
         grown = (vm_kib() - before) << 10
         self.assertTrue(cl.r[t].alive(), cl.r[t].text()[-3000:])
         self.assertLess(grown, 256 << 20, "the follower allocated the stale claims")
@@ -333,10 +333,10 @@ class ReplicaLink(ClusterCase):
         for t in threads:
             t.start()
         self.addCleanup(lambda: [stop.set()] + [t.join() for t in threads])
-        time.sleep(0.5)
+        time.sleep(0.5)  # writes in flight before the restart
         victim.log.close()
         victim.start()
-        time.sleep(2.0)
+        time.sleep(2.0)  # and while the restarted replica catches up
         held.kill()
         deadline = time.monotonic() + 10.0
         while True:  # a leader may still step down once (the restarted one is catching up)
@@ -635,7 +635,7 @@ class ReplicaLink(ClusterCase):
             if link.closed_within(0.05):
                 closed += 1
             link.close()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the behaviour: a replica that gave up has exited by now, 75
         for i, r in enumerate(cl.r):
             if not r.alive():
                 self.restart_if_gave_up(cl, i, sent[i])
