@@ -6,9 +6,9 @@ store of the generation keeps counting where it was (counters 1 and 2, two worke
 import os
 import signal
 import tempfile
-import time
 
 from faulttest import BUILD, FaultTestCase, kill_quietly, main
+from rdzvtest import wait_until
 
 RDZVCTL = os.environ.get("RDZVCTL", os.path.join(BUILD, "daemon", "rdzvctl"))
 SLEEP = 12  # how long each worker runs after counting its start
@@ -34,10 +34,8 @@ class TestDaemonRestartWithSpare(FaultTestCase):
                   f' >> "$FAULT_DIR/gens" && sleep {SLEEP}']
         args = ("--nnodes", "2", "--nproc", "1", "--max-restarts", "0")
         members = [self.agent("dspare", *args, worker=worker) for _ in range(2)]
-        deadline = time.monotonic() + 30
-        while len(self.starts()) < 2:
-            self.assertLess(time.monotonic(), deadline, "2 workers did not start:\n" + d1.log())
-            time.sleep(0.05)
+        wait_until(lambda: len(self.starts()) >= 2,
+                   lambda: "2 workers did not start:\n" + d1.log(), timeout=30)
         spare = self.agent("dspare", *args, worker=worker)
         d1.wait_log(r"job=dspare gen=1 node=.* joined .*waits for the next generation", timeout=15)
         for p in members:
