@@ -87,7 +87,8 @@ struct agent_opts {
     bool backend_given;      /* --rdzv-backend on the command line or PET_/RDZV_ env */
     int is_host;             /* --rdzv-conf is_host: -1 unset, 0, 1 */
     /* --rdzv-conf replicas=1|3|5: the rdzvd this agent hosts grows to that many replicas, on as
-     * many hosts of the job (rdzvd --replicas). 0 unset: 3 for c10d with 3 or more nodes, else 1. */
+     * many hosts of the job (rdzvd --replicas). 0 unset: 3 for c10d with 3 or more nodes, else
+     * 1. */
     int replicas;
     bool module, no_python, run_path, use_env;
     enum agent_local_rank_arg pass_local_rank;

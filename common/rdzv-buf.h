@@ -7,7 +7,8 @@
 
 #include "common/rdzv-util.h"
 
-/* Bytes live in data[off .. len); cap is the allocation size. A zeroed struct is an empty buffer. */
+/* Bytes live in data[off .. len); cap is the allocation size. A zeroed struct is an empty
+ * buffer. */
 struct rdzv_buf {
     uint8_t *data;
     size_t len;

@@ -38,4 +38,5 @@ static inline void rdzv_list_del(struct rdzv_list *n)
 }
 
 #define rdzv_list_for_each_safe(pos, tmp, head)                                                    \
-    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); (pos) = (tmp), (tmp) = (pos)->next)
+    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                               \
+         (pos) = (tmp), (tmp) = (pos)->next)

@@ -7,7 +7,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum rdzv_log_level { RDZV_LOG_ERROR, RDZV_LOG_WARN, RDZV_LOG_INFO, RDZV_LOG_DEBUG, RDZV_LOG_TRACE };
+enum rdzv_log_level {
+    RDZV_LOG_ERROR,
+    RDZV_LOG_WARN,
+    RDZV_LOG_INFO,
+    RDZV_LOG_DEBUG,
+    RDZV_LOG_TRACE
+};
 
 /* Set the process's program name (prefix of every line) and the most verbose level printed. */
 void rdzv_log_setup(const char *prog, enum rdzv_log_level max);

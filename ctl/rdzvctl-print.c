@@ -48,7 +48,7 @@ static void print_ranks(const struct rdzv_status_job *job)
     /* The TIMEOUT column (each rank's --progress-timeout, auto: its own) when any has one. */
     for (size_t k = 0; k < job->n_ranks && !tmo; k++)
         tmo = job->ranks[k].timeout_s > 0;
-    /* The COMPUTE_MS column (issue 37: the median of its last steps' compute times) likewise. */
+    /* The COMPUTE_MS column (the median of its last steps' compute times) likewise. */
     for (size_t k = 0; k < job->n_ranks && !cms; k++)
         cms = job->ranks[k].compute_ms >= 0;
     printf("\n  %6s %9s %-24s %12s %9s%s%s\n", "RANK", "NODE_RANK", "HOST", "STEP", "AGE",

@@ -361,7 +361,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (setup_security(o) < 0)
         return -EINVAL;
     if (o->cfg.lim.max_frame < o->cfg.lim.max_key_len + o->cfg.lim.max_value_len + 32) {
-        fprintf(stderr, "rdzvd: --max-frame must be at least --max-key-len + --max-value-len + 32\n");
+        fprintf(stderr,
+                "rdzvd: --max-frame must be at least --max-key-len + --max-value-len + 32\n");
         return -EINVAL;
     }
     if (o->cfg.lim.max_input_bytes < o->cfg.lim.max_frame) {

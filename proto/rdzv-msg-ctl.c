@@ -53,14 +53,10 @@ int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
                           "generation", (json_int_t)j->generation);
 
     /* "recovery" (1.1) only when set: rdzvd always sets it, as 1.0 never did. */
-    if (o && j->recovery[0] && json_object_set_new(o, "recovery", json_string(j->recovery)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->secret[0] && json_object_set_new(o, "secret", json_string(j->secret)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    if (j->recovery[0])
+        o = rdzv_json_set(o, "recovery", json_string(j->recovery));
+    if (j->secret[0])
+        o = rdzv_json_set(o, "secret", json_string(j->secret));
     return rdzv_msg_put(b, RDZV_MSG_JOINED, o);
 }
 
@@ -490,10 +486,8 @@ int rdzv_msg_put_release_reply(struct rdzv_buf *b, const struct rdzv_release_rep
 {
     json_t *o = json_pack("{s:I}", "released", (json_int_t)r->released);
 
-    if (o && r->error[0] && json_object_set_new(o, "error", json_string(r->error)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    if (r->error[0])
+        o = rdzv_json_set(o, "error", json_string(r->error));
     return rdzv_msg_put(b, RDZV_MSG_RELEASE_REPLY, o);
 }
 
@@ -544,10 +538,8 @@ int rdzv_msg_put_cancel_job_reply(struct rdzv_buf *b, const struct rdzv_cancel_j
 {
     json_t *o = json_pack("{s:b}", "cancelled", r->cancelled);
 
-    if (o && r->error[0] && json_object_set_new(o, "error", json_string(r->error)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    if (r->error[0])
+        o = rdzv_json_set(o, "error", json_string(r->error));
     return rdzv_msg_put(b, RDZV_MSG_CANCEL_JOB_REPLY, o);
 }
 

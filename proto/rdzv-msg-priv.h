@@ -28,4 +28,9 @@ int rdzv_msg_get_ids(const json_t *arr, const char *what, char (*ids)[RDZV_NCCL_
                      unsigned *ret_n, char *err, size_t errlen);
 
 /* A new JSON array of ids[0..n) (NULL on -ENOMEM). */
+/* Sets o[key] = v (v's reference taken, NULL included) and returns o; on any failure (o or v
+ * NULL, no memory) releases both and returns NULL, so optional fields chain without a check each:
+ * `if (cond) o = rdzv_json_set(o, "key", json_string(...));` then one check of o at the end. */
+json_t *rdzv_json_set(json_t *o, const char *key, json_t *v);
+
 json_t *rdzv_msg_ids_array(const char (*ids)[RDZV_NCCL_HEX_LEN + 1], unsigned n);

@@ -20,14 +20,10 @@ int rdzv_msg_put_replica(struct rdzv_buf *b, const struct rdzv_replica *r)
         json_decref(o);
         o = NULL;
     }
-    if (o && r->endpoint[0] && json_object_set_new(o, "endpoint", json_string(r->endpoint)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && r->failed && json_object_set_new(o, "error", json_string(r->error)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    if (r->endpoint[0])
+        o = rdzv_json_set(o, "endpoint", json_string(r->endpoint));
+    if (r->failed)
+        o = rdzv_json_set(o, "error", json_string(r->error));
     return rdzv_msg_put(b, RDZV_MSG_REPLICA, o);
 }
 

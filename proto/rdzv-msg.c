@@ -75,6 +75,19 @@ int rdzv_msg_put_hello(struct rdzv_buf *b, const char *peer)
                                   RDZV_PROTO_VERSION, "peer", peer));
 }
 
+json_t *rdzv_json_set(json_t *o, const char *key, json_t *v)
+{
+    if (!o) {
+        json_decref(v);
+        return NULL;
+    }
+    if (json_object_set_new(o, key, v) < 0) { /* takes v even when it fails */
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
 {
     json_t *o = json_pack(
@@ -89,61 +102,34 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         "scale_up_now", j->scale_up_now, "recovery", j->inplace ? "inplace" : "restart");
     const struct rdzv_resume *rs = &j->resume;
 
-    if (o && rs->generation &&
-        json_object_set_new(o, "resume",
-                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "generation",
-                                      (json_int_t)rs->generation, "node_rank",
-                                      (json_int_t)rs->node_rank, "nnodes", (json_int_t)rs->nnodes,
-                                      "rank_offset", (json_int_t)rs->rank_offset, "world_size",
-                                      (json_int_t)rs->world_size, "restart_count",
-                                      (json_int_t)rs->restart_count, "master_port",
-                                      (json_int_t)rs->master_port, "left", rs->left)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->secret[0] && json_object_set_new(o, "secret", json_string(j->secret)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->host_store && json_object_set_new(o, "host_store", json_true()) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->host_replica && json_object_set_new(o, "host_replica", json_true()) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->bad_node_failures > 0 &&
-        json_object_set_new(o, "bad_node_failures",
-                            json_integer((json_int_t)j->bad_node_failures)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->gpus.n &&
-        json_object_set_new(o, "gpu_uuids", rdzv_gpu_set_to_json(&j->gpus)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->restart_backoff_s > 0 &&
-        json_object_set_new(o, "restart_backoff",
-                            json_integer((json_int_t)j->restart_backoff_s)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->bad_node_window_s > 0 &&
-        json_object_set_new(o, "bad_node_window",
-                            json_integer((json_int_t)j->bad_node_window_s)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && j->straggler_factor > 0 &&
-        json_object_set_new(o, "straggler",
-                            json_pack("{s:f, s:I, s:s}", "factor", j->straggler_factor,
-                                      "window_ms", (json_int_t)j->straggler_window_ms, "action",
-                                      j->straggler_aside ? "aside" : "report")) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    if (rs->generation)
+        o = rdzv_json_set(o, "resume",
+                      json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "generation",
+                                (json_int_t)rs->generation, "node_rank", (json_int_t)rs->node_rank,
+                                "nnodes", (json_int_t)rs->nnodes, "rank_offset",
+                                (json_int_t)rs->rank_offset, "world_size",
+                                (json_int_t)rs->world_size, "restart_count",
+                                (json_int_t)rs->restart_count, "master_port",
+                                (json_int_t)rs->master_port, "left", rs->left));
+    if (j->secret[0])
+        o = rdzv_json_set(o, "secret", json_string(j->secret));
+    if (j->host_store)
+        o = rdzv_json_set(o, "host_store", json_true());
+    if (j->host_replica)
+        o = rdzv_json_set(o, "host_replica", json_true());
+    if (j->bad_node_failures > 0)
+        o = rdzv_json_set(o, "bad_node_failures", json_integer((json_int_t)j->bad_node_failures));
+    if (j->gpus.n)
+        o = rdzv_json_set(o, "gpu_uuids", rdzv_gpu_set_to_json(&j->gpus));
+    if (j->restart_backoff_s > 0)
+        o = rdzv_json_set(o, "restart_backoff", json_integer((json_int_t)j->restart_backoff_s));
+    if (j->bad_node_window_s > 0)
+        o = rdzv_json_set(o, "bad_node_window", json_integer((json_int_t)j->bad_node_window_s));
+    if (j->straggler_factor > 0)
+        o = rdzv_json_set(o, "straggler",
+                      json_pack("{s:f, s:I, s:s}", "factor", j->straggler_factor, "window_ms",
+                                (json_int_t)j->straggler_window_ms, "action",
+                                j->straggler_aside ? "aside" : "report"));
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
@@ -182,10 +168,8 @@ int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *
                           (json_int_t)w->local_rank, "exit_code", (json_int_t)w->exit_code,
                           "signal", (json_int_t)w->signal, "time", w->time, "host", w->host);
 
-    if (o && w->reason[0] && json_object_set_new(o, "reason", json_string(w->reason)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    if (w->reason[0])
+        o = rdzv_json_set(o, "reason", json_string(w->reason));
     return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT, o);
 }
 
@@ -408,11 +392,12 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         bad_window > RDZV_BAD_NODE_WINDOW_MAX ||
         (bad_window > 0 && bad_node > RDZV_BAD_NODE_WINDOWED_MAX) || backoff < 0 ||
         backoff > RDZV_RESTART_BACKOFF_MAX) {
-        snprintf(err, errlen, "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
-                              "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
-                              "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000, "
-                              "0 <= bad_node_failures <= %d (%d with a bad_node_window), "
-                              "0 <= bad_node_window <= %d, 0 <= restart_backoff <= %d)",
+        snprintf(err, errlen,
+                 "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
+                 "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
+                 "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000, "
+                 "0 <= bad_node_failures <= %d (%d with a bad_node_window), "
+                 "0 <= bad_node_window <= %d, 0 <= restart_backoff <= %d)",
                  RDZV_MAX_NCCL_IDS, RDZV_BAD_NODE_FAILURES_MAX, RDZV_BAD_NODE_WINDOWED_MAX,
                  RDZV_BAD_NODE_WINDOW_MAX, RDZV_RESTART_BACKOFF_MAX);
         r = -EBADMSG;
@@ -439,7 +424,8 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     if (r < 0)
         goto out;
     if (*secret && !rdzv_msg_is_secret(secret)) {
-        snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters", RDZV_SECRET_HEX);
+        snprintf(err, errlen, "JOIN: 'secret' must be %d lowercase hex characters",
+                 RDZV_SECRET_HEX);
         r = -EBADMSG;
         goto out;
     }

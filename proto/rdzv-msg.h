@@ -22,7 +22,7 @@ struct rdzv_buf;
 #define RDZV_ID_MAX 128       /* run_id, node_id */
 #define RDZV_NPROC_MAX 1024   /* JOIN nproc: workers on one node */
 /* The words of rdzvd's ERROR for a JOIN naming a node id its job knows, without its secret: an
- * agent that never got one (its JOINED lost) joins again under a new node id (issue 36). */
+ * agent that never got one (its JOINED lost) joins again under a new node id. */
 #define RDZV_ERROR_NODE_ID_KNOWN "belongs to a member of job"
 #define RDZV_SECRET_HEX 64    /* a member's secret (JOINED, JOIN): 32 bytes as lowercase hex */
 #define RDZV_GENERATION_MAX ((1ull << 53) - 1) /* exact as a JSON number anywhere; never wraps */
@@ -71,7 +71,7 @@ struct rdzv_join {
     int64_t max_restarts;
     enum rdzv_nccl_mode nccl;
     int64_t nccl_ids;
-    bool rank_hint;               /* node_rank came from the scheduler: a preference, not a demand */
+    bool rank_hint;               /* node_rank came from the scheduler: a preference, no demand */
     int64_t heartbeat_timeout_ms; /* job-wide, from the first JOIN */
     int64_t join_timeout_ms;      /* how long survivors below min wait for a replacement */
     bool scale_up_now;            /* a node joining a running job below max restarts it at once */
@@ -131,7 +131,8 @@ struct rdzv_worker_exit {
     char host[RDZV_HOST_MAX + 1];
     /* Optional (empty: none; sent only when set, ignored by daemons that predate it): why the
      * agent failed the worker when it did not fail by itself, e.g. "made no progress for 60 s after
-     * step 1234" (--progress-timeout). The daemon's root cause then says this instead of the exit. */
+     * step 1234" (--progress-timeout). The daemon's root cause then says this instead of the
+     * exit. */
     char reason[RDZV_REASON_MAX + 1];
 };
 
@@ -321,7 +322,8 @@ int rdzv_msg_put_cancel_job_reply(struct rdzv_buf *b, const struct rdzv_cancel_j
 int rdzv_msg_put_status(struct rdzv_buf *b);
 /* ERROR from a printf format (the struct form is rdzv_msg_put_error(b, "%s", e->error)); the
  * text is cut to RDZV_ERROR_MAX bytes on a character boundary. */
-int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* A follower's ERROR (1.3): the text, and "leader": leader ("" when none is known yet). -EINVAL
  * when leader is longer than RDZV_ENDPOINT_MAX. */
 int rdzv_msg_put_redirect(struct rdzv_buf *b, const char *leader, const char *fmt, ...)

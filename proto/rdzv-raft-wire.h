@@ -47,8 +47,8 @@
  *                        (in a snapshot's header or in a RAFT_CHANGE entry, rdzv_raft_check_conf)
  *                        decoded within its bytes: format 1, 1..RDZV_RAFT_SERVERS_MAX servers,
  *                        non-zero distinct ids, addresses of 1..255 printable bytes, roles 0..2,
- *                        less than 8 bytes of padding; flags and vote values within their bits. (The
- *                        bytes libraft marks unused are not read: its encoder leaves them
+ *                        less than 8 bytes of padding; flags and vote values within their bits.
+ *                        (The bytes libraft marks unused are not read: its encoder leaves them
  *                        uninitialised.)
  *   here (the state)     terms: no term below a message's own (prev_term, last_term, entry
  *                        terms), no term at or past RDZV_RAFT_TERM_CEILING (no wrap) and none more
@@ -61,10 +61,10 @@
  *                        twice: as the message arrives, and again as libraft processes it
  *                        (rdzvd-repl-net.c wraps libraft's receive callback), since the messages
  *                        before it in one write, or on another link, may have changed the state
- *                        (issue 36: AppendEntries(T'), TimeoutNow, RequestVoteResult(T'+1),
- *                        AppendEntries(T'+1) in one write made a follower lead T'+1 and then
- *                        reached it as a second leader: SEGV). A message refused then is dropped
- *                        and its peer's links close.
+ *                        (AppendEntries(T'), TimeoutNow, RequestVoteResult(T'+1) and
+ *                        AppendEntries(T'+1) in one write could make a follower lead T'+1 and
+ *                        then reach it as a second leader: a crash). A message refused then is
+ *                        dropped and its peer's links close.
  *   the guard (payloads) an AppendEntries with entries or an InstallSnapshot of a term below the
  *                        receiver's: libraft would only answer it with its term, but allocates the
  *                        claimed payload first (up to RDZV_RAFT_SNAPSHOT_MAX a link). libraft gets

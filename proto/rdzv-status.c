@@ -179,8 +179,8 @@ static json_t *timeline_to_json(const struct rdzv_status_timeline *tl)
     for (unsigned i = 0; i < tl->n_rates && i < RDZV_STATUS_RATES; i++)
         json_array_append_new(rates, json_real(tl->rates[i]));
     return json_pack("{s:o, s:o, s:{s:f, s:f, s:o}, s:o}", "generations", bands, "marks", marks,
-                     "steps_per_second", "start", tl->rate_start, "interval_s",
-                     tl->rate_interval_s, "rates", rates, "recoveries", rdzv_status_recoveries_to_json(tl));
+                     "steps_per_second", "start", tl->rate_start, "interval_s", tl->rate_interval_s,
+                     "rates", rates, "recoveries", rdzv_status_recoveries_to_json(tl));
 }
 
 /* j as JSON; brief: without its nodes, ranks and timeline (counted as left out instead). */

@@ -49,7 +49,7 @@ struct rdzv_status_node {
     int64_t failures;
     bool spare, connected;
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, waiting, spare, stopping */
-    /* (optional, issue 37) its slowest rank's compute time (ms, as the ranks'); -1: none */
+    /* (optional) its slowest rank's compute time (ms, as the ranks'); -1: none */
     int64_t compute_ms;
     /* (optional) its compute time over the job's median (rdzvd's straggler score; 0: not
      * scored), and whether rdzvd called it a straggler in this generation */
@@ -64,8 +64,9 @@ struct rdzv_status_rank {
     char host[RDZV_HOST_MAX + 1];
     int64_t step; /* the last step it reported */
     double age_s; /* since it reported (rdzvd's clock, from the agent's age at the time) */
-    double timeout_s; /* (optional) its agent's --progress-timeout for it (auto: its own); 0: none */
-    /* (optional, issue 37) the median of its last steps' compute times (ms); -1: none said */
+    /* (optional) its agent's --progress-timeout for it (auto: its own); 0: none */
+    double timeout_s;
+    /* (optional) the median of its last steps' compute times (ms); -1: none said */
     int64_t compute_ms;
 };
 
@@ -101,7 +102,7 @@ enum rdzv_mark_kind {
     RDZV_MARK_FAILURE,   /* a worker failed: the job restarts (its root cause) */
     RDZV_MARK_RESTART,   /* a restart not charged to the budget (scale-up) */
     RDZV_MARK_NODE_LOST, /* a node's agent disconnected or fell silent */
-    RDZV_MARK_PUT_ASIDE, /* a node put aside (issue 30) */
+    RDZV_MARK_PUT_ASIDE, /* a node put aside */
     RDZV_MARK_SPARE,     /* spare nodes promoted into a generation */
     RDZV_MARK_LEADER,    /* the job rebuilt from its record: a leader change or rdzvd restart */
     RDZV_MARK_END,       /* the job ended (succeeded, failed, cancelled) */

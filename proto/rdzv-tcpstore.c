@@ -102,7 +102,8 @@ ssize_t rdzv_req_decode(const uint8_t *p, size_t n, enum rdzv_dialect d,
     req->nstrings = nstr;
     req->strings = p + pos;
     for (i = 0; i < nstr; i++) {
-        bool is_key = op_layout[op] == L_N_KEYVALS ? (i % 2 == 0) : (i == 0 || op_layout[op] == L_N_KEYS);
+        bool is_key =
+            op_layout[op] == L_N_KEYVALS ? (i % 2 == 0) : (i == 0 || op_layout[op] == L_N_KEYS);
         uint64_t max = is_key ? lim->max_key_len : lim->max_value_len;
         uint64_t len;
 

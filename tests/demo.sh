@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Install, build, and run two real jobs on this machine (as root, or as a user who may sudo):
 #  1. rdzv's own: rdzv-agent with its embedded rdzvd (--standalone) starts 2 workers of the built-in
-#     data-parallel trainer rdzv-train (gloo on CPU; NCCL when the machine has GPUs and the build has
-#     CUDA);
+#     data-parallel trainer rdzv-train (gloo on CPU; NCCL when the machine has GPUs and the build
+#     has CUDA);
 #  2. an unmodified PyTorch DDP script (the autoencoder, gloo on CPU) under the same launcher: its 2
 #     ranks rendezvous through the generation's store on the embedded daemon.
 set -eu
@@ -18,7 +18,11 @@ if [ -x build/train/rdzv-train ]; then
   echo "== rdzv-agent --standalone --nproc 2   (the default worker: rdzv-train, 200 steps)"
   ./build/agent/rdzv-agent --standalone --nproc 2 --log-level warn 2>&1 | tee "$out/train.log" |
     grep -E '"step":(50|100|150|200),|"event":"done"' || true
-  grep -q '"event":"done"' "$out/train.log" || { echo "demo: rdzv-train did not finish:"; tail -20 "$out/train.log"; exit 1; }
+  if ! grep -q '"event":"done"' "$out/train.log"; then
+    echo "demo: rdzv-train did not finish:"
+    tail -20 "$out/train.log"
+    exit 1
+  fi
 else
   echo "== rdzv-train was not built (see 'meson setup build' output): skipping rdzv's own job"
 fi

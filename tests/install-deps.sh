@@ -11,5 +11,9 @@ for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 echo "== installing: ${missing[*]}"
 $sudo apt-get update -qq || { echo "install-deps: apt-get update failed" >&2; exit 1; }
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-  >/tmp/rdzv-apt.log 2>&1 || { tail -20 /tmp/rdzv-apt.log; echo "install-deps: apt-get install failed" >&2; exit 1; }
+if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/tmp/rdzv-apt.log 2>&1; then
+  tail -20 /tmp/rdzv-apt.log
+  echo "install-deps: apt-get install failed" >&2
+  exit 1
+fi

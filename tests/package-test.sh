@@ -17,10 +17,12 @@ check() {  # what, command...
 for p in dpkg-dev debhelper fakeroot; do
   dpkg -s "$p" >/dev/null 2>&1 && continue
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" \
-    >/tmp/rdzv-pkg-apt.log 2>&1 || { tail -5 /tmp/rdzv-pkg-apt.log; echo "FAIL: install $p"; exit 1; }
+    >/tmp/rdzv-pkg-apt.log 2>&1 ||
+    { tail -5 /tmp/rdzv-pkg-apt.log; echo "FAIL: install $p"; exit 1; }
 done
 if dpkg-query -W -f='${Status}' rdzv 2>/dev/null | grep -q ' installed$'; then
-  echo "package-test.sh: a package named rdzv is installed already; remove it first (dpkg -r rdzv)" >&2
+  echo "package-test.sh: a package named rdzv is installed already;" \
+    "remove it first (dpkg -r rdzv)" >&2
   exit 2
 fi
 
@@ -37,15 +39,19 @@ check "dpkg-buildpackage made rdzv_*.deb" test -n "$deb"
 [ -n "$deb" ] || exit 1
 echo "== apt-get install $(basename "$deb")"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" \
-  >"$work/install.log" 2>&1 || { tail -10 "$work/install.log"; echo "FAIL: install the package"; exit 1; }
+  >"$work/install.log" 2>&1 ||
+  { tail -10 "$work/install.log"; echo "FAIL: install the package"; exit 1; }
 for f in /usr/bin/rdzvd /usr/bin/rdzv-agent /usr/bin/rdzvctl /usr/share/rdzv/rdzv.sbatch \
-         /usr/share/rdzv/rdzv.pbs /usr/share/man/man8/rdzvd.8.gz /usr/share/man/man1/rdzv-agent.1.gz; do
+         /usr/share/rdzv/rdzv.pbs /usr/share/man/man8/rdzvd.8.gz \
+         /usr/share/man/man1/rdzv-agent.1.gz; do
   check "installed $f" test -e "$f"
 done
 unit=$(dpkg -L rdzv | grep '/rdzvd.service$' | head -1)
 check "installed rdzvd.service ($unit)" test -n "$unit"
-[ -n "$unit" ] && check "rdzvd.service runs /usr/bin/rdzvd" grep -qx 'ExecStart=/usr/bin/rdzvd' "$unit"
-check "rdzv.sbatch defaults to /usr/bin" grep -q 'RDZV_BIN=${RDZV_BIN:-/usr/bin}' /usr/share/rdzv/rdzv.sbatch
+[ -n "$unit" ] &&
+  check "rdzvd.service runs /usr/bin/rdzvd" grep -qx 'ExecStart=/usr/bin/rdzvd' "$unit"
+check "rdzv.sbatch defaults to /usr/bin" \
+  grep -q 'RDZV_BIN=${RDZV_BIN:-/usr/bin}' /usr/share/rdzv/rdzv.sbatch
 check "rdzvd --version from the package" /usr/bin/rdzvd --version
 if [ -x /usr/bin/rdzv-train ]; then
   # A real job from the installed binaries: the agent, its embedded daemon and the default worker

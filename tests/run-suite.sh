@@ -15,7 +15,8 @@ for a in "$@"; do
     --no-install) install=0 ;;
     --no-asan) asan=0 ;;
     --no-package) package=0 ;;
-    *) echo "run-suite.sh: unknown option $a (use --no-install, --no-asan, --no-package)" >&2; exit 2 ;;
+    *) echo "run-suite.sh: unknown option $a (use --no-install, --no-asan, --no-package)" >&2
+       exit 2 ;;
   esac
 done
 
@@ -57,10 +58,10 @@ build() {  # name, meson setup args...
   ninja -C "$name" || return 1
   builds+=("$name")
 }
-# The two builds' tests run at the same time, each build's output in NAME.test.log (printed when
-# it ends) and its results in NAME/meson-logs/tests*.json (--logbase tests: with --wrapper, meson
-# adds the wrapper's name, tests-suite-lock.sh.json). tests/suite-lock.sh keeps the tests that need the machine to
-# themselves apart; a test may wait for the other build's, hence the timeout multiplier.
+# The two builds' tests run at the same time, each build's output in NAME.test.log (printed when it
+# ends) and its results in NAME/meson-logs/tests*.json (--logbase tests: with --wrapper, meson adds
+# the wrapper's name, tests-suite-lock.sh.json). tests/suite-lock.sh keeps the tests that need the
+# machine to themselves apart; a test may wait for the other build's, hence the timeout multiplier.
 run_tests() {  # name
   local name=$1
   meson test -C "$name" --no-rebuild --logbase tests --print-errorlogs --num-processes 2 \
@@ -71,7 +72,8 @@ build_failed=0
 CC=gcc build build-ci -Dwerror=true -Dbuildtype=debugoptimized -Db_coverage=true ||
   build_failed=$((build_failed+1))
 if [ "$asan" = 1 ]; then
-  CC=gcc build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug || build_failed=$((build_failed+1))
+  CC=gcc build build-asan -Db_sanitize=address,undefined -Dbuildtype=debug ||
+    build_failed=$((build_failed+1))
 fi
 if [ -n "$torch2_pid" ]; then
   if wait "$torch2_pid"; then torch2_result=OK; else torch2_result=FAIL; fi
@@ -132,7 +134,8 @@ wheel_result=$(cat wheel-test.result 2>/dev/null || echo FAIL)
 [ -d build-ci/meson-logs ] && { /usr/bin/python3 tests/coverage.py . build-ci || true; }
 
 # Count results from meson's JSON logs (meson's own summary is not read by CI).
-/usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "$wheel_result" "${logs[@]}" <<'PY'
+/usr/bin/python3 - "$SECONDS" "$build_failed" "$pkg_result" "$torch2_result" "$wheel_result" \
+  "${logs[@]}" <<'PY'
 import glob, json, sys
 took = int(sys.argv.pop(1))
 build_failed = int(sys.argv[1])

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* comm-gloo.cc: the CPU collective: gloo over TCP, rendezvous through the job's TCPStore
  * (proto/rdzv-store-client.c) behind a gloo::rendezvous::Store. C++ stays in this file; the
- * rest of the trainer sees the extern "C" struct train_comm. Every gloo exception becomes a negative errno
- * and a one-line message in c->err. */
+ * rest of the trainer sees the extern "C" struct train_comm. Every gloo exception becomes a
+ * negative errno and a one-line message in c->err. */
 #include <atomic>
 #include <cerrno>
 #include <chrono>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* train-cuda.h: the GPU backend (math-cuda.cu, comm-nccl.c), compiled in only when meson found
+/* train-cuda.h: the GPU backend (math-cuda.cu, comm-nccl.cu), compiled in only when meson found
  * nvcc (RDZV_TRAIN_HAVE_CUDA). Nothing outside train/ includes this. */
 #pragma once
 #include <stddef.h>

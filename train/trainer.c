@@ -226,8 +226,9 @@ static int train_step(struct trainer *t, float *ret_loss)
 }
 
 /* Tell the agent (RDZV_PROGRESS_FD) that step t->step is done, with its compute time when it
- * was timed ("step N compute_ms M"): one write of one line, atomic on the pipe. A failed write (agent gone, pipe full) is not the training's problem: after an
- * error other than EAGAIN/EINTR the channel is dropped. */
+ * was timed ("step N compute_ms M"): one write of one line, atomic on the pipe. A failed write
+ * (agent gone, pipe full) is not the training's problem: after an error other than EAGAIN/EINTR the
+ * channel is dropped. */
 static void progress_report(struct trainer *t)
 {
     struct rdzv_progress_line pl = {.kind = RDZV_PROGRESS_STEP, .step = t->step,

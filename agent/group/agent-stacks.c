@@ -206,7 +206,8 @@ static void report(struct agent_stacks *s)
     close_all(s);
 }
 
-/* The first len - 1 bytes of a small file, NUL-terminated, its trailing newline cut. 0 or -errno. */
+/* The first len - 1 bytes of a small file, NUL-terminated, its trailing newline cut. 0 or
+ * -errno. */
 static int read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -83,7 +83,8 @@ static void group_destroy(struct agent_group *g)
 
 /* g->settle: called from callbacks only (close, poll, timer): reports the end of a start, or
  * finishes a free. A start ends when its handles are closed and, unless it is being stopped, its
- * relayed output has left the queues too (a stop doesn't wait for a slow reader: free() flushes). */
+ * relayed output has left the queues too (a stop doesn't wait for a slow reader: free()
+ * flushes). */
 static void group_settle(struct agent_group *g)
 {
     if (g->state == GROUP_FREEING) {
@@ -686,8 +687,8 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
     }
     if (any)
         log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
-             spawn ? "some of " : "", g->cfg.nproc, a->rank_offset, a->rank_offset + g->cfg.nproc - 1,
-             a->world_size, a->generation, a->restart_count);
+                 spawn ? "some of " : "", g->cfg.nproc, a->rank_offset,
+                 a->rank_offset + g->cfg.nproc - 1, a->world_size, a->generation, a->restart_count);
     r = group_spawn(g, a, spawn, &env);
     agent_env_free(&env);
     return r;

@@ -19,7 +19,8 @@ struct agent_client;
  * leader (protocol 1.3), which may add one more (a leader not in the list). */
 #define AGENT_ENDPOINTS_MAX 8
 /* With several endpoints, a connect not accepted this long moves to the next one (a replica's
- * host that is gone keeps a SYN unanswered for minutes; one that is up answers in a millisecond). */
+ * host that is gone keeps a SYN unanswered for minutes; one that is up answers in a
+ * millisecond). */
 #define AGENT_CONNECT_ATTEMPT_MS 1000
 /* Before JOINED, one line this often says what the agent waits for and how long it still will. */
 #define AGENT_WAIT_NOTE_MS 10000

@@ -18,7 +18,7 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 
-/* ---- NVML, as much of its ABI (nvml.h, stable since the _v2 entry points) as the checks use ---- */
+/* ---- NVML, as much of its ABI (nvml.h, stable since the _v2 entry points) as the checks use */
 
 typedef void *nvml_device;
 typedef void *nvml_event_set;
@@ -102,7 +102,8 @@ int agent_health_new(const struct agent_health_cfg *cfg, struct agent_health **r
 
 /* ---- checks that answer at once ---- */
 
-static bool fail(struct agent_health *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(struct agent_health *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static bool fail(struct agent_health *h, const char *fmt, ...)
 {
     va_list ap;

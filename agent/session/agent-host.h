@@ -30,7 +30,7 @@
 /* rdzvd --exit-when-idle: no agent connected for 5 s, the job is over; none came in 180 s. */
 #define AGENT_HOST_IDLE "5:180"
 #define AGENT_HOST_READY_FD 3     /* rdzvd's --ready-fd */
-#define AGENT_HOST_LIFELINE_FD 4  /* the same pipe, left open: its reader sees EOF at rdzvd's exit */
+#define AGENT_HOST_LIFELINE_FD 4  /* the same pipe, left open: its reader sees rdzvd's exit */
 #define AGENT_HOST_READY_MS 10000 /* how long the agent waits for it to listen */
 
 struct agent_host_cfg {

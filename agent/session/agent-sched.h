@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-sched.h: what the agent asks of the scheduler that runs it. Under Slurm, why a job is
- * being ended when its agent receives SIGTERM (issue 31): slurmctld has it as the job's reason
+ * being ended when its agent receives SIGTERM: slurmctld has it as the job's reason
  * while the job completes (squeue -o "%T|%r": "COMPLETING|TimeLimit" for a time limit,
  * "COMPLETING|None" after scancel), so a cancelled job can say which it was.
  *

@@ -68,7 +68,8 @@ static void open_store(struct agent_session *a, uint64_t gen, const char *allow)
         log_warn_errno(r, "cannot host generation %" PRIu64 "'s store; rdzvd hosts it", gen);
 }
 
-void agent_session_on_nccl_request(struct agent_client *c, const struct rdzv_nccl_request *q, void *ud)
+void agent_session_on_nccl_request(struct agent_client *c, const struct rdzv_nccl_request *q,
+                                   void *ud)
 {
     struct agent_session *a = ud;
     int r;

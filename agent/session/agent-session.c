@@ -369,8 +369,9 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     } else {
         a->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
-    if (!a->workers_gone && (has_survivors(a) || (a->exit_code != 0 && (a->state == AG_RUNNING ||
-                                                                       a->state == AG_RESTARTING)))) {
+    if (!a->workers_gone &&
+        (has_survivors(a) ||
+         (a->exit_code != 0 && (a->state == AG_RUNNING || a->state == AG_RESTARTING)))) {
         if (a->put_aside)
             log_warn("stopping local workers: this node takes no further part in the job");
         else if (strcmp(e->type, "cancelled") == 0)
@@ -667,17 +668,17 @@ static int agent_connect(struct agent_session *a)
         rs->master_port = a->round.master_port;
         rs->left = a->state == AG_LEFT;
     }
-    r = agent_client_start(a->loop, &a->eps, a->ep_last,
-                           (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,
-                           &(struct agent_client_cbs){.on_round = on_round,
-                                                      .on_nccl_request = agent_session_on_nccl_request,
-                                                      .on_event = on_event,
-                                                      .on_error = on_error,
-                                                      .on_lost = a->cfg.embedded ? NULL : on_lost,
-                                                      .on_joined = on_joined,
-                                                      .on_replica = agent_session_on_replica,
-                                                      .on_replicas = agent_session_on_replicas},
-                           a, &a->client);
+    r = agent_client_start(
+        a->loop, &a->eps, a->ep_last, (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,
+        &(struct agent_client_cbs){.on_round = on_round,
+                                   .on_nccl_request = agent_session_on_nccl_request,
+                                   .on_event = on_event,
+                                   .on_error = on_error,
+                                   .on_lost = a->cfg.embedded ? NULL : on_lost,
+                                   .on_joined = on_joined,
+                                   .on_replica = agent_session_on_replica,
+                                   .on_replicas = agent_session_on_replicas},
+        a, &a->client);
     if (r == 0)
         agent_client_set_silence(a->client, (uint64_t)(a->cfg.heartbeat_timeout_s * 1000));
     if (r == 0 && a->cfg.token)

@@ -36,8 +36,9 @@
 #define RDZVD_HS_ADDR_BUCKETS 4096u
 /* The last --max-handshaking / RDZVD_HS_SPARE_DIV slots under --max-conns (none with a quota
  * under RDZVD_HS_SPARE_DIV, as a tiny --max-conns has): an address takes one of them only while
- * it holds fewer connections before their handshake than slots are left, so that one address that fills the rest with young idle connections (which nothing
- * closes before RDZVD_HS_SHED_AGE_MS) cannot keep a token holder on another out. */
+ * it holds fewer connections before their handshake than slots are left, so that one address that
+ * fills the rest with young idle connections (which nothing closes before RDZVD_HS_SHED_AGE_MS)
+ * cannot keep a token holder on another out. */
 #define RDZVD_HS_SPARE_DIV 8u
 
 /* The HTTP status server (--metrics-port, daemon/front/rdzvd-http.h). Requests: at most
@@ -152,7 +153,7 @@ struct rdzvd_config {
      * is set (without a token every peer is trusted alike, the operator's messages included). */
     const struct rdzv_token *admin_token;
     const struct rdzvd_acl *store_acl;  /* TCPStore clients' addresses; NULL: anyone */
-    uint64_t handshake_timeout_ms;      /* close connections not through their handshake; 0: never */
+    uint64_t handshake_timeout_ms;      /* close connections not through the handshake; 0: never */
     uint64_t keep_ended_ms;             /* ended jobs in status this long (--keep-ended; 0: none) */
     uint64_t keep_ended_max;            /* and at most this many (--keep-ended-max; 0: none) */
     uint64_t request_timeout_ms;        /* close connections with a request incomplete that long;

@@ -117,7 +117,8 @@ bool rdzvd_journal_pending(const struct rdzvd_journal *j);
  * is then off: nothing is pending any more either way). */
 int rdzvd_journal_flush(struct rdzvd_journal *j);
 
-/* Write what is buffered and fdatasync now if anything is unsynced. Returns 0 or the error (persistence is then off). */
+/* Write what is buffered and fdatasync now if anything is unsynced. Returns 0 or the error
+ * (persistence is then off). */
 int rdzvd_journal_sync(struct rdzvd_journal *j);
 /* Write a snapshot now (normally automatic). Returns 0 or the error (persistence is then off). */
 int rdzvd_journal_compact(struct rdzvd_journal *j);

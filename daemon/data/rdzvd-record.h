@@ -7,13 +7,12 @@
  * Format (little-endian): u32 crc, u8 type, u32 klen, u32 vlen, key, value. crc is CRC-32 (zlib's)
  * of everything after it. Types: 1 SET (the key holds the value), 2 DELETE, 3 QPUSH (the value at
  * the tail of the key's queue), 4 QPOP (the head of the key's queue removed), 5 DECISION (a job's
- * decision, the value: the store's decision replayer applies it to the key's record), 6 APPEND (the value added
- * at the end of the key's value, which a missing key starts empty: an APPEND costs the journal and
- * the Raft log the bytes it sent, not the key's whole new value); DELETE and
- * QPOP carry no value, DECISION always does. Type 6 is new with journal version 3
- * (rdzvd-journal.h): readers before it refuse it as corrupt. The type's high bit
- * (RDZVD_RECORD_JOBS) marks a record of the replicas' job table (rdzvd-repl.h) rather than of the
- * clients' store; a journal holds none.
+ * decision, the value: the store's decision replayer applies it to the key's record), 6 APPEND (the
+ * value added at the end of the key's value, which a missing key starts empty: an APPEND costs the
+ * journal and the Raft log the bytes it sent, not the key's whole new value); DELETE and QPOP carry
+ * no value, DECISION always does. Type 6 is new with journal version 3 (rdzvd-journal.h): readers
+ * before it refuse it as corrupt. The type's high bit (RDZVD_RECORD_JOBS) marks a record of the
+ * replicas' job table (rdzvd-repl.h) rather than of the clients' store; a journal holds none.
  *
  * Pure functions but rdzvd_record_apply (which changes the store). Errors: negative errno. */
 #pragma once

@@ -99,7 +99,8 @@ uint64_t rdzvd_store_budget_max(const struct rdzvd_store *s);
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud);
 
-/* Values returned by lookups point into the store and stay valid until the next change of that key. */
+/* Values returned by lookups point into the store and stay valid until the next change of that
+ * key. */
 int rdzvd_store_set(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
                     size_t vlen);
 /* 0 and the value, or -ENOENT. */

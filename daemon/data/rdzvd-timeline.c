@@ -192,7 +192,8 @@ void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
     } else {
         ka = (unsigned)floor_pos((a - tl->rate_start) / iv);
         for (unsigned k = ka; k <= kb; k++) {
-            double lo = dmax(a, tl->rate_start + k * iv), hi = dmin(x, tl->rate_start + (k + 1) * iv);
+            double lo = dmax(a, tl->rate_start + k * iv),
+                   hi = dmin(x, tl->rate_start + (k + 1) * iv);
 
             if (hi > lo)
                 tl->rates[k] += delta * (hi - lo) / (x - a);

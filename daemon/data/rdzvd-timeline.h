@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-timeline.h: a job's history as the status page draws it (issue 31): its generations
+/* rdzvd-timeline.h: a job's history as the status page draws it: its generations
  * (bands: when each ran, its world size), what happened (marks: a failure and its root cause, a
  * node lost or put aside, spares promoted, a leader change, the end) and rank 0's steps per
  * second over time, from the progress reports rdzvd receives.

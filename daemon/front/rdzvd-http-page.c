@@ -49,9 +49,10 @@ static int put_run_id(struct rdzv_buf *b, const char *run_id, bool link)
 
 static int put_head(struct rdzv_buf *b, const struct rdzv_status *st, const char *run_id)
 {
-    int r = rdzv_buf_printf(
-        b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-           "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd %s", run_id ? "job " : "status");
+    int r = rdzv_buf_printf(b,
+                            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                            "<meta http-equiv=\"refresh\" content=\"5\"><title>rdzvd %s",
+                            run_id ? "job " : "status");
 
     r |= rdzv_buf_put_escaped(b, run_id, true);
     r |= rdzv_buf_printf(
@@ -80,8 +81,8 @@ static int put_rank_table(struct rdzv_buf *b, const struct rdzv_status_job *job)
     if (n == 0)
         return 0;
     rdzv_status_step_range(job, &lo, &hi);
-    r |= rdzv_buf_printf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld", n,
-                 (long long)lo, (long long)hi);
+    r |= rdzv_buf_printf(b, "<p class=\"progress\">%zu rank(s) reported progress, step %lld..%lld",
+                         n, (long long)lo, (long long)hi);
     if (job->ranks_left_out > 0)
         r |= rdzv_buf_printf(b, " (%lld more not listed)", (long long)job->ranks_left_out);
     if (n > PAGE_RANKS_ALL) {

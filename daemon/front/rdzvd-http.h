@@ -5,15 +5,15 @@
  * (GET /job/RUN_ID, rdzvd-http-page.h). HTTP/1.0-style: one request per connection, then close.
  *
  * It runs on a thread of its own with its own loop, at RDZVD_HTTP_NICE: the store's loop pays
- * for no write, read or accept of a status client. The jobs stay the store's loop's: the HTTP thread asks it for a body
- * (a uv_async and a mutex-guarded list each way) and gets a malloc'd string back; the store's loop
- * makes one body per turn, and the requests of one kind that came before it began share it. Each
- * part is bounded (rdzvd-config.h): a request (RDZVD_HTTP_MAX_REQ bytes within
- * RDZVD_HTTP_TIMEOUT_MS, its answer made by then), an answer (the page's RDZVD_PAGE_MAX bytes,
- * read by its client within RDZVD_HTTP_WRITE_TIMEOUT_MS), the connections (RDZVD_HTTP_MAX_CONNS,
- * a newcomer taking the slot of one that stalls), the asks waiting (RDZVD_HTTP_MAX_ASKS) and the
- * work of one turn of the HTTP loop (RDZVD_HTTP_TURN_*); the status page is made at most once
- * per RDZVD_PAGE_TTL_MS and shared meanwhile.
+ * for no write, read or accept of a status client. The jobs stay the store's loop's: the HTTP
+ * thread asks it for a body (a uv_async and a mutex-guarded list each way) and gets a malloc'd
+ * string back; the store's loop makes one body per turn, and the requests of one kind that came
+ * before it began share it. Each part is bounded (rdzvd-config.h): a request (RDZVD_HTTP_MAX_REQ
+ * bytes within RDZVD_HTTP_TIMEOUT_MS, its answer made by then), an answer (the page's
+ * RDZVD_PAGE_MAX bytes, read by its client within RDZVD_HTTP_WRITE_TIMEOUT_MS), the connections
+ * (RDZVD_HTTP_MAX_CONNS, a newcomer taking the slot of one that stalls), the asks waiting
+ * (RDZVD_HTTP_MAX_ASKS) and the work of one turn of the HTTP loop (RDZVD_HTTP_TURN_*); the status
+ * page is made at most once per RDZVD_PAGE_TTL_MS and shared meanwhile.
  *
  * Ownership: rdzvd_http_start's caller owns the endpoint until rdzvd_http_stop (which joins the
  * thread; the rest goes in the close callbacks); the job registry is borrowed and must outlive it.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-timeline-svg.h: a job's timeline (proto/rdzv-status.h) drawn as inline SVG for the status
- * page (issue 31): one band per generation with its world size on it, a mark for each failure,
+ * page: one band per generation with its world size on it, a mark for each failure,
  * restart, node lost or put aside, spares promoted, leader change and the end (what happened in
  * its <title>: a browser shows it on hover), and rank 0's steps per second under them. No script,
  * no external asset, no CSS beyond presentation attributes: it renders wherever SVG does, and the

@@ -24,7 +24,7 @@
  * connections and heartbeat clocks, waits, the spares, the generation stores' contents (their own
  * journals).
  *
- * A node's identity (issue 36). The first JOIN of a node id in a job gets a random secret
+ * A node's identity. The first JOIN of a node id in a job gets a random secret
  * (JOINED), and its hash is decided (ADMITTED) before JOINED leaves: a JOIN that names a node id
  * the table knows must carry that secret, after a restart or a change of leader too. The hashes
  * live beside the record, under their own keys ("sec/" run_id NUL node_id: the hash; "ids/"

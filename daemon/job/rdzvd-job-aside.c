@@ -36,7 +36,8 @@ const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *
  * or when every entry is of a node put aside (logged). */
 static struct rdzvd_job_record_hist *hist_get(struct rdzvd_job *j, const char *node_id)
 {
-    struct rdzvd_job_record_hist *h = (struct rdzvd_job_record_hist *)rdzvd_job_hist_find(j, node_id);
+    struct rdzvd_job_record_hist *h =
+        (struct rdzvd_job_record_hist *)rdzvd_job_hist_find(j, node_id);
     unsigned victim = j->n_hist;
 
     if (h)

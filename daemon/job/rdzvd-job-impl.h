@@ -141,7 +141,7 @@ struct rdzvd_job {
         double time; /* unix seconds */
         char text[200];
     } events[RDZVD_JOB_EVENTS]; /* ring, for status */
-    unsigned nevents;     /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
+    unsigned nevents; /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
     /* The job's failure history (rdzvd-job-aside.c), as every decision records it: n_hist
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
@@ -178,10 +178,16 @@ struct rdzvd_job {
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
-/* rdzvd-job-move.c. rdzvd_job_move: 0, or -EPERM for a move the table does not allow from the
- * job's state (logged; nothing changed). rdzvd_job_move_legal: whether the table allows mv from
- * state from. */
+/* rdzvd-job-move.c. rdzvd_job_move: records the decision the move needs first (its row of the
+ * table: FORM formed, STOP stopped, END ended; CLOSE, UNDO, STOPPED and RESTORE none), then
+ * moves: 0; -EPERM for a move the table does not allow from the job's state; or the negative
+ * errno of the decision the job table refused. Either way logged, and nothing changed. The move
+ * also keeps the copies of generation and restart count that go out: the round's (CLOSE clears
+ * it first; a RESTORE of a running generation) and the outcome's (END).
+ * rdzvd_job_move_legal: whether the table allows mv from state from. rdzvd_job_move_decision:
+ * the enum rdzvd_decision_kind the kind needs, or -1 for none. */
 int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv);
+int rdzvd_job_move_decision(enum rdzvd_job_move_kind kind);
 /* How many moves of each kind were taken from each state since the process started (the model
  * test reads it: every legal move must be taken). Loop thread only. */
 extern uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
@@ -320,12 +326,21 @@ int rdzvd_job_store_fallback(struct rdzvd_job *j);
 /* Decide the job's generation in its record (running: the generation's workers run, and a
  * restarted rdzvd waits for their agents; restart_count: the job's once the decision is applied).
  * 0 (also with no job table), or the negative errno of a decision the job table refused
- * (logged): the job must not move, and nothing of it may be sent. */
+ * (logged): the job must not move, and nothing of it may be sent. Only for what is no move (a
+ * resume claim becoming the record): a move records through rdzvd_job_move. */
 int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count);
 /* Decide only the job's history (RDZVD_DECIDE_ASIDE): as rdzvd_job_save, for a node put aside
  * with no restart. */
 int rdzvd_job_save_aside(struct rdzvd_job *j);
-void rdzvd_job_forget(struct rdzvd_job *j);
+/* Decide the job's end (RDZVD_DECIDE_ENDED: its record and its nodes' secrets go). 0 (also with
+ * no table) or the table's negative errno (logged). */
+int rdzvd_job_forget(struct rdzvd_job *j);
+/* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
+ * row of the table in rdzvd-job-move.c), from j as it is before the move (FORMED: the round
+ * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or
+ * the negative errno of a decision refused (logged): the move is not made. */
+int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
+                          const struct rdzvd_job_move *mv);
 /* node_id's first JOIN in j: keep the hash of its new secret in the host's secret table (a
  * decision, written before JOINED leaves). 0 (also with no table) or a negative errno. */
 int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret);

@@ -85,8 +85,8 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
                       rs->generation, (unsigned long long)RDZV_GENERATION_MAX);
     if (rs->nnodes > jn->max || rs->node_rank >= rs->nnodes)
         return refuse(q, -ERANGE,
-                      "JOIN resume: node rank %" PRId64 " of %" PRId64 " nodes does not fit job '%s' "
-                      "(--nnodes at most %" PRId64 ")",
+                      "JOIN resume: node rank %" PRId64 " of %" PRId64 " nodes does not fit "
+                      "job '%s' (--nnodes at most %" PRId64 ")",
                       rs->node_rank, rs->nnodes, jn->run_id, jn->max);
     if (rs->world_size > rs->nnodes * RDZV_NPROC_MAX ||
         rs->rank_offset + jn->nproc > rs->world_size)
@@ -143,11 +143,8 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     if (r < 0)
         return r;
     j->rebuilt = true;
-    j->round.generation = rec->generation;
-    j->round.nnodes = rec->nnodes;
+    j->round.nnodes = rec->nnodes; /* its generation and restart count: the move's */
     j->round.world_size = rec->world_size;
-    j->round.restart_count = rec->restart_count;
-    j->round.max_restarts = j->max_restarts;
     j->round.n_ids = rec->n_ids;
     if (rec->n_ids)
         memcpy(j->round.ids, rec->ids, rec->n_ids * sizeof(*rec->ids));
@@ -290,8 +287,9 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
      * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
-    if (claimed)
-        rdzvd_job_save(j, rec.running, j->restart_count);
+    if (claimed && rdzvd_job_save(j, rec.running, j->restart_count) < 0)
+        rdzvd_job_note(j, true, "its resume claim is not in its record (logged): a restarted "
+                                "rdzvd checks the next resume against no record");
     *ret = j;
 out:
     rdzvd_job_record_clear(&rec);

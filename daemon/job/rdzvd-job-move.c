@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-move.c: the one function that changes a job's state, generation and restart count
- * (rdzvd-job-impl.h, struct rdzvd_job_move), and its table of legal moves. */
+ * (rdzvd-job-impl.h, struct rdzvd_job_move), and its table of legal moves, each with the decision
+ * (rdzvd-decision.h) that must be recorded before it is made. */
+#include <errno.h>
 #include <inttypes.h>
+#include <string.h>
 
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
@@ -15,25 +18,36 @@ const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "r
 uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
 struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 
-/* Each kind of move: the states it may start from and the state it leads to (RESTORE leads to
- * RUNNING or FORMING, as its record says). */
+#define NONE (-1) /* a move that needs no decision: memory only, nothing a restart must know */
+
+/* Each kind of move: the states it may start from, the state it leads to (RESTORE leads to
+ * RUNNING or FORMING, as its record says), and the decision recorded before it (NONE: none; a
+ * generation closed or undone before any ROUND went out, or stopped as its record says already,
+ * is rebuilt from the record as it stands). */
 static const struct {
     const char *name;
     unsigned from;
     enum job_state to;
+    int decision; /* enum rdzvd_decision_kind, or NONE */
 } moves[_JOB_MOVE_MAX] = {
-    [JOB_MOVE_CLOSE] = {"close", S(JOB_FORMING), JOB_NCCL},
-    [JOB_MOVE_FORM] = {"form", S(JOB_NCCL), JOB_RUNNING},
-    [JOB_MOVE_UNDO] = {"undo", S(JOB_NCCL), JOB_FORMING},
-    [JOB_MOVE_STOP] = {"stop", S(JOB_RUNNING), JOB_STOPPING},
-    [JOB_MOVE_STOPPED] = {"stopped", S(JOB_STOPPING), JOB_FORMING},
-    [JOB_MOVE_RESTORE] = {"restore", S(JOB_FORMING), JOB_RUNNING},
-    [JOB_MOVE_END] = {"end", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING), JOB_ENDED},
+    [JOB_MOVE_CLOSE] = {"close", S(JOB_FORMING), JOB_NCCL, NONE},
+    [JOB_MOVE_FORM] = {"form", S(JOB_NCCL), JOB_RUNNING, RDZVD_DECIDE_FORMED},
+    [JOB_MOVE_UNDO] = {"undo", S(JOB_NCCL), JOB_FORMING, NONE},
+    [JOB_MOVE_STOP] = {"stop", S(JOB_RUNNING), JOB_STOPPING, RDZVD_DECIDE_STOPPED},
+    [JOB_MOVE_STOPPED] = {"stopped", S(JOB_STOPPING), JOB_FORMING, NONE},
+    [JOB_MOVE_RESTORE] = {"restore", S(JOB_FORMING), JOB_RUNNING, NONE},
+    [JOB_MOVE_END] = {"end", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING), JOB_ENDED,
+                      RDZVD_DECIDE_ENDED},
 };
 
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind)
 {
     return (unsigned)kind < _JOB_MOVE_MAX ? moves[kind].name : "?";
+}
+
+int rdzvd_job_move_decision(enum rdzvd_job_move_kind kind)
+{
+    return (unsigned)kind < _JOB_MOVE_MAX ? moves[kind].decision : NONE;
 }
 
 bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv)
@@ -48,6 +62,7 @@ bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv)
 int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
 {
     enum job_state to;
+    int r;
 
     if (!rdzvd_job_move_legal(j->state, mv) ||
         (mv->kind == JOB_MOVE_RESTORE && j->generation != 0) ||
@@ -57,10 +72,20 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
                   j->generation);
         return -EPERM;
     }
+    /* Recorded first (logged when refused): what a restarted rdzvd or the next leader rebuilds
+     * is never behind what this one did, or sent. */
+    if (moves[mv->kind].decision != NONE &&
+        (r = rdzvd_job_record_move(j, (enum rdzvd_decision_kind)moves[mv->kind].decision,
+                                   mv)) < 0)
+        return r;
     to = moves[mv->kind].to;
     switch (mv->kind) {
-    case JOB_MOVE_CLOSE:
+    case JOB_MOVE_CLOSE: /* a new round, of the next generation, under the job's budget */
         j->generation++;
+        memset(&j->round, 0, sizeof(j->round));
+        j->round.generation = j->generation;
+        j->round.restart_count = j->restart_count;
+        j->round.max_restarts = j->max_restarts;
         break;
     case JOB_MOVE_UNDO:
         j->generation--;
@@ -72,8 +97,16 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     case JOB_MOVE_RESTORE:
         j->generation = mv->generation;
         j->restart_count = mv->restart_count;
-        if (!mv->running)
+        if (!mv->running) {
             to = JOB_FORMING;
+            break;
+        }
+        j->round.generation = j->generation; /* the running round's: its sizes, the caller's */
+        j->round.restart_count = j->restart_count;
+        j->round.max_restarts = j->max_restarts;
+        break;
+    case JOB_MOVE_END:
+        j->outcome.generation = j->generation;
         break;
     default:
         break;

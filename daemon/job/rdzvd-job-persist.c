@@ -189,18 +189,36 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart, and its
  * nodes' secrets go with it. */
-void rdzvd_job_forget(struct rdzvd_job *j)
+int rdzvd_job_forget(struct rdzvd_job *j)
 {
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzvd_store *t = j->host.record_table ? j->host.record_table : j->host.secret_table;
     int r;
 
     if (!t)
-        return;
+        return 0;
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     r = rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
+    return r < 0 ? r : 0;
+}
+
+int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
+                          const struct rdzvd_job_move *mv)
+{
+    switch (kind) {
+    case RDZVD_DECIDE_FORMED:
+        return rdzvd_job_save(j, true, j->restart_count);
+    case RDZVD_DECIDE_STOPPED:
+        return rdzvd_job_save(j, false, j->restart_count + mv->counted);
+    case RDZVD_DECIDE_ENDED:
+        return rdzvd_job_forget(j);
+    default: /* no move needs another (a bug) */
+        log_error("job=%s: a move names decision '%s', which no move takes; not moved",
+                  j->run_id, rdzvd_decision_name(kind));
+        return -EINVAL;
+    }
 }
 
 int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret)

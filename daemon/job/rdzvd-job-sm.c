@@ -152,8 +152,8 @@ void rdzvd_job_free(struct rdzvd_job *j)
     if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
         j->host.keep_ended(j->host.ended, j);
     /* A job's record lives until the job ends (rdzvd_job_end forgot it): one that formed a
-     * generation waits for its nodes' agents, which may be in their reconnect backoff (issue
-     * 36). One that never formed has nothing running that could come back. */
+     * generation waits for its nodes' agents, which may be in their reconnect backoff. One
+     * that never formed has nothing running that could come back. */
     if (!j->shutting_down && j->state != JOB_ENDED &&
         (j->generation == 0 || !j->host.record_table))
         rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
@@ -193,16 +193,15 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
+    /* Its end recorded first: one the job table refused (logged) is not made. */
     if (j->state == JOB_ENDED ||
         rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END}) < 0)
         return;
     rdzvd_job_timer_stop(j);
     j->ended_s = rdzv_wall_s();
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
-    j->outcome.generation = j->generation;
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
-    rdzvd_job_forget(j);
     if (exit_code == 0)
         rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
@@ -264,12 +263,15 @@ void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 
 /* ---- rounds ---- */
 
-/* The job table refused the decision that a generation formed or stopped (-errno r): nothing
- * of it goes out. The job ends, naming why, so that what its agents are told and what its record
- * holds cannot differ. */
+/* The move that a generation formed or stopped was refused (-errno r): nothing of it goes out.
+ * Its decision refused by the job table, the job ends, naming why, so that what its agents are
+ * told and what its record holds cannot differ; -EPERM (its state allows no such move) is all. */
 static void job_not_recorded(struct rdzvd_job *j, const char *what, int r)
 {
     char why[256];
+
+    if (r == -EPERM) /* a move its state does not allow: refused (logged), nothing recorded */
+        return;
 
     snprintf(why, sizeof(why),
              "rdzvd could not record that generation %" PRIu64 " %s in its job table (%s); "
@@ -284,15 +286,13 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
     struct rdzvd_member *m;
     int r;
 
-    /* Decided and recorded first, then applied, then sent: a generation that its record does
-     * not have is never run. */
-    r = rdzvd_job_save(j, true, j->restart_count);
+    /* Recorded first (the move's decision), then applied, then sent: a generation that its
+     * record does not have is never run. */
+    r = rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_FORM});
     if (r < 0) {
         job_not_recorded(j, "formed", r);
         return;
     }
-    if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_FORM}) < 0)
-        return;
     j->formed_ms = rdzv_now_ms();
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
@@ -415,15 +415,12 @@ static void close_round(struct rdzvd_job *j)
     }
     free(slots);
 
-    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_CLOSE}); /* from FORMING */
+    if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_CLOSE}) < 0)
+        return; /* cannot be: its callers checked FORMING (logged) */
     free(j->rebuilt_nodes);
     j->rebuilt_nodes = NULL;
-    memset(&j->round, 0, sizeof(j->round));
-    j->round.generation = j->generation;
-    j->round.nnodes = rank;
+    j->round.nnodes = rank; /* the move cleared the round, and gave it its generation */
     j->round.world_size = offset;
-    j->round.restart_count = j->restart_count;
-    j->round.max_restarts = j->max_restarts;
     if (j->nmembers > rank)
         rdzvd_job_note(j, false, "%" PRId64 " spare node(s) wait for a place", j->nmembers - rank);
     if (promoted > 0)
@@ -494,7 +491,8 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
         return;
     rdzvd_job_close_store(j);
     for_each_member(j, m, pos, tmp) member_unrank(m);
-    rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED});
+    if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED}) < 0)
+        return; /* cannot be: STOPPING was checked (logged) */
     rdzvd_job_timer_stop(j);
     if (j->cancelled) {
         rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
@@ -528,14 +526,12 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }
-    /* Decided and recorded first (the restart charged), then applied, then sent. */
-    r = rdzvd_job_save(j, false, j->restart_count + counted);
+    /* Recorded first (the restart charged: the move's decision), then applied, then sent. */
+    r = rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = counted});
     if (r < 0) {
         job_not_recorded(j, "stopped", r);
         return;
     }
-    if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOP, .counted = counted}) < 0)
-        return;
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
     rdzvd_job_timer_stop(j);
     backoff = rdzvd_job_backoff_start(j, counted);
@@ -765,8 +761,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
                 rdzvd_member_set_ready(o, true);
             }
             snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
-            rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_UNDO});
-            rdzvd_job_try_close(j);
+            if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_UNDO}) == 0)
+                rdzvd_job_try_close(j);
         }
         break;
     case JOB_STOPPING:

@@ -67,7 +67,8 @@ static void conn_round(void *peer, struct rdzv_round *rd)
         return;
     /* The store's address as this agent reached us (right on multi-homed masters too), unless
      * node rank 0's agent hosts it (a replicated rdzvd). */
-    if (!rd->master_addr[0] && rdzvd_conn_local_addr(peer, rd->master_addr, sizeof(rd->master_addr)) < 0)
+    if (!rd->master_addr[0] &&
+        rdzvd_conn_local_addr(peer, rd->master_addr, sizeof(rd->master_addr)) < 0)
         snprintf(rd->master_addr, sizeof(rd->master_addr), "127.0.0.1");
     if (rdzv_msg_put_round(out, rd) < 0)
         log_error("conn %" PRIu64 ": out of memory sending ROUND", rdzvd_conn_id(peer));

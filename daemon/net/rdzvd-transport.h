@@ -145,10 +145,10 @@ void rdzvd_transport_resume(struct rdzvd_transport *t);
 /* Close every connection, handing the kernel what is queued first (shutdown). */
 void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 
-/* Accept the pending connection on g's listener (g->paced) into group g. It is registered, named and has
- * its handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken from a
- * stale connection if there is one: rdzvd_transport_shed_handshaking), but reads nothing until
- * rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
+/* Accept the pending connection on g's listener (g->paced) into group g. It is registered, named
+ * and has its handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken
+ * from a stale connection if there is one: rdzvd_transport_shed_handshaking), but reads nothing
+ * until rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
  * address (family 0 when unknown). Returns 0, -EAGAIN when the accept pace's budget is spent
  * (nothing made: g's connection callback comes again next turn), or another negative errno (c
  * is then closing, or was never made). */

@@ -17,7 +17,7 @@
  * gathered, except a configuration (RAFT_CHANGE) entry, checked whole first. An AppendEntries
  * with entries or an InstallSnapshot of a term older than the receiver's reaches libraft as an
  * AppendEntries of that term with no entries (libraft answers it with its term), and its payload
- * is read and dropped here: libraft would allocate the whole claim first (issue 36).
+ * is read and dropped here: libraft would allocate the whole claim first.
  *
  * Ownership: the guard owns the peer's connection from rdzvd_repl_guard_start on, and frees
  * itself after hooks->closed. libraft owns its end (raft_malloc'd, as libraft frees it). Threads:

@@ -19,15 +19,15 @@
  * exactly the handshake's bytes, never one of libraft's. S does not hand the connection itself to
  * libraft: a guard reads it and passes on only messages that pass rdzv-raft-wire.h's checks,
  * against the state of the struct raft given to rdzvd_repl_net_check_against
- * (rdzvd-repl-guard.h); a bad one closes the link, logged once a minute per peer. Without a token the MACs are zeros and not checked
- * (a replica set on a trusted network; rdzvd says so at start).
+ * (rdzvd-repl-guard.h); a bad one closes the link, logged once a minute per peer. Without a token
+ * the MACs are zeros and not checked (a replica set on a trusted network; rdzvd says so at start).
  *
  * Bounds: at most RDZVD_REPL_HANDSHAKES_MAX connections in their handshake at once from
  * addresses that are no member's (more are closed at accept), each given handshake_ms to finish; a
  * handshake is under 400 bytes, read into a fixed buffer. A connection from the IP address of a
  * member of the configuration does not count among them: it always gets a slot, one of
  * RDZVD_REPL_MEMBER_HANDSHAKES per such address, the oldest of which is closed to make room
- * (issue 36: 32 silent connections kept a restarted replica out). Strangers elsewhere cannot hold
+ * (else 32 silent connections could keep a restarted replica out). Strangers elsewhere cannot hold
  * a member's slots; a stranger on a member's own IP address competes with it (a new connection
  * there closes the oldest from that address, its own or the member's). A failed handshake
  * closes that connection with one log line naming the peer.

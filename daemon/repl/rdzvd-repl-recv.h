@@ -8,7 +8,7 @@
  * AppendEntries(T'), TimeoutNow, RequestVoteResult(T'+1, granted), AppendEntries(T'+1) in one
  * write made a follower lead T'+1, and the last one, checked while it still followed, then
  * reached a leader of its own term (libraft wrote follower fields over its leader state: SEGV in
- * tickLeader; issue 36). libraft 0.15 reads a message whole and processes it within the same
+ * tickLeader). libraft 0.15 reads a message whole and processes it within the same
  * read callback, through the receive callback that raft_start hands to its raft_io's start. That
  * start is wrapped here, so the receive callback runs behind rdzv_raft_check_state with the
  * state of that moment (hooks->view). A message that fails is dropped (freed as libraft would

@@ -59,8 +59,8 @@ static inline int rdzvd_repl_result(void *result)
  * raft_malloc'd (raft_apply takes it over; raft_free it if raft_apply fails). 0 or -ENOMEM. */
 int rdzvd_repl_batch(struct raft_buffer *buf, uint64_t origin, const void *records, size_t n);
 
-/* One record of what, key and val as the payload of a new log entry (origin 0), zero-padded to a multiple
- * of 8 bytes as libraft requires: buf->base is raft_malloc'd (raft_apply takes it over; raft_free
- * it if raft_apply fails). 0, -ENOMEM, -EMSGSIZE. */
+/* One record of what, key and val as the payload of a new log entry (origin 0), zero-padded to a
+ * multiple of 8 bytes as libraft requires: buf->base is raft_malloc'd (raft_apply takes it over;
+ * raft_free it if raft_apply fails). 0, -ENOMEM, -EMSGSIZE. */
 int rdzvd_repl_entry(struct raft_buffer *buf, enum rdzvd_change what, const void *key, size_t klen,
                      const void *val, size_t vlen);

@@ -544,7 +544,7 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
     if (rc != 0) {
         log_error("replication: %s", raft_strerror(rc));
         raft_uv_close(&r->io);
-        r->tr.close(&r->tr, NULL); /* raft_init does not close it (a leak, found by test-repl-net) */
+        r->tr.close(&r->tr, NULL); /* raft_init does not close it (test-repl-net found the leak) */
         rc = -EIO;
         goto out_free;
     }

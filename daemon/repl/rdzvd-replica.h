@@ -35,7 +35,7 @@
 
 #define RDZVD_REPLICAS_MAX 7
 #define RDZVD_ENDPOINT_LEN 128
-/* Raft's timing: a new leader within about a second of the old one's death (anchors.md). */
+/* Raft's timing: a new leader within about a second of the old one's death. */
 #define RDZVD_REPL_ELECTION_MS 300
 #define RDZVD_REPL_HEARTBEAT_MS 50
 

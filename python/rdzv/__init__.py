@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv: report training progress to rdzv-agent (issue 14).
+"""rdzv: report training progress to rdzv-agent.
 
 rdzv-agent gives each worker a progress channel: an inherited pipe whose descriptor is in
 RDZV_PROGRESS_FD. A worker that reports its step after each step lets the agent tell a hung
@@ -10,7 +10,7 @@ The one line for a PyTorch training script, after each optimizer step::
 
     import rdzv; rdzv.progress(step)
 
-Importing the module also lets the agent see where a hung worker is stuck (issue 19): when the
+Importing the module also lets the agent see where a hung worker is stuck: when the
 agent names a file and a signal (RDZV_STACKS_FILE, RDZV_STACKS_SIGNAL: a real-time signal, never
 SIGUSR1/SIGUSR2, which Slurm uses), ``faulthandler`` dumps every thread's stack into that file on
 that signal, and the agent is told so ("stacks" on the progress channel). Before it kills a worker

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv.torch: recovery in place for a PyTorch DDP script (issue 19).
+"""rdzv.torch: recovery in place for a PyTorch DDP script.
 
 Under ``rdzv-agent --recovery inplace``, a failure (a worker killed, a hung one failed, a node
 lost) moves the job to a new generation, but the healthy workers are not stopped: the agent tells
@@ -206,7 +206,7 @@ class Job:
     def wrap(self, module, **kwargs):
         """DistributedDataParallel(module, **kwargs); recover() makes the next one the same
         way. Its communication hook (the default all-reduce, timed) gives rdzv.progress() each
-        step's compute time (issue 37): do not register another one."""
+        step's compute time: do not register another one."""
         from torch.nn.parallel import DistributedDataParallel
         self._ddp_kwargs = kwargs
         ddp = DistributedDataParallel(module, **kwargs)
@@ -328,7 +328,7 @@ class Job:
 
 
 class _ComputeTimer:
-    """A step's compute time for rdzv.progress() (issue 37, proto/WORKER.md): the time since
+    """A step's compute time for rdzv.progress() (proto/WORKER.md): the time since
     the last report (or the first forward), less the time the backward pass waited on its
     all-reduces: from the last bucket's all-reduce started to the last one done (the earlier
     buckets' overlap the backward's compute), per backward pass, averaged over the passes.

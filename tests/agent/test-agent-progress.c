@@ -320,11 +320,12 @@ static bool python_group(struct fx *f, struct hangs *h, char **argv, uint64_t ti
  * agent; outside an agent (no channel) it is a no-op and the script still succeeds. */
 static void test_progress_python(void)
 {
-    char *argv[] = {"/usr/bin/python3", "-c",
-                    "import os, rdzv\n"
-                    "for i in range(1, 10): rdzv.progress(i * int(os.environ['LOCAL_RANK'] + '1'))\n"
-                    "print('PYOK=%s' % rdzv.progress_fd())\n",
-                    NULL};
+    char *argv[] = {
+        "/usr/bin/python3", "-c",
+        "import os, rdzv\n"
+        "for i in range(1, 10): rdzv.progress(i * int(os.environ['LOCAL_RANK'] + '1'))\n"
+        "print('PYOK=%s' % rdzv.progress_fd())\n",
+        NULL};
     const uint64_t want[] = {9, 99};
     const uint64_t none[] = {0};
     struct hangs h;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-agent-stacks.c: where a hung worker is stuck (agent/group/agent-stacks.h): the culprit parsers on
- * real faulthandler and gdb output, and the collection from real processes: a sleeping child
- * (gdb when installed, else /proc), a stopped one, and a Python one that registered faulthandler
- * the way python/rdzv does. */
+/* test-agent-stacks.c: where a hung worker is stuck (agent/group/agent-stacks.h): the culprit
+ * parsers on real faulthandler and gdb output, and the collection from real processes: a sleeping
+ * child (gdb when installed, else /proc), a stopped one, and a Python one that registered
+ * faulthandler the way python/rdzv does. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

@@ -29,7 +29,8 @@
  * Any other operation, or a key longer than KEY_MAX, closes the connection.
  */
 
-/* Small buffers: the idle-memory figure of the ceiling should be close to what a lean server needs. */
+/* Small buffers: the idle-memory figure of the ceiling should be close to what a lean server
+ * needs. */
 #define IN_CAP 512
 #define OUT_CAP 128
 #define KEY_MAX 256

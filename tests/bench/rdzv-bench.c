@@ -104,42 +104,43 @@ struct bench {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: rdzv-bench [OPTIONS] throughput|barrier|memory\n"
-            "Load generator for TCPStore servers, PyTorch <= 2.0 numbering (SET 0, GET 2, ADD 3,\n"
-            "WAIT 5). Prints one line of key=value results on stdout.\n"
-            "\n"
-            "  throughput  C connections in a closed loop of ADD(key_i,1), GET(key_i); replies/s\n"
-            "  barrier     N connections: ADD(cnt,1); the one that reads N SETs go; all WAIT(go);\n"
-            "              seconds from the first connect() to the last STOP_WAITING\n"
-            "  memory      N idle connections (one ADD each); server VmRSS growth per connection\n"
-            "\n"
-            "  -H, --host ADDR        server IPv4 address (default 127.0.0.1)\n"
-            "  -p, --port N           server port\n"
-            "  -P, --port-file FILE   read the port from FILE (waits up to 30 s for it)\n"
-            "  -c, --conns N          connections (default: throughput 50, barrier 1000,\n"
-            "                         memory 10000)\n"
-            "  -d, --duration SEC     throughput: measured window (default 3)\n"
-            "  -w, --warmup SEC       throughput: unmeasured warm-up (default 0.5)\n"
-            "      --op OP            throughput: addget (default), get (one ADD, then GETs) or\n"
-            "                         add (writes only)\n"
-            "      --window SEC       throughput: also rate each window of SEC and report the best\n"
-            "                         and the median (default 0.5)\n"
-            "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
-            "      --hosts K          barrier: the ranks come from K hosts, source addresses\n"
-            "                         127.0.0.2 .. 127.0.0.(K+1) (default: no bind)\n"
-            "      --stagger SEC      barrier: host h's ranks (consecutive) start connecting at\n"
-            "                         h * SEC; 0 (default): the hosts' ranks in turn, one each\n"
-            "      --silence SEC      barrier: each rank sends its ADD SEC after its connect\n"
-            "                         (default 0)\n"
-            "  -k, --prefix STR       key namespace (default: unique per run)\n"
-            "      --pid PID          server process: memory reads its VmRSS; throughput reads\n"
-            "                         its CPU time over the measured window (server_cpu_s,\n"
-            "                         server_cpu_ns_per_reply); every mode first waits (up to\n"
-            "                         30 s) until it is idle\n"
-            "      --idle-pid PID     also wait until this process is idle (repeatable, up to 8)\n"
-            "      --settle SEC       memory: pause before reading VmRSS again (default 1)\n"
-            "  -h, --help             show this help\n");
+    fprintf(
+        f,
+        "Usage: rdzv-bench [OPTIONS] throughput|barrier|memory\n"
+        "Load generator for TCPStore servers, PyTorch <= 2.0 numbering (SET 0, GET 2, ADD 3,\n"
+        "WAIT 5). Prints one line of key=value results on stdout.\n"
+        "\n"
+        "  throughput  C connections in a closed loop of ADD(key_i,1), GET(key_i); replies/s\n"
+        "  barrier     N connections: ADD(cnt,1); the one that reads N SETs go; all WAIT(go);\n"
+        "              seconds from the first connect() to the last STOP_WAITING\n"
+        "  memory      N idle connections (one ADD each); server VmRSS growth per connection\n"
+        "\n"
+        "  -H, --host ADDR        server IPv4 address (default 127.0.0.1)\n"
+        "  -p, --port N           server port\n"
+        "  -P, --port-file FILE   read the port from FILE (waits up to 30 s for it)\n"
+        "  -c, --conns N          connections (default: throughput 50, barrier 1000,\n"
+        "                         memory 10000)\n"
+        "  -d, --duration SEC     throughput: measured window (default 3)\n"
+        "  -w, --warmup SEC       throughput: unmeasured warm-up (default 0.5)\n"
+        "      --op OP            throughput: addget (default), get (one ADD, then GETs) or\n"
+        "                         add (writes only)\n"
+        "      --window SEC       throughput: also rate each window of SEC and report the best\n"
+        "                         and the median (default 0.5)\n"
+        "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
+        "      --hosts K          barrier: the ranks come from K hosts, source addresses\n"
+        "                         127.0.0.2 .. 127.0.0.(K+1) (default: no bind)\n"
+        "      --stagger SEC      barrier: host h's ranks (consecutive) start connecting at\n"
+        "                         h * SEC; 0 (default): the hosts' ranks in turn, one each\n"
+        "      --silence SEC      barrier: each rank sends its ADD SEC after its connect\n"
+        "                         (default 0)\n"
+        "  -k, --prefix STR       key namespace (default: unique per run)\n"
+        "      --pid PID          server process: memory reads its VmRSS; throughput reads\n"
+        "                         its CPU time over the measured window (server_cpu_s,\n"
+        "                         server_cpu_ns_per_reply); every mode first waits (up to\n"
+        "                         30 s) until it is idle\n"
+        "      --idle-pid PID     also wait until this process is idle (repeatable, up to 8)\n"
+        "      --settle SEC       memory: pause before reading VmRSS again (default 1)\n"
+        "  -h, --help             show this help\n");
 }
 
 static uint64_t rng_next(struct bench *b)
@@ -275,7 +276,8 @@ static int conn_send(struct bench *b, struct conn *c, const uint8_t *p, size_t l
         w = 0;
     }
     if ((size_t)w < len) {
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u32 = (uint32_t)(c - b->conns)};
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT,
+                                 .data.u32 = (uint32_t)(c - b->conns)};
 
         memcpy(c->out, p + w, len - (size_t)w);
         c->outlen = (uint8_t)(len - (size_t)w);
@@ -938,7 +940,8 @@ static int raise_nofile(uint32_t need)
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
     if (rl.rlim_cur != RLIM_INFINITY && (uint64_t)need + 16 > (uint64_t)rl.rlim_cur) {
-        fprintf(stderr, "rdzv-bench: %" PRIu32 " connections need more than the open-file limit %llu\n",
+        fprintf(stderr,
+                "rdzv-bench: %" PRIu32 " connections need more than the open-file limit %llu\n",
                 need, (unsigned long long)rl.rlim_cur);
         return -EMFILE;
     }

@@ -250,7 +250,8 @@ done
 best() {
     if ! num "$1"; then echo "$2"; return; fi
     if ! num "$2"; then echo "$1"; return; fi
-    awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN { x = (m == "max") ? (b > a) : (b < a); print (x ? b : a) }'
+    awk -v a="$1" -v b="$2" -v m="$3" \
+        'BEGIN { x = (m == "max") ? (b > a) : (b < a); print (x ? b : a) }'
 }
 
 for round in $(seq "$rounds"); do
@@ -410,17 +411,20 @@ row() {
     local label=$1 kind=$2 key=$3 k
     [ "$kind" = bar ] && k=bar$key || k=$key
     printf '| %s | %s | %s | %s | %s | %s |\n' "$label" \
-        "$(cell rdzvd "$kind" "$key")" "$(cell pytorch "$kind" "$key")" "$(cell null "$kind" "$key")" \
+        "$(cell rdzvd "$kind" "$key")" "$(cell pytorch "$kind" "$key")" \
+        "$(cell null "$kind" "$key")" \
         "$(ratio "${res[rdzvd:$k]:-}" "${res[pytorch:$k]:-}")" \
         "$(ratio "${res[rdzvd:$k]:-}" "${res[null:$k]:-}")"
 }
 
 echo
 echo "rdzv-bench: $(nproc) CPUs, $(uname -r), somaxconn $(cat /proc/sys/net/core/somaxconn)," \
-    "PyTorch ${torch_version:-n/a}, $([ "$quick" = 1 ] && echo "quick run" || echo "full run"), $rounds round(s)," \
+    "PyTorch ${torch_version:-n/a}," \
+    "$([ "$quick" = 1 ] && echo "quick run" || echo "full run"), $rounds round(s)," \
     "$(($(date +%s) - t_start)) s"
 echo
-echo "| metric | rdzvd | PyTorch${torch_version:+ $torch_version} | ceiling | rdzvd/PyTorch | rdzvd/ceiling |"
+echo "| metric | rdzvd | PyTorch${torch_version:+ $torch_version} | ceiling | rdzvd/PyTorch" \
+    "| rdzvd/ceiling |"
 echo "|---|---|---|---|---|---|"
 for c in $tp_conns; do
     row "ADD+GET, $c conn$([ "$c" = 1 ] || echo s), replies/s (higher is better)" tp "tp$c"
@@ -433,7 +437,8 @@ for n in $barriers; do
     [ $((n % 1000)) = 0 ] && label=$((n / 1000))k || label=$n
     row "init barrier, $label conns, s (lower is better)" bar "$n"
 done
-want memory && row "memory per idle conn ($mem_conns conns), bytes of VmRSS (lower is better)" mem mem
+want memory &&
+    row "memory per idle conn ($mem_conns conns), bytes of VmRSS (lower is better)" mem mem
 for k in "${storms[@]}"; do
     IFS=. read -r h r arr <<<"$k"
     case "$h.$arr" in

@@ -21,13 +21,14 @@ fault did; at the end it checks the whole run:
 - nothing is orphaned: no process carrying the run's SOAK_TAG environment variable is left.
 
 RDZV_SOAK_SEED (default: drawn from the clock, printed), RDZV_SOAK_SECONDS (how long faults are
-injected; default 60, enough for each kind once), RDZV_SOAK_STEPS (trainer steps; default 60 per second of faults),
-RDZV_SOAK_FAULTS (a comma-separated subset of FAULTS to draw from), RDZV_SOAK_KEEP=1 keeps
-the run's directory, RDZV_SOAK_RECOVERY=inplace runs the agents with --recovery inplace: a fault
-that warrants a restart then starts exactly one worker (the one lost) in one new generation,
-the survivor keeps running (its start stays the only one of its rank), and "each generation runs
-each rank exactly once" becomes "at most once". Replay a run with its seed; the schedule is the same,
-the timing of a loaded machine is not. tests/bench/soak.sh runs it for minutes.
+injected; default 60, enough for each kind once), RDZV_SOAK_STEPS (trainer steps; default 60 per
+second of faults), RDZV_SOAK_FAULTS (a comma-separated subset of FAULTS to draw from),
+RDZV_SOAK_KEEP=1 keeps the run's directory, RDZV_SOAK_RECOVERY=inplace runs the agents with
+--recovery inplace: a fault that warrants a restart then starts exactly one worker (the one lost) in
+one new generation, the survivor keeps running (its start stays the only one of its rank), and "each
+generation runs each rank exactly once" becomes "at most once". Replay a run with its seed; the
+schedule is the same, the timing of a loaded machine is not. tests/bench/soak.sh runs it for
+minutes.
 
 RDZV_SOAK_REPLICAS=3 runs rdzvd as three replicas (--peers, each its --state-dir) and
 the agents with the three as --endpoint. The rdzvd_* faults then act on the leader (found in the
@@ -73,7 +74,7 @@ START_RE = re.compile(r"^start (\d+) gen=(\d+) restart=(\d+) rank=(\d+) world=(\
                       r"agent=(\d+) starts=(\d+) foreign=(\S+)$")
 END_RE = re.compile(r"^end (\d+) gen=(\d+) rank=(\d+) pid=(\d+) rc=(\d+)$")
 
-DEFECT3 = "the fault 'a restarted rdzvd starts the job over when a spare reconnects first'"
+DEFECT3 = "a restarted rdzvd that starts the job over when a spare reconnects first"
 
 FAULTS = ["worker_kill", "agent_kill", "agent_stop_short", "agent_stop_long", "rdzvd_kill",
           "rdzvd_kill_members_stalled", "rdzvd_stop_short", "rdzvd_stop_long"]
@@ -566,9 +567,9 @@ class Soak:
             detail = (f"{self.agent_name(p.pid)}, {'a member' if warranted else 'the spare'}, "
                       f"stopped {secs:.1f} s (heartbeat timeout {HB:.0f} s)")
         elif kind in ("rdzvd_kill", "rdzvd_kill_members_stalled"):
-            # rdzvd_kill_members_stalled: the members stall (SIGSTOP) across the restart and go
-            # on 1.5 s later, so the spare reaches the new rdzvd first (the case where a restarted
-            # rdzvd started the job over). Either way the members' resume must rebuild the
+            # rdzvd_kill_members_stalled: the members stall (SIGSTOP) across the restart and go on
+            # 1.5 s later, so the spare reaches the new rdzvd first (the way a restarted rdzvd was
+            # once made to start the job over). Either way the members' resume must rebuild the
             # generation.
             stall = [p for p in self.live_agents() if p.pid in members
                      and kind == "rdzvd_kill_members_stalled"]

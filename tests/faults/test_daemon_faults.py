@@ -27,9 +27,11 @@ class TestDaemonLoss(FaultTestCase):
         time.sleep(0.3)  # the agents see the connection drop and start reconnecting
         d2 = self.start_daemon("--port", str(port))
         self.assertEqual(d2.port, port)
-        d2.wait_log(r"job=dkill gen=\d+ rebuilding generation 1 \(2 nodes\) from reconnecting agents",
+        d2.wait_log(r"job=dkill gen=\d+ rebuilding generation 1 \(2 nodes\) "
+                    r"from reconnecting agents",
                     timeout=15)
-        d2.wait_log(r"job=dkill gen=\d+ generation 1 rebuilt; its workers never stopped", timeout=15)
+        d2.wait_log(r"job=dkill gen=\d+ generation 1 rebuilt; its workers never stopped",
+                    timeout=15)
         self.assertLess(time.monotonic() - t0, 10.0, "daemon restart -> job rebuilt")
         self.assertIsNone(d2.find_log(r"cannot reopen the store"), d2.log())
         # The generation's store is back on the port its workers know.

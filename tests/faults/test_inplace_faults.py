@@ -2,15 +2,15 @@
 """Recovery in place: rdzv-agent --recovery inplace on CPU/gloo, 2 nodes x 2
 rdzv-train workers against a real rdzvd, checkpoints on (so that "no checkpoint is read" is a real
 check: one exists when the fault comes). Each case: a worker SIGKILLed; a worker SIGSTOPped with
---progress-timeout 2; an agent SIGKILLed with --nnodes 2:3 and a spare; a node lost with no
-spare (the world shrinks to 2), then one that joins with --scale-up now (it grows back to 4). In
-each, the workers that were not hit are the same processes to the end (their pids, from the
-agents' logs, exit 0), only the missing workers are started, rank 0 prints one "reformed" event whose source is a survivor and
-no "resumed" event, every agent exits 0, and the final loss and step count equal an uninterrupted
-run's (same options) within floating-point noise. The same SIGSTOP without --progress-timeout is
-shown not to recover: no step for a bound, then the test kills the job. In the SIGSTOP case the
-stopped rank is the one failed, not the ranks blocked on it (they say "wait" on their progress
-channel)."""
+--progress-timeout 2; an agent SIGKILLed with --nnodes 2:3 and a spare; a node lost with no spare
+(the world shrinks to 2), then one that joins with --scale-up now (it grows back to 4). In each, the
+workers that were not hit are the same processes to the end (their pids, from the agents' logs, exit
+0), only the missing workers are started, rank 0 prints one "reformed" event whose source is a
+survivor and no "resumed" event, every agent exits 0, and the final loss and step count equal an
+uninterrupted run's (same options) within floating-point noise. The same SIGSTOP without
+--progress-timeout is shown not to recover: no step for a bound, then the test kills the job. In the
+SIGSTOP case the stopped rank is the one failed, not the ranks blocked on it (they say "wait" on
+their progress channel)."""
 import glob
 import json
 import os
@@ -28,7 +28,8 @@ STEPS = 300      # a few seconds at world 4; lr 2e-4 keeps the loss far from 0 (
 HIT = 60         # the fault comes once rank 0 reported this step (checkpoints at 20, 40, 60)
 CKPT_EVERY = 20
 PT = 2           # --progress-timeout of the hang case
-HANG_BOUND = 8.0  # the hang without --progress-timeout: no step this long (< the trainer's --timeout)
+# the hang without --progress-timeout: no step this long (< the trainer's --timeout)
+HANG_BOUND = 8.0
 REL = 1e-4       # final loss vs the uninterrupted run's, as test_train_inplace.py
 
 
@@ -372,7 +373,7 @@ class TestInplace(FaultTestCase):
         self.assertEqual([o["step"] for o in done], [STEPS], dump)
 
     def test_7_dropped_member_keeps_no_worker(self):
-        # Found by the in-place soak (seed 31337): a member's agent stalls past the
+        # (Found by the in-place soak, seed 31337.) A member's agent stalls past the
         # heartbeat timeout; the job re-forms in place with the spare in its place. When the
         # stalled agent comes back, rdzvd tells it its generation is over and it rejoins as a
         # new member: its old workers must stop (they belong to no generation the job runs), not

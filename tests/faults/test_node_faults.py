@@ -104,7 +104,8 @@ class TestNodeLoss(FaultTestCase):
         a, b = self.two_nodes("spare", "2:2")
         mark = self.d.mark()
         s = self.agent("spare", "--nnodes", "2:2", "--nproc", "2", "--max-restarts", "1")
-        self.d.wait_log(r"job=spare gen=\d+ node=\S+ joined .*, 3 of 2\.\.2 \(waits for the next generation\)",
+        self.d.wait_log(r"job=spare gen=\d+ node=\S+ joined .*, 3 of 2\.\.2 "
+                        r"\(waits for the next generation\)",
                         since=mark)
         time.sleep(0.3)  # the behaviour: the spare's join restarts nothing in this window
         self.assertEqual(self.events("start", 2), [], "a spare does not disturb the job")

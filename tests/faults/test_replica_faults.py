@@ -8,8 +8,7 @@ leader rebuilt the same generation with the same restart count (never backwards)
 
 With every replica stopped (what an agent on the minority side of a partition sees: no leader
 anywhere), the agents stop their workers after --heartbeat-timeout rather than train a copy that
-may diverge; once a leader answers again they report it, and the job goes on in a new generation
-."""
+may diverge; once a leader answers again they report it, and the job goes on in a new generation."""
 import os
 import re
 import signal
@@ -120,7 +119,7 @@ class ReplicaFaults(unittest.TestCase):
         self.assertNotIn("restarting generation", new[0].text())  # ... and none charged since
 
     def test_store_outlives_the_leader(self):
-        """Item 4: the generation's store is node rank 0's agent's, not the leader's: workers
+        """The generation's store is node rank 0's agent's, not the leader's: workers
         that use it (PyTorch's TCPStore client) before and after the leader's SIGKILL find every
         key, and nothing restarts."""
         try:

@@ -1,17 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Recovery in place for a PyTorch script, unchanged:
+"""Recovery in place for a PyTorch script:
 examples/autoencoder.py (DDP, gloo, rdzv.torch, checkpoints every 20 steps) under 2 agents x 2
 workers against a real rdzvd, Debian's torch 1.13. Faults once rank 0 reported step 60:
   (a) a worker SIGKILLed; (b) a worker SIGSTOPped with --progress-timeout 2 (the agent fails it
   and says it was stopped); (c) an agent SIGKILLed with a spare waiting (--nnodes 2:3): the
   spare's two new workers receive the state; (d) a node lost with no spare (--nnodes 1:2): the
   world shrinks to 2, then a node that joins (--scale-up now) grows it back to 4.
-In each: the workers not hit are the same processes to the end, only the missing ones are
-started, they receive the state from a survivor (rank 0's "reformed" event; no "resumed": no
-checkpoint is read), every agent not killed exits 0, and the step count and final loss equal an
-uninterrupted run's (REL; in (d) the global batch and the sample order do not depend on the
-world size, so the losses differ only by the order of floating-point sums). The same script, unchanged, under --recovery restart (it resumes from
-the step-60 checkpoint and ends with the same loss) and under torchrun 1.13."""
+In each: the workers not hit are the same processes to the end, only the missing ones are started,
+they receive the state from a survivor (rank 0's "reformed" event; no "resumed": no checkpoint is
+read), every agent not killed exits 0, and the step count and final loss equal an uninterrupted
+run's (REL; in (d) the global batch and the sample order do not depend on the world size, so the
+losses differ only by the order of floating-point sums). The same script, unchanged, under
+--recovery restart (it resumes from the step-60 checkpoint and ends with the same loss) and under
+torchrun 1.13."""
 import os
 import shutil
 import signal
@@ -230,13 +231,13 @@ class TorchInplace(FaultTestCase):
                                dump)
 
     def test_7_the_job_moved_on_before_the_survivors_joined(self):
-        """A bad node with this script: the bad node's workers die 0.3 s after they start, long
-        before the good node's have imported torch, so the job re-forms in place twice (the
-        second time with the spare) while those are still starting. They join the newest
-        generation the control channel names, not generation 1, whose store is gone (before:
-        they waited for it until their 60 s timeout and died). The good node's workers are the
-        same processes to the end, the spare's run with them, the bad node's agent exits 69
-        and the result is the uninterrupted run's (nobody held a state: a fresh start)."""
+        """A bad node put aside, with this script: the bad node's workers die 0.3 s after they
+        start, long before the good node's have imported torch, so the job re-forms in place twice
+        (the second time with the spare) while those are still starting. They join the newest
+        generation the control channel names, not generation 1, whose store is gone (before: they
+        waited for it until their 60 s timeout and died). The good node's workers are the same
+        processes to the end, the spare's run with them, the bad node's agent exits 69 and the
+        result is the uninterrupted run's (nobody held a state: a fresh start)."""
         want = self.uninterrupted()
         wrap = ["/bin/sh", "-c", 'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.3; exit 3; fi; '
                                  'exec "$@"', "worker"]

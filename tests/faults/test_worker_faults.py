@@ -38,7 +38,8 @@ class TestWorkerFaults(FaultTestCase):
                              {e2["RDZV_NCCL_UNIQUE_ID"]})
         self.release()
         self.finish_all(ps, 0)
-        self.d.wait_log(r"job=exit1 gen=\d+ restarting generation 1 \(restart 1 of 2\): root cause: "
+        self.d.wait_log(r"job=exit1 gen=\d+ restarting generation 1 \(restart 1 of 2\): "
+                        r"root cause: "
                         r"worker rank 1 \(local rank 1\) on node rank 0 .* exited with code 1")
         self.d.wait_log(r"job=exit1 gen=\d+ generation 2 succeeded")
 
@@ -60,7 +61,8 @@ class TestWorkerFaults(FaultTestCase):
         self.assertTrue(any(re.search(r"worker rank 2 \(local rank 0, pid \d+\) was killed by "
                                       r"signal 9", e)
                             for e in errs), "the victim's agent logs the signal")
-        self.d.wait_log(r"job=kill9 gen=\d+ restarting generation 1 \(restart 1 of 1\): root cause: "
+        self.d.wait_log(r"job=kill9 gen=\d+ restarting generation 1 \(restart 1 of 1\): "
+                        r"root cause: "
                         r"worker rank 2 .* was killed by signal 9")
 
     def test_gloo_worker_blocked_in_allreduce_when_its_peer_dies(self):

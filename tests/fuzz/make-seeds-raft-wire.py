@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # make-seeds-raft-wire.py: write the hand-made seeds of corpus/fuzz-raft-wire/ (seed-*): honest
-# libraft messages of every type, and the messages that crashed or bricked replicas before
-# integration-replica-link (its malformed messages and the replica-link fuzzer's empty
-# AppendEntries), so that the replay keeps them refused, and a batch of messages in one write
-# (checked again as libraft processes each message).
+# libraft messages of every type, and the messages that crashed or bricked replicas once
+# (three single messages and the replica-link fuzzer's empty AppendEntries), so that the replay
+# keeps them refused, and a batch in one write (checked again as libraft processes each message).
 #
 # Input format of fuzz-raft-wire.c: byte 0 the receiver's flags (1 leads, 2 follows leader 1,
 # 4 the sender is a member), bytes 1-8 its term, byte 9 the sender's id; then messages.

@@ -9,7 +9,10 @@ set -eu
 build=$(cd "$1" && pwd); out=$2; libs=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 py=${PYTHON:-python3}
-"$py" -c 'import torch' 2>/dev/null || { echo "gpu-check.sh: $py has no torch (set PYTHON)" >&2; exit 2; }
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "gpu-check.sh: $py has no torch (set PYTHON)" >&2
+  exit 2
+fi
 path=${libs:+$(cd "$libs" && pwd)}
 for d in /usr/local/cuda/lib64 $("$py" - <<'PY'
 import glob, os, site

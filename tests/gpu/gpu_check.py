@@ -314,7 +314,8 @@ record("health checks pass on a healthy GPU node (real NVML)",
 env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(ngpu + 1)))
 p = run([AGENT, "--standalone", "--nproc", "1", "--", "/bin/true"], timeout=120, env=env)
 record("health check: a GPU missing from NVML puts the node aside (exit 69)",
-       p.returncode == 69 and f"NVML sees {ngpu} GPU(s), the node should have {ngpu + 1}" in p.stderr,
+       p.returncode == 69
+       and f"NVML sees {ngpu} GPU(s), the node should have {ngpu + 1}" in p.stderr,
        f"rc {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1][-300:])
 
 # ---- 6. the wheel, installed into this python ----
@@ -345,5 +346,6 @@ for r in perf:
     note(f"| {r['model']} | {r['precision']} | {r['rdzv_train_samples_per_s']:,.0f} | "
          f"{r['torch_samples_per_s']:,.0f} | {r['ratio']:.2f}x |")
 skipped = sum(1 for r in results if r["ok"] is None)
-note(f"\n{len(results) - len(failures) - skipped} passed, {len(failures)} failed, {skipped} not run")
+note(f"\n{len(results) - len(failures) - skipped} passed, {len(failures)} failed, "
+     f"{skipped} not run")
 sys.exit(1 if failures else 0)

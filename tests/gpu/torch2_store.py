@@ -53,7 +53,8 @@ other = store()
 threading.Timer(0.2, lambda: other.set("late", "v")).start()
 t0 = time.monotonic()
 s.wait(["late"])
-check("wait woken by another client's set", (s.get("late"), time.monotonic() - t0 < 5), (b"v", True))
+check("wait woken by another client's set", (s.get("late"), time.monotonic() - t0 < 5),
+      (b"v", True))
 t0 = time.monotonic()
 try:
     s.wait(["never"], timedelta(seconds=0.5))

@@ -255,7 +255,8 @@ class MemoryBudget(DaemonTestCase):
             conns.append(c)
         time.sleep(0.5)
         grew_mb = (d.rss_kb() - rss0) / 1024
-        self.assertLess(grew_mb, 80, "rdzvd grew by %.0f MiB under 32 MiB of input budget" % grew_mb)
+        self.assertLess(grew_mb, 80,
+                        "rdzvd grew by %.0f MiB under 32 MiB of input budget" % grew_mb)
         self.assertRegex(d.log(), r"holds \d+ bytes of requests not served, the most while all "
                                   r"connections hold more than --max-input-bytes")
         with Client(d.port) as c:  # the daemon serves on

@@ -3,7 +3,8 @@
 # test_exit_when_idle.py: rdzvd --exit-when-idle SEC[:FIRST] (it ends by itself, exit 0 as on
 # SIGTERM, once no rdzv peer has been connected for SEC seconds; FIRST before any came; TCPStore
 # clients do not count) and --ready-fd N ("PORT\n" on N once listening, then N closed: EOF when
-# rdzvd died first). What a hosting agent (agent/session/agent-host.c) relies on. Real rdzvd, real sockets.
+# rdzvd died first). What a hosting agent (agent/session/agent-host.c) relies on. Real rdzvd, real
+# sockets.
 
 import os
 import socket

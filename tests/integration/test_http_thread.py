@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # test_http_thread.py: rdzvd's HTTP status server (--metrics-port) runs on a thread of its own
-# ("rdzvd-http", at nice +10), which asks the store's loop for each body made from the jobs. Requests of every
-# kind at once each get their whole answer, made after they came (a store key set before the
-# request is counted); and the thread ends with the daemon, on SIGTERM and on --exit-when-idle,
-# with bodies still being asked for. Real rdzvd, real sockets.
+# ("rdzvd-http", at nice +10), which asks the store's loop for each body made from the jobs.
+# Requests of every kind at once each get their whole answer, made after they came (a store key set
+# before the request is counted); and the thread ends with the daemon, on SIGTERM and on
+# --exit-when-idle, with bodies still being asked for. Real rdzvd, real sockets.
 
 import glob
 import json

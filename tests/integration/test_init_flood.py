@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Honest floods are not reset. As init_process_group does, thousands of ranks
 connect to rdzvd at once, all from one address, and each sends its first bytes only after its
-connect returned, sometimes long after (a rank descheduled on a busy host; here: every
-connection is opened first, and only then does any send). With --max-handshaking at its default
-(1024), 2,976 of 4,000 such connections were closed as "too many connections before their
-handshake" at 66b5056: a connection past the quota took the slot of a silent one from its own
-address, whatever its age. Now a connection is only shed for one that has been silent
-RDZVD_HS_SHED_AGE_MS (3 s), so all 16,000 pass an init barrier (each ADDs a counter, the one that
-reads 16,000 SETs a key, all WAIT on it) with nothing closed. Where opening them takes about
-that long itself (a loaded machine), the oldest may rightly be shed: then only that is checked
-(the shed line, no other close, rdzvd still serving), and the time it took is printed."""
+connect returned, sometimes long after (a rank descheduled on a busy host; here: every connection is
+opened first, and only then does any send). With --max-handshaking at its default (1024), 2,976 of
+4,000 such connections were closed as "too many connections before their handshake" by an older
+rdzvd: a connection past the quota took the slot of a silent one from its own address, whatever its
+age. Now a connection is only shed for one that has been silent RDZVD_HS_SHED_AGE_MS (3 s), so all
+16,000 pass an init barrier (each ADDs a counter, the one that reads 16,000 SETs a key, all WAIT on
+it) with nothing closed. Where opening them takes about that long itself (a loaded machine), the
+oldest may rightly be shed: then only that is checked (the shed line, no other close, rdzvd still
+serving), and the time it took is printed."""
 import resource
 import socket
 import struct

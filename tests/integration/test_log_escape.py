@@ -13,7 +13,8 @@ from metricstest import daemon_with_metrics, http_get
 from rdzvtest import RDZVCTL, DaemonTestCase, main
 
 FORGED = "\n2026-01-01T00:00:00.000Z rdzvd[error]: forged by "
-LINE_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z rdzvd\[(error|warn|info|debug|trace)\]: ")
+LINE_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
+                     r"rdzvd\[(error|warn|info|debug|trace)\]: ")
 
 
 def evil_join(suffix=""):
@@ -47,7 +48,7 @@ class LogEscape(DaemonTestCase):
 
         page = http_get(mport, "/")
         self.assertNotIn("<b>", page)
-        # Control characters visible as \xNN, never raw (they once reached the HTML raw).
+        # Control characters visible as \xNN, never raw (they reached the HTML raw).
         self.assertNotRegex(page, r"[\x00-\x09\x0b-\x1f\x7f]", "a raw control character")
         self.assertIn("host\\x0d\\x1b[2K&lt;b&gt;&amp;\\x0a2026-01-01", page)
         self.assertIn("run\\x0a2026-01-01T00:00:00.000Z rdzvd[error]: forged by run_id", page)

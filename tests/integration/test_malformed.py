@@ -109,7 +109,7 @@ class BadInput(unittest.TestCase):
 
     def test_replies_before_bad_input_are_flushed(self):
         # Good requests and a bad byte in one segment: the good ones' replies still arrive,
-        # then the close (STYLE.md: close once the output is flushed).
+        # then the close (a connection closes once its output is flushed).
         data = (enc("modern", "PING", u32(0x01020304)) + enc("modern", "GET", s("survivor")) +
                 b"\x42")
         self.bad(data, r"unknown operation \(0x42\)",

@@ -158,7 +158,8 @@ class Persistence(DaemonTestCase):
             for i in range(256):
                 c.append(b"big", tail[i:i + 1])
             c.sync()
-            print("\n256 APPENDs to an 8 MiB value took %.2f s" % (time.monotonic() - t0), flush=True)
+            print("\n256 APPENDs to an 8 MiB value took %.2f s" % (time.monotonic() - t0),
+                  flush=True)
             wrote = proc_wchar(d.pid) - wrote0
             self.assertLess(wrote, 64 << 10, "256 one-byte APPENDs: rdzvd wrote %d bytes" % wrote)
             self.assertGreaterEqual(wrote, 256 * (13 + 3 + 1))

@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 import time
 
-from rdzvtest import (HOST, RDZVD, Client, DaemonTestCase, Daemon, die_with_parent, fresh_client_works,
-                      kill_proc, main, track)
+from rdzvtest import (HOST, RDZVD, Client, DaemonTestCase, Daemon, die_with_parent,
+                      fresh_client_works, kill_proc, main, track)
 
 LOG_RE = Daemon.LOG_RE
 T_EXIT = 30.0  # generous: a loaded 2-core machine, maybe under ASan

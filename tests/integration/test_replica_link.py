@@ -38,7 +38,8 @@ FUZZ_MESSAGES = int(os.environ.get("RDZV_FUZZ_MESSAGES", "300"))
 FUZZ_WRITES = int(os.environ.get("RDZV_FUZZ_WRITES", "60"))
 
 def replica_mac(key, side, sn, cn, rid, addr):
-    """The replica link's MAC with a replica key (daemon/repl/rdzvd-repl-net.h), in Python's hmac."""
+    """The replica link's MAC with a replica key (daemon/repl/rdzvd-repl-net.h), in Python's
+    hmac."""
     return hmac.new(key, b"rdzv-replica-v1 " + side.encode() + sn + cn + le(rid) + addr.encode(),
                     hashlib.sha256).digest()
 

@@ -168,7 +168,7 @@ class Replicas(ClusterCase):
                  "is not job 'rec-job' as its record"),
                 # The hash of the secret the first leader gave is in the replicated record: the
                 # next one knows it, and a stranger without it cannot take node n0's place
-                # (it is random, not derived from a key the next leader holds).
+                # (it is random, no longer derived from a key the next leader holds).
                 (honest, None, "belongs to a member of job 'rec-job' (its record knows it)"),
                 (honest, "0" * 64, "belongs to a member of job 'rec-job' (its record knows it)"),
                 (None, None, "belongs to a member of job 'rec-job' (its record knows it)")):
@@ -404,9 +404,10 @@ class Replicas(ClusterCase):
 
     def test_raft_link_strangers_are_bounded(self):
         """On a replica's Raft link (PORT + 1): garbage, a hello of replica id 0, a hello that
-        claims the longest address (no member's), a member's hello that then floods a megabyte,
-        and a connection that never says a word are each closed before libraft reads a byte (the silent one at the handshake
-        deadline, 5 s), with a log line; the cluster still serves the writes it took before."""
+        claims the longest address (no member's), a member's hello that then floods a megabyte, and
+        a connection that never says a word are each closed before libraft reads a byte (the silent
+        one at the handshake deadline, 5 s), with a log line; the cluster still serves the writes it
+        took before."""
         cl = self.cluster(token="replica-token-0123456789abcdef")
         lead, c = cl.leader()
         c.set(b"k", b"v")

@@ -3,7 +3,7 @@
 # test_slow_peer.py: the output cap (--max-outbuf) holds for rdzv peers too. An rdzv peer that
 # says HELLO and then asks for STATUS over and over without ever reading the replies must be
 # closed once its queued replies pass the cap, with rdzvd's memory bounded all along and every
-# other client served (rdzvd once went from 2 MB to 870 MB in 15 s). The same cap
+# other client served (rdzvd went from 2 MB to 870 MB in 15 s). The same cap
 # holds for TCPStore output that a client's own requests do not pace (watch notifications).
 
 import errno

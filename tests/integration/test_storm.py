@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Honest storms never reset honest ranks. Several hosts (127.0.0.2, .3, ...)
-of hundreds of ranks each connect to rdzvd, host after host or interleaved, and each rank is
-silent 0.5 s after its connect (as PyTorch's are while it imports) before its first TCPStore
-request. Past --max-handshaking a newcomer took the slot of the oldest silent connection of any
-address once its own address had none among the oldest, whatever that one's age: at 66f5d58, two
-hosts of 1,000 ranks with the default limits lost 937 of the first host's ranks, and one
-connection from a third address reset one rank of a burst. Now no connection younger than
-RDZVD_HS_SHED_AGE_MS (3 s) is closed to make room: the pool runs over the quota meanwhile,
-bounded by --max-conns. Every rank passes an init barrier (each ADDs a counter, the one that
-reads the total SETs a key, all WAIT on it) and rdzvd closes none."""
+of hundreds of ranks each connect to rdzvd, host after host or interleaved, and each rank is silent
+0.5 s after its connect (as PyTorch's are while it imports) before its first TCPStore request. Past
+--max-handshaking a newcomer took the slot of the oldest silent connection of any address once its
+own address had none among the oldest, whatever that one's age: in an older rdzvd, two hosts of
+1,000 ranks with the default limits lost 937 of the first host's ranks, and one connection from a
+third address reset one rank of a burst. Now no connection younger than RDZVD_HS_SHED_AGE_MS (3 s)
+is closed to make room: the pool runs over the quota meanwhile, bounded by --max-conns. Every rank
+passes an init barrier (each ADDs a counter, the one that reads the total SETs a key, all WAIT on
+it) and rdzvd closes none."""
 import socket
 import time
 

@@ -170,8 +170,9 @@ class Torchrun(DaemonTestCase):
             self.assertEqual(state.round, 0)
             self.assertEqual(len(state.participants), NNODES)
         # The agents' first write is a COMPARE_SET of the state key (proto/TCPSTORE.md section 7).
-        self.assertIsNotNone(d.find_log(r"\): COMPARE_SET /torch\.rendezvous\.%s( \.\.\.)?$" % run_id,
-                                        levels=("debug",)), d.log()[-4000:])
+        self.assertIsNotNone(
+            d.find_log(r"\): COMPARE_SET /torch\.rendezvous\.%s( \.\.\.)?$" % run_id,
+                       levels=("debug",)), d.log()[-4000:])
 
         # The process tree is gone (agents and all workers).
         end = time.monotonic() + 10

@@ -17,7 +17,8 @@ AGENT = os.environ.get("RDZV_AGENT", os.path.join(BUILD, "agent", "rdzv-agent"))
 SRC = os.environ.get("RDZV_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
 
 # A worker that records its environment: one file per global rank.
-ENV_WORKER = ["/bin/sh", "-c", 'env > "$RDZV_TEST_OUT/env.$RANK.tmp" && mv "$RDZV_TEST_OUT/env.$RANK.tmp" "$RDZV_TEST_OUT/env.$RANK"']
+ENV_WORKER = ["/bin/sh", "-c", 'env > "$RDZV_TEST_OUT/env.$RANK.tmp" && '
+              'mv "$RDZV_TEST_OUT/env.$RANK.tmp" "$RDZV_TEST_OUT/env.$RANK"']
 
 CONTRACT = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
             "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR",
@@ -52,7 +53,8 @@ def finish(p, timeout=60):
     except subprocess.TimeoutExpired:
         rdzvtest.kill_proc(p, group=True)
         out, err = p.communicate()
-        raise AssertionError(f"{p.args[:3]}... did not finish within {timeout}s:\n{err.decode()[-3000:]}")
+        raise AssertionError(f"{p.args[:3]}... did not finish within {timeout}s:\n"
+                             f"{err.decode()[-3000:]}")
     return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 

@@ -120,7 +120,8 @@ class TestErrors(AgentTestCase):
     def test_missing_run_id_and_endpoint_and_command(self):
         for args, text in ((["--endpoint", "127.0.0.1:1", "--", "true"], "pass --rdzv-id"),
                            (["--rdzv-id", "x", "--", "true"], "pass --endpoint"),
-                           (["--nnodes", "3:2", "--standalone", "--", "true"], "MIN must not exceed MAX"),
+                           (["--nnodes", "3:2", "--standalone", "--", "true"],
+                            "MIN must not exceed MAX"),
                            (["--bogus"], "unknown option")):
             p = start([AGENT, *args])
             rc, _, err = finish(p, timeout=10)
@@ -253,7 +254,8 @@ class TestOutcome(AgentTestCase):
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         p = start(agent_cmd(ep, "--rdzv-id", "out", "--nproc", "2",
-                            worker=["/bin/sh", "-c", 'echo "hello from $RANK"; echo "err $RANK" >&2']))
+                            worker=["/bin/sh", "-c",
+                                    'echo "hello from $RANK"; echo "err $RANK" >&2']))
         rc, out, err = finish(p, timeout=30)
         self.assertEqual(rc, 0, err)
         self.assertIn("[rank0]: hello from 0", out)

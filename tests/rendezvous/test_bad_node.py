@@ -290,7 +290,8 @@ class EndedJob(Base):
         self.assertTrue(lines, err)
         self.assertRegex(lines[-1], r"job 'over' has ended: it failed at \d{4}-\d\d-\d\dT"
                                     r"[\d:]+Z \(exit code 3\); to run it again, start a new run "
-                                    r"with a new --rdzv-id\. Its outcome: root cause: worker rank 0")
+                                    r"with a new --rdzv-id\. Its outcome: root cause: "
+                                    r"worker rank 0")
 
 
 class HealthChecks(Base):

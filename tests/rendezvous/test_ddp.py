@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Two rdzv-agents started by hand run an unmodified PyTorch gloo DDP script to completion: the
-workers' env:// rendezvous goes to the generation's store on rdzvd (TORCHELASTIC_USE_AGENT_STORE)."""
+workers' env:// rendezvous goes to the generation's store on rdzvd
+(TORCHELASTIC_USE_AGENT_STORE)."""
 import json
 import os
 

@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzvd under load: 15,000 idle (handshaken) TCPStore connections next to an active job. The
-daemon's own CPU time per store round trip (its on-CPU nanoseconds, /proc/PID/schedstat) must
-stay within 4x of the same daemon's without them: work per idle connection per request or per
-loop turn would show there. Wall-clock round trips are printed, not asserted: on these 2-vCPU
-machines a round trip between two processes on different CPUs takes 60-90 us and on one CPU
-about 9 us (a cross-CPU wake-up in the VM), so their ratio follows where the scheduler puts the
-client, not rdzvd (it measured 6.4x in both builds on a clean clone with no change to rdzvd); the daemon and the client are pinned to one CPU for both
-measurements, so the ratio printed compares like with like.
-The idle connections must cost at most 4 KiB each, and the job must still run and finish.
-Prints the figures (docs/BENCHMARKS.md, "Under load")."""
+daemon's own CPU time per store round trip (its on-CPU nanoseconds, /proc/PID/schedstat) must stay
+within 4x of the same daemon's without them: work per idle connection per request or per loop turn
+would show there. Wall-clock round trips are printed, not asserted: on these 2-vCPU machines a round
+trip between two processes on different CPUs takes 60-90 us and on one CPU about 9 us (a cross-CPU
+wake-up in the VM), so their ratio follows where the scheduler puts the client, not rdzvd (it
+measured 6.4x in both builds on a clean clone with no change to rdzvd); the daemon and the client
+are pinned to one CPU for both measurements, so the ratio printed compares like with like. The idle
+connections must cost at most 4 KiB each, and the job must still run and finish. Prints the figures
+(docs/BENCHMARKS.md, "Under load")."""
 import json
 import os
 import resource

@@ -152,7 +152,8 @@ for i in $(seq 26 30); do echo "step $i" >&$RDZV_PROGRESS_FD; sleep 0.05; done
         p = agent("--progress-timeout", "0.5", "--progress-grace", "1", script="exec sleep 600")
         rc, _, err = finish(p, timeout=60)
         self.assertNotEqual(rc, 0, err)
-        self.assertRegex(err, r"root cause: worker rank \d \(local rank \d\) on node rank 0 \(\S+\) "
+        self.assertRegex(err, r"root cause: worker rank \d \(local rank \d\) on node rank 0 "
+                              r"\(\S+\) "
                               r"made no first progress report within 1\.\d s of its start")
 
 

@@ -10,7 +10,8 @@ import tempfile
 import time
 import unittest
 
-from agenttest import AGENT, ENV_WORKER, SRC, AgentTestCase, finish, main, rdzvtest, read_envs, start
+from agenttest import (AGENT, ENV_WORKER, SRC, AgentTestCase, finish, main, rdzvtest, read_envs,
+                       start)
 
 
 SLURM_SCRIPT = os.path.join(SRC, "tests", "slurm", "local-slurm.sh")
@@ -260,7 +261,8 @@ class TestPBSTemplate(AgentTestCase):
         with open(nodefile, "w") as f:
             f.write("localhost\n")
         build = os.path.dirname(os.path.dirname(AGENT))
-        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "env-worker.sh")
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
+                              "env-worker.sh")
         env = {"PBS_JOBID": "4242.pbs", "PBS_NODEFILE": nodefile, "PBS_O_WORKDIR": out,
                "RDZV_BIN": f"{build}/agent", "RDZVD_BIN": f"{build}/daemon", "RDZV_NPROC": "2",
                "RDZV_CMD": worker, "RDZV_TEST_OUT": out, "RDZV_TOKEN_DIR": f"{out}/tokens",

@@ -37,8 +37,8 @@ class TestStandaloneQuiet(agenttest.AgentTestCase):
 
     def test_plain_rdzvd_still_logs_it_at_info(self):
         d = self.daemon()
-        p = start(agenttest.agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1", "--rdzv-id",
-                                      "loud", worker=["true"]))
+        p = start(agenttest.agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1",
+                                      "--rdzv-id", "loud", worker=["true"]))
         rc, _, err = finish(p, timeout=60)
         self.assertEqual(rc, 0, err)
         log = d.stop()

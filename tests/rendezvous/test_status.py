@@ -29,7 +29,8 @@ WORKER = ["/bin/sh", "-c",
 REPORTER = ["bash", "-c", 'echo $$ > "$RDZV_TEST_OUT/pid.$RANK"; i=1; '
             'while :; do echo "step $i" >&$RDZV_PROGRESS_FD; i=$((i+1)); sleep 0.1; done']
 
-PROM_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})?'
+PROM_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*'
+                       r'(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})?'
                        r' -?[0-9.eE+-]+$')
 
 

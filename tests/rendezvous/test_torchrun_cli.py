@@ -70,7 +70,8 @@ class TestTorchrunOptions(AgentTestCase):
     def test_torch2_options_and_launch_forms(self):
         for args in (["--nproc-per-node", "cpu"], ["--nproc_per_node=auto"],
                      ["--pass-local-rank"], ["--pass-local-rank=underscore"],
-                     ["--use_env"], ["--rdzv-conf", "keep_alive_interval=2,keep_alive_max_attempt=2"],
+                     ["--use_env"],
+                     ["--rdzv-conf", "keep_alive_interval=2,keep_alive_max_attempt=2"],
                      ["--local-ranks-filter", "0"], ["--shutdown_timeout", "3"],
                      ["-m", "--no_python", "--run_path"], ["--virtual-local-rank"]):
             r = self.accepts(args)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The launch lines of docs/guide/from-torchrun.md, by hand with two agents on loopback and no rdzvd
-started by hand: torchrun's c10d line (an agent hosts rdzvd), the static line (node rank 0 hosts),
-the torch.distributed.launch line (--pass-local-rank), running unmodified PyTorch scripts with
+"""torchrun's launch lines, by hand with two agents on loopback and no rdzvd started by hand:
+torchrun's c10d line (an agent hosts rdzvd), the static line (node rank 0 hosts), the
+torch.distributed.launch line (--pass-local-rank), running unmodified PyTorch scripts with
 Debian's torch 1.13; and the hosting agent SIGKILLed mid-job with the job finishing."""
 import glob
 import json

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Slurm line of docs/guide/from-torchrun.md under the local two-node Slurm, with no rdzvd
-started by hand: srun --ntasks-per-node=1 --ntasks=2 rdzv-agent --nnodes=2 --nproc_per_node=N
+"""torchrun's Slurm line under the local two-node Slurm, with no rdzvd started by hand:
+srun --ntasks-per-node=1 --ntasks=2 rdzv-agent --nnodes=2 --nproc_per_node=N
 --rdzv_id=$SLURM_JOB_ID --rdzv_backend=c10d --rdzv_endpoint=$(hostname):$MASTER_PORT main.py ARGS
 running an unmodified PyTorch gloo DDP script (Debian's torch 1.13)."""
 import json

@@ -98,7 +98,8 @@ def values(dest, rng):
     bad = rng.random() < 0.04
     v = {
         "nnodes": (["1", "2", "1:4", "2:2", "3:5", "1:1"], ["0", "4:2", "1:2:3", "x", "-1", ""]),
-        "nproc_per_node": (["1", "2", "4", "8", "cpu", "auto"], ["x", "gpu", "2.5", "", "0", "2000"]),
+        "nproc_per_node": (["1", "2", "4", "8", "cpu", "auto"],
+                           ["x", "gpu", "2.5", "", "0", "2000"]),
         "rdzv_backend": (["static", "c10d"], ["bogus", ""]),
         "rdzv_endpoint": (["localhost", "10.0.0.1:1234", "node-1:29400", "[::1]:5000",
                            "host.example.com", "127.0.0.1:29555", "localhost:0",

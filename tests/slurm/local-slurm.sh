@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# A real three-node Slurm on this machine, for tests (see shared/reference/local-slurm.md).
+# A real three-node Slurm on this machine, for tests.
 #   local-slurm.sh start DIR   install if needed, write DIR/slurm.conf, start munged, slurmctld and
 #                              three slurmd (n1..n3), wait until every node is idle
 #   local-slurm.sh stop DIR    stop the daemons started by 'start DIR'
@@ -31,7 +31,8 @@ for p in slurmctld slurmd slurm-client munge; do dpkg -s "$p" >/dev/null 2>&1 ||
 if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || { echo "local-slurm.sh: needs root to install ${need[*]}" >&2; exit 1; }
   apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
+    >/dev/null
 fi
 
 mkdir -p "$dir/state" "$dir/spool"
@@ -53,6 +54,7 @@ print(ctl, p)
 PY
 )
 host=$(hostname -s)
+ports="[$n1-$((n1 + 2))]"
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=rdzvtest
 SlurmctldHost=$host(127.0.0.1)
@@ -76,7 +78,7 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.%n.log
-NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$n1-$((n1 + 2))] CPUs=$(nproc) RealMemory=4000
+NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$ports CPUs=$(nproc) RealMemory=4000
 PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
 

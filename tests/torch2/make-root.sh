@@ -17,16 +17,23 @@ ROOT_VERSION=1
 dir=${1:-${RDZV_TORCH2_ROOT:-/var/cache/rdzv-test/trixie-torch2}}
 mirror=${RDZV_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 here=$(cd "$(dirname "$0")" && pwd)
+torch_in() {  # the torch version of the root $1
+  chroot "$1" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null |
+    tail -1
+}
 
 if [ "$(id -u)" != 0 ]; then
   echo "make-root: needs root (debootstrap, chroot); the torch 2.6 tests are skipped" >&2
   exit 77
 fi
 if [ -f "$dir/.rdzv-root" ] && [ "$(cat "$dir/.rdzv-root")" = "$ROOT_VERSION" ]; then
-  echo "make-root: reusing $dir ($(chroot "$dir" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null | tail -1))"
+  echo "make-root: reusing $dir ($(torch_in "$dir"))"
   exit 0
 fi
-command -v debootstrap >/dev/null || { echo "make-root: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+if ! command -v debootstrap >/dev/null; then
+  echo "make-root: debootstrap is not installed (apt-get install debootstrap)" >&2
+  exit 1
+fi
 t0=$(date +%s)
 new="$dir.new"
 # A half-made root from an interrupted run: nothing is mounted there (mounts are only ever made
@@ -50,4 +57,4 @@ echo "import rdzv_test_torch_shim" > "$site/rdzv-test-torch-shim.pth"
 echo "$ROOT_VERSION" > "$new/.rdzv-root"
 rm -rf --one-file-system "$dir"
 mv "$new" "$dir"
-echo "make-root: made $dir in $(( $(date +%s) - t0 )) s ($(chroot "$dir" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null | tail -1))"
+echo "make-root: made $dir in $(( $(date +%s) - t0 )) s ($(torch_in "$dir"))"

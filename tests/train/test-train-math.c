@@ -43,8 +43,8 @@ static void assert_close(double a, double b, double atol, double rtol, const cha
         char ctx[96];
 
         snprintf(ctx, sizeof(ctx), "%.90s", tap_note);
-        snprintf(tap_note, sizeof(tap_note), "%.40s[%zu]: analytic %.8g vs numeric %.8g; %.90s", what,
-                 i, a, b, ctx);
+        snprintf(tap_note, sizeof(tap_note), "%.40s[%zu]: analytic %.8g vs numeric %.8g; %.90s",
+                 what, i, a, b, ctx);
         ASSERT_TRUE(fabs(a - b) <= atol + rtol * fabs(b));
     }
 }

@@ -423,7 +423,8 @@ static inline int njobs(struct env *e)
     return n;
 }
 
-static inline const struct rdzv_status_node *node_of(const struct rdzv_status_job *sj, const char *host)
+static inline const struct rdzv_status_node *node_of(const struct rdzv_status_job *sj,
+                                                     const char *host)
 {
     for (size_t i = 0; i < sj->n_nodes; i++)
         if (strcmp(sj->nodes[i].host, host) == 0)

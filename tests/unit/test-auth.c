@@ -365,7 +365,13 @@ static void test_handshake_refusals(void)
     ASSERT_OK(rdzv_auth_check_auth(ab, alen, &t, sn, got, err, sizeof(err)));
     ASSERT_OK(rdzv_auth_put_ok(&ok, &t, sn, cn));
     static const char *const bad_ok[] = {
-        "", "[1]", "{}", "{\"mac\":1}", "{\"nonce\":\"00\"}", "{\"mac\":\"zz\"}", "{\"mac\":\"00\"}",
+        "",
+        "[1]",
+        "{}",
+        "{\"mac\":1}",
+        "{\"nonce\":\"00\"}",
+        "{\"mac\":\"zz\"}",
+        "{\"mac\":\"00\"}",
     };
     for (unsigned i = 0; i < sizeof(bad_ok) / sizeof(bad_ok[0]); i++) {
         err[0] = '\0';

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-model.c: a model test of the job state machine. Seeded random sequences of events
- * (JOINs, worker failures, READYs, NCCL ids, agents lost, LEAVEs, time passing, rdzvd restarted
- * on its --state-dir with the agents resuming; nodes put aside after repeated failures or a
- * failed health check; an agent cancelled from outside) drive a leader: the state machine over a
- * job table journaled in a state directory (jobtest.h), as a single rdzvd with --state-dir keeps
- * it. Two followers apply the journal's records as they are written, with rdzvd_record_apply, as a
- * replica applies the Raft entries that carry the same records. After every event each
- * follower's table equals the leader's byte for byte, and each job's memory (state, generation,
- * restart count, failure history) equals its record; at the end a fresh replay of the journal equals them too.
- * Over all seeds every move of the table (daemon/job/rdzvd-job-move.c) is taken at least once:
- * the counts are printed. RDZV_MODEL_SEEDS=N runs N seeds (default 40), RDZV_MODEL_SEED=S only
- * seed S (to replay a failure). */
+ * (JOINs, worker failures, READYs, NCCL ids, agents lost, LEAVEs, time passing, rdzvd restarted on
+ * its --state-dir with the agents resuming; nodes put aside after repeated failures or a failed
+ * health check; an agent cancelled from outside) drive a leader: the state machine over a job table
+ * journaled in a state directory (jobtest.h), as a single rdzvd with --state-dir keeps it. Two
+ * followers apply the journal's records as they are written, with rdzvd_record_apply, as a replica
+ * applies the Raft entries that carry the same records. After every event each follower's table
+ * equals the leader's byte for byte, and each job's memory (state, generation, restart count,
+ * failure history) equals its record; at the end a fresh replay of the journal equals them too.
+ * Over all seeds every move of the table (daemon/job/rdzvd-job-move.c) is taken at least once: the
+ * counts are printed. RDZV_MODEL_SEEDS=N runs N seeds (default 40), RDZV_MODEL_SEED=S only seed S
+ * (to replay a failure). */
 #include <inttypes.h>
 #include <sys/stat.h>
 
@@ -40,7 +40,7 @@ struct model {
     uint64_t rng;
     enum rdzv_nccl_mode nccl;
     int64_t max_restarts;
-    int64_t bad_node_failures; /* nodes put aside after this many failures (0: never) */
+    int64_t bad_node_failures; /* Nodes put aside after this many failures (0: never) */
 };
 
 static uint64_t rnd(struct model *md, uint64_t n)

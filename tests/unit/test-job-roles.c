@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-roles.c: what one node's agent may do to a job, and no more (
- * proto/SECURITY.md), driven with fake agents (jobtest.h): a signal to one agent (CANCEL) is that
- * node leaving, not the job cancelled; a node put aside is put aside by its host, so the same
- * host's next agent is refused too. */
+/* test-job-roles.c: what one node's agent may do to a job, and no more (proto/SECURITY.md),
+ * driven with fake agents (jobtest.h): a signal to one agent (CANCEL) is that node leaving, not the
+ * job cancelled; a node put aside is put aside by its host, so the same host's next agent is
+ * refused too. */
 #include <inttypes.h>
 #include <signal.h>
 

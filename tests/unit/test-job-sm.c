@@ -51,8 +51,8 @@ static void test_nccl_ids_reach_every_round(void)
 }
 
 /* A replica (host agent_stores): node rank 0's agent is asked for the generation's store (no id
- * needed: count 0) and rdzvd opens none; ROUND points every member at the agent's store. An
- * agent that names none gets rdzvd's own; an agent that cannot host (no host_store) is not asked. */
+ * needed: count 0) and rdzvd opens none; ROUND points every member at the agent's store. An agent
+ * that names none gets rdzvd's own; an agent that cannot host (no host_store) is not asked. */
 static void test_agent_hosted_store(void)
 {
     for (int variant = 0; variant < 3; variant++) {
@@ -1104,8 +1104,9 @@ static void test_cancel_is_not_a_failure(void)
         for (int i = 0; i < 2; i++) {
             ASSERT_TRUE(event_is(&f[i], "cancelled"));
             ASSERT_EQ(f[i].event.exit_code, 143);
-            ASSERT_TRUE(strstr(f[i].event.summary, "cancelled: the agent of node host1 received "
-                                                   "Terminated from outside (Slurm job 42)") != NULL);
+            ASSERT_TRUE(strstr(f[i].event.summary,
+                               "cancelled: the agent of node host1 received "
+                               "Terminated from outside (Slurm job 42)") != NULL);
             ASSERT_EQ(f[i].nrounds, 1); /* no generation formed after it */
         }
         rdzvd_member_cancel(f[0].m, 2, ""); /* ended: ignored */

@@ -485,7 +485,7 @@ static void expect_refused_untouched(const char *name, const uint8_t *img, size_
 
 /* One corrupt byte in the middle of the file, anywhere in a record (its CRC, type, lengths, key
  * or value), with intact records after it: open refuses, and the file is left as it is, not cut
- * there (that once dropped every later record). */
+ * there (that dropped every later record). */
 static void test_corrupt_byte_in_middle_refused(void)
 {
     uint64_t off[10];

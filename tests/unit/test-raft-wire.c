@@ -201,9 +201,9 @@ static void test_malformed_messages(void)
     ASSERT_OK(check(&m, &FOLLOWER, &(struct rdzv_raft_msg){0}, &(const char *){NULL}));
 }
 
-/* The state rules alone, as the transport applies them again when libraft
- * processes a message. A same-term AppendEntries that passed while the receiver followed no one
- * is refused once the receiver leads that term. */
+/* The state rules alone, as the transport applies them again when libraft processes a message.
+ * A same-term AppendEntries that passed while the receiver followed no one is refused once the
+ * receiver leads that term. */
 static void test_state_rules(void)
 {
     struct rdzv_raft_view v = {.term = 7, .peer = 3, .peer_member = true};

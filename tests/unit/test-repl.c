@@ -306,8 +306,8 @@ static void test_leader_crash(void)
     for (unsigned k = 0; k < W2; k++)
         ASSERT_EQ(w[W1 + k].status, 0);
     raft_fixture_revive(&c.f, old);
-    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, now)),
-                                                T_STEP));
+    ASSERT_TRUE(raft_fixture_step_until_applied(
+        &c.f, N, raft_last_index(raft_fixture_get(&c.f, now)), T_STEP));
     assert_equal_stores(&c);
     ASSERT_TRUE(!has(c.store[old], "k0", "v0") && has(c.store[old], "k3", "w3") &&
                 has(c.store[old], "k5", "v5"));
@@ -371,8 +371,8 @@ static void test_partition(void)
             raft_fixture_reconnect(&c.f, old, i);
             raft_fixture_reconnect(&c.f, i, old);
         }
-    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, now)),
-                                                T_STEP));
+    ASSERT_TRUE(raft_fixture_step_until_applied(
+        &c.f, N, raft_last_index(raft_fixture_get(&c.f, now)), T_STEP));
     assert_equal_stores(&c);
     ASSERT_TRUE(has(c.store[old], "split", "majority"));
     ASSERT_TRUE(!lone[0].done || lone[0].status != 0);
@@ -556,8 +556,8 @@ static void test_job_decisions(void)
     ASSERT_TRUE(raft_fixture_step_until(&c.f, all_done, end, T_STEP));
     ASSERT_TRUE(end[0].status == 0 && end[0].result == 0);
     raft_fixture_revive(&c.f, l);
-    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, now)),
-                                                T_STEP));
+    ASSERT_TRUE(raft_fixture_step_until_applied(
+        &c.f, N, raft_last_index(raft_fixture_get(&c.f, now)), T_STEP));
     for (unsigned i = 0; i < N; i++)
         ASSERT_EQ(rdzvd_job_record_get(c.jobs[i], "dj", &got), -ENOENT);
     cluster_stop(&c);
@@ -603,8 +603,8 @@ static void test_job_table(void)
     }
     ASSERT_TRUE(raft_fixture_step_until(&c.f, all_done, w, T_STEP));
     raft_fixture_revive(&c.f, old);
-    ASSERT_TRUE(raft_fixture_step_until_applied(&c.f, N, raft_last_index(raft_fixture_get(&c.f, now)),
-                                                T_STEP));
+    ASSERT_TRUE(raft_fixture_step_until_applied(
+        &c.f, N, raft_last_index(raft_fixture_get(&c.f, now)), T_STEP));
     ASSERT_TRUE(c.fsm[old].restores >= 1);
     assert_equal_stores(&c);
     for (unsigned i = 0; i < N; i++) {

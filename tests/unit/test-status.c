@@ -423,17 +423,17 @@ static void test_put_aside_gpus_round_trip(void)
 /* A job's timeline and steps per second, encoded and decoded back, and what the
  * decoder refuses in them. */
 #define TIMELINE                                                                                   \
-    "\"steps_per_second\":9.5,\"timeline\":{\"generations\":[{\"generation\":1,\"start\":100.0,"  \
-    "\"end\":110.0,\"world_size\":4,\"nodes\":2},{\"generation\":2,\"start\":110.5,\"end\":0.0,"    \
+    "\"steps_per_second\":9.5,\"timeline\":{\"generations\":[{\"generation\":1,\"start\":100.0,"   \
+    "\"end\":110.0,\"world_size\":4,\"nodes\":2},{\"generation\":2,\"start\":110.5,\"end\":0.0,"   \
     "\"world_size\":4,\"nodes\":2}],\"marks\":[{\"time\":110.0,\"generation\":1,\"kind\":"         \
-    "\"node_lost\",\"text\":\"root cause: the agent of node rank 1 (b) disconnected\"},"         \
-    "{\"time\":110.5,\"generation\":2,\"kind\":\"spare\",\"text\":\"1 node(s) taken in\"}],"    \
-    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]},"  \
-    "\"recoveries\":{\"total\":2,\"phase_sum_s\":{\"stop\":0.5,\"rendezvous\":0.25,"         \
-    "\"nccl\":0.125,\"first_step\":1.0,\"total\":1.875},\"list\":[{\"generation\":1,"        \
-    "\"kind\":\"node_lost\",\"inplace\":true,\"detected\":110.0,\"stopped\":110.5,"           \
-    "\"rendezvous\":110.75,\"sent\":110.875,\"first_step\":111.875},{\"generation\":2,"       \
-    "\"kind\":\"failure\",\"inplace\":false,\"detected\":120.0,\"stopped\":0.0,"             \
+    "\"node_lost\",\"text\":\"root cause: the agent of node rank 1 (b) disconnected\"},"           \
+    "{\"time\":110.5,\"generation\":2,\"kind\":\"spare\",\"text\":\"1 node(s) taken in\"}],"       \
+    "\"steps_per_second\":{\"start\":100.0,\"interval_s\":2.0,\"rates\":[10.0,9.5,0.0]},"          \
+    "\"recoveries\":{\"total\":2,\"phase_sum_s\":{\"stop\":0.5,\"rendezvous\":0.25,"               \
+    "\"nccl\":0.125,\"first_step\":1.0,\"total\":1.875},\"list\":[{\"generation\":1,"              \
+    "\"kind\":\"node_lost\",\"inplace\":true,\"detected\":110.0,\"stopped\":110.5,"                \
+    "\"rendezvous\":110.75,\"sent\":110.875,\"first_step\":111.875},{\"generation\":2,"            \
+    "\"kind\":\"failure\",\"inplace\":false,\"detected\":120.0,\"stopped\":0.0,"                   \
     "\"rendezvous\":0.0,\"sent\":0.0,\"first_step\":0.0}]}}"
 
 static void test_timeline_round_trip(void)
@@ -630,7 +630,8 @@ static void test_refused_fields(void)
                         "STATUS_REPLY: 'daemon' longer than 15 bytes");
     assert_long_refused("\"version\":\"0.1.0\"", "version", RDZV_STATUS_VERSION_MAX + 1,
                         "STATUS_REPLY: 'version' longer than 63 bytes");
-    assert_edit_refused("\"jobs\":[", "\"jobs\":{},\"x\":[", "STATUS_REPLY: 'jobs' must be an array");
+    assert_edit_refused("\"jobs\":[", "\"jobs\":{},\"x\":[",
+                        "STATUS_REPLY: 'jobs' must be an array");
     assert_refused(NO_JOBS_HEAD "[{}]}", "STATUS_REPLY: jobs[0]: ");
     assert_refused(NO_JOBS_HEAD "[1]}", "STATUS_REPLY: jobs[0]: ");
     /* The job. */
@@ -660,7 +661,8 @@ static void test_refused_fields(void)
     assert_edit_refused("\"rank\":3,", "\"rank\":-1,", "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
     assert_edit_refused("\"node_rank\":0,", "\"node_rank\":-1,",
                         "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
-    assert_edit_refused("\"age_s\":0.5", "\"age_s\":1e10", "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
+    assert_edit_refused("\"age_s\":0.5", "\"age_s\":1e10",
+                        "STATUS_REPLY: jobs[0]: ranks[0]: rank,");
     {
         char *m = member_of_len("host", RDZV_HOST_MAX + 1), *t = malloc(strlen(m) + 16);
 

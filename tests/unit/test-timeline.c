@@ -32,7 +32,8 @@ static void test_bands_and_marks_keep_the_newest(void)
     long_text[sizeof(long_text) - 1] = '\0';
     memcpy(long_text + RDZV_STATUS_TEXT_MAX - 1, "\xc3\xa9", 2); /* an é cut in half */
     for (unsigned i = 0; i < RDZV_STATUS_MARKS + 3; i++)
-        rdzvd_timeline_mark(&t, 1000.0 + i, i, RDZV_MARK_FAILURE, i == RDZV_STATUS_MARKS + 2 ? long_text : "f");
+        rdzvd_timeline_mark(&t, 1000.0 + i, i, RDZV_MARK_FAILURE,
+                            i == RDZV_STATUS_MARKS + 2 ? long_text : "f");
     ASSERT_EQ(t.tl.n_marks, RDZV_STATUS_MARKS);
     ASSERT_EQ(t.tl.marks[0].generation, 3);
     ASSERT_EQ(strlen(t.tl.marks[RDZV_STATUS_MARKS - 1].text), RDZV_STATUS_TEXT_MAX - 1);

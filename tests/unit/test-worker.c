@@ -95,10 +95,13 @@ static void test_progress(void)
     ASSERT_EQ(rdzv_progress_format(&(struct rdzv_progress_line){.step = 12}, small, sizeof(small)),
               -ENOSPC);
     /* Not the format: sign, spaces, overflow, other words, prefixes. */
-    static const char *const bad[] = {"step", "step ", "step -1", "step +1", "step  1",
-                                      "step 1 ", "step 1x", "step 18446744073709551616",
-                                      "Step 1", "wait ", "waiting", "", "step 0x10", "stacks ",
-                                      "stack", "done ", "Done", "don", "slow 0", "slow 604801", "slow", "slow x"};
+    static const char *const bad[] = {
+        "step",      "step ",   "step -1", "step +1",
+        "step  1",   "step 1 ", "step 1x", "step 18446744073709551616",
+        "Step 1",    "wait ",   "waiting", "",
+        "step 0x10", "stacks ", "stack",   "done ",
+        "Done",      "don",     "slow 0",  "slow 604801",
+        "slow",      "slow x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ASSERT_EQ(rdzv_progress_parse(bad[i], strlen(bad[i]), &p), -EINVAL);
     /* The length is n, not the NUL: "step 12" cut to "step 1". */
@@ -150,7 +153,8 @@ static void test_control(void)
     gen_round_trip(&g);
     /* No id: null, and back to "". */
     g = (struct rdzv_worker_gen){.world = 1, .master_addr = "h"};
-    ASSERT_TRUE(rdzv_worker_gen_format(&g, buf, sizeof(buf)) > 0 && strstr(buf, "\"nccl_id\":null"));
+    ASSERT_TRUE(rdzv_worker_gen_format(&g, buf, sizeof(buf)) > 0 &&
+                strstr(buf, "\"nccl_id\":null"));
     gen_round_trip(&g);
     /* What the format cannot carry, and a buffer too small. */
     g.rank = 1;

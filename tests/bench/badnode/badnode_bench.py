@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# badnode_bench.py BUILD_DIR [options]: a bad node is put aside, not restarted into (issue 30).
+# badnode_bench.py BUILD_DIR [options]: a bad node is put aside, not restarted into.
 # Run through run-badnode-bench.sh; prints a markdown table on stdout, progress on stderr.
 #
 # Each trial is a fresh job of three agents on this machine (gloo, CPU), --nnodes 2 --nproc 1
@@ -16,7 +16,7 @@
 # is the wall-clock time the step completed.
 #
 # Rows: rdzv --recovery restart and inplace (--bad-node-failures 2, the default); rdzv with
-# --bad-node-failures 0 (never put aside: the behaviour before issue 30); torchrun 1.13 (c10d,
+# --bad-node-failures 0 (never put aside); torchrun 1.13 (c10d,
 # --max_restarts 4, the same wrapper and the same bad node). Figures per trial:
 #   t_fail:     the bad node's first worker start (its starts file);
 #   t_aside:    the timestamp of rdzvd's "node=bad put aside" line (cut to the millisecond: a
@@ -24,12 +24,12 @@
 #   t_progress: the earliest step line with t later than the spare's first worker start (no step
 #               can complete before: every world before it has the bad node's rank, which never
 #               gets past its wrapper);
-#   (a) t_progress - t_fail, (b) t_progress - t_aside (target: <= --heartbeat-timeout + 1 s),
-#   (c) the bad node's worker starts, in all and after t_aside (must be 0), (d) how it ended:
-#   the trial stops 2 s after t_progress, when every agent has exited, 3 s after the good node's
-#   agent exited non-zero (the job failed: the good node is in every rdzv generation and hosts
-#   torchrun's store), or at --cap seconds after the spare was started; the agents' exit codes then ("running": still up,
-#   training). t_fail -> the job's failure is t_fail to the good node's agent's non-zero exit.
+#   (a) t_progress - t_fail, (b) t_progress - t_aside (target: <= --heartbeat-timeout + 1 s), (c)
+#   the bad node's worker starts, in all and after t_aside (must be 0), (d) how it ended: the trial
+#   stops 2 s after t_progress, when every agent has exited, 3 s after the good node's agent exited
+#   non-zero (the job failed: the good node is in every rdzv generation and hosts torchrun's store),
+#   or at --cap seconds after the spare was started; the agents' exit codes then ("running": still
+#   up, training). t_fail -> the job's failure is t_fail to the good node's agent's non-zero exit.
 # Everything a trial started is killed after it (recovery_bench.py's Job.kill).
 import argparse
 import collections
@@ -179,8 +179,7 @@ class Bench:
                          f"(ninja -C {a.build})")
         if "--bad-node-failures" not in subprocess.run([self.agent, "--help"],
                                                        capture_output=True, text=True).stdout:
-            sys.exit("run-badnode-bench.sh: this rdzv-agent has no --bad-node-failures "
-                     "(issue 30)")
+            sys.exit("run-badnode-bench.sh: this rdzv-agent has no --bad-node-failures")
 
     def trial(self, row, n):
         a = self.a
@@ -352,8 +351,7 @@ def main():
     w = ("examples/autoencoder.py (rdzv.torch)" if b.torch else "rdzv-train")
     names = {"restart": f"rdzv, {w}, `--recovery restart` (`--bad-node-failures 2`, the default)",
              "inplace": f"rdzv, {w}, `--recovery inplace`",
-             "never": f"rdzv, {w}, `--bad-node-failures 0` (never put aside: the behaviour "
-                      "before issue 30)",
+             "never": f"rdzv, {w}, `--bad-node-failures 0` (never put aside)",
              "torchrun": f"torchrun {torch_v} (c10d, `--max_restarts 4`), "
                          + ("the same script" if b.torch else "ddp_ckpt.py (the same model)")}
     target = a.heartbeat_timeout + 1
@@ -390,8 +388,8 @@ def main():
         print(f"| {names[row]} | {a_cell} | {b_cell} | {c_cell} | {d_cell} | {outcomes(rs)} |")
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     print()
-    print(f"(`run-badnode-bench.sh: median (min - max) over {a.trials} trials, "
-          f"{'examples/autoencoder.py --shape mnist' if b.torch else 'rdzv-train layers ' + a.layers}"
+    worker = 'examples/autoencoder.py --shape mnist' if b.torch else 'rdzv-train layers ' + a.layers
+    print(f"(`run-badnode-bench.sh: median (min - max) over {a.trials} trials, {worker}"
           f", batch {a.batch_size}, rdzv-agent --heartbeat-timeout {a.heartbeat_timeout:g} "
           f"--grace {a.grace:g} --last-call 0.5, torchrun --monitor_interval "
           f"{a.torchrun_monitor_interval or 5:g}, a trial stopped {TRAIN_SEEN_S:g} s into "

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # run-badnode-bench.sh BUILD_DIR [--trials N] [--cap SEC] [--no-torchrun] [--rows R,...] [--keep]
 #                      [--worker rdzv-train|torch] [--torchrun-monitor-interval SEC]:
-# a bad node is put aside, not restarted into (issue 30). Three agents (bad, good, spare) of a
+# a bad node is put aside, not restarted into. Three agents (bad, good, spare) of a
 # job of --nnodes 2 --nproc 1 --max-restarts 4 on this machine, gloo, CPU; the bad node's worker
 # dies at start-up. From its first failure to training on the spare, under rdzv --recovery
 # restart and inplace, beside rdzv with --bad-node-failures 0 (the behaviour before) and

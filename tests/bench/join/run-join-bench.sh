@@ -60,7 +60,8 @@ bench=$build/tests/bench/join/rdzv-join-bench
 agent=$build/agent/rdzv-agent
 for f in "$rdzvd" "$bench" "$agent"; do
     if [ ! -x "$f" ]; then
-        echo "run-join-bench.sh: $f not found: build first (meson setup $build && ninja -C $build)" >&2
+        echo "run-join-bench.sh: $f not found:" \
+            "build first (meson setup $build && ninja -C $build)" >&2
         exit 2
     fi
 done
@@ -205,15 +206,19 @@ done
 echo "### rdzvd: N agents join one job (min = max = N), one TCP connection each"
 echo
 [ "$repeat" -gt 1 ] && echo "Best of $repeat runs, each on a fresh rdzvd." && echo
-echo "| N | connect all (TCP + HELLO) | first -> last JOIN sent | last JOIN -> all JOINED | last JOIN -> round complete | rdzvd RSS before | rdzvd RSS after round | RSS per agent | load (1 min) |"
+echo "| N | connect all (TCP + HELLO) | first -> last JOIN sent | last JOIN -> all JOINED" \
+    "| last JOIN -> round complete | rdzvd RSS before | rdzvd RSS after round | RSS per agent" \
+    "| load (1 min) |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 if [ -n "$best_10k" ]; then
     if awk -v t="$best_10k" 'BEGIN { exit !(t < 1.0) }'; then
-        echo "Target (< 1 s from last join to round complete at 10,000 agents): met ($(printf "%.3f" "$best_10k") s)."
+        echo "Target (< 1 s from last join to round complete at 10,000 agents):" \
+            "met ($(printf "%.3f" "$best_10k") s)."
     else
-        echo "Target (< 1 s from last join to round complete at 10,000 agents): NOT met ($(printf "%.3f" "$best_10k") s)."
+        echo "Target (< 1 s from last join to round complete at 10,000 agents):" \
+            "NOT met ($(printf "%.3f" "$best_10k") s)."
     fi
     echo
 fi
@@ -264,7 +269,8 @@ for v in "1 auto" "8 auto" "1 off"; do
         --nccl "$nccl" -- sleep 3
     stop_rdzvd
     [ "$agent_rc" = 0 ] || { echo "run-join-bench.sh: rdzv-agent exited $agent_rc" >&2; worst=1; }
-    arows+=("| rdzv-agent --nccl $nccl | $np | $(mib "$rss_kb") | $(mib "$anon_kb") | $(mib "$hwm_kb") | $agent_rc | $l |")
+    arows+=("| rdzv-agent --nccl $nccl | $np | $(mib "$rss_kb") | $(mib "$anon_kb") |"\
+" $(mib "$hwm_kb") | $agent_rc | $l |")
     [ "$v" = "1 auto" ] && agent_rss=$rss_kb
 done
 
@@ -273,15 +279,18 @@ if [ "$torchrun" = 1 ]; then
     if ! "$python" -c 'import torch' 2>/dev/null; then
         echo "run-join-bench.sh: $python has no torch: torchrun skipped" >&2
     else
-        tver=$("$python" -c 'import torch, sys; print(torch.__version__, "Python %d.%d" % sys.version_info[:2])')
+        tver=$("$python" -c 'import torch, sys
+print(torch.__version__, "Python %d.%d" % sys.version_info[:2])')
         script=$tmp/sleep3.py
         printf 'import time\ntime.sleep(3)\n' >"$script"
         for np in 1 8; do
             # --standalone always takes localhost:29400; if another job holds it, use the same
             # c10d rendezvous on a free port rather than join that job's store.
             if [ -n "$(ss -Hltn 'sport = :29400' 2>/dev/null)" ]; then
-                port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-                rdzv=(--nnodes 1 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --rdzv_id rss)
+                port=$("$python" -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+                rdzv=(--nnodes 1 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port"
+                      --rdzv_id rss)
             else
                 rdzv=(--standalone)
             fi
@@ -290,8 +299,12 @@ if [ "$torchrun" = 1 ]; then
             measure_agent "$np" "$script" "$tmp/torchrun-$np.log" \
                 "$python" -m torch.distributed.run "${rdzv[@]}" --nproc_per_node "$np" \
                 --redirects 1 --tee 1 "$script"
-            [ "$agent_rc" = 0 ] || { echo "run-join-bench.sh: torchrun exited $agent_rc" >&2; worst=1; }
-            arows+=("| torchrun ($tver) | $np | $(mib "$rss_kb") | $(mib "$anon_kb") | $(mib "$hwm_kb") | $agent_rc | $l |")
+            if [ "$agent_rc" != 0 ]; then
+                echo "run-join-bench.sh: torchrun exited $agent_rc" >&2
+                worst=1
+            fi
+            arows+=("| torchrun ($tver) | $np | $(mib "$rss_kb") | $(mib "$anon_kb") |"\
+" $(mib "$hwm_kb") | $agent_rc | $l |")
             [ "$np" = 1 ] && torch_rss=$rss_kb
         done
     fi
@@ -299,18 +312,22 @@ fi
 
 echo "### Agent process resident memory (VmRSS of the agent itself, workers running)"
 echo
-echo "| agent | workers | RSS (VmRSS) | of which anonymous (RssAnon) | peak (VmHWM) | exit | load (1 min) |"
+echo "| agent | workers | RSS (VmRSS) | of which anonymous (RssAnon) | peak (VmHWM) | exit" \
+    "| load (1 min) |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${arows[@]}"
 echo
 if [ -n "${agent_rss:-}" ]; then
     if [ "$agent_rss" -lt 5120 ]; then
-        echo -n "Target (rdzv-agent < 5 MiB VmRSS, default --nccl auto, 1 worker): met ($(mib "$agent_rss"))"
+        echo -n "Target (rdzv-agent < 5 MiB VmRSS, default --nccl auto, 1 worker):" \
+            "met ($(mib "$agent_rss"))"
     else
-        echo -n "Target (rdzv-agent < 5 MiB VmRSS, default --nccl auto, 1 worker): NOT met ($(mib "$agent_rss"))"
+        echo -n "Target (rdzv-agent < 5 MiB VmRSS, default --nccl auto, 1 worker):" \
+            "NOT met ($(mib "$agent_rss"))"
     fi
     if [ -n "$torch_rss" ]; then
-        awk -v a="$agent_rss" -v t="$torch_rss" 'BEGIN { printf "; torchrun uses %.0fx as much.\n", t / a }'
+        awk -v a="$agent_rss" -v t="$torch_rss" \
+            'BEGIN { printf "; torchrun uses %.0fx as much.\n", t / a }'
     else
         echo "."
     fi

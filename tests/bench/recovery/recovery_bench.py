@@ -15,7 +15,7 @@
 # With --worker torch, every row runs the same PyTorch DDP script, examples/autoencoder.py
 # (rdzv.torch: in place under --recovery inplace, a checkpoint resume under --recovery restart and
 # under torchrun), on the same model (784-128-128-128-784, --batch-size) and the same data:
-# issue 19's benchmark. A replacement worker there starts a Python and imports torch.
+# the benchmark of recovery in place. A replacement worker there starts a Python and imports torch.
 #
 # Rank 0 of either trainer prints a JSON line per step whose "t" is the wall-clock time the step
 # completed, and an event line when a new incarnation of the job starts ("resumed" or "reformed"
@@ -465,10 +465,12 @@ def main():
                                                                   for r in rs)]
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     print()
+    worker = ('examples/autoencoder.py --shape mnist' if a.worker == 'torch'
+              else 'layers ' + a.layers)
     print(f"(`run-recovery-bench.sh: median (min - max) over {a.trials} trials (torchrun's hang: "
           f"{min(a.trials, a.torchrun_hang_trials)}), checkpoint every {a.ckpt_every} steps, "
           f"batch {a.batch_size}, "
-          f"{'examples/autoencoder.py --shape mnist' if a.worker == 'torch' else 'layers ' + a.layers}"
+          f"{worker}"
           f", rdzv-agent --grace {a.grace:g}, "
           f"torchrun --monitor_interval {a.torchrun_monitor_interval or 5:g}, "
           f"{os.cpu_count()} CPUs, "

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# host_loss_bench.py BUILD_DIR [--trials N]: issue 18's "leader-host loss -> training progressing
+# host_loss_bench.py BUILD_DIR [--trials N]: "leader-host loss -> training progressing
 # again", in place and restart, side by side in one run. Each trial is the scenario of
 # tests/faults/test_partition.py (Partition.host_loss): three hosts as network namespaces (root
 # and iproute2 needed), one rdzvd replica and one rdzv-agent (rdzv-train, gloo, 1 worker) on each,
@@ -8,7 +8,7 @@
 # workers' store loses its link and every process in it is SIGKILLed. Measured: from the cut to
 # the first training step of the next generation (the old rank 0 was on the lost host), with
 # --heartbeat-timeout 2. The target: --heartbeat-timeout + 1 s. The anchor, torchrun (c10d), has
-# its store on the lost host's agent: its job does not recover at all (anchors.md).
+# its store on the lost host's agent: its job does not recover at all.
 # Prints a markdown table on stdout, progress on stderr. Not a timed test: run by hand, as root.
 import argparse
 import os

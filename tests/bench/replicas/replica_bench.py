@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# replica_bench.py BUILD_DIR [--failovers N] [--seconds S] [--conns C]: rdzvd --peers (issue 18)
+# replica_bench.py BUILD_DIR [--failovers N] [--seconds S] [--conns C]: rdzvd --peers
 # measured, in one run on this machine:
 #   failover: three replicas on 127.0.0.1; N times: write a batch of keys through the leader
 #             (each acknowledged: a reply that follows it), SIGKILL the leader, take the time

@@ -1,18 +1,17 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# status_bench.py [options]: does the HTTP status page stall the store (issue 36 item 8)?
+# status_bench.py [options]: does the HTTP status page stall the store?
 #
 # One rdzvd (-l warn, --metrics-port) holds JOBS one-node jobs, each of which had FAILURES worker
 # failures (JOIN, then FAILURES x WORKER_EXIT -> EVENT restart -> READY -> ROUND: a restart event
-# and a timeline mark each), driven over the rendezvous protocol by this script (no agents).
-# Then store round trips (a GET of one key on the main store, one at a time, 1 ms apart, for
-# --seconds) are timed twice: with no HTTP load, and while CLIENTS processes fetch the status page
-# `/` in a loop (each a new connection, read to the end). Prints a markdown table on stdout:
-# median, p99 and max of each, p99 and max as a ratio to no load, the page's size and the pages
-# fetched per second; progress on stderr. The clients run at nice 19 (and, with 4 CPUs or more,
-# apart from rdzvd and the timing process, which share the first): what is timed is rdzvd's stall, not the CPU the
-# load generator itself takes. --rdzvd picks the binary (e.g. an older build, for a
-# before/after row).
+# and a timeline mark each), driven over the rendezvous protocol by this script (no agents). Then
+# store round trips (a GET of one key on the main store, one at a time, 1 ms apart, for --seconds)
+# are timed twice: with no HTTP load, and while CLIENTS processes fetch the status page `/` in a
+# loop (each a new connection, read to the end). Prints a markdown table on stdout: median, p99 and
+# max of each, p99 and max as a ratio to no load, the page's size and the pages fetched per second;
+# progress on stderr. The clients run at nice 19 (and, with 4 CPUs or more, apart from rdzvd and the
+# timing process, which share the first): what is timed is rdzvd's stall, not the CPU the load
+# generator itself takes. --rdzvd picks the binary (e.g. an older build, for a before/after row).
 import argparse
 import json
 import multiprocessing
