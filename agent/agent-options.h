@@ -139,10 +139,12 @@ int agent_rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
 
 /* --print-launch: write the resolved launch to f as one JSON object on one line:
  *   {"nnodes_min", "nnodes_max", "nproc", "backend": "c10d"|"static", "standalone",
- *    "endpoint": "HOST:PORT" (standalone: "127.0.0.1:0", any free port; HOST:0 as given), "run_id",
+ *    "endpoint": "HOST:PORT" (standalone: "127.0.0.1:0", any free port; HOST:0 as given; the
+ *    replicas of a replicated rdzvd: "HOST:PORT,HOST:PORT,..."), "run_id",
  *    "node_rank" (null: given by the order of arrival), "node_rank_hint" (from the scheduler),
  *    "max_restarts", "raw_cmd" (rdzv's "-- COMMAND" form), "argv": the worker's command exactly
  *    as it is executed (local rank 0's)}
- * host and port are the endpoint as parsed (port default applied). Returns 0 or -EIO. */
-int agent_opts_print_launch(const struct agent_opts *o, const char *host, uint16_t port,
-                            char *const *argv, FILE *f);
+ * endpoint: the endpoint(s) as parsed (port default applied), ignored when standalone.
+ * Returns 0 or -EIO. */
+int agent_opts_print_launch(const struct agent_opts *o, const char *endpoint, char *const *argv,
+                            FILE *f);

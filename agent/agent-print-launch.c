@@ -10,17 +10,13 @@
 
 #include "common/rdzv-util.h"
 
-int agent_opts_print_launch(const struct agent_opts *o, const char *host, uint16_t port,
-                            char *const *argv, FILE *f)
+int agent_opts_print_launch(const struct agent_opts *o, const char *endpoint, char *const *argv,
+                            FILE *f)
 {
     json_t *j, *av = json_array();
-    char ep[320];
+    const char *ep = o->standalone ? "127.0.0.1:0" : endpoint;
     int r = -EIO;
 
-    if (o->standalone)
-        snprintf(ep, sizeof(ep), "127.0.0.1:0");
-    else
-        rdzv_format_hostport(ep, sizeof(ep), host, port);
     for (size_t i = 0; av && argv && argv[i]; i++)
         json_array_append_new(av, json_string(argv[i]));
     j = json_pack("{sI sI sI ss sb ss ss so sb sI sb so}", "nnodes_min", (json_int_t)o->min_nodes,

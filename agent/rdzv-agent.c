@@ -280,17 +280,37 @@ static int report_gpus(struct agent *a, char **gpus, int ngpus, struct rdzv_gpu_
     return 0;
 }
 
+static void print_bad_endpoint(const char *endpoint)
+{
+    fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT, or up to %d of them "
+                    "separated by commas (the replicas of rdzvd --peers)\n",
+            endpoint, AGENT_ENDPOINTS_MAX);
+}
+
 /* --print-launch: the resolved launch on stdout (agent_opts_print_launch()), nothing run.
  * Returns the exit status. */
 static int print_launch(struct agent *a)
 {
-    char host[256] = "";
-    uint16_t port = RDZV_DEFAULT_PORT;
-    int r = a->o.standalone ? 0 : rdzv_parse_hostport(a->o.endpoint, host, sizeof(host), &port);
+    struct agent_endpoints eps = {.n = 1, .ep[0].port = RDZV_DEFAULT_PORT};
+    char ep[AGENT_ENDPOINTS_MAX * 270] = "";
+    size_t n = 0;
+    int r = 0;
 
+    /* One endpoint (HOST:0 as given), or the replicas of rdzvd --peers. */
+    if (!a->o.standalone && strchr(a->o.endpoint, ','))
+        r = agent_endpoints_parse(a->o.endpoint, &eps);
+    else if (!a->o.standalone)
+        r = rdzv_parse_hostport(a->o.endpoint, eps.ep[0].host, sizeof(eps.ep[0].host),
+                                &eps.ep[0].port);
+    for (unsigned i = 0; r == 0 && !a->o.standalone && i < eps.n; i++) {
+        n += strlen(ep + n);
+        if (i)
+            ep[n++] = ',';
+        rdzv_format_hostport(ep + n, sizeof(ep) - n, eps.ep[i].host, eps.ep[i].port);
+    }
     if (r < 0)
-        fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT\n", a->o.endpoint);
-    else if ((r = agent_opts_print_launch(&a->o, host, port, a->cmd.argv, stdout)) < 0)
+        print_bad_endpoint(a->o.endpoint);
+    else if ((r = agent_opts_print_launch(&a->o, ep, a->cmd.argv, stdout)) < 0)
         fprintf(stderr, "rdzv-agent: --print-launch: %s\n", strerror(-r));
     return r < 0 ? 2 : 0;
 }
@@ -444,9 +464,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (agent_endpoints_parse(a.o.endpoint, &eps) < 0) {
-        fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT, or up to %d of "
-                        "them separated by commas (the replicas of rdzvd --peers)\n",
-                a.o.endpoint, AGENT_ENDPOINTS_MAX);
+        print_bad_endpoint(a.o.endpoint);
         return 2;
     }
     snprintf(host, sizeof(host), "%s", eps.ep[0].host);

@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -370,4 +371,22 @@ int rdzv_rmtree(const char *dir)
     if (r == -1)
         return errno == ENOENT ? 0 : -errno;
     return r;
+}
+
+const char *rdzv_signal_name(int sig, char *buf, size_t n)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+                 {SIGILL, "SIGILL"},   {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
+                 {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+                 {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"},
+                 {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"}};
+
+    for (size_t i = 0; i < RDZV_ARRAY_SIZE(names); i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(buf, n, "signal %d", sig);
+    return buf;
 }

@@ -68,6 +68,9 @@ char *rdzv_cut_words(char *dst, size_t len, const char *src);
 
 /* The first executable file called name in $PATH, written to buf. 0, -ENOENT, or -ENAMETOOLONG. */
 int rdzv_find_in_path(const char *name, char *buf, size_t len);
+/* A signal's name as users write it ("SIGTERM"), never its description ("Terminated"): a static
+ * string for the signals a job meets, else "signal N" in buf (n >= 16) and buf. */
+const char *rdzv_signal_name(int sig, char *buf, size_t n);
 /* Delete directory dir and everything in it (symbolic links are deleted, not followed), as
  * rm -rf. 0 (also when dir does not exist), or the first error as a negative errno (what could
  * be deleted is). */

@@ -29,7 +29,7 @@ enum {
     EXIT_NO = 1,      /* key missing, wait timed out, check not ready, nothing deleted */
     EXIT_USAGE = 2,   /* bad command line */
     EXIT_CONN = 3,    /* cannot connect, connection lost, or protocol error */
-    EXIT_AUTH = 4,    /* authentication failed (wrong, missing or unexpected token) */
+    EXIT_AUTH = 4,    /* authentication failed, or the token does not allow it (the operator's) */
 };
 
 struct ctl {
@@ -354,8 +354,8 @@ static int ctl_exchange(struct ctl *c, struct rdzv_buf *b, uint8_t want_op, cons
             break;
         *len = rdzv_get_u32(hdr + 4);
         if (*len > RDZV_MAX_MSG || (hdr[0] != want && hdr[0] != RDZV_MSG_ERROR)) {
-            fprintf(stderr, "rdzvctl: %s did not answer %s (op 0x%02x); is it rdzvd?\n",
-                    c->endpoint, what, hdr[0]);
+            fprintf(stderr, "rdzvctl: %s did not answer rdzvctl %s (message 0x%02x): is it "
+                    "rdzvd, as recent as this rdzvctl?\n", c->endpoint, what, hdr[0]);
             return EXIT_CONN;
         }
         free(*body);
@@ -476,7 +476,7 @@ static int status_once(struct ctl *c, bool as_json, bool color)
         rc = EXIT_CONN;
         goto out;
     }
-    rc = ctl_exchange(c, &b, RDZV_MSG_STATUS_REPLY, "STATUS", &body, &len);
+    rc = ctl_exchange(c, &b, RDZV_MSG_STATUS_REPLY, "status", &body, &len);
     if (rc != EXIT_OK)
         goto out;
     if (rdzv_status_parse(body, len, &st, err, sizeof(err)) < 0) {
@@ -524,18 +524,20 @@ static int run_release(struct ctl *c, int argc, char **argv)
         rc = EXIT_CONN;
         goto out;
     }
-    rc = ctl_exchange(c, &b, RDZV_MSG_RELEASE_REPLY, "RELEASE", &body, &len);
+    rc = ctl_exchange(c, &b, RDZV_MSG_RELEASE_REPLY, "release", &body, &len);
     if (rc != EXIT_OK)
         goto out;
     if (rdzv_msg_parse_release_reply(body, len, &rep, err, sizeof(err)) < 0) {
-        fprintf(stderr, "rdzvctl: bad RELEASE reply: %s\n", err);
+        fprintf(stderr, "rdzvctl: release: rdzvd's answer cannot be read (%s): is rdzvd as "
+                        "recent as this rdzvctl?\n", err);
         rc = EXIT_CONN;
     } else if (rep.error[0]) {
         fprintf(stderr, "rdzvctl: release: %s\n", rep.error);
-        rc = EXIT_NO;
+        rc = rep.denied ? EXIT_AUTH : EXIT_NO;
     } else if (!rep.released) {
-        fprintf(stderr, "rdzvctl: release: job '%s' has put no node '%s' aside\n", rq.run_id,
-                rq.node);
+        fprintf(stderr, "rdzvctl: release: job '%s' has put no node '%s' aside (rdzvctl status "
+                        "lists the nodes it put aside, by host, node id and GPU UUID)\n",
+                rq.run_id, rq.node);
         rc = EXIT_NO;
     } else if (strncmp(rq.node, "GPU-", 4) == 0) {
         printf("released GPU %s of %lld node(s) put aside by job %s\n", rq.node,
@@ -768,13 +770,15 @@ static int run_cancel(struct ctl *c, int argc, char **argv)
     r = c->token ? 0 : rdzv_msg_put_hello(&b, "rdzvctl " RDZV_VERSION);
     r = r ?: rdzv_msg_put_cancel_job(&b, &rq);
     rc = r < 0 ? (fprintf(stderr, "rdzvctl: out of memory\n"), EXIT_CONN)
-               : ctl_exchange(c, &b, RDZV_MSG_CANCEL_JOB_REPLY, "CANCEL_JOB", &body, &len);
+               : ctl_exchange(c, &b, RDZV_MSG_CANCEL_JOB_REPLY, "cancel", &body, &len);
     if (rc == EXIT_OK && rdzv_msg_parse_cancel_job_reply(body, len, &rep, err, sizeof(err)) < 0) {
-        fprintf(stderr, "rdzvctl: bad CANCEL_JOB reply: %s\n", err);
+        fprintf(stderr, "rdzvctl: cancel: rdzvd's answer cannot be read (%s): is rdzvd as "
+                        "recent as this rdzvctl?\n", err);
         rc = EXIT_CONN;
     } else if (rc == EXIT_OK && !rep.cancelled) {
-        fprintf(stderr, "rdzvctl: cancel: %s\n", rep.error[0] ? rep.error : "refused");
-        rc = EXIT_NO;
+        fprintf(stderr, "rdzvctl: cancel: %s\n",
+                rep.error[0] ? rep.error : "rdzvd did not cancel the job and gave no reason");
+        rc = rep.denied ? EXIT_AUTH : EXIT_NO;
     } else if (rc == EXIT_OK) {
         printf("cancelled job %s\n", rq.run_id);
     }

@@ -488,6 +488,8 @@ int rdzv_msg_put_release_reply(struct rdzv_buf *b, const struct rdzv_release_rep
 
     if (r->error[0])
         o = rdzv_json_set(o, "error", json_string(r->error));
+    if (r->denied)
+        o = rdzv_json_set(o, "denied", json_true());
     return rdzv_msg_put(b, RDZV_MSG_RELEASE_REPLY, o);
 }
 
@@ -496,12 +498,14 @@ int rdzv_msg_parse_release_reply(const uint8_t *body, size_t len, struct rdzv_re
 {
     const char *error = "";
     json_int_t n;
-    json_t *root = rdzv_msg_unpack(body, len, "RELEASE_REPLY", err, errlen, "{s:I, s?s}",
-                                   "released", &n, "error", &error);
+    int denied = 0;
+    json_t *root = rdzv_msg_unpack(body, len, "RELEASE_REPLY", err, errlen, "{s:I, s?s, s?b}",
+                                   "released", &n, "error", &error, "denied", &denied);
 
     if (!root)
         return -EBADMSG;
     r->released = n < 0 ? 0 : n;
+    r->denied = denied != 0;
     copy_text(r->error, sizeof(r->error), error);
     json_decref(root);
     return n < 0 ? (snprintf(err, errlen, "RELEASE_REPLY: 'released' < 0"), -EBADMSG) : 0;
@@ -540,6 +544,8 @@ int rdzv_msg_put_cancel_job_reply(struct rdzv_buf *b, const struct rdzv_cancel_j
 
     if (r->error[0])
         o = rdzv_json_set(o, "error", json_string(r->error));
+    if (r->denied)
+        o = rdzv_json_set(o, "denied", json_true());
     return rdzv_msg_put(b, RDZV_MSG_CANCEL_JOB_REPLY, o);
 }
 
@@ -547,13 +553,14 @@ int rdzv_msg_parse_cancel_job_reply(const uint8_t *body, size_t len,
                                     struct rdzv_cancel_job_reply *r, char *err, size_t errlen)
 {
     const char *error = "";
-    int cancelled;
-    json_t *root = rdzv_msg_unpack(body, len, "CANCEL_JOB_REPLY", err, errlen, "{s:b, s?s}",
-                                   "cancelled", &cancelled, "error", &error);
+    int cancelled, denied = 0;
+    json_t *root = rdzv_msg_unpack(body, len, "CANCEL_JOB_REPLY", err, errlen, "{s:b, s?s, s?b}",
+                                   "cancelled", &cancelled, "error", &error, "denied", &denied);
 
     if (!root)
         return -EBADMSG;
     r->cancelled = cancelled;
+    r->denied = denied != 0;
     copy_text(r->error, sizeof(r->error), error);
     json_decref(root);
     return 0;

@@ -42,6 +42,7 @@ struct rdzv_buf;
 /* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */
 #define RDZV_BAD_NODE_WINDOWED_MAX 32
 #define RDZV_RESTART_BACKOFF_MAX 3600 /* JOIN restart_backoff (seconds) */
+#define RDZV_AGE_MS_MAX 31536000000LL /* JOIN age_ms: a year */
 /* JOIN straggler: factor in (1, RDZV_STRAGGLER_FACTOR_MAX], window_ms in the range below */
 #define RDZV_STRAGGLER_FACTOR_MAX 100.0
 #define RDZV_STRAGGLER_WINDOW_MIN_MS 1000
@@ -108,6 +109,10 @@ struct rdzv_join {
     double straggler_factor;
     int64_t straggler_window_ms;
     bool straggler_aside;
+    /* 1.12: how long ago this agent started, in ms by its own clock (1..RDZV_AGE_MS_MAX); 0
+     * (absent, an older agent): unknown. An rdzvd that serves one run (--exit-when-idle: an
+     * agent hosted it) starts a job that ended afresh for an agent that started after it ended. */
+    int64_t age_ms;
 };
 
 struct rdzv_round {
@@ -250,6 +255,7 @@ struct rdzv_release {
 struct rdzv_release_reply {
     int64_t released;
     char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
+    bool denied; /* 1.13: refused as not the operator's (rdzvctl exits 4); absent: false */
 };
 
 /* CANCEL_JOB (1.7, rdzvctl -> daemon): the operator (rdzvctl --admin-token-file) ends job run_id
@@ -262,6 +268,7 @@ struct rdzv_cancel_job {
 struct rdzv_cancel_job_reply {
     bool cancelled;
     char error[RDZV_ERROR_MAX + 1]; /* "" unless it failed */
+    bool denied; /* 1.13: refused as not the operator's (rdzvctl exits 4); absent: false */
 };
 
 /* ERROR (daemon -> peer): why the daemon closes the connection. A follower of a replicated

@@ -5,10 +5,10 @@
 # Debian's packages (torch, meson-python), and pip building the wheel offline with Debian's
 # meson-python (--no-index --no-build-isolation: no package registry is asked), then README's
 # job (python -m rdzv.run, an unmodified DDP script). Then it checks what the venv got (the
-# binaries, the rdzv package, the wheel's metadata) and runs a 2-worker job from the venv's
-# binaries only: rdzv-agent --standalone (its embedded rdzvd) with a Python worker, then the same
-# through `python -m rdzv.run`, and rdzvd and rdzvctl from the venv. PATH holds no other rdzv (a
-# Debian package or `meson install` may have put one in /usr).
+# binaries, the rdzv package, the man pages, the wheel's metadata) and runs a 2-worker job from
+# the venv's binaries only: rdzv-agent --standalone (its embedded rdzvd) with a Python worker, then
+# the same through `python -m rdzv.run`, and rdzvd and rdzvctl from the venv. PATH holds no other
+# rdzv (a Debian package or `meson install` may have put one in /usr).
 # Prints "ok"/"FAIL" lines; exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -60,6 +60,19 @@ done
 check "the wheel's metadata: a summary" grep -q '^Summary: ..' "$work/show.txt"
 check "the wheel's metadata: the licence" grep -q '^License: Apache-2.0' "$work/show.txt"
 check "rdzvd --version from the venv" "$v/rdzvd" --version
+# The man pages: in VENV/share/man (the wheel's data dir is the venv's prefix), found by man with
+# -M and, as for the binaries, with the venv's bin on PATH (man-db looks in BIN/../share/man).
+mandir=$work/src/VENV/share/man
+for p in man1/rdzv-agent.1 man1/rdzvctl.1 man1/rdzv-train.1 man8/rdzvd.8; do
+  check "the wheel installs the man page $p into the venv" test -s "$mandir/$p"
+  check "the wheel lists $p" grep -q "/share/man/$p\$" "$work/show.txt"
+done
+check "man -M VENV/share/man rdzv-agent finds the venv's page" \
+  sh -c "man -M '$mandir' -w rdzv-agent | grep -qx '$mandir/man1/rdzv-agent.1'"
+check "man rdzvd, the venv's bin on PATH, finds the venv's page" \
+  sh -c "env -i PATH='$v:/usr/bin:/bin' man -w rdzvd | grep -qx '$mandir/man8/rdzvd.8'"
+check "man -M VENV/share/man rdzvctl renders the page" \
+  sh -c "MANWIDTH=80 man -M '$mandir' rdzvctl 2>/dev/null | grep -q 'rdzvctl'"
 
 # The worker: a Python script that reports progress through the venv's rdzv and writes what it
 # was given. Run from / with a PATH of the venv and the system's basic tools only.

@@ -80,6 +80,7 @@ struct agent_session {
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
+    uint64_t started_ms;       /* rdzv_now_ms() when the session began: JOIN's age_ms */
     /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
     struct agent_endpoints eps;
     unsigned ep_last;          /* the endpoint last joined through (eps) */

@@ -569,28 +569,46 @@ static void heartbeat_cb(uv_timer_t *t)
     (void)agent_client_send_heartbeat(a->client, &hb);
 }
 
+/* What a signal to the agent from outside means, for its log and its last line. */
+static const char *signal_meaning(int signum)
+{
+    switch (signum) {
+    case SIGTERM:
+        return "the scheduler or someone stopped this node";
+    case SIGINT:
+        return "a Ctrl-C, or the scheduler stopped this node";
+    case SIGHUP:
+        return "the terminal or session it ran in closed";
+    default:
+        return "someone asked it to quit";
+    }
+}
+
 void agent_session_signal(struct agent_session *a, int signum)
 {
+    char buf[16];
+    const char *name = rdzv_signal_name(signum, buf, sizeof(buf));
+
     if (signum == SIGUSR1 || signum == SIGUSR2) {
         /* Slurm's --signal=USR1@T warns of the time limit: pass it on, keep running. */
-        log_info("forwarding %s to the workers", strsignal(signum));
+        log_info("forwarding %s to the workers", name);
         if (a->group)
             agent_group_signal(a->group, signum);
         return;
     }
-    log_warn("received %s: stopping the workers (grace %.0f s, then SIGKILL)", strsignal(signum),
-             a->cfg.grace_s);
+    log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
+             name, signal_meaning(signum), a->cfg.grace_s);
     if (!a->have_outcome) {
         bool cancel = signum == SIGTERM || signum == SIGINT;
 
         snprintf(a->outcome.type, sizeof(a->outcome.type), cancel ? "left" : "failed");
         if (cancel)
             snprintf(a->outcome.summary, sizeof(a->outcome.summary),
-                     "this node left job %s: its agent received %s from outside", a->cfg.run_id,
-                     strsignal(signum));
+                     "this node left job %s: its agent received %s from outside (%s)",
+                     a->cfg.run_id, name, signal_meaning(signum));
         else
-            snprintf(a->outcome.summary, sizeof(a->outcome.summary), "the agent received %s",
-                     strsignal(signum));
+            snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+                     "the agent received %s from outside (%s)", name, signal_meaning(signum));
         a->have_outcome = true;
         a->exit_code = 128 + signum;
         /* Stopped from outside (scancel, a time limit, a preemption, a drain of this node):
@@ -642,8 +660,8 @@ static void agent_finish(struct agent_session *a)
         fprintf(stderr, "rdzv-agent: job %s cancelled (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary);
     else if (strcmp(a->outcome.type, "left") == 0)
-        fprintf(stderr, "rdzv-agent: stopped from outside (exit code %d): %s\n", a->exit_code,
-                a->outcome.summary);
+        fprintf(stderr, "rdzv-agent: left job %s, stopped from outside (exit code %d): %s\n",
+                a->cfg.run_id, a->exit_code, a->outcome.summary);
     else
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
@@ -658,6 +676,9 @@ static int agent_connect(struct agent_session *a)
     int r;
 
     memset(rs, 0, sizeof(*rs));
+    /* How long ago this agent started: a job-scoped rdzvd starts a job that ended before then
+     * afresh (a new run with the same line) instead of refusing it as over. */
+    a->join.age_ms = (int64_t)(rdzv_now_ms() - a->started_ms) + 1;
     if (running && a->round.generation) {
         rs->generation = a->round.generation;
         rs->node_rank = a->round.node_rank;
@@ -711,6 +732,7 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
                                            .send = agent_session_replica_send,
                                            .ud = a};
     a->loop = cfg->loop;
+    a->started_ms = rdzv_now_ms();
     *ret = a;
     return 0;
 }

@@ -170,6 +170,8 @@ struct rdzvd_job {
     double straggler_factor;
     int64_t straggler_window_ms;
     bool straggler_aside;
+    uint64_t stall_ms; /* when rdzvd was last found stalled on one of its members (it ran late:
+                        * input read past a deadline, or a deadline passed unserved); 0: never */
     int64_t median_compute_ms; /* the job's nodes' median compute time, -1: not known */
     uint64_t median_at_ms, median_gen; /* when (rdzv_now_ms) and in which generation made */
 };
@@ -249,14 +251,18 @@ void rdzvd_member_remove(struct rdzvd_member *m);
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on (a restart, the next round). */
 void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss);
-/* A message from m: input found waiting past its heartbeat deadline marks a stall of rdzvd. */
+/* rdzvd-job-report.c. A message from m: input found waiting past its heartbeat deadline marks
+ * a stall of rdzvd (rdzvd_member_mark_stall: on m, and on its job: rdzvd ran late). */
 void rdzvd_member_check_stall(struct rdzvd_member *m);
+void rdzvd_member_mark_stall(struct rdzvd_member *m);
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
 void rdzvd_job_check_all_left(struct rdzvd_job *j);
 /* Every member of the stopped generation is ready: form the next one (or end a cancelled job). */
 void rdzvd_job_check_stopped(struct rdzvd_job *j);
-/* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline):
- * a close of its connection, or a second connection of its agent, is its agent reconnecting. */
+/* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline,
+ * or nothing read from it for a heartbeat timeout) or on any member of its job, or now (a
+ * member's deadline passed unserved: rdzvd ran late): a close of its connection, or a second
+ * connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);
 
 /* rdzvd-job-backoff.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a

@@ -520,9 +520,16 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
                              j->ended_s, j->outcome.summary);
         return -EBUSY;
     }
-    if (!j && !jn.resume.generation && (r = rdzvd_ended_jobs_refuse(h->ended, jn.run_id, err,
-                                                                   errlen)) < 0)
-        return r;
+    if (!j && !jn.resume.generation) {
+        err[0] = '\0';
+        r = rdzvd_ended_jobs_refuse(h->ended, jn.run_id, h->rerun_ended ? jn.age_ms : 0, err,
+                                    errlen);
+        if (r < 0)
+            return r;
+        if (err[0]) /* a new run of a job that ended */
+            log_info("%s", err);
+        err[0] = '\0';
+    }
     if (jn.resume.generation)
         return join_resume(&q, j);
     if (j && (check_join_matches(&q, j->min, j->max, j->max_restarts) < 0 ||
@@ -560,14 +567,15 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
             /* Most often a second experiment on this host, with the first one's line. */
             return refuse(&q, -EEXIST,
                           "node rank %" PRId64 " of job '%s' is already taken by another agent "
-                          "on this host (%s): another job running here? give this one its own "
-                          "--rdzv-id, or its own rdzvd with another --master-port (or "
-                          "--rdzv-endpoint); agents of one job on one host need each its own "
-                          "--node-rank",
-                          jn.node_rank, jn.run_id, o->join.node_id);
+                          "on this host, %s (node id %s): another job running here? give this "
+                          "one its own --rdzv-id, or its own rdzvd with another --master-port "
+                          "(or --rdzv-endpoint); agents of one job on one host need each its "
+                          "own --node-rank",
+                          jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
         else if (o)
             return refuse(&q, -EEXIST,
-                          "node rank %" PRId64 " of job '%s' is already taken by %s (%s); "
+                          "node rank %" PRId64 " of job '%s' is already taken by %s (node id "
+                          "%s); "
                           "give each node its own --node-rank, or run one agent per node (another "
                           "job needs its own --rdzv-id or --master-port)",
                           jn.node_rank, jn.run_id, o->join.host, o->join.node_id);

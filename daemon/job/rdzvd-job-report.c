@@ -88,12 +88,6 @@ static void member_dismiss(struct rdzvd_member *m)
         j->host.ops->dismiss(peer, &e);
 }
 
-void rdzvd_member_seen(struct rdzvd_member *m)
-{
-    rdzvd_member_check_stall(m);
-    m->last_seen_ms = rdzv_now_ms();
-}
-
 const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 {
     return m->job->run_id;
@@ -207,11 +201,12 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
 {
     struct rdzvd_job *j = m->job;
     struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
-    char what[RDZV_REASON_MAX + 64];
+    char what[RDZV_REASON_MAX + 64], buf[16];
 
     if (j->state == JOB_ENDED || j->cancelled || m->signalled)
         return; /* the job is over, or ends once stopped: the others follow */
-    snprintf(what, sizeof(what), "received %s from outside%s%s%s", strsignal((int)sig),
+    snprintf(what, sizeof(what), "received %s from outside%s%s%s",
+             rdzv_signal_name((int)sig, buf, sizeof(buf)),
              reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
     m->signalled = true;
     /* A signal to one agent is that node leaving, as a scheduler that drains or preempts one
@@ -244,7 +239,7 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
     bool slow = reason_kind == RDZVD_ASIDE_STRAGGLER;
     struct rdzv_event e = {
         .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
-    char why[RDZV_REASON_MAX + 64];
+    char why[RDZV_REASON_MAX + 64], dropped[RDZV_REASON_MAX + 68];
     int r;
 
     if (j->state == JOB_ENDED)
@@ -270,7 +265,9 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
     j->aside_cause = true;
     if (slow)
         j->straggler_cause = true;
-    rdzvd_member_drop(m, why, &e);
+    /* The root cause names the node's agent: "... (host) is a straggler: ...". */
+    snprintf(dropped, sizeof(dropped), "%s%s", slow ? "is " : "", why);
+    rdzvd_member_drop(m, dropped, &e);
 }
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)

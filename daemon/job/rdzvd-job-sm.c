@@ -228,7 +228,7 @@ static void member_hb_cb(uv_timer_t *t)
      * would run a 0 ms timer again in this same pass over the due timers, before any poll. */
     if (!m->hb_rechecked && m->peer && m->job->host.ops->unread(m->peer) > 0) {
         m->hb_rechecked = true;
-        m->stall_ms = rdzv_now_ms();
+        rdzvd_member_mark_stall(m);
         uv_timer_start(&m->hb_timer, member_hb_cb, 1, 0);
         return;
     }
@@ -236,20 +236,6 @@ static void member_hb_cb(uv_timer_t *t)
              m->peer ? "sent no heartbeat for %.1f s" : "did not reconnect within %.1f s",
              (double)m->job->hb_timeout_ms / 1000);
     member_lost(m, why);
-}
-
-/* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
- * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
-void rdzvd_member_check_stall(struct rdzvd_member *m)
-{
-    if (uv_is_active((const uv_handle_t *)&m->hb_timer) && uv_timer_get_due_in(&m->hb_timer) == 0)
-        m->stall_ms = rdzv_now_ms();
-}
-
-bool rdzvd_member_stalled(struct rdzvd_member *m)
-{
-    rdzvd_member_check_stall(m);
-    return m->stall_ms && rdzv_now_ms() - m->stall_ms < (uint64_t)m->job->hb_timeout_ms;
 }
 
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)

@@ -89,6 +89,9 @@ struct rdzvd_job_host {
     /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
      * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;
+    /* A JOIN to an ended job kept in ended, from an agent younger than the end (JOIN age_ms),
+     * starts it afresh (a job-scoped rdzvd: rdzvd_config one_run); false: it is refused. */
+    bool rerun_ended;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     /* A job whose last member is gone before it ended keeps its record (it lives until the job
      * ends: its agents may come back), and is handed to keep_waiting(ended, j); NULL: not noted. */

@@ -385,8 +385,8 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
              run_id, type, when, exit_code, summary[0] ? summary : "-");
 }
 
-int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, char *err,
-                            size_t errlen)
+int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
+                            char *err, size_t errlen)
 {
     uint64_t now = rdzv_now_ms();
     struct rdzv_list *pos;
@@ -402,6 +402,11 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
             continue;
         if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded"))
             return 0;
+        if (age_ms > 0 && (uint64_t)age_ms < now - x->ended_ms) {
+            snprintf(err, errlen, "job '%s' %s %.1f s before this agent started: a new run",
+                     run_id, x->st.outcome_type, (double)(now - x->ended_ms) / 1000);
+            return 0;
+        }
         rdzvd_job_ended_line(err, errlen, run_id, x->st.outcome_type, x->st.outcome_exit_code,
                              rdzv_wall_s() - (double)(now - x->ended_ms) / 1000,
                              x->st.outcome_summary);

@@ -315,13 +315,15 @@ static int handle_status(const struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
     return 0;
 }
 
-/* What a peer that is not the operator is told when it asks for the operator's message op. */
+/* What a peer that is not the operator is told when it asks for the operator's message op, in
+ * the words of the rdzvctl command that sends it. */
 static void not_operator(struct rdzvd_conn *c, uint8_t op, char *err, size_t errlen)
 {
     snprintf(err, errlen,
-             "%s is the operator's: run rdzvctl with --admin-token-file (rdzvd "
-             "--admin-token-file); the agents' token does not allow it",
-             rdzv_msg_name(op));
+             "only the operator may %s: run rdzvctl with --admin-token-file FILE, the file "
+             "rdzvd's --admin-token-file names (the agents' token, --token-file, does not allow "
+             "it)",
+             op == RDZV_MSG_RELEASE ? "take back a node put aside" : "cancel a job");
     log_warn("conn %" PRIu64 " (%s): refused %s: not the operator", rdzvd_conn_id(c),
              rdzvd_conn_peer(c), rdzv_msg_name(op));
 }
@@ -340,9 +342,10 @@ static int handle_release(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const u
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    if (!rdzvd_conn_is_operator(c))
+    if (!rdzvd_conn_is_operator(c)) {
         not_operator(c, RDZV_MSG_RELEASE, rep.error, sizeof(rep.error));
-    else
+        rep.denied = true;
+    } else
         r = rdzvd_jobs_release(&jobs->list, rq.run_id, rq.node, rep.error, sizeof(rep.error));
     rep.released = r < 0 ? 0 : r;
     if (out && rdzv_msg_put_release_reply(out, &rep) < 0)
@@ -363,9 +366,10 @@ static int handle_cancel_job(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, cons
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    if (!rdzvd_conn_is_operator(c))
+    if (!rdzvd_conn_is_operator(c)) {
         not_operator(c, RDZV_MSG_CANCEL_JOB, rep.error, sizeof(rep.error));
-    else
+        rep.denied = true;
+    } else
         rep.cancelled = rdzvd_jobs_cancel(&jobs->host, rq.run_id, rq.reason, rep.error,
                                           sizeof(rep.error)) == 0;
     if (out && rdzv_msg_put_cancel_job_reply(out, &rep) < 0)
@@ -507,6 +511,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,
+        .rerun_ended = rdzvd_server_config(srv)->one_run && !rdzvd_server_config(srv)->peers,
         .keep_ended = rdzvd_ended_jobs_add,
         .keep_waiting = rdzvd_waiting_jobs_add,
         .lost = jobs_member_lost,

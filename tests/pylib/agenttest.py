@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers for tests that run real rdzv-agent processes against a real rdzvd."""
+import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import tempfile
@@ -14,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 BUILD = os.environ.get("RDZV_BUILD_ROOT", os.path.join(HERE, "..", "..", "build"))
 AGENT = os.environ.get("RDZV_AGENT", os.path.join(BUILD, "agent", "rdzv-agent"))
+RDZVCTL = os.environ.get("RDZVCTL", os.path.join(BUILD, "ctl", "rdzvctl"))
 SRC = os.environ.get("RDZV_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
 
 # A worker that records its environment: one file per global rank.
@@ -58,6 +61,39 @@ def finish(p, timeout=60):
     return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
+def wait_output(p, pattern, timeout=60):
+    """Read p's stdout (an agent's: its workers' lines) until a line matches pattern; return the
+    match. What was read is kept in p.seen (finish() returns only the rest). Fails when p ends
+    or the timeout passes first."""
+    rx = re.compile(pattern, re.M)
+    seen = getattr(p, "seen", b"")
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(p.stdout, selectors.EVENT_READ)
+        while True:
+            m = rx.search(seen.decode(errors="replace"))
+            if m:
+                p.seen = seen
+                return m
+            left = deadline - time.monotonic()
+            chunk = os.read(p.stdout.fileno(), 65536) if left > 0 and sel.select(left) else b""
+            if not chunk:
+                p.seen = seen
+                raise AssertionError(f"{p.args[:3]}... printed no line matching {pattern!r} "
+                                     f"({'it ended' if left > 0 else f'within {timeout}s'}); "
+                                     f"its output:\n{seen.decode(errors='replace')[-3000:]}")
+            seen += chunk
+
+
+def job_status(endpoint, run_id):
+    """The job run_id in rdzvctl status --json (None when rdzvd has no such job)."""
+    p = subprocess.run([RDZVCTL, "-e", endpoint, "status", "--json"], capture_output=True,
+                       text=True, timeout=10)
+    if p.returncode != 0:
+        raise AssertionError(f"rdzvctl status --json failed ({p.returncode}): {p.stderr}")
+    return next((j for j in json.loads(p.stdout)["jobs"] if j["run_id"] == run_id), None)
+
+
 def read_envs(outdir):
     envs = {}
     for name in os.listdir(outdir):
@@ -89,6 +125,16 @@ class AgentTestCase(rdzvtest.DaemonTestCase):
             time.sleep(0.02)
         with open(mport_file) as f:
             return d, int(f.read())
+
+    def assert_straggler_replaced(self, job, host):
+        """job (rdzvctl status --json) succeeded after putting host aside as a straggler, its
+        one recovery, which cost no restart."""
+        self.assertEqual(job["outcome"]["type"], "succeeded", job)
+        self.assertEqual([a["host"] for a in job["put_aside"]], [host])
+        self.assertTrue(job["put_aside"][0]["reason"].startswith("a straggler: "), job)
+        rec = job["timeline"]["recoveries"]["list"]
+        self.assertEqual([r["kind"] for r in rec], ["straggler"], rec)
+        self.assertEqual(job["restart_count"], 0, "a straggler put aside costs no restart")
 
     def assert_contract(self, envs, nnodes, nproc, run_id, endpoint, nccl=True, group_of=None):
         world = nnodes * nproc

@@ -2,9 +2,11 @@
 """What an agent and rdzvd say must match the run: every worker exit logged once, a one-node job
 never "waits for the other nodes", a join without a node rank is "any node rank" (not "node rank
 -1"), a job without NCCL ids says none, and a second job started on this host with the first
-one's line is told to take its own --rdzv-id or --master-port. rdzvctl status shows a member
+one's line is told to take its own --rdzv-id or --master-port. --print-launch takes a list of
+replicas as --endpoint, as the agent does. rdzvctl status shows a member
 that waits for its peers as waiting, not spare. A replica whose link port
 (--port + 1) is taken says which port and why."""
+import json
 import re
 import socket
 import os
@@ -12,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from agenttest import AgentTestCase, agent_cmd, finish, main, rdzvtest, start
+from agenttest import AGENT, AgentTestCase, agent_cmd, finish, main, rdzvtest, start
 
 
 class TestAgentMessages(AgentTestCase):
@@ -44,11 +46,28 @@ class TestAgentMessages(AgentTestCase):
                                  worker=["true"]))
         rc, _, err = finish(second, timeout=30)
         self.assertEqual(rc, 1, err)
-        self.assertIn("node rank 0 of job 'same' is already taken by another agent on this host",
-                      err)
+        # The host by its name, the node id said to be one (not a node id as if it were a host).
+        host = re.escape(socket.gethostname())
+        self.assertRegex(err, r"node rank 0 of job 'same' is already taken by another agent on "
+                              r"this host, %s \(node id [^)\s]+\):" % host)
         self.assertIn("give this one its own --rdzv-id, or its own rdzvd with another "
                       "--master-port", err)
 
+
+    def test_print_launch_takes_the_replicas_endpoint_list(self):
+        # The list the agent itself runs with (rdzvd --peers' replicas), each default port filled
+        # in; before, --print-launch refused it as a bad HOST:PORT.
+        base = [AGENT, "--print-launch", "--rdzv-id", "r", "--nnodes", "2", "--endpoint"]
+        r = subprocess.run(base + ["h1:1,[::1]:2,h3", "--", "true"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["endpoint"], "h1:1,[::1]:2,h3:29400")
+        r = subprocess.run(base + [",".join(f"h{i}:1" for i in range(9)), "--", "true"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.strip().count("\n"), 0, r.stderr)
+        self.assertIn("expected HOST:PORT, or up to 8 of them separated by commas (the replicas "
+                      "of rdzvd --peers)", r.stderr)
 
     def test_a_member_waiting_for_its_peer_is_waiting_not_spare(self):
         d = self.daemon()

@@ -72,8 +72,11 @@ class Roles(AgentTestCase):
         s.send_signal(signal.SIGTERM)
         rc, _, err = finish(s, timeout=30)
         self.assertEqual(rc, 143, err[-3000:])
-        self.assertIn("rdzv-agent: stopped from outside (exit code 143): node s left job "
-                      "sig-spare", err)
+        # The last line names the job, and the signal by its name with what it means.
+        self.assertIn("rdzv-agent: left job sig-spare, stopped from outside (exit code 143): "
+                      "node s left job sig-spare", err)
+        self.assertIn("received SIGTERM from outside (the scheduler or someone stopped this "
+                      "node)", err)
         self.assertIn("the job goes on without it", err)
         for p in (a, b):
             rc, _, err = finish(p, timeout=60)
@@ -88,7 +91,8 @@ class Roles(AgentTestCase):
         a.send_signal(signal.SIGTERM)
         rc, _, err = finish(a, timeout=30)
         self.assertEqual(rc, 143, err[-3000:])
-        self.assertIn("node a left job sig-member: its agent received Terminated from outside",
+        self.assertIn("node a left job sig-member: its agent received SIGTERM from outside", err)
+        self.assertIn("rdzv-agent: left job sig-member, stopped from outside (exit code 143)",
                       err)
         for p in (b, s):
             rc, _, err = finish(p, timeout=60)
@@ -141,8 +145,9 @@ class Roles(AgentTestCase):
 
 
 class Operator(AgentTestCase):
-    """rdzvd --token-file T --admin-token-file A: an agent's token (T) may not RELEASE nor
-    CANCEL_JOB; the operator's (A) may; the job then ends cancelled on every node."""
+    """rdzvd --token-file T --admin-token-file A: an agent's token (T) may not release nor
+    cancel (exit 4, saying so in rdzvctl's words); the operator's (A) may; the job then ends
+    cancelled on every node."""
 
     def setUp(self):
         self.tok = token_file(self)
@@ -163,10 +168,17 @@ class Operator(AgentTestCase):
                                   "--grace", "2", worker=["sleep", "60"]),
                         env={"RDZV_TEST_OUT": out}) for n in ("a", "b")]
         self.d.wait_log(r"job=op gen=1 generation 1 formed")
-        for args in (("release", "op", "a"), ("cancel", "op", "because")):
+        # Said in the command's words (not the protocol's RELEASE, CANCEL_JOB), with what to
+        # do, on one line; exit 4, as a token that does not allow it (1 is "none such").
+        for args, what in ((("release", "op", "a"), "take back a node put aside"),
+                           (("cancel", "op", "because"), "cancel a job")):
             r = self.ctl(*args, token=self.tok)
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("is the operator's: run rdzvctl with --admin-token-file", r.stderr)
+            self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+            self.assertEqual(r.stderr,
+                             "rdzvctl: %s: only the operator may %s: run rdzvctl with "
+                             "--admin-token-file FILE, the file rdzvd's --admin-token-file names "
+                             "(the agents' token, --token-file, does not allow it)\n"
+                             % (args[0], what))
         self.d.wait_log(r"refused CANCEL_JOB: not the operator")
         for p in agents:
             self.assertIsNone(p.poll(), "the job ended on the agents' token")
@@ -174,7 +186,8 @@ class Operator(AgentTestCase):
         # ends the job on every node as cancelled, saying why.
         r = self.ctl("release", "op", "a", admin=self.admin)
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("has put no node 'a' aside", r.stderr)
+        self.assertIn("has put no node 'a' aside (rdzvctl status lists the nodes it put aside",
+                      r.stderr)
         r = self.ctl("cancel", "op", "maintenance at noon", admin=self.admin)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("cancelled job op", r.stdout)
@@ -207,7 +220,7 @@ class Operator(AgentTestCase):
         st = json.loads(self.ctl("status", "--json", token=self.tok).stdout)
         self.assertEqual([(j["run_id"], j["state"]) for j in st["jobs"]], [("w", "waiting")])
         r = self.ctl("cancel", "w", token=self.tok)
-        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.returncode, 4, r.stderr)  # the agents' token does not allow it
         r = self.ctl("cancel", "w", "its nodes are gone", admin=self.admin)
         self.assertEqual(r.returncode, 0, r.stderr)
         d.wait_log(r"job=w cancelled by the operator while it waited for its nodes")

@@ -215,7 +215,7 @@ class TestSlurm(AgentTestCase):
         j = [x for x in json.loads(st.stdout)["jobs"] if x["run_id"] == job][0]
         self.assertEqual((j["outcome"]["type"], j["outcome"]["exit_code"], j["restart_count"]),
                          ("cancelled", 143, 0), j)
-        self.assertIn("received Terminated from outside (Slurm job %s: %s)" % (job, why),
+        self.assertIn("received SIGTERM from outside (Slurm job %s: %s)" % (job, why),
                       j["outcome"]["summary"], err[-3000:])
         st = subprocess.run([os.environ.get("RDZVCTL", "rdzvctl"), "-e", ep, "status"],
                             capture_output=True, text=True, timeout=10)

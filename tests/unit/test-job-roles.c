@@ -48,7 +48,7 @@ static void test_signal_is_one_node_leaving(void)
     ASSERT_EQ(f[0].event.exit_code, 143);
     ASSERT_NULL(f[0].m);
     ASSERT_TRUE(event_is(&f[1], "restart"));
-    ASSERT_TRUE(strstr(f[1].event.summary, "received Terminated from outside") != NULL);
+    ASSERT_TRUE(strstr(f[1].event.summary, "received SIGTERM from outside") != NULL);
     all_ready(f, 4, 1);
     ASSERT_EQ(f[1].nrounds, 2);
     ASSERT_EQ(f[3].nrounds, 1); /* the spare took the place */
@@ -61,7 +61,7 @@ static void test_signal_is_one_node_leaving(void)
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
         ASSERT_EQ(f[i].event.exit_code, 130);
         ASSERT_TRUE(strstr(f[i].event.summary, "cancelled: the agent of node host1 received "
-                                               "Interrupt from outside") != NULL);
+                                               "SIGINT from outside") != NULL);
     }
     env_done(&e);
 }

@@ -765,7 +765,7 @@ static void test_recovery_mismatch_and_hint_past_max(void)
     jn = join_of(2, 1, 2, 0);
     jn.node_rank = f[0].round.node_rank;
     ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EEXIST);
-    ASSERT_TRUE(strstr(err, "already taken by host0 (node-0)") != NULL);
+    ASSERT_TRUE(strstr(err, "already taken by host0 (node id node-0)") != NULL);
     env_done(&e);
 }
 
@@ -1106,7 +1106,7 @@ static void test_cancel_is_not_a_failure(void)
             ASSERT_EQ(f[i].event.exit_code, 143);
             ASSERT_TRUE(strstr(f[i].event.summary,
                                "cancelled: the agent of node host1 received "
-                               "Terminated from outside (Slurm job 42)") != NULL);
+                               "SIGTERM from outside (Slurm job 42)") != NULL);
             ASSERT_EQ(f[i].nrounds, 1); /* no generation formed after it */
         }
         rdzvd_member_cancel(f[0].m, 2, ""); /* ended: ignored */

@@ -240,6 +240,53 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     env_done(&e);
 }
 
+/* A job-scoped rdzvd (--exit-when-idle, an agent hosted it: rerun_ended) starts a job that ended
+ * afresh for an agent that started after it ended (JOIN age_ms): a new run with the same line.
+ * An agent that started before the end (a straggler of that run), or one that does not say its
+ * age, is told the outcome; an rdzvd that serves many runs refuses them all. */
+static void test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run(void)
+{
+    struct fake f[1] = {0}, old = {0}, mute = {0}, again[1] = {0}, many = {0};
+    struct rdzv_join jn = join_of(0, 1, 1, 0);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 60000, 10);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    e.h.rerun_ended = true;
+    join_n(&e, f, 1, jn);
+    all_ready(f, 1, 1);
+    rdzvd_member_leave(f[0].m, 1, true);
+    ASSERT_TRUE(event_is(&f[0], "succeeded"));
+    rdzvd_member_gone(f[0].m);
+    run_ms(&e, 50);
+    jn = join_of(1, 1, 1, 0);
+    jn.age_ms = 60000; /* started a minute ago: before the job ended */
+    ASSERT_EQ(join_err(&e, &old, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it succeeded at ") != NULL);
+    jn.age_ms = 0; /* an older agent: unknown */
+    ASSERT_EQ(join_err(&e, &mute, &jn, err, sizeof(err)), -EBUSY);
+    jn = join_of(2, 1, 1, 0);
+    jn.age_ms = 10; /* started after the end */
+    join_n(&e, again, 1, jn);
+    ASSERT_NOT_NULL(again[0].m);
+    all_ready(again, 1, 1);
+    ASSERT_EQ(again[0].round.generation, 1u); /* a job of its own, from generation 1 */
+    rdzvd_member_leave(again[0].m, 1, true);
+    ASSERT_TRUE(event_is(&again[0], "succeeded"));
+    rdzvd_member_gone(again[0].m);
+    run_ms(&e, 50);
+    e.h.rerun_ended = false; /* an rdzvd for many runs: the same agent is refused */
+    jn = join_of(3, 1, 1, 0);
+    jn.age_ms = 10;
+    ASSERT_EQ(join_err(&e, &many, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_NULL(many.m);
+    env_done(&e);
+}
+
 /* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
  * reads a record without them (an older rdzvd's) with none; a malformed one is no record. */
 static void test_record_keeps_failure_dates(void)
@@ -290,6 +337,7 @@ int main(void)
     TEST(test_startup_failures_put_aside_without_spare);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
+    TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);
     TEST(test_record_keeps_failure_dates);
     return tap_done();
 }

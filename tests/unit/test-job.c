@@ -548,6 +548,77 @@ static void test_stall_member_not_back_is_lost(void)
     env_done(&e);
 }
 
+/* rdzvd stalled right after the ROUND: the members' deadlines, still under the ROUND's longer
+ * grace, are not due on resume, but the spare's (the plain timeout since its JOIN) is: rdzvd
+ * ran late. A member's close found on resume is its agent that gave up on the silent rdzvd
+ * (the agent's deadline is the plain timeout), whether rdzvd meets it before or after it has
+ * read the spare's late heartbeat (which re-arms the spare's deadline). */
+static void stall_in_grace(bool spare_read_first)
+{
+    struct fake f[3] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+
+        jn.heartbeat_timeout_ms = 400; /* the ROUND's grace: 3 x 400 ms */
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_TRUE(f[2].spare);
+    usleep(600 * 1000); /* past the spare's 400 ms, well within the members' 1200 ms */
+    uv_update_time(&e.loop);
+    if (spare_read_first)
+        ASSERT_EQ(rdzvd_member_heartbeat(f[2].m), 1); /* read late, after the stall */
+    rdzvd_member_gone(f[1].m);
+    ASSERT_EQ(f[0].nevents, 0); /* was: restart, "the agent of node rank 1 disconnected" */
+    ASSERT_EQ(f[2].nrounds, 0);
+    ASSERT_EQ(rdzvd_member_heartbeat(f[0].m), 1);
+    rdzvd_member_gone(f[0].m); /* the second close, too */
+    ASSERT_EQ(f[2].nevents, 0);
+    env_done(&e);
+}
+
+static void test_stall_in_grace_close_first(void)
+{
+    stall_in_grace(false);
+}
+
+static void test_stall_in_grace_spare_read_first(void)
+{
+    stall_in_grace(true);
+}
+
+/* As above with no spare: no deadline of rdzvd passes during the stall, but nothing was read
+ * from the member for a heartbeat timeout, so rdzvd echoed it nothing either and its agent may
+ * have given up on it: the close that follows the late read is not a loss. A close with nothing
+ * read late (an agent killed on a healthy rdzvd) still is. */
+static void test_stall_in_grace_no_spare(void)
+{
+    struct fake f[3] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 3, 3, 1);
+
+        jn.heartbeat_timeout_ms = 400;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    usleep(600 * 1000); /* past the agents' 400 ms, within rdzvd's 1200 ms */
+    uv_update_time(&e.loop);
+    rdzvd_member_seen(f[1].m); /* its queued heartbeat, read late */
+    ASSERT_EQ(rdzvd_member_heartbeat(f[1].m), 1);
+    rdzvd_member_gone(f[1].m);
+    ASSERT_EQ(f[0].nevents, 0); /* was: restart, "the agent of node rank 1 disconnected" */
+    rdzvd_member_gone(f[2].m); /* nothing read from it: lost at once */
+    ASSERT_EQ(f[0].nevents, 1);
+    ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
+    env_done(&e);
+}
+
 /* The job's ranks in the status: *st filled, its one job's ranks returned. */
 static const struct rdzv_status_job *status_of(struct env *e, struct rdzv_status *st)
 {
@@ -693,6 +764,9 @@ int main(void)
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
+    TEST(test_stall_in_grace_close_first);
+    TEST(test_stall_in_grace_spare_read_first);
+    TEST(test_stall_in_grace_no_spare);
     TEST(test_progress_in_status);
     TEST(test_timeline_of_a_long_job);
     return tap_done();

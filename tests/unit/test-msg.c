@@ -1305,11 +1305,29 @@ static void test_cancel_job(void)
     ASSERT_OK(rdzv_msg_put_cancel_job_reply(&out, &ra));
     body = frame_body(&out, RDZV_MSG_CANCEL_JOB_REPLY, &len);
     ASSERT_OK(rdzv_msg_parse_cancel_job_reply(body, len, &rb, err, sizeof(err)));
-    ASSERT_TRUE(!rb.cancelled && strcmp(rb.error, "no such job") == 0);
+    ASSERT_TRUE(!rb.cancelled && strcmp(rb.error, "no such job") == 0 && !rb.denied);
     rdzv_buf_free(&out);
+    /* 1.13: refused as not the operator's (rdzvctl exits 4), both ways, for both replies. */
+    ra.denied = true;
+    ASSERT_OK(rdzv_msg_put_cancel_job_reply(&out, &ra));
+    body = frame_body(&out, RDZV_MSG_CANCEL_JOB_REPLY, &len);
+    ASSERT_OK(rdzv_msg_parse_cancel_job_reply(body, len, &rb, err, sizeof(err)));
+    ASSERT_TRUE(!rb.cancelled && rb.denied);
+    rdzv_buf_free(&out);
+    {
+        struct rdzv_release_reply qa = {.error = "not yours", .denied = true}, qb;
+
+        ASSERT_OK(rdzv_msg_put_release_reply(&out, &qa));
+        body = frame_body(&out, RDZV_MSG_RELEASE_REPLY, &len);
+        ASSERT_OK(rdzv_msg_parse_release_reply(body, len, &qb, err, sizeof(err)));
+        ASSERT_TRUE(qb.denied && qb.released == 0 && strcmp(qb.error, "not yours") == 0);
+        rdzv_buf_free(&out);
+        ASSERT_OK(rdzv_msg_parse_release_reply(BODY("{\"released\":0}"), &qb, err, sizeof(err)));
+        ASSERT_TRUE(!qb.denied);
+    }
     ASSERT_OK(rdzv_msg_parse_cancel_job_reply(BODY("{\"cancelled\":true}"), &rb, err,
                                               sizeof(err)));
-    ASSERT_TRUE(rb.cancelled && rb.error[0] == '\0');
+    ASSERT_TRUE(rb.cancelled && rb.error[0] == '\0' && !rb.denied);
     ASSERT_REFUSED(rdzv_msg_parse_cancel_job_reply(BODY("{\"cancelled\":1}"), &rb, err,
                                                    sizeof(err)));
     ASSERT_EQ(rdzv_msg_max_body(RDZV_MSG_CANCEL_JOB), 4u << 10);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-util.c: number and address parsing, hashing and the growable byte buffer. */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -488,6 +489,18 @@ static void test_clock_monotonic(void)
 }
 
 /* A long message cut to fit a buffer ends after a whole word, never inside one. */
+/* A signal by the name users write, never strsignal's description ("Terminated"). */
+static void test_signal_name(void)
+{
+    char buf[16];
+
+    ASSERT_TRUE(strcmp(rdzv_signal_name(SIGTERM, buf, sizeof(buf)), "SIGTERM") == 0);
+    ASSERT_TRUE(strcmp(rdzv_signal_name(SIGINT, buf, sizeof(buf)), "SIGINT") == 0);
+    ASSERT_TRUE(strcmp(rdzv_signal_name(SIGKILL, buf, sizeof(buf)), "SIGKILL") == 0);
+    ASSERT_TRUE(strcmp(rdzv_signal_name(SIGUSR1, buf, sizeof(buf)), "SIGUSR1") == 0);
+    ASSERT_TRUE(strcmp(rdzv_signal_name(99, buf, sizeof(buf)), "signal 99") == 0);
+}
+
 static void test_cut_words_never_mid_word(void)
 {
     char out[32];
@@ -520,6 +533,7 @@ int main(void)
     TEST(test_hash_and_hex);
     TEST(test_clock_monotonic);
     TEST(test_cut_words_never_mid_word);
+    TEST(test_signal_name);
     /* Last: checks input the parsers may not reject yet. */
     TEST(test_parse_rejects_leading_whitespace);
     return tap_done();

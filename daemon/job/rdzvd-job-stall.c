@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-stall.c: whether rdzvd itself was stalled (SIGSTOPped, starved, a VM paused) when it
+ * meets a member's late message or closed connection, so that its agents' reconnects after the
+ * stall are not charged as node losses. A stall is the job's, not one member's. Part of the job
+ * state machine (rdzvd-job-impl.h); it reads members' timers and calls nothing above it. */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/rdzv-util.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+void rdzvd_member_mark_stall(struct rdzvd_member *m)
+{
+    m->stall_ms = m->job->stall_ms = rdzv_now_ms();
+}
+
+static bool hb_overdue(const struct rdzvd_member *m)
+{
+    return uv_is_active((const uv_handle_t *)&m->hb_timer) &&
+           uv_timer_get_due_in(&m->hb_timer) == 0;
+}
+
+/* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
+ * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
+void rdzvd_member_check_stall(struct rdzvd_member *m)
+{
+    if (hb_overdue(m))
+        rdzvd_member_mark_stall(m);
+}
+
+/* rdzvd ran late: a heartbeat deadline of one of j's members passed and its timer has not run
+ * (it runs in time on a loop that runs). Any member's deadline will do: one still under the
+ * ROUND's longer grace is not due when rdzvd resumes, though its agent, whose deadline is the
+ * plain timeout, found rdzvd silent. */
+static bool job_ran_late(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    for_each_member(j, o, pos, tmp) if (hb_overdue(o)) return true;
+    return false;
+}
+
+bool rdzvd_member_stalled(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    uint64_t now = rdzv_now_ms(), hb = (uint64_t)j->hb_timeout_ms;
+
+    rdzvd_member_check_stall(m);
+    if (m->stall_ms && now - m->stall_ms < hb)
+        return true;
+    if (j->stall_ms && now - j->stall_ms < hb)
+        return true;
+    if (!job_ran_late(j))
+        return false;
+    j->stall_ms = now;
+    return true;
+}
+
+void rdzvd_member_seen(struct rdzvd_member *m)
+{
+    uint64_t now = rdzv_now_ms();
+
+    rdzvd_member_check_stall(m);
+    /* Nothing read from m for a heartbeat timeout (its agent heartbeats several times in one):
+     * rdzvd echoed none either, and the agent may have given up on it as silent. */
+    if (now - m->last_seen_ms >= (uint64_t)m->job->hb_timeout_ms)
+        m->stall_ms = now;
+    m->last_seen_ms = now;
+}
