@@ -47,7 +47,7 @@ for f in daemon/rdzvd ctl/rdzvctl agent/rdzv-agent train/rdzv-train; do
 done
 export RDZV_BUILD_ROOT=$build RDZV_SOURCE_ROOT=$src RDZVD=$build/daemon/rdzvd \
     RDZVCTL=$build/ctl/rdzvctl RDZV_AGENT=$build/agent/rdzv-agent \
-    RDZV_TRAIN=$build/train/rdzv-train
+    RDZV_TRAIN=$build/train/rdzv-train PYTHONPATH=$src/tests/pylib
 echo "soak.sh: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)," \
     "$RDZV_SOAK_SECONDS s of faults" >&2
 cd "$src/tests/faults" || exit 2

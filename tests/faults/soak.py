@@ -55,7 +55,7 @@ import tempfile
 import time
 import unittest
 
-from faulttest import BUILD, free_port, kill_quietly, pid_alive, rdzvtest
+from faulttest import BUILD, kill_quietly, pid_alive, rdzvtest
 from test_partition import ip
 
 RDZVD = rdzvtest.RDZVD
@@ -156,12 +156,12 @@ class Soak:
         self.state = os.path.join(tmp, "state")
         os.mkdir(self.ckpt)
         self.tag = f"soak-{os.getpid()}-{seed}"
-        self.port = free_port()
-        self.ep = f"127.0.0.1:{self.port}"
+        self.port = 0  # rdzvd's first start picks it (--port 0), its restarts keep it
+        self.ep = None
         self.ds, self.rports, self.ours = [], [], set()
         self.net = None
         if replicas:
-            from test_replicas import free_port_pair  # the Raft link is on port + 1
+            from replicatest import free_port_pair  # the Raft link is on port + 1
             while len(self.rports) < replicas:
                 p = free_port_pair()
                 if all(abs(p - q) > 1 for q in self.rports):
@@ -249,6 +249,10 @@ class Soak:
                 raise AssertionError(f"rdzvd did not start (rc {self.d.poll()}); log:\n"
                                      f"{self.daemon_log()[-3000:]}")
             time.sleep(0.02)
+        if not self.port:
+            with open(pf) as f:
+                self.port = int(f.read())
+            self.ep = f"127.0.0.1:{self.port}"
 
     @staticmethod
     def port_written(pf):

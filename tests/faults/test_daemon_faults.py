@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from faulttest import HB, FaultTestCase, free_port, main, rdzvtest
+from faulttest import HB, FaultTestCase, main, rdzvtest
 from authtest import JOIN, Peer  # noqa: E402 (on the path faulttest sets up)
 
 HEARTBEAT, EVENT, LEAVE, ROUND = 0xA7, 0xA9, 0xAA, 0xA4
@@ -16,9 +16,8 @@ HEARTBEAT, EVENT, LEAVE, ROUND = 0xA7, 0xA9, 0xAA, 0xA4
 
 class TestDaemonLoss(FaultTestCase):
     def test_daemon_sigkilled_and_restarted_on_the_same_port(self):
-        port = free_port()
-        d1 = self.start_daemon("--port", str(port))
-        self.assertEqual(d1.port, port)
+        d1 = self.start_daemon()
+        port = d1.port
         ps = [self.agent("dkill", "--nnodes", "2", "--nproc", "2", "--max-restarts", "1")
               for _ in range(2)]
         gen1 = self.wait_starts(1, 4, agents=ps)
@@ -27,6 +26,7 @@ class TestDaemonLoss(FaultTestCase):
         d1.kill()
         time.sleep(0.3)  # the agents see the connection drop and start reconnecting
         d2 = self.start_daemon("--port", str(port))
+        self.assertEqual(d2.port, port)
         d2.wait_log(r"job=dkill gen=\d+ rebuilding generation 1 \(2 nodes\) "
                     r"from reconnecting agents",
                     timeout=15)
@@ -51,8 +51,8 @@ class TestDaemonLoss(FaultTestCase):
         """The restarted rdzvd cannot have the generation's store port back (another process
         listens there): it says so, opens the store on another port from within the agent's
         JOIN (no nested loop run), and goes on serving; the workers are not restarted."""
-        port = free_port()
-        d1 = self.start_daemon("--port", str(port))
+        d1 = self.start_daemon()
+        port = d1.port
         ps = [self.agent("dtaken", "--nnodes", "2", "--nproc", "1", "--max-restarts", "1")
               for _ in range(2)]
         gen1 = self.wait_starts(1, 2, agents=ps)
@@ -84,10 +84,10 @@ class TestDaemonLoss(FaultTestCase):
         gen1 = self.wait_starts(1, 4, agents=ps)
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(HB * 2.5)
+        time.sleep(HB * 2.5)  # the behaviour: silent past the agents' heartbeat timeout
         mark = d.mark()
         d.proc.send_signal(signal.SIGCONT)
-        time.sleep(2.0)
+        time.sleep(2.0)  # the window in which a wrong restart would begin
         self.release()
         self.finish_all(ps, 0)
         starts = self.events("start")
@@ -108,10 +108,10 @@ class TestDaemonLoss(FaultTestCase):
         d.wait_log(r"job=dstops gen=1 node=\S+ joined .*waits for the next generation")
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(HB * 2.5)
+        time.sleep(HB * 2.5)  # the behaviour: silent past the agents' heartbeat timeout
         mark = d.mark()
         d.proc.send_signal(signal.SIGCONT)
-        time.sleep(HB + 1.0)
+        time.sleep(HB + 1.0)  # the window in which a wrong restart or refusal would be logged
         log = d.log()[mark:]
         self.assertIsNone(d.find_log(r"restarting generation"), "rdzvd log:\n" + log)
         self.assertNotIn("has already joined", log)
@@ -156,9 +156,9 @@ class TestDaemonLoss(FaultTestCase):
         mark = d.mark()
         d.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        time.sleep(1.6)
+        time.sleep(1.6)  # the behaviour: rdzvd stopped past the 1 s heartbeat deadline
         d.proc.send_signal(signal.SIGCONT)
-        time.sleep(1.0)
+        time.sleep(1.0)  # the window in which it would wrongly declare the node lost
         stop.set()
         t.join()
         self.assertIsNone(d.find_log(r"sent no heartbeat|lost", since=mark),

@@ -6,9 +6,9 @@ store of the generation keeps counting where it was (counters 1 and 2, two worke
 import os
 import signal
 import tempfile
-import time
 
-from faulttest import BUILD, FaultTestCase, free_port, kill_quietly, main
+from faulttest import BUILD, FaultTestCase, kill_quietly, main
+from rdzvtest import wait_until
 
 RDZVCTL = os.environ.get("RDZVCTL", os.path.join(BUILD, "daemon", "rdzvctl"))
 SLEEP = 12  # how long each worker runs after counting its start
@@ -26,18 +26,16 @@ class TestDaemonRestartWithSpare(FaultTestCase):
         state = tempfile.TemporaryDirectory(prefix="rdzvtest-state-")
         self.addCleanup(state.cleanup)
         sdir = os.path.join(state.name, "state")
-        port = free_port()
-        d1 = self.start_daemon("--port", str(port), "--state-dir", sdir)
+        d1 = self.start_daemon("--state-dir", sdir)
+        port = d1.port
         worker = ["sh", "-c",
                   f'"{RDZVCTL}" -e "$MASTER_ADDR:$MASTER_PORT" add starts 1 >> "$FAULT_DIR/starts"'
                   f' && echo "gen=$RDZV_GENERATION restart=$TORCHELASTIC_RESTART_COUNT"'
                   f' >> "$FAULT_DIR/gens" && sleep {SLEEP}']
         args = ("--nnodes", "2", "--nproc", "1", "--max-restarts", "0")
         members = [self.agent("dspare", *args, worker=worker) for _ in range(2)]
-        deadline = time.monotonic() + 30
-        while len(self.starts()) < 2:
-            self.assertLess(time.monotonic(), deadline, "2 workers did not start:\n" + d1.log())
-            time.sleep(0.05)
+        wait_until(lambda: len(self.starts()) >= 2,
+                   lambda: "2 workers did not start:\n" + d1.log(), timeout=30)
         spare = self.agent("dspare", *args, worker=worker)
         d1.wait_log(r"job=dspare gen=1 node=.* joined .*waits for the next generation", timeout=15)
         for p in members:
@@ -46,7 +44,7 @@ class TestDaemonRestartWithSpare(FaultTestCase):
             self.addCleanup(kill_quietly, p.pid, signal.SIGCONT)
         d1.kill()
         d2 = self.start_daemon("--port", str(port), "--state-dir", sdir)
-        time.sleep(1.5)  # the spare reconnects first
+        d2.wait_log(r"job=dspare gen=\d+ node=\S+ joined \(", timeout=15)  # the spare, first
         for p in members:
             os.kill(p.pid, signal.SIGCONT)
         self.finish_all(members + [spare], 0, timeout=SLEEP + 30)

@@ -21,11 +21,8 @@ import re
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-
-from faulttest import AGENT, main  # noqa: E402
-from test_partition import PORT, NetnsHosts  # noqa: E402
+from faulttest import AGENT, main
+from test_partition import PORT, NetnsHosts
 
 # Generations 1 and 2 outlive the two losses; the third ends the job.
 WORKER = ["/bin/sh", "-c", 'if [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then sleep 60; '

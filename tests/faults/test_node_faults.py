@@ -86,7 +86,7 @@ class TestNodeLoss(FaultTestCase):
         a, b = self.two_nodes("repl", "2:2")
         os.kill(b.pid, signal.SIGKILL)
         self.d.wait_log(r"job=repl gen=\d+ restarting generation 1")
-        time.sleep(1.5)
+        time.sleep(1.5)  # the behaviour: below MIN, nothing starts in this window
         self.assertEqual(self.events("start", 2), [], "below MIN: the job waits")
         self.assertIsNone(a.poll())
         t0 = time.time()
@@ -107,7 +107,7 @@ class TestNodeLoss(FaultTestCase):
         self.d.wait_log(r"job=spare gen=\d+ node=\S+ joined .*, 3 of 2\.\.2 "
                         r"\(waits for the next generation\)",
                         since=mark)
-        time.sleep(0.3)
+        time.sleep(0.3)  # the behaviour: the spare's join restarts nothing in this window
         self.assertEqual(self.events("start", 2), [], "a spare does not disturb the job")
         t0 = time.time()
         os.kill(b.pid, signal.SIGKILL)

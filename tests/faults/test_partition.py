@@ -27,11 +27,8 @@ import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-
-from faulttest import AGENT, BUILD, main  # noqa: E402
-from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track  # noqa: E402
+from faulttest import AGENT, BUILD, main
+from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track, wait_until
 
 NET = "10.241.7."
 PORT = 29400
@@ -112,13 +109,9 @@ class NetnsHosts(unittest.TestCase):
             return f.read()
 
     def wait_for(self, what, cond, timeout=60, poll=0.1):
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                self.fail("%s did not happen within %d s; logs:\n%s" % (what, timeout, "\n".join(
-                    "--- %s\n%s" % (os.path.basename(l), self.text(l)[-2500:])
-                    for _, l in self.procs)))
-            time.sleep(poll)
+        wait_until(cond, lambda: "%s did not happen; logs:\n%s" % (what, "\n".join(
+            "--- %s\n%s" % (os.path.basename(l), self.text(l)[-2500:]) for _, l in self.procs)),
+            timeout, poll)
 
     def kill_host(self, i):
         """Host i is lost: its link goes down first (nothing it sends arrives), then every

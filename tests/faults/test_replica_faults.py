@@ -13,17 +13,15 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
-from faulttest import AGENT, BUILD, main  # noqa: E402
-from rdzvtest import Client, s  # noqa: E402
-from test_replicas import Cluster  # noqa: E402
+from faulttest import AGENT, BUILD, main
+from rdzvtest import Client, s, wait_until
+from replicatest import Cluster
 
 TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
 STEPS = 400
@@ -196,10 +194,9 @@ class ReplicaFaults(unittest.TestCase):
             pass  # closed before the request was even written
         finally:
             c.close()
-        deadline = time.monotonic() + 10
-        while b"not in --allow-store-from 127.0.0.1/32" not in self.read(self.agents[0][2]):
-            self.assertLess(time.monotonic(), deadline, self.read(self.agents[0][2])[-2000:])
-            time.sleep(0.05)
+        err = self.agents[0][2]
+        wait_until(lambda: b"not in --allow-store-from 127.0.0.1/32" in self.read(err),
+                   lambda: self.read(err)[-2000:], timeout=10)
 
     def test_no_leader_stops_the_workers(self):
         self.cl.leader()
@@ -217,11 +214,10 @@ class ReplicaFaults(unittest.TestCase):
             self.addCleanup(os.kill, r.proc.pid, signal.SIGCONT)
         # Silence for --heartbeat-timeout (2 s): the connection is lost; no leader for another
         # 2 s: the workers stop.
-        deadline = time.monotonic() + 20
-        while not all(b"no rdzvd leader reachable" in self.read(e) for _, _, e in self.agents):
-            self.assertLess(time.monotonic(), deadline, "the workers kept running: %s" % (
-                [self.read(e)[-2000:] for _, _, e in self.agents]))
-            time.sleep(0.05)
+        wait_until(lambda: all(b"no rdzvd leader reachable" in self.read(e)
+                               for _, _, e in self.agents),
+                   lambda: "the workers kept running: %s" % (
+                       [self.read(e)[-2000:] for _, _, e in self.agents]), timeout=20)
         for r in self.cl.r:
             os.kill(r.proc.pid, signal.SIGCONT)
         for p, _, e in self.agents:

@@ -23,8 +23,8 @@
  * leader) behind rdzv_raft_check_state with the modelled state, as rdzvd-repl-recv.c runs it.
  * Property: no AppendEntries or InstallSnapshot of the modelled term reaches a leader of it, or a
  * follower of another leader. Without the second check, AppendEntries(T'), TimeoutNow,
- * RequestVoteResult(T'+1, granted), AppendEntries(T'+1) breaks it (seed-issue-36-batch). A
- * stale-term message with a payload reaches the model as an AppendEntries without entries. */
+ * RequestVoteResult(T'+1, granted), AppendEntries(T'+1) breaks it (seed-batch-checked-per-message).
+ * A stale-term message with a payload reaches the model as an AppendEntries without entries. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>

@@ -11,7 +11,7 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from raftmsg import (AER, BARRIER, CHANGE, COMMAND, IS, RV, RVR, TN,  # noqa: E402
                      append_entries, conf, le, msg)
 
@@ -39,12 +39,12 @@ SEEDS = {
     "stream": view(7, 4) + b"".join(append_entries(7, 20 + i, 7, 20 + i, [(7, COMMAND, le(i))])
                                     for i in range(8)),
     # An InstallSnapshot of 73 bytes claiming a configuration of 2^62 bytes.
-    "finding-1-snapshot-bomb": view(5, 4) + le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" +
+    "snapshot-bomb": view(5, 4) + le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" +
                                b"\0" * 16,
     # An AppendEntries at the leader's own term, to the leader.
-    "finding-2-second-leader": view(5, 1 | 4) + append_entries(5, 10, 5, 10),
+    "second-leader": view(5, 1 | 4) + append_entries(5, 10, 5, 10),
     # Term 2^64-1 (the next term wraps to 0).
-    "finding-3-term-wrap": view(5, 4) + append_entries(2**64 - 1, 10, 5, 10),
+    "term-wrap": view(5, 4) + append_entries(2**64 - 1, 10, 5, 10),
     # The replica-link fuzzer's find: an AppendEntries whose entries are all empty.
     "fuzzer-empty-entries": view(5, 4) + append_entries(5, 10, 5, 10, [(5, COMMAND, b""),
                                                                        (5, BARRIER, b"")]),
@@ -54,9 +54,9 @@ SEEDS = {
     # One write: follow the sender at term 6, a TimeoutNow (candidate of 7),
     # the vote granted (leader of 7), an AppendEntries of 7. Each passes on arrival; the last
     # must be refused as libraft processes it. And a stale snapshot's payload, dropped.
-    "issue-36-batch": view(5, 4) + append_entries(6, 10, 5, 10) + msg(TN, le(6, 12, 5)) +
+    "batch-checked-per-message": view(5, 4) + append_entries(6, 10, 5, 10) + msg(TN, le(6, 12, 5)) +
     msg(RVR, le(7, 1, 0)) + append_entries(7, 12, 5, 12),
-    "issue-36-stale-snapshot": view(5, 4) + snapshot(4, THREE, b"\0" * 64) +
+    "stale-snapshot": view(5, 4) + snapshot(4, THREE, b"\0" * 64) +
     append_entries(5, 10, 5, 10),
 }
 

@@ -27,14 +27,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import authtest
+from authtest import (ERROR, EVENT, HEARTBEAT, JOIN, JOINED, LEAVE, READY,  # noqa: F401
+                      ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, Peer)
+from rdzvtest import Daemon
 
-from authtest import AUTH, ERROR, HELLO, JOIN, JOINED, Peer, mac  # noqa: E402
-from rdzvtest import Daemon  # noqa: E402
-
-ROUND, HEARTBEAT, WORKER_EXIT, EVENT, LEAVE, READY = 0xA4, 0xA7, 0xA8, 0xA9, 0xAA, 0xAB
-STATUS, STATUS_REPLY = 0xB0, 0xB1
 EDGES = [0, 1, -1, 2, 3, 100000, 100001, 2**31, 2**53 - 1, 2**53, 2**63 - 1, -2**63]
 SANITIZER = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 T = 2.0  # seconds a reply may take
@@ -50,15 +47,9 @@ ERRS = (OSError, AssertionError, ValueError, TypeError)
 
 
 def join_body(run_id, node_id, mx, resume=None, secret=None):
-    b = {"run_id": run_id, "node_id": node_id, "host": "h-" + node_id, "nproc": 1,
-         "node_rank": -1, "min": 1, "max": mx, "last_call_ms": 30, "max_restarts": 2,
-         "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
-         "join_timeout_ms": 600000, "scale_up_now": False}
-    if resume is not None:
-        b["resume"] = resume
-    if secret:
-        b["secret"] = secret
-    return b
+    """The JOIN of authtest with this fuzzer's short last call and two restarts."""
+    return authtest.join_body(run_id, node_id, mx, resume, host="h-" + node_id, last_call_ms=30,
+                              max_restarts=2, secret=secret)
 
 
 class Agent:

@@ -1,9 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# stateful_roles.py: who may do what, as a property of the system
-# (proto/SECURITY.md). From a seed, a sequence of actions by every role against one real rdzvd
-# (--token-file, --admin-token-file, with and without --state-dir) beside an honest job of two
-# real rdzv-agents whose workers sleep:
+# stateful_roles.py: who may do what, as a property of the system (proto/SECURITY.md). From a seed,
+# a sequence of actions by every role against one real rdzvd (--token-file, --admin-token-file, with
+# and without --state-dir) beside an honest job of two real rdzv-agents whose workers sleep:
 #   - a new node of the honest job (a spare): JOIN, UNHEALTHY, CANCEL, WORKER_EXIT and LEAVE for
 #     ranks it does not hold, disconnects;
 #   - an impostor: JOIN naming an honest member's node id (seen in STATUS), with and without a
@@ -32,12 +31,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-sys.path.insert(0, HERE)
-
-from authtest import JOIN, Peer  # noqa: E402
-from rdzvtest import BUILD_ROOT, Daemon, die_with_parent, track  # noqa: E402
+from authtest import JOIN, Peer
+from rdzvtest import BUILD_ROOT, Daemon, die_with_parent, track
 from stateful_rendezvous import (ERRS, HEARTBEAT, LEAVE, SANITIZER, STATUS, STATUS_REPLY,  # noqa
                                  WORKER_EXIT, Agent, Violation, join_body, log_tail, run_seeds)
 

@@ -28,13 +28,10 @@ import secrets
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
 from stateful_roles import (CANCEL_JOB, ERRS, HONEST, JOIN, RELEASE, STATUS, T, Roles,  # noqa
                             WORKER_EXIT, Violation, join_body, run_one, run_seeds)
-from authtest import AUTH, ERROR, HELLO, Peer, frame  # noqa: E402
-from test_replicas import T_LEADER, Cluster  # noqa: E402
+from authtest import AUTH, ERROR, HELLO, Peer, frame
+from replicatest import T_LEADER, Cluster
 
 EX_TEMPFAIL = 75
 FOLLOWER_MARK = "via-follower"  # in every node id and reason sent to a follower

@@ -215,7 +215,8 @@ last = (p.stdout.strip().splitlines() or ["(no output)"])[-1]
 record("PyTorch 2.x TCPStore client against rdzvd", p.returncode == 0, last)
 dp.terminate()
 dp.wait()
-env = {"RDZV_TEST_PYTHON": PY, "RDZV_BUILD_ROOT": build, "RDZV_SOURCE_ROOT": SRC}
+env = {"RDZV_TEST_PYTHON": PY, "RDZV_BUILD_ROOT": build, "RDZV_SOURCE_ROOT": SRC,
+       "PYTHONPATH": os.path.join(SRC, "tests", "pylib")}
 for name, path in (("torchrun --rdzv-backend c10d, 2 nodes x 2 gloo workers, rdzvd as store",
                     "tests/integration/test_torchrun.py"),
                    ("DDP (gloo) under two rdzv-agents, workers on the generation store",

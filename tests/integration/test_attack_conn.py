@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_attack_conn.py: what one client can do to rdzvd's other clients through its connections
-# hold the loop with large valid frames, fill the connection slots
-# without the token, or grow the daemon's memory with requests it never finishes.
+# test_attack_conn.py: what one client can do to rdzvd's other clients through its connections:
+# hold the loop with large valid frames, fill the connection slots without the token, or grow the
+# daemon's memory with requests it never finishes.
 
 import json
 import os
@@ -11,17 +11,10 @@ import struct
 import threading
 import time
 
-from authtest import AUTH, HELLO, JOIN, JOINED, ERROR, Peer, frame, read_token, token_file
+from authtest import (AUTH, ERROR, HEARTBEAT, HELLO, JOIN, JOINED, ROUND, Peer, frame, join_body,
+                      read_token, token_file)
 from rdzvtest import HOST, Client, ConnectionHog, DaemonTestCase, enc, main, s, u64
 
-HEARTBEAT, ROUND, EVENT = 0xA7, 0xA4, 0xA9
-
-
-def join_body(run_id, node, nmin, nmax, hb_ms):
-    return {"run_id": run_id, "node_id": node, "host": "host-" + node, "nproc": 1,
-            "node_rank": -1, "min": nmin, "max": nmax, "last_call_ms": 100, "max_restarts": 3,
-            "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": hb_ms,
-            "join_timeout_ms": 600000, "scale_up_now": False}
 
 
 def heavy_heartbeat(size):
@@ -38,7 +31,7 @@ class Flooder(threading.Thread):
         super().__init__(daemon=True)
         self.p = Peer(port)
         self.p.hello()
-        self.p.send(JOIN, join_body(run_id, node, 100, 100, 60000))
+        self.p.send(JOIN, join_body(run_id, node, 100, mn=100, last_call_ms=100))
         op, body = self.p.recv_json()
         assert op == JOINED, (op, body)
         self.data = data
@@ -108,7 +101,8 @@ class LoopStall(DaemonTestCase):
             p = Peer(d.port, timeout=10)
             self.addCleanup(p.close)
             p.hello()
-            p.send(JOIN, join_body("honest", "h%d" % i, 2, 2, 3000))
+            p.send(JOIN, join_body("honest", "h%d" % i, 2, mn=2, last_call_ms=100,
+                                         heartbeat_timeout_ms=3000))
             peers.append(p)
         for p in peers:
             op, body = p.recv_json(timeout=10)
@@ -144,7 +138,7 @@ class LoopStall(DaemonTestCase):
         return flooders
 
     def test_megabyte_heartbeats_do_not_stall_an_honest_job(self):
-        # The probe: four connections pipelining 1 MiB HEARTBEATs. They are refused from
+        # The attack: four connections pipelining 1 MiB HEARTBEATs. They are refused from
         # their header now (HEARTBEAT's limit is far below), each closing its own connection.
         d = self.daemon()
         self.flood(d, heavy_heartbeat(1 << 20), 4)
@@ -193,7 +187,7 @@ class SlotQuota(DaemonTestCase):
                         p.authenticate(secret)
                     else:
                         p.hello()
-                    p.send(JOIN, join_body("slots", "n%d" % i, 1, 100, 60000))
+                    p.send(JOIN, join_body("slots", "n%d" % i, 100, last_call_ms=100))
                     op, body = p.recv_json()
                     if op == JOINED:
                         ok += 1
@@ -272,7 +266,7 @@ class MemoryBudget(DaemonTestCase):
         p = Peer(d.port)
         self.addCleanup(p.close)
         p.hello()
-        p.send(JOIN, join_body(run_id, "n0", 1, 1, 60000))
+        p.send(JOIN, join_body(run_id, "n0", 1, last_call_ms=100))
         op, body = p.recv_json()
         self.assertEqual(op, JOINED, body)
         op, body = p.recv_json()

@@ -1,18 +1,18 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_attack_join.py: attacks on JOIN and WORKER_EXIT, as an attacker on the network
-# would try them with raw frames, no token needed:
-#   1. a JOIN whose resume names a node rank past the job's --nnodes (a heap write past by_rank in
+# test_attack_join.py: forged rendezvous messages, as an attacker on the network would send them
+# with raw frames, no token needed:
+#   - a JOIN whose resume names a node rank past the job's --nnodes (a heap write past by_rank in
 #      rdzvd: SIGSEGV with a huge rank, heap corruption just past the end) is refused, and rdzvd
 #      goes on serving;
-#   5. after a restart with --state-dir, a resume cannot set the job's generation, restart count or
+#   - after a restart with --state-dir, a resume cannot set the job's generation, restart count or
 #      size past its record (2^63-1 failed the real job, the generation wrapped);
-#   2. taking over a live agent's membership needs the secret rdzvd gave that agent in JOINED (a
+#   - taking over a live agent's membership needs the secret rdzvd gave that agent in JOINED (a
 #      JOIN with resume and the victim's node id, read from STATUS, closed the victim's connection
 #      and took its place); STATUS shows node ids to nobody when rdzvd has no token;
-#   6. a job's cost does not grow with its --nnodes MAX before nodes are placed (a job with
+#   - a job's cost does not grow with its --nnodes MAX before nodes are placed (a job with
 #      max=100000 cost ~265 KB, and 100 of them 159 MB of address space, before anyone joined);
-#   9. a WORKER_EXIT with values no wait status has (exit code -2^63, a signal of 1000, control
+#   - a WORKER_EXIT with values no wait status has (exit code -2^63, a signal of 1000, control
 #      characters in the reason) is refused before any agent is told.
 
 import os
@@ -20,28 +20,9 @@ import shutil
 import tempfile
 import time
 
-from authtest import ERROR, JOIN, JOINED, Peer
+from authtest import (ERROR, EVENT, HEARTBEAT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY,
+                      WORKER_EXIT, Peer, join_body, resume)
 from rdzvtest import DaemonTestCase, main
-
-ROUND, HEARTBEAT, WORKER_EXIT, EVENT, STATUS, STATUS_REPLY = 0xA4, 0xA7, 0xA8, 0xA9, 0xB0, 0xB1
-
-
-def join_body(run_id, node_id, mx=2, resume=None):
-    body = {"run_id": run_id, "node_id": node_id, "host": "host-" + node_id, "nproc": 1,
-            "node_rank": -1, "min": 1, "max": mx, "last_call_ms": 50, "max_restarts": 3,
-            "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
-            "join_timeout_ms": 600000, "scale_up_now": False}
-    if resume is not None:
-        body["resume"] = resume
-    return body
-
-
-def resume(generation=1, node_rank=0, nnodes=1, rank_offset=0, world_size=1, restart_count=0,
-           master_port=0):
-    return {"generation": generation, "node_rank": node_rank, "nnodes": nnodes,
-            "rank_offset": rank_offset, "world_size": world_size,
-            "restart_count": restart_count, "master_port": master_port, "left": False}
-
 
 class AttackJoin(DaemonTestCase):
 

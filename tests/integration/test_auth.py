@@ -202,7 +202,7 @@ class RawHandshake(DaemonTestCase):
             p.send(AUTH, {"nonce": "11" * 32, "mac": "00" * 32})
             self.assertEqual(p.recv_json()[0], ERROR)
             p.close()
-        time.sleep(0.2)
+        self.d.wait_log("authentication failed", since=mark)
         lines = [ln for ln in self.d.log_lines(mark) if "authentication failed" in ln]
         self.assertGreaterEqual(len(lines), 1)
         self.assertLessEqual(len(lines), 10, "\n".join(lines))
@@ -303,7 +303,7 @@ class HandshakeTimeout(DaemonTestCase):
         self.assertGreater(took, 0.8)
         self.assertLess(took, 3.0)
         d.wait_log(r"no handshake within 1\.0 s \(--handshake-timeout\)", levels=("warn",))
-        time.sleep(1.5)
+        time.sleep(1.5)  # the behaviour: past the timeout, these stay open
         idle.ping(2)
         self.assertEqual(legacy_idle.get("k"), b"v")
         self.assertTrue(partial.is_open())
@@ -316,7 +316,7 @@ class HandshakeTimeout(DaemonTestCase):
     def test_zero_disables(self):
         d = self.daemon("--handshake-timeout", "0")
         c = self.client(d, validate=False)
-        time.sleep(1.2)
+        time.sleep(1.2)  # the behaviour: silent past 1 s, it is not closed
         c.expect_nothing(0.2)
         c.send(b"\x00\xce\xf7\x85\x3c")
         c.ping(9)

@@ -15,18 +15,10 @@ import struct
 import tempfile
 import time
 
-from authtest import JOIN, JOINED, Peer
+from authtest import JOIN, JOINED, ROUND, Peer, join_body
 from rdzvtest import (VALIDATE_BYTES, Client, DaemonTestCase, enc, fresh_client_works, i64,
                       main, s, skip_without_ipv6, u32, u64)
 
-ROUND = 0xA4
-
-
-def join_body(run_id, node):
-    return {"run_id": run_id, "node_id": node, "host": "host-" + node, "nproc": 1,
-            "node_rank": -1, "min": 1, "max": 1, "last_call_ms": 100, "max_restarts": 3,
-            "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
-            "join_timeout_ms": 600000, "scale_up_now": False}
 
 
 def shut_wr(c):
@@ -84,14 +76,14 @@ class HalfClosed(DaemonTestCase):
     def test_paused_reader_that_half_closes_gets_every_reply(self):
         # Its replies pass the output cap: reads pause with its FIN still in the kernel. Every
         # reply must reach it before the close, however slowly it reads.
-        d = self.daemon("--max-outbuf", "256K")
+        d = self.daemon("--max-outbuf", "256K", log_level="debug")
         c = self.client(d)
         val = bytes(i % 251 for i in range(64 << 10))
         c.set("v", val)
         n = 32  # 2 MiB of replies, 8x the cap
         c.send(enc("modern", "GET", s("v")) * n + enc("modern", "PING", u32(0xFEED)))
         shut_wr(c)
-        time.sleep(0.3)
+        d.wait_log(c.peer_tag + r": \d+ reply bytes queued, pausing reads", levels=("debug",))
         other = self.client(d)
         other.ping(1)  # served while c is paused
         for i in range(n):
@@ -158,7 +150,7 @@ class RequestDeadline(DaemonTestCase):
     def test_deadlines_of_staggered_requests(self):
         first = self.client(self.d)
         first.send(enc("modern", "GET", u64(100)) + b"ab")
-        time.sleep(1.2)
+        time.sleep(1.2)  # the behaviour: the second request starts 1.2 s after the first
         second = self.client(self.d)
         second.send(enc("modern", "GET", u64(100)) + b"cd")
         self.assertEqual(first.assert_closed(timeout=10), b"")
@@ -213,7 +205,7 @@ class DualStack(DaemonTestCase):
     def join_alone(self, p, run_id):
         """JOIN a one-node job of run_id on peer p; the ROUND's body once JOINED came first."""
         p.hello()
-        p.send(JOIN, join_body(run_id, "n0"))
+        p.send(JOIN, join_body(run_id, "n0", 1, last_call_ms=100))
         op, body = p.recv_json()
         self.assertEqual(op, JOINED, body)
         op, body = p.recv_json()
@@ -331,7 +323,7 @@ class RefusalLogLimit(DaemonTestCase):
         refused = [l for l in d.log().splitlines() if "not in --allow-store-from" in l]
         if first_burst < 9:
             self.assertEqual(len(refused), 10, "\n".join(refused))
-        time.sleep(max(0, 10.5 - (time.monotonic() - t0)))
+        time.sleep(max(0, 10.5 - (time.monotonic() - t0)))  # the behaviour: the 10 s window ends
         with Client(d.port, validate=False) as c:
             c.send(VALIDATE_BYTES)
             c.assert_closed()

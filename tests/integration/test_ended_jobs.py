@@ -9,10 +9,10 @@ import os
 import subprocess
 import time
 
-from authtest import JOIN, JOINED, Peer
+from authtest import (EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, Peer,
+                      join_body)
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import RDZVD, DaemonTestCase, main
-from test_attack_join import ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, EVENT, join_body
 
 LEAVE = 0xAA
 RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),
@@ -91,7 +91,7 @@ class EndedJobs(DaemonTestCase):
             self.run_job(d, name)
         # At most 2: the oldest went first.
         self.assertEqual([j["run_id"] for j in self.status(d)["jobs"]], ["b", "c"])
-        time.sleep(1.6)
+        time.sleep(1.6)  # the behaviour: gone once --keep-ended (1.5 s) has passed
         self.assertEqual(self.status(d)["jobs"], [])
         d2 = self.daemon("--keep-ended", "0")
         self.run_job(d2, "x")

@@ -267,7 +267,7 @@ class HttpBadInput(DaemonTestCase):
         # EVICT_AFTER_S (and long before their TIMEOUT_S), a scrape takes the oldest one's slot.
         t0 = time.monotonic()
         idle = [self.conn() for _ in range(MAX_CONNS)]
-        time.sleep(EVICT_AFTER_S + 0.5)
+        time.sleep(EVICT_AFTER_S + 0.5)  # the behaviour: silent past EVICT_AFTER_S
         self.assertIn("rdzvd_uptime_seconds", http_get(self.mport, "/metrics", timeout=2))
         self.assertLess(time.monotonic() - t0, TIMEOUT_S)
         self.assertEqual(recv_all(idle[0], timeout=2), b"")  # the oldest gave its slot

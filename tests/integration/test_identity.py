@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_identity.py: a node's identity, attacked and honest, with real rdzvd processes and raw
-# frames:
-#   4. a job's record lives until the job ends: after an rdzvd restart, a rebuilt job whose only
+# test_identity.py: a member's identity against impostors, and honest members, with real rdzvd
+# processes and raw frames:
+#   - a job's record lives until the job ends: after an rdzvd restart, a rebuilt job whose only
 #      connected member (a new node's JOIN) disconnects keeps its record, status lists it as
 #      waiting for its nodes, and the real agent's resume is taken (it was removed, the next JOIN
 #      made a new job, and the real agents were told their generation was over);
-#   7. a node's identity is proven: a member's secret is random, minted at the node's first JOIN
+#   - a node's identity is proven: a member's secret is random, minted at the node's first JOIN
 #      and kept (hashed) in the job's record; a JOIN naming a node id the record knows must carry
 #      it. An impostor that JOINed with the node id of a member whose connection dropped (or
 #      after an rdzvd restart) was given the victim's secret (HMAC of run id and node id under
@@ -22,9 +22,9 @@ import subprocess
 import tempfile
 import threading
 
-from authtest import ERROR, JOIN, JOINED, Peer, read_token, token_file
+from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, Peer, join_body,
+                      read_token, resume, token_file)
 from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main
-from test_attack_join import EVENT, ROUND, STATUS, STATUS_REPLY, join_body, resume
 
 UNHEALTHY, LEAVE, READY = 0xB4, 0xAA, 0xAB
 AGENT = os.environ.get("RDZV_AGENT") or os.path.join(BUILD_ROOT, "agent", "rdzv-agent")

@@ -14,11 +14,9 @@ import resource
 import shutil
 import socket
 import tempfile
-import time
 
-from authtest import JOIN, JOINED, Peer
+from authtest import JOIN, JOINED, Peer, join_body
 from rdzvtest import HOST, VALIDATE_BYTES, DaemonTestCase, main
-from test_attack_join import join_body
 
 LIMIT = 256
 
@@ -62,13 +60,15 @@ class JobDescriptors(DaemonTestCase):
         self.assertNotIn("listener: accept:", log)
         self.assertRegex(log, r"descriptors of job generations")
         # Once the idle connections and the agents go, a new job forms and gets its store.
+        ports = [c.getsockname()[1] for c in idle] + [p.local_port for p in peers]
         for c in idle:
             c.close()
         for p in peers:
             p.close()
         idle.clear()
         peers.clear()
-        time.sleep(1.0)  # rdzvd sees them close
+        for port in ports:  # rdzvd has seen each of them close
+            d.wait_log(r"\(127\.0\.0\.1:%d\): closed: " % port)
         p = Peer(d.port)
         self.addCleanup(p.close)
         p.hello()

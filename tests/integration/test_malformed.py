@@ -247,13 +247,13 @@ class SlowReader(DaemonTestCase):
         self.assertLess(d.rss_kb(), 200 * 1024)
 
     def test_paused_reader_gets_every_reply_when_it_reads(self):
-        d = self.daemon("--max-outbuf", "1M")
+        d = self.daemon("--max-outbuf", "1M", log_level="debug")
         c = self.client(d)
         val = bytes(i % 253 for i in range(256 << 10))
         c.set("v", val)
         n = 64  # 16 MiB of replies, 16x the output cap
         c.send(enc("modern", "GET", s("v")) * n + enc("modern", "PING", u32(0xBEEF)))
-        time.sleep(0.5)  # let rdzvd hit the cap and pause
+        d.wait_log(c.peer_tag + r": \d+ reply bytes queued, pausing reads", levels=("debug",))
         other = self.client(d)
         other.ping(1)
         for i in range(n):

@@ -9,17 +9,10 @@ import json
 import struct
 import time
 
-from authtest import ERROR, HELLO, JOIN, JOINED, STORE, Peer, frame
+from authtest import ERROR, HELLO, JOIN, JOINED, STORE, Peer, frame, join_body
 from rdzvtest import DaemonTestCase, fresh_client_works, main
 
 GOOD_HELLO = {"magic": "rdzv", "version": 1, "peer": "peer-bad-input"}
-
-
-def join_body(run_id, node_id):
-    return {"run_id": run_id, "node_id": node_id, "host": "h", "nproc": 1, "node_rank": -1,
-            "min": 2, "max": 2, "last_call_ms": 100, "max_restarts": 0, "nccl": "off",
-            "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 600000,
-            "join_timeout_ms": 600000, "scale_up_now": False}
 
 
 class PeerBadInput(DaemonTestCase):
@@ -92,7 +85,9 @@ class PeerBadInput(DaemonTestCase):
     def test_store_after_join_is_refused(self):
         m = self.d.mark()
         p = self.hello()
-        p.send(JOIN, join_body("peer-store-after-join", "n1"))
+        p.send(JOIN, join_body("peer-store-after-join", "n1", 2, mn=2, host="h",
+                                 last_call_ms=100, max_restarts=0,
+                                 heartbeat_timeout_ms=600000))
         op, body = p.recv_json()
         self.assertEqual(op, JOINED, body)
         p.send(STORE, {})

@@ -388,7 +388,7 @@ class ModernSemantics(DaemonTestCase):
         w.wait_send(["k"])
         w.expect_nothing()
         w.close()
-        time.sleep(0.1)
+        self.d.wait_log(w.peer_tag + r": closed: ")
         self.c.set("k", "1")  # must not crash writing to a closed waiter
         self.assertEqual(self.c.get("k"), b"1")
         fresh_client_works(self, self.d)

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # test_replica_link.py: a peer that passes the replica link's handshake (it holds the key) and then
-# sends libraft messages crafted to hurt (1-4 below, and a seeded fuzzer). Three real
-# rdzvd replicas on 127.0.0.1, with and without --token-file, each attack sent to the leader and
-# to a follower. Unchecked, each of these crashed or bricked a replica:
+# sends libraft messages crafted to hurt (four malformed messages, and a seeded fuzzer). Three
+# real rdzvd replicas on 127.0.0.1, with and without --token-file, each message sent to the leader
+# and to a follower. Each of these once crashed or bricked a replica:
 #   1. an InstallSnapshot of 73 bytes whose configuration claims 2^62 bytes (SEGV in libraft);
 #   2. an AppendEntries at the leader's own term (libraft wrote follower fields over its leader
 #      state and called through a pointer the sender chose);
@@ -12,7 +12,8 @@
 # Now 1-3 close that link with one log line, the replica lives, a leader serves within 2 s and
 # every acknowledged key reads back; 4 passes every check a single message allows and makes the
 # replica exit 75 with a line saying why (a supervisor restarts it), the others serve on.
-# Besides (test_finding_8_*, test_finding_9_*, test_fuzzer_sequences): messages batched in one
+# Also (test_a_batch_*, test_stale_payloads_*, test_silent_strangers_*, test_fuzzer_sequences):
+# messages batched in one
 # write are checked as libraft processes each; stale-term payloads are dropped, not allocated; a
 # member's address always gets a handshake slot; the fuzzer sends sequences per write.
 import hashlib
@@ -26,11 +27,10 @@ import struct
 import threading
 import time
 
-from authtest import JOIN, JOINED, Peer, mac
+from authtest import JOIN, JOINED, Peer, join_body, mac
 from raftmsg import AE, AER, COMMAND, IS, RV, RVR, TN, append_entries, conf, le, msg
 from rdzvtest import HOST, main
-from test_attack_join import join_body
-from test_replicas import ClusterCase
+from replicatest import ClusterCase
 
 TOKEN = "replica-link-token-0123456789abcdef"
 FUZZ_SEED = int(os.environ.get("RDZV_FUZZ_SEED", "27"))
@@ -45,7 +45,7 @@ def replica_mac(key, side, sn, cn, rid, addr):
 
 
 def snapshot_bomb():
-    """Attack 1: 73 bytes, a configuration length of 2^62."""
+    """73 bytes, a configuration length of 2^62."""
     m = le(IS, 57) + le(1, 1, 1, 1, 1 << 62) + b"\x01" + b"\0" * 16
     assert len(m) == 73
     return m
@@ -135,7 +135,7 @@ class ReplicaLink(ClusterCase):
                 k, "\n".join(r.text()[-2500:] for r in cl.r)))
         return lead, c
 
-    def findings_1_to_3(self, token):
+    def malformed_messages(self, token):
         cl = self.cluster(token=token)
         lead, c = cl.leader()
         keys = {b"k%d" % i: b"v%d" % i for i in range(20)}
@@ -151,7 +151,7 @@ class ReplicaLink(ClusterCase):
             for name, m in (("1: snapshot bomb", snapshot_bomb()),
                             ("2: AppendEntries at the leader's term", append_entries(term)),
                             ("3: term 2^64-1", append_entries(2**64 - 1))):
-                with self.subTest(token=bool(token), role=role, finding=name):
+                with self.subTest(token=bool(token), role=role, message=name):
                     link = RaftLink(target.port + 1, rid, addr, token)
                     link.send(m)
                     self.assertTrue(link.closed_within(5.0), "the link stayed open")
@@ -167,13 +167,13 @@ class ReplicaLink(ClusterCase):
             self.assertLessEqual(r.text().count("a message that fails its checks"), 2)
         self.assertTrue(all(r.alive() for r in cl.r))
 
-    def test_findings_1_to_3_with_token(self):
-        self.findings_1_to_3(TOKEN)
+    def test_malformed_messages_with_token(self):
+        self.malformed_messages(TOKEN)
 
-    def test_findings_1_to_3_without_token(self):
-        self.findings_1_to_3(None)
+    def test_malformed_messages_without_token(self):
+        self.malformed_messages(None)
 
-    def test_finding_4_contradicting_a_committed_entry(self):
+    def test_contradicting_a_committed_entry(self):
         """An AppendEntries of a new term whose entry 1 is not the committed entry 1: libraft
         turns RAFT_UNAVAILABLE; the replica says so and exits 75; the other two serve on."""
         for role in ("follower", "leader"):
@@ -198,10 +198,10 @@ class ReplicaLink(ClusterCase):
                 # Restarted on its --state-dir it serves or follows again.
                 target.log.close()
                 target.start()
-                time.sleep(1.0)
+                time.sleep(1.0)  # the behaviour: once restarted, it stays up
                 self.assertTrue(target.alive(), target.text()[-2000:])
 
-    def test_finding_8_a_batch_is_checked_as_libraft_processes_it(self):
+    def test_a_batch_is_checked_as_libraft_processes_it(self):
         """One write, as a configured member holding the replicas' key:
         AppendEntries(T'), TimeoutNows for every last index up to 1,500 (the one that matches
         makes the receiver a candidate of T'+1), RequestVoteResult(T'+1, granted) (it leads),
@@ -241,7 +241,7 @@ class ReplicaLink(ClusterCase):
                 self.serves_within(cl, keys)
         self.assertTrue(all(r.alive() for r in cl.r))
 
-    def test_finding_9_stale_payloads_are_not_allocated(self):
+    def test_stale_payloads_are_not_allocated(self):
         """Memory: an InstallSnapshot and an AppendEntries of a term older
         than the receiver's, each claiming 1 GiB of payload, from a configured member: the guard
         passed them and libraft allocated the whole claim as the first bytes came (600 MiB held
@@ -279,7 +279,7 @@ class ReplicaLink(ClusterCase):
             self.assertTrue(link.server_proved)
             links.append(link)
             link.send(m + b"\0" * (8 << 20))
-        time.sleep(1.0)
+        time.sleep(1.0)  # the claims arrive; what the follower allocated for them is measured
         grown = (vm_kib() - before) << 10
         self.assertTrue(cl.r[t].alive(), cl.r[t].text()[-3000:])
         self.assertLess(grown, 256 << 20, "the follower allocated the stale claims")
@@ -288,7 +288,7 @@ class ReplicaLink(ClusterCase):
             link.close()
         self.serves_within(cl, {b"k": b"v"})
 
-    def test_finding_9_silent_strangers_leave_members_a_slot(self):
+    def test_silent_strangers_leave_members_a_slot(self):
         """Slots: strangers (from 127.0.0.2, no member's address) keep
         40 silent connections open to the Raft link of the leader and of one follower, reopened
         as soon as they are closed. The other follower is restarted; then the follower they
@@ -334,10 +334,10 @@ class ReplicaLink(ClusterCase):
         for t in threads:
             t.start()
         self.addCleanup(lambda: [stop.set()] + [t.join() for t in threads])
-        time.sleep(0.5)
+        time.sleep(0.5)  # writes in flight before the restart
         victim.log.close()
         victim.start()
-        time.sleep(2.0)
+        time.sleep(2.0)  # and while the restarted replica catches up
         held.kill()
         deadline = time.monotonic() + 10.0
         while True:  # a leader may still step down once (the restarted one is catching up)
@@ -444,7 +444,8 @@ class ReplicaLink(ClusterCase):
 
     def restart_if_gave_up(self, cl, i, sent):
         """Replica i is down: it must have exited 75 (libraft gave up, RAFT_UNAVAILABLE, as
-        attack 4), never anything else; restarted on its --state-dir, as a supervisor would.
+        for a contradicted entry), never anything else; restarted on its --state-dir, as a
+        supervisor would.
         sent: its last messages, hex, for a failure's message."""
         r = cl.r[i]
         self.assertEqual(r.proc.returncode, 75, "replica %d died after these messages "
@@ -524,8 +525,8 @@ class ReplicaLink(ClusterCase):
                 closed += 1
             link.close()
         self.assertGreater(closed, FUZZ_MESSAGES // 4, "most mutations must be refused")
-        # A mutation may make libraft give up for good (RAFT_UNAVAILABLE, as attack 4): that
-        # replica exits 75, never anything else, and is restarted on its --state-dir.
+        # A mutation may make libraft give up for good (RAFT_UNAVAILABLE, as a contradicted entry
+        # does): that replica exits 75, never anything else, and is restarted on its --state-dir.
         for i, r in enumerate(cl.r):
             if not r.alive():
                 self.restart_if_gave_up(cl, i, sent[i])
@@ -635,7 +636,7 @@ class ReplicaLink(ClusterCase):
             if link.closed_within(0.05):
                 closed += 1
             link.close()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the behaviour: a replica that gave up has exited by now, 75
         for i, r in enumerate(cl.r):
             if not r.alive():
                 self.restart_if_gave_up(cl, i, sent[i])

@@ -11,10 +11,10 @@ import os
 import random
 import tempfile
 
-from authtest import JOIN, JOINED, Peer
+import authtest
+from authtest import JOIN, JOINED, ROUND, Peer
 from rdzvtest import Client, DaemonTestCase, main
 
-ROUND = 0xA4
 M64 = (1 << 64) - 1
 K0, K1 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db
 OLD_SEED = 0x72647a76
@@ -59,13 +59,9 @@ def old_collision(victim):
 
 
 def join_body(run_id, resume=None):
-    b = {"run_id": run_id, "node_id": "node-of-" + run_id, "host": "127.0.0.1", "nproc": 1,
-         "node_rank": -1, "min": 1, "max": 1, "last_call_ms": 100, "max_restarts": 3,
-         "nccl": "off", "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 60000,
-         "join_timeout_ms": 600000, "scale_up_now": False}
-    if resume:
-        b["resume"] = resume
-    return b
+    """The JOIN of the one node of job run_id."""
+    return authtest.join_body(run_id, "node-of-" + run_id, 1, resume, host="127.0.0.1",
+                              last_call_ms=100)
 
 
 class StateNames(DaemonTestCase):

@@ -14,11 +14,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from authtest import HELLO, JOIN, JOINED, Peer, frame
+import authtest
+from authtest import HELLO, JOIN, JOINED, ROUND, Peer, frame
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import HOST, RDZVCTL, DaemonTestCase, main
 
-ROUND = 0xA4
 SHOW_MEMBERS = 256  # RDZV_STATUS_SHOW_MEMBERS
 LONG = "x" * 100
 PAGE_MAX = 256 << 10  # RDZVD_PAGE_MAX
@@ -44,10 +44,8 @@ def page_is_bounded(test, page, n):
 
 def join_body(run_id, node_id, lo=2, hi=2):
     # Long names: each job or node costs as much of the document as a peer can make it.
-    return {"run_id": run_id, "node_id": node_id, "host": "h" * 255, "nproc": 1, "node_rank": -1,
-            "min": lo, "max": hi, "last_call_ms": 100, "max_restarts": 0, "nccl": "off",
-            "nccl_ids": 1, "rank_hint": False, "heartbeat_timeout_ms": 600000,
-            "join_timeout_ms": 600000, "scale_up_now": False}
+    return authtest.join_body(run_id, node_id, hi, mn=lo, host="h" * 255, last_call_ms=100,
+                              max_restarts=0, heartbeat_timeout_ms=600000)
 
 
 class StatusLimits(DaemonTestCase):
@@ -154,7 +152,8 @@ class StatusLimits(DaemonTestCase):
             c.sendall(b"GET / HTTP/1.0\r\n\r\n")
             self.addCleanup(c.close)
             hogs.append(c)
-        time.sleep(0.5)
+        for c in hogs:  # accepted, and its answer has begun (c has 30 s)
+            self.assertTrue(c.recv(1, socket.MSG_PEEK), "closed before its answer")
         t0 = time.monotonic()
         for _ in range(3):
             with urllib.request.urlopen("http://%s:%d/metrics" % (HOST, self.mport),

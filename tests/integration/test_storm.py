@@ -86,7 +86,7 @@ class Storm(DaemonTestCase):
                  time.monotonic() - t0), flush=True)
 
     def test_two_hosts_of_1000_with_the_default_limits(self):
-        # The case: 937 of the first host's ranks were reset.
+        # The case reported: 937 of the first host's ranks were reset.
         self.storm(2, 1000, 0.1)
 
     def test_hosts_one_after_another_under_a_small_quota(self):

@@ -145,10 +145,10 @@ class TorchClient(DaemonTestCase):
 
         t = threading.Thread(target=waiter)
         t.start()
-        time.sleep(0.3)
+        time.sleep(0.3)  # the behaviour: the wait stays blocked while its keys are missing
         self.assertFalse(done.is_set())
         st.set("w1", "x")
-        time.sleep(0.2)
+        time.sleep(0.2)  # the same with one key of two set
         self.assertFalse(done.is_set())
         st.add("w2", 1)
         t.join(10)

@@ -4,14 +4,11 @@ is refused at once with a clear message (no reconnect loop); jobs under differen
 tokens can't reach each other; the generation stores take TCPStore clients only from
 --allow-store-from."""
 import os
-import sys
 import time
 
 from agenttest import AGENT, ENV_WORKER, AgentTestCase, agent_cmd, finish, main, read_envs, start
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from authtest import AUTH, ERROR, JOIN, Peer, mac, read_token, token_file  # noqa: E402
-from rdzvtest import Client  # noqa: E402
+from authtest import AUTH, ERROR, JOIN, Peer, mac, read_token, token_file
+from rdzvtest import Client
 
 # Writes the generation store's port, then waits for the test to say go.
 PORT_WORKER = ["/bin/sh", "-c", 'echo "$MASTER_PORT" > "$RDZV_TEST_OUT/port.tmp" && '

@@ -8,14 +8,11 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import rdzvtest  # noqa: E402
+import rdzvtest
 
 BUILD = rdzvtest.BUILD_ROOT
 TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
@@ -133,7 +130,7 @@ class TrainTest(rdzvtest.DaemonTestCase):
         self.assertIn("restarting", err)
 
     def test_agent_restart_resumes_from_checkpoint(self):
-        # The CI job: a fault drill at step 170, one restart, resume at 150, finish 300.
+        # The fault drill of CI: a fault drill at step 170, one restart, resume at 150, finish 300.
         ckpt = self.tmpdir()
         p = subprocess.Popen([AGENT, "--standalone", "--nproc", "2", "--max-restarts", "1",
                               "--grace", "5", "--", TRAIN, "--backend", "gloo", "--steps", "300",

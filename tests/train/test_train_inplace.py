@@ -11,13 +11,10 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import test_train as tt  # noqa: E402
+import test_train as tt
 
 STEPS = 150
 ARGS = ["--steps", str(STEPS), "--log-every", "50"]

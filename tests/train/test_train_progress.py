@@ -4,13 +4,10 @@ compute_ms M\\n" (M the step's time not blocked in its collectives) once per ste
 order, each in one write; without it, or with a bad value, training is unchanged."""
 import os
 import subprocess
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import test_train as tt  # noqa: E402
+import test_train as tt
 
 
 class ProgressTest(unittest.TestCase):

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-raft-wire.c: the checks on libraft's replica messages (proto/rdzv-raft-wire.h): every
- * message type as libraft 0.15 writes it passes, and each message of the attacks found (a
- * configuration claiming 2^62 bytes, a second leader in the receiver's term, a term of 2^64-1)
- * and each malformed field is refused, with its reason. */
+ * message type as libraft 0.15 writes it passes, and each malformed message of
+ * integration-replica-link (a configuration claiming 2^62 bytes, a second leader in the receiver's
+ * term, a term of 2^64-1) and each malformed field is refused, with its reason. */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -165,8 +165,8 @@ static void test_good_messages(void)
         ASSERT_NOT_NULL(strstr(why_, reason));                                                     \
     } while (0)
 
-/* Three attacks found on the replica link, each one message. */
-static void test_findings(void)
+/* The malformed messages that once crashed a replica, each one message. */
+static void test_malformed_messages(void)
 {
     struct rdzv_raft_view leader = {.term = 5, .leader = true, .peer = 3, .peer_member = true};
     struct msg m;
@@ -314,7 +314,7 @@ static void test_configurations(void)
 int main(void)
 {
     TEST(test_good_messages);
-    TEST(test_findings);
+    TEST(test_malformed_messages);
     TEST(test_state_rules);
     TEST(test_fields);
     TEST(test_configurations);

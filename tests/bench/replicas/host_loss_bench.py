@@ -31,7 +31,7 @@ def main():
     os.environ.setdefault("RDZV_AGENT", os.path.join(build, "agent", "rdzv-agent"))
     os.environ.setdefault("RDZVCTL", os.path.join(build, "ctl", "rdzvctl"))
     os.environ.setdefault("RDZV_TRAIN", os.path.join(build, "train", "rdzv-train"))
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "faults"))
+    sys.path[:0] = [os.path.join(HERE, "..", "..", d) for d in ("faults", "pylib")]
     import test_partition  # noqa: E402 (after the environment it reads)
 
     t0 = time.monotonic()

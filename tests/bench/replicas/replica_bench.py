@@ -24,10 +24,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "pylib"))
 
 from rdzvtest import HOST, RDZVD, die_with_parent, track  # noqa: E402
-from test_replicas import Cluster  # noqa: E402
+from replicatest import Cluster  # noqa: E402
 
 
 def note(msg):

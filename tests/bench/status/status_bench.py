@@ -27,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
 HELLO, JOIN, JOINED, ROUND, WORKER_EXIT, EVENT, READY = 0xA0, 0xA2, 0xA3, 0xA4, 0xA8, 0xA9, 0xAB
 

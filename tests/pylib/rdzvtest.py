@@ -473,6 +473,17 @@ class DaemonTestCase(unittest.TestCase):
 
 
 
+def wait_until(cond, what, timeout=T_REPLY, poll=0.05):
+    """Wait until cond() is true, or fail after timeout seconds with what: a string, or a
+    function that gives one (the logs that explain)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() >= deadline:
+            raise AssertionError("%s (waited %.0f s)" % (what() if callable(what) else what,
+                                                         timeout))
+        time.sleep(poll)
+
+
 def read_until_closed(sock, timeout=T_REPLY):
     """Everything sock receives until the peer closes it (EOF or reset); AssertionError when it
     is still open after timeout seconds."""

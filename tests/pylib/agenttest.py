@@ -6,14 +6,13 @@ import re
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
+import rdzvtest  # Daemon, process tracking
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import rdzvtest  # noqa: E402  (Daemon, process tracking)
 
 BUILD = os.environ.get("RDZV_BUILD_ROOT", os.path.join(HERE, "..", "..", "build"))
 AGENT = os.environ.get("RDZV_AGENT", os.path.join(BUILD, "agent", "rdzv-agent"))

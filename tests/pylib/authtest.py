@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# authtest.py: helpers for the authentication tests: token files, and a raw rdzv peer that does
-# the HELLO/AUTH handshake with Python's own hmac (independent of the C code under test).
+# authtest.py: a raw rdzv peer (frames, the HELLO/AUTH handshake with Python's own hmac,
+# independent of the C code under test), token files, and the bodies an agent sends (JOIN, its
+# resume), for the tests that speak the rendezvous protocol without rdzv-agent.
 import hashlib
 import hmac
 import json
@@ -14,6 +15,33 @@ import time
 from rdzvtest import HOST, T_REPLY
 
 HELLO, JOIN, JOINED, AUTH, AUTH_OK, STORE, ERROR = 0xA0, 0xA2, 0xA3, 0xAC, 0xAD, 0xAE, 0xAF
+ROUND, HEARTBEAT, WORKER_EXIT, EVENT, LEAVE, READY = 0xA4, 0xA7, 0xA8, 0xA9, 0xAA, 0xAB
+STATUS, STATUS_REPLY = 0xB0, 0xB1
+
+
+def join_body(run_id, node_id, mx=2, resume=None, *, mn=1, host=None, last_call_ms=50,
+              max_restarts=3, heartbeat_timeout_ms=60000, secret=None):
+    """The JOIN an rdzv-agent sends for node node_id of job run_id (--nnodes mn:mx, one process,
+    no NCCL id, no rank hint); resume and secret are added when given."""
+    body = {"run_id": run_id, "node_id": node_id,
+            "host": "host-" + node_id if host is None else host, "nproc": 1,
+            "node_rank": -1, "min": mn, "max": mx, "last_call_ms": last_call_ms,
+            "max_restarts": max_restarts, "nccl": "off", "nccl_ids": 1, "rank_hint": False,
+            "heartbeat_timeout_ms": heartbeat_timeout_ms, "join_timeout_ms": 600000,
+            "scale_up_now": False}
+    if resume is not None:
+        body["resume"] = resume
+    if secret:
+        body["secret"] = secret
+    return body
+
+
+def resume(generation=1, node_rank=0, nnodes=1, rank_offset=0, world_size=1, restart_count=0,
+           master_port=0):
+    """A JOIN's resume: the generation an agent says its workers run."""
+    return {"generation": generation, "node_rank": node_rank, "nnodes": nnodes,
+            "rank_offset": rank_offset, "world_size": world_size,
+            "restart_count": restart_count, "master_port": master_port, "left": False}
 
 
 def token_file(testcase, secret=None, mode=0o600):

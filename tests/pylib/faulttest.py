@@ -6,14 +6,11 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "rendezvous"))
-import agenttest  # noqa: E402
-from agenttest import AGENT, AgentTestCase, finish, start  # noqa: E402,F401
-import rdzvtest  # noqa: E402
+import agenttest
+from agenttest import AGENT, AgentTestCase, finish, start  # noqa: F401
+import rdzvtest
 
 BUILD = agenttest.BUILD
 WORKER = os.environ.get("FAULT_WORKER", os.path.join(BUILD, "tests", "faults", "fault-worker"))
@@ -42,6 +39,8 @@ class Event:
 
 
 def free_port():
+    """A free port for torchrun's own store, which needs one before it starts (rdzvd takes
+    --port 0 and says its port in its --port-file: Daemon)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
