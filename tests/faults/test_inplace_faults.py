@@ -20,7 +20,8 @@ import subprocess
 import time
 import unittest
 
-from faulttest import AGENT, BUILD, FAST, FaultTestCase, kill_quietly, main, pid_alive, rdzvtest
+from faulttest import (AGENT, BUILD, FAST, TRAIN_LAYERS, FaultTestCase, kill_quietly, main,
+                       pid_alive, rdzvtest)
 
 TRAIN = os.environ.get("RDZV_TRAIN") or os.path.join(BUILD, "train", "rdzv-train")
 
@@ -39,10 +40,6 @@ def asan_build():
 
 
 SLOW = 3 if asan_build() else 1  # waits (not the asserted bounds) scale with an ASan build
-# The model: under the sanitizers a narrower hidden layer (a quarter of the arithmetic, the same
-# paths through the trainer, the agent and rdzvd); each case compares with the same build's
-# uninterrupted run.
-LAYERS = "784,16,784" if asan_build() else "784,64,784"
 
 STARTED_RE = re.compile(r"started worker rank (\d+) \(local rank (\d+), pid (\d+)\)")
 EXITED_RE = re.compile(r"worker rank (\d+) \(local rank \d+, pid (\d+)\) "
@@ -51,7 +48,7 @@ EXITED_RE = re.compile(r"worker rank (\d+) \(local rank \d+, pid (\d+)\) "
 
 def train_cmd(ckpt):
     return [TRAIN, "--backend", "gloo", "--samples", "256", "--batch-size", "32",
-            "--layers", LAYERS, "--lr", "0.0002", "--log-every", "10",
+            "--layers", TRAIN_LAYERS, "--lr", "0.0002", "--log-every", "10",
             "--steps", str(STEPS), "--ckpt-dir", ckpt, "--ckpt-every", str(CKPT_EVERY),
             "--timeout", "30"]
 

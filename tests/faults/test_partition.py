@@ -27,7 +27,7 @@ import tempfile
 import time
 import unittest
 
-from faulttest import AGENT, BUILD, main
+from faulttest import AGENT, BUILD, TRAIN_LAYERS, main
 from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track, wait_until
 
 NET = "10.241.7."
@@ -210,7 +210,7 @@ class Partition(NetnsHosts):
         self.wait_leader(replicas)
         lead = next(i for i, (_, l) in enumerate(replicas) if "leads (term" in self.text(l))
         train = [TRAIN, "--backend", "gloo", "--samples", "288", "--batch-size", "48", "--layers",
-                 "784,64,784", "--log-every", "1", "--steps", str(steps), "--timeout", "30"]
+                 TRAIN_LAYERS, "--log-every", "1", "--steps", str(steps), "--timeout", "30"]
 
         def agent(i, name, rank=None):
             return self.spawn(self.hosts[i], name,

@@ -19,7 +19,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from faulttest import AGENT, BUILD, main
+from faulttest import AGENT, BUILD, TRAIN_LAYERS, main
 from rdzvtest import Client, s, wait_until
 from replicatest import Cluster
 
@@ -64,7 +64,7 @@ class ReplicaFaults(unittest.TestCase):
                  "--nproc", "2", "--token-file", self.token, "--heartbeat-timeout", "5",
                  "--connect-timeout", "30", "--nccl", "off", "--log-level", "info", *extra, "--",
                  *(cmd or [TRAIN, "--backend", "gloo", "--samples", "256", "--batch-size", "32",
-                           "--layers", "784,64,784", "--log-every", "10", "--steps", str(STEPS),
+                           "--layers", TRAIN_LAYERS, "--log-every", "10", "--steps", str(STEPS),
                            "--timeout", "30"])],
                 env=env, stdin=subprocess.DEVNULL, stdout=o, stderr=e, start_new_session=True)
         self.agents.append((p, out, err))
