@@ -235,6 +235,15 @@ def trial(args, kind, mode, i, window=None, measure=True):
         job.close()
 
 
+def tried(args, kind, mode, i, **kw):
+    """trial()'s figures, or None (said on stderr, left out of the medians) when it failed."""
+    try:
+        return trial(args, kind, mode, i, **kw)
+    except RuntimeError as e:
+        note(f"{kind} {mode} {i}: FAILED: {e}")
+        return None
+
+
 def parse_ts(s):
     import calendar
     base, _, frac = s.partition(".")
@@ -342,10 +351,10 @@ def main():
     if os.geteuid() != 0:
         sys.exit("straggler_bench.py: needs root (it makes CPU cgroups)")
     kinds = ("train", "torch") if args.worker == "both" else (args.worker,)
-    rows = {(k, m): [trial(args, k, m, i) for i in range(args.trials)]
+    rows = {(k, m): [r for i in range(args.trials) if (r := tried(args, k, m, i))]
             for k in kinds for m in ("report", "aside")} if args.trials else {}
-    sweep = [(w, trial(args, "train", "report", 0, window=w, measure=False)["named"])
-             for w in args.windows]
+    sweep = [(w, (tried(args, "train", "report", 0, window=w, measure=False) or
+                  {"named": float("nan")})["named"]) for w in args.windows]
     if rows:
         print_trials(args, kinds, rows)
     if sweep:
@@ -359,10 +368,11 @@ def main():
 def print_trials(args, kinds, rows):
     def med(kind, mode, key, ratio=False):
         xs = [r[key] / r["healthy"] if ratio else r[key] for r in rows[(kind, mode)]]
-        return statistics.median(xs)
+        return statistics.median(xs) if xs else float("nan")
 
     print(f"rdzv-agent --straggler-window {args.window:g} --straggler-factor {args.factor:g}, "
-          f"node b throttled to {args.quota} CPU; median of {args.trials} trials, "
+          f"node b throttled to {args.quota} CPU; median of {args.trials} trials (those that "
+          f"failed are left out: {sum(args.trials - len(r) for r in rows.values())}), "
           f"{os.cpu_count()} CPUs")
     print()
     print("| worker | --on-straggler | healthy steps/s | throttled / healthy "
