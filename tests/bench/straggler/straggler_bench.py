@@ -75,19 +75,29 @@ class Cgroup:
                 f.write("-1" if cpus is None else str(int(cpus * period)))
 
     def remove(self):
+        """Its processes (workers the agent's end is still killing) moved up, then it removed;
+        tried for up to 5 s, as a worker may still be leaving."""
         parent = os.path.dirname(self.path)
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                pids = f.read().split()
-            for pid in pids:
-                with open(os.path.join(parent, "cgroup.procs"), "w") as f:
-                    f.write(pid)
-        except OSError:
-            pass
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                with open(os.path.join(self.path, "cgroup.procs")) as f:
+                    pids = f.read().split()
+                for pid in pids:
+                    with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                        f.write(pid)
+            except OSError:
+                pass
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    note(f"{self.path} not removed")
+                    return
+                time.sleep(0.1)
 
 
 def worker_cmd(kind, ckpt_dir):
