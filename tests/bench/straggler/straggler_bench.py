@@ -284,10 +284,21 @@ def fa_worker(args):
 
 
 def workers(job, host):
-    """The pids of host's workers: its cgroup's processes other than the agent."""
-    agent = job.procs[("a", "b", "spare").index(host)].pid
+    """The pids of host's workers: its cgroup's processes running the worker's program (not
+    the agent, nor its worker reaper)."""
     with open(os.path.join(job.groups[host].path, "cgroup.procs")) as f:
-        return [int(p) for p in f.read().split() if int(p) != agent]
+        pids = [int(p) for p in f.read().split()]
+    prog = "autoencoder.py" if fa_worker(job.args) == "torch" else "rdzv-train"
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(os.path.basename(a.decode(errors="replace")) == prog for a in argv[:2]):
+            out.append(pid)
+    return out
 
 
 def false_alarms(args, factor):
