@@ -229,15 +229,16 @@ def trial(args, kind, mode, i, window=None, measure=True):
         elif mode == "report":
             res["throttled"] = job.rate(args.measure)
         else:
-            deadline = time.monotonic() + 60
-            first = 0
-            while not first and time.monotonic() < deadline:
-                rec = job.status().get("timeline", {}).get("recoveries", {}).get("list", [])
-                first = rec[-1]["first_step"] if rec and rec[-1]["kind"] == "straggler" else 0
-                time.sleep(0.5)
-            if not first:
-                raise RuntimeError("no first step after the straggler was put aside")
-            res["replaced"] = first - t0
+            # Trained again: rank 0 (a survivor) two steps past its step when b was named (a
+            # rank kept in place may finish the step it was in; the next needs the spare's).
+            # Not the recovery's first_step point: a survivor's step of that kind stamps it.
+            s0, deadline, r = job.wait_rank0()[1], time.monotonic() + 120, None
+            while time.monotonic() < deadline and not (r and r[1] >= s0 + 2):
+                time.sleep(0.2)
+                r = job.rank0()
+            if not (r and r[1] >= s0 + 2):
+                raise RuntimeError("no training after the straggler was put aside")
+            res["replaced"] = r[0] - t0
             res["after"] = job.rate(args.measure)
         note(f"{kind} {mode} {i}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
         return res
@@ -356,6 +357,8 @@ def main():
     ap.add_argument("--healthy", type=float, default=15)
     ap.add_argument("--measure", type=float, default=15)
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--modes", type=lambda v: v.split(","), default=["report", "aside"],
+                    metavar="report,aside", help="the --on-straggler modes tried")
     ap.add_argument("--windows", type=floats, default=[], metavar="W,W,...",
                     help="throttle to named, one report trial (rdzv-train) at each window")
     ap.add_argument("--false-alarm", type=float, default=0, metavar="SECONDS")
@@ -373,7 +376,7 @@ def main():
         sys.exit("straggler_bench.py: needs root (it makes CPU cgroups)")
     kinds = ("train", "torch") if args.worker == "both" else (args.worker,)
     rows = {(k, m): [r for i in range(args.trials) if (r := tried(args, k, m, i))]
-            for k in kinds for m in ("report", "aside")} if args.trials else {}
+            for k in kinds for m in args.modes} if args.trials else {}
     sweep = [(w, (tried(args, "train", "report", 0, window=w, measure=False) or
                   {"named": float("nan")})["named"]) for w in args.windows]
     if rows:
@@ -400,6 +403,11 @@ def print_trials(args, kinds, rows):
           "| after aside / healthy | throttle to named | throttle to first step on the spare |")
     print("|---|---|---|---|---|---|---|")
     for k in kinds:
+        if (k, "report") not in rows:
+            print(f"| {k} | aside | {med(k, 'aside', 'healthy'):.2f} | - | "
+                  f"{med(k, 'aside', 'after', True):.2f} | {med(k, 'aside', 'named'):.1f} s | "
+                  f"{med(k, 'aside', 'replaced'):.1f} s |")
+            continue
         print(f"| {k} | report | {med(k, 'report', 'healthy'):.2f} | "
               f"{med(k, 'report', 'throttled', True):.2f} | - | "
               f"{med(k, 'report', 'named'):.1f} s | - |")
