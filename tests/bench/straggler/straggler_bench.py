@@ -16,8 +16,8 @@ its log:
   after:      with --on-straggler aside, over --measure seconds from the first step of the
               generation that took the spare in;
   named:      seconds from the throttle to rdzvd's "is a straggler" line (target: <= window + 5);
-  replaced:   seconds from the throttle to that generation's first step (its recovery's
-              first_step point);
+  replaced:   seconds from the throttle to rank 0's second step past its step at the verdict
+              (training again, with the spare);
 each the median of --trials trials, steps per second as a ratio to the same trial's healthy
 rate; --worker both runs the rdzv-train trials, then the torch ones, into one table. --windows
 W,W,... adds one rdzv-train report trial per window (throttle to named only). --false-alarm
@@ -400,7 +400,7 @@ def print_trials(args, kinds, rows):
           f"{os.cpu_count()} CPUs")
     print()
     print("| worker | --on-straggler | healthy steps/s | throttled / healthy "
-          "| after aside / healthy | throttle to named | throttle to first step on the spare |")
+          "| after aside / healthy | throttle to named | throttle to training on the spare |")
     print("|---|---|---|---|---|---|---|")
     for k in kinds:
         if (k, "report") not in rows:
