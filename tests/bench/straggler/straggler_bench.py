@@ -3,9 +3,10 @@
 """A real slowdown, found and replaced: straggler_bench.py BUILD_DIR [options].
 
 Each trial is a fresh job on this machine: rdzvd, then three rdzv-agents (hosts a, b, spare;
---nnodes 2 --nproc 2 --nccl off --recovery inplace --straggler-window W), a and b forming
-generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or with --worker torch
-examples/autoencoder.py through rdzv.torch (DDP). Each agent runs in its own CPU cgroup (v2
+--nnodes 2 --nproc 2 --nccl off --recovery inplace --straggler-window W --straggler-factor F),
+a and b forming generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or
+with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples 1024 --batch 256,
+so that a step is mostly compute). Each agent runs in its own CPU cgroup (v2
 cpu.max, else v1 cpu.cfs_quota_us), made and removed by this script (root only), which its
 workers inherit. After --healthy seconds of training, node b's cgroup is throttled for real to
 --quota of one CPU. Figures, from rdzvd's /status.json (rank 0's step, sampled each second) and
@@ -15,15 +16,21 @@ its log:
   after:      with --on-straggler aside, over --measure seconds from the first step of the
               generation that took the spare in;
   named:      seconds from the throttle to rdzvd's "is a straggler" line (target: <= window + 5);
-  replaced:   seconds from the throttle to that generation's first step (its recovery's
-              first_step point);
+  replaced:   seconds from the throttle to rank 0's second step past its step at the verdict
+              (training again, with the spare);
 each the median of --trials trials, steps per second as a ratio to the same trial's healthy
-rate. --false-alarm SECONDS runs one healthy job that long with noise (a checkpoint every 50
-steps; every node throttled together for 10 s in each minute, as a shared filesystem slows all)
+rate; --worker both runs the rdzv-train trials, then the torch ones, into one table. --windows
+W,W,... adds one rdzv-train report trial per window (throttle to named only). --false-alarm
+SECONDS runs one healthy job that long (at each of --factors F,F,..., else at --factor) with
+noise: a checkpoint every 50 steps; every node throttled together for 10 s in each minute (a
+shared filesystem slowing all); every --hiccup-every seconds one worker of node a or b stopped
+(SIGSTOP) for --hiccup seconds, a data loader's hiccup; every --restart-every seconds a worker
+of node a killed, so that the in-place recovery's new generation starts with its first steps;
 and counts "is a straggler" lines (target 0). Progress on stderr, a markdown table on stdout."""
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -68,25 +75,36 @@ class Cgroup:
                 f.write("-1" if cpus is None else str(int(cpus * period)))
 
     def remove(self):
+        """Its processes (workers the agent's end is still killing) moved up, then it removed;
+        tried for up to 5 s, as a worker may still be leaving."""
         parent = os.path.dirname(self.path)
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                pids = f.read().split()
-            for pid in pids:
-                with open(os.path.join(parent, "cgroup.procs"), "w") as f:
-                    f.write(pid)
-        except OSError:
-            pass
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                with open(os.path.join(self.path, "cgroup.procs")) as f:
+                    pids = f.read().split()
+                for pid in pids:
+                    with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                        f.write(pid)
+            except OSError:
+                pass
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    note(f"{self.path} not removed")
+                    return
+                time.sleep(0.1)
 
 
 def worker_cmd(kind, ckpt_dir):
     if kind == "torch":
         return ["/usr/bin/python3", os.path.join(ROOT, "examples", "autoencoder.py"),
-                "--steps", "100000000", "--log-every", "100000000"] + \
+                "--steps", "100000000", "--log-every", "100000000", "--samples", "1024",
+                "--batch", "256"] + \
                (["--ckpt-dir", ckpt_dir, "--ckpt-every", "50"] if ckpt_dir else [])
     return [os.path.join(BUILD, "train", "rdzv-train"), "--backend", "gloo", "--steps",
             "100000000", "--log-every", "100000000", "--layers", "784,256,256,784",
@@ -95,7 +113,7 @@ def worker_cmd(kind, ckpt_dir):
 
 
 class Job:
-    def __init__(self, args, mode, tag, noise=False):
+    def __init__(self, args, mode, tag, noise=False, factor=None, worker=None, window=None):
         self.args, self.dir = args, tempfile.mkdtemp(prefix=f"rdzv-straggler-{tag}-")
         self.procs, self.groups = [], {}
         port_file, mport_file = os.path.join(self.dir, "port"), os.path.join(self.dir, "mport")
@@ -115,9 +133,10 @@ class Job:
             cmd = [os.path.join(BUILD, "agent", "rdzv-agent"), "--endpoint",
                    f"127.0.0.1:{self.port}", "--rdzv-id", "bench", "--nnodes", "2",
                    "--nproc", "2", "--host", host, "--nccl", "off", "--recovery", "inplace",
-                   "--max-restarts", "3", "--heartbeat-timeout", "2", "--last-call", "0.5",
-                   "--straggler-window", str(args.window), "--on-straggler", mode, "--",
-                   *worker_cmd(args.worker, ckpt)]
+                   "--max-restarts", "100", "--heartbeat-timeout", "2", "--last-call", "0.5",
+                   "--straggler-window", f"{window or args.window:g}",
+                   "--straggler-factor", f"{factor or args.factor:g}", "--on-straggler", mode,
+                   "--", *worker_cmd(worker or "train", ckpt)]
             out = open(os.path.join(self.dir, f"agent-{host}.log"), "w")
             p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True, cwd=self.dir)
@@ -188,8 +207,11 @@ def wait_int(path, timeout=10):
     raise RuntimeError(f"{path} not written")
 
 
-def trial(args, mode, i):
-    job = Job(args, mode, f"{mode}{i}")
+def trial(args, kind, mode, i, window=None, measure=True):
+    """One trial: kind's workers, --on-straggler mode; measure: the rates after, not only
+    the times."""
+    window = window or args.window
+    job = Job(args, mode, f"{kind}-{mode}{i}", worker=kind, window=window)
     try:
         job.wait_log(r"generation 1 formed", 60)
         job.wait_rank0()
@@ -197,28 +219,40 @@ def trial(args, mode, i):
         res = {"healthy": job.rate(args.healthy)}
         t0 = time.time()
         job.groups["b"].quota(args.quota)
-        note(f"{mode} {i}: healthy {res['healthy']:.2f} steps/s; node b throttled to "
+        note(f"{kind} {mode} {i}: healthy {res['healthy']:.2f} steps/s; node b throttled to "
              f"{args.quota} CPU")
         m = job.wait_log(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z? \S+ job=bench .*node=b \(node id [^)]*\) "
-                         r"is a straggler", args.window + 60)
+                         r"is a straggler", window + 60)
         res["named"] = parse_ts(m.group(1)) - t0
-        if mode == "report":
+        if not measure:
+            pass
+        elif mode == "report":
             res["throttled"] = job.rate(args.measure)
         else:
-            deadline = time.monotonic() + 60
-            first = 0
-            while not first and time.monotonic() < deadline:
-                rec = job.status().get("timeline", {}).get("recoveries", {}).get("list", [])
-                first = rec[-1]["first_step"] if rec and rec[-1]["kind"] == "straggler" else 0
-                time.sleep(0.5)
-            if not first:
-                raise RuntimeError("no first step after the straggler was put aside")
-            res["replaced"] = first - t0
+            # Trained again: rank 0 (a survivor) two steps past its step when b was named (a
+            # rank kept in place may finish the step it was in; the next needs the spare's).
+            # Not the recovery's first_step point: a survivor's step of that kind stamps it.
+            s0, deadline, r = job.wait_rank0()[1], time.monotonic() + 120, None
+            while time.monotonic() < deadline and not (r and r[1] >= s0 + 2):
+                time.sleep(0.2)
+                r = job.rank0()
+            if not (r and r[1] >= s0 + 2):
+                raise RuntimeError("no training after the straggler was put aside")
+            res["replaced"] = r[0] - t0
             res["after"] = job.rate(args.measure)
-        note(f"{mode} {i}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
+        note(f"{kind} {mode} {i}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
         return res
     finally:
         job.close()
+
+
+def tried(args, kind, mode, i, **kw):
+    """trial()'s figures, or None (said on stderr, left out of the medians) when it failed."""
+    try:
+        return trial(args, kind, mode, i, **kw)
+    except RuntimeError as e:
+        note(f"{kind} {mode} {i}: FAILED: {e}")
+        return None
 
 
 def parse_ts(s):
@@ -227,27 +261,87 @@ def parse_ts(s):
     return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
 
 
-def false_alarms(args):
-    job = Job(args, "report", "noise", noise=True)
+def noise_events(seconds, hiccup_every, restart_every):
+    """(time, what) in order: every node slowed together 10 s a minute (from 50 s), a worker of
+    node a or b stopped for one step (a data loader's hiccup) every hiccup_every s, a worker of
+    node a killed every restart_every s (an in-place recovery: a new generation's first steps)."""
+    ev = [(t, "slow") for t in range(50, int(seconds), 60)]
+    ev += [(t + 10, "fast") for t, _ in list(ev)]
+    if hiccup_every > 0:
+        ev += [(t, "hiccup") for t in frange(hiccup_every / 2, seconds, hiccup_every)]
+    if restart_every > 0:
+        ev += [(t, "restart") for t in frange(restart_every, seconds - 30, restart_every)]
+    return sorted(ev)
+
+
+def frange(start, stop, step):
+    while start < stop:
+        yield start
+        start += step
+
+
+def fa_worker(args):
+    return "torch" if args.worker == "torch" else "train"
+
+
+def workers(job, host):
+    """The pids of host's workers: its cgroup's processes running the worker's program (not
+    the agent, nor its worker reaper)."""
+    with open(os.path.join(job.groups[host].path, "cgroup.procs")) as f:
+        pids = [int(p) for p in f.read().split()]
+    prog = "autoencoder.py" if fa_worker(job.args) == "torch" else "rdzv-train"
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(os.path.basename(a.decode(errors="replace")) == prog for a in argv[:2]):
+            out.append(pid)
+    return out
+
+
+def false_alarms(args, factor):
+    job = Job(args, "report", f"noise{factor:g}".replace(".", "_"), noise=True, factor=factor,
+              worker=fa_worker(args))
+    rng, counts = random.Random(factor), {"hiccup": 0, "restart": 0}
     try:
         job.wait_log(r"generation 1 formed", 60)
         job.wait_rank0()
-        end = time.monotonic() + args.false_alarm
-        while time.monotonic() < end:
-            time.sleep(min(50, max(0, end - time.monotonic())))
-            if time.monotonic() >= end:
-                break
-            for g in ("a", "b"):  # every node slows together
-                job.groups[g].quota(args.quota)
-            time.sleep(10)
-            for g in ("a", "b"):
-                job.groups[g].quota(None)
+        t0 = time.monotonic()
+        for at, what in noise_events(args.false_alarm, args.hiccup_every, args.restart_every):
+            time.sleep(max(0, t0 + at - time.monotonic()))
+            if what in ("slow", "fast"):  # every node slows together
+                for g in ("a", "b"):
+                    job.groups[g].quota(args.quota if what == "slow" else None)
+                continue
+            pids = workers(job, "a" if what == "restart" else rng.choice("ab"))
+            if not pids:
+                continue
+            pid = rng.choice(pids)
+            try:
+                if what == "restart":
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGSTOP)
+                    time.sleep(args.hiccup)
+                    os.kill(pid, signal.SIGCONT)
+                counts[what] += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(max(0, t0 + args.false_alarm - time.monotonic()))
         n = len(re.findall(r"is a straggler", job.rdzvd_log()))
         job_st = job.status()
         r0 = job.rank0()
-        return n, (r0[1] if r0 else None), job_st["generation"], job_st["restart_count"]
+        return {"alarms": n, "step": r0[1] if r0 else None, "generation": job_st["generation"],
+                "restarts": job_st["restart_count"], **counts}
     finally:
         job.close()
+
+
+def floats(s):
+    return [float(x) for x in s.split(",") if x]
 
 
 def main():
@@ -255,53 +349,83 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--worker", choices=("train", "torch"), default="train")
+    ap.add_argument("--worker", choices=("train", "torch", "both"), default="train",
+                    help="both: the rdzv-train trials, then the torch ones, in one table")
     ap.add_argument("--window", type=float, default=10)
+    ap.add_argument("--factor", type=float, default=1.3, help="--straggler-factor (1.3)")
     ap.add_argument("--quota", type=float, default=0.25, help="CPUs node b keeps (default 0.25)")
     ap.add_argument("--healthy", type=float, default=15)
     ap.add_argument("--measure", type=float, default=15)
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--modes", type=lambda v: v.split(","), default=["report", "aside"],
+                    metavar="report,aside", help="the --on-straggler modes tried")
+    ap.add_argument("--windows", type=floats, default=[], metavar="W,W,...",
+                    help="throttle to named, one report trial (rdzv-train) at each window")
     ap.add_argument("--false-alarm", type=float, default=0, metavar="SECONDS")
+    ap.add_argument("--factors", type=floats, default=[], metavar="F,F,...",
+                    help="one --false-alarm run at each factor (default: --factor's)")
+    ap.add_argument("--hiccup-every", type=float, default=20, metavar="SECONDS",
+                    help="in the noise, a worker of node a or b stopped for --hiccup seconds")
+    ap.add_argument("--hiccup", type=float, default=1.0, metavar="SECONDS")
+    ap.add_argument("--restart-every", type=float, default=200, metavar="SECONDS",
+                    help="in the noise, a worker of node a killed (in-place recovery)")
     ap.add_argument("--keep", action="store_true", help="keep each trial's directory")
     args = ap.parse_args()
     BUILD = os.path.abspath(args.build)
     if os.geteuid() != 0:
         sys.exit("straggler_bench.py: needs root (it makes CPU cgroups)")
-    rows = {}
-    for mode in ("report", "aside"):
-        rows[mode] = [trial(args, mode, i) for i in range(args.trials)]
-    if args.trials == 0:
-        rows = None
-
-    def med(mode, key, ratio=False):
-        xs = [r[key] / r["healthy"] if ratio else r[key] for r in rows[mode]]
-        return statistics.median(xs)
-
-    if rows is None:
+    kinds = ("train", "torch") if args.worker == "both" else (args.worker,)
+    rows = {(k, m): [r for i in range(args.trials) if (r := tried(args, k, m, i))]
+            for k in kinds for m in args.modes} if args.trials else {}
+    sweep = [(w, (tried(args, "train", "report", 0, window=w, measure=False) or
+                  {"named": float("nan")})["named"]) for w in args.windows]
+    if rows:
+        print_trials(args, kinds, rows)
+    if sweep:
+        print()
+        print(f"Throttle to named (rdzv-train, factor {args.factor:g}, one trial each): " +
+              ", ".join(f"window {w:g} s: {t:.1f} s" for w, t in sweep))
+    if args.false_alarm:
         print_false_alarms(args)
-        return
-    print(f"rdzv-agent --straggler-window {args.window:g} (factor 1.3), worker {args.worker}, "
-          f"node b throttled to {args.quota} CPU; median of {args.trials} trials, "
+
+
+def print_trials(args, kinds, rows):
+    def med(kind, mode, key, ratio=False):
+        xs = [r[key] / r["healthy"] if ratio else r[key] for r in rows[(kind, mode)]]
+        return statistics.median(xs) if xs else float("nan")
+
+    print(f"rdzv-agent --straggler-window {args.window:g} --straggler-factor {args.factor:g}, "
+          f"node b throttled to {args.quota} CPU; median of {args.trials} trials (those that "
+          f"failed are left out: {sum(args.trials - len(r) for r in rows.values())}), "
           f"{os.cpu_count()} CPUs")
     print()
-    print("| --on-straggler | healthy steps/s | throttled / healthy | after aside / healthy "
-          "| throttle to named | throttle to first step on the spare |")
-    print("|---|---|---|---|---|---|")
-    print(f"| report | {med('report', 'healthy'):.2f} | {med('report', 'throttled', True):.2f} | "
-          f"- | {med('report', 'named'):.1f} s | - |")
-    print(f"| aside | {med('aside', 'healthy'):.2f} | - | {med('aside', 'after', True):.2f} | "
-          f"{med('aside', 'named'):.1f} s | {med('aside', 'replaced'):.1f} s |")
-    print_false_alarms(args)
+    print("| worker | --on-straggler | healthy steps/s | throttled / healthy "
+          "| after aside / healthy | throttle to named | throttle to training on the spare |")
+    print("|---|---|---|---|---|---|---|")
+    for k in kinds:
+        if (k, "report") not in rows:
+            print(f"| {k} | aside | {med(k, 'aside', 'healthy'):.2f} | - | "
+                  f"{med(k, 'aside', 'after', True):.2f} | {med(k, 'aside', 'named'):.1f} s | "
+                  f"{med(k, 'aside', 'replaced'):.1f} s |")
+            continue
+        print(f"| {k} | report | {med(k, 'report', 'healthy'):.2f} | "
+              f"{med(k, 'report', 'throttled', True):.2f} | - | "
+              f"{med(k, 'report', 'named'):.1f} s | - |")
+        print(f"| {k} | aside | {med(k, 'aside', 'healthy'):.2f} | - | "
+              f"{med(k, 'aside', 'after', True):.2f} | {med(k, 'aside', 'named'):.1f} s | "
+              f"{med(k, 'aside', 'replaced'):.1f} s |")
 
 
 def print_false_alarms(args):
-    if not args.false_alarm:
-        return
-    n, steps, gen, restarts = false_alarms(args)
-    print()
-    print(f"False alarms in {args.false_alarm:g} s of a healthy job (checkpoints every 50 "
-          f"steps, every node throttled together to {args.quota} CPU 10 s a minute): {n} "
-          f"(rank 0 at step {steps}, generation {gen}, {restarts} restarts)")
+    for factor in args.factors or [args.factor]:
+        r = false_alarms(args, factor)
+        print()
+        print(f"False alarms in {args.false_alarm:g} s of a healthy job ({fa_worker(args)}, window "
+              f"{args.window:g} s, factor {factor:g}; checkpoints every 50 steps, every node "
+              f"throttled together to {args.quota} CPU 10 s a minute, {r['hiccup']} hiccups "
+              f"of {args.hiccup:g} s, {r['restart']} workers killed): {r['alarms']} (rank 0 "
+              f"at step {r['step']}, generation {r['generation']}, {r['restarts']} restarts)")
+        note(f"factor {factor:g}: {r}")
 
 
 if __name__ == "__main__":
