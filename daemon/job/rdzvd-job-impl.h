@@ -95,6 +95,9 @@ struct rdzvd_member {
     uint64_t slow_since_ms;
     bool straggler, straggler_kept; /* kept: not put aside, said once */
     uint64_t scored_gen;
+    /* The recovery under way that began at rec_since (the timeline's point before the first
+     * step): this node's earliest step after it (0: none yet), rdzvd-job-progress.c. */
+    double rec_since, rec_first;
 };
 
 struct rdzvd_job {

@@ -58,6 +58,34 @@ bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_ra
            local_rank < m->join.nproc && m->progress[local_rank].set;
 }
 
+/* A recovery's last point: the job's first step after the new generation's ranks went out,
+ * when every node of it has made one (the latest of their first steps). Not the first report
+ * of any rank: one kept in place finishes the step it was in (or reports its steps from
+ * before) while a spare's workers still start, and none steps again before they do. */
+static void recovery_first_step(struct rdzvd_member *m, double first)
+{
+    struct rdzvd_job *j = m->job;
+    double since = rdzvd_timeline_recovery_since(&j->timeline), last = 0;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    if (m->rec_since != since) {
+        m->rec_since = since;
+        m->rec_first = 0;
+    }
+    if (!m->rec_first || first < m->rec_first)
+        m->rec_first = first;
+    for_each_member(j, o, pos, tmp) {
+        if (o->node_rank < 0)
+            continue;
+        if (o->rec_since != since || !o->rec_first)
+            return; /* a node of the generation has not stepped yet */
+        if (o->rec_first > last)
+            last = o->rec_first;
+    }
+    rdzvd_job_recovery_point(j, RDZV_RECOVERY_FIRST_STEP, last);
+}
+
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
     struct rdzvd_job *j = m->job;
@@ -114,10 +142,8 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
             rdzvd_timeline_step(&m->job->timeline, rdzv_wall_s() - (double)p->age_ms / 1000,
                                 p->step);
     }
-    /* A recovery's last point: the first step made after the new generation's ranks went out
-     * (a rank kept in place may report its steps from before). */
     if (first > 0 && j->state == JOB_RUNNING)
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_FIRST_STEP, first);
+        recovery_first_step(m, first);
 }
 
 /* The member's progress entries that belong in the status: of the job's generation. */

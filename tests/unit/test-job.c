@@ -679,6 +679,56 @@ static void test_progress_in_status(void)
     env_done(&e);
 }
 
+/* A recovery's first step is the job's: reached when every node of the new generation has
+ * reported a step since its ranks went out, not at the first report of any one node (a rank
+ * kept in place finishes its step while the others' workers still start). */
+static void test_recovery_first_step_waits_for_every_node(void)
+{
+    struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    const struct rdzv_status_recovery *rc;
+    const struct rdzv_status_job *j;
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    struct env e;
+    double first;
+
+    ASSERT_NOT_NULL(hb);
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 2, 2, 1);
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    worker_exit(&f[0], &w);
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 2);
+    usleep(20 * 1000);
+    *hb = (struct rdzv_heartbeat){.generation = 2, .n_progress = 1};
+    hb->progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1, .age_ms = 0};
+    rdzvd_member_progress(f[0].m, hb);
+    j = status_of(&e, &st);
+    ASSERT_NOT_NULL(j->timeline);
+    ASSERT_EQ(j->timeline->n_recoveries, 1);
+    rc = &j->timeline->recoveries[0];
+    ASSERT_TRUE(rc->t[RDZV_RECOVERY_SENT] > 0);
+    ASSERT_TRUE(rc->t[RDZV_RECOVERY_FIRST_STEP] == 0); /* one node of two has stepped */
+    rdzv_status_free(&st);
+    usleep(50 * 1000);
+    rdzvd_member_progress(f[0].m, hb); /* again: still one node */
+    j = status_of(&e, &st);
+    ASSERT_TRUE(j->timeline->recoveries[0].t[RDZV_RECOVERY_FIRST_STEP] == 0);
+    rdzv_status_free(&st);
+    rdzvd_member_progress(f[1].m, hb);
+    j = status_of(&e, &st);
+    rc = &j->timeline->recoveries[0];
+    first = rc->t[RDZV_RECOVERY_FIRST_STEP];
+    /* The later node's step, 50 ms after the first node's */
+    ASSERT_TRUE(first - rc->t[RDZV_RECOVERY_SENT] >= 0.065);
+    rdzv_status_free(&st);
+    free(hb);
+    env_done(&e);
+}
+
 /* The job's steps per second from rank 0's progress, fed directly as HEARTBEATs: a
  * 100,000-step job at 10 steps/s (10,000 s, its reports' ages making the times) keeps at most
  * RDZV_STATUS_RATES samples at every point, allocates nothing per report (the heap in use is the
@@ -768,6 +818,7 @@ int main(void)
     TEST(test_stall_in_grace_spare_read_first);
     TEST(test_stall_in_grace_no_spare);
     TEST(test_progress_in_status);
+    TEST(test_recovery_first_step_waits_for_every_node);
     TEST(test_timeline_of_a_long_job);
     return tap_done();
 }
