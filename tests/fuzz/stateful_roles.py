@@ -249,7 +249,8 @@ class Roles:
             a.close()
 
     def stranger(self):
-        """The agents' token asks for the operator's messages: refused, saying whose they are."""
+        """The agents' token asks for the operator's messages: refused as denied, saying whose
+        they are."""
         run = self.rng.choice(["honest", "other"])
         if self.rng.random() < 0.5:
             reply = self.one_shot(RELEASE, {"run_id": run, "node": self.rng.choice(HONEST)})
@@ -260,7 +261,8 @@ class Roles:
         if reply is None:
             return  # the connection failed (a restart under way): nothing was asked
         op, body = reply
-        if op != want or "the operator's" not in body.get("error", "") or \
+        if op != want or body.get("denied") is not True or \
+                "only the operator" not in body.get("error", "") or \
                 body.get("cancelled") or body.get("released"):
             raise Violation("the agents' token got %r %r" % (op, body))
 
