@@ -165,6 +165,11 @@ for b in sys.argv[5:]:
             skipped += 1
         else:
             failed += 1
+            # CI keeps only the end of what the suite printed: the failed test's own last
+            # lines go here, beside its name.
+            tail = ((t.get("stdout") or "") + (t.get("stderr") or "")).splitlines()[-40:]
+            print(f"--- the last {len(tail)} lines of [{b}] {t['name']}")
+            print("\n".join(line[:300] for line in tail))
             print(f"FAILED [{b}] {t['name']}: {res}")
 failed += build_failed
 print(f"run-suite.sh took {took // 60} min {took % 60} s")

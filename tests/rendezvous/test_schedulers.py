@@ -207,7 +207,11 @@ class TestSlurm(AgentTestCase):
         rc, _, err = finish(p, timeout=180)
         self.assertEqual(err.count("rdzv-agent: job %s cancelled (exit code 143)" % job), 2,
                          err[-3000:])
-        self.assertNotIn("failed", err.split("cancelled (exit code 143)")[-1])
+        # What the agents said after the job was cancelled (srun's own lines may say "failed",
+        # e.g. a step message that timed out on a loaded machine).
+        after = err.split("cancelled (exit code 143)")[-1]
+        self.assertNotIn("failed", "\n".join(l for l in after.splitlines() if "rdzv-agent" in l),
+                         after[-3000:])
         for pid in pids:
             self.assertFalse(os.path.exists("/proc/%d" % pid), "worker %d outlived its job" % pid)
         st = subprocess.run([os.environ.get("RDZVCTL", "rdzvctl"), "-e", ep, "status", "--json"],
