@@ -396,6 +396,16 @@ static inline void jt_state_dir_done(int fd, const char *path)
     ASSERT_EQ(system(cmd), 0);
 }
 
+/* The status of e's one job: *st filled (rdzv_status_free it), its job returned. */
+static inline const struct rdzv_status_job *status_of(struct env *e, struct rdzv_status *st)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, st));
+    ASSERT_EQ(st->n_jobs, 1);
+    return &st->jobs[0];
+}
+
 static inline void join_n(struct env *e, struct fake *f, int n, struct rdzv_join jn)
 {
     for (int i = 0; i < n; i++) {

@@ -619,16 +619,6 @@ static void test_stall_in_grace_no_spare(void)
     env_done(&e);
 }
 
-/* The job's ranks in the status: *st filled, its one job's ranks returned. */
-static const struct rdzv_status_job *status_of(struct env *e, struct rdzv_status *st)
-{
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
-
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, st));
-    ASSERT_EQ(st->n_jobs, 1);
-    return &st->jobs[0];
-}
-
 /* HEARTBEAT progress: kept per rank of the generation (rank_offset + local rank), aged on
  * rdzvd's clock between heartbeats; stale generations and local ranks >= nproc ignored; a new
  * generation starts with none. */
