@@ -371,6 +371,15 @@ bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_ra
  * its window), or -1 when none said one (full: unless every rank's window is full: the first
  * steps of a generation are not scored). */
 int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m, bool full);
+/* Since when m has been slow, on rdzv_now_ms()'s clock: of its ranks whose median is at or above
+ * threshold_ms, the earliest report of their last run of samples at or above it (the oldest
+ * sample kept when the whole window is slow). A median moves only once half its window is slow,
+ * some steps after the node slowed: the window of --straggler-window counts from the first slow
+ * step reported, not from the median's move. now when no rank is slow at its last sample. */
+uint64_t rdzvd_member_slow_since_ms(const struct rdzvd_member *m, double threshold_ms,
+                                    uint64_t now);
+/* The slowest of m's ranks' last samples (ms) in the job's generation, or -1 when none. */
+int64_t rdzvd_member_last_compute_ms(const struct rdzvd_member *m);
 
 
 /* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */

@@ -23,6 +23,7 @@ struct rdzvd_rank_progress {
     int64_t timeout_ms;  /* its agent's progress timeout for it; 0: none */
     /* Its last steps' compute times (ms), one per new step reported with one: a ring of n. */
     uint32_t compute[RDZVD_COMPUTE_WINDOW];
+    uint64_t compute_at[RDZVD_COMPUTE_WINDOW]; /* when each was reported, as at_ms */
     unsigned n_compute, compute_pos;
     int64_t compute_step; /* the step of the last sample */
 };
@@ -121,8 +122,10 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         if (p->local_rank >= m->join.nproc)
             continue;
         e = &m->progress[p->local_rank];
+        e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
         if (p->has_compute && (e->n_compute == 0 || p->step != e->compute_step)) {
             e->compute[e->compute_pos] = (uint32_t)p->compute_ms;
+            e->compute_at[e->compute_pos] = e->at_ms;
             e->compute_pos = (e->compute_pos + 1) % RDZVD_COMPUTE_WINDOW;
             if (e->n_compute < RDZVD_COMPUTE_WINDOW)
                 e->n_compute++;
@@ -131,7 +134,6 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
         e->set = true;
         e->step = p->step;
         e->timeout_ms = p->timeout_ms;
-        e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
         if (j->timeline.recovering) {
             double at = wall - (double)p->age_ms / 1000;
 
@@ -166,6 +168,49 @@ int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m, bool full)
             return -1;
         if (c > worst)
             worst = c;
+    }
+    return worst;
+}
+
+uint64_t rdzvd_member_slow_since_ms(const struct rdzvd_member *m, double threshold_ms, uint64_t now)
+{
+    uint64_t since = now;
+
+    if (!member_progress_current(m))
+        return now;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        const struct rdzvd_rank_progress *e = &m->progress[i];
+        uint64_t start = now;
+
+        if (!e->set || e->n_compute == 0 || (double)compute_median(e) < threshold_ms)
+            continue;
+        /* Newest to oldest (the ring's last write is just before compute_pos), back to the
+         * first slow report of the run: the node was slow by then, never counted earlier. */
+        for (unsigned k = 1; k <= e->n_compute; k++) {
+            unsigned at = (e->compute_pos + RDZVD_COMPUTE_WINDOW - k) % RDZVD_COMPUTE_WINDOW;
+
+            if ((double)e->compute[at] < threshold_ms)
+                break;
+            start = e->compute_at[at];
+        }
+        if (start < since)
+            since = start;
+    }
+    return since;
+}
+
+int64_t rdzvd_member_last_compute_ms(const struct rdzvd_member *m)
+{
+    int64_t worst = -1;
+
+    if (!member_progress_current(m))
+        return -1;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        const struct rdzvd_rank_progress *e = &m->progress[i];
+        unsigned last = (e->compute_pos + RDZVD_COMPUTE_WINDOW - 1) % RDZVD_COMPUTE_WINDOW;
+
+        if (e->set && e->n_compute && (int64_t)e->compute[last] > worst)
+            worst = e->compute[last];
     }
     return worst;
 }

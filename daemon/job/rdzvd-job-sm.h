@@ -170,7 +170,8 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason);
 /* m reported its ranks' progress (after rdzvd_member_progress): score it against the job's
  * median (made again at most every RDZVD_STRAGGLER_MEDIAN_MS), call it a straggler once it
- * stayed at or above the job's factor for its window, and with --on-straggler aside put it
+ * stayed at or above the job's factor for its window (counted from its first slow step, unless
+ * at least half the others are as slow at their last step), and with --on-straggler aside put it
  * aside when the job can do without it (m is then gone: call it last). Nothing when the job
  * scores nobody (rdzvd-job-straggler.c). */
 void rdzvd_member_straggler_check(struct rdzvd_member *m);

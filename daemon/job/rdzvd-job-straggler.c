@@ -51,6 +51,25 @@ static int64_t job_median(struct rdzvd_job *j)
     return med;
 }
 
+/* Whether at least half of the job's other nodes in the generation are at threshold_ms too at
+ * their last step: every node slowing together (a shared filesystem), their medians turning
+ * some steps apart, m's first. */
+static bool others_slow_too(struct rdzvd_job *j, const struct rdzvd_member *m, double threshold_ms)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+    int64_t n = 0, slow = 0, c;
+
+    for_each_member(j, o, pos, tmp)
+    {
+        if (o == m || o->node_rank < 0 || (c = rdzvd_member_last_compute_ms(o)) < 0)
+            continue;
+        n++;
+        slow += (double)c >= threshold_ms;
+    }
+    return n > 0 && 2 * slow >= n;
+}
+
 /* A spare waiting to take a place: a connected member outside the generation. */
 static bool spare_waiting(struct rdzvd_job *j)
 {
@@ -116,8 +135,15 @@ void rdzvd_member_straggler_check(struct rdzvd_member *m)
         m->slow_since_ms = 0;
         return;
     }
-    if (!m->slow_since_ms)
-        m->slow_since_ms = now;
+    if (!m->slow_since_ms) {
+        /* From the slowing, not from the median's move some steps later; but from now when
+         * the others slow too, their medians still to turn (no node is slow against them). */
+        double threshold = j->straggler_factor * (double)j->median_compute_ms;
+
+        m->slow_since_ms = others_slow_too(j, m, threshold)
+                               ? now
+                               : rdzvd_member_slow_since_ms(m, threshold, now);
+    }
     if (now - m->slow_since_ms < (uint64_t)j->straggler_window_ms)
         return;
     snprintf(text, sizeof(text),

@@ -329,6 +329,74 @@ static void test_record_keeps_failure_dates(void)
     rdzvd_store_free(t);
 }
 
+/* f's local rank 0 reports step 'step', computed in compute_ms, age_ms ago (its heartbeat's
+ * progress), and rdzvd scores it. */
+static void report_step(struct fake *f, int64_t step, int64_t compute_ms, int64_t age_ms)
+{
+    struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
+
+    ASSERT_NOT_NULL(hb);
+    *hb = (struct rdzv_heartbeat){.generation = 1, .n_progress = 2};
+    for (int i = 0; i < 2; i++)
+        hb->progress[i] = (struct rdzv_rank_progress){
+            .local_rank = i, .step = step, .age_ms = age_ms, .has_compute = true,
+            .compute_ms = i == 0 ? compute_ms : 100};
+    rdzvd_member_progress(f->m, hb);
+    rdzvd_member_straggler_check(f->m);
+    free(hb);
+}
+
+/* Whether the node of f is a straggler in the status. */
+static bool named_straggler(struct env *e, const struct fake *f)
+{
+    struct rdzv_status st;
+    const struct rdzv_status_job *j = status_of(e, &st);
+    bool named = false;
+
+    for (size_t i = 0; i < j->n_nodes; i++)
+        if (j->nodes[i].node_rank == f->round.node_rank)
+            named = j->nodes[i].straggler;
+    rdzv_status_free(&st);
+    return named;
+}
+
+/* --straggler-window counts from when the node slowed, not from when its ranks' medians (each of
+ * its last 8 steps) moved, half a window of steps later. Node b's rank 0 computes 100 ms a step,
+ * then 300 ms from step 4, reported 6 s ago (its steps 1.5 s apart): once the job's median is
+ * made (at most every RDZVD_STRAGGLER_MEDIAN_MS) it is named at the check that first scores it,
+ * with a 5 s window. Not named: a node whose last step is fast again, however slow the steps
+ * before it; nor one slowing with the others (node a slows too, its median still to turn): its
+ * window counts from the check. */
+static void test_straggler_window_counts_from_the_slowing(void)
+{
+    enum { STRAGGLER, FAST_AGAIN, ALL_SLOW } c;
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+
+    jn.straggler_factor = 1.3;
+    jn.straggler_window_ms = 5000;
+    for (c = STRAGGLER; c <= ALL_SLOW; c++) {
+        struct fake f[2] = {0};
+        struct env e;
+
+        env_init(&e, -1);
+        join_n(&e, f, 2, jn);
+        for (int64_t k = 0; k < 8; k++) {
+            int64_t age = (7 - k) * 1500;
+
+            report_step(&f[0], k + 1, c == ALL_SLOW && k >= 6 ? 300 : 100, age);
+            report_step(&f[1], k + 1, k >= 3 && !(c == FAST_AGAIN && k == 7) ? 300 : 100, age);
+            ASSERT_FALSE(named_straggler(&e, &f[1])); /* no median yet: not scored */
+        }
+        run_ms(&e, RDZVD_STRAGGLER_MEDIAN_MS + 100);
+        report_step(&f[0], 9, c == ALL_SLOW ? 300 : 100, 0);
+        report_step(&f[1], 9, c == FAST_AGAIN ? 100 : 300, 0);
+        ASSERT_FALSE(named_straggler(&e, &f[0]));
+        /* slow since step 4, reported 7.1 s ago */
+        ASSERT_EQ(named_straggler(&e, &f[1]), c == STRAGGLER);
+        env_done(&e);
+    }
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-verdicts", RDZV_LOG_ERROR);
@@ -339,5 +407,6 @@ int main(void)
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);
     TEST(test_record_keeps_failure_dates);
+    TEST(test_straggler_window_counts_from_the_slowing);
     return tap_done();
 }
