@@ -64,16 +64,48 @@ class Listener:
                 pass
 
 
+def start_agent(port, timeout=TIMEOUT):
+    """An agent at 127.0.0.1:port with --connect-timeout timeout: (process, start, timeout)."""
+    return (start(agent_cmd(f"127.0.0.1:{port}", "--nnodes", "1", "--rdzv-id", "wrong",
+                            "--connect-timeout", str(timeout), worker=["true"])),
+            time.monotonic(), timeout)
+
+
+def ended(started):
+    """(exit code, stderr, seconds it took) of an agent start_agent started."""
+    p, t0, timeout = started
+    rc, _, err = finish(p, timeout=timeout + 20)
+    return rc, err, time.monotonic() - t0
+
+
 class TestWrongEndpoint(AgentTestCase):
+    @classmethod
+    def setUpClass(cls):
+        """The agents that wait out a timeout start together, here; each test reads its own."""
+        super().setUpClass()
+        cls.peers = {mode: Listener(mode) for mode in ("silent", "close")}
+        cls.refused = socket.socket()
+        cls.refused.bind(("127.0.0.1", 0))  # a port nothing listens on
+        cls.started = {mode: (li.port, start_agent(li.port)) for mode, li in cls.peers.items()}
+        port = cls.refused.getsockname()[1]
+        cls.started["refused"] = (port, start_agent(port, timeout=25))
+
+    @classmethod
+    def tearDownClass(cls):
+        for li in cls.peers.values():
+            li.close()
+        cls.refused.close()
+        super().tearDownClass()
+
     def run_agent(self, port, timeout=TIMEOUT):
-        t0 = time.monotonic()
-        p = start(agent_cmd(f"127.0.0.1:{port}", "--nnodes", "1", "--rdzv-id", "wrong",
-                            "--connect-timeout", str(timeout), worker=["true"]))
-        rc, _, err = finish(p, timeout=timeout + 20)
-        return rc, err, time.monotonic() - t0
+        return ended(start_agent(port, timeout))
 
     def assert_named(self, port, mode, expect, settles_at_once):
-        rc, err, took = self.run_agent(port)
+        if mode in self.started:
+            port, started = self.started[mode]
+            rc, err, took = ended(started)
+        else:
+            rc, err, took = self.run_agent(port)
         self.assertEqual(rc, 1, err)
         last = err.strip().splitlines()[-1]
         self.assertIn(f"127.0.0.1:{port} {expect}", last, err)
@@ -104,21 +136,18 @@ class TestWrongEndpoint(AgentTestCase):
                           "answered 'SSH-2.0-OpenSSH_...', not rdzvd", True)
 
     def test_a_silent_listener_ends_within_the_connect_timeout(self):
-        err = self.assert_named(self.listener("silent"), "silent",
+        err = self.assert_named(None, "silent",
                                 "accepted the connection but answered nothing", False)
         self.assertIn("not rdzvd?", err)
 
     def test_a_listener_that_closes_at_once_ends_within_the_connect_timeout(self):
-        err = self.assert_named(self.listener("close"), "close",
+        err = self.assert_named(None, "close",
                                 "closed the connection without answering", False)
         self.assertIn("not rdzvd?", err)
 
     def test_waiting_for_rdzvd_says_so_every_10_s_with_the_time_left(self):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))  # a port nothing listens on
-        port = s.getsockname()[1]
-        self.addCleanup(s.close)
-        rc, err, took = self.run_agent(port, timeout=25)
+        port, started = self.started["refused"]
+        rc, err, took = ended(started)
         self.assertEqual(rc, 1, err)
         notes = [ln for ln in err.splitlines() if "waiting for rdzvd at" in ln]
         self.assertEqual(len(notes), 2, err)
