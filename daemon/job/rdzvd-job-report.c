@@ -203,12 +203,14 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
     struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
     char what[RDZV_REASON_MAX + 64], buf[16];
 
-    if (j->state == JOB_ENDED || j->cancelled || m->signalled)
-        return; /* the job is over, or ends once stopped: the others follow */
+    if (j->state == JOB_ENDED || m->signalled)
+        return; /* the job is over: the others follow */
     snprintf(what, sizeof(what), "received %s from outside%s%s%s",
              rdzv_signal_name((int)sig, buf, sizeof(buf)),
              reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
     m->signalled = true;
+    if (j->cancelled) /* it ends once stopped (only STOPPING waits): as below */
+        goto out_stopped;
     /* A signal to one agent is that node leaving, as a scheduler that drains or preempts one
      * node means it: a spare just goes, a member is a node lost (a spare takes its ranks, an
      * elastic job goes on), charging nothing. The job is cancelled only when it cannot go on:
@@ -217,14 +219,26 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;
-        if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
+        if (j->state != JOB_STOPPING) {
             rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
-        return;
+            return;
+        }
+        goto out_stopped;
     }
     snprintf(e.summary, sizeof(e.summary),
              "node %s left job %s: its agent %s; the job goes on without it", m->join.host,
              j->run_id, what);
     rdzvd_member_drop(m, what, &e);
+    return;
+out_stopped:
+    /* Stopping (a worker the same signal reached first started a restart, or the operator
+     * cancelled): the job ends once stopped (rdzvd_job_check_stopped). A signalled agent stops
+     * its own workers and sends no READY: it counts as stopped, or the job would wait for it
+     * until it gave up. */
+    if (j->state != JOB_STOPPING)
+        return;
+    rdzvd_member_set_ready(m, true);
+    rdzvd_job_check_stopped(j);
 }
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)

@@ -112,6 +112,40 @@ static void test_forming_job_keeps_waiting(void)
     env_done(&e);
 }
 
+/* scancel's SIGTERM reaches a worker before its agent: the worker's exit starts a restart, and
+ * the agent's CANCEL comes while the job stops. That agent stops its own workers and answers no
+ * more rounds: the job ends "cancelled" at once, both agents told. Before, the job waited for
+ * that agent's READY, which never came; the agent gave up waiting after its grace and said "left
+ * job, stopped from outside" instead of the job's end. */
+static void test_cancel_while_stopping_ends_at_once(void)
+{
+    for (int other_signalled = 0; other_signalled < 2; other_signalled++) {
+        struct rdzv_worker_exit w = {.generation = 1, .exit_code = 143, .signal = 15};
+        struct fake f[2] = {0};
+        struct env e;
+        char err[512];
+
+        env_init(&e, -1);
+        join_n(&e, f, 2, join_of(0, 2, 2, 3));
+        w.rank = f[0].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+        ASSERT_TRUE(event_is(&f[1], "restart"));
+        if (!other_signalled)
+            rdzvd_member_ready(f[1].m, 1); /* the other node's workers stopped */
+        rdzvd_member_cancel(f[0].m, 15, "Slurm job 4: scancel");
+        if (other_signalled) { /* its agent's SIGTERM came before its READY */
+            ASSERT_TRUE(event_is(&f[1], "restart"));
+            rdzvd_member_cancel(f[1].m, 15, "Slurm job 4: scancel");
+        }
+        for (int i = 0; i < 2; i++) {
+            ASSERT_TRUE(event_is(&f[i], "cancelled"));
+            ASSERT_EQ(f[i].event.exit_code, 143);
+            ASSERT_TRUE(strstr(f[i].event.summary, "(Slurm job 4: scancel)") != NULL);
+        }
+        env_done(&e);
+    }
+}
+
 /* A node put aside is put aside by its host: the same host's next agent (a new process, a new
  * node id) is refused, in memory and from the record after a restart; another host's is not,
  * and a member's own resume is judged by its node id only. */
@@ -253,6 +287,7 @@ int main(void)
     TEST(test_signal_is_one_node_leaving);
     TEST(test_elastic_job_goes_on);
     TEST(test_forming_job_keeps_waiting);
+    TEST(test_cancel_while_stopping_ends_at_once);
     TEST(test_put_aside_by_host);
     TEST(test_own_word_cannot_fill_the_history);
     TEST(test_kill_from_outside_is_not_the_nodes);
