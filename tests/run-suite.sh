@@ -58,14 +58,36 @@ build() {  # name, meson setup args...
   ninja -C "$name" || return 1
   builds+=("$name")
 }
-# The two builds' tests run at the same time, each build's output in NAME.test.log (printed when it
-# ends) and its results in NAME/meson-logs/tests*.json (--logbase tests: with --wrapper, meson adds
-# the wrapper's name, tests-suite-lock.sh.json). tests/suite-lock.sh keeps the tests that need the
-# machine to themselves apart; a test may wait for the other build's, hence the timeout multiplier.
-run_tests() {  # name
-  local name=$1
-  meson test -C "$name" --no-rebuild --logbase tests --print-errorlogs --num-processes 2 \
-    --timeout-multiplier 4 --wrapper "$root/tests/suite-lock.sh" >"$name.test.log" 2>&1 || true
+# The two builds' tests run at the same time, in two phases: first every test that shares the
+# machine (tests/suite-lock.sh gives it the shared lock), both builds side by side; then, once
+# both builds' are done, the tests that hold the machine alone (tests/suite-lock.list; the lock
+# runs them one at a time). Before, a build that reached its exclusive tests first held the other
+# build's tests at the lock's turnstile, one lane idle while the other drained, at each of its
+# exclusive tests. Each build's output goes to NAME.test.log (printed when it ends), its results
+# to NAME/meson-logs/tests-shared*.json and tests-exclusive*.json (with --wrapper, meson adds the
+# wrapper's name). A test may still wait for the other build's, hence the timeout multiplier.
+test_names() {  # build, shared|exclusive: that phase's test names, one a line
+  /usr/bin/python3 - "$1" "$2" "$root/tests/suite-lock.list" <<'PY'
+import json, subprocess, sys
+build, phase, listed = sys.argv[1:]
+scripts = {ln.strip() for ln in open(listed) if ln.strip() and not ln.startswith("#")}
+tests = json.loads(subprocess.run(["meson", "introspect", build, "--tests"], check=True,
+                                  capture_output=True, text=True).stdout)
+for t in tests:
+    alone = any(a.rsplit("/", 1)[-1] in scripts for a in t["cmd"])
+    if alone == (phase == "exclusive"):
+        print(t["name"])
+PY
+}
+run_tests() {  # name, shared|exclusive
+  local name=$1 phase=$2 names
+  names=$(test_names "$name" "$phase") ||
+    { echo "run-suite.sh: cannot list $name's tests"; return 1; }
+  [ -n "$names" ] || return 0 # none: 'meson test' with no name would run them all
+  # shellcheck disable=SC2086 # one test name a word
+  meson test -C "$name" --no-rebuild --logbase "tests-$phase" --print-errorlogs \
+    --num-processes 2 --timeout-multiplier 4 --wrapper "$root/tests/suite-lock.sh" $names \
+    >>"$name.test.log" 2>&1 || true
 }
 
 build_failed=0
@@ -110,19 +132,25 @@ extra_tests() {
 echo "== package and wheel: tests/package-test.sh, tests/wheel-test.sh (beside the tests)"
 extra_tests &
 extra_pid=$!
-pids=() logs=()
+logs=()
 for b in "${builds[@]}"; do
   find "$b" -name '*.gcda' -delete  # coverage of this run only
-  rm -f "$b"/meson-logs/tests*.json
+  rm -f "$b"/meson-logs/tests*.json "$b.test.log"
   echo "== test $b (log: $b.test.log)"
-  run_tests "$b" &
-  pids+=($!)
   logs+=("$b")
 done
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}"
-  echo "== test ${builds[$i]}"
-  cat "${builds[$i]}.test.log"
+for phase in shared exclusive; do
+  echo "== $phase tests, both builds ($(date -u +%H:%M:%S))"
+  pids=()
+  for b in "${builds[@]}"; do
+    run_tests "$b" "$phase" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+done
+for b in "${builds[@]}"; do
+  echo "== test $b"
+  cat "$b.test.log"
 done
 wait "$extra_pid"
 [ "$package" = 1 ] && { echo "== package: tests/package-test.sh"; cat package-test.log; }
@@ -150,12 +178,12 @@ for name, res in (("package-test", sys.argv[2]), ("torch2-root", sys.argv[3]),
         failed += 1
         print("FAILED " + name)
 for b in sys.argv[5:]:
-    found = glob.glob(f"{b}/meson-logs/tests*.json")
-    if len(found) != 1:
+    found = glob.glob(f"{b}/meson-logs/tests-*.json")
+    if not found:
         failed += 1
-        print(f"{b}: {len(found)} test logs (meson-logs/tests*.json), not 1")
+        print(f"{b}: no test log (meson-logs/tests-*.json)")
         continue
-    lines = open(found[0]).read().splitlines()
+    lines = [ln for f in found for ln in open(f).read().splitlines()]
     for line in lines:
         t = json.loads(line)
         res = t["result"]

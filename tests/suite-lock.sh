@@ -12,7 +12,8 @@
 # waits, and a shared request passes the turnstile before it takes the lock. The C unit tests
 # (seconds each) take no lock. A test run by hand, or by 'meson test' without this wrapper,
 # takes none either. run-suite.sh runs package-test.sh and wheel-test.sh under it too (shared),
-# beside the tests.
+# beside the tests, and the exclusive tests after every shared test of both builds (so the
+# turnstile holds up nothing but those two scripts).
 # test_slurm_time_limit.py, a minute of waiting on Slurm's clock, is shared, so the other
 # build's tests go on meanwhile: it starts its Slurm in the gcc build only, and no exclusive test
 # runs beside it, so no two local Slurms start at once.

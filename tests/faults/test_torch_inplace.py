@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recovery in place for a PyTorch script:
 examples/autoencoder.py (DDP, gloo, rdzv.torch, checkpoints every 20 steps) under 2 agents x 2
-workers against a real rdzvd, Debian's torch 1.13. Faults once rank 0 reported step 60:
+workers against a real rdzvd, Debian's torch 1.13. Faults once rank 0 reported step 40 (of 100):
   (a) a worker SIGKILLed; (b) a worker SIGSTOPped with --progress-timeout 2 (the agent fails it
   and says it was stopped); (c) an agent SIGKILLed with a spare waiting (--nnodes 2:3): the
   spare's two new workers receive the state; (d) a node lost with no spare (--nnodes 1:2): the
@@ -11,7 +11,7 @@ they receive the state from a survivor (rank 0's "reformed" event; no "resumed":
 read), every agent not killed exits 0, and the step count and final loss equal an uninterrupted
 run's (REL; in (d) the global batch and the sample order do not depend on the world size, so the
 losses differ only by the order of floating-point sums). The same script, unchanged, under
---recovery restart (it resumes from the step-60 checkpoint and ends with the same loss) and under
+--recovery restart (it resumes from the step-40 checkpoint and ends with the same loss) and under
 torchrun 1.13."""
 import os
 import shutil
@@ -27,8 +27,8 @@ from faulttest import AGENT, FAST, FaultTestCase, free_port, kill_quietly, main,
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "examples", "autoencoder.py")
 PYTHON = "/usr/bin/python3"
-STEPS = 200
-HIT = 60
+STEPS = 100
+HIT = 40
 REL = 1e-4
 EXIT_S = 20  # from rank 0's done event to every worker's exit
 
