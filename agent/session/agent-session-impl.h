@@ -40,6 +40,13 @@ struct hang_ctx {
 };
 
 #define AGENT_VERDICT_MS 2000
+/* A worker killed by a signal that a scheduler or a terminal sends to a whole job step (SIGTERM,
+ * SIGINT, SIGHUP, SIGQUIT: scancel, a time limit, a Ctrl-C), not sent by the agent: its report
+ * waits this long for the agent's own copy, which comes in either order. When that comes, the
+ * agent's signal is what happened: SIGTERM and SIGINT make the node leave (CANCEL: no restart
+ * begins, none is charged), SIGHUP and SIGQUIT end the agent as before. Otherwise the worker's
+ * failure is reported, this much later (SIGKILL, the OOM killer's, is not held). */
+#define AGENT_SIGNAL_HOLD_MS 500
 
 struct agent_session {
     struct agent_session_cfg cfg; /* strings borrowed from the caller */
@@ -78,6 +85,15 @@ struct agent_session {
     uint64_t stopping_gen;     /* RESTARTING: the generation being stopped */
     bool restart_pending;      /* EVENT restart for stopping_gen received: READY once stopped */
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
+    /* AGENT_SIGNAL_HOLD_MS: a worker's death by a step-wide signal, not reported yet (the
+     * other workers' deaths meanwhile are of the same signal: not reported either). */
+    uv_timer_t hold_timer;
+    struct {
+        bool on;
+        unsigned local_rank;
+        int64_t status;
+        int sig;
+    } held;
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
     uint64_t started_ms;       /* rdzv_now_ms() when the session began: JOIN's age_ms */

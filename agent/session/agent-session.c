@@ -38,6 +38,10 @@ static void session_set_state(struct agent_session *a, enum agent_state st)
     assert((unsigned)st < _AG_STATE_MAX);
     if (a->state != st)
         log_debug("session: %s -> %s", state_names[a->state], state_names[st]);
+    if (st != AG_RUNNING && a->held.on) { /* the generation it died in is over anyway */
+        (void)uv_timer_stop(&a->hold_timer);
+        a->held.on = false;
+    }
     a->state = st;
 }
 
@@ -154,18 +158,18 @@ static int replace_late(struct agent_session *a, unsigned local_rank)
     return agent_group_start_ranks(a->group, &as, a->spawn);
 }
 
-void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
-                          void *ud)
+/* The signals a scheduler or a terminal sends to every process of a job step (held above). */
+static bool step_signal(int sig)
 {
-    struct agent_session *a = ud;
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* A worker of this node failed (exited non-zero, or was killed): report it and stop the others,
+ * unless the node is not running a generation any more. */
+static void worker_failed(struct agent_session *a, unsigned local_rank, int64_t status, int sig)
+{
     int64_t rank = a->round.rank_offset + local_rank;
 
-    (void)g;
-    if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
-        replace_late(a, local_rank) == 0)
-        return;
-    if (status == 0 && sig == 0)
-        return; /* the group logged the exit, once */
     if (a->state != AG_RUNNING) {
         /* A consequence, not a cause: stopping anyway, or (in place) a failed rank is gone or
          * a survivor died between generations: the next ROUND starts it again. */
@@ -182,6 +186,44 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
     agent_session_fail_local(a, local_rank);
 }
 
+static void hold_cb(uv_timer_t *t)
+{
+    struct agent_session *a = t->data;
+
+    if (!a->held.on)
+        return;
+    a->held.on = false;
+    log_info("the signal that killed worker local rank %u did not reach this agent within %d "
+             "ms: reporting its failure",
+             a->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+    worker_failed(a, a->held.local_rank, a->held.status, a->held.sig);
+}
+
+void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
+                              void *ud)
+{
+    struct agent_session *a = ud;
+
+    (void)g;
+    if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
+        replace_late(a, local_rank) == 0)
+        return;
+    if (status == 0 && sig == 0)
+        return; /* the group logged the exit, once */
+    if (a->state == AG_RUNNING && a->held.on)
+        return; /* the same signal as the held one's, most likely: reported with it */
+    if (a->state == AG_RUNNING && !a->have_outcome &&
+        (step_signal(sig) || (sig == 0 && status > 128 && step_signal((int)(status - 128)))) &&
+        uv_timer_start(&a->hold_timer, hold_cb, AGENT_SIGNAL_HOLD_MS, 0) == 0) {
+        a->held.on = true;
+        a->held.local_rank = local_rank;
+        a->held.status = status;
+        a->held.sig = sig;
+        return;
+    }
+    worker_failed(a, local_rank, status, sig);
+}
+
 void agent_session_group_all_exited(struct agent_group *g, void *ud)
 {
     struct agent_session *a = ud;
@@ -192,7 +234,7 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
         agent_finish(a);
         return;
     }
-    if (a->state == AG_RUNNING && !a->local_failure) {
+    if (a->state == AG_RUNNING && !a->local_failure && !a->held.on) {
         /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
          * elsewhere arrives as an EVENT at once). */
         log_info("all %" PRId64 " local workers exited 0%s", a->cfg.nproc,
@@ -598,6 +640,12 @@ void agent_session_signal(struct agent_session *a, int signum)
     }
     log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
              name, signal_meaning(signum), a->cfg.grace_s);
+    if (a->held.on) { /* the worker died of this signal: the agent reports it, not the worker */
+        (void)uv_timer_stop(&a->hold_timer);
+        a->held.on = false;
+        log_info("worker local rank %u was killed by the same signal: not reported as a failure",
+                 a->held.local_rank);
+    }
     if (!a->have_outcome) {
         bool cancel = signum == SIGTERM || signum == SIGINT;
 
@@ -776,7 +824,10 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
     a->group = g;
     a->join = *join;
     a->heartbeat.data = a->leaderless.data = a->health_timer.data = a->verdict.data = a;
+    a->hold_timer.data = a;
     r = uv_timer_init(a->loop, &a->leaderless);
+    if (r == 0)
+        r = uv_timer_init(a->loop, &a->hold_timer);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->verdict);
     if (r == 0)

@@ -205,6 +205,55 @@ class TestOutcome(AgentTestCase):
             with open(f"{out}/term.{r}") as f:
                 self.assertEqual(f.read().strip(), "got-term")
 
+    def _pid_worker(self, out, script=""):
+        """A worker that writes its pid to out/pid.RANK.GEN (after script), then sleeps."""
+        f = "$RDZV_TEST_OUT/pid.$RANK.$TORCHELASTIC_RESTART_COUNT"
+        return ["/bin/sh", "-c", script + f"echo $$ > {f}.tmp; mv {f}.tmp {f}; exec sleep 60"]
+
+    def _wait_pid(self, out, name):
+        path = os.path.join(out, name)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not os.path.exists(path):
+            time.sleep(0.05)
+        with open(path) as f:
+            return int(f.read())
+
+    def test_step_signal_reaching_a_worker_first_is_the_node_leaving(self):
+        """scancel, a time limit or a Ctrl-C signals the workers and the agent alike, in either
+        order. A worker killed first is not a failure: the job is cancelled, with no restart
+        begun and none charged (the agent holds the worker's report for its own signal)."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        p = start(agent_cmd(ep, "--rdzv-id", "first", "--nproc", "2", "--max-restarts", "3",
+                            worker=self._pid_worker(out)), env={"RDZV_TEST_OUT": out})
+        pids = [self._wait_pid(out, f"pid.{r}.0") for r in (0, 1)]
+        os.kill(pids[1], signal.SIGTERM)
+        time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 128 + signal.SIGTERM, err[-2000:])
+        self.assertIn("job first cancelled", err)
+        self.assertNotIn("restarting", d.log())
+        self.assertIn("generation 1 cancelled (exit code 143)", d.log())
+
+    def test_sigterm_to_one_worker_alone_is_its_failure(self):
+        """The same signal to one worker only (an operator, a watchdog): after the hold, its
+        failure is reported and the job restarts (charged to the job, not the node)."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = self._pid_worker(out,
+                                  'if [ "$TORCHELASTIC_RESTART_COUNT" = 1 ]; then exit 0; fi; ')
+        p = start(agent_cmd(ep, "--rdzv-id", "alone", "--nproc", "2", "--max-restarts", "3",
+                            worker=worker), env={"RDZV_TEST_OUT": out})
+        os.kill(self._wait_pid(out, "pid.1.0"), signal.SIGTERM)
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertIn("did not reach this agent within 500 ms: reporting its failure", err)
+        self.assertRegex(d.log(), r"restarting generation 1 \(restart 1 of 3\): root cause: "
+                         r"worker rank 1 .*killed by signal 15 .*a signal from outside")
+
     def test_missing_command_exits_127_with_a_clear_message(self):
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
