@@ -47,6 +47,12 @@ static int64_t compute_median(const struct rdzvd_rank_progress *e)
     return sorted[e->n_compute / 2];
 }
 
+/* The index of e's k-th newest sample (k = 1: the last written, just before compute_pos). */
+static unsigned compute_newest(const struct rdzvd_rank_progress *e, unsigned k)
+{
+    return (e->compute_pos + RDZVD_COMPUTE_WINDOW - k) % RDZVD_COMPUTE_WINDOW;
+}
+
 void rdzvd_member_progress_free(struct rdzvd_member *m)
 {
     free(m->progress);
@@ -184,10 +190,10 @@ uint64_t rdzvd_member_slow_since_ms(const struct rdzvd_member *m, double thresho
 
         if (!e->set || e->n_compute == 0 || (double)compute_median(e) < threshold_ms)
             continue;
-        /* Newest to oldest (the ring's last write is just before compute_pos), back to the
-         * first slow report of the run: the node was slow by then, never counted earlier. */
+        /* Newest to oldest, back to the first slow report of the run: the node was slow by
+         * then, never counted earlier. */
         for (unsigned k = 1; k <= e->n_compute; k++) {
-            unsigned at = (e->compute_pos + RDZVD_COMPUTE_WINDOW - k) % RDZVD_COMPUTE_WINDOW;
+            unsigned at = compute_newest(e, k);
 
             if ((double)e->compute[at] < threshold_ms)
                 break;
@@ -207,7 +213,7 @@ int64_t rdzvd_member_last_compute_ms(const struct rdzvd_member *m)
         return -1;
     for (int64_t i = 0; i < m->join.nproc; i++) {
         const struct rdzvd_rank_progress *e = &m->progress[i];
-        unsigned last = (e->compute_pos + RDZVD_COMPUTE_WINDOW - 1) % RDZVD_COMPUTE_WINDOW;
+        unsigned last = compute_newest(e, 1);
 
         if (e->set && e->n_compute && (int64_t)e->compute[last] > worst)
             worst = e->compute[last];
