@@ -25,6 +25,11 @@ struct join_req {
     size_t errlen;
     struct rdzvd_member **ret;
     bool proven; /* jn carries the secret the job's table keeps the hash of (check_identity) */
+    /* The job's record when the job is not in memory, read once per JOIN (rdzvd_job_join):
+     * rec_r 0, or -ENOENT (none, no table, or unreadable: logged). job_restore takes over its
+     * nodes and history; rdzvd_job_join clears the rest. */
+    struct rdzvd_job_record rec;
+    int rec_r;
 };
 
 static int refuse(struct join_req *q, int r, const char *fmt, ...)
@@ -247,53 +252,43 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
 {
     const struct rdzv_join *jn = q->jn;
     const struct rdzv_resume *rs = &jn->resume;
-    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzvd_job_record *rec = &q->rec;
     struct rdzvd_job *j;
     bool claimed = false;
-    int r = -ENOENT;
+    int r = q->rec_r;
 
     *ret = NULL;
-    r = rdzvd_job_record_load(q->h, jn->run_id, &rec);
-    if ((r == 0 && check_join_matches(q, rec.min, rec.max, rec.max_restarts) < 0) ||
-        (rs->generation && check_resume_claim(q, r == 0 ? &rec : NULL) < 0)) {
-        r = -EINVAL;
-        goto out;
-    }
+    if ((r == 0 && check_join_matches(q, rec->min, rec->max, rec->max_restarts) < 0) ||
+        (rs->generation && check_resume_claim(q, r == 0 ? rec : NULL) < 0))
+        return -EINVAL;
     if (r == -ENOENT && rs->generation) {
         /* No record (no --state-dir, or none written): the checked claim is all there is. */
-        rec.generation = rs->generation;
-        rec.running = true;
-        rec.nnodes = rs->nnodes;
-        rec.world_size = rs->world_size;
-        rec.store_port = (uint16_t)rs->master_port;
-        rec.restart_count = rs->restart_count;
+        rec->generation = rs->generation;
+        rec->running = true;
+        rec->nnodes = rs->nnodes;
+        rec->world_size = rs->world_size;
+        rec->store_port = (uint16_t)rs->master_port;
+        rec->restart_count = rs->restart_count;
         claimed = true;
         r = 0;
     }
-    if (r < 0) {
-        r = 0;
-        goto out;
-    }
-    if (!(j = rdzvd_job_new(q->h, jn))) {
-        r = refuse(q, -ENOMEM, "rdzvd is out of memory");
-        goto out;
-    }
-    rdzvd_job_hist_take(j, &rec);
-    r = job_rebuild(j, &rec);
+    if (r < 0)
+        return 0;
+    if (!(j = rdzvd_job_new(q->h, jn)))
+        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+    rdzvd_job_hist_take(j, rec);
+    r = job_rebuild(j, rec);
     if (r < 0) {
         rdzvd_job_free(j);
-        r = refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
-        goto out;
+        return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
      * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
-    if (claimed && rdzvd_job_save(j, rec.running, j->restart_count) < 0)
+    if (claimed && rdzvd_job_save(j, rec->running, j->restart_count) < 0)
         rdzvd_job_note(j, true, "its resume claim is not in its record (logged): a restarted "
                                 "rdzvd checks the next resume against no record");
     *ret = j;
-out:
-    rdzvd_job_record_clear(&rec);
-    return r;
+    return 0;
 }
 
 /* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (a node id alone,
@@ -475,9 +470,6 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
  * in memory, in its record): -EACCES with q->err saying why, else 0. */
 static int check_aside(struct join_req *q, const struct rdzvd_job *j)
 {
-    struct rdzvd_job_record rec = {.generation = 0};
-    int r;
-
     /* By host and GPUs too, for a new node id only: a member's own reconnection is judged by
      * its id. */
     if (j) {
@@ -487,42 +479,41 @@ static int check_aside(struct join_req *q, const struct rdzvd_job *j)
                                      known ? NULL : q->jn->host, known ? NULL : &q->jn->gpus,
                                      q->err, q->errlen);
     }
-    if (rdzvd_job_record_load(q->h, q->jn->run_id, &rec) < 0)
+    if (q->rec_r < 0)
         return 0;
-    r = rdzvd_job_check_aside(rec.hist, rec.n_hist, rec.run_id, q->jn->node_id,
-                              q->jn->resume.generation ? NULL : q->jn->host,
-                              q->jn->resume.generation ? NULL : &q->jn->gpus, q->err, q->errlen);
-    rdzvd_job_record_clear(&rec);
-    return r;
+    return rdzvd_job_check_aside(q->rec.hist, q->rec.n_hist, q->rec.run_id, q->jn->node_id,
+                                 q->jn->resume.generation ? NULL : q->jn->host,
+                                 q->jn->resume.generation ? NULL : &q->jn->gpus, q->err,
+                                 q->errlen);
 }
 
-int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
-                   char *err, size_t errlen, struct rdzvd_member **ret)
+/* The JOIN of q (jn: its copy, which a spare's node rank changes) to j, the job in memory or
+ * NULL. */
+static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *j)
 {
-    struct rdzv_join jn = *join;
-    struct join_req q = {.h = h, .peer = peer, .jn = &jn, .err = err, .errlen = errlen, .ret = ret};
+    const struct rdzvd_job_host *h = q->h;
+    char *err = q->err;
+    size_t errlen = q->errlen;
+    struct rdzvd_member **ret = q->ret;
     char secret[RDZV_SECRET_HEX + 1];
     struct rdzvd_member *m;
-    struct rdzvd_job *j;
     char asked[48];
     bool spare;
     int r;
 
-    *ret = NULL;
-    j = rdzvd_job_find(h->jobs, jn.run_id);
-    if ((r = check_aside(&q, j)) < 0 || (r = check_identity(&q)) < 0)
+    if ((r = check_aside(q, j)) < 0 || (r = check_identity(q)) < 0)
         return r;
     /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
-    if (!j && !jn.resume.generation && (r = job_restore(&q, &j)) < 0)
+    if (!j && !jn->resume.generation && (r = job_restore(q, &j)) < 0)
         return r;
     if (j && j->state == JOB_ENDED) { /* its agents are still leaving */
-        rdzvd_job_ended_line(err, errlen, jn.run_id, j->outcome.type, j->outcome.exit_code,
+        rdzvd_job_ended_line(err, errlen, jn->run_id, j->outcome.type, j->outcome.exit_code,
                              j->ended_s, j->outcome.summary);
         return -EBUSY;
     }
-    if (!j && !jn.resume.generation) {
+    if (!j && !jn->resume.generation) {
         err[0] = '\0';
-        r = rdzvd_ended_jobs_refuse(h->ended, jn.run_id, h->rerun_ended ? jn.age_ms : 0, err,
+        r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id, h->rerun_ended ? jn->age_ms : 0, err,
                                     errlen);
         if (r < 0)
             return r;
@@ -530,16 +521,16 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
             log_info("%s", err);
         err[0] = '\0';
     }
-    if (jn.resume.generation)
-        return join_resume(&q, j);
-    if (j && (check_join_matches(&q, j->min, j->max, j->max_restarts) < 0 ||
-              check_join_recovery(&q, j) < 0))
+    if (jn->resume.generation)
+        return join_resume(q, j);
+    if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
+              check_join_recovery(q, j) < 0))
         return -EINVAL;
-    if (j && (m = rdzvd_member_index_find(&j->by_id, jn.node_id)) && m->node_rank < 0 &&
-        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, &jn)) {
+    if (j && (m = rdzvd_member_index_find(&j->by_id, jn->node_id)) && m->node_rank < 0 &&
+        m->peer != q->peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
         /* An agent without workers (a spare, a candidate) back on a new connection after it
          * found rdzvd stalled: the same member, not a duplicate. */
-        member_take_over(m, peer);
+        member_take_over(m, q->peer);
         *ret = m;
         rdzvd_member_send_joined(m, j->state != JOB_FORMING, false);
         if (!m->ready)
@@ -548,56 +539,56 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
             rdzvd_job_try_close(j);
         return 0;
     }
-    if (jn.node_rank >= jn.max) {
-        if (!jn.rank_hint)
-            return refuse(&q, -ERANGE,
+    if (jn->node_rank >= jn->max) {
+        if (!jn->rank_hint)
+            return refuse(q, -ERANGE,
                           "node rank %" PRId64 " is out of range: job '%s' has at most "
                           "%" PRId64 " nodes (ranks 0..%" PRId64 ")",
-                          jn.node_rank, jn.run_id, jn.max, jn.max - 1);
-        jn.node_rank = -1; /* the scheduler's extra node: a spare */
+                          jn->node_rank, jn->run_id, jn->max, jn->max - 1);
+        jn->node_rank = -1; /* the scheduler's extra node: a spare */
     }
-    if (j && jn.node_rank >= 0) {
-        struct rdzvd_member *o = rdzvd_member_by_req(j, jn.node_rank)
-                                     ? rdzvd_member_by_req(j, jn.node_rank)
-                                     : rdzvd_member_by_rank(j, jn.node_rank);
+    if (j && jn->node_rank >= 0) {
+        struct rdzvd_member *o = rdzvd_member_by_req(j, jn->node_rank)
+                                     ? rdzvd_member_by_req(j, jn->node_rank)
+                                     : rdzvd_member_by_rank(j, jn->node_rank);
 
-        if (o && jn.rank_hint)
-            jn.node_rank = -1; /* only a preference: take any free rank */
-        else if (o && strcmp(o->join.host, jn.host) == 0)
+        if (o && jn->rank_hint)
+            jn->node_rank = -1; /* only a preference: take any free rank */
+        else if (o && strcmp(o->join.host, jn->host) == 0)
             /* Most often a second experiment on this host, with the first one's line. */
-            return refuse(&q, -EEXIST,
+            return refuse(q, -EEXIST,
                           "node rank %" PRId64 " of job '%s' is already taken by another agent "
                           "on this host, %s (node id %s): another job running here? give this "
                           "one its own --rdzv-id, or its own rdzvd with another --master-port "
                           "(or --rdzv-endpoint); agents of one job on one host need each its "
                           "own --node-rank",
-                          jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
+                          jn->node_rank, jn->run_id, o->join.host, o->join.node_id);
         else if (o)
-            return refuse(&q, -EEXIST,
+            return refuse(q, -EEXIST,
                           "node rank %" PRId64 " of job '%s' is already taken by %s (node id "
                           "%s); "
                           "give each node its own --node-rank, or run one agent per node (another "
                           "job needs its own --rdzv-id or --master-port)",
-                          jn.node_rank, jn.run_id, o->join.host, o->join.node_id);
+                          jn->node_rank, jn->run_id, o->join.host, o->join.node_id);
     }
-    if (j && rdzvd_member_index_find(&j->by_id, jn.node_id))
-        return refuse(&q, -EEXIST, "node id '%s' has already joined job '%s'", jn.node_id,
-                      jn.run_id);
-    if (!j && !(j = rdzvd_job_new(h, &jn)))
-        return refuse(&q, -ENOMEM, "rdzvd is out of memory");
-    if ((r = member_secret(&q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, &jn, secret))) {
+    if (j && rdzvd_member_index_find(&j->by_id, jn->node_id))
+        return refuse(q, -EEXIST, "node id '%s' has already joined job '%s'", jn->node_id,
+                      jn->run_id);
+    if (!j && !(j = rdzvd_job_new(h, jn)))
+        return refuse(q, -ENOMEM, "rdzvd is out of memory");
+    if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
         if (j->nmembers == 0)
             rdzvd_job_free(j);
-        return r < 0 ? r : refuse(&q, -ENOMEM, "rdzvd is out of memory");
+        return r < 0 ? r : refuse(q, -ENOMEM, "rdzvd is out of memory");
     }
     *ret = m;
     spare = j->state != JOB_FORMING;
-    if (jn.node_rank >= 0)
-        snprintf(asked, sizeof(asked), "node rank %" PRId64 " asked", jn.node_rank);
+    if (jn->node_rank >= 0)
+        snprintf(asked, sizeof(asked), "node rank %" PRId64 " asked", jn->node_rank);
     rdzvd_job_note(j, false,
                    "node=%s joined (node id %s, %" PRId64 " workers, %s), %" PRId64 " of %" PRId64
                    "..%" PRId64 "%s",
-                   jn.host, jn.node_id, jn.nproc, jn.node_rank >= 0 ? asked : "any node rank",
+                   jn->host, jn->node_id, jn->nproc, jn->node_rank >= 0 ? asked : "any node rank",
                    j->nmembers, j->min, j->max, spare ? " (waits for the next generation)" : "");
     rdzvd_member_send_joined(m, spare, false);
     if (j->state == JOB_FORMING)
@@ -607,4 +598,22 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
         rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
                           "a node joined below --nnodes MAX: restarting to scale up");
     return 0;
+}
+
+int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
+                   char *err, size_t errlen, struct rdzvd_member **ret)
+{
+    struct rdzv_join jn = *join;
+    struct join_req q = {.h = h, .peer = peer, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
+                         .rec_r = -ENOENT};
+    struct rdzvd_job *j;
+    int r;
+
+    *ret = NULL;
+    j = rdzvd_job_find(h->jobs, jn.run_id);
+    if (!j) /* rdzvd restarted, or a new leader: the job may be in its record */
+        q.rec_r = rdzvd_job_record_load(h, jn.run_id, &q.rec);
+    r = join_job(&q, &jn, j);
+    rdzvd_job_record_clear(&q.rec);
+    return r;
 }
