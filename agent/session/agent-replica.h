@@ -69,7 +69,7 @@ struct agent_replica_host {
  * and answers once it listens or failed; a request while one is started here, or one that
  * cannot start, is answered with an error at once. When the replica exits later (while this
  * agent runs), the leader is sent REPLICA {id, error: "replica ID exited"} unasked: it replaces
- * that voter (rdzvd-job-voters.h), and this host may be asked again. */
+ * that voter (rdzvd-job-hosted.h), and this host may be asked again. */
 void agent_replica_request(struct agent_replica_host *h, const char *local,
                            const struct rdzv_replica *q);
 /* The session joined a leader (JOINED): a report that the replica exited goes to it too (the

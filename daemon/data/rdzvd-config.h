@@ -94,7 +94,7 @@
 #define RDZVD_JOB_INIT_GRACE_FACTOR 3
 /* The recent events kept per job for STATUS and the status page. */
 #define RDZVD_JOB_EVENTS 16
-/* A job's failure history (rdzvd-decision.h): the nodes it keeps (those whose workers failed, or
+/* A job's failure history (rdzvd-job-record.h): the nodes it keeps (those whose workers failed, or
  * that it put aside) and how long a reason it keeps for one put aside. Past the first, the
  * entry of a node not put aside with the fewest failures makes room. */
 #define RDZVD_JOB_HISTORY_MAX 256
@@ -130,7 +130,7 @@
 /* Ended jobs kept for status keep their timelines, the newest this many (the rest without). */
 #define RDZVD_ENDED_TIMELINES 16
 /* --replicas: how long an agent may take to start the replica it was asked to host before the
- * next candidate is asked (rdzvd-job-voters.h). */
+ * next candidate is asked (rdzvd-job-hosted.h). */
 #define RDZVD_VOTERS_ASK_MS 15000
 
 struct rdzv_token;

@@ -41,7 +41,7 @@ enum rdzvd_change {
     RDZVD_CHANGE_DELETE, /* the key's value was removed; val is NULL */
     RDZVD_CHANGE_QPUSH,  /* val was pushed at the tail of the key's queue */
     RDZVD_CHANGE_QPOP,   /* the head of the key's queue was popped; val is NULL */
-    /* A job's decision (rdzvd-decision.h), made by rdzvd_store_change_as: val is the decision,
+    /* A job's decision (rdzvd-job-record.h), made by rdzvd_store_change_as: val is the decision,
      * and replaying it runs the function that made the change again (rdzvd_record_apply). */
     RDZVD_CHANGE_DECISION,
     /* val was added at the end of the key's value (APPEND; a missing key's value starts empty):
@@ -50,7 +50,7 @@ enum rdzvd_change {
 };
 
 /* Replays a record of RDZVD_CHANGE_DECISION (what fn of rdzvd_store_change_as made) on s: the
- * layer that makes decisions (the job table's, rdzvd-decision.h) registers it, so that the store
+ * layer that makes decisions (the job table's, rdzvd-job-record.h) registers it, so that the store
  * and the record codec need not know what a decision is. 0 or a negative errno. */
 typedef int (*rdzvd_decision_fn)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
                                  const uint8_t *val, size_t vlen);
@@ -83,7 +83,7 @@ int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t
                                const uint8_t *val, size_t vlen);
 /* One change made of several mutations, recorded as one: fn(s, ud) changes s with the change
  * hook muted, then, if it returned 0, the hook is told what, key and val once (a job's decision:
- * whoever replays that record runs fn's code again, rdzvd-decision.h). fn returns 0 (changed),
+ * whoever replays that record runs fn's code again, rdzvd-job-record.h). fn returns 0 (changed),
  * > 0 (nothing to change: the hook is not told) or a negative errno (fn made no change), and
  * that is returned. */
 int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,

@@ -9,7 +9,7 @@
 
 #include "common/rdzv-log.h"
 #include "daemon/data/rdzvd-acl.h"
-#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job.h"
 #include "daemon/net/rdzvd-peer.h"
 #include "daemon/repl/rdzvd-replica.h"

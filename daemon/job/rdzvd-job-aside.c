@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-aside.c: a job's failure history (rdzvd-decision.h, struct rdzvd_job_record_hist):
+/* rdzvd-job-aside.c: a job's failure history (rdzvd-job-record.h, struct rdzvd_job_record_hist):
  * each node's worker failures within the job, and the nodes it put aside. Part of the job state
  * machine (rdzvd-job-impl.h); every decision records the history as it is in memory. */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-voters.c: hosted replicas, recruited from the agents (rdzvd-job-voters.h). */
-#include "daemon/job/rdzvd-job-voters.h"
+/* rdzvd-job-hosted.c: hosted replicas, recruited from the agents (rdzvd-job-hosted.h). */
+#include "daemon/job/rdzvd-job-hosted.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-voters.h: hosted replicas (rdzvd --replicas N). The leader of a
+/* rdzvd-job-hosted.h: hosted replicas (rdzvd --replicas N). The leader of a
  * replicated rdzvd asks the agents of its jobs to host replicas, one per host, until the
  * configuration has N voters, and replaces the voter of a host whose agents were all lost:
  *   - an agent that joined with host_replica (protocol 1.5) is a candidate; its host is the
@@ -25,7 +25,7 @@
  *     times while libraft still saw it answer), and replaced.
  * Without --replicas (replicas started by hand) nobody is recruited or removed: REPLICAS only.
  *
- * Ownership: struct rdzvd_voters is the job registry's (rdzvd-job.c); it borrows the server.
+ * Ownership: struct rdzvd_voters is the job registry's (rdzvd-job-wire.c); it borrows the server.
  * Connections are borrowed between rdzvd_voters_joined and rdzvd_voters_peer_down.
  * Threads: the loop's. Errors: negative errno, logged. */
 #pragma once

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-journals.h: the generation stores' journals as the job layer names them (and drops
  * a stale one), and where the jobs' records live (the record itself, its codec and its key in
- * the job table and the hashes of nodes' secrets kept there: rdzvd-decision.h).
+ * the job table and the hashes of nodes' secrets kept there: rdzvd-job-record.h).
  *
  * The records live in the job table (rdzvd_server_job_table), key "job/<run_id>". One path for
  * both ways of keeping it:
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "proto/rdzv-msg.h"
-#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-record.h"
 #include "daemon/data/rdzvd-store.h"
 
 /* The HMAC key that turns HMAC-SHA256 into the journal names' hash (public: not a secret). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-move.c: the one function that changes a job's state, generation and restart count
  * (rdzvd-job-impl.h, struct rdzvd_job_move), and its table of legal moves, each with the decision
- * (rdzvd-decision.h) that must be recorded before it is made. */
+ * (rdzvd-job-record.h) that must be recorded before it is made. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>

@@ -125,7 +125,7 @@ static int decision_written(const struct rdzvd_job *j, int r)
 }
 
 /* The job table (journaled in --state-dir, or a replica's, replicated): decide the job's
- * generation and restart count (rdzvd-decision.h: a generation formed, or stopped), so that a
+ * generation and restart count (rdzvd-job-record.h: a generation formed, or stopped), so that a
  * restarted rdzvd (or the next leader) rebuilds it instead of starting it over. running: the
  * generation's workers run (ROUND sent), and the record names its nodes by node rank and its
  * NCCL ids: a restarted rdzvd waits for those nodes' agents before it places anyone. Once per

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-decision.c: a job's record in the job table (rdzvd-decision.h). */
-#include "daemon/job/rdzvd-decision.h"
+/* rdzvd-job-record.c: a job's record in the job table (rdzvd-job-record.h). */
+#include "daemon/job/rdzvd-job-record.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -52,7 +52,7 @@ static bool record_parts_valid(const struct rdzvd_job_record *rec)
     return true;
 }
 
-/* The GPUs of rec's nodes put aside, [[node_id, [uuid, ...]], ...] (rdzvd-decision.h), into o
+/* The GPUs of rec's nodes put aside, [[node_id, [uuid, ...]], ...] (rdzvd-job-record.h), into o
  * when there are any. 0 or -ENOMEM. */
 static int record_encode_gpus(json_t *o, const struct rdzvd_job_record *rec)
 {
@@ -464,7 +464,7 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
     return false;
 }
 
-/* ---- nodes' identities (rdzvd-decision.h, "A node's identity") ---- */
+/* ---- nodes' identities (rdzvd-job-record.h, "A node's identity") ---- */
 
 #define SECRET_KEY_PREFIX "sec/"
 #define IDS_KEY_PREFIX "ids/"
@@ -577,7 +577,7 @@ struct decided {
     size_t klen;
 };
 
-/* rec would take the job cur back, or make it another job? (rdzvd-decision.h) */
+/* rec would take the job cur back, or make it another job? (rdzvd-job-record.h) */
 static bool decision_goes_back(const struct decided *d, const struct rdzvd_job_record *cur)
 {
     const struct rdzvd_job_record *rec = &d->rec;

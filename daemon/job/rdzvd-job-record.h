@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-decision.h: a job's record in the job table: what a job must not forget across a daemon
+/* rdzvd-job-record.h: a job's record in the job table: what a job must not forget across a daemon
  * restart or a change of leader (its identity, its last generation and restart count, whether
  * that generation's workers may still run, and who they are). A restarted rdzvd (or the next
  * leader) rebuilds the job from this record before it places anyone, so a spare that reconnects

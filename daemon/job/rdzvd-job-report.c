@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-report.c: what a member reports (decoded by the wire side, rdzvd-job.c): heartbeats,
+/* rdzvd-job-report.c: what a member reports (decoded by rdzvd-job-wire.c): heartbeats,
  * worker exits (a node put aside after too many), a cancel from outside, a failed health check,
  * LEAVE and READY; and an operator's release of a node put aside. Part of the job state machine
  * (rdzvd-job-impl.h): it moves the job through rdzvd-job-sm.c, never the other way. */

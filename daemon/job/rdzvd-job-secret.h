@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-secret.h: a member's secret, in one place. The first JOIN of a node id in a job gets
  * a random secret in JOINED, minted here; the job's table keeps only its hash (ADMITTED,
- * rdzvd-decision.h), and a later JOIN that names the node id proves it by carrying the secret
+ * rdzvd-job-record.h), and a later JOIN that names the node id proves it by carrying the secret
  * (RENDEZVOUS.md, "Secrets"). The secret goes to no other connection: a JOIN that proved it is
  * given back its own. Loop thread only; errors are negative errnos. */
 #pragma once
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "proto/rdzv-msg.h"
-#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-record.h"
 
 /* The public key that turns HMAC-SHA256 into the secrets' hash (v1 of ADMITTED's "hash"). */
 #define RDZVD_SECRET_HASH_KEY "rdzv member secret v1"

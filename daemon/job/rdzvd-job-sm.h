@@ -6,7 +6,7 @@
  * spares; a restarted rdzvd rebuilds running jobs (--state-dir record, agents' resume).
  *
  * It has no socket code. It reaches members and its host only through struct rdzvd_job_ops,
- * so the wire side (rdzvd-job.c, on rdzvd_conn) and the C unit tests (fake members) plug in
+ * so the wire side (rdzvd-job-wire.c, on rdzvd_conn) and the C unit tests (fake members) plug in
  * alike. Timers run on the host's uv loop.
  *
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
@@ -98,7 +98,7 @@ struct rdzvd_job_host {
     void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
-    /* Where the hashes of nodes' secrets are kept (ADMITTED, rdzvd-decision.h): record_table,
+    /* Where the hashes of nodes' secrets are kept (ADMITTED, rdzvd-job-record.h): record_table,
      * so that a restarted rdzvd and the next leader know them; without one, a table of the
      * host's in memory, where a job's go when the job leaves memory. NULL: none (each member's
      * secret then goes with the member). */

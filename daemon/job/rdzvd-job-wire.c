@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job.c: the wire side of rendezvous jobs: decodes an agent's frames (after HELLO) from
+/* rdzvd-job-wire.c: the wire side of rendezvous jobs: decodes an agent's frames (after HELLO) from
  * its rdzvd_conn, calls the job state machine (rdzvd-job-sm.h), and implements the state
  * machine's ops on top of rdzvd_conn and the server's listeners (proto/RENDEZVOUS.md). */
 #include "daemon/job/rdzvd-job.h"
@@ -24,7 +24,7 @@
 #include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-status.h"
-#include "daemon/job/rdzvd-job-voters.h"
+#include "daemon/job/rdzvd-job-hosted.h"
 #include "daemon/server/rdzvd-server.h"
 
 

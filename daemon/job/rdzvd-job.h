@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job.h: rendezvous jobs as the connection layer sees them (proto/RENDEZVOUS.md): the
- * wire side (rdzvd-job.c) decodes an agent's frames and drives the job state machine
+ * wire side (rdzvd-job-wire.c) decodes an agent's frames and drives the job state machine
  * (rdzvd-job-sm.h), which owns jobs and members. The job layer keeps its jobs in a registry of
  * its own (struct rdzvd_jobs, one per server); the status is made in rdzvd-job-status.c.
  *
@@ -15,7 +15,7 @@
 
 struct rdzvd_conn;
 struct rdzvd_status_sel;
-struct rdzvd_jobs; /* opaque: fields live in rdzvd-job.c */
+struct rdzvd_jobs; /* opaque: fields live in rdzvd-job-wire.c */
 struct rdzvd_server;
 struct rdzv_status;
 

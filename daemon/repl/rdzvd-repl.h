@@ -4,7 +4,7 @@
  * that made the changes in its own store before proposing them, or 0) and a run of store records
  * (rdzvd-record.h; then up to 7 zero bytes, as libraft wants entries a multiple of 8 bytes long),
  * the very records the journal appends (and records of the job table, RDZVD_TABLE_JOBS: its jobs'
- * decisions, rdzvd-decision.h), and applying an entry is the journal's replay of them
+ * decisions, rdzvd-job-record.h), and applying an entry is the journal's replay of them
  * (rdzvd_record_apply). A snapshot is the store's dump as records; restoring one
  * empties the store and applies it. Every replica applies the same entries in the same order, so
  * the stores stay equal; a write acknowledged by the leader (its raft_apply callback) is on a

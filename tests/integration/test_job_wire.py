@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_job_wire.py: what rdzvd's job wire side (daemon/job/rdzvd-job.c) reads of an agent's frames
-# and what it leaves alone, kept as it was when the inline parsing moved to proto/'s codec: a stale
-# NCCL_ID is ignored whatever its ids say, the STATUS body is not looked at, a HEARTBEAT is decoded
-# like every other message (it carries progress), and a refusal names the message
-# whose body was bad.
+# test_job_wire.py: what rdzvd's job wire side (daemon/job/rdzvd-job-wire.c) reads of an agent's
+# frames and what it leaves alone, kept as it was when the inline parsing moved to proto/'s codec:
+# a stale NCCL_ID is ignored whatever its ids say, the STATUS body is not looked at, a HEARTBEAT is
+# decoded like every other message (it carries progress), and a refusal names the message whose
+# body was bad.
 
 import json
 

@@ -17,7 +17,7 @@
 #include "common/rdzv-auth.h"
 #include "common/rdzv-list.h"
 #include "../tap.h"
-#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"

@@ -20,7 +20,7 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "../tap.h"
-#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
@@ -284,7 +284,7 @@ static void test_table_nodes_and_ids_checked(void)
     rdzvd_store_free(t);
 }
 
-/* ---- decisions (rdzvd-decision.h) ---- */
+/* ---- decisions (rdzvd-job-record.h) ---- */
 
 /* What a table's change hook was told: how many records, the last one's kind and value. */
 struct told {
@@ -599,7 +599,7 @@ static void rec_env_init(struct env *e, int state_dirfd, struct rdzvd_store *tab
     env_init(e, state_dirfd);
     e->base_port = 41000;
     if (table)
-        e->h.record_table = e->h.secret_table = table; /* as rdzvd-job.c sets them */
+        e->h.record_table = e->h.secret_table = table; /* as rdzvd-job-wire.c sets them */
 }
 
 /* JOIN of the only node of a one-node job run_id: its round forms at once (generation 1 of a

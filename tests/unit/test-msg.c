@@ -57,7 +57,7 @@ static void expect_frame(struct rdzv_buf *b, int put_result, uint8_t op, const c
         ASSERT_TRUE(err[0] != '\0');                                                               \
     } while (0)
 
-/* Byte for byte what rdzvd-job.c, agent-client.c and rdzv-agent.c packed inline before. */
+/* Byte for byte what rdzvd-job-wire.c, agent-client.c and rdzv-agent.c packed inline before. */
 static void test_encoders_bytes(void)
 {
     struct rdzv_buf b = {0};

@@ -20,7 +20,7 @@
 
 #include "../tap.h"
 #include "common/rdzv-buf.h"
-#include "daemon/job/rdzvd-decision.h"
+#include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/data/rdzvd-record.h"
 #include "daemon/repl/rdzvd-repl.h"
