@@ -213,8 +213,10 @@ void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
-/* NULL when out of memory (logged). */
-struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn);
+/* A new job named by jn, with its --nnodes and --max-restarts, and the settings st (a rebuild's,
+ * from the job's record) or, NULL, jn's own. NULL when out of memory (logged). */
+struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
+                               const struct rdzvd_job_settings *st);
 void rdzvd_job_free(struct rdzvd_job *j);
 void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
 void rdzvd_job_timer_stop(struct rdzvd_job *j);
@@ -353,6 +355,10 @@ int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
 /* node_id's first JOIN in j: keep the hash of its new secret in the host's secret table (a
  * decision, written before JOINED leaves). 0 (also with no table) or a negative errno. */
 int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret);
+/* A job's settings (rdzvd-job-record.h): a JOIN's, j's own, and j's set from them. */
+void rdzvd_job_settings_of_join(const struct rdzv_join *jn, struct rdzvd_job_settings *st);
+void rdzvd_job_settings_get(const struct rdzvd_job *j, struct rdzvd_job_settings *st);
+void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings *st);
 /* The record of run_id (h's job table, else its --state-dir): 0, or -ENOENT when there is none
  * or it cannot be read (logged). */
 int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,

@@ -58,17 +58,18 @@ static int check_join_matches(struct join_req *q, int64_t min, int64_t max, int6
     return 0;
 }
 
-/* The agent jn recovers as the job j does (--recovery)? An agent that predates recovery in place
- * sends no "recovery" and reads as restart: it is refused by an in-place job. */
-static int check_join_recovery(struct join_req *q, const struct rdzvd_job *j)
+/* The agent jn recovers as the job does (inplace: its --recovery, in memory or in its record)?
+ * An agent that predates recovery in place sends no "recovery" and reads as restart: it is
+ * refused by an in-place job. */
+static int check_join_recovery(struct join_req *q, bool inplace)
 {
     const struct rdzv_join *jn = q->jn;
 
-    if (jn->inplace != j->inplace)
+    if (jn->inplace != inplace)
         return refuse(q, -EINVAL,
                       "job '%s' was started with --recovery %s, this agent has --recovery %s%s; "
                       "start every agent with the same --recovery",
-                      jn->run_id, j->inplace ? "inplace" : "restart",
+                      jn->run_id, inplace ? "inplace" : "restart",
                       jn->inplace ? "inplace" : "restart",
                       jn->inplace ? "" : " (or is older than recovery in place)");
     return 0;
@@ -259,6 +260,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
 
     *ret = NULL;
     if ((r == 0 && check_join_matches(q, rec->min, rec->max, rec->max_restarts) < 0) ||
+        (r == 0 && rec->has_settings && check_join_recovery(q, rec->settings.inplace) < 0) ||
         (rs->generation && check_resume_claim(q, r == 0 ? rec : NULL) < 0))
         return -EINVAL;
     if (r == -ENOENT && rs->generation) {
@@ -274,7 +276,8 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     }
     if (r < 0)
         return 0;
-    if (!(j = rdzvd_job_new(q->h, jn)))
+    /* The job runs by the settings it was started with (its record's), not by this agent's. */
+    if (!(j = rdzvd_job_new(q->h, jn, rec->has_settings ? &rec->settings : NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     rdzvd_job_hist_take(j, rec);
     r = job_rebuild(j, rec);
@@ -382,7 +385,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             return r;
         created = true;
     } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-               check_join_recovery(q, j) < 0 || check_resume_claim(q, NULL) < 0) {
+               check_join_recovery(q, j->inplace) < 0 || check_resume_claim(q, NULL) < 0) {
         return -EINVAL;
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
@@ -524,7 +527,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (jn->resume.generation)
         return join_resume(q, j);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-              check_join_recovery(q, j) < 0))
+              check_join_recovery(q, j->inplace) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn->node_id)) && m->node_rank < 0 &&
         m->peer != q->peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
@@ -574,7 +577,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (j && rdzvd_member_index_find(&j->by_id, jn->node_id))
         return refuse(q, -EEXIST, "node id '%s' has already joined job '%s'", jn->node_id,
                       jn->run_id);
-    if (!j && !(j = rdzvd_job_new(h, jn)))
+    if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
         if (j->nmembers == 0)

@@ -108,10 +108,50 @@ static struct rdzvd_job_record job_record(const struct rdzvd_job *j, int64_t res
                                    .generation = j->generation,
                                    .restart_count = restart_count,
                                    .n_hist = j->n_hist,
-                                   .hist = j->hist};
+                                   .hist = j->hist,
+                                   .has_settings = true};
 
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    rdzvd_job_settings_get(j, &rec.settings);
     return rec;
+}
+
+void rdzvd_job_settings_of_join(const struct rdzv_join *jn, struct rdzvd_job_settings *st)
+{
+    *st = (struct rdzvd_job_settings){
+        .last_call_ms = jn->last_call_ms, .heartbeat_timeout_ms = jn->heartbeat_timeout_ms,
+        .join_timeout_ms = jn->join_timeout_ms, .scale_up_now = jn->scale_up_now,
+        .inplace = jn->inplace, .bad_node_failures = jn->bad_node_failures,
+        .bad_node_window_s = jn->bad_node_window_s, .restart_backoff_s = jn->restart_backoff_s,
+        .straggler_factor = jn->straggler_factor, .straggler_window_ms = jn->straggler_window_ms,
+        .straggler_aside = jn->straggler_aside};
+}
+
+void rdzvd_job_settings_get(const struct rdzvd_job *j, struct rdzvd_job_settings *st)
+{
+    *st = (struct rdzvd_job_settings){
+        .last_call_ms = j->last_call_ms, .heartbeat_timeout_ms = j->hb_timeout_ms,
+        .join_timeout_ms = j->join_timeout_ms, .scale_up_now = j->scale_up_now,
+        .inplace = j->inplace, .bad_node_failures = j->bad_node_failures,
+        .bad_node_window_s = (int64_t)(j->bad_node_window_ms / 1000),
+        .restart_backoff_s = (int64_t)(j->backoff_max_ms / 1000),
+        .straggler_factor = j->straggler_factor, .straggler_window_ms = j->straggler_window_ms,
+        .straggler_aside = j->straggler_aside};
+}
+
+void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings *st)
+{
+    j->last_call_ms = st->last_call_ms;
+    j->hb_timeout_ms = st->heartbeat_timeout_ms;
+    j->join_timeout_ms = st->join_timeout_ms;
+    j->scale_up_now = st->scale_up_now;
+    j->inplace = st->inplace;
+    j->bad_node_failures = st->bad_node_failures;
+    j->bad_node_window_ms = st->bad_node_window_s * 1000;
+    j->backoff_max_ms = st->restart_backoff_s * 1000;
+    j->straggler_factor = st->straggler_factor;
+    j->straggler_window_ms = st->straggler_window_ms;
+    j->straggler_aside = st->straggler_aside;
 }
 
 /* r, the result of a decision: applied to the table but not written (the journal turned

@@ -171,6 +171,64 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
     return record_encode_gpus(o, rec);
 }
 
+/* rec's settings into o as "settings" (none: nothing). 0 or -ENOMEM. */
+static int record_encode_settings(json_t *o, const struct rdzvd_job_record *rec)
+{
+    const struct rdzvd_job_settings *st = &rec->settings;
+    json_t *v;
+
+    if (!rec->has_settings)
+        return 0;
+    v = json_pack("{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:f, s:I, s:b}", "last_call_ms",
+                  (json_int_t)st->last_call_ms, "heartbeat_timeout_ms",
+                  (json_int_t)st->heartbeat_timeout_ms, "join_timeout_ms",
+                  (json_int_t)st->join_timeout_ms, "scale_up_now", st->scale_up_now, "recovery",
+                  st->inplace ? "inplace" : "restart", "bad_node_failures",
+                  (json_int_t)st->bad_node_failures, "bad_node_window",
+                  (json_int_t)st->bad_node_window_s, "restart_backoff",
+                  (json_int_t)st->restart_backoff_s, "straggler_factor", st->straggler_factor,
+                  "straggler_window_ms", (json_int_t)st->straggler_window_ms, "straggler_aside",
+                  st->straggler_aside);
+    return v && json_object_set_new(o, "settings", v) == 0 ? 0 : -ENOMEM;
+}
+
+/* o's "settings" into rec, within a JOIN's upper bounds (proto/rdzv-msg.c; the lower ones of
+ * its wire are for agents: rdzvd's own tests run shorter timeouts). None (a record of an older
+ * rdzvd), or settings this rdzvd does not take (a later rdzvd's: a new value): rec has none, and
+ * the rest of the record (its generation, its history, the nodes put aside) still counts. */
+static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
+{
+    json_t *v = json_object_get(o, "settings");
+    json_int_t last, hb, join, bad, win, back, sw;
+    int up, aside;
+    const char *recovery;
+    double f;
+
+    if (!v)
+        return;
+    if (json_unpack(v, "{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:F, s:I, s:b}", "last_call_ms",
+                    &last, "heartbeat_timeout_ms", &hb, "join_timeout_ms", &join,
+                    "scale_up_now", &up, "recovery", &recovery, "bad_node_failures", &bad,
+                    "bad_node_window", &win, "restart_backoff", &back, "straggler_factor", &f,
+                    "straggler_window_ms", &sw, "straggler_aside", &aside) < 0)
+        return;
+    if (last < 0 || hb < 0 || hb > 3600000 || join < 0 ||
+        join > 86400000 || (strcmp(recovery, "restart") && strcmp(recovery, "inplace")) ||
+        bad < 0 || bad > RDZV_BAD_NODE_FAILURES_MAX || win < 0 ||
+        win > RDZV_BAD_NODE_WINDOW_MAX || (win > 0 && bad > RDZV_BAD_NODE_WINDOWED_MAX) ||
+        back < 0 || back > RDZV_RESTART_BACKOFF_MAX ||
+        (f != 0 && (!(f > 1 && f <= RDZV_STRAGGLER_FACTOR_MAX) ||
+                    sw < 1 || sw > RDZV_STRAGGLER_WINDOW_MAX_MS)) ||
+        (f == 0 && (sw != 0 || aside)))
+        return;
+    rec->has_settings = true;
+    rec->settings = (struct rdzvd_job_settings){
+        .last_call_ms = last, .heartbeat_timeout_ms = hb, .join_timeout_ms = join,
+        .scale_up_now = up != 0, .inplace = strcmp(recovery, "inplace") == 0,
+        .bad_node_failures = bad, .bad_node_window_s = win, .restart_backoff_s = back,
+        .straggler_factor = f, .straggler_window_ms = sw, .straggler_aside = aside != 0};
+}
+
 /* rec as the JSON object of a record, or NULL when out of memory. */
 static json_t *record_json(const struct rdzvd_job_record *rec)
 {
@@ -187,7 +245,7 @@ static json_t *record_json(const struct rdzvd_job_record *rec)
         json_decref(o);
         o = NULL;
     }
-    if (o && record_encode_parts(o, rec) < 0) {
+    if (o && (record_encode_settings(o, rec) < 0 || record_encode_parts(o, rec) < 0)) {
         json_decref(o);
         o = NULL;
     }
@@ -365,6 +423,7 @@ static int record_decode(json_t *o, struct rdzvd_job_record *rec)
     rec->world_size = ws;
     rec->store_port = (uint16_t)port;
     snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
+    record_decode_settings(o, rec);
     return record_decode_parts(o, rec);
 }
 
@@ -411,6 +470,8 @@ int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd
         rdzvd_job_record_clear(rec);
         r = -EBADMSG;
     }
+    if (r < 0) /* nothing of a record that is none is kept: no part of it is used */
+        memset(rec, 0, sizeof(*rec));
     json_decref(o);
     return r;
 }
@@ -616,6 +677,10 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
 
         next.hist = d->rec.hist;
         next.n_hist = d->rec.n_hist;
+        if (!cur.has_settings && d->rec.has_settings) { /* an older rdzvd's record, till now */
+            next.has_settings = true;
+            next.settings = d->rec.settings;
+        }
         r = rdzvd_job_record_put(t, &next);
     } else if (r == 0 || r == -ENOENT || r == -EBADMSG) { /* no record, or none readable: d's */
         r = rdzvd_job_record_put(t, &d->rec);

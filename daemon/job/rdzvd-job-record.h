@@ -88,9 +88,27 @@ struct rdzvd_job_record_admitted {
     char hash[RDZVD_SECRET_HASH_HEX + 1];
 };
 
+/* A job's own settings, which its first agent's JOIN gave it (every agent of a job is started
+ * with the same options; later JOINs are checked for --nnodes, --max-restarts and --recovery
+ * only): kept in its record (as "settings", with the JOIN's names) from its first decision on,
+ * so that the job rebuilt after an rdzvd restart or a change of leader runs by them, not by
+ * those of whichever agent comes back first. */
+struct rdzvd_job_settings {
+    int64_t last_call_ms, heartbeat_timeout_ms, join_timeout_ms;
+    bool scale_up_now, inplace;
+    int64_t bad_node_failures, bad_node_window_s, restart_backoff_s;
+    double straggler_factor; /* 0: nobody is scored (then the next two are 0 too) */
+    int64_t straggler_window_ms;
+    bool straggler_aside;
+};
+
 struct rdzvd_job_record {
     char run_id[RDZV_ID_MAX + 1];
     int64_t min, max, max_restarts; /* the job's --nnodes MIN:MAX and --max-restarts */
+    /* The rest of its settings; a record of an older rdzvd has none (has_settings false: the
+     * job rebuilt from it takes the settings of the agent that comes back first). */
+    bool has_settings;
+    struct rdzvd_job_settings settings;
     uint64_t generation;            /* the last generation sent to agents (0: none yet) */
     int64_t restart_count;          /* restarts used so far */
     bool running;                   /* generation's workers may still run: wait for them */

@@ -616,7 +616,8 @@ static void job_timer_cb(uv_timer_t *t)
     }
 }
 
-struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn)
+struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
+                               const struct rdzvd_job_settings *st)
 {
     struct rdzvd_job *j = calloc(1, sizeof(*j));
     int r;
@@ -636,17 +637,14 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     j->min = jn->min;
     j->max = jn->max;
     j->max_restarts = jn->max_restarts;
-    j->last_call_ms = jn->last_call_ms;
-    j->hb_timeout_ms = jn->heartbeat_timeout_ms;
-    j->join_timeout_ms = jn->join_timeout_ms;
-    j->scale_up_now = jn->scale_up_now;
-    j->inplace = jn->inplace;
-    j->bad_node_failures = jn->bad_node_failures;
-    j->bad_node_window_ms = jn->bad_node_window_s * 1000;
-    j->backoff_max_ms = jn->restart_backoff_s * 1000;
-    j->straggler_factor = jn->straggler_factor;
-    j->straggler_window_ms = jn->straggler_window_ms;
-    j->straggler_aside = jn->straggler_aside;
+    if (st) {
+        rdzvd_job_settings_set(j, st);
+    } else {
+        struct rdzvd_job_settings own;
+
+        rdzvd_job_settings_of_join(jn, &own);
+        rdzvd_job_settings_set(j, &own);
+    }
     j->median_compute_ms = -1;
     j->created_ms = rdzv_now_ms();
     rdzv_list_init(&j->members);

@@ -171,6 +171,71 @@ static void test_table_round_trip(void)
     rdzvd_store_free(t);
 }
 
+/* A record keeps the job's settings as put; one without them (an older rdzvd's) reads with
+ * none; so does one whose settings this rdzvd does not take (out of a JOIN's bounds, or a value
+ * it does not know): the rest of the record still counts. */
+static void test_table_settings_round_trip(void)
+{
+    struct rdzvd_store *t = new_store(&lim);
+    struct rdzvd_job_record a = rec_of("sa"), b = rec_of("sb"), got;
+    static const char bad[] =
+        "{\"run_id\":\"sx\",\"min\":1,\"max\":1,\"max_restarts\":0,\"generation\":1,"
+        "\"restart_count\":0,\"running\":false,\"nnodes\":0,\"world_size\":0,"
+        "\"store_port\":0,\"settings\":{\"last_call_ms\":0,\"heartbeat_timeout_ms\":5000,"
+        "\"join_timeout_ms\":0,\"scale_up_now\":false,\"recovery\":\"sideways\","
+        "\"bad_node_failures\":0,\"bad_node_window\":0,\"restart_backoff\":0,"
+        "\"straggler_factor\":0,\"straggler_window_ms\":0,\"straggler_aside\":false}}";
+
+    a.has_settings = true;
+    a.settings = (struct rdzvd_job_settings){
+        .last_call_ms = 2500, .heartbeat_timeout_ms = 8000, .join_timeout_ms = 120000,
+        .scale_up_now = true, .inplace = true, .bad_node_failures = 3, .bad_node_window_s = 900,
+        .restart_backoff_s = 30, .straggler_factor = 1.5, .straggler_window_ms = 60000,
+        .straggler_aside = true};
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_put(t, &b));
+    ASSERT_OK(rdzvd_job_record_get(t, "sa", &got));
+    expect_same_record(&got, &a);
+    ASSERT_TRUE(got.has_settings);
+    ASSERT_EQ(got.settings.last_call_ms, 2500);
+    ASSERT_EQ(got.settings.heartbeat_timeout_ms, 8000);
+    ASSERT_EQ(got.settings.join_timeout_ms, 120000);
+    ASSERT_TRUE(got.settings.scale_up_now && got.settings.inplace);
+    ASSERT_EQ(got.settings.bad_node_failures, 3);
+    ASSERT_EQ(got.settings.bad_node_window_s, 900);
+    ASSERT_EQ(got.settings.restart_backoff_s, 30);
+    ASSERT_TRUE(got.settings.straggler_factor == 1.5);
+    ASSERT_EQ(got.settings.straggler_window_ms, 60000);
+    ASSERT_TRUE(got.settings.straggler_aside);
+    ASSERT_OK(rdzvd_job_record_get(t, "sb", &got));
+    ASSERT_FALSE(got.has_settings);
+    /* A decision that keeps the record (ASIDE: the history only) gives an older rdzvd's record
+     * the job's settings, and never replaces those it has. */
+    b.has_settings = true;
+    b.settings = a.settings;
+    b.running = false; /* as an ASIDE decision is made: of a generation's record, not running */
+    b.nnodes = b.world_size = b.store_port = 0;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ASIDE, &b));
+    ASSERT_OK(rdzvd_job_record_get(t, "sb", &got));
+    ASSERT_TRUE(got.has_settings);
+    ASSERT_EQ(got.settings.restart_backoff_s, 30);
+    b.settings.restart_backoff_s = 7;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ASIDE, &b));
+    ASSERT_OK(rdzvd_job_record_get(t, "sb", &got));
+    ASSERT_EQ(got.settings.restart_backoff_s, 30);
+    ASSERT_OK(rdzvd_store_set(t, "job/sx", 6, bad, strlen(bad)));
+    ASSERT_OK(rdzvd_job_record_get(t, "sx", &got));
+    ASSERT_FALSE(got.has_settings);
+    ASSERT_EQ(got.generation, 1);
+    a.settings.restart_backoff_s = RDZV_RESTART_BACKOFF_MAX + 1; /* past a JOIN's bound */
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "sa", &got));
+    ASSERT_FALSE(got.has_settings);
+    ASSERT_EQ(got.generation, a.generation);
+    rdzvd_job_record_clear(&got);
+    rdzvd_store_free(t);
+}
+
 /* What is under job/<id> but is no record of <id>: not JSON, out of range, or another run id's
  * record, is -EBADMSG. */
 static void test_table_rejects_bad_values(void)
@@ -756,6 +821,7 @@ int main(void)
     TEST(test_names_pinned_and_distinct);
     TEST(test_drop_journal);
     TEST(test_table_round_trip);
+    TEST(test_table_settings_round_trip);
     TEST(test_table_rejects_bad_values);
     TEST(test_table_nodes_and_ids_round_trip);
     TEST(test_table_nodes_and_ids_checked);

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "common/rdzv-log.h"
+#include "daemon/job/rdzvd-job-impl.h"
 #include "jobtest.h"
 
 static void test_round_closes_at_max(void)
@@ -425,6 +426,74 @@ static void test_restore_numbers_on_and_drops_stale_journals(void)
     jt_state_dir_done(fd, path);
 }
 
+/* A job rebuilt from its record runs by the settings it was started with, kept in the record,
+ * not by those of the agent that comes back first; and its next record keeps them. An agent with
+ * another --recovery is refused, as it would be by the job in memory. A record of an older rdzvd
+ * (no settings) takes the agent's, as before. */
+static void test_rebuilt_job_runs_by_its_recorded_settings(void)
+{
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 2,
+                                   .has_settings = true,
+                                   .settings = {.last_call_ms = 1500,
+                                                .heartbeat_timeout_ms = 7000,
+                                                .join_timeout_ms = 90000,
+                                                .bad_node_failures = 4,
+                                                .bad_node_window_s = 600,
+                                                .restart_backoff_s = 9,
+                                                .straggler_factor = 2.5,
+                                                .straggler_window_ms = 20000,
+                                                .straggler_aside = true}};
+    struct fake f[2] = {0};
+    struct rdzvd_job *j;
+    struct rdzv_join jn;
+    char path[64], err[512];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    jt_record_save(fd, &rec);
+    env_init(&e, fd);
+    jn = join_of(0, 2, 2, 3);
+    jn.inplace = true;
+    ASSERT_EQ(join_err(&e, &f[0], &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "was started with --recovery restart") != NULL);
+    ASSERT_EQ(njobs(&e), 0);
+    for (int i = 0; i < 2; i++) { /* the defaults of join_of: other settings than the record's */
+        jn = join_of(i, 2, 2, 3);
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    j = rdzvd_job_find(&e.jobs, "job");
+    ASSERT_NOT_NULL(j);
+    ASSERT_EQ(j->last_call_ms, 1500);
+    ASSERT_EQ(j->hb_timeout_ms, 7000);
+    ASSERT_EQ(j->join_timeout_ms, 90000);
+    ASSERT_EQ(j->bad_node_failures, 4);
+    ASSERT_EQ(j->bad_node_window_ms, 600000);
+    ASSERT_EQ(j->backoff_max_ms, 9000);
+    ASSERT_TRUE(j->straggler_factor == 2.5 && j->straggler_window_ms == 20000);
+    ASSERT_TRUE(j->straggler_aside);
+    ASSERT_EQ(f[0].round.generation, 3);
+    rdzvd_job_record_clear(&rec);
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    ASSERT_TRUE(rec.has_settings);
+    ASSERT_EQ(rec.settings.heartbeat_timeout_ms, 7000);
+    ASSERT_EQ(rec.settings.restart_backoff_s, 9);
+    rdzvd_job_record_clear(&rec);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+
+    fd = state_dir_with_record(path, sizeof(path), 2, 0, 3, false); /* no settings */
+    env_init(&e, fd);
+    jn = join_of(0, 2, 2, 3);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    j = rdzvd_job_find(&e.jobs, "job");
+    ASSERT_NOT_NULL(j);
+    ASSERT_EQ(j->hb_timeout_ms, jn.heartbeat_timeout_ms);
+    ASSERT_EQ(j->last_call_ms, jn.last_call_ms);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 /* A record of a running generation whose agents never come back (they went with the old rdzvd:
  * a new launch under the same run_id): after the rebuild window the job forms the next
  * generation from those present, numbering on, without charging the restart budget. */
@@ -801,6 +870,7 @@ int main(void)
     TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
     TEST(test_spare_first_after_restart_waits_for_the_members);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
+    TEST(test_rebuilt_job_runs_by_its_recorded_settings);
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
