@@ -194,8 +194,7 @@ static void hold_cb(uv_timer_t *t)
         return;
     a->held.on = false;
     log_info("the signal that killed worker local rank %u did not reach this agent within %d "
-             "ms: reporting its failure",
-             a->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+             "ms: reporting its failure", a->held.local_rank, AGENT_SIGNAL_HOLD_MS);
     worker_failed(a, a->held.local_rank, a->held.status, a->held.sig);
 }
 
@@ -527,9 +526,11 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     if (spare && !resumed && a->group && agent_group_running(a->group) > 0 &&
         (a->state == AG_RUNNING || a->state == AG_RESTARTING))
         a->dropped = true;
-    if (a->pending_exit) {
+    /* An unsent WORKER_EXIT goes now, and again one that a deposed leader took (resumed, no
+     * EVENT restart: it was lost); rdzvd ignores a repeat (its generation stopping or over). */
+    if (a->pending_exit || (resumed && a->local_failure && a->state == AG_RESTARTING &&
+                            !a->restart_pending && a->pexit.generation == a->stopping_gen))
         a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
-    }
     agent_replica_joined(&a->rhost);
     /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
      * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
@@ -643,8 +644,7 @@ void agent_session_signal(struct agent_session *a, int signum)
     if (a->held.on) { /* the worker died of this signal: the agent reports it, not the worker */
         (void)uv_timer_stop(&a->hold_timer);
         a->held.on = false;
-        log_info("worker local rank %u was killed by the same signal: not reported as a failure",
-                 a->held.local_rank);
+        log_info("worker local rank %u was killed by the same signal", a->held.local_rank);
     }
     if (!a->have_outcome) {
         bool cancel = signum == SIGTERM || signum == SIGINT;
