@@ -360,6 +360,17 @@ static inline bool event_is(const struct fake *f, const char *type)
     return strcmp(f->event.type, type) == 0;
 }
 
+/* f's agent reports its local rank 0 failed, with the rank of the ROUND it got: a report of the
+ * node's own rank, which rdzvd takes. */
+static inline void jt_worker_exit(struct fake *f, struct rdzv_worker_exit *w)
+{
+    char err[256];
+
+    w->local_rank = 0;
+    w->rank = f->round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f->m, w, err, sizeof(err)));
+}
+
 static inline int jt_state_dir(char *path, size_t len)
 {
     int fd;

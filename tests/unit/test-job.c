@@ -2,8 +2,8 @@
 /* test-job.c: the job state machine (daemon/job/rdzvd-job-sm.h) driven with fake members
  * (jobtest.h): a real uv loop for its timers, no sockets. Covers what
  * tests/rendezvous/test_agents.py and tests/integration/test_protocol.py check for rounds and
- * restarts, and the rule that a restarted rdzvd rebuilds a recorded job before
- * placing a spare. */
+ * restarts, a stall of rdzvd, progress and the timeline. A job rebuilt after an rdzvd restart:
+ * test-job-rebuild.c. */
 #include <errno.h>
 #include <malloc.h>
 #include <inttypes.h>
@@ -127,17 +127,6 @@ static void test_node_ranks_hints_honoured_and_unique(void)
     env_done(&e);
 }
 
-/* f's agent reports its local rank 0 failed, with the rank of the ROUND it got: a report of the
- * node's own rank, which rdzvd takes. */
-static void worker_exit(struct fake *f, struct rdzv_worker_exit *w)
-{
-    char err[256];
-
-    w->local_rank = 0;
-    w->rank = f->round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f->m, w, err, sizeof(err)));
-}
-
 static void test_spare_waits_and_is_promoted(void)
 {
     struct env e;
@@ -155,7 +144,7 @@ static void test_spare_waits_and_is_promoted(void)
     ASSERT_TRUE(f[2].spare);
     ASSERT_EQ(f[2].nrounds, 0);
     /* A worker failure: the members stop, the round re-forms with the same nodes. */
-    worker_exit(&f[0], &w);
+    jt_worker_exit(&f[0], &w);
     ASSERT_EQ(f[0].nevents, 1);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     ASSERT_EQ(f[2].nevents, 0); /* the spare runs nothing */
@@ -203,7 +192,7 @@ static void test_worker_exit_for_another_node_is_refused(void)
     ASSERT_EQ(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
     for (int i = 0; i < 2; i++)
         ASSERT_EQ(f[i].nevents, 0);
-    worker_exit(&f[1], &w); /* its own: the job restarts */
+    jt_worker_exit(&f[1], &w); /* its own: the job restarts */
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     env_done(&e);
 }
@@ -220,11 +209,11 @@ static void test_restart_budget_exhausted_fails_the_job(void)
 
         ASSERT_OK(join(&e, &f[i], &jn));
     }
-    worker_exit(&f[1], &w);
+    jt_worker_exit(&f[1], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
     w.generation = 2;
-    worker_exit(&f[1], &w);
+    jt_worker_exit(&f[1], &w);
     for (int i = 0; i < 2; i++) {
         ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "failed");
         ASSERT_EQ(f[i].event.exit_code, 7);
@@ -248,13 +237,13 @@ static void test_stale_ready_while_running_is_ignored(void)
 
         ASSERT_OK(join(&e, &f[i], &jn));
     }
-    worker_exit(&f[1], &w);
+    jt_worker_exit(&f[1], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
     rdzvd_member_ready(f[0].m, 1); /* generation 1's READY again, while 2 runs */
     rdzvd_member_ready(f[0].m, 0);
     w.generation = 2;
-    worker_exit(&f[1], &w);
+    jt_worker_exit(&f[1], &w);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     rdzvd_member_ready(f[1].m, 2);
     run_ms(&e, 50);
@@ -309,222 +298,6 @@ static void test_heartbeat_loss_restarts(void)
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     ASSERT_TRUE(strstr(f[0].event.summary, "sent no heartbeat") != NULL);
     env_done(&e);
-}
-
-static void test_resume_after_daemon_restart_keeps_generation_and_restarts(void)
-{
-    struct env e;
-    struct fake f[2] = {0};
-    struct rdzv_worker_exit w = {.generation = 5, .exit_code = 1};
-
-    env_init(&e, -1);
-    for (int i = 0; i < 2; i++) {
-        struct rdzv_join jn = resume_of(i, 5, 2, 3);
-
-        ASSERT_OK(join(&e, &f[i], &jn));
-        ASSERT_TRUE(f[i].resumed);
-        ASSERT_FALSE(f[i].spare);
-        ASSERT_EQ(f[i].joined_gen, 5);
-        ASSERT_EQ(f[i].nevents, 0); /* not told to stop */
-    }
-    ASSERT_EQ(e.stores_open, 1);
-    ASSERT_EQ(e.asked_port, 41000); /* the store back where its workers look */
-    worker_exit(&f[0], &w);
-    ASSERT_EQ(f[1].event.generation, 5);
-    all_ready(f, 2, 5);
-    ASSERT_EQ(f[0].round.generation, 6);
-    ASSERT_EQ(f[0].round.restart_count, 3);
-    ASSERT_EQ(f[0].round.node_rank, 0);
-    ASSERT_EQ(f[1].round.node_rank, 1);
-    env_done(&e);
-}
-
-/* A state dir holding the record of job "job" (--nnodes 2:2, 4 workers, store port 41000). */
-static int state_dir_with_record(char *path, size_t len, uint64_t gen, int64_t restarts,
-                                 int64_t max_restarts, bool running)
-{
-    struct rdzvd_job_record rec = {.min = 2,
-                                   .max = 2,
-                                   .max_restarts = max_restarts,
-                                   .generation = gen,
-                                   .restart_count = restarts,
-                                   .running = running,
-                                   .nnodes = running ? 2 : 0,
-                                   .world_size = running ? 4 : 0,
-                                   .store_port = running ? 41000 : 0};
-    int fd = jt_state_dir(path, len);
-
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    jt_record_save(fd, &rec);
-    return fd;
-}
-
-/* The spare reconnects to a restarted rdzvd before the members do. */
-static void test_spare_first_after_restart_waits_for_the_members(void)
-{
-    struct rdzvd_job_record rec;
-    struct fake f[3] = {0};
-    struct rdzv_join jn;
-    char path[64];
-    struct env e;
-    int fd = state_dir_with_record(path, sizeof(path), 1, 0, 0, true);
-
-    env_init(&e, fd);
-    jt_remember_secrets(&e, "job");
-    jn = join_of(2, 2, 2, 0);
-    ASSERT_OK(join(&e, &f[2], &jn));
-    ASSERT_TRUE(f[2].spare);
-    ASSERT_EQ(f[2].joined_gen, 1);
-    ASSERT_EQ(e.asked_port, 41000);
-    for (int i = 0; i < 2; i++) {
-        jn = resume_of(i, 1, 0, 0);
-        ASSERT_OK(join(&e, &f[i], &jn));
-        ASSERT_TRUE(f[i].resumed);
-        ASSERT_FALSE(f[i].spare);
-        ASSERT_EQ(f[i].nevents, 0); /* its workers keep running */
-    }
-    ASSERT_EQ(e.stores_open, 1);
-    ASSERT_EQ(f[2].nrounds, 0);
-    rdzvd_member_leave(f[0].m, 1, true);
-    rdzvd_member_leave(f[1].m, 1, true);
-    for (int i = 0; i < 3; i++)
-        ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "succeeded");
-    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT); /* over: forgotten */
-    env_done(&e);
-    jt_state_dir_done(fd, path);
-}
-
-/* A record of a stopped generation: the next one numbers on from it, with the restart count,
- * and its store never replays a journal left under its name. */
-static void test_restore_numbers_on_and_drops_stale_journals(void)
-{
-    struct rdzvd_job_record rec;
-    struct fake f[2] = {0};
-    char path[64], stale[96];
-    struct env e;
-    int fd = state_dir_with_record(path, sizeof(path), 3, 2, 5, false), sfd;
-
-    ASSERT_OK(rdzvd_job_state_name("job", 4, stale, sizeof(stale)));
-    strcat(stale, ".journal");
-    sfd = openat(fd, stale, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_TRUE(sfd >= 0);
-    close(sfd);
-    env_init(&e, fd);
-    for (int i = 0; i < 2; i++) {
-        struct rdzv_join jn = join_of(i, 2, 2, 5);
-
-        ASSERT_OK(join(&e, &f[i], &jn));
-    }
-    ASSERT_EQ(f[0].round.generation, 4);
-    ASSERT_EQ(f[0].round.restart_count, 2);
-    ASSERT_TRUE(faccessat(fd, stale, F_OK, 0) < 0 && errno == ENOENT);
-    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
-    ASSERT_EQ(rec.generation, 4);
-    ASSERT_TRUE(rec.running);
-    rdzvd_job_record_clear(&rec);
-    env_done(&e);
-    jt_state_dir_done(fd, path);
-}
-
-/* A job rebuilt from its record runs by the settings it was started with, kept in the record,
- * not by those of the agent that comes back first; and its next record keeps them. An agent with
- * another --recovery is refused, as it would be by the job in memory. A record of an older rdzvd
- * (no settings) takes the agent's, as before. */
-static void test_rebuilt_job_runs_by_its_recorded_settings(void)
-{
-    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 2,
-                                   .has_settings = true,
-                                   .settings = {.last_call_ms = 1500,
-                                                .heartbeat_timeout_ms = 7000,
-                                                .join_timeout_ms = 90000,
-                                                .bad_node_failures = 4,
-                                                .bad_node_window_s = 600,
-                                                .restart_backoff_s = 9,
-                                                .straggler_factor = 2.5,
-                                                .straggler_window_ms = 20000,
-                                                .straggler_aside = true}};
-    struct fake f[2] = {0};
-    struct rdzvd_job *j;
-    struct rdzv_join jn;
-    char path[64], err[512];
-    struct env e;
-    int fd = jt_state_dir(path, sizeof(path));
-
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    jt_record_save(fd, &rec);
-    env_init(&e, fd);
-    jn = join_of(0, 2, 2, 3);
-    jn.inplace = true;
-    ASSERT_EQ(join_err(&e, &f[0], &jn, err, sizeof(err)), -EINVAL);
-    ASSERT_TRUE(strstr(err, "was started with --recovery restart") != NULL);
-    ASSERT_EQ(njobs(&e), 0);
-    for (int i = 0; i < 2; i++) { /* the defaults of join_of: other settings than the record's */
-        jn = join_of(i, 2, 2, 3);
-        ASSERT_OK(join(&e, &f[i], &jn));
-    }
-    j = rdzvd_job_find(&e.jobs, "job");
-    ASSERT_NOT_NULL(j);
-    ASSERT_EQ(j->last_call_ms, 1500);
-    ASSERT_EQ(j->hb_timeout_ms, 7000);
-    ASSERT_EQ(j->join_timeout_ms, 90000);
-    ASSERT_EQ(j->bad_node_failures, 4);
-    ASSERT_EQ(j->bad_node_window_ms, 600000);
-    ASSERT_EQ(j->backoff_max_ms, 9000);
-    ASSERT_TRUE(j->straggler_factor == 2.5 && j->straggler_window_ms == 20000);
-    ASSERT_TRUE(j->straggler_aside);
-    ASSERT_EQ(f[0].round.generation, 3);
-    rdzvd_job_record_clear(&rec);
-    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
-    ASSERT_TRUE(rec.has_settings);
-    ASSERT_EQ(rec.settings.heartbeat_timeout_ms, 7000);
-    ASSERT_EQ(rec.settings.restart_backoff_s, 9);
-    rdzvd_job_record_clear(&rec);
-    env_done(&e);
-    jt_state_dir_done(fd, path);
-
-    fd = state_dir_with_record(path, sizeof(path), 2, 0, 3, false); /* no settings */
-    env_init(&e, fd);
-    jn = join_of(0, 2, 2, 3);
-    ASSERT_OK(join(&e, &f[0], &jn));
-    j = rdzvd_job_find(&e.jobs, "job");
-    ASSERT_NOT_NULL(j);
-    ASSERT_EQ(j->hb_timeout_ms, jn.heartbeat_timeout_ms);
-    ASSERT_EQ(j->last_call_ms, jn.last_call_ms);
-    env_done(&e);
-    jt_state_dir_done(fd, path);
-}
-
-/* A record of a running generation whose agents never come back (they went with the old rdzvd:
- * a new launch under the same run_id): after the rebuild window the job forms the next
- * generation from those present, numbering on, without charging the restart budget. */
-static void test_record_nobody_back_forms_next_generation_uncounted(void)
-{
-    struct fake f[2] = {0};
-    char path[64];
-    struct env e;
-    int fd = state_dir_with_record(path, sizeof(path), 2, 0, 0, true);
-
-    env_init(&e, fd);
-    for (int i = 0; i < 2; i++) {
-        struct rdzv_join jn = join_of(i, 2, 2, 0);
-
-        jn.heartbeat_timeout_ms = 30; /* rebuild window: 2 x this */
-        ASSERT_OK(join(&e, &f[i], &jn));
-        ASSERT_TRUE(f[i].spare);
-    }
-    for (int t = 0; t < 50 && !f[0].nrounds; t++) {
-        for (int i = 0; i < 2; i++)
-            rdzvd_member_heartbeat(f[i].m);
-        run_ms(&e, 10);
-    }
-    for (int i = 0; i < 2; i++) {
-        ASSERT_EQ(f[i].nevents, 0); /* not failed */
-        ASSERT_EQ(f[i].nrounds, 1);
-        ASSERT_EQ(f[i].round.generation, 3);
-        ASSERT_EQ(f[i].round.restart_count, 0);
-    }
-    env_done(&e);
-    jt_state_dir_done(fd, path);
 }
 
 /* rdzvd stalled (SIGSTOP) past the heartbeat timeout: 3 members (--nnodes 2:2, so one spare)
@@ -725,7 +498,7 @@ static void test_progress_in_status(void)
     ASSERT_TRUE(j->ranks[1].age_s - j->ranks[0].age_s > 0.998 &&
                 j->ranks[1].age_s - j->ranks[0].age_s < 1.002);
     rdzv_status_free(&st);
-    worker_exit(&f[0], &w);
+    jt_worker_exit(&f[0], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
     ASSERT_EQ(status_of(&e, &st)->n_ranks, 0);
@@ -758,7 +531,7 @@ static void test_recovery_first_step_waits_for_every_node(void)
         struct rdzv_join jn = join_of(i, 2, 2, 1);
         ASSERT_OK(join(&e, &f[i], &jn));
     }
-    worker_exit(&f[0], &w);
+    jt_worker_exit(&f[0], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
     usleep(20 * 1000);
@@ -840,7 +613,7 @@ static void test_timeline_of_a_long_job(void)
     ASSERT_EQ(tl->bands[0].generation, 1);
     ASSERT_EQ(tl->bands[0].world_size, 4);
     rdzv_status_free(&st);
-    worker_exit(&f[a], &w);
+    jt_worker_exit(&f[a], &w);
     all_ready(f, 2, 1);
     j = status_of(&e, &st);
     tl = j->timeline;
@@ -867,11 +640,6 @@ int main(void)
     TEST(test_stale_ready_while_running_is_ignored);
     TEST(test_job_succeeds_when_every_node_left);
     TEST(test_heartbeat_loss_restarts);
-    TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
-    TEST(test_spare_first_after_restart_waits_for_the_members);
-    TEST(test_restore_numbers_on_and_drops_stale_journals);
-    TEST(test_rebuilt_job_runs_by_its_recorded_settings);
-    TEST(test_record_nobody_back_forms_next_generation_uncounted);
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
     TEST(test_stall_in_grace_close_first);
