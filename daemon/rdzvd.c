@@ -590,7 +590,7 @@ int main(int argc, char **argv)
     if (o.idle_ms)
         r = rdzvd_daemon_exit_when_idle(d.daemon, o.idle_ms, o.idle_first_ms, idle_done_cb, &d);
     if (r == 0)
-        r = rdzvd_server_listen(d.srv);
+        r = rdzvd_daemon_listen(d.daemon);
     if (r < 0) {
         rdzvd_daemon_free(d.daemon);
         uv_run(&loop, UV_RUN_DEFAULT);

@@ -37,6 +37,9 @@ struct rdzv_buf;
 #define RDZV_ERROR_MAX 511    /* ERROR text and NCCL_ID error: cut (UTF-8-safe) past this */
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
 #define RDZV_JOIN_TIMEOUT_MS 600000    /* default: wait for replacements below min (torchrun's) */
+/* An agent's longest wait between two reconnect attempts (agent-client.h's backoff, jittered):
+ * a job rdzvd rebuilds at its start or election waits this long more for its agents. */
+#define RDZV_RECONNECT_WAIT_MAX_MS 3000
 #define RDZV_BAD_NODE_FAILURES_MAX 1000 /* JOIN bad_node_failures */
 #define RDZV_BAD_NODE_WINDOW_MAX 2592000 /* JOIN bad_node_window (seconds): 30 days */
 /* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */

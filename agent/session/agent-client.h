@@ -32,6 +32,8 @@ struct agent_client;
  * step. */
 #define AGENT_BACKOFF_FIRST_MS 50
 #define AGENT_BACKOFF_MAX_MS 2000
+_Static_assert(AGENT_BACKOFF_MAX_MS * 3 / 2 <= RDZV_RECONNECT_WAIT_MAX_MS,
+               "rdzvd's rebuild window allows for an agent's longest reconnect wait");
 /* Redirects to the leader followed at once since the last JOINED; each later one waits. */
 #define AGENT_REDIRECTS_AT_ONCE 3
 #define AGENT_REDIRECT_WAIT_MS 200

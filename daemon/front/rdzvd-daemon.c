@@ -78,6 +78,13 @@ static void daemon_deposed(void *ud)
     rdzvd_jobs_deposed(d->jobs);
 }
 
+static void daemon_leading(void *ud)
+{
+    struct rdzvd_daemon *d = ud;
+
+    rdzvd_jobs_lead(d->jobs);
+}
+
 /* This replica is a voter in its own configuration (one removed, or never made one, hears from
  * no leader again: the leader it knew means nothing). */
 static bool self_votes(const struct rdzvd_replica_ops *ops, struct rdzvd_replica *rep)
@@ -144,6 +151,7 @@ static const struct rdzvd_peer_handler daemon_handler = {
     .closed = daemon_conn_closed,
     .shutdown = daemon_shutdown,
     .deposed = daemon_deposed,
+    .leading = daemon_leading,
     .peer_up = daemon_peer_up,
     .peer_down = daemon_peer_down,
 };
@@ -270,7 +278,15 @@ struct rdzvd_server *rdzvd_daemon_server(const struct rdzvd_daemon *d)
 
 int rdzvd_daemon_listen(struct rdzvd_daemon *d)
 {
-    return rdzvd_server_listen(d->srv);
+    const struct rdzvd_replica_ops *ops;
+    int r = rdzvd_server_listen(d->srv);
+
+    /* A single rdzvd's job table was replayed from --state-dir: its running jobs are rebuilt now,
+     * their stores reopened on the listening address (a replica's once it leads:
+     * daemon_leading). */
+    if (r == 0 && d->jobs && !rdzvd_server_replica(d->srv, &ops))
+        rdzvd_jobs_lead(d->jobs);
+    return r;
 }
 
 uint16_t rdzvd_daemon_port(const struct rdzvd_daemon *d)

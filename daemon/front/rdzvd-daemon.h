@@ -29,7 +29,9 @@ struct rdzvd_daemon *rdzvd_daemon_free(struct rdzvd_daemon *d);
 struct rdzvd_server *rdzvd_daemon_server(const struct rdzvd_daemon *d);
 
 /* The same through d, for an embedder that sees no more of rdzvd than this header (rdzv-agent
- * --standalone): bind and listen (0 or a negative errno, logged); the main listener's port once
+ * --standalone): bind and listen (0 or a negative errno, logged), then, a single rdzvd with a
+ * job table, rebuild the jobs whose records say a generation runs (rdzvd_jobs_lead; a replica
+ * does when it leads); the main listener's port once
  * listening (0 before); stop accepting and close every connection (asynchronous, as
  * rdzvd_server_stop). */
 int rdzvd_daemon_listen(struct rdzvd_daemon *d);

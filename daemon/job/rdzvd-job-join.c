@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/rdzv-auth.h"
@@ -125,8 +126,8 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
 /* Rebuild the job j (just made by rdzvd_job_new) as a restarted rdzvd finds it in rec: generation
  * and restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
- * window ends. 0 or a negative errno (the store could not be opened at all). */
-static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
+ * window, window_ms, ends. 0 or a negative errno (the store could not be opened at all). */
+static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64_t window_ms)
 {
     int r;
 
@@ -173,14 +174,8 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     }
     if (r < 0)
         return r;
-    /* Agents that do not come back within this window count as lost. After an rdzvd restart
-     * they may be in their reconnect backoff: two heartbeat timeouts. A new leader of replicas
-     * starts it once elected, about an election timeout after the old one went silent, and an
-     * agent finds the old one silent one heartbeat timeout after it last heard it, then comes
-     * here at once: one heartbeat timeout covers it, and a lost node is declared lost about
-     * when the old leader would have (docs/guide/operating.md, "Replicas"). */
-    rdzvd_job_timer_start(j, T_REBUILD,
-                          (uint64_t)j->hb_timeout_ms * (j->host.agent_stores ? 1 : 2));
+    /* Agents that do not come back within this window count as lost (rebuild_window). */
+    rdzvd_job_timer_start(j, T_REBUILD, window_ms);
     rdzvd_job_note(j, false,
                    "rebuilding generation %" PRIu64 " (%" PRId64
                    " nodes%s) from reconnecting agents",
@@ -223,17 +218,37 @@ static const char *rebuilt_claim_mismatch(const struct rdzvd_job *j, const struc
     return w < 0 ? "the job's record has another node at that node rank" : buf;
 }
 
-/* The first member of a generation rebuilt by a new leader of replicas is back: it noticed
- * the old leader's silence (or its close), and every live member notices within a fifth of a
- * heartbeat timeout of it (an agent hears from the leader at least that often: its heartbeats'
- * answers) and comes here at once, so the rest of the window is cut to
- * REBUILD_AFTER_FIRST_FRACTION of a heartbeat timeout: a node lost with the old leader's host is
- * declared lost about when the old leader would have seen it (docs/guide/operating.md,
- * "Replicas"). */
+/* The window in which the agents of a rebuilt generation come back, from when it starts:
+ * REBUILT_AT_START by rdzvd's start or election, REBUILT_BY_JOIN by an agent's JOIN, FIRST_BACK
+ * from the first of its agents back (the window is cut then). After an rdzvd restart the agents
+ * may be in their reconnect backoff: two heartbeat timeouts from the first one there. A new
+ * leader of replicas is elected about an election timeout after the old one went silent; an
+ * agent finds the old one silent a heartbeat timeout after it last heard it and comes at once
+ * (one heartbeat timeout from a JOIN), and every live agent notices within a fifth of a
+ * heartbeat timeout of the first (an agent hears from the leader at least that often: its
+ * heartbeats' answers), so the window is cut to REBUILD_AFTER_FIRST_FRACTION of a heartbeat
+ * timeout once the first is back: a node lost with the old leader's host is declared lost about
+ * when the old leader would have seen it (docs/guide/operating.md, "Replicas"). From the start
+ * or the election, before any agent is back: two heartbeat timeouts and an agent's longest
+ * reconnect wait. */
 #define REBUILD_AFTER_FIRST_FRACTION 0.4
+enum rebuild_from { REBUILT_AT_START, REBUILT_BY_JOIN, FIRST_BACK };
+static uint64_t rebuild_window(const struct rdzvd_job *j, enum rebuild_from from)
+{
+    uint64_t hb = (uint64_t)j->hb_timeout_ms;
+
+    if (from == REBUILT_AT_START)
+        return 2 * hb + RDZV_RECONNECT_WAIT_MAX_MS;
+    if (!j->host.agent_stores)
+        return 2 * hb;
+    return from == REBUILT_BY_JOIN ? hb : (uint64_t)((double)hb * REBUILD_AFTER_FIRST_FRACTION);
+}
+
+/* The first member of a rebuilt generation is back: the rest of the window is cut to
+ * rebuild_window's from it. */
 static void rebuild_window_shorten(struct rdzvd_job *j)
 {
-    uint64_t rest = (uint64_t)((double)j->hb_timeout_ms * REBUILD_AFTER_FIRST_FRACTION);
+    uint64_t rest = rebuild_window(j, FIRST_BACK);
 
     if (uv_timer_get_due_in(&j->timer) > rest)
         rdzvd_job_timer_start(j, T_REBUILD, rest);
@@ -280,7 +295,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     if (!(j = rdzvd_job_new(q->h, jn, rec->has_settings ? &rec->settings : NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     rdzvd_job_hist_take(j, rec);
-    r = job_rebuild(j, rec);
+    r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN));
     if (r < 0) {
         rdzvd_job_free(j);
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
@@ -292,6 +307,57 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
                                 "rdzvd checks the next resume against no record");
     *ret = j;
     return 0;
+}
+
+/* The job run_id from its record (in --state-dir, or the replicas' job table), when that says a
+ * generation runs and keeps the job's settings: rebuilt now, its agents' window running. A job
+ * between generations has nothing running to wait for, and a record of an older rdzvd lacks the
+ * settings: both are rebuilt by the first JOIN of one of their agents (job_restore). */
+static void job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run_id)
+{
+    struct rdzvd_job_record rec;
+    struct rdzv_join jn = {.min = 0};
+    struct rdzvd_job *j;
+    int r;
+
+    if (rdzvd_job_record_load(h, run_id, &rec) < 0)
+        return;
+    if (!rec.has_settings || !rec.running || rec.generation == 0)
+        goto out;
+    snprintf(jn.run_id, sizeof(jn.run_id), "%s", rec.run_id);
+    jn.min = rec.min;
+    jn.max = rec.max;
+    jn.max_restarts = rec.max_restarts;
+    if (!(j = rdzvd_job_new(h, &jn, &rec.settings))) {
+        log_error("job=%s: out of memory: not rebuilt until one of its agents comes back", run_id);
+        goto out;
+    }
+    rdzvd_job_hist_take(j, &rec);
+    r = job_rebuild(j, &rec, rebuild_window(j, REBUILT_AT_START));
+    if (r < 0) {
+        log_error("job=%s: its store cannot be reopened (%s): not rebuilt until one of its agents "
+                  "comes back", run_id, uv_strerror(r));
+        rdzvd_job_free(j);
+    }
+out:
+    rdzvd_job_record_clear(&rec);
+}
+
+void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
+{
+    char(*ids)[RDZV_ID_MAX + 1] = NULL;
+    size_t n = 0;
+
+    if (!h->record_table)
+        return;
+    if (rdzvd_job_records_unloaded(h->record_table, h->jobs, &ids, &n) < 0) {
+        log_error("out of memory reading the job table: its jobs are rebuilt when their agents "
+                  "come back");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        job_rebuild_recorded(h, ids[i]);
+    free(ids);
 }
 
 /* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (a node id alone,
@@ -367,6 +433,22 @@ static void member_take_over(struct rdzvd_member *m, void *peer)
     }
 }
 
+/* The record of j, rebuilt from one and running, as j holds it (memory and record agree on a
+ * running generation), into rec: a resume is checked against it as against the record of a job
+ * not in memory. NULL for any other job. */
+static const struct rdzvd_job_record *rebuilt_as_recorded(const struct rdzvd_job *j,
+                                                          struct rdzvd_job_record *rec)
+{
+    if (!j->rebuilt || j->state != JOB_RUNNING)
+        return NULL;
+    rec->generation = j->generation;
+    rec->running = true;
+    rec->restart_count = j->restart_count;
+    rec->nnodes = j->round.nnodes;
+    rec->world_size = j->round.world_size;
+    return rec;
+}
+
 /* A reconnecting agent whose workers run generation jn->resume.generation. */
 static int join_resume(struct join_req *q, struct rdzvd_job *j)
 {
@@ -385,7 +467,8 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             return r;
         created = true;
     } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-               check_join_recovery(q, j->inplace) < 0 || check_resume_claim(q, NULL) < 0) {
+               check_join_recovery(q, j->inplace) < 0 ||
+               check_resume_claim(q, rebuilt_as_recorded(j, &q->rec)) < 0) {
         return -EINVAL;
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
@@ -434,8 +517,8 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             rdzvd_job_timer_stop(j);
             rdzvd_job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
                            j->generation);
-        } else if (j->rebuilt && j->nin_round == 1 && j->host.agent_stores &&
-                   j->timer_armed && j->timer_kind == T_REBUILD) {
+        } else if (j->rebuilt && j->nin_round == 1 && j->timer_armed &&
+                   j->timer_kind == T_REBUILD) {
             rebuild_window_shorten(j);
         }
         /* Its workers all exited 0 while it was away (its LEAVE went nowhere): the job may be

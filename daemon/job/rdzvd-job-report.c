@@ -63,6 +63,8 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
     rdzvd_job_note(j, true, "%s", j->cancel_why);
     if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
         rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
+    if (j->state == JOB_ENDED && j->nmembers == 0)
+        rdzvd_job_free(j); /* rebuilt at start or election, nobody back: no member to free it */
     return 0;
 }
 

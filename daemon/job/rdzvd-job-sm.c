@@ -597,6 +597,11 @@ static void job_timer_cb(uv_timer_t *t)
         snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
                  m0 ? m0->join.host : "?", RDZVD_JOB_NCCL_ID_TIMEOUT_MS / 1000);
         rdzvd_job_end(j, "failed", 1, why);
+    } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD && j->nmembers == 0) {
+        /* Rebuilt at rdzvd's start or election and no agent came: back to its record. */
+        rdzvd_job_note(j, false, "no agent of generation %" PRIu64 " came back: its record "
+                       "waits for them", j->generation);
+        rdzvd_job_free(j);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
                j->nin_round < j->round.nnodes) {
         char why[RDZV_SUMMARY_MAX + 1];
@@ -863,6 +868,10 @@ void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
         bool last = false;
 
         j->shutting_down = true;
+        if (j->nmembers == 0) { /* rebuilt at start or election, nobody back yet */
+            rdzvd_job_free(j);
+            continue;
+        }
         /* rdzvd_member_remove() frees the job together with its last member. */
         while (!last) {
             struct rdzvd_member *m = rdzv_container_of(j->members.next, struct rdzvd_member, node);

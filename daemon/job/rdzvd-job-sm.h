@@ -115,6 +115,12 @@ struct rdzvd_job_host {
  * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set
  * to the refusal: the caller sends it as ERROR and closes peer, except -EACCES (a node the job
  * put aside), which it sends as EVENT put_aside (ops->dismiss). */
+/* Rebuild every job of h's job table whose record says a generation runs and that is not in
+ * memory, as rdzvd finds them when it starts or a replica becomes the leader: the agents of the
+ * generation have a window to come back (T_REBUILD) before those missing count as lost; when none
+ * comes, the job goes back to its record (state "waiting"). Failures are logged (that job is
+ * rebuilt by its agents' first JOIN then). */
+void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h);
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
                    char *err, size_t errlen, struct rdzvd_member **ret);
 

@@ -303,6 +303,21 @@ out:
     return r;
 }
 
+int rdzvd_job_records_unloaded(struct rdzvd_store *t, const struct rdzv_list *jobs,
+                               char (**ids)[RDZV_ID_MAX + 1], size_t *n)
+{
+    struct waiting_scan w = {.jobs = jobs};
+    int r = rdzvd_store_foreach(t, waiting_scan_one, &w);
+
+    if (r < 0) {
+        free(w.ids);
+        return r;
+    }
+    *ids = w.ids;
+    *n = w.n;
+    return 0;
+}
+
 /* Those kept past keep_ms go (the list is in end order). */
 static void ended_expire(struct rdzvd_ended_jobs *e, uint64_t now)
 {

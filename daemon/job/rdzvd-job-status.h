@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/rdzv-list.h"
+#include "proto/rdzv-msg.h"
 
 struct rdzvd_server_info;
 struct rdzvd_job;
@@ -63,6 +64,10 @@ struct rdzvd_store;
 int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
                              const struct rdzv_list *jobs, const struct rdzvd_ended_jobs *e,
                              uint64_t start_ms);
+/* The run ids of the job table t's records whose job is not in jobs: *ids (free it; NULL when
+ * none) and *n. 0 or -ENOMEM. */
+int rdzvd_job_records_unloaded(struct rdzvd_store *t, const struct rdzv_list *jobs,
+                               char (**ids)[RDZV_ID_MAX + 1], size_t *n);
 
 /* What one reader is shown (the status page, a job's page): NULL is every job in full. */
 struct rdzvd_status_sel {

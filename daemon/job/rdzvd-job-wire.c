@@ -476,6 +476,11 @@ void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
     rdzvd_jobs_drop_all(&jobs->list);
 }
 
+void rdzvd_jobs_lead(struct rdzvd_jobs *jobs)
+{
+    rdzvd_jobs_rebuild(&jobs->host);
+}
+
 void rdzvd_jobs_shutdown(void *ud)
 {
     struct rdzvd_jobs *jobs = ud;

@@ -37,6 +37,10 @@ void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c);
 /* A replica that led was deposed: drop every job (the next leader's now); the hosted replicas'
  * manager stays, for when it leads again. */
 void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs);
+/* rdzvd started with a job table (--state-dir), or a replica began to lead (its log applied):
+ * every job whose record says a generation runs is rebuilt in memory now, its agents given a
+ * window to come back (rdzvd_jobs_rebuild, rdzvd-job-sm.h). */
+void rdzvd_jobs_lead(struct rdzvd_jobs *jobs);
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(void *ud);
 

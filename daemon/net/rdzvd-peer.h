@@ -31,6 +31,9 @@ struct rdzvd_peer_handler {
      * (they are the next leader's), keep what it needs to lead again and to end (the hosted
      * replicas' manager, --exit-when-idle). */
     void (*deposed)(void *ud);
+    /* Optional (NULL: not told). This replica leads now, its log applied (after its election;
+     * again after it was deposed and elected): take over the jobs the job table records. */
+    void (*leading)(void *ud);
     /* Optional (NULL: not told). c finished its handshake (HELLO, and AUTH with a token): an rdzv
      * peer is connected; then, once, c stops being one (it closes, or STORE made it a TCPStore
      * client). Called in pairs, never for plain TCPStore connections. */

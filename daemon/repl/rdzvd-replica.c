@@ -48,6 +48,7 @@ struct rdzvd_replica {
     bool barrier_inflight;
     raft_term barrier_term;
     raft_term served_term; /* the term in which this replica's barrier completed */
+    raft_term told_term;   /* the last served_term hooks->leading was told of */
     struct raft_barrier barrier;
     char leader_ep[RDZVD_ENDPOINT_LEN]; /* rdzvd_replica_leader's answer when derived */
     /* A membership change (rdzvd_replica_change). */
@@ -478,16 +479,33 @@ int rdzvd_replica_shutdown(struct rdzvd_replica *r)
 
 /* ---- life ---- */
 
-/* libraft 0.15 turns RAFT_UNAVAILABLE for good when it cannot go on (an AppendEntries that
+/* After each loop turn (a uv_check handle: it runs only when the loop woke for something else,
+ * libraft's messages and timers among them, and never inside a libraft callback: libraft 0.15
+ * has no callback for a change of state, and calling it from one crashed it): a replica just
+ * elected starts its barrier, and the turn after the barrier is done tells its owner; and
+ * libraft 0.15 turns RAFT_UNAVAILABLE for good when it cannot go on (an AppendEntries that
  * contradicts a committed entry, a failed disk write), logs nothing and serves nothing, with the
- * process up: no supervisor would restart it. Checked after each loop turn (a uv_check handle:
- * it runs only when the loop wakes for something else), it ends this replica as a failed entry
- * does: the owner stops and rdzvd exits 75, to be restarted on its --state-dir. */
+ * process up: no supervisor would restart it, so this ends the replica as a failed entry does:
+ * the owner stops and rdzvd exits 75, to be restarted on its --state-dir. */
 static void unavailable_cb(uv_check_t *c)
 {
     struct rdzvd_replica *r = c->data;
 
-    if (r->closing || r->failed || raft_state(&r->raft) != RAFT_UNAVAILABLE)
+    if (r->closing || r->failed)
+        return;
+    /* Elected in this turn: the barrier starts now, not at the first request; the turn after
+     * its end, the owner is told it leads (hooks->leading) and takes over the jobs. */
+    if (raft_state(&r->raft) == RAFT_LEADER && r->served_term != r->raft.current_term) {
+        (void)rdzvd_replica_role(r);
+        return;
+    }
+    if (raft_state(&r->raft) == RAFT_LEADER && r->told_term != r->served_term) {
+        r->told_term = r->served_term;
+        if (r->hooks->leading)
+            r->hooks->leading(r->ud);
+        return;
+    }
+    if (raft_state(&r->raft) != RAFT_UNAVAILABLE)
         return;
     log_error("replication: replica %u is unavailable (libraft gave up: its log contradicts "
               "a message it took, or its disk failed); stopping so that a restart on its "

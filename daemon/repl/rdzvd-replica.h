@@ -92,6 +92,9 @@ struct rdzvd_replica_hooks {
     /* The cluster decided to end (rdzvd_replica_shutdown, on whichever replica called it, once
      * committed; on the others when they apply it): the owner stops. NULL: ignored. */
     void (*shutdown)(void *ud);
+    /* Optional (NULL: not told). This replica leads and may serve: its barrier completed, told
+     * once per term, after the loop turn (never from inside libraft: the owner may call it). */
+    void (*leading)(void *ud);
 };
 
 /* A membership change is done (status 0) or failed (a negative errno, logged). */

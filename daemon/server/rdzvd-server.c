@@ -213,6 +213,25 @@ static void replica_pending_cb(void *ud)
     }
 }
 
+/* This replica leads (its barrier done): the first time since it was elected, its jobs are
+ * taken over from the job table. */
+static void server_leads(struct rdzvd_server *srv)
+{
+    if (srv->led)
+        return;
+    srv->led = true;
+    if (srv->peer && srv->peer->leading)
+        srv->peer->leading(srv->peer_ud);
+}
+
+static void replica_leading_cb(void *ud)
+{
+    struct rdzvd_server *srv = ud;
+
+    if (!srv->stopping && !srv->failed)
+        server_leads(srv);
+}
+
 static void replica_settled_cb(void *ud, int status)
 {
     struct rdzvd_server *srv = ud;
@@ -245,6 +264,7 @@ static void replica_shutdown_cb(void *ud)
 static const struct rdzvd_replica_hooks replica_hooks = {
     .pending = replica_pending_cb,
     .settled = replica_settled_cb,
+    .leading = replica_leading_cb,
     .closed = replica_closed_cb,
     .shutdown = replica_shutdown_cb,
 };
@@ -292,7 +312,8 @@ static bool server_may_serve_cb(struct rdzvd_transport *t, struct rdzvd_conn *c)
         return true;
     role = srv->rops->role(srv->replica);
     if (role == RDZVD_ROLE_LEADER || role == RDZVD_ROLE_SYNCING) {
-        srv->led |= role == RDZVD_ROLE_LEADER;
+        if (role == RDZVD_ROLE_LEADER)
+            server_leads(srv);
         return true;
     }
     if (srv->led)

@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_identity.py: a member's identity against impostors, and honest members, with real rdzvd
 # processes and raw frames:
-#   - a job's record lives until the job ends: after an rdzvd restart, a rebuilt job whose only
-#      connected member (a new node's JOIN) disconnects keeps its record, status lists it as
-#      waiting for its nodes, and the real agent's resume is taken (it was removed, the next JOIN
-#      made a new job, and the real agents were told their generation was over);
+#   - a job's record lives until the job ends: a restarted rdzvd rebuilds the running job from
+#      its record as it starts, before any agent is back; when its only connected member (a new
+#      node's JOIN) disconnects, or none of its agents comes back within the rebuild window, it
+#      keeps its record, status lists it as waiting for its nodes, and the real agent's resume is
+#      taken (it was removed, the next JOIN made a new job, and the real agents were told their
+#      generation was over);
 #   - a node's identity is proven: a member's secret is random, minted at the node's first JOIN
 #      and kept (hashed) in the job's record; a JOIN naming a node id the record knows must carry
 #      it. An impostor that JOINed with the node id of a member whose connection dropped (or
@@ -117,10 +119,11 @@ class Identity(DaemonTestCase):
         self.addCleanup(shutil.rmtree, state, True)
         return state
 
-    def join(self, d, run_id, node_id, secret=None, claim=None, mx=1):
-        """JOIN of node_id (--nnodes mx:mx): its peer and the first reply."""
+    def join(self, d, run_id, node_id, secret=None, claim=None, mx=1, hb_ms=60000):
+        """JOIN of node_id (--nnodes mx:mx, --heartbeat-timeout hb_ms): its peer and the first
+        reply."""
         p = self.peer(d)
-        body = join_body(run_id, node_id, mx=mx, resume=claim)
+        body = join_body(run_id, node_id, mx=mx, resume=claim, heartbeat_timeout_ms=hb_ms)
         body["min"] = mx
         if secret is not None:
             body["secret"] = secret
@@ -134,9 +137,9 @@ class Identity(DaemonTestCase):
         self.assertEqual(op, STATUS_REPLY)
         return [j for j in st["jobs"] if j["run_id"] == run_id]
 
-    def running_job(self, d, run_id):
+    def running_job(self, d, run_id, hb_ms=60000):
         """A one-node job at generation 1: its agent's peer, JOINED and ROUND."""
-        p, (op, joined) = self.join(d, run_id, "n0")
+        p, (op, joined) = self.join(d, run_id, "n0", hb_ms=hb_ms)
         self.assertEqual(op, JOINED, joined)
         op, rnd = p.recv_json()
         self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
@@ -148,11 +151,15 @@ class Identity(DaemonTestCase):
         _, joined, rnd = self.running_job(d, "keep")
         d.kill()
         d = self.daemon("--state-dir", state)
-        # A new node's JOIN rebuilds the job (generation 1 waits for n0), then it goes.
+        # rdzvd rebuilds the job as it starts: generation 1 runs, and waits for n0.
+        self.assertIsNotNone(d.wait_log(r"job=keep gen=1 rebuilding generation 1"))
+        job = self.job_status(d, "keep")
+        self.assertEqual((job[0]["state"], job[0]["generation"]), ("running", 1), job)
+        # A new node's JOIN is a spare of it; then it goes, the job's last member.
         mark = d.mark()
         p, (op, body) = self.join(d, "keep", "n9")
         self.assertEqual(op, JOINED, body)
-        self.assertIsNotNone(d.wait_log(r"job=keep gen=1 rebuilding generation 1", since=mark))
+        self.assertTrue(body["spare"], body)
         p.close()
         self.assertIsNotNone(d.wait_log(r"job=keep gen=1 removed \(generation 1\)", since=mark))
         # Its record stays, listed as waiting for its nodes.
@@ -174,6 +181,31 @@ class Identity(DaemonTestCase):
         self.assertTrue(body["resumed"], body)
         self.assertEqual(body["generation"], 1, body)
         self.assertEqual(self.job_status(d, "keep")[0]["state"], "running")
+
+    def test_rebuilt_job_nobody_back_waits_in_its_record(self):
+        """No agent of the generation a restarted rdzvd rebuilt comes back within the window
+        (two heartbeat timeouts and an agent's longest reconnect wait, from rdzvd's start): the
+        job leaves memory, unchanged, listed as waiting; its agent's resume later is taken."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state)
+        _, joined, rnd = self.running_job(d, "late", hb_ms=300)
+        d.kill()
+        d = self.daemon("--state-dir", state)
+        self.assertIsNotNone(d.wait_log(r"job=late gen=1 rebuilding generation 1"))
+        self.assertEqual(self.job_status(d, "late")[0]["state"], "running")
+        d.wait_log(r"job=late gen=1 no agent of generation 1 came back: its record waits",
+                   timeout=30)
+        job = self.job_status(d, "late")
+        self.assertEqual((job[0]["state"], job[0]["generation"], job[0]["restart_count"]),
+                         ("waiting", 1, 0), job)
+        mark = d.mark()
+        _, (op, body) = self.join(d, "late", "n0", secret=joined["secret"],
+                                  claim=resume(master_port=rnd["master_port"]), hb_ms=300)
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        self.assertEqual(body["generation"], 1, body)
+        self.assertIsNotNone(d.wait_log(r"job=late gen=1 generation 1 rebuilt; its workers never",
+                                        since=mark))
 
     def test_impostor_after_a_drop_and_a_restart(self):
         """With --state-dir: the victim's connection drops, then rdzvd restarts; neither time

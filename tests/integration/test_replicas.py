@@ -9,7 +9,8 @@
 #   - a leader cut off from its majority acknowledges nothing, and stops (exit 75) rather than
 #     keep changes that may not commit;
 #   - a job's record (generation, restart count, size) is committed through the log before its
-#     agents hear of it: the next leader checks every resume against it;
+#     agents hear of it: the next leader rebuilds the job from it once elected, before anyone
+#     asks it anything, and checks every resume against it;
 #   - a generation decided by a leader without its majority is never sent: no node hears of it,
 #     and the majority's record has no trace of it;
 #   - a leader that lost its majority answers nothing more from its store (it may be stale): it
@@ -28,8 +29,8 @@ import time
 
 from authtest import (ERROR, EVENT, JOIN, JOINED, READY, ROUND, STATUS, STATUS_REPLY,
                       WORKER_EXIT, Peer, join_body, resume)
-from rdzvtest import HOST, RDZVCTL, RDZVD, Client, enc, main, proc_wchar, s
-from replicatest import ClusterCase
+from rdzvtest import HOST, RDZVCTL, RDZVD, Client, enc, main, proc_wchar, s, wait_until
+from replicatest import T_LEADER, ClusterCase
 
 
 class Replicas(ClusterCase):
@@ -159,8 +160,13 @@ class Replicas(ClusterCase):
         p, joined, rnd = self.form_one_node_job(lead.port, "rec-job")
         lead.kill()
         p.close()
+        # The next leader rebuilds the job once elected, before any client or agent asks it.
+        rebuilt = []
+        wait_until(lambda: rebuilt.extend(r for r in cl.r if r is not lead and
+                                          "job=rec-job gen=1 rebuilding generation 1" in r.text())
+                   or rebuilt, "no replica rebuilt job rec-job once elected", timeout=T_LEADER)
         lead2, _ = cl.leader()
-        self.assertIsNot(lead2, lead)
+        self.assertIs(lead2, rebuilt[0])
         honest = resume(master_port=rnd["master_port"])
         for claim, secret, words in (
                 (resume(generation=5), joined["secret"], "is not job 'rec-job' as its record"),

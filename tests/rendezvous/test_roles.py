@@ -201,15 +201,17 @@ class Operator(AgentTestCase):
         self.assertIn("job 'op' is not running on this rdzvd", r.stderr)
 
     def test_operator_ends_a_job_waiting_for_its_nodes(self):
-        """A job whose agents are all gone keeps its record (it waits for its nodes); the
-        operator's cancel ends it, and the run id starts afresh."""
+        """A job whose agents are all gone keeps its record: rebuilt as rdzvd starts, then,
+        none of its agents back within the window, waiting for its nodes; the operator's cancel
+        ends it, and the run id starts afresh."""
         state = self.outdir()
         d = self.daemon("--token-file", self.tok, "--admin-token-file", self.admin,
                         "--state-dir", state)
         self.ep = "127.0.0.1:%d" % d.port
         agents = [start(agent_cmd(self.ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", "w",
                                   "--host", n, "--token-file", self.tok, "--nccl", "off",
-                                  worker=["sleep", "60"])) for n in ("a", "b")]
+                                  "--heartbeat-timeout", "1", worker=["sleep", "60"]))
+                  for n in ("a", "b")]
         d.wait_log(r"job=w gen=1 generation 1 formed")
         d.kill()
         for p in agents:
@@ -217,6 +219,10 @@ class Operator(AgentTestCase):
             p.wait()
         d = self.daemon("--token-file", self.tok, "--admin-token-file", self.admin,
                         "--state-dir", state, "--port", str(d.port))
+        st = json.loads(self.ctl("status", "--json", token=self.tok).stdout)
+        self.assertEqual([(j["run_id"], j["state"]) for j in st["jobs"]], [("w", "running")])
+        # The window: two heartbeat timeouts and an agent's longest reconnect wait (3 s).
+        d.wait_log(r"job=w gen=1 no agent of generation 1 came back", timeout=30)
         st = json.loads(self.ctl("status", "--json", token=self.tok).stdout)
         self.assertEqual([(j["run_id"], j["state"]) for j in st["jobs"]], [("w", "waiting")])
         r = self.ctl("cancel", "w", token=self.tok)

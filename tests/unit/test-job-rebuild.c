@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-rebuild.c: a job rdzvd rebuilds after a restart (daemon/job/rdzvd-job-join.c), from
- * its record in --state-dir or from its agents' resumes, driven with fake members (jobtest.h):
- * the generation and restart count kept, spares placed only once the members are back, the
- * record's settings, and the nodes that do not come back. */
+ * its record in --state-dir (as it starts, for a running generation) or from its agents'
+ * resumes, driven with fake members (jobtest.h): the generation and restart count kept, spares
+ * placed only once the members are back, the record's settings, the rebuild window, and the
+ * nodes that do not come back. */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -193,6 +194,71 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
     jt_state_dir_done(fd, path);
 }
 
+/* rdzvd starts (or a replica leads) with the record of a running generation: the job is in
+ * memory at once, running that generation on its recorded store port, before any agent is back;
+ * the first agent back cuts the window to two heartbeat timeouts, and the node that does not
+ * come back within it is lost. A record between generations waits for its agents. */
+static void test_running_record_is_rebuilt_at_start(void)
+{
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 4,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000, .has_settings = true};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct fake f = {0};
+    struct rdzvd_job *j;
+    char path[64], err[256];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    jn.heartbeat_timeout_ms = 30; /* from the first back: 60 ms */
+    rdzvd_job_settings_of_join(&jn, &rec.settings);
+    jt_record_save(fd, &rec);
+    snprintf(rec.run_id, sizeof(rec.run_id), "cancelled");
+    jt_record_save(fd, &rec);
+    snprintf(rec.run_id, sizeof(rec.run_id), "idle"); /* dropped with no member by env_done */
+    jt_record_save(fd, &rec);
+    snprintf(rec.run_id, sizeof(rec.run_id), "between");
+    rec.running = false;
+    jt_record_save(fd, &rec);
+    env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
+    rdzvd_jobs_rebuild(&e.h);
+    ASSERT_EQ(njobs(&e), 3);
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "between"));
+    /* The operator cancels one nobody came back to: it ends, leaves memory and its record. */
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "cancelled", "", err, sizeof(err)));
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "cancelled"));
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "cancelled", &rec), -ENOENT);
+    ASSERT_EQ(njobs(&e), 2);
+    j = rdzvd_job_find(&e.jobs, "job");
+    ASSERT_NOT_NULL(j);
+    ASSERT_EQ(j->state, JOB_RUNNING);
+    ASSERT_EQ(j->generation, 4);
+    ASSERT_EQ(j->restart_count, 1);
+    ASSERT_EQ(j->nmembers, 0);
+    ASSERT_EQ(e.asked_port, 41000);
+    ASSERT_EQ(e.stores_open, 3); /* each rebuilt job's, on the port its record names */
+    ASSERT_TRUE(uv_timer_get_due_in(&j->timer) > 60); /* two heartbeat timeouts and 3 s */
+    rdzvd_jobs_rebuild(&e.h); /* in memory already: not built twice */
+    ASSERT_EQ(njobs(&e), 2);
+    jn = resume_of(0, 4, 1, 3);
+    ASSERT_OK(join(&e, &f, &jn));
+    ASSERT_TRUE(f.resumed);
+    ASSERT_EQ(f.nevents, 0);
+    ASSERT_TRUE(uv_timer_get_due_in(&j->timer) <= 60);
+    for (int t = 0; t < 50 && !f.nevents; t++) {
+        rdzvd_member_heartbeat(f.m);
+        run_ms(&e, 10);
+    }
+    ASSERT_EQ(f.nevents, 1); /* node rank 1 did not come back: the generation stops */
+    ASSERT_BYTES_STR(f.event.type, strlen(f.event.type), "restart");
+    ASSERT_TRUE(strstr(f.event.summary, "did not come back") != NULL);
+    rdzvd_job_record_clear(&rec);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 /* A record of a running generation whose agents never come back (they went with the old rdzvd:
  * a new launch under the same run_id): after the rebuild window the job forms the next
  * generation from those present, numbering on, without charging the restart budget. */
@@ -233,6 +299,7 @@ int main(void)
     TEST(test_spare_first_after_restart_waits_for_the_members);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_rebuilt_job_runs_by_its_recorded_settings);
+    TEST(test_running_record_is_rebuilt_at_start);
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
     return tap_done();
 }
