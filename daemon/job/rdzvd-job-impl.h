@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-impl.h: PRIVATE to the job state machine files (rdzvd-job-sm.c, rdzvd-job-join.c,
- * rdzvd-job-index.c, rdzvd-job-status.c, rdzvd-job-nccl.c and the other rdzvd-job-*.c): the job
+ * rdzvd-job-identity.c, rdzvd-job-status.c, rdzvd-job-nccl.c and the other rdzvd-job-*.c): the job
  * and member structs and the helpers these files share. Nothing else includes it; the rest of
  * rdzvd goes through rdzvd-job-sm.h.
  *
@@ -17,9 +17,8 @@
 #include "proto/rdzv-msg.h"
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/data/rdzvd-timeline.h"
-#include "daemon/job/rdzvd-job-index.h"
+#include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-journals.h"
-#include "daemon/job/rdzvd-job-secret.h"
 #include "daemon/job/rdzvd-job-sm.h"
 
 

@@ -712,7 +712,7 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
         const char *node, *hash;
         int v;
 
-        /* "v": the form of the hash (1: HMAC-SHA256 of the hex secret, rdzvd-job-secret.h); a
+        /* "v": the form of the hash (1: HMAC-SHA256 of the hex secret, rdzvd-job-identity.h); a
          * later form is not this rdzvd's to apply. */
         d->kind = RDZVD_DECIDE_ADMITTED;
         if (json_unpack(o, "{s:s, s:s, s:i}", "node_id", &node, "hash", &hash, "v", &v) < 0 ||

@@ -21,7 +21,7 @@
 #include "proto/rdzv-msg.h"
 #include "proto/rdzv-status.h"
 #include "daemon/server/rdzvd-conn.h"
-#include "daemon/job/rdzvd-job-secret.h"
+#include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-status.h"
 #include "daemon/job/rdzvd-job-hosted.h"

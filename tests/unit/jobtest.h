@@ -19,7 +19,7 @@
 #include "../tap.h"
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
-#include "daemon/job/rdzvd-job-secret.h"
+#include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/data/rdzvd-journal.h"
 #include "daemon/data/rdzvd-store.h"
