@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jobtest.h: a fake host for the job state machine (daemon/job/rdzvd-job-sm.h): fake agents that
- * record what they were sent, a real uv loop for the timers, no sockets. Knobs let a test make
+ * record what they were sent, a real uv loop for the timers on an injected clock
+ * (fake-clock.h: run_ms moves it), no sockets. Knobs let a test make
  * the host's ops fail (store_open, nccl_request), report unread input or number its stores'
  * ports from another base. For the unit tests only; each includes it once. */
 #pragma once
@@ -17,6 +18,7 @@
 #include "common/rdzv-auth.h"
 #include "common/rdzv-list.h"
 #include "../tap.h"
+#include "fake-clock.h"
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-identity.h"
@@ -241,21 +243,33 @@ static inline void env_forget_table(int state_dirfd)
     ASSERT_OK(rdzvd_journal_unlink(state_dirfd, "jobs"));
 }
 
-static inline void jt_stop_cb(uv_timer_t *t)
+/* rdzvd stalled for ms (SIGSTOP, a starved machine): the injected clock moves on, and nothing
+ * runs; the loop finds the time it missed at its next turn. */
+static inline void jt_stall_ms(struct env *e, uint64_t ms)
 {
-    uv_stop(t->loop);
+    fake_clock_advance(ms);
+    uv_update_time(&e->loop);
 }
 
-/* Run the loop for about ms milliseconds (the state machine's timers fire). */
+/* Run the loop through the next ms milliseconds of the injected clock (fake-clock.h): each of
+ * the state machine's timers due in them fires at its time, in order, and nothing else moves the
+ * clock (no real time passes for the job). */
 static inline void run_ms(struct env *e, uint64_t ms)
 {
-    uv_timer_t t;
+    uint64_t end = fake_clock_ms() + ms;
 
-    ASSERT_OK(uv_timer_init(&e->loop, &t));
-    ASSERT_OK(uv_timer_start(&t, jt_stop_cb, ms, 0));
-    uv_run(&e->loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&e->loop, UV_RUN_NOWAIT);
+    for (;;) {
+        uint64_t now, step;
+        int due;
+
+        uv_run(&e->loop, UV_RUN_NOWAIT); /* the timers due now, and what they set off */
+        now = fake_clock_ms();
+        if (now >= end)
+            break;
+        due = uv_backend_timeout(&e->loop); /* ms to the next timer; -1: none */
+        step = due < 0 || now + (uint64_t)due > end ? end - now : due == 0 ? 1 : (uint64_t)due;
+        fake_clock_advance(step);
+    }
 }
 
 static inline struct rdzv_join join_of(int i, int64_t min, int64_t max, int64_t max_restarts)

@@ -915,7 +915,7 @@ static void test_ended_jobs_kept_and_expire(void)
     ASSERT_TRUE(st.jobs[0].duration_s >= 0 && st.jobs[0].ended_age_s >= 0);
     ASSERT_EQ(st.jobs[0].n_nodes, 0);
     rdzv_status_free(&st);
-    usleep(250 * 1000);
+    fake_clock_advance(250);
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, &st));
     ASSERT_EQ(st.n_jobs, 0); /* expired */
     rdzv_status_free(&st);

@@ -312,8 +312,7 @@ static void stalled_job(struct env *e, struct fake *f)
     }
     ASSERT_EQ(f[0].nrounds, 1);
     ASSERT_TRUE(f[2].spare);
-    usleep(200 * 1000); /* past the 3 x 40 ms grace after the ROUND */
-    uv_update_time(&e->loop);
+    jt_stall_ms(e, 200); /* past the 3 x 40 ms grace after the ROUND */
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* read late, after the stall */
 }
@@ -409,8 +408,7 @@ static void stall_in_grace(bool spare_read_first)
     }
     ASSERT_EQ(f[0].nrounds, 1);
     ASSERT_TRUE(f[2].spare);
-    usleep(600 * 1000); /* past the spare's 400 ms, well within the members' 1200 ms */
-    uv_update_time(&e.loop);
+    jt_stall_ms(&e, 600); /* past the spare's 400 ms, well within the members' 1200 ms */
     if (spare_read_first)
         ASSERT_EQ(rdzvd_member_heartbeat(f[2].m), 1); /* read late, after the stall */
     rdzvd_member_gone(f[1].m);
@@ -449,8 +447,7 @@ static void test_stall_in_grace_no_spare(void)
         ASSERT_OK(join(&e, &f[i], &jn));
     }
     ASSERT_EQ(f[0].nrounds, 1);
-    usleep(600 * 1000); /* past the agents' 400 ms, within rdzvd's 1200 ms */
-    uv_update_time(&e.loop);
+    jt_stall_ms(&e, 600); /* past the agents' 400 ms, within rdzvd's 1200 ms */
     rdzvd_member_seen(f[1].m); /* its queued heartbeat, read late */
     ASSERT_EQ(rdzvd_member_heartbeat(f[1].m), 1);
     rdzvd_member_gone(f[1].m);
@@ -488,7 +485,7 @@ static void test_progress_in_status(void)
     rdzvd_member_progress(f[a].m, hb);
     hb->generation = 0;
     rdzvd_member_progress(f[1 - a].m, hb);
-    usleep(100 * 1000); /* real time: what rdzv_now_ms() reads */
+    fake_clock_advance(100); /* what rdzv_now_ms() reads */
     j = status_of(&e, &st);
     ASSERT_EQ(j->n_ranks, 2);
     ASSERT_TRUE(j->ranks[0].rank == 2 && j->ranks[0].step == 5 && j->ranks[0].node_rank == 1);
@@ -534,7 +531,7 @@ static void test_recovery_first_step_waits_for_every_node(void)
     jt_worker_exit(&f[0], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
-    usleep(20 * 1000);
+    fake_clock_advance(20);
     *hb = (struct rdzv_heartbeat){.generation = 2, .n_progress = 1};
     hb->progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1, .age_ms = 0};
     rdzvd_member_progress(f[0].m, hb);
@@ -545,7 +542,7 @@ static void test_recovery_first_step_waits_for_every_node(void)
     ASSERT_TRUE(rc->t[RDZV_RECOVERY_SENT] > 0);
     ASSERT_TRUE(rc->t[RDZV_RECOVERY_FIRST_STEP] == 0); /* one node of two has stepped */
     rdzv_status_free(&st);
-    usleep(50 * 1000);
+    fake_clock_advance(50);
     rdzvd_member_progress(f[0].m, hb); /* again: still one node */
     j = status_of(&e, &st);
     ASSERT_TRUE(j->timeline->recoveries[0].t[RDZV_RECOVERY_FIRST_STEP] == 0);
