@@ -6,6 +6,10 @@ and re-register their generation there. The job completes: every agent exits 0, 
 started again (4 starts in all, each exits 0), the trainer reaches its last step, and the new
 leader rebuilt the same generation with the same restart count (never backwards).
 
+A worker that dies while the leader is stopped (SIGSTOP) is reported to the stopped leader, which
+never reads it: the agent reports it again once it resumed the generation on the next leader, and
+the job restarts there.
+
 With every replica stopped (what an agent on the minority side of a partition sees: no leader
 anywhere), the agents stop their workers after --heartbeat-timeout rather than train a copy that
 may diverge; once a leader answers again they report it, and the job goes on in a new generation."""
@@ -78,6 +82,11 @@ class ReplicaFaults(unittest.TestCase):
     def last_step(self):
         return max((int(m) for _, out, _ in self.agents
                     for m in STEP_RE.findall(self.read(out))), default=0)
+
+    def started_pids(self):
+        """The pids of the workers the agents said they started, in their logs' order."""
+        return [pid for _, _, e in self.agents
+                for _, pid in STARTED_RE.findall(self.read(e).decode(errors="replace"))]
 
     def leader_of_job(self):
         for r in self.cl.r:
@@ -197,6 +206,39 @@ class ReplicaFaults(unittest.TestCase):
         err = self.agents[0][2]
         wait_until(lambda: b"not in --allow-store-from 127.0.0.1/32" in self.read(err),
                    lambda: self.read(err)[-2000:], timeout=10)
+
+    def test_failure_reported_to_a_stopped_leader_reaches_the_next(self):
+        """A worker dies while the leader is stopped (SIGSTOP): its agent's WORKER_EXIT sits in
+        the stopped leader's socket, never read. The agents find the next leader and resume the
+        generation there; the one whose worker died reports it again (the job would wait on a
+        dead worker), and the job restarts and completes on the next leader."""
+        self.cl.leader()
+        worker = ["/bin/sh", "-c",
+                  'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 60; else sleep 1; fi']
+        for i in range(2):
+            self.agent(i, ("--heartbeat-timeout", "2", "--max-restarts", "3"), worker)
+        wait_until(lambda: len(self.started_pids()) >= 4,
+                   lambda: "workers never started: %s" % (
+                       [self.read(e)[-1500:] for _, _, e in self.agents]), timeout=60)
+        pids = self.started_pids()
+        lead = self.leader_of_job()
+        self.assertIsNotNone(lead, "no replica formed the job")
+        os.kill(lead.proc.pid, signal.SIGSTOP)
+        self.addCleanup(lead.kill)
+        self.addCleanup(os.kill, lead.proc.pid, signal.SIGCONT)
+        os.kill(int(pids[0]), signal.SIGKILL)
+        for p, _, e in self.agents:
+            rc = p.wait(timeout=120)
+            self.assertEqual(rc, 0, self.read(e)[-3000:].decode(errors="replace"))
+        new = [r for r in self.cl.r if r is not lead and
+               "job=replicated gen=2 generation 2 formed" in r.text()]
+        self.assertEqual(len(new), 1, "\n".join(r.text()[-3000:] for r in self.cl.r
+                                                 if r is not lead))
+        # The report came from the agent, not from the stopped leader's log.
+        self.assertRegex(new[0].text(), r"job=replicated gen=1 restarting generation 1 \(restart "
+                                        r"1 of 3\): root cause: worker rank \d+ \(local rank "
+                                        r"\d+\) on node rank \d+ \(\S+\) was killed by signal 9")
+        self.assertNotIn("restarting generation", lead.text())
 
     def test_no_leader_stops_the_workers(self):
         self.cl.leader()
