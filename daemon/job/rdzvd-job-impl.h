@@ -128,6 +128,9 @@ struct rdzvd_job {
      * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */
     struct rdzvd_job_record_node *rebuilt_nodes;
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
+    /* Freed back to its record (rebuilt, and no agent came or the JOIN that rebuilt it was
+     * refused): keep the store's journal and the record, listed as waiting. */
+    bool unloaded;
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;
     /* Node rank 0's agent hosts this generation's store at store_addr:store_port (host

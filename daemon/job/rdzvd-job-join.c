@@ -123,6 +123,15 @@ static int check_resume_claim(struct join_req *q, const struct rdzvd_job_record 
     return 0;
 }
 
+/* A job rdzvd_job_new made here that took no member goes from memory; one built from its job
+ * record (recorded) goes back to it unchanged, the node ids it admitted and its store's journal
+ * kept, not forgotten as a job that never formed is. */
+static void job_unbuild(struct rdzvd_job *j, bool recorded)
+{
+    j->unloaded = recorded;
+    rdzvd_job_free(j);
+}
+
 /* Rebuild the job j (just made by rdzvd_job_new) as a restarted rdzvd finds it in rec: generation
  * and restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
@@ -297,7 +306,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     rdzvd_job_hist_take(j, rec);
     r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN));
     if (r < 0) {
-        rdzvd_job_free(j);
+        job_unbuild(j, true);
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
@@ -337,7 +346,7 @@ static void job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
     if (r < 0) {
         log_error("job=%s: its store cannot be reopened (%s): not rebuilt until one of its agents "
                   "comes back", run_id, uv_strerror(r));
-        rdzvd_job_free(j);
+        job_unbuild(j, true);
     }
 out:
     rdzvd_job_record_clear(&rec);
@@ -474,7 +483,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
     if (old && old->peer != q->peer && !secret_ok(old, jn)) {
         if (created)
-            rdzvd_job_free(j);
+            job_unbuild(j, true);
         return refuse(q, -EPERM,
                       "node id '%s' of job '%s' belongs to a member; only its agent, with the "
                       "secret rdzvd gave it in JOINED, may take it over",
@@ -497,7 +506,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
     if ((r = member_secret(q, j, secret)) < 0 ||
         !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
         if (created)
-            rdzvd_job_free(j);
+            job_unbuild(j, true);
         return r < 0 ? r : refuse(q, -ENOMEM, "rdzvd is out of memory");
     }
     *q->ret = m;
@@ -581,6 +590,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     char *err = q->err;
     size_t errlen = q->errlen;
     struct rdzvd_member **ret = q->ret;
+    struct rdzvd_job *found = j;
     char secret[RDZV_SECRET_HEX + 1];
     struct rdzvd_member *m;
     char asked[48];
@@ -663,8 +673,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
-        if (j->nmembers == 0)
-            rdzvd_job_free(j);
+        if (j != found) /* made for this JOIN (a job in memory with no member keeps waiting) */
+            job_unbuild(j, q->rec_r == 0);
         return r < 0 ? r : refuse(q, -ENOMEM, "rdzvd is out of memory");
     }
     *ret = m;

@@ -13,12 +13,13 @@
 #include "daemon/data/rdzvd-journal.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
-/* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down:
- * then the agents come back to the next rdzvd, which reopens it with its keys. */
+/* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down or
+ * the job goes back to its record: then the agents come back to the next rdzvd, or to this one,
+ * which reopens it with its keys. */
 void rdzvd_job_close_store(struct rdzvd_job *j)
 {
     if (j->store) {
-        j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down);
+        j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down && !j->unloaded);
         j->store = NULL;
     }
     j->store_addr[0] = '\0';

@@ -154,7 +154,7 @@ void rdzvd_job_free(struct rdzvd_job *j)
     /* A job's record lives until the job ends (rdzvd_job_end forgot it): one that formed a
      * generation waits for its nodes' agents, which may be in their reconnect backoff. One
      * that never formed has nothing running that could come back. */
-    if (!j->shutting_down && j->state != JOB_ENDED &&
+    if (!j->shutting_down && !j->unloaded && j->state != JOB_ENDED &&
         (j->generation == 0 || !j->host.record_table))
         rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
     else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting)
@@ -601,6 +601,7 @@ static void job_timer_cb(uv_timer_t *t)
         /* Rebuilt at rdzvd's start or election and no agent came: back to its record. */
         rdzvd_job_note(j, false, "no agent of generation %" PRIu64 " came back: its record "
                        "waits for them", j->generation);
+        j->unloaded = true;
         rdzvd_job_free(j);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
                j->nin_round < j->round.nnodes) {

@@ -259,6 +259,50 @@ static void test_running_record_is_rebuilt_at_start(void)
     jt_state_dir_done(fd, path);
 }
 
+/* No agent of a generation rebuilt at rdzvd's start comes back within the window: the job leaves
+ * memory as its record has it, the generation store's journal kept (its workers' keys), and its
+ * agents' resumes later rebuild it on the same port. */
+static void test_nobody_back_leaves_record_and_store(void)
+{
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 2,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000, .has_settings = true};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct fake f[2] = {0};
+    char path[64];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    jn.heartbeat_timeout_ms = 30; /* the window: 2 x 30 ms + 3 s */
+    rdzvd_job_settings_of_join(&jn, &rec.settings);
+    jt_record_save(fd, &rec);
+    env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
+    rdzvd_jobs_rebuild(&e.h);
+    ASSERT_EQ(njobs(&e), 1);
+    run_ms(&e, 3000);
+    ASSERT_NOT_NULL(rdzvd_job_find(&e.jobs, "job")); /* within the window */
+    run_ms(&e, 100);
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_EQ(e.stores_dropped, 0);
+    rdzvd_job_record_clear(&rec);
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    ASSERT_TRUE(rec.running && rec.generation == 2 && rec.restart_count == 1);
+    for (int i = 0; i < 2; i++) {
+        jn = resume_of(i, 2, 1, 3);
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+        ASSERT_EQ(f[i].nevents, 0);
+    }
+    ASSERT_EQ(e.stores_open, 2);
+    ASSERT_EQ(e.asked_port, 41000);
+    rdzvd_job_record_clear(&rec);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 /* A record of a running generation whose agents never come back (they went with the old rdzvd:
  * a new launch under the same run_id): after the rebuild window the job forms the next
  * generation from those present, numbering on, without charging the restart budget. */
@@ -300,6 +344,7 @@ int main(void)
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_rebuilt_job_runs_by_its_recorded_settings);
     TEST(test_running_record_is_rebuilt_at_start);
+    TEST(test_nobody_back_leaves_record_and_store);
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
     return tap_done();
 }
