@@ -38,8 +38,6 @@ EXCEPTIONS = {
                                 "check share one fixture; to be split by what they test"),
     "tests/unit/test-msg.c": (1367, "one codec test per message of RENDEZVOUS.md; to be split "
                               "by message family"),
-    "tests/unit/test-job-sm.c": (1259, "the state machine's edges with one set of fake agents; "
-                                 "to be split by state"),
     "tests/bench/rdzv-bench.c": (1211, "the TCPStore load generator's modes in one program; to "
                                  "be split by mode"),
     "tests/unit/test-repl-net.c": (1116, "three replicas on one loop, one fixture for every "

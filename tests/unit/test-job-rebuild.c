@@ -3,7 +3,8 @@
  * its record in --state-dir (as it starts, for a running generation) or from its agents'
  * resumes, driven with fake members (jobtest.h): the generation and restart count kept, spares
  * placed only once the members are back, the record's settings, the rebuild window, and the
- * nodes that do not come back. */
+ * nodes that do not come back; the resume claims checked against the job, its record (the nodes
+ * it names by node rank) and the members' secrets. */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -336,6 +337,304 @@ static void test_record_nobody_back_forms_next_generation_uncounted(void)
     jt_state_dir_done(fd, path);
 }
 
+/* Resume claims are checked before anything is made of them: a generation past 2^53-1, a node
+ * rank or size past the job's MAX, ranks outside the world, a restart count past the budget.
+ * Refused with the field named, and no job is left behind; the same against a job in memory. */
+static void test_resume_claims_refused(void)
+{
+    struct rdzv_join bad[6];
+    const char *why[6] = {"past the largest", "does not fit job", "does not fit job",
+                          "do not fit a world", "do not fit a world", "past --max-restarts"};
+    struct fake f[2] = {0}, x = {0};
+    char err[512];
+    struct env e;
+
+    for (int k = 0; k < 6; k++)
+        bad[k] = resume_of(0, 2, 1, 3);
+    bad[0].resume.generation = RDZV_GENERATION_MAX + 1;
+    bad[1].resume.nnodes = 3;
+    bad[2].resume.node_rank = 2;
+    bad[3].resume.world_size = 2 * RDZV_NPROC_MAX + 1;
+    bad[4].resume.rank_offset = 3;
+    bad[5].resume.restart_count = 4;
+    env_init(&e, -1);
+    for (int k = 0; k < 6; k++) {
+        ASSERT_EQ(join_err(&e, &x, &bad[k], err, sizeof(err)), -EINVAL);
+        ASSERT_TRUE(strstr(err, why[k]) != NULL);
+        ASSERT_EQ(njobs(&e), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = resume_of(i, 2, 1, 3);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+    for (int k = 0; k < 6; k++) {
+        snprintf(bad[k].node_id, sizeof(bad[k].node_id), "node-9");
+        ASSERT_EQ(join_err(&e, &x, &bad[k], err, sizeof(err)), -EINVAL);
+        ASSERT_TRUE(strstr(err, why[k]) != NULL);
+        ASSERT_NULL(x.m);
+    }
+    ASSERT_EQ(f[0].nevents + f[1].nevents, 0);
+    env_done(&e);
+}
+
+/* rec (of run id "job") left in state directory fd by an earlier rdzvd, whose agents hold the
+ * secrets it gave them; e on that directory, as the next rdzvd. */
+static void record_env_init(struct env *e, int fd, struct rdzvd_job_record *rec)
+{
+    snprintf(rec->run_id, sizeof(rec->run_id), "job");
+    jt_record_save(fd, rec);
+    env_init(e, fd);
+    jt_remember_secrets(e, "job");
+}
+
+/* With a record in --state-dir the record decides: a resume past it, or of its generation
+ * with another restart count or size, is refused; a JOIN with other --nnodes is refused; an
+ * older generation's agent is told to stop and rejoins as a new member. */
+static void test_resume_against_record(void)
+{
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 3,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000};
+    struct fake x = {0}, old = {0};
+    struct rdzv_join jn;
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    record_env_init(&e, fd, &rec);
+    jn = resume_of(0, 4, 1, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "as its record has it (generation 3, restart 1, 2 nodes)") != NULL);
+    jn = resume_of(0, 3, 0, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "as its record has it") != NULL);
+    jn = join_of(0, 1, 2, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EINVAL);
+    ASSERT_TRUE(strstr(err, "was started with --nnodes 2:2 --max-restarts 3") != NULL);
+    ASSERT_EQ(njobs(&e), 0);
+    ASSERT_EQ(e.stores_open, 0);
+    jn = resume_of(1, 2, 1, 3);
+    ASSERT_OK(join(&e, &old, &jn));
+    ASSERT_TRUE(old.spare);
+    ASSERT_FALSE(old.resumed);
+    ASSERT_EQ(old.joined_gen, 3);
+    ASSERT_TRUE(event_is(&old, "restart"));
+    ASSERT_EQ(old.event.generation, 2);
+    ASSERT_TRUE(strstr(old.event.summary, "generation 2 is over") != NULL);
+    ASSERT_EQ(e.asked_port, 41000);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+/* A node's secret is random, and its hash is kept in the job table at its first JOIN: after
+ * rdzvd restarts (on the same --state-dir), a JOIN that names the node id must carry the secret;
+ * without it, or with another, it is refused, and the job made for the claim goes again. */
+static void test_resume_needs_the_recorded_secret(void)
+{
+    struct fake a = {0}, b = {0}, x = {0};
+    char first[RDZV_SECRET_HEX + 1], err[512], path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct rdzv_join jn;
+    struct env e;
+
+    env_init(&e, fd);
+    jn = join_of(0, 2, 2, 3);
+    ASSERT_OK(join(&e, &a, &jn));
+    snprintf(first, sizeof(first), "%s", a.secret);
+    ASSERT_EQ(strlen(first), RDZV_SECRET_HEX);
+    rdzvd_jobs_drop_all(&e.jobs); /* rdzvd restarts */
+    for (int k = 0; k < 2; k++) {
+        jn = k ? resume_of(0, 1, 0, 3) : join_of(0, 2, 2, 3);
+        snprintf(jn.secret, sizeof(jn.secret), "%s", first);
+        jn.secret[0] = jn.secret[0] == '0' ? '1' : '0';
+        ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -EPERM);
+        ASSERT_TRUE(strstr(err, "belongs to a member of job 'job' (its record knows it)") != NULL);
+        ASSERT_NULL(x.m);
+    }
+    ASSERT_EQ(njobs(&e), 0);
+    snprintf(e.secrets[0], sizeof(e.secrets[0]), "%s", first);
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &b, &jn));
+    ASSERT_TRUE(b.resumed);
+    ASSERT_TRUE(strcmp(b.secret, first) == 0);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* A member dropped while its job goes on (its connection closed): another JOIN naming its node
+ * id is refused without its secret, and gets none; a new node id gets a secret of its own. */
+static void test_dropped_member_keeps_its_identity(void)
+{
+    struct fake f[3] = {0}, x = {0};
+    struct rdzv_join jn;
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, join_of(0, 2, 3, 3));
+    rdzvd_member_gone(f[2].m);
+    jn = join_of(2, 2, 3, 3);
+    ASSERT_EQ(rdzvd_job_join(&e.h, &x, &jn, err, sizeof(err), &x.m), -EPERM);
+    ASSERT_TRUE(strstr(err, "belongs to a member") != NULL);
+    ASSERT_NULL(x.m);
+    ASSERT_EQ(x.secret[0], 0);
+    jn = join_of(9, 2, 3, 3);
+    ASSERT_OK(join(&e, &x, &jn));
+    ASSERT_EQ(strlen(x.secret), RDZV_SECRET_HEX);
+    ASSERT_TRUE(strcmp(x.secret, f[2].secret) != 0);
+    env_done(&e);
+}
+
+/* A resume of a live member takes it over only with its secret: the old connection is closed;
+ * while the job stops, the new connection is told to stop that generation too. */
+static void test_takeover_needs_secret_and_repeats_restart(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct fake f[2] = {0}, g = {0}, h = {0};
+    struct rdzv_join jn;
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    jn = resume_of(0, 1, 0, 3);
+    memset(jn.secret, 'f', RDZV_SECRET_HEX);
+    ASSERT_EQ(join_err(&e, &g, &jn, err, sizeof(err)), -EPERM);
+    ASSERT_TRUE(strstr(err, "belongs to a member") != NULL);
+    ASSERT_FALSE(f[0].closed);
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &g, &jn));
+    ASSERT_TRUE(f[0].closed);
+    ASSERT_TRUE(strstr(f[0].close_reason, "replaced by the agent's new connection") != NULL);
+    ASSERT_TRUE(g.resumed);
+    ASSERT_FALSE(g.spare);
+    ASSERT_EQ(g.nevents, 0);
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(event_is(&g, "restart"));
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &h, &jn));
+    ASSERT_TRUE(g.closed);
+    ASSERT_TRUE(event_is(&h, "restart"));
+    ASSERT_EQ(h.event.generation, 1);
+    ASSERT_TRUE(strstr(h.event.summary, "root cause: worker rank") != NULL);
+    all_ready(f, 2, 1);
+    rdzvd_member_ready(h.m, 1);
+    ASSERT_EQ(h.round.generation, 2);
+    ASSERT_EQ(h.round.restart_count, 1);
+    env_done(&e);
+}
+
+/* A rebuilt generation that only some agents come back to: the missing ones count as lost
+ * after the rebuild window (charged to the budget), and the job goes on with those back. */
+static void test_rebuild_partial_comeback_is_a_failure(void)
+{
+    struct fake f = {0};
+    struct rdzv_join jn = resume_of(0, 5, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.min = 1;
+    jn.heartbeat_timeout_ms = 30;
+    ASSERT_OK(join(&e, &f, &jn));
+    ASSERT_TRUE(f.resumed);
+    for (int t = 0; t < 50 && !f.nevents; t++) {
+        rdzvd_member_heartbeat(f.m);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(event_is(&f, "restart"));
+    ASSERT_TRUE(strstr(f.event.summary, "1 of 2 nodes of generation 5 did not come back") != NULL);
+    rdzvd_member_ready(f.m, 5);
+    ASSERT_EQ(f.round.generation, 6);
+    ASSERT_EQ(f.round.restart_count, 3);
+    ASSERT_EQ(f.round.nnodes, 1);
+    env_done(&e);
+}
+
+/* A record that names its generation's nodes decides who resumes each node rank: the node it
+ * names there, with its workers at the same global ranks; another node's claim to that place (a
+ * stale or confused agent, with a valid secret of its own) is told to stop its workers and waits
+ * as a new member, and cannot take the place from its holder. The rebuild window's end names
+ * the nodes that did not come back. */
+static void test_rebuild_by_the_record_nodes(void)
+{
+    struct rdzvd_job_record_node nodes[2] = {{"node-0", 2}, {"node-2", 2}};
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = 3,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000, .nodes = nodes};
+    struct fake a = {0}, b = {0}, c = {0};
+    struct rdzv_join jn;
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    record_env_init(&e, fd, &rec);
+    jn = resume_of(0, 3, 1, 3);
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &a, &jn));
+    ASSERT_TRUE(a.resumed);
+    ASSERT_FALSE(a.spare);
+    /* node-1 claims node rank 1, which the record gives node-2 */
+    jn = resume_of(1, 3, 1, 3);
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &b, &jn));
+    ASSERT_TRUE(b.spare);
+    ASSERT_FALSE(b.resumed);
+    ASSERT_TRUE(event_is(&b, "restart"));
+    ASSERT_TRUE(strstr(b.event.summary, "the job's record gives node rank 1 of generation 3 to "
+                                        "node id 'node-2', not to 'node-1'") != NULL);
+    /* node-2 at node rank 1, but with node rank 0's global ranks */
+    jn = resume_of(2, 3, 1, 3);
+    jn.heartbeat_timeout_ms = 40;
+    jn.resume.node_rank = 1;
+    jn.resume.rank_offset = 0;
+    ASSERT_OK(join(&e, &c, &jn));
+    ASSERT_TRUE(c.spare);
+    ASSERT_TRUE(strstr(c.event.summary, "run ranks 2..3, not 0..1") != NULL);
+    /* Nobody else came back: the window ends naming node rank 1's node. */
+    for (int t = 0; t < 50 && !a.nevents; t++) {
+        rdzvd_member_heartbeat(a.m);
+        rdzvd_member_heartbeat(b.m);
+        rdzvd_member_heartbeat(c.m);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(event_is(&a, "restart"));
+    ASSERT_TRUE(strstr(a.event.summary, "1 of 2 nodes of generation 3 did not come back") != NULL);
+    ASSERT_TRUE(strstr(a.event.summary, ": node rank 1 (node id node-2)") != NULL);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+/* The store of a rebuilt generation: back on its port when it can be, else on any port; a job
+ * whose store cannot be opened at all is refused and not kept. */
+static void test_rebuild_store_port_fallback(void)
+{
+    for (int any = 0; any < 2; any++) {
+        struct fake f = {0};
+        struct rdzv_join jn = resume_of(0, 5, 0, 1);
+        char err[512];
+        struct env e;
+
+        env_init(&e, -1);
+        e.store_fail = -EADDRINUSE;
+        e.store_fail_port = !any;
+        if (any) {
+            ASSERT_EQ(join_err(&e, &f, &jn, err, sizeof(err)), -EADDRINUSE);
+            ASSERT_TRUE(strstr(err, "could not reopen the job's store") != NULL);
+            ASSERT_EQ(njobs(&e), 0);
+        } else {
+            ASSERT_OK(join(&e, &f, &jn));
+            ASSERT_TRUE(f.resumed);
+            ASSERT_EQ(e.asked_port, 0); /* after 41000 was refused */
+            ASSERT_EQ(e.stores_open, 1);
+        }
+        env_done(&e);
+    }
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-rebuild", RDZV_LOG_ERROR);
@@ -346,5 +645,13 @@ int main(void)
     TEST(test_running_record_is_rebuilt_at_start);
     TEST(test_nobody_back_leaves_record_and_store);
     TEST(test_record_nobody_back_forms_next_generation_uncounted);
+    TEST(test_resume_claims_refused);
+    TEST(test_resume_against_record);
+    TEST(test_rebuild_by_the_record_nodes);
+    TEST(test_resume_needs_the_recorded_secret);
+    TEST(test_dropped_member_keeps_its_identity);
+    TEST(test_takeover_needs_secret_and_repeats_restart);
+    TEST(test_rebuild_partial_comeback_is_a_failure);
+    TEST(test_rebuild_store_port_fallback);
     return tap_done();
 }

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-status.c: what the job state machine shows (daemon/job/rdzvd-job-status.c), driven
+ * with fake agents (jobtest.h): each node's state and the job's events, the events' ring, the
+ * members left out of a long list, ended jobs kept and expired, and the progress of the longest
+ * silent rank. */
+#include <inttypes.h>
+
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+
+/* Each node's state in the status: running, stopped (ready, in the generation), spare,
+ * stopping (told to stop, not ready); the last 16 events; an ended job with its members still
+ * there has its outcome and -1 durations. */
+static void test_status_node_states_and_events(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 5};
+    struct fake f[4] = {0};
+    struct rdzv_status st;
+    struct rdzv_join jn;
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, join_of(0, 2, 2, 0)); /* 2 run, node 2 a spare */
+    jn = resume_of(3, 1, 0, 0);
+    jn.resume.node_rank = 0;
+    jn.resume.rank_offset = 0;
+    ASSERT_OK(join(&e, &f[3], &jn)); /* rank 0 is taken: told to stop */
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, &st));
+    ASSERT_EQ(st.jobs[0].n_nodes, 4);
+    ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host0")->state, "running") == 0);
+    ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host2")->state, "spare") == 0);
+    ASSERT_TRUE(node_of(&st.jobs[0], "host2")->spare);
+    ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host3")->state, "stopping") == 0);
+    ASSERT_TRUE(st.jobs[0].nodes[0].node_rank >= 0 && st.jobs[0].nodes[1].node_rank >= 0);
+    ASSERT_TRUE(strcmp(st.jobs[0].state, "running") == 0);
+    rdzv_status_free(&st);
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, &st));
+    ASSERT_TRUE(strcmp(st.jobs[0].state, "ended") == 0);
+    ASSERT_TRUE(st.jobs[0].ended);
+    ASSERT_TRUE(strcmp(st.jobs[0].outcome_type, "failed") == 0);
+    ASSERT_EQ(st.jobs[0].outcome_exit_code, 5);
+    ASSERT_TRUE(st.jobs[0].duration_s == -1 && st.jobs[0].ended_age_s == -1);
+    rdzv_status_free(&st);
+    env_done(&e);
+}
+
+/* Past 16 events the status keeps the newest, oldest first. */
+static void test_status_event_ring(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_worker_exit w = {.generation = 0, .exit_code = 1};
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 20));
+    for (uint64_t g = 1; g <= 12; g++) { /* a restart and a formed generation: 2 events each */
+        w.generation = g;
+        w.rank = f[0].round.rank_offset;
+        ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+        all_ready(f, 2, g);
+        ASSERT_EQ(f[0].round.generation, g + 1);
+    }
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, &st));
+    ASSERT_EQ(st.jobs[0].n_events, RDZV_STATUS_EVENTS);
+    ASSERT_TRUE(strstr(st.jobs[0].events[RDZV_STATUS_EVENTS - 1].text,
+                       "generation 13 formed") != NULL);
+    ASSERT_TRUE(strstr(st.jobs[0].events[RDZV_STATUS_EVENTS - 2].text, "restart 12 of 20") !=
+                NULL);
+    for (unsigned i = 1; i < st.jobs[0].n_events; i++)
+        ASSERT_TRUE(st.jobs[0].events[i].time >= st.jobs[0].events[i - 1].time);
+    rdzv_status_free(&st);
+    env_done(&e);
+}
+
+/* At most 256 members listed; the rest counted. */
+static void test_status_members_left_out(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    int n = RDZV_STATUS_SHOW_MEMBERS + 2;
+    struct fake *f = calloc((size_t)n, sizeof(*f));
+    struct rdzv_status st;
+    struct env e;
+
+    ASSERT_NOT_NULL(f);
+    env_init(&e, -1);
+    join_n(&e, f, n, join_of(0, 2, 2, 0));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, &st));
+    ASSERT_EQ(st.jobs[0].n_nodes, RDZV_STATUS_SHOW_MEMBERS);
+    ASSERT_EQ(st.jobs[0].members_left_out, 2);
+    ASSERT_EQ(st.jobs[0].nodes_in_generation, 2);
+    rdzv_status_free(&st);
+    env_done(&e);
+    free(f);
+}
+
+/* Ended jobs are kept (--keep-ended) after their last member left: at most max of them, the
+ * oldest dropped, none when max or keep_ms is 0, and they expire. */
+static void test_ended_jobs_kept_and_expire(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_status st;
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    rdzvd_ended_jobs_init(&e.ended, 200, 1);
+    for (int k = 0; k < 2; k++) {
+        struct fake f = {0};
+        struct rdzv_join jn = join_of(0, 1, 1, 0);
+
+        snprintf(jn.run_id, sizeof(jn.run_id), "job%d", k);
+        ASSERT_OK(join(&e, &f, &jn));
+        rdzvd_member_leave(f.m, 1, true);
+        ASSERT_TRUE(event_is(&f, "succeeded"));
+        rdzvd_member_gone(f.m);
+    }
+    ASSERT_EQ(e.ended.n, 1);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, &st));
+    ASSERT_EQ(st.n_jobs, 1);
+    ASSERT_TRUE(strcmp(st.jobs[0].run_id, "job1") == 0);
+    ASSERT_TRUE(st.jobs[0].ended && strcmp(st.jobs[0].outcome_type, "succeeded") == 0);
+    ASSERT_TRUE(st.jobs[0].duration_s >= 0 && st.jobs[0].ended_age_s >= 0);
+    ASSERT_EQ(st.jobs[0].n_nodes, 0);
+    rdzv_status_free(&st);
+    fake_clock_advance(250);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, &st));
+    ASSERT_EQ(st.n_jobs, 0); /* expired */
+    rdzv_status_free(&st);
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 0, 4); /* keep_ms 0: none kept */
+    {
+        struct fake f = {0};
+        struct rdzv_join jn = join_of(0, 1, 1, 0);
+
+        ASSERT_OK(join(&e, &f, &jn));
+        rdzvd_member_gone(f.m);
+    }
+    ASSERT_EQ(e.ended.n, 0);
+    env_done(&e);
+}
+
+/* More than 4096 ranks reported: the status keeps the longest silent, by rank, and counts the
+ * rest; a spare's and an empty report are ignored. */
+static void test_progress_longest_silent_kept(void)
+{
+    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
+    struct fake f[6] = {0};
+    struct rdzv_join jn = join_of(0, 5, 5, 0);
+    const struct rdzv_status_job *sj;
+    struct rdzv_status st;
+    struct env e;
+
+    ASSERT_NOT_NULL(hb);
+    env_init(&e, -1);
+    jn.nproc = RDZV_NPROC_MAX;
+    join_n(&e, f, 6, jn); /* node 5: a spare */
+    ASSERT_TRUE(f[5].spare);
+    hb->generation = 1;
+    hb->n_progress = RDZV_PROGRESS_MAX;
+    for (int i = 0; i < RDZV_PROGRESS_MAX; i++)
+        hb->progress[i] = (struct rdzv_rank_progress){.local_rank = i, .step = i, .age_ms = 0};
+    for (int k = 0; k < 6; k++) {
+        for (int i = 0; i < RDZV_PROGRESS_MAX; i++)
+            hb->progress[i].age_ms = k == 4 ? 100000 : 0;
+        rdzvd_member_progress(f[k].m, hb);
+    }
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, &st));
+    sj = &st.jobs[0];
+    ASSERT_EQ(sj->n_ranks, RDZV_STATUS_MAX_RANKS);
+    ASSERT_EQ(sj->ranks_left_out, RDZV_PROGRESS_MAX);
+    ASSERT_EQ(sj->ranks[sj->n_ranks - 1].rank, 5 * RDZV_NPROC_MAX - 1); /* node 4's: silent */
+    ASSERT_TRUE(sj->ranks[sj->n_ranks - 1].age_s >= 100);
+    for (size_t i = 1; i < sj->n_ranks; i++)
+        ASSERT_TRUE(sj->ranks[i].rank > sj->ranks[i - 1].rank);
+    rdzv_status_free(&st);
+    hb->n_progress = 0;
+    rdzvd_member_progress(f[4].m, hb); /* nothing to keep: changes nothing */
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, &st));
+    ASSERT_EQ(st.jobs[0].ranks_left_out, RDZV_PROGRESS_MAX);
+    rdzv_status_free(&st);
+    free(hb);
+    env_done(&e);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-status", RDZV_LOG_ERROR);
+    TEST(test_status_node_states_and_events);
+    TEST(test_status_event_ring);
+    TEST(test_status_members_left_out);
+    TEST(test_ended_jobs_kept_and_expire);
+    TEST(test_progress_longest_silent_kept);
+    return tap_done();
+}
