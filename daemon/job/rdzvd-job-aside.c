@@ -149,8 +149,9 @@ int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_h
             char text[RDZV_GPU_UUID_LEN + 1];
 
             rdzv_gpu_uuid_format(&gpus->u[k], text);
-            snprintf(err, errlen, "this node's GPU %s was put aside by job %s with node %s (node "
-                     "id %s): %s", text, run_id, hist[i].host, hist[i].node_id, hist[i].reason);
+            snprintf(err, errlen, "this node's GPU %s was put aside by job %s with node %s%s(node "
+                     "id %s): %s", text, run_id, hist[i].host, hist[i].host[0] ? " " : "",
+                     hist[i].node_id, hist[i].reason);
             return -EACCES;
         }
     }
@@ -289,6 +290,29 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
     return RDZVD_ASIDE_NOW;
 }
 
+int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)
+{
+    struct rdzvd_job *j = m->job;
+    int n = 0;
+
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *o = &j->hist[i];
+
+        if (o->aside || strcmp(o->node_id, m->join.node_id) == 0)
+            continue; /* one put aside stays so (an operator releases it) */
+        for (unsigned k = 0; k < o->n_fails; k++) {
+            struct rdzvd_job_record_fail *g = &o->fails[k];
+
+            if (!g->node || !g->startup || g->ms < since_ms)
+                continue;
+            g->node = false;
+            o->failures--;
+            n++;
+        }
+    }
+    return n;
+}
+
 void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *sj)
 {
     for (unsigned i = 0; i < j->n_hist; i++) {
@@ -350,7 +374,11 @@ void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reas
 
     if (!h)
         return; /* not kept (logged): its agent leaves all the same */
-    snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    /* A host is put aside only on the word of a node that held a place in the job: anyone with
+     * the agents' token may JOIN naming a member's host, and a spare or a new node proves
+     * nothing of it. Such a node is put aside by its node id (and the GPUs only it reported). */
+    snprintf(h->host, sizeof(h->host), "%s",
+             m->node_rank >= 0 || m->prev_rank >= 0 ? m->join.host : "");
     if (!h->aside && why < RDZVD_ASIDE_REASONS)
         rdzvd_nodes_put_aside[why]++;
     h->aside = true;

@@ -324,6 +324,12 @@ int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_h
 enum rdzvd_aside { RDZVD_ASIDE_NOT, RDZVD_ASIDE_NO_CHOICE, RDZVD_ASIDE_NOW };
 enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
                                        char *summary, size_t len);
+/* m's workers failed at start-up too, reported after another node's failure stopped the
+ * generation (formed at since_ms, unix ms): a failure of every rank alike is the job's. The
+ * start-up failures charged since then to the other nodes not put aside are taken back (their
+ * node flag cleared, their count lowered); m is charged nothing. The number taken back; the
+ * caller records the history when any was. */
+int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);

@@ -607,10 +607,16 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
                              j->ended_s, j->outcome.summary);
         return -EBUSY;
     }
-    if (!j && !jn->resume.generation) {
+    /* A job that ended stays ended: a new agent's JOIN (unless a new run, as below) and a
+     * resume alike are told its outcome, the resume of a job not rebuilt from a record (its
+     * workers ran the job that ended: it is no new run). */
+    if (!j && (!jn->resume.generation || q->rec_r < 0)) {
         err[0] = '\0';
-        r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id, h->rerun_ended ? jn->age_ms : 0, err,
-                                    errlen);
+        r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id,
+                                    jn->resume.generation ? -1
+                                    : h->rerun_ended      ? jn->age_ms
+                                                          : 0,
+                                    err, errlen);
         if (r < 0)
             return r;
         if (err[0]) /* a new run of a job that ended */

@@ -111,6 +111,49 @@ static bool signal_from_outside(int64_t sig)
            sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGPIPE;
 }
 
+/* Killed from outside (the scheduler, an operator, the kernel's OOM killer: a signal the agent
+ * did not send, with no reason of its own). A shell or launcher between the agent and the
+ * process reports its child's signal N as exit code 128 + N, as POSIX shells do. */
+static bool exit_from_outside(const struct rdzv_worker_exit *w)
+{
+    return !w->reason[0] &&
+           (signal_from_outside(w->signal) ||
+            (w->signal <= 0 && w->exit_code > 128 && signal_from_outside(w->exit_code - 128)));
+}
+
+/* Whether m's local rank failed at start-up: soon after its generation formed, and before it
+ * reported a step. */
+static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank)
+{
+    const struct rdzvd_job *j = m->job;
+
+    return j->formed_ms && rdzv_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS &&
+           !rdzvd_member_rank_progressed(m, local_rank);
+}
+
+/* A worker of m failed in a generation that already stops (another node's failure came first).
+ * Every node failing at start-up in the same generation is the job's own failure (a script bug,
+ * a bad input): the start-up failures charged to the others in it are taken back, so that no
+ * node is put aside for it and the job fails once its restart budget is spent. Any other late
+ * report changes nothing (the first one made the restart). */
+static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
+{
+    struct rdzvd_job *j = m->job;
+    int64_t since = (int64_t)(rdzv_wall_s() * 1000) - (int64_t)(rdzv_now_ms() - j->formed_ms);
+    int n;
+
+    if (!failed_at_startup(m, w->local_rank) || w->reason[0] || exit_from_outside(w) ||
+        (n = rdzvd_job_fails_alike(m, since)) == 0)
+        return;
+    rdzvd_job_note(j, true,
+                   "node=%s failed at start-up too in generation %" PRIu64 ": every node failing "
+                   "alike is the job's failure, not a node's (%d charge(s) taken back)",
+                   m->join.host, j->generation, n);
+    if (rdzvd_job_save_aside(j) < 0)
+        log_warn("job=%s: its history in memory is ahead of its record until the next "
+                 "decision", j->run_id);
+}
+
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen)
 {
@@ -120,7 +163,8 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     time_t secs;
     struct tm tm;
 
-    if (j->state != JOB_RUNNING || w->generation != j->generation || m->node_rank < 0)
+    if ((j->state != JOB_RUNNING && j->state != JOB_STOPPING) ||
+        w->generation != j->generation || m->node_rank < 0)
         return 0; /* a late report from an earlier generation, or the job already moved on */
     if (w->local_rank < 0 || w->local_rank >= m->join.nproc ||
         w->rank != m->rank_offset + w->local_rank) {
@@ -129,6 +173,10 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
                  "node's ranks %" PRId64 "..%" PRId64,
                  w->rank, w->local_rank, m->rank_offset, m->rank_offset + m->join.nproc - 1);
         return -EINVAL;
+    }
+    if (j->state == JOB_STOPPING) {
+        worker_exit_late(m, w);
+        return 0;
     }
     m->failures++;
     secs = (time_t)w->time; /* the parser bounds it */
@@ -145,13 +193,8 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
-    /* Killed from outside (the scheduler, an operator, the kernel's OOM killer: a signal the
-     * agent did not send, with no reason of its own) is the job's failure, not the node's. */
-    /* A shell or launcher between the agent and the process reports its child's signal N as
-     * exit code 128 + N, as POSIX shells do. */
-    if (!w->reason[0] && (signal_from_outside(w->signal) ||
-                          (w->signal <= 0 && w->exit_code > 128 &&
-                           signal_from_outside(w->exit_code - 128)))) {
+    /* Killed from outside: the job's failure, not the node's. */
+    if (exit_from_outside(w)) {
         size_t used = strlen(summary);
 
         if (used < sizeof(summary))
@@ -163,8 +206,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     /* A node put aside leaves before the restart: the next generation forms without it. */
     f = (struct rdzvd_job_record_fail){
         .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
-        .startup = j->formed_ms && rdzv_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS &&
-                   !rdzvd_member_rank_progressed(m, w->local_rank)};
+        .startup = failed_at_startup(m, w->local_rank)};
     switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
         member_dismiss(m);
@@ -199,6 +241,15 @@ static bool job_goes_on(struct rdzvd_job *j)
     return left >= j->min;
 }
 
+/* m held a node rank in a generation of its job that formed (the running one, or the one before
+ * a restart): its word may change the job. A spare that never took a place, a new node, or a
+ * stranger with the agents' token is outside it: what it says changes only itself
+ * (docs/design/job-policy.md). */
+static bool member_held_rank(const struct rdzvd_member *m)
+{
+    return m->node_rank >= 0 || m->prev_rank >= 0;
+}
+
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
 {
     struct rdzvd_job *j = m->job;
@@ -216,8 +267,11 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
     /* A signal to one agent is that node leaving, as a scheduler that drains or preempts one
      * node means it: a spare just goes, a member is a node lost (a spare takes its ranks, an
      * elastic job goes on), charging nothing. The job is cancelled only when it cannot go on:
-     * every agent signalled (scancel), or fewer than MIN nodes left. */
-    if (!job_goes_on(j)) {
+     * every agent signalled (scancel), or fewer than MIN nodes left. Only a node of the job's
+     * generations can say so: once one formed, a node outside them (a spare, a stranger) just
+     * goes, whoever else is away at that moment (a member's connection blipping, rdzvd just
+     * restarted and its agents not back yet). */
+    if ((j->generation == 0 || member_held_rank(m)) && !job_goes_on(j)) {
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;
@@ -273,8 +327,10 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
         return;
     }
     snprintf(why, sizeof(why), "%s: %s", slow ? "a straggler" : "failed a health check", reason);
-    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s%s",
-             m->join.host, m->join.node_id, j->run_id, slow ? "" : "it ", why);
+    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s%s%s",
+             m->join.host, m->join.node_id, j->run_id, slow ? "" : "it ", why,
+             member_held_rank(m) ? "" : " (it never held a place in the job: this node id "
+                                        "only, not its host)");
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
                    why);
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host, why);

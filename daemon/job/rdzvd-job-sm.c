@@ -717,6 +717,14 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     else
         rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
                        why);
+    /* Its end was decided (an agent cancelled while it stopped) and it waited for its last
+     * member to stop: with that member gone it ends now, not freed as if it might go on (its
+     * record then forgotten without --state-dir, and a late agent's resume rebuilding it). */
+    if (last && j->cancelled && st == JOB_STOPPING) {
+        rdzvd_member_set_ready(m, true); /* nothing of it runs any more: the job has stopped */
+        rdzvd_job_check_stopped(j);
+        st = j->state;
+    }
     rdzvd_member_remove(m);
     if (peer && dismiss)
         j->host.ops->dismiss(peer, dismiss);

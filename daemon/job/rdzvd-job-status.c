@@ -415,7 +415,8 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
             break; /* the older ones too */
         if (strcmp(x->st.run_id, run_id))
             continue;
-        if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded"))
+        if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded") &&
+            (age_ms >= 0 || strcmp(x->st.outcome_type, "cancelled")))
             return 0;
         if (age_ms > 0 && (uint64_t)age_ms < now - x->ended_ms) {
             snprintf(err, errlen, "job '%s' %s %.1f s before this agent started: a new run",

@@ -44,7 +44,8 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
  * expired) failed or succeeded (cancelled is not: a scheduler requeues a job under the same id,
  * a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line) and -EBUSY
  * is returned; else 0. age_ms > 0: the agent started that long ago, and one that started after
- * the job ended is a new run (0, and err says which job it follows); 0: not asked (refused).
+ * the job ended is a new run (0, and err says which job it follows); 0: not asked (refused);
+ * -1: a resume, whose workers ran that job: refused whatever its outcome, cancelled too.
  * A scan of the kept jobs: a new job's first JOIN only. */
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
                             char *err, size_t errlen);

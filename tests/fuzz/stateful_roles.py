@@ -80,7 +80,9 @@ class Roles:
         self.agents, self.pids = [], {}
         self.others = [Agent(self, "other", "other-n%d" % k, 2) for k in range(2)]
         self.spares = []  # protocol agents of the honest job, new node ids
-        self.aside_hosts = set()  # hosts of new nodes put aside on their own word
+        # node ids of new nodes put aside on their own word: a node that never held a place
+        # is put aside by its node id only, never by the host it names (issue 45)
+        self.aside_ids = set()
         self.start_honest()
 
     # ---- the daemon: one rdzvd (stateful_roles_replicas.py: three replicas) ----
@@ -187,7 +189,7 @@ class Roles:
         try:
             if what == "unhealthy":
                 a.peer.send(UNHEALTHY, {"reason": "forged? no: its own"})
-                self.aside_hosts.add("h-" + a.node_id)
+                self.aside_ids.add(a.node_id)
             elif what == "cancel":
                 a.peer.send(CANCEL, {"signal": 15, "reason": "scancel"})
             elif what == "exit":
@@ -212,10 +214,9 @@ class Roles:
         except ERRS:
             return
         ids = [n.get("node_id") for n in (job or {}).get("nodes", []) if n.get("node_id")]
-        if self.aside_hosts and self.rng.random() < 0.3:
-            body = join_body("honest", "imp-%d" % self.rng.randrange(10**6), 2)
+        if self.aside_ids and self.rng.random() < 0.3:
+            body = join_body("honest", self.rng.choice(sorted(self.aside_ids)), 2)
             body.update({"min": 2, "max_restarts": 3})
-            body["host"] = self.rng.choice(sorted(self.aside_hosts))
         elif ids:
             resume = None
             if self.rng.random() < 0.6:
@@ -267,9 +268,9 @@ class Roles:
             raise Violation("the agents' token got %r %r" % (op, body))
 
     def operator(self):
-        if self.rng.random() < 0.5 and self.aside_hosts:
+        if self.rng.random() < 0.5 and self.aside_ids:
             self.one_shot(RELEASE, {"run_id": "honest",
-                                    "node": self.rng.choice(sorted(self.aside_hosts))},
+                                    "node": self.rng.choice(sorted(self.aside_ids))},
                           secret=self.admin)
         else:
             self.one_shot(CANCEL_JOB, {"run_id": "other", "reason": "operator"},
@@ -363,9 +364,9 @@ class Roles:
         if placed != sorted(HONEST):
             raise Violation("the honest job's generation holds %s" % placed)
         for a in job.get("put_aside", []):
-            if a["host"] in HONEST or a["host"] not in self.aside_hosts:
-                raise Violation("node %s put aside, not on its own word: %s" % (a["host"],
-                                                                              a["reason"]))
+            if a["host"] or a["node_id"] not in self.aside_ids:
+                raise Violation("node %s (node id %s) put aside, not on its own word, or by "
+                                "its host: %s" % (a["host"], a["node_id"], a["reason"]))
         other = jobs.get("other")
         if other and "outcome" in other:
             summary = other["outcome"].get("summary", "")

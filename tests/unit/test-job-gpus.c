@@ -156,8 +156,10 @@ static void test_named_gpus_refuse_only_the_namer(void)
     rdzvd_job_record_clear(&rec);
     ASSERT_OK(join_renamed(&e, &next, 6, U1, err, sizeof(err)));
     ASSERT_EQ(join_renamed(&e, &next, 7, U4, err, sizeof(err)), -EACCES);
-    /* Naming a GPU put aside refuses the namer only. */
-    ASSERT_TRUE(strstr(err, "GPU " U4 " was put aside by job job with node renamed5") != NULL);
+    /* Naming a GPU put aside refuses the namer only. The liar never held a place: its node id
+     * is put aside, not the host it named. */
+    ASSERT_TRUE(strstr(err, "GPU " U4 " was put aside by job job with node (node id node-5)") !=
+                NULL);
     ASSERT_EQ(f[0].nevents, 0);
     env_done(&e);
     env_init(&e, fd);

@@ -95,6 +95,47 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
     jt_state_dir_done(fd, path);
 }
 
+/* Issue 45, case 2: rdzvd restarted on its --state-dir and rebuilt a running job; before its
+ * agents are back, a stranger with the agents' token JOINs it (a spare) and sends CANCEL. It
+ * leaves, and the job keeps its record: the nodes' agents resume into their generation with the
+ * secrets the record holds. Before, the job was ended "cancelled" and its record deleted (secret
+ * hashes, restart count, nodes put aside); the members then resumed into a job rebuilt from
+ * their own claims, with newly minted secrets. */
+static void test_outsider_cancel_keeps_the_record_of_a_job_away(void)
+{
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0}, stranger = {0};
+    struct rdzv_join jn;
+    char path[64], secret[2][RDZV_SECRET_HEX + 1];
+    struct env e;
+    int fd = state_dir_with_record(path, sizeof(path), 1, 1, 3, true);
+
+    env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
+    rdzvd_jobs_rebuild(&e.h);
+    jn = join_of(9, 2, 2, 3);
+    ASSERT_OK(join(&e, &stranger, &jn));
+    ASSERT_TRUE(stranger.spare);
+    rdzvd_member_cancel(stranger.m, 15, "");
+    ASSERT_TRUE(event_is(&stranger, "left"));
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    ASSERT_EQ(rec.generation, 1);
+    ASSERT_EQ(rec.restart_count, 1);
+    rdzvd_job_record_clear(&rec);
+    for (int i = 0; i < 2; i++) {
+        snprintf(secret[i], sizeof(secret[i]), "%s", e.secrets[i]);
+        jn = resume_of(i, 1, 1, 3);
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+        ASSERT_FALSE(f[i].spare);
+        ASSERT_EQ(f[i].nevents, 0); /* its workers keep running */
+        ASSERT_BYTES_STR(f[i].secret, strlen(f[i].secret), secret[i]); /* the recorded one */
+    }
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* A record of a stopped generation: the next one numbers on from it, with the restart count,
  * and its store never replays a journal left under its name. */
 static void test_restore_numbers_on_and_drops_stale_journals(void)
@@ -646,6 +687,7 @@ int main(void)
     rdzv_log_setup("test-job-rebuild", RDZV_LOG_ERROR);
     TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
     TEST(test_spare_first_after_restart_waits_for_the_members);
+    TEST(test_outsider_cancel_keeps_the_record_of_a_job_away);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_rebuilt_job_runs_by_its_recorded_settings);
     TEST(test_running_record_is_rebuilt_at_start);

@@ -146,6 +146,121 @@ static void test_cancel_while_stopping_ends_at_once(void)
     }
 }
 
+/* Issue 45, case 1: a job (--nnodes 2) runs on nodes 0 and 1; node 0's connection drops and the
+ * job stops to form again. A stranger with the agents' token JOINs (a spare) and sends CANCEL, as
+ * a spare that the scheduler preempts at that moment would: it leaves, and nothing else changes.
+ * Before, the job counted node 1 alone left, fewer than MIN, and ended it "cancelled". Node 0's
+ * agent comes back and the job forms its next generation on both. */
+static void test_outsider_cancel_during_a_blip_changes_nothing(void)
+{
+    struct fake f[2] = {0}, stranger = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    ASSERT_EQ(f[1].nrounds, 1);
+    rdzvd_member_gone(f[0].m); /* its connection blips */
+    ASSERT_TRUE(event_is(&f[1], "restart"));
+    jn = join_of(5, 2, 2, 3);
+    ASSERT_OK(join(&e, &stranger, &jn));
+    ASSERT_TRUE(stranger.spare);
+    rdzvd_member_cancel(stranger.m, 15, "");
+    ASSERT_TRUE(event_is(&stranger, "left"));
+    ASSERT_TRUE(stranger.closed);
+    ASSERT_TRUE(event_is(&f[1], "restart")); /* not cancelled */
+    ASSERT_FALSE(f[1].closed);
+    rdzvd_member_ready(f[1].m, 1);
+    memset(&f[0], 0, sizeof(f[0]));
+    jn = resume_of(0, 1, 0, 3);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    ASSERT_TRUE(event_is(&f[0], "restart")); /* stop the old workers, then rejoin */
+    rdzvd_member_ready(f[0].m, 1);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(f[i].round.generation, 2);
+        ASSERT_FALSE(event_is(&f[i], "cancelled"));
+    }
+    env_done(&e);
+}
+
+/* Issue 45, case 3: a stranger JOINs naming member 0's host and says it is unhealthy. Only the
+ * stranger's node id is put aside: member 0 hears nothing, and its host's next agent (a new node
+ * id: a crashed agent started again, a requeue) joins as before, in memory and after a restart.
+ * Before, the host was put aside and that agent got "put_aside" until an operator released it. */
+static void test_outsider_unhealthy_does_not_put_a_host_aside(void)
+{
+    struct fake f[2] = {0}, stranger = {0}, next = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, jn);
+    jn = join_of(5, 2, 2, 3);
+    snprintf(jn.host, sizeof(jn.host), "host0");
+    ASSERT_OK(join(&e, &stranger, &jn));
+    rdzvd_member_unhealthy(stranger.m, "forged");
+    ASSERT_TRUE(event_is(&stranger, "put_aside"));
+    ASSERT_TRUE(strstr(stranger.event.summary, "this node id only, not its host") != NULL);
+    assert_untouched(&f[0], 1);
+    assert_untouched(&f[1], 1);
+    jn = join_of(6, 2, 2, 3); /* host0's next agent */
+    snprintf(jn.host, sizeof(jn.host), "host0");
+    ASSERT_OK(join_err(&e, &next, &jn, err, sizeof(err)));
+    ASSERT_TRUE(next.spare);
+    jn = join_of(5, 2, 2, 3); /* the stranger's own node id stays out */
+    memset(&stranger, 0, sizeof(stranger));
+    ASSERT_EQ(join_err(&e, &stranger, &jn, err, sizeof(err)), -EACCES);
+    env_done(&e);
+    env_init(&e, fd);
+    memset(&next, 0, sizeof(next));
+    jn = join_of(7, 2, 2, 3);
+    snprintf(jn.host, sizeof(jn.host), "host0");
+    ASSERT_OK(join_err(&e, &next, &jn, err, sizeof(err)));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* Issue 45, case 6: a job (--nnodes 2) on nodes 0 and 1 restarts (node 0's worker failed);
+ * node 1's agent is frozen (a paused VM) and sends no READY. scancel reaches node 0's agent: too
+ * few nodes are left, the job is cancelled once stopped, and node 0's agent exits. Then node 1's
+ * heartbeat lapses. The job ends "cancelled" there, kept as ended: node 1's agent, resumed
+ * later, is told that outcome. Before, the job went with its last member, no outcome told to
+ * anyone, and node 1's resume rebuilt it from its own word ("1 of 2 nodes of generation 1 did
+ * not come back after rdzvd restarted"), though rdzvd never had. */
+static void test_cancelled_job_losing_its_last_member_stays_ended(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct fake f[2] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 3600 * 1000, 16);
+    jn.heartbeat_timeout_ms = 5000;
+    join_n(&e, f, 2, jn);
+    jt_worker_exit(&f[0], &w);
+    ASSERT_TRUE(event_is(&f[1], "restart")); /* node 1 frozen: no READY */
+    rdzvd_member_cancel(f[0].m, 15, "scancel");
+    rdzvd_member_gone(f[0].m); /* its agent stopped its workers and exits */
+    ASSERT_FALSE(event_is(&f[1], "cancelled")); /* still stopping: node 1 may stop yet */
+    run_ms(&e, 5000 * RDZVD_JOB_INIT_GRACE_FACTOR + 1000); /* node 1's heartbeat lapses */
+    ASSERT_TRUE(event_is(&f[1], "cancelled"));
+    ASSERT_TRUE(strstr(f[1].event.summary, "received SIGTERM from outside (scancel)") != NULL);
+    ASSERT_EQ(njobs(&e), 1); /* listed as ended */
+    jn = resume_of(1, 1, 0, 4);
+    ASSERT_TRUE(join_err(&e, &back, &jn, err, sizeof(err)) < 0);
+    ASSERT_TRUE(strstr(err, "cancelled") != NULL);
+    ASSERT_EQ(back.nrounds, 0);
+    env_done(&e);
+}
+
 /* A node put aside is put aside by its host: the same host's next agent (a new process, a new
  * node id) is refused, in memory and from the record after a restart; another host's is not,
  * and a member's own resume is judged by its node id only. */
@@ -222,8 +337,10 @@ static void test_own_word_cannot_fill_the_history(void)
     for (unsigned i = 0; i < rec.n_hist; i++)
         aside += rec.hist[i].aside;
     ASSERT_EQ(aside, RDZVD_JOB_ASIDE_CHECK_MAX);
-    /* The newest are kept: the last forged node's host is still refused. */
-    ASSERT_TRUE(strcmp(rec.hist[rec.n_hist - 1].host, "host359") == 0);
+    /* The newest are kept, by node id only: none of them held a place, so none proves
+     * anything of the host it named. */
+    ASSERT_TRUE(strcmp(rec.hist[rec.n_hist - 1].node_id, "node-359") == 0);
+    ASSERT_TRUE(strcmp(rec.hist[rec.n_hist - 1].host, "") == 0);
     rdzvd_job_record_clear(&rec);
     /* A spare waits; member 0's workers fail: it is counted and put aside. */
     jn = join_of(9, 2, 2, 4);
@@ -288,6 +405,9 @@ int main(void)
     TEST(test_elastic_job_goes_on);
     TEST(test_forming_job_keeps_waiting);
     TEST(test_cancel_while_stopping_ends_at_once);
+    TEST(test_outsider_cancel_during_a_blip_changes_nothing);
+    TEST(test_outsider_unhealthy_does_not_put_a_host_aside);
+    TEST(test_cancelled_job_losing_its_last_member_stays_ended);
     TEST(test_put_aside_by_host);
     TEST(test_own_word_cannot_fill_the_history);
     TEST(test_kill_from_outside_is_not_the_nodes);

@@ -99,6 +99,47 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     env_done(&e);
 }
 
+/* Issue 45, case 4: a script that fails at start-up on every rank (a bug in it, a bad input) is
+ * the job's failure, not a node's. Each generation both nodes report; only the first report
+ * restarts the job, the other comes while it stops and takes back the first node's charge. The
+ * job restarts until its budget is spent and fails with the first rank's error; nobody is put
+ * aside and nobody waits for a node. Before, the node that reported first was put aside after
+ * two generations and the other waited the whole --join-timeout. */
+static void test_every_node_failing_at_startup_is_the_jobs(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 2, jn); /* no spare */
+    for (uint64_t gen = 1; gen <= 4; gen++) {
+        int first = at_rank(f, 2, 1), second = 1 - first;
+
+        fail_rank(&f[first], gen, 0);
+        fail_rank(&f[second], gen, 0); /* while the generation stops */
+        for (int i = 0; i < 2; i++) {
+            ASSERT_FALSE(event_is(&f[i], "put_aside"));
+            ASSERT_TRUE(strstr(f[i].event.summary, "put aside") == NULL);
+        }
+        if (gen < 4) {
+            ASSERT_TRUE(event_is(&f[first], "restart"));
+            all_ready(f, 2, gen);
+            ASSERT_EQ(f[first].round.generation, gen + 1);
+            ASSERT_EQ(f[second].round.generation, gen + 1);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_TRUE(strstr(f[i].event.summary, "root cause: worker rank 2 (local rank 0) on node "
+                                               "rank 1") != NULL);
+        ASSERT_TRUE(strstr(f[i].event.summary, "restart budget exhausted (3 of 3") != NULL);
+    }
+    env_done(&e);
+}
+
 /* A node whose workers fail at start-up (within seconds of the round, before any progress) is
  * put aside after --bad-node-failures of them even with no spare waiting: the job waits for a
  * node (--join-timeout) instead of restarting into it, and forms again when one joins. When
@@ -403,6 +444,7 @@ int main(void)
     TEST(test_window_forgets_old_failures);
     TEST(test_failure_that_follows_a_rank_is_the_jobs);
     TEST(test_startup_failures_put_aside_without_spare);
+    TEST(test_every_node_failing_at_startup_is_the_jobs);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);
