@@ -200,8 +200,8 @@ class RolesReplicas(Roles):
                     run_id, j["generation"]))
             if "outcome" in n:
                 continue
-            aside = {a["host"] for a in j.get("put_aside", [])} - {
-                a["host"] for a in n.get("put_aside", [])}
+            aside = {a["node_id"] for a in j.get("put_aside", [])} - {
+                a["node_id"] for a in n.get("put_aside", [])}
             if aside:
                 raise Violation("job %s: %s no longer put aside with the next leader" % (
                     run_id, sorted(aside)))
@@ -239,7 +239,7 @@ class RolesReplicas(Roles):
                                      "reason": mark})
         elif what == "release":
             msg = frame(RELEASE, {"run_id": "honest", "node": self.rng.choice(
-                sorted(self.aside_hosts) + list(HONEST))})
+                sorted(self.aside_ids) + list(HONEST))})
         else:
             msg = frame(STATUS, {})
         # What a client that ignores the redirect sends: HELLO, an AUTH (it never saw a nonce),
