@@ -47,6 +47,11 @@ bool rdzv_nccl_hex_valid(const char *s)
     return hex_of_len(s, RDZV_NCCL_HEX_LEN);
 }
 
+bool rdzv_msg_is_command(const char *s)
+{
+    return hex_of_len(s, RDZV_COMMAND_HEX);
+}
+
 bool rdzv_msg_is_secret(const char *s)
 {
     return hex_of_len(s, RDZV_SECRET_HEX);
@@ -125,6 +130,8 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         o = rdzv_json_set(o, "restart_backoff", json_integer((json_int_t)j->restart_backoff_s));
     if (j->age_ms > 0)
         o = rdzv_json_set(o, "age_ms", json_integer((json_int_t)j->age_ms));
+    if (j->command[0])
+        o = rdzv_json_set(o, "command", json_string(j->command));
     if (j->bad_node_window_s > 0)
         o = rdzv_json_set(o, "bad_node_window", json_integer((json_int_t)j->bad_node_window_s));
     if (j->straggler_factor > 0)
@@ -331,6 +338,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS, bad_node = 0;
     json_int_t bad_window = 0, backoff = 0, age = 0;
     const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart", *secret = "";
+    const char *command = "";
     int rank_hint = 0, scale_now = 0, host_store = 0, host_replica = 0;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen), *resume = NULL, *gpus = NULL;
@@ -341,7 +349,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o, s?I, s?I, s?I}",
+                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o, s?I, s?I, s?I, s?s}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
@@ -350,7 +358,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                        &resume, "recovery", &recovery, "secret", &secret, "host_store",
                        &host_store, "host_replica", &host_replica, "bad_node_failures",
                        &bad_node, "gpu_uuids", &gpus, "bad_node_window", &bad_window,
-                       "restart_backoff", &backoff, "age_ms", &age) < 0) {
+                       "restart_backoff", &backoff, "age_ms", &age, "command", &command) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -434,6 +442,13 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         goto out;
     }
     snprintf(j->secret, sizeof(j->secret), "%s", secret);
+    if (*command && !rdzv_msg_is_command(command)) {
+        snprintf(err, errlen, "JOIN: 'command' must be %d lowercase hex characters",
+                 RDZV_COMMAND_HEX);
+        r = -EBADMSG;
+        goto out;
+    }
+    snprintf(j->command, sizeof(j->command), "%s", command);
     if (gpus)
         r = rdzv_gpu_set_from_json(gpus, "JOIN: 'gpu_uuids'", &j->gpus, err, errlen);
 out:

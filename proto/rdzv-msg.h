@@ -50,6 +50,7 @@ struct rdzv_buf;
 #define RDZV_STRAGGLER_FACTOR_MAX 100.0
 #define RDZV_STRAGGLER_WINDOW_MIN_MS 1000
 #define RDZV_STRAGGLER_WINDOW_MAX_MS 86400000
+#define RDZV_COMMAND_HEX 16 /* JOIN command: a 64-bit fingerprint, hex */
 #define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
@@ -116,6 +117,10 @@ struct rdzv_join {
      * (absent, an older agent): unknown. An rdzvd that serves one run (--exit-when-idle: an
      * agent hosted it) starts a job that ended afresh for an agent that started after it ended. */
     int64_t age_ms;
+    /* 1.14: the fingerprint of the command the agent's workers run (RDZV_COMMAND_HEX lowercase
+     * hex; "": not sent, an older agent). Job-wide, from the first JOIN: an agent with another
+     * command is refused at once, not made a spare that never runs it. */
+    char command[RDZV_COMMAND_HEX + 1];
 };
 
 struct rdzv_round {
@@ -406,3 +411,5 @@ int rdzv_msg_parse_error(const uint8_t *body, size_t len, struct rdzv_error *e, 
 bool rdzv_nccl_hex_valid(const char *s);
 /* True if s is a member secret's form: exactly RDZV_SECRET_HEX lowercase hex characters. */
 bool rdzv_msg_is_secret(const char *s);
+/* s is RDZV_COMMAND_HEX lowercase hex characters (a JOIN's command). */
+bool rdzv_msg_is_command(const char *s);

@@ -3,6 +3,8 @@
 #include "agent/group/agent-cmd.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,19 @@ int agent_cmd_build(struct agent_cmd *c, const struct agent_cmd_in *in, const ch
     c->argv = v;
     c->argc = n;
     return 0;
+}
+
+void agent_cmd_fingerprint(const struct agent_cmd *c, char out[AGENT_CMD_FINGERPRINT_HEX + 1])
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 64 bits */
+
+    for (size_t i = 0; i < c->argc; i++) {
+        const char *a = c->rank_index && i == c->rank_index ? "--local-rank" : c->argv[i];
+
+        for (size_t k = 0; k <= strlen(a); k++) /* its NUL too: ["ab"] is not ["a", "b"] */
+            h = (h ^ (unsigned char)a[k]) * 0x100000001b3ull;
+    }
+    snprintf(out, AGENT_CMD_FINGERPRINT_HEX + 1, "%016" PRIx64, h);
 }
 
 void agent_cmd_free(struct agent_cmd *c)

@@ -67,5 +67,11 @@ void agent_cmd_set_local_rank(struct agent_cmd *c, unsigned local_rank);
 /* Format flag=local_rank into buf (AGENT_CMD_RANK_ARG_MAX bytes). */
 void agent_cmd_format_rank(char *buf, const char *flag, unsigned local_rank);
 
+/* The fingerprint of c's command, AGENT_CMD_FINGERPRINT_HEX lowercase hex characters (FNV-1a
+ * over its arguments, the local-rank argument's value left out): the same for every worker and
+ * every agent that runs the same command, as JOIN's command tells rdzvd. */
+#define AGENT_CMD_FINGERPRINT_HEX 16
+void agent_cmd_fingerprint(const struct agent_cmd *c, char out[AGENT_CMD_FINGERPRINT_HEX + 1]);
+
 /* Free what c owns; c may be zeroed or already freed. */
 void agent_cmd_free(struct agent_cmd *c);

@@ -659,9 +659,8 @@ void agent_session_signal(struct agent_session *a, int signum)
                      "the agent received %s from outside (%s)", name, signal_meaning(signum));
         a->have_outcome = true;
         a->exit_code = 128 + signum;
-        /* Stopped from outside (scancel, a time limit, a preemption, a drain of this node):
-         * this node leaves. rdzvd charges nothing, and ends the job as cancelled only when it
-         * cannot go on without this node; its answer says which (on_event). */
+        /* Stopped from outside (scancel, a time limit, a preemption, a drain): this node leaves;
+         * rdzvd charges nothing, and answers whether the job goes on without it (on_event). */
         if (cancel && a->client) {
             struct rdzv_cancel cn = {.signal = signum};
 
@@ -699,8 +698,9 @@ static void agent_finish(struct agent_session *a)
     }
     (void)uv_timer_stop(&a->verdict);
     session_set_state(a, AG_DONE);
-    if (a->exit_code == 0)
-        log_info("job %s succeeded", a->cfg.run_id);
+    if (a->exit_code == 0) /* no ROUND: a spare that ran nothing, as rdzvd's summary says */
+        log_info(a->round.generation ? "job %s succeeded%.0s" : "job %s: %s", a->cfg.run_id,
+                 a->outcome.summary);
     else if (a->put_aside)
         fprintf(stderr, "rdzv-agent: put aside by job %s (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary);

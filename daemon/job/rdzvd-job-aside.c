@@ -283,8 +283,10 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
                  "%" PRId64 "), the last at generation %" PRIu64,
                  waits ? " at start-up" : "", counted, j->bad_node_failures, j->generation);
     if (used < len)
-        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside: %s%s",
-                 m->node_rank, m->join.host, h->reason,
+        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside%s: %s%s",
+                 m->node_rank, m->join.host,
+                 f.startup ? " once its generation stopped, unless every node failed alike" : "",
+                 h->reason,
                  waits ? "; no spare waits: the job waits for a node to take its place "
                          "(--join-timeout)" : "");
     return RDZVD_ASIDE_NOW;
@@ -297,9 +299,20 @@ int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)
 
     for (unsigned i = 0; i < j->n_hist; i++) {
         struct rdzvd_job_record_hist *o = &j->hist[i];
+        struct rdzvd_member *p = rdzvd_member_index_find(&j->by_id, o->node_id);
 
-        if (o->aside || strcmp(o->node_id, m->join.node_id) == 0)
+        if (strcmp(o->node_id, m->join.node_id) == 0)
+            continue;
+        if (o->aside && p && p->aside_pending) { /* put aside on this generation's failure */
+            p->aside_pending = false;
+            o->aside = false;
+            o->reason[0] = '\0';
+            o->gpus.n = 0;
+            rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]--;
+            n++;
+        } else if (o->aside) {
             continue; /* one put aside stays so (an operator releases it) */
+        }
         for (unsigned k = 0; k < o->n_fails; k++) {
             struct rdzvd_job_record_fail *g = &o->fails[k];
 

@@ -79,6 +79,9 @@ struct rdzvd_member {
     uint64_t stopping_gen; /* READY for this generation makes it ready */
     bool left_ok;          /* LEAVE succeeded received for the current generation */
     bool signalled;        /* its agent was stopped from outside (CANCEL): it is leaving */
+    /* Put aside for start-up failures of the generation that stops: it goes once every node's
+     * report is in (rdzvd_job_dismiss_pending), unless they all failed alike (the job's). */
+    bool aside_pending;
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
@@ -175,6 +178,7 @@ struct rdzvd_job {
     double straggler_factor;
     int64_t straggler_window_ms;
     bool straggler_aside;
+    char command[RDZV_COMMAND_HEX + 1]; /* its agents' command's fingerprint; "": not known */
     uint64_t stall_ms; /* when rdzvd was last found stalled on one of its members (it ran late:
                         * input read past a deadline, or a deadline passed unserved); 0: never */
     int64_t median_compute_ms; /* the job's nodes' median compute time, -1: not known */
@@ -330,6 +334,13 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
  * node flag cleared, their count lowered); m is charged nothing. The number taken back; the
  * caller records the history when any was. */
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
+/* rdzvd-job-report.c: the generation stopped (every member ready): the members whose node is
+ * put aside and pending go (EVENT put_aside), before the next round forms. True when the job
+ * went with its last member (j is gone). */
+bool rdzvd_job_dismiss_pending(struct rdzvd_job *j);
+/* The job's outcome to m; one that succeeded, to a node that never held a place, says it ran
+ * nothing (it is no success of that node's, nor a failure). */
+void rdzvd_member_send_outcome(struct rdzvd_member *m);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);

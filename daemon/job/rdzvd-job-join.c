@@ -76,6 +76,23 @@ static int check_join_recovery(struct join_req *q, bool inplace)
     return 0;
 }
 
+/* The agent jn runs the job's command (command: its first JOIN's fingerprint, in memory or in
+ * its record)? Not compared when either is not known (an older agent or record). A second job
+ * started with the same --rdzv-id by mistake is refused at once, not made a spare that never
+ * runs its command and then says the job succeeded. */
+static int check_join_command(struct join_req *q, const char *command)
+{
+    const struct rdzv_join *jn = q->jn;
+
+    if (command[0] && jn->command[0] && strcmp(command, jn->command))
+        return refuse(q, -EINVAL,
+                      "job '%s' runs another command than this agent's (command fingerprint %s, "
+                      "this agent's %s): every agent of a job runs the same command; give this "
+                      "one its own --rdzv-id, or the job's command",
+                      jn->run_id, command, jn->command);
+    return 0;
+}
+
 /* A resume is a claim, checked before anything is set from it: the generation it names stays exact
  * in JSON and cannot wrap, its size and ranks fit the job the JOIN describes (--nnodes MAX), its
  * restart count is within the budget, and with a record in --state-dir (saved before every ROUND,
@@ -285,6 +302,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     *ret = NULL;
     if ((r == 0 && check_join_matches(q, rec->min, rec->max, rec->max_restarts) < 0) ||
         (r == 0 && rec->has_settings && check_join_recovery(q, rec->settings.inplace) < 0) ||
+        (r == 0 && rec->has_settings && check_join_command(q, rec->settings.command) < 0) ||
         (rs->generation && check_resume_claim(q, r == 0 ? rec : NULL) < 0))
         return -EINVAL;
     if (r == -ENOENT && rs->generation) {
@@ -476,7 +494,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
             return r;
         created = true;
     } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-               check_join_recovery(q, j->inplace) < 0 ||
+               check_join_recovery(q, j->inplace) < 0 || check_join_command(q, j->command) < 0 ||
                check_resume_claim(q, rebuilt_as_recorded(j, &q->rec)) < 0) {
         return -EINVAL;
     }
@@ -626,7 +644,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (jn->resume.generation)
         return join_resume(q, j);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-              check_join_recovery(q, j->inplace) < 0))
+              check_join_recovery(q, j->inplace) < 0 || check_join_command(q, j->command) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn->node_id)) && m->node_rank < 0 &&
         m->peer != q->peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {

@@ -126,6 +126,7 @@ void rdzvd_job_settings_of_join(const struct rdzv_join *jn, struct rdzvd_job_set
         .bad_node_window_s = jn->bad_node_window_s, .restart_backoff_s = jn->restart_backoff_s,
         .straggler_factor = jn->straggler_factor, .straggler_window_ms = jn->straggler_window_ms,
         .straggler_aside = jn->straggler_aside};
+    memcpy(st->command, jn->command, sizeof(st->command));
 }
 
 void rdzvd_job_settings_get(const struct rdzvd_job *j, struct rdzvd_job_settings *st)
@@ -138,6 +139,7 @@ void rdzvd_job_settings_get(const struct rdzvd_job *j, struct rdzvd_job_settings
         .restart_backoff_s = (int64_t)(j->backoff_max_ms / 1000),
         .straggler_factor = j->straggler_factor, .straggler_window_ms = j->straggler_window_ms,
         .straggler_aside = j->straggler_aside};
+    memcpy(st->command, j->command, sizeof(st->command));
 }
 
 void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings *st)
@@ -153,6 +155,7 @@ void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings
     j->straggler_factor = st->straggler_factor;
     j->straggler_window_ms = st->straggler_window_ms;
     j->straggler_aside = st->straggler_aside;
+    memcpy(j->command, st->command, sizeof(j->command));
 }
 
 /* r, the result of a decision: applied to the table but not written (the journal turned

@@ -189,6 +189,10 @@ static int record_encode_settings(json_t *o, const struct rdzvd_job_record *rec)
                   (json_int_t)st->restart_backoff_s, "straggler_factor", st->straggler_factor,
                   "straggler_window_ms", (json_int_t)st->straggler_window_ms, "straggler_aside",
                   st->straggler_aside);
+    if (v && st->command[0] && json_object_set_new(v, "command", json_string(st->command)) < 0) {
+        json_decref(v);
+        v = NULL;
+    }
     return v && json_object_set_new(o, "settings", v) == 0 ? 0 : -ENOMEM;
 }
 
@@ -201,16 +205,17 @@ static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
     json_t *v = json_object_get(o, "settings");
     json_int_t last, hb, join, bad, win, back, sw;
     int up, aside;
-    const char *recovery;
+    const char *recovery, *command = "";
     double f;
 
     if (!v)
         return;
-    if (json_unpack(v, "{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:F, s:I, s:b}", "last_call_ms",
-                    &last, "heartbeat_timeout_ms", &hb, "join_timeout_ms", &join,
+    if (json_unpack(v, "{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:F, s:I, s:b, s?s}",
+                    "last_call_ms", &last, "heartbeat_timeout_ms", &hb, "join_timeout_ms", &join,
                     "scale_up_now", &up, "recovery", &recovery, "bad_node_failures", &bad,
                     "bad_node_window", &win, "restart_backoff", &back, "straggler_factor", &f,
-                    "straggler_window_ms", &sw, "straggler_aside", &aside) < 0)
+                    "straggler_window_ms", &sw, "straggler_aside", &aside, "command",
+                    &command) < 0)
         return;
     if (last < 0 || hb < 0 || hb > 3600000 || join < 0 ||
         join > 86400000 || (strcmp(recovery, "restart") && strcmp(recovery, "inplace")) ||
@@ -219,7 +224,7 @@ static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
         back < 0 || back > RDZV_RESTART_BACKOFF_MAX ||
         (f != 0 && (!(f > 1 && f <= RDZV_STRAGGLER_FACTOR_MAX) ||
                     sw < 1 || sw > RDZV_STRAGGLER_WINDOW_MAX_MS)) ||
-        (f == 0 && (sw != 0 || aside)))
+        (f == 0 && (sw != 0 || aside)) || (*command && !rdzv_msg_is_command(command)))
         return;
     rec->has_settings = true;
     rec->settings = (struct rdzvd_job_settings){
@@ -227,6 +232,7 @@ static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
         .scale_up_now = up != 0, .inplace = strcmp(recovery, "inplace") == 0,
         .bad_node_failures = bad, .bad_node_window_s = win, .restart_backoff_s = back,
         .straggler_factor = f, .straggler_window_ms = sw, .straggler_aside = aside != 0};
+    snprintf(rec->settings.command, sizeof(rec->settings.command), "%s", command);
 }
 
 /* rec as the JSON object of a record, or NULL when out of memory. */

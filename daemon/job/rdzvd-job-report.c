@@ -68,6 +68,15 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
     return 0;
 }
 
+/* m held a node rank in a generation of its job that formed (the running one, or the one before
+ * a restart): its word may change the job. A spare that never took a place, a new node, or a
+ * stranger with the agents' token is outside it: what it says changes only itself
+ * (docs/design/job-policy.md). */
+static bool member_held_rank(const struct rdzvd_member *m)
+{
+    return m->node_rank >= 0 || m->prev_rank >= 0;
+}
+
 /* m is put aside (its history says why): its agent is told, and it leaves the job. The caller
  * moves the job on. */
 static void member_dismiss(struct rdzvd_member *m)
@@ -88,6 +97,39 @@ static void member_dismiss(struct rdzvd_member *m)
     rdzvd_member_remove(m);
     if (peer)
         j->host.ops->dismiss(peer, &e);
+}
+
+void rdzvd_member_send_outcome(struct rdzvd_member *m)
+{
+    struct rdzv_event own = m->job->outcome;
+
+    if (own.exit_code == 0 && !member_held_rank(m)) /* it ran nothing: not told it succeeded */
+        snprintf(own.summary, sizeof(own.summary),
+                 "this node ran nothing: it waited as a spare, and job %s succeeded on its other "
+                 "nodes", m->job->run_id);
+    rdzvd_member_send_event(m, &own);
+}
+
+bool rdzvd_job_dismiss_pending(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    for_each_member(j, m, pos, tmp)
+    {
+        const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+        bool last = j->nmembers == 1;
+
+        if (!m->aside_pending)
+            continue;
+        m->aside_pending = false;
+        if (!h || !h->aside || j->cancelled) /* cancelled: it ends, nobody goes first */
+            continue;
+        member_dismiss(m);
+        if (last)
+            return true;
+    }
+    return false;
 }
 
 const char *rdzvd_member_run_id(const struct rdzvd_member *m)
@@ -209,7 +251,12 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         .startup = failed_at_startup(m, w->local_rank)};
     switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
-        member_dismiss(m);
+        /* Failed at start-up: the others' reports may still come, and every node failing
+         * alike is the job's failure: it goes once the generation stopped, if still aside. */
+        if (f.startup)
+            m->aside_pending = true;
+        else
+            member_dismiss(m);
         break;
     case RDZVD_ASIDE_NO_CHOICE: /* a job whose nodes all fail at start-up comes here too */
         rdzvd_job_note(j, true,
@@ -239,15 +286,6 @@ static bool job_goes_on(struct rdzvd_job *j)
     if (j->state == JOB_FORMING)
         return left > 0;
     return left >= j->min;
-}
-
-/* m held a node rank in a generation of its job that formed (the running one, or the one before
- * a restart): its word may change the job. A spare that never took a place, a new node, or a
- * stranger with the agents' token is outside it: what it says changes only itself
- * (docs/design/job-policy.md). */
-static bool member_held_rank(const struct rdzvd_member *m)
-{
-    return m->node_rank >= 0 || m->prev_rank >= 0;
 }
 
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)

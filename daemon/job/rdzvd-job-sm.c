@@ -208,7 +208,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
         rdzvd_job_note(j, true, "generation %" PRIu64 " %s (exit code %" PRId64 "): %s",
                        j->generation, type, exit_code, summary);
     rdzvd_job_mark(j, RDZV_MARK_END, "%s (exit code %" PRId64 "): %s", type, exit_code, summary);
-    for_each_member(j, m, pos, tmp) rdzvd_member_send_event(m, &j->outcome);
+    for_each_member(j, m, pos, tmp) rdzvd_member_send_outcome(m);
     j->host.ops->flush(j->host.ud);
 }
 
@@ -475,6 +475,8 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
         return;
     if (j->nready < j->nmembers)
         return;
+    if (rdzvd_job_dismiss_pending(j))
+        return; /* the job went with its last member */
     rdzvd_job_close_store(j);
     for_each_member(j, m, pos, tmp) member_unrank(m);
     if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED}) < 0)

@@ -230,6 +230,36 @@ static void test_run_path_python(void)
     rmdir(dir);
 }
 
+/* The fingerprint JOIN sends (command): the same for every local rank of one command, another
+ * for another command, and arguments' boundaries count ("a b" is not "a" "b"). */
+static void test_fingerprint(void)
+{
+    const char *const one[] = {"a b", NULL}, *const two[] = {"a", "b", NULL};
+    struct agent_cmd_in in = {
+        .cmd = script, .pass_local_rank = AGENT_LOCAL_RANK_DASH, .local_rank = 0};
+    char fp0[AGENT_CMD_FINGERPRINT_HEX + 1], fp[AGENT_CMD_FINGERPRINT_HEX + 1];
+    struct agent_cmd c;
+
+    ASSERT_OK(agent_cmd_build(&c, &in, NULL));
+    agent_cmd_fingerprint(&c, fp0);
+    ASSERT_EQ(strlen(fp0), AGENT_CMD_FINGERPRINT_HEX);
+    agent_cmd_set_local_rank(&c, 7);
+    agent_cmd_fingerprint(&c, fp);
+    ASSERT_EQ(strcmp(fp, fp0), 0);
+    agent_cmd_free(&c);
+    in.cmd = one;
+    in.no_python = true;
+    ASSERT_OK(agent_cmd_build(&c, &in, NULL));
+    agent_cmd_fingerprint(&c, fp);
+    ASSERT_TRUE(strcmp(fp, fp0) != 0);
+    agent_cmd_free(&c);
+    in.cmd = two;
+    ASSERT_OK(agent_cmd_build(&c, &in, NULL));
+    agent_cmd_fingerprint(&c, fp0);
+    ASSERT_TRUE(strcmp(fp, fp0) != 0);
+    agent_cmd_free(&c);
+}
+
 int main(void)
 {
     TEST(test_script);
@@ -239,5 +269,6 @@ int main(void)
     TEST(test_run_path_argv);
     TEST(test_empty_command);
     TEST(test_run_path_python);
+    TEST(test_fingerprint);
     return tap_done();
 }

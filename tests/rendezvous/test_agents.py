@@ -160,6 +160,36 @@ class TestErrors(AgentTestCase):
         finish(p0, timeout=20)
 
 
+    def test_second_job_with_another_command_is_refused_at_once(self):
+        """Issue 45, case 5: a second agent started with a running job's --rdzv-id and another
+        command is told so at once (it waited as a spare before, never ran its command, and
+        ended "job succeeded", rc 0); a spare with the job's own command runs nothing and says
+        so when the job succeeds, rc 0."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        gate = os.path.join(self.outdir(), "go")
+        work = ["/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"]
+        p0 = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "cmd", worker=work))
+        d.wait_log(r"job=cmd gen=1 generation 1 formed")
+        t0 = time.monotonic()
+        other = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "cmd",
+                                worker=["python3", "other.py"]))
+        rc, _, err = finish(other, timeout=20)
+        self.assertEqual(rc, 1, err[-2000:])
+        self.assertIn("job 'cmd' runs another command than this agent's", err)
+        self.assertIn("give this one its own --rdzv-id", err)
+        self.assertLess(time.monotonic() - t0, 10)
+        spare = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "cmd", worker=work))
+        d.wait_log(r"job=cmd gen=1 node=\S+ joined .* \(waits for the next generation\)")
+        open(gate, "w").close()
+        rc, _, err = finish(p0, timeout=30)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertIn("job cmd succeeded", err)
+        rc, _, err = finish(spare, timeout=30)
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertIn("this node ran nothing: it waited as a spare, and job cmd succeeded on its "
+                      "other nodes", err)
+
 class TestOutcome(AgentTestCase):
     def test_worker_failure_fails_every_node_with_its_exit_code_and_root_cause(self):
         d = self.daemon()

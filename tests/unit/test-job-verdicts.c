@@ -53,6 +53,7 @@ static void test_window_forgets_old_failures(void)
     all_ready(f, 3, 2);
     ASSERT_EQ(f[2].nrounds, 0);
     fail_rank(&f[n0], 3, 0);
+    all_ready(f, 3, 3); /* a start-up failure: it goes once the generation stopped */
     ASSERT_TRUE(event_is(&f[n0], "put_aside"));
     ASSERT_TRUE(strstr(f[n0].event.summary, "failed 2 times within 1 s (--bad-node-failures 2, "
                                             "--bad-node-window 1)") != NULL);
@@ -95,6 +96,7 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     ASSERT_TRUE(event_is(&f[n2], "restart"));
     all_ready(f, 4, 5);
     fail_rank(&f[n2], 6, 0);
+    all_ready(f, 4, 6); /* a start-up failure: it goes once the generation stopped */
     ASSERT_TRUE(event_is(&f[n2], "put_aside"));
     env_done(&e);
 }
@@ -140,6 +142,51 @@ static void test_every_node_failing_at_startup_is_the_jobs(void)
     env_done(&e);
 }
 
+/* Found by test-job-explore (I3): the first node to report a start-up failure is not put aside
+ * before the others' reports are in, when one failure would be enough (--bad-node-failures 1),
+ * or when its earlier failure of its own makes two (an elastic 2..3 job, --bad-node-failures 2):
+ * every node then fails alike at start-up, the job's failure, and nobody is put aside. */
+static void test_start_up_verdict_waits_for_every_report(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+    int first;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 1;
+    join_n(&e, f, 2, jn);
+    first = at_rank(f, 2, 0);
+    fail_rank(&f[first], 1, 0);
+    fail_rank(&f[1 - first], 1, 0);
+    all_ready(f, 2, 1);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_FALSE(event_is(&f[i], "put_aside"));
+        ASSERT_EQ(f[i].round.generation, 2);
+    }
+    env_done(&e);
+
+    memset(f, 0, sizeof(f));
+    env_init(&e, -1);
+    jn = join_of(0, 2, 3, 2);
+    jn.bad_node_failures = 2;
+    jn.bad_node_window_s = 3600;
+    join_n(&e, f, 3, jn);
+    first = at_rank(f, 3, 0);
+    fail_rank(&f[first], 1, 0); /* its own */
+    all_ready(f, 3, 1);
+    fail_rank(&f[first], 2, 0); /* then every node's */
+    for (int i = 0; i < 3; i++)
+        if (i != first)
+            fail_rank(&f[i], 2, 0);
+    all_ready(f, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_FALSE(event_is(&f[i], "put_aside"));
+        ASSERT_EQ(f[i].round.generation, 3);
+    }
+    env_done(&e);
+}
+
 /* A node whose workers fail at start-up (within seconds of the round, before any progress) is
  * put aside after --bad-node-failures of them even with no spare waiting: the job waits for a
  * node (--join-timeout) instead of restarting into it, and forms again when one joins. When
@@ -161,13 +208,16 @@ static void test_startup_failures_put_aside_without_spare(void)
     ASSERT_TRUE(event_is(&f[bad], "restart"));
     all_ready(f, 2, 1);
     fail_rank(&f[bad], 2, 0);
-    ASSERT_TRUE(event_is(&f[bad], "put_aside"));
-    ASSERT_TRUE(strstr(f[bad].event.summary, "its workers failed at start-up 2 times within "
-                                             "3600 s") != NULL);
     ASSERT_TRUE(event_is(&f[good], "restart"));
     ASSERT_TRUE(strstr(f[good].event.summary, "no spare waits: the job waits for a node to take "
                                               "its place (--join-timeout)") != NULL);
+    /* It goes once the generation stopped: the other node's report might say that every node
+     * failed alike (then it is the job's failure, and nobody is put aside). */
+    ASSERT_TRUE(event_is(&f[bad], "restart"));
     all_ready(f, 2, 2);
+    ASSERT_TRUE(event_is(&f[bad], "put_aside"));
+    ASSERT_TRUE(strstr(f[bad].event.summary, "its workers failed at start-up 2 times within "
+                                             "3600 s") != NULL);
     run_ms(&e, 50);
     ASSERT_EQ(f[good].nrounds, 2); /* waits: no generation 3 on one node */
     jn = join_of(2, 2, 2, 8);
@@ -445,6 +495,7 @@ int main(void)
     TEST(test_failure_that_follows_a_rank_is_the_jobs);
     TEST(test_startup_failures_put_aside_without_spare);
     TEST(test_every_node_failing_at_startup_is_the_jobs);
+    TEST(test_start_up_verdict_waits_for_every_report);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-msg-join.c: JOIN's members of protocol 1.14 (proto/rdzv-msg.h): "command", the
+ * fingerprint of the agent's command, sent only when set, parsed back as sent, and refused when
+ * it is not RDZV_COMMAND_HEX lowercase hex characters. (test-msg.c holds the rest of JOIN's
+ * codec; it is at its length limit.) */
+#include <errno.h>
+#include <string.h>
+
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "../tap.h"
+
+static char err[512];
+
+/* a, put and parsed back into b: 0 or the parser's error. The body is kept in body. */
+static int round_trip(const struct rdzv_join *a, struct rdzv_join *b, char *body, size_t len)
+{
+    struct rdzv_buf out = {0};
+    const uint8_t *p = NULL;
+    const char *why = NULL;
+    uint32_t n = 0;
+    uint8_t op = 0;
+    int r;
+
+    ASSERT_OK(rdzv_msg_put_join(&out, a));
+    ASSERT_TRUE(rdzv_frame_peek(rdzv_buf_head(&out), rdzv_buf_avail(&out), RDZV_MAX_MSG, &op, &p,
+                                &n, &why) > 0);
+    ASSERT_EQ(op, RDZV_MSG_JOIN);
+    ASSERT_TRUE(n < len);
+    memcpy(body, p, n);
+    body[n] = '\0';
+    r = rdzv_msg_parse_join(p, n, b, err, sizeof(err));
+    rdzv_buf_free(&out);
+    return r;
+}
+
+static void test_join_command(void)
+{
+    struct rdzv_join a = {.run_id = "job", .node_id = "n", .host = "h", .nproc = 1,
+                          .node_rank = -1, .min = 1, .max = 1, .nccl = RDZV_NCCL_OFF,
+                          .nccl_ids = 1, .heartbeat_timeout_ms = 100},
+                     b;
+    char body[2048];
+
+    /* Not set (an older agent): not on the wire, "" back. */
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "command") == NULL);
+    ASSERT_EQ(b.command[0], '\0');
+    /* Set: as sent. */
+    memcpy(a.command, "0123456789abcdef", RDZV_COMMAND_HEX + 1);
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "\"command\":\"0123456789abcdef\"") != NULL);
+    ASSERT_EQ(strcmp(b.command, "0123456789abcdef"), 0);
+    /* Not 16 lowercase hex characters: refused, saying which member. */
+    static const char *const bad[] = {"0123456789abcde", "0123456789abcdef0", "0123456789ABCDEF",
+                                      "0123456789abcdeg"};
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *at;
+
+        ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+        at = strstr(body, "0123456789abcdef");
+        ASSERT_NOT_NULL(at);
+        memmove(at + strlen(bad[i]), at + RDZV_COMMAND_HEX, strlen(at + RDZV_COMMAND_HEX) + 1);
+        memcpy(at, bad[i], strlen(bad[i]));
+        ASSERT_EQ(rdzv_msg_parse_join((const uint8_t *)body, strlen(body), &b, err, sizeof(err)),
+                  -EBADMSG);
+        ASSERT_TRUE(strstr(err, "'command'") != NULL);
+    }
+}
+
+int main(void)
+{
+    TEST(test_join_command);
+    return tap_done();
+}
