@@ -459,6 +459,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .dest = &o->scale_up_now, .metavar = "now|next",
          .help = "a node joining a running job below MAX: restart now to\n"
                  "take it in, or at the next restart (default next)"},
+        {.kind = RDZV_OPT_FLAG, .name = "any-command", .dest = &o->any_command,
+         .help = "this job's agents may run different commands (per-node\n"
+                 "arguments): rdzvd does not compare them (default: an agent\n"
+                 "whose command differs from the job's is refused at once)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "nccl", .cb = nccl_cb, .dest = &o->nccl,
          .metavar = "auto|required|off",
          .help = "NCCL unique ids for the workers (default auto: when\n"

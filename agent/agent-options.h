@@ -70,6 +70,7 @@ struct agent_opts {
     bool progress_auto;        /* --progress-timeout auto[:FLOOR] */
     double progress_grace_s;   /* 0: off. Also fail a worker that never reported this long */
     bool scale_up_now;
+    bool any_command; /* --any-command: JOIN sends no fingerprint of the command */
     bool recovery_inplace;   /* --recovery inplace: survivors keep running after a failure */
     bool rank_hint;          /* node_rank came from the scheduler's environment */
     enum rdzv_nccl_mode nccl;

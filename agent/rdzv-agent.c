@@ -585,7 +585,8 @@ int main(int argc, char **argv)
     jn->straggler_aside = a.o.on_straggler_aside;
     jn->inplace = a.o.recovery_inplace;
     _Static_assert(AGENT_CMD_FINGERPRINT_HEX == RDZV_COMMAND_HEX, "JOIN command's length");
-    agent_cmd_fingerprint(&a.cmd, jn->command);
+    if (!a.o.any_command) /* else "": rdzvd compares nothing */
+        agent_cmd_fingerprint(&a.cmd, jn->command);
     jn->host_store = true; /* a replicated rdzvd may ask node rank 0 for the generation's store */
     jn->host_replica = true; /* and (rdzvd --replicas) any agent for a replica of itself */
     if (!a.embedded)

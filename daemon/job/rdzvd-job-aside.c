@@ -304,7 +304,6 @@ int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)
         if (strcmp(o->node_id, m->join.node_id) == 0)
             continue;
         if (o->aside && p && p->aside_pending) { /* put aside on this generation's failure */
-            p->aside_pending = false;
             o->aside = false;
             o->reason[0] = '\0';
             o->gpus.n = 0;
@@ -380,6 +379,7 @@ void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reas
 {
     struct rdzvd_job *j = m->job;
     struct rdzvd_job_record_hist *h;
+    bool held;
 
     if (!rdzvd_job_hist_find(j, m->join.node_id) && why == RDZVD_ASIDE_CHECK)
         check_asides_bound(j);
@@ -389,13 +389,16 @@ void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reas
         return; /* not kept (logged): its agent leaves all the same */
     /* A host is put aside only on the word of a node that held a place in the job: anyone with
      * the agents' token may JOIN naming a member's host, and a spare or a new node proves
-     * nothing of it. Such a node is put aside by its node id (and the GPUs only it reported). */
-    snprintf(h->host, sizeof(h->host), "%s",
-             m->node_rank >= 0 || m->prev_rank >= 0 ? m->join.host : "");
+     * nothing of it. Such a node is put aside by its node id only. */
+    held = m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
+    snprintf(h->host, sizeof(h->host), "%s", held ? m->join.host : "");
     if (!h->aside && why < RDZVD_ASIDE_REASONS)
         rdzvd_nodes_put_aside[why]++;
     h->aside = true;
-    aside_gpus(m, h);
+    if (held)
+        aside_gpus(m, h);
+    else
+        h->gpus.n = 0; /* nor the GPUs it claims: a token holder could name an away member's */
     snprintf(h->reason, sizeof(h->reason), "%s%s",
              why == RDZVD_ASIDE_STRAGGLER ? STRAGGLER_REASON : CHECK_REASON, reason);
     rdzv_utf8_trim(h->reason);

@@ -82,6 +82,10 @@ struct rdzvd_member {
     /* Put aside for start-up failures of the generation that stops: it goes once every node's
      * report is in (rdzvd_job_dismiss_pending), unless they all failed alike (the job's). */
     bool aside_pending;
+    /* Its agent proved (the recorded secret) that its workers ran a generation of the job: a
+     * resume that found the generation over. It held a place, as a node rank would show. */
+    bool held_place;
+    uint64_t startup_gen; /* the generation whose start-up it reported failing; 0: none */
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */

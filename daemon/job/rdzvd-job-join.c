@@ -88,7 +88,8 @@ static int check_join_command(struct join_req *q, const char *command)
         return refuse(q, -EINVAL,
                       "job '%s' runs another command than this agent's (command fingerprint %s, "
                       "this agent's %s): every agent of a job runs the same command; give this "
-                      "one its own --rdzv-id, or the job's command",
+                      "one its own --rdzv-id, or the job's command (rdzv-agent --any-command on "
+                      "every agent: commands that differ from node to node)",
                       jn->run_id, command, jn->command);
     return 0;
 }
@@ -568,6 +569,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
                      rs->generation, j->generation);
         rdzvd_member_set_ready(m, false);
         m->stopping_gen = rs->generation;
+        m->held_place = q->proven;
         rdzvd_member_send_joined(m, true, false);
         rdzvd_member_send_event(m, &e);
         rdzvd_job_note(j, mismatch != NULL,
@@ -631,10 +633,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (!j && (!jn->resume.generation || q->rec_r < 0)) {
         err[0] = '\0';
         r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id,
-                                    jn->resume.generation ? -1
-                                    : h->rerun_ended      ? jn->age_ms
-                                                          : 0,
-                                    err, errlen);
+                                    jn->resume.generation || h->rerun_ended ? jn->age_ms : 0,
+                                    jn->resume.generation != 0, err, errlen);
         if (r < 0)
             return r;
         if (err[0]) /* a new run of a job that ended */

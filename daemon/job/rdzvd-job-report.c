@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -74,7 +75,7 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
  * (docs/design/job-policy.md). */
 static bool member_held_rank(const struct rdzvd_member *m)
 {
-    return m->node_rank >= 0 || m->prev_rank >= 0;
+    return m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
 }
 
 /* m is put aside (its history says why): its agent is told, and it leaves the job. The caller
@@ -182,18 +183,36 @@ static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_ex
 {
     struct rdzvd_job *j = m->job;
     int64_t since = (int64_t)(rdzv_wall_s() * 1000) - (int64_t)(rdzv_now_ms() - j->formed_ms);
+    struct rdzvd_job_record_hist *before;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+    int64_t alike = 0;
     int n;
 
     if (!failed_at_startup(m, w->local_rank) || w->reason[0] || exit_from_outside(w) ||
-        (n = rdzvd_job_fails_alike(m, since)) == 0)
+        m->startup_gen == j->generation)
         return;
-    rdzvd_job_note(j, true,
-                   "node=%s failed at start-up too in generation %" PRIu64 ": every node failing "
-                   "alike is the job's failure, not a node's (%d charge(s) taken back)",
-                   m->join.host, j->generation, n);
-    if (rdzvd_job_save_aside(j) < 0)
-        log_warn("job=%s: its history in memory is ahead of its record until the next "
-                 "decision", j->run_id);
+    m->startup_gen = j->generation;
+    /* Every node of the generation, not some: one bad node's start-up failure often makes the
+     * others' workers fail at start-up too (their collectives' peer is gone). */
+    for_each_member(j, o, pos, tmp) alike += o->node_rank >= 0 && o->startup_gen == j->generation;
+    if (alike < j->round.nnodes || !j->n_hist)
+        return;
+    if (!(before = malloc(j->n_hist * sizeof(*before)))) {
+        log_error("job=%s: out of memory; start-up failures of every node left charged",
+                  j->run_id);
+        return;
+    }
+    memcpy(before, j->hist, j->n_hist * sizeof(*before));
+    if ((n = rdzvd_job_fails_alike(m, since)) > 0 && rdzvd_job_save_aside(j) < 0) {
+        memcpy(j->hist, before, j->n_hist * sizeof(*before)); /* as its record has it */
+        n = 0;
+    }
+    free(before);
+    if (n > 0)
+        rdzvd_job_note(j, true,
+                       "every node of generation %" PRIu64 " failed at start-up: the job's "
+                       "failure, not a node's (%d charge(s) taken back)", j->generation, n);
 }
 
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
@@ -249,6 +268,8 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     f = (struct rdzvd_job_record_fail){
         .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
         .startup = failed_at_startup(m, w->local_rank)};
+    if (f.startup)
+        m->startup_gen = j->generation;
     switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
         /* Failed at start-up: the others' reports may still come, and every node failing
@@ -282,7 +303,7 @@ static bool job_goes_on(struct rdzvd_job *j)
     struct rdzvd_member *o;
     int64_t left = 0;
 
-    for_each_member(j, o, pos, tmp) left += !o->signalled;
+    for_each_member(j, o, pos, tmp) left += !o->signalled && !o->aside_pending;
     if (j->state == JOB_FORMING)
         return left > 0;
     return left >= j->min;

@@ -401,7 +401,7 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
 }
 
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
-                            char *err, size_t errlen)
+                            bool resume, char *err, size_t errlen)
 {
     uint64_t now = rdzv_now_ms();
     struct rdzv_list *pos;
@@ -416,7 +416,7 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
         if (strcmp(x->st.run_id, run_id))
             continue;
         if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded") &&
-            (age_ms >= 0 || strcmp(x->st.outcome_type, "cancelled")))
+            (!resume || strcmp(x->st.outcome_type, "cancelled")))
             return 0;
         if (age_ms > 0 && (uint64_t)age_ms < now - x->ended_ms) {
             snprintf(err, errlen, "job '%s' %s %.1f s before this agent started: a new run",

@@ -44,11 +44,13 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
  * expired) failed or succeeded (cancelled is not: a scheduler requeues a job under the same id,
  * a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line) and -EBUSY
  * is returned; else 0. age_ms > 0: the agent started that long ago, and one that started after
- * the job ended is a new run (0, and err says which job it follows); 0: not asked (refused);
- * -1: a resume, whose workers ran that job: refused whatever its outcome, cancelled too.
+ * the job ended is a new run (0, and err says which job it follows); 0: not asked (refused).
+ * resume: the agent's workers ran a job of run_id; one that ended before the agent started was
+ * an earlier run, the same as for a JOIN; else it is refused whatever its outcome, cancelled
+ * too.
  * A scan of the kept jobs: a new job's first JOIN only. */
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
-                            char *err, size_t errlen);
+                            bool resume, char *err, size_t errlen);
 /* The line for a JOIN to job run_id that ended as type (exit code, at ended_s unix seconds, root
  * cause summary): its outcome, when, and what to do (a new --rdzv-id), into err. */
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,

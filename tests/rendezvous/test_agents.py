@@ -179,16 +179,21 @@ class TestErrors(AgentTestCase):
         self.assertIn("job 'cmd' runs another command than this agent's", err)
         self.assertIn("give this one its own --rdzv-id", err)
         self.assertLess(time.monotonic() - t0, 10)
+        # --any-command: this agent's command is not compared (per-node arguments).
+        anyc = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "cmd", "--any-command",
+                               worker=["python3", "other.py"]))
+        d.wait_log(r"job=cmd gen=1 node=\S+ joined .* 2 of 1\.\.1 \(waits for the next")
         spare = start(agent_cmd(ep, "--nnodes", "1", "--rdzv-id", "cmd", worker=work))
-        d.wait_log(r"job=cmd gen=1 node=\S+ joined .* \(waits for the next generation\)")
+        d.wait_log(r"job=cmd gen=1 node=\S+ joined .* 3 of 1\.\.1 \(waits for the next")
         open(gate, "w").close()
         rc, _, err = finish(p0, timeout=30)
         self.assertEqual(rc, 0, err[-2000:])
         self.assertIn("job cmd succeeded", err)
-        rc, _, err = finish(spare, timeout=30)
-        self.assertEqual(rc, 0, err[-2000:])
-        self.assertIn("this node ran nothing: it waited as a spare, and job cmd succeeded on its "
-                      "other nodes", err)
+        for p in (spare, anyc):
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 0, err[-2000:])
+            self.assertIn("this node ran nothing: it waited as a spare, and job cmd succeeded on "
+                          "its other nodes", err)
 
 class TestOutcome(AgentTestCase):
     def test_worker_failure_fails_every_node_with_its_exit_code_and_root_cause(self):

@@ -31,7 +31,7 @@ enum ev_kind {
     EV_CANCEL, /* its agent got SIGTERM from outside */
     EV_LEAVE,  /* LEAVE succeeded */
     EV_NODE_KINDS,
-    EV_ALL_FAIL = EV_NODE_KINDS, /* every running node reports a start-up failure in turn */
+    EV_ALL_FAIL = EV_NODE_KINDS, /* every node of the generation reports a start-up failure */
     EV_READY,                    /* READY from every agent told to restart */
     EV_TIMER,                    /* time passes to the next timer of the job or an away member */
     EV_OP_CANCEL,                /* the operator's CANCEL_JOB */
@@ -398,7 +398,9 @@ static uint64_t enabled(struct model *md)
         if (startup_window(j))
             EN(NODE_EV(EV_EXIT_START, i));
     }
-    if (nrun >= 2 && startup_window(j))
+    /* Every node of the generation (P4): each must be there to report; some failing alike is
+     * driven by the nodes' own start-up exits. */
+    if (nrun >= 2 && j && nrun == j->round.nnodes && startup_window(j))
         EN(JOB_EV(EV_ALL_FAIL));
     if (next_timer(md, what, sizeof(what)))
         EN(JOB_EV(EV_TIMER));

@@ -121,9 +121,10 @@ static void test_put_aside_by_gpus(void)
 }
 
 /* A liar (a token holder) names a member's GPUs in its JOIN: the member hears nothing. It gets
- * itself put aside (UNHEALTHY): the job records none of the GPUs the member reports, only the
- * liar's own, so the member's next agent (a new node id, after a restart too) still joins,
- * while a node with the liar's own GPU is refused. */
+ * itself put aside (UNHEALTHY): it never held a place, so the job records its node id only, none
+ * of the GPUs it claims (a member's, or one of an away member's that nobody else reports), and
+ * the member's next agent (a new node id, after a restart too) still joins, as does a node with
+ * the GPU only the liar named. */
 static void test_named_gpus_refuse_only_the_namer(void)
 {
     struct fake f[2] = {0}, liar = {0}, next = {0};
@@ -152,14 +153,13 @@ static void test_named_gpus_refuse_only_the_namer(void)
     }
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     ASSERT_EQ(rec.n_hist, 1);
-    ASSERT_EQ(rec.hist[0].gpus.n, 1); /* U4 only */
+    ASSERT_EQ(rec.hist[0].gpus.n, 0); /* its node id only */
+    ASSERT_EQ(rec.hist[0].host[0], '\0');
     rdzvd_job_record_clear(&rec);
     ASSERT_OK(join_renamed(&e, &next, 6, U1, err, sizeof(err)));
-    ASSERT_EQ(join_renamed(&e, &next, 7, U4, err, sizeof(err)), -EACCES);
-    /* Naming a GPU put aside refuses the namer only. The liar never held a place: its node id
-     * is put aside, not the host it named. */
-    ASSERT_TRUE(strstr(err, "GPU " U4 " was put aside by job job with node (node id node-5)") !=
-                NULL);
+    ASSERT_OK(join_renamed(&e, &next, 7, U4, err, sizeof(err)));
+    ASSERT_EQ(join_renamed(&e, &liar, 5, U4, err, sizeof(err)), -EACCES); /* its node id */
+    ASSERT_TRUE(strstr(err, "node id node-5 was put aside by job job") != NULL);
     ASSERT_EQ(f[0].nevents, 0);
     env_done(&e);
     env_init(&e, fd);

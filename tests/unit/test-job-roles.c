@@ -255,9 +255,17 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     ASSERT_TRUE(strstr(f[1].event.summary, "received SIGTERM from outside (scancel)") != NULL);
     ASSERT_EQ(njobs(&e), 1); /* listed as ended */
     jn = resume_of(1, 1, 0, 4);
+    jn.age_ms = 60000; /* started before the end */
     ASSERT_TRUE(join_err(&e, &back, &jn, err, sizeof(err)) < 0);
     ASSERT_TRUE(strstr(err, "cancelled") != NULL);
     ASSERT_EQ(back.nrounds, 0);
+    /* An agent started after that end runs a later job of the same id (a requeue): its resume
+     * is no agent of the job that ended. */
+    run_ms(&e, 2000);
+    jn = resume_of(0, 1, 0, 4);
+    jn.age_ms = 1000;
+    memset(&back, 0, sizeof(back));
+    ASSERT_OK(join(&e, &back, &jn));
     env_done(&e);
 }
 
@@ -281,6 +289,64 @@ static void test_cancel_wins_over_a_pending_put_aside(void)
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     ASSERT_EQ(f[0].event.exit_code, 143);
     env_done(&e);
+}
+
+/* A node to be put aside (its start-up failure, pending until the generation stopped) does not
+ * count toward MIN: with it, node 1 and a spare, node 1's agent signalled leaves too few nodes,
+ * and the job ends "cancelled" (the spare then waited --join-timeout for a node, and the job
+ * failed). */
+static void test_pending_put_aside_does_not_count_toward_min(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 1;
+    join_n(&e, f, 3, jn); /* node 2 waits as the spare */
+    jt_worker_exit(&f[0], &w);
+    rdzvd_member_cancel(f[1].m, 15, "drained");
+    rdzvd_member_ready(f[0].m, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_TRUE(event_is(&f[i], "cancelled"));
+    env_done(&e);
+}
+
+/* A node whose agent proved, with its recorded secret, that its workers ran a generation that is
+ * over (a resume after rdzvd restarted while the job stopped) held a place: scancel reaching
+ * every agent ends the job "cancelled" and its record goes. Before, such nodes counted as
+ * spares: each just left, and the job's record waited for nodes that would never come. */
+static void test_resumed_nodes_of_a_generation_over_end_it(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    char path[64], secrets[JT_NODES][RDZV_SECRET_HEX + 1];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, jn);
+    jt_worker_exit(&f[0], &w); /* the generation stops; rdzvd restarts meanwhile */
+    memcpy(secrets, e.secrets, sizeof(secrets)); /* what the agents hold */
+    env_done(&e);
+    env_init(&e, fd);
+    memcpy(e.secrets, secrets, sizeof(secrets));
+    for (int i = 0; i < 2; i++) {
+        memset(&f[i], 0, sizeof(f[i]));
+        jn = resume_of(i, 1, 0, 3);
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(event_is(&f[i], "restart")); /* its generation is over */
+    }
+    rdzvd_member_cancel(f[0].m, 15, "scancel");
+    rdzvd_member_cancel(f[1].m, 15, "scancel");
+    ASSERT_TRUE(event_is(&f[1], "cancelled"));
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
 }
 
 /* Issue 45, case 5: a second agent started with the job's --rdzv-id and another command (a
@@ -487,6 +553,8 @@ int main(void)
     TEST(test_cancelled_job_losing_its_last_member_stays_ended);
     TEST(test_other_command_is_refused_and_a_spare_ran_nothing);
     TEST(test_cancel_wins_over_a_pending_put_aside);
+    TEST(test_pending_put_aside_does_not_count_toward_min);
+    TEST(test_resumed_nodes_of_a_generation_over_end_it);
     TEST(test_put_aside_by_host);
     TEST(test_own_word_cannot_fill_the_history);
     TEST(test_kill_from_outside_is_not_the_nodes);

@@ -187,6 +187,36 @@ static void test_start_up_verdict_waits_for_every_report(void)
     env_done(&e);
 }
 
+/* One bad node's start-up failure often makes another node's workers fail at start-up too (their
+ * collectives' peer is gone): that is not every node failing alike. Three nodes (2..3,
+ * --bad-node-failures 1): node rank 0 fails at start-up, node rank 1 too while the generation
+ * stops, node rank 2 does not. Node rank 0 is put aside once the generation stopped; the job
+ * goes on with the other two. */
+static void test_start_up_failure_of_some_nodes_is_theirs(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 3, 3);
+    struct env e;
+    int a, b;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 1;
+    join_n(&e, f, 3, jn);
+    a = at_rank(f, 3, 0);
+    b = at_rank(f, 3, 1);
+    fail_rank(&f[a], 1, 0);
+    fail_rank(&f[b], 1, 0);
+    all_ready(f, 3, 1);
+    ASSERT_TRUE(event_is(&f[a], "put_aside"));
+    for (int i = 0; i < 3; i++)
+        if (i != a) {
+            ASSERT_FALSE(event_is(&f[i], "put_aside"));
+            ASSERT_EQ(f[i].round.generation, 2);
+            ASSERT_EQ(f[i].round.nnodes, 2);
+        }
+    env_done(&e);
+}
+
 /* A node whose workers fail at start-up (within seconds of the round, before any progress) is
  * put aside after --bad-node-failures of them even with no spare waiting: the job waits for a
  * node (--join-timeout) instead of restarting into it, and forms again when one joins. When
@@ -496,6 +526,7 @@ int main(void)
     TEST(test_startup_failures_put_aside_without_spare);
     TEST(test_every_node_failing_at_startup_is_the_jobs);
     TEST(test_start_up_verdict_waits_for_every_report);
+    TEST(test_start_up_failure_of_some_nodes_is_theirs);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);
