@@ -242,13 +242,16 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
  * timeline's mark for it (a failure, a node lost, a restart). */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
                        int64_t exit_code, const char *summary);
-/* Make by_req and by_rank hold ranks 0..n-1 (n <= max). 0 or -ENOMEM (tables unchanged). */
+/* rdzvd-job-ranks.c, the node rank tables. Make by_req and by_rank hold ranks 0..n-1 (n <= max).
+ * 0 or -ENOMEM (tables unchanged). */
 int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n);
 /* NULL for a rank outside 0..rank_cap-1. */
 struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank);
 struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank);
 /* rank < rank_cap (reserved by the caller); anything else is a bug and writes nothing. */
 void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank);
+/* Take m out of the generation (node_rank -1). */
+void rdzvd_member_unrank(struct rdzvd_member *m);
 void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);

@@ -51,70 +51,6 @@ void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *f
     rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, text);
 }
 
-int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
-{
-    struct rdzvd_member **req, **rank;
-    int64_t cap = j->rank_cap ? j->rank_cap : 8;
-
-    assert(n <= j->max);
-    if (n <= j->rank_cap)
-        return 0;
-    while (cap < n)
-        cap *= 2;
-    if (cap > j->max)
-        cap = j->max;
-    req = realloc(j->by_req, (size_t)cap * sizeof(*req));
-    if (!req)
-        return -ENOMEM;
-    j->by_req = req;
-    rank = realloc(j->by_rank, (size_t)cap * sizeof(*rank));
-    if (!rank)
-        return -ENOMEM; /* by_req is larger, rank_cap not: still consistent */
-    j->by_rank = rank;
-    memset(req + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*req));
-    memset(rank + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*rank));
-    j->rank_cap = cap;
-    return 0;
-}
-
-struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank)
-{
-    return rank >= 0 && rank < j->rank_cap ? j->by_rank[rank] : NULL;
-}
-
-struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank)
-{
-    return rank >= 0 && rank < j->rank_cap ? j->by_req[rank] : NULL;
-}
-
-/* Take m out of the generation (node_rank -1). */
-static void member_unrank(struct rdzvd_member *m)
-{
-    struct rdzvd_job *j = m->job;
-
-    if (m->node_rank < 0)
-        return;
-    if (rdzvd_member_by_rank(j, m->node_rank) == m)
-        j->by_rank[m->node_rank] = NULL;
-    m->node_rank = -1;
-    j->nin_round--;
-}
-
-void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank)
-{
-    struct rdzvd_job *j = m->job;
-
-    if (rank < 0 || rank >= j->rank_cap) { /* every caller checked it: never past by_rank */
-        log_error("job=%s: node rank %" PRId64 " is out of 0..%" PRId64 "; not set", j->run_id,
-                  rank, j->rank_cap - 1);
-        return;
-    }
-    member_unrank(m);
-    m->node_rank = rank;
-    j->by_rank[rank] = m;
-    j->nin_round++;
-}
-
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
     struct rdzv_list *pos, *tmp;
@@ -478,7 +414,7 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     if (rdzvd_job_dismiss_pending(j))
         return; /* the job went with its last member */
     rdzvd_job_close_store(j);
-    for_each_member(j, m, pos, tmp) member_unrank(m);
+    for_each_member(j, m, pos, tmp) rdzvd_member_unrank(m);
     if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED}) < 0)
         return; /* cannot be: STOPPING was checked (logged) */
     rdzvd_job_timer_stop(j);
@@ -689,7 +625,7 @@ void rdzvd_member_remove(struct rdzvd_member *m)
     rdzv_list_del(&m->node);
     j->nmembers--;
     j->nready -= m->ready;
-    member_unrank(m);
+    rdzvd_member_unrank(m);
     if (rdzvd_member_by_req(j, m->join.node_rank) == m)
         j->by_req[m->join.node_rank] = NULL;
     if (m->peer)
@@ -757,7 +693,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
             rdzvd_job_close_store(j);
             for_each_member(j, o, pos, tmp)
             {
-                member_unrank(o);
+                rdzvd_member_unrank(o);
                 rdzvd_member_set_ready(o, true);
             }
             snprintf(j->last_cause, sizeof(j->last_cause), "%s", cause);
