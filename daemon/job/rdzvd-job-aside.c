@@ -390,7 +390,7 @@ void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reas
     /* A host is put aside only on the word of a node that held a place in the job: anyone with
      * the agents' token may JOIN naming a member's host, and a spare or a new node proves
      * nothing of it. Such a node is put aside by its node id only. */
-    held = m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
+    held = rdzvd_member_held_place(m);
     snprintf(h->host, sizeof(h->host), "%s", held ? m->join.host : "");
     if (!h->aside && why < RDZVD_ASIDE_REASONS)
         rdzvd_nodes_put_aside[why]++;

@@ -193,6 +193,15 @@ struct rdzvd_job {
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
+/* m held a node rank in a generation of its job that formed (the running one, or the one before
+ * a restart), or proved a resume of one (held_place): its word may change the job. A spare that
+ * never took a place, a new node, or a stranger with the agents' token is outside it: what it
+ * says changes only itself (docs/design/job-policy.md). */
+static inline bool rdzvd_member_held_place(const struct rdzvd_member *m)
+{
+    return m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
+}
+
 /* rdzvd-job-move.c. rdzvd_job_move: records the decision the move needs first (its row of the
  * table: FORM formed, STOP stopped, END ended; CLOSE, UNDO, STOPPED and RESTORE none), then
  * moves: 0; -EPERM for a move the table does not allow from the job's state; or the negative
@@ -341,13 +350,16 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
  * node flag cleared, their count lowered); m is charged nothing. The number taken back; the
  * caller records the history when any was. */
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
-/* rdzvd-job-report.c: the generation stopped (every member ready): the members whose node is
- * put aside and pending go (EVENT put_aside), before the next round forms. True when the job
- * went with its last member (j is gone). */
+/* rdzvd-job-sm.c: the generation stopped (every member ready): the members whose node is put
+ * aside and pending go (EVENT put_aside), before the next round forms. True when the job went
+ * with its last member (j is gone). */
 bool rdzvd_job_dismiss_pending(struct rdzvd_job *j);
 /* The job's outcome to m; one that succeeded, to a node that never held a place, says it ran
  * nothing (it is no success of that node's, nor a failure). */
 void rdzvd_member_send_outcome(struct rdzvd_member *m);
+/* m is put aside (its history says why): its agent is told (EVENT put_aside), and it leaves the
+ * job. The caller moves the job on. */
+void rdzvd_member_dismiss(struct rdzvd_member *m);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);

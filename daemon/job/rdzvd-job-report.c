@@ -69,70 +69,6 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
     return 0;
 }
 
-/* m held a node rank in a generation of its job that formed (the running one, or the one before
- * a restart): its word may change the job. A spare that never took a place, a new node, or a
- * stranger with the agents' token is outside it: what it says changes only itself
- * (docs/design/job-policy.md). */
-static bool member_held_rank(const struct rdzvd_member *m)
-{
-    return m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
-}
-
-/* m is put aside (its history says why): its agent is told, and it leaves the job. The caller
- * moves the job on. */
-static void member_dismiss(struct rdzvd_member *m)
-{
-    struct rdzvd_job *j = m->job;
-    const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
-    struct rdzv_event e = {
-        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
-    void *peer = m->peer;
-
-    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
-             m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
-    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
-                   h ? h->reason : "?");
-    rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
-                   h ? h->reason : "?");
-    j->aside_cause = true;
-    rdzvd_member_remove(m);
-    if (peer)
-        j->host.ops->dismiss(peer, &e);
-}
-
-void rdzvd_member_send_outcome(struct rdzvd_member *m)
-{
-    struct rdzv_event own = m->job->outcome;
-
-    if (own.exit_code == 0 && !member_held_rank(m)) /* it ran nothing: not told it succeeded */
-        snprintf(own.summary, sizeof(own.summary),
-                 "this node ran nothing: it waited as a spare, and job %s succeeded on its other "
-                 "nodes", m->job->run_id);
-    rdzvd_member_send_event(m, &own);
-}
-
-bool rdzvd_job_dismiss_pending(struct rdzvd_job *j)
-{
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *m;
-
-    for_each_member(j, m, pos, tmp)
-    {
-        const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
-        bool last = j->nmembers == 1;
-
-        if (!m->aside_pending)
-            continue;
-        m->aside_pending = false;
-        if (!h || !h->aside || j->cancelled) /* cancelled: it ends, nobody goes first */
-            continue;
-        member_dismiss(m);
-        if (last)
-            return true;
-    }
-    return false;
-}
-
 const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 {
     return m->job->run_id;
@@ -277,7 +213,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         if (f.startup)
             m->aside_pending = true;
         else
-            member_dismiss(m);
+            rdzvd_member_dismiss(m);
         break;
     case RDZVD_ASIDE_NO_CHOICE: /* a job whose nodes all fail at start-up comes here too */
         rdzvd_job_note(j, true,
@@ -330,7 +266,7 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
      * generations can say so: once one formed, a node outside them (a spare, a stranger) just
      * goes, whoever else is away at that moment (a member's connection blipping, rdzvd just
      * restarted and its agents not back yet). */
-    if ((j->generation == 0 || member_held_rank(m)) && !job_goes_on(j)) {
+    if ((j->generation == 0 || rdzvd_member_held_place(m)) && !job_goes_on(j)) {
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;
@@ -388,7 +324,7 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
     snprintf(why, sizeof(why), "%s: %s", slow ? "a straggler" : "failed a health check", reason);
     snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s%s%s",
              m->join.host, m->join.node_id, j->run_id, slow ? "" : "it ", why,
-             member_held_rank(m) ? "" : " (it never held a place in the job: this node id "
+             rdzvd_member_held_place(m) ? "" : " (it never held a place in the job: this node id "
                                         "only, not its host)");
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
                    why);

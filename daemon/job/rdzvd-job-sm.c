@@ -401,6 +401,59 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
         rdzvd_job_timer_stop(j);
 }
 
+void rdzvd_member_dismiss(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+    struct rdzv_event e = {
+        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
+    void *peer = m->peer;
+
+    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
+             m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
+    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
+                   h ? h->reason : "?");
+    rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
+                   h ? h->reason : "?");
+    j->aside_cause = true;
+    rdzvd_member_remove(m);
+    if (peer)
+        j->host.ops->dismiss(peer, &e);
+}
+
+void rdzvd_member_send_outcome(struct rdzvd_member *m)
+{
+    struct rdzv_event own = m->job->outcome;
+
+    if (own.exit_code == 0 && !rdzvd_member_held_place(m)) /* it ran nothing: no success */
+        snprintf(own.summary, sizeof(own.summary),
+                 "this node ran nothing: it waited as a spare, and job %s succeeded on its other "
+                 "nodes", m->job->run_id);
+    rdzvd_member_send_event(m, &own);
+}
+
+bool rdzvd_job_dismiss_pending(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    for_each_member(j, m, pos, tmp)
+    {
+        const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+        bool last = j->nmembers == 1;
+
+        if (!m->aside_pending)
+            continue;
+        m->aside_pending = false;
+        if (!h || !h->aside || j->cancelled) /* cancelled: it ends, nobody goes first */
+            continue;
+        rdzvd_member_dismiss(m);
+        if (last)
+            return true;
+    }
+    return false;
+}
+
 /* Every member of the stopped generation is ready: form the next one. */
 void rdzvd_job_check_stopped(struct rdzvd_job *j)
 {
