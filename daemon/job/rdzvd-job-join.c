@@ -644,7 +644,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (jn->resume.generation)
         return join_resume(q, j);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-              check_join_recovery(q, j->inplace) < 0 || check_join_command(q, j->command) < 0))
+              check_join_recovery(q, j->inplace) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn->node_id)) && m->node_rank < 0 &&
         m->peer != q->peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
@@ -694,6 +694,9 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (j && rdzvd_member_index_find(&j->by_id, jn->node_id))
         return refuse(q, -EEXIST, "node id '%s' has already joined job '%s'", jn->node_id,
                       jn->run_id);
+    /* After the node rank's: a second job on this host is told that, which says more. */
+    if (j && check_join_command(q, j->command) < 0)
+        return -EINVAL;
     if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, q->peer, jn, secret))) {

@@ -210,10 +210,12 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     case RDZVD_ASIDE_NOW:
         /* Failed at start-up: the others' reports may still come, and every node failing
          * alike is the job's failure: it goes once the generation stopped, if still aside. */
-        if (f.startup)
+        if (f.startup) {
             m->aside_pending = true;
-        else
+            j->aside_cause = true; /* the recovery is a bad node's, as when it goes at once */
+        } else {
             rdzvd_member_dismiss(m);
+        }
         break;
     case RDZVD_ASIDE_NO_CHOICE: /* a job whose nodes all fail at start-up comes here too */
         rdzvd_job_note(j, true,
