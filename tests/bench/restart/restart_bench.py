@@ -103,6 +103,12 @@ class Run:
     def rdzv_agent(self, run_id, *args, env=None):
         return self.spawn([self.b.agent, "--endpoint", f"127.0.0.1:{self.port}", "--rdzv-id",
                            run_id, "--nproc", "2", "--grace", "2", "--last-call", "0.5",
+                           # The same rank crashes at start-up each generation: with the default
+                           # bad-node verdict its node was put aside at the second crash, and
+                           # the job waited for a node (no spare) instead of restarting; and the
+                           # default restart backoff (1 s doubling to 30 s) is what torchrun
+                           # does not have: the bench times the restart itself.
+                           "--bad-node-failures", "0", "--restart-backoff", "0",
                            "--log-level", "warn", *args, "--", self.b.worker], env)
 
     def torchrun(self, run_id, port, nnodes, max_restarts, env=None, extra=()):
