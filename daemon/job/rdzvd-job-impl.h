@@ -120,6 +120,7 @@ struct rdzvd_job {
     int64_t nmembers;
     int64_t nin_round;               /* members with node_rank >= 0 */
     int64_t nready;                  /* members with ready set */
+    int64_t naway;                   /* members away (never ready): they hold no stop */
     struct rdzvd_member_index by_id; /* node_id -> member: duplicate check */
     /* Node rank -> member, rank_cap entries each (grown on demand up to max: a job costs what its
      * members use, not what its --nnodes MAX allows): */

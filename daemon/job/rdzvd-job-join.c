@@ -457,6 +457,7 @@ static void member_take_over(struct rdzvd_member *m, void *peer)
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     if (m->away) {
         m->away = false;
+        j->naway--;
         rdzvd_member_set_ready(m, true);
     }
 }

@@ -462,7 +462,9 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
 
     if (j->state != JOB_STOPPING)
         return;
-    if (j->nready < j->nmembers)
+    /* A member away without a place (a spare whose connection closed after rdzvd stalled) has
+     * no worker to stop: waiting for it would let its return decide when the job moves. */
+    if (j->nready + j->naway < j->nmembers)
         return;
     if (rdzvd_job_dismiss_pending(j))
         return; /* the job went with its last member */
@@ -678,6 +680,7 @@ void rdzvd_member_remove(struct rdzvd_member *m)
     rdzv_list_del(&m->node);
     j->nmembers--;
     j->nready -= m->ready;
+    j->naway -= m->away;
     rdzvd_member_unrank(m);
     if (rdzvd_member_by_req(j, m->join.node_rank) == m)
         j->by_req[m->join.node_rank] = NULL;
@@ -850,6 +853,7 @@ void rdzvd_member_gone(struct rdzvd_member *m)
     if (m->node_rank < 0 && m->ready) {
         rdzvd_member_set_ready(m, false);
         m->away = true;
+        j->naway++;
     }
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzvd_job_note(

@@ -9,6 +9,7 @@
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 #include "daemon/data/rdzvd-config.h"
+#include "daemon/job/rdzvd-job-impl.h"
 
 /* The job heard nothing: no event, no new generation. */
 static void assert_untouched(const struct fake *f, int nrounds)
@@ -180,6 +181,31 @@ static void test_outsider_cancel_during_a_blip_changes_nothing(void)
         ASSERT_EQ(f[i].round.generation, 2);
         ASSERT_FALSE(event_is(&f[i], "cancelled"));
     }
+    env_done(&e);
+}
+
+/* Found by the explorer (depth 8): a spare's connection blips (rdzvd stalled, then it closed)
+ * while the job runs; node 0 goes and the job stops; node 1 is signalled, which leaves too few
+ * nodes: the job is cancelled once stopped. The spare, away, has no worker to stop: the job ends
+ * then and there. Before, the away spare held the stop until it came back, and its own UNHEALTHY
+ * (a node that never ran) was what ended the job. */
+static void test_away_spare_holds_no_stop(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, jn);
+    ASSERT_TRUE(f[2].spare);
+    rdzvd_member_gone(f[0].m); /* node 0's connection closes: the job stops */
+    ASSERT_TRUE(event_is(&f[1], "restart"));
+    rdzvd_member_mark_stall(f[2].m);
+    rdzvd_member_gone(f[2].m); /* the spare blips: kept for its agent */
+    f[2].m = NULL;
+    rdzvd_member_cancel(f[1].m, 15, "scancel");
+    ASSERT_TRUE(event_is(&f[1], "cancelled"));
+    ASSERT_TRUE(strstr(f[1].event.summary, "host1 received SIGTERM") != NULL);
     env_done(&e);
 }
 
@@ -549,6 +575,7 @@ int main(void)
     TEST(test_forming_job_keeps_waiting);
     TEST(test_cancel_while_stopping_ends_at_once);
     TEST(test_outsider_cancel_during_a_blip_changes_nothing);
+    TEST(test_away_spare_holds_no_stop);
     TEST(test_outsider_unhealthy_does_not_put_a_host_aside);
     TEST(test_cancelled_job_losing_its_last_member_stays_ended);
     TEST(test_other_command_is_refused_and_a_spare_ran_nothing);
