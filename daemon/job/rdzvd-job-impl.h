@@ -287,6 +287,9 @@ void rdzvd_member_mark_stall(struct rdzvd_member *m);
 void rdzvd_job_check_all_left(struct rdzvd_job *j);
 /* Every member of the stopped generation is ready: form the next one (or end a cancelled job). */
 void rdzvd_job_check_stopped(struct rdzvd_job *j);
+/* j, stopping and cancelled, stops now: every member counts as stopped (rdzvd_job_check_stopped
+ * then ends it). */
+void rdzvd_job_stop_now(struct rdzvd_job *j);
 /* Within a heartbeat timeout of a stall of rdzvd seen on m (its input read past its deadline,
  * or nothing read from it for a heartbeat timeout) or on any member of its job, or now (a
  * member's deadline passed unserved: rdzvd ran late): a close of its connection, or a second

@@ -62,7 +62,9 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
              reason[0] ? ": " : "", reason);
     j->cancelled = 128 + SIGTERM;
     rdzvd_job_note(j, true, "%s", j->cancel_why);
-    if (j->state != JOB_STOPPING) /* stopping: it ends once stopped (job_check_stopped) */
+    if (j->state == JOB_STOPPING)
+        rdzvd_job_stop_now(j); /* and ended, recorded before anyone hears it */
+    else
         rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
     if (j->state == JOB_ENDED && j->nmembers == 0)
         rdzvd_job_free(j); /* rebuilt at start or election, nobody back: no member to free it */

@@ -480,6 +480,19 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     rdzvd_job_try_close(j);
 }
 
+/* The operator cancelled j while it stops: it ends now, not once its members stopped, so that
+ * its end is recorded before anyone hears of it (an rdzvd restart in between rebuilt it from a
+ * record that never heard the cancel, and it formed again). Its members stop their workers on
+ * the outcome as they did for the restart; their READYs find it ended. */
+void rdzvd_job_stop_now(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    for_each_member(j, m, pos, tmp) if (!m->away) rdzvd_member_set_ready(m, true);
+    rdzvd_job_check_stopped(j);
+}
+
 /* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
  * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,

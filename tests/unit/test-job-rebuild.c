@@ -136,6 +136,39 @@ static void test_outsider_cancel_keeps_the_record_of_a_job_away(void)
     jt_state_dir_done(fd, path);
 }
 
+/* Found by the explorer (depth 7, --state-dir): the operator cancels a job while it stops (node
+ * 0's connection dropped, node 1 still stopping its workers). The job ends at once, its end
+ * recorded before anyone hears it; rdzvd restarting then rebuilds nothing, so no new node forms
+ * a generation of it. Before, the cancel lived in memory until every member stopped: the restart
+ * rebuilt the job from its record, and the next nodes to JOIN formed generation 2. */
+static void test_operator_cancel_while_stopping_is_recorded_at_once(void)
+{
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0};
+    char path[64], err[256];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    rdzvd_member_gone(f[0].m); /* the job stops; node 1 sends no READY yet */
+    ASSERT_TRUE(event_is(&f[1], "restart"));
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[1], "cancelled"));
+    ASSERT_TRUE(strstr(f[1].event.summary, "cancelled by the operator: maintenance") != NULL);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    rdzvd_member_ready(f[1].m, 1); /* its workers stopped: the job has ended */
+    ASSERT_EQ(f[1].nrounds, 1);
+    env_done(&e);
+    env_init(&e, fd); /* rdzvd restarts on its state directory */
+    rdzvd_jobs_rebuild(&e.h);
+    ASSERT_EQ(njobs(&e), 0);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* A record of a stopped generation: the next one numbers on from it, with the restart count,
  * and its store never replays a journal left under its name. */
 static void test_restore_numbers_on_and_drops_stale_journals(void)
@@ -688,6 +721,7 @@ int main(void)
     TEST(test_resume_after_daemon_restart_keeps_generation_and_restarts);
     TEST(test_spare_first_after_restart_waits_for_the_members);
     TEST(test_outsider_cancel_keeps_the_record_of_a_job_away);
+    TEST(test_operator_cancel_while_stopping_is_recorded_at_once);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_rebuilt_job_runs_by_its_recorded_settings);
     TEST(test_running_record_is_rebuilt_at_start);
