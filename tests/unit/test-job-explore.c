@@ -114,8 +114,9 @@ static void take_pre(struct model *md, int node, struct pre *p)
         p->restarts = j->restart_count;
         p->cancelled = j->cancelled;
         p->nhist_aside = hist_aside(j);
+        /* A node whose put-aside waits for the stop goes on with nobody (P4's verdict). */
         for_each_member(j, m, pos, tmp) p->unsignalled +=
-            !m->signalled && (node < 0 || m != member_of(j, node));
+            !m->signalled && !m->aside_pending && (node < 0 || m != member_of(j, node));
     }
     for (int i = 0; i < NODES; i++) {
         m = member_of(j, i);
