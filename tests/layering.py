@@ -10,8 +10,11 @@
 # BUILD_ROOT/compile_commands.json), and no two source files may reach each other through it,
 # private headers or not, and no file may use a symbol of a higher layer. A cycle that is known
 # and being taken apart is listed in layers.txt as "known-cycle: a.c b.c ..." and must then be
-# found exactly so (a listed cycle that is gone is stale, and fails too). Every glob of
-# layers.txt must match a file.
+# found exactly so (a listed cycle that is gone is stale, and fails too). A "pure: GLOB ..." line
+# names files that do nothing to the world themselves (the job machine's): their objects use no
+# libuv function (uv_*) and no clock (clock_gettime, gettimeofday, time, rdzv_now_ms,
+# rdzv_wall_s), and their source calls no host op ("ops->"); they reach those through an
+# adapter. Every glob of layers.txt must match a file.
 #
 # Usage: layering.py [SOURCE_ROOT [BUILD_ROOT]]   (default: the repository this file is in)
 # It first checks itself on a small made-up tree (and, with BUILD_ROOT, on made-up objects
@@ -32,9 +35,10 @@ EXTS = (".c", ".h", ".cc", ".cu")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
-def read_layers(path, known=None, through=None):
+def read_layers(path, known=None, through=None, pure=None):
     """[(name, [globs])], lowest first. known, a list, gets each "known-cycle:" line's files as
-    a sorted list; through, a list, each "only-through: GLOB HEADER" line as (GLOB, HEADER)."""
+    a sorted list; through, a list, each "only-through: GLOB HEADER" line as (GLOB, HEADER);
+    pure, a list, each "pure:" line's globs."""
     layers = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -47,6 +51,10 @@ def read_layers(path, known=None, through=None):
             if name.strip() == "known-cycle":
                 if known is not None:
                     known.append(sorted(globs.split()))
+                continue
+            if name.strip() == "pure":
+                if pure is not None:
+                    pure.extend(globs.split())
                 continue
             if name.strip() == "only-through":
                 if len(globs.split()) != 2:
@@ -286,12 +294,37 @@ def check_through(root, through, objs, defined_in):
     return problems
 
 
+IMPURE_RE = re.compile(r"^(uv_\w+|clock_gettime|gettimeofday|time|rdzv_now_ms|rdzv_wall_s)$")
+
+
+def check_pure(root, pure, objs):
+    """Problems of the "pure:" globs: a file there whose object uses libuv or a clock, or whose
+    source calls a host op."""
+    problems = []
+    for src, obj in objs:
+        if not any(fnmatch.fnmatchcase(src, g) for g in pure):
+            continue
+        for sym in sorted(nm(obj, "-u")):
+            if IMPURE_RE.match(sym):
+                problems.append("%s is pure (layers.txt) but uses %s: go through its adapter"
+                                % (src, sym))
+        with open(os.path.join(root, src), errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                if "ops->" in line.split("//", 1)[0] and not line.lstrip().startswith("*"):
+                    problems.append("%s:%d is pure (layers.txt) but calls a host op: go "
+                                    "through its adapter" % (src, n))
+    for g in pure:
+        if not any(fnmatch.fnmatchcase(src, g) for src, _ in objs):
+            problems.append("pure: %s matches no built file" % g)
+    return problems
+
+
 def check_calls(root, layers_path, build):
     """Problems of the call graph: cycles between source files (those listed as known-cycle
     excepted, which must still be found), calls into a higher layer, and uses that bypass an
     only-through header."""
-    known, through = [], []
-    layers = read_layers(layers_path, known, through)
+    known, through, pure = [], [], []
+    layers = read_layers(layers_path, known, through, pure)
     problems = []
     layer_of = layer_index(root, layers, problems)
     objs = objects(root, build)
@@ -299,6 +332,7 @@ def check_calls(root, layers_path, build):
     defined_in = {}
     edges = call_graph(objs, defined_in)
     problems += check_through(root, through, objs, defined_in)
+    problems += check_pure(root, pure, objs)
     for src, dsts in sorted(edges.items()):
         for dst in sorted(dsts):
             li, lj = layer_of.get(src), layer_of.get(dst)
@@ -362,6 +396,13 @@ def self_test_calls():
         files["daemon/low.c"] = "int low(int x);\nint low(int x) { return x + 1; }\n"
         build()
         assert any("is not found any more" in p for p in check_calls(d, lp, os.path.join(d, "b")))
+        with open(lp, "a") as f:
+            f.write("pure: daemon/low.c\n")
+        files["daemon/low.c"] = ("#include <time.h>\nint low(int x);\n"
+                                 "int low(int x) { return x + (int)time(NULL); }\n")
+        build()
+        assert any("daemon/low.c is pure (layers.txt) but uses time" in p
+                   for p in check_calls(d, lp, os.path.join(d, "b")))
 
 
 def write_tree(d, files):

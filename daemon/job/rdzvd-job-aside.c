@@ -19,7 +19,7 @@ uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
  * restarted rdzvd (or the next leader) counts the same window. */
 static int64_t wall_ms(void)
 {
-    return (int64_t)(rdzv_wall_s() * 1000);
+    return (int64_t)(rdzvd_job_wall_s() * 1000);
 }
 
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,

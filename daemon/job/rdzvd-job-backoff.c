@@ -11,7 +11,7 @@
 
 uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted)
 {
-    uint64_t now = rdzv_now_ms(), ms = 0;
+    uint64_t now = rdzvd_job_now_ms(), ms = 0;
 
     if (j->formed_ms && now - j->formed_ms >= RDZVD_JOB_BACKOFF_RESET_MS)
         j->backoff_step = 0; /* it ran healthy a while */
@@ -32,7 +32,7 @@ uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j)
 
     if (!j->backoff_until_ms)
         return 0;
-    now = rdzv_now_ms();
+    now = rdzvd_job_now_ms();
     if (now < j->backoff_until_ms)
         return j->backoff_until_ms - now;
     j->backoff_until_ms = 0;

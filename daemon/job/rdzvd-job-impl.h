@@ -68,6 +68,7 @@ struct rdzvd_member {
     struct rdzv_join join;
     char secret[RDZV_SECRET_HEX + 1]; /* given in JOINED: the proof its agent reconnects with */
     uv_timer_t hb_timer; /* heartbeat deadline */
+    void (*freed)(struct rdzvd_member *m); /* once hb_timer is closed */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
     uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
                           * stalled), 0: never; a close soon after may be its agent reconnecting */
@@ -128,6 +129,7 @@ struct rdzvd_job {
     struct rdzvd_member **by_rank; /* the member holding each rank of the generation */
     int64_t rank_cap;
     uv_timer_t timer; /* last call, NCCL id timeout, join timeout, rebuild window */
+    const struct rdzvd_job_handlers *handlers;
     bool timer_armed;
     enum job_timer timer_kind;
     bool rebuilt;       /* recreated after a daemon restart */
@@ -225,6 +227,49 @@ void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, d
 extern struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
+/* Effects (rdzvd-job-effects.c): everything the machine's files do to the world, the only
+ * place they read a clock, call libuv or call the host's ops. */
+/* The clocks: rdzv_now_ms() (monotonic) and rdzv_wall_s() (unix seconds). */
+uint64_t rdzvd_job_now_ms(void);
+double rdzvd_job_wall_s(void);
+/* A libuv error's text. */
+const char *rdzvd_job_strerror(int err);
+/* What fires on the machine's side: the job's timer, a member's heartbeat deadline, and the job's
+ * memory to free once its timer is closed (one table, rdzvd-job-sm.c's). */
+struct rdzvd_job_handlers {
+    void (*fired)(struct rdzvd_job *j);
+    void (*deadline)(struct rdzvd_member *m);
+    void (*freed)(struct rdzvd_job *j);
+};
+/* The job's one timer (enum job_timer): init 0 or a libuv error; close once, then freed runs. */
+int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop);
+void rdzvd_job_timer_close(struct rdzvd_job *j);
+void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
+void rdzvd_job_timer_stop(struct rdzvd_job *j);
+uint64_t rdzvd_job_timer_due_in(const struct rdzvd_job *j);
+/* A member's heartbeat deadline: set ms from now (the loop's time brought up to date first);
+ * retry in 1 ms (one more loop turn, its poll first); due: armed and passed. Close once, then
+ * freed(m) runs (m's job may be gone by then). */
+int rdzvd_member_timer_init(struct rdzvd_member *m, struct uv_loop_s *loop);
+void rdzvd_member_timer_close(struct rdzvd_member *m, void (*freed)(struct rdzvd_member *m));
+void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms);
+void rdzvd_member_deadline_retry(struct rdzvd_member *m);
+bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
+/* To a member's agent (nothing when it has no connection; round and nccl_request need one). */
+void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
+void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
+void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd);
+/* NCCL_REQUEST for the job's generation: count ids, and with store its store (its clients from
+ * the host's store_allow). 0 or a negative errno (not queued). */
+int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store);
+/* Bytes waiting unread on m's connection (0: none, unknown or no connection). */
+size_t rdzvd_member_unread(const struct rdzvd_member *m);
+/* The host's ops on a peer (struct rdzvd_job_ops), and its flush. */
+void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_member *m);
+void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why);
+void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e);
+void rdzvd_job_flush(const struct rdzvd_job *j);
+
 /* rdzvd-job-sm.c: the state machine proper. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -238,8 +283,6 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
                                const struct rdzvd_job_settings *st);
 void rdzvd_job_free(struct rdzvd_job *j);
-void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
-void rdzvd_job_timer_stop(struct rdzvd_job *j);
 void rdzvd_job_try_close(struct rdzvd_job *j);
 /* The job is over: every member is told how it ended (EVENT type), the outcome is kept. */
 void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary);
@@ -264,8 +307,6 @@ void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank);
 void rdzvd_member_unrank(struct rdzvd_member *m);
 void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
-void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
-void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* rdzvd-job-report.c: m's node is put aside (reason_kind RDZVD_ASIDE_CHECK: on its own word,
  * a failed health check; RDZVD_ASIDE_STRAGGLER: rdzvd's verdict), recorded, its agent told
  * (EVENT put_aside), and the job moves on without it. */

@@ -196,7 +196,7 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
         rdzvd_job_note(j, true,
                        "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
                        "that reconnect to it will fail",
-                       j->generation, rec->store_port, uv_strerror(r));
+                       j->generation, rec->store_port, rdzvd_job_strerror(r));
         r = rdzvd_job_open_store(j, 0, false);
     }
     if (r < 0)
@@ -277,7 +277,7 @@ static void rebuild_window_shorten(struct rdzvd_job *j)
 {
     uint64_t rest = rebuild_window(j, FIRST_BACK);
 
-    if (uv_timer_get_due_in(&j->timer) > rest)
+    if (rdzvd_job_timer_due_in(j) > rest)
         rdzvd_job_timer_start(j, T_REBUILD, rest);
 }
 
@@ -326,7 +326,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN));
     if (r < 0) {
         job_unbuild(j, true);
-        return refuse(q, r, "rdzvd could not reopen the job's store: %s", uv_strerror(r));
+        return refuse(q, r, "rdzvd could not reopen the job's store: %s", rdzvd_job_strerror(r));
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
      * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
@@ -364,7 +364,7 @@ static void job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
     r = job_rebuild(j, &rec, rebuild_window(j, REBUILT_AT_START));
     if (r < 0) {
         log_error("job=%s: its store cannot be reopened (%s): not rebuilt until one of its agents "
-                  "comes back", run_id, uv_strerror(r));
+                  "comes back", run_id, rdzvd_job_strerror(r));
         job_unbuild(j, true);
     }
 out:
@@ -448,12 +448,12 @@ static void member_take_over(struct rdzvd_member *m, void *peer)
     if (m->peer) {
         void *op = m->peer;
 
-        j->host.ops->bind(op, NULL);
+        rdzvd_job_peer_bind(j, op, NULL);
         m->peer = NULL;
-        j->host.ops->close(op, "replaced by the agent's new connection");
+        rdzvd_job_peer_close(j, op, "replaced by the agent's new connection");
     }
     m->peer = peer;
-    j->host.ops->bind(peer, m);
+    rdzvd_job_peer_bind(j, peer, m);
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     if (m->away) {
         m->away = false;

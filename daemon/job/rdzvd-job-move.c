@@ -113,13 +113,13 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     }
     switch (mv->kind) { /* a recovery's points (rdzvd_job_restart begins it, at STOP) */
     case JOB_MOVE_STOPPED:
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_STOPPED, rdzv_wall_s());
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_STOPPED, rdzvd_job_wall_s());
         break;
     case JOB_MOVE_CLOSE:
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_RENDEZVOUS, rdzv_wall_s());
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_RENDEZVOUS, rdzvd_job_wall_s());
         break;
     case JOB_MOVE_FORM:
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzv_wall_s());
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzvd_job_wall_s());
         j->aside_cause = j->straggler_cause = false;
         break;
     default:
@@ -127,20 +127,20 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     }
     switch (mv->kind) { /* the timeline's bands: a generation runs from FORM to STOP or END */
     case JOB_MOVE_FORM:
-        rdzvd_timeline_band_start(&j->timeline, rdzv_wall_s(), j->generation, j->round.world_size,
-                                  j->round.nnodes);
+        rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(), j->generation,
+                                  j->round.world_size, j->round.nnodes);
         break;
     case JOB_MOVE_RESTORE:
-        rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), mv->generation, RDZV_MARK_LEADER,
+        rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), mv->generation, RDZV_MARK_LEADER,
                             "rebuilt from its record by this rdzvd (a leader change, or rdzvd "
                             "restarted)");
         if (to == JOB_RUNNING) /* its sizes are the record's */
-            rdzvd_timeline_band_start(&j->timeline, rdzv_wall_s(), mv->generation,
+            rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(), mv->generation,
                                       mv->world_size, mv->nnodes);
         break;
     case JOB_MOVE_STOP:
     case JOB_MOVE_END:
-        rdzvd_timeline_band_end(&j->timeline, rdzv_wall_s());
+        rdzvd_timeline_band_end(&j->timeline, rdzvd_job_wall_s());
         break;
     default:
         break;

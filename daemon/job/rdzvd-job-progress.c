@@ -19,8 +19,8 @@
 struct rdzvd_rank_progress {
     bool set; /* the local rank has reported in progress_gen */
     int64_t step;
-    uint64_t at_ms;      /* when the report was made, rdzv_now_ms() clock */
-    int64_t timeout_ms;  /* its agent's progress timeout for it; 0: none */
+    uint64_t at_ms;     /* when the report was made, rdzvd_job_now_ms() clock */
+    int64_t timeout_ms; /* its agent's progress timeout for it; 0: none */
     /* Its last steps' compute times (ms), one per new step reported with one: a ring of n. */
     uint32_t compute[RDZVD_COMPUTE_WINDOW];
     uint64_t compute_at[RDZVD_COMPUTE_WINDOW]; /* when each was reported, as at_ms */
@@ -96,9 +96,9 @@ static void recovery_first_step(struct rdzvd_member *m, double first)
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
     struct rdzvd_job *j = m->job;
-    uint64_t now = rdzv_now_ms();
+    uint64_t now = rdzvd_job_now_ms();
     size_t nproc = (size_t)m->join.nproc;
-    double wall = rdzv_wall_s(), first = 0; /* a recovery's first step: its earliest report */
+    double wall = rdzvd_job_wall_s(), first = 0; /* a recovery's first step: its earliest report */
 
     if (hb->n_progress == 0 || hb->generation != j->generation || m->node_rank < 0)
         return;
@@ -147,7 +147,7 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
                 first = at;
         }
         if (m->node_rank == 0 && p->local_rank == 0) /* rank 0: the job's steps per second */
-            rdzvd_timeline_step(&m->job->timeline, rdzv_wall_s() - (double)p->age_ms / 1000,
+            rdzvd_timeline_step(&m->job->timeline, rdzvd_job_wall_s() - (double)p->age_ms / 1000,
                                 p->step);
     }
     if (first > 0 && j->state == JOB_RUNNING)

@@ -108,7 +108,7 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank)
 {
     const struct rdzvd_job *j = m->job;
 
-    return j->formed_ms && rdzv_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS &&
+    return j->formed_ms && rdzvd_job_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS &&
            !rdzvd_member_rank_progressed(m, local_rank);
 }
 
@@ -120,7 +120,8 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank)
 static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
 {
     struct rdzvd_job *j = m->job;
-    int64_t since = (int64_t)(rdzv_wall_s() * 1000) - (int64_t)(rdzv_now_ms() - j->formed_ms);
+    int64_t since =
+        (int64_t)(rdzvd_job_wall_s() * 1000) - (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
     struct rdzvd_job_record_hist *before;
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;

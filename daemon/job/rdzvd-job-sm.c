@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
@@ -23,11 +22,9 @@ void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 {
     unsigned i = j->nevents++ % RDZVD_JOB_EVENTS;
     char text[RDZV_SUMMARY_MAX + 256]; /* the log gets it whole; status a cut between words */
-    struct timespec ts;
     va_list ap;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    j->events[i].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    j->events[i].time = rdzvd_job_wall_s();
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
@@ -48,7 +45,7 @@ void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *f
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, text);
+    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, text);
 }
 
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
@@ -69,10 +66,8 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
     rdzv_list_for_each_safe(                                                                       \
         pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
 
-static void job_timer_close_cb(uv_handle_t *h)
+static void job_freed(struct rdzvd_job *j)
 {
-    struct rdzvd_job *j = h->data;
-
     rdzvd_member_index_free(&j->by_id);
     free(j->by_req);
     free(j->by_rank);
@@ -97,30 +92,7 @@ void rdzvd_job_free(struct rdzvd_job *j)
         j->host.keep_waiting(j->host.ended, j);
     rdzv_list_del(&j->node);
     rdzvd_job_close_store(j);
-    uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
-}
-
-void rdzvd_job_timer_stop(struct rdzvd_job *j)
-{
-    if (j->timer_armed) {
-        uv_timer_stop(&j->timer);
-        j->timer_armed = false;
-    }
-}
-
-static void job_timer_cb(uv_timer_t *t);
-
-void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
-{
-    uv_timer_start(&j->timer, job_timer_cb, ms, 0);
-    j->timer_armed = true;
-    j->timer_kind = kind;
-}
-
-void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
-{
-    if (m->peer)
-        m->job->host.ops->event(m->peer, e);
+    rdzvd_job_timer_close(j);
 }
 
 /* The job is over: tell every member how it ended. */
@@ -134,7 +106,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
         rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END}) < 0)
         return;
     rdzvd_job_timer_stop(j);
-    j->ended_s = rdzv_wall_s();
+    j->ended_s = rdzvd_job_wall_s();
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
@@ -145,27 +117,25 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
                        j->generation, type, exit_code, summary);
     rdzvd_job_mark(j, RDZV_MARK_END, "%s (exit code %" PRId64 "): %s", type, exit_code, summary);
     for_each_member(j, m, pos, tmp) rdzvd_member_send_outcome(m);
-    j->host.ops->flush(j->host.ud);
+    rdzvd_job_flush(j);
 }
 
 /* ---- heartbeats ---- */
 
 static void member_lost(struct rdzvd_member *m, const char *why);
 
-static void member_hb_cb(uv_timer_t *t)
+static void member_deadline(struct rdzvd_member *m)
 {
-    struct rdzvd_member *m = t->data;
     char why[RDZV_HOST_MAX + 128];
 
     /* libuv runs due timers before it polls: after a stall (a SIGSTOPped or starved daemon)
      * the heartbeat that keeps this member may be waiting in the socket. Give it one turn of
      * the loop, whose poll reads it and re-arms this timer; a member whose input is still
-     * unread after that (not a heartbeat, or reading paused) is lost. 1 ms, not 0: libuv
-     * would run a 0 ms timer again in this same pass over the due timers, before any poll. */
-    if (!m->hb_rechecked && m->peer && m->job->host.ops->unread(m->peer) > 0) {
+     * unread after that (not a heartbeat, or reading paused) is lost. */
+    if (!m->hb_rechecked && rdzvd_member_unread(m) > 0) {
         m->hb_rechecked = true;
         rdzvd_member_mark_stall(m);
-        uv_timer_start(&m->hb_timer, member_hb_cb, 1, 0);
+        rdzvd_member_deadline_retry(m);
         return;
     }
     snprintf(why, sizeof(why),
@@ -177,10 +147,7 @@ static void member_hb_cb(uv_timer_t *t)
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 {
     m->hb_rechecked = false;
-    /* From now, not from the loop's cached time: after a long turn (or from a timer callback
-     * late in its pass) that time is old, and the deadline would pass early. */
-    uv_update_time(m->job->host.loop);
-    uv_timer_start(&m->hb_timer, member_hb_cb, ms, 0);
+    rdzvd_member_deadline_set(m, ms);
 }
 
 /* ---- rounds ---- */
@@ -215,7 +182,7 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
         job_not_recorded(j, "formed", r);
         return;
     }
-    j->formed_ms = rdzv_now_ms();
+    j->formed_ms = rdzvd_job_now_ms();
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
                    ", store on %s%s%s%u%s%.0u%s, restart %" PRId64 " of %" PRId64,
@@ -236,11 +203,11 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
         /* Node rank 0's agent's, or "": the op puts rdzvd's address as this agent reached it. */
         memcpy(rd->master_addr, j->store_addr, sizeof(j->store_addr));
         rd->master_port = j->store_port;
-        j->host.ops->round(m->peer, rd);
+        rdzvd_member_send_round(m, rd);
         /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
         rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * RDZVD_JOB_INIT_GRACE_FACTOR);
     }
-    j->host.ops->flush(j->host.ud);
+    rdzvd_job_flush(j);
 }
 
 static struct rdzvd_member *rank0_member(struct rdzvd_job *j)
@@ -272,7 +239,7 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
 {
     char why[128];
 
-    snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", uv_strerror(err));
+    snprintf(why, sizeof(why), "rdzvd could not open the job's store: %s", rdzvd_job_strerror(err));
     rdzvd_job_end(j, "failed", 1, why);
 }
 
@@ -357,14 +324,12 @@ static void close_round(struct rdzvd_job *j)
         return;
     }
     if (want_ids > 0 || r > 0) {
-        if (!m0 || !m0->peer ||
-            j->host.ops->nccl_request(m0->peer, j->generation, want_ids, r > 0,
-                                      r > 0 ? j->host.store_allow : NULL) < 0) {
+        if (!m0 || !m0->peer || rdzvd_member_send_nccl_request(m0, want_ids, r > 0) < 0) {
             rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;
         }
         rdzvd_job_timer_start(j, T_NCCL, RDZVD_JOB_NCCL_ID_TIMEOUT_MS);
-        j->host.ops->flush(j->host.ud);
+        rdzvd_job_flush(j);
         return;
     }
     rdzvd_job_send_rounds(j);
@@ -418,7 +383,7 @@ void rdzvd_member_dismiss(struct rdzvd_member *m)
     j->aside_cause = true;
     rdzvd_member_remove(m);
     if (peer)
-        j->host.ops->dismiss(peer, &e);
+        rdzvd_job_peer_dismiss(j, peer, &e);
 }
 
 void rdzvd_member_send_outcome(struct rdzvd_member *m)
@@ -537,8 +502,8 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
         j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary,
         backoff ? delay : "");
-    rdzvd_timeline_mark(&j->timeline, rdzv_wall_s(), j->generation, kind, summary);
-    rdzvd_timeline_recovery_start(&j->timeline, rdzv_wall_s(), j->generation,
+    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, summary);
+    rdzvd_timeline_recovery_start(&j->timeline, rdzvd_job_wall_s(), j->generation,
                                   slow    ? RDZV_MARK_STRAGGLER
                                   : aside ? RDZV_MARK_PUT_ASIDE
                                           : kind,
@@ -550,7 +515,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         m->stopping_gen = j->generation;
         rdzvd_member_send_event(m, &e);
     }
-    j->host.ops->flush(j->host.ud);
+    rdzvd_job_flush(j);
     rdzvd_job_check_stopped(j);
 }
 
@@ -578,10 +543,8 @@ static void rebuild_missing_names(const struct rdzvd_job *j, char *why, size_t l
     }
 }
 
-static void job_timer_cb(uv_timer_t *t)
+static void job_timer_fired(struct rdzvd_job *j)
 {
-    struct rdzvd_job *j = t->data;
-
     j->timer_armed = false;
     if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
         int64_t ready = j->nready;
@@ -628,6 +591,12 @@ static void job_timer_cb(uv_timer_t *t)
     }
 }
 
+static const struct rdzvd_job_handlers job_handlers = {
+    .fired = job_timer_fired,
+    .deadline = member_deadline,
+    .freed = job_freed,
+};
+
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
                                const struct rdzvd_job_settings *st)
 {
@@ -639,7 +608,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     if (rdzvd_member_index_init(&j->by_id) < 0)
         goto out_free;
     rdzvd_timeline_init(&j->timeline);
-    r = uv_timer_init(h->loop, &j->timer);
+    r = rdzvd_job_timer_init(j, h->loop);
     if (r < 0) {
         log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
         goto out_free;
@@ -658,9 +627,9 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         rdzvd_job_settings_set(j, &own);
     }
     j->median_compute_ms = -1;
-    j->created_ms = rdzv_now_ms();
+    j->created_ms = rdzvd_job_now_ms();
     rdzv_list_init(&j->members);
-    j->timer.data = j;
+    j->handlers = &job_handlers;
     rdzv_list_add_tail(h->jobs, &j->node);
     rdzvd_job_note(j, false,
                    "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64
@@ -678,10 +647,10 @@ out_free:
     return NULL;
 }
 
-static void member_close_cb(uv_handle_t *h)
+static void member_freed(struct rdzvd_member *m)
 {
-    rdzvd_member_progress_free(h->data);
-    free(h->data);
+    rdzvd_member_progress_free(m);
+    free(m);
 }
 
 /* Unlink m (and free the job with its last member). The caller deals with the consequences. */
@@ -698,8 +667,8 @@ void rdzvd_member_remove(struct rdzvd_member *m)
     if (rdzvd_member_by_req(j, m->join.node_rank) == m)
         j->by_req[m->join.node_rank] = NULL;
     if (m->peer)
-        j->host.ops->bind(m->peer, NULL);
-    uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+        rdzvd_job_peer_bind(j, m->peer, NULL);
+    rdzvd_member_timer_close(m, member_freed);
     if (j->nmembers == 0)
         rdzvd_job_free(j);
 }
@@ -734,9 +703,9 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     }
     rdzvd_member_remove(m);
     if (peer && dismiss)
-        j->host.ops->dismiss(peer, dismiss);
+        rdzvd_job_peer_dismiss(j, peer, dismiss);
     else if (peer)
-        j->host.ops->close(peer, why); /* its member is detached: no second report */
+        rdzvd_job_peer_close(j, peer, why); /* its member is detached: no second report */
     if (lost && !left && st != JOB_ENDED)
         lost(lost_ud); /* a failure, not a member that was done */
     if (last)
@@ -805,8 +774,8 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     snprintf(m->secret, sizeof(m->secret), "%s", secret);
     m->node_rank = -1;
     m->prev_rank = -1;
-    m->joined_ms = m->last_seen_ms = rdzv_now_ms();
-    r = uv_timer_init(j->host.loop, &m->hb_timer);
+    m->joined_ms = m->last_seen_ms = rdzvd_job_now_ms();
+    r = rdzvd_member_timer_init(m, j->host.loop);
     if (r < 0) {
         log_error_errno(r, "job=%s: cannot create a heartbeat timer", j->run_id);
         free(m);
@@ -814,29 +783,18 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     }
     if (rdzvd_member_index_add(&j->by_id, m) < 0) {
         /* The handle is initialised: it must be closed before its memory goes. */
-        m->hb_timer.data = m;
-        uv_close((uv_handle_t *)&m->hb_timer, member_close_cb);
+        rdzvd_member_timer_close(m, member_freed);
         return NULL;
     }
     m->ready = true;
     j->nready++;
-    m->hb_timer.data = m;
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
     j->nmembers++;
     if (jn->node_rank >= 0 && jn->node_rank < j->max && !rdzvd_member_by_req(j, jn->node_rank))
         j->by_req[jn->node_rank] = m;
-    j->host.ops->bind(peer, m);
+    rdzvd_job_peer_bind(j, peer, m);
     return m;
-}
-
-void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
-{
-    struct rdzvd_job *j = m->job;
-
-    if (m->peer)
-        j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
-                            j->inplace, m->secret);
 }
 
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded. */

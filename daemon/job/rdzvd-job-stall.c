@@ -11,20 +11,15 @@
 
 void rdzvd_member_mark_stall(struct rdzvd_member *m)
 {
-    m->stall_ms = m->job->stall_ms = rdzv_now_ms();
+    m->stall_ms = m->job->stall_ms = rdzvd_job_now_ms();
 }
 
-static bool hb_overdue(const struct rdzvd_member *m)
-{
-    return uv_is_active((const uv_handle_t *)&m->hb_timer) &&
-           uv_timer_get_due_in(&m->hb_timer) == 0;
-}
 
 /* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
  * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
 void rdzvd_member_check_stall(struct rdzvd_member *m)
 {
-    if (hb_overdue(m))
+    if (rdzvd_member_deadline_due(m))
         rdzvd_member_mark_stall(m);
 }
 
@@ -37,14 +32,14 @@ static bool job_ran_late(struct rdzvd_job *j)
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
 
-    for_each_member(j, o, pos, tmp) if (hb_overdue(o)) return true;
+    for_each_member(j, o, pos, tmp) if (rdzvd_member_deadline_due(o)) return true;
     return false;
 }
 
 bool rdzvd_member_stalled(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
-    uint64_t now = rdzv_now_ms(), hb = (uint64_t)j->hb_timeout_ms;
+    uint64_t now = rdzvd_job_now_ms(), hb = (uint64_t)j->hb_timeout_ms;
 
     rdzvd_member_check_stall(m);
     if (m->stall_ms && now - m->stall_ms < hb)
@@ -59,7 +54,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m)
 
 void rdzvd_member_seen(struct rdzvd_member *m)
 {
-    uint64_t now = rdzv_now_ms();
+    uint64_t now = rdzvd_job_now_ms();
 
     rdzvd_member_check_stall(m);
     /* Nothing read from m for a heartbeat timeout (its agent heartbeats several times in one):
