@@ -262,7 +262,7 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
              rdzv_signal_name((int)sig, buf, sizeof(buf)),
              reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
     m->signalled = true;
-    if (j->cancelled) /* it ends once stopped (only STOPPING waits): as below */
+    if (j->cancelled) /* cancelled, not ended (its end not recorded): as below */
         goto out_stopped;
     /* A signal to one agent is that node leaving, as a scheduler that drains or preempts one
      * node means it: a spare just goes, a member is a node lost (a spare takes its ranks, an
@@ -275,11 +275,14 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;
-        if (j->state != JOB_STOPPING) {
+        /* Stopping (a worker the same signal reached first started a restart): it ends now
+         * too, recorded first, not once every member stopped: until then only memory knew,
+         * and an rdzvd restart in between formed the job again. */
+        if (j->state == JOB_STOPPING)
+            rdzvd_job_stop_now(j);
+        else
             rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
-            return;
-        }
-        goto out_stopped;
+        return;
     }
     snprintf(e.summary, sizeof(e.summary),
              "node %s left job %s: its agent %s; the job goes on without it", m->join.host,
@@ -287,10 +290,9 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
     rdzvd_member_drop(m, what, &e);
     return;
 out_stopped:
-    /* Stopping (a worker the same signal reached first started a restart, or the operator
-     * cancelled): the job ends once stopped (rdzvd_job_check_stopped). A signalled agent stops
-     * its own workers and sends no READY: it counts as stopped, or the job would wait for it
-     * until it gave up. */
+    /* Cancelled, yet stopping (its end could not be recorded): it ends once stopped
+     * (rdzvd_job_check_stopped). A signalled agent stops its own workers and sends no READY: it
+     * counts as stopped, or the job would wait for it until it gave up. */
     if (j->state != JOB_STOPPING)
         return;
     rdzvd_member_set_ready(m, true);

@@ -445,10 +445,11 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     rdzvd_job_try_close(j);
 }
 
-/* The operator cancelled j while it stops: it ends now, not once its members stopped, so that
- * its end is recorded before anyone hears of it (an rdzvd restart in between rebuilt it from a
- * record that never heard the cancel, and it formed again). Its members stop their workers on
- * the outcome as they did for the restart; their READYs find it ended. */
+/* j was cancelled while it stops (the operator, or an agent's signal that leaves too few): it
+ * ends now, not once its members stopped, so that its end is recorded before anyone hears of
+ * it (an rdzvd restart in between rebuilt it from a record that never heard the cancel, and it
+ * formed again). Its members stop their workers on the outcome as they did for the restart;
+ * their READYs find it ended. */
 void rdzvd_job_stop_now(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
