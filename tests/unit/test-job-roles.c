@@ -253,9 +253,10 @@ static void test_outsider_unhealthy_does_not_put_a_host_aside(void)
  * node 1's agent is frozen (a paused VM) and sends no READY. scancel reaches node 0's agent: too
  * few nodes are left, and the job ends "cancelled" at once (its end recorded first; before
  * this issue's explorer, once stopped), and node 0's agent exits. Then node 1's heartbeat
- * lapses. The job stays ended: node 1's agent, resumed later, is told that outcome. Before, the job went with its last member, no outcome told to
- * anyone, and node 1's resume rebuilt it from its own word ("1 of 2 nodes of generation 1 did
- * not come back after rdzvd restarted"), though rdzvd never had. */
+ * lapses. The job stays ended: node 1's agent, resumed later, is told that outcome. Before,
+ * the job went with its last member, no outcome told to anyone, and node 1's resume rebuilt
+ * it from its own word ("1 of 2 nodes of generation 1 did not come back after rdzvd
+ * restarted"), though rdzvd never had. */
 static void test_cancelled_job_losing_its_last_member_stays_ended(void)
 {
     struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
