@@ -56,6 +56,11 @@ struct rdzvd_job_move {
     int64_t restart_count;  /* RESTORE */
     bool running;           /* RESTORE: the record's generation runs */
     int64_t world_size, nnodes; /* RESTORE: its sizes (the timeline's band) */
+    /* END: how it ended (kept in the job table with its end: rdzvd-job-ends.h), and when (unix
+     * seconds); type NULL: not kept. */
+    const char *end_type, *end_summary;
+    int64_t end_exit_code;
+    double end_s;
 };
 
 enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF };

@@ -14,6 +14,7 @@
 
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
+#include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-status.h"
 
@@ -371,6 +372,15 @@ out:
     rdzvd_job_record_clear(&rec);
 }
 
+/* For rdzvd_job_ends_foreach: an ended job's outcome to the host's ended jobs. */
+static int keep_end(const struct rdzvd_job_end *e, void *ud)
+{
+    const struct rdzvd_job_host *h = ud;
+
+    h->keep_end(h->ended, e);
+    return 0;
+}
+
 void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
 {
     char(*ids)[RDZV_ID_MAX + 1] = NULL;
@@ -378,6 +388,10 @@ void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
 
     if (!h->record_table)
         return;
+    /* The jobs that ended first: their agents that come back are told so (P6), not rebuilt. */
+    if (h->keep_end && h->ended &&
+        rdzvd_job_ends_foreach(h->record_table, keep_end, (void *)h) < 0)
+        log_error("out of memory reading the ended jobs of the job table");
     if (rdzvd_job_records_unloaded(h->record_table, h->jobs, &ids, &n) < 0) {
         log_error("out of memory reading the job table: its jobs are rebuilt when their agents "
                   "come back");

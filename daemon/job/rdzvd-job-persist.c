@@ -233,7 +233,8 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
 
 /* The job is over (or gone while rdzvd runs on): nothing to rebuild after a restart, and its
  * nodes' secrets go with it. */
-int rdzvd_job_forget(struct rdzvd_job *j)
+/* ENDED for j, with how it ended when mv says (the move END). */
+static int job_forget(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
 {
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzvd_store *t = j->host.record_table ? j->host.record_table : j->host.secret_table;
@@ -242,10 +243,25 @@ int rdzvd_job_forget(struct rdzvd_job *j)
     if (!t)
         return 0;
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    if (mv && mv->end_type && j->host.record_table) { /* kept where records are */
+        rec.has_end = true;
+        memcpy(rec.end.run_id, j->run_id, sizeof(rec.end.run_id));
+        snprintf(rec.end.type, sizeof(rec.end.type), "%s", mv->end_type);
+        snprintf(rec.end.summary, sizeof(rec.end.summary), "%s", mv->end_summary);
+        rec.end.exit_code = mv->end_exit_code;
+        rec.end.ended_s = mv->end_s;
+        rec.end.generation = j->generation;
+        rec.end.restart_count = j->restart_count;
+    }
     r = rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
     return r < 0 ? r : 0;
+}
+
+int rdzvd_job_forget(struct rdzvd_job *j)
+{
+    return job_forget(j, NULL);
 }
 
 int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
@@ -257,7 +273,7 @@ int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
     case RDZVD_DECIDE_STOPPED:
         return rdzvd_job_save(j, false, j->restart_count + mv->counted);
     case RDZVD_DECIDE_ENDED:
-        return rdzvd_job_forget(j);
+        return job_forget(j, mv);
     default: /* no move needs another (a bug) */
         log_error("job=%s: a move names decision '%s', which no move takes; not moved",
                   j->run_id, rdzvd_decision_name(kind));

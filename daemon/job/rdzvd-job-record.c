@@ -620,10 +620,14 @@ static int secrets_forget(struct rdzvd_store *t, const char *run_id)
 }
 
 /* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
- * "decision"; ENDED only the run id. NULL when out of memory. */
+ * "decision"; ENDED the run id, and how the job ended ("outcome") when it has one. NULL when out
+ * of memory. */
 static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
 {
-    json_t *o = kind == RDZVD_DECIDE_ENDED ? json_pack("{s:s}", "run_id", rec->run_id)
+    json_t *o = kind == RDZVD_DECIDE_ENDED
+                    ? (rec->has_end ? json_pack("{s:s, s:o*}", "run_id", rec->run_id, "outcome",
+                                                rdzvd_job_end_json(&rec->end))
+                                    : json_pack("{s:s}", "run_id", rec->run_id))
                 : kind == RDZVD_DECIDE_ADMITTED
                     ? json_pack("{s:s, s:s, s:s, s:i}", "run_id", rec->run_id, "node_id",
                                 rec->admitted.node_id, "hash", rec->admitted.hash, "v", 1)
@@ -671,6 +675,9 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         int s = secrets_forget(t, d->rec.run_id);
 
         r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
+        /* Its outcome kept (a store full refuses it: the end stands, told to nobody later). */
+        if (r >= 0 && s >= 0 && d->rec.has_end && rdzvd_job_end_keep(t, &d->rec.end) == 0)
+            return 0;
         return r < 0 ? r : s < 0 ? s : !r && s;
     }
     if (d->kind == RDZVD_DECIDE_ADMITTED)
@@ -707,9 +714,13 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
     if (!o || json_unpack(o, "{s:s, s:s}", "decision", &kind, "run_id", &id) < 0)
         goto out;
     if (strcmp(kind, "ended") == 0) {
+        json_t *end = json_object_get(o, "outcome");
+
         d->kind = RDZVD_DECIDE_ENDED;
-        if (strlen(id) > RDZV_ID_MAX)
+        if (strlen(id) > RDZV_ID_MAX ||
+            (end && rdzvd_job_end_from_json(end, id, &d->rec.end) < 0))
             goto out;
+        d->rec.has_end = end != NULL;
         snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
         r = 0;
         goto out;

@@ -42,6 +42,7 @@
 #include "proto/rdzv-msg.h"
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/data/rdzvd-store.h"
+#include "daemon/job/rdzvd-job-ends.h"
 
 /* A node of a running generation, at its node rank: what the generation formed, so that a new
  * leader (or a restarted rdzvd) knows who holds each node rank, not only how many there were. Its
@@ -133,6 +134,10 @@ struct rdzvd_job_record {
     struct rdzvd_job_record_hist *hist;
     /* ADMITTED only: the node admitted (never part of the record itself). */
     struct rdzvd_job_record_admitted admitted;
+    /* ENDED only: how the job ended, kept when has_end (a job that never formed, forgotten
+     * with its last member, has none). */
+    bool has_end;
+    struct rdzvd_job_end end;
 };
 
 /* Free what rdzvd_job_record_get allocated in rec (nodes, ids, hist), and set them NULL. */
@@ -158,7 +163,8 @@ enum rdzvd_decision_kind {
     RDZVD_DECIDE_FORMED,  /* generation formed: the record becomes rec (running, its nodes) */
     RDZVD_DECIDE_STOPPED, /* generation's workers stop: rec's generation and restart count, not
                            * running (a restart, charged or not, decided) */
-    RDZVD_DECIDE_ENDED,   /* the job is over: its record goes */
+    RDZVD_DECIDE_ENDED,   /* the job is over: its record goes; how it ended (has_end) is
+                           * kept (rdzvd-job-ends.h) */
     RDZVD_DECIDE_ASIDE,   /* only the history changes (a node put aside, no restart): the
                            * record keeps the rest; with none, rec (not running) is made */
     RDZVD_DECIDE_ADMITTED, /* a node id's first JOIN: rec->admitted's hash is kept, the record

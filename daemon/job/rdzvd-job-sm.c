@@ -98,15 +98,21 @@ void rdzvd_job_free(struct rdzvd_job *j)
 /* The job is over: tell every member how it ended. */
 void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
 {
+    double now_s = rdzvd_job_wall_s();
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
-    /* Its end recorded first: one the job table refused (logged) is not made. */
+    /* Its end recorded first (with how it ended: told to its agents that come back to a
+     * restarted rdzvd); one the job table refused (logged) is not made. */
     if (j->state == JOB_ENDED ||
-        rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END}) < 0)
+        rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END,
+                                                    .end_type = type,
+                                                    .end_summary = summary,
+                                                    .end_exit_code = exit_code,
+                                                    .end_s = now_s}) < 0)
         return;
     rdzvd_job_timer_stop(j);
-    j->ended_s = rdzvd_job_wall_s();
+    j->ended_s = now_s;
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);

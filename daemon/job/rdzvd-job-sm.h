@@ -30,6 +30,7 @@
 struct rdzvd_journal;
 
 struct rdzvd_ended_jobs;
+struct rdzvd_job_end;
 struct rdzvd_job;
 struct rdzvd_member;
 struct rdzvd_store;
@@ -93,6 +94,9 @@ struct rdzvd_job_host {
      * starts it afresh (a job-scoped rdzvd: rdzvd_config one_run); false: it is refused. */
     bool rerun_ended;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
+    /* How a job ended, as the job table kept it (rdzvd-job-ends.h), handed to keep_end(ended, e)
+     * by rdzvd_jobs_rebuild; NULL: not read. */
+    void (*keep_end)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job_end *e);
     /* A job whose last member is gone before it ended keeps its record (it lives until the job
      * ends: its agents may come back), and is handed to keep_waiting(ended, j); NULL: not noted. */
     void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);

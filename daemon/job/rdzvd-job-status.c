@@ -380,6 +380,48 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     ended_trim_timelines(e);
 }
 
+void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end)
+{
+    uint64_t now = rdzv_now_ms(), ago_ms;
+    double ago_s = rdzv_wall_s() - end->ended_s;
+    struct rdzv_list *pos;
+    struct ended_job *x;
+
+    ended_expire(e, now);
+    ago_ms = ago_s <= 0 ? 0 : ago_s >= (double)now ? now : (uint64_t)(ago_s * 1000);
+    if (e->max == 0 || ago_ms >= e->keep_ms)
+        return;
+    for (pos = e->list.next; pos != &e->list; pos = pos->next) { /* held in memory already? */
+        int64_t off;
+
+        x = rdzv_container_of(pos, struct ended_job, node);
+        off = (int64_t)(now - x->ended_ms) - (int64_t)ago_ms;
+        if (!strcmp(x->st.run_id, end->run_id) && off > -2000 && off < 2000)
+            return; /* this rdzvd saw it end (a leader again) */
+    }
+    if (!(x = calloc(1, sizeof(*x)))) {
+        log_warn("job=%s out of memory keeping its recorded outcome for status", end->run_id);
+        return;
+    }
+    memcpy(x->st.run_id, end->run_id, sizeof(x->st.run_id));
+    snprintf(x->st.state, sizeof(x->st.state), "ended");
+    x->st.generation = end->generation;
+    x->st.restart_count = end->restart_count;
+    x->st.ended = true;
+    snprintf(x->st.outcome_type, sizeof(x->st.outcome_type), "%s", end->type);
+    x->st.outcome_exit_code = end->exit_code;
+    snprintf(x->st.outcome_summary, sizeof(x->st.outcome_summary), "%s", end->summary);
+    x->ended_ms = now - ago_ms;
+    while (e->n >= e->max)
+        ended_drop_oldest(e);
+    /* In the list's order (oldest first): after the last one that ended before it. */
+    for (pos = e->list.prev; pos != &e->list; pos = pos->prev)
+        if (rdzv_container_of(pos, struct ended_job, node)->ended_ms <= x->ended_ms)
+            break;
+    rdzv_list_add_tail(pos->next, &x->node);
+    e->n++;
+}
+
 static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_job *x, uint64_t now)
 {
     return now - x->ended_ms >= e->keep_ms;

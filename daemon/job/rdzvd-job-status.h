@@ -40,6 +40,11 @@ void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e);
 /* j ended, and its last member is gone: keep its status (its nodes left out). Out of memory:
  * logged, not kept. */
 void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j);
+struct rdzvd_job_end;
+/* A job's end as its job table kept it (rdzvd-job-ends.h), read by a restarted rdzvd or a new
+ * leader: kept as rdzvd_ended_jobs_add keeps an ended job (its outcome, generation and
+ * restarts; no events, no timeline), unless it expired, or e holds it already. */
+void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end);
 /* A new agent's JOIN to run_id, whose job has ended: when the newest job of run_id kept in e (not
  * expired) failed or succeeded (cancelled is not: a scheduler requeues a job under the same id,
  * a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line) and -EBUSY

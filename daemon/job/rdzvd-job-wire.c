@@ -518,6 +518,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .ended = &jobs->ended,
         .rerun_ended = rdzvd_server_config(srv)->one_run && !rdzvd_server_config(srv)->peers,
         .keep_ended = rdzvd_ended_jobs_add,
+        .keep_end = rdzvd_ended_jobs_add_recorded,
         .keep_waiting = rdzvd_waiting_jobs_add,
         .lost = jobs_member_lost,
         .lost_ud = jobs,

@@ -7,10 +7,11 @@
 # at most --keep-ended-max of them (default 100), the oldest dropped first.
 import os
 import subprocess
+import tempfile
 import time
 
-from authtest import (EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT, Peer,
-                      join_body)
+from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
+                      Peer, join_body, resume)
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import RDZVD, DaemonTestCase, main
 
@@ -96,6 +97,43 @@ class EndedJobs(DaemonTestCase):
         d2 = self.daemon("--keep-ended", "0")
         self.run_job(d2, "x")
         self.assertEqual(self.status(d2)["jobs"], [])
+
+    def test_ended_job_stays_ended_across_a_restart(self):
+        """With --state-dir, how a job ended is kept in the job table: rdzvd killed and started
+        again lists it as ended, and its agent coming back (a resume, with its secret) is told
+        that outcome, not taken back into a job rebuilt from its word (policy W6)."""
+        tmp = tempfile.TemporaryDirectory(prefix="rdzvtest-state-")
+        self.addCleanup(tmp.cleanup)
+        state = tmp.name
+        d = self.daemon("--state-dir", state)
+        p = self.peer(d)
+        body = join_body("bad", "n0", mx=1)
+        body["max_restarts"] = 0
+        p.send(JOIN, body)
+        op, joined = p.recv_json()
+        self.assertEqual(op, JOINED, joined)
+        op, rnd = p.recv_json()
+        self.assertEqual(op, ROUND, rnd)
+        p.send(WORKER_EXIT, {"generation": 1, "rank": 0, "local_rank": 0, "exit_code": 3,
+                             "signal": 0, "time": time.time(), "host": "host-n0"})
+        op, ev = p.recv_json()
+        self.assertEqual((op, ev["type"]), (EVENT, "failed"), ev)
+        p.close()
+        d.wait_log(r"job=bad gen=\d+ removed")
+        port = d.port
+        d.kill()
+        d2 = self.daemon("--state-dir", state, "--port", str(port))
+        jobs = {j["run_id"]: j for j in self.status(d2)["jobs"]}
+        self.assertEqual((jobs["bad"]["state"], jobs["bad"]["outcome"]["type"],
+                          jobs["bad"]["outcome"]["exit_code"]), ("ended", "failed", 3), jobs)
+        p = self.peer(d2)
+        back = join_body("bad", "n0", mx=1, resume=resume(), secret=joined["secret"])
+        back["max_restarts"] = 0
+        back["age_ms"] = 600000  # its agent started before the end
+        p.send(JOIN, back)
+        op, err = p.recv_json()
+        self.assertEqual(op, ERROR, err)
+        self.assertIn("job 'bad' has ended: it failed", err["error"])
 
     def test_keep_ended_mistakes(self):
         for args, words in ((("--keep-ended", "-1"), "keep-ended"),

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "common/rdzv-log.h"
+#include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "jobtest.h"
 
@@ -167,6 +168,96 @@ static void test_operator_cancel_while_stopping_is_recorded_at_once(void)
     env_done(&e);
     env_forget_table(fd);
     jt_state_dir_done(fd, path);
+}
+
+struct end_count {
+    int n;
+    char first[RDZV_ID_MAX + 1], last[RDZV_ID_MAX + 1];
+};
+
+/* For rdzvd_job_ends_foreach: count the ends, the first and the last run id. */
+static int count_end(const struct rdzvd_job_end *e, void *ud)
+{
+    struct end_count *c = ud;
+
+    if (!c->n++)
+        snprintf(c->first, sizeof(c->first), "%s", e->run_id);
+    snprintf(c->last, sizeof(c->last), "%s", e->run_id);
+    return 0;
+}
+
+/* The ended jobs kept as rdzvd does (--keep-ended 1 h), its recorded ends read back too. */
+static void keep_ended_jobs(struct env *e)
+{
+    rdzvd_ended_jobs_free(&e->ended);
+    rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
+    e->h.ended = &e->ended;
+    e->h.keep_ended = rdzvd_ended_jobs_add;
+    e->h.keep_end = rdzvd_ended_jobs_add_recorded;
+}
+
+/* Policy W6 (P6 across a restart): a job ends (the operator cancels it) while node 1's agent is
+ * cut off; rdzvd restarts on its state directory. Node 1's agent, back, resumes its generation:
+ * it is told how the job ended, not taken back into a job rebuilt from its word, and the job is
+ * listed as ended. An agent started after that end (a requeue under the same id) runs a new
+ * job. Before, the ENDED decision deleted the record and the ended jobs lived in memory only: the
+ * resume rebuilt the job from its claim. */
+static void test_ended_job_stays_ended_across_a_restart(void)
+{
+    struct fake f[2] = {0}, back = {0};
+    struct rdzv_join jn;
+    char path[64], err[512];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    env_init(&e, fd);
+    keep_ended_jobs(&e);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
+    ASSERT_TRUE(event_is(&f[0], "cancelled"));
+    env_done(&e);
+    env_init(&e, fd); /* rdzvd restarts */
+    keep_ended_jobs(&e);
+    rdzvd_jobs_rebuild(&e.h);
+    ASSERT_EQ(njobs(&e), 1); /* listed as ended */
+    jn = resume_of(1, 1, 0, 3);
+    jn.age_ms = 60000; /* started before the end */
+    ASSERT_TRUE(join_err(&e, &back, &jn, err, sizeof(err)) < 0);
+    ASSERT_TRUE(strstr(err, "has ended") != NULL);
+    ASSERT_TRUE(strstr(err, "cancelled by the operator: maintenance") != NULL);
+    ASSERT_EQ(back.nrounds, 0);
+    run_ms(&e, 1000);
+    jn = join_of(0, 2, 2, 3); /* a requeue: its agent started after the end */
+    jn.age_ms = 500;
+    memset(&back, 0, sizeof(back));
+    ASSERT_OK(join(&e, &back, &jn));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* The job table keeps the newest RDZVD_JOB_ENDS_KEPT ends, oldest first; one run id ending again
+ * is kept once, as the newest. */
+static void test_ended_jobs_kept_are_bounded(void)
+{
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_job_end end = {.type = "failed", .exit_code = 1, .generation = 2};
+    struct rdzvd_store *t;
+    struct end_count c = {0};
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    for (int i = 0; i < RDZVD_JOB_ENDS_KEPT + 10; i++) {
+        snprintf(end.run_id, sizeof(end.run_id), "job%d", i);
+        end.ended_s = 1000 + i;
+        ASSERT_OK(rdzvd_job_end_keep(t, &end));
+    }
+    snprintf(end.run_id, sizeof(end.run_id), "job20"); /* again: the newest */
+    ASSERT_OK(rdzvd_job_end_keep(t, &end));
+    ASSERT_OK(rdzvd_job_ends_foreach(t, count_end, &c));
+    ASSERT_EQ(c.n, RDZVD_JOB_ENDS_KEPT);
+    ASSERT_BYTES_STR(c.first, strlen(c.first), "job10"); /* 0..9 dropped; 20 moved last */
+    ASSERT_BYTES_STR(c.last, strlen(c.last), "job20");
+    rdzvd_store_free(t);
 }
 
 /* A record of a stopped generation: the next one numbers on from it, with the restart count,
@@ -722,6 +813,8 @@ int main(void)
     TEST(test_spare_first_after_restart_waits_for_the_members);
     TEST(test_outsider_cancel_keeps_the_record_of_a_job_away);
     TEST(test_operator_cancel_while_stopping_is_recorded_at_once);
+    TEST(test_ended_job_stays_ended_across_a_restart);
+    TEST(test_ended_jobs_kept_are_bounded);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_rebuilt_job_runs_by_its_recorded_settings);
     TEST(test_running_record_is_rebuilt_at_start);
