@@ -357,8 +357,11 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 {
     struct rdzvd_job *j = m->job;
 
-    /* Ignored: duplicates, other generations', replays by members of the running one. */
-    if (m->ready || gen != m->stopping_gen || (j->state == JOB_RUNNING && m->node_rank >= 0))
+    /* Ignored: duplicates, other generations', replays by members of the running one or of the
+     * one being formed (a late or repeated READY of the generation before: placed, it stopped
+     * already, and its next workers are to start). */
+    if (m->ready || gen != m->stopping_gen ||
+        ((j->state == JOB_RUNNING || j->state == JOB_NCCL) && m->node_rank >= 0))
         return;
     rdzvd_member_set_ready(m, true);
     log_debug("job %s: %s ready after generation %" PRIu64, j->run_id, m->join.host, gen);

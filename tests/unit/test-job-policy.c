@@ -435,6 +435,38 @@ static void test_operator_cancel_while_nccl(void)
     env_done_table(&e);
 }
 
+/* Row N7: while node rank 0 is asked for generation 2's NCCL ids, a WORKER_EXIT and a LEAVE of
+ * the generation that stopped, and a READY of it again (a late or repeated one) change nothing:
+ * the placed members stay placed and not ready. Then generation 2 runs; node 1's worker fails and
+ * only node 1 stops: the job waits for node 0's READY. Before, the repeated READY marked node 0
+ * ready while it was placed, and at the next restart the job counted it as stopped: it asked node
+ * rank 0 for generation 3's ids while node 0's generation-2 workers still ran. */
+static void test_stale_reports_while_nccl_change_nothing(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+    struct fake f[2] = {0};
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    nccl_again(&e, f, 2, join_of(0, 2, 2, 3));
+    w.rank = f[1].round.rank_offset;
+    (void)rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err));
+    rdzvd_member_leave(f[1].m, 1, true);
+    rdzvd_member_ready(f[0].m, 1); /* again */
+    ASSERT_EQ(state_of(&e), JOB_NCCL);
+    ASSERT_FALSE(f[0].m->ready);
+    ASSERT_EQ(job_of(&e)->nready, 0);
+    assert_heard(&f[0], 1, 1);
+    ids_sent(f, 2, 2);
+    fail_gen(&f[1], 2);
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    rdzvd_member_ready(f[1].m, 2);
+    ASSERT_EQ(state_of(&e), JOB_STOPPING); /* node 0 has not stopped */
+    ASSERT_EQ(f[0].nnccl, 2);
+    env_done(&e);
+}
+
 /* Row N14: node rank 0 sends no NCCL id within 60 s: the job ends "failed" (exit 1), its
  * record goes, and every member is told "node rank 0 (H) sent no NCCL id within 60 s"; not a
  * moment before. */
@@ -701,6 +733,7 @@ int main(void)
     TEST(test_join_while_nccl_is_a_spare);
     TEST(test_resume_while_nccl_takes_the_member_over);
     TEST(test_operator_cancel_while_nccl);
+    TEST(test_stale_reports_while_nccl_change_nothing);
     TEST(test_nccl_id_timeout_fails_the_job);
     TEST(test_spare_lost_while_nccl);
     TEST(test_spare_leave_while_running);
