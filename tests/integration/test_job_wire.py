@@ -85,6 +85,21 @@ class JobWire(DaemonTestCase):
         self.assertEqual(op, STATUS_REPLY, body)
         self.assertEqual(body["daemon"], "rdzvd")
 
+    def test_second_join_on_a_joined_connection_is_refused(self):
+        """Policy row E0-2: a connection bound to its member acts on its own job only; a JOIN
+        on it (here of another job) is refused, and no job of that name is made."""
+        d, p = self.joined_peer()
+        other = dict(JOIN_BODY, run_id="other", node_id="n9")
+        p.send(JOIN, other)
+        self.assert_refused(p, "this connection has already joined job 'wire'")
+        q = Peer(d.port)
+        self.addCleanup(q.close)
+        q.hello()
+        q.send(STATUS, {})
+        op, body = q.recv_json()
+        self.assertEqual(op, STATUS_REPLY, body)
+        self.assertNotIn("other", [j["run_id"] for j in body["jobs"]], body)
+
     def test_bad_json_refusal_names_the_message(self):
         d, p = self.joined_peer()
         p.send(LEAVE, b"{")

@@ -274,6 +274,32 @@ static void test_join_past_the_node_ids_limit_is_refused(void)
     env_done(&e);
 }
 
+/* Row F3, on a healthy rdzvd: while the job (--nnodes 3) forms, node 0's connection closes with
+ * no stall of rdzvd before it: the node goes at once (F17), and its agent's JOIN back, with the
+ * secret it was given, makes it a candidate again; the round then forms with it. */
+static void test_close_while_forming_then_back_is_a_candidate(void)
+{
+    struct fake f[3] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 3, 3, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    rdzvd_member_gone(f[0].m);
+    ASSERT_EQ(job_of(&e)->nmembers, 1);
+    ASSERT_OK(join(&e, &back, &jn)); /* node-0's agent, with its secret */
+    ASSERT_EQ(back.njoined, 1);
+    ASSERT_FALSE(back.spare);
+    ASSERT_EQ(job_of(&e)->nmembers, 2);
+    jn = join_of(2, 3, 3, 3);
+    ASSERT_OK(join(&e, &f[2], &jn));
+    run_ms(&e, 1000); /* the last call */
+    ASSERT_EQ(back.nrounds, 1);
+    ASSERT_EQ(back.round.nnodes, 3);
+    ASSERT_EQ(f[1].round.generation, 1);
+    env_done(&e);
+}
+
 /* Row F4: while the job forms (here after a restart, in its backoff), a WORKER_EXIT from a
  * member of the last generation, a spare or a new node changes nothing: no restart, nothing
  * charged (the record keeps its restart count), nobody told. */
@@ -727,6 +753,7 @@ int main(void)
     rdzv_log_setup("test-job-policy", RDZV_LOG_ERROR);
     TEST(test_second_join_of_a_connected_node_is_refused);
     TEST(test_join_past_the_node_ids_limit_is_refused);
+    TEST(test_close_while_forming_then_back_is_a_candidate);
     TEST(test_worker_exit_while_forming_changes_nothing);
     TEST(test_leave_while_forming_changes_nothing);
     TEST(test_operator_cancel_while_forming);
