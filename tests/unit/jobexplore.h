@@ -161,11 +161,16 @@ static void x_keep_ended(struct rdzvd_ended_jobs *ended, const struct rdzvd_job 
     rdzvd_ended_jobs_add(ended, j);
 }
 
+/* As rdzvd's host: ended jobs kept (--keep-ended's default hour), and read back from the job
+ * table after a restart. */
 static void host_setup(struct env *e)
 {
     e->h.ops = &x_ops;
+    rdzvd_ended_jobs_free(&e->ended);
+    rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
     e->h.ended = &e->ended;
     e->h.keep_ended = x_keep_ended;
+    e->h.keep_end = rdzvd_ended_jobs_add_recorded;
 }
 
 static int host_of(int i)
@@ -371,8 +376,16 @@ static uint64_t enabled(struct model *md)
     char what[192];
 
 #define EN(code) (mask |= 1ull << (code))
-    if (md->ended_seen && !j)
-        return 0; /* the job is over and gone */
+    if (md->ended_seen && !j) {
+        /* The job is over and gone: its agents that ran come back (P6: each is told how it
+         * ended), across an rdzvd restart too. */
+        for (int i = 0; i < NODES; i++)
+            if (md->a[i].st == A_LOST && md->a[i].resume)
+                EN(NODE_EV(EV_JOIN, i));
+        if (mask && md->v->state_dir && md->restarts < RDZVD_RESTARTS_MAX)
+            EN(JOB_EV(EV_RESTART));
+        return mask;
+    }
     for (int i = 0; i < NODES; i++) {
         struct agent *a = &md->a[i];
 

@@ -54,6 +54,7 @@ struct pre {
     int64_t rank[NODES]; /* each node's member's node rank, -2: no member */
     int unsignalled;     /* members not signalled, the event's node left out */
     int nevents[NODES], nrounds[NODES], naside[NODES], nhist_aside;
+    bool ended; /* the job was seen to end */
 };
 
 static bool check_new(const char *fmt, const void *v)
@@ -108,6 +109,7 @@ static void take_pre(struct model *md, int node, struct pre *p)
     struct rdzvd_member *m;
 
     memset(p, 0, sizeof(*p));
+    p->ended = md->ended_seen;
     if ((p->exists = j != NULL)) {
         p->st = j->state;
         p->gen = j->generation;
@@ -209,6 +211,9 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
         bad(md, I3, "a worker failed with the budget used (%" PRId64 " of %" PRId64 "), and the "
             "job did not end 'failed' (%s)", p->restarts, md->v->max_restarts,
             j ? rdzvd_job_state_names[j->state] : "gone");
+    /* I4 (P6): an agent of the job that ended, coming back (its workers ran it), is told so. */
+    if (kind == EV_JOIN && p->ended && md->refused == 0 && md->a[i].resume)
+        bad(md, I4, "node-%d, an agent of the job that ended, resumed and was taken back", i);
     /* I4: one outcome each; "succeeded" only to an agent that ran; no ROUND after a cancel. */
     for (int k = 0; k < NODES; k++) {
         struct agent *a = &md->a[k];

@@ -236,6 +236,47 @@ static void test_ended_job_stays_ended_across_a_restart(void)
     jt_state_dir_done(fd, path);
 }
 
+/* Found by the explorer (the job's agents coming back after its end, P6): a job whose agents
+ * all went waits for its nodes, its record kept; the operator cancels it; node 0's agent comes
+ * back and resumes generation 1. It is told the job was cancelled, not taken back into a job
+ * rebuilt from its word; so after an rdzvd restart too. Before, the cancel deleted the record and
+ * kept no outcome anywhere. */
+static void test_cancelled_waiting_job_stays_ended(void)
+{
+    struct fake f[2] = {0}, back = {0};
+    struct rdzv_join jn = resume_of(0, 1, 0, 3);
+    struct rdzvd_job_record rec;
+    char path[64], err[512];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    env_init(&e, fd);
+    keep_ended_jobs(&e);
+    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    rdzvd_member_gone(f[0].m);
+    rdzvd_member_gone(f[1].m); /* the job waits for its nodes, not in memory */
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    rdzvd_job_record_clear(&rec);
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "drained", err, sizeof(err)));
+    for (int restart = 0; restart < 2; restart++) {
+        if (restart) {
+            env_done(&e);
+            env_init(&e, fd);
+            keep_ended_jobs(&e);
+            rdzvd_jobs_rebuild(&e.h);
+        }
+        memset(&back, 0, sizeof(back));
+        ASSERT_TRUE(join_err(&e, &back, &jn, err, sizeof(err)) < 0);
+        ASSERT_TRUE(strstr(err, "has ended: it cancelled") != NULL);
+        ASSERT_TRUE(strstr(err, "cancelled by the operator: drained") != NULL);
+        ASSERT_EQ(back.nrounds, 0);
+    }
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* The job table keeps the newest RDZVD_JOB_ENDS_KEPT ends, oldest first; one run id ending again
  * is kept once, as the newest. */
 static void test_ended_jobs_kept_are_bounded(void)
@@ -815,6 +856,7 @@ int main(void)
     TEST(test_operator_cancel_while_stopping_is_recorded_at_once);
     TEST(test_ended_job_stays_ended_across_a_restart);
     TEST(test_ended_jobs_kept_are_bounded);
+    TEST(test_cancelled_waiting_job_stays_ended);
     TEST(test_restore_numbers_on_and_drops_stale_journals);
     TEST(test_rebuilt_job_runs_by_its_recorded_settings);
     TEST(test_running_record_is_rebuilt_at_start);
