@@ -186,14 +186,20 @@ static int count_end(const struct rdzvd_job_end *e, void *ud)
     return 0;
 }
 
-/* The ended jobs kept as rdzvd does (--keep-ended 1 h), its recorded ends read back too. */
-static void keep_ended_jobs(struct env *e)
+/* e on the state directory fd, keeping ended jobs as rdzvd does (--keep-ended 1 h) and reading
+ * its recorded ends back; with f, a job (--nnodes 2) runs on f[0] and f[1]. */
+static void env_keeping_ended(struct env *e, int fd, struct fake f[2])
 {
+    env_init(e, fd);
     rdzvd_ended_jobs_free(&e->ended);
     rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
     e->h.ended = &e->ended;
     e->h.keep_ended = rdzvd_ended_jobs_add;
     e->h.keep_end = rdzvd_ended_jobs_add_recorded;
+    if (f)
+        join_n(e, f, 2, join_of(0, 2, 2, 3));
+    else
+        rdzvd_jobs_rebuild(&e->h);
 }
 
 /* Policy W6 (P6 across a restart): a job ends (the operator cancels it) while node 1's agent is
@@ -210,15 +216,11 @@ static void test_ended_job_stays_ended_across_a_restart(void)
     struct env e;
     int fd = jt_state_dir(path, sizeof(path));
 
-    env_init(&e, fd);
-    keep_ended_jobs(&e);
-    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    env_keeping_ended(&e, fd, f);
     ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     env_done(&e);
-    env_init(&e, fd); /* rdzvd restarts */
-    keep_ended_jobs(&e);
-    rdzvd_jobs_rebuild(&e.h);
+    env_keeping_ended(&e, fd, NULL); /* rdzvd restarts */
     ASSERT_EQ(njobs(&e), 1); /* listed as ended */
     jn = resume_of(1, 1, 0, 3);
     jn.age_ms = 60000; /* started before the end */
@@ -250,9 +252,7 @@ static void test_cancelled_waiting_job_stays_ended(void)
     struct env e;
     int fd = jt_state_dir(path, sizeof(path));
 
-    env_init(&e, fd);
-    keep_ended_jobs(&e);
-    join_n(&e, f, 2, join_of(0, 2, 2, 3));
+    env_keeping_ended(&e, fd, f);
     rdzvd_member_gone(f[0].m);
     rdzvd_member_gone(f[1].m); /* the job waits for its nodes, not in memory */
     ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
@@ -262,9 +262,7 @@ static void test_cancelled_waiting_job_stays_ended(void)
     for (int restart = 0; restart < 2; restart++) {
         if (restart) {
             env_done(&e);
-            env_init(&e, fd);
-            keep_ended_jobs(&e);
-            rdzvd_jobs_rebuild(&e.h);
+            env_keeping_ended(&e, fd, NULL);
         }
         memset(&back, 0, sizeof(back));
         ASSERT_TRUE(join_err(&e, &back, &jn, err, sizeof(err)) < 0);
