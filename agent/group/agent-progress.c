@@ -176,6 +176,12 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     p->step = pl.step;
     p->has_compute = pl.has_compute;
     p->compute_ms = pl.compute_ms;
+    if (pl.has_compute && p->compute_n < UINT32_MAX) {
+        p->compute_sum += pl.compute_ms;
+        p->compute_n++;
+        if (pl.compute_ms > p->compute_max)
+            p->compute_max = pl.compute_ms;
+    }
     p->t_ms = uv_now(w->g->cfg.loop);
     p->reported = true;
     p->waiting = false;
@@ -328,4 +334,24 @@ int agent_group_compute_ms(const struct agent_group *g, unsigned local_rank, uin
         return -ENODATA;
     *ret_ms = p->compute_ms;
     return 0;
+}
+
+int agent_group_compute_take(struct agent_group *g, unsigned local_rank, uint32_t *ret_ms)
+{
+    struct worker_progress *p;
+    int r = agent_group_compute_ms(g, local_rank, ret_ms);
+
+    if (r == -EINVAL)
+        return r;
+    p = &g->workers[local_rank].progress;
+    if (r == 0 && p->compute_n >= AGENT_COMPUTE_TRIM_FROM) { /* the longest left out */
+        uint32_t n = p->compute_n - 1;
+
+        *ret_ms = (uint32_t)((p->compute_sum - p->compute_max + n / 2) / n);
+    } else if (r == 0 && p->compute_n > 0) {
+        *ret_ms = (uint32_t)((p->compute_sum + p->compute_n / 2) / p->compute_n);
+    }
+    p->compute_sum = 0;
+    p->compute_n = p->compute_max = 0;
+    return r;
 }

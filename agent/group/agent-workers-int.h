@@ -86,6 +86,10 @@ struct worker_progress {
     uint64_t step; /* of the last report */
     bool has_compute;    /* the last report said its compute time */
     uint32_t compute_ms; /* that compute time ("step N compute_ms M") */
+    /* The compute times of the steps reported since the last agent_group_compute_take: their
+     * sum, count and longest. */
+    uint64_t compute_sum;
+    uint32_t compute_n, compute_max;
     uint64_t t_ms; /* loop time of the last report, or of the spawn */
     uint64_t alive_ms; /* loop time of the last "wait" line */
     size_t len;

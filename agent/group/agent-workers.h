@@ -227,6 +227,14 @@ int agent_group_progress(const struct agent_group *g, unsigned local_rank, uint6
 /* The compute time (ms) of local_rank's last step report in *ret_ms: 0, -ENODATA when that report
  * did not say one (or there was none), -EINVAL for a local rank out of range. */
 int agent_group_compute_ms(const struct agent_group *g, unsigned local_rank, uint32_t *ret_ms);
+/* The mean compute time (ms) of the steps local_rank reported since the last take, with one (its
+ * last step's when none came since; of AGENT_COMPUTE_TRIM_FROM steps or more, the longest left
+ * out: one checkpoint step among them is no slowdown), into *ret_ms, and a new count begins: a
+ * stall that hits some steps and not others counts by its share of them, where one step's time
+ * is a draw of which step the stall hit. 0, -ENODATA when the last report said no compute time
+ * (or there was none), -EINVAL for a local rank out of range. */
+#define AGENT_COMPUTE_TRIM_FROM 3
+int agent_group_compute_take(struct agent_group *g, unsigned local_rank, uint32_t *ret_ms);
 
 /* Pid of the host's reaper once it has acknowledged this group, else 0 (for logs and tests). */
 int agent_group_reaper_pid(const struct agent_group *g);

@@ -4,7 +4,7 @@
 
 #include "agent/group/agent-workers.h"
 
-void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, const struct agent_group *g,
+void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, struct agent_group *g,
                           unsigned nproc)
 {
     h->generation = gen;
@@ -23,7 +23,7 @@ void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, const struct a
         p->timeout_ms = (int64_t)agent_group_progress_timeout(g, i);
         if (p->timeout_ms > RDZV_PROGRESS_AGE_MAX_MS)
             p->timeout_ms = RDZV_PROGRESS_AGE_MAX_MS;
-        p->has_compute = agent_group_compute_ms(g, i, &cms) == 0;
+        p->has_compute = agent_group_compute_take(g, i, &cms) == 0;
         p->compute_ms = p->has_compute ? cms : 0;
         h->n_progress++;
     }

@@ -137,6 +137,22 @@ static void hook_check_compute(struct fx *f)
     agent_group_free(f->g, fx_free_done, f);
 }
 
+/* nproc workers of argv run their lines; hook checks the group once every one is done. */
+static void run_lines(char **argv, unsigned nproc, void (*hook)(struct fx *f))
+{
+    struct hangs h;
+    struct fx f;
+
+    fx_init(&f, nproc, argv);
+    fx_progress(&f, &h, 0, 0);
+    f.on_all = hook;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_EQ(h.n, 0);
+    fx_done(&f);
+}
+
 /* "step N compute_ms M": the step and its compute time read; one past the bound ignored. */
 static void test_progress_compute(void)
 {
@@ -148,17 +164,44 @@ static void test_progress_compute(void)
                     "r1:progress-raw=step 13 compute_ms",
                     "r1:progress=14",
                     NULL};
-    struct hangs h;
-    struct fx f;
 
-    fx_init(&f, 2, argv);
-    fx_progress(&f, &h, 0, 0);
-    f.on_all = hook_check_compute;
-    fx_start(&f);
-    fx_run_finish(&f);
-    ASSERT_EQ(f.n_all, 1);
-    ASSERT_EQ(h.n, 0);
-    fx_done(&f);
+    run_lines(argv, 2, hook_check_compute);
+}
+
+/* A stall that hits every other step (a node stopped 60 ms in each 100 ms): its steps' compute
+ * times alternate, and the HEARTBEAT carries their mean since the last one, the longest left out
+ * (a checkpoint's step is no slowdown): (20 + 80 + 20 + 80) / 4 = 50 ms, not the last step's; the
+ * next HEARTBEAT, with no step since, the last step's (rdzvd takes a sample per new step only).
+ * Before, each HEARTBEAT carried the last step's alone: a draw of which step the stall hit, so
+ * that rdzvd's median of them sat on the line and a slowed node was judged late or never (issue
+ * 45, item 5). */
+static void hook_check_compute_mean(struct fx *f)
+{
+    struct rdzv_heartbeat *h = calloc(1, sizeof(*h));
+
+    ASSERT_NOT_NULL(h);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    ASSERT_EQ(h->n_progress, 1);
+    ASSERT_EQ(h->progress[0].step, 5);
+    ASSERT_TRUE(h->progress[0].has_compute);
+    ASSERT_EQ(h->progress[0].compute_ms, 50);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    ASSERT_EQ(h->progress[0].compute_ms, 900);
+    free(h);
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+static void test_progress_compute_mean(void)
+{
+    char *argv[] = {HELPER,
+                    "r0:progress-raw=step 1 compute_ms 20",
+                    "r0:progress-raw=step 2 compute_ms 80",
+                    "r0:progress-raw=step 3 compute_ms 20",
+                    "r0:progress-raw=step 4 compute_ms 80",
+                    "r0:progress-raw=step 5 compute_ms 900",
+                    NULL};
+
+    run_lines(argv, 1, hook_check_compute_mean);
 }
 
 /* Without cfg.progress there is no channel and no variable (an inherited one is dropped). */
@@ -391,6 +434,7 @@ int main(int argc, char **argv)
     fx_setup_process();
     TEST(test_progress_reports);
     TEST(test_progress_compute);
+    TEST(test_progress_compute_mean);
     TEST(test_progress_off);
     TEST(test_hang_after_report);
     TEST(test_hang_blames_the_silent);
