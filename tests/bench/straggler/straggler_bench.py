@@ -3,13 +3,17 @@
 """A real slowdown, found and replaced: straggler_bench.py BUILD_DIR [options].
 
 Each trial is a fresh job on this machine: rdzvd, then three rdzv-agents (hosts a, b, spare;
---nnodes 2 --nproc 2 --nccl off --recovery inplace --straggler-window W --straggler-factor F),
+--nnodes 2 --nproc N (--nproc, default 2) --nccl off --recovery inplace --straggler-window W --straggler-factor F),
 a and b forming generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or
 with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples 1024 --batch 256,
-so that a step is mostly compute). Each agent runs in its own CPU cgroup (v2
+so that a step is mostly compute), or with --worker ddp tests/rendezvous/scripts/straggler_ddp.py
+(DDP through rdzv.torch, each step's forward --ddp-ms: short steps, which a stall by fits hits
+some of and not others). Each agent runs in its own CPU cgroup (v2
 cpu.max, else v1 cpu.cfs_quota_us), made and removed by this script (root only), which its
 workers inherit. After --healthy seconds of training, node b's cgroup is throttled for real to
---quota of one CPU. Figures, from rdzvd's /status.json (rank 0's step, sampled each second) and
+--quota of one CPU, or with --throttle stop its workers are stopped --stop-ms of every
+--period-ms (SIGSTOP, SIGCONT: a node that runs by fits, whose stalls land anywhere in a step;
+60 of 100 by default). Figures, from rdzvd's /status.json (rank 0's step, sampled each second) and
 its log:
   healthy:    steps per second over the --healthy period before the throttle;
   throttled:  with --on-straggler report, over the --measure seconds after the window passed;
@@ -38,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -74,6 +79,10 @@ class Cgroup:
             with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as f:
                 f.write("-1" if cpus is None else str(int(cpus * period)))
 
+    def pids(self):
+        with open(os.path.join(self.path, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+
     def remove(self):
         """Its processes (workers the agent's end is still killing) moved up, then it removed;
         tried for up to 5 s, as a worker may still be leaving."""
@@ -101,6 +110,9 @@ class Cgroup:
 
 
 def worker_cmd(kind, ckpt_dir):
+    if kind == "ddp":  # short steps (RDZV_TEST_MS, --ddp-ms): a stall hits some, not others
+        return ["/usr/bin/python3",
+                os.path.join(ROOT, "tests", "rendezvous", "scripts", "straggler_ddp.py")]
     if kind == "torch":
         return ["/usr/bin/python3", os.path.join(ROOT, "examples", "autoencoder.py"),
                 "--steps", "100000000", "--log-every", "100000000", "--samples", "1024",
@@ -115,7 +127,7 @@ def worker_cmd(kind, ckpt_dir):
 class Job:
     def __init__(self, args, mode, tag, noise=False, factor=None, worker=None, window=None):
         self.args, self.dir = args, tempfile.mkdtemp(prefix=f"rdzv-straggler-{tag}-")
-        self.procs, self.groups = [], {}
+        self.procs, self.groups, self.stopper = [], {}, None
         port_file, mport_file = os.path.join(self.dir, "port"), os.path.join(self.dir, "mport")
         self.log = open(os.path.join(self.dir, "rdzvd.log"), "w")
         self.d = subprocess.Popen([os.path.join(BUILD, "daemon", "rdzvd"), "--bind", "127.0.0.1",
@@ -132,7 +144,7 @@ class Job:
             self.groups[host] = g
             cmd = [os.path.join(BUILD, "agent", "rdzv-agent"), "--endpoint",
                    f"127.0.0.1:{self.port}", "--rdzv-id", "bench", "--nnodes", "2",
-                   "--nproc", "2", "--host", host, "--nccl", "off", "--recovery", "inplace",
+                   "--nproc", str(args.nproc), "--host", host, "--nccl", "off", "--recovery", "inplace",
                    "--max-restarts", "100", "--heartbeat-timeout", "2", "--last-call", "0.5",
                    "--straggler-window", f"{window or args.window:g}",
                    "--straggler-factor", f"{factor or args.factor:g}", "--on-straggler", mode,
@@ -182,6 +194,8 @@ class Job:
         raise RuntimeError("rank 0 reported no step")
 
     def close(self):
+        if self.stopper:
+            self.stopper.end()
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -194,6 +208,40 @@ class Job:
             g.remove()
         if not self.args.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Stopper:
+    """Node b's workers (its cgroup's processes but its agent) stopped stop_ms of every
+    period_ms (SIGSTOP, then SIGCONT): a node that runs by fits, a paused VM's or a starved
+    host's, whose stalls land anywhere in a step, compute or collective."""
+
+    def __init__(self, job, stop_ms, period_ms):
+        self.job, self.stop_ms, self.period_ms = job, stop_ms, period_ms
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        agent = self.job.procs[1].pid  # host b's
+        while not self.done.is_set():
+            pids = [p for p in self.job.groups["b"].pids() if p != agent]
+            for sig, ms in ((signal.SIGSTOP, self.stop_ms),
+                            (signal.SIGCONT, self.period_ms - self.stop_ms)):
+                for p in pids:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
+                time.sleep(ms / 1000)
+
+    def end(self):
+        self.done.set()
+        self.thread.join()
+        for p in self.job.groups["b"].pids():
+            try:
+                os.kill(p, signal.SIGCONT)
+            except OSError:
+                pass
 
 
 def wait_int(path, timeout=10):
@@ -218,9 +266,12 @@ def trial(args, kind, mode, i, window=None, measure=True):
         time.sleep(3)  # the first steps (not scored, nor measured)
         res = {"healthy": job.rate(args.healthy)}
         t0 = time.time()
-        job.groups["b"].quota(args.quota)
+        if args.throttle == "stop":
+            job.stopper = Stopper(job, args.stop_ms, args.period_ms)
+        else:
+            job.groups["b"].quota(args.quota)
         note(f"{kind} {mode} {i}: healthy {res['healthy']:.2f} steps/s; node b throttled to "
-             f"{args.quota} CPU")
+             f"{throttle_words(args)}")
         m = job.wait_log(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z? \S+ job=bench .*node=b \(node id [^)]*\) "
                          r"is a straggler", window + 60)
         res["named"] = parse_ts(m.group(1)) - t0
@@ -340,6 +391,13 @@ def false_alarms(args, factor):
         job.close()
 
 
+def throttle_words(args):
+    if args.throttle == "stop":
+        return (f"its workers stopped {args.stop_ms:g} ms of every {args.period_ms:g} ms "
+                f"(SIGSTOP, SIGCONT)")
+    return f"{args.quota} CPU"
+
+
 def floats(s):
     return [float(x) for x in s.split(",") if x]
 
@@ -349,11 +407,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--worker", choices=("train", "torch", "both"), default="train",
+    ap.add_argument("--nproc", type=int, default=2, help="workers a node (default 2)")
+    ap.add_argument("--ddp-ms", type=int, default=20,
+                    help="--worker ddp: each step's forward (ms; straggler_ddp.py's)")
+    ap.add_argument("--worker", choices=("train", "torch", "ddp", "both"), default="train",
                     help="both: the rdzv-train trials, then the torch ones, in one table")
     ap.add_argument("--window", type=float, default=10)
     ap.add_argument("--factor", type=float, default=1.3, help="--straggler-factor (1.3)")
     ap.add_argument("--quota", type=float, default=0.25, help="CPUs node b keeps (default 0.25)")
+    ap.add_argument("--throttle", choices=("quota", "stop"), default="quota",
+                    help="how node b is slowed: its cgroup's CPU --quota, or its workers "
+                         "stopped --stop-ms of every --period-ms")
+    ap.add_argument("--stop-ms", type=float, default=60)
+    ap.add_argument("--period-ms", type=float, default=100)
     ap.add_argument("--healthy", type=float, default=15)
     ap.add_argument("--measure", type=float, default=15)
     ap.add_argument("--trials", type=int, default=3)
@@ -372,6 +438,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep each trial's directory")
     args = ap.parse_args()
     BUILD = os.path.abspath(args.build)
+    os.environ.update(RDZV_SOURCE_ROOT=ROOT, RDZV_TEST_MS=str(args.ddp_ms),
+                      RDZV_TEST_STOP=os.path.join(tempfile.gettempdir(), "rdzv-straggler-none"))
     if os.geteuid() != 0:
         sys.exit("straggler_bench.py: needs root (it makes CPU cgroups)")
     kinds = ("train", "torch") if args.worker == "both" else (args.worker,)
@@ -395,9 +463,12 @@ def print_trials(args, kinds, rows):
         return statistics.median(xs) if xs else float("nan")
 
     print(f"rdzv-agent --straggler-window {args.window:g} --straggler-factor {args.factor:g}, "
-          f"node b throttled to {args.quota} CPU; median of {args.trials} trials (those that "
-          f"failed are left out: {sum(args.trials - len(r) for r in rows.values())}), "
+          f"node b throttled to {throttle_words(args)}; median of {args.trials} trials (those "
+          f"that failed are left out: {sum(args.trials - len(r) for r in rows.values())}), "
           f"{os.cpu_count()} CPUs")
+    for (k, m), rs in rows.items():
+        print(f"throttle to named, each trial ({k}, {m}): " +
+              ", ".join(f"{r['named']:.1f} s" for r in rs))
     print()
     print("| worker | --on-straggler | healthy steps/s | throttled / healthy "
           "| after aside / healthy | throttle to named | throttle to training on the spare |")
