@@ -3,8 +3,8 @@
 """A real slowdown, found and replaced: straggler_bench.py BUILD_DIR [options].
 
 Each trial is a fresh job on this machine: rdzvd, then three rdzv-agents (hosts a, b, spare;
---nnodes 2 --nproc N (--nproc, default 2) --nccl off --recovery inplace --straggler-window W --straggler-factor F),
-a and b forming generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or
+--nnodes 2 --nproc N (default 2) --nccl off --recovery inplace --straggler-window W
+--straggler-factor F), a and b forming generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or
 with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples 1024 --batch 256,
 so that a step is mostly compute), or with --worker ddp tests/rendezvous/scripts/straggler_ddp.py
 (DDP through rdzv.torch, each step's forward --ddp-ms: short steps, which a stall by fits hits
@@ -144,7 +144,8 @@ class Job:
             self.groups[host] = g
             cmd = [os.path.join(BUILD, "agent", "rdzv-agent"), "--endpoint",
                    f"127.0.0.1:{self.port}", "--rdzv-id", "bench", "--nnodes", "2",
-                   "--nproc", str(args.nproc), "--host", host, "--nccl", "off", "--recovery", "inplace",
+                   "--nproc", str(args.nproc), "--host", host, "--nccl", "off",
+                   "--recovery", "inplace",
                    "--max-restarts", "100", "--heartbeat-timeout", "2", "--last-call", "0.5",
                    "--straggler-window", f"{window or args.window:g}",
                    "--straggler-factor", f"{factor or args.factor:g}", "--on-straggler", mode,
