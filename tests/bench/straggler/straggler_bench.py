@@ -4,8 +4,8 @@
 
 Each trial is a fresh job on this machine: rdzvd, then three rdzv-agents (hosts a, b, spare;
 --nnodes 2 --nproc N (default 2) --nccl off --recovery inplace --straggler-window W
---straggler-factor F), a and b forming generation 1, the spare joining after. Workers: rdzv-train on gloo (CPU), or
-with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples 1024 --batch 256,
+--straggler-factor F), a and b forming generation 1, the spare joining after. Workers:
+rdzv-train on gloo (CPU), or with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples 1024 --batch 256,
 so that a step is mostly compute), or with --worker ddp tests/rendezvous/scripts/straggler_ddp.py
 (DDP through rdzv.torch, each step's forward --ddp-ms: short steps, which a stall by fits hits
 some of and not others). Each agent runs in its own CPU cgroup (v2
