@@ -4,16 +4,16 @@
 
 Each trial is a fresh job on this machine: rdzvd, then three rdzv-agents (hosts a, b, spare;
 --nnodes 2 --nproc N (default 2) --nccl off --recovery inplace --straggler-window W
---straggler-factor F), a and b forming generation 1, the spare joining after. Workers:
-rdzv-train on gloo (CPU), or with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples 1024 --batch 256,
-so that a step is mostly compute), or with --worker ddp tests/rendezvous/scripts/straggler_ddp.py
-(DDP through rdzv.torch, each step's forward --ddp-ms: short steps, which a stall by fits hits
-some of and not others). Each agent runs in its own CPU cgroup (v2
-cpu.max, else v1 cpu.cfs_quota_us), made and removed by this script (root only), which its
-workers inherit. After --healthy seconds of training, node b's cgroup is throttled for real to
---quota of one CPU, or with --throttle stop its workers are stopped --stop-ms of every
---period-ms (SIGSTOP, SIGCONT: a node that runs by fits, whose stalls land anywhere in a step;
-60 of 100 by default). Figures, from rdzvd's /status.json (rank 0's step, sampled each second) and
+--straggler-factor F), a and b forming generation 1, the spare joining after. Workers: rdzv-train
+on gloo (CPU), or with --worker torch examples/autoencoder.py through rdzv.torch (DDP; --samples
+1024 --batch 256, so that a step is mostly compute), or with --worker ddp
+tests/rendezvous/scripts/straggler_ddp.py (DDP through rdzv.torch, each step's forward --ddp-ms:
+short steps, which a stall by fits hits some of and not others). Each agent runs in its own CPU
+cgroup (v2 cpu.max, else v1 cpu.cfs_quota_us), made and removed by this script (root only), which
+its workers inherit. After --healthy seconds of training, node b's cgroup is throttled for real to
+--quota of one CPU, or with --throttle stop its workers are stopped --stop-ms of every --period-ms
+(SIGSTOP, SIGCONT: a node that runs by fits, whose stalls land anywhere in a step; 60 of 100 by
+default). Figures, from rdzvd's /status.json (rank 0's step, sampled each second) and
 its log:
   healthy:    steps per second over the --healthy period before the throttle;
   throttled:  with --on-straggler report, over the --measure seconds after the window passed;
