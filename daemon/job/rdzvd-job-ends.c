@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,20 @@
 static size_t end_key(const char *run_id, char key[END_KEY_MAX])
 {
     return (size_t)snprintf(key, END_KEY_MAX, END_KEY_PREFIX "%s", run_id);
+}
+
+void rdzvd_job_end_set(struct rdzvd_job_end *e, const char *run_id, const char *type,
+                       int64_t exit_code, const char *summary, double ended_s, uint64_t gen,
+                       int64_t restarts)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->run_id, sizeof(e->run_id), "%s", run_id);
+    snprintf(e->type, sizeof(e->type), "%s", type);
+    snprintf(e->summary, sizeof(e->summary), "%s", summary);
+    e->exit_code = exit_code;
+    e->ended_s = ended_s;
+    e->generation = gen;
+    e->restart_count = restarts;
 }
 
 json_t *rdzvd_job_end_json(const struct rdzvd_job_end *e)
@@ -41,13 +56,7 @@ int rdzvd_job_end_from_json(json_t *o, const char *run_id, struct rdzvd_job_end 
         strlen(summary) > RDZV_SUMMARY_MAX || strlen(run_id) > RDZV_ID_MAX || gen < 0 ||
         restarts < 0 || !(ended_s >= 0))
         return -EBADMSG;
-    snprintf(e->run_id, sizeof(e->run_id), "%s", run_id);
-    snprintf(e->type, sizeof(e->type), "%s", type);
-    snprintf(e->summary, sizeof(e->summary), "%s", summary);
-    e->exit_code = code;
-    e->ended_s = ended_s;
-    e->generation = (uint64_t)gen;
-    e->restart_count = restarts;
+    rdzvd_job_end_set(e, run_id, type, code, summary, ended_s, (uint64_t)gen, restarts);
     return 0;
 }
 

@@ -26,6 +26,12 @@ struct rdzvd_job_end {
     char summary[RDZV_SUMMARY_MAX + 1];
 };
 
+/* *e := run_id's end as type (with exit_code and summary, cut to fit), at ended_s (unix
+ * seconds), in generation gen after restarts restarts. */
+void rdzvd_job_end_set(struct rdzvd_job_end *e, const char *run_id, const char *type,
+                       int64_t exit_code, const char *summary, double ended_s, uint64_t gen,
+                       int64_t restarts);
+
 /* e as the JSON object an ENDED decision carries ("outcome"), and back: NULL when out of
  * memory; 0 or -EBADMSG (not an outcome of run_id, e cleared). */
 json_t *rdzvd_job_end_json(const struct rdzvd_job_end *e);

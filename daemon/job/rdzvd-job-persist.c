@@ -245,13 +245,8 @@ static int job_forget(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     if (mv && mv->end_type && j->host.record_table) { /* kept where records are */
         rec.has_end = true;
-        memcpy(rec.end.run_id, j->run_id, sizeof(rec.end.run_id));
-        snprintf(rec.end.type, sizeof(rec.end.type), "%s", mv->end_type);
-        snprintf(rec.end.summary, sizeof(rec.end.summary), "%s", mv->end_summary);
-        rec.end.exit_code = mv->end_exit_code;
-        rec.end.ended_s = mv->end_s;
-        rec.end.generation = j->generation;
-        rec.end.restart_count = j->restart_count;
+        rdzvd_job_end_set(&rec.end, j->run_id, mv->end_type, mv->end_exit_code, mv->end_summary,
+                          mv->end_s, j->generation, j->restart_count);
     }
     r = rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec);
     if (r < 0)

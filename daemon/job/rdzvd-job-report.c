@@ -39,19 +39,16 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
 
     if (!j && h->record_table && rdzvd_job_record_get(h->record_table, run_id, &rec) == 0) {
         struct rdzvd_job_record end = {.generation = 0, .has_end = true};
+        char why[RDZV_SUMMARY_MAX + 1];
 
         /* Waiting for its nodes: nobody to tell now, its record to end, and how it ended kept
          * for its agents that come back (P6). */
         memcpy(end.run_id, rec.run_id, sizeof(end.run_id));
-        end.end = (struct rdzvd_job_end){.exit_code = 128 + SIGTERM,
-                                         .ended_s = rdzvd_job_wall_s(),
-                                         .generation = rec.generation,
-                                         .restart_count = rec.restart_count};
+        snprintf(why, sizeof(why), "cancelled by the operator%s%s", reason[0] ? ": " : "",
+                 reason);
+        rdzvd_job_end_set(&end.end, rec.run_id, "cancelled", 128 + SIGTERM, why,
+                          rdzvd_job_wall_s(), rec.generation, rec.restart_count);
         rdzvd_job_record_clear(&rec);
-        memcpy(end.end.run_id, end.run_id, sizeof(end.end.run_id));
-        snprintf(end.end.type, sizeof(end.end.type), "cancelled");
-        snprintf(end.end.summary, sizeof(end.end.summary), "cancelled by the operator%s%s",
-                 reason[0] ? ": " : "", reason);
         if ((r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
             snprintf(err, errlen, "rdzvd could not end job '%s' in its job table (%s)", run_id,
                      strerror(-r));
