@@ -311,10 +311,10 @@ int main(int argc, char **argv)
     }
     if (read_env(&o) < 0)
         return 2;
-    /* A progress write to an agent that is gone fails with EPIPE instead of killing us; so does
-     * gloo's write to a peer that died, which recovery in place survives. */
-    if (o.progress_fd >= 0 || o.control_fd >= 0)
-        signal(SIGPIPE, SIG_IGN);
+    /* A write to a peer that died (gloo's writev carries no MSG_NOSIGNAL), to an agent that is
+     * gone or to a closed standard output fails with EPIPE instead of killing us silently: a
+     * survivor says what happened, and recovery in place survives it. */
+    signal(SIGPIPE, SIG_IGN);
     r = trainer_run(&o, stdout);
     return r < 0 ? 1 : 0;
 }

@@ -320,7 +320,12 @@ static int run_loop(struct trainer *t, FILE *out)
                     "\"samples_per_s\":%.1f,\"world\":%u,\"backend\":\"%s/%s\",\"t\":%.6f}\n",
                     t->step, t->epoch, loss_d, sps, o->world, t->m->name, t->comm->name,
                     wall_seconds());
-            fflush(out);
+            if (fflush(out) != 0 && errno == EPIPE) {
+                terr(t, "standard output closed (a reader such as head stopped reading); "
+                     "exiting");
+                t->comm->abort(t->comm);
+                return -EPIPE;
+            }
             last_ns = now;
             last_step = t->step;
         }

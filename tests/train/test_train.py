@@ -253,6 +253,25 @@ class TrainTest(rdzvtest.DaemonTestCase):
                          "one clear line: %r" % err)
         finish(ps[1])
 
+    def test_closed_stdout_ends_with_one_line(self):
+        # SIGPIPE is ignored (gloo's writes to a dead peer must not kill a survivor silently), so
+        # a reader that stops, as head does, ends the trainer by EPIPE with one line saying so.
+        p = start(SMALL + ["--steps", "100000000", "--log-every", "1"], clean_env())
+        self.assertTrue(p.stdout.readline().startswith(b"{"))
+        p.stdout.close()
+        t0 = time.monotonic()
+        try:
+            err = p.stderr.read().decode(errors="replace")
+            rc = p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            rdzvtest.kill_proc(p)
+            raise AssertionError("rdzv-train went on training with its standard output closed")
+        self.assertLess(time.monotonic() - t0, 15)
+        self.assertEqual(rc, 1, "exit status 1, not a signal: %r" % err)
+        self.assertEqual(err.strip().splitlines(), ["rdzv-train: rank 0: standard output closed "
+                                                    "(a reader such as head stopped reading); "
+                                                    "exiting"])
+
     def test_nccl_backend_without_a_gpu(self):
         rc, out, err = finish(start(["--backend", "nccl", "--steps", "1"], clean_env()))
         if rc == 0:
