@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/rdzv-list.h"
@@ -269,7 +270,39 @@ void agent_progress_start(struct agent_worker *w)
     /* From the spawn, not from the start of this loop iteration (spawns take time). */
     uv_update_time(w->g->cfg.loop);
     p->t_ms = uv_now(w->g->cfg.loop);
+    p->compute_sum = p->stopped_ms = 0;
+    p->compute_n = p->compute_max = 0;
+    p->stopped = false;
     (void)uv_read_start((uv_stream_t *)&p->pipe, progress_alloc_cb, progress_read_cb);
+}
+
+void agent_progress_stops(uv_signal_t *h, int signum)
+{
+    struct agent_group *g = h->data;
+    uint64_t now = uv_now(g->cfg.loop);
+
+    (void)signum;
+    for (unsigned i = 0; i < g->cfg.nproc; i++) {
+        struct agent_worker *w = &g->workers[i];
+        struct worker_progress *p = &w->progress;
+
+        /* A stop and a continue are one state each, the newest kept: two reads at most. A stop
+         * that was over before this ran is not seen (it counts as no stop). */
+        for (int k = 0; k < 2 && w->running && w->pid > 0; k++) {
+            siginfo_t si = {0};
+
+            if (waitid(P_PID, (id_t)w->pid, &si, WSTOPPED | WCONTINUED | WNOHANG) < 0 ||
+                si.si_pid == 0)
+                break;
+            if (si.si_code == CLD_STOPPED && !p->stopped) {
+                p->stopped = true;
+                p->stopped_since = now;
+            } else if (si.si_code == CLD_CONTINUED && p->stopped) {
+                p->stopped = false;
+                p->stopped_ms += now - p->stopped_since;
+            }
+        }
+    }
 }
 
 void agent_progress_close(struct agent_worker *w)
@@ -344,12 +377,27 @@ int agent_group_compute_take(struct agent_group *g, unsigned local_rank, uint32_
     if (r == -EINVAL)
         return r;
     p = &g->workers[local_rank].progress;
-    if (r == 0 && p->compute_n >= AGENT_COMPUTE_TRIM_FROM) { /* the longest left out */
-        uint32_t n = p->compute_n - 1;
+    if (p->stopped) { /* the stop under way counts up to now */
+        uint64_t now = uv_now(g->cfg.loop);
 
-        *ret_ms = (uint32_t)((p->compute_sum - p->compute_max + n / 2) / n);
-    } else if (r == 0 && p->compute_n > 0) {
-        *ret_ms = (uint32_t)((p->compute_sum + p->compute_n / 2) / p->compute_n);
+        p->stopped_ms += now - p->stopped_since;
+        p->stopped_since = now;
+    }
+    if (r == 0 && p->compute_n > 0) {
+        uint64_t ms;
+
+        if (p->compute_n >= AGENT_COMPUTE_TRIM_FROM) { /* the longest left out */
+            uint32_t n = p->compute_n - 1;
+
+            ms = (p->compute_sum - p->compute_max + n / 2) / n;
+        } else {
+            ms = (p->compute_sum + p->compute_n / 2) / p->compute_n;
+        }
+        /* Its stopped time, shared by the steps that came since: those it made the others
+         * wait for, wherever in the step the stop landed. Without a step it waits for one. */
+        ms += (p->stopped_ms + p->compute_n / 2) / p->compute_n;
+        *ret_ms = ms > RDZV_COMPUTE_MS_MAX ? RDZV_COMPUTE_MS_MAX : (uint32_t)ms;
+        p->stopped_ms = 0;
     }
     p->compute_sum = 0;
     p->compute_n = p->compute_max = 0;

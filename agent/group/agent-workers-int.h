@@ -90,6 +90,12 @@ struct worker_progress {
      * sum, count and longest. */
     uint64_t compute_sum;
     uint32_t compute_n, compute_max;
+    /* The time it spent stopped (SIGSTOP, a Slurm suspend, a debugger) since the last take, as
+     * its parent sees it: waitid(WSTOPPED | WCONTINUED) on SIGCHLD (agent_progress_stops). A
+     * stop that lands in a step's wait on its peers is no compute time to the worker, yet the
+     * others wait for it: the take adds it. stopped_since: loop time of the stop under way. */
+    uint64_t stopped_ms, stopped_since;
+    bool stopped;
     uint64_t t_ms; /* loop time of the last report, or of the spawn */
     uint64_t alive_ms; /* loop time of the last "wait" line */
     size_t len;
@@ -132,6 +138,7 @@ struct agent_group {
     uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
     uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
     uv_timer_t progress_timer;    /* the next progress deadline of a running worker */
+    uv_signal_t sigchld;          /* with cfg.progress: workers stopped and continued */
     /* agent_group_start_ranks() with workers waiting for their old handles to close: the
      * assignment they get (strings copied into the two buffers). */
     struct agent_assignment respawn_a;
@@ -241,6 +248,9 @@ void agent_progress_start(struct agent_worker *w);
 void agent_progress_close(struct agent_worker *w);
 /* (Re)arm progress_timer for the earliest deadline of a running worker, or stop it. */
 void agent_progress_arm(struct agent_group *g);
+/* SIGCHLD: which running workers stopped or continued since (waitid without WEXITED: libuv's own
+ * watcher reaps the exits); their stopped time is kept for agent_group_compute_take. */
+void agent_progress_stops(uv_signal_t *h, int signum);
 
 /* ---- agent-workers-control.c: the control channel (agent -> worker) ---- */
 

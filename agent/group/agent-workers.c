@@ -397,9 +397,10 @@ out_close_logs:
 
 /* ---- public API ---- */
 
-/* The group's five timers. On failure those initialised are closing and g is freed once they
+/* The group's five timers and its SIGCHLD watcher (started with cfg.progress: the workers'
+ * stops, agent_progress_stops). On failure those initialised are closing and g is freed once they
  * are closed (at once if none was): the caller must not touch g again. */
-static int group_init_timers(struct agent_group *g)
+static int group_init_handles(struct agent_group *g)
 {
     uv_timer_t *const timers[] = {&g->kill_timer, &g->drain_timer, &g->notify_timer,
                                   &g->reaper_timer, &g->progress_timer};
@@ -414,6 +415,19 @@ static int group_init_timers(struct agent_group *g)
         g->handles++;
     }
     uv_unref((uv_handle_t *)&g->reaper_timer);
+    r = uv_signal_init(g->cfg.loop, &g->sigchld);
+    if (r < 0)
+        goto out_close_timers;
+    g->sigchld.data = g;
+    g->handles++;
+    /* libuv reaps exits on its own SIGCHLD watcher; this one only reads stops (no WEXITED). */
+    if (g->cfg.progress)
+        r = uv_signal_start(&g->sigchld, agent_progress_stops, SIGCHLD);
+    uv_unref((uv_handle_t *)&g->sigchld);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&g->sigchld, agent_group_handle_close_cb);
+        goto out_close_timers;
+    }
     return 0;
 
 out_close_timers:
@@ -513,7 +527,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
         group_destroy(g);
         return r;
     }
-    r = group_init_timers(g);
+    r = group_init_handles(g);
     if (r < 0)
         return log_error_errno(r, "cannot initialise the worker group's timers");
     agent_relay_setup(g);
@@ -745,6 +759,7 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     uv_close((uv_handle_t *)&g->notify_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->reaper_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->progress_timer, agent_group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->sigchld, agent_group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
  *   signal=N        die by signal N (disposition reset to default first)
  *   ignore-term     ignore SIGTERM from now on (inherited by later child-sleep)
  *   sleep=MS        sleep
+ *   stop-for=MS     stop (SIGSTOP) for MS ms: a child it forks continues it (SIGCONT)
  *   print=TEXT      TEXT and a newline on stdout;  eprint=TEXT: on stderr
  *   partial=TEXT    TEXT without newline on stdout; epartial=TEXT: on stderr
  *   child-sleep=MS  fork a child (same process group) that sleeps MS; print CHILD_PID=<pid>
@@ -282,6 +284,21 @@ static void run(const char *act, const char *rank)
     } else if (IS("sleep")) {
         fflush(NULL);
         sleep_ms(atol(arg));
+    } else if (IS("stop-for")) {
+        pid_t pid, parent = getpid();
+
+        fflush(NULL);
+        pid = fork();
+        if (pid == 0) {
+            sleep_ms(atol(arg));
+            kill(parent, SIGCONT);
+            _exit(0);
+        }
+        if (pid < 0)
+            exit(67);
+        raise(SIGSTOP);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
     } else if (IS("print")) {
         printf("%s\n", arg);
     } else if (IS("eprint")) {
