@@ -18,10 +18,11 @@
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-status.h"
 
-/* One JOIN being served: where a refusal goes. */
+/* One JOIN being served: what it says, the records it is judged by, where a refusal goes. Not
+ * the connection it came on (peer): that is handed only to what binds a member to it
+ * (rdzvd_member_add, member_take_over), and compared with a member's own. */
 struct join_req {
     const struct rdzvd_job_host *h;
-    void *peer;
     const struct rdzv_join *jn;
     char *err; /* the refusal, for the caller's ERROR frame */
     size_t errlen;
@@ -492,8 +493,8 @@ static const struct rdzvd_job_record *rebuilt_as_recorded(const struct rdzvd_job
     return rec;
 }
 
-/* A reconnecting agent whose workers run generation jn->resume.generation. */
-static int join_resume(struct join_req *q, struct rdzvd_job *j)
+/* A reconnecting agent, on peer, whose workers run generation jn->resume.generation. */
+static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
 {
     const struct rdzv_join *jn = q->jn;
     const struct rdzv_resume *rs = &jn->resume;
@@ -515,7 +516,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
         return -EINVAL;
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
-    if (old && old->peer != q->peer && !secret_ok(old, jn)) {
+    if (old && old->peer != peer && !secret_ok(old, jn)) {
         if (created)
             job_unbuild(j, true);
         return refuse(q, -EPERM,
@@ -523,10 +524,10 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
                       "secret rdzvd gave it in JOINED, may take it over",
                       jn->node_id, jn->run_id);
     }
-    if (old && old->peer != q->peer) {
+    if (old && old->peer != peer) {
         /* The same agent on a new connection (the old one closed after a stall of rdzvd, or
          * not seen closing yet): take it over. */
-        member_take_over(old, q->peer);
+        member_take_over(old, peer);
         *q->ret = old;
         rdzvd_member_send_joined(old, old->node_rank < 0, true);
         if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
@@ -538,7 +539,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j)
         return 0;
     }
     if ((r = member_secret(q, j, secret)) < 0 ||
-        !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
+        !(m = rdzvd_member_add(j, peer, jn, secret))) {
         if (created)
             job_unbuild(j, true);
         return r < 0 ? r : refuse(q, -ENOMEM, "rdzvd is out of memory");
@@ -617,9 +618,9 @@ static int check_aside(struct join_req *q, const struct rdzvd_job *j)
                                  q->errlen);
 }
 
-/* The JOIN of q (jn: its copy, which a spare's node rank changes) to j, the job in memory or
- * NULL. */
-static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *j)
+/* The JOIN of q (jn: its copy, which a spare's node rank changes), on peer, to j, the job in
+ * memory or NULL. */
+static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *j, void *peer)
 {
     const struct rdzvd_job_host *h = q->h;
     char *err = q->err;
@@ -657,15 +658,15 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         err[0] = '\0';
     }
     if (jn->resume.generation)
-        return join_resume(q, j);
+        return join_resume(q, j, peer);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
               check_join_recovery(q, j->inplace) < 0))
         return -EINVAL;
     if (j && (m = rdzvd_member_index_find(&j->by_id, jn->node_id)) && m->node_rank < 0 &&
-        m->peer != q->peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
+        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
         /* An agent without workers (a spare, a candidate) back on a new connection after it
          * found rdzvd stalled: the same member, not a duplicate. */
-        member_take_over(m, q->peer);
+        member_take_over(m, peer);
         *ret = m;
         rdzvd_member_send_joined(m, j->state != JOB_FORMING, false);
         if (!m->ready)
@@ -714,7 +715,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         return -EINVAL;
     if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
-    if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, q->peer, jn, secret))) {
+    if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, jn, secret))) {
         if (j != found) /* made for this JOIN (a job in memory with no member keeps waiting) */
             job_unbuild(j, q->rec_r == 0);
         return r < 0 ? r : refuse(q, -ENOMEM, "rdzvd is out of memory");
@@ -742,7 +743,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
                    char *err, size_t errlen, struct rdzvd_member **ret)
 {
     struct rdzv_join jn = *join;
-    struct join_req q = {.h = h, .peer = peer, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
+    struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
                          .rec_r = -ENOENT};
     struct rdzvd_job *j;
     int r;
@@ -751,7 +752,7 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     j = rdzvd_job_find(h->jobs, jn.run_id);
     if (!j) /* rdzvd restarted, or a new leader: the job may be in its record */
         q.rec_r = rdzvd_job_record_load(h, jn.run_id, &q.rec);
-    r = join_job(&q, &jn, j);
+    r = join_job(&q, &jn, j, peer);
     rdzvd_job_record_clear(&q.rec);
     return r;
 }
