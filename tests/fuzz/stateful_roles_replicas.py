@@ -189,6 +189,7 @@ class RolesReplicas(Roles):
                 raise Violation("job %s: its agents had generation %d (restart %d); the next "
                                 "leader has %s" % (run_id, g, rc, j and {k: j[k] for k in RECORD}))
         self.last = (self.lead, jobs)
+        self.last_t = time.time()
 
     def same_records(self, old, new, exact):
         for run_id, j in old.items():
@@ -214,8 +215,11 @@ class RolesReplicas(Roles):
         """As stateful_roles.py's, but once the other job ended its agents start it afresh (a
         new job of the same run id), so that its records change all along the run."""
         other = self.last and self.last[1].get("other")
-        if other and "outcome" in other and other["events"][0]["time"] != self.other_ended:
-            self.other_ended = other["events"][0]["time"]  # when the job that ended began
+        # Which end this is: its wall time (an ended job the next leader read from the job
+        # table has its outcome and no events), the same end seen again within 2 s.
+        ended = other and "outcome" in other and self.last_t - other["outcome"]["ended_age_s"]
+        if ended and (self.other_ended is None or abs(ended - self.other_ended) > 2):
+            self.other_ended = ended
             for a in self.others:
                 a.close()
                 a.round, a.secret = None, ""
@@ -287,6 +291,7 @@ class RolesReplicas(Roles):
         if self.last and self.last[0] is not self.lead:
             self.same_records(self.last[1], jobs, exact=False)  # the cluster changed on its own
         self.last = (self.lead, jobs)
+        self.last_t = time.time()
         return jobs
 
     def finish(self):
