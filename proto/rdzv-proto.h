@@ -66,7 +66,7 @@ struct rdzv_limits {
     uint64_t max_handshaking;  /* of them, not through their handshake yet (rdzvd: past it a
                                 * new one takes the slot of an older silent one) */
     uint64_t max_input_bytes;  /* incomplete requests buffered, all connections together */
-    uint64_t max_store_bytes;  /* keys + values held by the store */
+    uint64_t max_store_bytes;  /* what the stores hold for clients (rdzvd_store_held) */
     uint64_t max_wait_keys;    /* pending WAIT registrations per connection */
     uint64_t max_queue_items;  /* items in one QUEUE_PUSH queue */
 };

@@ -223,6 +223,9 @@ struct rdzv_status {
     int64_t port;
     double uptime_s;
     int64_t connections, accepted, rejected, protocol_errors, requests, main_store_keys;
+    /* What the stores hold for clients, and --max-store-bytes ("store_bytes" in JSON, absent
+     * from older rdzvds: 0 and 0). */
+    int64_t store_held, store_limit;
     size_t n_jobs;
     struct rdzv_status_job *jobs; /* n_jobs, owned */
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */

@@ -64,36 +64,75 @@ struct rdzvd_store {
     size_t nbuckets; /* power of two */
     size_t nslots;
     uint64_t nkeys;  /* slots with a value */
-    uint64_t bytes;  /* keys + values + queue items held */
+    uint64_t bytes;  /* keys + values + queue items held (their bytes only) */
+    uint64_t held;   /* what is charged to the budget: each allocation a client made */
     struct rdzvd_store_budget own;     /* until rdzvd_store_set_budget */
     struct rdzvd_store_budget *budget; /* what bytes are charged to: &own or a shared one */
     uint64_t seed;
     struct wait *building; /* between wait_begin and wait_end */
 };
 
-/* Whether replacing sub bytes with add bytes stays within the budget (sub is held now). */
+/* What an allocation of n bytes holds of the heap: glibc's chunk on 64 bits, n and its 8-byte
+ * header rounded up to 16, 32 at least. An empty queue item or value costs this much too. */
+static uint64_t heap_cost(uint64_t n)
+{
+    uint64_t c = (n + 8 + 15) & ~(uint64_t)15;
+
+    return c < 32 ? 32 : c;
+}
+
+uint64_t rdzvd_store_key_cost(size_t klen)
+{
+    return heap_cost(sizeof(struct slot) + klen);
+}
+
+uint64_t rdzvd_store_value_cost(size_t vlen)
+{
+    return heap_cost(vlen ? vlen : 1);
+}
+
+uint64_t rdzvd_store_item_cost(size_t vlen)
+{
+    return heap_cost(sizeof(struct qitem) + vlen);
+}
+
+uint64_t rdzvd_store_reg_cost(void)
+{
+    _Static_assert(sizeof(struct watch_reg) <= sizeof(struct wait_reg), "one cost for both");
+    return heap_cost(sizeof(struct wait_reg));
+}
+
+uint64_t rdzvd_store_wait_cost(void)
+{
+    return heap_cost(sizeof(struct wait));
+}
+
+/* Whether replacing sub held bytes with add stays within the budget (sub is held now). */
 static bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
 {
     return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add;
 }
 
-static void store_charge(struct rdzvd_store *s, uint64_t n)
+/* n bytes of keys or values (0 for a registration) in an allocation that holds cost. */
+static void store_charge(struct rdzvd_store *s, uint64_t n, uint64_t cost)
 {
     s->bytes += n;
-    s->budget->used += n;
+    s->held += cost;
+    s->budget->used += cost;
 }
 
-static void store_uncharge(struct rdzvd_store *s, uint64_t n)
+static void store_uncharge(struct rdzvd_store *s, uint64_t n, uint64_t cost)
 {
     s->bytes -= n;
-    s->budget->used -= n;
+    s->held -= cost;
+    s->budget->used -= cost;
 }
 
 void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b)
 {
-    s->budget->used -= s->bytes;
+    s->budget->used -= s->held;
     s->budget = b;
-    b->used += s->bytes;
+    b->used += s->held;
 }
 
 uint64_t rdzvd_store_budget_used(const struct rdzvd_store *s)
@@ -202,12 +241,13 @@ int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const v
     return r;
 }
 
-static void watch_reg_free(struct watch_reg *wr)
+static void watch_reg_free(struct rdzvd_store *s, struct watch_reg *wr)
 {
     rdzv_list_del(&wr->slot_node);
     rdzv_list_del(&wr->owner_node);
     wr->owner->nregs--;
     free(wr);
+    store_uncharge(s, 0, rdzvd_store_reg_cost());
 }
 
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s)
@@ -227,13 +267,14 @@ struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s)
                 wait_free(reg->wait);
             }
             while (!rdzv_list_empty(&sl->watches))
-                watch_reg_free(rdzv_container_of(sl->watches.next, struct watch_reg, slot_node));
+                watch_reg_free(s, rdzv_container_of(sl->watches.next, struct watch_reg,
+                                                    slot_node));
             queue_clear(sl);
             free(sl->val);
             free(sl);
         }
     free(s->buckets);
-    s->budget->used -= s->bytes;
+    s->budget->used -= s->held;
     free(s);
     return NULL;
 }
@@ -279,7 +320,7 @@ static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen
 
     if (sl)
         return sl;
-    if (!store_fits(s, klen, 0)) {
+    if (!store_fits(s, rdzvd_store_key_cost(klen), 0)) {
         *err = -ENOSPC;
         return NULL;
     }
@@ -298,7 +339,7 @@ static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen
     sl->next = s->buckets[h & (s->nbuckets - 1)];
     s->buckets[h & (s->nbuckets - 1)] = sl;
     s->nslots++;
-    store_charge(s, klen);
+    store_charge(s, klen, rdzvd_store_key_cost(klen));
     return sl;
 }
 
@@ -313,7 +354,7 @@ static void slot_gc(struct rdzvd_store *s, struct slot *sl)
         ;
     *pp = sl->next;
     s->nslots--;
-    store_uncharge(s, sl->klen);
+    store_uncharge(s, sl->klen, rdzvd_store_key_cost(sl->klen));
     free(sl);
 }
 
@@ -327,9 +368,11 @@ static void reg_fire(struct rdzvd_store *s, struct wait_reg *reg)
     rdzv_list_del(&reg->wait_node);
     owner->nregs--;
     free(reg);
+    store_uncharge(s, 0, rdzvd_store_reg_cost());
     if (--w->remaining == 0) {
         rdzv_list_del(&w->node);
         free(w);
+        store_uncharge(s, 0, rdzvd_store_wait_cost());
         s->wake(owner, owner->ud);
     }
 }
@@ -373,7 +416,7 @@ static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, siz
         notify_watchers(s, sl, sl->present ? RDZV_WATCH_KEY_UPDATED : RDZV_WATCH_KEY_CREATED,
                         sl->present ? sl->val : NULL, sl->present ? sl->vlen : 0, nv, nlen);
     if (sl->present) {
-        store_uncharge(s, sl->vlen);
+        store_uncharge(s, sl->vlen, rdzvd_store_value_cost(sl->vlen));
         free(sl->val);
     } else {
         sl->present = true;
@@ -381,15 +424,16 @@ static void slot_assign(struct rdzvd_store *s, struct slot *sl, uint8_t *nv, siz
     }
     sl->val = nv;
     sl->vlen = nlen;
-    store_charge(s, nlen);
+    store_charge(s, nlen, rdzvd_store_value_cost(nlen));
 }
 
-/* The limits a value of nlen bytes replacing old ones must pass: 0, -EMSGSIZE or -ENOSPC. */
-static int value_fits(const struct rdzvd_store *s, uint64_t nlen, uint64_t old)
+/* The limits a value of nlen bytes replacing old ones (present: whether there are) must pass:
+ * 0, -EMSGSIZE or -ENOSPC. */
+static int value_fits(const struct rdzvd_store *s, uint64_t nlen, uint64_t old, bool present)
 {
     if (nlen > s->lim->max_value_len)
         return -EMSGSIZE;
-    if (!store_fits(s, nlen, old))
+    if (!store_fits(s, rdzvd_store_value_cost(nlen), present ? rdzvd_store_value_cost(old) : 0))
         return -ENOSPC;
     return 0;
 }
@@ -397,7 +441,7 @@ static int value_fits(const struct rdzvd_store *s, uint64_t nlen, uint64_t old)
 /* sl's value becomes a copy of val, recorded as a SET. */
 static int store_value(struct rdzvd_store *s, struct slot *sl, const void *val, size_t vlen)
 {
-    int r = value_fits(s, vlen, sl->present ? sl->vlen : 0);
+    int r = value_fits(s, vlen, sl->vlen, sl->present);
     uint8_t *nv;
 
     if (r < 0)
@@ -506,7 +550,7 @@ int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, cons
     if (!sl)
         return r;
     old = sl->present ? sl->vlen : 0;
-    r = value_fits(s, (uint64_t)old + vlen, old);
+    r = value_fits(s, (uint64_t)old + vlen, old, sl->present);
     if (r < 0)
         goto out_gc;
     if (!sl->present || !rdzv_list_empty(&sl->watches)) {
@@ -528,9 +572,10 @@ int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, cons
         }
         if (vlen)
             memcpy(nv + old, val, vlen);
+        store_uncharge(s, 0, rdzvd_store_value_cost(old));
         sl->val = nv;
         sl->vlen = old + vlen;
-        store_charge(s, vlen);
+        store_charge(s, vlen, rdzvd_store_value_cost(sl->vlen));
     }
     slot_changed(s, sl, RDZVD_CHANGE_APPEND, sl->val + old, vlen);
 out_gc:
@@ -546,7 +591,7 @@ int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
         return 0;
     if (!rdzv_list_empty(&sl->watches))
         notify_watchers(s, sl, RDZV_WATCH_KEY_DELETED, sl->val, sl->vlen, NULL, 0);
-    store_uncharge(s, sl->vlen);
+    store_uncharge(s, sl->vlen, rdzvd_store_value_cost(sl->vlen));
     free(sl->val);
     sl->val = NULL;
     sl->vlen = 0;
@@ -566,6 +611,11 @@ uint64_t rdzvd_store_num_keys(const struct rdzvd_store *s)
 uint64_t rdzvd_store_bytes(const struct rdzvd_store *s)
 {
     return s->bytes;
+}
+
+uint64_t rdzvd_store_held(const struct rdzvd_store *s)
+{
+    return s->held;
 }
 
 bool rdzvd_store_exists(struct rdzvd_store *s, const void *key, size_t klen)
@@ -619,7 +669,7 @@ int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, 
     sl = slot_get(s, key, klen, &r);
     if (!sl)
         return r;
-    if (sl->qlen >= s->lim->max_queue_items || !store_fits(s, vlen, 0)) {
+    if (sl->qlen >= s->lim->max_queue_items || !store_fits(s, rdzvd_store_item_cost(vlen), 0)) {
         r = -ENOSPC;
         goto out_gc;
     }
@@ -637,7 +687,7 @@ int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, 
         sl->qhead = q;
     sl->qtail = q;
     sl->qlen++;
-    store_charge(s, vlen);
+    store_charge(s, vlen, rdzvd_store_item_cost(vlen));
     if (s->change)
         s->change(s->change_ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, vlen);
     /* One item can satisfy one popper: wake a single registration, oldest first. */
@@ -669,7 +719,7 @@ int rdzvd_store_queue_pop(struct rdzvd_store *s, const void *key, size_t klen,
     if (!sl->qhead)
         sl->qtail = NULL;
     sl->qlen--;
-    store_uncharge(s, q->len);
+    store_uncharge(s, q->len, rdzvd_store_item_cost(q->len));
     free(q);
     if (s->change)
         s->change(s->change_ud, RDZVD_CHANGE_QPOP, sl->key, sl->klen, NULL, 0);
@@ -686,10 +736,13 @@ uint64_t rdzvd_store_queue_len(struct rdzvd_store *s, const void *key, size_t kl
 
 int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w)
 {
-    struct wait *wt = calloc(1, sizeof(*wt));
+    struct wait *wt;
 
-    if (!wt)
+    if (!store_fits(s, rdzvd_store_wait_cost(), 0))
+        return -ENOSPC;
+    if (!(wt = calloc(1, sizeof(*wt))))
         return -ENOMEM;
+    store_charge(s, 0, rdzvd_store_wait_cost());
     wt->owner = w;
     rdzv_list_init(&wt->regs);
     rdzv_list_init(&wt->node);
@@ -719,12 +772,14 @@ int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const vo
         wait_abort_building(s);
         return r;
     }
-    reg = malloc(sizeof(*reg));
+    reg = store_fits(s, rdzvd_store_reg_cost(), 0) ? malloc(sizeof(*reg)) : NULL;
     if (!reg) {
+        r = store_fits(s, rdzvd_store_reg_cost(), 0) ? -ENOMEM : -ENOSPC;
         slot_gc(s, sl);
         wait_abort_building(s);
-        return -ENOMEM;
+        return r;
     }
+    store_charge(s, 0, rdzvd_store_reg_cost());
     reg->wait = wt;
     reg->slot = sl;
     rdzv_list_add_tail(&sl->regs, &reg->slot_node);
@@ -745,6 +800,7 @@ int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w)
     s->building = NULL;
     if (wt->remaining == 0) {
         free(wt);
+        store_uncharge(s, 0, rdzvd_store_wait_cost());
         return 1;
     }
     rdzv_list_add_tail(&w->waits, &wt->node);
@@ -768,9 +824,11 @@ static void wait_abort_building(struct rdzvd_store *s)
         rdzv_list_del(&reg->slot_node);
         wt->owner->nregs--;
         free(reg);
+        store_uncharge(s, 0, rdzvd_store_reg_cost());
         slot_gc(s, sl);
     }
     free(wt);
+    store_uncharge(s, 0, rdzvd_store_wait_cost());
 }
 
 unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
@@ -792,10 +850,12 @@ unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
             rdzv_list_del(&reg->wait_node);
             w->nregs--;
             free(reg);
+            store_uncharge(s, 0, rdzvd_store_reg_cost());
             slot_gc(s, sl);
         }
         rdzv_list_del(&wt->node);
         free(wt);
+        store_uncharge(s, 0, rdzvd_store_wait_cost());
         n++;
     }
     return n;
@@ -812,11 +872,12 @@ int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void 
     sl = slot_get(s, key, klen, &r);
     if (!sl)
         return r;
-    wr = malloc(sizeof(*wr));
+    wr = store_fits(s, rdzvd_store_reg_cost(), 0) ? malloc(sizeof(*wr)) : NULL;
     if (!wr) {
         slot_gc(s, sl);
-        return -ENOMEM;
+        return store_fits(s, rdzvd_store_reg_cost(), 0) ? -ENOMEM : -ENOSPC;
     }
+    store_charge(s, 0, rdzvd_store_reg_cost());
     wr->owner = w;
     wr->slot = sl;
     rdzv_list_add_tail(&sl->watches, &wr->slot_node);
@@ -831,7 +892,7 @@ void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w)
         struct watch_reg *wr = rdzv_container_of(w->watches.next, struct watch_reg, owner_node);
         struct slot *sl = wr->slot;
 
-        watch_reg_free(wr);
+        watch_reg_free(s, wr);
         slot_gc(s, sl);
     }
 }

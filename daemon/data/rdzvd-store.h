@@ -65,9 +65,20 @@ typedef void (*rdzvd_change_fn)(void *ud, enum rdzvd_change what, const uint8_t 
  * of the daemon together, the main one and each job generation's). Embedded by its owner, which
  * sets max and must keep it until the last store charging it is freed; used starts at 0. */
 struct rdzvd_store_budget {
-    uint64_t used; /* keys + values + queue items of every store charging it */
+    uint64_t used; /* what every store charging it holds (rdzvd_store_held) */
     uint64_t max;
 };
+
+/* What a client can make a store hold, charged to its budget when made and given back when
+ * gone, each allocation as the heap holds it (its bytes, its header and rounding, its
+ * bookkeeping): a key (with its slot, while it has a value, a queue or a waiter), a value (an
+ * empty one too), a queue item (an empty one too), a WAIT (each call, and each key it waits on)
+ * and a WATCH_KEY registration. */
+uint64_t rdzvd_store_key_cost(size_t klen);
+uint64_t rdzvd_store_value_cost(size_t vlen);
+uint64_t rdzvd_store_item_cost(size_t vlen);
+uint64_t rdzvd_store_wait_cost(void); /* one WAIT call, besides its keys */
+uint64_t rdzvd_store_reg_cost(void);  /* one key waited on, or one watch */
 
 /* lim is borrowed and must outlive the store. watch may be NULL. The store charges a budget of
  * its own (max lim->max_store_bytes) until rdzvd_store_set_budget. Returns 0 or -ENOMEM. */
@@ -121,7 +132,11 @@ int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, cons
 /* 1 when a key was removed, 0 when there was none. Waiters are not affected. */
 int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen);
 uint64_t rdzvd_store_num_keys(const struct rdzvd_store *s);
+/* The bytes of the keys and values (queues included) the store holds: what a journal of it
+ * keeps. */
 uint64_t rdzvd_store_bytes(const struct rdzvd_store *s);
+/* What the store charges to its budget: the sum of the costs above of all it holds. */
+uint64_t rdzvd_store_held(const struct rdzvd_store *s);
 /* True if the key has a value or a non-empty queue (what CHECK and WAIT look at). */
 bool rdzvd_store_exists(struct rdzvd_store *s, const void *key, size_t klen);
 /* Visit every key that has a value. Stops early when fn returns non-zero, and returns that. */

@@ -503,6 +503,8 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .protocol_errors = info->stats.closed_proto,
                              .requests = info->stats.requests,
                              .main_store_keys = info->main_store_keys,
+                             .store_held = (int64_t)info->store_held,
+                             .store_limit = (int64_t)info->store_limit,
                              .put_aside_failures =
                                  (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES],
                              .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK],

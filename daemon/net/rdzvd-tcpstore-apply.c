@@ -236,9 +236,9 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
                           rdzv_op_name(req->op), lim->max_value_len);
     if (r == -ENOSPC)
         return peer_fault(res, r,
-                          "%s refused: the store is full (%" PRIu64 " bytes, %" PRIu64
+                          "%s refused: the store is full (%" PRIu64 " bytes held, %" PRIu64
                           " in all stores, limit %" PRIu64 "; see --max-store-bytes)",
-                          rdzv_op_name(req->op), rdzvd_store_bytes(st), rdzvd_store_budget_used(st),
+                          rdzv_op_name(req->op), rdzvd_store_held(st), rdzvd_store_budget_used(st),
                           rdzvd_store_budget_max(st));
     return r < 0 ? r : 0;
 }

@@ -636,6 +636,8 @@ void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info 
                                       .start_ms = srv->start_ms,
                                       .nconns = srv->nconns,
                                       .stats = srv->stats,
-                                      .main_store_keys = rdzvd_store_num_keys(srv->main.store)};
+                                      .main_store_keys = rdzvd_store_num_keys(srv->main.store),
+                                      .store_held = srv->store_budget.used,
+                                      .store_limit = srv->store_budget.max};
     snprintf(ret->addr, sizeof(ret->addr), "%s", srv->bound_addr);
 }

@@ -30,6 +30,8 @@ struct rdzvd_server_info {
     uint64_t nconns;   /* open connections */
     struct rdzvd_stats stats;
     uint64_t main_store_keys; /* keys in the main listener's store */
+    /* What all stores hold for clients (rdzvd_store_held) and --max-store-bytes. */
+    uint64_t store_held, store_limit;
 };
 
 /* A server on loop with cfg (copied; what it points to must outlive the server): with

@@ -8,11 +8,13 @@ import json
 import os
 import socket
 import struct
+import tempfile
 import threading
 import time
 
 from authtest import (AUTH, ERROR, HEARTBEAT, HELLO, JOIN, JOINED, ROUND, Peer, frame, join_body,
                       read_token, token_file)
+from metricstest import http_get
 from rdzvtest import HOST, Client, ConnectionHog, DaemonTestCase, enc, main, s, u64
 
 
@@ -282,8 +284,72 @@ class MemoryBudget(DaemonTestCase):
         with Client(self.job_store_port(d, "b")) as c:
             c.set(b"k", value)  # 6 MiB in two stores under a 4 MiB limit: refused
             self.assertEqual(c.assert_closed(), b"")
-        self.assertRegex(d.log(), r"SET refused: the store is full \(\d+ bytes, \d+ in all "
+        self.assertRegex(d.log(), r"SET refused: the store is full \(\d+ bytes held, \d+ in all "
                                   r"stores, limit 4194304")
+
+    def test_empty_queue_items_are_charged(self):
+        # Before, an empty item cost nothing: 3,000,000 of them grew rdzvd by 92 MiB under
+        # a 64 KiB --max-store-bytes. Now each is charged its heap chunk.
+        pfile = os.path.join(tempfile.mkdtemp(prefix="rdzv-mport-"), "p")
+        d = self.daemon_without_quarantine("--max-store-bytes", "64K", "--metrics-port", "0",
+                                           "--metrics-port-file", pfile)
+        rss0 = d.rss_kb()
+        pushed = 0
+        for q in range(3):
+            with Client(d.port) as c:
+                try:
+                    for _ in range(20):
+                        c.send(enc("modern", "QUEUE_PUSH", s(b"q%d" % q), s(b"")) * 10000)
+                        pushed += 10000
+                except OSError:
+                    pass  # closed: refused once the store was full
+                c.assert_closed(timeout=10)
+        self.assertGreater(pushed, 10000)
+        d.wait_log(r"QUEUE_PUSH refused: the store is full", levels=("warn",))
+        with Client(d.port) as c:
+            held = sum(c.queue_len(b"q%d" % q) for q in range(3))
+            self.assertGreater(held, 0)
+            self.assertLess(held, 65536 // 32)
+        grew_mb = (d.rss_kb() - rss0) / 1024
+        self.assertLess(grew_mb, 8, "rdzvd grew by %.1f MiB under a 64 KiB store" % grew_mb)
+        with open(pfile) as f:
+            m = http_get(int(f.read()), "/metrics")
+        self.assertIn("rdzvd_store_bytes_limit 65536\n", m)
+        held_bytes = int(m.split("\nrdzvd_store_bytes ")[1].split()[0])
+        self.assertTrue(held * 32 <= held_bytes <= 65536, m)
+
+    def test_wait_registrations_are_charged(self):
+        # 8 connections wait on 20,000 missing keys each: before, each registration cost
+        # nothing but its key (a WAIT's keys were capped per connection only, not in all).
+        d = self.daemon_without_quarantine("--max-store-bytes", "1M")
+        rss0 = d.rss_kb()
+        conns = []
+        for i in range(8):
+            c = Client(d.port)
+            self.addCleanup(c.close)
+            try:
+                c.wait_send([b"w%d/%06d" % (i, k) for k in range(20000)])
+            except OSError:
+                pass
+            conns.append(c)
+        d.wait_log(r"WAIT refused: the store is full", levels=("warn",))
+        grew_mb = (d.rss_kb() - rss0) / 1024
+        self.assertLess(grew_mb, 8, "rdzvd grew by %.1f MiB under a 1 MiB store" % grew_mb)
+        deadline = time.monotonic() + 10
+        while not any(not c.is_open() for c in conns):
+            self.assertLess(time.monotonic(), deadline, "no WAIT was refused")
+            time.sleep(0.1)
+        for c in conns:
+            c.close()
+        # What the refused and the closed waits held is given back: a new WAIT fits.
+        deadline = time.monotonic() + 10
+        while True:
+            with Client(d.port) as c:
+                c.wait_send([b"x/%06d" % k for k in range(1000)])
+                time.sleep(0.3)
+                if c.is_open():
+                    break
+            self.assertLess(time.monotonic(), deadline, "the registrations were not given back")
 
 
 if __name__ == "__main__":

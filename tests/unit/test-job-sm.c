@@ -654,10 +654,30 @@ static void assert_unrecorded(struct env *e, struct fake f[2], const char *what,
 /* The job table refuses the decision that generation 1 formed (it is full): no member hears of
  * the generation (no ROUND), the job ends naming why, and its record holds nothing of it: what
  * the agents were told and what the record holds agree. */
+/* What the job table holds once two nodes joined a job that waits for a third: their secrets
+ * (ADMITTED), at what the table charges for them. */
+static uint64_t two_joins_held(void)
+{
+    struct fake f[2] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+    uint64_t held;
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, join_of(0, 3, 3, 3));
+    ASSERT_EQ(f[0].nrounds, 0);
+    held = rdzvd_store_held(e.table);
+    ASSERT_TRUE(held > 0);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+    return held;
+}
+
 static void test_refused_formed_sends_nothing(void)
 {
     /* Room for the two nodes' secrets (ADMITTED), not for the record. */
-    struct rdzvd_store_budget full = {.max = 200};
+    struct rdzvd_store_budget full = {.max = two_joins_held()};
     struct fake f[2] = {0};
     char path[64];
     int fd = jt_state_dir(path, sizeof(path));

@@ -72,7 +72,14 @@ struct model {
     unsigned owner_waits[M_OWNERS];
     unsigned wakes[M_OWNERS];
     uint64_t bytes;
+    uint64_t held; /* rdzvd_store_held: each thing held at its cost */
 };
+
+/* Whether add more bytes held (sub of them given back) stay within the limit. */
+static bool m_fits(const struct model *m, uint64_t add, uint64_t sub)
+{
+    return m->held - sub + add <= m->lim->max_store_bytes;
+}
 
 static bool m_has_regs(const struct model *m, unsigned key)
 {
@@ -89,6 +96,7 @@ static void m_gc(struct model *m, unsigned key)
     if (k->slot && !k->present && k->qn == 0 && !m_has_regs(m, key)) {
         k->slot = false;
         m->bytes -= m_keys[key].len;
+        m->held -= rdzvd_store_key_cost(m_keys[key].len);
     }
 }
 
@@ -96,10 +104,11 @@ static int m_slot_get(struct model *m, unsigned key)
 {
     if (m->k[key].slot)
         return 0;
-    if (m->bytes + m_keys[key].len > m->lim->max_store_bytes)
+    if (!m_fits(m, rdzvd_store_key_cost(m_keys[key].len), 0))
         return -ENOSPC;
     m->k[key].slot = true;
     m->bytes += m_keys[key].len;
+    m->held += rdzvd_store_key_cost(m_keys[key].len);
     return 0;
 }
 
@@ -110,6 +119,7 @@ static void m_reg_remove(struct model *m, unsigned i)
     m->owner_nregs[w->owner]--;
     memmove(&m->regs[i], &m->regs[i + 1], (m->nregs - i - 1) * sizeof(m->regs[0]));
     m->nregs--;
+    m->held -= rdzvd_store_reg_cost();
 }
 
 /* Satisfy registration i (its key was written). */
@@ -123,6 +133,7 @@ static void m_fire(struct model *m, unsigned i)
         w->live = false;
         m->owner_waits[w->owner]--;
         m->wakes[w->owner]++;
+        m->held -= rdzvd_store_wait_cost();
     }
 }
 
@@ -144,7 +155,8 @@ static int m_store_value(struct model *m, unsigned key, const uint8_t *a, size_t
 
     if (alen + blen > m->lim->max_value_len)
         return -EMSGSIZE;
-    if (m->bytes - old + alen + blen > m->lim->max_store_bytes)
+    if (!m_fits(m, rdzvd_store_value_cost(alen + blen),
+                k->present ? rdzvd_store_value_cost(old) : 0))
         return -ENOSPC;
     ASSERT_TRUE(alen + blen <= sizeof(k->val));
     if (alen)
@@ -153,6 +165,8 @@ static int m_store_value(struct model *m, unsigned key, const uint8_t *a, size_t
         memcpy(tmp + alen, b, blen);
     memcpy(k->val, tmp, alen + blen);
     m->bytes = m->bytes - old + alen + blen;
+    m->held = m->held - (k->present ? rdzvd_store_value_cost(old) : 0) +
+              rdzvd_store_value_cost(alen + blen);
     k->vlen = alen + blen;
     k->present = true;
     m_fire_all(m, key);
@@ -235,6 +249,7 @@ static unsigned m_cancel(struct model *m, unsigned o)
     for (unsigned wi = 0; wi < M_WAITS; wi++)
         if (m->waits[wi].live && m->waits[wi].owner == o) {
             m->waits[wi].live = false;
+            m->held -= rdzvd_store_wait_cost();
             n++;
         }
     m->owner_waits[o] = 0;
@@ -282,6 +297,7 @@ static void mc_compare(struct rdzvd_store *s, const struct model *m, const struc
                        const unsigned *wakes)
 {
     ASSERT_EQ(rdzvd_store_bytes(s), m->bytes);
+    ASSERT_EQ(rdzvd_store_held(s), m->held);
     for (unsigned o = 0; o < M_OWNERS; o++) {
         ASSERT_EQ(wakes[o], m->wakes[o]);
         ASSERT_EQ(w[o].nregs, m->owner_nregs[o]);
@@ -401,6 +417,7 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
             mr = k->present ? 1 : 0;
             if (k->present) {
                 m->bytes -= k->vlen;
+                m->held -= rdzvd_store_value_cost(k->vlen);
                 k->present = false;
                 k->vlen = 0;
                 m_gc(m, key);
@@ -414,12 +431,14 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
 
             r = rdzvd_store_queue_push(s, kp, kl, v, vl);
             mr = m_slot_get(m, key);
-            if (mr == 0 && (k->qn >= lim->max_queue_items || m->bytes + vl > lim->max_store_bytes))
+            if (mr == 0 &&
+                (k->qn >= lim->max_queue_items || !m_fits(m, rdzvd_store_item_cost(vl), 0)))
                 mr = -ENOSPC;
             if (mr == 0) {
                 memcpy(k->q[k->qn], v, vl);
                 k->qlen[k->qn++] = vl;
                 m->bytes += vl;
+                m->held += rdzvd_store_item_cost(vl);
                 for (unsigned i = 0; i < m->nregs; i++)
                     if (m->regs[i].key == key) {
                         m_fire(m, i);
@@ -442,6 +461,7 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
                 ASSERT_EQ(ilen, k->qlen[0]);
                 ASSERT_MEMEQ(item, k->q[0], ilen);
                 m->bytes -= k->qlen[0];
+                m->held -= rdzvd_store_item_cost(k->qlen[0]);
                 memmove(k->q[0], k->q[1], sizeof(k->q[0]) * (M_QMAX - 1));
                 memmove(&k->qlen[0], &k->qlen[1], sizeof(k->qlen[0]) * (M_QMAX - 1));
                 k->qn--;
@@ -461,8 +481,14 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
             for (wi = 0; wi < M_WAITS && m->waits[wi].live; wi++)
                 ;
             ASSERT_TRUE(wi < M_WAITS);
+            r = rdzvd_store_wait_begin(s, &w[o]);
+            if (!m_fits(m, rdzvd_store_wait_cost(), 0)) {
+                ASSERT_EQ(r, -ENOSPC);
+                break;
+            }
+            ASSERT_OK(r);
             m->waits[wi] = (struct m_wait){.live = true, .owner = o, .remaining = 0};
-            ASSERT_OK(rdzvd_store_wait_begin(s, &w[o]));
+            m->held += rdzvd_store_wait_cost();
             for (unsigned i = 0; i < nk && !failed; i++) {
                 unsigned kk = i == 0 ? key : mc_pick(M_KEYS);
 
@@ -473,7 +499,12 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
                         mr = -EMSGSIZE;
                     else
                         mr = m_slot_get(m, kk);
+                    if (mr == 0 && !m_fits(m, rdzvd_store_reg_cost(), 0)) {
+                        mr = -ENOSPC;
+                        m_gc(m, kk);
+                    }
                     if (mr == 0) {
+                        m->held += rdzvd_store_reg_cost();
                         ASSERT_TRUE(m->nregs < M_REGS);
                         m->regs[m->nregs++] = (struct m_reg){.wait = wi, .key = kk};
                         m->owner_nregs[o]++;
@@ -486,6 +517,7 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
             if (failed) {
                 /* What the daemon does: the connection closes and drops all its waits. */
                 m->waits[wi].live = false;
+                m->held -= rdzvd_store_wait_cost();
                 for (unsigned i = 0; i < m->nregs;) {
                     unsigned kk = m->regs[i].key;
 
@@ -502,6 +534,7 @@ static void mc_run(uint64_t seed, unsigned steps, const struct rdzv_limits *lim)
             r = rdzvd_store_wait_end(s, &w[o]);
             if (m->waits[wi].remaining == 0) {
                 m->waits[wi].live = false;
+                m->held -= rdzvd_store_wait_cost();
                 ASSERT_EQ(r, 1);
             } else {
                 m->owner_waits[o]++;
@@ -562,7 +595,8 @@ static void test_model_check(void)
     tight.max_value_len = 24;
     tight.max_queue_items = 3;
     tight.max_wait_keys = 3;
-    tight.max_store_bytes = 72;
+    /* A few keys, values, items and waits: both refusals and room come up. */
+    tight.max_store_bytes = 4 * rdzvd_store_key_cost(2) + 2 * rdzvd_store_value_cost(8);
     for (uint64_t seed = 1; seed <= 200; seed++) {
         mc_run(seed, 1500, &roomy);
         mc_run(seed ^ 0xabcdef, 1500, &tight);

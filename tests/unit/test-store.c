@@ -266,19 +266,21 @@ static void append_watch_cb(struct rdzvd_waiter *w, void *ud, uint8_t type, cons
  * and the budget holds for APPEND as for SET. */
 static void test_append_in_place_and_watched(void)
 {
-    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store_budget b = {.max = UINT64_MAX};
     struct append_watch aw = {0};
     struct rdzvd_waiter w;
     struct rdzvd_store *s;
 
-    lim.max_store_bytes = 16;
     s = new_store(&lim);
+    rdzvd_store_set_budget(s, &b);
     rdzvd_store_set_watch_cb(s, append_watch_cb);
     rdzvd_waiter_init(&w, &aw);
     ASSERT_OK(rdzvd_store_append(s, "k", 1, "ab", 2));
     ASSERT_OK(rdzvd_store_append(s, "k", 1, "cd", 2));
     expect_value(s, "k", "abcd");
     ASSERT_EQ(rdzvd_store_bytes(s), 1 + 4);
+    ASSERT_EQ(rdzvd_store_held(s), rdzvd_store_key_cost(1) + rdzvd_store_value_cost(4));
     ASSERT_OK(rdzvd_store_watch(s, &w, "k", 1));
     ASSERT_OK(rdzvd_store_append(s, "k", 1, "ef", 2));
     ASSERT_EQ(aw.calls, 1);
@@ -290,16 +292,23 @@ static void test_append_in_place_and_watched(void)
     ASSERT_EQ(aw.calls, 2);
     ASSERT_EQ(aw.type, RDZV_WATCH_KEY_CREATED);
     ASSERT_BYTES_STR((const uint8_t *)aw.nv, strlen(aw.nv), "x");
+    ASSERT_EQ(rdzvd_store_held(s), 2 * rdzvd_store_key_cost(1) + rdzvd_store_value_cost(6) +
+                                       rdzvd_store_value_cost(1) + 2 * rdzvd_store_reg_cost());
     rdzvd_store_drop_watches(s, &w);
     ASSERT_EQ(rdzvd_store_bytes(s), 1 + 6 + 1 + 1);
-    /* 9 of 16 bytes held: 7 more fit, 8 do not, and the refused APPEND changes nothing. */
-    ASSERT_EQ(rdzvd_store_append(s, "k", 1, "12345678", 8), -ENOSPC);
+    /* Room for "abcdef" to grow to 24 bytes (a 32-byte heap chunk, as 6 are): 18 more fit, 19
+     * do not, and the refused APPEND changes nothing. */
+    b.max = 2 * rdzvd_store_key_cost(1) + rdzvd_store_value_cost(24) + rdzvd_store_value_cost(1);
+    ASSERT_EQ(rdzvd_store_held(s), b.max);
+    ASSERT_EQ(rdzvd_store_append(s, "k", 1, "1234567890123456789", 19), -ENOSPC);
     expect_value(s, "k", "abcdef");
-    ASSERT_OK(rdzvd_store_append(s, "k", 1, "1234567", 7));
-    expect_value(s, "k", "abcdef1234567");
-    ASSERT_EQ(rdzvd_store_bytes(s), 16);
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, "123456789012345678", 18));
+    expect_value(s, "k", "abcdef123456789012345678");
+    ASSERT_EQ(rdzvd_store_bytes(s), 1 + 24 + 1 + 1);
+    ASSERT_EQ(rdzvd_store_held(s), b.max);
     ASSERT_EQ(aw.calls, 2);
     rdzvd_store_free(s);
+    ASSERT_EQ(b.used, 0);
 }
 
 static void test_delete(void)
@@ -388,15 +397,18 @@ static void test_store_bytes_limit(void)
     int64_t n;
     const uint8_t *cur;
     size_t curlen;
-    char big[40];
+    char big[64];
+    const uint64_t k1 = rdzvd_store_key_cost(1);
 
     memset(big, 'v', sizeof(big));
-    lim.max_store_bytes = 32;
+    /* One one-byte key with a 40-byte value (a 48-byte heap chunk, as 33..40 bytes are). */
+    lim.max_store_bytes = k1 + rdzvd_store_value_cost(40);
     s = new_store(&lim);
     rdzvd_waiter_init(&w, &wakes);
 
-    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 31));
-    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 40));
+    ASSERT_EQ(rdzvd_store_bytes(s), 41);
+    ASSERT_EQ(rdzvd_store_held(s), lim.max_store_bytes);
     /* No room for even a new key: nothing is created. */
     ASSERT_EQ(rdzvd_store_set(s, "k2", 2, "", 0), -ENOSPC);
     expect_missing(s, "k2");
@@ -405,28 +417,32 @@ static void test_store_bytes_limit(void)
     ASSERT_EQ(rdzvd_store_compare_set(s, "n", 1, "", 0, "x", 1, &cur, &curlen), -ENOSPC);
     ASSERT_EQ(rdzvd_store_queue_push(s, "k", 1, "x", 1), -ENOSPC);
     ASSERT_EQ(rdzvd_store_queue_len(s, "k", 1), 0);
-    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
-    ASSERT_EQ(rdzvd_store_wait_key(s, &w, "n", 1), -ENOSPC);
+    /* Nor for a WAIT (the call and its key are held while it waits). */
+    ASSERT_EQ(rdzvd_store_wait_begin(s, &w), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_watch(s, &w, "k", 1), -ENOSPC);
     ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 0);
     ASSERT_EQ(w.nregs, 0);
     ASSERT_EQ(rdzvd_store_num_keys(s), 1);
-    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    ASSERT_EQ(rdzvd_store_held(s), lim.max_store_bytes);
 
-    /* Overwrites are charged by the difference. */
-    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 30));
-    ASSERT_EQ(rdzvd_store_set(s, "k", 1, big, 32), -ENOSPC);
-    ASSERT_EQ(rdzvd_store_append(s, "k", 1, "vv", 2), -ENOSPC);
-    ASSERT_OK(rdzvd_store_append(s, "k", 1, "v", 1));
-    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    /* Overwrites are charged by the difference: 33..40 bytes cost the same, 41 more. */
+    ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 33));
+    ASSERT_EQ(rdzvd_store_set(s, "k", 1, big, 41), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_append(s, "k", 1, big, 8), -ENOSPC);
+    ASSERT_OK(rdzvd_store_append(s, "k", 1, big, 7));
+    ASSERT_EQ(rdzvd_store_held(s), lim.max_store_bytes);
     ASSERT_OK(rdzvd_store_set(s, "k", 1, big, 1));
     ASSERT_EQ(rdzvd_store_bytes(s), 2);
+    ASSERT_EQ(rdzvd_store_held(s), k1 + rdzvd_store_value_cost(1));
     ASSERT_EQ(rdzvd_store_delete(s, "k", 1), 1);
     ASSERT_EQ(rdzvd_store_bytes(s), 0);
+    ASSERT_EQ(rdzvd_store_held(s), 0);
 
     /* Queue items count too, and are given back when popped. */
-    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, big, 31));
-    ASSERT_EQ(rdzvd_store_queue_push(s, "q", 1, "", 1), -ENOSPC);
-    ASSERT_EQ(rdzvd_store_bytes(s), 32);
+    ASSERT_OK(rdzvd_store_queue_push(s, "q", 1, big, 24));
+    ASSERT_EQ(rdzvd_store_held(s), k1 + rdzvd_store_item_cost(24));
+    ASSERT_TRUE(rdzvd_store_held(s) + rdzvd_store_item_cost(0) > lim.max_store_bytes);
+    ASSERT_EQ(rdzvd_store_queue_push(s, "q", 1, "", 0), -ENOSPC);
     {
         uint64_t before = 0;
         uint8_t *item = NULL;
@@ -434,10 +450,70 @@ static void test_store_bytes_limit(void)
 
         ASSERT_OK(rdzvd_store_queue_pop(s, "q", 1, &before, &item, &ilen));
         ASSERT_EQ(before, 1);
-        ASSERT_EQ(ilen, 31);
+        ASSERT_EQ(ilen, 24);
         free(item);
     }
     ASSERT_EQ(rdzvd_store_bytes(s), 0);
+    ASSERT_EQ(rdzvd_store_held(s), 0);
+    rdzvd_store_free(s);
+}
+
+/* What a client can make the store hold costs what it holds of the heap: empty queue items
+ * (each a heap chunk) and WAIT registrations (each key waited on, each call) fill the budget
+ * as values do, and are given back when popped, woken or cancelled. Before, an empty item and
+ * a registration cost nothing: 3,000,000 empty items grew rdzvd by 92 MiB under a 64 KiB
+ * --max-store-bytes. */
+static void test_items_and_waits_are_charged(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *s;
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    uint64_t items = 0, keys = 0, left;
+    char key[16];
+    int r;
+
+    lim.max_store_bytes = 65536;
+    s = new_store(&lim);
+    rdzvd_waiter_init(&w, &wakes);
+    while ((r = rdzvd_store_queue_push(s, "q", 1, "", 0)) == 0)
+        items++;
+    ASSERT_EQ(r, -ENOSPC);
+    ASSERT_TRUE(items > 0);
+    ASSERT_EQ(items, (65536 - rdzvd_store_key_cost(1)) / rdzvd_store_item_cost(0));
+    ASSERT_TRUE(rdzvd_store_held(s) <= lim.max_store_bytes);
+    while (items--) {
+        uint64_t before;
+        uint8_t *item = NULL;
+        size_t ilen;
+
+        ASSERT_OK(rdzvd_store_queue_pop(s, "q", 1, &before, &item, &ilen));
+        free(item);
+    }
+    ASSERT_EQ(rdzvd_store_held(s), 0);
+
+    /* One WAIT on ever more missing keys: refused once the keys and registrations fill it. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    for (r = 0; r == 0; keys++) {
+        snprintf(key, sizeof(key), "k%" PRIu64, keys);
+        r = rdzvd_store_wait_key(s, &w, key, strlen(key));
+    }
+    ASSERT_EQ(r, -ENOSPC);
+    left = lim.max_store_bytes - rdzvd_store_wait_cost();
+    ASSERT_TRUE(keys - 1 <= left / (rdzvd_store_key_cost(2) + rdzvd_store_reg_cost()));
+    ASSERT_TRUE(keys - 1 >= left / (rdzvd_store_key_cost(6) + rdzvd_store_reg_cost()));
+    /* The refused WAIT is dropped whole, and what it held given back. */
+    ASSERT_EQ(w.nregs, 0);
+    ASSERT_EQ(rdzvd_store_held(s), 0);
+    /* A WAIT that waits holds its keys until it is woken. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w, "a", 1));
+    ASSERT_OK(rdzvd_store_wait_end(s, &w));
+    ASSERT_EQ(rdzvd_store_held(s), rdzvd_store_wait_cost() + rdzvd_store_reg_cost() +
+                                       rdzvd_store_key_cost(1));
+    ASSERT_OK(rdzvd_store_set(s, "a", 1, "", 0));
+    ASSERT_EQ(wakes, 1);
+    ASSERT_EQ(rdzvd_store_held(s), rdzvd_store_key_cost(1) + rdzvd_store_value_cost(0));
     rdzvd_store_free(s);
 }
 
@@ -868,7 +944,8 @@ static void test_watch_limit_and_foreign_building_wait(void)
 static void test_shared_budget(void)
 {
     struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
-    struct rdzvd_store_budget b = {.max = 32};
+    const uint64_t k1 = rdzvd_store_key_cost(1), v20 = rdzvd_store_value_cost(20);
+    struct rdzvd_store_budget b = {.max = 2 * k1 + 2 * v20};
     struct rdzvd_store *a, *c;
     char big[32];
 
@@ -878,19 +955,21 @@ static void test_shared_budget(void)
     rdzvd_store_set_budget(a, &b);
     rdzvd_store_set_budget(c, &b);
     ASSERT_OK(rdzvd_store_set(a, "k", 1, big, 20));
-    ASSERT_EQ(b.used, 21);
+    ASSERT_OK(rdzvd_store_set(a, "l", 1, big, 20));
+    ASSERT_EQ(b.used, b.max);
     /* c alone is far under the default limit, but the budget is shared. */
     ASSERT_EQ(rdzvd_store_set(c, "k", 1, big, 20), -ENOSPC);
     expect_missing(c, "k");
     ASSERT_EQ(rdzvd_store_queue_push(c, "q", 1, big, 11), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_delete(a, "l", 1), 1); /* its value and its key given back */
+    ASSERT_EQ(b.used, b.max - v20 - k1);
     ASSERT_OK(rdzvd_store_set(c, "k", 1, big, 10));
-    ASSERT_EQ(b.used, 32);
-    ASSERT_EQ(rdzvd_store_budget_used(a), 32);
-    ASSERT_EQ(rdzvd_store_budget_max(c), 32);
+    ASSERT_EQ(b.used, b.max - v20 + rdzvd_store_value_cost(10));
+    ASSERT_EQ(rdzvd_store_budget_used(a), b.used);
+    ASSERT_EQ(rdzvd_store_budget_max(c), b.max);
     rdzvd_store_free(a);
-    ASSERT_EQ(b.used, 11);
-    ASSERT_OK(rdzvd_store_set(c, "k2", 2, big, 19));
-    ASSERT_EQ(b.used, 32);
+    ASSERT_EQ(b.used, k1 + rdzvd_store_value_cost(10));
+    ASSERT_EQ(b.used, rdzvd_store_held(c));
     rdzvd_store_free(c);
     ASSERT_EQ(b.used, 0);
 }
@@ -906,6 +985,7 @@ int main(void)
     TEST(test_delete);
     TEST(test_num_keys_and_foreach);
     TEST(test_store_bytes_limit);
+    TEST(test_items_and_waits_are_charged);
     TEST(test_shared_budget);
     TEST(test_queue_fifo);
     TEST(test_queue_push_wakes_one);
