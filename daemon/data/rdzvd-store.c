@@ -37,6 +37,7 @@ struct wait {
     struct rdzvd_waiter *owner;
     uint64_t remaining;
     struct rdzv_list regs; /* struct wait_reg.wait_node */
+    bool charged;          /* its cost is held: from its first key registered */
 };
 
 struct wait_reg {
@@ -76,9 +77,7 @@ struct rdzvd_store {
  * header rounded up to 16, 32 at least. An empty queue item or value costs this much too. */
 static uint64_t heap_cost(uint64_t n)
 {
-    uint64_t c = (n + 8 + 15) & ~(uint64_t)15;
-
-    return c < 32 ? 32 : c;
+    return n + 8 <= 32 ? 32 : (n + 8 + 15) & ~(uint64_t)15;
 }
 
 uint64_t rdzvd_store_key_cost(size_t klen)
@@ -736,13 +735,12 @@ uint64_t rdzvd_store_queue_len(struct rdzvd_store *s, const void *key, size_t kl
 
 int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w)
 {
-    struct wait *wt;
+    /* Charged with its first key registered: a WAIT on keys that all exist (a TCPStore get's)
+     * holds nothing, and is answered on a full store too. */
+    struct wait *wt = calloc(1, sizeof(*wt));
 
-    if (!store_fits(s, rdzvd_store_wait_cost(), 0))
-        return -ENOSPC;
-    if (!(wt = calloc(1, sizeof(*wt))))
+    if (!wt)
         return -ENOMEM;
-    store_charge(s, 0, rdzvd_store_wait_cost());
     wt->owner = w;
     rdzv_list_init(&wt->regs);
     rdzv_list_init(&wt->node);
@@ -756,6 +754,7 @@ int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const vo
     struct wait *wt = s->building;
     struct wait_reg *reg;
     struct slot *sl;
+    uint64_t cost;
     int r = 0;
 
     if (!wt || wt->owner != w)
@@ -772,14 +771,16 @@ int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const vo
         wait_abort_building(s);
         return r;
     }
-    reg = store_fits(s, rdzvd_store_reg_cost(), 0) ? malloc(sizeof(*reg)) : NULL;
+    cost = rdzvd_store_reg_cost() + (wt->charged ? 0 : rdzvd_store_wait_cost());
+    reg = store_fits(s, cost, 0) ? malloc(sizeof(*reg)) : NULL;
     if (!reg) {
-        r = store_fits(s, rdzvd_store_reg_cost(), 0) ? -ENOMEM : -ENOSPC;
+        r = store_fits(s, cost, 0) ? -ENOMEM : -ENOSPC;
         slot_gc(s, sl);
         wait_abort_building(s);
         return r;
     }
-    store_charge(s, 0, rdzvd_store_reg_cost());
+    store_charge(s, 0, cost);
+    wt->charged = true;
     reg->wait = wt;
     reg->slot = sl;
     rdzv_list_add_tail(&sl->regs, &reg->slot_node);
@@ -798,9 +799,8 @@ int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w)
     if (wt->owner != w)
         return -EINVAL;
     s->building = NULL;
-    if (wt->remaining == 0) {
+    if (wt->remaining == 0) { /* every key was there: nothing was charged */
         free(wt);
-        store_uncharge(s, 0, rdzvd_store_wait_cost());
         return 1;
     }
     rdzv_list_add_tail(&w->waits, &wt->node);
@@ -827,8 +827,9 @@ static void wait_abort_building(struct rdzvd_store *s)
         store_uncharge(s, 0, rdzvd_store_reg_cost());
         slot_gc(s, sl);
     }
+    if (wt->charged)
+        store_uncharge(s, 0, rdzvd_store_wait_cost());
     free(wt);
-    store_uncharge(s, 0, rdzvd_store_wait_cost());
 }
 
 unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
@@ -854,8 +855,9 @@ unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
             slot_gc(s, sl);
         }
         rdzv_list_del(&wt->node);
+        if (wt->charged)
+            store_uncharge(s, 0, rdzvd_store_wait_cost());
         free(wt);
-        store_uncharge(s, 0, rdzvd_store_wait_cost());
         n++;
     }
     return n;

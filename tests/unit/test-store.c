@@ -417,9 +417,14 @@ static void test_store_bytes_limit(void)
     ASSERT_EQ(rdzvd_store_compare_set(s, "n", 1, "", 0, "x", 1, &cur, &curlen), -ENOSPC);
     ASSERT_EQ(rdzvd_store_queue_push(s, "k", 1, "x", 1), -ENOSPC);
     ASSERT_EQ(rdzvd_store_queue_len(s, "k", 1), 0);
-    /* Nor for a WAIT (the call and its key are held while it waits). */
-    ASSERT_EQ(rdzvd_store_wait_begin(s, &w), -ENOSPC);
+    /* Nor for a WAIT on a missing key (the call and its key are held while it waits)... */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    ASSERT_EQ(rdzvd_store_wait_key(s, &w, "n", 1), -ENOSPC);
     ASSERT_EQ(rdzvd_store_watch(s, &w, "k", 1), -ENOSPC);
+    /* ...but a WAIT on keys that exist (each TCPStore get's) holds nothing and is answered. */
+    ASSERT_OK(rdzvd_store_wait_begin(s, &w));
+    ASSERT_OK(rdzvd_store_wait_key(s, &w, "k", 1));
+    ASSERT_EQ(rdzvd_store_wait_end(s, &w), 1);
     ASSERT_EQ(rdzvd_store_cancel_waits(s, &w), 0);
     ASSERT_EQ(w.nregs, 0);
     ASSERT_EQ(rdzvd_store_num_keys(s), 1);
