@@ -384,7 +384,7 @@ int agent_group_compute_take(struct agent_group *g, unsigned local_rank, uint32_
         p->stopped_since = now;
     }
     if (r == 0 && p->compute_n > 0) {
-        uint64_t ms;
+        uint64_t ms, stopped;
 
         if (p->compute_n >= AGENT_COMPUTE_TRIM_FROM) { /* the longest left out */
             uint32_t n = p->compute_n - 1;
@@ -393,11 +393,17 @@ int agent_group_compute_take(struct agent_group *g, unsigned local_rank, uint32_
         } else {
             ms = (p->compute_sum + p->compute_n / 2) / p->compute_n;
         }
-        /* Its stopped time, shared by the steps that came since: those it made the others
-         * wait for, wherever in the step the stop landed. Without a step it waits for one. */
-        ms += (p->stopped_ms + p->compute_n / 2) / p->compute_n;
+        /* Its stopped time, shared by the steps that came since, is time it made the others
+         * wait, wherever in the step the stop landed; a stop within its compute is in the
+         * compute time already. So the larger of the two, never their sum: at least what the
+         * node cost, at most one of them short. Without a step the time waits for one. */
+        stopped = (p->stopped_ms + p->compute_n / 2) / p->compute_n;
+        if (stopped > ms)
+            ms = stopped;
         *ret_ms = ms > RDZV_COMPUTE_MS_MAX ? RDZV_COMPUTE_MS_MAX : (uint32_t)ms;
         p->stopped_ms = 0;
+    } else if (r != 0) {
+        p->stopped_ms = 0; /* no compute time to judge it with: nothing to add it to */
     }
     p->compute_sum = 0;
     p->compute_n = p->compute_max = 0;

@@ -90,10 +90,10 @@ struct worker_progress {
      * sum, count and longest. */
     uint64_t compute_sum;
     uint32_t compute_n, compute_max;
-    /* The time it spent stopped (SIGSTOP, a Slurm suspend, a debugger) since the last take, as
-     * its parent sees it: waitid(WSTOPPED | WCONTINUED) on SIGCHLD (agent_progress_stops). A
+    /* The time it spent stopped (SIGSTOP, by a debugger, a throttle, a user) since the last take,
+     * as its parent sees it: waitid(WSTOPPED | WCONTINUED) on SIGCHLD (agent_progress_stops). A
      * stop that lands in a step's wait on its peers is no compute time to the worker, yet the
-     * others wait for it: the take adds it. stopped_since: loop time of the stop under way. */
+     * others wait for it: the take counts it. stopped_since: loop time of the stop under way. */
     uint64_t stopped_ms, stopped_since;
     bool stopped;
     uint64_t t_ms; /* loop time of the last report, or of the spawn */

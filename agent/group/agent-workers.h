@@ -231,8 +231,9 @@ int agent_group_compute_ms(const struct agent_group *g, unsigned local_rank, uin
  * last step's when none came since; of AGENT_COMPUTE_TRIM_FROM steps or more, the longest left
  * out: one checkpoint step among them is no slowdown), into *ret_ms, and a new count begins: a
  * stall that hits some steps and not others counts by its share of them, where one step's time
- * is a draw of which step the stall hit. 0, -ENODATA when the last report said no compute time
- * (or there was none), -EINVAL for a local rank out of range. */
+ * is a draw of which step the stall hit. The time the worker was stopped since, shared by those
+ * steps, replaces that mean when it is larger. 0, -ENODATA when the last report said no compute
+ * time (or there was none), -EINVAL for a local rank out of range. */
 #define AGENT_COMPUTE_TRIM_FROM 3
 int agent_group_compute_take(struct agent_group *g, unsigned local_rank, uint32_t *ret_ms);
 
