@@ -231,11 +231,11 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                 (long long)st.main_store_keys, live_jobs(&st));
     if (st.store_limit > 0)
         r |= rdzv_buf_printf(&b,
-                "# HELP rdzvd_store_bytes What all stores hold for clients: keys, values, queue "
-                "items and WAIT registrations, each with its overhead.\n"
-                "# TYPE rdzvd_store_bytes gauge\nrdzvd_store_bytes %lld\n"
-                "# HELP rdzvd_store_bytes_limit --max-store-bytes.\n"
-                "# TYPE rdzvd_store_bytes_limit gauge\nrdzvd_store_bytes_limit %lld\n",
+                "# HELP rdzvd_store_held_bytes What all stores hold for clients: keys, values, "
+                "queue items and WAIT registrations, each with its overhead.\n"
+                "# TYPE rdzvd_store_held_bytes gauge\nrdzvd_store_held_bytes %lld\n"
+                "# HELP rdzvd_store_held_bytes_limit --max-store-bytes.\n"
+                "# TYPE rdzvd_store_held_bytes_limit gauge\nrdzvd_store_held_bytes_limit %lld\n",
                 (long long)st.store_held, (long long)st.store_limit);
     /* Each an int64_t (generation: uint64_t) of struct rdzv_status_job. */
     static const struct {

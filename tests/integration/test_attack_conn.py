@@ -314,8 +314,8 @@ class MemoryBudget(DaemonTestCase):
         self.assertLess(grew_mb, 8, "rdzvd grew by %.1f MiB under a 64 KiB store" % grew_mb)
         with open(pfile) as f:
             m = http_get(int(f.read()), "/metrics")
-        self.assertIn("rdzvd_store_bytes_limit 65536\n", m)
-        held_bytes = int(m.split("\nrdzvd_store_bytes ")[1].split()[0])
+        self.assertIn("rdzvd_store_held_bytes_limit 65536\n", m)
+        held_bytes = int(m.split("\nrdzvd_store_held_bytes ")[1].split()[0])
         self.assertTrue(held * 32 <= held_bytes <= 65536, m)
 
     def test_wait_registrations_are_charged(self):
