@@ -46,6 +46,7 @@ import json
 import os
 import queue
 import select
+import socket
 import sys
 import threading
 import time
@@ -132,9 +133,32 @@ class Job:
                 raise
             self._reform()  # a peer of this generation was lost meanwhile: the next one
 
+    def _store_listens(self):
+        """In place: wait until this generation's store takes a connection, or a newer generation
+        is named. A store that is gone (its generation failed while this rank started) refuses
+        at once, and torch's client would try it again for its whole timeout, 60 s, before this
+        rank looked at the newer generation the control channel named meanwhile."""
+        addr, port = os.environ.get("MASTER_ADDR"), _env_int("MASTER_PORT")
+        deadline = time.monotonic() + self.timeout.total_seconds()
+        while self._ctl is not None and addr and port:
+            try:
+                socket.create_connection((addr, port), timeout=1.0).close()
+                return
+            except OSError as e:
+                why = e
+            with self._cond:  # a new generation wakes this at once; else a retry in 0.25 s
+                if self._cond.wait_for(lambda: self._newest is not None or self._closed, 0.25):
+                    raise ConnectionError("rdzv.torch: generation %d's store at %s:%d is gone "
+                                          "(%s); the job moved on" % (self.generation, addr,
+                                                                      port, why))
+            if time.monotonic() > deadline:
+                raise TimeoutError("rdzv.torch: generation %d's store at %s:%d: %s" % (
+                    self.generation, addr, port, why))
+
     def _init_process_group(self):
         """dist.init_process_group, noting the sockets it made (its store's and the backend's
         connections to the peers), which _leave() shuts down."""
+        self._store_listens()
         before = _sockets()
         try:
             dist.init_process_group(self.backend, timeout=self.timeout)

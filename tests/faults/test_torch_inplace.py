@@ -13,6 +13,7 @@ run's (REL; in (d) the global batch and the sample order do not depend on the wo
 losses differ only by the order of floating-point sums). The same script, unchanged, under
 --recovery restart (it resumes from the step-40 checkpoint and ends with the same loss) and under
 torchrun 1.13."""
+import json
 import os
 import shutil
 import signal
@@ -266,6 +267,47 @@ class TorchInplace(FaultTestCase):
         self.assertEqual((d["step"], d["steps"], d["world"]), (STEPS, STEPS, 4), dump)
         self.assertAlmostEqual(d["final_loss"], want["final_loss"],
                                delta=REL * abs(want["final_loss"]), msg=dump)
+
+    def test_8_a_gone_store_is_not_waited_on(self):
+        """The control channel names generation 2, whose store is gone (its generation failed
+        while this rank imported torch: nobody listens on its port), and a second later
+        generation 3: the rank joins 3 at once. Before, torch's client tried 2's port for its
+        whole 60 s timeout (test_7 took 70 s now and then, with the good node's ranks)."""
+        gone = free_port()
+        r, w = os.pipe()
+        self.addCleanup(os.close, w)
+
+        def line(gen, port):
+            return json.dumps({"op": "generation", "generation": gen, "rank": 0,
+                               "world_size": 1, "master_addr": "127.0.0.1", "master_port": port,
+                               "restart_count": gen - 1, "local_rank": 0}).encode() + b"\n"
+        os.write(w, line(2, gone))
+        code = ("import sys; sys.path.insert(0, %r); "
+                "import rdzv.torch as rt, torch.distributed as dist; "
+                "print('imported', flush=True); job = rt.init('gloo'); "
+                "print('joined', job.generation, dist.get_world_size(), flush=True); "
+                "dist.destroy_process_group()" % os.path.join(HERE, "..", "..", "python"))
+        env = dict(ipf.agent_env(), RDZV_CONTROL_FD=str(r), RDZV_GENERATION="1", RANK="0",
+                   WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(gone), TORCHELASTIC_USE_AGENT_STORE="True")
+        p = subprocess.Popen([PYTHON, "-c", code], env=env, pass_fds=(r,),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        rdzvtest.track(p)
+        os.close(r)
+        # torch imported: it reads generation 2 at once and tries its port; 3 comes after.
+        self.assertEqual(p.stdout.readline(), b"imported\n", p.stderr.read().decode()[-2000:]
+                         if p.poll() is not None else "")
+        time.sleep(1)
+        os.write(w, line(3, self.d.port))  # rdzvd's own port serves TCPStore: the new store
+        try:
+            out, err = p.communicate(timeout=30 * ipf.SLOW)
+        except subprocess.TimeoutExpired:
+            kill_quietly(p.pid)
+            out, err = p.communicate()
+            self.fail("the rank waited on generation 2's store: %s" % err.decode()[-2000:])
+        self.assertEqual(p.returncode, 0, err.decode()[-2000:])
+        self.assertEqual(out.decode().split(), ["joined", "3", "1"], err.decode()[-2000:])
+        self.assertNotIn("timed out", err.decode())
 
     def test_5_the_same_script_restarts_from_its_checkpoint(self):
         want = self.uninterrupted()
