@@ -178,6 +178,15 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
 
     printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", esc(e1, sizeof(e1), st->version),
            (long long)st->port, st->uptime_s, (long long)st->connections);
+    if (st->jobs_limit > 0) {
+        printf("jobs: %lld held of --max-jobs %lld", (long long)st->jobs_held,
+               (long long)st->jobs_limit);
+        if (st->jobs_waiting > 0)
+            printf(", %lld of them waiting for their nodes with no agent connected (each ends as "
+                   "abandoned after --abandon-after, or by rdzvctl cancel JOB)",
+                   (long long)st->jobs_waiting);
+        printf("\n");
+    }
     if (st->n_jobs == 0 && st->jobs_left_out == 0)
         printf("no jobs\n");
     for (size_t i = 0; i < st->n_jobs; i++) {

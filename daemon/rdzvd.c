@@ -132,8 +132,8 @@ static int ready_fd_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt
 static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
 {
     struct rdzv_limits *lim = &o->cfg.lim;
-    double handshake_s = 0, request_s = 0, keep_ended_s = 0;
-    bool handshake_set = false, request_set = false, keep_ended_set = false;
+    double handshake_s = 0, request_s = 0, keep_ended_s = 0, abandon_s = 0;
+    bool handshake_set = false, request_set = false, keep_ended_set = false, abandon_set = false;
     const struct rdzv_opt table[] = {
         {.kind = RDZV_OPT_CALLBACK, .name = "port", .short_name = 'p', .cb = rdzv_opt_port_cb,
          .dest = &o->cfg.port, .metavar = "N",
@@ -259,6 +259,17 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         {.kind = RDZV_OPT_UINT, .name = "keep-ended-max", .dest = &o->cfg.keep_ended_max,
          .umin = 0, .umax = RDZVD_KEEP_ENDED_MAX_LIMIT, .metavar = "N",
          .help = "at most N ended jobs shown, the oldest dropped first\n(default 100)"},
+        {.kind = RDZV_OPT_UINT, .name = "max-jobs", .dest = &o->cfg.max_jobs, .umin = 1,
+         .umax = RDZVD_MAX_JOBS_LIMIT, .metavar = "N",
+         .help = "jobs held at once: running, and waiting in their records\n"
+                 "for their nodes; a JOIN that would make one more is\n"
+                 "refused (default 1024)"},
+        {.kind = RDZV_OPT_DOUBLE, .name = "abandon-after", .dest = &abandon_s,
+         .seen = &abandon_set, .dmin = 0, .dmax = 30 * 86400, .metavar = "SEC",
+         .what = "expected 0 to 2592000 seconds",
+         .help = "end a job as abandoned when none of its agents has been\n"
+                 "connected for SEC seconds (its record kept meanwhile, with\n"
+                 "--state-dir or --peers; default 21600; 0: never)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "exit-when-idle", .cb = idle_cb,
          .metavar = "SEC[:FIRST]",
          .help = "exit (as on SIGTERM) once no agent has been connected\n"
@@ -296,6 +307,8 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         o->cfg.request_timeout_ms = (uint64_t)(request_s * 1000);
     if (r == 0 && keep_ended_set)
         o->cfg.keep_ended_ms = (uint64_t)(keep_ended_s * 1000);
+    if (r == 0 && abandon_set)
+        o->cfg.abandon_after_ms = (uint64_t)(abandon_s * 1000);
     return r;
 }
 
@@ -550,7 +563,8 @@ int main(int argc, char **argv)
         .cfg = {.port = RDZV_DEFAULT_PORT, .legacy = RDZV_DIALECT_V20, .legacy_allowed = true,
                 .lim = RDZV_LIMITS_DEFAULT, .handshake_timeout_ms = RDZVD_HANDSHAKE_TIMEOUT_MS,
                 .request_timeout_ms = RDZVD_REQUEST_TIMEOUT_MS,
-                .keep_ended_ms = RDZVD_KEEP_ENDED_MS, .keep_ended_max = RDZVD_KEEP_ENDED_MAX},
+                .keep_ended_ms = RDZVD_KEEP_ENDED_MS, .keep_ended_max = RDZVD_KEEP_ENDED_MAX,
+                .max_jobs = RDZVD_MAX_JOBS, .abandon_after_ms = RDZVD_ABANDON_AFTER_MS},
         .level = RDZV_LOG_INFO,
         .metrics_port = -1,
         .ready_fd = -1,

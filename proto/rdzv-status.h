@@ -226,6 +226,10 @@ struct rdzv_status {
     /* What the stores hold for clients, and --max-store-bytes ("store_bytes" in JSON, absent
      * from older rdzvds: 0 and 0). */
     int64_t store_held, store_limit;
+    /* The jobs rdzvd holds (in memory, and waiting for their nodes in their records), those
+     * waiting, and --max-jobs ("jobs_held" in JSON, absent from older rdzvds and where there is
+     * no bound: 0, 0 and 0). */
+    int64_t jobs_held, jobs_waiting, jobs_limit;
     size_t n_jobs;
     struct rdzv_status_job *jobs; /* n_jobs, owned */
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */

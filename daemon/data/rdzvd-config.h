@@ -86,6 +86,13 @@
 #define RDZVD_KEEP_ENDED_MAX 100u
 #define RDZVD_KEEP_ENDED_MAX_LIMIT 10000u
 
+/* --max-jobs and --abandon-after: the jobs rdzvd holds at once (in memory, and waiting for their
+ * nodes in their records), and how long a job's record waits with no member before the job ends
+ * as abandoned. */
+#define RDZVD_MAX_JOBS 1024u
+#define RDZVD_MAX_JOBS_LIMIT 1000000u
+#define RDZVD_ABANDON_AFTER_MS (6u * 3600 * 1000)
+
 /* A job's own timers. Node rank 0's agent has this long to send the NCCL ids of a round; past
  * it the job fails, naming that node. */
 #define RDZVD_JOB_NCCL_ID_TIMEOUT_MS 60000
@@ -156,6 +163,8 @@ struct rdzvd_config {
     uint64_t handshake_timeout_ms;      /* close connections not through the handshake; 0: never */
     uint64_t keep_ended_ms;             /* ended jobs in status this long (--keep-ended; 0: none) */
     uint64_t keep_ended_max;            /* and at most this many (--keep-ended-max; 0: none) */
+    uint64_t max_jobs;                  /* jobs held at once (--max-jobs; 0: no bound) */
+    uint64_t abandon_after_ms;          /* a record with no member ends then (0: never) */
     uint64_t request_timeout_ms;        /* close connections with a request incomplete that long;
                                          * 0: never */
     /* A daemon embedded in rdzv-agent --standalone: connections accepted and closed, jobs

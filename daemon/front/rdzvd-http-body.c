@@ -237,6 +237,17 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                 "# HELP rdzvd_store_held_bytes_limit --max-store-bytes.\n"
                 "# TYPE rdzvd_store_held_bytes_limit gauge\nrdzvd_store_held_bytes_limit %lld\n",
                 (long long)st.store_held, (long long)st.store_limit);
+    if (st.jobs_limit > 0)
+        r |= rdzv_buf_printf(&b,
+                "# HELP rdzvd_jobs_held Jobs rdzvd holds: in memory, and waiting for their "
+                "nodes in their records.\n"
+                "# TYPE rdzvd_jobs_held gauge\nrdzvd_jobs_held %lld\n"
+                "# HELP rdzvd_jobs_waiting Of them, jobs no agent is connected to (each ends "
+                "as abandoned after --abandon-after).\n"
+                "# TYPE rdzvd_jobs_waiting gauge\nrdzvd_jobs_waiting %lld\n"
+                "# HELP rdzvd_jobs_held_limit --max-jobs.\n"
+                "# TYPE rdzvd_jobs_held_limit gauge\nrdzvd_jobs_held_limit %lld\n",
+                (long long)st.jobs_held, (long long)st.jobs_waiting, (long long)st.jobs_limit);
     /* Each an int64_t (generation: uint64_t) of struct rdzv_status_job. */
     static const struct {
         const char *name, *type, *help;

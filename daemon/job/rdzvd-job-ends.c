@@ -52,7 +52,8 @@ int rdzvd_job_end_from_json(json_t *o, const char *run_id, struct rdzvd_job_end 
     if (!o || json_unpack(o, "{s:s, s:I, s:F, s:I, s:I, s:s}", "type", &type, "exit_code", &code,
                           "ended_s", &ended_s, "generation", &gen, "restarts", &restarts,
                           "summary", &summary) < 0 ||
-        (strcmp(type, "succeeded") && strcmp(type, "failed") && strcmp(type, "cancelled")) ||
+        (strcmp(type, "succeeded") && strcmp(type, "failed") && strcmp(type, "cancelled") &&
+         strcmp(type, "abandoned")) ||
         strlen(summary) > RDZV_SUMMARY_MAX || strlen(run_id) > RDZV_ID_MAX || gen < 0 ||
         restarts < 0 || !(ended_s >= 0))
         return -EBADMSG;

@@ -18,7 +18,7 @@
 #define RDZVD_JOB_ENDS_KEPT 256
 struct rdzvd_job_end {
     char run_id[RDZV_ID_MAX + 1];
-    char type[16]; /* "succeeded", "failed", "cancelled" */
+    char type[16]; /* "succeeded", "failed", "cancelled", "abandoned" (--abandon-after) */
     int64_t exit_code;
     double ended_s; /* unix seconds */
     uint64_t generation;

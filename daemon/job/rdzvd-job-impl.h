@@ -146,6 +146,8 @@ struct rdzvd_job {
     /* Freed back to its record (rebuilt, and no agent came or the JOIN that rebuilt it was
      * refused): keep the store's journal and the record, listed as waiting. */
     bool unloaded;
+    bool had_member;            /* a member was added since it was made */
+    uint64_t waiting_since_ms;  /* made from a record that waited since then (0: not noted) */
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;
     /* Node rank 0's agent hosts this generation's store at store_addr:store_port (host

@@ -398,8 +398,13 @@ void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
                   "come back");
         return;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         job_rebuild_recorded(h, ids[i]);
+        /* Not rebuilt (between generations, or its store would not open): it waits for its
+         * nodes from now on, --abandon-after's time counted afresh. */
+        if (h->keep_waiting && h->ended && !rdzvd_job_find(h->jobs, ids[i]))
+            h->keep_waiting(h->ended, ids[i], rdzvd_job_now_ms());
+    }
     free(ids);
 }
 
@@ -713,6 +718,13 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     /* After the node rank's: a second job on this host is told that, which says more. */
     if (j && check_join_command(q, j->command) < 0)
         return -EINVAL;
+    if (!j && h->max_jobs && rdzvd_jobs_held(h) >= h->max_jobs)
+        return refuse(q, -ENOSPC,
+                      "rdzvd holds %" PRIu64 " jobs, its --max-jobs: job '%s' cannot start "
+                      "until one ends (rdzvctl status lists them; the operator ends one with "
+                      "rdzvctl cancel JOB; one whose agents are all gone ends after "
+                      "--abandon-after)",
+                      h->max_jobs, jn->run_id);
     if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, jn, secret))) {

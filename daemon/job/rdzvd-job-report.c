@@ -16,6 +16,7 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
+#include "daemon/job/rdzvd-job-status.h"
 
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
                        size_t errlen)
@@ -30,32 +31,62 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
     return rdzvd_job_release(j, node, err, errlen);
 }
 
+uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h)
+{
+    uint64_t n = h->ended ? h->ended->n_waiting : 0;
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, h->jobs)
+        n++;
+    return n;
+}
+
+int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, const char *type,
+                           int64_t exit_code, const char *why, char *err, size_t errlen)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzvd_job_record end = {.generation = 0, .has_end = true};
+    int r;
+
+    if (rdzvd_job_find(h->jobs, run_id) || !h->record_table ||
+        rdzvd_job_record_get(h->record_table, run_id, &rec) < 0) {
+        snprintf(err, errlen, "job '%s' is not waiting for its nodes on this rdzvd", run_id);
+        return -ENOENT;
+    }
+    /* Nobody to tell now, its record to end, and how it ended kept for its agents that come
+     * back (P6). */
+    memcpy(end.run_id, rec.run_id, sizeof(end.run_id));
+    rdzvd_job_end_set(&end.end, rec.run_id, type, exit_code, why, rdzvd_job_wall_s(),
+                      rec.generation, rec.restart_count);
+    rdzvd_job_record_clear(&rec);
+    if ((r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
+        snprintf(err, errlen, "rdzvd could not end job '%s' in its job table (%s)", run_id,
+                 strerror(-r));
+        return r;
+    }
+    if (h->take_waiting && h->ended)
+        (void)h->take_waiting(h->ended, run_id);
+    if (h->keep_end && h->ended)
+        h->keep_end(h->ended, &end.end);
+    return 0;
+}
+
 int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
                       char *err, size_t errlen)
 {
     struct rdzvd_job *j = rdzvd_job_find(h->jobs, run_id);
     struct rdzvd_job_record rec = {.generation = 0};
+    char why[RDZV_SUMMARY_MAX + 1];
     int r;
 
     if (!j && h->record_table && rdzvd_job_record_get(h->record_table, run_id, &rec) == 0) {
-        struct rdzvd_job_record end = {.generation = 0, .has_end = true};
-        char why[RDZV_SUMMARY_MAX + 1];
-
-        /* Waiting for its nodes: nobody to tell now, its record to end, and how it ended kept
-         * for its agents that come back (P6). */
-        memcpy(end.run_id, rec.run_id, sizeof(end.run_id));
+        /* Waiting for its nodes. */
+        rdzvd_job_record_clear(&rec);
         snprintf(why, sizeof(why), "cancelled by the operator%s%s", reason[0] ? ": " : "",
                  reason);
-        rdzvd_job_end_set(&end.end, rec.run_id, "cancelled", 128 + SIGTERM, why,
-                          rdzvd_job_wall_s(), rec.generation, rec.restart_count);
-        rdzvd_job_record_clear(&rec);
-        if ((r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
-            snprintf(err, errlen, "rdzvd could not end job '%s' in its job table (%s)", run_id,
-                     strerror(-r));
+        r = rdzvd_jobs_end_waiting(h, run_id, "cancelled", 128 + SIGTERM, why, err, errlen);
+        if (r < 0)
             return r;
-        }
-        if (h->keep_end && h->ended)
-            h->keep_end(h->ended, &end.end);
         log_warn("job=%s cancelled by the operator while it waited for its nodes%s%s", run_id,
                  reason[0] ? ": " : "", reason);
         return 0;

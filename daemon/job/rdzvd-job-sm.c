@@ -89,7 +89,11 @@ void rdzvd_job_free(struct rdzvd_job *j)
         (j->generation == 0 || !j->host.record_table))
         rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
     else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting)
-        j->host.keep_waiting(j->host.ended, j);
+        /* Waiting from now, unless no agent of it came since it left its record (a rebuild
+         * nobody came back to, a JOIN refused): --abandon-after runs from then. */
+        j->host.keep_waiting(j->host.ended, j->run_id,
+                             j->had_member || !j->waiting_since_ms ? rdzvd_job_now_ms()
+                                                                   : j->waiting_since_ms);
     rdzv_list_del(&j->node);
     rdzvd_job_close_store(j);
     rdzvd_job_timer_close(j);
@@ -635,6 +639,8 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     }
     j->median_compute_ms = -1;
     j->created_ms = rdzvd_job_now_ms();
+    if (h->take_waiting && h->ended)
+        j->waiting_since_ms = h->take_waiting(h->ended, jn->run_id);
     rdzv_list_init(&j->members);
     j->handlers = &job_handlers;
     rdzv_list_add_tail(h->jobs, &j->node);
@@ -798,6 +804,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
     j->nmembers++;
+    j->had_member = true;
     if (jn->node_rank >= 0 && jn->node_rank < j->max && !rdzvd_member_by_req(j, jn->node_rank))
         j->by_req[jn->node_rank] = m;
     rdzvd_job_peer_bind(j, peer, m);

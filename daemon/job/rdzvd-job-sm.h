@@ -98,8 +98,15 @@ struct rdzvd_job_host {
      * by rdzvd_jobs_rebuild; NULL: not read. */
     void (*keep_end)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job_end *e);
     /* A job whose last member is gone before it ended keeps its record (it lives until the job
-     * ends: its agents may come back), and is handed to keep_waiting(ended, j); NULL: not noted. */
-    void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
+     * ends: its agents may come back): keep_waiting(ended, run_id, since_ms), waiting for its
+     * nodes since since_ms (rdzvd_job_now_ms). So are the records rdzvd_jobs_rebuild does not
+     * rebuild. A job made in memory hands its note back: take_waiting(ended, run_id) returns
+     * its since_ms (0: none). NULL: not noted. */
+    void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms);
+    uint64_t (*take_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id);
+    /* --max-jobs: a JOIN that would make a job past this many held (rdzvd_jobs_held) is
+     * refused; 0: no bound. */
+    uint64_t max_jobs;
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
     /* Where the hashes of nodes' secrets are kept (ADMITTED, rdzvd-job-record.h): record_table,
@@ -197,3 +204,11 @@ void rdzvd_member_gone(struct rdzvd_member *m);
 /* Host shutdown: drop every job in jobs (stores closed with their journals and records kept:
  * the agents come back to the next rdzvd). Peers are untied, not closed. */
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs);
+/* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their
+ * nodes in their records (ended's notes). */
+uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h);
+/* End job run_id, which waits for its nodes in h's job table (not in memory), as type (exit code,
+ * why): the ENDED decision, its outcome kept for its agents that come back (P6). 0; -ENOENT (not
+ * waiting: in memory, or no record) or the decision's error, with err set. */
+int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, const char *type,
+                           int64_t exit_code, const char *why, char *err, size_t errlen);

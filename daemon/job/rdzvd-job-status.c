@@ -175,38 +175,83 @@ void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e)
 {
     while (e->n > 0)
         ended_drop_oldest(e);
+    rdzvd_waiting_jobs_clear(e);
+}
+
+void rdzvd_waiting_jobs_clear(struct rdzvd_ended_jobs *e)
+{
     while (e->n_waiting > 0)
         waiting_drop_oldest(e);
 }
 
-void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
+static struct waiting_job *waiting_find(const struct rdzvd_ended_jobs *e, const char *run_id)
 {
-    struct waiting_job *x = calloc(1, sizeof(*x));
+    struct rdzv_list *pos;
+
+    for (pos = e->waiting.prev; pos != &e->waiting; pos = pos->prev) {
+        struct waiting_job *x = rdzv_container_of(pos, struct waiting_job, node);
+
+        if (strcmp(x->run_id, run_id) == 0)
+            return x;
+    }
+    return NULL;
+}
+
+uint64_t rdzvd_waiting_jobs_take(struct rdzvd_ended_jobs *e, const char *run_id)
+{
+    struct waiting_job *x = waiting_find(e, run_id);
+    uint64_t since;
 
     if (!x)
-        return; /* listed as waiting since rdzvd started */
-    x->since_ms = rdzv_now_ms();
-    memcpy(x->run_id, j->run_id, sizeof(x->run_id));
-    while (e->n_waiting >= RDZVD_WAITING_MAX)
-        waiting_drop_oldest(e);
-    rdzv_list_add_tail(&e->waiting, &x->node);
+        return 0;
+    since = x->since_ms;
+    rdzv_list_del(&x->node);
+    free(x);
+    e->n_waiting--;
+    return since;
+}
+
+void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint64_t since_ms)
+{
+    struct waiting_job *x;
+    struct rdzv_list *pos;
+
+    (void)rdzvd_waiting_jobs_take(e, run_id);
+    if (!(x = calloc(1, sizeof(*x)))) {
+        log_error("job=%s: out of memory: listed as waiting since rdzvd started, and not "
+                  "abandoned", run_id);
+        return;
+    }
+    x->since_ms = since_ms;
+    snprintf(x->run_id, sizeof(x->run_id), "%s", run_id);
+    /* In since order (a note of the rebuild window's end may come after a later one's). */
+    for (pos = e->waiting.prev; pos != &e->waiting; pos = pos->prev)
+        if (rdzv_container_of(pos, struct waiting_job, node)->since_ms <= since_ms)
+            break;
+    rdzv_list_add_tail(pos->next, &x->node);
     e->n_waiting++;
+}
+
+bool rdzvd_waiting_jobs_first(const struct rdzvd_ended_jobs *e, char run_id[RDZV_ID_MAX + 1],
+                              uint64_t *since_ms)
+{
+    const struct waiting_job *x;
+
+    if (e->n_waiting == 0)
+        return false;
+    x = rdzv_container_of(e->waiting.next, struct waiting_job, node);
+    memcpy(run_id, x->run_id, RDZV_ID_MAX + 1);
+    *since_ms = x->since_ms;
+    return true;
 }
 
 /* Since when run_id waits for its nodes (rdzv_now_ms()'s clock): its newest note, else start. */
 static uint64_t waiting_since(const struct rdzvd_ended_jobs *e, const char *run_id,
                               uint64_t start_ms)
 {
-    struct rdzv_list *pos;
+    const struct waiting_job *x = e ? waiting_find(e, run_id) : NULL;
 
-    if (e)
-        for (pos = e->waiting.prev; pos != &e->waiting; pos = pos->prev) {
-            const struct waiting_job *x = rdzv_container_of(pos, struct waiting_job, node);
-
-            if (strcmp(x->run_id, run_id) == 0)
-                return x->since_ms;
-        }
-    return start_ms;
+    return x ? x->since_ms : start_ms;
 }
 
 /* For rdzvd_store_foreach: the run ids of the job table's records not in memory. */
@@ -245,8 +290,9 @@ static int waiting_scan_one(const uint8_t *key, size_t klen, void *ud)
 
 /* The waiting job run_id as its record in t has it, into sj. */
 static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t since_ms,
-                           uint64_t now, struct rdzv_status_job *sj)
+                           uint64_t now, uint64_t abandon_ms, struct rdzv_status_job *sj)
 {
+    char until[96] = "";
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzv_status_event *ev = &sj->events[0];
     double ago = (double)(now - since_ms) / 1000;
@@ -271,10 +317,17 @@ static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t s
     ev->time = rdzv_wall_s() - ago;
     if (gmtime_r(&since, &tm))
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+    if (abandon_ms) {
+        time_t end = since + (time_t)(abandon_ms / 1000);
+
+        if (gmtime_r(&end, &tm))
+            strftime(until, sizeof(until),
+                     ", or it ends as abandoned at %Y-%m-%d %H:%M:%S UTC (--abandon-after)", &tm);
+    }
     snprintf(ev->text, sizeof(ev->text),
              "waiting for its nodes since %s (no agent connected; its record is kept until the "
-             "job ends)",
-             when);
+             "job ends%s)",
+             when, until);
 }
 
 int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
@@ -296,7 +349,7 @@ int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
     memset(&sj[st->n_jobs], 0, w.n * sizeof(*sj));
     for (size_t i = 0; i < w.n; i++)
         waiting_status(t, w.ids[i], waiting_since(e, w.ids[i], start_ms), now,
-                       &sj[st->n_jobs + i]);
+                       e ? e->abandon_after_ms : 0, &sj[st->n_jobs + i]);
     st->n_jobs += w.n;
 out:
     free(w.ids);
@@ -437,9 +490,10 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
     if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
         snprintf(when, sizeof(when), "?");
     snprintf(err, errlen,
-             "job '%s' has ended: it %s at %s (exit code %" PRId64 "); to run it again, start a "
-             "new run with a new --rdzv-id. Its outcome: %s",
-             run_id, type, when, exit_code, summary[0] ? summary : "-");
+             "job '%s' has ended: it %s%s at %s (exit code %" PRId64 "); to run it again, start "
+             "a new run with a new --rdzv-id. Its outcome: %s",
+             run_id, strcmp(type, "abandoned") ? "" : "was ", type, when, exit_code,
+             summary[0] ? summary : "-");
 }
 
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
@@ -458,7 +512,8 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
         if (strcmp(x->st.run_id, run_id))
             continue;
         if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded") &&
-            (!resume || strcmp(x->st.outcome_type, "cancelled")))
+            (!resume ||
+             (strcmp(x->st.outcome_type, "cancelled") && strcmp(x->st.outcome_type, "abandoned"))))
             return 0;
         if (age_ms > 0 && (uint64_t)age_ms < now - x->ended_ms) {
             snprintf(err, errlen, "job '%s' %s %.1f s before this agent started: a new run",

@@ -7,6 +7,7 @@
  * Ownership: the caller owns what it gets (rdzv_status_free). Threads: the loop thread (a
  * connection's read callback, an HTTP request). Errors: -ENOMEM. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,14 +27,16 @@ struct rdzvd_ended_jobs {
     struct rdzv_list list; /* oldest first */
     uint64_t n, max;       /* max 0: none kept */
     uint64_t keep_ms;
-    /* Jobs whose last member left before they ended: their record stays (a job's record lives
-     * until the job ends), and status lists them as waiting for their nodes since then. Oldest
-     * first, at most RDZVD_WAITING_MAX (the oldest forgotten: its record lists as waiting since
-     * rdzvd started). */
+    /* Jobs whose last member left before they ended, and the records a restarted rdzvd or a
+     * new leader found and did not rebuild: their record stays (a job's record lives until the
+     * job ends), and status lists them as waiting for their nodes since then, until the job is in
+     * memory again (rdzvd_waiting_jobs_take) or ends as abandoned abandon_after_ms later
+     * (--abandon-after; 0: never). Oldest first, one entry a job: at most --max-jobs of them,
+     * since a job is made only below it (rdzvd_jobs_held). */
     struct rdzv_list waiting;
     uint64_t n_waiting;
+    uint64_t abandon_after_ms;
 };
-#define RDZVD_WAITING_MAX 4096
 
 void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max);
 void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e);
@@ -46,22 +49,31 @@ struct rdzvd_job_end;
  * restarts; no events, no timeline), unless it expired, or e holds it already. */
 void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end);
 /* A new agent's JOIN to run_id, whose job has ended: when the newest job of run_id kept in e (not
- * expired) failed or succeeded (cancelled is not: a scheduler requeues a job under the same id,
- * a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line) and -EBUSY
- * is returned; else 0. age_ms > 0: the agent started that long ago, and one that started after
- * the job ended is a new run (0, and err says which job it follows); 0: not asked (refused).
- * resume: the agent's workers ran a job of run_id; one that ended before the agent started was
- * an earlier run, the same as for a JOIN; else it is refused whatever its outcome, cancelled
- * too.
- * A scan of the kept jobs: a new job's first JOIN only. */
+ * expired) failed or succeeded (cancelled and abandoned are not: a scheduler requeues a job under
+ * the same id, a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line)
+ * and -EBUSY is returned; else 0. age_ms > 0: the agent started that long ago, and one that
+ * started after the job ended is a new run (0, and err says which job it follows); 0: not asked
+ * (refused). resume: the agent's workers ran a job of run_id; one that ended before the agent
+ * started was an earlier run, the same as for a JOIN; else it is refused whatever its outcome,
+ * cancelled and abandoned too. A scan of the kept jobs: a new job's first JOIN only. */
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
                             bool resume, char *err, size_t errlen);
 /* The line for a JOIN to job run_id that ended as type (exit code, at ended_s unix seconds, root
  * cause summary): its outcome, when, and what to do (a new --rdzv-id), into err. */
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
                           int64_t exit_code, double ended_s, const char *summary);
-/* j's last member is gone before it ended: note since when it waits for its nodes. */
-void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j);
+/* Job run_id left memory before it ended, its record kept: note that it waits for its nodes
+ * since since_ms (rdzv_now_ms's clock), replacing what run_id had. Out of memory: logged, not
+ * noted (its record lists as waiting since rdzvd started, and is not abandoned). */
+void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint64_t since_ms);
+/* Job run_id is in memory again: its note goes. Returns its since_ms, 0 when it had none. */
+uint64_t rdzvd_waiting_jobs_take(struct rdzvd_ended_jobs *e, const char *run_id);
+/* The job that has waited longest: its run id into run_id and its since into *since_ms; false
+ * when none waits. */
+bool rdzvd_waiting_jobs_first(const struct rdzvd_ended_jobs *e, char run_id[RDZV_ID_MAX + 1],
+                              uint64_t *since_ms);
+/* Forget every note (a deposed leader: the next one abandons). */
+void rdzvd_waiting_jobs_clear(struct rdzvd_ended_jobs *e);
 
 struct rdzvd_store;
 /* The jobs recorded in the job table t that are not in memory (no member connected since an

@@ -25,6 +25,7 @@
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-status.h"
 #include "daemon/job/rdzvd-job-hosted.h"
+#include "daemon/job/rdzvd-job-abandon.h"
 #include "daemon/server/rdzvd-server.h"
 
 
@@ -36,6 +37,7 @@ struct rdzvd_jobs {
     /* Without a job table (no --state-dir): where nodes' secrets' hashes are kept meanwhile. */
     struct rdzvd_store *secret_table;
     struct rdzvd_voters *voters;          /* a replica's hosted replicas; NULL: none */
+    struct rdzvd_abandon *abandon;        /* --abandon-after; NULL: never */
 };
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
@@ -474,6 +476,17 @@ static void jobs_member_lost(void *ud)
 void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
 {
     rdzvd_jobs_drop_all(&jobs->list);
+    rdzvd_waiting_jobs_clear(&jobs->ended); /* the next leader counts and abandons */
+}
+
+/* host keep_waiting: noted, and the abandonment timer follows. */
+static void jobs_keep_waiting(struct rdzvd_ended_jobs *ended, const char *run_id,
+                              uint64_t since_ms)
+{
+    struct rdzvd_jobs *jobs = rdzv_container_of(ended, struct rdzvd_jobs, ended);
+
+    rdzvd_waiting_jobs_add(ended, run_id, since_ms);
+    rdzvd_abandon_arm(jobs->abandon);
 }
 
 void rdzvd_jobs_lead(struct rdzvd_jobs *jobs)
@@ -487,6 +500,8 @@ void rdzvd_jobs_shutdown(void *ud)
 
     rdzvd_voters_close(jobs->voters);
     jobs->voters = NULL;
+    rdzvd_abandon_close(jobs->abandon);
+    jobs->abandon = NULL;
     rdzvd_jobs_drop_all(&jobs->list);
 }
 
@@ -519,7 +534,9 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .rerun_ended = rdzvd_server_config(srv)->one_run && !rdzvd_server_config(srv)->peers,
         .keep_ended = rdzvd_ended_jobs_add,
         .keep_end = rdzvd_ended_jobs_add_recorded,
-        .keep_waiting = rdzvd_waiting_jobs_add,
+        .keep_waiting = jobs_keep_waiting,
+        .take_waiting = rdzvd_waiting_jobs_take,
+        .max_jobs = rdzvd_server_config(srv)->max_jobs,
         .lost = jobs_member_lost,
         .lost_ud = jobs,
     };
@@ -529,6 +546,16 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
     }
     rdzvd_ended_jobs_init(&jobs->ended, rdzvd_server_config(srv)->keep_ended_ms,
                           rdzvd_server_config(srv)->keep_ended_max);
+    /* Only where a record outlives its agents (--state-dir, --peers) is there one to abandon. */
+    if (jobs->host.record_table) {
+        jobs->ended.abandon_after_ms = rdzvd_server_config(srv)->abandon_after_ms;
+        if (rdzvd_abandon_new(jobs->host.loop, &jobs->host, jobs->ended.abandon_after_ms,
+                              &jobs->abandon) < 0) {
+            rdzvd_voters_close(jobs->voters);
+            free(jobs);
+            return -ENOMEM;
+        }
+    }
     jobs->host.secret_table = jobs->host.record_table;
     if (!jobs->host.secret_table &&
         rdzvd_store_new(&rdzvd_server_config(srv)->lim, NULL, &jobs->secret_table) == 0)
@@ -555,6 +582,7 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
     if (jobs) {
         assert(rdzv_list_empty(&jobs->list));
         rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
+        rdzvd_abandon_close(jobs->abandon);
         rdzvd_ended_jobs_free(&jobs->ended);
         rdzvd_store_free(jobs->secret_table);
     }
@@ -575,6 +603,11 @@ int rdzvd_jobs_status_sel(const struct rdzvd_jobs *jobs, struct rdzvd_status_sel
 
     rdzvd_server_info(jobs->srv, &info);
     r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, sel, ret);
+    if (r == 0 && jobs->host.max_jobs) {
+        ret->jobs_held = (int64_t)rdzvd_jobs_held(&jobs->host);
+        ret->jobs_waiting = (int64_t)jobs->ended.n_waiting;
+        ret->jobs_limit = (int64_t)jobs->host.max_jobs;
+    }
     /* The jobs waiting for their nodes (their records kept): in the full status only, the
      * pages' selections list jobs in memory. */
     if (r == 0 && !sel &&

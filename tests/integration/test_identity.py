@@ -26,6 +26,7 @@ import threading
 
 from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, Peer, join_body,
                       read_token, resume, token_file)
+from metricstest import daemon_with_metrics, http_get
 from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main
 
 UNHEALTHY, LEAVE, READY = 0xB4, 0xAA, 0xAB
@@ -302,6 +303,80 @@ class Identity(DaemonTestCase):
         self.assertEqual(agent.returncode, 0, err[-3000:])
         self.assertIn("never got its secret (its JOINED was lost): joining again as node id", err)
         self.assertIsNotNone(d.wait_log(r"job=lost gen=2 generation 2 succeeded"))
+
+    def test_job_nobody_comes_back_to_ends_abandoned(self):
+        """Issue 46 case 3: a job whose agents all went keeps its record for --abandon-after,
+        listed as waiting with when it will end; then it ends as abandoned: its record goes
+        (a restarted rdzvd rebuilds nothing of it), its agent's resume is told so, and a new
+        agent's JOIN of the same id starts a new run (a scheduler's requeue)."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state, "--abandon-after", "3")
+        p, joined, rnd = self.running_job(d, "gone", hb_ms=300)
+        mark = d.mark()
+        p.close()
+        self.assertIsNotNone(d.wait_log(r"job=gone gen=1 removed \(generation 1\)", since=mark))
+        job = self.job_status(d, "gone")
+        self.assertEqual(job[0]["state"], "waiting", job)
+        self.assertRegex(job[0]["events"][-1]["text"],
+                         r"ends as abandoned at \S+ \S+ UTC \(--abandon-after\)")
+        self.assertIsNotNone(d.wait_log(r"job=gone ended as abandoned: no agent of it connected "
+                                        r"for [34] s", since=mark, timeout=10))
+        job = self.job_status(d, "gone")
+        self.assertEqual((job[0]["state"], job[0]["outcome"]["type"]), ("ended", "abandoned"),
+                         job)
+        self.assertIn("--abandon-after", job[0]["outcome"]["summary"])
+        # Across a restart: nothing rebuilt, nothing waiting; the resume is told how it ended.
+        d.kill()
+        d = self.daemon("--state-dir", state, "--abandon-after", "3")
+        job = self.job_status(d, "gone")
+        self.assertEqual([j["state"] for j in job], ["ended"], job)
+        q, (op, body) = self.join(d, "gone", "n0", secret=joined["secret"],
+                                  claim=resume(master_port=rnd["master_port"]), hb_ms=300)
+        self.assertEqual(op, ERROR, body)
+        self.assertRegex(body["error"], r"job 'gone' has ended: it was abandoned at")
+        # A new agent's JOIN is a new run of the id.
+        q, (op, body) = self.join(d, "gone", "n5", hb_ms=300)
+        self.assertEqual(op, JOINED, body)
+        self.assertFalse(body["spare"], body)
+
+    def test_jobs_held_are_bounded(self):
+        """Issue 46 case 3: --max-jobs bounds the jobs rdzvd holds, running or waiting in their
+        records: a JOIN that would make one more is refused with what to do, the jobs held are
+        untouched, and once the operator ends a waiting one the JOIN is taken. /metrics and
+        status show the count."""
+        state = self.state_dir()
+        d, mport = daemon_with_metrics(self, "--state-dir", state, "--max-jobs", "2")
+        a, _, _ = self.running_job(d, "a")
+        b, _, _ = self.running_job(d, "b", hb_ms=300)
+        mark = d.mark()
+        b.close()
+        self.assertIsNotNone(d.wait_log(r"job=b gen=1 removed \(generation 1\)", since=mark))
+        q = self.peer(d)
+        q.send(STATUS, {})
+        _, st = q.recv_json()
+        self.assertEqual(st["jobs_held"], {"held": 2, "waiting": 1, "limit": 2}, st)
+        m = http_get(mport, "/metrics")
+        for line in ("rdzvd_jobs_held 2", "rdzvd_jobs_waiting 1", "rdzvd_jobs_held_limit 2"):
+            self.assertIn("\n" + line + "\n", m)
+        out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("jobs: 2 held of --max-jobs 2, 1 of them waiting for their nodes", out.stdout)
+        self.assertRegex(out.stdout, r"job b: waiting")
+        p, (op, body) = self.join(d, "c", "n0")
+        self.assertEqual(op, ERROR, body)
+        self.assertIn("rdzvd holds 2 jobs, its --max-jobs: job 'c' cannot start", body["error"])
+        self.assertIn("rdzvctl cancel JOB", body["error"])
+        self.assertTrue(p.closed_within())
+        self.assertEqual(self.job_status(d, "a")[0]["state"], "running")
+        self.assertEqual(self.job_status(d, "b")[0]["state"], "waiting")
+        out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "cancel", "b"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        p, (op, body) = self.join(d, "c", "n0")
+        self.assertEqual(op, JOINED, body)
+        # A resume of a job held is no new job: never refused by the bound.
+        self.assertEqual(self.job_status(d, "a")[0]["state"], "running")
 
 if __name__ == "__main__":
     main()

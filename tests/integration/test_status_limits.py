@@ -51,7 +51,8 @@ def join_body(run_id, node_id, lo=2, hi=2):
 class StatusLimits(DaemonTestCase):
 
     def start(self):
-        d, self.mport = daemon_with_metrics(self)
+        # Up to 3,000 jobs at once: past --max-jobs' default (1024).
+        d, self.mport = daemon_with_metrics(self, "--max-jobs", "10000")
         return d
 
     def joins(self, d, bodies):

@@ -23,6 +23,7 @@
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-sm.h"
+#include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/data/rdzvd-journal.h"
 #include "daemon/data/rdzvd-store.h"
 #include "common/rdzv-util.h"
@@ -394,6 +395,22 @@ static inline int jt_state_dir(char *path, size_t len)
     fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ASSERT_TRUE(fd >= 0);
     return fd;
+}
+
+/* The record of job "job" (--nnodes 2, --max-restarts 3) running generation gen, restart 1, on
+ * store port 41000, with the settings of a JOIN with a 30 ms heartbeat timeout: the rebuild
+ * window is 3.06 s from rdzvd's start, 60 ms from the first agent back. */
+static inline struct rdzvd_job_record jt_running_record(uint64_t gen)
+{
+    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = gen,
+                                   .restart_count = 1, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000, .has_settings = true};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    jn.heartbeat_timeout_ms = 30;
+    rdzvd_job_settings_of_join(&jn, &rec.settings);
+    return rec;
 }
 
 /* Leave rec in the job table journaled in state directory fd, as an earlier rdzvd on that

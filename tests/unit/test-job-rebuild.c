@@ -399,29 +399,13 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
     jt_state_dir_done(fd, path);
 }
 
-/* The record of job "job" (--nnodes 2, --max-restarts 3) running generation gen, restart 1, on
- * store port 41000, with the settings of a JOIN with a 30 ms heartbeat timeout: the rebuild
- * window is 3.06 s from rdzvd's start, 60 ms from the first agent back. */
-static struct rdzvd_job_record running_record(uint64_t gen)
-{
-    struct rdzvd_job_record rec = {.min = 2, .max = 2, .max_restarts = 3, .generation = gen,
-                                   .restart_count = 1, .running = true, .nnodes = 2,
-                                   .world_size = 4, .store_port = 41000, .has_settings = true};
-    struct rdzv_join jn = join_of(0, 2, 2, 3);
-
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    jn.heartbeat_timeout_ms = 30;
-    rdzvd_job_settings_of_join(&jn, &rec.settings);
-    return rec;
-}
-
 /* rdzvd starts (or a replica leads) with the record of a running generation: the job is in
  * memory at once, running that generation on its recorded store port, before any agent is back;
  * the first agent back cuts the window to two heartbeat timeouts, and the node that does not
  * come back within it is lost. A record between generations waits for its agents. */
 static void test_running_record_is_rebuilt_at_start(void)
 {
-    struct rdzvd_job_record rec = running_record(4);
+    struct rdzvd_job_record rec = jt_running_record(4);
     struct rdzv_join jn;
     struct fake f = {0};
     struct rdzvd_job *j;
@@ -480,7 +464,7 @@ static void test_running_record_is_rebuilt_at_start(void)
  * agents' resumes later rebuild it on the same port. */
 static void test_nobody_back_leaves_record_and_store(void)
 {
-    struct rdzvd_job_record rec = running_record(2);
+    struct rdzvd_job_record rec = jt_running_record(2);
     struct rdzv_join jn;
     struct fake f[2] = {0};
     char path[64];

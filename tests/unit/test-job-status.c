@@ -191,6 +191,59 @@ static void test_progress_longest_silent_kept(void)
     env_done(&e);
 }
 
+/* Issue 46 case 3: --abandon-after counts from the last agent leaving. A job rebuilt from its
+ * record that nobody comes back to goes back to waiting with the time it had (a restart or an
+ * election rebuilding it again does not start it afresh), a JOIN refused leaves it alone, and
+ * an agent of it that comes back takes the note; its leaving again starts a new one. */
+static void test_waiting_time_runs_from_the_last_agent_leaving(void)
+{
+    struct rdzvd_job_record rec = jt_running_record(2);
+    char path[64], id[RDZV_ID_MAX + 1];
+    struct fake f[2] = {0}, odd = {0};
+    struct rdzv_join jn;
+    uint64_t since, first, back;
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    jt_record_save(fd, &rec);
+    env_init(&e, fd);
+    e.h.ended = &e.ended;
+    e.h.keep_waiting = rdzvd_waiting_jobs_add;
+    e.h.take_waiting = rdzvd_waiting_jobs_take;
+    jt_remember_secrets(&e, "job");
+    rdzvd_jobs_rebuild(&e.h);
+    ASSERT_EQ(e.ended.n_waiting, 0); /* in memory, its agents' window running */
+    run_ms(&e, 3100);
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &first));
+    ASSERT_EQ(strcmp(id, "job"), 0);
+    run_ms(&e, 10000);
+    rdzvd_jobs_rebuild(&e.h); /* a second restart or election */
+    ASSERT_EQ(e.ended.n_waiting, 0);
+    run_ms(&e, 3100);
+    ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &since));
+    ASSERT_EQ(since, first);
+    jn = join_of(7, 1, 3, 3); /* another --nnodes: refused */
+    ASSERT_TRUE(join(&e, &odd, &jn) < 0);
+    ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &since));
+    ASSERT_EQ(since, first);
+    ASSERT_EQ(e.ended.n_waiting, 1);
+    jn = resume_of(0, 2, 1, 3);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    ASSERT_TRUE(f[0].resumed);
+    ASSERT_EQ(e.ended.n_waiting, 0);
+    ASSERT_NOT_NULL(f[0].m);
+    back = fake_clock_ms();
+    rdzvd_member_gone(f[0].m);
+    run_ms(&e, 200000); /* its heartbeat's grace, and node 1's window, lapse */
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &since));
+    ASSERT_TRUE(since >= back && back > first + 13000);
+    rdzvd_job_record_clear(&rec);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-status", RDZV_LOG_ERROR);
@@ -199,5 +252,6 @@ int main(void)
     TEST(test_status_members_left_out);
     TEST(test_ended_jobs_kept_and_expire);
     TEST(test_progress_longest_silent_kept);
+    TEST(test_waiting_time_runs_from_the_last_agent_leaving);
     return tap_done();
 }

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-abandon.c: jobs nobody comes back to end (rdzvd-job-abandon.h). */
+#include "daemon/job/rdzvd-job-abandon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "daemon/job/rdzvd-job-sm.h"
+#include "daemon/job/rdzvd-job-status.h"
+
+struct rdzvd_abandon {
+    uv_timer_t timer;
+    const struct rdzvd_job_host *h;
+    uint64_t after_ms;
+    uint64_t due_ms; /* when the timer fires (rdzv_now_ms); 0: not armed */
+};
+
+/* A job that could not be ended now (the job table refused: a replica that lost its quorum) is
+ * tried again this much later. */
+#define ABANDON_RETRY_MS 60000
+
+static void abandon_fired(uv_timer_t *t)
+{
+    struct rdzvd_abandon *a = t->data;
+    char run_id[RDZV_ID_MAX + 1], err[256], why[RDZV_SUMMARY_MAX + 1];
+    uint64_t since, now = rdzv_now_ms();
+    int r;
+
+    a->due_ms = 0;
+    while (rdzvd_waiting_jobs_first(a->h->ended, run_id, &since) && since + a->after_ms <= now) {
+        snprintf(why, sizeof(why),
+                 "abandoned: none of its agents came back within --abandon-after (%.0f s) of "
+                 "the last one leaving",
+                 (double)a->after_ms / 1000);
+        r = rdzvd_jobs_end_waiting(a->h, run_id, "abandoned", 1, why, err, sizeof(err));
+        if (r == 0) {
+            log_warn("job=%s ended as abandoned: no agent of it connected for %.0f s (its record "
+                     "is gone; --abandon-after)",
+                     run_id, (double)(now - since) / 1000);
+            continue;
+        }
+        (void)rdzvd_waiting_jobs_take(a->h->ended, run_id); /* not waiting any more: -ENOENT */
+        if (r != -ENOENT) {
+            uint64_t again = now + ABANDON_RETRY_MS;
+
+            log_error("job=%s: %s: tried again in %d s", run_id, err, ABANDON_RETRY_MS / 1000);
+            rdzvd_waiting_jobs_add(a->h->ended, run_id,
+                                   again > a->after_ms ? again - a->after_ms : 1);
+        }
+    }
+    rdzvd_abandon_arm(a);
+}
+
+int rdzvd_abandon_new(uv_loop_t *loop, const struct rdzvd_job_host *h, uint64_t after_ms,
+                      struct rdzvd_abandon **ret)
+{
+    struct rdzvd_abandon *a;
+
+    *ret = NULL;
+    if (!after_ms)
+        return 0;
+    if (!(a = calloc(1, sizeof(*a))))
+        return -ENOMEM;
+    (void)uv_timer_init(loop, &a->timer); /* cannot fail */
+    a->timer.data = a;
+    a->h = h;
+    a->after_ms = after_ms;
+    *ret = a;
+    return 0;
+}
+
+void rdzvd_abandon_arm(struct rdzvd_abandon *a)
+{
+    char run_id[RDZV_ID_MAX + 1];
+    uint64_t since, due, now;
+
+    if (!a || !rdzvd_waiting_jobs_first(a->h->ended, run_id, &since))
+        return;
+    due = since + a->after_ms;
+    if (a->due_ms && a->due_ms <= due)
+        return; /* due first already */
+    now = rdzv_now_ms();
+    a->due_ms = due;
+    (void)uv_timer_start(&a->timer, abandon_fired, due > now ? due - now : 0, 0);
+}
+
+static void abandon_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void rdzvd_abandon_close(struct rdzvd_abandon *a)
+{
+    if (a)
+        uv_close((uv_handle_t *)&a->timer, abandon_closed);
+}
