@@ -307,8 +307,11 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         o->cfg.request_timeout_ms = (uint64_t)(request_s * 1000);
     if (r == 0 && keep_ended_set)
         o->cfg.keep_ended_ms = (uint64_t)(keep_ended_s * 1000);
-    if (r == 0 && abandon_set)
+    if (r == 0 && abandon_set) { /* 0 is never; anything else at least 1 ms */
         o->cfg.abandon_after_ms = (uint64_t)(abandon_s * 1000);
+        if (abandon_s > 0 && o->cfg.abandon_after_ms == 0)
+            o->cfg.abandon_after_ms = 1;
+    }
     return r;
 }
 

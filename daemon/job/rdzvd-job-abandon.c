@@ -45,11 +45,13 @@ static void abandon_fired(uv_timer_t *t)
         }
         (void)rdzvd_waiting_jobs_take(a->h->ended, run_id); /* not waiting any more: -ENOENT */
         if (r != -ENOENT) {
-            uint64_t again = now + ABANDON_RETRY_MS;
-
-            log_error("job=%s: %s: tried again in %d s", run_id, err, ABANDON_RETRY_MS / 1000);
+            /* Noted again as if it had waited since then: due in ABANDON_RETRY_MS (in
+             * --abandon-after when that is shorter), never a since in the future. */
+            log_error("job=%s: %s: tried again later", run_id, err);
             rdzvd_waiting_jobs_add(a->h->ended, run_id,
-                                   again > a->after_ms ? again - a->after_ms : 1);
+                                   a->after_ms > ABANDON_RETRY_MS
+                                       ? now - (a->after_ms - ABANDON_RETRY_MS)
+                                       : now);
         }
     }
     rdzvd_abandon_arm(a);

@@ -289,6 +289,21 @@ static bool job_rebuilding(const struct rdzvd_job *j)
     return j->rebuilt && j->timer_armed && j->timer_kind == T_REBUILD;
 }
 
+/* A job not held (not in memory, no record) is about to be made for q: refused past --max-jobs
+ * (the jobs held, in memory and waiting in their records). 0, or -ENOSPC with q->err set. */
+static int check_room(struct join_req *q)
+{
+    const struct rdzvd_job_host *h = q->h;
+
+    if (!h->max_jobs || rdzvd_jobs_held(h) < h->max_jobs)
+        return 0;
+    return refuse(q, -ENOSPC,
+                  "rdzvd holds %" PRIu64 " jobs, its --max-jobs: job '%s' cannot start until one "
+                  "ends (rdzvctl status lists them; the operator ends one with rdzvctl cancel "
+                  "JOB; one whose agents are all gone ends after --abandon-after)",
+                  h->max_jobs, q->jn->run_id);
+}
+
 /* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
  * --state-dir (or, after a failover, in the replicas' job table), else (no record) from what a
  * resuming agent says. *ret: the job, or NULL when
@@ -317,7 +332,9 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         rec->store_port = (uint16_t)rs->master_port;
         rec->restart_count = rs->restart_count;
         claimed = true;
-        r = 0;
+        /* A claim makes a job as a new JOIN does: within the bound. */
+        if ((r = check_room(q)) < 0)
+            return r;
     }
     if (r < 0)
         return 0;
@@ -327,7 +344,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     rdzvd_job_hist_take(j, rec);
     r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN));
     if (r < 0) {
-        job_unbuild(j, true);
+        job_unbuild(j, !claimed); /* a claim has no record to go back to */
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", rdzvd_job_strerror(r));
     }
     /* The claim becomes the record: after another restart a resume is checked against it, and
@@ -343,7 +360,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
  * generation runs and keeps the job's settings: rebuilt now, its agents' window running. A job
  * between generations has nothing running to wait for, and a record of an older rdzvd lacks the
  * settings: both are rebuilt by the first JOIN of one of their agents (job_restore). */
-static void job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run_id)
+static bool job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run_id)
 {
     struct rdzvd_job_record rec;
     struct rdzv_join jn = {.min = 0};
@@ -351,7 +368,7 @@ static void job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
     int r;
 
     if (rdzvd_job_record_load(h, run_id, &rec) < 0)
-        return;
+        return false;
     if (!rec.has_settings || !rec.running || rec.generation == 0)
         goto out;
     snprintf(jn.run_id, sizeof(jn.run_id), "%s", rec.run_id);
@@ -371,6 +388,7 @@ static void job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
     }
 out:
     rdzvd_job_record_clear(&rec);
+    return true;
 }
 
 /* For rdzvd_job_ends_foreach: an ended job's outcome to the host's ended jobs. */
@@ -399,10 +417,10 @@ void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        job_rebuild_recorded(h, ids[i]);
         /* Not rebuilt (between generations, or its store would not open): it waits for its
          * nodes from now on, --abandon-after's time counted afresh. */
-        if (h->keep_waiting && h->ended && !rdzvd_job_find(h->jobs, ids[i]))
+        if (job_rebuild_recorded(h, ids[i]) && h->keep_waiting && h->ended &&
+            !rdzvd_job_find(h->jobs, ids[i]))
             h->keep_waiting(h->ended, ids[i], rdzvd_job_now_ms());
     }
     free(ids);
@@ -602,6 +620,43 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
     return 0;
 }
 
+/* For rdzvd_job_ends_foreach: the newest end of run_id the job table keeps. */
+struct end_find {
+    const char *run_id;
+    struct rdzvd_job_end e;
+    bool found;
+};
+
+static int end_find_one(const struct rdzvd_job_end *e, void *ud)
+{
+    struct end_find *f = ud;
+
+    if (strcmp(e->run_id, f->run_id) == 0) {
+        f->e = *e; /* oldest first: the last one found is the newest */
+        f->found = true;
+    }
+    return 0;
+}
+
+/* A resume of a job with no record whose end the job table keeps (the newest 256, longer than
+ * the ended jobs in memory, --keep-ended): its workers ran the job that ended, which stays ended
+ * (P6); one whose agent started after that end runs a new job. 0, or -EBUSY with q->err set. */
+static int check_recorded_end(struct join_req *q)
+{
+    struct end_find f = {.run_id = q->jn->run_id};
+    double ago;
+
+    if (!q->h->record_table ||
+        rdzvd_job_ends_foreach(q->h->record_table, end_find_one, &f) < 0 || !f.found)
+        return 0;
+    ago = rdzvd_job_wall_s() - f.e.ended_s;
+    if (q->jn->age_ms > 0 && (double)q->jn->age_ms / 1000 < ago)
+        return 0;
+    rdzvd_job_ended_line(q->err, q->errlen, q->jn->run_id, f.e.type, f.e.exit_code,
+                         f.e.ended_s, f.e.summary);
+    return -EBUSY;
+}
+
 /* A node the job put aside takes no part in it again (its history, in memory or, for a job not
  * in memory, in its record): -EACCES with q->err saying why, else 0. */
 static int check_aside(struct join_req *q, const struct rdzvd_job *j)
@@ -662,6 +717,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
             log_info("%s", err);
         err[0] = '\0';
     }
+    if (!j && jn->resume.generation && q->rec_r < 0 && (r = check_recorded_end(q)) < 0)
+        return r;
     if (jn->resume.generation)
         return join_resume(q, j, peer);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
@@ -718,13 +775,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     /* After the node rank's: a second job on this host is told that, which says more. */
     if (j && check_join_command(q, j->command) < 0)
         return -EINVAL;
-    if (!j && h->max_jobs && rdzvd_jobs_held(h) >= h->max_jobs)
-        return refuse(q, -ENOSPC,
-                      "rdzvd holds %" PRIu64 " jobs, its --max-jobs: job '%s' cannot start "
-                      "until one ends (rdzvctl status lists them; the operator ends one with "
-                      "rdzvctl cancel JOB; one whose agents are all gone ends after "
-                      "--abandon-after)",
-                      h->max_jobs, jn->run_id);
+    if (!j && (r = check_room(q)) < 0)
+        return r;
     if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, jn, secret))) {
@@ -765,6 +817,14 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
     if (!j) /* rdzvd restarted, or a new leader: the job may be in its record */
         q.rec_r = rdzvd_job_record_load(h, jn.run_id, &q.rec);
     r = join_job(&q, &jn, j, peer);
+    if (r < 0 && !j) {
+        /* A job rebuilt from its record for this JOIN, which was then refused, goes back to it
+         * (else it stayed in memory with no member, neither waiting nor abandoned). */
+        struct rdzvd_job *made = rdzvd_job_find(h->jobs, jn.run_id);
+
+        if (made && made->nmembers == 0 && made->state != JOB_ENDED)
+            job_unbuild(made, q.rec_r == 0);
+    }
     rdzvd_job_record_clear(&q.rec);
     return r;
 }

@@ -88,7 +88,8 @@ void rdzvd_job_free(struct rdzvd_job *j)
     if (!j->shutting_down && !j->unloaded && j->state != JOB_ENDED &&
         (j->generation == 0 || !j->host.record_table))
         rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
-    else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting)
+    else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting &&
+             j->host.record_table)
         /* Waiting from now, unless no agent of it came since it left its record (a rebuild
          * nobody came back to, a JOIN refused): --abandon-after runs from then. */
         j->host.keep_waiting(j->host.ended, j->run_id,

@@ -245,12 +245,14 @@ bool rdzvd_waiting_jobs_first(const struct rdzvd_ended_jobs *e, char run_id[RDZV
     return true;
 }
 
-/* Since when run_id waits for its nodes (rdzv_now_ms()'s clock): its newest note, else start. */
+/* Since when run_id waits for its nodes (rdzv_now_ms()'s clock): its note (*noted), else start
+ * (a record this rdzvd found and has not noted: a follower's, or rebuilt and in memory). */
 static uint64_t waiting_since(const struct rdzvd_ended_jobs *e, const char *run_id,
-                              uint64_t start_ms)
+                              uint64_t start_ms, bool *noted)
 {
     const struct waiting_job *x = e ? waiting_find(e, run_id) : NULL;
 
+    *noted = x != NULL;
     return x ? x->since_ms : start_ms;
 }
 
@@ -295,7 +297,7 @@ static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t s
     char until[96] = "";
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzv_status_event *ev = &sj->events[0];
-    double ago = (double)(now - since_ms) / 1000;
+    double ago = now > since_ms ? (double)(now - since_ms) / 1000 : 0;
     time_t since = (time_t)(rdzv_wall_s() - ago);
     char when[32] = "?";
     struct tm tm;
@@ -347,9 +349,14 @@ int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
     }
     st->jobs = sj;
     memset(&sj[st->n_jobs], 0, w.n * sizeof(*sj));
-    for (size_t i = 0; i < w.n; i++)
-        waiting_status(t, w.ids[i], waiting_since(e, w.ids[i], start_ms), now,
-                       e ? e->abandon_after_ms : 0, &sj[st->n_jobs + i]);
+    for (size_t i = 0; i < w.n; i++) {
+        bool noted;
+        uint64_t since = waiting_since(e, w.ids[i], start_ms, &noted);
+
+        /* Only a noted one has a time to end at (a note is what the abandonment timer ends). */
+        waiting_status(t, w.ids[i], since, now, noted && e ? e->abandon_after_ms : 0,
+                       &sj[st->n_jobs + i]);
+    }
     st->n_jobs += w.n;
 out:
     free(w.ids);

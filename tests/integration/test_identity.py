@@ -368,6 +368,10 @@ class Identity(DaemonTestCase):
         self.assertIn("rdzvd holds 2 jobs, its --max-jobs: job 'c' cannot start", body["error"])
         self.assertIn("rdzvctl cancel JOB", body["error"])
         self.assertTrue(p.closed_within())
+        # A resume's claim of a job rdzvd does not hold makes one as much as a JOIN does.
+        p, (op, body) = self.join(d, "claimed", "n0", claim=resume())
+        self.assertEqual(op, ERROR, body)
+        self.assertIn("its --max-jobs: job 'claimed' cannot start", body["error"])
         self.assertEqual(self.job_status(d, "a")[0]["state"], "running")
         self.assertEqual(self.job_status(d, "b")[0]["state"], "waiting")
         out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "cancel", "b"],
@@ -377,6 +381,21 @@ class Identity(DaemonTestCase):
         self.assertEqual(op, JOINED, body)
         # A resume of a job held is no new job: never refused by the bound.
         self.assertEqual(self.job_status(d, "a")[0]["state"], "running")
+
+    def test_abandoned_job_stays_ended_past_keep_ended(self):
+        """A resume of an abandoned job is told so after its outcome left the ended jobs in
+        memory (--keep-ended-max 0 here; an hour, or 100 ends, by default): the job table's
+        ends are read (it was rebuilt from the agent's claim, and ran again)."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state, "--abandon-after", "1", "--keep-ended-max", "0")
+        p, joined, rnd = self.running_job(d, "late", hb_ms=300)
+        mark = d.mark()
+        p.close()
+        self.assertIsNotNone(d.wait_log(r"job=late ended as abandoned", since=mark, timeout=10))
+        _, (op, body) = self.join(d, "late", "n0", secret=joined["secret"],
+                                  claim=resume(master_port=rnd["master_port"]), hb_ms=300)
+        self.assertEqual(op, ERROR, body)
+        self.assertRegex(body["error"], r"job 'late' has ended: it was abandoned at")
 
 if __name__ == "__main__":
     main()
