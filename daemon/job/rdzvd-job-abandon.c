@@ -51,7 +51,8 @@ static void abandon_fired(uv_timer_t *t)
             rdzvd_waiting_jobs_add(a->h->ended, run_id,
                                    a->after_ms > ABANDON_RETRY_MS
                                        ? now - (a->after_ms - ABANDON_RETRY_MS)
-                                       : now);
+                                       : now,
+                                   0);
         }
     }
     rdzvd_abandon_arm(a);

@@ -150,6 +150,11 @@ struct rdzvd_job {
     uint64_t waiting_since_ms;  /* made from a record that waited since then (0: not noted) */
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;
+    /* Rebuilt at rdzvd's start or election: the store of this generation (on store_port, its
+     * journal replayed) opens when the first of its agents is back (rdzvd-job-join.c),
+     * not before: a restart with many recorded jobs listens at once and holds a descriptor only
+     * for the jobs whose agents come back. 0: none deferred. */
+    uint64_t store_deferred_gen;
     /* Node rank 0's agent hosts this generation's store at store_addr:store_port (host
      * agent_stores); "": none asked for, or rdzvd's own (store). */
     char store_addr[RDZV_STORE_ADDR_MAX + 1];

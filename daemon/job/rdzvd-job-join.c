@@ -152,11 +152,34 @@ static void job_unbuild(struct rdzvd_job *j, bool recorded)
     rdzvd_job_free(j);
 }
 
+/* The first agent of a generation rebuilt at start is back (or a JOIN rebuilt it): its deferred
+ * store opens on its port (another when that one is taken: noted). 0 (also when none was
+ * deferred) or a negative errno (noted: workers that reconnect to it will fail). */
+static int job_open_deferred(struct rdzvd_job *j)
+{
+    uint16_t port = j->store_port;
+    int r;
+
+    if (!j->store_deferred_gen)
+        return 0;
+    j->store_deferred_gen = 0;
+    r = rdzvd_job_open_store(j, port, false);
+    if (r < 0) {
+        rdzvd_job_note(j, true,
+                       "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
+                       "that reconnect to it will fail",
+                       j->generation, port, rdzvd_job_strerror(r));
+        r = rdzvd_job_open_store(j, 0, false);
+    }
+    return r;
+}
+
 /* Rebuild the job j (just made by rdzvd_job_new) as a restarted rdzvd finds it in rec: generation
  * and restart count as they were; when its workers run, the generation's store reopened (with its
  * keys) on the port they know, and the job RUNNING until their agents are back or the rebuild
  * window, window_ms, ends. 0 or a negative errno (the store could not be opened at all). */
-static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64_t window_ms)
+static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64_t window_ms,
+                       bool defer_store)
 {
     int r;
 
@@ -192,14 +215,9 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
         j->store_port = rec->store_port;
         r = 0;
     } else {
-        r = rdzvd_job_open_store(j, rec->store_port, false);
-    }
-    if (r < 0) {
-        rdzvd_job_note(j, true,
-                       "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
-                       "that reconnect to it will fail",
-                       j->generation, rec->store_port, rdzvd_job_strerror(r));
-        r = rdzvd_job_open_store(j, 0, false);
+        j->store_port = rec->store_port;
+        j->store_deferred_gen = j->generation;
+        r = defer_store ? 0 : job_open_deferred(j);
     }
     if (r < 0)
         return r;
@@ -342,7 +360,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     if (!(j = rdzvd_job_new(q->h, jn, rec->has_settings ? &rec->settings : NULL)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     rdzvd_job_hist_take(j, rec);
-    r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN));
+    r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN), false);
     if (r < 0) {
         job_unbuild(j, !claimed); /* a claim has no record to go back to */
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", rdzvd_job_strerror(r));
@@ -380,7 +398,7 @@ static bool job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
         goto out;
     }
     rdzvd_job_hist_take(j, &rec);
-    r = job_rebuild(j, &rec, rebuild_window(j, REBUILT_AT_START));
+    r = job_rebuild(j, &rec, rebuild_window(j, REBUILT_AT_START), true);
     if (r < 0) {
         log_error("job=%s: its store cannot be reopened (%s): not rebuilt until one of its agents "
                   "comes back", run_id, rdzvd_job_strerror(r));
@@ -400,29 +418,45 @@ static int keep_end(const struct rdzvd_job_end *e, void *ud)
     return 0;
 }
 
-void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
+int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_ID_MAX + 1],
+                             size_t *n)
 {
-    char(*ids)[RDZV_ID_MAX + 1] = NULL;
-    size_t n = 0;
-
+    *ids = NULL;
+    *n = 0;
     if (!h->record_table)
-        return;
+        return 0;
     /* The jobs that ended first: their agents that come back are told so (P6), not rebuilt. */
     if (h->keep_end && h->ended &&
         rdzvd_job_ends_foreach(h->record_table, keep_end, (void *)h) < 0)
         log_error("out of memory reading the ended jobs of the job table");
-    if (rdzvd_job_records_unloaded(h->record_table, h->jobs, &ids, &n) < 0) {
+    if (rdzvd_job_records_unloaded(h->record_table, h->jobs, ids, n) < 0) {
         log_error("out of memory reading the job table: its jobs are rebuilt when their agents "
                   "come back");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
+{
+    if (rdzvd_job_find(h->jobs, run_id))
+        return; /* an agent's JOIN rebuilt it meanwhile */
+    /* Not rebuilt (between generations): it waits for its nodes from now on, --abandon-after's
+     * time counted afresh. */
+    if (job_rebuild_recorded(h, run_id) && h->keep_waiting && h->ended &&
+        !rdzvd_job_find(h->jobs, run_id))
+        h->keep_waiting(h->ended, run_id, rdzvd_job_now_ms(), 0);
+}
+
+void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
+{
+    char(*ids)[RDZV_ID_MAX + 1];
+    size_t n;
+
+    if (rdzvd_jobs_rebuild_begin(h, &ids, &n) < 0)
         return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        /* Not rebuilt (between generations, or its store would not open): it waits for its
-         * nodes from now on, --abandon-after's time counted afresh. */
-        if (job_rebuild_recorded(h, ids[i]) && h->keep_waiting && h->ended &&
-            !rdzvd_job_find(h->jobs, ids[i]))
-            h->keep_waiting(h->ended, ids[i], rdzvd_job_now_ms());
-    }
+    for (size_t i = 0; i < n; i++)
+        rdzvd_jobs_rebuild_one(h, ids[i]);
     free(ids);
 }
 
@@ -579,6 +613,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
                        "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
                        " of %" PRId64 " nodes)",
                        jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
+        (void)job_open_deferred(j); /* its first agent back: noted when it fails */
         rdzvd_member_send_joined(m, false, true);
         if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
             rdzvd_job_timer_stop(j);

@@ -21,8 +21,32 @@ void rdzvd_job_close_store(struct rdzvd_job *j)
     if (j->store) {
         j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down && !j->unloaded);
         j->store = NULL;
+    } else if (j->store_deferred_gen && !j->shutting_down && !j->unloaded &&
+               j->host.state_dirfd >= 0) {
+        char sname[RDZVD_JOB_NAME_MAX] = "";
+        int r;
+
+        /* Never reopened, and its generation is over: its journal goes as its store's would. */
+        rdzvd_job_store_journal_name(j, j->store_deferred_gen, sname, sizeof(sname));
+        if (sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
+            log_warn_errno(r, "job=%s cannot delete the journal %s", j->run_id, sname);
     }
+    j->store_deferred_gen = 0;
     j->store_addr[0] = '\0';
+}
+
+bool rdzvd_jobs_port_deferred(struct rdzv_list *jobs, uint16_t port)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, jobs)
+    {
+        const struct rdzvd_job *j = rdzv_container_of(pos, struct rdzvd_job, node);
+
+        if (j->store_deferred_gen && j->store_port == port)
+            return true;
+    }
+    return false;
 }
 
 int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0)

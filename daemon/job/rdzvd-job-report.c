@@ -33,7 +33,7 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
 
 uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h)
 {
-    uint64_t n = h->ended ? h->ended->n_waiting : 0;
+    uint64_t n = h->ended ? h->ended->n_waiting + h->ended->n_pending : 0;
     struct rdzv_list *pos, *tmp;
 
     rdzv_list_for_each_safe(pos, tmp, h->jobs)

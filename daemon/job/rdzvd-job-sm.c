@@ -94,7 +94,8 @@ void rdzvd_job_free(struct rdzvd_job *j)
          * nobody came back to, a JOIN refused): --abandon-after runs from then. */
         j->host.keep_waiting(j->host.ended, j->run_id,
                              j->had_member || !j->waiting_since_ms ? rdzvd_job_now_ms()
-                                                                   : j->waiting_since_ms);
+                                                                   : j->waiting_since_ms,
+                             j->state == JOB_RUNNING && !j->store_addr[0] ? j->store_port : 0);
     rdzv_list_del(&j->node);
     rdzvd_job_close_store(j);
     rdzvd_job_timer_close(j);

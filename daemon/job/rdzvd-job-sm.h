@@ -102,7 +102,8 @@ struct rdzvd_job_host {
      * nodes since since_ms (rdzvd_job_now_ms). So are the records rdzvd_jobs_rebuild does not
      * rebuild. A job made in memory hands its note back: take_waiting(ended, run_id) returns
      * its since_ms (0: none). NULL: not noted. */
-    void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms);
+    void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms,
+                         uint16_t port);
     uint64_t (*take_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id);
     /* --max-jobs: a JOIN that would make a job past this many held (rdzvd_jobs_held) is
      * refused; 0: no bound. */
@@ -132,6 +133,15 @@ struct rdzvd_job_host {
  * comes, the job goes back to its record (state "waiting"). Failures are logged (that job is
  * rebuilt by its agents' first JOIN then). */
 void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h);
+/* The same in steps, so that the host serves its connections in between: _begin keeps the ended
+ * jobs and lists the run ids to rebuild (*ids, free it; 0, or -ENOMEM logged), _one rebuilds one
+ * of them unless it is in memory already (an agent's JOIN rebuilt it meanwhile). */
+int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_ID_MAX + 1],
+                             size_t *n);
+void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id);
+/* Whether a job in jobs, rebuilt at start, has its store still to reopen on port (its workers
+ * reconnect there: no other job's store may take it). A linear scan. */
+bool rdzvd_jobs_port_deferred(struct rdzv_list *jobs, uint16_t port);
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
                    char *err, size_t errlen, struct rdzvd_member **ret);
 

@@ -159,6 +159,7 @@ static void ended_drop_oldest(struct rdzvd_ended_jobs *e)
 struct waiting_job {
     struct rdzv_list node;
     uint64_t since_ms;
+    uint16_t port;
     char run_id[RDZV_ID_MAX + 1];
 };
 
@@ -211,7 +212,18 @@ uint64_t rdzvd_waiting_jobs_take(struct rdzvd_ended_jobs *e, const char *run_id)
     return since;
 }
 
-void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint64_t since_ms)
+bool rdzvd_waiting_jobs_port(const struct rdzvd_ended_jobs *e, uint16_t port)
+{
+    struct rdzv_list *pos;
+
+    for (pos = e->waiting.next; pos != &e->waiting; pos = pos->next)
+        if (rdzv_container_of(pos, struct waiting_job, node)->port == port)
+            return true;
+    return false;
+}
+
+void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint64_t since_ms,
+                            uint16_t port)
 {
     struct waiting_job *x;
     struct rdzv_list *pos;
@@ -223,6 +235,7 @@ void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint
         return;
     }
     x->since_ms = since_ms;
+    x->port = port;
     snprintf(x->run_id, sizeof(x->run_id), "%s", run_id);
     /* In since order (a note of the rebuild window's end may come after a later one's). */
     for (pos = e->waiting.prev; pos != &e->waiting; pos = pos->prev)

@@ -36,6 +36,9 @@ struct rdzvd_ended_jobs {
     struct rdzv_list waiting;
     uint64_t n_waiting;
     uint64_t abandon_after_ms;
+    /* Records still to be rebuilt after a start or an election (a batch a loop turn): held
+     * too. */
+    uint64_t n_pending;
 };
 
 void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_t max);
@@ -63,9 +66,14 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
                           int64_t exit_code, double ended_s, const char *summary);
 /* Job run_id left memory before it ended, its record kept: note that it waits for its nodes
- * since since_ms (rdzv_now_ms's clock), replacing what run_id had. Out of memory: logged, not
- * noted (its record lists as waiting since rdzvd started, and is not abandoned). */
-void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint64_t since_ms);
+ * since since_ms (rdzv_now_ms's clock), replacing what run_id had; port: its running
+ * generation's store port, which its workers reconnect to (0: none), kept from other jobs'
+ * stores (rdzvd_waiting_jobs_port). Out of memory: logged, not noted (its record lists as
+ * waiting since rdzvd started, and is not abandoned). */
+void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint64_t since_ms,
+                            uint16_t port);
+/* Whether a job waiting in its record has its workers' store on port (a linear scan). */
+bool rdzvd_waiting_jobs_port(const struct rdzvd_ended_jobs *e, uint16_t port);
 /* Job run_id is in memory again: its note goes. Returns its since_ms, 0 when it had none. */
 uint64_t rdzvd_waiting_jobs_take(struct rdzvd_ended_jobs *e, const char *run_id);
 /* The job that has waited longest: its run id into run_id and its since into *since_ms; false

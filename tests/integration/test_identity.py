@@ -397,5 +397,50 @@ class Identity(DaemonTestCase):
         self.assertEqual(op, ERROR, body)
         self.assertRegex(body["error"], r"job 'late' has ended: it was abandoned at")
 
+    def test_restart_opens_stores_as_their_agents_come_back(self):
+        """Issue 46 case 4: rdzvd restarted on a --state-dir that records 200 running jobs holds
+        no descriptor for their stores until an agent of one is back; that job's store then
+        reopens on its recorded port (2,000 recorded jobs held 4,016 descriptors before any
+        agent came, and 267 of them could not reopen their port: see the next test)."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state)
+        peers = [self.join(d, "many-%03d" % i, "n0") for i in range(200)]
+        recorded = []
+        for p, (op, joined) in peers:
+            self.assertEqual(op, JOINED, joined)
+            op, rnd = p.recv_json()
+            self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+            recorded.append((joined["secret"], rnd["master_port"]))
+        d.kill()
+        d = self.daemon("--state-dir", state)
+        self.assertIsNotNone(d.wait_log(r"job=many-199 gen=1 rebuilding generation 1"))
+        nfd = len(os.listdir("/proc/%d/fd" % d.pid))
+        self.assertLess(nfd, 40, "rdzvd holds %d descriptors with no agent back" % nfd)
+        secret, port = recorded[7]
+        _, (op, body) = self.join(d, "many-007", "n0", secret=secret,
+                                  claim=resume(master_port=port))
+        self.assertEqual(op, JOINED, body)
+        self.assertTrue(body["resumed"], body)
+        socket.create_connection((HOST, port), timeout=5).close()  # its store, on its port
+
+    def test_new_stores_keep_off_recorded_ports(self):
+        """Issue 46 case 4: 1,000 jobs made one after the other, each formed and left (its
+        record kept, its agent may come back to its store's port): no job's store is given a
+        port an earlier job's record holds. Before, the kernel handed freed ports out again (267
+        of 2,000 jobs), and the later job's store took the port the earlier one's workers
+        reconnect to."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state, "--max-jobs", "2000")
+        ports = []
+        for i in range(1000):
+            p, (op, body) = self.join(d, "seq-%04d" % i, "n0")
+            self.assertEqual(op, JOINED, body)
+            op, rnd = p.recv_json()
+            self.assertEqual(op, ROUND, rnd)
+            ports.append(rnd["master_port"])
+            p.close()
+        dups = len(ports) - len(set(ports))
+        self.assertEqual(dups, 0, "%d stores were given a port a waiting job holds" % dups)
+
 if __name__ == "__main__":
     main()

@@ -400,18 +400,20 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
 }
 
 /* rdzvd starts (or a replica leads) with the record of a running generation: the job is in
- * memory at once, running that generation on its recorded store port, before any agent is back;
- * the first agent back cuts the window to two heartbeat timeouts, and the node that does not
- * come back within it is lost. A record between generations waits for its agents. */
+ * memory at once, running that generation, before any agent is back; its store reopens on its
+ * recorded port when the first agent is back (issue 46 case 4: 2,000 recorded jobs held 4,016
+ * descriptors before any agent came), which cuts the window to two heartbeat timeouts, and the
+ * node that does not come back within it is lost. A record between generations waits for its
+ * agents. */
 static void test_running_record_is_rebuilt_at_start(void)
 {
     struct rdzvd_job_record rec = jt_running_record(4);
     struct rdzv_join jn;
     struct fake f = {0};
     struct rdzvd_job *j;
-    char path[64], err[256];
+    char path[64], err[256], journal[96];
     struct env e;
-    int fd = jt_state_dir(path, sizeof(path));
+    int fd = jt_state_dir(path, sizeof(path)), jfd;
 
     jt_record_save(fd, &rec);
     snprintf(rec.run_id, sizeof(rec.run_id), "cancelled");
@@ -421,13 +423,21 @@ static void test_running_record_is_rebuilt_at_start(void)
     snprintf(rec.run_id, sizeof(rec.run_id), "between");
     rec.running = false;
     jt_record_save(fd, &rec);
+    ASSERT_OK(rdzvd_job_state_name("cancelled", 4, journal, sizeof(journal)));
+    strcat(journal, ".journal");
+    jfd = openat(fd, journal, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_TRUE(jfd >= 0);
+    close(jfd);
     env_init(&e, fd);
     jt_remember_secrets(&e, "job");
     rdzvd_jobs_rebuild(&e.h);
     ASSERT_EQ(njobs(&e), 3);
     ASSERT_NULL(rdzvd_job_find(&e.jobs, "between"));
-    /* The operator cancels one nobody came back to: it ends, leaves memory and its record. */
+    /* The operator cancels one nobody came back to: it ends, leaves memory and its record, and
+     * the journal of its store, never reopened, goes with it. */
+    ASSERT_OK(faccessat(fd, journal, F_OK, 0));
     ASSERT_OK(rdzvd_jobs_cancel(&e.h, "cancelled", "", err, sizeof(err)));
+    ASSERT_TRUE(faccessat(fd, journal, F_OK, 0) < 0 && errno == ENOENT);
     ASSERT_NULL(rdzvd_job_find(&e.jobs, "cancelled"));
     ASSERT_EQ(rdzvd_job_record_get(e.table, "cancelled", &rec), -ENOENT);
     ASSERT_EQ(njobs(&e), 2);
@@ -437,8 +447,7 @@ static void test_running_record_is_rebuilt_at_start(void)
     ASSERT_EQ(j->generation, 4);
     ASSERT_EQ(j->restart_count, 1);
     ASSERT_EQ(j->nmembers, 0);
-    ASSERT_EQ(e.asked_port, 41000);
-    ASSERT_EQ(e.stores_open, 3); /* each rebuilt job's, on the port its record names */
+    ASSERT_EQ(e.stores_open, 0); /* none until an agent of the job is back */
     ASSERT_TRUE(uv_timer_get_due_in(&j->timer) > 60); /* two heartbeat timeouts and 3 s */
     rdzvd_jobs_rebuild(&e.h); /* in memory already: not built twice */
     ASSERT_EQ(njobs(&e), 2);
@@ -446,6 +455,8 @@ static void test_running_record_is_rebuilt_at_start(void)
     ASSERT_OK(join(&e, &f, &jn));
     ASSERT_TRUE(f.resumed);
     ASSERT_EQ(f.nevents, 0);
+    ASSERT_EQ(e.stores_open, 1); /* its store, on the port its record names */
+    ASSERT_EQ(e.asked_port, 41000);
     ASSERT_TRUE(uv_timer_get_due_in(&j->timer) <= 60);
     for (int t = 0; t < 50 && !f.nevents; t++) {
         rdzvd_member_heartbeat(f.m);
@@ -480,7 +491,7 @@ static void test_nobody_back_leaves_record_and_store(void)
     ASSERT_NOT_NULL(rdzvd_job_find(&e.jobs, "job")); /* within the window */
     run_ms(&e, 100);
     ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
-    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_EQ(e.stores_open, 0); /* nobody came: its store never reopened, its journal kept */
     ASSERT_EQ(e.stores_dropped, 0);
     rdzvd_job_record_clear(&rec);
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
@@ -491,7 +502,7 @@ static void test_nobody_back_leaves_record_and_store(void)
         ASSERT_TRUE(f[i].resumed);
         ASSERT_EQ(f[i].nevents, 0);
     }
-    ASSERT_EQ(e.stores_open, 2);
+    ASSERT_EQ(e.stores_open, 1);
     ASSERT_EQ(e.asked_port, 41000);
     rdzvd_job_record_clear(&rec);
     env_done(&e);
