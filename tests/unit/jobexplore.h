@@ -36,6 +36,7 @@ enum ev_kind {
     EV_TIMER,                    /* time passes to the next timer of the job or an away member */
     EV_OP_CANCEL,                /* the operator's CANCEL_JOB */
     EV_RESTART,                  /* rdzvd restarts on its state directory */
+    EV_ABANDON,                  /* --abandon-after: the job waiting in its record ends */
     EV_KINDS,
 };
 /* An event is one byte: a node's kind and node, or a job-wide kind. */
@@ -49,7 +50,8 @@ static const char *const kind_names[EV_KINDS] = {
     "worker killed by SIGKILL from outside", "UNHEALTHY", "CANCEL (SIGTERM)", "LEAVE succeeded",
     "every running node fails at start-up, one report after another",
     "READY from every agent told to restart", "time passes to the next timer",
-    "the operator's CANCEL_JOB", "rdzvd restarts on its state directory"};
+    "the operator's CANCEL_JOB", "rdzvd restarts on its state directory",
+    "--abandon-after runs out for the job waiting in its record"};
 
 /* Room for what each invariant of the test found in a step. */
 enum { I1, I2, I3, I4, I5, N_INV };
@@ -83,7 +85,7 @@ struct model {
     struct env e;
     const struct variant *v;
     struct agent *a; /* g_agents: one model lives at a time */
-    bool op_cancelled, ended_seen, verbose;
+    bool op_cancelled, abandoned, ended_seen, verbose;
     bool checking; /* check the record after this step (a replay's earlier steps were) */
     bool recorded; /* the job has a record (state_key found it) */
     int restarts;             /* rdzvd restarts so far */
@@ -421,6 +423,9 @@ static uint64_t enabled(struct model *md)
         EN(JOB_EV(EV_OP_CANCEL));
     if (md->v->state_dir && md->restarts < RDZVD_RESTARTS_MAX)
         EN(JOB_EV(EV_RESTART));
+    /* Waiting in its record, no agent of it connected (rdzvd-job-abandon.c ends only those). */
+    if (!md->abandoned && !j && md->recorded)
+        EN(JOB_EV(EV_ABANDON));
 #undef EN
     return mask;
 }
@@ -476,8 +481,9 @@ static uint64_t state_key(struct model *md)
     md->recorded = r == 0;
 #define PUT(...)                                                                                   \
     (n += (size_t)snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, __VA_ARGS__))
-    PUT("r%d,%" PRIu64 ",%d,%" PRId64 ";m%d%d%d%d;", r, rec.generation, rec.running,
-        rec.restart_count, md->op_cancelled, md->ended_seen, md->restarts, j != NULL);
+    PUT("r%d,%" PRIu64 ",%d,%" PRId64 ";m%d%d%d%d%d;", r, rec.generation, rec.running,
+        rec.restart_count, md->op_cancelled, md->abandoned, md->ended_seen, md->restarts,
+        j != NULL);
     rdzvd_job_record_clear(&rec);
     if (j) {
         uint64_t now = rdzv_now_ms();

@@ -6,7 +6,8 @@
  * while the agent's workers run), connections closed (plainly, or after rdzvd stalled: the
  * member is kept), worker exits (at start-up, after progress, killed from outside), every node
  * failing at start-up, UNHEALTHY, CANCEL, LEAVE, READY, the next timer, the operator's
- * CANCEL_JOB and (with a state directory) rdzvd restarted on its record.
+ * CANCEL_JOB and (with a state directory) rdzvd restarted on its record, and --abandon-after
+ * ending the job while it waits in its record.
  *
  * The machine lives on a uv loop with timers, so a state cannot be copied: each sequence is
  * replayed from a fresh host. After it, an abstract key of the state is made (the job's state,
@@ -137,7 +138,7 @@ static void check_end_cause(struct model *md, int kind, int i, const struct pre 
     bool budget = p->restarts >= md->v->max_restarts, ok = p->cancelled != 0;
     struct rdzvd_job *j = the_job(md);
 
-    if (kind == EV_OP_CANCEL || kind == EV_TIMER)
+    if (kind == EV_OP_CANCEL || kind == EV_TIMER || kind == EV_ABANDON)
         ok = true;
     else if ((kind >= EV_EXIT_START && kind <= EV_EXIT_KILL) || kind == EV_ALL_FAIL)
         ok = budget;
@@ -164,7 +165,8 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
 
     for (int k = 0; k < NODES; k++)
         ended_now |= md->a[k].f.nevents > p->nevents[k] && is_outcome(md->a[k].f.event.type);
-    md->ended_seen |= ended_now || (kind == EV_OP_CANCEL && md->op_cancelled && !j);
+    md->ended_seen |= ended_now || (kind == EV_OP_CANCEL && md->op_cancelled && !j) ||
+                      (kind == EV_ABANDON && md->abandoned);
     ended_now &= p->exists && p->st != JOB_ENDED;
     if (ended_now)
         check_end_cause(md, kind, i, p);
@@ -359,6 +361,12 @@ static void apply(struct model *md, uint8_t code)
         break;
     case EV_RESTART:
         ev_restart(md);
+        break;
+    case EV_ABANDON:
+        md->abandoned = rdzvd_jobs_end_waiting(&md->e.h, "job", "abandoned", 1, "abandoned",
+                                               err, sizeof(err)) == 0;
+        if (!md->abandoned)
+            bad(md, I5, "the job waiting in its record was not ended: %s", err);
         break;
     }
     check_step(md, kind, i, &p);
