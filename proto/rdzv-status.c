@@ -269,18 +269,7 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st)
                   "main_store_keys", (json_int_t)st->main_store_keys, "jobs", jobs);
     if (!root)
         return NULL;
-    if (st->store_limit > 0 &&
-        json_object_set_new(root, "store_bytes",
-                            json_pack("{s:I, s:I}", "held", (json_int_t)st->store_held, "limit",
-                                      (json_int_t)st->store_limit)) < 0) {
-        json_decref(root);
-        return NULL;
-    }
-    if (st->jobs_limit > 0 &&
-        json_object_set_new(root, "jobs_held",
-                            json_pack("{s:I, s:I, s:I}", "held", (json_int_t)st->jobs_held,
-                                      "waiting", (json_int_t)st->jobs_waiting, "limit",
-                                      (json_int_t)st->jobs_limit)) < 0) {
+    if (rdzv_status_limits_put(root, st) < 0) {
         json_decref(root);
         return NULL;
     }
@@ -798,9 +787,8 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
 {
     json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0;
     const char *daemon, *version;
-    json_t *root, *jobs, *o, *aside = NULL, *store_bytes = NULL, *jobs_held = NULL;
-    json_int_t aside_failures = 0, aside_check = 0, aside_straggler = 0, held = 0, limit = 0;
-    json_int_t jheld = 0, jwaiting = 0, jlimit = 0;
+    json_t *root, *jobs, *o, *aside = NULL;
+    json_int_t aside_failures = 0, aside_check = 0, aside_straggler = 0;
     json_error_t jerr;
     size_t i;
     int r = -EBADMSG;
@@ -810,18 +798,13 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     if (!root)
         return fail_at(err, errlen, "STATUS_REPLY");
     if (json_unpack_ex(root, &jerr, 0,
-                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s?I, s?o, "
-                       "s?o, s?o}",
+                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s?I, s?o}",
                        "daemon",
                        &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s,
                        "stats", "connections", &conns, "accepted", &acc, "rejected", &rej,
                        "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
                        "jobs", &jobs, "jobs_left_out", &jobs_left_out, "nodes_put_aside",
-                       &aside, "store_bytes", &store_bytes, "jobs_held", &jobs_held) < 0 ||
-        (jobs_held && json_unpack_ex(jobs_held, &jerr, 0, "{s:I, s:I, s:I}", "held", &jheld,
-                                     "waiting", &jwaiting, "limit", &jlimit) < 0) ||
-        (store_bytes && json_unpack_ex(store_bytes, &jerr, 0, "{s:I, s:I}", "held", &held,
-                                       "limit", &limit) < 0) ||
+                       &aside) < 0 ||
         (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I, s?I}", "failures", &aside_failures,
                                  "check", &aside_check, "straggler", &aside_straggler) < 0)) {
         (void)unpack_fail(&jerr, err, errlen);
@@ -831,19 +814,8 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
         snprintf(err, errlen, "'nodes_put_aside' out of range");
         goto out_free;
     }
-    if (held < 0 || limit < 0) {
-        snprintf(err, errlen, "'store_bytes' out of range");
+    if (rdzv_status_limits_parse(root, st, err, errlen) < 0)
         goto out_free;
-    }
-    if (jheld < 0 || jwaiting < 0 || jlimit < 0) {
-        snprintf(err, errlen, "'jobs_held' out of range");
-        goto out_free;
-    }
-    st->store_held = held;
-    st->store_limit = limit;
-    st->jobs_held = jheld;
-    st->jobs_waiting = jwaiting;
-    st->jobs_limit = jlimit;
     st->put_aside_failures = aside_failures;
     st->put_aside_check = aside_check;
     st->put_aside_straggler = aside_straggler;

@@ -230,6 +230,9 @@ struct rdzv_status {
      * waiting, and --max-jobs ("jobs_held" in JSON, absent from older rdzvds and where there is
      * no bound: 0, 0 and 0). */
     int64_t jobs_held, jobs_waiting, jobs_limit;
+    /* Descriptors held for clients and --max-conns, input buffered and --max-input-bytes
+     * ("descriptors" and "input_bytes" in JSON, {held, limit}; absent from older rdzvds: 0). */
+    int64_t fds_held, fds_limit, input_held, input_limit;
     size_t n_jobs;
     struct rdzv_status_job *jobs; /* n_jobs, owned */
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */
@@ -284,3 +287,8 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
  * s}, "list": [{"generation", "kind", "inplace", point: t, ...}]}; a new reference, or NULL when
  * out of memory (rdzv-status-recovery.c). */
 json_t *rdzv_status_recoveries_to_json(const struct rdzv_status_timeline *tl);
+/* rdzv-status-limits.c: what rdzvd holds for clients against its limits ("store_bytes",
+ * "descriptors", "input_bytes", "jobs_held"; each only with a limit). put: 0 or -ENOMEM; parse:
+ * 0, or -EBADMSG with err set (a malformed or negative figure). */
+int rdzv_status_limits_put(json_t *root, const struct rdzv_status *st);
+int rdzv_status_limits_parse(json_t *root, struct rdzv_status *st, char *err, size_t errlen);

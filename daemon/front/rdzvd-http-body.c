@@ -237,6 +237,19 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                 "# HELP rdzvd_store_held_bytes_limit --max-store-bytes.\n"
                 "# TYPE rdzvd_store_held_bytes_limit gauge\nrdzvd_store_held_bytes_limit %lld\n",
                 (long long)st.store_held, (long long)st.store_limit);
+    if (st.fds_limit > 0)
+        r |= rdzv_buf_printf(&b,
+                "# HELP rdzvd_descriptors_held Descriptors held for clients: connections, and "
+                "each job generation's store socket and journal.\n"
+                "# TYPE rdzvd_descriptors_held gauge\nrdzvd_descriptors_held %lld\n"
+                "# HELP rdzvd_descriptors_held_limit --max-conns.\n"
+                "# TYPE rdzvd_descriptors_held_limit gauge\nrdzvd_descriptors_held_limit %lld\n"
+                "# HELP rdzvd_input_held_bytes Input buffered for requests not served yet.\n"
+                "# TYPE rdzvd_input_held_bytes gauge\nrdzvd_input_held_bytes %lld\n"
+                "# HELP rdzvd_input_held_bytes_limit --max-input-bytes.\n"
+                "# TYPE rdzvd_input_held_bytes_limit gauge\nrdzvd_input_held_bytes_limit %lld\n",
+                (long long)st.fds_held, (long long)st.fds_limit, (long long)st.input_held,
+                (long long)st.input_limit);
     if (st.jobs_limit > 0)
         r |= rdzv_buf_printf(&b,
                 "# HELP rdzvd_jobs_held Jobs rdzvd holds: in memory, and waiting for their "

@@ -580,6 +580,10 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .main_store_keys = info->main_store_keys,
                              .store_held = (int64_t)info->store_held,
                              .store_limit = (int64_t)info->store_limit,
+                             .fds_held = (int64_t)info->fds_held,
+                             .fds_limit = (int64_t)info->fds_limit,
+                             .input_held = (int64_t)info->input_held,
+                             .input_limit = (int64_t)info->input_limit,
                              .put_aside_failures =
                                  (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES],
                              .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK],

@@ -638,6 +638,10 @@ void rdzvd_server_info(const struct rdzvd_server *srv, struct rdzvd_server_info 
                                       .stats = srv->stats,
                                       .main_store_keys = rdzvd_store_num_keys(srv->main.store),
                                       .store_held = srv->store_budget.used,
-                                      .store_limit = srv->store_budget.max};
+                                      .store_limit = srv->store_budget.max,
+                                      .fds_held = server_fds_used(srv),
+                                      .fds_limit = srv->cfg.lim.max_conns,
+                                      .input_held = srv->net.in_bytes,
+                                      .input_limit = srv->net.max_input_bytes};
     snprintf(ret->addr, sizeof(ret->addr), "%s", srv->bound_addr);
 }

@@ -32,6 +32,9 @@ struct rdzvd_server_info {
     uint64_t main_store_keys; /* keys in the main listener's store */
     /* What all stores hold for clients (rdzvd_store_held) and --max-store-bytes. */
     uint64_t store_held, store_limit;
+    /* Descriptors held for clients (connections and job generations' stores and journals)
+     * and --max-conns; input buffered for requests not served yet and --max-input-bytes. */
+    uint64_t fds_held, fds_limit, input_held, input_limit;
 };
 
 /* A server on loop with cfg (copied; what it points to must outlive the server): with

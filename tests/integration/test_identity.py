@@ -358,6 +358,13 @@ class Identity(DaemonTestCase):
         m = http_get(mport, "/metrics")
         for line in ("rdzvd_jobs_held 2", "rdzvd_jobs_waiting 1", "rdzvd_jobs_held_limit 2"):
             self.assertIn("\n" + line + "\n", m)
+        # Every limit beside what it bounds: descriptors (the connections open here, and job a's
+        # store and journal), input bytes.
+        fds = int(m.split("\nrdzvd_descriptors_held ")[1].split()[0])
+        self.assertTrue(3 <= fds <= st["descriptors"]["limit"], m)
+        self.assertEqual(st["descriptors"]["limit"],
+                         int(m.split("\nrdzvd_descriptors_held_limit ")[1].split()[0]))
+        self.assertIn("\nrdzvd_input_held_bytes_limit 268435456\n", m)
         out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status"],
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
