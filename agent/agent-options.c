@@ -474,6 +474,11 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "how this node is named in logs (default: SLURMD_NODENAME, else hostname)"},
         {.kind = RDZV_OPT_FLAG, .name = "isolate-gpus", .dest = &o->isolate_gpus,
          .help = "give each worker only its own GPU in CUDA_VISIBLE_DEVICES"},
+        {.kind = RDZV_OPT_FLAG, .name = "no-cgroup", .dest = &o->no_cgroup,
+         .help = "run the workers in no cgroup of the agent's (default: one\n"
+                 "below its own cgroup v2 where it may make one, killed with\n"
+                 "all they started at the end of each generation); what they\n"
+                 "start is then found by process group and environment only"},
         {.kind = RDZV_OPT_CALLBACK, .name = "log-level", .cb = rdzv_opt_log_level_cb,
          .dest = &o->level, .metavar = "LEVEL", .what = "expected error, warn, info or debug",
          .help = "error, warn, info (default), debug"},

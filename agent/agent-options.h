@@ -77,6 +77,7 @@ struct agent_opts {
     int64_t nccl_ids;
     const char *host;        /* advertised host name */
     bool isolate_gpus;
+    bool no_cgroup;          /* --no-cgroup: workers in no cgroup of ours, the token scan alone */
     enum rdzv_log_level level;
     const char *token_file;  /* prove this secret to rdzvd (--token-file) */
     const char *replica_key_file; /* for the replicas of rdzvd it hosts (--replica-key-file) */

@@ -531,6 +531,7 @@ int main(int argc, char **argv)
     gcfg.endpoint = a.o.endpoint;
     gcfg.log_dir = a.o.log_dir;
     gcfg.self_exe = a.self_exe;
+    gcfg.no_cgroup = a.o.no_cgroup;
     gcfg.max_restarts = (unsigned)a.o.max_restarts;
     gcfg.grace_ms = (uint64_t)(a.o.grace_s * 1000);
     gcfg.on_exit = agent_session_group_exit;

@@ -37,7 +37,7 @@ static void reaper_timer_cb(uv_timer_t *t);
 
 struct reaper_line {
     uv_write_t req;
-    char text[24];
+    char text[]; /* what uv_try_write() left of the line */
 };
 
 static void reaper_write_cb(uv_write_t *req, int status)
@@ -45,8 +45,9 @@ static void reaper_write_cb(uv_write_t *req, int status)
     free(rdzv_container_of(req, struct reaper_line, req));
 }
 
-/* Send one line ("+<pgid>", "-<pgid>", "q"). Without a reaper (it is gone, a restart is pending)
- * the line is dropped: agent_reaper_link_start() lists every listed worker again. */
+/* Send one line ("+<pgid>", "-<pgid>", "c<path>", "q"). Without a reaper (it is gone, a restart
+ * is pending) the line is dropped: agent_reaper_link_start() lists every listed worker again, and
+ * tells where the cgroup is. */
 static void reaper_send(struct agent_group *g, const char *text)
 {
     struct reaper_line *l;
@@ -64,13 +65,13 @@ static void reaper_send(struct agent_group *g, const char *text)
     if (r < 0 && r != UV_EAGAIN)
         goto out_fail; /* it is gone (EPIPE): the EOF on our end restarts it */
     /* The socket is full or has a queue: queue the rest behind it, in order. */
-    l = malloc(sizeof(*l));
+    if (r < 0)
+        r = 0;
+    l = malloc(sizeof(*l) + n - (size_t)r);
     if (!l) {
         r = -ENOMEM;
         goto out_fail;
     }
-    if (r < 0)
-        r = 0;
     memcpy(l->text, text + r, n - (size_t)r);
     b = uv_buf_init(l->text, (unsigned)(n - (size_t)r));
     r = uv_write(&l->req, (uv_stream_t *)&g->reaper->sock, &b, 1, reaper_write_cb);
@@ -86,6 +87,14 @@ void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid)
     char text[24];
 
     snprintf(text, sizeof(text), "%c%d\n", op, pgid);
+    reaper_send(g, text);
+}
+
+void agent_reaper_link_send_cgroup(struct agent_group *g)
+{
+    char text[AGENT_CGROUP_PATH_MAX + 2];
+
+    snprintf(text, sizeof(text), "c%s\n", agent_cgroup_on(&g->cgroup) ? g->cgroup.path : "");
     reaper_send(g, text);
 }
 
@@ -371,6 +380,8 @@ int agent_reaper_link_start(struct agent_group *g)
     /* The reaper alone must not keep the loop running. */
     uv_unref((uv_handle_t *)&rp->sock);
     g->reaper = rp;
+    if (agent_cgroup_on(&g->cgroup))
+        agent_reaper_link_send_cgroup(g);
     for (unsigned i = 0; i < g->cfg.nproc; i++)
         if (g->workers[i].listed)
             agent_reaper_link_send_pgid(g, '+', g->workers[i].pid);

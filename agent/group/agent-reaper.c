@@ -23,9 +23,10 @@
 #include <unistd.h>
 
 #include "common/rdzv-util.h"
+#include "agent/group/agent-cgroup.h"
 
 #define RETRY_MAX 256       /* processes looked at twice by the token scan (see token_scan) */
-#define LINE_MAX_LEN 128    /* longest line an agent sends ("=<token> <pid>") */
+#define LINE_MAX_LEN (AGENT_CGROUP_PATH_MAX + 2) /* longest line an agent sends ("c<path>") */
 #define TOKENS_MAX_LEN 4096 /* RDZV_AGENT_TOKEN values longer than this are cut (124 levels) */
 #define EVENTS_MAX 64
 
@@ -43,6 +44,8 @@ struct conn {
     bool named; /* "=" received: token is set */
     bool quit;  /* "q" received: a clean end, no scan */
     char token[AGENT_TOKEN_LEN + 1];
+    char *cgroup;   /* its workers' cgroup ("c<path>"), or NULL */
+    bool cgroup_killed; /* it held processes at the agent's end: SIGKILLed */
     struct pgid_set set;
     size_t listed;  /* groups SIGKILLed at its end */
     unsigned found; /* more groups found by its token */
@@ -343,6 +346,7 @@ static void conn_free(struct conn *c)
 {
     if (c->err_fd >= 0)
         close(c->err_fd);
+    free(c->cgroup);
     free(c->set.v);
     free(c);
 }
@@ -360,11 +364,14 @@ static void conn_end(struct reaper *r, struct conn *c)
         struct conn **v = realloc(r->ended, cap * sizeof(*v));
 
         if (!v) {
-            /* No room to scan for it: its listed groups are dead, that is all we can do. */
+            /* No room to scan for it: its listed groups and its cgroup are dead, that is all
+             * we can do. */
             say(c->err_fd,
                 "rdzv-agent: reaper: out of memory, not scanning for agent %d's "
                 "workers\n",
                 c->agent);
+            if (c->cgroup && !c->quit)
+                (void)agent_cgroup_kill_dir(c->cgroup);
             conn_free(c);
             return;
         }
@@ -372,6 +379,44 @@ static void conn_end(struct reaper *r, struct conn *c)
         r->cap = cap;
     }
     r->ended[r->nended++] = c;
+}
+
+/* The workers' cgroups of the agents gone without a "q": everything in them is SIGKILLed, however
+ * it left its worker's process group and environment. */
+static void cgroups_kill(struct reaper *r)
+{
+    for (size_t i = 0; i < r->nended; i++) {
+        struct conn *c = r->ended[i];
+        int k;
+
+        if (!c->cgroup || c->quit)
+            continue;
+        k = agent_cgroup_kill_dir(c->cgroup);
+        c->cgroup_killed = k > 0;
+        if (k < 0 && k != -ENOENT)
+            say(c->err_fd, "rdzv-agent: reaper: cannot kill what is in the cgroup %s: %s\n",
+                c->cgroup, strerror(-k));
+    }
+}
+
+/* ... and removed once empty, AGENT_CGROUP_WAIT_MS at most for all of them; one still busy then
+ * is removed by the next agent on the host (agent_cgroup_open()). */
+static void cgroups_remove(struct reaper *r)
+{
+    uint64_t end = rdzv_now_ms() + AGENT_CGROUP_WAIT_MS;
+
+    for (size_t i = 0; i < r->nended; i++) {
+        struct conn *c = r->ended[i];
+        uint64_t now = rdzv_now_ms();
+        int k;
+
+        if (!c->cgroup || c->quit)
+            continue;
+        k = agent_cgroup_remove_dir(c->cgroup, end > now ? (unsigned)(end - now) : 0);
+        if (k < 0 && k != -ENOENT)
+            say(c->err_fd, "rdzv-agent: reaper: cannot remove the cgroup %s: %s\n", c->cgroup,
+                k == -EBUSY ? "its processes are still exiting" : strerror(-k));
+    }
 }
 
 /* After the scan: report and free what ended this round. */
@@ -383,6 +428,7 @@ static void conns_finish(struct reaper *r)
         scan |= r->ended[i]->named && !r->ended[i]->quit;
     if (scan)
         token_scan(r);
+    cgroups_kill(r);
     for (size_t i = 0; i < r->nended; i++) {
         struct conn *c = r->ended[i];
 
@@ -391,9 +437,31 @@ static void conns_finish(struct reaper *r)
                 "rdzv-agent: agent %d is gone: SIGKILLed the %zu worker process group(s) it had "
                 "listed and %u more found by its token\n",
                 c->agent, c->listed, c->found);
-        conn_free(c);
+        if (c->cgroup_killed)
+            say(c->err_fd,
+                "rdzv-agent: agent %d is gone: SIGKILLed what was left in its workers' cgroup "
+                "%s\n",
+                c->agent, c->cgroup);
     }
+    cgroups_remove(r);
+    for (size_t i = 0; i < r->nended; i++)
+        conn_free(r->ended[i]);
     r->nended = 0;
+}
+
+/* "c<path>": the agent's workers' cgroup, or none ("c"). A path that cannot be one is ignored. */
+static void conn_cgroup(struct conn *c, const char *p, size_t n)
+{
+    char path[AGENT_CGROUP_PATH_MAX];
+
+    free(c->cgroup);
+    c->cgroup = NULL;
+    if (n == 0 || n >= sizeof(path) || memchr(p, '\0', n))
+        return;
+    memcpy(path, p, n);
+    path[n] = '\0';
+    if (agent_cgroup_path_valid(path))
+        c->cgroup = strdup(path);
 }
 
 static void conn_line(struct conn *c, const char *p, size_t n)
@@ -402,6 +470,10 @@ static void conn_line(struct conn *c, const char *p, size_t n)
 
     if (n == 1 && p[0] == 'q') {
         c->quit = true;
+        return;
+    }
+    if (n >= 1 && p[0] == 'c') {
+        conn_cgroup(c, p + 1, n - 1);
         return;
     }
     if (n >= 2 && p[0] == '=') {

@@ -23,11 +23,16 @@
  *                               where the reaper reports what it killed
  *     "+<pgid>\n"               a worker was spawned; pgid is its process group (its pid)
  *     "-<pgid>\n"               that group is gone (or was SIGKILLed) and its worker reaped
+ *     "c<path>\n"               the directory of the workers' cgroup (agent-cgroup.h), or none
+ *                               ("c\n"); a path that cannot be one is ignored
  *     "q\n"                     a clean end: nothing spawned is left unlisted
  * and reaper to agent, once: "ok <reaper pid>\n". EOF (or a reset) on a connection means that agent
  * is gone: the reaper SIGKILLs every group it still had listed and, unless it said "q", every
  * process group holding a process whose environment carries its token in RDZV_AGENT_TOKEN (the
- * agent gives it to each worker; descendants inherit it). The variable is a comma-separated list:
+ * agent gives it to each worker; descendants inherit it), and everything in its workers' cgroup
+ * (cgroup.kill), which it then removes once empty (AGENT_CGROUP_WAIT_MS at most for the agents
+ * gone at once; else the next agent on the host removes it): what a worker started with setsid()
+ * and a cleared environment escapes the first two. The variable is a comma-separated list:
  * a worker of an agent that is itself another agent's worker carries both tokens. The token closes
  * the window between a worker's fork and the agent's "+" line: a child forked by the agent holds
  * the agent's end until its exec, so EOF comes only once every such child has exec'd, i.e. carries

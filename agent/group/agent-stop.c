@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-stop.c: signals to the workers' process groups, stop escalation (signal, grace period,
- * SIGKILL) and the end of a start's leftover processes. The group's state changes in
- * agent-workers.c (agent_group_stop), which calls these. */
+ * SIGKILL), the end of a start's leftover processes and the workers' cgroup that holds them all
+ * (agent-cgroup.h). The group's state changes in agent-workers.c (agent_group_stop), which calls
+ * these. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 
 #include "common/rdzv-log.h"
 #include "agent/group/agent-workers-int.h"
@@ -26,10 +28,108 @@ void agent_stop_kill_leftover(struct agent_worker *w)
     agent_reaper_link_send_pgid(w->g, '-', w->pid);
 }
 
+/* What a worker started and detached from its process group (setsid, a double fork) is still in
+ * the workers' cgroup: it goes with the process groups, after the same signal and grace period. */
+static void cgroup_kill_leftovers(struct agent_group *g)
+{
+    int r = agent_cgroup_populated(&g->cgroup);
+
+    /* Killed at the end of the start, and dying still (no worker forked since). */
+    if (r > 0 && g->cgroup.killed)
+        return;
+    if (r > 0) {
+        if (g->running == 0)
+            log_info("processes left in the workers' cgroup %s after they exited: killing them",
+                     g->cgroup.name);
+        r = agent_cgroup_kill(&g->cgroup);
+    }
+    if (r < 0 && r != -ENOENT)
+        log_warn_errno(r, "cannot kill what is left in the workers' cgroup %s", g->cgroup.name);
+}
+
 void agent_stop_kill_leftovers(struct agent_group *g)
 {
     for (unsigned i = 0; i < g->cfg.nproc; i++)
         agent_stop_kill_leftover(&g->workers[i]);
+    cgroup_kill_leftovers(g);
+}
+
+/* ---- the workers' cgroup ---- */
+
+void agent_stop_cgroup_open(struct agent_group *g)
+{
+    char why[AGENT_CGROUP_PATH_MAX + 128];
+    int r = 0;
+
+    if (g->cfg.no_cgroup)
+        snprintf(why, sizeof(why), "--no-cgroup");
+    else
+        r = agent_cgroup_open(&g->cgroup, why, sizeof(why));
+    if (!g->cfg.no_cgroup && r == 0) {
+        log_info("workers run in cgroup %s (cgroup v2): everything they start is killed at the "
+                 "end of each generation",
+                 g->cgroup.name);
+        return;
+    }
+    if (r == -EDEADLK)
+        log_error("the workers' cgroup: %s", why);
+    log_info("workers are tracked by their process groups and the token scan: no cgroup (%s)",
+             why);
+}
+
+/* The cgroup cannot be used any more: the workers are tracked as without one. */
+static void cgroup_give_up(struct agent_group *g)
+{
+    agent_cgroup_forget(&g->cgroup);
+    agent_reaper_link_send_cgroup(g);
+}
+
+void agent_stop_cgroup_enter(struct agent_group *g)
+{
+    int r;
+
+    if (!agent_cgroup_on(&g->cgroup))
+        return;
+    r = agent_cgroup_enter(&g->cgroup);
+    if (r < 0) {
+        log_warn_errno(r, "cannot move into the workers' cgroup %s: workers start outside it from "
+                          "now on, tracked by their process groups and the token scan",
+                       g->cgroup.name);
+        cgroup_give_up(g);
+    }
+}
+
+void agent_stop_cgroup_leave(struct agent_group *g)
+{
+    int r;
+
+    if (!g->cgroup.inside)
+        return;
+    r = agent_cgroup_leave(&g->cgroup);
+    if (r < 0) {
+        /* Stuck in it: a cgroup.kill would kill the agent, and whatever it spawns next. */
+        log_error_errno(r, "cannot move out of the workers' cgroup %s: it is never killed; "
+                           "workers are tracked by their process groups and the token scan",
+                        g->cgroup.name);
+        cgroup_give_up(g);
+    }
+}
+
+void agent_stop_cgroup_close(struct agent_group *g)
+{
+    char name[AGENT_CGROUP_PATH_MAX];
+    int r;
+
+    if (!agent_cgroup_on(&g->cgroup))
+        return;
+    snprintf(name, sizeof(name), "%s", g->cgroup.name);
+    r = agent_cgroup_close(&g->cgroup, AGENT_CGROUP_WAIT_MS);
+    if (r == -EBUSY)
+        log_warn("the workers' cgroup %s still has processes %d ms after they were killed: left "
+                 "for the next agent on this host to remove",
+                 name, AGENT_CGROUP_WAIT_MS);
+    else if (r < 0)
+        log_warn_errno(r, "cannot remove the workers' cgroup %s", name);
 }
 
 /* ---- timers ---- */

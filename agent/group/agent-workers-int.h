@@ -5,7 +5,8 @@
  * g->slot_free):
  *   agent-workers.c: the state machine (every change of g->state), spawn, the API;
  *   agent-progress.c: the progress channel;
- *   agent-stop.c: signals, stop escalation, the end of a start's leftover processes;
+ *   agent-stop.c: signals, stop escalation, the end of a start's leftover processes, the
+ *     workers' cgroup (agent-cgroup.h);
  *   agent-relay.c: the output relay and the drain of output left open after the last exit;
  *   agent-reaper-link.c: the link to the host's reaper, the listed process groups;
  *   agent-workers-control.c: the control channel;
@@ -23,6 +24,7 @@
 #include <uv.h>
 
 #include "common/rdzv-buf.h"
+#include "agent/group/agent-cgroup.h"
 #include "agent/group/agent-cmd.h"
 #include "agent/group/agent-reaper.h"
 #include "agent/group/agent-workers.h"
@@ -158,6 +160,7 @@ struct agent_group {
     bool reaper_lost;        /* a reaper that had acked us is gone: say so when one is back */
     unsigned reaper_unacked; /* connections in a row that ended before their "ok" */
     char token[AGENT_TOKEN_LEN + 1]; /* RDZV_AGENT_TOKEN of this group's workers */
+    struct agent_cgroup cgroup;      /* the workers' cgroup, if any (agent-stop.c) */
     bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
     bool omp_told;
     void (*done)(void *ud);
@@ -234,8 +237,20 @@ void agent_stop_arm_kill(struct agent_group *g);
 void agent_stop_kill(struct agent_group *g, int signum);
 /* The same for one exited worker (before its slot is reused by agent_group_start_ranks()). */
 void agent_stop_kill_leftover(struct agent_worker *w);
-/* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them. */
+/* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them,
+ * and what is left in the workers' cgroup. */
 void agent_stop_kill_leftovers(struct agent_group *g);
+/* agent_group_new(): make the workers' cgroup (unless cfg.no_cgroup), and say which the group has,
+ * a cgroup or the token scan. g->cgroup must have been through agent_cgroup_init(). */
+void agent_stop_cgroup_open(struct agent_group *g);
+/* Around the spawns of a start: the agent moves into the workers' cgroup, so that each worker is
+ * forked into it, and back. Nothing but workers may be spawned in between. Failures are logged,
+ * and the group goes on without a cgroup. */
+void agent_stop_cgroup_enter(struct agent_group *g);
+void agent_stop_cgroup_leave(struct agent_group *g);
+/* agent_group_free(): kill what is left in it, wait for it to empty (AGENT_CGROUP_WAIT_MS at
+ * most) and remove it. */
+void agent_stop_cgroup_close(struct agent_group *g);
 
 /* ---- agent-progress.c: the workers' progress channel and hang detection ---- */
 
@@ -266,6 +281,9 @@ void agent_control_close(struct agent_worker *w);
 int agent_reaper_link_start(struct agent_group *g);
 /* Tell the reaper "+pgid" (op '+') or "-pgid" (op '-'); dropped while no reaper is connected. */
 void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid);
+/* Tell the reaper where the workers' cgroup is ("c<path>"), or that there is none any more
+ * ("c"). */
+void agent_reaper_link_send_cgroup(struct agent_group *g);
 /* At free: unlist SIGKILLed groups, say "q", close the connection and any reaper still starting. */
 void agent_reaper_link_stop(struct agent_group *g);
 /* The reaper's pid once it has acknowledged us, else 0. */

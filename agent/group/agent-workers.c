@@ -468,6 +468,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     if (!g)
         return -ENOMEM;
     g->cfg = *cfg;
+    agent_cgroup_init(&g->cgroup);
     g->settle = group_settle;
     g->slot_free = worker_respawn;
     g->argv = cfg->argv;
@@ -531,6 +532,8 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
     if (r < 0)
         return log_error_errno(r, "cannot initialise the worker group's timers");
     agent_relay_setup(g);
+    /* Before the reaper link, which tells the reaper where it is. */
+    agent_stop_cgroup_open(g);
     /* Now, not when the workers start: a connect() to the host's reaper, or starting one. */
     r = agent_reaper_link_start(g);
     if (r < 0) {
@@ -574,8 +577,11 @@ static void worker_respawn(struct agent_worker *w)
     if (g->state != GROUP_ACTIVE)
         return;
     r = group_env_init(g, &env);
-    if (r == 0)
+    if (r == 0) {
+        agent_stop_cgroup_enter(g);
         r = worker_spawn(g, w, &g->respawn_a, &env);
+        agent_stop_cgroup_leave(g);
+    }
     agent_env_free(&env);
     if (r == 0) {
         agent_progress_arm(g);
@@ -627,8 +633,11 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
                        struct agent_env *env)
 {
     unsigned started = 0, n = 0;
+    bool entered = false;
     int r = 0;
 
+    /* The agent is in the workers' cgroup from the first spawn to the end of this loop: all in one
+     * call, nothing else spawned meanwhile (agent_stop_cgroup_enter). */
     for (unsigned i = 0; i < g->cfg.nproc && r >= 0; i++) {
         struct agent_worker *w = &g->workers[i];
 
@@ -648,10 +657,15 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
                 agent_relay_drain_start(g);
             continue;
         }
+        if (!entered)
+            agent_stop_cgroup_enter(g);
+        entered = true;
         r = worker_spawn(g, w, a, env);
         if (r >= 0)
             started++;
     }
+    if (entered)
+        agent_stop_cgroup_leave(g);
     if (r >= 0) {
         agent_progress_arm(g);
         return 0;
@@ -750,6 +764,9 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
         agent_stop_kill(g, SIGKILL);
     }
     agent_stop_kill_leftovers(g);
+    /* Removed (once empty) before the reaper hears "q": it kills the cgroup if the agent dies
+     * meanwhile. */
+    agent_stop_cgroup_close(g);
     /* Every listed group is gone or SIGKILLed: the reaper has nothing left to do. */
     agent_reaper_link_stop(g);
     g->done = done;

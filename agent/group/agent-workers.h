@@ -92,6 +92,7 @@ struct agent_group_cfg {
     const char *self_exe; /* path of rdzv-agent, to start the host's reaper (see agent_group_new) */
     const char *reaper_name;    /* NULL: the job's on this host (agent_reaper_default_name());
                                  * tests give their own, to have a reaper of their own */
+    bool no_cgroup; /* the workers run in no cgroup of the agent's (see agent_group_new) */
     const char *const *devices; /* nproc device ids for CUDA_VISIBLE_DEVICES, or NULL to leave
                                  * the variable as inherited */
     unsigned max_restarts;      /* TORCHELASTIC_MAX_RESTARTS */
@@ -143,6 +144,16 @@ struct agent_group_cfg {
  * connects again (or starts another) within REAPER_RESTART_MS. The connection does not keep the
  * loop running; agent_group_free() tells the reaper this agent ended cleanly, and closes it.
  *
+ * Nothing a worker starts outlives its start, however it detaches: unless cfg.no_cgroup, the group
+ * makes the workers' cgroup here (agent-cgroup.h: <the agent's cgroup v2>/rdzv-agent.<pid>, where
+ * the agent may write its own cgroup: as root, delegated, Slurm's step), and every worker is forked
+ * into it. The end of each start (before on_all_exited) kills what is left in it with cgroup.kill,
+ * after the workers' process groups got the stop's signal and grace period; agent_group_free()
+ * does the same and removes it; the reaper is told where it is, and kills it when the agent is
+ * gone. Without one, what setsid()s and clears its environment escapes the process-group kill and
+ * the token scan. Either way the group logs one line at info level saying which it has, and why
+ * not.
+ *
  * Output relay: each worker's stdout/stderr is a pipe; every line is re-emitted on out_fd/err_fd
  * with the prefix "[rank<global rank>]: " (lines over 64 KiB are split, a last line without a
  * newline gets one). When out_fd/err_fd is a pipe, tty or socket the group writes it without
@@ -168,7 +179,8 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
  * pending notification from agent_group_stop() on an idle group is cancelled.
  *
  * When a start ends, processes left in the process group of an exited worker (descendants that
- * outlived it) are SIGKILLed, as torchrun ends every worker's process group. */
+ * outlived it) are SIGKILLed, as torchrun ends every worker's process group, and so is everything
+ * left in the workers' cgroup (agent_group_new()). */
 int agent_group_start(struct agent_group *g, const struct agent_assignment *a);
 
 /* Start only the local ranks i with spawn[i] (nproc entries; NULL: all) for assignment a, while the

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-agent-reaper.c: the host's reaper (agent-reaper.h) with real agents and workers: usage,
- * one reaper shared by agents, workers killed when their agent is SIGKILLed. This executable is
- * also the reaper (--reaper <name>) and, with --mini-agent, the agent that the tests SIGKILL. */
+ * one reaper shared by agents, workers killed when their agent is SIGKILLed, and (root, cgroup v2)
+ * what a worker started in a session of its own with an empty environment, by the workers'
+ * cgroup. This executable is also the reaper (--reaper <name>) and, with --mini-agent and
+ * --mini-agent-escaped, the agent that the tests SIGKILL. */
 #include "agent-test-proc.h"
 
 /* A process of the integration tests: stdout and stderr read into buf and ebuf. */
@@ -462,6 +464,71 @@ static void test_agent_sigkill(void)
     agent_kill_case(true);
 }
 
+/* Whether the workers' cgroup can be had here: root, and a cgroup2 file system mounted. */
+static bool cgroup_possible(void)
+{
+    char line[1024];
+    bool found = false;
+    FILE *f;
+
+    if (geteuid() != 0)
+        return false;
+    f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, " - cgroup2 ") != NULL;
+    fclose(f);
+    return found;
+}
+
+static void escaped_on_data(struct child *c)
+{
+    if (!c->child_pid && buf_has(&c->buf, "[rank0]: READY\n")) {
+        c->child_pid = buf_num(&c->buf, "[rank0]: GC=");
+        ASSERT_TRUE(c->child_pid > 0);
+    }
+    if (c->child_pid && !c->agent_killed && !c->exited) {
+        c->agent_killed = true;
+        ASSERT_OK(uv_process_kill(&c->proc, SIGKILL));
+    }
+}
+
+/* SIGKILL an agent whose worker started a process that left its session and its environment
+ * (setsid env -i): neither the worker's process group nor the token finds it, the workers' cgroup
+ * does. The reaper kills what is in it, says so, and removes it. */
+static void test_agent_sigkill_escaped_grandchild(void)
+{
+    char *args[] = {self_exe, "--mini-agent-escaped", NULL};
+    struct child c = {0};
+    uv_loop_t loop;
+    long dt;
+
+    if (!cgroup_possible()) {
+        printf("# skipped: not root, or no cgroup2 file system mounted\n");
+        return;
+    }
+    ASSERT_OK(uv_loop_init(&loop));
+    c.on_data = escaped_on_data;
+    child_spawn(&loop, &c, NULL, args, NULL, false, -1);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ASSERT_EQ(uv_loop_close(&loop), 0);
+    snprintf(tap_note, sizeof(tap_note), "agent's stderr: %.*s", (int)c.ebuf.len,
+             (const char *)c.ebuf.data);
+    ASSERT_TRUE(c.exited);
+    ASSERT_EQ(c.sig, SIGKILL);
+    ASSERT_TRUE(c.child_pid > 0);
+    dt = wait_gone(c.child_pid, 3000);
+    kill_leftover(c.child_pid);
+    ASSERT_TRUE(dt >= 0);
+    ASSERT_TRUE(buf_has(&c.ebuf, "workers run in cgroup "));
+    ASSERT_TRUE(buf_has(&c.ebuf, "SIGKILLed what was left in its workers' cgroup "));
+    ASSERT_FALSE(buf_has(&c.ebuf, "reaper: cannot"));
+    rdzv_buf_free(&c.buf);
+    rdzv_buf_free(&c.ebuf);
+    tap_note[0] = '\0';
+}
+
 /* Tells the test that rank 0 was reaped (and so unlisted). */
 static void mini_on_exit(struct agent_group *g, unsigned lr, int64_t status, int sig, void *ud)
 {
@@ -486,11 +553,19 @@ static void mini_wait_cb(uv_timer_t *t)
 }
 
 /* The agent of the reaper tests: rank 0 exits at once, rank 1 (with a child in its process group)
- * sleeps; relayed to our stdout; runs until SIGKILLed. */
-static int mini_agent(void)
+ * sleeps; relayed to our stdout; runs until SIGKILLed. With escaped, one worker that starts a
+ * process in a session of its own with an empty environment, says its pid (GC=) once it runs,
+ * then sleeps; our log at info level, for the line saying where the workers run. */
+static int mini_agent(bool escaped)
 {
-    char *argv[] = {HELPER,        "r0:exit=0", "child-sleep=60000", "pid", "print=READY",
-                    "sleep=60000", NULL};
+    char *helper_argv[] = {HELPER,        "r0:exit=0", "child-sleep=60000", "pid", "print=READY",
+                           "sleep=60000", NULL};
+    char *sh_argv[] = {"/bin/sh", "-c",
+                       "setsid env -i sleep 600 >/dev/null 2>&1 & p=$!; i=0; "
+                       "while [ \"$(cat /proc/$p/comm)\" != sleep ] && [ $i -lt 500 ]; "
+                       "do sleep 0.01; i=$((i+1)); done; echo GC=$p; echo READY; exec sleep 600",
+                       NULL};
+    char **argv = escaped ? sh_argv : helper_argv;
     struct agent_group_cfg cfg = {0};
     struct agent_group *g;
     uv_timer_t wait;
@@ -501,7 +576,9 @@ static int mini_agent(void)
         return 1;
     cfg.loop = &loop;
     cfg.argv = argv;
-    cfg.nproc = 2;
+    cfg.nproc = escaped ? 1 : 2;
+    if (escaped)
+        rdzv_log_setup("mini-agent", RDZV_LOG_INFO);
     cfg.self_exe = self_exe;
     cfg.reaper_name = reaper_name;
     cfg.grace_ms = 1000;
@@ -521,9 +598,12 @@ int main(int argc, char **argv)
         return agent_reaper_main(argc, argv);
     proc_setup("test-agent-reaper");
     if (argc > 1 && strcmp(argv[1], "--mini-agent") == 0)
-        return mini_agent();
+        return mini_agent(false);
+    if (argc > 1 && strcmp(argv[1], "--mini-agent-escaped") == 0)
+        return mini_agent(true);
     TEST(test_reaper_usage);
     TEST(test_reaper_shared);
     TEST(test_agent_sigkill);
+    TEST(test_agent_sigkill_escaped_grandchild);
     return tap_done();
 }

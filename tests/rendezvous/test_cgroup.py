@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Nothing a worker starts outlives its job (issue 46, case 5): a worker that starts
+`setsid env -i sleep ...` (a session of its own, an empty environment: neither the kill of the
+worker's process group nor the reaper's token scan finds it) and exits. Where the agent may make a
+cgroup (root here), the workers run in one below the agent's own (cgroup v2), and the end of each
+generation kills everything in it: at the end of the job, and before a restart's new workers,
+which are not killed by it. With --no-cgroup the agent says it tracks them by process group and
+token, and such a process outlives the job (as before). Skipped unless root with a writable
+cgroup2 file system mounted: a delegated subtree works too, but the test does not make one."""
+import os
+import re
+import signal
+import time
+
+from agenttest import AGENT, AgentTestCase, finish, main, start
+
+# Starts the escaping process, records its pid in $RDZV_TEST_OUT/gc.<restart>.<local rank> once it
+# runs sleep (it went through setsid and env), then goes on with the rest of the worker.
+ESCAPE = ('setsid env -i sleep 600 & p=$!; '
+          'echo $p > "$RDZV_TEST_OUT/gc.$TORCHELASTIC_RESTART_COUNT.$LOCAL_RANK"; i=0; '
+          'while [ "$(cat /proc/$p/comm)" != sleep ] && [ $i -lt 500 ]; do '
+          'sleep 0.01; i=$((i+1)); done; ')
+
+
+def cgroup2_mount():
+    """The first read-write cgroup2 mount point, or None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            fields = pre.split()
+            if post.startswith("cgroup2 ") and "rw" in fields[5].split(","):
+                return fields[4].replace("\\040", " ")
+    return None
+
+
+def pid_gone(pid):
+    """Gone once reaped or a zombie (re-parented: its reaper is not ours to wait for)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def wait_gone(pid, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not pid_gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class TestCgroup(AgentTestCase):
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("not root: the agent may make no cgroup here")
+        self.mount = cgroup2_mount()
+        if not self.mount:
+            self.skipTest("no read-write cgroup2 file system mounted")
+
+    def run_agent(self, *args, worker, timeout=60):
+        out = self.outdir()
+        p = start([AGENT, "--standalone", *args, "--", "/bin/sh", "-c", worker],
+                  env={"RDZV_TEST_OUT": out})
+        rc, stdout, err = finish(p, timeout=timeout)
+        pids = {}
+        for name in os.listdir(out):
+            if name.startswith("gc."):
+                with open(os.path.join(out, name)) as f:
+                    pids[name[3:]] = int(f.read())
+                self.addCleanup(self.kill_leftover, pids[name[3:]])
+        return rc, stdout, err, pids, out
+
+    @staticmethod
+    def kill_leftover(pid):
+        if not pid_gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+    def assert_cgroup_line(self, err):
+        m = re.search(r"\[info\]: workers run in cgroup (/\S*rdzv-agent\.\d+) \(cgroup v2\): "
+                      r"everything they start is killed at the end of each generation", err)
+        self.assertIsNotNone(m, err)
+        return m.group(1)
+
+    def test_escaped_grandchild_is_gone_when_the_job_ends(self):
+        rc, _, err, pids, _ = self.run_agent("--nproc", "2", worker=ESCAPE + "exit 0")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(pids), ["0.0", "0.1"], err)
+        for k, pid in pids.items():
+            self.assertTrue(wait_gone(pid), f"{k}: pid {pid} outlived the job:\n{err}")
+        name = self.assert_cgroup_line(err)
+        self.assertIn(f"processes left in the workers' cgroup {name} after they exited: "
+                      f"killing them", err)
+        self.assertFalse(os.path.exists(self.mount + name), "the cgroup is removed at the end")
+
+    def test_restart_kills_the_first_generation_and_spares_the_second(self):
+        # The second generation's worker waits (5 s at most) for the first's escaped process to
+        # be gone, says whether it was, and runs on for a second: a kill of the cgroup written
+        # after its spawn would end it.
+        worker = (ESCAPE + 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exit 1; fi; '
+                  'p0=$(cat "$RDZV_TEST_OUT/gc.0.0"); i=0; '
+                  'state() { cut -d" " -f3 /proc/$p0/stat 2>/dev/null || echo X; }; '
+                  'while [ "$(state)" != Z ] && [ "$(state)" != X ] && [ $i -lt 500 ]; do '
+                  'sleep 0.01; i=$((i+1)); done; '
+                  'echo "first generation\'s process: $(state)"; sleep 1; echo "done"; exit 0')
+        rc, out, err, pids, _ = self.run_agent("--nproc", "1", "--max-restarts", "1",
+                                               worker=worker)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(pids), ["0.0", "1.0"], err)
+        self.assertRegex(out, r"\[rank0\]: first generation's process: [ZX]\n")
+        self.assertIn("[rank0]: done\n", out, "the second generation's worker ran to its end")
+        name = self.assert_cgroup_line(err)
+        killed = f"processes left in the workers' cgroup {name} after they exited: killing them"
+        second = "starting 1 workers (ranks 0..0 of 1, generation 2, attempt 1)"
+        self.assertIn(killed, err)
+        self.assertIn(second, err)
+        self.assertLess(err.index(killed), err.index(second),
+                        "the first generation's processes are killed before the second starts")
+        for k, pid in pids.items():
+            self.assertTrue(wait_gone(pid), f"{k}: pid {pid} outlived the job:\n{err}")
+
+    def test_no_cgroup_says_the_token_scan_is_used(self):
+        rc, _, err, pids, _ = self.run_agent("--nproc", "1", "--no-cgroup",
+                                             worker=ESCAPE + "exit 0")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("[info]: workers are tracked by their process groups and the token scan: "
+                      "no cgroup (--no-cgroup)", err)
+        self.assertNotIn("workers run in cgroup", err)
+        # What the cgroup is for: without it, this one escapes (killed by the cleanup).
+        self.assertEqual(list(pids), ["0.0"], err)
+        self.assertFalse(pid_gone(pids["0.0"]), "an escaped process is found by the cgroup only")
+
+
+if __name__ == "__main__":
+    main()
