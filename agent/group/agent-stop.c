@@ -29,8 +29,10 @@ void agent_stop_kill_leftover(struct agent_worker *w)
 }
 
 /* What a worker started and detached from its process group (setsid, a double fork) is still in
- * the workers' cgroup: it goes with the process groups, after the same signal and grace period. */
-static void cgroup_kill_leftovers(struct agent_group *g)
+ * the workers' cgroup: it goes as soon as the last worker has exited (its output pipes then end,
+ * however chatty it was), or with the workers' process groups when the stop's grace period is
+ * over, and at the end of the start. */
+void agent_stop_kill_cgroup(struct agent_group *g)
 {
     int r = agent_cgroup_populated(&g->cgroup);
 
@@ -51,7 +53,7 @@ void agent_stop_kill_leftovers(struct agent_group *g)
 {
     for (unsigned i = 0; i < g->cfg.nproc; i++)
         agent_stop_kill_leftover(&g->workers[i]);
-    cgroup_kill_leftovers(g);
+    agent_stop_kill_cgroup(g);
 }
 
 /* ---- the workers' cgroup ---- */
@@ -170,6 +172,8 @@ static void kill_timer_cb(uv_timer_t *t)
                      w->rank, w->pid, g->cfg.grace_ms, g->stop_signal);
     }
     agent_stop_kill(g, SIGKILL);
+    /* And what left their process groups: nothing of this start may keep the stop waiting. */
+    agent_stop_kill_cgroup(g);
 }
 
 void agent_stop_arm_kill(struct agent_group *g)

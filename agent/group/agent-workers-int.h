@@ -240,6 +240,10 @@ void agent_stop_kill_leftover(struct agent_worker *w);
 /* End of a start (or free): SIGKILL what is left in exited workers' process groups, unlist them,
  * and what is left in the workers' cgroup. */
 void agent_stop_kill_leftovers(struct agent_group *g);
+/* SIGKILL what is in the workers' cgroup, unless it is empty or was killed since the last spawn
+ * (logged when no worker runs): when the last worker of a start has exited (before anything is
+ * spawned again), when the stop's grace period is over, at the end of a start. */
+void agent_stop_kill_cgroup(struct agent_group *g);
 /* agent_group_new(): make the workers' cgroup (unless cfg.no_cgroup), and say which the group has,
  * a cgroup or the token scan. g->cgroup must have been through agent_cgroup_init(). */
 void agent_stop_cgroup_open(struct agent_group *g);

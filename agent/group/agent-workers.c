@@ -126,6 +126,11 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
         return; /* killed by agent_group_free(): nobody to tell */
     if (g->running == 0 && g->pipes_open > 0)
         agent_relay_drain_start(g);
+    /* Nothing of this start may outlive its last worker: what a worker left running, however it
+     * detached, would keep the drain waiting while it writes (a drain counts silence). Before
+     * on_exit, which may spawn workers again. */
+    if (g->running == 0)
+        agent_stop_kill_cgroup(g);
     if (g->cfg.on_exit)
         g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
 }

@@ -106,7 +106,8 @@ static void hook_child_gone(struct fx *f)
 }
 
 /* A descendant that keeps the output open after a natural exit gets AGENT_DRAIN_MS of silence;
- * then the start ends, and kills it (it is in the worker's process group). */
+ * then the start ends, and kills it (it is in the worker's process group). Without the workers'
+ * cgroup: with one, it is killed at the exit (test_cgroup_ends_the_drain). */
 static void test_drain_after_exit(void)
 {
     char *argv[] = {HELPER, "child-sleep=30000", "print=bye", "exit=0", NULL};
@@ -114,6 +115,7 @@ static void test_drain_after_exit(void)
     struct fx f;
 
     fx_init(&f, 1, argv);
+    f.cfg.no_cgroup = true;
     f.on_line = line_watch;
     f.on_all = hook_child_gone;
     fx_start(&f);
@@ -128,6 +130,60 @@ static void test_drain_after_exit(void)
     lines_free(&l);
     ASSERT_TRUE(f.child_pid[0] > 0);
     fx_done(&f); /* fx_run_finish killed the grandchild */
+}
+
+/* Whether /proc/<pid>/cgroup names a workers' cgroup. */
+static bool in_workers_cgroup(long pid)
+{
+    char path[64];
+    struct rdzv_buf b = {0};
+    bool in;
+
+    snprintf(path, sizeof(path), "/proc/%ld/cgroup", pid);
+    read_file(path, &b);
+    in = b.len > 0 && memmem(b.data, b.len, "/rdzv-agent.", 12) != NULL;
+    rdzv_buf_free(&b);
+    return in;
+}
+
+static bool child_in_cgroup; /* test_cgroup_ends_the_drain's descendant, when it said its pid */
+
+static void cgroup_line_watch(struct fx *f, const char *line, size_t n)
+{
+    bool had = f->child_pid[0] > 0;
+
+    line_watch(f, line, n);
+    if (!had && f->child_pid[0] > 0)
+        child_in_cgroup = in_workers_cgroup(f->child_pid[0]);
+}
+
+/* With the workers' cgroup (root here), the same descendant is killed as soon as the worker has
+ * exited: the start ends at once, with the output it wrote. */
+static void test_cgroup_ends_the_drain(void)
+{
+    char *argv[] = {HELPER, "child-sleep=30000", "print=bye", "exit=0", NULL};
+    struct lines l;
+    struct fx f;
+
+    fx_init(&f, 1, argv);
+    f.on_line = cgroup_line_watch;
+    f.on_all = hook_child_gone;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_EQ(f.status[0], 0);
+    ASSERT_TRUE(f.child_pid[0] > 0);
+    if (!child_in_cgroup) {
+        printf("# skipped: no workers' cgroup here (not root, or no cgroup v2)\n");
+        fx_done(&f);
+        return;
+    }
+    ASSERT_LE(f.t_all - f.t_exit[0], AGENT_DRAIN_MS / 2);
+    lines_of(&f.out, 0, &l);
+    ASSERT_EQ(l.n, 2);
+    ASSERT_BYTES_STR(l.v[1], strlen(l.v[1]), "bye");
+    lines_free(&l);
+    fx_done(&f);
 }
 
 struct bp {
@@ -386,6 +442,7 @@ int main(int argc, char **argv)
     fx_setup_process();
     TEST(test_output);
     TEST(test_drain_after_exit);
+    TEST(test_cgroup_ends_the_drain);
     TEST(test_backpressure);
     TEST(test_stop_stalled_reader);
     TEST(test_redirects_tee_filter);

@@ -120,6 +120,23 @@ class TestCgroup(AgentTestCase):
         for k, pid in pids.items():
             self.assertTrue(wait_gone(pid), f"{k}: pid {pid} outlived the job:\n{err}")
 
+    def test_a_chatty_escaped_process_does_not_keep_the_job_running(self):
+        # It left the worker's session holding its stdout, and writes a line every 0.5 s: the
+        # drain of output after the last exit, which waits for 2 s of silence, would wait for
+        # ever. The cgroup is killed as soon as the last worker has exited, and the pipe ends.
+        worker = ('setsid sh -c "while :; do echo tick; sleep 0.5; done" & '
+                  'echo $! > "$RDZV_TEST_OUT/gc.$TORCHELASTIC_RESTART_COUNT.$LOCAL_RANK"; '
+                  'sleep .3; exit 0')
+        t0 = time.monotonic()
+        rc, _, err, pids, _ = self.run_agent("--nproc", "1", worker=worker, timeout=20)
+        self.assertEqual(rc, 0, err)
+        self.assertLess(time.monotonic() - t0, 15, err)
+        self.assertEqual(list(pids), ["0.0"], err)
+        self.assertTrue(wait_gone(pids["0.0"]), f"pid {pids['0.0']} outlived the job:\n{err}")
+        name = self.assert_cgroup_line(err)
+        self.assertIn(f"processes left in the workers' cgroup {name} after they exited: "
+                      f"killing them", err)
+
     def test_no_cgroup_says_the_token_scan_is_used(self):
         rc, _, err, pids, _ = self.run_agent("--nproc", "1", "--no-cgroup",
                                              worker=ESCAPE + "exit 0")
