@@ -6,22 +6,28 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/rdzv-util.h"
 
 #define TREE_DEPTH_MAX 8 /* nested agents' cgroups below ours that a removal goes through */
 
 void agent_cgroup_init(struct agent_cgroup *cg)
 {
-    cg->procs_fd = cg->home_fd = cg->kill_fd = cg->events_fd = -1;
+    cg->dir_fd = cg->procs_fd = cg->home_fd = cg->kill_fd = cg->events_fd = -1;
     cg->inside = cg->killed = false;
     cg->path[0] = '\0';
     cg->name = cg->path;
@@ -116,8 +122,9 @@ static int find_dir(const char *own, char *out, size_t len, size_t *ret_name_off
     return r;
 }
 
-/* rmdir parent/name, and first the cgroups below it (a nested agent's) when it has some. Only
- * empty cgroups can go: a populated one stays (EBUSY). */
+/* rmdir parent/name, and first the cgroups below it when it has some: only for a cgroup whose
+ * processes are all gone (killed, or found empty), where every cgroup below is empty too. A
+ * populated one stays (EBUSY). */
 static int remove_tree_at(int parent, const char *name, unsigned depth)
 {
     struct dirent *de;
@@ -128,7 +135,7 @@ static int remove_tree_at(int parent, const char *name, unsigned depth)
         return 0;
     if ((errno != EBUSY && errno != ENOTEMPTY) || depth >= TREE_DEPTH_MAX)
         return -errno;
-    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     d = fdopendir(fd);
@@ -161,52 +168,90 @@ static int remove_tree(const char *path)
     return r;
 }
 
-/* The agent pid in a name rdzv-agent.<pid>, or 0 when it is not such a name. */
-static long agent_of_name(const char *name)
+/* Our PID namespace's inode, which names our cgroups: pids mean nothing across namespaces. */
+static unsigned long pid_ns(void)
 {
-    const char *p = name + sizeof(AGENT_CGROUP_PREFIX) - 1;
-    long pid = 0;
+    struct stat st;
 
-    if (strncmp(name, AGENT_CGROUP_PREFIX, sizeof(AGENT_CGROUP_PREFIX) - 1) != 0 || !*p)
-        return 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9' || pid > INT32_MAX / 10)
-            return 0;
-        pid = pid * 10 + (*p - '0');
-    }
-    return pid;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
-/* The empty cgroups beside ours that an agent gone left (its removal found it still populated):
- * rmdir only succeeds on an empty one, so a live agent's busy cgroup cannot go; an idle one's
- * cannot either, as its agent is alive (kill(pid, 0)). Our own pid's is a dead agent's too. */
-static void remove_stale(const char *home)
+/* Digits up to sep (a '\0' included) into *v; the end, or NULL when that is not what p holds. */
+static const char *parse_num(const char *p, char sep, unsigned long *v)
+{
+    const char *start = p;
+
+    *v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (*v > (ULONG_MAX - 9) / 10)
+            return NULL;
+        *v = *v * 10 + (unsigned long)(*p - '0');
+    }
+    return p > start && *p == sep ? p : NULL;
+}
+
+/* The agent pid in a name rdzv-agent.<ns>.<pid>.<hex> of our PID namespace, or 0 when it is not
+ * such a name. */
+static long agent_of_name(const char *name, unsigned long ns)
+{
+    const char *p = name + sizeof(AGENT_CGROUP_PREFIX) - 1;
+    unsigned long n, pid;
+
+    if (strncmp(name, AGENT_CGROUP_PREFIX, sizeof(AGENT_CGROUP_PREFIX) - 1) != 0 ||
+        !(p = parse_num(p, '.', &n)) || n != ns || !(p = parse_num(p + 1, '.', &pid)) ||
+        pid == 0 || pid > INT32_MAX || !p[1])
+        return 0;
+    for (p++; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return (long)pid;
+}
+
+/* An agent gone: in our PID namespace, not us, and no process has its pid. */
+static bool agent_gone(const char *name, unsigned long ns)
+{
+    long pid = agent_of_name(name, ns);
+
+    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Below dir: the cgroups of agents gone, deepest first (agent_cgroup_remove_stale()). */
+static void remove_stale_at(int dir, unsigned long ns, unsigned depth)
 {
     struct dirent *de;
-    DIR *d = opendir(home);
+    int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* an offset of its own */
+    DIR *d;
 
-    if (!d)
+    if (fd < 0)
         return;
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
     while ((de = readdir(d)) != NULL) {
-        long pid = de->d_type == DT_DIR ? agent_of_name(de->d_name) : 0;
+        int sub;
 
-        if (pid > 0 && (pid == getpid() || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)))
-            (void)remove_tree_at(dirfd(d), de->d_name, 0);
+        if (de->d_type != DT_DIR || !agent_gone(de->d_name, ns))
+            continue;
+        sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0 && depth < TREE_DEPTH_MAX)
+            remove_stale_at(sub, ns, depth + 1);
+        if (sub >= 0)
+            close(sub);
+        (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
 }
 
-static int open_in(const char *dir, const char *file, int flags)
+void agent_cgroup_remove_stale(int dir_fd)
 {
-    char p[AGENT_CGROUP_PATH_MAX + 32];
-
-    snprintf(p, sizeof(p), "%s/%s", dir, file);
-    return open(p, flags | O_CLOEXEC);
+    remove_stale_at(dir_fd, pid_ns(), 0);
 }
 
 static void close_fds(struct agent_cgroup *cg)
 {
-    int *const fds[] = {&cg->procs_fd, &cg->home_fd, &cg->kill_fd, &cg->events_fd};
+    int *const fds[] = {&cg->dir_fd, &cg->procs_fd, &cg->home_fd, &cg->kill_fd, &cg->events_fd};
 
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (*fds[i] >= 0) {
@@ -224,11 +269,37 @@ static int move_to(int procs_fd)
     return 0;
 }
 
+/* mkdir home/rdzv-agent.<ns>.<pid>.<random hex>, into cg->path; another random part if taken. */
+static int make_dir(struct agent_cgroup *cg, const char *home)
+{
+    unsigned long ns = pid_ns();
+    int r = -EEXIST;
+
+    for (unsigned i = 0; i < 8 && r == -EEXIST; i++) {
+        if (snprintf(cg->path, sizeof(cg->path), "%s/%s%lu.%d.%08" PRIx32, home,
+                     AGENT_CGROUP_PREFIX, ns, (int)getpid(),
+                     (uint32_t)rdzv_random_u64()) >= (int)sizeof(cg->path))
+            return -ENAMETOOLONG;
+        r = mkdir(cg->path, 0755) == 0 ? 0 : -errno;
+    }
+    return r;
+}
+
 int agent_cgroup_open(struct agent_cgroup *cg, char *why, size_t len)
 {
+    static const struct {
+        const char *file, *what;
+        int flags;
+        size_t off;
+    } files[] = {
+        {"cgroup.procs", "cgroup.procs", O_WRONLY, offsetof(struct agent_cgroup, procs_fd)},
+        {"cgroup.kill", "cgroup.kill (Linux 5.14 or later)", O_WRONLY,
+         offsetof(struct agent_cgroup, kill_fd)},
+        {"cgroup.events", "cgroup.events", O_RDONLY, offsetof(struct agent_cgroup, events_fd)},
+    };
     char own[AGENT_CGROUP_PATH_MAX], home[AGENT_CGROUP_PATH_MAX];
     size_t name_off = 0;
-    int r;
+    int home_dir, r;
 
     agent_cgroup_init(cg);
     r = own_cgroup(own, sizeof(own));
@@ -238,38 +309,47 @@ int agent_cgroup_open(struct agent_cgroup *cg, char *why, size_t len)
         return r;
     }
     r = find_dir(own, home, sizeof(home), &name_off);
-    if (r == 0 && snprintf(cg->path, sizeof(cg->path), "%s/%s%d", home, AGENT_CGROUP_PREFIX,
-                           (int)getpid()) >= (int)sizeof(cg->path))
-        r = -ENAMETOOLONG;
     if (r < 0) {
         snprintf(why, len, "%s%s",
                  r == -ENOENT ? "no cgroup2 file system mounted shows its cgroup " : "",
                  r == -ENOENT ? own : strerror(-r));
-        cg->path[0] = '\0';
         return r;
+    }
+    home_dir = open(home[0] ? home : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (home_dir < 0) {
+        r = -errno;
+        snprintf(why, len, "cannot open %s: %s", home[0] ? home : "/", strerror(-r));
+        return r;
+    }
+    agent_cgroup_remove_stale(home_dir);
+    cg->home_fd = openat(home_dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    r = cg->home_fd < 0 ? -errno : 0;
+    close(home_dir);
+    if (r < 0) {
+        snprintf(why, len, "cannot open %s/cgroup.procs: %s", home[0] ? home : "", strerror(-r));
+        return r;
+    }
+    r = make_dir(cg, home);
+    if (r < 0) {
+        snprintf(why, len, "cannot create %s: %s", cg->path, strerror(-r));
+        goto out_close;
     }
     cg->name = cg->path + name_off;
-    remove_stale(home[0] ? home : "/");
-    if (mkdir(cg->path, 0755) < 0) {
+    cg->dir_fd = open(cg->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cg->dir_fd < 0) {
         r = -errno;
-        snprintf(why, len, "cannot create %s: %s", cg->path, strerror(-r));
-        cg->path[0] = '\0';
-        cg->name = cg->path;
-        return r;
-    }
-    cg->procs_fd = open_in(cg->path, "cgroup.procs", O_WRONLY);
-    cg->home_fd = open_in(home, "cgroup.procs", O_WRONLY);
-    cg->kill_fd = open_in(cg->path, "cgroup.kill", O_WRONLY);
-    cg->events_fd = open_in(cg->path, "cgroup.events", O_RDONLY);
-    if (cg->procs_fd < 0 || cg->home_fd < 0 || cg->kill_fd < 0 || cg->events_fd < 0) {
-        r = -errno;
-        snprintf(why, len, "cannot open %s's %s: %s", cg->name,
-                 cg->procs_fd < 0   ? "cgroup.procs"
-                 : cg->home_fd < 0  ? "parent's cgroup.procs"
-                 : cg->kill_fd < 0  ? "cgroup.kill (Linux 5.14 or later)"
-                                    : "cgroup.events",
-                 strerror(-r));
+        snprintf(why, len, "cannot open %s: %s", cg->name, strerror(-r));
         goto out_remove;
+    }
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        int *fd = (int *)((char *)cg + files[i].off);
+
+        *fd = openat(cg->dir_fd, files[i].file, files[i].flags | O_CLOEXEC);
+        if (*fd < 0) {
+            r = -errno; /* the first failure's */
+            snprintf(why, len, "cannot open %s's %s: %s", cg->name, files[i].what, strerror(-r));
+            goto out_remove;
+        }
     }
     r = agent_cgroup_enter(cg);
     if (r < 0) {
@@ -282,13 +362,15 @@ int agent_cgroup_open(struct agent_cgroup *cg, char *why, size_t len)
         snprintf(why, len, "moved into %s and cannot move back out (%s): the agent stays there",
                  cg->name, strerror(-r));
         close_fds(cg);
+        cg->inside = false;
         return -EDEADLK;
     }
     return 0;
 
 out_remove:
-    close_fds(cg);
     (void)rmdir(cg->path);
+out_close:
+    close_fds(cg);
     cg->path[0] = '\0';
     cg->name = cg->path;
     return r;
@@ -313,6 +395,8 @@ int agent_cgroup_leave(struct agent_cgroup *cg)
 
     if (!agent_cgroup_on(cg))
         return -ENOENT;
+    if (!cg->inside)
+        return 0;
     r = move_to(cg->home_fd);
     if (r == 0)
         cg->inside = false;
@@ -320,7 +404,7 @@ int agent_cgroup_leave(struct agent_cgroup *cg)
 }
 
 /* "populated 0|1" in a cgroup.events; reading it also re-arms poll() (kernfs). */
-static int events_populated(int fd)
+int agent_cgroup_events_populated(int fd)
 {
     char buf[128], *p;
     ssize_t n;
@@ -339,20 +423,29 @@ int agent_cgroup_populated(const struct agent_cgroup *cg)
 {
     if (!agent_cgroup_on(cg))
         return -ENOENT;
-    return events_populated(cg->events_fd);
+    return agent_cgroup_events_populated(cg->events_fd);
+}
+
+static int write_kill(int fd)
+{
+    while (write(fd, "1", 1) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
 }
 
 int agent_cgroup_kill(struct agent_cgroup *cg)
 {
+    int r;
+
     if (!agent_cgroup_on(cg))
         return -ENOENT;
     if (cg->inside)
         return -EDEADLK;
-    while (write(cg->kill_fd, "1", 1) < 0)
-        if (errno != EINTR)
-            return -errno;
-    cg->killed = true;
-    return 0;
+    r = write_kill(cg->kill_fd);
+    if (r == 0)
+        cg->killed = true;
+    return r;
 }
 
 static uint64_t mono_ms(void)
@@ -371,7 +464,7 @@ static int wait_empty(int fd, unsigned wait_ms)
 
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLPRI};
-        int r = events_populated(fd);
+        int r = agent_cgroup_events_populated(fd);
         uint64_t now = mono_ms();
 
         if (r <= 0)
@@ -402,6 +495,7 @@ int agent_cgroup_close(struct agent_cgroup *cg, unsigned wait_ms)
         r = remove_tree(cg->path);
 out_close:
     close_fds(cg);
+    cg->inside = false;
     return r;
 }
 
@@ -411,48 +505,106 @@ void agent_cgroup_forget(struct agent_cgroup *cg)
     cg->inside = false;
 }
 
-bool agent_cgroup_path_valid(const char *path)
-{
-    const char *last = strrchr(path, '/');
-    size_t n = strlen(path);
+/* ---- the reaper's side ---- */
 
-    if (path[0] != '/' || n >= AGENT_CGROUP_PATH_MAX || !last || agent_of_name(last + 1) <= 0)
-        return false;
-    for (const char *p = path; p; p = strchr(p + 1, '/'))
-        if (strncmp(p, "/./", 3) == 0 || strncmp(p, "/../", 4) == 0 || strncmp(p, "//", 2) == 0)
-            return false;
-    return true;
+static int fd_on_cgroup2(int fd)
+{
+    struct statfs sf;
+
+    if (fstatfs(fd, &sf) < 0)
+        return -errno;
+    return sf.f_type == CGROUP2_SUPER_MAGIC ? 0 : -EINVAL;
 }
 
-int agent_cgroup_kill_dir(const char *path)
+int agent_cgroup_dir_check(int fd)
 {
-    int ev = open_in(path, "cgroup.events", O_RDONLY), kfd, r;
+    struct stat st;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+    return fd_on_cgroup2(fd);
+}
+
+int agent_cgroup_open_at(int dir, const char *file, int flags)
+{
+    int fd, r = agent_cgroup_dir_check(dir);
+
+    if (r < 0)
+        return r;
+    fd = openat(dir, file, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    r = fd_on_cgroup2(fd);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+int agent_cgroup_kill_check(int dir, int kill_fd)
+{
+    struct stat st, kst;
+    int r = agent_cgroup_dir_check(dir), fl;
+
+    if (r < 0)
+        return r;
+    if (fstat(kill_fd, &kst) < 0 || (fl = fcntl(kill_fd, F_GETFL)) < 0)
+        return -errno;
+    if ((fl & O_ACCMODE) != O_WRONLY && (fl & O_ACCMODE) != O_RDWR)
+        return -EBADF;
+    if (fstatat(dir, "cgroup.kill", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || st.st_dev != kst.st_dev || st.st_ino != kst.st_ino)
+        return -EINVAL;
+    return fd_on_cgroup2(kill_fd);
+}
+
+int agent_cgroup_kill_at(int dir, int kill_fd)
+{
+    int ev = agent_cgroup_open_at(dir, "cgroup.events", O_RDONLY), r;
 
     if (ev < 0)
-        return -errno;
-    r = events_populated(ev);
+        return ev;
+    r = agent_cgroup_events_populated(ev);
     close(ev);
     if (r <= 0)
         return r;
-    kfd = open_in(path, "cgroup.kill", O_WRONLY);
-    if (kfd < 0)
-        return -errno;
-    while (write(kfd, "1", 1) < 0)
-        if (errno != EINTR) {
-            r = -errno;
-            break;
-        }
-    close(kfd);
-    return r;
+    r = write_kill(kill_fd);
+    return r < 0 ? r : 1;
 }
 
-int agent_cgroup_remove_dir(const char *path, unsigned wait_ms)
+int agent_cgroup_remove_at(int dir)
 {
-    int ev = open_in(path, "cgroup.events", O_RDONLY), r;
+    struct stat st, pst, est;
+    struct dirent *de;
+    int parent, r;
+    DIR *d;
 
-    if (ev < 0)
-        return -errno;
-    r = wait_empty(ev, wait_ms);
-    close(ev);
-    return r < 0 ? r : remove_tree(path);
+    r = agent_cgroup_dir_check(dir);
+    if (r < 0 || fstat(dir, &st) < 0)
+        return r < 0 ? r : -errno;
+    parent = agent_cgroup_open_at(dir, "..", O_RDONLY | O_DIRECTORY);
+    if (parent < 0)
+        return parent;
+    if (fstat(parent, &pst) < 0 || pst.st_dev != st.st_dev) {
+        close(parent); /* the mount's root: not one we made */
+        return -EINVAL;
+    }
+    d = fdopendir(parent);
+    if (!d) {
+        close(parent);
+        return -ENOMEM;
+    }
+    r = -ENOENT;
+    while (r == -ENOENT && (de = readdir(d)) != NULL)
+        if (de->d_type == DT_DIR && de->d_ino == st.st_ino && strcmp(de->d_name, ".") != 0 &&
+            strcmp(de->d_name, "..") != 0 &&
+            fstatat(dirfd(d), de->d_name, &est, AT_SYMLINK_NOFOLLOW) == 0 &&
+            est.st_dev == st.st_dev && est.st_ino == st.st_ino)
+            r = remove_tree_at(dirfd(d), de->d_name, 0);
+    closedir(d);
+    return r;
 }

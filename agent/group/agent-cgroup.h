@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-cgroup.h: the workers' cgroup (cgroup v2): a cgroup the agent makes under its own,
- * <the agent's cgroup>/rdzv-agent.<agent pid>, that every worker is forked into, so that what a
- * worker starts stays in it however it detaches (setsid, a cleared environment, a double fork: what
- * neither the process-group kill nor the reaper's token scan finds), and cgroup.kill ends all of it
- * at once, as Slurm's proctrack/cgroup ends a step. The agent can make one where it may write its
- * own cgroup: as root, in a subtree delegated to it (systemd's Delegate=, a container's own
- * namespace) or in Slurm's step cgroup; elsewhere it has none, and says why.
+ * <the agent's cgroup>/rdzv-agent.<pid namespace inode>.<agent pid>.<random hex>, that every
+ * worker is forked into, so that what a worker starts stays in it however it detaches (setsid, a
+ * cleared environment, a double fork: what neither the process-group kill nor the reaper's token
+ * scan finds), and cgroup.kill ends all of it at once, as Slurm's proctrack/cgroup ends a step.
+ * The agent can make one where it may write its own cgroup: as root, in a subtree delegated to it
+ * (systemd's Delegate=, a container's own namespace) or in Slurm's step cgroup; elsewhere it has
+ * none, and says why.
  *
  * A fork lands in its parent's cgroup, and uv_spawn() has no hook between fork and exec: the agent
  * moves itself into the cgroup around the spawns of a start (agent_cgroup_enter/_leave, two writes
@@ -17,25 +18,27 @@
  * agent_cgroup_open() and let go by agent_cgroup_close(). Errors: negative errno; nothing here
  * logs (the reaper uses it too, whose stderr is /dev/null): the caller says what failed. Threads:
  * any, one at a time per struct; every call is a few system calls on cgroupfs, and only
- * agent_cgroup_close() and agent_cgroup_remove_dir() may block, for at most wait_ms. */
+ * agent_cgroup_close() may block, for at most wait_ms. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#define AGENT_CGROUP_PREFIX "rdzv-agent." /* followed by the agent's pid: see agent_cgroup_open */
+#define AGENT_CGROUP_PREFIX "rdzv-agent." /* then <pid ns inode>.<pid>.<hex>: agent_cgroup_open */
 #define AGENT_CGROUP_PATH_MAX 512 /* the cgroup's directory, its NUL included; longer: no cgroup */
-#define AGENT_CGROUP_WAIT_MS 2000 /* at the end: time for killed processes to leave the cgroup */
+#define AGENT_CGROUP_WAIT_MS 2000 /* at the agent's end: time for killed processes to leave it */
 
 struct agent_cgroup {
-    int procs_fd; /* the workers' cgroup.procs: -1 when there is no cgroup */
-    int home_fd;  /* the agent's own cgroup.procs, to move back to */
-    int kill_fd;  /* the workers' cgroup.kill */
+    int dir_fd;    /* the workers' cgroup directory (given to the reaper): -1 when none */
+    int procs_fd;  /* its cgroup.procs */
+    int home_fd;   /* the agent's own cgroup.procs, to move back to */
+    int kill_fd;   /* the workers' cgroup.kill */
     int events_fd; /* the workers' cgroup.events ("populated 0|1") */
     bool inside;   /* moved in by agent_cgroup_enter(), not yet moved back */
     bool killed;   /* agent_cgroup_kill() since the last agent_cgroup_enter(): what is in it dies */
     char path[AGENT_CGROUP_PATH_MAX]; /* the directory */
-    const char *name; /* path as the cgroup hierarchy names it ("/rdzv-agent.123"), within path */
+    const char *name; /* path as the cgroup hierarchy names it ("/rdzv-agent.4026531836.123.9f0c"),
+                       * within path */
 };
 
 /* No cgroup: every descriptor -1. Call before anything else (agent_cgroup_close() is a no-op on
@@ -43,18 +46,18 @@ struct agent_cgroup {
 void agent_cgroup_init(struct agent_cgroup *cg);
 
 /* Make the workers' cgroup: find the cgroup2 mount (/proc/self/mountinfo) and the agent's own
- * cgroup there (/proc/self/cgroup's "0::" line), remove the empty rdzv-agent.<pid> cgroups beside
- * ours whose agent is gone (an agent SIGKILLed as its workers' processes were still dying), make
- * rdzv-agent.<our pid> and check that the agent can move itself in and back. Returns 0, or -errno
- * with why (len bytes) saying in a few words why there is no cgroup; then nothing is left behind,
- * except -EDEADLK: the agent moved in but not back out, and stays inside (cg has no cgroup: it
- * must never be killed). */
+ * cgroup there (/proc/self/cgroup's "0::" line), remove the empty cgroups beside ours that agents
+ * gone left (agent_cgroup_remove_stale()), make a new rdzv-agent.<pid ns inode>.<pid>.<random hex>
+ * (mkdir, another random part if it exists) and check that the agent can move itself in and back.
+ * Returns 0, or -errno with why (len bytes) saying in a few words why there is no cgroup; then
+ * nothing is left behind, except -EDEADLK: the agent moved in but not back out, and stays inside
+ * (cg has no cgroup: it must never be killed). */
 int agent_cgroup_open(struct agent_cgroup *cg, char *why, size_t len);
 
 /* Whether there is a workers' cgroup. */
 static inline bool agent_cgroup_on(const struct agent_cgroup *cg)
 {
-    return cg->procs_fd >= 0;
+    return cg->dir_fd >= 0;
 }
 
 /* Move the calling process (all its threads) into the workers' cgroup, so that what it forks
@@ -71,24 +74,46 @@ int agent_cgroup_populated(const struct agent_cgroup *cg);
 int agent_cgroup_kill(struct agent_cgroup *cg);
 
 /* At the agent's end: kill what is left (unless the agent is inside), wait up to wait_ms for it to
- * leave, remove the cgroup (and any empty cgroup below it: a nested agent's), close the
+ * leave, remove the cgroup (and any empty cgroup below it: everything there was killed), close the
  * descriptors. Returns 0, -EBUSY if the cgroup could not be removed in time (it is left to the
- * next agent's agent_cgroup_open()), or another -errno. cg has no cgroup afterwards. */
+ * next agent's agent_cgroup_open() in this PID namespace), -EDEADLK if the agent is stuck inside
+ * (left as it is), or another -errno. cg has no cgroup afterwards. */
 int agent_cgroup_close(struct agent_cgroup *cg, unsigned wait_ms);
 
 /* Let the cgroup go, neither killed nor removed (what runs in it goes on; an empty one is removed
  * by the next agent's agent_cgroup_open()): close the descriptors. cg has no cgroup afterwards. */
 void agent_cgroup_forget(struct agent_cgroup *cg);
 
-/* Whether path may name a workers' cgroup: absolute, no "." or ".." component, last component
- * rdzv-agent.<digits>, shorter than AGENT_CGROUP_PATH_MAX. The reaper checks what agents tell
- * it. */
-bool agent_cgroup_path_valid(const char *path);
+/* Remove, in the directory dir_fd (a cgroup), the cgroups that agents gone left: those named
+ * rdzv-agent.<ns>.<pid>.<hex> with ns our PID namespace's inode, pid not ours and no process
+ * (kill(pid, 0): ESRCH), and in each the cgroups below it named so, deepest first. Only empty
+ * cgroups can go: a populated one stays (EBUSY), and so does one holding another's (a live
+ * agent's, or another PID namespace's: its pid says nothing here). */
+void agent_cgroup_remove_stale(int dir_fd);
 
-/* The reaper's: kill what is in the cgroup directory path (returns 1 if it held processes, 0 if
- * not, or -errno), without waiting. */
-int agent_cgroup_kill_dir(const char *path);
+/* ---- the reaper's side: a descriptor an agent passed it (SCM_RIGHTS), nothing it says ---- */
 
-/* ... then, once every such directory of a round is killed: wait up to wait_ms for path to
- * empty, and remove it with any empty cgroup below it. 0 or -errno (-EBUSY: not empty in time). */
-int agent_cgroup_remove_dir(const char *path, unsigned wait_ms);
+/* 0 if fd is a directory on a cgroup2 file system (fstat, fstatfs), else -ENOTDIR, -EINVAL (not
+ * cgroup2) or -errno. */
+int agent_cgroup_dir_check(int fd);
+
+/* Open file of the cgroup directory dir (checked with agent_cgroup_dir_check()): openat() with
+ * O_NOFOLLOW, and the file opened must be on cgroup2 too (not a mount over it). fd or -errno. */
+int agent_cgroup_open_at(int dir, const char *file, int flags);
+
+/* "populated 0|1" of a cgroup.events descriptor: 1, 0 or -errno; reading it re-arms poll(). */
+int agent_cgroup_events_populated(int events_fd);
+
+/* 0 if kill_fd is the cgroup.kill of the cgroup directory dir (agent_cgroup_dir_check()), open
+ * for writing: the same file as dir's entry cgroup.kill (not followed if a link); else -EINVAL,
+ * -EBADF (not open for writing) or -errno. */
+int agent_cgroup_kill_check(int dir, int kill_fd);
+
+/* Kill what is in the cgroup directory dir (both checked with agent_cgroup_kill_check()): 1 if
+ * it held processes (then "1" was written to kill_fd), 0 if not, or -errno, without waiting. */
+int agent_cgroup_kill_at(int dir, int kill_fd);
+
+/* Remove the cgroup directory dir, once empty, with any empty cgroup below it: found in its
+ * parent (its ".." on the same cgroup2 file system) by its inode, not by a name anyone gave.
+ * 0, -EBUSY (populated still), -ENOENT (gone already) or -errno. */
+int agent_cgroup_remove_at(int dir);

@@ -45,9 +45,8 @@ static void reaper_write_cb(uv_write_t *req, int status)
     free(rdzv_container_of(req, struct reaper_line, req));
 }
 
-/* Send one line ("+<pgid>", "-<pgid>", "c<path>", "q"). Without a reaper (it is gone, a restart
- * is pending) the line is dropped: agent_reaper_link_start() lists every listed worker again, and
- * tells where the cgroup is. */
+/* Send one line ("+<pgid>", "-<pgid>", "q"). Without a reaper (it is gone, a restart is pending)
+ * the line is dropped: agent_reaper_link_start() lists every listed worker again. */
 static void reaper_send(struct agent_group *g, const char *text)
 {
     struct reaper_line *l;
@@ -87,14 +86,6 @@ void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid)
     char text[24];
 
     snprintf(text, sizeof(text), "%c%d\n", op, pgid);
-    reaper_send(g, text);
-}
-
-void agent_reaper_link_send_cgroup(struct agent_group *g)
-{
-    char text[AGENT_CGROUP_PATH_MAX + 2];
-
-    snprintf(text, sizeof(text), "c%s\n", agent_cgroup_on(&g->cgroup) ? g->cgroup.path : "");
     reaper_send(g, text);
 }
 
@@ -296,35 +287,46 @@ out_close:
     return r;
 }
 
-/* "=<token> <pid>", with our stderr, where the reaper reports what it kills for us. */
+/* "=<token> <pid>", with our stderr, where the reaper reports what it kills for us, and if there
+ * is a workers' cgroup, its directory and its cgroup.kill open for writing (then /dev/null stands
+ * for a closed stderr): what the reaper kills when we are gone, as descriptors, not a name. */
 static int reaper_register(struct agent_group *g, int fd)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(3 * sizeof(int))];
     } cm;
     struct msghdr msg = {0};
     struct iovec iov;
     char text[AGENT_TOKEN_LEN + 32];
-    int err = STDERR_FILENO;
+    int fds[3] = {STDERR_FILENO, g->cgroup.dir_fd, g->cgroup.kill_fd}, nul = -1, r = 0;
+    size_t n = agent_cgroup_on(&g->cgroup) ? 3 : 1;
 
     iov.iov_base = text;
     iov.iov_len = (size_t)snprintf(text, sizeof(text), "=%s %ld\n", g->token, (long)getpid());
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (fcntl(err, F_GETFD) >= 0) {
+    if (fcntl(STDERR_FILENO, F_GETFD) < 0) {
+        if (n == 3)
+            nul = fds[0] = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (nul < 0)
+            n = 0;
+    }
+    if (n > 0) {
         memset(&cm, 0, sizeof(cm));
         msg.msg_control = cm.buf;
-        msg.msg_controllen = sizeof(cm.buf);
+        msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
         cm.h.cmsg_level = SOL_SOCKET;
         cm.h.cmsg_type = SCM_RIGHTS;
-        cm.h.cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(&cm.h), &err, sizeof(err));
+        cm.h.cmsg_len = CMSG_LEN(n * sizeof(int));
+        memcpy(CMSG_DATA(&cm.h), fds, n * sizeof(int));
     }
-    while (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
+    while (r == 0 && sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
         if (errno != EINTR)
-            return -errno;
-    return 0;
+            r = -errno;
+    if (nul >= 0)
+        close(nul);
+    return r;
 }
 
 /* Connect to the host's reaper (or start one), register, and list every worker whose group may be
@@ -380,8 +382,6 @@ int agent_reaper_link_start(struct agent_group *g)
     /* The reaper alone must not keep the loop running. */
     uv_unref((uv_handle_t *)&rp->sock);
     g->reaper = rp;
-    if (agent_cgroup_on(&g->cgroup))
-        agent_reaper_link_send_cgroup(g);
     for (unsigned i = 0; i < g->cfg.nproc; i++)
         if (g->workers[i].listed)
             agent_reaper_link_send_pgid(g, '+', g->workers[i].pid);

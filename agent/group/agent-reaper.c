@@ -26,9 +26,14 @@
 #include "agent/group/agent-cgroup.h"
 
 #define RETRY_MAX 256       /* processes looked at twice by the token scan (see token_scan) */
-#define LINE_MAX_LEN (AGENT_CGROUP_PATH_MAX + 2) /* longest line an agent sends ("c<path>") */
+#define LINE_MAX_LEN 128    /* longest line an agent sends ("=<token> <pid>") */
 #define TOKENS_MAX_LEN 4096 /* RDZV_AGENT_TOKEN values longer than this are cut (124 levels) */
 #define EVENTS_MAX 64
+#define CGROUP_REMOVE_MS 30000 /* a killed cgroup is removed once empty, until then at most */
+#define CGROUP_RECHECK_MS 1000 /* ... looked at again after 10, 20, 40 ms ..., then this */
+
+/* What an epoll event is for (the listening socket's is NULL): the first member of each. */
+enum ev_kind { EV_CONN = 1, EV_CGROUP };
 
 /* A set of process groups: a handful per agent, so a plain array. */
 struct pgid_set {
@@ -38,19 +43,32 @@ struct pgid_set {
 
 /* One agent's connection. */
 struct conn {
+    enum ev_kind kind; /* EV_CONN */
     int fd;
     int err_fd; /* the agent's stderr, received with its first line; -1 until then */
+    int cg_fd;  /* its workers' cgroup directory, received with it (checked); -1: none */
+    int kill_fd; /* that cgroup's cgroup.kill, opened for writing by the agent; -1 with cg_fd */
     int agent;  /* its pid, from its "=" line */
     bool named; /* "=" received: token is set */
     bool quit;  /* "q" received: a clean end, no scan */
     char token[AGENT_TOKEN_LEN + 1];
-    char *cgroup;   /* its workers' cgroup ("c<path>"), or NULL */
-    bool cgroup_killed; /* it held processes at the agent's end: SIGKILLed */
     struct pgid_set set;
     size_t listed;  /* groups SIGKILLed at its end */
     unsigned found; /* more groups found by its token */
     size_t len;     /* bytes of an unfinished line in line[] */
     char line[LINE_MAX_LEN];
+};
+
+/* The workers' cgroup of an agent gone, killed: removed once empty (its cgroup.events wakes
+ * epoll with EPOLLPRI when that changes; looked at again after a growing delay too, in case the
+ * change came before rmdir could succeed, or its notice was lost), or left for the next agent when
+ * CGROUP_REMOVE_MS have passed. */
+struct gone_cgroup {
+    enum ev_kind kind; /* EV_CGROUP */
+    int dir, ev;       /* the directory the agent passed, its cgroup.events */
+    uint64_t deadline, recheck; /* rdzv_now_ms() */
+    unsigned delay_ms;          /* from recheck to the one after */
+    struct gone_cgroup *next;
 };
 
 struct reaper {
@@ -59,6 +77,7 @@ struct reaper {
     unsigned conns;
     struct conn **ended; /* ended this round: one /proc scan for all of them */
     size_t nended, cap;
+    struct gone_cgroup *gone; /* killed, not removed yet: the reaper stays for them */
 };
 
 static bool set_has(const struct pgid_set *s, pid_t pgid)
@@ -328,8 +347,9 @@ static int conn_add(struct reaper *r, int fd)
         close(fd);
         return -ENOMEM;
     }
+    c->kind = EV_CONN;
     c->fd = fd;
-    c->err_fd = -1;
+    c->err_fd = c->cg_fd = c->kill_fd = -1;
     ev.data.ptr = c;
     if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);
@@ -346,7 +366,10 @@ static void conn_free(struct conn *c)
 {
     if (c->err_fd >= 0)
         close(c->err_fd);
-    free(c->cgroup);
+    if (c->cg_fd >= 0)
+        close(c->cg_fd);
+    if (c->kill_fd >= 0)
+        close(c->kill_fd);
     free(c->set.v);
     free(c);
 }
@@ -370,8 +393,8 @@ static void conn_end(struct reaper *r, struct conn *c)
                 "rdzv-agent: reaper: out of memory, not scanning for agent %d's "
                 "workers\n",
                 c->agent);
-            if (c->cgroup && !c->quit)
-                (void)agent_cgroup_kill_dir(c->cgroup);
+            if (c->cg_fd >= 0 && !c->quit)
+                (void)agent_cgroup_kill_at(c->cg_fd, c->kill_fd);
             conn_free(c);
             return;
         }
@@ -381,42 +404,105 @@ static void conn_end(struct reaper *r, struct conn *c)
     r->ended[r->nended++] = c;
 }
 
+/* Where the directory fd is, for messages only (nothing is done by this name). */
+static void fd_path(int fd, char *out, size_t len)
+{
+    char link[48];
+    ssize_t n;
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = readlink(link, out, len - 1);
+    if (n < 0)
+        n = snprintf(out, len, "(descriptor %d)", fd) < 0 ? 0 : (ssize_t)strlen(out);
+    out[n] = '\0';
+}
+
+/* Hand c's cgroup over to the list of those to remove once empty. */
+static void gone_add(struct reaper *r, struct conn *c)
+{
+    struct epoll_event ev = {.events = EPOLLPRI};
+    struct gone_cgroup *gc = calloc(1, sizeof(*gc));
+    int k;
+
+    if (!gc)
+        return; /* left to the next agent on the host (agent_cgroup_remove_stale()) */
+    gc->kind = EV_CGROUP;
+    gc->dir = c->cg_fd;
+    c->cg_fd = -1;
+    gc->deadline = rdzv_now_ms() + CGROUP_REMOVE_MS;
+    gc->delay_ms = 10;
+    k = agent_cgroup_open_at(gc->dir, "cgroup.events", O_RDONLY);
+    gc->ev = k;
+    ev.data.ptr = gc;
+    /* Without it, it is looked at on every wakeup until the deadline. */
+    if (k >= 0)
+        (void)epoll_ctl(r->ep, EPOLL_CTL_ADD, k, &ev);
+    gc->next = r->gone;
+    r->gone = gc;
+}
+
 /* The workers' cgroups of the agents gone without a "q": everything in them is SIGKILLed, however
- * it left its worker's process group and environment. */
+ * it left its worker's process group and environment; each is removed once empty (gone_check). */
 static void cgroups_kill(struct reaper *r)
 {
     for (size_t i = 0; i < r->nended; i++) {
         struct conn *c = r->ended[i];
+        char where[AGENT_CGROUP_PATH_MAX];
         int k;
 
-        if (!c->cgroup || c->quit)
+        if (c->cg_fd < 0 || c->quit)
             continue;
-        k = agent_cgroup_kill_dir(c->cgroup);
-        c->cgroup_killed = k > 0;
-        if (k < 0 && k != -ENOENT)
+        k = agent_cgroup_kill_at(c->cg_fd, c->kill_fd);
+        if (k != 0)
+            fd_path(c->cg_fd, where, sizeof(where));
+        if (k > 0)
+            say(c->err_fd,
+                "rdzv-agent: agent %d is gone: SIGKILLed what was left in its workers' cgroup "
+                "%s\n",
+                c->agent, where);
+        else if (k < 0)
             say(c->err_fd, "rdzv-agent: reaper: cannot kill what is in the cgroup %s: %s\n",
-                c->cgroup, strerror(-k));
+                where, strerror(-k));
+        gone_add(r, c);
     }
 }
 
-/* ... and removed once empty, AGENT_CGROUP_WAIT_MS at most for all of them; one still busy then
- * is removed by the next agent on the host (agent_cgroup_open()). */
-static void cgroups_remove(struct reaper *r)
+/* Remove the killed cgroups that are empty now; forget those past their deadline (the next agent
+ * in this PID namespace removes them). Returns the milliseconds until the next look (a recheck or
+ * a deadline), or -1 when none is left. */
+static int gone_check(struct reaper *r)
 {
-    uint64_t end = rdzv_now_ms() + AGENT_CGROUP_WAIT_MS;
+    uint64_t now = rdzv_now_ms(), next = UINT64_MAX;
+    struct gone_cgroup **pp = &r->gone;
 
-    for (size_t i = 0; i < r->nended; i++) {
-        struct conn *c = r->ended[i];
-        uint64_t now = rdzv_now_ms();
-        int k;
+    while (*pp) {
+        struct gone_cgroup *gc = *pp;
+        int k = gc->ev >= 0 ? agent_cgroup_events_populated(gc->ev) : 0;
 
-        if (!c->cgroup || c->quit)
+        if (k == 0)
+            k = agent_cgroup_remove_at(gc->dir);
+        if (k != -EBUSY && k != 1)
+            k = 0; /* removed, or it cannot be: done */
+        if (k != 0 && now < gc->deadline) {
+            if (now >= gc->recheck) {
+                gc->recheck = now + gc->delay_ms;
+                gc->delay_ms = gc->delay_ms * 2 < CGROUP_RECHECK_MS ? gc->delay_ms * 2
+                                                                    : CGROUP_RECHECK_MS;
+            }
+            if (gc->recheck < next)
+                next = gc->recheck;
+            if (gc->deadline < next)
+                next = gc->deadline;
+            pp = &gc->next;
             continue;
-        k = agent_cgroup_remove_dir(c->cgroup, end > now ? (unsigned)(end - now) : 0);
-        if (k < 0 && k != -ENOENT)
-            say(c->err_fd, "rdzv-agent: reaper: cannot remove the cgroup %s: %s\n", c->cgroup,
-                k == -EBUSY ? "its processes are still exiting" : strerror(-k));
+        }
+        *pp = gc->next;
+        if (gc->ev >= 0)
+            close(gc->ev); /* out of the epoll set with it */
+        close(gc->dir);
+        free(gc);
     }
+    return next == UINT64_MAX ? -1 : (int)(next - now);
 }
 
 /* After the scan: report and free what ended this round. */
@@ -428,7 +514,6 @@ static void conns_finish(struct reaper *r)
         scan |= r->ended[i]->named && !r->ended[i]->quit;
     if (scan)
         token_scan(r);
-    cgroups_kill(r);
     for (size_t i = 0; i < r->nended; i++) {
         struct conn *c = r->ended[i];
 
@@ -437,31 +522,11 @@ static void conns_finish(struct reaper *r)
                 "rdzv-agent: agent %d is gone: SIGKILLed the %zu worker process group(s) it had "
                 "listed and %u more found by its token\n",
                 c->agent, c->listed, c->found);
-        if (c->cgroup_killed)
-            say(c->err_fd,
-                "rdzv-agent: agent %d is gone: SIGKILLed what was left in its workers' cgroup "
-                "%s\n",
-                c->agent, c->cgroup);
     }
-    cgroups_remove(r);
+    cgroups_kill(r);
     for (size_t i = 0; i < r->nended; i++)
         conn_free(r->ended[i]);
     r->nended = 0;
-}
-
-/* "c<path>": the agent's workers' cgroup, or none ("c"). A path that cannot be one is ignored. */
-static void conn_cgroup(struct conn *c, const char *p, size_t n)
-{
-    char path[AGENT_CGROUP_PATH_MAX];
-
-    free(c->cgroup);
-    c->cgroup = NULL;
-    if (n == 0 || n >= sizeof(path) || memchr(p, '\0', n))
-        return;
-    memcpy(path, p, n);
-    path[n] = '\0';
-    if (agent_cgroup_path_valid(path))
-        c->cgroup = strdup(path);
 }
 
 static void conn_line(struct conn *c, const char *p, size_t n)
@@ -470,10 +535,6 @@ static void conn_line(struct conn *c, const char *p, size_t n)
 
     if (n == 1 && p[0] == 'q') {
         c->quit = true;
-        return;
-    }
-    if (n >= 1 && p[0] == 'c') {
-        conn_cgroup(c, p + 1, n - 1);
         return;
     }
     if (n >= 2 && p[0] == '=') {
@@ -503,13 +564,42 @@ static void conn_line(struct conn *c, const char *p, size_t n)
         set_del(&c->set, (pid_t)v);
 }
 
-/* Read what the agent sent; the agent's stderr comes with its first bytes. */
+/* The descriptors that came with the agent's first line: its stderr, then, if it has a workers'
+ * cgroup, the cgroup's directory and its cgroup.kill, opened for writing by the agent; any other,
+ * or any later, is closed. The cgroup is kept only if the directory is on a cgroup2 file system
+ * and the file is its cgroup.kill: the reaper writes what the agent could write itself, never
+ * what a path names. */
+static void conn_fds(struct conn *c, int *fds, size_t n)
+{
+    int k = n >= 3 ? agent_cgroup_kill_check(fds[1], fds[2]) : 0;
+
+    if (c->named || c->err_fd >= 0 || n == 0) {
+        for (size_t i = 0; i < n; i++)
+            close(fds[i]);
+        return;
+    }
+    c->err_fd = fds[0];
+    if (n >= 3 && k < 0)
+        say(c->err_fd,
+            "rdzv-agent: reaper: the workers' cgroup passed is not a cgroup v2 directory and "
+            "its cgroup.kill open for writing (%s): ignored\n",
+            strerror(-k));
+    if (n >= 3 && k == 0) {
+        c->cg_fd = fds[1];
+        c->kill_fd = fds[2];
+    } else {
+        for (size_t i = 1; i < n; i++)
+            close(fds[i]);
+    }
+}
+
+/* Read what the agent sent; the agent's stderr (and cgroup) come with its first bytes. */
 static void conn_read(struct reaper *r, struct conn *c)
 {
     for (;;) {
         union {
             struct cmsghdr h;
-            char buf[CMSG_SPACE(sizeof(int))];
+            char buf[CMSG_SPACE(3 * sizeof(int))];
         } cm;
         struct iovec iov = {.iov_base = c->line + c->len, .iov_len = sizeof(c->line) - c->len};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -528,13 +618,12 @@ static void conn_read(struct reaper *r, struct conn *c)
         for (h = k >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; h; h = CMSG_NXTHDR(&msg, h))
             if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
                 h->cmsg_len >= CMSG_LEN(sizeof(int))) {
-                int fd;
+                int fds[3];
+                size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 
-                memcpy(&fd, CMSG_DATA(h), sizeof(fd));
-                if (c->err_fd < 0)
-                    c->err_fd = fd;
-                else
-                    close(fd);
+                n = n < 3 ? n : 3; /* no more fit: the kernel closed the rest (MSG_CTRUNC) */
+                memcpy(fds, CMSG_DATA(h), n * sizeof(int));
+                conn_fds(c, fds, n);
             }
         if (k <= 0) {
             conn_end(r, c);
@@ -609,7 +698,7 @@ int agent_reaper_main(int argc, char **argv)
     struct epoll_event evs[EVENTS_MAX];
     struct reaper r = {0};
     struct rlimit rl;
-    int fd, nul;
+    int fd, nul, timeout = -1;
     pid_t pid;
 
     if (argc != 3 || strcmp(argv[1], "--reaper") != 0 || !*argv[2] ||
@@ -627,7 +716,8 @@ int agent_reaper_main(int argc, char **argv)
     if (pid > 0)
         _exit(0);
     /* Hold nothing of the agent's: not its directory, not a descriptor but our first connection
-     * (moved off stdin, which becomes /dev/null). Two descriptors per agent: take all we may. */
+     * (moved off stdin, which becomes /dev/null). Three descriptors per agent (its connection,
+     * stderr and cgroup): take all we may. */
     (void)!chdir("/");
     (void)close_range(STDERR_FILENO + 1, ~0u, 0);
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -646,20 +736,26 @@ int agent_reaper_main(int argc, char **argv)
     if (conn_add(&r, fd) < 0)
         return 1;
     listen_on(&r, argv[2]);
-    while (r.conns > 0) {
-        int n = epoll_wait(r.ep, evs, EVENTS_MAX, -1);
+    /* Until the last agent is gone and the cgroups killed for them are removed (or past their
+     * deadline). */
+    while (r.conns > 0 || r.gone) {
+        int n = epoll_wait(r.ep, evs, EVENTS_MAX, timeout);
 
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             break;
         for (int i = 0; i < n; i++) {
-            if (!evs[i].data.ptr)
+            const enum ev_kind *kind = evs[i].data.ptr;
+
+            if (!kind)
                 accept_all(&r);
-            else
+            else if (*kind == EV_CONN)
                 conn_read(&r, evs[i].data.ptr);
+            /* EV_CGROUP: its cgroup.events changed; gone_check() reads it */
         }
         conns_finish(&r);
+        timeout = gone_check(&r);
     }
     /* The last agent is gone. One that connected since is reset when the listening socket closes
      * at exit: it has no "ok" yet, and starts a reaper of its own. */

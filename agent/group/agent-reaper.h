@@ -19,28 +19,39 @@
  * with one end of a socket pair on stdin as its first connection (the reaper then daemonizes and
  * tries to own the name; if another has it, it serves its first connection only). The agent's
  * end is close-on-exec. Lines, agent to reaper:
- *     "=<token> <agent pid>\n"  first: who this is; sent with the agent's stderr (SCM_RIGHTS),
- *                               where the reaper reports what it killed
+ *     "=<token> <agent pid>\n"  first: who this is; sent with, in one SCM_RIGHTS message, the
+ *                               agent's stderr, where the reaper reports what it killed, and
+ *                               then, if it has one, its workers' cgroup (agent-cgroup.h): the
+ *                               directory (O_RDONLY | O_DIRECTORY) and its cgroup.kill, opened
+ *                               for writing by the agent (/dev/null stands for a closed stderr
+ *                               then); any other descriptor is closed
  *     "+<pgid>\n"               a worker was spawned; pgid is its process group (its pid)
  *     "-<pgid>\n"               that group is gone (or was SIGKILLed) and its worker reaped
- *     "c<path>\n"               the directory of the workers' cgroup (agent-cgroup.h), or none
- *                               ("c\n"); a path that cannot be one is ignored
  *     "q\n"                     a clean end: nothing spawned is left unlisted
  * and reaper to agent, once: "ok <reaper pid>\n". EOF (or a reset) on a connection means that agent
  * is gone: the reaper SIGKILLs every group it still had listed and, unless it said "q", every
  * process group holding a process whose environment carries its token in RDZV_AGENT_TOKEN (the
- * agent gives it to each worker; descendants inherit it), and everything in its workers' cgroup
- * (cgroup.kill), which it then removes once empty (AGENT_CGROUP_WAIT_MS at most for the agents
- * gone at once; else the next agent on the host removes it): what a worker started with setsid()
- * and a cleared environment escapes the first two. The variable is a comma-separated list:
- * a worker of an agent that is itself another agent's worker carries both tokens. The token closes
- * the window between a worker's fork and the agent's "+" line: a child forked by the agent holds
- * the agent's end until its exec, so EOF comes only once every such child has exec'd, i.e. carries
- * the token, or died. The agent sees EOF when the reaper dies, and connects (or starts one) again.
+ * agent gives it to each worker; descendants inherit it), and everything in its workers' cgroup:
+ * what a worker started with setsid() and a cleared environment escapes the first two. The
+ * variable is a comma-separated list: a worker of an agent that is itself another agent's worker
+ * carries both tokens. The token closes the window between a worker's fork and the agent's "+"
+ * line: a child forked by the agent holds the agent's end until its exec, so EOF comes only once
+ * every such child has exec'd, i.e. carries the token, or died. The agent sees EOF when the reaper
+ * dies, and connects (or starts one) again.
+ *
+ * The cgroup is what the agent passed, never a path: the reaper keeps it only if the directory is
+ * on a cgroup2 file system (fstatfs) and the file is that directory's cgroup.kill (the same inode,
+ * not followed if a link) open for writing, and writes "1" to that descriptor: what the agent
+ * could write itself. It then removes the cgroup once its cgroup.events (opened relative to the
+ * directory with O_NOFOLLOW, on cgroup2 too) says it is empty: woken by EPOLLPRI (and, in case
+ * that notice comes before rmdir can succeed, after 10, 20, 40 ... ms, then every second), the
+ * directory found in its parent by its inode, CGROUP_REMOVE_MS at most (else the next agent in
+ * that PID namespace removes it).
  *
  * The reaper ignores SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGUSR1 and SIGUSR2 (signals meant
  * for the agents or the job must not take it down before the workers), runs in a session of its
- * own with /dev/null as stdio, uses no libuv, and exits when its last connection is gone.
+ * own with /dev/null as stdio, uses no libuv, and exits when its last connection is gone and the
+ * cgroups it killed are removed (or past their time).
  *
  * Contract of this header: agent_reaper_default_name() is pure (any thread; writes only buf);
  * agent_reaper_main() takes over the process (call it from main() only, before any loop exists).

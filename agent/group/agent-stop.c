@@ -83,7 +83,6 @@ void agent_stop_cgroup_open(struct agent_group *g)
 static void cgroup_give_up(struct agent_group *g)
 {
     agent_cgroup_forget(&g->cgroup);
-    agent_reaper_link_send_cgroup(g);
 }
 
 void agent_stop_cgroup_enter(struct agent_group *g)
@@ -130,6 +129,8 @@ void agent_stop_cgroup_close(struct agent_group *g)
         log_warn("the workers' cgroup %s still has processes %d ms after they were killed: left "
                  "for the next agent on this host to remove",
                  name, AGENT_CGROUP_WAIT_MS);
+    else if (r == -EDEADLK)
+        log_warn("the workers' cgroup %s is left as it is: the agent is in it", name);
     else if (r < 0)
         log_warn_errno(r, "cannot remove the workers' cgroup %s", name);
 }

@@ -285,9 +285,6 @@ void agent_control_close(struct agent_worker *w);
 int agent_reaper_link_start(struct agent_group *g);
 /* Tell the reaper "+pgid" (op '+') or "-pgid" (op '-'); dropped while no reaper is connected. */
 void agent_reaper_link_send_pgid(struct agent_group *g, char op, int pgid);
-/* Tell the reaper where the workers' cgroup is ("c<path>"), or that there is none any more
- * ("c"). */
-void agent_reaper_link_send_cgroup(struct agent_group *g);
 /* At free: unlist SIGKILLed groups, say "q", close the connection and any reaper still starting. */
 void agent_reaper_link_stop(struct agent_group *g);
 /* The reaper's pid once it has acknowledged us, else 0. */

@@ -145,15 +145,16 @@ struct agent_group_cfg {
  * loop running; agent_group_free() tells the reaper this agent ended cleanly, and closes it.
  *
  * Nothing a worker starts outlives its start, however it detaches: unless cfg.no_cgroup, the group
- * makes the workers' cgroup here (agent-cgroup.h: <the agent's cgroup v2>/rdzv-agent.<pid>, where
- * the agent may write its own cgroup: as root, delegated, Slurm's step), and every worker is forked
- * into it. What is left in it is killed with cgroup.kill as soon as the last worker of a start
- * has exited (its output pipes then end: the drain does not wait for a process writing to them),
- * with the workers' process groups when a stop's grace period is over, and at the end of each
- * start (before on_all_exited); agent_group_free() does the same and removes it; the reaper is
- * told where it is, and kills it when the agent is gone. Without one, what setsid()s and clears
- * its environment escapes the process-group kill and the token scan. Either way the group logs
- * one line at info level saying which it has, and why not.
+ * makes the workers' cgroup here (agent-cgroup.h: <the agent's cgroup v2>/rdzv-agent.<pid
+ * namespace>.<pid>.<hex>, where the agent may write its own cgroup: as root, delegated, Slurm's
+ * step), and every worker is forked into it. What is left in it is killed with cgroup.kill as soon
+ * as the last worker of a start has exited (its output pipes then end: the drain does not wait for
+ * a process writing to them), with the workers' process groups when a stop's grace period is
+ * over, and at the end of each start (before on_all_exited); agent_group_free() does the same and
+ * removes it; the reaper is passed its directory and cgroup.kill, and kills it when the agent is
+ * gone. Without one, what setsid()s and clears its environment escapes the process-group kill and
+ * the token scan. Either way the group logs one line at info level saying which it has, and why
+ * not.
  *
  * Output relay: each worker's stdout/stderr is a pipe; every line is re-emitted on out_fd/err_fd
  * with the prefix "[rank<global rank>]: " (lines over 64 KiB are split, a last line without a

@@ -6,6 +6,10 @@
  * --mini-agent-escaped, the agent that the tests SIGKILL. */
 #include "agent-test-proc.h"
 
+#include <sys/wait.h>
+
+#include "agent/group/agent-cgroup.h"
+
 /* A process of the integration tests: stdout and stderr read into buf and ebuf. */
 struct child {
     uv_process_t proc;
@@ -178,13 +182,15 @@ static int poll_one(struct pollfd *pfd, int ms)
 }
 
 /* Register with a reaper as an agent does: on fd (a socket pair's end given to the reaper, or -1:
- * connect to name), "=<token> <pid>" with err_fd passed along. Waits for "ok <pid>" (5 s at most)
- * and returns the socket; *ret_pid is the reaper's pid. */
-static int reaper_register_as(const char *name, int fd, const char *token, int err_fd, int *ret_pid)
+ * connect to name), "=<token> <pid>" with the nfds descriptors fds passed along (an agent's: its
+ * stderr, then its workers' cgroup directory and that cgroup's cgroup.kill). Waits for "ok <pid>"
+ * (5 s at most) and returns the socket; *ret_pid is the reaper's pid. */
+static int reaper_register_fds(const char *name, int fd, const char *token, const int *fds,
+                               size_t nfds, int *ret_pid)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(3 * sizeof(int))];
     } cm;
     struct msghdr msg = {0};
     struct iovec iov;
@@ -205,13 +211,14 @@ static int reaper_register_as(const char *name, int fd, const char *token, int e
     iov.iov_len = (size_t)snprintf(text, sizeof(text), "=%s %ld\n", token, (long)getpid());
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
+    ASSERT_TRUE(nfds >= 1 && nfds <= 3);
     memset(&cm, 0, sizeof(cm));
     msg.msg_control = cm.buf;
-    msg.msg_controllen = sizeof(cm.buf);
+    msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
     cm.h.cmsg_level = SOL_SOCKET;
     cm.h.cmsg_type = SCM_RIGHTS;
-    cm.h.cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(&cm.h), &err_fd, sizeof(err_fd));
+    cm.h.cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(&cm.h), fds, nfds * sizeof(int));
     ASSERT_EQ(sendmsg(fd, &msg, 0), (ssize_t)iov.iov_len);
     pfd.fd = fd;
     pfd.events = POLLIN;
@@ -223,6 +230,11 @@ static int reaper_register_as(const char *name, int fd, const char *token, int e
     *ret_pid = atoi(text + 3);
     ASSERT_TRUE(*ret_pid > 0);
     return fd;
+}
+
+static int reaper_register_as(const char *name, int fd, const char *token, int err_fd, int *ret_pid)
+{
+    return reaper_register_fds(name, fd, token, &err_fd, 1, ret_pid);
 }
 
 static void write_str(int fd, const char *s)
@@ -393,6 +405,107 @@ static void test_reaper_shared(void)
     close(errb[0]);
 }
 
+/* A file (name in dir) with text. */
+static void put_file(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX + 64];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_TRUE(fd >= 0);
+    write_str(fd, text);
+    close(fd);
+}
+
+/* Register with a reaper of our own with the descriptors of dir and of victim (open for writing)
+ * as the workers' cgroup and its cgroup.kill, name dir on a "c<path>" line (as agents once did),
+ * and be gone without "q". victim holds "precious\n" still, and the reaper said why it ignored
+ * them. */
+static void no_path_case(const char *dir, const char *victim)
+{
+    char name[64], tok[AGENT_TOKEN_LEN + 1], said[1024], line[AGENT_CGROUP_PATH_MAX + 8], got[32];
+    char *args[] = {self_exe, "--reaper", name, NULL};
+    struct child spawner = {0};
+    uv_loop_t loop;
+    int sv[2], err[2], fds[3], a, pid, fd;
+    ssize_t n;
+    long dt;
+
+    snprintf(name, sizeof(name), "rdzv-test-reaper-path.%d", (int)getpid());
+    random_token(tok);
+    ASSERT_OK(uv_loop_init(&loop));
+    ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+    child_spawn(&loop, &spawner, NULL, args, NULL, true, sv[1]);
+    close(sv[1]);
+    ASSERT_OK(pipe2(err, O_CLOEXEC));
+    fds[0] = err[1];
+    fds[1] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fds[2] = open(victim, O_WRONLY | O_CLOEXEC);
+    ASSERT_TRUE(fds[1] >= 0 && fds[2] >= 0);
+    a = reaper_register_fds(name, sv[0], tok, fds, 3, &pid);
+    for (unsigned i = 0; i < 3; i++)
+        close(fds[i]);
+    snprintf(line, sizeof(line), "c%s\n", dir);
+    write_str(a, line);
+    close(a); /* gone, without "q" */
+    read_pipe(err[0], said, sizeof(said));
+    close(err[0]);
+    snprintf(tap_note, sizeof(tap_note), "%s: reaper said: %.200s", dir, said);
+    fd = open(victim, O_RDONLY | O_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    n = read(fd, got, sizeof(got) - 1);
+    close(fd);
+    ASSERT_TRUE(n >= 0);
+    got[n] = '\0';
+    ASSERT_BYTES_STR(got, strlen(got), "precious\n");
+    ASSERT_NOT_NULL(strstr(said, "the workers' cgroup passed is not a cgroup v2 directory and "
+                                 "its cgroup.kill open for writing"));
+    ASSERT_NULL(strstr(said, "SIGKILLed"));
+    dt = wait_gone(pid, 2000); /* nothing kept it */
+    ASSERT_TRUE(dt >= 0);
+    ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ASSERT_EQ(uv_loop_close(&loop), 0);
+    ASSERT_TRUE(spawner.exited);
+    rdzv_buf_free(&spawner.buf);
+    rdzv_buf_free(&spawner.ebuf);
+    tap_note[0] = '\0';
+}
+
+/* What an agent can have the reaper kill is a cgroup whose cgroup.kill it opened for writing
+ * itself, never what a path names, never through a link: (1) a directory in /tmp named as a
+ * workers' cgroup once was, its cgroup.events saying "populated 1" and its cgroup.kill a symbolic
+ * link to a file, passed with that file; (2) where we may make one, a real workers' cgroup, passed
+ * with that file as its cgroup.kill. */
+static void test_reaper_kills_no_path(void)
+{
+    char tmp[64], dir[128], victim[160], link[192], why[256];
+    struct agent_cgroup cg;
+
+    snprintf(tmp, sizeof(tmp), "/tmp/rdzv-test-reaper-XXXXXX");
+    ASSERT_NOT_NULL(mkdtemp(tmp));
+    snprintf(dir, sizeof(dir), "%s/rdzv-agent.123", tmp);
+    snprintf(victim, sizeof(victim), "%s/victim", tmp);
+    snprintf(link, sizeof(link), "%s/cgroup.kill", dir);
+    ASSERT_OK(mkdir(dir, 0755));
+    put_file(tmp, "victim", "precious\n");
+    put_file(dir, "cgroup.events", "populated 1\nfrozen 0\n");
+    ASSERT_OK(symlink(victim, link));
+    no_path_case(dir, victim);
+    if (agent_cgroup_open(&cg, why, sizeof(why)) == 0) {
+        no_path_case(cg.path, victim);
+        ASSERT_OK(agent_cgroup_close(&cg, 0));
+    } else {
+        printf("# a real cgroup not tried: %s\n", why);
+    }
+    ASSERT_OK(unlink(link));
+    snprintf(link, sizeof(link), "%s/cgroup.events", dir);
+    ASSERT_OK(unlink(link));
+    ASSERT_OK(rmdir(dir));
+    ASSERT_OK(unlink(victim));
+    ASSERT_OK(rmdir(tmp));
+}
+
 static void agent_on_data(struct child *c)
 {
     if (!c->worker_pid && buf_has(&c->buf, "[rank1]: READY\n")) {
@@ -494,12 +607,43 @@ static void escaped_on_data(struct child *c)
     }
 }
 
+/* The rest of the line after key in b, into out. */
+static void line_after(const struct rdzv_buf *b, const char *key, char *out, size_t len)
+{
+    const char *p = memmem(b->data, b->len, key, strlen(key)), *end, *nl;
+
+    ASSERT_NOT_NULL(p);
+    p += strlen(key);
+    end = (const char *)b->data + b->len;
+    nl = memchr(p, '\n', (size_t)(end - p));
+    ASSERT_NOT_NULL(nl);
+    ASSERT_TRUE((size_t)(nl - p) < len);
+    memcpy(out, p, (size_t)(nl - p));
+    out[nl - p] = '\0';
+}
+
+/* Poll (outside any loop) until path is gone; returns the milliseconds it took, or -1. */
+static long wait_no_path(const char *path, unsigned ms)
+{
+    uint64_t t0 = now_ms();
+    struct timespec ts = {0, 5 * 1000000L};
+    struct stat st;
+
+    while (stat(path, &st) == 0) {
+        if (now_ms() - t0 > ms)
+            return -1;
+        nanosleep(&ts, NULL);
+    }
+    return (long)(now_ms() - t0);
+}
+
 /* SIGKILL an agent whose worker started a process that left its session and its environment
  * (setsid env -i): neither the worker's process group nor the token finds it, the workers' cgroup
- * does. The reaper kills what is in it, says so, and removes it. */
+ * does. The reaper kills what is in it, says so, and removes it once it is empty. */
 static void test_agent_sigkill_escaped_grandchild(void)
 {
     char *args[] = {self_exe, "--mini-agent-escaped", NULL};
+    char path[PATH_MAX];
     struct child c = {0};
     uv_loop_t loop;
     long dt;
@@ -524,9 +668,80 @@ static void test_agent_sigkill_escaped_grandchild(void)
     ASSERT_TRUE(buf_has(&c.ebuf, "workers run in cgroup "));
     ASSERT_TRUE(buf_has(&c.ebuf, "SIGKILLed what was left in its workers' cgroup "));
     ASSERT_FALSE(buf_has(&c.ebuf, "reaper: cannot"));
+    line_after(&c.ebuf, "SIGKILLed what was left in its workers' cgroup ", path, sizeof(path));
+    ASSERT_NOT_NULL(strstr(path, "/rdzv-agent."));
+    ASSERT_TRUE(wait_no_path(path, 3000) >= 0);
     rdzv_buf_free(&c.buf);
     rdzv_buf_free(&c.ebuf);
     tap_note[0] = '\0';
+}
+
+/* A pid that no process has (a child of ours, reaped). */
+static long dead_pid(void)
+{
+    pid_t p = fork();
+
+    if (p == 0)
+        _exit(0);
+    ASSERT_TRUE(p > 0);
+    ASSERT_EQ(waitpid(p, NULL, 0), p);
+    return (long)p;
+}
+
+/* What agent_cgroup_remove_stale() removes of the cgroups in a directory: the empty ones whose
+ * name says they are a gone agent's of our PID namespace, and below those only the same. */
+static void test_stale_cgroups_are_gone_agents_of_our_namespace(void)
+{
+    enum { GONE, OTHER_NS, LIVE, OURS, GONE_LIVE, GONE_LIVE_IN, GONE_GONE, GONE_GONE_IN, GONE_OTHER,
+           GONE_OTHER_IN, OLD, _N };
+    static const bool kept[_N] = {
+        [OTHER_NS] = true, [LIVE] = true, [OURS] = true, [GONE_LIVE] = true,
+        [GONE_LIVE_IN] = true, [GONE_OTHER] = true, [GONE_OTHER_IN] = true, [OLD] = true};
+    char why[256], top[AGENT_CGROUP_PATH_MAX + 64], path[_N][AGENT_CGROUP_PATH_MAX + 160];
+    struct agent_cgroup cg;
+    unsigned long ns;
+    struct stat st;
+    long dead = dead_pid(), self = (long)getpid();
+    int fd;
+
+    if (agent_cgroup_open(&cg, why, sizeof(why)) < 0) {
+        printf("# skipped: no workers' cgroup here (%s)\n", why);
+        return;
+    }
+    ASSERT_OK(stat("/proc/self/ns/pid", &st));
+    ns = (unsigned long)st.st_ino;
+    snprintf(top, sizeof(top), "%.*s/rdzv-test-stale.%ld",
+             (int)(strrchr(cg.path, '/') - cg.path), cg.path, self);
+    ASSERT_OK(agent_cgroup_close(&cg, 0));
+    ASSERT_OK(mkdir(top, 0755));
+#define AT(i, fmt, ...) snprintf(path[i], sizeof(path[i]), "%s/" fmt, top, __VA_ARGS__)
+    AT(GONE, "rdzv-agent.%lu.%ld.0000000a", ns, dead);
+    AT(OTHER_NS, "rdzv-agent.%lu.%ld.0000000b", ns + 1, dead);
+    AT(LIVE, "rdzv-agent.%lu.1.0000000c", ns);
+    AT(OURS, "rdzv-agent.%lu.%ld.0000000d", ns, self);
+    AT(GONE_LIVE, "rdzv-agent.%lu.%ld.0000000e", ns, dead);
+    AT(GONE_LIVE_IN, "rdzv-agent.%lu.%ld.0000000e/rdzv-agent.%lu.1.0000000f", ns, dead, ns);
+    AT(GONE_GONE, "rdzv-agent.%lu.%ld.00000010", ns, dead);
+    AT(GONE_GONE_IN, "rdzv-agent.%lu.%ld.00000010/rdzv-agent.%lu.%ld.00000011", ns, dead, ns,
+       dead);
+    AT(GONE_OTHER, "rdzv-agent.%lu.%ld.00000012", ns, dead);
+    AT(GONE_OTHER_IN, "rdzv-agent.%lu.%ld.00000012/a-cgroup-of-its-workers", ns, dead);
+    AT(OLD, "rdzv-agent.%ld", dead);
+#undef AT
+    for (unsigned i = 0; i < _N; i++)
+        ASSERT_OK(mkdir(path[i], 0755));
+    fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    agent_cgroup_remove_stale(fd);
+    close(fd);
+    for (unsigned i = 0; i < _N; i++) {
+        snprintf(tap_note, sizeof(tap_note), "%.200s", path[i] + strlen(top));
+        ASSERT_EQ(stat(path[i], &st) == 0, kept[i]);
+    }
+    tap_note[0] = '\0';
+    for (unsigned i = _N; i-- > 0;)
+        (void)rmdir(path[i]);
+    ASSERT_OK(rmdir(top));
 }
 
 /* Tells the test that rank 0 was reaped (and so unlisted). */
@@ -603,7 +818,9 @@ int main(int argc, char **argv)
         return mini_agent(true);
     TEST(test_reaper_usage);
     TEST(test_reaper_shared);
+    TEST(test_reaper_kills_no_path);
     TEST(test_agent_sigkill);
     TEST(test_agent_sigkill_escaped_grandchild);
+    TEST(test_stale_cgroups_are_gone_agents_of_our_namespace);
     return tap_done();
 }

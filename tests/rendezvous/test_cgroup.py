@@ -9,7 +9,9 @@ token, and such a process outlives the job (as before). Skipped unless root with
 cgroup2 file system mounted: a delegated subtree works too, but the test does not make one."""
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 
 from agenttest import AGENT, AgentTestCase, finish, main, start
@@ -78,8 +80,9 @@ class TestCgroup(AgentTestCase):
             os.kill(pid, signal.SIGKILL)
 
     def assert_cgroup_line(self, err):
-        m = re.search(r"\[info\]: workers run in cgroup (/\S*rdzv-agent\.\d+) \(cgroup v2\): "
-                      r"everything they start is killed at the end of each generation", err)
+        m = re.search(r"\[info\]: workers run in cgroup (/\S*rdzv-agent\.[0-9a-f.]+) "
+                      r"\(cgroup v2\): everything they start is killed at the end of each "
+                      r"generation", err)
         self.assertIsNotNone(m, err)
         return m.group(1)
 
@@ -136,6 +139,28 @@ class TestCgroup(AgentTestCase):
         name = self.assert_cgroup_line(err)
         self.assertIn(f"processes left in the workers' cgroup {name} after they exited: "
                       f"killing them", err)
+
+    def test_agents_in_two_pid_namespaces_have_cgroups_of_their_own(self):
+        # Each agent is pid 1 in a PID namespace of its own: by its pid alone, both would name the
+        # same cgroup (the second found it taken, or removed the first's while it was empty, and
+        # then each one's kill ended the other's workers).
+        if not shutil.which("unshare") or subprocess.call(
+                ["unshare", "--pid", "--fork", "--mount-proc", "true"]) != 0:
+            self.skipTest("no unshare --pid here")
+        out = self.outdir()
+        ns = ["unshare", "--pid", "--fork", "--mount-proc", AGENT, "--standalone", "--nproc", "1",
+              "--", "/bin/sh", "-c"]
+        a = start(ns + ['echo started > "$RDZV_TEST_OUT/a"; sleep 3; echo done'],
+                  env={"RDZV_TEST_OUT": out})
+        deadline = time.monotonic() + 20
+        while not os.path.exists(os.path.join(out, "a")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rc_b, _, err_b = finish(start(ns + ["exit 0"]), timeout=30)
+        rc_a, out_a, err_a = finish(a, timeout=30)
+        self.assertEqual(rc_b, 0, err_b)
+        self.assertEqual(rc_a, 0, err_a)
+        self.assertNotEqual(self.assert_cgroup_line(err_a), self.assert_cgroup_line(err_b))
+        self.assertIn("[rank0]: done\n", out_a, "the first agent's worker ran to its end")
 
     def test_no_cgroup_says_the_token_scan_is_used(self):
         rc, _, err, pids, _ = self.run_agent("--nproc", "1", "--no-cgroup",
