@@ -28,7 +28,7 @@
 void agent_cgroup_init(struct agent_cgroup *cg)
 {
     cg->dir_fd = cg->procs_fd = cg->home_fd = cg->kill_fd = cg->events_fd = -1;
-    cg->inside = cg->killed = false;
+    cg->inside = cg->stuck = cg->killed = false;
     cg->path[0] = '\0';
     cg->name = cg->path;
 }
@@ -362,7 +362,7 @@ int agent_cgroup_open(struct agent_cgroup *cg, char *why, size_t len)
         snprintf(why, len, "moved into %s and cannot move back out (%s): the agent stays there",
                  cg->name, strerror(-r));
         close_fds(cg);
-        cg->inside = false;
+        cg->inside = cg->stuck = false;
         return -EDEADLK;
     }
     return 0;
@@ -373,6 +373,7 @@ out_close:
     close_fds(cg);
     cg->path[0] = '\0';
     cg->name = cg->path;
+    cg->stuck = false;
     return r;
 }
 
@@ -382,9 +383,13 @@ int agent_cgroup_enter(struct agent_cgroup *cg)
 
     if (!agent_cgroup_on(cg))
         return -ENOENT;
+    if (cg->stuck)
+        return -EPERM;
     r = move_to(cg->procs_fd);
     if (r == 0)
         cg->inside = true;
+    else
+        cg->stuck = true;
     cg->killed = false;
     return r;
 }
@@ -400,6 +405,8 @@ int agent_cgroup_leave(struct agent_cgroup *cg)
     r = move_to(cg->home_fd);
     if (r == 0)
         cg->inside = false;
+    else
+        cg->stuck = true;
     return r;
 }
 
@@ -495,14 +502,8 @@ int agent_cgroup_close(struct agent_cgroup *cg, unsigned wait_ms)
         r = remove_tree(cg->path);
 out_close:
     close_fds(cg);
-    cg->inside = false;
+    cg->inside = cg->stuck = false;
     return r;
-}
-
-void agent_cgroup_forget(struct agent_cgroup *cg)
-{
-    close_fds(cg);
-    cg->inside = false;
 }
 
 /* ---- the reaper's side ---- */

@@ -35,6 +35,7 @@ struct agent_cgroup {
     int kill_fd;   /* the workers' cgroup.kill */
     int events_fd; /* the workers' cgroup.events ("populated 0|1") */
     bool inside;   /* moved in by agent_cgroup_enter(), not yet moved back */
+    bool stuck;    /* a move failed: no more moves (inside: the agent cannot get out) */
     bool killed;   /* agent_cgroup_kill() since the last agent_cgroup_enter(): what is in it dies */
     char path[AGENT_CGROUP_PATH_MAX]; /* the directory */
     const char *name; /* path as the cgroup hierarchy names it ("/rdzv-agent.4026531836.123.9f0c"),
@@ -54,14 +55,23 @@ void agent_cgroup_init(struct agent_cgroup *cg);
  * (cg has no cgroup: it must never be killed). */
 int agent_cgroup_open(struct agent_cgroup *cg, char *why, size_t len);
 
-/* Whether there is a workers' cgroup. */
+/* Whether there is a workers' cgroup (to kill at the end of a generation; whether workers still go
+ * in: agent_cgroup_movable()). */
 static inline bool agent_cgroup_on(const struct agent_cgroup *cg)
 {
     return cg->dir_fd >= 0;
 }
 
+/* Whether workers are still forked into it: no move has failed. */
+static inline bool agent_cgroup_movable(const struct agent_cgroup *cg)
+{
+    return cg->dir_fd >= 0 && !cg->stuck;
+}
+
 /* Move the calling process (all its threads) into the workers' cgroup, so that what it forks
- * until agent_cgroup_leave() starts there; and back. 0 or -errno (nothing moved). */
+ * until agent_cgroup_leave() starts there; and back. 0 or -errno (nothing moved). A failure of
+ * either makes the cgroup unmovable for good (cg->stuck); the cgroup and what is in it stay, to be
+ * killed as before, unless the agent is stuck inside (agent_cgroup_kill() refuses then). */
 int agent_cgroup_enter(struct agent_cgroup *cg);
 int agent_cgroup_leave(struct agent_cgroup *cg);
 
@@ -79,10 +89,6 @@ int agent_cgroup_kill(struct agent_cgroup *cg);
  * next agent's agent_cgroup_open() in this PID namespace), -EDEADLK if the agent is stuck inside
  * (left as it is), or another -errno. cg has no cgroup afterwards. */
 int agent_cgroup_close(struct agent_cgroup *cg, unsigned wait_ms);
-
-/* Let the cgroup go, neither killed nor removed (what runs in it goes on; an empty one is removed
- * by the next agent's agent_cgroup_open()): close the descriptors. cg has no cgroup afterwards. */
-void agent_cgroup_forget(struct agent_cgroup *cg);
 
 /* Remove, in the directory dir_fd (a cgroup), the cgroups that agents gone left: those named
  * rdzv-agent.<ns>.<pid>.<hex> with ns our PID namespace's inode, pid not ours and no process

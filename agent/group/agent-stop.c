@@ -34,7 +34,11 @@ void agent_stop_kill_leftover(struct agent_worker *w)
  * over, and at the end of the start. */
 void agent_stop_kill_cgroup(struct agent_group *g)
 {
-    int r = agent_cgroup_populated(&g->cgroup);
+    int r;
+
+    if (g->cgroup.inside)
+        return; /* stuck in it (agent_stop_cgroup_leave): it would kill the agent */
+    r = agent_cgroup_populated(&g->cgroup);
 
     /* Killed at the end of the start, and dying still (no worker forked since). */
     if (r > 0 && g->cgroup.killed)
@@ -79,25 +83,18 @@ void agent_stop_cgroup_open(struct agent_group *g)
              why);
 }
 
-/* The cgroup cannot be used any more: the workers are tracked as without one. */
-static void cgroup_give_up(struct agent_group *g)
-{
-    agent_cgroup_forget(&g->cgroup);
-}
-
 void agent_stop_cgroup_enter(struct agent_group *g)
 {
     int r;
 
-    if (!agent_cgroup_on(&g->cgroup))
+    if (!agent_cgroup_movable(&g->cgroup))
         return;
     r = agent_cgroup_enter(&g->cgroup);
-    if (r < 0) {
+    if (r < 0)
         log_warn_errno(r, "cannot move into the workers' cgroup %s: workers start outside it from "
-                          "now on, tracked by their process groups and the token scan",
+                          "now on, tracked by their process groups and the token scan (what is "
+                          "in it is still killed)",
                        g->cgroup.name);
-        cgroup_give_up(g);
-    }
 }
 
 void agent_stop_cgroup_leave(struct agent_group *g)
@@ -107,13 +104,12 @@ void agent_stop_cgroup_leave(struct agent_group *g)
     if (!g->cgroup.inside)
         return;
     r = agent_cgroup_leave(&g->cgroup);
-    if (r < 0) {
+    if (r < 0)
         /* Stuck in it: a cgroup.kill would kill the agent, and whatever it spawns next. */
-        log_error_errno(r, "cannot move out of the workers' cgroup %s: it is never killed; "
-                           "workers are tracked by their process groups and the token scan",
+        log_error_errno(r, "cannot move out of the workers' cgroup %s: the agent stays in it, and "
+                           "only the reaper kills it, once the agent is gone; workers are tracked "
+                           "by their process groups and the token scan",
                         g->cgroup.name);
-        cgroup_give_up(g);
-    }
 }
 
 void agent_stop_cgroup_close(struct agent_group *g)

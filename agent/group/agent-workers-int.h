@@ -248,8 +248,10 @@ void agent_stop_kill_cgroup(struct agent_group *g);
  * a cgroup or the token scan. g->cgroup must have been through agent_cgroup_init(). */
 void agent_stop_cgroup_open(struct agent_group *g);
 /* Around the spawns of a start: the agent moves into the workers' cgroup, so that each worker is
- * forked into it, and back. Nothing but workers may be spawned in between. Failures are logged,
- * and the group goes on without a cgroup. */
+ * forked into it, and back. Nothing but workers may be spawned in between. A failure is logged;
+ * no worker goes in from then on, and what is in it is still killed (at the end of each start, at
+ * free, by the reaper) unless the agent could not get out (then only the reaper, once the agent is
+ * gone). */
 void agent_stop_cgroup_enter(struct agent_group *g);
 void agent_stop_cgroup_leave(struct agent_group *g);
 /* agent_group_free(): kill what is left in it, wait for it to empty (AGENT_CGROUP_WAIT_MS at

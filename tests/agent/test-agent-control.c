@@ -7,6 +7,8 @@
  * This executable is also the reaper of the groups it makes. */
 #include "agent-fixture.h"
 
+#include "agent/group/agent-workers-int.h" /* g->cgroup, to make a move fail */
+
 #define LINE(s) (s), strlen(s)
 
 /* Every worker of f printed key=value under global rank rank_offset + local rank. */
@@ -126,6 +128,7 @@ struct inplace {
     int64_t first_status;
     uint64_t t_start, t_done; /* loop time */
     bool escaped_alive, other_running;
+    bool had_cgroup, kept_cgroup, movable; /* test_failed_move_keeps_the_cgroup */
 };
 
 /* The first exit of local rank 1 (status 9): start it again on generation 8, where this node's
@@ -331,6 +334,71 @@ static void test_start_ranks_escaped_child(void)
     fx_done(&f);
 }
 
+/* hook_replace_lr0, but first every later move into the workers' cgroup fails (its cgroup.procs
+ * descriptor replaced by one open read-only): the replacement, spawned once the drain has closed
+ * the old pipes, starts outside it. */
+static void hook_fail_move_replace_lr0(struct fx *f, unsigned lr, int64_t status, int sig)
+{
+    struct inplace *ip = f->ptr;
+    bool first = lr == 0 && ip->n_starts == 0;
+    int fd;
+
+    if (first && agent_cgroup_on(&f->g->cgroup)) {
+        ip->had_cgroup = true;
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_EQ(dup3(fd, f->g->cgroup.procs_fd, O_CLOEXEC), f->g->cgroup.procs_fd);
+        close(fd);
+    }
+    hook_replace_lr0(f, lr, status, sig);
+}
+
+static void hook_escaped_gone(struct fx *f)
+{
+    struct inplace *ip = f->ptr;
+
+    ip->kept_cgroup = agent_cgroup_on(&f->g->cgroup);
+    ip->movable = agent_cgroup_movable(&f->g->cgroup);
+    ip->escaped_alive = f->child_pid[0] > 0 && wait_gone(f->child_pid[0], 2000) < 0;
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+/* A move into the workers' cgroup that fails (here, the one for a replaced rank) keeps the cgroup:
+ * what is already in it (the replaced rank's escaped process, outside its process group) is still
+ * killed at the end of the start, and the group's later workers start outside it. */
+static void test_failed_move_keeps_the_cgroup(void)
+{
+    char *argv[] = {HELPER, "g7:r0:escape-sleep=60000", "g7:r0:exit=9", "g7:r1:control=2", "env",
+                    NULL};
+    struct inplace ip = {0};
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    f.cfg.control = true;
+    f.ptr = &ip;
+    f.on_line = line_watch;
+    f.on_exit_hook = hook_fail_move_replace_lr0;
+    f.on_all = hook_escaped_gone;
+    ip.a2 = f.as;
+    ip.a2.generation = 8;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(ip.n_starts, 2);
+    ASSERT_OK(ip.r_start);
+    ASSERT_EQ(ip.r_done, 1);
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_TRUE(f.child_pid[0] > 0);
+    if (!ip.had_cgroup) {
+        printf("# skipped: no workers' cgroup here (not root, or no cgroup v2)\n");
+        fx_done(&f);
+        return;
+    }
+    ASSERT_FALSE(ip.escaped_alive);
+    ASSERT_TRUE(ip.kept_cgroup);
+    ASSERT_FALSE(ip.movable);
+    fx_done(&f);
+}
+
 /* On an idle group, a partial start spawns only the chosen ranks; a stopping group refuses. */
 static void test_start_ranks_idle(void)
 {
@@ -370,6 +438,7 @@ int main(int argc, char **argv)
     TEST(test_start_ranks);
     TEST(test_start_ranks_idle);
     TEST(test_start_ranks_escaped_child);
+    TEST(test_failed_move_keeps_the_cgroup);
     rm_tree(tmp_root);
     return tap_done();
 }
