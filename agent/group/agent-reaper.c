@@ -579,7 +579,10 @@ static void conn_fds(struct conn *c, int *fds, size_t n)
         return;
     }
     c->err_fd = fds[0];
-    if (n >= 3 && k < 0)
+    /* ENOENT: the cgroup is gone already (an agent that ended at once removed it before the
+     * reaper read its first line): nothing to kill, and nothing to say after the agent's last
+     * line (rendezvous-wrong-endpoint saw this line follow the agent's own). */
+    if (n >= 3 && k < 0 && k != -ENOENT)
         say(c->err_fd,
             "rdzv-agent: reaper: the workers' cgroup passed is not a cgroup v2 directory and "
             "its cgroup.kill open for writing (%s): ignored\n",
