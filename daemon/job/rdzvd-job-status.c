@@ -307,7 +307,7 @@ static int waiting_scan_one(const uint8_t *key, size_t klen, void *ud)
 static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t since_ms,
                            uint64_t now, uint64_t abandon_ms, struct rdzv_status_job *sj)
 {
-    char until[96] = "";
+    char until[80] = "";
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzv_status_event *ev = &sj->events[0];
     double ago = now > since_ms ? (double)(now - since_ms) / 1000 : 0;
