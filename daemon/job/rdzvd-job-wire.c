@@ -221,33 +221,48 @@ static bool port_reserved(const struct rdzvd_jobs *jobs, uint16_t port)
 /* How many ports the kernel may pick that another job holds before rdzvd takes one anyway. */
 #define STORE_PORT_TRIES 8
 
-static int srv_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
-                          void **store, uint16_t *port_out)
+/* A port the kernel picks that no other job holds for a store of desc (state_name: its journal):
+ * one another job holds is kept bound (so that the next pick is another) and let go once a free
+ * one is found. 0 with *ret, or a negative errno. */
+static int store_open_unreserved(struct rdzvd_jobs *jobs, const char *desc,
+                                 const char *state_name, struct rdzvd_listener **ret)
 {
-    struct rdzvd_jobs *jobs = ud;
     struct rdzvd_listener *l, *held[STORE_PORT_TRIES];
     unsigned nheld = 0;
-    bool picked = false;
+    uint16_t port = 0;
     int r;
 
-    /* Any port: the kernel picks; one another job holds is kept bound (so that the next pick
-     * is another) and let go once a free one is found. */
-    while (!port && nheld < STORE_PORT_TRIES) {
+    while (nheld < STORE_PORT_TRIES) {
         if (rdzvd_listener_open(jobs->srv, desc, NULL, 0, &l) < 0)
-            break; /* the real open below says why */
+            break; /* the open below says why */
         if (!port_reserved(jobs, rdzvd_listener_port(l))) {
             port = rdzvd_listener_port(l);
-            picked = true;
             rdzvd_listener_close(l, false);
             break;
         }
         held[nheld++] = l;
     }
-    r = rdzvd_listener_open(jobs->srv, desc, state_name, port, &l);
-    if (r == -EADDRINUSE && picked) /* taken in between: any */
-        r = rdzvd_listener_open(jobs->srv, desc, state_name, 0, &l);
+    r = rdzvd_listener_open(jobs->srv, desc, state_name, port, ret);
+    if (r == -EADDRINUSE && port) /* taken in between: any */
+        r = rdzvd_listener_open(jobs->srv, desc, state_name, 0, ret);
     while (nheld)
         rdzvd_listener_close(held[--nheld], false);
+    return r;
+}
+
+static int srv_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
+                          void **store, uint16_t *port_out)
+{
+    struct rdzvd_jobs *jobs = ud;
+    struct rdzvd_listener *l;
+    int r = rdzvd_listener_open(jobs->srv, desc, state_name, port, &l);
+
+    /* Any port, and the kernel picked one another job holds (rare): another. Its journal is
+     * closed with it, at once, and reopened. */
+    if (r == 0 && !port && port_reserved(jobs, rdzvd_listener_port(l))) {
+        rdzvd_listener_close(l, false);
+        r = store_open_unreserved(jobs, desc, state_name, &l);
+    }
     if (r < 0)
         return r;
     *store = l;
