@@ -175,7 +175,8 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
                  "the connection holding\nthe most is closed (default 256MiB)"),
         SIZE_OPT("max-store-bytes", max_store_bytes,
                  "bytes held for clients, all stores together: keys,\nvalues, queue items and "
-                 "WAIT registrations, each\nwith its overhead (default 4GiB)"),
+                 "WAIT registrations, each\nwith its overhead; the main store at most half\n"
+                 "(default 4GiB)"),
         SIZE_OPT("max-wait-keys", max_wait_keys,
                  "pending WAIT keys per connection (default 131072)"),
         {.kind = RDZV_OPT_CALLBACK, .name = "metrics-port", .cb = metrics_port_cb,

@@ -69,6 +69,7 @@ struct rdzvd_store {
     uint64_t held;   /* what is charged to the budget: each allocation a client made */
     struct rdzvd_store_budget own;     /* until rdzvd_store_set_budget */
     struct rdzvd_store_budget *budget; /* what bytes are charged to: &own or a shared one */
+    uint64_t share;                    /* the most held may be, whatever the budget has left */
     uint64_t seed;
     struct wait *building; /* between wait_begin and wait_end */
 };
@@ -106,10 +107,12 @@ uint64_t rdzvd_store_wait_cost(void)
     return heap_cost(sizeof(struct wait));
 }
 
-/* Whether replacing sub held bytes with add stays within the budget (sub is held now). */
+/* Whether replacing sub held bytes with add stays within the budget and the store's share
+ * (sub is held now). */
 static bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
 {
-    return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add;
+    return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add &&
+           add <= s->share && s->held - sub <= s->share - add;
 }
 
 /* n bytes of keys or values (0 for a registration) in an allocation that holds cost. */
@@ -127,21 +130,17 @@ static void store_uncharge(struct rdzvd_store *s, uint64_t n, uint64_t cost)
     s->budget->used -= cost;
 }
 
-void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b)
+void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b, uint64_t share)
 {
     s->budget->used -= s->held;
     s->budget = b;
     b->used += s->held;
+    s->share = share;
 }
 
-uint64_t rdzvd_store_budget_used(const struct rdzvd_store *s)
+struct rdzvd_store_room rdzvd_store_room(const struct rdzvd_store *s)
 {
-    return s->budget->used;
-}
-
-uint64_t rdzvd_store_budget_max(const struct rdzvd_store *s)
-{
-    return s->budget->max;
+    return (struct rdzvd_store_room){s->held, s->share, s->budget->used, s->budget->max};
 }
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud)
@@ -167,6 +166,7 @@ int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rd
     s->lim = lim;
     s->own.max = lim->max_store_bytes;
     s->budget = &s->own;
+    s->share = UINT64_MAX;
     s->wake = wake;
     s->seed = rdzv_random_u64();
     *ret = s;

@@ -101,12 +101,18 @@ int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const v
                           size_t klen, const void *val, size_t vlen,
                           int (*fn)(struct rdzvd_store *s, void *ud), void *ud);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
-/* Charge b (borrowed) instead of the store's own budget from now on; the store must be empty.
- * A change that would take b->used past b->max fails -ENOSPC, as one past the store's limit. */
-void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b);
-/* Bytes charged to the store's budget (its own, or the shared one) and its limit. */
-uint64_t rdzvd_store_budget_used(const struct rdzvd_store *s);
-uint64_t rdzvd_store_budget_max(const struct rdzvd_store *s);
+/* Charge b (borrowed) instead of the store's own budget from now on, the store holding at most
+ * share of it however much b has left (UINT64_MAX: no share of its own): rdzvd keeps the main
+ * store to half of --max-store-bytes, so that no flood of its TCPStore clients leaves the jobs'
+ * stores nothing. A change that would take b->used past b->max, or what the store holds past
+ * share, fails -ENOSPC, as one past the store's limit; what is held already stays. */
+void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b, uint64_t share);
+/* What the store holds (rdzvd_store_held) and its share; what its budget (its own, or the
+ * shared one) holds in all and its limit. */
+struct rdzvd_store_room {
+    uint64_t held, share, used, max;
+};
+struct rdzvd_store_room rdzvd_store_room(const struct rdzvd_store *s);
 
 void rdzvd_waiter_init(struct rdzvd_waiter *w, void *ud);
 

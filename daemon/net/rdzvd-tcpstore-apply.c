@@ -234,11 +234,19 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
     if (r == -EMSGSIZE)
         return peer_fault(res, r, "%s would make a value larger than %" PRIu64 " bytes",
                           rdzv_op_name(req->op), lim->max_value_len);
-    if (r == -ENOSPC)
+    if (r == -ENOSPC) {
+        struct rdzvd_store_room rm = rdzvd_store_room(st);
+
+        if (rm.share < rm.max)
+            return peer_fault(res, r,
+                              "%s refused: the store is full (%" PRIu64 " bytes held of its "
+                              "share %" PRIu64 ", %" PRIu64 " in all stores, limit %" PRIu64
+                              "; see --max-store-bytes: the main store holds at most half of it)",
+                              rdzv_op_name(req->op), rm.held, rm.share, rm.used, rm.max);
         return peer_fault(res, r,
                           "%s refused: the store is full (%" PRIu64 " bytes held, %" PRIu64
                           " in all stores, limit %" PRIu64 "; see --max-store-bytes)",
-                          rdzv_op_name(req->op), rdzvd_store_held(st), rdzvd_store_budget_used(st),
-                          rdzvd_store_budget_max(st));
+                          rdzv_op_name(req->op), rm.held, rm.used, rm.max);
+    }
     return r < 0 ? r : 0;
 }

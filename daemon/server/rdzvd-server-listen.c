@@ -168,7 +168,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &l->store);
     if (r < 0)
         goto out_free;
-    rdzvd_store_set_budget(l->store, &srv->store_budget);
+    rdzvd_store_set_budget(l->store, &srv->store_budget, UINT64_MAX);
     rdzvd_store_set_watch_cb(l->store, rdzvd_tcpstore_watch);
     if (state_name && srv->state_dirfd >= 0) {
         r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, state_name,

@@ -438,7 +438,9 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         log_error_errno(r, "init");
         goto out_free;
     }
-    rdzvd_store_set_budget(srv->main.store, &srv->store_budget);
+    /* The main port's clients (any TCPStore client) hold at most half of it: the jobs'
+     * generation stores always have the other half. */
+    rdzvd_store_set_budget(srv->main.store, &srv->store_budget, srv->store_budget.max / 2);
     rdzvd_store_set_watch_cb(srv->main.store, rdzvd_tcpstore_watch);
     if (srv->cfg.state_dir) {
         r = state_dir_open(srv);

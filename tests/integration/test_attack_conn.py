@@ -287,6 +287,32 @@ class MemoryBudget(DaemonTestCase):
         self.assertRegex(d.log(), r"SET refused: the store is full \(\d+ bytes held, \d+ in all "
                                   r"stores, limit 4194304")
 
+    def test_main_store_flood_leaves_the_jobs_room(self):
+        # Any TCPStore client of the main port filled --max-store-bytes for every store: a job
+        # formed after it could not set a key in its own generation's store. The main store
+        # holds at most half now; the jobs' stores keep the other half.
+        d = self.daemon("--max-store-bytes", "4M")
+        value = b"v" * (256 << 10)
+        held = 0
+        with Client(d.port) as c:
+            try:
+                for i in range(32):  # 8 MiB offered
+                    c.set(b"flood/%d" % i, value)
+                    c.ping(i)  # answered: the SET was taken
+                    held += 1
+            except (OSError, AssertionError):
+                pass  # closed: refused once its share was full
+            self.assertEqual(c.assert_closed(), b"")
+        self.assertTrue(6 <= held < 8, held)  # half of 4 MiB, less each key's overhead
+        self.assertRegex(d.log(), r"SET refused: the store is full \(\d+ bytes held of its share "
+                                  r"2097152, \d+ in all stores, limit 4194304; see "
+                                  r"--max-store-bytes: the main store holds at most half of it")
+        with Client(self.job_store_port(d, "a")) as c:
+            c.set(b"k", b"j" * (1800 << 10))
+            self.assertEqual(c.get(b"k"), b"j" * (1800 << 10))
+        with Client(d.port) as c:  # what the flood holds stays
+            self.assertEqual(c.get(b"flood/0"), value)
+
     def test_empty_queue_items_are_charged(self):
         # Before, an empty item cost nothing: 3,000,000 of them grew rdzvd by 92 MiB under
         # a 64 KiB --max-store-bytes. Now each is charged its heap chunk.

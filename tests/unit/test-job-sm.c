@@ -684,7 +684,7 @@ static void test_refused_formed_sends_nothing(void)
     struct env e;
 
     env_init(&e, fd);
-    rdzvd_store_set_budget(e.table, &full);
+    rdzvd_store_set_budget(e.table, &full, UINT64_MAX);
     join_n(&e, f, 2, join_of(0, 2, 2, 3));
     assert_unrecorded(&e, f, "formed", 0);
     env_done(&e);

@@ -273,7 +273,7 @@ static void test_append_in_place_and_watched(void)
     struct rdzvd_store *s;
 
     s = new_store(&lim);
-    rdzvd_store_set_budget(s, &b);
+    rdzvd_store_set_budget(s, &b, UINT64_MAX);
     rdzvd_store_set_watch_cb(s, append_watch_cb);
     rdzvd_waiter_init(&w, &aw);
     ASSERT_OK(rdzvd_store_append(s, "k", 1, "ab", 2));
@@ -957,8 +957,8 @@ static void test_shared_budget(void)
     memset(big, 'v', sizeof(big));
     a = new_store(&lim);
     c = new_store(&lim);
-    rdzvd_store_set_budget(a, &b);
-    rdzvd_store_set_budget(c, &b);
+    rdzvd_store_set_budget(a, &b, UINT64_MAX);
+    rdzvd_store_set_budget(c, &b, UINT64_MAX);
     ASSERT_OK(rdzvd_store_set(a, "k", 1, big, 20));
     ASSERT_OK(rdzvd_store_set(a, "l", 1, big, 20));
     ASSERT_EQ(b.used, b.max);
@@ -970,12 +970,58 @@ static void test_shared_budget(void)
     ASSERT_EQ(b.used, b.max - v20 - k1);
     ASSERT_OK(rdzvd_store_set(c, "k", 1, big, 10));
     ASSERT_EQ(b.used, b.max - v20 + rdzvd_store_value_cost(10));
-    ASSERT_EQ(rdzvd_store_budget_used(a), b.used);
-    ASSERT_EQ(rdzvd_store_budget_max(c), b.max);
+    ASSERT_EQ(rdzvd_store_room(a).used, b.used);
+    ASSERT_EQ(rdzvd_store_room(c).max, b.max);
     rdzvd_store_free(a);
     ASSERT_EQ(b.used, k1 + rdzvd_store_value_cost(10));
     ASSERT_EQ(b.used, rdzvd_store_held(c));
     rdzvd_store_free(c);
+    ASSERT_EQ(b.used, 0);
+}
+
+/* A store's share bounds what it holds however much the budget it charges has left (rdzvd's
+ * main store: half of --max-store-bytes), so a flood of it leaves the other stores room. */
+static void test_store_share(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    const uint64_t k1 = rdzvd_store_key_cost(1), v20 = rdzvd_store_value_cost(20);
+    struct rdzvd_store_budget b = {.max = 4 * (k1 + v20)};
+    struct rdzvd_store *main_store, *job;
+    struct rdzvd_waiter w;
+    unsigned wakes = 0;
+    char big[32];
+
+    memset(big, 'v', sizeof(big));
+    main_store = new_store(&lim);
+    job = new_store(&lim);
+    ASSERT_EQ(rdzvd_store_room(job).share, UINT64_MAX);
+    rdzvd_store_set_budget(main_store, &b, b.max / 2);
+    rdzvd_store_set_budget(job, &b, UINT64_MAX);
+    ASSERT_EQ(rdzvd_store_room(main_store).share, b.max / 2);
+    ASSERT_OK(rdzvd_store_set(main_store, "a", 1, big, 20));
+    ASSERT_OK(rdzvd_store_set(main_store, "b", 1, big, 20));
+    ASSERT_EQ(rdzvd_store_held(main_store), b.max / 2);
+    /* The budget has half left; the main store none of its share, whatever the request. */
+    ASSERT_EQ(rdzvd_store_set(main_store, "c", 1, "", 0), -ENOSPC);
+    expect_missing(main_store, "c");
+    ASSERT_EQ(rdzvd_store_queue_push(main_store, "a", 1, "", 0), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_append(main_store, "a", 1, big, 20), -ENOSPC);
+    rdzvd_waiter_init(&w, &wakes);
+    ASSERT_OK(rdzvd_store_wait_begin(main_store, &w));
+    ASSERT_EQ(rdzvd_store_wait_key(main_store, &w, "z", 1), -ENOSPC);
+    ASSERT_EQ(rdzvd_store_cancel_waits(main_store, &w), 0);
+    ASSERT_EQ(rdzvd_store_held(main_store), b.max / 2);
+    /* What it holds stays; the other store takes the rest of the budget. */
+    ASSERT_OK(rdzvd_store_set(job, "a", 1, big, 20));
+    ASSERT_OK(rdzvd_store_set(job, "b", 1, big, 20));
+    ASSERT_EQ(b.used, b.max);
+    ASSERT_EQ(rdzvd_store_set(job, "c", 1, "", 0), -ENOSPC);
+    /* Smaller values within the share are taken again. */
+    ASSERT_OK(rdzvd_store_set(main_store, "a", 1, big, 1));
+    ASSERT_EQ(rdzvd_store_set(job, "a", 1, big, 30), -ENOSPC); /* the budget: nothing freed */
+    ASSERT_OK(rdzvd_store_set(main_store, "a", 1, big, 20));
+    rdzvd_store_free(main_store);
+    rdzvd_store_free(job);
     ASSERT_EQ(b.used, 0);
 }
 
@@ -992,6 +1038,7 @@ int main(void)
     TEST(test_store_bytes_limit);
     TEST(test_items_and_waits_are_charged);
     TEST(test_shared_budget);
+    TEST(test_store_share);
     TEST(test_queue_fifo);
     TEST(test_queue_push_wakes_one);
     TEST(test_wait_present_keys_not_counted);
