@@ -724,13 +724,14 @@ void rdzvd_conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         return;
     }
     /* A partial request is pending: read straight after it. Its size is already bounded by
-     * the session (it rejects larger lengths as soon as they arrive); the buffer grows at most
-     * twofold per read, so that what it holds follows what the peer sent, not what it
-     * announced. */
+     * the session (it rejects larger lengths as soon as they arrive); the buffer grows by at
+     * most what it holds (or the scratch size, from a small start) per read, so that what it
+     * holds follows what the peer sent, not what it announced: a first read of a request
+     * announced at 4 MiB reserved all of it (8 MiB, rounded up). */
     if (c->need > rdzv_buf_avail(&c->in) && c->need - rdzv_buf_avail(&c->in) > chunk) {
-        chunk = c->need - rdzv_buf_avail(&c->in);
-        if (chunk > rdzv_buf_avail(&c->in) && rdzv_buf_avail(&c->in) > t->scratch_len)
-            chunk = rdzv_buf_avail(&c->in);
+        size_t held = rdzv_buf_avail(&c->in);
+
+        chunk = c->need - held < held ? c->need - held : held > chunk ? held : chunk;
     }
     if (rdzv_buf_reserve(&c->in, chunk) < 0) {
         *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
