@@ -441,6 +441,10 @@ int rdzvd_job_save_aside(struct rdzvd_job *j);
 /* Decide the job's end (RDZVD_DECIDE_ENDED: its record and its nodes' secrets go). 0 (also with
  * no table) or the table's negative errno (logged). */
 int rdzvd_job_forget(struct rdzvd_job *j);
+/* The job's first member since its agents all left: the time its record keeps of their leaving
+ * goes (RDZVD_DECIDE_WAITING, 0), so that its next leaving counts --abandon-after afresh.
+ * Nothing without a job table or a time kept; a refusal is logged. */
+void rdzvd_job_save_back(struct rdzvd_job *j);
 /* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
  * row of the table in rdzvd-job-move.c), from j as it is before the move (FORMED: the round
  * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or

@@ -317,6 +317,49 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
     return r;
 }
 
+void rdzvd_job_save_back(struct rdzvd_job *j)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
+
+    if (!j->host.record_table || !rdzvd_job_waiting_since(j->host.record_table, j->run_id))
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    r = decision_written(j, rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_WAITING, &rec));
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot record that an agent is back: after a restart its "
+                       "--abandon-after may count from when its agents left before",
+                       j->run_id);
+}
+
+uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
+                                  uint64_t since_ms, uint64_t now_ms, int64_t wall_ms)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    int64_t kept = h->record_table ? rdzvd_job_waiting_since(h->record_table, run_id) : 0;
+    int r;
+
+    if (kept > 0) { /* since then, however many restarts or leaders since */
+        uint64_t ago = wall_ms > kept ? (uint64_t)(wall_ms - kept) : 0;
+
+        return ago < now_ms ? now_ms - ago : 1;
+    }
+    if (!h->record_table)
+        return since_ms;
+    snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
+    rec.waiting_since_ms = wall_ms - (int64_t)(now_ms - since_ms);
+    if (rec.waiting_since_ms < 1)
+        rec.waiting_since_ms = 1;
+    r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_WAITING, &rec);
+    if (r >= 0 && h->record_journal && rdzvd_journal_failed(h->record_journal))
+        r = -EIO;
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot record since when it waits for its agents: a restart "
+                       "counts its --abandon-after afresh",
+                       run_id);
+    return since_ms;
+}
+
 int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
                           struct rdzvd_job_record *rec)
 {

@@ -501,6 +501,7 @@ static const char *const decision_names[] = {
     [RDZVD_DECIDE_ENDED] = "ended",
     [RDZVD_DECIDE_ASIDE] = "aside",
     [RDZVD_DECIDE_ADMITTED] = "admitted",
+    [RDZVD_DECIDE_WAITING] = "waiting",
 };
 
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
@@ -522,6 +523,8 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
         return !rec->running && !rec->nodes && !rec->n_ids;
     case RDZVD_DECIDE_ENDED:
         return true;
+    case RDZVD_DECIDE_WAITING:
+        return rec->waiting_since_ms >= 0;
     case RDZVD_DECIDE_ADMITTED:
         return rec->admitted.node_id[0] &&
                strnlen(rec->admitted.node_id, sizeof(rec->admitted.node_id)) <= RDZV_ID_MAX &&
@@ -551,6 +554,42 @@ static size_t secret_key(const char *run_id, const char *node_id, char key[SECRE
 static size_t ids_key(const char *run_id, char *key, size_t len)
 {
     return (size_t)snprintf(key, len, IDS_KEY_PREFIX "%s", run_id);
+}
+
+#define WAIT_KEY_PREFIX "wait/"
+
+static size_t wait_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, WAIT_KEY_PREFIX "%s", run_id);
+}
+
+int64_t rdzvd_job_waiting_since(struct rdzvd_store *t, const char *run_id)
+{
+    char key[sizeof(WAIT_KEY_PREFIX) + RDZV_ID_MAX + 1], text[24];
+    const uint8_t *val;
+    size_t vlen;
+    long long ms;
+
+    if (strlen(run_id) > RDZV_ID_MAX ||
+        rdzvd_store_get(t, key, wait_key(run_id, key, sizeof(key)), &val, &vlen) < 0 ||
+        vlen == 0 || vlen >= sizeof(text))
+        return 0;
+    memcpy(text, val, vlen);
+    text[vlen] = '\0';
+    return sscanf(text, "%lld", &ms) == 1 && ms > 0 ? (int64_t)ms : 0;
+}
+
+/* WAITING: since > 0 kept, 0 deleted (1 when there was none: nothing changed). */
+static int waiting_decide(struct rdzvd_store *t, const char *run_id, int64_t since)
+{
+    char key[sizeof(WAIT_KEY_PREFIX) + RDZV_ID_MAX + 1], text[24];
+    size_t klen = wait_key(run_id, key, sizeof(key));
+    int r;
+
+    if (!since)
+        return (r = rdzvd_store_delete(t, key, klen)) < 0 ? r : !r;
+    snprintf(text, sizeof(text), "%lld", (long long)since);
+    return rdzvd_store_set(t, key, klen, text, strlen(text));
 }
 
 int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
@@ -631,6 +670,9 @@ static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_j
                 : kind == RDZVD_DECIDE_ADMITTED
                     ? json_pack("{s:s, s:s, s:s, s:i}", "run_id", rec->run_id, "node_id",
                                 rec->admitted.node_id, "hash", rec->admitted.hash, "v", 1)
+                : kind == RDZVD_DECIDE_WAITING
+                    ? json_pack("{s:s, s:I}", "run_id", rec->run_id, "since_ms",
+                                (json_int_t)rec->waiting_since_ms)
                     : record_json(rec);
     char *text = NULL;
 
@@ -671,9 +713,12 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
     struct rdzvd_job_record cur = {.generation = 0};
     int r;
 
+    if (d->kind == RDZVD_DECIDE_WAITING)
+        return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
     if (d->kind == RDZVD_DECIDE_ENDED) {
         int s = secrets_forget(t, d->rec.run_id);
 
+        (void)waiting_decide(t, d->rec.run_id, 0);
         r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
         /* Its outcome kept (a store full refuses it: the end stands, told to nobody later). */
         if (r >= 0 && s >= 0 && d->rec.has_end && rdzvd_job_end_keep(t, &d->rec.end) == 0)
@@ -742,6 +787,18 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
         r = decision_fits(d->kind, &d->rec) ? 0 : -EBADMSG;
         goto out;
     }
+    if (strcmp(kind, "waiting") == 0) {
+        json_int_t since;
+
+        d->kind = RDZVD_DECIDE_WAITING;
+        if (json_unpack(o, "{s:I}", "since_ms", &since) < 0 || since < 0 ||
+            strlen(id) > RDZV_ID_MAX)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        d->rec.waiting_since_ms = (int64_t)since;
+        r = 0;
+        goto out;
+    }
     if (strcmp(kind, "formed") == 0)
         d->kind = RDZVD_DECIDE_FORMED;
     else if (strcmp(kind, "stopped") == 0)
@@ -792,7 +849,8 @@ int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
 
     if (strnlen(rec->run_id, sizeof(rec->run_id)) > RDZV_ID_MAX || !rec->run_id[0] ||
         !decision_fits(kind, rec) ||
-        (kind != RDZVD_DECIDE_ENDED && kind != RDZVD_DECIDE_ADMITTED && !record_parts_valid(rec)))
+        (kind != RDZVD_DECIDE_ENDED && kind != RDZVD_DECIDE_ADMITTED &&
+         kind != RDZVD_DECIDE_WAITING && !record_parts_valid(rec)))
         return -EINVAL;
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;

@@ -134,6 +134,9 @@ struct rdzvd_job_record {
     struct rdzvd_job_record_hist *hist;
     /* ADMITTED only: the node admitted (never part of the record itself). */
     struct rdzvd_job_record_admitted admitted;
+    /* WAITING only: since when (rdzvd's wall clock, unix ms) none of its agents is connected;
+     * 0: one is back. */
+    int64_t waiting_since_ms;
     /* ENDED only: how the job ended, kept when has_end (a job that never formed, forgotten
      * with its last member, has none). */
     bool has_end;
@@ -170,14 +173,22 @@ enum rdzvd_decision_kind {
     RDZVD_DECIDE_ADMITTED, /* a node id's first JOIN: rec->admitted's hash is kept, the record
                             * (if any) unchanged; -EEXIST when the node id has one already,
                             * -ENOSPC when the job's node ids fill RDZVD_JOB_IDS_BYTES_MAX */
+    RDZVD_DECIDE_WAITING,  /* the job's last agent left (rec->waiting_since_ms), or one is back
+                            * (0): kept beside the record ("wait/" run_id), which is unchanged,
+                            * so that --abandon-after runs from the leaving across restarts and
+                            * leaders; ENDED deletes it */
 };
+
+/* When run_id's agents all left, as WAITING recorded it in t (unix ms), or 0: none recorded
+ * (an agent is back, or the job ran when rdzvd stopped). */
+int64_t rdzvd_job_waiting_since(struct rdzvd_store *t, const char *run_id);
 
 
 /* The hash (hex) ADMITTED recorded for node_id of run_id in t, into hash: 0 or -ENOENT. */
 int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
                               char hash[RDZVD_SECRET_HASH_HEX + 1]);
 
-/* "formed", "stopped", "ended", "aside", "admitted". Never NULL. */
+/* "formed", "stopped", "ended", "aside", "admitted", "waiting". Never NULL. */
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running

@@ -806,6 +806,8 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzv_list_add_tail(&j->members, &m->node);
     j->nmembers++;
+    if (!j->had_member)
+        rdzvd_job_save_back(j);
     j->had_member = true;
     if (jn->node_rank >= 0 && jn->node_rank < j->max && !rdzvd_member_by_req(j, jn->node_rank))
         j->by_req[jn->node_rank] = m;

@@ -122,6 +122,13 @@ struct rdzvd_job_host {
     void *lost_ud;
 };
 
+/* run_id's agents all left, since_ms ago by the monotonic clock now_ms (wall_ms: the wall clock
+ * now, unix ms): when its record keeps an earlier leaving (RDZVD_DECIDE_WAITING, not cleared by
+ * an agent back since), that leaving on the monotonic clock, so that --abandon-after counts from
+ * it across restarts and leaders; else since_ms, recorded. */
+uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
+                                  uint64_t since_ms, uint64_t now_ms, int64_t wall_ms);
+
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
  * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
  * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set

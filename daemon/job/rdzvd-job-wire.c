@@ -611,12 +611,15 @@ void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
     rdzvd_waiting_jobs_clear(&jobs->ended); /* the next leader counts and abandons */
 }
 
-/* host keep_waiting: noted, and the abandonment timer follows. */
+/* host keep_waiting: noted (since its record says, or recorded), and the abandonment timer
+ * follows. */
 static void jobs_keep_waiting(struct rdzvd_ended_jobs *ended, const char *run_id,
                               uint64_t since_ms, uint16_t port)
 {
     struct rdzvd_jobs *jobs = rdzv_container_of(ended, struct rdzvd_jobs, ended);
 
+    since_ms = rdzvd_jobs_waiting_since(&jobs->host, run_id, since_ms, rdzv_now_ms(),
+                                        (int64_t)(rdzv_wall_s() * 1000));
     rdzvd_waiting_jobs_add(ended, run_id, since_ms, port);
     rdzvd_abandon_arm(jobs->abandon);
 }

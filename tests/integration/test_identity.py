@@ -23,9 +23,10 @@ import struct
 import subprocess
 import tempfile
 import threading
+import time
 
-from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, Peer, join_body,
-                      read_token, resume, token_file)
+from authtest import (ERROR, EVENT, HEARTBEAT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, Peer,
+                      join_body, read_token, resume, token_file)
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main
 
@@ -338,6 +339,40 @@ class Identity(DaemonTestCase):
         q, (op, body) = self.join(d, "gone", "n5", hb_ms=300)
         self.assertEqual(op, JOINED, body)
         self.assertFalse(body["spare"], body)
+
+    def test_abandon_time_survives_a_restart(self):
+        """The time a job has waited is in its record: a restarted rdzvd ends it --abandon-after
+        the last agent left, not --abandon-after its own start (which a daemon restarted more
+        often than that never reached). An agent that came back clears it: a job that ran on
+        waits afresh from its next leaving."""
+        state = self.state_dir()
+        d = self.daemon("--state-dir", state, "--abandon-after", "6")
+        p, joined, rnd = self.running_job(d, "left", hb_ms=300)
+        back, back_joined, back_rnd = self.running_job(d, "back", hb_ms=300)
+        mark = d.mark()
+        p.close()
+        back.close()
+        self.assertIsNotNone(d.wait_log(r"job=left gen=1 removed", since=mark))
+        self.assertIsNotNone(d.wait_log(r"job=back gen=1 removed", since=mark))
+        # "back"'s agent comes back: the job is in memory again, running.
+        back2, (op, body) = self.join(d, "back", "n0", secret=back_joined["secret"],
+                                      claim=resume(master_port=back_rnd["master_port"]),
+                                      hb_ms=300)
+        self.assertEqual(op, JOINED, body)
+        for _ in range(35):  # it runs on, its agent's heartbeats on time
+            back2.send(HEARTBEAT, {"generation": 1})
+            time.sleep(0.1)
+        self.assertEqual(self.job_status(d, "back")[0]["state"], "running")
+        d.kill()
+        t_restart = time.monotonic()
+        d = self.daemon("--state-dir", state, "--abandon-after", "6")
+        self.assertIsNotNone(d.wait_log(r"job=left ended as abandoned: no agent of it "
+                                        r"connected for [67] s", timeout=10))
+        took = time.monotonic() - t_restart
+        self.assertLess(took, 4.5, "ended %.1f s after the restart: its wait began again" % took)
+        # "back" waits from the restart (its agent was connected then): not abandoned yet.
+        job = self.job_status(d, "back")
+        self.assertIn(job[0]["state"], ("running", "waiting"), job)
 
     def test_jobs_held_are_bounded(self):
         """Issue 46 case 3: --max-jobs bounds the jobs rdzvd holds, running or waiting in their

@@ -554,6 +554,51 @@ static void test_decisions_replayed_from_the_journal(void)
     rdzvd_store_free(u);
 }
 
+/* WAITING keeps since when a job's agents all left beside its record (which it leaves as it
+ * is), is journaled and replayed like any decision; a WAITING of 0 (an agent back) clears it,
+ * journaling nothing when there was none; ENDED deletes it with the record. */
+static void test_waiting_since(void)
+{
+    struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
+    struct rdzvd_store *t = new_store(&lim), *u;
+    struct rdzvd_journal *j = NULL;
+    struct rdzvd_job_record rec, w = {.generation = 0}, got;
+
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "jobs", RDZVD_FSYNC_NO, t, &j));
+    rec = dec_rec("w", 1, 0, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_EQ(rdzvd_job_waiting_since(t, "w"), 0);
+    snprintf(w.run_id, sizeof(w.run_id), "w");
+    w.waiting_since_ms = 1795000000123;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_WAITING, &w));
+    ASSERT_EQ(rdzvd_job_waiting_since(t, "w"), 1795000000123);
+    ASSERT_OK(rdzvd_job_record_get(t, "w", &got));
+    ASSERT_TRUE(got.running && got.generation == 1 && got.nodes);
+    rdzvd_job_record_clear(&got);
+    w.waiting_since_ms = -1;
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_WAITING, &w), -EINVAL);
+    w.waiting_since_ms = 0;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_WAITING, &w));
+    ASSERT_EQ(rdzvd_job_waiting_since(t, "w"), 0);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_WAITING, &w)); /* none: nothing written */
+    ASSERT_EQ(rdzvd_journal_stats(j)->records, 3);
+    w.waiting_since_ms = 1795000000456;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_WAITING, &w));
+    rdzvd_journal_close(j, false);
+    u = new_store(&lim);
+    ASSERT_OK(rdzvd_journal_open(NULL, dirfd_, dir, "jobs", RDZVD_FSYNC_NO, u, &j));
+    ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 4);
+    ASSERT_EQ(rdzvd_job_waiting_since(u, "w"), 1795000000456);
+    ASSERT_EQ(rdzvd_job_waiting_since(u, "v"), 0);
+    ASSERT_OK(rdzvd_job_decide(u, RDZVD_DECIDE_ENDED, &rec));
+    ASSERT_EQ(rdzvd_job_waiting_since(u, "w"), 0);
+    ASSERT_EQ(rdzvd_job_record_get(u, "w", &got), -ENOENT);
+    rdzvd_journal_close(j, false);
+    env_forget_table(dirfd_);
+    rdzvd_store_free(t);
+    rdzvd_store_free(u);
+}
+
 /* The table's errors come back: a record too large for its values is refused, nothing kept. */
 static void test_table_put_store_error(void)
 {
@@ -828,6 +873,7 @@ int main(void)
     TEST(test_decisions_fold_into_the_record);
     TEST(test_decisions_checked);
     TEST(test_decisions_replayed_from_the_journal);
+    TEST(test_waiting_since);
     TEST(test_decision_needs_the_job_tables_replayer);
     TEST(test_table_put_store_error);
     TEST(test_table_run_id_too_long);
