@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-abandon.c: jobs nobody comes back to end (rdzvd-job-abandon.h). */
+#include "daemon/job/rdzvd-job-world.h"
 #include "daemon/job/rdzvd-job-abandon.h"
 
 #include <errno.h>
@@ -27,7 +28,7 @@ static void abandon_fired(uv_timer_t *t)
 {
     struct rdzvd_abandon *a = t->data;
     char run_id[RDZV_ID_MAX + 1], err[256], why[RDZV_SUMMARY_MAX + 1];
-    uint64_t since, now = rdzv_now_ms();
+    uint64_t since, now = rdzvd_job_now_ms();
     int r;
 
     a->due_ms = 0;
@@ -86,7 +87,7 @@ void rdzvd_abandon_arm(struct rdzvd_abandon *a)
     due = since + a->after_ms;
     if (a->due_ms && a->due_ms <= due)
         return; /* due first already */
-    now = rdzv_now_ms();
+    now = rdzvd_job_now_ms();
     a->due_ms = due;
     (void)uv_timer_start(&a->timer, abandon_fired, due > now ? due - now : 0, 0);
 }

@@ -11,17 +11,84 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
+#include "daemon/job/rdzvd-job-world.h"
 
-/* ---- clocks ---- */
+/* ---- rdzvd's world (rdzvd-job-world.h): the clocks, and each timer on libuv ---- */
+
+static void uv_fired(uv_timer_t *h)
+{
+    struct rdzvd_job_timer *t = h->data;
+
+    t->fired(t);
+}
+
+static void uv_closed(uv_handle_t *h)
+{
+    struct rdzvd_job_timer *t = h->data;
+
+    t->closed(t);
+}
+
+static int uv_world_init(uv_loop_t *loop, struct rdzvd_job_timer *t)
+{
+    int r = uv_timer_init(loop, &t->uv);
+
+    t->uv.data = t;
+    return r;
+}
+
+static void uv_world_start(struct rdzvd_job_timer *t, uint64_t ms)
+{
+    uv_timer_start(&t->uv, uv_fired, ms, 0);
+}
+
+static void uv_world_stop(struct rdzvd_job_timer *t)
+{
+    uv_timer_stop(&t->uv);
+}
+
+static uint64_t uv_world_due_in(const struct rdzvd_job_timer *t)
+{
+    return uv_timer_get_due_in(&t->uv);
+}
+
+static bool uv_world_armed(const struct rdzvd_job_timer *t)
+{
+    return uv_is_active((const uv_handle_t *)&t->uv);
+}
+
+static void uv_world_close(struct rdzvd_job_timer *t)
+{
+    uv_close((uv_handle_t *)&t->uv, uv_closed);
+}
+
+static const struct rdzvd_job_world uv_world = {
+    .now_ms = rdzv_now_ms,
+    .wall_s = rdzv_wall_s,
+    .timer_init = uv_world_init,
+    .timer_start = uv_world_start,
+    .timer_stop = uv_world_stop,
+    .timer_due_in = uv_world_due_in,
+    .timer_armed = uv_world_armed,
+    .timer_close = uv_world_close,
+    .refresh = uv_update_time,
+};
+
+static const struct rdzvd_job_world *world = &uv_world;
+
+void rdzvd_job_world_set(const struct rdzvd_job_world *w)
+{
+    world = w ? w : &uv_world;
+}
 
 uint64_t rdzvd_job_now_ms(void)
 {
-    return rdzv_now_ms();
+    return world->now_ms();
 }
 
 double rdzvd_job_wall_s(void)
 {
-    return rdzv_wall_s();
+    return world->wall_s();
 }
 
 const char *rdzvd_job_strerror(int err)
@@ -31,36 +98,36 @@ const char *rdzvd_job_strerror(int err)
 
 /* ---- the job's timer ---- */
 
-static void job_timer_cb(uv_timer_t *t)
+static void job_timer_fired(struct rdzvd_job_timer *t)
 {
     struct rdzvd_job *j = t->data;
 
     j->handlers->fired(j);
 }
 
-static void job_timer_close_cb(uv_handle_t *h)
+static void job_timer_closed(struct rdzvd_job_timer *t)
 {
-    struct rdzvd_job *j = h->data;
+    struct rdzvd_job *j = t->data;
 
     j->handlers->freed(j);
 }
 
 int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop)
 {
-    int r = uv_timer_init(loop, &j->timer);
-
+    j->timer.fired = job_timer_fired;
+    j->timer.closed = job_timer_closed;
     j->timer.data = j;
-    return r;
+    return world->timer_init(loop, &j->timer);
 }
 
 void rdzvd_job_timer_close(struct rdzvd_job *j)
 {
-    uv_close((uv_handle_t *)&j->timer, job_timer_close_cb);
+    world->timer_close(&j->timer);
 }
 
 void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
 {
-    uv_timer_start(&j->timer, job_timer_cb, ms, 0);
+    world->timer_start(&j->timer, ms);
     j->timer_armed = true;
     j->timer_kind = kind;
 }
@@ -68,19 +135,19 @@ void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms
 void rdzvd_job_timer_stop(struct rdzvd_job *j)
 {
     if (j->timer_armed) {
-        uv_timer_stop(&j->timer);
+        world->timer_stop(&j->timer);
         j->timer_armed = false;
     }
 }
 
 uint64_t rdzvd_job_timer_due_in(const struct rdzvd_job *j)
 {
-    return uv_timer_get_due_in(&j->timer);
+    return world->timer_due_in(&j->timer);
 }
 
 /* ---- a member's heartbeat deadline ---- */
 
-static void member_timer_cb(uv_timer_t *t)
+static void member_timer_fired(struct rdzvd_job_timer *t)
 {
     struct rdzvd_member *m = t->data;
 
@@ -89,46 +156,46 @@ static void member_timer_cb(uv_timer_t *t)
 
 /* The job may be gone by now (its timer closed before this one's callback ran): m keeps what
  * frees it. */
-static void member_timer_close_cb(uv_handle_t *h)
+static void member_timer_closed(struct rdzvd_job_timer *t)
 {
-    struct rdzvd_member *m = h->data;
+    struct rdzvd_member *m = t->data;
 
     m->freed(m);
 }
 
 int rdzvd_member_timer_init(struct rdzvd_member *m, struct uv_loop_s *loop)
 {
-    int r = uv_timer_init(loop, &m->hb_timer);
-
+    m->hb_timer.fired = member_timer_fired;
+    m->hb_timer.closed = member_timer_closed;
     m->hb_timer.data = m;
-    return r;
+    return world->timer_init(loop, &m->hb_timer);
 }
 
 void rdzvd_member_timer_close(struct rdzvd_member *m, void (*freed)(struct rdzvd_member *m))
 {
     m->freed = freed;
-    uv_close((uv_handle_t *)&m->hb_timer, member_timer_close_cb);
+    world->timer_close(&m->hb_timer);
 }
 
 void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms)
 {
     /* From now, not from the loop's cached time: after a long turn (or from a timer callback
      * late in its pass) that time is old, and the deadline would pass early. */
-    uv_update_time(m->job->host.loop);
-    uv_timer_start(&m->hb_timer, member_timer_cb, ms, 0);
+    if (world->refresh)
+        world->refresh(m->job->host.loop);
+    world->timer_start(&m->hb_timer, ms);
 }
 
 void rdzvd_member_deadline_retry(struct rdzvd_member *m)
 {
     /* 1 ms, not 0: libuv would run a 0 ms timer again in this same pass over the due timers,
      * before any poll. */
-    uv_timer_start(&m->hb_timer, member_timer_cb, 1, 0);
+    world->timer_start(&m->hb_timer, 1);
 }
 
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m)
 {
-    return uv_is_active((const uv_handle_t *)&m->hb_timer) &&
-           uv_timer_get_due_in(&m->hb_timer) == 0;
+    return world->timer_armed(&m->hb_timer) && world->timer_due_in(&m->hb_timer) == 0;
 }
 
 /* ---- to the members' connections and the host ---- */

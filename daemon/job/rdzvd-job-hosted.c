@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-hosted.c: hosted replicas, recruited from the agents (rdzvd-job-hosted.h). */
+#include "daemon/job/rdzvd-job-world.h"
 #include "daemon/job/rdzvd-job-hosted.h"
 
 #include <errno.h>
@@ -371,7 +372,7 @@ static void replica_exited(struct rdzvd_voters *v, struct rdzvd_conn *c,
         if (in_list(v->exited, v->nexited, vs[i].id))
             return; /* said before, being checked: once is enough (an agent that kept saying
                      * it made 5,432 lines in 60 s) */
-        if (rdzvd_ratelimit_ok(&v->exit_lines, rdzv_now_ms(), &dropped))
+        if (rdzvd_ratelimit_ok(&v->exit_lines, rdzvd_job_now_ms(), &dropped))
             log_warn("replication: the agent at %s says replica %u exited (%s)%s", k->host,
                      vs[i].id, a->error, dropped ? " (more such lines dropped)" : "");
         if (v->nexited < RDZVD_REPLICAS_MAX * 2)

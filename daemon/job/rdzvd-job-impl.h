@@ -20,6 +20,7 @@
 #include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-sm.h"
+#include "daemon/job/rdzvd-job-world.h"
 
 
 enum job_state {
@@ -72,7 +73,7 @@ struct rdzvd_member {
     void *peer; /* the host's, NULL once gone */
     struct rdzv_join join;
     char secret[RDZV_SECRET_HEX + 1]; /* given in JOINED: the proof its agent reconnects with */
-    uv_timer_t hb_timer; /* heartbeat deadline */
+    struct rdzvd_job_timer hb_timer; /* heartbeat deadline */
     void (*freed)(struct rdzvd_member *m); /* once hb_timer is closed */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
     uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
@@ -133,7 +134,7 @@ struct rdzvd_job {
     struct rdzvd_member **by_req;  /* the member that asked for each node rank */
     struct rdzvd_member **by_rank; /* the member holding each rank of the generation */
     int64_t rank_cap;
-    uv_timer_t timer; /* last call, NCCL id timeout, join timeout, rebuild window */
+    struct rdzvd_job_timer timer; /* last call, NCCL id timeout, join timeout, rebuild window */
     const struct rdzvd_job_handlers *handlers;
     bool timer_armed;
     enum job_timer timer_kind;
@@ -241,9 +242,8 @@ const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
 /* Effects (rdzvd-job-effects.c): everything the machine's files do to the world, the only
  * place they read a clock, call libuv or call the host's ops. */
-/* The clocks: rdzv_now_ms() (monotonic) and rdzv_wall_s() (unix seconds). */
-uint64_t rdzvd_job_now_ms(void);
-double rdzvd_job_wall_s(void);
+/* The clocks (rdzvd_job_now_ms, rdzvd_job_wall_s) and the timers are the world's
+ * (rdzvd-job-world.h): rdzvd's, or a test's. */
 /* A libuv error's text. */
 const char *rdzvd_job_strerror(int err);
 /* What fires on the machine's side: the job's timer, a member's heartbeat deadline, and the job's

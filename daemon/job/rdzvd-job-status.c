@@ -3,6 +3,7 @@
  * rdzv_status (proto/rdzv-status.h): its counters and, per job, its state, generation,
  * restarts, nodes, ranks' progress and recent events. Reads the job state machine's structs;
  * changes nothing. */
+#include "daemon/job/rdzvd-job-world.h"
 #include "daemon/job/rdzvd-job-status.h"
 
 #include <errno.h>
@@ -109,7 +110,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     r = brief ? 0 : rdzvd_job_progress_status(j, now, sj);
     if (r < 0)
         return r;
-    sj->steps_per_second = rdzvd_timeline_status(&j->timeline, rdzv_wall_s(), &tl);
+    sj->steps_per_second = rdzvd_timeline_status(&j->timeline, rdzvd_job_wall_s(), &tl);
     sj->rate_known = sj->steps_per_second >= 0;
     if (!sj->rate_known)
         sj->steps_per_second = 0;
@@ -258,7 +259,7 @@ bool rdzvd_waiting_jobs_first(const struct rdzvd_ended_jobs *e, char run_id[RDZV
     return true;
 }
 
-/* Since when run_id waits for its nodes (rdzv_now_ms()'s clock): its note (*noted), else start
+/* Since when run_id waits for its nodes (rdzvd_job_now_ms()'s clock): its note (*noted), else start
  * (a record this rdzvd found and has not noted: a follower's, or rebuilt and in memory). */
 static uint64_t waiting_since(const struct rdzvd_ended_jobs *e, const char *run_id,
                               uint64_t start_ms, bool *noted)
@@ -311,7 +312,7 @@ static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t s
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzv_status_event *ev = &sj->events[0];
     double ago = now > since_ms ? (double)(now - since_ms) / 1000 : 0;
-    time_t since = (time_t)(rdzv_wall_s() - ago);
+    time_t since = (time_t)(rdzvd_job_wall_s() - ago);
     char when[32] = "?";
     struct tm tm;
 
@@ -329,7 +330,7 @@ static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t s
     sj->age_s = ago;
     sj->duration_s = sj->ended_age_s = -1;
     sj->n_events = 1;
-    ev->time = rdzv_wall_s() - ago;
+    ev->time = rdzvd_job_wall_s() - ago;
     if (gmtime_r(&since, &tm))
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
     if (abandon_ms) {
@@ -350,7 +351,7 @@ int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
                              uint64_t start_ms)
 {
     struct waiting_scan w = {.jobs = jobs};
-    uint64_t now = rdzv_now_ms();
+    uint64_t now = rdzvd_job_now_ms();
     struct rdzv_status_job *sj;
     int r = 0;
 
@@ -424,7 +425,7 @@ static void ended_trim_timelines(struct rdzvd_ended_jobs *e)
 
 void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
 {
-    uint64_t now = rdzv_now_ms();
+    uint64_t now = rdzvd_job_now_ms();
     struct ended_job *x;
 
     ended_expire(e, now);
@@ -455,8 +456,8 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
 
 void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end)
 {
-    uint64_t now = rdzv_now_ms(), ago_ms;
-    double ago_s = rdzv_wall_s() - end->ended_s;
+    uint64_t now = rdzvd_job_now_ms(), ago_ms;
+    double ago_s = rdzvd_job_wall_s() - end->ended_s;
     struct rdzv_list *pos;
     struct ended_job *x;
 
@@ -519,7 +520,7 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
                             bool resume, char *err, size_t errlen)
 {
-    uint64_t now = rdzv_now_ms();
+    uint64_t now = rdzvd_job_now_ms();
     struct rdzv_list *pos;
 
     if (!e)
@@ -541,7 +542,7 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
             return 0;
         }
         rdzvd_job_ended_line(err, errlen, run_id, x->st.outcome_type, x->st.outcome_exit_code,
-                             rdzv_wall_s() - (double)(now - x->ended_ms) / 1000,
+                             rdzvd_job_wall_s() - (double)(now - x->ended_ms) / 1000,
                              x->st.outcome_summary);
         return -EBUSY;
     }
@@ -569,7 +570,7 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                       const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
                       struct rdzv_status *ret)
 {
-    uint64_t now = rdzv_now_ms();
+    uint64_t now = rdzvd_job_now_ms();
     struct rdzv_status st = {.port = info->port,
                              .uptime_s = (double)(now - info->start_ms) / 1000,
                              .connections = info->nconns,

@@ -2,6 +2,7 @@
 /* rdzvd-job-wire.c: the wire side of rendezvous jobs: decodes an agent's frames (after HELLO) from
  * its rdzvd_conn, calls the job state machine (rdzvd-job-sm.h), and implements the state
  * machine's ops on top of rdzvd_conn and the server's listeners (proto/RENDEZVOUS.md). */
+#include "daemon/job/rdzvd-job-world.h"
 #include "daemon/job/rdzvd-job.h"
 
 #include <assert.h>
@@ -87,7 +88,7 @@ static void rebuild_batch(uv_idle_t *idle)
         return;
     log_info("the job table's %zu jobs are back in %.3f s: those running wait for their agents, "
              "the others in their records",
-             rr->n, (double)(rdzv_now_ms() - rr->start_ms) / 1000);
+             rr->n, (double)(rdzvd_job_now_ms() - rr->start_ms) / 1000);
     rebuild_stop(jobs);
 }
 
@@ -114,7 +115,7 @@ static void rebuild_start(struct rdzvd_jobs *jobs)
     rr->jobs = jobs;
     rr->ids = ids;
     rr->n = n;
-    rr->start_ms = rdzv_now_ms();
+    rr->start_ms = rdzvd_job_now_ms();
     jobs->rebuilding = rr;
     jobs->ended.n_pending = n;
     (void)uv_idle_start(&rr->idle, rebuild_batch);
@@ -618,8 +619,8 @@ static void jobs_keep_waiting(struct rdzvd_ended_jobs *ended, const char *run_id
 {
     struct rdzvd_jobs *jobs = rdzv_container_of(ended, struct rdzvd_jobs, ended);
 
-    since_ms = rdzvd_jobs_waiting_since(&jobs->host, run_id, since_ms, rdzv_now_ms(),
-                                        (int64_t)(rdzv_wall_s() * 1000));
+    since_ms = rdzvd_jobs_waiting_since(&jobs->host, run_id, since_ms, rdzvd_job_now_ms(),
+                                        (int64_t)(rdzvd_job_wall_s() * 1000));
     rdzvd_waiting_jobs_add(ended, run_id, since_ms, port);
     rdzvd_abandon_arm(jobs->abandon);
 }

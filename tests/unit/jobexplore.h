@@ -202,7 +202,7 @@ static int record_of(struct model *md, struct rdzvd_job_record *rec)
 
 static bool startup_window(struct rdzvd_job *j)
 {
-    return j->formed_ms && rdzv_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS;
+    return j->formed_ms && jt_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS;
 }
 
 /* Node i's workers run the job's current generation, and the job counts their reports. */
@@ -314,14 +314,14 @@ static bool next_timer(struct model *md, char *what, size_t len)
     {
         struct rdzvd_job *j = rdzv_container_of(jpos, struct rdzvd_job, node);
 
-        if (j->timer_armed && uv_timer_get_due_in(&j->timer) < best) {
-            best = uv_timer_get_due_in(&j->timer);
+        if (j->timer_armed && jt_timer_due_in(&j->timer) < best) {
+            best = jt_timer_due_in(&j->timer);
             snprintf(what, len, "%s", names[j->timer_kind]);
         }
-        for_each_member(j, m, pos, tmp) if (!m->peer && uv_is_active((uv_handle_t *)&m->hb_timer) &&
-                                            uv_timer_get_due_in(&m->hb_timer) < best)
+        for_each_member(j, m, pos, tmp) if (!m->peer && jt_timer_armed(&m->hb_timer) &&
+                                            jt_timer_due_in(&m->hb_timer) < best)
         {
-            best = uv_timer_get_due_in(&m->hb_timer);
+            best = jt_timer_due_in(&m->hb_timer);
             snprintf(what, len, "the heartbeat deadline of %s, away", m->join.node_id);
         }
     }
@@ -335,16 +335,16 @@ static void ev_timer(struct model *md)
     next_timer(md, what, sizeof(what));
     say(md, ": %s", what);
     for (int k = 0; k < 200; k++) {
-        int due;
+        int64_t due;
 
         for (int i = 0; i < NODES; i++)
             if (md->a[i].st == A_IN && md->a[i].f.m)
                 rdzvd_member_heartbeat(md->a[i].f.m);
-        if ((due = uv_backend_timeout(&md->e.loop)) < 0)
+        if ((due = jt_next_due_in()) < 0)
             return;
         /* Up to the timer, or a heartbeat timeout less 1 ms, the agents heartbeating again. */
-        fake_clock_advance(due < HB_MS ? (uint64_t)due : HB_MS - 1);
-        uv_run(&md->e.loop, UV_RUN_NOWAIT);
+        jt_advance(due < HB_MS ? (uint64_t)due : HB_MS - 1);
+        jt_run_pass();
         if (due < HB_MS)
             return;
     }
@@ -446,7 +446,7 @@ static void reap(struct model *md)
             a->st = over ? A_DONE : A_LOST;
         }
     }
-    uv_run(&md->e.loop, UV_RUN_NOWAIT);
+    jt_run_pass();
 }
 
 static void model_begin(struct model *md, const struct variant *v)
@@ -486,7 +486,7 @@ static uint64_t state_key(struct model *md)
         j != NULL);
     rdzvd_job_record_clear(&rec);
     if (j) {
-        uint64_t now = rdzv_now_ms();
+        uint64_t now = jt_now_ms();
 
         PUT("j%d,%" PRIu64 ",%" PRId64 ",%d,%d,%d,%d,%d;", j->state, j->generation,
             j->restart_count, j->cancelled != 0, j->timer_armed ? (int)j->timer_kind : -1,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jobtest.h: a fake host for the job state machine (daemon/job/rdzvd-job-sm.h): fake agents that
- * record what they were sent, a real uv loop for the timers on an injected clock
- * (fake-clock.h: run_ms moves it), no sockets. Knobs let a test make
+ * record what they were sent, and a world of its own (daemon/job/rdzvd-job-world.h): a clock that
+ * moves only when the test moves it (run_ms, jt_stall_ms, jt_advance) and timers that fire only
+ * within run_ms, in order; no clock read, no libuv timer, no sockets. Knobs let a test make
  * the host's ops fail (store_open, nccl_request), report unread input or number its stores'
  * ports from another base. For the unit tests only; each includes it once. */
 #pragma once
@@ -18,12 +19,12 @@
 #include "common/rdzv-auth.h"
 #include "common/rdzv-list.h"
 #include "../tap.h"
-#include "fake-clock.h"
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-impl.h"
+#include "daemon/job/rdzvd-job-world.h"
 #include "daemon/data/rdzvd-journal.h"
 #include "daemon/data/rdzvd-store.h"
 #include "common/rdzv-util.h"
@@ -195,8 +196,132 @@ static const struct rdzvd_job_ops jt_fake_ops = {
     .store_close = fake_store_close,
 };
 
+/* ---- the tests' world ---- */
+
+#define JT_START_MS 1000000ull /* not 0: nothing may take 0 for "never" */
+
+static uint64_t jt_now = JT_START_MS;
+static double jt_wall_base; /* the real wall clock when first asked: log lines read it too */
+static uint64_t jt_seq;
+static struct rdzv_list jt_armed = {&jt_armed, &jt_armed};
+static struct rdzv_list jt_closing = {&jt_closing, &jt_closing};
+
+static inline uint64_t jt_now_ms(void)
+{
+    return jt_now;
+}
+
+static inline double jt_wall_s(void)
+{
+    if (!jt_wall_base)
+        jt_wall_base = rdzv_wall_s();
+    return jt_wall_base + (double)(jt_now - JT_START_MS) / 1000;
+}
+
+static inline void jt_unlink(struct rdzvd_job_timer *t)
+{
+    rdzv_list_del(&t->node);
+    rdzv_list_init(&t->node);
+}
+
+static inline int jt_timer_init(struct uv_loop_s *loop, struct rdzvd_job_timer *t)
+{
+    (void)loop;
+    t->due_ms = 0;
+    rdzv_list_init(&t->node);
+    return 0;
+}
+
+static inline void jt_timer_stop(struct rdzvd_job_timer *t)
+{
+    jt_unlink(t);
+    t->due_ms = 0;
+}
+
+static inline void jt_timer_start(struct rdzvd_job_timer *t, uint64_t ms)
+{
+    jt_unlink(t);
+    t->due_ms = jt_now + ms;
+    t->seq = ++jt_seq;
+    rdzv_list_add_tail(&jt_armed, &t->node);
+}
+
+static inline uint64_t jt_timer_due_in(const struct rdzvd_job_timer *t)
+{
+    return t->due_ms > jt_now ? t->due_ms - jt_now : 0;
+}
+
+static inline bool jt_timer_armed(const struct rdzvd_job_timer *t)
+{
+    return t->due_ms != 0;
+}
+
+/* Its closed callback runs at the end of the next pass (run_ms, env_done), as libuv's does. */
+static inline void jt_timer_close(struct rdzvd_job_timer *t)
+{
+    jt_timer_stop(t);
+    rdzv_list_add_tail(&jt_closing, &t->node);
+}
+
+static const struct rdzvd_job_world jt_world = {
+    .now_ms = jt_now_ms,
+    .wall_s = jt_wall_s,
+    .timer_init = jt_timer_init,
+    .timer_start = jt_timer_start,
+    .timer_stop = jt_timer_stop,
+    .timer_due_in = jt_timer_due_in,
+    .timer_armed = jt_timer_armed,
+    .timer_close = jt_timer_close,
+};
+
+/* The armed timer due first (equal dues in the order they were started), or NULL. */
+static inline struct rdzvd_job_timer *jt_first(void)
+{
+    struct rdzvd_job_timer *best = NULL;
+
+    for (struct rdzv_list *pos = jt_armed.next; pos != &jt_armed; pos = pos->next) {
+        struct rdzvd_job_timer *t = rdzv_container_of(pos, struct rdzvd_job_timer, node);
+
+        if (!best || t->due_ms < best->due_ms || (t->due_ms == best->due_ms && t->seq < best->seq))
+            best = t;
+    }
+    return best;
+}
+
+/* ms until the next timer is due (0: now), -1 when none is armed. */
+static inline int64_t jt_next_due_in(void)
+{
+    struct rdzvd_job_timer *t = jt_first();
+
+    return t ? (int64_t)jt_timer_due_in(t) : -1;
+}
+
+/* One pass, as a turn of libuv's loop: every timer due now fires, in order (those it starts
+ * due now too), then every timer closed meanwhile is told. */
+static inline void jt_run_pass(void)
+{
+    struct rdzvd_job_timer *t;
+
+    while ((t = jt_first()) && t->due_ms <= jt_now) {
+        jt_timer_stop(t);
+        t->fired(t);
+    }
+    while (!rdzv_list_empty(&jt_closing)) {
+        t = rdzv_container_of(jt_closing.next, struct rdzvd_job_timer, node);
+        jt_unlink(t);
+        t->closed(t);
+    }
+}
+
+/* Move the clock ms forward, nothing run (what the next pass finds due then fires). */
+static inline void jt_advance(uint64_t ms)
+{
+    jt_now += ms;
+}
+
 static inline void env_init(struct env *e, int state_dirfd)
 {
+    rdzvd_job_world_set(&jt_world);
     memset(e, 0, sizeof(*e));
     ASSERT_OK(uv_loop_init(&e->loop));
     rdzv_list_init(&e->jobs);
@@ -229,6 +354,9 @@ static inline void env_done(struct env *e)
 {
     rdzvd_jobs_drop_all(&e->jobs);
     ASSERT_TRUE(rdzv_list_empty(&e->jobs));
+    jt_run_pass(); /* the timers closed: their memory freed */
+    ASSERT_TRUE(rdzv_list_empty(&jt_armed));
+    ASSERT_TRUE(rdzv_list_empty(&jt_closing));
     ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
     ASSERT_OK(uv_loop_close(&e->loop));
     rdzvd_ended_jobs_free(&e->ended);
@@ -244,32 +372,32 @@ static inline void env_forget_table(int state_dirfd)
     ASSERT_OK(rdzvd_journal_unlink(state_dirfd, "jobs"));
 }
 
-/* rdzvd stalled for ms (SIGSTOP, a starved machine): the injected clock moves on, and nothing
- * runs; the loop finds the time it missed at its next turn. */
+/* rdzvd stalled for ms (SIGSTOP, a starved machine): the clock moves on, and nothing runs; the
+ * next pass finds the time it missed. */
 static inline void jt_stall_ms(struct env *e, uint64_t ms)
 {
-    fake_clock_advance(ms);
-    uv_update_time(&e->loop);
+    (void)e;
+    jt_advance(ms);
 }
 
-/* Run the loop through the next ms milliseconds of the injected clock (fake-clock.h): each of
- * the state machine's timers due in them fires at its time, in order, and nothing else moves the
- * clock (no real time passes for the job). */
+/* Run the next ms milliseconds of the tests' clock: each of the state machine's timers due in
+ * them fires at its time, in order, and nothing else moves the clock (no real time passes for
+ * the job). */
 static inline void run_ms(struct env *e, uint64_t ms)
 {
-    uint64_t end = fake_clock_ms() + ms;
+    uint64_t end = jt_now + ms;
 
+    (void)e;
     for (;;) {
-        uint64_t now, step;
-        int due;
+        int64_t due;
 
-        uv_run(&e->loop, UV_RUN_NOWAIT); /* the timers due now, and what they set off */
-        now = fake_clock_ms();
-        if (now >= end)
+        jt_run_pass(); /* the timers due now, and what they set off */
+        if (jt_now >= end)
             break;
-        due = uv_backend_timeout(&e->loop); /* ms to the next timer; -1: none */
-        step = due < 0 || now + (uint64_t)due > end ? end - now : due == 0 ? 1 : (uint64_t)due;
-        fake_clock_advance(step);
+        due = jt_next_due_in(); /* ms to the next timer; -1: none */
+        jt_advance(due < 0 || jt_now + (uint64_t)due > end ? end - jt_now
+                   : due == 0                             ? 1
+                                                          : (uint64_t)due);
     }
 }
 

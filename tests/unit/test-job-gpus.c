@@ -39,7 +39,7 @@ static int join_renamed(struct env *e, struct fake *f, int i, const char *gpus, 
 /* The GPUs the status lists for the job's first node put aside, comma-separated. */
 static void status_gpus(struct env *e, char *out, size_t len)
 {
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
     char text[RDZV_GPU_UUID_LEN + 1];
     struct rdzv_status st;
     size_t off = 0;

@@ -669,7 +669,7 @@ static void test_last_member_lost_while_stopping(void)
             struct rdzv_status st = {0};
 
             assert_record(&e, 1, 1, false);
-            ASSERT_OK(rdzvd_status_add_waiting(&st, e.table, &e.jobs, &e.ended, rdzv_now_ms()));
+            ASSERT_OK(rdzvd_status_add_waiting(&st, e.table, &e.jobs, &e.ended, jt_now_ms()));
             ASSERT_EQ(st.n_jobs, 1);
             ASSERT_EQ(strcmp(st.jobs[0].state, "waiting"), 0);
             ASSERT_EQ(st.jobs[0].generation, 1);

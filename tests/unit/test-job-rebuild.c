@@ -448,7 +448,7 @@ static void test_running_record_is_rebuilt_at_start(void)
     ASSERT_EQ(j->restart_count, 1);
     ASSERT_EQ(j->nmembers, 0);
     ASSERT_EQ(e.stores_open, 0); /* none until an agent of the job is back */
-    ASSERT_TRUE(uv_timer_get_due_in(&j->timer) > 60); /* two heartbeat timeouts and 3 s */
+    ASSERT_TRUE(rdzvd_job_timer_due_in(j) > 60); /* two heartbeat timeouts and 3 s */
     rdzvd_jobs_rebuild(&e.h); /* in memory already: not built twice */
     ASSERT_EQ(njobs(&e), 2);
     jn = resume_of(0, 4, 1, 3);
@@ -457,7 +457,7 @@ static void test_running_record_is_rebuilt_at_start(void)
     ASSERT_EQ(f.nevents, 0);
     ASSERT_EQ(e.stores_open, 1); /* its store, on the port its record names */
     ASSERT_EQ(e.asked_port, 41000);
-    ASSERT_TRUE(uv_timer_get_due_in(&j->timer) <= 60);
+    ASSERT_TRUE(rdzvd_job_timer_due_in(j) <= 60);
     for (int t = 0; t < 50 && !f.nevents; t++) {
         rdzvd_member_heartbeat(f.m);
         run_ms(&e, 10);

@@ -13,7 +13,7 @@
  * there has its outcome and -1 durations. */
 static void test_status_node_states_and_events(void)
 {
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
     struct rdzv_worker_exit w = {.generation = 1, .exit_code = 5};
     struct fake f[4] = {0};
     struct rdzv_status st;
@@ -51,7 +51,7 @@ static void test_status_node_states_and_events(void)
 /* Past 16 events the status keeps the newest, oldest first. */
 static void test_status_event_ring(void)
 {
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
     struct rdzv_worker_exit w = {.generation = 0, .exit_code = 1};
     struct fake f[2] = {0};
     struct rdzv_status st;
@@ -82,7 +82,7 @@ static void test_status_event_ring(void)
 /* At most 256 members listed; the rest counted. */
 static void test_status_members_left_out(void)
 {
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
     int n = RDZV_STATUS_SHOW_MEMBERS + 2;
     struct fake *f = calloc((size_t)n, sizeof(*f));
     struct rdzv_status st;
@@ -104,7 +104,7 @@ static void test_status_members_left_out(void)
  * oldest dropped, none when max or keep_ms is 0, and they expire. */
 static void test_ended_jobs_kept_and_expire(void)
 {
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
     struct rdzv_status st;
     struct env e;
 
@@ -130,7 +130,7 @@ static void test_ended_jobs_kept_and_expire(void)
     ASSERT_TRUE(st.jobs[0].duration_s >= 0 && st.jobs[0].ended_age_s >= 0);
     ASSERT_EQ(st.jobs[0].n_nodes, 0);
     rdzv_status_free(&st);
-    fake_clock_advance(250);
+    jt_advance(250);
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, &st));
     ASSERT_EQ(st.n_jobs, 0); /* expired */
     rdzv_status_free(&st);
@@ -151,7 +151,7 @@ static void test_ended_jobs_kept_and_expire(void)
  * rest; a spare's and an empty report are ignored. */
 static void test_progress_longest_silent_kept(void)
 {
-    struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
     struct rdzv_heartbeat *hb = calloc(1, sizeof(*hb));
     struct fake f[6] = {0};
     struct rdzv_join jn = join_of(0, 5, 5, 0);
@@ -235,7 +235,7 @@ static void test_waiting_time_runs_from_the_last_agent_leaving(void)
     ASSERT_TRUE(f[0].resumed);
     ASSERT_EQ(e.ended.n_waiting, 0);
     ASSERT_NOT_NULL(f[0].m);
-    back = fake_clock_ms();
+    back = jt_now_ms();
     rdzvd_member_gone(f[0].m);
     run_ms(&e, 200000); /* its heartbeat's grace, and node 1's window, lapse */
     ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));

@@ -298,15 +298,15 @@ static void test_restarts_back_off(void)
 
         fail_rank(&f[0], gen, 0);
         ASSERT_TRUE(event_is(&f[0], "restart")); /* never put aside: alone */
-        t0 = rdzv_now_ms();
+        t0 = jt_now_ms();
         all_ready(f, 1, gen);
         if (wait_ms[gen - 1]) {
             ASSERT_EQ(f[0].nrounds, (int)gen); /* not yet */
             run_ms(&e, wait_ms[gen - 1] - 200);
             ASSERT_EQ(f[0].nrounds, (int)gen);
-            while (f[0].nrounds == (int)gen && rdzv_now_ms() - t0 < 10000)
+            while (f[0].nrounds == (int)gen && jt_now_ms() - t0 < 10000)
                 run_ms(&e, 20);
-            ASSERT_TRUE(rdzv_now_ms() - t0 >= wait_ms[gen - 1]);
+            ASSERT_TRUE(jt_now_ms() - t0 >= wait_ms[gen - 1]);
         }
         ASSERT_EQ(f[0].nrounds, (int)gen + 1);
         ASSERT_EQ(f[0].round.generation, gen + 1);

@@ -485,7 +485,7 @@ static void test_progress_in_status(void)
     rdzvd_member_progress(f[a].m, hb);
     hb->generation = 0;
     rdzvd_member_progress(f[1 - a].m, hb);
-    fake_clock_advance(100); /* what rdzv_now_ms() reads */
+    jt_advance(100); /* what rdzvd_job_now_ms() reads */
     j = status_of(&e, &st);
     ASSERT_EQ(j->n_ranks, 2);
     ASSERT_TRUE(j->ranks[0].rank == 2 && j->ranks[0].step == 5 && j->ranks[0].node_rank == 1);
@@ -531,7 +531,7 @@ static void test_recovery_first_step_waits_for_every_node(void)
     jt_worker_exit(&f[0], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
-    fake_clock_advance(20);
+    jt_advance(20);
     *hb = (struct rdzv_heartbeat){.generation = 2, .n_progress = 1};
     hb->progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1, .age_ms = 0};
     rdzvd_member_progress(f[0].m, hb);
@@ -542,7 +542,7 @@ static void test_recovery_first_step_waits_for_every_node(void)
     ASSERT_TRUE(rc->t[RDZV_RECOVERY_SENT] > 0);
     ASSERT_TRUE(rc->t[RDZV_RECOVERY_FIRST_STEP] == 0); /* one node of two has stepped */
     rdzv_status_free(&st);
-    fake_clock_advance(50);
+    jt_advance(50);
     rdzvd_member_progress(f[0].m, hb); /* again: still one node */
     j = status_of(&e, &st);
     ASSERT_TRUE(j->timeline->recoveries[0].t[RDZV_RECOVERY_FIRST_STEP] == 0);
