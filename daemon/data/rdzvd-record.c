@@ -132,7 +132,8 @@ ssize_t rdzvd_record_decode(const uint8_t *p, size_t n, struct rdzvd_record *rec
     return (ssize_t)(RDZVD_RECORD_HDR_LEN + (size_t)klen + vlen);
 }
 
-int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
+/* rec into s, whatever s's share (rdzvd_store_set_budget): the budget alone bounds it. */
+static int record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
 {
     switch (rec->what) {
     case RDZVD_CHANGE_SET:
@@ -157,4 +158,15 @@ int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
         return rdzvd_store_append(s, rec->key, rec->klen, rec->val, rec->vlen);
     }
     return -EINVAL;
+}
+
+int rdzvd_record_apply(struct rdzvd_store *s, const struct rdzvd_record *rec)
+{
+    uint64_t share = rdzvd_store_room(s).share;
+    int r;
+
+    rdzvd_store_set_budget(s, NULL, UINT64_MAX);
+    r = record_apply(s, rec);
+    rdzvd_store_set_budget(s, NULL, share);
+    return r;
 }

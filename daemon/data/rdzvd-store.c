@@ -107,8 +107,7 @@ uint64_t rdzvd_store_wait_cost(void)
     return heap_cost(sizeof(struct wait));
 }
 
-/* Whether replacing sub held bytes with add stays within the budget and the store's share
- * (sub is held now). */
+/* Whether held - sub + add fits the budget and the store's share (sub is held now). */
 static bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
 {
     return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add &&
@@ -132,6 +131,7 @@ static void store_uncharge(struct rdzvd_store *s, uint64_t n, uint64_t cost)
 
 void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b, uint64_t share)
 {
+    b = b ? b : s->budget;
     s->budget->used -= s->held;
     s->budget = b;
     b->used += s->held;

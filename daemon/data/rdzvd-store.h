@@ -101,11 +101,13 @@ int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const v
                           size_t klen, const void *val, size_t vlen,
                           int (*fn)(struct rdzvd_store *s, void *ud), void *ud);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
-/* Charge b (borrowed) instead of the store's own budget from now on, the store holding at most
- * share of it however much b has left (UINT64_MAX: no share of its own): rdzvd keeps the main
- * store to half of --max-store-bytes, so that no flood of its TCPStore clients leaves the jobs'
- * stores nothing. A change that would take b->used past b->max, or what the store holds past
- * share, fails -ENOSPC, as one past the store's limit; what is held already stays. */
+/* Charge b (borrowed; NULL: the budget it charges now) instead of the store's own budget from
+ * now on, the store holding at most share of it however much b has left (UINT64_MAX: no share
+ * of its own): rdzvd keeps the main store to half of --max-store-bytes, so that no flood of its
+ * TCPStore clients leaves the jobs' stores nothing. A change that would take b->used past b->max,
+ * or what the store holds past share, fails -ENOSPC, as one past the store's limit; what is held
+ * already stays. A record replayed or applied (rdzvd_record_apply: a journal, Raft) is a change
+ * made already, never refused by the share. */
 void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b, uint64_t share);
 /* What the store holds (rdzvd_store_held) and its share; what its budget (its own, or the
  * shared one) holds in all and its limit. */

@@ -445,6 +445,10 @@ int rdzvd_job_forget(struct rdzvd_job *j);
  * goes (RDZVD_DECIDE_WAITING, 0), so that its next leaving counts --abandon-after afresh.
  * Nothing without a job table or a time kept; a refusal is logged. */
 void rdzvd_job_save_back(struct rdzvd_job *j);
+/* The job's last agent left now (it had one since it was made): recorded (RDZVD_DECIDE_WAITING,
+ * the wall clock now), whatever an earlier leaving left in the record. Nothing without a job
+ * table; a refusal is logged. */
+void rdzvd_job_save_leaving(struct rdzvd_job *j);
 /* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
  * row of the table in rdzvd-job-move.c), from j as it is before the move (FORMED: the round
  * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or

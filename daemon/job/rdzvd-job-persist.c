@@ -332,6 +332,22 @@ void rdzvd_job_save_back(struct rdzvd_job *j)
                        j->run_id);
 }
 
+void rdzvd_job_save_leaving(struct rdzvd_job *j)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
+
+    if (!j->host.record_table)
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    rec.waiting_since_ms = (int64_t)(rdzvd_job_wall_s() * 1000);
+    r = decision_written(j, rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_WAITING, &rec));
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot record since when it waits for its agents: a restart "
+                       "counts its --abandon-after afresh",
+                       j->run_id);
+}
+
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
                                   uint64_t since_ms, uint64_t now_ms, int64_t wall_ms)
 {

@@ -713,8 +713,17 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
     struct rdzvd_job_record cur = {.generation = 0};
     int r;
 
-    if (d->kind == RDZVD_DECIDE_WAITING)
+    if (d->kind == RDZVD_DECIDE_WAITING) {
+        char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+        const uint8_t *val;
+        size_t vlen;
+
+        /* Only a job with a record waits in it: none, nothing kept (1). */
+        if (d->rec.waiting_since_ms &&
+            rdzvd_store_get(t, key, table_key(d->rec.run_id, key, sizeof(key)), &val, &vlen) < 0)
+            return 1;
         return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
+    }
     if (d->kind == RDZVD_DECIDE_ENDED) {
         int s = secrets_forget(t, d->rec.run_id);
 
@@ -742,6 +751,9 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         r = rdzvd_job_record_put(t, &next);
     } else if (r == 0 || r == -ENOENT || r == -EBADMSG) { /* no record, or none readable: d's */
         r = rdzvd_job_record_put(t, &d->rec);
+        /* A generation formed or stopped has its agents: whatever leaving was kept is over. */
+        if (r == 0)
+            (void)waiting_decide(t, d->rec.run_id, 0);
     }
     rdzvd_job_record_clear(&cur);
     return r;

@@ -89,13 +89,16 @@ void rdzvd_job_free(struct rdzvd_job *j)
         (j->generation == 0 || !j->host.record_table))
         rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
     else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting &&
-             j->host.record_table)
-        /* Waiting from now, unless no agent of it came since it left its record (a rebuild
-         * nobody came back to, a JOIN refused): --abandon-after runs from then. */
+             j->host.record_table) {
+        /* Waiting from now, recorded, unless no agent of it came since it left its record (a
+         * rebuild nobody came back to, a JOIN refused): --abandon-after runs from then. */
+        if (j->had_member)
+            rdzvd_job_save_leaving(j);
         j->host.keep_waiting(j->host.ended, j->run_id,
                              j->had_member || !j->waiting_since_ms ? rdzvd_job_now_ms()
                                                                    : j->waiting_since_ms,
                              j->state == JOB_RUNNING && !j->store_addr[0] ? j->store_port : 0);
+    }
     rdzv_list_del(&j->node);
     rdzvd_job_close_store(j);
     rdzvd_job_timer_close(j);

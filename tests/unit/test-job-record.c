@@ -556,7 +556,8 @@ static void test_decisions_replayed_from_the_journal(void)
 
 /* WAITING keeps since when a job's agents all left beside its record (which it leaves as it
  * is), is journaled and replayed like any decision; a WAITING of 0 (an agent back) clears it,
- * journaling nothing when there was none; ENDED deletes it with the record. */
+ * journaling nothing when there was none, and so does a generation formed; a job with no record
+ * keeps none; ENDED deletes it with the record. */
 static void test_waiting_since(void)
 {
     struct rdzvd_job_record_node nodes[3] = {{"a", 8}, {"b", 8}, {"c", 8}};
@@ -590,6 +591,16 @@ static void test_waiting_since(void)
     ASSERT_EQ(rdzvd_journal_stats(j)->replayed, 4);
     ASSERT_EQ(rdzvd_job_waiting_since(u, "w"), 1795000000456);
     ASSERT_EQ(rdzvd_job_waiting_since(u, "v"), 0);
+    /* A job with no record keeps no leaving; a generation formed (its agents back) clears it. */
+    snprintf(w.run_id, sizeof(w.run_id), "v");
+    ASSERT_OK(rdzvd_job_decide(u, RDZVD_DECIDE_WAITING, &w));
+    ASSERT_EQ(rdzvd_job_waiting_since(u, "v"), 0);
+    rec = dec_rec("w", 2, 0, true, nodes);
+    ASSERT_OK(rdzvd_job_decide(u, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_EQ(rdzvd_job_waiting_since(u, "w"), 0);
+    snprintf(w.run_id, sizeof(w.run_id), "w");
+    ASSERT_OK(rdzvd_job_decide(u, RDZVD_DECIDE_WAITING, &w));
+    ASSERT_EQ(rdzvd_job_waiting_since(u, "w"), 1795000000456);
     ASSERT_OK(rdzvd_job_decide(u, RDZVD_DECIDE_ENDED, &rec));
     ASSERT_EQ(rdzvd_job_waiting_since(u, "w"), 0);
     ASSERT_EQ(rdzvd_job_record_get(u, "w", &got), -ENOENT);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-record.h"
 #include "daemon/data/rdzvd-store.h"
 #include "../tap.h"
 
@@ -1016,6 +1017,21 @@ static void test_store_share(void)
     ASSERT_OK(rdzvd_store_set(job, "b", 1, big, 20));
     ASSERT_EQ(b.used, b.max);
     ASSERT_EQ(rdzvd_store_set(job, "c", 1, "", 0), -ENOSPC);
+    /* A change made already (a journal's record replayed, a Raft entry applied: what an older
+     * rdzvd, or the leader, took) is never refused by the share; the share stays. */
+    {
+        struct rdzvd_record rec = {.table = RDZVD_TABLE_STORE, .what = RDZVD_CHANGE_SET,
+                                   .key = (const uint8_t *)"r", .klen = 1,
+                                   .val = (const uint8_t *)big, .vlen = 1};
+
+        ASSERT_EQ(rdzvd_store_delete(job, "b", 1), 1);
+        ASSERT_OK(rdzvd_record_apply(main_store, &rec));
+        ASSERT_TRUE(rdzvd_store_held(main_store) > b.max / 2);
+        ASSERT_EQ(rdzvd_store_room(main_store).share, b.max / 2);
+        ASSERT_EQ(rdzvd_store_set(main_store, "s", 1, "", 0), -ENOSPC);
+        ASSERT_EQ(rdzvd_store_delete(main_store, "r", 1), 1);
+        ASSERT_OK(rdzvd_store_set(job, "b", 1, big, 20));
+    }
     /* Smaller values within the share are taken again. */
     ASSERT_OK(rdzvd_store_set(main_store, "a", 1, big, 1));
     ASSERT_EQ(rdzvd_store_set(job, "a", 1, big, 30), -ENOSPC); /* the budget: nothing freed */
