@@ -279,12 +279,61 @@ static int parse_generation(const uint8_t *body, size_t len, const char *what, u
     return 0;
 }
 
+static const char *const wait_names[] = {
+    [RDZV_WAIT_NODES] = "nodes",
+    [RDZV_WAIT_REBUILD] = "rebuild",
+    [RDZV_WAIT_BACKOFF] = "backoff",
+};
+
+/* HEARTBEAT's "wait" (1.15), NULL when none (or out of memory). */
+static json_t *wait_json(const struct rdzv_wait *w)
+{
+    if (w->what <= RDZV_WAIT_NONE || w->what > RDZV_WAIT_BACKOFF)
+        return NULL;
+    return json_pack("{s:s, s:I, s:I, s:I, s:I}", "for", wait_names[w->what], "nodes",
+                     (json_int_t)w->nodes, "need", (json_int_t)w->need, "max",
+                     (json_int_t)w->max, "left_ms", (json_int_t)w->left_ms);
+}
+
+/* HEARTBEAT's "wait" into w: 0, or -EBADMSG (a member of the wrong type or out of range). A
+ * "for" this reader does not know leaves w->what RDZV_WAIT_NONE. */
+static int parse_wait(const json_t *o, struct rdzv_wait *w, char *err, size_t errlen)
+{
+    const char *what;
+    json_int_t nodes, need, max, left;
+    json_error_t jerr;
+
+    if (json_unpack_ex((json_t *)o, &jerr, 0, "{s:s, s:I, s:I, s:I, s:I}", "for", &what, "nodes",
+                       &nodes, "need", &need, "max", &max, "left_ms", &left) < 0)
+        return rdzv_msg_unpack_fail(&jerr, "HEARTBEAT: wait", err, errlen);
+    if (nodes < 0 || nodes > 100000 || need < 0 || need > 100000 || max < 0 || max > 100000 ||
+        left < -1 || left > RDZV_WAIT_LEFT_MAX_MS) {
+        snprintf(err, errlen, "HEARTBEAT: wait out of range (0 <= nodes, need, max <= 100000; "
+                              "-1 <= left_ms <= %" PRId64 ")",
+                 (int64_t)RDZV_WAIT_LEFT_MAX_MS);
+        return -EBADMSG;
+    }
+    for (unsigned i = RDZV_WAIT_NODES; i <= RDZV_WAIT_BACKOFF; i++)
+        if (strcmp(what, wait_names[i]) == 0)
+            w->what = (enum rdzv_wait_for)i;
+    w->nodes = nodes;
+    w->need = need;
+    w->max = max;
+    w->left_ms = left;
+    return 0;
+}
+
 int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
 {
-    json_t *o, *arr;
+    json_t *o, *arr, *wait = wait_json(&h->wait);
 
-    if (h->n_progress == 0)
+    if (h->n_progress == 0 && !wait)
         return put_generation(b, RDZV_MSG_HEARTBEAT, h->generation);
+    if (h->n_progress == 0)
+        return rdzv_msg_put(b, RDZV_MSG_HEARTBEAT,
+                            json_pack("{s:I, s:o}", "generation", (json_int_t)h->generation,
+                                      "wait", wait));
+    json_decref(wait); /* an agent's: it waits for nothing */
     if (h->n_progress > RDZV_PROGRESS_MAX)
         return -EMSGSIZE;
     arr = json_array();
@@ -357,18 +406,21 @@ static int parse_progress(const json_t *arr, struct rdzv_heartbeat *h, char *err
 int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartbeat *h, char *err,
                              size_t errlen)
 {
-    json_t *arr = NULL;
+    json_t *arr = NULL, *wait = NULL;
     json_int_t gen;
-    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen, "{s:I, s?o}", "generation",
-                                   &gen, "progress", &arr);
+    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen, "{s:I, s?o, s?o}",
+                                   "generation", &gen, "progress", &arr, "wait", &wait);
     int r = 0;
 
     if (!root)
         return -EBADMSG;
     h->generation = (uint64_t)gen;
     h->n_progress = 0;
+    memset(&h->wait, 0, sizeof(h->wait));
     if (arr)
         r = parse_progress(arr, h, err, errlen);
+    if (r == 0 && wait)
+        r = parse_wait(wait, &h->wait, err, errlen);
     json_decref(root);
     return r;
 }

@@ -218,12 +218,30 @@ struct rdzv_rank_progress {
     int64_t compute_ms;
 };
 
+/* (1.15) What the agent's job waits for, in rdzvd's answer to its HEARTBEAT ("wait"), so that
+ * the agent can say so while it waits. */
+enum rdzv_wait_for {
+    RDZV_WAIT_NONE,    /* nothing: the member is absent */
+    RDZV_WAIT_NODES,   /* "nodes": the job forms, nodes of min..max joined */
+    RDZV_WAIT_REBUILD, /* "rebuild": a rebuilt generation's nodes, nodes of need back */
+    RDZV_WAIT_BACKOFF, /* "backoff": the next generation after a restart's backoff */
+};
+#define RDZV_WAIT_LEFT_MAX_MS 31536000000 /* a year */
+struct rdzv_wait {
+    enum rdzv_wait_for what;
+    int64_t nodes, need, max; /* 0..100000 each (--nnodes' bound); need: MIN, or the generation's */
+    int64_t left_ms;          /* until the join timeout, the window's or the backoff's end;
+                               * -1: none (0..RDZV_WAIT_LEFT_MAX_MS) */
+};
+
 /* HEARTBEAT (both ways): the generation and (agent -> daemon, optional) the progress of the
  * local ranks that have reported; n_progress 0 writes no "progress" member (as agents that
- * predate it, and the daemon's answer). READY (agent -> daemon, after EVENT restart): one
- * generation. */
+ * predate it, and the daemon's answer); (1.15, daemon -> agent, optional) what its job waits for
+ * (wait.what RDZV_WAIT_NONE: no member; a "for" the reader does not know reads as none). READY
+ * (agent -> daemon, after EVENT restart): one generation. */
 struct rdzv_heartbeat {
     uint64_t generation;
+    struct rdzv_wait wait;
     unsigned n_progress;                                   /* 0..RDZV_PROGRESS_MAX */
     struct rdzv_rank_progress progress[RDZV_PROGRESS_MAX]; /* last: parsing leaves
                                                             * progress[n_progress..] as it was */

@@ -201,8 +201,18 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             c->cbs.on_joined(c, j.spare, j.resumed, j.secret, c->ud);
         return;
     }
-    case RDZV_MSG_HEARTBEAT:
-        return; /* rdzvd is alive: the silence timer was rearmed by the read */
+    case RDZV_MSG_HEARTBEAT: {
+        /* rdzvd is alive: the silence timer was rearmed by the read. What it says the job waits
+         * for is told; an answer that does not decode is only alive (as before 1.15). */
+        struct rdzv_heartbeat *hb = c->cbs.on_wait ? malloc(sizeof(*hb)) : NULL;
+
+        if (hb && rdzv_msg_parse_heartbeat(body, len, hb, err, sizeof(err)) == 0)
+            c->cbs.on_wait(c, &hb->wait, c->ud);
+        else if (hb)
+            log_debug("rdzvd's HEARTBEAT answer: %s", err);
+        free(hb);
+        return;
+    }
     case RDZV_MSG_ROUND: {
         struct rdzv_round *rd = malloc(sizeof(*rd));
 

@@ -80,6 +80,9 @@ struct agent_client_cbs {
     /* REPLICAS (1.5): the replicas' endpoints, already added to the client's list (reconnects
      * go there); the caller may keep them for its next client. NULL: ignored. */
     void (*on_replicas)(struct agent_client *c, const struct rdzv_replicas *r, void *ud);
+    /* Every answer to a HEARTBEAT: what the job waits for (1.15; RDZV_WAIT_NONE: nothing, or
+     * an older rdzvd). NULL: ignored. */
+    void (*on_wait)(struct agent_client *c, const struct rdzv_wait *w, void *ud);
 };
 
 /* Connect to one of eps (copied), starting with eps->ep[first], retrying for up to

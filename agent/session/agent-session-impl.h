@@ -100,6 +100,10 @@ struct agent_session {
     /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
     struct agent_endpoints eps;
     unsigned ep_last;          /* the endpoint last joined through (eps) */
+    /* What rdzvd last said the job waits for (HEARTBEAT's answer), since when, and when this
+     * agent last said so (agent-session-wait.c; rdzv_now_ms, 0: not yet). */
+    enum rdzv_wait_for wait_for;
+    uint64_t wait_began_ms, wait_line_ms;
     struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
@@ -133,3 +137,8 @@ void agent_session_on_nccl_request(struct agent_client *c, const struct rdzv_ncc
 void agent_session_on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud);
 void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud);
 void agent_session_replica_send(void *ud, const struct rdzv_replica *ans);
+
+/* agent-session-wait.c: the client's on_wait (ud: the session): while the job waits (for its
+ * nodes, a rebuilt generation's nodes, a restart's backoff) for 10 s, a line every 30 s saying
+ * what it waits for, how long is left, and what to check. */
+void agent_session_on_wait(struct agent_client *c, const struct rdzv_wait *w, void *ud);

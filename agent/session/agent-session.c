@@ -430,8 +430,7 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
 }
 
 /* A check failed while this node takes part: rdzvd is told (UNHEALTHY), puts the node aside and
- * answers EVENT put_aside (on_event stops the workers, exit 69). Without a connection, the same
- * here and now. */
+ * answers EVENT put_aside (on_event stops the workers, exit 69); without a connection, here. */
 static void report_unhealthy(struct agent_session *a, const char *reason)
 {
     struct rdzv_unhealthy u;
@@ -746,7 +745,8 @@ static int agent_connect(struct agent_session *a)
                                    .on_lost = a->cfg.embedded ? NULL : on_lost,
                                    .on_joined = on_joined,
                                    .on_replica = agent_session_on_replica,
-                                   .on_replicas = agent_session_on_replicas},
+                                   .on_replicas = agent_session_on_replicas,
+                                   .on_wait = agent_session_on_wait},
         a, &a->client);
     if (r == 0)
         agent_client_set_silence(a->client, (uint64_t)(a->cfg.heartbeat_timeout_s * 1000));

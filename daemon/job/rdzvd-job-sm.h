@@ -158,6 +158,10 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m);
 
 /* HEARTBEAT: re-arms m's deadline; returns the job's generation for the answer. */
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
+/* What m's job waits for now, for the HEARTBEAT's answer (1.15): forming (nodes joined of its
+ * --nnodes, the join timeout's time left), a rebuilt generation's nodes coming back (the
+ * window's time left), a restart's backoff; RDZVD_WAIT_NONE (w zeroed) when it runs. */
+void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w);
 /* HEARTBEAT's progress (validated by the codec): kept when hb is of the job's generation and m
  * holds a node rank in it (local ranks >= the node's nproc are ignored); a report hb says came
  * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report

@@ -421,6 +421,7 @@ static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const 
     rdzvd_member_progress(m, &hb);
     hb.generation = rdzvd_member_heartbeat(m);
     hb.n_progress = 0;
+    rdzvd_member_wait(m, &hb.wait); /* what its job waits for, if anything (1.15) */
     /* Answer, so that the agent notices a silent daemon too. */
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);

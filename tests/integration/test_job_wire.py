@@ -63,7 +63,13 @@ class JobWire(DaemonTestCase):
         f = p.recv()
         self.assertIsNotNone(f, "rdzvd closed the connection")
         self.assertEqual(f[0], HEARTBEAT, f)
-        self.assertEqual(json.loads(f[1]), {"generation": 0})
+        ans = json.loads(f[1])
+        # Protocol 1.15: with what the job waits for, its nodes (1 of 2), the join timeout's
+        # time left.
+        left = ans["wait"].pop("left_ms")
+        self.assertEqual(ans, {"generation": 0,
+                               "wait": {"for": "nodes", "nodes": 1, "need": 2, "max": 2}})
+        self.assertTrue(590000 <= left <= 600000, left)
 
     def test_malformed_heartbeat_closes_the_connection(self):
         # Since HEARTBEAT carries progress its body is decoded like every other

@@ -5,9 +5,11 @@ never "waits for the other nodes", a join without a node rank is "any node rank"
 one's line is told to take its own --rdzv-id or --master-port. --print-launch takes a list of
 replicas as --endpoint, as the agent does. rdzvctl status shows a member
 that waits for its peers as waiting, not spare. A replica whose link port
-(--port + 1) is taken says which port and why."""
+(--port + 1) is taken says which port and why. A join wait is never silent: the agent says
+what it waits for and what to check."""
 import json
 import re
+import selectors
 import socket
 import os
 import subprocess
@@ -15,6 +17,23 @@ import tempfile
 import time
 
 from agenttest import AGENT, AgentTestCase, agent_cmd, finish, main, rdzvtest, start
+
+
+def read_stderr_until(p, pattern, timeout):
+    """Read p's stderr (an agent's log) until pattern matches; return the match's text."""
+    seen, deadline = b"", time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(p.stderr, selectors.EVENT_READ)
+        while True:
+            m = re.search(pattern, seen.decode(errors="replace"))
+            if m:
+                return m.group(0)
+            left = deadline - time.monotonic()
+            chunk = os.read(p.stderr.fileno(), 65536) if left > 0 and sel.select(left) else b""
+            if not chunk:
+                raise AssertionError("no line matching %r within %s s; the agent said:\n%s"
+                                     % (pattern, timeout, seen.decode(errors="replace")[-3000:]))
+            seen += chunk
 
 
 class TestAgentMessages(AgentTestCase):
@@ -90,6 +109,27 @@ class TestAgentMessages(AgentTestCase):
                               timeout=10).stdout
         self.assertIn("waiting", text)
         self.assertNotIn("spare", text)
+
+    def test_a_join_wait_speaks(self):
+        # Issue 47 item 2: two agents of one job, one of them given another port (a typo):
+        # before, each waited silently for the join timeout (600 s). Now each says, within
+        # seconds and then every 30 s, how many nodes joined, the time left, and what to check.
+        agents = []
+        for _ in range(2):
+            d = self.daemon()
+            p = start(agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "2", "--rdzv-id", "typo",
+                                "--heartbeat-timeout", "5", "--join-timeout", "120",
+                                worker=["true"]))
+            self.addCleanup(p.kill)
+            agents.append((p, d.port))
+        for p, port in agents:
+            line = read_stderr_until(p, r"still waiting for job typo's nodes[^\n]*", 40)
+            self.assertRegex(line, r"still waiting for job typo's nodes: 1 of --nnodes 2 joined "
+                                   r"\(1[01]\d s left before the join timeout\)\. Are the others "
+                                   r"started, with the same --rdzv-id typo and --endpoint "
+                                   r"127\.0\.0\.1:%d\? Another id or endpoint is another job"
+                                   % port)
+            self.assertIsNone(p.poll())
 
     def test_a_replica_whose_link_port_is_taken_names_the_port_and_the_cause(self):
         for _ in range(20):  # a port P whose P + 1 this test can hold

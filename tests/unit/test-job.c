@@ -77,6 +77,44 @@ static void test_below_min_fails_at_join_timeout(void)
     env_done(&e);
 }
 
+/* What a member's HEARTBEAT answer says the job waits for (issue 47: no silent wait): its nodes
+ * while it forms, with the join timeout's time left; nothing once it runs. */
+static void test_member_wait_while_forming(void)
+{
+    struct env e;
+    struct fake f[2] = {{0}};
+    struct rdzv_join jn = join_of(0, 2, 3, 0);
+    struct rdzv_wait w;
+
+    env_init(&e, -1);
+    jn.join_timeout_ms = 30000;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    run_ms(&e, 1000);
+    rdzvd_member_wait(f[0].m, &w);
+    ASSERT_EQ(w.what, RDZV_WAIT_NODES);
+    ASSERT_EQ(w.nodes, 1);
+    ASSERT_EQ(w.need, 2);
+    ASSERT_EQ(w.max, 3);
+    ASSERT_EQ(w.left_ms, 29000);
+    jn = join_of(1, 2, 3, 0);
+    jn.join_timeout_ms = 30000;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    rdzvd_member_wait(f[1].m, &w);
+    ASSERT_EQ(w.what, RDZV_WAIT_NODES); /* 2 of 2..3: the last call for a third */
+    ASSERT_EQ(w.nodes, 2);
+    ASSERT_EQ(w.left_ms, -1); /* no join timeout once MIN joined */
+    for (int k = 0; k < 2; k++) { /* the agents heartbeat meanwhile */
+        rdzvd_member_heartbeat(f[0].m);
+        rdzvd_member_heartbeat(f[1].m);
+        run_ms(&e, 30500);
+    }
+    /* The last call (60 s) over: the round closed at 2. */
+    ASSERT_EQ(f[0].nrounds, 1);
+    rdzvd_member_wait(f[0].m, &w);
+    ASSERT_EQ(w.what, RDZV_WAIT_NONE);
+    env_done(&e);
+}
+
 static void test_node_ranks_hints_honoured_and_unique(void)
 {
     struct env e;
@@ -630,6 +668,7 @@ int main(void)
     TEST(test_round_closes_at_max);
     TEST(test_round_closes_at_min_after_last_call);
     TEST(test_below_min_fails_at_join_timeout);
+    TEST(test_member_wait_while_forming);
     TEST(test_node_ranks_hints_honoured_and_unique);
     TEST(test_spare_waits_and_is_promoted);
     TEST(test_worker_exit_for_another_node_is_refused);

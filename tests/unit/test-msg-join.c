@@ -10,6 +10,7 @@
 #include "proto/rdzv-frame.h"
 #include "proto/rdzv-msg.h"
 #include "../tap.h"
+#include "msgtest.h"
 
 static char err[512];
 
@@ -17,19 +18,12 @@ static char err[512];
 static int round_trip(const struct rdzv_join *a, struct rdzv_join *b, char *body, size_t len)
 {
     struct rdzv_buf out = {0};
-    const uint8_t *p = NULL;
-    const char *why = NULL;
-    uint32_t n = 0;
-    uint8_t op = 0;
+    const uint8_t *p;
+    uint32_t n;
     int r;
 
     ASSERT_OK(rdzv_msg_put_join(&out, a));
-    ASSERT_TRUE(rdzv_frame_peek(rdzv_buf_head(&out), rdzv_buf_avail(&out), RDZV_MAX_MSG, &op, &p,
-                                &n, &why) > 0);
-    ASSERT_EQ(op, RDZV_MSG_JOIN);
-    ASSERT_TRUE(n < len);
-    memcpy(body, p, n);
-    body[n] = '\0';
+    msgtest_frame(&out, RDZV_MSG_JOIN, &p, &n, body, len);
     r = rdzv_msg_parse_join(p, n, b, err, sizeof(err));
     rdzv_buf_free(&out);
     return r;

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-msg-wait.c: HEARTBEAT's "wait" of protocol 1.15 (proto/rdzv-msg.h): what rdzvd's answer
+ * says the agent's job waits for. Absent, nothing is written (the answer an older agent reads);
+ * each kind goes and comes back; a "for" the reader does not know reads as none; a member out of
+ * range or of the wrong type is refused. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rdzv-buf.h"
+#include "proto/rdzv-frame.h"
+#include "proto/rdzv-msg.h"
+#include "../tap.h"
+#include "msgtest.h"
+
+#define BODY(s) (const uint8_t *)(s), strlen(s)
+
+static char err[512];
+
+/* a, put and parsed back into b: 0 or the parser's error. The body is kept in body. */
+static int round_trip(const struct rdzv_heartbeat *a, struct rdzv_heartbeat *b, char *body,
+                      size_t len)
+{
+    struct rdzv_buf out = {0};
+    const uint8_t *p;
+    uint32_t n;
+    int r;
+
+    ASSERT_OK(rdzv_msg_put_heartbeat(&out, a));
+    msgtest_frame(&out, RDZV_MSG_HEARTBEAT, &p, &n, body, len);
+    r = rdzv_msg_parse_heartbeat(p, n, b, err, sizeof(err));
+    rdzv_buf_free(&out);
+    return r;
+}
+
+static void test_heartbeat_wait(void)
+{
+    struct rdzv_heartbeat *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    char body[512];
+
+    ASSERT_NOT_NULL(a);
+    ASSERT_NOT_NULL(b);
+    a->generation = 2;
+    /* None: the answer as before 1.15. */
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_BYTES_STR(body, strlen(body), "{\"generation\":2}");
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_NONE);
+    /* Each kind, as sent. */
+    a->wait = (struct rdzv_wait){RDZV_WAIT_NODES, 1, 2, 4, 570000};
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_BYTES_STR(body, strlen(body),
+                     "{\"generation\":2,\"wait\":{\"for\":\"nodes\",\"nodes\":1,\"need\":2,"
+                     "\"max\":4,\"left_ms\":570000}}");
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_NODES);
+    ASSERT_EQ(b->wait.nodes, 1);
+    ASSERT_EQ(b->wait.need, 2);
+    ASSERT_EQ(b->wait.max, 4);
+    ASSERT_EQ(b->wait.left_ms, 570000);
+    a->wait = (struct rdzv_wait){RDZV_WAIT_REBUILD, 3, 4, 0, -1};
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_REBUILD);
+    ASSERT_EQ(b->wait.nodes, 3);
+    ASSERT_EQ(b->wait.left_ms, -1);
+    a->wait = (struct rdzv_wait){RDZV_WAIT_BACKOFF, 0, 0, 0, RDZV_WAIT_LEFT_MAX_MS};
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_BACKOFF);
+    ASSERT_EQ(b->wait.left_ms, RDZV_WAIT_LEFT_MAX_MS);
+    /* A kind of a later rdzvd: none, the HEARTBEAT read. */
+    ASSERT_OK(rdzv_msg_parse_heartbeat(BODY("{\"generation\":5,\"wait\":{\"for\":\"moon\","
+                                            "\"nodes\":1,\"need\":1,\"max\":1,\"left_ms\":0}}"),
+                                       b, err, sizeof(err)));
+    ASSERT_EQ(b->generation, 5);
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_NONE);
+    /* Out of range or of the wrong type: refused. */
+    static const char *const bad[] = {
+        "{\"generation\":1,\"wait\":1}",
+        "{\"generation\":1,\"wait\":{\"for\":\"nodes\",\"nodes\":1,\"need\":1,\"max\":1}}",
+        "{\"generation\":1,\"wait\":{\"for\":1,\"nodes\":1,\"need\":1,\"max\":1,\"left_ms\":0}}",
+        "{\"generation\":1,\"wait\":{\"for\":\"nodes\",\"nodes\":-1,\"need\":1,\"max\":1,"
+        "\"left_ms\":0}}",
+        "{\"generation\":1,\"wait\":{\"for\":\"nodes\",\"nodes\":1,\"need\":100001,\"max\":1,"
+        "\"left_ms\":0}}",
+        "{\"generation\":1,\"wait\":{\"for\":\"nodes\",\"nodes\":1,\"need\":1,\"max\":1,"
+        "\"left_ms\":-2}}",
+        "{\"generation\":1,\"wait\":{\"for\":\"nodes\",\"nodes\":1,\"need\":1,\"max\":1,"
+        "\"left_ms\":31536000001}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ASSERT_EQ(rdzv_msg_parse_heartbeat(BODY(bad[i]), b, err, sizeof(err)), -EBADMSG);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    TEST(test_heartbeat_wait);
+    return tap_done();
+}
