@@ -458,6 +458,13 @@ static void test_running_record_is_rebuilt_at_start(void)
     ASSERT_EQ(e.stores_open, 1); /* its store, on the port its record names */
     ASSERT_EQ(e.asked_port, 41000);
     ASSERT_TRUE(rdzvd_job_timer_due_in(j) <= 60);
+    {
+        struct rdzv_wait w; /* what its agent's HEARTBEAT answer says: 1 of 2 nodes back */
+
+        rdzvd_member_wait(f.m, &w);
+        ASSERT_TRUE(w.what == RDZV_WAIT_REBUILD && w.nodes == 1 && w.need == 2);
+        ASSERT_TRUE(w.left_ms > 0 && w.left_ms <= 60);
+    }
     for (int t = 0; t < 50 && !f.nevents; t++) {
         rdzvd_member_heartbeat(f.m);
         run_ms(&e, 10);

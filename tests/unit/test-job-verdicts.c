@@ -277,8 +277,9 @@ static void test_startup_failures_put_aside_without_spare(void)
 }
 
 /* Restarts back off (--restart-backoff 2): the first restart's generation forms at once, the
- * next one 1 s after its restart, the next ones 2 s (the cap), on the loop's timer; nothing
- * that happens meanwhile (every member ready) closes the round sooner. A one-node job whose
+ * next one 1 s after its restart, the next ones 2 s (the cap), on the loop's timer, and the
+ * agents' HEARTBEAT answers say so; nothing that happens meanwhile (every member ready) closes
+ * the round sooner. A one-node job whose
  * workers fail at start-up is not put aside: no other node tells its fault from the job's. */
 static void test_restarts_back_off(void)
 {
@@ -301,7 +302,12 @@ static void test_restarts_back_off(void)
         t0 = jt_now_ms();
         all_ready(f, 1, gen);
         if (wait_ms[gen - 1]) {
+            struct rdzv_wait w;
+
             ASSERT_EQ(f[0].nrounds, (int)gen); /* not yet */
+            rdzvd_member_wait(f[0].m, &w); /* what its agent is told it waits for */
+            ASSERT_EQ(w.what, RDZV_WAIT_BACKOFF);
+            ASSERT_EQ(w.left_ms, (int64_t)wait_ms[gen - 1]);
             run_ms(&e, wait_ms[gen - 1] - 200);
             ASSERT_EQ(f[0].nrounds, (int)gen);
             while (f[0].nrounds == (int)gen && jt_now_ms() - t0 < 10000)
