@@ -317,62 +317,53 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
     return r;
 }
 
-void rdzvd_job_save_back(struct rdzvd_job *j)
+/* WAITING for run_id in h's job table (since: unix ms; 0: an agent is back), as written: 0, or
+ * a negative errno (-EIO: applied, but the journal turned persistence off). */
+static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since)
 {
     struct rdzvd_job_record rec = {.generation = 0};
     int r;
 
-    if (!j->host.record_table || !rdzvd_job_waiting_since(j->host.record_table, j->run_id))
-        return;
-    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
-    r = decision_written(j, rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_WAITING, &rec));
+    snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
+    rec.waiting_since_ms = since;
+    r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_WAITING, &rec);
+    if (r >= 0 && h->record_journal && rdzvd_journal_failed(h->record_journal))
+        r = -EIO;
     if (r < 0)
-        log_warn_errno(r, "job=%s cannot record that an agent is back: after a restart its "
-                       "--abandon-after may count from when its agents left before",
-                       j->run_id);
+        log_warn_errno(r, since ? "job=%s cannot record since when it waits for its agents: a "
+                                  "restart counts its --abandon-after afresh"
+                                : "job=%s cannot record that an agent is back: after a restart "
+                                  "its --abandon-after may count from when its agents left "
+                                  "before",
+                       run_id);
+    return r < 0 ? r : 0;
+}
+
+void rdzvd_job_save_back(struct rdzvd_job *j)
+{
+    if (j->host.record_table && rdzvd_job_waiting_since(j->host.record_table, j->run_id))
+        (void)decide_waiting(&j->host, j->run_id, 0);
 }
 
 void rdzvd_job_save_leaving(struct rdzvd_job *j)
 {
-    struct rdzvd_job_record rec = {.generation = 0};
-    int r;
-
-    if (!j->host.record_table)
-        return;
-    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
-    rec.waiting_since_ms = (int64_t)(rdzvd_job_wall_s() * 1000);
-    r = decision_written(j, rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_WAITING, &rec));
-    if (r < 0)
-        log_warn_errno(r, "job=%s cannot record since when it waits for its agents: a restart "
-                       "counts its --abandon-after afresh",
-                       j->run_id);
+    if (j->host.record_table)
+        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s() * 1000));
 }
 
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
                                   uint64_t since_ms, uint64_t now_ms, int64_t wall_ms)
 {
-    struct rdzvd_job_record rec = {.generation = 0};
     int64_t kept = h->record_table ? rdzvd_job_waiting_since(h->record_table, run_id) : 0;
-    int r;
+    int64_t since_wall = wall_ms - (int64_t)(now_ms - since_ms);
 
     if (kept > 0) { /* since then, however many restarts or leaders since */
         uint64_t ago = wall_ms > kept ? (uint64_t)(wall_ms - kept) : 0;
 
         return ago < now_ms ? now_ms - ago : 1;
     }
-    if (!h->record_table)
-        return since_ms;
-    snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
-    rec.waiting_since_ms = wall_ms - (int64_t)(now_ms - since_ms);
-    if (rec.waiting_since_ms < 1)
-        rec.waiting_since_ms = 1;
-    r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_WAITING, &rec);
-    if (r >= 0 && h->record_journal && rdzvd_journal_failed(h->record_journal))
-        r = -EIO;
-    if (r < 0)
-        log_warn_errno(r, "job=%s cannot record since when it waits for its agents: a restart "
-                       "counts its --abandon-after afresh",
-                       run_id);
+    if (h->record_table)
+        (void)decide_waiting(h, run_id, since_wall < 1 ? 1 : since_wall);
     return since_ms;
 }
 

@@ -101,26 +101,46 @@ def attack_items(port, until, n):
     return reconnecting(port, until, lambda c: None, push)
 
 
-def attack_waits(port, until, n):
-    """Keeps 24 connections each waiting on --max-wait-keys missing keys."""
-    seq = iter(range(1 << 62))
+def pool(port, until, k, timeout, opened, push, pause):
+    """Keeps k connections open (opened(c) on each new one) and push(c) on each every pause s,
+    a connection rdzvd closed (push raised) replaced at once. Returns how many were closed."""
     conns, closed = [], 0
     while time.monotonic() < until:
-        for c in [c for c in conns if not c.is_open()]:
-            conns.remove(c)
-            c.close()
-            closed += 1
-        while len(conns) < 24 and time.monotonic() < until:
+        while len(conns) < k and time.monotonic() < until:
             try:
-                c = Client(port, timeout=5)
-                c.wait_send([b"atkw/%d/%d/%d" % (n, next(seq), k) for k in range(WAIT_KEYS)])
+                c = Client(port, timeout=timeout)
+                opened(c)
                 conns.append(c)
             except (OSError, AssertionError):
                 closed += 1
-        time.sleep(0.05)
+                break
+        for c in list(conns):
+            try:
+                push(c)
+            except socket.timeout:
+                pass  # rdzvd reads it later, or paused reading it: as it should
+            except (OSError, AssertionError):
+                conns.remove(c)
+                c.close()
+                closed += 1
+        time.sleep(pause)
     for c in conns:
         c.close()
     return closed
+
+
+def still_open(c):
+    if not c.is_open():
+        raise ConnectionResetError("closed by rdzvd")
+
+
+def attack_waits(port, until, n):
+    """Keeps 24 connections each waiting on --max-wait-keys missing keys."""
+    seq = iter(range(1 << 62))
+
+    def opened(c):
+        c.wait_send([b"atkw/%d/%d/%d" % (n, next(seq), k) for k in range(WAIT_KEYS)])
+    return pool(port, until, 24, 5, opened, still_open, 0.05)
 
 
 def attack_input(port, until, n):
@@ -128,56 +148,14 @@ def attack_input(port, until, n):
     head = enc("modern", "SET", s(b"atki/%d" % n), s(b""))
     # the SET's frame with its value's length made 4 MiB; the value follows 64 KiB at a time
     head = head[:-8] + struct.pack("<Q", 4 * MIB)
-    conns, closed = [], 0
     part = b"i" * (64 * KIB)
-    while time.monotonic() < until:
-        while len(conns) < 24:
-            try:
-                c = Client(port, timeout=1)
-                c.send(head)
-                conns.append(c)
-            except (OSError, AssertionError):
-                closed += 1
-                break
-        for c in list(conns):
-            try:
-                c.send(part)
-            except socket.timeout:
-                pass  # rdzvd reads it later
-            except OSError:
-                conns.remove(c)
-                c.close()
-                closed += 1
-        time.sleep(0.02)
-    for c in conns:
-        c.close()
-    return closed
+    return pool(port, until, 24, 1, lambda c: c.send(head), lambda c: c.send(part), 0.02)
 
 
 def attack_replies(port, until, n):
     """8 connections asking for a 100 KiB value again and again, never reading a reply."""
     get = enc("modern", "GET", s(b"atk/big")) * 64
-    conns, closed = [], 0
-    while time.monotonic() < until:
-        while len(conns) < 8:
-            try:
-                c = Client(port, timeout=0.2)
-                conns.append(c)
-            except (OSError, AssertionError):
-                closed += 1
-                break
-        for c in list(conns):
-            try:
-                c.send(get)
-            except socket.timeout:
-                pass  # rdzvd paused reading it: as it should
-            except OSError:
-                conns.remove(c)
-                c.close()
-                closed += 1
-    for c in conns:
-        c.close()
-    return closed
+    return pool(port, until, 8, 0.2, lambda c: None, lambda c: c.send(get), 0)
 
 
 def attack_conns(port, until, n):
