@@ -15,6 +15,8 @@
 #include "agent/session/agent-replica.h"
 #include "agent/session/agent-session.h"
 
+struct agent_assignment;
+
 /* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
  * generation, which the ROUND re-forms). RUNNING: this generation's workers run. LEFT: they
  * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
@@ -126,6 +128,14 @@ void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t
  * other workers at once (fail fast). In place: they keep running, and READY goes out once the
  * daemon's EVENT restart came and every failed rank is reaped. */
 void agent_session_fail_local(struct agent_session *a, unsigned local_rank);
+
+/* The worker group's assignment for the current generation (strings in a->round). */
+void agent_session_round_assignment(const struct agent_session *a, struct agent_assignment *as);
+/* agent-session-inplace.c, --recovery inplace: a worker that could not be told the generation has
+ * exited: start its replacement in it now (0 or -errno); a ROUND: tell each running worker the
+ * new generation and start the missing ranks (agent_group_start_ranks' result). */
+int agent_session_replace_late(struct agent_session *a, unsigned local_rank);
+int agent_session_round_in_place(struct agent_session *a, const struct agent_assignment *as);
 
 /* agent-session-hosting.c: the client's callbacks for what rdzvd asks the agent to host (ud:
  * the session). NCCL_REQUEST: this generation's NCCL ids (and, asked for, its store), answered

@@ -56,24 +56,6 @@ static bool has_survivors(const struct agent_session *a)
     return a->state == AG_JOINING && a->group && agent_group_running(a->group) > 0;
 }
 
-/* The worker group's assignment for the current generation (strings in a->round). */
-static void round_assignment(const struct agent_session *a, struct agent_assignment *as)
-{
-    const struct rdzv_round *r = &a->round;
-
-    *as = (struct agent_assignment){
-        .generation = r->generation,
-        .node_rank = (unsigned)r->node_rank,
-        .nnodes = (unsigned)r->nnodes,
-        .rank_offset = (unsigned)r->rank_offset,
-        .world_size = (unsigned)r->world_size,
-        .master_addr = r->master_addr,
-        .master_port = (unsigned)r->master_port,
-        .nccl_id_hex = r->n_ids ? r->ids[0] : NULL,
-        .restart_count = (unsigned)r->restart_count,
-    };
-}
-
 static void health_cb(void *ud, bool healthy, const char *reason);
 
 static void send_ready(struct agent_session *a, uint64_t gen)
@@ -143,21 +125,6 @@ static void ready_in_place(struct agent_session *a)
     send_ready(a, a->stopping_gen);
 }
 
-/* --recovery inplace: a worker that could not be told the generation has exited: start its
- * replacement in it now (the others wait for it in their re-forming). 0 or -errno. */
-static int replace_late(struct agent_session *a, unsigned local_rank)
-{
-    struct agent_assignment as;
-
-    round_assignment(a, &as);
-    a->late[local_rank] = false;
-    memset(a->spawn, 0, (size_t)a->cfg.nproc * sizeof(*a->spawn));
-    a->spawn[local_rank] = true;
-    log_info("starting local rank %u again in generation %" PRIu64
-             " (it ended before it could be told)", local_rank, as.generation);
-    return agent_group_start_ranks(a->group, &as, a->spawn);
-}
-
 /* The signals a scheduler or a terminal sends to every process of a job step (held above). */
 static bool step_signal(int sig)
 {
@@ -205,7 +172,7 @@ void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_
 
     (void)g;
     if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
-        replace_late(a, local_rank) == 0)
+        agent_session_replace_late(a, local_rank) == 0)
         return;
     if (status == 0 && sig == 0)
         return; /* the group logged the exit, once */
@@ -246,45 +213,6 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
     }
 }
 
-/* --recovery inplace: tell each running worker the new generation on its control channel (first,
- * so that they re-form while the others start), then start only the missing local ranks. A
- * worker that cannot be told (its channel is full: it does not read it) is killed: its exit is
- * then a failure of this generation. */
-static int round_in_place(struct agent_session *a, const struct agent_assignment *as)
-{
-    unsigned kept = 0, missing = 0, n = (unsigned)a->cfg.nproc;
-    char line[AGENT_ENV_CONTROL_LINE_MAX];
-
-    for (unsigned i = 0; i < n; i++) {
-        int len, e;
-
-        a->spawn[i] = !agent_group_rank_running(a->group, i);
-        if (a->spawn[i]) {
-            missing++;
-            continue;
-        }
-        len = agent_env_control_line(as, i, line, sizeof(line));
-        e = len < 0 ? len : agent_group_control_send(a->group, i, line, (size_t)len);
-        if (e == -ENOTCONN) {
-            /* It closed its channel: it is exiting, and its exit is not seen yet. */
-            log_info("worker (local rank %u) is exiting; it is started again when it has", i);
-            a->late[i] = true;
-            continue;
-        }
-        if (e < 0) {
-            log_error_errno(e, "cannot tell worker (local rank %u) the new generation; killing it "
-                            "and starting it again", i);
-            agent_group_signal_rank(a->group, i, SIGKILL);
-            a->late[i] = true;
-            continue;
-        }
-        kept++;
-    }
-    log_info("generation %" PRIu64 " in place: %u workers keep running, %u start", as->generation,
-             kept, missing);
-    return agent_group_start_ranks(a->group, as, a->spawn);
-}
-
 static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
 {
     struct agent_session *a = ud;
@@ -300,7 +228,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     }
     a->round = *r;
     agent_store_round(a->store, r->generation);
-    round_assignment(a, &as);
+    agent_session_round_assignment(a, &as);
     keep = has_survivors(a);
     if (!a->cfg.embedded)
         rdzv_log_set_context("job=%s gen=%" PRIu64 " node=%s", a->cfg.run_id, r->generation,
@@ -316,7 +244,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     a->dropped = false;
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
     if (keep)
-        e = round_in_place(a, &as);
+        e = agent_session_round_in_place(a, &as);
     else if (a->cfg.inplace)
         /* READY went out once the failed ranks exited, not once the group drained: what they
          * left (a descendant holding their output) may still be open. A partial start of every
