@@ -34,6 +34,9 @@ int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t l
     case RDZV_PROGRESS_DONE:
         n = snprintf(buf, len, "done\n");
         break;
+    case RDZV_PROGRESS_CONTROL:
+        n = snprintf(buf, len, "control\n");
+        break;
     case RDZV_PROGRESS_SLOW:
         if (p->step < 1 || p->step > RDZV_PROGRESS_SLOW_MAX)
             return -EINVAL;
@@ -83,6 +86,10 @@ int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p
     }
     if (n == 4 && memcmp(line, "done", 4) == 0) {
         *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_DONE};
+        return 0;
+    }
+    if (n == 7 && memcmp(line, "control", 7) == 0) {
+        *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_CONTROL};
         return 0;
     }
     if (n == 6 && memcmp(line, "stacks", 6) == 0) {

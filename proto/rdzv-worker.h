@@ -7,6 +7,7 @@
  *     while blocked on the peers (alive), "stacks\n" once: it dumps its threads' stacks into
  *     RDZV_STACKS_FILE on signal RDZV_STACKS_SIGNAL; "slow N\n" before a step that may take up
  *     to N seconds; "done\n" once its work is over and it is exiting (no longer watched);
+ *     "control\n" once: it follows the control channel (recovery in place);
  *   control channel (agent -> worker, RDZV_CONTROL_FD, recovery in place): one JSON object per
  *     line, {"op":"generation",...}: the worker's rank, world and store in a new generation.
  *
@@ -35,6 +36,9 @@ enum rdzv_progress_kind {
                            * shutdown may take a while): its progress is no longer watched, and
                            * it no longer dumps its stacks on the signal (whose default action
                            * would end it) */
+    RDZV_PROGRESS_CONTROL, /* "control": it follows the control channel (a new generation there
+                            * re-forms it in place); a worker that never says it is restarted
+                            * with its generation under --recovery inplace */
 };
 
 #define RDZV_PROGRESS_SLOW_MAX 604800 /* a week, in seconds */

@@ -225,6 +225,28 @@ static int train_step(struct trainer *t, float *ret_loss)
     return 0;
 }
 
+/* One line on the progress channel, in one write; after an error other than EAGAIN/EINTR (the
+ * agent is gone) the channel is dropped. */
+static void progress_write(struct trainer *t, const struct rdzv_progress_line *pl)
+{
+    char line[RDZV_PROGRESS_LINE_MAX + 2];
+    int n = rdzv_progress_format(pl, line, sizeof(line));
+
+    if (n > 0 && write(t->progress_fd, line, (size_t)n) < 0 && errno != EAGAIN &&
+        errno != EINTR) {
+        terr(t, "progress channel (RDZV_PROGRESS_FD=%d): %s; no more reports", t->progress_fd,
+             strerror(errno));
+        t->progress_fd = -1;
+    }
+}
+
+/* A line of kind with no number ("control"), when the channel is there. */
+static void progress_say(struct trainer *t, enum rdzv_progress_kind kind)
+{
+    if (t->progress_fd >= 0)
+        progress_write(t, &(struct rdzv_progress_line){.kind = kind});
+}
+
 /* Tell the agent (RDZV_PROGRESS_FD) that step t->step is done, with its compute time when it
  * was timed ("step N compute_ms M"): one write of one line, atomic on the pipe. A failed write
  * (agent gone, pipe full) is not the training's problem: after an error other than EAGAIN/EINTR the
@@ -234,18 +256,11 @@ static void progress_report(struct trainer *t)
     struct rdzv_progress_line pl = {.kind = RDZV_PROGRESS_STEP, .step = t->step,
                                     .has_compute = t->compute_ms <= RDZV_COMPUTE_MS_MAX,
                                     .compute_ms = (uint32_t)t->compute_ms};
-    char line[RDZV_PROGRESS_LINE_MAX + 2];
-    int n;
 
     if (t->progress_fd < 0 || t->step == t->progress_last)
         return;
     t->progress_last = t->step;
-    n = rdzv_progress_format(&pl, line, sizeof(line));
-    if (write(t->progress_fd, line, (size_t)n) < 0 && errno != EAGAIN && errno != EINTR) {
-        terr(t, "progress channel (RDZV_PROGRESS_FD=%d): %s; no more reports", t->progress_fd,
-             strerror(errno));
-        t->progress_fd = -1;
-    }
+    progress_write(t, &pl);
 }
 
 /* Wall-clock seconds (CLOCK_REALTIME), for the "t" of each step line: comparable across
@@ -393,6 +408,7 @@ int trainer_run(const struct trainer_opts *o, FILE *out)
             terr(&t, "cannot watch the control channel: %s", strerror(-r));
             return r;
         }
+        progress_say(&t, RDZV_PROGRESS_CONTROL); /* a new generation there re-forms this rank */
     }
 
     r = load_data(&t);

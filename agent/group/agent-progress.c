@@ -135,8 +135,8 @@ static void auto_sample(struct agent_worker *w, uint64_t ms)
 }
 
 /* One line of the channel: "step N", "wait" (alive, blocked on its peers since its last step),
- * "stacks", "slow N" or "done" (exiting: not watched from now). Anything else is the worker's
- * mistake, not ours. */
+ * "stacks", "control", "slow N" or "done" (exiting: not watched from now). Anything else is the
+ * worker's mistake, not ours. */
 static void progress_line(struct agent_worker *w, char *line, size_t n)
 {
     struct worker_progress *p = &w->progress;
@@ -150,6 +150,10 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     }
     if (pl.kind == RDZV_PROGRESS_STACKS) {
         p->stacks = !p->done;
+        return;
+    }
+    if (pl.kind == RDZV_PROGRESS_CONTROL) {
+        p->control = true;
         return;
     }
     if (pl.kind == RDZV_PROGRESS_DONE) {
@@ -257,6 +261,7 @@ int agent_progress_open(struct agent_worker *w, int *ret_child_fd)
     p->w = w;
     p->open = true;
     p->reported = p->hung = p->skip = p->waiting = p->stacks = p->slow_step = p->done = false;
+    p->control = false;
     p->slow_until = 0;
     p->step = 0;
     p->len = 0;

@@ -78,6 +78,7 @@ struct worker_progress {
     bool waiting;  /* the last line was "wait": blocked on its peers, alive */
     bool stacks;   /* it said "stacks": it dumps them on the signal (agent-stacks.h) */
     bool done;     /* it said "done": exiting, no longer watched, no stacks signal */
+    bool control;  /* it said "control": it follows the control channel (re-forms in place) */
     bool slow_step;    /* "slow N" came during the step under way: its time is not a sample */
     uint64_t slow_until; /* loop time until which the step under way may run ("slow N") */
     /* --progress-timeout auto: the last step times (ms), and the timeout they give (0: none yet,

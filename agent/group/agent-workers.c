@@ -744,6 +744,15 @@ bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank)
     return local_rank < g->cfg.nproc && g->workers[local_rank].running;
 }
 
+unsigned agent_group_following(const struct agent_group *g)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < g->cfg.nproc && g->cfg.progress; i++)
+        n += g->workers[i].progress.control;
+    return n;
+}
+
 int agent_group_reaper_pid(const struct agent_group *g)
 {
     return agent_reaper_link_pid(g);

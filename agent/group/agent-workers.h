@@ -232,6 +232,9 @@ void agent_group_stop(struct agent_group *g, int signum);
 unsigned agent_group_running(const struct agent_group *g);
 /* Whether local_rank's worker runs (spawned, exit not yet seen); false out of range. */
 bool agent_group_rank_running(const struct agent_group *g, unsigned local_rank);
+/* The workers of the current (or last) start that said "control" on their progress channel: they
+ * follow the control channel (a new generation there re-forms them), running or not. */
+unsigned agent_group_following(const struct agent_group *g);
 
 /* The last progress report of local_rank in the current (or last) start: its step, and how long
  * ago it came (loop time) in *age_ms. Either pointer may be NULL. 0, -ENODATA when the worker has

@@ -118,6 +118,12 @@ struct agent_session {
      * is over): its workers are stopped even in place (their state is of no generation the job
      * runs, and a spare holds no worker); cleared by the next ROUND. */
     bool dropped;
+    /* follows: a worker of this agent said "control" (it follows the control channel; every
+     * worker runs the same command, so it speaks for the others, a replacement still starting
+     * included). plain: a failure came before any did (a plain script, or rdzv.torch's Job not
+     * made yet): this generation's workers here all restart, as without in place; cleared by the
+     * next ROUND. plain_said: that was said (once an agent's life). */
+    bool follows, plain, plain_said;
 };
 
 /* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for

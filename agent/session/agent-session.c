@@ -104,12 +104,42 @@ void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t
     a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
+/* --recovery inplace, and this generation's workers here stay to re-form in it. */
+static bool in_place(const struct agent_session *a)
+{
+    return a->cfg.inplace && !a->dropped && !a->plain;
+}
+
+/* A failure (here or elsewhere) in a running generation: whether the workers here keep running
+ * to re-form in place. Not before one of them said it follows the control channel: told a new
+ * generation, a plain DDP script's survivor would not re-form (it blocks or dies on its lost
+ * peer, and the next generation would mix it with new workers), so the generation restarts here
+ * as under --recovery restart; said once. */
+static bool keep_in_place(struct agent_session *a)
+{
+    if (!in_place(a))
+        return false;
+    if (a->follows || agent_group_following(a->group) > 0) {
+        a->follows = true;
+        return true;
+    }
+    a->plain = true;
+    if (!a->plain_said)
+        log_warn("--recovery inplace: no worker here has said it follows rdzv's control channel "
+                 "(a script does once it makes rdzv.torch's Job; rdzv-train does at start), so "
+                 "this failure restarts the whole generation here, as --recovery restart does");
+    a->plain_said = true;
+    return false;
+}
+
 void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
 {
+    bool keep = keep_in_place(a);
+
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
     a->restart_pending = false;
-    if (a->cfg.inplace)
+    if (keep)
         a->failed[local_rank] = true;
     else
         agent_group_stop(a->group, SIGTERM);
@@ -117,7 +147,7 @@ void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
 
 static void ready_in_place(struct agent_session *a)
 {
-    if (a->state != AG_RESTARTING || !a->restart_pending || a->dropped)
+    if (a->state != AG_RESTARTING || !a->restart_pending || !in_place(a))
         return;
     for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++)
         if (a->failed[i] && agent_group_rank_running(a->group, i))
@@ -148,9 +178,9 @@ static void worker_failed(struct agent_session *a, unsigned local_rank, int64_t 
     /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
      * with a restart or the job's end. In place, only this one is gone. */
     agent_session_report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
-    if (a->cfg.inplace)
-        log_info("the other workers keep running (--recovery inplace)");
     agent_session_fail_local(a, local_rank);
+    if (in_place(a))
+        log_info("the other workers keep running (--recovery inplace)");
 }
 
 static void hold_cb(uv_timer_t *t)
@@ -241,7 +271,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     session_set_state(a, AG_RUNNING);
     a->workers_gone = false;
     a->local_failure = false;
-    a->dropped = false;
+    a->dropped = a->plain = false;
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
     if (keep)
         e = agent_session_round_in_place(a, &as);
@@ -272,7 +302,7 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
     case AG_RUNNING:
         if (a->round.generation != e->generation)
             break;
-        if (a->cfg.inplace && !a->dropped) {
+        if (keep_in_place(a)) {
             log_warn("re-forming in place: %s", e->summary);
             send_ready(a, e->generation);
             return;
@@ -289,9 +319,9 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
         if (!a->local_failure)
             log_warn("restarting: %s", e->summary);
         a->restart_pending = true;
-        if (a->dropped && !a->workers_gone)
+        if ((a->dropped || a->plain) && !a->workers_gone)
             agent_group_stop(a->group, SIGTERM); /* in place: the survivors go too */
-        if (a->cfg.inplace && !a->dropped)
+        if (in_place(a))
             ready_in_place(a);
         else if (a->workers_gone)
             send_ready(a, e->generation);

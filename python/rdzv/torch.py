@@ -113,6 +113,10 @@ class Job:
         wait_ms = os.environ.get("RDZV_PROGRESS_WAIT_MS", "")
         self._wait_s = int(wait_ms) / 1000 if wait_ms.isdigit() and int(wait_ms) > 0 else None
         if self._ctl is not None:
+            # Tell the agent this rank follows the control channel (proto/WORKER.md "control"):
+            # under --recovery inplace it then keeps it running to re-form; a worker that never
+            # says so is restarted with its generation.
+            _rdzv._write(b"control\n")
             # The lines that came while the script started (importing torch takes a second or
             # more): generation 1 may have failed meanwhile, its store is then gone.
             buf = self._take(self._pending())

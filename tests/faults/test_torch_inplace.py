@@ -12,7 +12,8 @@ read), every agent not killed exits 0, and the step count and final loss equal a
 run's (REL; in (d) the global batch and the sample order do not depend on the world size, so the
 losses differ only by the order of floating-point sums). The same script, unchanged, under
 --recovery restart (it resumes from the step-40 checkpoint and ends with the same loss) and under
-torchrun 1.13."""
+torchrun 1.13. A plain DDP script (no rdzv.torch) under --recovery inplace restarts its
+generation."""
 import json
 import os
 import shutil
@@ -62,13 +63,14 @@ class TorchInplace(FaultTestCase):
         return [PYTHON, SCRIPT, "--steps", str(STEPS), "--lr", "2e-4", "--ckpt-dir", self.ckpt,
                 "--ckpt-every", "20", "--log-every", "1"]
 
-    def agent(self, run_id, i, *args, nnodes="2", name=None, env=None, wrap=()):
+    def agent(self, run_id, i, *args, nnodes="2", name=None, env=None, wrap=(), worker=None):
         """Agent i (node rank i; None: a spare or a joining node, no --node-rank) of a job;
-        env is added to its environment, wrap goes before the worker's command."""
+        env is added to its environment, wrap goes before the worker's command (worker, default
+        the autoencoder's)."""
         rank = ["--node-rank", str(i)] if isinstance(i, int) else []
         cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", "2",
                "--nnodes", nnodes, *rank, "--max-restarts", "3", *args, "--", *wrap,
-               *self.worker()]
+               *(worker or self.worker())]
         name = name or f"{run_id}{i}"
         out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
@@ -233,12 +235,13 @@ class TorchInplace(FaultTestCase):
 
     def test_7_the_job_moved_on_before_the_survivors_joined(self):
         """A bad node put aside, with this script: the bad node's workers die 0.3 s after they
-        start, long before the good node's have imported torch, so the job re-forms in place twice
-        (the second time with the spare) while those are still starting. They join the newest
-        generation the control channel names, not generation 1, whose store is gone (before: they
-        waited for it until their 60 s timeout and died). The good node's workers are the same
-        processes to the end, the spare's run with them, the bad node's agent exits 69 and the
-        result is the uninterrupted run's (nobody held a state: a fresh start)."""
+        start, long before the good node's have imported torch, so the job moves on twice (the
+        second time with the spare) while those are still starting. None of them has said yet
+        that it follows the control channel (rdzv.torch's Job says it once made), so each
+        failure restarts the good node's workers with the generation (before issue 47's item 1
+        they were kept and joined the newest generation; rdzv.torch's own wait for that is
+        test_8's). The spare's run with them, the bad node's agent exits 69, and the result is
+        the uninterrupted run's (nobody held a state: a fresh start)."""
         want = self.uninterrupted()
         wrap = ["/bin/sh", "-c", 'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.3; exit 3; fi; '
                                  'exec "$@"', "worker"]
@@ -253,8 +256,10 @@ class TorchInplace(FaultTestCase):
         self.assertEqual(bad.p.wait(timeout=30 * ipf.SLOW), 69, self.dump([bad, good, spare]))
         self.finish_job([good, spare], timeout=120)
         dump = self.dump([bad, good, spare])
-        self.assertEqual(len(good.started()), 2, "the good node's workers started once" + dump)
-        self.assertEqual(sorted(good.exits().values()), [0, 0], dump)
+        self.assertEqual(len(good.started()), 6,
+                         "the good node's workers started in each of the 3 generations" + dump)
+        self.assertEqual(good.log().count("has said it follows rdzv's control channel"), 1, dump)
+        self.assertEqual(sorted(v for v in good.exits().values() if v == 0), [0, 0], dump)
         self.assertEqual(len(spare.started()), 2, dump)
         # Two failures put it aside: each of its two ranks started at most twice (in place, the
         # second failure may be the other rank's first).
@@ -308,6 +313,32 @@ class TorchInplace(FaultTestCase):
         self.assertEqual(p.returncode, 0, err.decode()[-2000:])
         self.assertEqual(out.decode().split(), ["joined", "3", "1"], err.decode()[-2000:])
         self.assertNotIn("timed out", err.decode())
+
+    def test_9_a_plain_ddp_script_restarts_its_generation(self):
+        """Issue 47 case 1: --recovery inplace with a DDP script that does not use rdzv.torch. A
+        worker SIGKILLed at step 5: its survivors cannot re-form (they never said "control" on
+        the progress channel), so both agents restart the whole generation, as --recovery
+        restart does, and each says why, once; the job ends. Before, the survivors were kept:
+        one crashed on its lost peer, the next generation mixed an old worker with new ones,
+        and nothing was printed until the gloo timeout."""
+        plain = [PYTHON, os.path.join(HERE, "plain_ddp.py"), "30"]
+        agents = [self.agent("plain", i, "--recovery", "inplace", worker=plain) for i in (0, 1)]
+        pids = self.wait_workers(agents)
+        self.wait_step(agents[0], 5, agents, timeout=60)
+        os.kill(pids[3], signal.SIGKILL)
+        self.finish_job(agents, timeout=60)
+        dump = self.dump(agents)
+        for a in agents:
+            log = a.log()
+            self.assertEqual(log.count("has said it follows rdzv's control channel"), 1, dump)
+            self.assertNotIn("keep running (--recovery inplace)", log, dump)
+            self.assertNotIn("re-forming in place", log, dump)
+        started = [s for a in agents for s in a.started()]
+        self.assertEqual(sorted(r for r, _ in started), [0, 0, 1, 1, 2, 2, 3, 3],
+                         "every rank started again" + dump)
+        self.assertNotIn(pids[0], [pid for r, pid in started[1:] if r == 0], dump)
+        d = self.done(agents[0])
+        self.assertEqual((d["step"], d["world"], d["restart"]), (30, 4, 1), dump)
 
     def test_5_the_same_script_restarts_from_its_checkpoint(self):
         want = self.uninterrupted()

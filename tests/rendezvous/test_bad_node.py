@@ -24,8 +24,10 @@ RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname
 
 # Each start appends its generation to starts.<node>; a bad node's worker dies half a second
 # (RDZV_TEST_BAD_AFTER) after it starts (long enough for the spare to join meanwhile), the others
-# run RDZV_TEST_RUN seconds (default 3) and exit 0.
+# run RDZV_TEST_RUN seconds (default 3) and exit 0. Under --recovery inplace it says it follows
+# the control channel (proto/WORKER.md "control"): a sleeping survivor has nothing to re-form.
 WORKER = ["/bin/sh", "-c",
+          'if [ -n "$RDZV_CONTROL_FD" ]; then echo control >&"$RDZV_PROGRESS_FD"; fi; '
           'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/starts.$RDZV_TEST_NODE"; '
           'if [ -n "$RDZV_TEST_BAD" ]; then sleep "${RDZV_TEST_BAD_AFTER:-0.5}"; exit 3; fi; '
           'sleep "${RDZV_TEST_RUN:-3}"; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']

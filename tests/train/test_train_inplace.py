@@ -51,8 +51,8 @@ class Rank:
             if not b:
                 break
             self.buf += b
-            lines = self.buf.split(b"\n")
-            if len(lines) > 1 and int(lines[-2].split()[1]) >= step:
+            lines = [ln for ln in self.buf.split(b"\n")[:-1] if ln.startswith(b"step ")]
+            if lines and int(lines[-1].split()[1]) >= step:
                 return
         raise AssertionError("no progress report of step %d: %r" % (step, self.buf[-200:]))
 
@@ -77,7 +77,11 @@ class Rank:
             os.close(self.prog_r)
 
     def steps(self):
-        return [int(line.split()[1]) for line in self.buf.decode().splitlines()]
+        """The steps reported; the channel's first line is "control" (it follows the control
+        channel, said before any step)."""
+        lines = self.buf.decode().splitlines()
+        assert lines[:1] == ["control"], lines[:3]
+        return [int(line.split()[1]) for line in lines if line.startswith("step ")]
 
 
 class InplaceTest(tt.rdzvtest.DaemonTestCase):

@@ -82,6 +82,8 @@ static void test_progress(void)
     progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_WAIT}, "wait\n");
     progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_STACKS}, "stacks\n");
     progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_DONE}, "done\n");
+    progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_CONTROL},
+                        "control\n");
     progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_SLOW, .step = 600},
                         "slow 600\n");
     progress_round_trip(
@@ -101,7 +103,8 @@ static void test_progress(void)
         "Step 1",    "wait ",   "waiting", "",
         "step 0x10", "stacks ", "stack",   "done ",
         "Done",      "don",     "slow 0",  "slow 604801",
-        "slow",      "slow x"};
+        "slow",      "slow x",  "control ", "Control",
+        "contro"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ASSERT_EQ(rdzv_progress_parse(bad[i], strlen(bad[i]), &p), -EINVAL);
     /* The length is n, not the NUL: "step 12" cut to "step 1". */
