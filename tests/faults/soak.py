@@ -170,7 +170,8 @@ class Soak:
                 self.net = ReplicaHosts(replicas)
             self.ep = ",".join(f"{self.raddr(i)}:{p}" for i, p in enumerate(self.rports))
             self.ds = [None] * replicas
-        self.run_id = "soak"
+        # Its own, per run: the host's worker reaper is per run id, and two soaks may run at once
+        self.run_id = f"soak-{os.getpid()}"
         self.d = None
         self.dlog = open(os.path.join(tmp, "rdzvd.log"), "ab")
         self.agents = []   # [Popen], every agent started, in order
@@ -376,7 +377,7 @@ class Soak:
         cur = sorted(last.values(), key=lambda s: s.rank)
         return g, max(s.restart for s in cur), cur
 
-    FORMED_RE = re.compile(r"job=soak gen=\d+ generation (\d+) formed: .* restart (\d+) of")
+    FORMED_RE = re.compile(r"job=soak-\d+ gen=\d+ generation (\d+) formed: .* restart (\d+) of")
 
     def formed(self, since=0):
         """[(generation, restart count)] rdzvd formed (its log since since). In place the
