@@ -316,8 +316,8 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
     case AG_RESTARTING:
         if (a->stopping_gen != e->generation)
             break;
-        if (!a->local_failure)
-            log_warn("restarting: %s", e->summary);
+        /* Said here too when the root cause is ours: every agent of the job says the same. */
+        log_warn("restarting: %s", e->summary);
         a->restart_pending = true;
         if ((a->dropped || a->plain) && !a->workers_gone)
             agent_group_stop(a->group, SIGTERM); /* in place: the survivors go too */

@@ -61,6 +61,11 @@ class TestWorkerFaults(FaultTestCase):
         self.assertTrue(any(re.search(r"worker rank 2 \(local rank 0, pid \d+\) was killed by "
                                       r"signal 9", e)
                             for e in errs), "the victim's agent logs the signal")
+        # Issue 47 item 3: every agent says the root cause, the victim's too (it said only the
+        # signal before).
+        for e in errs:
+            self.assertRegex(e, r"restarting: root cause: worker rank 2 \(local rank 0\) on node "
+                                r"rank \d \(\S+\) was killed by signal 9", e[-3000:])
         self.d.wait_log(r"job=kill9 gen=\d+ restarting generation 1 \(restart 1 of 1\): "
                         r"root cause: "
                         r"worker rank 2 .* was killed by signal 9")
