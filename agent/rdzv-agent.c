@@ -593,8 +593,9 @@ int main(int argc, char **argv)
     if (!a.embedded)
         rdzv_log_set_context("job=%s node=%s", a.o.run_id, a.o.host);
     log_python(&a);
-    log_info("joining job %s at %s as %s (%" PRId64 " workers, nodes %" PRId64 "..%" PRId64 ")",
-             a.o.run_id, a.o.endpoint, jn->node_id, a.o.nproc, a.o.min_nodes, a.o.max_nodes);
+    log_info("joining job %s at %s as %s (%" PRId64 " worker%s, nodes %" PRId64 "..%" PRId64 ")",
+             a.o.run_id, a.o.endpoint, jn->node_id, a.o.nproc, rdzv_plural((uint64_t)a.o.nproc),
+             a.o.min_nodes, a.o.max_nodes);
     r = agent_session_start(a.session, a.group, jn);
     if (r < 0) {
         log_error_errno(r, "cannot start the rdzvd client");

@@ -36,6 +36,12 @@ int rdzv_parse_hostport(const char *s, char *hostbuf, size_t hostlen, uint16_t *
  * (len > 0). Returns the length, or -ENOSPC when it did not fit (out then holds what did). */
 int rdzv_format_hostport(char *out, size_t len, const char *host, unsigned port);
 
+/* "s" unless n is 1, for a count in a message: "%u worker%s", n, rdzv_plural(n). */
+static inline const char *rdzv_plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
 /* A replica of a replicated rdzvd serves its clients on a port P of 1..RDZV_REPLICA_PORT_MAX and
  * its Raft link on rdzv_raft_port(P): the one place that relation is written. */
 #define RDZV_REPLICA_PORT_MAX 65534

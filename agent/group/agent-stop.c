@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "agent/group/agent-workers-int.h"
 
 /* The end of a start (or free): processes left in the groups of exited workers are SIGKILLed,
@@ -186,6 +187,6 @@ void agent_group_signal(struct agent_group *g, int signum)
 {
     if (!agent_group_active(g))
         return;
-    log_info("forwarding signal %d to %u workers", signum, g->running);
+    log_info("forwarding signal %d to %u worker%s", signum, g->running, rdzv_plural(g->running));
     agent_stop_kill(g, signum);
 }

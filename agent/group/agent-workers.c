@@ -675,7 +675,7 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
         agent_progress_arm(g);
         return 0;
     }
-    log_error("started %u of %u workers, stopping them", started, n);
+    log_error("started %u of %u worker%s, stopping them", started, n, rdzv_plural(n));
     if (g->worker_handles == 0) {
         group_set_state(g, GROUP_IDLE);
         group_notify_soon(g);
@@ -719,8 +719,9 @@ int agent_group_start_ranks(struct agent_group *g, const struct agent_assignment
         (void)uv_timer_stop(&g->drain_timer);
     }
     if (any)
-        log_info("starting %s%u workers (ranks %u..%u of %u, generation %" PRIu64 ", attempt %u)",
-                 spawn ? "some of " : "", g->cfg.nproc, a->rank_offset,
+        log_info("starting %s%u worker%s (ranks %u..%u of %u, generation %" PRIu64
+                 ", attempt %u)",
+                 spawn ? "some of " : "", g->cfg.nproc, rdzv_plural(g->cfg.nproc), a->rank_offset,
                  a->rank_offset + g->cfg.nproc - 1, a->world_size, a->generation, a->restart_count);
     r = group_spawn(g, a, spawn, &env);
     agent_env_free(&env);
@@ -774,7 +775,8 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
      * process handle here could pull it out of a batch of exits libuv is reporting right now
      * (free() called from on_exit), and would leave the worker unreaped. */
     if (g->running > 0) {
-        log_warn("freeing the worker group with %u workers running, killing them", g->running);
+        log_warn("freeing the worker group with %u worker%s running, killing them", g->running,
+                 rdzv_plural(g->running));
         agent_stop_kill(g, SIGKILL);
     }
     agent_stop_kill_leftovers(g);
@@ -818,11 +820,14 @@ void agent_group_stop(struct agent_group *g, int signum)
         /* Workers all gone, only waiting for a slow reader of their output: end now. */
         if (g->worker_handles == 0)
             group_notify_soon(g);
-        log_info("stopping %u workers with signal %d, SIGKILL in %" PRIu64 " ms", g->running,
-                 signum, g->cfg.grace_ms);
+        if (g->running)
+            log_info("stopping %u worker%s with signal %d, SIGKILL in %" PRIu64 " ms",
+                     g->running, rdzv_plural(g->running), signum, g->cfg.grace_ms);
         break;
     case GROUP_STOPPING:
-        log_info("stopping %u workers with signal %d", g->running, signum);
+        if (g->running)
+            log_info("stopping %u worker%s with signal %d", g->running, rdzv_plural(g->running),
+                     signum);
         break;
     case GROUP_FREEING:
     case _GROUP_STATE_MAX:

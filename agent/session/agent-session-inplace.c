@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "agent/group/agent-env.h"
 #include "agent/session/agent-session-impl.h"
 #include "agent/group/agent-workers.h"
@@ -80,7 +81,8 @@ int agent_session_round_in_place(struct agent_session *a, const struct agent_ass
         }
         kept++;
     }
-    log_info("generation %" PRIu64 " in place: %u workers keep running, %u start", as->generation,
-             kept, missing);
+    log_info("generation %" PRIu64 " in place: %u worker%s keep%s running, %u start%s",
+             as->generation, kept, rdzv_plural(kept), kept == 1 ? "s" : "", missing,
+             missing == 1 ? "s" : "");
     return agent_group_start_ranks(a->group, as, a->spawn);
 }

@@ -75,8 +75,8 @@ static void send_ready(struct agent_session *a, uint64_t gen)
         log_warn_errno(r, "health: the node cannot be checked; ready all the same");
     }
     if (n)
-        log_info("%u workers of generation %" PRIu64 " keep running (--recovery inplace); ready "
-                 "for the next round", n, gen);
+        log_info("%u worker%s of generation %" PRIu64 " keep%s running (--recovery inplace); "
+                 "ready for the next round", n, rdzv_plural(n), gen, n == 1 ? "s" : "");
     else
         log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
     session_set_state(a, AG_JOINING);
@@ -233,7 +233,8 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
     if (a->state == AG_RUNNING && !a->local_failure && !a->held.on) {
         /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
          * elsewhere arrives as an EVENT at once). */
-        log_info("all %" PRId64 " local workers exited 0%s", a->cfg.nproc,
+        log_info("%s %" PRId64 " local worker%s exited 0%s", a->cfg.nproc == 1 ? "the" : "all",
+                 a->cfg.nproc, rdzv_plural((uint64_t)a->cfg.nproc),
                  a->round.nnodes > 1 ? "; waiting for the other nodes" : "");
         (void)agent_client_send_leave(
             a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});

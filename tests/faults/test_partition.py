@@ -269,7 +269,7 @@ class Partition(NetnsHosts):
         for t in logs.values():
             # Never started again: one worker process for the whole job.
             self.assertEqual(len(STARTED_RE.findall(t)), 1, t[-3000:])
-            self.assertIn("generation 2 in place: 1 workers keep running, 0 start", t)
+            self.assertIn("generation 2 in place: 1 worker keeps running, 0 start", t)
         reformed = [line for t in list(logs.values()) + [stext] for line in t.splitlines()
                     if '"event":"reformed","generation":2' in line]
         self.assertEqual(len(reformed), 1, reformed)

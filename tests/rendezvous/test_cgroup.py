@@ -125,7 +125,7 @@ class TestCgroup(AgentTestCase):
         self.assertIn("[rank0]: done\n", out, "the second generation's worker ran to its end")
         name = self.assert_cgroup_line(err)
         killed = f"processes left in the workers' cgroup {name} after they exited: killing them"
-        second = "starting 1 workers (ranks 0..0 of 1, generation 2, attempt 1)"
+        second = "starting 1 worker (ranks 0..0 of 1, generation 2, attempt 1)"
         self.assertIn(killed, err)
         self.assertIn(second, err)
         self.assertLess(err.index(killed), err.index(second),

@@ -233,7 +233,7 @@ class TestLaunchLines(AgentTestCase):
             for p, path in ps:
                 with open(path) as f:
                     text = f.read()
-                if "hosting rdzvd" in text and "starting 1 workers" in text:
+                if "hosting rdzvd" in text and "starting 1 worker " in text:
                     host = (p, path)
             time.sleep(0.1)
         self.assertIsNotNone(host, "an agent hosts rdzvd and starts its worker")
