@@ -544,6 +544,7 @@ int main(int argc, char **argv)
         gcfg.on_hang = agent_session_group_hang;
     }
     gcfg.control = a.o.recovery_inplace;
+    gcfg.on_step = agent_session_group_step;
     gcfg.ud = a.session;
     r = agent_group_new(&gcfg, &a.group);
     if (r < 0) {

@@ -184,15 +184,21 @@ int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *
 
 int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
 {
-    char summary[sizeof(e->summary)];
+    char summary[sizeof(e->summary)], cost[sizeof(e->cost)];
+    json_t *o;
 
     /* Summaries are built with snprintf: never let a cut character make the JSON invalid. */
     memcpy(summary, e->summary, sizeof(summary));
     summary[sizeof(summary) - 1] = '\0';
-    return rdzv_msg_put(b, RDZV_MSG_EVENT,
-                        json_pack("{s:s, s:I, s:I, s:s}", "type", e->type, "generation",
-                                  (json_int_t)e->generation, "exit_code",
-                                  (json_int_t)e->exit_code, "summary", rdzv_utf8_trim(summary)));
+    o = json_pack("{s:s, s:I, s:I, s:s}", "type", e->type, "generation",
+                  (json_int_t)e->generation, "exit_code", (json_int_t)e->exit_code, "summary",
+                  rdzv_utf8_trim(summary));
+    if (e->cost[0]) {
+        memcpy(cost, e->cost, sizeof(cost));
+        cost[sizeof(cost) - 1] = '\0';
+        o = rdzv_json_set(o, "cost", json_string(rdzv_utf8_trim(cost)));
+    }
+    return rdzv_msg_put(b, RDZV_MSG_EVENT, o);
 }
 
 int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
@@ -557,7 +563,7 @@ out:
 int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, char *err,
                          size_t errlen)
 {
-    const char *type, *summary = "";
+    const char *type, *summary = "", *cost = "";
     json_int_t gen, code = 0;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen);
@@ -566,8 +572,8 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
     if (!root)
         return -EBADMSG;
     memset(e, 0, sizeof(*e));
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s?I, s?s}", "type", &type, "generation", &gen,
-                       "exit_code", &code, "summary", &summary) < 0) {
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s?I, s?s, s?s}", "type", &type, "generation",
+                       &gen, "exit_code", &code, "summary", &summary, "cost", &cost) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "EVENT", err, errlen);
         goto out;
     }
@@ -576,6 +582,8 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
         /* A long summary is cut, not refused: it is for people. */
         snprintf(e->summary, sizeof(e->summary), "%s", summary);
         rdzv_utf8_trim(e->summary);
+        snprintf(e->cost, sizeof(e->cost), "%s", cost);
+        rdzv_utf8_trim(e->cost);
         e->generation = (uint64_t)gen;
         e->exit_code = code;
     }

@@ -4,7 +4,10 @@
  * (rdzv-status.c). */
 #include "proto/rdzv-status.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 
 const char *const rdzv_mark_names[_RDZV_MARK_MAX] = {
     [RDZV_MARK_FAILURE] = "failure", [RDZV_MARK_RESTART] = "restart",
@@ -65,3 +68,52 @@ json_t *rdzv_status_recoveries_to_json(const struct rdzv_status_timeline *tl)
                      sums, "list", list);
 }
 
+
+int rdzv_cost_of(const struct rdzv_status_timeline *tl, double t_end, struct rdzv_cost *c)
+{
+    double first;
+
+    *c = (struct rdzv_cost){.recoveries = tl->recoveries_total};
+    if (!(tl->start_s > 0) || t_end < tl->start_s)
+        return -ENODATA;
+    c->wall_s = t_end - tl->start_s;
+    /* The first step reported (the rates begin there), else the first generation's start. */
+    first = tl->first_step_s > 0                     ? tl->first_step_s
+            : tl->n_bands > 0 && tl->bands[0].start > 0 ? tl->bands[0].start
+                                                        : t_end;
+    c->startup_s = first > tl->start_s ? (first < t_end ? first : t_end) - tl->start_s : 0;
+    c->detect_s = tl->detect_sum_s;
+    c->lost_s = c->detect_s;
+    for (unsigned ph = 0; ph < RDZV_RECOVERY_TOTAL; ph++) {
+        c->phase_s[ph] = tl->phase_sum_s[ph];
+        c->lost_s += c->phase_s[ph];
+    }
+    if (c->lost_s > c->wall_s - c->startup_s)
+        c->lost_s = c->wall_s - c->startup_s;
+    c->trained_s = c->wall_s - c->startup_s - c->lost_s;
+    c->redo_s = tl->redo_s < c->trained_s ? tl->redo_s : c->trained_s;
+    return 0;
+}
+
+static double pct(double x, double wall)
+{
+    return wall > 0 ? 100 * x / wall : 0;
+}
+
+int rdzv_cost_format(const struct rdzv_cost *c, char *buf, size_t len)
+{
+    char redo[64] = "";
+    int n;
+
+    if (c->redo_s >= 0.05)
+        snprintf(redo, sizeof(redo), "; %.1f s of it redoing steps done before", c->redo_s);
+    n = snprintf(buf, len,
+                 "wall %.1f s: start-up %.1f s (%.0f%%), training %.1f s (%.0f%%%s), %" PRId64
+                 " recover%s %.1f s (%.0f%%: detect %.1f, stop %.1f, rendezvous %.1f, nccl %.1f,"
+                 " first step %.1f)",
+                 c->wall_s, c->startup_s, pct(c->startup_s, c->wall_s), c->trained_s,
+                 pct(c->trained_s, c->wall_s), redo, c->recoveries,
+                 c->recoveries == 1 ? "y" : "ies", c->lost_s, pct(c->lost_s, c->wall_s),
+                 c->detect_s, c->phase_s[0], c->phase_s[1], c->phase_s[2], c->phase_s[3]);
+    return n < 0 || (size_t)n >= len ? -ENOSPC : n;
+}

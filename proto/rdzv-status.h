@@ -181,7 +181,30 @@ struct rdzv_status_timeline {
      * recoveries that completed it. */
     int64_t recoveries_total;
     double phase_sum_s[_RDZV_RECOVERY_PHASES];
+    /* What failures cost the job (rdzv_cost): when it began (its first member; unix seconds, 0:
+     * unknown), the detection of its recoveries summed (from each failure, as its report dates
+     * it, to rdzvd's decision), and the time rank 0 spent on steps done before (after a restart
+     * from a checkpoint, until it passed the step reached before); first_step_s: rank 0's
+     * first report (0: none yet). */
+    double start_s, first_step_s, detect_sum_s, redo_s;
 };
+
+/* What failures cost a job, from its timeline, at time t_end (its end, or now): the wall time
+ * from its first member, the start-up (to rank 0's first step; without progress reports, to its
+ * first generation's start), the time lost to recoveries (detection, then each phase to the next
+ * generation's first step: those it completed), and the rest, training (of which redo_s redid
+ * steps done before). startup + trained + lost = wall. */
+struct rdzv_cost {
+    double wall_s, startup_s, trained_s, redo_s, lost_s, detect_s;
+    double phase_s[RDZV_RECOVERY_TOTAL]; /* stop, rendezvous, nccl, first_step: summed */
+    int64_t recoveries;
+};
+/* 0, or -ENODATA when the timeline has no start. */
+int rdzv_cost_of(const struct rdzv_status_timeline *tl, double t_end, struct rdzv_cost *c);
+/* One line for people: "wall 62.3 s: start-up 4.1 s (7%), training 50.2 s (81%; 9.3 s of it
+ * redoing steps done before), 3 recoveries 8.0 s (13%: detect 0.1, stop 0.3, rendezvous 0.0,
+ * nccl 0.0, first step 7.6)". The length, or -ENOSPC. */
+int rdzv_cost_format(const struct rdzv_cost *c, char *buf, size_t len);
 
 struct rdzv_status_job {
     char run_id[RDZV_ID_MAX + 1];

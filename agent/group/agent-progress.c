@@ -193,6 +193,8 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     /* The timer may wait for a long grace deadline: the shorter timeout applies from now. */
     if (first)
         agent_progress_arm(w->g);
+    if (w->g->cfg.on_step)
+        w->g->cfg.on_step(w->g, w->local_rank, w->g->cfg.ud);
 }
 
 static void progress_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

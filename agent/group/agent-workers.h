@@ -62,6 +62,10 @@ typedef void (*agent_all_exited_fn)(struct agent_group *g, void *ud);
  * may call agent_group_stop/_signal/_free. */
 typedef void (*agent_hang_fn)(struct agent_group *g, unsigned local_rank, bool reported,
                               uint64_t last_step, uint64_t silent_ms, void *ud);
+/* Fired at each step report of a worker (cfg.progress): the heartbeat that carries a
+ * generation's first may go at once, so that rdzvd dates the end of a recovery to the report,
+ * not to the next periodic heartbeat. Runs from the loop. */
+typedef void (*agent_step_fn)(struct agent_group *g, unsigned local_rank, void *ud);
 
 struct agent_group_cfg {
     uv_loop_t *loop;
@@ -122,6 +126,7 @@ struct agent_group_cfg {
     agent_exit_fn on_exit;
     agent_all_exited_fn on_all_exited;
     agent_hang_fn on_hang; /* may be NULL */
+    agent_step_fn on_step; /* may be NULL */
     void *ud;
 };
 

@@ -557,6 +557,23 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
         on_error(NULL, "cannot reconnect to rdzvd", a);
 }
 
+static void heartbeat_cb(uv_timer_t *t);
+
+/* A worker reported a step: the node's first in this generation goes to rdzvd at once (the end
+ * of a recovery, in what failures cost the job, is dated by it; the next periodic heartbeat may
+ * be heartbeat_s away). */
+void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *ud)
+{
+    struct agent_session *a = ud;
+
+    (void)g;
+    (void)local_rank;
+    if (a->state != AG_RUNNING || a->first_step_gen == a->round.generation)
+        return;
+    a->first_step_gen = a->round.generation;
+    heartbeat_cb(&a->heartbeat);
+}
+
 static void heartbeat_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;
@@ -671,6 +688,9 @@ static void agent_finish(struct agent_session *a)
     else
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,
                 a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
+    /* What failures cost the job, as rdzvd counted it: the last line every agent says. */
+    if (a->outcome.cost[0])
+        log_info("job %s: %s", a->cfg.run_id, a->outcome.cost);
     uv_stop(a->loop);
 }
 

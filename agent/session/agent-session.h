@@ -58,6 +58,8 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
                               void *ud);
 void agent_session_group_all_exited(struct agent_group *g, void *ud);
+/* The group's on_step (a worker reported a step): a generation's first goes to rdzvd at once. */
+void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *ud);
 /* The group's on_hang (--progress-timeout): fail that worker as if it had crashed (SIGKILL its
  * process group, report it to rdzvd with the reason as root cause, stop the others). */
 void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,

@@ -24,10 +24,11 @@ static double dmax(double a, double b)
     return a > b ? a : b;
 }
 
-void rdzvd_timeline_init(struct rdzvd_timeline *t)
+void rdzvd_timeline_init(struct rdzvd_timeline *t, double t_start)
 {
     memset(t, 0, sizeof(*t));
     t->win_rate = -1;
+    t->tl.start_s = t_start > 0 ? t_start : 0;
 }
 
 void rdzvd_timeline_band_end(struct rdzvd_timeline *t, double t_now)
@@ -71,10 +72,15 @@ void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
 }
 
 void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
-                                   enum rdzv_mark_kind kind, bool inplace)
+                                   enum rdzv_mark_kind kind, bool inplace, double t_cause)
 {
     struct rdzv_status_timeline *tl = &t->tl;
     struct rdzv_status_recovery *rc;
+    double since = tl->n_bands > 0 ? tl->bands[tl->n_bands - 1].start : 0;
+
+    /* Its detection: from the failure (not before its generation began) to now. */
+    if (t_cause > 0 && t_cause < t_now)
+        tl->detect_sum_s += t_now - dmax(t_cause, since);
 
     if (tl->n_recoveries == RDZV_STATUS_RECOVERIES) {
         memmove(&tl->recoveries[0], &tl->recoveries[1],
@@ -168,6 +174,8 @@ void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
         return;
     if (!t->have_step) {
         t->have_step = true;
+        tl->first_step_s = x;
+        t->max_step = step;
         tl->rate_start = x;
         tl->rate_interval_s = RDZVD_TIMELINE_FIRST_INTERVAL_S;
         tl->n_rates = 1;
@@ -186,6 +194,11 @@ void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
     }
     delta = (double)(step - t->last_step);
     a = t->last_t;
+    /* Steps not above the highest before were done once already: their time is redo. */
+    if (t->last_step < t->max_step && x > a && delta > 0)
+        tl->redo_s += (x - a) * dmin(1, (double)(t->max_step - t->last_step) / delta);
+    if (step > t->max_step)
+        t->max_step = step;
     iv = tl->rate_interval_s;
     if (x <= a) {
         tl->rates[kb] += delta;

@@ -29,10 +29,12 @@ struct rdzvd_timeline {
     double win_t, win_rate;
     int64_t win_step;
     bool recovering; /* the newest recovery is under way (its first step not reported yet) */
+    int64_t max_step; /* the highest step rank 0 reported */
 };
 
-/* Start empty (the rates begin at the first progress report). */
-void rdzvd_timeline_init(struct rdzvd_timeline *t);
+/* Start empty (the rates begin at the first progress report); the job began at t_start (unix
+ * seconds: what its cost counts from, rdzv_cost_of). */
+void rdzvd_timeline_init(struct rdzvd_timeline *t, double t_start);
 
 /* Generation gen started at time t with world_size workers on nodes nodes (the band before it
  * ends then, if it had not). */
@@ -48,9 +50,10 @@ void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
 
 /* A recovery begins at t: generation gen stops (cause kind; inplace: the job recovers in place).
  * Its point "detected" is t; a recovery still under way is left as it is (unfinished). The
- * oldest recovery makes room. */
+ * oldest recovery makes room. t_cause: when the failure happened, as its report dates it (0:
+ * at t); from then to t is its detection, counted from the generation's start at the earliest. */
 void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
-                                   enum rdzv_mark_kind kind, bool inplace);
+                                   enum rdzv_mark_kind kind, bool inplace, double t_cause);
 /* The recovery under way reached point p at t (later than "detected"). Points come in order:
  * p is taken only when the point before it was and none after it; taken again (a round closed
  * anew after it was undone), its time is the newest. Each phase that p completes is added to
@@ -64,7 +67,8 @@ double rdzvd_timeline_recovery_since(const struct rdzvd_timeline *t);
 
 /* Rank 0 reported step at time t. The steps since the last report are spread over the samples
  * of the time between; a step lower than the last (a restart from a checkpoint) counts none and
- * is the new base; a report older than the last is ignored. */
+ * is the new base; a report older than the last is ignored. The time spent on steps not above
+ * the highest reported before is redo (its share of an interval that passes it). */
 void rdzvd_timeline_step(struct rdzvd_timeline *t, double t_report, int64_t step);
 
 /* The timeline as the status shows it at time t: out's rates in steps per second (the last

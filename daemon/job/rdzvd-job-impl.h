@@ -76,6 +76,7 @@ struct rdzvd_member {
     struct rdzvd_job_timer hb_timer; /* heartbeat deadline */
     void (*freed)(struct rdzvd_member *m); /* once hb_timer is closed */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
+    double lost_since_s; /* its heartbeat deadline passed: since when it was silent (unix s) */
     uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
                           * stalled), 0: never; a close soon after may be its agent reconnecting */
     bool away;           /* connection closed after a stall: kept for its agent, not placed */
@@ -165,6 +166,8 @@ struct rdzvd_job {
     uint64_t created_ms;
     uint64_t formed_ms; /* when the running generation formed (rdzv_now_ms); 0: not here */
     double ended_s;     /* when it ended (unix seconds) */
+    double cause_s;     /* when the failure that rdzvd_job_restart is about to act on happened,
+                         * as its report dates it (unix seconds; 0: now); consumed by it */
     struct {
         double time; /* unix seconds */
         char text[200];

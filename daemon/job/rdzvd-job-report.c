@@ -267,6 +267,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         if (used < sizeof(summary))
             snprintf(summary + used, sizeof(summary) - used,
                      "; a signal from outside, not counted against the node");
+        j->cause_s = w->time;
         rdzvd_job_restart(j, RDZV_MARK_FAILURE, NULL, w->exit_code ? w->exit_code : 1, summary);
         return 0;
     }
@@ -298,6 +299,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     case RDZVD_ASIDE_NOT:
         break;
     }
+    j->cause_s = w->time; /* the agent's clock: its worker's exit */
     rdzvd_job_restart(j, RDZV_MARK_FAILURE, NULL, w->exit_code ? w->exit_code : 1, summary);
     return 0;
 }

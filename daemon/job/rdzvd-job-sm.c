@@ -110,6 +110,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     double now_s = rdzvd_job_wall_s();
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
+    struct rdzv_cost cost;
 
     /* Its end recorded first (with how it ended: told to its agents that come back to a
      * restarted rdzvd); one the job table refused (logged) is not made. */
@@ -125,6 +126,10 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
     j->outcome.exit_code = exit_code;
     snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
+    j->outcome.cost[0] = '\0';
+    if (rdzv_cost_of(&j->timeline.tl, now_s, &cost) == 0 &&
+        rdzv_cost_format(&cost, j->outcome.cost, sizeof(j->outcome.cost)) > 0)
+        rdzvd_job_note(j, false, "what failures cost: %s", j->outcome.cost);
     if (exit_code == 0)
         rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
@@ -156,6 +161,7 @@ static void member_deadline(struct rdzvd_member *m)
     snprintf(why, sizeof(why),
              m->peer ? "sent no heartbeat for %.1f s" : "did not reconnect within %.1f s",
              (double)m->job->hb_timeout_ms / 1000);
+    m->lost_since_s = rdzvd_job_wall_s() - (double)m->job->hb_timeout_ms / 1000;
     member_lost(m, why);
 }
 
@@ -480,6 +486,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
                        int64_t exit_code, const char *summary)
 {
     bool counted = !uncounted, aside = j->aside_cause, slow = j->straggler_cause;
+    double cause_s = j->cause_s;
     struct rdzv_event e = {.type = "restart"};
     char delay[96];
     uint64_t backoff;
@@ -488,6 +495,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     int r;
 
     j->aside_cause = j->straggler_cause = false;
+    j->cause_s = 0;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
     if (counted && j->restart_count >= j->max_restarts) {
@@ -523,7 +531,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
                                   slow    ? RDZV_MARK_STRAGGLER
                                   : aside ? RDZV_MARK_PUT_ASIDE
                                           : kind,
-                                  j->inplace);
+                                  j->inplace, cause_s);
     for_each_member(j, m, pos, tmp)
     {
         if (m->node_rank < 0)
@@ -623,7 +631,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         return NULL;
     if (rdzvd_member_index_init(&j->by_id) < 0)
         goto out_free;
-    rdzvd_timeline_init(&j->timeline);
+    rdzvd_timeline_init(&j->timeline, rdzvd_job_wall_s());
     r = rdzvd_job_timer_init(j, h->loop);
     if (r < 0) {
         log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
@@ -702,6 +710,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     bool signalled = m->signalled; /* it left on a signal from outside: nothing is charged */
     void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
     int64_t rank = m->node_rank;
+    double lost_since_s = m->lost_since_s;
     char cause[RDZV_SUMMARY_MAX + 1];
 
     snprintf(cause, sizeof(cause), "root cause: the agent of node rank %" PRId64 " (%s) %s", rank,
@@ -730,6 +739,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
         return; /* the job went with its last member */
     switch (st) {
     case JOB_RUNNING:
+        j->cause_s = lost_since_s; /* its silence began then (a connection lost: now) */
         if (in_round && !left)
             rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
                               signalled            ? "a node left on a signal from outside"

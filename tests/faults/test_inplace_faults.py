@@ -41,6 +41,11 @@ def asan_build():
 
 SLOW = 3 if asan_build() else 1  # waits (not the asserted bounds) scale with an ASan build
 
+# The line each agent says last: what failures cost the job (rdzv_cost_format).
+COST_RE = re.compile(r"job \S+: wall ([\d.]+) s: start-up ([\d.]+) s \(\d+%\), training "
+                     r"([\d.]+) s \(\d+%(?:; ([\d.]+) s of it redoing steps done before)?\), "
+                     r"(\d+) recover(?:y|ies) ([\d.]+) s \(\d+%: detect ([\d.]+), stop ([\d.]+), "
+                     r"rendezvous ([\d.]+), nccl ([\d.]+), first step ([\d.]+)\)")
 STARTED_RE = re.compile(r"started worker rank (\d+) \(local rank (\d+), pid (\d+)\)")
 EXITED_RE = re.compile(r"worker rank (\d+) \(local rank \d+, pid (\d+)\) "
                        r"(?:exited with status (\d+)|was killed by signal (\d+))")
@@ -417,6 +422,74 @@ class TestInplace(FaultTestCase):
         self.assertNotRegex(b.log(), r"workers of generation 1 keep running", dump)
         self.assertEqual(sorted(r for r, _ in b.started()), [2, 3],
                          "the dropped node, a spare now, started nothing" + dump)
+
+    def hit_three_times(self, run_id, *args):
+        """A job of 2 x 2 rdzv-train workers (500 steps, a checkpoint every 100) whose rank 3 is
+        SIGKILLed three times, 70 steps past a checkpoint (once rank 0 reported steps 170, 270
+        and 370); it ends. Its agents, and the wall time the test saw from the first agent's
+        start to the last one's exit."""
+        cmd = train_cmd(self.ckpt)
+        cmd[cmd.index("--steps") + 1] = "500"
+        cmd[cmd.index("--ckpt-every") + 1] = "100"
+        t0 = time.monotonic()
+        agents = [self.job_agent(run_id, "--nnodes", "2", "--node-rank", str(i), *args,
+                                 name="ab"[i], worker=cmd) for i in (0, 1)]
+        self.wait_workers(agents)
+        for k, step in enumerate((170, 270, 370)):
+            deadline = time.monotonic() + 30 * SLOW
+            while len([p for r, p in agents[1].started() if r == 3]) <= k:  # started again
+                self.check_running(agents)
+                self.assertLess(time.monotonic(), deadline, self.dump(agents))
+                time.sleep(0.01)
+            self.wait_step(agents[0], step, agents)
+            pid = [p for r, p in agents[1].started() if r == 3][-1]
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30 * SLOW
+            while pid not in agents[1].exits():
+                self.check_running(agents)
+                self.assertLess(time.monotonic(), deadline, self.dump(agents))
+                time.sleep(0.01)
+        self.finish_job(agents)
+        return agents, time.monotonic() - t0
+
+    def check_cost(self, agents, measured_s, redo):
+        """Issue 47 item 6: every agent's last lines say what failures cost the job, the same
+        figures on each: 3 recoveries, each failure detected at once (a kill is seen in ms), the
+        parts adding up to the wall time (within the printed tenths), the wall time the test
+        measured (within a second), and time redoing steps only after restarts from a
+        checkpoint."""
+        dump = self.dump(agents)
+        lines = []
+        for a in agents:
+            tail = a.log().strip().splitlines()[-3:]
+            found = [m for m in map(COST_RE.search, tail) if m]
+            self.assertEqual(len(found), 1, "the cost among the last lines" + dump)
+            lines.append(found[0].groups())
+        self.assertEqual(len(set(lines)), 1, "the same figures on every agent" + dump)
+        print(f"# cost: {found[0].group(0)} (the test measured {measured_s:.1f} s)", flush=True)
+        wall, startup, trained, redone, n, lost, detect, *phases = lines[0]
+        wall, startup, trained, lost, detect = map(float, (wall, startup, trained, lost, detect))
+        phases = [float(x) for x in phases]
+        self.assertEqual(int(n), 3, dump)
+        self.assertAlmostEqual(startup + trained + lost, wall, delta=0.15, msg=dump)
+        self.assertAlmostEqual(detect + sum(phases), lost, delta=0.25, msg=dump)
+        self.assertAlmostEqual(wall, measured_s, delta=1.0, msg=dump)
+        self.assertLess(detect, 1.0, dump)
+        self.assertGreater(phases[3], 0, "the next generation's first step took time" + dump)
+        if redo:
+            self.assertIsNotNone(redone, "a restart from a checkpoint redid steps" + dump)
+            self.assertGreater(float(redone), 0, dump)
+        else:
+            self.assertIsNone(redone, "in place, no step is done twice" + dump)
+        return wall, lost
+
+    def test_8_what_failures_cost_a_restarted_job(self):
+        agents, measured = self.hit_three_times("cost-restart", "--recovery", "restart")
+        self.check_cost(agents, measured, redo=True)
+
+    def test_9_what_failures_cost_a_job_in_place(self):
+        agents, measured = self.hit_three_times("cost-inplace", "--recovery", "inplace")
+        self.check_cost(agents, measured, redo=False)
 
     def test_4_hang_without_progress_timeout_stays_stuck(self):
         agents = self.two_agents("hang", "--recovery", "inplace")

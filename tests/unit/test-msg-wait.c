@@ -2,8 +2,10 @@
 /* test-msg-wait.c: HEARTBEAT's "wait" of protocol 1.15 (proto/rdzv-msg.h): what rdzvd's answer
  * says the agent's job waits for. Absent, nothing is written (the answer an older agent reads);
  * each kind goes and comes back; a "for" the reader does not know reads as none; a member out of
- * range or of the wrong type is refused. */
+ * range or of the wrong type is refused. And the EVENT's "cost" of 1.16 (what failures cost the
+ * job, at its end): optional both ways, cut at a character on both sides. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,8 +93,44 @@ static void test_heartbeat_wait(void)
     free(b);
 }
 
+static void test_event_cost(void)
+{
+    struct rdzv_event e = {.type = "succeeded", .generation = 4, .summary = "done"}, e2;
+    struct rdzv_buf out = {0};
+    const uint8_t *p;
+    uint32_t n;
+    char body[2048];
+
+    /* Absent: not written, read as "". */
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    msgtest_frame(&out, RDZV_MSG_EVENT, &p, &n, body, sizeof(body));
+    ASSERT_NULL(strstr(body, "cost"));
+    ASSERT_OK(rdzv_msg_parse_event(p, n, &e2, err, sizeof(err)));
+    ASSERT_EQ(e2.cost[0], '\0');
+    rdzv_buf_free(&out);
+    /* Set: it comes back; one cut in the middle of a character is trimmed before it goes. */
+    snprintf(e.cost, sizeof(e.cost), "wall 9.0 s: start-up 1.0 s (11%%)");
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    msgtest_frame(&out, RDZV_MSG_EVENT, &p, &n, body, sizeof(body));
+    ASSERT_OK(rdzv_msg_parse_event(p, n, &e2, err, sizeof(err)));
+    ASSERT_EQ(strcmp(e2.cost, e.cost), 0);
+    rdzv_buf_free(&out);
+    memset(e.cost, 'a', sizeof(e.cost));
+    memcpy(e.cost + sizeof(e.cost) - 2, "\xc3\xa9", 2);
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    msgtest_frame(&out, RDZV_MSG_EVENT, &p, &n, body, sizeof(body));
+    ASSERT_OK(rdzv_msg_parse_event(p, n, &e2, err, sizeof(err)));
+    ASSERT_EQ(strlen(e2.cost), sizeof(e.cost) - 2);
+    rdzv_buf_free(&out);
+    /* Of the wrong type: refused, as any member. */
+    ASSERT_EQ(rdzv_msg_parse_event(BODY("{\"type\":\"failed\",\"generation\":1,\"cost\":3}"),
+                                   &e2, err, sizeof(err)),
+              -EBADMSG);
+}
+
 int main(void)
 {
     TEST(test_heartbeat_wait);
+    TEST(test_event_cost);
     return tap_done();
 }

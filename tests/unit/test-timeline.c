@@ -3,6 +3,7 @@
  * newest, the rate samples spread steps over the time between reports, halve when full, take a
  * step back (a restart from a checkpoint) as a new base, ignore a report older than the last,
  * and the current rate falls to 0 when the reports stop. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ static void test_bands_and_marks_keep_the_newest(void)
     struct rdzvd_timeline t;
     char long_text[400];
 
-    rdzvd_timeline_init(&t);
+    rdzvd_timeline_init(&t, 0);
     for (unsigned g = 1; g <= RDZV_STATUS_BANDS + 5; g++)
         rdzvd_timeline_band_start(&t, 1000.0 + g, g, 4, 2);
     ASSERT_EQ(t.tl.n_bands, RDZV_STATUS_BANDS);
@@ -45,7 +46,7 @@ static void test_rates(void)
     struct rdzv_status_timeline out;
     double now;
 
-    rdzvd_timeline_init(&t);
+    rdzvd_timeline_init(&t, 0);
     ASSERT_TRUE(rdzvd_timeline_status(&t, 100.0, &out) == -1); /* nothing reported */
     ASSERT_EQ(out.n_rates, 0);
     /* 20 steps/s reported every 2.5 s: spread over the 1 s samples between. */
@@ -83,9 +84,9 @@ static void test_recovery_points(void)
     const struct rdzv_status_recovery *rc;
     struct rdzvd_timeline t;
 
-    rdzvd_timeline_init(&t);
+    rdzvd_timeline_init(&t, 0);
     ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 10, RDZV_RECOVERY_STOPPED)); /* none begun */
-    rdzvd_timeline_recovery_start(&t, 100, 3, RDZV_MARK_NODE_LOST, true);
+    rdzvd_timeline_recovery_start(&t, 100, 3, RDZV_MARK_NODE_LOST, true, 0);
     ASSERT_TRUE(t.recovering && t.tl.recoveries_total == 1);
     ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 101, RDZV_RECOVERY_RENDEZVOUS)); /* too soon */
     ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 101, RDZV_RECOVERY_DETECTED));
@@ -108,14 +109,14 @@ static void test_recovery_points(void)
     ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 104, RDZV_RECOVERY_FIRST_STEP)); /* ended */
     ASSERT_TRUE(NEAR(rdzvd_timeline_recovery_since(&t), 0));
     /* A recovery interrupted by the next: left unfinished, the next one under way. */
-    rdzvd_timeline_recovery_start(&t, 200, 4, RDZV_MARK_FAILURE, false);
+    rdzvd_timeline_recovery_start(&t, 200, 4, RDZV_MARK_FAILURE, false, 0);
     rdzvd_timeline_recovery_point(&t, 201, RDZV_RECOVERY_STOPPED);
-    rdzvd_timeline_recovery_start(&t, 202, 4, RDZV_MARK_PUT_ASIDE, false);
+    rdzvd_timeline_recovery_start(&t, 202, 4, RDZV_MARK_PUT_ASIDE, false, 0);
     ASSERT_EQ(t.tl.n_recoveries, 3);
     ASSERT_TRUE(rdzv_recovery_phase_s(&t.tl.recoveries[1], 1) == -1);
     ASSERT_NULL(rdzvd_timeline_recovery_point(&t, 203, RDZV_RECOVERY_RENDEZVOUS));
     for (unsigned i = 0; i < RDZV_STATUS_RECOVERIES + 2; i++)
-        rdzvd_timeline_recovery_start(&t, 300 + i, 10 + i, RDZV_MARK_FAILURE, false);
+        rdzvd_timeline_recovery_start(&t, 300 + i, 10 + i, RDZV_MARK_FAILURE, false, 0);
     ASSERT_EQ(t.tl.n_recoveries, RDZV_STATUS_RECOVERIES);
     ASSERT_EQ(t.tl.recoveries_total, 3 + RDZV_STATUS_RECOVERIES + 2);
     ASSERT_EQ(t.tl.recoveries[0].generation, 12);
@@ -138,8 +139,60 @@ static void test_histogram(void)
     ASSERT_TRUE(NEAR(h.sum, 1000.101));
 }
 
+/* What failures cost a job (issue 47 item 6): the start-up to rank 0's first step, each
+ * recovery from its failure (detection, not before its generation began) to the next first step,
+ * the time spent on steps done before a restart from a checkpoint, and the rest training; the
+ * parts add up to the wall time. */
+static void test_cost(void)
+{
+    struct rdzvd_timeline t;
+    struct rdzv_cost c;
+    char line[512];
+
+    rdzvd_timeline_init(&t, 0);
+    ASSERT_EQ(rdzv_cost_of(&t.tl, 10, &c), -ENODATA); /* no start known */
+    rdzvd_timeline_init(&t, 1000);
+    rdzvd_timeline_band_start(&t, 1001, 1, 4, 2);
+    ASSERT_OK(rdzv_cost_of(&t.tl, 1002, &c)); /* no step yet: start-up to the generation */
+    ASSERT_TRUE(NEAR(c.startup_s, 1) && NEAR(c.trained_s, 1) && NEAR(c.lost_s, 0));
+    rdzvd_timeline_step(&t, 1003, 0);
+    rdzvd_timeline_step(&t, 1013, 100);
+    /* A worker died at 1014 (its report), rdzvd decided at 1014.5; a cause dated before the
+     * generation began counts from its start. */
+    rdzvd_timeline_recovery_start(&t, 1014.5, 1, RDZV_MARK_FAILURE, false, 1014);
+    ASSERT_TRUE(NEAR(t.tl.detect_sum_s, 0.5));
+    rdzvd_timeline_recovery_point(&t, 1015, RDZV_RECOVERY_STOPPED);
+    rdzvd_timeline_recovery_point(&t, 1016, RDZV_RECOVERY_RENDEZVOUS);
+    rdzvd_timeline_recovery_point(&t, 1016, RDZV_RECOVERY_SENT);
+    rdzvd_timeline_band_start(&t, 1016, 2, 4, 2);
+    rdzvd_timeline_step(&t, 1017, 50); /* from the checkpoint at 50: the new base */
+    rdzvd_timeline_recovery_point(&t, 1017, RDZV_RECOVERY_FIRST_STEP);
+    rdzvd_timeline_step(&t, 1022, 90); /* 40 steps done before, in 5 s */
+    ASSERT_TRUE(NEAR(t.tl.redo_s, 5));
+    rdzvd_timeline_step(&t, 1024, 110); /* passes the highest (100): its share, half of 2 s */
+    ASSERT_TRUE(NEAR(t.tl.redo_s, 6));
+    rdzvd_timeline_step(&t, 1026, 160); /* past it: none */
+    ASSERT_TRUE(NEAR(t.tl.redo_s, 6));
+    rdzvd_timeline_recovery_start(&t, 1030, 2, RDZV_MARK_NODE_LOST, true, 900);
+    ASSERT_TRUE(NEAR(t.tl.detect_sum_s, 0.5 + 14)); /* from the band's start, 1016 */
+    ASSERT_OK(rdzv_cost_of(&t.tl, 1040, &c));
+    ASSERT_TRUE(NEAR(c.wall_s, 40) && NEAR(c.startup_s, 3) && NEAR(c.detect_s, 14.5));
+    ASSERT_TRUE(NEAR(c.phase_s[0], 0.5) && NEAR(c.phase_s[1], 1) && NEAR(c.phase_s[2], 0) &&
+                NEAR(c.phase_s[3], 1));
+    ASSERT_TRUE(NEAR(c.lost_s, 17) && NEAR(c.trained_s, 20) && NEAR(c.redo_s, 6));
+    ASSERT_TRUE(NEAR(c.startup_s + c.trained_s + c.lost_s, c.wall_s));
+    ASSERT_EQ(c.recoveries, 2);
+    ASSERT_TRUE(rdzv_cost_format(&c, line, sizeof(line)) > 0);
+    ASSERT_BYTES_STR(line, strlen(line),
+                     "wall 40.0 s: start-up 3.0 s (8%), training 20.0 s (50%; 6.0 s of it "
+                     "redoing steps done before), 2 recoveries 17.0 s (42%: detect 14.5, stop "
+                     "0.5, rendezvous 1.0, nccl 0.0, first step 1.0)");
+    ASSERT_EQ(rdzv_cost_format(&c, line, 40), -ENOSPC);
+}
+
 int main(void)
 {
+    TEST(test_cost);
     TEST(test_recovery_points);
     TEST(test_histogram);
     TEST(test_bands_and_marks_keep_the_newest);
