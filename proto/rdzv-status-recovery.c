@@ -71,19 +71,27 @@ json_t *rdzv_status_recoveries_to_json(const struct rdzv_status_timeline *tl)
 
 int rdzv_cost_of(const struct rdzv_status_timeline *tl, double t_end, struct rdzv_cost *c)
 {
+    const struct rdzv_status_recovery *last =
+        tl->n_recoveries > 0 ? &tl->recoveries[tl->n_recoveries - 1] : NULL;
     double first;
 
-    *c = (struct rdzv_cost){.recoveries = tl->recoveries_total};
+    *c = (struct rdzv_cost){.recoveries = tl->recoveries_total, .rebuilt = tl->rebuilt};
     if (!(tl->start_s > 0) || t_end < tl->start_s)
         return -ENODATA;
     c->wall_s = t_end - tl->start_s;
-    /* The first step reported (the rates begin there), else the first generation's start. */
-    first = tl->first_step_s > 0                     ? tl->first_step_s
+    /* Rank 0's first step or the first failure, else the first generation's start. */
+    first = tl->startup_end_s > 0                    ? tl->startup_end_s
             : tl->n_bands > 0 && tl->bands[0].start > 0 ? tl->bands[0].start
                                                         : t_end;
     c->startup_s = first > tl->start_s ? (first < t_end ? first : t_end) - tl->start_s : 0;
     c->detect_s = tl->detect_sum_s;
-    c->lost_s = c->detect_s;
+    c->cut_s = tl->cut_s;
+    /* The recovery under way at the end: lost up to it, unless it ended as far as can be known
+     * (no progress reports: its ranks went out). */
+    if (tl->open_since_s > 0 && t_end > tl->open_since_s &&
+        (tl->first_step_s > 0 || !last || !(last->t[RDZV_RECOVERY_SENT] > 0)))
+        c->cut_s += t_end - tl->open_since_s;
+    c->lost_s = c->detect_s + c->cut_s;
     for (unsigned ph = 0; ph < RDZV_RECOVERY_TOTAL; ph++) {
         c->phase_s[ph] = tl->phase_sum_s[ph];
         c->lost_s += c->phase_s[ph];
@@ -102,18 +110,21 @@ static double pct(double x, double wall)
 
 int rdzv_cost_format(const struct rdzv_cost *c, char *buf, size_t len)
 {
-    char redo[64] = "";
+    char redo[64] = "", cut[32] = "";
     int n;
 
     if (c->redo_s >= 0.05)
         snprintf(redo, sizeof(redo), "; %.1f s of it redoing steps done before", c->redo_s);
+    if (c->cut_s >= 0.05)
+        snprintf(cut, sizeof(cut), ", cut short %.1f", c->cut_s);
     n = snprintf(buf, len,
-                 "wall %.1f s: start-up %.1f s (%.0f%%), training %.1f s (%.0f%%%s), %" PRId64
+                 "%swall %.1f s: start-up %.1f s (%.0f%%), training %.1f s (%.0f%%%s), %" PRId64
                  " recover%s %.1f s (%.0f%%: detect %.1f, stop %.1f, rendezvous %.1f, nccl %.1f,"
-                 " first step %.1f)",
-                 c->wall_s, c->startup_s, pct(c->startup_s, c->wall_s), c->trained_s,
-                 pct(c->trained_s, c->wall_s), redo, c->recoveries,
-                 c->recoveries == 1 ? "y" : "ies", c->lost_s, pct(c->lost_s, c->wall_s),
-                 c->detect_s, c->phase_s[0], c->phase_s[1], c->phase_s[2], c->phase_s[3]);
+                 " first step %.1f%s)",
+                 c->rebuilt ? "since rdzvd took the job over: " : "", c->wall_s, c->startup_s,
+                 pct(c->startup_s, c->wall_s), c->trained_s, pct(c->trained_s, c->wall_s), redo,
+                 c->recoveries, c->recoveries == 1 ? "y" : "ies", c->lost_s,
+                 pct(c->lost_s, c->wall_s), c->detect_s, c->phase_s[0], c->phase_s[1],
+                 c->phase_s[2], c->phase_s[3], cut);
     return n < 0 || (size_t)n >= len ? -ENOSPC : n;
 }

@@ -124,7 +124,8 @@ struct agent_session {
      * made yet): this generation's workers here all restart, as without in place; cleared by the
      * next ROUND. plain_said: that was said (once an agent's life). */
     bool follows, plain, plain_said;
-    uint64_t first_step_gen; /* the generation whose first step report went out at once */
+    /* The generation whose first step reports went out at once, and how many did. */
+    uint64_t first_step_gen, first_steps_sent;
 };
 
 /* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for

@@ -47,6 +47,7 @@ static void session_set_state(struct agent_session *a, enum agent_state st)
 
 static void agent_finish(struct agent_session *a);
 static int agent_connect(struct agent_session *a);
+static void heartbeat_cb(uv_timer_t *t);
 static void on_lost(struct agent_client *c, const char *msg, void *ud);
 
 /* --recovery inplace: READY went out while workers of the last generation keep running (without
@@ -176,7 +177,10 @@ static void worker_failed(struct agent_session *a, unsigned local_rank, int64_t 
     }
     a->local_failure = true;
     /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
-     * with a restart or the job's end. In place, only this one is gone. */
+     * with a restart or the job's end. In place, only this one is gone. The workers' last
+     * steps go just before: the steps a restart from a checkpoint will do again are counted
+     * from them (what failures cost the job). */
+    heartbeat_cb(&a->heartbeat);
     agent_session_report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
     agent_session_fail_local(a, local_rank);
     if (in_place(a))
@@ -303,6 +307,7 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
     case AG_RUNNING:
         if (a->round.generation != e->generation)
             break;
+        heartbeat_cb(&a->heartbeat); /* the workers' last steps, as in worker_failed */
         if (keep_in_place(a)) {
             log_warn("re-forming in place: %s", e->summary);
             send_ready(a, e->generation);
@@ -318,7 +323,7 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
         if (a->stopping_gen != e->generation)
             break;
         /* Said here too when the root cause is ours: every agent of the job says the same. */
-        log_warn("restarting: %s", e->summary);
+        log_warn("%s: %s", in_place(a) ? "re-forming in place" : "restarting", e->summary);
         a->restart_pending = true;
         if ((a->dropped || a->plain) && !a->workers_gone)
             agent_group_stop(a->group, SIGTERM); /* in place: the survivors go too */
@@ -557,20 +562,25 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
         on_error(NULL, "cannot reconnect to rdzvd", a);
 }
 
-static void heartbeat_cb(uv_timer_t *t);
-
-/* A worker reported a step: the node's first in this generation goes to rdzvd at once (the end
- * of a recovery, in what failures cost the job, is dated by it; the next periodic heartbeat may
- * be heartbeat_s away). */
+/* A worker reported a step: the node's first ones in this generation go to rdzvd at once (the
+ * end of a recovery, in what failures cost the job, is dated by them; the next periodic
+ * heartbeat may be heartbeat_s away). As many as it has workers, and one more: in place a
+ * survivor may first report the step it was in when the job moved on. */
 void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *ud)
 {
     struct agent_session *a = ud;
 
     (void)g;
     (void)local_rank;
-    if (a->state != AG_RUNNING || a->first_step_gen == a->round.generation)
+    if (a->state != AG_RUNNING || !a->client)
         return;
-    a->first_step_gen = a->round.generation;
+    if (a->first_step_gen != a->round.generation) {
+        a->first_step_gen = a->round.generation;
+        a->first_steps_sent = 0;
+    }
+    if (a->first_steps_sent > (uint64_t)a->cfg.nproc)
+        return;
+    a->first_steps_sent++;
     heartbeat_cb(&a->heartbeat);
 }
 

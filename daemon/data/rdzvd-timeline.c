@@ -64,6 +64,8 @@ void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
         tl->n_marks--;
     }
     m = &tl->marks[tl->n_marks++];
+    if (kind == RDZV_MARK_LEADER)
+        tl->rebuilt = true; /* rebuilt from its record: what came before is not here */
     m->time = t_now;
     m->generation = gen;
     m->kind = kind;
@@ -76,11 +78,21 @@ void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint6
 {
     struct rdzv_status_timeline *tl = &t->tl;
     struct rdzv_status_recovery *rc;
-    double since = tl->n_bands > 0 ? tl->bands[tl->n_bands - 1].start : 0;
+    double since = tl->n_bands > 0 ? tl->bands[tl->n_bands - 1].start : 0, at = t_now;
 
-    /* Its detection: from the failure (not before its generation began) to now. */
-    if (t_cause > 0 && t_cause < t_now)
-        tl->detect_sum_s += t_now - dmax(t_cause, since);
+    /* Its detection: from the failure, as dated, to now. */
+    if (t_cause > 0 && t_cause >= since && t_cause < t_now)
+        at = t_cause;
+    tl->detect_sum_s += t_now - at;
+    if (!(tl->startup_end_s > 0))
+        tl->startup_end_s = at; /* failed before its first step: the start-up ends here */
+    /* The one under way, cut short (as far as can be known: without progress reports a
+     * recovery ends when its ranks went out). */
+    if (t->recovering && tl->n_recoveries > 0 && tl->open_since_s > 0 && at > tl->open_since_s &&
+        (tl->first_step_s > 0 ||
+         !(tl->recoveries[tl->n_recoveries - 1].t[RDZV_RECOVERY_SENT] > 0)))
+        tl->cut_s += at - tl->open_since_s;
+    t->rebase = true;
 
     if (tl->n_recoveries == RDZV_STATUS_RECOVERIES) {
         memmove(&tl->recoveries[0], &tl->recoveries[1],
@@ -93,6 +105,7 @@ void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint6
     rc->kind = kind;
     rc->inplace = inplace;
     rc->t[RDZV_RECOVERY_DETECTED] = t_now > 0 ? t_now : 1e-3;
+    tl->open_since_s = rc->t[RDZV_RECOVERY_DETECTED];
     tl->recoveries_total++;
     t->recovering = true;
 }
@@ -127,7 +140,9 @@ const struct rdzv_status_recovery *rdzvd_timeline_recovery_point(struct rdzvd_ti
         tl->phase_sum_s[p - 1] -= rdzv_recovery_phase_s(rc, p - 1);
     rc->t[p] = dmax(t_now, rc->t[p - 1]);
     tl->phase_sum_s[p - 1] += rdzv_recovery_phase_s(rc, p - 1);
+    tl->open_since_s = rc->t[p];
     if (p == RDZV_RECOVERY_FIRST_STEP) {
+        tl->open_since_s = 0;
         tl->phase_sum_s[RDZV_RECOVERY_TOTAL] += rdzv_recovery_phase_s(rc, RDZV_RECOVERY_TOTAL);
         t->recovering = false;
     }
@@ -175,6 +190,9 @@ void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
     if (!t->have_step) {
         t->have_step = true;
         tl->first_step_s = x;
+        if (!(tl->startup_end_s > 0))
+            tl->startup_end_s = x;
+        t->rebase = false;
         t->max_step = step;
         tl->rate_start = x;
         tl->rate_interval_s = RDZVD_TIMELINE_FIRST_INTERVAL_S;
@@ -187,7 +205,12 @@ void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
     if (x < t->last_t || x - tl->rate_start > RDZVD_TIMELINE_SPAN_MAX_S)
         return; /* older than the last report, or a clock far off */
     kb = sample_at(tl, x);
-    if (step < t->last_step) { /* a restart from a checkpoint: the new base */
+    /* A restart from a checkpoint, or the first report since a recovery began: the new base
+     * (the time between is the recovery's, not steps'). */
+    if (step < t->last_step || t->rebase) {
+        t->rebase = false;
+        if (step > t->max_step)
+            t->max_step = step;
         t->last_t = t->win_t = x;
         t->last_step = t->win_step = step;
         return;

@@ -30,6 +30,7 @@ struct rdzvd_timeline {
     int64_t win_step;
     bool recovering; /* the newest recovery is under way (its first step not reported yet) */
     int64_t max_step; /* the highest step rank 0 reported */
+    bool rebase;      /* a recovery began: rank 0's next report is the new base, no more */
 };
 
 /* Start empty (the rates begin at the first progress report); the job began at t_start (unix
@@ -49,9 +50,11 @@ void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
                          enum rdzv_mark_kind kind, const char *text);
 
 /* A recovery begins at t: generation gen stops (cause kind; inplace: the job recovers in place).
- * Its point "detected" is t; a recovery still under way is left as it is (unfinished). The
- * oldest recovery makes room. t_cause: when the failure happened, as its report dates it (0:
- * at t); from then to t is its detection, counted from the generation's start at the earliest. */
+ * Its point "detected" is t; a recovery still under way is left as it is (unfinished: its time
+ * from its last point to this failure is lost, cut short). The oldest recovery makes room.
+ * t_cause: when the failure happened, as its report dates it (0: at t); from then to t is its
+ * detection. A cause dated before the generation began (another host's clock, behind) or after
+ * t is not believed: the detection is then 0. */
 void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
                                    enum rdzv_mark_kind kind, bool inplace, double t_cause);
 /* The recovery under way reached point p at t (later than "detected"). Points come in order:

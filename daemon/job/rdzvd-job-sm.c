@@ -130,6 +130,8 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
     if (rdzv_cost_of(&j->timeline.tl, now_s, &cost) == 0 &&
         rdzv_cost_format(&cost, j->outcome.cost, sizeof(j->outcome.cost)) > 0)
         rdzvd_job_note(j, false, "what failures cost: %s", j->outcome.cost);
+    else
+        j->outcome.cost[0] = '\0'; /* not cut: said whole or not at all */
     if (exit_code == 0)
         rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
     else
@@ -739,7 +741,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
         return; /* the job went with its last member */
     switch (st) {
     case JOB_RUNNING:
-        j->cause_s = lost_since_s; /* its silence began then (a connection lost: now) */
+        if (in_round && !left)
+            j->cause_s = lost_since_s; /* its silence began then (a connection lost: now) */
         if (in_round && !left)
             rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
                               signalled            ? "a node left on a signal from outside"

@@ -478,7 +478,9 @@ class TestInplace(FaultTestCase):
         self.assertGreater(phases[3], 0, "the next generation's first step took time" + dump)
         if redo:
             self.assertIsNotNone(redone, "a restart from a checkpoint redid steps" + dump)
-            self.assertGreater(float(redone), 0, dump)
+            # 70 steps past a checkpoint, three times (rdzvd sees the steps the workers had
+            # reached when they failed: their agents send them then)
+            self.assertGreater(float(redone), 0.3, dump)
         else:
             self.assertIsNone(redone, "in place, no step is done twice" + dump)
         return wall, lost
