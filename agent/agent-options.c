@@ -17,6 +17,12 @@
 #include "common/rdzv-util.h"
 #include "agent/group/agent-redirects.h"
 
+/* How the user named opt ("--nproc_per_node"), else dflt. */
+static const char *typed_or(const struct rdzv_opt *opt, const char *dflt)
+{
+    return opt->typed && opt->typed[0] == '-' ? opt->typed : dflt;
+}
+
 static int bad(const char *opt, const char *val, const char *what)
 {
     fprintf(stderr, "rdzv-agent: invalid %s '%s': %s (see rdzv-agent --help)\n", opt, val, what);
@@ -66,7 +72,7 @@ static int nnodes_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, 
     struct agent_opts *o = p->ud;
     const char *msg = nnodes_parse(val, &o->min_nodes, &o->max_nodes);
 
-    return msg ? bad("--nnodes", val, msg) : 0;
+    return msg ? bad(typed_or(opt, "--nnodes"), val, msg) : 0;
 }
 
 /* A number, gpu, cpu or auto (resolved once the GPUs are known); an error names all four. */
@@ -81,7 +87,7 @@ static int nproc_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, c
             v > RDZV_NPROC_MAX) {
             snprintf(what, sizeof(what), "expected a whole number from 1 to %d, gpu, cpu or auto",
                      RDZV_NPROC_MAX);
-            return bad("--nproc-per-node", val, what);
+            return bad(typed_or(opt, "--nproc-per-node"), val, what);
         }
         o->nproc = v;
     }
@@ -290,7 +296,7 @@ static int int_check_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *op
         ((struct agent_opts *)p->ud)->standalone)
         return 0; /* torchrun's --standalone is c10d: it ignores --node-rank */
     snprintf(name, sizeof(name), "--%s", opt->name);
-    return parse_int(name, val, opt->imin, opt->imax, opt->dest);
+    return parse_int(typed_or(opt, name), val, opt->imin, opt->imax, opt->dest);
 }
 
 static const rdzv_opt_cb deferred_checks[AGENT_OPTS_DEFERRED] = {
@@ -326,34 +332,38 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
 {
     const struct rdzv_opt table[] = {
         {.kind = RDZV_OPT_CALLBACK, .name = "nnodes", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
-         .dest = &o->deferred[D_NNODES], .metavar = "N|MIN:MAX",
+         .dest = &o->deferred[D_NNODES],
+         .typed = o->deferred_typed[D_NNODES], .metavar = "N|MIN:MAX",
          .help = "nodes in the job (default: $SLURM_NNODES or 1)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "nproc", .flags = RDZV_OPT_F_PREFER,
          .alias = "nproc-per-node", .cb = defer_cb,
-         .dest = &o->deferred[D_NPROC],
+         .dest = &o->deferred[D_NPROC], .typed = o->deferred_typed[D_NPROC],
          .metavar = "N|gpu|cpu|auto",
          .help = "workers on this node (default 1; gpu: one per visible GPU;\n"
                  "cpu: one per CPU; auto: GPUs if any, else CPUs)"},
         {.kind = RDZV_OPT_STRING, .name = "endpoint", .dest = &o->endpoint, .metavar = "HOST:PORT",
+         .typed = o->typed[AGENT_TYPED_ENDPOINT],
          .help = "rdzvd's address, started by hand (port default 29400); the\n"
                  "replicas of a replicated rdzvd as HOST:PORT,HOST:PORT,...: the\n"
                  "agent finds the leader and follows it when it changes"},
         {.kind = RDZV_OPT_STRING, .name = "rdzv-endpoint", .flags = RDZV_OPT_F_PREFER,
          .dest = &o->rdzv_endpoint, .metavar = "HOST[:PORT]",
+         .typed = o->typed[AGENT_TYPED_RDZV_ENDPOINT],
          .help = "torchrun's: with --rdzv-backend c10d rdzvd's address (default\n"
                  "localhost:29400); without a backend, static at this address"},
         {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-id", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
-         .dest = &o->deferred[D_RUN_ID],
+         .dest = &o->deferred[D_RUN_ID], .typed = o->deferred_typed[D_RUN_ID],
          .metavar = "ID", .env = "RDZV_ID *",
          .help = "job id shared by all nodes (default: $SLURM_JOB_ID, then\n$PBS_JOBID)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "node-rank", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
-         .dest = &o->deferred[D_NODE_RANK], .imin = 0,
+         .dest = &o->deferred[D_NODE_RANK], .typed = o->deferred_typed[D_NODE_RANK], .imin = 0,
          .imax = 99999, .metavar = "N",
          .help = "this node's rank (default: $SLURM_NODEID, then\n"
                  "$OMPI_COMM_WORLD_RANK, else the order of arrival)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "max-restarts", .flags = RDZV_OPT_F_PREFER,
          .cb = defer_cb,
-         .dest = &o->deferred[D_MAX_RESTARTS], .imin = 0,
+         .dest = &o->deferred[D_MAX_RESTARTS],
+         .typed = o->deferred_typed[D_MAX_RESTARTS], .imin = 0,
          .imax = 1000000, .metavar = "N", .help = "job-wide restarts after failures (default 0)"},
         {.kind = RDZV_OPT_FLAG, .name = "standalone", .flags = RDZV_OPT_F_PREFER,
          .dest = &o->standalone,
@@ -485,7 +495,7 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_SECTION, .help = "torchrun and torch.distributed.launch:"},
         {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-backend", .flags = RDZV_OPT_F_PREFER,
          .cb = defer_cb,
-         .dest = &o->deferred[D_BACKEND],
+         .dest = &o->deferred[D_BACKEND], .typed = o->deferred_typed[D_BACKEND],
          .metavar = "c10d|static",
          .help = "c10d: rdzvd at --rdzv-endpoint; when nothing answers there,\n"
                  "the agent that owns the endpoint's address (or node rank 0)\n"
@@ -493,7 +503,7 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "--master-port, world fixed at --nnodes (the default for a\n"
                  "SCRIPT without an endpoint). etcd, etcd-v2: refused"},
         {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-conf", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
-         .dest = &o->deferred[D_CONF], .metavar = "K=V,...",
+         .dest = &o->deferred[D_CONF], .typed = o->deferred_typed[D_CONF], .metavar = "K=V,...",
          .help = "join_timeout, timeout, last_call_timeout, read_timeout,\n"
                  "keep_alive_interval x keep_alive_max_attempt (heartbeat),\n"
                  "is_host, replicas=1|3|5 (the rdzvd an agent hosts; default\n"
@@ -501,10 +511,11 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "store_type and use_libuv mean nothing here; other keys: a\n"
                  "warning"},
         {.kind = RDZV_OPT_STRING, .name = "master-addr", .flags = RDZV_OPT_F_PREFER,
-         .dest = &o->master_addr,
+         .dest = &o->master_addr, .typed = o->typed[AGENT_TYPED_MASTER_ADDR],
          .metavar = "HOST", .help = "static: where node rank 0 hosts rdzvd (default 127.0.0.1)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "master-port", .flags = RDZV_OPT_F_PREFER,
-         .cb = defer_cb, .dest = &o->deferred[D_MASTER_PORT], .imin = 0, .imax = INT32_MAX,
+         .cb = defer_cb, .dest = &o->deferred[D_MASTER_PORT],
+         .typed = o->deferred_typed[D_MASTER_PORT], .imin = 0, .imax = INT32_MAX,
          .metavar = "PORT", .help = "static: its port (default 29500)"},
         {.kind = RDZV_OPT_STRING, .name = "local-addr", .dest = &o->local_addr, .metavar = "ADDR",
          .help = "this node's address, as --host (default: hostname)"},
@@ -519,11 +530,12 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "run the script with runpy.run_path in $PYTHON_EXEC"},
         {.kind = RDZV_OPT_CALLBACK, .name = "redirects", .flags = RDZV_OPT_F_PREFER,
          .short_name = 'r', .cb = defer_cb,
-         .dest = &o->deferred[D_REDIRECTS], .metavar = "N|LR:N,...",
+         .dest = &o->deferred[D_REDIRECTS],
+         .typed = o->deferred_typed[D_REDIRECTS], .metavar = "N|LR:N,...",
          .help = "workers' stdout (1), stderr (2), both (3) to files only"},
         {.kind = RDZV_OPT_CALLBACK, .name = "tee", .flags = RDZV_OPT_F_PREFER,
          .short_name = 't', .cb = defer_cb,
-         .dest = &o->deferred[D_TEE], .metavar = "N|LR:N,...",
+         .dest = &o->deferred[D_TEE], .typed = o->deferred_typed[D_TEE], .metavar = "N|LR:N,...",
          .help = "workers' stdout (1), stderr (2), both (3) to files too"},
         {.kind = RDZV_OPT_CALLBACK, .name = "local-ranks-filter", .cb = ranks_filter_cb,
          .dest = &o->local_ranks_filter, .metavar = "LR,...",
@@ -583,6 +595,7 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         .flags = RDZV_OPT_STOP_AT_ARG | RDZV_OPT_ENV_ALIASES,
         .help_col = 28,
         .ud = o,
+        .spelled = o->spelled,
     };
     const char *s;
     int64_t lo, hi;
@@ -610,6 +623,28 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
             r = -EINVAL;
     }
     return r < 0 ? -EINVAL : r;
+}
+
+/* What names the endpoint and the run id in the agent's messages, as the user named them:
+ * "--endpoint", "--rdzv_endpoint", "--master_addr/--master_port" (the pair in the spelling of
+ * the one typed), an environment variable; rdzv's names for what was not given. */
+static void name_flags(struct agent_opts *o)
+{
+    const char *ma = o->typed[AGENT_TYPED_MASTER_ADDR], *mp = o->deferred_typed[D_MASTER_PORT];
+    bool under = strchr(ma, '_') || strchr(mp, '_');
+
+    if (o->endpoint && o->endpoint == o->rdzv_endpoint && o->typed[AGENT_TYPED_RDZV_ENDPOINT][0])
+        snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s",
+                 o->typed[AGENT_TYPED_RDZV_ENDPOINT]);
+    else if (o->endpoint == o->endpoint_buf)
+        snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s/%s",
+                 ma[0] == '-' ? ma : under ? "--master_addr" : "--master-addr",
+                 mp[0] == '-' ? mp : under ? "--master_port" : "--master-port");
+    else if (o->typed[AGENT_TYPED_ENDPOINT][0])
+        snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s", o->typed[AGENT_TYPED_ENDPOINT]);
+    else
+        snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "--endpoint");
+    o->run_id_flag = o->deferred_typed[D_RUN_ID][0] ? o->deferred_typed[D_RUN_ID] : "--rdzv-id";
 }
 
 /* HOST:PORT or [V6]:PORT, as torchrun's parse_rendezvous_endpoint splits it. */
@@ -685,9 +720,9 @@ static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int f
         o->run_id = "none";
     if (o->backend == AGENT_BACKEND_STATIC) {
         if (!o->endpoint && o->master_port > 65535) {
-            fprintf(stderr, "rdzv-agent: invalid --master-port '%" PRId64 "': expected a whole "
+            fprintf(stderr, "rdzv-agent: invalid %s '%" PRId64 "': expected a whole "
                             "number from 0 to 65535 (see rdzv-agent --help)\n",
-                    o->master_port);
+                    o->deferred_typed[D_MASTER_PORT], o->master_port);
             return -EINVAL;
         }
         if (!o->endpoint) {
@@ -832,5 +867,6 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
                 o->node_rank, o->min_nodes, o->max_nodes, o->max_nodes - 1);
         return -EINVAL;
     }
+    name_flags(o);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "common/rdzv-log.h"
+#include "common/rdzv-opt.h"
 #include "proto/rdzv-msg.h"
 #include "agent/group/agent-cmd.h"
 
@@ -31,6 +32,10 @@ enum agent_deferred {
     D_NNODES, D_NPROC, D_BACKEND, D_RUN_ID, D_CONF, D_REDIRECTS, D_TEE, D_MAX_RESTARTS,
     D_NODE_RANK, D_MASTER_PORT, AGENT_OPTS_DEFERRED
 };
+
+/* The options (besides the deferred ones) a later message names, kept as the user named them
+ * (agent_opts.typed). */
+enum { AGENT_TYPED_ENDPOINT, AGENT_TYPED_RDZV_ENDPOINT, AGENT_TYPED_MASTER_ADDR, AGENT_TYPED_N };
 
 struct agent_opts {
     int64_t min_nodes, max_nodes;
@@ -109,6 +114,15 @@ struct agent_opts {
     bool may_host;
     bool must_host;          /* static node rank 0 or is_host=1: host without a bind check */
     char endpoint_buf[300];  /* static: master addr:port */
+    /* How the user named the options that later messages name ("" when not given), the option
+     * being read (the parser's errors), and what names the endpoint and the run id in messages,
+     * as typed: "--master_addr/--master_port", "--rdzv_endpoint", "RDZV_ENDPOINT", "--rdzv_id"
+     * (rdzv's own names when none was given). */
+    char typed[AGENT_TYPED_N][RDZV_OPT_TYPED_MAX];
+    char deferred_typed[AGENT_OPTS_DEFERRED][RDZV_OPT_TYPED_MAX]; /* of deferred[] */
+    char spelled[RDZV_OPT_TYPED_MAX];
+    char endpoint_flag[2 * RDZV_OPT_TYPED_MAX + 2];
+    const char *run_id_flag;
     char run_id_buf[64];     /* --standalone's generated run id */
     const char *deferred[AGENT_OPTS_DEFERRED]; /* the value given last, checked after */
 };

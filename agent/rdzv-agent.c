@@ -467,10 +467,12 @@ int main(int argc, char **argv)
         print_bad_endpoint(a.o.endpoint);
         return 2;
     }
+    eps.flag = a.o.endpoint_flag;
     snprintf(host, sizeof(host), "%s", eps.ep[0].host);
     port = eps.ep[0].port;
     if (a.o.may_host && eps.n > 1) {
-        log_info("--endpoint lists %u replicas: rdzvd runs there, this agent starts none", eps.n);
+        log_info("%s lists %u replicas: rdzvd runs there, this agent starts none", eps.flag,
+                 eps.n);
         a.o.may_host = false;
     }
     if (a.o.may_host)
@@ -490,6 +492,7 @@ int main(int argc, char **argv)
                                                       .eps = &eps,
                                                       .token = a.token,
                                                       .run_id = a.o.run_id,
+                                                      .run_id_flag = a.o.run_id_flag,
                                                       .host = a.o.host,
                                                       .self_exe = a.self_exe,
                                                       .nproc = a.o.nproc,

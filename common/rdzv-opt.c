@@ -42,15 +42,69 @@ static bool is_option(const struct rdzv_opt *o)
     return o->kind != RDZV_OPT_SECTION && o->kind != RDZV_OPT_END;
 }
 
+static int name_match(const char *s, size_t n, const char *name);
+
+/* Does typed ("--max_conns", "-p") name o, wholly? */
+static bool names_option(const char *typed, const struct rdzv_opt *o)
+{
+    size_t n;
+
+    if (typed[0] != '-')
+        return false;
+    if (typed[1] != '-')
+        return typed[1] && typed[1] == o->short_name && !typed[2];
+    n = strlen(typed + 2);
+    return name_match(typed + 2, n, o->name) == 2 || name_match(typed + 2, n, o->alias) == 2;
+}
+
 int rdzv_opt_bad(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val,
                  const char *what)
 {
-    if (p->style == RDZV_OPT_STYLE_BAD)
-        fprintf(err_of(p), "%s: bad --%s '%s': %s\n", p->name, o->name, val ? val : "", what);
+    char dashed[RDZV_OPT_TYPED_MAX + 2];
+    const char *name = dashed;
+
+    /* As the user named it, when the name kept is this option's (a check made after the parse
+     * may come after another option was read; a variable's value is named by the next line). */
+    if (o->typed && o->typed[0] == '-')
+        name = o->typed;
+    else if (p->spelled && names_option(p->spelled, o))
+        name = p->spelled;
     else
-        fprintf(err_of(p), "%s: invalid --%s '%s': %s (see %s --help)\n", p->name, o->name,
+        snprintf(dashed, sizeof(dashed), "--%s", o->name);
+    if (p->style == RDZV_OPT_STYLE_BAD)
+        fprintf(err_of(p), "%s: bad %s '%s': %s\n", p->name, name, val ? val : "", what);
+    else
+        fprintf(err_of(p), "%s: invalid %s '%s': %s (see %s --help)\n", p->name, name,
                 val ? val : "", what, p->name);
     return -EINVAL;
+}
+
+/* o was named by s (n bytes: "--max_conns", "-p", a variable's name): into o->typed and the
+ * program's spelled, where they are kept. A long name is the option's name or alias, whole (a
+ * prefix names it too), with '_' between its words when the user typed one. */
+static void name_typed(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *s,
+                       size_t n, bool is_long)
+{
+    char buf[RDZV_OPT_TYPED_MAX];
+
+    if (is_long) {
+        const char *base = o->name;
+        bool under = memchr(s, '_', n) != NULL;
+        size_t k;
+
+        if (o->alias && !name_match(s, n, o->name))
+            base = o->alias;
+        snprintf(buf, sizeof(buf), "--%s", base);
+        for (k = 2; under && buf[k]; k++)
+            if (buf[k] == '-')
+                buf[k] = '_';
+    } else {
+        snprintf(buf, sizeof(buf), "%.*s", (int)(n < sizeof(buf) ? n : sizeof(buf) - 1), s);
+    }
+    if (o->typed)
+        memcpy(o->typed, buf, sizeof(buf));
+    if (p->spelled)
+        memcpy(p->spelled, buf, sizeof(buf));
 }
 
 /* "a, b or c" from a NULL-terminated list. */
@@ -265,6 +319,7 @@ static int parse_long(const struct rdzv_opt_prog *p, int argc, char **argv, int 
         return ambiguous_error(p, arg, n, argv[*i]);
     if (!o)
         return usage_error(p, "unknown option", argv[*i]);
+    name_typed(p, o, arg, n, true);
     if (o->flags & RDZV_OPT_F_OPTARG)
         return apply(p, o, eq ? eq + 1 : NULL);
     if (!takes_value(o)) {
@@ -297,6 +352,7 @@ static int parse_short(const struct rdzv_opt_prog *p, int argc, char **argv, int
 
         if (!o)
             return usage_error(p, "unknown option", opt);
+        name_typed(p, o, opt, 2, false);
         if (o->flags & RDZV_OPT_F_OPTARG)
             return apply(p, o, c[1] ? c + 1 : NULL);
         if (!takes_value(o)) {
@@ -401,6 +457,7 @@ int rdzv_opt_parse_env(const struct rdzv_opt_prog *p)
         val = env_value(p, o, name, sizeof(name));
         if (!val)
             continue;
+        name_typed(p, o, name, strlen(name), false);
         if (!takes_value(o)) {
             if (strcmp(val, "0") == 0 || strcasecmp(val, "false") == 0 ||
                 strcasecmp(val, "no") == 0)

@@ -91,7 +91,14 @@ struct rdzv_opt {
     const char *what;      /* what a bad value should have been (the error's tail), or the
                             * parser's own wording from the range / choices */
     const char *env;       /* environment names (see above); NULL: "*"; "": none */
+    char *typed; /* if set (RDZV_OPT_TYPED_MAX bytes): how the user named the option once given
+                  * ("--master_addr": its name or alias as they spelled it, '_' between words
+                  * if they typed one; "-p"; or the environment variable), "" until then, for
+                  * the program's later messages */
 };
+
+/* The longest name an option is given by, as typed ("--" or a variable name included). */
+#define RDZV_OPT_TYPED_MAX 64
 
 /* How a bad value is reported: "PROG: invalid --OPT 'VAL': WHAT (see PROG --help)" (rdzvd,
  * rdzv-agent, rdzvctl) or "PROG: bad --OPT 'VAL': WHAT" (rdzv-train, whose tests hold it). */
@@ -114,6 +121,8 @@ struct rdzv_opt_prog {
     unsigned flags;           /* RDZV_OPT_STOP_AT_ARG */
     unsigned help_col;        /* column of the help text (default 28) */
     void *ud;                 /* for callbacks */
+    char *spelled; /* if set (RDZV_OPT_TYPED_MAX bytes): the option being read, as the user named
+                    * it; the parser's messages about a value (rdzv_opt_bad) say it so */
     FILE *out, *err;          /* NULL: stdout, stderr */
 };
 

@@ -44,7 +44,16 @@ struct agent_endpoint {
 struct agent_endpoints {
     unsigned n;
     struct agent_endpoint ep[AGENT_ENDPOINTS_MAX + 1];
+    /* How the user named them, for messages ("--master_addr/--master_port"); NULL: --endpoint.
+     * Borrowed: it must outlive every copy. */
+    const char *flag;
 };
+
+/* The name of eps in a message: as the user named it, else "--endpoint". */
+static inline const char *agent_endpoints_flag(const struct agent_endpoints *eps)
+{
+    return eps->flag ? eps->flag : "--endpoint";
+}
 
 /* "HOST:PORT[,HOST:PORT...]" (at most AGENT_ENDPOINTS_MAX) into *out. 0 or -EINVAL. */
 int agent_endpoints_parse(const char *list, struct agent_endpoints *out);

@@ -249,15 +249,17 @@ static void client_give_up(struct agent_client *c)
 
     if (c->eps.n > 1)
         client_fail(c, "cannot join through any of the %u rdzvd endpoints (the last, %s: %s); "
-                       "is a majority of the replicas running? check --endpoint",
-                    c->eps.n, c->name, c->why[0] ? c->why : "no answer");
+                       "is a majority of the replicas running? check %s",
+                    c->eps.n, c->name, c->why[0] ? c->why : "no answer",
+                    agent_endpoints_flag(&c->eps));
     else if (c->why_peer)
-        client_fail(c, "%s %s (for %.0f s, --connect-timeout): not rdzvd? check --endpoint",
-                    c->name, c->why, secs);
+        client_fail(c, "%s %s (for %.0f s, --connect-timeout): not rdzvd? check %s",
+                    c->name, c->why, secs, agent_endpoints_flag(&c->eps));
     else
         client_fail(c, "cannot reach rdzvd at %s within %.0f s (--connect-timeout): %s (is the "
-                       "daemon running there? check --endpoint)",
-                    c->name, secs, c->why[0] ? c->why : "no answer to the connection");
+                       "daemon running there? check %s)",
+                    c->name, secs, c->why[0] ? c->why : "no answer to the connection",
+                    agent_endpoints_flag(&c->eps));
 }
 
 static void schedule_retry(struct agent_client *c, int err)
@@ -344,7 +346,7 @@ void agent_client_not_rdzvd(struct agent_client *c, enum agent_peer k, const uin
     }
     client_drop(c, CL_RESOLVING);
     if (k == AGENT_PEER_HTTP || k == AGENT_PEER_OTHER) {
-        client_fail(c, "%s, not rdzvd: check --endpoint", why);
+        client_fail(c, "%s, not rdzvd: check %s", why, agent_endpoints_flag(&c->eps));
         return;
     }
     snprintf(c->why, sizeof(c->why), "%s", what);
@@ -425,7 +427,8 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     }
     if (status < 0) {
         if (status == UV_EAI_NONAME && c->eps.n == 1) {
-            client_fail(c, "cannot resolve rdzvd host '%s'; check --endpoint", c->host);
+            client_fail(c, "cannot resolve rdzvd host '%s'; check %s", c->host,
+                        agent_endpoints_flag(&c->eps));
             return;
         }
         backoff_start(c);

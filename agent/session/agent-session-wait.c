@@ -49,9 +49,11 @@ void agent_session_on_wait(struct agent_client *c, const struct rdzv_wait *w, vo
             snprintf(nnodes, sizeof(nnodes), "%" PRId64 ":%" PRId64, w->need, w->max);
         left_text(w->left_ms, "before the join timeout", left, sizeof(left));
         log_warn("still waiting for job %s's nodes: %" PRId64 " of --nnodes %s joined%s. Are the "
-                 "others started, with the same --rdzv-id %s and --endpoint %s:%u? Another id "
-                 "or endpoint is another job",
-                 a->cfg.run_id, w->nodes, nnodes, left, a->cfg.run_id, ep->host, ep->port);
+                 "others started, with the same %s %s and %s %s:%u? Another id or endpoint is "
+                 "another job",
+                 a->cfg.run_id, w->nodes, nnodes, left,
+                 a->cfg.run_id_flag ? a->cfg.run_id_flag : "--rdzv-id", a->cfg.run_id,
+                 agent_endpoints_flag(&a->eps), ep->host, ep->port);
         break;
     case RDZV_WAIT_REBUILD:
         left_text(w->left_ms, "before it goes on without the others", left, sizeof(left));

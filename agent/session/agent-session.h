@@ -28,6 +28,7 @@ struct agent_session_cfg {
     const struct agent_endpoints *eps; /* rdzvd's endpoints (replicas: several) */
     const struct rdzv_token *token; /* --token-file, or NULL */
     const char *run_id;             /* for logs */
+    const char *run_id_flag;        /* how the user named it ("--rdzv_id"), or NULL */
     const char *host;               /* this node's name, in logs and WORKER_EXIT */
     const char *self_exe;           /* runs the NCCL root holder (rdzv-agent --nccl-root) */
     int64_t nproc;                  /* local workers */

@@ -4,11 +4,13 @@ server, a listener that never answers, one that answers another protocol, one th
 once. The agent names what answered in one line and exits 1 within --connect-timeout; it never
 loops reconnecting, nor speaks of workers that never started. Waiting for an rdzvd that is not
 up says so every 10 s with the time left."""
+import datetime
+import re
 import socket
 import threading
 import time
 
-from agenttest import AgentTestCase, agent_cmd, finish, main, start
+from agenttest import AGENT, AgentTestCase, agent_cmd, finish, main, start
 
 TIMEOUT = 12  # --connect-timeout of these agents (s)
 
@@ -72,10 +74,17 @@ def start_agent(port, timeout=TIMEOUT):
 
 
 def ended(started):
-    """(exit code, stderr, seconds it took) of an agent start_agent started."""
+    """(exit code, stderr, seconds it took) of an agent start_agent started: by its own log's
+    first and last times when it has two (it may have ended long before the test that reads it
+    runs: those started in setUpClass wait for the tests before them), else as the test saw."""
     p, t0, timeout = started
     rc, _, err = finish(p, timeout=timeout + 20)
-    return rc, err, time.monotonic() - t0
+    took = time.monotonic() - t0
+    stamps = re.findall(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z", err, re.M)
+    if len(stamps) >= 2:
+        took = (datetime.datetime.fromisoformat(stamps[-1]) -
+                datetime.datetime.fromisoformat(stamps[0])).total_seconds()
+    return rc, err, took
 
 
 class TestWrongEndpoint(AgentTestCase):
@@ -155,6 +164,30 @@ class TestWrongEndpoint(AgentTestCase):
         self.assertIn("5 s left", notes[1])
         self.assertIn(f"cannot reach rdzvd at 127.0.0.1:{port} within 25 s", err)
         self.assertLess(took, 26.5, err)
+
+    def test_messages_name_the_flags_as_typed(self):
+        """Issue 47 item 4: a torchrun line (--master_addr/--master_port, no rdzvd there) ends
+        with the flags the user typed, not rdzv's --endpoint; a bad value is named as typed
+        too, an underscored one or a prefix."""
+        port = self.refused.getsockname()[1]
+        p = start([AGENT, "--master_addr", "127.0.0.1", "--master_port", str(port),
+                   "--node_rank", "1", "--nnodes", "2", "--nproc_per_node", "1",
+                   "--connect_timeout", "2", "--rdzv_id", "typed", "--", "true"])
+        rc, _, err = finish(p, timeout=30)
+        self.assertEqual(rc, 1, err)
+        last = err.strip().splitlines()[-1]
+        self.assertIn(f"cannot reach rdzvd at 127.0.0.1:{port}", last, err)
+        self.assertIn("check --master_addr/--master_port)", last, err)
+        self.assertNotIn("--endpoint", err)
+        for args, named in ((["--nproc_per_node", "x"], "invalid --nproc_per_node 'x'"),
+                            (["--max_restarts", "-1"], "invalid --max_restarts '-1'"),
+                            (["--node_rank", "x", "--nnodes", "2"], "invalid --node_rank 'x'"),
+                            (["--master_port", "70000"], "invalid --master_port '70000'"),
+                            (["--heartbeat_timeout", "x"], "invalid --heartbeat_timeout 'x'"),
+                            (["--nnod", "0"], "invalid --nnodes '0'")):
+            rc, _, err = finish(start([AGENT, *args, "--", "true"]), timeout=30)
+            self.assertEqual(rc, 2, err)
+            self.assertTrue(err.startswith(f"rdzv-agent: {named}: "), err)
 
 
 if __name__ == "__main__":
