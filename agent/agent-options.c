@@ -630,18 +630,22 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
  * the one typed), an environment variable; rdzv's names for what was not given. */
 static void name_flags(struct agent_opts *o)
 {
-    const char *ma = o->typed[AGENT_TYPED_MASTER_ADDR], *mp = o->deferred_typed[D_MASTER_PORT];
+    const char *ma = o->typed[AGENT_TYPED_MASTER_ADDR], *mp = o->deferred_typed[D_MASTER_PORT],
+               *be = o->deferred_typed[D_BACKEND];
     bool under = strchr(ma, '_') || strchr(mp, '_');
 
     if (o->endpoint && o->endpoint == o->rdzv_endpoint && o->typed[AGENT_TYPED_RDZV_ENDPOINT][0])
         snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s",
                  o->typed[AGENT_TYPED_RDZV_ENDPOINT]);
-    else if (o->endpoint == o->endpoint_buf)
+    else if (o->endpoint == o->endpoint_buf) /* static: each as named, the other in its style */
         snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s/%s",
-                 ma[0] == '-' ? ma : under ? "--master_addr" : "--master-addr",
-                 mp[0] == '-' ? mp : under ? "--master_port" : "--master-port");
+                 ma[0] ? ma : under ? "--master_addr" : "--master-addr",
+                 mp[0] ? mp : under ? "--master_port" : "--master-port");
     else if (o->typed[AGENT_TYPED_ENDPOINT][0])
         snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s", o->typed[AGENT_TYPED_ENDPOINT]);
+    else if (o->backend_given) /* torchrun's c10d default: its flag, in the user's style */
+        snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "%s",
+                 strchr(be, '_') ? "--rdzv_endpoint" : "--rdzv-endpoint");
     else
         snprintf(o->endpoint_flag, sizeof(o->endpoint_flag), "--endpoint");
     o->run_id_flag = o->deferred_typed[D_RUN_ID][0] ? o->deferred_typed[D_RUN_ID] : "--rdzv-id";

@@ -280,11 +280,11 @@ static int report_gpus(struct agent *a, char **gpus, int ngpus, struct rdzv_gpu_
     return 0;
 }
 
-static void print_bad_endpoint(const char *endpoint)
+static void print_bad_endpoint(const char *endpoint, const char *flag)
 {
-    fprintf(stderr, "rdzv-agent: bad --endpoint '%s': expected HOST:PORT, or up to %d of them "
+    fprintf(stderr, "rdzv-agent: bad %s '%s': expected HOST:PORT, or up to %d of them "
                     "separated by commas (the replicas of rdzvd --peers)\n",
-            endpoint, AGENT_ENDPOINTS_MAX);
+            flag && flag[0] ? flag : "--endpoint", endpoint, AGENT_ENDPOINTS_MAX);
 }
 
 /* --print-launch: the resolved launch on stdout (agent_opts_print_launch()), nothing run.
@@ -309,7 +309,7 @@ static int print_launch(struct agent *a)
         rdzv_format_hostport(ep + n, sizeof(ep) - n, eps.ep[i].host, eps.ep[i].port);
     }
     if (r < 0)
-        print_bad_endpoint(a->o.endpoint);
+        print_bad_endpoint(a->o.endpoint, a->o.endpoint_flag);
     else if ((r = agent_opts_print_launch(&a->o, ep, a->cmd.argv, stdout)) < 0)
         fprintf(stderr, "rdzv-agent: --print-launch: %s\n", strerror(-r));
     return r < 0 ? 2 : 0;
@@ -464,7 +464,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (agent_endpoints_parse(a.o.endpoint, &eps) < 0) {
-        print_bad_endpoint(a.o.endpoint);
+        print_bad_endpoint(a.o.endpoint, a.o.endpoint_flag);
         return 2;
     }
     eps.flag = a.o.endpoint_flag;

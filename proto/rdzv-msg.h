@@ -33,7 +33,7 @@ struct rdzv_buf;
 #define RDZV_NCCL_HEX_LEN (2 * RDZV_NCCL_ID_BYTES)
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
 #define RDZV_SUMMARY_MAX 1023
-#define RDZV_COST_MAX 255
+#define RDZV_COST_MAX 511
 #define RDZV_REASON_MAX 255   /* WORKER_EXIT's optional reason */
 #define RDZV_ERROR_MAX 511    /* ERROR text and NCCL_ID error: cut (UTF-8-safe) past this */
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */

@@ -79,10 +79,16 @@ int rdzv_cost_of(const struct rdzv_status_timeline *tl, double t_end, struct rdz
     if (!(tl->start_s > 0) || t_end < tl->start_s)
         return -ENODATA;
     c->wall_s = t_end - tl->start_s;
-    /* Rank 0's first step or the first failure, else the first generation's start. */
-    first = tl->startup_end_s > 0                    ? tl->startup_end_s
-            : tl->n_bands > 0 && tl->bands[0].start > 0 ? tl->bands[0].start
-                                                        : t_end;
+    /* Rank 0's first step (the first failure when it came before), else without progress
+     * reports the first generation's start. */
+    if (tl->first_step_s > 0)
+        first = tl->first_failure_s > 0 && tl->first_failure_s < tl->first_step_s
+                    ? tl->first_failure_s
+                    : tl->first_step_s;
+    else if (tl->first_failure_s > 0 && !(tl->first_band_s > 0))
+        first = tl->first_failure_s;
+    else
+        first = tl->first_band_s > 0 ? tl->first_band_s : t_end;
     c->startup_s = first > tl->start_s ? (first < t_end ? first : t_end) - tl->start_s : 0;
     c->detect_s = tl->detect_sum_s;
     c->cut_s = tl->cut_s;

@@ -185,22 +185,23 @@ struct rdzv_status_timeline {
      * unknown), the detection of its recoveries summed (from each failure, as its report dates
      * it, to rdzvd's decision), and the time rank 0 spent on steps done before (after a restart
      * from a checkpoint, until it passed the step reached before); first_step_s: rank 0's
-     * first report (0: none yet); startup_end_s: that report or the first failure, whichever
-     * came first (0: neither yet); cut_s: the recoveries that a failure cut short, from their
-     * last point to it; open_since_s: the last point of the recovery under way (0: none);
-     * rebuilt: the job was rebuilt from its record (an rdzvd restart, a new leader), and the
-     * figures count from then. */
-    double start_s, first_step_s, startup_end_s, detect_sum_s, redo_s, cut_s, open_since_s;
+     * first report (0: none yet); first_failure_s: the first failure's (0: none yet);
+     * first_band_s: the first generation's start (0: none yet); cut_s: the recoveries that a
+     * failure cut short, from their last point to it; open_since_s: the last point of the
+     * recovery under way (0: none); rebuilt: the job was rebuilt from its record (an rdzvd
+     * restart, a new leader), and the figures count from then. */
+    double start_s, first_step_s, first_failure_s, first_band_s, detect_sum_s, redo_s, cut_s,
+        open_since_s;
     bool rebuilt;
 };
 
 /* What failures cost a job, from its timeline, at time t_end (its end, or now): the wall time
- * from its first member, the start-up (to rank 0's first step or the first failure, whichever
- * came first; without either, to its first generation's start), the time lost to recoveries
- * (detection, then each phase to the next generation's first step, and the part of one that the
- * next failure or the end cut short), and the rest, training (of which redo_s redid steps done
- * before). startup + trained + lost = wall. Without progress reports a recovery ends when the
- * next generation's ranks went out. */
+ * from its first member, the start-up (to rank 0's first step, or to the first failure when it
+ * came before; without progress reports, to its first generation's start), the time lost to
+ * recoveries (detection, then each phase to the next generation's first step, and the part of
+ * one that the next failure or the end cut short), and the rest, training (of which redo_s
+ * redid steps done before). startup + trained + lost = wall. Without progress reports a
+ * recovery ends when the next generation's ranks went out. */
 struct rdzv_cost {
     double wall_s, startup_s, trained_s, redo_s, lost_s, detect_s;
     double phase_s[RDZV_RECOVERY_TOTAL]; /* stop, rendezvous, nccl, first_step: summed */

@@ -45,6 +45,9 @@ void rdzvd_timeline_band_start(struct rdzvd_timeline *t, double t_now, uint64_t 
     struct rdzv_status_timeline *tl = &t->tl;
 
     rdzvd_timeline_band_end(t, t_now);
+    if (!(tl->first_band_s > 0))
+        tl->first_band_s = t_now > 0 ? t_now : 1e-3;
+    t->rebase = t->have_step; /* a new generation: its first report is a base, not steps */
     if (tl->n_bands == RDZV_STATUS_BANDS) {
         memmove(&tl->bands[0], &tl->bands[1], (RDZV_STATUS_BANDS - 1) * sizeof(tl->bands[0]));
         tl->n_bands--;
@@ -84,8 +87,8 @@ void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint6
     if (t_cause > 0 && t_cause >= since && t_cause < t_now)
         at = t_cause;
     tl->detect_sum_s += t_now - at;
-    if (!(tl->startup_end_s > 0))
-        tl->startup_end_s = at; /* failed before its first step: the start-up ends here */
+    if (!(tl->first_failure_s > 0))
+        tl->first_failure_s = at; /* one before the first step ends the start-up */
     /* The one under way, cut short (as far as can be known: without progress reports a
      * recovery ends when its ranks went out). */
     if (t->recovering && tl->n_recoveries > 0 && tl->open_since_s > 0 && at > tl->open_since_s &&
@@ -187,11 +190,16 @@ void rdzvd_timeline_step(struct rdzvd_timeline *t, double x, int64_t step)
 
     if (!(x > 0 && x < 1e12) || step < 0)
         return;
+    /* Rank 0 steps again after the next generation's ranks went out: as far as the cost goes,
+     * the recovery is over (its last point waits for every node's first step, and a node
+     * whose workers never report would keep it open). */
+    if (t->recovering && tl->open_since_s > 0 && tl->n_recoveries > 0 &&
+        tl->recoveries[tl->n_recoveries - 1].t[RDZV_RECOVERY_SENT] > 0 &&
+        x >= tl->recoveries[tl->n_recoveries - 1].t[RDZV_RECOVERY_SENT])
+        tl->open_since_s = 0;
     if (!t->have_step) {
         t->have_step = true;
         tl->first_step_s = x;
-        if (!(tl->startup_end_s > 0))
-            tl->startup_end_s = x;
         t->rebase = false;
         t->max_step = step;
         tl->rate_start = x;

@@ -179,6 +179,17 @@ class TestWrongEndpoint(AgentTestCase):
         self.assertIn(f"cannot reach rdzvd at 127.0.0.1:{port}", last, err)
         self.assertIn("check --master_addr/--master_port)", last, err)
         self.assertNotIn("--endpoint", err)
+        # torchrun's c10d default endpoint, and a port from the environment: as named there.
+        for args, env, named in (
+                (["--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
+                  "--rdzv_conf", "is_host=0"], {}, "--rdzv_endpoint"),
+                (["--master_addr", "127.0.0.1", "--node_rank", "1"],
+                 {"PET_MASTER_PORT": str(port)}, "--master_addr/PET_MASTER_PORT")):
+            rc, _, err = finish(start([AGENT, *args, "--nnodes", "2", "--connect_timeout", "1",
+                                       "--rdzv_id", "typed", "--", "true"], env=env),
+                                timeout=30)
+            self.assertEqual(rc, 1, err)
+            self.assertIn(f"check {named})", err.strip().splitlines()[-1], err)
         for args, named in ((["--nproc_per_node", "x"], "invalid --nproc_per_node 'x'"),
                             (["--max_restarts", "-1"], "invalid --max_restarts '-1'"),
                             (["--node_rank", "x", "--nnodes", "2"], "invalid --node_rank 'x'"),
