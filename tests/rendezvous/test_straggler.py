@@ -15,13 +15,16 @@ import urllib.request
 from agenttest import RDZVCTL, AgentTestCase, agent_cmd, finish, job_status, main, start
 
 # Steps of RDZV_TEST_MS ms each for RDZV_TEST_SECONDS (after RDZV_TEST_SHIFT seconds,
-# RDZV_TEST_MS2 ms: every node slowing together); with RDZV_TEST_SPIKE, every tenth step 20x
-# as long (a checkpoint).
+# RDZV_TEST_MS2 ms: every node slowing together, counted in microseconds from the worker's
+# start: bash's $SECONDS moves at whole wall-clock seconds, so workers started a few ms apart
+# on either side of one shifted up to 1 s apart, and the first was called a straggler); with
+# RDZV_TEST_SPIKE, every tenth step 20x as long (a checkpoint).
 WORKER = ["bash", "-c", r'''
-ms=${RDZV_TEST_MS:-20}; i=0
+ms=${RDZV_TEST_MS:-20}; i=0; t0=${EPOCHREALTIME/./}
 while [ "$SECONDS" -lt "${RDZV_TEST_SECONDS:-8}" ]; do
   i=$((i + 1))
-  [ -n "$RDZV_TEST_SHIFT" ] && [ "$SECONDS" -ge "$RDZV_TEST_SHIFT" ] && ms=$RDZV_TEST_MS2
+  [ -n "$RDZV_TEST_SHIFT" ] &&
+    [ $((${EPOCHREALTIME/./} - t0)) -ge $((RDZV_TEST_SHIFT * 1000000)) ] && ms=$RDZV_TEST_MS2
   t=$ms; [ -n "$RDZV_TEST_SPIKE" ] && [ $((i % 10)) = 0 ] && t=$((ms * 20))
   sleep "$((t / 1000)).$(printf %03d $((t % 1000)))"
   echo "step $i compute_ms $t" >&"$RDZV_PROGRESS_FD"
