@@ -44,6 +44,11 @@ awk -v c="${cpu:-0}" 'BEGIN { exit !(c > 0 && c < 1000000) }' ||
 out=$("$bench" --port-file "$tmp/port" -c 200 -t 20 barrier) || fail "barrier: $out"
 echo "# $out"
 grep -q ' ok=1 ' <<<"$out" || fail "barrier did not complete"
+# The same as PyTorch >= 2.5's clients: VALIDATE, a PING echoed, then the barrier.
+out=$("$bench" --port-file "$tmp/port" --dialect modern -c 200 -t 20 barrier) ||
+    fail "barrier, modern: $out"
+echo "# $out"
+grep -q ' dialect=modern .* ok=1 ' <<<"$out" || fail "the modern barrier did not complete"
 
 out=$("$bench" --port-file "$tmp/port" --pid "$pid" --settle 0.2 -c 200 -t 20 memory) ||
     fail "memory: $out"

@@ -20,7 +20,8 @@
 #include "common/rdzv-util.h"
 
 /*
- * It parses just enough of the PyTorch <= 2.0 numbering to answer a load generator:
+ * It parses just enough of PyTorch's numbering to answer a load generator: the <= 2.0 one, or
+ * the modern one on a connection that opens with VALIDATE (its PING is echoed):
  *   ADD  on a key ending in "/cnt": the barrier counter (reset when a new such key shows up);
  *        on any other key: a fixed 1.
  *   GET  any key: the fixed value "1".
@@ -40,6 +41,7 @@
 struct nconn {
     int fd;
     bool waiting;
+    uint8_t dialect; /* D_UNKNOWN until its first bytes show whether it opened with VALIDATE */
     bool pollout; /* EPOLLOUT is armed */
     struct nconn *wprev, *wnext; /* on the waiter list while waiting */
     size_t inlen, outlen;
@@ -47,11 +49,13 @@ struct nconn {
     uint8_t out[OUT_CAP];
 };
 
+enum { D_LEGACY, D_MODERN, D_UNKNOWN };
+
 struct responder {
     int lfd, epfd;
     struct nconn **by_fd;
     size_t nfds;
-    uint8_t op_set, op_get, op_add, op_wait;
+    uint8_t op_set[2], op_get[2], op_add[2], op_wait[2], op_ping; /* by D_LEGACY, D_MODERN */
     int64_t counter;
     bool flag;
     char cnt_key[KEY_MAX];
@@ -151,11 +155,29 @@ static ssize_t str_at(const uint8_t *p, size_t n)
  * (c may already be gone when a reply could not be queued). */
 static ssize_t handle_one(struct responder *s, struct nconn *c, const uint8_t *p, size_t n)
 {
+    static const uint8_t validate[5] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
     uint8_t reply[16];
     ssize_t k, v;
     uint8_t op = p[0];
+    int d = c->dialect;
 
-    if (op == s->op_add) {
+    if (d == D_UNKNOWN) {
+        if (memcmp(p, validate, n < 5 ? n : 5) != 0)
+            c->dialect = D_LEGACY;
+        else if (n < 5)
+            return 0;
+        else {
+            c->dialect = D_MODERN;
+            return 5;
+        }
+        d = c->dialect;
+    }
+    if (d == D_MODERN && op == s->op_ping) {
+        if (n < 5)
+            return 0;
+        return conn_put(s, c, p + 1, 4) < 0 ? -1 : 5;
+    }
+    if (op == s->op_add[d]) {
         int64_t val = 1;
 
         k = str_at(p + 1, n - 1);
@@ -176,7 +198,7 @@ static ssize_t handle_one(struct responder *s, struct nconn *c, const uint8_t *p
         rdzv_set_u64(reply, (uint64_t)val);
         return conn_put(s, c, reply, 8) < 0 ? -1 : 1 + k + 8;
     }
-    if (op == s->op_get) {
+    if (op == s->op_get[d]) {
         k = str_at(p + 1, n - 1);
         if (k <= 0)
             return k;
@@ -184,7 +206,7 @@ static ssize_t handle_one(struct responder *s, struct nconn *c, const uint8_t *p
         reply[8] = '1';
         return conn_put(s, c, reply, 9) < 0 ? -1 : 1 + k;
     }
-    if (op == s->op_set) {
+    if (op == s->op_set[d]) {
         k = str_at(p + 1, n - 1);
         if (k <= 0)
             return k;
@@ -197,7 +219,7 @@ static ssize_t handle_one(struct responder *s, struct nconn *c, const uint8_t *p
         }
         return 1 + k + v;
     }
-    if (op == s->op_wait) {
+    if (op == s->op_wait[d]) {
         uint64_t nkeys;
         size_t off = 9;
 
@@ -285,6 +307,7 @@ static void accept_all(struct responder *s)
         c->fd = fd;
         c->waiting = false;
         c->pollout = false;
+        c->dialect = D_UNKNOWN;
         c->inlen = c->outlen = 0;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         ev.data.fd = fd;
@@ -387,10 +410,15 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    s.op_set = (uint8_t)rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_SET);
-    s.op_get = (uint8_t)rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_GET);
-    s.op_add = (uint8_t)rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_ADD);
-    s.op_wait = (uint8_t)rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_WAIT);
+    for (int d = D_LEGACY; d <= D_MODERN; d++) {
+        enum rdzv_dialect pd = d == D_LEGACY ? RDZV_DIALECT_V20 : RDZV_DIALECT_MODERN;
+
+        s.op_set[d] = (uint8_t)rdzv_op_to_wire(pd, RDZV_OP_SET);
+        s.op_get[d] = (uint8_t)rdzv_op_to_wire(pd, RDZV_OP_GET);
+        s.op_add[d] = (uint8_t)rdzv_op_to_wire(pd, RDZV_OP_ADD);
+        s.op_wait[d] = (uint8_t)rdzv_op_to_wire(pd, RDZV_OP_WAIT);
+    }
+    s.op_ping = (uint8_t)rdzv_op_to_wire(RDZV_DIALECT_MODERN, RDZV_OP_PING);
     s.waiters.wnext = s.waiters.wprev = &s.waiters;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

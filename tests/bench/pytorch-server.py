@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""pytorch-server.py: run PyTorch's own TCPStore server (classic backend in 1.13) for rdzv-bench.
+"""pytorch-server.py: run PyTorch's own TCPStore server for rdzv-bench: the classic backend in
+1.13, the libuv one from 2.4 (pip's wheels; Debian's 2.6 is built without libuv).
 
 Usage: /usr/bin/python3 pytorch-server.py --port-file FILE
 
@@ -48,8 +49,10 @@ def main():
     with open(tmp, "w") as f:
         f.write("%d\n" % port)
     os.rename(tmp, args.port_file)
-    print("pytorch-server: torch %s TCPStore on port %d" % (torch.__version__, port),
-          file=sys.stderr, flush=True)
+    # run-bench.sh reads the backend from this line.
+    backend = "libuv" if getattr(store, "libuvBackend", False) else "classic"
+    print("pytorch-server: torch %s TCPStore (%s backend) on port %d"
+          % (torch.__version__, backend, port), file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     while True:

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-bench.c: TCPStore load generator (PyTorch <= 2.0 numbering): throughput, barrier, memory.
+/* rdzv-bench.c: TCPStore load generator in every PyTorch dialect (--dialect: 1.x/2.0, 2.1, or
+ * modern, which opens each connection with VALIDATE and a PING as PyTorch >= 2.5 does):
+ * throughput, barrier, memory.
  * A barrier may come from several hosts (--hosts: source addresses 127.0.0.2, .3, ...), host
  * after host (--stagger) or interleaved, each rank silent a while after its connect (--silence),
  * as PyTorch's ranks are while they import: a storm of several hosts. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -18,6 +22,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +52,7 @@ enum conn_state {
     CS_NEW,        /* no socket yet */
     CS_BACKOFF,    /* a connect failed; try again at due_ns */
     CS_CONNECTING, /* non-blocking connect in progress */
+    CS_PING,       /* connected (modern): VALIDATE and PING sent, the PING's echo is due */
     CS_SILENT,     /* connected; its first request waits until due_ns (--silence) */
     CS_IDLE,       /* connected, nothing in flight */
     CS_ADD,        /* ADD sent: an i64 reply is due */
@@ -72,10 +78,14 @@ struct conn {
 struct bench {
     enum mode mode;
     enum tp_op op;
+    enum rdzv_dialect dialect; /* --dialect: the numbering every request is encoded in */
     struct sockaddr_in addr;
     int epfd;
     struct conn *conns;
-    uint32_t n;
+    uint32_t n;       /* this process's connections */
+    uint32_t total;   /* the barrier's ranks, over every process (--procs) */
+    uint32_t first;   /* the rank of conns[0] */
+    uint32_t procs;   /* barrier: processes the ranks are spread over (--procs; 1: this one) */
     int server_pid;
     int idle_pids[MAX_IDLE_PIDS + 1]; /* + the --pid one */
     size_t nidle_pids;
@@ -88,13 +98,16 @@ struct bench {
     char cnt_key[KEY_MAX], go_key[KEY_MAX], idle_key[KEY_MAX];
     size_t cnt_len, go_len, idle_len;
 
-    uint32_t nconnected, ndone, nlost, nbackoff, nsilent;
+    uint32_t nconnected; /* opened: connected, and for modern the PING answered */
+    uint32_t ndone, nlost, nbackoff, nsilent;
     uint32_t nwaiting; /* barrier: connections in CS_WAIT */
     bool go_sent;      /* barrier: the SET of the go key was sent */
     uint64_t retries; /* connect attempts that failed and were tried again */
     uint64_t replies; /* counted replies (throughput) */
     bool counting;
     uint64_t t_last_ns;   /* last completion (barrier: last STOP_WAITING) */
+    uint64_t t_opened_ns; /* the last connection opened (modern: its PING answered) */
+    uint64_t t_go_ns;     /* barrier: the go key's SET was sent */
     uint64_t next_due_ns; /* earliest CS_BACKOFF or CS_SILENT due time, UINT64_MAX if none */
     uint64_t rng;
     int first_lost_err;
@@ -107,12 +120,12 @@ static void usage(FILE *f)
     fprintf(
         f,
         "Usage: rdzv-bench [OPTIONS] throughput|barrier|memory\n"
-        "Load generator for TCPStore servers, PyTorch <= 2.0 numbering (SET 0, GET 2, ADD 3,\n"
-        "WAIT 5). Prints one line of key=value results on stdout.\n"
+        "Load generator for TCPStore servers. Prints one line of key=value results on stdout.\n"
         "\n"
         "  throughput  C connections in a closed loop of ADD(key_i,1), GET(key_i); replies/s\n"
         "  barrier     N connections: ADD(cnt,1); the one that reads N SETs go; all WAIT(go);\n"
-        "              seconds from the first connect() to the last STOP_WAITING\n"
+        "              seconds from the first connect() to the last STOP_WAITING; also when\n"
+        "              the last connection was open (opened_s) and when go was SET (go_s)\n"
         "  memory      N idle connections (one ADD each); server VmRSS growth per connection\n"
         "\n"
         "  -H, --host ADDR        server IPv4 address (default 127.0.0.1)\n"
@@ -133,6 +146,14 @@ static void usage(FILE *f)
         "                         h * SEC; 0 (default): the hosts' ranks in turn, one each\n"
         "      --silence SEC      barrier: each rank sends its ADD SEC after its connect\n"
         "                         (default 0)\n"
+        "      --procs P          barrier: spread the ranks over P processes started together\n"
+        "                         (default 1), as many hosts' ranks are: one client process\n"
+        "                         should not be what a barrier of 16,000 measures\n"
+        "  -D, --dialect D        the numbering PyTorch's clients speak: 2.0 (1.x and 2.0: SET 0,\n"
+        "                         GET 2, ADD 3, WAIT 5; the default), 2.1, or modern (2.2 and\n"
+        "                         later: each connection opens with VALIDATE and a PING whose\n"
+        "                         echo it waits for, as PyTorch >= 2.5 does; SET 1, GET 2,\n"
+        "                         ADD 3, WAIT 6). PyTorch >= 2.2's server answers only modern.\n"
         "  -k, --prefix STR       key namespace (default: unique per run)\n"
         "      --pid PID          server process: memory reads its VmRSS; throughput reads\n"
         "                         its CPU time over the measured window (server_cpu_s,\n"
@@ -182,20 +203,20 @@ static size_t enc_done(struct bench *b, uint8_t *p, int r)
 static size_t enc_add(struct bench *b, uint8_t *p, const char *key, size_t klen)
 {
     b->enc.len = b->enc.off = 0;
-    return enc_done(b, p, rdzv_enc_add(&b->enc, RDZV_DIALECT_V20, key, klen, 1));
+    return enc_done(b, p, rdzv_enc_add(&b->enc, b->dialect, key, klen, 1));
 }
 
 static size_t enc_get(struct bench *b, uint8_t *p, const char *key, size_t klen)
 {
     b->enc.len = b->enc.off = 0;
-    return enc_done(b, p, rdzv_enc_key(&b->enc, RDZV_DIALECT_V20, RDZV_OP_GET, key, klen));
+    return enc_done(b, p, rdzv_enc_key(&b->enc, b->dialect, RDZV_OP_GET, key, klen));
 }
 
 static size_t enc_set(struct bench *b, uint8_t *p, const char *key, size_t klen,
                       const char *val, size_t vlen)
 {
     b->enc.len = b->enc.off = 0;
-    return enc_done(b, p, rdzv_enc_set(&b->enc, RDZV_DIALECT_V20, key, klen, val, vlen));
+    return enc_done(b, p, rdzv_enc_set(&b->enc, b->dialect, key, klen, val, vlen));
 }
 
 /* WAIT on one NUL-terminated key. */
@@ -204,7 +225,17 @@ static size_t enc_wait1(struct bench *b, uint8_t *p, const char *key)
     const char *keys[1] = {key};
 
     b->enc.len = b->enc.off = 0;
-    return enc_done(b, p, rdzv_enc_keys(&b->enc, RDZV_DIALECT_V20, RDZV_OP_WAIT, keys, 1));
+    return enc_done(b, p, rdzv_enc_keys(&b->enc, b->dialect, RDZV_OP_WAIT, keys, 1));
+}
+
+/* The modern opening: VALIDATE, then a PING of nonce (the connection's index). */
+static size_t enc_hello(struct bench *b, uint8_t *p, uint32_t nonce)
+{
+    int r;
+
+    b->enc.len = b->enc.off = 0;
+    r = rdzv_enc_validate(&b->enc);
+    return enc_done(b, p, r < 0 ? r : rdzv_enc_ping(&b->enc, nonce));
 }
 
 /* ---- connection life cycle ---- */
@@ -212,8 +243,9 @@ static size_t enc_wait1(struct bench *b, uint8_t *p, const char *key)
 /* The host (0 .. hosts-1) of connection i: consecutive ranks when staggered, else in turn. */
 static uint32_t conn_host(const struct bench *b, uint32_t i)
 {
-    uint32_t per = (b->n + b->hosts - 1) / b->hosts;
+    uint32_t per = (b->total + b->hosts - 1) / b->hosts;
 
+    i += b->first;
     return b->stagger_s > 0 ? i / per : i % b->hosts;
 }
 
@@ -305,10 +337,12 @@ static void send_get(struct bench *b, struct conn *c)
         c->state = CS_GET;
 }
 
-/* The connection is up: do what the mode does first (a barrier's rank after its silence). */
-static void conn_connected(struct bench *b, struct conn *c)
+/* The connection is open (for modern, its PING answered): do what the mode does first (a
+ * barrier's rank after its silence). */
+static void conn_opened(struct bench *b, struct conn *c)
 {
     b->nconnected++;
+    b->t_opened_ns = rdzv_now_ns();
     c->state = CS_IDLE;
     if (b->mode == MODE_BARRIER && b->silence_s > 0) {
         c->state = CS_SILENT;
@@ -320,6 +354,19 @@ static void conn_connected(struct bench *b, struct conn *c)
         send_add(b, c, b->cnt_key, b->cnt_len);
     else if (b->mode == MODE_MEMORY)
         send_add(b, c, b->idle_key, b->idle_len);
+}
+
+/* The TCP connection is up: open it as the dialect's clients do. */
+static void conn_connected(struct bench *b, struct conn *c)
+{
+    uint8_t req[OUT_CAP];
+
+    if (b->dialect != RDZV_DIALECT_MODERN) {
+        conn_opened(b, c);
+        return;
+    }
+    if (conn_send(b, c, req, enc_hello(b, req, (uint32_t)(c - b->conns))) == 0)
+        c->state = CS_PING;
 }
 
 /* Open a socket and start a non-blocking connect. Returns 0 (the connection may already be in
@@ -419,6 +466,14 @@ static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
     size_t n;
     int64_t v;
 
+    if (c->state == CS_PING) {
+        if (rdzv_get_u32(c->in) != (uint32_t)(c - b->conns)) {
+            conn_lost(b, c, "PING echo", EPROTO);
+            return;
+        }
+        conn_opened(b, c);
+        return;
+    }
     switch (b->mode) {
     case MODE_THROUGHPUT:
         if (b->counting)
@@ -442,10 +497,11 @@ static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
         }
         v = (int64_t)rdzv_get_u64(c->in);
         n = 0;
-        if (v == (int64_t)b->n) {
+        if (v == (int64_t)b->total) {
             n = enc_set(b, req, b->go_key, b->go_len, "1", 1);
             b->go_sent = true;
-        } else if (v > (int64_t)b->n)
+            b->t_go_ns = now;
+        } else if (v > (int64_t)b->total)
             b->overshoot = true;
         n += enc_wait1(b, req + n, b->go_key);
         if (conn_send(b, c, req, n) == 0) {
@@ -465,6 +521,8 @@ static void conn_reply(struct bench *b, struct conn *c, uint64_t now)
 static size_t reply_len(const struct conn *c)
 {
     switch (c->state) {
+    case CS_PING:
+        return 4;
     case CS_ADD:
         return 8;
     case CS_WAIT:
@@ -826,41 +884,147 @@ static int run_throughput(struct bench *b)
                  b->replies ? (double)(cpu1 - cpu0) / (double)b->replies : 0.0,
                  cpu_precise ? "schedstat" : "ticks");
     qsort(win, nwin, sizeof(win[0]), cmp_double);
-    printf("mode=throughput op=%s conns=%" PRIu32 " replies=%" PRIu64 " seconds=%.3f "
+    printf("mode=throughput dialect=%s op=%s conns=%" PRIu32 " replies=%" PRIu64 " seconds=%.3f "
            "replies_per_s=%.0f best_window_per_s=%.0f median_window_per_s=%.0f windows=%zu "
            "lost=%" PRIu32 " retries=%" PRIu64 "%s\n",
-           tp_op_names[b->op], b->n, b->replies, (double)(now - t_meas) / 1e9,
+           rdzv_dialect_name(b->dialect), tp_op_names[b->op], b->n, b->replies,
+           (double)(now - t_meas) / 1e9,
            (double)b->replies * 1e9 / (double)(now - t_meas), win[nwin - 1], win[nwin / 2], nwin,
            b->nlost, b->retries, cpu);
     print_lost(b);
     return b->replies > 0 && b->nlost == 0 ? 0 : 1;
 }
 
+static int setup_conns(struct bench *b);
+
+/* What one process of a barrier saw (--procs: each child sends its own to the parent). */
+struct barrier_res {
+    uint64_t t_last_ns, t_opened_ns, t_go_ns, retries;
+    uint32_t ndone, nlost, nwaiting;
+    int32_t err;
+    uint8_t go_sent, overshoot;
+};
+
+/* Run this process's part of a barrier: its connections connect, ADD, WAIT. With other
+ * processes (--procs) a lost rank ends the part at once: the total can no longer be reached. */
+static void barrier_part(struct bench *b, uint64_t deadline, struct barrier_res *res)
+{
+    int r;
+
+    r = connect_all(b);
+    /* Lost ranks never ADD: once every other one waits and none read the total, it is over. */
+    while (r == 0 && b->ndone + b->nlost < b->n && rdzv_now_ns() < deadline &&
+           !(b->nlost > 0 && (b->procs > 1 || (!b->go_sent && b->nwaiting + b->nlost == b->n))))
+        r = poll_once(b, deadline);
+    *res = (struct barrier_res){.t_last_ns = b->t_last_ns, .t_opened_ns = b->t_opened_ns,
+                                .t_go_ns = b->t_go_ns, .retries = b->retries,
+                                .ndone = b->ndone, .nlost = b->nlost, .nwaiting = b->nwaiting,
+                                .err = r < 0 ? r : 0, .go_sent = b->go_sent,
+                                .overshoot = b->overshoot};
+}
+
+/* Fork b->procs children, each with its share of the ranks, start them together, and sum what
+ * they saw into *sum (t_last_ns: the latest). Returns 0 or a negative errno. */
+static int barrier_procs(struct bench *b, uint64_t *t0, uint64_t deadline,
+                         struct barrier_res *sum)
+{
+    int go[2], out[2], status;
+    pid_t *pids = calloc(b->procs, sizeof(*pids));
+    uint32_t share = b->total / b->procs, extra = b->total % b->procs;
+    struct barrier_res one;
+    char c = 0;
+    ssize_t n;
+
+    if (!pids)
+        return -ENOMEM;
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+        return -errno;
+    for (uint32_t p = 0; p < b->procs; p++) {
+        pid_t pid = fork();
+
+        if (pid < 0)
+            return -errno;
+        pids[p] = pid;
+        if (pid > 0)
+            continue;
+        (void)close(go[1]);
+        (void)close(out[0]);
+        b->first = p * share + (p < extra ? p : extra);
+        b->n = share + (p < extra ? 1 : 0);
+        if (setup_conns(b) < 0)
+            _exit(3);
+        while ((n = read(go[0], &c, 1)) < 0 && errno == EINTR)
+            ;
+        barrier_part(b, deadline, &one);
+        /* One record is smaller than PIPE_BUF: the children's writes do not interleave. */
+        _exit(write(out[1], &one, sizeof(one)) == (ssize_t)sizeof(one) ? 0 : 3);
+    }
+    (void)close(go[0]);
+    (void)close(out[1]);
+    *t0 = rdzv_now_ns();
+    (void)close(go[1]); /* every child reads EOF: go */
+    *sum = (struct barrier_res){0};
+    while ((n = read(out[0], &one, sizeof(one))) == (ssize_t)sizeof(one) ||
+           (n < 0 && errno == EINTR)) {
+        if (n < 0)
+            continue;
+        if (one.t_last_ns > sum->t_last_ns)
+            sum->t_last_ns = one.t_last_ns;
+        if (one.t_opened_ns > sum->t_opened_ns)
+            sum->t_opened_ns = one.t_opened_ns;
+        if (one.t_go_ns > sum->t_go_ns)
+            sum->t_go_ns = one.t_go_ns;
+        sum->retries += one.retries;
+        sum->ndone += one.ndone;
+        sum->nlost += one.nlost;
+        sum->nwaiting += one.nwaiting;
+        sum->go_sent |= one.go_sent;
+        sum->overshoot |= one.overshoot;
+        if (one.err && !sum->err)
+            sum->err = one.err;
+        if (one.nlost > 0) /* the rest cannot finish */
+            for (uint32_t p = 0; p < b->procs; p++)
+                (void)kill(pids[p], SIGKILL);
+    }
+    (void)close(out[0]);
+    for (uint32_t p = 0; p < b->procs; p++)
+        while (waitpid(pids[p], &status, 0) < 0 && errno == EINTR)
+            ;
+    free(pids);
+    return 0;
+}
+
 static int run_barrier(struct bench *b)
 {
+    struct barrier_res res;
     uint64_t t0, deadline;
     bool ok, stuck;
     int r;
 
     t0 = rdzv_now_ns();
     deadline = t0 + secs_to_ns(b->timeout_s);
-    r = connect_all(b);
-    /* Lost ranks never ADD: once every other one waits and none read the total, it is over. */
-    while (r == 0 && b->ndone + b->nlost < b->n && rdzv_now_ns() < deadline &&
-           !(b->nlost > 0 && !b->go_sent && b->nwaiting + b->nlost == b->n))
-        r = poll_once(b, deadline);
-    if (r < 0)
-        return r;
-    ok = b->ndone == b->n;
-    stuck = b->nlost > 0 && !b->go_sent && b->nwaiting + b->nlost == b->n;
-    printf("mode=barrier conns=%" PRIu32 " ok=%d seconds=%.4f done=%" PRIu32 " lost=%" PRIu32
-           " retries=%" PRIu64 " timedout=%d stuck=%d hosts=%" PRIu32 " stagger=%.3f"
-           " silence=%.3f\n",
-           b->n, ok, (double)((ok ? b->t_last_ns : rdzv_now_ns()) - t0) / 1e9, b->ndone, b->nlost,
-           b->retries, !ok && !stuck && b->ndone + b->nlost < b->n, stuck, b->hosts, b->stagger_s,
-           b->silence_s);
-    print_lost(b);
-    if (b->overshoot)
+    if (b->procs > 1) {
+        r = barrier_procs(b, &t0, deadline, &res);
+        if (r < 0)
+            return r;
+    } else
+        barrier_part(b, deadline, &res);
+    if (res.err < 0)
+        return res.err;
+    ok = res.ndone == b->total;
+    stuck = res.nlost > 0 && !res.go_sent && res.nwaiting + res.nlost == b->total;
+    printf("mode=barrier dialect=%s conns=%" PRIu32 " ok=%d seconds=%.4f done=%" PRIu32
+           " lost=%" PRIu32 " retries=%" PRIu64 " timedout=%d stuck=%d hosts=%" PRIu32
+           " stagger=%.3f silence=%.3f procs=%" PRIu32 " opened_s=%.4f go_s=%.4f\n",
+           rdzv_dialect_name(b->dialect), b->total, ok,
+           (double)((ok ? res.t_last_ns : rdzv_now_ns()) - t0) / 1e9, res.ndone, res.nlost,
+           res.retries, !ok && !stuck && res.ndone + res.nlost < b->total, stuck, b->hosts,
+           b->stagger_s, b->silence_s, b->procs,
+           res.t_opened_ns > t0 ? (double)(res.t_opened_ns - t0) / 1e9 : 0.0,
+           res.t_go_ns > t0 ? (double)(res.t_go_ns - t0) / 1e9 : 0.0);
+    if (b->procs <= 1)
+        print_lost(b);
+    if (res.overshoot)
         fprintf(stderr, "rdzv-bench: the counter went past %" PRIu32 ": key namespace reused?\n",
                 b->n);
     return ok ? 0 : 1;
@@ -898,9 +1062,10 @@ static int run_memory(struct bench *b)
         fprintf(stderr, "rdzv-bench: VmRSS of pid %d: %s\n", b->server_pid, strerror(-r));
         return 1;
     }
-    printf("mode=memory conns=%" PRIu32 " rss_before_kb=%" PRIu64 " rss_after_kb=%" PRIu64
-           " bytes_per_conn=%.0f retries=%" PRIu64 "\n",
-           b->n, before, after, ((double)after - (double)before) * 1024.0 / b->n, b->retries);
+    printf("mode=memory dialect=%s conns=%" PRIu32 " rss_before_kb=%" PRIu64
+           " rss_after_kb=%" PRIu64 " bytes_per_conn=%.0f retries=%" PRIu64 "\n",
+           rdzv_dialect_name(b->dialect), b->n, before, after,
+           ((double)after - (double)before) * 1024.0 / b->n, b->retries);
     return 0;
 }
 
@@ -964,7 +1129,7 @@ static int parse_secs(const char *opt, const char *s, double *ret)
 }
 
 enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP, OPT_HOSTS, OPT_STAGGER,
-       OPT_SILENCE };
+       OPT_SILENCE, OPT_PROCS };
 
 static const struct option longopts[] = {
     {"host", required_argument, NULL, 'H'},      {"port", required_argument, NULL, 'p'},
@@ -977,6 +1142,8 @@ static const struct option longopts[] = {
     {"hosts", required_argument, NULL, OPT_HOSTS},
     {"stagger", required_argument, NULL, OPT_STAGGER},
     {"silence", required_argument, NULL, OPT_SILENCE},
+    {"dialect", required_argument, NULL, 'D'},
+    {"procs", required_argument, NULL, OPT_PROCS},
     {"help", no_argument, NULL, 'h'},            {0},
 };
 
@@ -987,7 +1154,7 @@ static int parse_args(int argc, char **argv, struct bench *b)
     uint64_t v;
     int c, r;
 
-    while ((c = getopt_long(argc, argv, "H:p:P:c:d:w:t:k:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "H:p:P:c:d:w:t:k:D:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'H':
             host = optarg;
@@ -1022,6 +1189,13 @@ static int parse_args(int argc, char **argv, struct bench *b)
             r = parse_secs("--timeout", optarg, &b->timeout_s);
             if (r < 0)
                 return r;
+            break;
+        case 'D':
+            if (rdzv_dialect_parse(optarg, &b->dialect) < 0) {
+                fprintf(stderr, "rdzv-bench: --dialect must be 2.0, 2.1 or modern, not '%s'\n",
+                        optarg);
+                return -EINVAL;
+            }
             break;
         case 'k':
             if (strlen(optarg) > PREFIX_MAX) {
@@ -1074,6 +1248,13 @@ static int parse_args(int argc, char **argv, struct bench *b)
                 return -EINVAL;
             }
             b->hosts = (uint32_t)v;
+            break;
+        case OPT_PROCS:
+            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 256) {
+                fprintf(stderr, "rdzv-bench: invalid --procs '%s' (1 to 256)\n", optarg);
+                return -EINVAL;
+            }
+            b->procs = (uint32_t)v;
             break;
         case OPT_STAGGER:
             r = parse_secs("--stagger", optarg, &b->stagger_s);
@@ -1135,9 +1316,14 @@ static int setup(struct bench *b)
     b->cnt_len = (size_t)snprintf(b->cnt_key, sizeof(b->cnt_key), "%s/cnt", b->prefix);
     b->go_len = (size_t)snprintf(b->go_key, sizeof(b->go_key), "%s/go", b->prefix);
     b->idle_len = (size_t)snprintf(b->idle_key, sizeof(b->idle_key), "%s/idle", b->prefix);
+    return 0;
+}
+
+/* This process's connections and epoll (each --procs child makes its own). */
+static int setup_conns(struct bench *b)
+{
     b->rng = rdzv_random_u64() | 1;
     b->next_due_ns = UINT64_MAX;
-
     b->conns = calloc(b->n, sizeof(*b->conns));
     if (!b->conns)
         return -ENOMEM;
@@ -1159,6 +1345,7 @@ int main(int argc, char **argv)
         .timeout_s = 60,
         .settle_s = 1,
         .epfd = -1,
+        .procs = 1,
     };
     int r;
 
@@ -1170,7 +1357,14 @@ int main(int argc, char **argv)
     r = raise_nofile(b.n);
     if (r < 0)
         return 2;
+    b.total = b.n;
+    if (b.mode != MODE_BARRIER)
+        b.procs = 1;
+    if (b.procs > b.n)
+        b.procs = b.n;
     r = setup(&b);
+    if (r == 0 && b.procs <= 1)
+        r = setup_conns(&b);
     if (r < 0) {
         fprintf(stderr, "rdzv-bench: set-up: %s\n", strerror(-r));
         return 2;
@@ -1192,7 +1386,7 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
-    for (uint32_t i = 0; i < b.n; i++) {
+    for (uint32_t i = 0; b.conns && i < b.n; i++) {
         /* A storm's ports are closed with a reset: thousands left in TIME_WAIT on one source
          * address would slow the next run's connects down (each one's port search), and its
          * ranks due to send with them. */

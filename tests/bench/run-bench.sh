@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# run-bench.sh: run rdzv-bench against rdzvd, PyTorch 1.13's TCPStore and the null responder
-# side by side, then print a markdown table. Builds nothing.
+# run-bench.sh: run rdzv-bench against rdzvd, PyTorch's own TCPStore server (1.13's classic one,
+# or 2.4+'s libuv one under --python) and the null responder side by side, then print a markdown
+# table. Builds nothing.
 set -u
 
 usage() {
@@ -10,8 +11,9 @@ Usage: run-bench.sh [OPTIONS] [BUILD_DIR]
 Runs every rdzv-bench mode against three servers in one run (idle memory on a fresh instance
 of each; then all three up side by side, each size run against each server in turn):
 rdzvd (BUILD_DIR/daemon/rdzvd -l warn), PyTorch's own TCPStore server (pytorch-server.py under
-/usr/bin/python3) and the null responder (the ceiling of client + machine). BUILD_DIR defaults
-to ./build and must already be built. Prints a markdown table on stdout, progress on stderr.
+--python: the classic server up to 2.3, the libuv one from 2.4, named in the table) and the null
+responder (the ceiling of client + machine). BUILD_DIR defaults to ./build and must already be
+built. Prints a markdown table on stdout, progress on stderr.
 
   --quick            smoke run: one round, 1 s of throughput, barriers 1k and 4k, 2000 idle conns
   --rounds N         repeat throughput and barriers N times, keep the best (default 3; a
@@ -28,9 +30,16 @@ to ./build and must already be built. Prints a markdown table on stdout, progres
   --storm-ranks LIST storm: ranks per host (default "1000 2000")
   --stagger SEC      storm: between two hosts' starts (default 0.1)
   --silence SEC      storm: a rank's silence after its connect (default 0.5)
+  --procs P          barriers and storms: the ranks spread over P client processes started
+                     together (default 1); on a machine of many CPUs one client process can be
+                     what a barrier of 16,000 measures
   --rdzvd PATH       the rdzvd to run (default BUILD_DIR/daemon/rdzvd; e.g. an older build's)
   --somaxconn N      raise net.core.somaxconn to N for the run (needs root; restored at exit)
   --python PATH      interpreter with torch (default /usr/bin/python3)
+  --dialect D        what every client speaks: 2.0 (PyTorch 1.x numbering), 2.1, or modern
+                     (VALIDATE and PING first, as PyTorch >= 2.5's clients). Default: modern
+                     when --python's torch is 2.2 or later (its server answers nothing else),
+                     else 2.0
   --only LIST        comma-separated subset of: rdzvd,pytorch,null
   --keep             keep the logs and raw results (their directory is printed)
   -h, --help         show this help
@@ -52,6 +61,8 @@ storm_ranks="1000 2000"
 stagger=0.1
 silence=0.5
 rdzvd=
+dialect=
+procs=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) quick=1 ;;
@@ -67,6 +78,8 @@ while [ $# -gt 0 ]; do
     --stagger) stagger=${2:?--stagger needs seconds}; shift ;;
     --silence) silence=${2:?--silence needs seconds}; shift ;;
     --rdzvd) rdzvd=${2:?--rdzvd needs a path}; shift ;;
+    --procs) procs=${2:?--procs needs a number}; shift ;;
+    --dialect) dialect=${2:?--dialect needs 2.0, 2.1 or modern}; shift ;;
     --keep) keep=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "run-bench.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -175,6 +188,18 @@ if [[ " ${servers[*]} " == *" pytorch "* ]]; then
         res[pytorch:skip]="no torch under $python"
     fi
 fi
+# PyTorch >= 2.2's server answers only clients that open with VALIDATE.
+if [ -z "$dialect" ]; then
+    dialect=2.0
+    IFS=. read -r tmaj tmin _ <<<"${torch_version:-1.0}"
+    [ "$tmaj" -gt 2 ] 2>/dev/null || { [ "$tmaj" = 2 ] && [ "${tmin:-0}" -ge 2 ]; } &&
+        dialect=modern
+fi
+case "$dialect" in
+2.0 | 2.1 | modern) ;;
+*) echo "run-bench.sh: --dialect must be 2.0, 2.1 or modern" >&2; exit 2 ;;
+esac
+backend= # the PyTorch server's backend, from its first line
 
 # Start server $1 on a free port (0) and wait for its port file. Returns non-zero if it does not
 # come up.
@@ -200,6 +225,8 @@ start_server() {
         sleep 0.1
         n=$((n + 1))
     done
+    [ "$name" != pytorch ] || [ -n "$backend" ] ||
+        backend=$(sed -n 's/.*TCPStore (\([a-z]*\) backend).*/\1/p' "$work/$name.log" | head -1)
 }
 
 # kv LINE KEY: the value of KEY=... in a result line.
@@ -213,8 +240,9 @@ run_bench() {
     for s in "${!spid[@]}"; do
         idle+=(--idle-pid "${spid[$s]}")
     done
-    out=$(timeout -k 5 $((cap + 60)) "$bench" --port-file "${portfile[$name]}" \
-        --pid "${spid[$name]}" "${idle[@]}" "$@" 2>>"$work/$name.bench.log")
+    out=$(timeout -k 5 $((cap + 60)) "$bench" --dialect "$dialect" \
+        --port-file "${portfile[$name]}" --pid "${spid[$name]}" "${idle[@]}" "$@" \
+        2>>"$work/$name.bench.log")
     rc=$?
     echo "$name $* -> rc=$rc $out" >>"$work/raw.txt"
     log "$name: ${out:-rdzv-bench exited $rc}"
@@ -281,10 +309,13 @@ for n in $barriers; do
             # Don't repeat a barrier that took a quarter of the cap: the cap is for one run.
             [ -z "${res[$s:bar$n:slow]:-}" ] || continue
             alive "$s" || start_server "$s" || continue
-            out=$(run_bench "$s" "$barrier_cap" -c "$n" -t "$barrier_cap" barrier)
+            out=$(run_bench "$s" "$barrier_cap" -c "$n" -t "$barrier_cap" --procs "$procs" barrier)
             res[$s:bar$n:runs]=$((${res[$s:bar$n:runs]:-0} + 1))
             if [ "$(kv "$out" ok)" = 1 ]; then
                 secs=$(kv "$out" seconds)
+                res[$s:bars$n]="${res[$s:bars$n]:-}$secs "
+                ph="$(kv "$out" opened_s)/$(kv "$out" go_s)/$secs"
+                res[$s:phases$n]="${res[$s:phases$n]:-}$ph "
                 awk -v x="$secs" -v c="$barrier_cap" 'BEGIN { exit !(x > c / 4) }' &&
                     res[$s:bar$n:slow]=1
                 if [ "$(best "${res[$s:bar$n]:-}" "$secs" min)" = "$secs" ]; then
@@ -332,6 +363,7 @@ for _ in $(seq "$rounds"); do
             st=0
             [ "$arr" = s ] && st=$stagger
             out=$(run_bench "$s" "$barrier_cap" -c $((h * r)) -t "$barrier_cap" --hosts "$h" \
+                --procs "$procs" \
                 --stagger "$st" --silence "$silence" barrier)
             res[$s:bar$k:runs]=$((${res[$s:bar$k:runs]:-0} + 1))
             res[$s:bar$k:n]=$((h * r))
@@ -419,12 +451,13 @@ row() {
 
 echo
 echo "rdzv-bench: $(nproc) CPUs, $(uname -r), somaxconn $(cat /proc/sys/net/core/somaxconn)," \
-    "PyTorch ${torch_version:-n/a}," \
+    "PyTorch ${torch_version:-n/a}${backend:+ ($backend backend)}, clients speak $dialect," \
+    "barriers from $procs client process$([ "$procs" = 1 ] || echo es)," \
     "$([ "$quick" = 1 ] && echo "quick run" || echo "full run"), $rounds round(s)," \
     "$(($(date +%s) - t_start)) s"
 echo
-echo "| metric | rdzvd | PyTorch${torch_version:+ $torch_version} | ceiling | rdzvd/PyTorch" \
-    "| rdzvd/ceiling |"
+echo "| metric | rdzvd | PyTorch${torch_version:+ $torch_version}${backend:+ ($backend)}" \
+    "| ceiling | rdzvd/PyTorch | rdzvd/ceiling |"
 echo "|---|---|---|---|---|---|"
 for c in $tp_conns; do
     row "ADD+GET, $c conn$([ "$c" = 1 ] || echo s), replies/s (higher is better)" tp "tp$c"
@@ -485,6 +518,30 @@ if [ -n "$tp_conns" ]; then
                 if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2
                 printf "%.2fx (from %.2fx to %.2fx)", m, v[1], v[NR] }')
         echo "- $c conns, rdzvd / ceiling, median of the rounds' ratios $med: $line"
+    done
+fi
+if [ -n "$barriers" ]; then
+    echo
+    echo "Init barrier, every round in s: rdzvd / PyTorch${backend:+ $backend} / ceiling" \
+        "(rdzvd/PyTorch of the round), the worst round's ratio last:"
+    for n in $barriers; do
+        read -r -a ra <<<"${res[rdzvd:bars$n]:-}"
+        read -r -a rp <<<"${res[pytorch:bars$n]:-}"
+        read -r -a rc <<<"${res[null:bars$n]:-}"
+        line=
+        worst=
+        for i in "${!ra[@]}"; do
+            r=$(ratio "${ra[$i]}" "${rp[$i]:-}")
+            line="$line${line:+; }${ra[$i]} / ${rp[$i]:-n/a} / ${rc[$i]:-n/a} ($r)"
+            [ "$r" = n/a ] || worst=$(best "$worst" "${r%x}" max)
+        done
+        [ -n "$worst" ] && worst=${worst}x
+        echo "- $n conns: ${line:-n/a}; worst ${worst:-n/a}"
+        for s in "${servers[@]}"; do
+            [ -n "${res[$s:phases$n]:-}" ] &&
+                echo "  - $s, each round's last connection open / go SET / last woken:" \
+                    "${res[$s:phases$n]% }"
+        done
     done
 fi
 for s in "${servers[@]}"; do

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# store-bench.sh BUILD_DIR OUT_DIR [LIB_DIR]: rdzvd against the TCPStore server PyTorch users run
+# (the libuv backend of a pip torch >= 2.4) and the null responder, on a machine that has one
+# (the lent GPU machines: 16 CPUs, pip's PyTorch 2.11). Runs tests/bench/run-bench.sh twice:
+#   1. every mode (memory, throughput, barriers 1k-16k), clients from one process, 3 rounds;
+#   2. the barriers 4k-16k again with the ranks spread over 8 client processes, 3 rounds,
+#      so that one client process is not what the barrier measures.
+# Writes OUT_DIR/store-bench-1.md and -8.md (the tables) and their progress logs. BUILD_DIR
+# holds a release build made elsewhere; LIB_DIR the libraries it links that such a machine may
+# lack (tests/gpu/carry-libs.sh makes it). PYTHON names the interpreter (default python3);
+# RUN_BENCH_ARGS is added to both runs (--quick to try the script out).
+set -u
+build=$(cd "$1" && pwd); out=$2; libs=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+py=${PYTHON:-python3}
+mkdir -p "$out"
+[ -z "$libs" ] || export LD_LIBRARY_PATH=$(cd "$libs" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ! "$py" -c 'import torch' 2>/dev/null; then
+    echo "store-bench.sh: $py has no torch (set PYTHON)" >&2
+    exit 2
+fi
+"$py" -c 'import torch; print("torch", torch.__version__)'
+nproc; uname -r
+rc=0
+bash "$here/../bench/run-bench.sh" --python "$(command -v "$py")" --somaxconn 65535 \
+    --rounds 3 ${RUN_BENCH_ARGS:-} "$build" \
+    >"$out/store-bench-1.md" 2>"$out/store-bench-1.log" || rc=1
+cat "$out/store-bench-1.md"
+bash "$here/../bench/run-bench.sh" --python "$(command -v "$py")" --somaxconn 65535 \
+    --modes barrier --barriers 4000,8000,16000 --procs 8 --rounds 3 ${RUN_BENCH_ARGS:-} "$build" \
+    >"$out/store-bench-8.md" 2>"$out/store-bench-8.log" || rc=1
+cat "$out/store-bench-8.md"
+exit $rc
