@@ -38,8 +38,6 @@ EXCEPTIONS = {
                                 "to be split by what they test (the model check is apart)"),
     "tests/unit/test-msg.c": (1367, "one codec test per message of RENDEZVOUS.md; to be split "
                               "by message family"),
-    "tests/bench/rdzv-bench.c": (1405, "the TCPStore load generator's modes in one program; to "
-                                 "be split by mode"),
     "tests/unit/test-repl-net.c": (1116, "three replicas on one loop, one fixture for every "
                                    "case; to be split by case"),
     "tests/unit/test-repl.c": (953, "libraft's fixture for every case; to be split by case"),

@@ -4,13 +4,11 @@
  * throughput, barrier, memory.
  * A barrier may come from several hosts (--hosts: source addresses 127.0.0.2, .3, ...), host
  * after host (--stagger) or interleaved, each rank silent a while after its connect (--silence),
- * as PyTorch's ranks are while they import: a storm of several hosts. */
+ * as PyTorch's ranks are while they import: a storm of several hosts. Its options are in
+ * rdzv-bench-opts.c, its readings of the server process in rdzv-bench-proc.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <dirent.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,138 +29,9 @@
 #include "proto/rdzv-tcpstore.h"
 #include "common/rdzv-util.h"
 
-#define PREFIX_MAX 40
-#define KEY_MAX 56
-#define IN_CAP 64
-#define OUT_CAP 192
-#define MAX_EVENTS 1024
-#define CONNECT_BATCH 128
-#define BACKOFF_MIN_NS 1000000ull  /* first retry after ~1 ms */
-#define BACKOFF_MAX_NS 256000000ull /* never wait more than ~256 ms between tries */
-#define NS_PER_S 1000000000ull
-#define MAX_IDLE_PIDS 8
-#define MAX_WINDOWS 4096
+#include "tests/bench/rdzv-bench.h"
 
-enum mode { MODE_THROUGHPUT, MODE_BARRIER, MODE_MEMORY };
-/* throughput's requests: ADD and GET in turn (default), only GETs, only ADDs (writes). */
-enum tp_op { OP_ADDGET, OP_GET, OP_ADD };
 static const char *const tp_op_names[] = {"addget", "get", "add"};
-
-enum conn_state {
-    CS_NEW,        /* no socket yet */
-    CS_BACKOFF,    /* a connect failed; try again at due_ns */
-    CS_CONNECTING, /* non-blocking connect in progress */
-    CS_PING,       /* connected (modern): VALIDATE and PING sent, the PING's echo is due */
-    CS_SILENT,     /* connected; its first request waits until due_ns (--silence) */
-    CS_IDLE,       /* connected, nothing in flight */
-    CS_ADD,        /* ADD sent: an i64 reply is due */
-    CS_GET,        /* GET sent: u64 length + bytes are due */
-    CS_WAIT,       /* WAIT sent: one byte is due */
-    CS_DONE,       /* finished its part; kept open */
-    CS_LOST,       /* reset, closed by the server, or sent a bad reply */
-};
-
-struct conn {
-    int fd;
-    uint8_t state;
-    uint8_t attempts;
-    uint8_t inlen;  /* reply bytes at in[0..inlen) */
-    uint8_t outlen; /* request bytes a short send left at out[0..outlen) */
-    uint8_t klen;
-    uint64_t due_ns;
-    char key[KEY_MAX]; /* throughput: this connection's own key */
-    uint8_t in[IN_CAP];
-    uint8_t out[OUT_CAP];
-};
-
-struct bench {
-    enum mode mode;
-    enum tp_op op;
-    enum rdzv_dialect dialect; /* --dialect: the numbering every request is encoded in */
-    struct sockaddr_in addr;
-    int epfd;
-    struct conn *conns;
-    uint32_t n;       /* this process's connections */
-    uint32_t total;   /* the barrier's ranks, over every process (--procs) */
-    uint32_t first;   /* the rank of conns[0] */
-    uint32_t procs;   /* barrier: processes the ranks are spread over (--procs; 1: this one) */
-    int server_pid;
-    int idle_pids[MAX_IDLE_PIDS + 1]; /* + the --pid one */
-    size_t nidle_pids;
-    double duration_s, warmup_s, window_s, timeout_s, settle_s;
-    uint32_t hosts;             /* barrier: 0, or ranks from 127.0.0.2 .. 127.0.0.(hosts + 1) */
-    double stagger_s;           /* barrier: host h starts at h * stagger_s; 0: interleaved */
-    double silence_s;           /* barrier: a rank's pause between its connect and its ADD */
-    struct rdzv_buf enc; /* scratch for the request encoders */
-    char prefix[PREFIX_MAX + 1];
-    char cnt_key[KEY_MAX], go_key[KEY_MAX], idle_key[KEY_MAX];
-    size_t cnt_len, go_len, idle_len;
-
-    uint32_t nconnected; /* opened: connected, and for modern the PING answered */
-    uint32_t ndone, nlost, nbackoff, nsilent;
-    uint32_t nwaiting; /* barrier: connections in CS_WAIT */
-    bool go_sent;      /* barrier: the SET of the go key was sent */
-    uint64_t retries; /* connect attempts that failed and were tried again */
-    uint64_t replies; /* counted replies (throughput) */
-    bool counting;
-    uint64_t t_last_ns;   /* last completion (barrier: last STOP_WAITING) */
-    uint64_t t_opened_ns; /* the last connection opened (modern: its PING answered) */
-    uint64_t t_go_ns;     /* barrier: the go key's SET was sent */
-    uint64_t next_due_ns; /* earliest CS_BACKOFF or CS_SILENT due time, UINT64_MAX if none */
-    uint64_t rng;
-    int first_lost_err;
-    const char *first_lost_what;
-    bool overshoot; /* barrier counter went past N: the namespace was not fresh */
-};
-
-static void usage(FILE *f)
-{
-    fprintf(
-        f,
-        "Usage: rdzv-bench [OPTIONS] throughput|barrier|memory\n"
-        "Load generator for TCPStore servers. Prints one line of key=value results on stdout.\n"
-        "\n"
-        "  throughput  C connections in a closed loop of ADD(key_i,1), GET(key_i); replies/s\n"
-        "  barrier     N connections: ADD(cnt,1); the one that reads N SETs go; all WAIT(go);\n"
-        "              seconds from the first connect() to the last STOP_WAITING; also when\n"
-        "              the last connection was open (opened_s) and when go was SET (go_s)\n"
-        "  memory      N idle connections (one ADD each); server VmRSS growth per connection\n"
-        "\n"
-        "  -H, --host ADDR        server IPv4 address (default 127.0.0.1)\n"
-        "  -p, --port N           server port\n"
-        "  -P, --port-file FILE   read the port from FILE (waits up to 30 s for it)\n"
-        "  -c, --conns N          connections (default: throughput 50, barrier 1000,\n"
-        "                         memory 10000)\n"
-        "  -d, --duration SEC     throughput: measured window (default 3)\n"
-        "  -w, --warmup SEC       throughput: unmeasured warm-up (default 0.5)\n"
-        "      --op OP            throughput: addget (default), get (one ADD, then GETs) or\n"
-        "                         add (writes only)\n"
-        "      --window SEC       throughput: also rate each window of SEC and report the best\n"
-        "                         and the median (default 0.5)\n"
-        "  -t, --timeout SEC      cap on connecting, on a barrier, on memory set-up (default 60)\n"
-        "      --hosts K          barrier: the ranks come from K hosts, source addresses\n"
-        "                         127.0.0.2 .. 127.0.0.(K+1) (default: no bind)\n"
-        "      --stagger SEC      barrier: host h's ranks (consecutive) start connecting at\n"
-        "                         h * SEC; 0 (default): the hosts' ranks in turn, one each\n"
-        "      --silence SEC      barrier: each rank sends its ADD SEC after its connect\n"
-        "                         (default 0)\n"
-        "      --procs P          barrier: spread the ranks over P processes started together\n"
-        "                         (default 1), as many hosts' ranks are: one client process\n"
-        "                         should not be what a barrier of 16,000 measures\n"
-        "  -D, --dialect D        the numbering PyTorch's clients speak: 2.0 (1.x and 2.0: SET 0,\n"
-        "                         GET 2, ADD 3, WAIT 5; the default), 2.1, or modern (2.2 and\n"
-        "                         later: each connection opens with VALIDATE and a PING whose\n"
-        "                         echo it waits for, as PyTorch >= 2.5 does; SET 1, GET 2,\n"
-        "                         ADD 3, WAIT 6). PyTorch >= 2.2's server answers only modern.\n"
-        "  -k, --prefix STR       key namespace (default: unique per run)\n"
-        "      --pid PID          server process: memory reads its VmRSS; throughput reads\n"
-        "                         its CPU time over the measured window (server_cpu_s,\n"
-        "                         server_cpu_ns_per_reply); every mode first waits (up to\n"
-        "                         30 s) until it is idle\n"
-        "      --idle-pid PID     also wait until this process is idle (repeatable, up to 8)\n"
-        "      --settle SEC       memory: pause before reading VmRSS again (default 1)\n"
-        "  -h, --help             show this help\n");
-}
 
 static uint64_t rng_next(struct bench *b)
 {
@@ -171,19 +40,6 @@ static uint64_t rng_next(struct bench *b)
     b->rng ^= b->rng << 25;
     b->rng ^= b->rng >> 27;
     return b->rng * 2685821657736338717ull;
-}
-
-static uint64_t secs_to_ns(double s)
-{
-    return s <= 0 ? 0 : (uint64_t)(s * (double)NS_PER_S);
-}
-
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / NS_PER_S), .tv_nsec = (long)(ns % NS_PER_S)};
-
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
 }
 
 /* ---- requests: proto's encoders, the bytes rdzvctl and rdzv-train send too ---- */
@@ -679,130 +535,6 @@ static void print_lost(const struct bench *b)
                 b->first_lost_err ? strerror(b->first_lost_err) : "");
 }
 
-/* ---- server process: CPU idleness and VmRSS ---- */
-
-/* utime + stime of pid in clock ticks. */
-static int proc_cpu_ticks(int pid, uint64_t *ret)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long ut, st;
-    FILE *f;
-    size_t n;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    /* After "pid (comm)": state, then 10 fields before utime and stime. */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -EIO;
-    *ret = ut + st;
-    return 0;
-}
-
-/* CPU time pid has used, in ns, and whether it is precise: the sum of every thread's
- * sum_exec_runtime (/proc/PID/task/TID/schedstat, ns) where the kernel has schedstat, else
- * utime + stime in clock ticks (10 ms each at 100 Hz). A thread that exits between two reads
- * takes its time with it; the servers measured keep theirs for the whole window. */
-static int proc_cpu_ns(int pid, uint64_t *ret, bool *ret_precise)
-{
-    char path[96];
-    unsigned long long ns, sum = 0;
-    struct dirent *de;
-    uint64_t ticks;
-    long hz;
-    DIR *d;
-    int r;
-
-    snprintf(path, sizeof(path), "/proc/%d/task", pid);
-    d = opendir(path);
-    if (!d)
-        return -errno;
-    r = -ENOENT;
-    while ((de = readdir(d))) {
-        FILE *f;
-
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pid, de->d_name);
-        f = fopen(path, "re");
-        if (!f)
-            continue; /* the thread is gone, or no schedstat */
-        if (fscanf(f, "%llu", &ns) == 1) {
-            sum += ns;
-            r = 0;
-        }
-        fclose(f);
-    }
-    closedir(d);
-    if (r == 0) {
-        *ret = sum;
-        *ret_precise = true;
-        return 0;
-    }
-    r = proc_cpu_ticks(pid, &ticks);
-    if (r < 0)
-        return r;
-    hz = sysconf(_SC_CLK_TCK);
-    if (hz <= 0)
-        hz = 100;
-    *ret = ticks * (NS_PER_S / (uint64_t)hz);
-    *ret_precise = false;
-    return 0;
-}
-
-static int proc_rss_kb(int pid, uint64_t *ret)
-{
-    char path[64], line[256];
-    unsigned long long kb;
-    int r = -ENOENT;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", pid);
-    f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) {
-            *ret = kb;
-            r = 0;
-            break;
-        }
-    fclose(f);
-    return r;
-}
-
-/* Wait until each process uses less than ~10% of a CPU over 200 ms (a server may still be
- * tearing down the previous run's connections), for up to 30 s in all. Gone processes count as
- * idle. */
-static void wait_idle(const int *pids, size_t n)
-{
-    long hz = sysconf(_SC_CLK_TCK);
-    uint64_t t0 = rdzv_now_ns(), a[MAX_IDLE_PIDS + 1], c;
-    bool idle = false;
-
-    if (hz <= 0)
-        hz = 100;
-    while (!idle && rdzv_now_ns() - t0 < 30 * NS_PER_S) {
-        for (size_t i = 0; i < n; i++)
-            if (proc_cpu_ticks(pids[i], &a[i]) < 0)
-                a[i] = UINT64_MAX;
-        sleep_ns(NS_PER_S / 5);
-        idle = true;
-        for (size_t i = 0; i < n; i++)
-            /* ticks in 0.2 s <= hz/50, i.e. <= 10% of a CPU */
-            if (a[i] != UINT64_MAX && proc_cpu_ticks(pids[i], &c) == 0 &&
-                (c - a[i]) * 50 > (uint64_t)hz)
-                idle = false;
-    }
-    if (!idle)
-        fprintf(stderr, "rdzv-bench: a server is still busy after 30 s, going on\n");
-}
-
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -847,7 +579,7 @@ static int run_throughput(struct bench *b)
         r = poll_once(b, t_meas);
     /* The measured time is cut into consecutive windows of w_len; it ends with the last one.
      * The server's own CPU time is read at both ends of it. */
-    if (b->server_pid > 0 && proc_cpu_ns(b->server_pid, &cpu0, &cpu_precise) < 0)
+    if (b->server_pid > 0 && bench_proc_cpu_ns(b->server_pid, &cpu0, &cpu_precise) < 0)
         cpu0 = UINT64_MAX;
     b->counting = true;
     t_meas = rdzv_now_ns();
@@ -876,7 +608,7 @@ static int run_throughput(struct bench *b)
         return r;
     now = rdzv_now_ns();
     b->counting = false;
-    if (cpu0 != UINT64_MAX && proc_cpu_ns(b->server_pid, &cpu1, &cpu_precise) == 0 &&
+    if (cpu0 != UINT64_MAX && bench_proc_cpu_ns(b->server_pid, &cpu1, &cpu_precise) == 0 &&
         cpu1 >= cpu0)
         snprintf(cpu, sizeof(cpu), " server_cpu_s=%.3f server_cpu_util=%.2f "
                  "server_cpu_ns_per_reply=%.1f server_cpu_clock=%s",
@@ -1039,7 +771,7 @@ static int run_memory(struct bench *b)
         fprintf(stderr, "rdzv-bench: memory needs --pid\n");
         return 2;
     }
-    r = proc_rss_kb(b->server_pid, &before);
+    r = bench_proc_rss_kb(b->server_pid, &before);
     if (r < 0) {
         fprintf(stderr, "rdzv-bench: VmRSS of pid %d: %s\n", b->server_pid, strerror(-r));
         return 2;
@@ -1057,7 +789,7 @@ static int run_memory(struct bench *b)
         return 1;
     }
     sleep_ns(secs_to_ns(b->settle_s));
-    r = proc_rss_kb(b->server_pid, &after);
+    r = bench_proc_rss_kb(b->server_pid, &after);
     if (r < 0) {
         fprintf(stderr, "rdzv-bench: VmRSS of pid %d: %s\n", b->server_pid, strerror(-r));
         return 1;
@@ -1066,256 +798,6 @@ static int run_memory(struct bench *b)
            " rss_after_kb=%" PRIu64 " bytes_per_conn=%.0f retries=%" PRIu64 "\n",
            rdzv_dialect_name(b->dialect), b->n, before, after,
            ((double)after - (double)before) * 1024.0 / b->n, b->retries);
-    return 0;
-}
-
-/* ---- set-up ---- */
-
-static int read_port_file(const char *path, uint16_t *port)
-{
-    uint64_t t0 = rdzv_now_ns();
-    char buf[32];
-
-    for (;;) {
-        FILE *f = fopen(path, "re");
-
-        if (f) {
-            bool got = fgets(buf, sizeof(buf), f) != NULL;
-
-            fclose(f);
-            buf[strcspn(buf, "\r\n")] = '\0';
-            if (got && rdzv_parse_port(buf, port) == 0 && *port != 0)
-                return 0;
-        }
-        if (rdzv_now_ns() - t0 > 30 * NS_PER_S)
-            return -ETIMEDOUT;
-        sleep_ns(NS_PER_S / 20);
-    }
-}
-
-static int raise_nofile(uint32_t need)
-{
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return -errno;
-    if (rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &rl);
-        (void)getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    if (rl.rlim_cur != RLIM_INFINITY && (uint64_t)need + 16 > (uint64_t)rl.rlim_cur) {
-        fprintf(stderr,
-                "rdzv-bench: %" PRIu32 " connections need more than the open-file limit %llu\n",
-                need, (unsigned long long)rl.rlim_cur);
-        return -EMFILE;
-    }
-    return 0;
-}
-
-static int parse_secs(const char *opt, const char *s, double *ret)
-{
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 86400) {
-        fprintf(stderr, "rdzv-bench: invalid %s '%s': expected seconds\n", opt, s);
-        return -EINVAL;
-    }
-    *ret = v;
-    return 0;
-}
-
-enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP, OPT_HOSTS, OPT_STAGGER,
-       OPT_SILENCE, OPT_PROCS };
-
-static const struct option longopts[] = {
-    {"host", required_argument, NULL, 'H'},      {"port", required_argument, NULL, 'p'},
-    {"port-file", required_argument, NULL, 'P'}, {"conns", required_argument, NULL, 'c'},
-    {"duration", required_argument, NULL, 'd'},  {"warmup", required_argument, NULL, 'w'},
-    {"timeout", required_argument, NULL, 't'},   {"prefix", required_argument, NULL, 'k'},
-    {"pid", required_argument, NULL, OPT_PID},   {"settle", required_argument, NULL, OPT_SETTLE},
-    {"idle-pid", required_argument, NULL, OPT_IDLE_PID},
-    {"window", required_argument, NULL, OPT_WINDOW}, {"op", required_argument, NULL, OPT_OP},
-    {"hosts", required_argument, NULL, OPT_HOSTS},
-    {"stagger", required_argument, NULL, OPT_STAGGER},
-    {"silence", required_argument, NULL, OPT_SILENCE},
-    {"dialect", required_argument, NULL, 'D'},
-    {"procs", required_argument, NULL, OPT_PROCS},
-    {"help", no_argument, NULL, 'h'},            {0},
-};
-
-static int parse_args(int argc, char **argv, struct bench *b)
-{
-    const char *host = "127.0.0.1", *port_file = NULL;
-    uint16_t port = 0;
-    uint64_t v;
-    int c, r;
-
-    while ((c = getopt_long(argc, argv, "H:p:P:c:d:w:t:k:D:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'H':
-            host = optarg;
-            break;
-        case 'p':
-            if (rdzv_parse_port(optarg, &port) < 0 || port == 0) {
-                fprintf(stderr, "rdzv-bench: invalid --port '%s'\n", optarg);
-                return -EINVAL;
-            }
-            break;
-        case 'P':
-            port_file = optarg;
-            break;
-        case 'c':
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 1000000) {
-                fprintf(stderr, "rdzv-bench: invalid --conns '%s'\n", optarg);
-                return -EINVAL;
-            }
-            b->n = (uint32_t)v;
-            break;
-        case 'd':
-            r = parse_secs("--duration", optarg, &b->duration_s);
-            if (r < 0)
-                return r;
-            break;
-        case 'w':
-            r = parse_secs("--warmup", optarg, &b->warmup_s);
-            if (r < 0)
-                return r;
-            break;
-        case 't':
-            r = parse_secs("--timeout", optarg, &b->timeout_s);
-            if (r < 0)
-                return r;
-            break;
-        case 'D':
-            if (rdzv_dialect_parse(optarg, &b->dialect) < 0) {
-                fprintf(stderr, "rdzv-bench: --dialect must be 2.0, 2.1 or modern, not '%s'\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case 'k':
-            if (strlen(optarg) > PREFIX_MAX) {
-                fprintf(stderr, "rdzv-bench: --prefix longer than %d bytes\n", PREFIX_MAX);
-                return -EINVAL;
-            }
-            snprintf(b->prefix, sizeof(b->prefix), "%s", optarg);
-            break;
-        case OPT_OP:
-            if (strcmp(optarg, "addget") == 0)
-                b->op = OP_ADDGET;
-            else if (strcmp(optarg, "get") == 0)
-                b->op = OP_GET;
-            else if (strcmp(optarg, "add") == 0)
-                b->op = OP_ADD;
-            else {
-                fprintf(stderr, "rdzv-bench: --op must be addget, get or add\n");
-                return -EINVAL;
-            }
-            break;
-        case OPT_PID:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX) {
-                fprintf(stderr, "rdzv-bench: invalid --pid '%s'\n", optarg);
-                return -EINVAL;
-            }
-            b->server_pid = (int)v;
-            break;
-        case OPT_IDLE_PID:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX ||
-                b->nidle_pids >= MAX_IDLE_PIDS) {
-                fprintf(stderr, "rdzv-bench: invalid --idle-pid '%s' (at most %d)\n", optarg,
-                        MAX_IDLE_PIDS);
-                return -EINVAL;
-            }
-            b->idle_pids[b->nidle_pids++] = (int)v;
-            break;
-        case OPT_WINDOW:
-            r = parse_secs("--window", optarg, &b->window_s);
-            if (r < 0)
-                return r;
-            break;
-        case OPT_SETTLE:
-            r = parse_secs("--settle", optarg, &b->settle_s);
-            if (r < 0)
-                return r;
-            break;
-        case OPT_HOSTS:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 250) {
-                fprintf(stderr, "rdzv-bench: invalid --hosts '%s' (1 to 250)\n", optarg);
-                return -EINVAL;
-            }
-            b->hosts = (uint32_t)v;
-            break;
-        case OPT_PROCS:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 256) {
-                fprintf(stderr, "rdzv-bench: invalid --procs '%s' (1 to 256)\n", optarg);
-                return -EINVAL;
-            }
-            b->procs = (uint32_t)v;
-            break;
-        case OPT_STAGGER:
-            r = parse_secs("--stagger", optarg, &b->stagger_s);
-            if (r < 0)
-                return r;
-            break;
-        case OPT_SILENCE:
-            r = parse_secs("--silence", optarg, &b->silence_s);
-            if (r < 0)
-                return r;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return -EINVAL;
-        }
-    }
-    if (optind + 1 != argc) {
-        usage(stderr);
-        return -EINVAL;
-    }
-    if (strcmp(argv[optind], "throughput") == 0)
-        b->mode = MODE_THROUGHPUT;
-    else if (strcmp(argv[optind], "barrier") == 0)
-        b->mode = MODE_BARRIER;
-    else if (strcmp(argv[optind], "memory") == 0)
-        b->mode = MODE_MEMORY;
-    else {
-        fprintf(stderr, "rdzv-bench: unknown mode '%s'\n", argv[optind]);
-        return -EINVAL;
-    }
-    if (port_file) {
-        r = read_port_file(port_file, &port);
-        if (r < 0) {
-            fprintf(stderr, "rdzv-bench: no port in %s: %s\n", port_file, strerror(-r));
-            return r;
-        }
-    }
-    if (port == 0) {
-        fprintf(stderr, "rdzv-bench: need --port or --port-file\n");
-        return -EINVAL;
-    }
-    b->addr.sin_family = AF_INET;
-    b->addr.sin_port = htons(port);
-    if (inet_pton(AF_INET, host, &b->addr.sin_addr) != 1) {
-        fprintf(stderr, "rdzv-bench: --host '%s' is not an IPv4 address\n", host);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int setup(struct bench *b)
-{
-    if (!b->prefix[0])
-        snprintf(b->prefix, sizeof(b->prefix), "/rdzv-bench/%d.%" PRIu64, (int)getpid(),
-                 (uint64_t)(rdzv_now_ns() % 1000000000u));
-    b->cnt_len = (size_t)snprintf(b->cnt_key, sizeof(b->cnt_key), "%s/cnt", b->prefix);
-    b->go_len = (size_t)snprintf(b->go_key, sizeof(b->go_key), "%s/go", b->prefix);
-    b->idle_len = (size_t)snprintf(b->idle_key, sizeof(b->idle_key), "%s/idle", b->prefix);
     return 0;
 }
 
@@ -1349,12 +831,12 @@ int main(int argc, char **argv)
     };
     int r;
 
-    r = parse_args(argc, argv, &b);
+    r = bench_parse_args(argc, argv, &b);
     if (r != 0)
         return r > 0 ? 0 : 2;
     if (b.n == 0)
         b.n = b.mode == MODE_THROUGHPUT ? 50 : b.mode == MODE_BARRIER ? 1000 : 10000;
-    r = raise_nofile(b.n);
+    r = bench_raise_nofile(b.n);
     if (r < 0)
         return 2;
     b.total = b.n;
@@ -1362,7 +844,7 @@ int main(int argc, char **argv)
         b.procs = 1;
     if (b.procs > b.n)
         b.procs = b.n;
-    r = setup(&b);
+    r = bench_setup(&b);
     if (r == 0 && b.procs <= 1)
         r = setup_conns(&b);
     if (r < 0) {
@@ -1372,7 +854,7 @@ int main(int argc, char **argv)
     if (b.server_pid > 0)
         b.idle_pids[b.nidle_pids++] = b.server_pid;
     if (b.nidle_pids > 0)
-        wait_idle(b.idle_pids, b.nidle_pids);
+        bench_wait_idle(b.idle_pids, b.nidle_pids);
 
     if (b.mode == MODE_THROUGHPUT)
         r = run_throughput(&b);
