@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-join-bench.c: N simulated agents join one job on rdzvd; time the round, check ROUNDs. */
+/* rdzv-join-bench.c: N simulated agents join one job on rdzvd; time the round, check ROUNDs
+ * (the check, rdzvd's memory and the report are in rdzv-join-bench-report.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -22,74 +23,10 @@
 #include "proto/rdzv-frame.h"
 #include "proto/rdzv-msg.h"
 #include "common/rdzv-util.h"
-
-#define MAX_EVENTS 1024
-#define CONNECT_INFLIGHT 256 /* connects in flight: well under the listen backlog */
-#define CONNECT_ATTEMPTS 5
-#define READS_PER_EVENT 4 /* don't drain one connection forever */
-#define READ_CHUNK 65536
-#define FD_SPARE 32 /* epoll, stdio, /proc reads */
-#define NS_PER_S 1e9
-#define MAX_AGENTS 1000000
-
-enum conn_state {
-    CS_NEW,        /* no socket yet */
-    CS_CONNECTING, /* non-blocking connect in progress */
-    CS_HELLO,      /* HELLO sent: the daemon's HELLO is due */
-    CS_READY,      /* HELLO exchanged; JOIN not sent yet */
-    CS_JOIN,       /* JOIN sent (maybe partly): JOINED is due */
-    CS_JOINED,     /* JOINED received: ROUND is due */
-    CS_DONE,       /* ROUND received */
-    _CS_MAX,
-};
+#include "tests/bench/join/rdzv-join-bench.h"
 
 static const char *const cs_names[_CS_MAX] = {"new",  "connecting", "hello", "ready",
                                               "join", "joined",     "done"};
-
-struct conn {
-    int fd;
-    uint8_t state;
-    uint8_t attempts;
-    bool tx_join;      /* tx is this connection's JOIN */
-    const uint8_t *tx; /* the frame being written, txoff bytes of it done */
-    uint32_t txlen, txoff;
-    uint32_t join_off, join_len; /* this connection's JOIN frame in bench->joins */
-    struct rdzv_buf in;          /* bytes of an incomplete frame */
-    uint8_t *round;              /* ROUND body, parsed once every ROUND is in */
-    uint32_t round_len;
-};
-
-struct rss {
-    long before, connected, joined, round, peak; /* kB; -1: not measured */
-};
-
-struct bench {
-    struct sockaddr_in addr;
-    const char *endpoint;
-    uint32_t n;
-    int pid;
-    bool json;
-    double timeout_s;
-
-    int epfd;
-    struct conn *conns;
-    struct rdzv_buf hello; /* the HELLO frame every connection sends */
-    struct rdzv_buf joins; /* every connection's JOIN frame, back to back */
-    char run_id[64];
-    uint8_t *scratch;
-
-    uint32_t next_new, inflight;
-    uint32_t *retry; /* connections whose connect failed, to try again */
-    uint32_t nretry;
-    uint32_t nconnected, nhello, njoin_written, njoined, nround;
-    uint64_t retries;
-
-    uint64_t t_start, t_connected, t_hello, t_first_join, t_last_join, t_joined, t_first_round,
-        t_last_round, deadline;
-    struct rss rss;
-    int64_t master_port;
-    char error[512];
-};
 
 static void usage(FILE *f)
 {
@@ -109,9 +46,7 @@ static void usage(FILE *f)
             "Exit status: 0 ok, 1 any error (said on stderr), 2 bad usage.\n");
 }
 
-static int fail(struct bench *b, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(struct bench *b, int err, const char *fmt, ...)
+int bench_fail(struct bench *b, int err, const char *fmt, ...)
 {
     va_list ap;
 
@@ -121,49 +56,6 @@ static int fail(struct bench *b, int err, const char *fmt, ...)
         va_end(ap);
     }
     return err > 0 ? -err : err;
-}
-
-static double secs(uint64_t from_ns, uint64_t to_ns)
-{
-    return to_ns >= from_ns ? (double)(to_ns - from_ns) / NS_PER_S : 0.0;
-}
-
-/* VmRSS and VmHWM of pid in kB. Returns 0, or a negative errno (the process is gone). */
-static int read_rss(int pid, long *ret_rss, long *ret_hwm)
-{
-    char path[64], line[256];
-    long rss = -1, hwm = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", pid);
-    f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            rss = strtol(line + 6, NULL, 10);
-        else if (strncmp(line, "VmHWM:", 6) == 0)
-            hwm = strtol(line + 6, NULL, 10);
-    }
-    fclose(f);
-    if (rss < 0)
-        return -ENODATA;
-    *ret_rss = rss;
-    if (ret_hwm)
-        *ret_hwm = hwm;
-    return 0;
-}
-
-static int sample_rss(struct bench *b, long *ret, long *ret_hwm, const char *when)
-{
-    int r;
-
-    if (b->pid <= 0)
-        return 0;
-    r = read_rss(b->pid, ret, ret_hwm);
-    if (r < 0)
-        return fail(b, r, "cannot read VmRSS of rdzvd (pid %d) %s: %s", b->pid, when, strerror(-r));
-    return 0;
 }
 
 static uint32_t conn_index(const struct bench *b, const struct conn *c)
@@ -176,7 +68,8 @@ static int conn_epoll(struct bench *b, struct conn *c, int op, uint32_t events)
     struct epoll_event ev = {.events = events, .data.u32 = conn_index(b, c)};
 
     if (epoll_ctl(b->epfd, op, c->fd, &ev) < 0)
-        return fail(b, errno, "epoll_ctl on connection %u: %s", conn_index(b, c), strerror(errno));
+        return bench_fail(b, errno, "epoll_ctl on connection %u: %s", conn_index(b, c),
+                          strerror(errno));
     return 0;
 }
 
@@ -191,8 +84,8 @@ static int conn_write(struct bench *b, struct conn *c)
         if (w < 0 && errno == EAGAIN)
             return conn_epoll(b, c, EPOLL_CTL_MOD, EPOLLIN | EPOLLOUT);
         if (w < 0)
-            return fail(b, errno, "connection %u (%s): send failed: %s", conn_index(b, c),
-                        cs_names[c->state], strerror(errno));
+            return bench_fail(b, errno, "connection %u (%s): send failed: %s", conn_index(b, c),
+                              cs_names[c->state], strerror(errno));
         c->txoff += (uint32_t)w;
     }
     c->tx = NULL;
@@ -227,8 +120,8 @@ static int conn_connect_failed(struct bench *b, struct conn *c, int err)
     c->fd = -1;
     c->state = CS_NEW;
     if (!connect_retryable(err) || ++c->attempts >= CONNECT_ATTEMPTS)
-        return fail(b, err, "connection %u: connect to %s failed %s%s", conn_index(b, c),
-                    b->endpoint, c->attempts > 1 ? "every time: " : "", strerror(err));
+        return bench_fail(b, err, "connection %u: connect to %s failed %s%s", conn_index(b, c),
+                          b->endpoint, c->attempts > 1 ? "every time: " : "", strerror(err));
     b->retries++;
     b->retry[b->nretry++] = conn_index(b, c);
     return 0;
@@ -252,7 +145,8 @@ static int conn_connect(struct bench *b, struct conn *c)
 
     fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return fail(b, errno, "socket() for connection %u: %s", conn_index(b, c), strerror(errno));
+        return bench_fail(b, errno, "socket() for connection %u: %s", conn_index(b, c),
+                          strerror(errno));
     c->fd = fd;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     r = connect(fd, (const struct sockaddr *)&b->addr, sizeof(b->addr));
@@ -290,9 +184,9 @@ static int unexpected_frame(struct bench *b, struct conn *c, uint8_t op, const u
 
     if (op == RDZV_MSG_ERROR && (root = rdzv_msg_load(body, len, err, sizeof(err))))
         (void)json_unpack(root, "{s:s}", "error", &text);
-    r = fail(b, EPROTO, "connection %u (node id sim-%u, state %s): rdzvd sent %s%s%s",
-             conn_index(b, c), conn_index(b, c), cs_names[c->state], rdzv_msg_name(op),
-             *text ? ": " : "", text);
+    r = bench_fail(b, EPROTO, "connection %u (node id sim-%u, state %s): rdzvd sent %s%s%s",
+                   conn_index(b, c), conn_index(b, c), cs_names[c->state], rdzv_msg_name(op),
+                   *text ? ": " : "", text);
     json_decref(root);
     return r;
 }
@@ -310,7 +204,8 @@ static int conn_frame(struct bench *b, struct conn *c, uint8_t op, const uint8_t
             break;
         r = rdzv_msg_parse_hello(body, len, err, sizeof(err));
         if (r < 0)
-            return fail(b, r, "connection %u: bad HELLO from rdzvd: %s", conn_index(b, c), err);
+            return bench_fail(b, r, "connection %u: bad HELLO from rdzvd: %s", conn_index(b, c),
+                              err);
         c->state = CS_READY;
         if (++b->nhello == b->n)
             b->t_hello = rdzv_now_ns();
@@ -322,7 +217,7 @@ static int conn_frame(struct bench *b, struct conn *c, uint8_t op, const uint8_t
         if (++b->njoined == b->n) {
             b->t_joined = rdzv_now_ns();
             /* The round closes together with the last JOIN: this is also its peak. */
-            return sample_rss(b, &b->rss.joined, NULL, "after all JOINed");
+            return bench_sample_rss(b, &b->rss.joined, NULL, "after all JOINed");
         }
         return 0;
     case CS_JOINED:
@@ -331,7 +226,7 @@ static int conn_frame(struct bench *b, struct conn *c, uint8_t op, const uint8_t
         /* Parse later: jansson here would compete with rdzvd for the CPU being measured. */
         c->round = malloc(len ? len : 1);
         if (!c->round)
-            return fail(b, ENOMEM, "out of memory keeping a ROUND");
+            return bench_fail(b, ENOMEM, "out of memory keeping a ROUND");
         memcpy(c->round, body, len);
         c->round_len = len;
         c->state = CS_DONE;
@@ -360,8 +255,8 @@ static ssize_t conn_parse(struct bench *b, struct conn *c, const uint8_t *p, siz
 
         size = rdzv_frame_peek(p + off, n - off, RDZV_MAX_MSG, &op, &body, &blen, &why);
         if (size < 0)
-            return fail(b, (int)size, "connection %u (%s): bad frame from rdzvd: %s",
-                        conn_index(b, c), cs_names[c->state], why);
+            return bench_fail(b, (int)size, "connection %u (%s): bad frame from rdzvd: %s",
+                              conn_index(b, c), cs_names[c->state], why);
         if (size == 0)
             break;
         r = conn_frame(b, c, op, body, blen);
@@ -384,14 +279,14 @@ static int conn_readable(struct bench *b, struct conn *c)
         if (nr < 0 && errno == EAGAIN)
             return 0;
         if (nr < 0)
-            return fail(b, errno, "connection %u (state %s): recv failed: %s", conn_index(b, c),
-                        cs_names[c->state], strerror(errno));
+            return bench_fail(b, errno, "connection %u (state %s): recv failed: %s",
+                              conn_index(b, c), cs_names[c->state], strerror(errno));
         if (nr == 0)
-            return fail(b, ECONNRESET, "connection %u (state %s): rdzvd closed it",
-                        conn_index(b, c), cs_names[c->state]);
+            return bench_fail(b, ECONNRESET, "connection %u (state %s): rdzvd closed it",
+                              conn_index(b, c), cs_names[c->state]);
         if (rdzv_buf_avail(&c->in) > 0) {
             if (rdzv_buf_put(&c->in, b->scratch, avail) < 0)
-                return fail(b, ENOMEM, "out of memory buffering a frame");
+                return bench_fail(b, ENOMEM, "out of memory buffering a frame");
             p = rdzv_buf_head(&c->in);
             avail = rdzv_buf_avail(&c->in);
         }
@@ -404,7 +299,7 @@ static int conn_readable(struct bench *b, struct conn *c)
                 rdzv_buf_free(&c->in);
         } else if ((size_t)used < avail &&
                    rdzv_buf_put(&c->in, p + used, avail - (size_t)used) < 0) {
-            return fail(b, ENOMEM, "out of memory buffering a frame");
+            return bench_fail(b, ENOMEM, "out of memory buffering a frame");
         }
         if (nr < READ_CHUNK)
             return 0;
@@ -454,16 +349,17 @@ static int run_until(struct bench *b, const uint32_t *count, const char *what)
         if (r < 0)
             return r;
         if (rdzv_now_ns() > b->deadline)
-            return fail(b, ETIMEDOUT,
-                        "timed out after %.0f s waiting for %s: %u of %u (connected %u, HELLO "
-                        "%u, JOIN written %u, JOINED %u, ROUND %u)",
-                        b->timeout_s, what, *count, b->n, b->nconnected, b->nhello,
-                        b->njoin_written, b->njoined, b->nround);
+            return bench_fail(
+                b, ETIMEDOUT,
+                "timed out after %.0f s waiting for %s: %u of %u (connected %u, HELLO "
+                "%u, JOIN written %u, JOINED %u, ROUND %u)",
+                b->timeout_s, what, *count, b->n, b->nconnected, b->nhello, b->njoin_written,
+                b->njoined, b->nround);
         ne = epoll_wait(b->epfd, evs, MAX_EVENTS, 100);
         if (ne < 0 && errno == EINTR)
             continue;
         if (ne < 0)
-            return fail(b, errno, "epoll_wait: %s", strerror(errno));
+            return bench_fail(b, errno, "epoll_wait: %s", strerror(errno));
         for (int i = 0; i < ne; i++) {
             struct conn *c = &b->conns[evs[i].data.u32];
 
@@ -495,7 +391,7 @@ static int build_frames(struct bench *b)
 
     r = rdzv_msg_put_hello(&b->hello, "join-bench");
     if (r < 0)
-        return fail(b, r, "cannot build HELLO: %s", strerror(-r));
+        return bench_fail(b, r, "cannot build HELLO: %s", strerror(-r));
     snprintf(jn.run_id, sizeof(jn.run_id), "%s", b->run_id);
     snprintf(jn.host, sizeof(jn.host), "sim");
     for (uint32_t i = 0; i < b->n; i++) {
@@ -504,7 +400,7 @@ static int build_frames(struct bench *b)
         snprintf(jn.node_id, sizeof(jn.node_id), "sim-%u", i);
         r = rdzv_msg_put_join(&b->joins, &jn);
         if (r < 0)
-            return fail(b, r, "cannot build JOIN: %s", strerror(-r));
+            return bench_fail(b, r, "cannot build JOIN: %s", strerror(-r));
         b->conns[i].join_off = (uint32_t)before;
         b->conns[i].join_len = (uint32_t)(b->joins.len - before);
     }
@@ -529,98 +425,21 @@ static int send_joins(struct bench *b)
     return 0;
 }
 
-/* Check the ROUNDs: node ranks 0..n-1 once each, one world size, one master port. */
-static int verify_rounds(struct bench *b)
-{
-    struct rdzv_round *rd = malloc(sizeof(*rd));
-    uint32_t *owner = malloc((size_t)b->n * sizeof(*owner));
-    uint64_t generation = 0;
-    char err[256];
-    int r = 0;
-
-    if (!rd || !owner) {
-        r = fail(b, ENOMEM, "out of memory checking the ROUNDs");
-        goto out_free;
-    }
-    memset(owner, 0xff, (size_t)b->n * sizeof(*owner));
-    for (uint32_t i = 0; i < b->n; i++) {
-        struct conn *c = &b->conns[i];
-
-        if (rdzv_msg_parse_round(c->round, c->round_len, rd, err, sizeof(err)) < 0) {
-            r = fail(b, EBADMSG, "ROUND of connection %u: %s", i, err);
-            goto out_free;
-        }
-        if (i == 0) {
-            b->master_port = rd->master_port;
-            generation = rd->generation;
-        }
-        if (rd->node_rank < 0 || rd->node_rank >= (int64_t)b->n) {
-            r = fail(b, ERANGE, "ROUND of connection %u: node_rank %" PRId64 " not in 0..%u", i,
-                     rd->node_rank, b->n - 1);
-            goto out_free;
-        }
-        if (owner[rd->node_rank] != UINT32_MAX) {
-            r = fail(b, EEXIST,
-                     "ROUND of connection %u: node_rank %" PRId64
-                     " was already given to connection %u",
-                     i, rd->node_rank, owner[rd->node_rank]);
-            goto out_free;
-        }
-        owner[rd->node_rank] = i;
-        if (rd->world_size != (int64_t)b->n || rd->nnodes != (int64_t)b->n) {
-            r = fail(b, EBADMSG,
-                     "ROUND of connection %u: world_size %" PRId64 ", nnodes %" PRId64
-                     ", expected %u",
-                     i, rd->world_size, rd->nnodes, b->n);
-            goto out_free;
-        }
-        if (rd->rank_offset != rd->node_rank) {
-            r = fail(b, EBADMSG,
-                     "ROUND of connection %u: rank_offset %" PRId64 " for node_rank %" PRId64
-                     " (every node has nproc 1)",
-                     i, rd->rank_offset, rd->node_rank);
-            goto out_free;
-        }
-        if (rd->master_port != b->master_port || rd->master_port <= 0 || rd->master_port > 65535) {
-            r = fail(b, EBADMSG,
-                     "ROUND of connection %u: master_port %" PRId64 ", connection 0 got %" PRId64,
-                     i, rd->master_port, b->master_port);
-            goto out_free;
-        }
-        if (rd->generation != generation) {
-            r = fail(b, EBADMSG,
-                     "ROUND of connection %u: generation %" PRIu64 ", connection 0 got %" PRIu64, i,
-                     rd->generation, generation);
-            goto out_free;
-        }
-        if (rd->n_ids != 0) {
-            r = fail(b, EBADMSG, "ROUND of connection %u: %u NCCL ids with nccl \"off\"", i,
-                     rd->n_ids);
-            goto out_free;
-        }
-    }
-    /* n distinct ranks in 0..n-1: every rank is there exactly once. */
-out_free:
-    free(owner);
-    free(rd);
-    return r;
-}
-
 static int raise_nofile(struct bench *b)
 {
     struct rlimit rl;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return fail(b, errno, "getrlimit: %s", strerror(errno));
+        return bench_fail(b, errno, "getrlimit: %s", strerror(errno));
     if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-            return fail(b, errno, "setrlimit(RLIMIT_NOFILE, %llu): %s",
-                        (unsigned long long)rl.rlim_max, strerror(errno));
+            return bench_fail(b, errno, "setrlimit(RLIMIT_NOFILE, %llu): %s",
+                              (unsigned long long)rl.rlim_max, strerror(errno));
     }
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)b->n + FD_SPARE)
-        return fail(b, EMFILE, "%u agents need %u file descriptors; the hard limit is %llu", b->n,
-                    b->n + FD_SPARE, (unsigned long long)rl.rlim_cur);
+        return bench_fail(b, EMFILE, "%u agents need %u file descriptors; the hard limit is %llu",
+                          b->n, b->n + FD_SPARE, (unsigned long long)rl.rlim_cur);
     return 0;
 }
 
@@ -635,19 +454,19 @@ static int bench_run(struct bench *b)
     b->retry = calloc(b->n, sizeof(*b->retry));
     b->scratch = malloc(READ_CHUNK);
     if (!b->conns || !b->retry || !b->scratch)
-        return fail(b, ENOMEM, "out of memory for %u connections", b->n);
+        return bench_fail(b, ENOMEM, "out of memory for %u connections", b->n);
     for (uint32_t i = 0; i < b->n; i++)
         b->conns[i].fd = -1;
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (b->epfd < 0)
-        return fail(b, errno, "epoll_create1: %s", strerror(errno));
+        return bench_fail(b, errno, "epoll_create1: %s", strerror(errno));
     snprintf(b->run_id, sizeof(b->run_id), "join-bench-%d-%" PRIx64, (int)getpid(),
              (uint64_t)(rdzv_random_u64() & 0xffffffffffffu));
     r = build_frames(b);
     if (r < 0)
         return r;
 
-    r = sample_rss(b, &b->rss.before, NULL, "before connecting");
+    r = bench_sample_rss(b, &b->rss.before, NULL, "before connecting");
     if (r < 0)
         return r;
     b->t_start = rdzv_now_ns();
@@ -655,7 +474,7 @@ static int bench_run(struct bench *b)
     r = run_until(b, &b->nhello, "HELLO");
     if (r < 0)
         return r;
-    r = sample_rss(b, &b->rss.connected, NULL, "once connected");
+    r = bench_sample_rss(b, &b->rss.connected, NULL, "once connected");
     if (r < 0)
         return r;
 
@@ -665,10 +484,10 @@ static int bench_run(struct bench *b)
     r = run_until(b, &b->nround, "ROUND");
     if (r < 0)
         return r;
-    r = sample_rss(b, &b->rss.round, &b->rss.peak, "after the round");
+    r = bench_sample_rss(b, &b->rss.round, &b->rss.peak, "after the round");
     if (r < 0)
         return r;
-    return verify_rounds(b);
+    return bench_verify_rounds(b);
 }
 
 static void bench_free(struct bench *b)
@@ -686,64 +505,6 @@ static void bench_free(struct bench *b)
     free(b->scratch);
     rdzv_buf_free(&b->hello);
     rdzv_buf_free(&b->joins);
-}
-
-static json_t *rss_json(long kb)
-{
-    return kb >= 0 ? json_integer(kb) : json_null();
-}
-
-static void report_json(const struct bench *b, bool ok)
-{
-    const struct rss *m = &b->rss;
-    json_t *o;
-
-    if (!ok)
-        o = json_pack("{s:b, s:I, s:s, s:s, s:s}", "ok", 0, "n", (json_int_t)b->n, "endpoint",
-                      b->endpoint, "run_id", b->run_id, "error", b->error);
-    else
-        o = json_pack(
-            "{s:b, s:I, s:s, s:s, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:I, s:{s:o, s:o, s:o, s:o, "
-            "s:o}, s:o}",
-            "ok", 1, "n", (json_int_t)b->n, "endpoint", b->endpoint, "run_id", b->run_id,
-            "connect_s", secs(b->t_start, b->t_hello), "tcp_connect_s",
-            secs(b->t_start, b->t_connected), "connect_retries", (json_int_t)b->retries,
-            "join_send_s", secs(b->t_first_join, b->t_last_join), "last_join_to_joined_s",
-            secs(b->t_last_join, b->t_joined), "last_join_to_first_round_s",
-            secs(b->t_last_join, b->t_first_round), "last_join_to_round_s",
-            secs(b->t_last_join, b->t_last_round), "master_port", (json_int_t)b->master_port,
-            "rss_kb", "before", rss_json(m->before), "connected", rss_json(m->connected), "joined",
-            rss_json(m->joined), "round", rss_json(m->round), "peak", rss_json(m->peak),
-            "rss_per_agent_kb",
-            m->before >= 0 ? json_real((double)(m->round - m->before) / b->n) : json_null());
-    if (!o) {
-        printf("{\"ok\":false,\"error\":\"out of memory\"}\n");
-        return;
-    }
-    (void)json_dumpf(o, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    putchar('\n');
-    json_decref(o);
-}
-
-static void report_text(const struct bench *b)
-{
-    const struct rss *m = &b->rss;
-
-    printf("rdzv-join-bench: %u agents -> %s (run_id %s)\n", b->n, b->endpoint, b->run_id);
-    printf("  connect all (TCP + HELLO):      %8.3f s (TCP alone %.3f s, %" PRIu64 " retries)\n",
-           secs(b->t_start, b->t_hello), secs(b->t_start, b->t_connected), b->retries);
-    printf("  first JOIN -> last JOIN sent:   %8.3f s\n", secs(b->t_first_join, b->t_last_join));
-    printf("  last JOIN -> all JOINED:        %8.3f s\n", secs(b->t_last_join, b->t_joined));
-    printf("  last JOIN -> first ROUND:       %8.3f s\n", secs(b->t_last_join, b->t_first_round));
-    printf("  last JOIN -> round complete:    %8.3f s\n", secs(b->t_last_join, b->t_last_round));
-    if (m->before >= 0)
-        printf("  rdzvd VmRSS: before %ld kB, connected %ld kB, all JOINed %ld kB, after round "
-               "%ld kB (peak %ld kB); %.2f kB per agent\n",
-               m->before, m->connected, m->joined, m->round, m->peak,
-               (double)(m->round - m->before) / b->n);
-    printf("  ROUNDs ok: node ranks 0..%u once each, world_size %u, master_port %" PRId64
-           " on all\n",
-           b->n - 1, b->n, b->master_port);
 }
 
 static int parse_args(struct bench *b, int argc, char **argv)
@@ -834,9 +595,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rdzv-join-bench: %u agents: %s\n", b.n,
                 b.error[0] ? b.error : strerror(-r));
     if (b.json)
-        report_json(&b, r == 0);
+        bench_report_json(&b, r == 0);
     else if (r == 0)
-        report_text(&b);
+        bench_report_text(&b);
     bench_free(&b);
     return r < 0 ? 1 : 0;
 }
