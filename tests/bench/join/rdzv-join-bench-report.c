@@ -161,6 +161,13 @@ void bench_report_json(const struct bench *b, bool ok)
         printf("{\"ok\":false,\"error\":\"out of memory\"}\n");
         return;
     }
+    if (ok && b->lose) {
+        (void)json_object_set_new(o, "lost", json_integer(b->lose));
+        (void)json_object_set_new(o, "lost_to_event_s",
+                                  json_real(secs(b->t_lost, b->t_first_event)));
+        (void)json_object_set_new(o, "event_to_round_s",
+                                  json_real(secs(b->t_first_event, b->t_last_round2)));
+    }
     (void)json_dumpf(o, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
     putchar('\n');
     json_decref(o);
@@ -185,4 +192,10 @@ void bench_report_text(const struct bench *b)
     printf("  ROUNDs ok: node ranks 0..%u once each, world_size %u, master_port %" PRId64
            " on all\n",
            b->n - 1, b->n, b->master_port);
+    if (!b->lose)
+        return;
+    printf("  %u lost -> first EVENT restart: %8.3f s (the loss detected; last %.3f s)\n",
+           b->lose, secs(b->t_lost, b->t_first_event), secs(b->t_lost, b->t_last_event));
+    printf("  first EVENT restart -> the next generation's last ROUND: %8.3f s (%u agents)\n",
+           secs(b->t_first_event, b->t_last_round2), b->nround2);
 }

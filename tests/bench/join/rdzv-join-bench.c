@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-join-bench.c: N simulated agents join one job on rdzvd; time the round, check ROUNDs
- * (the check, rdzvd's memory and the report are in rdzv-join-bench-report.c). */
+ * (the check, rdzvd's memory and the report are in rdzv-join-bench-report.c); with --lose K,
+ * K of them then drop their connections and the rest re-form (EVENT restart, READY, the next
+ * ROUND): the recovery's time. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -25,13 +27,14 @@
 #include "common/rdzv-util.h"
 #include "tests/bench/join/rdzv-join-bench.h"
 
-static const char *const cs_names[_CS_MAX] = {"new",  "connecting", "hello", "ready",
-                                              "join", "joined",     "done"};
+static const char *const cs_names[_CS_MAX] = {"new",  "connecting", "hello",   "ready",
+                                              "join", "joined",     "done",    "restart",
+                                              "again"};
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: rdzv-join-bench --endpoint HOST:PORT [-n N] [--pid PID] [--json]\n"
+            "Usage: rdzv-join-bench --endpoint HOST:PORT [-n N] [--lose K] [--pid PID] [--json]\n"
             "Simulate N agents, one TCP connection each, joining one job (min = max = N) on a\n"
             "running rdzvd. Reports the time to connect all N (TCP + HELLO), first -> last JOIN\n"
             "written, last JOIN written -> last ROUND received, and checks the ROUNDs.\n"
@@ -41,6 +44,10 @@ static void usage(FILE *f)
             "  -p, --pid PID             rdzvd's pid: report its VmRSS before connecting, once\n"
             "                            connected, after all JOINed and after the round\n"
             "  -t, --timeout S           give up after S seconds (default 120)\n"
+            "  -l, --lose K              then K agents drop their connections (nodes lost; the\n"
+            "                            job's min is N - K): the time from the first EVENT\n"
+            "                            restart (the loss detected) to the last ROUND of the\n"
+            "                            next generation, each agent answering READY at once\n"
             "  -j, --json                one JSON object on stdout\n"
             "  -h, --help                this help\n"
             "Exit status: 0 ok, 1 any error (said on stderr), 2 bad usage.\n");
@@ -191,6 +198,39 @@ static int unexpected_frame(struct bench *b, struct conn *c, uint8_t op, const u
     return r;
 }
 
+/* --lose: EVENT restart for the generation that lost its nodes: answer READY at once. */
+static int conn_restart(struct bench *b, struct conn *c, const uint8_t *body, uint32_t len)
+{
+    struct rdzv_event *ev = malloc(sizeof(*ev));
+    struct rdzv_ready rd = {0};
+    char err[256];
+    int r;
+
+    if (!ev)
+        return bench_fail(b, ENOMEM, "out of memory parsing an EVENT");
+    r = rdzv_msg_parse_event(body, len, ev, err, sizeof(err));
+    if (r == 0 && strcmp(ev->type, "restart") != 0)
+        snprintf(err, sizeof(err), "EVENT %s, not restart", ev->type);
+    rd.generation = ev->generation;
+    r = r < 0 ? r : strcmp(ev->type, "restart") != 0 ? -EPROTO : 0;
+    free(ev);
+    if (r < 0)
+        return bench_fail(b, r, "connection %u: after the loss: %s", conn_index(b, c), err);
+    if (b->nevent++ == 0) {
+        b->t_first_event = rdzv_now_ns();
+        b->generation2 = rd.generation;
+        r = rdzv_msg_put_ready(&b->ready, &rd);
+        if (r < 0)
+            return bench_fail(b, r, "cannot build READY: %s", strerror(-r));
+    } else if (rd.generation != b->generation2) {
+        return bench_fail(b, EPROTO, "connection %u: EVENT restart for generation %" PRIu64
+                    ", another for %" PRIu64, conn_index(b, c), rd.generation, b->generation2);
+    }
+    b->t_last_event = rdzv_now_ns();
+    c->state = CS_RESTART;
+    return conn_start_tx(b, c, b->ready.data, (uint32_t)b->ready.len);
+}
+
 /* One whole frame from rdzvd. Returns 0 or a negative errno. */
 static int conn_frame(struct bench *b, struct conn *c, uint8_t op, const uint8_t *body,
                       uint32_t len)
@@ -233,6 +273,17 @@ static int conn_frame(struct bench *b, struct conn *c, uint8_t op, const uint8_t
         b->t_last_round = rdzv_now_ns();
         if (b->nround++ == 0)
             b->t_first_round = b->t_last_round;
+        return 0;
+    case CS_DONE:
+        if (op == RDZV_MSG_EVENT && b->t_lost)
+            return conn_restart(b, c, body, len);
+        break;
+    case CS_RESTART:
+        if (op != RDZV_MSG_ROUND)
+            break;
+        c->state = CS_AGAIN;
+        b->t_last_round2 = rdzv_now_ns();
+        b->nround2++;
         return 0;
     default:
         break;
@@ -342,7 +393,7 @@ static int run_until(struct bench *b, const uint32_t *count, const char *what)
     struct epoll_event evs[MAX_EVENTS];
     int r;
 
-    while (*count < b->n) {
+    while (*count < b->target) {
         int ne;
 
         r = start_connects(b);
@@ -353,7 +404,7 @@ static int run_until(struct bench *b, const uint32_t *count, const char *what)
                 b, ETIMEDOUT,
                 "timed out after %.0f s waiting for %s: %u of %u (connected %u, HELLO "
                 "%u, JOIN written %u, JOINED %u, ROUND %u)",
-                b->timeout_s, what, *count, b->n, b->nconnected, b->nhello, b->njoin_written,
+                b->timeout_s, what, *count, b->target, b->nconnected, b->nhello, b->njoin_written,
                 b->njoined, b->nround);
         ne = epoll_wait(b->epfd, evs, MAX_EVENTS, 100);
         if (ne < 0 && errno == EINTR)
@@ -377,10 +428,10 @@ static int build_frames(struct bench *b)
     struct rdzv_join jn = {
         .nproc = 1,
         .node_rank = -1,
-        .min = b->n,
+        .min = b->n - b->lose,
         .max = b->n,
         .last_call_ms = 1000,
-        .max_restarts = 0,
+        .max_restarts = b->lose ? 1 : 0,
         .nccl = RDZV_NCCL_OFF,
         .nccl_ids = 1,
         /* Simulated agents send no heartbeats: the longest timeout keeps them members. */
@@ -443,6 +494,25 @@ static int raise_nofile(struct bench *b)
     return 0;
 }
 
+/* --lose: the last K agents drop their connections with a reset, as a host that died; the
+ * others answer EVENT restart with READY and wait for the next ROUND. */
+static int lose_nodes(struct bench *b)
+{
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+    for (uint32_t i = b->n - b->lose; i < b->n; i++) {
+        struct conn *c = &b->conns[i];
+
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        (void)close(c->fd);
+        c->fd = -1;
+        c->state = CS_AGAIN;
+    }
+    b->t_lost = rdzv_now_ns();
+    b->target = b->n - b->lose;
+    return run_until(b, &b->nround2, "the next ROUND");
+}
+
 static int bench_run(struct bench *b)
 {
     int r;
@@ -469,6 +539,7 @@ static int bench_run(struct bench *b)
     r = bench_sample_rss(b, &b->rss.before, NULL, "before connecting");
     if (r < 0)
         return r;
+    b->target = b->n;
     b->t_start = rdzv_now_ns();
     b->deadline = b->t_start + (uint64_t)(b->timeout_s * NS_PER_S);
     r = run_until(b, &b->nhello, "HELLO");
@@ -487,7 +558,8 @@ static int bench_run(struct bench *b)
     r = bench_sample_rss(b, &b->rss.round, &b->rss.peak, "after the round");
     if (r < 0)
         return r;
-    return bench_verify_rounds(b);
+    r = bench_verify_rounds(b);
+    return r < 0 || !b->lose ? r : lose_nodes(b);
 }
 
 static void bench_free(struct bench *b)
@@ -505,6 +577,7 @@ static void bench_free(struct bench *b)
     free(b->scratch);
     rdzv_buf_free(&b->hello);
     rdzv_buf_free(&b->joins);
+    rdzv_buf_free(&b->ready);
 }
 
 static int parse_args(struct bench *b, int argc, char **argv)
@@ -515,6 +588,7 @@ static int parse_args(struct bench *b, int argc, char **argv)
         {"pid", required_argument, NULL, 'p'},
         {"timeout", required_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},
+        {"lose", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -524,7 +598,7 @@ static int parse_args(struct bench *b, int argc, char **argv)
     char *end;
     int o;
 
-    while ((o = getopt_long(argc, argv, "e:n:p:t:jh", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "e:n:p:t:l:jh", opts, NULL)) != -1) {
         switch (o) {
         case 'e':
             b->endpoint = optarg;
@@ -553,6 +627,13 @@ static int parse_args(struct bench *b, int argc, char **argv)
         case 'j':
             b->json = true;
             break;
+        case 'l':
+            if (rdzv_parse_u64(optarg, &v) < 0 || v > MAX_AGENTS) {
+                fprintf(stderr, "rdzv-join-bench: bad --lose '%s'\n", optarg);
+                return -EINVAL;
+            }
+            b->lose = (uint32_t)v;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -565,6 +646,11 @@ static int parse_args(struct bench *b, int argc, char **argv)
         fprintf(stderr, "rdzv-join-bench: %s\n",
                 optind < argc ? "unexpected arguments" : "--endpoint HOST:PORT is required");
         usage(stderr);
+        return -EINVAL;
+    }
+    if (b->lose >= b->n) {
+        fprintf(stderr, "rdzv-join-bench: --lose %u leaves none of the %u agents\n", b->lose,
+                b->n);
         return -EINVAL;
     }
     if (rdzv_parse_hostport(b->endpoint, host, sizeof(host), &port) < 0 || port == 0 ||

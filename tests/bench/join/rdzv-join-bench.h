@@ -27,6 +27,8 @@ enum conn_state {
     CS_JOIN,       /* JOIN sent (maybe partly): JOINED is due */
     CS_JOINED,     /* JOINED received: ROUND is due */
     CS_DONE,       /* ROUND received */
+    CS_RESTART,    /* --lose: EVENT restart received, READY sent: the next ROUND is due */
+    CS_AGAIN,      /* --lose: the next ROUND received, or this one was lost */
     _CS_MAX,
 };
 
@@ -67,6 +69,11 @@ struct bench {
     uint32_t nretry;
     uint32_t nconnected, nhello, njoin_written, njoined, nround;
     uint64_t retries;
+    uint32_t target; /* what run_until waits for: n, then n - lose */
+    uint32_t lose;   /* --lose: agents that drop their connections once the round is in */
+    uint32_t nevent, nround2;
+    uint64_t t_lost, t_first_event, t_last_event, t_last_round2, generation2;
+    struct rdzv_buf ready; /* READY for the generation that restarts */
 
     uint64_t t_start, t_connected, t_hello, t_first_join, t_last_join, t_joined, t_first_round,
         t_last_round, deadline;

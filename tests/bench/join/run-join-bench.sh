@@ -16,6 +16,10 @@ Prints two markdown tables on stdout, progress on stderr. BUILD_DIR defaults to 
 
   --sizes LIST     agents per run (default "100 1000 10000"; the first is a warm-up)
   --repeat R       run each size R times, each on a fresh rdzvd, keep the fastest (default 1)
+  --lose K         then, at the largest size, R runs in which K agents drop their connections
+                   once the round is in (nodes lost; the job's min is N - K): the time from
+                   the first EVENT restart to the next generation's last ROUND (default 1; 0:
+                   skip)
   --python PATH    interpreter with torch for the torchrun figure (default /usr/bin/python3)
   --no-torchrun    skip the torchrun figure
   --keep           keep the logs and raw results (their directory is printed)
@@ -25,6 +29,7 @@ EOF
 
 sizes="100 1000 10000"
 repeat=1
+lose=1
 python=/usr/bin/python3
 torchrun=1
 keep=0
@@ -33,6 +38,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --sizes) sizes=${2:?--sizes needs a list}; shift ;;
     --repeat) repeat=${2:?--repeat needs a value}; shift ;;
+    --lose) lose=${2:?--lose needs a value}; shift ;;
     --python) python=${2:?--python needs a path}; shift ;;
     --no-torchrun) torchrun=0 ;;
     --keep) keep=1 ;;
@@ -42,6 +48,10 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if ! [[ "$lose" =~ ^[0-9]+$ ]]; then
+    echo "run-join-bench.sh: bad --lose '$lose'" >&2
+    exit 2
+fi
 if ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
     echo "run-join-bench.sh: bad --repeat '$repeat'" >&2
     exit 2
@@ -220,6 +230,36 @@ if [ -n "$best_10k" ]; then
         echo "Target (< 1 s from last join to round complete at 10,000 agents):" \
             "NOT met ($(printf "%.3f" "$best_10k") s)."
     fi
+    echo
+fi
+
+# 1b. Recovery: K nodes lost at the largest size --------------------------------------------------
+if [ "$lose" -gt 0 ]; then
+    n=${size_list[${#size_list[@]} - 1]}
+    runs=
+    for r in $(seq "$repeat"); do
+        out=$tmp/lose-$n-$r.json
+        start_rdzvd
+        l=$(load)
+        echo "run-join-bench.sh: N=$n, $lose lost, run $r/$repeat (load $l)" >&2
+        "$bench" --endpoint "127.0.0.1:$dport" -n "$n" --lose "$lose" --json >"$out" \
+            2>>"$tmp/bench.log"
+        rc=$?
+        stop_rdzvd
+        if [ "$rc" != 0 ] || [ "$(jget "$out" .ok)" != true ]; then
+            echo "run-join-bench.sh: N=$n, $lose lost: failed (exit $rc): $(jget "$out" .error)" >&2
+            worst=1
+            runs="$runs${runs:+; }failed"
+            continue
+        fi
+        runs="$runs${runs:+; }$(printf '%.3f s after %.3f s (load %s)' \
+            "$(jget "$out" .event_to_round_s)" "$(jget "$out" .lost_to_event_s)" "$l")"
+    done
+    echo "### rdzvd: $lose of $n agents lost once the round is in; the rest re-form"
+    echo
+    echo "Each run on a fresh rdzvd: the first EVENT restart -> the next generation's last ROUND" \
+        "at the $((n - lose)) others (each answers READY at once), after the loss -> the first" \
+        "EVENT restart (a dropped connection is seen at once): $runs."
     echo
 fi
 
