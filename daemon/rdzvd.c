@@ -44,6 +44,7 @@ struct opts {
     bool join;                       /* --join */
     uint64_t replicas;               /* --replicas; 0: none */
     bool remove_state_dir;           /* --remove-state-dir */
+    int accept_thread;               /* --accept-thread: 1 on, 0 off, -1 auto (4+ CPUs) */
     struct rdzvd_peers peer_list;
 };
 
@@ -63,6 +64,22 @@ static int legacy_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, 
     if (rdzv_dialect_parse(val, &o->cfg.legacy) < 0 || o->cfg.legacy == RDZV_DIALECT_MODERN)
         return rdzv_opt_bad(p, opt, val, "expected 2.0, 2.1 or none");
     o->cfg.legacy_allowed = true;
+    return 0;
+}
+
+static int accept_thread_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
+                            const char *val)
+{
+    struct opts *o = p->ud;
+
+    if (strcmp(val, "on") == 0)
+        o->accept_thread = 1;
+    else if (strcmp(val, "off") == 0)
+        o->accept_thread = 0;
+    else if (strcmp(val, "auto") == 0)
+        o->accept_thread = -1;
+    else
+        return rdzv_opt_bad(p, opt, val, "expected on, off or auto");
     return 0;
 }
 
@@ -147,6 +164,11 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         {.kind = RDZV_OPT_CALLBACK, .name = "legacy", .cb = legacy_cb, .metavar = "VER",
          .help = "numbering for clients that don't send VALIDATE:\n"
                  "2.0 (PyTorch 1.x/2.0, default), 2.1, or none (refuse them)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "accept-thread", .cb = accept_thread_cb,
+         .metavar = "WHEN",
+         .help = "accept connections on a thread of their own: on, off,\n"
+                 "or auto (default: on with 4 or more CPUs; a burst of\n"
+                 "thousands of ranks connecting then opens faster)"},
         SIZE_OPT("max-key-len", max_key_len, "bytes per key (default 8KiB)"),
         SIZE_OPT("max-value-len", max_value_len, "bytes per value (default 8MiB)"),
         SIZE_OPT("max-keys", max_keys_per_req,
@@ -572,6 +594,7 @@ int main(int argc, char **argv)
         .level = RDZV_LOG_INFO,
         .metrics_port = -1,
         .ready_fd = -1,
+        .accept_thread = -1,
     };
     struct daemon_ctx d = {0};
     struct rdzvd_server_info info;
@@ -588,6 +611,9 @@ int main(int argc, char **argv)
     nofile = raise_nofile();
     if (!o.max_conns_set)
         o.cfg.lim.max_conns = nofile > 128 ? nofile - 64 : 64;
+    /* The acceptor's queue (RDZVD_ACCEPT_QUEUE descriptors) fits in the 64 kept apart. */
+    o.cfg.accept_thread = o.accept_thread > 0 ||
+                          (o.accept_thread < 0 && sysconf(_SC_NPROCESSORS_ONLN) >= 4);
     /* Peers without the token must leave most slots to those with it. */
     if (!o.max_handshaking_set && o.cfg.lim.max_handshaking > o.cfg.lim.max_conns / 2)
         o.cfg.lim.max_handshaking = o.cfg.lim.max_conns / 2 ? o.cfg.lim.max_conns / 2 : 1;

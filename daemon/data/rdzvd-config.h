@@ -151,6 +151,7 @@ struct rdzvd_config {
     uint16_t port;             /* 0 picks a free port */
     enum rdzv_dialect legacy;  /* numbering for connections that do not open with VALIDATE */
     bool legacy_allowed;       /* false: such connections are closed */
+    bool accept_thread;        /* accept(2) on a thread of its own (--accept-thread) */
     struct rdzv_limits lim;
     const char *state_dir;     /* journal directory (--state-dir); NULL: nothing persisted */
     enum rdzvd_fsync fsync;    /* when journal writes are fsynced (--fsync) */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/rdzv-buf.h"
 #include "common/rdzv-log.h"
@@ -42,23 +43,19 @@ static void sockaddr_name(const struct sockaddr_storage *ss, char *out, size_t l
     rdzv_format_hostport(out, len, host, (unsigned)port);
 }
 
-int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g,
-                           struct rdzvd_conn **ret, struct sockaddr_storage *ret_addr)
+/* A new connection of group g, its handle initialised, not yet on a socket. */
+static struct rdzvd_conn *conn_new(struct rdzvd_transport *t, struct rdzvd_conn_group *g,
+                                   int *ret)
 {
-    struct sockaddr_storage ss;
-    int len = sizeof(ss), r;
-    struct rdzvd_conn *c;
+    struct rdzvd_conn *c = calloc(1, sizeof(*c));
 
-    memset(ret_addr, 0, sizeof(*ret_addr));
-    if (rdzvd_accept_pace_defer(&t->accept_pace, &g->paced))
-        return -EAGAIN;
-    c = calloc(1, sizeof(*c));
+    *ret = -ENOMEM;
     if (!c)
-        return -ENOMEM;
-    r = uv_tcp_init(t->loop, &c->tcp);
-    if (r < 0) {
+        return NULL;
+    *ret = uv_tcp_init(t->loop, &c->tcp);
+    if (*ret < 0) {
         free(c);
-        return r;
+        return NULL;
     }
     c->t = t;
     c->group = g;
@@ -75,25 +72,69 @@ int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g
     c->state = CONN_OPEN;
     strcpy(c->peer, "?");
     rdzvd_hs_track(c);
+    return c;
+}
 
+/* c is on its socket: its peer's name and address, its pre-handshake slot counted. */
+static void conn_named(struct rdzvd_conn *c, const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family) {
+        sockaddr_name(ss, c->peer, sizeof(c->peer));
+        if (ss->ss_family == AF_INET6) {
+            memcpy(c->addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, sizeof(c->addr));
+        } else if (ss->ss_family == AF_INET) {
+            c->addr[10] = c->addr[11] = 0xff;
+            memcpy(c->addr + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+        }
+    }
+    rdzvd_hs_count(c);
+    rdzvd_hs_make_room(c);
+}
+
+int rdzvd_transport_accept(struct rdzvd_transport *t, struct rdzvd_conn_group *g,
+                           struct rdzvd_conn **ret, struct sockaddr_storage *ret_addr)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss), r;
+    struct rdzvd_conn *c;
+
+    memset(ret_addr, 0, sizeof(*ret_addr));
+    if (rdzvd_accept_pace_defer(&t->accept_pace, &g->paced))
+        return -EAGAIN;
+    c = conn_new(t, g, &r);
+    if (!c)
+        return r;
     r = uv_accept(g->paced.listener, (uv_stream_t *)&c->tcp);
     if (r < 0) {
         rdzvd_conn_close(c, "accept failed");
         return r;
     }
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
         *ret_addr = ss;
-        sockaddr_name(&ss, c->peer, sizeof(c->peer));
-        if (ss.ss_family == AF_INET6) {
-            memcpy(c->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, sizeof(c->addr));
-        } else if (ss.ss_family == AF_INET) {
-            c->addr[10] = c->addr[11] = 0xff;
-            memcpy(c->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-        }
-    }
-    rdzvd_hs_count(c);
-    rdzvd_hs_make_room(c);
+    conn_named(c, ret_addr);
     (void)uv_tcp_nodelay(&c->tcp, 1);
+    *ret = c;
+    return 0;
+}
+
+int rdzvd_transport_adopt(struct rdzvd_transport *t, struct rdzvd_conn_group *g, int fd,
+                          const struct sockaddr_storage *addr, struct rdzvd_conn **ret)
+{
+    struct rdzvd_conn *c;
+    int r;
+
+    c = conn_new(t, g, &r);
+    if (!c) {
+        (void)close(fd);
+        return r;
+    }
+    r = uv_tcp_open(&c->tcp, fd);
+    if (r < 0) {
+        (void)close(fd); /* not the handle's */
+        rdzvd_conn_close(c, "accept failed");
+        return r;
+    }
+    conn_named(c, addr);
     *ret = c;
     return 0;
 }

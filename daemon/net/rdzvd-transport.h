@@ -155,6 +155,11 @@ void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 int rdzvd_transport_accept(struct rdzvd_transport *t,
                            struct rdzvd_conn_group *g, struct rdzvd_conn **ret,
                            struct sockaddr_storage *ret_addr);
+/* The same for a connection another thread accepted (rdzvd-acceptor.h): fd, non-blocking with
+ * TCP_NODELAY, from addr. No pace here: the acceptor's taker paces. Returns 0, or a negative
+ * errno (fd is closed, and c with it). */
+int rdzvd_transport_adopt(struct rdzvd_transport *t, struct rdzvd_conn_group *g, int fd,
+                          const struct sockaddr_storage *addr, struct rdzvd_conn **ret);
 /* Put session ops in charge of c and start reading. 0 or a negative errno (c is then closed). */
 int rdzvd_conn_start(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops);
 /* Hand c to another session from within serve(); its state area is for the new one to fill. */

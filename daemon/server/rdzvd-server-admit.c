@@ -168,21 +168,15 @@ static bool server_has_room(const struct rdzvd_server *srv, const struct rdzvd_c
     return rdzvd_conn_hs_from_addr(c) <= left; /* c's address held fewer than left before c */
 }
 
-static int server_accept(struct rdzvd_listener *l)
+/* Let c (from l, its peer at ss) in, or refuse it. Returns 0 or a negative errno. */
+static int server_admit(struct rdzvd_listener *l, struct rdzvd_conn *c,
+                        const struct sockaddr_storage *ssp)
 {
     struct rdzvd_server *srv = l->srv;
+    struct sockaddr_storage ss = *ssp;
     struct first_bytes_session *s;
-    struct sockaddr_storage ss;
-    struct rdzvd_conn *c;
     bool store_ok;
-    int r;
 
-    r = rdzvd_transport_accept(&srv->net, &l->group, &c, &ss);
-    srv->nconns = srv->net.nconns;
-    if (r == -EAGAIN)
-        return 0; /* accepted next turn */
-    if (r < 0)
-        return r;
     store_ok = !srv->cfg.store_acl ||
                (ss.ss_family && rdzvd_acl_allows(srv->cfg.store_acl, (struct sockaddr *)&ss));
     /* At the limit, a stale connection that has not finished its handshake gives its slot up to
@@ -228,6 +222,50 @@ static int server_accept(struct rdzvd_listener *l)
     s->l = l;
     s->store_ok = store_ok;
     return rdzvd_conn_start(c, &rdzvd_first_bytes_ops);
+}
+
+static int server_accept(struct rdzvd_listener *l)
+{
+    struct rdzvd_server *srv = l->srv;
+    struct sockaddr_storage ss;
+    struct rdzvd_conn *c;
+    int r;
+
+    r = rdzvd_transport_accept(&srv->net, &l->group, &c, &ss);
+    srv->nconns = srv->net.nconns;
+    if (r == -EAGAIN)
+        return 0; /* accepted next turn */
+    if (r < 0)
+        return r;
+    return server_admit(l, c, &ss);
+}
+
+/* --accept-thread: descriptors the acceptor took wait; make connections of a turn's worth. */
+void rdzvd_server_accepted(struct rdzvd_acceptor *a)
+{
+    struct rdzvd_server *srv = a->async.data;
+    struct rdzvd_accepted got[RDZVD_TURN_ACCEPTS];
+    size_t n = rdzvd_acceptor_take(a, got, RDZVD_TURN_ACCEPTS);
+    uint64_t dropped = rdzvd_acceptor_dropped(a);
+
+    for (size_t i = 0; i < n; i++) {
+        struct rdzvd_listener *l = got[i].key;
+        struct rdzvd_conn *c;
+        int r;
+
+        r = rdzvd_transport_adopt(&srv->net, &l->group, got[i].fd, &got[i].addr, &c);
+        srv->nconns = srv->net.nconns;
+        if (r == 0)
+            r = server_admit(l, c, &got[i].addr);
+        if (r < 0)
+            log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(r));
+    }
+    if (dropped > srv->accept_dropped) {
+        log_warn("accept: %" PRIu64 " connections closed at once: out of file descriptors "
+                 "(see --max-conns and the open-file limit)",
+                 dropped - srv->accept_dropped);
+        srv->accept_dropped = dropped;
+    }
 }
 
 void rdzvd_listener_connection_cb(uv_stream_t *s, int status)

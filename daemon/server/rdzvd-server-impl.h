@@ -7,7 +7,8 @@
  *
  * Calls go one way: rdzvd-server-listen.c calls rdzvd-server.c and rdzvd-server-admit.c,
  * rdzvd-server.c calls rdzvd-server-admit.c, which calls neither.
- * Threads: the loop's only, as rdzvd-server.h says. */
+ * Threads: the loop's only, as rdzvd-server.h says; with --accept-thread, accept(2) runs on the
+ * acceptor's (rdzvd-acceptor.h), which touches nothing here. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #include "daemon/repl/rdzvd-replica.h" /* its types; its functions only through cfg.replica_ops */
 #include "daemon/server/rdzvd-server.h"
 #include "daemon/data/rdzvd-store.h"
+#include "daemon/net/rdzvd-acceptor.h"
 #include "daemon/net/rdzvd-transport.h"
 
 /* A listening socket and the key space its TCPStore clients see. The main listener also accepts
@@ -36,6 +38,7 @@ struct rdzvd_listener {
     bool handle_closed;
     uint16_t port;
     unsigned fds;  /* descriptors counted in srv->job_fds for it (its socket, its journal) */
+    int accept_fd; /* its socket, while the acceptor accepts on it (--accept-thread); else -1 */
     char desc[48]; /* "main" or "job <run_id> gen <n>" for logs */
 };
 
@@ -84,6 +87,9 @@ struct rdzvd_server {
     bool syncing; /* a new leader applies its predecessors' log: nothing is served meanwhile */
     bool led;     /* this replica served as the leader, and has not seen itself deposed since */
     bool failed;  /* replication failed: stopping (rdzvd_server_failed) */
+    /* --accept-thread: the listeners' accept(2) on a thread (started: acceptor.started). */
+    struct rdzvd_acceptor acceptor;
+    uint64_t accept_dropped; /* the acceptor's EMFILE drops already logged */
 };
 
 /* rdzvd-server-admit.c: accept, and the first bytes pick the session. */
@@ -93,6 +99,9 @@ extern const struct rdzvd_session_ops rdzvd_first_bytes_ops;
 /* A listener's connection callback (through the transport's accept pace): accept one connection
  * and start its first-bytes session, or refuse it. Logs its errors. */
 void rdzvd_listener_connection_cb(uv_stream_t *s, int status);
+/* The acceptor's ready callback (async.data is the server): up to RDZVD_TURN_ACCEPTS of its
+ * descriptors a turn become connections, each admitted or refused as above. Logs its errors. */
+void rdzvd_server_accepted(struct rdzvd_acceptor *a);
 
 /* rdzvd-server.c: the listeners' lifetime and the persist barrier. */
 /* l's connections: accepted through the transport (paced per turn), counted in l->group. */

@@ -69,6 +69,12 @@ static int listener_bind(struct rdzvd_listener *l, const struct sockaddr *sa, bo
         log_warn("net.core.somaxconn is %d: connection bursts above it will be dropped and "
                  "retried by clients; raise it with 'sysctl -w net.core.somaxconn=65535'",
                  backlog);
+    /* --accept-thread: the acceptor accepts on the socket (it listens already); libuv only
+     * holds it, to close it. Past the acceptor's listeners, libuv accepts as without it. */
+    if (l->srv->acceptor.started && rdzvd_acceptor_add(&l->srv->acceptor, fd, l) == 0) {
+        l->accept_fd = fd;
+        return 0;
+    }
     r = uv_listen((uv_stream_t *)&l->tcp, backlog, rdzvd_listener_connection_cb);
     if (r < 0)
         goto out_close_handle;
@@ -107,6 +113,13 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
     struct sockaddr_in a4;
     int r;
 
+    if (srv->cfg.accept_thread && !srv->acceptor.started) {
+        r = rdzvd_acceptor_start(&srv->acceptor, srv->loop, rdzvd_server_accepted);
+        if (r < 0)
+            log_warn_errno(r, "--accept-thread: cannot start the thread; accepting on the loop");
+        else
+            srv->acceptor.async.data = srv;
+    }
     if (!host) {
         /* Dual stack first, so IPv4 and IPv6 clients both reach us; plain IPv4 if the host has
          * no IPv6. */

@@ -392,6 +392,7 @@ static void server_transport_done(struct rdzvd_server *srv, bool free_buffers)
 void rdzvd_listener_group_init(struct rdzvd_listener *l)
 {
     rdzv_list_init(&l->group.conns);
+    l->accept_fd = -1;
     l->group.conn_gone = listener_conn_gone;
     rdzvd_paced_init(&l->group.paced, (uv_stream_t *)&l->tcp, rdzvd_listener_connection_cb);
 }
@@ -528,6 +529,9 @@ void rdzvd_listener_close_handle(struct rdzvd_listener *l)
     if (l == &l->srv->main)
         l->srv->handles_closing++;
     rdzvd_paced_forget(&l->group.paced);
+    if (l->accept_fd >= 0) /* the acceptor lets go of the socket before its handle closes it */
+        rdzvd_acceptor_remove(&l->srv->acceptor, l->accept_fd);
+    l->accept_fd = -1;
     uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
 }
 
@@ -552,6 +556,16 @@ static void listener_conn_gone(struct rdzvd_conn_group *g)
         rdzvd_listener_free(l);
 }
 
+/* --accept-thread: the thread joined, its queued descriptors closed, its async handle closing
+ * (the server waits for it). Job listeners still open let go of their sockets themselves. */
+static void server_acceptor_stop(struct rdzvd_server *srv)
+{
+    if (!srv->acceptor.started)
+        return;
+    srv->handles_closing++;
+    rdzvd_acceptor_stop(&srv->acceptor, server_handle_close_cb);
+}
+
 void rdzvd_server_stop(struct rdzvd_server *srv)
 {
     if (srv->stopping)
@@ -572,6 +586,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     persist_close_handles(srv);
     if (!srv->main.handle_closed)
         rdzvd_listener_close_handle(&srv->main);
+    server_acceptor_stop(srv);
     rdzvd_transport_close_all(&srv->net, "server shutting down");
 }
 
@@ -588,6 +603,7 @@ struct rdzvd_server *rdzvd_server_free(struct rdzvd_server *srv)
     persist_close_handles(srv);
     if (!srv->main.handle_closed && !uv_is_closing((uv_handle_t *)&srv->main.tcp))
         rdzvd_listener_close_handle(&srv->main);
+    server_acceptor_stop(srv);
     if (srv->state_dirfd >= 0)
         close(srv->state_dirfd);
     srv->state_dirfd = -1;

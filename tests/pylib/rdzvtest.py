@@ -298,8 +298,11 @@ class Daemon:
         if not os.access(RDZVD, os.X_OK):
             raise AssertionError("rdzvd binary not found at %s (build first or set RDZVD)"
                                  % RDZVD)
+        # RDZVTEST_RDZVD_ARGS: options every rdzvd of a test gets first (the suite runs some
+        # tests again with "--accept-thread on"); the test's own come after and win.
+        extra = os.environ.get("RDZVTEST_RDZVD_ARGS", "").split()
         cmd = [RDZVD, "--port", "0", "--port-file", self.port_file, "--bind", HOST,
-               "-l", log_level] + self.args
+               "-l", log_level] + extra + self.args
         self._final_log = None
         self._log = open(self.log_path, "wb")
         self._out = open(self.out_path, "wb")
