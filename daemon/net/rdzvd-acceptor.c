@@ -10,13 +10,29 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/rdzv-list.h"
 
 /* Listeners are watched one-shot: re-armed after each batch, left disarmed while the queue is
- * full (the loop's take wakes the thread, which re-arms them all). */
+ * full (the loop's take or remove wakes the thread, which re-arms them all). */
 #define WATCH (EPOLLIN | EPOLLONESHOT)
+/* Bounds on the work of one call, so that a flood cannot keep the mutex (the loop waits for it
+ * in take) or the loop's thread (remove) busy for its length: connections dropped at EMFILE per
+ * batch, connections ended when a listener is removed (more are reset by its close, as they
+ * would be without the thread), reads of what a queued connection sent before it is closed. */
+#define DROPS_PER_BATCH 64
+#define DRAIN_AT_REMOVE 1024
+#define READS_AT_CLOSE 8
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static void wake(struct rdzvd_acceptor *a)
 {
@@ -43,7 +59,7 @@ static void close_queued(int fd)
 {
     char buf[512];
 
-    while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+    for (int i = 0; i < READS_AT_CLOSE && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
         ;
     (void)close(fd);
 }
@@ -82,7 +98,7 @@ static int drop_one(struct rdzvd_acceptor *a, int fd)
 static void accept_from(struct rdzvd_acceptor *a, int fd)
 {
     bool wake_loop = false, full = false;
-    int one = 1;
+    int one = 1, drops = 0;
 
     (void)pthread_mutex_lock(&a->mu);
     for (;;) {
@@ -102,13 +118,15 @@ static void accept_from(struct rdzvd_acceptor *a, int fd)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EMFILE || errno == ENFILE) {
-                int d = drop_one(a, fd);
+                int d = drops < DROPS_PER_BATCH ? drop_one(a, fd) : 0;
 
                 if (d > 0) {
+                    drops++;
                     wake_loop = true; /* the loop logs the drops */
                     continue;
                 }
                 if (d < 0) { /* parked until the retry (acceptor_main) */
+                    a->emfile_since_ms = now_ms();
                     a->emfile = true;
                     full = true;
                 }
@@ -147,13 +165,15 @@ static void *acceptor_main(void *arg)
         n = epoll_wait(a->epfd, evs, 16, timeout);
         if (n < 0 && errno != EINTR)
             break;
-        if (n == 0 && timeout >= 0) { /* out of descriptors without a spare: try again */
-            (void)pthread_mutex_lock(&a->mu);
+        /* Out of descriptors without a spare: the parked listeners are watched again once the
+         * retry is due, whatever else woke the thread meanwhile. */
+        (void)pthread_mutex_lock(&a->mu);
+        if (a->emfile && now_ms() - a->emfile_since_ms >= RDZVD_ACCEPT_EMFILE_RETRY_MS) {
             a->emfile = false;
             for (unsigned k = 0; k < a->nlisteners && a->n < RDZVD_ACCEPT_QUEUE; k++)
                 rearm(a, a->listeners[k].fd);
-            (void)pthread_mutex_unlock(&a->mu);
         }
+        (void)pthread_mutex_unlock(&a->mu);
         for (int i = 0; i < n; i++) {
             if (evs[i].data.fd != a->wake_fd) {
                 accept_from(a, evs[i].data.fd);
@@ -193,6 +213,7 @@ int rdzvd_acceptor_start(struct rdzvd_acceptor *a, uv_loop_t *loop,
 
     memset(a, 0, sizeof(*a));
     a->ready = ready;
+    (void)pthread_mutex_init(&a->mu, NULL);
     a->epfd = epoll_create1(EPOLL_CLOEXEC);
     a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -208,17 +229,14 @@ int rdzvd_acceptor_start(struct rdzvd_acceptor *a, uv_loop_t *loop,
     r = uv_async_init(loop, &a->async, async_cb);
     if (r < 0)
         goto out_close;
-    (void)pthread_mutex_init(&a->mu, NULL);
+    a->async_open = true; /* closed by rdzvd_acceptor_stop(), started or not */
     /* The thread takes no signal: the loop's thread handles them. */
     sigfillset(&all);
     (void)pthread_sigmask(SIG_SETMASK, &all, &old);
     r = -pthread_create(&a->thread, NULL, acceptor_main, a);
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (r < 0) {
-        (void)pthread_mutex_destroy(&a->mu);
-        uv_close((uv_handle_t *)&a->async, NULL);
+    if (r < 0)
         goto out_close;
-    }
     a->started = true;
     return 0;
 
@@ -256,12 +274,11 @@ int rdzvd_acceptor_add(struct rdzvd_acceptor *a, int fd, void *key)
 
 void rdzvd_acceptor_remove(struct rdzvd_acceptor *a, int fd)
 {
-    unsigned kept = 0;
+    unsigned kept = 0, drained = 0;
+    bool running;
     void *key;
     int slot;
 
-    if (!a->started)
-        return;
     (void)pthread_mutex_lock(&a->mu);
     slot = listener_slot(a, fd);
     if (slot < 0) {
@@ -270,7 +287,9 @@ void rdzvd_acceptor_remove(struct rdzvd_acceptor *a, int fd)
     }
     key = a->listeners[slot].key;
     a->listeners[slot] = a->listeners[--a->nlisteners];
-    (void)epoll_ctl(a->epfd, EPOLL_CTL_DEL, fd, NULL);
+    running = a->started;
+    if (running)
+        (void)epoll_ctl(a->epfd, EPOLL_CTL_DEL, fd, NULL);
     /* Its queued descriptors go with it; the others keep their order. */
     for (unsigned i = 0; i < a->n; i++) {
         struct rdzvd_accepted *e = &a->queue[(a->head + i) % RDZVD_ACCEPT_QUEUE];
@@ -282,10 +301,15 @@ void rdzvd_acceptor_remove(struct rdzvd_acceptor *a, int fd)
     }
     a->n = kept;
     (void)pthread_mutex_unlock(&a->mu);
+    /* Room again, maybe: the listeners parked while the queue was full are watched again. */
+    if (running)
+        wake(a);
     /* And those still in the kernel's backlog: closing the listening socket would reset them,
      * where a loop that accepts on its own thread would have taken them and ended them in
      * order (a client that connected just before rdzvd stopped sees the same either way). */
-    for (int c; (c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;)
+    for (int c; drained < DRAIN_AT_REMOVE &&
+                (c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;
+         drained++)
         close_queued(c);
 }
 
@@ -324,26 +348,45 @@ uint64_t rdzvd_acceptor_dropped(struct rdzvd_acceptor *a)
     return n;
 }
 
-void rdzvd_acceptor_stop(struct rdzvd_acceptor *a, uv_close_cb cb)
+unsigned rdzvd_acceptor_queued(const struct rdzvd_acceptor *a)
 {
+    pthread_mutex_t *mu = (pthread_mutex_t *)&a->mu; /* a read: the count, not the acceptor */
+    unsigned n;
+
     if (!a->started)
-        return;
-    (void)pthread_mutex_lock(&a->mu);
-    a->stopping = true;
-    (void)pthread_mutex_unlock(&a->mu);
-    wake(a);
-    (void)pthread_join(a->thread, NULL);
-    a->started = false;
-    while (a->n > 0) {
-        close_queued(a->queue[a->head].fd);
-        a->head = (a->head + 1) % RDZVD_ACCEPT_QUEUE;
-        a->n--;
+        return 0;
+    (void)pthread_mutex_lock(mu);
+    n = a->n;
+    (void)pthread_mutex_unlock(mu);
+    return n;
+}
+
+bool rdzvd_acceptor_stop(struct rdzvd_acceptor *a, uv_close_cb cb)
+{
+    if (!a->async_open)
+        return false;
+    if (a->started) {
+        (void)pthread_mutex_lock(&a->mu);
+        a->stopping = true;
+        (void)pthread_mutex_unlock(&a->mu);
+        wake(a);
+        (void)pthread_join(a->thread, NULL);
+        (void)pthread_mutex_lock(&a->mu);
+        a->started = false;
+        while (a->n > 0) {
+            close_queued(a->queue[a->head].fd);
+            a->head = (a->head + 1) % RDZVD_ACCEPT_QUEUE;
+            a->n--;
+        }
+        (void)pthread_mutex_unlock(&a->mu);
+        (void)close(a->epfd);
+        (void)close(a->wake_fd);
+        if (a->spare_fd >= 0)
+            (void)close(a->spare_fd);
+        a->epfd = a->wake_fd = a->spare_fd = -1;
     }
-    (void)pthread_mutex_destroy(&a->mu);
-    (void)close(a->epfd);
-    (void)close(a->wake_fd);
-    if (a->spare_fd >= 0)
-        (void)close(a->spare_fd);
-    a->epfd = a->wake_fd = a->spare_fd = -1;
+    /* The mutex stays: a listener still registered is removed (its backlog ended) later. */
+    a->async_open = false;
     uv_close((uv_handle_t *)&a->async, cb);
+    return true;
 }

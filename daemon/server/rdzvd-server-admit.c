@@ -261,6 +261,7 @@ void rdzvd_server_accepted(struct rdzvd_acceptor *a)
             log_warn("%s listener: accept: %s, continuing", l->desc, uv_strerror(r));
     }
     if (dropped > srv->accept_dropped) {
+        srv->stats.rejected += dropped - srv->accept_dropped;
         log_warn("accept: %" PRIu64 " connections closed at once: out of file descriptors "
                  "(see --max-conns and the open-file limit)",
                  dropped - srv->accept_dropped);

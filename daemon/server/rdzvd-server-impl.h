@@ -108,10 +108,12 @@ void rdzvd_server_accepted(struct rdzvd_acceptor *a);
 void rdzvd_listener_group_init(struct rdzvd_listener *l);
 /* Close l's journal and free its store, and l unless it is the main listener. */
 void rdzvd_listener_free(struct rdzvd_listener *l);
-/* Descriptors in use against --max-conns: open connections not closing, and the jobs'. */
+/* Descriptors in use against --max-conns: open connections not closing, the jobs', and those
+ * the acceptor holds for the loop (--accept-thread). */
 static inline uint64_t server_fds_used(const struct rdzvd_server *srv)
 {
-    return srv->net.nconns - srv->net.nclosing + srv->job_fds;
+    return srv->net.nconns - srv->net.nclosing + srv->job_fds +
+           rdzvd_acceptor_queued(&srv->acceptor);
 }
 /* Close l's handle; the main listener's is embedded in the server, which waits for it. A job's
  * listener is freed once its handle and its connections are gone. */

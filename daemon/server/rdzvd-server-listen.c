@@ -113,12 +113,11 @@ int rdzvd_server_listen(struct rdzvd_server *srv)
     struct sockaddr_in a4;
     int r;
 
-    if (srv->cfg.accept_thread && !srv->acceptor.started) {
+    if (srv->cfg.accept_thread && !srv->acceptor.async_open) {
         r = rdzvd_acceptor_start(&srv->acceptor, srv->loop, rdzvd_server_accepted);
+        srv->acceptor.async.data = srv; /* its close callback's, started or not */
         if (r < 0)
             log_warn_errno(r, "--accept-thread: cannot start the thread; accepting on the loop");
-        else
-            srv->acceptor.async.data = srv;
     }
     if (!host) {
         /* Dual stack first, so IPv4 and IPv6 clients both reach us; plain IPv4 if the host has

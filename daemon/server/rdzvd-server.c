@@ -560,10 +560,8 @@ static void listener_conn_gone(struct rdzvd_conn_group *g)
  * (the server waits for it). Job listeners still open let go of their sockets themselves. */
 static void server_acceptor_stop(struct rdzvd_server *srv)
 {
-    if (!srv->acceptor.started)
-        return;
-    srv->handles_closing++;
-    rdzvd_acceptor_stop(&srv->acceptor, server_handle_close_cb);
+    if (rdzvd_acceptor_stop(&srv->acceptor, server_handle_close_cb))
+        srv->handles_closing++;
 }
 
 void rdzvd_server_stop(struct rdzvd_server *srv)
