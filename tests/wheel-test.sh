@@ -35,6 +35,7 @@ readme=$(awk '/^\*\*pip, in a virtual environment\*\*/ { f = 1 }
 check "README.md has the pip lines" grep -q 'pip install --no-index' <<<"$readme"
 echo "== README's lines, in a copy of the tree (log: $work/readme.log):"
 echo "$readme" | sed 's/^/   /'
+(cd "$work/src" && find . -type f | sort) >"$work/before.txt"
 # At nice 10: run-suite.sh runs this beside the tests, whose CPU it must not take.
 if (cd "$work/src" && env PATH=/usr/local/bin:/usr/bin:/bin nice -n 10 bash -e -c "$readme") \
     >"$work/readme.log" 2>&1; then
@@ -42,6 +43,13 @@ if (cd "$work/src" && env PATH=/usr/local/bin:/usr/bin:/bin nice -n 10 bash -e -
 else
   tail -30 "$work/readme.log"; echo "FAIL: README's pip lines"; exit 1
 fi
+# What the build left in the tree besides the venv: nothing git would show (issue 47: meson-python
+# 0.12 writes .mesonpy-native-file.ini into the source tree, which .gitignore names).
+(cd "$work/src" && find . -type f -not -path './VENV/*' | sort) >"$work/after.txt"
+left=$(comm -13 "$work/before.txt" "$work/after.txt" | sed 's|^\./||' |
+  while read -r f; do git -C "$src" check-ignore -q --no-index "$f" || echo "$f"; done)
+check "the pip build leaves nothing in the tree that git would show${left:+ (left: $left)}" \
+  test -z "$left"
 grep -q '"event": "done"' "$work/readme.log" ||
   { echo "FAIL: README's job did not finish"; fail=1; }
 v=$work/src/VENV/bin
