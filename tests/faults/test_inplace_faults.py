@@ -475,7 +475,10 @@ class TestInplace(FaultTestCase):
         self.assertAlmostEqual(detect + sum(phases), lost, delta=0.25, msg=dump)
         self.assertAlmostEqual(wall, measured_s, delta=1.0, msg=dump)
         self.assertLess(detect, 1.0, dump)
-        self.assertGreater(phases[3], 0, "the next generation's first step took time" + dump)
+        if redo:  # a restarted worker starts a process and loads a checkpoint before its step
+            self.assertGreater(phases[3], 0, "the next generation's first step took time" + dump)
+        else:  # in place the workers run on: the three first steps can sum under 0.05 s
+            self.assertGreaterEqual(phases[3], 0, dump)
         if redo:
             self.assertIsNotNone(redone, "a restart from a checkpoint redid steps" + dump)
             # 70 steps past a checkpoint, three times (rdzvd sees the steps the workers had
