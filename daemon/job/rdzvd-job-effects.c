@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-effects.c: where the job machine meets the world (rdzvd-job-impl.h, "Effects"): the
- * clocks, libuv's timers and handles, and the layer above through the host's ops (members'
- * connections, the host's flush). The machine's own files (rdzvd-job-sm.c, -join.c, -report.c,
+ * clocks, libuv's timers and handles, and the outbox (rdzvd-job-sm.h): what the machine sends to
+ * members' connections and the host's flush, queued during a step and carried out through the
+ * host's ops when the step is done. The machine's own files (rdzvd-job-sm.c, -join.c, -report.c,
  * -aside.c, -backoff.c, -progress.c, -straggler.c, -move.c, -ranks.c, -nccl.c, -stall.c) call no
  * uv_*, read no clock and call no op: they come here (tests/layering.py checks it, with
  * tests/layers.txt's "pure:" line). A timer that fires comes back through the job's handlers
  * (struct rdzvd_job_handlers), as a libuv callback would, so this file calls none of theirs. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 #include "common/rdzv-log.h"
@@ -101,6 +105,7 @@ const char *rdzvd_job_strerror(int err)
 static void job_timer_fired(struct rdzvd_job_timer *t)
 {
     struct rdzvd_job *j = t->data;
+    RDZVD_JOB_STEP;
 
     j->handlers->fired(j);
 }
@@ -150,8 +155,11 @@ uint64_t rdzvd_job_timer_due_in(const struct rdzvd_job *j)
 static void member_timer_fired(struct rdzvd_job_timer *t)
 {
     struct rdzvd_member *m = t->data;
+    /* What waits unread on its connection (read for the machine, which asks no host). */
+    size_t unread = m->peer ? m->job->host.ops->unread(m->peer) : 0;
+    RDZVD_JOB_STEP;
 
-    m->job->handlers->deadline(m);
+    m->job->handlers->deadline(m, unread);
 }
 
 /* The job may be gone by now (its timer closed before this one's callback ran): m keeps what
@@ -198,57 +206,400 @@ bool rdzvd_member_deadline_due(const struct rdzvd_member *m)
     return world->timer_armed(&m->hb_timer) && world->timer_due_in(&m->hb_timer) == 0;
 }
 
-/* ---- to the members' connections and the host ---- */
+/* ---- the outbox: what the machine sends, carried out once its step is done ---- */
 
-void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e)
+/* One thing to do to a member's connection or to the host, in the order the machine decided
+ * them. An event or a round that many members get is held once (struct shared) and counted. */
+enum effect_kind {
+    EFF_JOINED,
+    EFF_ROUND,
+    EFF_EVENT,
+    EFF_NCCL,
+    EFF_BIND,
+    EFF_CLOSE,
+    EFF_DISMISS,
+    EFF_FLUSH
+};
+
+struct shared {
+    unsigned refs;
+    union {
+        struct rdzv_event event;
+        struct rdzv_round round;
+    } u;
+};
+
+struct effect {
+    struct effect *next;
+    enum effect_kind kind;
+    const struct rdzvd_job_ops *ops;
+    void *peer; /* the host's; ud for EFF_FLUSH */
+    union {
+        struct {
+            char run_id[RDZV_ID_MAX + 1], secret[RDZV_SECRET_HEX + 1];
+            int64_t waiting;
+            uint64_t generation;
+            bool spare, resumed, inplace;
+        } joined;
+        struct {
+            struct shared *body;
+            int64_t node_rank, rank_offset;
+        } round;
+        struct shared *event; /* EVENT, DISMISS */
+        struct {
+            struct rdzvd_member *m; /* its memory outlives the step (freed from the loop) */
+            uint64_t generation;
+            int64_t count;
+            bool store;
+            const char *allow; /* the host's, lives as long as it */
+        } nccl;
+        struct rdzvd_member *bind; /* NULL: untie */
+        char *why;                 /* CLOSE */
+    } u;
+};
+
+/* Loop thread only, as the whole job layer. */
+static struct {
+    struct effect *head, **tail;
+    unsigned depth;            /* steps open (a step may call another: one outbox) */
+    bool draining;             /* carrying out: a step begun now adds to the same pass */
+    struct shared *last_event; /* the newest, to share with the next equal one */
+    struct shared *last_round;
+} outbox = {.tail = &outbox.head};
+
+static void shared_put(struct shared *s)
+{
+    if (s && --s->refs == 0) {
+        if (outbox.last_event == s)
+            outbox.last_event = NULL;
+        if (outbox.last_round == s)
+            outbox.last_round = NULL;
+        free(s);
+    }
+}
+
+static void effect_free(struct effect *e)
+{
+    switch (e->kind) {
+    case EFF_ROUND:
+        shared_put(e->u.round.body);
+        break;
+    case EFF_EVENT:
+    case EFF_DISMISS:
+        shared_put(e->u.event);
+        break;
+    case EFF_CLOSE:
+        free(e->u.why);
+        break;
+    default:
+        break;
+    }
+    free(e);
+}
+
+/* Carry out e on its connection or host. */
+static void carry(struct effect *e)
+{
+    switch (e->kind) {
+    case EFF_JOINED:
+        e->ops->joined(e->peer, e->u.joined.run_id, e->u.joined.waiting, e->u.joined.spare,
+                       e->u.joined.resumed, e->u.joined.generation, e->u.joined.inplace,
+                       e->u.joined.secret);
+        break;
+    case EFF_ROUND: {
+        struct rdzv_round *rd = &e->u.round.body->u.round;
+        char addr[sizeof(rd->master_addr)];
+
+        /* The op fills an empty address in with its own connection's: put it back after. */
+        memcpy(addr, rd->master_addr, sizeof(addr));
+        rd->node_rank = e->u.round.node_rank;
+        rd->rank_offset = e->u.round.rank_offset;
+        e->ops->round(e->peer, rd);
+        memcpy(rd->master_addr, addr, sizeof(addr));
+        break;
+    }
+    case EFF_EVENT:
+        e->ops->event(e->peer, &e->u.event->u.event);
+        break;
+    case EFF_DISMISS:
+        e->ops->dismiss(e->peer, &e->u.event->u.event);
+        break;
+    case EFF_NCCL:
+        /* Not queued on the connection (it is closing, or out of memory): the job is told, in a
+         * step of its own (this pass carries out what it decides). */
+        if (e->ops->nccl_request(e->peer, e->u.nccl.generation, e->u.nccl.count, e->u.nccl.store,
+                                 e->u.nccl.store ? e->u.nccl.allow : NULL) < 0) {
+            struct rdzvd_member *m = e->u.nccl.m;
+            RDZVD_JOB_STEP;
+
+            m->job->handlers->nccl_unsent(m, e->u.nccl.generation);
+        }
+        break;
+    case EFF_BIND:
+        e->ops->bind(e->peer, e->u.bind);
+        break;
+    case EFF_CLOSE:
+        e->ops->close(e->peer, e->u.why ? e->u.why : "closed");
+        break;
+    case EFF_FLUSH:
+        e->ops->flush(e->peer);
+        break;
+    }
+}
+
+/* Carry out everything queued, in order, including what steps begun meanwhile add (a connection
+ * that closes tells its member's job at once: that step's effects join this pass). */
+static void drain(void)
+{
+    struct effect *e;
+
+    outbox.draining = true;
+    while ((e = outbox.head)) {
+        outbox.head = e->next;
+        if (!outbox.head)
+            outbox.tail = &outbox.head;
+        carry(e);
+        effect_free(e);
+    }
+    outbox.draining = false;
+    outbox.last_event = outbox.last_round = NULL;
+}
+
+static void enqueue(struct effect *e)
+{
+    e->next = NULL;
+    *outbox.tail = e;
+    outbox.tail = &e->next;
+}
+
+/* A new effect, or NULL: out of memory. Then what is queued is carried out at once, and the
+ * caller carries out its own at once too (carry_now): late in the step, but in order. */
+static struct effect *effect_new(enum effect_kind kind, const struct rdzvd_job_ops *ops, void *peer)
+{
+    struct effect *e = calloc(1, sizeof(*e));
+
+    if (!e) {
+        log_error("out of memory queueing a message to an agent: sent at once");
+        if (!outbox.draining)
+            drain();
+        return NULL;
+    }
+    e->kind = kind;
+    e->ops = ops;
+    e->peer = peer;
+    return e;
+}
+
+static void carry_now(struct effect *e)
+{
+    carry(e);
+    effect_free(e);
+}
+
+/* Steps (rdzvd-job-sm.h): only the outermost one's end carries the outbox out. */
+int rdzvd_job_step_begin(void)
+{
+    return (int)++outbox.depth;
+}
+
+void rdzvd_job_step_end(int *unused)
+{
+    (void)unused;
+    if (--outbox.depth == 0 && !outbox.draining)
+        drain();
+}
+
+bool rdzvd_job_deciding(void)
+{
+    return outbox.depth > 0;
+}
+
+static bool event_equal(const struct rdzv_event *a, const struct rdzv_event *b)
+{
+    return a->generation == b->generation && a->exit_code == b->exit_code &&
+           strcmp(a->type, b->type) == 0 && strcmp(a->summary, b->summary) == 0 &&
+           strcmp(a->cost, b->cost) == 0;
+}
+
+/* A copy of src (len bytes) held once for every member that gets it in a row: *last, the
+ * newest, again when same says it is equal. NULL: out of memory. */
+static struct shared *share(struct shared **last, bool same, const void *src, size_t len)
+{
+    struct shared *s = *last;
+
+    if (s && same) {
+        s->refs++;
+        return s;
+    }
+    if (!(s = malloc(sizeof(*s))))
+        return NULL;
+    s->refs = 1;
+    memcpy(&s->u, src, len);
+    *last = s;
+    return s;
+}
+
+static struct shared *event_body(const struct rdzv_event *ev)
+{
+    const struct shared *l = outbox.last_event;
+
+    return share(&outbox.last_event, l && event_equal(&l->u.event, ev), ev, sizeof(*ev));
+}
+
+static bool round_equal(const struct rdzv_round *a, const struct rdzv_round *b)
+{
+    return a->generation == b->generation && a->nnodes == b->nnodes &&
+           a->world_size == b->world_size && a->master_port == b->master_port &&
+           a->restart_count == b->restart_count && a->max_restarts == b->max_restarts &&
+           a->n_ids == b->n_ids && strcmp(a->master_addr, b->master_addr) == 0 &&
+           memcmp(a->ids, b->ids, a->n_ids * sizeof(a->ids[0])) == 0;
+}
+
+static struct shared *round_body(const struct rdzv_round *rd)
+{
+    const struct shared *l = outbox.last_round;
+
+    return share(&outbox.last_round, l && round_equal(&l->u.round, rd), rd, sizeof(*rd));
+}
+
+/* Queue e in the step under way; outside any step, carry it out now. */
+static void post(struct effect *e)
+{
+    if (outbox.depth > 0)
+        enqueue(e);
+    else
+        carry_now(e); /* outside any step (a shutdown's drop): nothing to wait for */
+}
+
+static void post_event(enum effect_kind kind, const struct rdzvd_job_ops *ops, void *peer,
+                       const struct rdzv_event *ev)
+{
+    struct effect *e = effect_new(kind, ops, peer);
+    struct shared *s;
+
+    if (!e) {
+        (kind == EFF_DISMISS ? ops->dismiss : ops->event)(peer, ev);
+        return;
+    }
+    if (!(s = event_body(ev))) {
+        free(e);
+        if (!outbox.draining)
+            drain();
+        (kind == EFF_DISMISS ? ops->dismiss : ops->event)(peer, ev);
+        return;
+    }
+    e->u.event = s;
+    post(e);
+}
+
+void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *ev)
 {
     if (m->peer)
-        m->job->host.ops->event(m->peer, e);
+        post_event(EFF_EVENT, m->job->host.ops, m->peer, ev);
 }
 
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
 {
     struct rdzvd_job *j = m->job;
+    struct effect *e;
 
-    if (m->peer)
+    if (!m->peer)
+        return;
+    if (!(e = effect_new(EFF_JOINED, j->host.ops, m->peer))) {
         j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
                             j->inplace, m->secret);
+        return;
+    }
+    snprintf(e->u.joined.run_id, sizeof(e->u.joined.run_id), "%s", j->run_id);
+    snprintf(e->u.joined.secret, sizeof(e->u.joined.secret), "%s", m->secret);
+    e->u.joined.waiting = j->nmembers;
+    e->u.joined.generation = j->generation;
+    e->u.joined.spare = spare;
+    e->u.joined.resumed = resumed;
+    e->u.joined.inplace = j->inplace;
+    post(e);
 }
 
 void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
 {
-    m->job->host.ops->round(m->peer, rd);
+    struct effect *e = effect_new(EFF_ROUND, m->job->host.ops, m->peer);
+
+    if (e && !(e->u.round.body = round_body(rd))) {
+        free(e);
+        e = NULL;
+        if (!outbox.draining)
+            drain();
+    }
+    if (!e) {
+        m->job->host.ops->round(m->peer, rd);
+        return;
+    }
+    e->u.round.node_rank = rd->node_rank;
+    e->u.round.rank_offset = rd->rank_offset;
+    post(e);
 }
 
 int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store)
 {
     struct rdzvd_job *j = m->job;
+    struct effect *e = effect_new(EFF_NCCL, j->host.ops, m->peer);
 
-    return j->host.ops->nccl_request(m->peer, j->generation, count, store,
-                                     store ? j->host.store_allow : NULL);
+    if (!e)
+        return j->host.ops->nccl_request(m->peer, j->generation, count, store,
+                                         store ? j->host.store_allow : NULL);
+    e->u.nccl.m = m;
+    e->u.nccl.generation = j->generation;
+    e->u.nccl.count = count;
+    e->u.nccl.store = store;
+    e->u.nccl.allow = j->host.store_allow;
+    post(e);
+    return 0;
 }
 
 void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_member *m)
 {
-    j->host.ops->bind(peer, m);
+    struct effect *e = effect_new(EFF_BIND, j->host.ops, peer);
+
+    if (!e) {
+        j->host.ops->bind(peer, m);
+        return;
+    }
+    e->u.bind = m;
+    post(e);
 }
 
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why)
 {
-    j->host.ops->close(peer, why);
+    struct effect *e = effect_new(EFF_CLOSE, j->host.ops, peer);
+
+    if (!e) {
+        j->host.ops->close(peer, why);
+        return;
+    }
+    e->u.why = strdup(why); /* NULL (out of memory): a plainer reason */
+    post(e);
 }
 
-void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e)
+void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *ev)
 {
-    j->host.ops->dismiss(peer, e);
-}
-
-size_t rdzvd_member_unread(const struct rdzvd_member *m)
-{
-    return m->peer ? m->job->host.ops->unread(m->peer) : 0;
+    post_event(EFF_DISMISS, j->host.ops, peer, ev);
 }
 
 void rdzvd_job_flush(const struct rdzvd_job *j)
 {
-    j->host.ops->flush(j->host.ud);
+    struct effect *e;
+
+    /* One flush of a host in a row is enough. */
+    if (outbox.depth > 0 && outbox.head) {
+        struct effect *last =
+            (struct effect *)((char *)outbox.tail - offsetof(struct effect, next));
+
+        if (last->kind == EFF_FLUSH && last->ops == j->host.ops && last->peer == j->host.ud)
+            return;
+    }
+    if (!(e = effect_new(EFF_FLUSH, j->host.ops, j->host.ud))) {
+        j->host.ops->flush(j->host.ud);
+        return;
+    }
+    post(e);
 }

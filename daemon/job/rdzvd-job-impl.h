@@ -253,8 +253,12 @@ const char *rdzvd_job_strerror(int err);
  * memory to free once its timer is closed (one table, rdzvd-job-sm.c's). */
 struct rdzvd_job_handlers {
     void (*fired)(struct rdzvd_job *j);
-    void (*deadline)(struct rdzvd_member *m);
+    void (*deadline)(struct rdzvd_member *m, size_t unread); /* unread: bytes waiting on its
+                                                              * connection (0: none, unknown) */
     void (*freed)(struct rdzvd_job *j);
+    /* The NCCL_REQUEST of generation gen could not be queued on m's connection (the outbox's
+     * report, after the step that asked). */
+    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen);
 };
 /* The job's one timer (enum job_timer): init 0 or a libuv error; close once, then freed runs. */
 int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop);
@@ -270,15 +274,15 @@ void rdzvd_member_timer_close(struct rdzvd_member *m, void (*freed)(struct rdzvd
 void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms);
 void rdzvd_member_deadline_retry(struct rdzvd_member *m);
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
-/* To a member's agent (nothing when it has no connection; round and nccl_request need one). */
+/* To a member's agent (nothing when it has no connection; round and nccl_request need one),
+ * queued in the outbox (rdzvd-job-sm.h). NCCL_REQUEST for the job's generation: count ids, and
+ * with store its store (its clients from the host's store_allow): 0, or (out of memory for the
+ * outbox: sent at once) the op's error; one the connection cannot take when the outbox is
+ * carried out comes back as handlers->nccl_unsent. */
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd);
-/* NCCL_REQUEST for the job's generation: count ids, and with store its store (its clients from
- * the host's store_allow). 0 or a negative errno (not queued). */
 int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store);
-/* Bytes waiting unread on m's connection (0: none, unknown or no connection). */
-size_t rdzvd_member_unread(const struct rdzvd_member *m);
 /* The host's ops on a peer (struct rdzvd_job_ops), and its flush. */
 void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_member *m);
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why);

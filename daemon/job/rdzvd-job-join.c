@@ -439,6 +439,7 @@ int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_I
 
 void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
 {
+    RDZVD_JOB_STEP;
     if (rdzvd_job_find(h->jobs, run_id))
         return; /* an agent's JOIN rebuilt it meanwhile */
     /* Not rebuilt (between generations): it waits for its nodes from now on, --abandon-after's
@@ -450,6 +451,7 @@ void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
 
 void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
 {
+    RDZVD_JOB_STEP;
     char(*ids)[RDZV_ID_MAX + 1];
     size_t n;
 
@@ -841,6 +843,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
                    char *err, size_t errlen, struct rdzvd_member **ret)
 {
+    RDZVD_JOB_STEP;
     struct rdzv_join jn = *join;
     struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
                          .rec_r = -ENOENT};

@@ -26,6 +26,7 @@ static int store_ready(struct rdzvd_job *j)
 
 void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
 
     /* Only when asked: node rank 0 of a generation whose store rdzvd did not open. */
@@ -48,6 +49,7 @@ bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen)
 
 void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
 
     for (unsigned i = 0; i < n; i++)
@@ -60,6 +62,7 @@ void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN 
 
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
     char err[RDZV_HOST_MAX + 512];
     struct rdzv_list *pos, *tmp;

@@ -95,6 +95,7 @@ static void recovery_first_step(struct rdzvd_member *m, double first)
 
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzvd_job_now_ms();
     size_t nproc = (size_t)m->join.nproc;

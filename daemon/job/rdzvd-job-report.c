@@ -21,6 +21,7 @@
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
                        size_t errlen)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
 
     if (!j || j->state == JOB_ENDED) {
@@ -44,6 +45,7 @@ uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h)
 int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, const char *type,
                            int64_t exit_code, const char *why, char *err, size_t errlen)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzvd_job_record end = {.generation = 0, .has_end = true};
     int r;
@@ -74,6 +76,7 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
 int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
                       char *err, size_t errlen)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = rdzvd_job_find(h->jobs, run_id);
     struct rdzvd_job_record rec = {.generation = 0};
     char why[RDZV_SUMMARY_MAX + 1];
@@ -117,6 +120,7 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
 {
+    RDZVD_JOB_STEP;
     rdzvd_member_check_stall(m);
     rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
     return m->job->generation;
@@ -224,6 +228,7 @@ static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_ex
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
     struct rdzvd_job_record_fail f;
@@ -321,6 +326,7 @@ static bool job_goes_on(struct rdzvd_job *j)
 
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
     struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
     char what[RDZV_REASON_MAX + 64], buf[16];
@@ -370,6 +376,7 @@ out_stopped:
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
 {
+    RDZVD_JOB_STEP;
     rdzvd_member_put_aside(m, RDZVD_ASIDE_CHECK, reason);
 }
 
@@ -415,6 +422,7 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
 
     if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
@@ -424,6 +432,7 @@ void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 
 void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
 
     /* Ignored: duplicates, other generations', replays by members of the running one or of the

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-sm.c: the job state machine (rdzvd-job-sm.h): rounds, node ranks, spares, NCCL ids,
- * the restart budget, heartbeat loss, the job's outcome and its record in --state-dir. Members
- * are reached through the host's ops only; JOIN and resume are in rdzvd-job-join.c. */
+ * restarts, heartbeat loss, the outcome; what it sends goes to the outbox (rdzvd-job-effects.c). */
 #include "daemon/job/rdzvd-job-sm.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -146,7 +144,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
 
 static void member_lost(struct rdzvd_member *m, const char *why);
 
-static void member_deadline(struct rdzvd_member *m)
+static void member_deadline(struct rdzvd_member *m, size_t unread)
 {
     char why[RDZV_HOST_MAX + 128];
 
@@ -154,7 +152,7 @@ static void member_deadline(struct rdzvd_member *m)
      * the heartbeat that keeps this member may be waiting in the socket. Give it one turn of
      * the loop, whose poll reads it and re-arms this timer; a member whose input is still
      * unread after that (not a heartbeat, or reading paused) is lost. */
-    if (!m->hb_rechecked && rdzvd_member_unread(m) > 0) {
+    if (!m->hb_rechecked && unread > 0) {
         m->hb_rechecked = true;
         rdzvd_member_mark_stall(m);
         rdzvd_member_deadline_retry(m);
@@ -617,10 +615,18 @@ static void job_timer_fired(struct rdzvd_job *j)
     }
 }
 
+/* close_round's NCCL_REQUEST was not queued (the outbox says): as if not asked, if still due. */
+static void nccl_unsent(struct rdzvd_member *m, uint64_t gen)
+{
+    if (m->job->state == JOB_NCCL && gen == m->job->generation && m->node_rank == 0)
+        rdzvd_job_end(m->job, "failed", 1, "could not ask node rank 0 for the NCCL id");
+}
+
 static const struct rdzvd_job_handlers job_handlers = {
     .fired = job_timer_fired,
     .deadline = member_deadline,
     .freed = job_freed,
+    .nccl_unsent = nccl_unsent,
 };
 
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
@@ -845,6 +851,7 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
 
 void rdzvd_member_gone(struct rdzvd_member *m)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
 
     m->peer = NULL;
@@ -872,6 +879,7 @@ void rdzvd_member_gone(struct rdzvd_member *m)
 
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
 {
+    RDZVD_JOB_STEP;
     while (!rdzv_list_empty(jobs)) {
         struct rdzvd_job *j = rdzv_container_of(jobs->next, struct rdzvd_job, node);
         bool last = false;

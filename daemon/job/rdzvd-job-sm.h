@@ -122,6 +122,20 @@ struct rdzvd_job_host {
     void *lost_ud;
 };
 
+/* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
+ * and carried out (the ops above called) when the outermost step ends. Each function below
+ * that changes a job, and each timer, is a step (RDZVD_JOB_STEP at its top); the host opens one
+ * around all it does for one message, closed connection or request. So no op runs while a
+ * decision is made, and a decision is recorded before anything it sends goes out. A step that
+ * an op's own work begins (a connection closing tells its member's job) adds to the pass under
+ * way. Outside any step, an effect is carried out at once. Loop thread only. */
+int rdzvd_job_step_begin(void);
+void rdzvd_job_step_end(int *unused);
+#define RDZVD_JOB_STEP                                                                        \
+    __attribute__((cleanup(rdzvd_job_step_end))) int rdzvd_job_step_ = rdzvd_job_step_begin()
+/* Whether a step is open and its effects not yet carried out (tests: no op runs then). */
+bool rdzvd_job_deciding(void);
+
 /* run_id's agents all left, since_ms ago by the monotonic clock now_ms (wall_ms: the wall clock
  * now, unix ms): when its record keeps an earlier leaving (RDZVD_DECIDE_WAITING, not cleared by
  * an agent back since), that leaving on the monotonic clock, so that --abandon-after counts from

@@ -54,6 +54,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m)
 
 void rdzvd_member_seen(struct rdzvd_member *m)
 {
+    RDZVD_JOB_STEP;
     uint64_t now = rdzvd_job_now_ms();
 
     rdzvd_member_check_stall(m);

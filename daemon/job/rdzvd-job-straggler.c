@@ -105,6 +105,7 @@ static bool may_put_aside(struct rdzvd_job *j, const struct rdzvd_member *m, cha
 
 void rdzvd_member_straggler_check(struct rdzvd_member *m)
 {
+    RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzvd_job_now_ms();
     char text[RDZV_REASON_MAX + 1], why[200];

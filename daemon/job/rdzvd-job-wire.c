@@ -80,6 +80,7 @@ static void rebuild_batch(uv_idle_t *idle)
 {
     struct rebuild_run *rr = idle->data;
     struct rdzvd_jobs *jobs = rr->jobs;
+    RDZVD_JOB_STEP;
 
     for (unsigned k = 0; k < REBUILD_BATCH && rr->next < rr->n; k++)
         rdzvd_jobs_rebuild_one(&jobs->host, rr->ids[rr->next++]);
@@ -517,6 +518,8 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
     struct rdzvd_jobs *jobs = ud;
     /* The member is looked up through the connection, never taken from the message. */
     struct rdzvd_member *m = rdzvd_conn_get_member(c);
+    /* One step for the whole message: what the job sends goes out once it is judged. */
+    RDZVD_JOB_STEP;
 
     if (op == RDZV_MSG_STATUS)
         return handle_status(jobs, c);
