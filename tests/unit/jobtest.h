@@ -79,10 +79,21 @@ struct env {
     struct rdzvd_journal *table_journal;
 };
 
+/* Every op runs after the machine's step is done (the outbox, rdzvd-job-sm.h), never while it
+ * decides: an op called inside a step fails the test at once. */
+static inline void jt_not_deciding(const char *op)
+{
+    if (rdzvd_job_deciding()) {
+        fprintf(stderr, "jobtest: op %s called while the job machine decides\n", op);
+        abort();
+    }
+}
+
 static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare,
                                bool resumed, uint64_t generation, bool inplace, const char *secret)
 {
     struct fake *f = peer;
+    jt_not_deciding("joined");
 
     (void)run_id;
     (void)waiting;
@@ -97,6 +108,7 @@ static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, 
 static inline void fake_round(void *peer, struct rdzv_round *rd)
 {
     struct fake *f = peer;
+    jt_not_deciding("round");
 
     f->nrounds++;
     f->round = *rd;
@@ -105,6 +117,7 @@ static inline void fake_round(void *peer, struct rdzv_round *rd)
 static inline void fake_event(void *peer, const struct rdzv_event *e)
 {
     struct fake *f = peer;
+    jt_not_deciding("event");
 
     f->nevents++;
     f->event = *e;
@@ -114,6 +127,7 @@ static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t cou
                                     const char *store_allow)
 {
     struct fake *f = peer;
+    jt_not_deciding("nccl_request");
 
     if (f->nccl_fail)
         return f->nccl_fail;
@@ -128,6 +142,7 @@ static inline int fake_nccl_request(void *peer, uint64_t generation, int64_t cou
 static inline void fake_close(void *peer, const char *reason)
 {
     struct fake *f = peer;
+    jt_not_deciding("close");
 
     f->closed = true;
     snprintf(f->close_reason, sizeof(f->close_reason), "%s", reason);
@@ -141,16 +156,19 @@ static inline void fake_dismiss(void *peer, const struct rdzv_event *e)
 
 static inline void fake_bind(void *peer, struct rdzvd_member *m)
 {
+    jt_not_deciding("bind");
     ((struct fake *)peer)->m = m;
 }
 
 static inline size_t fake_unread(void *peer)
 {
+    jt_not_deciding("unread");
     return ((struct fake *)peer)->unread;
 }
 
 static inline void fake_flush(void *ud)
 {
+    jt_not_deciding("flush");
     ((struct env *)ud)->nflush++;
 }
 
