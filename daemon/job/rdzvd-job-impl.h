@@ -161,6 +161,10 @@ struct rdzvd_job {
      * agent_stores); "": none asked for, or rdzvd's own (store). */
     char store_addr[RDZV_STORE_ADDR_MAX + 1];
     struct rdzv_round round; /* template: generation, sizes, ids */
+    /* In NCCL: what node rank 0 was asked (ids, and whether to open the store), asked again
+     * when its agent comes back on a new connection meanwhile. */
+    int64_t nccl_want;
+    bool nccl_store;
     struct rdzv_event outcome;
     char last_cause[RDZV_SUMMARY_MAX + 1]; /* why the last restart happened */
     uint64_t created_ms;

@@ -761,8 +761,9 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
               check_join_recovery(q, j->inplace) < 0))
         return -EINVAL;
-    if (j && (m = rdzvd_member_index_find(&j->by_id, jn->node_id)) && m->node_rank < 0 &&
-        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
+    m = j ? rdzvd_member_index_find(&j->by_id, jn->node_id) : NULL;
+    if (m && m->node_rank < 0 && m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) &&
+        secret_ok(m, jn)) {
         /* An agent without workers (a spare, a candidate) back on a new connection after it
          * found rdzvd stalled: the same member, not a duplicate. */
         member_take_over(m, peer);
@@ -772,6 +773,18 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
             rdzvd_member_ready(m, m->stopping_gen); /* it has no workers left to stop */
         else if (j->state == JOB_FORMING)
             rdzvd_job_try_close(j);
+        return 0;
+    }
+    if (m && j->state == JOB_NCCL && m->node_rank >= 0 && m->peer != peer &&
+        (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
+        /* A node of the round being formed (no worker started: no generation to resume) back on
+         * a new connection after it found rdzvd stalled: its place, and node rank 0 is asked
+         * again what its old connection was asked (the answer may have gone with it). */
+        member_take_over(m, peer);
+        *ret = m;
+        rdzvd_member_send_joined(m, false, false);
+        if (m->node_rank == 0)
+            (void)rdzvd_member_send_nccl_request(m, j->nccl_want, j->nccl_store);
         return 0;
     }
     if (jn->node_rank >= jn->max) {

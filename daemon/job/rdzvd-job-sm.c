@@ -148,10 +148,9 @@ static void member_deadline(struct rdzvd_member *m, size_t unread)
 {
     char why[RDZV_HOST_MAX + 128];
 
-    /* libuv runs due timers before it polls: after a stall (a SIGSTOPped or starved daemon)
-     * the heartbeat that keeps this member may be waiting in the socket. Give it one turn of
-     * the loop, whose poll reads it and re-arms this timer; a member whose input is still
-     * unread after that (not a heartbeat, or reading paused) is lost. */
+    /* libuv runs due timers before it polls: after a stall of rdzvd the heartbeat that keeps m
+     * may wait in the socket. One more loop turn (its poll reads it, re-arming this timer);
+     * input still unread after that (not a heartbeat, reading paused): lost. */
     if (!m->hb_rechecked && unread > 0) {
         m->hb_rechecked = true;
         rdzvd_member_mark_stall(m);
@@ -345,6 +344,7 @@ static void close_round(struct rdzvd_job *j)
         return;
     }
     if (want_ids > 0 || r > 0) {
+        j->nccl_want = want_ids, j->nccl_store = r > 0; /* asked again of a node back */
         if (!m0 || !m0->peer || rdzvd_member_send_nccl_request(m0, want_ids, r > 0) < 0) {
             rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
             return;

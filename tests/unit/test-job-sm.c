@@ -755,6 +755,48 @@ static void test_unwritten_decision_sends_nothing(void)
     jt_state_dir_done(fd, path);
 }
 
+/* rdzvd stalled while node rank 0's agent made the NCCL id; its agent reconnected (a plain JOIN:
+ * it has no round to resume). It is the same member on the new connection, asked again there for
+ * what its old connection was asked, and its ids form the round: not "node id 'node-0' has
+ * already joined", nor a job failed 60 s later with "sent no NCCL id". */
+static void test_rank0_back_during_nccl_is_asked_again(void)
+{
+    char ids[1][RDZV_NCCL_HEX_LEN + 1];
+    struct fake f[2] = {0}, g = {0};
+    struct rdzv_join jn;
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        jn = join_of(i, 2, 2, 1);
+        jn.nccl = RDZV_NCCL_AUTO;
+        jn.heartbeat_timeout_ms = 40;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nnccl, 1);
+    jt_stall_ms(&e, 200);
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* read late, after the stall */
+    rdzvd_member_gone(f[0].m);
+    jn = join_of(0, 2, 2, 1);
+    jn.nccl = RDZV_NCCL_AUTO;
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &g, &jn));
+    ASSERT_FALSE(g.spare);
+    ASSERT_EQ(g.nnccl, 1);
+    ASSERT_EQ(g.nccl_gen, 1);
+    ASSERT_EQ(g.nccl_count, 1);
+    ASSERT_TRUE(rdzvd_member_nccl_wanted(g.m, 1));
+    fill_id(ids[0], 'c');
+    rdzvd_member_nccl_ids(g.m, ids, 1);
+    ASSERT_EQ(g.nrounds, 1);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_EQ(g.round.node_rank, 0);
+    ASSERT_EQ(g.round.generation, 1);
+    ASSERT_EQ(f[1].nevents + g.nevents, 0);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-sm", RDZV_LOG_ERROR);
@@ -763,6 +805,7 @@ int main(void)
     TEST(test_nccl_error_optional_or_required);
     TEST(test_nccl_request_not_sent_fails_the_job);
     TEST(test_rank0_lost_while_nccl_reforms_uncounted);
+    TEST(test_rank0_back_during_nccl_is_asked_again);
     TEST(test_store_open_failure_fails_the_job);
     TEST(test_scale_up_now_restarts_uncounted);
     TEST(test_leave_rules);
