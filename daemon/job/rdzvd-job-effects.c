@@ -215,7 +215,6 @@ enum effect_kind {
     EFF_ROUND,
     EFF_EVENT,
     EFF_NCCL,
-    EFF_BIND,
     EFF_CLOSE,
     EFF_DISMISS,
     EFF_FLUSH
@@ -229,18 +228,21 @@ struct shared {
     } u;
 };
 
+struct joined {
+    char run_id[RDZV_ID_MAX + 1], secret[RDZV_SECRET_HEX + 1];
+    int64_t waiting;
+    uint64_t generation;
+    bool spare, resumed, inplace;
+};
+
+/* Small (a round to 10,000 members is 10,000 of them at once): what is large is held apart. */
 struct effect {
     struct effect *next;
     enum effect_kind kind;
     const struct rdzvd_job_ops *ops;
     void *peer; /* the host's; ud for EFF_FLUSH */
     union {
-        struct {
-            char run_id[RDZV_ID_MAX + 1], secret[RDZV_SECRET_HEX + 1];
-            int64_t waiting;
-            uint64_t generation;
-            bool spare, resumed, inplace;
-        } joined;
+        struct joined *joined;
         struct {
             struct shared *body;
             int64_t node_rank, rank_offset;
@@ -253,7 +255,6 @@ struct effect {
             bool store;
             const char *allow; /* the host's, lives as long as it */
         } nccl;
-        struct rdzvd_member *bind; /* NULL: untie */
         char *why;                 /* CLOSE */
     } u;
 };
@@ -265,6 +266,8 @@ static struct {
     bool draining;             /* carrying out: a step begun now adds to the same pass */
     struct shared *last_event; /* the newest, to share with the next equal one */
     struct shared *last_round;
+    const struct rdzvd_job_ops *flush_ops; /* a flush not queued (out of memory): at the end */
+    void *flush_ud;
 } outbox = {.tail = &outbox.head};
 
 static void shared_put(struct shared *s)
@@ -291,6 +294,9 @@ static void effect_free(struct effect *e)
     case EFF_CLOSE:
         free(e->u.why);
         break;
+    case EFF_JOINED:
+        free(e->u.joined);
+        break;
     default:
         break;
     }
@@ -302,9 +308,9 @@ static void carry(struct effect *e)
 {
     switch (e->kind) {
     case EFF_JOINED:
-        e->ops->joined(e->peer, e->u.joined.run_id, e->u.joined.waiting, e->u.joined.spare,
-                       e->u.joined.resumed, e->u.joined.generation, e->u.joined.inplace,
-                       e->u.joined.secret);
+        e->ops->joined(e->peer, e->u.joined->run_id, e->u.joined->waiting, e->u.joined->spare,
+                       e->u.joined->resumed, e->u.joined->generation, e->u.joined->inplace,
+                       e->u.joined->secret);
         break;
     case EFF_ROUND: {
         struct rdzv_round *rd = &e->u.round.body->u.round;
@@ -332,11 +338,8 @@ static void carry(struct effect *e)
             struct rdzvd_member *m = e->u.nccl.m;
             RDZVD_JOB_STEP;
 
-            m->job->handlers->nccl_unsent(m, e->u.nccl.generation);
+            m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer);
         }
-        break;
-    case EFF_BIND:
-        e->ops->bind(e->peer, e->u.bind);
         break;
     case EFF_CLOSE:
         e->ops->close(e->peer, e->u.why ? e->u.why : "closed");
@@ -361,6 +364,12 @@ static void drain(void)
         carry(e);
         effect_free(e);
     }
+    if (outbox.flush_ops) { /* one that found no memory for its place in the queue */
+        const struct rdzvd_job_ops *ops = outbox.flush_ops;
+
+        outbox.flush_ops = NULL;
+        ops->flush(outbox.flush_ud);
+    }
     outbox.draining = false;
     outbox.last_event = outbox.last_round = NULL;
 }
@@ -372,28 +381,24 @@ static void enqueue(struct effect *e)
     outbox.tail = &e->next;
 }
 
-/* A new effect, or NULL: out of memory. Then what is queued is carried out at once, and the
- * caller carries out its own at once too (carry_now): late in the step, but in order. */
+/* A new effect, or NULL: out of memory. No op runs in a step even then: a message is dropped
+ * and logged (as an op drops a frame it has no memory for), a close is done at once (its
+ * connection is untied already: nothing comes back into the machine), a flush noted. */
 static struct effect *effect_new(enum effect_kind kind, const struct rdzvd_job_ops *ops, void *peer)
 {
     struct effect *e = calloc(1, sizeof(*e));
 
-    if (!e) {
-        log_error("out of memory queueing a message to an agent: sent at once");
-        if (!outbox.draining)
-            drain();
+    if (!e)
         return NULL;
-    }
     e->kind = kind;
     e->ops = ops;
     e->peer = peer;
     return e;
 }
 
-static void carry_now(struct effect *e)
+static void dropped(const char *what)
 {
-    carry(e);
-    effect_free(e);
+    log_error("out of memory queueing %s to an agent: dropped", what);
 }
 
 /* Steps (rdzvd-job-sm.h): only the outermost one's end carries the outbox out. */
@@ -465,27 +470,22 @@ static struct shared *round_body(const struct rdzv_round *rd)
 /* Queue e in the step under way; outside any step, carry it out now. */
 static void post(struct effect *e)
 {
-    if (outbox.depth > 0)
-        enqueue(e);
-    else
-        carry_now(e); /* outside any step (a shutdown's drop): nothing to wait for */
+    enqueue(e);
+    if (outbox.depth == 0 && !outbox.draining)
+        drain();
 }
 
 static void post_event(enum effect_kind kind, const struct rdzvd_job_ops *ops, void *peer,
                        const struct rdzv_event *ev)
 {
     struct effect *e = effect_new(kind, ops, peer);
-    struct shared *s;
+    struct shared *s = e ? event_body(ev) : NULL;
 
-    if (!e) {
-        (kind == EFF_DISMISS ? ops->dismiss : ops->event)(peer, ev);
-        return;
-    }
-    if (!(s = event_body(ev))) {
+    if (!s) {
         free(e);
-        if (!outbox.draining)
-            drain();
-        (kind == EFF_DISMISS ? ops->dismiss : ops->event)(peer, ev);
+        dropped(kind == EFF_DISMISS ? "a dismissal" : "an EVENT");
+        if (kind == EFF_DISMISS)
+            ops->close(peer, ev->summary);
         return;
     }
     e->u.event = s;
@@ -502,21 +502,23 @@ void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
 {
     struct rdzvd_job *j = m->job;
     struct effect *e;
+    struct joined *d;
 
     if (!m->peer)
         return;
-    if (!(e = effect_new(EFF_JOINED, j->host.ops, m->peer))) {
-        j->host.ops->joined(m->peer, j->run_id, j->nmembers, spare, resumed, j->generation,
-                            j->inplace, m->secret);
+    if (!(e = effect_new(EFF_JOINED, j->host.ops, m->peer)) || !(d = malloc(sizeof(*d)))) {
+        free(e);
+        dropped("JOINED");
         return;
     }
-    snprintf(e->u.joined.run_id, sizeof(e->u.joined.run_id), "%s", j->run_id);
-    snprintf(e->u.joined.secret, sizeof(e->u.joined.secret), "%s", m->secret);
-    e->u.joined.waiting = j->nmembers;
-    e->u.joined.generation = j->generation;
-    e->u.joined.spare = spare;
-    e->u.joined.resumed = resumed;
-    e->u.joined.inplace = j->inplace;
+    snprintf(d->run_id, sizeof(d->run_id), "%s", j->run_id);
+    snprintf(d->secret, sizeof(d->secret), "%s", m->secret);
+    d->waiting = j->nmembers;
+    d->generation = j->generation;
+    d->spare = spare;
+    d->resumed = resumed;
+    d->inplace = j->inplace;
+    e->u.joined = d;
     post(e);
 }
 
@@ -527,11 +529,9 @@ void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
     if (e && !(e->u.round.body = round_body(rd))) {
         free(e);
         e = NULL;
-        if (!outbox.draining)
-            drain();
     }
     if (!e) {
-        m->job->host.ops->round(m->peer, rd);
+        dropped("ROUND");
         return;
     }
     e->u.round.node_rank = rd->node_rank;
@@ -545,8 +545,7 @@ int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool s
     struct effect *e = effect_new(EFF_NCCL, j->host.ops, m->peer);
 
     if (!e)
-        return j->host.ops->nccl_request(m->peer, j->generation, count, store,
-                                         store ? j->host.store_allow : NULL);
+        return -ENOMEM;
     e->u.nccl.m = m;
     e->u.nccl.generation = j->generation;
     e->u.nccl.count = count;
@@ -556,16 +555,11 @@ int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool s
     return 0;
 }
 
+/* At once, not queued: a pointer (no I/O), and a connection that closes before the outbox is
+ * carried out (a write that fails in the same message) must find its member as decided. */
 void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_member *m)
 {
-    struct effect *e = effect_new(EFF_BIND, j->host.ops, peer);
-
-    if (!e) {
-        j->host.ops->bind(peer, m);
-        return;
-    }
-    e->u.bind = m;
-    post(e);
+    j->host.ops->bind(peer, m);
 }
 
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why)
@@ -573,7 +567,7 @@ void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why
     struct effect *e = effect_new(EFF_CLOSE, j->host.ops, peer);
 
     if (!e) {
-        j->host.ops->close(peer, why);
+        j->host.ops->close(peer, why); /* untied already: nothing comes back */
         return;
     }
     e->u.why = strdup(why); /* NULL (out of memory): a plainer reason */
@@ -598,7 +592,8 @@ void rdzvd_job_flush(const struct rdzvd_job *j)
             return;
     }
     if (!(e = effect_new(EFF_FLUSH, j->host.ops, j->host.ud))) {
-        j->host.ops->flush(j->host.ud);
+        outbox.flush_ops = j->host.ops;
+        outbox.flush_ud = j->host.ud;
         return;
     }
     post(e);

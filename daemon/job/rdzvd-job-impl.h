@@ -260,9 +260,9 @@ struct rdzvd_job_handlers {
     void (*deadline)(struct rdzvd_member *m, size_t unread); /* unread: bytes waiting on its
                                                               * connection (0: none, unknown) */
     void (*freed)(struct rdzvd_job *j);
-    /* The NCCL_REQUEST of generation gen could not be queued on m's connection (the outbox's
-     * report, after the step that asked). */
-    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen);
+    /* The NCCL_REQUEST of generation gen could not be queued on m's connection peer (the
+     * outbox's report, after the step that asked; m may be on another connection by then). */
+    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer);
 };
 /* The job's one timer (enum job_timer): init 0 or a libuv error; close once, then freed runs. */
 int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop);

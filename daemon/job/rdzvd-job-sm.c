@@ -615,10 +615,10 @@ static void job_timer_fired(struct rdzvd_job *j)
     }
 }
 
-/* close_round's NCCL_REQUEST was not queued (the outbox says): as if not asked, if still due. */
-static void nccl_unsent(struct rdzvd_member *m, uint64_t gen)
+/* close_round's NCCL_REQUEST not queued on peer: as if not asked, if still due (the outbox's). */
+static void nccl_unsent(struct rdzvd_member *m, uint64_t gen, void *peer)
 {
-    if (m->job->state == JOB_NCCL && gen == m->job->generation && m->node_rank == 0)
+    if (m->job->state == JOB_NCCL && gen == m->job->generation && !m->node_rank && m->peer == peer)
         rdzvd_job_end(m->job, "failed", 1, "could not ask node rank 0 for the NCCL id");
 }
 

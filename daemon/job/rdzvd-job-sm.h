@@ -124,11 +124,11 @@ struct rdzvd_job_host {
 
 /* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
  * and carried out (the ops above called) when the outermost step ends. Each function below
- * that changes a job, and each timer, is a step (RDZVD_JOB_STEP at its top); the host opens one
- * around all it does for one message, closed connection or request. So no op runs while a
- * decision is made, and a decision is recorded before anything it sends goes out. A step that
- * an op's own work begins (a connection closing tells its member's job) adds to the pass under
- * way. Outside any step, an effect is carried out at once. Loop thread only. */
+ * that changes a job, and each timer, is a step (RDZVD_JOB_STEP at its top; a host may open one
+ * around several). So no op runs while a decision is made, and a decision is recorded before
+ * anything it sends goes out; only bind runs at once (a pointer: a connection that closes
+ * meanwhile must find its member as decided). A step that an op's own work begins (a
+ * connection closing tells its member's job) adds to the pass under way. Loop thread only. */
 int rdzvd_job_step_begin(void);
 void rdzvd_job_step_end(int *unused);
 #define RDZVD_JOB_STEP                                                                        \

@@ -518,8 +518,6 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
     struct rdzvd_jobs *jobs = ud;
     /* The member is looked up through the connection, never taken from the message. */
     struct rdzvd_member *m = rdzvd_conn_get_member(c);
-    /* One step for the whole message: what the job sends goes out once it is judged. */
-    RDZVD_JOB_STEP;
 
     if (op == RDZV_MSG_STATUS)
         return handle_status(jobs, c);
