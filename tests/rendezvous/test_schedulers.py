@@ -29,6 +29,14 @@ class Slurm:
             raise unittest.SkipTest("cannot start a local Slurm: " + (r.stderr or r.stdout)[-500:])
         self.env = {"SLURM_CONF": os.path.join(self.dir, "slurm.conf")}
 
+    def poll_fast(self):
+        """sbatch --wait polls its job after 2, 8 and 32 s unless MinJobAge is short: with 4 s,
+        every 2 s (as test_doc_commands.py's Slurm; a job's record lives 4 s after its end)."""
+        with open(self.env["SLURM_CONF"], "a") as f:
+            f.write("MinJobAge=4\n")
+        subprocess.run(["scontrol", "reconfigure"], env={**os.environ, **self.env},
+                       capture_output=True, timeout=60)
+
     def stop(self):
         subprocess.run(["bash", SLURM_SCRIPT, "stop", self.dir], timeout=60)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -40,6 +48,7 @@ class TestSlurm(AgentTestCase):
         if os.geteuid() != 0:
             raise unittest.SkipTest("the local Slurm needs root")
         cls.slurm = Slurm()
+        cls.slurm.poll_fast()
 
     @classmethod
     def tearDownClass(cls):
