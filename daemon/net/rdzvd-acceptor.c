@@ -71,6 +71,13 @@ static void rearm(struct rdzvd_acceptor *a, int fd)
     (void)epoll_ctl(a->epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
+/* Watch every listener again while the queue has room. a->mu held. */
+static void rearm_all(struct rdzvd_acceptor *a)
+{
+    for (unsigned k = 0; k < a->nlisteners && a->n < RDZVD_ACCEPT_QUEUE; k++)
+        rearm(a, a->listeners[k].fd);
+}
+
 /* At EMFILE: take the pending connection on the spare descriptor and close it, so that the
  * listener does not stay readable with nothing the thread can do (libuv does the same).
  * Returns 1 (one dropped), 0 (none pending: accept4() says EMFILE before it looks) or -1 (no
@@ -170,8 +177,7 @@ static void *acceptor_main(void *arg)
         (void)pthread_mutex_lock(&a->mu);
         if (a->emfile && now_ms() - a->emfile_since_ms >= RDZVD_ACCEPT_EMFILE_RETRY_MS) {
             a->emfile = false;
-            for (unsigned k = 0; k < a->nlisteners && a->n < RDZVD_ACCEPT_QUEUE; k++)
-                rearm(a, a->listeners[k].fd);
+            rearm_all(a);
         }
         (void)pthread_mutex_unlock(&a->mu);
         for (int i = 0; i < n; i++) {
@@ -184,8 +190,7 @@ static void *acceptor_main(void *arg)
             (void)!read(a->wake_fd, &v, sizeof(v));
             /* Room again (or a listener gone): watch every listener again. */
             (void)pthread_mutex_lock(&a->mu);
-            for (unsigned k = 0; k < a->nlisteners && a->n < RDZVD_ACCEPT_QUEUE; k++)
-                rearm(a, a->listeners[k].fd);
+            rearm_all(a);
             (void)pthread_mutex_unlock(&a->mu);
         }
         (void)pthread_mutex_lock(&a->mu);
