@@ -4,7 +4,7 @@
 set -u
 pkgs=(gcc g++ libc6-dev meson ninja-build pkg-config libuv1-dev libjansson-dev libssl3
       python3-torch procps openmpi-bin chromium libgloo-dev libpng-dev zlib1g-dev gcovr
-      libraft-dev iproute2 gdb strace debootstrap python3-mesonpy python3-venv python3-pip)
+      libraft-dev iproute2 gdb strace debootstrap python3-mesonpy python3-venv python3-pip curl)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0
