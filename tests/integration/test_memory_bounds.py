@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_memory_bounds.py: issue 46 item 5, every bound at once. For a minute (RDZV_MEMORY_TEST_S),
+# test_memory_bounds.py: issue 46 item 5, every bound at once. For 30 s (RDZV_MEMORY_TEST_S),
 # clients push each thing a client can make rdzvd hold, at full rate, each reconnecting as soon as
 # rdzvd closes it: values and empty queue items in the main store, WAITs on missing keys, requests
 # left incomplete, replies never read, silent connections from one address, one-node jobs formed
@@ -31,7 +31,9 @@ from metricstest import http_get
 from rdzvtest import Client, DaemonTestCase, asan_build, enc, main, s
 
 KIB, MIB = 1 << 10, 1 << 20
-SECONDS = float(os.environ.get("RDZV_MEMORY_TEST_S", "60"))
+# 30 s: in a 60 s run rdzvd's peak RSS and the store's gauge came at 1.1 s, the 16 jobs by 5.7 s,
+# the 192 connections by 8.6 s, and nothing grew after (the suite's time; 60 s by hand).
+SECONDS = float(os.environ.get("RDZV_MEMORY_TEST_S", "30"))
 BUILD = os.environ.get("RDZV_BUILD_ROOT", "build")
 TRAIN = os.path.join(BUILD, "train", "rdzv-train")
 # About half of the attack's time at the rate it trains under attack here (1,200 steps took
