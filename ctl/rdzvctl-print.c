@@ -117,6 +117,14 @@ static void print_sparkline(const struct rdzv_status_job *job, bool color)
            tl->rate_interval_s);
 }
 
+/* What failures cost the job, as rdzvd computed it: to its end, or so far. Nothing when rdzvd
+ * sent none (no timeline, no start yet, or an rdzvd before it). */
+static void print_cost(const struct rdzv_status_job *job)
+{
+    if (job->timeline && job->timeline->cost[0])
+        printf("  what failures cost%s: %s\n", job->ended ? "" : " so far", job->timeline->cost);
+}
+
 /* The job's recoveries: each phase summed over those that completed it, then the newest few,
  * phase by phase ("-": not reached). Nothing when it had none. */
 #define STATUS_RECOVERIES_SHOWN 3
@@ -243,6 +251,7 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
         if (job->aside_total > job->n_aside)
             printf("    (%lld more not listed)\n", (long long)(job->aside_total - job->n_aside));
         print_sparkline(job, color);
+        print_cost(job);
         print_recoveries(job);
         print_ranks(job);
         printf("  recent events:\n");

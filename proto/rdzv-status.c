@@ -239,6 +239,8 @@ static json_t *job_to_json(const struct rdzv_status_job *j, bool brief)
         json_object_set_new(o, "steps_per_second", json_real(j->steps_per_second));
     if (o && j->timeline && !brief)
         json_object_set_new(o, "timeline", timeline_to_json(j->timeline));
+    if (o && j->timeline && !brief && j->timeline->cost[0])
+        json_object_set_new(o, "cost", json_string(j->timeline->cost));
     if (o && j->ended)
         json_object_set_new(o, "outcome",
                             json_pack("{s:s, s:I, s:s, s:f, s:f}", "type", j->outcome_type,
@@ -726,7 +728,7 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
     json_int_t gen, rc, mr, mn, mx, nin, ws, port, left_out = 0, members_left_out = 0;
     json_int_t aside_total = 0;
     json_t *nodes, *events, *outcome = NULL, *ranks = NULL, *aside = NULL, *timeline = NULL;
-    const char *run_id, *state;
+    const char *run_id, *state, *cost = NULL;
     json_error_t jerr;
     double rate = -1;
     int r;
@@ -734,13 +736,13 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
     if (json_unpack_ex(
             o, &jerr, 0,
             "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:I, s:o, s:o, s?o, s?o, s?I, s?I, "
-            "s?o, s?I, s?F, s?o}",
+            "s?o, s?I, s?F, s?o, s?s}",
             "run_id", &run_id, "state", &state, "generation", &gen, "restart_count", &rc,
             "max_restarts", &mr, "min_nodes", &mn, "max_nodes", &mx, "nodes_in_generation", &nin,
             "world_size", &ws, "age_s", &j->age_s, "store_port", &port, "nodes", &nodes, "events",
             &events, "outcome", &outcome, "ranks", &ranks, "ranks_left_out", &left_out,
             "members_left_out", &members_left_out, "put_aside", &aside, "put_aside_total",
-            &aside_total, "steps_per_second", &rate, "timeline", &timeline) < 0)
+            &aside_total, "steps_per_second", &rate, "timeline", &timeline, "cost", &cost) < 0)
         return unpack_fail(&jerr, err, errlen);
     if (!(rate == -1 || sane(rate))) {
         snprintf(err, errlen, "'steps_per_second' out of range");
@@ -777,8 +779,10 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
         return -EBADMSG;
     if (aside && parse_aside(aside, aside_total, j, err, errlen) < 0)
         return -EBADMSG;
-    if (timeline)
-        return parse_timeline(timeline, j, err, errlen);
+    if (timeline && (r = parse_timeline(timeline, j, err, errlen)) < 0)
+        return r;
+    if (cost && j->timeline && COPY(j->timeline->cost, cost, "cost") < 0)
+        return -EBADMSG;
     return 0;
 }
 

@@ -193,6 +193,9 @@ struct rdzv_status_timeline {
     double start_s, first_step_s, first_failure_s, first_band_s, detect_sum_s, redo_s, cut_s,
         open_since_s;
     bool rebuilt;
+    /* What failures cost the job, as rdzvd computed it from the above (rdzv_cost_format): to
+     * its end, or so far; "" when unknown. JSON: the job's "cost" (absent: unknown). */
+    char cost[RDZV_COST_MAX + 1];
 };
 
 /* What failures cost a job, from its timeline, at time t_end (its end, or now): the wall time

@@ -34,6 +34,42 @@ static size_t live_jobs(const struct rdzv_status *st)
     return n;
 }
 
+/* rdzvd_job_cost_seconds: what failures cost each live job so far (rdzv_cost, from its
+ * timeline, to now): its wall time, and the parts that add up to it (startup + trained + lost),
+ * with lost by phase (detect, stop, rendezvous, nccl, first_step, cut) and trained's redo. */
+static int put_cost_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
+{
+    int r = rdzv_buf_printf(b, "# HELP rdzvd_job_cost_seconds What failures cost the job so "
+                               "far: wall = startup + trained + lost; lost by phase (detect, "
+                               "stop, rendezvous, nccl, first_step, cut); redo, of trained.\n"
+                               "# TYPE rdzvd_job_cost_seconds gauge\n");
+    double now = rdzv_wall_s();
+
+    for (size_t i = 0; i < st->n_jobs; i++) {
+        struct rdzv_cost c;
+
+        if (kept_ended(st, i) || !st->jobs[i].timeline ||
+            rdzv_cost_of(st->jobs[i].timeline, now, &c) < 0)
+            continue;
+        const struct {
+            const char *part;
+            double s;
+        } parts[] = {{"wall", c.wall_s},         {"startup", c.startup_s},
+                     {"trained", c.trained_s},   {"redo", c.redo_s},
+                     {"lost", c.lost_s},         {"detect", c.detect_s},
+                     {"stop", c.phase_s[0]},     {"rendezvous", c.phase_s[1]},
+                     {"nccl", c.phase_s[2]},     {"first_step", c.phase_s[3]},
+                     {"cut", c.cut_s}};
+
+        for (unsigned k = 0; k < RDZV_ARRAY_SIZE(parts); k++) {
+            r |= rdzv_buf_printf(b, "rdzvd_job_cost_seconds{job=\"");
+            r |= rdzv_buf_put_escaped(b, st->jobs[i].run_id, false);
+            r |= rdzv_buf_printf(b, "\",part=\"%s\"} %.3f\n", parts[k].part, parts[k].s);
+        }
+    }
+    return r;
+}
+
 /* rdzvd_recovery_phase_seconds: each recovery's phases since rdzvd started, by cause. */
 static int put_recovery_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
@@ -306,6 +342,7 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
         }
     }
     r |= put_node_metrics(&b, &st);
+    r |= put_cost_metrics(&b, &st);
     r |= rdzv_buf_printf(&b,
                  "# HELP rdzvd_nodes_put_aside_total Nodes put aside by their jobs since rdzvd "
                  "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"

@@ -83,6 +83,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
                       bool with_timeline, bool brief)
 {
     struct rdzv_status_timeline tl;
+    struct rdzv_cost c;
     unsigned first = j->nevents > RDZVD_JOB_EVENTS ? j->nevents - RDZVD_JOB_EVENTS : 0;
     int r;
 
@@ -119,6 +120,10 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
         if (r < 0)
             return r;
         *sj->timeline = tl;
+        sj->timeline->cost[0] = '\0';
+        if (rdzv_cost_of(&tl, j->state == JOB_ENDED ? j->ended_s : rdzvd_job_wall_s(), &c) == 0 &&
+            rdzv_cost_format(&c, sj->timeline->cost, sizeof(sj->timeline->cost)) < 0)
+            sj->timeline->cost[0] = '\0';
     }
     if (j->state == JOB_ENDED) {
         sj->ended = true;

@@ -350,6 +350,16 @@ class StatusTest(AgentTestCase):
         self.assertIsNotNone(m, metrics[-2000:])
         self.assertGreater(float(m.group(1)), 3)
         self.assertRegex(metrics, r'(?m)^rdzvd_job_generation\{job="timeline"\} 2$')
+        # What failures cost it so far (issue 47 item 6): the parts add up to the wall time, the
+        # node lost cost time.
+        cost = {k: float(v) for k, v in re.findall(
+            r'(?m)^rdzvd_job_cost_seconds\{job="timeline",part="(\w+)"\} ([0-9.]+)$', metrics)}
+        self.assertEqual(set(cost), {"wall", "startup", "trained", "redo", "lost", "detect",
+                                     "stop", "rendezvous", "nccl", "first_step", "cut"}, cost)
+        self.assertAlmostEqual(cost["startup"] + cost["trained"] + cost["lost"], cost["wall"],
+                               delta=0.01)
+        self.assertGreater(cost["lost"], 0, cost)
+        self.assertGreater(cost["wall"], 6, cost)
         # rdzvctl status --watch: refreshed views (one after the other: not a terminal), each
         # with the job's steps per second as a sparkline, the node lost as an 'x' in it.
         p = subprocess.run([RDZVCTL, "-e", ep, "status", "--watch", "0.3", "--count", "2"],
@@ -360,6 +370,9 @@ class StatusTest(AgentTestCase):
                                    r"[0-9.]+ s, rendezvous [0-9.]+ s, nccl [0-9.]+ s, first step "
                                    r"[0-9.]+ s \(total [0-9.]+ s\)$")
         self.assertRegex(p.stdout, r"(?m)^    1 +node_lost( +[0-9.]+s){5}$")
+        self.assertRegex(p.stdout, r"(?m)^  what failures cost so far: wall [0-9.]+ s: start-up "
+                                   r"[0-9.]+ s \([0-9]+%\), training [0-9.]+ s \([0-9]+%.*\), "
+                                   r"1 recovery [0-9.]+ s \([0-9]+%: detect [0-9.]+, stop ")
         spark = re.findall(r"(?m)^  steps/s  (\S+)  ([0-9.]+) now, peak ([0-9.]+)", p.stdout)
         self.assertEqual(len(spark), 2, p.stdout)
         self.assertRegex(spark[-1][0], "^[\u2581-\u2588]*x[\u2581-\u2588x]*$")
