@@ -158,7 +158,8 @@ def test_apptainer():
     # The packages of tests/install-deps.sh that the build needs (not its test-only ones).
     m = re.search(r"^pkgs=\(([^)]*)\)", read(SRC, "tests", "install-deps.sh"), re.M)
     test_only = {"python3-torch", "procps", "openmpi-bin", "chromium", "gcovr", "iproute2", "gdb",
-                 "strace", "debootstrap", "python3-mesonpy", "python3-venv", "python3-pip"}
+                 "strace", "debootstrap", "python3-mesonpy", "python3-venv", "python3-pip",
+                 "curl"}
     need = set(m.group(1).split()) - test_only if m else set()
     apt = set()
     for c in post:
