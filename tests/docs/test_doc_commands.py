@@ -128,12 +128,13 @@ class Slurm:
                            capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             print("scontrol reconfigure failed (sbatch --wait polls slowly): " + r.stderr[-200:])
-        # The template's binaries are the build's; one worker per node (no GPU here).
+        # The template's binaries are the build's; its workers per node as written: no GPU
+        # here, so 1 (issue 47 item 5: the line runs as written on a CPU-only cluster).
         self.env = {"SLURM_CONF": conf,
                     "RDZV_BIN": os.path.join(BUILD, "agent"),
-                    "RDZVD_BIN": os.path.join(BUILD, "daemon"), "RDZV_NPROC": "1"}
-        print("local Slurm started (%s); its blocks run with RDZV_BIN, RDZVD_BIN = the build's, "
-              "RDZV_NPROC=1" % self.dir, flush=True)
+                    "RDZVD_BIN": os.path.join(BUILD, "daemon")}
+        print("local Slurm started (%s); its blocks run with RDZV_BIN, RDZVD_BIN = the build's"
+              % self.dir, flush=True)
         return self.env
 
     def stop(self):

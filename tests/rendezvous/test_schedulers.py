@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzv-agent under real launchers: a two-node Slurm on this machine (srun, and the sbatch template
 in deploy/), and Debian's OpenMPI mpirun with one agent per node."""
+import glob
 import json
 import os
 import re
@@ -71,13 +72,15 @@ class TestSlurm(AgentTestCase):
                              group_of=lambda e: int(e["SLURM_NODEID"]))
 
     def sbatch(self, nodes, nproc, out):
-        """deploy/rdzv.sbatch on NODES nodes with NPROC env-dumping workers each: its job log."""
+        """deploy/rdzv.sbatch on NODES nodes with NPROC env-dumping workers each (None: the
+        template's default): its job log."""
         build = os.path.dirname(os.path.dirname(AGENT))
         script = os.path.join(SRC, "deploy", "rdzv.sbatch")
         log = os.path.join(out, "job.log")
         r = subprocess.run(["sbatch", "--parsable", "--wait", "-N%d" % nodes, "-o", log,
-                            f"--export=ALL,RDZV_BIN={build}/agent,RDZVD_BIN={build}/daemon,"
-                            f"RDZV_NPROC={nproc},RDZV_TEST_OUT={out},RDZV_TOKEN_DIR={out}/tokens",
+                            f"--export=ALL,RDZV_BIN={build}/agent,RDZVD_BIN={build}/daemon," +
+                            ("" if nproc is None else f"RDZV_NPROC={nproc},") +
+                            f"RDZV_TEST_OUT={out},RDZV_TOKEN_DIR={out}/tokens",
                             script, "--", *ENV_WORKER],
                            env={**os.environ, **self.slurm.env}, capture_output=True, text=True,
                            timeout=120)
@@ -103,9 +106,13 @@ class TestSlurm(AgentTestCase):
 
     def test_sbatch_template_three_replicas(self):
         """On 3 nodes the template runs rdzvd as 3 replicas on the first 3: the agents
-        find the leader among them, and the workers' store is node rank 0's agent's."""
+        find the leader among them, and the workers' store is node rank 0's agent's. Without
+        RDZV_NPROC, on nodes without GPUs (a CPU cluster: this machine), 1 worker per node, said
+        once (issue 47 item 5: the README's Slurm line runs as written there)."""
         out = self.outdir()
-        joblog = self.sbatch(3, 1, out)
+        joblog = self.sbatch(3, None, out)
+        if not glob.glob("/proc/driver/nvidia/gpus/*"):
+            self.assertEqual(joblog.count("rdzv.sbatch: no GPU on "), 1, joblog[-3000:])
         m = re.search(r"rdzvd as 3 replicas on (\S+), 3 nodes, token required", joblog)
         self.assertIsNotNone(m, joblog[-3000:])
         ports = {int(ep.rsplit(":", 1)[1]) for ep in m.group(1).split(",")}
