@@ -296,9 +296,10 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
         {.kind = RDZV_OPT_CALLBACK, .name = "exit-when-idle", .cb = idle_cb,
          .metavar = "SEC[:FIRST]",
          .help = "exit (as on SIGTERM) once no agent has been connected\n"
-                 "for SEC seconds, or none came within FIRST seconds of\n"
-                 "the start (default 180, or SEC if longer); TCPStore\n"
-                 "clients do not count (default: never)"},
+                 "for SEC seconds, at once when every job ended, or\n"
+                 "when none came within FIRST seconds of the start\n"
+                 "(default 180, or SEC if longer); TCPStore clients do\n"
+                 "not count (default: never)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "ready-fd", .cb = ready_fd_cb, .metavar = "N",
          .help = "once listening, write the port and a newline to file\n"
                  "descriptor N (a pipe) and close it"},

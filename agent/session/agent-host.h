@@ -11,8 +11,9 @@
  * rdzv-agent, or ../daemon/ in the build tree, or PATH), double-forked into a session of its own
  * (setsid; not a child of the agent), cwd /, stdout and stderr appended to
  * $TMPDIR/rdzvd-host-<port>.log, run as `rdzvd --bind A --port P --exit-when-idle
- * AGENT_HOST_IDLE --ready-fd 3 ...`. rdzvd itself ends once no agent has been connected for 5 s
- * (the job is over), or when none came within 180 s. So when the hosting agent is SIGKILLed
+ * AGENT_HOST_IDLE --ready-fd 3 ...`. rdzvd itself ends as soon as its job has ended and no agent
+ * is connected, once no agent has been connected for 5 s (a job still held: its agents gone), or
+ * when none came within 180 s. So when the hosting agent is SIGKILLed
  * the daemon goes on, as one started by hand; when its node dies, the job's rendezvous dies
  * with it (docs/guide/from-torchrun.md). The agent waits for rdzvd's readiness on the
  * --ready-fd pipe (its port, or EOF when it exited first: another agent's rdzvd took the port),
@@ -27,7 +28,8 @@
 
 #include "common/rdzv-log.h"
 
-/* rdzvd --exit-when-idle: no agent connected for 5 s, the job is over; none came in 180 s. */
+/* rdzvd --exit-when-idle: the job ended and no agent is connected, or none for 5 s; none came
+ * in 180 s. */
 #define AGENT_HOST_IDLE "5:180"
 #define AGENT_HOST_READY_FD 3     /* rdzvd's --ready-fd */
 #define AGENT_HOST_LIFELINE_FD 4  /* the same pipe, left open: its reader sees rdzvd's exit */

@@ -22,7 +22,9 @@ struct daemon_idle {
     uint64_t idle_ms;  /* armed with this when the last peer goes */
     uint64_t first_ms; /* while none came (and a follower's wait for its leader's decision) */
     uint64_t armed_ms; /* what the timer was last started with (for the log) */
+    bool check_over;   /* armed at once as the last peer went: exit now if every job ended */
     struct rdzvd_server *srv;
+    struct rdzvd_jobs *jobs;
     rdzvd_daemon_idle_cb cb;
     void *data;
 };
@@ -104,6 +106,19 @@ static void idle_timer_cb(uv_timer_t *t)
     const struct rdzvd_replica_ops *ops = NULL;
     struct rdzvd_replica *rep = rdzvd_server_replica(idle->srv, &ops);
 
+    /* The last agent just left (a loop turn ago, so its member is gone too): if every job this
+     * rdzvd held has ended, the job is over now, and the port is not kept for --exit-when-idle's
+     * SEC (a torchrun or another rdzvd started on it then could not bind it: issue 47 item 7).
+     * Otherwise (a job still held, or none ever ran) SEC more. */
+    if (idle->check_over) {
+        idle->check_over = false;
+        if (!rdzvd_jobs_all_ended(idle->jobs)) {
+            idle->armed_ms = idle->idle_ms;
+            (void)uv_timer_start(&idle->timer, idle_timer_cb, idle->idle_ms, 0);
+            return;
+        }
+        idle->armed_ms = 0;
+    }
     /* A replica: the leader decides for the cluster, through the log (every replica ends once it
      * is committed: the server's on_shutdown); a voting follower that knows a leader waits for
      * it. */
@@ -118,8 +133,12 @@ static void idle_timer_cb(uv_timer_t *t)
                  (double)idle->armed_ms / 1000);
         return;
     }
-    log_info("no agent connected for %.1f s: the job is over, exiting (--exit-when-idle)",
-             (double)idle->armed_ms / 1000);
+    if (idle->armed_ms == 0)
+        log_info("every job ended and no agent is connected: the job is over, exiting "
+                 "(--exit-when-idle)");
+    else
+        log_info("no agent connected for %.1f s: the job is over, exiting (--exit-when-idle)",
+                 (double)idle->armed_ms / 1000);
     idle->cb(idle->data);
 }
 
@@ -128,8 +147,10 @@ static void daemon_peer_up(void *ud, struct rdzvd_conn *c)
     struct rdzvd_daemon *d = ud;
 
     (void)c;
-    if (d->npeers++ == 0 && d->idle)
+    if (d->npeers++ == 0 && d->idle) {
         (void)uv_timer_stop(&d->idle->timer);
+        d->idle->check_over = false;
+    }
 }
 
 static void daemon_peer_down(void *ud, struct rdzvd_conn *c)
@@ -140,10 +161,12 @@ static void daemon_peer_down(void *ud, struct rdzvd_conn *c)
     rdzvd_jobs_peer_down(d->jobs, c);
     if (d->npeers == 0 || --d->npeers > 0 || !idle)
         return;
-    log_debug("no agent connected: exiting in %.1f s unless one comes (--exit-when-idle)",
+    log_debug("no agent connected: exiting at once if every job ended, else in %.1f s unless "
+              "one comes (--exit-when-idle)",
               (double)idle->idle_ms / 1000);
+    idle->check_over = true;
     idle->armed_ms = idle->idle_ms;
-    (void)uv_timer_start(&idle->timer, idle_timer_cb, idle->idle_ms, 0);
+    (void)uv_timer_start(&idle->timer, idle_timer_cb, 0, 0);
 }
 
 static const struct rdzvd_peer_handler daemon_handler = {
@@ -239,7 +262,7 @@ int rdzvd_daemon_exit_when_idle(struct rdzvd_daemon *d, uint64_t idle_ms, uint64
     if (!idle)
         return log_error_errno(-ENOMEM, "--exit-when-idle");
     *idle = (struct daemon_idle){.idle_ms = idle_ms, .first_ms = first_ms, .armed_ms = first_ms,
-                                 .srv = d->srv, .cb = cb, .data = data};
+                                 .srv = d->srv, .jobs = d->jobs, .cb = cb, .data = data};
     r = uv_timer_init(rdzvd_server_loop(d->srv), &idle->timer);
     if (r < 0) {
         free(idle);

@@ -147,7 +147,7 @@ void rdzvd_ended_jobs_init(struct rdzvd_ended_jobs *e, uint64_t keep_ms, uint64_
 {
     rdzv_list_init(&e->list);
     rdzv_list_init(&e->waiting);
-    e->n = e->n_waiting = 0;
+    e->n = e->n_waiting = e->n_ended = 0;
     e->max = max;
     e->keep_ms = keep_ms;
 }
@@ -433,6 +433,7 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     uint64_t now = rdzvd_job_now_ms();
     struct ended_job *x;
 
+    e->n_ended++;
     ended_expire(e, now);
     if (e->max == 0 || e->keep_ms == 0)
         return;

@@ -27,6 +27,7 @@ struct rdzvd_ended_jobs {
     struct rdzv_list list; /* oldest first */
     uint64_t n, max;       /* max 0: none kept */
     uint64_t keep_ms;
+    uint64_t n_ended; /* jobs that ended here since the start, kept or not */
     /* Jobs whose last member left before they ended, and the records a restarted rdzvd or a
      * new leader found and did not rebuild: their record stays (a job's record lives until the
      * job ends), and status lists them as waiting for their nodes since then, until the job is in

@@ -594,6 +594,11 @@ void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
     rdzvd_member_gone(member);
 }
 
+bool rdzvd_jobs_all_ended(const struct rdzvd_jobs *jobs)
+{
+    return jobs && jobs->ended.n_ended > 0 && rdzvd_jobs_held(&jobs->host) == 0;
+}
+
 void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c)
 {
     if (jobs)

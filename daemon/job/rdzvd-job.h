@@ -11,6 +11,7 @@
  * and close callbacks, the server's shutdown) and the front ends' requests.
  * Errors: negative errnos; a refusal is also sent to the agent as ERROR. */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 struct rdzvd_conn;
@@ -41,6 +42,9 @@ void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs);
  * every job whose record says a generation runs is rebuilt in memory now, its agents given a
  * window to come back (rdzvd_jobs_rebuild, rdzvd-job-sm.h). */
 void rdzvd_jobs_lead(struct rdzvd_jobs *jobs);
+/* A job ended here and none is held now (running, or waiting in its record): what a job-scoped
+ * rdzvd (--exit-when-idle) was for is over. NULL: false. */
+bool rdzvd_jobs_all_ended(const struct rdzvd_jobs *jobs);
 /* Daemon shutdown: drop every job and its store listener. */
 void rdzvd_jobs_shutdown(void *ud);
 

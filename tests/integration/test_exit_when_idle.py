@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 
-from authtest import JOIN, JOINED, STORE, Peer
+from authtest import EVENT, JOIN, JOINED, LEAVE, ROUND, STORE, Peer, join_body
 from rdzvtest import HOST, RDZVD, DaemonTestCase, main, track
 
 JOIN_BODY = {"run_id": "idle", "node_id": "n0", "host": "nodeA", "nproc": 1, "node_rank": -1,
@@ -78,6 +78,40 @@ class ExitWhenIdle(DaemonTestCase):
         self.assert_runs(d, 1.5)
         c.close()
         self.assert_exits(d, 2)
+
+    def test_a_job_that_ended_frees_the_port_as_its_last_agent_leaves(self):
+        # Issue 47 item 7: the rdzvd an agent hosts kept its port SEC more after the job ended,
+        # so a torchrun (or the same line) started then could not bind it. SEC 30 here: a job
+        # still held would keep it that long.
+        d = self.daemon("--exit-when-idle", "30:30")
+        a, b = self.peer(d), self.peer(d)
+        body = join_body("over", "n0", mx=1)
+        body["max_restarts"] = 0
+        a.send(JOIN, body)
+        self.assertEqual(a.recv_json()[0], JOINED)
+        self.assertEqual(a.recv_json()[0], ROUND)
+        a.send(LEAVE, {"generation": 1, "status": "succeeded"})
+        self.assertEqual(a.recv_json()[0], EVENT)
+        a.close()
+        self.assert_runs(d, 0.5)  # b, an agent of no job, is still connected
+        b.close()
+        self.assertLess(self.assert_exits(d, 3), 1.5)
+        self.assertIsNotNone(d.find_log(r"every job ended and no agent is connected"), d.log())
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((HOST, d.port))  # what torchrun's store does next
+        s.listen()
+
+    def test_no_job_ended_keeps_it_for_sec(self):
+        d = self.daemon("--exit-when-idle", "1.5:30")
+        a = self.peer(d)
+        a.send(JOIN, JOIN_BODY)  # 1 of 2 nodes: the job never forms, nor ends
+        self.assertEqual(a.recv_json()[0], JOINED)
+        a.close()
+        self.assert_runs(d, 1)
+        self.assert_exits(d, 2)
+        self.assertIsNotNone(d.find_log(r"no agent connected for 1\.5 s"), d.log())
 
     def test_tcpstore_clients_do_not_keep_it_alive(self):
         d = self.daemon("--exit-when-idle", "1:1")
