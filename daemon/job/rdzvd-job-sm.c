@@ -60,10 +60,6 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
     return NULL;
 }
 
-#define for_each_member(j, m, pos, tmp)                                                            \
-    rdzv_list_for_each_safe(                                                                       \
-        pos, tmp, &(j)->members) if (((m) = rdzv_container_of(pos, struct rdzvd_member, node)), 1)
-
 static void job_freed(struct rdzvd_job *j)
 {
     rdzvd_member_index_free(&j->by_id);
