@@ -46,6 +46,18 @@ static void copy_text(char *dst, size_t cap, const char *src)
     rdzv_utf8_trim(dst);
 }
 
+/* JOINED's and HEARTBEAT's "warning" (1.17) into o, cut to RDZV_WARNING_MAX bytes on a
+ * character; one that is not UTF-8 is left out rather than losing the message. */
+static json_t *set_warning(json_t *o, const char *warning)
+{
+    char text[RDZV_WARNING_MAX + 1];
+    json_t *w;
+
+    copy_text(text, sizeof(text), warning);
+    w = json_string(text);
+    return w ? rdzv_json_set(o, "warning", w) : o;
+}
+
 int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
 {
     json_t *o = json_pack("{s:s, s:I, s:b, s:b, s:I}", "run_id", j->run_id, "waiting",
@@ -57,6 +69,8 @@ int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
         o = rdzv_json_set(o, "recovery", json_string(j->recovery));
     if (j->secret[0])
         o = rdzv_json_set(o, "secret", json_string(j->secret));
+    if (j->warning[0])
+        o = set_warning(o, j->warning);
     return rdzv_msg_put(b, RDZV_MSG_JOINED, o);
 }
 
@@ -64,12 +78,13 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
                           size_t errlen)
 {
     json_int_t waiting = 0, gen = 0;
-    const char *run_id = "", *recovery = "", *secret = "";
+    const char *run_id = "", *recovery = "", *secret = "", *warning = "";
     int spare = 0, resumed = 0, r;
     json_t *root = rdzv_msg_unpack(body, len, "JOINED", err, errlen,
-                                   "{s?s, s?I, s?b, s?b, s?I, s?s, s?s}", "run_id", &run_id,
+                                   "{s?s, s?I, s?b, s?b, s?I, s?s, s?s, s?s}", "run_id", &run_id,
                                    "waiting", &waiting, "spare", &spare, "resumed", &resumed,
-                                   "generation", &gen, "recovery", &recovery, "secret", &secret);
+                                   "generation", &gen, "recovery", &recovery, "secret", &secret,
+                                   "warning", &warning);
 
     if (!root)
         return -EBADMSG;
@@ -91,6 +106,7 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
     if (r == 0) {
         snprintf(j->recovery, sizeof(j->recovery), "%s", recovery);
         snprintf(j->secret, sizeof(j->secret), "%s", secret);
+        copy_text(j->warning, sizeof(j->warning), warning);
     }
     json_decref(root);
     return r;
@@ -327,12 +343,16 @@ int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
 {
     json_t *o, *arr, *wait = wait_json(&h->wait);
 
-    if (h->n_progress == 0 && !wait)
+    if (h->n_progress == 0 && !wait && !h->warning[0])
         return put_generation(b, RDZV_MSG_HEARTBEAT, h->generation);
-    if (h->n_progress == 0)
-        return rdzv_msg_put(b, RDZV_MSG_HEARTBEAT,
-                            json_pack("{s:I, s:o}", "generation", (json_int_t)h->generation,
-                                      "wait", wait));
+    if (h->n_progress == 0) {
+        o = json_pack("{s:I}", "generation", (json_int_t)h->generation);
+        if (wait)
+            o = rdzv_json_set(o, "wait", wait);
+        if (h->warning[0])
+            o = set_warning(o, h->warning);
+        return rdzv_msg_put(b, RDZV_MSG_HEARTBEAT, o);
+    }
     json_decref(wait); /* an agent's: it waits for nothing */
     if (h->n_progress > RDZV_PROGRESS_MAX)
         return -EMSGSIZE;
@@ -407,9 +427,11 @@ int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartb
                              size_t errlen)
 {
     json_t *arr = NULL, *wait = NULL;
+    const char *warning = "";
     json_int_t gen;
-    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen, "{s:I, s?o, s?o}",
-                                   "generation", &gen, "progress", &arr, "wait", &wait);
+    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen, "{s:I, s?o, s?o, s?s}",
+                                   "generation", &gen, "progress", &arr, "wait", &wait,
+                                   "warning", &warning);
     int r = 0;
 
     if (!root)
@@ -417,6 +439,7 @@ int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartb
     h->generation = (uint64_t)gen;
     h->n_progress = 0;
     memset(&h->wait, 0, sizeof(h->wait));
+    copy_text(h->warning, sizeof(h->warning), warning);
     if (arr)
         r = parse_progress(arr, h, err, errlen);
     if (r == 0 && wait)

@@ -34,6 +34,7 @@ struct rdzv_buf;
 #define RDZV_MAX_NCCL_IDS 64  /* one root per 128 ranks: 8192 ranks */
 #define RDZV_SUMMARY_MAX 1023
 #define RDZV_COST_MAX 511
+#define RDZV_WARNING_MAX 511 /* JOINED's and HEARTBEAT's warning (1.17) */
 #define RDZV_REASON_MAX 255   /* WORKER_EXIT's optional reason */
 #define RDZV_ERROR_MAX 511    /* ERROR text and NCCL_ID error: cut (UTF-8-safe) past this */
 #define RDZV_HEARTBEAT_TIMEOUT_MS 5000 /* default: silence after which a node counts as lost */
@@ -176,6 +177,9 @@ struct rdzv_joined {
     /* The member's secret (1.2; "" when absent: an older daemon): the agent sends it back in
      * every later JOIN, as its proof. */
     char secret[RDZV_SECRET_HEX + 1];
+    /* (1.17) A line for people that the agent says at warn ("" when none): another agent of the
+     * job runs on this host under the same name. Cut to fit. */
+    char warning[RDZV_WARNING_MAX + 1];
 };
 
 /* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation, and (1.4) with
@@ -246,6 +250,7 @@ struct rdzv_wait {
 struct rdzv_heartbeat {
     uint64_t generation;
     struct rdzv_wait wait;
+    char warning[RDZV_WARNING_MAX + 1]; /* daemon -> agent (1.17), as JOINED's; "": none */
     unsigned n_progress;                                   /* 0..RDZV_PROGRESS_MAX */
     struct rdzv_rank_progress progress[RDZV_PROGRESS_MAX]; /* last: parsing leaves
                                                             * progress[n_progress..] as it was */

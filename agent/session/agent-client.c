@@ -197,18 +197,24 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
         uv_timer_stop(&c->note);
         c->redirects = 0;
         log_debug("joined: %.*s", (int)len, (const char *)body);
+        if (j.warning[0]) /* 1.17: another agent of the job on this host, by its name */
+            log_warn("%s", j.warning);
         if (c->cbs.on_joined)
             c->cbs.on_joined(c, j.spare, j.resumed, j.secret, c->ud);
         return;
     }
     case RDZV_MSG_HEARTBEAT: {
         /* rdzvd is alive: the silence timer was rearmed by the read. What it says the job waits
-         * for is told; an answer that does not decode is only alive (as before 1.15). */
-        struct rdzv_heartbeat *hb = c->cbs.on_wait ? malloc(sizeof(*hb)) : NULL;
+         * for is told, and a warning (1.17) said; an answer that does not decode is only alive
+         * (as before 1.15). */
+        struct rdzv_heartbeat *hb = malloc(sizeof(*hb));
 
-        if (hb && rdzv_msg_parse_heartbeat(body, len, hb, err, sizeof(err)) == 0)
-            c->cbs.on_wait(c, &hb->wait, c->ud);
-        else if (hb)
+        if (hb && rdzv_msg_parse_heartbeat(body, len, hb, err, sizeof(err)) == 0) {
+            if (hb->warning[0])
+                log_warn("%s", hb->warning);
+            if (c->cbs.on_wait)
+                c->cbs.on_wait(c, &hb->wait, c->ud);
+        } else if (hb)
             log_debug("rdzvd's HEARTBEAT answer: %s", err);
         free(hb);
         return;

@@ -2,6 +2,8 @@
 /* agent-heartbeat.c: the HEARTBEAT's progress member from the worker group's last reports. */
 #include "agent/session/agent-heartbeat.h"
 
+#include <string.h>
+
 #include "agent/group/agent-workers.h"
 
 void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, struct agent_group *g,
@@ -9,6 +11,8 @@ void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, struct agent_g
 {
     h->generation = gen;
     h->n_progress = 0;
+    memset(&h->wait, 0, sizeof(h->wait)); /* rdzvd's, in its answer */
+    h->warning[0] = '\0';
     for (unsigned i = 0; g && i < nproc && i < RDZV_PROGRESS_MAX; i++) {
         struct rdzv_rank_progress *p = &h->progress[h->n_progress];
         uint64_t step, age_ms;

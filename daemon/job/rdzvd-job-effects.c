@@ -230,6 +230,7 @@ struct shared {
 
 struct joined {
     char run_id[RDZV_ID_MAX + 1], secret[RDZV_SECRET_HEX + 1];
+    char *warning; /* NULL: none */
     int64_t waiting;
     uint64_t generation;
     bool spare, resumed, inplace;
@@ -295,6 +296,7 @@ static void effect_free(struct effect *e)
         free(e->u.why);
         break;
     case EFF_JOINED:
+        free(e->u.joined->warning);
         free(e->u.joined);
         break;
     default:
@@ -310,7 +312,7 @@ static void carry(struct effect *e)
     case EFF_JOINED:
         e->ops->joined(e->peer, e->u.joined->run_id, e->u.joined->waiting, e->u.joined->spare,
                        e->u.joined->resumed, e->u.joined->generation, e->u.joined->inplace,
-                       e->u.joined->secret);
+                       e->u.joined->secret, e->u.joined->warning);
         break;
     case EFF_ROUND: {
         struct rdzv_round *rd = &e->u.round.body->u.round;
@@ -500,6 +502,12 @@ void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *ev
 
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
 {
+    rdzvd_member_send_joined_warn(m, spare, resumed, NULL);
+}
+
+void rdzvd_member_send_joined_warn(struct rdzvd_member *m, bool spare, bool resumed,
+                                   const char *warning)
+{
     struct rdzvd_job *j = m->job;
     struct effect *e;
     struct joined *d;
@@ -518,6 +526,7 @@ void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
     d->spare = spare;
     d->resumed = resumed;
     d->inplace = j->inplace;
+    d->warning = warning ? strdup(warning) : NULL; /* out of memory: sent without it */
     e->u.joined = d;
     post(e);
 }

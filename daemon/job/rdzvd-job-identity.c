@@ -4,6 +4,7 @@
 #include "daemon/job/rdzvd-job-identity.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,15 +51,16 @@ bool rdzvd_member_secret_equal(const char *given, const char *secret)
            rdzv_auth_equal((const uint8_t *)given, (const uint8_t *)secret, RDZV_SECRET_HEX);
 }
 
-/* ---- members by node id ---- */
+/* ---- members by node id, or by host ---- */
 
 #define INDEX_BUCKETS_MIN 64
 
-int rdzvd_member_index_init(struct rdzvd_member_index *idx)
+int rdzvd_member_index_init(struct rdzvd_member_index *idx, bool by_host)
 {
     idx->nbuckets = INDEX_BUCKETS_MIN;
     idx->n = 0;
     idx->seed = rdzv_random_u64();
+    idx->by_host = by_host;
     idx->buckets = calloc(idx->nbuckets, sizeof(*idx->buckets));
     return idx->buckets ? 0 : -ENOMEM;
 }
@@ -69,23 +71,33 @@ void rdzvd_member_index_free(struct rdzvd_member_index *idx)
     idx->buckets = NULL;
 }
 
-static struct rdzvd_member **id_slot(const struct rdzvd_member_index *idx, const char *node_id)
+static const char *key_of(const struct rdzvd_member_index *idx, const struct rdzvd_member *m)
 {
-    uint64_t h = rdzv_hash64(idx->seed, node_id, strlen(node_id));
+    return idx->by_host ? m->join.host : m->join.node_id;
+}
+
+static struct rdzvd_member **next_of(const struct rdzvd_member_index *idx, struct rdzvd_member *m)
+{
+    return idx->by_host ? &m->host_next : &m->id_next;
+}
+
+static struct rdzvd_member **slot(const struct rdzvd_member_index *idx, const char *key)
+{
+    uint64_t h = rdzv_hash64(idx->seed, key, strlen(key));
 
     return &idx->buckets[h & (idx->nbuckets - 1)];
 }
 
 struct rdzvd_member *rdzvd_member_index_find(const struct rdzvd_member_index *idx,
-                                             const char *node_id)
+                                             const char *key)
 {
-    for (struct rdzvd_member *m = *id_slot(idx, node_id); m; m = m->id_next)
-        if (strcmp(m->join.node_id, node_id) == 0)
+    for (struct rdzvd_member *m = *slot(idx, key); m; m = *next_of(idx, m))
+        if (strcmp(key_of(idx, m), key) == 0)
             return m;
     return NULL;
 }
 
-/* Index m by node id, doubling the table past one member per bucket. */
+/* Index m, doubling the table past one member per bucket. */
 int rdzvd_member_index_add(struct rdzvd_member_index *idx, struct rdzvd_member *m)
 {
     struct rdzvd_member **pp;
@@ -103,15 +115,15 @@ int rdzvd_member_index_add(struct rdzvd_member_index *idx, struct rdzvd_member *
             while (old[i]) {
                 struct rdzvd_member *o = old[i];
 
-                old[i] = o->id_next;
-                pp = id_slot(idx, o->join.node_id);
-                o->id_next = *pp;
+                old[i] = *next_of(idx, o);
+                pp = slot(idx, key_of(idx, o));
+                *next_of(idx, o) = *pp;
                 *pp = o;
             }
         free(old);
     }
-    pp = id_slot(idx, m->join.node_id);
-    m->id_next = *pp;
+    pp = slot(idx, key_of(idx, m));
+    *next_of(idx, m) = *pp;
     *pp = m;
     idx->n++;
     return 0;
@@ -121,10 +133,77 @@ void rdzvd_member_index_del(struct rdzvd_member_index *idx, struct rdzvd_member 
 {
     struct rdzvd_member **pp;
 
-    for (pp = id_slot(idx, m->join.node_id); *pp; pp = &(*pp)->id_next)
+    for (pp = slot(idx, key_of(idx, m)); *pp; pp = next_of(idx, *pp))
         if (*pp == m) {
-            *pp = m->id_next;
+            *pp = *next_of(idx, m);
             idx->n--;
             return;
         }
+}
+
+int rdzvd_job_index_init(struct rdzvd_job *j)
+{
+    int r = rdzvd_member_index_init(&j->by_id, false);
+
+    return r < 0 ? r : rdzvd_member_index_init(&j->by_host, true);
+}
+
+void rdzvd_job_index_free(struct rdzvd_job *j)
+{
+    rdzvd_member_index_free(&j->by_id);
+    rdzvd_member_index_free(&j->by_host);
+}
+
+int rdzvd_member_index(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    int r = rdzvd_member_index_add(&j->by_id, m);
+
+    /* Not the first of its name: the first's twin, once the JOIN is taken (rdzvd-job-join.c). */
+    if (r < 0 || rdzvd_member_index_find(&j->by_host, m->join.host))
+        return r;
+    if ((r = rdzvd_member_index_add(&j->by_host, m)) < 0)
+        rdzvd_member_index_del(&j->by_id, m);
+    m->host_indexed = r == 0;
+    return r;
+}
+
+void rdzvd_member_unindex(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_member *first;
+
+    rdzvd_member_index_del(&j->by_id, m);
+    if (m->host_indexed) {
+        rdzvd_member_index_del(&j->by_host, m);
+        m->host_indexed = false;
+    } else if ((first = rdzvd_member_index_find(&j->by_host, m->join.host)) && first->twin == m) {
+        first->twin = NULL;
+    }
+}
+
+void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_member *o, char *buf,
+                            size_t len)
+{
+    /* Cut at the end only, on a character: each name is whole JSON text (UTF-8). */
+    snprintf(buf, len,
+             "another agent of job %s runs on this host under the same name, %s (node id %s): "
+             "logs and verdicts cannot tell the two apart, and putting one aside puts both "
+             "aside. If that is meant, give each agent its own --host (--host %s-0, --host "
+             "%s-1, ...); if not, another run uses --rdzv-id %s here",
+             m->job->run_id, m->join.host, o->join.node_id, m->join.host, m->join.host,
+             m->job->run_id);
+    rdzv_utf8_trim(buf);
+}
+
+bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len)
+{
+    RDZVD_JOB_STEP;
+    struct rdzvd_member *o;
+
+    if (!(o = m->twin))
+        return false;
+    m->twin = NULL;
+    rdzvd_member_twin_text(m, o, buf, len);
+    return true;
 }

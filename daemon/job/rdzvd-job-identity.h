@@ -9,7 +9,10 @@
  *
  * The index: a job's members by node id, a chained hash table with a random seed that doubles
  * past one member per bucket, so a JOIN's duplicate check stays O(1) at 10k agents. It owns its
- * bucket array, not the members (they are chained through their id_next field).
+ * bucket array, not the members (they are chained through their id_next field). The same table
+ * by host name (by_host: chained through host_next) holds the first member of each host name
+ * (the others not indexed: keys stay unique, so a crowd under one name costs O(1) a JOIN too),
+ * to find the agents of one job on one host at a JOIN (issue 47 item 3).
  *
  * Loop thread only, from the job state machine; errors are negative errnos (-EIO, -ENOMEM). */
 #pragma once
@@ -43,15 +46,29 @@ struct rdzvd_member_index {
     size_t nbuckets; /* power of two */
     size_t n;        /* members indexed */
     uint64_t seed;
+    bool by_host;    /* keyed by join.host, not join.node_id */
 };
 
 /* 0 or -ENOMEM. */
-int rdzvd_member_index_init(struct rdzvd_member_index *idx);
+int rdzvd_member_index_init(struct rdzvd_member_index *idx, bool by_host);
 void rdzvd_member_index_free(struct rdzvd_member_index *idx);
-/* The member with this node id, or NULL. */
+/* The member with this node id (host name), or NULL. */
 struct rdzvd_member *rdzvd_member_index_find(const struct rdzvd_member_index *idx,
-                                             const char *node_id);
-/* Add m (its join.node_id must not be indexed yet). 0 or -ENOMEM (m is then not indexed). */
+                                             const char *key);
+struct rdzvd_job;
+/* A job's two indexes (by_id, by_host): 0 or -ENOMEM; freed (either may be unset). */
+int rdzvd_job_index_init(struct rdzvd_job *j);
+void rdzvd_job_index_free(struct rdzvd_job *j);
+/* m into its job's indexes: by node id, and by host name when it is the first of its name. 0,
+ * or -ENOMEM with m in neither. And out of them (not indexed by host: out of the first's
+ * twin). */
+int rdzvd_member_index(struct rdzvd_member *m);
+void rdzvd_member_unindex(struct rdzvd_member *m);
+/* Agents of one job on one host under one name (issue 47 item 3): what m's agent is told of
+ * o, another member with its host name, into buf (at most RDZV_WARNING_MAX bytes). */
+void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_member *o, char *buf,
+                            size_t len);
+/* Add m (its key must not be indexed yet). 0 or -ENOMEM (m is then not indexed). */
 int rdzvd_member_index_add(struct rdzvd_member_index *idx, struct rdzvd_member *m);
 /* Remove m if it is indexed. */
 void rdzvd_member_index_del(struct rdzvd_member_index *idx, struct rdzvd_member *m);

@@ -68,7 +68,8 @@ enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF };
 
 struct rdzvd_member {
     struct rdzv_list node;        /* in job->members, join order */
-    struct rdzvd_member *id_next; /* chain in job->by_id */
+    struct rdzvd_member *id_next;   /* chain in job->by_id */
+    struct rdzvd_member *host_next; /* chain in job->by_host */
     struct rdzvd_job *job;
     void *peer; /* the host's, NULL once gone */
     struct rdzv_join join;
@@ -76,6 +77,10 @@ struct rdzvd_member {
     struct rdzvd_job_timer hb_timer; /* heartbeat deadline */
     void (*freed)(struct rdzvd_member *m); /* once hb_timer is closed */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
+    bool host_indexed;   /* the first of its host name: in job->by_host */
+    /* Indexed: a later member under its host name, said to its agent in the next HEARTBEAT
+     * answer (rdzvd_member_twin_warning); NULL: none, or said. */
+    struct rdzvd_member *twin;
     double lost_since_s; /* its heartbeat deadline passed: since when it was silent (unix s) */
     uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
                           * stalled), 0: never; a close soon after may be its agent reconnecting */
@@ -129,7 +134,8 @@ struct rdzvd_job {
     int64_t nin_round;               /* members with node_rank >= 0 */
     int64_t nready;                  /* members with ready set */
     int64_t naway;                   /* members away (never ready): they hold no stop */
-    struct rdzvd_member_index by_id; /* node_id -> member: duplicate check */
+    struct rdzvd_member_index by_id;   /* node_id -> member: duplicate check */
+    struct rdzvd_member_index by_host; /* host -> members: agents of one job on one host */
     /* Node rank -> member, rank_cap entries each (grown on demand up to max: a job costs what its
      * members use, not what its --nnodes MAX allows): */
     struct rdzvd_member **by_req;  /* the member that asked for each node rank */
@@ -285,6 +291,9 @@ bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
  * carried out comes back as handlers->nccl_unsent. */
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
+/* The same, with a line for its agent to say (NULL: none). */
+void rdzvd_member_send_joined_warn(struct rdzvd_member *m, bool spare, bool resumed,
+                                   const char *warning);
 void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd);
 int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store);
 /* The host's ops on a peer (struct rdzvd_job_ops), and its flush. */

@@ -724,8 +724,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     size_t errlen = q->errlen;
     struct rdzvd_member **ret = q->ret;
     struct rdzvd_job *found = j;
-    char secret[RDZV_SECRET_HEX + 1];
-    struct rdzvd_member *m;
+    char secret[RDZV_SECRET_HEX + 1], twin[RDZV_WARNING_MAX + 1];
+    struct rdzvd_member *m, *twin_of;
     char asked[48];
     bool spare;
     int r;
@@ -843,7 +843,20 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
                    "..%" PRId64 "%s",
                    jn->host, jn->node_id, jn->nproc, jn->node_rank >= 0 ? asked : "any node rank",
                    j->nmembers, j->min, j->max, spare ? " (waits for the next generation)" : "");
-    rdzvd_member_send_joined(m, spare, false);
+    twin_of = rdzvd_member_index_find(&j->by_host, jn->host);
+    if (twin_of == m)
+        twin_of = NULL;
+    if (twin_of) {
+        /* Two agents of the job under one host name: both are told (the other at its next
+         * HEARTBEAT), with the --host to give each. */
+        rdzvd_member_twin_text(m, twin_of, twin, sizeof(twin));
+        twin_of->twin = m;
+        rdzvd_job_note(j, true,
+                       "node=%s joined (node id %s) under the host name of node id %s: both "
+                       "agents are told to give each its own --host",
+                       jn->host, jn->node_id, twin_of->join.node_id);
+    }
+    rdzvd_member_send_joined_warn(m, spare, false, twin_of ? twin : NULL);
     if (j->state == JOB_FORMING)
         rdzvd_job_try_close(j);
     else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&

@@ -62,7 +62,7 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 
 static void job_freed(struct rdzvd_job *j)
 {
-    rdzvd_member_index_free(&j->by_id);
+    rdzvd_job_index_free(j);
     free(j->by_req);
     free(j->by_rank);
     free(j->rebuilt_nodes);
@@ -633,7 +633,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
 
     if (!j)
         return NULL;
-    if (rdzvd_member_index_init(&j->by_id) < 0)
+    if (rdzvd_job_index_init(j) < 0)
         goto out_free;
     rdzvd_timeline_init(&j->timeline, rdzvd_job_wall_s());
     r = rdzvd_job_timer_init(j, h->loop);
@@ -669,7 +669,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     return j;
 
 out_free:
-    rdzvd_member_index_free(&j->by_id);
+    rdzvd_job_index_free(j);
     free(j->by_req);
     free(j->by_rank);
     free(j->rebuilt_nodes);
@@ -688,7 +688,7 @@ void rdzvd_member_remove(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
 
-    rdzvd_member_index_del(&j->by_id, m);
+    rdzvd_member_unindex(m);
     rdzv_list_del(&m->node);
     j->nmembers--;
     j->nready -= m->ready;
@@ -814,7 +814,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
         free(m);
         return NULL;
     }
-    if (rdzvd_member_index_add(&j->by_id, m) < 0) {
+    if (rdzvd_member_index(m) < 0) {
         /* The handle is initialised: it must be closed before its memory goes. */
         rdzvd_member_timer_close(m, member_freed);
         return NULL;

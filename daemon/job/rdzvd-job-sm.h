@@ -37,8 +37,9 @@ struct rdzvd_store;
 
 struct rdzvd_job_ops {
     /* To one member's peer. Frames are queued; a failure is logged by the op. */
+    /* warning: a line for the agent to say (NULL: none), JOINED's (1.17). */
     void (*joined)(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                   uint64_t generation, bool inplace, const char *secret);
+                   uint64_t generation, bool inplace, const char *secret, const char *warning);
     /* rd->master_addr empty: the op fills in the address the peer reached us on. */
     void (*round)(void *peer, struct rdzv_round *rd);
     void (*event)(void *peer, const struct rdzv_event *e);
@@ -176,6 +177,9 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
  * --nnodes, the join timeout's time left), a rebuilt generation's nodes coming back (the
  * window's time left), a restart's backoff; RDZVD_WAIT_NONE (w zeroed) when it runs. */
 void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w);
+/* Another agent of m's job joined since under m's host name: the warning for m's agent (1.17,
+ * HEARTBEAT's answer) into buf, once. false when there is none to give. */
+bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len);
 /* HEARTBEAT's progress (validated by the codec): kept when hb is of the job's generation and m
  * holds a node rank in it (local ranks >= the node's nproc are ignored); a report hb says came
  * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report

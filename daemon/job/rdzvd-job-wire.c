@@ -125,7 +125,7 @@ static void rebuild_start(struct rdzvd_jobs *jobs)
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
 
 static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
-                        uint64_t generation, bool inplace, const char *secret)
+                        uint64_t generation, bool inplace, const char *secret, const char *warning)
 {
     struct rdzv_buf *out = rdzvd_conn_out(peer);
     struct rdzv_joined jd = {.waiting = waiting,
@@ -139,6 +139,7 @@ static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool sp
     if (inplace)
         snprintf(jd.recovery, sizeof(jd.recovery), "inplace");
     snprintf(jd.secret, sizeof(jd.secret), "%s", secret);
+    snprintf(jd.warning, sizeof(jd.warning), "%s", warning ? warning : "");
     if (out)
         (void)rdzv_msg_put_joined(out, &jd);
 }
@@ -423,6 +424,8 @@ static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const 
     hb.generation = rdzvd_member_heartbeat(m);
     hb.n_progress = 0;
     rdzvd_member_wait(m, &hb.wait); /* what its job waits for, if anything (1.15) */
+    if (!rdzvd_member_twin_warning(m, hb.warning, sizeof(hb.warning))) /* (1.17) */
+        hb.warning[0] = '\0';
     /* Answer, so that the agent notices a silent daemon too. */
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);

@@ -6,7 +6,8 @@ one's line is told to take its own --rdzv-id or --master-port. --print-launch ta
 replicas as --endpoint, as the agent does. rdzvctl status shows a member
 that waits for its peers as waiting, not spare. A replica whose link port
 (--port + 1) is taken says which port and why. A join wait is never silent: the agent says
-what it waits for and what to check."""
+what it waits for and what to check. Two agents of one job on one host under one name are
+each told so, with the --host to give."""
 import json
 import re
 import selectors
@@ -130,6 +131,31 @@ class TestAgentMessages(AgentTestCase):
                                    r"127\.0\.0\.1:%d\? Another id or endpoint is another job"
                                    % port)
             self.assertIsNone(p.poll())
+
+    def test_two_agents_under_one_host_name_are_each_told(self):
+        # Issue 47 item 3: two agents of one job on one machine, no --host: every log and
+        # verdict named both by the host's name, with no warning. Each is told now: the second
+        # in its JOINED, the first in rdzvd's next HEARTBEAT answer; with --host, neither.
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        pattern = (r"\[warn\]: [^\n]*another agent of job twin runs on this host under the "
+                   r"same name, (\S+) \(node id [^)]+\): logs and verdicts cannot tell the two "
+                   r"apart, and putting one aside puts both aside\. If that is meant, give each "
+                   r"agent its own --host \(--host \1-0, --host \1-1, \.\.\.\)")
+        agents = [start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "twin", "--heartbeat-timeout",
+                                  "2", worker=["sleep", "2"])) for _ in range(2)]
+        t0 = time.monotonic()
+        for p in agents:
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(len(re.findall(pattern, err)), 1, err)
+        self.assertLess(time.monotonic() - t0, 30)
+        agents = [start(agent_cmd(ep, "--nnodes", "2", "--rdzv-id", "apart", "--host", h,
+                                  worker=["true"])) for h in ("node-a", "node-b")]
+        for p in agents:
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("under the same name", err)
 
     def test_a_replica_whose_link_port_is_taken_names_the_port_and_the_cause(self):
         for _ in range(20):  # a port P whose P + 1 this test can hold

@@ -44,6 +44,7 @@ struct fake {
     bool spare, resumed;
     uint64_t joined_gen;
     char secret[RDZV_SECRET_HEX + 1]; /* the last JOINED's */
+    char warning[RDZV_WARNING_MAX + 1]; /* the last JOINED's ("": none) */
     int nrounds;
     struct rdzv_round round; /* the last */
     int nevents;
@@ -90,7 +91,8 @@ static inline void jt_not_deciding(const char *op)
 }
 
 static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare,
-                               bool resumed, uint64_t generation, bool inplace, const char *secret)
+                               bool resumed, uint64_t generation, bool inplace, const char *secret,
+                               const char *warning)
 {
     struct fake *f = peer;
     jt_not_deciding("joined");
@@ -99,6 +101,7 @@ static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, 
     (void)waiting;
     (void)inplace;
     snprintf(f->secret, sizeof(f->secret), "%s", secret);
+    snprintf(f->warning, sizeof(f->warning), "%s", warning ? warning : "");
     f->njoined++;
     f->spare = spare;
     f->resumed = resumed;

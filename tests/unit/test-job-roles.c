@@ -569,6 +569,49 @@ static void test_kill_from_outside_is_not_the_nodes(void)
     env_done(&e);
 }
 
+/* Issue 47 item 3: two agents of one job under one host name (two on one machine, no --host)
+ * are each told, with the --host to give: the second in its JOINED, the first in its next
+ * HEARTBEAT answer, once. A member under another name hears nothing, and a twin that left
+ * before the first heard of it leaves nothing behind. */
+static void test_two_agents_under_one_host_name_are_told(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn;
+    char text[RDZV_WARNING_MAX + 1];
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 4; i++) {
+        jn = join_of(i, 3, 3, 0);
+        snprintf(jn.host, sizeof(jn.host), "%s", i == 2 ? "other" : "vm");
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].warning[0], 0);
+    ASSERT_EQ(f[2].warning[0], 0);
+    ASSERT_TRUE(strstr(f[1].warning, "another agent of job job runs on this host under the same "
+                                     "name, vm (node id node-0)") != NULL);
+    ASSERT_TRUE(strstr(f[1].warning, "--host vm-0, --host vm-1") != NULL);
+    ASSERT_TRUE(strstr(f[3].warning, "(node id node-0)") != NULL);
+    /* The first is told of the newest, once. */
+    ASSERT_TRUE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
+    ASSERT_TRUE(strstr(text, "same name, vm (node id node-3)") != NULL);
+    ASSERT_FALSE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
+    ASSERT_FALSE(rdzvd_member_twin_warning(f[2].m, text, sizeof(text)));
+    ASSERT_FALSE(rdzvd_member_twin_warning(f[1].m, text, sizeof(text)));
+    /* Another under vm, gone before the first heard: nothing left to say (nor freed memory). */
+    jn = join_of(5, 3, 3, 0);
+    snprintf(jn.host, sizeof(jn.host), "vm");
+    {
+        struct fake late = {0};
+
+        ASSERT_OK(join(&e, &late, &jn));
+        ASSERT_TRUE(late.spare);
+        rdzvd_member_gone(late.m);
+    }
+    ASSERT_FALSE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-roles", RDZV_LOG_ERROR);
@@ -587,5 +630,6 @@ int main(void)
     TEST(test_put_aside_by_host);
     TEST(test_own_word_cannot_fill_the_history);
     TEST(test_kill_from_outside_is_not_the_nodes);
+    TEST(test_two_agents_under_one_host_name_are_told);
     return tap_done();
 }

@@ -3,7 +3,8 @@
  * says the agent's job waits for. Absent, nothing is written (the answer an older agent reads);
  * each kind goes and comes back; a "for" the reader does not know reads as none; a member out of
  * range or of the wrong type is refused. And the EVENT's "cost" of 1.16 (what failures cost the
- * job, at its end): optional both ways, cut at a character on both sides. */
+ * job, at its end): optional both ways, cut at a character on both sides. And 1.17's warning
+ * in JOINED and HEARTBEAT's answer (another agent of the job under this host name): the same. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,9 +129,68 @@ static void test_event_cost(void)
               -EBADMSG);
 }
 
+/* JOINED's and HEARTBEAT's "warning" (1.17): absent, not written and read as ""; set, it comes
+ * back; too long, cut on a character; not UTF-8, left out, the message still sent; of the
+ * wrong type, refused as any member. */
+static void test_warning(void)
+{
+    struct rdzv_joined j = {.run_id = "r", .waiting = 1, .generation = 2}, j2;
+    struct rdzv_heartbeat *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    struct rdzv_buf out = {0};
+    const uint8_t *p;
+    uint32_t n;
+    char body[2048];
+
+    ASSERT_NOT_NULL(a);
+    ASSERT_NOT_NULL(b);
+    ASSERT_OK(rdzv_msg_put_joined(&out, &j));
+    msgtest_frame(&out, RDZV_MSG_JOINED, &p, &n, body, sizeof(body));
+    ASSERT_NULL(strstr(body, "warning"));
+    ASSERT_OK(rdzv_msg_parse_joined(p, n, &j2, err, sizeof(err)));
+    ASSERT_EQ(j2.warning[0], '\0');
+    rdzv_buf_free(&out);
+    snprintf(j.warning, sizeof(j.warning), "another agent of job r runs on this host");
+    ASSERT_OK(rdzv_msg_put_joined(&out, &j));
+    msgtest_frame(&out, RDZV_MSG_JOINED, &p, &n, body, sizeof(body));
+    ASSERT_OK(rdzv_msg_parse_joined(p, n, &j2, err, sizeof(err)));
+    ASSERT_EQ(strcmp(j2.warning, j.warning), 0);
+    rdzv_buf_free(&out);
+    snprintf(j.warning, sizeof(j.warning), "bad \xff byte");
+    ASSERT_OK(rdzv_msg_put_joined(&out, &j));
+    msgtest_frame(&out, RDZV_MSG_JOINED, &p, &n, body, sizeof(body));
+    ASSERT_NULL(strstr(body, "warning"));
+    ASSERT_NOT_NULL(strstr(body, "\"run_id\":\"r\""));
+    rdzv_buf_free(&out);
+    ASSERT_EQ(rdzv_msg_parse_joined(BODY("{\"run_id\":\"r\",\"warning\":7}"), &j2, err,
+                                    sizeof(err)),
+              -EBADMSG);
+    /* HEARTBEAT: with and without a wait; cut to fit on a character. */
+    a->generation = 3;
+    memset(a->warning, 'w', sizeof(a->warning) - 3);
+    memcpy(a->warning + sizeof(a->warning) - 3, "\xc3\xa9", 3);
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_EQ(strlen(b->warning), sizeof(a->warning) - 1);
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_NONE);
+    a->wait = (struct rdzv_wait){RDZV_WAIT_NODES, 1, 2, 2, 1000};
+    snprintf(a->warning, sizeof(a->warning), "twin");
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_EQ(strcmp(b->warning, "twin"), 0);
+    ASSERT_EQ(b->wait.what, RDZV_WAIT_NODES);
+    a->warning[0] = '\0';
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_NULL(strstr(body, "warning"));
+    ASSERT_EQ(b->warning[0], '\0');
+    ASSERT_EQ(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"warning\":[]}"), b, err,
+                                       sizeof(err)),
+              -EBADMSG);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     TEST(test_heartbeat_wait);
     TEST(test_event_cost);
+    TEST(test_warning);
     return tap_done();
 }

@@ -444,11 +444,12 @@ static int build_frames(struct bench *b)
     if (r < 0)
         return bench_fail(b, r, "cannot build HELLO: %s", strerror(-r));
     snprintf(jn.run_id, sizeof(jn.run_id), "%s", b->run_id);
-    snprintf(jn.host, sizeof(jn.host), "sim");
     for (uint32_t i = 0; i < b->n; i++) {
         size_t before = b->joins.len;
 
+        /* Each a node of its own, as on a cluster (one name would be told it shares a host). */
         snprintf(jn.node_id, sizeof(jn.node_id), "sim-%u", i);
+        snprintf(jn.host, sizeof(jn.host), "sim-%u", i);
         r = rdzv_msg_put_join(&b->joins, &jn);
         if (r < 0)
             return bench_fail(b, r, "cannot build JOIN: %s", strerror(-r));
