@@ -198,6 +198,8 @@ int rdzv_msg_put_event(struct rdzv_buf *b, const struct rdzv_event *e)
         cost[sizeof(cost) - 1] = '\0';
         o = rdzv_json_set(o, "cost", json_string(rdzv_utf8_trim(cost)));
     }
+    if (e->startup_grace_ms > 0)
+        o = rdzv_json_set(o, "startup_grace_ms", json_integer(e->startup_grace_ms));
     return rdzv_msg_put(b, RDZV_MSG_EVENT, o);
 }
 
@@ -564,7 +566,7 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
                          size_t errlen)
 {
     const char *type, *summary = "", *cost = "";
-    json_int_t gen, code = 0;
+    json_int_t gen, code = 0, grace = 0;
     json_error_t jerr;
     json_t *root = rdzv_msg_load(body, len, err, errlen);
     int r = 0;
@@ -572,9 +574,16 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
     if (!root)
         return -EBADMSG;
     memset(e, 0, sizeof(*e));
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s?I, s?s, s?s}", "type", &type, "generation",
-                       &gen, "exit_code", &code, "summary", &summary, "cost", &cost) < 0) {
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s?I, s?s, s?s, s?I}", "type", &type,
+                       "generation", &gen, "exit_code", &code, "summary", &summary, "cost", &cost,
+                       "startup_grace_ms", &grace) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "EVENT", err, errlen);
+        goto out;
+    }
+    if (grace < 0 || grace > RDZV_STARTUP_GRACE_MAX_MS) {
+        snprintf(err, errlen, "EVENT: startup_grace_ms out of range (0 to %d)",
+                 RDZV_STARTUP_GRACE_MAX_MS);
+        r = -EBADMSG;
         goto out;
     }
     r = rdzv_msg_copy_str(e->type, sizeof(e->type), type, "type", err, errlen);
@@ -586,6 +595,7 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
         rdzv_utf8_trim(e->cost);
         e->generation = (uint64_t)gen;
         e->exit_code = code;
+        e->startup_grace_ms = grace;
     }
 out:
     json_decref(root);

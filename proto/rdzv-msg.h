@@ -160,7 +160,13 @@ struct rdzv_event {
     /* The job's end (1.16, optional both ways): what failures cost it, one line for people
      * (rdzv_cost_format); "" when absent. */
     char cost[RDZV_COST_MAX + 1];
+    /* restart (1.17, optional both ways): the root cause failed at start-up; an agent whose
+     * workers have not reported a step yet lets them run up to this long before stopping them,
+     * so that a failure of the job's own (every node failing alike) shows as one. 0: none;
+     * at most RDZV_STARTUP_GRACE_MAX_MS. */
+    int64_t startup_grace_ms;
 };
+#define RDZV_STARTUP_GRACE_MAX_MS 60000
 
 /* JOINED (daemon -> agent): the JOIN was accepted. Every member is optional on the wire (only
  * spare and resumed are acted on). */

@@ -126,6 +126,12 @@ struct agent_session {
     bool follows, plain, plain_said;
     /* The generation whose first step reports went out at once, and how many did. */
     uint64_t first_step_gen, first_steps_sent;
+    /* EVENT restart whose root cause failed at start-up (1.17 startup_grace_ms), while no
+     * worker here had made a step: the stop waits that long for them to fail alike on their own
+     * (agent-session-grace.c); restart_pending meanwhile. grace_timer.data: NULL until used. */
+    uv_timer_t grace_timer;
+    bool grace_on;
+    void (*grace_over)(struct agent_session *a); /* the hold ran out: stop them */
 };
 
 /* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
@@ -136,6 +142,14 @@ void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t
  * other workers at once (fail fast). In place: they keep running, and READY goes out once the
  * daemon's EVENT restart came and every failed rank is reaped. */
 void agent_session_fail_local(struct agent_session *a, unsigned local_rank);
+/* agent-session-grace.c. EVENT restart e of the running generation: when its root cause failed
+ * at start-up and no worker here made a step yet, hold the stop up to e->startup_grace_ms
+ * (said, true: restart pending, still RUNNING; a failure meanwhile is reported and stops the
+ * rest as usual, all gone means READY; over(a) at the end, still RUNNING, to stop them), else
+ * false. _end: the hold is over (its timer stopped); whether one was on. */
+bool agent_session_grace_begin(struct agent_session *a, const struct rdzv_event *e,
+                               void (*over)(struct agent_session *a));
+bool agent_session_grace_end(struct agent_session *a);
 
 /* The worker group's assignment for the current generation (strings in a->round). */
 void agent_session_round_assignment(const struct agent_session *a, struct agent_assignment *as);

@@ -139,7 +139,7 @@ void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
 
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
-    a->restart_pending = false;
+    a->restart_pending = agent_session_grace_end(a); /* its EVENT restart came already */
     if (keep)
         a->failed[local_rank] = true;
     else
@@ -234,7 +234,7 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
         agent_finish(a);
         return;
     }
-    if (a->state == AG_RUNNING && !a->local_failure && !a->held.on) {
+    if (a->state == AG_RUNNING && !a->local_failure && !a->held.on && !a->grace_on) {
         /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
          * elsewhere arrives as an EVENT at once). */
         log_info("%s %" PRId64 " local worker%s exited 0%s", a->cfg.nproc == 1 ? "the" : "all",
@@ -243,7 +243,7 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
         (void)agent_client_send_leave(
             a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
         session_set_state(a, AG_LEFT);
-    } else if (a->state == AG_RESTARTING && a->restart_pending) {
+    } else if ((a->state == AG_RESTARTING || agent_session_grace_end(a)) && a->restart_pending) {
         send_ready(a, a->stopping_gen);
     }
 }
@@ -300,6 +300,13 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
                                       &(struct rdzv_heartbeat){.generation = r->generation});
 }
 
+/* A start-up grace ran out (agent-session-grace.c): the workers still starting are stopped. */
+static void grace_over(struct agent_session *a)
+{
+    session_set_state(a, AG_RESTARTING);
+    agent_group_stop(a->group, SIGTERM);
+}
+
 /* The daemon says: stop the workers of generation e->generation, a new round follows. */
 static void on_restart(struct agent_session *a, const struct rdzv_event *e)
 {
@@ -313,6 +320,8 @@ static void on_restart(struct agent_session *a, const struct rdzv_event *e)
             send_ready(a, e->generation);
             return;
         }
+        if (agent_session_grace_begin(a, e, grace_over))
+            return;
         log_warn("restarting: %s", e->summary);
         session_set_state(a, AG_RESTARTING);
         a->stopping_gen = e->generation;

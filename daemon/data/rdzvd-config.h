@@ -122,6 +122,11 @@
 /* A worker that exits this soon after its generation formed, with no progress reported, failed at
  * start-up: a node whose workers only fail so is put aside even with no spare waiting. */
 #define RDZVD_JOB_STARTUP_FAIL_MS 5000
+/* A start-up failure's EVENT restart lets the other nodes' workers still starting run as long
+ * again as the failed one did, within these bounds, before they are stopped: a failure of the
+ * job's own (a script bug) then fails every node alike and puts none aside (1.17). */
+#define RDZVD_JOB_STARTUP_GRACE_MIN_MS 1000
+#define RDZVD_JOB_STARTUP_GRACE_MAX_MS 10000
 /* Restarts back off (JOIN restart_backoff, the cap): the first restart's generation forms at
  * once, each next one 1 s, 2 s, 4 s ... after its restart was decided; a generation that ran
  * this long before its failure starts the count over. */

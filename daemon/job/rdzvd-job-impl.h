@@ -178,6 +178,8 @@ struct rdzvd_job {
     double ended_s;     /* when it ended (unix seconds) */
     double cause_s;     /* when the failure that rdzvd_job_restart is about to act on happened,
                          * as its report dates it (unix seconds; 0: now); consumed by it */
+    int64_t startup_grace_ms; /* that failure's at start-up: EVENT restart's startup_grace_ms
+                               * (1.17; 0: none); consumed by rdzvd_job_restart too */
     struct {
         double time; /* unix seconds */
         char text[200];

@@ -280,8 +280,18 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     f = (struct rdzvd_job_record_fail){
         .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
         .startup = failed_at_startup(m, w->local_rank)};
-    if (f.startup)
+    if (f.startup) {
+        /* The others' workers may be about to fail alike (a script bug): they are given as
+         * long again as this one ran, 1 to 10 s, before they are stopped (EVENT restart). */
+        int64_t grace = (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
+
+        if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)
+            grace = RDZVD_JOB_STARTUP_GRACE_MIN_MS;
+        if (grace > RDZVD_JOB_STARTUP_GRACE_MAX_MS)
+            grace = RDZVD_JOB_STARTUP_GRACE_MAX_MS;
         m->startup_gen = j->generation;
+        j->startup_grace_ms = grace;
+    }
     switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
         /* Failed at start-up: the others' reports may still come, and every node failing

@@ -483,7 +483,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
 {
     bool counted = !uncounted, aside = j->aside_cause, slow = j->straggler_cause;
     double cause_s = j->cause_s;
-    struct rdzv_event e = {.type = "restart"};
+    struct rdzv_event e = {.type = "restart", .startup_grace_ms = j->startup_grace_ms};
     char delay[96];
     uint64_t backoff;
     struct rdzv_list *pos, *tmp;
@@ -492,6 +492,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
 
     j->aside_cause = j->straggler_cause = false;
     j->cause_s = 0;
+    j->startup_grace_ms = 0;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
     if (counted && j->restart_count >= j->max_restarts) {

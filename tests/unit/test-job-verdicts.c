@@ -142,6 +142,35 @@ static void test_every_node_failing_at_startup_is_the_jobs(void)
     env_done(&e);
 }
 
+/* A start-up failure's EVENT restart tells every node how long to hold the stop of workers
+ * still starting (1.17 startup_grace_ms: as long again as the failed one ran, at least 1 s), so
+ * that a script bug fails them alike (above) instead of the first node alone; a failure after
+ * the start-up window carries none. */
+static void test_startup_failure_restart_carries_a_grace(void)
+{
+    const int64_t ran[3] = {200, 3000, RDZVD_JOB_STARTUP_FAIL_MS + 1000};
+    const int64_t want[3] = {RDZVD_JOB_STARTUP_GRACE_MIN_MS, 3000, 0};
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 8);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    for (uint64_t gen = 1; gen <= 3; gen++) {
+        int first = at_rank(f, 2, 0);
+
+        jt_advance((uint64_t)ran[gen - 1]);
+        fail_rank(&f[first], gen, 0);
+        for (int i = 0; i < 2; i++) {
+            ASSERT_TRUE(event_is(&f[i], "restart"));
+            ASSERT_EQ(f[i].event.startup_grace_ms, want[gen - 1]);
+        }
+        all_ready(f, 2, gen);
+        ASSERT_EQ(f[first].round.generation, gen + 1);
+    }
+    env_done(&e);
+}
+
 /* Found by test-job-explore (I3): the first node to report a start-up failure is not put aside
  * before the others' reports are in, when one failure would be enough (--bad-node-failures 1),
  * or when its earlier failure of its own makes two (an elastic 2..3 job, --bad-node-failures 2):
@@ -532,6 +561,7 @@ int main(void)
     TEST(test_startup_failures_put_aside_without_spare);
     TEST(test_every_node_failing_at_startup_is_the_jobs);
     TEST(test_start_up_verdict_waits_for_every_report);
+    TEST(test_startup_failure_restart_carries_a_grace);
     TEST(test_start_up_failure_of_some_nodes_is_theirs);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
