@@ -4,7 +4,8 @@
  * each kind goes and comes back; a "for" the reader does not know reads as none; a member out of
  * range or of the wrong type is refused. And the EVENT's "cost" of 1.16 (what failures cost the
  * job, at its end): optional both ways, cut at a character on both sides. And 1.17's warning
- * in JOINED and HEARTBEAT's answer (another agent of the job under this host name): the same. */
+ * in JOINED and HEARTBEAT's answer (another agent of the job under this host name): the same;
+ * and EVENT restart's startup_grace_ms (1.17), bounded. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,10 +188,43 @@ static void test_warning(void)
     free(b);
 }
 
+/* EVENT restart's startup_grace_ms (1.17): absent, not written and read as 0; set, it comes
+ * back; negative or past RDZV_STARTUP_GRACE_MAX_MS, or not a number, refused. */
+static void test_event_startup_grace(void)
+{
+    struct rdzv_event e = {.type = "restart", .generation = 2, .summary = "root cause"}, e2;
+    struct rdzv_buf out = {0};
+    const uint8_t *p;
+    uint32_t n;
+    char body[2048];
+    const char *bad[] = {
+        "{\"type\":\"restart\",\"generation\":1,\"startup_grace_ms\":-1}",
+        "{\"type\":\"restart\",\"generation\":1,\"startup_grace_ms\":60001}",
+        "{\"type\":\"restart\",\"generation\":1,\"startup_grace_ms\":\"1\"}",
+    };
+
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    msgtest_frame(&out, RDZV_MSG_EVENT, &p, &n, body, sizeof(body));
+    ASSERT_NULL(strstr(body, "startup_grace_ms"));
+    ASSERT_OK(rdzv_msg_parse_event(p, n, &e2, err, sizeof(err)));
+    ASSERT_EQ(e2.startup_grace_ms, 0);
+    rdzv_buf_free(&out);
+    e.startup_grace_ms = 1500;
+    ASSERT_OK(rdzv_msg_put_event(&out, &e));
+    msgtest_frame(&out, RDZV_MSG_EVENT, &p, &n, body, sizeof(body));
+    ASSERT_NOT_NULL(strstr(body, "\"startup_grace_ms\":1500"));
+    ASSERT_OK(rdzv_msg_parse_event(p, n, &e2, err, sizeof(err)));
+    ASSERT_EQ(e2.startup_grace_ms, 1500);
+    rdzv_buf_free(&out);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ASSERT_EQ(rdzv_msg_parse_event(BODY(bad[i]), &e2, err, sizeof(err)), -EBADMSG);
+}
+
 int main(void)
 {
     TEST(test_heartbeat_wait);
     TEST(test_event_cost);
     TEST(test_warning);
+    TEST(test_event_startup_grace);
     return tap_done();
 }
