@@ -48,12 +48,19 @@ void agent_session_on_wait(struct agent_client *c, const struct rdzv_wait *w, vo
         else
             snprintf(nnodes, sizeof(nnodes), "%" PRId64 ":%" PRId64, w->need, w->max);
         left_text(w->left_ms, "before the join timeout", left, sizeof(left));
-        log_warn("still waiting for job %s's nodes: %" PRId64 " of --nnodes %s joined%s. Are the "
-                 "others started, with the same %s %s and %s %s:%u? Another id or endpoint is "
-                 "another job",
-                 a->cfg.run_id, w->nodes, nnodes, left,
-                 a->cfg.run_id_flag ? a->cfg.run_id_flag : "--rdzv-id", a->cfg.run_id,
-                 agent_endpoints_flag(&a->eps), ep->host, ep->port);
+        if (a->round.generation > 0) /* it ran, and lost a node: not a typo in the line */
+            log_warn("still waiting for job %s's nodes: %" PRId64 " of --nnodes %s joined%s. The "
+                     "job ran generation %" PRIu64 " and lost a node since (lost, or put aside: "
+                     "rdzvctl status says which); another agent with the same line takes its "
+                     "place",
+                     a->cfg.run_id, w->nodes, nnodes, left, a->round.generation);
+        else
+            log_warn("still waiting for job %s's nodes: %" PRId64 " of --nnodes %s joined%s. Are "
+                     "the others started, with the same %s %s and %s %s:%u? Another id or "
+                     "endpoint is another job",
+                     a->cfg.run_id, w->nodes, nnodes, left,
+                     a->cfg.run_id_flag ? a->cfg.run_id_flag : "--rdzv-id", a->cfg.run_id,
+                     agent_endpoints_flag(&a->eps), ep->host, ep->port);
         break;
     case RDZV_WAIT_REBUILD:
         left_text(w->left_ms, "before it goes on without the others", left, sizeof(left));

@@ -22,8 +22,9 @@ from agenttest import AGENT, AgentTestCase, main, start
 PY = "/usr/bin/python3"
 
 # The user's script: says who it is; then, by its argument, ends (hello), raises at once on
-# every rank (bug), waits to be killed in generation 1 (wait), or fails rank 1 half a second in
-# while rank 0 waits, in generation 1 (fail1). Generation 2 and later end at once.
+# every rank (bug), dies as it starts where FH_BAD is set and waits elsewhere (badnode), waits to
+# be killed in generation 1 (wait), or fails rank 1 half a second in while rank 0 waits, in
+# generation 1 (fail1). Generation 2 and later end at once (but badnode's).
 SCRIPT = r'''
 import os, sys, time
 gen = int(os.environ.get("RDZV_GENERATION", "1"))
@@ -32,6 +33,11 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "hello"
 print("rank %d of %s in generation %d" % (rank, os.environ["WORLD_SIZE"], gen), flush=True)
 if mode == "bug":
     raise SystemExit("train.py: KeyError: 'lr'")
+if mode == "badnode":  # this node's GPU is broken: its workers die as they start
+    if os.environ.get("FH_BAD"):
+        time.sleep(0.3)
+        raise SystemExit("CUDA error: unspecified launch failure")
+    time.sleep(120)
 if gen > 1 or mode == "hello":
     sys.exit(0)
 with open(os.path.join(os.environ["FH_OUT"], "pid.%d" % rank), "w") as f:
@@ -64,9 +70,9 @@ class Run:
     """One rdzv-agent line as the user types it (torchrun's flags), its stderr read as it
     comes: wait_for(pattern, within) is when the user sees a line."""
 
-    def __init__(self, case, args, out):
+    def __init__(self, case, args, out, env=None):
         self.t0 = time.monotonic()
-        self.p = start([AGENT, *args], env={"FH_OUT": out, "PYTHON_EXEC": PY})
+        self.p = start([AGENT, *args], env={"FH_OUT": out, "PYTHON_EXEC": PY, **(env or {})})
         case.addCleanup(self.kill)
         self.err, self.cv = "", threading.Condition()
         self.out = ""
@@ -125,10 +131,10 @@ class FirstHour(AgentTestCase):
         with open(self.script, "w") as f:
             f.write(SCRIPT)
 
-    def run_line(self, *args, sub=None):
+    def run_line(self, *args, sub=None, env=None):
         out = os.path.join(self.dir, sub or "x")
         os.makedirs(out, exist_ok=True)
-        return Run(self, list(args), out)
+        return Run(self, list(args), out, env)
 
     def c10d(self, port, run_id, nnodes=1, nproc=1):
         return ["--nnodes", str(nnodes), "--nproc_per_node", str(nproc), "--rdzv_backend",
@@ -208,6 +214,27 @@ class FirstHour(AgentTestCase):
                        r"restart budget exhausted \(2 of 2", 1)
             assert "put aside" not in r.err, r.err
             assert "train.py: KeyError: 'lr'" in r.err, r.err
+
+    def scene_bad_node_put_aside_the_wait_says_so(self):
+        # A node whose workers die as they start is put aside at its second failure; with no
+        # spare the job waits for a node, and the agent left says so, not "another endpoint?".
+        port = free_port()
+        runs = [self.run_line(*self.c10d(port, "fh-badnode", nnodes=2), "--host", h,
+                              "--max_restarts", "3", self.script, "badnode", sub="badnode-" + h,
+                              env={"FH_BAD": "1"} if h == "gpu-bad" else None)
+                for h in ("gpu-bad", "gpu-good")]
+        bad, good = runs
+        bad.ends(30, rc=69)
+        bad.wait_for(r"put aside by job fh-badnode[^\n]*its workers failed at start-up 2 times",
+                     1)
+        _, at = good.wait_for(r"still waiting for job fh-badnode's nodes: 1 of --nnodes 2 "
+                              r"joined \(\d+ s left before the join timeout\)\. The job ran "
+                              r"generation 2 and lost a node since \(lost, or put aside: "
+                              r"rdzvctl status says which\)", 30)
+        assert "Are the others started" not in good.err, good.err
+        sent = time.monotonic()
+        good.p.send_signal(signal.SIGINT)
+        good.ends(sent - good.t0 + 3, rc=130)
 
     def scene_waits_speak(self):
         # Another port (a typo) and another run id: each agent says within 10 s what it waits
