@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
@@ -83,26 +82,6 @@ static void send_ready(struct agent_session *a, uint64_t gen)
     session_set_state(a, AG_JOINING);
     a->restart_pending = false;
     (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = gen});
-}
-
-void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t local_rank,
-                                   int64_t code, int sig, const char *reason)
-{
-    struct rdzv_worker_exit *w = &a->pexit;
-    struct timeval tv;
-
-    gettimeofday(&tv, NULL);
-    memset(w, 0, sizeof(*w));
-    w->generation = a->round.generation;
-    w->rank = rank;
-    w->local_rank = local_rank;
-    w->exit_code = code;
-    w->signal = sig;
-    w->time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-    snprintf(w->host, sizeof(w->host), "%s", a->cfg.host);
-    if (reason)
-        snprintf(w->reason, sizeof(w->reason), "%s", reason);
-    a->pending_exit = agent_client_send_worker_exit(a->client, w) < 0;
 }
 
 /* --recovery inplace, and this generation's workers here stay to re-form in it. */
