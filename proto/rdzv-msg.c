@@ -580,12 +580,13 @@ int rdzv_msg_parse_event(const uint8_t *body, size_t len, struct rdzv_event *e, 
         r = rdzv_msg_unpack_fail(&jerr, "EVENT", err, errlen);
         goto out;
     }
-    if (grace < 0 || grace > RDZV_STARTUP_GRACE_MAX_MS) {
-        snprintf(err, errlen, "EVENT: startup_grace_ms out of range (0 to %d)",
-                 RDZV_STARTUP_GRACE_MAX_MS);
+    if (grace < 0) {
+        snprintf(err, errlen, "EVENT: startup_grace_ms must not be negative");
         r = -EBADMSG;
         goto out;
     }
+    if (grace > RDZV_STARTUP_GRACE_MAX_MS) /* a later rdzvd's longer one: this agent's longest */
+        grace = RDZV_STARTUP_GRACE_MAX_MS;
     r = rdzv_msg_copy_str(e->type, sizeof(e->type), type, "type", err, errlen);
     if (r == 0) {
         /* A long summary is cut, not refused: it is for people. */

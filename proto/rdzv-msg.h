@@ -163,7 +163,7 @@ struct rdzv_event {
     /* restart (1.17, optional both ways): the root cause failed at start-up; an agent whose
      * workers have not reported a step yet lets them run up to this long before stopping them,
      * so that a failure of the job's own (every node failing alike) shows as one. 0: none;
-     * at most RDZV_STARTUP_GRACE_MAX_MS. */
+     * a longer one is read as RDZV_STARTUP_GRACE_MAX_MS, a negative one refused. */
     int64_t startup_grace_ms;
 };
 #define RDZV_STARTUP_GRACE_MAX_MS 60000

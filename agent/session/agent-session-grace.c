@@ -20,7 +20,8 @@ static void grace_cb(uv_timer_t *t)
     if (!a->grace_on)
         return;
     a->grace_on = false;
-    if (a->state != AG_RUNNING) /* the job ended, or a signal stops it: that path stops them */
+    /* Leaving RUNNING ends the hold (agent-session.c): a generation of its own, all the same. */
+    if (a->state != AG_RUNNING || a->round.generation != a->stopping_gen)
         return;
     log_info("workers still starting after the grace: stopping them for the restart");
     a->grace_over(a);

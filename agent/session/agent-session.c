@@ -41,6 +41,8 @@ static void session_set_state(struct agent_session *a, enum agent_state st)
         (void)uv_timer_stop(&a->hold_timer);
         a->held.on = false;
     }
+    if (st != AG_RUNNING)
+        (void)agent_session_grace_end(a); /* a start-up grace holds a RUNNING generation only */
     a->state = st;
 }
 
@@ -114,11 +116,11 @@ static bool keep_in_place(struct agent_session *a)
 
 void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
 {
-    bool keep = keep_in_place(a);
+    bool keep = keep_in_place(a), held = agent_session_grace_end(a);
 
     session_set_state(a, AG_RESTARTING);
     a->stopping_gen = a->round.generation;
-    a->restart_pending = agent_session_grace_end(a); /* its EVENT restart came already */
+    a->restart_pending = held; /* held by a start-up grace: its EVENT restart came already */
     if (keep)
         a->failed[local_rank] = true;
     else
@@ -222,8 +224,9 @@ void agent_session_group_all_exited(struct agent_group *g, void *ud)
         (void)agent_client_send_leave(
             a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
         session_set_state(a, AG_LEFT);
-    } else if ((a->state == AG_RESTARTING || agent_session_grace_end(a)) && a->restart_pending) {
-        send_ready(a, a->stopping_gen);
+    } else if ((a->state == AG_RESTARTING || (a->state == AG_RUNNING && a->grace_on)) &&
+               a->restart_pending) {
+        send_ready(a, a->stopping_gen); /* held by a start-up grace: all gone, the same */
     }
 }
 
@@ -510,11 +513,13 @@ static void leaderless_cb(uv_timer_t *t)
               "stopping the workers rather than train a copy that may diverge; reconnecting",
               a->cfg.heartbeat_timeout_s);
     if (a->state == AG_RUNNING) {
+        bool held = agent_session_grace_end(a); /* its EVENT restart came already */
+
         a->local_failure = true;
         agent_session_report_failure(a, a->round.rank_offset, 0, 128 + SIGTERM, SIGTERM, reason);
         session_set_state(a, AG_RESTARTING);
         a->stopping_gen = a->round.generation;
-        a->restart_pending = false;
+        a->restart_pending = held;
     }
     agent_group_stop(a->group, SIGTERM);
 }

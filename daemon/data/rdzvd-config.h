@@ -125,8 +125,8 @@
 /* A start-up failure's EVENT restart lets the other nodes' workers still starting run as long
  * again as the failed one did, within these bounds, before they are stopped: a failure of the
  * job's own (a script bug) then fails every node alike and puts none aside (1.17). */
-#define RDZVD_JOB_STARTUP_GRACE_MIN_MS 1000
-#define RDZVD_JOB_STARTUP_GRACE_MAX_MS 10000
+#define RDZVD_JOB_STARTUP_GRACE_MIN_MS 2000
+#define RDZVD_JOB_STARTUP_GRACE_MAX_MS RDZVD_JOB_STARTUP_FAIL_MS
 /* Restarts back off (JOIN restart_backoff, the cap): the first restart's generation forms at
  * once, each next one 1 s, 2 s, 4 s ... after its restart was decided; a generation that ran
  * this long before its failure starts the count over. */

@@ -425,7 +425,7 @@ static bool event_equal(const struct rdzv_event *a, const struct rdzv_event *b)
 {
     return a->generation == b->generation && a->exit_code == b->exit_code &&
            strcmp(a->type, b->type) == 0 && strcmp(a->summary, b->summary) == 0 &&
-           strcmp(a->cost, b->cost) == 0;
+           strcmp(a->cost, b->cost) == 0 && a->startup_grace_ms == b->startup_grace_ms;
 }
 
 /* A copy of src (len bytes) held once for every member that gets it in a row: *last, the

@@ -159,9 +159,17 @@ int rdzvd_member_index(struct rdzvd_member *m)
     struct rdzvd_job *j = m->job;
     int r = rdzvd_member_index_add(&j->by_id, m);
 
-    /* Not the first of its name: the first's twin, once the JOIN is taken (rdzvd-job-join.c). */
-    if (r < 0 || rdzvd_member_index_find(&j->by_host, m->join.host))
+    struct rdzvd_member *first;
+
+    /* Not the first of its name: counted by the first, and its twin once the JOIN is taken
+     * (rdzvd-job-join.c). */
+    if (r < 0)
         return r;
+    rdzv_list_init(&m->same_host);
+    if ((first = rdzvd_member_index_find(&j->by_host, m->join.host))) {
+        rdzv_list_add_tail(&first->same_host, &m->same_host);
+        return 0;
+    }
     if ((r = rdzvd_member_index_add(&j->by_host, m)) < 0)
         rdzvd_member_index_del(&j->by_id, m);
     m->host_indexed = r == 0;
@@ -171,15 +179,23 @@ int rdzvd_member_index(struct rdzvd_member *m)
 void rdzvd_member_unindex(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
-    struct rdzvd_member *first;
+    struct rdzvd_member *first, *o;
 
     rdzvd_member_index_del(&j->by_id, m);
-    if (m->host_indexed) {
+    if (!m->host_indexed) {
+        first = rdzvd_member_index_find(&j->by_host, m->join.host);
+        if (first && first->twin == m)
+            first->twin = NULL;
+    } else {
         rdzvd_member_index_del(&j->by_host, m);
         m->host_indexed = false;
-    } else if ((first = rdzvd_member_index_find(&j->by_host, m->join.host)) && first->twin == m) {
-        first->twin = NULL;
+        /* The next member under its name takes its place (the index has room: m's went). */
+        if (!rdzv_list_empty(&m->same_host)) {
+            o = rdzv_container_of(m->same_host.next, struct rdzvd_member, same_host);
+            o->host_indexed = rdzvd_member_index_add(&j->by_host, o) == 0;
+        }
     }
+    rdzv_list_del(&m->same_host);
 }
 
 void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_member *o, char *buf,

@@ -78,6 +78,7 @@ struct rdzvd_member {
     void (*freed)(struct rdzvd_member *m); /* once hb_timer is closed */
     bool hb_rechecked;   /* the deadline passed with input unread: one more loop turn given */
     bool host_indexed;   /* the first of its host name: in job->by_host */
+    struct rdzv_list same_host; /* a ring of the job's members under its host name */
     /* Indexed: a later member under its host name, said to its agent in the next HEARTBEAT
      * answer (rdzvd_member_twin_warning); NULL: none, or said. */
     struct rdzvd_member *twin;
@@ -179,7 +180,8 @@ struct rdzvd_job {
     double cause_s;     /* when the failure that rdzvd_job_restart is about to act on happened,
                          * as its report dates it (unix seconds; 0: now); consumed by it */
     int64_t startup_grace_ms; /* that failure's at start-up: EVENT restart's startup_grace_ms
-                               * (1.17; 0: none); consumed by rdzvd_job_restart too */
+                               * (1.17; 0: none); consumed by rdzvd_job_restart too, which */
+    int64_t stopping_grace_ms; /* keeps it here for the stop under way (0: none) */
     struct {
         double time; /* unix seconds */
         char text[200];

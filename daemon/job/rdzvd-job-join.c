@@ -844,7 +844,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
                    jn->host, jn->node_id, jn->nproc, jn->node_rank >= 0 ? asked : "any node rank",
                    j->nmembers, j->min, j->max, spare ? " (waits for the next generation)" : "");
     twin_of = rdzvd_member_index_find(&j->by_host, jn->host);
-    if (twin_of == m)
+    if (twin_of == m || (twin_of && !twin_of->peer)) /* gone: most likely this agent, before */
         twin_of = NULL;
     if (twin_of) {
         /* Two agents of the job under one host name: both are told (the other at its next

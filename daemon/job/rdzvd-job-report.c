@@ -173,13 +173,15 @@ static bool exit_from_outside(const struct rdzv_worker_exit *w)
             (w->signal <= 0 && w->exit_code > 128 && signal_from_outside(w->exit_code - 128)));
 }
 
-/* Whether m's local rank failed at start-up: soon after its generation formed, and before it
- * reported a step. */
-static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank)
+/* Whether m's local rank failed at start-up: soon after its generation formed (within
+ * extra_ms more: a generation that stops after a start-up failure gave the others' workers its
+ * grace, and a second of slack for the report), and before it reported a step. */
+static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank, int64_t extra_ms)
 {
     const struct rdzvd_job *j = m->job;
 
-    return j->formed_ms && rdzvd_job_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS &&
+    return j->formed_ms &&
+           (int64_t)(rdzvd_job_now_ms() - j->formed_ms) < RDZVD_JOB_STARTUP_FAIL_MS + extra_ms &&
            !rdzvd_member_rank_progressed(m, local_rank);
 }
 
@@ -196,10 +198,10 @@ static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_ex
     struct rdzvd_job_record_hist *before;
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
-    int64_t alike = 0;
+    int64_t alike = 0, extra = j->stopping_grace_ms ? j->stopping_grace_ms + 1000 : 0;
     int n;
 
-    if (!failed_at_startup(m, w->local_rank) || w->reason[0] || exit_from_outside(w) ||
+    if (!failed_at_startup(m, w->local_rank, extra) || w->reason[0] || exit_from_outside(w) ||
         m->startup_gen == j->generation)
         return;
     m->startup_gen = j->generation;
@@ -279,10 +281,10 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     /* A node put aside leaves before the restart: the next generation forms without it. */
     f = (struct rdzvd_job_record_fail){
         .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
-        .startup = failed_at_startup(m, w->local_rank)};
+        .startup = failed_at_startup(m, w->local_rank, 0)};
     if (f.startup) {
         /* The others' workers may be about to fail alike (a script bug): they are given as
-         * long again as this one ran, 1 to 10 s, before they are stopped (EVENT restart). */
+         * long again as this one ran, 2 to 5 s, before they are stopped (EVENT restart). */
         int64_t grace = (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
 
         if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)

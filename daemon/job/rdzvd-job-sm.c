@@ -511,6 +511,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         return;
     }
     snprintf(j->last_cause, sizeof(j->last_cause), "%s", summary);
+    j->stopping_grace_ms = e.startup_grace_ms;
     rdzvd_job_timer_stop(j);
     backoff = rdzvd_job_backoff_start(j, counted);
     e.generation = j->generation;

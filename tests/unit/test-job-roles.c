@@ -582,7 +582,7 @@ static void test_two_agents_under_one_host_name_are_told(void)
 
     env_init(&e, -1);
     for (int i = 0; i < 4; i++) {
-        jn = join_of(i, 3, 3, 0);
+        jn = join_of(i, 8, 8, 0); /* forming all along */
         snprintf(jn.host, sizeof(jn.host), "%s", i == 2 ? "other" : "vm");
         ASSERT_OK(join(&e, &f[i], &jn));
     }
@@ -599,16 +599,28 @@ static void test_two_agents_under_one_host_name_are_told(void)
     ASSERT_FALSE(rdzvd_member_twin_warning(f[2].m, text, sizeof(text)));
     ASSERT_FALSE(rdzvd_member_twin_warning(f[1].m, text, sizeof(text)));
     /* Another under vm, gone before the first heard: nothing left to say (nor freed memory). */
-    jn = join_of(5, 3, 3, 0);
+    jn = join_of(5, 8, 8, 0);
     snprintf(jn.host, sizeof(jn.host), "vm");
     {
         struct fake late = {0};
 
         ASSERT_OK(join(&e, &late, &jn));
-        ASSERT_TRUE(late.spare);
         rdzvd_member_gone(late.m);
     }
     ASSERT_FALSE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
+    /* The first under vm gone, the next takes its place: a later one is told of it. */
+    rdzvd_member_gone(f[0].m);
+    jn = join_of(6, 8, 8, 0);
+    snprintf(jn.host, sizeof(jn.host), "vm");
+    {
+        struct fake later = {0};
+
+        ASSERT_OK(join(&e, &later, &jn));
+        ASSERT_TRUE(strstr(later.warning, "(node id node-1)") != NULL);
+        ASSERT_TRUE(rdzvd_member_twin_warning(f[1].m, text, sizeof(text)));
+        ASSERT_TRUE(strstr(text, "(node id node-6)") != NULL);
+        rdzvd_member_gone(later.m);
+    }
     env_done(&e);
 }
 

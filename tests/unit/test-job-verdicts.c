@@ -143,7 +143,7 @@ static void test_every_node_failing_at_startup_is_the_jobs(void)
 }
 
 /* A start-up failure's EVENT restart tells every node how long to hold the stop of workers
- * still starting (1.17 startup_grace_ms: as long again as the failed one ran, at least 1 s), so
+ * still starting (1.17 startup_grace_ms: as long again as the failed one ran, at least 2 s), so
  * that a script bug fails them alike (above) instead of the first node alone; a failure after
  * the start-up window carries none. */
 static void test_startup_failure_restart_carries_a_grace(void)
@@ -167,6 +167,36 @@ static void test_startup_failure_restart_carries_a_grace(void)
         }
         all_ready(f, 2, gen);
         ASSERT_EQ(f[first].round.generation, gen + 1);
+    }
+    env_done(&e);
+}
+
+/* The others' start-up failures that come in the grace their stop gave them (past the 5 s
+ * start-up window) still count: every node failed alike, and nobody is put aside even at
+ * --bad-node-failures 1. Before, the second node's report at 5.5 s was no start-up failure, and
+ * the first node was put aside alone. */
+static void test_startup_failures_in_the_grace_are_alike(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+    int first, second;
+
+    env_init(&e, -1);
+    jn.bad_node_failures = 1;
+    join_n(&e, f, 2, jn);
+    first = at_rank(f, 2, 0);
+    second = 1 - first;
+    jt_advance(3000);
+    fail_rank(&f[first], 1, 0);
+    ASSERT_EQ(f[second].event.startup_grace_ms, 3000);
+    jt_advance(2500);
+    fail_rank(&f[second], 1, 0); /* 5.5 s after the round: in the grace */
+    all_ready(f, 2, 1);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_FALSE(event_is(&f[i], "put_aside"));
+        ASSERT_FALSE(f[i].closed);
+        ASSERT_EQ(f[i].round.generation, 2);
     }
     env_done(&e);
 }
@@ -562,6 +592,7 @@ int main(void)
     TEST(test_every_node_failing_at_startup_is_the_jobs);
     TEST(test_start_up_verdict_waits_for_every_report);
     TEST(test_startup_failure_restart_carries_a_grace);
+    TEST(test_startup_failures_in_the_grace_are_alike);
     TEST(test_start_up_failure_of_some_nodes_is_theirs);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
