@@ -185,6 +185,21 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank, 
            !rdzvd_member_rank_progressed(m, local_rank);
 }
 
+/* m's start-up failure would put its node aside, but the others' workers may be about to fail
+ * alike (a script bug: the job's failure, P4): they are given as long again as it ran, 2 to
+ * 5 s, before they are stopped (EVENT restart's startup_grace_ms, 1.17). Only then: a failure
+ * that puts nobody aside restarts at once. */
+static void startup_grace(struct rdzvd_job *j)
+{
+    int64_t grace = (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
+
+    if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)
+        grace = RDZVD_JOB_STARTUP_GRACE_MIN_MS;
+    if (grace > RDZVD_JOB_STARTUP_GRACE_MAX_MS)
+        grace = RDZVD_JOB_STARTUP_GRACE_MAX_MS;
+    j->startup_grace_ms = grace;
+}
+
 /* A worker of m failed in a generation that already stops (another node's failure came first).
  * Every node failing at start-up in the same generation is the job's own failure (a script bug,
  * a bad input): the start-up failures charged to the others in it are taken back, so that no
@@ -282,18 +297,8 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     f = (struct rdzvd_job_record_fail){
         .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
         .startup = failed_at_startup(m, w->local_rank, 0)};
-    if (f.startup) {
-        /* The others' workers may be about to fail alike (a script bug): they are given as
-         * long again as this one ran, 2 to 5 s, before they are stopped (EVENT restart). */
-        int64_t grace = (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
-
-        if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)
-            grace = RDZVD_JOB_STARTUP_GRACE_MIN_MS;
-        if (grace > RDZVD_JOB_STARTUP_GRACE_MAX_MS)
-            grace = RDZVD_JOB_STARTUP_GRACE_MAX_MS;
+    if (f.startup)
         m->startup_gen = j->generation;
-        j->startup_grace_ms = grace;
-    }
     switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
     case RDZVD_ASIDE_NOW:
         /* Failed at start-up: the others' reports may still come, and every node failing
@@ -301,6 +306,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         if (f.startup) {
             m->aside_pending = true;
             j->aside_cause = true; /* the recovery is a bad node's, as when it goes at once */
+            startup_grace(j);
         } else {
             rdzvd_member_dismiss(m);
         }
