@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "common/rdzv-log.h"
+#include "agent/session/agent-sched.h"
 
 #define DRAIN_REASON_MAX 200 /* Slurm keeps a reason of any length; a short one reads better */
 
@@ -69,6 +70,8 @@ int agent_drain_node(const char *reason, double timeout_s)
     char why[DRAIN_REASON_MAX + 8], name_arg[300], reason_arg[DRAIN_REASON_MAX + 16];
     char host[256];
     char *argv[8] = {0};
+    const char *pe;
+    int64_t rank, nhosts;
     struct drain d = {0};
     uv_loop_t loop;
     int r;
@@ -94,9 +97,18 @@ int agent_drain_node(const char *reason, double timeout_s)
         argv[2] = "-C";
         argv[3] = why;
         argv[4] = name_arg;
+    } else if (agent_sge_job() && (pe = getenv("PE_HOSTFILE")) &&
+               agent_sge_host(pe, host, &rank, &nhosts, name_arg, sizeof(name_arg)) == 0) {
+        /* Grid Engine: this host's queue instance ("all.q@node1", its PE_HOSTFILE line) is
+         * disabled; qmod takes no reason: the agent's log and rdzvd's say it. */
+        log_warn("--on-bad-node drain: disabling Grid Engine queue instance %s (%s)", name_arg,
+                 why);
+        argv[0] = "qmod";
+        argv[1] = "-d";
+        argv[2] = name_arg;
     } else {
-        log_warn("--on-bad-node drain: neither Slurm nor PBS runs this job: node %s is not "
-                 "drained", host);
+        log_warn("--on-bad-node drain: neither Slurm, PBS nor Grid Engine (with a PE_HOSTFILE "
+                 "that names it) runs this job: node %s is not drained", host);
         return -ENOENT;
     }
     r = uv_loop_init(&loop);

@@ -2,7 +2,9 @@
 /* agent-drain.h: rdzv-agent --on-bad-node drain: the scheduler hears of a node its job put aside,
  * so that the next job does not get it either. Under Slurm (SLURMD_NODENAME, or SLURM_JOB_ID and
  * the host name) the node is drained with the reason, `scontrol update NodeName=N State=DRAIN
- * Reason="rdzv: ..."`; under PBS (PBS_JOBID) marked offline, `pbsnodes -o -C "rdzv: ..." HOST`.
+ * Reason="rdzv: ..."`; under PBS (PBS_JOBID) marked offline, `pbsnodes -o -C "rdzv: ..." HOST`;
+ * under Grid Engine (agent_sge_job) its queue instance disabled, `qmod -d QUEUE@HOST` (this
+ * host's line of PE_HOSTFILE).
  * Elsewhere nothing is done (said once). A drain that fails is logged and changes nothing else:
  * the agent's exit status stays the put-aside one.
  *

@@ -16,6 +16,7 @@
 #include "common/rdzv-opt.h"
 #include "common/rdzv-util.h"
 #include "agent/group/agent-redirects.h"
+#include "agent/session/agent-sched.h"
 
 /* How the user named opt ("--nproc_per_node"), else dflt. */
 static const char *typed_or(const struct rdzv_opt *opt, const char *dflt)
@@ -334,7 +335,8 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_CALLBACK, .name = "nnodes", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
          .dest = &o->deferred[D_NNODES],
          .typed = o->deferred_typed[D_NNODES], .metavar = "N|MIN:MAX",
-         .help = "nodes in the job (default: $SLURM_NNODES or 1)"},
+         .help = "nodes in the job (default: $SLURM_NNODES, Grid Engine's\n"
+                 "$NHOSTS, or 1)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "nproc", .flags = RDZV_OPT_F_PREFER,
          .alias = "nproc-per-node", .cb = defer_cb,
          .dest = &o->deferred[D_NPROC], .typed = o->deferred_typed[D_NPROC],
@@ -354,12 +356,14 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_CALLBACK, .name = "rdzv-id", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
          .dest = &o->deferred[D_RUN_ID], .typed = o->deferred_typed[D_RUN_ID],
          .metavar = "ID", .env = "RDZV_ID *",
-         .help = "job id shared by all nodes (default: $SLURM_JOB_ID, then\n$PBS_JOBID)"},
+         .help = "job id shared by all nodes (default: $SLURM_JOB_ID, then\n"
+                 "$PBS_JOBID, then Grid Engine's $JOB_ID[.$SGE_TASK_ID])"},
         {.kind = RDZV_OPT_CALLBACK, .name = "node-rank", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
          .dest = &o->deferred[D_NODE_RANK], .typed = o->deferred_typed[D_NODE_RANK], .imin = 0,
          .imax = 99999, .metavar = "N",
          .help = "this node's rank (default: $SLURM_NODEID, then\n"
-                 "$OMPI_COMM_WORLD_RANK, else the order of arrival)"},
+                 "$OMPI_COMM_WORLD_RANK, then its line of Grid Engine's\n"
+                 "$PE_HOSTFILE, else the order of arrival)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "max-restarts", .flags = RDZV_OPT_F_PREFER,
          .cb = defer_cb,
          .dest = &o->deferred[D_MAX_RESTARTS],
@@ -603,7 +607,8 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
 
     /* The scheduler's node count is a default that RDZV_NNODES and --nnodes override (a bad one
      * is left out). */
-    if (((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES"))) &&
+    if (((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES")) ||
+         (agent_sge_job() && (s = getenv("NHOSTS")))) &&
         nnodes_parse(s, &lo, &hi) == NULL)
         o->deferred[D_NNODES] = s;
     r = rdzv_opt_parse(&prog, argc, argv, ret_first_arg);
@@ -717,10 +722,10 @@ static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int f
         o->endpoint = o->rdzv_endpoint;
     /* torchrun's default run id, unless rdzvd was started by hand (--endpoint): one daemon
      * serves many jobs there, and the scheduler's job id (or --rdzv-id) tells them apart */
-    if (!o->run_id && !getenv("SLURM_JOB_ID") && !getenv("PBS_JOBID") && o->endpoint != NULL &&
+    if (!o->run_id && !agent_sched_job_id() && o->endpoint != NULL &&
         o->endpoint == o->rdzv_endpoint)
         o->run_id = "none";
-    if (!o->run_id && !o->endpoint && !getenv("SLURM_JOB_ID") && !getenv("PBS_JOBID"))
+    if (!o->run_id && !o->endpoint && !agent_sched_job_id())
         o->run_id = "none";
     if (o->backend == AGENT_BACKEND_STATIC) {
         if (!o->endpoint && o->master_port > 65535) {
@@ -740,7 +745,8 @@ static int torchrun_semantics(struct agent_opts *o, int argc, char **argv, int f
                     o->endpoint);
             return -EINVAL;
         }
-        if (o->node_rank < 0 && !getenv("SLURM_NODEID") && !getenv("OMPI_COMM_WORLD_RANK"))
+        if (o->node_rank < 0 && !getenv("SLURM_NODEID") && !getenv("OMPI_COMM_WORLD_RANK") &&
+            !(agent_sge_job() && getenv("PE_HOSTFILE")))
             o->node_rank = 0; /* torchrun's default */
         o->may_host = o->is_host != 0;
         return 0;
@@ -824,9 +830,10 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
                         "single node\n");
         return -EINVAL;
     }
-    if (!o->run_id && !(o->run_id = getenv("SLURM_JOB_ID")) && !(o->run_id = getenv("PBS_JOBID"))) {
-        fprintf(stderr, "rdzv-agent: no job id: pass --rdzv-id ID, the same on every node (Slurm "
-                        "and PBS jobs get one from SLURM_JOB_ID / PBS_JOBID)\n");
+    if (!o->run_id && !(o->run_id = agent_sched_job_id())) {
+        fprintf(stderr, "rdzv-agent: no job id: pass --rdzv-id ID, the same on every node (Slurm, "
+                        "PBS and Grid Engine jobs get one from SLURM_JOB_ID / PBS_JOBID / "
+                        "JOB_ID)\n");
         return -EINVAL;
     }
     if (o->node_rank < 0) {
@@ -838,6 +845,9 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
             src = "OMPI_COMM_WORLD_RANK";
         if (src && parse_int(src, s, 0, 99999, &o->node_rank) < 0)
             return -EINVAL;
+        if (!src && agent_sge_job() && (s = getenv("PE_HOSTFILE")) && *s &&
+            agent_sge_node_rank(s, &o->node_rank) == 0)
+            src = "PE_HOSTFILE";
         o->rank_hint = src != NULL; /* the scheduler's numbering: a preference */
     }
     if (o->backend == AGENT_BACKEND_STATIC) {

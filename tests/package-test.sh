@@ -42,7 +42,7 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$
   >"$work/install.log" 2>&1 ||
   { tail -10 "$work/install.log"; echo "FAIL: install the package"; exit 1; }
 for f in /usr/bin/rdzvd /usr/bin/rdzv-agent /usr/bin/rdzvctl /usr/share/rdzv/rdzv.sbatch \
-         /usr/share/rdzv/rdzv.pbs /usr/share/man/man8/rdzvd.8.gz \
+         /usr/share/rdzv/rdzv.pbs /usr/share/rdzv/rdzv.sge /usr/share/man/man8/rdzvd.8.gz \
          /usr/share/man/man1/rdzv-agent.1.gz; do
   check "installed $f" test -e "$f"
 done

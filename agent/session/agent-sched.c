@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,6 +136,91 @@ int agent_slurm_why(const char *job_id, double timeout_s, char *why, size_t len)
     return 0;
 }
 
+bool agent_sge_job(void)
+{
+    const char *id = getenv("JOB_ID");
+
+    return id && *id && (getenv("SGE_ROOT") || getenv("PE_HOSTFILE"));
+}
+
+const char *agent_sched_job_id(void)
+{
+    static char id[128];
+    const char *s, *task;
+
+    if ((s = getenv("SLURM_JOB_ID")) || (s = getenv("PBS_JOBID")))
+        return s;
+    if (!agent_sge_job())
+        return NULL;
+    s = getenv("JOB_ID");
+    task = getenv("SGE_TASK_ID");
+    if (task && *task && strspn(task, "0123456789") == strlen(task))
+        snprintf(id, sizeof(id), "%.100s.%.20s", s, task);
+    else
+        snprintf(id, sizeof(id), "%.120s", s);
+    return id;
+}
+
+/* Whether a and b name one host: equal up to the first '.' of either, without case. */
+static bool same_host(const char *a, const char *b)
+{
+    size_t la = strcspn(a, "."), lb = strcspn(b, ".");
+
+    return la == lb && la > 0 && strncasecmp(a, b, la) == 0;
+}
+
+int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *nhosts,
+                   char *queue, size_t qlen)
+{
+    char line[1024], name[256], q[256];
+    int64_t n = 0, found = -1;
+    unsigned slots;
+    FILE *f = fopen(path, "re");
+    int r = 0;
+
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f)) {
+        if (strspn(line, " \t\n") == strlen(line))
+            continue;
+        if (sscanf(line, "%255s %u %255s", name, &slots, q) != 3 || !slots) {
+            r = -EBADMSG;
+            break;
+        }
+        if (found < 0 && same_host(name, host)) {
+            found = n;
+            snprintf(queue, qlen, "%s", q);
+        }
+        n++;
+    }
+    if (r == 0 && ferror(f))
+        r = -EIO;
+    fclose(f);
+    if (r < 0)
+        return r;
+    if (found < 0)
+        return -ENOENT;
+    *rank = found;
+    *nhosts = n;
+    return 0;
+}
+
+int agent_sge_node_rank(const char *path, int64_t *rank)
+{
+    char hn[256] = "", queue[256];
+    int64_t n;
+    int r;
+
+    (void)gethostname(hn, sizeof(hn) - 1);
+    r = agent_sge_host(path, hn, rank, &n, queue, sizeof(queue));
+    if (r < 0)
+        fprintf(stderr, "rdzv-agent: Grid Engine's PE_HOSTFILE %s: %s%s: node ranks go by the "
+                        "order of arrival\n",
+                path, r == -ENOENT ? "no line for this host, " : "",
+                r == -ENOENT ? hn : strerror(-r));
+    return r;
+}
+
 void agent_sched_cancel_reason(char *reason, size_t len)
 {
     const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID");
@@ -149,5 +235,7 @@ void agent_sched_cancel_reason(char *reason, size_t len)
         snprintf(reason, len, "Slurm job %s", sj);
     else if (pj && *pj)
         snprintf(reason, len, "PBS job %s", pj);
+    else if (agent_sge_job())
+        snprintf(reason, len, "Grid Engine job %s", agent_sched_job_id());
     rdzv_utf8_trim(reason);
 }

@@ -7,7 +7,9 @@
  * The command runs for at most its timeout, the agent's loop waiting (at most that long, once,
  * as the agent stops). Threads: the main thread. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* How long the agent waits for squeue when it is cancelled. */
 #define AGENT_SLURM_WHY_TIMEOUT_S 2.0
@@ -21,3 +23,25 @@ void agent_sched_cancel_reason(char *reason, size_t len);
  * signal from outside Slurm: the job still runs", or Slurm's own state and reason), into why.
  * 0, or a negative errno (squeue missing, failing or too slow: why is then empty; logged). */
 int agent_slurm_why(const char *job_id, double timeout_s, char *why, size_t len);
+
+/* Grid Engine (Son of Grid Engine, as Debian ships it; Univa and Altair keep its variables) runs
+ * this process in its job: JOB_ID, with SGE_ROOT or PE_HOSTFILE beside it (JOB_ID alone is too
+ * common a name to mean it). */
+bool agent_sge_job(void);
+
+/* The scheduler's job id, the same on every node of the job: SLURM_JOB_ID, PBS_JOBID, or Grid
+ * Engine's JOB_ID ("JOB_ID.TASK" in an array job: SGE_TASK_ID is "undefined" outside one).
+ * NULL outside a scheduler. The string lives until the next call. */
+const char *agent_sched_job_id(void);
+
+/* Grid Engine's parallel environment: host's line of the PE_HOSTFILE at path ("HOST SLOTS
+ * QUEUE@HOST PROCESSORS", one line a host, in the allocation's order; host names compared up to
+ * their first '.', without case): its index into *rank, the hosts into *nhosts, its queue
+ * instance ("all.q@node1") into queue. 0, -ENOENT (host not in it), -EBADMSG (a line that is
+ * not one), or the errno of reading it. */
+int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *nhosts,
+                   char *queue, size_t qlen);
+/* This host's index in the allocation's PE_HOSTFILE at path (agent_sge_host, by gethostname),
+ * into *rank: 0, or a negative errno said on stderr in one line (node ranks then go by the
+ * order of arrival, as with no scheduler). */
+int agent_sge_node_rank(const char *path, int64_t *rank);
