@@ -22,12 +22,18 @@ done | $sudo debconf-set-selections
 policy=
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   policy=/usr/sbin/policy-rc.d
+  trap '$sudo rm -f "$policy"' EXIT
   printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy"
 fi
 status=0
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
   "${missing[@]}" >/tmp/rdzv-apt.log 2>&1 || status=$?
 [ -n "$policy" ] && $sudo rm -f "$policy"
+trap - EXIT
+# Nor at the next boot, where systemd runs (tests/sge/local-sge.sh starts and stops them).
+if [ -d /run/systemd/system ]; then
+  $sudo systemctl disable --now gridengine-master gridengine-exec >/dev/null 2>&1 || true
+fi
 if [ $status != 0 ]; then
   tail -20 /tmp/rdzv-apt.log
   echo "install-deps: apt-get install failed" >&2

@@ -140,7 +140,8 @@ bool agent_sge_job(void)
 {
     const char *id = getenv("JOB_ID");
 
-    return id && *id && (getenv("SGE_ROOT") || getenv("PE_HOSTFILE"));
+    return id && *id &&
+           (getenv("PE_HOSTFILE") || getenv("SGE_JOB_SPOOL_DIR") || getenv("SGE_O_WORKDIR"));
 }
 
 const char *agent_sched_job_id(void)
@@ -169,10 +170,19 @@ static bool same_host(const char *a, const char *b)
     return la == lb && la > 0 && strncasecmp(a, b, la) == 0;
 }
 
+/* The first n names of seen (each 256 bytes) name host too. */
+static bool seen_before(const char (*seen)[256], int64_t n, const char *host)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (same_host(seen[i], host))
+            return true;
+    return false;
+}
+
 int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *nhosts,
                    char *queue, size_t qlen)
 {
-    char line[1024], name[256], q[256];
+    char line[1024], name[256], q[256], (*seen)[256] = NULL;
     int64_t n = 0, found = -1;
     unsigned slots;
     FILE *f = fopen(path, "re");
@@ -181,6 +191,8 @@ int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *n
     if (!f)
         return -errno;
     while (fgets(line, sizeof(line), f)) {
+        void *grown;
+
         if (strspn(line, " \t\n") == strlen(line))
             continue;
         if (sscanf(line, "%255s %u %255s", name, &slots, q) != 3 || !slots) {
@@ -191,8 +203,17 @@ int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *n
             found = n;
             snprintf(queue, qlen, "%s", q);
         }
-        n++;
+        /* A host appears once a queue it gives slots from: counted once, at its first line. */
+        if (seen_before((const char (*)[256])seen, n, name))
+            continue;
+        if (!(grown = realloc(seen, (size_t)(n + 1) * sizeof(*seen)))) {
+            r = -ENOMEM;
+            break;
+        }
+        seen = grown;
+        snprintf(seen[n++], sizeof(seen[0]), "%s", name);
     }
+    free(seen);
     if (r == 0 && ferror(f))
         r = -EIO;
     fclose(f);

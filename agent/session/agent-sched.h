@@ -25,8 +25,9 @@ void agent_sched_cancel_reason(char *reason, size_t len);
 int agent_slurm_why(const char *job_id, double timeout_s, char *why, size_t len);
 
 /* Grid Engine (Son of Grid Engine, as Debian ships it; Univa and Altair keep its variables) runs
- * this process in its job: JOB_ID, with SGE_ROOT or PE_HOSTFILE beside it (JOB_ID alone is too
- * common a name to mean it). */
+ * this process in its job: JOB_ID, with PE_HOSTFILE, SGE_JOB_SPOOL_DIR or SGE_O_WORKDIR beside it,
+ * which only a job has (JOB_ID alone is too common a name to mean it; SGE_ROOT is in every login
+ * shell of such a cluster). */
 bool agent_sge_job(void);
 
 /* The scheduler's job id, the same on every node of the job: SLURM_JOB_ID, PBS_JOBID, or Grid
@@ -35,10 +36,11 @@ bool agent_sge_job(void);
 const char *agent_sched_job_id(void);
 
 /* Grid Engine's parallel environment: host's line of the PE_HOSTFILE at path ("HOST SLOTS
- * QUEUE@HOST PROCESSORS", one line a host, in the allocation's order; host names compared up to
- * their first '.', without case): its index into *rank, the hosts into *nhosts, its queue
- * instance ("all.q@node1") into queue. 0, -ENOENT (host not in it), -EBADMSG (a line that is
- * not one), or the errno of reading it. */
+ * QUEUE@HOST PROCESSORS", in the allocation's order, a host once a queue it gives slots from;
+ * host names compared up to their first '.', without case): its index among the distinct hosts
+ * into *rank, their number into *nhosts, its (first) queue instance ("all.q@node1") into queue.
+ * 0, -ENOENT (host not in it), -EBADMSG (a line that is not one), -ENOMEM, or the errno of
+ * reading it. */
 int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *nhosts,
                    char *queue, size_t qlen);
 /* This host's index in the allocation's PE_HOSTFILE at path (agent_sge_host, by gethostname),

@@ -7,11 +7,11 @@
 #                            allowed), wait until the queue takes jobs; DIR/env holds what the
 #                            clients need (SGE_ROOT, SGE_CELL): source it
 #   local-sge.sh stop DIR    stop the daemons started by 'start DIR'
-# Grid Engine is one cluster a machine (SGE_ROOT=/var/lib/gridengine): tests that use it hold the
-# suite's lock (tests/suite-lock.sh). Its settings here, for a test machine: root may run jobs
-# (min_uid 0), the scheduler runs every second, the load (a busy 2-CPU machine) never closes
-# the queue, and the host's names (vm, localhost: 127.0.0.1 has both) are one host
-# (host_aliases; else qmaster refuses its own host's clients as "localhost").
+# Grid Engine is one cluster a machine (SGE_ROOT=/var/lib/gridengine): its test runs in one build
+# only (tests/meson.build), and 'stop' ends any qmaster and execd here. Its settings here, for a
+# test machine: root may run jobs (min_uid 0), the scheduler runs every second, the load (a busy
+# 2-CPU machine) never closes the queue, and the host's names (vm, localhost: 127.0.0.1 has both)
+# are one host (host_aliases; else qmaster refuses its own host's clients as "localhost").
 set -eu
 cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: local-sge.sh start|stop DIR" >&2; exit 2; }
@@ -53,13 +53,22 @@ if [ ${#need[@]} -gt 0 ]; then
   # Not as services (a machine with systemd would start them at every boot): this script
   # starts and stops them.
   policy=
-  [ -e /usr/sbin/policy-rc.d ] || { policy=/usr/sbin/policy-rc.d; printf '#!/bin/sh\nexit 101\n' \
-    >"$policy"; chmod 755 "$policy"; }
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    trap 'rm -f "$policy"' EXIT
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+  fi
   status=0
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
     >"$dir/install.log" 2>&1 || status=$?
   [ -n "$policy" ] && rm -f "$policy"
+  trap - EXIT
   [ $status = 0 ] || { cat "$dir/install.log" >&2; exit 1; }
+  # Nor at the next boot, where systemd runs.
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now gridengine-master gridengine-exec >/dev/null 2>&1 || true
+  fi
 fi
 common=$SGE_ROOT/$SGE_CELL/common
 [ -s "$common/act_qmaster" ] || { echo "local-sge.sh: $common/act_qmaster missing: the package" \
