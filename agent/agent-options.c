@@ -335,8 +335,8 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_CALLBACK, .name = "nnodes", .flags = RDZV_OPT_F_PREFER, .cb = defer_cb,
          .dest = &o->deferred[D_NNODES],
          .typed = o->deferred_typed[D_NNODES], .metavar = "N|MIN:MAX",
-         .help = "nodes in the job (default: $SLURM_NNODES, Grid Engine's\n"
-                 "$NHOSTS, or 1)"},
+         .help = "nodes in the job (default: $SLURM_NNODES, mpirun's\n"
+                 "$OMPI_COMM_WORLD_SIZE, Grid Engine's $NHOSTS, or 1)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "nproc", .flags = RDZV_OPT_F_PREFER,
          .alias = "nproc-per-node", .cb = defer_cb,
          .dest = &o->deferred[D_NPROC], .typed = o->deferred_typed[D_NPROC],
@@ -606,9 +606,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
     int r;
 
     /* The scheduler's node count is a default that RDZV_NNODES and --nnodes override (a bad one
-     * is left out). */
+     * is left out). Under mpirun, one agent a node: its process count (a Grid Engine task that
+     * mpirun started on another host has NHOSTS 1, its own). */
     if (((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES")) ||
-         (agent_sge_job() && (s = getenv("NHOSTS")))) &&
+         (s = getenv("OMPI_COMM_WORLD_SIZE")) || (agent_sge_job() && (s = getenv("NHOSTS")))) &&
         nnodes_parse(s, &lo, &hi) == NULL)
         o->deferred[D_NNODES] = s;
     r = rdzv_opt_parse(&prog, argc, argv, ret_first_arg);

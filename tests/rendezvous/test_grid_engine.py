@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzv-agent under Grid Engine (issue 49). What it takes of a job's environment: its run id is
-JOB_ID (JOB_ID.SGE_TASK_ID in an array job), its node count NHOSTS, its node rank its host's line
-of the parallel environment's PE_HOSTFILE (a preference, as SLURM_NODEID is, a host on two queues
-one node); JOB_ID alone (with SGE_ROOT, as in any login shell) is no Grid Engine job (read
-through --print-launch, as the agent resolves them). And on a real Grid Engine
-(tests/sge/local-sge.sh: Debian's Son of Grid Engine, qmaster and one execd on this machine):
-deploy/rdzv.sge submitted with qsub runs a job; a worker killed mid-run restarts it; a node whose
-health check fails is put aside and, with --on-bad-node drain, its queue instance disabled (qmod
--d); qdel ends the job with no process left behind, and the next job removes the secret it
-left."""
+JOB_ID (JOB_ID.SGE_TASK_ID in an array job), its node count NHOSTS (mpirun's process count under
+mpirun), its node rank its host's line of the parallel environment's PE_HOSTFILE (a preference,
+as SLURM_NODEID is, a host on two queues one node); JOB_ID alone (with SGE_ROOT, as in any login
+shell) is no Grid Engine job (read through --print-launch, as the agent resolves them). And on a
+real Grid Engine of three hosts (tests/sge/local-sge.sh: Debian's Son of Grid Engine, a qmaster
+and an execd a host, each host a network namespace with its own name): deploy/rdzv.sge submitted
+with qsub runs a gloo DDP script on two hosts, and rdzvd as three replicas on three; a worker
+killed mid-run restarts the job; a host whose health check fails is put aside and its queue
+instance, its only, disabled (qmod -d); qdel ends the job with no process left on any host, and
+the next job removes the secret it left; an ABCI-style mpirun line starts the agents."""
 import json
 import os
+import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -20,11 +21,13 @@ import time
 import unittest
 
 from agenttest import AGENT, AgentTestCase, main
+from rdzvtest import RDZVD
 
 SRC = os.environ.get("RDZV_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 LOCAL_SGE = os.path.join(SRC, "tests", "sge", "local-sge.sh")
 TEMPLATE = os.path.join(SRC, "deploy", "rdzv.sge")
-SGE_ENV = {"SGE_ROOT": "/var/lib/gridengine", "SGE_CELL": "default"}
+DDP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "tr_ddp.py")
+PYTHON = "/usr/bin/python3"  # Debian's, with its torch
 
 HOST = socket.gethostname().split(".")[0]
 
@@ -95,6 +98,16 @@ class GridEngineEnv(AgentTestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(got["node_rank"], 1, err)
 
+    def test_under_mpirun_the_agents_count_the_nodes(self):
+        # mpirun's task on another host of a Grid Engine job: NHOSTS 1 (its own), no hostfile of
+        # its own; mpirun's process count (one agent a node) is the node count.
+        env = {"JOB_ID": "31", "SGE_O_WORKDIR": "/home/u", "NHOSTS": "1", "NSLOTS": "1",
+               "OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_RANK": "2"}
+        rc, got, err = launch(env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((got["run_id"], got["node_rank"], got["nnodes_min"], got["nnodes_max"]),
+                         ("31", 2, 3, 3))
+
     def test_job_id_alone_is_no_grid_engine_job(self):
         # JOB_ID and SGE_ROOT are in every login shell of a Grid Engine cluster: no job.
         rc, got, err = launch({"JOB_ID": "4242", "NHOSTS": "3",
@@ -105,34 +118,42 @@ class GridEngineEnv(AgentTestCase):
 
 
 class RealGridEngine(AgentTestCase):
-    """Jobs through a real qmaster and execd. One Grid Engine per machine: this test runs in the
-    unsanitized build only (tests/meson.build)."""
+    """Jobs through a real qmaster and three exec hosts (network namespaces ge1..ge3, each with
+    its own name and address: tests/sge/local-sge.sh). One Grid Engine per machine: this test runs
+    in the unsanitized build only (tests/meson.build)."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("a local Grid Engine needs root (.ci/run runs as root)")
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            raise unittest.SkipTest("a local Grid Engine's hosts need root and iproute2 (.ci/run "
+                                    "runs as root)")
         cls.sgedir = tempfile.mkdtemp(prefix="rdzv-sge-")
         r = subprocess.run(["bash", LOCAL_SGE, "start", cls.sgedir], capture_output=True,
                            text=True, timeout=300)
         if r.returncode != 0:
             raise AssertionError("local-sge.sh start failed:\n" + r.stdout + r.stderr)
-        cls.host = socket.gethostname()
 
     @classmethod
     def tearDownClass(cls):
-        subprocess.run(["qmod", "-e", "all.q@" + cls.host], env=dict(os.environ, **SGE_ENV),
-                       capture_output=True, timeout=30)
         subprocess.run(["bash", LOCAL_SGE, "stop", cls.sgedir], capture_output=True, timeout=60)
         shutil.rmtree(cls.sgedir, True)
         super().tearDownClass()
 
-    def sge(self, *cmd, **kw):
-        return subprocess.run(list(cmd), env=dict(os.environ, **SGE_ENV), capture_output=True,
+    def sge(self, *cmd, host="ge1", **kw):
+        """A command on one of the Grid Engine's hosts (the clients there: the hosts' names
+        resolve there only)."""
+        return subprocess.run([os.path.join(self.sgedir, "on"), host, *cmd], capture_output=True,
                               text=True, **kw)
 
-    def submit(self, out, *args, env=None, sync=True, nhosts=1):
+    def queue_states(self):
+        """{host: its queue instance's state ('' when open)}."""
+        q = self.sge("qstat", "-f", "-q", "all.q", timeout=30)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        return {ln.split()[0].split("@")[1]: (ln.split()[5] if len(ln.split()) > 5 else "")
+                for ln in q.stdout.splitlines() if ln.startswith("all.q@")}
+
+    def submit(self, out, *args, env=None, sync=True, nhosts=2):
         """qsub deploy/rdzv.sge (-pe rdzv NHOSTS) with the build's binaries; its output in
         OUT/job.out. sync: wait for the job (qsub -sync y), returning (exit status, output);
         else (job id, None)."""
@@ -149,21 +170,50 @@ class RealGridEngine(AgentTestCase):
         with open(os.path.join(out, "job.out")) as f:
             return r.returncode, f.read()
 
-    def test_template_runs_a_job(self):
+    def node_hosts(self, log, nnodes):
+        """{node rank: host} from the agents' 'generation 1: node rank R of N' lines."""
+        got = dict((int(r), h) for h, r in re.findall(
+            r"gen=1 node=(\S+) generation 1: node rank (\d+) of %d," % nnodes, log))
+        self.assertEqual(sorted(got), list(range(nnodes)), log)
+        return got
+
+    def test_template_runs_a_ddp_job_on_two_hosts(self):
         out = self.outdir()
-        rc, log = self.submit(out, "/bin/sh", "-c",
-                              'echo "$RANK $WORLD_SIZE $GROUP_RANK $TORCHELASTIC_RUN_ID" '
-                              '> "$RDZV_TEST_OUT/rank.$RANK"', env={"RDZV_NPROC": "2"})
+        rc, log = self.submit(out, PYTHON, DDP, out, env={"RDZV_NPROC": "2"})
         self.assertEqual(rc, 0, log)
         jobid = log.split("token.")[1].split(")")[0]
-        self.assertRegex(log, r"rdzv\.sge: rdzvd at \S+:\d+ \(hosted by the agent there\), 1 "
-                              r"hosts")
+        # PyTorch's store clients from the allocation's network (2 of 3 hosts: ge1-2, ge1 and
+        # ge3 in 10.243.5.0/30, ge2-3 in 10.243.5.2/31).
+        self.assertRegex(log, r"rdzv\.sge: rdzvd at ge\d:\d+ \(hosted by the agent there\), 2 "
+                              r"hosts, .*TCPStore clients from 127\.0\.0\.0/8,::1,"
+                              r"10\.243\.5\.(0/30|2/31)\n")
+        hosts = self.node_hosts(log, 2)
+        self.assertNotEqual(hosts[0], hosts[1], log)
+        self.assertRegex(log, r"rdzvd at %s:" % hosts[0])  # the first host of the allocation
         self.assertRegex(log, r"job %s succeeded" % jobid)
-        for rank in (0, 1):
-            with open(os.path.join(out, "rank.%d" % rank)) as f:
-                self.assertEqual(f.read().split(), [str(rank), "2", "0", jobid])
+        params = set()
+        for rank in range(4):
+            with open(os.path.join(out, "ddp.%d.json" % rank)) as f:
+                got = json.load(f)
+            self.assertEqual((got["rank"], got["local_rank"], got["world"]), (rank, rank % 2, 4))
+            params.add(got["params"])
+        self.assertEqual(len(params), 1, "DDP replicas differ: %s" % params)
         self.assertFalse(os.path.exists(os.path.join(out, "tok", "token." + jobid)),
                          "the job's token outlived it")
+
+    def test_three_hosts_run_rdzvd_as_three_replicas(self):
+        out = self.outdir()
+        rc, log = self.submit(out, "/bin/sh", "-c",
+                              'echo "$RANK $GROUP_RANK $(hostname)" > "$RDZV_TEST_OUT/rank.$RANK"',
+                              nhosts=3)
+        self.assertEqual(rc, 0, log)
+        hosts = self.node_hosts(log, 3)
+        self.assertEqual(sorted(hosts.values()), ["ge1", "ge2", "ge3"], log)
+        # The others start as their hosts join, while the job runs (this one is short).
+        self.assertIn("hosting rdzvd as the first of 3 replicas", log)
+        for rank in range(3):
+            with open(os.path.join(out, "rank.%d" % rank)) as f:
+                self.assertEqual(f.read().split(), [str(rank), str(rank), hosts[rank]])
 
     def test_worker_killed_mid_run_restarts_the_job(self):
         out = self.outdir()
@@ -171,37 +221,84 @@ class RealGridEngine(AgentTestCase):
                               'if [ "$RDZV_GENERATION" = 1 ] && [ "$RANK" = 1 ]; then '
                               'echo "step 1" >&"$RDZV_PROGRESS_FD"; sleep 0.5; kill -9 $$; fi; '
                               'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/gen.$RANK"',
-                              env={"RDZV_NPROC": "2", "RDZV_MAX_RESTARTS": "1"})
+                              env={"RDZV_MAX_RESTARTS": "1"})
         self.assertEqual(rc, 0, log)
-        self.assertRegex(log, r"restarting: root cause: worker rank 1 \(local rank 1\) on node "
-                              r"rank 0 \(\S+\) was killed by signal 9")
-        with open(os.path.join(out, "gen.1")) as f:
-            self.assertEqual(f.read().split(), ["2"])
+        hosts = self.node_hosts(log, 2)
+        self.assertRegex(log, r"restarting: root cause: worker rank 1 \(local rank 0\) on node "
+                              r"rank 1 \(%s\) was killed by signal 9" % hosts[1])
+        for rank in (0, 1):
+            with open(os.path.join(out, "gen.%d" % rank)) as f:
+                self.assertEqual(f.read().split(), ["2"] if rank else ["1", "2"])
 
     def test_bad_node_is_put_aside_and_its_queue_disabled(self):
         out = self.outdir()
-        self.addCleanup(self.sge, "qmod", "-e", "all.q@" + self.host, timeout=30)
-        # Its health check fails (a GPU lost, say): the node is put aside and, asked, drained.
+        # The second host's health check fails (a GPU lost, say): that node is put aside and,
+        # asked, drained; the other waits for a replacement, none comes, and the job ends.
         check = os.path.join(out, "check.sh")
         with open(check, "w") as f:
-            f.write("#!/bin/sh\necho GPU lost\nexit 1\n")
+            f.write('#!/bin/sh\n[ "$(hostname)" = "$(awk \'NR == 1 { print $1 }\' '
+                    '"$PE_HOSTFILE")" ] && exit 0\necho GPU lost on $(hostname)\nexit 1\n')
         os.chmod(check, 0o755)
         rc, log = self.submit(out, "/bin/sh", "-c", "exit 0",
-                              env={"RDZV_HEALTH_CHECK": check, "RDZV_ON_BAD_NODE": "drain"})
-        self.assertEqual(rc, 69, log)  # rdzv-agent's status for a node put aside
-        self.assertIn("GPU lost", log)
-        self.assertRegex(log, r"--on-bad-node drain: disabling Grid Engine queue instance "
-                              r"all\.q@\S+ \(rdzv: ")
-        q = self.sge("qstat", "-f", "-q", "all.q", timeout=30)
-        line = [ln for ln in q.stdout.splitlines() if ln.startswith("all.q@")][0]
-        self.assertEqual(line.split()[-1], "d", q.stdout)  # disabled by qmod -d
+                              env={"RDZV_HEALTH_CHECK": check, "RDZV_ON_BAD_NODE": "drain",
+                                   "RDZV_JOIN_TIMEOUT": "5"})
+        bad = re.search(r"GPU lost on (ge\d)", log)
+        self.assertTrue(bad, log)
+        bad = bad.group(1)
+        for h in ("ge1", "ge2", "ge3"):
+            if h != bad:
+                self.addCleanup(self.sge, "qmod", "-e", "all.q@" + h, timeout=30)
+        self.addCleanup(self.sge, "qmod", "-e", "all.q@" + bad, timeout=30)
+        self.assertNotEqual(rc, 0, log)
+        self.assertRegex(log, r"node=%s --on-bad-node drain: disabling Grid Engine queue "
+                              r"instance all\.q@%s \(rdzv: " % (bad, bad))
+        states = self.queue_states()
+        self.assertEqual(states[bad], "d", states)  # disabled by qmod -d: that host only
+        self.assertEqual([s for h, s in states.items() if h != bad], ["", ""], states)
+
+    def test_an_abci_style_mpirun_line_runs_the_agents(self):
+        # ABCI's job scripts: mpirun over the allocation's hosts (OpenMPI's Grid Engine support
+        # starts its daemons with qrsh -inherit), MASTER_ADDR the first host; rdzv-agent in place
+        # of the Python launcher, one a host, as the running guide says.
+        if not shutil.which("mpirun"):
+            self.skipTest("needs OpenMPI's mpirun (openmpi-bin)")
+        out = self.outdir()
+        script = os.path.join(out, "abci.sh")
+        with open(script, "w") as f:
+            f.write("""#!/bin/bash
+#$ -S /bin/bash
+set -eu
+SGE_JOB_HOSTLIST=$TMP/hostlist # ABCI's: the hosts, one a line
+awk '{ print $1 }' "$PE_HOSTFILE" >"$SGE_JOB_HOSTLIST"
+export MASTER_ADDR=$HOSTNAME
+mpirun --allow-run-as-root -np "$NHOSTS" -N 1 -x MASTER_ADDR -x PATH \\
+  -hostfile "$SGE_JOB_HOSTLIST" \\
+  "$RDZV_BIN/rdzv-agent" --nproc 2 --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" \\
+  -- "$@"
+""")
+        path = "%s:/usr/bin:/bin" % os.path.dirname(RDZVD)
+        r = self.sge("qsub", "-terse", "-sync", "y", "-cwd", "-o", os.path.join(out, "job.out"),
+                     "-j", "y", "-pe", "rdzv", "2", "-v",
+                     "RDZV_BIN=%s,PATH=%s" % (os.path.dirname(AGENT), path), script, PYTHON, DDP,
+                     out, cwd=out, timeout=180)
+        with open(os.path.join(out, "job.out")) as f:
+            log = f.read()
+        self.assertEqual(r.returncode, 0, log)
+        jobid = r.stdout.split()[0]
+        hosts = self.node_hosts(log, 2)
+        self.assertNotEqual(hosts[0], hosts[1], log)
+        self.assertRegex(log, r"hosting rdzvd at 10\.243\.5\.\d:29500")
+        self.assertIn("job=%s gen=1 node=%s job %s succeeded" % (jobid, hosts[1], jobid), log)
+        for rank in range(4):
+            with open(os.path.join(out, "ddp.%d.json" % rank)) as f:
+                self.assertEqual(json.load(f)["world"], 4)
 
     def test_qdel_ends_the_job_with_nothing_left(self):
         out = self.outdir()
         jobid, _ = self.submit(out, "/bin/sh", "-c",
                                'echo $$ > "$RDZV_TEST_OUT/pid.$RANK"; exec sleep 300',
                                env={"RDZV_NPROC": "2"}, sync=False)
-        pids = [os.path.join(out, "pid.%d" % r) for r in (0, 1)]
+        pids = [os.path.join(out, "pid.%d" % r) for r in range(4)]
         deadline = time.monotonic() + 60
         while not all(os.path.exists(p) and os.path.getsize(p) for p in pids):
             self.assertLess(time.monotonic(), deadline, "the job's workers never started")
@@ -225,7 +322,7 @@ class RealGridEngine(AgentTestCase):
                     break
                 self.assertLess(time.monotonic(), deadline, "worker %d outlived qdel" % pid)
                 time.sleep(0.1)
-        while True:  # the agent, the rdzvd it hosted: Grid Engine's to end
+        while True:  # the agents, the rdzvd one hosted: Grid Engine's to end, on both hosts
             left = subprocess.run(["pgrep", "-f", "(rdzv-agent|rdzvd) .*%s" % out],
                                   capture_output=True, text=True).stdout.split()
             if not left:
@@ -236,7 +333,7 @@ class RealGridEngine(AgentTestCase):
         # qdel SIGKILLs the job script: its secret stays until the next job's start removes it.
         token = os.path.join(out, "tok", "token." + jobid)
         self.assertTrue(os.path.exists(token))
-        rc, log = self.submit(out, "/bin/true")
+        rc, log = self.submit(out, "/bin/true", nhosts=1)
         self.assertEqual(rc, 0, log)
         self.assertFalse(os.path.exists(token), "job %s's secret left after the next job" % jobid)
 
