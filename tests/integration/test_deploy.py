@@ -5,6 +5,9 @@
 #   test_deploy.py verify     `systemd-analyze verify` is clean (exit 77 without systemd-analyze)
 #   test_deploy.py apptainer  rdzv.def has its header and sections, copies the tree, runs
 #                             rdzv-agent, and builds with README.md's build commands (From source)
+#   test_deploy.py store-net  the job templates' default --allow-store-from (store_net: the
+#                             smallest network of a /8 or narrower that holds the job's hosts),
+#                             the same function in each, against a getent that answers from a table
 
 import os
 import re
@@ -168,10 +171,61 @@ def test_apptainer():
     check(bool(need) and need <= apt, "rdzv.def: %%post installs %s" % sorted(need))
 
 
+STORE_NET_CASES = [  # (hosts, what store_net prints, or None when it fails)
+    (["a"], "127.0.0.0/8,::1,10.1.2.3/32"),
+    (["a", "b"], "127.0.0.0/8,::1,10.1.2.0/29"),          # .3 and .4
+    (["a", "c"], "127.0.0.0/8,::1,10.1.2.0/23"),          # 10.1.2.3 and 10.1.3.200
+    (["a", "far"], "127.0.0.0/8,::1,10.0.0.0/8"),         # 10.1.2.3 and 10.254.0.1: a /8
+    (["a", "other"], None),                               # 10.x and 192.168.x: wider than a /8
+    (["hi", "hi2"], "127.0.0.0/8,::1,200.0.0.0/8"),      # the top bit set
+    (["lo"], "127.0.0.0/8,::1"),                          # every host this one
+    (["lo", "a"], "127.0.0.0/8,::1,10.1.2.3/32"),
+    (["a", "nowhere"], None),                             # a name that does not resolve
+    (["10.9.8.7", "10.9.8.6"], "127.0.0.0/8,::1,10.9.8.6/31"),  # addresses, as Slurm's NodeAddr
+]
+GETENT = {"a": "10.1.2.3", "b": "10.1.2.4", "c": "10.1.3.200", "far": "10.254.0.1",
+          "other": "192.168.1.1", "hi": "200.1.2.3", "hi2": "200.200.0.1", "lo": "127.0.1.1"}
+
+
+def test_store_net():
+    tmp = tempfile.mkdtemp(prefix="rdzv-store-net-")
+    try:
+        getent = os.path.join(tmp, "getent")
+        with open(getent, "w") as f:
+            f.write("#!/bin/sh\n# getent ahostsv4 NAME, from a table (an address answers itself)\n"
+                    "case $2 in\n")
+            for name, addr in GETENT.items():
+                f.write("%s) a=%s ;;\n" % (name, addr))
+            f.write("[0-9]*) a=$2 ;;\n*) exit 2 ;;\nesac\n"
+                    'echo "$a      STREAM $2"\necho "$a      DGRAM"\n')
+        os.chmod(getent, 0o755)
+        bodies = {}
+        for t in ("rdzv.sbatch", "rdzv.pbs", "rdzv.sge"):
+            m = re.search(r"^store_net\(\) \{.*?^\}\n", read(DEPLOY, t), re.M | re.S)
+            check(m is not None, "%s defines store_net" % t)
+            if m:
+                bodies[t] = m.group(0)
+        check(len(set(bodies.values())) == 1, "the templates' store_net are one function")
+        for t, body in bodies.items():
+            for hosts, want in STORE_NET_CASES:
+                r = subprocess.run(["bash", "-c", "set -euo pipefail\n" + body +
+                                    'if net=$(store_net "$@"); then echo "$net"; '
+                                    'else echo FAIL; fi', "bash", *hosts],
+                                   env=dict(os.environ, PATH=tmp + ":" + os.environ["PATH"]),
+                                   capture_output=True, text=True, timeout=30)
+                got = r.stdout.strip()
+                check(r.returncode == 0 and got == (want or "FAIL"),
+                      "%s: store_net %s = %s (want %s) %s" % (t, " ".join(hosts), got,
+                                                              want or "FAIL", r.stderr.strip()))
+    finally:
+        shutil.rmtree(tmp, True)
+
+
 def main():
-    modes = {"unit": test_unit, "verify": test_verify, "apptainer": test_apptainer}
+    modes = {"unit": test_unit, "verify": test_verify, "apptainer": test_apptainer,
+             "store-net": test_store_net}
     if len(sys.argv) != 2 or sys.argv[1] not in modes:
-        print("usage: test_deploy.py unit|verify|apptainer", file=sys.stderr)
+        print("usage: test_deploy.py unit|verify|apptainer|store-net", file=sys.stderr)
         sys.exit(2)
     modes[sys.argv[1]]()
     if failures:
