@@ -605,13 +605,15 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
     int64_t lo, hi;
     int r;
 
-    /* The scheduler's node count is a default that RDZV_NNODES and --nnodes override (a bad one
-     * is left out). Under mpirun, one agent a node: its process count (a Grid Engine task that
-     * mpirun started on another host has NHOSTS 1, its own). */
-    if (((s = getenv("SLURM_NNODES")) || (s = getenv("SLURM_JOB_NUM_NODES")) ||
-         (s = getenv("OMPI_COMM_WORLD_SIZE")) || (agent_sge_job() && (s = getenv("NHOSTS")))) &&
-        nnodes_parse(s, &lo, &hi) == NULL)
-        o->deferred[D_NNODES] = s;
+    /* The scheduler's node count is a default that RDZV_NNODES and --nnodes override: the first
+     * good one of these (a bad one is left out). Under mpirun, one agent a node: its process count
+     * (a Grid Engine task that mpirun started on another host has NHOSTS 1, its own). */
+    static const char *const counts[] = {"SLURM_NNODES", "SLURM_JOB_NUM_NODES",
+                                         "OMPI_COMM_WORLD_SIZE", "NHOSTS"};
+    for (size_t i = 0; i < RDZV_ARRAY_SIZE(counts) && !o->deferred[D_NNODES]; i++)
+        if ((strcmp(counts[i], "NHOSTS") != 0 || agent_sge_job()) && (s = getenv(counts[i])) &&
+            nnodes_parse(s, &lo, &hi) == NULL)
+            o->deferred[D_NNODES] = s;
     r = rdzv_opt_parse(&prog, argc, argv, ret_first_arg);
     /* checked after --help-options too: the option tests read the verdict so */
     for (const struct rdzv_opt *e = table; r >= 0 && e->kind != RDZV_OPT_END; e++) {
@@ -800,7 +802,8 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
         return -EINVAL;
 
     if (o->standalone) {
-        if (o->max_nodes > 1) {
+        /* a scheduler's node count is no demand: one node, as asked */
+        if (o->max_nodes > 1 && o->deferred_typed[D_NNODES][0]) {
             fprintf(stderr, "rdzv-agent: --standalone runs one node; drop --nnodes or use "
                             "--endpoint\n");
             return -EINVAL;

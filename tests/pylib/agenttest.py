@@ -40,7 +40,7 @@ def agent_cmd(endpoint, *args, worker=None):
 def start(cmd, env=None, **kw):
     e = dict(os.environ)
     for k in ("SLURM_JOB_ID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "PBS_JOBID",
-              "OMPI_COMM_WORLD_RANK"):
+              "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
         e.pop(k, None)
     e.update(env or {})
     p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

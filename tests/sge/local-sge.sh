@@ -30,6 +30,7 @@ on() { # on HOST CMD...: CMD in HOST's network namespace, under its name
 
 stop() {
   if command -v qconf >/dev/null && ip netns list 2>/dev/null | grep -q "^rdzv-ge1\b"; then
+    on ge1 qdel -f -u '*' >/dev/null 2>&1 || true # an execd shut down leaves its jobs running
     for h in "${hosts[@]}"; do on ge1 qconf -ke "$h" >/dev/null 2>&1 || true; done
     on ge1 qconf -km >/dev/null 2>&1 || true
   fi
@@ -44,6 +45,9 @@ stop() {
     sleep 0.1
   done
   for h in "${hosts[@]}"; do
+    # whatever still runs on the host (a job whose execd was killed)
+    pids=$(ip netns pids "rdzv-$h" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
     ip netns del "rdzv-$h" 2>/dev/null || true
     rm -rf "/etc/netns/rdzv-$h"
   done
@@ -129,6 +133,7 @@ on ge1 /usr/sbin/sge_qmaster
 for _ in $(seq 100); do on ge1 qconf -sh >/dev/null 2>&1 && break; sleep 0.1; done
 on ge1 qconf -sh >/dev/null 2>&1 || { echo "local-sge.sh: sge_qmaster does not answer" >&2
   exit 1; }
+on ge1 qdel -f -u '*' >/dev/null 2>&1 || true # an earlier run's jobs, kept in the spool
 
 # The cluster's settings, each set whatever was there before.
 on ge1 qconf -sconf global | tail -n +2 |
