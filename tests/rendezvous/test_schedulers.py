@@ -23,8 +23,12 @@ class Slurm:
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="rdzv-slurm-")
-        r = subprocess.run(["bash", SLURM_SCRIPT, "start", self.dir], capture_output=True,
-                           text=True, timeout=180)
+        try:
+            r = subprocess.run(["bash", SLURM_SCRIPT, "start", self.dir], capture_output=True,
+                               text=True, timeout=180)
+        except subprocess.TimeoutExpired:
+            self.stop()  # what it started
+            raise
         if r.returncode != 0:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise unittest.SkipTest("cannot start a local Slurm: " + (r.stderr or r.stdout)[-500:])

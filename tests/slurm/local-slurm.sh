@@ -36,26 +36,44 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 mkdir -p "$dir/state" "$dir/spool"
-# Four free ports (slurmctld, then three consecutive ones for the slurmd), from the kernel.
-read -r ctl n1 < <(/usr/bin/python3 - <<'PY'
-import socket
-def free():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-ctl = free()
-while True:
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b, c = socket.socket(), socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1)); c.bind(("127.0.0.1", p + 2)); a.close(); b.close(); c.close()
-        break
-    except OSError:
-        a.close(); b.close(); c.close()
-print(ctl, p)
-PY
-)
+if ! pgrep -x munged >/dev/null; then
+  mkdir -p /run/munge
+  chown munge:munge /run/munge 2>/dev/null || true
+  [ -f /etc/munge/munge.key ] || /usr/sbin/mungekey --create 2>/dev/null || true
+  munged --force 2>/dev/null || /usr/sbin/munged --force
+fi
+export SLURM_CONF="$dir/slurm.conf"
 host=$(hostname -s)
-ports="[$n1-$((n1 + 2))]"
-cat > "$dir/slurm.conf" <<CONF
+
+# Four free ports (slurmctld, then three consecutive ones for the slurmd), below the kernel's
+# ephemeral range (where its own choices, bind to port 0 and every outgoing connection, come
+# from: a port found free there may be some connection's before the daemon binds it) and the
+# tests' fixed ports (29400, 29500, ...), at random.
+ports() {
+  /usr/bin/python3 - <<'PY'
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+while True:
+    top = min(lo, 29000) - 3  # 29400, 29500...: the tests' fixed ports
+    ctl, n1 = random.randrange(10000, top), random.randrange(10000, top)
+    if abs(ctl - n1) > 2 and all(free(p) for p in (ctl, n1, n1 + 1, n1 + 2)):
+        print(ctl, n1); break
+PY
+}
+
+# Up to three tries: a daemon that cannot bind its port (another took it meanwhile) exits.
+for try in 1 2 3; do
+  read -r ctl n1 < <(ports)
+  ports="[$n1-$((n1 + 2))]"
+  cat > "$dir/slurm.conf" <<CONF
 ClusterName=rdzvtest
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctl
@@ -81,21 +99,21 @@ SlurmdLogFile=$dir/slurmd.%n.log
 NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$ports CPUs=$(nproc) RealMemory=4000
 PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
-
-if ! pgrep -x munged >/dev/null; then
-  mkdir -p /run/munge
-  chown munge:munge /run/munge 2>/dev/null || true
-  [ -f /etc/munge/munge.key ] || /usr/sbin/mungekey --create 2>/dev/null || true
-  munged --force 2>/dev/null || /usr/sbin/munged --force
-fi
-export SLURM_CONF="$dir/slurm.conf"
-slurmctld -f "$SLURM_CONF" -c -i
-slurmd -f "$SLURM_CONF" -N n1
-slurmd -f "$SLURM_CONF" -N n2
-slurmd -f "$SLURM_CONF" -N n3
-for _ in $(seq 150); do
-  if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -c -E '^idle')" = 3 ]; then exit 0; fi
-  sleep 0.2
+  [ "$try" = 1 ] || stop
+  rm -f "$dir"/*.pid "$dir"/*.log
+  slurmctld -f "$SLURM_CONF" -c -i || true
+  for n in n1 n2 n3; do slurmd -f "$SLURM_CONF" -N "$n" || true; done
+  for _ in $(seq 150); do
+    if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -c -E '^idle')" = 3 ]; then exit 0; fi
+    # a daemon whose port was taken meanwhile is not waited for: the next try
+    if grep -q "Address already in use" "$dir"/*.log 2>/dev/null; then
+      echo "local-slurm.sh: a port was taken (try $try): $(grep -h "already in use" \
+        "$dir"/*.log | head -1)" >&2
+      continue 2
+    fi
+    sleep 0.2
+  done
+  break
 done
 echo "local-slurm.sh: nodes did not become idle:" >&2
 sinfo -N >&2 || true
