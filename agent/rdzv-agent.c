@@ -383,6 +383,7 @@ int main(int argc, char **argv)
     struct agent_group_cfg gcfg = {0};
     struct rdzv_join join = {0}, *jn = &join;
     char host[256], hn[200] = "localhost";
+    struct agent_host_cfg hcfg;
     uint16_t port = RDZV_DEFAULT_PORT;
     struct agent_endpoints eps;
     uv_loop_t loop;
@@ -475,18 +476,17 @@ int main(int argc, char **argv)
                  eps.n);
         a.o.may_host = false;
     }
+    hcfg = (struct agent_host_cfg){.host = host,
+                                   .port = port,
+                                   .self_exe = a.self_exe,
+                                   .must = a.o.must_host,
+                                   .rank0 = a.o.node_rank == 0,
+                                   .token_file = a.o.token_file,
+                                   .replica_key_file = a.o.replica_key_file,
+                                   .replicas = (unsigned)a.o.replicas,
+                                   .level = a.o.level};
     if (a.o.may_host)
-        (void)agent_host_maybe_start(&(struct agent_host_cfg){.host = host,
-                                                              .port = port,
-                                                              .self_exe = a.self_exe,
-                                                              .must = a.o.must_host,
-                                                              .rank0 = a.o.node_rank == 0,
-                                                              .token_file = a.o.token_file,
-                                                              .replica_key_file =
-                                                                  a.o.replica_key_file,
-                                                              .replicas =
-                                                                  (unsigned)a.o.replicas,
-                                                              .level = a.o.level});
+        (void)agent_host_maybe_start(&hcfg);
 
     r = agent_session_new(&(struct agent_session_cfg){.loop = &loop,
                                                       .eps = &eps,
@@ -513,7 +513,8 @@ int main(int argc, char **argv)
                                                                            a.o.log_dir},
                                                                  .nics = a.o.health_nic,
                                                                  .gpus = a.gpus_expected},
-                                                      .health_interval_s = a.o.health_interval_s},
+                                                      .health_interval_s = a.o.health_interval_s,
+                                                      .rehost = a.o.may_host ? &hcfg : NULL},
                           &a.session);
     if (r < 0) {
         log_error_errno(r, "cannot set up the rendezvous");

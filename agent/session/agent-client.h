@@ -92,6 +92,9 @@ struct agent_client_cbs {
     /* Every answer to a HEARTBEAT: what the job waits for (1.15; RDZV_WAIT_NONE: nothing, or
      * an older rdzvd). NULL: ignored. */
     void (*on_wait)(struct agent_client *c, const struct rdzv_wait *w, void *ud);
+    /* Nothing listens at the (single) endpoint: a connection was refused. Return true when the
+     * caller started rdzvd there meanwhile, to try again at once. NULL: back off as usual. */
+    bool (*on_refused)(struct agent_client *c, void *ud);
 };
 
 /* Connect to one of eps (copied), starting with eps->ep[first], retrying for up to

@@ -271,6 +271,13 @@ static void schedule_retry(struct agent_client *c, int err)
         client_give_up(c);
         return;
     }
+    /* The rdzvd that answered when this agent looked is gone (one hosted for a run that just
+     * ended, say): the caller may host one there now. */
+    if (err == UV_ECONNREFUSED && c->eps.n == 1 && c->cbs.on_refused &&
+        c->cbs.on_refused(c, c->ud)) {
+        (void)uv_timer_start(&c->retry, retry_cb, 1, 0); /* fails only once closing */
+        return;
+    }
     if (c->eps.n > 1) {
         /* The next endpoint at once; a whole round of them without an answer backs off. */
         log_debug("rdzvd at %s not usable (%s): trying the next endpoint", c->name,

@@ -19,6 +19,10 @@
  * --ready-fd pipe (its port, or EOF when it exited first: another agent's rdzvd took the port),
  * up to AGENT_HOST_READY_MS.
  *
+ * The session calls it again when the endpoint refuses a connection before its first JOINED
+ * (agent_session_cfg.rehost): what answered the first look may have been an rdzvd exiting (a run
+ * that had just ended).
+ *
  * Ownership: nothing is kept; cfg strings are borrowed for the call.
  * Errors: negative errno; a failure to host is logged and the caller carries on as a client.
  * Threads: main() before the loop runs (it blocks up to AGENT_HOST_READY_MS + 2 s; it forks). */

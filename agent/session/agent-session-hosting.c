@@ -12,6 +12,7 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "agent/session/agent-client.h"
+#include "agent/session/agent-host.h"
 #include "agent/session/agent-nccl.h"
 #include "agent/session/agent-replica.h"
 #include "agent/session/agent-session-impl.h"
@@ -129,3 +130,15 @@ void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replica
                  "endpoints to reconnect to", rs->n, rs->n == 1 ? "" : "s", a->eps.n);
 }
 
+
+bool agent_session_on_refused(struct agent_client *c, void *ud)
+{
+    struct agent_session *a = ud;
+
+    (void)c;
+    /* Once joined, a refused connection is an rdzvd lost mid-job: one started afresh here would
+     * know nothing of it. */
+    if (!a->may_rehost || a->join.secret[0])
+        return false;
+    return agent_host_maybe_start(&a->rehost) == 1;
+}

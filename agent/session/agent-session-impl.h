@@ -12,6 +12,7 @@
 
 #include "proto/rdzv-msg.h"
 #include "agent/session/agent-client.h"
+#include "agent/session/agent-host.h"
 #include "agent/session/agent-replica.h"
 #include "agent/session/agent-session.h"
 
@@ -107,6 +108,8 @@ struct agent_session {
     enum rdzv_wait_for wait_for;
     uint64_t wait_began_ms, wait_line_ms;
     struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
+    struct agent_host_cfg rehost;    /* cfg.rehost's copy: may_rehost */
+    bool may_rehost;
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
     struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
@@ -168,6 +171,9 @@ void agent_session_on_nccl_request(struct agent_client *c, const struct rdzv_ncc
                                    void *ud);
 void agent_session_on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud);
 void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud);
+/* The client's on_refused: before this agent first joined, host rdzvd where it may
+ * (cfg.rehost), as at start. */
+bool agent_session_on_refused(struct agent_client *c, void *ud);
 void agent_session_replica_send(void *ud, const struct rdzv_replica *ans);
 
 /* agent-session-wait.c: the client's on_wait (ud: the session): while the job waits (for its

@@ -728,7 +728,8 @@ static int agent_connect(struct agent_session *a)
                                    .on_joined = on_joined,
                                    .on_replica = agent_session_on_replica,
                                    .on_replicas = agent_session_on_replicas,
-                                   .on_wait = agent_session_on_wait},
+                                   .on_wait = agent_session_on_wait,
+                                   .on_refused = agent_session_on_refused},
         a, &a->client);
     if (r == 0)
         agent_client_set_silence(a->client, (uint64_t)(a->cfg.heartbeat_timeout_s * 1000));
@@ -754,6 +755,10 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
     }
     a->cfg = *cfg;
     a->eps = *cfg->eps;
+    if (cfg->rehost) {
+        a->rehost = *cfg->rehost;
+        a->may_rehost = true;
+    }
     a->rhost = (struct agent_replica_host){.loop = cfg->loop,
                                            .self_exe = cfg->self_exe,
                                            .token_file = cfg->token_file,

@@ -18,6 +18,8 @@
 #include "proto/rdzv-msg.h"
 #include "agent/session/agent-health.h"
 
+struct agent_host_cfg;
+
 struct agent_endpoints;
 struct agent_group;
 struct agent_session;
@@ -49,6 +51,9 @@ struct agent_session_cfg {
      * always checked, the rest as configured). */
     struct agent_health_cfg health;
     double health_interval_s;
+    /* Where this agent may host rdzvd (agent-host.h; copied), or NULL: until it first joins,
+     * a refused connection there makes it try (the rdzvd that answered at start has exited). */
+    const struct agent_host_cfg *rehost;
 };
 
 /* A session that has not started (cfg is copied; its strings are borrowed). Returns 0 or

@@ -5,10 +5,14 @@ job of its own, from generation 1, to success: never be refused as too late, nev
 finished one. The rdzvd the first run hosted leaves the port as soon as its job is over (it
 lingered 5 s before issue 47 item 7, and took the second line as a new run), so the second run
 hosts its own; a job that ended is still told to an agent that started before it ended, and a
-job-scoped rdzvd still running takes a later line as a new run (tests/unit/test-job-verdicts.c)."""
+job-scoped rdzvd still running takes a later line as a new run (tests/unit/test-job-verdicts.c).
+An rdzvd that answers the agent's first look and is gone when it connects (one exiting as its run
+ends) is hosted again by the agent."""
 import os
 import re
 import socket
+import threading
+import time
 
 from agenttest import AGENT, AgentTestCase, finish, main, start
 
@@ -42,6 +46,37 @@ class TestRerun(AgentTestCase):
             log = f.read()
         self.assertEqual(len(re.findall(r"every job ended and no agent is connected: the job is "
                                         r"over, exiting", log)), 2, log)
+
+    def test_an_endpoint_that_answered_and_left_is_hosted_again(self):
+        # What answers the agent's look at the endpoint (as the hosted rdzvd of a run that just
+        # ended, in the milliseconds before it exits) is gone when the agent connects: the
+        # connection is refused, and the agent hosts rdzvd there itself. Before, it took the
+        # endpoint as someone else's and failed after --connect-timeout.
+        out = self.outdir()
+        port = free_port()
+        lsock = socket.socket()
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind(("127.0.0.1", port))
+        lsock.listen(8)
+
+        def answer_once():
+            c, _ = lsock.accept()
+            lsock.close()
+            c.close()
+
+        t = threading.Thread(target=answer_once, daemon=True)
+        t.start()
+        line = [AGENT, "--nproc-per-node", "1", "--master-port", str(port), "--nccl", "off",
+                "--connect-timeout", "20", "--no-python", "/bin/sh", "-c",
+                'echo "$RDZV_GENERATION" > "$OUT/ran"']
+        t0 = time.monotonic()
+        rc, _, err = finish(start(line, env={"TMPDIR": out, "OUT": out}), timeout=60)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertFalse(t.is_alive(), "the agent never looked at the endpoint")
+        self.assertEqual(err.count("hosting rdzvd at"), 1, err)
+        self.assertLess(time.monotonic() - t0, 15, err)
+        with open(os.path.join(out, "ran")) as f:
+            self.assertEqual(f.read().split(), ["1"])
 
 
 if __name__ == "__main__":
