@@ -486,6 +486,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "ids per generation, for ncclCommInitRankScalable (default 1)"},
         {.kind = RDZV_OPT_STRING, .name = "host", .dest = &o->host, .metavar = "NAME",
          .help = "how this node is named in logs (default: SLURMD_NODENAME, else hostname)"},
+        {.kind = RDZV_OPT_FLAG, .name = "store-front", .dest = &o->store_front,
+         .help = "serve the workers' TCPStore connections here, through one\n"
+                 "connection to the generation's store (a node's waits of one\n"
+                 "key are one request there)"},
         {.kind = RDZV_OPT_FLAG, .name = "isolate-gpus", .dest = &o->isolate_gpus,
          .help = "give each worker only its own GPU in CUDA_VISIBLE_DEVICES"},
         {.kind = RDZV_OPT_FLAG, .name = "no-cgroup", .dest = &o->no_cgroup,
@@ -801,6 +805,12 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     if (torchrun_semantics(o, argc, argv, first_arg) < 0)
         return -EINVAL;
 
+    if (o->store_front && o->recovery_inplace) {
+        fprintf(stderr, "rdzv-agent: --store-front and --recovery inplace do not go together yet "
+                        "(in place, the survivors move to the next generation's store): drop "
+                        "one\n");
+        return -EINVAL;
+    }
     if (o->standalone) {
         /* a scheduler's node count is no demand: one node, as asked */
         if (o->max_nodes > 1 && o->deferred_typed[D_NNODES][0]) {

@@ -82,6 +82,7 @@ struct agent_opts {
     int64_t nccl_ids;
     const char *host;        /* advertised host name */
     bool isolate_gpus;
+    bool store_front;        /* --store-front: the workers' store connections end here */
     bool no_cgroup;          /* --no-cgroup: workers in no cgroup of ours, the token scan alone */
     enum rdzv_log_level level;
     const char *token_file;  /* prove this secret to rdzvd (--token-file) */

@@ -514,7 +514,8 @@ int main(int argc, char **argv)
                                                                  .nics = a.o.health_nic,
                                                                  .gpus = a.gpus_expected},
                                                       .health_interval_s = a.o.health_interval_s,
-                                                      .rehost = a.o.may_host ? &hcfg : NULL},
+                                                      .rehost = a.o.may_host ? &hcfg : NULL,
+                                                      .store_front = a.o.store_front},
                           &a.session);
     if (r < 0) {
         log_error_errno(r, "cannot set up the rendezvous");

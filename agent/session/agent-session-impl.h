@@ -109,6 +109,7 @@ struct agent_session {
     uint64_t wait_began_ms, wait_line_ms;
     struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
     struct agent_host_cfg rehost;    /* cfg.rehost's copy: may_rehost */
+    struct agent_front *front;       /* --store-front: the generation's (agent-session-front.c) */
     bool may_rehost;
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
@@ -171,6 +172,12 @@ void agent_session_on_nccl_request(struct agent_client *c, const struct rdzv_ncc
                                    void *ud);
 void agent_session_on_replica(struct agent_client *c, const struct rdzv_replica *q, void *ud);
 void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replicas *rs, void *ud);
+/* --store-front: a front to the store of the round that just came (the previous one's closed),
+ * and the workers' MASTER_ADDR and MASTER_PORT in as made its address. Without a front (none
+ * asked, or it could not start: said) as is left as it is. */
+void agent_session_front_round(struct agent_session *a, struct agent_assignment *as);
+/* The front, if any, closed (the session ends). */
+void agent_session_front_close(struct agent_session *a);
 /* The client's on_refused: before this agent first joined, host rdzvd where it may
  * (cfg.rehost), as at start. */
 bool agent_session_on_refused(struct agent_client *c, void *ud);

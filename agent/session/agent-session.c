@@ -255,6 +255,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
              r->generation, r->node_rank, r->nnodes, r->rank_offset,
              r->rank_offset + a->cfg.nproc - 1, r->world_size, r->master_addr, r->master_port,
              r->restart_count, r->max_restarts);
+    agent_session_front_round(a, &as);
     session_set_state(a, AG_RUNNING);
     a->workers_gone = false;
     a->local_failure = false;
@@ -856,6 +857,7 @@ void agent_session_stop(struct agent_session *a)
     agent_health_free(a->health);
     a->health = NULL;
     agent_store_stop(a->store);
+    agent_session_front_close(a);
     agent_nccl_root_stop(a->nccl, true);
     a->nccl = NULL;
     if (a->client)

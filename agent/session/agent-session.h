@@ -54,6 +54,7 @@ struct agent_session_cfg {
     /* Where this agent may host rdzvd (agent-host.h; copied), or NULL: until it first joins,
      * a refused connection there makes it try (the rdzvd that answered at start has exited). */
     const struct agent_host_cfg *rehost;
+    bool store_front; /* --store-front: the workers reach the store through this agent */
 };
 
 /* A session that has not started (cfg is copied; its strings are borrowed). Returns 0 or

@@ -5,10 +5,17 @@
 # (tests/torch2/in-root.sh), 2.6 (VALIDATE at connect, the modern numbering): every op the binding
 # has (2.x: multi_get, multi_set, append, queues where present), several clients at once,
 # wait_for_workers, PrefixStore, and raw-socket cross-checks of what reaches the wire.
+# With RDZV_FRONT_PROXY (tests/agent/front-proxy), the clients go through the node's store front
+# (rdzv-agent --store-front) to rdzvd, with the same assertions (integration-torch-client-front);
+# the raw-socket cross-checks still read rdzvd directly.
 # Exits 77 (skipped) when torch is not importable.
 
+import json
+import os
+import subprocess
 import threading
 import time
+import unittest
 from datetime import timedelta
 
 from rdzvtest import DaemonTestCase, main, skip_without_torch, torch_major
@@ -20,17 +27,41 @@ TORCH2 = torch_major() >= 2
 
 HOST = "127.0.0.1"
 T = timedelta(seconds=10)
+FRONT = os.environ.get("RDZV_FRONT_PROXY")
 
 
 class TorchClient(DaemonTestCase):
 
     def setUp(self):
         self.d = self.daemon()
+        self.port = self.front(self.d.port) if FRONT else self.d.port
         self.store = self.new_store()
         self.raw = self.client(self.d, dialect="2.0")
 
+    def front(self, port):
+        """A store front to rdzvd's port: its own port. At the end it must not have lost
+        rdzvd, nor sent upstream more than it was asked."""
+        p = subprocess.Popen([FRONT, HOST, str(port)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def done():
+            out, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 0, err)
+            stats = json.loads(out)
+            self.assertLessEqual(stats["forwarded"], stats["requests"], stats)
+
+        self.addCleanup(done)
+        return int(p.stdout.readline())
+
     def new_store(self, timeout=T, **kw):
-        return dist.TCPStore(HOST, self.d.port, None, False, timeout, **kw)
+        return dist.TCPStore(HOST, self.port, None, False, timeout, **kw)
+
+    def store_sync(self):
+        """What self.store sent without a reply (a SET) has reached rdzvd, before the raw
+        connection reads it: a request with a reply after it, through a front (which forwards
+        in order); directly, the SET is in rdzvd's socket first."""
+        if FRONT:
+            self.store.num_keys()
 
     def raw_sync(self):
         self.raw.sync()
@@ -207,6 +238,7 @@ class TorchClient(DaemonTestCase):
         self.assertEqual(self.store.get("job/k"), b"v")
         nested = dist.PrefixStore("inner", dist.PrefixStore("outer", self.store))
         nested.set("deep", "1")
+        self.store_sync()
         self.assertEqual(self.raw.get("/outer/inner/deep"), b"1")
         self.assertEqual(nested.compare_set("deep", "1", "2"), b"2")
         self.assertTrue(nested.delete_key("deep"))
@@ -252,7 +284,7 @@ class TorchClient(DaemonTestCase):
 
         def worker():
             try:
-                st = dist.TCPStore(HOST, self.d.port, n, False, T, wait_for_workers=True)
+                st = dist.TCPStore(HOST, self.port, n, False, T, wait_for_workers=True)
                 with lock:
                     stores.append(st)
             except BaseException as e:  # reported below
@@ -273,6 +305,7 @@ class TorchClient(DaemonTestCase):
         self.assertEqual(stores[-1].get("after-init"), b"ok")
 
 
+@unittest.skipIf(FRONT, "rdzvd's own --legacy handling: no front")
 class TorchClientRefused(DaemonTestCase):
 
     def test_legacy_none_takes_a_2x_client(self):

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-front.h: the node's store front (rdzv-agent --store-front; docs/design/store-front.md).
+ * It listens on 127.0.0.1 (port 0) for the node's workers' PyTorch TCPStore connections, in any
+ * numbering, and serves them through one connection to the generation's store (rdzvd's TCPStore,
+ * as a modern client): requests are forwarded in order and their replies relayed; a GET of a key
+ * already asked for upstream, with no change forwarded since, shares that request's reply; the
+ * WAITs of one key list share one upstream connection that WAITs on it; CANCEL_WAIT is answered
+ * here. What a worker sees is what rdzvd answers it directly.
+ *
+ * Bounds: agent_front_cfg.max_conns worker connections; AGENT_FRONT_MAX_PENDING requests in
+ * flight per connection; AGENT_FRONT_MAX_WAITS upstream wait connections; each connection's
+ * queued output and each request as rdzv_limits says. A worker past one of them is closed,
+ * logged. WATCH_KEY (PyTorch <= 2.0's callbacks, which torchrun and c10d never use) closes the
+ * connection, logged: run without --store-front for it.
+ *
+ * A request the store refuses (an ADD on a value that is no number, a full store) makes it close
+ * the shared connection: every worker connection of the node closes then, where directly only
+ * that worker's would. The caller ignores SIGPIPE (a worker gone mid-reply).
+ *
+ * Ownership: the front owns its handles and buffers; cfg strings are copied.
+ * Errors: agent_front_start returns a negative errno; later failures (the store's connection
+ * lost or refused) close every worker connection and are reported once through on_lost.
+ * Threads: the loop's only. */
+#pragma once
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto/rdzv-proto.h"
+
+#define AGENT_FRONT_MAX_PENDING 64
+#define AGENT_FRONT_MAX_WAITS 1024
+
+struct agent_front;
+
+struct agent_front_cfg {
+    uv_loop_t *loop;
+    const char *store_addr; /* the generation's store: a numeric address */
+    uint16_t store_port;
+    enum rdzv_dialect legacy; /* the numbering of a client that opens without VALIDATE */
+    struct rdzv_limits lim;   /* a request's and a reply's bounds (RDZV_LIMITS_DEFAULT) */
+    unsigned max_conns;       /* worker connections at once */
+    /* The store's connection is lost (why): every worker connection is closed. NULL: logged. */
+    void (*on_lost)(const char *why, void *ud);
+    void *ud;
+};
+
+/* What the front did so far. */
+struct agent_front_stats {
+    uint64_t conns;          /* worker connections accepted */
+    uint64_t requests;       /* worker requests */
+    uint64_t forwarded;      /* requests sent upstream on the shared connection */
+    uint64_t shared_gets;    /* GETs answered by another's upstream request */
+    uint64_t waits;          /* worker WAITs */
+    uint64_t upstream_waits; /* WAITs sent to the store for them */
+    uint64_t wait_conns;     /* connections made to the store for those */
+};
+
+/* Listen on 127.0.0.1:0 and connect to the store. 0 (*ret set) or a negative errno. */
+int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **ret);
+/* The port the workers connect to. */
+uint16_t agent_front_port(const struct agent_front *f);
+void agent_front_stats(const struct agent_front *f, struct agent_front_stats *st);
+/* Close everything (worker connections included); f is freed once its handles are closed. */
+void agent_front_close(struct agent_front *f);
