@@ -334,8 +334,7 @@ static int wait_open(struct agent_front_waits *ws, const uint8_t *body, size_t n
     ws->opened++;
     w->creq.data = w;
     r = uv_tcp_connect(&w->creq, &w->tcp, (struct sockaddr *)&ws->store, wait_connected);
-    if (r < 0) {
-        wait_failed(w, "cannot connect to", r);
+    if (r < 0) { /* the caller says it (no descriptor left, say): not the store lost */
         wait_close(w);
         return r;
     }

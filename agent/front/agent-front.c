@@ -517,6 +517,14 @@ static void conn_forward(struct front_conn *c, const struct rdzv_req *req, const
             }
         }
     }
+    if (req->op == RDZV_OP_MULTI_GET && req->count == 0) {
+        /* Its reply is empty: nothing would come from the store to fill it. */
+        if ((s = slot_add(c, true, 0))) {
+            rdzv_buf_free(&s->data);
+            conn_flush(c);
+        }
+        return;
+    }
     if (req->op == RDZV_OP_QUEUE_PUSH || req->op == RDZV_OP_QUEUE_POP ||
         req->op == RDZV_OP_QUEUE_LEN) {
         struct rdzv_cursor cur;
@@ -691,8 +699,9 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     c = calloc(1, sizeof(*c));
     if (!c || uv_tcp_init(f->cfg.loop, &c->tcp) < 0) {
+        /* not accepted, libuv would stop listening: refused from now on, said */
         free(c);
-        log_error("store front: out of memory accepting a worker's connection");
+        front_lost(f, "out of memory accepting a worker's connection");
         return;
     }
     c->f = f;
@@ -818,6 +827,7 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
     f->up_out.done = up_written;
     f->up_out.ud = f;
     r = rdzv_enc_validate(&f->up_out.next);
+    f->queued = rdzv_buf_avail(&f->up_out.next); /* kicked counts these bytes too */
     if (r == 0)
         r = uv_tcp_connect(&f->up_creq, &f->up, (struct sockaddr *)&f->store_sa, up_connected);
     if (r < 0) {
