@@ -187,8 +187,8 @@ static void conn_flush(struct front_conn *c)
     conn_write(c);
 }
 
-/* A slot at the tail of c's replies (filled with the byte b when filled), or NULL (c closed). */
-static struct slot *slot_add(struct front_conn *c, bool filled, uint8_t b)
+/* A slot at the tail of c's replies (filled with p[0..n) when filled), or NULL (c closed). */
+static struct slot *slot_add(struct front_conn *c, bool filled, const uint8_t *p, size_t n)
 {
     struct slot *s;
 
@@ -197,7 +197,7 @@ static struct slot *slot_add(struct front_conn *c, bool filled, uint8_t b)
         return NULL;
     }
     s = calloc(1, sizeof(*s));
-    if (!s || (filled && rdzv_buf_put_u8(&s->data, b) < 0)) {
+    if (!s || (filled && n && rdzv_buf_put(&s->data, p, n) < 0)) {
         free(s);
         conn_close(c, "out of memory");
         return NULL;
@@ -367,7 +367,7 @@ static void waiter_woken(struct agent_front_waiter *wt, void *ud)
     c->f->changes++; /* the store has a change that a GET sent before may not show */
     (void)ud;
     waiter_free(wt);
-    if (slot_add(c, true, RDZV_WAIT_STOP_WAITING))
+    if (slot_add(c, true, &(const uint8_t){RDZV_WAIT_STOP_WAITING}, 1))
         conn_flush(c);
 }
 
@@ -458,7 +458,7 @@ static void conn_cancel_wait(struct front_conn *c)
 
     rdzv_list_for_each_safe(pos, tmp, &c->waiters)
         waiter_free(rdzv_container_of(pos, struct agent_front_waiter, cnode));
-    if (slot_add(c, true, RDZV_WAIT_CANCELED))
+    if (slot_add(c, true, &(const uint8_t){RDZV_WAIT_CANCELED}, 1))
         conn_flush(c);
 }
 
@@ -509,7 +509,7 @@ static void conn_forward(struct front_conn *c, const struct rdzv_req *req, const
                 break;
             if (q->op == RDZV_OP_GET && q->klen == k.len &&
                 (k.len == 0 || memcmp(q->key, k.p, k.len) == 0)) {
-                if (!(s = slot_add(c, false, 0)))
+                if (!(s = slot_add(c, false, NULL, 0)))
                     return;
                 rdzv_list_add_tail(&q->targets, &s->tnode);
                 f->st.shared_gets++;
@@ -519,10 +519,8 @@ static void conn_forward(struct front_conn *c, const struct rdzv_req *req, const
     }
     if (req->op == RDZV_OP_MULTI_GET && req->count == 0) {
         /* Its reply is empty: nothing would come from the store to fill it. */
-        if ((s = slot_add(c, true, 0))) {
-            rdzv_buf_free(&s->data);
+        if (slot_add(c, true, NULL, 0))
             conn_flush(c);
-        }
         return;
     }
     if (req->op == RDZV_OP_QUEUE_PUSH || req->op == RDZV_OP_QUEUE_POP ||
@@ -534,7 +532,7 @@ static void conn_forward(struct front_conn *c, const struct rdzv_req *req, const
         rdzv_req_next(&cur, &qk);
         queue_key_seen(qk.p, qk.len, f);
     }
-    if (agent_front_has_reply(req->op) && !(s = slot_add(c, false, 0)))
+    if (agent_front_has_reply(req->op) && !(s = slot_add(c, false, NULL, 0)))
         return;
     r = rdzv_enc_op(&f->up_out.next, RDZV_DIALECT_MODERN, req->op);
     if (r == 0)
