@@ -45,6 +45,11 @@ void bench_usage(FILE *f)
         "      --procs P          barrier: spread the ranks over P processes started together\n"
         "                         (default 1), as many hosts' ranks are: one client process\n"
         "                         should not be what a barrier of 16,000 measures\n"
+        "      --fronts FILE      barrier: the ranks are nodes' workers, each node's ranks\n"
+        "                         connecting to its own store front (rdzv-front-farm): FILE\n"
+        "                         has one port a line, node i's; --host names their address;\n"
+        "                         no --port. --conns defaults to nodes x --per-node\n"
+        "      --per-node K       barrier with --fronts: ranks a node (default 8)\n"
         "  -D, --dialect D        the numbering PyTorch's clients speak: 2.0 (1.x and 2.0: SET 0,\n"
         "                         GET 2, ADD 3, WAIT 5; the default), 2.1, or modern (2.2 and\n"
         "                         later: each connection opens with VALIDATE and a PING whose\n"
@@ -120,7 +125,7 @@ static int parse_secs(const char *opt, const char *s, double *ret)
 }
 
 enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP, OPT_HOSTS, OPT_STAGGER,
-       OPT_SILENCE, OPT_PROCS };
+       OPT_SILENCE, OPT_PROCS, OPT_FRONTS, OPT_PER_NODE };
 
 static const struct option longopts[] = {
     {"host", required_argument, NULL, 'H'},      {"port", required_argument, NULL, 'p'},
@@ -135,12 +140,57 @@ static const struct option longopts[] = {
     {"silence", required_argument, NULL, OPT_SILENCE},
     {"dialect", required_argument, NULL, 'D'},
     {"procs", required_argument, NULL, OPT_PROCS},
+    {"fronts", required_argument, NULL, OPT_FRONTS},
+    {"per-node", required_argument, NULL, OPT_PER_NODE},
     {"help", no_argument, NULL, 'h'},            {0},
 };
 
+/* --fronts FILE: one port a line, node i's on line i. */
+static int read_fronts(const char *path, struct bench *b)
+{
+    FILE *f = fopen(path, "re");
+    char line[32];
+    uint32_t cap = 0;
+
+    if (!f) {
+        int err = errno;
+
+        fprintf(stderr, "rdzv-bench: --fronts %s: %s\n", path, strerror(err));
+        return -err;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        uint16_t port;
+
+        line[strcspn(line, "\r\n")] = '\0';
+        if (rdzv_parse_port(line, &port) < 0 || port == 0) {
+            fprintf(stderr, "rdzv-bench: --fronts %s: line %" PRIu32 " is no port: '%s'\n",
+                    path, b->nnodes + 1, line);
+            fclose(f);
+            return -EINVAL;
+        }
+        if (b->nnodes == cap) {
+            uint16_t *p = realloc(b->node_ports, (cap ? cap * 2 : 1024) * sizeof(*p));
+
+            if (!p) {
+                fclose(f);
+                return -ENOMEM;
+            }
+            b->node_ports = p;
+            cap = cap ? cap * 2 : 1024;
+        }
+        b->node_ports[b->nnodes++] = port;
+    }
+    fclose(f);
+    if (b->nnodes == 0) {
+        fprintf(stderr, "rdzv-bench: --fronts %s has no port\n", path);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int bench_parse_args(int argc, char **argv, struct bench *b)
 {
-    const char *host = "127.0.0.1", *port_file = NULL;
+    const char *host = "127.0.0.1", *port_file = NULL, *fronts = NULL;
     uint16_t port = 0;
     uint64_t v;
     int c, r;
@@ -247,6 +297,16 @@ int bench_parse_args(int argc, char **argv, struct bench *b)
             }
             b->procs = (uint32_t)v;
             break;
+        case OPT_FRONTS:
+            fronts = optarg;
+            break;
+        case OPT_PER_NODE:
+            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 1024) {
+                fprintf(stderr, "rdzv-bench: invalid --per-node '%s' (1 to 1024)\n", optarg);
+                return -EINVAL;
+            }
+            b->per_node = (uint32_t)v;
+            break;
         case OPT_STAGGER:
             r = parse_secs("--stagger", optarg, &b->stagger_s);
             if (r < 0)
@@ -279,6 +339,30 @@ int bench_parse_args(int argc, char **argv, struct bench *b)
         fprintf(stderr, "rdzv-bench: unknown mode '%s'\n", argv[optind]);
         return -EINVAL;
     }
+    if (fronts) {
+        if (b->mode != MODE_BARRIER || port_file || port || b->hosts) {
+            fprintf(stderr, "rdzv-bench: --fronts is for a barrier, without --port, "
+                            "--port-file or --hosts\n");
+            return -EINVAL;
+        }
+        if (!b->per_node)
+            b->per_node = 8;
+        r = read_fronts(fronts, b);
+        if (r < 0)
+            return r;
+        if (!b->n)
+            b->n = b->nnodes * b->per_node;
+        if ((uint64_t)b->n > (uint64_t)b->nnodes * b->per_node) {
+            fprintf(stderr,
+                    "rdzv-bench: %" PRIu32 " ranks need more than %" PRIu32 " fronts of %" PRIu32
+                    "\n", b->n, b->nnodes, b->per_node);
+            return -EINVAL;
+        }
+        port = b->node_ports[0];
+    } else if (b->per_node) {
+        fprintf(stderr, "rdzv-bench: --per-node goes with --fronts\n");
+        return -EINVAL;
+    }
     if (port_file) {
         r = read_port_file(port_file, &port);
         if (r < 0) {
@@ -297,6 +381,15 @@ int bench_parse_args(int argc, char **argv, struct bench *b)
         return -EINVAL;
     }
     return 0;
+}
+
+const struct sockaddr_in *bench_dest(const struct bench *b, uint32_t i, struct sockaddr_in *dst)
+{
+    if (!b->node_ports)
+        return &b->addr;
+    *dst = b->addr;
+    dst->sin_port = htons(b->node_ports[(b->first + i) / b->per_node]);
+    return dst;
 }
 
 int bench_setup(struct bench *b)

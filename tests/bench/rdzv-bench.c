@@ -230,6 +230,7 @@ static void conn_connected(struct bench *b, struct conn *c)
 static int conn_connect(struct bench *b, struct conn *c)
 {
     struct epoll_event ev = {.data.u32 = (uint32_t)(c - b->conns)};
+    struct sockaddr_in dst;
     int fd, one = 1, r;
 
     fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -253,7 +254,8 @@ static int conn_connect(struct bench *b, struct conn *c)
             return r;
         }
     }
-    r = connect(fd, (const struct sockaddr *)&b->addr, sizeof(b->addr));
+    r = connect(fd, (const struct sockaddr *)bench_dest(b, (uint32_t)(c - b->conns), &dst),
+                sizeof(dst));
     if (r < 0 && errno != EINPROGRESS) {
         int err = errno;
 
@@ -729,10 +731,13 @@ static int barrier_procs(struct bench *b, uint64_t *t0, uint64_t deadline,
 static int run_barrier(struct bench *b)
 {
     struct barrier_res res;
-    uint64_t t0, deadline;
-    bool ok, stuck;
+    uint64_t t0, deadline, cpu0 = 0, cpu1 = 0;
+    bool ok, stuck, precise, cpu = false;
     int r;
 
+    /* The server's CPU time over the barrier (--pid), set-up and waiting included. */
+    if (b->server_pid > 0)
+        cpu = bench_proc_cpu_ns(b->server_pid, &cpu0, &precise) == 0;
     t0 = rdzv_now_ns();
     deadline = t0 + secs_to_ns(b->timeout_s);
     if (b->procs > 1) {
@@ -743,17 +748,23 @@ static int run_barrier(struct bench *b)
         barrier_part(b, deadline, &res);
     if (res.err < 0)
         return res.err;
+    cpu = cpu && bench_proc_cpu_ns(b->server_pid, &cpu1, &precise) == 0;
     ok = res.ndone == b->total;
     stuck = res.nlost > 0 && !res.go_sent && res.nwaiting + res.nlost == b->total;
     printf("mode=barrier dialect=%s conns=%" PRIu32 " ok=%d seconds=%.4f done=%" PRIu32
            " lost=%" PRIu32 " retries=%" PRIu64 " timedout=%d stuck=%d hosts=%" PRIu32
-           " stagger=%.3f silence=%.3f procs=%" PRIu32 " opened_s=%.4f go_s=%.4f\n",
+           " stagger=%.3f silence=%.3f procs=%" PRIu32 " opened_s=%.4f go_s=%.4f",
            rdzv_dialect_name(b->dialect), b->total, ok,
            (double)((ok ? res.t_last_ns : rdzv_now_ns()) - t0) / 1e9, res.ndone, res.nlost,
            res.retries, !ok && !stuck && res.ndone + res.nlost < b->total, stuck, b->hosts,
            b->stagger_s, b->silence_s, b->procs,
            res.t_opened_ns > t0 ? (double)(res.t_opened_ns - t0) / 1e9 : 0.0,
            res.t_go_ns > t0 ? (double)(res.t_go_ns - t0) / 1e9 : 0.0);
+    if (cpu)
+        printf(" server_cpu_s=%.4f", (double)(cpu1 - cpu0) / 1e9);
+    if (b->node_ports)
+        printf(" nodes=%" PRIu32 " per_node=%" PRIu32, b->nnodes, b->per_node);
+    printf("\n");
     if (b->procs <= 1)
         print_lost(b);
     if (res.overshoot)
@@ -836,7 +847,8 @@ int main(int argc, char **argv)
         return r > 0 ? 0 : 2;
     if (b.n == 0)
         b.n = b.mode == MODE_THROUGHPUT ? 50 : b.mode == MODE_BARRIER ? 1000 : 10000;
-    r = bench_raise_nofile(b.n);
+    /* A barrier's ranks are spread over its processes: each holds its share. */
+    r = bench_raise_nofile(b.mode == MODE_BARRIER ? (b.n + b.procs - 1) / b.procs : b.n);
     if (r < 0)
         return 2;
     b.total = b.n;
@@ -881,6 +893,7 @@ int main(int argc, char **argv)
         (void)close(b.conns[i].fd);
     }
     free(b.conns);
+    free(b.node_ports);
     rdzv_buf_free(&b.enc);
     (void)close(b.epfd);
     return r;

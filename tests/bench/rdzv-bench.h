@@ -73,6 +73,8 @@ struct bench {
     size_t nidle_pids;
     double duration_s, warmup_s, window_s, timeout_s, settle_s;
     uint32_t hosts;             /* barrier: 0, or ranks from 127.0.0.2 .. 127.0.0.(hosts + 1) */
+    uint16_t *node_ports;       /* barrier --fronts: node i's front listens on node_ports[i] */
+    uint32_t nnodes, per_node;  /* --fronts' nodes; rank r is node r / per_node's */
     double stagger_s;           /* barrier: host h starts at h * stagger_s; 0: interleaved */
     double silence_s;           /* barrier: a rank's pause between its connect and its ADD */
     struct rdzv_buf enc; /* scratch for the request encoders */
@@ -118,6 +120,10 @@ int bench_parse_args(int argc, char **argv, struct bench *b);
 int bench_raise_nofile(uint32_t need);
 /* The run's key names (a fresh prefix unless --prefix gave one). */
 int bench_setup(struct bench *b);
+
+/* Where connection i (of this process) connects: its node's front (--fronts), else the server.
+ * Returns b->addr or dst, filled. */
+const struct sockaddr_in *bench_dest(const struct bench *b, uint32_t i, struct sockaddr_in *dst);
 
 /* The server process (rdzv-bench-proc.c): its CPU time (every thread's schedstat run time when
  * *ret_precise, else utime + stime), its VmRSS, and a wait until each of pids is idle. */
