@@ -7,17 +7,44 @@
 # STOP_WAITING too, and cancels the upstream wait; a client past its bound or sending a malformed
 # frame is closed and the others go on; the store lost closes every client's connection; every
 # op's reply comes through whole.
+# Faults, each beside the same done to rdzvd directly where it has a meaning there: a waiter
+# killed or reset mid-WAIT (the others woken, its upstream wait given up), a client reset with
+# its GET unanswered (the answers after it are their clients'), queue waiters so (an item still
+# wakes one living waiter), a PyTorch client's WAIT timed out (it and the others go on), rdzvd
+# lost with requests in flight and the front lost (SIGKILL) with waits through it: every client
+# is closed at once, and rdzvd goes on.
 # PyTorch's own clients through it: integration-torch-client-front.
 
 import json
 import os
+import re
+import signal
+import socket
+import struct
 import subprocess
+import sys
 import time
+from datetime import timedelta
 
-from rdzvtest import HOST, Client, DaemonTestCase, enc, main, s
+from metricstest import daemon_with_metrics, http_get
+from rdzvtest import (HOST, Client, DaemonTestCase, die_with_parent, enc, kill_proc, main, s,
+                      track, wait_until)
 
 FRONT = os.environ.get("RDZV_FRONT_PROXY")
 STOP_WAITING, WAIT_CANCELED = 0, 1
+T_CLOSED = 2  # a client of a lost store or front sees its connection closed within this
+
+# A waiter in a process of its own: connects to argv[1], WAITs on argv[2], says so once the
+# WAIT is registered (a PING answered after it), and waits to be killed.
+WAITER = """
+import sys, time
+from rdzvtest import Client
+c = Client(int(sys.argv[1]))
+c.wait_send([sys.argv[2]])
+c.sync()
+print("waiting", flush=True)
+time.sleep(60)
+"""
 
 
 class StoreFront(DaemonTestCase):
@@ -25,9 +52,10 @@ class StoreFront(DaemonTestCase):
     def setUp(self):
         if not FRONT:
             self.skipTest("RDZV_FRONT_PROXY (tests/agent/front-proxy) not given")
-        self.d = self.daemon()
-        self.proc = subprocess.Popen([FRONT, HOST, str(self.d.port)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.d, self.mport = daemon_with_metrics(self)
+        self.proc = track(subprocess.Popen([FRONT, HOST, str(self.d.port)], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True))
         self.addCleanup(self.end)
         self.port = int(self.proc.stdout.readline())
 
@@ -43,10 +71,57 @@ class StoreFront(DaemonTestCase):
         self.addCleanup(c.close)
         return c
 
-    def client(self, *a, **kw):
-        c = Client(self.port, *a, **kw)
+    def client(self, *a, port=None, **kw):
+        c = Client(port or self.port, *a, **kw)
         self.addCleanup(c.close)
         return c
+
+    def store_conns(self):
+        """The connections rdzvd has open (its /metrics)."""
+        m = re.search(r"^rdzvd_connections (\d+)$", http_get(self.mport, "/metrics"), re.M)
+        return int(m.group(1))
+
+    def wait_store_conns(self, n, what):
+        """Until rdzvd has n connections open (it accepts in its own time)."""
+        wait_until(lambda: self.store_conns() == n,
+                   lambda: "%s: rdzvd holds %d connections, not %d" % (what, self.store_conns(), n))
+
+    def unread_by_store(self):
+        """The bytes rdzvd's connections hold that it has not read (/proc/net/tcp: rx_queue of
+        each socket of its port, the accepted and the backlog's)."""
+        n = 0
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()  # sl, local, remote, st, tx_queue:rx_queue, ...
+                if cols[1] == "0100007F:%04X" % self.d.port and cols[3] != "0A":  # not LISTEN
+                    n += int(cols[4].split(":")[1], 16)
+        return n
+
+    def killed_waiter(self, port, key):
+        """A process of its own waiting on key at port (registered): kill it to kill the
+        waiter."""
+        p = track(subprocess.Popen([sys.executable, "-c", WAITER, str(port), key],
+                                   stdout=subprocess.PIPE, text=True,
+                                   preexec_fn=die_with_parent()))
+        self.addCleanup(kill_proc, p)
+        self.addCleanup(p.stdout.close)
+        self.assertEqual(p.stdout.readline(), "waiting\n")
+        return p
+
+    @staticmethod
+    def reset(c):
+        """c's connection closed with a reset (SO_LINGER 0), as a crashed client's may be."""
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+
+    def cont(self):
+        """rdzvd stopped (SIGSTOP) goes on."""
+        if self.d.proc.poll() is None:
+            os.kill(self.d.pid, signal.SIGCONT)
+
+    def passes(self):
+        """(what, port): rdzvd directly, then through the front."""
+        return (("rdzvd", self.d.port), ("front", self.port))
 
     def test_waits_of_one_key_list_are_one_upstream_wait(self):
         cs = [self.client() for _ in range(8)]
@@ -208,6 +283,215 @@ class StoreFront(DaemonTestCase):
         rc, _, err = self.end()
         self.assertEqual(rc, 1, err)
         self.assertIn("the store at 127.0.0.1:%d" % self.d.port, err)  # the first to notice
+
+    def test_a_waiter_killed_mid_wait(self):
+        # Directly and through the front alike. A lone waiter killed: rdzvd holds nothing more
+        # for it (the front gave its upstream wait up). Of four waiters of one key, one killed
+        # and one reset mid-wait: the two left are woken when it is set, and a new client reads
+        # it.
+        for what, port in self.passes():
+            with self.subTest(what):
+                idle = self.client(port=port)
+                idle.sync()  # the front's shared connection is up: not counted below
+                before = self.store_conns()
+                lone = self.killed_waiter(port, "lone-" + what)
+                self.wait_store_conns(before + 1, what)  # its connection, or its wait's
+                kill_proc(lone)
+                self.wait_store_conns(before, what)
+                key = "k-" + what
+                killed = self.killed_waiter(port, key)
+                cs = [self.client(port=port) for _ in range(3)]
+                for c in cs:
+                    c.wait_send([key])
+                    c.sync()
+                kill_proc(killed)
+                self.reset(cs[0])
+                cs[1].sync()  # the deaths were read before this PING's answer came
+                for c in cs[1:]:
+                    c.expect_nothing()
+                self.raw().set(key, "v")
+                for c in cs[1:]:
+                    self.assertEqual(c.r_u8(), STOP_WAITING)
+                    c.expect_nothing()
+                self.assertEqual(self.client(port=port).get(key), b"v")
+        rc, st, err = self.end()
+        self.assertEqual(rc, 0, err)
+        # one upstream wait each, the lone one's given up and not kept for the next
+        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_conns"]), (5, 2, 2), st)
+
+    def test_a_client_killed_mid_request(self):
+        # A client reset once its GET is forwarded and before it is answered (rdzvd stopped
+        # meanwhile): that answer is dropped when it comes; the next ones, a GET of another key
+        # and one of the same, forwarded after it, are each their client's; the front goes on.
+        raw = self.raw()
+        raw.set("a", "A")
+        raw.set("b", "B")
+        raw.sync()
+        cs = [self.client() for _ in range(3)]
+        for c in cs:
+            c.sync()
+        os.kill(self.d.pid, signal.SIGSTOP)
+        self.addCleanup(self.cont)
+        cs[0].req("GET", s("a"))
+        wait_until(lambda: self.unread_by_store() == 10,  # a GET of one byte's key
+                   lambda: "rdzvd holds %d unread bytes, not 10" % self.unread_by_store())
+        self.reset(cs[0])
+        cs[1].req("GET", s("b"))
+        cs[2].req("GET", s("a"))
+        wait_until(lambda: self.unread_by_store() == 30,
+                   lambda: "rdzvd holds %d unread bytes, not 30" % self.unread_by_store())
+        self.cont()
+        self.assertEqual(cs[1].r_str(), b"B")
+        self.assertEqual(cs[2].r_str(), b"A")
+        for c in cs[1:]:
+            c.sync()
+        self.assertEqual(self.client().get("b"), b"B")
+        rc, st, err = self.end()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((st["forwarded"], st["shared_gets"]), (9, 0), st)  # 4 GETs, 5 PINGs
+
+    def test_queue_waiters_killed_mid_wait(self):
+        # queue_pop(block=True) is WAIT of its key, then QUEUE_POP. Of four waiters of a queue's
+        # key, the first two to wait die (killed, reset): each item still wakes one waiter of
+        # the two left, once. Directly, through the front on a key seen holding a queue (each
+        # waiter's WAIT upstream on its own), and on one not seen with three waiters (they share
+        # a WAIT: the one left is woken alone, as on rdzvd).
+        for what, port, seen in (("rdzvd", self.d.port, True), ("front", self.port, True),
+                                 ("front, a key not seen as a queue", self.port, False)):
+            with self.subTest(what):
+                q = "q-" + what
+                raw = self.raw()
+                if seen:
+                    self.assertEqual(self.client(port=port).queue_len(q), 0)
+                before = self.store_conns()
+                killed = self.killed_waiter(port, q)
+                cs = [self.client(port=port) for _ in range(3 if seen else 2)]
+                for c in cs:
+                    c.wait_send([q])
+                    c.sync()
+                if seen:  # a connection each, or a wait's each (no kept one to take yet)
+                    self.wait_store_conns(before + 4, what)
+                kill_proc(killed)
+                self.reset(cs[0])
+                cs[1].sync()  # the deaths were read before this PING's answer came
+                if seen:  # their waits gone from rdzvd, where an item would wake them first
+                    self.wait_store_conns(before + 2, what)
+                left = cs[1:]
+                for item in ("item1", "item2")[:len(left)]:
+                    raw.queue_push(q, item)
+                    raw.sync()
+                    woken = self.first_answer(left)
+                    self.assertEqual(woken.queue_pop(q), (1, item.encode()))
+                    left.remove(woken)
+                    for c in left:
+                        c.expect_nothing()
+                for c in cs[1:]:
+                    c.expect_nothing()  # woken once
+                self.assertEqual(raw.queue_len(q), 0)
+        rc, st, err = self.end()
+        self.assertEqual(rc, 0, err)
+        # a WAIT upstream each on a queue's key; one for the three on the other, reusing a
+        # connection kept (no more: a dead waiter told of the item would have sent the one left
+        # to wait on its own)
+        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_conns"]), (7, 5, 4), st)
+
+    def test_a_torch_clients_wait_timeout(self):
+        # PyTorch's own client (Debian's 1.13: no CANCEL_WAIT; its WAIT stays registered),
+        # directly and through the front alike: store.wait raises within its timeout, then the
+        # same client and another set and get; a raw 1.x client sees the same late STOP_WAITING
+        # of the WAIT it left, once its key is set, after the answers of what it asked since.
+        try:
+            import torch.distributed as dist
+        except Exception as e:  # ImportError, or a broken install (rdzvtest's skip_without_torch)
+            self.skipTest("torch not importable: %s" % e)
+        for what, port in self.passes():
+            with self.subTest(what):
+                store = dist.TCPStore(HOST, port, None, False, timedelta(seconds=10))
+                t0 = time.monotonic()
+                with self.assertRaises(RuntimeError):
+                    store.wait(["never-" + what], timedelta(seconds=1))
+                took = time.monotonic() - t0
+                self.assertGreaterEqual(took, 0.9)
+                self.assertLess(took, 5)
+                store.set("after", what)
+                self.assertEqual(store.get("after"), what.encode())
+                other = dist.TCPStore(HOST, port, None, False, timedelta(seconds=10))
+                self.assertEqual(other.get("after"), what.encode())
+                other.set("other", what)
+                self.assertEqual(store.get("other"), what.encode())
+                c = self.client(port=port, dialect="2.0")
+                c.wait_send(["/late-" + what])
+                c.set("/mine", "1")
+                self.assertEqual(c.get("/mine"), b"1")
+                c.expect_nothing()
+                self.raw().set("/late-" + what, "now")
+                self.assertEqual(c.r_u8(), STOP_WAITING)
+                c.sync()
+        rc, st, err = self.end()
+        self.assertEqual(rc, 0, err)
+
+    def test_the_store_lost_mid_request(self):
+        # rdzvd stopped (SIGSTOP), then killed: through the front, a WAIT registered before, a
+        # GET, a 1.x client's SET and GET, a WAIT of a list of its own (its connection in
+        # rdzvd's backlog) and an idle client; directly, a WAIT and a GET. Every connection
+        # closes within T_CLOSED with no byte of an answer, and the front refuses a new one.
+        waiting, idle, direct_waiting = self.client(), self.client(), self.raw()
+        for c in (waiting, direct_waiting):
+            c.wait_send(["never"])
+        for c in (waiting, idle, direct_waiting):
+            c.sync()
+        os.kill(self.d.pid, signal.SIGSTOP)
+        self.addCleanup(self.d.kill)
+        getting, legacy, late = self.client(), self.client(dialect="2.0"), self.client()
+        direct_getting = self.raw()
+        getting.req("GET", s("k"))
+        legacy.set("/x", "1")
+        legacy.req("GET", s("/x"))
+        late.wait_send(["other"])
+        direct_getting.req("GET", s("k"))
+        # forwarded and sent, unread: GET k (10 bytes), SET (20) and GET (11) of /x, the late
+        # WAIT's VALIDATE and WAIT (27); VALIDATE and GET k directly (15)
+        wait_until(lambda: self.unread_by_store() == 83,
+                   lambda: "rdzvd holds %d unread bytes, not the 83 sent"
+                   % self.unread_by_store())
+        t0 = time.monotonic()
+        self.d.kill()
+        for c in (waiting, idle, getting, legacy, late, direct_waiting, direct_getting):
+            self.assertEqual(c.assert_closed(T_CLOSED), b"")
+        self.assertLess(time.monotonic() - t0, T_CLOSED)
+        with self.assertRaises(ConnectionRefusedError):
+            Client(self.port)
+        rc, st, err = self.end()
+        self.assertEqual(rc, 1, err)
+        self.assertIn("the store at 127.0.0.1:%d" % self.d.port, err)
+        self.assertEqual((st["requests"], st["forwarded"], st["waits"]), (7, 5, 2), st)
+
+    def test_the_front_lost_mid_request(self):
+        # The front stopped (SIGSTOP), a GET sent to it, then killed (SIGKILL), as an agent lost is:
+        # its clients (three waiting, two of them sharing an upstream WAIT, and the GET's) are
+        # closed within T_CLOSED; rdzvd drops its connections without harm: a client of its
+        # own waiting on the same key is woken when it is set, and a new one reads it.
+        direct = self.raw()
+        direct.wait_send(["k"])
+        direct.sync()
+        cs = [self.client() for _ in range(3)]
+        for c, ks in zip(cs, (["k"], ["k"], ["k", "k2"])):
+            c.wait_send(ks)
+            c.sync()
+        self.wait_store_conns(4, "waiting")  # direct, the front's shared one, two waits
+        self.proc.send_signal(signal.SIGSTOP)
+        getting = self.client()
+        getting.req("GET", s("k"))
+        t0 = time.monotonic()
+        kill_proc(self.proc)
+        for c in cs + [getting]:
+            c.assert_closed(T_CLOSED)
+        self.assertLess(time.monotonic() - t0, T_CLOSED)
+        self.wait_store_conns(1, "the front lost")  # direct's alone
+        self.raw().set("k", "v")
+        self.assertEqual(direct.r_u8(), STOP_WAITING)
+        self.assertEqual(self.raw().get("k"), b"v")
+        direct.expect_nothing()
 
 
 if __name__ == "__main__":
