@@ -622,6 +622,17 @@ static void conn_request(struct front_conn *c, const struct rdzv_req *req, const
     case RDZV_OP_CANCEL_WAIT:
         conn_cancel_wait(c);
         return;
+    case RDZV_OP_PING: {
+        /* Its nonce back, in its turn, as rdzvd answers it: a worker's PING (PyTorch >= 2.5
+         * sends one as it connects) checks its way to the server it talks to, and the way on
+         * to the store is the front's own connection, whose loss closes every worker's. */
+        uint8_t echo[4];
+
+        rdzv_set_u32(echo, req->u32);
+        if (slot_add(c, true, echo, sizeof(echo)))
+            conn_flush(c);
+        return;
+    }
     default:
         conn_forward(c, req, p);
     }
