@@ -5,8 +5,10 @@
 # (the lent GPU machines: 16 CPUs, pip's PyTorch 2.11). Runs tests/bench/run-bench.sh twice:
 #   1. every mode (memory, throughput, barriers 1k-16k), clients from one process, 3 rounds;
 #   2. the barriers 4k-16k again with the ranks spread over 8 client processes, 3 rounds,
-#      so that one client process is not what the barrier measures.
-# Writes OUT_DIR/store-bench-1.md and -8.md (the tables) and their progress logs. BUILD_DIR
+#      so that one client process is not what the barrier measures;
+#   3. run-front-bench.sh: a start of 16,000 / 50,000 / 100,000 ranks (FRONT_RANKS), 8 a node,
+#      through the nodes' store fronts and directly, and directly to PyTorch's server.
+# Writes OUT_DIR/store-bench-1.md, -8.md and front-bench.md (the tables) and their progress logs. BUILD_DIR
 # holds a release build made elsewhere; LIB_DIR the libraries it links that such a machine may
 # lack (tests/gpu/carry-libs.sh makes it). PYTHON names the interpreter (default python3);
 # RUN_BENCH_ARGS is added to both runs (--quick to try the script out).
@@ -31,4 +33,13 @@ bash "$here/../bench/run-bench.sh" --python "$(command -v "$py")" --somaxconn 65
     --modes barrier --barriers 4000,8000,16000 --procs 8 --rounds 3 ${RUN_BENCH_ARGS:-} "$build" \
     >"$out/store-bench-8.md" 2>"$out/store-bench-8.log" || rc=1
 cat "$out/store-bench-8.md"
+# 3. A start of N ranks, 8 a node: through the nodes' store fronts (one a node) and directly,
+#    against PyTorch's server directly (what does not fit a process's open files is said).
+somax=$(cat /proc/sys/net/core/somaxconn)
+sysctl -qw net.core.somaxconn=65535 2>/dev/null || echo "store-bench.sh: somaxconn stays $somax"
+bash "$here/../bench/run-front-bench.sh" --python "$(command -v "$py")" \
+    --ranks "${FRONT_RANKS:-16000 50000 100000}" --rounds 3 ${FRONT_BENCH_ARGS:-} "$build" \
+    >"$out/front-bench.md" 2>"$out/front-bench.log" || rc=1
+sysctl -qw net.core.somaxconn="$somax" 2>/dev/null
+cat "$out/front-bench.md"
 exit $rc
