@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# bench-smoke.sh: start rdzvd on a free port, run rdzv-bench briefly, check the figures are
-# non-zero; with BUILD_ROOT, also one trial of the recovery benchmark without torchrun (it fails
-# when rdzv does not recover from a worker's SIGKILL or SIGSTOP).
+# bench-smoke.sh: start rdzvd on a free port, run rdzv-bench briefly (directly, and through the
+# nodes' store fronts: rdzv-front-farm beside RDZV_BENCH), check the figures are non-zero; with
+# BUILD_ROOT, also one trial of the recovery benchmark without torchrun (it fails when rdzv does
+# not recover from a worker's SIGKILL or SIGSTOP).
 # Usage: bench-smoke.sh RDZVD RDZV_BENCH [BUILD_ROOT]
 set -u
 rdzvd=$1
@@ -10,7 +11,9 @@ bench=$2
 build=${3:-}
 tmp=$(mktemp -d)
 pid=
+fpid=
 cleanup() {
+    [ -n "$fpid" ] && kill "$fpid" 2>/dev/null
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     rm -rf "$tmp"
 }
@@ -49,6 +52,37 @@ out=$("$bench" --port-file "$tmp/port" --dialect modern -c 200 -t 20 barrier) ||
     fail "barrier, modern: $out"
 echo "# $out"
 grep -q ' dialect=modern .* ok=1 ' <<<"$out" || fail "the modern barrier did not complete"
+
+# Through the nodes' store fronts (rdzv-front-farm: the agent's own front, 25 nodes' in one
+# process), 8 ranks a node: the barrier completes, and the fronts forwarded each rank's ADD and
+# the go key's SET (of 601 requests: a PING, an ADD and a WAIT a rank, the SET), answered the
+# PINGs, and sent the 200 WAITs as a few upstream.
+farm=$(dirname "$bench")/rdzv-front-farm
+if [ -x "$farm" ]; then
+    mkfifo "$tmp/feed"
+    "$farm" 127.0.0.1 "$(cat "$tmp/port")" 25 <"$tmp/feed" >"$tmp/fronts" 2>"$tmp/farm.err" &
+    fpid=$!
+    exec 9>"$tmp/feed"
+    for _ in $(seq 100); do
+        [ "$(grep -c . "$tmp/fronts")" -ge 25 ] && break
+        sleep 0.1
+    done
+    out=$("$bench" --fronts "$tmp/fronts" --dialect modern -t 20 barrier) ||
+        fail "barrier through fronts: $out"
+    echo "# $out"
+    grep -q ' ok=1 .* nodes=25 per_node=8' <<<"$out" ||
+        fail "the barrier through fronts did not complete"
+    exec 9>&-
+    wait "$fpid" || fail "rdzv-front-farm: $(cat "$tmp/farm.err")"
+    fpid=
+    st=$(tail -1 "$tmp/fronts")
+    echo "# fronts: $st"
+    grep -q '"conns": 200, "requests": 601, "forwarded": 201, .*"waits": 200,' <<<"$st" ||
+        fail "the fronts' counts: $st"
+    up=$(sed -n 's/.*"upstream_waits": \([0-9]*\).*/\1/p' <<<"$st")
+    [ "${up:-0}" -ge 25 ] && [ "$up" -le 50 ] ||
+        fail "upstream WAITs for 200 ranks through 25 fronts: $up"
+fi
 
 out=$("$bench" --port-file "$tmp/port" --pid "$pid" --settle 0.2 -c 200 -t 20 memory) ||
     fail "memory: $out"

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* front-farm.c: many nodes' store fronts (agent/front/agent-front.h) in one process, for the
  * benchmark of a start through the fronts (run-front-bench.sh; issue 48, item 4).
- *   rdzv-front-farm STORE_ADDR STORE_PORT COUNT [PER_NODE]
+ *   rdzv-front-farm STORE_ADDR STORE_PORT COUNT [PER_NODE [SPREAD]]
  * starts COUNT fronts on one loop, each with its own listener and its own connection to the
- * store, as COUNT agents of PER_NODE workers (default 8) each would; prints their ports, one a
+ * store, as COUNT agents of PER_NODE workers (default 8) each would; with SPREAD (1 to 250) and
+ * STORE_ADDR 127.0.0.1, front i connects to the store at 127.0.0.(1 + i % SPREAD), as if the
+ * fronts were on hosts of their own (a store listening on every address): from one address to
+ * one, each connect() searches the ports already in use to that destination, and thousands of
+ * fronts' connections measure that search, not the store. Prints their ports, one a
  * line, then serves until its standard input closes, then prints what the fronts did, summed, as
  * one line of JSON and exits 0 (1 when a store connection was lost, said on stderr). Each front
  * takes PER_NODE + 3 descriptors at least (its listener, its workers, its store connection and
  * one wait connection): COUNT must fit the open-file limit. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -96,15 +101,21 @@ static int fit_nofile(uint64_t need)
 static uv_idle_t starter;
 static uint64_t want, per_node = 8;
 static const char *store_addr;
+static uint64_t spread;
 static uint16_t store_port;
 static int status;
 
 static void start_some(uv_idle_t *h)
 {
     for (unsigned i = 0; i < START_BATCH && nfronts < want; i++, nfronts++) {
-        int r = agent_front_start(
+        char addr[INET_ADDRSTRLEN];
+        int r;
+
+        if (spread)
+            snprintf(addr, sizeof(addr), "127.0.0.%u", (unsigned)(1 + nfronts % spread));
+        r = agent_front_start(
             &(struct agent_front_cfg){.loop = h->loop,
-                                      .store_addr = store_addr,
+                                      .store_addr = spread ? addr : store_addr,
                                       .store_port = store_port,
                                       .legacy = RDZV_DIALECT_V20,
                                       .lim = RDZV_LIMITS_DEFAULT,
@@ -112,7 +123,6 @@ static void start_some(uv_idle_t *h)
                                       .on_lost = on_lost,
                                       .ud = (void *)(uintptr_t)nfronts},
             &fronts[nfronts]);
-
         if (r < 0) {
             fprintf(stderr, "rdzv-front-farm: front %" PRIu32 ": %s\n", nfronts, uv_strerror(r));
             status = 1;
@@ -139,11 +149,14 @@ int main(int argc, char **argv)
     uv_loop_t *loop = uv_default_loop();
 
     signal(SIGPIPE, SIG_IGN); /* a worker gone mid-reply: its write fails, no more */
-    if (argc < 4 || argc > 5 || rdzv_parse_port(argv[2], &store_port) < 0 || store_port == 0 ||
+    if (argc < 4 || argc > 6 || rdzv_parse_port(argv[2], &store_port) < 0 || store_port == 0 ||
         rdzv_parse_u64(argv[3], &want) < 0 || want == 0 || want > 1000000 ||
-        (argc == 5 && (rdzv_parse_u64(argv[4], &per_node) < 0 || per_node == 0 ||
-                       per_node > 1024))) {
-        fprintf(stderr, "usage: rdzv-front-farm STORE_ADDR STORE_PORT COUNT [PER_NODE]\n");
+        (argc >= 5 && (rdzv_parse_u64(argv[4], &per_node) < 0 || per_node == 0 ||
+                       per_node > 1024)) ||
+        (argc == 6 && (rdzv_parse_u64(argv[5], &spread) < 0 || spread > 250 ||
+                       strcmp(argv[1], "127.0.0.1") != 0))) {
+        fprintf(stderr, "usage: rdzv-front-farm STORE_ADDR STORE_PORT COUNT [PER_NODE [SPREAD]] "
+                        "(SPREAD: 0 to 250, with STORE_ADDR 127.0.0.1)\n");
         return 2;
     }
     store_addr = argv[1];

@@ -35,11 +35,8 @@ bash "$here/../bench/run-bench.sh" --python "$(command -v "$py")" --somaxconn 65
 cat "$out/store-bench-8.md"
 # 3. A start of N ranks, 8 a node: through the nodes' store fronts (one a node) and directly,
 #    against PyTorch's server directly (what does not fit a process's open files is said).
-somax=$(cat /proc/sys/net/core/somaxconn)
-sysctl -qw net.core.somaxconn=65535 2>/dev/null || echo "store-bench.sh: somaxconn stays $somax"
-bash "$here/../bench/run-front-bench.sh" --python "$(command -v "$py")" \
+bash "$here/../bench/run-front-bench.sh" --python "$(command -v "$py")" --somaxconn 65535 \
     --ranks "${FRONT_RANKS:-16000 50000 100000}" --rounds 3 ${FRONT_BENCH_ARGS:-} "$build" \
     >"$out/front-bench.md" 2>"$out/front-bench.log" || rc=1
-sysctl -qw net.core.somaxconn="$somax" 2>/dev/null
 cat "$out/front-bench.md"
 exit $rc
