@@ -2,16 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 # store-bench.sh BUILD_DIR OUT_DIR [LIB_DIR]: rdzvd against the TCPStore server PyTorch users run
 # (the libuv backend of a pip torch >= 2.4) and the null responder, on a machine that has one
-# (the lent GPU machines: 16 CPUs, pip's PyTorch 2.11). Runs tests/bench/run-bench.sh twice:
+# (the lent GPU machines: 16 CPUs, pip's PyTorch 2.11). Runs tests/bench/run-bench.sh twice,
+# then run-front-bench.sh:
 #   1. every mode (memory, throughput, barriers 1k-16k), clients from one process, 3 rounds;
 #   2. the barriers 4k-16k again with the ranks spread over 8 client processes, 3 rounds,
 #      so that one client process is not what the barrier measures;
 #   3. run-front-bench.sh: a start of 16,000 / 50,000 / 100,000 ranks (FRONT_RANKS), 8 a node,
 #      through the nodes' store fronts and directly, and directly to PyTorch's server.
-# Writes OUT_DIR/store-bench-1.md, -8.md and front-bench.md (the tables) and their progress logs. BUILD_DIR
-# holds a release build made elsewhere; LIB_DIR the libraries it links that such a machine may
-# lack (tests/gpu/carry-libs.sh makes it). PYTHON names the interpreter (default python3);
-# RUN_BENCH_ARGS is added to both runs (--quick to try the script out).
+# Writes OUT_DIR/store-bench-1.md, -8.md and front-bench.md (the tables) and their progress
+# logs. BUILD_DIR holds a release build made elsewhere; LIB_DIR the libraries it links that such
+# a machine may lack (tests/gpu/carry-libs.sh makes it). PYTHON names the interpreter (default
+# python3); RUN_BENCH_ARGS is added to the first two runs (--quick to try the script out),
+# FRONT_BENCH_ARGS to the third.
 set -u
 build=$(cd "$1" && pwd); out=$2; libs=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
