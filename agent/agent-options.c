@@ -805,12 +805,6 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     if (torchrun_semantics(o, argc, argv, first_arg) < 0)
         return -EINVAL;
 
-    if (o->store_front && o->recovery_inplace) {
-        fprintf(stderr, "rdzv-agent: --store-front and --recovery inplace do not go together yet "
-                        "(in place, the survivors move to the next generation's store): drop "
-                        "one\n");
-        return -EINVAL;
-    }
     if (o->standalone) {
         /* a scheduler's node count is no demand: one node, as asked */
         if (o->max_nodes > 1 && o->deferred_typed[D_NNODES][0]) {

@@ -17,6 +17,7 @@ generation."""
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -350,6 +351,30 @@ class TorchInplace(FaultTestCase):
         self.assertNotIn(pids[0], [pid for r, pid in started[1:] if r == 0], dump)
         d = self.done(agents[0])
         self.assertEqual((d["step"], d["world"], d["restart"]), (30, 4, 1), dump)
+
+    def test_10_in_place_through_the_store_fronts(self):
+        """--recovery inplace with --store-front (issue 48, item 3): each generation has a front
+        of its own, and the control channel names it to the survivors, as it names the store
+        without one. A worker SIGKILLed at step 40: the survivors re-form through the new
+        generation's fronts, with the checks of test_1. Before, the two were refused together."""
+        self.uninterrupted()
+        agents = self.two("wkfront", "--recovery", "inplace", "--store-front")
+        pids = self.wait_workers(agents)
+        self.wait_step(agents[0], HIT, agents, timeout=60)
+        os.kill(pids[3], signal.SIGKILL)
+        self.finish_job(agents, timeout=120)
+        self.check_inplace(agents, pids, [3])
+        dump = self.dump(agents)
+        for a in agents:
+            log = a.log()
+            self.assertRegex(log, r"gen=1 .*store front for generation 1 on 127\.0\.0\.1:", dump)
+            self.assertRegex(log, r"gen=2 .*store front for generation 2 on 127\.0\.0\.1:", dump)
+            self.assertIn("in place: ", log, dump)
+            # the last front's (generation 2's) counts: its 2 workers' store connections, the
+            # survivor's among them
+            served = re.findall(r"store front: (\d+) worker connections", log)
+            self.assertEqual(len(served), 2, dump)
+            self.assertGreaterEqual(int(served[-1]), 2, dump)
 
     def test_5_the_same_script_restarts_from_its_checkpoint(self):
         want = self.uninterrupted()

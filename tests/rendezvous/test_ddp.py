@@ -6,9 +6,8 @@ through one connection to it."""
 import json
 import os
 import re
-import subprocess
 
-from agenttest import AGENT, AgentTestCase, agent_cmd, finish, main, start
+from agenttest import AgentTestCase, agent_cmd, finish, main, start
 
 PYTHON = os.environ.get("RDZV_TEST_PYTHON", "/usr/bin/python3")
 
@@ -50,14 +49,6 @@ class TestDDP(AgentTestCase):
     def test_two_agents_train_the_autoencoder(self):
         for err in self.train():
             self.assertNotIn("store front", err)
-
-    def test_store_front_and_inplace_are_refused_together(self):
-        r = subprocess.run([AGENT, "--store-front", "--recovery", "inplace", "--endpoint", "h:1",
-                            "--rdzv-id", "x", "--print-launch", "--", "true"],
-                           capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
-        self.assertIn("--store-front and --recovery inplace do not go together yet", r.stderr)
 
     def test_through_the_agents_store_fronts(self):
         for err in self.train("--store-front"):
