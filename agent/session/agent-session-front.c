@@ -42,6 +42,14 @@ void agent_session_front_close(struct agent_session *a)
     a->front = NULL;
 }
 
+void agent_session_front_assign(const struct agent_session *a, struct agent_assignment *as)
+{
+    if (!a->front)
+        return;
+    as->master_addr = "127.0.0.1";
+    as->master_port = agent_front_port(a->front);
+}
+
 void agent_session_front_round(struct agent_session *a, struct agent_assignment *as)
 {
     int r;
@@ -65,8 +73,7 @@ void agent_session_front_round(struct agent_session *a, struct agent_assignment 
         a->front = NULL;
         return;
     }
-    as->master_addr = "127.0.0.1";
-    as->master_port = agent_front_port(a->front);
+    agent_session_front_assign(a, as);
     log_info("store front for generation %" PRIu64 " on 127.0.0.1:%u (the workers' store "
              "connections, one to %s:%" PRId64 ")",
              a->round.generation, (unsigned)as->master_port, a->round.master_addr,

@@ -176,7 +176,10 @@ void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replica
  * and the workers' MASTER_ADDR and MASTER_PORT in as made its address. Without a front (none
  * asked, or it could not start: said) as is left as it is. */
 void agent_session_front_round(struct agent_session *a, struct agent_assignment *as);
-/* The front, if any, closed (the session ends). */
+/* The workers' MASTER_ADDR and MASTER_PORT in as made the current front's, if there is one (a
+ * worker started late in the generation: agent_session_replace_late). */
+void agent_session_front_assign(const struct agent_session *a, struct agent_assignment *as);
+/* The front, if any, closed (the session ends, or the next round comes). */
 void agent_session_front_close(struct agent_session *a);
 /* The client's on_refused: before this agent first joined, host rdzvd where it may
  * (cfg.rehost), as at start. */

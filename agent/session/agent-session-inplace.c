@@ -39,6 +39,7 @@ int agent_session_replace_late(struct agent_session *a, unsigned local_rank)
     struct agent_assignment as;
 
     agent_session_round_assignment(a, &as);
+    agent_session_front_assign(a, &as); /* its node's peers' front, as they were told */
     a->late[local_rank] = false;
     memset(a->spawn, 0, (size_t)a->cfg.nproc * sizeof(*a->spawn));
     a->spawn[local_rank] = true;

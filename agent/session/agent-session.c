@@ -247,6 +247,8 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     agent_store_round(a->store, r->generation);
     agent_session_round_assignment(a, &as);
     keep = has_survivors(a);
+    /* The last generation's front says what it did under that generation's name. */
+    agent_session_front_close(a);
     if (!a->cfg.embedded)
         rdzv_log_set_context("job=%s gen=%" PRIu64 " node=%s", a->cfg.run_id, r->generation,
                              a->cfg.host);
