@@ -129,7 +129,7 @@ class StoreFront(DaemonTestCase):
         for c in cs:
             c.wait_send(["k"])
         for c in cs:
-            c.sync()  # each WAIT is registered before the key is set (a PING after it)
+            c.sync()  # each WAIT is taken before the key is set (a PING answered after it)
         cs[0].wait_send(["k", "other"])  # another list: a wait of its own
         self.raw().set("k", "v")
         for c in cs:
@@ -293,7 +293,7 @@ class StoreFront(DaemonTestCase):
         for what, port in self.passes():
             with self.subTest(what):
                 idle = self.client(port=port)
-                idle.sync()  # the front's shared connection is up: not counted below
+                idle.num_keys()  # the front's shared connection is up: not counted below
                 before = self.store_conns()
                 lone = self.killed_waiter(port, "lone-" + what)
                 self.wait_store_conns(before + 1, what)  # its connection, or its wait's
@@ -307,7 +307,7 @@ class StoreFront(DaemonTestCase):
                     c.sync()
                 kill_proc(killed)
                 self.reset(cs[0])
-                cs[1].sync()  # the deaths were read before this PING's answer came
+                cs[1].num_keys()  # the deaths were read before this answer came back up
                 for c in cs[1:]:
                     c.expect_nothing()
                 self.raw().set(key, "v")
@@ -375,7 +375,7 @@ class StoreFront(DaemonTestCase):
                     self.wait_store_conns(before + 4, what)
                 kill_proc(killed)
                 self.reset(cs[0])
-                cs[1].sync()  # the deaths were read before this PING's answer came
+                cs[1].num_keys()  # the deaths were read before this answer came back up
                 if seen:  # their waits gone from rdzvd, where an item would wake them first
                     self.wait_store_conns(before + 2, what)
                 left = cs[1:]
