@@ -60,7 +60,7 @@ void bench_usage(FILE *f)
         "                         its CPU time over the measured window (server_cpu_s,\n"
         "                         server_cpu_ns_per_reply); every mode first waits (up to\n"
         "                         30 s) until it is idle\n"
-        "      --idle-pid PID     also wait until this process is idle (repeatable, up to 8)\n"
+        "      --idle-pid PID     also wait until this process is idle (repeatable, up to 32)\n"
         "      --settle SEC       memory: pause before reading VmRSS again (default 1)\n"
         "  -h, --help             show this help\n");
 }

@@ -23,7 +23,7 @@
 #define BACKOFF_MIN_NS 1000000ull  /* first retry after ~1 ms */
 #define BACKOFF_MAX_NS 256000000ull /* never wait more than ~256 ms between tries */
 #define NS_PER_S 1000000000ull
-#define MAX_IDLE_PIDS 8
+#define MAX_IDLE_PIDS 32
 #define MAX_WINDOWS 4096
 
 enum mode { MODE_THROUGHPUT, MODE_BARRIER, MODE_MEMORY };

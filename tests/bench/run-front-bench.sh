@@ -88,17 +88,25 @@ kv() { sed -n "s/^\(.* \)\{0,1\}$2=\([^ ]*\).*/\2/p" <<<"$1"; }
 jv() { sed -n "s/.*\"$2\": \([0-9]*\).*/\1/p" <<<"$1"; }
 nofile=$(ulimit -Hn)
 [ "$nofile" = unlimited ] && nofile=1048576
+if [ "$nofile" -lt 2048 ]; then
+    echo "run-front-bench.sh: the open-file limit is $nofile: 2048 or more, please" >&2
+    exit 2
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdzv-front-bench.XXXXXX")
 declare -A res
 spids=()
 farm_pids=()
 feeds=()
+farms_ok=1
 
+# stop_farms: their standard input closed, each prints its counts and exits; farms_ok=0 when
+# one did not exit 0 (a store connection lost: said in farm.log).
 stop_farms() {
     local p
+    farms_ok=1
     for p in "${feeds[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${farm_pids[@]}"; do wait "$p" 2>/dev/null; done
+    for p in "${farm_pids[@]}"; do wait "$p" 2>/dev/null || farms_ok=0; done
     feeds=()
     farm_pids=()
 }
@@ -190,6 +198,7 @@ barrier() {
         : >"$work/fronts"
         for i in $(seq 0 $((farm_n - 1))); do
             local share=$(( nodes / farm_n + (i < nodes % farm_n ? 1 : 0) ))
+            : >"$work/farm$i.out" # there before the farm's shell opens it (after its feed)
             mkfifo "$work/feed$i" 2>/dev/null
             sleep 100000 >"$work/feed$i" &
             feeds+=($!)
@@ -200,11 +209,16 @@ barrier() {
             farm_pids+=($!)
         done
         for i in $(seq 0 $((farm_n - 1))); do
-            local share=$(( nodes / farm_n + (i < nodes % farm_n ? 1 : 0) )) k=0
-            while [ "$(grep -c . "$work/farm$i.out" 2>/dev/null)" -lt "$share" ]; do
+            local share=$(( nodes / farm_n + (i < nodes % farm_n ? 1 : 0) )) k=0 got
+            # whole lines only (a port cut by a buffer's end is not one yet)
+            while got=$(wc -l <"$work/farm$i.out") && [ "${got:-0}" -lt "$share" ]; do
                 if ! kill -0 "${farm_pids[$i]}" 2>/dev/null || [ $k -ge 600 ]; then
                     log "front farm $i did not start:"; sed 's/^/  /' "$work/farm.log" >&2
-                    stop_farms; res[$arr:$n]=FAIL; return
+                    stop_farms
+                    rm -f "$work"/farm*.out "$work"/feed*
+                    res[$arr:$n:all]+="FAIL "
+                    [ -n "${res[$arr:$n]:-}" ] || res[$arr:$n]=FAIL
+                    return
                 fi
                 sleep 0.05; k=$((k + 1))
             done
@@ -212,7 +226,7 @@ barrier() {
         done
         port_args=(--fronts "$work/fronts" --per-node "$per_node")
         idle=(--pid "$spid_rdzvd")
-        for i in "${farm_pids[@]:0:7}"; do idle+=(--idle-pid "$i"); done
+        for i in "${farm_pids[@]:0:31}"; do idle+=(--idle-pid "$i"); done
         f0=0
         for i in "${farm_pids[@]}"; do f0=$((f0 + $(cpu_ticks "$i"))); done
         ;;
@@ -227,13 +241,22 @@ barrier() {
         res[$arr:$n:fcpu]+="$(awk -v a="$f0" -v b="$f1" -v t="$tick" \
             'BEGIN { printf "%.2f", (b - a) / t }') "
         stop_farms
-        local st wc=0 fw=0 rq=0
+        local st wc=0 fw=0 rq=0 a b c
         for i in "$work"/farm*.out; do
             st=$(tail -1 "$i")
-            wc=$((wc + $(jv "$st" wait_conns))); fw=$((fw + $(jv "$st" forwarded)))
-            rq=$((rq + $(jv "$st" requests)))
+            a=$(jv "$st" wait_conns); b=$(jv "$st" forwarded); c=$(jv "$st" requests)
+            if [ -z "$a" ] || [ -z "$b" ] || [ -z "$c" ]; then
+                log "a front farm said no counts ($i): its log:"; sed 's/^/  /' "$work/farm.log" >&2
+                farms_ok=0
+                continue
+            fi
+            wc=$((wc + a)); fw=$((fw + b)); rq=$((rq + c))
         done
         rm -f "$work"/farm*.out "$work"/feed*
+        if [ "$farms_ok" != 1 ]; then # a front lost its store, or died: the round failed
+            out="${out/ ok=1 / ok=0 }"
+            log "fronts $n: a front farm failed (farm.log); the round counts as failed"
+        fi
         res[$arr:$n:conns]=$((nodes + wc))
         res[$arr:$n:fwd]="$fw of $rq"
     else
