@@ -124,6 +124,19 @@ static int parse_secs(const char *opt, const char *s, double *ret)
     return 0;
 }
 
+/* A count of 1 to max (--hosts, --procs, --per-node). */
+static int parse_count(const char *opt, const char *s, uint64_t max, uint32_t *ret)
+{
+    uint64_t v;
+
+    if (rdzv_parse_u64(s, &v) < 0 || v == 0 || v > max) {
+        fprintf(stderr, "rdzv-bench: invalid %s '%s' (1 to %" PRIu64 ")\n", opt, s, max);
+        return -EINVAL;
+    }
+    *ret = (uint32_t)v;
+    return 0;
+}
+
 enum { OPT_PID = 256, OPT_SETTLE, OPT_IDLE_PID, OPT_WINDOW, OPT_OP, OPT_HOSTS, OPT_STAGGER,
        OPT_SILENCE, OPT_PROCS, OPT_FRONTS, OPT_PER_NODE };
 
@@ -284,28 +297,22 @@ int bench_parse_args(int argc, char **argv, struct bench *b)
                 return r;
             break;
         case OPT_HOSTS:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 250) {
-                fprintf(stderr, "rdzv-bench: invalid --hosts '%s' (1 to 250)\n", optarg);
-                return -EINVAL;
-            }
-            b->hosts = (uint32_t)v;
+            r = parse_count("--hosts", optarg, 250, &b->hosts);
+            if (r < 0)
+                return r;
             break;
         case OPT_PROCS:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 256) {
-                fprintf(stderr, "rdzv-bench: invalid --procs '%s' (1 to 256)\n", optarg);
-                return -EINVAL;
-            }
-            b->procs = (uint32_t)v;
+            r = parse_count("--procs", optarg, 256, &b->procs);
+            if (r < 0)
+                return r;
             break;
         case OPT_FRONTS:
             fronts = optarg;
             break;
         case OPT_PER_NODE:
-            if (rdzv_parse_u64(optarg, &v) < 0 || v == 0 || v > 1024) {
-                fprintf(stderr, "rdzv-bench: invalid --per-node '%s' (1 to 1024)\n", optarg);
-                return -EINVAL;
-            }
-            b->per_node = (uint32_t)v;
+            r = parse_count("--per-node", optarg, 1024, &b->per_node);
+            if (r < 0)
+                return r;
             break;
         case OPT_STAGGER:
             r = parse_secs("--stagger", optarg, &b->stagger_s);
