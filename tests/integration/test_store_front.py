@@ -98,6 +98,20 @@ class StoreFront(DaemonTestCase):
                     n += int(cols[4].split(":")[1], 16)
         return n
 
+    def store_sockets(self):
+        """rdzvd's established TCPStore sockets (/proc/net/tcp), accepted or in its backlog."""
+        with open("/proc/net/tcp") as f:
+            return sum(1 for line in f.readlines()[1:]
+                       if line.split()[1] == "0100007F:%04X" % self.d.port
+                       and line.split()[3] == "01")
+
+    def store_settled(self, n):
+        """Until rdzvd holds n connections and has read all they sent: a sync through the front
+        (a PING it answers itself) proves nothing of its WAITs' own connections."""
+        wait_until(lambda: self.store_sockets() == n and self.unread_by_store() == 0,
+                   lambda: "rdzvd: %d connections, %d bytes unread, not %d and 0"
+                   % (self.store_sockets(), self.unread_by_store(), n))
+
     def killed_waiter(self, port, key):
         """A process of its own waiting on key at port (registered): kill it to kill the
         waiter."""
@@ -151,6 +165,7 @@ class StoreFront(DaemonTestCase):
         for c in (a, b):
             c.wait_send(["q"])
             c.sync()
+        self.store_settled(3)  # the front's shared connection and a WAIT's each, registered
         raw = self.raw()
         raw.queue_push("q", "item1")
         raw.sync()
@@ -442,6 +457,8 @@ class StoreFront(DaemonTestCase):
             c.wait_send(["never"])
         for c in (waiting, idle, direct_waiting):
             c.sync()
+        # the WAITs registered: the front's shared and wait connections and the direct one
+        self.store_settled(3)
         os.kill(self.d.pid, signal.SIGSTOP)
         self.addCleanup(self.d.kill)
         getting, legacy, late = self.client(), self.client(dialect="2.0"), self.client()
