@@ -11,68 +11,7 @@
 #include <string.h>
 
 #include "common/rdzv-util.h"
-
-struct qitem {
-    struct qitem *next;
-    size_t len;
-    uint8_t data[];
-};
-
-struct slot {
-    struct slot *next; /* hash chain */
-    uint64_t hash;
-    uint8_t *val;
-    size_t vlen;
-    bool present;
-    struct rdzv_list regs; /* struct wait_reg.slot_node: waiters for this (missing) key */
-    struct rdzv_list watches; /* struct watch_reg.slot_node */
-    struct qitem *qhead, *qtail;
-    uint64_t qlen;
-    size_t klen;
-    uint8_t key[];
-};
-
-struct wait {
-    struct rdzv_list node; /* in owner->waits */
-    struct rdzvd_waiter *owner;
-    uint64_t remaining;
-    struct rdzv_list regs; /* struct wait_reg.wait_node */
-    bool charged;          /* its cost is held: from its first key registered */
-};
-
-struct wait_reg {
-    struct rdzv_list slot_node;
-    struct rdzv_list wait_node;
-    struct wait *wait;
-    struct slot *slot;
-};
-
-struct watch_reg {
-    struct rdzv_list slot_node;
-    struct rdzv_list owner_node;
-    struct rdzvd_waiter *owner;
-    struct slot *slot;
-};
-
-struct rdzvd_store {
-    const struct rdzv_limits *lim;
-    rdzvd_wake_fn wake;
-    rdzvd_watch_fn watch;
-    rdzvd_change_fn change; /* NULL: nobody records changes */
-    void *change_ud;
-    rdzvd_decision_fn decision; /* NULL: takes no decisions */
-    struct slot **buckets;
-    size_t nbuckets; /* power of two */
-    size_t nslots;
-    uint64_t nkeys;  /* slots with a value */
-    uint64_t bytes;  /* keys + values + queue items held (their bytes only) */
-    uint64_t held;   /* what is charged to the budget: each allocation a client made */
-    struct rdzvd_store_budget own;     /* until rdzvd_store_set_budget */
-    struct rdzvd_store_budget *budget; /* what bytes are charged to: &own or a shared one */
-    uint64_t share;                    /* the most held may be, whatever the budget has left */
-    uint64_t seed;
-    struct wait *building; /* between wait_begin and wait_end */
-};
+#include "daemon/data/rdzvd-store-impl.h"
 
 /* What an allocation of n bytes holds of the heap: glibc's chunk on 64 bits, n and its 8-byte
  * header rounded up to 16, 32 at least. An empty queue item or value costs this much too. */
@@ -105,28 +44,6 @@ uint64_t rdzvd_store_reg_cost(void)
 uint64_t rdzvd_store_wait_cost(void)
 {
     return heap_cost(sizeof(struct wait));
-}
-
-/* Whether held - sub + add fits the budget and the store's share (sub is held now). */
-static bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
-{
-    return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add &&
-           add <= s->share && s->held - sub <= s->share - add;
-}
-
-/* n bytes of keys or values (0 for a registration) in an allocation that holds cost. */
-static void store_charge(struct rdzvd_store *s, uint64_t n, uint64_t cost)
-{
-    s->bytes += n;
-    s->held += cost;
-    s->budget->used += cost;
-}
-
-static void store_uncharge(struct rdzvd_store *s, uint64_t n, uint64_t cost)
-{
-    s->bytes -= n;
-    s->held -= cost;
-    s->budget->used -= cost;
 }
 
 void rdzvd_store_set_budget(struct rdzvd_store *s, struct rdzvd_store_budget *b, uint64_t share)
@@ -286,7 +203,7 @@ static struct slot *slot_find(struct rdzvd_store *s, const void *key, size_t kle
     return NULL;
 }
 
-static struct slot *lookup(struct rdzvd_store *s, const void *key, size_t klen)
+struct slot *store_lookup(struct rdzvd_store *s, const void *key, size_t klen)
 {
     return slot_find(s, key, klen, rdzv_hash64(s->seed, key, klen));
 }
@@ -312,7 +229,7 @@ static void grow(struct rdzvd_store *s)
 }
 
 /* Find or create the slot for key. Returns NULL on -ENOMEM/-ENOSPC (in *err). */
-static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen, int *err)
+struct slot *store_slot_get(struct rdzvd_store *s, const void *key, size_t klen, int *err)
 {
     uint64_t h = rdzv_hash64(s->seed, key, klen);
     struct slot *sl = slot_find(s, key, klen, h);
@@ -343,7 +260,7 @@ static struct slot *slot_get(struct rdzvd_store *s, const void *key, size_t klen
 }
 
 /* Free the slot if nothing holds it any more. */
-static void slot_gc(struct rdzvd_store *s, struct slot *sl)
+void store_slot_gc(struct rdzvd_store *s, struct slot *sl)
 {
     struct slot **pp;
 
@@ -358,7 +275,7 @@ static void slot_gc(struct rdzvd_store *s, struct slot *sl)
 }
 
 /* Satisfy one registration; fire the wake callback when its wait has nothing left. */
-static void reg_fire(struct rdzvd_store *s, struct wait_reg *reg)
+void store_reg_fire(struct rdzvd_store *s, struct wait_reg *reg)
 {
     struct wait *w = reg->wait;
     struct rdzvd_waiter *owner = w->owner;
@@ -379,7 +296,7 @@ static void reg_fire(struct rdzvd_store *s, struct wait_reg *reg)
 static void wake_all(struct rdzvd_store *s, struct slot *sl)
 {
     while (!rdzv_list_empty(&sl->regs))
-        reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
+        store_reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
 }
 
 static void notify_watchers(struct rdzvd_store *s, struct slot *sl, uint8_t type,
@@ -459,19 +376,19 @@ int rdzvd_store_set(struct rdzvd_store *s, const void *key, size_t klen, const v
                     size_t vlen)
 {
     int r = 0;
-    struct slot *sl = slot_get(s, key, klen, &r);
+    struct slot *sl = store_slot_get(s, key, klen, &r);
 
     if (!sl)
         return r;
     r = store_value(s, sl, val, vlen);
-    slot_gc(s, sl);
+    store_slot_gc(s, sl);
     return r;
 }
 
 int rdzvd_store_get(struct rdzvd_store *s, const void *key, size_t klen, const uint8_t **val,
                     size_t *vlen)
 {
-    struct slot *sl = lookup(s, key, klen);
+    struct slot *sl = store_lookup(s, key, klen);
 
     if (!sl || !sl->present)
         return -ENOENT;
@@ -488,7 +405,7 @@ int rdzvd_store_add(struct rdzvd_store *s, const void *key, size_t klen, int64_t
     struct slot *sl;
     int r = 0, n;
 
-    sl = slot_get(s, key, klen, &r);
+    sl = store_slot_get(s, key, klen, &r);
     if (!sl)
         return r;
     if (sl->present)
@@ -501,7 +418,7 @@ int rdzvd_store_add(struct rdzvd_store *s, const void *key, size_t klen, int64_t
     }
     if (r == 0)
         *ret = sum;
-    slot_gc(s, sl);
+    store_slot_gc(s, sl);
     return r;
 }
 
@@ -509,7 +426,7 @@ int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen,
                             size_t explen, const void *des, size_t deslen, const uint8_t **cur,
                             size_t *curlen)
 {
-    struct slot *sl = lookup(s, key, klen);
+    struct slot *sl = store_lookup(s, key, klen);
     int r = 0;
 
     if (!sl || !sl->present) {
@@ -519,11 +436,11 @@ int rdzvd_store_compare_set(struct rdzvd_store *s, const void *key, size_t klen,
             *curlen = explen;
             return 0;
         }
-        sl = slot_get(s, key, klen, &r);
+        sl = store_slot_get(s, key, klen, &r);
         if (!sl)
             return r;
         r = store_value(s, sl, des, deslen);
-        slot_gc(s, sl);
+        store_slot_gc(s, sl);
         if (r < 0)
             return r;
     } else if (sl->vlen == explen && memcmp(sl->val, exp, explen) == 0) {
@@ -542,7 +459,7 @@ int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, cons
                        size_t vlen)
 {
     int r = 0;
-    struct slot *sl = slot_get(s, key, klen, &r);
+    struct slot *sl = store_slot_get(s, key, klen, &r);
     size_t old;
     uint8_t *nv;
 
@@ -578,13 +495,13 @@ int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, cons
     }
     slot_changed(s, sl, RDZVD_CHANGE_APPEND, sl->val + old, vlen);
 out_gc:
-    slot_gc(s, sl);
+    store_slot_gc(s, sl);
     return r;
 }
 
 int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
 {
-    struct slot *sl = lookup(s, key, klen);
+    struct slot *sl = store_lookup(s, key, klen);
 
     if (!sl || !sl->present)
         return 0;
@@ -598,7 +515,7 @@ int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
     s->nkeys--;
     if (s->change)
         s->change(s->change_ud, RDZVD_CHANGE_DELETE, sl->key, sl->klen, NULL, 0);
-    slot_gc(s, sl);
+    store_slot_gc(s, sl);
     return 1;
 }
 
@@ -619,7 +536,7 @@ uint64_t rdzvd_store_held(const struct rdzvd_store *s)
 
 bool rdzvd_store_exists(struct rdzvd_store *s, const void *key, size_t klen)
 {
-    struct slot *sl = lookup(s, key, klen);
+    struct slot *sl = store_lookup(s, key, klen);
 
     return sl && (sl->present || sl->qlen > 0);
 }
@@ -658,81 +575,6 @@ int rdzvd_store_dump(struct rdzvd_store *s,
     return 0;
 }
 
-int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, const void *val,
-                           size_t vlen)
-{
-    struct qitem *q;
-    struct slot *sl;
-    int r = 0;
-
-    sl = slot_get(s, key, klen, &r);
-    if (!sl)
-        return r;
-    if (sl->qlen >= s->lim->max_queue_items || !store_fits(s, rdzvd_store_item_cost(vlen), 0)) {
-        r = -ENOSPC;
-        goto out_gc;
-    }
-    q = malloc(sizeof(*q) + vlen);
-    if (!q) {
-        r = -ENOMEM;
-        goto out_gc;
-    }
-    q->next = NULL;
-    q->len = vlen;
-    memcpy(q->data, val, vlen);
-    if (sl->qtail)
-        sl->qtail->next = q;
-    else
-        sl->qhead = q;
-    sl->qtail = q;
-    sl->qlen++;
-    store_charge(s, vlen, rdzvd_store_item_cost(vlen));
-    if (s->change)
-        s->change(s->change_ud, RDZVD_CHANGE_QPUSH, sl->key, sl->klen, q->data, vlen);
-    /* One item can satisfy one popper: wake a single registration, oldest first. */
-    if (!rdzv_list_empty(&sl->regs))
-        reg_fire(s, rdzv_container_of(sl->regs.next, struct wait_reg, slot_node));
-out_gc:
-    slot_gc(s, sl);
-    return r;
-}
-
-int rdzvd_store_queue_pop(struct rdzvd_store *s, const void *key, size_t klen,
-                          uint64_t *len_before, uint8_t **ret, size_t *retlen)
-{
-    struct slot *sl = lookup(s, key, klen);
-    struct qitem *q;
-    uint8_t *out;
-
-    *len_before = sl ? sl->qlen : 0;
-    if (!sl || sl->qlen == 0)
-        return 0;
-    q = sl->qhead;
-    out = malloc(q->len ? q->len : 1);
-    if (!out)
-        return -ENOMEM;
-    memcpy(out, q->data, q->len);
-    *ret = out;
-    *retlen = q->len;
-    sl->qhead = q->next;
-    if (!sl->qhead)
-        sl->qtail = NULL;
-    sl->qlen--;
-    store_uncharge(s, q->len, rdzvd_store_item_cost(q->len));
-    free(q);
-    if (s->change)
-        s->change(s->change_ud, RDZVD_CHANGE_QPOP, sl->key, sl->klen, NULL, 0);
-    slot_gc(s, sl);
-    return 0;
-}
-
-uint64_t rdzvd_store_queue_len(struct rdzvd_store *s, const void *key, size_t klen)
-{
-    struct slot *sl = lookup(s, key, klen);
-
-    return sl ? sl->qlen : 0;
-}
-
 int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w)
 {
     /* Charged with its first key registered: a WAIT on keys that all exist (a TCPStore get's)
@@ -766,7 +608,7 @@ int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const vo
         wait_abort_building(s);
         return -EMSGSIZE;
     }
-    sl = slot_get(s, key, klen, &r);
+    sl = store_slot_get(s, key, klen, &r);
     if (!sl) {
         wait_abort_building(s);
         return r;
@@ -775,7 +617,7 @@ int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const vo
     reg = store_fits(s, cost, 0) ? malloc(sizeof(*reg)) : NULL;
     if (!reg) {
         r = store_fits(s, cost, 0) ? -ENOMEM : -ENOSPC;
-        slot_gc(s, sl);
+        store_slot_gc(s, sl);
         wait_abort_building(s);
         return r;
     }
@@ -825,7 +667,7 @@ static void wait_abort_building(struct rdzvd_store *s)
         wt->owner->nregs--;
         free(reg);
         store_uncharge(s, 0, rdzvd_store_reg_cost());
-        slot_gc(s, sl);
+        store_slot_gc(s, sl);
     }
     if (wt->charged)
         store_uncharge(s, 0, rdzvd_store_wait_cost());
@@ -852,7 +694,7 @@ unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
             w->nregs--;
             free(reg);
             store_uncharge(s, 0, rdzvd_store_reg_cost());
-            slot_gc(s, sl);
+            store_slot_gc(s, sl);
         }
         rdzv_list_del(&wt->node);
         if (wt->charged)
@@ -871,12 +713,12 @@ int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void 
 
     if (w->nregs >= s->lim->max_wait_keys)
         return -EMSGSIZE;
-    sl = slot_get(s, key, klen, &r);
+    sl = store_slot_get(s, key, klen, &r);
     if (!sl)
         return r;
     wr = store_fits(s, rdzvd_store_reg_cost(), 0) ? malloc(sizeof(*wr)) : NULL;
     if (!wr) {
-        slot_gc(s, sl);
+        store_slot_gc(s, sl);
         return store_fits(s, rdzvd_store_reg_cost(), 0) ? -ENOMEM : -ENOSPC;
     }
     store_charge(s, 0, rdzvd_store_reg_cost());
@@ -895,6 +737,6 @@ void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w)
         struct slot *sl = wr->slot;
 
         watch_reg_free(s, wr);
-        slot_gc(s, sl);
+        store_slot_gc(s, sl);
     }
 }
