@@ -2,10 +2,15 @@
 /* rdzv-proto.h: the wire vocabulary shared by rdzvd, rdzvctl and the agent: TCPStore operations,
  * their byte values in each PyTorch dialect, reply codes, and every size limit (in one place). */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 /* TCPStore's VALIDATE magic (PyTorch >= 2.2), little-endian on the wire: CE F7 85 3C. */
 #define RDZV_VALIDATE_MAGIC 0x3C85F7CEu
+/* A VALIDATE with this magic opens rdzvd's store-front numbering (RDZV_DIALECT_FRONT): a node's
+ * store front (agent/front/) speaking for its workers on one connection. On the wire: 72 64 7A 46
+ * ("rdzF"); PyTorch's server refuses it as a wrong magic. */
+#define RDZV_FRONT_MAGIC 0x467A6472u
 
 /* Default port: torchrun's c10d rendezvous default. */
 #define RDZV_DEFAULT_PORT 29400
@@ -31,6 +36,8 @@ enum rdzv_op {
     RDZV_OP_QUEUE_LEN,
     RDZV_OP_LIST,
     RDZV_OP_WATCH_KEY, /* PyTorch <= 2.0 only */
+    RDZV_OP_TAG_WAIT,   /* the front numbering only: a WAIT named by a tag, answered out of turn */
+    RDZV_OP_TAG_CANCEL, /* the front numbering only: drop the waits of one tag */
     _RDZV_OP_MAX,
 };
 
@@ -39,12 +46,20 @@ enum rdzv_dialect {
     RDZV_DIALECT_V20,    /* PyTorch 1.x and 2.0: SET=0 .. WATCH_KEY=7, DELETE_KEY=8 */
     RDZV_DIALECT_V21,    /* PyTorch 2.1: DELETE_KEY=7 .. CANCEL_WAIT=11 */
     RDZV_DIALECT_MODERN, /* PyTorch >= 2.2: VALIDATE=0 .. LIST=17; opened by VALIDATE */
+    /* rdzv's store fronts: the modern numbering without WAIT (6) and CANCEL_WAIT (12), with
+     * TAG_WAIT=18 and TAG_CANCEL=19; every reply framed (RDZV_FRAME_*). Opened by VALIDATE with
+     * RDZV_FRONT_MAGIC (proto/TCPSTORE.md section 9). */
+    RDZV_DIALECT_FRONT,
     _RDZV_DIALECT_MAX,
 };
 
 /* Reply codes (one byte). */
 enum { RDZV_CHECK_READY = 0, RDZV_CHECK_NOT_READY = 1 };
 enum { RDZV_WAIT_STOP_WAITING = 0, RDZV_WAIT_CANCELED = 1 };
+/* The front numbering's replies: each starts with one of these bytes. REPLY: the reply of the
+ * next request that has one, in order (rdzv_op_has_reply); WOKEN: u64 tag, a TAG_WAIT of that
+ * tag has all its keys (at once or later, between any two replies). */
+enum { RDZV_FRAME_REPLY = 0, RDZV_FRAME_WOKEN = 1 };
 enum {
     RDZV_WATCH_KEY_UPDATED = 0,
     RDZV_WATCH_KEY_CREATED = 1,
@@ -81,9 +96,12 @@ struct rdzv_limits {
 
 /* Name of an operation, for logs ("SET"). Never NULL. */
 const char *rdzv_op_name(enum rdzv_op op);
-/* Name of a dialect ("2.0", "2.1", "modern"). Never NULL. */
+/* Name of a dialect ("2.0", "2.1", "modern", "front"). Never NULL. */
 const char *rdzv_dialect_name(enum rdzv_dialect d);
-/* Parse "2.0" / "2.1" / "modern". Returns 0 or -EINVAL. */
+/* Whether op has a reply (SET, APPEND, MULTI_SET, QUEUE_PUSH, VALIDATE and the tag ops have
+ * none in turn; a WAIT's comes when its keys are set). */
+bool rdzv_op_has_reply(enum rdzv_op op);
+/* Parse "2.0" / "2.1" / "modern" (and "1.13", "1.x"; not "front"). Returns 0 or -EINVAL. */
 int rdzv_dialect_parse(const char *s, enum rdzv_dialect *ret);
 /* The operation a wire byte means in dialect d, or -EPROTO if it means nothing there. */
 int rdzv_op_from_wire(enum rdzv_dialect d, uint8_t byte);

@@ -29,7 +29,8 @@ static const uint8_t op_layout[_RDZV_OP_MAX] = {
     [RDZV_OP_CANCEL_WAIT] = L_NONE,    [RDZV_OP_PING] = L_U32,
     [RDZV_OP_QUEUE_PUSH] = L_KEY_VAL,  [RDZV_OP_QUEUE_POP] = L_KEY,
     [RDZV_OP_QUEUE_LEN] = L_KEY,       [RDZV_OP_LIST] = L_NONE,
-    [RDZV_OP_WATCH_KEY] = L_KEY,
+    [RDZV_OP_WATCH_KEY] = L_KEY,       [RDZV_OP_TAG_WAIT] = L_N_KEYS,
+    [RDZV_OP_TAG_CANCEL] = L_KEY,
 };
 
 static ssize_t fail(struct rdzv_decode_err *err, int code, const char *what, uint64_t value,
@@ -148,9 +149,14 @@ int rdzv_enc_op(struct rdzv_buf *b, enum rdzv_dialect d, enum rdzv_op op)
 
 int rdzv_enc_validate(struct rdzv_buf *b)
 {
+    return rdzv_enc_validate_magic(b, RDZV_VALIDATE_MAGIC);
+}
+
+int rdzv_enc_validate_magic(struct rdzv_buf *b, uint32_t magic)
+{
     int r = rdzv_enc_op(b, RDZV_DIALECT_MODERN, RDZV_OP_VALIDATE);
 
-    return r < 0 ? r : rdzv_buf_put_u32(b, RDZV_VALIDATE_MAGIC);
+    return r < 0 ? r : rdzv_buf_put_u32(b, magic);
 }
 
 int rdzv_enc_key(struct rdzv_buf *b, enum rdzv_dialect d, enum rdzv_op op, const void *key,

@@ -60,6 +60,8 @@ void rdzv_req_next(struct rdzv_cursor *c, struct rdzv_slice *out);
  * the op, or -ENOMEM. */
 int rdzv_enc_op(struct rdzv_buf *b, enum rdzv_dialect d, enum rdzv_op op);
 int rdzv_enc_validate(struct rdzv_buf *b);
+/* VALIDATE with another magic (RDZV_FRONT_MAGIC: a store front's connection). */
+int rdzv_enc_validate_magic(struct rdzv_buf *b, uint32_t magic);
 int rdzv_enc_key(struct rdzv_buf *b, enum rdzv_dialect d, enum rdzv_op op, const void *key,
                  size_t klen);
 int rdzv_enc_set(struct rdzv_buf *b, enum rdzv_dialect d, const void *key, size_t klen,

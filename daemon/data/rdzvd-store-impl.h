@@ -35,6 +35,7 @@ struct wait {
     struct rdzvd_waiter *owner;
     uint64_t remaining;
     struct rdzv_list regs; /* struct wait_reg.wait_node */
+    uint64_t tag;          /* rdzvd_store_wait_tag's (a front's TAG_WAIT), else 0 */
     bool charged;          /* its cost is held: from its first key registered */
 };
 
@@ -70,6 +71,7 @@ struct rdzvd_store {
     uint64_t share;                    /* the most held may be, whatever the budget has left */
     uint64_t seed;
     struct wait *building; /* between wait_begin and wait_end */
+    uint64_t woken_tag;    /* the tag of the wait whose wake callback runs */
 };
 
 /* Whether held - sub + add fits the budget and the store's share (sub is held now). */

@@ -274,18 +274,25 @@ void store_slot_gc(struct rdzvd_store *s, struct slot *sl)
     free(sl);
 }
 
+/* One registration off its slot and its wait, its cost given back. */
+static void reg_release(struct rdzvd_store *s, struct wait_reg *reg)
+{
+    rdzv_list_del(&reg->slot_node);
+    rdzv_list_del(&reg->wait_node);
+    reg->wait->owner->nregs--;
+    free(reg);
+    store_uncharge(s, 0, rdzvd_store_reg_cost());
+}
+
 /* Satisfy one registration; fire the wake callback when its wait has nothing left. */
 void store_reg_fire(struct rdzvd_store *s, struct wait_reg *reg)
 {
     struct wait *w = reg->wait;
     struct rdzvd_waiter *owner = w->owner;
 
-    rdzv_list_del(&reg->slot_node);
-    rdzv_list_del(&reg->wait_node);
-    owner->nregs--;
-    free(reg);
-    store_uncharge(s, 0, rdzvd_store_reg_cost());
+    reg_release(s, reg);
     if (--w->remaining == 0) {
+        s->woken_tag = w->tag;
         rdzv_list_del(&w->node);
         free(w);
         store_uncharge(s, 0, rdzvd_store_wait_cost());
@@ -632,6 +639,17 @@ int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const vo
     return 0;
 }
 
+uint64_t rdzvd_store_woken_tag(const struct rdzvd_store *s)
+{
+    return s->woken_tag;
+}
+
+void rdzvd_store_wait_tag(struct rdzvd_store *s, uint64_t tag)
+{
+    if (s->building)
+        s->building->tag = tag;
+}
+
 int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w)
 {
     struct wait *wt = s->building;
@@ -674,6 +692,25 @@ static void wait_abort_building(struct rdzvd_store *s)
     free(wt);
 }
 
+/* A pending wait of its owner dropped, its registrations and cost with it. */
+static void wait_drop(struct rdzvd_store *s, struct wait *wt)
+{
+    struct rdzv_list *pos, *tmp;
+
+    rdzv_list_for_each_safe(pos, tmp, &wt->regs)
+    {
+        struct wait_reg *reg = rdzv_container_of(pos, struct wait_reg, wait_node);
+        struct slot *sl = reg->slot;
+
+        reg_release(s, reg);
+        store_slot_gc(s, sl);
+    }
+    rdzv_list_del(&wt->node);
+    if (wt->charged)
+        store_uncharge(s, 0, rdzvd_store_wait_cost());
+    free(wt);
+}
+
 unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
 {
     unsigned n = 0;
@@ -681,26 +718,25 @@ unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w)
     if (s->building && s->building->owner == w)
         wait_abort_building(s);
     while (!rdzv_list_empty(&w->waits)) {
-        struct wait *wt = rdzv_container_of(w->waits.next, struct wait, node);
-        struct rdzv_list *pos, *tmp;
-
-        rdzv_list_for_each_safe(pos, tmp, &wt->regs)
-        {
-            struct wait_reg *reg = rdzv_container_of(pos, struct wait_reg, wait_node);
-            struct slot *sl = reg->slot;
-
-            rdzv_list_del(&reg->slot_node);
-            rdzv_list_del(&reg->wait_node);
-            w->nregs--;
-            free(reg);
-            store_uncharge(s, 0, rdzvd_store_reg_cost());
-            store_slot_gc(s, sl);
-        }
-        rdzv_list_del(&wt->node);
-        if (wt->charged)
-            store_uncharge(s, 0, rdzvd_store_wait_cost());
-        free(wt);
+        wait_drop(s, rdzv_container_of(w->waits.next, struct wait, node));
         n++;
+    }
+    return n;
+}
+
+unsigned rdzvd_store_cancel_tag(struct rdzvd_store *s, struct rdzvd_waiter *w, uint64_t tag)
+{
+    struct rdzv_list *pos, *tmp;
+    unsigned n = 0;
+
+    rdzv_list_for_each_safe(pos, tmp, &w->waits)
+    {
+        struct wait *wt = rdzv_container_of(pos, struct wait, node);
+
+        if (wt->tag == tag) {
+            wait_drop(s, wt);
+            n++;
+        }
     }
     return n;
 }

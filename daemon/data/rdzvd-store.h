@@ -176,6 +176,10 @@ int rdzvd_store_wait_begin(struct rdzvd_store *s, struct rdzvd_waiter *w);
 int rdzvd_store_wait_key(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key,
                          size_t klen);
 int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w);
+/* Between wait_begin and wait_end: the wait's tag (0 by default: a store front's TAG_WAIT sets
+ * one), which rdzvd_store_woken_tag says while its wake callback runs. */
+void rdzvd_store_wait_tag(struct rdzvd_store *s, uint64_t tag);
+uint64_t rdzvd_store_woken_tag(const struct rdzvd_store *s);
 /* WATCH_KEY (PyTorch <= 2.0): report every later change of key to w until it is dropped.
  * Returns 0, -EMSGSIZE past max_wait_keys, -ENOMEM or -ENOSPC. */
 int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key, size_t klen);
@@ -184,3 +188,5 @@ void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w);
 
 /* Drop every pending wait of w (CANCEL_WAIT, or the connection closing). Returns how many. */
 unsigned rdzvd_store_cancel_waits(struct rdzvd_store *s, struct rdzvd_waiter *w);
+/* Drop w's pending waits of that tag (TAG_CANCEL). Returns how many. */
+unsigned rdzvd_store_cancel_tag(struct rdzvd_store *s, struct rdzvd_waiter *w, uint64_t tag);

@@ -63,6 +63,30 @@ __attribute__((format(printf, 3, 4))) static int peer_fault(struct rdzvd_tcpstor
     return r;
 }
 
+/* A WAIT of the n keys at cur (a TAG_WAIT's with its tag): 0 and res->waiting when one is
+ * missing, 1 when none is (answer now), or a negative errno (res->error set: a peer mistake). */
+static int apply_wait(struct rdzvd_store *st, struct rdzvd_waiter *w,
+                      const struct rdzv_limits *lim, struct rdzv_cursor *cur, uint64_t n,
+                      uint64_t tag, struct rdzvd_tcpstore_res *res)
+{
+    struct rdzv_slice k;
+    int r = rdzvd_store_wait_begin(st, w);
+
+    if (r == 0)
+        rdzvd_store_wait_tag(st, tag);
+    for (uint64_t i = 0; r == 0 && i < n; i++) {
+        rdzv_req_next(cur, &k);
+        r = rdzvd_store_wait_key(st, w, k.p, k.len);
+    }
+    if (r == -EMSGSIZE)
+        return peer_fault(res, r, "more than %" PRIu64 " keys waited on at once",
+                          lim->max_wait_keys);
+    if (r == 0)
+        r = rdzvd_store_wait_end(st, w);
+    res->waiting = r == 0;
+    return r;
+}
+
 /* At most 64 bytes of a key, for an error text. */
 #define KEY_SHOWN(k) (int)((k).len > 64 ? 64 : (k).len), (const char *)(k).p
 
@@ -130,20 +154,33 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
         break;
     }
     case RDZV_OP_WAIT:
-        r = rdzvd_store_wait_begin(st, w);
-        for (uint64_t i = 0; r == 0 && i < req->count; i++) {
-            rdzv_req_next(&cur, &k);
-            r = rdzvd_store_wait_key(st, w, k.p, k.len);
-        }
-        if (r == -EMSGSIZE)
-            return peer_fault(res, r, "more than %" PRIu64 " keys waited on at once",
-                              lim->max_wait_keys);
-        if (r == 0)
-            r = rdzvd_store_wait_end(st, w);
-        if (r == 0)
-            res->waiting = true;
-        else if (r == 1)
+        r = apply_wait(st, w, lim, &cur, req->count, 0, res);
+        if (r < 0 && res->error[0])
+            return r;
+        if (r == 1)
             r = rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING);
+        break;
+    case RDZV_OP_TAG_WAIT:
+        /* A store front's: its first string the tag (8 bytes), the keys after it; the answer
+         * (RDZV_FRAME_WOKEN and the tag) comes once they are all set, now or later. */
+        if (req->count == 0)
+            return peer_fault(res, -EPROTO, "TAG_WAIT without its tag");
+        rdzv_req_next(&cur, &k);
+        if (k.len != 8)
+            return peer_fault(res, -EPROTO, "TAG_WAIT's tag of %zu bytes, not 8", k.len);
+        r = apply_wait(st, w, lim, &cur, req->count - 1, rdzv_get_u64(k.p), res);
+        if (r < 0 && res->error[0])
+            return r;
+        if (r == 1)
+            r = rdzv_buf_put_u8(out, RDZV_FRAME_WOKEN);
+        if (r == 0 && !res->waiting)
+            r = rdzv_buf_put(out, k.p, 8);
+        break;
+    case RDZV_OP_TAG_CANCEL:
+        rdzv_req_next(&cur, &k);
+        if (k.len != 8)
+            return peer_fault(res, -EPROTO, "TAG_CANCEL's tag of %zu bytes, not 8", k.len);
+        (void)rdzvd_store_cancel_tag(st, w, rdzv_get_u64(k.p));
         break;
     case RDZV_OP_GETNUMKEYS:
         r = rdzv_buf_put_u64(out, rdzvd_store_num_keys(st));

@@ -12,6 +12,7 @@
 
 #include "common/rdzv-buf.h"
 #include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "proto/rdzv-tcpstore.h"
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/net/rdzvd-tcpstore-apply.h"
@@ -22,7 +23,10 @@ struct tcpstore_session {
     struct rdzvd_store *store;   /* the key space of the listener the connection came in on */
     enum rdzv_dialect dialect;
     bool hs_pending;             /* no VALIDATE: the first request completes the handshake */
+    bool framed;                 /* a store front's (RDZV_DIALECT_FRONT): every reply framed */
+    bool applying;               /* in its own request: its woken tags wait in deferred */
     struct rdzvd_waiter waiter;
+    struct rdzv_buf *deferred;   /* framed: RDZV_FRAME_WOKEN frames after the reply in turn */
 };
 
 _Static_assert(sizeof(struct tcpstore_session) <= RDZVD_SESSION_BYTES,
@@ -43,13 +47,32 @@ static void tcpstore_queue_failed(struct rdzvd_conn *c, struct rdzv_buf *out, co
         rdzvd_conn_close_after_flush(c);
 }
 
+/* A woken TAG_WAIT's frame on a front's connection: after the reply being made, when its own
+ * request woke it (the front reads whole frames). */
+static int tcpstore_woken(struct tcpstore_session *s, struct rdzv_buf *out)
+{
+    uint8_t frame[9] = {RDZV_FRAME_WOKEN};
+
+    rdzv_set_u64(frame + 1, rdzvd_store_woken_tag(s->store));
+    if (!s->applying)
+        return rdzv_buf_put(out, frame, sizeof(frame));
+    if (!s->deferred && !(s->deferred = calloc(1, sizeof(*s->deferred))))
+        return -ENOMEM;
+    return rdzv_buf_put(s->deferred, frame, sizeof(frame));
+}
+
 void rdzvd_tcpstore_wake(struct rdzvd_waiter *w, void *ud)
 {
     struct rdzvd_conn *c = ud;
+    struct tcpstore_session *s = session_of(c);
     struct rdzv_buf *out = rdzvd_conn_out(c);
+    int r;
 
     (void)w;
-    if (!out || rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING) < 0)
+    r = !out ? -ENOMEM
+        : s->framed ? tcpstore_woken(s, out)
+                    : rdzv_buf_put_u8(out, RDZV_WAIT_STOP_WAITING);
+    if (r < 0)
         tcpstore_queue_failed(c, out, "a wait reply");
 }
 
@@ -80,7 +103,8 @@ void rdzvd_tcpstore_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const 
 static int tcpstore_dispatch(struct rdzvd_conn *c, struct tcpstore_session *s,
                              const struct rdzv_req *req)
 {
-    struct rdzvd_tcpstore_res res;
+    struct rdzvd_tcpstore_res res = {0};
+    struct rdzv_buf *out;
     int r;
 
     s->env->stats->requests++;
@@ -95,8 +119,19 @@ static int tcpstore_dispatch(struct rdzvd_conn *c, struct tcpstore_session *s,
                   rdzv_op_name(req->op), (int)(first.len > 64 ? 64 : first.len),
                   (const char *)first.p, req->nstrings > 1 ? " ..." : "");
     }
-    r = rdzvd_tcpstore_apply(s->store, &s->waiter, &s->env->cfg->lim, req, rdzvd_conn_reply(c),
-                             &res);
+    out = rdzvd_conn_reply(c);
+    /* A front's: the reply behind its frame's byte, the tags its request woke after it. */
+    if (s->framed && rdzv_op_has_reply(req->op) && rdzv_buf_put_u8(out, RDZV_FRAME_REPLY) < 0)
+        r = -ENOMEM;
+    else {
+        s->applying = s->framed;
+        r = rdzvd_tcpstore_apply(s->store, &s->waiter, &s->env->cfg->lim, req, out, &res);
+        s->applying = false;
+    }
+    if (r == 0 && s->deferred && rdzv_buf_avail(s->deferred)) {
+        r = rdzv_buf_put(out, rdzv_buf_head(s->deferred), rdzv_buf_avail(s->deferred));
+        rdzv_buf_consume(s->deferred, rdzv_buf_avail(s->deferred));
+    }
     if (r < 0 && res.error[0]) {
         rdzvd_conn_protocol_error(c, "%s", res.error);
         return r;
@@ -147,6 +182,11 @@ static void tcpstore_closing(struct rdzvd_conn *c)
 
     rdzvd_store_cancel_waits(s->store, &s->waiter);
     rdzvd_store_drop_watches(s->store, &s->waiter);
+    if (s->deferred) {
+        rdzv_buf_free(s->deferred);
+        free(s->deferred);
+        s->deferred = NULL;
+    }
 }
 
 static const struct rdzvd_session_ops tcpstore_ops = {
@@ -165,6 +205,7 @@ void rdzvd_tcpstore_begin(struct rdzvd_conn *c, const struct rdzvd_env *env,
     s->env = env;
     s->store = st;
     s->dialect = dialect;
+    s->framed = dialect == RDZV_DIALECT_FRONT;
     s->hs_pending = rdzvd_conn_handshaking(c);
     rdzvd_waiter_init(&s->waiter, c);
     rdzvd_conn_set_session(c, &tcpstore_ops);

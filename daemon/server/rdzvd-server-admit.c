@@ -112,8 +112,9 @@ static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t 
         return -1;
     }
     if (p[0] == 0) {
-        /* VALIDATE (00 CE F7 85 3C) or, from a pre-2.2 client, SET whose key length starts
-         * with 4 bytes that can't be the magic for any key we would accept. */
+        /* VALIDATE (00 CE F7 85 3C; 00 72 64 7A 46 from a store front) or, from a pre-2.2
+         * client, SET whose key length starts with 4 bytes that can't be the magic for any key
+         * we would accept. */
         if (n < 5) {
             rdzvd_conn_set_need(c, 5);
             return 0;
@@ -123,6 +124,13 @@ static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t 
             log_debug("conn %" PRIu64 " (%s): VALIDATE ok, modern numbering", rdzvd_conn_id(c),
                       rdzvd_conn_peer(c));
             rdzvd_tcpstore_begin(c, &srv->env, l->store, RDZV_DIALECT_MODERN);
+            return 5;
+        }
+        if (rdzv_get_u32(p + 1) == RDZV_FRONT_MAGIC) {
+            rdzvd_conn_handshake_done(c);
+            log_debug("conn %" PRIu64 " (%s): VALIDATE ok, a store front's numbering",
+                      rdzvd_conn_id(c), rdzvd_conn_peer(c));
+            rdzvd_tcpstore_begin(c, &srv->env, l->store, RDZV_DIALECT_FRONT);
             return 5;
         }
     }

@@ -3,9 +3,9 @@
  * with rdzvd's own rdzvd_tcpstore_apply (the function its connections run), with several
  * connections sharing one store, and check the store and the replies after each.
  *
- * Input: byte 0 picks the dialect (% 3: 2.0, 2.1, modern). Then, repeatedly, one byte picks the
- * connection (% 3) that sends the next request, followed by that request's bytes. Decoding stops
- * at the first request that is incomplete or refused. */
+ * Input: byte 0 picks the dialect (% 4: 2.0, 2.1, modern, a store front's). Then, repeatedly,
+ * one byte picks the connection (% 3) that sends the next request, followed by that request's
+ * bytes. Decoding stops at the first request that is incomplete or refused. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -152,7 +152,8 @@ static bool dispatch(struct rdzvd_store *st, struct fuzz_conn *c, const struct r
           r == -ENOSPC || r == -ENOMEM);
     /* A refusal says why, unless rdzvd itself failed; success says nothing. */
     CHECK(r == 0 ? res.error[0] == '\0' : (r == -ENOMEM || res.error[0] != '\0'));
-    CHECK(!res.waiting || (r == 0 && req->op == RDZV_OP_WAIT));
+    CHECK(!res.waiting ||
+          (r == 0 && (req->op == RDZV_OP_WAIT || req->op == RDZV_OP_TAG_WAIT)));
     CHECK(c->waiter.nregs <= fuzz_lim.max_wait_keys);
     if (r < 0) {
         CHECK(req->op != RDZV_OP_PING && req->op != RDZV_OP_GET);
@@ -182,6 +183,23 @@ static bool dispatch(struct rdzvd_store *st, struct fuzz_conn *c, const struct r
         else
             CHECK(out->len == at + 1 && out->data[at] == RDZV_WAIT_STOP_WAITING);
         break;
+    case RDZV_OP_TAG_WAIT:
+        if (res.waiting)
+            c->pending++;
+        else /* answered at once: the woken frame and its tag, the wait's first string */
+            CHECK(out->len == at + 9 && out->data[at] == RDZV_FRAME_WOKEN &&
+                  k.len == 8 && memcmp(out->data + at + 1, k.p, 8) == 0);
+        break;
+    case RDZV_OP_TAG_CANCEL: {
+        unsigned left = 0;
+
+        for (struct rdzv_list *pos = c->waiter.waits.next; pos != &c->waiter.waits;
+             pos = pos->next)
+            left++;
+        CHECK(left <= c->pending && out->len == at);
+        c->pending = left;
+        break;
+    }
     case RDZV_OP_GETNUMKEYS: {
         uint64_t n = 0;
 
@@ -242,7 +260,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size < 1)
         return 0;
-    d = (enum rdzv_dialect)(data[0] % 3);
+    d = (enum rdzv_dialect)(data[0] % 4);
     if (rdzvd_store_new(&fuzz_lim, fuzz_wake, &st) < 0)
         return 0;
     rdzvd_store_set_watch_cb(st, fuzz_watch);

@@ -56,7 +56,13 @@ OPS_V21 = {
     "SET": 0, "COMPARE_SET": 1, "GET": 2, "ADD": 3, "CHECK": 4, "WAIT": 5, "GETNUMKEYS": 6,
     "DELETE_KEY": 7, "APPEND": 8, "MULTI_GET": 9, "MULTI_SET": 10, "CANCEL_WAIT": 11,
 }
-DIALECTS = {"modern": OPS_MODERN, "2.0": OPS_V20, "2.1": OPS_V21}
+# rdzv's store fronts (agent/front/): opened by VALIDATE with FRONT_MAGIC; every reply framed.
+FRONT_MAGIC = 0x467A6472
+FRONT_VALIDATE_BYTES = b"\x00rdzF"
+OPS_FRONT = dict({k: v for k, v in OPS_MODERN.items() if k not in ("WAIT", "CANCEL_WAIT")},
+                 TAG_WAIT=18, TAG_CANCEL=19)
+FRAME_REPLY, FRAME_WOKEN = 0, 1
+DIALECTS = {"modern": OPS_MODERN, "2.0": OPS_V20, "2.1": OPS_V21, "front": OPS_FRONT}
 
 CHECK_READY, CHECK_NOT_READY = 0, 1
 WAIT_STOP_WAITING, WAIT_CANCELED = 0, 1
@@ -533,9 +539,9 @@ class Client:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local_port = self.sock.getsockname()[1]
         if validate is None:
-            validate = dialect == "modern"
+            validate = dialect in ("modern", "front")
         if validate:
-            self.send(VALIDATE_BYTES)
+            self.send(FRONT_VALIDATE_BYTES if dialect == "front" else VALIDATE_BYTES)
 
     @property
     def peer_tag(self):

@@ -279,6 +279,33 @@ static void test_op_tables_match_pytorch(void)
     ASSERT_EQ(rdzv_op_to_wire(RDZV_DIALECT_V20, RDZV_OP_APPEND), -EPROTO);
 }
 
+/* rdzv's store-front numbering: the modern one without WAIT and CANCEL_WAIT, with the tag ops
+ * after LIST; never a name --legacy takes. */
+static void test_front_numbering(void)
+{
+    enum rdzv_dialect d = RDZV_DIALECT_V21;
+
+    for (unsigned b = 0; b < 18; b++)
+        ASSERT_EQ(rdzv_op_from_wire(RDZV_DIALECT_FRONT, (uint8_t)b),
+                  b == 6 || b == 12 ? -EPROTO : rdzv_op_from_wire(RDZV_DIALECT_MODERN, (uint8_t)b));
+    ASSERT_EQ(rdzv_op_from_wire(RDZV_DIALECT_FRONT, 18), RDZV_OP_TAG_WAIT);
+    ASSERT_EQ(rdzv_op_from_wire(RDZV_DIALECT_FRONT, 19), RDZV_OP_TAG_CANCEL);
+    for (unsigned b = 20; b < 256; b++)
+        ASSERT_EQ(rdzv_op_from_wire(RDZV_DIALECT_FRONT, (uint8_t)b), -EPROTO);
+    for (size_t i = 0; i < RDZV_ARRAY_SIZE(all_dialects); i++) {
+        ASSERT_EQ(rdzv_op_from_wire(all_dialects[i], 18), -EPROTO);
+        ASSERT_EQ(rdzv_op_to_wire(all_dialects[i], RDZV_OP_TAG_WAIT), -EPROTO);
+    }
+    ASSERT_EQ(rdzv_op_to_wire(RDZV_DIALECT_FRONT, RDZV_OP_WAIT), -EPROTO);
+    ASSERT_EQ(rdzv_dialect_parse("front", &d), -EINVAL);
+    ASSERT_EQ(d, RDZV_DIALECT_V21);
+    ASSERT_TRUE(strcmp(rdzv_dialect_name(RDZV_DIALECT_FRONT), "front") == 0);
+    ASSERT_FALSE(rdzv_op_has_reply(RDZV_OP_TAG_WAIT));
+    ASSERT_FALSE(rdzv_op_has_reply(RDZV_OP_QUEUE_PUSH));
+    ASSERT_TRUE(rdzv_op_has_reply(RDZV_OP_MULTI_GET));
+    ASSERT_TRUE(rdzv_op_has_reply(RDZV_OP_WAIT));
+}
+
 static void test_dialect_names(void)
 {
     enum rdzv_dialect d = RDZV_DIALECT_MODERN;
@@ -734,6 +761,7 @@ int main(void)
     TEST(test_op_tables_consistent);
     TEST(test_op_tables_match_pytorch);
     TEST(test_dialect_names);
+    TEST(test_front_numbering);
     TEST(test_decode_every_op_complete_and_prefixes);
     TEST(test_decode_empty_input);
     TEST(test_decode_coalesced);
