@@ -1,19 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-front-wait.h: the store front's WAITs (agent-front.h): one connection to the store per
- * key list waited on, that WAITs on it for every worker WAIT of that list; answered, it tells
- * each waiter (woken) and is kept, up to 16, for the next key list; left by its last waiter, it
- * closes, which cancels it there.
+/* agent-front-wait.h: the store front's WAITs (agent-front.h): one TAG_WAIT on the front's own
+ * connection to the store per key list waited on (proto/TCPSTORE.md section 9), which every
+ * worker WAIT of that list joins; answered (its tag's woken frame), it tells each waiter; left
+ * by its last waiter, it is cancelled there (TAG_CANCEL).
  *
- * Ownership: waiters are the caller's (embedded in its own records); the waits and their
- * handles are this module's, freed after their close (closed is called then).
- * Errors: a wait that cannot reach the store, or that the store closes or answers with anything
- * but STOP_WAITING, is reported once through lost; its waiters stay for the caller to drop.
+ * Ownership: waiters are the caller's (embedded in its own records); the waits are this
+ * module's. Errors: a request that cannot be queued for the store is reported through the
+ * caller's send and count (out of memory: the caller gives the store's connection up).
  * Threads: the loop's only. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
-#include <uv.h>
 
 #include "common/rdzv-list.h"
 
@@ -28,33 +26,40 @@ struct agent_front_waiter {
 };
 
 struct agent_front_waits {
-    uv_loop_t *loop;
-    struct sockaddr_storage store;
-    char store_name[64];
     struct rdzv_list list; /* open waits */
-    struct rdzv_list idle; /* answered, connected, kept */
     unsigned n, max;       /* open, and at most */
-    unsigned nidle;
-    unsigned handles; /* not closed yet */
-    uint64_t opened;  /* connections made */
-    uint64_t reused;  /* waits on a connection kept */
+    uint64_t next_tag;     /* never 0, never twice */
+    uint64_t sent;         /* TAG_WAITs sent */
+    uint64_t cancels;      /* TAG_CANCELs sent */
+    uint64_t late;         /* woken frames of a tag cancelled since */
+    struct rdzv_list queue_keys; /* keys seen holding a queue, oldest first */
+    unsigned nqueue_keys;
     /* wt's key list was answered: wt is off its wait (cnode still linked, the caller's). */
     void (*woken)(struct agent_front_waiter *wt, void *ud);
-    void (*lost)(const char *why, void *ud);
-    void (*closed)(void *ud); /* a wait's handle is closed (handles went down) */
-    /* The one key waited on holds a queue (QUEUE_LEN > 0): its waits are better not shared. */
-    void (*queue_seen)(const uint8_t *key, size_t klen, void *ud);
+    /* Queue a request without a reply (TAG_WAIT, TAG_CANCEL) for the store. */
+    void (*send)(const uint8_t *frame, size_t n, void *ud);
+    /* Queue QUEUE_LEN of key for the store; its answer to agent_front_wait_counted(w, n). */
+    void (*count)(struct agent_front_wait *w, const uint8_t *key, size_t klen, void *ud);
     void *ud;
 };
 
-/* ws (its loop, store, store_name, max and callbacks set by the caller) with no wait. */
+/* ws (its max and callbacks set by the caller) with no wait. */
 void agent_front_waits_init(struct agent_front_waits *ws);
-/* wt waits on the key list body[0..n) (a WAIT's body: the same in every numbering): with share,
- * on the open wait of that list, or a new one; else on one of its own (a queue's key: every item
- * wakes one waiter). 0, -EMLINK (max open already) or -ENOMEM. */
+/* wt waits on the key list body[0..n) (a WAIT's body: the same in every numbering): on the
+ * open wait of that list, or a new one; on one of its own for the one key of a queue (every
+ * item wakes one waiter). 0, -EMLINK (max open already) or -ENOMEM. */
 int agent_front_wait_add(struct agent_front_waits *ws, struct agent_front_waiter *wt,
-                         const uint8_t *body, size_t n, bool share);
-/* wt leaves its wait (unlinked from it; cnode is the caller's); a wait nobody waits on closes. */
+                         const uint8_t *body, size_t n);
+/* key holds a queue (a QUEUE_* request of a worker, or a QUEUE_LEN > 0): its waits are not
+ * shared from now on (the last 256 such keys kept). */
+void agent_front_waits_queue_seen(struct agent_front_waits *ws, const uint8_t *key, size_t len);
+/* wt leaves its wait (unlinked from it; cnode is the caller's); a wait nobody waits on is
+ * cancelled. */
 void agent_front_waiter_drop(struct agent_front_waiter *wt);
-/* The connections kept closed (the front closes). */
-void agent_front_waits_close_idle(struct agent_front_waits *ws);
+/* The store's woken frame of tag: its wait's waiters told (a tag cancelled since: ignored). */
+void agent_front_waits_woken(struct agent_front_waits *ws, uint64_t tag);
+/* The answer to count's QUEUE_LEN (w is kept until it comes); n < 0: the store was lost. */
+void agent_front_wait_counted(struct agent_front_wait *w, int64_t n);
+/* Every wait (and queue key) freed, none sent (the store's connection is gone; their waiters
+ * dropped first). */
+void agent_front_waits_free(struct agent_front_waits *ws);

@@ -10,12 +10,6 @@
 
 #define READ_CHUNK 65536
 
-bool agent_front_has_reply(enum rdzv_op op)
-{
-    return op != RDZV_OP_SET && op != RDZV_OP_APPEND && op != RDZV_OP_MULTI_SET &&
-           op != RDZV_OP_QUEUE_PUSH;
-}
-
 bool agent_front_changes_keys(enum rdzv_op op)
 {
     switch (op) {

@@ -13,8 +13,6 @@
 #include "common/rdzv-buf.h"
 #include "proto/rdzv-proto.h"
 
-/* Whether op has a reply (SET, APPEND, MULTI_SET, QUEUE_PUSH have none). */
-bool agent_front_has_reply(enum rdzv_op op);
 /* Whether op may change a key. */
 bool agent_front_changes_keys(enum rdzv_op op);
 /* The size of the store's whole reply to op (count: MULTI_GET's keys) at p[0..n): >= 0 (0: an

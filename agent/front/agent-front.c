@@ -51,15 +51,7 @@ struct up_req {
     uint8_t *key;   /* GET's key */
     size_t klen;
     struct rdzv_list targets;
-};
-
-/* A key seen holding a queue (QUEUE_* through this front, or a shared wait's QUEUE_LEN): its
- * WAITs are not shared (QUEUE_KEYS at most, the oldest forgotten first). */
-#define QUEUE_KEYS 256
-struct queue_key {
-    struct rdzv_list node; /* f->queue_keys */
-    size_t len;
-    uint8_t key[];
+    struct agent_front_wait *qlen_of; /* a wait's QUEUE_LEN (agent_front_wait_counted) */
 };
 
 struct front_conn {
@@ -86,11 +78,11 @@ struct agent_front {
     struct agent_front_out up_out;
     struct rdzv_buf up_in;
     bool up_connected;
+    bool up_heard; /* a frame came from the store */
+    bool up_oom;   /* a request for the store could not be queued: given up at the next turn */
     struct rdzv_list fifo, conns;
     unsigned nconns;
     struct agent_front_waits waits;
-    struct rdzv_list queue_keys;
-    unsigned nqueue_keys;
     uint64_t changes; /* changes forwarded, and STOP_WAITINGs (a change the store made) */
     uint64_t queued;  /* bytes queued for the store, in all */
     uint64_t kicked;  /* of them, handed to the kernel */
@@ -107,19 +99,14 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void conn_serve(struct front_conn *c);
 static void pause_workers(struct agent_front *f, bool pause);
+static void up_flush(struct agent_front *f);
 
 static void maybe_free(struct agent_front *f)
 {
-    if (!f->closing || f->handles || f->waits.handles)
+    if (!f->closing || f->handles)
         return;
     rdzv_buf_free(&f->up_in);
     agent_front_out_free(&f->up_out);
-    while (!rdzv_list_empty(&f->queue_keys)) {
-        struct queue_key *q = rdzv_container_of(f->queue_keys.next, struct queue_key, node);
-
-        rdzv_list_del(&q->node);
-        free(q);
-    }
     free(f);
 }
 
@@ -152,6 +139,7 @@ static void conn_written(struct agent_front_out *o, int status)
         return;
     if (status < 0) {
         conn_close(c, uv_strerror(status));
+        up_flush(c->f); /* its waits' cancels */
         return;
     }
     conn_write(c);
@@ -238,8 +226,30 @@ static void up_written(struct agent_front_out *o, int status)
     }
     up_write(f);
     if (f->paused &&
-        rdzv_buf_avail(&f->up_out.next) + rdzv_buf_avail(&f->up_out.cur) < UP_OUT_MAX / 2)
+        rdzv_buf_avail(&f->up_out.next) + rdzv_buf_avail(&f->up_out.cur) < UP_OUT_MAX / 2) {
         pause_workers(f, false);
+        up_flush(f); /* what the requests read on resuming asked of the store */
+    }
+}
+
+/* A wait's request (TAG_WAIT, TAG_CANCEL, QUEUE_LEN) queued for the store, from deep inside the
+ * waits' calls: written, or on no memory the store's connection given up, by up_flush when the
+ * callback that led here ends (front_lost frees the waits under their feet). */
+static void up_enqueue(struct agent_front *f, const uint8_t *p, size_t n)
+{
+    if (rdzv_buf_put(&f->up_out.next, p, n) < 0) {
+        f->up_oom = true;
+        return;
+    }
+    f->queued += n;
+}
+
+static void up_flush(struct agent_front *f)
+{
+    if (f->up_oom)
+        front_lost(f, "out of memory queueing a request for the store at %s", f->store);
+    else if (rdzv_buf_avail(&f->up_out.next))
+        up_write(f);
 }
 
 static void req_free(struct up_req *q)
@@ -248,6 +258,8 @@ static void req_free(struct up_req *q)
 
     rdzv_list_for_each_safe(pos, tmp, &q->targets) rdzv_list_del(pos);
     rdzv_list_del(&q->node);
+    if (q->qlen_of) /* never answered: the store is lost */
+        agent_front_wait_counted(q->qlen_of, -1);
     free(q->key);
     free(q);
 }
@@ -260,19 +272,37 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     agent_front_alloc_in(&f->up_in, buf);
 }
 
-/* Replies to the requests at the head of the FIFO, to the slots waiting for them. */
+/* The store's frames (proto/TCPSTORE.md section 9): replies to the requests at the head of the
+ * FIFO, to the slots waiting for them; a woken TAG_WAIT's tag, to its waiters. */
 static void up_deliver(struct agent_front *f)
 {
-    /* An empty reply (MULTI_GET of no key) is whole with no byte: the FIFO drives. */
-    while (!f->lost && !rdzv_list_empty(&f->fifo)) {
+    while (!f->lost && rdzv_buf_avail(&f->up_in)) {
         const uint8_t *p = rdzv_buf_head(&f->up_in);
         size_t n = rdzv_buf_avail(&f->up_in);
         struct rdzv_list *pos, *tmp;
+        struct agent_front_wait *w;
         struct up_req *q;
         ssize_t size;
 
+        f->up_heard = true;
+        if (p[0] == RDZV_FRAME_WOKEN) {
+            uint64_t tag;
+
+            if (n < 9)
+                break;
+            tag = rdzv_get_u64(p + 1);
+            rdzv_buf_consume(&f->up_in, 9);
+            agent_front_waits_woken(&f->waits, tag);
+            continue;
+        }
+        if (p[0] != RDZV_FRAME_REPLY || rdzv_list_empty(&f->fifo)) {
+            front_lost(f, "the store at %s sent %s", f->store,
+                       p[0] != RDZV_FRAME_REPLY ? "a frame that is not a store front's"
+                                                : "a reply nobody asked for");
+            return;
+        }
         q = rdzv_container_of(f->fifo.next, struct up_req, node);
-        size = agent_front_reply_size(q->op, q->count, p, n);
+        size = agent_front_reply_size(q->op, q->count, p + 1, n - 1);
         if (size == -EAGAIN)
             break;
         if (size < 0) {
@@ -280,19 +310,28 @@ static void up_deliver(struct agent_front *f)
                        rdzv_op_name(q->op));
             return;
         }
+        if ((w = q->qlen_of)) { /* a wait's QUEUE_LEN: its waiters told after it */
+            int64_t len = (int64_t)rdzv_get_u64(p + 1);
+
+            q->qlen_of = NULL;
+            req_free(q);
+            rdzv_buf_consume(&f->up_in, 1 + (size_t)size);
+            agent_front_wait_counted(w, len);
+            continue;
+        }
         /* Filled first, flushed after: a flush may close a connection, and its slots with it,
          * among them other targets of q (a pipelining client's). */
         while (!rdzv_list_empty(&q->targets)) {
             struct slot *s = rdzv_container_of(q->targets.next, struct slot, tnode);
 
             rdzv_list_del(&s->tnode);
-            if (rdzv_buf_put(&s->data, p, (size_t)size) < 0)
+            if (rdzv_buf_put(&s->data, p + 1, (size_t)size) < 0)
                 s->c->oom = true;
             else
                 s->filled = true;
         }
         req_free(q);
-        rdzv_buf_consume(&f->up_in, (size_t)size);
+        rdzv_buf_consume(&f->up_in, 1 + (size_t)size);
         rdzv_list_for_each_safe(pos, tmp, &f->conns)
         {
             struct front_conn *c = rdzv_container_of(pos, struct front_conn, node);
@@ -304,9 +343,6 @@ static void up_deliver(struct agent_front *f)
                 conn_flush(c);
         }
     }
-    if (!f->lost && rdzv_list_empty(&f->fifo) && rdzv_buf_avail(&f->up_in))
-        front_lost(f, "the store at %s sent %zu bytes nobody asked for", f->store,
-                   rdzv_buf_avail(&f->up_in));
 }
 
 static void up_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -317,14 +353,18 @@ static void up_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (f->closing || f->lost)
         return;
     if (nread < 0) {
-        front_lost(f, "the store at %s closed the connection (%s)", f->store,
-                   nread == UV_EOF ? "end of stream" : uv_strerror((int)nread));
+        /* Closed before a frame came: most likely an rdzvd without a front's numbering. */
+        front_lost(f, "the store at %s closed the connection (%s)%s", f->store,
+                   nread == UV_EOF ? "end of stream" : uv_strerror((int)nread),
+                   f->up_heard ? "" : " before answering: is rdzvd older than this rdzv-agent "
+                                      "(--store-front needs both of one version)?");
         return;
     }
     if (nread == 0)
         return;
     f->up_in.len += (size_t)nread;
     up_deliver(f);
+    up_flush(f); /* what the waits woken asked of the store */
 }
 
 static void up_connected(uv_connect_t *req, int status)
@@ -371,55 +411,32 @@ static void waiter_woken(struct agent_front_waiter *wt, void *ud)
         conn_flush(c);
 }
 
-static void waits_lost(const char *why, void *ud)
+static void waits_send(const uint8_t *frame, size_t n, void *ud)
 {
-    front_lost(ud, "%s", why);
+    up_enqueue(ud, frame, n);
 }
 
-static void waits_closed(void *ud)
-{
-    maybe_free(ud);
-}
-
-static struct queue_key *queue_key_find(struct agent_front *f, const uint8_t *key, size_t len)
-{
-    for (struct rdzv_list *pos = f->queue_keys.next; pos != &f->queue_keys; pos = pos->next) {
-        struct queue_key *q = rdzv_container_of(pos, struct queue_key, node);
-
-        if (q->len == len && (len == 0 || memcmp(q->key, key, len) == 0))
-            return q;
-    }
-    return NULL;
-}
-
-static void queue_key_seen(const uint8_t *key, size_t len, void *ud)
+/* A wait's QUEUE_LEN of its key: a request in the FIFO whose reply goes back to the wait. */
+static void waits_count(struct agent_front_wait *w, const uint8_t *key, size_t klen, void *ud)
 {
     struct agent_front *f = ud;
-    struct queue_key *q;
+    struct up_req *q = calloc(1, sizeof(*q));
+    struct rdzv_buf frame = {0};
 
-    if (queue_key_find(f, key, len))
-        return;
-    if (f->nqueue_keys >= QUEUE_KEYS) {
-        q = rdzv_container_of(f->queue_keys.next, struct queue_key, node);
-        rdzv_list_del(&q->node);
+    if (!q || rdzv_enc_key(&frame, RDZV_DIALECT_FRONT, RDZV_OP_QUEUE_LEN, key, klen) < 0) {
         free(q);
-        f->nqueue_keys--;
+        rdzv_buf_free(&frame);
+        f->up_oom = true; /* the store is given up: agent_front_waits_free has w */
+        return;
     }
-    q = malloc(sizeof(*q) + len);
-    if (!q)
-        return; /* not known: its waits shared, as before */
-    q->len = len;
-    memcpy(q->key, key, len);
-    rdzv_list_add_tail(&f->queue_keys, &q->node);
-    f->nqueue_keys++;
-}
-
-/* Whether a WAIT of body[0..n) may share: not the one key of a queue. */
-static bool may_share(struct agent_front *f, const uint8_t *body, size_t n)
-{
-    if (n < 16 || rdzv_get_u64(body) != 1 || rdzv_get_u64(body + 8) != n - 16)
-        return true;
-    return !queue_key_find(f, body + 16, n - 16);
+    up_enqueue(f, frame.data, frame.len);
+    rdzv_buf_free(&frame);
+    q->op = RDZV_OP_QUEUE_LEN;
+    q->end = f->queued;
+    q->seq = f->changes;
+    q->qlen_of = w;
+    rdzv_list_init(&q->targets);
+    rdzv_list_add_tail(&f->fifo, &q->node);
 }
 
 /* WAIT: on the upstream wait of the same key list, or a new one. */
@@ -440,7 +457,7 @@ static void conn_wait(struct front_conn *c, const uint8_t *body, size_t n)
         return;
     }
     wt->conn = c;
-    r = agent_front_wait_add(&c->f->waits, wt, body, n, may_share(c->f, body, n));
+    r = agent_front_wait_add(&c->f->waits, wt, body, n);
     if (r < 0) {
         free(wt);
         conn_close(c, r == -EMLINK ? TOO_MANY_WAITS : uv_strerror(r));
@@ -530,11 +547,11 @@ static void conn_forward(struct front_conn *c, const struct rdzv_req *req, const
 
         rdzv_req_cursor(req, &cur);
         rdzv_req_next(&cur, &qk);
-        queue_key_seen(qk.p, qk.len, f);
+        agent_front_waits_queue_seen(&f->waits, qk.p, qk.len);
     }
-    if (agent_front_has_reply(req->op) && !(s = slot_add(c, false, NULL, 0)))
+    if (rdzv_op_has_reply(req->op) && !(s = slot_add(c, false, NULL, 0)))
         return;
-    r = rdzv_enc_op(&f->up_out.next, RDZV_DIALECT_MODERN, req->op);
+    r = rdzv_enc_op(&f->up_out.next, RDZV_DIALECT_FRONT, req->op);
     if (r == 0)
         r = rdzv_buf_put(&f->up_out.next, p + 1, req->frame_len - 1);
     f->queued += req->frame_len;
@@ -683,20 +700,22 @@ static void conn_serve(struct front_conn *c)
 static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct front_conn *c = st->data;
+    struct agent_front *f = c->f;
 
     (void)buf;
     if (c->closing)
         return;
-    if (nread < 0) {
+    if (nread < 0)
         conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
-        return;
+    else {
+        c->in.len += (size_t)nread;
+        if (f->paused) { /* read before it stopped: served on resume */
+            (void)uv_read_stop(st);
+            return;
+        }
+        conn_serve(c);
     }
-    c->in.len += (size_t)nread;
-    if (c->f->paused) { /* read before it stopped: served on resume */
-        (void)uv_read_stop(st);
-        return;
-    }
-    conn_serve(c);
+    up_flush(f); /* what its waits asked of the store: TAG_WAIT, TAG_CANCEL */
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -749,9 +768,9 @@ static void close_all(struct agent_front *f)
     /* their waits with them: a wait nobody waits on closes */
     rdzv_list_for_each_safe(pos, tmp, &f->conns)
         conn_close(rdzv_container_of(pos, struct front_conn, node), NULL);
-    agent_front_waits_close_idle(&f->waits);
     rdzv_list_for_each_safe(pos, tmp, &f->fifo)
         req_free(rdzv_container_of(pos, struct up_req, node));
+    agent_front_waits_free(&f->waits);
 }
 
 static void front_lost(struct agent_front *f, const char *fmt, ...)
@@ -791,22 +810,17 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
     f->cfg.lim.max_key_len = f->cfg.lim.max_value_len = f->cfg.lim.max_frame;
     rdzv_list_init(&f->fifo);
     rdzv_list_init(&f->conns);
-    rdzv_list_init(&f->queue_keys);
     rdzv_format_hostport(f->store, sizeof(f->store), cfg->store_addr, cfg->store_port);
     if (uv_ip4_addr(cfg->store_addr, cfg->store_port, (struct sockaddr_in *)&f->store_sa) < 0 &&
         uv_ip6_addr(cfg->store_addr, cfg->store_port, (struct sockaddr_in6 *)&f->store_sa) < 0) {
         free(f);
         return -EINVAL;
     }
-    f->waits = (struct agent_front_waits){.loop = cfg->loop,
-                                          .store = f->store_sa,
-                                          .max = AGENT_FRONT_MAX_WAITS,
+    f->waits = (struct agent_front_waits){.max = AGENT_FRONT_MAX_WAITS,
                                           .woken = waiter_woken,
-                                          .lost = waits_lost,
-                                          .closed = waits_closed,
-                                          .queue_seen = queue_key_seen,
+                                          .send = waits_send,
+                                          .count = waits_count,
                                           .ud = f};
-    snprintf(f->waits.store_name, sizeof(f->waits.store_name), "%s", f->store);
     agent_front_waits_init(&f->waits);
     r = uv_tcp_init(cfg->loop, &f->listener);
     if (r < 0) {
@@ -835,7 +849,7 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
     f->up_creq.data = f;
     f->up_out.done = up_written;
     f->up_out.ud = f;
-    r = rdzv_enc_validate(&f->up_out.next);
+    r = rdzv_enc_validate_magic(&f->up_out.next, RDZV_FRONT_MAGIC);
     f->queued = rdzv_buf_avail(&f->up_out.next); /* kicked counts these bytes too */
     if (r == 0)
         r = uv_tcp_connect(&f->up_creq, &f->up, (struct sockaddr *)&f->store_sa, up_connected);
@@ -855,8 +869,8 @@ uint16_t agent_front_port(const struct agent_front *f)
 void agent_front_stats(const struct agent_front *f, struct agent_front_stats *st)
 {
     *st = f->st;
-    st->upstream_waits = f->waits.opened + f->waits.reused;
-    st->wait_conns = f->waits.opened;
+    st->upstream_waits = f->waits.sent;
+    st->wait_cancels = f->waits.cancels;
 }
 
 void agent_front_close(struct agent_front *f)

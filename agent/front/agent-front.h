@@ -2,13 +2,14 @@
 /* agent-front.h: the node's store front (rdzv-agent --store-front; docs/design/store-front.md).
  * It listens on 127.0.0.1 (port 0) for the node's workers' PyTorch TCPStore connections, in any
  * numbering, and serves them through one connection to the generation's store (rdzvd's TCPStore,
- * as a modern client): requests are forwarded in order and their replies relayed; a GET of a key
- * already asked for upstream, with no change forwarded since, shares that request's reply; the
- * WAITs of one key list share one upstream connection that WAITs on it; CANCEL_WAIT is answered
- * here. What a worker sees is what rdzvd answers it directly.
+ * in rdzv's store-front numbering: proto/TCPSTORE.md section 9): requests are forwarded in order
+ * and their replies relayed; a GET of a key already asked for upstream, with no change forwarded
+ * since, shares that request's reply; the WAITs of one key list share one TAG_WAIT on that same
+ * connection; CANCEL_WAIT is answered here. What a worker sees is what rdzvd answers it
+ * directly.
  *
  * Bounds: agent_front_cfg.max_conns worker connections; AGENT_FRONT_MAX_PENDING requests in
- * flight per connection; AGENT_FRONT_MAX_WAITS upstream wait connections; each connection's
+ * flight per connection; AGENT_FRONT_MAX_WAITS key lists waited on at once; each connection's
  * queued output and each request as rdzv_limits says. A worker past one of them is closed,
  * logged. WATCH_KEY (PyTorch <= 2.0's callbacks, which torchrun and c10d never use) closes the
  * connection, logged: run without --store-front for it.
@@ -51,8 +52,8 @@ struct agent_front_stats {
     uint64_t forwarded;      /* requests sent upstream on the shared connection */
     uint64_t shared_gets;    /* GETs answered by another's upstream request */
     uint64_t waits;          /* worker WAITs */
-    uint64_t upstream_waits; /* WAITs sent to the store for them */
-    uint64_t wait_conns;     /* connections made to the store for those */
+    uint64_t upstream_waits; /* TAG_WAITs sent to the store for them */
+    uint64_t wait_cancels;   /* of them, cancelled: left by every waiter before an answer */
 };
 
 /* Listen on 127.0.0.1:0 and connect to the store. 0 (*ret set) or a negative errno. */

@@ -35,9 +35,9 @@ void agent_session_front_close(struct agent_session *a)
     agent_front_stats(a->front, &st);
     log_info("store front: %" PRIu64 " worker connections, %" PRIu64 " requests (%" PRIu64
              " sent to the store, %" PRIu64 " GETs answered with another's reply), %" PRIu64
-             " WAITs (%" PRIu64 " sent to the store, on %" PRIu64 " connections)",
+             " WAITs (%" PRIu64 " sent to the store, %" PRIu64 " of them cancelled)",
              st.conns, st.requests, st.forwarded, st.shared_gets, st.waits, st.upstream_waits,
-             st.wait_conns);
+             st.wait_cancels);
     agent_front_close(a->front);
     a->front = NULL;
 }

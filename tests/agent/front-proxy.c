@@ -41,11 +41,11 @@ static void in_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     agent_front_stats(front, &s);
     printf("{\"conns\": %llu, \"requests\": %llu, \"forwarded\": %llu, \"shared_gets\": %llu, "
-           "\"waits\": %llu, \"upstream_waits\": %llu, \"wait_conns\": %llu}\n",
+           "\"waits\": %llu, \"upstream_waits\": %llu, \"wait_cancels\": %llu}\n",
            (unsigned long long)s.conns, (unsigned long long)s.requests,
            (unsigned long long)s.forwarded, (unsigned long long)s.shared_gets,
            (unsigned long long)s.waits, (unsigned long long)s.upstream_waits,
-           (unsigned long long)s.wait_conns);
+           (unsigned long long)s.wait_cancels);
     fflush(stdout);
     agent_front_close(front);
     uv_close((uv_handle_t *)st, NULL);

@@ -60,15 +60,15 @@ static void in_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         sum.shared_gets += s.shared_gets;
         sum.waits += s.waits;
         sum.upstream_waits += s.upstream_waits;
-        sum.wait_conns += s.wait_conns;
+        sum.wait_cancels += s.wait_cancels;
         agent_front_close(fronts[i]);
     }
     printf("{\"fronts\": %" PRIu32 ", \"conns\": %" PRIu64 ", \"requests\": %" PRIu64
            ", \"forwarded\": %" PRIu64 ", \"shared_gets\": %" PRIu64 ", \"waits\": %" PRIu64
-           ", \"upstream_waits\": %" PRIu64 ", \"wait_conns\": %" PRIu64 ", \"lost\": %" PRIu64
+           ", \"upstream_waits\": %" PRIu64 ", \"wait_cancels\": %" PRIu64 ", \"lost\": %" PRIu64
            "}\n",
            nfronts, sum.conns, sum.requests, sum.forwarded, sum.shared_gets, sum.waits,
-           sum.upstream_waits, sum.wait_conns, lost);
+           sum.upstream_waits, sum.wait_cancels, lost);
     fflush(stdout);
     uv_close((uv_handle_t *)st, NULL);
 }
@@ -160,7 +160,8 @@ int main(int argc, char **argv)
         return 2;
     }
     store_addr = argv[1];
-    if (fit_nofile(want * (per_node + 3) + 32) < 0)
+    /* a front: its listener, its connection to the store, its workers' */
+    if (fit_nofile(want * (per_node + 2) + 32) < 0)
         return 2;
     fronts = calloc(want, sizeof(*fronts));
     if (!fronts || uv_idle_init(loop, &starter) < 0 || uv_idle_start(&starter, start_some) < 0)

@@ -105,9 +105,37 @@ class StoreFront(DaemonTestCase):
                        if line.split()[1] == "0100007F:%04X" % self.d.port
                        and line.split()[3] == "01")
 
+    def store_held(self):
+        """What rdzvd's stores hold for clients (its /metrics): keys, values and each WAIT at
+        its heap cost."""
+        m = re.search(r"^rdzvd_store_held_bytes (\d+)$", http_get(self.mport, "/metrics"), re.M)
+        return int(m.group(1))
+
+    def wait_store_held(self, n, what):
+        """Until rdzvd's stores hold n bytes (a WAIT registered or dropped)."""
+        wait_until(lambda: self.store_held() == n,
+                   lambda: "%s: rdzvd's stores hold %d bytes, not %d"
+                   % (what, self.store_held(), n))
+
+    def wait_costs(self, key):
+        """What rdzvd holds for a first WAIT of a key as long as key (its slot, the wait, its
+        registration), and for each one more: measured with a client of its own."""
+        c = self.raw()
+        probe = "p" * len(key)
+        h0 = self.store_held()
+        c.wait_send([probe])
+        c.sync()
+        h1 = self.store_held()
+        c.wait_send([probe])
+        c.sync()
+        h2 = self.store_held()
+        self.assertEqual(c.cancel_wait(), WAIT_CANCELED)
+        self.wait_store_held(h0, "the probe's waits cancelled")
+        return h1 - h0, h2 - h1
+
     def store_settled(self, n):
         """Until rdzvd holds n connections and has read all they sent: a sync through the front
-        (a PING it answers itself) proves nothing of its WAITs' own connections."""
+        (a PING it answers itself) proves nothing of the WAITs it sent to the store."""
         wait_until(lambda: self.store_sockets() == n and self.unread_by_store() == 0,
                    lambda: "rdzvd: %d connections, %d bytes unread, not %d and 0"
                    % (self.store_sockets(), self.unread_by_store(), n))
@@ -154,7 +182,7 @@ class StoreFront(DaemonTestCase):
         self.assertEqual(cs[0].r_u8(), STOP_WAITING)
         rc, st, err = self.end()
         self.assertEqual(rc, 0, err)
-        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_conns"]), (9, 2, 2), st)
+        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_cancels"]), (9, 2, 0), st)
 
     def test_a_queue_item_wakes_one_waiter(self):
         # queue_pop(block=True) is WAIT of its key, then QUEUE_POP: each item wakes one waiter,
@@ -165,7 +193,7 @@ class StoreFront(DaemonTestCase):
         for c in (a, b):
             c.wait_send(["q"])
             c.sync()
-        self.store_settled(3)  # the front's shared connection and a WAIT's each, registered
+        self.store_settled(1)  # the front's one connection: its two TAG_WAITs registered
         raw = self.raw()
         raw.queue_push("q", "item1")
         raw.sync()
@@ -178,7 +206,7 @@ class StoreFront(DaemonTestCase):
         self.assertEqual(other.queue_pop("q"), (1, b"item2"))
         rc, st, err = self.end()
         self.assertEqual(rc, 0, err)
-        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_conns"]), (2, 2, 2), st)
+        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_cancels"]), (2, 2, 0), st)
 
     def first_answer(self, cs):
         """The one of cs that gets STOP_WAITING (within a few seconds)."""
@@ -227,8 +255,8 @@ class StoreFront(DaemonTestCase):
         c.sync()
         rc, st, err = self.end()
         self.assertEqual(rc, 0, err)
-        # the cancelled one closed (which cancels it on rdzvd): a connection each
-        self.assertEqual((st["upstream_waits"], st["wait_conns"]), (2, 2), st)
+        # the cancelled one cancelled on rdzvd too (TAG_CANCEL)
+        self.assertEqual((st["upstream_waits"], st["wait_cancels"]), (2, 1), st)
 
     def test_every_op(self):
         # Each reply's framing through the front (the raw client reads exactly what it expects,
@@ -308,12 +336,13 @@ class StoreFront(DaemonTestCase):
         for what, port in self.passes():
             with self.subTest(what):
                 idle = self.client(port=port)
-                idle.num_keys()  # the front's shared connection is up: not counted below
-                before = self.store_conns()
+                idle.num_keys()  # the front's connection is up: not counted below
+                first, _ = self.wait_costs("lone-" + what)
+                before = self.store_held()
                 lone = self.killed_waiter(port, "lone-" + what)
-                self.wait_store_conns(before + 1, what)  # its connection, or its wait's
+                self.wait_store_held(before + first, what)  # its WAIT, or the front's
                 kill_proc(lone)
-                self.wait_store_conns(before, what)
+                self.wait_store_held(before, what)
                 key = "k-" + what
                 killed = self.killed_waiter(port, key)
                 cs = [self.client(port=port) for _ in range(3)]
@@ -332,8 +361,8 @@ class StoreFront(DaemonTestCase):
                 self.assertEqual(self.client(port=port).get(key), b"v")
         rc, st, err = self.end()
         self.assertEqual(rc, 0, err)
-        # one upstream wait each, the lone one's given up and not kept for the next
-        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_conns"]), (5, 2, 2), st)
+        # one upstream wait each, the lone one's given up (cancelled on rdzvd)
+        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_cancels"]), (5, 2, 1), st)
 
     def test_a_client_killed_mid_request(self):
         # A client reset once its GET is forwarded and before it is answered (rdzvd stopped
@@ -380,19 +409,20 @@ class StoreFront(DaemonTestCase):
                 raw = self.raw()
                 if seen:
                     self.assertEqual(self.client(port=port).queue_len(q), 0)
-                before = self.store_conns()
+                first, more = self.wait_costs(q)
+                before = self.store_held()
                 killed = self.killed_waiter(port, q)
                 cs = [self.client(port=port) for _ in range(3 if seen else 2)]
                 for c in cs:
                     c.wait_send([q])
                     c.sync()
-                if seen:  # a connection each, or a wait's each (no kept one to take yet)
-                    self.wait_store_conns(before + 4, what)
+                if seen:  # a WAIT on rdzvd each (through the front, a TAG_WAIT each)
+                    self.wait_store_held(before + first + 3 * more, what)
                 kill_proc(killed)
                 self.reset(cs[0])
                 cs[1].num_keys()  # the deaths were read before this answer came back up
                 if seen:  # their waits gone from rdzvd, where an item would wake them first
-                    self.wait_store_conns(before + 2, what)
+                    self.wait_store_held(before + first + more, what)
                 left = cs[1:]
                 for item in ("item1", "item2")[:len(left)]:
                     raw.queue_push(q, item)
@@ -407,10 +437,10 @@ class StoreFront(DaemonTestCase):
                 self.assertEqual(raw.queue_len(q), 0)
         rc, st, err = self.end()
         self.assertEqual(rc, 0, err)
-        # a WAIT upstream each on a queue's key; one for the three on the other, reusing a
-        # connection kept (no more: a dead waiter told of the item would have sent the one left
-        # to wait on its own)
-        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_conns"]), (7, 5, 4), st)
+        # a WAIT upstream each on a queue's key, the two dead ones' cancelled; one for the three
+        # on the other (no more: a dead waiter told of the item would have sent the one left to
+        # wait on its own)
+        self.assertEqual((st["waits"], st["upstream_waits"], st["wait_cancels"]), (7, 5, 2), st)
 
     def test_a_torch_clients_wait_timeout(self):
         # PyTorch's own client (Debian's 1.13: no CANCEL_WAIT; its WAIT stays registered),
@@ -449,16 +479,17 @@ class StoreFront(DaemonTestCase):
 
     def test_the_store_lost_mid_request(self):
         # rdzvd stopped (SIGSTOP), then killed: through the front, a WAIT registered before, a
-        # GET, a 1.x client's SET and GET, a WAIT of a list of its own (its connection in
-        # rdzvd's backlog) and an idle client; directly, a WAIT and a GET. Every connection
-        # closes within T_CLOSED with no byte of an answer, and the front refuses a new one.
+        # GET, a 1.x client's SET and GET, a WAIT of a list of its own (a TAG_WAIT on the
+        # front's one connection) and an idle client; directly, a WAIT and a GET. Every
+        # connection closes within T_CLOSED with no byte of an answer, and the front refuses a
+        # new one.
         waiting, idle, direct_waiting = self.client(), self.client(), self.raw()
         for c in (waiting, direct_waiting):
             c.wait_send(["never"])
         for c in (waiting, idle, direct_waiting):
             c.sync()
-        # the WAITs registered: the front's shared and wait connections and the direct one
-        self.store_settled(3)
+        # the WAITs registered: the front's one connection and the direct one
+        self.store_settled(2)
         os.kill(self.d.pid, signal.SIGSTOP)
         self.addCleanup(self.d.kill)
         getting, legacy, late = self.client(), self.client(dialect="2.0"), self.client()
@@ -469,9 +500,9 @@ class StoreFront(DaemonTestCase):
         late.wait_send(["other"])
         direct_getting.req("GET", s("k"))
         # forwarded and sent, unread: GET k (10 bytes), SET (20) and GET (11) of /x, the late
-        # WAIT's VALIDATE and WAIT (27); VALIDATE and GET k directly (15)
-        wait_until(lambda: self.unread_by_store() == 83,
-                   lambda: "rdzvd holds %d unread bytes, not the 83 sent"
+        # WAIT's TAG_WAIT (38: its tag and key); VALIDATE and GET k directly (15)
+        wait_until(lambda: self.unread_by_store() == 94,
+                   lambda: "rdzvd holds %d unread bytes, not the 94 sent"
                    % self.unread_by_store())
         t0 = time.monotonic()
         self.d.kill()
@@ -498,7 +529,7 @@ class StoreFront(DaemonTestCase):
         for c, ks in zip(cs, (["k"], ["k"], ["k", "k2"])):
             c.wait_send(ks)
             c.sync()
-        self.wait_store_conns(4, "waiting")  # direct, the front's shared one, two waits
+        self.store_settled(2)  # direct, the front's one: its two TAG_WAITs registered
         self.proc.send_signal(signal.SIGSTOP)
         getting = self.client()
         getting.req("GET", s("k"))
