@@ -148,8 +148,12 @@ if want pytorch; then
     [ -n "$torch_version" ] || { log "no torch under ${python:-(no --python)}"; exit 2; }
 fi
 # Every client speaks the modern numbering (VALIDATE and PING first, as PyTorch >= 2.5's): the
-# fronts take every numbering, and PyTorch >= 2.2's server answers nothing else.
+# fronts take every numbering, and PyTorch >= 2.2's server answers nothing else; to an older
+# PyTorch's server, its own (1.x's: it closes a connection that opens with VALIDATE).
 dialect=modern
+pt_dialect=modern
+IFS=. read -r tmaj tmin _ <<<"${torch_version:-2.2}"
+[ "$tmaj" -gt 2 ] 2>/dev/null || { [ "$tmaj" = 2 ] && [ "${tmin:-0}" -ge 2 ]; } || pt_dialect=2.0
 # shellcheck disable=SC2086 # the options are words
 start rdzvd "$rdzvd" --port 0 --port-file "$work/rdzvd.port" -l "${RDZVD_LOG_LEVEL:-warn}" \
     $rdzvd_args || exit 1
@@ -163,7 +167,9 @@ tick=$(getconf CLK_TCK)
 
 # barrier ARR N: one barrier of N ranks in arrangement ARR; sets res[ARR:N:*].
 barrier() {
-    local arr=$1 n=$2 p=$procs port_args=() idle=() out nodes per farm_n i start=0 f0 f1 s
+    local arr=$1 n=$2 p=$procs port_args=() idle=() out nodes per farm_n i start=0 f0 f1 s d
+    d=$dialect
+    [ "$arr" = pytorch ] && d=$pt_dialect
     [ -n "$p" ] || p=$(( (n + nofile - 1025) / (nofile - 1024) ))
     [ "$p" -ge 2 ] || p=2
     case "$arr" in
@@ -230,7 +236,7 @@ barrier() {
         for i in "${farm_pids[@]}"; do f0=$((f0 + $(cpu_ticks "$i"))); done
         ;;
     esac
-    out=$(timeout -k 5 $((cap + 60)) "$bench" --dialect "$dialect" "${port_args[@]}" "${idle[@]}" \
+    out=$(timeout -k 5 $((cap + 60)) "$bench" --dialect "$d" "${port_args[@]}" "${idle[@]}" \
         -c "$n" -t "$cap" --procs "$p" barrier 2>>"$work/bench.log")
     echo "$arr $n -> $out" >>"$work/raw.txt"
     log "$arr $n: ${out:-rdzv-bench failed}"
