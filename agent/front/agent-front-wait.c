@@ -163,7 +163,7 @@ void agent_front_waits_init(struct agent_front_waits *ws)
     rdzv_list_init(&ws->queue_keys);
     ws->n = ws->nqueue_keys = 0;
     ws->next_tag = 1;
-    ws->sent = ws->cancels = ws->late = 0;
+    ws->sent = ws->cancels = 0;
 }
 
 /* wt on the open wait of body[0..n) (with share), or on a new one. */
@@ -218,10 +218,8 @@ void agent_front_waits_woken(struct agent_front_waits *ws, uint64_t tag)
         if (x->tag == tag && !x->answered)
             w = x;
     }
-    if (!w) {
-        ws->late++;
-        return;
-    }
+    if (!w)
+        return; /* a tag cancelled since: the frame crossed its TAG_CANCEL */
     w->answered = true;
     /* one waiter, or a list of several keys (a queue is popped after a WAIT of its key) */
     if (w->waiters.next == w->waiters.prev || rdzv_get_u64(w->body) != 1) {

@@ -31,7 +31,6 @@ struct agent_front_waits {
     uint64_t next_tag;     /* never 0, never twice */
     uint64_t sent;         /* TAG_WAITs sent */
     uint64_t cancels;      /* TAG_CANCELs sent */
-    uint64_t late;         /* woken frames of a tag cancelled since */
     struct rdzv_list queue_keys; /* keys seen holding a queue, oldest first */
     unsigned nqueue_keys;
     /* wt's key list was answered: wt is off its wait (cnode still linked, the caller's). */

@@ -26,7 +26,7 @@ struct tcpstore_session {
     bool framed;                 /* a store front's (RDZV_DIALECT_FRONT): every reply framed */
     bool applying;               /* in its own request: its woken tags wait in deferred */
     struct rdzvd_waiter waiter;
-    struct rdzv_buf *deferred;   /* framed: RDZV_FRAME_WOKEN frames after the reply in turn */
+    struct rdzv_buf *deferred;   /* framed, during a request: the frames of the tags it woke */
 };
 
 _Static_assert(sizeof(struct tcpstore_session) <= RDZVD_SESSION_BYTES,
@@ -45,6 +45,15 @@ static void tcpstore_queue_failed(struct rdzvd_conn *c, struct rdzv_buf *out, co
               rdzvd_conn_id(c), rdzvd_conn_peer(c), what);
     if (out)
         rdzvd_conn_close_after_flush(c);
+}
+
+static void tcpstore_deferred_free(struct tcpstore_session *s)
+{
+    if (s->deferred) {
+        rdzv_buf_free(s->deferred);
+        free(s->deferred);
+        s->deferred = NULL;
+    }
 }
 
 /* A woken TAG_WAIT's frame on a front's connection: after the reply being made, when its own
@@ -128,9 +137,10 @@ static int tcpstore_dispatch(struct rdzvd_conn *c, struct tcpstore_session *s,
         r = rdzvd_tcpstore_apply(s->store, &s->waiter, &s->env->cfg->lim, req, out, &res);
         s->applying = false;
     }
-    if (r == 0 && s->deferred && rdzv_buf_avail(s->deferred)) {
-        r = rdzv_buf_put(out, rdzv_buf_head(s->deferred), rdzv_buf_avail(s->deferred));
-        rdzv_buf_consume(s->deferred, rdzv_buf_avail(s->deferred));
+    if (s->deferred) { /* kept for this request only: what it woke goes out behind its reply */
+        if (r == 0)
+            r = rdzv_buf_put(out, rdzv_buf_head(s->deferred), rdzv_buf_avail(s->deferred));
+        tcpstore_deferred_free(s);
     }
     if (r < 0 && res.error[0]) {
         rdzvd_conn_protocol_error(c, "%s", res.error);
@@ -182,11 +192,7 @@ static void tcpstore_closing(struct rdzvd_conn *c)
 
     rdzvd_store_cancel_waits(s->store, &s->waiter);
     rdzvd_store_drop_watches(s->store, &s->waiter);
-    if (s->deferred) {
-        rdzv_buf_free(s->deferred);
-        free(s->deferred);
-        s->deferred = NULL;
-    }
+    tcpstore_deferred_free(s);
 }
 
 static const struct rdzvd_session_ops tcpstore_ops = {
