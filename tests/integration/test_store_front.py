@@ -328,6 +328,29 @@ class StoreFront(DaemonTestCase):
         self.assertEqual(rc, 1, err)
         self.assertIn("the store at 127.0.0.1:%d" % self.d.port, err)  # the first to notice
 
+    def test_a_store_without_the_fronts_numbering(self):
+        # An agent newer than its rdzvd: that rdzvd closes a connection that opens with the
+        # front's magic (an unknown VALIDATE), before any frame. No older rdzvd is built from
+        # this tree: a listener that does just that stands for it. The front's clients are
+        # closed and it says what to do, not only that the store closed.
+        with socket.socket() as old:
+            old.bind((HOST, 0))
+            old.listen(4)
+            front = track(subprocess.Popen([FRONT, HOST, str(old.getsockname()[1])],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True))
+            self.addCleanup(kill_proc, front)
+            port = int(front.stdout.readline())
+            c = self.client(port=port)
+            conn, _ = old.accept()
+            with conn:
+                self.assertEqual(conn.recv(5), b"\x00rdzF")  # VALIDATE, the front's magic
+            c.assert_closed()
+            _, err = front.communicate(timeout=30)  # its stdin closed: it ends
+        self.assertEqual(front.returncode, 1, err)
+        self.assertIn("closed the connection (end of stream) before answering: is rdzvd older "
+                      "than this rdzv-agent", err)
+
     def test_a_waiter_killed_mid_wait(self):
         # Directly and through the front alike. A lone waiter killed: rdzvd holds nothing more
         # for it (the front gave its upstream wait up). Of four waiters of one key, one killed
