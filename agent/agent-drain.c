@@ -67,7 +67,7 @@ int agent_sched_node_name(char *name, size_t len)
 
 int agent_drain_node(const char *reason, double timeout_s)
 {
-    char why[DRAIN_REASON_MAX + 8], name_arg[300], reason_arg[DRAIN_REASON_MAX + 16];
+    char why[DRAIN_REASON_MAX + 8], name_arg[1024], reason_arg[DRAIN_REASON_MAX + 16];
     char host[256];
     char *argv[8] = {0};
     const char *pe;
@@ -99,10 +99,11 @@ int agent_drain_node(const char *reason, double timeout_s)
         argv[4] = name_arg;
     } else if (agent_sge_job() && (pe = getenv("PE_HOSTFILE")) &&
                agent_sge_host(pe, host, &rank, &nhosts, name_arg, sizeof(name_arg)) == 0) {
-        /* Grid Engine: this host's queue instance ("all.q@node1", its PE_HOSTFILE line) is
-         * disabled; qmod takes no reason: the agent's log and rdzvd's say it. */
-        log_warn("--on-bad-node drain: disabling Grid Engine queue instance %s (%s)", name_arg,
-                 why);
+        /* Grid Engine: every queue instance of this host in PE_HOSTFILE ("all.q@node1", one a
+         * line) is disabled, so that no queue of the job's still schedules the host; qmod takes
+         * no reason: the agent's log and rdzvd's say it. */
+        log_warn("--on-bad-node drain: disabling Grid Engine queue instance%s %s (%s)",
+                 strchr(name_arg, ',') ? "s" : "", name_arg, why);
         argv[0] = "qmod";
         argv[1] = "-d";
         argv[2] = name_arg;

@@ -3,8 +3,8 @@
  * so that the next job does not get it either. Under Slurm (SLURMD_NODENAME, or SLURM_JOB_ID and
  * the host name) the node is drained with the reason, `scontrol update NodeName=N State=DRAIN
  * Reason="rdzv: ..."`; under PBS (PBS_JOBID) marked offline, `pbsnodes -o -C "rdzv: ..." HOST`;
- * under Grid Engine (agent_sge_job) its queue instance disabled, `qmod -d QUEUE@HOST` (this
- * host's line of PE_HOSTFILE).
+ * under Grid Engine (agent_sge_job) every queue instance of the host disabled, `qmod -d
+ * all.q@HOST,gpu.q@HOST` (this host's lines of PE_HOSTFILE: one for each queue giving slots).
  * Elsewhere nothing is done (said once). A drain that fails is logged and changes nothing else:
  * the agent's exit status stays the put-aside one.
  *

@@ -199,9 +199,17 @@ int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *n
             r = -EBADMSG;
             break;
         }
-        if (found < 0 && same_host(name, host)) {
-            found = n;
-            snprintf(queue, qlen, "%s", q);
+        if (same_host(name, host)) {
+            /* Every queue instance of the host, in the file's order: a drain disables all. */
+            size_t used = found < 0 ? 0 : strlen(queue);
+
+            if (found < 0)
+                found = n;
+            if (snprintf(queue + used, qlen - used, "%s%s", used ? "," : "", q) >=
+                (int)(qlen - used)) {
+                r = -ENAMETOOLONG;
+                break;
+            }
         }
         /* A host appears once a queue it gives slots from: counted once, at its first line. */
         if (seen_before((const char (*)[256])seen, n, name))

@@ -38,9 +38,10 @@ const char *agent_sched_job_id(void);
 /* Grid Engine's parallel environment: host's line of the PE_HOSTFILE at path ("HOST SLOTS
  * QUEUE@HOST PROCESSORS", in the allocation's order, a host once a queue it gives slots from;
  * host names compared up to their first '.', without case): its index among the distinct hosts
- * into *rank, their number into *nhosts, its (first) queue instance ("all.q@node1") into queue.
- * 0, -ENOENT (host not in it), -EBADMSG (a line that is not one), -ENOMEM, or the errno of
- * reading it. */
+ * into *rank, their number into *nhosts, its queue instances into queue, comma-separated as
+ * qmod takes them ("all.q@node1,gpu.q@node1"). 0, -ENOENT (host not in it), -EBADMSG (a line
+ * that is not one), -ENAMETOOLONG (its queue instances do not fit in qlen), -ENOMEM, or the
+ * errno of reading it. */
 int agent_sge_host(const char *path, const char *host, int64_t *rank, int64_t *nhosts,
                    char *queue, size_t qlen);
 /* This host's index in the allocation's PE_HOSTFILE at path (agent_sge_host, by gethostname),

@@ -8,8 +8,9 @@ real Grid Engine of three hosts (tests/sge/local-sge.sh: Debian's Son of Grid En
 and an execd a host, each host a network namespace with its own name): deploy/rdzv.sge submitted
 with qsub runs a gloo DDP script on two hosts, and rdzvd as three replicas on three; a worker
 killed mid-run restarts the job; a host whose health check fails is put aside and its queue
-instance, its only, disabled (qmod -d); qdel ends the job with no process left on any host, and
-the next job removes the secret it left; an ABCI-style mpirun line starts the agents."""
+instance, its only, disabled (qmod -d), every one of them when the host gives slots from two;
+qdel ends the job with no process left on any host, and the next job removes the secret it left;
+an ABCI-style mpirun line starts the agents."""
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import tempfile
 import time
 import unittest
 
-from agenttest import AGENT, AgentTestCase, main
+from agenttest import AGENT, AgentTestCase, agent_cmd, main
 import rdzvtest
 from rdzvtest import RDZVD
 
@@ -290,6 +291,42 @@ class RealGridEngine(AgentTestCase):
         states = self.queue_states()
         self.assertEqual(states[bad], "d", states)  # disabled by qmod -d: that host only
         self.assertEqual([s for h, s in states.items() if h != bad], ["", ""], states)
+
+    def test_a_host_on_two_queues_is_disabled_in_both(self):
+        # A host that gives the job slots from two queues has two lines in PE_HOSTFILE: a drain
+        # disables both queue instances, or the second keeps scheduling the bad host. The
+        # qmaster's second queue b.q is real; the hostfile is written as the scheduler writes
+        # one for such an allocation (which queue a slot comes from is the scheduler's choice).
+        out = self.outdir()
+        queue = os.path.join(out, "b.q")
+        with open(queue, "w") as f:
+            f.write(re.sub(r"(?m)^qname( +)all\.q$", r"qname\1b.q",
+                           self.sge("qconf", "-sq", "all.q", timeout=30).stdout))
+        r = self.sge("qconf", "-Aq", queue, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.addCleanup(self.sge, "qconf", "-dq", "b.q", timeout=30)
+        for q in ("all.q@ge2", "b.q@ge2"):
+            self.addCleanup(self.sge, "qmod", "-e", q, timeout=30)
+        pe = os.path.join(out, "pe_hostfile")
+        with open(pe, "w") as f:
+            f.write("ge1 1 all.q@ge1 UNDEFINED\nge2 1 all.q@ge2 UNDEFINED\n"
+                    "ge2 1 b.q@ge2 UNDEFINED\n")
+        # Its health check fails before it joins: put aside here, no rdzvd needed.
+        r = self.sge("env", "JOB_ID=9", "PE_HOSTFILE=" + pe, "NHOSTS=2",
+                     *agent_cmd("127.0.0.1:1", "--nproc", "1", "--health-check",
+                                "echo GPU lost; exit 1", "--on-bad-node", "drain", "--nccl",
+                                "off", worker=["true"]), host="ge2", timeout=60)
+        self.assertEqual(r.returncode, 69, r.stderr[-3000:])
+        self.assertIn("--on-bad-node drain: disabling Grid Engine queue instances "
+                      "all.q@ge2,b.q@ge2 (rdzv: ", r.stderr)
+        states = {}
+        for q in ("all.q", "b.q"):
+            st = self.sge("qstat", "-f", "-q", q, timeout=30)
+            self.assertEqual(st.returncode, 0, st.stderr)
+            states.update({ln.split()[0]: (ln.split()[5] if len(ln.split()) > 5 else "")
+                           for ln in st.stdout.splitlines() if ln.startswith(q + "@")})
+        self.assertEqual((states["all.q@ge2"], states["b.q@ge2"]), ("d", "d"), states)
+        self.assertEqual(states["all.q@ge1"], "", states)
 
     def test_an_abci_style_mpirun_line_runs_the_agents(self):
         # ABCI's job scripts: mpirun over the allocation's hosts (OpenMPI's Grid Engine support
