@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdzv-agent when the system refuses it a pipe at start-up (results of
 uv_*_init not acted on). fail-pipe.so makes the Nth pipe2() of the agent fail with EMFILE. For
-every N the agent must either say what failed and exit 1, or run as usual (here: wait for an
-unreachable rdzvd and end with 128+15 on SIGTERM). It must never exit without a word, nor die of
-a signal of its own."""
+every N the agent must either say what failed and exit 1, or run as usual (here: say it is
+joining an unreachable rdzvd, and end with 128+15 on the SIGTERM sent then). It must never exit
+without a word, nor die of a signal of its own."""
 import os
+import select
 import signal
 import time
 import unittest
@@ -24,12 +25,24 @@ class TestStartFailures(agenttest.AgentTestCase):
                             env={"LD_PRELOAD": FAIL_PIPE, "RDZV_FAIL_PIPE_AT": str(n),
                                  # An ASan build wants its runtime first; the shim is only ours.
                                  "ASAN_OPTIONS": ASAN_OPTIONS})
-        deadline = time.monotonic() + 1.0
-        while p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if p.poll() is None:
+        # Until it exits, or says it is joining: its signal handlers are set by then, so the
+        # SIGTERM is an agent's to answer (not a wall-clock guess: a busy machine may take
+        # seconds to get there, and a SIGTERM before the handlers kills it plainly).
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"joining job fp at " not in seen:
+            left = deadline - time.monotonic()
+            self.assertGreater(left, 0, "pipe %d failed: the agent neither exited nor joined "
+                                        "within 60 s:\n%s" % (n, seen.decode(errors="replace")))
+            if select.select([p.stderr], [], [], left)[0]:
+                got = os.read(p.stderr.fileno(), 65536)
+                if not got:
+                    break  # it exited (or closed its stderr): its status says which
+                seen += got
+        if b"joining job fp at " in seen:
             os.kill(p.pid, signal.SIGTERM)
-        return agenttest.finish(p, timeout=30)
+        rc, out, err = agenttest.finish(p, timeout=30)
+        return rc, out, seen.decode(errors="replace") + err
 
     def test_a_failed_pipe_is_reported_or_harmless(self):
         # pipe 1 is libuv's process-wide signal lock, made by the first uv_loop_init: libuv
