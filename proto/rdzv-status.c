@@ -271,6 +271,13 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st)
                   "main_store_keys", (json_int_t)st->main_store_keys, "jobs", jobs);
     if (!root)
         return NULL;
+    /* Written once there is one, as the limits are. */
+    if (st->outbuf_closes > 0 &&
+        json_object_set_new(json_object_get(root, "stats"), "outbuf_closes",
+                            json_integer((json_int_t)st->outbuf_closes)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
     if (rdzv_status_limits_put(root, st) < 0) {
         json_decref(root);
         return NULL;
@@ -789,7 +796,7 @@ static int parse_job(json_t *o, struct rdzv_status_job *j, char *err, size_t err
 int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, char *err,
                       size_t errlen)
 {
-    json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0;
+    json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0, obuf = 0;
     const char *daemon, *version;
     json_t *root, *jobs, *o, *aside = NULL;
     json_int_t aside_failures = 0, aside_check = 0, aside_straggler = 0;
@@ -802,13 +809,14 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     if (!root)
         return fail_at(err, errlen, "STATUS_REPLY");
     if (json_unpack_ex(root, &jerr, 0,
-                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s?I, s?o}",
+                       "{s:s, s:s, s:I, s:F, s:{s:I, s:I, s:I, s:I, s:I, s:I, s?I}, s:o, s?I, "
+                       "s?o}",
                        "daemon",
                        &daemon, "version", &version, "port", &port, "uptime_s", &st->uptime_s,
                        "stats", "connections", &conns, "accepted", &acc, "rejected", &rej,
                        "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
-                       "jobs", &jobs, "jobs_left_out", &jobs_left_out, "nodes_put_aside",
-                       &aside) < 0 ||
+                       "outbuf_closes", &obuf, "jobs", &jobs, "jobs_left_out", &jobs_left_out,
+                       "nodes_put_aside", &aside) < 0 ||
         (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I, s?I}", "failures", &aside_failures,
                                  "check", &aside_check, "straggler", &aside_straggler) < 0)) {
         (void)unpack_fail(&jerr, err, errlen);
@@ -835,6 +843,11 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     st->accepted = acc;
     st->rejected = rej;
     st->protocol_errors = perr;
+    if (obuf < 0) {
+        snprintf(err, errlen, "'outbuf_closes' out of range");
+        goto out_free;
+    }
+    st->outbuf_closes = obuf;
     st->requests = reqs;
     st->main_store_keys = keys;
     if (!json_is_array(jobs) || json_array_size(jobs) > RDZV_STATUS_MAX_JOBS) {

@@ -259,6 +259,9 @@ struct rdzv_status {
     int64_t port;
     double uptime_s;
     int64_t connections, accepted, rejected, protocol_errors, requests, main_store_keys;
+    /* Connections closed with more output due than twice --max-outbuf ("outbuf_closes" in the
+     * JSON's stats once there is one; absent, as from older rdzvds: 0). */
+    int64_t outbuf_closes;
     /* What the stores hold for clients, and --max-store-bytes ("store_bytes" in JSON, absent
      * from older rdzvds: 0 and 0). */
     int64_t store_held, store_limit;

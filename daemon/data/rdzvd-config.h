@@ -203,6 +203,7 @@ struct rdzvd_config {
 
 struct rdzvd_stats {
     uint64_t accepted, rejected, closed_proto, requests;
+    uint64_t closed_outbuf; /* connections closed with output past twice --max-outbuf due */
 };
 
 /* Shared by the sessions of one server (rdzvd-tcpstore.c, rdzvd-peer.c, the first-bytes session

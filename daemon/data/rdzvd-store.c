@@ -741,12 +741,29 @@ unsigned rdzvd_store_cancel_tag(struct rdzvd_store *s, struct rdzvd_waiter *w, u
     return n;
 }
 
+/* Whether w watches sl already. Both lists are walked together, so the cost is the shorter
+ * one's: the key's watchers, or w's watches. */
+static bool watched_by(const struct slot *sl, const struct rdzvd_waiter *w)
+{
+    const struct rdzv_list *a = sl->watches.next, *b = w->watches.next;
+
+    for (; a != &sl->watches && b != &w->watches; a = a->next, b = b->next)
+        if (rdzv_container_of(a, struct watch_reg, slot_node)->owner == w ||
+            rdzv_container_of(b, struct watch_reg, owner_node)->slot == sl)
+            return true;
+    return false;
+}
+
 int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key, size_t klen)
 {
     struct watch_reg *wr;
-    struct slot *sl;
+    struct slot *sl = store_lookup(s, key, klen);
     int r = 0;
 
+    /* One registration a connection and key: PyTorch's client keeps one callback a key, and
+     * each registration more would copy every change once more into w's output. */
+    if (sl && watched_by(sl, w))
+        return 0;
     if (w->nregs >= s->lim->max_wait_keys)
         return -EMSGSIZE;
     sl = store_slot_get(s, key, klen, &r);

@@ -180,8 +180,9 @@ int rdzvd_store_wait_end(struct rdzvd_store *s, struct rdzvd_waiter *w);
  * one), which rdzvd_store_woken_tag says while its wake callback runs. */
 void rdzvd_store_wait_tag(struct rdzvd_store *s, uint64_t tag);
 uint64_t rdzvd_store_woken_tag(const struct rdzvd_store *s);
-/* WATCH_KEY (PyTorch <= 2.0): report every later change of key to w until it is dropped.
- * Returns 0, -EMSGSIZE past max_wait_keys, -ENOMEM or -ENOSPC. */
+/* WATCH_KEY (PyTorch <= 2.0): report every later change of key to w until it is dropped. A key
+ * w watches already is watched once: 0, nothing added. Returns 0, -EMSGSIZE past max_wait_keys,
+ * -ENOMEM or -ENOSPC. */
 int rdzvd_store_watch(struct rdzvd_store *s, struct rdzvd_waiter *w, const void *key, size_t klen);
 /* Drop every watch of w (the connection closing). */
 void rdzvd_store_drop_watches(struct rdzvd_store *s, struct rdzvd_waiter *w);

@@ -256,6 +256,9 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                 "rdzvd_connections_rejected_total %lld\n"
                 "# HELP rdzvd_protocol_errors_total Connections closed for a protocol error.\n"
                 "# TYPE rdzvd_protocol_errors_total counter\nrdzvd_protocol_errors_total %lld\n"
+                "# HELP rdzvd_outbuf_closes_total Connections closed with more output due "
+                "than twice --max-outbuf (a client that does not read).\n"
+                "# TYPE rdzvd_outbuf_closes_total counter\nrdzvd_outbuf_closes_total %lld\n"
                 "# HELP rdzvd_requests_total Store requests served.\n"
                 "# TYPE rdzvd_requests_total counter\nrdzvd_requests_total %lld\n"
                 "# HELP rdzvd_store_keys Keys in the main store.\n"
@@ -263,7 +266,8 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                 "# HELP rdzvd_jobs Jobs known to rdzvd (not those that ended and are only "
                 "kept).\n# TYPE rdzvd_jobs gauge\nrdzvd_jobs %zu\n",
                 st.uptime_s, (long long)st.connections, (long long)st.accepted,
-                (long long)st.rejected, (long long)st.protocol_errors, (long long)st.requests,
+                (long long)st.rejected, (long long)st.protocol_errors,
+                (long long)st.outbuf_closes, (long long)st.requests,
                 (long long)st.main_store_keys, live_jobs(&st));
     if (st.store_limit > 0)
         r |= rdzv_buf_printf(&b,

@@ -583,6 +583,7 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .accepted = info->stats.accepted,
                              .rejected = info->stats.rejected,
                              .protocol_errors = info->stats.closed_proto,
+                             .outbuf_closes = info->stats.closed_outbuf,
                              .requests = info->stats.requests,
                              .main_store_keys = info->main_store_keys,
                              .store_held = (int64_t)info->store_held,

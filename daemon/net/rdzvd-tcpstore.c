@@ -90,10 +90,12 @@ void rdzvd_tcpstore_watch(struct rdzvd_waiter *w, void *ud, uint8_t type, const 
                           size_t nvlen)
 {
     struct rdzvd_conn *c = ud;
-    struct rdzv_buf *out = rdzvd_conn_out(c);
-    int r = out ? 0 : -ENOMEM;
+    struct rdzv_buf *out = rdzvd_conn_out_room(c, 1 + 24 + klen + oldlen + nvlen);
+    int r = 0;
 
     (void)w;
+    if (!out)
+        return; /* c is closing, or closes at its flush: it would hold more than its cap */
     /* PyTorch <= 2.0's notification: type, key, old value, new value. */
     if (r == 0)
         r = rdzv_buf_put_u8(out, type);

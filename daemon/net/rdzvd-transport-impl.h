@@ -58,6 +58,8 @@ struct rdzvd_conn {
     enum conn_state state;
     bool reading;
     bool close_after_flush;      /* close once every queued byte is written */
+    size_t overdue;              /* output refused past twice the cap (rdzvd_conn_out_room):
+                                  * closed at its flush */
     const struct rdzvd_session_ops *ops;
     struct rdzv_buf in;   /* bytes of a request not complete yet */
     size_t need;          /* don't re-parse until in holds this many bytes */

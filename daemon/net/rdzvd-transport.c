@@ -424,18 +424,23 @@ void rdzvd_conn_warn_limited(struct rdzvd_conn *c, struct rdzvd_ratelimit *rl, c
  * is served (conn_parse) and wherever output is queued for writing (rdzvd_conn_flush). Past the cap
  * a session that allows it (TCPStore) is paused: none of its requests are read until its output
  * drains to half the cap (PyTorch clients may pipeline; their requests wait in the kernel). Output
- * that still comes while it is paused (woken WAITs, watch notifications) closes it at twice the
- * cap. Other sessions (rdzv peers: small replies, one request at a time) are closed at the cap:
- * the peer is not reading. Returns 0, or -ENOBUFS once c is closing. */
+ * that still comes while it is paused (woken WAITs) closes it at twice the cap; a watch
+ * notification that would take it past twice the cap is not made, and closes it here
+ * (rdzvd_conn_out_room). Other sessions (rdzv peers: small replies, one request at a time) are
+ * closed at the cap: the peer is not reading. Returns 0, or -ENOBUFS once c is closing. */
 static int conn_enforce_cap(struct rdzvd_conn *c)
 {
     uint64_t cap = c->t->max_outbuf;
     size_t q = conn_out_queued(c);
     bool pause = c->ops && c->ops->pause_at_cap;
 
-    if (q <= cap || c->state == CONN_CLOSING)
+    if ((q <= cap && !c->overdue) || c->state == CONN_CLOSING)
         return 0;
-    if (pause && (c->reading || q <= 2 * cap)) {
+    if (c->overdue) {
+        log_warn("conn %" PRIu64 " (%s): %zu bytes of output queued and %zu more due, over "
+                 "--max-outbuf %" PRIu64 " twice: the peer is not reading, closing connection",
+                 c->id, c->peer, q, c->overdue, cap);
+    } else if (pause && (c->reading || q <= 2 * cap)) {
         if (c->reading) {
             log_debug("conn %" PRIu64 " (%s): %zu reply bytes queued, pausing reads", c->id,
                       c->peer, q);
@@ -443,10 +448,13 @@ static int conn_enforce_cap(struct rdzvd_conn *c)
             c->reading = false;
         }
         return 0;
+    } else {
+        log_warn("conn %" PRIu64 " (%s): %zu bytes of output queued, over --max-outbuf %" PRIu64
+                 "%s: the peer is not reading, closing connection",
+                 c->id, c->peer, q, cap, pause ? " twice" : "");
     }
-    log_warn("conn %" PRIu64 " (%s): %zu bytes of output queued, over --max-outbuf %" PRIu64
-             "%s: the peer is not reading, closing connection",
-             c->id, c->peer, q, cap, pause ? " twice" : "");
+    if (c->t->outbuf_closes)
+        (*c->t->outbuf_closes)++;
     rdzvd_conn_close(c, "output over --max-outbuf");
     return -ENOBUFS;
 }
@@ -498,7 +506,7 @@ void rdzvd_conn_flush(struct rdzvd_conn *c)
 
     if (c->state == CONN_CLOSING)
         return;
-    if (c->wr) {
+    if (c->wr || c->overdue) {
         (void)conn_enforce_cap(c);
         return;
     }
@@ -567,6 +575,19 @@ struct rdzv_buf *rdzvd_conn_out(struct rdzvd_conn *c)
     if (c->state == CONN_CLOSING)
         return NULL;
     conn_want_flush(c);
+    return &c->out;
+}
+
+struct rdzv_buf *rdzvd_conn_out_room(struct rdzvd_conn *c, size_t n)
+{
+    if (c->state == CONN_CLOSING || c->overdue)
+        return NULL;
+    conn_want_flush(c);
+    /* One notification is always made into an empty queue, as a GET of any value is answered. */
+    if (conn_out_queued(c) > 0 && conn_out_queued(c) + n > 2 * c->t->max_outbuf) {
+        c->overdue = n ? n : 1;
+        return NULL;
+    }
     return &c->out;
 }
 

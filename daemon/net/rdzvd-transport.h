@@ -83,6 +83,7 @@ struct rdzvd_transport {
     void *ud;                  /* for the hooks (the server) */
     uint64_t max_outbuf;       /* THE output cap, bytes queued per connection (--max-outbuf) */
     uint64_t *proto_errors;    /* bumped by rdzvd_conn_protocol_error(); may be NULL */
+    uint64_t *outbuf_closes;   /* bumped when output past the cap closes one; may be NULL */
     enum rdzv_log_level lifecycle_level; /* set by the owner: "closed" lines (default info) */
     bool hold;                 /* set by the owner: output waits until it calls flush_pending */
     uint8_t *scratch;          /* one read buffer shared by all connections (one thread) */
@@ -204,6 +205,12 @@ void rdzvd_conn_group_close(struct rdzvd_conn_group *g, const char *reason);
  * the current event is over (c is put on the flush list) and count against the output cap,
  * which is checked when they are flushed. */
 struct rdzv_buf *rdzvd_conn_out(struct rdzvd_conn *c);
+/* rdzvd_conn_out() for n bytes c did not ask for (a watch notification): NULL, the bytes never
+ * made, when c is closing or when they would take its queued output past twice the cap (into an
+ * empty queue they are always taken); c is then closed at its flush (logged, counted in
+ * outbuf_closes). So no write of another client makes c hold more than twice the cap or one
+ * notification, however much it changes. */
+struct rdzv_buf *rdzvd_conn_out_room(struct rdzvd_conn *c, size_t n);
 /* From serve() only: the buffer for the reply to the request being served. Written when the
  * batch of requests ends, under the same cap; cheaper than rdzvd_conn_out(). */
 struct rdzv_buf *rdzvd_conn_reply(struct rdzvd_conn *c);

@@ -428,6 +428,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         return log_error_errno(r, "init");
     }
     srv->net.proto_errors = &srv->stats.closed_proto;
+    srv->net.outbuf_closes = &srv->stats.closed_outbuf;
     srv->net.refusals = &srv->refusals;
     srv->net.max_handshaking = srv->cfg.lim.max_handshaking;
     srv->net.max_input_bytes = srv->cfg.lim.max_input_bytes;

@@ -3,7 +3,8 @@
 # test_memory_bounds.py: issue 46 item 5, every bound at once. For 30 s (RDZV_MEMORY_TEST_S),
 # clients push each thing a client can make rdzvd hold, at full rate, each reconnecting as soon as
 # rdzvd closes it: values and empty queue items in the main store, WAITs on missing keys, requests
-# left incomplete, replies never read, silent connections from one address, one-node jobs formed
+# left incomplete, replies never read, notifications of a key watched 2,000 times on each of 8
+# connections that never read, silent connections from one address, one-node jobs formed
 # and left (held in their records, --state-dir, until --abandon-after). Beside them an honest job
 # (two rdzv-agents, rdzv-train on gloo, 2 x 2 ranks), formed just before, trains to its end, and a
 # fresh TCPStore client from another address (127.0.0.3: another host) is answered every second.
@@ -57,8 +58,9 @@ PER_JOB = 64 * KIB
 PER_ENDED = 4 * KIB
 SLACK = 24 * MIB
 BOUND = STORE + INPUT + CONNS * PER_CONN + JOBS * PER_JOB + ENDED * PER_ENDED + SLACK
-# The same sum with the replies the attack can queue: only attack_replies' connections do (8).
-TIGHT = BOUND - (CONNS - 8) * 2 * OUTBUF
+# The same sum with the output the attack can queue: only attack_replies' connections (8) and
+# attack_watches' watchers (8) hold any.
+TIGHT = BOUND - (CONNS - 16) * 2 * OUTBUF
 
 
 def reconnecting(port, until, setup, push, **kw):
@@ -160,6 +162,47 @@ def attack_replies(port, until, n):
     return pool(port, until, 8, 0.2, lambda c: None, lambda c: c.send(get), 0)
 
 
+def attack_watches(port, until, n):
+    """8 PyTorch 1.x connections, each watching one key 2,000 times and never reading, while
+    another of its connections writes a 64 KiB value to that key again and again: each write is
+    one notification a watcher (a key is watched once a connection; old and new value, 128 KiB),
+    and a watcher past twice --max-outbuf is closed before the next is made. Returns how many
+    were closed."""
+    key = b"atkwatch/%d" % n
+    big = b"w" * (64 * KIB)
+    watch = enc("2.0", "WATCH_KEY", s(key)) * 2000
+    conns, closed, setter = [], 0, None
+    while time.monotonic() < until:
+        while len(conns) < 8 and time.monotonic() < until:
+            try:
+                c = Client(port, timeout=5, dialect="2.0")
+                c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * KIB)
+                c.send(watch)
+                conns.append(c)
+            except (OSError, AssertionError):
+                closed += 1
+                time.sleep(0.01)
+                break
+        try:
+            setter = setter or Client(port, timeout=5)
+            setter.send(enc("modern", "SET", s(key), s(big)))
+            setter.ping(n)
+        except (OSError, AssertionError):
+            if setter:
+                setter.close()
+            setter = None
+        for c in list(conns):
+            try:
+                c.send(watch[:len(watch) // 2000])  # once more: nothing added; fails once closed
+            except OSError:
+                conns.remove(c)
+                c.close()
+                closed += 1
+    for c in conns + ([setter] if setter else []):
+        c.close()
+    return closed
+
+
 def attack_conns(port, until, n):
     """Silent connections from 127.0.0.2, as many as it can open, 400 kept on its side."""
     socks, opened = [], 0
@@ -201,8 +244,8 @@ def attack_jobs(port, until, n):
     return made
 
 
-ATTACKS = [attack_values, attack_items, attack_waits, attack_input, attack_replies, attack_conns,
-           attack_jobs]
+ATTACKS = [attack_values, attack_items, attack_waits, attack_input, attack_replies, attack_watches,
+           attack_conns, attack_jobs]
 if os.environ.get("RDZV_MEMORY_TEST_ONLY"):  # one attacker alone, to see what it costs
     ATTACKS = [fn for fn in ATTACKS if fn.__name__ == os.environ["RDZV_MEMORY_TEST_ONLY"]]
 
@@ -326,7 +369,8 @@ class EveryBoundAtOnce(DaemonTestCase):
         self.assertGreaterEqual(worst["rdzvd_store_held_bytes"], STORE // 2 - MIB, report)
         self.assertGreaterEqual(worst["rdzvd_jobs_held"], JOBS - 1, report)
         self.assertGreaterEqual(worst["rdzvd_descriptors_held"], CONNS * 3 // 4, report)
-        for name in ("attack_values", "attack_items", "attack_waits", "attack_input"):
+        for name in ("attack_values", "attack_items", "attack_waits", "attack_input",
+                     "attack_watches"):
             self.assertGreater(pushed[name], 3, report)
         self.assertIsNotNone(d.find_log(r"refused: the store is full"))
         self.assertIsNotNone(d.find_log(r"--max-jobs"))

@@ -4,15 +4,18 @@
 # says HELLO and then asks for STATUS over and over without ever reading the replies must be
 # closed once its queued replies pass the cap, with rdzvd's memory bounded all along and every
 # other client served (rdzvd went from 2 MB to 870 MB in 15 s). The same cap
-# holds for TCPStore output that a client's own requests do not pace (watch notifications).
+# holds for TCPStore output that a client's own requests do not pace (watch notifications), and
+# a key watched many times on one connection is watched once.
 
 import errno
 import os
 import select
 import socket
+import tempfile
 import time
 
 from authtest import Peer, frame
+from metricstest import http_get
 from rdzvtest import DaemonTestCase, enc, fresh_client_works, main, s
 
 STATUS, STATUS_REPLY = 0xB0, 0xB1
@@ -127,6 +130,43 @@ class TcpStoreWatcherCap(DaemonTestCase):
         setter.ping(2)
         fresh_client_works(self, d)
 
+    def test_a_key_watched_2000_times_costs_one_notification(self):
+        # One connection registers WATCH_KEY on one key 2,000 times, then stops reading; one
+        # SET of a 256 KiB value once queued 500 MiB for it (a copy a registration). A key is
+        # watched once a connection: rdzvd's peak grows by at most twice --max-outbuf and 4 MiB.
+        pfile = os.path.join(tempfile.mkdtemp(prefix="rdzv-watch-"), "metrics-port")
+        d = self.daemon_without_quarantine("--max-outbuf", "1M", "--metrics-port", "0",
+                                           "--metrics-port-file", pfile)
+        watcher = self.client(d, dialect="2.0")
+        watcher.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        watcher.send(enc("2.0", "WATCH_KEY", s("/w")) * 2000)
+        self.assertEqual(watcher.recv_exact(2000), b"\x03" * 2000)
+        setter = self.client(d)
+        setter.ping(0)
+        hwm0 = d.status_kb("VmHWM")
+        rss0 = d.rss_kb()
+        mark = d.mark()
+        setter.set("/w", b"v" * (256 << 10))
+        setter.ping(1)
+        grown = d.status_kb("VmHWM") - max(hwm0, rss0)
+        self.assertLessEqual(grown, (2 << 10) + (4 << 10),
+                             "rdzvd's peak grew by %d KiB on one SET of a key watched 2,000 "
+                             "times (--max-outbuf 1M)" % grown)
+        self.assertIsNone(d.find_log(watcher.peer_tag + r".*clos", since=mark),
+                          "one notification closed the watcher")
+        # Each further change is one notification (old and new value): past twice the cap the
+        # watcher is closed before the next is made, and counted.
+        for i in range(16):
+            setter.set("/w", bytes([i]) * (256 << 10))
+        setter.ping(2)
+        d.wait_log(watcher.peer_tag + r".*more due, over --max-outbuf 1048576 twice.*closing",
+                   since=mark, levels=("warn",), timeout=10)
+        watcher.assert_closed(timeout=10)
+        with open(pfile) as f:
+            m = http_get(int(f.read()), "/metrics")
+        self.assertIn("\nrdzvd_outbuf_closes_total 1\n", m)
+        setter.ping(3)
+        fresh_client_works(self, d)
 
 if __name__ == "__main__":
     main()

@@ -394,11 +394,15 @@ class Daemon:
             time.sleep(0.02)
 
     def rss_kb(self):
+        return self.status_kb("VmRSS")
+
+    def status_kb(self, field):
+        """A field of /proc/PID/status in KiB (VmRSS, VmHWM...)."""
         with open("/proc/%d/status" % self.pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
-        raise AssertionError("no VmRSS for rdzvd pid %d" % self.pid)
+        raise AssertionError("no %s for rdzvd pid %d" % (field, self.pid))
 
     def connect(self, dialect="modern", validate=None, timeout=T_REPLY):
         return Client(self.port, dialect=dialect, validate=validate, timeout=timeout)
