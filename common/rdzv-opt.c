@@ -276,6 +276,76 @@ static int usage_error(const struct rdzv_opt_prog *p, const char *what, const ch
     return -EINVAL;
 }
 
+static char dashed_char(char c)
+{
+    return c == '_' ? '-' : c;
+}
+
+/* The edit distance from s (n bytes, '_' read as '-') to name: insertions, deletions,
+ * substitutions and swaps of two neighbours each cost 1 (optimal string alignment). Names
+ * of 64 bytes or more are far from everything. */
+static size_t edit_distance(const char *s, size_t n, const char *name)
+{
+    size_t m = name ? strlen(name) : SIZE_MAX, d[64][64];
+
+    if (n >= 64 || m >= 64)
+        return SIZE_MAX;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            char c = dashed_char(s[i - 1]);
+            size_t best = d[i - 1][j - 1] + (c != name[j - 1]);
+
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && c == name[j - 2] && dashed_char(s[i - 2]) == name[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m];
+}
+
+/* "unknown option '--nprocs'; did you mean --nproc?": the one option nearest to the typed name
+ * (s, n bytes), within 2 edits (1 for a name of 4 bytes or less), as git suggests a command;
+ * none when two are as near. */
+static int unknown_long(const struct rdzv_opt_prog *p, const char *s, size_t n, const char *arg)
+{
+    const char *near = NULL;
+    size_t limit = n <= 4 ? 1 : 2, best = SIZE_MAX;
+    bool tie = false;
+
+    for (const struct rdzv_opt *o = p->opts; n > 0 && o->kind != RDZV_OPT_END; o++) {
+        size_t dn, da, dist;
+
+        if (!is_option(o))
+            continue;
+        dn = edit_distance(s, n, o->name);
+        da = edit_distance(s, n, o->alias);
+        dist = dn < da ? dn : da;
+        if (dist > limit)
+            continue;
+        if (!near || dist < best) {
+            near = o->name;
+            best = dist;
+            tie = false;
+        } else if (dist == best) {
+            tie = true;
+        }
+    }
+    if (!near || tie)
+        return usage_error(p, "unknown option", arg);
+    fprintf(err_of(p), "%s: unknown option '%s'; did you mean --%s? (see %s --help)\n", p->name,
+            arg, near, p->name);
+    return -EINVAL;
+}
+
 /* "ambiguous option '--n': --nnodes, --nproc or --node-rank?": every option the prefix s (n
  * bytes) names, so the user picks one without reading --help. */
 static int ambiguous_error(const struct rdzv_opt_prog *p, const char *s, size_t n,
@@ -318,7 +388,7 @@ static int parse_long(const struct rdzv_opt_prog *p, int argc, char **argv, int 
     if (!o && ambiguous)
         return ambiguous_error(p, arg, n, argv[*i]);
     if (!o)
-        return usage_error(p, "unknown option", argv[*i]);
+        return unknown_long(p, arg, n, argv[*i]);
     name_typed(p, o, arg, n, true);
     if (o->flags & RDZV_OPT_F_OPTARG)
         return apply(p, o, eq ? eq + 1 : NULL);

@@ -228,6 +228,13 @@ static void test_kinds_and_errors(void)
     ASSERT_NOT_NULL(strstr(errbuf, "--standalone takes no value"));
     ASSERT_EQ(parse(0, NULL, "--bogus", NULL), -EINVAL);
     ASSERT_TRUE(strcmp(errbuf, "prog: unknown option '--bogus' (see prog --help)\n") == 0);
+    /* A name within two edits of one option (a letter more, less, changed or two swapped; '_'
+     * as '-') is suggested. */
+    ASSERT_EQ(parse(0, NULL, "--nndoes", "2", NULL), -EINVAL);
+    ASSERT_TRUE(strcmp(errbuf, "prog: unknown option '--nndoes'; did you mean --nnodes? (see "
+                               "prog --help)\n") == 0);
+    ASSERT_EQ(parse(0, NULL, "--nnodez=2", NULL), -EINVAL);
+    ASSERT_NOT_NULL(strstr(errbuf, "'--nnodez=2'; did you mean --nnodes?"));
     /* Every error is one line. */
     ASSERT_EQ(parse(0, NULL, "--nnodes=x", NULL), -EINVAL);
     ASSERT_EQ(strchr(errbuf, '\n') - errbuf, (long)strlen(errbuf) - 1);
@@ -505,7 +512,8 @@ static void test_prefer_and_spellings(void)
     ASSERT_TRUE(x.ratio == 1);
     /* A name with more after it is no prefix; an empty name is no option. */
     ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--levels", "1", NULL), -EINVAL);
-    ASSERT_TRUE(strcmp(errbuf, "xp: unknown option '--levels' (see xp --help)\n") == 0);
+    ASSERT_TRUE(strcmp(errbuf, "xp: unknown option '--levels'; did you mean --level? (see xp "
+                               "--help)\n") == 0);
     ASSERT_EQ(xparse(RDZV_OPT_STYLE_INVALID, "--=1", NULL), -EINVAL);
     ASSERT_TRUE(strcmp(errbuf, "xp: unknown option '--=1' (see xp --help)\n") == 0);
 }
