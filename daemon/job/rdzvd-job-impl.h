@@ -482,6 +482,12 @@ int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
 /* node_id's first JOIN in j: keep the hash of its new secret in the host's secret table (a
  * decision, written before JOINED leaves). 0 (also with no table) or a negative errno. */
 int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret);
+/* m leaves its job (not at rdzvd's shutdown): its node id goes from the secret table
+ * (FORGOTTEN) when it promises nothing any more, i.e. m never held a place in a generation
+ * (rdzvd_member_held_place): a spare or a new node that came and went, whose agent has no
+ * workers to resume. So the job's node ids hold its members and the nodes that ran, not every
+ * node that ever came (issue 62 case 3). Refused (logged): the id stays, as before. */
+void rdzvd_member_forget(struct rdzvd_member *m);
 /* A job's settings (rdzvd-job-record.h): a JOIN's, j's own, and j's set from them. */
 void rdzvd_job_settings_of_join(const struct rdzv_join *jn, struct rdzvd_job_settings *st);
 void rdzvd_job_settings_get(const struct rdzvd_job *j, struct rdzvd_job_settings *st);

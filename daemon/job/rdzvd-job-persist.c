@@ -317,6 +317,24 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
     return r;
 }
 
+void rdzvd_member_forget(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
+
+    if (!j->host.secret_table || j->state == JOB_ENDED || rdzvd_member_held_place(m))
+        return;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", m->join.node_id);
+    r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_FORGOTTEN, &rec);
+    if (j->host.secret_table == j->host.record_table)
+        r = decision_written(j, r);
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot forget node id %s, which left without holding a place: "
+                       "it stays among the job's node ids", j->run_id, m->join.node_id);
+}
+
 /* WAITING for run_id in h's job table (since: unix ms; 0: an agent is back), as written: 0, or
  * a negative errno (-EIO: applied, but the journal turned persistence off). */
 static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since)

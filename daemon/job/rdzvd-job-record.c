@@ -502,6 +502,7 @@ static const char *const decision_names[] = {
     [RDZVD_DECIDE_ASIDE] = "aside",
     [RDZVD_DECIDE_ADMITTED] = "admitted",
     [RDZVD_DECIDE_WAITING] = "waiting",
+    [RDZVD_DECIDE_FORGOTTEN] = "forgotten",
 };
 
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
@@ -525,6 +526,9 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
         return true;
     case RDZVD_DECIDE_WAITING:
         return rec->waiting_since_ms >= 0;
+    case RDZVD_DECIDE_FORGOTTEN:
+        return rec->admitted.node_id[0] &&
+               strnlen(rec->admitted.node_id, sizeof(rec->admitted.node_id)) <= RDZV_ID_MAX;
     case RDZVD_DECIDE_ADMITTED:
         return rec->admitted.node_id[0] &&
                strnlen(rec->admitted.node_id, sizeof(rec->admitted.node_id)) <= RDZV_ID_MAX &&
@@ -629,15 +633,17 @@ static int secret_admit(struct rdzvd_store *t, const char *run_id,
     return r < 0 ? r : rdzvd_store_set(t, key, klen, a->hash, RDZVD_SECRET_HASH_HEX);
 }
 
-/* The hashes of run_id's nodes go (ENDED): 1 when there were none, else 0 or the store's
- * error. */
-static int secrets_forget(struct rdzvd_store *t, const char *run_id)
+/* The hashes of run_id's nodes go (ENDED), or only node id only's with its place in the list
+ * (FORGOTTEN): 1 when there were none, else 0 or the store's error. */
+static int secrets_forget(struct rdzvd_store *t, const char *run_id, const char *only)
 {
     char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
     size_t iklen = ids_key(run_id, ikey, sizeof(ikey));
     const uint8_t *val;
     size_t vlen, off = 0;
+    bool found = false;
     char *ids;
+    int r;
 
     if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
         return 1;
@@ -645,17 +651,26 @@ static int secrets_forget(struct rdzvd_store *t, const char *run_id)
         return -ENOMEM;
     memcpy(ids, val, vlen);
     ids[vlen] = '\0';
-    while (off < vlen) {
+    while (off < vlen && !found) {
         size_t n = strnlen(ids + off, vlen - off);
 
-        if (n <= RDZV_ID_MAX) {
+        if (n <= RDZV_ID_MAX && (!only || strcmp(ids + off, only) == 0)) {
+            size_t len = n + (off + n < vlen); /* with its NUL, unless cut short at the end */
+
             ids[off + n] = '\0';
             (void)rdzvd_store_delete(t, key, secret_key(run_id, ids + off, key));
+            if ((found = only != NULL)) { /* the others stay, in their order */
+                memmove(ids + off, ids + off + len, vlen - off - len);
+                vlen -= len;
+            }
         }
-        off += n + 1;
+        off += found ? 0 : n + 1;
     }
+    r = only && !found ? 1
+        : only && vlen ? rdzvd_store_set(t, ikey, iklen, ids, vlen)
+                       : (rdzvd_store_delete(t, ikey, iklen) < 0 ? -EIO : 0);
     free(ids);
-    return rdzvd_store_delete(t, ikey, iklen) < 0 ? -EIO : 0;
+    return r < 0 ? r : r > 0;
 }
 
 /* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
@@ -670,6 +685,9 @@ static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_j
                 : kind == RDZVD_DECIDE_ADMITTED
                     ? json_pack("{s:s, s:s, s:s, s:i}", "run_id", rec->run_id, "node_id",
                                 rec->admitted.node_id, "hash", rec->admitted.hash, "v", 1)
+                : kind == RDZVD_DECIDE_FORGOTTEN
+                    ? json_pack("{s:s, s:s}", "run_id", rec->run_id, "node_id",
+                                rec->admitted.node_id)
                 : kind == RDZVD_DECIDE_WAITING
                     ? json_pack("{s:s, s:I}", "run_id", rec->run_id, "since_ms",
                                 (json_int_t)rec->waiting_since_ms)
@@ -725,7 +743,7 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
     }
     if (d->kind == RDZVD_DECIDE_ENDED) {
-        int s = secrets_forget(t, d->rec.run_id);
+        int s = secrets_forget(t, d->rec.run_id, NULL);
 
         (void)waiting_decide(t, d->rec.run_id, 0);
         r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
@@ -736,6 +754,8 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
     }
     if (d->kind == RDZVD_DECIDE_ADMITTED)
         return secret_admit(t, d->rec.run_id, &d->rec.admitted);
+    if (d->kind == RDZVD_DECIDE_FORGOTTEN)
+        return secrets_forget(t, d->rec.run_id, d->rec.admitted.node_id);
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
     if (r == 0 && decision_goes_back(d, &cur)) {
         r = -ESTALE;
@@ -782,20 +802,21 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
         r = 0;
         goto out;
     }
-    if (strcmp(kind, "admitted") == 0) {
-        const char *node, *hash;
-        int v;
+    if (strcmp(kind, "admitted") == 0 || strcmp(kind, "forgotten") == 0) {
+        const char *node, *hash = "";
+        int v = 1;
 
         /* "v": the form of the hash (1: HMAC-SHA256 of the hex secret, rdzvd-job-identity.h); a
-         * later form is not this rdzvd's to apply. */
-        d->kind = RDZVD_DECIDE_ADMITTED;
-        if (json_unpack(o, "{s:s, s:s, s:i}", "node_id", &node, "hash", &hash, "v", &v) < 0 ||
+         * later form is not this rdzvd's to apply. FORGOTTEN names the node id only. */
+        d->kind = kind[0] == 'a' ? RDZVD_DECIDE_ADMITTED : RDZVD_DECIDE_FORGOTTEN;
+        if (json_unpack(o, kind[0] == 'a' ? "{s:s, s:s, s:i}" : "{s:s}", "node_id", &node,
+                        "hash", &hash, "v", &v) < 0 ||
             v != 1 || strlen(id) > RDZV_ID_MAX || strlen(node) > RDZV_ID_MAX ||
-            strlen(hash) != RDZVD_SECRET_HASH_HEX)
+            strlen(hash) != (kind[0] == 'a' ? RDZVD_SECRET_HASH_HEX : 0))
             goto out;
         snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
         snprintf(d->rec.admitted.node_id, sizeof(d->rec.admitted.node_id), "%s", node);
-        memcpy(d->rec.admitted.hash, hash, RDZVD_SECRET_HASH_HEX + 1);
+        memcpy(d->rec.admitted.hash, hash, strlen(hash) + 1);
         r = decision_fits(d->kind, &d->rec) ? 0 : -EBADMSG;
         goto out;
     }
@@ -862,7 +883,8 @@ int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
     if (strnlen(rec->run_id, sizeof(rec->run_id)) > RDZV_ID_MAX || !rec->run_id[0] ||
         !decision_fits(kind, rec) ||
         (kind != RDZVD_DECIDE_ENDED && kind != RDZVD_DECIDE_ADMITTED &&
-         kind != RDZVD_DECIDE_WAITING && !record_parts_valid(rec)))
+         kind != RDZVD_DECIDE_WAITING && kind != RDZVD_DECIDE_FORGOTTEN &&
+         !record_parts_valid(rec)))
         return -EINVAL;
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;

@@ -29,7 +29,8 @@
  * the table knows must carry that secret, after a restart or a change of leader too. The hashes
  * live beside the record, under their own keys ("sec/" run_id NUL node_id: the hash; "ids/"
  * run_id: the job's node ids, each NUL-terminated, at most RDZVD_JOB_IDS_BYTES_MAX), so that a
- * JOIN costs what one node id costs, not the whole list; ENDED deletes them with the record.
+ * JOIN costs what one node id costs, not the whole list; ENDED deletes them with the record,
+ * FORGOTTEN one node's (a node that left without holding a place: no table fills from them).
  * A record of an older rdzvd has none: its nodes are new to it (their next JOIN mints a secret).
  *
  * Ownership: the caller owns the record struct; these functions keep nothing but what get
@@ -177,6 +178,9 @@ enum rdzvd_decision_kind {
                             * (0): kept beside the record ("wait/" run_id), which is unchanged,
                             * so that --abandon-after runs from the leaving across restarts and
                             * leaders; ENDED deletes it */
+    RDZVD_DECIDE_FORGOTTEN, /* a node id that promises nothing any more (a node that left
+                             * without holding a place): rec->admitted.node_id's hash goes, and
+                             * its bytes of the job's node ids; the record unchanged */
 };
 
 /* When run_id's agents all left, as WAITING recorded it in t (unix ms), or 0: none recorded
@@ -188,7 +192,7 @@ int64_t rdzvd_job_waiting_since(struct rdzvd_store *t, const char *run_id);
 int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
                               char hash[RDZVD_SECRET_HASH_HEX + 1]);
 
-/* "formed", "stopped", "ended", "aside", "admitted", "waiting". Never NULL. */
+/* "formed", "stopped", "ended", "aside", "admitted", "waiting", "forgotten". Never NULL. */
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running

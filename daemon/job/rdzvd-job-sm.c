@@ -734,6 +734,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
         rdzvd_job_check_stopped(j);
         st = j->state;
     }
+    rdzvd_member_forget(m);
     rdzvd_member_remove(m);
     if (peer && dismiss)
         rdzvd_job_peer_dismiss(j, peer, dismiss);

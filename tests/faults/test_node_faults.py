@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 
+from authtest import JOIN, JOINED, Peer, join_body
 from faulttest import HB, FaultTestCase, finish, kill_quietly, main, pid_alive
 
 
@@ -96,6 +97,36 @@ class TestNodeLoss(FaultTestCase):
         self.assert_generation(2, 4, nnodes=2, restart=1)
         self.assertEqual({e.agent for e in gen2}, {a.pid, c.pid})
         self.assertEqual({e.agent for e in gen2 if e.node == 0}, {a.pid}, "survivor keeps rank 0")
+        self.release()
+        self.finish_all([a, c], 0)
+
+    def test_replacement_after_spares_came_and_went(self):
+        """Issue 62 case 3: a spare that JOINs and closes, 2,100 times under 128-byte node ids
+        and 20 under 16-byte ones (a raw client: 271 KB of ids, past the 256 KiB a job kept of
+        every id it ever admitted), then a member lost: its replacement (a real agent) is taken
+        and generation 2 runs. It was refused ("job 'ids' has seen too many node ids"), and the
+        job failed at its join timeout."""
+        self.start_daemon()
+        a, b = self.two_nodes("ids", "2:2")
+        spares = 0
+        for form, n in (("%0128d", 2100), ("s%015d", 20)):  # then 16-byte ids: to the brim
+            for k in range(n):
+                p = Peer(self.d.port)
+                p.hello()
+                p.send(JOIN, join_body("ids", form % k, mn=2, mx=2, max_restarts=1))
+                op, body = p.recv_json()
+                p.close()
+                if op != JOINED:
+                    break  # the job's node ids were full (the spare refused too)
+                self.assertTrue(body["spare"], body)
+                spares += 1
+        mark = self.d.mark()
+        os.kill(b.pid, signal.SIGKILL)
+        self.d.wait_log(r"job=ids gen=\d+ restarting generation 1", since=mark)
+        c = self.agent("ids", "--nnodes", "2:2", "--nproc", "2", "--max-restarts", "1")
+        gen2 = self.wait_starts(2, 4, agents=[a, c])
+        self.assertEqual({e.agent for e in gen2}, {a.pid, c.pid})
+        self.assertEqual(spares, 2120, "every spare was taken")
         self.release()
         self.finish_all([a, c], 0)
 
