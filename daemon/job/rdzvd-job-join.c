@@ -341,6 +341,12 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         (r == 0 && rec->has_settings && check_join_command(q, rec->settings.command) < 0) ||
         (rs->generation && check_resume_claim(q, r == 0 ? rec : NULL) < 0))
         return -EINVAL;
+    /* A job table records each generation before its ROUND, until the job ends: none, and the
+     * job ended (its end older than those kept) or ran elsewhere (issue 62 case 4). */
+    if (r == -ENOENT && rs->generation && q->h->record_table)
+        return refuse(q, -ESTALE, "job '%s' has ended, or ran on another rdzvd: it has no "
+                      "record here; to run it again, start a new run with a new --rdzv-id",
+                      jn->run_id);
     if (r == -ENOENT && rs->generation) {
         /* No record (no --state-dir, or none written): the checked claim is all there is. */
         rec->generation = rs->generation;
@@ -365,11 +371,6 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         job_unbuild(j, !claimed); /* a claim has no record to go back to */
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", rdzvd_job_strerror(r));
     }
-    /* The claim becomes the record: after another restart a resume is checked against it, and
-     * an older claim cannot take the job back (found by tests/fuzz/stateful_rendezvous.py). */
-    if (claimed && rdzvd_job_save(j, rec->running, j->restart_count) < 0)
-        rdzvd_job_note(j, true, "its resume claim is not in its record (logged): a restarted "
-                                "rdzvd checks the next resume against no record");
     *ret = j;
     return 0;
 }

@@ -6,10 +6,13 @@
 # root cause, generation, restarts, how long it ran) for --keep-ended seconds (default an hour),
 # at most --keep-ended-max of them (default 100), the oldest dropped first.
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
 import time
 
+from agenttest import AGENT, finish, start
 from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
                       Peer, join_body, resume)
 from metricstest import daemon_with_metrics, http_get
@@ -134,6 +137,50 @@ class EndedJobs(DaemonTestCase):
         op, err = p.recv_json()
         self.assertEqual(op, ERROR, err)
         self.assertIn("job 'bad' has ended: it failed", err["error"])
+
+    def test_cancelled_job_never_comes_back(self):
+        """Issue 62 case 4, with a real agent A: rdzvd with --state-dir, job J runs on A. A is
+        stopped (SIGSTOP) past its heartbeat timeout: rdzvd closes its connection, and J waits
+        in its record. The operator cancels J (rdzvctl cancel). Then 300 one-node jobs run and
+        end, past --keep-ended-max (2 here) and the 256 ends the job table keeps. A woken up
+        finds its connection closed and resumes: it is refused, J has ended, and A stops its
+        worker and exits 1. It was taken ("JOINED resumed") and J ran again."""
+        state = tempfile.mkdtemp(prefix="rdzvtest-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        d = self.daemon("--state-dir", state, "--fsync", "no", "--keep-ended-max", "2")
+        ep = "127.0.0.1:%d" % d.port
+        pidfile = os.path.join(state, "worker.pid")
+        a = start([AGENT, "--endpoint", ep, "--rdzv-id", "J", "--nnodes", "1", "--nproc", "1",
+                   "--nccl", "off", "--last-call", "0", "--heartbeat-timeout", "1", "--grace",
+                   "1", "--", "/bin/sh", "-c", 'echo $$ > %s.tmp && mv %s.tmp %s && exec sleep '
+                   '60' % (pidfile, pidfile, pidfile)])
+        d.wait_log(r"job=J gen=1 generation 1 formed")
+        mark = d.mark()
+        os.kill(a.pid, signal.SIGSTOP)
+        self.addCleanup(lambda: a.poll() is None and os.kill(a.pid, signal.SIGCONT))
+        d.wait_log(r"job=J gen=1 removed \(generation 1\)", since=mark)
+        out = subprocess.run([RDZVCTL, "-e", ep, "cancel", "J"], capture_output=True,
+                             text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIsNotNone(d.find_log(r"job=J cancelled by the operator while it waited"))
+        for k in range(300):
+            p = Peer(d.port)
+            p.hello()
+            p.send(JOIN, join_body("other-%d" % k, "n0", mx=1, max_restarts=0))
+            self.assertEqual(p.recv_json()[0], JOINED)
+            self.assertEqual(p.recv_json()[0], ROUND)
+            p.send(LEAVE, {"generation": 1, "status": "succeeded"})
+            op, ev = p.recv_json()
+            self.assertEqual((op, ev["type"]), (EVENT, "succeeded"), ev)
+            p.close()
+        os.kill(a.pid, signal.SIGCONT)
+        rc, _, err = finish(a, timeout=10)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("job 'J' has ended, or ran on another rdzvd: it has no record here", err)
+        with open(pidfile) as f:
+            worker = int(f.read())
+        self.assertFalse(os.path.exists("/proc/%d" % worker), "its worker is stopped")
+        self.assertIsNone(d.find_log(r"job=J gen=1 node=\S+ is back"))
 
     def test_keep_ended_mistakes(self):
         for args, words in ((("--keep-ended", "-1"), "keep-ended"),

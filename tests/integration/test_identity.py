@@ -410,10 +410,11 @@ class Identity(DaemonTestCase):
         self.assertIn("rdzvd holds 2 jobs, its --max-jobs: job 'c' cannot start", body["error"])
         self.assertIn("rdzvctl cancel JOB", body["error"])
         self.assertTrue(p.closed_within())
-        # A resume's claim of a job rdzvd does not hold makes one as much as a JOIN does.
+        # A resume's claim of a job rdzvd does not hold makes none (with a job table, a job with
+        # no record has ended: issue 62 case 4), within the bound or not.
         p, (op, body) = self.join(d, "claimed", "n0", claim=resume())
         self.assertEqual(op, ERROR, body)
-        self.assertIn("its --max-jobs: job 'claimed' cannot start", body["error"])
+        self.assertIn("job 'claimed' has ended, or ran on another rdzvd", body["error"])
         self.assertEqual(self.job_status(d, "a")[0]["state"], "running")
         self.assertEqual(self.job_status(d, "b")[0]["state"], "waiting")
         out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "cancel", "b"],

@@ -642,7 +642,7 @@ static void test_resume_against_record(void)
 
 /* A node's secret is random, and its hash is kept in the job table at its first JOIN: after
  * rdzvd restarts (on the same --state-dir), a JOIN that names the node id must carry the secret;
- * without it, or with another, it is refused, and the job made for the claim goes again. */
+ * without it, or with another, it is refused, and a job made for a claim goes again. */
 static void test_resume_needs_the_recorded_secret(void)
 {
     struct fake a = {0}, b = {0}, x = {0};
@@ -667,9 +667,15 @@ static void test_resume_needs_the_recorded_secret(void)
     }
     ASSERT_EQ(njobs(&e), 0);
     snprintf(e.secrets[0], sizeof(e.secrets[0]), "%s", first);
+    /* With the secret: a resume of a generation its job table never recorded is refused (the
+     * job never ran it: issue 62 case 4), a JOIN is taken, and given back its own secret. */
     jn = resume_of(0, 1, 0, 3);
+    ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -ESTALE);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd") != NULL);
+    ASSERT_EQ(njobs(&e), 0);
+    jn = join_of(0, 2, 2, 3);
     ASSERT_OK(join(&e, &b, &jn));
-    ASSERT_TRUE(b.resumed);
+    ASSERT_FALSE(b.resumed);
     ASSERT_TRUE(strcmp(b.secret, first) == 0);
     env_done(&e);
     env_forget_table(fd);

@@ -429,6 +429,50 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     env_done(&e);
 }
 
+/* Issue 62 case 4: with --state-dir, job J runs on one node; its agent's connection drops (its
+ * workers go on); the operator cancels J; 300 other jobs end, past the ends kept in memory
+ * (--keep-ended-max, 100 here) and in the job table (RDZVD_JOB_ENDS_KEPT). The agent's resume
+ * is refused: J has no record, so it ended; it was taken ("JOINED resumed") and J ran again. */
+static void test_cancelled_job_never_comes_back(void)
+{
+    struct rdzvd_job_record other = {.has_end = true};
+    struct fake f[1] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 1, 1, 3);
+    char err[512], path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 3600000, 100);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    join_n(&e, f, 1, jn);
+    ASSERT_EQ(f[0].round.generation, 1);
+    rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
+    ASSERT_EQ(njobs(&e), 0);
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
+    for (int k = 0; k < RDZVD_JOB_ENDS_KEPT + 44; k++) {
+        snprintf(other.run_id, sizeof(other.run_id), "other-%d", k);
+        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", rdzvd_job_wall_s(), 1,
+                          0);
+        ASSERT_OK(rdzvd_job_decide(e.h.record_table, RDZVD_DECIDE_ENDED, &other));
+        rdzvd_ended_jobs_add_recorded(&e.ended, &other.end);
+    }
+    jn = join_of(0, 1, 1, 3);
+    jn.resume = (struct rdzv_resume){.generation = 1, .nnodes = 1, .world_size = 2,
+                                     .master_port = 41000};
+    jn.age_ms = 600000; /* its agent started before the end */
+    ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -ESTALE);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd: it has no record "
+                            "here; to run it again, start a new run with a new --rdzv-id") != NULL);
+    ASSERT_EQ(back.njoined, 0);
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* A job-scoped rdzvd (--exit-when-idle, an agent hosted it: rerun_ended) starts a job that ended
  * afresh for an agent that started after it ended (JOIN age_ms): a new run with the same line.
  * An agent that started before the end (a straggler of that run), or one that does not say its
@@ -599,6 +643,7 @@ int main(void)
     TEST(test_start_up_failure_of_some_nodes_is_theirs);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
+    TEST(test_cancelled_job_never_comes_back);
     TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);
     TEST(test_record_keeps_failure_dates);
     TEST(test_straggler_window_counts_from_the_slowing);
