@@ -286,3 +286,10 @@ void agent_front_waits_free(struct agent_front_waits *ws)
     }
     ws->nqueue_keys = 0;
 }
+
+uint64_t agent_front_wait_keys(uint64_t max_wait_keys, unsigned max_conns)
+{
+    uint64_t share = max_wait_keys / (max_conns ? max_conns : 1);
+
+    return share < 64 ? 64 : share;
+}

@@ -22,7 +22,8 @@ struct agent_front_waiter {
     struct rdzv_list cnode; /* the caller's (its connection's waiters) */
     struct rdzv_list wnode; /* the wait's waiters */
     struct agent_front_wait *w;
-    void *conn; /* the caller's */
+    void *conn;    /* the caller's */
+    uint64_t keys; /* the caller's: its key list's length */
 };
 
 struct agent_front_waits {
@@ -42,6 +43,9 @@ struct agent_front_waits {
     void *ud;
 };
 
+/* The keys one of max_conns connections may wait on at once: its share of max_wait_keys (the
+ * store counts the keys of the front's one connection together), at least 64. */
+uint64_t agent_front_wait_keys(uint64_t max_wait_keys, unsigned max_conns);
 /* ws (its max and callbacks set by the caller) with no wait. */
 void agent_front_waits_init(struct agent_front_waits *ws);
 /* wt waits on the key list body[0..n) (a WAIT's body: the same in every numbering): on the

@@ -25,8 +25,7 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define TOO_MANY_WAITS                                                                             \
-    "more than " STR(AGENT_FRONT_MAX_WAITS) " key lists waited on at once through this node's "    \
-                                            "front"
+    "more than " STR(AGENT_FRONT_MAX_WAITS) " key lists waited on at once on one connection"
 
 struct front_conn;
 
@@ -63,6 +62,7 @@ struct front_conn {
     struct rdzv_list slots, waiters;
     unsigned pending; /* slots */
     unsigned nwaiters;
+    uint64_t wait_keys; /* the keys of its waiters' lists */
     int dialect; /* -1 until the first bytes */
     bool closing, oom;
 };
@@ -396,6 +396,7 @@ static void waiter_free(struct agent_front_waiter *wt)
     rdzv_list_del(&wt->cnode);
     agent_front_waiter_drop(wt);
     c->nwaiters--;
+    c->wait_keys -= wt->keys;
     free(wt);
 }
 
@@ -443,12 +444,22 @@ static void waits_count(struct agent_front_wait *w, const uint8_t *key, size_t k
 static void conn_wait(struct front_conn *c, const uint8_t *body, size_t n)
 {
     struct agent_front_waiter *wt;
+    uint64_t keys = n >= 8 ? rdzv_get_u64(body) : 0, share;
+    char why[160];
     int r;
 
     c->f->st.waits++;
-    /* PyTorch <= 2.0 leaves a timed-out WAIT registered, as rdzvd keeps it: many per connection */
+    /* PyTorch <= 2.0 leaves a timed-out WAIT registered, as rdzvd keeps it: many per connection.
+     * Each connection has its share, and it is closed past it, never another. */
     if (c->nwaiters >= AGENT_FRONT_MAX_WAITS) {
         conn_close(c, TOO_MANY_WAITS);
+        return;
+    }
+    share = agent_front_wait_keys(c->f->cfg.lim.max_wait_keys, c->f->cfg.max_conns);
+    if (keys > share - c->wait_keys) {
+        snprintf(why, sizeof(why), "more than %" PRIu64 " keys waited on at once on one "
+                 "connection (its share of the node's)", share);
+        conn_close(c, why);
         return;
     }
     wt = calloc(1, sizeof(*wt));
@@ -465,6 +476,8 @@ static void conn_wait(struct front_conn *c, const uint8_t *body, size_t n)
     }
     rdzv_list_add_tail(&c->waiters, &wt->cnode);
     c->nwaiters++;
+    wt->keys = keys;
+    c->wait_keys += keys;
 }
 
 /* CANCEL_WAIT: the connection's waits go, and WAIT_CANCELED is the answer, always (rdzvd's
@@ -816,7 +829,8 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
         free(f);
         return -EINVAL;
     }
-    f->waits = (struct agent_front_waits){.max = AGENT_FRONT_MAX_WAITS,
+    /* Room for every connection's share at once: one cannot take another's. */
+    f->waits = (struct agent_front_waits){.max = AGENT_FRONT_MAX_WAITS * cfg->max_conns,
                                           .woken = waiter_woken,
                                           .send = waits_send,
                                           .count = waits_count,

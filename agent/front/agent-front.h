@@ -8,11 +8,14 @@
  * connection; CANCEL_WAIT is answered here. What a worker sees is what rdzvd answers it
  * directly.
  *
- * Bounds: agent_front_cfg.max_conns worker connections; AGENT_FRONT_MAX_PENDING requests in
- * flight per connection; AGENT_FRONT_MAX_WAITS key lists waited on at once; each connection's
- * queued output and each request as rdzv_limits says. A worker past one of them is closed,
- * logged. WATCH_KEY (PyTorch <= 2.0's callbacks, which torchrun and c10d never use) closes the
- * connection, logged: run without --store-front for it.
+ * Bounds: agent_front_cfg.max_conns worker connections; per connection AGENT_FRONT_MAX_PENDING
+ * requests in flight, AGENT_FRONT_MAX_WAITS key lists and its share of lim.max_wait_keys keys
+ * (agent_front_wait_keys) waited on at once, its queued output and each request as rdzv_limits
+ * says. A worker past one of them is closed, logged; the others go on: the front's wait table
+ * holds every connection's share at once, and the keys the node's WAITs hold on the store stay
+ * within rdzvd's --max-wait-keys when rdzvd keeps its default. WATCH_KEY (PyTorch <= 2.0's
+ * callbacks, which torchrun and c10d never use) closes the connection, logged: run without
+ * --store-front for it.
  *
  * A request the store refuses (an ADD on a value that is no number, a full store) makes it close
  * the shared connection: every worker connection of the node closes then, where directly only
@@ -29,7 +32,7 @@
 #include "proto/rdzv-proto.h"
 
 #define AGENT_FRONT_MAX_PENDING 64
-#define AGENT_FRONT_MAX_WAITS 1024
+#define AGENT_FRONT_MAX_WAITS 1024 /* key lists a connection waits on at once */
 
 struct agent_front;
 

@@ -57,8 +57,8 @@ int main(int argc, char **argv)
     int r;
 
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-reply: its write fails, no more */
-    if (argc != 3) {
-        fprintf(stderr, "usage: front-proxy STORE_ADDR STORE_PORT\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: front-proxy STORE_ADDR STORE_PORT [MAX_CONNS]\n");
         return 2;
     }
     r = agent_front_start(&(struct agent_front_cfg){.loop = loop,
@@ -66,7 +66,9 @@ int main(int argc, char **argv)
                                                     .store_port = (uint16_t)atoi(argv[2]),
                                                     .legacy = RDZV_DIALECT_V20,
                                                     .lim = RDZV_LIMITS_DEFAULT,
-                                                    .max_conns = 1024,
+                                                    .max_conns = argc == 4
+                                                                     ? (unsigned)atoi(argv[3])
+                                                                     : 1024,
                                                     .on_lost = on_lost},
                           &front);
     if (r < 0) {

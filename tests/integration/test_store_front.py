@@ -27,8 +27,8 @@ import time
 from datetime import timedelta
 
 from metricstest import daemon_with_metrics, http_get
-from rdzvtest import (HOST, Client, DaemonTestCase, die_with_parent, enc, kill_proc, main, s,
-                      track, wait_until)
+from rdzvtest import (HOST, Client, DaemonTestCase, die_with_parent, enc, keys, kill_proc, main,
+                      s, track, wait_until)
 
 FRONT = os.environ.get("RDZV_FRONT_PROXY")
 STOP_WAITING, WAIT_CANCELED = 0, 1
@@ -311,6 +311,44 @@ class StoreFront(DaemonTestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("more than 64 requests in flight", err)
         self.assertIn("WATCH_KEY", err)
+
+    def test_a_hog_of_waits_is_closed_not_an_honest_worker(self):
+        # One connection waits on 1,024 key lists nobody sets (its whole share), then on one
+        # more: it alone is closed, and PyTorch's own client beside it waits, sets and gets as
+        # before. The front's table holds every connection's share at once (it held 1,024 in
+        # all: the next WAIT of any other connection closed that one). A connection that waits
+        # on more keys than its share of rdzvd's --max-wait-keys is closed too, before the
+        # node's one connection to the store could be.
+        try:
+            import torch.distributed as dist
+        except Exception as e:  # ImportError, or a broken install (rdzvtest's skip_without_torch)
+            self.skipTest("torch not importable: %s" % e)
+        # A front as an agent of 8 workers has it: 4 x 8 + 16 connections, 2,730 keys each.
+        front = track(subprocess.Popen([FRONT, HOST, str(self.d.port), "48"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True))
+        self.addCleanup(kill_proc, front)
+        port = int(front.stdout.readline())
+        hog = self.client(port=port)
+        hog.send(b"".join(enc("modern", "WAIT", keys(["/hog/%d" % i])) for i in range(1024)))
+        hog.sync()
+        store = dist.TCPStore(HOST, port, None, False, timedelta(seconds=10))
+        store.set("honest", "1")
+        store.wait(["honest"], timedelta(seconds=5))
+        self.assertEqual(store.get("honest"), b"1")
+        hog.send(enc("modern", "WAIT", keys(["/hog/more"])))
+        hog.assert_closed()
+        wide = self.client(port=port)
+        wide.send(enc("modern", "WAIT", keys(["/wide/%d" % i for i in range(2731)])))
+        wide.assert_closed()
+        store.set("after", "2")
+        self.assertEqual(store.get("after"), b"2")
+        _, err = front.communicate(timeout=30)  # its stdin closed: it ends
+        self.assertEqual(front.returncode, 0, err)
+        self.assertIn("more than 1024 key lists waited on at once on one connection", err)
+        self.assertIn("more than 2730 keys waited on at once on one connection (its share of "
+                      "the node's)", err)
+        self.assertEqual(err.count("closing a worker's connection"), 2, err)
 
     def test_the_store_lost_closes_every_client(self):
         cs = [self.client() for _ in range(3)]
