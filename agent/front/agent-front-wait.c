@@ -4,6 +4,8 @@
 #include "agent/front/agent-front-wait.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,9 +289,19 @@ void agent_front_waits_free(struct agent_front_waits *ws)
     ws->nqueue_keys = 0;
 }
 
-uint64_t agent_front_wait_keys(uint64_t max_wait_keys, unsigned max_conns)
+bool agent_front_wait_over(unsigned nlists, uint64_t keys_held, uint64_t keys,
+                           uint64_t max_wait_keys, unsigned max_conns, char *why, size_t len)
 {
     uint64_t share = max_wait_keys / (max_conns ? max_conns : 1);
 
-    return share < 64 ? 64 : share;
+    share = share < 64 ? 64 : share;
+    if (nlists >= AGENT_FRONT_MAX_WAITS)
+        snprintf(why, len, "more than %u key lists waited on at once on one connection",
+                 AGENT_FRONT_MAX_WAITS);
+    else if (keys > share || keys_held > share - keys)
+        snprintf(why, len, "more than %" PRIu64 " keys waited on at once on one connection (its "
+                 "share of the node's)", share);
+    else
+        return false;
+    return true;
 }

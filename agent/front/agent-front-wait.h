@@ -15,6 +15,8 @@
 
 #include "common/rdzv-list.h"
 
+#define AGENT_FRONT_MAX_WAITS 1024 /* key lists one connection waits on at once */
+
 struct agent_front_wait;
 
 /* One worker WAIT. */
@@ -43,9 +45,12 @@ struct agent_front_waits {
     void *ud;
 };
 
-/* The keys one of max_conns connections may wait on at once: its share of max_wait_keys (the
- * store counts the keys of the front's one connection together), at least 64. */
-uint64_t agent_front_wait_keys(uint64_t max_wait_keys, unsigned max_conns);
+/* Whether a connection that waits on nlists key lists of keys_held keys in all may not wait on
+ * one more of keys keys: past AGENT_FRONT_MAX_WAITS lists or its share of max_wait_keys (the
+ * store counts the keys of the front's one connection together; max_wait_keys / max_conns, at
+ * least 64). True with why filled (for the log). */
+bool agent_front_wait_over(unsigned nlists, uint64_t keys_held, uint64_t keys,
+                           uint64_t max_wait_keys, unsigned max_conns, char *why, size_t len);
 /* ws (its max and callbacks set by the caller) with no wait. */
 void agent_front_waits_init(struct agent_front_waits *ws);
 /* wt waits on the key list body[0..n) (a WAIT's body: the same in every numbering): on the

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "proto/rdzv-tcpstore.h"
+#include "agent/front/agent-front-admit.h"
 #include "agent/front/agent-front-wait.h"
 #include "agent/front/agent-front-wire.h"
 
@@ -24,8 +24,6 @@
 #define UP_OUT_MAX (16u << 20)
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define TOO_MANY_WAITS                                                                             \
-    "more than " STR(AGENT_FRONT_MAX_WAITS) " key lists waited on at once on one connection"
 
 struct front_conn;
 
@@ -60,6 +58,7 @@ struct front_conn {
     struct agent_front_out out;
     struct rdzv_buf in;
     struct rdzv_list slots, waiters;
+    struct agent_front_admittee adm;
     unsigned pending; /* slots */
     unsigned nwaiters;
     uint64_t wait_keys; /* the keys of its waiters' lists */
@@ -81,7 +80,7 @@ struct agent_front {
     bool up_heard; /* a frame came from the store */
     bool up_oom;   /* a request for the store could not be queued: given up at the next turn */
     struct rdzv_list fifo, conns;
-    unsigned nconns;
+    struct agent_front_admit admit;
     struct agent_front_waits waits;
     uint64_t changes; /* changes forwarded, and STOP_WAITINGs (a change the store made) */
     uint64_t queued;  /* bytes queued for the store, in all */
@@ -444,21 +443,15 @@ static void waits_count(struct agent_front_wait *w, const uint8_t *key, size_t k
 static void conn_wait(struct front_conn *c, const uint8_t *body, size_t n)
 {
     struct agent_front_waiter *wt;
-    uint64_t keys = n >= 8 ? rdzv_get_u64(body) : 0, share;
+    uint64_t keys = n >= 8 ? rdzv_get_u64(body) : 0;
     char why[160];
     int r;
 
     c->f->st.waits++;
     /* PyTorch <= 2.0 leaves a timed-out WAIT registered, as rdzvd keeps it: many per connection.
      * Each connection has its share, and it is closed past it, never another. */
-    if (c->nwaiters >= AGENT_FRONT_MAX_WAITS) {
-        conn_close(c, TOO_MANY_WAITS);
-        return;
-    }
-    share = agent_front_wait_keys(c->f->cfg.lim.max_wait_keys, c->f->cfg.max_conns);
-    if (keys > share - c->wait_keys) {
-        snprintf(why, sizeof(why), "more than %" PRIu64 " keys waited on at once on one "
-                 "connection (its share of the node's)", share);
+    if (agent_front_wait_over(c->nwaiters, c->wait_keys, keys, c->f->cfg.lim.max_wait_keys,
+                              c->f->cfg.max_conns, why, sizeof(why))) {
         conn_close(c, why);
         return;
     }
@@ -471,7 +464,7 @@ static void conn_wait(struct front_conn *c, const uint8_t *body, size_t n)
     r = agent_front_wait_add(&c->f->waits, wt, body, n);
     if (r < 0) {
         free(wt);
-        conn_close(c, r == -EMLINK ? TOO_MANY_WAITS : uv_strerror(r));
+        conn_close(c, r == -EMLINK ? "the node's waits are full" : uv_strerror(r));
         return;
     }
     rdzv_list_add_tail(&c->waiters, &wt->cnode);
@@ -622,7 +615,7 @@ static void conn_close(struct front_conn *c, const char *why)
     rdzv_list_for_each_safe(pos, tmp, &c->slots)
         slot_free(rdzv_container_of(pos, struct slot, node)); /* replies still due: dropped */
     rdzv_list_del(&c->node);
-    c->f->nconns--;
+    agent_front_admit_del(&c->f->admit, &c->adm);
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
@@ -721,6 +714,7 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0)
         conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
     else {
+        agent_front_admit_heard(&c->adm);
         c->in.len += (size_t)nread;
         if (f->paused) { /* read before it stopped: served on resume */
             (void)uv_read_stop(st);
@@ -752,24 +746,24 @@ static void on_connection(uv_stream_t *server, int status)
     c->dialect = -1;
     rdzv_list_init(&c->slots);
     rdzv_list_init(&c->waiters);
+    rdzv_list_init(&c->adm.node);
     rdzv_list_add_tail(&f->conns, &c->node);
-    f->nconns++;
     f->handles++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
+        agent_front_admit_add(&f->admit, &c->adm, &c->tcp) < 0) {
         conn_close(c, NULL);
         return;
     }
     f->st.conns++;
-    if (f->nconns > f->cfg.max_conns) {
-        log_warn("store front: more than %u worker connections: refusing one (a worker opens "
-                 "one or a few)",
-                 f->cfg.max_conns);
-        conn_close(c, NULL);
-        return;
-    }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     if (!f->paused && uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) < 0)
         conn_close(c, "cannot read");
+}
+
+static void admit_evict(struct agent_front_admittee *a, const char *why, void *ud)
+{
+    (void)ud;
+    conn_close(rdzv_container_of(a, struct front_conn, adm), why);
 }
 
 /* The front as a whole. */
@@ -860,6 +854,11 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
     f->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     f->up.data = f;
     f->handles++;
+    f->admit = (struct agent_front_admit){.loop = cfg->loop, .max = cfg->max_conns,
+                                          .server_port = f->port, .is_worker = cfg->is_worker,
+                                          .worker_ud = cfg->ud, .evict = admit_evict, .ud = f};
+    (void)agent_front_admit_init(&f->admit); /* a timer's init cannot fail */
+    f->handles++;
     f->up_creq.data = f;
     f->up_out.done = up_written;
     f->up_out.ud = f;
@@ -896,4 +895,5 @@ void agent_front_close(struct agent_front *f)
     if (!f->listener_closed)
         uv_close((uv_handle_t *)&f->listener, handle_closed);
     uv_close((uv_handle_t *)&f->up, handle_closed);
+    agent_front_admit_close(&f->admit, handle_closed);
 }

@@ -32,7 +32,6 @@
 #include "proto/rdzv-proto.h"
 
 #define AGENT_FRONT_MAX_PENDING 64
-#define AGENT_FRONT_MAX_WAITS 1024 /* key lists a connection waits on at once */
 
 struct agent_front;
 
@@ -43,6 +42,9 @@ struct agent_front_cfg {
     enum rdzv_dialect legacy; /* the numbering of a client that opens without VALIDATE */
     struct rdzv_limits lim;   /* a request's and a reply's bounds (RDZV_LIMITS_DEFAULT) */
     unsigned max_conns;       /* worker connections at once */
+    /* Whether the client at 127.0.0.1:client_port holds one of the node's workers' connections
+     * (agent-front-admit.h: they keep their slots first). NULL: every client is a worker. */
+    bool (*is_worker)(uint16_t client_port, uint16_t server_port, void *ud);
     /* The store's connection is lost (why): every worker connection is closed. NULL: logged. */
     void (*on_lost)(const char *why, void *ud);
     void *ud;

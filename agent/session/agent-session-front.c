@@ -4,11 +4,35 @@
  * Calls go one way: agent-session.c -> here -> the front. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "common/rdzv-log.h"
 #include "agent/front/agent-front.h"
 #include "agent/group/agent-assignment.h"
+#include "agent/group/agent-peer.h"
+#include "agent/group/agent-workers.h"
 #include "agent/session/agent-session-impl.h"
+
+/* Whether the client at 127.0.0.1:client_port is one of this node's workers, or what they forked:
+ * a process in the process group of a running worker (each leads its own). */
+static bool front_is_worker(uint16_t client_port, uint16_t server_port, void *ud)
+{
+    struct agent_session *a = ud;
+    pid_t *pgids = calloc((size_t)a->cfg.nproc, sizeof(*pgids));
+    size_t n = 0;
+    bool yes;
+
+    for (unsigned r = 0; pgids && a->group && r < (unsigned)a->cfg.nproc; r++) {
+        int pid;
+        bool stacks;
+
+        if (agent_group_hang_info(a->group, r, &pid, &stacks) == 0 && pid > 0)
+            pgids[n++] = pid;
+    }
+    yes = agent_peer_in_pgroups(client_port, server_port, pgids, n);
+    free(pgids);
+    return yes;
+}
 
 /* The front's store connection is lost: the workers' store connections are closed with it. In
  * the generation it serves, that is the store lost (its workers fail, and the job's recovery
@@ -63,6 +87,7 @@ void agent_session_front_round(struct agent_session *a, struct agent_assignment 
                                                     .legacy = RDZV_DIALECT_V20,
                                                     .lim = RDZV_LIMITS_DEFAULT,
                                                     .max_conns = 4 * (unsigned)a->cfg.nproc + 16,
+                                                    .is_worker = front_is_worker,
                                                     .on_lost = front_lost,
                                                     .ud = a},
                           &a->front);

@@ -350,6 +350,22 @@ class StoreFront(DaemonTestCase):
                       "the node's)", err)
         self.assertEqual(err.count("closing a worker's connection"), 2, err)
 
+    def test_a_silent_client_is_closed_after_10_s(self):
+        # As rdzvd's handshake timeout: a client that sends nothing holds no slot for long. One
+        # that spoke (a 1.x client's GETNUMKEYS) stays.
+        silent = socket.create_connection((HOST, self.port))
+        self.addCleanup(silent.close)
+        spoke = self.client(dialect="2.0")
+        spoke.sync()
+        t0 = time.monotonic()
+        silent.settimeout(20)
+        self.assertEqual(silent.recv(1), b"")
+        self.assertGreaterEqual(time.monotonic() - t0, 9)
+        spoke.sync()
+        rc, _, err = self.end()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("closing a worker's connection: it sent nothing for 10 s", err)
+
     def test_the_store_lost_closes_every_client(self):
         cs = [self.client() for _ in range(3)]
         cs[0].wait_send(["never"])

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-front-admit.h: who keeps a slot of the node's store front (agent-front.h). The front has
+ * max connections; a client that sends nothing gets AGENT_FRONT_SILENT_MS, as rdzvd's handshake
+ * timeout gives it, then it is closed. When the front is full, a newcomer from the node's workers
+ * (their process groups, asked of the caller's is_worker) takes the slot of a client that is not
+ * one, the oldest first; else any newcomer takes the slot of a client silent for
+ * AGENT_FRONT_SHED_MS; else it is refused. So clients outside the workers, or silent ones, never
+ * lock the workers out.
+ *
+ * Ownership: each entry is embedded in the caller's connection; the caller closes the ones this
+ * module gives up (through evict) and then calls agent_front_admit_del. The timer is this
+ * module's: agent_front_admit_close closes it (one handle, counted by the caller's closed
+ * callback). Threads: the loop's only. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/rdzv-list.h"
+
+#define AGENT_FRONT_SILENT_MS 10000 /* a client that sent nothing this long is closed */
+#define AGENT_FRONT_SHED_MS 3000    /* a full front's newcomer may take a slot silent this long */
+
+struct agent_front_admittee {
+    struct rdzv_list node; /* the admission's, oldest first */
+    uint64_t since_ms;     /* admitted at (uv_now) */
+    uint16_t port;         /* the client's own, 0: unknown */
+    bool heard;            /* it sent a byte */
+    signed char worker;    /* one of the workers': 1, 0; -1: not asked yet */
+};
+
+struct agent_front_admit {
+    uv_loop_t *loop;
+    unsigned max, n;
+    uint16_t server_port; /* the front's */
+    /* Whether the client at 127.0.0.1:port is one of the node's workers; NULL: all are. */
+    bool (*is_worker)(uint16_t client_port, uint16_t server_port, void *ud);
+    void *worker_ud;
+    /* Close a's connection (why: for the log); the caller calls agent_front_admit_del. */
+    void (*evict)(struct agent_front_admittee *a, const char *why, void *ud);
+    void *ud;
+    struct rdzv_list list;
+    uv_timer_t timer;
+    bool armed;
+};
+
+/* ad (its fields above set by the caller) with no client, its timer on ad->loop. 0 or -errno. */
+int agent_front_admit_init(struct agent_front_admit *ad);
+/* a came on tcp (accepted): 0, admitted; -EUSERS: the front is full and no slot could be taken
+ * for it (a is not added, its node self-linked). May evict another first. */
+int agent_front_admit_add(struct agent_front_admit *ad, struct agent_front_admittee *a,
+                          const uv_tcp_t *tcp);
+/* a's client sent its first bytes. */
+void agent_front_admit_heard(struct agent_front_admittee *a);
+/* a's connection closed (no-op when it was never added). */
+void agent_front_admit_del(struct agent_front_admit *ad, struct agent_front_admittee *a);
+/* Close the timer; close_cb when it is closed (the handle's data is ad->ud). */
+void agent_front_admit_close(struct agent_front_admit *ad, uv_close_cb close_cb);
