@@ -2,12 +2,17 @@
 /* rdzvd-job-effects.c: where the job machine meets the world (rdzvd-job-impl.h, "Effects"): the
  * clocks, libuv's timers and handles, and the outbox (rdzvd-job-sm.h): what the machine sends to
  * members' connections and the host's flush, queued during a step and carried out through the
- * host's ops when the step is done. The machine's own files (rdzvd-job-sm.c, -join.c, -report.c,
- * -aside.c, -backoff.c, -progress.c, -straggler.c, -move.c, -ranks.c, -nccl.c, -stall.c) call no
- * uv_*, read no clock and call no op: they come here (tests/layering.py checks it, with
- * tests/layers.txt's "pure:" line). A timer that fires comes back through the job's handlers
- * (struct rdzvd_job_handlers), as a libuv callback would, so this file calls none of theirs. */
+ * host's ops when the step is done; a job's status events and timeline marks, dated by the wall
+ * clock (rdzvd_job_note, rdzvd_job_mark). The machine's own files (rdzvd-job-sm.c, -join.c,
+ * -report.c, -aside.c, -backoff.c, -progress.c, -straggler.c, -move.c, -ranks.c, -nccl.c,
+ * -stall.c) call no uv_*, read no clock and call no op: they come here (tests/layering.py checks
+ * it, with tests/layers.txt's "pure:" line). A timer that fires comes back through the job's
+ * handlers (struct rdzvd_job_handlers), as a libuv callback would, so this file calls none of
+ * theirs. */
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -98,6 +103,39 @@ double rdzvd_job_wall_s(void)
 const char *rdzvd_job_strerror(int err)
 {
     return uv_strerror(err);
+}
+
+/* ---- a job's status events and timeline marks ---- */
+
+/* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
+void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
+{
+    unsigned i = j->nevents++ % RDZVD_JOB_EVENTS;
+    char text[RDZV_SUMMARY_MAX + 256]; /* the log gets it whole; status a cut between words */
+    va_list ap;
+
+    j->events[i].time = rdzvd_job_wall_s();
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    rdzv_utf8_trim(text);
+    rdzv_cut_words(j->events[i].text, sizeof(j->events[i].text), text);
+    if (warn)
+        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, text);
+    else
+        rdzv_log(j->host.quiet ? RDZV_LOG_DEBUG : RDZV_LOG_INFO, "job=%s gen=%" PRIu64 " %s",
+                 j->run_id, j->generation, text);
+}
+
+void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
+{
+    char text[RDZV_STATUS_TEXT_MAX + 1];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, text);
 }
 
 /* ---- the job's timer ---- */

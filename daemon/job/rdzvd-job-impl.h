@@ -305,14 +305,15 @@ void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_mem
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why);
 void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e);
 void rdzvd_job_flush(const struct rdzvd_job *j);
-
-/* rdzvd-job-sm.c: the state machine proper. */
+/* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Put a mark of that kind on j's timeline, now, in its current generation (not logged: what
  * happened is noted too). */
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* rdzvd-job-sm.c: the state machine proper. */
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 /* A new job named by jn, with its --nnodes and --max-restarts, and the settings st (a rebuild's,
  * from the job's record) or, NULL, jn's own. NULL when out of memory (logged). */

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,37 +13,6 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
-
-/* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
-void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
-{
-    unsigned i = j->nevents++ % RDZVD_JOB_EVENTS;
-    char text[RDZV_SUMMARY_MAX + 256]; /* the log gets it whole; status a cut between words */
-    va_list ap;
-
-    j->events[i].time = rdzvd_job_wall_s();
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    rdzv_utf8_trim(text);
-    rdzv_cut_words(j->events[i].text, sizeof(j->events[i].text), text);
-    if (warn)
-        log_warn("job=%s gen=%" PRIu64 " %s", j->run_id, j->generation, text);
-    else
-        rdzv_log(j->host.quiet ? RDZV_LOG_DEBUG : RDZV_LOG_INFO, "job=%s gen=%" PRIu64 " %s",
-                 j->run_id, j->generation, text);
-}
-
-void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
-{
-    char text[RDZV_STATUS_TEXT_MAX + 1];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, text);
-}
 
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
