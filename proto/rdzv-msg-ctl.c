@@ -71,20 +71,22 @@ int rdzv_msg_put_joined(struct rdzv_buf *b, const struct rdzv_joined *j)
         o = rdzv_json_set(o, "secret", json_string(j->secret));
     if (j->warning[0])
         o = set_warning(o, j->warning);
+    if (j->incarnation)
+        o = rdzv_json_set(o, "incarnation", json_integer((json_int_t)j->incarnation));
     return rdzv_msg_put(b, RDZV_MSG_JOINED, o);
 }
 
 int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j, char *err,
                           size_t errlen)
 {
-    json_int_t waiting = 0, gen = 0;
+    json_int_t waiting = 0, gen = 0, inc = 0;
     const char *run_id = "", *recovery = "", *secret = "", *warning = "";
     int spare = 0, resumed = 0, r;
     json_t *root = rdzv_msg_unpack(body, len, "JOINED", err, errlen,
-                                   "{s?s, s?I, s?b, s?b, s?I, s?s, s?s, s?s}", "run_id", &run_id,
-                                   "waiting", &waiting, "spare", &spare, "resumed", &resumed,
-                                   "generation", &gen, "recovery", &recovery, "secret", &secret,
-                                   "warning", &warning);
+                                   "{s?s, s?I, s?b, s?b, s?I, s?s, s?s, s?s, s?I}", "run_id",
+                                   &run_id, "waiting", &waiting, "spare", &spare, "resumed",
+                                   &resumed, "generation", &gen, "recovery", &recovery, "secret",
+                                   &secret, "warning", &warning, "incarnation", &inc);
 
     if (!root)
         return -EBADMSG;
@@ -98,6 +100,11 @@ int rdzv_msg_parse_joined(const uint8_t *body, size_t len, struct rdzv_joined *j
         snprintf(err, errlen, "JOINED: 'recovery' must be \"restart\" or \"inplace\"");
         r = -EBADMSG;
     }
+    if (r == 0 && (inc < 0 || inc > RDZV_INCARNATION_MAX)) {
+        snprintf(err, errlen, "JOINED: 'incarnation' must be 0 to %lld", RDZV_INCARNATION_MAX);
+        r = -EBADMSG;
+    }
+    j->incarnation = (uint64_t)inc;
     if (r == 0 && *secret && !rdzv_msg_is_secret(secret)) {
         snprintf(err, errlen, "JOINED: 'secret' must be %d lowercase hex characters",
                  RDZV_SECRET_HEX);

@@ -107,15 +107,19 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         "scale_up_now", j->scale_up_now, "recovery", j->inplace ? "inplace" : "restart");
     const struct rdzv_resume *rs = &j->resume;
 
-    if (rs->generation)
-        o = rdzv_json_set(o, "resume",
-                      json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "generation",
-                                (json_int_t)rs->generation, "node_rank", (json_int_t)rs->node_rank,
-                                "nnodes", (json_int_t)rs->nnodes, "rank_offset",
-                                (json_int_t)rs->rank_offset, "world_size",
-                                (json_int_t)rs->world_size, "restart_count",
-                                (json_int_t)rs->restart_count, "master_port",
-                                (json_int_t)rs->master_port, "left", rs->left));
+    if (rs->generation) {
+        json_t *ro = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "generation",
+                               (json_int_t)rs->generation, "node_rank", (json_int_t)rs->node_rank,
+                               "nnodes", (json_int_t)rs->nnodes, "rank_offset",
+                               (json_int_t)rs->rank_offset, "world_size",
+                               (json_int_t)rs->world_size, "restart_count",
+                               (json_int_t)rs->restart_count, "master_port",
+                               (json_int_t)rs->master_port, "left", rs->left);
+
+        if (rs->incarnation) /* 1.18 */
+            ro = rdzv_json_set(ro, "incarnation", json_integer((json_int_t)rs->incarnation));
+        o = rdzv_json_set(o, "resume", ro);
+    }
     if (j->secret[0])
         o = rdzv_json_set(o, "secret", json_string(j->secret));
     if (j->host_store)
@@ -372,23 +376,24 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     }
     if (resume) {
         struct rdzv_resume *rs = &j->resume;
-        json_int_t g, nr, nn, off, ws, rc, mp;
+        json_int_t g, nr, nn, off, ws, rc, mp, inc = 0;
         int left = 0;
 
-        if (json_unpack_ex(resume, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s?b}",
+        if (json_unpack_ex(resume, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s?b, s?I}",
                            "generation", &g, "node_rank", &nr, "nnodes", &nn, "rank_offset",
                            &off, "world_size", &ws, "restart_count", &rc, "master_port", &mp,
-                           "left", &left) < 0) {
+                           "left", &left, "incarnation", &inc) < 0) {
             r = rdzv_msg_unpack_fail(&jerr, "JOIN resume", err, errlen);
             goto out;
         }
         if (g < 1 || nn < 1 || nr < 0 || nr >= nn || off < 0 || ws < 1 || off >= ws || rc < 0 ||
-            mp < 0 || mp > 65535) {
+            mp < 0 || mp > 65535 || inc < 0 || inc > RDZV_INCARNATION_MAX) {
             snprintf(err, errlen, "JOIN: 'resume' values are out of range");
             r = -EBADMSG;
             goto out;
         }
-        *rs = (struct rdzv_resume){(uint64_t)g, nr, nn, off, ws, rc, mp, left != 0};
+        *rs = (struct rdzv_resume){(uint64_t)g, nr, nn, off, ws, rc, mp, left != 0,
+                                   (uint64_t)inc};
     }
     r = rdzv_msg_copy_str(j->run_id, sizeof(j->run_id), run_id, "run_id", err, errlen);
     if (r == 0)

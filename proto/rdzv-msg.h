@@ -48,6 +48,7 @@ struct rdzv_buf;
 #define RDZV_BAD_NODE_WINDOWED_MAX 32
 #define RDZV_RESTART_BACKOFF_MAX 3600 /* JOIN restart_backoff (seconds) */
 #define RDZV_AGE_MS_MAX 31536000000LL /* JOIN age_ms: a year */
+#define RDZV_INCARNATION_MAX 9007199254740991LL /* JOINED incarnation: 2^53 - 1, exact in JSON */
 /* JOIN straggler: factor in (1, RDZV_STRAGGLER_FACTOR_MAX], window_ms in the range below */
 #define RDZV_STRAGGLER_FACTOR_MAX 100.0
 #define RDZV_STRAGGLER_WINDOW_MIN_MS 1000
@@ -65,6 +66,9 @@ struct rdzv_resume {
     int64_t restart_count;
     int64_t master_port;
     bool left;           /* its workers all exited 0 and it had sent LEAVE */
+    /* 1.18: the incarnation of the rdzvd that last JOINED the agent (JOINED incarnation); 0
+     * (absent: an older agent, or an older rdzvd's JOINED): unknown. */
+    uint64_t incarnation;
 };
 
 struct rdzv_join {
@@ -186,6 +190,10 @@ struct rdzv_joined {
     /* (1.17) A line for people that the agent says at warn ("" when none): another agent of the
      * job runs on this host under the same name. Cut to fit. */
     char warning[RDZV_WARNING_MAX + 1];
+    /* (1.18) This rdzvd's incarnation: drawn at its start, 1..RDZV_INCARNATION_MAX; 0 when
+     * absent (an older daemon). The agent sends it back in its resume, so that an rdzvd that
+     * never restarted tells it the job is over instead of rebuilding the job from its word. */
+    uint64_t incarnation;
 };
 
 /* NCCL_REQUEST (daemon -> node-rank-0 agent): make count ids for generation, and (1.4) with

@@ -194,6 +194,7 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             return;
         }
         agent_client_set_state(c, CL_JOINED);
+        c->incarnation = j.incarnation;
         uv_timer_stop(&c->note);
         c->redirects = 0;
         log_debug("joined: %.*s", (int)len, (const char *)body);

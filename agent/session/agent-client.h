@@ -107,6 +107,8 @@ int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsig
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret);
 /* The endpoint c talks to (or tries now): its index in the list given to agent_client_start. */
 unsigned agent_client_endpoint(const struct agent_client *c);
+/* The incarnation of the rdzvd whose JOINED c read last (1.18); 0: none said. */
+uint64_t agent_client_incarnation(const struct agent_client *c);
 /* The numeric address of c's side of its connection (into buf, len >= 64). 0, -ENOTCONN when it
  * has none, or a negative errno. */
 int agent_client_local_addr(const struct agent_client *c, char *buf, size_t len);

@@ -70,6 +70,11 @@ unsigned agent_client_endpoint(const struct agent_client *c)
     return c->cur;
 }
 
+uint64_t agent_client_incarnation(const struct agent_client *c)
+{
+    return c->incarnation;
+}
+
 int agent_client_local_addr(const struct agent_client *c, char *buf, size_t len)
 {
     struct sockaddr_storage ss;

@@ -103,6 +103,7 @@ struct agent_session {
     /* rdzvd's endpoints: cfg.eps, and the replicas REPLICAS named since. */
     struct agent_endpoints eps;
     unsigned ep_last;          /* the endpoint last joined through (eps) */
+    uint64_t incarnation;      /* the last JOINED's rdzvd incarnation: a resume's (1.18) */
     /* What rdzvd last said the job waits for (HEARTBEAT's answer), since when, and when this
      * agent last said so (agent-session-wait.c; rdzv_now_ms, 0: not yet). */
     enum rdzv_wait_for wait_for;

@@ -471,6 +471,7 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
 
     /* Reconnect here first (with replicas: the leader, as far as we know). */
     a->ep_last = agent_client_endpoint(c);
+    a->incarnation = agent_client_incarnation(c);
     (void)uv_timer_stop(&a->leaderless);
     /* Our proof of who we are when we reconnect (a resume, or a spare back after a stall). */
     if (secret[0])
@@ -720,6 +721,7 @@ static int agent_connect(struct agent_session *a)
         rs->restart_count = a->round.restart_count;
         rs->master_port = a->round.master_port;
         rs->left = a->state == AG_LEFT;
+        rs->incarnation = a->incarnation;
     }
     r = agent_client_start(
         a->loop, &a->eps, a->ep_last, (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,

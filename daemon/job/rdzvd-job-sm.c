@@ -673,6 +673,40 @@ void rdzvd_member_remove(struct rdzvd_member *m)
         rdzvd_job_free(j);
 }
 
+/* m, its job's last member, goes (why, for people; dismissed: put aside). A job cancelled while
+ * it stopped ends now, not freed as if it might go on. Without a record that waits for its
+ * nodes (no --state-dir, no replicas), a job that formed a generation ends "failed" with its last
+ * node, which is told so; its end is kept as any, told to a late agent of it, which this rdzvd
+ * never rebuilds the job from (issue 62, case 6: it did, then failed it a rebuild window later). */
+static void end_with_last(struct rdzvd_member *m, const char *why, bool dismissed)
+{
+    struct rdzvd_job *j = m->job;
+    char what[RDZV_SUMMARY_MAX + 1], rank[32] = "a spare";
+
+    if (j->state == JOB_ENDED || j->shutting_down || (j->cancelled && j->state != JOB_STOPPING) ||
+        (!j->cancelled && (dismissed || !j->generation || j->host.record_table)))
+        return;
+    m->aside_pending = false;        /* it goes anyway: not dismissed first */
+    rdzvd_member_set_ready(m, true); /* nothing of it runs any more */
+    if (j->cancelled) {
+        rdzvd_job_check_stopped(j);
+        return;
+    }
+    if (m->node_rank >= 0)
+        snprintf(rank, sizeof(rank), "node rank %" PRId64, m->node_rank);
+    snprintf(what, sizeof(what),
+             "root cause: the agent of %s (%s) %s; it was the job's last node, and without "
+             "--state-dir rdzvd keeps no job whose nodes are all gone",
+             rank, m->join.host, why);
+    if (j->state == JOB_STOPPING) {
+        rdzvd_job_close_store(j);
+        if (rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED}) < 0)
+            return; /* cannot be: STOPPING was checked (logged) */
+        rdzvd_job_timer_stop(j);
+    }
+    rdzvd_job_end(j, "failed", 1, what);
+}
+
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on. */
 void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss)
@@ -694,12 +728,9 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     else
         rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
                        why);
-    /* Its end was decided (an agent cancelled while it stopped) and it waited for its last
-     * member to stop: with that member gone it ends now, not freed as if it might go on (its
-     * record then forgotten without --state-dir, and a late agent's resume rebuilding it). */
-    if (last && j->cancelled && st == JOB_STOPPING) {
-        rdzvd_member_set_ready(m, true); /* nothing of it runs any more: the job has stopped */
-        rdzvd_job_check_stopped(j);
+    /* With its last member gone, the job may end now, not go as if it might go on. */
+    if (last) {
+        end_with_last(m, why, dismiss != NULL);
         st = j->state;
     }
     rdzvd_member_forget(m);

@@ -94,6 +94,10 @@ struct rdzvd_job_host {
     /* A JOIN to an ended job kept in ended, from an agent younger than the end (JOIN age_ms),
      * starts it afresh (a job-scoped rdzvd: rdzvd_config one_run); false: it is refused. */
     bool rerun_ended;
+    /* This rdzvd's incarnation (JOINED incarnation, 1.18), drawn at its start; 0: none. A
+     * resume that names it, of a job rdzvd holds neither in memory nor in a record, is of a job
+     * that ended here: it is told so, never rebuilt from its word (job_restore). */
+    uint64_t incarnation;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     /* How a job ended, as the job table kept it (rdzvd-job-ends.h), handed to keep_end(ended, e)
      * by rdzvd_jobs_rebuild; NULL: not read. */

@@ -523,6 +523,16 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
              summary[0] ? summary : "-");
 }
 
+int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t gen)
+{
+    snprintf(err, errlen,
+             "job '%s' is over: this rdzvd ran its generation %" PRIu64 " and has not restarted "
+             "since, and the job has ended (how is no longer kept: rdzvd --keep-ended); this "
+             "agent's workers stop. Start a new run of it",
+             run_id, gen);
+    return -ESTALE;
+}
+
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
                             bool resume, char *err, size_t errlen)
 {

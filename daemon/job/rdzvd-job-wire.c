@@ -18,6 +18,7 @@
 #include "common/rdzv-auth.h"
 #include "common/rdzv-buf.h"
 #include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "proto/rdzv-frame.h"
 #include "proto/rdzv-msg.h"
 #include "proto/rdzv-status.h"
@@ -124,6 +125,16 @@ static void rebuild_start(struct rdzvd_jobs *jobs)
 
 /* ---- the state machine's ops on rdzvd_conn (peer: struct rdzvd_conn *) ---- */
 
+/* This process's incarnation (JOINED incarnation): drawn once, 1..RDZV_INCARNATION_MAX. */
+static uint64_t rdzvd_incarnation(void)
+{
+    static uint64_t inc;
+
+    while (!inc)
+        inc = rdzv_random_u64() & (uint64_t)RDZV_INCARNATION_MAX;
+    return inc;
+}
+
 static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
                         uint64_t generation, bool inplace, const char *secret, const char *warning)
 {
@@ -132,7 +143,8 @@ static void conn_joined(void *peer, const char *run_id, int64_t waiting, bool sp
                              .spare = spare,
                              .resumed = resumed,
                              .generation = generation,
-                             .recovery = "restart"};
+                             .recovery = "restart",
+                             .incarnation = rdzvd_incarnation()};
 
     /* run_id came from a parsed JOIN, so it fits. */
     snprintf(jd.run_id, sizeof(jd.run_id), "%s", run_id);
@@ -679,6 +691,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,
         .rerun_ended = rdzvd_server_config(srv)->one_run && !rdzvd_server_config(srv)->peers,
+        .incarnation = rdzvd_incarnation(),
         .keep_ended = rdzvd_ended_jobs_add,
         .keep_end = rdzvd_ended_jobs_add_recorded,
         .keep_waiting = jobs_keep_waiting,

@@ -169,6 +169,51 @@ class TestNodeLoss(FaultTestCase):
                         r"scale-up\)")
 
 
+    def test_a_job_whose_last_node_is_lost_is_not_rebuilt_from_its_word(self):
+        """Issue 62, case 6 (issue 45's case 6 as written; test-job-roles.c's test of that case
+        runs a cancelled job): --nnodes 2 on a and b, c a spare, no --state-dir. b's agent is
+        frozen; a and then c get SIGTERM; b's heartbeat lapses and the job goes with its last
+        node. rdzvd never restarted, so b's agent, woken later, is told the job's end (failed,
+        its nodes gone), and the job is not rebuilt from its word. Before, b's resume rebuilt
+        generation 1 "from reconnecting agents", and the job failed once more a rebuild window
+        later, "1 of 2 nodes of generation 1 did not come back after rdzvd restarted"."""
+        hb = 3  # the story's 5 s, shorter; a and c leave well within it
+        self.start_daemon()
+        args = ("--nnodes", "2", "--nproc", "1", "--max-restarts", "3", "--heartbeat-timeout",
+                str(hb))
+        a = self.agent("late", *args, "--host", "a")
+        b = self.agent("late", *args, "--host", "b")
+        self.wait_starts(1, 2, agents=[a, b])
+        mark = self.d.mark()
+        c = self.agent("late", *args, "--host", "c")
+        self.d.wait_log(r"job=late gen=1 node=c joined .*\(waits for the next generation\)",
+                        since=mark)
+        # b's heartbeats after its ROUND: from then on it is lost a heartbeat timeout after it
+        # falls silent (not the longer grace of a generation starting).
+        time.sleep(2 * hb / 5)  # the behaviour: every agent heartbeats each timeout/5
+        mark = self.d.mark()
+        os.kill(b.pid, signal.SIGSTOP)
+        self.addCleanup(kill_quietly, b.pid, signal.SIGCONT)
+        a.send_signal(signal.SIGTERM)
+        self.d.wait_log(r"node a left job late", since=mark)
+        c.send_signal(signal.SIGTERM)
+        self.d.wait_log(r"node c left job late", since=mark)
+        self.d.wait_log(r"job=late gen=1 node=b .*sent no heartbeat", since=mark, timeout=15)
+        self.d.wait_log(r"job=late gen=1 removed \(generation 1\)", since=mark)
+        mark = self.d.mark()
+        t0 = time.monotonic()
+        os.kill(b.pid, signal.SIGCONT)
+        rc, _, err = finish(b, timeout=20)
+        self.assertEqual(rc, 1, f"{err[-3000:]}\nrdzvd log:\n{self.d.log()[-3000:]}")
+        self.assertLess(time.monotonic() - t0, 5.0, "told at once, not after a rebuild window")
+        self.assertRegex(err, r"job late failed \(exit code 1\): .*sent no heartbeat")
+        self.assertIsNone(self.d.find_log(r"job=late .*rebuilding generation", since=mark),
+                          self.d.log()[-3000:])
+        self.assertIsNone(self.d.find_log(r"did not come back after rdzvd restarted"),
+                          self.d.log()[-3000:])
+        self.finish_all([a, c], 143)
+
+
 class TestLinkCut(FaultTestCase):
     """One agent inside a network namespace behind a veth pair; the link goes down."""
 

@@ -184,6 +184,38 @@ class Identity(DaemonTestCase):
         self.assertEqual(body["generation"], 1, body)
         self.assertEqual(self.job_status(d, "keep")[0]["state"], "running")
 
+    def test_resume_to_the_rdzvd_that_ended_the_job_is_not_rebuilt(self):
+        """Issue 62, case 6, over the wire: no --state-dir, and --keep-ended 0 (no end kept). A
+        one-node job's agent goes (its connection closes): the job ends with its last node.
+        A resume that names the incarnation its JOINED gave (1.18) is told the job is over, not
+        rebuilt: this rdzvd never restarted. One that names another (an rdzvd restarted since)
+        or none (an agent before 1.18) is rebuilt from its word, as before."""
+        d = self.daemon("--keep-ended", "0")
+        p, joined, rnd = self.running_job(d, "over")
+        self.assertIsInstance(joined.get("incarnation"), int, joined)
+        self.assertGreater(joined["incarnation"], 0, joined)
+        mark = d.mark()
+        p.close()
+        d.wait_log(r"job=over gen=1 generation 1 failed \(exit code 1\): root cause: the agent "
+                   r"of node rank 0 \(host-n0\) disconnected; it was the job's last node",
+                   since=mark)
+        claim = dict(resume(master_port=rnd["master_port"]), incarnation=joined["incarnation"])
+        _, (op, body) = self.join(d, "over", "n0", secret=joined["secret"], claim=claim)
+        self.assertEqual(op, ERROR, body)
+        self.assertIn("job 'over' is over: this rdzvd ran its generation 1 and has not "
+                      "restarted since", body["error"])
+        self.assertIsNone(d.find_log(r"job=over .*rebuilding", since=mark), d.log()[-2000:])
+        for inc in (joined["incarnation"] ^ 1, None):
+            claim = resume(master_port=rnd["master_port"])
+            if inc is not None:
+                claim["incarnation"] = inc
+            q, (op, body) = self.join(d, "over", "n0", secret=joined["secret"], claim=claim)
+            self.assertEqual(op, JOINED, body)
+            self.assertTrue(body["resumed"], body)
+            mark = d.mark()
+            q.close()
+            d.wait_log(r"job=over gen=1 removed", since=mark)
+
     def test_rebuilt_job_nobody_back_waits_in_its_record(self):
         """No agent of the generation a restarted rdzvd rebuilt comes back within the window
         (two heartbeat timeouts and an agent's longest reconnect wait, from rdzvd's start): the

@@ -54,6 +54,7 @@ struct pre {
     int64_t restarts, cancelled;
     int64_t rank[NODES]; /* each node's member's node rank, -2: no member */
     int unsignalled;     /* members not signalled, the event's node left out */
+    int64_t nmembers;
     int nevents[NODES], nrounds[NODES], naside[NODES], nhist_aside;
     bool ended; /* the job was seen to end */
 };
@@ -116,6 +117,7 @@ static void take_pre(struct model *md, int node, struct pre *p)
         p->gen = j->generation;
         p->restarts = j->restart_count;
         p->cancelled = j->cancelled;
+        p->nmembers = j->nmembers;
         p->nhist_aside = hist_aside(j);
         /* A node whose put-aside waits for the stop goes on with nobody (P4's verdict). */
         for_each_member(j, m, pos, tmp) p->unsignalled +=
@@ -131,8 +133,9 @@ static void take_pre(struct model *md, int node, struct pre *p)
 }
 
 /* I1, for a step whose event (kind, node i) ended the job: may it? A failure only with the
- * budget used (or the job cancelled); a CANCEL only when the others signalled or too few are
- * left; LEAVE (succeeded) and READY (a cancelled job stopped), timers and the operator. */
+ * budget used (or the job cancelled), or the job's last node gone without a record to wait for
+ * it (issue 62, case 6); a CANCEL only when the others signalled or too few are left; LEAVE
+ * (succeeded) and READY (a cancelled job stopped), timers and the operator. */
 static void check_end_cause(struct model *md, int kind, int i, const struct pre *p)
 {
     bool budget = p->restarts >= md->v->max_restarts, ok = p->cancelled != 0;
@@ -143,7 +146,8 @@ static void check_end_cause(struct model *md, int kind, int i, const struct pre 
     else if ((kind >= EV_EXIT_START && kind <= EV_EXIT_KILL) || kind == EV_ALL_FAIL)
         ok = budget;
     else if (kind == EV_GONE || kind == EV_UNHEALTHY)
-        ok |= p->rank[i] >= 0 && p->st == JOB_RUNNING && budget;
+        ok |= (p->rank[i] >= 0 && p->st == JOB_RUNNING && budget) ||
+              (kind == EV_GONE && p->nmembers == 1 && p->gen > 0 && !md->v->state_dir);
     else if (kind == EV_LEAVE)
         ok = p->st == JOB_RUNNING;
     else if (kind == EV_CANCEL)

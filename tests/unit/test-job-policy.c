@@ -729,9 +729,10 @@ static void test_leave_while_stopping_changes_nothing(void)
 }
 
 /* Row S15: while the job stops (not cancelled), its last member is lost (one connection
- * closes, the other falls silent): the job leaves memory, told to nobody. With a job table its
- * record (and the node ids it admitted) waits for its nodes, listed "waiting"; without one it
- * is forgotten. */
+ * closes, the other falls silent). With a job table the job leaves memory, told to nobody: its
+ * record (and the node ids it admitted) waits for its nodes, listed "waiting". Without one
+ * (issue 62, case 6) it ends "failed" with its last node, told to that node, and its end is kept
+ * (listed ended); before, it was forgotten, and a late resume rebuilt it from its word. */
 static void test_last_member_lost_while_stopping(void)
 {
     for (int table = 0; table < 2; table++) {
@@ -745,6 +746,9 @@ static void test_last_member_lost_while_stopping(void)
             env_init(&e, -1);
         e.h.ended = &e.ended;
         e.h.keep_waiting = rdzvd_waiting_jobs_add;
+        e.h.keep_ended = rdzvd_ended_jobs_add;
+        rdzvd_ended_jobs_free(&e.ended);
+        rdzvd_ended_jobs_init(&e.ended, 3600 * 1000, 16);
         jn.heartbeat_timeout_ms = 5000;
         stopping(&e, f, 2, jn);
         rdzvd_member_gone(f[0].m);
@@ -752,8 +756,14 @@ static void test_last_member_lost_while_stopping(void)
         run_ms(&e, 5000 * RDZVD_JOB_INIT_GRACE_FACTOR + 1000); /* node 1's heartbeat lapses */
         ASSERT_TRUE(f[1].closed);
         ASSERT_TRUE(strstr(f[1].close_reason, "sent no heartbeat") != NULL);
-        for (int i = 0; i < 2; i++)
-            ASSERT_EQ(f[i].nevents, 1); /* the restart only */
+        ASSERT_EQ(f[0].nevents, 1); /* the restart only */
+        ASSERT_EQ(f[1].nevents, table ? 1 : 2); /* the restart; without a table, the end */
+        if (!table) {
+            ASSERT_TRUE(event_is(&f[1], "failed"));
+            ASSERT_TRUE(strstr(f[1].event.summary, "sent no heartbeat for 5.0 s; it was the "
+                                                   "job's last node") != NULL);
+        }
+        ASSERT_EQ(njobs(&e), !table); /* listed ended, or (below) waiting in its record */
         ASSERT_TRUE(rdzv_list_empty(&e.jobs));
         ASSERT_EQ(admitted(&e, "node-0"), table);
         if (table) {

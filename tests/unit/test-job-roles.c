@@ -297,6 +297,96 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     env_done(&e);
 }
 
+/* Issue 62, case 6: issue 45's case 6 as it was written (the test above runs a cancelled job).
+ * --nnodes 2 on nodes 0 and 1, node 2 a spare, no job table (no --state-dir). Node 1's agent is
+ * frozen; node 0's and then the spare's agents are signalled (each leaves: the job goes on
+ * without it, its generation stopping); node 1's heartbeat lapses. The job ends "failed" with
+ * its last node, told to it, and its end is kept: node 1's agent, woken later, resumes and is
+ * told that end, and nothing is rebuilt. Before, the job went with its last member, told to
+ * nobody, and node 1's resume rebuilt generation 1 from its own word ("rebuilding generation 1
+ * (2 nodes) from reconnecting agents"), to fail it again a rebuild window later ("1 of 2 nodes
+ * of generation 1 did not come back after rdzvd restarted"), though rdzvd never had. */
+static void test_last_node_lost_ends_the_job_and_its_resume_is_told(void)
+{
+    struct fake f[3] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    rdzvd_ended_jobs_free(&e.ended);
+    rdzvd_ended_jobs_init(&e.ended, 3600 * 1000, 16);
+    jn.heartbeat_timeout_ms = 5000;
+    join_n(&e, f, 3, jn); /* node 2 waits as a spare */
+    ASSERT_EQ(f[2].nrounds, 0);
+    rdzvd_member_cancel(f[0].m, 15, ""); /* it leaves (EVENT left): the job goes on */
+    ASSERT_TRUE(event_is(&f[0], "left"));
+    ASSERT_TRUE(event_is(&f[1], "restart")); /* queued to node 1, frozen: no READY */
+    rdzvd_member_cancel(f[2].m, 15, "");
+    ASSERT_TRUE(event_is(&f[2], "left"));
+    ASSERT_EQ((int)rdzv_container_of(e.jobs.next, struct rdzvd_job, node)->state, JOB_STOPPING);
+    run_ms(&e, 5000 * RDZVD_JOB_INIT_GRACE_FACTOR + 1000); /* node 1's heartbeat lapses */
+    ASSERT_TRUE(rdzv_list_empty(&e.jobs));
+    ASSERT_EQ(f[1].nevents, 2); /* the restart, then the end, ahead of the close */
+    ASSERT_TRUE(event_is(&f[1], "failed"));
+    ASSERT_EQ(f[1].event.exit_code, 1);
+    ASSERT_TRUE(strstr(f[1].event.summary, "(host1) sent no heartbeat for 5.0 s; it was the "
+                                           "job's last node") != NULL);
+    ASSERT_EQ(njobs(&e), 1); /* listed ended */
+    run_ms(&e, 15000);       /* the agent resumed 15 s later */
+    jn = resume_of(1, 1, 0, 4);
+    jn.age_ms = 60000; /* it started before the end */
+    ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at ") != NULL);
+    ASSERT_TRUE(strstr(err, "sent no heartbeat for 5.0 s") != NULL);
+    ASSERT_EQ(back.nrounds, 0);
+    ASSERT_TRUE(rdzv_list_empty(&e.jobs)); /* not rebuilt */
+    env_done(&e);
+}
+
+/* Issue 62, case 6, when the end is no longer kept (--keep-ended 0 here; past --keep-ended or
+ * --keep-ended-max on a busy rdzvd): a resume names the incarnation of the rdzvd that JOINED it
+ * (1.18). This very incarnation, holding no job and no record of it, has not restarted since
+ * the agent's generation formed: the job ended here, and the agent is told so, not rebuilt
+ * from its word. Another incarnation (rdzvd restarted, or a new leader), or none (an older
+ * agent, or an older rdzvd's JOINED), rebuilds it from the resume as before. */
+static void test_resume_naming_this_incarnation_is_not_rebuilt(void)
+{
+    struct fake f[2] = {0}, back = {0}, other = {0}, older = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1); /* no job table; ends kept for no time */
+    e.h.incarnation = 77;
+    join_n(&e, f, 2, jn);
+    ASSERT_EQ(f[0].nrounds, 1);
+    rdzvd_member_gone(f[0].m);
+    rdzvd_member_gone(f[1].m); /* both gone: the job ends with the last, its end not kept */
+    ASSERT_TRUE(rdzv_list_empty(&e.jobs));
+    ASSERT_EQ(njobs(&e), 0);
+    jn = resume_of(1, 1, 0, 4);
+    jn.age_ms = 60000;
+    jn.resume.incarnation = 77;
+    ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -ESTALE);
+    ASSERT_TRUE(strstr(err, "job 'job' is over: this rdzvd ran its generation 1 and has not "
+                            "restarted since") != NULL);
+    ASSERT_EQ(back.nrounds, 0);
+    ASSERT_TRUE(rdzv_list_empty(&e.jobs));
+    jn.resume.incarnation = 78; /* another rdzvd formed it: rebuilt from the claim */
+    ASSERT_OK(join(&e, &other, &jn));
+    ASSERT_EQ((int)rdzv_container_of(e.jobs.next, struct rdzvd_job, node)->state, JOB_RUNNING);
+    env_done(&e);
+    env_init(&e, -1);
+    e.h.incarnation = 77;
+    jn.resume.incarnation = 0; /* an agent or rdzvd before 1.18 */
+    ASSERT_OK(join(&e, &older, &jn));
+    ASSERT_EQ((int)rdzv_container_of(e.jobs.next, struct rdzvd_job, node)->state, JOB_RUNNING);
+    env_done(&e);
+}
+
 /* Found by test-job-explore (I4): node 0's worker fails at start-up (--bad-node-failures 1: it
  * is to be put aside once the generation stopped), scancel reaches node 0's agent, and node 1's
  * connection closes. The job ends "cancelled", told to node 0, rather than node 0 being put
@@ -635,6 +725,8 @@ int main(void)
     TEST(test_away_spare_holds_no_stop);
     TEST(test_outsider_unhealthy_does_not_put_a_host_aside);
     TEST(test_cancelled_job_losing_its_last_member_stays_ended);
+    TEST(test_last_node_lost_ends_the_job_and_its_resume_is_told);
+    TEST(test_resume_naming_this_incarnation_is_not_rebuilt);
     TEST(test_other_command_is_refused_and_a_spare_ran_nothing);
     TEST(test_cancel_wins_over_a_pending_put_aside);
     TEST(test_pending_put_aside_does_not_count_toward_min);

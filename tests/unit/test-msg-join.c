@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-msg-join.c: JOIN's members of protocol 1.14 (proto/rdzv-msg.h): "command", the
  * fingerprint of the agent's command, sent only when set, parsed back as sent, and refused when
- * it is not RDZV_COMMAND_HEX lowercase hex characters. (test-msg.c holds the rest of JOIN's
+ * it is not RDZV_COMMAND_HEX lowercase hex characters; 1.18's incarnation (JOINED, and a
+ * resume's echo of it). (test-msg.c holds the rest of JOIN's
  * codec; it is at its length limit.) */
 #include <errno.h>
 #include <string.h>
@@ -63,8 +64,52 @@ static void test_join_command(void)
     }
 }
 
+/* 1.18: JOINED "incarnation" (the rdzvd's) and the resume's echo of it: on the wire only when
+ * set, parsed back as sent, absent read as 0; negative or past RDZV_INCARNATION_MAX refused. */
+static void test_incarnation(void)
+{
+    struct rdzv_join a = {.run_id = "job", .node_id = "n", .host = "h", .nproc = 1,
+                          .node_rank = -1, .min = 1, .max = 2, .nccl = RDZV_NCCL_OFF,
+                          .nccl_ids = 1, .heartbeat_timeout_ms = 100,
+                          .resume = {.generation = 3, .nnodes = 2, .world_size = 2}},
+                     b;
+    struct rdzv_joined ja = {.run_id = "job", .incarnation = RDZV_INCARNATION_MAX}, jb;
+    struct rdzv_buf out = {0};
+    char body[2048];
+    const uint8_t *p;
+    uint32_t n;
+
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "incarnation") == NULL);
+    ASSERT_EQ(b.resume.incarnation, 0);
+    a.resume.incarnation = 1234567;
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "\"incarnation\":1234567") != NULL);
+    ASSERT_EQ(b.resume.incarnation, 1234567);
+    ASSERT_EQ(b.resume.generation, 3);
+    a.resume.incarnation = (uint64_t)RDZV_INCARNATION_MAX + 1;
+    ASSERT_EQ(round_trip(&a, &b, body, sizeof(body)), -EBADMSG);
+    ASSERT_OK(rdzv_msg_put_joined(&out, &ja));
+    msgtest_frame(&out, RDZV_MSG_JOINED, &p, &n, body, sizeof(body));
+    ASSERT_OK(rdzv_msg_parse_joined(p, n, &jb, err, sizeof(err)));
+    ASSERT_EQ(jb.incarnation, RDZV_INCARNATION_MAX);
+    rdzv_buf_free(&out);
+    ja.incarnation = 0; /* an older rdzvd: none */
+    ASSERT_OK(rdzv_msg_put_joined(&out, &ja));
+    msgtest_frame(&out, RDZV_MSG_JOINED, &p, &n, body, sizeof(body));
+    ASSERT_TRUE(strstr(body, "incarnation") == NULL);
+    ASSERT_OK(rdzv_msg_parse_joined(p, n, &jb, err, sizeof(err)));
+    ASSERT_EQ(jb.incarnation, 0);
+    rdzv_buf_free(&out);
+    ASSERT_EQ(rdzv_msg_parse_joined((const uint8_t *)"{\"incarnation\":-1}", 18, &jb, err,
+                                    sizeof(err)),
+              -EBADMSG);
+    ASSERT_TRUE(strstr(err, "'incarnation'") != NULL);
+}
+
 int main(void)
 {
     TEST(test_join_command);
+    TEST(test_incarnation);
     return tap_done();
 }
