@@ -126,7 +126,6 @@ static int idle_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, co
         o->idle_ms = 1;
     if (!o->idle_first_ms)
         o->idle_first_ms = 1;
-    o->cfg.one_run = true;
     return 0;
 }
 

@@ -63,6 +63,7 @@ struct agent_client {
     uint64_t timeout_ms; /* --connect-timeout */
     uint64_t backoff_ms;
     struct rdzv_join join;
+    uint64_t started_ms;  /* rdzv_now_ms() when the agent started (join.age_ms > 0), else 0 */
     uint64_t incarnation; /* the last JOINED's (1.18; 0: none said) */
     struct agent_client_cbs cbs;
     void *ud;

@@ -95,10 +95,19 @@ void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t)
     c->token = t;
 }
 
+/* JOIN's age_ms as the JOIN leaves, not as the client started: a connection that took long
+ * (retries, AUTH) must not make the agent look younger than it is (issue 62, case 7). */
+static int client_put_join(struct agent_client *c, struct rdzv_buf *b)
+{
+    if (c->started_ms)
+        c->join.age_ms = (int64_t)(rdzv_now_ms() - c->started_ms) + 1;
+    return rdzv_msg_put_join(b, &c->join);
+}
+
 static void client_send_join(struct agent_client *c)
 {
     struct rdzv_buf b = {0};
-    int r = rdzv_msg_put_join(&b, &c->join);
+    int r = client_put_join(c, &b);
 
     if (r == 0)
         r = client_write(c, &b);
@@ -382,7 +391,7 @@ static void client_connected(struct agent_client *c)
 
     /* Without a token JOIN follows at once; with one it waits for AUTH_OK. */
     if (r == 0 && !c->token) {
-        r = rdzv_msg_put_join(&b, &c->join);
+        r = client_put_join(c, &b);
         c->join_sent = true;
     }
     if (r == 0)
@@ -434,6 +443,8 @@ int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsig
     c->deadline_ms = rdzv_now_ms() + connect_timeout_ms;
     c->timeout_ms = connect_timeout_ms;
     c->join = *j;
+    if (j->age_ms > 0)
+        c->started_ms = rdzv_now_ms() - (uint64_t)(j->age_ms - 1);
     c->cbs = *cbs;
     c->ud = ud;
     timers[0] = &c->retry;

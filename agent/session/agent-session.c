@@ -709,8 +709,9 @@ static int agent_connect(struct agent_session *a)
     int r;
 
     memset(rs, 0, sizeof(*rs));
-    /* How long ago this agent started: a job-scoped rdzvd starts a job that ended before then
-     * afresh (a new run with the same line) instead of refusing it as over. */
+    /* How long ago this agent started (the client dates it again as the JOIN leaves): rdzvd
+     * starts a job that ended before then afresh (a new run of the same line) instead of
+     * refusing it as over. */
     a->join.age_ms = (int64_t)(rdzv_now_ms() - a->started_ms) + 1;
     if (running && a->round.generation) {
         rs->generation = a->round.generation;

@@ -177,11 +177,6 @@ struct rdzvd_config {
      * created, joined, formed and removed, and shutdown are logged at debug instead of info (the
      * agent reports its own view). Warnings and errors are unchanged. */
     bool embedded;
-    /* --exit-when-idle: this rdzvd serves one run at a time (an agent hosted it for its job).
-     * Without --peers, a JOIN to a job that ended, from an agent that started after it ended
-     * (JOIN age_ms), is a new run of the same line: the job starts afresh instead of the agent
-     * being refused as too late (rdzvd_ended_jobs_refuse). */
-    bool one_run;
     /* --peers: the replicas, this rdzvd among them (rdzvd-replica.h); NULL: a single rdzvd. */
     const struct rdzvd_peers *peers;
     const struct rdzvd_replica_ops *replica_ops; /* how to run one (rdzvd_replica_ops) */

@@ -749,9 +749,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
      * workers ran the job that ended: it is no new run). */
     if (!j && (!jn->resume.generation || q->rec_r < 0)) {
         err[0] = '\0';
-        r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id,
-                                    jn->resume.generation || h->rerun_ended ? jn->age_ms : 0,
-                                    jn->resume.generation != 0, err, errlen);
+        r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id, jn->age_ms, jn->resume.generation != 0,
+                                    err, errlen);
         if (r < 0)
             return r;
         if (err[0]) /* a new run of a job that ended */

@@ -91,9 +91,6 @@ struct rdzvd_job_host {
     /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
      * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;
-    /* A JOIN to an ended job kept in ended, from an agent younger than the end (JOIN age_ms),
-     * starts it afresh (a job-scoped rdzvd: rdzvd_config one_run); false: it is refused. */
-    bool rerun_ended;
     /* This rdzvd's incarnation (JOINED incarnation, 1.18), drawn at its start; 0: none. A
      * resume that names it, of a job rdzvd holds neither in memory nor in a record, is of a job
      * that ended here: it is told so, never rebuilt from its word (job_restore). */

@@ -517,8 +517,9 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
     if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
         snprintf(when, sizeof(when), "?");
     snprintf(err, errlen,
-             "job '%s' has ended: it %s%s at %s (exit code %" PRId64 "); to run it again, start "
-             "a new run with a new --rdzv-id. Its outcome: %s",
+             "job '%s' has ended: it %s%s at %s (exit code %" PRId64 "), and this agent started "
+             "before that; to run it again, start its agents again (an agent started after the "
+             "end runs a new job). Its outcome: %s",
              run_id, strcmp(type, "abandoned") ? "" : "was ", type, when, exit_code,
              summary[0] ? summary : "-");
 }
@@ -528,7 +529,7 @@ int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t g
     snprintf(err, errlen,
              "job '%s' is over: this rdzvd ran its generation %" PRIu64 " and has not restarted "
              "since, and the job has ended (how is no longer kept: rdzvd --keep-ended); this "
-             "agent's workers stop. Start a new run of it",
+             "agent's workers stop. To run it again, start its agents again",
              run_id, gen);
     return -ESTALE;
 }

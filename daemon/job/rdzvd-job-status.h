@@ -55,11 +55,14 @@ void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzv
 /* A new agent's JOIN to run_id, whose job has ended: when the newest job of run_id kept in e (not
  * expired) failed or succeeded (cancelled and abandoned are not: a scheduler requeues a job under
  * the same id, a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line)
- * and -EBUSY is returned; else 0. age_ms > 0: the agent started that long ago, and one that
- * started after the job ended is a new run (0, and err says which job it follows); 0: not asked
- * (refused). resume: the agent's workers ran a job of run_id; one that ended before the agent
- * started was an earlier run, the same as for a JOIN; else it is refused whatever its outcome,
- * cancelled and abandoned too. A scan of the kept jobs: a new job's first JOIN only. */
+ * and -EBUSY is returned; else 0. age_ms > 0: the agent started that long ago (its JOIN's
+ * age_ms, by its own clock, against how long ago the job ended by rdzvd's: no two clocks are
+ * compared), and one that started after the job ended is a new run of the same line (0, and err
+ * says which job it follows; issue 62, case 7); one that started before (a late node of that
+ * run) is refused; 0: not said (an agent before 1.12: refused). resume: the agent's workers ran
+ * a job of run_id; one that ended before the agent started was an earlier run, the same as for a
+ * JOIN; else it is refused whatever its outcome, cancelled and abandoned too. A scan of the kept
+ * jobs: a new job's first JOIN only. */
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
                             bool resume, char *err, size_t errlen);
 /* The line for a JOIN to job run_id that ended as type (exit code, at ended_s unix seconds, root

@@ -690,7 +690,6 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .jobs = &jobs->list,
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,
-        .rerun_ended = rdzvd_server_config(srv)->one_run && !rdzvd_server_config(srv)->peers,
         .incarnation = rdzvd_incarnation(),
         .keep_ended = rdzvd_ended_jobs_add,
         .keep_end = rdzvd_ended_jobs_add_recorded,

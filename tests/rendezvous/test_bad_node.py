@@ -273,17 +273,26 @@ class Fairness(Base):
 
 class EndedJob(Base):
     def test_join_to_an_ended_job_exits_at_once(self):
-        """An agent that joins a job that has ended (a spare late for a job that failed) is told
-        its outcome at once, on one line, and exits non-zero: before, it waited in silence (a
-        new job of one under the old id) until killed."""
+        """An agent that started before a job ended and joins it after (a spare late for a job
+        that failed: here its health check holds it until the job is over) is told its outcome
+        at once, on one line, and exits non-zero: before, it waited in silence (a new job of one
+        under the old id) until killed. One started after the end is a new run
+        (rendezvous-rerun, issue 62 case 7)."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        up, go = os.path.join(out, "late-up"), os.path.join(out, "go")
+        late = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
+                               "--nccl", "off", "--health-check",
+                               f"touch {up}; while [ ! -e {go} ]; do sleep 0.02; done",
+                               worker=["/bin/true"]))
         first = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
-                                "--nccl", "off", worker=["/bin/sh", "-c", "exit 3"]))
+                                "--nccl", "off", worker=[
+                                    "/bin/sh", "-c",
+                                    f"while [ ! -e {up} ]; do sleep 0.02; done; exit 3"]))
         rc, _, err = finish(first, timeout=60)
         self.assertEqual(rc, 3, err[-3000:])
-        late = start(agent_cmd(ep, "--nnodes", "1", "--nproc", "1", "--rdzv-id", "over",
-                               "--nccl", "off", worker=["/bin/true"]))
+        open(go, "w").close()
         t0 = time.monotonic()
         rc, _, err = finish(late, timeout=30)
         self.assertEqual(rc, 1, err[-3000:])
@@ -291,9 +300,10 @@ class EndedJob(Base):
         lines = [x for x in err.splitlines() if "has ended" in x]
         self.assertTrue(lines, err)
         self.assertRegex(lines[-1], r"job 'over' has ended: it failed at \d{4}-\d\d-\d\dT"
-                                    r"[\d:]+Z \(exit code 3\); to run it again, start a new run "
-                                    r"with a new --rdzv-id\. Its outcome: root cause: "
-                                    r"worker rank 0")
+                                    r"[\d:]+Z \(exit code 3\), and this agent started before "
+                                    r"that; to run it again, start its agents again \(an agent "
+                                    r"started after the end runs a new job\)\. Its outcome: "
+                                    r"root cause: worker rank 0")
 
 
 class HealthChecks(Base):

@@ -8,13 +8,16 @@ hosts its own; a job that ended is still told to an agent that started before it
 job-scoped rdzvd still running takes a later line as a new run (tests/unit/test-job-verdicts.c).
 An rdzvd that answers the agent's first look and is gone when it connects (one exiting as its run
 ends) is hosted again by the agent."""
+import json
 import os
 import re
 import socket
+import subprocess
 import threading
 import time
 
 from agenttest import AGENT, AgentTestCase, finish, main, start
+from rdzvtest import RDZVCTL
 
 
 def free_port():
@@ -78,6 +81,67 @@ class TestRerun(AgentTestCase):
         with open(os.path.join(out, "ran")) as f:
             self.assertEqual(f.read().split(), ["1"])
 
+
+class TestRerunOnALongRunningRdzvd(AgentTestCase):
+    """Issue 62, case 7: a job ends on an rdzvd that serves many runs (started by hand, as under
+    systemd). The same line started again after the end is a new run, with a job of its own
+    from generation 1, as on the rdzvd an agent hosts: with --rdzv-id dup, and with no id (the
+    default id "none" of a torchrun-style line). Before, it was refused for --keep-ended (an
+    hour): "job 'dup' has ended ... start a new run with a new --rdzv-id". An agent started
+    before the end is still told it (rendezvous-bad-node: EndedJob)."""
+
+    def run_twice(self, d, idargs):
+        out = self.outdir()
+        code = os.path.join(out, "code")
+        line = [AGENT, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{d.port}",
+                *idargs, "--nnodes", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+                "--nccl", "off", "--no-python", "/bin/sh", "-c",
+                'echo "$TORCHELASTIC_RUN_ID $RDZV_GENERATION $TORCHELASTIC_RESTART_COUNT" '
+                '>> "$OUT/runs"; exit "$(cat "$OUT/code")"']
+        errs = []
+        for run, rc in ((1, 1), (2, 0)):  # a bug, then the line again once it is fixed
+            with open(code, "w") as f:
+                f.write(f"{rc}\n")
+            got, _, err = finish(start(line, env={"OUT": out}), timeout=60)
+            self.assertEqual(got, rc, f"run {run}:\n{err[-3000:]}\nrdzvd:\n{d.log()[-3000:]}")
+            self.assertNotIn("has ended", err)
+            self.assertNotIn("hosting rdzvd", err)
+            errs.append(err)
+        with open(os.path.join(out, "runs")) as f:
+            runs = [r.split() for r in f.read().splitlines()]
+        run_id = idargs[1] if idargs else "none"
+        self.assertEqual(runs, [[run_id, "1", "0"]] * 2, "each run is a job of its own")
+        self.assertIn(f"job {run_id} failed (exit code 1)", errs[0])
+        d.wait_log(rf"job '{run_id}' failed [\d.]+ s before this agent started: a new run")
+        return run_id
+
+    def test_the_same_line_after_the_end_runs_a_new_job(self):
+        d = self.daemon()
+        self.run_twice(d, ["--rdzv-id", "dup"])
+        self.run_twice(d, [])  # torchrun's line without an id: the id "none"
+
+    def test_a_new_run_has_its_own_record(self):
+        """With --state-dir: the new run is recorded as a job of its own, and its end replaces
+        the first run's in the job table, which a restarted rdzvd reads."""
+        state = self.outdir()
+        d = self.daemon("--state-dir", state)
+        self.run_twice(d, ["--rdzv-id", "dup"])
+        outcomes = [j["outcome"]["type"] for j in job_statuses(d.port, "dup")]
+        self.assertEqual(sorted(outcomes), ["failed", "succeeded"], outcomes)
+        port = d.port
+        d.stop()
+        d = self.daemon("--state-dir", state, "--port", str(port))
+        outcomes = [j["outcome"]["type"] for j in job_statuses(d.port, "dup")]
+        self.assertEqual(outcomes, ["succeeded"], "the newest run's end")
+
+
+def job_statuses(port, run_id):
+    """Every job of run_id in rdzvctl status --json, live and ended."""
+    p = subprocess.run([RDZVCTL, "-e", f"127.0.0.1:{port}", "status", "--json"],
+                       capture_output=True, text=True, timeout=10)
+    if p.returncode != 0:
+        raise AssertionError(f"rdzvctl status --json failed ({p.returncode}): {p.stderr}")
+    return [j for j in json.loads(p.stdout)["jobs"] if j["run_id"] == run_id]
 
 if __name__ == "__main__":
     main()

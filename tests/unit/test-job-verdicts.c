@@ -405,8 +405,9 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     jn = join_of(2, 2, 2, 0);
     ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
     ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at 20") != NULL);
-    ASSERT_TRUE(strstr(err, "Z (exit code 3); to run it again, start a new run with a new "
-                            "--rdzv-id. Its outcome: root cause: worker rank ") != NULL);
+    ASSERT_TRUE(strstr(err, "Z (exit code 3), and this agent started before that; to run it "
+                            "again, start its agents again (an agent started after the end runs "
+                            "a new job). Its outcome: root cause: worker rank ") != NULL);
     for (int i = 0; i < 2; i++)
         rdzvd_member_gone(f[i].m);
     ASSERT_EQ(njobs(&e), 1); /* kept as ended */
@@ -465,7 +466,7 @@ static void test_cancelled_job_never_comes_back(void)
     jn.age_ms = 600000; /* its agent started before the end */
     ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -ESTALE);
     ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd: it has no record "
-                            "here; to run it again, start a new run with a new --rdzv-id") != NULL);
+                            "here; to run it again, start its line again (a new run)") != NULL);
     ASSERT_EQ(back.njoined, 0);
     ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
     env_done(&e);
@@ -473,13 +474,15 @@ static void test_cancelled_job_never_comes_back(void)
     jt_state_dir_done(fd, path);
 }
 
-/* A job-scoped rdzvd (--exit-when-idle, an agent hosted it: rerun_ended) starts a job that ended
- * afresh for an agent that started after it ended (JOIN age_ms): a new run with the same line.
- * An agent that started before the end (a straggler of that run), or one that does not say its
- * age, is told the outcome; an rdzvd that serves many runs refuses them all. */
-static void test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run(void)
+/* Issue 62, case 7: rdzvd starts a job that ended afresh for an agent that started after it
+ * ended (JOIN age_ms): a new run of the same line, whether an agent hosted rdzvd for its job
+ * (--exit-when-idle) or it serves many runs. An agent that started before the end (a late node
+ * of that run), or one that does not say its age, is told the outcome. Before, only the rdzvd
+ * an agent hosted did so; any other refused the same line for --keep-ended (an hour), and every
+ * torchrun-style line without an id (the id "none") with it. */
+static void test_a_new_run_after_the_end_starts_afresh(void)
 {
-    struct fake f[1] = {0}, old = {0}, mute = {0}, again[1] = {0}, many = {0};
+    struct fake f[1] = {0}, old = {0}, mute = {0}, again[1] = {0}, more[1] = {0};
     struct rdzv_join jn = join_of(0, 1, 1, 0);
     char err[512];
     struct env e;
@@ -489,7 +492,6 @@ static void test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_ru
     rdzvd_ended_jobs_init(&e.ended, 60000, 10);
     e.h.ended = &e.ended;
     e.h.keep_ended = rdzvd_ended_jobs_add;
-    e.h.rerun_ended = true;
     join_n(&e, f, 1, jn);
     all_ready(f, 1, 1);
     rdzvd_member_leave(f[0].m, 1, true);
@@ -511,12 +513,14 @@ static void test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_ru
     rdzvd_member_leave(again[0].m, 1, true);
     ASSERT_TRUE(event_is(&again[0], "succeeded"));
     rdzvd_member_gone(again[0].m);
-    run_ms(&e, 50);
-    e.h.rerun_ended = false; /* an rdzvd for many runs: the same agent is refused */
+    run_ms(&e, 3000); /* the line again 3 s after its run succeeded: a new run again */
     jn = join_of(3, 1, 1, 0);
-    jn.age_ms = 10;
-    ASSERT_EQ(join_err(&e, &many, &jn, err, sizeof(err)), -EBUSY);
-    ASSERT_NULL(many.m);
+    jn.age_ms = 100;
+    join_n(&e, more, 1, jn);
+    ASSERT_NOT_NULL(more[0].m);
+    all_ready(more, 1, 1);
+    ASSERT_EQ(more[0].round.generation, 1u);
+    ASSERT_EQ(more[0].round.restart_count, 0);
     env_done(&e);
 }
 
@@ -644,7 +648,7 @@ int main(void)
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_cancelled_job_never_comes_back);
-    TEST(test_a_new_run_after_the_end_starts_afresh_where_rdzvd_serves_one_run);
+    TEST(test_a_new_run_after_the_end_starts_afresh);
     TEST(test_record_keeps_failure_dates);
     TEST(test_straggler_window_counts_from_the_slowing);
     return tap_done();
