@@ -341,14 +341,14 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         (r == 0 && rec->has_settings && check_join_command(q, rec->settings.command) < 0) ||
         (rs->generation && check_resume_claim(q, r == 0 ? rec : NULL) < 0))
         return -EINVAL;
-    if (r == -ENOENT && rs->generation && rs->incarnation && rs->incarnation == q->h->incarnation)
-        return rdzvd_job_gone_line(q->err, q->errlen, jn->run_id, rs->generation); /* ended */
     /* A job table records each generation before its ROUND, until the job ends: none, and the
      * job ended (its end older than those kept) or ran elsewhere (issue 62 case 4). */
     if (r == -ENOENT && rs->generation && q->h->record_table)
         return refuse(q, -ESTALE, "job '%s' has ended, or ran on another rdzvd: it has no "
                       "record here; to run it again, start its line again (a new run)",
                       jn->run_id);
+    if (r == -ENOENT && rs->generation && rs->incarnation && rs->incarnation == q->h->incarnation)
+        return rdzvd_job_gone_line(q->err, q->errlen, jn->run_id, rs->generation); /* ended */
     if (r == -ENOENT && rs->generation) {
         /* No record (no --state-dir, or none written): the claim is all there is, and only an
          * rdzvd that restarted (or a new leader: another incarnation) may take it. */

@@ -152,8 +152,7 @@ class AttackJoin(DaemonTestCase):
         body["secret"] = joined["secret"]
         p.send(JOIN, body)
         self.assert_refused(p, "job 'claimed' has ended, or ran on another rdzvd: it has no "
-                               "record here; to run it again, start a new run with a new "
-                               "--rdzv-id")
+                               "record here; to run it again, start its line again (a new run)")
         q = self.peer(d)
         q.send(STATUS, {})
         op, st = q.recv_json()
