@@ -317,8 +317,10 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
                 argv[n++] = "--replica-key-file";
                 argv[n++] = key;
             }
-            log_info("hosting rdzvd as the first of %u replicas (on as many hosts of the job)",
-                     c->replicas);
+            /* Said at info only once there are replicas (REPLICAS names more than one): a job
+             * that keeps to one host never has any. */
+            log_debug("hosting rdzvd as the first of up to %u replicas (started on as many "
+                      "hosts of the job as they join)", c->replicas);
         }
         if (c->token_file) {
             argv[n++] = "--token-file";

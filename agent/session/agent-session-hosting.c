@@ -125,9 +125,9 @@ void agent_session_on_replicas(struct agent_client *c, const struct rdzv_replica
     (void)c;
     for (unsigned i = 0; i < rs->n; i++)
         (void)agent_endpoints_add(&a->eps, rs->endpoint[i]);
-    if (a->eps.n != before)
-        log_info("rdzvd runs %u replica%s so far (the others start as their hosts join); %u "
-                 "endpoints to reconnect to", rs->n, rs->n == 1 ? "" : "s", a->eps.n);
+    if (a->eps.n != before && rs->n > 1) /* one is no replica: no word of them */
+        log_info("rdzvd runs %u replicas so far (the others start as their hosts join); %u "
+                 "endpoints to reconnect to", rs->n, a->eps.n);
 }
 
 

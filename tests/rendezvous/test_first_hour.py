@@ -181,6 +181,17 @@ class FirstHour(AgentTestCase):
             r.wait_for(r"another agent of job \S+ runs on this host under the same name, (\S+) "
                        r"\(node id [^)]+\)[^\n]*give each agent its own --host \(--host \1-0", 30)
 
+    def scene_one_node_of_an_elastic_job_names_no_replica(self):
+        # Issue 65 item 3: a job of one node said "hosting rdzvd as the first of 3 replicas"
+        # (--nnodes 1:3 plans 3 replicas, started as the job's hosts join: none came).
+        port = free_port()
+        r = self.run_line("--nnodes", "1:3", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+                          "--rdzv_endpoint", "127.0.0.1:%d" % port, "--rdzv_id", "fh-elastic",
+                          "--last-call", "0.2", self.script, sub="elastic")
+        r.ends(20, rc=0)
+        r.wait_for(r"hosting rdzvd at 127\.0\.0\.1:%d" % port, 1)
+        assert "replica" not in r.err, r.err
+
     def scene_worker_killed(self):
         port = free_port()
         r = self.run_line(*self.c10d(port, "fh-kill", nproc=2), "--max_restarts", "1",

@@ -241,14 +241,18 @@ class RealGridEngine(AgentTestCase):
 
     def test_three_hosts_run_rdzvd_as_three_replicas(self):
         out = self.outdir()
+        # The others start as their hosts join, while the job runs: the workers wait (30 s at
+        # most) until an agent says that three run (the agents' lines go to job.out as said).
         rc, log = self.submit(out, "/bin/sh", "-c",
-                              'echo "$RANK $GROUP_RANK $(hostname)" > "$RDZV_TEST_OUT/rank.$RANK"',
+                              'echo "$RANK $GROUP_RANK $(hostname)" > "$RDZV_TEST_OUT/rank.$RANK";'
+                              ' i=0; until grep -q "rdzvd runs 3 replicas so far" '
+                              '"$RDZV_TEST_OUT/job.out" || [ $i = 300 ]; do sleep 0.1; '
+                              'i=$((i + 1)); done',
                               nhosts=3)
         self.assertEqual(rc, 0, log)
         hosts = self.node_hosts(log, 3)
         self.assertEqual(sorted(hosts.values()), ["ge1", "ge2", "ge3"], log)
-        # The others start as their hosts join, while the job runs (this one is short).
-        self.assertIn("hosting rdzvd as the first of 3 replicas", log)
+        self.assertIn("rdzvd runs 3 replicas so far", log)
         for rank in range(3):
             with open(os.path.join(out, "rank.%d" % rank)) as f:
                 self.assertEqual(f.read().split(), [str(rank), str(rank), hosts[rank]])
