@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-agent.c: main(): rendezvous with rdzvd, run the local workers, exit status. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -253,6 +255,33 @@ static int resolve_nproc(struct agent *a, int ngpus)
     return 0;
 }
 
+/* A number given to --nproc past what this node has: the GPUs visible (a GPU job: some are, and
+ * NCCL is not off), else the CPUs this agent may run on. A warning, not an error: it may be meant
+ * (workers that wait on I/O, a test of many ranks on a laptop). */
+static void warn_nproc_past_node(const struct agent *a, int ngpus)
+{
+    const char *flag = a->o.deferred_typed[D_NPROC][0] ? a->o.deferred_typed[D_NPROC] : "--nproc";
+    cpu_set_t set;
+    int ncpu;
+
+    if (!a->o.nproc_arg || !isdigit((unsigned char)a->o.nproc_arg[0]))
+        return; /* gpu, cpu, auto: the node's own count */
+    if (ngpus > 0 && a->o.nccl != RDZV_NCCL_OFF) {
+        if (a->o.nproc > ngpus)
+            log_warn("%s %" PRId64 " starts more workers than this node's %d GPU%s: they will "
+                     "share them; give %s %d (one a GPU) unless that is meant",
+                     flag, a->o.nproc, ngpus, ngpus == 1 ? "" : "s", flag, ngpus);
+        return;
+    }
+    if (sched_getaffinity(0, sizeof(set), &set) < 0)
+        return;
+    ncpu = CPU_COUNT(&set);
+    if (ncpu > 0 && a->o.nproc > ncpu)
+        log_warn("%s %" PRId64 " starts more workers than the %d CPU%s this agent may run on: "
+                 "they will share them; give %s %d or fewer unless that is meant",
+                 flag, a->o.nproc, ncpu, ncpu == 1 ? "" : "s", flag, ncpu);
+}
+
 /* The UUIDs of the GPUs this node's workers use, reported at JOIN (agent-gpu.h): 0, or -EINVAL
  * for a malformed RDZV_GPU_UUIDS (printed). */
 static int report_gpus(struct agent *a, char **gpus, int ngpus, struct rdzv_gpu_set *ret)
@@ -448,6 +477,7 @@ int main(int argc, char **argv)
         agent_gpu_list_free(gpus, ngpus);
         return r;
     }
+    warn_nproc_past_node(&a, ngpus);
     if (report_gpus(&a, gpus, ngpus, &jn->gpus) < 0) {
         agent_cmd_free(&a.cmd);
         agent_gpu_list_free(gpus, ngpus);

@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 
-from agenttest import AGENT, AgentTestCase, main, start
+from agenttest import AGENT, AgentTestCase, finish, main, start
 
 PY = "/usr/bin/python3"
 
@@ -191,6 +191,26 @@ class FirstHour(AgentTestCase):
         r.ends(20, rc=0)
         r.wait_for(r"hosting rdzvd at 127\.0\.0\.1:%d" % port, 1)
         assert "replica" not in r.err, r.err
+
+    def scene_nproc_past_the_node_is_said(self):
+        # Issue 65 item 3: `--nproc 8` on 2 CPUs gave no word. Past the CPUs the agent may run
+        # on (taskset: one), or past the GPUs visible (CUDA_VISIBLE_DEVICES): one warning line,
+        # and the job runs; at the node's count, none.
+        def line(nproc, cvd, *pre):
+            p = start([*pre, AGENT, "--standalone", "--nproc_per_node", str(nproc), "--",
+                       "/bin/true"], env={"CUDA_VISIBLE_DEVICES": cvd})
+            rc, _, err = finish(p, timeout=30)
+            assert rc == 0, err
+            return [x for x in err.splitlines() if "more workers than" in x]
+
+        cpu = line(2, "", "taskset", "-c", "0")
+        assert cpu and re.search(r"\[warn\]: --nproc_per_node 2 starts more workers than the 1 "
+                                 r"CPU this agent may run on: [^\n]*give --nproc_per_node 1 or "
+                                 r"fewer unless that is meant$", cpu[0]), cpu
+        gpu = line(3, "0,1")
+        assert gpu and re.search(r"--nproc_per_node 3 starts more workers than this node's 2 "
+                                 r"GPUs: [^\n]*give --nproc_per_node 2 \(one a GPU\)", gpu[0]), gpu
+        assert line(1, "", "taskset", "-c", "0") == [] and line(2, "0,1") == []
 
     def scene_worker_killed(self):
         port = free_port()
