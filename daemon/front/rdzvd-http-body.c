@@ -153,8 +153,9 @@ static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
     return r;
 }
 
-/* The per-node gauges, each labelled {job, node_id, host, node_rank}; a value below 0 (a
- * compute time none said, a node not scored) is left out. */
+/* The per-node gauges, each labelled {job, node_id, host, node_rank} (node_id only when known:
+ * the metrics port hides it); a value below 0 (a compute time none said, a node not scored) is
+ * left out. */
 static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
     enum { AGE, COMPUTE, SCORE, STRAGGLER, _NODE_GAUGES };
@@ -185,8 +186,10 @@ static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
                     continue;
                 r |= rdzv_buf_printf(b, "%s{job=\"", gauges[g][0]);
                 r |= rdzv_buf_put_escaped(b, st->jobs[i].run_id, false);
-                r |= rdzv_buf_printf(b, "\",node_id=\"");
-                r |= rdzv_buf_put_escaped(b, n->node_id, false);
+                if (n->node_id[0]) { /* none on the metrics port: no empty label */
+                    r |= rdzv_buf_printf(b, "\",node_id=\"");
+                    r |= rdzv_buf_put_escaped(b, n->node_id, false);
+                }
                 r |= rdzv_buf_printf(b, "\",host=\"");
                 r |= rdzv_buf_put_escaped(b, n->host, false);
                 r |= rdzv_buf_printf(b, g == AGE || g == SCORE ? "\",node_rank=\"%lld\"} %.3f\n"

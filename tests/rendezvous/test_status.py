@@ -140,7 +140,7 @@ class StatusTest(AgentTestCase):
                                        rf'node_rank="{rank // 2}",host="[^"]+"}} [0-9.]+$')
         for node_rank in range(2):
             self.assertRegex(body, rf'(?m)^rdzvd_node_compute_ms{{job="progress-job",'
-                                   rf'node_id="[^"]*",host="[^"]+",node_rank="{node_rank}"}} \d+$')
+                                   rf'host="[^"]+",node_rank="{node_rank}"}} \d+$')
         _, _, page = get(f"http://127.0.0.1:{self.mport}/")
         self.assertEqual(len(re.findall(r"<tr><td>\d</td><td>[01]</td><td>[^<]+</td><td>\d+</td>"
                                         r"<td>\d+\.\d s ago</td></tr>", page)), 4, page)
@@ -224,6 +224,10 @@ class StatusTest(AgentTestCase):
         self.assertGreaterEqual(samples["rdzvd_connections"], 2)
         ages = [v for k, v in samples.items() if k.startswith("rdzvd_node_heartbeat_age_seconds")]
         self.assertEqual(len(ages), 2)
+        # Issue 65 item 3: no label without a value (node_id="": the port hides node ids).
+        self.assertEqual(re.findall(r'(?m)^.*="".*$', body)[:2], [])
+        self.assertRegex(body, r'(?m)^rdzvd_node_heartbeat_age_seconds\{job="metrics-job",'
+                               r'host="[^"]+",node_rank="[01]"\} [0-9.]+$')
 
         code, ctype, body = get(f"http://127.0.0.1:{self.mport}/status.json")
         self.assertEqual(ctype, "application/json")
