@@ -6,9 +6,12 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
 #include "proto/rdzv-status.h"
 
 /* Up to STATUS_RANKS_ALL ranks are listed; past it, the step range and the FEW oldest reports. */
@@ -180,9 +183,50 @@ static void print_aside_gpus(const struct rdzv_status_aside *a)
     printf("\n");
 }
 
-void rdzvctl_print_status(const struct rdzv_status *st, bool color)
+/* The columns an ended job's line is cut to: the terminal's, else $COLUMNS, else 100. */
+static unsigned status_width(void)
+{
+    struct winsize ws;
+    const char *cols = getenv("COLUMNS");
+    uint64_t n;
+
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+        return ws.ws_col;
+    if (cols && rdzv_parse_u64(cols, &n) == 0 && n >= 40 && n <= 1000)
+        return (unsigned)n;
+    return 100;
+}
+
+/* An ended job in one line: its run id (whole), outcome, exit code, how long ago it ended and
+ * its summary cut to the width (ASCII: rdzv_escape's). */
+static void print_ended_line(const struct rdzv_status_job *job, unsigned width)
+{
+    char id[4 * RDZV_ID_MAX + 1], out[4 * RDZV_STATUS_TEXT_MAX + 1], ago[24] = "-";
+    double a = job->ended_age_s;
+    unsigned avail;
+    int used;
+
+    if (a >= 0)
+        snprintf(ago, sizeof(ago), a < 120 ? "%.0fs ago" : a < 7200 ? "%.0fm ago"
+                                   : a < 172800 ? "%.0fh ago" : "%.0fd ago",
+                 a < 120 ? a : a < 7200 ? a / 60 : a < 172800 ? a / 3600 : a / 86400);
+    used = printf("  %-24s %-10s %4lld %9s  ", esc(id, sizeof(id), job->run_id),
+                  esc(out, sizeof(out), job->outcome_type), (long long)job->outcome_exit_code, ago);
+    /* What the line leaves, 20 at least (a long run id, a narrow terminal). */
+    avail = used >= 0 && (unsigned)used + 20 < width ? width - (unsigned)used : 20;
+    if (rdzv_escape(out, sizeof(out), job->outcome_summary) > avail) {
+        rdzv_escape(out, avail - 3 + 1, job->outcome_summary);
+        printf("%s...\n", out);
+    } else {
+        printf("%s\n", out);
+    }
+}
+
+void rdzvctl_print_status(const struct rdzv_status *st, const struct rdzvctl_view *v)
 {
     char e1[4 * RDZV_STATUS_TEXT_MAX + 1], e2[4 * RDZV_HOST_MAX + 1];
+    bool color = v->color;
+    size_t n_ended = 0;
 
     printf("rdzvd %s on port %lld, up %.0f s, %lld connections\n", esc(e1, sizeof(e1), st->version),
            (long long)st->port, st->uptime_s, (long long)st->connections);
@@ -200,6 +244,10 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
     for (size_t i = 0; i < st->n_jobs; i++) {
         const struct rdzv_status_job *job = &st->jobs[i];
 
+        if (job->ended && !v->ended_in_full) { /* one line each, after the live jobs */
+            n_ended++;
+            continue;
+        }
         printf("\njob %s: %s, generation %lld, restarts %lld of %lld, nodes %lld (%lld..%lld), "
                "world size %lld\n",
                esc(e1, sizeof(e1), job->run_id), esc(e2, sizeof(e2), job->state),
@@ -264,6 +312,16 @@ void rdzvctl_print_status(const struct rdzv_status *st, bool color)
             strftime(when, sizeof(when), "%H:%M:%SZ", &tm);
             printf("    %s %s\n", when, esc(e1, sizeof(e1), job->events[k].text));
         }
+    }
+    if (n_ended > 0) {
+        printf("\n%zu ended job%s (rdzvctl status --ended shows each in full):\n  %-24s %-10s "
+               "%4s %9s  %s\n", n_ended, n_ended == 1 ? "" : "s", "RUN_ID", "OUTCOME", "EXIT",
+               "ENDED", "SUMMARY");
+        unsigned width = status_width();
+
+        for (size_t i = 0; i < st->n_jobs; i++)
+            if (st->jobs[i].ended)
+                print_ended_line(&st->jobs[i], width);
     }
     if (st->jobs_left_out > 0)
         printf("\n(%lld more jobs not listed: the STATUS reply is limited to %u bytes)\n",

@@ -7,8 +7,14 @@
 
 struct rdzv_status;
 
-/* The terminal view; color: ANSI colors (a terminal). */
-void rdzvctl_print_status(const struct rdzv_status *st, bool color);
+struct rdzvctl_view {
+    bool color;         /* ANSI colors (a terminal) */
+    bool ended_in_full; /* status --ended: each ended job as a live one; else one line each, cut
+                         * to the terminal's width ($COLUMNS, else 100, when not a terminal) */
+};
+
+/* The terminal view. */
+void rdzvctl_print_status(const struct rdzv_status *st, const struct rdzvctl_view *v);
 /* status --json: the document as the daemon sent it (re-encoded from the struct). 0, -ENOMEM or
  * -EIO. */
 int rdzvctl_print_status_json(const struct rdzv_status *st);

@@ -378,7 +378,7 @@ static int ctl_exchange(struct ctl *c, struct rdzv_buf *b, uint8_t want_op, cons
     return conn_error(c, r < 0 ? r : -ENOMEM);
 }
 
-static int status_once(struct ctl *c, bool as_json, bool color);
+static int status_once(struct ctl *c, bool as_json, const struct rdzvctl_view *v);
 
 /* status --watch [SEC] [--count N]: the period (0.1 s to a day) and how many refreshes (0: until
  * interrupted). */
@@ -388,15 +388,17 @@ struct watch {
     uint64_t count;
 };
 
-static int status_args(int argc, char **argv, bool *as_json, struct watch *w)
+static int status_args(int argc, char **argv, bool *as_json, struct watch *w, bool *ended)
 {
-    *as_json = false;
+    *as_json = *ended = false;
     *w = (struct watch){.period_s = 2.0};
     for (int i = 0; i < argc; i++) {
         char *end;
 
         if (strcmp(argv[i], "--json") == 0) {
             *as_json = true;
+        } else if (strcmp(argv[i], "--ended") == 0) {
+            *ended = true; /* --json has every job in full anyway */
         } else if (strcmp(argv[i], "--watch") == 0) {
             w->on = true;
             if (i + 1 < argc && argv[i + 1][0] != '-') {
@@ -409,7 +411,7 @@ static int status_args(int argc, char **argv, bool *as_json, struct watch *w)
             if (rdzv_parse_u64(argv[++i], &w->count) < 0 || w->count == 0)
                 return die_usage("status --count N: N must be a whole number from 1");
         } else {
-            return die_usage("status takes --json, or --watch [SEC] [--count N]");
+            return die_usage("status takes --json, --ended, or --watch [SEC] [--count N]");
         }
     }
     if (*as_json && w->on)
@@ -422,9 +424,9 @@ static int status_args(int argc, char **argv, bool *as_json, struct watch *w)
 /* status --watch: the terminal view again every period, in place on a terminal (cleared and
  * redrawn), else one view after the other; until interrupted, --count refreshes, or rdzvd cannot
  * be reached. */
-static int run_status_watch(struct ctl *c, const struct watch *w)
+static int run_status_watch(struct ctl *c, const struct watch *w, struct rdzvctl_view v)
 {
-    bool tty = isatty(STDOUT_FILENO);
+    bool tty = (v.color = isatty(STDOUT_FILENO));
     int rc = EXIT_OK;
 
     for (uint64_t n = 1;; n++) {
@@ -435,7 +437,7 @@ static int run_status_watch(struct ctl *c, const struct watch *w)
             printf("\033[H\033[2J");
         else if (n > 1)
             printf("\n");
-        rc = status_once(c, false, tty);
+        rc = status_once(c, false, &v);
         if (tty)
             printf("\n(every %.1f s; Ctrl-C to stop)\n", w->period_s);
         fflush(stdout);
@@ -448,19 +450,18 @@ static int run_status_watch(struct ctl *c, const struct watch *w)
 
 static int run_status(struct ctl *c, int argc, char **argv)
 {
+    struct rdzvctl_view v = {0};
     struct watch w;
     bool as_json;
-    int rc = status_args(argc, argv, &as_json, &w);
+    int rc = status_args(argc, argv, &as_json, &w, &v.ended_in_full);
 
     if (rc != 0)
         return rc;
-    if (w.on)
-        return run_status_watch(c, &w);
-    return status_once(c, as_json, false);
+    return w.on ? run_status_watch(c, &w, v) : status_once(c, as_json, &v);
 }
 
 /* status: HELLO and STATUS over the rendezvous protocol, one STATUS_REPLY back, printed. */
-static int status_once(struct ctl *c, bool as_json, bool color)
+static int status_once(struct ctl *c, bool as_json, const struct rdzvctl_view *v)
 {
     struct rdzv_buf b = {0};
     struct rdzv_status st;
@@ -488,7 +489,7 @@ static int status_once(struct ctl *c, bool as_json, bool color)
             rc = EXIT_CONN;
         }
     } else {
-        rdzvctl_print_status(&st, color);
+        rdzvctl_print_status(&st, v);
     }
     rdzv_status_free(&st);
 out:
@@ -843,7 +844,8 @@ int main(int argc, char **argv)
                  "heartbeat age,\n"
                  "                           workers, failures), steps per second as a "
                  "sparkline,\n"
-                 "                           ranks' last step and its age, and recent events\n"
+                 "                           ranks' last step and its age, and recent events;\n"
+                 "                           ended jobs one line each (--ended: in full)\n"
                  "  status --watch [SEC] [--count N]\n"
                  "                           the same, refreshed every SEC (default 2) in "
                  "place\n"

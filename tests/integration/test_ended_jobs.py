@@ -6,6 +6,7 @@
 # root cause, generation, restarts, how long it ran) for --keep-ended seconds (default an hour),
 # at most --keep-ended-max of them (default 100), the oldest dropped first.
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -76,12 +77,26 @@ class EndedJobs(DaemonTestCase):
         for j in (good, bad):
             self.assertGreaterEqual(j["outcome"]["duration_s"], 0)
             self.assertTrue(0 <= j["outcome"]["ended_age_s"] < 30, j)
-        # rdzvctl status says how it ended; /metrics has it under its own names.
-        out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status"],
-                             capture_output=True, text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertRegex(out.stdout, r"job bad: ended.*\n  outcome: failed, exit code 3, ran "
-                                     r"[0-9.]+ s, ended \d+ s ago: ")
+        # rdzvctl status says how it ended: one line each (issue 65 item 3: a screen of each
+        # before), the summary cut to the width; --ended in full. /metrics has it under its own
+        # names.
+        def ctl_status(*args):
+            out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status", *args],
+                                 capture_output=True, text=True, timeout=10,
+                                 env=dict(os.environ, COLUMNS="90"))
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return out.stdout
+
+        text = ctl_status()
+        self.assertNotIn("\njob ", text)
+        self.assertRegex(text, r"(?m)^2 ended jobs \(rdzvctl status --ended shows each in full\):"
+                               r"\n  RUN_ID +OUTCOME +EXIT +ENDED +SUMMARY$")
+        self.assertRegex(text, r"(?m)^  good +succeeded +0 +\d+s ago  \S.*$")
+        line = re.search(r"(?m)^  bad +failed +3 +\d+s ago  root cause: .*\.\.\.$", text)
+        self.assertIsNotNone(line, text)
+        self.assertEqual(len(line.group(0)), 90, text)
+        self.assertRegex(ctl_status("--ended"), r"job bad: ended.*\n  outcome: failed, exit code "
+                                                r"3, ran [0-9.]+ s, ended \d+ s ago: ")
         m = http_get(mport, "/metrics")
         self.assertIn('rdzvd_job_ended_exit_code{job="bad",outcome="failed"} 3', m)
         self.assertIn('rdzvd_job_ended_exit_code{job="good",outcome="succeeded"} 0', m)

@@ -93,10 +93,10 @@ class BadNode(Base):
         d.wait_log(r"job=bad-restart .*restart 2 of 4.*node rank \d \(bad\) is put aside")
         # The spare's worker started in the generation after the one the bad node left.
         self.assertEqual(len(self.starts(out, "spare")), 1, self.starts(out, "spare"))
-        # rdzvctl status shows the node put aside, and why (the job is kept as ended).
+        # rdzvctl status --ended shows the node put aside, and why (the job is kept as ended).
         ep = "127.0.0.1:%d" % d.port
-        p = subprocess.run([RDZVCTL, "-e", ep, "status"], capture_output=True, text=True,
-                           timeout=10)
+        p = subprocess.run([RDZVCTL, "-e", ep, "status", "--ended"], capture_output=True,
+                           text=True, timeout=10)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("put aside:\n    bad", p.stdout)
         self.assertIn("(2 failures): its workers failed 2 times within 3600 s", p.stdout)

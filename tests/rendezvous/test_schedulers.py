@@ -241,7 +241,7 @@ class TestSlurm(AgentTestCase):
                          ("cancelled", 143, 0), j)
         self.assertIn("received SIGTERM from outside (Slurm job %s: %s)" % (job, why),
                       j["outcome"]["summary"], err[-3000:])
-        st = subprocess.run([os.environ.get("RDZVCTL", "rdzvctl"), "-e", ep, "status"],
+        st = subprocess.run([os.environ.get("RDZVCTL", "rdzvctl"), "-e", ep, "status", "--ended"],
                             capture_output=True, text=True, timeout=10)
         self.assertIn("outcome: cancelled, exit code 143", st.stdout)
 
