@@ -13,6 +13,7 @@ A comment on the line before a fence says how a block is run:
   <!-- doc-test: slurm -->          run against a local three-node Slurm (tests/slurm/), started
                                     once for the blocks that need it; listed as not run, with why,
                                     where it cannot start (not root, no Slurm packages).
+No block may run `exit` in the shell itself (pasted into a terminal, it closes it), run or not.
 docs/BENCHMARKS.md's blocks are benchmarks: they are listed as not run. Every relative link of
 README.md, NEWS.md, HACKING.md and docs/ must name a file. As root, the blocks run
 in a network namespace of their own, so the fixed ports the docs use (29400) meet no other
@@ -198,6 +199,26 @@ def run_block(script, extra_env):
     return rc, out, time.monotonic() - t0
 
 
+def closes_shell(script):
+    """The first line of script that runs `exit` in the shell itself (not in a subshell, a
+    quoted `sh -c` or a heredoc's script): pasted into a terminal, it closes it (issue 65
+    item 3). None when there is none."""
+    tag = None
+    for line in script.split("\n"):
+        if tag is not None:
+            tag = None if line.strip() == tag else tag
+            continue
+        m = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
+        bare = re.sub(r"'[^']*'|\"(\\.|[^\"\\])*\"", "''", line)
+        for x in re.finditer(r"(^|[;&|{]\s*)exit\b", bare):
+            before = bare[:x.start()]
+            if before.count("(") - before.count(")") <= 0:
+                return line
+        if m:
+            tag = m.group(1)
+    return None
+
+
 def own_netns():
     """As root: re-run this test in a network namespace of its own, loopback up."""
     if os.geteuid() != 0 or os.environ.get("RDZV_DOC_NETNS") or not shutil.which("unshare"):
@@ -244,6 +265,11 @@ def main():
                 if want and not any(where == w or path == w for w in want):
                     continue
                 extra = {}
+                closes = closes_shell(script_of(lang, text))
+                if closes:
+                    failed.append(where)
+                    print("FAIL: %s: `exit` closes the terminal the block is pasted into (use "
+                          "`false`, or a subshell): %s" % (where, closes))
                 if mark == "unclosed":
                     failed.append(where)
                     print("FAIL: %s: the fence is never closed" % where)
