@@ -153,7 +153,9 @@ struct agent_group {
     struct rdzv_buf scratch;    /* one line, for blocking sinks */
     char *tmp_dir;              /* private directory for error files when there is no log_dir */
     bool logs_in_tmp; /* no log_dir but some stream goes to a file: tmp_dir has log_dir's layout
-                       * and is kept at free */
+                       * and is kept at free when... */
+    bool logs_only_in_tmp; /* ...one of them is not on the console (--redirects, a filter); only
+                            * teed ones (--tee: copies) go with it */
     struct reaper *reaper;      /* connected as far as we know; NULL before a reconnection */
     uv_process_t *reaper_spawn; /* a reaper we started, until it has daemonized */
     uv_timer_t reaper_timer;    /* reconnection after the reaper is gone */

@@ -63,7 +63,7 @@ static void group_destroy(struct agent_group *g)
     void *ud = g->done_ud;
 
     if (g->tmp_dir) {
-        if (!g->logs_in_tmp)
+        if (!g->logs_only_in_tmp)
             agent_dirs_remove_tree(g->tmp_dir);
         free(g->tmp_dir);
     }
@@ -208,8 +208,11 @@ static int group_make_tmp(struct agent_group *g)
 {
     int r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
 
-    if (r >= 0 && g->logs_in_tmp)
+    if (r >= 0 && g->logs_only_in_tmp)
         log_info("workers' redirected output goes to files under %s", g->tmp_dir);
+    else if (r >= 0 && g->logs_in_tmp) /* --tee: copies of what the console shows */
+        log_info("workers' output is also written to files under %s, removed at the end; "
+                 "--log-dir DIR keeps them", g->tmp_dir);
     return r;
 }
 
@@ -228,8 +231,10 @@ static void group_setup_streams(struct agent_group *g)
 
             o->console = shown && (!(red & bit) || (tee & bit));
             o->to_file = ((red | tee) & bit) || !shown;
-            if (o->to_file && !c->log_dir)
+            if (o->to_file && !c->log_dir) {
                 g->logs_in_tmp = true;
+                g->logs_only_in_tmp |= !o->console;
+            }
         }
     }
 }

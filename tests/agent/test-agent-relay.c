@@ -411,6 +411,37 @@ static void test_redirects_tee_filter(void)
     fx_done(&f);
 }
 
+/* --tee alone, without --log-dir (issue 65 item 3: it left /tmp/rdzv-none-* behind): the files
+ * are copies of what the console showed, and their directory goes with the group. */
+static void test_tee_files_go_with_the_group(void)
+{
+    char *argv[] = {HELPER, "print=out", "eprint=err", NULL};
+    const uint8_t tee[] = {3, 3};
+    char dir[PATH_MAX], *cut;
+    struct fx f;
+
+    setenv("TMPDIR", tmp_root, 1);
+    fx_init(&f, 2, argv);
+    f.cfg.tee = tee;
+    f.on_all = hook_record_error_files;
+    fx_start(&f);
+    fx_run_finish(&f);
+    unsetenv("TMPDIR");
+    ASSERT_EQ(f.n_all, 1);
+    for (unsigned lr = 0; lr < 2; lr++) {
+        ASSERT_EQ(f.status[lr], 0);
+        assert_console(&f, lr, 1, 1);
+    }
+    snprintf(dir, sizeof(dir), "%s", f.err_files[0]);
+    cut = strstr(dir, "/job42/attempt_0/");
+    ASSERT_NOT_NULL(cut);
+    *cut = '\0'; /* TMPDIR/rdzv-job42-XXXXXX */
+    snprintf(tap_note, sizeof(tap_note), "%.200s is left", dir);
+    ASSERT_EQ(access(dir, F_OK), -1);
+    tap_note[0] = '\0';
+    fx_done(&f);
+}
+
 /* With --log-dir both logs are written as before; a redirect only takes the console away. */
 static void test_redirects_log_dir(void)
 {
@@ -446,6 +477,7 @@ int main(int argc, char **argv)
     TEST(test_backpressure);
     TEST(test_stop_stalled_reader);
     TEST(test_redirects_tee_filter);
+    TEST(test_tee_files_go_with_the_group);
     TEST(test_redirects_log_dir);
     rm_tree(tmp_root);
     return tap_done();
