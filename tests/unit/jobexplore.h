@@ -3,7 +3,7 @@
  * jobtest.h, its nodes' agents (what each knows and did), the abstract events that drive it
  * (each only where enabled), and the abstract key of a state. Events are applied to a model
  * replayed from a fresh host (model_begin); the test checks its invariants around each. For
- * test-job-explore.c only, which includes it once. */
+ * test-job-explore.c and test-job-sim.c (through jobcheck.h), each including it once. */
 #pragma once
 #include <inttypes.h>
 #include <signal.h>
@@ -12,8 +12,12 @@
 #include "jobtest.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
+#ifndef NODES /* the simulator sets more */
 #define NODES 4
-#define STRANGER 3
+#endif
+#ifndef STRANGER /* the node that joins once the job formed, naming node-0's host */
+#define STRANGER (NODES - 1)
+#endif
 #define MAX_DEPTH 24
 #define HB_MS 1000
 #define LAST_CALL_MS 300
