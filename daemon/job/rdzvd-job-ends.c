@@ -80,6 +80,8 @@ static int ends_list(struct rdzvd_store *t, char **ids, size_t *len)
     return 0;
 }
 
+unsigned rdzvd_job_ends_kept = RDZVD_JOB_ENDS_KEPT;
+
 int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e)
 {
     char key[END_KEY_MAX], *ids, *out = NULL, *text = NULL;
@@ -103,7 +105,7 @@ int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e)
     olen += strlen(e->run_id) + 1;
     n++;
     /* Past the bound the oldest go, with their outcomes. */
-    for (drop = 0; n > RDZVD_JOB_ENDS_KEPT; n--) {
+    for (drop = 0; n > rdzvd_job_ends_kept; n--) {
         (void)rdzvd_store_delete(t, key, end_key(out + drop, key));
         drop += strlen(out + drop) + 1;
     }

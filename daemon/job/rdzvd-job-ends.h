@@ -16,6 +16,8 @@
  * under "ends", NUL-terminated, oldest first, at most RDZVD_JOB_ENDS_KEPT (the oldest dropped by
  * the ENDED that makes room: the same on every replica). */
 #define RDZVD_JOB_ENDS_KEPT 256
+/* The bound in force: RDZVD_JOB_ENDS_KEPT, which a test may make smaller (before any job). */
+extern unsigned rdzvd_job_ends_kept;
 struct rdzvd_job_end {
     char run_id[RDZV_ID_MAX + 1];
     char type[16]; /* "succeeded", "failed", "cancelled", "abandoned" (--abandon-after) */

@@ -612,6 +612,8 @@ int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const c
     return 0;
 }
 
+size_t rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+
 /* Keep the hash of a's secret in t (ADMITTED). 0, -EEXIST, -ENOSPC or the store's error. */
 static int secret_admit(struct rdzvd_store *t, const char *run_id,
                         const struct rdzvd_job_record_admitted *a)
@@ -626,7 +628,7 @@ static int secret_admit(struct rdzvd_store *t, const char *run_id,
         return -EEXIST; /* a node's secret is never replaced */
     if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
         vlen = 0;
-    if (vlen + strlen(a->node_id) + 1 > RDZVD_JOB_IDS_BYTES_MAX)
+    if (vlen + strlen(a->node_id) + 1 > rdzvd_job_ids_bytes_max)
         return -ENOSPC;
     r = rdzvd_store_append(t, ikey, iklen, a->node_id, strlen(a->node_id) + 1);
     /* A failure here leaves a node id listed without a hash: unknown, as if never admitted. */

@@ -85,6 +85,8 @@ struct rdzvd_job_record_hist {
 /* What ADMITTED records of a node: its node id and the hash of its secret (hex). */
 #define RDZVD_SECRET_HASH_HEX 64
 #define RDZVD_JOB_IDS_BYTES_MAX (256u << 10)
+/* The bound in force: RDZVD_JOB_IDS_BYTES_MAX, which a test may make smaller (before any job). */
+extern size_t rdzvd_job_ids_bytes_max;
 struct rdzvd_job_record_admitted {
     char node_id[RDZV_ID_MAX + 1];
     char hash[RDZVD_SECRET_HASH_HEX + 1];
