@@ -331,6 +331,22 @@ static void apply(struct model *md, uint8_t code)
     check_after_reap(md, kind, &p);
 }
 
+/* A state directory for the model (path: its name, len bytes), in memory where it can be: each
+ * replay creates the job table's journal afresh, and its creation syncs the directory. Its fd. */
+static int state_dir_open(char *path, size_t len, const char *test)
+{
+    int fd;
+
+    snprintf(path, len, "/dev/shm/rdzv-%s-XXXXXX", test);
+    if (!mkdtemp(path)) {
+        snprintf(path, len, "/tmp/rdzv-%s-XXXXXX", test);
+        ASSERT_NOT_NULL(mkdtemp(path));
+    }
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    return fd;
+}
+
 /* A set of 64-bit keys (never 0), open addressing. */
 struct keyset {
     uint64_t *k;

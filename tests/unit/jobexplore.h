@@ -76,13 +76,15 @@ struct agent {
     bool evidence;    /* its own UNHEALTHY or worker failure was reported */
     bool host_proof;  /* ... while it held a node rank: its host is suspect */
     bool cancel_sent; /* its agent was signalled */
+    uint64_t born_ms; /* when its agent started (JOIN age_ms), 0: not said (the explorer) */
 };
 
 struct variant {
     const char *name;
     int64_t min, max, bad_node_failures, max_restarts;
     bool state_dir;
-    int depth; /* the default */
+    int depth;         /* the default */
+    bool scale_up_now; /* JOIN scale_up_now (--scale-up now) */
 };
 
 struct model {
@@ -101,6 +103,11 @@ struct model {
 };
 
 static struct agent g_agents[NODES];
+/* The host's bounds: --keep-ended's hour and 16 jobs kept, no --max-jobs (the simulator's are
+ * smaller). */
+static struct {
+    uint64_t keep_ended_ms, keep_ended_max, max_jobs;
+} g_host = {3600 * 1000, 16, 0};
 static int g_fd = -1;      /* the state directory */
 static bool g_freed_ended; /* a job that ended was freed in this step */
 
@@ -173,8 +180,9 @@ static void host_setup(struct env *e)
 {
     e->h.ops = &x_ops;
     rdzvd_ended_jobs_free(&e->ended);
-    rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
+    rdzvd_ended_jobs_init(&e->ended, g_host.keep_ended_ms, g_host.keep_ended_max);
     e->h.ended = &e->ended;
+    e->h.max_jobs = g_host.max_jobs;
     e->h.keep_ended = x_keep_ended;
     e->h.keep_end = rdzvd_ended_jobs_add_recorded;
 }
@@ -236,6 +244,9 @@ static void ev_join(struct model *md, int i)
     jn.heartbeat_timeout_ms = HB_MS;
     jn.join_timeout_ms = JOIN_TIMEOUT_MS;
     jn.bad_node_failures = md->v->bad_node_failures;
+    jn.scale_up_now = md->v->scale_up_now;
+    if (a->born_ms)
+        jn.age_ms = (int64_t)(jt_now_ms() - a->born_ms) + 1;
     if (a->st == A_LOST && a->resume) {
         jn.resume = (struct rdzv_resume){
             .generation = rd->generation, .node_rank = rd->node_rank, .nnodes = rd->nnodes,

@@ -244,15 +244,7 @@ int main(void)
     rdzv_log_setup("test-job-explore", RDZV_LOG_ERROR);
     g_keep_going = env_u64("RDZV_EXPLORE_KEEP_GOING", 0) != 0;
     g_deadline = t0 + 1000 * env_u64("RDZV_EXPLORE_SECONDS", 60);
-    /* In memory where it can be: each replay creates the job table's journal afresh, and its
-     * creation syncs the directory. */
-    snprintf(g_path, sizeof(g_path), "/dev/shm/rdzv-test-job-explore-XXXXXX");
-    if (!mkdtemp(g_path)) {
-        snprintf(g_path, sizeof(g_path), "/tmp/rdzv-test-job-explore-XXXXXX");
-        ASSERT_NOT_NULL(mkdtemp(g_path));
-    }
-    g_fd = open(g_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_TRUE(g_fd >= 0);
+    g_fd = state_dir_open(g_path, sizeof(g_path), "test-job-explore");
     TEST(test_explore_fixed);
     TEST(test_explore_elastic);
     TEST(test_explore_state_dir);

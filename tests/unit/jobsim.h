@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* jobsim.h: the simulator's model (test-job-sim.c): jobexplore.h's job and agents with up to
+ * six nodes, a configuration drawn from a seed, the simulator's own events (an agent that joins
+ * and crashes under a new node id, another job that runs and ends, a new run of the same id, a
+ * drain) and its invariants S1..S6, checked after every event beside jobcheck.h's I1..I5
+ * (apply_one). For test-job-sim.c only, which includes it once. */
+#pragma once
+#define NODES 6
+static int g_stranger = -1; /* the configuration's stranger, -1: none */
+#define STRANGER g_stranger
+
+#include <inttypes.h>
+#include <stdarg.h>
+
+#include "jobcheck.h"
+
+
+/* The simulator's own events, past the model's codes. */
+enum { SC_FRESH = N_CODES, SC_OTHER, SC_NEW_RUN, SC_NEW_RDZVD, SC_DRAIN, SC_END };
+#define TRACE_MAX 600 /* events from a fresh rdzvd to the next */
+
+enum { S1 = N_INV, S2, S3, S4, S5, S6, N_ALL };
+static const char *const sim_inv[N_ALL - N_INV] = {
+    "S1: a restart is charged to the budget only for a failure of a node that ran in that "
+    "generation",
+    "S2: a node that never ran moves nobody: no restart, no verdict, no lost place",
+    "S3: no table fills from nodes that left or never ran; a job can always take a replacement",
+    "S4: an ended job never runs again; a new run of the same id is a new run",
+    "S5: a node whose workers fail first at start-up is charged, even when others fail after it",
+    "S6: every agent is told a true outcome in bounded time",
+};
+
+static const char *const tok_node[EV_NODE_KINDS] = {
+    "join", "gone", "blip", "exit-start", "exit-late", "kill", "unhealthy", "sigterm", "leave"};
+static const char *const tok_job[] = {"all-fail", "ready",     "timer",     "op-cancel",
+                                      "restart",  "abandon",   "fresh-crash", "other-job",
+                                      "new-run",  "new-rdzvd", "drain"};
+
+struct config {
+    struct variant v;
+    char name[200];
+    int nodes; /* slots 0..nodes-1 act (the stranger among them, when there is one) */
+    int stranger;
+    uint64_t ids_max, ends_kept;
+};
+
+struct sim {
+    struct model md;
+    struct config c;
+    uint64_t seed;
+    int fresh_k, other_k;
+    bool left_memory;   /* the job left memory cancelled or ended since rdzvd started */
+    int ff_node;        /* the node whose start-up failure came first in its generation ... */
+    int64_t ff_charged; /* ... and its failures then, -1: none */
+    bool run_ended;     /* the run before this one ended (its agents are a new run) ... */
+    bool run_new;       /* ... and its job is yet to be made */
+    uint64_t ff_gen;    /* the generation of ff_node's failure */
+    char vio[N_ALL][512];
+    const char *vcheck[N_ALL];
+    int vcase[N_ALL];
+    bool vrefused[N_ALL]; /* a JOIN refused: the machine's state is as before */
+    int last;             /* the last event */
+    uint64_t substeps;    /* events a drain applied */
+};
+
+/* Before a step, what the simulator's checks compare with. */
+struct spre {
+    bool exists, over; /* the job is in memory; cancelled or ended */
+    bool ended;        /* the job was seen to end */
+    enum job_state st;
+    uint64_t gen, formed_ms;
+    int64_t restarts, fails[NODES];
+    int nevents[NODES], nrounds[NODES], naside[NODES], noutcome[NODES];
+    uint64_t resume[NODES]; /* the generation each agent would resume */
+};
+
+static uint64_t rnd(uint64_t *x) /* splitmix64 */
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void sbad(struct sim *s, int slot, int kase, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void sbad(struct sim *s, int slot, int kase, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (s->vio[slot][0])
+        return;
+    s->vcheck[slot] = fmt;
+    s->vcase[slot] = kase;
+    s->vrefused[slot] = s->md.refused != 0;
+    va_start(ap, fmt);
+    vsnprintf(s->vio[slot], sizeof(s->vio[slot]), fmt, ap);
+    va_end(ap);
+}
+
+/* ---- the configuration of a seed ---- */
+
+static void config_of(uint64_t seed, struct config *c)
+{
+    uint64_t x = seed * 0x2545f4914f6cdd1dull + 1;
+    int honest;
+
+    memset(c, 0, sizeof(*c));
+    c->nodes = 1 + (int)(rnd(&x) % NODES);
+    c->stranger = c->nodes >= 2 && rnd(&x) % 3 == 0 ? c->nodes - 1 : -1;
+    honest = c->stranger >= 0 ? c->nodes - 1 : c->nodes;
+    c->v.min = 1 + (int64_t)(rnd(&x) % (uint64_t)honest);
+    c->v.max = c->v.min + (int64_t)(rnd(&x) % (uint64_t)(honest - c->v.min + 1));
+    if (rnd(&x) % 3 && c->v.max < honest) /* a spare, often */
+        c->v.max = honest - 1 >= c->v.min ? honest - 1 : c->v.max;
+    c->v.max_restarts = (int64_t)(rnd(&x) % 4);
+    c->v.bad_node_failures = 1 + (int64_t)(rnd(&x) % 3);
+    c->v.state_dir = rnd(&x) % 2;
+    c->v.scale_up_now = c->v.max > c->v.min && rnd(&x) % 3 == 0;
+    c->ids_max = 24 + rnd(&x) % 120; /* a node id is 7 to 9 bytes: 2 to 20 of them */
+    c->ends_kept = 1 + rnd(&x) % 4;
+    snprintf(c->name, sizeof(c->name), "seed %" PRIu64 ": %d node(s)%s, --nnodes %" PRId64
+             ":%" PRId64 ", --max-restarts %" PRId64 ", --bad-node-failures %" PRId64 "%s%s",
+             seed, c->nodes, c->stranger >= 0 ? " (one a stranger)" : "", c->v.min, c->v.max,
+             c->v.max_restarts, c->v.bad_node_failures, c->v.state_dir ? ", --state-dir" : "",
+             c->v.scale_up_now ? ", --scale-up now" : "");
+    c->v.name = c->name;
+}
+
+/* A fresh rdzvd with c's bounds, and agents that started now. */
+static void sim_begin(struct sim *s, uint64_t seed)
+{
+    memset(s, 0, sizeof(*s));
+    s->seed = seed;
+    config_of(seed, &s->c);
+    /* The same clocks at each start: a replay meets the same second boundaries (an end is kept
+     * to the second). */
+    jt_now = JT_START_MS;
+    jt_wall_base = 1800000000.0;
+    g_stranger = s->c.stranger;
+    g_host.keep_ended_ms = 3600 * 1000;
+    g_host.keep_ended_max = 2;
+    g_host.max_jobs = 3;
+    rdzvd_job_ids_bytes_max = s->c.ids_max;
+    rdzvd_job_ends_kept = (unsigned)s->c.ends_kept;
+    model_begin(&s->md, &s->c.v);
+    s->md.checking = true;
+    s->ff_charged = -1;
+    for (int i = 0; i < NODES; i++)
+        s->md.a[i].born_ms = jt_now_ms();
+}
+
+static void sim_end(struct sim *s)
+{
+    model_end(&s->md);
+}
+
+/* ---- the simulator's events ---- */
+
+static int64_t fails_of(struct rdzvd_job *j, int i)
+{
+    char id[24];
+
+    snprintf(id, sizeof(id), "node-%d", i);
+    for (unsigned k = 0; j && k < j->n_hist; k++)
+        if (!strcmp(j->hist[k].node_id, id))
+            return j->hist[k].failures;
+    return 0;
+}
+
+/* An agent that JOINs under a node id never seen (a new process), and whose connection closes
+ * at once (it crashed). */
+static int ev_fresh(struct sim *s)
+{
+    static struct agent f;
+    struct rdzv_join jn = join_of(0, s->c.v.min, s->c.v.max, s->c.v.max_restarts);
+    char err[512];
+    int r;
+
+    memset(&f, 0, sizeof(f));
+    snprintf(jn.node_id, sizeof(jn.node_id), "crash-%d", s->fresh_k++);
+    snprintf(jn.host, sizeof(jn.host), "hostc%d", s->fresh_k % 3);
+    jn.last_call_ms = LAST_CALL_MS;
+    jn.heartbeat_timeout_ms = HB_MS;
+    jn.join_timeout_ms = JOIN_TIMEOUT_MS;
+    jn.bad_node_failures = s->c.v.bad_node_failures;
+    jn.scale_up_now = s->c.v.scale_up_now;
+    jn.age_ms = 1;
+    r = join_err(&s->md.e, &f.f, &jn, err, sizeof(err));
+    say(&s->md, ": %s%s%s", r ? "refused (" : "joined, then its connection closed", r ? err : "",
+        r ? ")" : "");
+    if (!r && f.f.m && !f.f.closed)
+        rdzvd_member_gone(f.f.m);
+    jt_run_pass();
+    s->md.refused = r;
+    snprintf(s->md.refused_err, sizeof(s->md.refused_err), "%s", r ? err : "");
+    return r;
+}
+
+/* Another job of one node runs and ends (its worker exits 0): the ended jobs kept and the job
+ * table's ends fill. */
+static void ev_other(struct sim *s)
+{
+    static struct agent o;
+    struct rdzv_join jn = join_of(0, 1, 1, 0);
+    char err[512];
+
+    memset(&o, 0, sizeof(o));
+    snprintf(jn.run_id, sizeof(jn.run_id), "other-%d", s->other_k++);
+    snprintf(jn.node_id, sizeof(jn.node_id), "other-node");
+    jn.last_call_ms = 0;
+    if (join_err(&s->md.e, &o.f, &jn, err, sizeof(err))) {
+        say(&s->md, ": refused (%s)", err);
+        return;
+    }
+    run_ms(&s->md.e, 1);
+    if (o.f.m && o.f.nrounds)
+        rdzvd_member_leave(o.f.m, o.f.round.generation, true);
+    if (o.f.m && !o.f.closed)
+        rdzvd_member_gone(o.f.m);
+    jt_run_pass();
+    say(&s->md, ": %s ran and ended", jn.run_id);
+}
+
+/* The job is over: its agents go, new ones (a new run of the same line) start. */
+static void ev_new_run(struct sim *s)
+{
+    struct model *md = &s->md;
+
+    memset(md->e.secrets, 0, sizeof(md->e.secrets));
+    for (int i = 0; i < NODES; i++) { /* the same machines: what they gave against them stays */
+        bool evidence = md->a[i].evidence, host_proof = md->a[i].host_proof;
+
+        memset(&md->a[i], 0, sizeof(md->a[i]));
+        md->a[i].evidence = evidence;
+        md->a[i].host_proof = host_proof;
+        md->a[i].born_ms = jt_now_ms();
+    }
+    md->op_cancelled = md->abandoned = false;
+    s->run_ended = s->run_new = md->ended_seen;
+    s->left_memory = false; /* the last run's agents are gone */
+    md->ended_seen = false;
+    s->ff_charged = -1;
+}
+
+/* The run is over: each of its agents was told how it ended (or refused), or never joined. */
+static bool job_over(struct sim *s)
+{
+    bool any = false;
+
+    for (int i = 0; i < NODES; i++) {
+        if (s->md.a[i].st == A_IN || s->md.a[i].st == A_LOST)
+            return false;
+        any |= s->md.a[i].st == A_DONE;
+    }
+    return any;
+}
+
+static bool active(struct sim *s, int code)
+{
+    return code >= EV_NODE_KINDS * NODES || code % NODES < s->c.nodes;
+}
+
+static uint64_t sim_enabled(struct sim *s)
+{
+    uint64_t mask = enabled(&s->md);
+
+    for (int code = 0; code < EV_NODE_KINDS * NODES; code++)
+        if (!active(s, code))
+            mask &= ~(1ull << code);
+    return mask;
+}
+
+static bool code_enabled(struct sim *s, int code)
+{
+    struct rdzvd_job *j = the_job(&s->md);
+
+    if (code < N_CODES)
+        return sim_enabled(s) >> code & 1;
+    if (code == SC_FRESH)
+        return j && j->state != JOB_ENDED;
+    if (code == SC_NEW_RUN)
+        return job_over(s);
+    return code < SC_END;
+}
+
+static uint64_t apply_one(struct sim *s, int code);
+
+/* Agents away come back, running workers exit 0, READY answered, time passes: whatever the job
+ * waits for comes, so that every agent is told how it ended. */
+static void ev_drain(struct sim *s)
+{
+    for (int k = 0; k < 400; k++) {
+        uint64_t mask = sim_enabled(s);
+        int code = -1;
+
+        for (int i = 0; i < s->c.nodes && code < 0; i++)
+            if (s->md.a[i].st == A_LOST && mask >> NODE_EV(EV_JOIN, i) & 1)
+                code = NODE_EV(EV_JOIN, i);
+        if (code < 0 && mask >> JOB_EV(EV_READY) & 1)
+            code = JOB_EV(EV_READY);
+        for (int i = 0; i < s->c.nodes && code < 0; i++)
+            if (mask >> NODE_EV(EV_LEAVE, i) & 1)
+                code = NODE_EV(EV_LEAVE, i);
+        if (code < 0 && mask >> JOB_EV(EV_TIMER) & 1)
+            code = JOB_EV(EV_TIMER);
+        if (code < 0)
+            break;
+        apply_one(s, code);
+        s->substeps++;
+        if (s->md.verbose)
+            printf("#          drain: %s\n", s->md.label);
+    }
+    for (int i = 0; i < NODES; i++) {
+        struct agent *a = &s->md.a[i];
+
+        if (a->st == A_IN || (a->st == A_LOST && a->resume && a->f.nrounds))
+            sbad(s, S6, 0, "node-%d was told no outcome (%s, its last event '%s')", i,
+                 a->st == A_IN ? "connected" : "away, its workers ran", a->f.event.type);
+    }
+}
+
+/* ---- the simulator's checks ---- */
+
+static void take_spre(struct sim *s, struct spre *p)
+{
+    struct rdzvd_job *j = the_job(&s->md);
+
+    memset(p, 0, sizeof(*p));
+    p->ended = s->md.ended_seen;
+    if ((p->exists = j != NULL)) {
+        p->st = j->state;
+        p->gen = j->generation;
+        p->formed_ms = j->formed_ms;
+        p->restarts = j->restart_count;
+        p->over = j->cancelled || j->state == JOB_ENDED;
+    }
+    for (int i = 0; i < NODES; i++) {
+        p->fails[i] = fails_of(j, i);
+        p->nevents[i] = s->md.a[i].f.nevents;
+        p->nrounds[i] = s->md.a[i].f.nrounds;
+        p->naside[i] = s->md.a[i].naside;
+        p->noutcome[i] = s->md.a[i].noutcome;
+        p->resume[i] = s->md.a[i].resume;
+    }
+}
+
+/* Node i ran generation p->gen: it got its ROUND and its workers ran past start-up. */
+static bool ran(struct sim *s, int i, const struct spre *p)
+{
+    const struct agent *a = &s->md.a[i];
+
+    return a->f.nrounds && a->f.round.generation == p->gen && p->formed_ms &&
+           jt_now_ms() - p->formed_ms >= RDZVD_JOB_STARTUP_FAIL_MS;
+}
+
+static void check_moved(struct sim *s, const struct spre *p, int node, const char *who)
+{
+    struct rdzvd_job *j = the_job(&s->md);
+    int kase = s->c.v.scale_up_now ? 2 : 1;
+
+    if (j && p->exists && j->restart_count > p->restarts)
+        sbad(s, S2, kase, "%s, which never ran, was charged a restart (%" PRId64 " of %" PRId64
+             ")", who, j->restart_count, s->c.v.max_restarts);
+    for (int k = 0; k < NODES; k++) {
+        struct agent *a = &s->md.a[k];
+
+        if (k == node)
+            continue;
+        if (a->naside > p->naside[k] || a->noutcome > p->noutcome[k])
+            sbad(s, S2, kase, "%s, which never ran, brought node-%d a verdict: %s: %s", who, k,
+                 a->f.event.type, a->f.event.summary);
+        else if (p->st == JOB_RUNNING && a->f.nevents > p->nevents[k] && a->f.nrounds)
+            sbad(s, S2, kase, "%s, which never ran, stopped node-%d's workers (%s)", who, k,
+                 a->f.event.type);
+    }
+}
+
+static void sim_check(struct sim *s, int code, const struct spre *p)
+{
+    struct model *md = &s->md;
+    struct rdzvd_job *j = the_job(md);
+    int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
+    int i = kind >= 0 ? code % NODES : -1;
+
+    if (kind == EV_JOIN && !p->exists && j && j->rebuilt && s->left_memory)
+        sbad(s, S4, 6, "node-%d's resume rebuilt generation %" PRIu64 " of a job that left "
+             "memory cancelled or ended, though rdzvd never restarted", i, j->generation);
+    if (kind == EV_JOIN && p->ended && !md->refused && !p->exists && j && !p->resume[i])
+        sbad(s, S4, 7, "node-%d, an agent of the run that ended (started before its end), "
+             "started the job again", i);
+    if (strstr(md->bad[I4], "resumed and was taken back")) { /* the explorer's P6, as S4 */
+        sbad(s, S4, p->resume[i] ? 4 : 7, "%s", md->bad[I4]);
+        md->bad[I4][0] = '\0';
+    }
+    /* S1: a restart for a lost node that never ran its generation. */
+    if ((kind == EV_GONE || kind == EV_BLIP) && j && p->exists && j->restart_count > p->restarts &&
+        md->a[i].f.nrounds && !ran(s, i, p))
+        sbad(s, S1, s->c.v.scale_up_now ? 2 : 1, "node-%d's connection closed %" PRIu64 " ms "
+             "after generation %" PRIu64 " formed, before its workers ran, and the job was "
+             "charged restart %" PRId64 " of %" PRId64, i, jt_now_ms() - p->formed_ms, p->gen,
+             j->restart_count, s->c.v.max_restarts);
+    /* S2: a node that never got a ROUND, gone at once. */
+    if (code == SC_FRESH)
+        check_moved(s, p, -1, "an agent that joined and crashed at once");
+    if ((kind == EV_GONE || kind == EV_BLIP) && !p->nrounds[i])
+        check_moved(s, p, i, i == STRANGER ? "the stranger" : "a node that never got a ROUND");
+    /* S3: a refusal for a table full of nodes that left. */
+    if ((kind == EV_JOIN || code == SC_FRESH) && md->refused &&
+        strstr(md->refused_err, "seen too many node ids"))
+        sbad(s, S3, 3, "a JOIN was refused: %s", md->refused_err);
+    if ((kind == EV_JOIN || code == SC_FRESH) && md->refused && strstr(md->refused_err,
+                                                                       "--max-jobs"))
+        sbad(s, S3, 0, "a JOIN was refused though no other job runs: %s", md->refused_err);
+    /* S4: an ended job is not rebuilt, and a new run is not refused for the old one's end. */
+    if (kind == EV_JOIN && s->run_ended && !md->a[i].resume && md->refused == -EBUSY &&
+        strstr(md->refused_err, "has ended"))
+        sbad(s, S4, 7, "node-%d, started after the last run ended, was refused: %s", i,
+             md->refused_err);
+    if (kind == EV_JOIN && !p->exists && j && s->run_new && !md->a[i].resume &&
+        (j->restart_count || j->generation > 1 || j->state == JOB_ENDED))
+        sbad(s, S4, s->c.v.state_dir ? 4 : 0, "node-%d's new run took the last run's job "
+             "(generation %" PRIu64 ", restart %" PRId64 ", %s)", i, j->generation,
+             j->restart_count, rdzvd_job_state_names[j->state]);
+    if (j)
+        s->run_new = false;
+    /* S5: the node that failed first at start-up keeps its charge. */
+    if (kind == EV_EXIT_START && p->st == JOB_RUNNING && j && p->gen != s->ff_gen) {
+        s->ff_node = i;
+        s->ff_gen = p->gen;
+        s->ff_charged = fails_of(j, i);
+    } else if (s->ff_charged >= 0 && j && kind >= EV_EXIT_START && kind <= EV_EXIT_KILL &&
+               i != s->ff_node && j->generation == s->ff_gen &&
+               fails_of(j, s->ff_node) < s->ff_charged) {
+        sbad(s, S5, 5, "node-%d's workers failed first at start-up, and its charge was taken "
+             "back (%" PRId64 " failures, then %" PRId64 ")", s->ff_node, s->ff_charged,
+             fails_of(j, s->ff_node));
+        s->ff_charged = -1;
+    }
+    if (!j)
+        s->ff_charged = -1;
+    if (p->exists && p->over && !j && code != JOB_EV(EV_RESTART))
+        s->left_memory = true;
+    if (code == JOB_EV(EV_RESTART))
+        s->left_memory = false;
+}
+
+/* One event with every check around it; the violations in s->vio. The key of the state it
+ * reached (state_key, which notes whether the job has a record: enabled() reads it). */
+static uint64_t apply_one(struct sim *s, int code)
+{
+    struct model *md = &s->md;
+    struct spre p;
+
+    md->refused = 0;
+    if (code < EV_NODE_KINDS * NODES && code / NODES == EV_JOIN) {
+        struct agent *a = &md->a[code % NODES];
+
+        /* An agent told to restart stops its workers even when its connection closed before
+         * its READY: it comes back with a plain JOIN, not a resume of what it stopped. */
+        if (a->st == A_LOST && event_is(&a->f, "restart") && a->acked != a->f.event.generation) {
+            a->f.event.type[0] = '\0';
+            a->resume = 0;
+        }
+    }
+    take_spre(s, &p);
+    if (code < N_CODES) {
+        apply(md, (uint8_t)code);
+    } else {
+        struct pre pp;
+
+        memset(md->bad, 0, sizeof(md->bad));
+        md->label[0] = '\0';
+        say(md, "%s", tok_job[code - JOB_EV(EV_NODE_KINDS)]);
+        take_pre(md, -1, &pp);
+        g_freed_ended = false;
+        if (code == SC_FRESH)
+            ev_fresh(s);
+        else if (code == SC_OTHER)
+            ev_other(s);
+        if (code == SC_OTHER)
+            g_freed_ended = false; /* the other job's */
+        else if (code == SC_NEW_RUN)
+            ev_new_run(s);
+        else if (code == SC_DRAIN)
+            ev_drain(s);
+        md->refused = code == SC_FRESH ? md->refused : 0;
+        if (code != SC_DRAIN && code != SC_NEW_RUN) {
+            check_step(md, EV_TIMER, -1, &pp);
+            reap(md);
+            check_after_reap(md, EV_TIMER, &pp);
+        }
+    }
+    sim_check(s, code, &p);
+    for (int k = 0; k < N_INV; k++)
+        if (md->bad[k][0] && !s->vio[k][0]) {
+            snprintf(s->vio[k], sizeof(s->vio[k]), "%s", md->bad[k]);
+            s->vcheck[k] = md->check[k];
+            s->vcase[k] = 0;
+            s->vrefused[k] = false;
+        }
+    return state_key(md);
+}
