@@ -22,6 +22,9 @@
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-world.h"
 
+/* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
+ * others get is at most this long: RDZVD_JOB_STARTUP_FAIL_MS, which a test may make smaller. */
+extern int64_t rdzvd_job_startup_fail_ms;
 
 enum job_state {
     JOB_FORMING,  /* taking JOINs / READYs for the next round */

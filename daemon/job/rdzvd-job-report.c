@@ -173,6 +173,8 @@ static bool exit_from_outside(const struct rdzv_worker_exit *w)
             (w->signal <= 0 && w->exit_code > 128 && signal_from_outside(w->exit_code - 128)));
 }
 
+int64_t rdzvd_job_startup_fail_ms = RDZVD_JOB_STARTUP_FAIL_MS;
+
 /* Whether m's local rank failed at start-up: soon after its generation formed (within
  * extra_ms more: a generation that stops after a start-up failure gave the others' workers its
  * grace, and a second of slack for the report), and before it reported a step. */
@@ -181,7 +183,7 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank, 
     const struct rdzvd_job *j = m->job;
 
     return j->formed_ms &&
-           (int64_t)(rdzvd_job_now_ms() - j->formed_ms) < RDZVD_JOB_STARTUP_FAIL_MS + extra_ms &&
+           (int64_t)(rdzvd_job_now_ms() - j->formed_ms) < rdzvd_job_startup_fail_ms + extra_ms &&
            !rdzvd_member_rank_progressed(m, local_rank);
 }
 
@@ -195,8 +197,8 @@ static void startup_grace(struct rdzvd_job *j)
 
     if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)
         grace = RDZVD_JOB_STARTUP_GRACE_MIN_MS;
-    if (grace > RDZVD_JOB_STARTUP_GRACE_MAX_MS)
-        grace = RDZVD_JOB_STARTUP_GRACE_MAX_MS;
+    if (grace > rdzvd_job_startup_fail_ms) /* RDZVD_JOB_STARTUP_GRACE_MAX_MS as set */
+        grace = rdzvd_job_startup_fail_ms;
     j->startup_grace_ms = grace;
 }
 

@@ -214,7 +214,7 @@ static int record_of(struct model *md, struct rdzvd_job_record *rec)
 
 static bool startup_window(struct rdzvd_job *j)
 {
-    return j->formed_ms && jt_now_ms() - j->formed_ms < RDZVD_JOB_STARTUP_FAIL_MS;
+    return j->formed_ms && jt_now_ms() - j->formed_ms < (uint64_t)rdzvd_job_startup_fail_ms;
 }
 
 /* Node i's workers run the job's current generation, and the job counts their reports. */

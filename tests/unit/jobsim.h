@@ -38,10 +38,11 @@ static const char *const tok_job[] = {"all-fail", "ready",     "timer",     "op-
 
 struct config {
     struct variant v;
-    char name[200];
+    char name[256];
     int nodes; /* slots 0..nodes-1 act (the stranger among them, when there is one) */
     int stranger;
     uint64_t ids_max, ends_kept;
+    int64_t startup_fail_ms; /* the start-up window, and the grace's longest */
 };
 
 struct sim {
@@ -120,11 +121,14 @@ static void config_of(uint64_t seed, struct config *c)
     c->v.scale_up_now = c->v.max > c->v.min && rnd(&x) % 3 == 0;
     c->ids_max = 24 + rnd(&x) % 120; /* a node id is 7 to 9 bytes: 2 to 20 of them */
     c->ends_kept = 1 + rnd(&x) % 4;
+    c->startup_fail_ms = (int64_t[]){1000, 2500, RDZVD_JOB_STARTUP_FAIL_MS}[rnd(&x) % 3];
     snprintf(c->name, sizeof(c->name), "seed %" PRIu64 ": %d node(s)%s, --nnodes %" PRId64
-             ":%" PRId64 ", --max-restarts %" PRId64 ", --bad-node-failures %" PRId64 "%s%s",
+             ":%" PRId64 ", --max-restarts %" PRId64 ", --bad-node-failures %" PRId64 "%s%s; "
+             "node ids %" PRIu64 " B, ends %" PRIu64 ", start-up %" PRId64 " ms",
              seed, c->nodes, c->stranger >= 0 ? " (one a stranger)" : "", c->v.min, c->v.max,
              c->v.max_restarts, c->v.bad_node_failures, c->v.state_dir ? ", --state-dir" : "",
-             c->v.scale_up_now ? ", --scale-up now" : "");
+             c->v.scale_up_now ? ", --scale-up now" : "", c->ids_max, c->ends_kept,
+             c->startup_fail_ms);
     c->v.name = c->name;
 }
 
@@ -144,6 +148,7 @@ static void sim_begin(struct sim *s, uint64_t seed)
     g_host.max_jobs = 3;
     rdzvd_job_ids_bytes_max = s->c.ids_max;
     rdzvd_job_ends_kept = (unsigned)s->c.ends_kept;
+    rdzvd_job_startup_fail_ms = s->c.startup_fail_ms;
     model_begin(&s->md, &s->c.v);
     s->md.checking = true;
     s->ff_charged = -1;
@@ -352,7 +357,7 @@ static bool ran(struct sim *s, int i, const struct spre *p)
     const struct agent *a = &s->md.a[i];
 
     return a->f.nrounds && a->f.round.generation == p->gen && p->formed_ms &&
-           jt_now_ms() - p->formed_ms >= RDZVD_JOB_STARTUP_FAIL_MS;
+           jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms;
 }
 
 static void check_moved(struct sim *s, const struct spre *p, int node, const char *who)

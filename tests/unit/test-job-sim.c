@@ -196,7 +196,7 @@ static void print_trace(const struct trace *t)
 static struct pending {
     int slot, kase;
     const char *check;
-    char what[512], config[200];
+    char what[512], config[256];
 } g_pend[N_ALL];
 static int g_npend;
 
@@ -571,8 +571,11 @@ int main(void)
     if (trace && *trace) {
         struct trace t;
 
+        struct config c;
+
         ASSERT_OK(trace_parse(trace, &t));
-        printf("# replaying RDZV_SIM_TRACE (%d events)\n", t.n);
+        config_of(t.seed, &c);
+        printf("# replaying RDZV_SIM_TRACE (%d events; %s)\n", t.n, c.name);
         replay(&t, -1, NULL, true, NULL);
     } else {
         TEST(test_saved_traces);
