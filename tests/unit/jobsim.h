@@ -14,7 +14,6 @@ static int g_stranger = -1; /* the configuration's stranger, -1: none */
 
 #include "jobcheck.h"
 
-
 /* The simulator's own events, past the model's codes. */
 enum { SC_FRESH = N_CODES, SC_OTHER, SC_NEW_RUN, SC_NEW_RDZVD, SC_DRAIN, SC_END };
 #define TRACE_MAX 600 /* events from a fresh rdzvd to the next */

@@ -15,10 +15,12 @@
  * the test. The first violation of each check is shrunk (chunks of events dropped while it still
  * violates, replayed from a fresh rdzvd) and printed event by event, with the trace that replays
  * it: RDZV_SIM_TRACE='seed=N join:0 join:1 ...'. RDZV_SIM_SEED=N runs that seed only,
- * RDZV_SIM_FIRST=N the seeds from N;
- * RDZV_SIM_SEEDS, RDZV_SIM_EVENTS (in all) and RDZV_SIM_SECONDS (a wall-time budget: it stops
- * early and says how far it got) size the run; RDZV_SIM_KEEP_GOING=1 goes on past a failing
- * violation. Every trace in RDZV_SIM_TRACES (tests/unit/sim-traces/) is replayed first. */
+ * RDZV_SIM_FIRST=N the seeds from N; RDZV_SIM_SEEDS, RDZV_SIM_EVENTS (in all) and
+ * RDZV_SIM_SECONDS (a wall-time budget, shared fairly among the seeds: each stops at its share,
+ * and the count says how far they got) size the run, RDZV_SIM_JOBS (default 2) the processes
+ * that share the seeds; RDZV_SIM_KEEP_GOING=1 goes on past a failing violation,
+ * RDZV_SIM_VERBOSE=1 prints every event. Every trace in RDZV_SIM_TRACES
+ * (tests/unit/sim-traces/) is replayed first. */
 #include <dirent.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
