@@ -428,16 +428,17 @@ struct tally {
 static void run_share(uint64_t first, uint64_t seeds, uint64_t per, uint64_t deadline, int k,
                       int n, struct tally *t)
 {
-    uint64_t left = (seeds - (uint64_t)k + (uint64_t)n - 1) / (uint64_t)n, now;
+    uint64_t left = (seeds - (uint64_t)k + (uint64_t)n - 1) / (uint64_t)n, now, got;
 
     for (uint64_t seed = first + (uint64_t)k; seed < first + seeds && !g_stop;
          seed += (uint64_t)n, left--) {
         /* A fair share of the time left to each seed still to run: all of them run. */
         now = real_ms();
         g_deadline = now < deadline ? now + (deadline - now) / left : now;
-        t->done += run_seed(seed, per);
+        got = run_seed(seed, per);
+        t->done += got;
         t->nseeds++;
-        t->stopped |= real_ms() >= g_deadline;
+        t->stopped |= got < per;
     }
 }
 
