@@ -77,6 +77,7 @@ struct agent {
     bool host_proof;  /* ... while it held a node rank: its host is suspect */
     bool cancel_sent; /* its agent was signalled */
     uint64_t born_ms; /* when its agent started (JOIN age_ms), 0: not said (the explorer) */
+    uint64_t incarnation; /* of the rdzvd that last JOINED it, echoed by a resume (1.18) */
 };
 
 struct variant {
@@ -178,7 +179,10 @@ static void x_keep_ended(struct rdzvd_ended_jobs *ended, const struct rdzvd_job 
  * table after a restart. */
 static void host_setup(struct env *e)
 {
+    static uint64_t incarnations;
+
     e->h.ops = &x_ops;
+    e->h.incarnation = ++incarnations; /* each rdzvd, a restarted one too, its own */
     rdzvd_ended_jobs_free(&e->ended);
     rdzvd_ended_jobs_init(&e->ended, g_host.keep_ended_ms, g_host.keep_ended_max);
     e->h.ended = &e->ended;
@@ -251,7 +255,8 @@ static void ev_join(struct model *md, int i)
         jn.resume = (struct rdzv_resume){
             .generation = rd->generation, .node_rank = rd->node_rank, .nnodes = rd->nnodes,
             .rank_offset = rd->rank_offset, .world_size = rd->world_size,
-            .restart_count = rd->restart_count, .master_port = rd->master_port, .left = a->left};
+            .restart_count = rd->restart_count, .master_port = rd->master_port, .left = a->left,
+            .incarnation = a->incarnation};
         say(md, " (resumes generation %" PRIu64 "%s)", rd->generation, a->left ? ", left" : "");
     }
     a->f.m = NULL;
@@ -260,6 +265,8 @@ static void ev_join(struct model *md, int i)
     say(md, ": %s%s%s", r ? "refused (" : a->f.spare ? "a spare" : "joined", r ? err : "",
         r ? ")" : "");
     a->st = r ? A_DONE : A_IN; /* refused: its agent exits */
+    if (!r)
+        a->incarnation = md->e.h.incarnation;
     md->refused = r;
     snprintf(md->refused_err, sizeof(md->refused_err), "%s", r ? err : "");
 }
