@@ -73,6 +73,14 @@ int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartb
     return r;
 }
 
+int agent_client_send_round_ack(struct agent_client *c, uint64_t generation)
+{
+    struct rdzv_heartbeat h = {.generation = generation};
+    struct rdzv_buf b = {0};
+
+    return client_send(c, &b, rdzv_msg_put_heartbeat(&b, &h)); /* asked_ms not set */
+}
+
 /* The messages that are only encoded and queued: one definition each, the same body. */
 #define CLIENT_SEND(name, type)                                                                    \
     int agent_client_send_##name(struct agent_client *c, const struct type *m)                     \

@@ -126,6 +126,10 @@ void agent_client_set_silence(struct agent_client *c, uint64_t silence_ms);
 /* Send one message (encoded at once: the struct stays the caller's). Loop thread only. Returns 0
  * or -errno: -ENOTCONN before JOIN went out or once the connection is dead, -ENOMEM. */
 int agent_client_send_heartbeat(struct agent_client *c, const struct rdzv_heartbeat *h);
+/* A HEARTBEAT naming generation, sent as the agent takes its ROUND, before its workers start:
+ * rdzvd learns that this node runs it. Its answer may be read only once they started (uv_spawn
+ * holds the loop), so rdzvd's silence is not timed from it. */
+int agent_client_send_round_ack(struct agent_client *c, uint64_t generation);
 int agent_client_send_ready(struct agent_client *c, const struct rdzv_ready *r);
 int agent_client_send_leave(struct agent_client *c, const struct rdzv_leave *l);
 int agent_client_send_unhealthy(struct agent_client *c, const struct rdzv_unhealthy *u);

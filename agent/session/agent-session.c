@@ -263,6 +263,11 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     a->local_failure = false;
     a->dropped = a->plain = false;
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
+    /* Tell the daemon that this node took its round before any worker starts: a node lost from
+     * here on ran in the generation, and its loss is the job's failure, not its host's (issue
+     * 62). Sent only after the start, a worker could be seen running (and its agent killed)
+     * before the daemon heard of it. */
+    (void)agent_client_send_round_ack(a->client, r->generation);
     if (keep)
         e = agent_session_round_in_place(a, &as);
     else if (a->cfg.inplace)

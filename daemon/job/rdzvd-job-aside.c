@@ -229,7 +229,8 @@ static bool fails_at_startup(const struct rdzvd_job *j, const struct rdzvd_job_r
                        * node to tell a node's fault from the job's */
     for (unsigned i = 0; i < j->n_hist; i++)
         for (unsigned k = 0; &j->hist[i] != h && k < j->hist[i].n_fails; k++)
-            if (j->hist[i].fails[k].node && in_window(j, &j->hist[i].fails[k], now))
+            if (j->hist[i].fails[k].node && in_window(j, &j->hist[i].fails[k], now) &&
+                j->hist[i].fails[k].world_size != RDZVD_FAIL_UNRAN) /* no worker's failure */
                 return false;
     return true;
 }
@@ -290,6 +291,60 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
                  waits ? "; no spare waits: the job waits for a node to take its place "
                          "(--join-timeout)" : "");
     return RDZVD_ASIDE_NOW;
+}
+
+/* The failures of host's nodes lost before they ran that count now (within the window). */
+static int64_t host_unran(const struct rdzvd_job *j, const char *host, int64_t now)
+{
+    int64_t n = 0;
+
+    for (unsigned i = 0; host[0] && i < j->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &j->hist[i];
+
+        for (unsigned k = 0; strcmp(h->host, host) == 0 && k < h->n_fails; k++)
+            n += h->fails[k].world_size == RDZVD_FAIL_UNRAN && in_window(j, &h->fails[k], now);
+    }
+    return n;
+}
+
+bool rdzvd_member_lost_unran(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
+                  m->ran_gen != j->generation;
+    struct rdzvd_job_record_fail f = {.ms = wall_ms(), .rank = -1, .local_rank = -1,
+                                      .world_size = RDZVD_FAIL_UNRAN, .node = true};
+    struct rdzvd_job_record_hist *h;
+    int64_t n;
+
+    /* One that left on a signal from outside (its scheduler's) is charged nothing, as ever;
+     * one put aside on its own word (a health check) was charged already. */
+    if (!placed || m->signalled || !(h = hist_get(j, m->join.node_id)) || h->aside)
+        return placed;
+    /* Its agent's --host: a new agent on that host is a new node id, and the host is what keeps
+     * costing the job (an agent that crashes as it starts, a token holder that closes). */
+    snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    fail_keep(h, &f);
+    h->failures++;
+    n = host_unran(j, m->join.host, f.ms);
+    /* Logged as rdzvd_job_note does (rdzvd-job-sm.c calls this file: no call back). */
+    log_warn("job=%s gen=%" PRIu64 " node=%s (node id %s) went before it ran (its agent never "
+             "answered its ROUND): not charged to the restart budget; its host has lost "
+             "%" PRId64 " node(s) so", j->run_id, j->generation, m->join.host, m->join.node_id, n);
+    if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
+        h->aside = true;
+        aside_gpus(m, h);
+        rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
+        snprintf(h->reason, sizeof(h->reason),
+                 "%" PRId64 " of its nodes went before they ran (placed, their agents gone "
+                 "before their workers started) %s "
+                 "(--bad-node-failures %" PRId64 "), the last at generation %" PRIu64,
+                 n, j->bad_node_window_ms > 0 ? "within --bad-node-window" : "within the job",
+                 j->bad_node_failures, j->generation);
+        log_warn("job=%s gen=%" PRIu64 " node=%s put aside (node id %s): %s", j->run_id,
+                 j->generation, m->join.host, m->join.node_id, h->reason);
+    }
+    return placed; /* the restart that follows records it (STOPPED) */
 }
 
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)

@@ -103,6 +103,11 @@ struct rdzvd_member {
      * resume that found the generation over. It held a place, as a node rank would show. */
     bool held_place;
     uint64_t startup_gen; /* the generation whose start-up it reported failing; 0: none */
+    /* The last generation it ran: its agent answered that generation's ROUND (the HEARTBEAT
+     * naming it, sent as it takes the round) or resumed it; 0: none. A node lost before it
+     * ran is charged to its host, never to the job's budget (rdzvd_member_lost_unran). */
+    uint64_t ran_gen;
+    bool ran_now; /* ran_gen was just set: its next deadline keeps the start grace */
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
@@ -435,6 +440,13 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
  * node flag cleared, their count lowered); m is charged nothing. The number taken back; the
  * caller records the history when any was. */
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
+/* m goes (rdzvd_member_drop). A node lost before it ran (placed in the running generation,
+ * its agent never answered the ROUND) cost the job a restart: that is charged to its node id
+ * and host in the history, as a failure with world size RDZVD_FAIL_UNRAN (a host charged
+ * --bad-node-failures times is put aside), never to the budget. True when so: the restart that
+ * follows is not the job's failure. */
+#define RDZVD_FAIL_UNRAN 0
+bool rdzvd_member_lost_unran(struct rdzvd_member *m);
 /* rdzvd-job-sm.c: the generation stopped (every member ready): the members whose node is put
  * aside and pending go (EVENT put_aside), before the next round forms. True when the job went
  * with its last member (j is gone). */

@@ -613,6 +613,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
         !(mismatch = rebuilt_claim_mismatch(j, jn, why, sizeof(why)))) {
         rdzvd_member_set_rank(m, rs->node_rank);
         m->prev_rank = rs->node_rank;
+        m->ran_gen = rs->generation; /* its workers run it */
         m->rank_offset = rs->rank_offset;
         rdzvd_member_set_ready(m, false);
         rdzvd_job_note(j, false,

@@ -101,6 +101,10 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
     size_t nproc = (size_t)m->join.nproc;
     double wall = rdzvd_job_wall_s(), first = 0; /* a recovery's first step: its earliest report */
 
+    if (hb->generation == j->generation && m->node_rank >= 0 && m->ran_gen != hb->generation) {
+        m->ran_gen = hb->generation; /* its agent took the ROUND: its workers start */
+        m->ran_now = true; /* before they started: the start grace goes on (its deadline) */
+    }
     if (hb->n_progress == 0 || hb->generation != j->generation || m->node_rank < 0)
         return;
     if (!m->progress) {

@@ -122,7 +122,11 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
 {
     RDZVD_JOB_STEP;
     rdzvd_member_check_stall(m);
-    rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms);
+    /* The first HEARTBEAT of its generation comes as its agent takes the ROUND, before its
+     * workers start (uv_spawn may hold its loop): the start grace lasts until the next. */
+    rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms *
+                               (m->ran_now ? RDZVD_JOB_INIT_GRACE_FACTOR : 1));
+    m->ran_now = false;
     return m->job->generation;
 }
 

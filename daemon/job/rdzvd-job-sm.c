@@ -714,7 +714,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     struct rdzvd_job *j = m->job;
     void *peer = m->peer;
     enum job_state st = j->state;
-    bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1;
+    bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1, unran;
     bool signalled = m->signalled; /* it left on a signal from outside: nothing is charged */
     void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
     int64_t rank = m->node_rank;
@@ -728,6 +728,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     else
         rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
                        why);
+    unran = rdzvd_member_lost_unran(m); /* charged to its host: never the job's failure */
     /* With its last member gone, the job may end now, not go as if it might go on. */
     if (last) {
         end_with_last(m, why, dismiss != NULL);
@@ -751,7 +752,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
             rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
                               signalled            ? "a node left on a signal from outside"
                               : j->straggler_cause ? "a straggler put aside"
-                                                   : NULL,
+                                                   : unran ? "a node lost before it ran" : NULL,
                               1, cause);
         else if (in_round)
             rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */

@@ -2,15 +2,24 @@
 """Node faults against real agents and a real rdzvd: an agent SIGKILLed (its workers die with it),
 SIGSTOPped (heartbeat timeout), cut off by its link going down inside a network namespace;
 survivors re-form when --nnodes MIN allows, wait for a replacement or fail after --join-timeout
-below MIN; a spare takes a lost node's place; --scale-up now takes a late node in at once."""
+below MIN; a spare takes a lost node's place; --scale-up now takes a late node in at once; a node
+that goes before it ran spends nothing of the job (issue 62)."""
 import os
 import shutil
 import signal
 import subprocess
 import time
 
-from authtest import JOIN, JOINED, Peer, join_body
-from faulttest import HB, FaultTestCase, finish, kill_quietly, main, pid_alive
+from authtest import JOIN, JOINED, ROUND, Peer, join_body, read_token, token_file
+from faulttest import HB, WORKER, FaultTestCase, finish, kill_quietly, main, pid_alive
+
+# A worker that holds its generation's stop (SIGTERM) until FAULT_DIR/go.<generation> exists:
+# the test decides what happens while the job stops. Otherwise fault-worker, its exit status.
+HOLD_STOP = r"""gen=$RDZV_GENERATION
+trap 'until [ -e "$FAULT_DIR/go.$gen" ]; do sleep 0.02; done; kill -9 $c 2>/dev/null; exit 143' TERM
+"$0" & c=$!
+wait $c
+"""
 
 
 class TestNodeLoss(FaultTestCase):
@@ -212,6 +221,58 @@ class TestNodeLoss(FaultTestCase):
         self.assertIsNone(self.d.find_log(r"did not come back after rdzvd restarted"),
                           self.d.log()[-3000:])
         self.finish_all([a, c], 143)
+
+class TestNeverRan(FaultTestCase):
+    """Issue 62: a node that never ran (its agent gone before it answered its ROUND) spends
+    nothing of the job. The token holder that comes and goes is a raw client of the agents'
+    token."""
+
+    def stranger(self, run_id, node_id, host, mn, mx, max_restarts):
+        """A token holder's JOIN of run_id (JOINED read); its connection."""
+        s = Peer(self.d.port)
+        self.addCleanup(s.close)
+        s.authenticate(read_token(self.tok))
+        s.send(JOIN, join_body(run_id, node_id, mx, mn=mn, host=host,
+                                  max_restarts=max_restarts))
+        op, body = s.recv_json()
+        self.assertEqual(op, JOINED, body)
+        return s, body
+
+    def test_node_lost_before_it_ran_spends_no_restart(self):
+        # Case 1 as written: --nnodes 2:3 --max-restarts 3 on A and B; A's worker dies once.
+        # While A and B stop their workers, a token holder JOINs; the re-form places it; it
+        # disconnects at its ROUND. Three such cycles: before, each was a lost node charged to
+        # the job, and the third exhausted the budget ("restart budget exhausted (3 of 3
+        # restarts used)"). Now the job runs on at restart count 1.
+        self.tok = token_file(self)
+        self.start_daemon("--token-file", self.tok)
+        hold = ["/bin/sh", "-c", HOLD_STOP, WORKER]
+        ps = [self.agent("nr", "--nnodes", "2:3", "--nproc", "1", "--node-rank", str(i),
+                         "--max-restarts", "3", "--token-file", self.tok, "--grace", "30",
+                         worker=hold) for i in (0, 1)]
+        self.wait_starts(1, 2, agents=ps)  # the workers' stops are held from here on
+        mark = self.d.mark()
+        os.kill(self.worker_pid(1, 0), signal.SIGKILL)  # an ordinary restart, counted
+        for gen in (1, 2, 3):
+            self.d.wait_log(rf"job=nr gen=\d+ restarting generation {gen} ", since=mark)
+            s, joined = self.stranger("nr", f"stranger-{gen}", f"stranger{gen}", 2, 3, 3)
+            self.assertTrue(joined["spare"], joined)
+            open(os.path.join(self.dir, f"go.{gen}"), "w").close()  # A and B stop now
+            op, rd = s.recv_json()
+            self.assertEqual(op, ROUND, rd)
+            self.assertEqual(rd["generation"], gen + 1)
+            self.wait_starts(gen + 1, 2, agents=ps)  # A's and B's: their stops held
+            mark = self.d.mark()
+            s.close()  # it never answers its ROUND
+        self.d.wait_log(r"job=nr gen=\d+ restarting generation 4 \(restart 1 of 3, not "
+                        r"counted: a node lost before it ran\)", since=mark)
+        self.d.wait_log(r"job=nr gen=4 node=stranger3 \(node id stranger-3\) went before it ran")
+        open(os.path.join(self.dir, "go.4"), "w").close()
+        self.wait_starts(5, 2, agents=ps)
+        self.assert_generation(5, 2, nnodes=2, restart=1)
+        self.release()
+        self.finish_all(ps, 0)
+        self.assertIsNone(self.d.find_log(r"restart budget exhausted"))
 
 
 class TestLinkCut(FaultTestCase):

@@ -10,7 +10,7 @@
 
 static const char *const inv_name[N_INV] = {
     "I1: a job ends only by its members' outcomes, every member signalled, or the operator; a "
-    "node that never ran moves nobody else",
+    "node that never ran moves nobody else, and its loss spends no restart of the budget",
     "I2: a node is put aside only on its own evidence",
     "I3: every node failing alike at start-up puts none aside; a used budget ends the job "
     "'failed'; no agent waits without a timer",
@@ -138,6 +138,11 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
                 bad(md, I1, "node-%d, which never ran, moved node-%d (now its event '%s')", i,
                     k, md->a[k].f.event.type);
     }
+    /* I1: a node placed and lost before it ran (it never answered its ROUND) costs the job a
+     * re-form, never a restart of its budget (issue 62). */
+    if (kind == EV_GONE && md->a[i].f.silent && j && p->exists && j->restart_count > p->restarts)
+        bad(md, I1, "node-%d, lost before it ran, spent a restart (%" PRId64 " -> %" PRId64 ")",
+            i, p->restarts, j->restart_count);
     /* I2: each node put aside (told so, in the history, or refused) gave its own evidence; a
      * refusal by host needs evidence from a node of that host that held a rank. */
     if (kind == EV_JOIN && md->refused == -EACCES && !md->a[i].evidence) {
@@ -281,6 +286,9 @@ static void apply(struct model *md, uint8_t code)
         rdzvd_member_mark_stall(a->f.m);
         /* fall through */
     case EV_GONE:
+        /* A silent node that took a place goes before it ran: its own evidence (issue 62). */
+        a->evidence |= a->f.silent && a->ranked;
+        a->host_proof |= a->f.silent && a->ranked;
         rdzvd_member_gone(a->f.m);
         a->f.m = NULL;
         a->st = A_LOST;

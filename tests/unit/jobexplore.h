@@ -86,6 +86,7 @@ struct variant {
     bool state_dir;
     int depth;         /* the default */
     bool scale_up_now; /* JOIN scale_up_now (--scale-up now) */
+    bool silent_spare; /* node-2's agent never answers its ROUNDs: placed, it never runs */
 };
 
 struct model {
@@ -477,6 +478,7 @@ static void model_begin(struct model *md, const struct variant *v)
     memset(g_agents, 0, sizeof(g_agents));
     md->a = g_agents;
     md->v = v;
+    g_agents[2].f.silent = v->silent_spare;
     if (v->state_dir)
         (void)rdzvd_journal_unlink(g_fd, "jobs");
     env_init(&md->e, v->state_dir ? g_fd : -1);

@@ -191,6 +191,8 @@ static const struct variant variants[] = {
     {"2..3 elastic with a stranger, --bad-node-failures 2 --max-restarts 2", 2, 3, 2, 2, false,
      7},
     {"2:2 with a spare and a stranger, --state-dir", 2, 2, 1, 1, true, 6},
+    {.name = "2:2 with a spare that never runs and a stranger", .min = 2, .max = 2,
+     .bad_node_failures = 1, .max_restarts = 1, .depth = 6, .silent_spare = true},
 };
 #define N_VARIANTS (int)(sizeof(variants) / sizeof(variants[0]))
 static uint64_t g_deadline;
@@ -227,6 +229,11 @@ static void test_explore_state_dir(void)
     run_variant(2);
 }
 
+static void test_explore_silent_spare(void)
+{
+    run_variant(3);
+}
+
 /* With RDZV_EXPLORE_KEEP_GOING=1 the variants went on past their violations: fail here. */
 static void test_no_violation(void)
 {
@@ -248,6 +255,7 @@ int main(void)
     TEST(test_explore_fixed);
     TEST(test_explore_elastic);
     TEST(test_explore_state_dir);
+    TEST(test_explore_silent_spare);
     TEST(test_no_violation);
     printf("# %.1f s in all\n", (double)(real_ms() - t0) / 1000);
     jt_state_dir_done(g_fd, g_path);

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-unran.c: a node that never ran spends nothing of the job (issue 62, case 1). A node
+ * placed in a generation and lost before its agent answered the ROUND (the HEARTBEAT naming the
+ * generation that an agent sends as it takes the round) costs the job a restart: it is not
+ * charged to the restart budget but to the node's id and host in the failure history, and a
+ * host charged --bad-node-failures times is put aside. Fake agents (jobtest.h) answer each ROUND
+ * at once unless silent. */
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+static struct rdzvd_job *job_of(struct env *e)
+{
+    return rdzvd_job_find(&e->jobs, "job");
+}
+
+/* Node id node-i's JOIN of the job (--nnodes min:max, --max-restarts 3, --bad-node-failures 2,
+ * the agent's default), under host. */
+static struct rdzv_join join_on(int i, int64_t min, int64_t max, const char *host)
+{
+    struct rdzv_join jn = join_of(i, min, max, 3);
+
+    jn.bad_node_failures = 2;
+    jn.last_call_ms = 10;
+    if (host)
+        snprintf(jn.host, sizeof(jn.host), "%s", host);
+    return jn;
+}
+
+/* The failures in the history of host's nodes lost before they ran. */
+static int unran_of(struct rdzvd_job *j, const char *host)
+{
+    int n = 0;
+
+    for (unsigned i = 0; i < j->n_hist; i++)
+        for (unsigned k = 0; k < j->hist[i].n_fails && !strcmp(j->hist[i].host, host); k++)
+            n += j->hist[i].fails[k].world_size == RDZVD_FAIL_UNRAN;
+    return n;
+}
+
+/* The job (--nnodes 2:3) on f[0] and f[1] runs generation 1; f[0]'s worker fails once: a
+ * counted restart, the members stop (restart count 1). */
+static void one_failure(struct env *e, struct fake *f)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 1};
+
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_on(i, 2, 3, NULL);
+
+        ASSERT_OK(join(e, &f[i], &jn));
+    }
+    run_ms(e, 100); /* last call: generation 1 on two nodes */
+    ASSERT_EQ(f[0].nrounds, 1);
+    jt_worker_exit(&f[0], &w);
+    ASSERT_TRUE(event_is(&f[1], "restart"));
+    ASSERT_EQ(job_of(e)->restart_count, 1);
+    ASSERT_EQ(job_of(e)->state, JOB_STOPPING);
+}
+
+/* Case 1 as written: while A and B stop, a token holder JOINs; the re-form places it; it goes
+ * at its ROUND (it never answers). Three such cycles leave the budget (3) as the one worker
+ * failure left it; the nodes lost are charged, their hosts (distinct) not put aside yet. */
+static void test_node_lost_before_it_ran_is_not_charged(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s[3] = {0};
+
+    env_init(&e, -1);
+    one_failure(&e, f);
+    for (int c = 0; c < 3; c++) {
+        char host[32];
+        struct rdzv_join jn;
+        uint64_t gen = job_of(&e)->generation;
+
+        snprintf(host, sizeof(host), "stranger%d", c);
+        jn = join_on(5 + c, 2, 3, host);
+        s[c].silent = true;
+        ASSERT_OK(join(&e, &s[c], &jn)); /* a spare, ready at once (S1) */
+        ASSERT_TRUE(s[c].spare);
+        all_ready(f, 2, gen);
+        ASSERT_EQ(s[c].nrounds, 1); /* placed: the round closed at MAX */
+        ASSERT_EQ(s[c].round.generation, gen + 1);
+        rdzvd_member_gone(s[c].m); /* it closes at its ROUND */
+        s[c].m = NULL;
+        ASSERT_EQ(job_of(&e)->state, JOB_STOPPING);
+        ASSERT_TRUE(event_is(&f[0], "restart"));
+        ASSERT_EQ(f[0].event.generation, gen + 1);
+        ASSERT_EQ(job_of(&e)->restart_count, 1); /* not charged */
+        ASSERT_EQ(unran_of(job_of(&e), host), 1); /* its host is */
+        ASSERT_FALSE(rdzvd_job_hist_find(job_of(&e), jn.node_id)->aside);
+    }
+    all_ready(f, 2, job_of(&e)->generation);
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    ASSERT_EQ(f[0].round.restart_count, 1);
+    ASSERT_EQ(f[0].round.generation, 5);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    env_done(&e);
+}
+
+/* The line between: a node that answered its ROUND ran, and its loss is the job's failure. */
+static void test_node_lost_after_it_ran_is_charged(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s = {0};
+    struct rdzv_join jn = join_on(5, 2, 3, "stranger");
+
+    env_init(&e, -1);
+    one_failure(&e, f);
+    ASSERT_OK(join(&e, &s, &jn));
+    all_ready(f, 2, 1);
+    ASSERT_EQ(s.nrounds, 1); /* it answered at once: its workers start */
+    rdzvd_member_gone(s.m);
+    s.m = NULL;
+    ASSERT_EQ(job_of(&e)->restart_count, 2);
+    ASSERT_EQ(unran_of(job_of(&e), "stranger"), 0);
+    env_done(&e);
+}
+
+/* A host whose nodes keep going before they run (an agent that crashes as it starts, on every
+ * try) is put aside at --bad-node-failures (2) such losses, recorded: its next agent is
+ * refused, the job's budget untouched. */
+static void test_host_that_keeps_losing_nodes_before_they_run_is_put_aside(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s[3] = {0};
+    struct rdzvd_job_record rec;
+    char err[512], path[64];
+    int fd;
+
+    env_init(&e, (fd = jt_state_dir(path, sizeof(path)))); /* a job table: what is recorded */
+    one_failure(&e, f);
+    for (int c = 0; c < 2; c++) {
+        struct rdzv_join jn = join_on(5 + c, 2, 3, "flaky");
+        uint64_t gen = job_of(&e)->generation;
+
+        s[c].silent = true;
+        ASSERT_OK(join(&e, &s[c], &jn));
+        all_ready(f, 2, gen);
+        ASSERT_EQ(s[c].nrounds, 1);
+        rdzvd_member_gone(s[c].m);
+        s[c].m = NULL;
+    }
+    ASSERT_EQ(job_of(&e)->restart_count, 1);
+    ASSERT_TRUE(rdzvd_job_hist_find(job_of(&e), "node-6")->aside);
+    ASSERT_TRUE(strstr(rdzvd_job_hist_find(job_of(&e), "node-6")->reason,
+                       "2 of its nodes went before they ran") != NULL);
+    /* Recorded with the restart (STOPPED), as rdzvd's journal has it. */
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    ASSERT_EQ(rec.restart_count, 1);
+    ASSERT_EQ(rec.n_hist, 3u);
+    ASSERT_TRUE(rec.hist[2].aside);
+    ASSERT_EQ(rec.hist[2].fails[0].world_size, RDZVD_FAIL_UNRAN);
+    rdzvd_job_record_clear(&rec);
+    {
+        struct rdzv_join jn = join_on(7, 2, 3, "flaky");
+
+        ASSERT_EQ(join_err(&e, &s[2], &jn, err, sizeof(err)), -EACCES);
+        ASSERT_TRUE(strstr(err, "node flaky was put aside by job job") != NULL);
+    }
+    all_ready(f, 2, job_of(&e)->generation);
+    ASSERT_EQ(f[0].round.restart_count, 1);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-unran", RDZV_LOG_ERROR);
+    TEST(test_node_lost_before_it_ran_is_not_charged);
+    TEST(test_node_lost_after_it_ran_is_charged);
+    TEST(test_host_that_keeps_losing_nodes_before_they_run_is_put_aside);
+    return tap_done();
+}
