@@ -319,7 +319,8 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
 
     /* One that left on a signal from outside (its scheduler's) is charged nothing, as ever;
      * one put aside on its own word (a health check) was charged already. */
-    if (!placed || m->signalled || !(h = hist_get(j, m->join.node_id)) || h->aside)
+    if (j->state == JOB_ENDED || m->signalled || !(placed || (m->scaled_up && !m->ran_gen)) ||
+        !(h = hist_get(j, m->join.node_id)) || h->aside)
         return placed;
     /* Its agent's --host: a new agent on that host is a new node id, and the host is what keeps
      * costing the job (an agent that crashes as it starts, a token holder that closes). */
@@ -328,23 +329,42 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
     h->failures++;
     n = host_unran(j, m->join.host, f.ms);
     /* Logged as rdzvd_job_note does (rdzvd-job-sm.c calls this file: no call back). */
-    log_warn("job=%s gen=%" PRIu64 " node=%s (node id %s) went before it ran (its agent never "
-             "answered its ROUND): not charged to the restart budget; its host has lost "
-             "%" PRId64 " node(s) so", j->run_id, j->generation, m->join.host, m->join.node_id, n);
+    log_warn("job=%s gen=%" PRIu64 " node=%s (node id %s) went before it ran (%s): not charged "
+             "to the restart budget; its host has lost %" PRId64 " node(s) so",
+             j->run_id, j->generation, m->join.host, m->join.node_id,
+             placed ? "its agent never answered its ROUND" : "its JOIN scaled the job up", n);
     if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
         h->aside = true;
         aside_gpus(m, h);
         rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
         snprintf(h->reason, sizeof(h->reason),
-                 "%" PRId64 " of its nodes went before they ran (placed, their agents gone "
-                 "before their workers started) %s "
+                 "%" PRId64 " of its nodes went before they ran (placed or taken in by a "
+                 "scale-up, their agents gone before their workers started) %s "
                  "(--bad-node-failures %" PRId64 "), the last at generation %" PRIu64,
                  n, j->bad_node_window_ms > 0 ? "within --bad-node-window" : "within the job",
                  j->bad_node_failures, j->generation);
         log_warn("job=%s gen=%" PRIu64 " node=%s put aside (node id %s): %s", j->run_id,
                  j->generation, m->join.host, m->join.node_id, h->reason);
     }
-    return placed; /* the restart that follows records it (STOPPED) */
+    if (!placed && rdzvd_job_save_aside(j) < 0) /* no restart follows to record it */
+        log_warn("job=%s the history of node id %s was not recorded", j->run_id,
+                 m->join.node_id);
+    return placed; /* placed: the restart that follows records it (STOPPED) */
+}
+
+bool rdzvd_member_scale_up_now(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    int64_t n = host_unran(j, m->join.host, wall_ms());
+
+    if (n > 0) {
+        log_info("job=%s gen=%" PRIu64 " node=%s is not taken in now (--scale-up now): its "
+                 "host has lost %" PRId64 " node(s) before they ran; it waits for the next "
+                 "restart", j->run_id, j->generation, m->join.host, n);
+        return false;
+    }
+    m->scaled_up = true;
+    return true;
 }
 
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)

@@ -108,6 +108,7 @@ struct rdzvd_member {
      * ran is charged to its host, never to the job's budget (rdzvd_member_lost_unran). */
     uint64_t ran_gen;
     bool ran_now; /* ran_gen was just set: its next deadline keeps the start grace */
+    bool scaled_up; /* its JOIN restarted the job to take it in (--scale-up now) */
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
@@ -441,12 +442,17 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
  * caller records the history when any was. */
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
 /* m goes (rdzvd_member_drop). A node lost before it ran (placed in the running generation,
- * its agent never answered the ROUND) cost the job a restart: that is charged to its node id
- * and host in the history, as a failure with world size RDZVD_FAIL_UNRAN (a host charged
- * --bad-node-failures times is put aside), never to the budget. True when so: the restart that
- * follows is not the job's failure. */
+ * its agent never answered the ROUND), or whose JOIN scaled the job up and that goes before it
+ * ran, cost the job a restart: that is charged to its node id and host in the history, as a
+ * failure with world size RDZVD_FAIL_UNRAN (a host charged --bad-node-failures times is put
+ * aside; a lost scale-up's is recorded now), never to the budget. True when the restart that
+ * follows is not the job's failure (placed, running, not ran). */
 #define RDZVD_FAIL_UNRAN 0
 bool rdzvd_member_lost_unran(struct rdzvd_member *m);
+/* m's JOIN, below MAX while the job runs with --scale-up now: false when m's host lost a node
+ * before it ran (within --bad-node-window): it waits as a spare for the next restart (logged).
+ * Otherwise m is marked scaled_up (the caller restarts the job to take it in). */
+bool rdzvd_member_scale_up_now(struct rdzvd_member *m);
 /* rdzvd-job-sm.c: the generation stopped (every member ready): the members whose node is put
  * aside and pending go (EVENT put_aside), before the next round forms. True when the job went
  * with its last member (j is gone). */

@@ -864,7 +864,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (j->state == JOB_FORMING)
         rdzvd_job_try_close(j);
     else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
-             !job_rebuilding(j))
+             !job_rebuilding(j) && rdzvd_member_scale_up_now(m))
         rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
                           "a node joined below --nnodes MAX: restarting to scale up");
     return 0;

@@ -223,9 +223,9 @@ class TestNodeLoss(FaultTestCase):
         self.finish_all([a, c], 143)
 
 class TestNeverRan(FaultTestCase):
-    """Issue 62: a node that never ran (its agent gone before it answered its ROUND) spends
-    nothing of the job. The token holder that comes and goes is a raw client of the agents'
-    token."""
+    """Issue 62, cases 1 and 2: a node that never ran (its agent gone before it answered its
+    ROUND, or after its JOIN scaled the job up) spends nothing of the job. The token holder
+    that comes and goes is a raw client of the agents' token."""
 
     def stranger(self, run_id, node_id, host, mn, mx, max_restarts):
         """A token holder's JOIN of run_id (JOINED read); its connection."""
@@ -273,6 +273,35 @@ class TestNeverRan(FaultTestCase):
         self.release()
         self.finish_all(ps, 0)
         self.assertIsNone(self.d.find_log(r"restart budget exhausted"))
+
+    def test_scale_up_join_and_close_restarts_once(self):
+        # Case 2 as written: --scale-up now, the job below MAX; a token holder JOINs and closes,
+        # again and again. Before, every JOIN restarted every worker, uncounted (8 cycles, 8
+        # restarts, restart count 0). Now the first costs one restart, charged to its host; its
+        # later JOINs wait as spares for the next restart and restart nothing.
+        self.tok = token_file(self)
+        self.start_daemon("--token-file", self.tok)
+        a = self.agent("su", "--nnodes", "1:2", "--nproc", "1", "--scale-up", "now",
+                       "--max-restarts", "0", "--token-file", self.tok, "--grace", "30",
+                       worker=["/bin/sh", "-c", HOLD_STOP, WORKER])
+        self.wait_starts(1, 1, agents=[a])
+        for c in range(8):
+            mark = self.d.mark()
+            s, joined = self.stranger("su", f"joiner-{c}", "joiner", 1, 2, 0)
+            self.assertTrue(joined["spare"], joined)
+            s.close()
+            self.d.wait_log(rf"job=su gen=\d+ node=joiner left \(node id joiner-{c}\)",
+                            since=mark)
+            if c == 0:  # the one restart it cost, before anyone could tell
+                open(os.path.join(self.dir, "go.1"), "w").close()  # A stops once it went
+                self.wait_starts(2, 1, agents=[a])
+                continue
+            self.assertIsNone(self.d.find_log(r"restarting generation", since=mark),
+                              f"JOIN+close cycle {c + 1} restarted the job's workers")
+        self.assertEqual(len(self.events("start")), 2, self.events())
+        self.assert_generation(2, 1, nnodes=1, restart=0)
+        self.release()
+        self.finish_all([a], 0)
 
 
 class TestLinkCut(FaultTestCase):

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-unran.c: a node that never ran spends nothing of the job (issue 62, case 1). A node
- * placed in a generation and lost before its agent answered the ROUND (the HEARTBEAT naming the
- * generation that an agent sends as it takes the round) costs the job a restart: it is not
- * charged to the restart budget but to the node's id and host in the failure history, and a
- * host charged --bad-node-failures times is put aside. Fake agents (jobtest.h) answer each ROUND
- * at once unless silent. */
+/* test-job-unran.c: a node that never ran spends nothing of the job (issue 62, cases 1 and 2).
+ * A node placed in a generation and lost before its agent answered the ROUND (the HEARTBEAT
+ * naming the generation that an agent sends as it takes the round), or whose JOIN scaled the
+ * job up and that went before it ran, costs the job a restart: it is not charged to the restart
+ * budget but to the node's id and host in the failure history, and a host charged
+ * --bad-node-failures times is put aside; a host so charged scales the job up no more (its nodes
+ * wait for the next restart). Fake agents (jobtest.h) answer each ROUND at once unless silent. */
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 #include "daemon/job/rdzvd-job-impl.h"
@@ -164,11 +165,86 @@ static void test_host_that_keeps_losing_nodes_before_they_run_is_put_aside(void)
     jt_state_dir_done(fd, path);
 }
 
+/* Case 2 as written: --scale-up now, the job below MAX; JOIN+close cycles from one host. The
+ * first restarts every worker to take the node in (nobody can tell yet); the node goes before
+ * it ran, and is charged; from then on that host's JOINs wait for the next restart: eight more
+ * cycles restart nothing. Another host still scales the job up at once. */
+static void test_scale_up_join_and_close_restarts_once(void)
+{
+    struct env e;
+    struct fake a = {0}, s[10] = {0}, b = {0};
+    struct rdzv_join jn = join_on(0, 1, 3, NULL);
+
+    jn.scale_up_now = true;
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &a, &jn));
+    run_ms(&e, 100);
+    ASSERT_EQ(a.nrounds, 1);
+    for (int c = 0; c < 9; c++) {
+        jn = join_on(5 + c, 1, 3, "joiner");
+        ASSERT_OK(join(&e, &s[c], &jn));
+        ASSERT_TRUE(s[c].spare);
+        rdzvd_member_gone(s[c].m); /* it closes at once */
+        s[c].m = NULL;
+        if (c == 0) {
+            ASSERT_TRUE(event_is(&a, "restart")); /* the scale-up */
+            rdzvd_member_ready(a.m, 1);
+            ASSERT_EQ(a.nrounds, 2); /* re-formed without it */
+        }
+        ASSERT_EQ(a.nevents, 1);
+        ASSERT_EQ(a.nrounds, 2);
+        ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+        ASSERT_EQ(job_of(&e)->restart_count, 0);
+    }
+    ASSERT_EQ(unran_of(job_of(&e), "joiner"), 1); /* a spare that went cost nothing */
+    jn = join_on(15, 1, 3, "honest");
+    ASSERT_OK(join(&e, &b, &jn));
+    ASSERT_EQ(a.nevents, 2);
+    ASSERT_TRUE(strstr(a.event.summary, "scale up") != NULL);
+    env_done(&e);
+}
+
+/* Case 2's other path: the joiner is placed by its scale-up and goes at its ROUND. The restart
+ * that follows is not charged; its host is, and scales the job up no more. */
+static void test_scale_up_joiner_lost_at_its_round(void)
+{
+    struct env e;
+    struct fake a = {0}, s[2] = {0};
+    struct rdzv_join jn = join_on(0, 1, 3, NULL);
+
+    jn.scale_up_now = true;
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &a, &jn));
+    run_ms(&e, 100);
+    jn = join_on(5, 1, 3, "joiner");
+    s[0].silent = true;
+    ASSERT_OK(join(&e, &s[0], &jn));
+    rdzvd_member_ready(a.m, 1);
+    ASSERT_EQ(s[0].nrounds, 1);
+    ASSERT_EQ(s[0].round.generation, 2);
+    rdzvd_member_gone(s[0].m);
+    s[0].m = NULL;
+    ASSERT_TRUE(event_is(&a, "restart"));
+    ASSERT_EQ(a.event.generation, 2);
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    ASSERT_EQ(unran_of(job_of(&e), "joiner"), 1);
+    rdzvd_member_ready(a.m, 2);
+    ASSERT_EQ(a.nrounds, 3);
+    jn = join_on(6, 1, 3, "joiner");
+    ASSERT_OK(join(&e, &s[1], &jn));
+    ASSERT_EQ(a.nevents, 2); /* no scale-up: it waits for the next restart */
+    ASSERT_TRUE(s[1].spare);
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-unran", RDZV_LOG_ERROR);
     TEST(test_node_lost_before_it_ran_is_not_charged);
     TEST(test_node_lost_after_it_ran_is_charged);
     TEST(test_host_that_keeps_losing_nodes_before_they_run_is_put_aside);
+    TEST(test_scale_up_join_and_close_restarts_once);
+    TEST(test_scale_up_joiner_lost_at_its_round);
     return tap_done();
 }
