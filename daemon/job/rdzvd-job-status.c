@@ -549,9 +549,16 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
             break; /* the older ones too */
         if (strcmp(x->st.run_id, run_id))
             continue;
+        bool stopped = !strcmp(x->st.outcome_type, "cancelled") ||
+                       !strcmp(x->st.outcome_type, "abandoned");
+
         if (strcmp(x->st.outcome_type, "failed") && strcmp(x->st.outcome_type, "succeeded") &&
-            (!resume ||
-             (strcmp(x->st.outcome_type, "cancelled") && strcmp(x->st.outcome_type, "abandoned"))))
+            !stopped)
+            return 0;
+        /* A cancelled or abandoned job: an agent that says when it started is told the outcome
+         * when it started before the end (a node of that run, away when it ended), as for any
+         * end; one that does not say (before 1.12) starts a new run, unless it resumes. */
+        if (stopped && !resume && age_ms <= 0)
             return 0;
         if (age_ms > 0 && (uint64_t)age_ms < now - x->ended_ms) {
             snprintf(err, errlen, "job '%s' %s %.1f s before this agent started: a new run",

@@ -286,9 +286,10 @@ static void apply(struct model *md, uint8_t code)
         rdzvd_member_mark_stall(a->f.m);
         /* fall through */
     case EV_GONE:
-        /* A silent node that took a place goes before it ran: its own evidence (issue 62). */
-        a->evidence |= a->f.silent && a->ranked;
-        a->host_proof |= a->f.silent && a->ranked;
+        /* A silent node that took a place, or a --scale-up now joiner that never got a ROUND,
+         * goes before it ran: its own evidence, against its host too (issue 62). */
+        a->evidence |= (a->f.silent && a->ranked) || (md->v->scale_up_now && !a->f.nrounds);
+        a->host_proof |= (a->f.silent && a->ranked) || (md->v->scale_up_now && !a->f.nrounds);
         rdzvd_member_gone(a->f.m);
         a->f.m = NULL;
         a->st = A_LOST;

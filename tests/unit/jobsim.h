@@ -183,6 +183,7 @@ static int ev_fresh(struct sim *s)
     int r;
 
     memset(&f, 0, sizeof(f));
+    f.f.silent = true; /* it crashed before it answered a ROUND */
     snprintf(jn.node_id, sizeof(jn.node_id), "crash-%d", s->fresh_k++);
     snprintf(jn.host, sizeof(jn.host), "hostc%d", s->fresh_k % 3);
     jn.last_call_ms = LAST_CALL_MS;
