@@ -183,6 +183,8 @@ int rdzv_msg_put_worker_exit(struct rdzv_buf *b, const struct rdzv_worker_exit *
 
     if (w->reason[0])
         o = rdzv_json_set(o, "reason", json_string(w->reason));
+    if (w->error[0])
+        o = rdzv_json_set(o, "error", json_string(w->error));
     return rdzv_msg_put(b, RDZV_MSG_WORKER_EXIT, o);
 }
 
@@ -522,7 +524,7 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
                                char *err, size_t errlen)
 {
     json_int_t gen, rank, local_rank, code, sig;
-    const char *host = "", *reason = "";
+    const char *host = "", *reason = "", *error = "";
     json_error_t jerr;
     double t = 0;
     json_t *root = rdzv_msg_load(body, len, err, errlen);
@@ -531,9 +533,10 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     if (!root)
         return -EBADMSG;
     memset(w, 0, sizeof(*w));
-    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s?F, s?s, s?s}", "generation",
-                       &gen, "rank", &rank, "local_rank", &local_rank, "exit_code", &code,
-                       "signal", &sig, "time", &t, "host", &host, "reason", &reason) < 0) {
+    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:I, s:I, s:I, s:I, s?F, s?s, s?s, s?s}",
+                       "generation", &gen, "rank", &rank, "local_rank", &local_rank, "exit_code",
+                       &code, "signal", &sig, "time", &t, "host", &host, "reason", &reason,
+                       "error", &error) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "WORKER_EXIT", err, errlen);
         goto out;
     }
@@ -542,6 +545,8 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
         r = rdzv_msg_copy_str(w->reason, sizeof(w->reason), reason, "reason", err, errlen);
     if (r < 0)
         goto out;
+    snprintf(w->error, sizeof(w->error), "%s", error); /* cut, not refused */
+    rdzv_utf8_trim(w->error);
     w->generation = (uint64_t)gen;
     w->rank = rank;
     w->local_rank = local_rank;
@@ -550,7 +555,7 @@ int rdzv_msg_parse_worker_exit(const uint8_t *body, size_t len, struct rdzv_work
     /* What a wait status can say (127: exec failed, 128+N: signal N), and no control characters
      * in the texts other agents are shown. */
     if (gen < 0 || rank < 0 || local_rank < 0 || code < 0 || code > 255 || sig < 0 || sig > 64 ||
-        rdzv_has_ctl(w->host) || rdzv_has_ctl(w->reason)) {
+        rdzv_has_ctl(w->host) || rdzv_has_ctl(w->reason) || rdzv_has_ctl(w->error)) {
         snprintf(err, errlen, "WORKER_EXIT: values are out of range (rank and local rank >= 0, "
                               "exit code 0..255, signal 0..64, no control characters)");
         r = -EBADMSG;

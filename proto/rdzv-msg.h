@@ -153,6 +153,10 @@ struct rdzv_worker_exit {
      * step 1234" (--progress-timeout). The daemon's root cause then says this instead of the
      * exit. */
     char reason[RDZV_REASON_MAX + 1];
+    /* Optional (1.19; empty: none, as from an older agent): the last non-empty line the worker
+     * wrote to its stderr, e.g. "RuntimeError: boom" (cut past RDZV_REASON_MAX, no control
+     * characters). rdzvd's root cause says it, and compares it across nodes at start-up. */
+    char error[RDZV_REASON_MAX + 1];
 };
 
 struct rdzv_event {

@@ -131,8 +131,7 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
      * on_exit, which may spawn workers again. */
     if (g->running == 0)
         agent_stop_kill_cgroup(g);
-    if (g->cfg.on_exit)
-        g->cfg.on_exit(g, w->local_rank, exit_status, term_signal, g->cfg.ud);
+    agent_relay_exit(w, exit_status, term_signal);
 }
 
 static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
@@ -291,6 +290,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     w->prefix_len = (size_t)snprintf(w->prefix, sizeof(w->prefix), "[rank%u]: ", w->rank);
     w->pid = 0;
     w->listed = w->group_killed = false;
+    w->error[0] = '\0';
     r = worker_prepare_dir(g, w, a->restart_count);
     if (r < 0)
         goto out_close_logs;
@@ -407,13 +407,13 @@ out_close_logs:
 
 /* ---- public API ---- */
 
-/* The group's five timers and its SIGCHLD watcher (started with cfg.progress: the workers'
+/* The group's six timers and its SIGCHLD watcher (started with cfg.progress: the workers'
  * stops, agent_progress_stops). On failure those initialised are closing and g is freed once they
  * are closed (at once if none was): the caller must not touch g again. */
 static int group_init_handles(struct agent_group *g)
 {
     uv_timer_t *const timers[] = {&g->kill_timer, &g->drain_timer, &g->notify_timer,
-                                  &g->reaper_timer, &g->progress_timer};
+                                  &g->reaper_timer, &g->progress_timer, &g->exit_timer};
     size_t i;
     int r = 0;
 
@@ -771,6 +771,13 @@ const char *agent_group_error_file(const struct agent_group *g, unsigned local_r
     return g->workers[local_rank].error_file;
 }
 
+const char *agent_group_worker_error(const struct agent_group *g, unsigned local_rank)
+{
+    if (!g || local_rank >= g->cfg.nproc)
+        return "";
+    return g->workers[local_rank].error;
+}
+
 void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
 {
     if (!g)
@@ -797,6 +804,7 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     uv_close((uv_handle_t *)&g->notify_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->reaper_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->progress_timer, agent_group_handle_close_cb);
+    uv_close((uv_handle_t *)&g->exit_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->sigchld, agent_group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];

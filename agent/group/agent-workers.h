@@ -26,6 +26,9 @@ struct agent_group;
 #define AGENT_MAX_LINE (64u << 10) /* relayed lines longer than this are split */
 #define AGENT_DRAIN_MS 2000 /* silence on a worker's output after the last exit, then close */
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
+#define AGENT_ERROR_MAX 255 /* agent_group_worker_error(): a line cut past this many bytes */
+/* A failed worker's exit waits this long at most for the end of its stderr (agent_exit_fn). */
+#define AGENT_EXIT_HOLD_MS 200
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
 #define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored (RDZV_PROGRESS_LINE_MAX + 1) */
 #define AGENT_PROGRESS_WAIT_DIV 4 /* a blocked worker says "wait" this many times per timeout */
@@ -44,7 +47,9 @@ struct agent_group;
 
 /* Fired once per worker exit: exit_status as from waitpid (exit code), term_signal non-zero when
  * the worker died by a signal. Runs from the loop; may call agent_group_stop/_signal/_free. The
- * worker's last output may still be in its pipes: on_all_exited comes after all of it. */
+ * worker's last output may still be in its pipes: on_all_exited comes after all of it. A failed
+ * exit of a running group is held until the worker's stderr is read to its end (EOF), or
+ * AGENT_EXIT_HOLD_MS at most, so that agent_group_worker_error() has its last line. */
 typedef void (*agent_exit_fn)(struct agent_group *g, unsigned local_rank, int64_t exit_status,
                               int term_signal, void *ud);
 /* Fired once per start when no worker of it is running any more AND all their output has been
@@ -265,6 +270,10 @@ int agent_group_reaper_pid(const struct agent_group *g);
 /* TORCHELASTIC_ERROR_FILE of local_rank for the current (or last) start, or NULL before the first
  * start. Valid until the next start or free. */
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank);
+/* The last non-empty line local_rank's worker wrote to its stderr in the current (or last) start
+ * (at most AGENT_ERROR_MAX bytes, cut on a character, control characters as spaces): the error
+ * it died of, as "RuntimeError: boom"; "" when none (or g NULL, or a local rank out of range). */
+const char *agent_group_worker_error(const struct agent_group *g, unsigned local_rank);
 /* The silence after a report that fails local_rank now (ms; --progress-timeout auto: its own), or
  * 0 when none applies (no hang detection, or no report yet). */
 uint64_t agent_group_progress_timeout(const struct agent_group *g, unsigned local_rank);

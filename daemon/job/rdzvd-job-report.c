@@ -253,7 +253,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
 {
     RDZVD_JOB_STEP;
     struct rdzvd_job *j = m->job;
-    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[RDZV_REASON_MAX + 48];
+    char when[32], summary[RDZV_SUMMARY_MAX + 1], how[2 * RDZV_REASON_MAX + 64];
     struct rdzvd_job_record_fail f;
     time_t secs;
     struct tm tm;
@@ -280,10 +280,11 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     if (w->reason[0]) /* the agent failed it: say why, not how it ended */
         snprintf(how, sizeof(how), "%s", w->reason);
     else if (w->signal > 0)
-        snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)", w->signal,
-                 strsignal((int)w->signal));
+        snprintf(how, sizeof(how), "was killed by signal %" PRId64 " (%s)%s%s", w->signal,
+                 strsignal((int)w->signal), w->error[0] ? ": " : "", w->error);
     else
-        snprintf(how, sizeof(how), "exited with code %" PRId64, w->exit_code);
+        snprintf(how, sizeof(how), "exited with code %" PRId64 "%s%s", w->exit_code,
+                 w->error[0] ? ": " : "", w->error);
     snprintf(summary, sizeof(summary),
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-agent-relay.c: the worker group's output relay against real processes: prefixes, line
- * splitting, log files, output held open by descendants, a slow or stalled reader. This
- * executable is also the reaper of the groups it makes (--reaper <name>). */
+ * splitting, log files, output held open by descendants, a slow or stalled reader, the error a
+ * worker died of. This executable is also the reaper of the groups it makes (--reaper <name>). */
 #include "agent-fixture.h"
 
 static void put_spam(struct rdzv_buf *b, unsigned lr, long n)
@@ -465,6 +465,35 @@ static void test_redirects_log_dir(void)
     fx_done(&f);
 }
 
+static char exit_error[MAXW][AGENT_ERROR_MAX + 1];
+
+static void hook_keep_error(struct fx *f, unsigned lr, int64_t status, int sig)
+{
+    (void)status;
+    (void)sig;
+    snprintf(exit_error[lr], sizeof(exit_error[lr]), "%s", agent_group_worker_error(f->g, lr));
+}
+
+/* The error a worker died of (agent_group_worker_error), as on_exit sees it: its last non-empty
+ * stderr line, blanks around it trimmed, a control character in it as a space; stdout's lines
+ * are not errors; none from a worker that wrote nothing to stderr. */
+static void test_worker_error(void)
+{
+    char *argv[] = {HELPER, "r0:eprint=Traceback (most recent call last):",
+                    "r0:eprint=  RuntimeError:\tboom  ", "r0:eprint=", "r0:eprint= ",
+                    "print=not an error", "r0:exit=1", NULL};
+    struct fx f;
+
+    fx_init(&f, 2, argv);
+    f.on_exit_hook = hook_keep_error;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.status[0], 1);
+    ASSERT_EQ(strcmp(exit_error[0], "RuntimeError: boom"), 0);
+    ASSERT_EQ(exit_error[1][0], '\0');
+    fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
@@ -479,6 +508,7 @@ int main(int argc, char **argv)
     TEST(test_redirects_tee_filter);
     TEST(test_tee_files_go_with_the_group);
     TEST(test_redirects_log_dir);
+    TEST(test_worker_error);
     rm_tree(tmp_root);
     return tap_done();
 }

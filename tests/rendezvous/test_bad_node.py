@@ -181,6 +181,30 @@ class BadNode(Base):
         d.wait_log(r"job=apart .*generation \d+ succeeded")
 
 
+class WorkerErrors(Base):
+    def test_root_cause_names_the_error_written_as_the_worker_exits(self):
+        """The root cause every node is told names the error the worker died of, its last stderr
+        line, even when that line comes after its exit is seen (here a child of the worker writes
+        it 50 ms later, as a process that exits before its output is read): the agent waits for
+        the end of the worker's stderr before it reports the exit. Node x's local rank 0 fails,
+        the job has no restart left, and node y's agent ends naming x's error."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        worker = ["/bin/sh", "-c",
+                  'if [ "$RDZV_TEST_NODE$LOCAL_RANK" = x0 ]; then '
+                  '(sleep 0.05; echo "RuntimeError: boom" >&2) & exit 1; fi; sleep 30']
+        ps = [start(agent_cmd(ep, "--nnodes", "2", "--nproc", "2", "--rdzv-id", "late",
+                              "--max-restarts", "0", "--host", node, "--nccl", "off",
+                              worker=worker), env={"RDZV_TEST_NODE": node})
+              for node in ("x", "y")]
+        for p in ps:
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 1, err[-3000:])
+        self.assertRegex(err, r"\nrdzv-agent: job late failed \(exit code 1\): root cause: "
+                              r"worker rank \d \(local rank 0\) on node rank \d \(x\) exited "
+                              r"with code 1: RuntimeError: boom at ")
+
+
 class Backoff(Base):
     """Restarts back off (--restart-backoff, default 30): a worker that fails at once, four
     generations (--max-restarts 3): the second starts right after the first fails, the third at

@@ -5,7 +5,7 @@
  * range or of the wrong type is refused. And the EVENT's "cost" of 1.16 (what failures cost the
  * job, at its end): optional both ways, cut at a character on both sides. And 1.17's warning
  * in JOINED and HEARTBEAT's answer (another agent of the job under this host name): the same;
- * and EVENT restart's startup_grace_ms (1.17), bounded. */
+ * and EVENT restart's startup_grace_ms (1.17), bounded. And WORKER_EXIT's error (1.18). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,11 +224,46 @@ static void test_event_startup_grace(void)
     ASSERT_EQ(e2.startup_grace_ms, RDZV_STARTUP_GRACE_MAX_MS);
 }
 
+/* WORKER_EXIT's optional error (1.18), the last stderr line of the worker: sent only when set,
+ * read back; a longer one is cut on a character, not refused; a control character is refused. */
+static void test_worker_exit_error(void)
+{
+    struct rdzv_worker_exit w = {.generation = 4, .rank = 5, .local_rank = 1, .exit_code = 1,
+                                 .time = 1.5, .host = "nodeB", .error = "RuntimeError: boom"},
+                            w2;
+    struct rdzv_buf out = {0};
+    const uint8_t *p;
+    uint32_t n;
+    char body[1024], big[600];
+
+    ASSERT_OK(rdzv_msg_put_worker_exit(&out, &w));
+    msgtest_frame(&out, RDZV_MSG_WORKER_EXIT, &p, &n, body, sizeof(body));
+    ASSERT_OK(rdzv_msg_parse_worker_exit(p, n, &w2, err, sizeof(err)));
+    ASSERT_EQ(strcmp(w2.error, "RuntimeError: boom"), 0);
+    rdzv_buf_free(&out);
+    w.error[0] = '\0';
+    ASSERT_OK(rdzv_msg_put_worker_exit(&out, &w));
+    msgtest_frame(&out, RDZV_MSG_WORKER_EXIT, &p, &n, body, sizeof(body));
+    ASSERT_TRUE(strstr(body, "error") == NULL);
+    rdzv_buf_free(&out);
+    /* 254 bytes, then a 2-byte character across the bound: cut before it */
+    snprintf(big, sizeof(big), "{\"generation\":1,\"rank\":0,\"local_rank\":0,\"exit_code\":1,"
+             "\"signal\":0,\"error\":\"%0254d\\u00e9xyz\"}", 0);
+    ASSERT_OK(rdzv_msg_parse_worker_exit(BODY(big), &w2, err, sizeof(err)));
+    ASSERT_EQ(strlen(w2.error), 254);
+    ASSERT_EQ(rdzv_msg_parse_worker_exit(BODY("{\"generation\":1,\"rank\":0,\"local_rank\":0,"
+                                              "\"exit_code\":1,\"signal\":0,"
+                                              "\"error\":\"a\\u001bb\"}"),
+                                         &w2, err, sizeof(err)),
+              -EBADMSG);
+}
+
 int main(void)
 {
     TEST(test_heartbeat_wait);
     TEST(test_event_cost);
     TEST(test_warning);
     TEST(test_event_startup_grace);
+    TEST(test_worker_exit_error);
     return tap_done();
 }
