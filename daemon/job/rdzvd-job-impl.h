@@ -191,6 +191,11 @@ struct rdzvd_job {
     int64_t startup_grace_ms; /* that failure's at start-up: EVENT restart's startup_grace_ms
                                * (1.17; 0: none); consumed by rdzvd_job_restart too, which */
     int64_t stopping_grace_ms; /* keeps it here for the stop under way (0: none) */
+    /* The error the worker whose exit stopped generation first_error_gen died of (WORKER_EXIT
+     * error, 1.18; "": none said): the others' start-up failures fail alike only with its error
+     * (rdzvd-job-report.c). */
+    uint64_t first_error_gen;
+    char first_error[RDZV_REASON_MAX + 1];
     struct {
         double time; /* unix seconds */
         char text[200];

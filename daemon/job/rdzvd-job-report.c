@@ -206,11 +206,39 @@ static void startup_grace(struct rdzvd_job *j)
     j->startup_grace_ms = grace;
 }
 
+/* Whether two workers' errors (WORKER_EXIT error) say the same, their numbers left out (ranks,
+ * ports, addresses, pointers): each run of digits, or of hex digits after "0x", is one '#'. */
+static const char *past_number(const char *s)
+{
+    bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+
+    for (s += hex ? 2 : 0; (*s >= '0' && *s <= '9') ||
+                           (hex && ((*s >= 'a' && *s <= 'f') || (*s >= 'A' && *s <= 'F')));)
+        s++;
+    return s;
+}
+
+static bool errors_alike(const char *a, const char *b)
+{
+    for (;;) {
+        bool na = *a >= '0' && *a <= '9', nb = *b >= '0' && *b <= '9';
+
+        if (na != nb || (!na && *a != *b))
+            return false;
+        if (!*a)
+            return true;
+        a = na ? past_number(a) : a + 1;
+        b = nb ? past_number(b) : b + 1;
+    }
+}
+
 /* A worker of m failed in a generation that already stops (another node's failure came first).
- * Every node failing at start-up in the same generation is the job's own failure (a script bug,
- * a bad input): the start-up failures charged to the others in it are taken back, so that no
- * node is put aside for it and the job fails once its restart budget is spent. Any other late
- * report changes nothing (the first one made the restart). */
+ * Every node failing at start-up in the same generation with the same error is the job's own
+ * failure (a script bug, a bad input): the start-up failures charged to the others in it are
+ * taken back, so that no node is put aside for it and the job fails once its restart budget is
+ * spent. A node whose workers die of another error (a connection that the first node's dead
+ * worker closed) does not fail alike: the first node keeps its charge. Any other late report
+ * changes nothing (the first one made the restart). */
 static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
 {
     struct rdzvd_job *j = m->job;
@@ -225,6 +253,17 @@ static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_ex
     if (!failed_at_startup(m, w->local_rank, extra) || w->reason[0] || exit_from_outside(w) ||
         m->startup_gen == j->generation)
         return;
+    if (j->first_error_gen == j->generation && !errors_alike(j->first_error, w->error)) {
+        rdzvd_job_note(j, false,
+                       "node=%s: its worker rank %" PRId64 " failed at start-up of another error "
+                       "than the first failure's (%s%s%s, not %s%s%s): not the job's failure",
+                       m->join.host, w->rank, w->error[0] ? "\"" : "",
+                       w->error[0] ? w->error : "none said", w->error[0] ? "\"" : "",
+                       j->first_error[0] ? "\"" : "",
+                       j->first_error[0] ? j->first_error : "none said",
+                       j->first_error[0] ? "\"" : "");
+        return;
+    }
     m->startup_gen = j->generation;
     /* Every node of the generation, not some: one bad node's start-up failure often makes the
      * others' workers fail at start-up too (their collectives' peer is gone). */
@@ -285,6 +324,8 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     else
         snprintf(how, sizeof(how), "exited with code %" PRId64 "%s%s", w->exit_code,
                  w->error[0] ? ": " : "", w->error);
+    j->first_error_gen = j->generation; /* the others' start-up failures are compared with it */
+    snprintf(j->first_error, sizeof(j->first_error), "%s", w->error);
     snprintf(summary, sizeof(summary),
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",

@@ -35,14 +35,30 @@ FAKE_NVML = os.environ.get("RDZV_FAKE_NVML") or os.path.join(
     os.environ.get("RDZV_BUILD_ROOT", "build"), "tests", "agent", "libfake-nvml.so")
 
 
+# Issue 62 case 5: the bad node's worker dies 0.3 s after its peer is there, of an error of its
+# own; the other nodes' workers die of the connection it closed (a FIFO between them, per
+# generation: its end of EOF is the closed connection), 0.2 s later, as gloo's and NCCL's do
+# (the library's error, then Python's traceback). Without a peer within 2 s (a generation
+# without the bad node), they run a second and exit 0.
+PEER_WORKER = [
+    "/bin/sh", "-c",
+    'echo "$RDZV_GENERATION" >> "$RDZV_TEST_OUT/starts.$RDZV_TEST_NODE"; '
+    'f="$RDZV_TEST_OUT/peer.$RDZV_GENERATION"; mkfifo "$f" 2>/dev/null; '
+    'if [ -n "$RDZV_TEST_BAD" ]; then exec 3>"$f"; sleep 0.3; '
+    '  echo "ValueError: node $RDZV_TEST_NODE cannot read its shard" >&2; exit 1; fi; '
+    'if timeout 2 cat "$f" >/dev/null; then sleep 0.2; '
+    '  echo "RuntimeError: [gloo.cc:$$] Connection closed by peer [127.0.0.1]:$$" >&2; exit 1; '
+    'fi; sleep 1; echo done >> "$RDZV_TEST_OUT/done.$RDZV_TEST_NODE"']
+
+
 class Base(AgentTestCase):
-    def agent(self, ep, out, run_id, node, *extra, bad=False, env=None):
+    def agent(self, ep, out, run_id, node, *extra, bad=False, env=None, worker=WORKER):
         env = dict(env or {}, RDZV_TEST_OUT=out, RDZV_TEST_NODE=node)
         if bad:
             env["RDZV_TEST_BAD"] = "1"
         return start(agent_cmd(ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", run_id,
                                "--max-restarts", "4", "--host", node, "--grace", "2",
-                               "--last-call", "0.5", "--nccl", "off", *extra, worker=WORKER),
+                               "--last-call", "0.5", "--nccl", "off", *extra, worker=worker),
                      env=env)
 
     @staticmethod
@@ -179,6 +195,40 @@ class BadNode(Base):
         self.assertTrue(os.path.exists(os.path.join(out, "done.a")))
         self.assertTrue(os.path.exists(os.path.join(out, "done.c")))
         d.wait_log(r"job=apart .*generation \d+ succeeded")
+
+
+class PeerFailures(Base):
+    def test_peers_that_fail_of_the_closed_connection_do_not_shield_the_bad_node(self):
+        """Issue 62 case 5: two nodes and a spare; node a's worker dies at start-up in every
+        generation, node b's in the start-up grace of the connection a's closed. Not every node
+        failing alike (their errors differ): a is charged, put aside at its second failure, the
+        spare takes its place and the job succeeds. The root cause each agent is told names a's
+        error. Before, b's failures took a's charges back each time: the spare was never placed
+        and the job failed once its 4 restarts were spent."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        a = self.agent(ep, out, "peer", "a", bad=True, worker=PEER_WORKER)
+        d.wait_log(r"job=peer .*node=a joined")
+        b = self.agent(ep, out, "peer", "b", worker=PEER_WORKER)
+        d.wait_log(r"job=peer gen=1 generation 1 formed")
+        spare = self.agent(ep, out, "peer", "spare", worker=PEER_WORKER)
+        rc, _, err = finish(a, timeout=60)
+        self.assertEqual(rc, 69, err[-3000:])
+        self.assertIn("its workers failed 2 times within 3600 s", err)
+        errs = []
+        for p in (b, spare):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 0, err[-3000:])
+            errs.append(err)
+        self.assertIn("(a) exited with code 1: ValueError: node a cannot read its shard at ",
+                      errs[0])
+        self.assertEqual(self.starts(out, "a"), ["1", "2"])
+        self.assertTrue(os.path.exists(os.path.join(out, "done.spare")))
+        d.wait_log(r"job=peer .*node=b: its worker rank \d failed at start-up of another error "
+                   r"than the first failure's \(\"RuntimeError: \[gloo\.cc:\d+\] Connection "
+                   r"closed by peer")
+        d.wait_log(r"job=peer .*generation 3 succeeded")
 
 
 class WorkerErrors(Base):

@@ -279,6 +279,58 @@ static void test_start_up_failure_of_some_nodes_is_theirs(void)
     env_done(&e);
 }
 
+/* Local rank 0 of f exits with code 3 in generation gen, of error (its last stderr line). */
+static void fail_of(struct fake *f, uint64_t gen, const char *error)
+{
+    struct rdzv_worker_exit w = {.generation = gen, .exit_code = 3};
+    char err[512];
+
+    w.rank = f->round.rank_offset;
+    snprintf(w.error, sizeof(w.error), "%s", error);
+    ASSERT_OK(rdzvd_member_worker_exit(f->m, &w, err, sizeof(err)));
+}
+
+/* Issue 62 case 5: two nodes and a spare, --bad-node-failures 2. Node rank 0's worker fails at
+ * start-up in every generation; the other's fails in the grace of another error (the connection
+ * its dead peer closed): not every node failing alike. Node rank 0 keeps its charges, is put
+ * aside at its second failure, and the spare takes its place. The root cause names the error.
+ * Before, the other node's failure took the charges back each time, and nobody was put aside.
+ * With the same error on both nodes (their numbers aside), it is still the job's failure. */
+static void test_start_up_errors_tell_a_bad_node(void)
+{
+    const char *bad = "ValueError: rank 0 cannot read /data/shard-0";
+    const char *other[2] = {"RuntimeError: Connection closed by peer [10.0.0.2]:41236",
+                            "ValueError: rank 2 cannot read /data/shard-1"};
+
+    for (int same = 0; same < 2; same++) {
+        struct fake f[3] = {0};
+        struct rdzv_join jn = join_of(0, 2, 2, 8);
+        struct env e;
+        int a, b;
+
+        env_init(&e, -1);
+        jn.bad_node_failures = 2;
+        jn.bad_node_window_s = 3600;
+        join_n(&e, f, 3, jn); /* node 2 waits as the spare */
+        a = at_rank(f, 3, 0);
+        b = at_rank(f, 3, 1);
+        for (uint64_t gen = 1; gen <= 2; gen++) {
+            jt_advance(300);
+            fail_of(&f[a], gen, bad);
+            ASSERT_TRUE(strstr(f[b].event.summary, "exited with code 3: ValueError: rank 0 "
+                                                   "cannot read /data/shard-0 at ") != NULL);
+            jt_advance(200);
+            fail_of(&f[b], gen, other[same]);
+            all_ready(f, 3, gen);
+        }
+        ASSERT_EQ(event_is(&f[a], "put_aside"), !same);
+        ASSERT_FALSE(event_is(&f[b], "put_aside"));
+        ASSERT_EQ(f[2].nrounds, same ? 0 : 1); /* the spare is placed */
+        ASSERT_EQ(f[b].round.generation, 3);
+        env_done(&e);
+    }
+}
+
 /* A node whose workers fail at start-up (within seconds of the round, before any progress) is
  * put aside after --bad-node-failures of them even with no spare waiting: the job waits for a
  * node (--join-timeout) instead of restarting into it, and forms again when one joins. When
@@ -645,6 +697,7 @@ int main(void)
     TEST(test_startup_failure_restart_carries_a_grace);
     TEST(test_startup_failures_in_the_grace_are_alike);
     TEST(test_start_up_failure_of_some_nodes_is_theirs);
+    TEST(test_start_up_errors_tell_a_bad_node);
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_cancelled_job_never_comes_back);
