@@ -18,6 +18,7 @@ import time
 import traceback
 
 from agenttest import AGENT, AgentTestCase, finish, main, start
+from replicatest import free_port_pair
 
 PY = "/usr/bin/python3"
 
@@ -183,8 +184,9 @@ class FirstHour(AgentTestCase):
 
     def scene_one_node_of_an_elastic_job_names_no_replica(self):
         # Issue 65 item 3: a job of one node said "hosting rdzvd as the first of 3 replicas"
-        # (--nnodes 1:3 plans 3 replicas, started as the job's hosts join: none came).
-        port = free_port()
+        # (--nnodes 1:3 plans 3 replicas, started as the job's hosts join: none came). Its
+        # rdzvd takes port + 1 too (the Raft link): a pair free below the ephemeral ports.
+        port = free_port_pair()
         r = self.run_line("--nnodes", "1:3", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
                           "--rdzv_endpoint", "127.0.0.1:%d" % port, "--rdzv_id", "fh-elastic",
                           "--last-call", "0.2", self.script, sub="elastic")
