@@ -14,6 +14,7 @@
 #include "daemon/job/rdzvd-job-impl.h"
 
 uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
+int64_t rdzvd_job_startup_fail_ms = RDZVD_JOB_STARTUP_FAIL_MS;
 
 /* rdzvd's wall clock in unix ms: failures are dated by it, and the dates are recorded, so that a
  * restarted rdzvd (or the next leader) counts the same window. */

@@ -177,8 +177,6 @@ static bool exit_from_outside(const struct rdzv_worker_exit *w)
             (w->signal <= 0 && w->exit_code > 128 && signal_from_outside(w->exit_code - 128)));
 }
 
-int64_t rdzvd_job_startup_fail_ms = RDZVD_JOB_STARTUP_FAIL_MS;
-
 /* Whether m's local rank failed at start-up: soon after its generation formed (within
  * extra_ms more: a generation that stops after a start-up failure gave the others' workers its
  * grace, and a second of slack for the report), and before it reported a step. */
