@@ -308,11 +308,29 @@ static int64_t host_unran(const struct rdzvd_job *j, const char *host, int64_t n
     return n;
 }
 
+/* Whether m's workers ran its generation: its agent answered the ROUND, and the generation
+ * is older than the start-up window (RDZVD_JOB_STARTUP_FAIL_MS) or one of its ranks reported
+ * a step. An agent lost sooner (a crash loop, an OOM as it starts) cost no worker a step. */
+static bool ran_past_startup(const struct rdzvd_member *m)
+{
+    const struct rdzvd_job *j = m->job;
+
+    if (m->ran_gen != j->generation)
+        return false;
+    if (!j->formed_ms ||
+        (int64_t)(rdzvd_job_now_ms() - j->formed_ms) >= rdzvd_job_startup_fail_ms)
+        return true;
+    for (int64_t r = 0; r < m->join.nproc; r++)
+        if (rdzvd_member_rank_progressed(m, r))
+            return true;
+    return false;
+}
+
 bool rdzvd_member_lost_unran(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
     bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
-                  m->ran_gen != j->generation;
+                  !ran_past_startup(m);
     struct rdzvd_job_record_fail f = {.ms = wall_ms(), .rank = -1, .local_rank = -1,
                                       .world_size = RDZVD_FAIL_UNRAN, .node = true};
     struct rdzvd_job_record_hist *h;
@@ -333,7 +351,11 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
     log_warn("job=%s gen=%" PRIu64 " node=%s (node id %s) went before it ran (%s): not charged "
              "to the restart budget; its host has lost %" PRId64 " node(s) so",
              j->run_id, j->generation, m->join.host, m->join.node_id,
-             placed ? "its agent never answered its ROUND" : "its JOIN scaled the job up", n);
+             !placed ? "its JOIN scaled the job up"
+             : m->ran_gen != j->generation
+                 ? "its agent never answered its ROUND"
+                 : "lost within the start-up window, before any of its ranks made a step",
+             n);
     if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
         h->aside = true;
         aside_gpus(m, h);

@@ -138,9 +138,11 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
                 bad(md, I1, "node-%d, which never ran, moved node-%d (now its event '%s')", i,
                     k, md->a[k].f.event.type);
     }
-    /* I1: a node placed and lost before it ran (it never answered its ROUND) costs the job a
-     * re-form, never a restart of its budget (issue 62). */
-    if (kind == EV_GONE && md->a[i].f.silent && j && p->exists && j->restart_count > p->restarts)
+    /* I1: a node placed and lost before it ran (it never answered its ROUND, or it went within
+     * the start-up window before a step) costs the job a re-form, never a restart of its budget
+     * (issue 62). */
+    if (kind == EV_GONE && (md->a[i].f.silent || md->a[i].unran) && j && p->exists &&
+        j->restart_count > p->restarts)
         bad(md, I1, "node-%d, lost before it ran, spent a restart (%" PRId64 " -> %" PRId64 ")",
             i, p->restarts, j->restart_count);
     /* I2: each node put aside (told so, in the history, or refused) gave its own evidence; a
@@ -286,10 +288,16 @@ static void apply(struct model *md, uint8_t code)
         rdzvd_member_mark_stall(a->f.m);
         /* fall through */
     case EV_GONE:
-        /* A silent node that took a place, or a --scale-up now joiner that never got a ROUND,
-         * goes before it ran: its own evidence, against its host too (issue 62). */
-        a->evidence |= (a->f.silent && a->ranked) || (md->v->scale_up_now && !a->f.nrounds);
-        a->host_proof |= (a->f.silent && a->ranked) || (md->v->scale_up_now && !a->f.nrounds);
+        /* A silent node that took a place, one lost within the start-up window of its
+         * generation before a step, or a --scale-up now joiner that never got a ROUND, goes
+         * before it ran: its own evidence, against its host too (issue 62). */
+        a->unran = a->f.m && a->f.m->node_rank >= 0 && the_job(md) &&
+                   the_job(md)->state == JOB_RUNNING && startup_window(the_job(md)) &&
+                   !rdzvd_member_rank_progressed(a->f.m, 0);
+        a->evidence |= (a->f.silent && a->ranked) || a->unran ||
+                       (md->v->scale_up_now && !a->f.nrounds);
+        a->host_proof |= (a->f.silent && a->ranked) || a->unran ||
+                         (md->v->scale_up_now && !a->f.nrounds);
         rdzvd_member_gone(a->f.m);
         a->f.m = NULL;
         a->st = A_LOST;

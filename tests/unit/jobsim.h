@@ -72,6 +72,7 @@ struct spre {
     int64_t restarts, fails[NODES];
     int nevents[NODES], nrounds[NODES], naside[NODES], noutcome[NODES];
     uint64_t resume[NODES]; /* the generation each agent would resume */
+    bool stepped[NODES];    /* a rank of its workers reported a step in the generation */
 };
 
 static uint64_t rnd(uint64_t *x) /* splitmix64 */
@@ -352,16 +353,20 @@ static void take_spre(struct sim *s, struct spre *p)
         p->naside[i] = s->md.a[i].naside;
         p->noutcome[i] = s->md.a[i].noutcome;
         p->resume[i] = s->md.a[i].resume;
+        p->stepped[i] = s->md.a[i].f.m && rdzvd_member_rank_progressed(s->md.a[i].f.m, 0);
     }
 }
 
-/* Node i ran generation p->gen: it got its ROUND and its workers ran past start-up. */
+/* Node i ran generation p->gen: it got its ROUND and its workers ran past start-up (the
+ * generation is older than the start-up window, or they made a step). A generation rebuilt
+ * from its agents' resumes (no formed_ms in this rdzvd) ran before. */
 static bool ran(struct sim *s, int i, const struct spre *p)
 {
     const struct agent *a = &s->md.a[i];
 
-    return a->f.nrounds && a->f.round.generation == p->gen && p->formed_ms &&
-           jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms;
+    return a->f.nrounds && a->f.round.generation == p->gen &&
+           (!p->formed_ms || jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms ||
+            p->stepped[i]);
 }
 
 static void check_moved(struct sim *s, const struct spre *p, int node, const char *who)

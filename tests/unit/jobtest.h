@@ -127,6 +127,18 @@ static inline void fake_round(void *peer, struct rdzv_round *rd)
     }
 }
 
+/* f's workers made a step in the generation of its ROUND (local rank 0 reports step 1): the
+ * node ran it, even within the start-up window (issue 62). */
+static inline void fake_step(struct fake *f)
+{
+    static struct rdzv_heartbeat hb;
+
+    hb = (struct rdzv_heartbeat){.generation = f->round.generation, .n_progress = 1};
+    hb.progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1};
+    rdzvd_member_progress(f->m, &hb);
+    rdzvd_member_heartbeat(f->m);
+}
+
 static inline void fake_event(void *peer, const struct rdzv_event *e)
 {
     struct fake *f = peer;

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-unran.c: a node that never ran spends nothing of the job (issue 62, cases 1 and 2).
  * A node placed in a generation and lost before its agent answered the ROUND (the HEARTBEAT
- * naming the generation that an agent sends as it takes the round), or whose JOIN scaled the
- * job up and that went before it ran, costs the job a restart: it is not charged to the restart
- * budget but to the node's id and host in the failure history, and a host charged
- * --bad-node-failures times is put aside; a host so charged scales the job up no more (its nodes
- * wait for the next restart). Fake agents (jobtest.h) answer each ROUND at once unless silent. */
+ * naming the generation that an agent sends as it takes the round) or within the start-up
+ * window before any of its ranks made a step, or whose JOIN scaled the job up and that went
+ * before it ran, costs the job a restart: it is not charged to the restart budget but to the
+ * node's id and host in the failure history, and a host charged --bad-node-failures times is put
+ * aside; a host so charged scales the job up no more (its nodes wait for the next restart). Fake
+ * agents (jobtest.h) answer each ROUND at once unless silent. */
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 #include "daemon/job/rdzvd-job-impl.h"
@@ -98,23 +99,32 @@ static void test_node_lost_before_it_ran_is_not_charged(void)
     env_done(&e);
 }
 
-/* The line between: a node that answered its ROUND ran, and its loss is the job's failure. */
+/* The line between: a node ran when its agent answered the ROUND and its workers made a step
+ * or ran past the start-up window (RDZVD_JOB_STARTUP_FAIL_MS); its loss is then the job's
+ * failure. Lost sooner (an honest agent that crashes as its workers start: an OOM, a crash
+ * loop), it costs the job an uncounted re-form and is charged to its host. */
 static void test_node_lost_after_it_ran_is_charged(void)
 {
-    struct env e;
-    struct fake f[2] = {0}, s = {0};
-    struct rdzv_join jn = join_on(5, 2, 3, "stranger");
+    for (int how = 0; how < 3; how++) { /* lost at once, after a step, past the window */
+        struct env e;
+        struct fake f[2] = {0}, s = {0};
+        struct rdzv_join jn = join_on(5, 2, 3, "stranger");
 
-    env_init(&e, -1);
-    one_failure(&e, f);
-    ASSERT_OK(join(&e, &s, &jn));
-    all_ready(f, 2, 1);
-    ASSERT_EQ(s.nrounds, 1); /* it answered at once: its workers start */
-    rdzvd_member_gone(s.m);
-    s.m = NULL;
-    ASSERT_EQ(job_of(&e)->restart_count, 2);
-    ASSERT_EQ(unran_of(job_of(&e), "stranger"), 0);
-    env_done(&e);
+        env_init(&e, -1);
+        one_failure(&e, f);
+        ASSERT_OK(join(&e, &s, &jn));
+        all_ready(f, 2, 1);
+        ASSERT_EQ(s.nrounds, 1); /* it answered at once: its workers start */
+        if (how == 1)
+            fake_step(&s);
+        if (how == 2)
+            jt_advance((uint64_t)rdzvd_job_startup_fail_ms);
+        rdzvd_member_gone(s.m);
+        s.m = NULL;
+        ASSERT_EQ(job_of(&e)->restart_count, how ? 2 : 1);
+        ASSERT_EQ(unran_of(job_of(&e), "stranger"), how ? 0 : 1);
+        env_done(&e);
+    }
 }
 
 /* A host whose nodes keep going before they run (an agent that crashes as it starts, on every
