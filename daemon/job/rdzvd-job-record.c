@@ -527,38 +527,13 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
     case RDZVD_DECIDE_WAITING:
         return rec->waiting_since_ms >= 0;
     case RDZVD_DECIDE_FORGOTTEN:
-        return rec->admitted.node_id[0] &&
-               strnlen(rec->admitted.node_id, sizeof(rec->admitted.node_id)) <= RDZV_ID_MAX;
     case RDZVD_DECIDE_ADMITTED:
-        return rec->admitted.node_id[0] &&
-               strnlen(rec->admitted.node_id, sizeof(rec->admitted.node_id)) <= RDZV_ID_MAX &&
-               strnlen(rec->admitted.hash, sizeof(rec->admitted.hash)) == RDZVD_SECRET_HASH_HEX &&
-               strspn(rec->admitted.hash, "0123456789abcdef") == RDZVD_SECRET_HASH_HEX;
+        return rdzvd_job_admitted_valid(&rec->admitted, kind == RDZVD_DECIDE_ADMITTED);
     }
     return false;
 }
 
-/* ---- nodes' identities (rdzvd-job-record.h, "A node's identity") ---- */
-
-#define SECRET_KEY_PREFIX "sec/"
-#define IDS_KEY_PREFIX "ids/"
-#define SECRET_KEY_MAX (sizeof(SECRET_KEY_PREFIX) + 2 * (RDZV_ID_MAX + 1))
-
-/* "sec/" run_id NUL node_id into key: its length. */
-static size_t secret_key(const char *run_id, const char *node_id, char key[SECRET_KEY_MAX])
-{
-    size_t a = strlen(SECRET_KEY_PREFIX), b = strlen(run_id), c = strlen(node_id);
-
-    memcpy(key, SECRET_KEY_PREFIX, a);
-    memcpy(key + a, run_id, b + 1);
-    memcpy(key + a + b + 1, node_id, c);
-    return a + b + 1 + c;
-}
-
-static size_t ids_key(const char *run_id, char *key, size_t len)
-{
-    return (size_t)snprintf(key, len, IDS_KEY_PREFIX "%s", run_id);
-}
+/* ---- a job's waiting, and its node ids (rdzvd-job-ids.c) ---- */
 
 #define WAIT_KEY_PREFIX "wait/"
 
@@ -596,85 +571,6 @@ static int waiting_decide(struct rdzvd_store *t, const char *run_id, int64_t sin
     return rdzvd_store_set(t, key, klen, text, strlen(text));
 }
 
-int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
-                              char hash[RDZVD_SECRET_HASH_HEX + 1])
-{
-    char key[SECRET_KEY_MAX];
-    const uint8_t *val;
-    size_t vlen;
-
-    if (strlen(run_id) > RDZV_ID_MAX || strlen(node_id) > RDZV_ID_MAX ||
-        rdzvd_store_get(t, key, secret_key(run_id, node_id, key), &val, &vlen) < 0 ||
-        vlen != RDZVD_SECRET_HASH_HEX)
-        return -ENOENT;
-    memcpy(hash, val, RDZVD_SECRET_HASH_HEX);
-    hash[RDZVD_SECRET_HASH_HEX] = '\0';
-    return 0;
-}
-
-size_t rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
-
-/* Keep the hash of a's secret in t (ADMITTED). 0, -EEXIST, -ENOSPC or the store's error. */
-static int secret_admit(struct rdzvd_store *t, const char *run_id,
-                        const struct rdzvd_job_record_admitted *a)
-{
-    char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
-    size_t klen = secret_key(run_id, a->node_id, key), iklen = ids_key(run_id, ikey, sizeof(ikey));
-    const uint8_t *val;
-    size_t vlen = 0;
-    int r;
-
-    if (rdzvd_store_get(t, key, klen, &val, &vlen) == 0)
-        return -EEXIST; /* a node's secret is never replaced */
-    if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
-        vlen = 0;
-    if (vlen + strlen(a->node_id) + 1 > rdzvd_job_ids_bytes_max)
-        return -ENOSPC;
-    r = rdzvd_store_append(t, ikey, iklen, a->node_id, strlen(a->node_id) + 1);
-    /* A failure here leaves a node id listed without a hash: unknown, as if never admitted. */
-    return r < 0 ? r : rdzvd_store_set(t, key, klen, a->hash, RDZVD_SECRET_HASH_HEX);
-}
-
-/* The hashes of run_id's nodes go (ENDED), or only node id only's with its place in the list
- * (FORGOTTEN): 1 when there were none, else 0 or the store's error. */
-static int secrets_forget(struct rdzvd_store *t, const char *run_id, const char *only)
-{
-    char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
-    size_t iklen = ids_key(run_id, ikey, sizeof(ikey));
-    const uint8_t *val;
-    size_t vlen, off = 0;
-    bool found = false;
-    char *ids;
-    int r;
-
-    if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
-        return 1;
-    if (!(ids = malloc(vlen + 1)))
-        return -ENOMEM;
-    memcpy(ids, val, vlen);
-    ids[vlen] = '\0';
-    while (off < vlen && !found) {
-        size_t n = strnlen(ids + off, vlen - off);
-
-        if (n <= RDZV_ID_MAX && (!only || strcmp(ids + off, only) == 0)) {
-            size_t len = n + (off + n < vlen); /* with its NUL, unless cut short at the end */
-
-            ids[off + n] = '\0';
-            (void)rdzvd_store_delete(t, key, secret_key(run_id, ids + off, key));
-            if ((found = only != NULL)) { /* the others stay, in their order */
-                memmove(ids + off, ids + off + len, vlen - off - len);
-                vlen -= len;
-            }
-        }
-        off += found ? 0 : n + 1;
-    }
-    r = only && !found ? 1
-        : only && vlen ? rdzvd_store_set(t, ikey, iklen, ids, vlen)
-                       : (rdzvd_store_delete(t, ikey, iklen) < 0 ? -EIO : 0);
-    free(ids);
-    return r < 0 ? r : r > 0;
-}
-
 /* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
  * "decision"; ENDED the run id, and how the job ended ("outcome") when it has one. NULL when out
  * of memory. */
@@ -684,12 +580,9 @@ static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_j
                     ? (rec->has_end ? json_pack("{s:s, s:o*}", "run_id", rec->run_id, "outcome",
                                                 rdzvd_job_end_json(&rec->end))
                                     : json_pack("{s:s}", "run_id", rec->run_id))
-                : kind == RDZVD_DECIDE_ADMITTED
-                    ? json_pack("{s:s, s:s, s:s, s:i}", "run_id", rec->run_id, "node_id",
-                                rec->admitted.node_id, "hash", rec->admitted.hash, "v", 1)
-                : kind == RDZVD_DECIDE_FORGOTTEN
-                    ? json_pack("{s:s, s:s}", "run_id", rec->run_id, "node_id",
-                                rec->admitted.node_id)
+                : kind == RDZVD_DECIDE_ADMITTED || kind == RDZVD_DECIDE_FORGOTTEN
+                    ? rdzvd_job_admitted_json(rec->run_id, &rec->admitted,
+                                              kind == RDZVD_DECIDE_ADMITTED)
                 : kind == RDZVD_DECIDE_WAITING
                     ? json_pack("{s:s, s:I}", "run_id", rec->run_id, "since_ms",
                                 (json_int_t)rec->waiting_since_ms)
@@ -745,7 +638,7 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
     }
     if (d->kind == RDZVD_DECIDE_ENDED) {
-        int s = secrets_forget(t, d->rec.run_id, NULL);
+        int s = rdzvd_job_ids_forget(t, d->rec.run_id, NULL);
 
         (void)waiting_decide(t, d->rec.run_id, 0);
         r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
@@ -755,9 +648,9 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         return r < 0 ? r : s < 0 ? s : !r && s;
     }
     if (d->kind == RDZVD_DECIDE_ADMITTED)
-        return secret_admit(t, d->rec.run_id, &d->rec.admitted);
+        return rdzvd_job_ids_admit(t, d->rec.run_id, &d->rec.admitted);
     if (d->kind == RDZVD_DECIDE_FORGOTTEN)
-        return secrets_forget(t, d->rec.run_id, d->rec.admitted.node_id);
+        return rdzvd_job_ids_forget(t, d->rec.run_id, d->rec.admitted.node_id);
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
     if (r == 0 && decision_goes_back(d, &cur)) {
         r = -ESTALE;
@@ -805,21 +698,12 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
         goto out;
     }
     if (strcmp(kind, "admitted") == 0 || strcmp(kind, "forgotten") == 0) {
-        const char *node, *hash = "";
-        int v = 1;
-
-        /* "v": the form of the hash (1: HMAC-SHA256 of the hex secret, rdzvd-job-identity.h); a
-         * later form is not this rdzvd's to apply. FORGOTTEN names the node id only. */
         d->kind = kind[0] == 'a' ? RDZVD_DECIDE_ADMITTED : RDZVD_DECIDE_FORGOTTEN;
-        if (json_unpack(o, kind[0] == 'a' ? "{s:s, s:s, s:i}" : "{s:s}", "node_id", &node,
-                        "hash", &hash, "v", &v) < 0 ||
-            v != 1 || strlen(id) > RDZV_ID_MAX || strlen(node) > RDZV_ID_MAX ||
-            strlen(hash) != (kind[0] == 'a' ? RDZVD_SECRET_HASH_HEX : 0))
+        if (strlen(id) > RDZV_ID_MAX ||
+            rdzvd_job_admitted_from_json(o, kind[0] == 'a', &d->rec.admitted) < 0)
             goto out;
         snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
-        snprintf(d->rec.admitted.node_id, sizeof(d->rec.admitted.node_id), "%s", node);
-        memcpy(d->rec.admitted.hash, hash, strlen(hash) + 1);
-        r = decision_fits(d->kind, &d->rec) ? 0 : -EBADMSG;
+        r = 0;
         goto out;
     }
     if (strcmp(kind, "waiting") == 0) {

@@ -27,8 +27,9 @@
  * A node's identity. The first JOIN of a node id in a job gets a random secret
  * (JOINED), and its hash is decided (ADMITTED) before JOINED leaves: a JOIN that names a node id
  * the table knows must carry that secret, after a restart or a change of leader too. The hashes
- * live beside the record, under their own keys ("sec/" run_id NUL node_id: the hash; "ids/"
- * run_id: the job's node ids, each NUL-terminated, at most RDZVD_JOB_IDS_BYTES_MAX), so that a
+ * live beside the record, under their own keys (rdzvd-job-ids.h: "sec/" run_id NUL node_id: the
+ * hash; "ids/" run_id: the job's node ids, each NUL-terminated, at most
+ * RDZVD_JOB_IDS_BYTES_MAX), so that a
  * JOIN costs what one node id costs, not the whole list; ENDED deletes them with the record,
  * FORGOTTEN one node's (a node that left without holding a place: no table fills from them).
  * A record of an older rdzvd has none: its nodes are new to it (their next JOIN mints a secret).
@@ -44,6 +45,7 @@
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/data/rdzvd-store.h"
 #include "daemon/job/rdzvd-job-ends.h"
+#include "daemon/job/rdzvd-job-ids.h"
 
 /* A node of a running generation, at its node rank: what the generation formed, so that a new
  * leader (or a restarted rdzvd) knows who holds each node rank, not only how many there were. Its
@@ -80,16 +82,6 @@ struct rdzvd_job_record_hist {
     struct rdzv_gpu_set gpus;
     unsigned n_fails;
     struct rdzvd_job_record_fail fails[RDZVD_JOB_FAILS_KEPT]; /* oldest first */
-};
-
-/* What ADMITTED records of a node: its node id and the hash of its secret (hex). */
-#define RDZVD_SECRET_HASH_HEX 64
-#define RDZVD_JOB_IDS_BYTES_MAX (256u << 10)
-/* The bound in force: RDZVD_JOB_IDS_BYTES_MAX, which a test may make smaller (before any job). */
-extern size_t rdzvd_job_ids_bytes_max;
-struct rdzvd_job_record_admitted {
-    char node_id[RDZV_ID_MAX + 1];
-    char hash[RDZVD_SECRET_HASH_HEX + 1];
 };
 
 /* A job's own settings, which its first agent's JOIN gave it (every agent of a job is started
@@ -189,10 +181,6 @@ enum rdzvd_decision_kind {
  * (an agent is back, or the job ran when rdzvd stopped). */
 int64_t rdzvd_job_waiting_since(struct rdzvd_store *t, const char *run_id);
 
-
-/* The hash (hex) ADMITTED recorded for node_id of run_id in t, into hash: 0 or -ENOENT. */
-int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
-                              char hash[RDZVD_SECRET_HASH_HEX + 1]);
 
 /* "formed", "stopped", "ended", "aside", "admitted", "waiting", "forgotten". Never NULL. */
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
