@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-ids.c: a job's node ids (daemon/job/rdzvd-job-ids.c): which it keeps, which it
+ * forgets, and when a new one is refused (docs/design/job-policy.md, rows E0-10 and F17; issue
+ * 62 case 3), driven with fake agents (jobtest.h). Moved from test-job-policy.c. */
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+#include "daemon/data/rdzvd-config.h"
+#include "daemon/job/rdzvd-job-impl.h"
+
+static struct rdzvd_job *job_of(struct env *e)
+{
+    return rdzvd_job_find(&e->jobs, "job");
+}
+
+/* The job's state, or -1: not in memory. */
+static int state_of(struct env *e)
+{
+    struct rdzvd_job *j = job_of(e);
+
+    return j ? (int)j->state : -1;
+}
+
+/* ADMITTED holds the hash of node_id's secret (where e keeps nodes' secrets). */
+static bool admitted(struct env *e, const char *node_id)
+{
+    char hash[RDZVD_SECRET_HASH_HEX + 1];
+
+    return rdzvd_job_secret_hash_get(e->h.secret_table, "job", node_id, hash) == 0;
+}
+
+/* f heard nevents events and nrounds ROUNDs in all, and is still connected. */
+static void assert_heard(const struct fake *f, int nevents, int nrounds)
+{
+    ASSERT_EQ(f->nevents, nevents);
+    ASSERT_EQ(f->nrounds, nrounds);
+    ASSERT_FALSE(f->closed);
+    ASSERT_NOT_NULL(f->m);
+}
+
+/* Row E0-10: once a job's node ids fill 256 KiB, a new node id's JOIN is refused, "job 'J' has
+ * seen too many node ids (N bytes of them); start a new job with a new --rdzv-id": it is not
+ * admitted, and the running job hears nothing. */
+static void test_join_past_the_node_ids_limit_is_refused(void)
+{
+    struct rdzvd_job_record rec = {.run_id = "job"};
+    char secret[RDZV_SECRET_HEX + 1], err[512], want[160];
+    struct fake f[2] = {0}, late = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+    int k, r;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    ASSERT_OK(rdzvd_member_secret_new(secret));
+    ASSERT_OK(rdzvd_member_secret_hash(secret, rec.admitted.hash));
+    for (k = 0; k < 4000; k++) { /* 129 bytes each: about 2000 of them */
+        snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%0128d", k);
+        if ((r = rdzvd_job_decide(e.h.secret_table, RDZVD_DECIDE_ADMITTED, &rec)) < 0)
+            break;
+    }
+    ASSERT_EQ(r, -ENOSPC);
+    ASSERT_TRUE(k > 2000);
+    jn = join_of(5, 2, 2, 3);
+    ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -ENOSPC);
+    snprintf(want, sizeof(want), "job 'job' has seen too many node ids (%u bytes of them); "
+             "start a new job with a new --rdzv-id", RDZVD_JOB_IDS_BYTES_MAX);
+    ASSERT_TRUE(strstr(err, want) != NULL);
+    ASSERT_EQ(late.njoined, 0);
+    ASSERT_FALSE(admitted(&e, "node-5"));
+    ASSERT_TRUE(admitted(&e, "node-0"));
+    assert_heard(&f[0], 0, 1);
+    assert_heard(&f[1], 0, 1);
+    ASSERT_EQ(job_of(&e)->nmembers, 2);
+    env_done(&e);
+}
+
+/* Issue 62 case 3: spares that JOIN and close, 3,000 of them under 128-byte node ids (past
+ * 256 KiB had each been kept), leave no node id behind: a member is then lost, and its
+ * replacement (a new node id) is taken; so, after it, is a restarted agent on a healthy node.
+ * With --state-dir, the journal replayed keeps the same ids: the nodes that ran. */
+static void test_spares_that_come_and_go_fill_no_table(void)
+{
+    struct fake f[2] = {0}, spare, repl = {0}, again = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    char path[64], hash[RDZVD_SECRET_HASH_HEX + 1], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    join_n(&e, f, 2, jn);
+    ASSERT_EQ(state_of(&e), JOB_RUNNING);
+    for (int k = 0; k < 3000; k++) {
+        memset(&spare, 0, sizeof(spare));
+        jn = join_of(5, 2, 2, 3);
+        snprintf(jn.node_id, sizeof(jn.node_id), "%0128d", k);
+        if (join(&e, &spare, &jn) < 0)
+            break; /* the table full (before issue 62): the replacement below is refused too */
+        ASSERT_TRUE(spare.spare);
+        rdzvd_member_gone(spare.m);
+    }
+    rdzvd_member_gone(f[1].m); /* node 1 lost: the job restarts without it */
+    all_ready(f, 1, 1);
+    jn = join_of(7, 2, 2, 3); /* its replacement */
+    if (join_err(&e, &repl, &jn, err, sizeof(err)) < 0)
+        fprintf(stderr, "the replacement is refused: %s\n", err);
+    ASSERT_EQ(err[0], '\0');
+    snprintf(jn.node_id, sizeof(jn.node_id), "%0128d", 2999);
+    ASSERT_FALSE(admitted(&e, jn.node_id));
+    ASSERT_TRUE(admitted(&e, "node-7"));
+    ASSERT_TRUE(admitted(&e, "node-1")); /* it ran: its agent may come back */
+    run_ms(&e, 1000);
+    ASSERT_EQ(repl.nrounds, 1);
+    ASSERT_EQ(repl.round.generation, 2);
+    rdzvd_member_gone(f[0].m); /* node 0's agent restarted: a new process, a new node id */
+    all_ready(&repl, 1, 2);
+    jn = join_of(8, 2, 2, 3);
+    ASSERT_OK(join(&e, &again, &jn));
+    run_ms(&e, 1000);
+    ASSERT_EQ(again.nrounds, 1);
+    env_done(&e);
+    /* The journal replayed: the same ids, and none of the spares'. */
+    env_init(&e, fd);
+    ASSERT_OK(rdzvd_job_secret_hash_get(e.h.secret_table, "job", "node-7", hash));
+    ASSERT_OK(rdzvd_job_secret_hash_get(e.h.secret_table, "job", "node-0", hash));
+    snprintf(jn.node_id, sizeof(jn.node_id), "%0128d", 0);
+    ASSERT_EQ(rdzvd_job_secret_hash_get(e.h.secret_table, "job", jn.node_id, hash), -ENOENT);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* FORGOTTEN takes one node id's hash and its bytes of the job's node ids, the others kept in
+ * their order; of an id not kept it changes nothing; ENDED still forgets the rest. */
+static void test_forgotten_takes_one_node_id(void)
+{
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_job_record rec = {.run_id = "job"};
+    char hash[RDZVD_SECRET_HASH_HEX + 1];
+    struct rdzvd_store *t = NULL;
+    const uint8_t *val;
+    size_t vlen;
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply);
+    memset(rec.admitted.hash, 'a', RDZVD_SECRET_HASH_HEX);
+    for (int i = 0; i < 3; i++) {
+        snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "n%d", i);
+        ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ADMITTED, &rec));
+    }
+    snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "n1");
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORGOTTEN, &rec));
+    ASSERT_EQ(rdzvd_job_secret_hash_get(t, "job", "n1", hash), -ENOENT);
+    ASSERT_OK(rdzvd_job_secret_hash_get(t, "job", "n0", hash));
+    ASSERT_OK(rdzvd_store_get(t, "ids/job", 7, &val, &vlen));
+    ASSERT_EQ(vlen, 6);
+    ASSERT_TRUE(memcmp(val, "n0\0n2\0", 6) == 0);
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORGOTTEN, &rec)); /* none: nothing */
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ADMITTED, &rec)); /* a new node of that id */
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec));
+    ASSERT_EQ(rdzvd_job_secret_hash_get(t, "job", "n2", hash), -ENOENT);
+    ASSERT_EQ(rdzvd_job_secret_hash_get(t, "job", "n1", hash), -ENOENT);
+    ASSERT_EQ(rdzvd_store_get(t, "ids/job", 7, &val, &vlen), -ENOENT);
+    rec.admitted.node_id[0] = '\0';
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_FORGOTTEN, &rec), -EINVAL);
+    rdzvd_store_free(t);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-ids", RDZV_LOG_ERROR);
+    TEST(test_join_past_the_node_ids_limit_is_refused);
+    TEST(test_spares_that_come_and_go_fill_no_table);
+    TEST(test_forgotten_takes_one_node_id);
+    return tap_done();
+}
