@@ -105,6 +105,42 @@ int rdzvd_job_ids_forget(struct rdzvd_store *t, const char *run_id, const char *
     return r < 0 ? r : r > 0;
 }
 
+/* The stored list of run_id's node ids: 0, or -ENOENT (none). */
+static int ids_val(struct rdzvd_store *t, const char *run_id, const uint8_t **val, size_t *vlen)
+{
+    char ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
+
+    if (strlen(run_id) > RDZV_ID_MAX ||
+        rdzvd_store_get(t, ikey, ids_key(run_id, ikey, sizeof(ikey)), val, vlen) < 0)
+        return -ENOENT;
+    return 0;
+}
+
+int rdzvd_job_ids_get(struct rdzvd_store *t, const char *run_id, char **ids, size_t *len)
+{
+    const uint8_t *val;
+    size_t vlen;
+
+    *ids = NULL;
+    *len = 0;
+    if (ids_val(t, run_id, &val, &vlen) < 0)
+        return 0;
+    if (!(*ids = malloc(vlen + 1)))
+        return -ENOMEM;
+    memcpy(*ids, val, vlen);
+    (*ids)[vlen] = '\0';
+    *len = vlen;
+    return 0;
+}
+
+size_t rdzvd_job_ids_len(struct rdzvd_store *t, const char *run_id)
+{
+    const uint8_t *val;
+    size_t vlen;
+
+    return ids_val(t, run_id, &val, &vlen) < 0 ? 0 : vlen;
+}
+
 bool rdzvd_job_admitted_valid(const struct rdzvd_job_record_admitted *a, bool admitted)
 {
     return a->node_id[0] && strnlen(a->node_id, sizeof(a->node_id)) <= RDZV_ID_MAX &&

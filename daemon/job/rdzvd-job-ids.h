@@ -40,6 +40,12 @@ int rdzvd_job_ids_admit(struct rdzvd_store *t, const char *run_id,
  * store's error. */
 int rdzvd_job_ids_forget(struct rdzvd_store *t, const char *run_id, const char *only);
 
+/* run_id's node ids in t, oldest first, each NUL-terminated: a copy into *ids (malloc'd, with a
+ * NUL past its end; NULL: none), its length into *len (0: none). 0 or -ENOMEM. */
+int rdzvd_job_ids_get(struct rdzvd_store *t, const char *run_id, char **ids, size_t *len);
+/* Their length alone (what a JOIN reads while they fit: not the whole list). */
+size_t rdzvd_job_ids_len(struct rdzvd_store *t, const char *run_id);
+
 /* a is what ADMITTED (admitted) or FORGOTTEN (!admitted, the node id only) takes? */
 bool rdzvd_job_admitted_valid(const struct rdzvd_job_record_admitted *a, bool admitted);
 

@@ -507,7 +507,10 @@ void rdzvd_job_save_leaving(struct rdzvd_job *j);
 int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
                           const struct rdzvd_job_move *mv);
 /* node_id's first JOIN in j: keep the hash of its new secret in the host's secret table (a
- * decision, written before JOINED leaves). 0 (also with no table) or a negative errno. */
+ * decision, written before JOINED leaves). When it would take the job's node ids past the bound,
+ * the oldest that promise nothing (neither a member's nor of the generation j was rebuilt from;
+ * those with no failure history first) are forgotten first (FORGOTTEN each). 0 (also with no
+ * table), -ENOSPC (the members' and that generation's alone fill it) or a negative errno. */
 int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret);
 /* m leaves its job (not at rdzvd's shutdown): its node id goes from the secret table
  * (FORGOTTEN) when it promises nothing any more, i.e. m never held a place in a generation

@@ -300,6 +300,85 @@ int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
     }
 }
 
+/* FORGOTTEN for node_id of j, written (with the job table's journal, before any reply of the
+ * step leaves): 0 or a negative errno. */
+static int decide_forgotten(struct rdzvd_job *j, const char *node_id)
+{
+    struct rdzvd_job_record rec = {.generation = 0};
+    int r;
+
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", node_id);
+    r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_FORGOTTEN, &rec);
+    return j->host.secret_table == j->host.record_table ? decision_written(j, r) : r;
+}
+
+/* node_id may yet come back to j with its secret: a member's (connected or away), or a node of
+ * the generation j was rebuilt from (its record's). */
+static bool id_promised(const struct rdzvd_job *j, const char *node_id)
+{
+    if (rdzvd_member_index_find(&j->by_id, node_id))
+        return true;
+    for (int64_t i = 0; j->rebuilt_nodes && i < j->round.nnodes; i++)
+        if (strcmp(j->rebuilt_nodes[i].node_id, node_id) == 0)
+            return true;
+    return false;
+}
+
+/* node_id has a history in j: failures, or put aside. Its entry stays when its id goes (the
+ * rules by node id and by host still see it), but such ids go last. */
+static bool id_has_history(const struct rdzvd_job *j, const char *node_id)
+{
+    for (unsigned i = 0; i < j->n_hist; i++)
+        if (strcmp(j->hist[i].node_id, node_id) == 0)
+            return j->hist[i].failures > 0 || j->hist[i].n_fails > 0 || j->hist[i].aside;
+    return false;
+}
+
+/* Room among j's node ids for node_id: when it would take them past the bound, the oldest ids
+ * that promise nothing (id_promised) are forgotten until it fits, those with no history first,
+ * each by a decision written before the JOIN is answered (issue 62 case 3: a job can always take
+ * a replacement). 0, -ENOSPC when the promised ids alone fill the bound (nothing forgotten), or
+ * a negative errno. */
+static int ids_make_room(struct rdzvd_job *j, const char *node_id)
+{
+    size_t need = strlen(node_id) + 1, len, off, kept = 0, gone = 0;
+    char *ids, first[RDZV_ID_MAX + 1] = "";
+    int r;
+
+    if (rdzvd_job_ids_len(j->host.secret_table, j->run_id) + need <= rdzvd_job_ids_bytes_max)
+        return 0; /* it fits: a JOIN reads no more than that */
+    if ((r = rdzvd_job_ids_get(j->host.secret_table, j->run_id, &ids, &len)) < 0)
+        return r;
+    for (off = 0; off < len; off += strlen(ids + off) + 1)
+        kept += id_promised(j, ids + off) ? strlen(ids + off) + 1 : 0;
+    if (len + need > rdzvd_job_ids_bytes_max && kept + need > rdzvd_job_ids_bytes_max)
+        r = -ENOSPC; /* forgetting the others would not make room */
+    for (int pass = 0; pass < 2 && r == 0 && len + need > rdzvd_job_ids_bytes_max; pass++) {
+        for (off = 0; off < len && r == 0 && len + need > rdzvd_job_ids_bytes_max;) {
+            const char *id = ids + off;
+            size_t n = strlen(id) + 1 < len - off ? strlen(id) + 1 : len - off;
+
+            if (id_promised(j, id) || (pass == 0 && id_has_history(j, id))) {
+                off += n;
+                continue;
+            }
+            if ((r = decide_forgotten(j, id)) < 0)
+                break;
+            if (!gone++)
+                snprintf(first, sizeof(first), "%s", id);
+            memmove(ids + off, ids + off + n, len - off - n + 1);
+            len -= n;
+        }
+    }
+    if (gone)
+        log_info("job=%s: its node ids would pass %zu bytes with node id %s: forgot %zu of nodes "
+                 "that left (the oldest: %s); a node of one that comes back is a new node",
+                 j->run_id, rdzvd_job_ids_bytes_max, node_id, gone, first);
+    free(ids);
+    return r;
+}
+
 int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret)
 {
     struct rdzvd_job_record rec = {.generation = 0};
@@ -311,6 +390,8 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
     snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", node_id);
     r = rdzvd_member_secret_hash(secret, rec.admitted.hash);
     if (r == 0)
+        r = ids_make_room(j, node_id);
+    if (r == 0)
         r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_ADMITTED, &rec);
     if (j->host.secret_table == j->host.record_table)
         r = decision_written(j, r);
@@ -320,17 +401,11 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
 void rdzvd_member_forget(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
-    struct rdzvd_job_record rec = {.generation = 0};
     int r;
 
     if (!j->host.secret_table || j->state == JOB_ENDED || rdzvd_member_held_place(m))
         return;
-    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
-    snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", m->join.node_id);
-    r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_FORGOTTEN, &rec);
-    if (j->host.secret_table == j->host.record_table)
-        r = decision_written(j, r);
-    if (r < 0)
+    if ((r = decide_forgotten(j, m->join.node_id)) < 0)
         log_warn_errno(r, "job=%s cannot forget node id %s, which left without holding a place: "
                        "it stays among the job's node ids", j->run_id, m->join.node_id);
 }

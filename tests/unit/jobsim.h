@@ -391,12 +391,29 @@ static void check_moved(struct sim *s, const struct spre *p, int node, const cha
     }
 }
 
+/* The bytes of j's node ids that promise a return: its members' and those of the generation it
+ * was rebuilt from (rdzvd-job-persist.c keeps them when it makes room). */
+static size_t ids_promised(const struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    size_t n = 0;
+
+    for_each_member(j, m, pos, tmp)
+        n += strlen(m->join.node_id) + 1;
+    for (int64_t k = 0; j->rebuilt_nodes && k < j->round.nnodes; k++)
+        if (!rdzvd_member_index_find(&j->by_id, j->rebuilt_nodes[k].node_id))
+            n += strlen(j->rebuilt_nodes[k].node_id) + 1;
+    return n;
+}
+
 static void sim_check(struct sim *s, int code, const struct spre *p)
 {
     struct model *md = &s->md;
     struct rdzvd_job *j = the_job(md);
     int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
     int i = kind >= 0 ? code % NODES : -1;
+    const char *q;
 
     if (kind == EV_JOIN && !p->exists && j && j->rebuilt && s->left_memory)
         sbad(s, S4, 6, "node-%d's resume rebuilt generation %" PRIu64 " of a job that left "
@@ -420,10 +437,15 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
         check_moved(s, p, -1, "an agent that joined and crashed at once");
     if ((kind == EV_GONE || kind == EV_BLIP) && !p->nrounds[i])
         check_moved(s, p, i, i == STRANGER ? "the stranger" : "a node that never got a ROUND");
-    /* S3: a refusal for a table full of nodes that left. */
+    /* S3: a refusal for a table full of nodes that left: only the ids of the members and of
+     * the running generation may fill it. */
     if ((kind == EV_JOIN || code == SC_FRESH) && md->refused &&
-        strstr(md->refused_err, "seen too many node ids"))
-        sbad(s, S3, 3, "a JOIN was refused: %s", md->refused_err);
+        (strstr(md->refused_err, "seen too many node ids") ||
+         ((q = strstr(md->refused_err, "cannot take node id '")) && j &&
+          ids_promised(j) + strcspn(q + 21, "'") + 1 <= s->c.ids_max)))
+        sbad(s, S3, 3, "a JOIN was refused though the members' and the running generation's "
+             "node ids fill %zu of %" PRIu64 " bytes: %s", j ? ids_promised(j) : 0,
+             s->c.ids_max, md->refused_err);
     if ((kind == EV_JOIN || code == SC_FRESH) && md->refused && strstr(md->refused_err,
                                                                        "--max-jobs"))
         sbad(s, S3, 0, "a JOIN was refused though no other job runs: %s", md->refused_err);

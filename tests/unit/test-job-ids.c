@@ -37,41 +37,98 @@ static void assert_heard(const struct fake *f, int nevents, int nrounds)
     ASSERT_NOT_NULL(f->m);
 }
 
-/* Row E0-10: once a job's node ids fill 256 KiB, a new node id's JOIN is refused, "job 'J' has
- * seen too many node ids (N bytes of them); start a new job with a new --rdzv-id": it is not
- * admitted, and the running job hears nothing. */
+/* Row E0-10: when the node ids of a job's members and of its running generation alone fill the
+ * bound (here two of them), a new node id's JOIN is refused, in one line that says so and what
+ * to do: it is not admitted, nothing is forgotten, and the running job hears nothing. */
 static void test_join_past_the_node_ids_limit_is_refused(void)
 {
-    struct rdzvd_job_record rec = {.run_id = "job"};
-    char secret[RDZV_SECRET_HEX + 1], err[512], want[160];
+    char err[512], want[256];
     struct fake f[2] = {0}, late = {0};
     struct rdzv_join jn = join_of(0, 2, 2, 3);
     struct env e;
-    int k, r;
 
+    rdzvd_job_ids_bytes_max = 2 * sizeof("node-0"); /* node-0 and node-1, with their NULs */
     env_init(&e, -1);
     join_n(&e, f, 2, jn);
-    ASSERT_OK(rdzvd_member_secret_new(secret));
-    ASSERT_OK(rdzvd_member_secret_hash(secret, rec.admitted.hash));
-    for (k = 0; k < 4000; k++) { /* 129 bytes each: about 2000 of them */
-        snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%0128d", k);
-        if ((r = rdzvd_job_decide(e.h.secret_table, RDZVD_DECIDE_ADMITTED, &rec)) < 0)
-            break;
-    }
-    ASSERT_EQ(r, -ENOSPC);
-    ASSERT_TRUE(k > 2000);
-    jn = join_of(5, 2, 2, 3);
+    assert_heard(&f[0], 0, 1); /* generation 1 runs */
+    jn = join_of(5, 2, 2, 3); /* a spare */
     ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -ENOSPC);
-    snprintf(want, sizeof(want), "job 'job' has seen too many node ids (%u bytes of them); "
-             "start a new job with a new --rdzv-id", RDZVD_JOB_IDS_BYTES_MAX);
+    snprintf(want, sizeof(want), "job 'job' cannot take node id 'node-5': the node ids of its "
+             "members and its running generation fill the %zu bytes a job keeps; stop some of "
+             "its spares, or start a new job with a new --rdzv-id", 2 * sizeof("node-0"));
+    if (!strstr(err, want))
+        fprintf(stderr, "refused: %s\n", err);
     ASSERT_TRUE(strstr(err, want) != NULL);
     ASSERT_EQ(late.njoined, 0);
     ASSERT_FALSE(admitted(&e, "node-5"));
     ASSERT_TRUE(admitted(&e, "node-0"));
+    ASSERT_TRUE(admitted(&e, "node-1"));
     assert_heard(&f[0], 0, 1);
     assert_heard(&f[1], 0, 1);
     ASSERT_EQ(job_of(&e)->nmembers, 2);
     env_done(&e);
+    rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+}
+
+/* Issue 62 case 3, second stage (E0-10): the job's node ids full of nodes that held a place and
+ * left (each lost in turn, its replacement placed), the next replacement is still taken: the
+ * oldest ids that are neither a member's nor the running generation's are forgotten
+ * (FORGOTTEN, journaled before JOINED), and the journal replayed holds the same ids. A forgotten
+ * node whose agent comes back is a new node: its old secret proves nothing, it holds no place. */
+static void test_ids_of_nodes_that_ran_make_room_for_a_replacement(void)
+{
+    struct fake f[8] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 20);
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    rdzvd_job_ids_bytes_max = 4 * sizeof("node-0"); /* four ids */
+    env_init(&e, fd);
+    join_n(&e, f, 2, jn);
+    run_ms(&e, 1000);
+    ASSERT_EQ(state_of(&e), JOB_RUNNING);
+    for (int k = 2; k < 8; k++) { /* node k-1 lost, node k its replacement */
+        char err[512] = "";
+
+        rdzvd_member_gone(f[k - 1].m);
+        all_ready(f, 1, (uint64_t)k - 1);
+        jn = join_of(k, 2, 2, 20);
+        if (join_err(&e, &f[k], &jn, err, sizeof(err)) < 0)
+            fprintf(stderr, "replacement node-%d refused: %s\n", k, err);
+        ASSERT_EQ(err[0], '\0');
+        run_ms(&e, 1000);
+        ASSERT_EQ(f[k].nrounds, 1);
+        ASSERT_EQ(f[k].round.generation, (uint64_t)k);
+    }
+    /* Kept: the members (node-0, node-7) and the newest that ran; forgotten: the oldest. */
+    ASSERT_TRUE(admitted(&e, "node-0"));
+    ASSERT_TRUE(admitted(&e, "node-7"));
+    ASSERT_TRUE(admitted(&e, "node-5"));
+    ASSERT_FALSE(admitted(&e, "node-4"));
+    ASSERT_FALSE(admitted(&e, "node-1"));
+    /* node-1's agent, back with its old secret, resumes generation 1: a new node to the job. */
+    jn = resume_of(1, 1, 0, 20);
+    snprintf(jn.secret, sizeof(jn.secret), "%s", f[1].secret);
+    ASSERT_OK(join(&e, &back, &jn));
+    ASSERT_FALSE(rdzvd_member_held_place(back.m));
+    ASSERT_EQ(back.nrounds, 0);
+    ASSERT_TRUE(strcmp(back.secret, f[1].secret) != 0);
+    ASSERT_TRUE(admitted(&e, "node-1"));
+    ASSERT_FALSE(admitted(&e, "node-5")); /* the oldest of those that left, to make room */
+    env_done(&e);
+    /* The journal replayed: the same ids. */
+    env_init(&e, fd);
+    ASSERT_TRUE(admitted(&e, "node-0"));
+    ASSERT_TRUE(admitted(&e, "node-7"));
+    ASSERT_TRUE(admitted(&e, "node-6"));
+    ASSERT_TRUE(admitted(&e, "node-1"));
+    ASSERT_FALSE(admitted(&e, "node-5"));
+    ASSERT_FALSE(admitted(&e, "node-2"));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+    rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
 /* Issue 62 case 3: spares that JOIN and close, 3,000 of them under 128-byte node ids (past
@@ -170,6 +227,7 @@ int main(void)
     rdzv_log_setup("test-job-ids", RDZV_LOG_ERROR);
     TEST(test_join_past_the_node_ids_limit_is_refused);
     TEST(test_spares_that_come_and_go_fill_no_table);
+    TEST(test_ids_of_nodes_that_ran_make_room_for_a_replacement);
     TEST(test_forgotten_takes_one_node_id);
     return tap_done();
 }

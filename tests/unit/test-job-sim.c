@@ -31,7 +31,7 @@
 
 /* The cases of issue 62 not fixed yet, by their number there: their violations are counted
  * and reported, not failed. Take each out as its fix merges; -1 ends the list. */
-static const int open_cases[] = {2, 3, 5, 7, -1};
+static const int open_cases[] = {2, 5, 7, -1};
 
 static char g_path[64];
 static bool g_keep_going, g_failed, g_verbose, g_stop;
