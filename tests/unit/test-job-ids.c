@@ -186,6 +186,39 @@ static void test_spares_that_come_and_go_fill_no_table(void)
     jt_state_dir_done(fd, path);
 }
 
+/* E0-10: of the ids that may go, those with a failure history go last: node-1's workers
+ * failed before it was lost, node-2 only ran; node-4's JOIN needs one id's room, and node-2's
+ * goes though node-1's is older. node-1's history stays, its id or not. */
+static void test_ids_with_a_failure_history_go_last(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 7};
+    struct fake f[5] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 20);
+    struct env e;
+
+    rdzvd_job_ids_bytes_max = 4 * sizeof("node-0");
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    jt_worker_exit(&f[1], &w); /* node-1's own failure: a restart, charged to node-1 */
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[1].round.generation, 2);
+    for (int k = 2; k < 5; k++) { /* node k-1 lost, node k its replacement */
+        rdzvd_member_gone(f[k - 1].m);
+        all_ready(f, 1, (uint64_t)k);
+        jn = join_of(k, 2, 2, 20);
+        ASSERT_OK(join(&e, &f[k], &jn));
+        run_ms(&e, 1000);
+        ASSERT_EQ(f[k].round.generation, (uint64_t)k + 1);
+    }
+    ASSERT_TRUE(admitted(&e, "node-1"));
+    ASSERT_FALSE(admitted(&e, "node-2"));
+    ASSERT_TRUE(admitted(&e, "node-3"));
+    ASSERT_TRUE(admitted(&e, "node-4"));
+    ASSERT_NOT_NULL(rdzvd_job_hist_find(job_of(&e), "node-1"));
+    env_done(&e);
+    rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+}
+
 /* FORGOTTEN takes one node id's hash and its bytes of the job's node ids, the others kept in
  * their order; of an id not kept it changes nothing; ENDED still forgets the rest. */
 static void test_forgotten_takes_one_node_id(void)
@@ -228,6 +261,7 @@ int main(void)
     TEST(test_join_past_the_node_ids_limit_is_refused);
     TEST(test_spares_that_come_and_go_fill_no_table);
     TEST(test_ids_of_nodes_that_ran_make_room_for_a_replacement);
+    TEST(test_ids_with_a_failure_history_go_last);
     TEST(test_forgotten_takes_one_node_id);
     return tap_done();
 }
