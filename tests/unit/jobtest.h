@@ -22,6 +22,7 @@
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-journals.h"
 #include "daemon/job/rdzvd-job-identity.h"
+#include "daemon/job/rdzvd-job-ids.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-world.h"
@@ -652,4 +653,21 @@ static inline const struct rdzv_status_node *node_of(const struct rdzv_status_jo
         if (strcmp(sj->nodes[i].host, host) == 0)
             return &sj->nodes[i];
     return NULL;
+}
+
+/* ADMITTED holds the hash of node_id's secret (where e keeps nodes' secrets). */
+static inline bool admitted(struct env *e, const char *node_id)
+{
+    char hash[RDZVD_SECRET_HASH_HEX + 1];
+
+    return rdzvd_job_secret_hash_get(e->h.secret_table, "job", node_id, hash) == 0;
+}
+
+/* f heard nevents events and nrounds ROUNDs in all, and is still connected. */
+static inline void assert_heard(const struct fake *f, int nevents, int nrounds)
+{
+    ASSERT_EQ(f->nevents, nevents);
+    ASSERT_EQ(f->nrounds, nrounds);
+    ASSERT_FALSE(f->closed);
+    ASSERT_NOT_NULL(f->m);
 }

@@ -20,23 +20,6 @@ static int state_of(struct env *e)
     return j ? (int)j->state : -1;
 }
 
-/* ADMITTED holds the hash of node_id's secret (where e keeps nodes' secrets). */
-static bool admitted(struct env *e, const char *node_id)
-{
-    char hash[RDZVD_SECRET_HASH_HEX + 1];
-
-    return rdzvd_job_secret_hash_get(e->h.secret_table, "job", node_id, hash) == 0;
-}
-
-/* f heard nevents events and nrounds ROUNDs in all, and is still connected. */
-static void assert_heard(const struct fake *f, int nevents, int nrounds)
-{
-    ASSERT_EQ(f->nevents, nevents);
-    ASSERT_EQ(f->nrounds, nrounds);
-    ASSERT_FALSE(f->closed);
-    ASSERT_NOT_NULL(f->m);
-}
-
 /* Row E0-10: when the node ids of a job's members and of its running generation alone fill the
  * bound (here two of them), a new node id's JOIN is refused, in one line that says so and what
  * to do: it is not admitted, nothing is forgotten, and the running job hears nothing. */

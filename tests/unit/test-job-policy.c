@@ -61,23 +61,6 @@ static bool has_record(struct env *e)
     return r == 0;
 }
 
-/* ADMITTED holds the hash of node_id's secret (where e keeps nodes' secrets). */
-static bool admitted(struct env *e, const char *node_id)
-{
-    char hash[RDZVD_SECRET_HASH_HEX + 1];
-
-    return rdzvd_job_secret_hash_get(e->h.secret_table, "job", node_id, hash) == 0;
-}
-
-/* f heard nevents events and nrounds ROUNDs in all, and is still connected. */
-static void assert_heard(const struct fake *f, int nevents, int nrounds)
-{
-    ASSERT_EQ(f->nevents, nevents);
-    ASSERT_EQ(f->nrounds, nrounds);
-    ASSERT_FALSE(f->closed);
-    ASSERT_NOT_NULL(f->m);
-}
-
 /* Every fake of f[0..n) was told the job ended as type, with exit code code and a summary
  * that says what. */
 static void assert_outcome(const struct fake *f, int n, const char *type, int64_t code,

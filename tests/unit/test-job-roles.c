@@ -249,6 +249,16 @@ static void test_outsider_unhealthy_does_not_put_a_host_aside(void)
     jt_state_dir_done(fd, path);
 }
 
+/* e with no job table, keeping ended jobs for status as rdzvd does (an hour, 16). */
+static void env_init_keeping_ends(struct env *e)
+{
+    env_init(e, -1);
+    e->h.ended = &e->ended;
+    e->h.keep_ended = rdzvd_ended_jobs_add;
+    rdzvd_ended_jobs_free(&e->ended);
+    rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
+}
+
 /* Issue 45, case 6: a job (--nnodes 2) on nodes 0 and 1 restarts (node 0's worker failed);
  * node 1's agent is frozen (a paused VM) and sends no READY. scancel reaches node 0's agent: too
  * few nodes are left, and the job ends "cancelled" at once (its end recorded first; before
@@ -265,11 +275,7 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     char err[512];
     struct env e;
 
-    env_init(&e, -1);
-    e.h.ended = &e.ended;
-    e.h.keep_ended = rdzvd_ended_jobs_add;
-    rdzvd_ended_jobs_free(&e.ended);
-    rdzvd_ended_jobs_init(&e.ended, 3600 * 1000, 16);
+    env_init_keeping_ends(&e);
     jn.heartbeat_timeout_ms = 5000;
     join_n(&e, f, 2, jn);
     jt_worker_exit(&f[0], &w);
@@ -313,11 +319,7 @@ static void test_last_node_lost_ends_the_job_and_its_resume_is_told(void)
     char err[512];
     struct env e;
 
-    env_init(&e, -1);
-    e.h.ended = &e.ended;
-    e.h.keep_ended = rdzvd_ended_jobs_add;
-    rdzvd_ended_jobs_free(&e.ended);
-    rdzvd_ended_jobs_init(&e.ended, 3600 * 1000, 16);
+    env_init_keeping_ends(&e);
     jn.heartbeat_timeout_ms = 5000;
     join_n(&e, f, 3, jn); /* node 2 waits as a spare */
     ASSERT_EQ(f[2].nrounds, 0);
