@@ -859,6 +859,9 @@ class TestSoak(unittest.TestCase):
             s.run()
         finally:
             print(s.summary(), file=sys.stderr, flush=True)
+        if s.violations:
+            TAIL.append(s.summary())
+            TAIL.extend(f"violation: {v.splitlines()[0][:600]}" for v in s.violations)
         self.assertEqual(s.violations, [],
                          f"\nseed {seed} (RDZV_SOAK_SEED={seed} replays the schedule): "
                          f"{len(s.violations)} violation(s):\n- " + "\n- ".join(s.violations) +
@@ -866,5 +869,12 @@ class TestSoak(unittest.TestCase):
                          f"{s.agent_logs()}")
 
 
+# A failed run's summary and violations again, as the last lines printed: CI shows a failed
+# test's tail only.
+TAIL = []
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    prog = unittest.main(verbosity=2, exit=False)
+    for line in TAIL:
+        print(line, file=sys.stderr)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
