@@ -514,6 +514,7 @@ int main(int argc, char **argv)
                                    .token_file = a.o.token_file,
                                    .replica_key_file = a.o.replica_key_file,
                                    .replicas = (unsigned)a.o.replicas,
+                                   .log_dir = a.o.log_dir,
                                    .level = a.o.level};
     if (a.o.may_host)
         (void)agent_host_maybe_start(&hcfg);
@@ -536,6 +537,7 @@ int main(int argc, char **argv)
                                                       .embedded = a.embedded != NULL,
                                                       .token_file = a.o.token_file,
                                                       .replica_key_file = a.o.replica_key_file,
+                                                      .log_dir = a.o.log_dir,
                                                       .level = a.o.level,
                                                       .health = {.cmd = a.o.health_check,
                                                                  .timeout_s = a.o.health_timeout_s,

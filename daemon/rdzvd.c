@@ -44,6 +44,7 @@ struct opts {
     bool join;                       /* --join */
     uint64_t replicas;               /* --replicas; 0: none */
     bool remove_state_dir;           /* --remove-state-dir */
+    const char *remove_dir;          /* --remove-dir; NULL: none */
     int accept_thread;               /* --accept-thread: 1 on, 0 off, -1 auto (4+ CPUs) */
     struct rdzvd_peers peer_list;
 };
@@ -217,6 +218,11 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .help = "delete --state-dir and all in it when rdzvd ends with exit\n"
                  "status 0 (for a directory made for this run only: the\n"
                  "replicas rdzv-agent starts use it)"},
+        {.kind = RDZV_OPT_STRING, .name = "remove-dir", .dest = &o->remove_dir,
+         .metavar = "DIR",
+         .help = "delete DIR and all in it when rdzvd ends with exit status 0\n"
+                 "(a directory made for this run only: the rdzvd rdzv-agent\n"
+                 "hosts keeps its log and state there)"},
         {.kind = RDZV_OPT_STRING, .name = "peers", .dest = &o->peers,
          .metavar = "HOST:PORT,...",
          .help = "run as one replica of a replicated rdzvd: the replicas'\n"
@@ -566,15 +572,17 @@ static void shutdown_cb(void *data)
     (void)uv_timer_start(&d->linger, linger_cb, RDZVD_SHUTDOWN_LINGER_MS, 0);
 }
 
-/* --remove-state-dir, at a normal end: DIR and everything in it (links not followed). */
-static void remove_state_dir(const char *dir)
+/* --remove-state-dir or --remove-dir (flag), at a normal end: DIR and everything in it (links
+ * not followed). */
+static void remove_dir(const char *dir, const char *flag)
 {
     int r = rdzv_rmtree(dir);
 
     if (r < 0)
-        log_warn_errno(r, "--remove-state-dir: cannot delete all of %s", dir);
+        log_warn_errno(r, "%s: cannot delete all of %s", flag, dir);
     else
-        log_info("deleted --state-dir %s (--remove-state-dir)", dir);
+        log_info("deleted %s%s (%s)", strcmp(flag, "--remove-dir") ? "--state-dir " : "", dir,
+                 flag);
 }
 
 /* Replication failed: stop, and exit 75 (EX_TEMPFAIL: restart on the same --state-dir). */
@@ -711,6 +719,8 @@ int main(int argc, char **argv)
     log_info("stopped (%" PRIu64 " connections served, %" PRIu64 " requests)", info.stats.accepted,
              info.stats.requests);
     if (!failed && o.remove_state_dir && o.cfg.state_dir)
-        remove_state_dir(o.cfg.state_dir);
+        remove_dir(o.cfg.state_dir, "--remove-state-dir");
+    if (!failed && o.remove_dir)
+        remove_dir(o.remove_dir, "--remove-dir");
     return failed ? 75 : 0;
 }

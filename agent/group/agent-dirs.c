@@ -42,7 +42,7 @@ static int mkdir_up(char *buf, size_t n)
     return 0;
 }
 
-static int mkdir_parents(const char *path)
+int agent_dirs_mkdir_p(const char *path)
 {
     char buf[PATH_MAX];
     size_t n = strlen(path);
@@ -124,7 +124,7 @@ int agent_dirs_worker(const char *log_dir, const char *tmp_dir, const char *run_
     n = snprintf(dir, sizeof(dir), "%s/%s/attempt_%u/%u", log_dir, run_id, attempt, local_rank);
     if (n < 0 || (size_t)n + sizeof("/stdout.log") > sizeof(dir))
         return log_error_errno(-ENAMETOOLONG, "worker log directory under %s", log_dir);
-    r = mkdir_parents(dir);
+    r = agent_dirs_mkdir_p(dir);
     if (r < 0)
         return log_error_errno(r, "cannot create %s", dir);
     r = error_file_reset(error_file, "%s/error.json", dir);

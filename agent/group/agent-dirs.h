@@ -12,6 +12,8 @@
  * agent_group_new()/agent_group_start()), never in bulk. */
 #pragma once
 
+/* mkdir -p path, 0755: parents that exist are not touched. 0 or a negative errno. */
+int agent_dirs_mkdir_p(const char *path);
 /* mkdtemp <TMPDIR or /tmp>/rdzv-<run_id>-XXXXXX. Returns 0 and the path in *ret_dir, or -errno. */
 int agent_dirs_make_tmp(const char *run_id, char **ret_dir);
 

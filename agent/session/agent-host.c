@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/group/agent-dirs.h"
 #include "common/rdzv-util.h"
 
 #define STR_(x) #x
@@ -127,6 +129,52 @@ static int child_fds(int ready_w, const char *log_path)
     return chdir("/"); /* keep no file system busy for the job's lifetime */
 }
 
+int agent_host_log_path(char *out, size_t n, const char *log_dir, const char *dir,
+                        const char *fmt, ...)
+{
+    char name[64];
+    va_list ap;
+    int r;
+
+    if (!log_dir) {
+        snprintf(out, n, "%s/rdzvd.log", dir);
+        return 0;
+    }
+    r = agent_dirs_mkdir_p(log_dir);
+    if (r < 0)
+        return log_error_errno(r, "hosting rdzvd: cannot create --log-dir %s", log_dir);
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    snprintf(out, n, "%s/%s", log_dir, name);
+    return 0;
+}
+
+void agent_host_log_tail(const char *path, char *out, size_t n)
+{
+    char buf[1024];
+    ssize_t got = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t e, b;
+
+    snprintf(out, n, "(its log is empty)");
+    if (fd >= 0) {
+        off_t size = lseek(fd, 0, SEEK_END);
+
+        got = pread(fd, buf, sizeof(buf) - 1, size > (off_t)sizeof(buf) - 1
+                                                  ? size - (off_t)sizeof(buf) + 1 : 0);
+        close(fd);
+    }
+    if (got <= 0)
+        return;
+    for (e = (size_t)got; e > 0 && (buf[e - 1] == '\n' || buf[e - 1] == ' '); e--)
+        ;
+    for (b = e; b > 0 && buf[b - 1] != '\n'; b--)
+        ;
+    if (e > b)
+        snprintf(out, n, "%.*s", (int)(e - b), buf + b);
+}
+
 /* Double fork: rdzvd runs in a session of its own and is no child of the agent, so it outlives
  * a SIGKILLed agent. Returns 0 once the intermediate child is reaped, or a negative errno. */
 int agent_host_spawn(char **argv, int ready_w, const char *log_path)
@@ -182,9 +230,9 @@ static int wait_ready(int fd, int timeout_ms)
 
 /* Start rdzvd (argv) detached and wait until it listens. Returns 1 (it does), 0 (it exited
  * before listening, or is slow: the caller joins as a client) or a negative errno (logged).
- * state_dir (or NULL): the directory made for it, deleted when it did not start. */
+ * dir: the directory made for it, deleted when it did not start. */
 static int start_and_wait(const struct agent_host_cfg *c, char **argv, const char *log_path,
-                          const char *state_dir)
+                          const char *dir)
 {
     int ready[2], r;
 
@@ -197,20 +245,22 @@ static int start_and_wait(const struct agent_host_cfg *c, char **argv, const cha
     close(ready[1]); /* rdzvd holds the only write end now: EOF when it exits */
     if (r < 0) {
         log_error_errno(r, "hosting rdzvd: cannot start it");
-        if (state_dir)
-            (void)rdzv_rmtree(state_dir);
+        (void)rdzv_rmtree(dir);
         goto out;
     }
     r = wait_ready(ready[0], AGENT_HOST_READY_MS);
-    if (r == 0 && state_dir)
-        (void)rdzv_rmtree(state_dir); /* it is gone (EOF): nothing runs on the directory */
-    if (r == 1)
+    if (r == 1) {
         log_info("hosting rdzvd at %s:%s for this job (it outlives this agent; log %s)", argv[2],
                  argv[4], log_path);
-    else if (r == 0) /* it could not listen: another agent's rdzvd may have won the port */
-        log_warn("the rdzvd this agent started exited before listening (see %s); joining as a "
-                 "client", log_path);
-    else
+    } else if (r == 0) { /* it could not listen: another agent's rdzvd may have won the port */
+        char why[400];
+
+        /* It is gone (EOF): nothing runs on its directory. Its log's last line says why. */
+        agent_host_log_tail(log_path, why, sizeof(why));
+        (void)rdzv_rmtree(dir);
+        log_warn("the rdzvd this agent started exited before listening: %s; joining as a "
+                 "client", why);
+    } else
         log_warn("hosting rdzvd: not listening at %s:%u within %d ms (see %s); joining as a "
                  "client", c->host, c->port, AGENT_HOST_READY_MS, log_path);
     r = r > 0;
@@ -223,7 +273,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res = NULL;
     char portstr[8], bind_addr[INET6_ADDRSTRLEN + 2] = "", rdzvd[PATH_MAX], log_path[PATH_MAX],
-                                                  token[PATH_MAX], key[PATH_MAX];
+                                                  token[PATH_MAX], key[PATH_MAX], dir[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     int claim, r;
 
@@ -265,8 +315,6 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
         r = -ENOENT;
         goto out_claim;
     }
-    snprintf(log_path, sizeof(log_path), "%s/rdzvd-host-%u.log", tmp && *tmp ? tmp : "/tmp",
-             c->port);
     if (c->token_file && !realpath(c->token_file, token)) {
         r = -errno;
         log_error_errno(r, "hosting rdzvd: --token-file %s", c->token_file);
@@ -275,6 +323,20 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
     if (c->replicas > 1 && c->replica_key_file && !realpath(c->replica_key_file, key)) {
         r = -errno;
         log_error_errno(r, "hosting rdzvd: --replica-key-file %s", c->replica_key_file);
+        goto out_claim;
+    }
+    /* Its own directory, deleted when it ends normally: its log (unless --log-dir keeps it)
+     * and, as a replica, its Raft log. */
+    snprintf(dir, sizeof(dir), "%s/rdzvd-host-%u-XXXXXX", tmp && *tmp ? tmp : "/tmp", c->port);
+    if (!mkdtemp(dir)) {
+        r = -errno;
+        log_error_errno(r, "hosting rdzvd: cannot create its directory %s", dir);
+        goto out_claim;
+    }
+    r = agent_host_log_path(log_path, sizeof(log_path), c->log_dir, dir, "rdzvd-host-%u.log",
+                            c->port);
+    if (r < 0) {
+        (void)rdzv_rmtree(dir);
         goto out_claim;
     }
     {
@@ -289,18 +351,14 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
                           STR(AGENT_HOST_READY_FD),
                           "--log-level",
                           c->level >= RDZV_LOG_DEBUG ? "debug" : "info"};
-        char peers[300], nrep[8], dir[PATH_MAX];
+        char peers[300], nrep[8], state[PATH_MAX + 8];
         unsigned n = 11;
 
+        argv[n++] = "--remove-dir"; /* made for this job only: gone with it */
+        argv[n++] = dir;
         if (c->replicas > 1) {
             /* Replica 1 of a cluster that grows to c->replicas on the job's hosts. */
-            snprintf(dir, sizeof(dir), "%s/rdzvd-host-%u-XXXXXX", tmp && *tmp ? tmp : "/tmp",
-                     c->port);
-            if (!mkdtemp(dir)) {
-                r = -errno;
-                log_error_errno(r, "hosting rdzvd: cannot create its state directory %s", dir);
-                goto out_claim;
-            }
+            snprintf(state, sizeof(state), "%s/state", dir);
             rdzv_format_hostport(peers, sizeof(peers),
                                  strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, c->port);
             snprintf(nrep, sizeof(nrep), "%u", c->replicas);
@@ -311,8 +369,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             argv[n++] = "--replicas";
             argv[n++] = nrep;
             argv[n++] = "--state-dir";
-            argv[n++] = dir;
-            argv[n++] = "--remove-state-dir"; /* made for this job only: gone with it */
+            argv[n++] = state;
             if (c->replica_key_file) {
                 argv[n++] = "--replica-key-file";
                 argv[n++] = key;
@@ -327,7 +384,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             argv[n++] = token;
         }
         argv[n] = NULL;
-        r = start_and_wait(c, argv, log_path, c->replicas > 1 ? dir : NULL);
+        r = start_and_wait(c, argv, log_path, dir);
     }
 out_claim:
     close(claim);

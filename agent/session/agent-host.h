@@ -9,9 +9,11 @@
  * all qualify (loopback) race for the UDP port of the same address and number, and the one that
  * gets it hosts while the others join. Hosting means: the real rdzvd binary (found beside
  * rdzv-agent, or ../daemon/ in the build tree, or PATH), double-forked into a session of its own
- * (setsid; not a child of the agent), cwd /, stdout and stderr appended to
- * $TMPDIR/rdzvd-host-<port>.log, run as `rdzvd --bind A --port P --exit-when-idle
- * AGENT_HOST_IDLE --ready-fd 3 ...`. rdzvd itself ends as soon as its job has ended and no agent
+ * (setsid; not a child of the agent), cwd /, stdout and stderr appended to its log, run as
+ * `rdzvd --bind A --port P --exit-when-idle AGENT_HOST_IDLE --ready-fd 3 --remove-dir D ...`.
+ * D is $TMPDIR/rdzvd-host-<port>-XXXXXX, made for it: its log (D/rdzvd.log, or
+ * <--log-dir>/rdzvd-host-<port>.log, kept) and, as a replica, its Raft log (D/state). rdzvd
+ * deletes D when it ends normally. rdzvd itself ends as soon as its job has ended and no agent
  * is connected, once no agent has been connected for 5 s (a job still held: its agents gone), or
  * when none came within 180 s. So when the hosting agent is SIGKILLed
  * the daemon goes on, as one started by hand; when its node dies, the job's rendezvous dies
@@ -47,12 +49,22 @@ struct agent_host_cfg {
     bool rank0;             /* node rank 0: host on the wildcard address if the bind check fails */
     const char *token_file; /* passed to rdzvd, or NULL */
     const char *replica_key_file; /* passed to rdzvd when it is a replica (replicas > 1) */
-    /* More than 1: rdzvd is the first replica (--peers itself, --replicas N, its Raft log in a
-     * new $TMPDIR/rdzvd-host-<port>-XXXXXX), and asks agents on other hosts for the others. */
+    /* More than 1: rdzvd is the first replica (--peers itself, --replicas N, its Raft log in
+     * its directory), and asks agents on other hosts for the others. */
     unsigned replicas;
+    const char *log_dir; /* --log-dir: rdzvd's log goes there, kept; NULL: in its directory */
     enum rdzv_log_level level;
 };
 
+/* Where a hosted rdzvd logs: log_dir/<fmt...> (log_dir made if missing), else dir/rdzvd.log in
+ * the directory made for it (deleted with it, rdzvd --remove-dir). 0 or a negative errno
+ * (logged). */
+int agent_host_log_path(char *out, size_t n, const char *log_dir, const char *dir,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The last non-empty line of the log at path (at most n - 1 bytes of it) into out, or a note
+ * that there is none. */
+void agent_host_log_tail(const char *path, char *out, size_t n);
 /* rdzvd beside self_exe (installed), in the build tree, or in PATH, into out. 0 or -ENOENT. */
 int agent_host_find_rdzvd(const char *self_exe, char *out, size_t n);
 /* Start argv (rdzvd) double-forked into a session of its own, cwd /, stdin /dev/null, stdout and

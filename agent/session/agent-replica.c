@@ -105,10 +105,14 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0 || (nread == 0 && r->n == sizeof(r->buf) - 1)) {
-        /* It is gone (it held the pipe's only write end): so is the directory made for it. */
+        /* It is gone (it held the pipe's only write end): so is the directory made for it,
+         * its log with it; its last line says why. */
+        char last[300];
+
+        agent_host_log_tail(r->log_path, last, sizeof(last));
         if (nread == UV_EOF)
             (void)rdzv_rmtree(r->dir);
-        snprintf(why, sizeof(why), "it exited before listening (see %s)", r->log_path);
+        snprintf(why, sizeof(why), "it exited before listening: %s", last);
         report(r, -EIO, why);
         return;
     }
@@ -136,6 +140,7 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
 {
     const char *tmp = getenv("TMPDIR");
     char rdzvd[PATH_MAX], dir[PATH_MAX], token[PATH_MAX], key[PATH_MAX], peers[96], port[8];
+    char state[PATH_MAX + 8];
     char id[16], nrep[8], *argv[28];
     struct agent_replica *r;
     int ready[2], rc;
@@ -160,8 +165,13 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     r->gone = gone;
     r->ud = ud;
     snprintf(r->dir, sizeof(r->dir), "%s", dir);
-    snprintf(r->log_path, sizeof(r->log_path), "%s/rdzvd-replica-%u-%u.log", tmp, cfg->port,
-             cfg->id);
+    if (agent_host_log_path(r->log_path, sizeof(r->log_path), cfg->log_dir, dir,
+                            "rdzvd-replica-%u-%u.log", cfg->port, cfg->id) < 0) {
+        free(r);
+        (void)rdzv_rmtree(dir);
+        return -EIO;
+    }
+    snprintf(state, sizeof(state), "%s/state", dir);
     rdzv_format_hostport(peers, sizeof(peers), cfg->addr, cfg->port);
     snprintf(r->endpoint, sizeof(r->endpoint), "%s", peers);
     snprintf(port, sizeof(port), "%u", cfg->port);
@@ -180,8 +190,9 @@ int agent_replica_start(uv_loop_t *loop, const struct agent_replica_cfg *cfg,
     argv[n++] = "--replicas";
     argv[n++] = nrep;
     argv[n++] = "--state-dir";
+    argv[n++] = state;
+    argv[n++] = "--remove-dir"; /* made for this job only: gone with it */
     argv[n++] = dir;
-    argv[n++] = "--remove-state-dir"; /* made for this job only: gone with it */
     argv[n++] = "--exit-when-idle";
     argv[n++] = AGENT_HOST_IDLE;
     argv[n++] = "--ready-fd";
@@ -316,6 +327,7 @@ void agent_replica_request(struct agent_replica_host *h, const char *local,
                                                             .token_file = h->token_file,
                                                             .replica_key_file =
                                                                 h->replica_key_file,
+                                                            .log_dir = h->log_dir,
                                                             .level = h->level},
                                 request_done, request_gone, h, &h->replica);
     if (r < 0) {

@@ -3,9 +3,11 @@
  * --replicas). The real rdzvd binary (found as agent-host.h finds it) is started detached, as a
  * hosted rdzvd is, with
  *   rdzvd --bind ADDR --port PORT --peers ADDR:PORT --join --replica-id ID --replicas N
- *         --state-dir $TMPDIR/rdzvd-replica-PORT-ID-XXXXXX --exit-when-idle 5:180 --ready-fd 3
+ *         --state-dir D/state --remove-dir D --exit-when-idle 5:180 --ready-fd 3
  *         [--token-file F]
- * (stdout and stderr appended to $TMPDIR/rdzvd-replica-PORT-ID.log), where ADDR is the address
+ * with D a new $TMPDIR/rdzvd-replica-PORT-ID-XXXXXX (stdout and stderr appended to D/rdzvd.log,
+ * or to <--log-dir>/rdzvd-replica-PORT-ID.log, kept; rdzvd deletes D when it ends normally),
+ * where ADDR is the address
  * this agent reaches the leader from. It starts outside the configuration and waits for the
  * leader to add it; it ends when the cluster decides to (the leader's --exit-when-idle), or on
  * its own when no leader has been known for 180 s. Its readiness is read from the --ready-fd
@@ -34,6 +36,7 @@ struct agent_replica_cfg {
     unsigned replicas;      /* the cluster's size, kept once it leads (rdzvd --replicas) */
     const char *token_file; /* passed on, or NULL */
     const char *replica_key_file; /* passed on (rdzvd --replica-key-file), or NULL */
+    const char *log_dir;          /* --log-dir: the log goes there; NULL: in its directory */
     enum rdzv_log_level level;
 };
 
@@ -51,7 +54,7 @@ void agent_replica_free(struct agent_replica *r);
 /* What an agent's session keeps to answer the leader's REPLICA requests, one at a time. */
 struct agent_replica_host {
     uv_loop_t *loop;
-    const char *self_exe, *token_file, *replica_key_file; /* borrowed */
+    const char *self_exe, *token_file, *replica_key_file, *log_dir; /* borrowed */
     enum rdzv_log_level level;
     /* The answer (REPLICA with endpoint, or error) to the connection of the moment. */
     void (*send)(void *ud, const struct rdzv_replica *ans);

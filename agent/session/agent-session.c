@@ -774,6 +774,7 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
                                            .self_exe = cfg->self_exe,
                                            .token_file = cfg->token_file,
                                            .replica_key_file = cfg->replica_key_file,
+                                           .log_dir = cfg->log_dir,
                                            .level = cfg->level,
                                            .send = agent_session_replica_send,
                                            .ud = a};

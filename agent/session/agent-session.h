@@ -44,6 +44,7 @@ struct agent_session_cfg {
                                      * no per-generation log context) */
     const char *token_file;         /* for a replica this agent hosts (REPLICA), or NULL */
     const char *replica_key_file;   /* the same, the replicas' own key, or NULL */
+    const char *log_dir;            /* --log-dir: hosted replicas log there, or NULL */
     enum rdzv_log_level level;      /* and its log level */
     /* The node's health checks (agent-health.h; health.loop is set here): run before the JOIN,
      * before the READY that follows a failure of this node's own workers, and every

@@ -30,10 +30,10 @@ class TestRerun(AgentTestCase):
     def test_the_same_line_at_once_runs_a_fresh_job(self):
         out = self.outdir()
         port = free_port()
-        env = {"TMPDIR": out}  # the hosted rdzvd's log: $TMPDIR/rdzvd-host-PORT.log
-        rdzvd_log = os.path.join(out, f"rdzvd-host-{port}.log")
+        env = {"TMPDIR": out}
+        rdzvd_log = os.path.join(out, f"rdzvd-host-{port}.log")  # --log-dir keeps it there
         line = [AGENT, "--nproc-per-node", "1", "--master-port", str(port), "--nccl", "off",
-                "--no-python", "/bin/sh", "-c",
+                "--log-dir", out, "--no-python", "/bin/sh", "-c",
                 'echo "$TORCHELASTIC_RUN_ID $RDZV_GENERATION $MASTER_PORT" >> "$OUT/runs"']
         for run in (1, 2):
             rc, _, err = finish(start(line, env={**env, "OUT": out}), timeout=60)
@@ -49,6 +49,23 @@ class TestRerun(AgentTestCase):
             log = f.read()
         self.assertEqual(len(re.findall(r"every job ended and no agent is connected: the job is "
                                         r"over, exiting", log)), 2, log)
+
+    def test_a_hosted_run_leaves_nothing_in_tmpdir(self):
+        # Without --log-dir, the hosted rdzvd's log lives in a directory made for it, which it
+        # deletes when it ends normally; --tee's copies go with the agent's own directory.
+        out = self.outdir()
+        tmp = os.path.join(out, "tmp")
+        os.mkdir(tmp)
+        line = [AGENT, "--nproc-per-node", "1", "--master-port", str(free_port()), "--nccl",
+                "off", "--tee", "3", "--no-python", "/bin/sh", "-c", "echo ran"]
+        rc, _, err = finish(start(line, env={"TMPDIR": tmp}), timeout=60)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertIn("hosting rdzvd", err)
+        # rdzvd exits once its last agent is gone: a moment after this one.
+        deadline = time.monotonic() + 15
+        while os.listdir(tmp) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(os.listdir(tmp), [], err[-2000:])
 
     def test_an_endpoint_that_answered_and_left_is_hosted_again(self):
         # What answers the agent's look at the endpoint (as the hosted rdzvd of a run that just
