@@ -11,8 +11,9 @@ fault did; at the end it checks the whole run:
 - the job finishes: the trainer reached its last step, every agent still running exits 0;
 - workers restart only for faults that warrant it (a worker killed, a member agent killed or
   silent past the heartbeat timeout): exactly one new generation, with the restart count one
-  higher; any other fault (a spare's, a short agent stop, anything done to rdzvd) starts no
-  worker at all;
+  higher (the same, when rdzvd says the lost node went before it ran: its host pays for that,
+  not the job's budget); any other fault (a spare's, a short agent stop, anything done to
+  rdzvd) starts no worker at all;
 - the generation numbers and TORCHELASTIC_RESTART_COUNT the workers see never go backwards, and
   each generation runs each rank exactly once;
 - no generation sees another's keys: every worker (soak-worker.sh) adds 1 to a counter in its
@@ -66,6 +67,8 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak-worker.s
 
 HB = 3.0        # --heartbeat-timeout: short enough to test, long enough for a loaded 2-core box
 WORLD = 2       # 2 nodes x 1 worker; the third agent is the spare
+# rdzvd's line for a lost node that never ran: the restart is not charged to the job
+UNRAN_RE = re.compile(r"went before it ran \(.*\): not charged to the restart budget")
 T_RECOVER = 90  # a warranted restart's new generation has started (generous: loaded machine)
 T_QUIET = HB + 3  # after a fault that warrants no restart: this long without a worker start
 T_FINISH = 240  # after the last fault: the job ends
@@ -413,7 +416,8 @@ class Soak:
     # -- faults --
 
     def settle(self, n_before, g0, r0, idx, kind, warranted, detail, mark):
-        """Check what fault idx did: warranted -> exactly one new generation, restart r0 + 1;
+        """Check what fault idx did: warranted -> exactly one new generation, restart r0 + 1
+        (r0 when rdzvd logged that the lost node went before it ran: not charged to the job);
         otherwise no worker start at all within T_QUIET, and rdzvd (its log since mark) neither
         restarted nor dropped the job behind the workers' back."""
         what = f"fault #{idx} ({kind}: {detail})"
@@ -424,6 +428,9 @@ class Soak:
                              f"{T_RECOVER} s")
                 return "no recovery"
             time.sleep(2.0)  # a second restart for the same fault would show up here
+            # A node lost before it ran (a spare placed, killed before its first step and
+            # within the start-up window) is charged to its host, not to the restart budget.
+            due = r0 if UNRAN_RE.search(self.daemon_log(mark)) else r0 + 1
             starts, _ = self.record()
             new = starts[n_before:]
             gens = sorted({s.gen for s in new})
@@ -431,9 +438,9 @@ class Soak:
                 # One new generation, one restart more; at most one worker started: the one
                 # lost (none when a dropped member's own worker comes back with it).
                 formed = self.formed(mark)
-                if [r for _, r in formed] != [r0 + 1] or len(new) > 1 or \
+                if [r for _, r in formed] != [due] or len(new) > 1 or \
                         any(s.gen != formed[0][0] for s in new):
-                    self.violate(f"{what}: in place one new generation (restart {r0 + 1}) and at "
+                    self.violate(f"{what}: in place one new generation (restart {due}) and at "
                                  f"most one worker start were due; rdzvd formed {formed}, new "
                                  f"starts: {new}")
                 return (f"generation {g0} -> {[g for g, _ in formed]}, restart {r0} -> "
@@ -441,8 +448,8 @@ class Soak:
             if len(gens) != 1:
                 self.violate(f"{what}: {len(gens)} new generations {gens} where one restart was "
                              f"due; new starts: {new}")
-            if any(s.restart != r0 + 1 for s in new):
-                self.violate(f"{what}: restart count after one restart should be {r0 + 1}; "
+            if any(s.restart != due for s in new):
+                self.violate(f"{what}: restart count after one restart should be {due}; "
                              f"new starts: {new}")
             return f"generation {g0} -> {gens}, restart {r0} -> {sorted({s.restart for s in new})}"
         time.sleep(T_QUIET)
