@@ -131,7 +131,7 @@ def shell_lines(lines):
 def readme_build_commands():
     """The meson/ninja lines of README.md's "From source" block (Install)."""
     text = read(SRC, "README.md")
-    m = re.search(r"^\*\*From source\*\*.*?^```sh\n(.*?)^```", text, re.M | re.S)
+    m = re.search(r"^\*\*From source\.?\*\*.*?^```sh\n(.*?)^```", text, re.M | re.S)
     if not m:
         return []
     return [" ".join(line.split()) for line in m.group(1).splitlines()
