@@ -43,7 +43,7 @@ if (cd "$work/src" && env PATH=/usr/local/bin:/usr/bin:/bin nice -n 10 bash -e -
 else
   tail -30 "$work/readme.log"; echo "FAIL: README's pip lines"; exit 1
 fi
-# What the build left in the tree besides the venv: nothing git would show (issue 47: meson-python
+# What the build left in the tree besides the venv: nothing git would show (meson-python
 # 0.12 writes .mesonpy-native-file.ini into the source tree, which .gitignore names).
 (cd "$work/src" && find . -type f -not -path './VENV/*' | sort) >"$work/after.txt"
 left=$(comm -13 "$work/before.txt" "$work/after.txt" | sed 's|^\./||' |

@@ -104,7 +104,7 @@ void agent_client_set_token(struct agent_client *c, const struct rdzv_token *t)
 }
 
 /* JOIN's age_ms as the JOIN leaves, not as the client started: a connection that took long
- * (retries, AUTH) must not make the agent look younger than it is (issue 62, case 7). */
+ * (retries, AUTH) must not make the agent look younger than it is. */
 static int client_put_join(struct agent_client *c, struct rdzv_buf *b)
 {
     if (c->started_ms)

@@ -2,7 +2,7 @@
 /* agent-session-grace.c: another node's worker failed at start-up, and this node's workers have
  * not made a first step either. Stopped at once, they could never show that they fail alike
  * (a script bug fails on every node, a few milliseconds apart): the faster node would be judged
- * a bad node and put aside, and the job would wait for a node that never comes (issue 47). So
+ * a bad node and put aside, and the job would wait for a node that never comes. So
  * the stop waits up to rdzvd's startup_grace_ms (EVENT restart, 1.17): a worker that fails
  * meanwhile is reported as any failure (rdzvd then sees every node failing alike: the job's
  * failure, nobody put aside), all exiting means READY, and at the end the rest are stopped.

@@ -108,7 +108,7 @@ static void idle_timer_cb(uv_timer_t *t)
 
     /* The last agent just left (a loop turn ago, so its member is gone too): if every job this
      * rdzvd held has ended, the job is over now, and the port is not kept for --exit-when-idle's
-     * SEC (a torchrun or another rdzvd started on it then could not bind it: issue 47 item 7).
+     * SEC (a torchrun or another rdzvd started on it then must be able to bind it).
      * Otherwise (a job still held, or none ever ran) SEC more. */
     if (idle->check_over) {
         idle->check_over = false;

@@ -12,7 +12,7 @@
  * bucket array, not the members (they are chained through their id_next field). The same table
  * by host name (by_host: chained through host_next) holds the first member of each host name
  * (the others not indexed: keys stay unique, so a crowd under one name costs O(1) a JOIN too),
- * to find the agents of one job on one host at a JOIN (issue 47 item 3).
+ * to find the agents of one job on one host at a JOIN, each of which is told of the other.
  *
  * Loop thread only, from the job state machine; errors are negative errnos (-EIO, -ENOMEM). */
 #pragma once
@@ -64,7 +64,7 @@ void rdzvd_job_index_free(struct rdzvd_job *j);
  * twin). */
 int rdzvd_member_index(struct rdzvd_member *m);
 void rdzvd_member_unindex(struct rdzvd_member *m);
-/* Agents of one job on one host under one name (issue 47 item 3): what m's agent is told of
+/* Agents of one job on one host under one name are each told so: what m's agent is told of
  * o, another member with its host name, into buf (at most RDZV_WARNING_MAX bytes). */
 void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_member *o, char *buf,
                             size_t len);

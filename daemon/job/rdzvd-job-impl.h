@@ -516,7 +516,7 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
  * (FORGOTTEN) when it promises nothing any more, i.e. m never held a place in a generation
  * (rdzvd_member_held_place): a spare or a new node that came and went, whose agent has no
  * workers to resume. So the job's node ids hold its members and the nodes that ran, not every
- * node that ever came (issue 62 case 3). Refused (logged): the id stays, as before. */
+ * node that ever came: a job can always take a replacement. Refused (logged): the id stays. */
 void rdzvd_member_forget(struct rdzvd_member *m);
 /* A job's settings (rdzvd-job-record.h): a JOIN's, j's own, and j's set from them. */
 void rdzvd_job_settings_of_join(const struct rdzv_join *jn, struct rdzvd_job_settings *st);

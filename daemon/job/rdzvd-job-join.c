@@ -342,7 +342,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         (rs->generation && check_resume_claim(q, r == 0 ? rec : NULL) < 0))
         return -EINVAL;
     /* A job table records each generation before its ROUND, until the job ends: none, and the
-     * job ended (its end older than those kept) or ran elsewhere (issue 62 case 4). */
+     * job ended (its end older than those kept) or ran elsewhere: never rebuilt from a claim. */
     if (r == -ENOENT && rs->generation && q->h->record_table)
         return refuse(q, -ESTALE, "job '%s' has ended, or ran on another rdzvd: it has no "
                       "record here; to run it again, start its line again (a new run)",

@@ -337,8 +337,8 @@ static bool id_has_history(const struct rdzvd_job *j, const char *node_id)
 
 /* Room among j's node ids for node_id: when it would take them past the bound, the oldest ids
  * that promise nothing (id_promised) are forgotten until it fits, those with no history first,
- * each by a decision written before the JOIN is answered (issue 62 case 3: a job can always take
- * a replacement). 0, -ENOSPC when the promised ids alone fill the bound (nothing forgotten), or
+ * each by a decision written before the JOIN is answered, so that a job can always take a
+ * replacement. 0, -ENOSPC when the promised ids alone fill the bound (nothing forgotten), or
  * a negative errno. */
 static int ids_make_room(struct rdzvd_job *j, const char *node_id)
 {

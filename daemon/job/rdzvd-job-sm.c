@@ -677,7 +677,7 @@ void rdzvd_member_remove(struct rdzvd_member *m)
  * it stopped ends now, not freed as if it might go on. Without a record that waits for its
  * nodes (no --state-dir, no replicas), a job that formed a generation ends "failed" with its last
  * node, which is told so; its end is kept as any, told to a late agent of it, which this rdzvd
- * never rebuilds the job from (issue 62, case 6: it did, then failed it a rebuild window later). */
+ * never rebuilds the job from: only another rdzvd (one restarted, a new leader) may. */
 static void end_with_last(struct rdzvd_member *m, const char *why, bool dismissed)
 {
     struct rdzvd_job *j = m->job;

@@ -58,7 +58,7 @@ void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzv
  * and -EBUSY is returned; else 0. age_ms > 0: the agent started that long ago (its JOIN's
  * age_ms, by its own clock, against how long ago the job ended by rdzvd's: no two clocks are
  * compared), and one that started after the job ended is a new run of the same line (0, and err
- * says which job it follows; issue 62, case 7); one that started before (a late node of that
+ * says which job it follows); one that started before (a late node of that
  * run) is refused; 0: not said (an agent before 1.12: refused). resume: the agent's workers ran
  * a job of run_id; one that ended before the agent started was an earlier run, the same as for a
  * JOIN; else it is refused whatever its outcome, cancelled and abandoned too. A scan of the kept

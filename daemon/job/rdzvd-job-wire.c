@@ -47,7 +47,7 @@ struct rdzvd_jobs {
 
 /* Rebuilt at the start or an election a batch at a time (rdzvd_jobs_rebuild_one), the
  * connections served between batches: with thousands of records rdzvd answers its first HELLO
- * at once, not after every job is in memory (issue 46 case 4). A JOIN of a job still to come is
+ * at once, not after every job is in memory. A JOIN of a job still to come is
  * rebuilt by that JOIN, and the batch passes it. */
 #define REBUILD_BATCH 64
 struct rebuild_run {

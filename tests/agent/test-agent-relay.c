@@ -411,7 +411,7 @@ static void test_redirects_tee_filter(void)
     fx_done(&f);
 }
 
-/* --tee alone, without --log-dir (issue 65 item 3: it left /tmp/rdzv-none-* behind): the files
+/* --tee alone, without --log-dir (nothing left in /tmp, no /tmp/rdzv-none-*): the files
  * are copies of what the console showed, and their directory goes with the group. */
 static void test_tee_files_go_with_the_group(void)
 {

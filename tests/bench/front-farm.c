@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* front-farm.c: many nodes' store fronts (agent/front/agent-front.h) in one process, for the
- * benchmark of a start through the fronts (run-front-bench.sh; issue 48, item 4).
+ * benchmark of a start through the fronts (run-front-bench.sh).
  *   rdzv-front-farm STORE_ADDR STORE_PORT COUNT [PER_NODE [SPREAD]]
  * starts COUNT fronts on one loop, each with its own listener and its own connection to the
  * store, as COUNT agents of PER_NODE workers (default 8) each would; with SPREAD (1 to 250) and

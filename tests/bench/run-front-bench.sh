@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# run-front-bench.sh: a start of N ranks through the nodes' store fronts and directly (issue 48,
-# item 4). Each rank connects, ADDs to a counter and WAITs on a key, as PyTorch's init does
+# run-front-bench.sh: a start of N ranks through the nodes' store fronts and directly. Each rank
+# connects, ADDs to a counter and WAITs on a key, as PyTorch's init does
 # (rdzv-bench barrier); through the fronts, the ranks are nodes of --per-node workers, each node's
 # connecting to its own front (rdzv-front-farm: the agent's front, many nodes' to a process), and
 # the fronts to rdzvd; directly, every rank to rdzvd; with --python, every rank to PyTorch's own

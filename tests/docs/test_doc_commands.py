@@ -130,7 +130,7 @@ class Slurm:
         if r.returncode != 0:
             print("scontrol reconfigure failed (sbatch --wait polls slowly): " + r.stderr[-200:])
         # The template's binaries are the build's; its workers per node as written: no GPU
-        # here, so 1 (issue 47 item 5: the line runs as written on a CPU-only cluster).
+        # here, so 1 (the line runs as written on a CPU-only cluster).
         self.env = {"SLURM_CONF": conf,
                     "RDZV_BIN": os.path.join(BUILD, "agent"),
                     "RDZVD_BIN": os.path.join(BUILD, "daemon")}
@@ -201,8 +201,8 @@ def run_block(script, extra_env):
 
 def closes_shell(script):
     """The first line of script that runs `exit` in the shell itself (not in a subshell, a
-    quoted `sh -c` or a heredoc's script): pasted into a terminal, it closes it (issue 65
-    item 3). None when there is none."""
+    quoted `sh -c` or a heredoc's script): pasted into a terminal, it closes it. None
+    when there is none."""
     tag = None
     for line in script.split("\n"):
         if tag is not None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""test_install_prefix.py: issue 47 item 5. `meson install` with --prefix keeps every file under
+"""test_install_prefix.py: `meson install` with --prefix keeps every file under
 the prefix (rdzvd.service in PREFIX/lib/systemd/system, which systemd reads for /usr/local too),
 unless -Dsystemdunitdir names the unit's directory. Reads `meson introspect --installed` of a
 fresh configuration of this source tree (nothing is built or installed)."""

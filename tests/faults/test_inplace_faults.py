@@ -453,7 +453,7 @@ class TestInplace(FaultTestCase):
         return agents, time.monotonic() - t0
 
     def check_cost(self, agents, measured_s, redo):
-        """Issue 47 item 6: every agent's last lines say what failures cost the job, the same
+        """Every agent's last lines say what failures cost the job, the same
         figures on each: 3 recoveries, each failure detected at once (a kill is seen in ms), the
         parts adding up to the wall time (within the printed tenths), the wall time the test
         measured (within a second), and time redoing steps only after restarts from a

@@ -3,7 +3,7 @@
 SIGSTOPped (heartbeat timeout), cut off by its link going down inside a network namespace;
 survivors re-form when --nnodes MIN allows, wait for a replacement or fail after --join-timeout
 below MIN; a spare takes a lost node's place; --scale-up now takes a late node in at once; a node
-that goes before it ran spends nothing of the job (issue 62)."""
+that goes before it ran spends nothing of the job."""
 import os
 import re
 import shutil
@@ -49,7 +49,7 @@ class TestNodeLoss(FaultTestCase):
         gen2 = self.wait_starts(2, 2, agents=[a])
         self.assertLess(max(e.t for e in gen2) - t0, 5.0, "agent SIGKILL -> survivors restarted")
         self.assertEqual(self.wait_pids_gone(survivors1, 1.0), [])
-        # Lost within the start-up window, before a step: it never ran (issue 62), the job
+        # Lost within the start-up window, before a step: it never ran, and the job
         # re-forms without it, not counted.
         self.assert_generation(2, 2, nnodes=1, restart=0)
         self.assertEqual({e.agent for e in gen2}, {a.pid})
@@ -74,7 +74,7 @@ class TestNodeLoss(FaultTestCase):
         gen2 = self.wait_starts(2, 2, agents=[a])
         self.assertEqual({e.agent for e in gen2}, {a.pid})
         # Its heartbeat lapsed about 2.5 s after its workers started: within the start-up
-        # window (5 s) it never ran, not counted (issue 62); on a slow machine it may lapse
+        # window (5 s) it never ran, not counted; on a slow machine it may lapse
         # past it. The workers' count is rdzvd's.
         self.assert_generation(2, 2, nnodes=1, restart=restart_said(self.d, "astop", mark))
         # Woken up, the stopped agent finds its connection closed, reconnects, is told that its
@@ -116,14 +116,14 @@ class TestNodeLoss(FaultTestCase):
         c = self.agent("repl", "--nnodes", "2:2", "--nproc", "2", "--max-restarts", "1")
         gen2 = self.wait_starts(2, 4, agents=[a, c])
         self.assertLess(max(e.t for e in gen2) - t0, 5.0, "replacement start -> generation 2")
-        self.assert_generation(2, 4, nnodes=2, restart=0)  # b went before it ran (issue 62)
+        self.assert_generation(2, 4, nnodes=2, restart=0)  # b went before it ran
         self.assertEqual({e.agent for e in gen2}, {a.pid, c.pid})
         self.assertEqual({e.agent for e in gen2 if e.node == 0}, {a.pid}, "survivor keeps rank 0")
         self.release()
         self.finish_all([a, c], 0)
 
     def test_replacement_after_spares_came_and_went(self):
-        """Issue 62 case 3: a spare that JOINs and closes, 2,100 times under 128-byte node ids
+        """A spare that JOINs and closes, 2,100 times under 128-byte node ids
         and 20 under 16-byte ones (a raw client: 271 KB of ids, past the 256 KiB a job kept of
         every id it ever admitted), then a member lost: its replacement (a real agent) is taken
         and generation 2 runs. It was refused ("job 'ids' has seen too many node ids"), and the
@@ -194,10 +194,10 @@ class TestNodeLoss(FaultTestCase):
 
 
     def test_a_job_whose_last_node_is_lost_is_not_rebuilt_from_its_word(self):
-        """Issue 62, case 6 (issue 45's case 6 as written; test-job-roles.c's test of that case
-        runs a cancelled job): --nnodes 2 on a and b, c a spare, no --state-dir. b's agent is
-        frozen; a and then c get SIGTERM; b's heartbeat lapses and the job goes with its last
-        node. rdzvd never restarted, so b's agent, woken later, is told the job's end (failed,
+        """A job with no record to wait for ends with its last node (test-job-roles.c's test
+        of the cancelled job is apart): --nnodes 2 on a and b, c a spare, no --state-dir. b's
+        agent is frozen; a and then c get SIGTERM; b's heartbeat lapses and the job goes with its
+        last node. rdzvd never restarted, so b's agent, woken later, is told the job's end (failed,
         its nodes gone), and the job is not rebuilt from its word. Before, b's resume rebuilt
         generation 1 "from reconnecting agents", and the job failed once more a rebuild window
         later, "1 of 2 nodes of generation 1 did not come back after rdzvd restarted"."""
@@ -238,7 +238,7 @@ class TestNodeLoss(FaultTestCase):
         self.finish_all([a, c], 143)
 
 class TestNeverRan(FaultTestCase):
-    """Issue 62, cases 1 and 2: a node that never ran (its agent gone before it answered its
+    """A node that never ran (its agent gone before it answered its
     ROUND, or after its JOIN scaled the job up) spends nothing of the job. The token holder
     that comes and goes is a raw client of the agents' token."""
 
@@ -407,7 +407,7 @@ class TestLinkCut(FaultTestCase):
         gen2 = self.wait_starts(2, 2, agents=[a])
         self.assertEqual({e.agent for e in gen2}, {a.pid})
         # B's heartbeat lapsed about 2.5 s after its workers started: within the start-up
-        # window (5 s) it never ran, not counted (issue 62); on a slow machine it may lapse
+        # window (5 s) it never ran, not counted; on a slow machine it may lapse
         # past it. The workers' count is rdzvd's.
         self.assert_generation(2, 2, nnodes=1, restart=restart_said(self.d, "link", mark))
         # Cut off, B keeps its workers (it cannot tell a lost daemon from a lost job).

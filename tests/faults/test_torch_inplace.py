@@ -250,9 +250,9 @@ class TorchInplace(FaultTestCase):
         start, long before the good node's have imported torch, so the job moves on twice (the
         second time with the spare) while those are still starting. None of them has said yet
         that it follows the control channel (rdzv.torch's Job says it once made), so each
-        failure restarts the good node's workers with the generation (before issue 47's item 1
-        they were kept and joined the newest generation; rdzv.torch's own wait for that is
-        test_8's). The spare's run with them, the bad node's agent exits 69, and the result is
+        failure restarts the good node's workers with the generation (rdzv.torch's own wait for
+        the newest generation is test_8's). The spare's run with them, the bad node's agent exits
+        69, and the result is
         the uninterrupted run's (nobody held a state: a fresh start)."""
         want = self.uninterrupted()
         wrap = ["/bin/sh", "-c", 'if [ -n "$RDZV_TEST_BAD" ]; then sleep 0.3; exit 3; fi; '
@@ -327,7 +327,7 @@ class TorchInplace(FaultTestCase):
         self.assertNotIn("timed out", err.decode())
 
     def test_9_a_plain_ddp_script_restarts_its_generation(self):
-        """Issue 47 case 1: --recovery inplace with a DDP script that does not use rdzv.torch. A
+        """--recovery inplace with a DDP script that does not use rdzv.torch. A
         worker SIGKILLed at step 5: its survivors cannot re-form (they never said "control" on
         the progress channel), so both agents restart the whole generation, as --recovery
         restart does, and each says why, once; the job ends. Before, the survivors were kept:
@@ -353,7 +353,7 @@ class TorchInplace(FaultTestCase):
         self.assertEqual((d["step"], d["world"], d["restart"]), (30, 4, 1), dump)
 
     def test_10_in_place_through_the_store_fronts(self):
-        """--recovery inplace with --store-front (issue 48, item 3): each generation has a front
+        """--recovery inplace with --store-front: each generation has a front
         of its own, and the control channel names it to the survivors, as it names the store
         without one. A worker SIGKILLed at step 40: the survivors re-form through the new
         generation's fronts, with the checks of test_1. Before, the two were refused together."""

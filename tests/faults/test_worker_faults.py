@@ -61,8 +61,7 @@ class TestWorkerFaults(FaultTestCase):
         self.assertTrue(any(re.search(r"worker rank 2 \(local rank 0, pid \d+\) was killed by "
                                       r"signal 9", e)
                             for e in errs), "the victim's agent logs the signal")
-        # Issue 47 item 3: every agent says the root cause, the victim's too (it said only the
-        # signal before).
+        # Every agent says the root cause, the victim's too (not only the signal).
         for e in errs:
             self.assertRegex(e, r"restarting: root cause: worker rank 2 \(local rank 0\) on node "
                                 r"rank \d \(\S+\) was killed by signal 9", e[-3000:])

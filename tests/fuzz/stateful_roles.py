@@ -81,7 +81,7 @@ class Roles:
         self.others = [Agent(self, "other", "other-n%d" % k, 2) for k in range(2)]
         self.spares = []  # protocol agents of the honest job, new node ids
         # node ids of new nodes put aside on their own word: a node that never held a place
-        # is put aside by its node id only, never by the host it names (issue 45)
+        # is put aside by its node id only, never by the host it names (P1)
         self.aside_ids = set()
         self.start_honest()
 

@@ -132,8 +132,8 @@ class AttackJoin(DaemonTestCase):
     def test_claim_of_a_job_with_no_record_is_refused(self):
         """With --state-dir every generation is recorded before its ROUND leaves, and a record
         lives until its job ends: a resume's claim of a job with no record (here one that never
-        formed, its record gone with its only agent; in issue 62 case 4, one whose end was no
-        longer kept) is refused, with its node's own secret too, and makes no job. It used to
+        formed, its record gone with its only agent; or one whose end is no longer kept) is
+        refused, with its node's own secret too, and makes no job. It used to
         rebuild the job from the claim (and then record it, so that an older claim could not
         take it back: found by tests/fuzz/stateful_rendezvous.py)."""
         state = tempfile.mkdtemp(prefix="rdzv-attack-state-")

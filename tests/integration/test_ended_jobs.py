@@ -77,8 +77,8 @@ class EndedJobs(DaemonTestCase):
         for j in (good, bad):
             self.assertGreaterEqual(j["outcome"]["duration_s"], 0)
             self.assertTrue(0 <= j["outcome"]["ended_age_s"] < 30, j)
-        # rdzvctl status says how it ended: one line each (issue 65 item 3: a screen of each
-        # before), the summary cut to the width; --ended in full. /metrics has it under its own
+        # rdzvctl status says how it ended: one line each, the summary cut to the width;
+        # --ended in full. /metrics has it under its own
         # names.
         def ctl_status(*args):
             out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "status", *args],
@@ -154,7 +154,8 @@ class EndedJobs(DaemonTestCase):
         self.assertIn("job 'bad' has ended: it failed", err["error"])
 
     def test_cancelled_job_never_comes_back(self):
-        """Issue 62 case 4, with a real agent A: rdzvd with --state-dir, job J runs on A. A is
+        """A cancelled job never comes back, with a real agent A: rdzvd with --state-dir, job
+        J runs on A. A is
         stopped (SIGSTOP) past its heartbeat timeout: rdzvd closes its connection, and J waits
         in its record. The operator cancels J (rdzvctl cancel). Then 300 one-node jobs run and
         end, past --keep-ended-max (2 here) and the 256 ends the job table keeps. A woken up

@@ -80,9 +80,9 @@ class ExitWhenIdle(DaemonTestCase):
         self.assert_exits(d, 2)
 
     def test_a_job_that_ended_frees_the_port_as_its_last_agent_leaves(self):
-        # Issue 47 item 7: the rdzvd an agent hosts kept its port SEC more after the job ended,
-        # so a torchrun (or the same line) started then could not bind it. SEC 30 here: a job
-        # still held would keep it that long.
+        # The rdzvd an agent hosts frees its port as the job ends, so that a torchrun (or the
+        # same line) started then can bind it. SEC 30 here: a job still held would keep it
+        # that long.
         d = self.daemon("--exit-when-idle", "30:30")
         a, b = self.peer(d), self.peer(d)
         body = join_body("over", "n0", mx=1)

@@ -185,7 +185,8 @@ class Identity(DaemonTestCase):
         self.assertEqual(self.job_status(d, "keep")[0]["state"], "running")
 
     def test_resume_to_the_rdzvd_that_ended_the_job_is_not_rebuilt(self):
-        """Issue 62, case 6, over the wire: no --state-dir, and --keep-ended 0 (no end kept). A
+        """A job ended with its last node is not rebuilt from its word, over the wire: no
+        --state-dir, and --keep-ended 0 (no end kept). A
         one-node job's agent goes (its connection closes): the job ends with its last node.
         A resume that names the incarnation its JOINED gave (1.18) is told the job is over, not
         rebuilt: this rdzvd never restarted. One that names another (an rdzvd restarted since)
@@ -338,7 +339,7 @@ class Identity(DaemonTestCase):
         self.assertIsNotNone(d.wait_log(r"job=lost gen=2 generation 2 succeeded"))
 
     def test_job_nobody_comes_back_to_ends_abandoned(self):
-        """Issue 46 case 3: a job whose agents all went keeps its record for --abandon-after,
+        """A job whose agents all went keeps its record for --abandon-after,
         listed as waiting with when it will end; then it ends as abandoned: its record goes
         (a restarted rdzvd rebuilds nothing of it), its agent's resume is told so, and a new
         agent's JOIN of the same id starts a new run (a scheduler's requeue)."""
@@ -407,7 +408,7 @@ class Identity(DaemonTestCase):
         self.assertIn(job[0]["state"], ("running", "waiting"), job)
 
     def test_jobs_held_are_bounded(self):
-        """Issue 46 case 3: --max-jobs bounds the jobs rdzvd holds, running or waiting in their
+        """--max-jobs bounds the jobs rdzvd holds, running or waiting in their
         records: a JOIN that would make one more is refused with what to do, the jobs held are
         untouched, and once the operator ends a waiting one the JOIN is taken. /metrics and
         status show the count."""
@@ -443,7 +444,7 @@ class Identity(DaemonTestCase):
         self.assertIn("rdzvctl cancel JOB", body["error"])
         self.assertTrue(p.closed_within())
         # A resume's claim of a job rdzvd does not hold makes none (with a job table, a job with
-        # no record has ended: issue 62 case 4), within the bound or not.
+        # no record has ended), within the bound or not.
         p, (op, body) = self.join(d, "claimed", "n0", claim=resume())
         self.assertEqual(op, ERROR, body)
         self.assertIn("job 'claimed' has ended, or ran on another rdzvd", body["error"])
@@ -473,7 +474,7 @@ class Identity(DaemonTestCase):
         self.assertRegex(body["error"], r"job 'late' has ended: it was abandoned at")
 
     def test_restart_opens_stores_as_their_agents_come_back(self):
-        """Issue 46 case 4: rdzvd restarted on a --state-dir that records 200 running jobs holds
+        """rdzvd restarted on a --state-dir that records 200 running jobs holds
         no descriptor for their stores until an agent of one is back; that job's store then
         reopens on its recorded port (2,000 recorded jobs held 4,016 descriptors before any
         agent came, and 267 of them could not reopen their port: see the next test)."""
@@ -499,7 +500,7 @@ class Identity(DaemonTestCase):
         socket.create_connection((HOST, port), timeout=5).close()  # its store, on its port
 
     def test_new_stores_keep_off_recorded_ports(self):
-        """Issue 46 case 4: 1,000 jobs made one after the other, each formed and left (its
+        """1,000 jobs made one after the other, each formed and left (its
         record kept, its agent may come back to its store's port): no job's store is given a
         port an earlier job's record holds. Before, the kernel handed freed ports out again (267
         of 2,000 jobs), and the later job's store took the port the earlier one's workers

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# test_memory_bounds.py: issue 46 item 5, every bound at once. For 30 s (RDZV_MEMORY_TEST_S),
+# test_memory_bounds.py: every bound of rdzvd at once. For 30 s (RDZV_MEMORY_TEST_S),
 # clients push each thing a client can make rdzvd hold, at full rate, each reconnecting as soon as
 # rdzvd closes it: values and empty queue items in the main store, WAITs on missing keys, requests
 # left incomplete, replies never read, notifications of a key watched 2,000 times on each of 8

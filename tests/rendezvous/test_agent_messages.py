@@ -112,9 +112,9 @@ class TestAgentMessages(AgentTestCase):
         self.assertNotIn("spare", text)
 
     def test_a_join_wait_speaks(self):
-        # Issue 47 item 2: two agents of one job, one of them given another port (a typo):
-        # before, each waited silently for the join timeout (600 s). Now each says, within
-        # seconds and then every 30 s, how many nodes joined, the time left, and what to check.
+        # Two agents of one job, one of them given another port (a typo): no wait is silent.
+        # Each says, within seconds and then every 30 s, how many nodes joined, the time left,
+        # and what to check.
         agents = []
         for _ in range(2):
             d = self.daemon()
@@ -133,9 +133,9 @@ class TestAgentMessages(AgentTestCase):
             self.assertIsNone(p.poll())
 
     def test_two_agents_under_one_host_name_are_each_told(self):
-        # Issue 47 item 3: two agents of one job on one machine, no --host: every log and
-        # verdict named both by the host's name, with no warning. Each is told now: the second
-        # in its JOINED, the first in rdzvd's next HEARTBEAT answer; with --host, neither.
+        # Two agents of one job on one machine, no --host: every log and verdict names both by
+        # the host's name, so each is told: the second in its JOINED, the first in rdzvd's next
+        # HEARTBEAT answer; with --host, neither.
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         pattern = (r"\[warn\]: [^\n]*another agent of job twin runs on this host under the "

@@ -161,9 +161,8 @@ class TestErrors(AgentTestCase):
 
 
     def test_second_job_with_another_command_is_refused_at_once(self):
-        """Issue 45, case 5: a second agent started with a running job's --rdzv-id and another
-        command is told so at once (it waited as a spare before, never ran its command, and
-        ended "job succeeded", rc 0); a spare with the job's own command runs nothing and says
+        """A second agent started with a running job's --rdzv-id and another command is told
+        so at once; a spare with the job's own command runs nothing and says
         so when the job succeeds, rc 0."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"

@@ -35,7 +35,7 @@ FAKE_NVML = os.environ.get("RDZV_FAKE_NVML") or os.path.join(
     os.environ.get("RDZV_BUILD_ROOT", "build"), "tests", "agent", "libfake-nvml.so")
 
 
-# Issue 62 case 5: the bad node's worker dies 0.3 s after its peer is there, of an error of its
+# The bad node's worker dies 0.3 s after its peer is there, of an error of its
 # own; the other nodes' workers die of the connection it closed (a FIFO between them, per
 # generation: its end of EOF is the closed connection), 0.2 s later, as gloo's and NCCL's do
 # (the library's error, then Python's traceback). Without a peer within 2 s (a generation
@@ -199,7 +199,7 @@ class BadNode(Base):
 
 class PeerFailures(Base):
     def test_peers_that_fail_of_the_closed_connection_do_not_shield_the_bad_node(self):
-        """Issue 62 case 5: two nodes and a spare; node a's worker dies at start-up in every
+        """Two nodes and a spare; node a's worker dies at start-up in every
         generation, node b's in the start-up grace of the connection a's closed. Not every node
         failing alike (their errors differ): a is charged, put aside at its second failure, the
         spare takes its place and the job succeeds. The root cause each agent is told names a's
@@ -351,7 +351,7 @@ class EndedJob(Base):
         that failed: here its health check holds it until the job is over) is told its outcome
         at once, on one line, and exits non-zero: before, it waited in silence (a new job of one
         under the old id) until killed. One started after the end is a new run
-        (rendezvous-rerun, issue 62 case 7)."""
+        (rendezvous-rerun)."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         out = self.outdir()

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Nothing a worker starts outlives its job (issue 46, case 5): a worker that starts
+"""Nothing a worker starts outlives its job: a worker that starts
 `setsid env -i sleep ...` (a session of its own, an empty environment: neither the kill of the
 worker's process group nor the reaper's token scan finds it) and exits. Where the agent may make a
 cgroup (root here), the workers run in one below the agent's own (cgroup v2), and the end of each

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A new user's first hour (issue 47 item 7), scripted: torchrun's launch lines with torchrun
+"""A new user's first hour, scripted: torchrun's launch lines with torchrun
 replaced by rdzv-agent, a worker killed, and the usual mistakes (another port, another run id,
 a script bug on two nodes, Ctrl-C, a plain script under --recovery inplace, a --master_port
 with nothing there, two agents of one job on one machine). Each scene asserts the line the user
@@ -151,8 +151,8 @@ class FirstHour(AgentTestCase):
         assert sorted(re.findall(r"rank (\d) of 2 in generation 1", r.out)) == ["0", "1"], r.out
 
     def scene_c10d_line_frees_its_port(self):
-        # Issue 47 item 7: the rdzvd the agent hosted kept the port 5 s, and a torchrun
-        # started then could not bind it.
+        # The rdzvd the agent hosted frees the port as its job ends: a torchrun started then
+        # binds it.
         port = free_port()
         r = self.run_line(*self.c10d(port, "fh-c10d", nproc=2), self.script)
         r.ends(20, rc=0)
@@ -183,7 +183,7 @@ class FirstHour(AgentTestCase):
                        r"\(node id [^)]+\)[^\n]*give each agent its own --host \(--host \1-0", 30)
 
     def scene_one_node_of_an_elastic_job_names_no_replica(self):
-        # Issue 65 item 3: a job of one node said "hosting rdzvd as the first of 3 replicas"
+        # A job of one node names no replica ("hosting rdzvd as the first of 3 replicas")
         # (--nnodes 1:3 plans 3 replicas, started as the job's hosts join: none came). Its
         # rdzvd takes port + 1 too (the Raft link): a pair free below the ephemeral ports.
         port = free_port_pair()
@@ -195,7 +195,7 @@ class FirstHour(AgentTestCase):
         assert "replica" not in r.err, r.err
 
     def scene_nproc_past_the_node_is_said(self):
-        # Issue 65 item 3: `--nproc 8` on 2 CPUs gave no word. Past the CPUs the agent may run
+        # `--nproc` past what the node has is said. Past the CPUs the agent may run
         # on (taskset: one), or past the GPUs visible (CUDA_VISIBLE_DEVICES): one warning line,
         # and the job runs; at the node's count, none.
         def line(nproc, cvd, *pre):

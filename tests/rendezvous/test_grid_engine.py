@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent under Grid Engine (issue 49). What it takes of a job's environment: its run id is
+"""rdzv-agent under Grid Engine. What it takes of a job's environment: its run id is
 JOB_ID (JOB_ID.SGE_TASK_ID in an array job), its node count NHOSTS (mpirun's process count under
 mpirun), its node rank its host's line of the parallel environment's PE_HOSTFILE (a preference,
 as SLURM_NODEID is, a host on two queues one node); JOB_ID alone (with SGE_ROOT, as in any login

@@ -2,9 +2,9 @@
 """A new run with a finished run's line, started at once: torchrun's default line (one node,
 --master-port P: node rank 0's agent hosts rdzvd) run twice in a row. The second run must run a
 job of its own, from generation 1, to success: never be refused as too late, never join the
-finished one. The rdzvd the first run hosted leaves the port as soon as its job is over (it
-lingered 5 s before issue 47 item 7, and took the second line as a new run), so the second run
-hosts its own; a job that ended is still told to an agent that started before it ended, and a
+finished one. The rdzvd the first run hosted leaves the port as soon as its job is over, so the
+second run hosts its own; a job that ended is still told to an agent that started before it
+ended, and a
 job-scoped rdzvd still running takes a later line as a new run (tests/unit/test-job-verdicts.c).
 An rdzvd that answers the agent's first look and is gone when it connects (one exiting as its run
 ends) is hosted again by the agent."""
@@ -100,7 +100,7 @@ class TestRerun(AgentTestCase):
 
 
 class TestRerunOnALongRunningRdzvd(AgentTestCase):
-    """Issue 62, case 7: a job ends on an rdzvd that serves many runs (started by hand, as under
+    """A job ends on an rdzvd that serves many runs (started by hand, as under
     systemd). The same line started again after the end is a new run, with a job of its own
     from generation 1, as on the rdzvd an agent hosts: with --rdzv-id dup, and with no id (the
     default id "none" of a torchrun-style line). Before, it was refused for --keep-ended (an

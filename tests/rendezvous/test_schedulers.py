@@ -112,7 +112,7 @@ class TestSlurm(AgentTestCase):
         """On 3 nodes the template runs rdzvd as 3 replicas on the first 3: the agents
         find the leader among them, and the workers' store is node rank 0's agent's. Without
         RDZV_NPROC, on nodes without GPUs (a CPU cluster: this machine), 1 worker per node, said
-        once (issue 47 item 5: the README's Slurm line runs as written there)."""
+        once: the README's Slurm line runs as written there."""
         out = self.outdir()
         joblog = self.sbatch(3, None, out)
         if not glob.glob("/proc/driver/nvidia/gpus/*"):

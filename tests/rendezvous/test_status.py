@@ -224,7 +224,7 @@ class StatusTest(AgentTestCase):
         self.assertGreaterEqual(samples["rdzvd_connections"], 2)
         ages = [v for k, v in samples.items() if k.startswith("rdzvd_node_heartbeat_age_seconds")]
         self.assertEqual(len(ages), 2)
-        # Issue 65 item 3: no label without a value (node_id="": the port hides node ids).
+        # No label without a value (node_id="": the port hides node ids).
         self.assertEqual(re.findall(r'(?m)^.*="".*$', body)[:2], [])
         self.assertRegex(body, r'(?m)^rdzvd_node_heartbeat_age_seconds\{job="metrics-job",'
                                r'host="[^"]+",node_rank="[01]"\} [0-9.]+$')
@@ -354,7 +354,7 @@ class StatusTest(AgentTestCase):
         self.assertIsNotNone(m, metrics[-2000:])
         self.assertGreater(float(m.group(1)), 3)
         self.assertRegex(metrics, r'(?m)^rdzvd_job_generation\{job="timeline"\} 2$')
-        # What failures cost it so far (issue 47 item 6): the parts add up to the wall time, the
+        # What failures cost it so far: the parts add up to the wall time, the
         # node lost cost time.
         cost = {k: float(v) for k, v in re.findall(
             r'(?m)^rdzvd_job_cost_seconds\{job="timeline",part="(\w+)"\} ([0-9.]+)$', metrics)}

@@ -166,7 +166,7 @@ class TestWrongEndpoint(AgentTestCase):
         self.assertLess(took, 26.5, err)
 
     def test_messages_name_the_flags_as_typed(self):
-        """Issue 47 item 4: a torchrun line (--master_addr/--master_port, no rdzvd there) ends
+        """A torchrun line (--master_addr/--master_port, no rdzvd there) ends
         with the flags the user typed, not rdzv's --endpoint; a bad value is named as typed
         too, an underscored one or a prefix."""
         port = self.refused.getsockname()[1]

@@ -87,7 +87,7 @@ static void take_pre(struct model *md, int node, struct pre *p)
 
 /* I1, for a step whose event (kind, node i) ended the job: may it? A failure only with the
  * budget used (or the job cancelled), or the job's last node gone without a record to wait for
- * it (issue 62, case 6); a CANCEL only when the others signalled or too few are left; LEAVE
+ * it; a CANCEL only when the others signalled or too few are left; LEAVE
  * (succeeded) and READY (a cancelled job stopped), timers and the operator. */
 static void check_end_cause(struct model *md, int kind, int i, const struct pre *p)
 {
@@ -139,8 +139,8 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
                     k, md->a[k].f.event.type);
     }
     /* I1: a node placed and lost before it ran (it never answered its ROUND, or it went within
-     * the start-up window before a step) costs the job a re-form, never a restart of its budget
-     * (issue 62). */
+     * the start-up window before a step) costs the job a re-form, never a restart of its budget.
+     */
     if (kind == EV_GONE && (md->a[i].f.silent || md->a[i].unran) && j && p->exists &&
         j->restart_count > p->restarts)
         bad(md, I1, "node-%d, lost before it ran, spent a restart (%" PRId64 " -> %" PRId64 ")",
@@ -290,7 +290,7 @@ static void apply(struct model *md, uint8_t code)
     case EV_GONE:
         /* A silent node that took a place, one lost within the start-up window of its
          * generation before a step, or a --scale-up now joiner that never got a ROUND, goes
-         * before it ran: its own evidence, against its host too (issue 62). */
+         * before it ran: its own evidence, against its host too. */
         a->unran = a->f.m && a->f.m->node_rank >= 0 && the_job(md) &&
                    the_job(md)->state == JOB_RUNNING && startup_window(the_job(md)) &&
                    !rdzvd_member_rank_progressed(a->f.m, 0);

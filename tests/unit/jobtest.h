@@ -129,7 +129,7 @@ static inline void fake_round(void *peer, struct rdzv_round *rd)
 }
 
 /* f's workers made a step in the generation of its ROUND (local rank 0 reports step 1): the
- * node ran it, even within the start-up window (issue 62). */
+ * node ran it, even within the start-up window. */
 static inline void fake_step(struct fake *f)
 {
     static struct rdzv_heartbeat hb;

@@ -53,7 +53,7 @@ static void test_join_past_the_node_ids_limit_is_refused(void)
     rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
-/* Issue 62 case 3, second stage (E0-10): the job's node ids full of nodes that held a place and
+/* E0-10: the job's node ids full of nodes that held a place and
  * left (each lost in turn, its replacement placed), the next replacement is still taken: the
  * oldest ids that are neither a member's nor the running generation's are forgotten
  * (FORGOTTEN, journaled before JOINED), and the journal replayed holds the same ids. A forgotten
@@ -114,7 +114,7 @@ static void test_ids_of_nodes_that_ran_make_room_for_a_replacement(void)
     rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
-/* Issue 62 case 3: spares that JOIN and close, 3,000 of them under 128-byte node ids (past
+/* Spares that JOIN and close, 3,000 of them under 128-byte node ids (past
  * 256 KiB had each been kept), leave no node id behind: a member is then lost, and its
  * replacement (a new node id) is taken; so, after it, is a restarted agent on a healthy node.
  * With --state-dir, the journal replayed keeps the same ids: the nodes that ran. */
@@ -134,7 +134,7 @@ static void test_spares_that_come_and_go_fill_no_table(void)
         jn = join_of(5, 2, 2, 3);
         snprintf(jn.node_id, sizeof(jn.node_id), "%0128d", k);
         if (join(&e, &spare, &jn) < 0)
-            break; /* the table full (before issue 62): the replacement below is refused too */
+            break; /* the table full: the replacement below is refused too */
         ASSERT_TRUE(spare.spare);
         rdzvd_member_gone(spare.m);
     }

@@ -586,8 +586,8 @@ static void test_leave_while_stopping_changes_nothing(void)
 /* Row S15: while the job stops (not cancelled), its last member is lost (one connection
  * closes, the other falls silent). With a job table the job leaves memory, told to nobody: its
  * record (and the node ids it admitted) waits for its nodes, listed "waiting". Without one
- * (issue 62, case 6) it ends "failed" with its last node, told to that node, and its end is kept
- * (listed ended); before, it was forgotten, and a late resume rebuilt it from its word. */
+ * it ends "failed" with its last node, told to that node, and its end is kept (listed ended):
+ * a late resume is told the end, never rebuilds the job from its word. */
 static void test_last_member_lost_while_stopping(void)
 {
     for (int table = 0; table < 2; table++) {

@@ -96,7 +96,7 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
     jt_state_dir_done(fd, path);
 }
 
-/* Issue 45, case 2: rdzvd restarted on its --state-dir and rebuilt a running job; before its
+/* P1, P2: rdzvd restarted on its --state-dir and rebuilt a running job; before its
  * agents are back, a stranger with the agents' token JOINs it (a spare) and sends CANCEL. It
  * leaves, and the job keeps its record: the nodes' agents resume into their generation with the
  * secrets the record holds. Before, the job was ended "cancelled" and its record deleted (secret
@@ -401,8 +401,8 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
 
 /* rdzvd starts (or a replica leads) with the record of a running generation: the job is in
  * memory at once, running that generation, before any agent is back; its store reopens on its
- * recorded port when the first agent is back (issue 46 case 4: 2,000 recorded jobs held 4,016
- * descriptors before any agent came), which cuts the window to two heartbeat timeouts, and the
+ * recorded port when the first agent is back (no descriptor held before any agent comes), which
+ * cuts the window to two heartbeat timeouts, and the
  * node that does not come back within it is lost. A record between generations waits for its
  * agents. */
 static void test_running_record_is_rebuilt_at_start(void)
@@ -668,7 +668,7 @@ static void test_resume_needs_the_recorded_secret(void)
     ASSERT_EQ(njobs(&e), 0);
     snprintf(e.secrets[0], sizeof(e.secrets[0]), "%s", first);
     /* With the secret: a resume of a generation its job table never recorded is refused (the
-     * job never ran it: issue 62 case 4), a JOIN is taken, and given back its own secret. */
+     * job never ran it), a JOIN is taken, and given back its own secret. */
     jn = resume_of(0, 1, 0, 3);
     ASSERT_EQ(join_err(&e, &x, &jn, err, sizeof(err)), -ESTALE);
     ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd") != NULL);

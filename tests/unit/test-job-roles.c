@@ -147,7 +147,7 @@ static void test_cancel_while_stopping_ends_at_once(void)
     }
 }
 
-/* Issue 45, case 1: a job (--nnodes 2) runs on nodes 0 and 1; node 0's connection drops and the
+/* P1, P2: a job (--nnodes 2) runs on nodes 0 and 1; node 0's connection drops and the
  * job stops to form again. A stranger with the agents' token JOINs (a spare) and sends CANCEL, as
  * a spare that the scheduler preempts at that moment would: it leaves, and nothing else changes.
  * Before, the job counted node 1 alone left, fewer than MIN, and ended it "cancelled". Node 0's
@@ -209,7 +209,7 @@ static void test_away_spare_holds_no_stop(void)
     env_done(&e);
 }
 
-/* Issue 45, case 3: a stranger JOINs naming member 0's host and says it is unhealthy. Only the
+/* P1, P3: a stranger JOINs naming member 0's host and says it is unhealthy. Only the
  * stranger's node id is put aside: member 0 hears nothing, and its host's next agent (a new node
  * id: a crashed agent started again, a requeue) joins as before, in memory and after a restart.
  * Before, the host was put aside and that agent got "put_aside" until an operator released it. */
@@ -259,7 +259,7 @@ static void env_init_keeping_ends(struct env *e)
     rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
 }
 
-/* Issue 45, case 6: a job (--nnodes 2) on nodes 0 and 1 restarts (node 0's worker failed);
+/* P6: a job (--nnodes 2) on nodes 0 and 1 restarts (node 0's worker failed);
  * node 1's agent is frozen (a paused VM) and sends no READY. scancel reaches node 0's agent: too
  * few nodes are left, and the job ends "cancelled" at once (its end recorded first; before
  * this issue's explorer, once stopped), and node 0's agent exits. Then node 1's heartbeat
@@ -303,7 +303,7 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     env_done(&e);
 }
 
-/* Issue 62, case 6: issue 45's case 6 as it was written (the test above runs a cancelled job).
+/* A job with no record to wait for ends with its last node (the test above runs a cancelled job).
  * --nnodes 2 on nodes 0 and 1, node 2 a spare, no job table (no --state-dir). Node 1's agent is
  * frozen; node 0's and then the spare's agents are signalled (each leaves: the job goes on
  * without it, its generation stopping); node 1's heartbeat lapses. The job ends "failed" with
@@ -348,7 +348,7 @@ static void test_last_node_lost_ends_the_job_and_its_resume_is_told(void)
     env_done(&e);
 }
 
-/* Issue 62, case 6, when the end is no longer kept (--keep-ended 0 here; past --keep-ended or
+/* The same, when the end is no longer kept (--keep-ended 0 here; past --keep-ended or
  * --keep-ended-max on a busy rdzvd): a resume names the incarnation of the rdzvd that JOINED it
  * (1.18). This very incarnation, holding no job and no record of it, has not restarted since
  * the agent's generation formed: the job ended here, and the agent is told so, not rebuilt
@@ -469,7 +469,7 @@ static void test_resumed_nodes_of_a_generation_over_end_it(void)
     jt_state_dir_done(fd, path);
 }
 
-/* Issue 45, case 5: a second agent started with the job's --rdzv-id and another command (a
+/* P5: a second agent started with the job's --rdzv-id and another command (a
  * second job under the same id, by mistake) is refused at once, naming both fingerprints, in
  * memory and from the record after a restart; the same command, or an agent that sends none (an
  * older one), joins. A spare that ran nothing is not told the job succeeded: its outcome says it
@@ -661,7 +661,7 @@ static void test_kill_from_outside_is_not_the_nodes(void)
     env_done(&e);
 }
 
-/* Issue 47 item 3: two agents of one job under one host name (two on one machine, no --host)
+/* Two agents of one job under one host name (two on one machine, no --host)
  * are each told, with the --host to give: the second in its JOINED, the first in its next
  * HEARTBEAT answer, once. A member under another name hears nothing, and a twin that left
  * before the first heard of it leaves nothing behind. */

@@ -11,7 +11,8 @@
  * every agent must have been told how the job ended.
  *
  * After every event: I1..I5 (jobcheck.h, as the explorer) and S1..S6 (sim_inv). A violation of a
- * case of issue 62 still open (open_cases) is counted and reported, not failed; any other fails
+ * case still open (open_cases: a known violation) is counted and reported, not failed; any
+ * other fails
  * the test. The first violation of each check is shrunk (chunks of events dropped while it still
  * violates, replayed from a fresh rdzvd) and printed event by event, with the trace that replays
  * it: RDZV_SIM_TRACE='seed=N join:0 join:1 ...'. RDZV_SIM_SEED=N runs that seed only,
@@ -29,8 +30,8 @@
 #include "common/rdzv-log.h"
 #include "jobsim.h"
 
-/* The cases of issue 62 not fixed yet, by their number there: their violations are counted
- * and reported, not failed. Take each out as its fix merges; -1 ends the list. */
+/* The known violations not fixed yet, by the case number of their traces (sim-traces/caseN-*):
+ * counted and reported, not failed. Take each out as its fix merges; -1 ends the list. */
 static const int open_cases[] = {2, 5, 7, -1};
 
 static char g_path[64];

@@ -601,8 +601,8 @@ static void test_bad_node_put_aside_and_recorded(void)
 
 /* CANCEL: an agent stopped from outside ends the job as cancelled, exit code 128 +
  * the signal, nothing charged, every member told; later cancels are ignored. While the job is
- * stopping (a restart under way) it ends at once too, as cancelled, not as the restart (before
- * issue 45: once stopped, the cancel only in memory until then). */
+ * stopping (a restart under way) it ends at once too, as cancelled, not as the restart, and its
+ * end is recorded at once. */
 static void test_cancel_is_not_a_failure(void)
 {
     for (int stopping = 0; stopping < 2; stopping++) {

@@ -191,7 +191,7 @@ static void test_progress_longest_silent_kept(void)
     env_done(&e);
 }
 
-/* Issue 46 case 3: --abandon-after counts from the last agent leaving. A job rebuilt from its
+/* --abandon-after counts from the last agent leaving. A job rebuilt from its
  * record that nobody comes back to goes back to waiting with the time it had; a JOIN refused,
  * before its record is read or after the job was rebuilt for it, leaves it so (the second left
  * the rebuilt job in memory with no member, never abandoned); an agent of it that comes back
@@ -246,7 +246,7 @@ static void test_waiting_time_runs_from_the_last_agent_leaving(void)
     jt_state_dir_done(fd, path);
 }
 
-/* Issue 46 case 3, found in review: a resume's claim refused (its store cannot open), with no
+/* A resume's claim refused (its store cannot open), with no
  * job table, leaves no waiting note behind: it was counted against --max-jobs for good, and no
  * cancel could end it (it has no record). */
 static void test_refused_claim_leaves_no_note(void)

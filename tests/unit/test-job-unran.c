@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-unran.c: a node that never ran spends nothing of the job (issue 62, cases 1 and 2).
+/* test-job-unran.c: a node that never ran spends nothing of the job.
  * A node placed in a generation and lost before its agent answered the ROUND (the HEARTBEAT
  * naming the generation that an agent sends as it takes the round) or within the start-up
  * window before any of its ranks made a step, or whose JOIN scaled the job up and that went

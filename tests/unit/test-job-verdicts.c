@@ -101,7 +101,7 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     env_done(&e);
 }
 
-/* Issue 45, case 4: a script that fails at start-up on every rank (a bug in it, a bad input) is
+/* A script that fails at start-up on every rank (a bug in it, a bad input) is
  * the job's failure, not a node's. Each generation both nodes report; only the first report
  * restarts the job, the other comes while it stops and takes back the first node's charge. The
  * job restarts until its budget is spent and fails with the first rank's error; nobody is put
@@ -290,7 +290,7 @@ static void fail_of(struct fake *f, uint64_t gen, const char *error)
     ASSERT_OK(rdzvd_member_worker_exit(f->m, &w, err, sizeof(err)));
 }
 
-/* Issue 62 case 5: two nodes and a spare, --bad-node-failures 2. Node rank 0's worker fails at
+/* S5: two nodes and a spare, --bad-node-failures 2. Node rank 0's worker fails at
  * start-up in every generation; the other's fails in the grace of another error (the connection
  * its dead peer closed): not every node failing alike. Node rank 0 keeps its charges, is put
  * aside at its second failure, and the spare takes its place. The root cause names the error.
@@ -482,7 +482,8 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     env_done(&e);
 }
 
-/* Issue 62 case 4: with --state-dir, job J runs on one node; its agent's connection drops (its
+/* A cancelled job never comes back: with --state-dir, job J runs on one node; its agent's
+ * connection drops (its
  * workers go on); the operator cancels J; 300 other jobs end, past the ends kept in memory
  * (--keep-ended-max, 100 here) and in the job table (RDZVD_JOB_ENDS_KEPT). The agent's resume
  * is refused: J has no record, so it ended; it was taken ("JOINED resumed") and J ran again. */
@@ -526,7 +527,7 @@ static void test_cancelled_job_never_comes_back(void)
     jt_state_dir_done(fd, path);
 }
 
-/* Issue 62, case 7: rdzvd starts a job that ended afresh for an agent that started after it
+/* S4: rdzvd starts a job that ended afresh for an agent that started after it
  * ended (JOIN age_ms): a new run of the same line, whether an agent hosted rdzvd for its job
  * (--exit-when-idle) or it serves many runs. An agent that started before the end (a late node
  * of that run), or one that does not say its age, is told the outcome. Before, only the rdzvd

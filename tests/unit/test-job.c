@@ -77,7 +77,7 @@ static void test_below_min_fails_at_join_timeout(void)
     env_done(&e);
 }
 
-/* What a member's HEARTBEAT answer says the job waits for (issue 47: no silent wait): its nodes
+/* What a member's HEARTBEAT answer says the job waits for (no wait is silent): its nodes
  * while it forms, with the join timeout's time left; nothing once it runs. */
 static void test_member_wait_while_forming(void)
 {

@@ -139,7 +139,7 @@ static void test_histogram(void)
     ASSERT_TRUE(NEAR(h.sum, 1000.101));
 }
 
-/* What failures cost a job (issue 47 item 6): the start-up to rank 0's first step, each
+/* What failures cost a job: the start-up to rank 0's first step, each
  * recovery from its failure (detection, not before its generation began) to the next first step,
  * the time spent on steps done before a restart from a checkpoint, and the rest training; the
  * parts add up to the wall time. */

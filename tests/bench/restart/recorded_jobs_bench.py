@@ -4,7 +4,7 @@
 # records N running one-node jobs (their agents gone: rdzvd was SIGKILLed under them), against an
 # empty one. Measured from the exec of the new rdzvd: when its main port accepts a connection
 # (a TCP connect completes and HELLO is answered), and when a new job's JOIN is answered JOINED;
-# and the descriptors rdzvd holds once it serves. Issue 46 case 4. Prints a markdown table; not
+# and the descriptors rdzvd holds once it serves. Prints a markdown table; not
 # a timed test: run it by hand on a quiet machine.
 import argparse
 import os
