@@ -136,15 +136,10 @@ static int put_timeline(struct rdzv_buf *b, const struct rdzv_status_job *job)
     int r = rdzv_buf_printf(b, "<h3>timeline</h3>\n");
 
     r |= rdzvd_timeline_svg(b, job, rdzv_wall_s());
-    r |= rdzv_buf_printf(b, "<p class=\"legend\">");
     if (job->rate_known)
-        r |= rdzv_buf_printf(b, "%.3g steps/s now &#183; ", job->steps_per_second);
-    return r | rdzv_buf_printf(b, "bands: generations &#183; marks: <span style=\"color:#c0392b\">"
-                                  "failure</span>, <span style=\"color:#e67e22\">restart</span>, "
-                                  "<span style=\"color:#8e44ad\">node lost</span>, put aside, "
-                                  "<span style=\"color:#27ae60\">spare promoted</span>, <span "
-                                  "style=\"color:#2c3e50\">leader change</span>, <span style=\""
-                                  "color:#7f8c8d\">end</span> (hover for what happened)</p>\n");
+        r |= rdzv_buf_printf(b, "<p class=\"rate\">%.3g steps/s now</p>\n",
+                             job->steps_per_second);
+    return r | rdzvd_timeline_legend(b);
 }
 
 static int put_aside(struct rdzv_buf *b, const struct rdzv_status_job *job)

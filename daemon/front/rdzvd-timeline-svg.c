@@ -26,6 +26,7 @@
 #define SVG_H (AXIS_Y + 6)
 
 static const char *const band_fill[2] = {"#cfe3f7", "#b3d1ef"};
+#define RATE_COLOR "#1f6fb2"
 static const char *const mark_color[_RDZV_MARK_MAX] = {
     [RDZV_MARK_FAILURE] = "#c0392b", [RDZV_MARK_RESTART] = "#e67e22",
     [RDZV_MARK_NODE_LOST] = "#8e44ad", [RDZV_MARK_PUT_ASIDE] = "#000000",
@@ -168,8 +169,8 @@ static int put_rate(struct rdzv_buf *b, const struct rdzv_status_timeline *tl,
                                    "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#888\">no "
                                    "progress reported (rdzv.progress, rdzv-train)</text>",
                                    SVG_LEFT + 6, RATE_Y + RATE_H / 2 + 4);
-    r |= rdzv_buf_printf(b, "<polyline class=\"rate\" fill=\"none\" stroke=\"#1f6fb2\" "
-                            "stroke-width=\"1.5\" points=\"");
+    r |= rdzv_buf_printf(b, "<polyline class=\"rate\" fill=\"none\" stroke=\"%s\" "
+                            "stroke-width=\"1.5\" points=\"", RATE_COLOR);
     for (unsigned i = 0; i < tl->n_rates; i++) {
         double mid = tl->rate_start + (i + 0.5) * tl->rate_interval_s;
         double y = RATE_Y + RATE_H - (top > 0 ? (RATE_H - 6) * tl->rates[i] / top : 0);
@@ -247,4 +248,28 @@ int rdzvd_timeline_svg(struct rdzv_buf *b, const struct rdzv_status_job *job, do
     r |= rdzv_buf_put_utc(b, s.t1, false);
     r |= rdzv_buf_printf(b, "%s</text></svg>\n", job->ended ? "" : " (now)");
     return r;
+}
+
+/* A swatch of color and its label. */
+static int swatch(struct rdzv_buf *b, const char *color, const char *label, bool first)
+{
+    return rdzv_buf_printf(b, "%s<span class=\"key\"><span style=\"display:inline-block;width:"
+                              ".8em;height:.8em;background:%s\"></span> %s</span>",
+                           first ? "" : " &#183; ", color, label);
+}
+
+int rdzvd_timeline_legend(struct rdzv_buf *b)
+{
+    int r = rdzv_buf_printf(b, "<p class=\"legend\">");
+
+    r |= swatch(b, band_fill[1], "odd generations (bands)", true);
+    r |= swatch(b, band_fill[0], "even generations", false);
+    r |= swatch(b, RATE_COLOR, "rank 0's steps/s (line)", false);
+    r |= rdzv_buf_printf(b, "<br>marks:");
+    for (unsigned k = 0; k < _RDZV_MARK_MAX; k++)
+        r |= swatch(b, mark_color[k], mark_label[k], k == 0);
+    r |= rdzv_buf_printf(b, "<br>recoveries:");
+    for (unsigned ph = 0; ph < RDZV_RECOVERY_TOTAL; ph++)
+        r |= swatch(b, phase_fill[ph], phase_label[ph], ph == 0);
+    return r | rdzv_buf_printf(b, " (hover for what happened)</p>\n");
 }

@@ -17,3 +17,6 @@ struct rdzv_status_job;
 /* Append job's timeline as an <svg> element to b, as of now (unix seconds): nothing when job has
  * no timeline. 0 or -ENOMEM. */
 int rdzvd_timeline_svg(struct rdzv_buf *b, const struct rdzv_status_job *job, double now);
+/* Append the timeline's legend (a <p class="legend">): every color the SVG uses, from the same
+ * tables, with its meaning. 0 or -ENOMEM. */
+int rdzvd_timeline_legend(struct rdzv_buf *b);

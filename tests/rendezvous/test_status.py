@@ -414,6 +414,17 @@ class StatusTest(AgentTestCase):
         self.assertEqual(re.findall(r'<rect class="phase phase-(\w+)" data-generation="1"', svg),
                          ["stop", "rendezvous", "nccl", "first_step"], svg[:3000])
         self.assertIn("world 4", svg)
+        # Every colour that means something in the SVG (bands, marks, recovery phases, the
+        # rate line) has its swatch in the legend.
+        used = set(re.findall(r'<rect class="(?:band|phase)[^>]*fill="(#\w+)"', svg))
+        used |= set(re.findall(r'<polyline class="rate"[^>]*stroke="(#\w+)"', svg))
+        for g in re.findall(r'<g class="mark mark-\w+".*?</g>', svg, re.S):
+            used |= set(re.findall(r'(?:fill|stroke)="(#\w+)"', g))
+        legend = re.search(r'<p class="legend">.*?</p>', dom, re.S)
+        self.assertIsNotNone(legend, dom[-3000:])
+        keys = set(re.findall(r"background:\s*(#\w+)", legend.group(0)))
+        self.assertGreaterEqual(len(used), 8, svg[:3000])
+        self.assertEqual(used - keys, set(), "colours with no legend entry: " + legend.group(0))
         p = subprocess.run(base + [f"--screenshot={shot}", url + "/"], capture_output=True,
                            text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr[-2000:])
