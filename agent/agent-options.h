@@ -145,6 +145,14 @@ struct agent_opts {
 int agent_opts_parse(struct agent_opts *o, int argc, char **argv);
 
 struct rdzv_opt_prog;
+/* agent-options-torchrun.c, for agent_opts_parse. agent_opts_torchrun: torchrun's reading of
+ * what was given (the backend, the command, the hosting role); 0 or -EINVAL (printed).
+ * agent_opts_port_is_zero: is ep one HOST:0 (not a list of replicas)? agent_opts_name_flags: the
+ * endpoint's and the run id's names in messages, as the user named them. */
+int agent_opts_torchrun(struct agent_opts *o, int argc, char **argv, int first_arg);
+bool agent_opts_port_is_zero(const char *ep);
+void agent_opts_name_flags(struct agent_opts *o);
+
 struct rdzv_opt;
 /* agent-options-conf.c. agent_conf_bool: 1 (1, true, t, yes, y), 0 (0, false, f, no, n; any
  * case) or -1, as torchrun reads booleans. agent_rdzv_conf_cb: torchrun's --rdzv-conf
