@@ -384,6 +384,11 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .dest = &o->log_dir, .metavar = "DIR",
          .help = "also write each worker's output to\n"
                  "DIR/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log"},
+        {.kind = RDZV_OPT_INT, .name = "metrics-port", .dest = &o->metrics_port, .imin = 0,
+         .imax = 65535, .metavar = "N",
+         .help = "serve the status page (/), /metrics and /status.json of\n"
+                 "the rdzvd this agent runs (--standalone, or the one it\n"
+                 "hosts) on port N (0: a free one; the agent logs it)"},
         {.kind = RDZV_OPT_STRING, .name = "role", .flags = RDZV_OPT_F_PREFER,
          .dest = &o->role, .metavar = "NAME",
          .help = "ROLE_NAME for the workers (default 'default')"},
@@ -661,6 +666,7 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->level = RDZV_LOG_INFO;
     o->is_host = -1;
     o->master_port = -1;
+    o->metrics_port = -1;
     r = parse_table(o, argc, argv, &first_arg);
     if (r != 0)
         return r;

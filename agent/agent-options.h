@@ -105,6 +105,7 @@ struct agent_opts {
     const char *local_addr;
     const char *master_addr;
     int64_t master_port;     /* -1: not given */
+    int64_t metrics_port;    /* --metrics-port: the status page of the rdzvd it runs; -1: none */
     const char *signals_to_handle;
     double monitor_interval_s;
     const char *start_method, *event_log_handler, *logs_specs, *numa_binding;

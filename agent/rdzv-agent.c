@@ -232,6 +232,16 @@ static int start_embedded(struct agent *a)
                  a->free_port_endpoint, a->o.endpoint);
     else
         log_info("standalone: embedded rdzvd on %s", a->o.endpoint);
+    if (a->o.metrics_port >= 0) {
+        uint16_t mport;
+
+        r = rdzvd_daemon_serve_http(a->embedded, "127.0.0.1", (uint16_t)a->o.metrics_port,
+                                    &mport);
+        if (r < 0)
+            return log_error_errno(r, "--metrics-port %" PRId64 ": cannot serve the status page "
+                                      "on 127.0.0.1 (is the port taken?)", a->o.metrics_port);
+        log_info("status page on http://127.0.0.1:%u/ (also /metrics, /status.json)", mport);
+    }
     return 0;
 }
 
@@ -413,6 +423,7 @@ int main(int argc, char **argv)
     struct rdzv_join join = {0}, *jn = &join;
     char host[256], hn[200] = "localhost";
     struct agent_host_cfg hcfg;
+    bool hosted;
     uint16_t port = RDZV_DEFAULT_PORT;
     struct agent_endpoints eps;
     uv_loop_t loop;
@@ -515,9 +526,12 @@ int main(int argc, char **argv)
                                    .replica_key_file = a.o.replica_key_file,
                                    .replicas = (unsigned)a.o.replicas,
                                    .log_dir = a.o.log_dir,
+                                   .metrics_port = (int)a.o.metrics_port,
                                    .level = a.o.level};
-    if (a.o.may_host)
-        (void)agent_host_maybe_start(&hcfg);
+    hosted = a.o.may_host && agent_host_maybe_start(&hcfg) == 1;
+    if (a.o.metrics_port >= 0 && !a.embedded && !hosted)
+        log_warn("--metrics-port: this agent runs no rdzvd (it joins the one at %s:%u): the "
+                 "status page is that rdzvd's (rdzvd --metrics-port)", host, port);
 
     r = agent_session_new(&(struct agent_session_cfg){.loop = &loop,
                                                       .eps = &eps,

@@ -228,6 +228,24 @@ static int wait_ready(int fd, int timeout_ms)
     }
 }
 
+/* The hosted rdzvd's --metrics-port-file (written before it said it listens): say where its
+ * status page is, on the address it binds (the endpoint's host for the wildcard). */
+static void log_metrics_port(const char *bind_addr, const char *host, const char *dir)
+{
+    char path[PATH_MAX + 16], buf[16] = "";
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/metrics-port", dir);
+    f = fopen(path, "re");
+    if (!f || !fgets(buf, sizeof(buf), f))
+        log_warn("hosting rdzvd: its --metrics-port-file %s is missing", path);
+    else
+        log_info("the hosted rdzvd's status page: http://%s:%ld/",
+                 strcmp(bind_addr, "0.0.0.0") ? bind_addr : host, strtol(buf, NULL, 10));
+    if (f)
+        fclose(f);
+}
+
 /* Start rdzvd (argv) detached and wait until it listens. Returns 1 (it does), 0 (it exited
  * before listening, or is slow: the caller joins as a client) or a negative errno (logged).
  * dir: the directory made for it, deleted when it did not start. */
@@ -252,6 +270,8 @@ static int start_and_wait(const struct agent_host_cfg *c, char **argv, const cha
     if (r == 1) {
         log_info("hosting rdzvd at %s:%s for this job (it outlives this agent; log %s)", argv[2],
                  argv[4], log_path);
+        if (c->metrics_port >= 0)
+            log_metrics_port(argv[2], c->host, dir);
     } else if (r == 0) { /* it could not listen: another agent's rdzvd may have won the port */
         char why[400];
 
@@ -340,7 +360,7 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
         goto out_claim;
     }
     {
-        char *argv[28] = {rdzvd,
+        char *argv[32] = {rdzvd,
                           "--bind",
                           bind_addr,
                           "--port",
@@ -351,11 +371,19 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
                           STR(AGENT_HOST_READY_FD),
                           "--log-level",
                           c->level >= RDZV_LOG_DEBUG ? "debug" : "info"};
-        char peers[300], nrep[8], state[PATH_MAX + 8];
+        char peers[300], nrep[8], state[PATH_MAX + 8], mport[16], mfile[PATH_MAX + 16];
         unsigned n = 11;
 
         argv[n++] = "--remove-dir"; /* made for this job only: gone with it */
         argv[n++] = dir;
+        if (c->metrics_port >= 0) { /* its port, written where the agent reads it */
+            snprintf(mport, sizeof(mport), "%d", c->metrics_port);
+            snprintf(mfile, sizeof(mfile), "%s/metrics-port", dir);
+            argv[n++] = "--metrics-port";
+            argv[n++] = mport;
+            argv[n++] = "--metrics-port-file";
+            argv[n++] = mfile;
+        }
         if (c->replicas > 1) {
             /* Replica 1 of a cluster that grows to c->replicas on the job's hosts. */
             snprintf(state, sizeof(state), "%s/state", dir);

@@ -53,6 +53,7 @@ struct agent_host_cfg {
      * its directory), and asks agents on other hosts for the others. */
     unsigned replicas;
     const char *log_dir; /* --log-dir: rdzvd's log goes there, kept; NULL: in its directory */
+    int metrics_port;    /* --metrics-port, passed to rdzvd (0: a free one); -1: none */
     enum rdzv_log_level level;
 };
 

@@ -9,6 +9,7 @@
 
 #include "common/rdzv-log.h"
 #include "daemon/data/rdzvd-acl.h"
+#include "daemon/front/rdzvd-http.h"
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job.h"
 #include "daemon/net/rdzvd-peer.h"
@@ -35,6 +36,7 @@ struct rdzvd_daemon {
     uint64_t npeers;          /* rdzv peers connected now (past their handshake) */
     struct rdzvd_acl acl;     /* a store host's allowlist (rdzvd_daemon_new_stores) */
     struct daemon_idle *idle; /* --exit-when-idle; NULL: never, or closed */
+    struct rdzvd_http *http;  /* rdzvd_daemon_serve_http; NULL: none */
 };
 
 static int daemon_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *body, uint32_t len)
@@ -287,7 +289,8 @@ struct rdzvd_daemon *rdzvd_daemon_free(struct rdzvd_daemon *d)
 {
     if (!d)
         return NULL;
-    daemon_idle_close(d); /* still open only if the server never stopped */
+    rdzvd_http_stop(d->http); /* still running only if the daemon never stopped */
+    daemon_idle_close(d);     /* still open only if the server never stopped */
     d->srv = rdzvd_server_free(d->srv);
     d->jobs = rdzvd_jobs_free(d->jobs);
     free(d);
@@ -322,7 +325,16 @@ uint16_t rdzvd_daemon_port(const struct rdzvd_daemon *d)
 
 void rdzvd_daemon_stop(struct rdzvd_daemon *d)
 {
+    rdzvd_http_stop(d->http);
+    d->http = NULL;
     rdzvd_server_stop(d->srv);
+}
+
+int rdzvd_daemon_serve_http(struct rdzvd_daemon *d, const char *addr, uint16_t port,
+                            uint16_t *ret_port)
+{
+    return d->http ? -EALREADY : rdzvd_http_start(rdzvd_server_loop(d->srv), d->jobs, addr, port,
+                                                  ret_port, &d->http);
 }
 
 struct rdzvd_jobs *rdzvd_daemon_jobs(const struct rdzvd_daemon *d)

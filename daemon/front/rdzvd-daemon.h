@@ -38,6 +38,11 @@ int rdzvd_daemon_listen(struct rdzvd_daemon *d);
 uint16_t rdzvd_daemon_port(const struct rdzvd_daemon *d);
 void rdzvd_daemon_stop(struct rdzvd_daemon *d);
 struct rdzvd_jobs *rdzvd_daemon_jobs(const struct rdzvd_daemon *d);
+/* Serve d's status page, /metrics and /status.json on addr:port (0: a free port; *ret_port says
+ * which), as rdzvd --metrics-port does; stopped with d (rdzvd_daemon_stop). 0 or a negative
+ * errno. */
+int rdzvd_daemon_serve_http(struct rdzvd_daemon *d, const char *addr, uint16_t port,
+                            uint16_t *ret_port);
 
 /* A store host for rdzv-agent (node rank 0's agent hosts a replicated rdzvd's generation stores): a
  * server on cfg without the job layer (an rdzv peer's messages are refused), listening once

@@ -4,6 +4,7 @@ status page rendered by a real headless Chromium, during a real job with a resta
 rank's last step and its age during a real rdzv-train job and with a stopped worker."""
 import signal
 import json
+import socket
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from agenttest import AgentTestCase, agent_cmd, finish, main, start
+from agenttest import AGENT, AgentTestCase, agent_cmd, finish, main, start
 
 TRAIN = os.path.join(os.environ.get("RDZV_BUILD_ROOT", "build"), "train", "rdzv-train")
 RDZVCTL = os.environ.get("RDZVCTL", os.path.join(os.path.dirname(os.path.dirname(
@@ -235,6 +236,59 @@ class StatusTest(AgentTestCase):
         with self.assertRaises(urllib.error.HTTPError) as cm:
             get(f"http://127.0.0.1:{self.mport}/nothing-here")
         self.assertEqual(cm.exception.code, 404)
+
+    def read_until(self, p, pattern, timeout=20):
+        """Read p's stderr line by line until pattern matches; returns the match."""
+        import select
+        deadline, seen = time.monotonic() + timeout, []
+        while time.monotonic() < deadline:
+            if not select.select([p.stderr], [], [], 0.5)[0]:
+                continue
+            line = p.stderr.readline().decode()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        self.fail(f"no {pattern!r} in the agent's log:\n" + "".join(seen)[-3000:])
+
+    def test_an_agent_serves_the_status_page_of_the_rdzvd_it_runs(self):
+        """--metrics-port on the agent: the status page of its embedded rdzvd (--standalone) and
+        of the rdzvd it hosts (--master-port); each says where, and the page shows the job."""
+        out = self.outdir()
+        release = os.path.join(out, "release")
+        worker = ["/bin/sh", "-c", f'while [ ! -e {release} ]; do sleep 0.1; done']
+        port = None
+        for how in (["--standalone"], ["--master-port", "0"]):
+            if how[0] == "--master-port":
+                with socket.socket() as sk:
+                    sk.bind(("127.0.0.1", 0))
+                    port = sk.getsockname()[1]
+                how = ["--master-port", str(port), "--rdzv-id", "hostedpage"]
+            tmp = os.path.join(out, "tmp-" + how[0].strip("-"))
+            os.makedirs(tmp, exist_ok=True)
+            p = start([AGENT, *how, "--metrics-port", "0", "--nproc", "1", "--nccl", "off",
+                       "--no-python", *worker], env={"TMPDIR": tmp})
+            self.addCleanup(p.kill)
+            m = self.read_until(p, r"status page(?: on|:) (http://127\.0\.0\.1:\d+/)")
+            url = m.group(1)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                code, ctype, body = get(url + "status.json")
+                jobs = json.loads(body)["jobs"]
+                if jobs and jobs[0]["state"] == "running":
+                    break
+                time.sleep(0.1)
+            self.assertEqual(code, 200)
+            self.assertEqual([j["state"] for j in jobs], ["running"], body[:2000])
+            code, ctype, page = get(url)
+            self.assertIn("text/html", ctype)
+            self.assertIn("<h2 class=\"job\">job", page)
+            open(release, "w").close()
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 0, err[-2000:])
+            os.unlink(release)
 
     def test_a_bad_http_request_does_not_hurt_the_daemon(self):
         d, ep, agents = self.start_job("http-abuse", nodes=1)
