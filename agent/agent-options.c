@@ -408,6 +408,9 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "after a failure: restart every worker (default), or keep\n"
                  "the healthy ones running and start only the missing ones\n"
                  "(their workers read RDZV_CONTROL_FD, as rdzv-train does)"},
+        {.kind = RDZV_OPT_FLAG, .name = "warm-workers", .dest = &o->warm_workers,
+         .help = "keep per local rank a Python interpreter with torch imported\n"
+                 "to start the rank's next worker in (a restart, a spare)"},
         SECS("progress-grace", &o->progress_grace_s,
              "with --progress-timeout, also fail a worker that made no\n"
              "first report this long after its start (default 0: never)"),

@@ -77,6 +77,7 @@ struct agent_opts {
     bool scale_up_now;
     bool any_command; /* --any-command: JOIN sends no fingerprint of the command */
     bool recovery_inplace;   /* --recovery inplace: survivors keep running after a failure */
+    bool warm_workers;       /* --warm-workers: a standby interpreter per local rank */
     bool rank_hint;          /* node_rank came from the scheduler's environment */
     enum rdzv_nccl_mode nccl;
     int64_t nccl_ids;

@@ -595,6 +595,15 @@ int main(int argc, char **argv)
         gcfg.on_hang = agent_session_group_hang;
     }
     gcfg.control = a.o.recovery_inplace;
+    if (a.o.warm_workers && a.runs_python) {
+        gcfg.standby_argv = a.cmd.standby_argv;
+        gcfg.warm_argi = a.cmd.script_index;
+        gcfg.warm_module = a.cmd.module;
+    } else if (a.o.warm_workers) {
+        log_warn("--warm-workers: the workers are not a Python script that rdzv-agent starts (a "
+                 "command after --, --no-python, rdzv-train): they start cold; give the script "
+                 "itself (rdzv-agent [OPTIONS] train.py, or -m MODULE)");
+    }
     gcfg.on_step = agent_session_group_step;
     gcfg.ud = a.session;
     r = agent_group_new(&gcfg, &a.group);

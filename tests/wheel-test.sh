@@ -62,7 +62,7 @@ if grep -q 'bin/rdzv-train$' "$work/show.txt"; then
 else
   echo "ok: this build has no rdzv-train (no trainer: -Dtrainer, g++, libgloo-dev): none installed"
 fi
-for m in rdzv/__init__.py rdzv/torch.py rdzv/run.py; do
+for m in rdzv/__init__.py rdzv/torch.py rdzv/run.py rdzv/standby.py; do
   check "the wheel holds $m" grep -q " $m\$" "$work/show.txt"
 done
 check "the wheel's metadata: a summary" grep -q '^Summary: ..' "$work/show.txt"

@@ -394,6 +394,20 @@ int agent_cgroup_enter(struct agent_cgroup *cg)
     return r;
 }
 
+int agent_cgroup_move(struct agent_cgroup *cg, int pid)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof(buf), "%d", pid);
+
+    if (!agent_cgroup_movable(cg))
+        return -ENOENT;
+    while (write(cg->procs_fd, buf, (size_t)n) < 0)
+        if (errno != EINTR)
+            return -errno;
+    cg->killed = false;
+    return 0;
+}
+
 int agent_cgroup_leave(struct agent_cgroup *cg)
 {
     int r;

@@ -80,6 +80,10 @@ static inline bool agent_cgroup_movable(const struct agent_cgroup *cg)
 int agent_cgroup_enter(struct agent_cgroup *cg);
 int agent_cgroup_leave(struct agent_cgroup *cg);
 
+/* Move process pid (all its threads) into the workers' cgroup: a warm standby that became a
+ * worker (agent-standby.c). 0 or -errno (-ENOENT: no cgroup, or not movable). */
+int agent_cgroup_move(struct agent_cgroup *cg, int pid);
+
 /* 1 if a process is in the workers' cgroup (or below), 0 if none, -errno. */
 int agent_cgroup_populated(const struct agent_cgroup *cg);
 

@@ -18,6 +18,8 @@ const char agent_cmd_runpy[] = "import os,runpy,sys\n"
                                "if sys.path[:1]==['']:sys.path[0]=os.path.dirname(p)\n"
                                "runpy.run_path(p,run_name='__main__')\n";
 
+const char agent_cmd_standby[] = "from rdzv.standby import main\nmain()\n";
+
 static const char *const rank_flags[] = {NULL, "--local-rank", "--local_rank"};
 
 void agent_cmd_format_rank(char *buf, const char *flag, unsigned local_rank)
@@ -67,6 +69,14 @@ int agent_cmd_build(struct agent_cmd *c, const struct agent_cmd_in *in, const ch
         } else if (in->module) {
             v[n++] = (char *)"-m";
         }
+    }
+    if (with_python) {
+        c->script_index = n;
+        c->module = in->module && !run_path;
+        c->standby_argv[0] = (char *)python;
+        c->standby_argv[1] = (char *)"-u";
+        c->standby_argv[2] = (char *)"-c";
+        c->standby_argv[3] = (char *)agent_cmd_standby;
     }
     v[n++] = (char *)in->cmd[0];
     if (in->pass_local_rank != AGENT_LOCAL_RANK_NONE) {

@@ -50,7 +50,15 @@ struct agent_cmd {
     size_t rank_index;     /* index of the local-rank argument in argv, 0 when there is none */
     const char *rank_flag; /* "--local-rank" or "--local_rank", or NULL */
     char rank_arg[AGENT_CMD_RANK_ARG_MAX]; /* argv[rank_index] points here */
+    size_t script_index;   /* with the interpreter: index of the script (module) in argv, else 0 */
+    bool module;           /* ... and it is a module (-m) */
+    /* With the interpreter: the command of a warm standby (python/rdzv/standby.py), the same
+     * interpreter and options: $PYTHON_EXEC -u -c PROGRAM; else NULL. */
+    char *standby_argv[5];
 };
+
+/* The python -c program of a warm standby (exposed for tests). */
+extern const char agent_cmd_standby[];
 
 /* The python -c program of run_path (exposed for tests). */
 extern const char agent_cmd_runpy[];

@@ -22,8 +22,7 @@ void agent_group_handle_close_cb(uv_handle_t *h)
     agent_group_settle(g);
 }
 
-/* The worker whose struct holds handle h: every worker handle is a member of its worker. */
-static struct agent_worker *worker_of_handle(struct agent_group *g, const uv_handle_t *h)
+struct agent_worker *agent_group_worker_of(struct agent_group *g, const uv_handle_t *h)
 {
     size_t off = (size_t)((const char *)h - (const char *)g->workers);
 
@@ -35,12 +34,18 @@ void agent_group_worker_handle_added(struct agent_group *g, uv_handle_t *h)
 {
     g->worker_handles++;
     g->handles++;
-    worker_of_handle(g, h)->handles++;
+    agent_group_worker_of(g, h)->handles++;
+}
+
+void agent_group_worker_handle_adopt(struct agent_group *g, uv_handle_t *h)
+{
+    g->worker_handles++;
+    agent_group_worker_of(g, h)->handles++;
 }
 
 void agent_group_worker_handle_gone(struct agent_group *g, uv_handle_t *h)
 {
-    struct agent_worker *w = worker_of_handle(g, h);
+    struct agent_worker *w = agent_group_worker_of(g, h);
 
     assert(g->worker_handles > 0 && g->handles > 0 && w->handles > 0);
     g->worker_handles--;

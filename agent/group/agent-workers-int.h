@@ -4,6 +4,7 @@
  * lower file reaches a higher one only through the callbacks the group registers (g->settle,
  * g->slot_free):
  *   agent-workers.c: the state machine (every change of g->state), spawn, the API;
+ *   agent-standby.c: the warm standbys (--warm-workers);
  *   agent-progress.c: the progress channel;
  *   agent-stop.c: signals, stop escalation, the end of a start's leftover processes, the
  *     workers' cgroup (agent-cgroup.h);
@@ -26,6 +27,7 @@
 #include "common/rdzv-buf.h"
 #include "agent/group/agent-cgroup.h"
 #include "agent/group/agent-cmd.h"
+#include "agent/group/agent-env.h"
 #include "agent/group/agent-reaper.h"
 #include "agent/group/agent-workers.h"
 
@@ -106,7 +108,10 @@ struct worker_progress {
 };
 
 struct agent_worker {
-    uv_process_t proc; /* first */
+    /* Its process handle is proc[cur]; with cfg.standby_argv the other holds its standby's
+     * (agent-standby.c), which takes the next start: then the two swap. */
+    uv_process_t proc[2];
+    unsigned cur;
     struct agent_group *g;
     unsigned local_rank;
     unsigned rank;     /* global rank of the current start */
@@ -115,6 +120,10 @@ struct agent_worker {
     unsigned handles;  /* its process and pipe handles not yet closed back */
     bool respawn;      /* agent_group_start_ranks(): spawn it once handles reaches 0 */
     bool proc_open;    /* initialised by uv_spawn, uv_close not yet called */
+    bool standby_open; /* proc[!cur] is its standby's handle, not yet closed back */
+    bool standby_killed; /* its standby was SIGKILLed (not wanted any more) */
+    int standby_pid;   /* its standby, running (also its process group), or 0 */
+    int standby_fd;    /* our end of its standby's start socket, or -1 */
     bool running;      /* spawned (or failed to exec, until that is reported), exit not yet seen */
     bool listed;       /* its process group may be alive: the reaper has it ("+pid") */
     bool group_killed; /* SIGKILL was sent to its process group */
@@ -174,6 +183,7 @@ struct agent_group {
     struct agent_cgroup cgroup;      /* the workers' cgroup, if any (agent-stop.c) */
     bool stdin_open;                 /* fd 0 was open at agent_group_new(): workers inherit it */
     bool omp_told;
+    bool warm_off; /* a standby could not start or died unused: no more standbys */
     void (*done)(void *ud);
     void *done_ud;
     /* Registered by agent-workers.c for agent-group-handles.c: a handle closed back or another
@@ -193,11 +203,36 @@ static inline bool agent_group_active(const struct agent_group *g)
     return g->state == GROUP_ACTIVE || g->state == GROUP_STOPPING;
 }
 
+/* The environment of w's worker for a, but its channels and error file (the caller's). */
+static inline struct agent_env_in agent_group_env_in(const struct agent_worker *w,
+                                                     const struct agent_assignment *a)
+{
+    const struct agent_group *g = w->g;
+
+    return (struct agent_env_in){
+        .a = a,
+        .local_rank = w->local_rank,
+        .nproc = g->cfg.nproc,
+        .max_restarts = g->cfg.max_restarts,
+        .role = g->cfg.role,
+        .run_id = g->cfg.run_id,
+        .token = g->token,
+        .endpoint = g->cfg.endpoint,
+        .signals_to_handle = g->cfg.signals_to_handle,
+        .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
+    };
+}
+
 /* ---- agent-group-handles.c: open handles and "settled" (the bottom) ---- */
 
 /* From callbacks only (close, poll, timer): g->settle(g), which reports the end of a start
  * (on_all_exited), or finishes a free (g's memory is gone when it returns in that case). */
 void agent_group_settle(struct agent_group *g);
+/* The worker whose struct holds handle h (h->data is g): every worker handle is a member of its
+ * worker. */
+struct agent_worker *agent_group_worker_of(struct agent_group *g, const uv_handle_t *h);
+/* Count a handle of g->handles (a standby's) as w's from now on (it became the worker's). */
+void agent_group_worker_handle_adopt(struct agent_group *g, uv_handle_t *h);
 /* Close callback of a worker's process or pipe handle (h->data is the group). */
 void agent_group_worker_close_cb(uv_handle_t *h);
 /* Close callback of any other handle of the group (h->data is the group). */
@@ -274,6 +309,26 @@ void agent_stop_cgroup_leave(struct agent_group *g);
 /* agent_group_free(): kill what is left in it, wait for it to empty (AGENT_CGROUP_WAIT_MS at
  * most) and remove it. */
 void agent_stop_cgroup_close(struct agent_group *g);
+
+/* ---- agent-standby.c: warm standbys (cfg.standby_argv) ---- */
+
+/* Start w's standby (outside the workers' cgroup: call between starts, never inside
+ * agent_stop_cgroup_enter/_leave), unless the group has none, w has one, or one died unused. Its
+ * environment is the worker's of the last start (progress and control channels, error file
+ * left out), or of none before the first. A failure is logged: no more standbys. */
+void agent_standby_start(struct agent_worker *w);
+void agent_standby_start_all(struct agent_group *g);
+/* agent_group_free(): SIGKILL every standby and close its handle (unless its exit is being
+ * reported: then its exit callback closes it). */
+void agent_standby_stop_all(struct agent_group *g);
+/* w's standby takes w's start: it gets env, the descriptors (child_fd[0..1] as its stdout and
+ * stderr, progress_fd and control_fd, when >= 0, as AGENT_PROGRESS_FD and AGENT_CONTROL_FD) and
+ * the command from cfg.warm_argi on; it moves into the workers' cgroup; its handle becomes the
+ * worker's (w->cur swaps, exit_cb is set, w->pid, w->listed). 0; -ENOENT when w has no standby;
+ * another negative errno when it could not be sent (the standby is then SIGKILLed): spawn
+ * cold. */
+int agent_standby_take(struct agent_worker *w, char *const *env, const int *child_fd,
+                       int progress_fd, int control_fd, uv_exit_cb exit_cb);
 
 /* ---- agent-progress.c: the workers' progress channel and hang detection ---- */
 

@@ -136,7 +136,7 @@ static void worker_exited(struct agent_worker *w, int64_t exit_status, int term_
 
 static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
 {
-    struct agent_worker *w = rdzv_container_of(p, struct agent_worker, proc);
+    struct agent_worker *w = agent_group_worker_of(p->data, (uv_handle_t *)p);
 
     /* The one line per exit (the session adds none): a warning unless it exited 0. */
     if (term_signal)
@@ -147,7 +147,7 @@ static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal
                  "worker rank %u (local rank %u, pid %d) exited with status %" PRId64, w->rank,
                  w->local_rank, w->pid, exit_status);
     w->proc_open = false;
-    uv_close((uv_handle_t *)&w->proc, agent_group_worker_close_cb);
+    uv_close((uv_handle_t *)p, agent_group_worker_close_cb);
     worker_exited(w, exit_status, term_signal);
 }
 
@@ -155,8 +155,8 @@ static void worker_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal
  * (127) now, from the loop, as if a wrapper had tried the exec and failed. */
 static void worker_noexec_close_cb(uv_handle_t *h)
 {
-    struct agent_worker *w = rdzv_container_of((uv_process_t *)h, struct agent_worker, proc);
-    struct agent_group *g = w->g;
+    struct agent_group *g = h->data;
+    struct agent_worker *w = agent_group_worker_of(g, h);
 
     agent_group_worker_handle_gone(g, h);
     worker_exited(w, 127, 0);
@@ -269,21 +269,11 @@ static int worker_prepare_dir(struct agent_group *g, struct agent_worker *w, uns
 static int worker_spawn(struct agent_group *g, struct agent_worker *w,
                         const struct agent_assignment *a, struct agent_env *env)
 {
-    struct agent_env_in in = {
-        .a = a,
-        .local_rank = w->local_rank,
-        .nproc = g->cfg.nproc,
-        .max_restarts = g->cfg.max_restarts,
-        .role = g->cfg.role,
-        .run_id = g->cfg.run_id,
-        .token = g->token,
-        .endpoint = g->cfg.endpoint,
-        .signals_to_handle = g->cfg.signals_to_handle,
-        .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
-    };
+    struct agent_env_in in = agent_group_env_in(w, a);
     uv_process_options_t opts = {0};
     uv_stdio_container_t stdio[AGENT_CONTROL_FD + 1];
     int child_fd[_OUT_MAX] = {-1, -1}, progress_fd = -1, control_fd = -1;
+    bool warm;
     int r;
 
     w->rank = a->rank_offset + w->local_rank;
@@ -352,18 +342,22 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
                        : g->cfg.progress ? AGENT_PROGRESS_FD + 1
                                          : 3;
     opts.flags = UV_PROCESS_DETACHED; /* setsid(): the worker leads its own process group */
-    r = uv_spawn(g->cfg.loop, &w->proc, &opts);
+    warm = agent_standby_take(w, env->v, child_fd, progress_fd, control_fd, worker_exit_cb) == 0;
+    r = warm ? 0 : uv_spawn(g->cfg.loop, &w->proc[w->cur], &opts);
     /* uv_spawn initialises the handle even when it fails: it must be closed either way. */
-    w->proc.data = g;
-    agent_group_worker_handle_added(g, (uv_handle_t *)&w->proc);
-    if (r >= 0) {
-        w->pid = w->proc.pid;
+    w->proc[w->cur].data = g;
+    if (!warm)
+        agent_group_worker_handle_added(g, (uv_handle_t *)&w->proc[w->cur]);
+    if (r >= 0 && !warm) {
+        w->pid = w->proc[w->cur].pid;
         w->listed = true;
         agent_reaper_link_send_pgid(g, '+', w->pid);
+    }
+    if (r >= 0) {
         w->proc_open = true;
     } else if (spawn_error_is_resources(r)) {
         log_error_errno(r, "worker rank %u: cannot spawn %s", w->rank, g->cfg.argv[0]);
-        uv_close((uv_handle_t *)&w->proc, agent_group_worker_close_cb);
+        uv_close((uv_handle_t *)&w->proc[w->cur], agent_group_worker_close_cb);
         goto out_close_pipes;
     }
     w->running = true;
@@ -377,15 +371,15 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     if (r < 0) {
         log_debug("workers: rank %u: cannot run %s: %s", w->rank, g->cfg.argv[0], uv_strerror(r));
         worker_cannot_run(w, r);
-        uv_close((uv_handle_t *)&w->proc, worker_noexec_close_cb);
+        uv_close((uv_handle_t *)&w->proc[w->cur], worker_noexec_close_cb);
         return 0;
     }
     for (unsigned k = 0; k < _OUT_MAX; k++)
         agent_relay_out_start(&w->out[k]);
     if (g->cfg.progress)
         agent_progress_start(w);
-    log_info("started worker rank %u (local rank %u, pid %d): %s", w->rank, w->local_rank, w->pid,
-             g->cfg.argv[0]);
+    log_info("started worker rank %u (local rank %u, pid %d)%s: %s", w->rank, w->local_rank,
+             w->pid, warm ? " in its warm standby" : "", g->cfg.argv[0]);
     return 0;
 
 out_close_pipes:
@@ -511,7 +505,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
 
         w->g = g;
         w->local_rank = i;
-        w->control_fd = -1;
+        w->control_fd = w->standby_fd = -1;
         for (unsigned k = 0; k < _OUT_MAX; k++) {
             w->out[k].w = w;
             w->out[k].which = k;
@@ -556,6 +550,7 @@ int agent_group_new(const struct agent_group_cfg *cfg, struct agent_group **ret)
      * reported by the start, which tries again. */
     if (!g->cfg.log_dir)
         (void)group_make_tmp(g);
+    agent_standby_start_all(g); /* a spare's too: its first start is a warm one */
     *ret = g;
     return 0;
 }
@@ -591,6 +586,7 @@ static void worker_respawn(struct agent_worker *w)
         agent_stop_cgroup_enter(g);
         r = worker_spawn(g, w, &g->respawn_a, &env);
         agent_stop_cgroup_leave(g);
+        agent_standby_start(w);
     }
     agent_env_free(&env);
     if (r == 0) {
@@ -677,6 +673,7 @@ static int group_spawn(struct agent_group *g, const struct agent_assignment *a, 
     if (entered)
         agent_stop_cgroup_leave(g);
     if (r >= 0) {
+        agent_standby_start_all(g);
         agent_progress_arm(g);
         return 0;
     }
@@ -795,6 +792,7 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     /* Removed (once empty) before the reaper hears "q": it kills the cgroup if the agent dies
      * meanwhile. */
     agent_stop_cgroup_close(g);
+    agent_standby_stop_all(g);
     /* Every listed group is gone or SIGKILLed: the reaper has nothing left to do. */
     agent_reaper_link_stop(g);
     g->done = done;

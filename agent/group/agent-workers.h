@@ -128,6 +128,16 @@ struct agent_group_cfg {
      * one atomic write. Protocol of the lines: train/INPLACE.md. The channel of a worker closes
      * when it exits (the worker's next read sees EOF only if the agent is gone). */
     bool control;
+    /* --warm-workers (agent-standby.c, python/rdzv/standby.py): NULL, or the command of a
+     * standby (the workers' interpreter and its options, then -c and the standby's program), one
+     * per local rank, started with the group, after each start, with its environment, at nice
+     * 10, that imports torch and waits; the next start of its rank runs in it the script at
+     * argv[warm_argi] (a module with warm_module) with the arguments after it, the environment,
+     * working directory and descriptors of a fresh worker. The standbys are SIGKILLed at
+     * agent_group_free(). */
+    char **standby_argv;
+    size_t warm_argi;
+    bool warm_module;
     agent_exit_fn on_exit;
     agent_all_exited_fn on_all_exited;
     agent_hang_fn on_hang; /* may be NULL */
