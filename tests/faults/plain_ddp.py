@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A plain DDP script, as a torchrun user writes it: no rdzv import, gloo through env://, a small
-linear model, STEPS steps (argv[1], default 40) of 50 ms or more. Rank 0 prints {"step": N}
-after each step and {"event": "done", ...} at the end, one JSON object a line."""
+linear model, STEPS steps (argv[1], default 40) of 50 ms or more. Rank 0 prints {"step": N, "t":
+UNIX TIME} after each step and {"event": "done", ...} at the end, one JSON object a line."""
 import json
 import os
 import sys
@@ -23,7 +23,7 @@ for step in range(1, STEPS + 1):
     loss.backward()
     opt.step()
     if rank == 0:
-        print(json.dumps({"step": step}), flush=True)
+        print(json.dumps({"step": step, "t": time.time()}), flush=True)
     time.sleep(0.05)
 if rank == 0:
     print(json.dumps({"event": "done", "step": STEPS, "world": world,
