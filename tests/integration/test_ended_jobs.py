@@ -17,7 +17,7 @@ from agenttest import AGENT, finish, start
 from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
                       Peer, join_body, resume)
 from metricstest import daemon_with_metrics, http_get
-from rdzvtest import RDZVD, DaemonTestCase, main
+from rdzvtest import RDZVD, DaemonTestCase, main, wait_until
 
 LEAVE = 0xAA
 RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),
@@ -171,6 +171,8 @@ class EndedJobs(DaemonTestCase):
                    "1", "--", "/bin/sh", "-c", 'echo $$ > %s.tmp && mv %s.tmp %s && exec sleep '
                    '60' % (pidfile, pidfile, pidfile)])
         d.wait_log(r"job=J gen=1 generation 1 formed")
+        # Its worker runs (on a loaded machine it starts well after the generation formed).
+        wait_until(lambda: os.path.exists(pidfile), "the worker's pid file", timeout=30)
         mark = d.mark()
         os.kill(a.pid, signal.SIGSTOP)
         self.addCleanup(lambda: a.poll() is None and os.kill(a.pid, signal.SIGCONT))
