@@ -450,8 +450,9 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
                                                                        "--max-jobs"))
         sbad(s, S3, 0, "a JOIN was refused though no other job runs: %s", md->refused_err);
     /* S4: an ended job is not rebuilt, and a new run is not refused for the old one's end. */
-    if (kind == EV_JOIN && s->run_ended && !md->a[i].resume && md->refused == -EBUSY &&
-        strstr(md->refused_err, "has ended"))
+    /* (Once this run has ended too, its own agents, started before that end, are told it.) */
+    if (kind == EV_JOIN && s->run_ended && !p->ended && !md->a[i].resume &&
+        md->refused == -EBUSY && strstr(md->refused_err, "has ended"))
         sbad(s, S4, 7, "node-%d, started after the last run ended, was refused: %s", i,
              md->refused_err);
     if (kind == EV_JOIN && !p->exists && j && s->run_new && !md->a[i].resume &&
