@@ -11,6 +11,17 @@
 
 #include "common/rdzv-util.h"
 
+/* An error line's text: 1 to RDZV_PROGRESS_ERROR_MAX bytes, no control character. */
+static bool error_text_ok(const char *s, size_t n)
+{
+    if (!s || n == 0 || n > RDZV_PROGRESS_ERROR_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}
+
 int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t len)
 {
     int n;
@@ -41,6 +52,11 @@ int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t l
         if (p->step < 1 || p->step > RDZV_PROGRESS_SLOW_MAX)
             return -EINVAL;
         n = snprintf(buf, len, "slow %" PRIu64 "\n", p->step);
+        break;
+    case RDZV_PROGRESS_ERROR:
+        if (!error_text_ok(p->text, p->text_len))
+            return -EINVAL;
+        n = snprintf(buf, len, "error %.*s\n", (int)p->text_len, p->text);
         break;
     default:
         return -EINVAL;
@@ -94,6 +110,13 @@ int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p
     }
     if (n == 6 && memcmp(line, "stacks", 6) == 0) {
         *p = (struct rdzv_progress_line){.kind = RDZV_PROGRESS_STACKS};
+        return 0;
+    }
+    if (n > 6 && memcmp(line, "error ", 6) == 0) {
+        if (!error_text_ok(line + 6, n - 6))
+            return -EINVAL;
+        *p = (struct rdzv_progress_line){
+            .kind = RDZV_PROGRESS_ERROR, .text = line + 6, .text_len = n - 6};
         return 0;
     }
     if (n < 6 || (memcmp(line, "step ", 5) != 0 && memcmp(line, "slow ", 5) != 0))

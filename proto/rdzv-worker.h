@@ -7,7 +7,8 @@
  *     while blocked on the peers (alive), "stacks\n" once: it dumps its threads' stacks into
  *     RDZV_STACKS_FILE on signal RDZV_STACKS_SIGNAL; "slow N\n" before a step that may take up
  *     to N seconds; "done\n" once its work is over and it is exiting (no longer watched);
- *     "control\n" once: it follows the control channel (recovery in place);
+ *     "control\n" once: it follows the control channel (recovery in place); "error TEXT\n"
+ *     before it dies of an error (rdzv-agent's Python hooks: an uncaught exception and where);
  *   control channel (agent -> worker, RDZV_CONTROL_FD, recovery in place): one JSON object per
  *     line, {"op":"generation",...}: the worker's rank, world and store in a new generation.
  *
@@ -23,6 +24,10 @@
 #define RDZV_WORKER_LINE_MAX 4096
 /* A progress line longer than this (newline excluded) is not one; the reader skips it. */
 #define RDZV_PROGRESS_LINE_MAX 63
+/* An error line's text: 1 to this many bytes, no control character; the line "error TEXT" may so
+ * be longer than RDZV_PROGRESS_LINE_MAX, up to RDZV_PROGRESS_ERROR_LINE_MAX. */
+#define RDZV_PROGRESS_ERROR_MAX 255
+#define RDZV_PROGRESS_ERROR_LINE_MAX (6 + RDZV_PROGRESS_ERROR_MAX)
 
 /* ---- progress channel ---- */
 
@@ -39,6 +44,8 @@ enum rdzv_progress_kind {
     RDZV_PROGRESS_CONTROL, /* "control": it follows the control channel (a new generation there
                             * re-forms it in place); a worker that never says it is restarted
                             * with its generation under --recovery inplace */
+    RDZV_PROGRESS_ERROR,   /* "error TEXT": it dies of this error ("RuntimeError: boom
+                            * (train.py:42)"), said before it exits: the root cause's words */
 };
 
 #define RDZV_PROGRESS_SLOW_MAX 604800 /* a week, in seconds */
@@ -49,12 +56,15 @@ struct rdzv_progress_line {
     bool has_compute;    /* STEP: the line said its compute time */
     uint32_t compute_ms; /* STEP: the time the rank spent not waiting on the step's
                           * collectives, 0..RDZV_COMPUTE_MS_MAX */
+    const char *text;    /* ERROR: its text (in the parsed line, not NUL-terminated) */
+    size_t text_len;     /* ERROR: 1..RDZV_PROGRESS_ERROR_MAX bytes */
 };
 
 /* p as a line with its newline in buf (NUL-terminated). The length, or -ENOSPC, -EINVAL (kind). */
 int rdzv_progress_format(const struct rdzv_progress_line *p, char *buf, size_t len);
 /* The n bytes of one line (no newline) into *p: 0, or -EINVAL when it is neither form. A step
- * line may carry its compute time, "step N compute_ms M"; without it has_compute is false. */
+ * line may carry its compute time, "step N compute_ms M"; without it has_compute is false. An
+ * error line's text is refused when empty, too long or holding a control character. */
 int rdzv_progress_parse(const char *line, size_t n, struct rdzv_progress_line *p);
 
 /* ---- control channel ---- */

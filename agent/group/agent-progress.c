@@ -135,8 +135,10 @@ static void auto_sample(struct agent_worker *w, uint64_t ms)
 }
 
 /* One line of the channel: "step N", "wait" (alive, blocked on its peers since its last step),
- * "stacks", "control", "slow N" or "done" (exiting: not watched from now). Anything else is the
- * worker's mistake, not ours. */
+ * "stacks", "control", "slow N", "done" (exiting: not watched from now) or "error TEXT" (what it
+ * dies of). Anything else is the worker's mistake, not ours. */
+_Static_assert(RDZV_PROGRESS_ERROR_MAX <= AGENT_ERROR_MAX, "an error line fits its worker's");
+
 static void progress_line(struct agent_worker *w, char *line, size_t n)
 {
     struct worker_progress *p = &w->progress;
@@ -154,6 +156,12 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
     }
     if (pl.kind == RDZV_PROGRESS_CONTROL) {
         p->control = true;
+        return;
+    }
+    if (pl.kind == RDZV_PROGRESS_ERROR) { /* the error it dies of, in its own words */
+        memcpy(w->said, pl.text, pl.text_len); /* checked: no control character, bounded */
+        w->said[pl.text_len] = '\0';
+        rdzv_utf8_trim(w->said);
         return;
     }
     if (pl.kind == RDZV_PROGRESS_DONE) {

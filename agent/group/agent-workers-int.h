@@ -133,6 +133,9 @@ struct agent_worker {
     struct worker_out out[_OUT_MAX];
     struct worker_progress progress;
     char error[AGENT_ERROR_MAX + 1]; /* agent_group_worker_error(), of this start */
+    /* The error it said itself ("error TEXT" on its progress channel, before it exited), which
+     * agent_group_worker_error() prefers to its last stderr line. */
+    char said[AGENT_ERROR_MAX + 1];
     /* Its failed exit, held for the end of its stderr until held_until (rdzv_now_ms), then
      * reported (agent_relay_exit). */
     bool exit_held;

@@ -281,6 +281,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     w->pid = 0;
     w->listed = w->group_killed = false;
     w->error[0] = '\0';
+    w->said[0] = '\0';
     r = worker_prepare_dir(g, w, a->restart_count);
     if (r < 0)
         goto out_close_logs;
@@ -772,7 +773,8 @@ const char *agent_group_worker_error(const struct agent_group *g, unsigned local
 {
     if (!g || local_rank >= g->cfg.nproc)
         return "";
-    return g->workers[local_rank].error;
+    return g->workers[local_rank].said[0] ? g->workers[local_rank].said
+                                          : g->workers[local_rank].error;
 }
 
 void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)

@@ -30,7 +30,8 @@ struct agent_group;
 /* A failed worker's exit waits this long at most for the end of its stderr (agent_exit_fn). */
 #define AGENT_EXIT_HOLD_MS 200
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
-#define AGENT_PROGRESS_LINE 64 /* longer progress lines are ignored (RDZV_PROGRESS_LINE_MAX + 1) */
+/* Longer progress lines are ignored: RDZV_PROGRESS_ERROR_LINE_MAX + 1 (an error line's). */
+#define AGENT_PROGRESS_LINE 262
 #define AGENT_PROGRESS_WAIT_DIV 4 /* a blocked worker says "wait" this many times per timeout */
 #define AGENT_PROGRESS_WAIT_MAX 4 /* timeouts a "wait"ing worker may go without a step */
 /* --progress-timeout auto: after AGENT_PROGRESS_AUTO_WARMUP step times, a worker's timeout is
@@ -282,8 +283,11 @@ int agent_group_reaper_pid(const struct agent_group *g);
 const char *agent_group_error_file(const struct agent_group *g, unsigned local_rank);
 /* The last non-empty line local_rank's worker wrote to its stderr in the current (or last) start
  * (at most AGENT_ERROR_MAX bytes, cut on a character, control characters as spaces): the error
- * it died of, as "RuntimeError: boom"; "" when none (or g NULL, or a local rank out of range). */
+ * it died of, as "RuntimeError: boom"; or the error it said itself on its progress channel
+ * ("error TEXT", rdzv-agent's Python hooks: "RuntimeError: boom (train.py:42)"), which comes
+ * first; "" when none (or g NULL, or a local rank out of range). */
 const char *agent_group_worker_error(const struct agent_group *g, unsigned local_rank);
+
 /* The silence after a report that fails local_rank now (ms; --progress-timeout auto: its own), or
  * 0 when none applies (no hang detection, or no report yet). */
 uint64_t agent_group_progress_timeout(const struct agent_group *g, unsigned local_rank);

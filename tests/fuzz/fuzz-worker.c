@@ -15,17 +15,19 @@
 static void progress(const char *line, size_t n)
 {
     struct rdzv_progress_line p, q;
-    char buf[RDZV_PROGRESS_LINE_MAX + 2];
+    char buf[RDZV_PROGRESS_ERROR_LINE_MAX + 2];
     int len;
 
-    if (n > RDZV_PROGRESS_LINE_MAX || rdzv_progress_parse(line, n, &p) < 0)
+    if (n > RDZV_PROGRESS_ERROR_LINE_MAX || rdzv_progress_parse(line, n, &p) < 0 ||
+        (p.kind != RDZV_PROGRESS_ERROR && n > RDZV_PROGRESS_LINE_MAX))
         return;
     len = rdzv_progress_format(&p, buf, sizeof(buf));
     CHECK(len > 0 && buf[len - 1] == '\n');
     /* The written form is the shortest (the reader also takes leading zeros). */
     CHECK((size_t)len - 1 <= n);
     CHECK(rdzv_progress_parse(buf, (size_t)len - 1, &q) == 0 && q.kind == p.kind &&
-          q.step == p.step);
+          q.step == p.step && q.text_len == p.text_len &&
+          (!p.text_len || memcmp(q.text, p.text, p.text_len) == 0));
 }
 
 static void control(const char *line)

@@ -122,6 +122,18 @@ for i in $(seq 26 30); do echo "step $i" >&$RDZV_PROGRESS_FD; sleep 0.05; done
             self.assertEqual(rc, 0, err)
             self.assertNotRegex(err, r"made no progress")
 
+    def test_a_said_error_is_the_root_cause(self):
+        """A worker that says its error on the progress channel ("error TEXT", as rdzv-agent's
+        Python hooks do for an uncaught exception) before it exits: the root cause names that,
+        not the last line of its stderr."""
+        script = ('echo "error ValueError: bad batch (train.py:7)" >&$RDZV_PROGRESS_FD; '
+                  '[ "$LOCAL_RANK" = 1 ] && { echo "teardown noise" >&2; exit 1; }; sleep 30')
+        p = agent("--grace", "1", script=script)
+        rc, _, err = finish(p, timeout=60)
+        self.assertNotEqual(rc, 0, err)
+        self.assertRegex(err, r"root cause: worker rank 1 \(local rank 1\) on node rank 0 \(\S+\) "
+                              r"exited with code 1: ValueError: bad batch \(train\.py:7\) at ")
+
     def test_a_stopped_worker_is_named_so(self):
         script = HANG_RANK1.replace("exec sleep 600", "kill -STOP $$")
         p = agent("--progress-timeout", "1", script=script)

@@ -11,7 +11,7 @@
 
 static void progress_round_trip(const struct rdzv_progress_line *p, const char *want)
 {
-    char buf[RDZV_PROGRESS_LINE_MAX + 2];
+    char buf[RDZV_PROGRESS_ERROR_LINE_MAX + 2];
     struct rdzv_progress_line q;
     int n = rdzv_progress_format(p, buf, sizeof(buf));
 
@@ -104,12 +104,38 @@ static void test_progress(void)
         "step 0x10", "stacks ", "stack",   "done ",
         "Done",      "don",     "slow 0",  "slow 604801",
         "slow",      "slow x",  "control ", "Control",
-        "contro"};
+        "contro",    "error",   "error ",  "error a\tb",
+        "Error x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ASSERT_EQ(rdzv_progress_parse(bad[i], strlen(bad[i]), &p), -EINVAL);
     /* The length is n, not the NUL: "step 12" cut to "step 1". */
     ASSERT_OK(rdzv_progress_parse("step 12", 6, &p));
     ASSERT_EQ(p.step, 1);
+}
+
+/* "error TEXT": the error a worker dies of, said before it exits (rdzv-agent's Python hooks):
+ * 1 to 255 bytes of text, no control character. */
+static void test_progress_error(void)
+{
+    static const char boom[] = "RuntimeError: shapes do not match (train.py:42)";
+    char text[RDZV_PROGRESS_ERROR_MAX + 2], line[RDZV_PROGRESS_ERROR_LINE_MAX + 2];
+    struct rdzv_progress_line p;
+
+    progress_round_trip(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_ERROR, .text = boom,
+                                                     .text_len = strlen(boom)},
+                        "error RuntimeError: shapes do not match (train.py:42)\n");
+    ASSERT_OK(rdzv_progress_parse("error x y", 9, &p));
+    ASSERT_TRUE(p.kind == RDZV_PROGRESS_ERROR && p.text_len == 3 && memcmp(p.text, "x y", 3) == 0);
+    memset(text, 'e', sizeof(text));
+    snprintf(line, sizeof(line), "error %.*s", RDZV_PROGRESS_ERROR_MAX, text);
+    ASSERT_OK(rdzv_progress_parse(line, strlen(line), &p)); /* 255 bytes: the most */
+    ASSERT_EQ(p.text_len, RDZV_PROGRESS_ERROR_MAX);
+    snprintf(line, sizeof(line), "error %.*s", RDZV_PROGRESS_ERROR_MAX + 1, text);
+    ASSERT_EQ(rdzv_progress_parse(line, strlen(line), &p), -EINVAL);
+    ASSERT_EQ(rdzv_progress_format(&(struct rdzv_progress_line){.kind = RDZV_PROGRESS_ERROR,
+                                                                .text = "a\nb", .text_len = 3},
+                                   line, sizeof(line)),
+              -EINVAL);
 }
 
 static void gen_round_trip(const struct rdzv_worker_gen *g)
@@ -209,6 +235,7 @@ static void test_control_parse_refuses(void)
 int main(void)
 {
     TEST(test_progress);
+    TEST(test_progress_error);
     TEST(test_progress_compute);
     TEST(test_control);
     TEST(test_control_parse_refuses);
