@@ -27,6 +27,16 @@ int agent_conf_bool(const char *v)
     return -1;
 }
 
+int agent_off_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    int on = strcmp(val, "on") == 0 ? 1 : strcmp(val, "off") == 0 ? 0 : agent_conf_bool(val);
+
+    if (on < 0)
+        return rdzv_opt_bad(p, opt, val, "expected on or off");
+    *(bool *)opt->dest = !on;
+    return 0;
+}
+
 /* One key=value of --rdzv-conf onto rdzv's settings; unknown keys are warned about. */
 static int conf_apply(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *k,
                       const char *v, double *keep_alive, double *keep_alive_n)

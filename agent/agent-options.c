@@ -411,6 +411,10 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
         {.kind = RDZV_OPT_FLAG, .name = "warm-workers", .dest = &o->warm_workers,
          .help = "keep per local rank a Python interpreter with torch imported\n"
                  "to start the rank's next worker in (a restart, a spare)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "python-hooks", .cb = agent_off_cb,
+         .dest = &o->python_hooks_off, .metavar = "on|off",
+         .help = "a Python worker's steps, waits and error from its optimizer\n"
+                 "and sys.excepthook (default on; RDZV_PYTHON_HOOKS=0: off)"},
         SECS("progress-grace", &o->progress_grace_s,
              "with --progress-timeout, also fail a worker that made no\n"
              "first report this long after its start (default 0: never)"),

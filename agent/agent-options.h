@@ -78,6 +78,7 @@ struct agent_opts {
     bool any_command; /* --any-command: JOIN sends no fingerprint of the command */
     bool recovery_inplace;   /* --recovery inplace: survivors keep running after a failure */
     bool warm_workers;       /* --warm-workers: a standby interpreter per local rank */
+    bool python_hooks_off;   /* --python-hooks off: nothing on a Python worker's PYTHONPATH */
     bool rank_hint;          /* node_rank came from the scheduler's environment */
     enum rdzv_nccl_mode nccl;
     int64_t nccl_ids;
@@ -161,6 +162,9 @@ struct rdzv_opt;
  * k1=v1,k2=v2 onto the options p->ud points to (a struct agent_opts); 0, or -EINVAL after
  * saying which entry is wrong (rdzv_opt_bad). */
 int agent_conf_bool(const char *v);
+/* --python-hooks on|off (or a boolean as agent_conf_bool reads it: RDZV_PYTHON_HOOKS=0): the
+ * bool opt->dest points to is whether they are off. 0, or -EINVAL (rdzv_opt_bad). */
+int agent_off_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val);
 int agent_rdzv_conf_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt,
                        const char *val);
 

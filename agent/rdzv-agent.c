@@ -2,6 +2,7 @@
 /* rdzv-agent.c: main(): rendezvous with rdzvd, run the local workers, exit status. */
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
@@ -52,6 +53,7 @@ struct agent {
     char train_path[PATH_MAX];
     char venv_python[PATH_MAX]; /* the venv's interpreter beside this binary, or "" */
     bool runs_python;           /* the workers' command starts with the interpreter */
+    char hooks_dir[PATH_MAX];   /* the Python hooks' directory, when found beside this binary */
     char *train_argv[2];
     char endpoint_buf[300];
 };
@@ -135,6 +137,47 @@ static int build_command(struct agent *a)
     if (r < 0)
         fprintf(stderr, "rdzv-agent: the command: %s\n", msg ? msg : strerror(-r));
     return r;
+}
+
+/* The directory of the Python hooks (python/rdzv/hooks: a sitecustomize.py) that a Python
+ * worker gets first on its PYTHONPATH, or NULL: --python-hooks off, a command that is not
+ * Python, or none installed. RDZV_PYTHON_HOOKS_DIR names it (the tests: the source tree's);
+ * else it is where meson installed it, relative to this binary's directory, or in a venv
+ * (pip's wheel: meson's purelib is not the venv's) BIN/../lib/python3.X/site-packages. */
+static const char *python_hooks(struct agent *a)
+{
+    const char *dir = getenv("RDZV_PYTHON_HOOKS_DIR");
+    char file[PATH_MAX + 32], *slash;
+    glob_t g = {0};
+
+    if (a->o.python_hooks_off ||
+        !(a->runs_python || agent_cmd_is_python((const char *const *)a->cmd.argv)))
+        return NULL;
+    if (!dir || !*dir) {
+        snprintf(a->hooks_dir, sizeof(a->hooks_dir), "%s", a->self_exe);
+        slash = strrchr(a->hooks_dir, '/');
+        if (!slash || !*RDZV_PYTHON_HOOKS_FROM_BIN)
+            return NULL;
+        snprintf(slash + 1, sizeof(a->hooks_dir) - (size_t)(slash + 1 - a->hooks_dir), "%s",
+                 RDZV_PYTHON_HOOKS_FROM_BIN);
+        dir = a->hooks_dir;
+        snprintf(file, sizeof(file), "%s/sitecustomize.py", dir);
+        if (access(file, R_OK) != 0) {
+            snprintf(file, sizeof(file), "%.*s/../lib/python3*/site-packages/rdzv/hooks",
+                     (int)(slash - a->hooks_dir), a->hooks_dir);
+            if (glob(file, GLOB_NOSORT, NULL, &g) == 0 && g.gl_pathc > 0)
+                snprintf(a->hooks_dir, sizeof(a->hooks_dir), "%s", g.gl_pathv[0]);
+            if (g.gl_pathv)
+                globfree(&g);
+        }
+    }
+    snprintf(file, sizeof(file), "%s/sitecustomize.py", dir);
+    if (access(file, R_OK) != 0) {
+        log_info("no Python hooks in %s (%s): the workers report steps only themselves", dir,
+                 strerror(errno));
+        return NULL;
+    }
+    return dir;
 }
 
 /* The start log's word on the interpreter, once every check passed (a refused command line is
@@ -604,6 +647,7 @@ int main(int argc, char **argv)
                  "command after --, --no-python, rdzv-train): they start cold; give the script "
                  "itself (rdzv-agent [OPTIONS] train.py, or -m MODULE)");
     }
+    gcfg.python_hooks = python_hooks(&a);
     gcfg.on_step = agent_session_group_step;
     gcfg.ud = a.session;
     r = agent_group_new(&gcfg, &a.group);

@@ -62,7 +62,8 @@ if grep -q 'bin/rdzv-train$' "$work/show.txt"; then
 else
   echo "ok: this build has no rdzv-train (no trainer: -Dtrainer, g++, libgloo-dev): none installed"
 fi
-for m in rdzv/__init__.py rdzv/torch.py rdzv/run.py rdzv/standby.py; do
+for m in rdzv/__init__.py rdzv/torch.py rdzv/run.py rdzv/standby.py rdzv/_hooks.py \
+         rdzv/hooks/sitecustomize.py; do
   check "the wheel holds $m" grep -q " $m\$" "$work/show.txt"
 done
 check "the wheel's metadata: a summary" grep -q '^Summary: ..' "$work/show.txt"
@@ -92,7 +93,8 @@ out = os.path.join(os.environ["WHEEL_TEST_OUT"], "rank%s.json" % os.environ["RAN
 with open(out, "w") as f:
     json.dump({k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
-              | {"python": sys.executable, "rdzv": rdzv.__file__}, f)
+              | {"python": sys.executable, "rdzv": rdzv.__file__,
+                 "hooks": "rdzv._hooks" in sys.modules}, f)
 PY
 job() {  # name, command...
   local name=$1; shift
@@ -111,9 +113,9 @@ ranks = sorted(os.listdir(out))
 got = [json.load(open(os.path.join(out, r))) for r in ranks]
 ok = (ranks == ["rank0.json", "rank1.json"] and all(g["WORLD_SIZE"] == "2" for g in got) and
       got[0]["MASTER_PORT"] == got[1]["MASTER_PORT"] and
-      all(g["rdzv"].startswith(os.path.dirname(venv)) for g in got))
-print("%s: %s: 2 workers, world 2, one store port, rdzv from the venv (%s)" %
-      ("ok" if ok else "FAIL", name, got[0]["rdzv"] if got else "no worker wrote"))
+      all(g["rdzv"].startswith(os.path.dirname(venv)) and g["hooks"] for g in got))
+print("%s: %s: 2 workers, world 2, one store port, rdzv and its Python hooks from the venv (%s)"
+      % ("ok" if ok else "FAIL", name, got[0]["rdzv"] if got else "no worker wrote"))
 sys.exit(0 if ok else 1)
 PY
 }

@@ -106,6 +106,32 @@ void agent_cmd_fingerprint(const struct agent_cmd *c, char out[AGENT_CMD_FINGERP
     snprintf(out, AGENT_CMD_FINGERPRINT_HEX + 1, "%016" PRIx64, h);
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash ? slash + 1 : path;
+}
+
+bool agent_cmd_is_python(const char *const *argv)
+{
+    const char *name;
+    size_t n;
+
+    if (!argv || !argv[0])
+        return false;
+    if (strcmp(base_name(argv[0]), "env") == 0) {
+        argv++;
+        while (*argv && (**argv == '-' || strchr(*argv, '=')))
+            argv++;
+        if (!*argv)
+            return false;
+    }
+    name = base_name(argv[0]);
+    n = strlen(name);
+    return strncmp(name, "python", 6) == 0 || (n > 3 && strcmp(name + n - 3, ".py") == 0);
+}
+
 void agent_cmd_free(struct agent_cmd *c)
 {
     free(c->argv);

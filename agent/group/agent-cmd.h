@@ -81,5 +81,11 @@ void agent_cmd_format_rank(char *buf, const char *flag, unsigned local_rank);
 #define AGENT_CMD_FINGERPRINT_HEX 16
 void agent_cmd_fingerprint(const struct agent_cmd *c, char out[AGENT_CMD_FINGERPRINT_HEX + 1]);
 
+/* Whether argv (NULL-terminated) runs Python: its program's name begins with "python"
+ * (python3, python3.11) or ends in ".py" (a script with its #! line), after an `env` and its
+ * options and NAME=VALUE words. rdzv-agent's Python hooks go only into such a worker (and
+ * into one the agent runs with $PYTHON_EXEC itself: a script, -m, --run-path). */
+bool agent_cmd_is_python(const char *const *argv);
+
 /* Free what c owns; c may be zeroed or already freed. */
 void agent_cmd_free(struct agent_cmd *c);

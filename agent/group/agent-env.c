@@ -45,6 +45,7 @@ static const char *const env_owned[] = {
     "RDZV_STACKS_FILE",
     "RDZV_STACKS_SIGNAL",
     "RDZV_CONTROL_FD",
+    "PYTHONPATH", /* as inherited, after the Python hooks' directory when there is one */
     AGENT_TOKEN_ENV,
 };
 #define ENV_EXTRA 1 /* CUDA_VISIBLE_DEVICES */
@@ -185,6 +186,11 @@ int agent_env_set(struct agent_env *e, const struct agent_env_in *in)
     }
     if (in->control_fd > 0)
         r |= env_add(e, "RDZV_CONTROL_FD=%d", in->control_fd);
+    v = agent_env_get(e->inherit, "PYTHONPATH");
+    if (in->python_hooks)
+        r |= env_add(e, "PYTHONPATH=%s%s%s", in->python_hooks, v && *v ? ":" : "", v ? v : "");
+    else if (v)
+        r |= env_add(e, "PYTHONPATH=%s", v);
     if (r < 0) {
         env_reset(e);
         return -ENOMEM;

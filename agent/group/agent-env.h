@@ -14,7 +14,8 @@
  *   CUDA_VISIBLE_DEVICES passed through (or one device per worker with --isolate-gpus)
  *   PYTHON_EXEC, TORCHELASTIC_TIMER_FILE and everything else: passed through, as torchrun does
  * and rdzv's own RDZV_GENERATION, RDZV_NCCL_UNIQUE_ID, RDZV_ENDPOINT, RDZV_AGENT_TOKEN,
- * RDZV_PROGRESS_FD (an inherited one, an agent's above ours, is dropped). A pure
+ * RDZV_PROGRESS_FD (an inherited one, an agent's above ours, is dropped), and PYTHONPATH as
+ * inherited, after the Python hooks' directory (python_hooks) when there is one. A pure
  * function of its inputs: no global state (the inherited environment is a parameter, never environ
  * or getenv()), no I/O, no logging.
  *
@@ -48,6 +49,8 @@ struct agent_env_in {
     const char *endpoint;             /* RDZV_ENDPOINT, or NULL: not set */
     const char *device;               /* CUDA_VISIBLE_DEVICES, or NULL: as inherited; only with
                                        * set_devices given to agent_env_init() */
+    const char *python_hooks;         /* first on PYTHONPATH (its sitecustomize.py instruments a
+                                       * Python worker, python/rdzv/hooks), or NULL: none */
 };
 
 struct agent_env {

@@ -223,6 +223,7 @@ static inline struct agent_env_in agent_group_env_in(const struct agent_worker *
         .endpoint = g->cfg.endpoint,
         .signals_to_handle = g->cfg.signals_to_handle,
         .device = g->cfg.devices ? g->cfg.devices[w->local_rank] : NULL,
+        .python_hooks = g->cfg.python_hooks,
     };
 }
 

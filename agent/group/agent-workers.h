@@ -139,6 +139,9 @@ struct agent_group_cfg {
     char **standby_argv;
     size_t warm_argi;
     bool warm_module;
+    /* A directory put first on each worker's PYTHONPATH (its sitecustomize.py instruments a
+     * Python worker: python/rdzv/hooks), or NULL: PYTHONPATH as inherited. */
+    const char *python_hooks;
     agent_exit_fn on_exit;
     agent_all_exited_fn on_all_exited;
     agent_hang_fn on_hang; /* may be NULL */

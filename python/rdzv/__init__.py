@@ -54,9 +54,11 @@ def progress(step):
     One write of ``b"step N\\n"`` (atomic on the pipe); never blocks for long, never raises
     for a closed channel: after an error the channel is dropped and later calls do nothing.
     """
+    global _script_reports
     step = int(step)
     if step < 0:
         raise ValueError("rdzv.progress: step must be >= 0, not %d" % step)
+    _script_reports = True
     ms = _compute_ms() if _compute_ms is not None else None
     if ms is None:
         _write(b"step %d\n" % step)
@@ -68,6 +70,9 @@ def progress(step):
 COMPUTE_MS_MAX = 3600000
 # Set by rdzv.torch's wrap(): the compute time (ms) of the steps since the last report, or None.
 _compute_ms = None
+# The script reports its own steps (it called progress()): rdzv-agent's hooks (rdzv._hooks,
+# which count optimizer steps in a script that does not) then write none.
+_script_reports = False
 
 
 def _write(line):
@@ -91,6 +96,44 @@ def slow(seconds):
     rdzv-agent."""
     n = int(-(-float(seconds) // 1))
     _write(b"slow %d\n" % min(max(n, 1), 604800))
+
+
+# A training thread whose innermost Python frame is in one of these is blocked on its peers:
+# torch.distributed's collectives, or autograd's backward, where DDP's all-reduce runs.
+_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/autograd/__init__.py",
+                     "torch/autograd/graph.py")
+_waits = False  # the "wait" thread runs
+
+
+def _watch_waits(owner):
+    """Say "wait" every RDZV_PROGRESS_WAIT_MS while the thread owner (the training thread) has
+    been blocked that long in a collective (its innermost Python frame in _COLLECTIVE_FILES,
+    unchanged), from a daemon thread started once per process (rdzv.torch's Job and
+    rdzv-agent's hooks share it). Nothing without the variable (no --progress-timeout)."""
+    global _waits
+    ms = os.environ.get("RDZV_PROGRESS_WAIT_MS", "")
+    if _waits or not ms.isdigit() or int(ms) <= 0 or progress_fd() is None:
+        return
+    _waits = True
+    import threading
+    threading.Thread(target=_alive, args=(owner, int(ms) / 1000), name="rdzv-alive",
+                     daemon=True).start()
+
+
+def _alive(owner, period):
+    import sys
+    import time
+    last = None
+    while True:
+        time.sleep(period)
+        frame = sys._current_frames().get(owner)
+        if frame is None:
+            return
+        here = (id(frame), frame.f_lasti, frame.f_code.co_filename)
+        if here[2].endswith(_COLLECTIVE_FILES) and here == last:
+            _write(b"wait\n")
+        last = here
+        del frame
 
 
 def _register_stacks():

@@ -47,7 +47,6 @@ import os
 import queue
 import select
 import socket
-import sys
 import threading
 import time
 
@@ -59,9 +58,6 @@ import rdzv as _rdzv
 __all__ = ["Job", "Moved", "Position", "init"]
 
 RECOVER_TIMEOUT_S = 120.0  # how long recover() waits for the next generation
-# A training thread whose innermost Python frame is in one of these is blocked on its peers.
-_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/autograd/__init__.py",
-                     "torch/autograd/graph.py")
 
 
 # What joining a process group raises when a peer is lost meanwhile or its store is gone: torch
@@ -110,8 +106,6 @@ class Job:
         fd = os.environ.get("RDZV_CONTROL_FD", "")
         self._ctl = int(fd) if fd.isdigit() else None
         self._owner = threading.get_ident()  # the training thread
-        wait_ms = os.environ.get("RDZV_PROGRESS_WAIT_MS", "")
-        self._wait_s = int(wait_ms) / 1000 if wait_ms.isdigit() and int(wait_ms) > 0 else None
         if self._ctl is not None:
             # Tell the agent this rank follows the control channel (proto/WORKER.md "control"):
             # under --recovery inplace it then keeps it running to re-form; a worker that never
@@ -122,8 +116,7 @@ class Job:
             buf = self._take(self._pending())
             threading.Thread(target=self._watch, args=(buf,), name="rdzv-control",
                              daemon=True).start()
-        if self._wait_s is not None:
-            threading.Thread(target=self._alive, name="rdzv-alive", daemon=True).start()
+        _rdzv._watch_waits(self._owner)  # "wait" while it is blocked in a collective
         self._pg_sockets = {}  # the sockets the process group made: {fd: "socket:[inode]"}
         with self._cond:
             stale = self._newest is not None
@@ -214,22 +207,6 @@ class Job:
                     self._cond.notify_all()
                 return
             buf = self._take(buf + chunk)
-
-    def _alive(self):
-        """Say "wait" while the training thread has been blocked a period in a collective (its
-        innermost Python frame in torch.distributed's or autograd's entry points, unchanged)."""
-        last = None
-        while True:
-            time.sleep(self._wait_s)
-            frame = sys._current_frames().get(self._owner)
-            if frame is None:
-                return
-            here = (id(frame), frame.f_lasti, frame.f_code.co_filename)
-            blocked = here[2].endswith(_COLLECTIVE_FILES)
-            if blocked and here == last:
-                _rdzv._write(b"wait\n")
-            last = here
-            del frame
 
     def wrap(self, module, **kwargs):
         """DistributedDataParallel(module, **kwargs); recover() makes the next one the same

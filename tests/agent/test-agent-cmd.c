@@ -260,6 +260,27 @@ static void test_fingerprint(void)
     agent_cmd_free(&c);
 }
 
+/* Which commands run Python (rdzv-agent's Python hooks go into those only). */
+static void test_is_python(void)
+{
+    static const char *const yes[][4] = {
+        {"python3", "train.py"},          {"/usr/bin/python3.11", "-m", "x"},
+        {"python", "-c", "pass"},          {"./train.py", "--lr=1"},
+        {"/usr/bin/env", "X=1", "python3"},
+    };
+    static const char *const no[][4] = {
+        {"bash", "-c", "python3 t.py"}, {"./rdzv-train"}, {"env", "X=1"},
+        {"py"},                         {".py"},          {"/opt/mypython/bin/torchrun"},
+        {"env", "-i", "bash"},
+    };
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        ASSERT_TRUE(agent_cmd_is_python(yes[i]));
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        ASSERT_TRUE(!agent_cmd_is_python(no[i]));
+    ASSERT_TRUE(!agent_cmd_is_python(NULL));
+}
+
 int main(void)
 {
     TEST(test_script);
@@ -270,5 +291,6 @@ int main(void)
     TEST(test_empty_command);
     TEST(test_run_path_python);
     TEST(test_fingerprint);
+    TEST(test_is_python);
     return tap_done();
 }

@@ -315,6 +315,34 @@ static void test_passed_through(void)
 
 /* RDZV_PROGRESS_FD: set when the worker has the channel; an inherited one (an agent above ours)
  * never passes through. */
+/* The Python hooks' directory goes first on PYTHONPATH, before the inherited one; without it
+ * PYTHONPATH is as inherited (set, empty or unset). */
+static void test_python_hooks(void)
+{
+    char *inherit[] = {"PYTHONPATH=/a:/b", NULL}, *empty[] = {"PYTHONPATH=", NULL};
+    struct agent_env e = {0};
+    struct agent_env_in in = input(0, 1);
+
+    ASSERT_OK(agent_env_init(&e, inherit, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "PYTHONPATH", "/a:/b");
+    in.python_hooks = "/usr/lib/python3/dist-packages/rdzv/hooks";
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "PYTHONPATH", "/usr/lib/python3/dist-packages/rdzv/hooks:/a:/b");
+    agent_env_free(&e);
+    ASSERT_OK(agent_env_init(&e, NULL, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "PYTHONPATH", "/usr/lib/python3/dist-packages/rdzv/hooks");
+    in.python_hooks = NULL;
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "PYTHONPATH", NULL);
+    agent_env_free(&e);
+    ASSERT_OK(agent_env_init(&e, empty, false));
+    ASSERT_OK(agent_env_set(&e, &in));
+    ASSERT_VAR(&e, "PYTHONPATH", "");
+    agent_env_free(&e);
+}
+
 static void test_progress_fd(void)
 {
     char *inherit[] = {"RDZV_PROGRESS_FD=9", NULL};
@@ -371,6 +399,7 @@ int main(void)
     TEST(test_signals_to_handle);
     TEST(test_passed_through);
     TEST(test_progress_fd);
+    TEST(test_python_hooks);
     TEST(test_control_line);
     return tap_done();
 }

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv._hooks: what rdzv-agent's instrumentation gives an unmodified Python worker.
+
+rdzv-agent puts rdzv/hooks/ first on a Python worker's PYTHONPATH (rdzv-agent --python-hooks,
+docs/guide/progress.md); its sitecustomize.py calls install(), which, with a progress channel
+(RDZV_PROGRESS_FD, proto/WORKER.md):
+
+- counts optimizer steps and writes "step N" after each: torch's global optimizer step hooks
+  (torch >= 2.0), or on torch 1.13 each optimizer class's step() wrapped at its first
+  instance; a step inside another's (an optimizer that wraps another) counts once. torch is
+  not imported here: the hooks go in once the script imports it (a sys.meta_path finder), and
+  a worker that never imports torch never loads it. A script that reports its own steps
+  (rdzv.progress, rdzv.torch) is left to them;
+- writes "wait" while the training thread is blocked in a collective (rdzv._watch_waits);
+- says "stacks" (importing rdzv does: faulthandler on the agent's signal);
+- reports an uncaught exception before the interpreter prints it: "error TYPE: MESSAGE
+  (FILE:LINE)", the innermost frame of the script's own files, through sys.excepthook (the one
+  before it is called next, unchanged).
+"""
+
+import os
+import sys
+
+import rdzv as _rdzv
+
+ERROR_MAX = 255  # bytes of an error line's text (proto/WORKER.md)
+_steps = 0  # optimizer steps counted
+_depth = 0  # optimizer steps under way (one inside another counts once)
+_outer = None  # torch >= 2.0: the optimizer whose step is the outermost under way
+
+
+def install():
+    """Install the hooks (once); nothing outside rdzv-agent."""
+    if _rdzv.progress_fd() is None or getattr(sys.excepthook, "_rdzv", False):
+        return
+    prev = sys.excepthook
+
+    def excepthook(tp, value, tb):
+        try:
+            _rdzv._write(b"error " + error_text(tp, value, tb) + b"\n")
+        except Exception:  # noqa: BLE001 -- the report must never hide the error itself
+            pass
+        prev(tp, value, tb)
+
+    excepthook._rdzv = True
+    sys.excepthook = excepthook
+    if "torch" in sys.modules:
+        _torch_loaded()
+    else:
+        sys.meta_path.insert(0, _TorchFinder())
+
+
+class _TorchFinder:
+    """Finds nothing itself: when torch is imported, its loader runs _torch_loaded() once
+    torch's own code has run. Then it leaves sys.meta_path."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            try:
+                run(module)
+            finally:
+                try:
+                    del loader.exec_module  # the instance's: the class's method again
+                except AttributeError:
+                    pass
+            _torch_loaded()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _torch_loaded():
+    try:
+        from torch.optim import optimizer
+        if hasattr(optimizer, "register_optimizer_step_post_hook"):
+            optimizer.register_optimizer_step_pre_hook(_pre)
+            optimizer.register_optimizer_step_post_hook(_post)
+        else:
+            _count_each_class(optimizer.Optimizer)
+    except Exception:  # noqa: BLE001 -- a torch of another shape: no steps, the script runs
+        pass
+
+
+def _pre(opt, args, kwargs):
+    global _outer
+    if _outer is None:
+        _outer = opt
+
+
+def _post(opt, args, kwargs):
+    global _outer
+    if opt is _outer:
+        _outer = None
+        _step_done()
+
+
+def _count_each_class(base):
+    """torch 1.13: each optimizer class's step() is wrapped at its first instance."""
+    init = base.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        _wrap_step(type(self))
+
+    base.__init__ = __init__
+
+
+def _wrap_step(cls):
+    import functools
+    step = cls.step
+    if getattr(step, "_rdzv_counts", False):
+        return
+
+    @functools.wraps(step)
+    def counted(*args, **kwargs):
+        global _depth
+        _depth += 1
+        try:
+            out = step(*args, **kwargs)
+        finally:
+            _depth -= 1
+        if _depth == 0:
+            _step_done()
+        return out
+
+    counted._rdzv_counts = True
+    cls.step = counted
+
+
+def _step_done():
+    global _steps
+    if _rdzv._script_reports:
+        return
+    _steps += 1
+    _rdzv._write(b"step %d\n" % _steps)
+    if _steps == 1:
+        import threading
+        _rdzv._watch_waits(threading.get_ident())
+
+
+def _library_file(path, roots):
+    return (path.startswith("<") or "/site-packages/" in path or "/dist-packages/" in path or
+            any(path.startswith(r) for r in roots))
+
+
+def error_text(tp, value, tb):
+    """The last line Python prints for the exception ("RuntimeError: boom", its message on one
+    line), and the innermost frame in the script's own files (not the standard library's, not
+    an installed package's), " (train.py:42)": at most ERROR_MAX bytes of UTF-8, no control
+    character, the frame kept whole when the message is cut."""
+    import sysconfig
+    import traceback
+    text = " ".join("".join(traceback.format_exception_only(tp, value)).split())
+    roots = tuple(os.path.join(p, "") for p in {sysconfig.get_paths().get("stdlib", "/nonexistent"),
+                                                 sysconfig.get_paths().get("platstdlib", "/x")})
+    where = last = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        last = (code.co_filename, tb.tb_lineno)
+        if not _library_file(code.co_filename, roots):
+            where = last
+        tb = tb.tb_next
+    where = where or last
+    tail = b""
+    if where is not None:
+        tail = (" (%s:%d)" % (os.path.basename(where[0]), where[1])).encode(
+            "utf-8", "backslashreplace")[:96]
+    body = text.encode("utf-8", "backslashreplace")
+    body = bytes(b if b >= 0x20 and b != 0x7f else 0x20 for b in body)
+    room = ERROR_MAX - len(tail)
+    if len(body) > room:
+        body = body[:room - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+    return body + tail
