@@ -75,7 +75,8 @@ int rdzv_cost_of(const struct rdzv_status_timeline *tl, double t_end, struct rdz
         tl->n_recoveries > 0 ? &tl->recoveries[tl->n_recoveries - 1] : NULL;
     double first;
 
-    *c = (struct rdzv_cost){.recoveries = tl->recoveries_total, .rebuilt = tl->rebuilt};
+    *c = (struct rdzv_cost){.recoveries = tl->recoveries_total, .rebuilt = tl->rebuilt,
+                            .no_steps = !(tl->first_step_s > 0)};
     if (!(tl->start_s > 0) || t_end < tl->start_s)
         return -ENODATA;
     c->wall_s = t_end - tl->start_s;
@@ -116,21 +117,29 @@ static double pct(double x, double wall)
 
 int rdzv_cost_format(const struct rdzv_cost *c, char *buf, size_t len)
 {
-    char redo[64] = "", cut[32] = "";
+    char redo[64] = "", cut[32] = "", run[160], first[16] = "?";
+    double both = c->startup_s + c->trained_s;
     int n;
 
     if (c->redo_s >= 0.05)
         snprintf(redo, sizeof(redo), "; %.1f s of it redoing steps done before", c->redo_s);
     if (c->cut_s >= 0.05)
         snprintf(cut, sizeof(cut), ", cut short %.1f", c->cut_s);
+    if (!c->no_steps || c->recoveries == 0)
+        snprintf(first, sizeof(first), "%.1f", c->phase_s[3]);
+    if (c->no_steps) /* the start-up's end was not seen: only the two together are known */
+        snprintf(run, sizeof(run), "start-up ?, training ? (no step reported: %.1f s, %.0f%%, "
+                 "between them)", both, pct(both, c->wall_s));
+    else
+        snprintf(run, sizeof(run), "start-up %.1f s (%.0f%%), training %.1f s (%.0f%%%s)",
+                 c->startup_s, pct(c->startup_s, c->wall_s), c->trained_s,
+                 pct(c->trained_s, c->wall_s), redo);
     n = snprintf(buf, len,
-                 "%swall %.1f s: start-up %.1f s (%.0f%%), training %.1f s (%.0f%%%s), %" PRId64
-                 " recover%s %.1f s (%.0f%%: detect %.1f, stop %.1f, rendezvous %.1f, nccl %.1f,"
-                 " first step %.1f%s)",
-                 c->rebuilt ? "since rdzvd took the job over: " : "", c->wall_s, c->startup_s,
-                 pct(c->startup_s, c->wall_s), c->trained_s, pct(c->trained_s, c->wall_s), redo,
+                 "%swall %.1f s: %s, %" PRId64 " recover%s %.1f s (%.0f%%: detect %.1f, stop %.1f, "
+                 "rendezvous %.1f, nccl %.1f, first step %s%s)",
+                 c->rebuilt ? "since rdzvd took the job over: " : "", c->wall_s, run,
                  c->recoveries, c->recoveries == 1 ? "y" : "ies", c->lost_s,
                  pct(c->lost_s, c->wall_s), c->detect_s, c->phase_s[0], c->phase_s[1],
-                 c->phase_s[2], c->phase_s[3], cut);
+                 c->phase_s[2], first, cut);
     return n < 0 || (size_t)n >= len ? -ENOSPC : n;
 }

@@ -211,12 +211,20 @@ struct rdzv_cost {
     double cut_s; /* recoveries cut short by the next failure, or by the end */
     int64_t recoveries;
     bool rebuilt; /* counted from the job's rebuild (rdzv_status_timeline.rebuilt) */
+    /* No step was reported: where the start-up ends is not known, so startup_s and trained_s
+     * are guesses (to the first generation's start, and the rest), their sum only is known;
+     * and a recovery's first step (phase_s[3], 0 then) is not known either: it ended, as far
+     * as rdzvd could see, when its ranks went out. Said "?" rather than a figure. */
+    bool no_steps;
 };
 /* 0, or -ENODATA when the timeline has no start. */
 int rdzv_cost_of(const struct rdzv_status_timeline *tl, double t_end, struct rdzv_cost *c);
 /* One line for people: "wall 62.3 s: start-up 4.1 s (7%), training 50.2 s (81%; 9.3 s of it
  * redoing steps done before), 3 recoveries 8.0 s (13%: detect 0.1, stop 0.3, rendezvous 0.0,
- * nccl 0.0, first step 7.6)". The length, or -ENOSPC. */
+ * nccl 0.0, first step 7.6)"; with no step reported, what was not seen is not given a figure:
+ * "wall 4.0 s: start-up ?, training ? (no step reported: 3.9 s, 97%, between them), 1 recovery
+ * 0.1 s (3%: detect 0.0, stop 0.0, rendezvous 0.0, nccl 0.0, first step ?)". The length, or
+ * -ENOSPC. */
 int rdzv_cost_format(const struct rdzv_cost *c, char *buf, size_t len);
 
 struct rdzv_status_job {

@@ -162,6 +162,7 @@ static void progress_line(struct agent_worker *w, char *line, size_t n)
         memcpy(w->said, pl.text, pl.text_len); /* checked: no control character, bounded */
         w->said[pl.text_len] = '\0';
         rdzv_utf8_trim(w->said);
+        w->error_s = rdzv_wall_s();
         return;
     }
     if (pl.kind == RDZV_PROGRESS_DONE) {

@@ -134,8 +134,9 @@ struct agent_worker {
     struct worker_progress progress;
     char error[AGENT_ERROR_MAX + 1]; /* agent_group_worker_error(), of this start */
     /* The error it said itself ("error TEXT" on its progress channel, before it exited), which
-     * agent_group_worker_error() prefers to its last stderr line. */
+     * agent_group_worker_error() prefers to its last stderr line, and when (wall clock, s). */
     char said[AGENT_ERROR_MAX + 1];
+    double error_s;
     /* Its failed exit, held for the end of its stderr until held_until (rdzv_now_ms), then
      * reported (agent_relay_exit). */
     bool exit_held;

@@ -282,6 +282,7 @@ static int worker_spawn(struct agent_group *g, struct agent_worker *w,
     w->listed = w->group_killed = false;
     w->error[0] = '\0';
     w->said[0] = '\0';
+    w->error_s = 0;
     r = worker_prepare_dir(g, w, a->restart_count);
     if (r < 0)
         goto out_close_logs;
@@ -775,6 +776,11 @@ const char *agent_group_worker_error(const struct agent_group *g, unsigned local
         return "";
     return g->workers[local_rank].said[0] ? g->workers[local_rank].said
                                           : g->workers[local_rank].error;
+}
+
+double agent_group_worker_error_time(const struct agent_group *g, unsigned local_rank)
+{
+    return g && local_rank < g->cfg.nproc ? g->workers[local_rank].error_s : 0;
 }
 
 void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)

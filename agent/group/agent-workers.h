@@ -290,6 +290,9 @@ const char *agent_group_error_file(const struct agent_group *g, unsigned local_r
  * ("error TEXT", rdzv-agent's Python hooks: "RuntimeError: boom (train.py:42)"), which comes
  * first; "" when none (or g NULL, or a local rank out of range). */
 const char *agent_group_worker_error(const struct agent_group *g, unsigned local_rank);
+/* When local_rank's worker said that error itself (an "error" progress line, before it exited:
+ * when it failed), wall clock seconds; 0 when it did not. */
+double agent_group_worker_error_time(const struct agent_group *g, unsigned local_rank);
 
 /* The silence after a report that fails local_rank now (ms; --progress-timeout auto: its own), or
  * 0 when none applies (no hang detection, or no report yet). */

@@ -113,6 +113,19 @@ void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint6
     t->recovering = true;
 }
 
+void rdzvd_timeline_failed(struct rdzvd_timeline *t, double t_now, double t_cause)
+{
+    struct rdzv_status_timeline *tl = &t->tl;
+    double since = tl->n_bands > 0 ? tl->bands[tl->n_bands - 1].start : 0;
+
+    if ((t->recovering && tl->open_since_s > 0) || !(t_cause > 0) || t_cause < since ||
+        t_cause >= t_now)
+        return;
+    tl->detect_sum_s += t_now - t_cause;
+    if (!(tl->first_failure_s > 0))
+        tl->first_failure_s = t_cause;
+}
+
 double rdzvd_timeline_recovery_since(const struct rdzvd_timeline *t)
 {
     const struct rdzv_status_recovery *rc;

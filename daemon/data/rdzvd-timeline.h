@@ -57,6 +57,12 @@ void rdzvd_timeline_mark(struct rdzvd_timeline *t, double t_now, uint64_t gen,
  * t is not believed: the detection is then 0. */
 void rdzvd_timeline_recovery_start(struct rdzvd_timeline *t, double t_now, uint64_t gen,
                                    enum rdzv_mark_kind kind, bool inplace, double t_cause);
+/* The failure that ends the job (no restart left) was decided at t: from the failure, as its
+ * report dates it (t_cause, believed as in rdzvd_timeline_recovery_start), to t is its detection,
+ * not training (a worker's interpreter may take seconds to exit after the exception that ends
+ * it). Before the first step it ends the start-up, as any failure does. Nothing while a recovery
+ * is under way (its time to the end is lost, cut short). */
+void rdzvd_timeline_failed(struct rdzvd_timeline *t, double t_now, double t_cause);
 /* The recovery under way reached point p at t (later than "detected"). Points come in order:
  * p is taken only when the point before it was and none after it; taken again (a round closed
  * anew after it was undone), its time is the newest. Each phase that p completes is added to

@@ -41,7 +41,9 @@ static int put_cost_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
     int r = rdzv_buf_printf(b, "# HELP rdzvd_job_cost_seconds What failures cost the job so "
                                "far: wall = startup + trained + lost; lost by phase (detect, "
-                               "stop, rendezvous, nccl, first_step, cut); redo, of trained.\n"
+                               "stop, rendezvous, nccl, first_step, cut); redo, of trained; "
+                               "startup, trained, redo and first_step absent while no step was "
+                               "reported (not known).\n"
                                "# TYPE rdzvd_job_cost_seconds gauge\n");
     double now = rdzv_wall_s();
 
@@ -51,17 +53,22 @@ static int put_cost_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
         if (kept_ended(st, i) || !st->jobs[i].timeline ||
             rdzv_cost_of(st->jobs[i].timeline, now, &c) < 0)
             continue;
+        /* Not seen (no step reported: rdzv_cost.no_steps): no sample rather than a made-up one. */
+        bool guess = c.no_steps, first = c.no_steps && c.recoveries > 0;
         const struct {
             const char *part;
             double s;
-        } parts[] = {{"wall", c.wall_s},         {"startup", c.startup_s},
-                     {"trained", c.trained_s},   {"redo", c.redo_s},
-                     {"lost", c.lost_s},         {"detect", c.detect_s},
-                     {"stop", c.phase_s[0]},     {"rendezvous", c.phase_s[1]},
-                     {"nccl", c.phase_s[2]},     {"first_step", c.phase_s[3]},
-                     {"cut", c.cut_s}};
+            bool unknown;
+        } parts[] = {{"wall", c.wall_s, false},         {"startup", c.startup_s, guess},
+                     {"trained", c.trained_s, guess},   {"redo", c.redo_s, guess},
+                     {"lost", c.lost_s, false},         {"detect", c.detect_s, false},
+                     {"stop", c.phase_s[0], false},     {"rendezvous", c.phase_s[1], false},
+                     {"nccl", c.phase_s[2], false},     {"first_step", c.phase_s[3], first},
+                     {"cut", c.cut_s, false}};
 
         for (unsigned k = 0; k < RDZV_ARRAY_SIZE(parts); k++) {
+            if (parts[k].unknown)
+                continue;
             r |= rdzv_buf_printf(b, "rdzvd_job_cost_seconds{job=\"");
             r |= rdzv_buf_put_escaped(b, st->jobs[i].run_id, false);
             r |= rdzv_buf_printf(b, "\",part=\"%s\"} %.3f\n", parts[k].part, parts[k].s);

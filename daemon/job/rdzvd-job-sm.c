@@ -469,6 +469,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         snprintf(why, sizeof(why),
                  "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
                  j->restart_count, j->max_restarts);
+        rdzvd_timeline_failed(&j->timeline, rdzvd_job_wall_s(), cause_s);
         rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }

@@ -5,6 +5,7 @@ cost. Real rdzvd, real agents, Debian's python3 (torch 1.13; the -torch2.6 varia
 same under torch 2.6's global optimizer hooks)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -46,6 +47,16 @@ for step in range(1, steps + 1):
 '''
 # The error rank 0 dies of, as the root cause says it on every node: the script's line 20.
 ERROR = r"RuntimeError: shapes do not match: \[4, 8\] and \[9, 1\] \(train\.py:20\)"
+COST_RE = re.compile(r"job \S+: wall ([\d.]+) s: start-up ([\d.?]+)(?: s)? .*?, training "
+                     r"([\d.?]+)(?: s)?.*?, (\d+) recover(?:y|ies) ([\d.]+) s \(\d+%: detect "
+                     r"([\d.]+), stop ([\d.]+), rendezvous ([\d.]+), nccl ([\d.]+), first step "
+                     r"([\d.?]+)")
+
+
+def steps_of(out):
+    """Rank 0's stopwatch: [(step, unix time)] from an agent's stdout."""
+    return [(d["step"], d["t"]) for d in (json.loads(m) for m in
+                                          re.findall(r"(?m)^\[rank0\]: (\{.*\"t\".*\})$", out))]
 
 
 class PythonHooks(agenttest.AgentTestCase):
@@ -162,6 +173,51 @@ class PythonHooks(agenttest.AgentTestCase):
                       run(env={"RDZV_PYTHON_HOOKS": "0"}))
         out = run(worker=("/bin/sh", "-c", 'echo "SHELL $PYTHONPATH"'))
         self.assertIn(f"SHELL {user}", out)
+
+    def assert_near(self, got, want, what, out):
+        print("%s: the cost line %.2f s, the stopwatch %.2f s" % (what, got, want), flush=True)
+        self.assertLessEqual(abs(got - want), 0.1 * want, "%s: the cost line says %.2f s, the "
+                             "stopwatch %.2f s\n%s" % (what, got, want, out))
+
+    def test_cost_of_a_killed_worker_matches_the_stopwatch(self):
+        """The plain script under --max-restarts 3, rank 1 SIGKILLed at step 10: the cost line's
+        recovery (kill to the next generation's first step) and start-up (to the first step)
+        are what rank 0's stopwatch sees, within 10%, and its first step is a figure."""
+        t0 = time.time()
+        p = start([AGENT, "--standalone", "--nproc", "2", "--max-restarts", "3", "--",
+                   PY, self.script, "30", "0.05"], env=self.env())
+        wait_output(p, r'"step": 10,')
+        with open(os.path.join(self.out, "pid.1")) as f:
+            pid = int(f.read())
+        t_kill = time.time()
+        os.kill(pid, signal.SIGKILL)
+        rc, out, err = finish(p, timeout=60)
+        out = p.seen.decode(errors="replace") + out
+        self.assertEqual(rc, 0, err)
+        steps = steps_of(out)
+        after = [t for s, t in steps if t > t_kill]
+        m = COST_RE.search(err)
+        self.assertIsNotNone(m, err)
+        self.assertEqual(m.group(4), "1", err)
+        self.assertNotIn("?", m.group(0), err)
+        self.assert_near(float(m.group(2)), steps[0][1] - t0, "start-up", err)
+        self.assert_near(float(m.group(5)), after[0] - t_kill, "the recovery", err)
+        self.assertGreater(float(m.group(10)), 0.1, err)
+
+    def test_cost_of_a_script_that_raised(self):
+        """Rank 0 raises at step 8 (no restart): start-up to the first step, training from
+        there to the failure, as the stopwatch sees them, within 10%."""
+        t0 = time.time()
+        p = start([AGENT, "--standalone", "--nproc", "2", "--", PY, self.script, "100", "0.2"],
+                  env=self.env(RAISE_AT="8"))
+        rc, out, err = finish(p, timeout=60)
+        self.assertNotEqual(rc, 0, err)
+        steps = steps_of(out)
+        t_raise = steps[-1][1] + 0.2  # step 7's sleep, then step 8 raised
+        m = COST_RE.search(err)
+        self.assertIsNotNone(m, err)
+        self.assert_near(float(m.group(2)), steps[0][1] - t0, "start-up", err)
+        self.assert_near(float(m.group(3)), t_raise - steps[0][1], "training", err)
 
 
 if __name__ == "__main__":

@@ -245,9 +245,70 @@ static void test_cost_cut_short(void)
     ASSERT_TRUE(strncmp(line, "since rdzvd took the job over: wall 30.0 s", 42) == 0);
 }
 
+/* No step reported (a worker that never writes its progress): the start-up's end and the
+ * recoveries' first steps were not seen, and the line says so ("?") instead of 0.0; the time
+ * they share is given whole. Once a step came, they are figures again. */
+static void test_cost_unknown(void)
+{
+    struct rdzvd_timeline t;
+    struct rdzv_cost c;
+    char line[512];
+
+    rdzvd_timeline_init(&t, 100);
+    rdzvd_timeline_band_start(&t, 100.1, 1, 2, 2);
+    ASSERT_OK(rdzv_cost_of(&t.tl, 104, &c));
+    ASSERT_TRUE(c.no_steps && rdzv_cost_format(&c, line, sizeof(line)) > 0);
+    ASSERT_BYTES_STR(line, strlen(line),
+                     "wall 4.0 s: start-up ?, training ? (no step reported: 4.0 s, 100%, between "
+                     "them), 0 recoveries 0.0 s (0%: detect 0.0, stop 0.0, rendezvous 0.0, nccl "
+                     "0.0, first step 0.0)");
+    rdzvd_timeline_recovery_start(&t, 104, 1, RDZV_MARK_FAILURE, false, 104);
+    rdzvd_timeline_recovery_point(&t, 104.1, RDZV_RECOVERY_STOPPED);
+    rdzvd_timeline_recovery_point(&t, 104.1, RDZV_RECOVERY_RENDEZVOUS);
+    rdzvd_timeline_recovery_point(&t, 104.1, RDZV_RECOVERY_SENT);
+    rdzvd_timeline_band_start(&t, 104.1, 2, 2, 2);
+    ASSERT_OK(rdzv_cost_of(&t.tl, 110, &c));
+    ASSERT_TRUE(rdzv_cost_format(&c, line, sizeof(line)) > 0);
+    ASSERT_BYTES_STR(line, strlen(line),
+                     "wall 10.0 s: start-up ?, training ? (no step reported: 9.9 s, 99%, between "
+                     "them), 1 recovery 0.1 s (1%: detect 0.0, stop 0.1, rendezvous 0.0, nccl "
+                     "0.0, first step ?)");
+    rdzvd_timeline_step(&t, 107, 1);
+    rdzvd_timeline_recovery_point(&t, 107, RDZV_RECOVERY_FIRST_STEP);
+    ASSERT_OK(rdzv_cost_of(&t.tl, 110, &c));
+    ASSERT_TRUE(!c.no_steps && NEAR(c.phase_s[3], 2.9));
+}
+
+/* The failure that ends a job (no restart left): from it, as its report dates it, to the end is
+ * detection, not training; a date before the generation began, or after the end, is not
+ * believed; during a recovery nothing (its time to the end is cut short already). */
+static void test_cost_of_the_last_failure(void)
+{
+    struct rdzvd_timeline t;
+    struct rdzv_cost c;
+
+    rdzvd_timeline_init(&t, 100);
+    rdzvd_timeline_band_start(&t, 100, 1, 2, 2);
+    rdzvd_timeline_step(&t, 102, 1);
+    rdzvd_timeline_step(&t, 104, 9);
+    rdzvd_timeline_failed(&t, 105.5, 104); /* said at 104, its interpreter exited at 105.5 */
+    ASSERT_OK(rdzv_cost_of(&t.tl, 105.5, &c));
+    ASSERT_TRUE(NEAR(c.startup_s, 2) && NEAR(c.trained_s, 2) && NEAR(c.detect_s, 1.5));
+    rdzvd_timeline_init(&t, 100);
+    rdzvd_timeline_band_start(&t, 101, 1, 2, 2);
+    rdzvd_timeline_failed(&t, 105, 99); /* before its generation: not believed */
+    rdzvd_timeline_failed(&t, 105, 106); /* after the decision: not believed */
+    ASSERT_TRUE(NEAR(t.tl.detect_sum_s, 0) && !(t.tl.first_failure_s > 0));
+    rdzvd_timeline_failed(&t, 105, 103); /* before any step: it ends the start-up */
+    ASSERT_OK(rdzv_cost_of(&t.tl, 105, &c));
+    ASSERT_TRUE(NEAR(t.tl.first_failure_s, 103) && NEAR(c.detect_s, 2));
+}
+
 int main(void)
 {
     TEST(test_cost);
+    TEST(test_cost_unknown);
+    TEST(test_cost_of_the_last_failure);
     TEST(test_cost_cut_short);
     TEST(test_recovery_points);
     TEST(test_histogram);
