@@ -30,6 +30,7 @@ struct agent_stacks {
     uv_pipe_t out;       /* gdb's stdout */
     unsigned open;       /* handles not closed back */
     bool fsev_on, gdb_on, out_on, reported, cancelled;
+    bool continued;      /* a stopped Python worker continued for its dump */
     char culprit[AGENT_STACKS_CULPRIT_MAX];
     char wchan[64];      /* the main thread's kernel wait channel */
     const char *source;
@@ -392,6 +393,10 @@ static void python_done(struct agent_stacks *s)
     if (fd >= 0)
         close(fd);
     if (s->len && agent_stacks_python_culprit(s->text, s->culprit, sizeof(s->culprit)) == 0) {
+        size_t k = strlen(s->culprit);
+
+        if (s->continued) /* where it was when it was stopped */
+            snprintf(s->culprit + k, sizeof(s->culprit) - k, ", stopped (SIGSTOP)");
         s->source = "faulthandler";
         report(s);
         return;
@@ -437,9 +442,11 @@ int agent_stacks_collect(uv_loop_t *loop, int pid, bool announced, const char *s
     s->timer.data = s->settle.data = s;
     s->open = 2;
     *ret = s;
-    /* A stopped worker would never write its dump: it is read from /proc at once. */
+    /* A stopped worker would never write its dump: one that announced it is continued once
+     * the signal is pending (it is failed anyway), so that it dumps where it was stopped; a
+     * native one is read from /proc at once. */
     if (announced && stacks_file && strlen(stacks_file) < sizeof(s->file) &&
-        stat(stacks_file, &st) == 0 && !proc_stopped(pid)) {
+        stat(stacks_file, &st) == 0) {
         snprintf(s->file, sizeof(s->file), "%s", stacks_file);
         s->start = st.st_size;
         if (uv_fs_event_init(loop, &s->fsev) == 0) {
@@ -449,6 +456,8 @@ int agent_stacks_collect(uv_loop_t *loop, int pid, bool announced, const char *s
             (void)uv_fs_event_start(&s->fsev, fsev_cb, s->file, 0);
         }
         if (kill(pid, agent_stacks_signal()) == 0) {
+            if (proc_stopped(pid))
+                s->continued = kill(pid, SIGCONT) == 0;
             (void)uv_timer_start(&s->timer, python_timer_cb, AGENT_STACKS_WAIT_MS, 0);
             return 0;
         }

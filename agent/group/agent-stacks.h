@@ -2,17 +2,19 @@
 /* agent-stacks.h: where a hung worker is stuck, asked for before it is killed.
  *
  *   - A worker that announced "stacks" on its progress channel (python/rdzv does, with
- *     faulthandler) and is not stopped is sent AGENT_STACKS_SIGNAL and dumps every thread's
+ *     faulthandler) is sent AGENT_STACKS_SIGNAL (when it is stopped, SIGCONT after it: it is
+ *     about to be failed, and its culprit ends ", stopped (SIGSTOP)") and dumps every thread's
  *     Python stack into its RDZV_STACKS_FILE (appending); the agent reads what was appended once
  *     the file has been quiet for AGENT_STACKS_SETTLE_MS (inotify through uv_fs_event, not
  *     polling), or after AGENT_STACKS_WAIT_MS. The main thread is the last one faulthandler
  *     lists; its innermost frame names the culprit: "all_reduce (train.py:57)".
- *   - Otherwise (a native worker, a stopped one, or a Python one that wrote nothing: its
- *     handler could not run), its threads are read from /proc/PID/task (name, state, kernel wait
- *     channel), and with gdb installed, `gdb -batch -p PID -ex "thread apply all bt"` (at most
- *     AGENT_STACKS_GDB_MS): the culprit is the innermost frame of thread 1 ("clock_nanosleep",
- *     "ncclAllReduce (enqueue.cc:123)"), else the main thread's kernel wait channel, or
- *     "stopped (SIGSTOP)" for a stopped process (gdb is not run on one: it would wait for it).
+ *   - Otherwise (a native worker, or a Python one that wrote nothing: its handler could not
+ *     run, or a tracer holds it stopped), its threads are read from /proc/PID/task (name,
+ *     state, kernel wait channel), and with gdb installed, `gdb -batch -p PID -ex "thread apply
+ *     all bt"` (at most AGENT_STACKS_GDB_MS): the culprit is the innermost frame of thread 1
+ *     ("clock_nanosleep", "ncclAllReduce (enqueue.cc:123)"), else the main thread's kernel wait
+ *     channel, or "stopped (SIGSTOP)" for a stopped process (gdb is not run on one: it would
+ *     wait for it).
  *
  * Ownership: the caller's until done fires (then it frees itself); agent_stacks_cancel() before
  * that: done never fires. Threads: the loop's. Errors: negative errno. */

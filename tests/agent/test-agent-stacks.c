@@ -140,7 +140,9 @@ static void test_native_stopped(void)
     reap(pid);
 }
 
-static void test_python_faulthandler(void)
+/* A Python worker that registered faulthandler on the signal and said so dumps its own stacks;
+ * stopped, it is continued for it (it is failed next), and its culprit says it was stopped. */
+static void python_faulthandler(bool stop)
 {
     char file[] = "/tmp/rdzv-stacks-test-XXXXXX", sig[16], prog[1024];
     int fd = mkstemp(file), pid;
@@ -168,12 +170,27 @@ static void test_python_faulthandler(void)
         pid = child(argv);
     }
     usleep(500000); /* python registers its handler */
+    if (stop) {
+        kill(pid, SIGSTOP);
+        usleep(100000);
+    }
     collect(pid, true, file, &g);
     ASSERT_STR_EQ(g.source, "faulthandler");
-    ASSERT_STR_EQ(g.culprit, "stuck_here (<string>:5)");
+    ASSERT_STR_EQ(g.culprit, stop ? "stuck_here (<string>:5), stopped (SIGSTOP)"
+                                  : "stuck_here (<string>:5)");
     free(g.text);
     reap(pid);
     unlink(file);
+}
+
+static void test_python_faulthandler(void)
+{
+    python_faulthandler(false);
+}
+
+static void test_python_stopped(void)
+{
+    python_faulthandler(true);
 }
 
 int main(void)
@@ -182,5 +199,6 @@ int main(void)
     TEST(test_native_sleeping);
     TEST(test_native_stopped);
     TEST(test_python_faulthandler);
+    TEST(test_python_stopped);
     return tap_done();
 }

@@ -196,8 +196,10 @@ class TorchInplace(FaultTestCase):
         self.addCleanup(kill_quietly, pids[3], signal.SIGCONT)
         os.kill(pids[3], signal.SIGSTOP)
         self.finish_job(agents, timeout=120)
+        # A stopped Python worker that dumps its stacks (rdzv.torch) is named with its frame.
         self.assertRegex(agents[1].log(), r"worker rank 3 \(local rank 1\) made no progress for "
-                                          r"2\.\d s after step \d+, stopped \(SIGSTOP\)")
+                                          r"2\.\d s after step \d+, in \S+ \(\S+:\d+\), "
+                                          r"stopped \(SIGSTOP\)")
         self.check_inplace(agents, pids, [3])
 
     def test_3_agent_sigkill_spare_takes_over(self):

@@ -95,7 +95,8 @@ class PythonHooks(agenttest.AgentTestCase):
 
     def test_a_stopped_rank_is_failed_not_the_one_waiting_on_it(self):
         """Rank 1 SIGSTOPped mid-training: rank 0, blocked in the all-reduce on it, says "wait"
-        (the hooks watch its frame), so rank 1 is the one failed after --progress-timeout."""
+        (the hooks watch its frame), so rank 1 is the one failed after --progress-timeout, with
+        the Python frame it was stopped in (continued for its dump: it is failed anyway)."""
         p = start([AGENT, "--standalone", "--nproc", "2", "--progress-timeout", "2", "--",
                    PY, self.script, "100000", "0.05"], env=self.env())
         wait_output(p, r'"step": 5,')
@@ -104,7 +105,8 @@ class PythonHooks(agenttest.AgentTestCase):
         rc, _, err = finish(p, timeout=60)
         self.assertNotEqual(rc, 0, err)
         self.assertRegex(err, r"root cause: worker rank 1 \(local rank 1\) on node rank 0 \(\S+\) "
-                              r"made no progress for 2\.\d s after step \d+, stopped \(SIGSTOP\)")
+                              r"made no progress for 2\.\d s after step \d+, in \S+ "
+                              r"\(\S+\.py:\d+\), stopped \(SIGSTOP\)")
         self.assertNotRegex(err, r"worker rank 0 \(local rank 0\) made no progress")
 
     def test_the_error_on_every_node(self):
