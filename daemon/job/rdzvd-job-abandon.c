@@ -27,8 +27,11 @@ struct rdzvd_abandon {
 static void abandon_fired(uv_timer_t *t)
 {
     struct rdzvd_abandon *a = t->data;
-    char run_id[RDZV_ID_MAX + 1], err[256], why[RDZV_SUMMARY_MAX + 1];
+    char run_id[RDZV_ID_MAX + 1], why[RDZV_SUMMARY_MAX + 1];
     uint64_t since, now = rdzvd_job_now_ms();
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_END_WAITING,
+                                 .u.end = {.type = "abandoned", .exit_code = 1}};
+    struct rdzvd_job_ready rd;
     int r;
 
     a->due_ms = 0;
@@ -37,7 +40,10 @@ static void abandon_fired(uv_timer_t *t)
                  "abandoned: none of its agents came back within --abandon-after (%.0f s) of "
                  "the last one leaving",
                  (double)a->after_ms / 1000);
-        r = rdzvd_jobs_end_waiting(a->h, run_id, "abandoned", 1, why, err, sizeof(err));
+        in.u.end.run_id = run_id;
+        in.u.end.why = why;
+        r = rdzvd_job_step(a->h, &in, now, &rd);
+        rdzvd_job_advance(&rd);
         if (r == 0) {
             log_warn("job=%s ended as abandoned: no agent of it connected for %.0f s (its record "
                      "is gone; --abandon-after)",
@@ -48,7 +54,7 @@ static void abandon_fired(uv_timer_t *t)
         if (r != -ENOENT) {
             /* Noted again as if it had waited since then: due in ABANDON_RETRY_MS (in
              * --abandon-after when that is shorter), never a since in the future. */
-            log_error("job=%s: %s: tried again later", run_id, err);
+            log_error("job=%s: %s: tried again later", run_id, rd.err);
             rdzvd_waiting_jobs_add(a->h->ended, run_id,
                                    a->after_ms > ABANDON_RETRY_MS
                                        ? now - (a->after_ms - ABANDON_RETRY_MS)

@@ -124,6 +124,85 @@ struct rdzvd_job_host {
     void *lost_ud;
 };
 
+/* ---- the step: the one call the adapters make (etcd/raft's Step, Ready, Advance) ---- */
+
+/* What comes into the machine: an agent's message (decoded by the wire side), its connection
+ * closing, the operator's request, or the host's own (rebuild, shutdown). The machine's own
+ * timers still come back through the job's handlers (rdzvd-job-effects.c), each a step. */
+enum rdzvd_job_input_kind {
+    RDZVD_IN_SEEN,        /* member: any message from its agent (it is alive) */
+    RDZVD_IN_JOIN,        /* peer, join; member: the connection's, if it joined already */
+    RDZVD_IN_HEARTBEAT,   /* member, heartbeat: its answer in the Ready */
+    RDZVD_IN_NCCL_ID,     /* member, nccl_id */
+    RDZVD_IN_WORKER_EXIT, /* member, worker_exit */
+    RDZVD_IN_LEAVE,       /* member, leave */
+    RDZVD_IN_READY,       /* member, ready */
+    RDZVD_IN_CANCEL,      /* member, cancel */
+    RDZVD_IN_UNHEALTHY,   /* member, unhealthy */
+    RDZVD_IN_GONE,        /* member: its connection closed */
+    RDZVD_IN_RELEASE,     /* the operator's RELEASE */
+    RDZVD_IN_CANCEL_JOB,  /* the operator's CANCEL_JOB */
+    RDZVD_IN_END_WAITING, /* end, of a job waiting for its nodes in its record */
+    RDZVD_IN_REBUILD_BEGIN, /* the job table's jobs to rebuild: their ids in the Ready */
+    RDZVD_IN_REBUILD,     /* rebuild, the ids of a batch */
+    RDZVD_IN_DROP_ALL,    /* the host shuts down, or its replica was deposed */
+};
+
+struct rdzvd_job_input {
+    enum rdzvd_job_input_kind kind;
+    void *peer;                  /* JOIN: the connection (the host's) */
+    struct rdzvd_member *member; /* a member's input */
+    union {
+        const struct rdzv_join *join;
+        const struct rdzv_heartbeat *heartbeat;
+        /* The generation it names, and the message (NULL: it did not decode, which refuses it
+         * only when that generation's ids are wanted). */
+        struct {
+            uint64_t generation;
+            const struct rdzv_nccl_id *msg;
+        } nccl_id;
+        const struct rdzv_worker_exit *worker_exit;
+        const struct rdzv_leave *leave;
+        const struct rdzv_ready *ready;
+        const struct rdzv_cancel *cancel;
+        const struct rdzv_unhealthy *unhealthy;
+        const struct rdzv_release *release;
+        const struct rdzv_cancel_job *cancel_job;
+        struct {
+            const char *run_id, *type, *why;
+            int64_t exit_code;
+        } end;
+        struct {
+            char (*ids)[RDZV_ID_MAX + 1];
+            size_t n;
+        } rebuild;
+    } u;
+};
+
+/* What the step hands back. What it sends to members' connections and the host waits in the
+ * outbox below until rdzvd_job_advance; the answers to the input are here. */
+struct rdzvd_job_ready {
+    int rc;       /* 0, or a negative errno: the input is refused (err says why) */
+    char err[RDZV_ERROR_MAX + 1];
+    struct rdzvd_member *member; /* JOIN: the new member, bound to the peer */
+    /* HEARTBEAT: its answer: the job's generation, what the job waits for (1.15), a warning
+     * for the agent ("": none, 1.17). */
+    uint64_t generation;
+    struct rdzv_wait wait;
+    char warning[RDZV_WARNING_MAX + 1];
+    int64_t count;                  /* RELEASE: the nodes released or changed */
+    char (*ids)[RDZV_ID_MAX + 1];   /* REBUILD_BEGIN: the run ids to rebuild (the caller's to */
+    size_t n_ids;                   /* free), n_ids of them */
+    int step_;                      /* the step held open until rdzvd_job_advance */
+};
+
+/* Take in one input at now_ms (the monotonic clock): decide, record, and queue what goes out.
+ * Returns ready->rc. The caller writes the answers it owes the input's connection (a HEARTBEAT's)
+ * and then calls rdzvd_job_advance(ready), which carries out what the step queued, in order. */
+int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
+                   uint64_t now_ms, struct rdzvd_job_ready *ready);
+void rdzvd_job_advance(struct rdzvd_job_ready *ready);
+
 /* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
  * and carried out (the ops above called) when the outermost step ends. Each function below
  * that changes a job, and each timer, is a step (RDZVD_JOB_STEP at its top; a host may open one

@@ -43,6 +43,16 @@ struct rdzvd_jobs {
     struct rebuild_run *rebuilding;       /* the job table's jobs being rebuilt; NULL: none */
 };
 
+/* One input into the job machine, its Ready carried out at once: for the inputs that owe their
+ * connection no answer of the machine's. ready->rc. */
+static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
+                struct rdzvd_job_ready *rd)
+{
+    rdzvd_job_step(&jobs->host, in, rdzvd_job_now_ms(), rd);
+    rdzvd_job_advance(rd);
+    return rd->rc;
+}
+
 /* ---- rebuilding the job table's jobs, a batch a loop turn ---- */
 
 /* Rebuilt at the start or an election a batch at a time (rdzvd_jobs_rebuild_one), the
@@ -81,10 +91,13 @@ static void rebuild_batch(uv_idle_t *idle)
 {
     struct rebuild_run *rr = idle->data;
     struct rdzvd_jobs *jobs = rr->jobs;
-    RDZVD_JOB_STEP;
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_REBUILD};
+    struct rdzvd_job_ready rd;
 
-    for (unsigned k = 0; k < REBUILD_BATCH && rr->next < rr->n; k++)
-        rdzvd_jobs_rebuild_one(&jobs->host, rr->ids[rr->next++]);
+    in.u.rebuild.ids = rr->ids + rr->next;
+    in.u.rebuild.n = rr->n - rr->next < REBUILD_BATCH ? rr->n - rr->next : REBUILD_BATCH;
+    rr->next += in.u.rebuild.n;
+    step(jobs, &in, &rd);
     jobs->ended.n_pending = rr->n - rr->next;
     if (rr->next < rr->n)
         return;
@@ -96,19 +109,23 @@ static void rebuild_batch(uv_idle_t *idle)
 
 static void rebuild_start(struct rdzvd_jobs *jobs)
 {
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_REBUILD_BEGIN};
+    struct rdzvd_job_ready rd;
     struct rebuild_run *rr;
     char(*ids)[RDZV_ID_MAX + 1];
     size_t n;
 
     rebuild_stop(jobs);
-    if (rdzvd_jobs_rebuild_begin(&jobs->host, &ids, &n) < 0 || n == 0) {
-        free(ids);
+    if (step(jobs, &in, &rd) < 0 || rd.n_ids == 0) {
+        free(rd.ids);
         return;
     }
+    ids = rd.ids;
+    n = rd.n_ids;
     if (!(rr = calloc(1, sizeof(*rr)))) {
         log_error("out of memory: the job table's jobs are rebuilt at once");
-        for (size_t i = 0; i < n; i++)
-            rdzvd_jobs_rebuild_one(&jobs->host, ids[i]);
+        in = (struct rdzvd_job_input){.kind = RDZVD_IN_REBUILD, .u.rebuild = {ids, n}};
+        step(jobs, &in, &rd);
         free(ids);
         return;
     }
@@ -324,76 +341,88 @@ static void send_frame_error(struct rdzvd_conn *c, const char *fmt, ...)
     rdzvd_conn_close_after_flush(c);
 }
 
-static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const uint8_t *body,
-                       uint32_t len)
+static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdzvd_member *m,
+                       const uint8_t *body, uint32_t len)
 {
-    struct rdzvd_member *m;
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = c, .member = m};
+    struct rdzvd_job_ready rd;
     struct rdzv_join jn;
     char err[512];
     int r;
 
+    if (m) { /* refused before the message is read */
+        step(jobs, &in, &rd);
+        send_frame_error(c, "%s", rd.err);
+        return rd.rc;
+    }
     if (rdzv_msg_parse_join(body, len, &jn, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    r = rdzvd_job_join(&jobs->host, c, &jn, err, sizeof(err), &m);
+    in.u.join = &jn;
+    r = step(jobs, &in, &rd);
     if (r == -EACCES) {
         /* A node the job put aside: told so as a member put aside is, not as a mistake. */
         struct rdzv_event e = {.type = "put_aside", .exit_code = RDZV_EXIT_PUT_ASIDE};
 
-        snprintf(e.summary, sizeof(e.summary), "%s", err);
+        snprintf(e.summary, sizeof(e.summary), "%s", rd.err);
         conn_dismiss(c, &e);
     } else if (r < 0) {
-        send_frame_error(c, "%s", err);
+        send_frame_error(c, "%s", rd.err);
     } else {
         rdzvd_voters_joined(jobs->voters, c, jn.host_replica);
     }
     return r;
 }
 
-static int handle_nccl_id(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
-                          uint32_t len)
+static int handle_nccl_id(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdzvd_member *m,
+                          const uint8_t *body, uint32_t len)
 {
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_NCCL_ID, .member = m};
+    struct rdzvd_job_ready rd;
     struct rdzv_nccl_id n;
-    uint64_t gen;
     char err[256];
 
-    if (rdzv_msg_parse_nccl_id_generation(body, len, &gen, err, sizeof(err)) < 0)
+    if (rdzv_msg_parse_nccl_id_generation(body, len, &in.u.nccl_id.generation, err,
+                                          sizeof(err)) < 0)
         goto out_refuse;
-    /* A stale NCCL_ID is ignored whatever its ids say. */
-    if (!rdzvd_member_nccl_wanted(m, gen))
+    /* One that does not decode is refused only when its generation's ids are wanted (a stale
+     * NCCL_ID is ignored whatever its ids say). */
+    if (rdzv_msg_parse_nccl_id(body, len, &n, err, sizeof(err)) == 0)
+        in.u.nccl_id.msg = &n;
+    if (step(jobs, &in, &rd) == 0)
         return 0;
-    if (rdzv_msg_parse_nccl_id(body, len, &n, err, sizeof(err)) < 0)
-        goto out_refuse;
-    rdzvd_member_store_offer(m, n.store_addr, n.store_port);
-    if (n.failed)
-        rdzvd_member_nccl_error(m, n.error);
-    else
-        rdzvd_member_nccl_ids(m, n.ids, n.n_ids);
-    return 0;
 
 out_refuse:
     send_frame_error(c, "%s", err);
     return -EBADMSG;
 }
 
-static int handle_worker_exit(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
-                              uint32_t len)
+static int handle_worker_exit(struct rdzvd_jobs *jobs, struct rdzvd_conn *c,
+                              struct rdzvd_member *m, const uint8_t *body, uint32_t len)
 {
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_WORKER_EXIT, .member = m};
+    struct rdzvd_job_ready rd;
     struct rdzv_worker_exit w;
     char err[256];
 
-    if (rdzv_msg_parse_worker_exit(body, len, &w, err, sizeof(err)) < 0 ||
-        rdzvd_member_worker_exit(m, &w, err, sizeof(err)) < 0) {
+    if (rdzv_msg_parse_worker_exit(body, len, &w, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
+        return -EBADMSG;
+    }
+    in.u.worker_exit = &w;
+    if (step(jobs, &in, &rd) < 0) {
+        send_frame_error(c, "%s", rd.err);
         return -EBADMSG;
     }
     return 0;
 }
 
-static int handle_leave(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
-                        uint32_t len)
+static int handle_leave(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdzvd_member *m,
+                        const uint8_t *body, uint32_t len)
 {
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_LEAVE, .member = m};
+    struct rdzvd_job_ready rd;
     struct rdzv_leave l;
     char err[256];
 
@@ -401,47 +430,53 @@ static int handle_leave(struct rdzvd_conn *c, struct rdzvd_member *m, const uint
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    rdzvd_member_leave(m, l.generation, l.succeeded);
+    in.u.leave = &l;
+    step(jobs, &in, &rd);
     return 0;
 }
 
-static int handle_ready(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
-                        uint32_t len)
+static int handle_ready(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdzvd_member *m,
+                        const uint8_t *body, uint32_t len)
 {
-    struct rdzv_ready rd;
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_READY, .member = m};
+    struct rdzvd_job_ready rd;
+    struct rdzv_ready msg;
     char err[256];
 
-    if (rdzv_msg_parse_ready(body, len, &rd, err, sizeof(err)) < 0) {
+    if (rdzv_msg_parse_ready(body, len, &msg, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    rdzvd_member_ready(m, rd.generation);
+    in.u.ready = &msg;
+    step(jobs, &in, &rd);
     return 0;
 }
 
 /* Any frame from the agent counts as a sign of life, a HEARTBEAT whatever its body (as before
  * its progress member existed): one that does not decode is answered, its progress dropped. */
-static int handle_heartbeat(struct rdzvd_conn *c, struct rdzvd_member *m, const uint8_t *body,
-                            uint32_t len)
+static int handle_heartbeat(struct rdzvd_jobs *jobs, struct rdzvd_conn *c,
+                            struct rdzvd_member *m, const uint8_t *body, uint32_t len)
 {
     struct rdzv_heartbeat hb; /* 24 KiB with its progress: the loop thread's stack has room */
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_HEARTBEAT, .member = m, .u.heartbeat = &hb};
     struct rdzv_buf *out = rdzvd_conn_out(c);
+    struct rdzvd_job_ready rd;
     char err[256];
 
     if (rdzv_msg_parse_heartbeat(body, len, &hb, err, sizeof(err)) < 0) {
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    rdzvd_member_progress(m, &hb);
-    hb.generation = rdzvd_member_heartbeat(m);
+    rdzvd_job_step(&jobs->host, &in, rdzvd_job_now_ms(), &rd);
+    hb.generation = rd.generation;
     hb.n_progress = 0;
-    rdzvd_member_wait(m, &hb.wait); /* what its job waits for, if anything (1.15) */
-    if (!rdzvd_member_twin_warning(m, hb.warning, sizeof(hb.warning))) /* (1.17) */
-        hb.warning[0] = '\0';
-    /* Answer, so that the agent notices a silent daemon too. */
+    hb.wait = rd.wait; /* what its job waits for, if anything (1.15) */
+    snprintf(hb.warning, sizeof(hb.warning), "%s", rd.warning); /* (1.17) */
+    /* Answer, so that the agent notices a silent daemon too; before what the step sends (the
+     * straggler check may put m aside). */
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);
-    rdzvd_member_straggler_check(m); /* last: it may put m aside (m gone) */
+    rdzvd_job_advance(&rd);
     return 0;
 }
 
@@ -496,8 +531,15 @@ static int handle_release(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, const u
     if (!rdzvd_conn_is_operator(c)) {
         not_operator(c, RDZV_MSG_RELEASE, rep.error, sizeof(rep.error));
         rep.denied = true;
-    } else
-        r = rdzvd_jobs_release(&jobs->list, rq.run_id, rq.node, rep.error, sizeof(rep.error));
+    } else {
+        struct rdzvd_job_input in = {.kind = RDZVD_IN_RELEASE, .u.release = &rq};
+        struct rdzvd_job_ready rd;
+
+        r = step(jobs, &in, &rd);
+        snprintf(rep.error, sizeof(rep.error), "%s", rd.err);
+        if (r == 0)
+            r = (int)rd.count;
+    }
     rep.released = r < 0 ? 0 : r;
     if (out && rdzv_msg_put_release_reply(out, &rep) < 0)
         log_error("out of memory answering RELEASE");
@@ -520,9 +562,13 @@ static int handle_cancel_job(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, cons
     if (!rdzvd_conn_is_operator(c)) {
         not_operator(c, RDZV_MSG_CANCEL_JOB, rep.error, sizeof(rep.error));
         rep.denied = true;
-    } else
-        rep.cancelled = rdzvd_jobs_cancel(&jobs->host, rq.run_id, rq.reason, rep.error,
-                                          sizeof(rep.error)) == 0;
+    } else {
+        struct rdzvd_job_input in = {.kind = RDZVD_IN_CANCEL_JOB, .u.cancel_job = &rq};
+        struct rdzvd_job_ready rd;
+
+        rep.cancelled = step(jobs, &in, &rd) == 0;
+        snprintf(rep.error, sizeof(rep.error), "%s", rd.err);
+    }
     if (out && rdzv_msg_put_cancel_job_reply(out, &rep) < 0)
         log_error("out of memory answering CANCEL_JOB");
     return 0;
@@ -540,33 +586,32 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
         return handle_release(jobs, c, body, len);
     if (op == RDZV_MSG_CANCEL_JOB)
         return handle_cancel_job(jobs, c, body, len);
-    if (m)
-        rdzvd_member_seen(m);
+    if (m) {
+        struct rdzvd_job_ready rd;
 
-    if (op == RDZV_MSG_JOIN) {
-        if (m) {
-            send_frame_error(c, "this connection has already joined job '%s'",
-                             rdzvd_member_run_id(m));
-            return -EEXIST;
-        }
-        return handle_join(jobs, c, body, len);
+        step(jobs, &(struct rdzvd_job_input){.kind = RDZVD_IN_SEEN, .member = m}, &rd);
     }
+
+    if (op == RDZV_MSG_JOIN)
+        return handle_join(jobs, c, m, body, len);
     if (!m) {
         send_frame_error(c, "%s before JOIN", rdzv_msg_name(op));
         return -EPROTO;
     }
     switch (op) {
     case RDZV_MSG_HEARTBEAT:
-        return handle_heartbeat(c, m, body, len);
+        return handle_heartbeat(jobs, c, m, body, len);
     case RDZV_MSG_NCCL_ID:
-        return handle_nccl_id(c, m, body, len);
+        return handle_nccl_id(jobs, c, m, body, len);
     case RDZV_MSG_WORKER_EXIT:
-        return handle_worker_exit(c, m, body, len);
+        return handle_worker_exit(jobs, c, m, body, len);
     case RDZV_MSG_LEAVE:
-        return handle_leave(c, m, body, len);
+        return handle_leave(jobs, c, m, body, len);
     case RDZV_MSG_READY:
-        return handle_ready(c, m, body, len);
+        return handle_ready(jobs, c, m, body, len);
     case RDZV_MSG_CANCEL: {
+        struct rdzvd_job_input in = {.kind = RDZVD_IN_CANCEL, .member = m};
+        struct rdzvd_job_ready rd;
         struct rdzv_cancel cn;
         char err[256];
 
@@ -574,10 +619,13 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
             send_frame_error(c, "%s", err);
             return -EBADMSG;
         }
-        rdzvd_member_cancel(m, cn.signal, cn.reason);
+        in.u.cancel = &cn;
+        step(jobs, &in, &rd);
         return 0;
     }
     case RDZV_MSG_UNHEALTHY: {
+        struct rdzvd_job_input in = {.kind = RDZVD_IN_UNHEALTHY, .member = m};
+        struct rdzvd_job_ready rd;
         struct rdzv_unhealthy u;
         char err[256];
 
@@ -585,7 +633,8 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
             send_frame_error(c, "%s", err);
             return -EBADMSG;
         }
-        rdzvd_member_unhealthy(m, u.reason);
+        in.u.unhealthy = &u;
+        step(jobs, &in, &rd);
         return 0;
     }
     case RDZV_MSG_REPLICA: {
@@ -604,9 +653,10 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
 
 void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
 {
-    (void)ud;
+    struct rdzvd_job_ready rd;
+
     (void)c;
-    rdzvd_member_gone(member);
+    step(ud, &(struct rdzvd_job_input){.kind = RDZVD_IN_GONE, .member = member}, &rd);
 }
 
 bool rdzvd_jobs_all_ended(const struct rdzvd_jobs *jobs)
@@ -627,10 +677,17 @@ static void jobs_member_lost(void *ud)
     rdzvd_voters_member_lost(jobs->voters);
 }
 
+static void drop_all(struct rdzvd_jobs *jobs)
+{
+    struct rdzvd_job_ready rd;
+
+    step(jobs, &(struct rdzvd_job_input){.kind = RDZVD_IN_DROP_ALL}, &rd);
+}
+
 void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
 {
     rebuild_stop(jobs);
-    rdzvd_jobs_drop_all(&jobs->list);
+    drop_all(jobs);
     rdzvd_waiting_jobs_clear(&jobs->ended); /* the next leader counts and abandons */
 }
 
@@ -661,7 +718,7 @@ void rdzvd_jobs_shutdown(void *ud)
     rdzvd_abandon_close(jobs->abandon);
     jobs->abandon = NULL;
     rebuild_stop(jobs);
-    rdzvd_jobs_drop_all(&jobs->list);
+    drop_all(jobs);
 }
 
 int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
