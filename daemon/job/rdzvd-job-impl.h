@@ -19,6 +19,7 @@
 #include "daemon/data/rdzvd-timeline.h"
 #include "daemon/job/rdzvd-job-identity.h"
 #include "daemon/job/rdzvd-job-journals.h"
+#include "daemon/job/rdzvd-job-sm-int.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-world.h"
 

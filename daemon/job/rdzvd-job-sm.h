@@ -5,19 +5,24 @@
  * moves the job to a new generation within its restart budget; members beyond max wait as
  * spares; a restarted rdzvd rebuilds running jobs (--state-dir record, agents' resume).
  *
- * It has no socket code. It reaches members and its host only through struct rdzvd_job_ops,
- * so the wire side (rdzvd-job-wire.c, on rdzvd_conn) and the C unit tests (fake members) plug in
- * alike. Timers run on the host's uv loop.
+ * The host feeds it one input at a time through rdzvd_job_step (an agent's message, its
+ * connection closing, the operator's request, the host's rebuild or shutdown) and carries out
+ * what the step decided with rdzvd_job_advance. It has no socket code: it reaches members and
+ * its host only through struct rdzvd_job_ops, so the wire side (rdzvd-job-wire.c, on
+ * rdzvd_conn) and the C unit tests (fake members) plug in alike. Its own timers run on the
+ * host's uv loop (rdzvd-job-world.h). Its entry points behind the step are private
+ * (rdzvd-job-sm-int.h).
  *
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
- * state machine's own timers. The ops are called synchronously from inside these functions;
- * an op must not call back into the state machine.
+ * state machine's own timers. The ops are called from rdzvd_job_advance (the outbox), never
+ * while the machine decides; an op's own work may begin another step (a connection closing).
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, the job's timer closed through the loop). A peer pointer is the host's; the
- * state machine keeps it until rdzvd_member_gone(), or hands it back through ops->close.
- * Errors: functions returning int return 0 or a negative errno; the void ones cannot fail (they
- * log what goes wrong, and a job that cannot go on ends with an outcome sent to its members). */
+ * state machine keeps it until its RDZVD_IN_GONE, or hands it back through ops->close.
+ * Errors: rdzvd_job_step returns 0 or a negative errno (the input refused, ready->err says
+ * why); the machine logs what goes wrong, and a job that cannot go on ends with an outcome sent
+ * to its members. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -203,131 +208,16 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
                    uint64_t now_ms, struct rdzvd_job_ready *ready);
 void rdzvd_job_advance(struct rdzvd_job_ready *ready);
 
-/* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
- * and carried out (the ops above called) when the outermost step ends. Each function below
- * that changes a job, and each timer, is a step (RDZVD_JOB_STEP at its top; a host may open one
- * around several). So no op runs while a decision is made, and a decision is recorded before
- * anything it sends goes out; only bind runs at once (a pointer: a connection that closes
- * meanwhile must find its member as decided). A step that an op's own work begins (a
- * connection closing tells its member's job) adds to the pass under way. Loop thread only. */
-int rdzvd_job_step_begin(void);
-void rdzvd_job_step_end(int *unused);
-#define RDZVD_JOB_STEP                                                                        \
-    __attribute__((cleanup(rdzvd_job_step_end))) int rdzvd_job_step_ = rdzvd_job_step_begin()
-/* Whether a step is open and its effects not yet carried out (tests: no op runs then). */
-bool rdzvd_job_deciding(void);
-
+/* Read-only views of the machine's jobs, for the host and its status. */
+/* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their
+ * nodes in their records (ended's notes). */
+uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h);
+/* Whether a job in jobs, rebuilt at start, has its store still to reopen on port (its workers
+ * reconnect there: no other job's store may take it). A linear scan. */
+bool rdzvd_jobs_port_deferred(struct rdzv_list *jobs, uint16_t port);
 /* run_id's agents all left, since_ms ago by the monotonic clock now_ms (wall_ms: the wall clock
  * now, unix ms): when its record keeps an earlier leaving (RDZVD_DECIDE_WAITING, not cleared by
  * an agent back since), that leaving on the monotonic clock, so that --abandon-after counts from
  * it across restarts and leaders; else since_ms, recorded. */
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
                                   uint64_t since_ms, uint64_t now_ms, int64_t wall_ms);
-
-/* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
- * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
- * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set
- * to the refusal: the caller sends it as ERROR and closes peer, except -EACCES (a node the job
- * put aside), which it sends as EVENT put_aside (ops->dismiss). */
-/* Rebuild every job of h's job table whose record says a generation runs and that is not in
- * memory, as rdzvd finds them when it starts or a replica becomes the leader: the agents of the
- * generation have a window to come back (T_REBUILD) before those missing count as lost; when none
- * comes, the job goes back to its record (state "waiting"). Failures are logged (that job is
- * rebuilt by its agents' first JOIN then). */
-void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h);
-/* The same in steps, so that the host serves its connections in between: _begin keeps the ended
- * jobs and lists the run ids to rebuild (*ids, free it; 0, or -ENOMEM logged), _one rebuilds one
- * of them unless it is in memory already (an agent's JOIN rebuilt it meanwhile). */
-int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_ID_MAX + 1],
-                             size_t *n);
-void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id);
-/* Whether a job in jobs, rebuilt at start, has its store still to reopen on port (its workers
- * reconnect there: no other job's store may take it). A linear scan. */
-bool rdzvd_jobs_port_deferred(struct rdzv_list *jobs, uint16_t port);
-int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
-                   char *err, size_t errlen, struct rdzvd_member **ret);
-
-/* Any message from m's agent: it is alive. */
-void rdzvd_member_seen(struct rdzvd_member *m);
-const char *rdzvd_member_run_id(const struct rdzvd_member *m);
-
-/* HEARTBEAT: re-arms m's deadline; returns the job's generation for the answer. */
-uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
-/* What m's job waits for now, for the HEARTBEAT's answer (1.15): forming (nodes joined of its
- * --nnodes, the join timeout's time left), a rebuilt generation's nodes coming back (the
- * window's time left), a restart's backoff; RDZVD_WAIT_NONE (w zeroed) when it runs. */
-void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w);
-/* Another agent of m's job joined since under m's host name: the warning for m's agent (1.17,
- * HEARTBEAT's answer) into buf, once. false when there is none to give. */
-bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len);
-/* HEARTBEAT's progress (validated by the codec): kept when hb is of the job's generation and m
- * holds a node rank in it (local ranks >= the node's nproc are ignored); a report hb says came
- * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report
- * forgets the older one's. Out of memory: logged, the report dropped (rdzvd-job-progress.c). */
-void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb);
-/* NCCL_ID: true when m (node rank 0) is asked for generation gen's ids now; otherwise the
- * message is stale and is ignored. */
-bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen);
-/* ... then either the ids (n of 1..RDZV_MAX_NCCL_IDS, validated) or node rank 0's error. */
-void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n);
-void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error);
-/* Before either: where node rank 0's agent opened the generation's store (port 0: it named
- * none; rdzvd then opens its own when the job asked the agent for one). */
-void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port);
-/* WORKER_EXIT: a worker failed. A report of the current generation speaks only for the sender's
- * own node: its local rank must be one of the node's and its rank the node's rank offset plus
- * that local rank. 0, or -EINVAL with err (errlen bytes) saying why: the caller refuses the
- * message. Late reports of earlier generations are ignored (0). */
-int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
-                             size_t errlen);
-/* RELEASE (rdzvctl release): job run_id takes back the nodes it put aside whose node id or host
- * is node, or (node a GPU UUID) that GPU from the nodes put aside that hold it. The number of
- * nodes released or changed (0: none such), or a negative errno with err set (-ENOENT: no such
- * job here). */
-int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
-                       size_t errlen);
-/* CANCEL: m's agent was stopped from outside by signal sig (scancel, a time limit, a
- * preemption, a drain of one node; reason: what it knows). That node leaves, charging nothing: a
- * spare is dropped, a member counts as a node lost (the job re-forms without it, uncounted); its
- * agent gets EVENT left. When the job cannot go on without its signalled members (formed: fewer
- * than MIN are left; forming: none), it ends "cancelled", exit code 128 + sig, every member told.
- * Ignored once the job has ended, or for a member already signalled. */
-void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason);
-/* CANCEL_JOB (rdzvctl cancel, the operator's): job run_id ends "cancelled" (exit code 143,
- * nothing charged), saying reason; every member is told. A job that waits for its nodes (no
- * member connected, its record in h's table) ends too: its record goes. 0, or -ENOENT with err
- * set when no such job runs or waits here. A job stopping ends so once its members are
- * stopped. */
-int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
-                      char *err, size_t errlen);
-/* UNHEALTHY: m's node failed a health check (reason, its line). The node is put aside (its
- * history recorded), its agent told (EVENT put_aside) and let go; a node of the running
- * generation counts as lost (the job re-forms without it), a spare or candidate just leaves. */
-void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason);
-/* m reported its ranks' progress (after rdzvd_member_progress): score it against the job's
- * median (made again at most every RDZVD_STRAGGLER_MEDIAN_MS), call it a straggler once it
- * stayed at or above the job's factor for its window (counted from its first slow step, unless
- * at least half the others are as slow at their last step), and with --on-straggler aside put it
- * aside when the job can do without it (m is then gone: call it last). Nothing when the job
- * scores nobody (rdzvd-job-straggler.c). */
-void rdzvd_member_straggler_check(struct rdzvd_member *m);
-/* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
-void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);
-/* READY: the node's workers of generation gen have stopped. */
-void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen);
-/* m's peer is gone (connection closed): m is lost. The peer is not touched again. Except
- * within a heartbeat timeout of a stall of rdzvd (m's input read past its deadline): then its
- * agent is likely reconnecting, and m waits (unplaced) up to a heartbeat timeout for it. */
-void rdzvd_member_gone(struct rdzvd_member *m);
-
-/* Host shutdown: drop every job in jobs (stores closed with their journals and records kept:
- * the agents come back to the next rdzvd). Peers are untied, not closed. */
-void rdzvd_jobs_drop_all(struct rdzv_list *jobs);
-/* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their
- * nodes in their records (ended's notes). */
-uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h);
-/* End job run_id, which waits for its nodes in h's job table (not in memory), as type (exit code,
- * why): the ENDED decision, its outcome kept for its agents that come back (P6). 0; -ENOENT (not
- * waiting: in memory, or no record) or the decision's error, with err set. */
-int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, const char *type,
-                           int64_t exit_code, const char *why, char *err, size_t errlen);

@@ -40,7 +40,7 @@ void rdzvd_jobs_peer_down(struct rdzvd_jobs *jobs, struct rdzvd_conn *c);
 void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs);
 /* rdzvd started with a job table (--state-dir), or a replica began to lead (its log applied):
  * every job whose record says a generation runs is rebuilt in memory now, its agents given a
- * window to come back (rdzvd_jobs_rebuild, rdzvd-job-sm.h). */
+ * window to come back (RDZVD_IN_REBUILD, rdzvd-job-sm.h). */
 void rdzvd_jobs_lead(struct rdzvd_jobs *jobs);
 /* A job ended here and none is held now (running, or waiting in its record): what a job-scoped
  * rdzvd (--exit-when-idle) was for is over. NULL: false. */
