@@ -90,9 +90,26 @@ void rdzvd_job_world_set(const struct rdzvd_job_world *w)
     world = w ? w : &uv_world;
 }
 
+/* The time of the rdzvd_job_step under way, as its caller gave it; 0: none (a timer's step, or
+ * an entry called outside one: the world's clock). */
+static uint64_t step_now_ms;
+
+uint64_t rdzvd_job_time_enter(uint64_t now_ms)
+{
+    uint64_t prev = step_now_ms;
+
+    step_now_ms = now_ms;
+    return prev;
+}
+
+void rdzvd_job_time_leave(uint64_t prev)
+{
+    step_now_ms = prev;
+}
+
 uint64_t rdzvd_job_now_ms(void)
 {
-    return world->now_ms();
+    return step_now_ms ? step_now_ms : world->now_ms();
 }
 
 double rdzvd_job_wall_s(void)

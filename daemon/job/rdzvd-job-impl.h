@@ -278,6 +278,10 @@ const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
  * (rdzvd-job-world.h): rdzvd's, or a test's. */
 /* A libuv error's text. */
 const char *rdzvd_job_strerror(int err);
+/* The machine's "now" (rdzvd_job_now_ms) is now_ms from _enter until _leave(its return): the
+ * time rdzvd_job_step was given, for the step's own decisions; the world's clock outside. */
+uint64_t rdzvd_job_time_enter(uint64_t now_ms);
+void rdzvd_job_time_leave(uint64_t prev);
 /* What fires on the machine's side: the job's timer, a member's heartbeat deadline, and the job's
  * memory to free once its timer is closed (one table, rdzvd-job-sm.c's). */
 struct rdzvd_job_handlers {

@@ -199,9 +199,11 @@ struct rdzvd_job_ready {
     char (*ids)[RDZV_ID_MAX + 1];   /* REBUILD_BEGIN: the run ids to rebuild (the caller's to */
     size_t n_ids;                   /* free), n_ids of them */
     int step_;                      /* the step held open until rdzvd_job_advance */
+    uint64_t now_prev_;             /* the time of the step it was taken in, if any */
 };
 
-/* Take in one input at now_ms (the monotonic clock): decide, record, and queue what goes out.
+/* Take in one input at now_ms (the monotonic clock, never 0): decide, record, and queue what
+ * goes out; the step reads no clock of its own.
  * Returns ready->rc. The caller writes the answers it owes the input's connection (a HEARTBEAT's)
  * and then calls rdzvd_job_advance(ready), which carries out what the step queued, in order. */
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,

@@ -129,7 +129,7 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
                    uint64_t now_ms, struct rdzvd_job_ready *rd)
 {
-    (void)now_ms;
+    rd->now_prev_ = rdzvd_job_time_enter(now_ms);
     rd->rc = 0;
     rd->err[0] = rd->warning[0] = '\0';
     rd->member = NULL;
@@ -157,7 +157,10 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     return rd->rc;
 }
 
+/* What the step queued is carried out on the world's clock: a step begun meanwhile (a connection
+ * closing) has a time of its own. */
 void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 {
+    rdzvd_job_time_leave(rd->now_prev_);
     rdzvd_job_step_end(&rd->step_);
 }

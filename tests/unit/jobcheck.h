@@ -298,7 +298,7 @@ static void apply(struct model *md, uint8_t code)
                        (md->v->scale_up_now && !a->f.nrounds);
         a->host_proof |= (a->f.silent && a->ranked) || a->unran ||
                          (md->v->scale_up_now && !a->f.nrounds);
-        rdzvd_member_gone(a->f.m);
+        jt_gone(a->f.m);
         a->f.m = NULL;
         a->st = A_LOST;
         break;
@@ -310,16 +310,16 @@ static void apply(struct model *md, uint8_t code)
     case EV_UNHEALTHY:
         a->evidence = true;
         a->host_proof |= a->ranked;
-        rdzvd_member_unhealthy(a->f.m, "disk gone");
+        jt_unhealthy(a->f.m, "disk gone");
         break;
     case EV_CANCEL:
         a->cancel_sent = true;
-        rdzvd_member_cancel(a->f.m, SIGTERM, "");
+        jt_cancel(a->f.m, SIGTERM, "");
         break;
     case EV_LEAVE:
         a->left = true;
         a->workers = false;
-        rdzvd_member_leave(a->f.m, a->f.round.generation, true);
+        jt_leave(a->f.m, a->f.round.generation, true);
         break;
     case EV_ALL_FAIL:
         ev_all_fail(md);
@@ -331,14 +331,14 @@ static void apply(struct model *md, uint8_t code)
         ev_timer(md);
         break;
     case EV_OP_CANCEL:
-        md->op_cancelled = rdzvd_jobs_cancel(&md->e.h, "job", "op", err, sizeof(err)) == 0;
+        md->op_cancelled = jt_cancel_job(&md->e, "job", "op", err, sizeof(err)) == 0;
         break;
     case EV_RESTART:
         ev_restart(md);
         break;
     case EV_ABANDON:
-        md->abandoned = rdzvd_jobs_end_waiting(&md->e.h, "job", "abandoned", 1, "abandoned",
-                                               err, sizeof(err)) == 0;
+        md->abandoned =
+            jt_end_waiting(&md->e, "job", "abandoned", 1, "abandoned", err, sizeof(err)) == 0;
         if (!md->abandoned)
             bad(md, I5, "the job waiting in its record was not ended: %s", err);
         break;

@@ -197,7 +197,7 @@ static int ev_fresh(struct sim *s)
     say(&s->md, ": %s%s%s", r ? "refused (" : "joined, then its connection closed", r ? err : "",
         r ? ")" : "");
     if (!r && f.f.m && !f.f.closed)
-        rdzvd_member_gone(f.f.m);
+        jt_gone(f.f.m);
     jt_run_pass();
     s->md.refused = r;
     snprintf(s->md.refused_err, sizeof(s->md.refused_err), "%s", r ? err : "");
@@ -222,9 +222,9 @@ static void ev_other(struct sim *s)
     }
     run_ms(&s->md.e, 1);
     if (o.f.m && o.f.nrounds)
-        rdzvd_member_leave(o.f.m, o.f.round.generation, true);
+        jt_leave(o.f.m, o.f.round.generation, true);
     if (o.f.m && !o.f.closed)
-        rdzvd_member_gone(o.f.m);
+        jt_gone(o.f.m);
     jt_run_pass();
     say(&s->md, ": %s ran and ended", jn.run_id);
 }

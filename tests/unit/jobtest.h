@@ -392,10 +392,115 @@ static inline void env_init(struct env *e, int state_dirfd)
     }
 }
 
+/* ---- inputs through the machine's step (rdzvd_job_step), as rdzvd's adapters feed them: at
+ * the world's time, what the step queued carried out at once ---- */
+
+static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                          struct rdzvd_job_ready *rd)
+{
+    rdzvd_job_step(h, in, rdzvd_job_now_ms(), rd);
+    rdzvd_job_advance(rd);
+    return rd->rc;
+}
+
+/* The Ready's refusal into err (errlen bytes), cut as the machine's snprintf into it would. */
+static inline void jt_err(char *err, size_t errlen, const struct rdzvd_job_ready *rd)
+{
+    size_t n = strlen(rd->err);
+
+    if (!errlen)
+        return;
+    if (n >= errlen)
+        n = errlen - 1;
+    memcpy(err, rd->err, n);
+    err[n] = '\0';
+}
+
+/* A member's input (in->member's). */
+static inline void jt_member_in(const struct rdzvd_job_input *in)
+{
+    struct rdzvd_job_ready rd;
+
+    jt_step(&in->member->job->host, in, &rd);
+}
+
+/* m's connection closed (RDZVD_IN_GONE). */
+static inline void jt_gone(struct rdzvd_member *m)
+{
+    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_GONE, .member = m});
+}
+
+/* LEAVE for generation gen. */
+static inline void jt_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
+{
+    struct rdzv_leave l = {.generation = gen, .succeeded = succeeded};
+
+    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_LEAVE, .member = m, .u.leave = &l});
+}
+
+/* READY for generation gen. */
+static inline void jt_ready(struct rdzvd_member *m, uint64_t gen)
+{
+    struct rdzv_ready r = {.generation = gen};
+
+    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_READY, .member = m, .u.ready = &r});
+}
+
+/* CANCEL: m's agent was stopped by signal sig. */
+static inline void jt_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
+{
+    struct rdzv_cancel c = {.signal = sig};
+
+    snprintf(c.reason, sizeof(c.reason), "%s", reason);
+    jt_member_in(
+        &(struct rdzvd_job_input){.kind = RDZVD_IN_CANCEL, .member = m, .u.cancel = &c});
+}
+
+/* UNHEALTHY: m's node failed a health check. */
+static inline void jt_unhealthy(struct rdzvd_member *m, const char *reason)
+{
+    struct rdzv_unhealthy u;
+
+    snprintf(u.reason, sizeof(u.reason), "%s", reason);
+    jt_member_in(
+        &(struct rdzvd_job_input){.kind = RDZVD_IN_UNHEALTHY, .member = m, .u.unhealthy = &u});
+}
+
+/* The operator's CANCEL_JOB of run_id: 0, or the refusal's errno with err set. */
+static inline int jt_cancel_job(struct env *e, const char *run_id, const char *reason, char *err,
+                                size_t errlen)
+{
+    struct rdzv_cancel_job c;
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_CANCEL_JOB, .u.cancel_job = &c};
+    struct rdzvd_job_ready rd;
+
+    snprintf(c.run_id, sizeof(c.run_id), "%s", run_id);
+    snprintf(c.reason, sizeof(c.reason), "%s", reason);
+    jt_step(&e->h, &in, &rd);
+    jt_err(err, errlen, &rd);
+    return rd.rc;
+}
+
+/* End run_id, waiting for its nodes in its record, as type (RDZVD_IN_END_WAITING). */
+static inline int jt_end_waiting(struct env *e, const char *run_id, const char *type,
+                                 int64_t exit_code, const char *why, char *err, size_t errlen)
+{
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_END_WAITING,
+                                 .u.end = {run_id, type, why, exit_code}};
+    struct rdzvd_job_ready rd;
+
+    jt_step(&e->h, &in, &rd);
+    jt_err(err, errlen, &rd);
+    return rd.rc;
+}
+
 /* Drop every job, let the loop close their handles, and check nothing is left behind. */
 static inline void env_done(struct env *e)
 {
-    rdzvd_jobs_drop_all(&e->jobs);
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_DROP_ALL};
+    struct rdzvd_job_ready rd;
+
+    jt_step(&e->h, &in, &rd);
     ASSERT_TRUE(rdzv_list_empty(&e->jobs));
     jt_run_pass(); /* the timers closed: their memory freed */
     ASSERT_TRUE(rdzv_list_empty(&jt_armed));
@@ -516,7 +621,14 @@ static inline int join_err(struct env *e, struct fake *f, const struct rdzv_join
         i = JT_NODES;
     if (!jn.secret[0] && i < JT_NODES)
         snprintf(jn.secret, sizeof(jn.secret), "%s", e->secrets[i]);
-    r = rdzvd_job_join(&e->h, f, &jn, err, errlen, &m);
+    {
+        struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = f, .u.join = &jn};
+        struct rdzvd_job_ready rd;
+
+        r = jt_step(&e->h, &in, &rd);
+        jt_err(err, errlen, &rd);
+        m = rd.member;
+    }
     if (r == 0) {
         ASSERT_TRUE(f->m == m);
         if (i < JT_NODES && f->secret[0])
@@ -538,7 +650,7 @@ static inline void all_ready(struct fake *fs, int n, uint64_t gen)
 {
     for (int i = 0; i < n; i++)
         if (fs[i].m && !fs[i].closed)
-            rdzvd_member_ready(fs[i].m, gen);
+            jt_ready(fs[i].m, gen);
 }
 
 static inline bool event_is(const struct fake *f, const char *type)
@@ -550,11 +662,12 @@ static inline bool event_is(const struct fake *f, const char *type)
  * node's own rank, which rdzvd takes. */
 static inline void jt_worker_exit(struct fake *f, struct rdzv_worker_exit *w)
 {
-    char err[256];
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_WORKER_EXIT, .member = f->m, .u.worker_exit = w};
+    struct rdzvd_job_ready rd;
 
     w->local_rank = 0;
     w->rank = f->round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f->m, w, err, sizeof(err)));
+    ASSERT_OK(jt_step(&f->m->job->host, &in, &rd));
 }
 
 static inline int jt_state_dir(char *path, size_t len)
