@@ -90,8 +90,9 @@ void rdzvd_job_world_set(const struct rdzvd_job_world *w)
     world = w ? w : &uv_world;
 }
 
-/* The time of the rdzvd_job_step under way, as its caller gave it; 0: none (a timer's step, or
- * an entry called outside one: the world's clock). */
+/* The time of the step under way, as rdzvd_job_step's caller gave it or a timer's step read it
+ * once as it fired; 0: none (what a step queued being carried out, or an entry called outside
+ * a step: the world's clock). */
 static uint64_t step_now_ms;
 
 uint64_t rdzvd_job_time_enter(uint64_t now_ms)
@@ -160,9 +161,11 @@ void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *f
 static void job_timer_fired(struct rdzvd_job_timer *t)
 {
     struct rdzvd_job *j = t->data;
+    uint64_t prev = rdzvd_job_time_enter(world->now_ms()); /* its step's time, read here */
     RDZVD_JOB_STEP;
 
     j->handlers->fired(j);
+    rdzvd_job_time_leave(prev); /* what the step queued goes out on the world's clock */
 }
 
 static void job_timer_closed(struct rdzvd_job_timer *t)
@@ -212,9 +215,11 @@ static void member_timer_fired(struct rdzvd_job_timer *t)
     struct rdzvd_member *m = t->data;
     /* What waits unread on its connection (read for the machine, which asks no host). */
     size_t unread = m->peer ? m->job->host.ops->unread(m->peer) : 0;
+    uint64_t prev = rdzvd_job_time_enter(world->now_ms());
     RDZVD_JOB_STEP;
 
     m->job->handlers->deadline(m, unread);
+    rdzvd_job_time_leave(prev);
 }
 
 /* The job may be gone by now (its timer closed before this one's callback ran): m keeps what
@@ -393,9 +398,11 @@ static void carry(struct effect *e)
         if (e->ops->nccl_request(e->peer, e->u.nccl.generation, e->u.nccl.count, e->u.nccl.store,
                                  e->u.nccl.store ? e->u.nccl.allow : NULL) < 0) {
             struct rdzvd_member *m = e->u.nccl.m;
+            uint64_t prev = rdzvd_job_time_enter(world->now_ms());
             RDZVD_JOB_STEP;
 
             m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer);
+            rdzvd_job_time_leave(prev);
         }
         break;
     case EFF_CLOSE:
