@@ -162,8 +162,33 @@ def _take(msg, fds, held, reserved, base, niced):
     # The script's own import of rdzv must find the new environment (its progress channel).
     for name in [n for n in sys.modules if n == "rdzv" or n.startswith("rdzv.")]:
         del sys.modules[name]
+    _hooks_again()
     sys.argv[:] = argv
     return module
+
+
+def _hooks_again():
+    """rdzv-agent's Python hooks (--python-hooks): their sitecustomize ran at this interpreter's
+    start, without a progress channel, so it installed nothing. Installed now, as at a fresh
+    worker's start: the hooks' directory, first on the worker's PYTHONPATH, is taken off it, and
+    the rdzv package beside it installs rdzv._hooks."""
+    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    here = os.path.abspath(parts[0]) if parts[0] else ""
+    if not here or not os.path.isfile(os.path.join(here, "sitecustomize.py")) or \
+            not os.path.isfile(os.path.join(os.path.dirname(here), "_hooks.py")):
+        return
+    if len(parts) > 1:
+        os.environ["PYTHONPATH"] = os.pathsep.join(parts[1:])
+    else:
+        del os.environ["PYTHONPATH"]
+    sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
+    try:
+        import rdzv._hooks
+        rdzv._hooks.install()
+    except Exception as e:  # noqa: BLE001 -- the worker runs on, uninstrumented
+        sys.stderr.write("rdzv-agent's Python hooks: not installed: %s\n" % e)
+    finally:
+        del sys.path[0]
 
 
 def main():

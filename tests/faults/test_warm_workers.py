@@ -58,6 +58,8 @@ class WarmWorkers(FaultTestCase):
 
     def agent(self, name, *args, cmd, cwd=None):
         env = dict(ipf.agent_env(), PYTHON_EXEC=PYTHON, PYTHONPATH=os.path.abspath(PYTHON_DIR))
+        if os.environ.get("RDZV_PYTHON_HOOKS_DIR"):  # the Python hooks of the source tree
+            env["RDZV_PYTHON_HOOKS_DIR"] = os.environ["RDZV_PYTHON_HOOKS_DIR"]
         out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
             p = subprocess.Popen([AGENT, "--endpoint", self.ep, *FAST, *args, *cmd], env=env,
@@ -107,6 +109,10 @@ class WarmWorkers(FaultTestCase):
         for a in agents:
             self.assertEqual(a.p.wait(timeout=120 * ipf.SLOW), 0, "the job exits 0" + dump)
         dump = self.dump(agents)
+        for a in agents:  # the Python hooks report the steps of the workers in standbys too
+            cost = re.findall(r"wall [0-9.]+ s: .*", a.log())
+            self.assertTrue(cost, dump)
+            self.assertNotIn("?", cost[-1], "steps seen after the warm restart" + dump)
         steps = agents[0].steps()
         self.assertEqual(steps[steps.index(1, 1):], list(range(1, STEPS + 1)),
                          "generation 2 ran every step" + dump)
