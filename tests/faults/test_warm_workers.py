@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Warm restarts (rdzv-agent --warm-workers, issue 64 item 4): 2 agents x 2 workers of the plain
+"""Warm restarts (rdzv-agent --warm-workers): 2 agents x 2 workers of the plain
 gloo DDP script (plain_ddp.py: no rdzv import) against a real rdzvd, Debian's torch 1.13, under
 --recovery restart. Each agent keeps a standby interpreter per local rank (python/rdzv/standby.py,
 found from the source tree as the tests find rdzv.torch); a worker SIGKILLed at step 3: every

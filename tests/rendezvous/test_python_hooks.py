@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdzv-agent's Python hooks (python/rdzv/hooks, rdzv._hooks; issue 64 items 1 to 3): an
+"""rdzv-agent's Python hooks (python/rdzv/hooks, rdzv._hooks): an
 unmodified PyTorch script gets its steps, a hang's verdict, its error on every node and an honest
 cost. Real rdzvd, real agents, Debian's python3 (torch 1.13; the -torch2.6 variant runs the
 same under torch 2.6's global optimizer hooks)."""
