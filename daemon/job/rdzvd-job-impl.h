@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-impl.h: PRIVATE to the job state machine files (rdzvd-job-sm.c, rdzvd-job-join.c,
- * rdzvd-job-identity.c, rdzvd-job-status.c, rdzvd-job-nccl.c and the other rdzvd-job-*.c): the job
+/* rdzvd-job-impl.h: PRIVATE to the job state machine's files (rdzvd-job-step.c, rdzvd-job-sm.c,
+ * rdzvd-job-persist.c, rdzvd-job-status.c, rdzvd-job-effects.c, rdzvd-job-abandon.c): the job
  * and member structs and the helpers these files share. Nothing else includes it; the rest of
  * rdzvd goes through rdzvd-job-sm.h.
  *
@@ -38,7 +38,7 @@ enum job_state {
 
 extern const char *const rdzvd_job_state_names[_JOB_STATE_MAX];
 
-/* What moves a job (rdzvd-job-move.c): the only changes of its state, generation and restart
+/* What moves a job (rdzvd-job-sm.c): the only changes of its state, generation and restart
  * count. Each kind is legal from some states only (the table there); rdzvd_job_move refuses any
  * other, changing nothing. */
 enum rdzvd_job_move_kind {
@@ -115,18 +115,18 @@ struct rdzvd_member {
     uint64_t last_seen_ms; /* last message from the agent */
     int64_t failures;      /* worker failures reported from this node */
     /* Last progress per local rank (HEARTBEAT "progress"), of generation progress_gen only:
-     * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-progress.c). */
+     * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-sm.c). */
     struct rdzvd_rank_progress *progress;
     uint64_t progress_gen;
     /* Its straggler score in progress_gen (its compute time over the job's median; 0: not
      * scored), since when it has been at or above the factor (0: it is not), and whether it was
-     * called a straggler (rdzvd-job-straggler.c). */
+     * called a straggler (rdzvd-job-step.c). */
     double straggler_score;
     uint64_t slow_since_ms;
     bool straggler, straggler_kept; /* kept: not put aside, said once */
     uint64_t scored_gen;
     /* The recovery under way that began at rec_since (the timeline's point before the first
-     * step): this node's earliest step after it (0: none yet), rdzvd-job-progress.c. */
+     * step): this node's earliest step after it (0: none yet), rdzvd-job-sm.c. */
     double rec_since, rec_first;
 };
 
@@ -159,7 +159,7 @@ struct rdzvd_job {
     bool rebuilt;       /* recreated after a daemon restart */
     /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
      * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
-     * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */
+     * names at a node rank resumes it (rdzvd-job-step.c). Freed when the next round forms. */
     struct rdzvd_job_record_node *rebuilt_nodes;
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
     /* Freed back to its record (rebuilt, and no agent came or the JOIN that rebuilt it was
@@ -170,7 +170,7 @@ struct rdzvd_job {
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;
     /* Rebuilt at rdzvd's start or election: the store of this generation (on store_port, its
-     * journal replayed) opens when the first of its agents is back (rdzvd-job-join.c),
+     * journal replayed) opens when the first of its agents is back (rdzvd-job-step.c),
      * not before: a restart with many recorded jobs listens at once and holds a descriptor only
      * for the jobs whose agents come back. 0: none deferred. */
     uint64_t store_deferred_gen;
@@ -194,7 +194,7 @@ struct rdzvd_job {
     int64_t stopping_grace_ms; /* keeps it here for the stop under way (0: none) */
     /* The error the worker whose exit stopped generation first_error_gen died of (WORKER_EXIT
      * error, 1.18; "": none said): the others' start-up failures fail alike only with its error
-     * (rdzvd-job-report.c). */
+     * (rdzvd-job-step.c). */
     uint64_t first_error_gen;
     char first_error[RDZV_REASON_MAX + 1];
     struct {
@@ -202,7 +202,7 @@ struct rdzvd_job {
         char text[200];
     } events[RDZVD_JOB_EVENTS]; /* ring, for status */
     unsigned nevents; /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
-    /* The job's failure history (rdzvd-job-aside.c), as every decision records it: n_hist
+    /* The job's failure history (rdzvd-job-sm.c), as every decision records it: n_hist
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
@@ -226,7 +226,7 @@ struct rdzvd_job {
      * node's, whatever marks its restart. Cleared by the next restart or generation formed. */
     bool aside_cause;
     bool straggler_cause; /* the same, put aside as a straggler */
-    /* Stragglers (rdzvd-job-straggler.c), from the first JOIN: factor 0, nobody is scored. */
+    /* Stragglers (rdzvd-job-step.c), from the first JOIN: factor 0, nobody is scored. */
     double straggler_factor;
     int64_t straggler_window_ms;
     bool straggler_aside;
@@ -250,7 +250,7 @@ static inline bool rdzvd_member_held_place(const struct rdzvd_member *m)
     return m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
 }
 
-/* rdzvd-job-move.c. rdzvd_job_move: records the decision the move needs first (its row of the
+/* rdzvd-job-sm.c. rdzvd_job_move: records the decision the move needs first (its row of the
  * table: FORM formed, STOP stopped, END ended; CLOSE, UNDO, STOPPED and RESTORE none), then
  * moves: 0; -EPERM for a move the table does not allow from the job's state; or the negative
  * errno of the decision the job table refused. Either way logged, and nothing changed. The move
@@ -265,7 +265,7 @@ int rdzvd_job_move_decision(enum rdzvd_job_move_kind kind);
 extern uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
 bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv);
 /* The recovery under way in j reached point p now (its timeline; the moves STOPPED, CLOSE and
- * FORM call it, rdzvd-job-progress.c at a new generation's first step): each phase it completes
+ * FORM call it, rdzvd-job-sm.c at a new generation's first step): each phase it completes
  * goes into rdzvd_job_recovery_hist, and the first step logs the recovery's phases. */
 void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, double t_now);
 /* Every recovery's phases since the process started, by cause. Loop thread only. */
@@ -351,7 +351,7 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
  * timeline's mark for it (a failure, a node lost, a restart). */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
                        int64_t exit_code, const char *summary);
-/* rdzvd-job-ranks.c, the node rank tables. Make by_req and by_rank hold ranks 0..n-1 (n <= max).
+/* rdzvd-job-sm.c, the node rank tables. Make by_req and by_rank hold ranks 0..n-1 (n <= max).
  * 0 or -ENOMEM (tables unchanged). */
 int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n);
 /* NULL for a rank outside 0..rank_cap-1. */
@@ -363,7 +363,7 @@ void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank);
 void rdzvd_member_unrank(struct rdzvd_member *m);
 void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
-/* rdzvd-job-report.c: m's node is put aside (reason_kind RDZVD_ASIDE_CHECK: on its own word,
+/* rdzvd-job-step.c: m's node is put aside (reason_kind RDZVD_ASIDE_CHECK: on its own word,
  * a failed health check; RDZVD_ASIDE_STRAGGLER: rdzvd's verdict), recorded, its agent told
  * (EVENT put_aside), and the job moves on without it. */
 void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const char *reason);
@@ -376,7 +376,7 @@ void rdzvd_member_remove(struct rdzvd_member *m);
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on (a restart, the next round). */
 void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss);
-/* rdzvd-job-report.c. A message from m: input found waiting past its heartbeat deadline marks
+/* rdzvd-job-step.c. A message from m: input found waiting past its heartbeat deadline marks
  * a stall of rdzvd (rdzvd_member_mark_stall: on m, and on its job: rdzvd ran late). */
 void rdzvd_member_check_stall(struct rdzvd_member *m);
 void rdzvd_member_mark_stall(struct rdzvd_member *m);
@@ -393,7 +393,7 @@ void rdzvd_job_stop_now(struct rdzvd_job *j);
  * connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);
 
-/* rdzvd-job-backoff.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a
+/* rdzvd-job-sm.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a
  * restart of j (counted: charged to the budget; the others, a scale-up, a node that left on a
  * signal, wait none): none for the first of a row, then RDZVD_JOB_BACKOFF_FIRST_MS doubling up
  * to the job's cap; a generation that ran RDZVD_JOB_BACKOFF_RESET_MS starts a new row. Sets
@@ -402,7 +402,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m);
 uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted);
 uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
 
-/* rdzvd-job-aside.c: the failure history. */
+/* rdzvd-job-sm.c: the failure history. */
 /* node_id's entry, or NULL. */
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
                                                         const char *node_id);
@@ -506,7 +506,7 @@ void rdzvd_job_save_back(struct rdzvd_job *j);
  * table; a refusal is logged. */
 void rdzvd_job_save_leaving(struct rdzvd_job *j);
 /* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
- * row of the table in rdzvd-job-move.c), from j as it is before the move (FORMED: the round
+ * row of the table in rdzvd-job-sm.c), from j as it is before the move (FORMED: the round
  * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or
  * the negative errno of a decision refused (logged): the move is not made. */
 int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
@@ -532,7 +532,7 @@ void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings
 int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
                           struct rdzvd_job_record *rec);
 
-/* rdzvd-job-progress.c: ranks' progress. The ranks of j's current generation that reported, as
+/* rdzvd-job-sm.c: ranks' progress. The ranks of j's current generation that reported, as
  * sj->ranks (by rank; past RDZV_STATUS_MAX_RANKS the longest silent, the rest counted in
  * sj->ranks_left_out); now is rdzv_now_ms(). 0 or -ENOMEM. */
 struct rdzv_status_job;
@@ -556,4 +556,4 @@ uint64_t rdzvd_member_slow_since_ms(const struct rdzvd_member *m, double thresho
 int64_t rdzvd_member_last_compute_ms(const struct rdzvd_member *m);
 
 
-/* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c is the JOIN side (rdzvd_job_join). */
+/* rdzvd-job-status.c needs nothing more; rdzvd-job-step.c holds the JOIN side (rdzvd_job_join). */

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-persist.c: what of a job outlives rdzvd (--state-dir): the journal of each
- * generation's store, named per job and generation, and the job's record (rdzvd-job-journals.h)
- * from which a restarted rdzvd rebuilds it. Part of the job state machine (rdzvd-job-impl.h). */
+/* rdzvd-job-persist.c: what of a job outlives memory: its record in the job table
+ * (rdzvd-job-record.h), its node ids and their secrets' hashes (rdzvd-job-ids.h), its
+ * members' identities (rdzvd-job-identity.h), how ended jobs ended (rdzvd-job-ends.h),
+ * the generation stores' journals (rdzvd-job-journals.h), and writing and loading all of
+ * it (--state-dir). */
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,12 @@
 #include "common/rdzv-util.h"
 #include "daemon/data/rdzvd-journal.h"
 #include "daemon/job/rdzvd-job-impl.h"
+#include "daemon/job/rdzvd-job-record.h"
+#include "daemon/job/rdzvd-job-ids.h"
+#include "daemon/job/rdzvd-job-identity.h"
+#include "common/rdzv-auth.h"
+#include "daemon/job/rdzvd-job-ends.h"
+#include "daemon/job/rdzvd-job-journals.h"
 
 /* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down or
  * the job goes back to its record: then the agents come back to the next rdzvd, or to this one,
@@ -471,4 +482,1343 @@ int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
     if (r < 0 && r != -ENOENT)
         log_warn_errno(r, "job=%s: its record is unreadable; ignored", run_id);
     return r == -ENOENT || r == 0 ? r : -ENOENT;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* A job's record in the job table (rdzvd-job-record.h). */
+
+/* rec's nodes and ids are what rdzvd_job_record_put takes (rdzvd-job-journals.h)? */
+static bool record_parts_valid(const struct rdzvd_job_record *rec)
+{
+    int64_t sum = 0;
+
+    if (rec->nodes) {
+        if (!rec->running || rec->nnodes < 1 || rec->nnodes > rec->max)
+            return false;
+        for (int64_t i = 0; i < rec->nnodes; i++) {
+            const struct rdzvd_job_record_node *n = &rec->nodes[i];
+
+            if (!n->node_id[0] || strnlen(n->node_id, sizeof(n->node_id)) > RDZV_ID_MAX ||
+                n->nproc < 1 || n->nproc > RDZV_NPROC_MAX)
+                return false;
+            sum += n->nproc;
+        }
+        if (sum != rec->world_size)
+            return false;
+    }
+    if (rec->n_ids > RDZV_MAX_NCCL_IDS || (rec->n_ids && (!rec->ids || !rec->running)))
+        return false;
+    for (unsigned i = 0; i < rec->n_ids; i++)
+        if (strnlen(rec->ids[i], RDZV_NCCL_HEX_LEN + 1) != RDZV_NCCL_HEX_LEN ||
+            strspn(rec->ids[i], "0123456789abcdefABCDEF") != RDZV_NCCL_HEX_LEN)
+            return false;
+    if (rec->n_hist > RDZVD_JOB_HISTORY_MAX || (rec->n_hist && !rec->hist))
+        return false;
+    for (unsigned i = 0; i < rec->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!h->node_id[0] || strnlen(h->node_id, sizeof(h->node_id)) > RDZV_ID_MAX ||
+            strnlen(h->host, sizeof(h->host)) > RDZV_HOST_MAX ||
+            h->failures < 0 || strnlen(h->reason, sizeof(h->reason)) > RDZVD_ASIDE_REASON_MAX ||
+            !rdzv_gpu_set_valid(&h->gpus) || (h->gpus.n && !h->aside) ||
+            h->n_fails > RDZVD_JOB_FAILS_KEPT)
+            return false;
+        for (unsigned k = 0; k < i; k++)
+            if (strcmp(rec->hist[k].node_id, h->node_id) == 0)
+                return false;
+    }
+    return true;
+}
+
+/* The GPUs of rec's nodes put aside, [[node_id, [uuid, ...]], ...] (rdzvd-job-record.h), into o
+ * when there are any. 0 or -ENOMEM. */
+static int record_encode_gpus(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a = NULL;
+
+    for (unsigned i = 0; i < rec->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!h->gpus.n)
+            continue;
+        if (!a && (!(a = json_array()) || json_object_set_new(o, "aside_gpus", a) < 0))
+            return -ENOMEM;
+        if (json_array_append_new(a, json_pack("[s, o]", h->node_id,
+                                               rdzv_gpu_set_to_json(&h->gpus))) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The dated failures of rec's history as "history_fails": one array per history entry, in its
+ * order, of [ms, rank, local_rank, world_size, node, startup]. Beside "history", not in it: an
+ * older rdzvd reads the history and ignores them. 0 or -ENOMEM. */
+static int record_encode_fails(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a = json_array(), *f;
+
+    if (!a || json_object_set_new(o, "history_fails", a) < 0)
+        return -ENOMEM;
+    for (unsigned i = 0; i < rec->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!(f = json_array()) || json_array_append_new(a, f) < 0)
+            return -ENOMEM;
+        for (unsigned k = 0; k < h->n_fails; k++) {
+            const struct rdzvd_job_record_fail *x = &h->fails[k];
+
+            if (json_array_append_new(f, json_pack("[I, I, I, I, b, b]", (json_int_t)x->ms,
+                                                   (json_int_t)x->rank,
+                                                   (json_int_t)x->local_rank,
+                                                   (json_int_t)x->world_size, x->node,
+                                                   x->startup)) < 0)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* "history_fails" (absent: a record of an older rdzvd, no dates) into rec's history, decoded.
+ * 0 or -EBADMSG. */
+static int record_decode_fails(json_t *all, struct rdzvd_job_record *rec)
+{
+    json_t *f, *v;
+    size_t i, k;
+
+    if (!all)
+        return 0;
+    if (!json_is_array(all) || json_array_size(all) != rec->n_hist)
+        return -EBADMSG;
+    json_array_foreach(all, i, f)
+    {
+        struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+        if (!json_is_array(f) || json_array_size(f) > RDZVD_JOB_FAILS_KEPT)
+            return -EBADMSG;
+        json_array_foreach(f, k, v)
+        {
+            struct rdzvd_job_record_fail *x = &h->fails[k];
+            json_int_t ms, rank, lr, ws;
+            int node, startup;
+
+            if (json_unpack(v, "[I, I, I, I, b, b]", &ms, &rank, &lr, &ws, &node, &startup) < 0 ||
+                ms < 0 || rank < -1 || lr < -1 || ws < -1)
+                return -EBADMSG;
+            *x = (struct rdzvd_job_record_fail){ms, rank, lr, ws, node != 0, startup != 0};
+        }
+        h->n_fails = (unsigned)json_array_size(f);
+    }
+    return 0;
+}
+
+/* rec's nodes ([[node_id, nproc], ...] by node rank) and ids (["hex", ...]) into o. 0 or
+ * -ENOMEM. */
+static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a;
+
+    if (rec->nodes) {
+        if (!(a = json_array()) || json_object_set_new(o, "nodes", a) < 0)
+            return -ENOMEM;
+        for (int64_t i = 0; i < rec->nnodes; i++)
+            if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
+                                                   (json_int_t)rec->nodes[i].nproc)) < 0)
+                return -ENOMEM;
+    }
+    if (rec->n_ids) {
+        if (!(a = json_array()) || json_object_set_new(o, "ids", a) < 0)
+            return -ENOMEM;
+        for (unsigned i = 0; i < rec->n_ids; i++)
+            if (json_array_append_new(a, json_string(rec->ids[i])) < 0)
+                return -ENOMEM;
+    }
+    if (rec->n_hist) {
+        if (!(a = json_array()) || json_object_set_new(o, "history", a) < 0)
+            return -ENOMEM;
+        for (unsigned i = 0; i < rec->n_hist; i++) {
+            const struct rdzvd_job_record_hist *h = &rec->hist[i];
+
+            if (json_array_append_new(a, json_pack("[s, s, I, b, s]", h->node_id, h->host,
+                                                   (json_int_t)h->failures, h->aside,
+                                                   h->reason)) < 0)
+                return -ENOMEM;
+        }
+        if (record_encode_fails(o, rec) < 0)
+            return -ENOMEM;
+    }
+    return record_encode_gpus(o, rec);
+}
+
+/* rec's settings into o as "settings" (none: nothing). 0 or -ENOMEM. */
+static int record_encode_settings(json_t *o, const struct rdzvd_job_record *rec)
+{
+    const struct rdzvd_job_settings *st = &rec->settings;
+    json_t *v;
+
+    if (!rec->has_settings)
+        return 0;
+    v = json_pack("{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:f, s:I, s:b}", "last_call_ms",
+                  (json_int_t)st->last_call_ms, "heartbeat_timeout_ms",
+                  (json_int_t)st->heartbeat_timeout_ms, "join_timeout_ms",
+                  (json_int_t)st->join_timeout_ms, "scale_up_now", st->scale_up_now, "recovery",
+                  st->inplace ? "inplace" : "restart", "bad_node_failures",
+                  (json_int_t)st->bad_node_failures, "bad_node_window",
+                  (json_int_t)st->bad_node_window_s, "restart_backoff",
+                  (json_int_t)st->restart_backoff_s, "straggler_factor", st->straggler_factor,
+                  "straggler_window_ms", (json_int_t)st->straggler_window_ms, "straggler_aside",
+                  st->straggler_aside);
+    if (v && st->command[0] && json_object_set_new(v, "command", json_string(st->command)) < 0) {
+        json_decref(v);
+        v = NULL;
+    }
+    return v && json_object_set_new(o, "settings", v) == 0 ? 0 : -ENOMEM;
+}
+
+/* o's "settings" into rec, within a JOIN's upper bounds (proto/rdzv-msg.c; the lower ones of
+ * its wire are for agents: rdzvd's own tests run shorter timeouts). None (a record of an older
+ * rdzvd), or settings this rdzvd does not take (a later rdzvd's: a new value): rec has none, and
+ * the rest of the record (its generation, its history, the nodes put aside) still counts. */
+static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
+{
+    json_t *v = json_object_get(o, "settings");
+    json_int_t last, hb, join, bad, win, back, sw;
+    int up, aside;
+    const char *recovery, *command = "";
+    double f;
+
+    if (!v)
+        return;
+    if (json_unpack(v, "{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:F, s:I, s:b, s?s}",
+                    "last_call_ms", &last, "heartbeat_timeout_ms", &hb, "join_timeout_ms", &join,
+                    "scale_up_now", &up, "recovery", &recovery, "bad_node_failures", &bad,
+                    "bad_node_window", &win, "restart_backoff", &back, "straggler_factor", &f,
+                    "straggler_window_ms", &sw, "straggler_aside", &aside, "command",
+                    &command) < 0)
+        return;
+    if (last < 0 || hb < 0 || hb > 3600000 || join < 0 ||
+        join > 86400000 || (strcmp(recovery, "restart") && strcmp(recovery, "inplace")) ||
+        bad < 0 || bad > RDZV_BAD_NODE_FAILURES_MAX || win < 0 ||
+        win > RDZV_BAD_NODE_WINDOW_MAX || (win > 0 && bad > RDZV_BAD_NODE_WINDOWED_MAX) ||
+        back < 0 || back > RDZV_RESTART_BACKOFF_MAX ||
+        (f != 0 && (!(f > 1 && f <= RDZV_STRAGGLER_FACTOR_MAX) ||
+                    sw < 1 || sw > RDZV_STRAGGLER_WINDOW_MAX_MS)) ||
+        (f == 0 && (sw != 0 || aside)) || (*command && !rdzv_msg_is_command(command)))
+        return;
+    rec->has_settings = true;
+    rec->settings = (struct rdzvd_job_settings){
+        .last_call_ms = last, .heartbeat_timeout_ms = hb, .join_timeout_ms = join,
+        .scale_up_now = up != 0, .inplace = strcmp(recovery, "inplace") == 0,
+        .bad_node_failures = bad, .bad_node_window_s = win, .restart_backoff_s = back,
+        .straggler_factor = f, .straggler_window_ms = sw, .straggler_aside = aside != 0};
+    snprintf(rec->settings.command, sizeof(rec->settings.command), "%s", command);
+}
+
+/* rec as the JSON object of a record, or NULL when out of memory. */
+static json_t *record_json(const struct rdzvd_job_record *rec)
+{
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i}", "run_id",
+                          rec->run_id, "min", (json_int_t)rec->min, "max", (json_int_t)rec->max,
+                          "max_restarts", (json_int_t)rec->max_restarts, "generation",
+                          (json_int_t)rec->generation, "restart_count",
+                          (json_int_t)rec->restart_count, "running", rec->running, "nnodes",
+                          (json_int_t)rec->nnodes, "world_size", (json_int_t)rec->world_size,
+                          "store_port", (int)rec->store_port);
+
+    if (o && rec->store_addr[0] &&
+        json_object_set_new(o, "store_addr", json_string(rec->store_addr)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && (record_encode_settings(o, rec) < 0 || record_encode_parts(o, rec) < 0)) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+/* rec as the JSON text of a record (malloc'd), or NULL when out of memory. */
+static char *record_encode(const struct rdzvd_job_record *rec)
+{
+    json_t *o = record_json(rec);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+    json_decref(o);
+    return text;
+}
+
+void rdzvd_job_record_clear(struct rdzvd_job_record *rec)
+{
+    free(rec->nodes);
+    free(rec->ids);
+    free(rec->hist);
+    rec->nodes = NULL;
+    rec->ids = NULL;
+    rec->n_ids = 0;
+    rec->hist = NULL;
+    rec->n_hist = 0;
+}
+
+/* The history array of a record, if any, into rec. 0, -EBADMSG or -ENOMEM (the caller clears
+ * rec's parts). */
+static int record_decode_hist(json_t *hist, struct rdzvd_job_record *rec)
+{
+    json_t *v;
+    size_t i;
+
+    if (!hist)
+        return 0;
+    if (!json_is_array(hist) || json_array_size(hist) > RDZVD_JOB_HISTORY_MAX)
+        return -EBADMSG;
+    if (json_array_size(hist) && !(rec->hist = calloc(json_array_size(hist), sizeof(*rec->hist))))
+        return -ENOMEM;
+    json_array_foreach(hist, i, v)
+    {
+        struct rdzvd_job_record_hist *h = &rec->hist[i];
+        const char *id, *host, *reason;
+        json_int_t failures;
+        int aside;
+
+        if (json_unpack(v, "[s, s, I, b, s!]", &id, &host, &failures, &aside, &reason) < 0 ||
+            strlen(id) > RDZV_ID_MAX || strlen(host) > RDZV_HOST_MAX ||
+            strlen(reason) > RDZVD_ASIDE_REASON_MAX)
+            return -EBADMSG;
+        snprintf(h->node_id, sizeof(h->node_id), "%s", id);
+        snprintf(h->host, sizeof(h->host), "%s", host);
+        snprintf(h->reason, sizeof(h->reason), "%s", reason);
+        h->failures = failures;
+        h->aside = aside != 0;
+        rec->n_hist = (unsigned)i + 1;
+    }
+    return 0;
+}
+
+/* The "aside_gpus" of a record, if any, into its history (decoded): each names a node of it put
+ * aside, once. 0 or -EBADMSG. */
+static int record_decode_gpus(json_t *gpus, struct rdzvd_job_record *rec)
+{
+    char err[128];
+    json_t *v, *set;
+    size_t i;
+
+    if (!gpus)
+        return 0;
+    if (!json_is_array(gpus) || json_array_size(gpus) > rec->n_hist)
+        return -EBADMSG;
+    json_array_foreach(gpus, i, v)
+    {
+        struct rdzvd_job_record_hist *h = NULL;
+        const char *id;
+
+        if (json_unpack(v, "[s, o!]", &id, &set) < 0)
+            return -EBADMSG;
+        for (unsigned k = 0; k < rec->n_hist && !h; k++)
+            if (strcmp(rec->hist[k].node_id, id) == 0)
+                h = &rec->hist[k];
+        if (!h || !h->aside || h->gpus.n ||
+            rdzv_gpu_set_from_json(set, "aside_gpus", &h->gpus, err, sizeof(err)) < 0 ||
+            !h->gpus.n)
+            return -EBADMSG;
+    }
+    return 0;
+}
+
+/* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
+ * (malformed, or not what put takes: rec's parts are then cleared) or -ENOMEM. */
+static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
+{
+    json_t *nodes = json_object_get(o, "nodes"), *ids = json_object_get(o, "ids"), *v;
+    size_t i;
+    int r;
+
+    if (nodes) {
+        if (!json_is_array(nodes) || (int64_t)json_array_size(nodes) != rec->nnodes ||
+            rec->nnodes < 1)
+            return -EBADMSG;
+        if (!(rec->nodes = calloc(json_array_size(nodes), sizeof(*rec->nodes))))
+            return -ENOMEM;
+        json_array_foreach(nodes, i, v)
+        {
+            const char *id;
+            json_int_t nproc;
+
+            if (json_unpack(v, "[s, I!]", &id, &nproc) < 0 || strlen(id) > RDZV_ID_MAX)
+                goto out_bad;
+            snprintf(rec->nodes[i].node_id, sizeof(rec->nodes[i].node_id), "%s", id);
+            rec->nodes[i].nproc = nproc;
+        }
+    }
+    if (ids) {
+        if (!json_is_array(ids) || json_array_size(ids) > RDZV_MAX_NCCL_IDS)
+            goto out_bad;
+        if (json_array_size(ids) &&
+            !(rec->ids = calloc(json_array_size(ids), sizeof(*rec->ids)))) {
+            rdzvd_job_record_clear(rec);
+            return -ENOMEM;
+        }
+        json_array_foreach(ids, i, v)
+        {
+            if (!json_is_string(v) || json_string_length(v) != RDZV_NCCL_HEX_LEN)
+                goto out_bad;
+            memcpy(rec->ids[i], json_string_value(v), RDZV_NCCL_HEX_LEN + 1);
+        }
+        rec->n_ids = (unsigned)json_array_size(ids);
+    }
+    r = record_decode_hist(json_object_get(o, "history"), rec);
+    if (r == 0)
+        r = record_decode_fails(json_object_get(o, "history_fails"), rec);
+    if (r == 0)
+        r = record_decode_gpus(json_object_get(o, "aside_gpus"), rec);
+    if (r == -ENOMEM) {
+        rdzvd_job_record_clear(rec);
+        return r;
+    }
+    if (r == 0 && record_parts_valid(rec))
+        return 0;
+out_bad:
+    rdzvd_job_record_clear(rec);
+    return -EBADMSG;
+}
+
+/* The record o (whose run_id the caller checked) into *rec. 0, -EBADMSG or -ENOMEM. */
+static int record_decode(json_t *o, struct rdzvd_job_record *rec)
+{
+    const char *id, *addr = "";
+    json_int_t min, max, mr, gen, rc, nn, ws;
+    int running, port;
+
+    if (json_unpack(o, "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:i, s?s}", "run_id", &id,
+                    "min", &min, "max", &max, "max_restarts", &mr, "generation", &gen,
+                    "restart_count", &rc, "running", &running, "nnodes", &nn, "world_size", &ws,
+                    "store_port", &port, "store_addr", &addr) < 0 ||
+        strlen(id) >= sizeof(rec->run_id) || strlen(addr) > RDZV_STORE_ADDR_MAX)
+        return -EBADMSG;
+    if (min < 1 || max < min || mr < 0 || gen < 0 || rc < 0 || nn < 0 || ws < 0 || port < 0 ||
+        port > 65535)
+        return -EBADMSG;
+    memset(rec, 0, sizeof(*rec));
+    snprintf(rec->run_id, sizeof(rec->run_id), "%s", id);
+    rec->min = min;
+    rec->max = max;
+    rec->max_restarts = mr;
+    rec->generation = (uint64_t)gen;
+    rec->restart_count = rc;
+    rec->running = running != 0;
+    rec->nnodes = nn;
+    rec->world_size = ws;
+    rec->store_port = (uint16_t)port;
+    snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
+    record_decode_settings(o, rec);
+    return record_decode_parts(o, rec);
+}
+
+/* ---- the job table ---- */
+
+#define TABLE_KEY_PREFIX "job/"
+
+static size_t table_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, TABLE_KEY_PREFIX "%s", run_id);
+}
+
+int rdzvd_job_record_put(struct rdzvd_store *t, const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text;
+    int r;
+
+    if (!record_parts_valid(rec))
+        return -EINVAL;
+    if (!(text = record_encode(rec)))
+        return -ENOMEM;
+    r = rdzvd_store_set(t, key, table_key(rec->run_id, key, sizeof(key)), text, strlen(text));
+    free(text);
+    return r;
+}
+
+int rdzvd_job_record_get(struct rdzvd_store *t, const char *run_id, struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    const uint8_t *val;
+    size_t vlen;
+    json_t *o;
+    int r;
+
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return -ENOENT; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_get(t, key, table_key(run_id, key, sizeof(key)), &val, &vlen);
+    if (r < 0)
+        return r;
+    o = json_loadb((const char *)val, vlen, 0, NULL);
+    r = o ? record_decode(o, rec) : -EBADMSG;
+    if (r == 0 && strcmp(rec->run_id, run_id) != 0) {
+        rdzvd_job_record_clear(rec);
+        r = -EBADMSG;
+    }
+    if (r < 0) /* nothing of a record that is none is kept: no part of it is used */
+        memset(rec, 0, sizeof(*rec));
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_job_record_del(struct rdzvd_store *t, const char *run_id)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    int r;
+
+    if (strlen(run_id) > RDZV_ID_MAX)
+        return 0; /* no record holds it, and its key would not fit in key[] */
+    r = rdzvd_store_delete(t, key, table_key(run_id, key, sizeof(key)));
+    return r < 0 ? r : 0; /* the store says 1 (deleted) or 0 (none): both are 0 here */
+}
+
+/* ---- decisions ---- */
+
+static const char *const decision_names[] = {
+    [RDZVD_DECIDE_FORMED] = "formed",
+    [RDZVD_DECIDE_STOPPED] = "stopped",
+    [RDZVD_DECIDE_ENDED] = "ended",
+    [RDZVD_DECIDE_ASIDE] = "aside",
+    [RDZVD_DECIDE_ADMITTED] = "admitted",
+    [RDZVD_DECIDE_WAITING] = "waiting",
+    [RDZVD_DECIDE_FORGOTTEN] = "forgotten",
+};
+
+const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
+{
+    return (unsigned)kind < sizeof(decision_names) / sizeof(decision_names[0])
+               ? decision_names[kind]
+               : "?";
+}
+
+/* A decision of kind takes a record like rec? FORMED: a running generation; STOPPED: one that
+ * does not run; ENDED: anything (only its run id counts). */
+static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    switch (kind) {
+    case RDZVD_DECIDE_FORMED:
+        return rec->running && rec->generation >= 1 && rec->nnodes >= 1;
+    case RDZVD_DECIDE_STOPPED:
+    case RDZVD_DECIDE_ASIDE:
+        return !rec->running && !rec->nodes && !rec->n_ids;
+    case RDZVD_DECIDE_ENDED:
+        return true;
+    case RDZVD_DECIDE_WAITING:
+        return rec->waiting_since_ms >= 0;
+    case RDZVD_DECIDE_FORGOTTEN:
+    case RDZVD_DECIDE_ADMITTED:
+        return rdzvd_job_admitted_valid(&rec->admitted, kind == RDZVD_DECIDE_ADMITTED);
+    }
+    return false;
+}
+
+/* ---- a job's waiting, and its node ids (rdzvd-job-persist.c) ---- */
+
+#define WAIT_KEY_PREFIX "wait/"
+
+static size_t wait_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, WAIT_KEY_PREFIX "%s", run_id);
+}
+
+int64_t rdzvd_job_waiting_since(struct rdzvd_store *t, const char *run_id)
+{
+    char key[sizeof(WAIT_KEY_PREFIX) + RDZV_ID_MAX + 1], text[24];
+    const uint8_t *val;
+    size_t vlen;
+    long long ms;
+
+    if (strlen(run_id) > RDZV_ID_MAX ||
+        rdzvd_store_get(t, key, wait_key(run_id, key, sizeof(key)), &val, &vlen) < 0 ||
+        vlen == 0 || vlen >= sizeof(text))
+        return 0;
+    memcpy(text, val, vlen);
+    text[vlen] = '\0';
+    return sscanf(text, "%lld", &ms) == 1 && ms > 0 ? (int64_t)ms : 0;
+}
+
+/* WAITING: since > 0 kept, 0 deleted (1 when there was none: nothing changed). */
+static int waiting_decide(struct rdzvd_store *t, const char *run_id, int64_t since)
+{
+    char key[sizeof(WAIT_KEY_PREFIX) + RDZV_ID_MAX + 1], text[24];
+    size_t klen = wait_key(run_id, key, sizeof(key));
+    int r;
+
+    if (!since)
+        return (r = rdzvd_store_delete(t, key, klen)) < 0 ? r : !r;
+    snprintf(text, sizeof(text), "%lld", (long long)since);
+    return rdzvd_store_set(t, key, klen, text, strlen(text));
+}
+
+/* The JSON text of a decision (malloc'd): FORMED and STOPPED carry the record they make, with
+ * "decision"; ENDED the run id, and how the job ended ("outcome") when it has one. NULL when out
+ * of memory. */
+static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    json_t *o = kind == RDZVD_DECIDE_ENDED
+                    ? (rec->has_end ? json_pack("{s:s, s:o*}", "run_id", rec->run_id, "outcome",
+                                                rdzvd_job_end_json(&rec->end))
+                                    : json_pack("{s:s}", "run_id", rec->run_id))
+                : kind == RDZVD_DECIDE_ADMITTED || kind == RDZVD_DECIDE_FORGOTTEN
+                    ? rdzvd_job_admitted_json(rec->run_id, &rec->admitted,
+                                              kind == RDZVD_DECIDE_ADMITTED)
+                : kind == RDZVD_DECIDE_WAITING
+                    ? json_pack("{s:s, s:I}", "run_id", rec->run_id, "since_ms",
+                                (json_int_t)rec->waiting_since_ms)
+                    : record_json(rec);
+    char *text = NULL;
+
+    if (o && json_object_set_new(o, "decision", json_string(rdzvd_decision_name(kind))) == 0)
+        text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+/* A decoded decision, for apply_decided (rdzvd_store_change_as's fn). */
+struct decided {
+    enum rdzvd_decision_kind kind;
+    struct rdzvd_job_record rec; /* ENDED: only run_id */
+    const uint8_t *key;          /* the record's key in the table */
+    size_t klen;
+};
+
+/* rec would take the job cur back, or make it another job? (rdzvd-job-record.h) */
+static bool decision_goes_back(const struct decided *d, const struct rdzvd_job_record *cur)
+{
+    const struct rdzvd_job_record *rec = &d->rec;
+
+    if (rec->min != cur->min || rec->max != cur->max || rec->max_restarts != cur->max_restarts)
+        return true;
+    if (d->kind == RDZVD_DECIDE_ASIDE)
+        return false; /* it keeps the record's generation and restart count */
+    if (rec->restart_count < cur->restart_count)
+        return true;
+    return d->kind == RDZVD_DECIDE_FORMED ? rec->generation <= cur->generation
+                                          : rec->generation < cur->generation;
+}
+
+/* Change the record in t as d decides: 0, 1 (an ENDED with no record: nothing), -ESTALE, or
+ * the store's error. */
+static int apply_decided(struct rdzvd_store *t, void *ud)
+{
+    const struct decided *d = ud;
+    struct rdzvd_job_record cur = {.generation = 0};
+    int r;
+
+    if (d->kind == RDZVD_DECIDE_WAITING) {
+        char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+        const uint8_t *val;
+        size_t vlen;
+
+        /* Only a job with a record waits in it: none, nothing kept (1). */
+        if (d->rec.waiting_since_ms &&
+            rdzvd_store_get(t, key, table_key(d->rec.run_id, key, sizeof(key)), &val, &vlen) < 0)
+            return 1;
+        return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
+    }
+    if (d->kind == RDZVD_DECIDE_ENDED) {
+        int s = rdzvd_job_ids_forget(t, d->rec.run_id, NULL);
+
+        (void)waiting_decide(t, d->rec.run_id, 0);
+        r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
+        /* Its outcome kept (a store full refuses it: the end stands, told to nobody later). */
+        if (r >= 0 && s >= 0 && d->rec.has_end && rdzvd_job_end_keep(t, &d->rec.end) == 0)
+            return 0;
+        return r < 0 ? r : s < 0 ? s : !r && s;
+    }
+    if (d->kind == RDZVD_DECIDE_ADMITTED)
+        return rdzvd_job_ids_admit(t, d->rec.run_id, &d->rec.admitted);
+    if (d->kind == RDZVD_DECIDE_FORGOTTEN)
+        return rdzvd_job_ids_forget(t, d->rec.run_id, d->rec.admitted.node_id);
+    r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
+    if (r == 0 && decision_goes_back(d, &cur)) {
+        r = -ESTALE;
+    } else if (r == 0 && d->kind == RDZVD_DECIDE_ASIDE) {
+        struct rdzvd_job_record next = cur;
+
+        next.hist = d->rec.hist;
+        next.n_hist = d->rec.n_hist;
+        if (!cur.has_settings && d->rec.has_settings) { /* an older rdzvd's record, till now */
+            next.has_settings = true;
+            next.settings = d->rec.settings;
+        }
+        r = rdzvd_job_record_put(t, &next);
+    } else if (r == 0 || r == -ENOENT || r == -EBADMSG) { /* no record, or none readable: d's */
+        r = rdzvd_job_record_put(t, &d->rec);
+        /* A generation formed or stopped has its agents: whatever leaving was kept is over. */
+        if (r == 0)
+            (void)waiting_decide(t, d->rec.run_id, 0);
+    }
+    rdzvd_job_record_clear(&cur);
+    return r;
+}
+
+/* The decision text val into d (its record's parts allocated: rdzvd_job_record_clear). 0 or
+ * -EBADMSG / -ENOMEM. */
+static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
+{
+    json_t *o = json_loadb((const char *)val, vlen, 0, NULL);
+    const char *kind = NULL, *id = NULL;
+    int r = -EBADMSG;
+
+    memset(d, 0, sizeof(*d));
+    if (!o || json_unpack(o, "{s:s, s:s}", "decision", &kind, "run_id", &id) < 0)
+        goto out;
+    if (strcmp(kind, "ended") == 0) {
+        json_t *end = json_object_get(o, "outcome");
+
+        d->kind = RDZVD_DECIDE_ENDED;
+        if (strlen(id) > RDZV_ID_MAX ||
+            (end && rdzvd_job_end_from_json(end, id, &d->rec.end) < 0))
+            goto out;
+        d->rec.has_end = end != NULL;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "admitted") == 0 || strcmp(kind, "forgotten") == 0) {
+        d->kind = kind[0] == 'a' ? RDZVD_DECIDE_ADMITTED : RDZVD_DECIDE_FORGOTTEN;
+        if (strlen(id) > RDZV_ID_MAX ||
+            rdzvd_job_admitted_from_json(o, kind[0] == 'a', &d->rec.admitted) < 0)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "waiting") == 0) {
+        json_int_t since;
+
+        d->kind = RDZVD_DECIDE_WAITING;
+        if (json_unpack(o, "{s:I}", "since_ms", &since) < 0 || since < 0 ||
+            strlen(id) > RDZV_ID_MAX)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        d->rec.waiting_since_ms = (int64_t)since;
+        r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "formed") == 0)
+        d->kind = RDZVD_DECIDE_FORMED;
+    else if (strcmp(kind, "stopped") == 0)
+        d->kind = RDZVD_DECIDE_STOPPED;
+    else if (strcmp(kind, "aside") == 0)
+        d->kind = RDZVD_DECIDE_ASIDE;
+    else
+        goto out;
+    r = record_decode(o, &d->rec);
+    if (r == 0 && !decision_fits(d->kind, &d->rec)) {
+        rdzvd_job_record_clear(&d->rec);
+        r = -EBADMSG;
+    }
+out:
+    json_decref(o);
+    return r;
+}
+
+int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    char want[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    struct decided d;
+    int r = decision_decode(val, vlen, &d);
+
+    if (r < 0)
+        return r;
+    if (table_key(d.rec.run_id, want, sizeof(want)) != klen || memcmp(want, key, klen) != 0) {
+        r = -EBADMSG; /* a decision of another job than the key's */
+        goto out;
+    }
+    d.key = key;
+    d.klen = klen;
+    r = rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen, apply_decided, &d);
+    if (r > 0)
+        r = 0;
+out:
+    rdzvd_job_record_clear(&d.rec);
+    return r;
+}
+
+int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
+                     const struct rdzvd_job_record *rec)
+{
+    char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    char *text;
+    int r;
+
+    if (strnlen(rec->run_id, sizeof(rec->run_id)) > RDZV_ID_MAX || !rec->run_id[0] ||
+        !decision_fits(kind, rec) ||
+        (kind != RDZVD_DECIDE_ENDED && kind != RDZVD_DECIDE_ADMITTED &&
+         kind != RDZVD_DECIDE_WAITING && kind != RDZVD_DECIDE_FORGOTTEN &&
+         !record_parts_valid(rec)))
+        return -EINVAL;
+    if (!(text = decision_encode(kind, rec)))
+        return -ENOMEM;
+    r = rdzvd_decision_apply(t, (const uint8_t *)key, table_key(rec->run_id, key, sizeof(key)),
+                             (const uint8_t *)text, strlen(text));
+    free(text);
+    return r;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* A job's node ids and their secrets' hashes in the job table
+ * (rdzvd-job-ids.h). */
+
+#define SECRET_KEY_PREFIX "sec/"
+#define IDS_KEY_PREFIX "ids/"
+#define SECRET_KEY_MAX (sizeof(SECRET_KEY_PREFIX) + 2 * (RDZV_ID_MAX + 1))
+
+/* "sec/" run_id NUL node_id into key: its length. */
+static size_t secret_key(const char *run_id, const char *node_id, char key[SECRET_KEY_MAX])
+{
+    size_t a = strlen(SECRET_KEY_PREFIX), b = strlen(run_id), c = strlen(node_id);
+
+    memcpy(key, SECRET_KEY_PREFIX, a);
+    memcpy(key + a, run_id, b + 1);
+    memcpy(key + a + b + 1, node_id, c);
+    return a + b + 1 + c;
+}
+
+static size_t ids_key(const char *run_id, char *key, size_t len)
+{
+    return (size_t)snprintf(key, len, IDS_KEY_PREFIX "%s", run_id);
+}
+
+int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const char *node_id,
+                              char hash[RDZVD_SECRET_HASH_HEX + 1])
+{
+    char key[SECRET_KEY_MAX];
+    const uint8_t *val;
+    size_t vlen;
+
+    if (strlen(run_id) > RDZV_ID_MAX || strlen(node_id) > RDZV_ID_MAX ||
+        rdzvd_store_get(t, key, secret_key(run_id, node_id, key), &val, &vlen) < 0 ||
+        vlen != RDZVD_SECRET_HASH_HEX)
+        return -ENOENT;
+    memcpy(hash, val, RDZVD_SECRET_HASH_HEX);
+    hash[RDZVD_SECRET_HASH_HEX] = '\0';
+    return 0;
+}
+
+size_t rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+
+int rdzvd_job_ids_admit(struct rdzvd_store *t, const char *run_id,
+                        const struct rdzvd_job_record_admitted *a)
+{
+    char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    size_t klen = secret_key(run_id, a->node_id, key), iklen = ids_key(run_id, ikey, sizeof(ikey));
+    const uint8_t *val;
+    size_t vlen = 0;
+    int r;
+
+    if (rdzvd_store_get(t, key, klen, &val, &vlen) == 0)
+        return -EEXIST; /* a node's secret is never replaced */
+    if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
+        vlen = 0;
+    if (vlen + strlen(a->node_id) + 1 > rdzvd_job_ids_bytes_max)
+        return -ENOSPC;
+    r = rdzvd_store_append(t, ikey, iklen, a->node_id, strlen(a->node_id) + 1);
+    /* A failure here leaves a node id listed without a hash: unknown, as if never admitted. */
+    return r < 0 ? r : rdzvd_store_set(t, key, klen, a->hash, RDZVD_SECRET_HASH_HEX);
+}
+
+int rdzvd_job_ids_forget(struct rdzvd_store *t, const char *run_id, const char *only)
+{
+    char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    size_t iklen = ids_key(run_id, ikey, sizeof(ikey));
+    const uint8_t *val;
+    size_t vlen, off = 0;
+    bool found = false;
+    char *ids;
+    int r;
+
+    if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
+        return 1;
+    if (!(ids = malloc(vlen + 1)))
+        return -ENOMEM;
+    memcpy(ids, val, vlen);
+    ids[vlen] = '\0';
+    while (off < vlen && !found) {
+        size_t n = strnlen(ids + off, vlen - off);
+
+        if (n <= RDZV_ID_MAX && (!only || strcmp(ids + off, only) == 0)) {
+            size_t len = n + (off + n < vlen); /* with its NUL, unless cut short at the end */
+
+            ids[off + n] = '\0';
+            (void)rdzvd_store_delete(t, key, secret_key(run_id, ids + off, key));
+            if ((found = only != NULL)) { /* the others stay, in their order */
+                memmove(ids + off, ids + off + len, vlen - off - len);
+                vlen -= len;
+            }
+        }
+        off += found ? 0 : n + 1;
+    }
+    r = only && !found ? 1
+        : only && vlen ? rdzvd_store_set(t, ikey, iklen, ids, vlen)
+                       : (rdzvd_store_delete(t, ikey, iklen) < 0 ? -EIO : 0);
+    free(ids);
+    return r < 0 ? r : r > 0;
+}
+
+/* The stored list of run_id's node ids: 0, or -ENOENT (none). */
+static int ids_val(struct rdzvd_store *t, const char *run_id, const uint8_t **val, size_t *vlen)
+{
+    char ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
+
+    if (strlen(run_id) > RDZV_ID_MAX ||
+        rdzvd_store_get(t, ikey, ids_key(run_id, ikey, sizeof(ikey)), val, vlen) < 0)
+        return -ENOENT;
+    return 0;
+}
+
+int rdzvd_job_ids_get(struct rdzvd_store *t, const char *run_id, char **ids, size_t *len)
+{
+    const uint8_t *val;
+    size_t vlen;
+
+    *ids = NULL;
+    *len = 0;
+    if (ids_val(t, run_id, &val, &vlen) < 0)
+        return 0;
+    if (!(*ids = malloc(vlen + 1)))
+        return -ENOMEM;
+    memcpy(*ids, val, vlen);
+    (*ids)[vlen] = '\0';
+    *len = vlen;
+    return 0;
+}
+
+size_t rdzvd_job_ids_len(struct rdzvd_store *t, const char *run_id)
+{
+    const uint8_t *val;
+    size_t vlen;
+
+    return ids_val(t, run_id, &val, &vlen) < 0 ? 0 : vlen;
+}
+
+bool rdzvd_job_admitted_valid(const struct rdzvd_job_record_admitted *a, bool admitted)
+{
+    return a->node_id[0] && strnlen(a->node_id, sizeof(a->node_id)) <= RDZV_ID_MAX &&
+           (!admitted || (strnlen(a->hash, sizeof(a->hash)) == RDZVD_SECRET_HASH_HEX &&
+                          strspn(a->hash, "0123456789abcdef") == RDZVD_SECRET_HASH_HEX));
+}
+
+json_t *rdzvd_job_admitted_json(const char *run_id, const struct rdzvd_job_record_admitted *a,
+                                bool admitted)
+{
+    return admitted ? json_pack("{s:s, s:s, s:s, s:i}", "run_id", run_id, "node_id", a->node_id,
+                                "hash", a->hash, "v", 1)
+                    : json_pack("{s:s, s:s}", "run_id", run_id, "node_id", a->node_id);
+}
+
+int rdzvd_job_admitted_from_json(json_t *o, bool admitted, struct rdzvd_job_record_admitted *a)
+{
+    const char *node, *hash = "";
+    int v = 1;
+
+    /* "v": the form of the hash (1: HMAC-SHA256 of the hex secret, rdzvd-job-identity.h); a
+     * later form is not this rdzvd's to apply. FORGOTTEN names the node id only. */
+    if (json_unpack(o, admitted ? "{s:s, s:s, s:i}" : "{s:s}", "node_id", &node, "hash", &hash,
+                    "v", &v) < 0 ||
+        v != 1 || strlen(node) > RDZV_ID_MAX ||
+        strlen(hash) != (admitted ? RDZVD_SECRET_HASH_HEX : 0))
+        return -EBADMSG;
+    snprintf(a->node_id, sizeof(a->node_id), "%s", node);
+    memcpy(a->hash, hash, strlen(hash) + 1);
+    return rdzvd_job_admitted_valid(a, admitted) ? 0 : -EBADMSG;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* A member's identity (rdzvd-job-identity.h): its secret, and a job's
+ * members by node id (chained hash, doubling). */
+
+/* ---- secrets ---- */
+
+int rdzvd_member_secret_new(char out[RDZV_SECRET_HEX + 1])
+{
+    uint8_t rnd[RDZV_SECRET_HEX / 2];
+
+    if (rdzv_random_bytes(rnd, sizeof(rnd)) < 0)
+        return -EIO;
+    rdzv_hex(rnd, sizeof(rnd), out);
+    explicit_bzero(rnd, sizeof(rnd));
+    return 0;
+}
+
+int rdzvd_member_secret_hash(const char *secret, char out[RDZVD_SECRET_HASH_HEX + 1])
+{
+    uint8_t mac[RDZV_MAC_BYTES];
+
+    if (rdzv_hmac_sha256((const uint8_t *)RDZVD_SECRET_HASH_KEY, strlen(RDZVD_SECRET_HASH_KEY),
+                         (const uint8_t *)secret, strlen(secret), mac) < 0)
+        return -EIO;
+    rdzv_hex(mac, sizeof(mac), out);
+    return 0;
+}
+
+bool rdzvd_member_secret_proves(const char *given, const char *hash)
+{
+    char h[RDZVD_SECRET_HASH_HEX + 1];
+
+    if (strlen(given) != RDZV_SECRET_HEX || rdzvd_member_secret_hash(given, h) < 0)
+        return false;
+    return rdzv_auth_equal((const uint8_t *)h, (const uint8_t *)hash, RDZVD_SECRET_HASH_HEX);
+}
+
+bool rdzvd_member_secret_equal(const char *given, const char *secret)
+{
+    return given[0] &&
+           rdzv_auth_equal((const uint8_t *)given, (const uint8_t *)secret, RDZV_SECRET_HEX);
+}
+
+/* ---- members by node id, or by host ---- */
+
+#define INDEX_BUCKETS_MIN 64
+
+int rdzvd_member_index_init(struct rdzvd_member_index *idx, bool by_host)
+{
+    idx->nbuckets = INDEX_BUCKETS_MIN;
+    idx->n = 0;
+    idx->seed = rdzv_random_u64();
+    idx->by_host = by_host;
+    idx->buckets = calloc(idx->nbuckets, sizeof(*idx->buckets));
+    return idx->buckets ? 0 : -ENOMEM;
+}
+
+void rdzvd_member_index_free(struct rdzvd_member_index *idx)
+{
+    free(idx->buckets);
+    idx->buckets = NULL;
+}
+
+static const char *key_of(const struct rdzvd_member_index *idx, const struct rdzvd_member *m)
+{
+    return idx->by_host ? m->join.host : m->join.node_id;
+}
+
+static struct rdzvd_member **next_of(const struct rdzvd_member_index *idx, struct rdzvd_member *m)
+{
+    return idx->by_host ? &m->host_next : &m->id_next;
+}
+
+static struct rdzvd_member **slot(const struct rdzvd_member_index *idx, const char *key)
+{
+    uint64_t h = rdzv_hash64(idx->seed, key, strlen(key));
+
+    return &idx->buckets[h & (idx->nbuckets - 1)];
+}
+
+struct rdzvd_member *rdzvd_member_index_find(const struct rdzvd_member_index *idx,
+                                             const char *key)
+{
+    for (struct rdzvd_member *m = *slot(idx, key); m; m = *next_of(idx, m))
+        if (strcmp(key_of(idx, m), key) == 0)
+            return m;
+    return NULL;
+}
+
+/* Index m, doubling the table past one member per bucket. */
+int rdzvd_member_index_add(struct rdzvd_member_index *idx, struct rdzvd_member *m)
+{
+    struct rdzvd_member **pp;
+
+    if (idx->n >= idx->nbuckets) {
+        size_t nb = idx->nbuckets * 2;
+        struct rdzvd_member **old = idx->buckets, **b = calloc(nb, sizeof(*b));
+        size_t ob = idx->nbuckets;
+
+        if (!b)
+            return -ENOMEM;
+        idx->buckets = b;
+        idx->nbuckets = nb;
+        for (size_t i = 0; i < ob; i++)
+            while (old[i]) {
+                struct rdzvd_member *o = old[i];
+
+                old[i] = *next_of(idx, o);
+                pp = slot(idx, key_of(idx, o));
+                *next_of(idx, o) = *pp;
+                *pp = o;
+            }
+        free(old);
+    }
+    pp = slot(idx, key_of(idx, m));
+    *next_of(idx, m) = *pp;
+    *pp = m;
+    idx->n++;
+    return 0;
+}
+
+void rdzvd_member_index_del(struct rdzvd_member_index *idx, struct rdzvd_member *m)
+{
+    struct rdzvd_member **pp;
+
+    for (pp = slot(idx, key_of(idx, m)); *pp; pp = next_of(idx, *pp))
+        if (*pp == m) {
+            *pp = *next_of(idx, m);
+            idx->n--;
+            return;
+        }
+}
+
+int rdzvd_job_index_init(struct rdzvd_job *j)
+{
+    int r = rdzvd_member_index_init(&j->by_id, false);
+
+    return r < 0 ? r : rdzvd_member_index_init(&j->by_host, true);
+}
+
+void rdzvd_job_index_free(struct rdzvd_job *j)
+{
+    rdzvd_member_index_free(&j->by_id);
+    rdzvd_member_index_free(&j->by_host);
+}
+
+int rdzvd_member_index(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    int r = rdzvd_member_index_add(&j->by_id, m);
+
+    struct rdzvd_member *first;
+
+    /* Not the first of its name: counted by the first, and its twin once the JOIN is taken
+     * (rdzvd-job-step.c). */
+    if (r < 0)
+        return r;
+    rdzv_list_init(&m->same_host);
+    if ((first = rdzvd_member_index_find(&j->by_host, m->join.host))) {
+        rdzv_list_add_tail(&first->same_host, &m->same_host);
+        return 0;
+    }
+    if ((r = rdzvd_member_index_add(&j->by_host, m)) < 0)
+        rdzvd_member_index_del(&j->by_id, m);
+    m->host_indexed = r == 0;
+    return r;
+}
+
+void rdzvd_member_unindex(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_member *first, *o;
+
+    rdzvd_member_index_del(&j->by_id, m);
+    if (!m->host_indexed) {
+        first = rdzvd_member_index_find(&j->by_host, m->join.host);
+        if (first && first->twin == m)
+            first->twin = NULL;
+    } else {
+        rdzvd_member_index_del(&j->by_host, m);
+        m->host_indexed = false;
+        /* The next member under its name takes its place (the index has room: m's went). */
+        if (!rdzv_list_empty(&m->same_host)) {
+            o = rdzv_container_of(m->same_host.next, struct rdzvd_member, same_host);
+            o->host_indexed = rdzvd_member_index_add(&j->by_host, o) == 0;
+        }
+    }
+    rdzv_list_del(&m->same_host);
+}
+
+void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_member *o, char *buf,
+                            size_t len)
+{
+    /* Cut at the end only, on a character: each name is whole JSON text (UTF-8). */
+    snprintf(buf, len,
+             "another agent of job %s runs on this host under the same name, %s (node id %s): "
+             "logs and verdicts cannot tell the two apart, and putting one aside puts both "
+             "aside. If that is meant, give each agent its own --host (--host %s-0, --host "
+             "%s-1, ...); if not, another run uses --rdzv-id %s here",
+             m->job->run_id, m->join.host, o->join.node_id, m->join.host, m->join.host,
+             m->job->run_id);
+    rdzv_utf8_trim(buf);
+}
+
+bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len)
+{
+    RDZVD_JOB_STEP;
+    struct rdzvd_member *o;
+
+    if (!(o = m->twin))
+        return false;
+    m->twin = NULL;
+    rdzvd_member_twin_text(m, o, buf, len);
+    return true;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* How ended jobs ended, kept in the job table (rdzvd-job-ends.h, struct
+ * rdzvd_job_end): written only from inside an ENDED decision's apply
+ * (rdzvd-job-persist.c), so the deciding rdzvd, a journal's replay and every replica's Raft apply
+ * keep the same ones, and read when rdzvd starts or a replica leads (rdzvd_jobs_rebuild). */
+
+#define END_KEY_PREFIX "end/"
+#define ENDS_KEY "ends"
+#define END_KEY_MAX (sizeof(END_KEY_PREFIX) + RDZV_ID_MAX + 1)
+
+static size_t end_key(const char *run_id, char key[END_KEY_MAX])
+{
+    return (size_t)snprintf(key, END_KEY_MAX, END_KEY_PREFIX "%s", run_id);
+}
+
+void rdzvd_job_end_set(struct rdzvd_job_end *e, const char *run_id, const char *type,
+                       int64_t exit_code, const char *summary, double ended_s, uint64_t gen,
+                       int64_t restarts)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->run_id, sizeof(e->run_id), "%s", run_id);
+    snprintf(e->type, sizeof(e->type), "%s", type);
+    snprintf(e->summary, sizeof(e->summary), "%s", summary);
+    e->exit_code = exit_code;
+    e->ended_s = ended_s;
+    e->generation = gen;
+    e->restart_count = restarts;
+}
+
+json_t *rdzvd_job_end_json(const struct rdzvd_job_end *e)
+{
+    return json_pack("{s:s, s:I, s:f, s:I, s:I, s:s}", "type", e->type, "exit_code",
+                     (json_int_t)e->exit_code, "ended_s", e->ended_s, "generation",
+                     (json_int_t)e->generation, "restarts", (json_int_t)e->restart_count,
+                     "summary", e->summary);
+}
+
+int rdzvd_job_end_from_json(json_t *o, const char *run_id, struct rdzvd_job_end *e)
+{
+    const char *type, *summary;
+    json_int_t code, gen, restarts;
+    double ended_s;
+
+    memset(e, 0, sizeof(*e));
+    if (!o || json_unpack(o, "{s:s, s:I, s:F, s:I, s:I, s:s}", "type", &type, "exit_code", &code,
+                          "ended_s", &ended_s, "generation", &gen, "restarts", &restarts,
+                          "summary", &summary) < 0 ||
+        (strcmp(type, "succeeded") && strcmp(type, "failed") && strcmp(type, "cancelled") &&
+         strcmp(type, "abandoned")) ||
+        strlen(summary) > RDZV_SUMMARY_MAX || strlen(run_id) > RDZV_ID_MAX || gen < 0 ||
+        restarts < 0 || !(ended_s >= 0))
+        return -EBADMSG;
+    rdzvd_job_end_set(e, run_id, type, code, summary, ended_s, (uint64_t)gen, restarts);
+    return 0;
+}
+
+/* The run ids listed under "ends" (NUL-terminated, oldest first) into a malloc'd copy (*ids,
+ * *len; NULL and 0 when none). 0 or -ENOMEM. */
+static int ends_list(struct rdzvd_store *t, char **ids, size_t *len)
+{
+    const uint8_t *val;
+    size_t vlen;
+
+    *ids = NULL;
+    *len = 0;
+    if (rdzvd_store_get(t, ENDS_KEY, strlen(ENDS_KEY), &val, &vlen) < 0 || vlen == 0)
+        return 0;
+    if (!(*ids = malloc(vlen + 1)))
+        return -ENOMEM;
+    memcpy(*ids, val, vlen);
+    (*ids)[vlen] = '\0'; /* a last id cut short still ends */
+    *len = vlen;
+    return 0;
+}
+
+unsigned rdzvd_job_ends_kept = RDZVD_JOB_ENDS_KEPT;
+
+int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e)
+{
+    char key[END_KEY_MAX], *ids, *out = NULL, *text = NULL;
+    json_t *o = rdzvd_job_end_json(e);
+    size_t len, off, olen = 0, n = 0, drop;
+    int r = -ENOMEM;
+
+    if (!o || !(text = json_dumps(o, JSON_COMPACT)) || ends_list(t, &ids, &len) < 0)
+        goto out;
+    if (!(out = malloc(len + strlen(e->run_id) + 1))) {
+        free(ids);
+        goto out;
+    }
+    for (off = 0; off < len; off += strlen(ids + off) + 1) /* the others, in their order */
+        if (strcmp(ids + off, e->run_id)) {
+            memcpy(out + olen, ids + off, strlen(ids + off) + 1);
+            olen += strlen(ids + off) + 1;
+            n++;
+        }
+    memcpy(out + olen, e->run_id, strlen(e->run_id) + 1);
+    olen += strlen(e->run_id) + 1;
+    n++;
+    /* Past the bound the oldest go, with their outcomes. */
+    for (drop = 0; n > rdzvd_job_ends_kept; n--) {
+        (void)rdzvd_store_delete(t, key, end_key(out + drop, key));
+        drop += strlen(out + drop) + 1;
+    }
+    free(ids);
+    r = rdzvd_store_set(t, key, end_key(e->run_id, key), text, strlen(text));
+    if (r >= 0)
+        r = rdzvd_store_set(t, ENDS_KEY, strlen(ENDS_KEY), out + drop, olen - drop);
+out:
+    free(out);
+    free(text);
+    json_decref(o);
+    return r < 0 ? r : 0;
+}
+
+int rdzvd_job_ends_foreach(struct rdzvd_store *t,
+                           int (*fn)(const struct rdzvd_job_end *e, void *ud), void *ud)
+{
+    struct rdzvd_job_end e;
+    char key[END_KEY_MAX], *ids;
+    size_t len, off;
+    int r = ends_list(t, &ids, &len);
+
+    for (off = 0; r == 0 && off < len; off += strlen(ids + off) + 1) {
+        const uint8_t *val;
+        size_t vlen;
+        json_t *o;
+
+        if (strlen(ids + off) > RDZV_ID_MAX ||
+            rdzvd_store_get(t, key, end_key(ids + off, key), &val, &vlen) < 0)
+            continue;
+        o = json_loadb((const char *)val, vlen, 0, NULL);
+        if (rdzvd_job_end_from_json(o, ids + off, &e) == 0)
+            r = fn(&e, ud);
+        json_decref(o);
+    }
+    free(ids);
+    return r;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* The generation stores' journal names (rdzvd-job-journals.h). */
+
+/* "job-" and the 64 hex digits of SHA-256 of run_id (keyed: RDZVD_STATE_NAME_KEY) into buf. */
+static int name_prefix(const char *run_id, char *buf, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t mac[RDZV_MAC_BYTES];
+    char digits[2 * RDZV_MAC_BYTES + 1];
+    int r;
+
+    r = rdzv_hmac_sha256((const uint8_t *)RDZVD_STATE_NAME_KEY, strlen(RDZVD_STATE_NAME_KEY),
+                         (const uint8_t *)run_id, strlen(run_id), mac);
+    if (r < 0) {
+        if (len)
+            buf[0] = '\0';
+        return r;
+    }
+    for (size_t i = 0; i < RDZV_MAC_BYTES; i++) {
+        digits[2 * i] = hex[mac[i] >> 4];
+        digits[2 * i + 1] = hex[mac[i] & 15];
+    }
+    digits[2 * RDZV_MAC_BYTES] = '\0';
+    snprintf(buf, len, "job-%s", digits);
+    return 0;
+}
+
+int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len)
+{
+    int r = name_prefix(run_id, buf, len);
+
+    if (r == 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "-gen-%" PRIu64, gen);
+    return r;
+}
+
+int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
+{
+    return rdzvd_journal_unlink(dirfd, state_name);
 }

@@ -76,7 +76,7 @@ struct rdzvd_job_record_hist {
     bool aside;
     char reason[RDZVD_ASIDE_REASON_MAX + 1]; /* "" unless aside */
     /* Aside only: its GPUs (JOIN gpu_uuids) that no other node of the job reported when it was
-     * put aside (rdzvd-job-aside.c); a node sharing one is refused as its host is. In the
+     * put aside (rdzvd-job-sm.c); a node sharing one is refused as its host is. In the
      * record as "aside_gpus", [[node_id, [uuid, ...]], ...] beside "history", so that an rdzvd
      * that predates them reads the record (without them). */
     struct rdzv_gpu_set gpus;

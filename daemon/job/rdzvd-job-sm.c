@@ -1,18 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-sm.c: the job state machine (rdzvd-job-sm.h): rounds, node ranks, spares, NCCL ids,
- * restarts, heartbeat loss, the outcome; what it sends goes to the outbox (rdzvd-job-effects.c). */
-#include "daemon/job/rdzvd-job-sm.h"
-
+/* rdzvd-job-sm.c: the job as it moves (rdzvd-job-impl.h): rounds, node ranks, spares, restarts
+ * and their backoff, heartbeat loss, a stalled rdzvd, the outcome; each rank's progress; the
+ * failure history that charges each failure to its node (and puts a node aside); and the one
+ * function that changes a job's state. What it sends goes to the outbox
+ * (rdzvd-job-effects.c). Part of the job state machine: no libuv, no clock, no host op. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/job/rdzvd-job-sm.h"
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
+#include "proto/rdzv-status.h"
+#include "daemon/data/rdzvd-config.h"
 
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
@@ -897,4 +904,1185 @@ void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
             rdzvd_member_remove(m);
         }
     }
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* The one function that changes a job's state, generation and restart count
+ * (rdzvd-job-impl.h, struct rdzvd_job_move), and its table of legal moves, each with the decision
+ * (rdzvd-job-record.h) that must be recorded before it is made. */
+
+const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "running", "stopping",
+                                                           "ended"};
+
+#define S(st) (1u << (st))
+
+uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
+struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
+
+#define NONE (-1) /* a move that needs no decision: memory only, nothing a restart must know */
+
+/* Each kind of move: the states it may start from, the state it leads to (RESTORE leads to
+ * RUNNING or FORMING, as its record says), and the decision recorded before it (NONE: none; a
+ * generation closed or undone before any ROUND went out, or stopped as its record says already,
+ * is rebuilt from the record as it stands). */
+static const struct {
+    const char *name;
+    unsigned from;
+    enum job_state to;
+    int decision; /* enum rdzvd_decision_kind, or NONE */
+} moves[_JOB_MOVE_MAX] = {
+    [JOB_MOVE_CLOSE] = {"close", S(JOB_FORMING), JOB_NCCL, NONE},
+    [JOB_MOVE_FORM] = {"form", S(JOB_NCCL), JOB_RUNNING, RDZVD_DECIDE_FORMED},
+    [JOB_MOVE_UNDO] = {"undo", S(JOB_NCCL), JOB_FORMING, NONE},
+    [JOB_MOVE_STOP] = {"stop", S(JOB_RUNNING), JOB_STOPPING, RDZVD_DECIDE_STOPPED},
+    [JOB_MOVE_STOPPED] = {"stopped", S(JOB_STOPPING), JOB_FORMING, NONE},
+    [JOB_MOVE_RESTORE] = {"restore", S(JOB_FORMING), JOB_RUNNING, NONE},
+    [JOB_MOVE_END] = {"end", S(JOB_FORMING) | S(JOB_NCCL) | S(JOB_RUNNING), JOB_ENDED,
+                      RDZVD_DECIDE_ENDED},
+};
+
+const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind)
+{
+    return (unsigned)kind < _JOB_MOVE_MAX ? moves[kind].name : "?";
+}
+
+int rdzvd_job_move_decision(enum rdzvd_job_move_kind kind)
+{
+    return (unsigned)kind < _JOB_MOVE_MAX ? moves[kind].decision : NONE;
+}
+
+bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv)
+{
+    if ((unsigned)mv->kind >= _JOB_MOVE_MAX || (unsigned)from >= _JOB_STATE_MAX)
+        return false;
+    if (!(moves[mv->kind].from & S(from)))
+        return false;
+    return true;
+}
+
+int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
+{
+    enum job_state to;
+    int r;
+
+    if (!rdzvd_job_move_legal(j->state, mv) ||
+        (mv->kind == JOB_MOVE_RESTORE && j->generation != 0) ||
+        (mv->kind == JOB_MOVE_UNDO && j->generation == 0)) {
+        log_error("job=%s: move '%s' refused in state %s (generation %" PRIu64 "); nothing changed",
+                  j->run_id, rdzvd_job_move_name(mv->kind), rdzvd_job_state_names[j->state],
+                  j->generation);
+        return -EPERM;
+    }
+    /* Recorded first (logged when refused): what a restarted rdzvd or the next leader rebuilds
+     * is never behind what this one did, or sent. */
+    if (moves[mv->kind].decision != NONE &&
+        (r = rdzvd_job_record_move(j, (enum rdzvd_decision_kind)moves[mv->kind].decision,
+                                   mv)) < 0)
+        return r;
+    to = moves[mv->kind].to;
+    switch (mv->kind) {
+    case JOB_MOVE_CLOSE: /* a new round, of the next generation, under the job's budget */
+        j->generation++;
+        memset(&j->round, 0, sizeof(j->round));
+        j->round.generation = j->generation;
+        j->round.restart_count = j->restart_count;
+        j->round.max_restarts = j->max_restarts;
+        break;
+    case JOB_MOVE_UNDO:
+        j->generation--;
+        break;
+    case JOB_MOVE_STOP:
+        if (mv->counted)
+            j->restart_count++;
+        break;
+    case JOB_MOVE_RESTORE:
+        j->generation = mv->generation;
+        j->restart_count = mv->restart_count;
+        if (!mv->running) {
+            to = JOB_FORMING;
+            break;
+        }
+        j->round.generation = j->generation; /* the running round's: its sizes, the caller's */
+        j->round.restart_count = j->restart_count;
+        j->round.max_restarts = j->max_restarts;
+        break;
+    case JOB_MOVE_END:
+        j->outcome.generation = j->generation;
+        break;
+    default:
+        break;
+    }
+    switch (mv->kind) { /* a recovery's points (rdzvd_job_restart begins it, at STOP) */
+    case JOB_MOVE_STOPPED:
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_STOPPED, rdzvd_job_wall_s());
+        break;
+    case JOB_MOVE_CLOSE:
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_RENDEZVOUS, rdzvd_job_wall_s());
+        break;
+    case JOB_MOVE_FORM:
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzvd_job_wall_s());
+        j->aside_cause = j->straggler_cause = false;
+        break;
+    default:
+        break;
+    }
+    switch (mv->kind) { /* the timeline's bands: a generation runs from FORM to STOP or END */
+    case JOB_MOVE_FORM:
+        rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(), j->generation,
+                                  j->round.world_size, j->round.nnodes);
+        break;
+    case JOB_MOVE_RESTORE:
+        rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), mv->generation, RDZV_MARK_LEADER,
+                            "rebuilt from its record by this rdzvd (a leader change, or rdzvd "
+                            "restarted)");
+        if (to == JOB_RUNNING) /* its sizes are the record's */
+            rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(), mv->generation,
+                                      mv->world_size, mv->nnodes);
+        break;
+    case JOB_MOVE_STOP:
+    case JOB_MOVE_END:
+        rdzvd_timeline_band_end(&j->timeline, rdzvd_job_wall_s());
+        break;
+    default:
+        break;
+    }
+    rdzvd_job_moves_taken[mv->kind][j->state]++;
+    log_debug("job %s: %s -> %s (%s, generation %" PRIu64 ", restart %" PRId64 ")", j->run_id,
+              rdzvd_job_state_names[j->state], rdzvd_job_state_names[to],
+              rdzvd_job_move_name(mv->kind), j->generation, j->restart_count);
+    j->state = to;
+    return 0;
+}
+
+void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, double t_now)
+{
+    const struct rdzv_status_recovery *rc;
+    double s[_RDZV_RECOVERY_PHASES];
+    struct rdzv_hist *h;
+    unsigned k;
+
+    rc = rdzvd_timeline_recovery_point(&j->timeline, t_now, p);
+    if (!rc || (p != RDZV_RECOVERY_SENT && p != RDZV_RECOVERY_FIRST_STEP))
+        return;
+    k = (unsigned)rc->kind < _RDZV_MARK_MAX ? (unsigned)rc->kind : RDZV_MARK_FAILURE;
+    h = rdzvd_job_recovery_hist[k];
+    for (unsigned ph = 0; ph < _RDZV_RECOVERY_PHASES; ph++)
+        s[ph] = rdzv_recovery_phase_s(rc, ph);
+    if (p == RDZV_RECOVERY_SENT) { /* its first phases are final (a new STOP begins anew) */
+        for (unsigned ph = 0; ph < RDZV_RECOVERY_SENT; ph++)
+            rdzv_hist_add(&h[ph], s[ph]);
+        return;
+    }
+    rdzv_hist_add(&h[RDZV_RECOVERY_SENT], s[RDZV_RECOVERY_SENT]);
+    rdzv_hist_add(&h[RDZV_RECOVERY_TOTAL], s[RDZV_RECOVERY_TOTAL]);
+    log_info("job=%s: recovered from generation %" PRIu64 " (%s%s) in %.3f s: stop %.3f s, "
+             "rendezvous %.3f s, ranks and NCCL ids %.3f s, first step %.3f s",
+             j->run_id, rc->generation, rdzv_mark_names[k], rc->inplace ? ", in place" : "",
+             s[RDZV_RECOVERY_TOTAL], s[0], s[1], s[2], s[3]);
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* A job's failure history (rdzvd-job-record.h, struct rdzvd_job_record_hist):
+ * each node's worker failures within the job, and the nodes it put aside. Part of the job state
+ * machine (rdzvd-job-impl.h); every decision records the history as it is in memory. */
+
+uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
+int64_t rdzvd_job_startup_fail_ms = RDZVD_JOB_STARTUP_FAIL_MS;
+
+/* rdzvd's wall clock in unix ms: failures are dated by it, and the dates are recorded, so that a
+ * restarted rdzvd (or the next leader) counts the same window. */
+static int64_t wall_ms(void)
+{
+    return (int64_t)(rdzvd_job_wall_s() * 1000);
+}
+
+const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
+                                                        const char *node_id)
+{
+    for (unsigned i = 0; i < j->n_hist; i++)
+        if (strcmp(j->hist[i].node_id, node_id) == 0)
+            return &j->hist[i];
+    return NULL;
+}
+
+/* The entry of node_id, made (no failure yet) when there is none; when the history is full, the
+ * entry of a node not put aside with the fewest failures makes room. NULL when out of memory,
+ * or when every entry is of a node put aside (logged). */
+static struct rdzvd_job_record_hist *hist_get(struct rdzvd_job *j, const char *node_id)
+{
+    struct rdzvd_job_record_hist *h =
+        (struct rdzvd_job_record_hist *)rdzvd_job_hist_find(j, node_id);
+    unsigned victim = j->n_hist;
+
+    if (h)
+        return h;
+    if (j->n_hist < RDZVD_JOB_HISTORY_MAX) {
+        h = realloc(j->hist, (j->n_hist + 1) * sizeof(*h));
+        if (!h) {
+            log_warn("job=%s out of memory: node id %s's failure is not counted", j->run_id,
+                     node_id);
+            return NULL;
+        }
+        j->hist = h;
+        victim = j->n_hist++;
+    } else {
+        for (unsigned i = 0; i < j->n_hist; i++)
+            if (!j->hist[i].aside &&
+                (victim == j->n_hist || j->hist[i].failures < j->hist[victim].failures))
+                victim = i;
+        if (victim == j->n_hist) {
+            log_warn("job=%s its history holds %u nodes put aside: node id %s's failure is not "
+                     "counted", j->run_id, j->n_hist, node_id);
+            return NULL;
+        }
+    }
+    h = &j->hist[victim];
+    memset(h, 0, sizeof(*h));
+    snprintf(h->node_id, sizeof(h->node_id), "%s", node_id);
+    return h;
+}
+
+/* f as h's newest failure; past RDZVD_JOB_FAILS_KEPT the oldest is forgotten. */
+static void fail_keep(struct rdzvd_job_record_hist *h, const struct rdzvd_job_record_fail *f)
+{
+    if (h->n_fails == RDZVD_JOB_FAILS_KEPT) {
+        memmove(&h->fails[0], &h->fails[1], (RDZVD_JOB_FAILS_KEPT - 1) * sizeof(*f));
+        h->n_fails--;
+    }
+    h->fails[h->n_fails++] = *f;
+}
+
+void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
+{
+    int64_t now = wall_ms();
+
+    free(j->hist);
+    j->hist = rec->hist;
+    j->n_hist = rec->n_hist;
+    rec->hist = NULL;
+    rec->n_hist = 0;
+    /* A record of an older rdzvd has no dates: its failures are dated now, so they count within
+     * the window from here on (as they counted before), with no rank to follow. */
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *h = &j->hist[i];
+        struct rdzvd_job_record_fail old = {.ms = now, .rank = -1, .local_rank = -1,
+                                            .world_size = -1, .node = true};
+
+        if (h->n_fails)
+            continue;
+        for (int64_t k = 0; k < h->failures && k < RDZVD_JOB_FAILS_KEPT; k++)
+            fail_keep(h, &old);
+    }
+}
+
+/* m's GPUs into h, m's node put aside: those that no other node of m's job reports. A node
+ * that names another's GPUs and gets itself put aside must not lock that node out: a GPU in two
+ * nodes at once is a claim of one of them, and not counted against either (logged). */
+static void aside_gpus(struct rdzvd_member *m, struct rdzvd_job_record_hist *h)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    h->gpus = m->join.gpus;
+    for_each_member(j, o, pos, tmp) {
+        int k;
+
+        while (o != m && (k = rdzv_gpu_set_common(&h->gpus, &o->join.gpus)) >= 0) {
+            char text[RDZV_GPU_UUID_LEN + 1];
+
+            rdzv_gpu_uuid_format(&h->gpus.u[k], text);
+            log_warn("job=%s node %s (node id %s) is put aside, but not its GPU %s: node %s "
+                     "(node id %s) reports it too", j->run_id, m->join.host, m->join.node_id,
+                     text, o->join.host, o->join.node_id);
+            (void)rdzv_gpu_set_remove(&h->gpus, &h->gpus.u[k]);
+        }
+    }
+}
+
+int rdzvd_job_check_aside(const struct rdzvd_job_record_hist *hist, unsigned n_hist,
+                          const char *run_id, const char *node_id, const char *host,
+                          const struct rdzv_gpu_set *gpus, char *err, size_t errlen)
+{
+    for (unsigned i = 0; i < n_hist; i++) {
+        int k;
+
+        if (!hist[i].aside)
+            continue;
+        if (strcmp(hist[i].node_id, node_id) == 0) {
+            snprintf(err, errlen, "node id %s was put aside by job %s: %s", node_id, run_id,
+                     hist[i].reason);
+            return -EACCES;
+        }
+        if (host && host[0] && strcmp(hist[i].host, host) == 0) {
+            snprintf(err, errlen, "node %s was put aside by job %s (as node id %s): %s", host,
+                     run_id, hist[i].node_id, hist[i].reason);
+            return -EACCES;
+        }
+        if (gpus && (k = rdzv_gpu_set_common(gpus, &hist[i].gpus)) >= 0) {
+            char text[RDZV_GPU_UUID_LEN + 1];
+
+            rdzv_gpu_uuid_format(&gpus->u[k], text);
+            snprintf(err, errlen, "this node's GPU %s was put aside by job %s with node %s%s(node "
+                     "id %s): %s", text, run_id, hist[i].host, hist[i].host[0] ? " " : "",
+                     hist[i].node_id, hist[i].reason);
+            return -EACCES;
+        }
+    }
+    return 0;
+}
+
+/* f is within j's --bad-node-window at now (no window: every failure is). */
+static bool in_window(const struct rdzvd_job *j, const struct rdzvd_job_record_fail *f, int64_t now)
+{
+    return j->bad_node_window_ms <= 0 || now - f->ms < j->bad_node_window_ms;
+}
+
+/* h's failures that count against its node now: within the window, or (none) all of them. */
+static int64_t node_failures(const struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                             int64_t now)
+{
+    int64_t n = 0;
+
+    if (j->bad_node_window_ms <= 0)
+        return h->failures;
+    for (unsigned i = 0; i < h->n_fails; i++)
+        n += h->fails[i].node && in_window(j, &h->fails[i], now);
+    return n;
+}
+
+/* f, a failure of h's node, follows its rank: the same rank failed on another node within the
+ * window (or, the ranks renumbered since, the world size another, the same local rank). Those
+ * failures become the job's (a node put aside stays so), as f will. The host of such a node
+ * (the last in the history), or NULL when none. */
+static const char *rank_followed(struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                                 const struct rdzvd_job_record_fail *f, int64_t now)
+{
+    const char *other = NULL;
+
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *o = &j->hist[i];
+
+        for (unsigned k = 0; o != h && k < o->n_fails; k++) {
+            struct rdzvd_job_record_fail *g = &o->fails[k];
+
+            if (g->rank < 0 || !in_window(j, g, now) ||
+                (g->world_size == f->world_size ? g->rank != f->rank
+                                                : g->local_rank != f->local_rank))
+                continue;
+            if (g->node && !o->aside) {
+                g->node = false;
+                o->failures--;
+            }
+            other = o->host;
+        }
+    }
+    return other;
+}
+
+/* h's node fails at start-up, and no other does: its last --bad-node-failures failures that
+ * count were all start-up failures, another node is in the job, and no other node's failure
+ * counts within the window (a job whose own code fails at start-up fails on every node: that is
+ * not the node's). */
+static bool fails_at_startup(const struct rdzvd_job *j, const struct rdzvd_job_record_hist *h,
+                             int64_t now)
+{
+    int64_t n = 0;
+
+    for (unsigned i = h->n_fails; i-- > 0 && n < j->bad_node_failures;) {
+        const struct rdzvd_job_record_fail *f = &h->fails[i];
+
+        if (!f->node || !in_window(j, f, now))
+            continue;
+        if (!f->startup)
+            return false;
+        n++;
+    }
+    if (n < j->bad_node_failures || j->nmembers < 2)
+        return false; /* some not kept (no window, more than RDZVD_JOB_FAILS_KEPT); or no other
+                       * node to tell a node's fault from the job's */
+    for (unsigned i = 0; i < j->n_hist; i++)
+        for (unsigned k = 0; &j->hist[i] != h && k < j->hist[i].n_fails; k++)
+            if (j->hist[i].fails[k].node && in_window(j, &j->hist[i].fails[k], now) &&
+                j->hist[i].fails[k].world_size != RDZVD_FAIL_UNRAN) /* no worker's failure */
+                return false;
+    return true;
+}
+
+enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_record_fail f,
+                                       char *summary, size_t len)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_record_hist *h = hist_get(j, m->join.node_id);
+    size_t used = strlen(summary);
+    const char *other;
+    int64_t now, counted;
+    bool waits;
+
+    if (!h)
+        return RDZVD_ASIDE_NOT;
+    now = f.ms ? f.ms : wall_ms();
+    f.ms = now;
+    snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    other = rank_followed(j, h, &f, now);
+    f.node = !other;
+    fail_keep(h, &f);
+    if (other) {
+        if (used < len)
+            snprintf(summary + used, len - used,
+                     "; rank %" PRId64 " failed on node %s too%s: the job's failure, not the "
+                     "node's",
+                     f.rank, other, j->bad_node_window_ms > 0 ? " within the window" : "");
+        return RDZVD_ASIDE_NOT;
+    }
+    h->failures++;
+    counted = node_failures(j, h, now);
+    if (j->bad_node_failures <= 0 || counted < j->bad_node_failures ||
+        j->restart_count >= j->max_restarts)
+        return RDZVD_ASIDE_NOT; /* not yet, never, or the job ends on this failure anyway */
+    waits = j->nmembers - 1 < j->min;
+    if (waits && !fails_at_startup(j, h, now))
+        return RDZVD_ASIDE_NO_CHOICE;
+    h->aside = true;
+    aside_gpus(m, h);
+    rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
+    if (j->bad_node_window_ms > 0)
+        snprintf(h->reason, sizeof(h->reason),
+                 "its workers failed%s %" PRId64 " times within %" PRId64 " s (--bad-node-failures "
+                 "%" PRId64 ", --bad-node-window %" PRId64 "), the last at generation %" PRIu64,
+                 waits ? " at start-up" : "", counted, j->bad_node_window_ms / 1000,
+                 j->bad_node_failures, j->bad_node_window_ms / 1000, j->generation);
+    else
+        snprintf(h->reason, sizeof(h->reason),
+                 "its workers failed%s %" PRId64 " times within the job (--bad-node-failures "
+                 "%" PRId64 "), the last at generation %" PRIu64,
+                 waits ? " at start-up" : "", counted, j->bad_node_failures, j->generation);
+    if (used < len)
+        snprintf(summary + used, len - used, "; node rank %" PRId64 " (%s) is put aside%s: %s%s",
+                 m->node_rank, m->join.host,
+                 f.startup ? " once its generation stopped, unless every node failed alike" : "",
+                 h->reason,
+                 waits ? "; no spare waits: the job waits for a node to take its place "
+                         "(--join-timeout)" : "");
+    return RDZVD_ASIDE_NOW;
+}
+
+/* The failures of host's nodes lost before they ran that count now (within the window). */
+static int64_t host_unran(const struct rdzvd_job *j, const char *host, int64_t now)
+{
+    int64_t n = 0;
+
+    for (unsigned i = 0; host[0] && i < j->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &j->hist[i];
+
+        for (unsigned k = 0; strcmp(h->host, host) == 0 && k < h->n_fails; k++)
+            n += h->fails[k].world_size == RDZVD_FAIL_UNRAN && in_window(j, &h->fails[k], now);
+    }
+    return n;
+}
+
+/* Whether m's workers ran its generation: its agent answered the ROUND, and the generation
+ * is older than the start-up window (RDZVD_JOB_STARTUP_FAIL_MS) or one of its ranks reported
+ * a step. An agent lost sooner (a crash loop, an OOM as it starts) cost no worker a step. */
+static bool ran_past_startup(const struct rdzvd_member *m)
+{
+    const struct rdzvd_job *j = m->job;
+
+    if (m->ran_gen != j->generation)
+        return false;
+    if (!j->formed_ms ||
+        (int64_t)(rdzvd_job_now_ms() - j->formed_ms) >= rdzvd_job_startup_fail_ms)
+        return true;
+    for (int64_t r = 0; r < m->join.nproc; r++)
+        if (rdzvd_member_rank_progressed(m, r))
+            return true;
+    return false;
+}
+
+bool rdzvd_member_lost_unran(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
+                  !ran_past_startup(m);
+    struct rdzvd_job_record_fail f = {.ms = wall_ms(), .rank = -1, .local_rank = -1,
+                                      .world_size = RDZVD_FAIL_UNRAN, .node = true};
+    struct rdzvd_job_record_hist *h;
+    int64_t n;
+
+    /* One that left on a signal from outside (its scheduler's) is charged nothing, as ever;
+     * one put aside on its own word (a health check) was charged already. */
+    if (j->state == JOB_ENDED || m->signalled || !(placed || (m->scaled_up && !m->ran_gen)) ||
+        !(h = hist_get(j, m->join.node_id)) || h->aside)
+        return placed;
+    /* Its agent's --host: a new agent on that host is a new node id, and the host is what keeps
+     * costing the job (an agent that crashes as it starts, a token holder that closes). */
+    snprintf(h->host, sizeof(h->host), "%s", m->join.host);
+    fail_keep(h, &f);
+    h->failures++;
+    n = host_unran(j, m->join.host, f.ms);
+    /* Logged as rdzvd_job_note does (rdzvd-job-sm.c calls this file: no call back). */
+    log_warn("job=%s gen=%" PRIu64 " node=%s (node id %s) went before it ran (%s): not charged "
+             "to the restart budget; its host has lost %" PRId64 " node(s) so",
+             j->run_id, j->generation, m->join.host, m->join.node_id,
+             !placed ? "its JOIN scaled the job up"
+             : m->ran_gen != j->generation
+                 ? "its agent never answered its ROUND"
+                 : "lost within the start-up window, before any of its ranks made a step",
+             n);
+    if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
+        h->aside = true;
+        aside_gpus(m, h);
+        rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
+        snprintf(h->reason, sizeof(h->reason),
+                 "%" PRId64 " of its nodes went before they ran (placed or taken in by a "
+                 "scale-up, their agents gone before their workers started) %s "
+                 "(--bad-node-failures %" PRId64 "), the last at generation %" PRIu64,
+                 n, j->bad_node_window_ms > 0 ? "within --bad-node-window" : "within the job",
+                 j->bad_node_failures, j->generation);
+        log_warn("job=%s gen=%" PRIu64 " node=%s put aside (node id %s): %s", j->run_id,
+                 j->generation, m->join.host, m->join.node_id, h->reason);
+    }
+    if (!placed && rdzvd_job_save_aside(j) < 0) /* no restart follows to record it */
+        log_warn("job=%s the history of node id %s was not recorded", j->run_id,
+                 m->join.node_id);
+    return placed; /* placed: the restart that follows records it (STOPPED) */
+}
+
+bool rdzvd_member_scale_up_now(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    int64_t n = host_unran(j, m->join.host, wall_ms());
+
+    if (n > 0) {
+        log_info("job=%s gen=%" PRIu64 " node=%s is not taken in now (--scale-up now): its "
+                 "host has lost %" PRId64 " node(s) before they ran; it waits for the next "
+                 "restart", j->run_id, j->generation, m->join.host, n);
+        return false;
+    }
+    m->scaled_up = true;
+    return true;
+}
+
+int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)
+{
+    struct rdzvd_job *j = m->job;
+    int n = 0;
+
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *o = &j->hist[i];
+        struct rdzvd_member *p = rdzvd_member_index_find(&j->by_id, o->node_id);
+
+        if (strcmp(o->node_id, m->join.node_id) == 0)
+            continue;
+        if (o->aside && p && p->aside_pending) { /* put aside on this generation's failure */
+            o->aside = false;
+            o->reason[0] = '\0';
+            o->gpus.n = 0;
+            rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]--;
+            n++;
+        } else if (o->aside) {
+            continue; /* one put aside stays so (an operator releases it) */
+        }
+        for (unsigned k = 0; k < o->n_fails; k++) {
+            struct rdzvd_job_record_fail *g = &o->fails[k];
+
+            if (!g->node || !g->startup || g->ms < since_ms)
+                continue;
+            g->node = false;
+            o->failures--;
+            n++;
+        }
+    }
+    return n;
+}
+
+void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *sj)
+{
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        const struct rdzvd_job_record_hist *h = &j->hist[i];
+        struct rdzv_status_aside *a;
+
+        if (!h->aside)
+            continue;
+        if (sj->aside_total++ >= RDZV_STATUS_ASIDE)
+            continue;
+        a = &sj->aside[sj->n_aside++];
+        snprintf(a->node_id, sizeof(a->node_id), "%s", h->node_id);
+        snprintf(a->host, sizeof(a->host), "%s", h->host);
+        snprintf(a->reason, sizeof(a->reason), "%s", h->reason);
+        a->failures = h->failures;
+        a->n_gpus = h->gpus.n < RDZV_STATUS_ASIDE_GPUS ? h->gpus.n : RDZV_STATUS_ASIDE_GPUS;
+        memcpy(a->gpus, h->gpus.u, a->n_gpus * sizeof(a->gpus[0]));
+        a->gpus_left_out = h->gpus.n - a->n_gpus;
+    }
+}
+
+#define CHECK_REASON "it failed a health check: "
+
+/* Make room for one more node put aside on its own word: past RDZVD_JOB_ASIDE_CHECK_MAX of them,
+ * the oldest (the first in the history) is forgotten. */
+static void check_asides_bound(struct rdzvd_job *j)
+{
+    unsigned n = 0, oldest = j->n_hist;
+
+    for (unsigned i = 0; i < j->n_hist; i++)
+        if (j->hist[i].aside && strncmp(j->hist[i].reason, CHECK_REASON,
+                                        strlen(CHECK_REASON)) == 0 && n++ == 0)
+            oldest = i;
+    if (n < RDZVD_JOB_ASIDE_CHECK_MAX)
+        return;
+    log_info("job=%s forgets node %s (node id %s), put aside on its own word: it keeps the "
+             "newest %d such", j->run_id, j->hist[oldest].host, j->hist[oldest].node_id,
+             RDZVD_JOB_ASIDE_CHECK_MAX);
+    memmove(&j->hist[oldest], &j->hist[oldest + 1],
+            (j->n_hist - oldest - 1) * sizeof(*j->hist));
+    j->n_hist--;
+}
+
+#define STRAGGLER_REASON "a straggler: "
+
+void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
+{
+    rdzvd_job_node_aside(m, RDZVD_ASIDE_CHECK, reason);
+}
+
+void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reason)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_record_hist *h;
+    bool held;
+
+    if (!rdzvd_job_hist_find(j, m->join.node_id) && why == RDZVD_ASIDE_CHECK)
+        check_asides_bound(j);
+    h = hist_get(j, m->join.node_id);
+
+    if (!h)
+        return; /* not kept (logged): its agent leaves all the same */
+    /* A host is put aside only on the word of a node that held a place in the job: anyone with
+     * the agents' token may JOIN naming a member's host, and a spare or a new node proves
+     * nothing of it. Such a node is put aside by its node id only. */
+    held = rdzvd_member_held_place(m);
+    snprintf(h->host, sizeof(h->host), "%s", held ? m->join.host : "");
+    if (!h->aside && why < RDZVD_ASIDE_REASONS)
+        rdzvd_nodes_put_aside[why]++;
+    h->aside = true;
+    if (held)
+        aside_gpus(m, h);
+    else
+        h->gpus.n = 0; /* nor the GPUs it claims: a token holder could name an away member's */
+    snprintf(h->reason, sizeof(h->reason), "%s%s",
+             why == RDZVD_ASIDE_STRAGGLER ? STRAGGLER_REASON : CHECK_REASON, reason);
+    rdzv_utf8_trim(h->reason);
+}
+
+int rdzvd_job_release(struct rdzvd_job *j, const char *node, char *err, size_t errlen)
+{
+    struct rdzvd_job_record_hist *before;
+    struct rdzv_gpu_uuid gpu;
+    bool by_gpu = rdzv_gpu_uuid_parse(node, strlen(node), &gpu) == 0;
+    int released = 0, r;
+
+    if (!j->n_hist)
+        return 0;
+    if (!(before = malloc(j->n_hist * sizeof(*before)))) {
+        snprintf(err, errlen, "rdzvd is out of memory");
+        return -ENOMEM;
+    }
+    memcpy(before, j->hist, j->n_hist * sizeof(*before));
+    for (unsigned i = 0; i < j->n_hist; i++) {
+        struct rdzvd_job_record_hist *h = &j->hist[i];
+
+        if (!h->aside)
+            continue;
+        if (by_gpu) { /* that GPU only: the node stays put aside by its id and host */
+            released += rdzv_gpu_set_remove(&h->gpus, &gpu);
+            continue;
+        }
+        if (strcmp(h->node_id, node) && strcmp(h->host, node))
+            continue;
+        h->aside = false;
+        h->failures = 0;
+        h->n_fails = 0;
+        h->reason[0] = '\0';
+        h->gpus.n = 0;
+        released++;
+    }
+    r = released ? rdzvd_job_save_aside(j) : 0;
+    if (r < 0) {
+        memcpy(j->hist, before, j->n_hist * sizeof(*before)); /* not recorded: not done */
+        snprintf(err, errlen, "rdzvd could not record it in its job table: %s", strerror(-r));
+    } else if (released && by_gpu) {
+        log_warn("job=%s GPU %s released by an operator from %d node(s) put aside: a node with "
+                 "it may join", j->run_id, node, released);
+    } else if (released) {
+        log_warn("job=%s node %s released by an operator (%d entr%s): it may join again",
+                 j->run_id, node, released, released == 1 ? "y" : "ies");
+    }
+    free(before);
+    return r < 0 ? r : released;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* Each rank's last progress report, from its agent's HEARTBEATs, kept per
+ * member for the current generation, and the status's "ranks" made from it. Loop thread only, as
+ * the rest of the job state machine (rdzvd-job-impl.h). */
+
+/* A rank's compute time in the status: the median of its last this many samples. */
+#define RDZVD_COMPUTE_WINDOW 8
+
+struct rdzvd_rank_progress {
+    bool set; /* the local rank has reported in progress_gen */
+    int64_t step;
+    uint64_t at_ms;     /* when the report was made, rdzvd_job_now_ms() clock */
+    int64_t timeout_ms; /* its agent's progress timeout for it; 0: none */
+    /* Its last steps' compute times (ms), one per new step reported with one: a ring of n. */
+    uint32_t compute[RDZVD_COMPUTE_WINDOW];
+    uint64_t compute_at[RDZVD_COMPUTE_WINDOW]; /* when each was reported, as at_ms */
+    unsigned n_compute, compute_pos;
+    int64_t compute_step; /* the step of the last sample */
+};
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The median of e's window (the upper one of an even count), or -1 when it is empty. */
+static int64_t compute_median(const struct rdzvd_rank_progress *e)
+{
+    uint32_t sorted[RDZVD_COMPUTE_WINDOW];
+
+    if (e->n_compute == 0)
+        return -1;
+    memcpy(sorted, e->compute, e->n_compute * sizeof(sorted[0]));
+    qsort(sorted, e->n_compute, sizeof(sorted[0]), cmp_u32);
+    return sorted[e->n_compute / 2];
+}
+
+/* The index of e's k-th newest sample (k = 1: the last written, just before compute_pos). */
+static unsigned compute_newest(const struct rdzvd_rank_progress *e, unsigned k)
+{
+    return (e->compute_pos + RDZVD_COMPUTE_WINDOW - k) % RDZVD_COMPUTE_WINDOW;
+}
+
+void rdzvd_member_progress_free(struct rdzvd_member *m)
+{
+    free(m->progress);
+    m->progress = NULL;
+}
+
+bool rdzvd_member_rank_progressed(const struct rdzvd_member *m, int64_t local_rank)
+{
+    return m->progress && m->progress_gen == m->job->generation && local_rank >= 0 &&
+           local_rank < m->join.nproc && m->progress[local_rank].set;
+}
+
+/* A recovery's last point: the job's first step after the new generation's ranks went out,
+ * when every node of it has made one (the latest of their first steps). Not the first report
+ * of any rank: one kept in place finishes the step it was in (or reports its steps from
+ * before) while a spare's workers still start, and none steps again before they do. */
+static void recovery_first_step(struct rdzvd_member *m, double first)
+{
+    struct rdzvd_job *j = m->job;
+    double since = rdzvd_timeline_recovery_since(&j->timeline), last = 0;
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    if (m->rec_since != since) {
+        m->rec_since = since;
+        m->rec_first = 0;
+    }
+    if (!m->rec_first || first < m->rec_first)
+        m->rec_first = first;
+    for_each_member(j, o, pos, tmp) {
+        if (o->node_rank < 0)
+            continue;
+        if (o->rec_since != since || !o->rec_first)
+            return; /* a node of the generation has not stepped yet */
+        if (o->rec_first > last)
+            last = o->rec_first;
+    }
+    rdzvd_job_recovery_point(j, RDZV_RECOVERY_FIRST_STEP, last);
+}
+
+void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
+{
+    RDZVD_JOB_STEP;
+    struct rdzvd_job *j = m->job;
+    uint64_t now = rdzvd_job_now_ms();
+    size_t nproc = (size_t)m->join.nproc;
+    double wall = rdzvd_job_wall_s(), first = 0; /* a recovery's first step: its earliest report */
+
+    if (hb->generation == j->generation && m->node_rank >= 0 && m->ran_gen != hb->generation) {
+        m->ran_gen = hb->generation; /* its agent took the ROUND: its workers start */
+        m->ran_now = true; /* before they started: the start grace goes on (its deadline) */
+    }
+    if (hb->n_progress == 0 || hb->generation != j->generation || m->node_rank < 0)
+        return;
+    if (!m->progress) {
+        m->progress = calloc(nproc, sizeof(*m->progress));
+        if (!m->progress) {
+            log_error("job=%s: out of memory keeping the progress of node rank %" PRId64, j->run_id,
+                      m->node_rank);
+            return;
+        }
+        m->progress_gen = hb->generation;
+    }
+    if (m->progress_gen != hb->generation) {
+        memset(m->progress, 0, nproc * sizeof(*m->progress));
+        m->progress_gen = hb->generation;
+    }
+    if (m->progress_gen != m->scored_gen) { /* a new generation is scored anew */
+        m->straggler_score = 0;
+        m->slow_since_ms = 0;
+        m->straggler = m->straggler_kept = false;
+        m->scored_gen = m->progress_gen;
+    }
+    for (unsigned i = 0; i < hb->n_progress; i++) {
+        const struct rdzv_rank_progress *p = &hb->progress[i];
+        struct rdzvd_rank_progress *e;
+
+        if (p->local_rank >= m->join.nproc)
+            continue;
+        e = &m->progress[p->local_rank];
+        e->at_ms = (uint64_t)p->age_ms < now ? now - (uint64_t)p->age_ms : 0;
+        if (p->has_compute && (e->n_compute == 0 || p->step != e->compute_step)) {
+            e->compute[e->compute_pos] = (uint32_t)p->compute_ms;
+            e->compute_at[e->compute_pos] = e->at_ms;
+            e->compute_pos = (e->compute_pos + 1) % RDZVD_COMPUTE_WINDOW;
+            if (e->n_compute < RDZVD_COMPUTE_WINDOW)
+                e->n_compute++;
+            e->compute_step = p->step;
+        }
+        e->set = true;
+        e->step = p->step;
+        e->timeout_ms = p->timeout_ms;
+        if (j->timeline.recovering) {
+            double at = wall - (double)p->age_ms / 1000;
+
+            if (at >= rdzvd_timeline_recovery_since(&j->timeline) && (!first || at < first))
+                first = at;
+        }
+        if (m->node_rank == 0 && p->local_rank == 0) /* rank 0: the job's steps per second */
+            rdzvd_timeline_step(&m->job->timeline, rdzvd_job_wall_s() - (double)p->age_ms / 1000,
+                                p->step);
+    }
+    if (first > 0 && j->state == JOB_RUNNING)
+        recovery_first_step(m, first);
+}
+
+/* The member's progress entries that belong in the status: of the job's generation. */
+static bool member_progress_current(const struct rdzvd_member *m)
+{
+    return m->progress && m->node_rank >= 0 && m->progress_gen == m->job->generation;
+}
+
+int64_t rdzvd_member_compute_ms(const struct rdzvd_member *m, bool full)
+{
+    int64_t worst = -1;
+
+    if (!member_progress_current(m))
+        return -1;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        const struct rdzvd_rank_progress *e = &m->progress[i];
+        int64_t c = e->set ? compute_median(e) : -1;
+
+        if (full && (!e->set || e->n_compute < RDZVD_COMPUTE_WINDOW))
+            return -1;
+        if (c > worst)
+            worst = c;
+    }
+    return worst;
+}
+
+uint64_t rdzvd_member_slow_since_ms(const struct rdzvd_member *m, double threshold_ms, uint64_t now)
+{
+    uint64_t since = now;
+
+    if (!member_progress_current(m))
+        return now;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        const struct rdzvd_rank_progress *e = &m->progress[i];
+        uint64_t start = now;
+
+        if (!e->set || e->n_compute == 0 || (double)compute_median(e) < threshold_ms)
+            continue;
+        /* Newest to oldest, back to the first slow report of the run: the node was slow by
+         * then, never counted earlier. */
+        for (unsigned k = 1; k <= e->n_compute; k++) {
+            unsigned at = compute_newest(e, k);
+
+            if ((double)e->compute[at] < threshold_ms)
+                break;
+            start = e->compute_at[at];
+        }
+        if (start < since)
+            since = start;
+    }
+    return since;
+}
+
+int64_t rdzvd_member_last_compute_ms(const struct rdzvd_member *m)
+{
+    int64_t worst = -1;
+
+    if (!member_progress_current(m))
+        return -1;
+    for (int64_t i = 0; i < m->join.nproc; i++) {
+        const struct rdzvd_rank_progress *e = &m->progress[i];
+        unsigned last = compute_newest(e, 1);
+
+        if (e->set && e->n_compute && (int64_t)e->compute[last] > worst)
+            worst = e->compute[last];
+    }
+    return worst;
+}
+
+struct rank_ref {
+    int64_t rank;
+    uint64_t at_ms;
+    const struct rdzvd_member *m;
+    int64_t local_rank;
+};
+
+static int by_age_desc(const void *a, const void *b)
+{
+    const struct rank_ref *x = a, *y = b;
+
+    if (x->at_ms != y->at_ms)
+        return x->at_ms < y->at_ms ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct rank_ref *x = a, *y = b;
+
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+int rdzvd_job_progress_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    struct rank_ref *refs;
+    size_t n = 0, k = 0;
+    int r = 0;
+
+    for_each_member(j, m, pos, tmp)
+    {
+        if (!member_progress_current(m))
+            continue;
+        for (int64_t i = 0; i < m->join.nproc; i++)
+            n += m->progress[i].set;
+    }
+    sj->ranks_left_out = 0;
+    if (n == 0)
+        return 0;
+    refs = calloc(n, sizeof(*refs));
+    if (!refs)
+        return -ENOMEM;
+    for_each_member(j, m, pos, tmp)
+    {
+        if (!member_progress_current(m))
+            continue;
+        for (int64_t i = 0; i < m->join.nproc; i++)
+            if (m->progress[i].set)
+                refs[k++] = (struct rank_ref){.rank = m->rank_offset + i,
+                                              .at_ms = m->progress[i].at_ms,
+                                              .m = m,
+                                              .local_rank = i};
+    }
+    if (n > RDZV_STATUS_MAX_RANKS) {
+        /* Keep the longest silent: those are what an operator looks for. */
+        qsort(refs, n, sizeof(*refs), by_age_desc);
+        sj->ranks_left_out = (int64_t)(n - RDZV_STATUS_MAX_RANKS);
+        n = RDZV_STATUS_MAX_RANKS;
+    }
+    qsort(refs, n, sizeof(*refs), by_rank);
+    r = rdzv_status_alloc_ranks(sj, n);
+    if (r < 0)
+        goto out_free;
+    for (k = 0; k < n; k++) {
+        const struct rdzvd_rank_progress *e = &refs[k].m->progress[refs[k].local_rank];
+        struct rdzv_status_rank *s = &sj->ranks[k];
+
+        s->rank = refs[k].rank;
+        s->node_rank = refs[k].m->node_rank;
+        snprintf(s->host, sizeof(s->host), "%s", refs[k].m->join.host);
+        s->step = e->step;
+        s->age_s = now > e->at_ms ? (double)(now - e->at_ms) / 1000 : 0;
+        s->timeout_s = (double)e->timeout_ms / 1000;
+        s->compute_ms = compute_median(e);
+    }
+out_free:
+    free(refs);
+    return r;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* Restarts back off (the first JOIN's restart_backoff, the cap): when a
+ * restart's next generation may form. Part of the job state machine (rdzvd-job-impl.h), below
+ * rdzvd-job-sm.c: it asks, and arms the job's timer; nothing here moves the job. */
+
+uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted)
+{
+    uint64_t now = rdzvd_job_now_ms(), ms = 0;
+
+    if (j->formed_ms && now - j->formed_ms >= RDZVD_JOB_BACKOFF_RESET_MS)
+        j->backoff_step = 0; /* it ran healthy a while */
+    if (counted && j->backoff_max_ms > 0 && j->backoff_step++ > 0) {
+        ms = RDZVD_JOB_BACKOFF_FIRST_MS;
+        for (unsigned i = 2; i < j->backoff_step && ms < (uint64_t)j->backoff_max_ms; i++)
+            ms *= 2;
+        if (ms > (uint64_t)j->backoff_max_ms)
+            ms = (uint64_t)j->backoff_max_ms;
+    }
+    j->backoff_until_ms = ms ? now + ms : 0;
+    return ms;
+}
+
+uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j)
+{
+    uint64_t now;
+
+    if (!j->backoff_until_ms)
+        return 0;
+    now = rdzvd_job_now_ms();
+    if (now < j->backoff_until_ms)
+        return j->backoff_until_ms - now;
+    j->backoff_until_ms = 0;
+    return 0;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* Whether rdzvd itself was stalled (SIGSTOPped, starved, a VM paused) when it
+ * meets a member's late message or closed connection, so that its agents' reconnects after the
+ * stall are not charged as node losses. A stall is the job's, not one member's. Part of the job
+ * state machine (rdzvd-job-impl.h); it reads members' timers and calls nothing above it. */
+
+void rdzvd_member_mark_stall(struct rdzvd_member *m)
+{
+    m->stall_ms = m->job->stall_ms = rdzvd_job_now_ms();
+}
+
+
+/* A message of m read after its deadline passed: rdzvd, not the agent, was stalled (a silent
+ * agent's deadline fires in time). Its agent may have given up on us and be reconnecting. */
+void rdzvd_member_check_stall(struct rdzvd_member *m)
+{
+    if (rdzvd_member_deadline_due(m))
+        rdzvd_member_mark_stall(m);
+}
+
+/* rdzvd ran late: a heartbeat deadline of one of j's members passed and its timer has not run
+ * (it runs in time on a loop that runs). Any member's deadline will do: one still under the
+ * ROUND's longer grace is not due when rdzvd resumes, though its agent, whose deadline is the
+ * plain timeout, found rdzvd silent. */
+static bool job_ran_late(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    for_each_member(j, o, pos, tmp) if (rdzvd_member_deadline_due(o)) return true;
+    return false;
+}
+
+bool rdzvd_member_stalled(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    uint64_t now = rdzvd_job_now_ms(), hb = (uint64_t)j->hb_timeout_ms;
+
+    rdzvd_member_check_stall(m);
+    if (m->stall_ms && now - m->stall_ms < hb)
+        return true;
+    if (j->stall_ms && now - j->stall_ms < hb)
+        return true;
+    if (!job_ran_late(j))
+        return false;
+    j->stall_ms = now;
+    return true;
+}
+
+void rdzvd_member_seen(struct rdzvd_member *m)
+{
+    RDZVD_JOB_STEP;
+    uint64_t now = rdzvd_job_now_ms();
+
+    rdzvd_member_check_stall(m);
+    /* Nothing read from m for a heartbeat timeout (its agent heartbeats several times in one):
+     * rdzvd echoed none either, and the agent may have given up on it as silent. */
+    if (now - m->last_seen_ms >= (uint64_t)m->job->hb_timeout_ms)
+        m->stall_ms = now;
+    m->last_seen_ms = now;
+}
+
+/* -------------------------------------------------------------------------------------------- */
+/* A job's node ranks: the tables of who asked for and who holds each node rank
+ * of the generation (by_req, by_rank), grown on demand up to --nnodes MAX, and a member's place
+ * in them. Part of the job state machine (rdzvd-job-impl.h); it calls nothing of the machine. */
+
+int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
+{
+    struct rdzvd_member **req, **rank;
+    int64_t cap = j->rank_cap ? j->rank_cap : 8;
+
+    assert(n <= j->max);
+    if (n <= j->rank_cap)
+        return 0;
+    while (cap < n)
+        cap *= 2;
+    if (cap > j->max)
+        cap = j->max;
+    req = realloc(j->by_req, (size_t)cap * sizeof(*req));
+    if (!req)
+        return -ENOMEM;
+    j->by_req = req;
+    rank = realloc(j->by_rank, (size_t)cap * sizeof(*rank));
+    if (!rank)
+        return -ENOMEM; /* by_req is larger, rank_cap not: still consistent */
+    j->by_rank = rank;
+    memset(req + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*req));
+    memset(rank + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*rank));
+    j->rank_cap = cap;
+    return 0;
+}
+
+struct rdzvd_member *rdzvd_member_by_rank(struct rdzvd_job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->rank_cap ? j->by_rank[rank] : NULL;
+}
+
+struct rdzvd_member *rdzvd_member_by_req(struct rdzvd_job *j, int64_t rank)
+{
+    return rank >= 0 && rank < j->rank_cap ? j->by_req[rank] : NULL;
+}
+
+void rdzvd_member_unrank(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (m->node_rank < 0)
+        return;
+    if (rdzvd_member_by_rank(j, m->node_rank) == m)
+        j->by_rank[m->node_rank] = NULL;
+    m->node_rank = -1;
+    j->nin_round--;
+}
+
+void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank)
+{
+    struct rdzvd_job *j = m->job;
+
+    if (rank < 0 || rank >= j->rank_cap) { /* every caller checked it: never past by_rank */
+        log_error("job=%s: node rank %" PRId64 " is out of 0..%" PRId64 "; not set", j->run_id,
+                  rank, j->rank_cap - 1);
+        return;
+    }
+    rdzvd_member_unrank(m);
+    m->node_rank = rank;
+    j->by_rank[rank] = m;
+    j->nin_round++;
 }

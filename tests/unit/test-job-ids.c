@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-ids.c: a job's node ids (daemon/job/rdzvd-job-ids.c): which it keeps, which it
+/* test-job-ids.c: a job's node ids (daemon/job/rdzvd-job-persist.c): which it keeps, which it
  * forgets, and when a new one is refused (docs/design/job-policy.md, rows E0-10 and F17; issue
  * 62 case 3), driven with fake agents (jobtest.h). Moved from test-job-policy.c. */
 #include "common/rdzv-log.h"
