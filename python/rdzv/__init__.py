@@ -59,6 +59,11 @@ def progress(step):
     if step < 0:
         raise ValueError("rdzv.progress: step must be >= 0, not %d" % step)
     _script_reports = True
+    _write_step(step)
+
+
+def _write_step(step):
+    """"step N", with the compute time of the steps since the last one when it is known."""
     ms = _compute_ms() if _compute_ms is not None else None
     if ms is None:
         _write(b"step %d\n" % step)

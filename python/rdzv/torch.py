@@ -49,6 +49,7 @@ import select
 import socket
 import threading
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -362,8 +363,19 @@ class _ComputeTimer:
         self._thread = None
 
     def attach(self, ddp):
+        """Time ddp for wrap(): its forward starts the first step, this timer's take() is
+        rdzv.progress()'s, and the last wrap()'s timer is closed (recover() makes a new DDP)."""
         global _timer
         ddp.register_forward_pre_hook(self._forward)
+        self.time(ddp)
+        if _timer is not None:
+            _timer.close()  # the last DDP's: its thread ends
+        _rdzv._compute_ms = self.take
+        _timer = self
+
+    def time(self, ddp):
+        """Register ddp's communication hook (DDP's default all-reduce: each bucket divided by
+        the world size, then summed, timed) and start the thread."""
         pg = getattr(ddp, "process_group", None) or dist.group.WORLD
         world = dist.get_world_size(pg)
 
@@ -380,13 +392,14 @@ class _ComputeTimer:
             self._queue.put((work, buf, fut, now))
             return fut
 
-        ddp.register_comm_hook(None, hook)
         self._thread = threading.Thread(target=self._wait, name="rdzv-compute", daemon=True)
         self._thread.start()
-        if _timer is not None:
-            _timer.close()  # the last DDP's (recover() makes a new one): its thread ends
-        _rdzv._compute_ms = self.take
-        _timer = self
+        _started.add(self)
+        try:
+            ddp.register_comm_hook(None, hook)
+        except BaseException:
+            self.close()
+            raise
 
     def _wait(self):
         """The thread: each all-reduce in turn, its future completed with the reduced bucket
@@ -429,14 +442,15 @@ class _ComputeTimer:
 
 
 _timer = None  # the compute timer of the newest wrap()
+_started = weakref.WeakSet()  # every timer whose thread may still run
 
 
 @atexit.register
 def _close_timer():
-    """At exit, before the interpreter's shutdown: the timer's thread leaves the all-reduce it
+    """At exit, before the interpreter's shutdown: each timer's thread leaves the all-reduce it
     may be in (its C++ frames), so that the shutdown never ends it there."""
-    if _timer is not None:
-        _timer.close(_ComputeTimer.CLOSE_WAIT_S)
+    for t in list(_started):
+        t.close(_ComputeTimer.CLOSE_WAIT_S)
 
 
 def _sockets():
