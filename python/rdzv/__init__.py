@@ -73,7 +73,8 @@ def _write_step(step):
 
 # The most a step's compute time may be (proto/WORKER.md), in ms.
 COMPUTE_MS_MAX = 3600000
-# Set by rdzv.torch's wrap(): the compute time (ms) of the steps since the last report, or None.
+# Set by rdzv.torch's wrap(), or by rdzv-agent's hooks (rdzv._hooks) once torch is loaded: the
+# compute time (ms) of the steps since the last report, or None.
 _compute_ms = None
 # The script reports its own steps (it called progress()): rdzv-agent's hooks (rdzv._hooks,
 # which count optimizer steps in a script that does not) then write none.

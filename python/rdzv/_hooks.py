@@ -11,6 +11,12 @@ docs/guide/progress.md); its sitecustomize.py calls install(), which, with a pro
   not imported here: the hooks go in once the script imports it (a sys.meta_path finder), and
   a worker that never imports torch never loads it. A script that reports its own steps
   (rdzv.progress, rdzv.torch) is left to them;
+- times each DDP model (DistributedDataParallel's methods wrapped once torch is loaded): at its
+  first forward, unless it has a communication hook of its own by then (the script's; rdzv.torch's
+  wrap()), it gets rdzv.torch's compute timer, whose hook is DDP's default all-reduce, timed, with
+  a thread ("rdzv-compute") that waits for the all-reduces. While the process has one DDP model
+  and it is timed, each "step N" carries "compute_ms M" (rdzvd's straggler verdicts); a hook the
+  script registers after the first forward runs in the timer's place, and the steps are plain;
 - writes "wait" while the training thread is blocked in a collective (rdzv._watch_waits);
 - says "stacks" (importing rdzv does: faulthandler on the agent's signal);
 - reports an uncaught exception before the interpreter prints it: "error TYPE: MESSAGE
@@ -90,6 +96,109 @@ def _torch_loaded():
             _count_each_class(optimizer.Optimizer)
     except Exception:  # noqa: BLE001 -- a torch of another shape: no steps, the script runs
         pass
+    try:
+        from torch.nn.parallel import DistributedDataParallel
+        _time_each_ddp(DistributedDataParallel)
+        if _rdzv._compute_ms is None:
+            _rdzv._compute_ms = _compute_ms
+    except Exception:  # noqa: BLE001 -- no compute time: plain "step N"
+        pass
+
+
+_seen = {}  # {DDP model: its compute timer, or None}, from its first forward (weak keys)
+_own = set()  # the DDP models that registered a communication hook of their own (weak)
+_timing = False  # a timer registers its hook: not the script's own
+_UNSEEN = object()
+
+
+def _time_each_ddp(cls):
+    """Each DDP model gets rdzv.torch's compute timer (_ComputeTimer.time(): DDP's default
+    all-reduce, timed) at its first forward, unless it has a communication hook of its own by
+    then (the script's, or rdzv.torch's wrap()): DDP takes one, before the first backward. The
+    class's methods are wrapped, so that nothing is kept in the model itself (it pickles as
+    before). A hook the script registers after the first forward runs in the timer's place."""
+    import functools
+    import weakref
+    global _seen, _own
+    _seen, _own = weakref.WeakKeyDictionary(), weakref.WeakSet()
+    forward, register, builtin = (cls.forward, cls.register_comm_hook,
+                                  cls._register_builtin_comm_hook)
+
+    @functools.wraps(forward)
+    def timed_forward(self, *args, **kwargs):
+        timer = _seen.get(self, _UNSEEN)
+        if timer is _UNSEEN:
+            timer = _seen[self] = _first_forward(self)
+        if timer is not None:
+            timer._forward(self, args)
+        return forward(self, *args, **kwargs)
+
+    @functools.wraps(register)
+    def register_comm_hook(self, state, hook):
+        timer = None if _timing else _seen.get(self)
+        if timer is None:
+            if not _timing:
+                _own.add(self)
+            return register(self, state, hook)
+        check = getattr(self, "_check_comm_hook", None)
+        if check is not None:
+            check(hook)  # refused as DDP refuses it
+        timer.delegate = functools.partial(hook, state)
+        return None
+
+    @functools.wraps(builtin)
+    def register_builtin_comm_hook(self, comm_hook_type):
+        timer = _seen.get(self)
+        py = None
+        if timer is not None:
+            import torch.distributed as dist
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            py = {dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+                  dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook
+                  }.get(comm_hook_type)
+        if py is None:
+            _own.add(self)
+            return builtin(self, comm_hook_type)
+        timer.delegate = functools.partial(py, self.process_group)
+        return None
+
+    cls.forward, cls.register_comm_hook = timed_forward, register_comm_hook
+    cls._register_builtin_comm_hook = register_builtin_comm_hook
+
+
+def _first_forward(ddp):
+    """The model's compute timer, or None (its own hook, a reducer in Python, a failure)."""
+    global _timing
+    if (ddp in _own or getattr(ddp, "reducer", None) is None or
+            getattr(ddp, "_use_python_reducer", False) or
+            getattr(ddp, "_delay_all_reduce_all_params", False)):
+        return None
+    try:
+        import weakref
+        from rdzv.torch import _ComputeTimer
+        timer = _ComputeTimer()
+        _timing = True
+        try:
+            timer.time(ddp)
+        finally:
+            _timing = False
+        weakref.finalize(ddp, timer.close)  # its thread ends with the model
+        hooks = getattr(ddp, "_comm_hooks", None)  # torch 2.x keeps them for its Python reducer
+        if hooks:
+            hooks.pop()  # and would pickle ours with the model
+        return timer
+    except Exception:  # noqa: BLE001 -- the model keeps DDP's own all-reduce
+        return None
+
+
+def _compute_ms():
+    """The compute time of the steps since the last one, while the process has one DDP model
+    (that ran a forward) and it is timed: the wait on another model's all-reduces would count
+    as compute."""
+    timers = list(_seen.values())
+    if len(timers) != 1 or timers[0] is None or timers[0].delegate is not None:
+        return None
+    return timers[0].take()
 
 
 def _pre(opt, args, kwargs):
@@ -143,7 +252,7 @@ def _step_done():
     if _rdzv._script_reports:
         return
     _steps += 1
-    _rdzv._write(b"step %d\n" % _steps)
+    _rdzv._write_step(_steps)
     if _steps == 1:
         import threading
         _rdzv._watch_waits(threading.get_ident())

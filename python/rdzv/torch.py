@@ -361,6 +361,7 @@ class _ComputeTimer:
         self._queue = queue.SimpleQueue()  # (work, bucket, future, started); None: the end
         self._buffers = {}  # {bucket index: its buffer}
         self._thread = None
+        self.delegate = None
 
     def attach(self, ddp):
         """Time ddp for wrap(): its forward starts the first step, this timer's take() is
@@ -375,11 +376,15 @@ class _ComputeTimer:
 
     def time(self, ddp):
         """Register ddp's communication hook (DDP's default all-reduce: each bucket divided by
-        the world size, then summed, timed) and start the thread."""
+        the world size, then summed, timed) and start the thread. rdzv-agent's hooks
+        (rdzv._hooks) call it for an unmodified script's DDP; a hook the script registers
+        later becomes delegate (a function of the bucket), which then runs in its place."""
         pg = getattr(ddp, "process_group", None) or dist.group.WORLD
         world = dist.get_world_size(pg)
 
         def hook(state, bucket):
+            if self.delegate is not None:
+                return self.delegate(bucket)
             now = time.monotonic()
             index = bucket.index() if hasattr(bucket, "index") else bucket.get_index()
             buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
@@ -442,7 +447,7 @@ class _ComputeTimer:
 
 
 _timer = None  # the compute timer of the newest wrap()
-_started = weakref.WeakSet()  # every timer whose thread may still run
+_started = weakref.WeakSet()  # every timer whose thread may still run (wrap()'s, the hooks')
 
 
 @atexit.register

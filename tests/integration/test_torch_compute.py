@@ -5,6 +5,7 @@ change to the training loop: rdzv.progress(step) writes "step N compute_ms M" (p
 M the time since the last report less the backward's wait on its all-reduces. One process,
 gloo on CPU; and two, which must exit once they trained. Exits 77 (skipped) when torch is not
 importable."""
+import json
 import os
 import random
 import selectors
@@ -72,6 +73,85 @@ def main():
 
 main()
 """
+# rdzv-agent's hooks in a plain DDP script of a world of 2 (its progress channel a pipe of its
+# own, read back at the end): each DDP model's gradients against the mean of the ranks' local
+# gradients summed by hand (for two ranks a + b, equal bit for bit whatever the order), and the
+# "step" lines. A: timed (its forward sleeps 30 ms: compute). B: the script's own hook, before
+# its first forward: not timed. C and D: their hooks (a Python one, a builtin one) registered
+# after the first forward: they run in the timer's place. Prints one JSON object.
+HOOKED = r"""
+import copy, json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+rfd, wfd = os.pipe()
+os.set_blocking(rfd, False)
+os.environ["RDZV_PROGRESS_FD"] = str(wfd)
+import rdzv._hooks
+rdzv._hooks.install()
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+out = {"same": {}, "timed": {}}
+
+class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(64, 64), torch.nn.Linear(64, 8)
+
+    def forward(self, x):
+        time.sleep(0.03)
+        return self.b(torch.relu(self.a(x)))
+
+def lines():
+    try:
+        return os.read(rfd, 65536).decode().splitlines()
+    except BlockingIOError:
+        return []
+
+def train(name, ddp, steps, late=None):
+    ref = copy.deepcopy(ddp.module)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    same = True
+    for step in range(steps):
+        torch.manual_seed(100 * step + rank)
+        x = torch.randn(16, 64)
+        opt.zero_grad()
+        loss = ddp(x).pow(2).mean()
+        if late is not None and step == 0:
+            late(ddp)
+        loss.backward()
+        ref.zero_grad()
+        ref(x).pow(2).mean().backward()
+        for p, q in zip(ddp.module.parameters(), ref.parameters()):
+            g = q.grad / world
+            dist.all_reduce(g)
+            same = same and torch.equal(p.grad, g)
+        opt.step()
+        with torch.no_grad():
+            for p, q in zip(ddp.module.parameters(), ref.parameters()):
+                q.copy_(p)
+    out["same"][name] = same
+    out["timed"][name] = getattr(rdzv._hooks, "_seen", {}).get(ddp) is not None
+    out[name] = lines()
+
+torch.manual_seed(0)
+a = DDP(Slow())
+train("A", a, 3)
+b = DDP(Slow())
+b.register_comm_hook(None, default_hooks.allreduce_hook)
+train("B", b, 2)
+del a, b
+c = DDP(Slow())
+train("C", c, 2, late=lambda m: m.register_comm_hook(None, default_hooks.allreduce_hook))
+del c
+d = DDP(Slow())
+train("D", d, 2, late=lambda m: m._register_builtin_comm_hook(
+    dist.BuiltinCommHookType.ALLREDUCE))
+dist.destroy_process_group()
+print(json.dumps(out), flush=True)
+"""
 ROUNDS = 3
 START_S = 120.0  # to import torch and train 5 steps, on a loaded machine
 EXIT_S = 15.0  # from "trained" to the exit
@@ -119,6 +199,36 @@ class ComputeTest(unittest.TestCase):
         for ln in lines:
             self.assertRegex(ln, r"^step \d compute_ms \d+$")
             self.assertTrue(30 <= int(ln.split()[-1]) < 10000, lines)
+
+    def test_hooks_time_a_plain_ddp_and_keep_its_gradients(self):
+        """rdzv-agent's hooks in an unmodified script (HOOKED): a DDP model's gradients are
+        DDP's own, timed or not; its steps carry the compute time while it is the one DDP
+        model, timed; a hook of the script's own, before or after the first forward, is
+        used, and the steps are then plain."""
+        python = os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python")
+        port = store_port()
+        ps = []
+        for rank in (0, 1):
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                       RANK=str(rank), WORLD_SIZE="2")
+            p = subprocess.Popen([sys.executable, "-c", HOOKED, python], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            track(p)
+            self.addCleanup(kill_proc, p)
+            ps.append(p)
+        for rank, p in enumerate(ps):
+            out, err = p.communicate(timeout=START_S)
+            self.assertEqual(p.returncode, 0, "rank %d: %s" % (rank, err[-3000:]))
+            got = json.loads(out.splitlines()[-1])
+            self.assertEqual(got["same"], dict.fromkeys("ABCD", True), got)
+            self.assertEqual([ln.split(" compute_ms ")[0] for ln in got["A"]],
+                             ["step 1", "step 2", "step 3"], got)
+            for ln in got["A"]:
+                self.assertRegex(ln, r"^step \d compute_ms \d+$")
+                self.assertTrue(30 <= int(ln.split()[-1]) < 10000, got)
+            self.assertEqual(got["timed"], {"A": True, "B": False, "C": True, "D": True}, got)
+            self.assertEqual(got["B"] + got["C"] + got["D"], ["step %d" % n for n in range(4, 10)],
+                             got)
 
     def wait_trained(self, p, deadline):
         """p's output until it printed "trained" (True) or ended or the deadline (False)."""

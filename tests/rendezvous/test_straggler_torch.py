@@ -7,7 +7,8 @@ Every rank's forward takes 20 ms a step, the slow node's 80 ms (an environment v
 its agent has); DDP makes the fast rank wait for the slow one, and that wait must not count.
 --on-straggler report: the slow node is named (the log, rdzvctl status) and the job goes on,
 nobody put aside. aside, with a spare: the slow node is put aside, the spare takes its node
-rank in the next generation, whose steps it reports. Run with Debian's torch and again under
+rank in the next generation, whose steps it reports; and the same with the script unmodified
+(no rdzv import), timed by rdzv-agent's Python hooks. Run with Debian's torch and again under
 torch 2.6 (...-torch2.6). Skipped without torch."""
 import importlib.metadata
 import importlib.util
@@ -46,12 +47,13 @@ class StragglerTorch(AgentTestCase):
         self.ep = f"127.0.0.1:{self.d.port}"
         self.stop = os.path.join(self.outdir(), "stop")
 
-    def agent(self, run_id, host, *extra, ms=FAST_MS):
+    def agent(self, run_id, host, *extra, ms=FAST_MS, plain=False):
         p = start(agent_cmd(self.ep, "--nnodes", "2", "--nproc", "1", "--rdzv-id", run_id,
                             "--host", host, "--nccl", "off", "--last-call", "0.3",
                             "--heartbeat-timeout", "2", "--straggler-window", "3", "--grace", "1",
                             *extra, worker=[PYTHON, SCRIPT]),
-                  env={"RDZV_TEST_MS": str(ms), "RDZV_TEST_STOP": self.stop})
+                  env={"RDZV_TEST_MS": str(ms), "RDZV_TEST_STOP": self.stop,
+                       "RDZV_TEST_PLAIN": "1" if plain else "0"})
         self.addCleanup(p.kill)
         return p
 
@@ -119,21 +121,32 @@ class StragglerTorch(AgentTestCase):
         self.assertIsNone(self.d.find_log(r"put aside"), self.d.log())
 
     def test_aside_the_spare_takes_the_slow_node_rank(self):
-        fast = self.agent("aside", "fast", "--on-straggler", "aside")
-        slow = self.agent("aside", "slow", "--on-straggler", "aside", ms=SLOW_MS)
-        self.d.wait_log(r"job=aside gen=1 generation 1 formed", timeout=START_S)
-        spare = self.agent("aside", "spare", "--on-straggler", "aside")
-        slow_rank = self.verdict("aside")
+        self.aside("aside")
+
+    def test_aside_an_unmodified_script(self):
+        """The same with the script as a user runs it, no rdzv import (RDZV_TEST_PLAIN): its
+        steps and their compute time come from rdzv-agent's Python hooks, which time its DDP
+        model with rdzv.torch's timer."""
+        self.aside("plain", plain=True)
+
+    def aside(self, run, plain=False):
+        """aside, with a spare: the slow node is put aside, the spare takes its node rank in the
+        next generation, whose steps it reports."""
+        fast = self.agent(run, "fast", "--on-straggler", "aside", plain=plain)
+        slow = self.agent(run, "slow", "--on-straggler", "aside", ms=SLOW_MS, plain=plain)
+        self.d.wait_log(r"job=%s gen=1 generation 1 formed" % run, timeout=START_S)
+        spare = self.agent(run, "spare", "--on-straggler", "aside", plain=plain)
+        slow_rank = self.verdict(run)
         rc, _, err = finish(slow, timeout=60)
         self.assertEqual(rc, 69, err[-3000:])
-        self.assertRegex(err, r"put aside by job aside: a straggler: node rank %d's slowest rank "
-                              r"computes \d+ ms a step" % slow_rank)
+        self.assertRegex(err, r"put aside by job %s: a straggler: node rank %d's slowest rank "
+                              r"computes \d+ ms a step" % (run, slow_rank))
         # The next generation: the spare's workers train in the slow node's place, beside fast's.
         for p in (spare, fast):
             self.assertEqual(release(wait_output(p, TORCH_LINE, START_S)[1]), self.torch_release)
             wait_output(p, STEP_LINE.format(gen=2, step=10), 60)
         # rdzvd hears of those steps with the spare's next heartbeats.
-        job = self.wait_status("aside", lambda j: j["generation"] == 2 and min(
+        job = self.wait_status(run, lambda j: j["generation"] == 2 and min(
             self.steps(j, "spare") or [0]) >= 10)
         self.assertEqual(job["generation"], 2)
         nodes = {n["host"]: n for n in job["nodes"]}
@@ -145,7 +158,7 @@ class StragglerTorch(AgentTestCase):
         self.assertTrue(all(r["step"] >= 10 for r in spare_ranks), spare_ranks)
         self.assertFalse(any(n.get("straggler") for n in job["nodes"]), job["nodes"])
         self.end(fast, spare)
-        job = job_status(self.ep, "aside")
+        job = job_status(self.ep, run)
         self.assert_straggler_replaced(job, "slow")
 
     def ctl(self, *args):

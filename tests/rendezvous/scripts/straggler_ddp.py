@@ -4,7 +4,9 @@
 # rank's forward sleeps RDZV_TEST_MS ms (default 20) a step, the agent of the slow node gives its
 # workers more. rdzv.torch's timer counts the forward in the step's compute time, and not the
 # time a fast rank's backward then waits on the slow one's all-reduce; rdzv.progress(step)
-# reports it on the agent's progress channel.
+# reports it on the agent's progress channel. With RDZV_TEST_PLAIN=1 it is an unmodified script
+# instead (no rdzv import: init_process_group, DDP): rdzv-agent's Python hooks time it and report
+# its steps.
 #
 # It trains until the file RDZV_TEST_STOP exists on some rank, all ranks stopping after the same
 # step with no collective of their own (one would count as compute time): the model's "stop"
@@ -15,13 +17,15 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.environ.get("RDZV_SOURCE_ROOT", os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")), "python"))
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import torch
+import torch.distributed as dist
 
-import rdzv  # noqa: E402
-import rdzv.torch as rt  # noqa: E402
+PLAIN = os.environ.get("RDZV_TEST_PLAIN") == "1"
+if not PLAIN:
+    sys.path.insert(0, os.path.join(os.environ.get("RDZV_SOURCE_ROOT", os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")), "python"))
+    import rdzv
+    import rdzv.torch as rt
 
 
 class Work(torch.nn.Module):
@@ -40,9 +44,12 @@ def main():
     torch.set_num_threads(1)
     stop = os.environ["RDZV_TEST_STOP"]
     say = os.environ.get("LOCAL_RANK") == "0"
-    job = rt.init("gloo")
+    job = None if PLAIN else rt.init("gloo")
+    if PLAIN:
+        dist.init_process_group("gloo")
     torch.manual_seed(0)
-    ddp = job.wrap(Work(int(os.environ.get("RDZV_TEST_MS", "20"))))
+    work = Work(int(os.environ.get("RDZV_TEST_MS", "20")))
+    ddp = torch.nn.parallel.DistributedDataParallel(work) if PLAIN else job.wrap(work)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     if say:
         print("torch %s" % torch.__version__, flush=True)
@@ -54,7 +61,8 @@ def main():
         out, flag = ddp(x, 1.0 if os.path.exists(stop) else 0.0)
         ((out - x) ** 2).mean().add(flag).backward()
         opt.step()
-        rdzv.progress(step)
+        if not PLAIN:
+            rdzv.progress(step)
         if say:
             print("generation %s step %d" % (os.environ["RDZV_GENERATION"], step), flush=True)
         if ddp.module.stop.grad.item() > 0:
