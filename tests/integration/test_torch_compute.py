@@ -7,16 +7,13 @@ gloo on CPU; and two, which must exit once they trained. Exits 77 (skipped) when
 importable."""
 import json
 import os
-import random
 import selectors
-import socket
 import subprocess
 import sys
 import time
 import unittest
 
-from rdzvtest import kill_proc, main, native_stacks, skip_without_torch, track
-from replicatest import ephemeral_ports
+from rdzvtest import fixed_port, kill_proc, main, native_stacks, skip_without_torch, track
 
 skip_without_torch()
 sys.path.insert(0, os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python"))
@@ -157,27 +154,9 @@ START_S = 120.0  # to import torch and train 5 steps, on a loaded machine
 EXIT_S = 15.0  # from "trained" to the exit
 
 
-def store_port():
-    """A free port for the workers' TCPStore, below the ephemeral range: a port the kernel gave
-    for a moment (bind to port 0) may be some connection's local port by the time the store
-    binds it, on a machine busy with other tests ("Address already in use")."""
-    lo, _ = ephemeral_ports()
-    rng = random.Random()
-    for _ in range(200):
-        p = rng.randrange(1024, lo - 1)
-        try:
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("0.0.0.0", p))
-            return p
-        except OSError:
-            continue
-    raise AssertionError("no free port below %d" % lo)
-
-
 class ComputeTest(unittest.TestCase):
     def test_wrapped_module_reports_its_compute_time(self):
-        port = store_port()
+        port = fixed_port()
         rfd, wfd = os.pipe()
         os.environ.update(RDZV_PROGRESS_FD=str(wfd), MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
@@ -206,7 +185,7 @@ class ComputeTest(unittest.TestCase):
         model, timed; a hook of the script's own, before or after the first forward, is
         used, and the steps are then plain."""
         python = os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python")
-        port = store_port()
+        port = fixed_port()
         ps = []
         for rank in (0, 1):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -252,7 +231,7 @@ class ComputeTest(unittest.TestCase):
         in the group's teardown, and the worker never exited; or it aborted at shutdown)."""
         python = os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python")
         for rnd in range(ROUNDS):
-            port = store_port()
+            port = fixed_port()
             ps = []
             for rank in (0, 1):
                 env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),

@@ -4,7 +4,6 @@ PyTorch gloo scripts) as workers, and a record of every worker start and crash."
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 
@@ -44,10 +43,8 @@ class Event:
 
 def free_port():
     """A free port for torchrun's own store, which needs one before it starts (rdzvd takes
-    --port 0 and says its port in its --port-file: Daemon)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    --port 0 and says its port in its --port-file: Daemon): rdzvtest.fixed_port."""
+    return rdzvtest.fixed_port()
 
 
 def pid_alive(pid):

@@ -8,6 +8,7 @@
 import atexit
 import multiprocessing
 import os
+import random
 import re
 import select
 import shutil
@@ -169,6 +170,36 @@ def _on_signal(signum, frame):
 
 signal.signal(signal.SIGTERM, _on_signal)
 signal.signal(signal.SIGINT, _on_signal)
+
+
+def ephemeral_ports():
+    """The range connect() takes its local ports from (Linux's ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def fixed_port():
+    """A free port for a server the test does not start with port 0 (torchrun's store, a
+    TCPStore of the workers'), below the ephemeral range, as a deployment's fixed port is. A
+    port the kernel gave for a moment (bind to port 0) may be some connection's local port by
+    the time the server binds it, on a machine busy with other tests ("Address already in
+    use")."""
+    lo, _ = ephemeral_ports()
+    rng = random.Random()
+    for _ in range(200):
+        p = rng.randrange(1024, lo - 1)
+        try:
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("0.0.0.0", p))
+            return p
+        except OSError:
+            continue
+    raise AssertionError("no free port below %d" % lo)
 
 
 def die_with_parent(sig=signal.SIGKILL):

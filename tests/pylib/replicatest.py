@@ -12,19 +12,9 @@ import tempfile
 import time
 import unittest
 
-from rdzvtest import HOST, RDZVD, Client, die_with_parent, kill_proc, track
+from rdzvtest import HOST, RDZVD, Client, die_with_parent, ephemeral_ports, kill_proc, track
 
 T_LEADER = 10.0  # seconds a test waits for a serving leader (elections take ~0.3-1 s)
-
-
-def ephemeral_ports():
-    """The range connect() takes its local ports from (Linux's ip_local_port_range)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = (int(x) for x in f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
 
 
 def free_port_pair():

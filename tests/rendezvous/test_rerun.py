@@ -17,13 +17,11 @@ import threading
 import time
 
 from agenttest import AGENT, AgentTestCase, finish, main, start
-from rdzvtest import RDZVCTL
+from rdzvtest import RDZVCTL, fixed_port
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return fixed_port()
 
 
 class TestRerun(AgentTestCase):

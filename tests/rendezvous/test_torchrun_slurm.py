@@ -11,6 +11,7 @@ import subprocess
 import unittest
 
 from agenttest import AGENT, AgentTestCase, finish, main, start
+from rdzvtest import fixed_port
 from test_schedulers import Slurm
 
 PYTHON = os.environ.get("RDZV_TEST_PYTHON", "/usr/bin/python3")
@@ -32,9 +33,7 @@ class TestTorchrunSlurm(AgentTestCase):
         cls.slurm.stop()
 
     def test_srun_c10d_line_without_a_daemon(self):
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
+        port = fixed_port()
         out = self.outdir()
         agent_line = " ".join(shlex.quote(x) for x in [
             AGENT, "--nnodes=2", "--nproc_per_node=2"]) + " --rdzv_id=$SLURM_JOB_ID " + \
