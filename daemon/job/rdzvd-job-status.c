@@ -140,6 +140,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
 struct ended_job {
     struct rdzv_list node;
     uint64_t ended_ms;
+    double ended_s; /* as its end was recorded (unix s): the same end read back matches it */
     struct rdzv_status_job st; /* no nodes, no ranks; a timeline (owned) in the newest few */
 };
 
@@ -452,6 +453,7 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     x->st.ranks = NULL;
     x->st.n_nodes = x->st.n_ranks = 0;
     x->ended_ms = now;
+    x->ended_s = j->ended_s;
     x->st.duration_s = (double)(now - j->created_ms) / 1000;
     while (e->n >= e->max)
         ended_drop_oldest(e);
@@ -472,12 +474,11 @@ void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzv
     if (e->max == 0 || ago_ms >= e->keep_ms)
         return;
     for (pos = e->list.next; pos != &e->list; pos = pos->next) { /* held in memory already? */
-        int64_t off;
-
         x = rdzv_container_of(pos, struct ended_job, node);
-        off = (int64_t)(now - x->ended_ms) - (int64_t)ago_ms;
-        if (!strcmp(x->st.run_id, end->run_id) && off > -2000 && off < 2000)
-            return; /* this rdzvd saw it end (a leader again) */
+        /* This rdzvd saw it end (a leader again): the very time recorded. Another end of the
+         * same id (a new run's, ended soon after) is kept too: its agents are told it. */
+        if (!strcmp(x->st.run_id, end->run_id) && x->ended_s == end->ended_s)
+            return;
     }
     if (!(x = calloc(1, sizeof(*x)))) {
         log_warn("job=%s out of memory keeping its recorded outcome for status", end->run_id);
@@ -492,6 +493,7 @@ void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzv
     x->st.outcome_exit_code = end->exit_code;
     snprintf(x->st.outcome_summary, sizeof(x->st.outcome_summary), "%s", end->summary);
     x->ended_ms = now - ago_ms;
+    x->ended_s = end->ended_s;
     while (e->n >= e->max)
         ended_drop_oldest(e);
     /* In the list's order (oldest first): after the last one that ended before it. */

@@ -434,6 +434,25 @@ static void test_restarts_back_off(void)
     env_done(&e);
 }
 
+/* e keeps ended jobs as rdzvd does, keep_ms and max of them. */
+static void keep_ended(struct env *e, uint64_t keep_ms, uint64_t max)
+{
+    rdzvd_ended_jobs_free(&e->ended);
+    rdzvd_ended_jobs_init(&e->ended, keep_ms, max);
+    e->h.ended = &e->ended;
+    e->h.keep_ended = rdzvd_ended_jobs_add;
+}
+
+/* A run of one node on f, jn its JOIN: its worker exits 0, its agent goes. */
+static void one_run_succeeds(struct env *e, struct fake *f, struct rdzv_join jn)
+{
+    join_n(e, f, 1, jn);
+    all_ready(f, 1, 1);
+    rdzvd_member_leave(f[0].m, 1, true);
+    ASSERT_TRUE(event_is(&f[0], "succeeded"));
+    rdzvd_member_gone(f[0].m);
+}
+
 /* An agent that joins a job that has ended is refused at once with one line: the run id, its
  * outcome, when, and what to do; while its agents leave, and once they are gone (kept with
  * --keep-ended). A job that was cancelled is not: a scheduler's requeue runs under the same id. */
@@ -446,10 +465,7 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     struct env e;
 
     env_init(&e, -1);
-    rdzvd_ended_jobs_free(&e.ended);
-    rdzvd_ended_jobs_init(&e.ended, 60000, 10);
-    e.h.ended = &e.ended;
-    e.h.keep_ended = rdzvd_ended_jobs_add;
+    keep_ended(&e, 60000, 10);
     join_n(&e, f, 2, jn);
     w.rank = f[0].round.rank_offset;
     ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
@@ -497,10 +513,7 @@ static void test_cancelled_job_never_comes_back(void)
     struct env e;
 
     env_init(&e, fd);
-    rdzvd_ended_jobs_free(&e.ended);
-    rdzvd_ended_jobs_init(&e.ended, 3600000, 100);
-    e.h.ended = &e.ended;
-    e.h.keep_ended = rdzvd_ended_jobs_add;
+    keep_ended(&e, 3600000, 100);
     join_n(&e, f, 1, jn);
     ASSERT_EQ(f[0].round.generation, 1);
     rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
@@ -541,15 +554,8 @@ static void test_a_new_run_after_the_end_starts_afresh(void)
     struct env e;
 
     env_init(&e, -1);
-    rdzvd_ended_jobs_free(&e.ended);
-    rdzvd_ended_jobs_init(&e.ended, 60000, 10);
-    e.h.ended = &e.ended;
-    e.h.keep_ended = rdzvd_ended_jobs_add;
-    join_n(&e, f, 1, jn);
-    all_ready(f, 1, 1);
-    rdzvd_member_leave(f[0].m, 1, true);
-    ASSERT_TRUE(event_is(&f[0], "succeeded"));
-    rdzvd_member_gone(f[0].m);
+    keep_ended(&e, 60000, 10);
+    one_run_succeeds(&e, f, jn);
     run_ms(&e, 50);
     jn = join_of(1, 1, 1, 0);
     jn.age_ms = 60000; /* started a minute ago: before the job ended */
@@ -575,6 +581,42 @@ static void test_a_new_run_after_the_end_starts_afresh(void)
     ASSERT_EQ(more[0].round.generation, 1u);
     ASSERT_EQ(more[0].round.restart_count, 0);
     env_done(&e);
+}
+
+/* Case 7 (S4): a new run's end soon after the last run's is kept too. The last run succeeded;
+ * the line started again is a new run; its node's connection drops, and the operator cancels the
+ * job waiting in its record, a moment after the first end. The agent of that new run (started
+ * before the cancel) comes back with a plain JOIN: it is told the cancel. Before, the cancel was
+ * taken for the first end read back (within 2 s of it) and not kept, and the agent, started
+ * after the first end, ran the job again as a new run. */
+static void test_a_new_runs_end_soon_after_the_last_is_told(void)
+{
+    char err[512], path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct rdzv_join jn = join_of(0, 1, 1, 1);
+    struct fake f[1] = {0}, again[1] = {0}, back = {0};
+    struct env e;
+
+    env_init(&e, fd);
+    e.h.keep_end = rdzvd_ended_jobs_add_recorded; /* the job table's ends, as rdzvd keeps them */
+    keep_ended(&e, 60000, 10);
+    one_run_succeeds(&e, f, jn);
+    run_ms(&e, 50);
+    jn = join_of(1, 1, 1, 1);
+    jn.age_ms = 10; /* started after the end: a new run */
+    join_n(&e, again, 1, jn);
+    all_ready(again, 1, 1);
+    ASSERT_EQ(again[0].round.generation, 1u);
+    rdzvd_member_gone(again[0].m); /* its connection dropped: the job waits in its record */
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "op", err, sizeof(err)));
+    jn.age_ms = 20; /* the same agent, its workers stopped: after the first end, before this */
+    ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended: it cancelled at ") != NULL);
+    ASSERT_EQ(back.njoined, 0);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
 }
 
 /* The job's record keeps each node's dated failures ("history_fails", beside "history"), and
@@ -703,6 +745,7 @@ int main(void)
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_cancelled_job_never_comes_back);
     TEST(test_a_new_run_after_the_end_starts_afresh);
+    TEST(test_a_new_runs_end_soon_after_the_last_is_told);
     TEST(test_record_keeps_failure_dates);
     TEST(test_straggler_window_counts_from_the_slowing);
     return tap_done();
