@@ -374,6 +374,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
                                       const char *secret);
 /* Unlink m (and free the job with its last member); the caller deals with the consequences. */
 void rdzvd_member_remove(struct rdzvd_member *m);
+bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms);
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on (a restart, the next round). */
 void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss);

@@ -433,6 +433,7 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
 {
     uint64_t now = rdzvd_job_now_ms();
     struct ended_job *x;
+    double ago_s;
 
     e->n_ended++;
     ended_expire(e, now);
@@ -452,7 +453,8 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     x->st.nodes = NULL;
     x->st.ranks = NULL;
     x->st.n_nodes = x->st.n_ranks = 0;
-    x->ended_ms = now;
+    ago_s = rdzvd_job_wall_s() - j->ended_s; /* it ended before its last member went */
+    x->ended_ms = ago_s > 0 && ago_s * 1000 < (double)now ? now - (uint64_t)(ago_s * 1000) : now;
     x->ended_s = j->ended_s;
     x->st.duration_s = (double)(now - j->created_ms) / 1000;
     while (e->n >= e->max)

@@ -909,6 +909,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     /* Not in memory but recorded (rdzvd restarted): rebuild it before placing this agent. */
     if (!j && !jn->resume.generation && (r = job_restore(q, &j)) < 0)
         return r;
+    if (j && !jn->resume.generation && rdzvd_job_ended_gives_way(j, jn->age_ms))
+        j = NULL; /* gone, kept ended: this agent, started after the end, runs a new job */
     if (j && j->state == JOB_ENDED) { /* its agents are still leaving */
         rdzvd_job_ended_line(err, errlen, jn->run_id, j->outcome.type, j->outcome.exit_code,
                              j->ended_s, j->outcome.summary);
@@ -1163,6 +1165,23 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
     if (j->state == JOB_ENDED && j->nmembers == 0)
         rdzvd_job_free(j); /* rebuilt at start or election, nobody back: no member to free it */
     return 0;
+}
+
+/* j ended, and a plain JOIN's agent started age_ms ago. One started after the end runs a new
+ * job: j, whose members are all away (kept for their agents to be told the outcome), goes now,
+ * kept ended as at their deadlines. Whether it went. */
+bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    if (j->state != JOB_ENDED || age_ms <= 0 ||
+        (double)age_ms / 1000 >= rdzvd_job_wall_s() - j->ended_s)
+        return false;
+    for_each_member(j, m, pos, tmp) if (m->peer) return false;
+    rdzvd_job_note(j, false, "an agent started after the job ended: a new run");
+    for_each_member(j, m, pos, tmp) rdzvd_member_remove(m); /* the last frees j */
+    return true;
 }
 
 const char *rdzvd_member_run_id(const struct rdzvd_member *m)

@@ -118,7 +118,7 @@ static void check_end_cause(struct model *md, int kind, int i, const struct pre 
 static void check_step(struct model *md, int kind, int i, const struct pre *p)
 {
     struct rdzvd_job *j = the_job(md);
-    bool ended_now = g_freed_ended || (j && j->state == JOB_ENDED);
+    bool ended_now = g_freed_ended || (j && j->state == JOB_ENDED && this_run(j));
 
     for (int k = 0; k < NODES; k++)
         ended_now |= md->a[k].f.nevents > p->nevents[k] && is_outcome(md->a[k].f.event.type);
@@ -251,7 +251,7 @@ static void check_after_reap(struct model *md, int kind, const struct pre *p)
 {
     struct rdzvd_job *j = the_job(md);
 
-    md->ended_seen |= j && j->state == JOB_ENDED;
+    md->ended_seen |= j && j->state == JOB_ENDED && this_run(j);
     if (p->exists && p->cancelled && p->st != JOB_ENDED && !j && !md->ended_seen &&
         kind != EV_RESTART)
         bad(md, I4, "the job, cancelled while %s, left memory without an outcome",
@@ -330,8 +330,9 @@ static void apply(struct model *md, uint8_t code)
     case EV_TIMER:
         ev_timer(md);
         break;
-    case EV_OP_CANCEL:
-        md->op_cancelled = jt_cancel_job(&md->e, "job", "op", err, sizeof(err)) == 0;
+    case EV_OP_CANCEL: /* the last run's job, still in memory, is not this run's */
+        md->op_cancelled = !the_job(md) || this_run(the_job(md));
+        md->op_cancelled &= jt_cancel_job(&md->e, "job", "op", err, sizeof(err)) == 0;
         break;
     case EV_RESTART:
         ev_restart(md);

@@ -113,6 +113,14 @@ static struct {
 } g_host = {3600 * 1000, 16, 0};
 static int g_fd = -1;      /* the state directory */
 static bool g_freed_ended; /* a job that ended was freed in this step */
+/* When the run's agents started (the simulator's new run; 0: the first): a job made before
+ * them, freed, is the last run's, not theirs. */
+static uint64_t g_run_start_ms;
+
+static bool this_run(const struct rdzvd_job *j)
+{
+    return j->created_ms >= g_run_start_ms;
+}
 
 static void say(struct model *md, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(struct model *md, const char *fmt, ...)
@@ -173,7 +181,7 @@ static const struct rdzvd_job_ops x_ops = {
  * so that a job that ended and went within one step is seen to have ended. */
 static void x_keep_ended(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j)
 {
-    g_freed_ended = true;
+    g_freed_ended = this_run(j);
     rdzvd_ended_jobs_add(ended, j);
 }
 

@@ -150,6 +150,7 @@ static void sim_begin(struct sim *s, uint64_t seed)
     rdzvd_job_ends_kept = (unsigned)s->c.ends_kept;
     rdzvd_job_startup_fail_ms = s->c.startup_fail_ms;
     model_begin(&s->md, &s->c.v);
+    g_run_start_ms = 0;
     s->md.checking = true;
     s->ff_charged = -1;
     for (int i = 0; i < NODES; i++)
@@ -247,6 +248,7 @@ static void ev_new_run(struct sim *s)
         md->a[i].host_proof = host_proof;
         md->a[i].born_ms = jt_now_ms();
     }
+    g_run_start_ms = jt_now_ms();
     md->op_cancelled = md->abandoned = false;
     s->run_ended = s->run_new = md->ended_seen;
     s->left_memory = false; /* the last run's agents are gone */
@@ -344,7 +346,7 @@ static void take_spre(struct sim *s, struct spre *p)
         p->gen = j->generation;
         p->formed_ms = j->formed_ms;
         p->restarts = j->restart_count;
-        p->over = j->cancelled || j->state == JOB_ENDED;
+        p->over = (j->cancelled || j->state == JOB_ENDED) && this_run(j);
     }
     for (int i = 0; i < NODES; i++) {
         p->fails[i] = fails_of(j, i);

@@ -583,6 +583,37 @@ static void test_a_new_run_after_the_end_starts_afresh(void)
     env_done(&e);
 }
 
+/* Case 7 (S4): the same line started again while the job that ended is still in memory, its
+ * node away (rdzvd stalled, then its connection closed: kept to be told the outcome until its
+ * heartbeat deadline), is a new run. Before, it was refused with "this agent started before
+ * that", which it had not. */
+static void test_a_new_run_while_the_ended_job_keeps_its_away_node(void)
+{
+    struct env e;
+    char err[512];
+    struct fake f[1] = {0}, again[1] = {0};
+
+    env_init(&e, -1);
+    keep_ended(&e, 60000, 10);
+    join_n(&e, f, 1, join_of(0, 1, 1, 0));
+    all_ready(f, 1, 1);
+    rdzvd_member_mark_stall(f[0].m);
+    rdzvd_member_gone(f[0].m);
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "op", err, sizeof(err)));
+    ASSERT_EQ(rdzvd_job_find(&e.jobs, "job")->state, JOB_ENDED); /* it waits for f's agent */
+    run_ms(&e, 5);
+    {
+        struct rdzv_join jn = join_of(1, 1, 1, 0);
+
+        jn.age_ms = 2; /* started after the end */
+        ASSERT_OK(join_err(&e, &again[0], &jn, err, sizeof(err)));
+    }
+    all_ready(again, 1, 1);
+    ASSERT_EQ(again[0].round.generation, 1u); /* a job of its own */
+    ASSERT_EQ(rdzvd_job_find(&e.jobs, "job")->state, JOB_RUNNING);
+    env_done(&e);
+}
+
 /* Case 7 (S4): a new run's end soon after the last run's is kept too. The last run succeeded;
  * the line started again is a new run; its node's connection drops, and the operator cancels the
  * job waiting in its record, a moment after the first end. The agent of that new run (started
@@ -746,6 +777,7 @@ int main(void)
     TEST(test_cancelled_job_never_comes_back);
     TEST(test_a_new_run_after_the_end_starts_afresh);
     TEST(test_a_new_runs_end_soon_after_the_last_is_told);
+    TEST(test_a_new_run_while_the_ended_job_keeps_its_away_node);
     TEST(test_record_keeps_failure_dates);
     TEST(test_straggler_window_counts_from_the_slowing);
     return tap_done();
