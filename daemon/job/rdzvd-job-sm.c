@@ -868,8 +868,8 @@ void rdzvd_member_gone(struct rdzvd_member *m)
     }
     /* rdzvd was stalled: its agent found it silent and is most likely reconnecting (a resume,
      * or a spare's JOIN), maybe on a connection already waiting to be read. Keep the member
-     * (not placed meanwhile) until then, or lost at its heartbeat deadline. */
-    if (m->node_rank < 0 && m->ready) {
+     * (not placed meanwhile, nor one whose workers stopped) until then, or lost at its deadline. */
+    if ((m->node_rank < 0 || j->state == JOB_STOPPING) && m->ready) {
         rdzvd_member_set_ready(m, false);
         m->away = true;
         j->naway++;

@@ -247,6 +247,47 @@ static void test_scale_up_joiner_lost_at_its_round(void)
     env_done(&e);
 }
 
+/* The explorer's I2 story (--bad-node-failures 1): node-0's connection closes right after rdzvd
+ * stalled (kept for its agent); node-1's worker is killed from outside (the job's restart);
+ * node-1 stops its workers (READY), then its connection closes too, within the stall. Its agent
+ * may be reconnecting: it is kept, not placed. Before, it was placed in the next generation at
+ * node-0's deadline with no connection to take its ROUND, charged for not answering it, and its
+ * host put aside ("1 of its nodes went before they ran"). */
+static void test_node_gone_while_stopping_is_not_placed(void)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 128 + SIGKILL, .signal = SIGKILL};
+    struct fake f[3] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_on(i, 2, 2, NULL);
+
+        jn.bad_node_failures = 1;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    run_ms(&e, 100);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_TRUE(f[2].spare);
+    rdzvd_member_mark_stall(f[0].m);
+    rdzvd_member_gone(f[0].m); /* kept until its deadline */
+    run_ms(&e, 500);
+    jt_worker_exit(&f[1], &w);
+    rdzvd_member_ready(f[1].m, 1);
+    rdzvd_member_gone(f[1].m); /* within the stall: kept too */
+    for (int t = 0; t < 60; t++) { /* node-0's deadline, not node-1's; the spare heartbeats */
+        rdzvd_member_heartbeat(f[2].m);
+        run_ms(&e, t < 59 ? 1000 : 700);
+    }
+    ASSERT_EQ(job_of(&e)->generation, 1); /* not formed on node-1, away, and the spare */
+    rdzvd_member_heartbeat(f[2].m);
+    run_ms(&e, 500); /* node-1's deadline */
+    ASSERT_TRUE(!rdzvd_job_hist_find(job_of(&e), "node-1") ||
+                !rdzvd_job_hist_find(job_of(&e), "node-1")->aside);
+    ASSERT_EQ(unran_of(job_of(&e), "host1"), 0);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-unran", RDZV_LOG_ERROR);
@@ -255,5 +296,6 @@ int main(void)
     TEST(test_host_that_keeps_losing_nodes_before_they_run_is_put_aside);
     TEST(test_scale_up_join_and_close_restarts_nothing);
     TEST(test_scale_up_joiner_lost_at_its_round);
+    TEST(test_node_gone_while_stopping_is_not_placed);
     return tap_done();
 }
