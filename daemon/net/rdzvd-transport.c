@@ -319,6 +319,10 @@ static int conn_in_account(struct rdzvd_conn *c)
                  big->in_charged, hs ? "connections before their handshake" : "all connections",
                  hs ? "a quarter of " : "");
         conn_shed(big, why);
+        /* Its input goes now, not in its close callback: that runs after every connection
+         * ready in this turn of the loop was read, and what they read meanwhile would come on
+         * top of what no longer counts. No caller holds big's input (c's is parsed already). */
+        rdzv_buf_free(&big->in);
     }
     if (c->state == CONN_CLOSING)
         return -1;
