@@ -14,9 +14,11 @@ docs/guide/progress.md); its sitecustomize.py calls install(), which, with a pro
 - times each DDP model (DistributedDataParallel's methods wrapped once torch is loaded): at its
   first forward, unless it has a communication hook of its own by then (the script's; rdzv.torch's
   wrap()), it gets rdzv.torch's compute timer, whose hook is DDP's default all-reduce, timed, with
-  a thread ("rdzv-compute") that waits for the all-reduces. While the process has one DDP model
-  and it is timed, each "step N" carries "compute_ms M" (rdzvd's straggler verdicts); a hook the
-  script registers after the first forward runs in the timer's place, and the steps are plain;
+  a thread ("rdzv-compute") that waits for the all-reduces (its bucket tensors are kept until
+  the process exits: a model's gradients' size for each timed model dropped before). While the
+  process has one DDP model and it is timed, each "step N" carries "compute_ms M" (rdzvd's
+  straggler verdicts); a hook the script registers after the first forward runs in the timer's
+  place, and the steps are plain;
 - writes "wait" while the training thread is blocked in a collective (rdzv._watch_waits);
 - says "stacks" (importing rdzv does: faulthandler on the agent's signal);
 - reports an uncaught exception before the interpreter prints it: "error TYPE: MESSAGE
@@ -106,6 +108,9 @@ def _torch_loaded():
 
 
 _seen = {}  # {DDP model: its compute timer, or None}, from its first forward (weak keys)
+# Each timer's bucket tensors ({bucket index: the reducer's buffer}, as Python tensors), kept
+# until the process exits, its shutdown included (see _first_forward).
+_buckets = None
 _own = set()  # the DDP models that registered a communication hook of their own (weak)
 _timing = False  # a timer registers its hook: not the script's own
 _UNSEEN = object()
@@ -168,7 +173,7 @@ def _time_each_ddp(cls):
 
 def _first_forward(ddp):
     """The model's compute timer, or None (its own hook, a reducer in Python, a failure)."""
-    global _timing
+    global _timing, _buckets
     if (ddp in _own or getattr(ddp, "reducer", None) is None or
             getattr(ddp, "_use_python_reducer", False) or
             getattr(ddp, "_delay_all_reduce_all_params", False)):
@@ -176,6 +181,11 @@ def _first_forward(ddp):
     try:
         import weakref
         from rdzv.torch import _ComputeTimer
+        if _buckets is None:
+            import ctypes
+            kept = []
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))  # never freed (see below)
+            _buckets = kept
         timer = _ComputeTimer()
         _timing = True
         try:
@@ -183,6 +193,14 @@ def _first_forward(ddp):
         finally:
             _timing = False
         weakref.finalize(ddp, timer.close)  # its thread ends with the model
+        # The timer's Python tensors outlive the model and its process group. Freed with the
+        # model, a bucket's tensor would be left to its last all-reduce's work, which the
+        # group's thread drops after the all-reduce, maybe later: that thread then takes the
+        # GIL to free the tensor, while the training thread holds it, dropping the model (or
+        # calling destroy_process_group()), and joins that thread: the worker never exits. At
+        # the interpreter's shutdown, which frees the modules' globals, that thread would be
+        # ended inside C++ (an abort): the list is never freed.
+        _buckets.append(timer._buffers)
         hooks = getattr(ddp, "_comm_hooks", None)  # torch 2.x keeps them for its Python reducer
         if hooks:
             hooks.pop()  # and would pickle ours with the model

@@ -342,13 +342,15 @@ class _ComputeTimer:
     No Python runs on the process group's threads, and none is released there: a thread of
     this timer ("rdzv-compute") waits for each all-reduce and completes the future DDP waits
     on, and the timer holds the Python tensor of each bucket (the reducer's own buffer) while
-    it lives. Else the backend's worker thread takes the GIL after the all-reduce, maybe after
-    the training thread went on: for a Python callback on the all-reduce's future
-    (Future.then), or to free a bucket's Python tensor when it holds the last reference. A
-    training thread that then drops the last reference to the group (DDP's reducer, as the
-    script's main() returns) holds the GIL while it joins those threads, and the worker never
-    exits (torch 1.13); at the interpreter's shutdown that thread is ended inside C++, and the
-    process aborts ("terminate called without an active exception", torch 2.x)."""
+    it lives, which must be longer than the process group's (wrap() keeps the last timer,
+    rdzv._hooks every timer's tensors). Else the backend's worker thread takes the GIL after
+    the all-reduce, maybe after the training thread went on: for a Python callback on the
+    all-reduce's future (Future.then), or to free a bucket's Python tensor when it holds the
+    last reference. A training thread that then drops the last reference to the group (DDP's
+    reducer, as the script's main() returns) holds the GIL while it joins those threads, and
+    the worker never exits (torch 1.13); at the interpreter's shutdown that thread is ended
+    inside C++, and the process aborts ("terminate called without an active exception", torch
+    2.x)."""
 
     # How long the exit waits for the thread to finish the all-reduce it waits for (s).
     CLOSE_WAIT_S = 5.0

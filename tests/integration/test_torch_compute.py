@@ -39,22 +39,31 @@ class Slow(torch.nn.Module):
 # the last reference to the process group). Its training thread is alone on one CPU and every
 # other thread (the process group's) runs at nice 19: they run after it, so that it reaches the
 # group's teardown while they finish the last all-reduce (a race that a loaded machine loses
-# now and then).
+# now and then). Through rdzv.torch; with RDZV_TEST_PLAIN=1 an unmodified script (DDP itself)
+# under rdzv-agent's hooks, which time its model.
 WORKER = r"""
 import os, sys, threading
 sys.path.insert(0, sys.argv[1])
+PLAIN = os.environ.get("RDZV_TEST_PLAIN") == "1"
+if PLAIN:
+    os.environ["RDZV_PROGRESS_FD"] = str(os.pipe()[1])
+    import rdzv._hooks
+    rdzv._hooks.install()
 import torch, torch.distributed as dist
-import rdzv, rdzv.torch as rt
+if not PLAIN:
+    import rdzv, rdzv.torch as rt
 cpus = sorted(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {cpus[int(os.environ["RANK"]) % len(cpus)]})
 
 def main():
     torch.set_num_threads(1)
-    job = rt.init("gloo")
+    job = None if PLAIN else rt.init("gloo")
+    if PLAIN:
+        dist.init_process_group("gloo")
     model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 784))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    ddp = job.wrap(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model) if PLAIN else job.wrap(model)
     me = threading.get_native_id()
     for tid in os.listdir("/proc/self/task"):
         if int(tid) != me:
@@ -64,7 +73,10 @@ def main():
         opt.zero_grad()
         ((ddp(x) - x) ** 2).mean().backward()
         opt.step()
-        rdzv.progress(step)
+        if not PLAIN:
+            rdzv.progress(step)
+    if PLAIN and rdzv._hooks._seen.get(ddp) is None:
+        raise SystemExit("the hooks did not time the model")
     dist.destroy_process_group()
     print("trained", flush=True)
 
@@ -229,13 +241,23 @@ class ComputeTest(unittest.TestCase):
         whose main() returns right after its last step exits, with the group's threads behind
         it (before: they waited for the GIL while the training thread, holding it, joined them
         in the group's teardown, and the worker never exited; or it aborted at shutdown)."""
+        self.exit_after_training(plain=False)
+
+    def test_unmodified_workers_exit_once_they_trained(self):
+        """The same in an unmodified script, its model timed by rdzv-agent's hooks: the timer's
+        bucket tensors outlive the model (before: the model took them along, the group's thread
+        was left to free the last all-reduce's, and waited for the GIL while the training thread
+        joined it in the teardown of the group that the model held last)."""
+        self.exit_after_training(plain=True)
+
+    def exit_after_training(self, plain):
         python = os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python")
         for rnd in range(ROUNDS):
             port = fixed_port()
             ps = []
             for rank in (0, 1):
                 env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                           RANK=str(rank), WORLD_SIZE="2")
+                           RANK=str(rank), WORLD_SIZE="2", RDZV_TEST_PLAIN="1" if plain else "0")
                 env.pop("RDZV_PROGRESS_FD", None)
                 p = subprocess.Popen([sys.executable, "-c", WORKER, python], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

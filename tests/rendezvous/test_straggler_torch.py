@@ -17,6 +17,7 @@ import re
 import subprocess
 import time
 
+import rdzvtest
 from agenttest import (RDZVCTL, AgentTestCase, agent_cmd, finish, job_status, main, start,
                        wait_output)
 
@@ -82,12 +83,25 @@ class StragglerTorch(AgentTestCase):
             time.sleep(0.1)
 
     def end(self, *agents):
-        """Let the workers stop (after the same step), and every agent exit 0."""
+        """Let the workers stop (after the same step), and every agent exit 0 within 60 s; else
+        kill those left and fail with what each agent printed (its workers' lines, its log)."""
         with open(self.stop, "w"):
             pass
+        deadline = time.monotonic() + 60
+        said = []
         for p in agents:
-            rc, out, err = finish(p, timeout=60)
-            self.assertEqual(rc, 0, (getattr(p, "seen", b"").decode() + out)[-2000:] + err[-3000:])
+            try:
+                out, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                how = f"exit {p.returncode}"
+            except subprocess.TimeoutExpired:
+                rdzvtest.kill_proc(p, group=True)
+                out, err = p.communicate()
+                how = "did not exit within 60 s"
+            said.append(f"--- agent {p.args[p.args.index('--host') + 1]}: {how}\n" +
+                        (getattr(p, "seen", b"") + out).decode(errors="replace")[-3000:] +
+                        err.decode(errors="replace")[-4000:])
+        if any(p.returncode != 0 for p in agents):
+            self.fail("not every agent exited 0 after the stop:\n" + "\n".join(said))
 
     def test_report_names_the_slow_node_and_the_job_goes_on(self):
         fast = self.agent("rep", "fast", "--on-straggler", "report")
