@@ -161,11 +161,8 @@ void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *f
 static void job_timer_fired(struct rdzvd_job_timer *t)
 {
     struct rdzvd_job *j = t->data;
-    uint64_t prev = rdzvd_job_time_enter(world->now_ms()); /* its step's time, read here */
-    RDZVD_JOB_STEP;
 
-    j->handlers->fired(j);
-    rdzvd_job_time_leave(prev); /* what the step queued goes out on the world's clock */
+    j->handlers->fired(j, world->now_ms()); /* a step of its own, at the time read here */
 }
 
 static void job_timer_closed(struct rdzvd_job_timer *t)
@@ -215,11 +212,8 @@ static void member_timer_fired(struct rdzvd_job_timer *t)
     struct rdzvd_member *m = t->data;
     /* What waits unread on its connection (read for the machine, which asks no host). */
     size_t unread = m->peer ? m->job->host.ops->unread(m->peer) : 0;
-    uint64_t prev = rdzvd_job_time_enter(world->now_ms());
-    RDZVD_JOB_STEP;
 
-    m->job->handlers->deadline(m, unread);
-    rdzvd_job_time_leave(prev);
+    m->job->handlers->deadline(m, unread, world->now_ms());
 }
 
 /* The job may be gone by now (its timer closed before this one's callback ran): m keeps what
@@ -398,11 +392,8 @@ static void carry(struct effect *e)
         if (e->ops->nccl_request(e->peer, e->u.nccl.generation, e->u.nccl.count, e->u.nccl.store,
                                  e->u.nccl.store ? e->u.nccl.allow : NULL) < 0) {
             struct rdzvd_member *m = e->u.nccl.m;
-            uint64_t prev = rdzvd_job_time_enter(world->now_ms());
-            RDZVD_JOB_STEP;
 
-            m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer);
-            rdzvd_job_time_leave(prev);
+            m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer, world->now_ms());
         }
         break;
     case EFF_CLOSE:

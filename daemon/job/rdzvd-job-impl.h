@@ -283,16 +283,18 @@ const char *rdzvd_job_strerror(int err);
  * time rdzvd_job_step was given, for the step's own decisions; the world's clock outside. */
 uint64_t rdzvd_job_time_enter(uint64_t now_ms);
 void rdzvd_job_time_leave(uint64_t prev);
-/* What fires on the machine's side: the job's timer, a member's heartbeat deadline, and the job's
- * memory to free once its timer is closed (one table, rdzvd-job-sm.c's). */
+/* What fires on the machine's side, at now_ms by the world's clock: the job's timer, a member's
+ * heartbeat deadline, an NCCL_REQUEST the outbox could not queue; and the job's memory to free
+ * once its timer is closed. One table, rdzvd-job-step.c's: each of the first three comes back
+ * into the machine as an input of rdzvd_job_step. */
 struct rdzvd_job_handlers {
-    void (*fired)(struct rdzvd_job *j);
-    void (*deadline)(struct rdzvd_member *m, size_t unread); /* unread: bytes waiting on its
-                                                              * connection (0: none, unknown) */
+    void (*fired)(struct rdzvd_job *j, uint64_t now_ms);
+    void (*deadline)(struct rdzvd_member *m, size_t unread, /* unread: bytes waiting on its */
+                     uint64_t now_ms);                      /* connection (0: none, unknown) */
     void (*freed)(struct rdzvd_job *j);
     /* The NCCL_REQUEST of generation gen could not be queued on m's connection peer (the
      * outbox's report, after the step that asked; m may be on another connection by then). */
-    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer);
+    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer, uint64_t now_ms);
 };
 /* The job's one timer (enum job_timer): init 0 or a libuv error; close once, then freed runs. */
 int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop);
@@ -338,7 +340,15 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 /* A new job named by jn, with its --nnodes and --max-restarts, and the settings st (a rebuild's,
  * from the job's record) or, NULL, jn's own. NULL when out of memory (logged). */
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
-                               const struct rdzvd_job_settings *st);
+                               const struct rdzvd_job_settings *st,
+                               const struct rdzvd_job_handlers *handlers);
+/* The inputs rdzvd_job_step hands on: the job's timer ran out (by its timer_kind); m's heartbeat
+ * deadline ran out (unread: bytes waiting on its connection); m's NCCL_REQUEST of generation gen
+ * could not be queued on peer. And the job's memory, once its timer is closed. */
+void rdzvd_job_fired(struct rdzvd_job *j);
+void rdzvd_member_deadline(struct rdzvd_member *m, size_t unread);
+void rdzvd_member_nccl_unsent(struct rdzvd_member *m, uint64_t gen, void *peer);
+void rdzvd_job_freed(struct rdzvd_job *j);
 void rdzvd_job_free(struct rdzvd_job *j);
 void rdzvd_job_try_close(struct rdzvd_job *j);
 /* The job is over: every member is told how it ended (EVENT type), the outcome is kept. */

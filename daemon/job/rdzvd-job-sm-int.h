@@ -14,12 +14,12 @@
 
 /* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
  * and carried out (the host's ops called, rdzvd-job-sm.h) when the outermost step ends. Each
- * function below that changes a job, and each timer, is a step (RDZVD_JOB_STEP at its top;
- * rdzvd_job_step holds one open until rdzvd_job_advance). So no op runs while a decision is
- * made, and a decision is recorded before anything it sends goes out; only bind runs at once (a
- * pointer: a connection that closes meanwhile must find its member as decided). A step that an
- * op's own work begins (a connection closing tells its member's job) adds to the pass under
- * way. Loop thread only. */
+ * function below that changes a job is a step (RDZVD_JOB_STEP at its top; rdzvd_job_step,
+ * which each timer's input goes through too, holds one open until rdzvd_job_advance). So no op
+ * runs while a decision is made, and a decision is recorded before anything it sends goes out;
+ * only bind runs at once (a pointer: a connection that closes meanwhile must find its member as
+ * decided). A step that an op's own work begins (a connection closing tells its member's job)
+ * adds to the pass under way. Loop thread only. */
 int rdzvd_job_step_begin(void);
 void rdzvd_job_step_end(int *unused);
 #define RDZVD_JOB_STEP                                                                        \

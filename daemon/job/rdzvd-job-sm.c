@@ -35,7 +35,7 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
     return NULL;
 }
 
-static void job_freed(struct rdzvd_job *j)
+void rdzvd_job_freed(struct rdzvd_job *j)
 {
     rdzvd_job_index_free(j);
     free(j->by_req);
@@ -115,7 +115,7 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
 
 static void member_lost(struct rdzvd_member *m, const char *why);
 
-static void member_deadline(struct rdzvd_member *m, size_t unread)
+void rdzvd_member_deadline(struct rdzvd_member *m, size_t unread)
 {
     char why[RDZV_HOST_MAX + 128];
 
@@ -541,7 +541,7 @@ static void rebuild_missing_names(const struct rdzvd_job *j, char *why, size_t l
     }
 }
 
-static void job_timer_fired(struct rdzvd_job *j)
+void rdzvd_job_fired(struct rdzvd_job *j)
 {
     j->timer_armed = false;
     if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
@@ -590,21 +590,15 @@ static void job_timer_fired(struct rdzvd_job *j)
 }
 
 /* close_round's NCCL_REQUEST not queued on peer: as if not asked, if still due (the outbox's). */
-static void nccl_unsent(struct rdzvd_member *m, uint64_t gen, void *peer)
+void rdzvd_member_nccl_unsent(struct rdzvd_member *m, uint64_t gen, void *peer)
 {
     if (m->job->state == JOB_NCCL && gen == m->job->generation && !m->node_rank && m->peer == peer)
         rdzvd_job_end(m->job, "failed", 1, "could not ask node rank 0 for the NCCL id");
 }
 
-static const struct rdzvd_job_handlers job_handlers = {
-    .fired = job_timer_fired,
-    .deadline = member_deadline,
-    .freed = job_freed,
-    .nccl_unsent = nccl_unsent,
-};
-
 struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdzv_join *jn,
-                               const struct rdzvd_job_settings *st)
+                               const struct rdzvd_job_settings *st,
+                               const struct rdzvd_job_handlers *handlers)
 {
     struct rdzvd_job *j = calloc(1, sizeof(*j));
     int r;
@@ -637,7 +631,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     if (h->take_waiting && h->ended)
         j->waiting_since_ms = h->take_waiting(h->ended, jn->run_id);
     rdzv_list_init(&j->members);
-    j->handlers = &job_handlers;
+    j->handlers = handlers;
     rdzv_list_add_tail(h->jobs, &j->node);
     rdzvd_job_note(j, false,
                    "created (nodes %" PRId64 "..%" PRId64 ", last call %" PRId64

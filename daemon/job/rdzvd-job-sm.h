@@ -132,8 +132,8 @@ struct rdzvd_job_host {
 /* ---- the step: the one call the adapters make (etcd/raft's Step, Ready, Advance) ---- */
 
 /* What comes into the machine: an agent's message (decoded by the wire side), its connection
- * closing, the operator's request, or the host's own (rebuild, shutdown). The machine's own
- * timers still come back through the job's handlers (rdzvd-job-effects.c), each a step. */
+ * closing, the operator's request, the host's own (rebuild, shutdown), and the machine's own
+ * timers and undeliverable requests, which rdzvd-job-effects.c hands back as inputs. */
 enum rdzvd_job_input_kind {
     RDZVD_IN_SEEN,        /* member: any message from its agent (it is alive) */
     RDZVD_IN_JOIN,        /* peer, join; member: the connection's, if it joined already */
@@ -151,6 +151,9 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_REBUILD_BEGIN, /* the job table's jobs to rebuild: their ids in the Ready */
     RDZVD_IN_REBUILD,     /* rebuild, the ids of a batch */
     RDZVD_IN_DROP_ALL,    /* the host shuts down, or its replica was deposed */
+    RDZVD_IN_TIMER,       /* job: its timer ran out */
+    RDZVD_IN_DEADLINE,    /* member, deadline: its heartbeat deadline ran out */
+    RDZVD_IN_NCCL_UNSENT, /* member, nccl_unsent: its NCCL_REQUEST could not be queued */
 };
 
 struct rdzvd_job_input {
@@ -181,6 +184,12 @@ struct rdzvd_job_input {
             char (*ids)[RDZV_ID_MAX + 1];
             size_t n;
         } rebuild;
+        struct rdzvd_job *job; /* TIMER */
+        size_t deadline;      /* DEADLINE: the bytes waiting unread on its connection */
+        struct {
+            uint64_t generation;
+            void *peer; /* the connection it was for (the member may be on another by now) */
+        } nccl_unsent;
     } u;
 };
 

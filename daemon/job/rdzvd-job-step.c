@@ -135,6 +135,12 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
     case RDZVD_IN_GONE:
         rdzvd_member_gone(m);
         break;
+    case RDZVD_IN_DEADLINE:
+        rdzvd_member_deadline(m, in->u.deadline);
+        break;
+    case RDZVD_IN_NCCL_UNSENT:
+        rdzvd_member_nccl_unsent(m, in->u.nccl_unsent.generation, in->u.nccl_unsent.peer);
+        break;
     default:
         break;
     }
@@ -164,6 +170,9 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     case RDZVD_IN_DROP_ALL:
         step_host(jobs, in, rd);
         break;
+    case RDZVD_IN_TIMER:
+        rdzvd_job_fired(in->u.job);
+        break;
     default:
         step_member(in, rd);
         break;
@@ -178,6 +187,46 @@ void rdzvd_job_advance(struct rdzvd_job_ready *rd)
     rdzvd_job_time_leave(rd->now_prev_);
     rdzvd_job_step_end(&rd->step_);
 }
+
+/* The machine's own timers and undeliverable requests, as rdzvd-job-effects.c reports them:
+ * each is an input of a step of its own. */
+static void input_step(struct rdzvd_job *j, const struct rdzvd_job_input *in, uint64_t now_ms)
+{
+    struct rdzvd_job_ready rd;
+
+    rdzvd_job_step(&j->host, in, now_ms, &rd);
+    rdzvd_job_advance(&rd);
+}
+
+static void timer_input(struct rdzvd_job *j, uint64_t now_ms)
+{
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_TIMER, .u.job = j};
+
+    input_step(j, &in, now_ms);
+}
+
+static void deadline_input(struct rdzvd_member *m, size_t unread, uint64_t now_ms)
+{
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_DEADLINE, .member = m, .u.deadline = unread};
+
+    input_step(m->job, &in, now_ms);
+}
+
+static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer, uint64_t now_ms)
+{
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_NCCL_UNSENT, .member = m,
+                                 .u.nccl_unsent = {.generation = gen, .peer = peer}};
+
+    input_step(m->job, &in, now_ms);
+}
+
+/* Every job's, given at its making (rdzvd_job_new). */
+static const struct rdzvd_job_handlers job_handlers = {
+    .fired = timer_input,
+    .deadline = deadline_input,
+    .freed = rdzvd_job_freed,
+    .nccl_unsent = nccl_unsent_input,
+};
 
 /* -------------------------------------------------------------------------------------------- */
 /* JOIN and resume (rdzvd_job_join in rdzvd-job-sm.h): checks an agent against
@@ -533,7 +582,8 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     if (r < 0)
         return 0;
     /* The job runs by the settings it was started with (its record's), not by this agent's. */
-    if (!(j = rdzvd_job_new(q->h, jn, rec->has_settings ? &rec->settings : NULL)))
+    if (!(j = rdzvd_job_new(q->h, jn, rec->has_settings ? &rec->settings : NULL,
+                            &job_handlers)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     rdzvd_job_hist_take(j, rec);
     r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN), false);
@@ -564,7 +614,7 @@ static bool job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
     jn.min = rec.min;
     jn.max = rec.max;
     jn.max_restarts = rec.max_restarts;
-    if (!(j = rdzvd_job_new(h, &jn, &rec.settings))) {
+    if (!(j = rdzvd_job_new(h, &jn, &rec.settings, &job_handlers))) {
         log_error("job=%s: out of memory: not rebuilt until one of its agents comes back", run_id);
         goto out;
     }
@@ -1002,7 +1052,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         return -EINVAL;
     if (!j && (r = check_room(q)) < 0)
         return r;
-    if (!j && !(j = rdzvd_job_new(h, jn, NULL)))
+    if (!j && !(j = rdzvd_job_new(h, jn, NULL, &job_handlers)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, jn, secret))) {
         if (j != found) /* made for this JOIN (a job in memory with no member keeps waiting) */
