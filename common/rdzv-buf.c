@@ -38,6 +38,25 @@ int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra)
     return 0;
 }
 
+int rdzv_buf_reserve_exact(struct rdzv_buf *b, size_t extra)
+{
+    uint8_t *p;
+
+    if (extra > SIZE_MAX - b->len)
+        return -ENOMEM;
+    if (b->len + extra <= b->cap)
+        return 0;
+    if (b->off > 0)
+        rdzv_buf_compact(b);
+    if (b->len + extra <= b->cap)
+        return 0;
+    if (!(p = realloc(b->data, b->len + extra)))
+        return -ENOMEM;
+    b->data = p;
+    b->cap = b->len + extra;
+    return 0;
+}
+
 int rdzv_buf_put(struct rdzv_buf *b, const void *p, size_t n)
 {
     int r = rdzv_buf_reserve(b, n);

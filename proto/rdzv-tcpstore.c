@@ -117,13 +117,19 @@ ssize_t rdzv_req_decode(const uint8_t *p, size_t n, enum rdzv_dialect d,
         if (pos + 8 + len + (op_layout[op] == L_KEY_I64 ? 8 : 0) > lim->max_frame)
             return fail(err, -EMSGSIZE, "request too large", pos + 8 + len, lim->max_frame);
         pos += 8;
-        if (n - pos < len)
-            return need(req, pos + len);
+        if (n - pos < len) {
+            need(req, pos + len);
+            req->frame_whole = i + 1 == nstr && op_layout[op] != L_KEY_I64;
+            return 0;
+        }
         pos += len;
     }
     if (op_layout[op] == L_KEY_I64) {
-        if (n - pos < 8)
-            return need(req, pos + 8);
+        if (n - pos < 8) {
+            need(req, pos + 8);
+            req->frame_whole = true;
+            return 0;
+        }
         req->delta = (int64_t)rdzv_get_u64(p + pos);
         pos += 8;
     }

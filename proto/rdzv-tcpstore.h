@@ -20,6 +20,10 @@ struct rdzv_slice {
 struct rdzv_req {
     enum rdzv_op op;
     size_t frame_len;   /* bytes of the whole request, type byte included */
+    /* On need-more (0 returned): frame_len is the whole request's length, not only the length
+     * of the part whose lengths are read so far (a multi-key request learns its own a field at
+     * a time). */
+    bool frame_whole;
     uint64_t nstrings;  /* length-prefixed strings that follow (keys and values in order) */
     uint64_t count;     /* the request's key count (CHECK, WAIT, MULTI_*), else 0 */
     int64_t delta;      /* ADD */

@@ -192,8 +192,10 @@ static ssize_t peer_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         return -1;
     }
     if (r == 0) {
-        rdzvd_conn_set_need(c, n >= RDZV_FRAME_HDR ? RDZV_FRAME_HDR + rdzv_get_u32(p + 4)
-                                                   : RDZV_FRAME_HDR);
+        rdzvd_conn_set_need(c,
+                            n >= RDZV_FRAME_HDR ? RDZV_FRAME_HDR + rdzv_get_u32(p + 4)
+                                                : RDZV_FRAME_HDR,
+                            n >= RDZV_FRAME_HDR);
         return 0;
     }
     s->env->stats->requests++;

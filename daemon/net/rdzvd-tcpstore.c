@@ -176,7 +176,7 @@ static ssize_t tcpstore_serve(struct rdzvd_conn *c, const uint8_t *p, size_t n)
         return -1;
     }
     if (r == 0) {
-        rdzvd_conn_set_need(c, req.frame_len);
+        rdzvd_conn_set_need(c, req.frame_len, req.frame_whole);
         return 0;
     }
     if (tcpstore_dispatch(c, s, &req) < 0)

@@ -63,6 +63,7 @@ struct rdzvd_conn {
     const struct rdzvd_session_ops *ops;
     struct rdzv_buf in;   /* bytes of a request not complete yet */
     size_t need;          /* don't re-parse until in holds this many bytes */
+    bool need_whole;      /* need is the whole request's length (rdzvd_conn_set_need) */
     struct rdzv_buf out;  /* output not handed to the kernel yet */
     struct write_req *wr; /* the write in flight, if any */
     union {

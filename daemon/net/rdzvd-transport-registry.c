@@ -164,9 +164,10 @@ void *rdzvd_conn_session_data(const struct rdzvd_conn *c)
     return (void *)c->session.bytes;
 }
 
-void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes)
+void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes, bool whole)
 {
     c->need = bytes;
+    c->need_whole = whole;
 }
 
 bool rdzvd_conn_in_session(const struct rdzvd_conn *c, const struct rdzvd_session_ops *ops)

@@ -673,6 +673,7 @@ static ssize_t conn_parse(struct rdzvd_conn *c, const uint8_t *p, size_t n)
             break;
         }
         c->need = 0;
+        c->need_whole = false;
         c->nserved++;
         off += (size_t)r;
         c->turn_bytes += (size_t)r;
@@ -752,13 +753,18 @@ void rdzvd_conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
      * the session (it rejects larger lengths as soon as they arrive); the buffer grows by at
      * most what it holds (or the scratch size, from a small start) per read, so that what it
      * holds follows what the peer sent, not what it announced: a first read of a request
-     * announced at 4 MiB reserved all of it (8 MiB, rounded up). */
-    if (c->need > rdzv_buf_avail(&c->in) && c->need - rdzv_buf_avail(&c->in) > chunk) {
-        size_t held = rdzv_buf_avail(&c->in);
+     * announced at 4 MiB reserved all of it (8 MiB, rounded up). A request whose whole length
+     * is known grows to it exactly, never past it: by doubling, a 4 MiB SET held 8 MiB, all
+     * charged to --max-input-bytes. */
+    size_t held = rdzv_buf_avail(&c->in);
+    bool whole = c->need_whole && c->need > held, exact;
 
+    if (c->need > held && c->need - held > chunk)
         chunk = c->need - held < held ? c->need - held : held > chunk ? held : chunk;
-    }
-    if (rdzv_buf_reserve(&c->in, chunk) < 0) {
+    else if (whole && c->in.len + chunk > c->in.cap)
+        chunk = c->need - held; /* the request's last bytes, not the next one's */
+    exact = whole && c->in.len + chunk > c->in.cap;
+    if ((exact ? rdzv_buf_reserve_exact(&c->in, chunk) : rdzv_buf_reserve(&c->in, chunk)) < 0) {
         *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
         return;
     }

@@ -167,8 +167,11 @@ int rdzvd_conn_start(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops);
 void rdzvd_conn_set_session(struct rdzvd_conn *c, const struct rdzvd_session_ops *ops);
 /* The session's state area (RDZVD_SESSION_BYTES, max-aligned). */
 void *rdzvd_conn_session_data(const struct rdzvd_conn *c);
-/* From serve(): do not call serve again until this many bytes are buffered. */
-void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes);
+/* From serve(): do not call serve again until this many bytes are buffered. whole: the request
+ * is that long in all, so that its buffer grows to hold it exactly (it is charged to
+ * --max-input-bytes as it is held); otherwise by doubling, as a multi-key request learns its
+ * length a field at a time. */
+void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes, bool whole);
 /* Connections before their handshake: the contract.
  *
  * Stale: still before its handshake RDZVD_HS_SHED_AGE_MS after its accept (the silence bound),

@@ -116,7 +116,7 @@ static ssize_t first_bytes_serve(struct rdzvd_conn *c, const uint8_t *p, size_t 
          * client, SET whose key length starts with 4 bytes that can't be the magic for any key
          * we would accept. */
         if (n < 5) {
-            rdzvd_conn_set_need(c, 5);
+            rdzvd_conn_set_need(c, 5, false);
             return 0;
         }
         if (rdzv_get_u32(p + 1) == RDZV_VALIDATE_MAGIC) {

@@ -196,6 +196,46 @@ class HandshakeInputQuota(DaemonTestCase):
         self.assertEqual(keep.check(["pre"]), 1)
 
 
+class InputChargedAsHeld(DaemonTestCase):
+    """A request whose whole length is known is held in a buffer of that length, not of the
+    next power of two, and charged so to --max-input-bytes: with --max-input-bytes equal to
+    --max-frame, the largest SET the limits allow, sent slowly, is served. By doubling, its
+    3 MiB were held in 4 MiB and the honest client was closed for holding the most."""
+
+    LIMIT = 3 << 20
+    VALUE = LIMIT - 4096 - 32
+
+    def unread(self, d, c):
+        """The bytes of c that rdzvd has not read (/proc/net/tcp: rx_queue of its socket)."""
+        local = "0100007F:%04X" % d.port
+        remote = "0100007F:%04X" % c.sock.getsockname()[1]
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()  # sl, local, remote, st, tx_queue:rx_queue, ...
+                if cols[1] == local and cols[2] == remote:
+                    return int(cols[4].split(":")[1], 16)
+        return 0
+
+    def test_the_largest_request_sent_slowly_is_served(self):
+        d = self.daemon("--max-input-bytes", str(self.LIMIT), "--max-frame", str(self.LIMIT),
+                        "--max-key-len", "4096", "--max-value-len", str(self.VALUE),
+                        "--request-timeout", "0")
+        keep = self.client(d)
+        keep.ping(1)
+        big = self.client(d)
+        big.ping(2)  # through its handshake: the whole budget applies
+        mark = d.mark()
+        big.send(enc("modern", "SET", s("big")) + u64(self.VALUE) + b"b" * (self.VALUE - 1000))
+        # rdzvd read all of it, or closed big for it
+        wait_until(lambda: not big.is_open() or self.unread(d, big) == 0,
+                   "rdzvd read the SET's first part", timeout=20)
+        keep.ping(3)  # a turn of rdzvd's loop after those reads
+        self.assertTrue(big.is_open(), "\n".join(d.log_lines(mark)[-3:]))
+        big.send(b"b" * 1000)
+        big.ping(4)
+        self.assertEqual(len(keep.get("big")), self.VALUE)
+
+
 @unittest.skipIf(asan_build(), "rdzvd's RSS under ASan is its shadow memory and allocator")
 class InputShedAtOnce(DaemonTestCase):
     """A connection closed for holding the most input past --max-input-bytes gives its buffer

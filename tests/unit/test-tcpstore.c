@@ -206,6 +206,8 @@ static void check_sample(enum rdzv_dialect d, const struct rdzv_limits *lim, con
         ASSERT_EQ(r, 0);
         ASSERT_TRUE(req.frame_len > k);
         ASSERT_LE(req.frame_len, len);
+        if (req.frame_whole) /* the buffer is grown to exactly this: never short */
+            ASSERT_EQ(req.frame_len, len);
         free(q);
     }
 }
