@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-ids.c: a job's node ids (daemon/job/rdzvd-job-persist.c): which it keeps, which it
  * forgets, and when a new one is refused (docs/design/job-policy.md, rows E0-10 and F17; issue
- * 62 case 3), driven with fake agents (jobtest.h). Moved from test-job-policy.c. */
+ * 62 case 3), driven with fake agents (jobtest.h). */
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 #include "daemon/data/rdzvd-config.h"
