@@ -388,7 +388,7 @@ static void cmd_job(const struct cmd *c)
     env_up();
 }
 
-/* join AGENT... [no-secret]; resume AGENT... (from the ROUND it got last) */
+/* join AGENT... [no-secret] [host=H]; resume AGENT... (from the ROUND it got last) */
 static void cmd_join(const struct cmd *c, bool resume)
 {
     for (int i = 1; i < c->argc; i++) {
@@ -406,6 +406,8 @@ static void cmd_join(const struct cmd *c, bool resume)
         }
         snprintf(jn.node_id, sizeof(jn.node_id), "node-%d", a);
         snprintf(jn.host, sizeof(jn.host), "host%d", a);
+        if (arg(c, "host", NULL))
+            snprintf(jn.host, sizeof(jn.host), "%s", arg(c, "host", NULL));
         if (resume) {
             const struct rdzv_round *rd;
 
