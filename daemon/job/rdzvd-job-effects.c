@@ -263,18 +263,19 @@ bool rdzvd_member_deadline_due(const struct rdzvd_member *m)
 /* ---- the outbox: what the machine sends, carried out once its step is done ---- */
 
 /* One thing to do to a member's connection or to the host, in the order the machine decided
- * them. An event or a round that many members get is held once (struct shared) and counted. */
+ * them (struct rdzvd_job_send's kinds). An event or a round that many members get is held once
+ * (struct rdzvd_job_shared) and counted. */
 enum effect_kind {
-    EFF_JOINED,
-    EFF_ROUND,
-    EFF_EVENT,
-    EFF_NCCL,
-    EFF_CLOSE,
-    EFF_DISMISS,
-    EFF_FLUSH
+    EFF_JOINED = RDZVD_SEND_JOINED,
+    EFF_ROUND = RDZVD_SEND_ROUND,
+    EFF_EVENT = RDZVD_SEND_EVENT,
+    EFF_NCCL = RDZVD_SEND_NCCL,
+    EFF_CLOSE = RDZVD_SEND_CLOSE,
+    EFF_DISMISS = RDZVD_SEND_DISMISS,
+    EFF_FLUSH = RDZVD_SEND_FLUSH
 };
 
-struct shared {
+struct rdzvd_job_shared {
     unsigned refs;
     union {
         struct rdzv_event event;
@@ -291,18 +292,18 @@ struct joined {
 };
 
 /* Small (a round to 10,000 members is 10,000 of them at once): what is large is held apart. */
-struct effect {
-    struct effect *next;
+struct rdzvd_job_effect {
+    struct rdzvd_job_effect *next;
     enum effect_kind kind;
     const struct rdzvd_job_ops *ops;
     void *peer; /* the host's; ud for EFF_FLUSH */
     union {
         struct joined *joined;
         struct {
-            struct shared *body;
+            struct rdzvd_job_shared *body;
             int64_t node_rank, rank_offset;
         } round;
-        struct shared *event; /* EVENT, DISMISS */
+        struct rdzvd_job_shared *event; /* EVENT, DISMISS */
         struct {
             struct rdzvd_member *m; /* its memory outlives the step (freed from the loop) */
             uint64_t generation;
@@ -314,37 +315,26 @@ struct effect {
     } u;
 };
 
-/* Loop thread only, as the whole job layer. */
-static struct {
-    struct effect *head, **tail;
-    unsigned depth;            /* steps open (a step may call another: one outbox) */
-    bool draining;             /* carrying out: a step begun now adds to the same pass */
-    struct shared *last_event; /* the newest, to share with the next equal one */
-    struct shared *last_round;
-    const struct rdzvd_job_ops *flush_ops; /* a flush not queued (out of memory): at the end */
-    void *flush_ud;
-} outbox = {.tail = &outbox.head};
-
-static void shared_put(struct shared *s)
+static void shared_put(struct rdzvd_job_outbox *o, struct rdzvd_job_shared *s)
 {
     if (s && --s->refs == 0) {
-        if (outbox.last_event == s)
-            outbox.last_event = NULL;
-        if (outbox.last_round == s)
-            outbox.last_round = NULL;
+        if (o->last_event == s)
+            o->last_event = NULL;
+        if (o->last_round == s)
+            o->last_round = NULL;
         free(s);
     }
 }
 
-static void effect_free(struct effect *e)
+static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
 {
     switch (e->kind) {
     case EFF_ROUND:
-        shared_put(e->u.round.body);
+        shared_put(o, e->u.round.body);
         break;
     case EFF_EVENT:
     case EFF_DISMISS:
-        shared_put(e->u.event);
+        shared_put(o, e->u.event);
         break;
     case EFF_CLOSE:
         free(e->u.why);
@@ -358,9 +348,8 @@ static void effect_free(struct effect *e)
     }
     free(e);
 }
-
 /* Carry out e on its connection or host. */
-static void carry(struct effect *e)
+static void carry(struct rdzvd_job_effect *e)
 {
     switch (e->kind) {
     case EFF_JOINED:
@@ -405,43 +394,65 @@ static void carry(struct effect *e)
     }
 }
 
-/* Carry out everything queued, in order, including what steps begun meanwhile add (a connection
- * that closes tells its member's job at once: that step's effects join this pass). */
-static void drain(void)
+/* Carry out everything queued in s's outbox, in order, including what steps begun meanwhile add
+ * (a connection that closes tells its member's job at once: that step's effects join this
+ * pass). */
+static void drain(struct rdzvd_job_steps *s)
 {
-    struct effect *e;
+    struct rdzvd_job_outbox *o = s->out;
+    struct rdzvd_job_effect *e;
 
-    outbox.draining = true;
-    while ((e = outbox.head)) {
-        outbox.head = e->next;
-        if (!outbox.head)
-            outbox.tail = &outbox.head;
+    s->draining = true;
+    while ((e = o->head)) {
+        o->head = e->next;
+        if (!o->head)
+            o->last = NULL;
         carry(e);
-        effect_free(e);
+        effect_free(o, e);
     }
-    if (outbox.flush_ops) { /* one that found no memory for its place in the queue */
-        const struct rdzvd_job_ops *ops = outbox.flush_ops;
+    if (o->flush_ops) { /* one that found no memory for its place in the queue */
+        const struct rdzvd_job_ops *ops = o->flush_ops;
 
-        outbox.flush_ops = NULL;
-        ops->flush(outbox.flush_ud);
+        o->flush_ops = NULL;
+        ops->flush(o->flush_ud);
     }
-    outbox.draining = false;
-    outbox.last_event = outbox.last_round = NULL;
+    s->draining = false;
+    o->last_event = o->last_round = NULL;
+    s->out = NULL;
 }
 
-static void enqueue(struct effect *e)
+/* A step of s opens. out becomes the steps' outbox when none is open or carried out; a step
+ * within it adds to that one. Only the outermost one's end carries the outbox out. */
+static void step_open(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *out)
+{
+    if (!s->out)
+        s->out = out;
+    s->depth++;
+}
+
+static void step_close(struct rdzvd_job_steps *s)
+{
+    if (--s->depth == 0 && !s->draining)
+        drain(s);
+}
+
+static void enqueue(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
 {
     e->next = NULL;
-    *outbox.tail = e;
-    outbox.tail = &e->next;
+    if (o->last)
+        o->last->next = e;
+    else
+        o->head = e;
+    o->last = e;
 }
 
 /* A new effect, or NULL: out of memory. No op runs in a step even then: a message is dropped
  * and logged (as an op drops a frame it has no memory for), a close is done at once (its
  * connection is untied already: nothing comes back into the machine), a flush noted. */
-static struct effect *effect_new(enum effect_kind kind, const struct rdzvd_job_ops *ops, void *peer)
+static struct rdzvd_job_effect *effect_new(enum effect_kind kind, const struct rdzvd_job_ops *ops,
+                                           void *peer)
 {
-    struct effect *e = calloc(1, sizeof(*e));
+    struct rdzvd_job_effect *e = calloc(1, sizeof(*e));
 
     if (!e)
         return NULL;
@@ -456,22 +467,81 @@ static void dropped(const char *what)
     log_error("out of memory queueing %s to an agent: dropped", what);
 }
 
-/* Steps (rdzvd-job-sm.h): only the outermost one's end carries the outbox out. */
-int rdzvd_job_step_begin(void)
+/* Steps (rdzvd-job-sm-int.h). */
+struct rdzvd_job_frame rdzvd_job_step_begin(const struct rdzvd_job_host *h,
+                                            struct rdzvd_job_frame *f)
 {
-    return (int)++outbox.depth;
+    struct rdzvd_job_steps *s = h ? h->steps : NULL;
+
+    if (s)
+        step_open(s, &f->out);
+    return (struct rdzvd_job_frame){.steps = s};
 }
 
-void rdzvd_job_step_end(int *unused)
+void rdzvd_job_step_end(struct rdzvd_job_frame *f)
 {
-    (void)unused;
-    if (--outbox.depth == 0 && !outbox.draining)
-        drain();
+    if (f->steps)
+        step_close(f->steps);
 }
 
-bool rdzvd_job_deciding(void)
+bool rdzvd_job_deciding(const struct rdzvd_job_steps *s)
 {
-    return outbox.depth > 0;
+    return s->depth > 0;
+}
+
+/* The Ready's step (rdzvd-job-step.c): it holds the outbox unless a step is under way. */
+void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd)
+{
+    rd->out = (struct rdzvd_job_outbox){0};
+    rd->steps_ = h->steps;
+    step_open(rd->steps_, &rd->out);
+}
+
+void rdzvd_job_ready_close(struct rdzvd_job_ready *rd)
+{
+    step_close(rd->steps_);
+}
+
+bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
+                          struct rdzvd_job_send *send)
+{
+    const struct rdzvd_job_effect *e = *cursor;
+
+    e = e ? e->next : rd->out.head;
+    if (!e)
+        return false;
+    *cursor = e;
+    *send = (struct rdzvd_job_send){.kind = (enum rdzvd_job_send_kind)e->kind, .peer = e->peer};
+    switch (e->kind) {
+    case EFF_JOINED:
+        send->run_id = e->u.joined->run_id;
+        send->warning = e->u.joined->warning;
+        send->generation = e->u.joined->generation;
+        send->count = e->u.joined->waiting;
+        send->spare = e->u.joined->spare;
+        send->resumed = e->u.joined->resumed;
+        break;
+    case EFF_ROUND:
+        send->round = &e->u.round.body->u.round;
+        send->node_rank = e->u.round.node_rank;
+        send->rank_offset = e->u.round.rank_offset;
+        break;
+    case EFF_EVENT:
+    case EFF_DISMISS:
+        send->event = &e->u.event->u.event;
+        break;
+    case EFF_NCCL:
+        send->generation = e->u.nccl.generation;
+        send->count = e->u.nccl.count;
+        send->store = e->u.nccl.store;
+        break;
+    case EFF_CLOSE:
+        send->why = e->u.why;
+        break;
+    case EFF_FLUSH:
+        break;
+    }
+    return true;
 }
 
 static bool event_equal(const struct rdzv_event *a, const struct rdzv_event *b)
@@ -483,9 +553,10 @@ static bool event_equal(const struct rdzv_event *a, const struct rdzv_event *b)
 
 /* A copy of src (len bytes) held once for every member that gets it in a row: *last, the
  * newest, again when same says it is equal. NULL: out of memory. */
-static struct shared *share(struct shared **last, bool same, const void *src, size_t len)
+static struct rdzvd_job_shared *share(struct rdzvd_job_shared **last, bool same, const void *src,
+                                      size_t len)
 {
-    struct shared *s = *last;
+    struct rdzvd_job_shared *s = *last;
 
     if (s && same) {
         s->refs++;
@@ -499,11 +570,11 @@ static struct shared *share(struct shared **last, bool same, const void *src, si
     return s;
 }
 
-static struct shared *event_body(const struct rdzv_event *ev)
+static struct rdzvd_job_shared *event_body(struct rdzvd_job_outbox *o, const struct rdzv_event *ev)
 {
-    const struct shared *l = outbox.last_event;
+    const struct rdzvd_job_shared *l = o->last_event;
 
-    return share(&outbox.last_event, l && event_equal(&l->u.event, ev), ev, sizeof(*ev));
+    return share(&o->last_event, l && event_equal(&l->u.event, ev), ev, sizeof(*ev));
 }
 
 static bool round_equal(const struct rdzv_round *a, const struct rdzv_round *b)
@@ -515,42 +586,55 @@ static bool round_equal(const struct rdzv_round *a, const struct rdzv_round *b)
            memcmp(a->ids, b->ids, a->n_ids * sizeof(a->ids[0])) == 0;
 }
 
-static struct shared *round_body(const struct rdzv_round *rd)
+static struct rdzvd_job_shared *round_body(struct rdzvd_job_outbox *o, const struct rdzv_round *rd)
 {
-    const struct shared *l = outbox.last_round;
+    const struct rdzvd_job_shared *l = o->last_round;
 
-    return share(&outbox.last_round, l && round_equal(&l->u.round, rd), rd, sizeof(*rd));
+    return share(&o->last_round, l && round_equal(&l->u.round, rd), rd, sizeof(*rd));
 }
 
-/* Queue e in the step under way; outside any step, carry it out now. */
-static void post(struct effect *e)
+/* Queueing is a step of its own: e goes in the outbox of the step under way, and outside any
+ * step is carried out now. Between sending_begin and sending_end, s->out is the outbox. */
+static void sending_begin(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *own)
 {
-    enqueue(e);
-    if (outbox.depth == 0 && !outbox.draining)
-        drain();
+    *own = (struct rdzvd_job_outbox){0};
+    step_open(s, own);
 }
 
-static void post_event(enum effect_kind kind, const struct rdzvd_job_ops *ops, void *peer,
-                       const struct rdzv_event *ev)
+static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
+                       const struct rdzvd_job_ops *ops, void *peer, const struct rdzv_event *ev)
 {
-    struct effect *e = effect_new(kind, ops, peer);
-    struct shared *s = e ? event_body(ev) : NULL;
+    struct rdzvd_job_outbox own;
+    struct rdzvd_job_effect *e;
+    struct rdzvd_job_shared *b;
 
-    if (!s) {
+    sending_begin(s, &own);
+    e = effect_new(kind, ops, peer);
+    if ((b = e ? event_body(s->out, ev) : NULL)) {
+        e->u.event = b;
+        enqueue(s->out, e);
+    } else {
         free(e);
         dropped(kind == EFF_DISMISS ? "a dismissal" : "an EVENT");
         if (kind == EFF_DISMISS)
             ops->close(peer, ev->summary);
-        return;
     }
-    e->u.event = s;
-    post(e);
+    step_close(s);
+}
+
+static void post(struct rdzvd_job_steps *s, struct rdzvd_job_effect *e)
+{
+    struct rdzvd_job_outbox own;
+
+    sending_begin(s, &own);
+    enqueue(s->out, e);
+    step_close(s);
 }
 
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *ev)
 {
     if (m->peer)
-        post_event(EFF_EVENT, m->job->host.ops, m->peer, ev);
+        post_event(m->job->host.steps, EFF_EVENT, m->job->host.ops, m->peer, ev);
 }
 
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed)
@@ -562,7 +646,7 @@ void rdzvd_member_send_joined_warn(struct rdzvd_member *m, bool spare, bool resu
                                    const char *warning)
 {
     struct rdzvd_job *j = m->job;
-    struct effect *e;
+    struct rdzvd_job_effect *e;
     struct joined *d;
 
     if (!m->peer)
@@ -581,30 +665,35 @@ void rdzvd_member_send_joined_warn(struct rdzvd_member *m, bool spare, bool resu
     d->inplace = j->inplace;
     d->warning = warning ? strdup(warning) : NULL; /* out of memory: sent without it */
     e->u.joined = d;
-    post(e);
+    post(j->host.steps, e);
 }
 
 void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
 {
-    struct effect *e = effect_new(EFF_ROUND, m->job->host.ops, m->peer);
+    struct rdzvd_job_steps *s = m->job->host.steps;
+    struct rdzvd_job_outbox own;
+    struct rdzvd_job_effect *e;
 
-    if (e && !(e->u.round.body = round_body(rd))) {
+    sending_begin(s, &own);
+    e = effect_new(EFF_ROUND, m->job->host.ops, m->peer);
+    if (e && !(e->u.round.body = round_body(s->out, rd))) {
         free(e);
         e = NULL;
     }
-    if (!e) {
+    if (e) {
+        e->u.round.node_rank = rd->node_rank;
+        e->u.round.rank_offset = rd->rank_offset;
+        enqueue(s->out, e);
+    } else {
         dropped("ROUND");
-        return;
     }
-    e->u.round.node_rank = rd->node_rank;
-    e->u.round.rank_offset = rd->rank_offset;
-    post(e);
+    step_close(s);
 }
 
 int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store)
 {
     struct rdzvd_job *j = m->job;
-    struct effect *e = effect_new(EFF_NCCL, j->host.ops, m->peer);
+    struct rdzvd_job_effect *e = effect_new(EFF_NCCL, j->host.ops, m->peer);
 
     if (!e)
         return -ENOMEM;
@@ -613,7 +702,7 @@ int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool s
     e->u.nccl.count = count;
     e->u.nccl.store = store;
     e->u.nccl.allow = j->host.store_allow;
-    post(e);
+    post(j->host.steps, e);
     return 0;
 }
 
@@ -626,37 +715,41 @@ void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_mem
 
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why)
 {
-    struct effect *e = effect_new(EFF_CLOSE, j->host.ops, peer);
+    struct rdzvd_job_effect *e = effect_new(EFF_CLOSE, j->host.ops, peer);
 
     if (!e) {
         j->host.ops->close(peer, why); /* untied already: nothing comes back */
         return;
     }
     e->u.why = strdup(why); /* NULL (out of memory): a plainer reason */
-    post(e);
+    post(j->host.steps, e);
 }
 
 void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *ev)
 {
-    post_event(EFF_DISMISS, j->host.ops, peer, ev);
+    post_event(j->host.steps, EFF_DISMISS, j->host.ops, peer, ev);
 }
 
 void rdzvd_job_flush(const struct rdzvd_job *j)
 {
-    struct effect *e;
+    struct rdzvd_job_steps *s = j->host.steps;
+    struct rdzvd_job_outbox *o = s->out;
+    struct rdzvd_job_effect *e;
 
     /* One flush of a host in a row is enough. */
-    if (outbox.depth > 0 && outbox.head) {
-        struct effect *last =
-            (struct effect *)((char *)outbox.tail - offsetof(struct effect, next));
-
-        if (last->kind == EFF_FLUSH && last->ops == j->host.ops && last->peer == j->host.ud)
+    if (s->depth > 0 && o->last) {
+        if (o->last->kind == EFF_FLUSH && o->last->ops == j->host.ops &&
+            o->last->peer == j->host.ud)
             return;
     }
     if (!(e = effect_new(EFF_FLUSH, j->host.ops, j->host.ud))) {
-        outbox.flush_ops = j->host.ops;
-        outbox.flush_ud = j->host.ud;
+        if (!o) { /* outside any step: at once */
+            j->host.ops->flush(j->host.ud);
+            return;
+        }
+        o->flush_ops = j->host.ops;
+        o->flush_ud = j->host.ud;
         return;
     }
-    post(e);
+    post(s, e);
 }

@@ -1632,7 +1632,7 @@ void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_mem
 
 bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_member *o;
 
     if (!(o = m->twin))

@@ -14,18 +14,32 @@
 
 /* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
  * and carried out (the host's ops called, rdzvd-job-sm.h) when the outermost step ends. Each
- * function below that changes a job is a step (RDZVD_JOB_STEP at its top; rdzvd_job_step,
- * which each timer's input goes through too, holds one open until rdzvd_job_advance). So no op
- * runs while a decision is made, and a decision is recorded before anything it sends goes out;
- * only bind runs at once (a pointer: a connection that closes meanwhile must find its member as
- * decided). A step that an op's own work begins (a connection closing tells its member's job)
- * adds to the pass under way. Loop thread only. */
-int rdzvd_job_step_begin(void);
-void rdzvd_job_step_end(int *unused);
-#define RDZVD_JOB_STEP                                                                        \
-    __attribute__((cleanup(rdzvd_job_step_end))) int rdzvd_job_step_ = rdzvd_job_step_begin()
-/* Whether a step is open and its effects not yet carried out (tests: no op runs then). */
-bool rdzvd_job_deciding(void);
+ * function below that changes a job is a step (RDZVD_JOB_STEP(h) at its top, h the job's host;
+ * rdzvd_job_step, which each timer's input goes through too, holds one open in its Ready until
+ * rdzvd_job_advance). The outermost step's outbox takes what the steps within it queue; a step
+ * begun outside any holds its own (in the frame the macro declares), and so does a Ready. So no
+ * op runs while a decision is made, and a decision is recorded before anything it sends goes
+ * out; only bind runs at once (a pointer: a connection that closes meanwhile must find its
+ * member as decided). A step that an op's own work begins (a connection closing tells its
+ * member's job) adds to the pass under way. Loop thread only. */
+struct rdzvd_job_frame {
+    struct rdzvd_job_steps *steps; /* h's (NULL: h was NULL, no step) */
+    struct rdzvd_job_outbox out;   /* the step's own, when it is the outermost */
+};
+/* Opens a step of h (NULL: none, for a list of jobs found empty) in frame f: the value to
+ * initialise f with. */
+struct rdzvd_job_frame rdzvd_job_step_begin(const struct rdzvd_job_host *h,
+                                            struct rdzvd_job_frame *f);
+void rdzvd_job_step_end(struct rdzvd_job_frame *f);
+#define RDZVD_JOB_STEP(h)                                                                     \
+    __attribute__((cleanup(rdzvd_job_step_end))) struct rdzvd_job_frame rdzvd_job_step_ =     \
+        rdzvd_job_step_begin((h), &rdzvd_job_step_)
+/* rdzvd_job_step's step, held open in rd (its outbox, unless a step of h is under way) until
+ * rdzvd_job_advance closes it. */
+void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd);
+void rdzvd_job_ready_close(struct rdzvd_job_ready *rd);
+/* Whether a step of s is open and its effects not yet carried out (tests: no op runs then). */
+bool rdzvd_job_deciding(const struct rdzvd_job_steps *s);
 
 /* Rebuild every job of h's job table whose record says a generation runs and that is not in
  * memory, as rdzvd finds them when it starts or a replica becomes the leader: the agents of the

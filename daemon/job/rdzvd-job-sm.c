@@ -852,7 +852,7 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
 
 void rdzvd_member_gone(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     m->peer = NULL;
@@ -880,7 +880,10 @@ void rdzvd_member_gone(struct rdzvd_member *m)
 
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
 {
-    RDZVD_JOB_STEP;
+    /* The jobs' host, which each job's copy names (none: nothing to drop). */
+    RDZVD_JOB_STEP(rdzv_list_empty(jobs)
+                       ? NULL
+                       : &rdzv_container_of(jobs->next, struct rdzvd_job, node)->host);
     while (!rdzv_list_empty(jobs)) {
         struct rdzvd_job *j = rdzv_container_of(jobs->next, struct rdzvd_job, node);
         bool last = false;
@@ -1703,7 +1706,7 @@ static void recovery_first_step(struct rdzvd_member *m, double first)
 
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzvd_job_now_ms();
     size_t nproc = (size_t)m->join.nproc;
@@ -2002,7 +2005,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m)
 
 void rdzvd_member_seen(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     uint64_t now = rdzvd_job_now_ms();
 
     rdzvd_member_check_stall(m);

@@ -74,11 +74,33 @@ struct rdzvd_job_ops {
     void (*store_close)(void *ud, void *store, bool drop);
 };
 
+/* What a step sends to members' connections and the host, queued in the order the machine
+ * decided it until the step is done (rdzvd-job-effects.c holds its entries). */
+struct rdzvd_job_effect;
+struct rdzvd_job_shared;
+struct rdzvd_job_outbox {
+    struct rdzvd_job_effect *head, *last; /* NULL, NULL: empty */
+    /* The newest event and round, to share with the next equal one. */
+    struct rdzvd_job_shared *last_event, *last_round;
+    const struct rdzvd_job_ops *flush_ops; /* a flush not queued (out of memory): at the end */
+    void *flush_ud;
+};
+
+/* The steps under way on a host, shared by its jobs (struct rdzvd_job_host's steps; zeroed
+ * before the first). A step that begins while another is open, or while one's outbox is
+ * carried out, adds to that outbox. Loop thread only. */
+struct rdzvd_job_steps {
+    struct rdzvd_job_outbox *out; /* the outermost step's, or the one carried out; NULL: none */
+    unsigned depth;               /* steps open (a step may call another: one outbox) */
+    bool draining;                /* carrying out: a step begun now adds to the same pass */
+};
+
 /* What a job needs of its host; copied into each job. */
 struct rdzvd_job_host {
     uv_loop_t *loop;
     const struct rdzvd_job_ops *ops;
     void *ud;               /* passed to the host ops */
+    struct rdzvd_job_steps *steps; /* the host's own, the same for each job */
     int state_dirfd;        /* --state-dir opened, or -1: no journal, no record files */
     /* The job table (rdzvd_server_job_table: journaled in --state-dir, or a replica's,
      * replicated), or NULL: no record is kept, and no job is rebuilt after a restart. */
@@ -193,8 +215,10 @@ struct rdzvd_job_input {
     } u;
 };
 
-/* What the step hands back. What it sends to members' connections and the host waits in the
- * outbox below until rdzvd_job_advance; the answers to the input are here. */
+/* What the step hands back: the answers to the input, and in its outbox what it sends to
+ * members' connections and the host, until rdzvd_job_advance carries that out (read it with
+ * rdzvd_job_ready_next). A step taken while another step of its host is open, or while that
+ * one's outbox is carried out (an op's own work: a connection closing), adds to that outbox. */
 struct rdzvd_job_ready {
     int rc;       /* 0, or a negative errno: the input is refused (err says why) */
     char err[RDZV_ERROR_MAX + 1];
@@ -207,7 +231,8 @@ struct rdzvd_job_ready {
     int64_t count;                  /* RELEASE: the nodes released or changed */
     char (*ids)[RDZV_ID_MAX + 1];   /* REBUILD_BEGIN: the run ids to rebuild (the caller's to */
     size_t n_ids;                   /* free), n_ids of them */
-    int step_;                      /* the step held open until rdzvd_job_advance */
+    struct rdzvd_job_outbox out;    /* what the step sends, in the order decided */
+    struct rdzvd_job_steps *steps_; /* the host's, its step held open until rdzvd_job_advance */
     uint64_t now_prev_;             /* the time of the step it was taken in, if any */
 };
 
@@ -218,6 +243,36 @@ struct rdzvd_job_ready {
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
                    uint64_t now_ms, struct rdzvd_job_ready *ready);
 void rdzvd_job_advance(struct rdzvd_job_ready *ready);
+
+/* One thing a Ready's outbox holds, as the adapter and the tests read it: what goes to one
+ * connection, or the host's flush. The pointers are the outbox's, valid until advance. */
+enum rdzvd_job_send_kind {
+    RDZVD_SEND_JOINED,  /* joined */
+    RDZVD_SEND_ROUND,   /* round (its node_rank and rank_offset: the peer's own) */
+    RDZVD_SEND_EVENT,   /* event */
+    RDZVD_SEND_NCCL,    /* generation, count, store: an NCCL_REQUEST */
+    RDZVD_SEND_CLOSE,   /* why (NULL: none given) */
+    RDZVD_SEND_DISMISS, /* event, then the connection closed */
+    RDZVD_SEND_FLUSH,   /* peer is the host's ud */
+};
+
+struct rdzvd_job_send {
+    enum rdzvd_job_send_kind kind;
+    void *peer; /* the host's connection */
+    const struct rdzv_round *round;
+    int64_t node_rank, rank_offset;
+    const struct rdzv_event *event;
+    const char *why;
+    const char *run_id, *warning; /* JOINED (warning NULL: none) */
+    uint64_t generation;          /* JOINED, NCCL */
+    int64_t count;                /* JOINED: the members waiting; NCCL: the ids asked */
+    bool spare, resumed, store;
+};
+
+/* The next thing ready's outbox holds after *cursor (NULL: from the first) into *send, moving
+ * *cursor on; false when there is none left. */
+bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **cursor,
+                          struct rdzvd_job_send *send);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
 /* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their

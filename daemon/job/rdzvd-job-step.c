@@ -157,7 +157,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     rd->count = 0;
     rd->ids = NULL;
     rd->n_ids = 0;
-    rd->step_ = rdzvd_job_step_begin();
+    rdzvd_job_ready_open(jobs, rd);
     switch (in->kind) {
     case RDZVD_IN_JOIN:
         step_join(jobs, in, rd);
@@ -185,7 +185,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
 void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 {
     rdzvd_job_time_leave(rd->now_prev_);
-    rdzvd_job_step_end(&rd->step_);
+    rdzvd_job_ready_close(rd);
 }
 
 /* The machine's own timers and undeliverable requests, as rdzvd-job-effects.c reports them:
@@ -660,7 +660,7 @@ int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_I
 
 void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(h);
     if (rdzvd_job_find(h->jobs, run_id))
         return; /* an agent's JOIN rebuilt it meanwhile */
     /* Not rebuilt (between generations): it waits for its nodes from now on, --abandon-after's
@@ -672,7 +672,7 @@ void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
 
 void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(h);
     char(*ids)[RDZV_ID_MAX + 1];
     size_t n;
 
@@ -1094,7 +1094,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
                    char *err, size_t errlen, struct rdzvd_member **ret)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(h);
     struct rdzv_join jn = *join;
     struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
                          .rec_r = -ENOENT};
@@ -1127,8 +1127,8 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,
                        size_t errlen)
 {
-    RDZVD_JOB_STEP;
     struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
+    RDZVD_JOB_STEP(j ? &j->host : NULL);
 
     if (!j || j->state == JOB_ENDED) {
         snprintf(err, errlen, "job '%s' is not running on this rdzvd (its agents rebuild it on "
@@ -1151,7 +1151,7 @@ uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h)
 int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, const char *type,
                            int64_t exit_code, const char *why, char *err, size_t errlen)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(h);
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzvd_job_record end = {.generation = 0, .has_end = true};
     int r;
@@ -1182,7 +1182,7 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
 int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
                       char *err, size_t errlen)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(h);
     struct rdzvd_job *j = rdzvd_job_find(h->jobs, run_id);
     struct rdzvd_job_record rec = {.generation = 0};
     char why[RDZV_SUMMARY_MAX + 1];
@@ -1243,7 +1243,7 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     rdzvd_member_check_stall(m);
     /* The first HEARTBEAT of its generation comes as its agent takes the ROUND, before its
      * workers start (uv_spawn may hold its loop): the start grace lasts until the next. */
@@ -1411,7 +1411,7 @@ static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_ex
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[2 * RDZV_REASON_MAX + 64];
     struct rdzvd_job_record_fail f;
@@ -1513,7 +1513,7 @@ static bool job_goes_on(struct rdzvd_job *j)
 
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
     char what[RDZV_REASON_MAX + 64], buf[16];
@@ -1563,7 +1563,7 @@ out_stopped:
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     rdzvd_member_put_aside(m, RDZVD_ASIDE_CHECK, reason);
 }
 
@@ -1609,7 +1609,7 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
@@ -1619,7 +1619,7 @@ void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 
 void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     /* Ignored: duplicates, other generations', replays by members of the running one or of the
@@ -1658,7 +1658,7 @@ static int store_ready(struct rdzvd_job *j)
 
 void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     /* Only when asked: node rank 0 of a generation whose store rdzvd did not open. */
@@ -1681,7 +1681,7 @@ bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen)
 
 void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     for (unsigned i = 0; i < n; i++)
@@ -1694,7 +1694,7 @@ void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN 
 
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     char err[RDZV_HOST_MAX + 512];
     struct rdzv_list *pos, *tmp;
@@ -1815,7 +1815,7 @@ static bool may_put_aside(struct rdzvd_job *j, const struct rdzvd_member *m, cha
 
 void rdzvd_member_straggler_check(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP;
+    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzvd_job_now_ms();
     char text[RDZV_REASON_MAX + 1], why[200];

@@ -39,6 +39,7 @@ struct rdzvd_jobs {
     struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
     struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
+    struct rdzvd_job_steps steps; /* the job machine's steps under way (host.steps) */
     struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
     /* Without a job table (no --state-dir): where nodes' secrets' hashes are kept meanwhile. */
     struct rdzvd_store *secret_table;
@@ -737,6 +738,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .loop = rdzvd_server_loop(srv),
         .ops = &conn_job_ops,
         .ud = jobs,
+        .steps = &jobs->steps,
         /* Replicas (--peers) keep no files of their own (a replica's would be stale after
          * another led the job): their generation stores are not journaled. */
         .state_dirfd = rdzvd_server_config(srv)->peers ? -1 : rdzvd_server_state_dirfd(srv),

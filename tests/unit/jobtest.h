@@ -82,11 +82,14 @@ struct env {
     struct rdzvd_journal *table_journal;
 };
 
+/* The steps under way, one for every env of the test, as rdzvd's one host. */
+static struct rdzvd_job_steps jt_steps;
+
 /* Every op runs after the machine's step is done (the outbox, rdzvd-job-sm.h), never while it
  * decides: an op called inside a step fails the test at once. */
 static inline void jt_not_deciding(const char *op)
 {
-    if (rdzvd_job_deciding()) {
+    if (rdzvd_job_deciding(&jt_steps)) {
         fprintf(stderr, "jobtest: op %s called while the job machine decides\n", op);
         abort();
     }
@@ -372,6 +375,7 @@ static inline void env_init(struct env *e, int state_dirfd)
     e->h.loop = &e->loop;
     e->h.ops = &jt_fake_ops;
     e->h.ud = e;
+    e->h.steps = &jt_steps;
     e->h.state_dirfd = state_dirfd;
     e->h.jobs = &e->jobs;
     if (state_dirfd >= 0) {
