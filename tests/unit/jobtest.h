@@ -407,6 +407,20 @@ static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job
     return rd->rc;
 }
 
+/* How many messages of kind rd's outbox holds for peer (NULL: any), before rdzvd_job_advance
+ * carries them out. */
+static inline int jt_sends(const struct rdzvd_job_ready *rd, enum rdzvd_job_send_kind kind,
+                           const void *peer)
+{
+    struct rdzvd_job_send s;
+    const void *at = NULL;
+    int n = 0;
+
+    while (rdzvd_job_ready_next(rd, &at, &s))
+        n += s.kind == kind && (!peer || s.peer == peer);
+    return n;
+}
+
 /* The Ready's refusal into err (errlen bytes), cut as the machine's snprintf into it would. */
 static inline void jt_err(char *err, size_t errlen, const struct rdzvd_job_ready *rd)
 {
