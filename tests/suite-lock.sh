@@ -14,8 +14,8 @@
 # within its time, which five tests beside it on two CPUs cut short), which holds it alone. A
 # test run by hand, or by 'meson test' without this wrapper, takes none either. run-suite.sh
 # runs package-test.sh and wheel-test.sh under it too (shared), beside the tests, and the
-# exclusive tests after every shared test of both builds (so the turnstile holds up nothing but
-# those two scripts).
+# exclusive tests after every shared test of both builds and those two scripts (so no exclusive
+# test's timeout runs while it waits at the turnstile).
 # test_slurm_time_limit.py, a minute of waiting on Slurm's clock, is shared, so the other
 # build's tests go on meanwhile: it starts its Slurm in the gcc build only, and no exclusive test
 # runs beside it, so no two local Slurms start at once.
