@@ -16,6 +16,8 @@
 struct rdzvd_abandon {
     uv_timer_t timer;
     const struct rdzvd_job_host *h;
+    void (*stepped)(void *ud, const struct rdzvd_job_ready *rd);
+    void *ud;
     uint64_t after_ms;
     uint64_t due_ms; /* when the timer fires (rdzv_now_ms); 0: not armed */
 };
@@ -44,6 +46,7 @@ static void abandon_fired(uv_timer_t *t)
         in.u.end.why = why;
         r = rdzvd_job_step(a->h, &in, now, &rd);
         rdzvd_job_advance(&rd);
+        a->stepped(a->ud, &rd);
         if (r == 0) {
             log_warn("job=%s ended as abandoned: no agent of it connected for %.0f s (its record "
                      "is gone; --abandon-after)",
@@ -66,6 +69,7 @@ static void abandon_fired(uv_timer_t *t)
 }
 
 int rdzvd_abandon_new(uv_loop_t *loop, const struct rdzvd_job_host *h, uint64_t after_ms,
+                      void (*stepped)(void *ud, const struct rdzvd_job_ready *rd), void *ud,
                       struct rdzvd_abandon **ret)
 {
     struct rdzvd_abandon *a;
@@ -78,6 +82,8 @@ int rdzvd_abandon_new(uv_loop_t *loop, const struct rdzvd_job_host *h, uint64_t 
     (void)uv_timer_init(loop, &a->timer); /* cannot fail */
     a->timer.data = a;
     a->h = h;
+    a->stepped = stepped;
+    a->ud = ud;
     a->after_ms = after_ms;
     *ret = a;
     return 0;

@@ -12,11 +12,14 @@
 #include <uv.h>
 
 struct rdzvd_job_host;
+struct rdzvd_job_ready;
 struct rdzvd_abandon;
 
 /* The timer of h's waiting notes (h->ended), ending a job after_ms after its note (0: never;
- * *ret is then NULL). h is borrowed and outlives it. 0 or -ENOMEM. */
+ * *ret is then NULL). h is borrowed and outlives it. Each step it takes is handed to
+ * stepped(ud, ready) once carried out. 0 or -ENOMEM. */
 int rdzvd_abandon_new(uv_loop_t *loop, const struct rdzvd_job_host *h, uint64_t after_ms,
+                      void (*stepped)(void *ud, const struct rdzvd_job_ready *rd), void *ud,
                       struct rdzvd_abandon **ret);
 /* The notes changed (one added): the timer follows the oldest. NULL: nothing. */
 void rdzvd_abandon_arm(struct rdzvd_abandon *a);

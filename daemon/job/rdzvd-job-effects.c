@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-effects.c: where the job machine meets the world (rdzvd-job-impl.h, "Effects"): the
- * clocks, libuv's timers and handles, and the outbox (rdzvd-job-sm.h): what the machine sends to
+ * clocks, the machine's timers, and the outbox (rdzvd-job-sm.h): what the machine sends to
  * members' connections and the host's flush, queued during a step and carried out through the
  * host's ops when the step is done; a job's status events and timeline marks, dated by the wall
  * clock (rdzvd_job_note, rdzvd_job_mark). The machine's own files (rdzvd-job-sm.c, -join.c,
  * -report.c, -aside.c, -backoff.c, -progress.c, -straggler.c, -move.c, -ranks.c, -nccl.c,
  * -stall.c) call no uv_*, read no clock and call no op: they come here (tests/layering.py checks
- * it, with tests/layers.txt's "pure:" line). A timer that fires comes back through the job's
- * handlers (struct rdzvd_job_handlers), as a libuv callback would, so this file calls none of
- * theirs. */
+ * it, with tests/layers.txt's "pure:" line). A timer is a due time in its host's set: the host
+ * takes each due one back as an input (rdzvd_job_timer_due). What else comes back goes through
+ * the job's handlers (struct rdzvd_job_handlers), so this file calls none of theirs. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,72 +22,18 @@
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-world.h"
 
-/* ---- rdzvd's world (rdzvd-job-world.h): the clocks, and each timer on libuv ---- */
+/* ---- rdzvd's world (rdzvd-job-world.h): the clocks ---- */
 
-static void uv_fired(uv_timer_t *h)
-{
-    struct rdzvd_job_timer *t = h->data;
-
-    t->fired(t);
-}
-
-static void uv_closed(uv_handle_t *h)
-{
-    struct rdzvd_job_timer *t = h->data;
-
-    t->closed(t);
-}
-
-static int uv_world_init(uv_loop_t *loop, struct rdzvd_job_timer *t)
-{
-    int r = uv_timer_init(loop, &t->uv);
-
-    t->uv.data = t;
-    return r;
-}
-
-static void uv_world_start(struct rdzvd_job_timer *t, uint64_t ms)
-{
-    uv_timer_start(&t->uv, uv_fired, ms, 0);
-}
-
-static void uv_world_stop(struct rdzvd_job_timer *t)
-{
-    uv_timer_stop(&t->uv);
-}
-
-static uint64_t uv_world_due_in(const struct rdzvd_job_timer *t)
-{
-    return uv_timer_get_due_in(&t->uv);
-}
-
-static bool uv_world_armed(const struct rdzvd_job_timer *t)
-{
-    return uv_is_active((const uv_handle_t *)&t->uv);
-}
-
-static void uv_world_close(struct rdzvd_job_timer *t)
-{
-    uv_close((uv_handle_t *)&t->uv, uv_closed);
-}
-
-static const struct rdzvd_job_world uv_world = {
+static const struct rdzvd_job_world clock_world = {
     .now_ms = rdzv_now_ms,
     .wall_s = rdzv_wall_s,
-    .timer_init = uv_world_init,
-    .timer_start = uv_world_start,
-    .timer_stop = uv_world_stop,
-    .timer_due_in = uv_world_due_in,
-    .timer_armed = uv_world_armed,
-    .timer_close = uv_world_close,
-    .refresh = uv_update_time,
 };
 
-static const struct rdzvd_job_world *world = &uv_world;
+static const struct rdzvd_job_world *world = &clock_world;
 
 void rdzvd_job_world_set(const struct rdzvd_job_world *w)
 {
-    world = w ? w : &uv_world;
+    world = w ? w : &clock_world;
 }
 
 /* The time of the step under way, as rdzvd_job_step's caller gave it or a timer's step read it
@@ -156,38 +102,238 @@ void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *f
     rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, text);
 }
 
+/* ---- the machine's timers: a due time each, in its host's set (rdzvd-job-world.h) ---- */
+
+void rdzvd_job_timers_init(struct rdzvd_job_timers *ts)
+{
+    ts->min = NULL;
+    ts->n = 0;
+    ts->seq = 0;
+    rdzv_list_init(&ts->closing);
+}
+
+static struct rdzvd_job_timer *timer_of(struct rdzvd_job_heap_node *h)
+{
+    return rdzv_container_of(h, struct rdzvd_job_timer, heap);
+}
+
+/* a before b: due first, or as due and armed first. */
+static bool heap_less(struct rdzvd_job_heap_node *a, struct rdzvd_job_heap_node *b)
+{
+    const struct rdzvd_job_timer *x = timer_of(a), *y = timer_of(b);
+
+    return x->due_ms < y->due_ms || (x->due_ms == y->due_ms && x->seq < y->seq);
+}
+
+/* The link that points at node h: its parent's, or the root. */
+static struct rdzvd_job_heap_node **heap_link(struct rdzvd_job_timers *ts,
+                                              struct rdzvd_job_heap_node *h)
+{
+    if (!h->parent)
+        return &ts->min;
+    return h->parent->left == h ? &h->parent->left : &h->parent->right;
+}
+
+/* Swap child c with its parent p: their places in the tree, not their memory. */
+static void heap_swap(struct rdzvd_job_timers *ts, struct rdzvd_job_heap_node *p,
+                      struct rdzvd_job_heap_node *c)
+{
+    struct rdzvd_job_heap_node *sibling = p->left == c ? p->right : p->left;
+    struct rdzvd_job_heap_node **up = heap_link(ts, p);
+    struct rdzvd_job_heap_node *cl = c->left, *cr = c->right;
+
+    *up = c;
+    c->parent = p->parent;
+    if (p->left == c) {
+        c->left = p;
+        c->right = sibling;
+    } else {
+        c->right = p;
+        c->left = sibling;
+    }
+    if (sibling)
+        sibling->parent = c;
+    p->parent = c;
+    p->left = cl;
+    p->right = cr;
+    if (cl)
+        cl->parent = p;
+    if (cr)
+        cr->parent = p;
+}
+
+/* The link to the n-th place (1: the root) in breadth-first order, and its parent. */
+static struct rdzvd_job_heap_node **heap_place(struct rdzvd_job_timers *ts, size_t n,
+                                               struct rdzvd_job_heap_node **parent)
+{
+    struct rdzvd_job_heap_node **link = &ts->min;
+    int bit = 0;
+
+    *parent = NULL;
+    while ((n >> bit) > 1)
+        bit++;
+    while (bit-- > 0) {
+        *parent = *link;
+        link = (n >> bit) & 1 ? &(*link)->right : &(*link)->left;
+    }
+    return link;
+}
+
+static void heap_up(struct rdzvd_job_timers *ts, struct rdzvd_job_heap_node *h)
+{
+    while (h->parent && heap_less(h, h->parent))
+        heap_swap(ts, h->parent, h);
+}
+
+static void heap_down(struct rdzvd_job_timers *ts, struct rdzvd_job_heap_node *h)
+{
+    for (;;) {
+        struct rdzvd_job_heap_node *least = h;
+
+        if (h->left && heap_less(h->left, least))
+            least = h->left;
+        if (h->right && heap_less(h->right, least))
+            least = h->right;
+        if (least == h)
+            return;
+        heap_swap(ts, h, least);
+    }
+}
+
+static void heap_insert(struct rdzvd_job_timers *ts, struct rdzvd_job_heap_node *h)
+{
+    struct rdzvd_job_heap_node *parent, **link = heap_place(ts, ++ts->n, &parent);
+
+    h->left = h->right = NULL;
+    h->parent = parent;
+    *link = h;
+    heap_up(ts, h);
+}
+
+/* The last place's node takes h's place, then moves down or up to where it belongs. */
+static void heap_remove(struct rdzvd_job_timers *ts, struct rdzvd_job_heap_node *h)
+{
+    struct rdzvd_job_heap_node *parent, **link = heap_place(ts, ts->n--, &parent);
+    struct rdzvd_job_heap_node *last = *link;
+
+    *link = NULL;
+    if (last == h)
+        return;
+    *heap_link(ts, h) = last;
+    last->parent = h->parent;
+    last->left = h->left;
+    last->right = h->right;
+    if (last->left)
+        last->left->parent = last;
+    if (last->right)
+        last->right->parent = last;
+    heap_down(ts, last);
+    heap_up(ts, last);
+}
+
+static void timer_init(struct rdzvd_job_timer *t, bool member)
+{
+    t->due_ms = 0;
+    t->member = member;
+    rdzv_list_init(&t->closing);
+}
+
+static void timer_stop(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t)
+{
+    if (t->due_ms) {
+        heap_remove(ts, &t->heap);
+        t->due_ms = 0;
+    }
+}
+
+/* Due ms after the step's now; armed again, it goes after every timer armed before. */
+static void timer_start(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t, uint64_t ms)
+{
+    timer_stop(ts, t);
+    t->due_ms = rdzvd_job_now_ms() + ms;
+    t->seq = ++ts->seq;
+    heap_insert(ts, &t->heap);
+}
+
+static void timer_close(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t)
+{
+    timer_stop(ts, t);
+    rdzv_list_add_tail(&ts->closing, &t->closing);
+}
+
+uint64_t rdzvd_job_timers_first(const struct rdzvd_job_timers *ts)
+{
+    return ts->min ? timer_of(ts->min)->due_ms : 0;
+}
+
+uint64_t rdzvd_job_next_deadline(const struct rdzvd_job_host *h)
+{
+    return rdzvd_job_timers_first(h->timers);
+}
+
+bool rdzvd_job_timer_due(const struct rdzvd_job_host *h, uint64_t now_ms,
+                         struct rdzvd_job_input *in)
+{
+    struct rdzvd_job_timer *t;
+
+    if (!h->timers->min || (t = timer_of(h->timers->min))->due_ms > now_ms)
+        return false;
+    timer_stop(h->timers, t);
+    if (t->member) {
+        struct rdzvd_member *m = rdzv_container_of(t, struct rdzvd_member, hb_timer);
+
+        /* What waits unread on its connection (read for the machine, which asks no host). */
+        *in = (struct rdzvd_job_input){
+            .kind = RDZVD_IN_DEADLINE,
+            .member = m,
+            .u.deadline = m->peer ? m->job->host.ops->unread(m->peer) : 0};
+    } else {
+        *in = (struct rdzvd_job_input){
+            .kind = RDZVD_IN_TIMER, .u.job = rdzv_container_of(t, struct rdzvd_job, timer)};
+    }
+    return true;
+}
+
+bool rdzvd_job_timers_closing(const struct rdzvd_job_host *h)
+{
+    return !rdzv_list_empty(&h->timers->closing);
+}
+
+/* A member's memory may go after its job's (both closed in one step): m keeps what frees it. */
+void rdzvd_job_timers_reap(const struct rdzvd_job_host *h)
+{
+    while (!rdzv_list_empty(&h->timers->closing)) {
+        struct rdzvd_job_timer *t =
+            rdzv_container_of(h->timers->closing.next, struct rdzvd_job_timer, closing);
+
+        rdzv_list_del(&t->closing);
+        if (t->member) {
+            struct rdzvd_member *m = rdzv_container_of(t, struct rdzvd_member, hb_timer);
+
+            m->freed(m);
+        } else {
+            struct rdzvd_job *j = rdzv_container_of(t, struct rdzvd_job, timer);
+
+            j->handlers->freed(j);
+        }
+    }
+}
+
 /* ---- the job's timer ---- */
 
-static void job_timer_fired(struct rdzvd_job_timer *t)
+void rdzvd_job_timer_init(struct rdzvd_job *j)
 {
-    struct rdzvd_job *j = t->data;
-
-    j->handlers->fired(j, world->now_ms()); /* a step of its own, at the time read here */
-}
-
-static void job_timer_closed(struct rdzvd_job_timer *t)
-{
-    struct rdzvd_job *j = t->data;
-
-    j->handlers->freed(j);
-}
-
-int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop)
-{
-    j->timer.fired = job_timer_fired;
-    j->timer.closed = job_timer_closed;
-    j->timer.data = j;
-    return world->timer_init(loop, &j->timer);
+    timer_init(&j->timer, false);
 }
 
 void rdzvd_job_timer_close(struct rdzvd_job *j)
 {
-    world->timer_close(&j->timer);
+    timer_close(j->host.timers, &j->timer);
 }
 
 void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
 {
-    world->timer_start(&j->timer, ms);
+    timer_start(j->host.timers, &j->timer, ms);
     j->timer_armed = true;
     j->timer_kind = kind;
 }
@@ -195,69 +341,45 @@ void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms
 void rdzvd_job_timer_stop(struct rdzvd_job *j)
 {
     if (j->timer_armed) {
-        world->timer_stop(&j->timer);
+        timer_stop(j->host.timers, &j->timer);
         j->timer_armed = false;
     }
 }
 
 uint64_t rdzvd_job_timer_due_in(const struct rdzvd_job *j)
 {
-    return world->timer_due_in(&j->timer);
+    uint64_t now = rdzvd_job_now_ms();
+
+    return j->timer.due_ms > now ? j->timer.due_ms - now : 0;
 }
 
 /* ---- a member's heartbeat deadline ---- */
 
-static void member_timer_fired(struct rdzvd_job_timer *t)
+void rdzvd_member_timer_init(struct rdzvd_member *m)
 {
-    struct rdzvd_member *m = t->data;
-    /* What waits unread on its connection (read for the machine, which asks no host). */
-    size_t unread = m->peer ? m->job->host.ops->unread(m->peer) : 0;
-
-    m->job->handlers->deadline(m, unread, world->now_ms());
-}
-
-/* The job may be gone by now (its timer closed before this one's callback ran): m keeps what
- * frees it. */
-static void member_timer_closed(struct rdzvd_job_timer *t)
-{
-    struct rdzvd_member *m = t->data;
-
-    m->freed(m);
-}
-
-int rdzvd_member_timer_init(struct rdzvd_member *m, struct uv_loop_s *loop)
-{
-    m->hb_timer.fired = member_timer_fired;
-    m->hb_timer.closed = member_timer_closed;
-    m->hb_timer.data = m;
-    return world->timer_init(loop, &m->hb_timer);
+    timer_init(&m->hb_timer, true);
 }
 
 void rdzvd_member_timer_close(struct rdzvd_member *m, void (*freed)(struct rdzvd_member *m))
 {
     m->freed = freed;
-    world->timer_close(&m->hb_timer);
+    timer_close(m->job->host.timers, &m->hb_timer);
 }
 
 void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms)
 {
-    /* From now, not from the loop's cached time: after a long turn (or from a timer callback
-     * late in its pass) that time is old, and the deadline would pass early. */
-    if (world->refresh)
-        world->refresh(m->job->host.loop);
-    world->timer_start(&m->hb_timer, ms);
+    timer_start(m->job->host.timers, &m->hb_timer, ms);
 }
 
 void rdzvd_member_deadline_retry(struct rdzvd_member *m)
 {
-    /* 1 ms, not 0: libuv would run a 0 ms timer again in this same pass over the due timers,
-     * before any poll. */
-    world->timer_start(&m->hb_timer, 1);
+    /* 1 ms, not 0: a pass over the due timers runs those due at its time, before any poll. */
+    timer_start(m->job->host.timers, &m->hb_timer, 1);
 }
 
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m)
 {
-    return world->timer_armed(&m->hb_timer) && world->timer_due_in(&m->hb_timer) == 0;
+    return m->hb_timer.due_ms && m->hb_timer.due_ms <= rdzvd_job_now_ms();
 }
 
 /* ---- the outbox: what the machine sends, carried out once its step is done ---- */

@@ -11,7 +11,6 @@
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
@@ -274,40 +273,40 @@ const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
 /* Effects (rdzvd-job-effects.c): everything the machine's files do to the world, the only
  * place they read a clock, call libuv or call the host's ops. */
-/* The clocks (rdzvd_job_now_ms, rdzvd_job_wall_s) and the timers are the world's
- * (rdzvd-job-world.h): rdzvd's, or a test's. */
+/* The clocks (rdzvd_job_now_ms, rdzvd_job_wall_s) are the world's (rdzvd-job-world.h): rdzvd's,
+ * or a test's. The timers are due times in the host's set (j->host.timers). */
 /* A libuv error's text. */
 const char *rdzvd_job_strerror(int err);
 /* The machine's "now" (rdzvd_job_now_ms) is now_ms from _enter until _leave(its return): the
  * time rdzvd_job_step was given, for the step's own decisions; the world's clock outside. */
 uint64_t rdzvd_job_time_enter(uint64_t now_ms);
 void rdzvd_job_time_leave(uint64_t prev);
-/* What fires on the machine's side, at now_ms by the world's clock: the job's timer, a member's
- * heartbeat deadline, an NCCL_REQUEST the outbox could not queue; and the job's memory to free
- * once its timer is closed. One table, rdzvd-job-step.c's: each of the first three comes back
- * into the machine as an input of rdzvd_job_step. */
+/* What comes back from the outbox on the machine's side: an NCCL_REQUEST it could not queue,
+ * at now_ms by the world's clock; and the job's memory to free once its timer is closed. One
+ * table, rdzvd-job-step.c's: the first comes back into the machine as an input of
+ * rdzvd_job_step. */
 struct rdzvd_job_handlers {
-    void (*fired)(struct rdzvd_job *j, uint64_t now_ms);
-    void (*deadline)(struct rdzvd_member *m, size_t unread, /* unread: bytes waiting on its */
-                     uint64_t now_ms);                      /* connection (0: none, unknown) */
     void (*freed)(struct rdzvd_job *j);
     /* The NCCL_REQUEST of generation gen could not be queued on m's connection peer (the
      * outbox's report, after the step that asked; m may be on another connection by then). */
     void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer, uint64_t now_ms);
 };
-/* The job's one timer (enum job_timer): init 0 or a libuv error; close once, then freed runs. */
-int rdzvd_job_timer_init(struct rdzvd_job *j, struct uv_loop_s *loop);
+/* The job's one timer (enum job_timer), due ms after the step's now: close once, then its
+ * memory goes when the host reaps the closed timers (handlers->freed). */
+void rdzvd_job_timer_init(struct rdzvd_job *j);
 void rdzvd_job_timer_close(struct rdzvd_job *j);
 void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms);
 void rdzvd_job_timer_stop(struct rdzvd_job *j);
 uint64_t rdzvd_job_timer_due_in(const struct rdzvd_job *j);
-/* A member's heartbeat deadline: set ms from now (the loop's time brought up to date first);
- * retry in 1 ms (one more loop turn, its poll first); due: armed and passed. Close once, then
- * freed(m) runs (m's job may be gone by then). */
-int rdzvd_member_timer_init(struct rdzvd_member *m, struct uv_loop_s *loop);
+/* A member's heartbeat deadline: set ms after the step's now; retry in 1 ms (one more loop turn,
+ * its poll first); due: armed and passed. Close once, then freed(m) runs when the host reaps
+ * the closed timers (m's job may be gone by then). */
+void rdzvd_member_timer_init(struct rdzvd_member *m);
 void rdzvd_member_timer_close(struct rdzvd_member *m, void (*freed)(struct rdzvd_member *m));
 void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms);
 void rdzvd_member_deadline_retry(struct rdzvd_member *m);
+/* When the first of ts's timers is due (0: none armed). */
+uint64_t rdzvd_job_timers_first(const struct rdzvd_job_timers *ts);
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
 /* To a member's agent (nothing when it has no connection; round and nccl_request need one),
  * queued in the outbox (rdzvd-job-sm.h). NCCL_REQUEST for the job's generation: count ids, and

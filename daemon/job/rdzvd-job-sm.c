@@ -119,7 +119,7 @@ void rdzvd_member_deadline(struct rdzvd_member *m, size_t unread)
 {
     char why[RDZV_HOST_MAX + 128];
 
-    /* libuv runs due timers before it polls: after a stall of rdzvd the heartbeat that keeps m
+    /* rdzvd runs due timers before it polls: after a stall of rdzvd the heartbeat that keeps m
      * may wait in the socket. One more loop turn (its poll reads it, re-arming this timer);
      * input still unread after that (not a heartbeat, reading paused): lost. */
     if (!m->hb_rechecked && unread > 0) {
@@ -601,18 +601,13 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
                                const struct rdzvd_job_handlers *handlers)
 {
     struct rdzvd_job *j = calloc(1, sizeof(*j));
-    int r;
 
     if (!j)
         return NULL;
     if (rdzvd_job_index_init(j) < 0)
         goto out_free;
     rdzvd_timeline_init(&j->timeline, rdzvd_job_wall_s());
-    r = rdzvd_job_timer_init(j, h->loop);
-    if (r < 0) {
-        log_error_errno(r, "job=%s: cannot create its timer", jn->run_id);
-        goto out_free;
-    }
+    rdzvd_job_timer_init(j);
     j->host = *h;
     memcpy(j->run_id, jn->run_id, sizeof(j->run_id));
     j->min = jn->min;
@@ -797,7 +792,6 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
                                       const char *secret)
 {
     struct rdzvd_member *m = calloc(1, sizeof(*m));
-    int r;
 
     if (!m)
         return NULL;
@@ -813,14 +807,8 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     m->node_rank = -1;
     m->prev_rank = -1;
     m->joined_ms = m->last_seen_ms = rdzvd_job_now_ms();
-    r = rdzvd_member_timer_init(m, j->host.loop);
-    if (r < 0) {
-        log_error_errno(r, "job=%s: cannot create a heartbeat timer", j->run_id);
-        free(m);
-        return NULL;
-    }
+    rdzvd_member_timer_init(m);
     if (rdzvd_member_index(m) < 0) {
-        /* The handle is initialised: it must be closed before its memory goes. */
         rdzvd_member_timer_close(m, member_freed);
         return NULL;
     }

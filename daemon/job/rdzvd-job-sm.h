@@ -9,16 +9,17 @@
  * connection closing, the operator's request, the host's rebuild or shutdown) and carries out
  * what the step decided with rdzvd_job_advance. It has no socket code: it reaches members and
  * its host only through struct rdzvd_job_ops, so the wire side (rdzvd-job-wire.c, on
- * rdzvd_conn) and the C unit tests (fake members) plug in alike. Its own timers run on the
- * host's uv loop (rdzvd-job-world.h). Its entry points behind the step are private
- * (rdzvd-job-sm-int.h).
+ * rdzvd_conn) and the C unit tests (fake members) plug in alike. Its own timers are due times
+ * in the host's set (rdzvd-job-world.h): the Ready says when the first is due, and the host
+ * hands each back as an input when it is (rdzvd_job_timer_due). Its entry points behind the
+ * step are private (rdzvd-job-sm-int.h).
  *
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
  * state machine's own timers. The ops are called from rdzvd_job_advance (the outbox), never
  * while the machine decides; an op's own work may begin another step (a connection closing).
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
- * member is gone, the job's timer closed through the loop). A peer pointer is the host's; the
+ * member is gone, once the host reaps their closed timers). A peer pointer is the host's; the
  * state machine keeps it until its RDZVD_IN_GONE, or hands it back through ops->close.
  * Errors: rdzvd_job_step returns 0 or a negative errno (the input refused, ready->err says
  * why); the machine logs what goes wrong, and a job that cannot go on ends with an outcome sent
@@ -27,7 +28,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
@@ -36,6 +36,7 @@ struct rdzvd_journal;
 
 struct rdzvd_ended_jobs;
 struct rdzvd_job_end;
+struct rdzvd_job_timers;
 struct rdzvd_job;
 struct rdzvd_member;
 struct rdzvd_store;
@@ -97,7 +98,6 @@ struct rdzvd_job_steps {
 
 /* What a job needs of its host; copied into each job. */
 struct rdzvd_job_host {
-    uv_loop_t *loop;
     const struct rdzvd_job_ops *ops;
     void *ud;               /* passed to the host ops */
     struct rdzvd_job_steps *steps; /* the host's own, the same for each job */
@@ -138,6 +138,8 @@ struct rdzvd_job_host {
      * refused; 0: no bound. */
     uint64_t max_jobs;
     struct rdzv_list *jobs; /* the host's list of jobs (initialised by the host) */
+    /* The host's set of the machine's timers (initialised by the host: rdzvd_job_timers_init). */
+    struct rdzvd_job_timers *timers;
     bool quiet;             /* job events (not warnings) logged at debug instead of info */
     /* Where the hashes of nodes' secrets are kept (ADMITTED, rdzvd-job-record.h): record_table,
      * so that a restarted rdzvd and the next leader know them; without one, a table of the
@@ -155,7 +157,8 @@ struct rdzvd_job_host {
 
 /* What comes into the machine: an agent's message (decoded by the wire side), its connection
  * closing, the operator's request, the host's own (rebuild, shutdown), and the machine's own
- * timers and undeliverable requests, which rdzvd-job-effects.c hands back as inputs. */
+ * timers (rdzvd_job_timer_due) and undeliverable requests, which rdzvd-job-effects.c hands
+ * back as inputs. */
 enum rdzvd_job_input_kind {
     RDZVD_IN_SEEN,        /* member: any message from its agent (it is alive) */
     RDZVD_IN_JOIN,        /* peer, join; member: the connection's, if it joined already */
@@ -233,6 +236,10 @@ struct rdzvd_job_ready {
     size_t n_ids;                   /* free), n_ids of them */
     struct rdzvd_job_outbox out;    /* what the step sends, in the order decided */
     struct rdzvd_job_steps *steps_; /* the host's, its step held open until rdzvd_job_advance */
+    /* When the first of the host's timers is due, on the step's clock (0: none armed), as the
+     * step left them; rdzvd_job_advance brings it up to date with what it carried out. */
+    uint64_t next_deadline_ms;
+    struct rdzvd_job_timers *timers_; /* the host's, for rdzvd_job_advance */
     uint64_t now_prev_;             /* the time of the step it was taken in, if any */
 };
 
@@ -273,6 +280,19 @@ struct rdzvd_job_send {
  * *cursor on; false when there is none left. */
 bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **cursor,
                           struct rdzvd_job_send *send);
+/* The host's timers. The one due first, if it is due at now_ms (equal dues in the order they
+ * were armed): disarmed and made the input of its step in *in (TIMER, or DEADLINE with the
+ * bytes waiting unread on the member's connection); false: none due. The host steps each due
+ * one at the time it reads then, and stops at the first not due at now_ms: one armed meanwhile
+ * waits for the next pass. */
+bool rdzvd_job_timer_due(const struct rdzvd_job_host *h, uint64_t now_ms,
+                         struct rdzvd_job_input *in);
+/* When the first of h's timers is due (0: none armed). */
+uint64_t rdzvd_job_next_deadline(const struct rdzvd_job_host *h);
+/* Whether timers were closed whose memory (a job's, a member's) waits to be freed; the host
+ * frees it with rdzvd_job_timers_reap once the loop turn that closed them is done. */
+bool rdzvd_job_timers_closing(const struct rdzvd_job_host *h);
+void rdzvd_job_timers_reap(const struct rdzvd_job_host *h);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
 /* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their

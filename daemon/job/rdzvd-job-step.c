@@ -157,6 +157,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     rd->count = 0;
     rd->ids = NULL;
     rd->n_ids = 0;
+    rd->timers_ = jobs->timers;
     rdzvd_job_ready_open(jobs, rd);
     switch (in->kind) {
     case RDZVD_IN_JOIN:
@@ -177,6 +178,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
         step_member(in, rd);
         break;
     }
+    rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     return rd->rc;
 }
 
@@ -186,30 +188,17 @@ void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 {
     rdzvd_job_time_leave(rd->now_prev_);
     rdzvd_job_ready_close(rd);
+    rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
 }
 
-/* The machine's own timers and undeliverable requests, as rdzvd-job-effects.c reports them:
- * each is an input of a step of its own. */
+/* An NCCL_REQUEST the outbox could not queue, as rdzvd-job-effects.c reports it: an input of a
+ * step of its own. */
 static void input_step(struct rdzvd_job *j, const struct rdzvd_job_input *in, uint64_t now_ms)
 {
     struct rdzvd_job_ready rd;
 
     rdzvd_job_step(&j->host, in, now_ms, &rd);
     rdzvd_job_advance(&rd);
-}
-
-static void timer_input(struct rdzvd_job *j, uint64_t now_ms)
-{
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_TIMER, .u.job = j};
-
-    input_step(j, &in, now_ms);
-}
-
-static void deadline_input(struct rdzvd_member *m, size_t unread, uint64_t now_ms)
-{
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_DEADLINE, .member = m, .u.deadline = unread};
-
-    input_step(m->job, &in, now_ms);
 }
 
 static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer, uint64_t now_ms)
@@ -222,8 +211,6 @@ static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer, 
 
 /* Every job's, given at its making (rdzvd_job_new). */
 static const struct rdzvd_job_handlers job_handlers = {
-    .fired = timer_input,
-    .deadline = deadline_input,
     .freed = rdzvd_job_freed,
     .nccl_unsent = nccl_unsent_input,
 };

@@ -39,7 +39,10 @@ struct rdzvd_jobs {
     struct rdzvd_server *srv;   /* borrowed: the listeners, the counters for STATUS */
     struct rdzv_list list;      /* every job (struct rdzvd_job, the state machine's) */
     struct rdzvd_job_host host; /* built once: what each job needs of the server */
-    struct rdzvd_job_steps steps; /* the job machine's steps under way (host.steps) */
+    struct rdzvd_job_steps steps;   /* the job machine's steps under way (host.steps) */
+    uv_loop_t *loop;                /* the server's */
+    struct rdzvd_job_timers timers; /* the machine's timers (host.timers) */
+    struct jobs_clock *clock;       /* which runs them on libuv */
     struct rdzvd_ended_jobs ended; /* for status: jobs that ended (--keep-ended) */
     /* Without a job table (no --state-dir): where nodes' secrets' hashes are kept meanwhile. */
     struct rdzvd_store *secret_table;
@@ -48,6 +51,89 @@ struct rdzvd_jobs {
     struct rebuild_run *rebuilding;       /* the job table's jobs being rebuilt; NULL: none */
 };
 
+/* ---- the machine's timers on libuv: one timer, due at the Ready's next deadline ---- */
+
+/* Its own memory: closed at shutdown, it goes once libuv has closed both handles. */
+struct jobs_clock {
+    uv_timer_t timer; /* due when the machine's first timer is */
+    uv_check_t reap;  /* at the end of a loop turn: the memory of the timers closed in it */
+    struct rdzvd_jobs *jobs;
+    unsigned open; /* handles not closed back */
+};
+
+static void clock_fired(uv_timer_t *t);
+
+static void clock_reap(uv_check_t *h)
+{
+    struct jobs_clock *c = h->data;
+
+    (void)uv_check_stop(h);
+    rdzvd_job_timers_reap(&c->jobs->host);
+}
+
+/* After a step: the libuv timer follows the Ready's next deadline (due, on the step's clock; 0:
+ * none), from libuv's time brought up to date (it keeps one a loop turn), and what the step
+ * closed is freed once this turn is done. */
+static void clock_arm(struct rdzvd_jobs *jobs, uint64_t due)
+{
+    struct jobs_clock *c = jobs->clock;
+    uint64_t now;
+
+    if (!c) /* shut down: what is left is freed with the registry */
+        return;
+    if (!due) {
+        (void)uv_timer_stop(&c->timer);
+    } else {
+        uv_update_time(jobs->loop);
+        now = rdzvd_job_now_ms();
+        (void)uv_timer_start(&c->timer, clock_fired, due > now ? due - now : 0, 0);
+    }
+    if (rdzvd_job_timers_closing(&jobs->host))
+        (void)uv_check_start(&c->reap, clock_reap);
+}
+
+static void clock_closed(uv_handle_t *h)
+{
+    struct jobs_clock *c = h->data;
+
+    if (--c->open == 0)
+        free(c);
+}
+
+static int clock_new(struct rdzvd_jobs *jobs)
+{
+    struct jobs_clock *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return -ENOMEM;
+    (void)uv_timer_init(jobs->loop, &c->timer); /* cannot fail */
+    (void)uv_check_init(jobs->loop, &c->reap);
+    c->timer.data = c->reap.data = c;
+    c->jobs = jobs;
+    c->open = 2;
+    jobs->clock = c;
+    return 0;
+}
+
+/* At shutdown (before anything walks the loop closing its handles), or at free if it never
+ * shut down. What closed timers held then waits for rdzvd_jobs_free. */
+static void clock_close(struct rdzvd_jobs *jobs)
+{
+    struct jobs_clock *c = jobs->clock;
+
+    if (!c)
+        return;
+    jobs->clock = NULL;
+    uv_close((uv_handle_t *)&c->timer, clock_closed);
+    uv_close((uv_handle_t *)&c->reap, clock_closed);
+}
+
+/* A step the abandonment timer took (rdzvd-job-abandon.h): its Ready's next deadline. */
+static void jobs_stepped(void *ud, const struct rdzvd_job_ready *rd)
+{
+    clock_arm(ud, rd->next_deadline_ms);
+}
+
 /* One input into the job machine, its Ready carried out at once: for the inputs that owe their
  * connection no answer of the machine's. ready->rc. */
 static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
@@ -55,7 +141,22 @@ static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
 {
     rdzvd_job_step(&jobs->host, in, rdzvd_job_now_ms(), rd);
     rdzvd_job_advance(rd);
+    clock_arm(jobs, rd->next_deadline_ms);
     return rd->rc;
+}
+
+/* The timers due by now, each in a step of its own at the time read as it runs, in order; one
+ * armed meanwhile waits for the next pass (a deadline's retry gets its poll first). */
+static void clock_fired(uv_timer_t *t)
+{
+    struct jobs_clock *c = t->data;
+    uint64_t now = rdzvd_job_now_ms();
+    struct rdzvd_job_input in;
+    struct rdzvd_job_ready rd;
+
+    while (rdzvd_job_timer_due(&c->jobs->host, now, &in))
+        step(c->jobs, &in, &rd);
+    clock_arm(c->jobs, rdzvd_job_next_deadline(&c->jobs->host));
 }
 
 /* ---- rebuilding the job table's jobs, a batch a loop turn ---- */
@@ -134,7 +235,7 @@ static void rebuild_start(struct rdzvd_jobs *jobs)
         free(ids);
         return;
     }
-    (void)uv_idle_init(jobs->host.loop, &rr->idle); /* cannot fail */
+    (void)uv_idle_init(jobs->loop, &rr->idle); /* cannot fail */
     rr->idle.data = rr;
     rr->jobs = jobs;
     rr->ids = ids;
@@ -482,6 +583,7 @@ static int handle_heartbeat(struct rdzvd_jobs *jobs, struct rdzvd_conn *c,
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);
     rdzvd_job_advance(&rd);
+    clock_arm(jobs, rd.next_deadline_ms);
     return 0;
 }
 
@@ -724,6 +826,7 @@ void rdzvd_jobs_shutdown(void *ud)
     jobs->abandon = NULL;
     rebuild_stop(jobs);
     drop_all(jobs);
+    clock_close(jobs);
 }
 
 int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
@@ -734,8 +837,9 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         return -ENOMEM;
     jobs->srv = srv;
     rdzv_list_init(&jobs->list);
+    jobs->loop = rdzvd_server_loop(srv);
+    rdzvd_job_timers_init(&jobs->timers);
     jobs->host = (struct rdzvd_job_host){
-        .loop = rdzvd_server_loop(srv),
         .ops = &conn_job_ops,
         .ud = jobs,
         .steps = &jobs->steps,
@@ -751,6 +855,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
                            ? rdzvd_server_config(srv)->store_acl->desc
                            : NULL,
         .jobs = &jobs->list,
+        .timers = &jobs->timers,
         .quiet = rdzvd_server_config(srv)->embedded,
         .ended = &jobs->ended,
         .incarnation = rdzvd_incarnation(),
@@ -762,7 +867,12 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
         .lost = jobs_member_lost,
         .lost_ud = jobs,
     };
+    if (clock_new(jobs) < 0) {
+        free(jobs);
+        return -ENOMEM;
+    }
     if (rdzvd_voters_new(srv, &jobs->voters) < 0) {
+        clock_close(jobs);
         free(jobs);
         return -ENOMEM;
     }
@@ -771,9 +881,10 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
     /* Only where a record outlives its agents (--state-dir, --peers) is there one to abandon. */
     if (jobs->host.record_table) {
         jobs->ended.abandon_after_ms = rdzvd_server_config(srv)->abandon_after_ms;
-        if (rdzvd_abandon_new(jobs->host.loop, &jobs->host, jobs->ended.abandon_after_ms,
-                              &jobs->abandon) < 0) {
+        if (rdzvd_abandon_new(jobs->loop, &jobs->host, jobs->ended.abandon_after_ms,
+                              jobs_stepped, jobs, &jobs->abandon) < 0) {
             rdzvd_voters_close(jobs->voters);
+            clock_close(jobs);
             free(jobs);
             return -ENOMEM;
         }
@@ -806,6 +917,8 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
         rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
         rdzvd_abandon_close(jobs->abandon);
         rebuild_stop(jobs);
+        clock_close(jobs);
+        rdzvd_job_timers_reap(&jobs->host); /* the jobs are gone, the loop has run */
         rdzvd_ended_jobs_free(&jobs->ended);
         rdzvd_store_free(jobs->secret_table);
     }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jobtest.h: a fake host for the job state machine (daemon/job/rdzvd-job-sm.h): fake agents that
  * record what they were sent, and a world of its own (daemon/job/rdzvd-job-world.h): a clock that
- * moves only when the test moves it (run_ms, jt_stall_ms, jt_advance) and timers that fire only
- * within run_ms, in order; no clock read, no libuv timer, no sockets. Knobs let a test make
+ * moves only when the test moves it (run_ms, jt_stall_ms, jt_advance), the machine's timers run
+ * only within run_ms, in order; no clock read, no libuv timer, no sockets. Knobs let a test make
  * the host's ops fail (store_open, nccl_request), report unread input or number its stores'
  * ports from another base. For the unit tests only; each includes it once. */
 #pragma once
@@ -64,6 +64,7 @@ struct env {
     uv_loop_t loop;
     struct rdzv_list jobs;
     struct rdzvd_job_host h;
+    struct rdzvd_job_timers timers; /* h's */
     struct rdzvd_ended_jobs ended;
     int stores_open, stores_closed, stores_dropped;
     int store_fail;       /* store_open fails with this (negative) when set ... */
@@ -248,9 +249,8 @@ static const struct rdzvd_job_ops jt_fake_ops = {
 
 static uint64_t jt_now = JT_START_MS;
 static double jt_wall_base; /* the real wall clock when first asked: log lines read it too */
-static uint64_t jt_seq;
-static struct rdzv_list jt_armed = {&jt_armed, &jt_armed};
-static struct rdzv_list jt_closing = {&jt_closing, &jt_closing};
+/* The host whose timers run_ms runs: the env set last (one at a time). */
+static const struct rdzvd_job_host *jt_host;
 
 static inline uint64_t jt_now_ms(void)
 {
@@ -264,32 +264,10 @@ static inline double jt_wall_s(void)
     return jt_wall_base + (double)(jt_now - JT_START_MS) / 1000;
 }
 
-static inline void jt_unlink(struct rdzvd_job_timer *t)
+/* A timer of the machine (rdzvd-job-world.h): armed, and how long until it is due (0: due). */
+static inline bool jt_timer_armed(const struct rdzvd_job_timer *t)
 {
-    rdzv_list_del(&t->node);
-    rdzv_list_init(&t->node);
-}
-
-static inline int jt_timer_init(struct uv_loop_s *loop, struct rdzvd_job_timer *t)
-{
-    (void)loop;
-    t->due_ms = 0;
-    rdzv_list_init(&t->node);
-    return 0;
-}
-
-static inline void jt_timer_stop(struct rdzvd_job_timer *t)
-{
-    jt_unlink(t);
-    t->due_ms = 0;
-}
-
-static inline void jt_timer_start(struct rdzvd_job_timer *t, uint64_t ms)
-{
-    jt_unlink(t);
-    t->due_ms = jt_now + ms;
-    t->seq = ++jt_seq;
-    rdzv_list_add_tail(&jt_armed, &t->node);
+    return t->due_ms != 0;
 }
 
 static inline uint64_t jt_timer_due_in(const struct rdzvd_job_timer *t)
@@ -297,66 +275,34 @@ static inline uint64_t jt_timer_due_in(const struct rdzvd_job_timer *t)
     return t->due_ms > jt_now ? t->due_ms - jt_now : 0;
 }
 
-static inline bool jt_timer_armed(const struct rdzvd_job_timer *t)
-{
-    return t->due_ms != 0;
-}
-
-/* Its closed callback runs at the end of the next pass (run_ms, env_done), as libuv's does. */
-static inline void jt_timer_close(struct rdzvd_job_timer *t)
-{
-    jt_timer_stop(t);
-    rdzv_list_add_tail(&jt_closing, &t->node);
-}
-
 static const struct rdzvd_job_world jt_world = {
     .now_ms = jt_now_ms,
     .wall_s = jt_wall_s,
-    .timer_init = jt_timer_init,
-    .timer_start = jt_timer_start,
-    .timer_stop = jt_timer_stop,
-    .timer_due_in = jt_timer_due_in,
-    .timer_armed = jt_timer_armed,
-    .timer_close = jt_timer_close,
 };
 
-/* The armed timer due first (equal dues in the order they were started), or NULL. */
-static inline struct rdzvd_job_timer *jt_first(void)
-{
-    struct rdzvd_job_timer *best = NULL;
-
-    for (struct rdzv_list *pos = jt_armed.next; pos != &jt_armed; pos = pos->next) {
-        struct rdzvd_job_timer *t = rdzv_container_of(pos, struct rdzvd_job_timer, node);
-
-        if (!best || t->due_ms < best->due_ms || (t->due_ms == best->due_ms && t->seq < best->seq))
-            best = t;
-    }
-    return best;
-}
+static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                          struct rdzvd_job_ready *rd);
 
 /* ms until the next timer is due (0: now), -1 when none is armed. */
 static inline int64_t jt_next_due_in(void)
 {
-    struct rdzvd_job_timer *t = jt_first();
+    uint64_t due = rdzvd_job_next_deadline(jt_host);
 
-    return t ? (int64_t)jt_timer_due_in(t) : -1;
+    if (!due)
+        return -1;
+    return due > jt_now ? (int64_t)(due - jt_now) : 0;
 }
 
-/* One pass, as a turn of libuv's loop: every timer due now fires, in order (those it starts
- * due now too), then every timer closed meanwhile is told. */
+/* One pass, as a turn of rdzvd's loop: every timer due now is stepped, in order (those it arms
+ * due now too), then what the timers closed meanwhile held is freed. */
 static inline void jt_run_pass(void)
 {
-    struct rdzvd_job_timer *t;
+    struct rdzvd_job_input in;
+    struct rdzvd_job_ready rd;
 
-    while ((t = jt_first()) && t->due_ms <= jt_now) {
-        jt_timer_stop(t);
-        t->fired(t);
-    }
-    while (!rdzv_list_empty(&jt_closing)) {
-        t = rdzv_container_of(jt_closing.next, struct rdzvd_job_timer, node);
-        jt_unlink(t);
-        t->closed(t);
-    }
+    while (rdzvd_job_timer_due(jt_host, jt_now, &in))
+        jt_step(jt_host, &in, &rd);
+    rdzvd_job_timers_reap(jt_host);
 }
 
 /* Move the clock ms forward, nothing run (what the next pass finds due then fires). */
@@ -371,8 +317,10 @@ static inline void env_init(struct env *e, int state_dirfd)
     memset(e, 0, sizeof(*e));
     ASSERT_OK(uv_loop_init(&e->loop));
     rdzv_list_init(&e->jobs);
+    rdzvd_job_timers_init(&e->timers);
     rdzvd_ended_jobs_init(&e->ended, 0, 0);
-    e->h.loop = &e->loop;
+    e->h.timers = &e->timers;
+    jt_host = &e->h;
     e->h.ops = &jt_fake_ops;
     e->h.ud = e;
     e->h.steps = &jt_steps;
@@ -521,8 +469,8 @@ static inline void env_done(struct env *e)
     jt_step(&e->h, &in, &rd);
     ASSERT_TRUE(rdzv_list_empty(&e->jobs));
     jt_run_pass(); /* the timers closed: their memory freed */
-    ASSERT_TRUE(rdzv_list_empty(&jt_armed));
-    ASSERT_TRUE(rdzv_list_empty(&jt_closing));
+    ASSERT_TRUE(rdzvd_job_next_deadline(&e->h) == 0);
+    ASSERT_FALSE(rdzvd_job_timers_closing(&e->h));
     ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
     ASSERT_OK(uv_loop_close(&e->loop));
     rdzvd_ended_jobs_free(&e->ended);
