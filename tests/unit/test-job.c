@@ -665,6 +665,42 @@ static void test_timeline_of_a_long_job(void)
     env_done(&e);
 }
 
+/* The JOIN that closes a round: its Ready lists the JOINED and each member's ROUND, with its
+ * node rank, before any op runs; advance carries them out and the Ready is empty after. */
+static void test_ready_lists_what_the_step_sends(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = &f[1], .u.join = &jn};
+    struct rdzvd_job_ready rd;
+    struct rdzvd_job_send s;
+    const void *at = NULL;
+    struct env e;
+
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 0);
+    ASSERT_OK(rdzvd_job_step(&e.h, &in, rdzvd_job_now_ms(), &rd));
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOINED, &f[1]), 1);
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOINED, &f[0]), 0);
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_ROUND, NULL), 2);
+    while (rdzvd_job_ready_next(&rd, &at, &s)) {
+        if (s.kind != RDZVD_SEND_ROUND)
+            continue;
+        ASSERT_EQ(s.node_rank, s.peer == &f[0] ? 0 : 1);
+        ASSERT_EQ(s.round->generation, 1);
+    }
+    ASSERT_EQ(f[1].njoined + f[0].nrounds + f[1].nrounds, 0); /* nothing sent yet */
+    rdzvd_job_advance(&rd);
+    ASSERT_EQ(f[1].njoined, 1);
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_EQ(f[1].round.node_rank, 1);
+    at = NULL;
+    ASSERT_FALSE(rdzvd_job_ready_next(&rd, &at, &s));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job", RDZV_LOG_ERROR);
@@ -687,5 +723,6 @@ int main(void)
     TEST(test_progress_in_status);
     TEST(test_recovery_first_step_waits_for_every_node);
     TEST(test_timeline_of_a_long_job);
+    TEST(test_ready_lists_what_the_step_sends);
     return tap_done();
 }
