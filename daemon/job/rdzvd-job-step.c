@@ -510,6 +510,25 @@ static bool job_rebuilding(const struct rdzvd_job *j)
     return j->rebuilt && j->timer_armed && j->timer_kind == T_REBUILD;
 }
 
+/* Once a node's workers have all exited 0 (LEAVE succeeded), the job is finishing: a scale-up
+ * would start a generation that needs workers that are done. Said (for m, the joiner) when so:
+ * it waits as a spare, and is told how the job ends. */
+static bool job_finishing(struct rdzvd_job *j, const struct rdzvd_member *m)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *o;
+
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && o->left_ok)
+    {
+        rdzvd_job_note(j, false,
+                       "node=%s is not taken in now (--scale-up now): the workers of node %s "
+                       "have all exited 0, the job is finishing; it waits as a spare",
+                       m->join.host, o->join.host);
+        return true;
+    }
+    return false;
+}
+
 /* A job not held (not in memory, no record) is about to be made for q: refused past --max-jobs
  * (the jobs held, in memory and waiting in their records). 0, or -ENOSPC with q->err set. */
 static int check_room(struct join_req *q)
@@ -1072,7 +1091,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (j->state == JOB_FORMING)
         rdzvd_job_try_close(j);
     else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
-             !job_rebuilding(j) && rdzvd_member_scale_up_now(m))
+             !job_rebuilding(j) && !job_finishing(j, m) && rdzvd_member_scale_up_now(m))
         rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
                           "a node joined below --nnodes MAX: restarting to scale up");
     return 0;

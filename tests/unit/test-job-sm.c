@@ -238,6 +238,38 @@ static void test_scale_up_now_restarts_uncounted(void)
     }
 }
 
+/* --scale-up now, once a node's workers have all exited 0 (LEAVE succeeded): the job is
+ * finishing, and a joiner does not restart it (the next generation would need workers that are
+ * done). It waits as a spare, and is told how the job ended when the other node's workers are
+ * done too. */
+static void test_scale_up_waits_while_the_job_finishes(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_of(0, 2, 3, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    jn.last_call_ms = 10;
+    jn.scale_up_now = true;
+    join_n(&e, f, 2, jn);
+    for (int t = 0; t < 50 && !f[0].nrounds; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    rdzvd_member_leave(f[0].m, 1, true);
+    jn = join_of(2, 2, 3, 0);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    ASSERT_TRUE(f[2].spare);
+    rdzvd_member_heartbeat(f[2].m);
+    ASSERT_EQ(f[0].nevents + f[1].nevents, 0); /* no restart */
+    rdzvd_member_leave(f[1].m, 1, true);
+    for (int i = 0; i < 3; i++)
+        ASSERT_TRUE(event_is(&f[i], "succeeded"));
+    ASSERT_TRUE(strstr(f[2].event.summary, "this node ran nothing") != NULL);
+    ASSERT_EQ(f[2].nrounds, 0);
+    env_done(&e);
+}
+
 /* LEAVE counts only when it is of the running generation and succeeded; a member that left
  * succeeded may disconnect, and the job succeeds when the others leave. */
 static void test_leave_rules(void)
@@ -809,6 +841,7 @@ int main(void)
     TEST(test_rank0_back_during_nccl_is_asked_again);
     TEST(test_store_open_failure_fails_the_job);
     TEST(test_scale_up_now_restarts_uncounted);
+    TEST(test_scale_up_waits_while_the_job_finishes);
     TEST(test_leave_rules);
     TEST(test_out_of_order_ready_and_worker_exit);
     TEST(test_worker_exit_summary);
