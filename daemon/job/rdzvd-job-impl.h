@@ -308,6 +308,18 @@ void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms);
 void rdzvd_member_deadline_retry(struct rdzvd_member *m);
 /* When the first of ts's timers is due (0: none armed). */
 uint64_t rdzvd_job_timers_first(const struct rdzvd_job_timers *ts);
+/* The host's timers, for the step's TICK and REAP (and the unit tests). The one due first, if
+ * it is due at now_ms (equal dues in the order they were armed): disarmed and made the input of
+ * its step in *in (TIMER, or DEADLINE with the bytes waiting unread on the member's
+ * connection); false: none due. */
+bool rdzvd_job_timer_due(const struct rdzvd_job_host *h, uint64_t now_ms,
+                         struct rdzvd_job_input *in);
+/* When the first of h's timers is due (0: none armed). */
+uint64_t rdzvd_job_next_deadline(const struct rdzvd_job_host *h);
+/* Whether timers were closed whose memory (a job's, a member's) waits to be freed, and its
+ * freeing. */
+bool rdzvd_job_timers_closing(const struct rdzvd_job_host *h);
+void rdzvd_job_timers_reap(const struct rdzvd_job_host *h);
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
 /* To a member's agent (nothing when it has no connection; round and nccl_request need one),
  * queued in the outbox (rdzvd-job-sm.h). NCCL_REQUEST for the job's generation: count ids, and

@@ -11,8 +11,8 @@
  * its host only through struct rdzvd_job_ops, so the wire side (rdzvd-job-wire.c, on
  * rdzvd_conn) and the C unit tests (fake members) plug in alike. Its own timers are due times
  * in the host's set (rdzvd-job-world.h): the Ready says when the first is due, and the host
- * hands each back as an input when it is (rdzvd_job_timer_due). Its entry points behind the
- * step are private (rdzvd-job-sm-int.h).
+ * then steps the input TICK. Its entry points behind the step are private
+ * (rdzvd-job-sm-int.h).
  *
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
  * state machine's own timers. The ops are called from rdzvd_job_advance (the outbox), never
@@ -156,9 +156,8 @@ struct rdzvd_job_host {
 /* ---- the step: the one call the adapters make (etcd/raft's Step, Ready, Advance) ---- */
 
 /* What comes into the machine: an agent's message (decoded by the wire side), its connection
- * closing, the operator's request, the host's own (rebuild, shutdown), and the machine's own
- * timers (rdzvd_job_timer_due) and undeliverable requests, which rdzvd-job-effects.c hands
- * back as inputs. */
+ * closing, the operator's request, the host's own (rebuild, shutdown, its clock's TICK and
+ * REAP), and the machine's undeliverable requests, which rdzvd-job-effects.c hands back. */
 enum rdzvd_job_input_kind {
     RDZVD_IN_SEEN,        /* member: any message from its agent (it is alive) */
     RDZVD_IN_JOIN,        /* peer, join; member: the connection's, if it joined already */
@@ -179,6 +178,12 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_TIMER,       /* job: its timer ran out */
     RDZVD_IN_DEADLINE,    /* member, deadline: its heartbeat deadline ran out */
     RDZVD_IN_NCCL_UNSENT, /* member, nccl_unsent: its NCCL_REQUEST could not be queued */
+    /* The host's clock reached the Ready's next deadline: the first of its timers due by
+     * u.until, if any, runs (a job's as TIMER, a member's as DEADLINE, with the bytes waiting
+     * unread on its connection); the Ready says whether one did. A timer armed meanwhile is due
+     * after until, so it waits for the next pass. */
+    RDZVD_IN_TICK,
+    RDZVD_IN_REAP, /* the loop turn that closed timers is done (the Ready said reap) */
 };
 
 struct rdzvd_job_input {
@@ -210,6 +215,7 @@ struct rdzvd_job_input {
             size_t n;
         } rebuild;
         struct rdzvd_job *job; /* TIMER */
+        uint64_t until;        /* TICK */
         size_t deadline;      /* DEADLINE: the bytes waiting unread on its connection */
         struct {
             uint64_t generation;
@@ -240,6 +246,10 @@ struct rdzvd_job_ready {
      * step left them; rdzvd_job_advance brings it up to date with what it carried out. */
     uint64_t next_deadline_ms;
     struct rdzvd_job_timers *timers_; /* the host's, for rdzvd_job_advance */
+    bool ticked; /* TICK: a timer was due and ran; tick again for the next */
+    /* Timers were closed: the memory of what held them (a job, a member) is freed by a REAP
+     * input once the host's loop turn is done (callbacks of the turn may still name them). */
+    bool reap;
     uint64_t now_prev_;             /* the time of the step it was taken in, if any */
 };
 
@@ -280,19 +290,6 @@ struct rdzvd_job_send {
  * *cursor on; false when there is none left. */
 bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **cursor,
                           struct rdzvd_job_send *send);
-/* The host's timers. The one due first, if it is due at now_ms (equal dues in the order they
- * were armed): disarmed and made the input of its step in *in (TIMER, or DEADLINE with the
- * bytes waiting unread on the member's connection); false: none due. The host steps each due
- * one at the time it reads then, and stops at the first not due at now_ms: one armed meanwhile
- * waits for the next pass. */
-bool rdzvd_job_timer_due(const struct rdzvd_job_host *h, uint64_t now_ms,
-                         struct rdzvd_job_input *in);
-/* When the first of h's timers is due (0: none armed). */
-uint64_t rdzvd_job_next_deadline(const struct rdzvd_job_host *h);
-/* Whether timers were closed whose memory (a job's, a member's) waits to be freed; the host
- * frees it with rdzvd_job_timers_reap once the loop turn that closed them is done. */
-bool rdzvd_job_timers_closing(const struct rdzvd_job_host *h);
-void rdzvd_job_timers_reap(const struct rdzvd_job_host *h);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
 /* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their

@@ -149,6 +149,8 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
                    uint64_t now_ms, struct rdzvd_job_ready *rd)
 {
+    struct rdzvd_job_input due;
+
     rd->now_prev_ = rdzvd_job_time_enter(now_ms);
     rd->rc = 0;
     rd->err[0] = rd->warning[0] = '\0';
@@ -158,8 +160,16 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     rd->ids = NULL;
     rd->n_ids = 0;
     rd->timers_ = jobs->timers;
+    rd->ticked = false;
+    if (in->kind == RDZVD_IN_TICK) { /* the first timer due, as its own input */
+        rd->ticked = rdzvd_job_timer_due(jobs, in->u.until, &due);
+        in = rd->ticked ? &due : NULL;
+    } else if (in->kind == RDZVD_IN_REAP) {
+        rdzvd_job_timers_reap(jobs);
+        in = NULL;
+    }
     rdzvd_job_ready_open(jobs, rd);
-    switch (in->kind) {
+    switch (in ? in->kind : RDZVD_IN_REAP) {
     case RDZVD_IN_JOIN:
         step_join(jobs, in, rd);
         break;
@@ -174,11 +184,15 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     case RDZVD_IN_TIMER:
         rdzvd_job_fired(in->u.job);
         break;
+    case RDZVD_IN_TICK:
+    case RDZVD_IN_REAP:
+        break;
     default:
         step_member(in, rd);
         break;
     }
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
+    rd->reap = rdzvd_job_timers_closing(jobs);
     return rd->rc;
 }
 
@@ -189,6 +203,7 @@ void rdzvd_job_advance(struct rdzvd_job_ready *rd)
     rdzvd_job_time_leave(rd->now_prev_);
     rdzvd_job_ready_close(rd);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
+    rd->reap = !rdzv_list_empty(&rd->timers_->closing);
 }
 
 /* An NCCL_REQUEST the outbox could not queue, as rdzvd-job-effects.c reports it: an input of a

@@ -62,22 +62,15 @@ struct jobs_clock {
 };
 
 static void clock_fired(uv_timer_t *t);
-
-static void clock_reap(uv_check_t *h)
-{
-    struct jobs_clock *c = h->data;
-
-    (void)uv_check_stop(h);
-    rdzvd_job_timers_reap(&c->jobs->host);
-}
+static void clock_reap(uv_check_t *h);
 
 /* After a step: the libuv timer follows the Ready's next deadline (due, on the step's clock; 0:
  * none), from libuv's time brought up to date (it keeps one a loop turn), and what the step
- * closed is freed once this turn is done. */
-static void clock_arm(struct rdzvd_jobs *jobs, uint64_t due)
+ * closed is freed once this turn is done (the Ready's reap). */
+static void clock_arm(struct rdzvd_jobs *jobs, const struct rdzvd_job_ready *rd)
 {
     struct jobs_clock *c = jobs->clock;
-    uint64_t now;
+    uint64_t now, due = rd->next_deadline_ms;
 
     if (!c) /* shut down: what is left is freed with the registry */
         return;
@@ -88,7 +81,7 @@ static void clock_arm(struct rdzvd_jobs *jobs, uint64_t due)
         now = rdzvd_job_now_ms();
         (void)uv_timer_start(&c->timer, clock_fired, due > now ? due - now : 0, 0);
     }
-    if (rdzvd_job_timers_closing(&jobs->host))
+    if (rd->reap)
         (void)uv_check_start(&c->reap, clock_reap);
 }
 
@@ -131,7 +124,7 @@ static void clock_close(struct rdzvd_jobs *jobs)
 /* A step the abandonment timer took (rdzvd-job-abandon.h): its Ready's next deadline. */
 static void jobs_stepped(void *ud, const struct rdzvd_job_ready *rd)
 {
-    clock_arm(ud, rd->next_deadline_ms);
+    clock_arm(ud, rd);
 }
 
 /* One input into the job machine, its Ready carried out at once: for the inputs that owe their
@@ -141,7 +134,7 @@ static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
 {
     rdzvd_job_step(&jobs->host, in, rdzvd_job_now_ms(), rd);
     rdzvd_job_advance(rd);
-    clock_arm(jobs, rd->next_deadline_ms);
+    clock_arm(jobs, rd);
     return rd->rc;
 }
 
@@ -150,13 +143,22 @@ static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
 static void clock_fired(uv_timer_t *t)
 {
     struct jobs_clock *c = t->data;
-    uint64_t now = rdzvd_job_now_ms();
-    struct rdzvd_job_input in;
+    struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = rdzvd_job_now_ms()};
     struct rdzvd_job_ready rd;
 
-    while (rdzvd_job_timer_due(&c->jobs->host, now, &in))
-        step(c->jobs, &in, &rd);
-    clock_arm(c->jobs, rdzvd_job_next_deadline(&c->jobs->host));
+    do
+        step(c->jobs, &tick, &rd);
+    while (rd.ticked);
+}
+
+/* The end of the loop turn that closed timers: what held them goes. */
+static void clock_reap(uv_check_t *h)
+{
+    struct jobs_clock *c = h->data;
+    struct rdzvd_job_ready rd;
+
+    (void)uv_check_stop(h);
+    step(c->jobs, &(struct rdzvd_job_input){.kind = RDZVD_IN_REAP}, &rd);
 }
 
 /* ---- rebuilding the job table's jobs, a batch a loop turn ---- */
@@ -583,7 +585,7 @@ static int handle_heartbeat(struct rdzvd_jobs *jobs, struct rdzvd_conn *c,
     if (out)
         (void)rdzv_msg_put_heartbeat(out, &hb);
     rdzvd_job_advance(&rd);
-    clock_arm(jobs, rd.next_deadline_ms);
+    clock_arm(jobs, &rd);
     return 0;
 }
 
@@ -912,13 +914,16 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
 
 struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
 {
+    struct rdzvd_job_ready rd;
+
     if (jobs) {
         assert(rdzv_list_empty(&jobs->list));
         rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
         rdzvd_abandon_close(jobs->abandon);
         rebuild_stop(jobs);
         clock_close(jobs);
-        rdzvd_job_timers_reap(&jobs->host); /* the jobs are gone, the loop has run */
+        /* the jobs are gone, the loop has run: what held their timers goes */
+        step(jobs, &(struct rdzvd_job_input){.kind = RDZVD_IN_REAP}, &rd);
         rdzvd_ended_jobs_free(&jobs->ended);
         rdzvd_store_free(jobs->secret_table);
     }

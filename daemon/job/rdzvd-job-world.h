@@ -8,8 +8,8 @@
  * A timer of the machine (the job's, a member's heartbeat deadline) is a due time on the step's
  * clock, kept in its host's set (struct rdzvd_job_timers), which the host owns and the machine
  * fills. The host runs the set: the Ready says when its first timer is due (next_deadline_ms),
- * and rdzvd_job_timer_due (rdzvd-job-sm.h) hands each due one back as an input. Loop thread
- * only. */
+ * and the host then steps the input TICK (rdzvd-job-sm.h), which runs each due one. Loop
+ * thread only. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,7 +24,7 @@ struct rdzvd_job_heap_node {
 
 /* A timer of the machine. Armed: due at due_ms (0: not armed), the seq-th armed in its set
  * (equal dues come back in that order, as libuv's timers fire). Closed: on its set's closing
- * list, until the host frees what holds it (rdzvd_job_timers_reap). */
+ * list, until the host steps the input REAP, which frees what holds it. */
 struct rdzvd_job_timer {
     uint64_t due_ms, seq;
     struct rdzvd_job_heap_node heap;

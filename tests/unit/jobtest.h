@@ -293,16 +293,17 @@ static inline int64_t jt_next_due_in(void)
     return due > jt_now ? (int64_t)(due - jt_now) : 0;
 }
 
-/* One pass, as a turn of rdzvd's loop: every timer due now is stepped, in order (those it arms
- * due now too), then what the timers closed meanwhile held is freed. */
+/* One pass, as a turn of rdzvd's loop: every timer due now is stepped (TICK), in order (those
+ * it arms due now too), then what the timers closed meanwhile held is freed (REAP). */
 static inline void jt_run_pass(void)
 {
-    struct rdzvd_job_input in;
+    struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = jt_now};
     struct rdzvd_job_ready rd;
 
-    while (rdzvd_job_timer_due(jt_host, jt_now, &in))
-        jt_step(jt_host, &in, &rd);
-    rdzvd_job_timers_reap(jt_host);
+    do
+        jt_step(jt_host, &tick, &rd);
+    while (rd.ticked);
+    jt_step(jt_host, &(struct rdzvd_job_input){.kind = RDZVD_IN_REAP}, &rd);
 }
 
 /* Move the clock ms forward, nothing run (what the next pass finds due then fires). */
