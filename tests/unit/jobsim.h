@@ -518,8 +518,6 @@ static uint64_t apply_one(struct sim *s, int code)
             ev_fresh(s);
         else if (code == SC_OTHER)
             ev_other(s);
-        if (code == SC_OTHER)
-            g_freed_ended = false; /* the other job's */
         else if (code == SC_NEW_RUN)
             ev_new_run(s);
         else if (code == SC_DRAIN)
