@@ -136,6 +136,8 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
         o = rdzv_json_set(o, "age_ms", json_integer((json_int_t)j->age_ms));
     if (j->command[0])
         o = rdzv_json_set(o, "command", json_string(j->command));
+    if (j->ran_incarnation && !rs->generation) /* 1.20 */
+        o = rdzv_json_set(o, "ran_incarnation", json_integer((json_int_t)j->ran_incarnation));
     if (j->bad_node_window_s > 0)
         o = rdzv_json_set(o, "bad_node_window", json_integer((json_int_t)j->bad_node_window_s));
     if (j->straggler_factor > 0)
@@ -350,7 +352,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
 {
     json_int_t nproc, node_rank, min, max, last_call, max_restarts, nccl_ids = 1;
     json_int_t hb_ms = RDZV_HEARTBEAT_TIMEOUT_MS, join_ms = RDZV_JOIN_TIMEOUT_MS, bad_node = 0;
-    json_int_t bad_window = 0, backoff = 0, age = 0;
+    json_int_t bad_window = 0, backoff = 0, age = 0, ran_inc = 0;
     const char *run_id, *node_id, *host, *nccl = "auto", *recovery = "restart", *secret = "";
     const char *command = "";
     int rank_hint = 0, scale_now = 0, host_store = 0, host_replica = 0;
@@ -363,7 +365,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     memset(j, 0, sizeof(*j));
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s?s, s?I, s?b, s?I, s?I, "
-                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o, s?I, s?I, s?I, s?s}",
+                       "s?b, s?o, s?s, s?s, s?b, s?b, s?I, s?o, s?I, s?I, s?I, s?s, s?I}",
                        "run_id", &run_id, "node_id", &node_id, "host", &host, "nproc", &nproc,
                        "node_rank", &node_rank, "min", &min, "max", &max, "last_call_ms",
                        &last_call, "max_restarts", &max_restarts, "nccl", &nccl, "nccl_ids",
@@ -372,7 +374,8 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
                        &resume, "recovery", &recovery, "secret", &secret, "host_store",
                        &host_store, "host_replica", &host_replica, "bad_node_failures",
                        &bad_node, "gpu_uuids", &gpus, "bad_node_window", &bad_window,
-                       "restart_backoff", &backoff, "age_ms", &age, "command", &command) < 0) {
+                       "restart_backoff", &backoff, "age_ms", &age, "command", &command,
+                       "ran_incarnation", &ran_inc) < 0) {
         r = rdzv_msg_unpack_fail(&jerr, "JOIN", err, errlen);
         goto out;
     }
@@ -416,16 +419,18 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
         bad_node > RDZV_BAD_NODE_FAILURES_MAX || bad_window < 0 ||
         bad_window > RDZV_BAD_NODE_WINDOW_MAX ||
         (bad_window > 0 && bad_node > RDZV_BAD_NODE_WINDOWED_MAX) || backoff < 0 ||
-        backoff > RDZV_RESTART_BACKOFF_MAX || age < 0 || age > RDZV_AGE_MS_MAX) {
+        backoff > RDZV_RESTART_BACKOFF_MAX || age < 0 || age > RDZV_AGE_MS_MAX || ran_inc < 0 ||
+        ran_inc > RDZV_INCARNATION_MAX) {
         snprintf(err, errlen,
                  "JOIN: a value is out of range (run_id non-empty, 1 <= nproc <= "
                  "1024, 1 <= min <= max <= 100000, node_rank >= -1, nccl "
                  "off|auto|required, 1 <= nccl_ids <= %d, 100 <= heartbeat_timeout_ms <= 3600000, "
                  "0 <= bad_node_failures <= %d (%d with a bad_node_window), "
                  "0 <= bad_node_window <= %d, 0 <= restart_backoff <= %d, "
-                 "0 <= age_ms <= %lld)",
+                 "0 <= age_ms <= %lld, 0 <= ran_incarnation <= %lld)",
                  RDZV_MAX_NCCL_IDS, RDZV_BAD_NODE_FAILURES_MAX, RDZV_BAD_NODE_WINDOWED_MAX,
-                 RDZV_BAD_NODE_WINDOW_MAX, RDZV_RESTART_BACKOFF_MAX, (long long)RDZV_AGE_MS_MAX);
+                 RDZV_BAD_NODE_WINDOW_MAX, RDZV_RESTART_BACKOFF_MAX, (long long)RDZV_AGE_MS_MAX,
+                 RDZV_INCARNATION_MAX);
         r = -EBADMSG;
         goto out;
     }
@@ -447,6 +452,7 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->bad_node_window_s = bad_window;
     j->restart_backoff_s = backoff;
     j->age_ms = age;
+    j->ran_incarnation = j->resume.generation ? 0 : (uint64_t)ran_inc; /* a resume has its own */
     r = parse_straggler(json_object_get(root, "straggler"), j, err, errlen);
     if (r < 0)
         goto out;

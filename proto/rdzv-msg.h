@@ -127,6 +127,11 @@ struct rdzv_join {
      * hex; "": not sent, an older agent). Job-wide, from the first JOIN: an agent with another
      * command is refused at once, not made a spare that never runs it. */
     char command[RDZV_COMMAND_HEX + 1];
+    /* 1.20: on a JOIN without a resume from an agent whose workers ran a generation of the job
+     * (stopped since: its READY went, and it waits for the next ROUND), the incarnation of the
+     * rdzvd that sent its last ROUND (the JOINED's before it; 1..RDZV_INCARNATION_MAX); 0
+     * (absent: an older agent, or none ran): none. */
+    uint64_t ran_incarnation;
 };
 
 struct rdzv_round {

@@ -237,7 +237,7 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     bool keep;
     int e;
 
-    (void)c;
+    a->join.ran_incarnation = agent_client_incarnation(c); /* its rdzvd ran ours (1.20) */
     if (a->state != AG_JOINING) {
         log_warn("ROUND for generation %" PRIu64 " while workers still run: ignored",
                  r->generation);

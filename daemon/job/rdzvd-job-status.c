@@ -530,11 +530,15 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
 
 int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t gen)
 {
+    char which[48] = "a generation of it"; /* a plain JOIN does not say which */
+
+    if (gen)
+        snprintf(which, sizeof(which), "its generation %" PRIu64, gen);
     snprintf(err, errlen,
-             "job '%s' is over: this rdzvd ran its generation %" PRIu64 " and has not restarted "
-             "since, and the job has ended (how is no longer kept: rdzvd --keep-ended); this "
-             "agent's workers stop. To run it again, start its agents again",
-             run_id, gen);
+             "job '%s' is over: this rdzvd ran %s and has not restarted since, and the "
+             "job has ended (how is no longer kept: rdzvd --keep-ended); this agent's workers "
+             "stop. To run it again, start its agents again",
+             run_id, which);
     return -ESTALE;
 }
 

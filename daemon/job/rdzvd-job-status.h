@@ -69,9 +69,10 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
  * cause summary): its outcome, when, and what to do (a new --rdzv-id), into err. */
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
                           int64_t exit_code, double ended_s, const char *summary);
-/* The line for a resume of generation gen of job run_id, which this very rdzvd (the agent's
- * resume names its incarnation) holds neither in memory nor in a record: the job ended here and
- * its outcome is no longer kept. Into err; returns -ESTALE. */
+/* The line for a resume of generation gen of job run_id (0: a plain JOIN of an agent whose
+ * workers ran one), which this very rdzvd (the agent names its incarnation) holds neither in
+ * memory nor in a record: the job ended here and its outcome is no longer kept. Into err;
+ * returns -ESTALE. */
 int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t gen);
 /* Job run_id left memory before it ended, its record kept: note that it waits for its nodes
  * since since_ms (rdzv_now_ms's clock), replacing what run_id had; port: its running

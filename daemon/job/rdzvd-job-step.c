@@ -1002,6 +1002,11 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     }
     if (!j && jn->resume.generation && q->rec_r < 0 && (r = check_recorded_end(q)) < 0)
         return r;
+    /* An agent whose workers ran a generation of it JOINED by this very rdzvd, which holds
+     * neither the job nor its record: the job ended here, its outcome no longer kept (1.20). */
+    if (!j && !jn->resume.generation && q->rec_r < 0 && jn->ran_incarnation &&
+        jn->ran_incarnation == h->incarnation)
+        return rdzvd_job_gone_line(err, errlen, jn->run_id, 0);
     if (jn->resume.generation)
         return join_resume(q, j, peer);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||

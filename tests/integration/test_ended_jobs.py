@@ -9,11 +9,13 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
-from agenttest import AGENT, finish, start
+from agenttest import AGENT, finish, job_status, start
 from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
                       Peer, join_body, resume)
 from metricstest import daemon_with_metrics, http_get
@@ -22,6 +24,55 @@ from rdzvtest import RDZVD, DaemonTestCase, main, wait_until
 LEAVE = 0xAA
 RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),
                                                     "ctl", "rdzvctl")
+
+
+class Relay:
+    """A relay in front of rdzvd: every connection passed on, until cut() closes them all (a
+    network that drops them); new ones are passed on again."""
+
+    def __init__(self, port):
+        self.upstream = port
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        self.socks = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def close(self):
+        self.lsock.close()
+        self.cut()
+
+    def cut(self):
+        for sock in self.socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.socks = []
+
+    def accept(self):
+        while True:
+            try:
+                a, _ = self.lsock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.upstream))
+            self.socks += [u, a]
+            threading.Thread(target=self.pipe, args=(a, u), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(u, a), daemon=True).start()
+
+    @staticmethod
+    def pipe(src, dst):
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
 
 
 class EndedJobs(DaemonTestCase):
@@ -199,6 +250,36 @@ class EndedJobs(DaemonTestCase):
             worker = int(f.read())
         self.assertFalse(os.path.exists("/proc/%d" % worker), "its worker is stopped")
         self.assertIsNone(d.find_log(r"job=J gen=1 node=\S+ is back"))
+
+    def test_agent_stopped_for_a_restart_is_told_its_job_is_over(self):
+        """An ended job never comes back from an agent that stopped its workers for a restart
+        (1.20), with real agents: no --state-dir, no end kept (--keep-ended 0). Job J runs on A
+        (through a relay) and B; B is killed, and A stops its worker for the restart (its READY
+        goes) and waits for the next round. A's connection is cut: J ends with its last node.
+        A reconnects and JOINs again with no resume: it is told J is over (its JOIN names the
+        rdzvd that ran its generation), and exits 1. It was made a new job of J, which waited
+        for a second node."""
+        d = self.daemon("--keep-ended", "0")
+        relay = Relay(d.port)
+        self.addCleanup(relay.close)
+        line = ["--rdzv-id", "J", "--nnodes", "2", "--nproc", "1", "--nccl", "off",
+                "--last-call", "0", "--max-restarts", "3", "--", "/bin/sh", "-c", "exec sleep 60"]
+        a = start([AGENT, "--endpoint", "127.0.0.1:%d" % relay.port, "--host", "a", *line])
+        b = start([AGENT, "--endpoint", "127.0.0.1:%d" % d.port, "--host", "b", *line])
+        d.wait_log(r"job=J gen=1 generation 1 formed")
+        os.killpg(b.pid, signal.SIGKILL)
+        # A's READY went: the job forms its next generation, and waits for a second node.
+        wait_until(lambda: (job_status("127.0.0.1:%d" % d.port, "J") or {}).get("state") ==
+                   "forming", "J forming again", timeout=30)
+        mark = d.mark()
+        relay.cut()
+        rc, _, err = finish(a, timeout=15)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("workers of generation 1 stopped; ready for the next round", err)
+        self.assertIn("job 'J' is over: this rdzvd ran a generation of it and has not "
+                      "restarted since", err)
+        self.assertIsNotNone(d.find_log(r"job=J gen=1 .*it was the job's last node",
+                                        since=mark), d.log()[-3000:])
 
     def test_keep_ended_mistakes(self):
         for args, words in ((("--keep-ended", "-1"), "keep-ended"),

@@ -217,6 +217,43 @@ class Identity(DaemonTestCase):
             q.close()
             d.wait_log(r"job=over gen=1 removed", since=mark)
 
+    def test_plain_join_to_the_rdzvd_that_ended_the_job_is_refused(self):
+        """The same for a plain JOIN (1.20), over the wire: an agent whose workers ran a
+        generation, stopped since (it resumes nothing), names the incarnation of the rdzvd that
+        sent its last ROUND ("ran_incarnation"). Its job, ended with its last node and no end kept
+        (--keep-ended 0), is over: this rdzvd never restarted, and the JOIN is refused, not
+        made a new job. One that names another incarnation, or none (an agent before 1.20, or
+        one whose workers never ran), makes a new job, as before."""
+        d = self.daemon("--keep-ended", "0")
+        p, joined, _ = self.running_job(d, "over")
+        mark = d.mark()
+        p.close()
+        d.wait_log(r"job=over gen=1 generation 1 failed \(exit code 1\): root cause: the agent "
+                   r"of node rank 0 \(host-n0\) disconnected; it was the job's last node",
+                   since=mark)
+        for inc, made in ((joined["incarnation"], False), (joined["incarnation"] ^ 1, True),
+                          (None, True)):
+            q = self.peer(d)
+            body = join_body("over", "n0", mx=1, secret=joined["secret"])
+            body["min"] = 1
+            if inc is not None:
+                body["ran_incarnation"] = inc
+            q.send(JOIN, body)
+            op, reply = q.recv_json()
+            if not made:
+                self.assertEqual(op, ERROR, reply)
+                self.assertIn("job 'over' is over: this rdzvd ran a generation of it and has "
+                              "not restarted since", reply["error"])
+                self.assertEqual(self.job_status(d, "over"), [])
+                continue
+            self.assertEqual(op, JOINED, reply)
+            self.assertEqual(reply["generation"], 0, reply)
+            op, rnd = q.recv_json()
+            self.assertEqual((op, rnd["generation"]), (ROUND, 1), rnd)
+            mark = d.mark()
+            q.close()
+            d.wait_log(r"job=over gen=1 removed", since=mark)
+
     def test_rebuilt_job_nobody_back_waits_in_its_record(self):
         """No agent of the generation a restarted rdzvd rebuilt comes back within the window
         (two heartbeat timeouts and an agent's longest reconnect wait, from rdzvd's start): the

@@ -79,6 +79,7 @@ struct agent {
     bool cancel_sent; /* its agent was signalled */
     uint64_t born_ms; /* when its agent started (JOIN age_ms), 0: not said (the explorer) */
     uint64_t incarnation; /* of the rdzvd that last JOINED it, echoed by a resume (1.18) */
+    uint64_t ran_incarnation; /* of the rdzvd that sent its last ROUND: a plain JOIN's (1.20) */
 };
 
 struct variant {
@@ -116,6 +117,7 @@ static bool g_freed_ended; /* a job that ended was freed in this step */
 /* When the run's agents started (the simulator's new run; 0: the first): a job made before
  * them, freed, is the last run's, not theirs. */
 static uint64_t g_run_start_ms;
+static uint64_t g_incarnation; /* the rdzvd's now: the one that sends a ROUND */
 
 static bool this_run(const struct rdzvd_job *j)
 {
@@ -148,6 +150,7 @@ static void x_round(void *peer, struct rdzv_round *rd)
 
     fake_round(peer, rd);
     a->resume = rd->generation;
+    a->ran_incarnation = g_incarnation;
     a->workers = a->ranked = true;
     a->left = false;
 }
@@ -192,7 +195,7 @@ static void host_setup(struct env *e)
     static uint64_t incarnations;
 
     e->h.ops = &x_ops;
-    e->h.incarnation = ++incarnations; /* each rdzvd, a restarted one too, its own */
+    e->h.incarnation = g_incarnation = ++incarnations; /* each rdzvd, a restarted one too */
     rdzvd_ended_jobs_free(&e->ended);
     rdzvd_ended_jobs_init(&e->ended, g_host.keep_ended_ms, g_host.keep_ended_max);
     e->h.ended = &e->ended;
@@ -268,6 +271,8 @@ static void ev_join(struct model *md, int i)
             .restart_count = rd->restart_count, .master_port = rd->master_port, .left = a->left,
             .incarnation = a->incarnation};
         say(md, " (resumes generation %" PRIu64 "%s)", rd->generation, a->left ? ", left" : "");
+    } else { /* its workers ran one (then stopped), as the agent says: 0 when none ran */
+        jn.ran_incarnation = a->ran_incarnation;
     }
     a->f.m = NULL;
     a->f.closed = false;

@@ -389,6 +389,45 @@ static void test_resume_naming_this_incarnation_is_not_rebuilt(void)
     env_done(&e);
 }
 
+/* The same for a plain JOIN (1.20): an agent whose workers ran a generation, stopped since (its
+ * READY went: it resumes nothing), says which rdzvd sent its last ROUND. This very incarnation,
+ * holding no job and no record of it, ran that generation: the job ended here, and the agent is
+ * told so, not made a new job of (found by test-job-sim: case7-plain-join-after-the-end-falls-out).
+ * Another incarnation, or none (an older agent, or one whose workers never ran): a new job. */
+static void test_plain_join_naming_this_incarnation_is_refused(void)
+{
+    struct fake f[2] = {0}, back = {0}, other = {0}, older = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 4);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1); /* no job table; ends kept for no time */
+    e.h.incarnation = 77;
+    join_n(&e, f, 2, jn);
+    jt_gone(f[1].m); /* a restart: node 0's agent stops its workers, says so, and waits */
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    jt_ready(f[0].m, 1);
+    ASSERT_EQ(f[0].nrounds, 1);
+    jt_gone(f[0].m); /* its connection closes: the job ends with its last node, its end not kept */
+    ASSERT_EQ(njobs(&e), 0);
+    jn.age_ms = 60000;
+    jn.ran_incarnation = 77;
+    ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -ESTALE);
+    ASSERT_TRUE(strstr(err, "job 'job' is over: this rdzvd ran a generation of it and has not "
+                            "restarted since") != NULL);
+    ASSERT_EQ(njobs(&e), 0);
+    jn.ran_incarnation = 78; /* another rdzvd ran it: a new job */
+    ASSERT_OK(join(&e, &other, &jn));
+    ASSERT_EQ(njobs(&e), 1);
+    env_done(&e);
+    env_init(&e, -1);
+    e.h.incarnation = 77;
+    jn.ran_incarnation = 0; /* an agent before 1.20 */
+    ASSERT_OK(join(&e, &older, &jn));
+    ASSERT_EQ(njobs(&e), 1);
+    env_done(&e);
+}
+
 /* Found by test-job-explore (I4): node 0's worker fails at start-up (--bad-node-failures 1: it
  * is to be put aside once the generation stopped), scancel reaches node 0's agent, and node 1's
  * connection closes. The job ends "cancelled", told to node 0, rather than node 0 being put
@@ -729,6 +768,7 @@ int main(void)
     TEST(test_cancelled_job_losing_its_last_member_stays_ended);
     TEST(test_last_node_lost_ends_the_job_and_its_resume_is_told);
     TEST(test_resume_naming_this_incarnation_is_not_rebuilt);
+    TEST(test_plain_join_naming_this_incarnation_is_refused);
     TEST(test_other_command_is_refused_and_a_spare_ran_nothing);
     TEST(test_cancel_wins_over_a_pending_put_aside);
     TEST(test_pending_put_aside_does_not_count_toward_min);

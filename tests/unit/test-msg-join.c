@@ -2,9 +2,10 @@
 /* test-msg-join.c: JOIN's members of protocol 1.14 (proto/rdzv-msg.h): "command", the
  * fingerprint of the agent's command, sent only when set, parsed back as sent, and refused when
  * it is not RDZV_COMMAND_HEX lowercase hex characters; 1.18's incarnation (JOINED, and a
- * resume's echo of it). (test-msg.c holds the rest of JOIN's
+ * resume's echo of it); 1.20's ran_incarnation. (test-msg.c holds the rest of JOIN's
  * codec; it is at its length limit.) */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/rdzv-buf.h"
@@ -107,9 +108,45 @@ static void test_incarnation(void)
     ASSERT_TRUE(strstr(err, "'incarnation'") != NULL);
 }
 
+/* 1.20: a plain JOIN's "ran_incarnation" (the agent's workers ran a generation): on the wire
+ * only when set and no resume is sent (a resume has its own), parsed back as sent, absent read
+ * as 0; negative or past RDZV_INCARNATION_MAX refused; with a resume, read as none. */
+static void test_ran_incarnation(void)
+{
+    struct rdzv_join a = {.run_id = "job", .node_id = "n", .host = "h", .nproc = 1,
+                          .node_rank = -1, .min = 1, .max = 2, .nccl = RDZV_NCCL_OFF,
+                          .nccl_ids = 1, .heartbeat_timeout_ms = 100},
+                     b;
+    char body[2048], *at;
+
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "ran_incarnation") == NULL);
+    ASSERT_EQ(b.ran_incarnation, 0);
+    a.ran_incarnation = RDZV_INCARNATION_MAX;
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "\"ran_incarnation\":9007199254740991") != NULL);
+    ASSERT_EQ(b.ran_incarnation, RDZV_INCARNATION_MAX);
+    a.ran_incarnation = (uint64_t)RDZV_INCARNATION_MAX + 1;
+    ASSERT_EQ(round_trip(&a, &b, body, sizeof(body)), -EBADMSG);
+    ASSERT_TRUE(strstr(err, "ran_incarnation") != NULL);
+    a.ran_incarnation = 5;
+    a.resume = (struct rdzv_resume){.generation = 3, .nnodes = 2, .world_size = 2};
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE(strstr(body, "ran_incarnation") == NULL);
+    a.resume.generation = 0;
+    a.ran_incarnation = 0;
+    ASSERT_OK(round_trip(&a, &b, body, sizeof(body)));
+    ASSERT_TRUE((at = strrchr(body, '}')) != NULL);
+    snprintf(at, sizeof(body) - (size_t)(at - body), ",\"ran_incarnation\":-1}");
+    ASSERT_EQ(rdzv_msg_parse_join((const uint8_t *)body, strlen(body), &b, err, sizeof(err)),
+              -EBADMSG);
+    ASSERT_TRUE(strstr(err, "ran_incarnation") != NULL);
+}
+
 int main(void)
 {
     TEST(test_join_command);
     TEST(test_incarnation);
+    TEST(test_ran_incarnation);
     return tap_done();
 }
