@@ -105,6 +105,19 @@ class EndedJobs(DaemonTestCase):
         d.wait_log(r"job=%s gen=\d+ removed" % run_id)
         return ev
 
+    def other_jobs_end(self, d, n):
+        """n one-node jobs run and succeed, one after another."""
+        for k in range(n):
+            p = Peer(d.port)
+            p.hello()
+            p.send(JOIN, join_body("other-%d" % k, "n0", mx=1, max_restarts=0))
+            self.assertEqual(p.recv_json()[0], JOINED)
+            self.assertEqual(p.recv_json()[0], ROUND)
+            p.send(LEAVE, {"generation": 1, "status": "succeeded"})
+            op, ev = p.recv_json()
+            self.assertEqual((op, ev["type"]), (EVENT, "succeeded"), ev)
+            p.close()
+
     def status(self, d):
         p = self.peer(d)
         p.send(STATUS, {})
@@ -232,16 +245,7 @@ class EndedJobs(DaemonTestCase):
                              text=True, timeout=10)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIsNotNone(d.find_log(r"job=J cancelled by the operator while it waited"))
-        for k in range(300):
-            p = Peer(d.port)
-            p.hello()
-            p.send(JOIN, join_body("other-%d" % k, "n0", mx=1, max_restarts=0))
-            self.assertEqual(p.recv_json()[0], JOINED)
-            self.assertEqual(p.recv_json()[0], ROUND)
-            p.send(LEAVE, {"generation": 1, "status": "succeeded"})
-            op, ev = p.recv_json()
-            self.assertEqual((op, ev["type"]), (EVENT, "succeeded"), ev)
-            p.close()
+        self.other_jobs_end(d, 300)
         os.kill(a.pid, signal.SIGCONT)
         rc, _, err = finish(a, timeout=10)
         self.assertEqual(rc, 1, err[-3000:])
