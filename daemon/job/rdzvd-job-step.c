@@ -1000,13 +1000,21 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
             log_info("%s", err);
         err[0] = '\0';
     }
-    if (!j && jn->resume.generation && q->rec_r < 0 && (r = check_recorded_end(q)) < 0)
+    if (!j && (jn->resume.generation || jn->ran_incarnation) && q->rec_r < 0 &&
+        (r = check_recorded_end(q)) < 0)
         return r;
-    /* An agent whose workers ran a generation of it JOINED by this very rdzvd, which holds
-     * neither the job nor its record: the job ended here, its outcome no longer kept (1.20). */
-    if (!j && !jn->resume.generation && q->rec_r < 0 && jn->ran_incarnation &&
-        jn->ran_incarnation == h->incarnation)
-        return rdzvd_job_gone_line(err, errlen, jn->run_id, 0);
+    /* An agent whose workers ran a generation of it (1.20), back to a job neither memory nor a
+     * record holds: with a job table (a record from its first ROUND to its end) the job ended,
+     * or ran elsewhere, as for a resume (job_restore); without one, it ended here if this very
+     * rdzvd ran it. */
+    if (!j && !jn->resume.generation && q->rec_r < 0 && jn->ran_incarnation) {
+        if (h->record_table)
+            return refuse(q, -ESTALE, "job '%s' has ended, or ran on another rdzvd: it has no "
+                          "record here; to run it again, start its line again (a new run)",
+                          jn->run_id);
+        if (jn->ran_incarnation == h->incarnation)
+            return rdzvd_job_gone_line(err, errlen, jn->run_id, 0);
+    }
     if (jn->resume.generation)
         return join_resume(q, j, peer);
     if (j && (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||

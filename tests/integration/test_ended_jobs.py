@@ -285,6 +285,41 @@ class EndedJobs(DaemonTestCase):
         self.assertIsNotNone(d.find_log(r"job=J gen=1 .*it was the job's last node",
                                         since=mark), d.log()[-3000:])
 
+    def test_cancelled_job_never_comes_back_to_a_stopped_agent(self):
+        """The same for an agent that stopped its worker for a restart (1.20): job J, with
+        --state-dir, runs on A and B; B is killed, and A stops its worker (its READY goes) and
+        waits for the next round. A is stopped (SIGSTOP) past its heartbeat timeout: J waits in
+        its record. The operator cancels J, 300 other jobs end, and rdzvd restarts. A woken up
+        JOINs again with no resume: J has no record, so it ended; A exits 1. It was made a new
+        job of J, which waited for a second node."""
+        state = tempfile.mkdtemp(prefix="rdzvtest-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        d = self.daemon("--state-dir", state, "--fsync", "no", "--keep-ended-max", "2")
+        ep = "127.0.0.1:%d" % d.port
+        line = [AGENT, "--endpoint", ep, "--rdzv-id", "J", "--nnodes", "2", "--nproc", "1",
+                "--nccl", "off", "--last-call", "0", "--heartbeat-timeout", "1",
+                "--max-restarts", "3", "--", "/bin/sh", "-c", "exec sleep 60"]
+        a, b = start([*line[:3], "--host", "a", *line[3:]]), start(line)
+        d.wait_log(r"job=J gen=1 generation 1 formed")
+        os.killpg(b.pid, signal.SIGKILL)
+        wait_until(lambda: (job_status(ep, "J") or {}).get("state") == "forming",
+                   "J forming again", timeout=30)
+        mark = d.mark()
+        os.kill(a.pid, signal.SIGSTOP)
+        self.addCleanup(lambda: a.poll() is None and os.kill(a.pid, signal.SIGCONT))
+        d.wait_log(r"job=J gen=1 removed \(generation 1\)", since=mark)
+        out = subprocess.run([RDZVCTL, "-e", ep, "cancel", "J"], capture_output=True,
+                             text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.other_jobs_end(d, 300)
+        d.kill()
+        d = self.daemon("--state-dir", state, "--fsync", "no", "--port", ep.split(":")[1])
+        os.kill(a.pid, signal.SIGCONT)
+        rc, _, err = finish(a, timeout=15)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("workers of generation 1 stopped; ready for the next round", err)
+        self.assertIn("job 'J' has ended, or ran on another rdzvd: it has no record here", err)
+
     def test_keep_ended_mistakes(self):
         for args, words in ((("--keep-ended", "-1"), "keep-ended"),
                             (("--keep-ended-max", "100001"), "keep-ended-max")):

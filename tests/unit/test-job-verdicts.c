@@ -540,6 +540,49 @@ static void test_cancelled_job_never_comes_back(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The same for an agent that stopped its workers for a restart (its READY went): it comes back
+ * with a plain JOIN, which says its workers ran a generation (1.20, ran_incarnation: here of an
+ * rdzvd since restarted). J has no record in the job table, which keeps one from a job's first
+ * ROUND to its end: it ended (found by test-job-sim, case7-restart-after-the-end-falls-out). It
+ * made a new job of J. */
+static void test_cancelled_job_never_comes_back_to_a_plain_join(void)
+{
+    struct rdzvd_job_record other = {.has_end = true};
+    struct fake f[2] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    char err[512], path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    keep_ended(&e, 3600000, 100);
+    join_n(&e, f, 2, jn);
+    rdzvd_member_gone(f[1].m); /* a restart: node 0 stops its workers, says so, and waits */
+    jt_ready(f[0].m, 1);
+    ASSERT_EQ(f[0].nrounds, 1);
+    rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
+    for (int k = 0; k < RDZVD_JOB_ENDS_KEPT + 44; k++) {
+        snprintf(other.run_id, sizeof(other.run_id), "other-%d", k);
+        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", rdzvd_job_wall_s(), 1,
+                          0);
+        ASSERT_OK(rdzvd_job_decide(e.h.record_table, RDZVD_DECIDE_ENDED, &other));
+        rdzvd_ended_jobs_add_recorded(&e.ended, &other.end);
+    }
+    jn.age_ms = 600000; /* its agent started before the end */
+    jn.ran_incarnation = 5;
+    ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -ESTALE);
+    ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd: it has no record "
+                            "here; to run it again, start its line again (a new run)") != NULL);
+    ASSERT_EQ(back.njoined, 0);
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    jn.ran_incarnation = 0; /* an agent before 1.20, or one whose workers never ran */
+    ASSERT_OK(join(&e, &back, &jn));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* S4: rdzvd starts a job that ended afresh for an agent that started after it
  * ended (JOIN age_ms): a new run of the same line, whether an agent hosted rdzvd for its job
  * (--exit-when-idle) or it serves many runs. An agent that started before the end (a late node
@@ -775,6 +818,7 @@ int main(void)
     TEST(test_restarts_back_off);
     TEST(test_join_to_an_ended_job_is_told_its_outcome);
     TEST(test_cancelled_job_never_comes_back);
+    TEST(test_cancelled_job_never_comes_back_to_a_plain_join);
     TEST(test_a_new_run_after_the_end_starts_afresh);
     TEST(test_a_new_runs_end_soon_after_the_last_is_told);
     TEST(test_a_new_run_while_the_ended_job_keeps_its_away_node);
