@@ -118,6 +118,17 @@ class EndedJobs(DaemonTestCase):
             self.assertEqual((op, ev["type"]), (EVENT, "succeeded"), ev)
             p.close()
 
+    def away_and_cancelled(self, d, a):
+        """Agent a stopped (SIGSTOP) past its heartbeat timeout: its job J leaves memory, and
+        waits in its record; then the operator cancels J."""
+        mark = d.mark()
+        os.kill(a.pid, signal.SIGSTOP)
+        self.addCleanup(lambda: a.poll() is None and os.kill(a.pid, signal.SIGCONT))
+        d.wait_log(r"job=J gen=1 removed \(generation 1\)", since=mark)
+        out = subprocess.run([RDZVCTL, "-e", "127.0.0.1:%d" % d.port, "cancel", "J"],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+
     def status(self, d):
         p = self.peer(d)
         p.send(STATUS, {})
@@ -237,13 +248,7 @@ class EndedJobs(DaemonTestCase):
         d.wait_log(r"job=J gen=1 generation 1 formed")
         # Its worker runs (on a loaded machine it starts well after the generation formed).
         wait_until(lambda: os.path.exists(pidfile), "the worker's pid file", timeout=30)
-        mark = d.mark()
-        os.kill(a.pid, signal.SIGSTOP)
-        self.addCleanup(lambda: a.poll() is None and os.kill(a.pid, signal.SIGCONT))
-        d.wait_log(r"job=J gen=1 removed \(generation 1\)", since=mark)
-        out = subprocess.run([RDZVCTL, "-e", ep, "cancel", "J"], capture_output=True,
-                             text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, out.stderr)
+        self.away_and_cancelled(d, a)
         self.assertIsNotNone(d.find_log(r"job=J cancelled by the operator while it waited"))
         self.other_jobs_end(d, 300)
         os.kill(a.pid, signal.SIGCONT)
@@ -304,13 +309,7 @@ class EndedJobs(DaemonTestCase):
         os.killpg(b.pid, signal.SIGKILL)
         wait_until(lambda: (job_status(ep, "J") or {}).get("state") == "forming",
                    "J forming again", timeout=30)
-        mark = d.mark()
-        os.kill(a.pid, signal.SIGSTOP)
-        self.addCleanup(lambda: a.poll() is None and os.kill(a.pid, signal.SIGCONT))
-        d.wait_log(r"job=J gen=1 removed \(generation 1\)", since=mark)
-        out = subprocess.run([RDZVCTL, "-e", ep, "cancel", "J"], capture_output=True,
-                             text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, out.stderr)
+        self.away_and_cancelled(d, a)
         self.other_jobs_end(d, 300)
         d.kill()
         d = self.daemon("--state-dir", state, "--fsync", "no", "--port", ep.split(":")[1])

@@ -498,6 +498,21 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     env_done(&e);
 }
 
+/* 300 other jobs end, past the ends kept in memory (--keep-ended-max, 100 here) and in the job
+ * table (RDZVD_JOB_ENDS_KEPT). */
+static void other_jobs_end(struct env *e)
+{
+    struct rdzvd_job_record other = {.has_end = true};
+
+    for (int k = 0; k < RDZVD_JOB_ENDS_KEPT + 44; k++) {
+        snprintf(other.run_id, sizeof(other.run_id), "other-%d", k);
+        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", rdzvd_job_wall_s(), 1,
+                          0);
+        ASSERT_OK(rdzvd_job_decide(e->h.record_table, RDZVD_DECIDE_ENDED, &other));
+        rdzvd_ended_jobs_add_recorded(&e->ended, &other.end);
+    }
+}
+
 /* A cancelled job never comes back: with --state-dir, job J runs on one node; its agent's
  * connection drops (its
  * workers go on); the operator cancels J; 300 other jobs end, past the ends kept in memory
@@ -505,7 +520,6 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
  * is refused: J has no record, so it ended; it was taken ("JOINED resumed") and J ran again. */
 static void test_cancelled_job_never_comes_back(void)
 {
-    struct rdzvd_job_record other = {.has_end = true};
     struct fake f[1] = {0}, back = {0};
     struct rdzv_join jn = join_of(0, 1, 1, 3);
     char err[512], path[64];
@@ -519,13 +533,7 @@ static void test_cancelled_job_never_comes_back(void)
     rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
     ASSERT_EQ(njobs(&e), 0);
     ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
-    for (int k = 0; k < RDZVD_JOB_ENDS_KEPT + 44; k++) {
-        snprintf(other.run_id, sizeof(other.run_id), "other-%d", k);
-        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", rdzvd_job_wall_s(), 1,
-                          0);
-        ASSERT_OK(rdzvd_job_decide(e.h.record_table, RDZVD_DECIDE_ENDED, &other));
-        rdzvd_ended_jobs_add_recorded(&e.ended, &other.end);
-    }
+    other_jobs_end(&e);
     jn = join_of(0, 1, 1, 3);
     jn.resume = (struct rdzv_resume){.generation = 1, .nnodes = 1, .world_size = 2,
                                      .master_port = 41000};
@@ -547,7 +555,6 @@ static void test_cancelled_job_never_comes_back(void)
  * made a new job of J. */
 static void test_cancelled_job_never_comes_back_to_a_plain_join(void)
 {
-    struct rdzvd_job_record other = {.has_end = true};
     struct fake f[2] = {0}, back = {0};
     struct rdzv_join jn = join_of(0, 2, 2, 3);
     char err[512], path[64];
@@ -562,13 +569,7 @@ static void test_cancelled_job_never_comes_back_to_a_plain_join(void)
     ASSERT_EQ(f[0].nrounds, 1);
     rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
     ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
-    for (int k = 0; k < RDZVD_JOB_ENDS_KEPT + 44; k++) {
-        snprintf(other.run_id, sizeof(other.run_id), "other-%d", k);
-        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", rdzvd_job_wall_s(), 1,
-                          0);
-        ASSERT_OK(rdzvd_job_decide(e.h.record_table, RDZVD_DECIDE_ENDED, &other));
-        rdzvd_ended_jobs_add_recorded(&e.ended, &other.end);
-    }
+    other_jobs_end(&e);
     jn.age_ms = 600000; /* its agent started before the end */
     jn.ran_incarnation = 5;
     ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -ESTALE);
