@@ -38,8 +38,9 @@ int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra)
     return 0;
 }
 
-int rdzv_buf_reserve_exact(struct rdzv_buf *b, size_t extra)
+int rdzv_buf_reserve_upto(struct rdzv_buf *b, size_t extra, size_t most)
 {
+    size_t need, ncap;
     uint8_t *p;
 
     if (extra > SIZE_MAX - b->len)
@@ -48,12 +49,19 @@ int rdzv_buf_reserve_exact(struct rdzv_buf *b, size_t extra)
         return 0;
     if (b->off > 0)
         rdzv_buf_compact(b);
-    if (b->len + extra <= b->cap)
+    need = b->len + extra;
+    if (need <= b->cap)
         return 0;
-    if (!(p = realloc(b->data, b->len + extra)))
+    /* Doubling keeps a buffer filled a little at a time from a copy per fill. */
+    ncap = b->cap > SIZE_MAX / 2 ? SIZE_MAX : 2 * b->cap;
+    if (ncap > most)
+        ncap = most;
+    if (ncap < need)
+        ncap = need;
+    if (!(p = realloc(b->data, ncap)))
         return -ENOMEM;
     b->data = p;
-    b->cap = b->len + extra;
+    b->cap = ncap;
     return 0;
 }
 

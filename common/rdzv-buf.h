@@ -18,10 +18,10 @@ struct rdzv_buf {
 
 /* Make room for at least extra more bytes after len. Returns 0 or -ENOMEM. */
 int rdzv_buf_reserve(struct rdzv_buf *b, size_t extra);
-/* As rdzv_buf_reserve, but a buffer that must grow grows to exactly len + extra (after moving
- * its unread bytes to the front), not to the next power of two: for a caller that knows how much
- * it will hold. 0 or -ENOMEM. */
-int rdzv_buf_reserve_exact(struct rdzv_buf *b, size_t extra);
+/* As rdzv_buf_reserve, for a caller that knows the buffer will hold at most most unread bytes:
+ * a buffer that must grow (its unread bytes first moved to the front) doubles, as there, but
+ * never past most, nor less than extra more. 0 or -ENOMEM. */
+int rdzv_buf_reserve_upto(struct rdzv_buf *b, size_t extra, size_t most);
 /* Append n bytes. Returns 0 or -ENOMEM. */
 int rdzv_buf_put(struct rdzv_buf *b, const void *p, size_t n);
 /* Append printf-formatted text (no NUL counted in len, one written past it). 0 or -ENOMEM. */

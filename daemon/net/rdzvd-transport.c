@@ -754,17 +754,18 @@ void rdzvd_conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
      * most what it holds (or the scratch size, from a small start) per read, so that what it
      * holds follows what the peer sent, not what it announced: a first read of a request
      * announced at 4 MiB reserved all of it (8 MiB, rounded up). A request whose whole length
-     * is known grows to it exactly, never past it: by doubling, a 4 MiB SET held 8 MiB, all
-     * charged to --max-input-bytes. */
+     * is known grows by doubling too, but never past that length: past it, a 4 MiB SET held
+     * 8 MiB, all charged to --max-input-bytes. */
     size_t held = rdzv_buf_avail(&c->in);
-    bool whole = c->need_whole && c->need > held, exact;
+    bool whole = c->need_whole && c->need > held, capped;
 
     if (c->need > held && c->need - held > chunk)
         chunk = c->need - held < held ? c->need - held : held > chunk ? held : chunk;
     else if (whole && c->in.len + chunk > c->in.cap)
         chunk = c->need - held; /* the request's last bytes, not the next one's */
-    exact = whole && c->in.len + chunk > c->in.cap;
-    if ((exact ? rdzv_buf_reserve_exact(&c->in, chunk) : rdzv_buf_reserve(&c->in, chunk)) < 0) {
+    capped = whole && c->in.len + chunk > c->in.cap;
+    if ((capped ? rdzv_buf_reserve_upto(&c->in, chunk, c->need)
+                : rdzv_buf_reserve(&c->in, chunk)) < 0) {
         *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
         return;
     }

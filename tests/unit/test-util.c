@@ -388,6 +388,37 @@ static void test_buf_growth(void)
     rdzv_buf_free(&b);
 }
 
+/* Filled a few bytes at a time up to a length known in advance (a request's, read as a slow
+ * client sends it): the buffer doubles, never past that length, and ends at it exactly. Grown
+ * by exactly what each fill needs, it was copied once per fill. */
+static void test_buf_growth_up_to_a_known_length(void)
+{
+    const size_t most = 3000017, step = 1000;
+    struct rdzv_buf b = {0};
+    unsigned grew = 0;
+
+    ASSERT_OK(rdzv_buf_put(&b, "xyz", 3));
+    rdzv_buf_consume(&b, 1); /* an unread part not at the front: moved there first */
+    while (rdzv_buf_avail(&b) < most) {
+        size_t cap = b.cap, k = most - rdzv_buf_avail(&b) < step ? most - rdzv_buf_avail(&b)
+                                                                  : step;
+
+        ASSERT_OK(rdzv_buf_reserve_upto(&b, k, most));
+        ASSERT_TRUE(b.cap - b.len >= k);
+        ASSERT_LE(b.cap, most);
+        grew += b.cap != cap;
+        memset(b.data + b.len, 'v', k);
+        b.len += k;
+    }
+    ASSERT_EQ(b.cap, most);
+    ASSERT_EQ(memcmp(rdzv_buf_head(&b), "yzv", 3), 0);
+    ASSERT_LE(grew, 20); /* log2(3000017 / 64) + 2 */
+    /* More than most asked: given, never refused. */
+    ASSERT_OK(rdzv_buf_reserve_upto(&b, 10, most));
+    ASSERT_TRUE(b.cap >= most + 10);
+    rdzv_buf_free(&b);
+}
+
 static void test_buf_consume_compact(void)
 {
     struct rdzv_buf b = {0};
@@ -528,6 +559,7 @@ int main(void)
     TEST(test_format_hostport);
     TEST(test_buf_put_and_layout);
     TEST(test_buf_growth);
+    TEST(test_buf_growth_up_to_a_known_length);
     TEST(test_buf_consume_compact);
     TEST(test_get_set_le);
     TEST(test_hash_and_hex);
