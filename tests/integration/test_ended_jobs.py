@@ -19,7 +19,7 @@ from agenttest import AGENT, finish, job_status, start
 from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
                       Peer, join_body, resume)
 from metricstest import daemon_with_metrics, http_get
-from rdzvtest import RDZVD, DaemonTestCase, main, wait_until
+from rdzvtest import RDZVD, DaemonTestCase, main, shut, wait_until
 
 LEAVE = 0xAA
 RDZVCTL = os.environ.get("RDZVCTL") or os.path.join(os.path.dirname(os.path.dirname(RDZVD)),
@@ -42,11 +42,7 @@ class Relay:
         self.cut()
 
     def cut(self):
-        for sock in self.socks:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut(*self.socks, close=False)
         self.socks = []
 
     def accept(self):
@@ -67,12 +63,7 @@ class Relay:
                 dst.sendall(chunk)
         except OSError:
             pass
-        for sock in (src, dst):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        shut(src, dst)
 
 
 class EndedJobs(DaemonTestCase):

@@ -28,7 +28,7 @@ import time
 from authtest import (ERROR, EVENT, HEARTBEAT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, Peer,
                       join_body, read_token, resume, token_file)
 from metricstest import daemon_with_metrics, http_get
-from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main
+from rdzvtest import BUILD_ROOT, HOST, RDZVCTL, DaemonTestCase, main, shut
 
 UNHEALTHY, LEAVE, READY = 0xB4, 0xAA, 0xAB
 AGENT = os.environ.get("RDZV_AGENT") or os.path.join(BUILD_ROOT, "agent", "rdzv-agent")
@@ -84,12 +84,7 @@ class LoseFirstJoined:
                     buf = buf[8 + n:]
         except OSError:
             pass
-        for sock in (src, dst):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        shut(src, dst)
 
 
 class Identity(DaemonTestCase):

@@ -528,6 +528,18 @@ def wait_until(cond, what, timeout=T_REPLY, poll=0.05):
         time.sleep(poll)
 
 
+def shut(*socks, close=True):
+    """Shut each socket down both ways (a relay's other thread then sees its end), and close
+    it unless close is False; a socket already gone is skipped."""
+    for sock in socks:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if close:
+            sock.close()
+
+
 def read_until_closed(sock, timeout=T_REPLY):
     """Everything sock receives until the peer closes it (EOF or reset); AssertionError when it
     is still open after timeout seconds."""
