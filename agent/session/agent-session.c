@@ -264,9 +264,8 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
     a->dropped = a->plain = false;
     memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
     /* Tell the daemon that this node took its round before any worker starts: a node lost from
-     * here on ran in the generation, and its loss is the job's failure, not its host's (issue
-     * 62). Sent only after the start, a worker could be seen running (and its agent killed)
-     * before the daemon heard of it. */
+     * here on ran in the generation, and its loss is the job's failure, not its host's. Sent
+     * after the start, a worker could be seen running before the daemon heard of it. */
     (void)agent_client_send_round_ack(a->client, r->generation);
     if (keep)
         e = agent_session_round_in_place(a, &as);
@@ -477,6 +476,8 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     /* Reconnect here first (with replicas: the leader, as far as we know). */
     a->ep_last = agent_client_endpoint(c);
     a->incarnation = agent_client_incarnation(c);
+    if (resumed) /* this rdzvd runs our generation now (1.20) */
+        a->join.ran_incarnation = a->incarnation;
     (void)uv_timer_stop(&a->leaderless);
     /* Our proof of who we are when we reconnect (a resume, or a spare back after a stall). */
     if (secret[0])
@@ -564,10 +565,9 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
         on_error(NULL, "cannot reconnect to rdzvd", a);
 }
 
-/* A worker reported a step: the node's first ones in this generation go to rdzvd at once (the
- * end of a recovery, in what failures cost the job, is dated by them; the next periodic
- * heartbeat may be heartbeat_s away). As many as it has workers, and one more: in place a
- * survivor may first report the step it was in when the job moved on. */
+/* A worker reported a step: the node's first ones in this generation go to rdzvd at once (they
+ * date the end of a recovery; the next heartbeat may be heartbeat_s away). As many as it has
+ * workers, and one more: in place a survivor may first report the step it was in. */
 void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *ud)
 {
     struct agent_session *a = ud;

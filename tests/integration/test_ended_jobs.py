@@ -51,7 +51,11 @@ class Relay:
                 a, _ = self.lsock.accept()
             except OSError:
                 return
-            u = socket.create_connection(("127.0.0.1", self.upstream))
+            try:
+                u = socket.create_connection(("127.0.0.1", self.upstream))
+            except OSError:  # upstream down (rdzvd restarting): the agent tries again
+                a.close()
+                continue
             self.socks += [u, a]
             threading.Thread(target=self.pipe, args=(a, u), daemon=True).start()
             threading.Thread(target=self.pipe, args=(u, a), daemon=True).start()
@@ -280,6 +284,42 @@ class EndedJobs(DaemonTestCase):
                       "restarted since", err)
         self.assertIsNotNone(d.find_log(r"job=J gen=1 .*it was the job's last node",
                                         since=mark), d.log()[-3000:])
+
+    def test_agent_stopped_after_a_rebuild_is_told_its_job_is_over(self):
+        """The same after an rdzvd restart (1.20): no --state-dir, no end kept. Job J runs on
+        A and B; rdzvd restarts and rebuilds J from their resumes. B is killed, and A stops its
+        worker for the restart and waits for the next round. A's connection (through a relay)
+        is cut: J ends with its last node. A reconnects and JOINs again with no resume, naming
+        the rdzvd that took its resume: it is told J is over, and exits 1. It named the rdzvd
+        before the restart, and was made a new job of J, which waited for a second node."""
+        d = self.daemon("--keep-ended", "0")
+        port = d.port
+        ep = "127.0.0.1:%d" % port
+        relay = Relay(port)
+        self.addCleanup(relay.close)
+        ran = tempfile.mkdtemp(prefix="rdzvtest-ran-")
+        self.addCleanup(shutil.rmtree, ran, True)
+        line = ["--rdzv-id", "J", "--nnodes", "2", "--nproc", "1", "--nccl", "off",
+                "--last-call", "0", "--max-restarts", "3", "--", "/bin/sh", "-c",
+                "touch %s/rank.$RANK && exec sleep 60" % ran]
+        a = start([AGENT, "--endpoint", "127.0.0.1:%d" % relay.port, "--host", "a", *line])
+        b = start([AGENT, "--endpoint", ep, "--host", "b", *line])
+        # Both workers run (each agent got its ROUND) before rdzvd goes.
+        wait_until(lambda: len(os.listdir(ran)) == 2, "both workers started", timeout=30)
+        d.kill()
+        d = self.daemon("--keep-ended", "0", "--port", str(port))
+        d.wait_log(r"job=J gen=1 generation 1 rebuilt; its workers never stopped")
+        os.killpg(b.pid, signal.SIGKILL)
+        wait_until(lambda: (job_status(ep, "J") or {}).get("state") == "forming",
+                   "J forming again", timeout=30)
+        mark = d.mark()
+        relay.cut()
+        d.wait_log(r"job=J gen=1 .*it was the job's last node", since=mark)
+        rc, _, err = finish(a, timeout=15)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("workers of generation 1 stopped; ready for the next round", err)
+        self.assertIn("job 'J' is over: this rdzvd ran a generation of it and has not "
+                      "restarted since", err)
 
     def test_cancelled_job_never_comes_back_to_a_stopped_agent(self):
         """The same for an agent that stopped its worker for a restart (1.20): job J, with
