@@ -30,7 +30,7 @@ static void abandon_fired(uv_timer_t *t)
 {
     struct rdzvd_abandon *a = t->data;
     char run_id[RDZV_ID_MAX + 1], why[RDZV_SUMMARY_MAX + 1];
-    uint64_t since, now = rdzvd_job_now_ms();
+    uint64_t since, now = rdzv_now_ms();
     struct rdzvd_job_input in = {.kind = RDZVD_IN_END_WAITING,
                                  .u.end = {.type = "abandoned", .exit_code = 1}};
     struct rdzvd_job_ready rd;
@@ -44,7 +44,8 @@ static void abandon_fired(uv_timer_t *t)
                  (double)a->after_ms / 1000);
         in.u.end.run_id = run_id;
         in.u.end.why = why;
-        r = rdzvd_job_step(a->h, &in, now, &rd);
+        r = rdzvd_job_step(a->h, &in, (struct rdzvd_job_now){.ms = now, .wall_s = rdzv_wall_s()},
+                           &rd);
         rdzvd_job_advance(&rd);
         a->stepped(a->ud, &rd);
         if (r == 0) {
@@ -99,7 +100,7 @@ void rdzvd_abandon_arm(struct rdzvd_abandon *a)
     due = since + a->after_ms;
     if (a->due_ms && a->due_ms <= due)
         return; /* due first already */
-    now = rdzvd_job_now_ms();
+    now = rdzv_now_ms();
     a->due_ms = due;
     (void)uv_timer_start(&a->timer, abandon_fired, due > now ? due - now : 0, 0);
 }

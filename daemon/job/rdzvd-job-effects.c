@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-effects.c: where the job machine meets the world (rdzvd-job-impl.h, "Effects"): the
- * clocks, the machine's timers, and the outbox (rdzvd-job-sm.h): what the machine sends to
+ * step's time, the machine's timers, and the outbox (rdzvd-job-sm.h): what the machine sends to
  * members' connections and the host's flush, queued during a step and carried out through the
- * host's ops when the step is done; a job's status events and timeline marks, dated by the wall
- * clock (rdzvd_job_note, rdzvd_job_mark). The machine's own files (rdzvd-job-sm.c, -join.c,
- * -report.c, -aside.c, -backoff.c, -progress.c, -straggler.c, -move.c, -ranks.c, -nccl.c,
- * -stall.c) call no uv_*, read no clock and call no op: they come here (tests/layering.py checks
- * it, with tests/layers.txt's "pure:" line). A timer is a due time in its host's set: the host
- * takes each due one back as an input (rdzvd_job_timer_due). What else comes back goes through
- * the job's handlers (struct rdzvd_job_handlers), so this file calls none of theirs. */
+ * host's ops when the step is done; a job's status events and timeline marks, dated by the
+ * step's wall time (rdzvd_job_note, rdzvd_job_mark). It reads no clock either. The machine's own
+ * files (rdzvd-job-sm.c, -join.c, -report.c, -aside.c, -backoff.c, -progress.c, -straggler.c,
+ * -move.c, -ranks.c, -nccl.c, -stall.c) call no uv_*, read no clock and call no op: they come
+ * here (tests/layering.py checks it, with tests/layers.txt's "pure:" line). A timer is a due
+ * time in its host's set: the host takes each due one back as an input (rdzvd_job_timer_due).
+ * What else comes back goes through the job's handlers (struct rdzvd_job_handlers), so this
+ * file calls none of theirs. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,46 +23,16 @@
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-world.h"
 
-/* ---- rdzvd's world (rdzvd-job-world.h): the clocks ---- */
+/* ---- the step's time (rdzvd-job-world.h): the host's steps keep it ---- */
 
-static const struct rdzvd_job_world clock_world = {
-    .now_ms = rdzv_now_ms,
-    .wall_s = rdzv_wall_s,
-};
-
-static const struct rdzvd_job_world *world = &clock_world;
-
-void rdzvd_job_world_set(const struct rdzvd_job_world *w)
+uint64_t rdzvd_job_now_ms(const struct rdzvd_job_host *h)
 {
-    world = w ? w : &clock_world;
+    return h->steps->now.ms;
 }
 
-/* The time of the step under way, as rdzvd_job_step's caller gave it or a timer's step read it
- * once as it fired; 0: none (what a step queued being carried out, or an entry called outside
- * a step: the world's clock). */
-static uint64_t step_now_ms;
-
-uint64_t rdzvd_job_time_enter(uint64_t now_ms)
+double rdzvd_job_wall_s(const struct rdzvd_job_host *h)
 {
-    uint64_t prev = step_now_ms;
-
-    step_now_ms = now_ms;
-    return prev;
-}
-
-void rdzvd_job_time_leave(uint64_t prev)
-{
-    step_now_ms = prev;
-}
-
-uint64_t rdzvd_job_now_ms(void)
-{
-    return step_now_ms ? step_now_ms : world->now_ms();
-}
-
-double rdzvd_job_wall_s(void)
-{
-    return world->wall_s();
+    return h->steps->now.wall_s;
 }
 
 const char *rdzvd_job_strerror(int err)
@@ -78,7 +49,7 @@ void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     char text[RDZV_SUMMARY_MAX + 256]; /* the log gets it whole; status a cut between words */
     va_list ap;
 
-    j->events[i].time = rdzvd_job_wall_s();
+    j->events[i].time = rdzvd_job_wall_s(&j->host);
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
@@ -99,7 +70,7 @@ void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *f
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, text);
+    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(&j->host), j->generation, kind, text);
 }
 
 /* ---- the machine's timers: a due time each, in its host's set (rdzvd-job-world.h) ---- */
@@ -246,11 +217,13 @@ static void timer_stop(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t)
     }
 }
 
-/* Due ms after the step's now; armed again, it goes after every timer armed before. */
-static void timer_start(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t, uint64_t ms)
+/* Due ms after the step's now (h's); armed again, it goes after every timer armed before. */
+static void timer_start(const struct rdzvd_job_host *h, struct rdzvd_job_timer *t, uint64_t ms)
 {
+    struct rdzvd_job_timers *ts = h->timers;
+
     timer_stop(ts, t);
-    t->due_ms = rdzvd_job_now_ms() + ms;
+    t->due_ms = rdzvd_job_now_ms(h) + ms;
     t->seq = ++ts->seq;
     heap_insert(ts, &t->heap);
 }
@@ -333,7 +306,7 @@ void rdzvd_job_timer_close(struct rdzvd_job *j)
 
 void rdzvd_job_timer_start(struct rdzvd_job *j, enum job_timer kind, uint64_t ms)
 {
-    timer_start(j->host.timers, &j->timer, ms);
+    timer_start(&j->host, &j->timer, ms);
     j->timer_armed = true;
     j->timer_kind = kind;
 }
@@ -348,7 +321,7 @@ void rdzvd_job_timer_stop(struct rdzvd_job *j)
 
 uint64_t rdzvd_job_timer_due_in(const struct rdzvd_job *j)
 {
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = rdzvd_job_now_ms(&j->host);
 
     return j->timer.due_ms > now ? j->timer.due_ms - now : 0;
 }
@@ -368,18 +341,18 @@ void rdzvd_member_timer_close(struct rdzvd_member *m, void (*freed)(struct rdzvd
 
 void rdzvd_member_deadline_set(struct rdzvd_member *m, uint64_t ms)
 {
-    timer_start(m->job->host.timers, &m->hb_timer, ms);
+    timer_start(&m->job->host, &m->hb_timer, ms);
 }
 
 void rdzvd_member_deadline_retry(struct rdzvd_member *m)
 {
     /* 1 ms, not 0: a pass over the due timers runs those due at its time, before any poll. */
-    timer_start(m->job->host.timers, &m->hb_timer, 1);
+    timer_start(&m->job->host, &m->hb_timer, 1);
 }
 
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m)
 {
-    return m->hb_timer.due_ms && m->hb_timer.due_ms <= rdzvd_job_now_ms();
+    return m->hb_timer.due_ms && m->hb_timer.due_ms <= rdzvd_job_now_ms(&m->job->host);
 }
 
 /* ---- the outbox: what the machine sends, carried out once its step is done ---- */
@@ -504,7 +477,8 @@ static void carry(struct rdzvd_job_effect *e)
                                  e->u.nccl.store ? e->u.nccl.allow : NULL) < 0) {
             struct rdzvd_member *m = e->u.nccl.m;
 
-            m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer, world->now_ms());
+            m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer,
+                                          m->job->host.steps->now);
         }
         break;
     case EFF_CLOSE:

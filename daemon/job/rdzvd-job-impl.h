@@ -272,24 +272,21 @@ extern struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_P
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
 /* Effects (rdzvd-job-effects.c): everything the machine's files do to the world, the only
- * place they read a clock, call libuv or call the host's ops. */
-/* The clocks (rdzvd_job_now_ms, rdzvd_job_wall_s) are the world's (rdzvd-job-world.h): rdzvd's,
- * or a test's. The timers are due times in the host's set (j->host.timers). */
+ * place they call libuv or call the host's ops. No file of the machine reads a clock: the time
+ * is the step's (rdzvd_job_now_ms, rdzvd_job_wall_s: rdzvd-job-world.h). The timers are due
+ * times in the host's set (j->host.timers). */
 /* A libuv error's text. */
 const char *rdzvd_job_strerror(int err);
-/* The machine's "now" (rdzvd_job_now_ms) is now_ms from _enter until _leave(its return): the
- * time rdzvd_job_step was given, for the step's own decisions; the world's clock outside. */
-uint64_t rdzvd_job_time_enter(uint64_t now_ms);
-void rdzvd_job_time_leave(uint64_t prev);
 /* What comes back from the outbox on the machine's side: an NCCL_REQUEST it could not queue,
- * at now_ms by the world's clock; and the job's memory to free once its timer is closed. One
- * table, rdzvd-job-step.c's: the first comes back into the machine as an input of
+ * at now, the time of the step that queued it; and the job's memory to free once its timer is
+ * closed. One table, rdzvd-job-step.c's: the first comes back into the machine as an input of
  * rdzvd_job_step. */
 struct rdzvd_job_handlers {
     void (*freed)(struct rdzvd_job *j);
     /* The NCCL_REQUEST of generation gen could not be queued on m's connection peer (the
      * outbox's report, after the step that asked; m may be on another connection by then). */
-    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer, uint64_t now_ms);
+    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer,
+                        struct rdzvd_job_now now);
 };
 /* The job's one timer (enum job_timer), due ms after the step's now: close once, then its
  * memory goes when the host reaps the closed timers (handlers->freed). */

@@ -452,7 +452,7 @@ void rdzvd_job_save_back(struct rdzvd_job *j)
 void rdzvd_job_save_leaving(struct rdzvd_job *j)
 {
     if (j->host.record_table)
-        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s() * 1000));
+        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s(&j->host) * 1000));
 }
 
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,

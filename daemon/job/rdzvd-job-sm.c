@@ -64,7 +64,7 @@ void rdzvd_job_free(struct rdzvd_job *j)
         if (j->had_member)
             rdzvd_job_save_leaving(j);
         j->host.keep_waiting(j->host.ended, j->run_id,
-                             j->had_member || !j->waiting_since_ms ? rdzvd_job_now_ms()
+                             j->had_member || !j->waiting_since_ms ? rdzvd_job_now_ms(&j->host)
                                                                    : j->waiting_since_ms,
                              j->state == JOB_RUNNING && !j->store_addr[0] ? j->store_port : 0);
     }
@@ -76,7 +76,7 @@ void rdzvd_job_free(struct rdzvd_job *j)
 /* The job is over: tell every member how it ended. */
 void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
 {
-    double now_s = rdzvd_job_wall_s();
+    double now_s = rdzvd_job_wall_s(&j->host);
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
     struct rdzv_cost cost;
@@ -131,7 +131,7 @@ void rdzvd_member_deadline(struct rdzvd_member *m, size_t unread)
     snprintf(why, sizeof(why),
              m->peer ? "sent no heartbeat for %.1f s" : "did not reconnect within %.1f s",
              (double)m->job->hb_timeout_ms / 1000);
-    m->lost_since_s = rdzvd_job_wall_s() - (double)m->job->hb_timeout_ms / 1000;
+    m->lost_since_s = rdzvd_job_wall_s(&m->job->host) - (double)m->job->hb_timeout_ms / 1000;
     member_lost(m, why);
 }
 
@@ -173,7 +173,7 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
         job_not_recorded(j, "formed", r);
         return;
     }
-    j->formed_ms = rdzvd_job_now_ms();
+    j->formed_ms = rdzvd_job_now_ms(&j->host);
     rdzvd_job_note(j, false,
                    "generation %" PRIu64 " formed: %" PRId64 " nodes, world size %" PRId64
                    ", store on %s%s%s%u%s%.0u%s, restart %" PRId64 " of %" PRId64,
@@ -476,7 +476,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         snprintf(why, sizeof(why),
                  "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
                  j->restart_count, j->max_restarts);
-        rdzvd_timeline_failed(&j->timeline, rdzvd_job_wall_s(), cause_s);
+        rdzvd_timeline_failed(&j->timeline, rdzvd_job_wall_s(&j->host), cause_s);
         rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;
     }
@@ -500,8 +500,8 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
         j->inplace ? "re-forming in place" : "restarting", j->generation, j->restart_count,
         j->max_restarts, counted ? "" : ", not counted: ", counted ? "" : uncounted, summary,
         backoff ? delay : "");
-    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), j->generation, kind, summary);
-    rdzvd_timeline_recovery_start(&j->timeline, rdzvd_job_wall_s(), j->generation,
+    rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(&j->host), j->generation, kind, summary);
+    rdzvd_timeline_recovery_start(&j->timeline, rdzvd_job_wall_s(&j->host), j->generation,
                                   slow    ? RDZV_MARK_STRAGGLER
                                   : aside ? RDZV_MARK_PUT_ASIDE
                                           : kind,
@@ -606,7 +606,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         return NULL;
     if (rdzvd_job_index_init(j) < 0)
         goto out_free;
-    rdzvd_timeline_init(&j->timeline, rdzvd_job_wall_s());
+    rdzvd_timeline_init(&j->timeline, rdzvd_job_wall_s(h));
     rdzvd_job_timer_init(j);
     j->host = *h;
     memcpy(j->run_id, jn->run_id, sizeof(j->run_id));
@@ -622,7 +622,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         rdzvd_job_settings_set(j, &own);
     }
     j->median_compute_ms = -1;
-    j->created_ms = rdzvd_job_now_ms();
+    j->created_ms = rdzvd_job_now_ms(h);
     if (h->take_waiting && h->ended)
         j->waiting_since_ms = h->take_waiting(h->ended, jn->run_id);
     rdzv_list_init(&j->members);
@@ -806,7 +806,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     snprintf(m->secret, sizeof(m->secret), "%s", secret);
     m->node_rank = -1;
     m->prev_rank = -1;
-    m->joined_ms = m->last_seen_ms = rdzvd_job_now_ms();
+    m->joined_ms = m->last_seen_ms = rdzvd_job_now_ms(&j->host);
     rdzvd_member_timer_init(m);
     if (rdzvd_member_index(m) < 0) {
         rdzvd_member_timer_close(m, member_freed);
@@ -999,13 +999,13 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     }
     switch (mv->kind) { /* a recovery's points (rdzvd_job_restart begins it, at STOP) */
     case JOB_MOVE_STOPPED:
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_STOPPED, rdzvd_job_wall_s());
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_STOPPED, rdzvd_job_wall_s(&j->host));
         break;
     case JOB_MOVE_CLOSE:
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_RENDEZVOUS, rdzvd_job_wall_s());
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_RENDEZVOUS, rdzvd_job_wall_s(&j->host));
         break;
     case JOB_MOVE_FORM:
-        rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzvd_job_wall_s());
+        rdzvd_job_recovery_point(j, RDZV_RECOVERY_SENT, rdzvd_job_wall_s(&j->host));
         j->aside_cause = j->straggler_cause = false;
         break;
     default:
@@ -1013,20 +1013,21 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     }
     switch (mv->kind) { /* the timeline's bands: a generation runs from FORM to STOP or END */
     case JOB_MOVE_FORM:
-        rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(), j->generation,
+        rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(&j->host), j->generation,
                                   j->round.world_size, j->round.nnodes);
         break;
     case JOB_MOVE_RESTORE:
-        rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(), mv->generation, RDZV_MARK_LEADER,
+        rdzvd_timeline_mark(&j->timeline, rdzvd_job_wall_s(&j->host), mv->generation,
+                            RDZV_MARK_LEADER,
                             "rebuilt from its record by this rdzvd (a leader change, or rdzvd "
                             "restarted)");
         if (to == JOB_RUNNING) /* its sizes are the record's */
-            rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(), mv->generation,
+            rdzvd_timeline_band_start(&j->timeline, rdzvd_job_wall_s(&j->host), mv->generation,
                                       mv->world_size, mv->nnodes);
         break;
     case JOB_MOVE_STOP:
     case JOB_MOVE_END:
-        rdzvd_timeline_band_end(&j->timeline, rdzvd_job_wall_s());
+        rdzvd_timeline_band_end(&j->timeline, rdzvd_job_wall_s(&j->host));
         break;
     default:
         break;
@@ -1076,9 +1077,9 @@ int64_t rdzvd_job_startup_fail_ms = RDZVD_JOB_STARTUP_FAIL_MS;
 
 /* rdzvd's wall clock in unix ms: failures are dated by it, and the dates are recorded, so that a
  * restarted rdzvd (or the next leader) counts the same window. */
-static int64_t wall_ms(void)
+static int64_t wall_ms(const struct rdzvd_job *j)
 {
-    return (int64_t)(rdzvd_job_wall_s() * 1000);
+    return (int64_t)(rdzvd_job_wall_s(&j->host) * 1000);
 }
 
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
@@ -1139,7 +1140,7 @@ static void fail_keep(struct rdzvd_job_record_hist *h, const struct rdzvd_job_re
 
 void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
 {
-    int64_t now = wall_ms();
+    int64_t now = wall_ms(j);
 
     free(j->hist);
     j->hist = rec->hist;
@@ -1306,7 +1307,7 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
 
     if (!h)
         return RDZVD_ASIDE_NOT;
-    now = f.ms ? f.ms : wall_ms();
+    now = f.ms ? f.ms : wall_ms(j);
     f.ms = now;
     snprintf(h->host, sizeof(h->host), "%s", m->join.host);
     other = rank_followed(j, h, &f, now);
@@ -1376,7 +1377,7 @@ static bool ran_past_startup(const struct rdzvd_member *m)
     if (m->ran_gen != j->generation)
         return false;
     if (!j->formed_ms ||
-        (int64_t)(rdzvd_job_now_ms() - j->formed_ms) >= rdzvd_job_startup_fail_ms)
+        (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) >= rdzvd_job_startup_fail_ms)
         return true;
     for (int64_t r = 0; r < m->join.nproc; r++)
         if (rdzvd_member_rank_progressed(m, r))
@@ -1389,7 +1390,7 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
     struct rdzvd_job *j = m->job;
     bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
                   !ran_past_startup(m);
-    struct rdzvd_job_record_fail f = {.ms = wall_ms(), .rank = -1, .local_rank = -1,
+    struct rdzvd_job_record_fail f = {.ms = wall_ms(j), .rank = -1, .local_rank = -1,
                                       .world_size = RDZVD_FAIL_UNRAN, .node = true};
     struct rdzvd_job_record_hist *h;
     int64_t n;
@@ -1436,7 +1437,7 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
 bool rdzvd_member_scale_up_now(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
-    int64_t n = host_unran(j, m->join.host, wall_ms());
+    int64_t n = host_unran(j, m->join.host, wall_ms(j));
 
     if (n > 0) {
         log_info("job=%s gen=%" PRIu64 " node=%s is not taken in now (--scale-up now): its "
@@ -1696,9 +1697,10 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
 {
     RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = rdzvd_job_now_ms(&j->host);
     size_t nproc = (size_t)m->join.nproc;
-    double wall = rdzvd_job_wall_s(), first = 0; /* a recovery's first step: its earliest report */
+    double wall = rdzvd_job_wall_s(&j->host);
+    double first = 0; /* a recovery's first step: its earliest report */
 
     if (hb->generation == j->generation && m->node_rank >= 0 && m->ran_gen != hb->generation) {
         m->ran_gen = hb->generation; /* its agent took the ROUND: its workers start */
@@ -1751,7 +1753,7 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
                 first = at;
         }
         if (m->node_rank == 0 && p->local_rank == 0) /* rank 0: the job's steps per second */
-            rdzvd_timeline_step(&m->job->timeline, rdzvd_job_wall_s() - (double)p->age_ms / 1000,
+            rdzvd_timeline_step(&m->job->timeline, wall - (double)p->age_ms / 1000,
                                 p->step);
     }
     if (first > 0 && j->state == JOB_RUNNING)
@@ -1914,7 +1916,7 @@ out_free:
 
 uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted)
 {
-    uint64_t now = rdzvd_job_now_ms(), ms = 0;
+    uint64_t now = rdzvd_job_now_ms(&j->host), ms = 0;
 
     if (j->formed_ms && now - j->formed_ms >= RDZVD_JOB_BACKOFF_RESET_MS)
         j->backoff_step = 0; /* it ran healthy a while */
@@ -1935,7 +1937,7 @@ uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j)
 
     if (!j->backoff_until_ms)
         return 0;
-    now = rdzvd_job_now_ms();
+    now = rdzvd_job_now_ms(&j->host);
     if (now < j->backoff_until_ms)
         return j->backoff_until_ms - now;
     j->backoff_until_ms = 0;
@@ -1950,7 +1952,7 @@ uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j)
 
 void rdzvd_member_mark_stall(struct rdzvd_member *m)
 {
-    m->stall_ms = m->job->stall_ms = rdzvd_job_now_ms();
+    m->stall_ms = m->job->stall_ms = rdzvd_job_now_ms(&m->job->host);
 }
 
 
@@ -1978,7 +1980,7 @@ static bool job_ran_late(struct rdzvd_job *j)
 bool rdzvd_member_stalled(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
-    uint64_t now = rdzvd_job_now_ms(), hb = (uint64_t)j->hb_timeout_ms;
+    uint64_t now = rdzvd_job_now_ms(&j->host), hb = (uint64_t)j->hb_timeout_ms;
 
     rdzvd_member_check_stall(m);
     if (m->stall_ms && now - m->stall_ms < hb)
@@ -1994,7 +1996,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m)
 void rdzvd_member_seen(struct rdzvd_member *m)
 {
     RDZVD_JOB_STEP(&m->job->host);
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = rdzvd_job_now_ms(&m->job->host);
 
     rdzvd_member_check_stall(m);
     /* Nothing read from m for a heartbeat timeout (its agent heartbeats several times in one):

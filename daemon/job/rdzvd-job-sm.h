@@ -31,6 +31,7 @@
 
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
+#include "daemon/job/rdzvd-job-world.h"
 
 struct rdzvd_journal;
 
@@ -94,6 +95,10 @@ struct rdzvd_job_steps {
     struct rdzvd_job_outbox *out; /* the outermost step's, or the one carried out; NULL: none */
     unsigned depth;               /* steps open (a step may call another: one outbox) */
     bool draining;                /* carrying out: a step begun now adds to the same pass */
+    /* The time of the last step (rdzvd_job_step's now), which the machine reads, and what the
+     * step queued is carried out at. An entry called outside any step (the unit tests) reads
+     * it as its host set it last. */
+    struct rdzvd_job_now now;
 };
 
 /* What a job needs of its host; copied into each job. */
@@ -123,9 +128,10 @@ struct rdzvd_job_host {
      * that ended here: it is told so, never rebuilt from its word (job_restore). */
     uint64_t incarnation;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
-    /* How a job ended, as the job table kept it (rdzvd-job-ends.h), handed to keep_end(ended, e)
-     * by rdzvd_jobs_rebuild; NULL: not read. */
-    void (*keep_end)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job_end *e);
+    /* How a job ended, as the job table kept it (rdzvd-job-ends.h), handed to
+     * keep_end(ended, e, now) by rdzvd_jobs_rebuild at the step's time; NULL: not read. */
+    void (*keep_end)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job_end *e,
+                     struct rdzvd_job_now now);
     /* A job whose last member is gone before it ended keeps its record (it lives until the job
      * ends: its agents may come back): keep_waiting(ended, run_id, since_ms), waiting for its
      * nodes since since_ms (rdzvd_job_now_ms). So are the records rdzvd_jobs_rebuild does not
@@ -250,15 +256,15 @@ struct rdzvd_job_ready {
     /* Timers were closed: the memory of what held them (a job, a member) is freed by a REAP
      * input once the host's loop turn is done (callbacks of the turn may still name them). */
     bool reap;
-    uint64_t now_prev_;             /* the time of the step it was taken in, if any */
 };
 
-/* Take in one input at now_ms (the monotonic clock, never 0): decide, record, and queue what
- * goes out; the step reads no clock of its own.
+/* Take in one input at now (both clocks, as the host read them; now.ms never 0): decide,
+ * record, and queue what goes out; the step reads no clock of its own, and the host's steps
+ * keep now (struct rdzvd_job_steps).
  * Returns ready->rc. The caller writes the answers it owes the input's connection (a HEARTBEAT's)
  * and then calls rdzvd_job_advance(ready), which carries out what the step queued, in order. */
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
-                   uint64_t now_ms, struct rdzvd_job_ready *ready);
+                   struct rdzvd_job_now now, struct rdzvd_job_ready *ready);
 void rdzvd_job_advance(struct rdzvd_job_ready *ready);
 
 /* One thing a Ready's outbox holds, as the adapter and the tests read it: what goes to one

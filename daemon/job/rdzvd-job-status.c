@@ -77,10 +77,10 @@ static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rd
     return 0;
 }
 
-/* j's status into sj; with_timeline: with its timeline too; brief: without its nodes and ranks
- * (a line of a list). */
-static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_status_job *sj,
-                      bool with_timeline, bool brief)
+/* j's status into sj at now (wall_s: the wall clock's now); with_timeline: with its timeline
+ * too; brief: without its nodes and ranks (a line of a list). */
+static int job_status(const struct rdzvd_job *j, uint64_t now, double wall_s,
+                      struct rdzv_status_job *sj, bool with_timeline, bool brief)
 {
     struct rdzv_status_timeline tl;
     struct rdzv_cost c;
@@ -111,7 +111,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
     r = brief ? 0 : rdzvd_job_progress_status(j, now, sj);
     if (r < 0)
         return r;
-    sj->steps_per_second = rdzvd_timeline_status(&j->timeline, rdzvd_job_wall_s(), &tl);
+    sj->steps_per_second = rdzvd_timeline_status(&j->timeline, wall_s, &tl);
     sj->rate_known = sj->steps_per_second >= 0;
     if (!sj->rate_known)
         sj->steps_per_second = 0;
@@ -121,7 +121,7 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, struct rdzv_statu
             return r;
         *sj->timeline = tl;
         sj->timeline->cost[0] = '\0';
-        if (rdzv_cost_of(&tl, j->state == JOB_ENDED ? j->ended_s : rdzvd_job_wall_s(), &c) == 0 &&
+        if (rdzv_cost_of(&tl, j->state == JOB_ENDED ? j->ended_s : wall_s, &c) == 0 &&
             rdzv_cost_format(&c, sj->timeline->cost, sizeof(sj->timeline->cost)) < 0)
             sj->timeline->cost[0] = '\0';
     }
@@ -265,7 +265,7 @@ bool rdzvd_waiting_jobs_first(const struct rdzvd_ended_jobs *e, char run_id[RDZV
     return true;
 }
 
-/* Since when run_id waits for its nodes (rdzvd_job_now_ms()'s clock): its note (*noted), else start
+/* Since when run_id waits for its nodes (the monotonic clock): its note (*noted), else start
  * (a record this rdzvd found and has not noted: a follower's, or rebuilt and in memory). */
 static uint64_t waiting_since(const struct rdzvd_ended_jobs *e, const char *run_id,
                               uint64_t start_ms, bool *noted)
@@ -310,15 +310,16 @@ static int waiting_scan_one(const uint8_t *key, size_t klen, void *ud)
     return 0;
 }
 
-/* The waiting job run_id as its record in t has it, into sj. */
+/* The waiting job run_id as its record in t has it, into sj, at now. */
 static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t since_ms,
-                           uint64_t now, uint64_t abandon_ms, struct rdzv_status_job *sj)
+                           struct rdzvd_job_now now, uint64_t abandon_ms,
+                           struct rdzv_status_job *sj)
 {
     char until[80] = "";
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzv_status_event *ev = &sj->events[0];
-    double ago = now > since_ms ? (double)(now - since_ms) / 1000 : 0;
-    time_t since = (time_t)(rdzvd_job_wall_s() - ago);
+    double ago = now.ms > since_ms ? (double)(now.ms - since_ms) / 1000 : 0;
+    time_t since = (time_t)(now.wall_s - ago);
     char when[32] = "?";
     struct tm tm;
 
@@ -336,7 +337,7 @@ static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t s
     sj->age_s = ago;
     sj->duration_s = sj->ended_age_s = -1;
     sj->n_events = 1;
-    ev->time = rdzvd_job_wall_s() - ago;
+    ev->time = now.wall_s - ago;
     if (gmtime_r(&since, &tm))
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
     if (abandon_ms) {
@@ -354,10 +355,9 @@ static void waiting_status(struct rdzvd_store *t, const char *run_id, uint64_t s
 
 int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
                              const struct rdzv_list *jobs, const struct rdzvd_ended_jobs *e,
-                             uint64_t start_ms)
+                             uint64_t start_ms, struct rdzvd_job_now now)
 {
     struct waiting_scan w = {.jobs = jobs};
-    uint64_t now = rdzvd_job_now_ms();
     struct rdzv_status_job *sj;
     int r = 0;
 
@@ -431,7 +431,7 @@ static void ended_trim_timelines(struct rdzvd_ended_jobs *e)
 
 void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
 {
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = rdzvd_job_now_ms(&j->host);
     struct ended_job *x;
     double ago_s;
 
@@ -440,7 +440,7 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     if (e->max == 0 || e->keep_ms == 0)
         return;
     x = calloc(1, sizeof(*x));
-    if (!x || job_status(j, now, &x->st, true, false) < 0) {
+    if (!x || job_status(j, now, rdzvd_job_wall_s(&j->host), &x->st, true, false) < 0) {
         if (x)
             rdzv_status_job_free_arrays(&x->st);
         free(x);
@@ -453,7 +453,7 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     x->st.nodes = NULL;
     x->st.ranks = NULL;
     x->st.n_nodes = x->st.n_ranks = 0;
-    ago_s = rdzvd_job_wall_s() - j->ended_s; /* it ended before its last member went */
+    ago_s = rdzvd_job_wall_s(&j->host) - j->ended_s; /* it ended before its last member went */
     x->ended_ms = ago_s > 0 && ago_s * 1000 < (double)now ? now - (uint64_t)(ago_s * 1000) : now;
     x->ended_s = j->ended_s;
     x->st.duration_s = (double)(now - j->created_ms) / 1000;
@@ -464,10 +464,11 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
     ended_trim_timelines(e);
 }
 
-void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end)
+void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end,
+                                   struct rdzvd_job_now at)
 {
-    uint64_t now = rdzvd_job_now_ms(), ago_ms;
-    double ago_s = rdzvd_job_wall_s() - end->ended_s;
+    uint64_t now = at.ms, ago_ms;
+    double ago_s = at.wall_s - end->ended_s;
     struct rdzv_list *pos;
     struct ended_job *x;
 
@@ -543,9 +544,9 @@ int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t g
 }
 
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
-                            bool resume, char *err, size_t errlen)
+                            bool resume, struct rdzvd_job_now at, char *err, size_t errlen)
 {
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = at.ms;
     struct rdzv_list *pos;
 
     if (!e)
@@ -574,7 +575,7 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
             return 0;
         }
         rdzvd_job_ended_line(err, errlen, run_id, x->st.outcome_type, x->st.outcome_exit_code,
-                             rdzvd_job_wall_s() - (double)(now - x->ended_ms) / 1000,
+                             at.wall_s - (double)(now - x->ended_ms) / 1000,
                              x->st.outcome_summary);
         return -EBUSY;
     }
@@ -600,9 +601,9 @@ static void ended_status(const struct ended_job *x, uint64_t now, bool brief,
 
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
                       const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
-                      struct rdzv_status *ret)
+                      struct rdzvd_job_now at, struct rdzv_status *ret)
 {
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = at.ms;
     struct rdzv_status st = {.port = info->port,
                              .uptime_s = (double)(now - info->start_ms) / 1000,
                              .connections = info->nconns,
@@ -658,7 +659,8 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
             break;
         if (!sel_match(sel, j->run_id))
             continue;
-        r = job_status(j, now, &st.jobs[n], n < RDZV_STATUS_TIMELINES && !brief, brief);
+        r = job_status(j, now, at.wall_s, &st.jobs[n], n < RDZV_STATUS_TIMELINES && !brief,
+                       brief);
         n++;
         if (r < 0)
             goto out_free;

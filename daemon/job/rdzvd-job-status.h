@@ -2,7 +2,8 @@
 /* rdzvd-job-status.h: the daemon's status (struct rdzv_status, proto/rdzv-status.h) made from the
  * server's counters and the job state machine's jobs: what rdzvctl status, the STATUS reply,
  * /status.json, the status page and /metrics show (through rdzvd_jobs_status(), rdzvd-job.h).
- * Reads the job state machine's structs; changes nothing but the ended jobs it keeps.
+ * Reads the job state machine's structs; changes nothing but the ended jobs it keeps. Reads no
+ * clock: the time is its caller's (struct rdzvd_job_now), or the step's that adds a job.
  *
  * Ownership: the caller owns what it gets (rdzv_status_free). Threads: the loop thread (a
  * connection's read callback, an HTTP request). Errors: -ENOMEM. */
@@ -13,6 +14,7 @@
 
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
+#include "daemon/job/rdzvd-job-world.h"
 
 struct rdzvd_server_info;
 struct rdzvd_job;
@@ -49,9 +51,10 @@ void rdzvd_ended_jobs_free(struct rdzvd_ended_jobs *e);
 void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j);
 struct rdzvd_job_end;
 /* A job's end as its job table kept it (rdzvd-job-ends.h), read by a restarted rdzvd or a new
- * leader: kept as rdzvd_ended_jobs_add keeps an ended job (its outcome, generation and
+ * leader at now: kept as rdzvd_ended_jobs_add keeps an ended job (its outcome, generation and
  * restarts; no events, no timeline), unless it expired, or e holds it already. */
-void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end);
+void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzvd_job_end *end,
+                                   struct rdzvd_job_now now);
 /* A new agent's JOIN to run_id, whose job has ended: when the newest job of run_id kept in e (not
  * expired) failed or succeeded (cancelled and abandoned are not: a scheduler requeues a job under
  * the same id, a new job), err gets the one line its agent is refused with (rdzvd_job_ended_line)
@@ -62,9 +65,9 @@ void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzv
  * run) is refused; 0: not said (an agent before 1.12: refused). resume: the agent's workers ran
  * a job of run_id; one that ended before the agent started was an earlier run, the same as for a
  * JOIN; else it is refused whatever its outcome, cancelled and abandoned too. A scan of the kept
- * jobs: a new job's first JOIN only. */
+ * jobs: a new job's first JOIN only, at now (its step's). */
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
-                            bool resume, char *err, size_t errlen);
+                            bool resume, struct rdzvd_job_now now, char *err, size_t errlen);
 /* The line for a JOIN to job run_id that ended as type (exit code, at ended_s unix seconds, root
  * cause summary): its outcome, when, and what to do (a new --rdzv-id), into err. */
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
@@ -96,11 +99,11 @@ struct rdzvd_store;
 /* The jobs recorded in the job table t that are not in memory (no member connected since an
  * rdzvd restart or a leader change, or all of them gone), appended to st as state "waiting",
  * with their record's generation and restarts and one event: "waiting for its nodes since ...".
- * start_ms: rdzvd's start (the since of a record this rdzvd never held in memory). 0 or -ENOMEM
- * (st unchanged). */
+ * start_ms: rdzvd's start (the since of a record this rdzvd never held in memory); now: the
+ * time to show them at. 0 or -ENOMEM (st unchanged). */
 int rdzvd_status_add_waiting(struct rdzv_status *st, struct rdzvd_store *t,
                              const struct rdzv_list *jobs, const struct rdzvd_ended_jobs *e,
-                             uint64_t start_ms);
+                             uint64_t start_ms, struct rdzvd_job_now now);
 /* The run ids of the job table t's records whose job is not in jobs: *ids (free it; NULL when
  * none) and *n. 0 or -ENOMEM. */
 int rdzvd_job_records_unloaded(struct rdzvd_store *t, const struct rdzv_list *jobs,
@@ -118,8 +121,8 @@ struct rdzvd_status_sel {
 /* The server's counters (info), and per job of jobs (struct rdzvd_job nodes) its state,
  * generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
  * events, then the ended jobs of ended (NULL: none) not expired yet; only those sel selects (its
- * counts set) when sel is not NULL. On success *ret owns its arrays (rdzv_status_free); -ENOMEM
- * leaves it untouched. */
+ * counts set) when sel is not NULL; ages and rates as of now. On success *ret owns its arrays
+ * (rdzv_status_free); -ENOMEM leaves it untouched. */
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
                       const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
-                      struct rdzv_status *ret);
+                      struct rdzvd_job_now now, struct rdzv_status *ret);

@@ -147,11 +147,11 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
 }
 
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
-                   uint64_t now_ms, struct rdzvd_job_ready *rd)
+                   struct rdzvd_job_now now, struct rdzvd_job_ready *rd)
 {
     struct rdzvd_job_input due;
 
-    rd->now_prev_ = rdzvd_job_time_enter(now_ms);
+    jobs->steps->now = now;
     rd->rc = 0;
     rd->err[0] = rd->warning[0] = '\0';
     rd->member = NULL;
@@ -196,11 +196,10 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     return rd->rc;
 }
 
-/* What the step queued is carried out on the world's clock: a step begun meanwhile (a connection
- * closing) has a time of its own. */
+/* What the step queued is carried out at the step's time: a step begun meanwhile (a connection
+ * closing) brings a time of its own. */
 void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 {
-    rdzvd_job_time_leave(rd->now_prev_);
     rdzvd_job_ready_close(rd);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     rd->reap = !rdzv_list_empty(&rd->timers_->closing);
@@ -208,20 +207,22 @@ void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 
 /* An NCCL_REQUEST the outbox could not queue, as rdzvd-job-effects.c reports it: an input of a
  * step of its own. */
-static void input_step(struct rdzvd_job *j, const struct rdzvd_job_input *in, uint64_t now_ms)
+static void input_step(struct rdzvd_job *j, const struct rdzvd_job_input *in,
+                       struct rdzvd_job_now now)
 {
     struct rdzvd_job_ready rd;
 
-    rdzvd_job_step(&j->host, in, now_ms, &rd);
+    rdzvd_job_step(&j->host, in, now, &rd);
     rdzvd_job_advance(&rd);
 }
 
-static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer, uint64_t now_ms)
+static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer,
+                              struct rdzvd_job_now now)
 {
     struct rdzvd_job_input in = {.kind = RDZVD_IN_NCCL_UNSENT, .member = m,
                                  .u.nccl_unsent = {.generation = gen, .peer = peer}};
 
-    input_step(m->job, &in, now_ms);
+    input_step(m->job, &in, now);
 }
 
 /* Every job's, given at its making (rdzvd_job_new). */
@@ -656,7 +657,7 @@ static int keep_end(const struct rdzvd_job_end *e, void *ud)
 {
     const struct rdzvd_job_host *h = ud;
 
-    h->keep_end(h->ended, e);
+    h->keep_end(h->ended, e, h->steps->now);
     return 0;
 }
 
@@ -688,7 +689,7 @@ void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
      * time counted afresh. */
     if (job_rebuild_recorded(h, run_id) && h->keep_waiting && h->ended &&
         !rdzvd_job_find(h->jobs, run_id))
-        h->keep_waiting(h->ended, run_id, rdzvd_job_now_ms(), 0);
+        h->keep_waiting(h->ended, run_id, rdzvd_job_now_ms(h), 0);
 }
 
 void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
@@ -931,7 +932,7 @@ static int check_recorded_end(struct join_req *q)
     if (!q->h->record_table ||
         rdzvd_job_ends_foreach(q->h->record_table, end_find_one, &f) < 0 || !f.found)
         return 0;
-    ago = rdzvd_job_wall_s() - f.e.ended_s;
+    ago = rdzvd_job_wall_s(q->h) - f.e.ended_s;
     if (q->jn->age_ms > 0 && (double)q->jn->age_ms / 1000 < ago)
         return 0;
     rdzvd_job_ended_line(q->err, q->errlen, q->jn->run_id, f.e.type, f.e.exit_code,
@@ -993,7 +994,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (!j && (!jn->resume.generation || q->rec_r < 0)) {
         err[0] = '\0';
         r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id, jn->age_ms, jn->resume.generation != 0,
-                                    err, errlen);
+                                    h->steps->now, err, errlen);
         if (r < 0)
             return r;
         if (err[0]) /* a new run of a job that ended */
@@ -1198,7 +1199,7 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
     /* Nobody to tell now, its record to end, and how it ended kept for its agents that come
      * back (P6). */
     memcpy(end.run_id, rec.run_id, sizeof(end.run_id));
-    rdzvd_job_end_set(&end.end, rec.run_id, type, exit_code, why, rdzvd_job_wall_s(),
+    rdzvd_job_end_set(&end.end, rec.run_id, type, exit_code, why, rdzvd_job_wall_s(h),
                       rec.generation, rec.restart_count);
     rdzvd_job_record_clear(&rec);
     if ((r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
@@ -1209,7 +1210,7 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
     if (h->take_waiting && h->ended)
         (void)h->take_waiting(h->ended, run_id);
     if (h->keep_end && h->ended)
-        h->keep_end(h->ended, &end.end);
+        h->keep_end(h->ended, &end.end, h->steps->now);
     return 0;
 }
 
@@ -1262,7 +1263,7 @@ bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms)
     struct rdzvd_member *m;
 
     if (j->state != JOB_ENDED || age_ms <= 0 ||
-        (double)age_ms / 1000 >= rdzvd_job_wall_s() - j->ended_s)
+        (double)age_ms / 1000 >= rdzvd_job_wall_s(&j->host) - j->ended_s)
         return false;
     for_each_member(j, m, pos, tmp) if (m->peer) return false;
     rdzvd_job_note(j, false, "an agent started after the job ended: a new run");
@@ -1342,7 +1343,8 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank, 
     const struct rdzvd_job *j = m->job;
 
     return j->formed_ms &&
-           (int64_t)(rdzvd_job_now_ms() - j->formed_ms) < rdzvd_job_startup_fail_ms + extra_ms &&
+           (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) <
+               rdzvd_job_startup_fail_ms + extra_ms &&
            !rdzvd_member_rank_progressed(m, local_rank);
 }
 
@@ -1352,7 +1354,7 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank, 
  * that puts nobody aside restarts at once. */
 static void startup_grace(struct rdzvd_job *j)
 {
-    int64_t grace = (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
+    int64_t grace = (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms);
 
     if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)
         grace = RDZVD_JOB_STARTUP_GRACE_MIN_MS;
@@ -1397,8 +1399,8 @@ static bool errors_alike(const char *a, const char *b)
 static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_exit *w)
 {
     struct rdzvd_job *j = m->job;
-    int64_t since =
-        (int64_t)(rdzvd_job_wall_s() * 1000) - (int64_t)(rdzvd_job_now_ms() - j->formed_ms);
+    int64_t since = (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) -
+                    (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms);
     struct rdzvd_job_record_hist *before;
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
@@ -1851,7 +1853,7 @@ void rdzvd_member_straggler_check(struct rdzvd_member *m)
 {
     RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
-    uint64_t now = rdzvd_job_now_ms();
+    uint64_t now = rdzvd_job_now_ms(&j->host);
     char text[RDZV_REASON_MAX + 1], why[200];
     int64_t mine;
 

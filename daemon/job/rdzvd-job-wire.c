@@ -78,7 +78,7 @@ static void clock_arm(struct rdzvd_jobs *jobs, const struct rdzvd_job_ready *rd)
         (void)uv_timer_stop(&c->timer);
     } else {
         uv_update_time(jobs->loop);
-        now = rdzvd_job_now_ms();
+        now = rdzv_now_ms();
         (void)uv_timer_start(&c->timer, clock_fired, due > now ? due - now : 0, 0);
     }
     if (rd->reap)
@@ -127,12 +127,18 @@ static void jobs_stepped(void *ud, const struct rdzvd_job_ready *rd)
     clock_arm(ud, rd);
 }
 
+/* Both clocks, read for a step of the job machine, which reads none. */
+static struct rdzvd_job_now clock_now(void)
+{
+    return (struct rdzvd_job_now){.ms = rdzv_now_ms(), .wall_s = rdzv_wall_s()};
+}
+
 /* One input into the job machine, its Ready carried out at once: for the inputs that owe their
  * connection no answer of the machine's. ready->rc. */
 static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
                 struct rdzvd_job_ready *rd)
 {
-    rdzvd_job_step(&jobs->host, in, rdzvd_job_now_ms(), rd);
+    rdzvd_job_step(&jobs->host, in, clock_now(), rd);
     rdzvd_job_advance(rd);
     clock_arm(jobs, rd);
     return rd->rc;
@@ -143,7 +149,7 @@ static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
 static void clock_fired(uv_timer_t *t)
 {
     struct jobs_clock *c = t->data;
-    struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = rdzvd_job_now_ms()};
+    struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = rdzv_now_ms()};
     struct rdzvd_job_ready rd;
 
     do
@@ -211,7 +217,7 @@ static void rebuild_batch(uv_idle_t *idle)
         return;
     log_info("the job table's %zu jobs are back in %.3f s: those running wait for their agents, "
              "the others in their records",
-             rr->n, (double)(rdzvd_job_now_ms() - rr->start_ms) / 1000);
+             rr->n, (double)(rdzv_now_ms() - rr->start_ms) / 1000);
     rebuild_stop(jobs);
 }
 
@@ -242,7 +248,7 @@ static void rebuild_start(struct rdzvd_jobs *jobs)
     rr->jobs = jobs;
     rr->ids = ids;
     rr->n = n;
-    rr->start_ms = rdzvd_job_now_ms();
+    rr->start_ms = rdzv_now_ms();
     jobs->rebuilding = rr;
     jobs->ended.n_pending = n;
     (void)uv_idle_start(&rr->idle, rebuild_batch);
@@ -575,7 +581,7 @@ static int handle_heartbeat(struct rdzvd_jobs *jobs, struct rdzvd_conn *c,
         send_frame_error(c, "%s", err);
         return -EBADMSG;
     }
-    rdzvd_job_step(&jobs->host, &in, rdzvd_job_now_ms(), &rd);
+    rdzvd_job_step(&jobs->host, &in, clock_now(), &rd);
     hb.generation = rd.generation;
     hb.n_progress = 0;
     hb.wait = rd.wait; /* what its job waits for, if anything (1.15) */
@@ -800,15 +806,15 @@ void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
     rdzvd_waiting_jobs_clear(&jobs->ended); /* the next leader counts and abandons */
 }
 
-/* host keep_waiting: noted (since its record says, or recorded), and the abandonment timer
- * follows. */
+/* host keep_waiting, in a step: noted (since its record says, or recorded) at the step's time,
+ * and the abandonment timer follows. */
 static void jobs_keep_waiting(struct rdzvd_ended_jobs *ended, const char *run_id,
                               uint64_t since_ms, uint16_t port)
 {
     struct rdzvd_jobs *jobs = rdzv_container_of(ended, struct rdzvd_jobs, ended);
 
-    since_ms = rdzvd_jobs_waiting_since(&jobs->host, run_id, since_ms, rdzvd_job_now_ms(),
-                                        (int64_t)(rdzvd_job_wall_s() * 1000));
+    since_ms = rdzvd_jobs_waiting_since(&jobs->host, run_id, since_ms, jobs->steps.now.ms,
+                                        (int64_t)(jobs->steps.now.wall_s * 1000));
     rdzvd_waiting_jobs_add(ended, run_id, since_ms, port);
     rdzvd_abandon_arm(jobs->abandon);
 }
@@ -939,11 +945,12 @@ int rdzvd_jobs_status(const struct rdzvd_jobs *jobs, struct rdzv_status *ret)
 int rdzvd_jobs_status_sel(const struct rdzvd_jobs *jobs, struct rdzvd_status_sel *sel,
                           struct rdzv_status *ret)
 {
+    struct rdzvd_job_now now = clock_now(); /* the status view reads no clock */
     struct rdzvd_server_info info;
     int r;
 
     rdzvd_server_info(jobs->srv, &info);
-    r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, sel, ret);
+    r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, sel, now, ret);
     if (r == 0 && jobs->host.max_jobs) {
         ret->jobs_held = (int64_t)rdzvd_jobs_held(&jobs->host);
         ret->jobs_waiting = (int64_t)jobs->ended.n_waiting;
@@ -953,7 +960,7 @@ int rdzvd_jobs_status_sel(const struct rdzvd_jobs *jobs, struct rdzvd_status_sel
      * pages' selections list jobs in memory. */
     if (r == 0 && !sel &&
         (r = rdzvd_status_add_waiting(ret, jobs->host.record_table, &jobs->list, &jobs->ended,
-                                      info.start_ms)) < 0)
+                                      info.start_ms, now)) < 0)
         rdzv_status_free(ret);
     return r;
 }
@@ -1312,7 +1319,7 @@ static void replica_exited(struct rdzvd_voters *v, struct rdzvd_conn *c,
         if (in_list(v->exited, v->nexited, vs[i].id))
             return; /* said before, being checked: once is enough (an agent that kept saying
                      * it made 5,432 lines in 60 s) */
-        if (rdzvd_ratelimit_ok(&v->exit_lines, rdzvd_job_now_ms(), &dropped))
+        if (rdzvd_ratelimit_ok(&v->exit_lines, rdzv_now_ms(), &dropped))
             log_warn("replication: the agent at %s says replica %u exited (%s)%s", k->host,
                      vs[i].id, a->error, dropped ? " (more such lines dropped)" : "");
         if (v->nexited < RDZVD_REPLICAS_MAX * 2)

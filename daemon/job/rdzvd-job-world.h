@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-world.h: the job layer's clocks and the machine's timers. rdzvd's world reads the
- * clocks (rdzv_now_ms, rdzv_wall_s); a test sets a world of its own, whose time moves only when
- * the test moves it (tests/unit/jobtest.h), as etcd/raft's take time as Tick(). Everything in
- * daemon/job/ that reads the time reads it here (rdzvd_job_now_ms, rdzvd_job_wall_s). One world
- * for the process, set before the first job is made.
+/* rdzvd-job-world.h: the job layer's time and the machine's timers. The machine reads no clock:
+ * its host reads both (rdzvd's adapters: rdzv_now_ms, rdzv_wall_s; a unit test: a clock that
+ * moves only when the test moves it, tests/unit/jobtest.h) and hands them to each step, as
+ * etcd/raft's take time as Tick(). The host's steps keep the time of the last one
+ * (struct rdzvd_job_steps): what the machine reads (rdzvd_job_now_ms, rdzvd_job_wall_s).
  *
  * A timer of the machine (the job's, a member's heartbeat deadline) is a due time on the step's
  * clock, kept in its host's set (struct rdzvd_job_timers), which the host owns and the machine
@@ -16,6 +16,12 @@
 #include <stdint.h>
 
 #include "common/rdzv-list.h"
+
+/* The time a step is taken at, as its host read it. */
+struct rdzvd_job_now {
+    uint64_t ms;   /* the monotonic clock, milliseconds, never 0 */
+    double wall_s; /* the wall clock, unix seconds */
+};
 
 /* A place in a host's set: a binary min-heap of links, no memory of its own. */
 struct rdzvd_job_heap_node {
@@ -42,13 +48,8 @@ struct rdzvd_job_timers {
 
 void rdzvd_job_timers_init(struct rdzvd_job_timers *ts);
 
-struct rdzvd_job_world {
-    uint64_t (*now_ms)(void); /* monotonic milliseconds */
-    double (*wall_s)(void);   /* unix seconds */
-};
-
-/* The world the job layer uses from now on; NULL: rdzvd's (the clocks). */
-void rdzvd_job_world_set(const struct rdzvd_job_world *w);
-/* The world's clocks. */
-uint64_t rdzvd_job_now_ms(void);
-double rdzvd_job_wall_s(void);
+struct rdzvd_job_host;
+/* The time of h's step under way, or of its last one (before the first: 0): the only time the
+ * machine reads. */
+uint64_t rdzvd_job_now_ms(const struct rdzvd_job_host *h);
+double rdzvd_job_wall_s(const struct rdzvd_job_host *h);

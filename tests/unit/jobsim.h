@@ -140,8 +140,8 @@ static void sim_begin(struct sim *s, uint64_t seed)
     config_of(seed, &s->c);
     /* The same clocks at each start: a replay meets the same second boundaries (an end is kept
      * to the second). */
-    jt_now = JT_START_MS;
     jt_wall_base = 1800000000.0;
+    jt_clock_set(JT_START_MS);
     g_stranger = s->c.stranger;
     g_host.keep_ended_ms = 3600 * 1000;
     g_host.keep_ended_max = 2;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jobtest.h: a fake host for the job state machine (daemon/job/rdzvd-job-sm.h): fake agents that
- * record what they were sent, and a world of its own (daemon/job/rdzvd-job-world.h): a clock that
- * moves only when the test moves it (run_ms, jt_stall_ms, jt_advance), the machine's timers run
+ * record what they were sent, and a clock of its own (daemon/job/rdzvd-job-world.h): it moves only
+ * when the test moves it (run_ms, jt_stall_ms, jt_advance), the machine's timers run
  * only within run_ms, in order; no clock read, no libuv timer, no sockets. Knobs let a test make
  * the host's ops fail (store_open, nccl_request), report unread input or number its stores'
  * ports from another base. For the unit tests only; each includes it once. */
@@ -83,8 +83,11 @@ struct env {
     struct rdzvd_journal *table_journal;
 };
 
-/* The steps under way, one for every env of the test, as rdzvd's one host. */
-static struct rdzvd_job_steps jt_steps;
+#define JT_START_MS 1000000ull /* not 0: nothing may take 0 for "never" */
+
+/* The steps under way, one for every env of the test, as rdzvd's one host. Their time is the
+ * tests' clock (jt_clock_set): what the machine reads, in a step or outside one. */
+static struct rdzvd_job_steps jt_steps = {.now = {.ms = JT_START_MS}};
 
 /* Every op runs after the machine's step is done (the outbox, rdzvd-job-sm.h), never while it
  * decides: an op called inside a step fails the test at once. */
@@ -243,25 +246,35 @@ static const struct rdzvd_job_ops jt_fake_ops = {
     .store_close = fake_store_close,
 };
 
-/* ---- the tests' world ---- */
+/* ---- the tests' clock ---- */
 
-#define JT_START_MS 1000000ull /* not 0: nothing may take 0 for "never" */
-
-static uint64_t jt_now = JT_START_MS;
 static double jt_wall_base; /* the real wall clock when first asked: log lines read it too */
 /* The host whose timers run_ms runs: the env set last (one at a time). */
 static const struct rdzvd_job_host *jt_host;
 
 static inline uint64_t jt_now_ms(void)
 {
-    return jt_now;
+    return jt_steps.now.ms;
 }
 
 static inline double jt_wall_s(void)
 {
     if (!jt_wall_base)
         jt_wall_base = rdzv_wall_s();
-    return jt_wall_base + (double)(jt_now - JT_START_MS) / 1000;
+    return jt_wall_base + (double)(jt_now_ms() - JT_START_MS) / 1000;
+}
+
+/* The tests' clock, both its times, as a step takes them. */
+static inline struct rdzvd_job_now jt_clock(void)
+{
+    return jt_steps.now;
+}
+
+/* Set the tests' clock to ms, its wall clock as far from jt_wall_base. */
+static inline void jt_clock_set(uint64_t ms)
+{
+    jt_steps.now.ms = ms;
+    jt_steps.now.wall_s = jt_wall_s();
 }
 
 /* A timer of the machine (rdzvd-job-world.h): armed, and how long until it is due (0: due). */
@@ -272,13 +285,8 @@ static inline bool jt_timer_armed(const struct rdzvd_job_timer *t)
 
 static inline uint64_t jt_timer_due_in(const struct rdzvd_job_timer *t)
 {
-    return t->due_ms > jt_now ? t->due_ms - jt_now : 0;
+    return t->due_ms > jt_now_ms() ? t->due_ms - jt_now_ms() : 0;
 }
-
-static const struct rdzvd_job_world jt_world = {
-    .now_ms = jt_now_ms,
-    .wall_s = jt_wall_s,
-};
 
 static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                           struct rdzvd_job_ready *rd);
@@ -290,14 +298,14 @@ static inline int64_t jt_next_due_in(void)
 
     if (!due)
         return -1;
-    return due > jt_now ? (int64_t)(due - jt_now) : 0;
+    return due > jt_now_ms() ? (int64_t)(due - jt_now_ms()) : 0;
 }
 
 /* One pass, as a turn of rdzvd's loop: every timer due now is stepped (TICK), in order (those
  * it arms due now too), then what the timers closed meanwhile held is freed (REAP). */
 static inline void jt_run_pass(void)
 {
-    struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = jt_now};
+    struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = jt_now_ms()};
     struct rdzvd_job_ready rd;
 
     do
@@ -309,12 +317,12 @@ static inline void jt_run_pass(void)
 /* Move the clock ms forward, nothing run (what the next pass finds due then fires). */
 static inline void jt_advance(uint64_t ms)
 {
-    jt_now += ms;
+    jt_clock_set(jt_now_ms() + ms);
 }
 
 static inline void env_init(struct env *e, int state_dirfd)
 {
-    rdzvd_job_world_set(&jt_world);
+    jt_clock_set(jt_now_ms()); /* its wall clock too */
     memset(e, 0, sizeof(*e));
     ASSERT_OK(uv_loop_init(&e->loop));
     rdzv_list_init(&e->jobs);
@@ -346,12 +354,12 @@ static inline void env_init(struct env *e, int state_dirfd)
 }
 
 /* ---- inputs through the machine's step (rdzvd_job_step), as rdzvd's adapters feed them: at
- * the world's time, what the step queued carried out at once ---- */
+ * the tests' clock, what the step queued carried out at once ---- */
 
 static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                           struct rdzvd_job_ready *rd)
 {
-    rdzvd_job_step(h, in, rdzvd_job_now_ms(), rd);
+    rdzvd_job_step(h, in, jt_clock(), rd);
     rdzvd_job_advance(rd);
     return rd->rc;
 }
@@ -500,19 +508,19 @@ static inline void jt_stall_ms(struct env *e, uint64_t ms)
  * the job). */
 static inline void run_ms(struct env *e, uint64_t ms)
 {
-    uint64_t end = jt_now + ms;
+    uint64_t end = jt_now_ms() + ms;
 
     (void)e;
     for (;;) {
         int64_t due;
 
         jt_run_pass(); /* the timers due now, and what they set off */
-        if (jt_now >= end)
+        if (jt_now_ms() >= end)
             break;
         due = jt_next_due_in(); /* ms to the next timer; -1: none */
-        jt_advance(due < 0 || jt_now + (uint64_t)due > end ? end - jt_now
-                   : due == 0                             ? 1
-                                                          : (uint64_t)due);
+        jt_advance(due < 0 || jt_now_ms() + (uint64_t)due > end ? end - jt_now_ms()
+                   : due == 0                                  ? 1
+                                                               : (uint64_t)due);
     }
 }
 
@@ -694,7 +702,7 @@ static inline const struct rdzv_status_job *status_of(struct env *e, struct rdzv
 {
     struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
 
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, jt_clock(), st));
     ASSERT_EQ(st->n_jobs, 1);
     return &st->jobs[0];
 }
@@ -720,7 +728,7 @@ static inline int njobs(struct env *e)
     struct rdzv_status st;
     int n;
 
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &e->ended, NULL, &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &e->ended, NULL, jt_clock(), &st));
     n = (int)st.n_jobs;
     rdzv_status_free(&st);
     return n;

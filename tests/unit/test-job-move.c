@@ -52,15 +52,19 @@ static void expect(const struct rdzvd_job *j, enum job_state st, uint64_t gen, i
 }
 
 /* A job's life through every kind of move, with a refused move at each step changing nothing. */
+/* The time a move reads (its host's steps'), as a host sets it. */
+static struct rdzvd_job_steps steps = {.now = {.ms = 1000000, .wall_s = 1800000000.0}};
+
 static void test_moves_and_refusals(void)
 {
-    static struct rdzvd_job j; /* only state, generation, restart count and run_id are used */
+    static struct rdzvd_job j; /* only state, generation, restart count, run_id and time used */
     const struct rdzvd_job_move close = {.kind = JOB_MOVE_CLOSE}, form = {.kind = JOB_MOVE_FORM},
                                 undo = {.kind = JOB_MOVE_UNDO},
                                 stopped = {.kind = JOB_MOVE_STOPPED}, end = {.kind = JOB_MOVE_END};
 
     memset(&j, 0, sizeof(j));
     strcpy(j.run_id, "job");
+    j.host.steps = &steps;
     ASSERT_EQ(rdzvd_job_move(&j, &form), -EPERM);
     expect(&j, JOB_FORMING, 0, 0);
     ASSERT_OK(rdzvd_job_move(&j, &close));
@@ -98,11 +102,13 @@ static void test_moves_and_refusals(void)
     /* A new job rebuilt from its record: running or not. */
     memset(&j, 0, sizeof(j));
     strcpy(j.run_id, "job");
+    j.host.steps = &steps;
     ASSERT_OK(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE, .generation = 4,
                                                           .restart_count = 2, .running = true}));
     expect(&j, JOB_RUNNING, 4, 2);
     memset(&j, 0, sizeof(j));
     strcpy(j.run_id, "job");
+    j.host.steps = &steps;
     ASSERT_OK(rdzvd_job_move(&j, &(struct rdzvd_job_move){.kind = JOB_MOVE_RESTORE, .generation = 4,
                                                           .restart_count = 2}));
     expect(&j, JOB_FORMING, 4, 2);
@@ -134,6 +140,7 @@ static void test_recorded_first(void)
     rdzvd_store_set_decision_fn(t, rdzvd_decision_apply); /* a job table, as rdzvd's */
     memset(&j, 0, sizeof(j));
     strcpy(j.run_id, "job");
+    j.host.steps = &steps;
     strcpy(ahead.run_id, "job");
     j.min = 1, j.max = 2, j.max_restarts = 5;
     j.host.record_table = t;

@@ -547,9 +547,10 @@ static void cmd_status(void)
     struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
     struct rdzv_status st = {0};
 
-    ASSERT_OK(rdzvd_status_fill(&info, &E.jobs, &E.ended, NULL, &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &E.jobs, &E.ended, NULL, jt_clock(), &st));
     if (E.table)
-        ASSERT_OK(rdzvd_status_add_waiting(&st, E.table, &E.jobs, &E.ended, jt_now_ms()));
+        ASSERT_OK(rdzvd_status_add_waiting(&st, E.table, &E.jobs, &E.ended, jt_now_ms(),
+                                           jt_clock()));
     for (size_t i = 0; i < st.n_jobs; i++) {
         const struct rdzv_status_job *j = &st.jobs[i];
 

@@ -12,20 +12,7 @@
 #define N_JOBS 64
 #define N_MEMBERS 2048
 
-static uint64_t now = 1000;
 static unsigned freed_jobs, freed_members;
-
-static uint64_t test_now_ms(void)
-{
-    return now;
-}
-
-static double test_wall_s(void)
-{
-    return (double)now / 1000;
-}
-
-static const struct rdzvd_job_world world = {.now_ms = test_now_ms, .wall_s = test_wall_s};
 
 static void job_freed(struct rdzvd_job *j)
 {
@@ -42,7 +29,9 @@ static void member_freed(struct rdzvd_member *m)
 static const struct rdzvd_job_handlers handlers = {.freed = job_freed};
 
 static struct rdzvd_job_timers ts;
-static struct rdzvd_job_host host = {.timers = &ts};
+/* The time the machine reads (its steps'): the test's clock, moved only by the test. */
+static struct rdzvd_job_steps steps = {.now = {.ms = 1000, .wall_s = 1}};
+static struct rdzvd_job_host host = {.timers = &ts, .steps = &steps};
 static struct rdzvd_job *jobs;
 static struct rdzvd_member *members;
 static bool closed[N_MEMBERS];
@@ -92,15 +81,15 @@ static void take_due(void)
     const struct rdzvd_job_timer *want;
     struct rdzvd_job_input in;
 
-    while ((want = first_armed()) && want->due_ms <= now) {
+    while ((want = first_armed()) && want->due_ms <= steps.now.ms) {
         uint64_t due = want->due_ms;
 
         ASSERT_EQ(rdzvd_job_next_deadline(&host), due);
-        ASSERT_TRUE(rdzvd_job_timer_due(&host, now, &in));
+        ASSERT_TRUE(rdzvd_job_timer_due(&host, steps.now.ms, &in));
         ASSERT_TRUE(timer_of_input(&in) == want);
         ASSERT_EQ(want->due_ms, 0u); /* disarmed */
     }
-    ASSERT_FALSE(rdzvd_job_timer_due(&host, now, &in));
+    ASSERT_FALSE(rdzvd_job_timer_due(&host, steps.now.ms, &in));
     ASSERT_EQ(rdzvd_job_next_deadline(&host), want ? want->due_ms : 0);
 }
 
@@ -108,7 +97,6 @@ static void test_timers_come_back_in_order(void)
 {
     unsigned n_closed = 0;
 
-    rdzvd_job_world_set(&world);
     rdzvd_job_timers_init(&ts);
     jobs = calloc(N_JOBS, sizeof(*jobs));
     members = calloc(N_MEMBERS, sizeof(*members));
@@ -138,12 +126,12 @@ static void test_timers_come_back_in_order(void)
             closed[i] = true;
             n_closed++;
         } else if (k < 80) {
-            now += draw(5);
+            steps.now.ms += draw(5);
             take_due();
         }
         ASSERT_EQ(rdzvd_job_next_deadline(&host), first_armed() ? first_armed()->due_ms : 0);
     }
-    now += 100;
+    steps.now.ms += 100;
     take_due();
     ASSERT_EQ(rdzvd_job_next_deadline(&host), 0u);
     ASSERT_EQ(freed_members, 0u); /* until reaped */

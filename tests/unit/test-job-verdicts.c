@@ -506,10 +506,10 @@ static void other_jobs_end(struct env *e)
 
     for (int k = 0; k < RDZVD_JOB_ENDS_KEPT + 44; k++) {
         snprintf(other.run_id, sizeof(other.run_id), "other-%d", k);
-        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", rdzvd_job_wall_s(), 1,
+        rdzvd_job_end_set(&other.end, other.run_id, "succeeded", 0, "", jt_wall_s(), 1,
                           0);
         ASSERT_OK(rdzvd_job_decide(e->h.record_table, RDZVD_DECIDE_ENDED, &other));
-        rdzvd_ended_jobs_add_recorded(&e->ended, &other.end);
+        rdzvd_ended_jobs_add_recorded(&e->ended, &other.end, jt_clock());
     }
 }
 

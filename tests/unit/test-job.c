@@ -526,7 +526,7 @@ static void test_progress_in_status(void)
     rdzvd_member_progress(f[a].m, hb);
     hb->generation = 0;
     rdzvd_member_progress(f[1 - a].m, hb);
-    jt_advance(100); /* what rdzvd_job_now_ms() reads */
+    jt_advance(100); /* what rdzvd_job_now_ms() reads: the tests' clock */
     j = status_of(&e, &st);
     ASSERT_EQ(j->n_ranks, 2);
     ASSERT_TRUE(j->ranks[0].rank == 2 && j->ranks[0].step == 5 && j->ranks[0].node_rank == 1);
@@ -680,7 +680,7 @@ static void test_ready_lists_what_the_step_sends(void)
     env_init(&e, -1);
     ASSERT_OK(join(&e, &f[0], &jn));
     jn = join_of(1, 2, 2, 0);
-    ASSERT_OK(rdzvd_job_step(&e.h, &in, rdzvd_job_now_ms(), &rd));
+    ASSERT_OK(rdzvd_job_step(&e.h, &in, jt_clock(), &rd));
     ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOINED, &f[1]), 1);
     ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOINED, &f[0]), 0);
     ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_ROUND, NULL), 2);
