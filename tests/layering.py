@@ -14,7 +14,8 @@
 # names files that do nothing to the world themselves (the job machine's): their objects use no
 # libuv function (uv_*) and no clock (clock_gettime, gettimeofday, time, rdzv_now_ms,
 # rdzv_wall_s), and their source calls no host op ("ops->"); they reach those through an
-# adapter. Every glob of layers.txt must match a file.
+# adapter. A "clockless: GLOB ..." line names files whose objects use no clock either (their
+# time is handed to them). Every glob of layers.txt must match a file.
 #
 # Usage: layering.py [SOURCE_ROOT [BUILD_ROOT]]   (default: the repository this file is in)
 # It first checks itself on a small made-up tree (and, with BUILD_ROOT, on made-up objects
@@ -35,10 +36,10 @@ EXTS = (".c", ".h", ".cc", ".cu")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
-def read_layers(path, known=None, through=None, pure=None):
+def read_layers(path, known=None, through=None, pure=None, clockless=None):
     """[(name, [globs])], lowest first. known, a list, gets each "known-cycle:" line's files as
     a sorted list; through, a list, each "only-through: GLOB HEADER" line as (GLOB, HEADER);
-    pure, a list, each "pure:" line's globs."""
+    pure, a list, each "pure:" line's globs; clockless, each "clockless:" line's."""
     layers = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -55,6 +56,10 @@ def read_layers(path, known=None, through=None, pure=None):
             if name.strip() == "pure":
                 if pure is not None:
                     pure.extend(globs.split())
+                continue
+            if name.strip() == "clockless":
+                if clockless is not None:
+                    clockless.extend(globs.split())
                 continue
             if name.strip() == "only-through":
                 if len(globs.split()) != 2:
@@ -295,6 +300,7 @@ def check_through(root, through, objs, defined_in):
 
 
 IMPURE_RE = re.compile(r"^(uv_\w+|clock_gettime|gettimeofday|time|rdzv_now_ms|rdzv_wall_s)$")
+CLOCK_RE = re.compile(r"^(clock_gettime|gettimeofday|time|rdzv_now_ms|rdzv_wall_s)$")
 
 
 def check_pure(root, pure, objs):
@@ -319,12 +325,26 @@ def check_pure(root, pure, objs):
     return problems
 
 
+def check_clockless(clockless, objs):
+    """Problems of the "clockless:" globs: a file there whose object reads a clock."""
+    problems = []
+    for src, obj in objs:
+        if any(fnmatch.fnmatchcase(src, g) for g in clockless):
+            problems += ["%s reads no clock (layers.txt) but uses %s: take the time as an "
+                         "argument" % (src, sym) for sym in sorted(nm(obj, "-u"))
+                         if CLOCK_RE.match(sym)]
+    for g in clockless:
+        if not any(fnmatch.fnmatchcase(src, g) for src, _ in objs):
+            problems.append("clockless: %s matches no built file" % g)
+    return problems
+
+
 def check_calls(root, layers_path, build):
     """Problems of the call graph: cycles between source files (those listed as known-cycle
     excepted, which must still be found), calls into a higher layer, and uses that bypass an
     only-through header."""
-    known, through, pure = [], [], []
-    layers = read_layers(layers_path, known, through, pure)
+    known, through, pure, clockless = [], [], [], []
+    layers = read_layers(layers_path, known, through, pure, clockless)
     problems = []
     layer_of = layer_index(root, layers, problems)
     objs = objects(root, build)
@@ -333,6 +353,7 @@ def check_calls(root, layers_path, build):
     edges = call_graph(objs, defined_in)
     problems += check_through(root, through, objs, defined_in)
     problems += check_pure(root, pure, objs)
+    problems += check_clockless(clockless, objs)
     for src, dsts in sorted(edges.items()):
         for dst in sorted(dsts):
             li, lj = layer_of.get(src), layer_of.get(dst)
@@ -402,6 +423,10 @@ def self_test_calls():
                                  "int low(int x) { return x + (int)time(NULL); }\n")
         build()
         assert any("daemon/low.c is pure (layers.txt) but uses time" in p
+                   for p in check_calls(d, lp, os.path.join(d, "b")))
+        with open(lp, "a") as f:
+            f.write("clockless: daemon/low.c\n")
+        assert any("daemon/low.c reads no clock (layers.txt) but uses time" in p
                    for p in check_calls(d, lp, os.path.join(d, "b")))
 
 
