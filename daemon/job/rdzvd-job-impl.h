@@ -109,6 +109,7 @@ struct rdzvd_member {
     uint64_t ran_gen;
     bool ran_now; /* ran_gen was just set: its next deadline keeps the start grace */
     bool scaled_up; /* its JOIN restarted the job to take it in (--scale-up now) */
+    bool scale_up_wait; /* its JOIN asks that: done at its first HEARTBEAT, if it still may */
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */

@@ -1119,10 +1119,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     rdzvd_member_send_joined_warn(m, spare, false, twin_of ? twin : NULL);
     if (j->state == JOB_FORMING)
         rdzvd_job_try_close(j);
-    else if (j->state == JOB_RUNNING && j->scale_up_now && j->nin_round < j->max &&
-             !job_rebuilding(j) && !job_finishing(j, m) && rdzvd_member_scale_up_now(m))
-        rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
-                          "a node joined below --nnodes MAX: restarting to scale up");
+    else /* --scale-up now: at its first HEARTBEAT (one that goes before moves nobody) */
+        m->scale_up_wait = j->state == JOB_RUNNING && j->scale_up_now;
     return 0;
 }
 
@@ -1285,6 +1283,18 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
     rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms *
                                (m->ran_now ? RDZVD_JOB_INIT_GRACE_FACTOR : 1));
     m->ran_now = false;
+    /* --scale-up now takes a joiner in at its first HEARTBEAT (a second on), not at its JOIN:
+     * an agent that goes before it speaks again (a crash, a token holder that closes) moved
+     * nobody, and costs nothing. */
+    if (m->scale_up_wait) {
+        struct rdzvd_job *j = m->job;
+
+        m->scale_up_wait = false;
+        if (j->state == JOB_RUNNING && m->node_rank < 0 && j->nin_round < j->max &&
+            !job_rebuilding(j) && !job_finishing(j, m) && rdzvd_member_scale_up_now(m))
+            rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
+                              "a node joined below --nnodes MAX: restarting to scale up");
+    }
     return m->job->generation;
 }
 

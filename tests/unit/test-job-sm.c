@@ -200,8 +200,8 @@ static void test_store_open_failure_fails_the_job(void)
     env_done(&e);
 }
 
-/* --scale-up-now: a node joining a running job below MAX restarts it at once, not charged to
- * the budget; without it the node waits as a spare. */
+/* --scale-up-now: a node joining a running job below MAX restarts it at its first HEARTBEAT
+ * (not at its JOIN), not charged to the budget; without it the node waits as a spare. */
 static void test_scale_up_now_restarts_uncounted(void)
 {
     for (int now = 0; now < 2; now++) {
@@ -220,6 +220,8 @@ static void test_scale_up_now_restarts_uncounted(void)
         jn.scale_up_now = now;
         ASSERT_OK(join(&e, &f[1], &jn));
         ASSERT_TRUE(f[1].spare);
+        ASSERT_EQ(f[0].nevents, 0); /* not at the JOIN */
+        rdzvd_member_heartbeat(f[1].m);
         if (!now) {
             ASSERT_EQ(f[0].nevents, 0);
             env_done(&e);
