@@ -50,6 +50,7 @@ static void agent_finish(struct agent_session *a);
 static int agent_connect(struct agent_session *a);
 static void heartbeat_cb(uv_timer_t *t);
 static void on_lost(struct agent_client *c, const char *msg, void *ud);
+static void health_cb(void *ud, bool healthy, const char *reason);
 
 /* --recovery inplace: READY went out while workers of the last generation keep running (without
  * it, JOINING means every worker has exited). */
@@ -57,8 +58,6 @@ static bool has_survivors(const struct agent_session *a)
 {
     return a->state == AG_JOINING && a->group && agent_group_running(a->group) > 0;
 }
-
-static void health_cb(void *ud, bool healthy, const char *reason);
 
 static void send_ready(struct agent_session *a, uint64_t gen)
 {
@@ -495,6 +494,8 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     if (a->pending_exit || (resumed && a->local_failure && a->state == AG_RESTARTING &&
                             !a->restart_pending && a->pexit.generation == a->stopping_gen))
         a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
+    if (spare && !resumed) /* at once: --scale-up now takes a joiner in at its first HEARTBEAT */
+        heartbeat_cb(&a->heartbeat);
     agent_replica_joined(&a->rhost);
     /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
      * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
@@ -714,9 +715,8 @@ static int agent_connect(struct agent_session *a)
     int r;
 
     memset(rs, 0, sizeof(*rs));
-    /* How long ago this agent started (the client dates it again as the JOIN leaves): rdzvd
-     * starts a job that ended before then afresh (a new run of the same line) instead of
-     * refusing it as over. */
+    /* How long ago this agent started (the client dates it again as the JOIN leaves): rdzvd starts
+     * a job that ended before then afresh (a new run of the same line), not refusing it as over. */
     a->join.age_ms = (int64_t)(rdzv_now_ms() - a->started_ms) + 1;
     if (running && a->round.generation) {
         rs->generation = a->round.generation;

@@ -175,13 +175,18 @@ class TestNodeLoss(FaultTestCase):
         self.assertIn("waiting as a spare", errs[1])
 
     def test_scale_up_now_takes_a_late_node_in(self):
+        # The joiner is taken in at its first HEARTBEAT, which its agent sends as soon as it is
+        # told it is a spare, not a heartbeat interval later: here 30 s (--heartbeat-timeout 150).
         self.start_daemon()
-        args = ("--nnodes", "1:2", "--nproc", "2", "--scale-up", "now", "--max-restarts", "0")
+        args = ("--nnodes", "1:2", "--nproc", "2", "--scale-up", "now", "--max-restarts", "0",
+                "--heartbeat-timeout", "150")
         a = self.agent("scale", *args)
         self.wait_starts(1, 2, agents=[a])
         self.assert_generation(1, 2, nnodes=1)
         t0 = time.time()
+        mark = self.d.mark()
         b = self.agent("scale", *args)
+        self.d.wait_log(r"job=scale gen=1 .*restarting to scale up", since=mark, timeout=10)
         gen2 = self.wait_starts(2, 4, agents=[a, b])
         self.assertLess(max(e.t for e in gen2) - t0, 5.0, "late join -> 2-node generation")
         # Not a failure: the restart budget (0) is untouched.
