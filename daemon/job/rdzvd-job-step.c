@@ -1119,8 +1119,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     rdzvd_member_send_joined_warn(m, spare, false, twin_of ? twin : NULL);
     if (j->state == JOB_FORMING)
         rdzvd_job_try_close(j);
-    else /* --scale-up now: at its first HEARTBEAT (one that goes before moves nobody) */
-        m->scale_up_wait = j->state == JOB_RUNNING && j->scale_up_now;
+    else /* --scale-up now: at a HEARTBEAT (one that goes before moves nobody) */
+        m->scale_up_wait = j->scale_up_now;
     return 0;
 }
 
@@ -1283,17 +1283,22 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
     rdzvd_member_hb_arm(m, (uint64_t)m->job->hb_timeout_ms *
                                (m->ran_now ? RDZVD_JOB_INIT_GRACE_FACTOR : 1));
     m->ran_now = false;
-    /* --scale-up now takes a joiner in at its first HEARTBEAT (a second on), not at its JOIN:
-     * an agent that goes before it speaks again (a crash, a token holder that closes) moved
-     * nobody, and costs nothing. */
+    /* --scale-up now takes a joiner in at a HEARTBEAT, not at its JOIN: an agent that goes
+     * before it speaks again (a crash, a token holder that closes) moved nobody, and costs
+     * nothing. A joiner the job cannot take in yet (a rebuilt generation's agents not all back,
+     * MAX reached) asks again at its next HEARTBEAT; one placed meanwhile asks no more. */
     if (m->scale_up_wait) {
         struct rdzvd_job *j = m->job;
 
-        m->scale_up_wait = false;
-        if (j->state == JOB_RUNNING && m->node_rank < 0 && j->nin_round < j->max &&
-            !job_rebuilding(j) && !job_finishing(j, m) && rdzvd_member_scale_up_now(m))
-            rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
-                              "a node joined below --nnodes MAX: restarting to scale up");
+        if (m->node_rank >= 0 || j->state == JOB_ENDED) {
+            m->scale_up_wait = false;
+        } else if (j->state == JOB_RUNNING && j->nin_round < j->max && !job_rebuilding(j) &&
+                   !job_finishing(j, m)) {
+            m->scale_up_wait = false;
+            if (rdzvd_member_scale_up_now(m))
+                rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
+                                  "a node joined below --nnodes MAX: restarting to scale up");
+        }
     }
     return m->job->generation;
 }

@@ -288,6 +288,50 @@ static void test_node_gone_while_stopping_is_not_placed(void)
     env_done(&e);
 }
 
+/* --scale-up now: a joiner that comes while a generation rebuilt from its agents' resumes
+ * waits for them is a spare, and its HEARTBEAT then restarts nobody. Once the generation is
+ * back, below MAX, its next HEARTBEAT scales the job up, once. It asked only once, and waited
+ * as a spare until the next failure. */
+static void test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn;
+    struct env e;
+
+    env_init(&e, -1);
+    jn = resume_of(0, 5, 0, 3);
+    jn.max = 3;
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    ASSERT_TRUE(f[0].resumed);
+    jn = join_of(2, 2, 3, 3);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    ASSERT_TRUE(f[2].spare);
+    rdzvd_member_heartbeat(f[2].m); /* node 1 is not back: nothing to scale up yet */
+    ASSERT_EQ(f[0].nevents, 0);
+    jn = resume_of(1, 5, 0, 3);
+    jn.max = 3;
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    ASSERT_TRUE(f[1].resumed);
+    ASSERT_EQ(f[0].nevents, 0); /* rebuilt: its workers never stopped */
+    rdzvd_member_heartbeat(f[2].m);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_TRUE(event_is(&f[i], "restart"));
+        ASSERT_TRUE(strstr(f[i].event.summary, "scale up") != NULL);
+    }
+    all_ready(f, 2, 5);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(f[i].round.generation, 6);
+        ASSERT_EQ(f[i].round.nnodes, 3);
+        ASSERT_EQ(f[i].round.restart_count, 0); /* a scale-up is not charged */
+    }
+    rdzvd_member_heartbeat(f[2].m); /* placed: it asks no more */
+    ASSERT_EQ(f[0].nevents, 1);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-unran", RDZV_LOG_ERROR);
@@ -295,6 +339,7 @@ int main(void)
     TEST(test_node_lost_after_it_ran_is_charged);
     TEST(test_host_that_keeps_losing_nodes_before_they_run_is_put_aside);
     TEST(test_scale_up_join_and_close_restarts_nothing);
+    TEST(test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it);
     TEST(test_scale_up_joiner_lost_at_its_round);
     TEST(test_node_gone_while_stopping_is_not_placed);
     return tap_done();
