@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-effects.c: where the job machine meets the world (rdzvd-job-impl.h, "Effects"): the
  * step's time, the machine's timers, and the outbox (rdzvd-job-sm.h): what the machine sends to
- * members' connections and the host's flush, queued during a step and carried out through the
- * host's ops when the step is done; a job's status events and timeline marks, dated by the
- * step's wall time (rdzvd_job_note, rdzvd_job_mark). It reads no clock either. The machine's own
- * files (rdzvd-job-sm.c, -join.c, -report.c, -aside.c, -backoff.c, -progress.c, -straggler.c,
- * -move.c, -ranks.c, -nccl.c, -stall.c) call no uv_*, read no clock and call no op: they come
- * here (tests/layering.py checks it, with tests/layers.txt's "pure:" line). A timer is a due
- * time in its host's set: the host takes each due one back as an input (rdzvd_job_timer_due).
- * What else comes back goes through the job's handlers (struct rdzvd_job_handlers), so this
- * file calls none of theirs. */
+ * members' connections, the host's flush and the stores it opens and closes, queued during a
+ * step and carried out through the host's ops when the step is done; a job's status events and
+ * timeline marks, dated by the step's wall time (rdzvd_job_note, rdzvd_job_mark). It reads no
+ * clock either. The machine's own files (rdzvd-job-sm.c, -join.c, -report.c, -aside.c,
+ * -backoff.c, -progress.c, -straggler.c, -move.c, -ranks.c, -nccl.c, -stall.c) call no uv_*,
+ * read no clock and call no op: they come here (tests/layering.py checks it, with
+ * tests/layers.txt's "pure:" line). A timer is a due time in its host's set: the host takes each
+ * due one back as an input (rdzvd_job_timer_due). What else comes back goes through the job's
+ * handlers (struct rdzvd_job_handlers), so this file calls none of theirs. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -367,7 +367,9 @@ enum effect_kind {
     EFF_NCCL = RDZVD_SEND_NCCL,
     EFF_CLOSE = RDZVD_SEND_CLOSE,
     EFF_DISMISS = RDZVD_SEND_DISMISS,
-    EFF_FLUSH = RDZVD_SEND_FLUSH
+    EFF_FLUSH = RDZVD_SEND_FLUSH,
+    EFF_STORE_OPEN = RDZVD_SEND_STORE_OPEN,
+    EFF_STORE_CLOSE = RDZVD_SEND_STORE_CLOSE
 };
 
 struct rdzvd_job_shared {
@@ -376,6 +378,14 @@ struct rdzvd_job_shared {
         struct rdzv_event event;
         struct rdzv_round round;
     } u;
+};
+
+struct store_open {
+    struct rdzvd_job *job; /* its memory outlives the pass (freed by a later REAP) */
+    uint64_t ask, generation;
+    char desc[64], state_name[RDZVD_JOB_NAME_MAX]; /* "": no journal */
+    uint16_t port;
+    bool fresh;
 };
 
 struct joined {
@@ -407,6 +417,11 @@ struct rdzvd_job_effect {
             const char *allow; /* the host's, lives as long as it */
         } nccl;
         char *why;                 /* CLOSE */
+        struct store_open *open;   /* STORE_OPEN */
+        struct {
+            void *store;
+            bool drop;
+        } close; /* STORE_CLOSE */
     } u;
 };
 
@@ -437,6 +452,9 @@ static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
     case EFF_JOINED:
         free(e->u.joined->warning);
         free(e->u.joined);
+        break;
+    case EFF_STORE_OPEN:
+        free(e->u.open);
         break;
     default:
         break;
@@ -487,6 +505,22 @@ static void carry(struct rdzvd_job_effect *e)
     case EFF_FLUSH:
         e->ops->flush(e->peer);
         break;
+    case EFF_STORE_OPEN: {
+        /* Its answer is an input of a step of its own (this pass carries out what it decides). */
+        struct store_open *o = e->u.open;
+        void *store = NULL;
+        uint16_t port = 0;
+        int r = e->ops->store_open(e->peer, o->desc, o->state_name[0] ? o->state_name : NULL,
+                                   o->port, &store, &port);
+
+        o->job->handlers->store_opened(o->job, o->ask, o->generation, r < 0 ? NULL : store,
+                                       r < 0 ? o->port : port, r < 0 ? r : 0,
+                                       o->job->host.steps->now);
+        break;
+    }
+    case EFF_STORE_CLOSE:
+        e->ops->store_close(e->peer, e->u.close.store, e->u.close.drop);
+        break;
     }
 }
 
@@ -500,10 +534,26 @@ static void drain(struct rdzvd_job_steps *s)
 
     s->draining = true;
     while ((e = o->head)) {
+        struct rdzvd_job_effect *rest = NULL, *rest_last = NULL;
+
         o->head = e->next;
         if (!o->head)
             o->last = NULL;
+        /* What a store's answer sends goes where the store was asked for: before what was
+         * queued after the ask (the ROUNDs go where the step would have put them). */
+        if (e->kind == EFF_STORE_OPEN && o->head) {
+            rest = o->head;
+            rest_last = o->last;
+            o->head = o->last = NULL;
+        }
         carry(e);
+        if (rest) {
+            if (o->last)
+                o->last->next = rest;
+            else
+                o->head = rest;
+            o->last = rest_last;
+        }
         effect_free(o, e);
     }
     if (o->flush_ops) { /* one that found no memory for its place in the queue */
@@ -635,6 +685,18 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
         send->why = e->u.why;
         break;
     case EFF_FLUSH:
+        break;
+    case EFF_STORE_OPEN:
+        send->run_id = e->u.open->job->run_id;
+        send->generation = e->u.open->generation;
+        send->desc = e->u.open->desc;
+        send->state_name = e->u.open->state_name[0] ? e->u.open->state_name : NULL;
+        send->port = e->u.open->port;
+        send->fresh = e->u.open->fresh;
+        break;
+    case EFF_STORE_CLOSE:
+        send->handle = e->u.close.store;
+        send->drop = e->u.close.drop;
         break;
     }
     return true;
@@ -848,4 +910,47 @@ void rdzvd_job_flush(const struct rdzvd_job *j)
         return;
     }
     post(s, e);
+}
+
+/* The host's stores: opened and closed as the outbox is carried out, in order. */
+int rdzvd_job_store_ask(const struct rdzvd_job *j, uint64_t ask, const char *desc,
+                        const char *state_name, uint16_t port, bool fresh)
+{
+    struct rdzvd_job_effect *e = effect_new(EFF_STORE_OPEN, j->host.ops, j->host.ud);
+    struct store_open *o = e ? calloc(1, sizeof(*o)) : NULL;
+
+    if (!o) {
+        free(e);
+        return -ENOMEM;
+    }
+    o->job = (struct rdzvd_job *)j;
+    o->ask = ask;
+    o->generation = j->generation;
+    snprintf(o->desc, sizeof(o->desc), "%s", desc);
+    snprintf(o->state_name, sizeof(o->state_name), "%s", state_name ? state_name : "");
+    o->port = port;
+    o->fresh = fresh;
+    e->u.open = o;
+    post(j->host.steps, e);
+    return 0;
+}
+
+void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop)
+{
+    struct rdzvd_job_effect *e = effect_new(EFF_STORE_CLOSE, j->host.ops, j->host.ud);
+
+    if (!e) { /* out of memory: at once (nothing comes back into the machine) */
+        j->host.ops->store_close(j->host.ud, store, drop);
+        return;
+    }
+    e->u.close.store = store;
+    e->u.close.drop = drop;
+    post(j->host.steps, e);
+}
+
+int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
+                             const char *state_name, uint16_t port, void **store,
+                             uint16_t *port_out)
+{
+    return j->host.ops->store_open(j->host.ud, desc, state_name, port, store, port_out);
 }

@@ -68,6 +68,10 @@ struct rdzvd_job_move {
 };
 
 enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF };
+/* What a generation's store, asked of the outbox, goes on with once open: the ROUNDs; the
+ * NCCL_REQUEST (ids only, nccl_want); a rebuilt generation's store back (on another port when
+ * its own is taken). */
+enum rdzvd_store_then { STORE_THEN_ROUNDS, STORE_THEN_NCCL, STORE_THEN_REOPEN };
 
 struct rdzvd_member {
     struct rdzv_list node;        /* in job->members, join order */
@@ -177,6 +181,10 @@ struct rdzvd_job {
     /* Node rank 0's agent hosts this generation's store at store_addr:store_port (host
      * agent_stores); "": none asked for, or rdzvd's own (store). */
     char store_addr[RDZV_STORE_ADDR_MAX + 1];
+    /* The store open the outbox carries out for it (its number, of store_asks; 0: none), and
+     * what its answer goes on with: its store comes back as RDZVD_IN_STORE_OPENED. */
+    uint64_t store_ask, store_asks;
+    enum rdzvd_store_then store_then;
     struct rdzv_round round; /* template: generation, sizes, ids */
     /* In NCCL: what node rank 0 was asked (ids, and whether to open the store), asked again
      * when its agent comes back on a new connection meanwhile. */
@@ -288,6 +296,10 @@ struct rdzvd_job_handlers {
      * outbox's report, after the step that asked; m may be on another connection by then). */
     void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer,
                         struct rdzvd_job_now now);
+    /* The store open ask of j's generation gen came back: store on port, or err (< 0; port:
+     * the one asked). j's memory outlives the outbox's pass (freed by a later REAP). */
+    void (*store_opened)(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
+                         uint16_t port, int err, struct rdzvd_job_now now);
 };
 /* The job's one timer (enum job_timer), due ms after the step's now: close once, then its
  * memory goes when the host reaps the closed timers (handlers->freed). */
@@ -335,6 +347,17 @@ void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_mem
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why);
 void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e);
 void rdzvd_job_flush(const struct rdzvd_job *j);
+/* Open j's generation's store through the outbox (desc, state_name NULL: no journal, port 0:
+ * any; fresh: a new generation's): its answer comes back as handlers->store_opened with ask.
+ * 0, or -ENOMEM (nothing queued). Close store through the outbox (drop: its journal too). */
+int rdzvd_job_store_ask(const struct rdzvd_job *j, uint64_t ask, const char *desc,
+                        const char *state_name, uint16_t port, bool fresh);
+void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop);
+/* The one store open still made within a step, for a JOIN whose answer depends on it (a job
+ * rebuilt by the JOIN): the host's op, at once. */
+int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
+                             const char *state_name, uint16_t port, void **store,
+                             uint16_t *port_out);
 /* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -496,15 +519,28 @@ void rdzvd_member_dismiss(struct rdzvd_member *m);
 
 /* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
-int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh);
+/* Ask for generation j->generation's store on port (0: any), then going on with then: 0, or a
+ * negative errno (nothing asked). now: opened within the step, for a JOIN that rebuilds j. */
+int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh,
+                         enum rdzvd_store_then then);
+int rdzvd_job_open_store_now(struct rdzvd_job *j, uint16_t port);
+/* The store goes (an open under way too: its store closes when it comes). */
 void rdzvd_job_close_store(struct rdzvd_job *j);
 /* A new generation's store: rdzvd's own, unless node rank 0's agent m0 is to host it (then
  * nothing opens now: NCCL_REQUEST asks for it). Returns 1 when m0 is to be asked, 0 when rdzvd
- * opened its own, or a negative errno (the caller ends the job). */
-int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0);
-/* After node rank 0 answered: rdzvd opens its own store if the agent named none. 0 (not
- * needed), 1 (opened) or a negative errno (the caller ends the job). */
+ * asked for its own (going on with then), or a negative errno (the caller ends the job). */
+int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0,
+                           enum rdzvd_store_then then);
+/* After node rank 0 answered: rdzvd asks for its own store if the agent named none. 0 (not
+ * needed), 1 (asked: the ROUNDs go once it is open) or a negative errno (the caller ends the
+ * job). */
 int rdzvd_job_store_fallback(struct rdzvd_job *j);
+/* The answer to j's store open ask (handlers->store_opened, as an input): not wanted any more
+ * (another ask since, or the job went), its store closes; else the job goes on. */
+void rdzvd_job_store_opened(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
+                            uint16_t port, int err);
+/* Node rank 0 is asked for want ids (and with store, to host the store). */
+void rdzvd_job_ask_rank0(struct rdzvd_job *j, int64_t want, bool store);
 /* Decide the job's generation in its record (running: the generation's workers run, and a
  * restarted rdzvd waits for their agents; restart_count: the job's once the decision is applied).
  * 0 (also with no job table), or the negative errno of a decision the job table refused

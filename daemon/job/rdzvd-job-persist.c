@@ -26,13 +26,14 @@
 
 /* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down or
  * the job goes back to its record: then the agents come back to the next rdzvd, or to this one,
- * which reopens it with its keys. */
+ * which reopens it with its keys. An open under way is let go: its store closes when it comes
+ * (rdzvd_job_store_opened), its journal too. */
 void rdzvd_job_close_store(struct rdzvd_job *j)
 {
     if (j->store) {
-        j->host.ops->store_close(j->host.ud, j->store, !j->shutting_down && !j->unloaded);
+        rdzvd_job_store_drop(j, j->store, !j->shutting_down && !j->unloaded);
         j->store = NULL;
-    } else if (j->store_deferred_gen && !j->shutting_down && !j->unloaded &&
+    } else if (j->store_deferred_gen && !j->store_ask && !j->shutting_down && !j->unloaded &&
                j->host.state_dirfd >= 0) {
         char sname[RDZVD_JOB_NAME_MAX] = "";
         int r;
@@ -42,6 +43,7 @@ void rdzvd_job_close_store(struct rdzvd_job *j)
         if (sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
             log_warn_errno(r, "job=%s cannot delete the journal %s", j->run_id, sname);
     }
+    j->store_ask = 0;
     j->store_deferred_gen = 0;
     j->store_addr[0] = '\0';
 }
@@ -60,11 +62,12 @@ bool rdzvd_jobs_port_deferred(struct rdzv_list *jobs, uint16_t port)
     return false;
 }
 
-int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0)
+int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0,
+                           enum rdzvd_store_then then)
 {
     if (j->host.agent_stores && m0 && m0->peer && m0->join.host_store)
         return 1;
-    return rdzvd_job_open_store(j, 0, true);
+    return rdzvd_job_open_store(j, 0, true, then);
 }
 
 int rdzvd_job_store_fallback(struct rdzvd_job *j)
@@ -73,7 +76,7 @@ int rdzvd_job_store_fallback(struct rdzvd_job *j)
 
     if (j->store || j->store_addr[0])
         return 0;
-    r = rdzvd_job_open_store(j, 0, true);
+    r = rdzvd_job_open_store(j, 0, true, STORE_THEN_ROUNDS);
     return r < 0 ? r : 1;
 }
 
@@ -84,19 +87,20 @@ void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char 
     (void)rdzvd_job_state_name(j->run_id, gen, buf, len);
 }
 
-/* Open generation j->generation's store on port (0: any). fresh: a new generation's store,
- * which never replays what an earlier use of its journal name left on disk (a round formed but
- * never sent before rdzvd died, or an earlier job of the same run_id); otherwise the journal
- * of the generation is replayed (a rebuild after an rdzvd restart). 0 or a negative errno. */
-int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
+/* The description and journal name (sname, "": none) of generation j->generation's store. fresh:
+ * a new generation's store, which never replays what an earlier use of its journal name left on
+ * disk (a round formed but never sent before rdzvd died, or an earlier job of the same run_id):
+ * that journal goes; otherwise the journal of the generation is replayed (a rebuild after an
+ * rdzvd restart). */
+static void store_names(struct rdzvd_job *j, bool fresh, char *desc, size_t dlen, char *sname,
+                        size_t slen)
 {
-    char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
     int r;
 
-    snprintf(desc, sizeof(desc), "job %.24s gen %" PRIu64, j->run_id, j->generation);
+    snprintf(desc, dlen, "job %.24s gen %" PRIu64, j->run_id, j->generation);
     /* Without --state-dir there is no journal, and no name to hash (libcrypto stays unloaded). */
     if (j->host.state_dirfd >= 0) {
-        rdzvd_job_store_journal_name(j, j->generation, sname, sizeof(sname));
+        rdzvd_job_store_journal_name(j, j->generation, sname, slen);
         if (!sname[0])
             log_warn("job=%s gen=%" PRIu64 " no journal for its store: cannot name it "
                      "(libcrypto missing?)",
@@ -104,8 +108,34 @@ int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh)
     }
     if (fresh && sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
         log_warn_errno(r, "job=%s cannot delete the stale journal %s", j->run_id, sname);
-    return j->host.ops->store_open(j->host.ud, desc, sname[0] ? sname : NULL, port, &j->store,
-                                   &j->store_port);
+}
+
+/* Generation j->generation's store on port (0: any), asked of the outbox: its answer comes back
+ * as an input (rdzvd_job_store_opened), which goes on with then. 0 or a negative errno. */
+int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh,
+                         enum rdzvd_store_then then)
+{
+    char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
+    uint64_t ask = j->store_asks + 1;
+    int r;
+
+    store_names(j, fresh, desc, sizeof(desc), sname, sizeof(sname));
+    if ((r = rdzvd_job_store_ask(j, ask, desc, sname, port, fresh)) < 0)
+        return r;
+    j->store_asks = ask;
+    j->store_ask = ask;
+    j->store_then = then;
+    return 0;
+}
+
+/* The same, within the step (a JOIN that rebuilds j waits for it: rdzvd_job_store_open_now). */
+int rdzvd_job_open_store_now(struct rdzvd_job *j, uint16_t port)
+{
+    char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
+
+    store_names(j, false, desc, sizeof(desc), sname, sizeof(sname));
+    return rdzvd_job_store_open_now(j, desc, sname[0] ? sname : NULL, port, &j->store,
+                                    &j->store_port);
 }
 
 /* The nodes of j's running generation by node rank (malloc'd, round.nnodes of them), or NULL

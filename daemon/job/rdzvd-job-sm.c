@@ -235,8 +235,8 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
 }
 
 /* Close the round over the ready members: previous node ranks kept where possible, then
- * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Opens the
- * generation's store and asks for NCCL ids. */
+ * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Asks for the
+ * generation's store and NCCL ids. */
 static void close_round(struct rdzvd_job *j)
 {
     struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
@@ -309,22 +309,26 @@ static void close_round(struct rdzvd_job *j)
 
     rdzvd_job_close_store(j);
     m0 = rank0_member(j);
-    r = rdzvd_job_choose_store(j, m0);
-    if (r < 0) {
+    j->nccl_want = want_ids;
+    r = rdzvd_job_choose_store(j, m0, want_ids > 0 ? STORE_THEN_NCCL : STORE_THEN_ROUNDS);
+    if (r < 0)
         rdzvd_job_store_failed(j, r);
+    else if (r > 0)
+        rdzvd_job_ask_rank0(j, want_ids, true);
+    /* else rdzvd's own store opens: its answer goes on (rdzvd_job_store_opened) */
+}
+
+void rdzvd_job_ask_rank0(struct rdzvd_job *j, int64_t want, bool store)
+{
+    struct rdzvd_member *m0 = rank0_member(j);
+
+    j->nccl_want = want, j->nccl_store = store; /* asked again of a node back */
+    if (!m0 || !m0->peer || rdzvd_member_send_nccl_request(m0, want, store) < 0) {
+        rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
         return;
     }
-    if (want_ids > 0 || r > 0) {
-        j->nccl_want = want_ids, j->nccl_store = r > 0; /* asked again of a node back */
-        if (!m0 || !m0->peer || rdzvd_member_send_nccl_request(m0, want_ids, r > 0) < 0) {
-            rdzvd_job_end(j, "failed", 1, "could not ask node rank 0 for the NCCL id");
-            return;
-        }
-        rdzvd_job_timer_start(j, T_NCCL, RDZVD_JOB_NCCL_ID_TIMEOUT_MS);
-        rdzvd_job_flush(j);
-        return;
-    }
-    rdzvd_job_send_rounds(j);
+    rdzvd_job_timer_start(j, T_NCCL, RDZVD_JOB_NCCL_ID_TIMEOUT_MS);
+    rdzvd_job_flush(j);
 }
 
 /* In FORMING: close the round if it is time, else make sure the right timer runs. After a

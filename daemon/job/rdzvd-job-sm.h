@@ -16,7 +16,8 @@
  *
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
  * state machine's own timers. The ops are called from rdzvd_job_advance (the outbox), never
- * while the machine decides; an op's own work may begin another step (a connection closing).
+ * while the machine decides (but store_open for a job a JOIN rebuilds: the JOIN's answer waits
+ * for it); an op's own work may begin another step (a connection closing).
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, once the host reaps their closed timers). A peer pointer is the host's; the
@@ -69,7 +70,8 @@ struct rdzvd_job_ops {
     /* To the host (ud of struct rdzvd_job_host). Send what the calls above queued. */
     void (*flush)(void *ud);
     /* Open a generation's store: state_name as rdzvd_listener_open() takes it, port 0 for any.
-     * 0 with *store and *port_out set, or a negative errno. */
+     * 0 with *store and *port_out set, or a negative errno. Called by rdzvd_job_advance (the
+     * outbox's STORE_OPEN): its answer comes back as the input STORE_OPENED. */
     int (*store_open)(void *ud, const char *desc, const char *state_name, uint16_t port,
                       void **store, uint16_t *port_out);
     /* Close a store; drop: delete its journal too. */
@@ -184,6 +186,7 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_TIMER,       /* job: its timer ran out */
     RDZVD_IN_DEADLINE,    /* member, deadline: its heartbeat deadline ran out */
     RDZVD_IN_NCCL_UNSENT, /* member, nccl_unsent: its NCCL_REQUEST could not be queued */
+    RDZVD_IN_STORE_OPENED, /* store_opened: the answer to the outbox's STORE_OPEN */
     /* The host's clock reached the Ready's next deadline: the first of its timers due by
      * u.until, if any, runs (a job's as TIMER, a member's as DEADLINE, with the bytes waiting
      * unread on its connection); the Ready says whether one did. A timer armed meanwhile is due
@@ -227,6 +230,15 @@ struct rdzvd_job_input {
             uint64_t generation;
             void *peer; /* the connection it was for (the member may be on another by now) */
         } nccl_unsent;
+        /* The job that asked (its memory outlives the outbox's pass: freed by a later REAP),
+         * its ask and generation; the store on port, or err (< 0; port: the one asked). */
+        struct {
+            struct rdzvd_job *job;
+            uint64_t ask, generation;
+            void *store;
+            uint16_t port;
+            int err;
+        } store_opened;
     } u;
 };
 
@@ -277,6 +289,10 @@ enum rdzvd_job_send_kind {
     RDZVD_SEND_CLOSE,   /* why (NULL: none given) */
     RDZVD_SEND_DISMISS, /* event, then the connection closed */
     RDZVD_SEND_FLUSH,   /* peer is the host's ud */
+    /* peer is the host's ud: open the store of run_id's generation (desc, state_name NULL: no
+     * journal, port 0: any, fresh), its answer the input STORE_OPENED; close handle (drop). */
+    RDZVD_SEND_STORE_OPEN,
+    RDZVD_SEND_STORE_CLOSE,
 };
 
 struct rdzvd_job_send {
@@ -290,6 +306,10 @@ struct rdzvd_job_send {
     uint64_t generation;          /* JOINED, NCCL */
     int64_t count;                /* JOINED: the members waiting; NCCL: the ids asked */
     bool spare, resumed, store;
+    const char *desc, *state_name; /* STORE_OPEN (run_id, generation: its job's) */
+    uint16_t port;                 /* STORE_OPEN */
+    bool fresh, drop;              /* STORE_OPEN; STORE_CLOSE */
+    void *handle;                  /* STORE_CLOSE: the store */
 };
 
 /* The next thing ready's outbox holds after *cursor (NULL: from the first) into *send, moving

@@ -141,6 +141,11 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
     case RDZVD_IN_NCCL_UNSENT:
         rdzvd_member_nccl_unsent(m, in->u.nccl_unsent.generation, in->u.nccl_unsent.peer);
         break;
+    case RDZVD_IN_STORE_OPENED:
+        rdzvd_job_store_opened(in->u.store_opened.job, in->u.store_opened.ask,
+                               in->u.store_opened.generation, in->u.store_opened.store,
+                               in->u.store_opened.port, in->u.store_opened.err);
+        break;
     default:
         break;
     }
@@ -225,10 +230,22 @@ static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer,
     input_step(m->job, &in, now);
 }
 
+static void store_opened_input(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
+                               uint16_t port, int err, struct rdzvd_job_now now)
+{
+    struct rdzvd_job_input in = {
+        .kind = RDZVD_IN_STORE_OPENED,
+        .u.store_opened = {.job = j, .ask = ask, .generation = gen, .store = store, .port = port,
+                           .err = err}};
+
+    input_step(j, &in, now);
+}
+
 /* Every job's, given at its making (rdzvd_job_new). */
 static const struct rdzvd_job_handlers job_handlers = {
     .freed = rdzvd_job_freed,
     .nccl_unsent = nccl_unsent_input,
+    .store_opened = store_opened_input,
 };
 
 /* -------------------------------------------------------------------------------------------- */
@@ -371,24 +388,41 @@ static void job_unbuild(struct rdzvd_job *j, bool recorded)
     rdzvd_job_free(j);
 }
 
-/* The first agent of a generation rebuilt at start is back (or a JOIN rebuilt it): its deferred
- * store opens on its port (another when that one is taken: noted). 0 (also when none was
- * deferred) or a negative errno (noted: workers that reconnect to it will fail). */
-static int job_open_deferred(struct rdzvd_job *j)
+static void store_not_reopened(struct rdzvd_job *j, uint16_t port, int err)
+{
+    rdzvd_job_note(j, true,
+                   "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
+                   "that reconnect to it will fail",
+                   j->generation, port, rdzvd_job_strerror(err));
+}
+
+/* The first agent of a generation rebuilt at start is back: its deferred store opens on its
+ * port (another when that one is taken: noted), asked of the outbox; the port stays the job's
+ * until the answer (rdzvd_job_store_opened). */
+static void job_open_deferred(struct rdzvd_job *j)
+{
+    int r;
+
+    if (!j->store_deferred_gen || j->store_ask)
+        return;
+    if ((r = rdzvd_job_open_store(j, j->store_port, false, STORE_THEN_REOPEN)) < 0) {
+        j->store_deferred_gen = 0;
+        store_not_reopened(j, j->store_port, r);
+    }
+}
+
+/* A JOIN rebuilt j: its answer waits for the store, opened within the step on its port
+ * (another when that one is taken: noted). 0 or a negative errno. */
+static int job_open_deferred_now(struct rdzvd_job *j)
 {
     uint16_t port = j->store_port;
     int r;
 
-    if (!j->store_deferred_gen)
-        return 0;
     j->store_deferred_gen = 0;
-    r = rdzvd_job_open_store(j, port, false);
+    r = rdzvd_job_open_store_now(j, port);
     if (r < 0) {
-        rdzvd_job_note(j, true,
-                       "cannot reopen the store of generation %" PRIu64 " on port %u (%s); workers "
-                       "that reconnect to it will fail",
-                       j->generation, port, rdzvd_job_strerror(r));
-        r = rdzvd_job_open_store(j, 0, false);
+        store_not_reopened(j, port, r);
+        r = rdzvd_job_open_store_now(j, 0);
     }
     return r;
 }
@@ -436,7 +470,7 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
     } else {
         j->store_port = rec->store_port;
         j->store_deferred_gen = j->generation;
-        r = defer_store ? 0 : job_open_deferred(j);
+        r = defer_store ? 0 : job_open_deferred_now(j);
     }
     if (r < 0)
         return r;
@@ -861,7 +895,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
                        "node=%s is back (node rank %" PRId64 " of generation %" PRIu64 ", %" PRId64
                        " of %" PRId64 " nodes)",
                        jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
-        (void)job_open_deferred(j); /* its first agent back: noted when it fails */
+        job_open_deferred(j); /* its first agent back: noted when it fails */
         rdzvd_member_send_joined(m, false, true);
         if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
             rdzvd_job_timer_stop(j);
@@ -1693,7 +1727,8 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
  * generation's ROUNDs go out. Part of the job state machine (rdzvd-job-impl.h), above
  * rdzvd-job-sm.c: it calls down, nothing calls it but the wire side. */
 
-/* After node rank 0's answer: 0, or -1 once the job ended (no store at all). */
+/* After node rank 0's answer: 0 (the store in place), 1 (rdzvd's asked for: its answer sends the
+ * ROUNDs), or -1 once the job ended (no store at all). */
 static int store_ready(struct rdzvd_job *j)
 {
     int r = rdzvd_job_store_fallback(j);
@@ -1704,7 +1739,42 @@ static int store_ready(struct rdzvd_job *j)
                        j->generation);
     else if (r < 0)
         rdzvd_job_store_failed(j, r);
-    return r < 0 ? -1 : 0;
+    return r < 0 ? -1 : r;
+}
+
+void rdzvd_job_store_opened(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
+                            uint16_t port, int err)
+{
+    RDZVD_JOB_STEP(&j->host);
+    enum rdzvd_store_then then = j->store_then;
+
+    /* Another ask since, the job gone or moved on: not wanted (its journal goes as its
+     * store's would). */
+    if (!ask || ask != j->store_ask || gen != j->generation ||
+        (then == STORE_THEN_REOPEN ? j->state != JOB_RUNNING : j->state != JOB_NCCL)) {
+        if (!err)
+            rdzvd_job_store_drop(j, store, !j->shutting_down && !j->unloaded);
+        return;
+    }
+    j->store_ask = 0;
+    if (!err) {
+        j->store = store;
+        j->store_port = port;
+    }
+    if (then == STORE_THEN_REOPEN) {
+        if (err < 0 && port) { /* taken: any other */
+            store_not_reopened(j, port, err);
+            if ((err = rdzvd_job_open_store(j, 0, false, STORE_THEN_REOPEN)) == 0)
+                return;
+        }
+        j->store_deferred_gen = 0;
+    } else if (err < 0) {
+        rdzvd_job_store_failed(j, err);
+    } else if (then == STORE_THEN_NCCL) {
+        rdzvd_job_ask_rank0(j, j->nccl_want, false);
+    } else {
+        rdzvd_job_send_rounds(j);
+    }
 }
 
 void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)

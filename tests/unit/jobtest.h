@@ -74,6 +74,9 @@ struct env {
     uint16_t base_port; /* store_open's n-th store gets base_port + n (0: JT_BASE_PORT) */
     char state_name[RDZVD_JOB_NAME_MAX]; /* the last store_open's ("" for none) */
     bool last_drop;                      /* the last store_close's drop */
+    /* Run as store_open begins (NULL: nothing): what the host does meanwhile (a connection
+     * closing begins a step of its own). */
+    void (*store_opening)(struct env *e);
     int nflush;
     char secrets[JT_NODES][RDZV_SECRET_HEX + 1];
     /* With a state directory, the job table journaled there as "jobs", as a single rdzvd with
@@ -210,6 +213,8 @@ static inline int fake_store_open(void *ud, const char *desc, const char *state_
     struct env *e = ud;
 
     (void)desc;
+    if (e->store_opening)
+        e->store_opening(e);
     e->asked_port = port;
     snprintf(e->state_name, sizeof(e->state_name), "%s", state_name ? state_name : "");
     if (e->store_fail && (!e->store_fail_port || port))

@@ -665,8 +665,9 @@ static void test_timeline_of_a_long_job(void)
     env_done(&e);
 }
 
-/* The JOIN that closes a round: its Ready lists the JOINED and each member's ROUND, with its
- * node rank, before any op runs; advance carries them out and the Ready is empty after. */
+/* The JOIN that closes a round: its Ready lists the JOINED and the generation's store to open,
+ * before any op runs; advance opens it, and the store's answer sends each member's ROUND with
+ * its node rank and the store's port. The Ready is empty after. */
 static void test_ready_lists_what_the_step_sends(void)
 {
     struct fake f[2] = {0};
@@ -683,21 +684,66 @@ static void test_ready_lists_what_the_step_sends(void)
     ASSERT_OK(rdzvd_job_step(&e.h, &in, jt_clock(), &rd));
     ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOINED, &f[1]), 1);
     ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOINED, &f[0]), 0);
-    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_ROUND, NULL), 2);
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_STORE_OPEN, NULL), 1);
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_ROUND, NULL), 0); /* they wait for the store's port */
     while (rdzvd_job_ready_next(&rd, &at, &s)) {
-        if (s.kind != RDZVD_SEND_ROUND)
+        if (s.kind != RDZVD_SEND_STORE_OPEN)
             continue;
-        ASSERT_EQ(s.node_rank, s.peer == &f[0] ? 0 : 1);
-        ASSERT_EQ(s.round->generation, 1);
+        ASSERT_EQ(s.generation, 1);
+        ASSERT_EQ(s.port, 0);
+        ASSERT_TRUE(s.fresh);
     }
-    ASSERT_EQ(f[1].njoined + f[0].nrounds + f[1].nrounds, 0); /* nothing sent yet */
+    ASSERT_EQ(f[1].njoined + f[0].nrounds + f[1].nrounds + e.stores_open, 0); /* nothing yet */
     rdzvd_job_advance(&rd);
+    ASSERT_EQ(e.stores_open, 1);
     ASSERT_EQ(f[1].njoined, 1);
     ASSERT_EQ(f[0].nrounds, 1);
     ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_EQ(f[0].round.node_rank, 0);
     ASSERT_EQ(f[1].round.node_rank, 1);
+    ASSERT_EQ(f[1].round.master_port, e.last_port);
     at = NULL;
     ASSERT_FALSE(rdzvd_job_ready_next(&rd, &at, &s));
+    env_done(&e);
+}
+
+/* A member's connection closes while the store of its round opens (a step of its own, as the
+ * outbox is carried out): the round is undone, and the store that comes for it is closed, not
+ * used. The job forms again with a new node, and its ROUNDs name the new store. */
+static struct fake *gone_on_open;
+
+static void gone_while_store_opens(struct env *e)
+{
+    struct rdzvd_member *m = gone_on_open ? gone_on_open->m : NULL;
+
+    (void)e;
+    gone_on_open = NULL;
+    if (m)
+        jt_gone(m);
+}
+
+static void test_store_of_an_undone_round_is_closed(void)
+{
+    struct fake f[2] = {0}, late = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    e.store_opening = gone_while_store_opens;
+    gone_on_open = &f[0];
+    join_n(&e, f, 2, jn);
+    ASSERT_EQ(e.stores_open, 1);
+    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_TRUE(e.last_drop);
+    ASSERT_EQ(f[0].nrounds + f[1].nrounds + f[1].nevents, 0);
+    jn = join_of(2, 2, 2, 0);
+    ASSERT_OK(join(&e, &late, &jn));
+    ASSERT_EQ(e.stores_open, 2);
+    ASSERT_EQ(e.stores_closed, 1);
+    ASSERT_EQ(f[1].nrounds, 1);
+    ASSERT_EQ(late.nrounds, 1);
+    ASSERT_EQ(f[1].round.generation, 1);
+    ASSERT_EQ(f[1].round.master_port, e.last_port);
     env_done(&e);
 }
 
@@ -724,5 +770,6 @@ int main(void)
     TEST(test_recovery_first_step_waits_for_every_node);
     TEST(test_timeline_of_a_long_job);
     TEST(test_ready_lists_what_the_step_sends);
+    TEST(test_store_of_an_undone_round_is_closed);
     return tap_done();
 }
