@@ -195,7 +195,8 @@ static uint64_t compact_threshold(const struct rdzvd_journal *j)
 
 static int journal_compact(struct rdzvd_journal *j);
 
-/* The store's change hook. The store is consistent when this runs, so compaction may read it. */
+/* The store's change hook. Compaction reads the store: only when no gate holds changes of it
+ * (the store is then what its records make). */
 static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                               const uint8_t *val, size_t vlen)
 {
@@ -238,7 +239,9 @@ static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *k
     j->st.size += len;
     j->st.records++;
     journal_mark_dirty(j);
-    if (j->st.size > compact_threshold(j)) {
+    /* Not while the store is ahead of its records (a gate holds some): the snapshot would
+     * hold them, and they would follow it. */
+    if (j->st.size > compact_threshold(j) && !rdzvd_store_changes_held(j->store)) {
         (void)journal_compact(j);
         return;
     }

@@ -142,18 +142,51 @@ int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t
     return s->decision ? s->decision(s, key, klen, val, vlen) : -EINVAL;
 }
 
+void rdzvd_store_set_change_gate(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud)
+{
+    s->gate = fn;
+    s->gate_ud = ud;
+}
+
+void rdzvd_store_pass_change(struct rdzvd_store *s, enum rdzvd_change what, const uint8_t *key,
+                             size_t klen, const uint8_t *val, size_t vlen)
+{
+    if (s->gated)
+        s->gated--;
+    if (s->change)
+        s->change(s->change_ud, what, key, klen, val, vlen);
+}
+
+uint64_t rdzvd_store_changes_held(const struct rdzvd_store *s)
+{
+    return s->gated;
+}
+
+/* A change made: to the gate, if any, else to the hook (none while muted). */
+static void tell(struct rdzvd_store *s, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                 const uint8_t *val, size_t vlen)
+{
+    if (s->muted)
+        return;
+    if (s->gate) {
+        s->gated++;
+        s->gate(s->gate_ud, what, key, klen, val, vlen);
+    } else if (s->change) {
+        s->change(s->change_ud, what, key, klen, val, vlen);
+    }
+}
+
 int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,
                           size_t klen, const void *val, size_t vlen,
                           int (*fn)(struct rdzvd_store *s, void *ud), void *ud)
 {
-    rdzvd_change_fn hook = s->change;
     int r;
 
-    s->change = NULL;
+    s->muted++;
     r = fn(s, ud);
-    s->change = hook;
-    if (r == 0 && hook)
-        hook(s->change_ud, what, key, klen, val, vlen);
+    s->muted--;
+    if (r == 0)
+        tell(s, what, key, klen, val, vlen);
     return r;
 }
 
@@ -326,8 +359,7 @@ static void notify_watchers(struct rdzvd_store *s, struct slot *sl, uint8_t type
 static void slot_changed(struct rdzvd_store *s, struct slot *sl, enum rdzvd_change what,
                          const uint8_t *val, size_t vlen)
 {
-    if (s->change)
-        s->change(s->change_ud, what, sl->key, sl->klen, val, vlen);
+    tell(s, what, sl->key, sl->klen, val, vlen);
     wake_all(s, sl);
 }
 
@@ -520,8 +552,7 @@ int rdzvd_store_delete(struct rdzvd_store *s, const void *key, size_t klen)
     sl->vlen = 0;
     sl->present = false;
     s->nkeys--;
-    if (s->change)
-        s->change(s->change_ud, RDZVD_CHANGE_DELETE, sl->key, sl->klen, NULL, 0);
+    tell(s, RDZVD_CHANGE_DELETE, sl->key, sl->klen, NULL, 0);
     store_slot_gc(s, sl);
     return 1;
 }

@@ -55,9 +55,9 @@ enum rdzvd_change {
 typedef int (*rdzvd_decision_fn)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
                                  const uint8_t *val, size_t vlen);
 
-/* Called after every successful mutation, before any waiter is woken. key/val point into the
- * store and are valid only during the call. The store is consistent then: the hook may read it
- * (the journal compacts from here) but must not change it. */
+/* Called after every successful mutation, before any waiter is woken; with a gate, when the
+ * gate passes it on. key/val are valid only during the call. The hook may read the store (the
+ * journal compacts from here, when no gate holds changes) but must not change it. */
 typedef void (*rdzvd_change_fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                                 const uint8_t *val, size_t vlen);
 
@@ -86,6 +86,15 @@ int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rd
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 /* Install (or with fn NULL remove) the change hook. One hook per store. */
 void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
+/* Put a gate (or with fn NULL none) before the change hook: each change goes to fn instead, as
+ * the hook would get it, and the gate tells the hook with rdzvd_store_pass_change, at once or
+ * later, in order. The job machine keeps a step's records so until its Ready is carried out. */
+void rdzvd_store_set_change_gate(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
+void rdzvd_store_pass_change(struct rdzvd_store *s, enum rdzvd_change what, const uint8_t *key,
+                             size_t klen, const uint8_t *val, size_t vlen);
+/* The changes the gate holds that the hook was not told yet: the store is ahead of its hook
+ * (a journal does not compact then). */
+uint64_t rdzvd_store_changes_held(const struct rdzvd_store *s);
 /* Install (or with fn NULL remove) the store's decision replayer. */
 void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn);
 /* Replay a decision on s: its decision replayer's result; -EINVAL when it has none (a store
