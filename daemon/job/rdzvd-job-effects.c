@@ -399,6 +399,8 @@ struct joined {
 /* Small (a round to 10,000 members is 10,000 of them at once): what is large is held apart. */
 struct rdzvd_job_effect {
     struct rdzvd_job_effect *next;
+    uint64_t seq;  /* its place in the outbox (1: the first queued) */
+    bool unsent;   /* a message decided after a record not written: not sent */
     enum effect_kind kind;
     const struct rdzvd_job_ops *ops;
     void *peer; /* the host's; ud for EFF_FLUSH */
@@ -524,16 +526,107 @@ static void carry(struct rdzvd_job_effect *e)
     }
 }
 
+/* ---- the step's records: the job table's changes, written before anything is sent ---- */
+
+struct rdzvd_job_kept {
+    struct rdzvd_job_kept *next;
+    const struct rdzvd_job_host *h; /* the host whose table made it */
+    uint64_t after;                 /* the effects queued before it */
+    enum rdzvd_change what;
+    size_t klen, vlen;
+    uint8_t bytes[]; /* the key, then the value */
+};
+
+/* The host's write of one record: 0 or a negative errno. */
+static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
+                        const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
+{
+    if (h->ops->record)
+        return h->ops->record(h->ud, what, key, klen, val, vlen);
+    rdzvd_store_pass_change(h->record_table, what, key, klen, val, vlen);
+    return 0;
+}
+
+/* Who is told of a record not written (rdzvd_job_records_keep's). */
+static rdzvd_job_unrecorded_fn unrecorded_fn;
+
+/* k was not written (r): the machine is told (a step of its own, whose effects join this pass);
+ * when what it decided waits on k, the messages of o queued after k are not sent. */
+static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r)
+{
+    uint64_t top = o->queued; /* what the step it tells queues comes after */
+
+    if (!unrecorded_fn || !unrecorded_fn(k->h, k->what, k->bytes + k->klen, k->vlen, r,
+                                         k->h->steps->now))
+        return;
+    for (struct rdzvd_job_effect *e = o->head; e && e->seq <= top; e = e->next)
+        e->unsent |= e->seq > k->after && e->kind != EFF_CLOSE && e->kind != EFF_DISMISS &&
+                     e->kind != EFF_FLUSH;
+}
+
+/* Hand o's records to their hosts, in order. */
+static void records_write(struct rdzvd_job_outbox *o)
+{
+    struct rdzvd_job_kept *k;
+    int r;
+
+    while ((k = o->kept)) {
+        o->kept = k->next;
+        if (!o->kept)
+            o->kept_last = NULL;
+        r = record_write(k->h, k->what, k->bytes, k->klen, k->bytes + k->klen, k->vlen);
+        if (r < 0)
+            unrecorded(o, k, r);
+        free(k);
+    }
+}
+
+/* The gate of a host's job table (rdzvd_store_set_change_gate): a change joins the records of
+ * the step under way, or outside any is written at once. */
+static void keep_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                        const uint8_t *val, size_t vlen)
+{
+    const struct rdzvd_job_host *h = ud;
+    struct rdzvd_job_outbox *o = h->steps->out;
+    struct rdzvd_job_kept *k;
+    int r;
+
+    if (o && (k = malloc(sizeof(*k) + klen + vlen))) {
+        *k = (struct rdzvd_job_kept){.h = h, .after = o->queued, .what = what, .klen = klen,
+                                     .vlen = vlen};
+        memcpy(k->bytes, key, klen);
+        if (vlen)
+            memcpy(k->bytes + klen, val, vlen);
+        if (o->kept_last)
+            o->kept_last->next = k;
+        else
+            o->kept = k;
+        o->kept_last = k;
+        return;
+    }
+    if (o) /* out of memory: written now, after the records before it */
+        records_write(o);
+    if ((r = record_write(h, what, key, klen, val, vlen)) < 0)
+        log_error_errno(r, "a change of the job table was not written");
+}
+
+void rdzvd_job_records_keep(const struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn)
+{
+    unrecorded_fn = fn;
+    if (h->record_table)
+        rdzvd_store_set_change_gate(h->record_table, keep_record, (void *)h);
+}
+
 /* Carry out everything queued in s's outbox, in order, including what steps begun meanwhile add
  * (a connection that closes tells its member's job at once: that step's effects join this
- * pass). */
+ * pass). What the steps recorded is written first, before each effect. */
 static void drain(struct rdzvd_job_steps *s)
 {
     struct rdzvd_job_outbox *o = s->out;
     struct rdzvd_job_effect *e;
 
     s->draining = true;
-    while ((e = o->head)) {
+    for (records_write(o); (e = o->head); records_write(o)) {
         struct rdzvd_job_effect *rest = NULL, *rest_last = NULL;
 
         o->head = e->next;
@@ -541,12 +634,13 @@ static void drain(struct rdzvd_job_steps *s)
             o->last = NULL;
         /* What a store's answer sends goes where the store was asked for: before what was
          * queued after the ask (the ROUNDs go where the step would have put them). */
-        if (e->kind == EFF_STORE_OPEN && o->head) {
+        if (e->kind == EFF_STORE_OPEN && !e->unsent && o->head) {
             rest = o->head;
             rest_last = o->last;
             o->head = o->last = NULL;
         }
-        carry(e);
+        if (!e->unsent)
+            carry(e);
         if (rest) {
             if (o->last)
                 o->last->next = rest;
@@ -585,6 +679,7 @@ static void step_close(struct rdzvd_job_steps *s)
 static void enqueue(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
 {
     e->next = NULL;
+    e->seq = ++o->queued;
     if (o->last)
         o->last->next = e;
     else

@@ -223,13 +223,11 @@ void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings
     memcpy(j->command, st->command, sizeof(j->command));
 }
 
-/* r, the result of a decision: applied to the table but not written (the journal turned
- * persistence off) is -EIO: a restarted rdzvd would not know it, so it is not made. 0 or a
- * negative errno. */
-static int decision_written(const struct rdzvd_job *j, int r)
+/* r, the result of a decision applied to the table: 0 or a negative errno. Its record is
+ * written when the step's Ready is carried out, before anything the step sends; one not written
+ * comes back as the input RDZVD_IN_UNRECORDED. */
+static int decision_written(int r)
 {
-    if (r >= 0 && j->host.record_journal && rdzvd_journal_failed(j->host.record_journal))
-        r = -EIO;
     return r < 0 ? r : 0;
 }
 
@@ -268,7 +266,7 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
         rec.n_ids = 0;
         r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
     }
-    r = decision_written(j, r);
+    r = decision_written(r);
     if (r < 0)
         log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record the decision (generation %s) "
                        "in its job table",
@@ -290,7 +288,7 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
      * not been. */
     rec.generation -= j->state == JOB_NCCL;
     r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ASIDE, &rec);
-    r = decision_written(j, r);
+    r = decision_written(r);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot record a node put aside in its job table", j->run_id);
     return r;
@@ -351,7 +349,7 @@ static int decide_forgotten(struct rdzvd_job *j, const char *node_id)
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", node_id);
     r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_FORGOTTEN, &rec);
-    return j->host.secret_table == j->host.record_table ? decision_written(j, r) : r;
+    return j->host.secret_table == j->host.record_table ? decision_written(r) : r;
 }
 
 /* node_id may yet come back to j with its secret: a member's (connected or away), or a node of
@@ -435,7 +433,7 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
     if (r == 0)
         r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_ADMITTED, &rec);
     if (j->host.secret_table == j->host.record_table)
-        r = decision_written(j, r);
+        r = decision_written(r);
     return r;
 }
 
@@ -451,8 +449,8 @@ void rdzvd_member_forget(struct rdzvd_member *m)
                        "it stays among the job's node ids", j->run_id, m->join.node_id);
 }
 
-/* WAITING for run_id in h's job table (since: unix ms; 0: an agent is back), as written: 0, or
- * a negative errno (-EIO: applied, but the journal turned persistence off). */
+/* WAITING for run_id in h's job table (since: unix ms; 0: an agent is back): 0, or a negative
+ * errno. */
 static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since)
 {
     struct rdzvd_job_record rec = {.generation = 0};
@@ -461,8 +459,6 @@ static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, in
     snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
     rec.waiting_since_ms = since;
     r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_WAITING, &rec);
-    if (r >= 0 && h->record_journal && rdzvd_journal_failed(h->record_journal))
-        r = -EIO;
     if (r < 0)
         log_warn_errno(r, since ? "job=%s cannot record since when it waits for its agents: a "
                                   "restart counts its --abandon-after afresh"
@@ -1263,6 +1259,20 @@ int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
     if (r > 0)
         r = 0;
 out:
+    rdzvd_job_record_clear(&d.rec);
+    return r;
+}
+
+int rdzvd_decision_peek(const uint8_t *val, size_t vlen, char run_id[RDZV_ID_MAX + 1],
+                        enum rdzvd_decision_kind *kind)
+{
+    struct decided d;
+    int r = decision_decode(val, vlen, &d);
+
+    if (r == 0) {
+        snprintf(run_id, RDZV_ID_MAX + 1, "%s", d.rec.run_id);
+        *kind = d.kind;
+    }
     rdzvd_job_record_clear(&d.rec);
     return r;
 }

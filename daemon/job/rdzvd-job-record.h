@@ -187,8 +187,9 @@ const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running
  * generation; STOPPED, not running; ENDED, only its run id counts) is encoded, and those bytes are
- * applied by rdzvd_decision_apply, t's change hook told of the decision itself (a record of
- * RDZVD_CHANGE_DECISION: to the journal, or to the next log entry). 0, -EINVAL (rec is not what
+ * applied by rdzvd_decision_apply, t's gate or change hook told of the decision itself (a
+ * record of RDZVD_CHANGE_DECISION: kept by the step under way until its Ready is carried out,
+ * then to the journal, or to the next log entry). 0, -EINVAL (rec is not what
  * kind takes, or not what put takes), -ESTALE (it would take the job back: nothing changed),
  * -ENOMEM, or the store's error. */
 int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
@@ -201,3 +202,6 @@ int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
  * --max-restarts), nothing changed; -ENOMEM or the store's error. */
 int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
                          const uint8_t *val, size_t vlen);
+/* The run id and kind of the decision val[0..vlen): 0, or -EBADMSG / -ENOMEM. */
+int rdzvd_decision_peek(const uint8_t *val, size_t vlen, char run_id[RDZV_ID_MAX + 1],
+                        enum rdzvd_decision_kind *kind);

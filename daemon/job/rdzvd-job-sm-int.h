@@ -12,13 +12,14 @@
 #include "proto/rdzv-msg.h"
 #include "daemon/job/rdzvd-job-sm.h"
 
-/* The outbox (etcd/raft's Ready). What the machine sends is queued in the order it decides it
- * and carried out (the host's ops called, rdzvd-job-sm.h) when the outermost step ends. Each
+/* The outbox (etcd/raft's Ready). What the machine records and sends is queued in the order it
+ * decides it and carried out (the host's ops called, rdzvd-job-sm.h) when the outermost step
+ * ends: the records first (ops->record), then the rest. Each
  * function below that changes a job is a step (RDZVD_JOB_STEP(h) at its top, h the job's host;
  * rdzvd_job_step, which each timer's input goes through too, holds one open in its Ready until
  * rdzvd_job_advance). The outermost step's outbox takes what the steps within it queue; a step
  * begun outside any holds its own (in the frame the macro declares), and so does a Ready. So no
- * op runs while a decision is made, and a decision is recorded before anything it sends goes
+ * op runs while a decision is made, and a decision is written before anything it sends goes
  * out; only bind runs at once (a pointer: a connection that closes meanwhile must find its
  * member as decided). A step that an op's own work begins (a connection closing tells its
  * member's job) adds to the pass under way. Loop thread only. */
@@ -38,6 +39,14 @@ void rdzvd_job_step_end(struct rdzvd_job_frame *f);
  * rdzvd_job_advance closes it. */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd);
 void rdzvd_job_ready_close(struct rdzvd_job_ready *rd);
+/* A record of h's job table was not written (err, the host's; val: a decision when what is
+ * RDZVD_CHANGE_DECISION): the machine is told, at now. true when what was decided after it
+ * must not be sent. */
+typedef bool (*rdzvd_job_unrecorded_fn)(const struct rdzvd_job_host *h, enum rdzvd_change what,
+                                        const uint8_t *val, size_t vlen, int err,
+                                        struct rdzvd_job_now now);
+/* The gate of h's job table (rdzvd_job_host_keep_records): fn is told of records not written. */
+void rdzvd_job_records_keep(const struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn);
 /* Whether a step of s is open and its effects not yet carried out (tests: no op runs then). */
 bool rdzvd_job_deciding(const struct rdzvd_job_steps *s);
 
@@ -94,6 +103,11 @@ void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t 
  * message. Late reports of earlier generations are ignored (0). */
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen);
+/* UNRECORDED: the record of job run_id's decision (its name) was not written (err): nothing
+ * decided after it was sent, and the job fails, naming why. Nothing for a job not in memory or
+ * ended. */
+void rdzvd_jobs_unrecorded(struct rdzv_list *jobs, const char *run_id, const char *decision,
+                           int err);
 /* RELEASE (rdzvctl release): job run_id takes back the nodes it put aside whose node id or host
  * is node, or (node a GPU UUID) that GPU from the nodes put aside that hold it. The number of
  * nodes released or changed (0: none such), or a negative errno with err set (-ENOENT: no such

@@ -160,6 +160,28 @@ static void job_not_recorded(struct rdzvd_job *j, const char *what, int r)
     rdzvd_job_end(j, "failed", 1, why);
 }
 
+void rdzvd_jobs_unrecorded(struct rdzv_list *jobs, const char *run_id, const char *decision,
+                           int err)
+{
+    struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
+    char why[256];
+
+    if (!j || j->state == JOB_ENDED)
+        return;
+    /* A restart not recorded: it never began (its agents heard nothing of it). */
+    if (j->state == JOB_STOPPING)
+        (void)rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_STOPPED});
+    if (strcmp(decision, "formed") == 0 || strcmp(decision, "stopped") == 0) {
+        job_not_recorded(j, decision, err);
+        return;
+    }
+    snprintf(why, sizeof(why),
+             "rdzvd could not record its decision '%s' in its job table (%s); nothing decided "
+             "after it was sent",
+             decision, strerror(-err));
+    rdzvd_job_end(j, "failed", 1, why);
+}
+
 void rdzvd_job_send_rounds(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;

@@ -15,9 +15,10 @@
  * (rdzvd-job-sm-int.h).
  *
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
- * state machine's own timers. The ops are called from rdzvd_job_advance (the outbox), never
- * while the machine decides (but store_open for a job a JOIN rebuilds: the JOIN's answer waits
- * for it); an op's own work may begin another step (a connection closing).
+ * state machine's own timers. The ops are called from rdzvd_job_advance (the step's records,
+ * then its outbox), never while the machine decides (but store_open for a job a JOIN rebuilds:
+ * the JOIN's answer waits for it); an op's own work may begin another step (a connection
+ * closing).
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, once the host reaps their closed timers). A peer pointer is the host's; the
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "common/rdzv-list.h"
+#include "daemon/data/rdzvd-store.h"
 #include "proto/rdzv-msg.h"
 #include "daemon/job/rdzvd-job-world.h"
 
@@ -76,14 +78,25 @@ struct rdzvd_job_ops {
                       void **store, uint16_t *port_out);
     /* Close a store; drop: delete its journal too. */
     void (*store_close)(void *ud, void *store, bool drop);
+    /* Write one record of the job table (what a step decided, rdzvd_job_host_keep_records) as
+     * the table's change hook takes it: the host passes it on (rdzvd_store_pass_change) to the
+     * journal or the replica's batch. 0, or a negative errno: not written, so nothing decided
+     * after it goes out. NULL: passed on, and counted as written. */
+    int (*record)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                  const uint8_t *val, size_t vlen);
 };
 
-/* What a step sends to members' connections and the host, queued in the order the machine
- * decided it until the step is done (rdzvd-job-effects.c holds its entries). */
+/* What a step records and sends to members' connections and the host, queued in the order the
+ * machine decided it until the step is done (rdzvd-job-effects.c holds its entries). */
 struct rdzvd_job_effect;
 struct rdzvd_job_shared;
+struct rdzvd_job_kept;
 struct rdzvd_job_outbox {
     struct rdzvd_job_effect *head, *last; /* NULL, NULL: empty */
+    /* What the step records (the job table's changes), in order: written before anything of
+     * the outbox goes out. Each notes how many effects were queued before it (queued). */
+    struct rdzvd_job_kept *kept, *kept_last;
+    uint64_t queued;
     /* The newest event and round, to share with the next equal one. */
     struct rdzvd_job_shared *last_event, *last_round;
     const struct rdzvd_job_ops *flush_ops; /* a flush not queued (out of memory): at the end */
@@ -112,9 +125,10 @@ struct rdzvd_job_host {
     /* The job table (rdzvd_server_job_table: journaled in --state-dir, or a replica's,
      * replicated), or NULL: no record is kept, and no job is rebuilt after a restart. */
     struct rdzvd_store *record_table;
-    /* record_table's journal when a single rdzvd keeps it in --state-dir (written through: a
-     * decision is on disk when its change returns), or NULL (none, or a replica's: Raft). A
-     * decision the journal failed to write counts as refused. */
+    /* record_table's journal when a single rdzvd keeps it in --state-dir, or NULL (none, or a
+     * replica's: Raft). The machine does not read it: the host's op record writes through it (a
+     * record is on disk when the op returns), and counts one a failed journal took as not
+     * written. */
     struct rdzvd_journal *record_journal;
     /* Node rank 0's agent hosts each generation's store when it can (JOIN host_store; asked
      * with NCCL_REQUEST store), so that the store does not die with this rdzvd: a replica. */
@@ -187,6 +201,9 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_DEADLINE,    /* member, deadline: its heartbeat deadline ran out */
     RDZVD_IN_NCCL_UNSENT, /* member, nccl_unsent: its NCCL_REQUEST could not be queued */
     RDZVD_IN_STORE_OPENED, /* store_opened: the answer to the outbox's STORE_OPEN */
+    /* unrecorded: a record of the step that decided it was not written (ops->record failed):
+     * nothing sent after it went out, and its job fails, naming why. */
+    RDZVD_IN_UNRECORDED,
     /* The host's clock reached the Ready's next deadline: the first of its timers due by
      * u.until, if any, runs (a job's as TIMER, a member's as DEADLINE, with the bytes waiting
      * unread on its connection); the Ready says whether one did. A timer armed meanwhile is due
@@ -239,13 +256,20 @@ struct rdzvd_job_input {
             uint16_t port;
             int err;
         } store_opened;
+        struct {
+            const char *run_id;
+            const char *decision; /* its name ("formed", "stopped", ...) */
+            int err;              /* the negative errno ops->record gave */
+        } unrecorded;
     } u;
 };
 
-/* What the step hands back: the answers to the input, and in its outbox what it sends to
- * members' connections and the host, until rdzvd_job_advance carries that out (read it with
- * rdzvd_job_ready_next). A step taken while another step of its host is open, or while that
- * one's outbox is carried out (an op's own work: a connection closing), adds to that outbox. */
+/* What the step hands back: the answers to the input, and in its outbox what it records (the
+ * job table's changes) and what it sends to members' connections and the host, until
+ * rdzvd_job_advance writes the records through ops->record and then carries the rest out (read
+ * the sends with rdzvd_job_ready_next). A step taken while another step of its host is open, or
+ * while that one's outbox is carried out (an op's own work: a connection closing), adds to that
+ * outbox. */
 struct rdzvd_job_ready {
     int rc;       /* 0, or a negative errno: the input is refused (err says why) */
     char err[RDZV_ERROR_MAX + 1];
@@ -258,7 +282,7 @@ struct rdzvd_job_ready {
     int64_t count;                  /* RELEASE: the nodes released or changed */
     char (*ids)[RDZV_ID_MAX + 1];   /* REBUILD_BEGIN: the run ids to rebuild (the caller's to */
     size_t n_ids;                   /* free), n_ids of them */
-    struct rdzvd_job_outbox out;    /* what the step sends, in the order decided */
+    struct rdzvd_job_outbox out;    /* what the step records and sends, in the order decided */
     struct rdzvd_job_steps *steps_; /* the host's, its step held open until rdzvd_job_advance */
     /* When the first of the host's timers is due, on the step's clock (0: none armed), as the
      * step left them; rdzvd_job_advance brings it up to date with what it carried out. */
@@ -270,11 +294,13 @@ struct rdzvd_job_ready {
     bool reap;
 };
 
-/* Take in one input at now (both clocks, as the host read them; now.ms never 0): decide,
- * record, and queue what goes out; the step reads no clock of its own, and the host's steps
- * keep now (struct rdzvd_job_steps).
+/* Take in one input at now (both clocks, as the host read them; now.ms never 0): decide (the
+ * job table changed in memory), and queue what to record and what goes out; the step reads no
+ * clock of its own, and the host's steps keep now (struct rdzvd_job_steps).
  * Returns ready->rc. The caller writes the answers it owes the input's connection (a HEARTBEAT's)
- * and then calls rdzvd_job_advance(ready), which carries out what the step queued, in order. */
+ * and then calls rdzvd_job_advance(ready): it hands the records to ops->record, in order, and
+ * then carries out what the step queued. A record not written stops the messages decided after
+ * it, and comes back as the input RDZVD_IN_UNRECORDED. */
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
                    struct rdzvd_job_now now, struct rdzvd_job_ready *ready);
 void rdzvd_job_advance(struct rdzvd_job_ready *ready);
@@ -316,6 +342,12 @@ struct rdzvd_job_send {
  * *cursor on; false when there is none left. */
 bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **cursor,
                           struct rdzvd_job_send *send);
+
+/* The records of h's job table (h->record_table, and its secret_table when the same) go to
+ * the step that makes them: they wait in its Ready until rdzvd_job_advance hands them to
+ * ops->record, before anything else. Outside any step, a record is written at once. h must
+ * outlive the table's use; rdzvd and the unit tests call this once h is set. */
+void rdzvd_job_host_keep_records(const struct rdzvd_job_host *h);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
 /* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their

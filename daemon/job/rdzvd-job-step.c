@@ -97,6 +97,10 @@ static void step_host(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
     case RDZVD_IN_DROP_ALL:
         rdzvd_jobs_drop_all(h->jobs);
         break;
+    case RDZVD_IN_UNRECORDED:
+        rdzvd_jobs_unrecorded(h->jobs, in->u.unrecorded.run_id, in->u.unrecorded.decision,
+                              in->u.unrecorded.err);
+        break;
     default:
         break;
     }
@@ -184,6 +188,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     case RDZVD_IN_REBUILD_BEGIN:
     case RDZVD_IN_REBUILD:
     case RDZVD_IN_DROP_ALL:
+    case RDZVD_IN_UNRECORDED:
         step_host(jobs, in, rd);
         break;
     case RDZVD_IN_TIMER:
@@ -210,8 +215,8 @@ void rdzvd_job_advance(struct rdzvd_job_ready *rd)
     rd->reap = !rdzv_list_empty(&rd->timers_->closing);
 }
 
-/* An NCCL_REQUEST the outbox could not queue, as rdzvd-job-effects.c reports it: an input of a
- * step of its own. */
+/* What the outbox could not do (an NCCL_REQUEST not queued, a record not written), or a store's
+ * answer, as rdzvd-job-effects.c reports it: an input of a step of its own. */
 static void input_step(struct rdzvd_job *j, const struct rdzvd_job_input *in,
                        struct rdzvd_job_now now)
 {
@@ -239,6 +244,39 @@ static void store_opened_input(struct rdzvd_job *j, uint64_t ask, uint64_t gen, 
                            .err = err}};
 
     input_step(j, &in, now);
+}
+
+/* A record of h's job table not written, as rdzvd-job-effects.c reports it: a decision whose
+ * move or JOIN waits on it (FORMED, STOPPED, ASIDE, ADMITTED) is the input UNRECORDED, and what
+ * was decided after it is not sent. The others (ENDED, WAITING, FORGOTTEN) are logged. */
+static bool unrecorded_record(const struct rdzvd_job_host *h, enum rdzvd_change what,
+                              const uint8_t *val, size_t vlen, int err, struct rdzvd_job_now now)
+{
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_UNRECORDED};
+    char run_id[RDZV_ID_MAX + 1];
+    enum rdzvd_decision_kind kind;
+    struct rdzvd_job_ready rd;
+
+    if (what != RDZVD_CHANGE_DECISION || rdzvd_decision_peek(val, vlen, run_id, &kind) < 0) {
+        log_error_errno(err, "a change of the job table was not written");
+        return false;
+    }
+    log_warn_errno(err, "job=%s: its decision '%s' was not written to its job table", run_id,
+                   rdzvd_decision_name(kind));
+    if (kind != RDZVD_DECIDE_FORMED && kind != RDZVD_DECIDE_STOPPED &&
+        kind != RDZVD_DECIDE_ASIDE && kind != RDZVD_DECIDE_ADMITTED)
+        return false;
+    in.u.unrecorded.run_id = run_id;
+    in.u.unrecorded.decision = rdzvd_decision_name(kind);
+    in.u.unrecorded.err = err;
+    rdzvd_job_step(h, &in, now, &rd);
+    rdzvd_job_advance(&rd);
+    return true;
+}
+
+void rdzvd_job_host_keep_records(const struct rdzvd_job_host *h)
+{
+    rdzvd_job_records_keep(h, unrecorded_record);
 }
 
 /* Every job's, given at its making (rdzvd_job_new). */

@@ -33,6 +33,7 @@
 #include "common/rdzv-list.h"
 #include "daemon/data/rdzvd-acl.h"
 #include "daemon/data/rdzvd-config.h"
+#include "daemon/data/rdzvd-journal.h"
 #include "daemon/repl/rdzvd-replica.h"
 
 struct rdzvd_jobs {
@@ -422,6 +423,19 @@ static void srv_store_close(void *ud, void *store, bool drop)
     rdzvd_listener_close(store, drop);
 }
 
+/* A record of the job table, to its hook: the journal's write (on disk, fsynced unless --fsync
+ * no, when this returns), or the replica's batch (every reply is held until it commits). A
+ * journal that failed (persistence off) did not write it. */
+static int srv_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                      const uint8_t *val, size_t vlen)
+{
+    struct rdzvd_jobs *jobs = ud;
+    struct rdzvd_journal *jl = jobs->host.record_journal;
+
+    rdzvd_store_pass_change(jobs->host.record_table, what, key, klen, val, vlen);
+    return jl && rdzvd_journal_failed(jl) ? -EIO : 0;
+}
+
 static const struct rdzvd_job_ops conn_job_ops = {
     .joined = conn_joined,
     .round = conn_round,
@@ -434,6 +448,7 @@ static const struct rdzvd_job_ops conn_job_ops = {
     .flush = srv_flush,
     .store_open = srv_store_open,
     .store_close = srv_store_close,
+    .record = srv_record,
 };
 
 /* ---- frames from agents ---- */
@@ -897,6 +912,7 @@ int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
             return -ENOMEM;
         }
     }
+    rdzvd_job_host_keep_records(&jobs->host); /* its records wait for their step's Ready */
     jobs->host.secret_table = jobs->host.record_table;
     if (!jobs->host.secret_table &&
         rdzvd_store_new(&rdzvd_server_config(srv)->lim, NULL, &jobs->secret_table) == 0)
@@ -931,6 +947,8 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
         /* the jobs are gone, the loop has run: what held their timers goes */
         step(jobs, &(struct rdzvd_job_input){.kind = RDZVD_IN_REAP}, &rd);
         rdzvd_ended_jobs_free(&jobs->ended);
+        if (jobs->host.record_table) /* it outlives jobs: no gate to jobs any more */
+            rdzvd_store_set_change_gate(jobs->host.record_table, NULL, NULL);
         rdzvd_store_free(jobs->secret_table);
     }
     free(jobs);

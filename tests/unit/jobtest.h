@@ -237,6 +237,18 @@ static inline void fake_store_close(void *ud, void *store, bool drop)
     e->last_drop = drop;
 }
 
+/* A record of the job table, as rdzvd writes it: to the table's hook (the journal), not written
+ * once the journal failed. */
+static inline int fake_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                              const uint8_t *val, size_t vlen)
+{
+    struct env *e = ud;
+
+    jt_not_deciding("record");
+    rdzvd_store_pass_change(e->h.record_table, what, key, klen, val, vlen);
+    return e->table_journal && rdzvd_journal_failed(e->table_journal) ? -EIO : 0;
+}
+
 static const struct rdzvd_job_ops jt_fake_ops = {
     .joined = fake_joined,
     .round = fake_round,
@@ -249,6 +261,7 @@ static const struct rdzvd_job_ops jt_fake_ops = {
     .flush = fake_flush,
     .store_open = fake_store_open,
     .store_close = fake_store_close,
+    .record = fake_record,
 };
 
 /* ---- the tests' clock ---- */
@@ -350,6 +363,7 @@ static inline void env_init(struct env *e, int state_dirfd)
         e->h.record_table = e->table;
         e->h.record_journal = e->table_journal; /* as rdzvd does */
         e->h.secret_table = e->table;
+        rdzvd_job_host_keep_records(&e->h); /* as rdzvd does */
     } else {
         static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
 
