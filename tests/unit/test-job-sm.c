@@ -753,23 +753,16 @@ static void test_refused_stopped_sends_nothing(void)
     jt_state_dir_done(fd, path);
 }
 
-/* The job table's journal cannot write the decision that generation 1 formed (a file size limit
- * makes the write fail, EFBIG): the decision is not made, no member hears of the generation, and
- * the job fails naming why; an rdzvd restarted on the directory finds no record of it. */
-static void test_unwritten_decision_sends_nothing(void)
+/* JOIN jn from f while the job table's journal in state directory path cannot grow (a file size
+ * limit: its write fails, EFBIG): join's result. */
+static int join_journal_full(struct env *e, const char *path, struct fake *f,
+                             const struct rdzv_join *jn)
 {
-    struct rdzvd_job_record rec;
     struct rlimit old, lim;
-    struct fake f[2] = {0};
     struct stat st;
-    char path[64], file[96];
-    int fd = jt_state_dir(path, sizeof(path));
-    struct rdzv_join jn = join_of(0, 2, 2, 3);
-    struct env e;
+    char file[96];
+    int r;
 
-    env_init(&e, fd);
-    jt_remember_secrets(&e, "job"); /* both nodes' secrets are on disk: only FORMED is new */
-    ASSERT_OK(join(&e, &f[0], &jn));
     snprintf(file, sizeof(file), "%s/jobs.journal", path);
     ASSERT_OK(stat(file, &st));
     signal(SIGXFSZ, SIG_IGN);
@@ -777,15 +770,57 @@ static void test_unwritten_decision_sends_nothing(void)
     lim = old;
     lim.rlim_cur = (rlim_t)st.st_size; /* not one byte more */
     ASSERT_OK(setrlimit(RLIMIT_FSIZE, &lim));
-    jn = join_of(1, 2, 2, 3);
-    ASSERT_OK(join(&e, &f[1], &jn));
+    r = join(e, f, jn);
     ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
     signal(SIGXFSZ, SIG_DFL);
+    return r;
+}
+
+/* The job table's journal cannot write the decision that generation 1 formed (a file size limit
+ * makes the write fail, EFBIG): the decision is not made, no member hears of the generation, and
+ * the job fails naming why; an rdzvd restarted on the directory finds no record of it. */
+static void test_unwritten_decision_sends_nothing(void)
+{
+    struct rdzvd_job_record rec;
+    struct fake f[2] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, fd);
+    jt_remember_secrets(&e, "job"); /* both nodes' secrets are on disk: only FORMED is new */
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 3);
+    ASSERT_OK(join_journal_full(&e, path, &f[1], &jn));
     ASSERT_TRUE(rdzvd_journal_failed(e.table_journal));
     assert_unrecorded(&e, f, "formed", 0);
     env_done(&e);
     env_init(&e, fd); /* what the disk holds */
     ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+/* The job table's journal cannot write a new node's secret (ADMITTED; EFBIG): that node is not
+ * told it joined, and its job fails naming why, as when FORMED is not written. */
+static void test_unwritten_admitted_fails_job(void)
+{
+    struct fake f[2] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct rdzv_join jn = join_of(0, 3, 3, 3);
+    struct env e;
+
+    env_init(&e, fd);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 3, 3, 3);
+    (void)join_journal_full(&e, path, &f[1], &jn); /* before: refused with an ERROR */
+    ASSERT_EQ(f[1].njoined, 0);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_TRUE(event_is(&f[i], "failed"));
+        ASSERT_NOT_NULL(strstr(f[i].event.summary, "could not record its decision 'admitted'"));
+    }
     env_done(&e);
     jt_state_dir_done(fd, path);
 }
@@ -858,6 +893,7 @@ int main(void)
     TEST(test_refused_formed_sends_nothing);
     TEST(test_refused_stopped_sends_nothing);
     TEST(test_unwritten_decision_sends_nothing);
+    TEST(test_unwritten_admitted_fails_job);
     TEST(test_bad_node_put_aside_and_recorded);
     TEST(test_cancel_is_not_a_failure);
     return tap_done();
