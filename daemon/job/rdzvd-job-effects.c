@@ -551,22 +551,25 @@ static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
 static rdzvd_job_unrecorded_fn unrecorded_fn;
 
 /* k was not written (r): the machine is told (a step of its own, whose effects join this pass);
- * when what it decided waits on k, the messages of o queued after k are not sent. */
-static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r)
+ * when what it decided waits on k, the messages to agents of o queued after k, up to top, are
+ * not sent. What the steps that are told queue comes after top: an outcome they send goes. A
+ * close, a dismissal, a flush or a store's open or close is carried out still (the machine let
+ * go of the connection; a store it asked for gets its answer). */
+static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r,
+                       uint64_t top)
 {
-    uint64_t top = o->queued; /* what the step it tells queues comes after */
-
     if (!unrecorded_fn || !unrecorded_fn(k->h, k->what, k->bytes + k->klen, k->vlen, r,
                                          k->h->steps->now))
         return;
     for (struct rdzvd_job_effect *e = o->head; e && e->seq <= top; e = e->next)
-        e->unsent |= e->seq > k->after && e->kind != EFF_CLOSE && e->kind != EFF_DISMISS &&
-                     e->kind != EFF_FLUSH;
+        e->unsent |= e->seq > k->after && (e->kind == EFF_JOINED || e->kind == EFF_ROUND ||
+                                           e->kind == EFF_EVENT || e->kind == EFF_NCCL);
 }
 
 /* Hand o's records to their hosts, in order. */
 static void records_write(struct rdzvd_job_outbox *o)
 {
+    uint64_t top = o->queued; /* what the steps told of a record not written queue is after */
     struct rdzvd_job_kept *k;
     int r;
 
@@ -576,7 +579,7 @@ static void records_write(struct rdzvd_job_outbox *o)
             o->kept_last = NULL;
         r = record_write(k->h, k->what, k->bytes, k->klen, k->bytes + k->klen, k->vlen);
         if (r < 0)
-            unrecorded(o, k, r);
+            unrecorded(o, k, r, top);
         free(k);
     }
 }
@@ -626,6 +629,7 @@ static void drain(struct rdzvd_job_steps *s)
     struct rdzvd_job_effect *e;
 
     s->draining = true;
+again:
     for (records_write(o); (e = o->head); records_write(o)) {
         struct rdzvd_job_effect *rest = NULL, *rest_last = NULL;
 
@@ -655,6 +659,7 @@ static void drain(struct rdzvd_job_steps *s)
 
         o->flush_ops = NULL;
         ops->flush(o->flush_ud);
+        goto again; /* what a connection it closed records and sends */
     }
     s->draining = false;
     o->last_event = o->last_round = NULL;

@@ -526,6 +526,9 @@ int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh,
 int rdzvd_job_open_store_now(struct rdzvd_job *j, uint16_t port);
 /* The store goes (an open under way too: its store closes when it comes). */
 void rdzvd_job_close_store(struct rdzvd_job *j);
+/* The journal of generation gen's store goes (--state-dir), unless rdzvd shuts down or the job
+ * goes back to its record: a store let go of before it reopened. */
+void rdzvd_job_drop_journal(struct rdzvd_job *j, uint64_t gen);
 /* A new generation's store: rdzvd's own, unless node rank 0's agent m0 is to host it (then
  * nothing opens now: NCCL_REQUEST asks for it). Returns 1 when m0 is to be asked, 0 when rdzvd
  * asked for its own (going on with then), or a negative errno (the caller ends the job). */

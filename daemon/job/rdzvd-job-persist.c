@@ -28,20 +28,26 @@
  * the job goes back to its record: then the agents come back to the next rdzvd, or to this one,
  * which reopens it with its keys. An open under way is let go: its store closes when it comes
  * (rdzvd_job_store_opened), its journal too. */
+void rdzvd_job_drop_journal(struct rdzvd_job *j, uint64_t gen)
+{
+    char sname[RDZVD_JOB_NAME_MAX] = "";
+    int r;
+
+    if (j->shutting_down || j->unloaded || j->host.state_dirfd < 0)
+        return;
+    rdzvd_job_store_journal_name(j, gen, sname, sizeof(sname));
+    if (sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
+        log_warn_errno(r, "job=%s cannot delete the journal %s", j->run_id, sname);
+}
+
 void rdzvd_job_close_store(struct rdzvd_job *j)
 {
     if (j->store) {
         rdzvd_job_store_drop(j, j->store, !j->shutting_down && !j->unloaded);
         j->store = NULL;
-    } else if (j->store_deferred_gen && !j->store_ask && !j->shutting_down && !j->unloaded &&
-               j->host.state_dirfd >= 0) {
-        char sname[RDZVD_JOB_NAME_MAX] = "";
-        int r;
-
+    } else if (j->store_deferred_gen && !j->store_ask) {
         /* Never reopened, and its generation is over: its journal goes as its store's would. */
-        rdzvd_job_store_journal_name(j, j->store_deferred_gen, sname, sizeof(sname));
-        if (sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
-            log_warn_errno(r, "job=%s cannot delete the journal %s", j->run_id, sname);
+        rdzvd_job_drop_journal(j, j->store_deferred_gen);
     }
     j->store_ask = 0;
     j->store_deferred_gen = 0;

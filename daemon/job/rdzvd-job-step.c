@@ -1792,6 +1792,8 @@ void rdzvd_job_store_opened(struct rdzvd_job *j, uint64_t ask, uint64_t gen, voi
         (then == STORE_THEN_REOPEN ? j->state != JOB_RUNNING : j->state != JOB_NCCL)) {
         if (!err)
             rdzvd_job_store_drop(j, store, !j->shutting_down && !j->unloaded);
+        else if (then == STORE_THEN_REOPEN && ask != j->store_ask && !j->store_deferred_gen)
+            rdzvd_job_drop_journal(j, gen); /* let go of by close_store, not reopened */
         return;
     }
     j->store_ask = 0;
