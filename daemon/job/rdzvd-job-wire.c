@@ -850,6 +850,10 @@ void rdzvd_jobs_shutdown(void *ud)
     rebuild_stop(jobs);
     drop_all(jobs);
     clock_close(jobs);
+    /* No step comes after: the job table (the server's, freed before or after jobs) keeps no
+     * gate to jobs. */
+    if (jobs->host.record_table)
+        rdzvd_store_set_change_gate(jobs->host.record_table, NULL, NULL);
 }
 
 int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)
@@ -947,8 +951,6 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
         /* the jobs are gone, the loop has run: what held their timers goes */
         step(jobs, &(struct rdzvd_job_input){.kind = RDZVD_IN_REAP}, &rd);
         rdzvd_ended_jobs_free(&jobs->ended);
-        if (jobs->host.record_table) /* it outlives jobs: no gate to jobs any more */
-            rdzvd_store_set_change_gate(jobs->host.record_table, NULL, NULL);
         rdzvd_store_free(jobs->secret_table);
     }
     free(jobs);
