@@ -10,6 +10,7 @@
  * tests/layers.txt's "pure:" line). A timer is a due time in its host's set: the host takes each
  * due one back as an input (rdzvd_job_timer_due). What else comes back goes through the job's
  * handlers (struct rdzvd_job_handlers), so this file calls none of theirs. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -222,6 +223,7 @@ static void timer_start(const struct rdzvd_job_host *h, struct rdzvd_job_timer *
 {
     struct rdzvd_job_timers *ts = h->timers;
 
+    assert(rdzv_list_empty(&t->closing)); /* a closed timer is never armed again */
     timer_stop(ts, t);
     t->due_ms = rdzvd_job_now_ms(h) + ms;
     t->seq = ++ts->seq;
@@ -230,6 +232,7 @@ static void timer_start(const struct rdzvd_job_host *h, struct rdzvd_job_timer *
 
 static void timer_close(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t)
 {
+    assert(rdzv_list_empty(&t->closing)); /* closed once */
     timer_stop(ts, t);
     rdzv_list_add_tail(&ts->closing, &t->closing);
 }
