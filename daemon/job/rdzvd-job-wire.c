@@ -60,6 +60,7 @@ struct jobs_clock {
     uv_check_t reap;  /* at the end of a loop turn: the memory of the timers closed in it */
     struct rdzvd_jobs *jobs;
     unsigned open; /* handles not closed back */
+    bool firing;   /* in clock_fired: libuv's timers pass is under way */
 };
 
 static void clock_fired(uv_timer_t *t);
@@ -67,7 +68,9 @@ static void clock_reap(uv_check_t *h);
 
 /* After a step: the libuv timer follows the Ready's next deadline (due, on the step's clock; 0:
  * none), from libuv's time brought up to date (it keeps one a loop turn), and what the step
- * closed is freed once this turn is done (the Ready's reap). */
+ * closed is freed once this turn is done (the Ready's reap). Armed from its own callback, it is
+ * due 1 ms on at the soonest: libuv before 1.45 runs a timer armed due now in the same timers
+ * pass, before the poll that a deadline's retry waits for (rdzvd_member_deadline). */
 static void clock_arm(struct rdzvd_jobs *jobs, const struct rdzvd_job_ready *rd)
 {
     struct jobs_clock *c = jobs->clock;
@@ -80,7 +83,8 @@ static void clock_arm(struct rdzvd_jobs *jobs, const struct rdzvd_job_ready *rd)
     } else {
         uv_update_time(jobs->loop);
         now = rdzv_now_ms();
-        (void)uv_timer_start(&c->timer, clock_fired, due > now ? due - now : 0, 0);
+        (void)uv_timer_start(&c->timer, clock_fired, due > now ? due - now : c->firing ? 1 : 0,
+                             0);
     }
     if (rd->reap)
         (void)uv_check_start(&c->reap, clock_reap);
@@ -153,9 +157,11 @@ static void clock_fired(uv_timer_t *t)
     struct rdzvd_job_input tick = {.kind = RDZVD_IN_TICK, .u.until = rdzv_now_ms()};
     struct rdzvd_job_ready rd;
 
+    c->firing = true;
     do
         step(c->jobs, &tick, &rd);
     while (rd.ticked);
+    c->firing = false; /* closed meanwhile, c is freed only once its handles' close is done */
 }
 
 /* The end of the loop turn that closed timers: what held them goes. */
