@@ -1012,6 +1012,25 @@ static int check_recorded_end(struct join_req *q)
     return -EBUSY;
 }
 
+/* An agent that started before the newest end of j's run id (its JOIN's age_ms against how long
+ * ago that run ended), back while j, a new run of that id, is in memory, and no member of j
+ * (its node id unknown to j, or not proven by its secret): an agent of the run that ended. It is
+ * told that run's outcome (X8), not recruited into j. 0, or -EBUSY with q->err set. */
+static int check_earlier_run(struct join_req *q, const struct rdzvd_job *j)
+{
+    const struct rdzv_join *jn = q->jn;
+    const struct rdzvd_member *m = rdzvd_member_index_find(&j->by_id, jn->node_id);
+    int r;
+
+    if (jn->age_ms <= 0 || q->proven || (m && secret_ok(m, jn)))
+        return 0; /* an agent that says nothing of its start (before 1.12) is taken as before */
+    q->err[0] = '\0';
+    r = rdzvd_ended_jobs_refuse(q->h->ended, jn->run_id, jn->age_ms, true, q->h->steps->now,
+                                q->err, q->errlen);
+    q->err[0] = r < 0 ? q->err[0] : '\0';
+    return r < 0 ? r : check_recorded_end(q);
+}
+
 /* A node the job put aside takes no part in it again (its history, in memory or, for a job not
  * in memory, in its record): -EACCES with q->err saying why, else 0. */
 static int check_aside(struct join_req *q, const struct rdzvd_job *j)
@@ -1060,6 +1079,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
                              j->ended_s, j->outcome.summary);
         return -EBUSY;
     }
+    if (j && (r = check_earlier_run(q, j)) < 0)
+        return r;
     /* A job that ended stays ended: a new agent's JOIN (unless a new run, as below) and a
      * resume alike are told its outcome, the resume of a job not rebuilt from a record (its
      * workers ran the job that ended: it is no new run). */

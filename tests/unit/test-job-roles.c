@@ -250,13 +250,19 @@ static void test_outsider_unhealthy_does_not_put_a_host_aside(void)
 }
 
 /* e with no job table, keeping ended jobs for status as rdzvd does (an hour, 16). */
-static void env_init_keeping_ends(struct env *e)
+/* e keeps the jobs that end for an hour (rdzvd's --keep-ended). */
+static void keep_ends_of(struct env *e)
 {
-    env_init(e, -1);
     e->h.ended = &e->ended;
     e->h.keep_ended = rdzvd_ended_jobs_add;
     rdzvd_ended_jobs_free(&e->ended);
     rdzvd_ended_jobs_init(&e->ended, 3600 * 1000, 16);
+}
+
+static void env_init_keeping_ends(struct env *e)
+{
+    env_init(e, -1);
+    keep_ends_of(e);
 }
 
 /* P6: a job (--nnodes 2) on nodes 0 and 1 restarts (node 0's worker failed);
@@ -301,6 +307,53 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     memset(&back, 0, sizeof(back));
     ASSERT_OK(join(&e, &back, &jn));
     env_done(&e);
+}
+
+/* Case 5 of issue 71 (X5 with a new run in memory): job J (--nnodes 2) runs on nodes 0 and 1,
+ * with a job table (--state-dir). Their connections drop (the job waits for its nodes), and the
+ * operator cancels J. A new run of J starts on nodes 2 and 3 (a requeue: agents started after
+ * the cancel). Node 0's agent, started before the cancel, comes back with its secret and
+ * resumes generation 1: it is told J was cancelled, and the new run hears nothing. Before, it
+ * was JOINED as a spare of the new run, then told to restart: the ended jobs were read only
+ * when no job of that id was in memory. */
+static void test_late_agent_of_a_cancelled_run_is_told_beside_a_new_run(void)
+{
+    struct fake f[2] = {0}, again[2] = {0}, back = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+    char path[64], err[512];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    env_init(&e, fd);
+    keep_ends_of(&e);
+    e.h.keep_end = rdzvd_ended_jobs_add_recorded; /* the job table's ends, as rdzvd keeps them */
+    join_n(&e, f, 2, jn);
+    all_ready(f, 2, 1);
+    rdzvd_member_gone(f[0].m);
+    rdzvd_member_gone(f[1].m); /* the job waits for its nodes, not in memory */
+    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "requeued", err, sizeof(err)));
+    run_ms(&e, 1000);
+    for (int i = 0; i < 2; i++) {
+        jn = join_of(2 + i, 2, 2, 3);
+        jn.age_ms = 500; /* started after the cancel */
+        ASSERT_OK(join(&e, &again[i], &jn));
+    }
+    all_ready(again, 2, 1);
+    ASSERT_EQ(again[0].round.generation, 1u); /* a new run */
+    jn = resume_of(0, 1, 0, 3);
+    jn.age_ms = 60000; /* started before the cancel */
+    snprintf(jn.secret, sizeof(jn.secret), "%s", f[0].secret);
+    ASSERT_TRUE(join_err(&e, &back, &jn, err, sizeof(err)) < 0);
+    ASSERT_TRUE(strstr(err, "has ended: it cancelled") != NULL);
+    ASSERT_TRUE(strstr(err, "requeued") != NULL);
+    ASSERT_EQ(back.njoined, 0);
+    ASSERT_EQ(back.nevents, 0);
+    for (int i = 0; i < 2; i++)
+        assert_untouched(&again[i], 1);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
 }
 
 /* A job with no record to wait for ends with its last node (the test above runs a cancelled job).
@@ -766,6 +819,7 @@ int main(void)
     TEST(test_away_spare_holds_no_stop);
     TEST(test_outsider_unhealthy_does_not_put_a_host_aside);
     TEST(test_cancelled_job_losing_its_last_member_stays_ended);
+    TEST(test_late_agent_of_a_cancelled_run_is_told_beside_a_new_run);
     TEST(test_last_node_lost_ends_the_job_and_its_resume_is_told);
     TEST(test_resume_naming_this_incarnation_is_not_rebuilt);
     TEST(test_plain_join_naming_this_incarnation_is_refused);
