@@ -3,6 +3,7 @@
  * need every option. */
 #include "agent/agent-options.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -389,6 +390,11 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "serve the status page (/), /metrics and /status.json of\n"
                  "the rdzvd this agent runs (--standalone, or the one it\n"
                  "hosts) on port N (0: a free one; the agent logs it)"},
+        {.kind = RDZV_OPT_STRING, .name = "metrics-bind", .dest = &o->metrics_bind,
+         .metavar = "ADDR",
+         .help = "the address for --metrics-port (default 127.0.0.1: this\n"
+                 "host only; 0.0.0.0 or an address of this host lets\n"
+                 "others read the page)"},
         {.kind = RDZV_OPT_STRING, .name = "role", .flags = RDZV_OPT_F_PREFER,
          .dest = &o->role, .metavar = "NAME",
          .help = "ROLE_NAME for the workers (default 'default')"},
@@ -649,6 +655,14 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
     return r < 0 ? -EINVAL : r;
 }
 
+/* addr is an IPv4 or IPv6 address (what a listener binds), not a name? */
+static bool is_ip_address(const char *addr)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return inet_pton(AF_INET, addr, buf) == 1 || inet_pton(AF_INET6, addr, buf) == 1;
+}
+
 int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
 {
     const char *s;
@@ -761,6 +775,12 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     }
     if (o->join_timeout_s > 86400)
         o->join_timeout_s = 86400;
+    if (o->metrics_bind && !is_ip_address(o->metrics_bind)) {
+        fprintf(stderr, "rdzv-agent: invalid --metrics-bind '%s': give an IP address of this "
+                        "host (127.0.0.1, the default, serves this host only; 0.0.0.0 every "
+                        "interface)\n", o->metrics_bind);
+        return -EINVAL;
+    }
     if (o->bad_node_window_s > 0 && o->bad_node_failures > RDZV_BAD_NODE_WINDOWED_MAX) {
         fprintf(stderr, "rdzv-agent: --bad-node-failures %" PRId64 " with --bad-node-window: "
                         "rdzvd keeps %d failures per node; give at most %d, or "

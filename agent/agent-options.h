@@ -108,6 +108,9 @@ struct agent_opts {
     const char *master_addr;
     int64_t master_port;     /* -1: not given */
     int64_t metrics_port;    /* --metrics-port: the status page of the rdzvd it runs; -1: none */
+    /* --metrics-bind: the address that page is served on (an IPv4 or IPv6 address; NULL:
+     * 127.0.0.1, this host only) */
+    const char *metrics_bind;
     const char *signals_to_handle;
     double monitor_interval_s;
     const char *start_method, *event_log_handler, *logs_specs, *numa_binding;

@@ -276,14 +276,17 @@ static int start_embedded(struct agent *a)
     else
         log_info("standalone: embedded rdzvd on %s", a->o.endpoint);
     if (a->o.metrics_port >= 0) {
+        const char *maddr = a->o.metrics_bind ? a->o.metrics_bind : "127.0.0.1";
+        char where[RDZV_HOST_MAX + 16];
         uint16_t mport;
 
-        r = rdzvd_daemon_serve_http(a->embedded, "127.0.0.1", (uint16_t)a->o.metrics_port,
-                                    &mport);
+        r = rdzvd_daemon_serve_http(a->embedded, maddr, (uint16_t)a->o.metrics_port, &mport);
         if (r < 0)
             return log_error_errno(r, "--metrics-port %" PRId64 ": cannot serve the status page "
-                                      "on 127.0.0.1 (is the port taken?)", a->o.metrics_port);
-        log_info("status page on http://127.0.0.1:%u/ (also /metrics, /status.json)", mport);
+                                      "on %s (is the port taken? is --metrics-bind an address "
+                                      "of this host?)", a->o.metrics_port, maddr);
+        rdzv_format_hostport(where, sizeof(where), maddr, mport);
+        log_info("status page on http://%s/ (also /metrics, /status.json)", where);
     }
     return 0;
 }
@@ -570,6 +573,8 @@ int main(int argc, char **argv)
                                    .replicas = (unsigned)a.o.replicas,
                                    .log_dir = a.o.log_dir,
                                    .metrics_port = (int)a.o.metrics_port,
+                                   .metrics_bind = a.o.metrics_bind ? a.o.metrics_bind
+                                                                    : "127.0.0.1",
                                    .level = a.o.level};
     hosted = a.o.may_host && agent_host_maybe_start(&hcfg) == 1;
     if (a.o.metrics_port >= 0 && !a.embedded && !hosted)

@@ -71,10 +71,12 @@ void rdzv_status_job_free_arrays(struct rdzv_status_job *j)
     free(j->nodes);
     free(j->ranks);
     free(j->timeline);
+    free(j->named);
     j->nodes = NULL;
     j->ranks = NULL;
     j->timeline = NULL;
-    j->n_nodes = j->n_ranks = 0;
+    j->named = NULL;
+    j->n_nodes = j->n_ranks = j->n_named = 0;
 }
 
 void rdzv_status_free(struct rdzv_status *st)
@@ -873,14 +875,4 @@ out_free:
     if (r < 0)
         (void)fail_at(err, errlen, "STATUS_REPLY");
     return r;
-}
-
-void rdzv_status_hide_node_ids(struct rdzv_status *st)
-{
-    for (size_t i = 0; i < st->n_jobs; i++) {
-        for (size_t k = 0; k < st->jobs[i].n_nodes; k++)
-            st->jobs[i].nodes[k].node_id[0] = '\0';
-        for (unsigned k = 0; k < st->jobs[i].n_aside; k++)
-            st->jobs[i].aside[k].node_id[0] = '\0';
-    }
 }

@@ -259,6 +259,11 @@ struct rdzv_status_job {
     bool rate_known;
     double steps_per_second;
     struct rdzv_status_timeline *timeline; /* owned; NULL: none ("timeline" absent in JSON) */
+    /* Node ids its texts may name besides its nodes' and put_aside's (members beyond those
+     * listed, nodes that left, a record's nodes): n_named, owned, not in JSON (its maker's,
+     * for rdzv_status_hide_node_ids). */
+    char (*named)[RDZV_ID_MAX + 1];
+    size_t n_named;
 };
 
 struct rdzv_status {
@@ -290,8 +295,15 @@ struct rdzv_status {
     struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 };
 
-/* Blank every node id of st ("" in JSON): what a reader who proved no token is shown. */
+/* What a reader who proved no token is shown (rdzv-status-hide.c): every node id of st blanked,
+ * "" in nodes and put_aside, and RDZV_STATUS_HIDDEN_ID in every text (events, timeline marks,
+ * the outcome's summary, put_aside reasons). A text names a node id its job knows (its nodes,
+ * put_aside, named), or after the words "node id" (up to a space, comma, parenthesis,
+ * semicolon or quote): both are hidden. */
+#define RDZV_STATUS_HIDDEN_ID "hidden"
 void rdzv_status_hide_node_ids(struct rdzv_status *st);
+/* Add id to j's named ("": nothing): 0 or -ENOMEM. */
+int rdzv_status_job_name(struct rdzv_status_job *j, const char *id);
 
 /* Give st room for n jobs (zeroed), or job j room for n nodes or n ranks: 0 or -ENOMEM. Replaces
  * (frees) what was there. No limit here: the daemon may have more than a decoder accepts. */

@@ -229,19 +229,24 @@ static int wait_ready(int fd, int timeout_ms)
 }
 
 /* The hosted rdzvd's --metrics-port-file (written before it said it listens): say where its
- * status page is, on the address it binds (the endpoint's host for the wildcard). */
+ * status page is, on the address it binds (--metrics-bind; the endpoint's host for the
+ * wildcard). */
 static void log_metrics_port(const char *bind_addr, const char *host, const char *dir)
 {
-    char path[PATH_MAX + 16], buf[16] = "";
+    char path[PATH_MAX + 16], buf[16] = "", where[300];
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/metrics-port", dir);
     f = fopen(path, "re");
-    if (!f || !fgets(buf, sizeof(buf), f))
+    if (!f || !fgets(buf, sizeof(buf), f)) {
         log_warn("hosting rdzvd: its --metrics-port-file %s is missing", path);
-    else
-        log_info("the hosted rdzvd's status page: http://%s:%ld/",
-                 strcmp(bind_addr, "0.0.0.0") ? bind_addr : host, strtol(buf, NULL, 10));
+    } else {
+        rdzv_format_hostport(where, sizeof(where),
+                             strcmp(bind_addr, "0.0.0.0") && strcmp(bind_addr, "::") ? bind_addr
+                                                                                     : host,
+                             (uint16_t)strtol(buf, NULL, 10));
+        log_info("the hosted rdzvd's status page: http://%s/", where);
+    }
     if (f)
         fclose(f);
 }
@@ -271,7 +276,7 @@ static int start_and_wait(const struct agent_host_cfg *c, char **argv, const cha
         log_info("hosting rdzvd at %s:%s for this job (it outlives this agent; log %s)", argv[2],
                  argv[4], log_path);
         if (c->metrics_port >= 0)
-            log_metrics_port(argv[2], c->host, dir);
+            log_metrics_port(c->metrics_bind, c->host, dir);
     } else if (r == 0) { /* it could not listen: another agent's rdzvd may have won the port */
         char why[400];
 
@@ -383,6 +388,8 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             argv[n++] = mport;
             argv[n++] = "--metrics-port-file";
             argv[n++] = mfile;
+            argv[n++] = "--metrics-bind"; /* not its --bind: 127.0.0.1 unless the agent says */
+            argv[n++] = (char *)c->metrics_bind;
         }
         if (c->replicas > 1) {
             /* Replica 1 of a cluster that grows to c->replicas on the job's hosts. */

@@ -54,6 +54,7 @@ struct agent_host_cfg {
     unsigned replicas;
     const char *log_dir; /* --log-dir: rdzvd's log goes there, kept; NULL: in its directory */
     int metrics_port;    /* --metrics-port, passed to rdzvd (0: a free one); -1: none */
+    const char *metrics_bind; /* --metrics-bind, passed to rdzvd with it (not its --bind) */
     enum rdzv_log_level level;
 };
 

@@ -63,6 +63,23 @@ void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
                  j->run_id, j->generation, text);
 }
 
+const char *rdzvd_job_named(struct rdzvd_job *j, const char *node_id)
+{
+    unsigned oldest = 0;
+
+    for (unsigned i = 0; i < RDZVD_JOB_NAMED_IDS; i++) {
+        if (j->named[i].seq && strcmp(j->named[i].id, node_id) == 0) {
+            j->named[i].seq = ++j->named_seq;
+            return node_id;
+        }
+        if (j->named[i].seq < j->named[oldest].seq)
+            oldest = i;
+    }
+    j->named[oldest].seq = ++j->named_seq;
+    snprintf(j->named[oldest].id, sizeof(j->named[oldest].id), "%s", node_id);
+    return node_id;
+}
+
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
 {
     char text[RDZV_STATUS_TEXT_MAX + 1];

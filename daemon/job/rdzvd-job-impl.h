@@ -210,6 +210,13 @@ struct rdzvd_job {
         char text[200];
     } events[RDZVD_JOB_EVENTS]; /* ring, for status */
     unsigned nevents; /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
+    /* The node ids its texts named (rdzvd_job_named), the least recently named replaced first
+     * (seq 0: an empty slot), for status to hide. */
+    struct {
+        uint64_t seq;
+        char id[RDZV_ID_MAX + 1];
+    } named[RDZVD_JOB_NAMED_IDS];
+    uint64_t named_seq;
     /* The job's failure history (rdzvd-job-sm.c), as every decision records it: n_hist
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
@@ -361,6 +368,9 @@ int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
 /* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* node_id, which a text of j (a note, a mark, a cause) names: kept among j's named ids, so that
+ * a reader without a token is not shown it (rdzv_status_hide_node_ids). Returns node_id. */
+const char *rdzvd_job_named(struct rdzvd_job *j, const char *node_id);
 /* Put a mark of that kind on j's timeline, now, in its current generation (not logged: what
  * happened is noted too). */
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)

@@ -394,8 +394,8 @@ void rdzvd_member_dismiss(struct rdzvd_member *m)
 
     snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
              m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
-    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
-                   h ? h->reason : "?");
+    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host,
+                   rdzvd_job_named(j, m->join.node_id), h ? h->reason : "?");
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
                    h ? h->reason : "?");
     j->aside_cause = true;
@@ -545,7 +545,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
 
 /* Append to why the nodes of a rebuilt generation that did not come back, as its record names
  * them ("node rank 2 (node id n2)", the first few), when it does. */
-static void rebuild_missing_names(const struct rdzvd_job *j, char *why, size_t len)
+static void rebuild_missing_names(struct rdzvd_job *j, char *why, size_t len)
 {
     enum { NAMED_MAX = 4 };
     int named = 0;
@@ -562,7 +562,7 @@ static void rebuild_missing_names(const struct rdzvd_job *j, char *why, size_t l
             break;
         }
         snprintf(why + used, len - used, "%s node rank %" PRId64 " (node id %s)",
-                 named ? "," : ":", i, j->rebuilt_nodes[i].node_id);
+                 named ? "," : ":", i, rdzvd_job_named(j, j->rebuilt_nodes[i].node_id));
         named++;
     }
 }
@@ -749,8 +749,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     if (in_round && (st == JOB_RUNNING || st == JOB_NCCL) && !left)
         rdzvd_job_note(j, true, "%s", cause + 12);
     else
-        rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host, m->join.node_id,
-                       why);
+        rdzvd_job_note(j, false, "node=%s left (node id %s): %s", m->join.host,
+                       rdzvd_job_named(j, m->join.node_id), why);
     unran = rdzvd_member_lost_unran(m); /* charged to its host: never the job's failure */
     /* With its last member gone, the job may end now, not go as if it might go on. */
     if (last) {

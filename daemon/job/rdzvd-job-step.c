@@ -1194,7 +1194,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     rdzvd_job_note(j, false,
                    "node=%s joined (node id %s, %" PRId64 " workers, %s), %" PRId64 " of %" PRId64
                    "..%" PRId64 "%s",
-                   jn->host, jn->node_id, jn->nproc, jn->node_rank >= 0 ? asked : "any node rank",
+                   jn->host, rdzvd_job_named(j, jn->node_id), jn->nproc,
+                   jn->node_rank >= 0 ? asked : "any node rank",
                    j->nmembers, j->min, j->max, spare ? " (waits for the next generation)" : "");
     twin_of = rdzvd_member_index_find(&j->by_host, jn->host);
     if (twin_of == m || (twin_of && !twin_of->peer)) /* gone: most likely this agent, before */
@@ -1207,7 +1208,8 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         rdzvd_job_note(j, true,
                        "node=%s joined (node id %s) under the host name of node id %s: both "
                        "agents are told to give each its own --host",
-                       jn->host, jn->node_id, twin_of->join.node_id);
+                       jn->host, rdzvd_job_named(j, jn->node_id),
+                       rdzvd_job_named(j, twin_of->join.node_id));
     }
     rdzvd_member_send_joined_warn(m, spare, false, twin_of ? twin : NULL);
     if (j->state == JOB_FORMING)
@@ -1629,7 +1631,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
                        "node=%s (node id %s): its workers failed %" PRId64 " times; it is not "
                        "put aside: without a spare the job has only its --nnodes MIN of %" PRId64
                        " nodes, so it restarts on the nodes it has",
-                       m->join.host, m->join.node_id,
+                       m->join.host, rdzvd_job_named(j, m->join.node_id),
                        rdzvd_job_hist_find(j, m->join.node_id)->failures, j->min);
         break;
     case RDZVD_ASIDE_NOT:
@@ -1740,8 +1742,8 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
              m->join.host, m->join.node_id, j->run_id, slow ? "" : "it ", why,
              rdzvd_member_held_place(m) ? "" : " (it never held a place in the job: this node id "
                                         "only, not its host)");
-    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host, m->join.node_id,
-                   why);
+    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host,
+                   rdzvd_job_named(j, m->join.node_id), why);
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host, why);
     j->aside_cause = true;
     if (slow)
@@ -2047,7 +2049,7 @@ void rdzvd_member_straggler_check(struct rdzvd_member *m)
     if (!m->straggler) {
         m->straggler = true;
         rdzvd_job_note(j, true, "node=%s (node id %s) is a straggler: %s", m->join.host,
-                       m->join.node_id, text);
+                       rdzvd_job_named(j, m->join.node_id), text);
         rdzvd_job_mark(j, RDZV_MARK_STRAGGLER, "node %s is a straggler: %s", m->join.host, text);
     }
     if (!j->straggler_aside)

@@ -290,6 +290,65 @@ class StatusTest(AgentTestCase):
             self.assertEqual(rc, 0, err[-2000:])
             os.unlink(release)
 
+    def test_no_node_id_reaches_a_reader_without_a_token(self):
+        """Case 6 of issue 71: three nodes join (--nnodes 2:3, --bad-node-failures 1); rank 1's
+        worker fails, its node is put aside, and the job restarts with that root cause. `/`,
+        `/job/J`, `/status.json` and `/metrics`, read without a token, name no node id in any
+        text. Before, nodes[] and put_aside[] were blanked, but the events said "joined (node id
+        ...)" and "put aside (node id ...)"."""
+        run_id = "hidden-ids"
+        d, ep, agents = self.start_job(run_id, nodes=3,
+                                       extra=("--nnodes", "2:3", "--bad-node-failures", "1",
+                                              "--last-call", "3"))
+        d.wait_log(r"put aside \(node id", timeout=30)
+        self.wait_generation(ep, run_id, 2, timeout=30)
+        ids = set(re.findall(r"joined \(node id ([^,)\s]+)", d.log()))
+        self.assertEqual(len(ids), 3, d.log()[-3000:])
+        url = f"http://127.0.0.1:{self.mport}"
+        for path in ("/", f"/job/{run_id}", "/status.json", "/metrics"):
+            code, _, body = get(url + path)
+            self.assertEqual(code, 200, path)
+            for node_id in ids:
+                self.assertNotIn(node_id, body, f"{path} names node id {node_id}")
+        job = json.loads(get(url + "/status.json")[2])["jobs"][0]
+        texts = [e["text"] for e in job["events"]]
+        self.assertTrue(any("put aside (node id hidden)" in t for t in texts), texts)
+
+    def test_an_agent_hosted_page_is_on_loopback_unless_told(self):
+        """The rdzvd an agent hosts (--master-addr 127.0.0.2) serves its page on 127.0.0.1,
+        not on the endpoint's address; with --metrics-bind 127.0.0.3, there. Before, it served
+        it on the endpoint's address, which other hosts reach."""
+        out = self.outdir()
+        release = os.path.join(out, "release")
+        worker = ["/bin/sh", "-c", f'while [ ! -e {release} ]; do sleep 0.1; done']
+        for bind, want, other in ((None, "127.0.0.1", "127.0.0.2"),
+                                  ("127.0.0.3", "127.0.0.3", "127.0.0.1")):
+            with socket.socket() as sk:
+                sk.bind(("127.0.0.2", 0))
+                port = sk.getsockname()[1]
+            tmp = os.path.join(out, f"tmp-{want}")
+            os.makedirs(tmp, exist_ok=True)
+            how = ["--metrics-bind", bind] if bind else []
+            p = start([AGENT, "--master-addr", "127.0.0.2", "--master-port", str(port),
+                       "--rdzv-id", "bindpage", "--metrics-port", "0", *how, "--nproc", "1",
+                       "--nccl", "off", "--no-python", *worker], env={"TMPDIR": tmp})
+            self.addCleanup(p.kill)
+            m = self.read_until(p, r"hosted rdzvd's status page: http://([\d.]+):(\d+)/")
+            self.assertEqual(m.group(1), want)
+            mport = int(m.group(2))
+            self.assertEqual(get(f"http://{want}:{mport}/status.json")[0], 200)
+            with self.assertRaises(OSError):
+                get(f"http://{other}:{mport}/status.json", timeout=2)
+            open(release, "w").close()
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 0, err[-2000:])
+            os.unlink(release)
+        p = subprocess.run([AGENT, "--metrics-bind", "somehost", "--standalone", "--nproc", "1",
+                            "--", "true"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("invalid --metrics-bind 'somehost': give an IP address", p.stderr)
+
     def test_a_bad_http_request_does_not_hurt_the_daemon(self):
         d, ep, agents = self.start_job("http-abuse", nodes=1)
         import socket

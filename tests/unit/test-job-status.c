@@ -5,7 +5,11 @@
  * silent rank. */
 #include <inttypes.h>
 
+#include <jansson.h>
+#include <stdlib.h>
+
 #include "common/rdzv-log.h"
+#include "proto/rdzv-status.h"
 #include "jobtest.h"
 
 /* Each node's state in the status: running, stopped (ready, in the generation), spare,
@@ -147,6 +151,81 @@ static void test_ended_jobs_kept_and_expire(void)
     env_done(&e);
 }
 
+/* The status's JSON with no node id of ids in it, once hidden, and with each before. */
+static void assert_hides(struct rdzv_status *st, const char *const *ids, int n)
+{
+    json_t *o = rdzv_status_to_json(st);
+    char *before = json_dumps(o, 0), *after;
+
+    json_decref(o);
+    rdzv_status_hide_node_ids(st);
+    o = rdzv_status_to_json(st);
+    after = json_dumps(o, 0);
+    json_decref(o);
+    ASSERT_NOT_NULL(before);
+    ASSERT_NOT_NULL(after);
+    for (int i = 0; i < n; i++) {
+        if (!strstr(before, ids[i]))
+            printf("# %s not in the status to hide from\n", ids[i]);
+        if (strstr(after, ids[i]))
+            printf("# %s shown: %s\n", ids[i], after);
+        ASSERT_NULL(strstr(after, ids[i]));
+    }
+    ASSERT_NOT_NULL(strstr(after, RDZV_STATUS_HIDDEN_ID));
+    free(before);
+    free(after);
+    rdzv_status_free(st);
+}
+
+/* Case 6 of issue 71: a reader without a token is shown no node id in any text. Three nodes
+ * join (one node id with spaces and a comma, one with a quote); node 1's worker fails and it is
+ * put aside (bad_node_failures 1), a restart with its root cause; node 2's agent goes; the job
+ * is cancelled and ends. Its events, timeline marks and outcome, live and ended, name no node
+ * id once hidden. Before, only nodes[] and put_aside[] were blanked: the events said "joined
+ * (node id ...)" and "put aside (node id ...)". */
+static void test_tokenless_status_names_no_node_id(void)
+{
+    static const char *const ids[] = {"tok-a:4242:beef", "odd id, (1)", "quote'2"};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
+    struct rdzvd_status_sel sel = {.max_live = 4, .full = 4, .max_ended = 4};
+    struct rdzv_worker_exit w = {.generation = 1, .exit_code = 3};
+    struct fake f[3] = {0};
+    struct rdzv_status st;
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ended = &e.ended;
+    e.h.keep_ended = rdzvd_ended_jobs_add;
+    rdzvd_ended_jobs_init(&e.ended, 3600 * 1000, 4);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 3, 5);
+
+        jn.bad_node_failures = 1;
+        snprintf(jn.node_id, sizeof(jn.node_id), "%s", ids[i]);
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    all_ready(f, 3, 1);
+    ASSERT_EQ(f[0].round.generation, 1u);
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    for (int i = 0; i < 3; i++) /* they stopped: node 1 goes (its start-up failure) */
+        rdzvd_member_ready(f[i].m, 1);
+    ASSERT_TRUE(event_is(&f[1], "put_aside"));
+    ASSERT_NULL(f[1].m); /* gone with it */
+    rdzvd_member_gone(f[2].m);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, &sel, jt_clock(), &st));
+    ASSERT_EQ(st.n_jobs, 1);
+    ASSERT_NOT_NULL(st.jobs[0].timeline);
+    assert_hides(&st, ids, 3);
+    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "done", err, sizeof(err)));
+    rdzvd_member_gone(f[0].m);
+    ASSERT_EQ(e.ended.n, 1);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, &sel, jt_clock(), &st));
+    assert_hides(&st, ids, 3);
+    env_done(&e);
+}
+
 /* More than 4096 ranks reported: the status keeps the longest silent, by rank, and counts the
  * rest; a spare's and an empty report are ignored. */
 static void test_progress_longest_silent_kept(void)
@@ -274,6 +353,7 @@ int main(void)
     TEST(test_status_event_ring);
     TEST(test_status_members_left_out);
     TEST(test_ended_jobs_kept_and_expire);
+    TEST(test_tokenless_status_names_no_node_id);
     TEST(test_progress_longest_silent_kept);
     TEST(test_waiting_time_runs_from_the_last_agent_leaving);
     TEST(test_refused_claim_leaves_no_note);
