@@ -255,6 +255,41 @@ class EndedJobs(DaemonTestCase):
         self.assertFalse(os.path.exists("/proc/%d" % worker), "its worker is stopped")
         self.assertIsNone(d.find_log(r"job=J gen=1 node=\S+ is back"))
 
+    def test_late_agent_of_a_cancelled_job_is_not_taken_into_a_new_run(self):
+        """Case 5 of issue 71, with real agents: rdzvd with --state-dir, job J runs on A. A is
+        stopped (SIGSTOP) past its heartbeat timeout: J waits in its record, and the operator
+        cancels it. A new run of J starts on B (a requeue). A woken up resumes with its secret:
+        it is told J was cancelled, stops its worker and exits 1; B's run goes on untouched. A
+        was JOINED as a spare of B's run, then told to restart (policy X8)."""
+        state = tempfile.mkdtemp(prefix="rdzvtest-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        d = self.daemon("--state-dir", state, "--fsync", "no")
+        ep = "127.0.0.1:%d" % d.port
+        pidfile = os.path.join(state, "worker.pid")
+        line = ["--endpoint", ep, "--rdzv-id", "J", "--nnodes", "1", "--nproc", "1", "--nccl",
+                "off", "--last-call", "0", "--heartbeat-timeout", "1", "--grace", "1", "--",
+                "/bin/sh", "-c", 'echo $$ > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE" && '
+                'exec sleep 60']
+        a = start([AGENT, "--host", "a", *line], env={"PIDFILE": pidfile})
+        d.wait_log(r"job=J gen=1 generation 1 formed")
+        wait_until(lambda: os.path.exists(pidfile), "the worker's pid file", timeout=30)
+        self.away_and_cancelled(d, a)
+        mark = d.mark()
+        b = start([AGENT, "--host", "b", *line], env={"PIDFILE": pidfile + ".b"})
+        self.addCleanup(lambda: b.poll() is None and os.killpg(b.pid, signal.SIGKILL))
+        d.wait_log(r"job=J gen=1 generation 1 formed", since=mark)
+        os.kill(a.pid, signal.SIGCONT)
+        rc, _, err = finish(a, timeout=20)
+        self.assertEqual(rc, 1, err[-3000:])
+        self.assertIn("job 'J' has ended: it cancelled", err[-1500:])
+        with open(pidfile) as f:
+            worker = int(f.read())
+        wait_until(lambda: not os.path.exists("/proc/%d" % worker), "A's worker stopped",
+                   timeout=10)
+        self.assertIsNone(b.poll(), "B runs on")
+        self.assertEqual(job_status(ep, "J")["generation"], 1)
+        self.assertIsNone(d.find_log(r"job=J gen=1 node=a reconnected", since=mark))
+
     def test_agent_stopped_for_a_restart_is_told_its_job_is_over(self):
         """An ended job never comes back from an agent that stopped its workers for a restart
         (1.20), with real agents: no --state-dir, no end kept (--keep-ended 0). Job J runs on A
