@@ -298,8 +298,8 @@ struct rdzv_status {
 /* What a reader who proved no token is shown (rdzv-status-hide.c): every node id of st blanked,
  * "" in nodes and put_aside, and RDZV_STATUS_HIDDEN_ID in every text (events, timeline marks,
  * the outcome's summary, put_aside reasons). A text names a node id its job knows (its nodes,
- * put_aside, named), or after the words "node id" (up to a space, comma, parenthesis,
- * semicolon or quote): both are hidden. */
+ * put_aside, named), or after the words "node id" (up to a space, comma, closing
+ * parenthesis, semicolon or quote): both are hidden. */
 #define RDZV_STATUS_HIDDEN_ID "hidden"
 void rdzv_status_hide_node_ids(struct rdzv_status *st);
 /* Add id to j's named ("": nothing): 0 or -ENOMEM. */
