@@ -18,6 +18,7 @@
 #include "daemon/front/rdzvd-daemon.h"
 #include "daemon/front/rdzvd-http.h"
 #include "daemon/repl/rdzvd-replica.h"
+#include "daemon/net/rdzvd-transport.h"
 #include "daemon/server/rdzvd-server.h"
 
 #ifndef RDZV_VERSION
@@ -29,7 +30,6 @@ struct opts {
     const char *port_file;
     enum rdzv_log_level level;
     bool max_conns_set;
-    bool max_handshaking_set;
     int metrics_port;         /* -1: no metrics endpoint */
     const char *metrics_bind;
     const char *metrics_port_file;
@@ -183,15 +183,21 @@ static int parse_table(struct opts *o, int argc, char **argv, int *ret_optind)
          .help = "open connections and the descriptors of job\n"
                  "generations (each store's socket and journal;\n"
                  "default: open-file limit - 64)"},
+        {.kind = RDZV_OPT_SIZE, .name = "max-handshaking-bytes",
+         .dest = &lim->max_handshaking_bytes, .umin = 1, .metavar = "SIZE",
+         .what = "expected a positive size, optionally with K/M/G",
+         .help = "what connections not through their handshake yet\n"
+                 "cost rdzvd together (each under 1 KiB, and the input\n"
+                 "it holds); past it a new one takes the slot of the\n"
+                 "oldest one silent 3 s from its own address, else (its\n"
+                 "address has none) of the oldest one silent 3 s; none\n"
+                 "younger is closed: the pool runs over, up to\n"
+                 "--max-conns (default 32MiB)"},
         {.kind = RDZV_OPT_SIZE, .name = "max-handshaking", .dest = &lim->max_handshaking,
-         .umin = 1, .seen = &o->max_handshaking_set, .metavar = "N",
+         .umin = 1, .metavar = "N",
          .what = "expected a positive number, optionally with K/M/G",
-         .help = "of them, connections not through their handshake yet;\n"
-                 "past N a new one takes the slot of the oldest one\n"
-                 "silent 3 s from its own address, else (its address\n"
-                 "has none) of the oldest one silent 3 s; none younger\n"
-                 "is closed: the pool runs over N, up to --max-conns\n"
-                 "(default 1024, at most half of --max-conns)"},
+         .help = "also at most N connections not through their\n"
+                 "handshake yet, the same way (default: no count)"},
         SIZE_OPT("max-input-bytes", max_input_bytes,
                  "bytes of incomplete requests buffered, all\nconnections together; past it "
                  "the connection holding\nthe most is closed (default 256MiB)"),
@@ -606,6 +612,7 @@ int main(int argc, char **argv)
     };
     struct daemon_ctx d = {0};
     struct rdzvd_server_info info;
+    char hs_count[64] = "";
     uv_loop_t loop;
     uint64_t nofile;
     bool failed;
@@ -622,9 +629,6 @@ int main(int argc, char **argv)
     /* The acceptor's queue (RDZVD_ACCEPT_QUEUE descriptors) fits in the 64 kept apart. */
     o.cfg.accept_thread = o.accept_thread > 0 ||
                           (o.accept_thread < 0 && sysconf(_SC_NPROCESSORS_ONLN) >= 4);
-    /* Peers without the token must leave most slots to those with it. */
-    if (!o.max_handshaking_set && o.cfg.lim.max_handshaking > o.cfg.lim.max_conns / 2)
-        o.cfg.lim.max_handshaking = o.cfg.lim.max_conns / 2 ? o.cfg.lim.max_conns / 2 : 1;
 
     o.cfg.on_failure = failure_cb;
     o.cfg.on_shutdown = shutdown_cb;
@@ -703,11 +707,15 @@ int main(int argc, char **argv)
              " connections, legacy clients: %s)",
              RDZV_VERSION, info.addr, info.port, nofile, o.cfg.lim.max_conns,
              o.cfg.legacy_allowed ? rdzv_dialect_name(o.cfg.legacy) : "refused");
+    if (o.cfg.lim.max_handshaking)
+        snprintf(hs_count, sizeof(hs_count), "; at most %" PRIu64 " connections",
+                 o.cfg.lim.max_handshaking);
     log_info("authentication: %s; TCPStore clients from: %s; handshake timeout: %.1f s "
-             "(at most %" PRIu64 " connections before it)",
+             "(connections before it: %" PRIu64 " bytes, %" PRIu64 " each and their input%s)",
              o.cfg.token ? "token required (" RDZV_AUTH_SCHEME ")" : "none (no --token-file)",
              o.cfg.store_acl ? o.cfg.store_acl->desc : "anywhere",
-             (double)o.cfg.handshake_timeout_ms / 1000, o.cfg.lim.max_handshaking);
+             (double)o.cfg.handshake_timeout_ms / 1000, o.cfg.lim.max_handshaking_bytes,
+             rdzvd_conn_hs_cost(), hs_count);
 
     uv_run(&loop, UV_RUN_DEFAULT);
     rdzvd_server_info(d.srv, &info);

@@ -78,8 +78,11 @@ struct rdzv_limits {
     uint64_t max_outbuf;       /* queued reply bytes per connection before we stop reading it;
                                 * also the largest reply (rdzvd-tcpstore-apply.h) */
     uint64_t max_conns;        /* open client connections */
-    uint64_t max_handshaking;  /* of them, not through their handshake yet (rdzvd: past it a
-                                * new one takes the slot of an older silent one) */
+    uint64_t max_handshaking;  /* of them, not through their handshake yet, if set (0: no
+                                * count; rdzvd: past it a new one takes the slot of an older
+                                * silent one) */
+    uint64_t max_handshaking_bytes; /* what those cost rdzvd together (rdzvd_conn_hs_cost and
+                                     * the input they hold); past it, the same */
     uint64_t max_input_bytes;  /* incomplete requests buffered, all connections together */
     uint64_t max_store_bytes;  /* what the stores hold for clients (rdzvd_store_held) */
     uint64_t max_wait_keys;    /* pending WAIT registrations per connection */
@@ -90,7 +93,8 @@ struct rdzv_limits {
     {                                                                                              \
         .max_key_len = 8u << 10, .max_value_len = 8u << 20, .max_keys_per_req = 128u << 10,        \
         .max_frame = 64u << 20, .max_outbuf = 16u << 20, .max_conns = 65536,                      \
-        .max_handshaking = 1024, .max_input_bytes = 256u << 20,                                    \
+        .max_handshaking = 0, .max_handshaking_bytes = 32u << 20,                                  \
+        .max_input_bytes = 256u << 20,                                                             \
         .max_store_bytes = 4ull << 30, .max_wait_keys = 128u << 10, .max_queue_items = 1u << 20,   \
     }
 

@@ -27,19 +27,21 @@
  * rdzvd_transport_shed_handshaking): no connection younger than this is ever closed to make room
  * for another, whatever the newcomer's address. PyTorch ranks that connect at once, thousands per
  * host and several hosts at a time, are silent while they import (0.5 s and more) or are
- * descheduled between connect() and send(); none of them is reset for it. Past
- * --max-handshaking a newcomer takes the slot of one silent this long, else the pool runs over
- * the quota, bounded by --max-conns. */
+ * descheduled between connect() and send(); none of them is reset for it. Past their budget
+ * (--max-handshaking-bytes of what they cost, and --max-handshaking connections if set) a
+ * newcomer takes the slot of one silent this long, the oldest first, else the pool runs over the
+ * budget, bounded by --max-conns. */
 #define RDZVD_HS_SHED_AGE_MS 3000u
 /* Connections before their handshake are counted per address (an IPv6 address by its /64) in
  * this many buckets of a keyed hash: a bucket's count bounds its addresses' from above. */
 #define RDZVD_HS_ADDR_BUCKETS 4096u
-/* The last --max-handshaking / RDZVD_HS_SPARE_DIV slots under --max-conns (none with a quota
- * under RDZVD_HS_SPARE_DIV, as a tiny --max-conns has): an address takes one of them only while
- * it holds fewer connections before their handshake than slots are left, so that one address that
- * fills the rest with young idle connections (which nothing closes before RDZVD_HS_SHED_AGE_MS)
- * cannot keep a token holder on another out. */
+/* The last slots under --max-conns: the least of RDZVD_HS_SPARE_BASE, half of --max-conns and
+ * --max-handshaking (if set), divided by RDZVD_HS_SPARE_DIV (none under it, as a tiny --max-conns
+ * has). An address takes one of them only while it holds fewer connections before their handshake
+ * than slots are left, so that one address that fills the rest with young idle connections (which
+ * nothing closes before RDZVD_HS_SHED_AGE_MS) cannot keep a token holder on another out. */
 #define RDZVD_HS_SPARE_DIV 8u
+#define RDZVD_HS_SPARE_BASE 1024u
 
 /* The HTTP status server (--metrics-port, daemon/front/rdzvd-http.h). Requests: at most
  * RDZVD_HTTP_MAX_REQ bytes, whole within RDZVD_HTTP_TIMEOUT_MS; an answer not read by its client

@@ -80,8 +80,8 @@ _Static_assert(sizeof(struct rdzvd_conn) <= 1024, "struct rdzvd_conn grew past 1
 size_t rdzvd_conn_kernel_unread(struct rdzvd_conn *c);
 /* Count c, its address now known, among its address's connections before their handshake. */
 void rdzvd_hs_count(struct rdzvd_conn *c);
-/* Past the quota, c takes the slot of a stale connection still handshaking, if there is one
- * (rdzvd_transport_shed_handshaking); else the pool runs over the quota. */
+/* Past the budget, c takes the slot of a stale connection still handshaking, if there is one
+ * (rdzvd_transport_shed_handshaking); else the pool runs over the budget. */
 void rdzvd_hs_make_room(struct rdzvd_conn *c);
 /* Give c a pre-handshake slot and a deadline. */
 void rdzvd_hs_track(struct rdzvd_conn *c);

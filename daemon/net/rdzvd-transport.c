@@ -173,16 +173,37 @@ uint64_t rdzvd_conn_hs_from_addr(const struct rdzvd_conn *c)
     return t->hs_per_addr ? t->hs_per_addr[c->hs_counted ? c->hs_bucket : hs_bucket(c)] : 0;
 }
 
-/* Past the quota, c takes the slot of a stale connection still handshaking (hs_victim), if
- * there is one; else the pool runs over the quota (bounded by the owner's --max-conns). */
+uint64_t rdzvd_conn_hs_cost(void)
+{
+    /* glibc's chunk: the size and a header word, rounded up to 16 bytes */
+    return ((sizeof(struct rdzvd_conn) + sizeof(size_t) + 15) & ~(size_t)15) + sizeof(void *);
+}
+
+uint64_t rdzvd_transport_hs_bytes(const struct rdzvd_transport *t)
+{
+    return t->nhandshaking * rdzvd_conn_hs_cost() + t->hs_in_bytes;
+}
+
+/* Past the budget, c takes the slot of a stale connection still handshaking (hs_victim), the
+ * oldest first, as long as there is one; else the pool runs over the budget (bounded by the
+ * owner's --max-conns). */
 void rdzvd_hs_make_room(struct rdzvd_conn *c)
 {
     struct rdzvd_transport *t = c->t;
 
-    while (t->max_handshaking && t->nhandshaking > t->max_handshaking &&
-           rdzvd_transport_shed_handshaking(t, c, "too many connections before their "
-                                                  "handshake (--max-handshaking)"))
-        ;
+    for (;;) {
+        const char *why;
+
+        if (t->max_handshaking && t->nhandshaking > t->max_handshaking)
+            why = "too many connections before their handshake (--max-handshaking)";
+        else if (t->max_hs_bytes && rdzvd_transport_hs_bytes(t) > t->max_hs_bytes)
+            why = "too many connections before their handshake (their cost past "
+                  "--max-handshaking-bytes)";
+        else
+            return;
+        if (!rdzvd_transport_shed_handshaking(t, c, why))
+            return;
+    }
 }
 
 /* Give c a pre-handshake slot and a deadline. */

@@ -94,8 +94,10 @@ struct rdzvd_transport {
     uint64_t nconns;
     uint64_t next_id;
     uint64_t nhandshaking;     /* connections in handshaking */
-    uint64_t max_handshaking;  /* set by the owner: past it a stale one is closed, if any
-                                * (rdzvd_transport_shed_handshaking); 0: no quota */
+    uint64_t max_handshaking;  /* set by the owner: past this many, or past max_hs_bytes of
+                                * rdzvd_transport_hs_bytes(), a stale one is closed, if any
+                                * (rdzvd_transport_shed_handshaking); 0: no such bound */
+    uint64_t max_hs_bytes;
     uint64_t nclosing;         /* connections closing, their close callback yet to come */
     struct rdzvd_ratelimit *refusals; /* set by the owner: limits the lines about shed peers */
     uint64_t hs_timeout_ms;    /* 0: no handshake deadline */
@@ -147,8 +149,8 @@ void rdzvd_transport_resume(struct rdzvd_transport *t);
 void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 
 /* Accept the pending connection on g's listener (g->paced) into group g. It is registered, named
- * and has its handshake deadline running and a pre-handshake slot (past t->max_handshaking, taken
- * from a stale connection if there is one: rdzvd_transport_shed_handshaking), but reads nothing
+ * and has its handshake deadline running and a pre-handshake slot (past t->max_hs_bytes or
+ * t->max_handshaking, taken from a stale connection if there is one: rdzvd_transport_shed_handshaking), but reads nothing
  * until rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
  * address (family 0 when unknown). Returns 0, -EAGAIN when the accept pace's budget is spent
  * (nothing made: g's connection callback comes again next turn), or another negative errno (c
@@ -178,7 +180,8 @@ void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes, bool whole);
  * with nothing waiting unread in the kernel. Only a stale connection is ever closed to make room
  * for another: none younger, whatever the newcomer's address, so an honest storm (thousands of
  * ranks per host, several hosts at once, each silent while it imports) is never cut down by
- * itself or by another host. Past t->max_handshaking, or at the owner's --max-conns, a newcomer
+ * itself or by another host. Past the budget (t->max_hs_bytes of rdzvd_transport_hs_bytes(), and
+ * t->max_handshaking connections if set), or at the owner's --max-conns, a newcomer
  * (keep) takes the slot of the oldest stale one of its own address among the oldest few; if its
  * address has only busy or young ones there, of none; if it has none there, of the oldest stale
  * one of any address. With none to take, the pool runs over the quota while its connections are
@@ -191,6 +194,13 @@ void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes, bool whole);
  * logging why; never keep. Returns whether one was closed. */
 bool rdzvd_transport_shed_handshaking(struct rdzvd_transport *t, struct rdzvd_conn *keep,
                                       const char *why);
+/* What one connection before its handshake costs rdzvd, input aside: its structure as the
+ * allocator holds it and libuv's slot for its descriptor (under 1 KiB; the kernel's socket is
+ * bounded by the owner's --max-conns). */
+uint64_t rdzvd_conn_hs_cost(void);
+/* What the connections before their handshake cost together: that, each, and the input they
+ * hold. O(1). */
+uint64_t rdzvd_transport_hs_bytes(const struct rdzvd_transport *t);
 /* Connections before their handshake from c's address (an IPv6 one: its /64), c included while
  * it is one of them: an upper bound (addresses share a bucket of a keyed hash). O(1). */
 uint64_t rdzvd_conn_hs_from_addr(const struct rdzvd_conn *c);

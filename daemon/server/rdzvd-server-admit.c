@@ -153,15 +153,18 @@ const struct rdzvd_session_ops rdzvd_first_bytes_ops = {
 };
 
 /* Whether c, just accepted (and counted), may keep its slot under --max-conns: the descriptors in
- * use stay within it, and c takes one of the last --max-handshaking / RDZVD_HS_SPARE_DIV
- * only if its address held fewer connections before their handshake than slots were left
- * (rdzvd-config.h). One address that fills the rest with young idle connections, which nothing
- * closes before they are stale, gets none of them; a new address always gets one while one is
- * left; k addresses that try to share them get half of what is left each, the next half of
- * the rest, and so on. */
+ * use stay within it, and c takes one of the last slots (server_spare) only if its address held
+ * fewer connections before their handshake than slots were left (rdzvd-config.h). One address
+ * that fills the rest with young idle connections, which nothing closes before they are stale,
+ * gets none of them; a new address always gets one while one is left; k addresses that try to
+ * share them get half of what is left each, the next half of the rest, and so on. */
 static uint64_t server_spare(const struct rdzvd_server *srv)
 {
-    return srv->cfg.lim.max_handshaking / RDZVD_HS_SPARE_DIV;
+    uint64_t n = srv->cfg.lim.max_conns / 2;
+
+    if (srv->cfg.lim.max_handshaking && srv->cfg.lim.max_handshaking < n)
+        n = srv->cfg.lim.max_handshaking;
+    return (n < RDZVD_HS_SPARE_BASE ? n : RDZVD_HS_SPARE_BASE) / RDZVD_HS_SPARE_DIV;
 }
 
 static bool server_has_room(const struct rdzvd_server *srv, const struct rdzvd_conn *c)
@@ -192,8 +195,8 @@ static int server_admit(struct rdzvd_listener *l, struct rdzvd_conn *c,
      * (rdzvd_transport_shed_handshaking): the new one is refused instead. */
     if (!srv->stopping && !l->closing && !server_has_room(srv, c))
         (void)rdzvd_transport_shed_handshaking(&srv->net, c,
-                                               "--max-conns reached, and not through its "
-                                               "handshake");
+                                               "too many connections before their "
+                                               "handshake (--max-conns reached)");
     if (srv->stopping || l->closing || !server_has_room(srv, c)) {
         uint64_t now = rdzv_now_ms();
 

@@ -431,6 +431,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
     srv->net.outbuf_closes = &srv->stats.closed_outbuf;
     srv->net.refusals = &srv->refusals;
     srv->net.max_handshaking = srv->cfg.lim.max_handshaking;
+    srv->net.max_hs_bytes = srv->cfg.lim.max_handshaking_bytes;
     srv->net.max_input_bytes = srv->cfg.lim.max_input_bytes;
     srv->net.req_timeout_ms = srv->cfg.request_timeout_ms;
     srv->net.lifecycle_level = srv->cfg.embedded ? RDZV_LOG_DEBUG : RDZV_LOG_INFO;

@@ -171,10 +171,10 @@ class LoopStall(DaemonTestCase):
 
 
 class SlotQuota(DaemonTestCase):
-    """Connections that have not finished their handshake have their own quota of
-    slots (--max-handshaking, at most half of --max-conns by default); past it, or at
-    --max-conns, a new connection takes the slot of the oldest one from its own address (else
-    the oldest one). A client without the token that keeps reopening idle connections, as fast as
+    """Connections that have not finished their handshake have their own budget (what
+    they cost, --max-handshaking-bytes; --max-handshaking connections if set); past it, or at
+    --max-conns, a new connection takes the slot of the oldest silent one from its own address
+    (else the oldest one). A client without the token that keeps reopening idle connections, as fast as
     it can, no longer keeps an agent with the token on another host out."""
 
     def honest_joins(self, port, n, secret=None):

@@ -11,12 +11,17 @@ age. Now a connection is only shed for one that has been silent RDZVD_HS_SHED_AG
 it) with nothing closed. Where opening them takes about that long itself (a loaded machine), the
 oldest may rightly be shed: then only that is checked (the shed line, no other close, rdzvd still
 serving), and the time it took is printed."""
+import json
+import os
 import resource
 import socket
 import struct
+import subprocess
+import sys
 import time
 
-from rdzvtest import HOST, VALIDATE_BYTES, DaemonTestCase, enc, i64, keys, main, s
+from rdzvtest import (HOST, SOURCE_ROOT, VALIDATE_BYTES, DaemonTestCase, enc, i64, keys, main,
+                      s)
 
 N = 16000
 SHED_AGE_S = 3.0  # RDZVD_HS_SHED_AGE_MS (daemon/data/rdzvd-config.h)
@@ -157,6 +162,40 @@ class InitFlood(DaemonTestCase):
               "%.2f s" % (N, self.opened_in, time.monotonic() - t0), flush=True)
         self.assertNotIn("too many connections before their handshake", d.log())
         self.assertNotIn("closing connection", d.log())
+
+
+class OneProcessCrowd(DaemonTestCase):
+    """Issue 71, case 7: an honest crowd from one address completes its barrier. One process
+    opens 16,000 TCPStore connections at once, then sends each one's ADD of the barrier key
+    (tests/bench/crowd.py), as when a host's ranks start together. rdzvd with its default limits
+    closed 14,976 of them: past --max-handshaking (1,024 connections) each newcomer took the slot
+    of one silent 3 s, and the first had waited that long for the rest to open. Now connections
+    before their handshake are bounded by what they cost (--max-handshaking-bytes, 32 MiB: under
+    1 KiB each), which such a crowd fits, and by their deadline (--handshake-timeout). How fast
+    it completes beside a minimal epoll server is a benchmark (tests/bench/run-crowd-bench.sh,
+    docs/BENCHMARKS.md)."""
+
+    def test_16000_connections_then_their_adds(self):
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard != resource.RLIM_INFINITY and hard < N + 500:
+            self.skipTest("open-file limit %d is below %d" % (hard, N + 500))
+        d = self.daemon(log_level="warn")
+        crowd = os.path.join(SOURCE_ROOT, "tests", "bench", "crowd.py")
+        p = subprocess.run([sys.executable, crowd, "--port", str(d.port), "--conns", str(N),
+                            "--key", "/crowd/cnt", "--timeout", "150"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=200)
+        self.assertEqual(p.stderr, b"")
+        res = json.loads(p.stdout)
+        closes = [ln for ln in d.log().splitlines() if "[warn]" in ln or "[error]" in ln]
+        print("\n%d connections from one process: opened in %.2f s, ADDs sent by %.2f s, "
+              "%d replies by %.2f s" % (N, res["opened_s"], res["sent_s"] or 0, res["ok"],
+                                      res["done_s"]), flush=True)
+        self.assertEqual(res["ok"], N, "%d of %d connections got no reply (first: %s; "
+                         "rdzvd's closes: %s)" % (res["lost"], N, res["first_loss"], closes[:3]))
+        self.assertEqual(res["max"], N)
+        self.assertEqual(closes, [])
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(self.client(d).add(b"/crowd/cnt", 0), N)
 
 
 if __name__ == "__main__":

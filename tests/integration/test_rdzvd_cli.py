@@ -384,11 +384,13 @@ class CommandLine(DaemonTestCase):
         line = s.wait_log("info", r"listening on .*\(open-file limit \d+, max \d+ connections")
         m = re.search(r"open-file limit (\d+), max (\d+) connections", line)
         hs = s.wait_log("info", r"handshake timeout: ")
-        mh = re.search(r"handshake timeout: ([\d.]+) s \(at most (\d+) connections before it\)",
-                       hs)
+        mh = re.search(r"handshake timeout: ([\d.]+) s \(connections before it: (\d+) bytes, "
+                       r"\d+ each and their input(?:; at most (\d+) connections)?\)", hs)
         self.assertTrue(mh, hs)
         s.stop()
-        return int(m.group(1)), int(m.group(2)), float(mh.group(1)), int(mh.group(2))
+        self.hs_bytes = int(mh.group(2))
+        return (int(m.group(1)), int(m.group(2)), float(mh.group(1)),
+                mh.group(3) and int(mh.group(3)))
 
     def test_open_file_limit_is_raised_to_the_hard_limit(self):
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -397,18 +399,20 @@ class CommandLine(DaemonTestCase):
         nofile, conns, _, handshaking = self.limits(256, 1024)
         self.assertEqual(nofile, 1024)
         self.assertEqual(conns, 1024 - 64)
-        self.assertEqual(handshaking, (1024 - 64) // 2)
+        # Connections before their handshake: a budget in bytes, no count unless one is set.
+        self.assertEqual((handshaking, self.hs_bytes), (None, 32 << 20))
 
     def test_small_open_file_limit(self):
         nofile, conns, _, handshaking = self.limits(100, 100)
-        self.assertEqual((nofile, conns, handshaking), (100, 64, 32))
+        self.assertEqual((nofile, conns, handshaking), (100, 64, None))
 
     def test_max_conns_and_handshaking(self):
         _, conns, _, handshaking = self.limits(1024, 1024, "--max-conns", "1")
-        self.assertEqual((conns, handshaking), (1, 1))
+        self.assertEqual((conns, handshaking), (1, None))
         _, conns, _, handshaking = self.limits(1024, 1024, "--max-conns", "10",
-                                               "--max-handshaking", "7")
-        self.assertEqual((conns, handshaking), (10, 7))
+                                               "--max-handshaking", "7",
+                                               "--max-handshaking-bytes", "1M")
+        self.assertEqual((conns, handshaking, self.hs_bytes), (10, 7, 1 << 20))
         _, _, hto, _ = self.limits(1024, 1024, "--handshake-timeout", "2.5",
                                    "--request-timeout", "3", "--keep-ended", "0")
         self.assertEqual(hto, 2.5)
