@@ -150,8 +150,9 @@ void rdzvd_transport_close_all(struct rdzvd_transport *t, const char *reason);
 
 /* Accept the pending connection on g's listener (g->paced) into group g. It is registered, named
  * and has its handshake deadline running and a pre-handshake slot (past t->max_hs_bytes or
- * t->max_handshaking, taken from a stale connection if there is one: rdzvd_transport_shed_handshaking), but reads nothing
- * until rdzvd_conn_start(); the caller may close it instead (refusals). *ret_addr gets the peer's
+ * t->max_handshaking, taken from a stale connection if there is one:
+ * rdzvd_transport_shed_handshaking), but reads nothing until rdzvd_conn_start(); the caller may
+ * close it instead (refusals). *ret_addr gets the peer's
  * address (family 0 when unknown). Returns 0, -EAGAIN when the accept pace's budget is spent
  * (nothing made: g's connection callback comes again next turn), or another negative errno (c
  * is then closing, or was never made). */
@@ -184,7 +185,7 @@ void rdzvd_conn_set_need(struct rdzvd_conn *c, size_t bytes, bool whole);
  * t->max_handshaking connections if set), or at the owner's --max-conns, a newcomer
  * (keep) takes the slot of the oldest stale one of its own address among the oldest few; if its
  * address has only busy or young ones there, of none; if it has none there, of the oldest stale
- * one of any address. With none to take, the pool runs over the quota while its connections are
+ * one of any address. With none to take, the pool runs over the budget while its connections are
  * young or busy: what bounds it is the owner's --max-conns, where the newcomer itself is refused
  * (never an older one), and the owner keeps the last slots from crowded addresses
  * (rdzvd_conn_hs_from_addr, RDZVD_HS_SPARE_DIV). Within the silence bound each one is through

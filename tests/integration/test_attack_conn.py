@@ -174,8 +174,8 @@ class SlotQuota(DaemonTestCase):
     """Connections that have not finished their handshake have their own budget (what
     they cost, --max-handshaking-bytes; --max-handshaking connections if set); past it, or at
     --max-conns, a new connection takes the slot of the oldest silent one from its own address
-    (else the oldest one). A client without the token that keeps reopening idle connections, as fast as
-    it can, no longer keeps an agent with the token on another host out."""
+    (else the oldest one). A client without the token that keeps reopening idle connections, as
+    fast as it can, no longer keeps an agent with the token on another host out."""
 
     def honest_joins(self, port, n, secret=None):
         """n agents, one after another, each on a fresh connection from another address:

@@ -11,6 +11,8 @@
 # are served throughout. Timing bounds are loose: this runs on loaded machines and under ASan.
 
 import os
+import re
+import select
 import signal
 import socket
 import struct
@@ -194,6 +196,45 @@ class HandshakeInputQuota(DaemonTestCase):
         big.ping(3)
         self.assertEqual(len(keep.get("big")), 2 << 20)
         self.assertEqual(keep.check(["pre"]), 1)
+
+
+class HandshakeBudget(DaemonTestCase):
+    """Connections before their handshake are bounded by what they cost rdzvd
+    (--max-handshaking-bytes; each is charged a fixed cost, which the start line gives). Past the
+    budget, a newcomer takes the place of connections silent 3 s, the oldest first: never its
+    own, never a younger one. Issue 71, case 7, needs the budget in bytes; this checks that it
+    still binds."""
+
+    SILENCE_S = 3.0  # RDZVD_HS_SHED_AGE_MS
+
+    def test_oldest_silent_connections_go_first_past_the_budget(self):
+        d = self.daemon("--max-handshaking-bytes", "64K", "--handshake-timeout", "60")
+        line = d.wait_log(r"connections before it: \d+ bytes, \d+ each")
+        budget, cost = map(int, re.search(r"before it: (\d+) bytes, (\d+) each", line).groups())
+        fit = budget // cost
+        old = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(fit + 14)]
+        self.addCleanup(lambda: [c.close() for c in old])
+        # All young: none is closed, the pool runs over the budget.
+        self.assertEqual(select.select(old, [], [], 0.5)[0], [])
+        time.sleep(self.SILENCE_S + 0.5)
+        mark = d.mark()
+        new = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(20)]
+        self.addCleanup(lambda: [c.close() for c in new])
+        shed = len(old) + len(new) - fit
+        d.wait_log(r"too many connections before their handshake \(their cost past "
+                   r"--max-handshaking-bytes\)", since=mark, levels=("warn",))
+        for i, c in enumerate(old[:shed]):
+            c.settimeout(10)
+            try:
+                self.assertEqual(c.recv(1), b"", "old connection %d still open" % i)
+            except ConnectionResetError:
+                pass
+        # The younger old ones and every newcomer are still served.
+        for i, c in enumerate(old[shed:] + new):
+            c.settimeout(10)
+            c.sendall(VALIDATE_BYTES + enc("modern", "ADD", s(b"/budget"), i64(1)))
+            self.assertEqual(len(c.recv(8)), 8, "connection %d not served" % i)
+        self.assertEqual(self.client(d).add(b"/budget", 0), len(old) + len(new) - shed)
 
 
 class InputChargedAsHeld(DaemonTestCase):

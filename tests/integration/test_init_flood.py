@@ -190,8 +190,11 @@ class OneProcessCrowd(DaemonTestCase):
         print("\n%d connections from one process: opened in %.2f s, ADDs sent by %.2f s, "
               "%d replies by %.2f s" % (N, res["opened_s"], res["sent_s"] or 0, res["ok"],
                                       res["done_s"]), flush=True)
-        self.assertEqual(res["ok"], N, "%d of %d connections got no reply (first: %s; "
-                         "rdzvd's closes: %s)" % (res["lost"], N, res["first_loss"], closes[:3]))
+        # (Opening them past --handshake-timeout, 10 s, would be the time bound, not the
+        # budget: only another crowd to 127.0.0.1 at once, short of ports, has done that.)
+        self.assertEqual(res["ok"], N, "%d of %d connections got no reply (first: %s; opened in "
+                         "%.1f s; rdzvd's closes: %s)" % (res["lost"], N, res["first_loss"],
+                                                          res["opened_s"], closes[:3]))
         self.assertEqual(res["max"], N)
         self.assertEqual(closes, [])
         self.assertEqual(p.returncode, 0)
