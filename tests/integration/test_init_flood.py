@@ -6,11 +6,12 @@ connect returned, sometimes long after (a rank descheduled on a busy host; here:
 opened first, and only then does any send). With --max-handshaking at its default (1024), 2,976 of
 4,000 such connections were closed as "too many connections before their handshake" by an older
 rdzvd: a connection past the quota took the slot of a silent one from its own address, whatever its
-age. Now a connection is only shed for one that has been silent RDZVD_HS_SHED_AGE_MS (3 s), so all
-16,000 pass an init barrier (each ADDs a counter, the one that reads 16,000 SETs a key, all WAIT on
-it) with nothing closed. Where opening them takes about that long itself (a loaded machine), the
-oldest may rightly be shed: then only that is checked (the shed line, no other close, rdzvd still
-serving), and the time it took is printed."""
+age. Then a connection was only shed for one that had been silent RDZVD_HS_SHED_AGE_MS (3 s); where
+opening them took about that long itself (a loaded machine), the oldest were still shed. Now
+connections before their handshake are bounded by what they cost (--max-handshaking-bytes), which
+16,000 fit (issue 71, case 7): all of them pass an init barrier (each ADDs a counter, the one that
+reads 16,000 SETs a key, all WAIT on it) with nothing closed, however long opening them takes
+within --handshake-timeout."""
 import json
 import os
 import resource
@@ -24,7 +25,6 @@ from rdzvtest import (HOST, SOURCE_ROOT, VALIDATE_BYTES, DaemonTestCase, enc, i6
                       s)
 
 N = 16000
-SHED_AGE_S = 3.0  # RDZVD_HS_SHED_AGE_MS (daemon/data/rdzvd-config.h)
 
 
 def recv_exact(sock, n, deadline):
@@ -115,20 +115,6 @@ class InitFlood(DaemonTestCase):
                     last = c
             except (OSError, ConnectionResetError):
                 lost += 1
-        if lost and self.opened_in >= SHED_AGE_S - 0.5:
-            # Opening them took about as long as the shed age (a loaded machine): the oldest
-            # may rightly have been shed for younger ones. The rule is then checked as far as
-            # it goes: only for their age, and rdzvd still serves.
-            shed = "too many connections before their handshake"
-            closes = [ln for ln in self.d.log().splitlines() if "closing connection" in ln]
-            self.assertTrue(closes, "no shed line for %d closed connections" % lost)
-            self.assertEqual([ln for ln in closes if shed not in ln], [],
-                             "connections closed for another reason than the shed rule")
-            self.assertEqual(self.client(self.d).add(b"/flood/after", 1), 1)
-            print("\nopening %d connections took %.2f s, near the %.1f s shed age: %d of the "
-                  "oldest were shed (the barrier is not run)" % (n, self.opened_in, SHED_AGE_S,
-                                                               lost), flush=True)
-            return lost
         after = self.listen_overflows()
         # Every close rdzvd makes on its own is logged at warn (a shed, a refusal, a limit; a
         # burst of them rate-limited, the first still written): any warning or error counts.
