@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "common/rdzv-log.h"
@@ -91,6 +92,25 @@ static struct agent_front_admittee *victim(struct agent_front_admit *ad,
     return NULL;
 }
 
+/* A newcomer refused: said at once, then at most every AGENT_FRONT_REFUSED_LOG_MS with the
+ * count since, so that a flood of them does not flood the log. */
+static void refused(struct agent_front_admit *ad)
+{
+    uint64_t now = uv_now(ad->loop);
+
+    if (ad->refused_logged_ms && now - ad->refused_logged_ms < AGENT_FRONT_REFUSED_LOG_MS) {
+        ad->refused++;
+        return;
+    }
+    log_warn("store front: more than %u connections: refusing one (a worker opens one or a "
+             "few; the others hold theirs and are %s; %" PRIu64 " more refused since this was "
+             "last said, which is at most every %d s)",
+             ad->max, ad->is_worker ? "the workers' or speaking" : "speaking", ad->refused,
+             AGENT_FRONT_REFUSED_LOG_MS / 1000);
+    ad->refused = 0;
+    ad->refused_logged_ms = now ? now : 1;
+}
+
 int agent_front_admit_init(struct agent_front_admit *ad)
 {
     int r;
@@ -98,6 +118,8 @@ int agent_front_admit_init(struct agent_front_admit *ad)
     rdzv_list_init(&ad->list);
     ad->n = 0;
     ad->armed = false;
+    ad->refused = 0;
+    ad->refused_logged_ms = 0;
     r = uv_timer_init(ad->loop, &ad->timer);
     ad->timer.data = ad->ud;
     return r;
@@ -121,9 +143,7 @@ int agent_front_admit_add(struct agent_front_admit *ad, struct agent_front_admit
     rdzv_list_init(&a->node);
     if (ad->n >= ad->max) {
         if (!(v = victim(ad, a, &why))) {
-            log_warn("store front: more than %u connections: refusing one (a worker opens one "
-                     "or a few; the others hold theirs and are %s)",
-                     ad->max, ad->is_worker ? "the workers' or speaking" : "speaking");
+            refused(ad);
             return -EUSERS;
         }
         ad->evict(v, why, ad->ud);

@@ -2,10 +2,11 @@
 /* agent-front-admit.h: who keeps a slot of the node's store front (agent-front.h). The front has
  * max connections; a client that sends nothing gets AGENT_FRONT_SILENT_MS, as rdzvd's handshake
  * timeout gives it, then it is closed. When the front is full, a newcomer from the node's workers
- * (their process groups, asked of the caller's is_worker) takes the slot of a client that is not
+ * (asked of the caller's is_worker, once per connection) takes the slot of a client that is not
  * one, the oldest first; else any newcomer takes the slot of a client silent for
  * AGENT_FRONT_SHED_MS; else it is refused. So clients outside the workers, or silent ones, never
- * lock the workers out.
+ * lock the workers out. is_worker runs on the loop, for each newcomer of a full front: it must cost
+ * no more than a system call or two (agent-peer.h), never a scan.
  *
  * Ownership: each entry is embedded in the caller's connection; the caller closes the ones this
  * module gives up (through evict) and then calls agent_front_admit_del. The timer is this
@@ -20,6 +21,7 @@
 
 #define AGENT_FRONT_SILENT_MS 10000 /* a client that sent nothing this long is closed */
 #define AGENT_FRONT_SHED_MS 3000    /* a full front's newcomer may take a slot silent this long */
+#define AGENT_FRONT_REFUSED_LOG_MS 10000 /* refusals are said at most this often (with a count) */
 
 struct agent_front_admittee {
     struct rdzv_list node; /* the admission's, oldest first */
@@ -42,6 +44,8 @@ struct agent_front_admit {
     struct rdzv_list list;
     uv_timer_t timer;
     bool armed;
+    uint64_t refused;           /* newcomers refused since the last said */
+    uint64_t refused_logged_ms; /* when the last was said (uv_now); 0: never */
 };
 
 /* ad (its fields above set by the caller) with no client, its timer on ad->loop. 0 or -errno. */

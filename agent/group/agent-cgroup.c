@@ -122,6 +122,29 @@ static int find_dir(const char *own, char *out, size_t len, size_t *ret_name_off
     return r;
 }
 
+int agent_cgroup_worker_ids(const struct agent_cgroup *cg, uint64_t ids[2])
+{
+    char own[AGENT_CGROUP_PATH_MAX], dir[AGENT_CGROUP_PATH_MAX];
+    struct stat st;
+    size_t off, n = 0;
+    int r;
+
+    if (cg->dir_fd >= 0) {
+        if (fstat(cg->dir_fd, &st) < 0)
+            return -errno;
+        ids[n++] = (uint64_t)st.st_ino;
+        if (!cg->stuck)
+            return (int)n;
+    }
+    /* Forks land in the agent's own cgroup. */
+    if ((r = own_cgroup(own, sizeof(own))) < 0 || (r = find_dir(own, dir, sizeof(dir), &off)) < 0)
+        return n ? (int)n : r;
+    if (stat(dir, &st) < 0)
+        return n ? (int)n : -errno;
+    ids[n++] = (uint64_t)st.st_ino;
+    return (int)n;
+}
+
 /* rmdir parent/name, and first the cgroups below it when it has some: only for a cgroup whose
  * processes are all gone (killed, or found empty), where every cgroup below is empty too. A
  * populated one stays (EBUSY). */

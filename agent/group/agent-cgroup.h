@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define AGENT_CGROUP_PREFIX "rdzv-agent." /* then <pid ns inode>.<pid>.<hex>: agent_cgroup_open */
 #define AGENT_CGROUP_PATH_MAX 512 /* the cgroup's directory, its NUL included; longer: no cgroup */
@@ -72,6 +73,12 @@ static inline bool agent_cgroup_movable(const struct agent_cgroup *cg)
 {
     return cg->dir_fd >= 0 && !cg->stuck;
 }
+
+/* The cgroup v2 ids (a cgroup directory's inode) that the workers are forked in: the workers'
+ * cgroup when there is one, and the caller's own cgroup (from /proc/self/cgroup and mountinfo)
+ * when there is none or a move failed (later workers land there). The number of ids (1 or 2), or
+ * -errno (no cgroup v2 to be found). A few small files read: call it once, not per question. */
+int agent_cgroup_worker_ids(const struct agent_cgroup *cg, uint64_t ids[2]);
 
 /* Move the calling process (all its threads) into the workers' cgroup, so that what it forks
  * until agent_cgroup_leave() starts there; and back. 0 or -errno (nothing moved). A failure of

@@ -1,110 +1,97 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-peer.c: the process at the other end of a loopback connection (agent-peer.h). */
+/* agent-peer.c: the client end of a loopback connection, from the kernel (agent-peer.h). */
 #include "agent/group/agent-peer.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-/* The inode of the socket 127.0.0.1:local -> 127.0.0.1:remote in /proc/net/tcp, or in tcp6 as
- * a v4-mapped address (a dual-stack client, as PyTorch's is); 0 if none. */
-static unsigned long socket_inode(uint16_t local, uint16_t remote)
+#ifndef INET_DIAG_CGROUP_ID
+#define INET_DIAG_CGROUP_ID 21 /* Linux 5.8's uapi; older headers lack it */
+#endif
+#define TCP_STATE_TIME_WAIT 6 /* the kernel's TCP_TIME_WAIT (include/net/tcp_states.h) */
+
+/* The answer's attributes: the cgroup, when the kernel gives it. */
+static void read_attrs(const struct inet_diag_msg *m, size_t len, struct agent_peer_sock *out)
 {
-    static const char *const files[2] = {"/proc/net/tcp", "/proc/net/tcp6"};
-    static const char *const lo[2] = {"0100007F", "0000000000000000FFFF00000100007F"};
-    char line[512], want_l[48], want_r[48], l[64], r[64];
-    unsigned long inode = 0, ino;
+    const struct rtattr *a = (const struct rtattr *)(m + 1);
+    size_t left = len > sizeof(*m) ? len - sizeof(*m) : 0;
 
-    for (int k = 0; k < 2 && !inode; k++) {
-        FILE *f = fopen(files[k], "re");
-
-        if (!f)
-            continue;
-        snprintf(want_l, sizeof(want_l), "%s:%04X", lo[k], local);
-        snprintf(want_r, sizeof(want_r), "%s:%04X", lo[k], remote);
-        while (!inode && fgets(line, sizeof(line), f)) {
-            /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-            if (sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", l, r, &ino) == 3 &&
-                !strcmp(l, want_l) && !strcmp(r, want_r))
-                inode = ino;
+    for (; RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+        if (a->rta_type == INET_DIAG_CGROUP_ID && RTA_PAYLOAD(a) >= sizeof(uint64_t)) {
+            memcpy(&out->cgroup_id, RTA_DATA(a), sizeof(uint64_t));
+            out->has_cgroup = true;
         }
-        fclose(f);
     }
-    return inode;
 }
 
-/* The process group of pid (/proc/PID/stat's fifth field, after the command's parenthesis),
- * or -1. */
-static pid_t pgroup_of(const char *pid)
+int agent_peer_sock(uint16_t client_port, uint16_t server_port, struct agent_peer_sock *out)
 {
-    char path[64], buf[1024], *close_paren;
-    int fd, pgrp = -1;
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 req;
+    } q = {.nlh = {.nlmsg_len = sizeof(q),
+                   .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                   .nlmsg_flags = NLM_F_REQUEST},
+           .req = {.sdiag_family = AF_INET,
+                   .sdiag_protocol = IPPROTO_TCP,
+                   .idiag_states = ~0u,
+                   .id = {.idiag_sport = htons(client_port),
+                          .idiag_dport = htons(server_port),
+                          .idiag_src = {htonl(INADDR_LOOPBACK)},
+                          .idiag_dst = {htonl(INADDR_LOOPBACK)},
+                          .idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}}}};
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    union {
+        struct nlmsghdr h;
+        char b[1024];
+    } ans;
+    const struct nlmsghdr *h = &ans.h;
+    const struct inet_diag_msg *m;
     ssize_t n;
+    int fd, r = -EIO;
 
-    snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
+    fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_SOCK_DIAG);
+    if (fd < 0)
+        return -errno;
+    if (sendto(fd, &q, sizeof(q), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+        r = -errno;
+        goto out_close;
+    }
+    /* The kernel answered within sendto: nothing to wait for (-EAGAIN if it did not). */
+    n = recv(fd, &ans, sizeof(ans), MSG_DONTWAIT);
+    if (n < 0) {
+        r = -errno;
+        goto out_close;
+    }
+    if (!NLMSG_OK(h, (size_t)n))
+        goto out_close;
+    if (h->nlmsg_type == NLMSG_ERROR) {
+        const struct nlmsgerr *e = NLMSG_DATA(h);
+
+        r = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0 ? e->error : -EIO;
+        goto out_close;
+    }
+    if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+        h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+        goto out_close;
+    m = NLMSG_DATA(h);
+    /* A closed end the kernel keeps in TIME_WAIT has no owner left (it says uid 0): gone. */
+    if (m->idiag_state == TCP_STATE_TIME_WAIT || m->idiag_inode == 0) {
+        r = -ENOENT;
+        goto out_close;
+    }
+    *out = (struct agent_peer_sock){.uid = m->idiag_uid};
+    read_attrs(m, h->nlmsg_len - NLMSG_LENGTH(0), out);
+    r = 0;
+out_close:
     close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    if (!(close_paren = strrchr(buf, ')')) || sscanf(close_paren + 1, " %*c %*d %d", &pgrp) != 1)
-        return -1;
-    return pgrp;
-}
-
-/* Whether pid has the socket of inode open. */
-static bool holds_socket(const char *pid, unsigned long inode)
-{
-    char path[64], link[64], want[40];
-    struct dirent *e;
-    bool found = false;
-    DIR *d;
-
-    snprintf(path, sizeof(path), "/proc/%s/fd", pid);
-    if (!(d = opendir(path)))
-        return false;
-    snprintf(want, sizeof(want), "socket:[%lu]", inode);
-    while (!found && (e = readdir(d))) {
-        char fdpath[384];
-        ssize_t n;
-
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(fdpath, sizeof(fdpath), "%s/%s", path, e->d_name);
-        n = readlink(fdpath, link, sizeof(link) - 1);
-        if (n > 0) {
-            link[n] = '\0';
-            found = !strcmp(link, want);
-        }
-    }
-    closedir(d);
-    return found;
-}
-
-bool agent_peer_in_pgroups(uint16_t client_port, uint16_t server_port, const pid_t *pgids,
-                           size_t n)
-{
-    unsigned long inode = n ? socket_inode(client_port, server_port) : 0;
-    struct dirent *e;
-    bool found = false;
-    DIR *d;
-
-    if (!inode || !(d = opendir("/proc")))
-        return false;
-    while (!found && (e = readdir(d))) {
-        pid_t pg;
-
-        if (e->d_name[0] < '1' || e->d_name[0] > '9' || (pg = pgroup_of(e->d_name)) <= 0)
-            continue;
-        for (size_t i = 0; i < n && !found; i++)
-            found = pg == pgids[i] && holds_socket(e->d_name, inode);
-    }
-    closedir(d);
-    return found;
+    return r;
 }

@@ -84,6 +84,15 @@ void agent_stop_cgroup_open(struct agent_group *g)
              why);
 }
 
+int agent_group_worker_cgroups(const struct agent_group *g, uint64_t ids[2])
+{
+    bool running = false;
+
+    for (unsigned i = 0; i < g->cfg.nproc && !running; i++)
+        running = g->workers[i].running && g->workers[i].pid > 0;
+    return running ? agent_cgroup_worker_ids(&g->cgroup, ids) : 0;
+}
+
 void agent_stop_cgroup_enter(struct agent_group *g)
 {
     int r;

@@ -303,6 +303,11 @@ uint64_t agent_group_progress_timeout(const struct agent_group *g, unsigned loca
 int agent_group_hang_info(const struct agent_group *g, unsigned local_rank, int *pid,
                           bool *stacks);
 
+/* The cgroup v2 ids a running worker and what it forks are in (agent_cgroup_worker_ids(): the
+ * workers' cgroup, or the agent's own without one): their number (1 or 2), 0 when no worker
+ * runs, or -errno (no cgroup v2). Reads a few small files: once a generation, not per question. */
+int agent_group_worker_cgroups(const struct agent_group *g, uint64_t ids[2]);
+
 /* Close all handles. Workers should have exited: running ones are SIGKILLed (with a warning),
  * reported to nobody, and their process handles closed when they are reaped, so until then the
  * loop must keep running. Processes left in exited workers' groups are SIGKILLed too, then the

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/rdzv-log.h"
 #include "agent/front/agent-front.h"
@@ -14,24 +15,29 @@
 #include "agent/session/agent-session-impl.h"
 
 /* Whether the client at 127.0.0.1:client_port is one of this node's workers, or what they forked:
- * a process in the process group of a running worker (each leads its own). */
+ * the kernel's word on its socket (agent-peer.h), made by the workers' user in the workers' cgroup
+ * (agent_group_worker_cgroups: the agent's own without one), while a worker runs. One question to
+ * the kernel; the cgroups are found once a generation. */
 static bool front_is_worker(uint16_t client_port, uint16_t server_port, void *ud)
 {
     struct agent_session *a = ud;
-    pid_t *pgids = calloc((size_t)a->cfg.nproc, sizeof(*pgids));
-    size_t n = 0;
-    bool yes;
+    struct agent_peer_sock ps;
+    int n = a->front_n_cgroups;
 
-    for (unsigned r = 0; pgids && a->group && r < (unsigned)a->cfg.nproc; r++) {
-        int pid;
-        bool stacks;
-
-        if (agent_group_hang_info(a->group, r, &pid, &stacks) == 0 && pid > 0)
-            pgids[n++] = pid;
+    if (!a->group || agent_peer_sock(client_port, server_port, &ps) < 0 || ps.uid != geteuid())
+        return false;
+    if (n == 0) {
+        n = agent_group_worker_cgroups(a->group, a->front_cgroups);
+        if (n == 0)
+            return false; /* no worker runs: none of its clients is one */
+        a->front_n_cgroups = n = n < 0 ? -1 : n;
     }
-    yes = agent_peer_in_pgroups(client_port, server_port, pgids, n);
-    free(pgids);
-    return yes;
+    if (n < 0 || !ps.has_cgroup)
+        return true; /* no cgroup v2 here, or a kernel before 5.8: the user alone */
+    for (int i = 0; i < n; i++)
+        if (ps.cgroup_id == a->front_cgroups[i])
+            return true;
+    return false;
 }
 
 /* The front's store connection is lost: the workers' store connections are closed with it. In
@@ -81,6 +87,7 @@ void agent_session_front_round(struct agent_session *a, struct agent_assignment 
     if (!a->cfg.store_front)
         return;
     agent_session_front_close(a);
+    a->front_n_cgroups = 0;
     r = agent_front_start(&(struct agent_front_cfg){.loop = a->loop,
                                                     .store_addr = a->round.master_addr,
                                                     .store_port = (uint16_t)a->round.master_port,

@@ -111,6 +111,8 @@ struct agent_session {
     struct agent_replica_host rhost; /* a replica of rdzvd started here (REPLICA) */
     struct agent_host_cfg rehost;    /* cfg.rehost's copy: may_rehost */
     struct agent_front *front;       /* --store-front: the generation's (agent-session-front.c) */
+    uint64_t front_cgroups[2];       /* the cgroups its workers are in, asked once it needs them */
+    int front_n_cgroups;             /* 1 or 2; 0: not asked yet; -1: no cgroup v2 (uid alone) */
     bool may_rehost;
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 71, case 3: any local user floods a node's store front, and the node's heartbeats stay
+on time. An agent with --store-front runs a one-node job against a real rdzvd. A process of
+another user (uid 65534, through setpriv) holds 20 connections that each sent one byte, so the
+front is full (4 x --nproc + 16). Then it connects in a loop for 8 s without waiting for
+answers. Each newcomer is checked by one question to the kernel (agent/group/agent-peer.h) and
+refused. Before issue 71 each check read /proc/net/tcp and walked /proc on the agent's loop, so
+the loop stalled for seconds, its HEARTBEATs stopped, and rdzvd lost the node: a counted
+restart."""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import rdzvtest
+from agenttest import AgentTestCase, agent_cmd, main
+
+NOBODY = 65534
+FLOOD_S = 8
+
+# The other user: 20 connections that each sent one byte (they are "heard": no silent one to
+# shed), then connections in a loop, up to 800 left open at once, the oldest closed first.
+ATTACKER = """
+import collections, socket, sys, time
+port, secs = int(sys.argv[1]), float(sys.argv[2])
+held = []
+for _ in range(20):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"\\x00")
+    held.append(s)
+print("held", flush=True)
+time.sleep(0.5)
+q, n, end = collections.deque(), 0, time.monotonic() + secs
+while time.monotonic() < end:
+    try:
+        q.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        n += 1
+    except OSError:
+        time.sleep(0.01)
+    while len(q) > 800:
+        q.popleft().close()
+print("connections", n, flush=True)
+"""
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def get_json(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+class FrontFlood(AgentTestCase):
+    def test_another_users_flood_leaves_the_heartbeats_on_time(self):
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to run the flood as uid 65534")
+        d, mport = self.daemon_with_metrics()
+        out = self.outdir()
+        log = open(os.path.join(out, "agent.err"), "w+b")
+        self.addCleanup(log.close)
+        # stderr to a file: the refusals are logged, and nobody reads a pipe during the flood
+        p = subprocess.Popen(agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "1",
+                                       "--rdzv-id", "flood", "--store-front", "--nccl", "off",
+                                       worker=["/bin/sh", "-c", "sleep 24"]),
+                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        rdzvtest.track(p, group=True)
+        deadline, m = time.monotonic() + 60, None
+        while not m:
+            self.assertLess(time.monotonic(), deadline, "no store front")
+            self.assertIsNone(p.poll(), "the agent ended")
+            time.sleep(0.1)
+            m = re.search(rb"store front for generation 1 on 127\.0\.0\.1:(\d+)",
+                          read(log.name))
+        port = int(m.group(1))
+        attacker = subprocess.Popen(
+            ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
+             sys.executable, "-c", ATTACKER, str(port), str(FLOOD_S)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(attacker.kill)
+        url = f"http://127.0.0.1:{mport}/status.json"
+        ages, end = collections.deque(), time.monotonic() + FLOOD_S + 3
+        while time.monotonic() < end:
+            job = next(j for j in get_json(url)["jobs"] if j["run_id"] == "flood")
+            ages.append(max((n["last_heartbeat_age_s"] for n in job["nodes"]), default=99))
+            time.sleep(0.25)
+        aout, aerr = attacker.communicate(timeout=30)
+        self.assertEqual(attacker.returncode, 0, aerr)
+        self.assertIn("held", aout)
+        flood = int(re.search(r"connections (\d+)", aout).group(1))
+        self.assertGreater(flood, 100, aout)
+        print(f"{flood} connections; heartbeat ages: max {max(ages)} s", file=sys.stderr)
+        job = next(j for j in get_json(url)["jobs"] if j["run_id"] == "flood")
+        err = read(log.name).decode(errors="replace")
+        # A HEARTBEAT a second (--heartbeat-timeout 5 / 5): on time, however loaded the machine.
+        self.assertLess(max(ages), 3.0, f"heartbeat ages during the flood (99: the node lost): "
+                                        f"{list(ages)}\n{err[-3000:]}")
+        self.assertEqual((job["generation"], job["restart_count"], job["state"]),
+                         (1, 0, "running"), job)
+        # said once, then at most every 10 s with a count: the flood does not flood the log
+        self.assertIn("store front: more than 20 connections: refusing one", err)
+        self.assertLessEqual(err.count("refusing one"), 3, err[-3000:])
+        self.assertEqual(p.wait(timeout=60), 0, read(log.name)[-3000:])
+
+
+if __name__ == "__main__":
+    main()
