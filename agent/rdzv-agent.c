@@ -32,6 +32,7 @@
 #include "agent/group/agent-reaper.h"
 #include "agent/group/agent-redirects.h"
 #include "agent/session/agent-session.h"
+#include "agent/session/agent-stall.h"
 #include "agent/group/agent-workers.h"
 
 
@@ -45,6 +46,7 @@ struct agent {
     const char *free_port_endpoint; /* HOST:0 as given */
     struct rdzv_token *token;      /* --token-file */
     uv_signal_t sigs[6];
+    struct agent_stall stall;      /* the loop's longest stall (agent-stall.h) */
     char **devices;
     struct agent_cmd cmd;          /* the command as torchrun builds it (agent-cmd.h) */
     uint8_t *redirects, *tee;      /* -r / -t per local rank, or NULL */
@@ -546,6 +548,8 @@ int main(int argc, char **argv)
         return 1;
     }
     a.loop = &loop;
+    if ((r = agent_stall_start(&a.stall, &loop)) < 0)
+        log_debug("the event loop's stalls are not measured: %s", uv_strerror(r));
     a.free_port_endpoint = a.o.endpoint;
     if ((a.o.standalone || a.o.free_port) && (r = start_embedded(&a)) < 0) {
         log_error_errno(r, "cannot start the embedded rdzvd");
@@ -609,7 +613,8 @@ int main(int argc, char **argv)
                                                                  .gpus = a.gpus_expected},
                                                       .health_interval_s = a.o.health_interval_s,
                                                       .rehost = a.o.may_host ? &hcfg : NULL,
-                                                      .store_front = a.o.store_front},
+                                                      .store_front = a.o.store_front,
+                                                      .stall = &a.stall},
                           &a.session);
     if (r < 0) {
         log_error_errno(r, "cannot set up the rendezvous");

@@ -350,7 +350,7 @@ int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
 {
     json_t *o, *arr, *wait = wait_json(&h->wait);
 
-    if (h->n_progress == 0 && !wait && !h->warning[0])
+    if (h->n_progress == 0 && !wait && !h->warning[0] && !h->has_loop_stall)
         return put_generation(b, RDZV_MSG_HEARTBEAT, h->generation);
     if (h->n_progress == 0) {
         o = json_pack("{s:I}", "generation", (json_int_t)h->generation);
@@ -358,6 +358,8 @@ int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
             o = rdzv_json_set(o, "wait", wait);
         if (h->warning[0])
             o = set_warning(o, h->warning);
+        if (h->has_loop_stall)
+            o = rdzv_json_set(o, "loop_stall_ms", json_integer(h->loop_stall_ms));
         return rdzv_msg_put(b, RDZV_MSG_HEARTBEAT, o);
     }
     json_decref(wait); /* an agent's: it waits for nothing */
@@ -383,6 +385,8 @@ int rdzv_msg_put_heartbeat(struct rdzv_buf *b, const struct rdzv_heartbeat *h)
         }
     }
     o = json_pack("{s:I, s:o}", "generation", (json_int_t)h->generation, "progress", arr);
+    if (h->has_loop_stall)
+        o = rdzv_json_set(o, "loop_stall_ms", json_integer(h->loop_stall_ms));
     return rdzv_msg_put(b, RDZV_MSG_HEARTBEAT, o);
 }
 
@@ -435,14 +439,23 @@ int rdzv_msg_parse_heartbeat(const uint8_t *body, size_t len, struct rdzv_heartb
 {
     json_t *arr = NULL, *wait = NULL;
     const char *warning = "";
-    json_int_t gen;
-    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen, "{s:I, s?o, s?o, s?s}",
-                                   "generation", &gen, "progress", &arr, "wait", &wait,
-                                   "warning", &warning);
+    json_int_t gen, stall = -1;
+    json_t *root = rdzv_msg_unpack(body, len, "HEARTBEAT", err, errlen,
+                                   "{s:I, s?o, s?o, s?s, s?I}", "generation", &gen, "progress",
+                                   &arr, "wait", &wait, "warning", &warning, "loop_stall_ms",
+                                   &stall);
     int r = 0;
 
     if (!root)
         return -EBADMSG;
+    if (json_object_get(root, "loop_stall_ms") && (stall < 0 || stall > RDZV_LOOP_STALL_MAX_MS)) {
+        snprintf(err, errlen, "HEARTBEAT: loop_stall_ms out of range (0..%d)",
+                 RDZV_LOOP_STALL_MAX_MS);
+        json_decref(root);
+        return -EBADMSG;
+    }
+    h->has_loop_stall = stall >= 0;
+    h->loop_stall_ms = stall >= 0 ? stall : 0;
     h->generation = (uint64_t)gen;
     h->n_progress = 0;
     memset(&h->wait, 0, sizeof(h->wait));

@@ -234,6 +234,8 @@ struct rdzv_nccl_id {
 #define RDZV_PROGRESS_AGE_MAX_MS INT64_C(31536000000) /* a year: older reads as a bad value */
 /* The most a step's compute time may be (proto/WORKER.md): an hour, in milliseconds. */
 #define RDZV_COMPUTE_MS_MAX 3600000
+/* The most a HEARTBEAT's loop_stall_ms may be: a day, in milliseconds. */
+#define RDZV_LOOP_STALL_MAX_MS 86400000
 
 /* One local rank's last progress report, as its agent saw it. */
 struct rdzv_rank_progress {
@@ -274,6 +276,10 @@ struct rdzv_heartbeat {
     uint64_t generation;
     struct rdzv_wait wait;
     char warning[RDZV_WARNING_MAX + 1]; /* daemon -> agent (1.17), as JOINED's; "": none */
+    /* (1.21, agent -> daemon, optional) the longest its event loop ran without waiting since the
+     * agent started (ms, 0..RDZV_LOOP_STALL_MAX_MS): sent only when has_loop_stall */
+    bool has_loop_stall;
+    int64_t loop_stall_ms;
     unsigned n_progress;                                   /* 0..RDZV_PROGRESS_MAX */
     struct rdzv_rank_progress progress[RDZV_PROGRESS_MAX]; /* last: parsing leaves
                                                             * progress[n_progress..] as it was */

@@ -33,7 +33,7 @@ int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n)
     if (!nodes)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        nodes[i].compute_ms = -1; /* none said */
+        nodes[i].compute_ms = -1, nodes[i].loop_stall_max_s = -1; /* none said */
     free(j->nodes);
     j->nodes = nodes;
     j->n_nodes = n;
@@ -128,9 +128,10 @@ static json_t *node_to_json(const struct rdzv_status_node *n)
 {
     bool scored = n->straggler_score > 0;
 
-    /* compute_ms only when a rank said one, the straggler's only when scored (s:o* leaves a
-     * NULL out) */
-    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*, s:o*, s:o*}",
+    /* compute_ms only when a rank said one, the straggler's only when scored, the loop's stall
+     * when the agent said one (s:o* leaves a NULL out) */
+    return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*, s:o*, s:o*, "
+                     "s:o*}",
                      "host", n->host, "node_id", n->node_id, "node_rank",
                      (json_int_t)n->node_rank, "workers", (json_int_t)n->workers,
                      "last_heartbeat_age_s", n->last_heartbeat_age_s, "age_s", n->age_s,
@@ -138,7 +139,8 @@ static json_t *node_to_json(const struct rdzv_status_node *n)
                      n->connected, "state", n->state, "compute_ms",
                      n->compute_ms >= 0 ? json_integer(n->compute_ms) : NULL, "straggler_score",
                      scored ? json_real(n->straggler_score) : NULL, "straggler",
-                     scored ? json_boolean(n->straggler) : NULL);
+                     scored ? json_boolean(n->straggler) : NULL, "loop_stall_max_s",
+                     n->loop_stall_max_s >= 0 ? json_real(n->loop_stall_max_s) : NULL);
 }
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)
@@ -359,16 +361,20 @@ static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t e
     json_error_t jerr;
 
     n->straggler_score = 0;
+    n->loop_stall_max_s = -1;
     if (json_unpack_ex(o, &jerr, 0,
-                       "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I, s?F, s?b}",
+                       "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I, s?F, s?b, s?F}",
                        "host", &host, "node_id", &node_id, "node_rank", &rank, "workers",
                        &workers, "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s",
                        &n->age_s, "failures", &failures, "spare", &spare, "connected", &connected,
                        "state", &state, "compute_ms", &cms, "straggler_score",
-                       &n->straggler_score, "straggler", &straggler) < 0)
+                       &n->straggler_score, "straggler", &straggler, "loop_stall_max_s",
+                       &n->loop_stall_max_s) < 0)
         return unpack_fail(&jerr, err, errlen);
-    if (!(n->straggler_score >= 0 && n->straggler_score < 1e6)) {
-        snprintf(err, errlen, "straggler_score out of range");
+    if (!(n->straggler_score >= 0 && n->straggler_score < 1e6) ||
+        (json_object_get(o, "loop_stall_max_s") &&
+         !(n->loop_stall_max_s >= 0 && n->loop_stall_max_s <= RDZV_LOOP_STALL_MAX_MS / 1000))) {
+        snprintf(err, errlen, "straggler_score or loop_stall_max_s out of range");
         return -EBADMSG;
     }
     n->straggler = straggler;

@@ -55,6 +55,8 @@ struct rdzv_status_node {
      * scored), and whether rdzvd called it a straggler in this generation */
     double straggler_score;
     bool straggler;
+    /* (optional, 1.21) its agent's longest event loop stall since it started (s); -1: none said */
+    double loop_stall_max_s;
 };
 
 /* A rank's last progress report: only ranks of the current generation that reported. */

@@ -5,11 +5,18 @@
 #include <string.h>
 
 #include "agent/group/agent-workers.h"
+#include "agent/session/agent-stall.h"
 
 void agent_heartbeat_fill(struct rdzv_heartbeat *h, uint64_t gen, struct agent_group *g,
-                          unsigned nproc)
+                          unsigned nproc, const struct agent_stall *stall)
 {
+    uint64_t stall_ms;
+
     h->generation = gen;
+    h->has_loop_stall = agent_stall_max_ms(stall, &stall_ms) == 0;
+    h->loop_stall_ms = !h->has_loop_stall           ? 0
+                       : stall_ms > RDZV_LOOP_STALL_MAX_MS ? RDZV_LOOP_STALL_MAX_MS
+                                                           : (int64_t)stall_ms;
     h->n_progress = 0;
     memset(&h->wait, 0, sizeof(h->wait)); /* rdzvd's, in its answer */
     h->warning[0] = '\0';

@@ -596,7 +596,7 @@ static void heartbeat_cb(uv_timer_t *t)
         return;
     /* The workers' progress, while they run this generation (rdzvctl status shows it). */
     agent_heartbeat_fill(&hb, a->round.generation, a->state == AG_RUNNING ? a->group : NULL,
-                         (unsigned)a->cfg.nproc);
+                         (unsigned)a->cfg.nproc, a->cfg.stall);
     (void)agent_client_send_heartbeat(a->client, &hb);
 }
 

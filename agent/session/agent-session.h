@@ -25,6 +25,8 @@ struct agent_group;
 struct agent_session;
 struct rdzv_token;
 
+struct agent_stall;
+
 struct agent_session_cfg {
     uv_loop_t *loop;
     const struct agent_endpoints *eps; /* rdzvd's endpoints (replicas: several) */
@@ -56,6 +58,7 @@ struct agent_session_cfg {
      * a refused connection there makes it try (the rdzvd that answered at start has exited). */
     const struct agent_host_cfg *rehost;
     bool store_front; /* --store-front: the workers reach the store through this agent */
+    const struct agent_stall *stall; /* the loop's longest stall, for HEARTBEATs; NULL: none */
 };
 
 /* A session that has not started (cfg is copied; its strings are borrowed). Returns 0 or

@@ -165,7 +165,7 @@ static int put_ended_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
  * left out. */
 static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
 {
-    enum { AGE, COMPUTE, SCORE, STRAGGLER, _NODE_GAUGES };
+    enum { AGE, COMPUTE, SCORE, STRAGGLER, STALL, _NODE_GAUGES };
     static const char *const gauges[_NODE_GAUGES][2] = {
         [AGE] = {"rdzvd_node_heartbeat_age_seconds", "Seconds since the node's agent was last "
                                                      "heard."},
@@ -175,6 +175,9 @@ static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
                                                  "median (scored nodes only)."},
         [STRAGGLER] = {"rdzvd_node_straggler", "1 when rdzvd called the node a straggler in "
                                                "this generation (scored nodes only)."},
+        [STALL] = {"rdzvd_node_loop_stall_max_seconds", "The longest the node's agent's event "
+                                                        "loop ran without waiting (its "
+                                                        "HEARTBEATs wait behind it)."},
     };
     int r = 0;
 
@@ -187,6 +190,7 @@ static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
                 double v = g == AGE       ? n->last_heartbeat_age_s
                            : g == COMPUTE ? (double)n->compute_ms
                            : g == SCORE   ? (n->straggler_score > 0 ? n->straggler_score : -1)
+                           : g == STALL   ? n->loop_stall_max_s
                                           : (n->straggler_score > 0 ? n->straggler : -1);
 
                 if (v < 0)
@@ -199,8 +203,9 @@ static int put_node_metrics(struct rdzv_buf *b, const struct rdzv_status *st)
                 }
                 r |= rdzv_buf_printf(b, "\",host=\"");
                 r |= rdzv_buf_put_escaped(b, n->host, false);
-                r |= rdzv_buf_printf(b, g == AGE || g == SCORE ? "\",node_rank=\"%lld\"} %.3f\n"
-                                                               : "\",node_rank=\"%lld\"} %.0f\n",
+                r |= rdzv_buf_printf(b, g == AGE || g == SCORE || g == STALL
+                                            ? "\",node_rank=\"%lld\"} %.3f\n"
+                                            : "\",node_rank=\"%lld\"} %.0f\n",
                                      (long long)n->node_rank, v);
             }
     }

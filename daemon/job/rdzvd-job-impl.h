@@ -118,6 +118,9 @@ struct rdzvd_member {
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
     int64_t failures;      /* worker failures reported from this node */
+    /* Its agent's longest event loop stall (HEARTBEAT loop_stall_ms, 1.21), when it said one. */
+    bool has_loop_stall;
+    int64_t loop_stall_ms;
     /* Last progress per local rank (HEARTBEAT "progress"), of generation progress_gen only:
      * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-sm.c). */
     struct rdzvd_rank_progress *progress;

@@ -1728,6 +1728,10 @@ void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *
     double wall = rdzvd_job_wall_s(&j->host);
     double first = 0; /* a recovery's first step: its earliest report */
 
+    if (hb->has_loop_stall) {
+        m->has_loop_stall = true;
+        m->loop_stall_ms = hb->loop_stall_ms;
+    }
     if (hb->generation == j->generation && m->node_rank >= 0 && m->ran_gen != hb->generation) {
         m->ran_gen = hb->generation; /* its agent took the ROUND: its workers start */
         m->ran_now = true; /* before they started: the start grace goes on (its deadline) */

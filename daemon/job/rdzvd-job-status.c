@@ -41,6 +41,7 @@ static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdz
     n->spare = m->node_rank < 0 && m->ready && !forming;
     n->connected = m->peer != NULL;
     n->compute_ms = rdzvd_member_compute_ms(m, false);
+    n->loop_stall_max_s = m->has_loop_stall ? (double)m->loop_stall_ms / 1000 : -1;
     n->straggler_score = m->straggler_score;
     n->straggler = m->straggler;
     snprintf(n->state, sizeof(n->state), "%s",

@@ -126,7 +126,7 @@ static void hook_check_compute(struct fx *f)
     ASSERT_EQ(ms, 40);
     ASSERT_EQ(agent_group_compute_ms(f->g, 1, &ms), -ENODATA);
     ASSERT_EQ(agent_group_compute_ms(f->g, 2, &ms), -EINVAL);
-    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc, NULL);
     ASSERT_EQ(h->n_progress, 2);
     ASSERT_EQ(h->progress[0].step, 5);
     ASSERT_TRUE(h->progress[0].has_compute);
@@ -180,12 +180,12 @@ static void hook_check_compute_mean(struct fx *f)
     struct rdzv_heartbeat *h = calloc(1, sizeof(*h));
 
     ASSERT_NOT_NULL(h);
-    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc, NULL);
     ASSERT_EQ(h->n_progress, 1);
     ASSERT_EQ(h->progress[0].step, 5);
     ASSERT_TRUE(h->progress[0].has_compute);
     ASSERT_EQ(h->progress[0].compute_ms, 50);
-    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc, NULL);
     ASSERT_EQ(h->progress[0].compute_ms, 900);
     free(h);
     agent_group_free(f->g, fx_free_done, f);
@@ -212,14 +212,14 @@ static void hook_check_compute_stopped(struct fx *f)
     struct rdzv_heartbeat *h = calloc(1, sizeof(*h));
 
     ASSERT_NOT_NULL(h);
-    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc, NULL);
     ASSERT_EQ(h->n_progress, 1);
     ASSERT_EQ(h->progress[0].step, 3);
     ASSERT_TRUE(h->progress[0].has_compute);
     /* 300 / 3, less the time SIGCHLD took to reach the loop, more a loaded machine's */
     ASSERT_TRUE(h->progress[0].compute_ms >= 250 / 3);
     ASSERT_TRUE(h->progress[0].compute_ms <= 3000 / 3);
-    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc, NULL);
     ASSERT_EQ(h->progress[0].compute_ms, 20);
     free(h);
     agent_group_free(f->g, fx_free_done, f);
@@ -244,7 +244,7 @@ static void hook_check_compute_stopped_within(struct fx *f)
     struct rdzv_heartbeat *h = calloc(1, sizeof(*h));
 
     ASSERT_NOT_NULL(h);
-    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc);
+    agent_heartbeat_fill(h, 1, f->g, f->cfg.nproc, NULL);
     ASSERT_EQ(h->n_progress, 1);
     ASSERT_EQ(h->progress[0].step, 1);
     ASSERT_EQ(h->progress[0].compute_ms, 5000); /* not 5000 + the 300 ms stop */

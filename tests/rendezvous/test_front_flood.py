@@ -4,9 +4,10 @@ on time. An agent with --store-front runs a one-node job against a real rdzvd. A
 another user (uid 65534, through setpriv) holds 20 connections that each sent one byte, so the
 front is full (4 x --nproc + 16). Then it connects in a loop for 8 s without waiting for
 answers. Each newcomer is checked by one question to the kernel (agent/group/agent-peer.h) and
-refused. Before issue 71 each check read /proc/net/tcp and walked /proc on the agent's loop, so
-the loop stalled for seconds, its HEARTBEATs stopped, and rdzvd lost the node: a counted
-restart."""
+refused. The agent's loop never stalls for long: its longest turn, which its HEARTBEATs report,
+stays under 1 s in status.json and /metrics. Before issue 71 each check read /proc/net/tcp and
+walked /proc on the agent's loop, so the loop stalled for seconds, its HEARTBEATs stopped, and
+rdzvd lost the node: a counted restart."""
 import collections
 import json
 import os
@@ -104,6 +105,17 @@ class FrontFlood(AgentTestCase):
                                         f"{list(ages)}\n{err[-3000:]}")
         self.assertEqual((job["generation"], job["restart_count"], job["state"]),
                          (1, 0, "running"), job)
+        # The agent's own figure (HEARTBEAT loop_stall_ms): its loop's longest turn, as
+        # status.json and /metrics show it. Before issue 71: seconds.
+        stall = job["nodes"][0]["loop_stall_max_s"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        m = re.search(r'(?m)^rdzvd_node_loop_stall_max_seconds\{job="flood",[^}]*\} (\S+)$',
+                      metrics)
+        self.assertTrue(m, metrics[-2000:])
+        print(f"the agent's longest loop stall: {stall} s", file=sys.stderr)
+        self.assertLess(stall, 1.0, err[-3000:])
+        self.assertLess(float(m.group(1)), 1.0, m.group(0))
         # said once, then at most every 10 s with a count: the flood does not flood the log
         self.assertIn("store front: more than 20 connections: refusing one", err)
         self.assertLessEqual(err.count("refusing one"), 3, err[-3000:])

@@ -5,7 +5,8 @@
  * range or of the wrong type is refused. And the EVENT's "cost" of 1.16 (what failures cost the
  * job, at its end): optional both ways, cut at a character on both sides. And 1.17's warning
  * in JOINED and HEARTBEAT's answer (another agent of the job under this host name): the same;
- * and EVENT restart's startup_grace_ms (1.17), bounded. And WORKER_EXIT's error (1.18). */
+ * and EVENT restart's startup_grace_ms (1.17), bounded. And WORKER_EXIT's error (1.18). And
+ * HEARTBEAT's loop_stall_ms (1.21): optional, bounded. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,51 @@ static void test_worker_exit_error(void)
               -EBADMSG);
 }
 
+/* 1.21: the agent's longest loop stall, written only when said, with or without progress; an
+ * older agent's HEARTBEAT has none; out of range or not a number: refused. */
+static void test_heartbeat_loop_stall(void)
+{
+    struct rdzv_heartbeat *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    char body[512];
+
+    ASSERT_NOT_NULL(a);
+    ASSERT_NOT_NULL(b);
+    a->generation = 2;
+    a->has_loop_stall = true;
+    a->loop_stall_ms = 140;
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_BYTES_STR(body, strlen(body), "{\"generation\":2,\"loop_stall_ms\":140}");
+    ASSERT_TRUE(b->has_loop_stall);
+    ASSERT_EQ(b->loop_stall_ms, 140);
+    a->n_progress = 1;
+    a->progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1, .age_ms = 5};
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_BYTES_STR(body, strlen(body),
+                     "{\"generation\":2,\"progress\":[{\"local_rank\":0,\"step\":1,"
+                     "\"age_ms\":5}],\"loop_stall_ms\":140}");
+    ASSERT_EQ(b->loop_stall_ms, 140);
+    ASSERT_EQ(b->n_progress, 1);
+    a->has_loop_stall = false;
+    a->n_progress = 0;
+    ASSERT_OK(round_trip(a, b, body, sizeof(body)));
+    ASSERT_BYTES_STR(body, strlen(body), "{\"generation\":2}");
+    ASSERT_TRUE(!b->has_loop_stall);
+    ASSERT_OK(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"loop_stall_ms\":86400000}"),
+                                       b, err, sizeof(err)));
+    ASSERT_EQ(b->loop_stall_ms, 86400000);
+    ASSERT_EQ(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"loop_stall_ms\":86400001}"),
+                                       b, err, sizeof(err)),
+              -EBADMSG);
+    ASSERT_EQ(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"loop_stall_ms\":-1}"), b, err,
+                                       sizeof(err)),
+              -EBADMSG);
+    ASSERT_EQ(rdzv_msg_parse_heartbeat(BODY("{\"generation\":1,\"loop_stall_ms\":\"1\"}"), b,
+                                       err, sizeof(err)),
+              -EBADMSG);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     TEST(test_heartbeat_wait);
@@ -265,5 +311,6 @@ int main(void)
     TEST(test_warning);
     TEST(test_event_startup_grace);
     TEST(test_worker_exit_error);
+    TEST(test_heartbeat_loop_stall);
     return tap_done();
 }
