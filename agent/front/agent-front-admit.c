@@ -134,8 +134,12 @@ int agent_front_admit_add(struct agent_front_admit *ad, struct agent_front_admit
     struct agent_front_admittee *v;
 
     a->since_ms = uv_now(ad->loop);
+    /* A worker's comes from 127.0.0.1 (its MASTER_ADDR). One from another loopback address is
+     * nobody's to ask of: is_worker looks up 127.0.0.1's end of the port, which a worker's
+     * connection may hold while this one shares its port number. */
     a->port = uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0 &&
-                      ss.ss_family == AF_INET
+                      ss.ss_family == AF_INET &&
+                      ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_LOOPBACK)
                   ? ntohs(((struct sockaddr_in *)&ss)->sin_port)
                   : 0;
     a->heard = false;
