@@ -19,7 +19,8 @@ import time
 import urllib.request
 
 import rdzvtest
-from agenttest import AgentTestCase, agent_cmd, main
+from agenttest import RDZVCTL, AgentTestCase, agent_cmd, main
+from authtest import HEARTBEAT, JOIN, JOINED, ROUND, Peer, join_body
 
 NOBODY = 65534
 FLOOD_S = 8
@@ -120,6 +121,36 @@ class FrontFlood(AgentTestCase):
         self.assertIn("store front: more than 20 connections: refusing one", err)
         self.assertLessEqual(err.count("refusing one"), 3, err[-3000:])
         self.assertEqual(p.wait(timeout=60), 0, read(log.name)[-3000:])
+
+
+class StallShown(AgentTestCase):
+    def test_an_agents_stall_shows_in_status_and_metrics(self):
+        # What an agent says in its HEARTBEAT (loop_stall_ms, 1.21) is what rdzvctl status (a
+        # LOOP_STALL column once a stall reaches 1 s), status.json and /metrics show; one past a
+        # day is refused like any malformed message. A raw peer plays the agent.
+        d, mport = self.daemon_with_metrics()
+        p = Peer(d.port)
+        self.addCleanup(p.close)
+        p.hello()
+        p.send(JOIN, join_body("stalled", "n0", mx=1))
+        self.assertEqual(p.recv_json()[0], JOINED)
+        self.assertEqual(p.recv_json()[0], ROUND)
+        p.send(HEARTBEAT, {"generation": 1, "loop_stall_ms": 2500})
+        self.assertEqual(p.recv_json()[0], HEARTBEAT)
+        text = subprocess.run([RDZVCTL, "-e", f"127.0.0.1:{d.port}", "status"],
+                              capture_output=True, text=True, timeout=10).stdout
+        self.assertRegex(text, r"(?m)^\s+HOST\s+NODE_RANK\s+STATE\s+HEARTBEAT\s+WORKERS\s+"
+                               r"FAILURES LOOP_STALL$")
+        self.assertRegex(text, r"(?m)^\s+host-n0\s+0 running\s+\d+\.\ds\s+1\s+0\s+2\.5s$")
+        job = next(j for j in get_json(f"http://127.0.0.1:{mport}/status.json")["jobs"]
+                   if j["run_id"] == "stalled")
+        self.assertEqual(job["nodes"][0]["loop_stall_max_s"], 2.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        self.assertRegex(metrics, r'(?m)^rdzvd_node_loop_stall_max_seconds\{job="stalled",'
+                                  r'host="host-n0",node_rank="0"\} 2\.500$')
+        p.send(HEARTBEAT, {"generation": 1, "loop_stall_ms": 86400001})
+        self.assertTrue(p.closed_within(), "a stall past a day is refused")
 
 
 if __name__ == "__main__":
