@@ -12,6 +12,11 @@
 #include "daemon/data/rdzvd-acl.h"
 #include "daemon/data/rdzvd-journal.h"
 
+/* The free space of --state-dir that TCPStore clients' journals leave to the job table at least
+ * (rdzvd-disk.h: 4 times the job table's journal when that is more). A store's record that would
+ * take the free space below it is refused, as one past --max-store-bytes. */
+#define RDZVD_STATE_RESERVE (8u << 20)
+
 /* The per-turn budget of one connection: requests of at most this many bytes, and at most this many
  * requests, are served for it in one turn of the loop; the rest waits for later turns (its reading
  * paused meanwhile), so that no peer holds the loop while others wait. One request is always

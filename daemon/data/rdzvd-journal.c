@@ -17,6 +17,7 @@
 
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-disk.h"
 #include "daemon/data/rdzvd-record.h"
 #include "daemon/data/rdzvd-store.h"
 
@@ -45,6 +46,10 @@ struct rdzvd_journal {
     bool dirty;           /* written since the last fdatasync */
     bool failed;          /* persistence off after an error */
     bool opened;          /* rdzvd_journal_open has succeeded */
+    bool bounded;         /* rdzvd_journal_bound: held to rdzvd_journal_max_bytes */
+    bool refusing;        /* a change was refused for want of room, and not logged since */
+    bool futile;          /* a compaction for room did not halve the file: none until the next */
+    struct rdzvd_disk *disk; /* rdzvd_journal_bound: the free space its records may take */
     uint64_t last_snapshot;
     uint8_t *buf;         /* buffered mode: records not written yet (NULL: write each at once) */
     size_t buf_len;
@@ -118,9 +123,19 @@ static int journal_fail(struct rdzvd_journal *j, const char *what, int r)
     j->dirty = false;
     j->buf_len = 0;
     rdzvd_store_set_change_cb(j->store, NULL, NULL);
+    rdzvd_store_set_room_cb(j->store, NULL, NULL);
     journal_stop_handles(j);
     if (!j->opened)
         return log_error_errno(r, "journal %s/%s: %s failed", j->dir, j->file, what);
+    if (r == -ENOSPC || r == -EDQUOT) {
+        char disk[512];
+
+        rdzvd_disk_report(j->dirfd, disk, sizeof(disk));
+        log_error("journal %s/%s: %s failed: %s (%s); persistence is OFF for this store from "
+                  "now on (rdzvd keeps serving it; its later changes will not survive a restart)",
+                  j->dir, j->file, what, strerror(-r), disk);
+        return r;
+    }
     log_error("journal %s/%s: %s failed: %s; persistence is OFF for this store from now on "
               "(rdzvd keeps serving it; its later changes will not survive a restart)",
               j->dir, j->file, what, strerror(-r));
@@ -195,6 +210,15 @@ static uint64_t compact_threshold(const struct rdzvd_journal *j)
 
 static int journal_compact(struct rdzvd_journal *j);
 
+/* rdzvd_journal_max_bytes. */
+static uint64_t journal_max(const struct rdzvd_journal *j)
+{
+    struct rdzvd_store_room rm = rdzvd_store_room(j->store);
+    uint64_t share = rm.share < rm.max ? rm.share : rm.max;
+
+    return share + (share > RDZVD_JOURNAL_COMPACT_MIN ? share : RDZVD_JOURNAL_COMPACT_MIN);
+}
+
 /* The store's change hook. Compaction reads the store: only when no gate holds changes of it
  * (the store is then what its records make). */
 static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
@@ -241,7 +265,9 @@ static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *k
     journal_mark_dirty(j);
     /* Not while the store is ahead of its records (a gate holds some): the snapshot would
      * hold them, and they would follow it. */
-    if (j->st.size > compact_threshold(j) && !rdzvd_store_changes_held(j->store)) {
+    if ((j->st.size > compact_threshold(j) || (j->bounded && j->st.size > journal_max(j))) &&
+        !rdzvd_store_changes_held(j->store)) {
+        j->futile = false;
         (void)journal_compact(j);
         return;
     }
@@ -407,6 +433,7 @@ static int journal_compact(struct rdzvd_journal *j)
     j->dirty = false;
     j->st.compactions++;
     free(w.buf);
+    rdzvd_disk_changed(j->disk);
     /* The rename is durable only once the directory is. */
     if (fsync(j->dirfd) < 0)
         return journal_fail(j, "state directory fsync", -errno);
@@ -418,12 +445,73 @@ out_unlink:
     (void)unlinkat(j->dirfd, j->tmp, 0);
 out_free:
     free(w.buf);
+    /* A full disk leaves the journal as it was: it goes on, and compacts when there is room. */
+    if (j->opened && (r == -ENOSPC || r == -EDQUOT)) {
+        log_warn("journal %s/%s: no room for its snapshot (%s): not compacted, it goes on as it "
+                 "is",
+                 j->dir, j->file, strerror(-r));
+        return r;
+    }
     return journal_fail(j, step, r);
 }
 
 int rdzvd_journal_compact(struct rdzvd_journal *j)
 {
     return journal_compact(j);
+}
+
+/* ---- the bound on disk ---- */
+
+uint64_t rdzvd_journal_max_bytes(const struct rdzvd_journal *j)
+{
+    return journal_max(j);
+}
+
+/* Room for a record of len bytes: 0 or -EDQUOT. */
+static int journal_room(struct rdzvd_journal *j, uint64_t len)
+{
+    if (j->st.size + len > journal_max(j))
+        return -EDQUOT;
+    return rdzvd_disk_take(j->disk, len);
+}
+
+/* The store's room hook: a change whose record has no room is refused, as one past the store's
+ * memory. A journal holding more than RDZVD_JOURNAL_COMPACT_FACTOR times its live content
+ * compacts first (what deleted keys held is given back). One that did not halve the file (the
+ * live size undercounts queues) is the last until an ordinary compaction. */
+static int journal_room_cb(void *ud, uint64_t bytes)
+{
+    struct rdzvd_journal *j = ud;
+    uint64_t len = REC_HDR_LEN + bytes, before = j->st.size;
+    uint64_t live = rdzvd_store_bytes(j->store) + REC_HDR_LEN * rdzvd_store_num_keys(j->store);
+    int r = journal_room(j, len);
+
+    if (r < 0 && !j->futile && before > RDZVD_JOURNAL_COMPACT_FACTOR * live &&
+        !rdzvd_store_changes_held(j->store) && journal_compact(j) == 0) {
+        j->futile = j->st.size * RDZVD_JOURNAL_COMPACT_FACTOR > before;
+        r = journal_room(j, len);
+    }
+    if (j->failed)
+        return 0; /* no journal any more: the store alone says */
+    if (r < 0 && !j->refusing) {
+        j->refusing = true;
+        log_warn("journal %s/%s: refusing its store's changes: no room on disk for a record of "
+                 "%" PRIu64 " bytes (the journal holds %" PRIu64 " of its bound %" PRIu64
+                 " bytes; %s keeps %" PRIu64 " bytes free for the job table)",
+                 j->dir, j->file, len, j->st.size, journal_max(j), j->dir,
+                 j->disk ? rdzvd_disk_reserve(j->disk) : 0);
+    } else if (r == 0) {
+        j->refusing = false;
+    }
+    return r;
+}
+
+void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk)
+{
+    j->disk = disk;
+    j->bounded = true;
+    if (!j->failed)
+        rdzvd_store_set_room_cb(j->store, journal_room_cb, j);
 }
 
 /* ---- replay ---- */
@@ -712,6 +800,7 @@ int rdzvd_journal_open(uv_loop_t *loop, int dirfd, const char *dir, const char *
 
 out_free:
     rdzvd_store_set_change_cb(store, NULL, NULL);
+    rdzvd_store_set_room_cb(store, NULL, NULL);
     journal_free(j);
     return r;
 }
@@ -760,8 +849,10 @@ void rdzvd_journal_close(struct rdzvd_journal *j, bool drop)
 {
     if (!j)
         return;
-    if (!j->failed)
+    if (!j->failed) {
         rdzvd_store_set_change_cb(j->store, NULL, NULL);
+        rdzvd_store_set_room_cb(j->store, NULL, NULL);
+    }
     j->pending_fn = NULL;
     if (drop) {
         j->buf_len = 0;
@@ -769,6 +860,7 @@ void rdzvd_journal_close(struct rdzvd_journal *j, bool drop)
             log_warn_errno(-errno, "journal %s/%s: cannot delete it, leaving it behind", j->dir,
                            j->file);
         (void)unlinkat(j->dirfd, j->tmp, 0);
+        rdzvd_disk_changed(j->disk);
     } else if (journal_write_buf(j) == 0 && j->mode != RDZVD_FSYNC_NO) {
         (void)rdzvd_journal_sync(j);
     }

@@ -39,15 +39,29 @@
  * directory fsynced. Each compaction follows at least a doubling of the file, so its cost is
  * amortised O(1) per byte appended. It runs on the loop thread, like the fsyncs.
  *
- * A write or fsync error is logged once and turns persistence off for that store; the store
- * itself keeps serving. The journal holds an exclusive flock(2) on its file: a second rdzvd on
- * the same directory gets -EBUSY instead of interleaving records.
+ * A compaction that finds no room on disk (ENOSPC) leaves the journal as it was, and it goes on.
+ *
+ * Bound on disk (rdzvd_journal_bound: a store of TCPStore clients): the journal holds at most
+ * rdzvd_journal_max_bytes, its store's share of --max-store-bytes plus as much again (1 MiB at
+ * least), the compaction's slack; and its records leave the state directory's reserve free
+ * (rdzvd-disk.h). A change whose record would pass either is refused before it is made (the
+ * store's room hook: -EDQUOT, nothing changed), as one past the store's memory is: that store's
+ * clients get the error, and other stores and the job table keep their room. A journal holding
+ * more than RDZVD_JOURNAL_COMPACT_FACTOR times its live content compacts before it refuses, so
+ * deleted keys give their room back. Deletes and pops are never refused: one that takes the
+ * journal past its bound compacts it at once (its live records fit the bound: they passed it).
+ *
+ * A write or fsync error is logged once (for ENOSPC, with the free space and the directory's
+ * largest files) and turns persistence off for that store; the store itself keeps serving. The
+ * journal holds an exclusive flock(2) on its file: a second rdzvd on the same directory gets
+ * -EBUSY instead of interleaving records.
  */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
+struct rdzvd_disk;
 struct rdzvd_store;
 struct rdzvd_journal;
 
@@ -122,6 +136,12 @@ int rdzvd_journal_flush(struct rdzvd_journal *j);
 int rdzvd_journal_sync(struct rdzvd_journal *j);
 /* Write a snapshot now (normally automatic). Returns 0 or the error (persistence is then off). */
 int rdzvd_journal_compact(struct rdzvd_journal *j);
+/* Bound the journal on disk from now on (see the top): its store's changes whose records have no
+ * room are refused (-EDQUOT). disk (borrowed, may be NULL: the bound alone) must outlive j. */
+void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk);
+/* The bound: the store's share of its budget (rdzvd_store_room), plus as much again, 1 MiB at
+ * least. */
+uint64_t rdzvd_journal_max_bytes(const struct rdzvd_journal *j);
 /* True once an error has turned persistence off. */
 bool rdzvd_journal_failed(const struct rdzvd_journal *j);
 const struct rdzvd_journal_stats *rdzvd_journal_stats(const struct rdzvd_journal *j);

@@ -66,6 +66,8 @@ struct rdzvd_store {
     uint64_t gated;
     unsigned muted;
     rdzvd_decision_fn decision; /* NULL: takes no decisions */
+    rdzvd_room_fn room;         /* NULL: every record has room */
+    void *room_ud;
     struct slot **buckets;
     size_t nbuckets; /* power of two */
     size_t nslots;
@@ -81,6 +83,12 @@ struct rdzvd_store {
 };
 
 /* Whether held - sub + add fits the budget and the store's share (sub is held now). */
+/* Whether a change's record of klen + vlen bytes has room (the room hook): 0 or its error. */
+static inline int record_room(const struct rdzvd_store *s, size_t klen, size_t vlen)
+{
+    return s->room && !s->muted ? s->room(s->room_ud, (uint64_t)klen + vlen) : 0;
+}
+
 static inline bool store_fits(const struct rdzvd_store *s, uint64_t add, uint64_t sub)
 {
     return add <= s->budget->max && s->budget->used - sub <= s->budget->max - add &&

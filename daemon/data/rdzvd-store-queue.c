@@ -21,6 +21,9 @@ int rdzvd_store_queue_push(struct rdzvd_store *s, const void *key, size_t klen, 
         r = -ENOSPC;
         goto out_gc;
     }
+    r = record_room(s, sl->klen, vlen);
+    if (r < 0)
+        goto out_gc;
     q = malloc(sizeof(*q) + vlen);
     if (!q) {
         r = -ENOMEM;

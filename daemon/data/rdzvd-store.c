@@ -131,6 +131,12 @@ void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *
     s->change_ud = ud;
 }
 
+void rdzvd_store_set_room_cb(struct rdzvd_store *s, rdzvd_room_fn fn, void *ud)
+{
+    s->room = fn;
+    s->room_ud = ud;
+}
+
 void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn)
 {
     s->decision = fn;
@@ -399,6 +405,8 @@ static int store_value(struct rdzvd_store *s, struct slot *sl, const void *val, 
     int r = value_fits(s, vlen, sl->vlen, sl->present);
     uint8_t *nv;
 
+    if (r == 0)
+        r = record_room(s, sl->klen, vlen);
     if (r < 0)
         return r;
     nv = malloc(vlen ? vlen : 1);
@@ -506,6 +514,8 @@ int rdzvd_store_append(struct rdzvd_store *s, const void *key, size_t klen, cons
         return r;
     old = sl->present ? sl->vlen : 0;
     r = value_fits(s, (uint64_t)old + vlen, old, sl->present);
+    if (r == 0)
+        r = record_room(s, sl->klen, vlen);
     if (r < 0)
         goto out_gc;
     if (!sl->present || !rdzv_list_empty(&sl->watches)) {

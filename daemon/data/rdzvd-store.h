@@ -61,6 +61,13 @@ typedef int (*rdzvd_decision_fn)(struct rdzvd_store *s, const uint8_t *key, size
 typedef void (*rdzvd_change_fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                                 const uint8_t *val, size_t vlen);
 
+/* Asked before a change that adds a record of bytes bytes of key and value (a SET's, ADD's or
+ * COMPARE_SET's key and new value, an APPEND's key and appended bytes, a QUEUE_PUSH's key and
+ * item) whether its record has room (the journal's bound on disk): 0, or a negative errno that
+ * refuses the change, nothing changed. Deletes and pops, and what rdzvd_store_change_as or a
+ * replay makes, are never asked. The hook may read the store (the journal compacts from here). */
+typedef int (*rdzvd_room_fn)(void *ud, uint64_t bytes);
+
 /* Bytes of several stores held against one limit (rdzvd: --max-store-bytes counts every store
  * of the daemon together, the main one and each job generation's). Embedded by its owner, which
  * sets max and must keep it until the last store charging it is freed; used starts at 0. */
@@ -86,6 +93,8 @@ int rdzvd_store_new(const struct rdzv_limits *lim, rdzvd_wake_fn wake, struct rd
 void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 /* Install (or with fn NULL remove) the change hook. One hook per store. */
 void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
+/* Install (or with fn NULL remove) the room hook. One per store. */
+void rdzvd_store_set_room_cb(struct rdzvd_store *s, rdzvd_room_fn fn, void *ud);
 /* Put a gate (or with fn NULL none) before the change hook: each change goes to fn instead, as
  * the hook would get it, and the gate tells the hook with rdzvd_store_pass_change, at once or
  * later, in order. The job machine keeps a step's records so until its Ready is carried out. */

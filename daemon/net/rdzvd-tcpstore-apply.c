@@ -271,6 +271,13 @@ int rdzvd_tcpstore_apply(struct rdzvd_store *st, struct rdzvd_waiter *w,
     if (r == -EMSGSIZE)
         return peer_fault(res, r, "%s would make a value larger than %" PRIu64 " bytes",
                           rdzv_op_name(req->op), lim->max_value_len);
+    if (r == -EDQUOT)
+        return peer_fault(res, r,
+                          "%s refused: no room on disk for the store's journal (its bound, the "
+                          "store's share of --max-store-bytes plus as much again, or the "
+                          "--state-dir free space that rdzvd keeps for its job table); delete "
+                          "keys to make room",
+                          rdzv_op_name(req->op));
     if (r == -ENOSPC) {
         struct rdzvd_store_room rm = rdzvd_store_room(st);
 

@@ -18,6 +18,7 @@
 #include "common/rdzv-list.h"
 #include "daemon/data/rdzvd-acl.h"
 #include "daemon/data/rdzvd-config.h"
+#include "daemon/data/rdzvd-disk.h"
 #include "daemon/repl/rdzvd-replica.h" /* its types; its functions only through cfg.replica_ops */
 #include "daemon/server/rdzvd-server.h"
 #include "daemon/data/rdzvd-store.h"
@@ -70,6 +71,7 @@ struct rdzvd_server {
     bool freed;               /* rdzvd_server_free() ran: free once handles_closing is 0 */
     struct rdzvd_stats stats;
     struct rdzvd_store_budget store_budget; /* --max-store-bytes: every store together */
+    struct rdzvd_disk disk; /* --state-dir's free space: the stores' journals leave a reserve */
     struct rdzvd_transport net;            /* every connection */
     struct rdzvd_ratelimit refusals;       /* log lines about refused peers */
     struct rdzvd_env env;                  /* what the sessions share */

@@ -101,6 +101,8 @@ static int job_table_open(struct rdzvd_server *srv)
                            srv->job_table, &srv->job_journal);
     if (r < 0)
         return r;
+    /* The job table's records always have room: the stores' journals leave it a reserve. */
+    srv->disk.table_bytes = &rdzvd_journal_stats(srv->job_journal)->size;
     fd = dup(srv->state_dirfd);
     d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d && fd >= 0)
@@ -449,9 +451,12 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
         r = state_dir_open(srv);
         if (r < 0)
             goto out_free;
+        rdzvd_disk_init(&srv->disk, srv->state_dirfd, srv->cfg.state_dir, RDZVD_STATE_RESERVE);
         if (!srv->cfg.peers)
             r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
                                    srv->cfg.fsync, srv->main.store, &srv->main.journal);
+        if (r == 0 && srv->main.journal)
+            rdzvd_journal_bound(srv->main.journal, &srv->disk);
         if (r == 0 && !srv->cfg.peers)
             r = job_table_open(srv);
         if (r < 0)

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 71, case 4: TCPStore clients with no token fill --state-dir (a 48 MiB tmpfs) with 60
+values of 1 MiB each, first in a running job's store, then in the main store (the endpoint's,
+never dropped). Each store's journal is refused past its room with a clear error, and leaves the
+job table its reserve: every restart of the job is recorded, and its generations 2 to 5 form.
+Deleting the keys gives the room back. Mounts a tmpfs: root only (exit 77 = skipped otherwise)."""
+import os
+import subprocess
+import sys
+import tempfile
+
+from faulttest import FaultTestCase, kill_quietly, main, rdzvtest
+
+MIB = 1 << 20
+TMPFS_MIB = 48
+RESERVE_MIB = 8  # RDZVD_STATE_RESERVE
+VALUES = 60
+REFUSED = r"SET refused: no room on disk for the store's journal"
+
+
+class TestDiskFull(FaultTestCase):
+    def setUp(self):
+        super().setUp()
+        self.state = tempfile.mkdtemp(prefix="rdzvtest-tmpfs-")
+        self.addCleanup(os.rmdir, self.state)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % TMPFS_MIB, "tmpfs",
+                        self.state], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", self.state], check=False)
+
+    def used(self):
+        st = os.statvfs(self.state)
+        return (st.f_blocks - st.f_bavail) * st.f_frsize
+
+    def fill(self, port):
+        """SET VALUES values of 1 MiB into the store at port, reconnecting after each refusal
+        (a refused SET closes its connection). Returns how many were stored and refused."""
+        value = os.urandom(MIB)
+        stored, refused, c = 0, 0, None
+        for i in range(VALUES):
+            try:
+                c = c or rdzvtest.Client(port, timeout=20)
+                c.set(b"fill/%d" % i, value)
+                c.sync()
+                stored += 1
+            except (OSError, AssertionError):
+                refused += 1
+                c.close()
+                c = None
+        if c:
+            c.close()
+        return stored, refused
+
+    def restart(self, ag, gen):
+        """A worker of generation gen - 1 fails: generation gen must form."""
+        kill_quietly(self.worker_pid(gen - 1, 0))
+        self.wait_starts(gen, 1, agents=[ag], timeout=60)
+
+    def test_store_clients_fill_the_state_dir_and_the_job_restarts(self):
+        d = self.start_daemon("--state-dir", self.state)
+        ag = self.agent("diskfull", "--nnodes", "1", "--nproc", "1", "--max-restarts", "6")
+        self.wait_starts(1, 1, agents=[ag])
+        figures = ["before: %.1f MiB used" % (self.used() / MIB)]
+        # The job's store (its workers' MASTER_PORT, no token), then the restart.
+        stored, refused = self.fill(int(self.env_of(1, 0)["MASTER_PORT"]))
+        figures.append("the job's store: %d stored, %d refused, %.1f MiB used"
+                       % (stored, refused, self.used() / MIB))
+        used_job, refused_job = self.used(), refused
+        self.restart(ag, 2)
+        # The main store (the endpoint's port, no token), which no restart drops; then restarts,
+        # each recorded in the job table.
+        stored, refused = self.fill(d.port)
+        figures.append("the main store: %d stored, %d refused, %.1f MiB used"
+                       % (stored, refused, self.used() / MIB))
+        print("; ".join(figures))
+        for gen in (3, 4, 5):
+            self.restart(ag, gen)
+        self.assertIsNone(d.find_log(r"could not record"), d.log()[-3000:])
+        # Each store was refused past its room, with a clear error; the reserve stayed free.
+        self.assertTrue(refused_job, figures)
+        self.assertLessEqual(used_job, (TMPFS_MIB - RESERVE_MIB) * MIB, figures)
+        self.assertTrue(refused, figures)
+        self.assertLessEqual(self.used(), (TMPFS_MIB - RESERVE_MIB) * MIB, figures)
+        self.assertIsNotNone(d.find_log(REFUSED), d.log()[-3000:])
+        self.assertIsNotNone(d.find_log(r"refusing its store's changes: no room on disk"))
+        # Deleting the keys gives the room back.
+        with rdzvtest.Client(d.port) as c:
+            for i in range(stored):
+                c.delete(b"fill/%d" % i)
+            c.set(b"after", os.urandom(MIB))
+            c.sync()
+        self.release()
+        self.finish_all([ag], 0)
+        d.wait_log(r"job=diskfull gen=\d+ generation 5 succeeded")
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        print("skipped: mounting a tmpfs needs root")
+        sys.exit(77)
+    main()
