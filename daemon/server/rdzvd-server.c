@@ -586,6 +586,7 @@ void rdzvd_server_stop(struct rdzvd_server *srv)
     srv->main.closing = true;
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
+    srv->disk.table_bytes = NULL; /* points into the job table's journal */
     rdzvd_journal_close(srv->job_journal, false);
     srv->job_journal = NULL;
     persist_close_handles(srv);
@@ -603,6 +604,7 @@ struct rdzvd_server *rdzvd_server_free(struct rdzvd_server *srv)
     rdzv_list_del(&srv->main.persist_node);
     rdzvd_journal_close(srv->main.journal, false);
     srv->main.journal = NULL;
+    srv->disk.table_bytes = NULL; /* points into the job table's journal */
     rdzvd_journal_close(srv->job_journal, false);
     srv->job_journal = NULL;
     persist_close_handles(srv);
