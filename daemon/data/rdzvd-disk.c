@@ -48,13 +48,16 @@ static int disk_fits(const struct rdzvd_disk *d, uint64_t n)
            d->avail - reserve - d->taken >= n;
 }
 
-int rdzvd_disk_take(struct rdzvd_disk *d, uint64_t n)
+int rdzvd_disk_take(struct rdzvd_disk *d, uint64_t n, uint64_t keep)
 {
     if (!d)
         return 0;
-    if ((!d->known || d->taken >= RDZVD_DISK_RECHECK || !disk_fits(d, n)) && disk_read(d) < 0)
+    if (n + keep < n)
+        return -EDQUOT;
+    if ((!d->known || d->taken >= RDZVD_DISK_RECHECK || !disk_fits(d, n + keep)) &&
+        disk_read(d) < 0)
         return 0; /* unknown: the write itself tells */
-    if (!disk_fits(d, n))
+    if (!disk_fits(d, n + keep))
         return -EDQUOT;
     d->taken += n;
     return 0;

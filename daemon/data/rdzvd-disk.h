@@ -30,9 +30,9 @@ struct rdzvd_disk {
 void rdzvd_disk_init(struct rdzvd_disk *d, int dirfd, const char *dir, uint64_t reserve);
 /* The reserve now: the larger of d->reserve and 4 times the job table's journal. */
 uint64_t rdzvd_disk_reserve(const struct rdzvd_disk *d);
-/* Take n bytes for a store's record: 0, or -EDQUOT when the free space would fall below the
- * reserve (nothing taken). d NULL: 0. */
-int rdzvd_disk_take(struct rdzvd_disk *d, uint64_t n);
+/* Take n bytes for a store's record, leaving at least keep bytes free above the reserve: 0, or
+ * -EDQUOT (nothing taken). d NULL: 0. */
+int rdzvd_disk_take(struct rdzvd_disk *d, uint64_t n, uint64_t keep);
 /* A file of the directory shrank or went: read the free space again at the next take. */
 void rdzvd_disk_changed(struct rdzvd_disk *d);
 /* What fills the disk, for a log line: "N bytes free of M; largest files: a (X bytes), ..."

@@ -44,9 +44,11 @@
  * Bound on disk (rdzvd_journal_bound: a store of TCPStore clients): the journal holds at most
  * rdzvd_journal_max_bytes, its store's share of --max-store-bytes plus as much again (1 MiB at
  * least), the compaction's slack; and its records leave the state directory's reserve free
- * (rdzvd-disk.h). A change whose record would pass either is refused before it is made (the
- * store's room hook: -EDQUOT, nothing changed), as one past the store's memory is: that store's
- * clients get the error, and other stores and the job table keep their room. A journal holding
+ * (rdzvd-disk.h), and with half (the main store's) as much again as it holds. A change whose
+ * record would pass either is refused before it is made (the store's room hook: -EDQUOT, nothing
+ * changed), as one past the store's memory is: that store's clients get the error, the job table
+ * keeps its reserve, and the main port's clients leave the jobs' stores at least half of the
+ * rest. A journal holding
  * more than RDZVD_JOURNAL_COMPACT_FACTOR times its live content compacts before it refuses, so
  * deleted keys give their room back. Deletes and pops are never refused: one that takes the
  * journal past its bound compacts it at once (its live records fit the bound: they passed it).
@@ -137,8 +139,10 @@ int rdzvd_journal_sync(struct rdzvd_journal *j);
 /* Write a snapshot now (normally automatic). Returns 0 or the error (persistence is then off). */
 int rdzvd_journal_compact(struct rdzvd_journal *j);
 /* Bound the journal on disk from now on (see the top): its store's changes whose records have no
- * room are refused (-EDQUOT). disk (borrowed, may be NULL: the bound alone) must outlive j. */
-void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk);
+ * room are refused (-EDQUOT). disk (borrowed, may be NULL: the bound alone) must outlive j. With
+ * half, the journal leaves at least as much free above the reserve as it holds: at most half of
+ * the stores' room (the main store's, as for its memory). */
+void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk, bool half);
 /* The bound: the store's share of its budget (rdzvd_store_room), plus as much again, 1 MiB at
  * least. */
 uint64_t rdzvd_journal_max_bytes(const struct rdzvd_journal *j);

@@ -77,7 +77,7 @@ static void test_bound_refuses_and_pops_give_room_back(void)
     s = new_store(&lim);
     j = jopen("bound", s);
     ASSERT_EQ(rdzvd_journal_max_bytes(j), 2ull * MIB);
-    rdzvd_journal_bound(j, NULL);
+    rdzvd_journal_bound(j, NULL, false);
     memset(key, 'k', sizeof(key));
     while ((rc = rdzvd_store_queue_push(s, key, sizeof(key), "", 0)) == 0) {
         pushed++;
@@ -139,7 +139,37 @@ static void test_reserve_follows_the_job_table(void)
     ASSERT_EQ(rdzvd_disk_reserve(&d), 8ull * MIB);
     table = 3 * MIB;
     ASSERT_EQ(rdzvd_disk_reserve(&d), 12ull * MIB);
-    ASSERT_OK(rdzvd_disk_take(NULL, UINT64_MAX));
+    ASSERT_OK(rdzvd_disk_take(NULL, UINT64_MAX, 0));
+}
+
+#define VAL_LEN (256u << 10)
+static char val[VAL_LEN];
+
+/* SET values of VAL_LEN bytes under k0, k1, ... until one is refused (or max of them): how many
+ * were stored; *rc the refusal's error. */
+static int fill(struct rdzvd_store *s, int max, int *rc)
+{
+    char k[32];
+    int n;
+
+    memset(val, 'v', sizeof(val));
+    *rc = 0;
+    for (n = 0; n < max; n++) {
+        snprintf(k, sizeof(k), "k%d", n);
+        *rc = rdzvd_store_set(s, k, strlen(k), val, sizeof(val));
+        if (*rc < 0)
+            break;
+    }
+    return n;
+}
+
+/* A disk whose reserve leaves 8 MiB of the free space to the stores. */
+static void disk_with_8mib(struct rdzvd_disk *d)
+{
+    struct statvfs sv;
+
+    ASSERT_OK(fstatvfs(dirfd_, &sv));
+    rdzvd_disk_init(d, dirfd_, dir, (uint64_t)sv.f_bavail * sv.f_frsize - 8 * MIB);
 }
 
 /* Records stop short of the reserve (set here to all but 8 MiB of the free space): refused with
@@ -149,24 +179,13 @@ static void test_disk_reserve_refuses_and_deletes_give_room_back(void)
     struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
     struct rdzvd_store *s = new_store(&lim);
     struct rdzvd_journal *j = jopen("disk", s);
-    char *val = malloc(256u << 10);
     struct rdzvd_disk d;
-    struct statvfs sv;
-    int n = 0, rc = 0;
+    int n, rc;
     char k[32];
 
-    ASSERT_NOT_NULL(val);
-    memset(val, 'v', 256u << 10);
-    ASSERT_OK(fstatvfs(dirfd_, &sv));
-    rdzvd_disk_init(&d, dirfd_, dir, (uint64_t)sv.f_bavail * sv.f_frsize - 8 * MIB);
-    rdzvd_journal_bound(j, &d);
-    while (n < 200) {
-        snprintf(k, sizeof(k), "k%d", n);
-        rc = rdzvd_store_set(s, k, strlen(k), val, 256u << 10);
-        if (rc < 0)
-            break;
-        n++;
-    }
+    disk_with_8mib(&d);
+    rdzvd_journal_bound(j, &d, false);
+    n = fill(s, 200, &rc);
     /* 32 values fill 8 MiB; other writers on this file system may take some of it. */
     ASSERT_EQ(rc, -EDQUOT);
     ASSERT_TRUE(n > 8 && n <= 32);
@@ -176,13 +195,38 @@ static void test_disk_reserve_refuses_and_deletes_give_room_back(void)
         snprintf(k, sizeof(k), "k%d", i);
         ASSERT_EQ(rdzvd_store_delete(s, k, strlen(k)), 1);
     }
-    ASSERT_OK(rdzvd_store_set(s, "again", 5, val, 256u << 10));
+    ASSERT_OK(rdzvd_store_set(s, "again", 5, val, VAL_LEN));
     /* Compacted once half of it was deleted: the journal holds about half of what it did. */
     ASSERT_LE(rdzvd_journal_stats(j)->size, 5 * MIB);
     ASSERT_FALSE(rdzvd_journal_failed(j));
     rdzvd_journal_close(j, true);
     rdzvd_store_free(s);
-    free(val);
+}
+
+/* The main store's journal (half) leaves the others at least as much room above the reserve as it
+ * takes itself, as its memory does. */
+static void test_half_leaves_the_other_stores_room(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store *m = new_store(&lim), *o = new_store(&lim);
+    struct rdzvd_journal *jm = jopen("main-half", m), *jo = jopen("other", o);
+    struct rdzvd_disk d;
+    int nm, no, rc;
+
+    disk_with_8mib(&d);
+    rdzvd_journal_bound(jm, &d, true);
+    rdzvd_journal_bound(jo, &d, false);
+    nm = fill(m, 100, &rc);
+    ASSERT_EQ(rc, -EDQUOT);
+    no = fill(o, 100, &rc);
+    ASSERT_EQ(rc, -EDQUOT);
+    /* 16 values are half of 8 MiB; other writers on this file system may take some of it. */
+    ASSERT_TRUE(nm >= 8 && nm <= 16);
+    ASSERT_TRUE(no >= nm - 1);
+    rdzvd_journal_close(jm, true);
+    rdzvd_journal_close(jo, true);
+    rdzvd_store_free(m);
+    rdzvd_store_free(o);
 }
 
 static void write_bytes(const char *name, size_t n)
@@ -227,6 +271,7 @@ int main(void)
     TEST(test_bound_follows_the_share);
     TEST(test_reserve_follows_the_job_table);
     TEST(test_disk_reserve_refuses_and_deletes_give_room_back);
+    TEST(test_half_leaves_the_other_stores_room);
     TEST(test_report_names_the_largest_files);
 
     close(dirfd_);
