@@ -4,14 +4,15 @@
 values of 1 MiB each, first in the main store (the endpoint's, never dropped), then in the running
 job's store. Each store's journal is refused past its room with a clear error, the main store's
 at half of it, and all leave the job table its reserve: every restart of the job is recorded, and
-its generations 2 to 5 form. Deleting the keys gives the room back. Mounts a tmpfs: root only
-(exit 77 = skipped otherwise)."""
+its generations 2 to 5 form. Deleting the keys gives the room back. A disk filled by something
+else fails the job table's record, and the log names the largest files. Mounts a tmpfs: root
+only (exit 77 = skipped otherwise)."""
 import os
 import subprocess
 import sys
 import tempfile
 
-from faulttest import FaultTestCase, kill_quietly, main, rdzvtest
+from faulttest import FaultTestCase, finish, kill_quietly, main, rdzvtest
 
 MIB = 1 << 20
 TMPFS_MIB = 48
@@ -93,6 +94,33 @@ class TestDiskFull(FaultTestCase):
         self.release()
         self.finish_all([ag], 0)
         d.wait_log(r"job=diskfull gen=\d+ generation 5 succeeded")
+    def test_a_full_disk_names_what_filled_it(self):
+        """Something other than a store (a file written here) fills the disk: the job table's
+        record then fails, and the log names the free space and the largest files."""
+        d = self.start_daemon("--state-dir", self.state)
+        ag = self.agent("diskfill", "--nnodes", "1", "--nproc", "1", "--max-restarts", "9")
+        self.wait_starts(1, 1, agents=[ag])
+        with open(os.path.join(self.state, "filler"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"f" * MIB)
+                    f.flush()
+            except OSError:
+                pass
+        # Each restart adds a record to jobs.journal: one finds no room (the first ones may fit
+        # the end of its last page).
+        for gen in range(2, 10):
+            kill_quietly(self.worker_pid(gen - 1, 0))
+            try:
+                self.wait_starts(gen, 1, agents=[ag], timeout=60)
+            except AssertionError:
+                break
+        line = d.wait_log(r"jobs\.journal: write failed: No space left on device \(\d+ bytes "
+                          r"free of \d+; largest files: filler \(\d+ bytes\), ")
+        self.assertIsNotNone(line)
+        self.assertEqual(finish(ag, timeout=30)[0], 1)
+        d.stop(allow_errors=(r"write failed: No space left on device",))
+
 
 if __name__ == "__main__":
     if os.geteuid() != 0:
