@@ -26,15 +26,25 @@ uint64_t rdzvd_disk_reserve(const struct rdzvd_disk *d)
     return table > d->reserve / 4 ? table * 4 : d->reserve;
 }
 
-/* Read the free space. 0 or a negative errno (then nothing is known). */
-static int disk_read(struct rdzvd_disk *d)
+static int statvfs_free(int dirfd, uint64_t *ret)
 {
     struct statvfs sv;
 
-    d->known = 0;
-    if (fstatvfs(d->dirfd, &sv) < 0)
+    if (fstatvfs(dirfd, &sv) < 0)
         return -errno;
-    d->avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    *ret = (uint64_t)sv.f_bavail * sv.f_frsize;
+    return 0;
+}
+
+/* Read the free space. 0 or a negative errno (then nothing is known). */
+static int disk_read(struct rdzvd_disk *d)
+{
+    int r;
+
+    d->known = 0;
+    r = (d->free_fn ? d->free_fn : statvfs_free)(d->dirfd, &d->avail);
+    if (r < 0)
+        return r;
     d->taken = 0;
     d->known = 1;
     return 0;

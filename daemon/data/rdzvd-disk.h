@@ -25,6 +25,9 @@ struct rdzvd_disk {
     uint64_t avail;              /* free bytes at the last reading */
     uint64_t taken;              /* bytes taken since */
     int known;                   /* avail was read, and nothing was freed since */
+    /* Reads the free bytes of dirfd's file system: 0 or a negative errno. NULL: fstatvfs(2)'s
+     * f_bavail (a test sets its own, for a disk of its own size). */
+    int (*free_fn)(int dirfd, uint64_t *ret);
 };
 
 void rdzvd_disk_init(struct rdzvd_disk *d, int dirfd, const char *dir, uint64_t reserve);

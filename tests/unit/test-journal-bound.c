@@ -3,6 +3,7 @@
  * store's share of the budget plus as much again, and never into the state directory's reserve
  * for the job table (rdzvd-disk.h). A change past either is refused with nothing changed, deletes
  * and pops give the room back, and what was kept replays. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "daemon/data/rdzvd-disk.h"
@@ -163,13 +163,31 @@ static int fill(struct rdzvd_store *s, int max, int *rc)
     return n;
 }
 
-/* A disk whose reserve leaves 8 MiB of the free space to the stores. */
+/* A disk of 16 MiB holding the test directory's files alone (whatever else writes to the real
+ * one), its reserve 8 MiB: the stores have 8 MiB. */
+static int sim_free(int fd, uint64_t *ret)
+{
+    uint64_t used = 0;
+    struct dirent *de;
+    DIR *dp = fdopendir(dup(fd));
+
+    ASSERT_NOT_NULL(dp);
+    rewinddir(dp); /* the descriptor shares its offset with fd's */
+    while ((de = readdir(dp))) {
+        struct stat st;
+
+        if (fstatat(fd, de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            used += (uint64_t)st.st_size;
+    }
+    closedir(dp);
+    *ret = used < 16 * MIB ? 16 * MIB - used : 0;
+    return 0;
+}
+
 static void disk_with_8mib(struct rdzvd_disk *d)
 {
-    struct statvfs sv;
-
-    ASSERT_OK(fstatvfs(dirfd_, &sv));
-    rdzvd_disk_init(d, dirfd_, dir, (uint64_t)sv.f_bavail * sv.f_frsize - 8 * MIB);
+    rdzvd_disk_init(d, dirfd_, dir, 8 * MIB);
+    d->free_fn = sim_free;
 }
 
 /* Records stop short of the reserve (set here to all but 8 MiB of the free space): refused with
@@ -186,9 +204,9 @@ static void test_disk_reserve_refuses_and_deletes_give_room_back(void)
     disk_with_8mib(&d);
     rdzvd_journal_bound(j, &d, false);
     n = fill(s, 200, &rc);
-    /* 32 values fill 8 MiB; other writers on this file system may take some of it. */
+    /* 31 records of a value fill 8 MiB, but for the journal's header and the record's 16 bytes. */
     ASSERT_EQ(rc, -EDQUOT);
-    ASSERT_TRUE(n > 8 && n <= 32);
+    ASSERT_EQ(n, 31);
     ASSERT_EQ(rdzvd_store_num_keys(s), (uint64_t)n);
     ASSERT_FALSE(rdzvd_journal_failed(j));
     for (int i = 0; i < n; i++) {
@@ -220,9 +238,10 @@ static void test_half_leaves_the_other_stores_room(void)
     ASSERT_EQ(rc, -EDQUOT);
     no = fill(o, 100, &rc);
     ASSERT_EQ(rc, -EDQUOT);
-    /* 16 values are half of 8 MiB; other writers on this file system may take some of it. */
-    ASSERT_TRUE(nm >= 8 && nm <= 16);
-    ASSERT_TRUE(no >= nm - 1);
+    /* 15 records of a value are half of 8 MiB, but for the headers; the other store has the
+     * rest. */
+    ASSERT_EQ(nm, 15);
+    ASSERT_EQ(no, 16);
     rdzvd_journal_close(jm, true);
     rdzvd_journal_close(jo, true);
     rdzvd_store_free(m);
