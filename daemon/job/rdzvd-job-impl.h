@@ -224,6 +224,13 @@ struct rdzvd_job {
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
+    /* The restarts not charged to the budget within RDZVD_JOB_FREE_WINDOW_MS, when (rdzvd's wall
+     * clock, unix ms), oldest first: every decision records them, so that an rdzvd restart keeps
+     * the bound (rdzvd-job-sm.c). free_said: the bound's reason was logged (once). */
+    int64_t free_ms[RDZVD_JOB_FREE_RESTARTS];
+    unsigned n_free;
+    bool free_said;
+    bool scaling_up; /* the restart under way is a scale-up: its round takes the newcomers */
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
     int64_t bad_node_window_ms; /* the first JOIN's: only failures this recent count; 0: all */
     /* Restart backoff: the first JOIN's cap (0: none); the restarts in a row so far (0 after a
@@ -519,6 +526,13 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m);
  * before it ran (within --bad-node-window): it waits as a spare for the next restart (logged).
  * Otherwise m is marked scaled_up (the caller restarts the job to take it in). */
 bool rdzvd_member_scale_up_now(struct rdzvd_member *m);
+/* The bound on the restarts not charged to the budget (RDZVD_JOB_FREE_RESTARTS within
+ * RDZVD_JOB_FREE_WINDOW_MS, the job's, whoever caused them). rdzvd_job_free_spent: the job took
+ * them all (a restart not counted would be charged; a node that never ran is not placed when the
+ * job can form without it). rdzvd_job_free_scale_up: a scale-up may restart it now (within the
+ * bound, and RDZVD_JOB_FREE_GAP_MS doubling after the last); when not, why is logged once. */
+bool rdzvd_job_free_spent(struct rdzvd_job *j);
+bool rdzvd_job_free_scale_up(struct rdzvd_job *j);
 /* rdzvd-job-sm.c: the generation stopped (every member ready): the members whose node is put
  * aside and pending go (EVENT put_aside), before the next round forms. True when the job went
  * with its last member (j is gone). */

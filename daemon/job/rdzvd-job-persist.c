@@ -181,9 +181,11 @@ static struct rdzvd_job_record job_record(const struct rdzvd_job *j, int64_t res
                                    .restart_count = restart_count,
                                    .n_hist = j->n_hist,
                                    .hist = j->hist,
-                                   .has_settings = true};
+                                   .has_settings = true,
+                                   .n_free = j->n_free};
 
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    memcpy(rec.free_ms, j->free_ms, sizeof(rec.free_ms));
     rdzvd_job_settings_get(j, &rec.settings);
     return rec;
 }
@@ -745,6 +747,41 @@ static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
     snprintf(rec->settings.command, sizeof(rec->settings.command), "%s", command);
 }
 
+/* rec's restarts not charged to the budget as "free_restarts" ([ms, ...], oldest first; none:
+ * nothing, as an older rdzvd's record has). 0 or -ENOMEM. */
+static int record_encode_free(json_t *o, const struct rdzvd_job_record *rec)
+{
+    json_t *a;
+
+    if (!rec->n_free)
+        return 0;
+    if (!(a = json_array()) || json_object_set_new(o, "free_restarts", a) < 0)
+        return -ENOMEM;
+    for (unsigned i = 0; i < rec->n_free && i < RDZVD_JOB_FREE_RESTARTS; i++)
+        if (json_array_append_new(a, json_integer((json_int_t)rec->free_ms[i])) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* "free_restarts" into rec: the newest RDZVD_JOB_FREE_RESTARTS (a later rdzvd may keep more).
+ * None, or not such an array: none (the bound counts from here). */
+static void record_decode_free(json_t *a, struct rdzvd_job_record *rec)
+{
+    size_t n = json_is_array(a) ? json_array_size(a) : 0, from;
+
+    from = n > RDZVD_JOB_FREE_RESTARTS ? n - RDZVD_JOB_FREE_RESTARTS : 0;
+    rec->n_free = 0;
+    for (size_t i = from; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            rec->n_free = 0;
+            return;
+        }
+        rec->free_ms[rec->n_free++] = json_integer_value(v);
+    }
+}
+
 /* rec as the JSON object of a record, or NULL when out of memory. */
 static json_t *record_json(const struct rdzvd_job_record *rec)
 {
@@ -761,7 +798,8 @@ static json_t *record_json(const struct rdzvd_job_record *rec)
         json_decref(o);
         o = NULL;
     }
-    if (o && (record_encode_settings(o, rec) < 0 || record_encode_parts(o, rec) < 0)) {
+    if (o && (record_encode_settings(o, rec) < 0 || record_encode_parts(o, rec) < 0 ||
+              record_encode_free(o, rec) < 0)) {
         json_decref(o);
         o = NULL;
     }
@@ -940,6 +978,7 @@ static int record_decode(json_t *o, struct rdzvd_job_record *rec)
     rec->store_port = (uint16_t)port;
     snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
     record_decode_settings(o, rec);
+    record_decode_free(json_object_get(o, "free_restarts"), rec);
     return record_decode_parts(o, rec);
 }
 

@@ -21,6 +21,11 @@
 #include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-config.h"
 
+static bool member_never_ran(const struct rdzvd_member *m);
+static bool free_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members);
+static void free_say(struct rdzvd_job *j, const char *what);
+static void free_keep(struct rdzvd_job *j);
+
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
     struct rdzv_list *pos, *tmp;
@@ -256,10 +261,10 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
     rdzvd_job_end(j, "failed", 1, why);
 }
 
-/* Close the round over the ready members: previous node ranks kept where possible, then
- * requested ranks, then join order; compacted to 0..n-1; spares beyond max wait. Asks for the
- * generation's store and NCCL ids. */
-static void close_round(struct rdzvd_job *j)
+/* Close the round over the ready members (bench: but those that never ran in the job):
+ * previous node ranks kept where possible, then requested ranks, then join order; compacted to
+ * 0..n-1; spares beyond max wait. Asks for the generation's store and NCCL ids. */
+static void close_round(struct rdzvd_job *j, bool bench)
 {
     struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
     struct rdzv_list *pos, *tmp;
@@ -269,6 +274,7 @@ static void close_round(struct rdzvd_job *j)
     int r;
 
     rdzvd_job_timer_stop(j);
+    j->scaling_up = false;
     if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);
         rdzvd_job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
@@ -280,7 +286,7 @@ static void close_round(struct rdzvd_job *j)
         {
             int64_t want = pass == 0 ? m->prev_rank : pass == 1 ? m->join.node_rank : -1;
 
-            if (!m->ready || m->placed || taken >= j->max)
+            if (!m->ready || m->placed || taken >= j->max || (bench && member_never_ran(m)))
                 continue;
             if (pass < 2 && (want < 0 || want >= j->max || slots[want]))
                 continue;
@@ -358,7 +364,8 @@ void rdzvd_job_ask_rank0(struct rdzvd_job *j, int64_t want, bool store)
  * enough of them; the first round waits for max, or last call after min. */
 void rdzvd_job_try_close(struct rdzvd_job *j)
 {
-    int64_t ready = j->nready;
+    int64_t ready = j->nready, members = j->nmembers;
+    bool bench;
     uint64_t wait;
 
     if (j->state != JOB_FORMING)
@@ -368,8 +375,12 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
             rdzvd_job_timer_start(j, T_BACKOFF, wait);
         return;
     }
-    if (ready >= j->max || (j->generation > 0 && ready == j->nmembers && ready >= j->min)) {
-        close_round(j);
+    /* The bound on restarts not counted spent: nodes that never ran wait as spares. */
+    bench = free_bench(j, &ready, &members);
+    if (bench)
+        free_say(j, "forming without the nodes that never ran in the job");
+    if (ready >= j->max || (j->generation > 0 && ready == members && ready >= j->min)) {
+        close_round(j, bench);
         return;
     }
     if (ready >= j->min) {
@@ -496,6 +507,8 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     j->startup_grace_ms = 0;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
+    if (!counted)
+        free_keep(j); /* recorded with the decision (STOPPED) */
     if (counted && j->restart_count >= j->max_restarts) {
         char why[RDZV_SUMMARY_MAX + 1];
 
@@ -571,13 +584,14 @@ void rdzvd_job_fired(struct rdzvd_job *j)
 {
     j->timer_armed = false;
     if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
-        int64_t ready = j->nready;
+        int64_t ready = j->nready, members;
+        bool bench = free_bench(j, &ready, &members);
 
         if (ready >= j->min) {
             rdzvd_job_note(j, false,
                            "last call over with %" PRId64 " of %" PRId64 "..%" PRId64 " nodes",
                            ready, j->min, j->max);
-            close_round(j);
+            close_round(j, bench);
         } else {
             job_fail_nodes(j, ready);
         }
@@ -730,6 +744,24 @@ static void end_with_last(struct rdzvd_member *m, const char *why, bool dismisse
     rdzvd_job_end(j, "failed", 1, what);
 }
 
+/* Why the restart for a member lost is not counted, or NULL: it is. A node that never ran
+ * (unran: placed, gone before it ran; signalled too) costs the job a restart not counted only
+ * within the job's bound (P8): past it, the budget is charged (logged). */
+static const char *lost_uncounted(struct rdzvd_job *j, bool signalled, bool unran)
+{
+    const char *why = signalled            ? "a node left on a signal from outside"
+                      : j->straggler_cause ? "a straggler put aside"
+                      : unran              ? "a node lost before it ran"
+                                           : NULL;
+
+    if (!why || !unran || !rdzvd_job_free_spent(j))
+        return why;
+    rdzvd_job_note(j, true, "this restart (%s, a node that never ran) is charged to the budget: "
+                   "the job took %d restarts not charged to it within %d min, the most it takes",
+                   why, RDZVD_JOB_FREE_RESTARTS, RDZVD_JOB_FREE_WINDOW_MS / 60000);
+    return NULL;
+}
+
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on. */
 void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss)
@@ -772,11 +804,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
         if (in_round && !left)
             j->cause_s = lost_since_s; /* its silence began then (a connection lost: now) */
         if (in_round && !left)
-            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
-                              signalled            ? "a node left on a signal from outside"
-                              : j->straggler_cause ? "a straggler put aside"
-                                                   : unran ? "a node lost before it ran" : NULL,
-                              1, cause);
+            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST, lost_uncounted(j, signalled, unran), 1,
+                              cause);
         else if (in_round)
             rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */
         break;
@@ -1185,6 +1214,106 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
         for (int64_t k = 0; k < h->failures && k < RDZVD_JOB_FAILS_KEPT; k++)
             fail_keep(h, &old);
     }
+    /* The restarts not counted within the window, as recorded: a restart of rdzvd keeps the
+     * bound (a record of an older rdzvd has none). */
+    j->n_free = rec->n_free < RDZVD_JOB_FREE_RESTARTS ? rec->n_free : RDZVD_JOB_FREE_RESTARTS;
+    memcpy(j->free_ms, rec->free_ms, j->n_free * sizeof(*j->free_ms));
+}
+
+/* ---- the bound on restarts not charged to the budget ----
+ * Every restart stops every worker of the job. One not charged to the budget (a scale-up, a
+ * re-form around a node that never ran, a signal from outside, a straggler put aside) is caused
+ * by a node whose name and node id are only claims, so the bound is the job's: at most
+ * RDZVD_JOB_FREE_RESTARTS within RDZVD_JOB_FREE_WINDOW_MS, whoever asked. */
+
+/* The restarts not counted within the window before now (those older dropped). A clock set back
+ * keeps them all. */
+static unsigned free_in_window(struct rdzvd_job *j, int64_t now)
+{
+    unsigned old = 0;
+
+    while (old < j->n_free && now - j->free_ms[old] >= RDZVD_JOB_FREE_WINDOW_MS)
+        old++;
+    if (old) {
+        memmove(&j->free_ms[0], &j->free_ms[old], (j->n_free - old) * sizeof(*j->free_ms));
+        j->n_free -= old;
+    }
+    if (j->n_free < RDZVD_JOB_FREE_RESTARTS)
+        j->free_said = false; /* room again: the next refusal is said again */
+    return j->n_free;
+}
+
+bool rdzvd_job_free_spent(struct rdzvd_job *j)
+{
+    return free_in_window(j, wall_ms(j)) >= RDZVD_JOB_FREE_RESTARTS;
+}
+
+/* The bound's reason, once until there is room again. */
+static void free_say(struct rdzvd_job *j, const char *what)
+{
+    if (j->free_said)
+        return;
+    j->free_said = true;
+    rdzvd_job_note(j, true, "%s: the job took %u restarts not charged to its budget within %d "
+                   "min (the most it takes, whoever joins); nodes that never ran in it wait as "
+                   "spares", what, j->n_free, RDZVD_JOB_FREE_WINDOW_MS / 60000);
+}
+
+bool rdzvd_job_free_scale_up(struct rdzvd_job *j)
+{
+    int64_t now = wall_ms(j);
+    unsigned k = free_in_window(j, now);
+
+    if (k >= RDZVD_JOB_FREE_RESTARTS) {
+        free_say(j, "no scale-up now");
+        return false;
+    }
+    /* Spaced, 30 s doubling after the last: joiners close together come in together. A gap
+     * waited is said nowhere: the joiner asks again at its next HEARTBEAT. */
+    return k == 0 || now - j->free_ms[k - 1] >= (int64_t)RDZVD_JOB_FREE_GAP_MS << (k - 1);
+}
+
+/* A restart not counted happens now: kept (the decision that follows records it). */
+static void free_keep(struct rdzvd_job *j)
+{
+    int64_t now = wall_ms(j);
+
+    if (free_in_window(j, now) == RDZVD_JOB_FREE_RESTARTS) { /* a node that ran, past it */
+        memmove(&j->free_ms[0], &j->free_ms[1], (j->n_free - 1) * sizeof(*j->free_ms));
+        j->n_free--;
+    }
+    j->free_ms[j->n_free++] = now;
+}
+
+/* m never ran in its job: its agent answered no ROUND of it, nor proved that its workers ran. */
+static bool member_never_ran(const struct rdzvd_member *m)
+{
+    return !m->ran_gen && !m->held_place;
+}
+
+/* While forming after a restart, with the bound spent: whether the job forms without the nodes
+ * that never ran in it (enough of those that ran are there: MIN); then *ready and *members are
+ * of those that ran only. O(members), only with the bound spent. */
+static bool free_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    int64_t r = 0, n = 0;
+
+    if (j->generation == 0 || j->scaling_up || !rdzvd_job_free_spent(j))
+        return false; /* a scale-up's round takes in whom it restarted for */
+    for_each_member(j, m, pos, tmp)
+    {
+        if (member_never_ran(m))
+            continue;
+        n++;
+        r += m->ready;
+    }
+    if (r < j->min || r == *ready)
+        return false; /* it cannot form without them, or nobody waits */
+    *ready = r;
+    *members = n;
+    return true;
 }
 
 /* m's GPUs into h, m's node put aside: those that no other node of m's job reports. A node

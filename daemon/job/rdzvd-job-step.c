@@ -1388,11 +1388,14 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
         if (m->node_rank >= 0 || j->state == JOB_ENDED) {
             m->scale_up_wait = false;
         } else if (j->state == JOB_RUNNING && j->nin_round < j->max && !job_rebuilding(j) &&
-                   !job_finishing(j, m)) {
+                   !job_finishing(j, m) && rdzvd_job_free_scale_up(j)) {
+            /* Within the job's bound on restarts not counted, spaced: else it asks again. */
             m->scale_up_wait = false;
-            if (rdzvd_member_scale_up_now(m))
+            if (rdzvd_member_scale_up_now(m)) {
+                j->scaling_up = true;
                 rdzvd_job_restart(j, RDZV_MARK_RESTART, "scale-up", 0,
                                   "a node joined below --nnodes MAX: restarting to scale up");
+            }
         }
     }
     return m->job->generation;

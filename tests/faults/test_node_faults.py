@@ -11,7 +11,8 @@ import signal
 import subprocess
 import time
 
-from authtest import JOIN, JOINED, ROUND, Peer, join_body, read_token, token_file
+from authtest import (HEARTBEAT, JOIN, JOINED, ROUND, Peer, join_body, read_token,
+                      token_file)
 from faulttest import HB, WORKER, FaultTestCase, finish, kill_quietly, main, pid_alive
 
 # A worker that holds its generation's stop (SIGTERM) until FAULT_DIR/go.<generation> exists:
@@ -300,7 +301,8 @@ class TestNeverRan(FaultTestCase):
         # (an OOM, a crash loop), within the start-up window, before any step. Twice in a row,
         # from two hosts. Before, each was a lost node charged to the job: the second exhausted
         # the budget ("restart budget exhausted (1 of 1 restarts used)"). Now the job re-forms
-        # on A and B each time at restart count 0.
+        # on A and B each time at restart count 0. The second scale-up comes once the job's
+        # spacing allows (job-policy.md P8a: 60 s after the second restart not counted).
         self.start_daemon()
         args = ("--nnodes", "2:3", "--nproc", "1", "--max-restarts", "1", "--scale-up", "now")
         ps = [self.agent("cr", *args, "--node-rank", str(i)) for i in (0, 1)]
@@ -308,7 +310,7 @@ class TestNeverRan(FaultTestCase):
         gen = 1
         for k in (1, 2):
             c = self.agent("cr", *args, "--host", f"crasher{k}")
-            starts = self.wait_starts(gen + 1, 3, agents=[*ps, c])
+            starts = self.wait_starts(gen + 1, 3, agents=[*ps, c], timeout=20 + 70 * (k - 1))
             self.assertIn(c.pid, {e.agent for e in starts})
             time.sleep(1.0)  # the story: its agent dies 1 s after its workers started
             mark = self.d.mark()
@@ -344,6 +346,33 @@ class TestNeverRan(FaultTestCase):
                               f"JOIN+close cycle {c + 1} restarted the job's workers")
         self.assertEqual(len(self.events("start")), 1, self.events())
         self.assert_generation(1, 1, nnodes=1, restart=0)
+        self.release()
+        self.finish_all([a], 0)
+
+    def test_scale_up_under_new_host_names_is_bounded(self):
+        # Issue 71, case 1 as written: --scale-up now; a token holder JOINs, sends one HEARTBEAT
+        # and closes, as h1, then h2, and so on: a new host name and node id each time. Before,
+        # each cycle restarted every worker, uncounted: 8 cycles, 8 restarts, restart count 0
+        # (the host was charged, and each host was new). Now the job takes at most 4 restarts
+        # not counted within 10 minutes, whatever the names, spaced 30 s doubling: back to
+        # back, the first cycle restarts the job, and the others find the spacing and wait.
+        self.tok = token_file(self)
+        self.start_daemon("--token-file", self.tok)
+        a = self.agent("sh", "--nnodes", "1:2", "--nproc", "1", "--scale-up", "now",
+                       "--max-restarts", "0", "--token-file", self.tok)
+        self.wait_starts(1, 1, agents=[a])
+        for c in range(8):
+            s, joined = self.stranger("sh", f"joiner-{c}", f"h{c + 1}", 1, 2, 0)
+            s.send(HEARTBEAT, {"generation": joined.get("generation", 0)})
+            s.recv_json()  # its answer: the HEARTBEAT was taken
+            s.close()
+            time.sleep(0.3)  # the restart it made, if any, goes on
+        time.sleep(2.0)
+        gens = sorted({e.gen for e in self.events("start")})
+        self.assertLessEqual(len(gens) - 1, 4, f"{len(gens) - 1} restarts of the job's worker "
+                             f"for 8 JOIN+HEARTBEAT+close cycles: {self.events()}")
+        self.wait_starts(gens[-1], 1, agents=[a])
+        self.assert_generation(gens[-1], 1, nnodes=1, restart=0)
         self.release()
         self.finish_all([a], 0)
 

@@ -30,6 +30,7 @@ struct pre {
     int64_t nmembers;
     int nevents[NODES], nrounds[NODES], naside[NODES], nhist_aside;
     bool ended; /* the job was seen to end */
+    bool spent; /* the job's bound on restarts not counted was spent (job-policy.md P8) */
 };
 
 static void bad(struct model *md, int inv, const char *fmt, ...)
@@ -72,6 +73,10 @@ static void take_pre(struct model *md, int node, struct pre *p)
         p->cancelled = j->cancelled;
         p->nmembers = j->nmembers;
         p->nhist_aside = hist_aside(j);
+        for (unsigned k = 0; k < j->n_free; k++) /* P8's count, by the machine's clock */
+            p->spent |= k + 1 >= RDZVD_JOB_FREE_RESTARTS &&
+                        (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) - j->free_ms[0] <
+                            RDZVD_JOB_FREE_WINDOW_MS;
         /* A node whose put-aside waits for the stop goes on with nobody (P4's verdict). */
         for_each_member(j, m, pos, tmp) p->unsignalled +=
             !m->signalled && !m->aside_pending && (node < 0 || m != member_of(j, node));
@@ -103,8 +108,9 @@ static void check_end_cause(struct model *md, int kind, int i, const struct pre 
               (kind == EV_GONE && p->nmembers == 1 && p->gen > 0 && !md->v->state_dir);
     else if (kind == EV_LEAVE)
         ok = p->st == JOB_RUNNING;
-    else if (kind == EV_CANCEL)
-        ok |= p->st == JOB_FORMING ? p->unsignalled == 0 : p->unsignalled < md->v->min;
+    else if (kind == EV_CANCEL) /* past P8's bound a node placed that never ran is charged */
+        ok |= p->st == JOB_FORMING ? p->unsignalled == 0 : p->unsignalled < md->v->min ||
+              (p->spent && p->rank[i] >= 0 && p->st == JOB_RUNNING && budget);
     else if (kind == EV_JOIN)
         ok = md->a[i].left; /* a resume that says its workers were done */
     else if (kind != EV_READY)

@@ -332,6 +332,235 @@ static void test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it(void)
     env_done(&e);
 }
 
+/* The EVENT restarts f heard since it last counted (*seen: the events it heard then). */
+static int restarts_heard(const struct fake *f, int *seen)
+{
+    int n = f->nevents > *seen && event_is(f, "restart") ? f->nevents - *seen : 0;
+
+    *seen = f->nevents;
+    return n;
+}
+
+/* Issue 71, case 1 as written: --scale-up now; a token holder JOINs, sends one HEARTBEAT and
+ * closes, 8 times, each under a new host name and node id, 30 s apart. Before, each cycle
+ * restarted every worker, uncounted (8 restarts, restart count 0): the host was charged, and
+ * each host was new. The job's bound holds whatever the names: at most
+ * RDZVD_JOB_FREE_RESTARTS (4) within the window, spaced 30 s doubling. */
+static void test_scale_up_under_new_names_is_bounded(void)
+{
+    struct env e;
+    struct fake a = {0}, s[8] = {0};
+    struct rdzv_join jn = join_on(0, 1, 16, NULL);
+    int restarts = 0, seen = 0;
+
+    jn.scale_up_now = true;
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &a, &jn));
+    run_ms(&e, 100);
+    ASSERT_EQ(a.nrounds, 1);
+    for (int c = 0; c < 8; c++) {
+        char host[32];
+
+        snprintf(host, sizeof(host), "h%d", c + 1);
+        jn = join_on(5 + c, 1, 16, host);
+        jn.scale_up_now = true;
+        ASSERT_OK(join(&e, &s[c], &jn));
+        rdzvd_member_heartbeat(s[c].m);
+        rdzvd_member_gone(s[c].m); /* it closes */
+        s[c].m = NULL;
+        restarts += restarts_heard(&a, &seen);
+        if (job_of(&e)->state == JOB_STOPPING)
+            rdzvd_member_ready(a.m, job_of(&e)->generation);
+        ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+        for (int t = 0; t < 6; t++) { /* 30 s, the honest node heartbeating */
+            rdzvd_member_heartbeat(a.m);
+            run_ms(&e, 5000);
+        }
+    }
+    ASSERT_TRUE(restarts >= 1);
+    ASSERT_TRUE(restarts <= RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    ASSERT_EQ(a.round.restart_count, 0);
+    env_done(&e);
+}
+
+/* Issue 71, case 2 as written: --nnodes 2:3 after one honest restart. While the job stops, a
+ * token holder JOINs, is placed in the round, and closes at its ROUND; the job re-forms. 12
+ * cycles under new host names: before, 12 restarts of every worker, none counted. Now the job
+ * takes RDZVD_JOB_FREE_RESTARTS of them; past the bound it forms without the nodes that never
+ * ran in it, and the budget is as the honest failure left it. The bound is in the job's record
+ * (STOPPED), for an rdzvd restart to keep. */
+static void test_reform_around_new_names_is_bounded(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s[12] = {0};
+    struct rdzvd_job_record rec;
+    int restarts = 0, seen = 0, placed = 0, fd;
+    char path[64];
+
+    env_init(&e, (fd = jt_state_dir(path, sizeof(path))));
+    one_failure(&e, f);
+    restarts += restarts_heard(&f[1], &seen); /* the honest restart */
+    ASSERT_EQ(restarts, 1);
+    for (int c = 0; c < 12; c++) {
+        char host[32];
+        struct rdzv_join jn;
+
+        snprintf(host, sizeof(host), "h%d", c + 1);
+        jn = join_on(5 + c, 2, 3, host);
+        s[c].silent = true;
+        ASSERT_OK(join(&e, &s[c], &jn));
+        if (job_of(&e)->state == JOB_STOPPING)
+            all_ready(f, 2, job_of(&e)->generation);
+        placed += s[c].nrounds;
+        rdzvd_member_gone(s[c].m); /* it closes at its ROUND */
+        s[c].m = NULL;
+        restarts += restarts_heard(&f[1], &seen);
+    }
+    if (job_of(&e)->state == JOB_STOPPING)
+        all_ready(f, 2, job_of(&e)->generation);
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    ASSERT_EQ(placed, RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_TRUE(restarts <= 1 + RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_EQ(job_of(&e)->restart_count, 1);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
+    ASSERT_EQ(rec.n_free, (unsigned)RDZVD_JOB_FREE_RESTARTS);
+    rdzvd_job_record_clear(&rec);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* Past the bound, a re-form the job cannot avoid is charged: --nnodes 2:3, the bound spent by
+ * nodes lost at their ROUND; node-1 is then lost for good (a counted restart), and the job can
+ * form only with a node that never ran. It goes at its ROUND: that restart is charged to the
+ * budget, not free. */
+static void test_unavoidable_reform_past_the_bound_is_charged(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s[RDZVD_JOB_FREE_RESTARTS + 1] = {0};
+    struct rdzv_join jn;
+
+    env_init(&e, -1);
+    one_failure(&e, f);
+    for (int c = 0; c < RDZVD_JOB_FREE_RESTARTS; c++) {
+        char host[32];
+
+        snprintf(host, sizeof(host), "h%d", c + 1);
+        jn = join_on(5 + c, 2, 3, host);
+        s[c].silent = true;
+        ASSERT_OK(join(&e, &s[c], &jn));
+        all_ready(f, 2, job_of(&e)->generation);
+        ASSERT_EQ(s[c].nrounds, 1);
+        rdzvd_member_gone(s[c].m);
+        s[c].m = NULL;
+    }
+    ASSERT_EQ(job_of(&e)->restart_count, 1);
+    all_ready(f, 2, job_of(&e)->generation);
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    jt_advance((uint64_t)rdzvd_job_startup_fail_ms); /* its workers ran */
+    rdzvd_member_gone(f[1].m); /* a node that ran: counted */
+    f[1].m = NULL;
+    ASSERT_EQ(job_of(&e)->restart_count, 2);
+    jn = join_on(5 + RDZVD_JOB_FREE_RESTARTS, 2, 3, "h9");
+    s[RDZVD_JOB_FREE_RESTARTS].silent = true;
+    ASSERT_OK(join(&e, &s[RDZVD_JOB_FREE_RESTARTS], &jn));
+    rdzvd_member_ready(f[0].m, job_of(&e)->generation);
+    ASSERT_EQ(s[RDZVD_JOB_FREE_RESTARTS].nrounds, 1); /* placed: MIN needs it */
+    rdzvd_member_gone(s[RDZVD_JOB_FREE_RESTARTS].m);
+    s[RDZVD_JOB_FREE_RESTARTS].m = NULL;
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    ASSERT_EQ(job_of(&e)->restart_count, 3); /* charged: the bound is spent */
+    env_done(&e);
+}
+
+/* An honest elastic job (--nnodes 1:11, --scale-up now) gains 10 nodes over 5 minutes, one
+ * every 30 s, every agent heartbeating. Joiners close together are taken in together: the
+ * scale-ups are spaced (30 s doubling), and the job takes its 10 nodes in 5 restarts, the last
+ * once the first restart left the 10-minute window, not in 10. */
+static void test_honest_growth_takes_few_restarts(void)
+{
+    struct env e;
+    struct fake f[11] = {0};
+    int restarts = 0, seen = 0, joined = 1;
+    uint64_t acked[11] = {0};
+    struct rdzv_join jn = join_on(0, 1, 11, NULL);
+
+    jn.scale_up_now = true;
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    run_ms(&e, 100);
+    for (int t = 1; t <= 11 * 60; t++) { /* 11 minutes, by the second */
+        struct rdzvd_job *j = job_of(&e);
+
+        if (t % 30 == 0 && joined < 11) {
+            jn = join_on(joined, 1, 11, NULL);
+            jn.scale_up_now = true;
+            ASSERT_OK(join(&e, &f[joined], &jn));
+            joined++;
+        }
+        for (int i = 0; i < joined; i++)
+            if (t % 5 == 0 || i == joined - 1)
+                rdzvd_member_heartbeat(f[i].m);
+        restarts += restarts_heard(&f[0], &seen);
+        for (int i = 0; i < joined; i++) /* each stops its workers for the restart */
+            if (j->state == JOB_STOPPING && event_is(&f[i], "restart") &&
+                acked[i] != f[i].event.generation) {
+                acked[i] = f[i].event.generation;
+                rdzvd_member_ready(f[i].m, acked[i]);
+            }
+        run_ms(&e, 1000);
+    }
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    ASSERT_EQ(job_of(&e)->nin_round, 11); /* every node taken in */
+    ASSERT_EQ(restarts, 5);
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    env_done(&e);
+}
+
+/* An rdzvd restart keeps the bound: the job's record says when its restarts not counted were
+ * (STOPPED records them), and the job rebuilt from it takes no scale-up while they are within
+ * the window. Before, the bound was in memory only, and a restart of rdzvd reset it. */
+static void test_bound_survives_an_rdzvd_restart(void)
+{
+    struct rdzvd_job_record rec = {.min = 1, .max = 3, .max_restarts = 3, .generation = 6,
+                                   .restart_count = 1, .has_settings = true,
+                                   .settings = {.last_call_ms = 10,
+                                                .heartbeat_timeout_ms = 60000,
+                                                .join_timeout_ms = 600000,
+                                                .scale_up_now = true}};
+    struct fake f[2] = {0};
+    struct rdzv_join jn;
+    char path[64];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    env_init(&e, -1); /* the clock */
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    rec.n_free = RDZVD_JOB_FREE_RESTARTS;
+    for (unsigned i = 0; i < rec.n_free; i++) /* the last a minute ago */
+        rec.free_ms[i] = (int64_t)(rdzvd_job_wall_s(&e.h) * 1000) - 60000 * (4 - i);
+    jt_record_save(fd, &rec);
+    env_done(&e);
+    env_init(&e, fd); /* rdzvd restarted on its --state-dir */
+    jn = join_on(0, 1, 3, NULL);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    run_ms(&e, 100);
+    ASSERT_EQ(f[0].round.generation, 7);
+    ASSERT_EQ(job_of(&e)->n_free, (unsigned)RDZVD_JOB_FREE_RESTARTS);
+    jn = join_on(1, 1, 3, "newcomer");
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    rdzvd_member_heartbeat(f[1].m);
+    ASSERT_EQ(f[0].nevents, 0); /* no scale-up: the bound is spent */
+    ASSERT_TRUE(f[1].spare);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-unran", RDZV_LOG_ERROR);
@@ -342,5 +571,10 @@ int main(void)
     TEST(test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it);
     TEST(test_scale_up_joiner_lost_at_its_round);
     TEST(test_node_gone_while_stopping_is_not_placed);
+    TEST(test_scale_up_under_new_names_is_bounded);
+    TEST(test_reform_around_new_names_is_bounded);
+    TEST(test_unavoidable_reform_past_the_bound_is_charged);
+    TEST(test_honest_growth_takes_few_restarts);
+    TEST(test_bound_survives_an_rdzvd_restart);
     return tap_done();
 }
