@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jobsim.h: the simulator's model (test-job-sim.c): jobexplore.h's job and agents with up to
  * six nodes, a configuration drawn from a seed, the simulator's own events (an agent that joins
- * and crashes under a new node id, another job that runs and ends, a new run of the same id, a
- * drain) and its invariants S1..S6, checked after every event beside jobcheck.h's I1..I5
- * (apply_one). For test-job-sim.c only, which includes it once. */
+ * and crashes under a new node id, the adversary: a token holder under a new host name and node
+ * id each time that JOINs, sends its HEARTBEAT and closes at its ROUND or at will, another job
+ * that runs and ends, a new run of the same id, a drain) and its invariants S1..S7, checked
+ * after every event beside jobcheck.h's I1..I5 (apply_one). S7 is a bound over a window, not a
+ * moment: the job's restarts not counted, whoever caused them. For test-job-sim.c only, which
+ * includes it once. */
 #pragma once
 #define NODES 6
 static int g_stranger = -1; /* the configuration's stranger, -1: none */
@@ -15,10 +18,16 @@ static int g_stranger = -1; /* the configuration's stranger, -1: none */
 #include "jobcheck.h"
 
 /* The simulator's own events, past the model's codes. */
-enum { SC_FRESH = N_CODES, SC_OTHER, SC_NEW_RUN, SC_NEW_RDZVD, SC_DRAIN, SC_END };
+enum {
+    SC_FRESH = N_CODES, SC_OTHER, SC_NEW_RUN, SC_NEW_RDZVD, SC_DRAIN,
+    SC_ADV_JOIN, /* the adversary: a token holder under a new host name and node id JOINs and
+                  * sends a HEARTBEAT, as an agent does on JOINED; it closes at its ROUND */
+    SC_ADV_GONE, /* its connection closes */
+    SC_END
+};
 #define TRACE_MAX 600 /* events from a fresh rdzvd to the next */
 
-enum { S1 = N_INV, S2, S3, S4, S5, S6, N_ALL };
+enum { S1 = N_INV, S2, S3, S4, S5, S6, S7, N_ALL };
 static const char *const sim_inv[N_ALL - N_INV] = {
     "S1: a restart is charged to the budget only for a failure of a node that ran in that "
     "generation",
@@ -27,13 +36,16 @@ static const char *const sim_inv[N_ALL - N_INV] = {
     "S4: an ended job never runs again; a new run of the same id is a new run",
     "S5: a node whose workers fail first at start-up is charged, even when others fail after it",
     "S6: every agent is told a true outcome in bounded time",
+    "S7: at most RDZVD_JOB_FREE_RESTARTS restarts not counted within any "
+    "RDZVD_JOB_FREE_WINDOW_MS, whoever joins; the restart count within the budget",
 };
 
 static const char *const tok_node[EV_NODE_KINDS] = {
     "join", "gone", "blip", "exit-start", "exit-late", "kill", "unhealthy", "sigterm", "leave"};
 static const char *const tok_job[] = {"all-fail", "ready",     "timer",     "op-cancel",
                                       "restart",  "abandon",   "fresh-crash", "other-job",
-                                      "new-run",  "new-rdzvd", "drain"};
+                                      "new-run",  "new-rdzvd", "drain",     "adv-join",
+                                      "adv-gone"};
 
 struct config {
     struct variant v;
@@ -42,6 +54,7 @@ struct config {
     int stranger;
     uint64_t ids_max, ends_kept;
     int64_t startup_fail_ms; /* the start-up window, and the grace's longest */
+    int adversary; /* how often the adversary acts: its JOIN among the events, 1 to 8 times */
 };
 
 struct sim {
@@ -61,6 +74,16 @@ struct sim {
     bool vrefused[N_ALL]; /* a JOIN refused: the machine's state is as before */
     int last;             /* the last event */
     uint64_t substeps;    /* events a drain applied */
+    /* The adversary (SC_ADV_JOIN): connected, and how many it made. */
+    struct agent adv;
+    bool adv_in;
+    int adv_k;
+    /* The restarts every worker of the job heard (EVENT restart), as the agents saw them: the
+     * last generation restarted, and when those not counted were (the sim's clock, ms), the
+     * newest RDZVD_JOB_FREE_RESTARTS + 1 in the window, oldest first. */
+    uint64_t restart_gen;
+    uint64_t free_at[RDZVD_JOB_FREE_RESTARTS + 1];
+    int nfree;
 };
 
 /* Before a step, what the simulator's checks compare with. */
@@ -73,6 +96,7 @@ struct spre {
     int nevents[NODES], nrounds[NODES], naside[NODES], noutcome[NODES];
     uint64_t resume[NODES]; /* the generation each agent would resume */
     bool stepped[NODES];    /* a rank of its workers reported a step in the generation */
+    bool spent;             /* the job's bound on restarts not counted was spent (P8) */
 };
 
 static uint64_t rnd(uint64_t *x) /* splitmix64 */
@@ -122,13 +146,14 @@ static void config_of(uint64_t seed, struct config *c)
     c->ids_max = 24 + rnd(&x) % 120; /* a node id is 7 to 9 bytes: 2 to 20 of them */
     c->ends_kept = 1 + rnd(&x) % 4;
     c->startup_fail_ms = (int64_t[]){1000, 2500, RDZVD_JOB_STARTUP_FAIL_MS}[rnd(&x) % 3];
+    c->adversary = (int[]){1, 1, 4, 8}[rnd(&x) % 4];
     snprintf(c->name, sizeof(c->name), "seed %" PRIu64 ": %d node(s)%s, --nnodes %" PRId64
              ":%" PRId64 ", --max-restarts %" PRId64 ", --bad-node-failures %" PRId64 "%s%s; "
-             "node ids %" PRIu64 " B, ends %" PRIu64 ", start-up %" PRId64 " ms",
+             "node ids %" PRIu64 " B, ends %" PRIu64 ", start-up %" PRId64 " ms, adversary x%d",
              seed, c->nodes, c->stranger >= 0 ? " (one a stranger)" : "", c->v.min, c->v.max,
              c->v.max_restarts, c->v.bad_node_failures, c->v.state_dir ? ", --state-dir" : "",
              c->v.scale_up_now ? ", --scale-up now" : "", c->ids_max, c->ends_kept,
-             c->startup_fail_ms);
+             c->startup_fail_ms, c->adversary);
     c->v.name = c->name;
 }
 
@@ -175,34 +200,77 @@ static int64_t fails_of(struct rdzvd_job *j, int i)
     return 0;
 }
 
-/* An agent that JOINs under a node id never seen (a new process), and whose connection closes
- * at once (it crashed). */
-static int ev_fresh(struct sim *s)
+/* A newcomer's JOIN (node_id on host, the job's options, its agent started now) by f: refused
+ * (its error kept for the checks) or joined. 0 or the refusal. */
+static int newcomer_join(struct sim *s, struct agent *f, const char *node_id, const char *host,
+                         char *err, size_t errlen)
 {
-    static struct agent f;
     struct rdzv_join jn = join_of(0, s->c.v.min, s->c.v.max, s->c.v.max_restarts);
-    char err[512];
     int r;
 
-    memset(&f, 0, sizeof(f));
-    f.f.silent = true; /* it crashed before it answered a ROUND */
-    snprintf(jn.node_id, sizeof(jn.node_id), "crash-%d", s->fresh_k++);
-    snprintf(jn.host, sizeof(jn.host), "hostc%d", s->fresh_k % 3);
+    memset(f, 0, sizeof(*f));
+    f->f.silent = true; /* it answers no ROUND */
+    snprintf(jn.node_id, sizeof(jn.node_id), "%s", node_id);
+    snprintf(jn.host, sizeof(jn.host), "%s", host);
     jn.last_call_ms = LAST_CALL_MS;
     jn.heartbeat_timeout_ms = HB_MS;
     jn.join_timeout_ms = JOIN_TIMEOUT_MS;
     jn.bad_node_failures = s->c.v.bad_node_failures;
     jn.scale_up_now = s->c.v.scale_up_now;
     jn.age_ms = 1;
-    r = join_err(&s->md.e, &f.f, &jn, err, sizeof(err));
+    r = join_err(&s->md.e, &f->f, &jn, err, errlen);
+    s->md.refused = r;
+    snprintf(s->md.refused_err, sizeof(s->md.refused_err), "%s", r ? err : "");
+    return r;
+}
+
+/* An agent that JOINs under a node id never seen (a new process), and whose connection closes
+ * at once (it crashed). */
+static int ev_fresh(struct sim *s)
+{
+    static struct agent f;
+    char err[512], id[32], host[32];
+    int r;
+
+    snprintf(id, sizeof(id), "crash-%d", s->fresh_k++);
+    snprintf(host, sizeof(host), "hostc%d", s->fresh_k % 3);
+    r = newcomer_join(s, &f, id, host, err, sizeof(err));
     say(&s->md, ": %s%s%s", r ? "refused (" : "joined, then its connection closed", r ? err : "",
         r ? ")" : "");
     if (!r && f.f.m && !f.f.closed)
         jt_gone(f.f.m);
     jt_run_pass();
-    s->md.refused = r;
-    snprintf(s->md.refused_err, sizeof(s->md.refused_err), "%s", r ? err : "");
     return r;
+}
+
+/* The adversary of issue 71: a token holder that JOINs under a new host name and node id each
+ * time and sends what an agent sends: its HEARTBEAT as JOINED comes (--scale-up now takes a
+ * joiner in then), and nothing more. It answers no ROUND: it closes at it (apply_one). */
+static int ev_adv_join(struct sim *s)
+{
+    struct agent *f = &s->adv;
+    char err[512], id[32], host[32];
+    int r;
+
+    snprintf(id, sizeof(id), "adv-%d", s->adv_k);
+    snprintf(host, sizeof(host), "hadv%d", s->adv_k++);
+    r = newcomer_join(s, f, id, host, err, sizeof(err));
+    say(&s->md, ": %s as %s%s%s", r ? "refused" : "joined, heartbeat", host, r ? ": " : "",
+        r ? err : "");
+    s->adv_in = !r && f->f.m && !f->f.closed;
+    if (s->adv_in)
+        rdzvd_member_heartbeat(f->f.m);
+    jt_run_pass();
+    return r;
+}
+
+/* The adversary's connection closes (at once when a ROUND came: it never answers one). */
+static void adv_gone(struct sim *s)
+{
+    if (s->adv_in && s->adv.f.m && !s->adv.f.closed)
+        jt_gone(s->adv.f.m);
+    jt_run_pass();
+    s->adv_in = false;
 }
 
 /* Another job of one node runs and ends (its worker exits 0): the ended jobs kept and the job
@@ -292,6 +360,10 @@ static bool code_enabled(struct sim *s, int code)
         return sim_enabled(s) >> code & 1;
     if (code == SC_FRESH)
         return j && j->state != JOB_ENDED;
+    if (code == SC_ADV_JOIN)
+        return j && j->state != JOB_ENDED && !s->adv_in;
+    if (code == SC_ADV_GONE)
+        return s->adv_in;
     if (code == SC_NEW_RUN)
         return job_over(s);
     return code < SC_END;
@@ -335,11 +407,37 @@ static void ev_drain(struct sim *s)
 
 /* ---- the simulator's checks ---- */
 
+/* The restarts not counted within the window before now, in the sim's count (those older
+ * dropped). */
+static int free_in_window(struct sim *s)
+{
+    uint64_t now = jt_now_ms();
+    int old = 0;
+
+    while (old < s->nfree && now - s->free_at[old] >= RDZVD_JOB_FREE_WINDOW_MS)
+        old++;
+    memmove(&s->free_at[0], &s->free_at[old], (size_t)(s->nfree - old) * sizeof(s->free_at[0]));
+    s->nfree -= old;
+    return s->nfree;
+}
+
+/* The job's bound spent (P8): by the sim's count, or by the machine's own. */
+static bool bound_spent(struct sim *s, struct rdzvd_job *j)
+{
+    int64_t now = j ? (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) : 0;
+    unsigned n = 0;
+
+    for (unsigned k = 0; j && k < j->n_free; k++)
+        n += now - j->free_ms[k] < RDZVD_JOB_FREE_WINDOW_MS;
+    return free_in_window(s) >= RDZVD_JOB_FREE_RESTARTS || n >= RDZVD_JOB_FREE_RESTARTS;
+}
+
 static void take_spre(struct sim *s, struct spre *p)
 {
     struct rdzvd_job *j = the_job(&s->md);
 
     memset(p, 0, sizeof(*p));
+    p->spent = bound_spent(s, j);
     p->ended = s->md.ended_seen;
     if ((p->exists = j != NULL)) {
         p->st = j->state;
@@ -376,7 +474,7 @@ static void check_moved(struct sim *s, const struct spre *p, int node, const cha
     struct rdzvd_job *j = the_job(&s->md);
     int kase = s->c.v.scale_up_now ? 2 : 1;
 
-    if (j && p->exists && j->restart_count > p->restarts)
+    if (j && p->exists && j->restart_count > p->restarts && !p->spent)
         sbad(s, S2, kase, "%s, which never ran, was charged a restart (%" PRId64 " of %" PRId64
              ")", who, j->restart_count, s->c.v.max_restarts);
     for (int k = 0; k < NODES; k++) {
@@ -409,6 +507,56 @@ static size_t ids_promised(const struct rdzvd_job *j)
     return n;
 }
 
+/* S7, after every event: the restarts every worker heard (an agent's EVENT restart of a
+ * generation not restarted before) that the budget did not count, but for a signal to a node
+ * or a rebuild nobody came back to, are at most
+ * RDZVD_JOB_FREE_RESTARTS within any RDZVD_JOB_FREE_WINDOW_MS of the sim's clock, whoever
+ * joined; the restart count never passes the budget. The count goes with the job: a new run, a
+ * job made afresh (no record kept its bound), an rdzvd restart without a job table. */
+static void check_bound(struct sim *s, int code, const struct spre *p)
+{
+    struct rdzvd_job *j = the_job(&s->md);
+    uint64_t gen = 0;
+    bool scale = false, ran = false;
+
+    if (code == SC_NEW_RUN || (code == JOB_EV(EV_RESTART) && !s->c.v.state_dir) ||
+        (j && !p->exists && (!s->c.v.state_dir || !j->n_free))) {
+        s->nfree = 0;
+        s->restart_gen = 0;
+    }
+    if (j && j->restart_count > s->c.v.max_restarts)
+        sbad(s, S7, 0, "the job's restart count is %" PRId64 ", past its budget (%" PRId64 ")",
+             j->restart_count, s->c.v.max_restarts);
+    for (int i = 0; i < NODES; i++) {
+        const struct fake *f = &s->md.a[i].f;
+
+        if (f->nevents > p->nevents[i] && event_is(f, "restart") && f->event.generation > gen) {
+            gen = f->event.generation;
+            scale = strstr(f->event.summary, "scale up") != NULL;
+            /* A node that ran left on a signal, or nobody came back to a rebuild: no claim of a
+             * joiner's, never charged (P8d); the bound counts the others. */
+            ran = strstr(f->event.summary, "from outside") ||
+                  strstr(f->event.summary, "did not come back");
+        }
+    }
+    if (gen <= s->restart_gen)
+        return;
+    s->restart_gen = gen;
+    if (!j || !p->exists || j->restart_count > p->restarts || j->state == JOB_ENDED || ran)
+        return; /* counted, or a node that ran caused it (or not this job's) */
+    if (free_in_window(s) == RDZVD_JOB_FREE_RESTARTS + 1) {
+        memmove(&s->free_at[0], &s->free_at[1],
+                RDZVD_JOB_FREE_RESTARTS * sizeof(s->free_at[0]));
+        s->nfree--;
+    }
+    s->free_at[s->nfree++] = jt_now_ms();
+    if (s->nfree > RDZVD_JOB_FREE_RESTARTS)
+        sbad(s, S7, scale ? 1 : 2, "%d restarts not counted within %.0f s (the bound: %d in %d "
+             "min), the last of generation %" PRIu64 " (%s): every worker restarted each time",
+             s->nfree, (double)(jt_now_ms() - s->free_at[0]) / 1000, RDZVD_JOB_FREE_RESTARTS,
+             RDZVD_JOB_FREE_WINDOW_MS / 60000, gen, scale ? "a scale-up" : "a re-form");
+}
+
 static void sim_check(struct sim *s, int code, const struct spre *p)
 {
     struct model *md = &s->md;
@@ -429,7 +577,7 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
     }
     /* S1: a restart for a lost node that never ran its generation. */
     if ((kind == EV_GONE || kind == EV_BLIP) && j && p->exists && j->restart_count > p->restarts &&
-        md->a[i].f.nrounds && !ran(s, i, p))
+        md->a[i].f.nrounds && !ran(s, i, p) && !p->spent) /* past P8's bound: charged */
         sbad(s, S1, s->c.v.scale_up_now ? 2 : 1, "node-%d's connection closed %" PRIu64 " ms "
              "after generation %" PRIu64 " formed, before its workers ran, and the job was "
              "charged restart %" PRId64 " of %" PRId64, i, jt_now_ms() - p->formed_ms, p->gen,
@@ -479,6 +627,7 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
     }
     if (!j)
         s->ff_charged = -1;
+    check_bound(s, code, p);
     if (p->exists && p->over && !j && code != JOB_EV(EV_RESTART))
         s->left_memory = true;
     if (code == JOB_EV(EV_RESTART))
@@ -503,6 +652,8 @@ static uint64_t apply_one(struct sim *s, int code)
             a->resume = 0;
         }
     }
+    if (code == JOB_EV(EV_RESTART))
+        s->adv_in = false; /* its connection goes with rdzvd */
     take_spre(s, &p);
     if (code < N_CODES) {
         apply(md, (uint8_t)code);
@@ -516,18 +667,33 @@ static uint64_t apply_one(struct sim *s, int code)
         g_freed_ended = false;
         if (code == SC_FRESH)
             ev_fresh(s);
+        else if (code == SC_ADV_JOIN)
+            ev_adv_join(s);
+        else if (code == SC_ADV_GONE)
+            adv_gone(s);
         else if (code == SC_OTHER)
             ev_other(s);
         else if (code == SC_NEW_RUN)
             ev_new_run(s);
         else if (code == SC_DRAIN)
             ev_drain(s);
-        md->refused = code == SC_FRESH ? md->refused : 0;
+        md->refused = code == SC_FRESH || code == SC_ADV_JOIN ? md->refused : 0;
         if (code != SC_DRAIN && code != SC_NEW_RUN) {
             check_step(md, EV_TIMER, -1, &pp);
             reap(md);
             check_after_reap(md, EV_TIMER, &pp);
         }
+    }
+    if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
+        s->adv_in = false; /* rdzvd closed it (lost, put aside, the job's end) */
+    /* Placed, it closes at its ROUND; told an outcome (the job's end, put aside), it exits as
+     * an agent does. */
+    if (s->adv_in && (s->adv.f.nrounds || s->adv.f.nevents)) {
+        struct rdzvd_job *j;
+
+        adv_gone(s);
+        j = the_job(md); /* the job's end it made (its last node) is seen, as check_step sees */
+        md->ended_seen |= g_freed_ended || (j && j->state == JOB_ENDED && this_run(j));
     }
     sim_check(s, code, &p);
     for (int k = 0; k < N_INV; k++)

@@ -8,9 +8,11 @@
  * the simulator's own: an agent that joins and crashes at once under a new node id, another
  * one-node job that runs and ends, a new run of the same id once the job is over (fresh agents,
  * the same rdzvd), a fresh rdzvd, and a drain (agents back, workers done, timers) after which
- * every agent must have been told how the job ended.
+ * every agent must have been told how the job ended. Its adversary (adv-join, adv-gone) is a
+ * token holder that sends what an agent sends, a HEARTBEAT among it, under a new host name and
+ * node id each time; some seeds draw it often (adversary x1 to x8).
  *
- * After every event: I1..I5 (jobcheck.h, as the explorer) and S1..S6 (sim_inv). A violation of a
+ * After every event: I1..I5 (jobcheck.h, as the explorer) and S1..S7 (sim_inv). A violation of a
  * case still open (open_cases: a known violation) is counted and reported, not failed; any
  * other fails
  * the test. The first violation of each check is shrunk (chunks of events dropped while it still
@@ -282,7 +284,7 @@ static uint64_t fingerprint(const struct config *c)
 static int pick(struct sim *s, uint64_t *x, int n, int len)
 {
     uint64_t mask = sim_enabled(s);
-    int codes[N_CODES + 8], nc = 0;
+    int codes[N_CODES + 16], nc = 0;
 
     if (n >= len)
         return n == len ? SC_DRAIN : SC_NEW_RDZVD;
@@ -296,6 +298,10 @@ static int pick(struct sim *s, uint64_t *x, int n, int len)
             codes[nc++] = code;
     if (code_enabled(s, SC_FRESH) && rnd(x) % 2)
         codes[nc++] = SC_FRESH;
+    for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_JOIN); k++)
+        codes[nc++] = SC_ADV_JOIN;
+    if (code_enabled(s, SC_ADV_GONE))
+        codes[nc++] = SC_ADV_GONE;
     if (rnd(x) % 16 == 0)
         codes[nc++] = SC_OTHER;
     if (!nc) /* nothing can happen: a drain says whether anyone waits, then a fresh rdzvd */
