@@ -76,8 +76,9 @@ static void print_ranks(const struct rdzv_status_job *job)
 }
 
 /* The job's steps per second as a one-line sparkline: the last STATUS_SPARK_MAX samples of its
- * timeline, scaled to their peak, a sample with a failure, a node lost or put aside (or, in
- * color, any mark) shown as 'x'; then the rate now. Nothing when it has no samples. */
+ * timeline, scaled to the peak (rdzv_status_rate_peak: theirs, or the rate now when higher), a
+ * sample with a failure, a node lost or put aside (or, in color, any mark) shown as 'x'; then
+ * the rate now and the peak. Nothing when it has no samples. */
 #define STATUS_SPARK_MAX 60
 
 static void print_sparkline(const struct rdzv_status_job *job, bool color)
@@ -86,14 +87,13 @@ static void print_sparkline(const struct rdzv_status_job *job, bool color)
                                         "\u2585", "\u2586", "\u2587", "\u2588"};
     const struct rdzv_status_timeline *tl = job->timeline;
     unsigned first, n;
-    double peak = 0;
+    double peak;
 
     if (!tl || tl->n_rates == 0 || !(tl->rate_interval_s > 0))
         return;
     n = tl->n_rates < STATUS_SPARK_MAX ? tl->n_rates : STATUS_SPARK_MAX;
     first = tl->n_rates - n;
-    for (unsigned i = first; i < tl->n_rates; i++)
-        peak = tl->rates[i] > peak ? tl->rates[i] : peak;
+    peak = rdzv_status_rate_peak(job, n);
     printf("  steps/s  ");
     for (unsigned i = first; i < tl->n_rates; i++) {
         double from = tl->rate_start + i * tl->rate_interval_s;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzv-status-recovery.c: the timeline's mark kinds, a recovery's phases and their histograms,
- * and the timeline's "recoveries" as JSON (rdzv-status.h); decoded with the rest of the status
- * (rdzv-status.c). */
+ * the timeline's "recoveries" as JSON (rdzv-status.h), and the peak of its rates; decoded with
+ * the rest of the status (rdzv-status.c). */
 #include "proto/rdzv-status.h"
 
 #include <errno.h>
@@ -30,6 +30,17 @@ double rdzv_recovery_phase_s(const struct rdzv_status_recovery *rc, unsigned ph)
     if (ph >= _RDZV_RECOVERY_PHASES || !(rc->t[from] > 0) || !(rc->t[to] > 0))
         return -1;
     return rc->t[to] > rc->t[from] ? rc->t[to] - rc->t[from] : 0;
+}
+
+double rdzv_status_rate_peak(const struct rdzv_status_job *j, unsigned n)
+{
+    const struct rdzv_status_timeline *tl = j->timeline;
+    double peak = j->rate_known && j->steps_per_second > 0 ? j->steps_per_second : 0;
+    unsigned first = tl && n < tl->n_rates ? tl->n_rates - n : 0;
+
+    for (unsigned i = first; tl && i < tl->n_rates; i++)
+        peak = tl->rates[i] > peak ? tl->rates[i] : peak;
+    return peak;
 }
 
 void rdzv_hist_add(struct rdzv_hist *h, double x)

@@ -46,6 +46,8 @@ struct rdzv_status_node {
     int64_t node_rank; /* -1: not in the current generation */
     int64_t workers;
     double last_heartbeat_age_s, age_s;
+    /* the failures charged to it (as --bad-node-failures counts them: not a signal from outside,
+     * nor a rank that failed on another node first) */
     int64_t failures;
     bool spare, connected;
     char state[RDZV_STATUS_NAME_MAX + 1]; /* running, stopped, waiting, spare, stopping */
@@ -312,6 +314,11 @@ int rdzv_status_job_name(struct rdzv_status_job *j, const char *id);
 int rdzv_status_alloc_jobs(struct rdzv_status *st, size_t n);
 int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n);
 int rdzv_status_alloc_ranks(struct rdzv_status_job *j, size_t n);
+
+/* The peak of j's steps per second as a reader shows it: the highest of its timeline's newest
+ * n samples and of its rate now (when known), so never below the rate shown beside it (the
+ * samples are averages over their interval, the rate now over rdzvd's last 10 s); 0: none. */
+double rdzv_status_rate_peak(const struct rdzv_status_job *j, unsigned n);
 
 /* The lowest and highest step of j's ranks (both 0 when it has none). */
 void rdzv_status_step_range(const struct rdzv_status_job *j, int64_t *lo, int64_t *hi);

@@ -117,7 +117,6 @@ struct rdzvd_member {
     bool placed;           /* scratch for close_round() */
     uint64_t joined_ms;
     uint64_t last_seen_ms; /* last message from the agent */
-    int64_t failures;      /* worker failures reported from this node */
     /* Its agent's longest event loop stall (HEARTBEAT loop_stall_ms, 1.21), when it said one. */
     bool has_loop_stall;
     int64_t loop_stall_ms;

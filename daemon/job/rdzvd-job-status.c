@@ -27,13 +27,18 @@ _Static_assert(sizeof(((struct rdzvd_job *)0)->events[0].text) <= RDZV_STATUS_TE
 
 static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdzv_status_node *n)
 {
+    /* The failures charged to the node (its history's, as --bad-node-failures counts them): not
+     * a signal from outside, a rank that failed on another node first, a start-up failure taken
+     * back. */
+    const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(m->job, m->join.node_id);
+
     snprintf(n->host, sizeof(n->host), "%s", m->join.host);
     snprintf(n->node_id, sizeof(n->node_id), "%s", m->join.node_id);
     n->node_rank = m->node_rank;
     n->workers = m->join.nproc;
     n->last_heartbeat_age_s = (double)(now - m->last_seen_ms) / 1000;
     n->age_s = (double)(now - m->joined_ms) / 1000;
-    n->failures = m->failures;
+    n->failures = h ? h->failures : 0;
     /* Without a rank while the job forms, a member waits for its peers (no generation runs
      * without it yet); only beside a running generation is it a spare. */
     bool forming = m->job->state == JOB_FORMING;

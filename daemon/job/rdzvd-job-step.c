@@ -1582,7 +1582,6 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         worker_exit_late(m, w);
         return 0;
     }
-    m->failures++;
     secs = (time_t)w->time; /* the parser bounds it */
     if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
         snprintf(when, sizeof(when), "?");

@@ -494,6 +494,8 @@ class StatusTest(AgentTestCase):
         self.assertEqual(len(spark), 2, p.stdout)
         self.assertRegex(spark[-1][0], "^[\u2581-\u2588]*x[\u2581-\u2588x]*$")
         self.assertGreater(float(spark[-1][1]), 3)
+        for _, now, peak in spark:  # the peak holds the rate now (issue 72, case 4)
+            self.assertGreaterEqual(float(peak), float(now), p.stdout)
         for bad, msg in ((["--watch", "0"], "SEC must be 0.1 to 86400"),
                          (["--json", "--watch"], "do not go together"),
                          (["--count", "2"], "--count goes with --watch")):

@@ -52,6 +52,38 @@ static void test_status_node_states_and_events(void)
     env_done(&e);
 }
 
+/* A node's failures in the status are those charged to it (the FAILURES column): a worker
+ * killed by a signal from outside is the job's failure, not the node's (job-policy.md R7), and
+ * counts 0; its worker's own exit 1 then counts 1. */
+static void test_status_failures_are_the_charged_ones(void)
+{
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
+    struct rdzv_worker_exit w = {.generation = 1, .signal = 9, .exit_code = 137};
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    char err[256];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 2, 2, 5));
+    w.rank = f[1].round.rank_offset;
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_TRUE(strstr(f[0].event.summary, "not counted against the node") != NULL);
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 2);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_EQ(node_of(&st.jobs[0], "host1")->failures, 0);
+    rdzv_status_free(&st);
+    w = (struct rdzv_worker_exit){.generation = 2, .exit_code = 1, .rank = f[1].round.rank_offset};
+    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    all_ready(f, 2, 2);
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_EQ(node_of(&st.jobs[0], "host1")->failures, 1);
+    ASSERT_EQ(node_of(&st.jobs[0], "host0")->failures, 0);
+    rdzv_status_free(&st);
+    env_done(&e);
+}
+
 /* Past 16 events the status keeps the newest, oldest first. */
 static void test_status_event_ring(void)
 {
@@ -351,6 +383,7 @@ int main(void)
     rdzv_log_setup("test-job-status", RDZV_LOG_ERROR);
     TEST(test_status_node_states_and_events);
     TEST(test_status_event_ring);
+    TEST(test_status_failures_are_the_charged_ones);
     TEST(test_status_members_left_out);
     TEST(test_ended_jobs_kept_and_expire);
     TEST(test_tokenless_status_names_no_node_id);

@@ -2,7 +2,8 @@
 /* test-timeline.c: a job's timeline (daemon/data/rdzvd-timeline.h): bands and marks keep the
  * newest, the rate samples spread steps over the time between reports, halve when full, take a
  * step back (a restart from a checkpoint) as a new base, ignore a report older than the last,
- * and the current rate falls to 0 when the reports stop. */
+ * the current rate falls to 0 when the reports stop, and the peak a reader shows holds the rate
+ * now. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,6 +76,43 @@ static void test_rates(void)
     /* a clock far off: ignored */
     rdzvd_timeline_step(&t, 100.0 + RDZVD_TIMELINE_SPAN_MAX_S + 1, 200);
     ASSERT_EQ(t.last_step, 115);
+}
+
+/* The peak shown beside the rate now is never below it: rank 0 ran at 1.13 steps/s for 40
+ * minutes (the samples grew to 32 s), then at 4.44 after a restart, in a sample under way that
+ * is not shown yet (the story of "4.44 now, peak 1.13"). Then the newest n samples only, and
+ * the samples alone when the rate now is not known. */
+static void test_peak_holds_the_rate_now(void)
+{
+    struct rdzv_status_job j = {0};
+    struct rdzvd_timeline t;
+    struct rdzv_status_timeline out;
+    double x, now;
+
+    rdzvd_timeline_init(&t, 0);
+    for (x = 100.0; x < 100.0 + 2400; x += 2.5)
+        rdzvd_timeline_step(&t, x, (int64_t)(1.13 * (x - 100.0)));
+    ASSERT_TRUE(NEAR(t.tl.rate_interval_s, 32.0));
+    x = t.tl.rate_start + t.tl.n_rates * t.tl.rate_interval_s + 0.5; /* a new sample */
+    rdzvd_timeline_step(&t, x, 0); /* back to its checkpoint: a new base */
+    for (int k = 1; k <= 4; k++) /* 11 steps every 2.5 s */
+        rdzvd_timeline_step(&t, x + 2.5 * k, 11 * k);
+    now = x + 10.0;
+    j.steps_per_second = rdzvd_timeline_status(&t, now, &out);
+    j.rate_known = true;
+    j.timeline = &out;
+    ASSERT_TRUE(NEAR(j.steps_per_second, 4.4));
+    for (unsigned i = 0; i < out.n_rates; i++)
+        ASSERT_TRUE(out.rates[i] < 1.2); /* every sample shown is slower */
+    ASSERT_TRUE(NEAR(rdzv_status_rate_peak(&j, 60), j.steps_per_second));
+    /* the newest n samples only; without a rate now, theirs */
+    out.rates[0] = 9.0;
+    j.rate_known = false;
+    j.steps_per_second = 0;
+    ASSERT_TRUE(rdzv_status_rate_peak(&j, out.n_rates - 1) < 1.2);
+    ASSERT_TRUE(NEAR(rdzv_status_rate_peak(&j, out.n_rates), 9.0));
+    j.timeline = NULL;
+    ASSERT_TRUE(rdzv_status_rate_peak(&j, 60) == 0);
 }
 
 /* A recovery's points come in order, once each (a point taken again replaces its time and its
@@ -314,5 +352,6 @@ int main(void)
     TEST(test_histogram);
     TEST(test_bands_and_marks_keep_the_newest);
     TEST(test_rates);
+    TEST(test_peak_holds_the_rate_now);
     return tap_done();
 }
