@@ -312,37 +312,55 @@ static size_t edit_distance(const char *s, size_t n, const char *name)
     return d[n][m];
 }
 
+/* The nearest so far of the names offered to typed (n bytes): within 2 edits (1 for a name of 4
+ * bytes or less), as git suggests a command; tie: another is as near. */
+struct nearest {
+    const char *name;
+    size_t n, best;
+    bool tie;
+};
+
+static void nearest_offer(struct nearest *nr, const char *name, size_t dist)
+{
+    if (dist > (nr->n <= 4 ? 1 : 2))
+        return;
+    if (!nr->name || dist < nr->best) {
+        nr->name = name;
+        nr->best = dist;
+        nr->tie = false;
+    } else if (dist == nr->best && strcmp(name, nr->name)) {
+        nr->tie = true;
+    }
+}
+
+const char *rdzv_opt_nearest(const char *typed, const char *const *names)
+{
+    struct nearest nr = {.n = typed ? strlen(typed) : 0};
+
+    for (size_t i = 0; nr.n > 0 && names[i]; i++)
+        nearest_offer(&nr, names[i], edit_distance(typed, nr.n, names[i]));
+    return nr.tie ? NULL : nr.name;
+}
+
 /* "unknown option '--nprocs'; did you mean --nproc?": the one option nearest to the typed name
- * (s, n bytes), within 2 edits (1 for a name of 4 bytes or less), as git suggests a command;
- * none when two are as near. */
+ * (s, n bytes), by its name or its alias; none when two are as near. */
 static int unknown_long(const struct rdzv_opt_prog *p, const char *s, size_t n, const char *arg)
 {
-    const char *near = NULL;
-    size_t limit = n <= 4 ? 1 : 2, best = SIZE_MAX;
-    bool tie = false;
+    struct nearest nr = {.n = n};
 
     for (const struct rdzv_opt *o = p->opts; n > 0 && o->kind != RDZV_OPT_END; o++) {
-        size_t dn, da, dist;
+        size_t dn, da;
 
         if (!is_option(o))
             continue;
         dn = edit_distance(s, n, o->name);
         da = edit_distance(s, n, o->alias);
-        dist = dn < da ? dn : da;
-        if (dist > limit)
-            continue;
-        if (!near || dist < best) {
-            near = o->name;
-            best = dist;
-            tie = false;
-        } else if (dist == best) {
-            tie = true;
-        }
+        nearest_offer(&nr, o->name, dn < da ? dn : da);
     }
-    if (!near || tie)
+    if (!nr.name || nr.tie)
         return usage_error(p, "unknown option", arg);
     fprintf(err_of(p), "%s: unknown option '%s'; did you mean --%s? (see %s --help)\n", p->name,
-            arg, near, p->name);
+            arg, nr.name, p->name);
     return -EINVAL;
 }
 

@@ -155,6 +155,11 @@ int rdzv_opt_set(const struct rdzv_opt_prog *p, const char *name, const char *va
 int rdzv_opt_bad(const struct rdzv_opt_prog *p, const struct rdzv_opt *o, const char *val,
                  const char *what);
 
+/* The one of names (NULL-terminated) nearest to typed, as an unknown option's "did you mean"
+ * picks it: within 2 edits (1 for a word of 4 bytes or less; a swap of two neighbours is one,
+ * '_' reads as '-'). NULL when none is that near, or two are as near. */
+const char *rdzv_opt_nearest(const char *typed, const char *const *names);
+
 /* --help: usage, the options table, the footer. */
 void rdzv_opt_help(const struct rdzv_opt_prog *p, FILE *f);
 

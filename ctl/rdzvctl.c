@@ -22,6 +22,7 @@
 #include "proto/rdzv-store-client.h"
 #include "proto/rdzv-tcpstore.h"
 #include "ctl/rdzvctl-print.h"
+#include "ctl/rdzvctl-words.h"
 
 /* Exit codes, for scripts. */
 enum {
@@ -411,7 +412,8 @@ static int status_args(int argc, char **argv, bool *as_json, struct watch *w, bo
             if (rdzv_parse_u64(argv[++i], &w->count) < 0 || w->count == 0)
                 return die_usage("status --count N: N must be a whole number from 1");
         } else {
-            return die_usage("status takes --json, --ended, or --watch [SEC] [--count N]");
+            rdzvctl_status_option_unknown(argv[i]);
+            return EXIT_USAGE;
         }
     }
     if (*as_json && w->on)
@@ -627,14 +629,10 @@ static int run(struct ctl *c, const char *cmd, int argc, char **argv)
         if (!nargs_ok(argc, 0, &rc))
             goto out;
         r = r ?: rdzv_enc_op(&b, RDZV_DIALECT_MODERN, RDZV_OP_GETNUMKEYS);
-    } else if (strcmp(cmd, "list") == 0) {
+    } else { /* list: main() took only known commands (rdzvctl_command_known) */
         if (!nargs_ok(argc, 0, &rc))
             goto out;
         r = r ?: rdzv_enc_op(&b, RDZV_DIALECT_MODERN, RDZV_OP_LIST);
-    } else {
-        fprintf(stderr, "rdzvctl: unknown command '%s' (see rdzvctl --help)\n", cmd);
-        rc = EXIT_USAGE;
-        goto out;
     }
     if (r < 0 || (!key && !keys && strcmp(cmd, "ping") && strcmp(cmd, "num-keys") &&
                   strcmp(cmd, "list"))) {
@@ -872,6 +870,8 @@ int main(int argc, char **argv)
         return r > 0 ? EXIT_OK : EXIT_USAGE;
     if (first_arg >= argc)
         return die_usage("no command given");
+    if (!rdzvctl_command_known(argv[first_arg]))
+        return EXIT_USAGE;
     if (admin_token_file && *admin_token_file) /* the operator's proof, in the same handshake */
         token_file = admin_token_file;
     if (token_file && *token_file) {

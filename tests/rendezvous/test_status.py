@@ -549,5 +549,32 @@ class StatusTest(AgentTestCase):
         self.assertGreater(len(png), 10000)
 
 
+class Typos(unittest.TestCase):
+    """A mistyped command or status option (issue 72, case 4: `rdzvctl stauts`): one line that
+    names the nearest, exit 2, before any connection (port 1 has no rdzvd)."""
+
+    def ctl(self, *args):
+        p = subprocess.run([RDZVCTL, "-e", "127.0.0.1:1", *args], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        return p.stderr
+
+    def test_mistyped_command_gets_did_you_mean(self):
+        for typed, meant in (("stauts", "status"), ("lsit", "list"), ("relase", "release"),
+                             ("num_keys", "num-keys")):
+            self.assertEqual(self.ctl(typed), f"rdzvctl: unknown command '{typed}'; did you mean "
+                             f"{meant}? (see rdzvctl --help)\n")
+        self.assertEqual(self.ctl("frobnicate"),
+                         "rdzvctl: unknown command 'frobnicate' (see rdzvctl --help)\n")
+
+    def test_mistyped_status_option_gets_did_you_mean(self):
+        self.assertEqual(self.ctl("status", "--jsno"), "rdzvctl: status: unknown option "
+                         "'--jsno'; did you mean --json? (see rdzvctl --help)\n")
+        self.assertIn("status takes --json, --ended, or --watch", self.ctl("status", "--bogus"))
+        self.assertIn("did you mean --endpoint?", self.ctl("--endpiont", "x", "status"))
+
+
 if __name__ == "__main__":
     main()

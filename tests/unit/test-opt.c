@@ -235,6 +235,14 @@ static void test_kinds_and_errors(void)
                                "prog --help)\n") == 0);
     ASSERT_EQ(parse(0, NULL, "--nnodez=2", NULL), -EINVAL);
     ASSERT_NOT_NULL(strstr(errbuf, "'--nnodez=2'; did you mean --nnodes?"));
+    /* The same for any list of words (rdzvctl's commands): none when two are as near, or none
+     * is near enough (1 edit for a word of 4 bytes or less). */
+    static const char *const cmds[] = {"status", "list", "get", "set", "num-keys", NULL};
+    ASSERT_TRUE(strcmp(rdzv_opt_nearest("stauts", cmds), "status") == 0);
+    ASSERT_TRUE(strcmp(rdzv_opt_nearest("lsit", cmds), "list") == 0);
+    ASSERT_TRUE(strcmp(rdzv_opt_nearest("num_keys", cmds), "num-keys") == 0);
+    ASSERT_TRUE(rdzv_opt_nearest("jet", cmds) == NULL); /* get or set */
+    ASSERT_TRUE(rdzv_opt_nearest("lose", cmds) == NULL && rdzv_opt_nearest("", cmds) == NULL);
     /* Every error is one line. */
     ASSERT_EQ(parse(0, NULL, "--nnodes=x", NULL), -EINVAL);
     ASSERT_EQ(strchr(errbuf, '\n') - errbuf, (long)strlen(errbuf) - 1);
