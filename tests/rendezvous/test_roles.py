@@ -120,6 +120,42 @@ class Roles(AgentTestCase):
         j = self.job(d, "sig-elastic")
         self.assertEqual((j["outcome"]["type"], j["restart_count"]), ("succeeded", 0), j)
 
+    def fixed_pair(self, run_id):
+        """Nodes a and b run generation 1 of a --nnodes 2 job, no spare."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        a, b = (self.agent(ep, out, run_id, n, run="60") for n in ("a", "b"))
+        self.wait_starts(out, ("a", "b"), ["1"])
+        return d, a, b
+
+    def test_member_signalled_without_spare_cancels_a_fixed_job(self):
+        """failures.md: one signalled agent of a fixed 2-node job with no spare leaves fewer
+        than MIN unsignalled nodes, so the job is cancelled on both nodes (job-policy.md R15),
+        not left waiting for a node; nothing is charged."""
+        d, a, b = self.fixed_pair("sig-fixed")
+        a.send_signal(signal.SIGTERM)
+        for p in (a, b):
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 143, err[-3000:])
+            self.assertIn("rdzv-agent: job sig-fixed cancelled (exit code 143): cancelled: the "
+                          "agent of node a received SIGTERM from outside", err)
+        j = self.job(d, "sig-fixed")
+        self.assertEqual((j["outcome"]["type"], j["restart_count"]), ("cancelled", 0), j)
+
+    def test_every_agent_signalled_is_cancelled(self):
+        """failures.md: SIGINT to every agent (a Ctrl-C on each node) cancels the job; the agents
+        exit 130; nothing is charged."""
+        d, a, b = self.fixed_pair("sig-all")
+        for p in (a, b):
+            p.send_signal(signal.SIGINT)
+        for p in (a, b):
+            rc, _, err = finish(p, timeout=30)
+            self.assertEqual(rc, 130, err[-3000:])
+            self.assertIn("rdzv-agent: job sig-all cancelled (exit code 130)", err)
+        j = self.job(d, "sig-all")
+        self.assertEqual((j["outcome"]["type"], j["restart_count"]), ("cancelled", 0), j)
+
     def test_drain_names_the_scheduler_node(self):
         """Under Slurm without SLURMD_NODENAME (or PBS), the node drained is the short host
         name: before, --local-addr 127.0.0.1 made it NodeName=127.0.0.1. The node fails its
