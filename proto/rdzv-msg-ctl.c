@@ -523,17 +523,20 @@ int rdzv_msg_parse_unhealthy(const uint8_t *body, size_t len, struct rdzv_unheal
 
 int rdzv_msg_put_cancel(struct rdzv_buf *b, const struct rdzv_cancel *c)
 {
-    return rdzv_msg_put(b, RDZV_MSG_CANCEL, json_pack("{s:I, s:s}", "signal",
-                                                      (json_int_t)c->signal, "reason", c->reason));
+    json_t *o = json_pack("{s:I, s:s}", "signal", (json_int_t)c->signal, "reason", c->reason);
+
+    if (o && c->sched_job[0] && json_object_set_new(o, "sched_job", json_string(c->sched_job)))
+        o = (json_decref(o), NULL);
+    return rdzv_msg_put(b, RDZV_MSG_CANCEL, o);
 }
 
 int rdzv_msg_parse_cancel(const uint8_t *body, size_t len, struct rdzv_cancel *c, char *err,
                           size_t errlen)
 {
-    const char *reason;
+    const char *reason, *sched_job = "";
     json_int_t sig;
-    json_t *root = rdzv_msg_unpack(body, len, "CANCEL", err, errlen, "{s:I, s:s}", "signal", &sig,
-                                   "reason", &reason);
+    json_t *root = rdzv_msg_unpack(body, len, "CANCEL", err, errlen, "{s:I, s:s, s?s}", "signal",
+                                   &sig, "reason", &reason, "sched_job", &sched_job);
 
     if (!root)
         return -EBADMSG;
@@ -544,6 +547,7 @@ int rdzv_msg_parse_cancel(const uint8_t *body, size_t len, struct rdzv_cancel *c
     }
     c->signal = sig;
     copy_text(c->reason, sizeof(c->reason), reason);
+    copy_text(c->sched_job, sizeof(c->sched_job), sched_job);
     json_decref(root);
     return 0;
 }

@@ -303,10 +303,15 @@ struct rdzv_unhealthy {
 
 /* CANCEL (1.6, agent -> daemon): the agent was stopped from outside by signal (SIGTERM, SIGINT:
  * scancel, a time limit, a preemption); reason says what it knows. rdzvd ends the job as
- * "cancelled" (exit code 128 + signal), charging nothing to the restart budget. */
+ * "cancelled" (exit code 128 + signal), charging nothing to the restart budget. sched_job (1.22,
+ * optional: "" when absent) is the scheduler's job id when the agent knows that its scheduler is
+ * ending that whole job (Slurm's squeue says it no longer runs; Grid Engine and PBS signal a
+ * job's agents only to end it): rdzvd then ends the job as cancelled at once (job-policy.md R15a),
+ * not as this node leaving. */
 struct rdzv_cancel {
     int64_t signal; /* 1..64 */
     char reason[RDZV_REASON_MAX + 1];
+    char sched_job[RDZV_ID_MAX + 1];
 };
 
 /* RELEASE (1.6, rdzvctl -> daemon): the job run_id takes back the nodes it put aside whose node
@@ -438,7 +443,8 @@ int rdzv_msg_parse_ready(const uint8_t *body, size_t len, struct rdzv_ready *r, 
                          size_t errlen);
 int rdzv_msg_parse_leave(const uint8_t *body, size_t len, struct rdzv_leave *l, char *err,
                          size_t errlen);
-/* CANCEL: "signal" 1..64, "reason" a string (cut past RDZV_REASON_MAX). */
+/* CANCEL: "signal" 1..64, "reason" a string (cut past RDZV_REASON_MAX), an optional "sched_job"
+ * string (cut past RDZV_ID_MAX). */
 int rdzv_msg_parse_cancel(const uint8_t *body, size_t len, struct rdzv_cancel *c, char *err,
                           size_t errlen);
 /* RELEASE: "run_id" and "node", non-empty strings that fit. RELEASE_REPLY: "released" >= 0, an

@@ -250,21 +250,28 @@ int agent_sge_node_rank(const char *path, int64_t *rank)
     return r;
 }
 
-void agent_sched_cancel_reason(char *reason, size_t len)
+bool agent_sched_cancel(struct rdzv_cancel *cn)
 {
-    const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID");
+    const char *sj = getenv("SLURM_JOB_ID"), *pj = getenv("PBS_JOBID"), *id;
     char why[128] = "";
+    size_t len = sizeof(cn->reason);
 
-    reason[0] = '\0';
+    cn->reason[0] = cn->sched_job[0] = '\0';
     /* Under Slurm, which it was: scancel, the time limit, a preemption (squeue, at most
      * AGENT_SLURM_WHY_TIMEOUT_S: the job's steps are being signalled anyway). */
     if (sj && *sj && agent_slurm_why(sj, AGENT_SLURM_WHY_TIMEOUT_S, why, sizeof(why)) == 0)
-        snprintf(reason, len, "Slurm job %s: %s", sj, why);
+        snprintf(cn->reason, len, "Slurm job %s: %s", sj, why);
     else if (sj && *sj)
-        snprintf(reason, len, "Slurm job %s", sj);
+        snprintf(cn->reason, len, "Slurm job %s", sj);
     else if (pj && *pj)
-        snprintf(reason, len, "PBS job %s", pj);
+        snprintf(cn->reason, len, "PBS job %s", pj);
     else if (agent_sge_job())
-        snprintf(reason, len, "Grid Engine job %s", agent_sched_job_id());
-    rdzv_utf8_trim(reason);
+        snprintf(cn->reason, len, "Grid Engine job %s", agent_sched_job_id());
+    rdzv_utf8_trim(cn->reason);
+    id = agent_sched_job_id();
+    if (!id || !*id || strstr(why, "the job still runs"))
+        return false;
+    snprintf(cn->sched_job, sizeof(cn->sched_job), "%s", id);
+    rdzv_utf8_trim(cn->sched_job);
+    return true;
 }

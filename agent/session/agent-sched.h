@@ -11,13 +11,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/rdzv-msg.h"
+
 /* How long the agent waits for squeue when it is cancelled. */
 #define AGENT_SLURM_WHY_TIMEOUT_S 2.0
 
-/* Why this agent is stopped from outside, for CANCEL's reason: "Slurm job N: <agent_slurm_why>"
- * (or "Slurm job N" when squeue does not answer), "PBS job N", or "" outside a scheduler. Cut
- * to len at a UTF-8 boundary. */
-void agent_sched_cancel_reason(char *reason, size_t len);
+/* Why this agent is stopped from outside, into cn's reason: "Slurm job N: <agent_slurm_why>"
+ * (or "Slurm job N" when squeue does not answer), "PBS job N", "Grid Engine job N", or ""
+ * outside a scheduler; cut at a UTF-8 boundary. Whether the scheduler is ending the whole job:
+ * then cn's sched_job is its job id (every node of it gets the signal) and it returns true.
+ * Under Slurm, unless squeue says the job still runs (a signal from outside Slurm); under Grid
+ * Engine and PBS, always: they signal a job's processes only to end it (qdel, a time limit). */
+bool agent_sched_cancel(struct rdzv_cancel *cn);
 
 /* Why Slurm ends job job_id, in a few words ("its time limit", "scancel", "preemption", "a
  * signal from outside Slurm: the job still runs", or Slurm's own state and reason), into why.

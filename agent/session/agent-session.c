@@ -603,16 +603,10 @@ static void heartbeat_cb(uv_timer_t *t)
 /* What a signal to the agent from outside means, for its log and its last line. */
 static const char *signal_meaning(int signum)
 {
-    switch (signum) {
-    case SIGTERM:
-        return "the scheduler or someone stopped this node";
-    case SIGINT:
-        return "a Ctrl-C, or the scheduler stopped this node";
-    case SIGHUP:
-        return "the terminal or session it ran in closed";
-    default:
-        return "someone asked it to quit";
-    }
+    return signum == SIGTERM  ? "the scheduler or someone stopped this node"
+           : signum == SIGINT ? "a Ctrl-C, or the scheduler stopped this node"
+           : signum == SIGHUP ? "the terminal or session it ran in closed"
+                              : "someone asked it to quit";
 }
 
 void agent_session_signal(struct agent_session *a, int signum)
@@ -636,25 +630,26 @@ void agent_session_signal(struct agent_session *a, int signum)
     }
     if (!a->have_outcome) {
         bool cancel = signum == SIGTERM || signum == SIGINT;
+        struct rdzv_cancel cn = {.signal = signum};
+        bool ended = cancel && agent_sched_cancel(&cn); /* the scheduler ends the job: R15a */
 
-        snprintf(a->outcome.type, sizeof(a->outcome.type), cancel ? "left" : "failed");
-        if (cancel)
+        snprintf(a->outcome.type, sizeof(a->outcome.type),
+                 ended ? "cancelled" : cancel ? "left" : "failed");
+        if (ended)
             snprintf(a->outcome.summary, sizeof(a->outcome.summary),
-                     "this node left job %s: its agent received %s from outside (%s)",
-                     a->cfg.run_id, name, signal_meaning(signum));
+                     "cancelled: the agent of node %s received %s from outside (%s)",
+                     a->join.host, name, cn.reason);
         else
             snprintf(a->outcome.summary, sizeof(a->outcome.summary),
-                     "the agent received %s from outside (%s)", name, signal_meaning(signum));
+                     cancel ? "this node left job %s: its agent received %s from outside (%s)"
+                            : "the agent%.0s received %s from outside (%s)",
+                     a->cfg.run_id, name, signal_meaning(signum));
         a->have_outcome = true;
         a->exit_code = 128 + signum;
-        /* Stopped from outside (scancel, a time limit, a preemption, a drain): this node leaves;
-         * rdzvd charges nothing, and answers whether the job goes on without it (on_event). */
-        if (cancel && a->client) {
-            struct rdzv_cancel cn = {.signal = signum};
-
-            agent_sched_cancel_reason(cn.reason, sizeof(cn.reason));
+        /* Stopped from outside: this node leaves, or the scheduler ends the job (cancelled even
+         * when no rdzvd answers: its replicas got the signal too); rdzvd answers (on_event). */
+        if (cancel && a->client)
             a->awaiting_verdict = agent_client_send_cancel(a->client, &cn) == 0;
-        }
     }
     if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
                              a->state == AG_STOPPING || has_survivors(a))) {

@@ -119,8 +119,11 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
  * spare is dropped, a member counts as a node lost (the job re-forms without it, uncounted); its
  * agent gets EVENT left. When the job cannot go on without its signalled members (formed: fewer
  * than MIN are left; forming: none), it ends "cancelled", exit code 128 + sig, every member told.
- * Ignored once the job has ended, or for a member already signalled. */
-void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason);
+ * So it does at once when sched_job is not "" (the scheduler ends that whole job) and m held a
+ * place in the job (or it forms). Ignored once the job has ended, or for a member already
+ * signalled. */
+void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason,
+                         const char *sched_job);
 /* CANCEL_JOB (rdzvctl cancel, the operator's): job run_id ends "cancelled" (exit code 143,
  * nothing charged), saying reason; every member is told. A job that waits for its nodes (no
  * member connected, its record in h's table) ends too: its record goes. 0, or -ENOENT with err

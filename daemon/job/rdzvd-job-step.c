@@ -131,7 +131,8 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
         rdzvd_member_ready(m, in->u.ready->generation);
         break;
     case RDZVD_IN_CANCEL:
-        rdzvd_member_cancel(m, in->u.cancel->signal, in->u.cancel->reason);
+        rdzvd_member_cancel(m, in->u.cancel->signal, in->u.cancel->reason,
+                            in->u.cancel->sched_job);
         break;
     case RDZVD_IN_UNHEALTHY:
         rdzvd_member_unhealthy(m, in->u.unhealthy->reason);
@@ -1659,7 +1660,8 @@ static bool job_goes_on(struct rdzvd_job *j)
     return left >= j->min;
 }
 
-void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
+void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason,
+                         const char *sched_job)
 {
     RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
@@ -1680,8 +1682,11 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
      * every agent signalled (scancel), or fewer than MIN nodes left. Only a node of the job's
      * generations can say so: once one formed, a node outside them (a spare, a stranger) just
      * goes, whoever else is away at that moment (a member's connection blipping, rdzvd just
-     * restarted and its agents not back yet). */
-    if ((j->generation == 0 || rdzvd_member_held_place(m)) && !job_goes_on(j)) {
+     * restarted and its agents not back yet). A CANCEL naming the scheduler's job (sched_job)
+     * is the scheduler ending the whole job: every node is being signalled, so the job is
+     * cancelled now rather than each node told it left while the others still ran (R15a). */
+    if ((j->generation == 0 || rdzvd_member_held_place(m)) &&
+        (sched_job[0] || !job_goes_on(j))) {
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;

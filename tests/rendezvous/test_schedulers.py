@@ -136,6 +136,60 @@ class TestSlurm(AgentTestCase):
                 if d.startswith("rdzvd-%s-" % envs[0]["SLURM_JOB_ID"])]
         self.assertEqual(left, [], "the replicas' directories outlived the job")
 
+    def test_scancel_of_sbatch_job_is_cancelled_and_leaves_nothing(self):
+        """scancel of a 3-node job of deploy/rdzv.sbatch (rdzvd as 3 replicas, which get the
+        SIGTERM too): every node's last line says the job was cancelled, with the Slurm job id,
+        and nothing of the job is left in $TMPDIR: the agents' directories, the replicas' Raft
+        logs, the script's own. Before, every node said "left job N, stopped from outside" (its
+        rdzvd gone, no verdict) and the replicas' /tmp/rdzvd-N-{0,1,2} stayed."""
+        out = self.outdir()
+        build = os.path.dirname(os.path.dirname(AGENT))
+        env = {**os.environ, **self.slurm.env}
+        log = os.path.join(out, "job.log")
+        # The job's $TMPDIR, its own: other tests' Slurm jobs may have the same job id.
+        tmp = os.path.join(out, "tmp")
+        os.mkdir(tmp)
+        worker = ["/bin/sh", "-c", 'echo $$ > "$RDZV_TEST_OUT/pid.$RANK"; exec sleep 300']
+        r = subprocess.run(["sbatch", "--parsable", "-N3", "-o", log,
+                            f"--export=ALL,RDZV_BIN={build}/agent,RDZVD_BIN={build}/daemon,"
+                            f"RDZV_NPROC=1,RDZV_TEST_OUT={out},RDZV_TOKEN_DIR={out}/tokens,"
+                            f"RDZV_GRACE=2,TMPDIR={tmp}",
+                            os.path.join(SRC, "deploy", "rdzv.sbatch"), "--", *worker],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = r.stdout.strip().split(";")[0]
+        self.addCleanup(subprocess.run, ["scancel", job], env=env, capture_output=True,
+                        timeout=30)
+
+        def joblog():
+            with open(log) if os.path.exists(log) else open(os.devnull) as f:
+                return f.read()
+        deadline = time.monotonic() + 90
+        while (len([f for f in os.listdir(out) if f.startswith("pid.")]) < 3 and
+               time.monotonic() < deadline):
+            time.sleep(0.2)
+        self.assertEqual(len([f for f in os.listdir(out) if f.startswith("pid.")]), 3,
+                         joblog()[-3000:])
+        subprocess.run(["scancel", job], env=env, check=True, timeout=30)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env,
+                               capture_output=True, text=True, timeout=30)
+            if q.returncode != 0 or not q.stdout.strip():
+                break
+            time.sleep(0.5)
+        time.sleep(1)  # the job's last output written
+        text = joblog()
+        lines = [l for l in text.splitlines() if l.startswith("rdzv-agent: ") and
+                 "exit code" in l]
+        self.assertEqual(len(lines), 3, text[-3000:])
+        for line in lines:
+            self.assertIn("rdzv-agent: job %s cancelled (exit code 143)" % job, line,
+                          text[-3000:])
+            self.assertIn("Slurm job %s" % job, line, text[-3000:])
+        self.assertEqual(os.listdir(tmp), [], "left in $TMPDIR after scancel: " + text[-3000:])
+        self.assertEqual(os.listdir(os.path.join(out, "tokens")), [], "the token outlived it")
+
     def test_bad_node_drained(self):
         """--on-bad-node drain: three agents under srun, --nnodes 2 (the one that
         joins last waits as the spare); the workers of the node whose worker starts first in
@@ -271,6 +325,37 @@ class TestMpirun(AgentTestCase):
         self.assertEqual(rc, 0, err[-3000:])
         self.assert_contract(read_envs(out), 2, 4, "mpi-1", ep,
                              group_of=lambda e: int(e["OMPI_COMM_WORLD_RANK"]))
+
+
+class TestSchedulerEndsTheJob(AgentTestCase):
+    """No PBS server here: its job's environment (PBS_JOBID) on two agents of an elastic job
+    (--nnodes 1:2), which could go on with one node."""
+
+    def test_pbs_job_signalled_is_cancelled_on_every_node(self):
+        """PBS signals a job's processes only to end the job (qdel, its walltime): the first
+        agent signalled cancels the job, naming the PBS job, and the other agent, not yet
+        signalled, says the same and exits 143. Before, the first said "left job", and the other
+        restarted its workers alone."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        worker = ["/bin/sh", "-c", 'echo $$ > "$RDZV_TEST_OUT/pid.$RANK"; exec sleep 300']
+        ps = [start([AGENT, "--nnodes", "1:2", "--nproc", "1", "--endpoint", ep, "--rdzv-id",
+                     "pbs-1", "--host", "n%d" % i, "--nccl", "off", "--grace", "2", "--",
+                     *worker], env={"PBS_JOBID": "4242.pbs", "RDZV_TEST_OUT": out})
+              for i in range(2)]
+        deadline = time.monotonic() + 60
+        while (len([f for f in os.listdir(out) if f.startswith("pid.")]) < 2 and
+               time.monotonic() < deadline):
+            time.sleep(0.1)
+        self.assertEqual(len([f for f in os.listdir(out) if f.startswith("pid.")]), 2)
+        ps[0].send_signal(15)
+        for i, p in enumerate(ps):
+            rc, _, err = finish(p, timeout=60)
+            self.assertEqual(rc, 143, err[-3000:])
+            self.assertIn("rdzv-agent: job pbs-1 cancelled (exit code 143): cancelled: the agent "
+                          "of node n0 received SIGTERM from outside (PBS job 4242.pbs)", err,
+                          err[-3000:])
 
 
 class TestPBSTemplate(AgentTestCase):

@@ -348,7 +348,7 @@ static void ev_unhealthy(struct model *md, int i)
 static void ev_cancel(struct model *md, int i)
 {
     if (md->f[i].m)
-        rdzvd_member_cancel(md->f[i].m, 15, "Slurm job 1");
+        rdzvd_member_cancel(md->f[i].m, 15, "Slurm job 1", "");
 }
 
 static void ev_leave(struct model *md, int i, const struct rdzvd_job *j)

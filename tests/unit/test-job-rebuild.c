@@ -117,7 +117,7 @@ static void test_outsider_cancel_keeps_the_record_of_a_job_away(void)
     jn = join_of(9, 2, 2, 3);
     ASSERT_OK(join(&e, &stranger, &jn));
     ASSERT_TRUE(stranger.spare);
-    rdzvd_member_cancel(stranger.m, 15, "");
+    rdzvd_member_cancel(stranger.m, 15, "", "");
     ASSERT_TRUE(event_is(&stranger, "left"));
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     ASSERT_EQ(rec.generation, 1);

@@ -32,7 +32,7 @@ static void test_signal_is_one_node_leaving(void)
     env_init(&e, -1);
     join_n(&e, f, 3, jn); /* node 2 waits as the spare */
     ASSERT_TRUE(f[2].spare);
-    rdzvd_member_cancel(f[2].m, 15, "Slurm job 7: a preemption");
+    rdzvd_member_cancel(f[2].m, 15, "Slurm job 7: a preemption", "");
     ASSERT_TRUE(event_is(&f[2], "left"));
     ASSERT_EQ(f[2].event.exit_code, 143);
     ASSERT_TRUE(f[2].closed);
@@ -44,7 +44,7 @@ static void test_signal_is_one_node_leaving(void)
     jn = join_of(3, 2, 2, 0); /* a new spare */
     ASSERT_OK(join(&e, &f[3], &jn));
     ASSERT_TRUE(f[3].spare);
-    rdzvd_member_cancel(f[0].m, 15, "");
+    rdzvd_member_cancel(f[0].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[0], "left"));
     ASSERT_EQ(f[0].event.exit_code, 143);
     ASSERT_NULL(f[0].m);
@@ -57,7 +57,7 @@ static void test_signal_is_one_node_leaving(void)
     ASSERT_EQ(f[3].round.restart_count, 0); /* charged nothing: the budget is 0 */
 
     /* Now no spare: one more node leaving leaves 1 of MIN 2: the job is cancelled. */
-    rdzvd_member_cancel(f[1].m, 2, "");
+    rdzvd_member_cancel(f[1].m, 2, "", "");
     for (int i = 1; i < 4; i += 2) {
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
         ASSERT_EQ(f[i].event.exit_code, 130);
@@ -80,7 +80,7 @@ static void test_elastic_job_goes_on(void)
     join_n(&e, f, 2, jn);
     ASSERT_EQ(f[0].nrounds, 1);
     ASSERT_EQ(f[0].round.nnodes, 2);
-    rdzvd_member_cancel(f[1].m, 15, "");
+    rdzvd_member_cancel(f[1].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[1], "left"));
     ASSERT_TRUE(event_is(&f[0], "restart"));
     all_ready(f, 2, 1);
@@ -88,9 +88,51 @@ static void test_elastic_job_goes_on(void)
     ASSERT_EQ(f[0].nrounds, 2);
     ASSERT_EQ(f[0].round.nnodes, 1);
     ASSERT_EQ(f[0].round.restart_count, 0);
-    rdzvd_member_cancel(f[0].m, 15, "scancel");
+    rdzvd_member_cancel(f[0].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     ASSERT_EQ(f[0].event.exit_code, 143);
+    env_done(&e);
+}
+
+/* R15a: the scheduler ends the whole job (scancel: every agent of it is signalled). An elastic
+ * job (--nnodes 1:3) that could go on without one node is cancelled at the first CANCEL naming
+ * the scheduler's job, on every member, with the scheduler's reason: not "left" for the first
+ * nodes signalled and "cancelled" for the last. A spare's CANCEL naming it just goes (R16).
+ * While the first round forms (F8b), the first such CANCEL cancels it too. Before, node 1 was
+ * told it left and nodes 0 and 2 restarted without it; a forming job kept waiting. */
+static void test_scheduler_ending_the_job_cancels_it_at_once(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn = join_of(0, 1, 3, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 3, jn);
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(f[0].round.nnodes, 3);
+    jn = join_of(3, 1, 3, 0);
+    ASSERT_OK(join(&e, &f[3], &jn));
+    ASSERT_TRUE(f[3].spare);
+    rdzvd_member_cancel(f[3].m, 15, "Slurm job 9: scancel", "9");
+    ASSERT_TRUE(event_is(&f[3], "left"));
+    ASSERT_EQ(f[0].nevents, 0);
+    rdzvd_member_cancel(f[1].m, 15, "Slurm job 42: scancel", "42");
+    for (int i = 0; i < 3; i++) {
+        ASSERT_TRUE(event_is(&f[i], "cancelled"));
+        ASSERT_EQ(f[i].event.exit_code, 143);
+        ASSERT_TRUE(strstr(f[i].event.summary, "cancelled: the agent of node host1 received "
+                                               "SIGTERM from outside (Slurm job 42: scancel)"));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    env_done(&e);
+
+    memset(f, 0, sizeof(f));
+    env_init(&e, -1);
+    join_n(&e, f, 2, join_of(0, 3, 3, 0));
+    ASSERT_EQ(f[0].nrounds, 0);
+    rdzvd_member_cancel(f[0].m, 15, "PBS job 7.pbs", "7.pbs");
+    for (int i = 0; i < 2; i++)
+        ASSERT_TRUE(event_is(&f[i], "cancelled"));
     env_done(&e);
 }
 
@@ -105,10 +147,10 @@ static void test_forming_job_keeps_waiting(void)
     env_init(&e, -1);
     join_n(&e, f, 2, jn);
     ASSERT_EQ(f[0].nrounds, 0);
-    rdzvd_member_cancel(f[0].m, 15, "");
+    rdzvd_member_cancel(f[0].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[0], "left"));
     assert_untouched(&f[1], 0);
-    rdzvd_member_cancel(f[1].m, 15, "");
+    rdzvd_member_cancel(f[1].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     env_done(&e);
 }
@@ -133,10 +175,10 @@ static void test_cancel_while_stopping_ends_at_once(void)
         ASSERT_TRUE(event_is(&f[1], "restart"));
         if (!other_signalled)
             rdzvd_member_ready(f[1].m, 1); /* the other node's workers stopped */
-        rdzvd_member_cancel(f[0].m, 15, "Slurm job 4: scancel");
+        rdzvd_member_cancel(f[0].m, 15, "Slurm job 4: scancel", "");
         if (other_signalled) { /* its agent's SIGTERM came before its READY: the job ended */
             ASSERT_TRUE(event_is(&f[1], "cancelled"));
-            rdzvd_member_cancel(f[1].m, 15, "Slurm job 4: scancel"); /* changes nothing */
+            rdzvd_member_cancel(f[1].m, 15, "Slurm job 4: scancel", ""); /* changes nothing */
         }
         for (int i = 0; i < 2; i++) {
             ASSERT_TRUE(event_is(&f[i], "cancelled"));
@@ -166,7 +208,7 @@ static void test_outsider_cancel_during_a_blip_changes_nothing(void)
     jn = join_of(5, 2, 2, 3);
     ASSERT_OK(join(&e, &stranger, &jn));
     ASSERT_TRUE(stranger.spare);
-    rdzvd_member_cancel(stranger.m, 15, "");
+    rdzvd_member_cancel(stranger.m, 15, "", "");
     ASSERT_TRUE(event_is(&stranger, "left"));
     ASSERT_TRUE(stranger.closed);
     ASSERT_TRUE(event_is(&f[1], "restart")); /* not cancelled */
@@ -203,7 +245,7 @@ static void test_away_spare_holds_no_stop(void)
     rdzvd_member_mark_stall(f[2].m);
     rdzvd_member_gone(f[2].m); /* the spare blips: kept for its agent */
     f[2].m = NULL;
-    rdzvd_member_cancel(f[1].m, 15, "scancel");
+    rdzvd_member_cancel(f[1].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     ASSERT_TRUE(strstr(f[1].event.summary, "host1 received SIGTERM") != NULL);
     env_done(&e);
@@ -286,7 +328,7 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     join_n(&e, f, 2, jn);
     jt_worker_exit(&f[0], &w);
     ASSERT_TRUE(event_is(&f[1], "restart")); /* node 1 frozen: no READY */
-    rdzvd_member_cancel(f[0].m, 15, "scancel");
+    rdzvd_member_cancel(f[0].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled")); /* queued to node 1, frozen */
     ASSERT_EQ(f[1].nevents, 2);                 /* restart, cancelled */
     rdzvd_member_gone(f[0].m); /* its agent stopped its workers and exits */
@@ -376,10 +418,10 @@ static void test_last_node_lost_ends_the_job_and_its_resume_is_told(void)
     jn.heartbeat_timeout_ms = 5000;
     join_n(&e, f, 3, jn); /* node 2 waits as a spare */
     ASSERT_EQ(f[2].nrounds, 0);
-    rdzvd_member_cancel(f[0].m, 15, ""); /* it leaves (EVENT left): the job goes on */
+    rdzvd_member_cancel(f[0].m, 15, "", ""); /* it leaves (EVENT left): the job goes on */
     ASSERT_TRUE(event_is(&f[0], "left"));
     ASSERT_TRUE(event_is(&f[1], "restart")); /* queued to node 1, frozen: no READY */
-    rdzvd_member_cancel(f[2].m, 15, "");
+    rdzvd_member_cancel(f[2].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[2], "left"));
     ASSERT_EQ((int)rdzv_container_of(e.jobs.next, struct rdzvd_job, node)->state, JOB_STOPPING);
     run_ms(&e, 5000 * RDZVD_JOB_INIT_GRACE_FACTOR + 1000); /* node 1's heartbeat lapses */
@@ -496,7 +538,7 @@ static void test_cancel_wins_over_a_pending_put_aside(void)
     jn.bad_node_failures = 1;
     join_n(&e, f, 2, jn);
     jt_worker_exit(&f[0], &w);
-    rdzvd_member_cancel(f[0].m, 15, "");
+    rdzvd_member_cancel(f[0].m, 15, "", "");
     rdzvd_member_gone(f[1].m);
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     ASSERT_EQ(f[0].event.exit_code, 143);
@@ -518,7 +560,7 @@ static void test_pending_put_aside_does_not_count_toward_min(void)
     jn.bad_node_failures = 1;
     join_n(&e, f, 3, jn); /* node 2 waits as the spare */
     jt_worker_exit(&f[0], &w);
-    rdzvd_member_cancel(f[1].m, 15, "drained");
+    rdzvd_member_cancel(f[1].m, 15, "drained", "");
     rdzvd_member_ready(f[0].m, 1);
     for (int i = 0; i < 3; i++)
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
@@ -552,8 +594,8 @@ static void test_resumed_nodes_of_a_generation_over_end_it(void)
         ASSERT_OK(join(&e, &f[i], &jn));
         ASSERT_TRUE(event_is(&f[i], "restart")); /* its generation is over */
     }
-    rdzvd_member_cancel(f[0].m, 15, "scancel");
-    rdzvd_member_cancel(f[1].m, 15, "scancel");
+    rdzvd_member_cancel(f[0].m, 15, "scancel", "");
+    rdzvd_member_cancel(f[1].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
     env_done(&e);
@@ -813,6 +855,7 @@ int main(void)
     rdzv_log_setup("test-job-roles", RDZV_LOG_ERROR);
     TEST(test_signal_is_one_node_leaving);
     TEST(test_elastic_job_goes_on);
+    TEST(test_scheduler_ending_the_job_cancels_it_at_once);
     TEST(test_forming_job_keeps_waiting);
     TEST(test_cancel_while_stopping_ends_at_once);
     TEST(test_outsider_cancel_during_a_blip_changes_nothing);

@@ -652,7 +652,7 @@ static void test_cancel_is_not_a_failure(void)
             ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
             ASSERT_TRUE(event_is(&f[1], "restart"));
         }
-        rdzvd_member_cancel(f[1].m, 15, "Slurm job 42");
+        rdzvd_member_cancel(f[1].m, 15, "Slurm job 42", "");
         if (stopping)
             all_ready(f, 2, 1); /* READYs after the end change nothing */
         for (int i = 0; i < 2; i++) {
@@ -663,7 +663,7 @@ static void test_cancel_is_not_a_failure(void)
                                "SIGTERM from outside (Slurm job 42)") != NULL);
             ASSERT_EQ(f[i].nrounds, 1); /* no generation formed after it */
         }
-        rdzvd_member_cancel(f[0].m, 2, ""); /* ended: ignored */
+        rdzvd_member_cancel(f[0].m, 2, "", ""); /* ended: ignored */
         ASSERT_EQ(f[0].event.exit_code, 143);
         env_done(&e);
     }

@@ -80,7 +80,7 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     fail_rank(&f[n0], 1, 1); /* rank 1 on n0: n0's first */
     ASSERT_TRUE(strstr(f[n0].event.summary, "the job's failure") == NULL);
     all_ready(f, 4, 1);
-    rdzvd_member_cancel(f[n0].m, SIGTERM, ""); /* n0 leaves; a spare takes node rank 0 */
+    rdzvd_member_cancel(f[n0].m, SIGTERM, "", ""); /* n0 leaves; a spare takes node rank 0 */
     all_ready(f, 4, 2);
     n2 = at_rank(f, 4, 0);
     ASSERT_TRUE(n2 >= 2);
@@ -489,7 +489,7 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     jn = join_of(0, 1, 1, 0);
     snprintf(jn.run_id, sizeof(jn.run_id), "requeued");
     join_n(&e, g, 1, jn);
-    rdzvd_member_cancel(g[0].m, SIGTERM, "scancel");
+    rdzvd_member_cancel(g[0].m, SIGTERM, "scancel", "");
     ASSERT_TRUE(event_is(&g[0], "cancelled"));
     rdzvd_member_gone(g[0].m);
     memset(g, 0, sizeof(g));
