@@ -2,6 +2,7 @@
 /* agent-dirs.c: the workers' log and error-file directories (agent-dirs.h). */
 #include "agent/group/agent-dirs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,14 +55,90 @@ int agent_dirs_mkdir_p(const char *path)
     return mkdir_up(buf, n);
 }
 
-int agent_dirs_make_tmp(const char *run_id, char **ret_dir)
+/* The lock of directory name in tmp (an open directory), taken: its agent is gone. Returns the
+ * lock's descriptor (held while it is removed), or -1: not a directory of this user's (links
+ * not followed), no lock in it (kept logs), or its agent alive. */
+static int owner_gone(int tmp, const char *name)
 {
+    struct stat st;
+    int dir, lock;
+
+    if (fstatat(tmp, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid())
+        return -1;
+    dir = openat(tmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return -1;
+    lock = openat(dir, AGENT_DIRS_LOCK, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    close(dir);
+    if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
+        close(lock);
+        return -1;
+    }
+    return lock;
+}
+
+/* Remove the private directories, rdzv-*, of this user's agents that are gone (SIGKILLed,
+ * crashed): their lock is free. Best effort; said at info level. */
+static void sweep_tmp(const char *tmp)
+{
+    unsigned removed = 0;
+    struct dirent *e;
+    char path[PATH_MAX];
+    DIR *d = opendir(tmp);
+    int lock;
+
+    if (!d)
+        return;
+    while (removed < AGENT_DIRS_SWEEP_MAX && (e = readdir(d))) {
+        if (strncmp(e->d_name, "rdzv-", 5) != 0 || (lock = owner_gone(dirfd(d), e->d_name)) < 0)
+            continue;
+        if (snprintf(path, sizeof(path), "%s/%s", tmp, e->d_name) < (int)sizeof(path)) {
+            agent_dirs_remove_tree(path);
+            log_info("removed %s, left by an agent that is gone (SIGKILLed or crashed)", path);
+            removed++;
+        }
+        close(lock);
+    }
+    closedir(d);
+}
+
+/* dir's lock file, locked before it has its name: a sweep never finds it free while this
+ * process lives. The descriptor into *ret_lock. */
+static int lock_tmp(const char *dir, int *ret_lock)
+{
+    char tmp[PATH_MAX], path[PATH_MAX];
+    int fd, r;
+
+    if (snprintf(tmp, sizeof(tmp), "%s/%s.new", dir, AGENT_DIRS_LOCK) >= (int)sizeof(tmp) ||
+        snprintf(path, sizeof(path), "%s/%s", dir, AGENT_DIRS_LOCK) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX) < 0 || rename(tmp, path) < 0) {
+        r = -errno;
+        (void)unlink(tmp);
+        close(fd);
+        return r;
+    }
+    *ret_lock = fd;
+    return 0;
+}
+
+int agent_dirs_make_tmp(const char *run_id, char **ret_dir, int *ret_lock)
+{
+    static bool swept;
     const char *tmp = getenv("TMPDIR");
     char *dir;
     int r;
 
     if (!tmp || !*tmp)
         tmp = "/tmp";
+    if (!swept) {
+        swept = true;
+        sweep_tmp(tmp);
+    }
     if (asprintf(&dir, "%s/rdzv-%s-XXXXXX", tmp, run_id) < 0)
         return -ENOMEM;
     if (!mkdtemp(dir)) {
@@ -69,8 +147,24 @@ int agent_dirs_make_tmp(const char *run_id, char **ret_dir)
         free(dir);
         return r;
     }
+    *ret_lock = -1;
+    r = lock_tmp(dir, ret_lock);
+    if (r < 0) /* a file system without locks: only a SIGKILL of this agent leaves it */
+        log_warn_errno(r, "cannot lock %s: if this agent is SIGKILLed, it stays", dir);
     *ret_dir = dir;
     return 0;
+}
+
+void agent_dirs_release_tmp(const char *dir, int lock, bool keep)
+{
+    char path[PATH_MAX];
+
+    if (!keep)
+        agent_dirs_remove_tree(dir);
+    else if (snprintf(path, sizeof(path), "%s/%s", dir, AGENT_DIRS_LOCK) < (int)sizeof(path))
+        (void)unlink(path);
+    if (lock >= 0)
+        close(lock);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)

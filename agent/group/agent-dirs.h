@@ -12,10 +12,25 @@
  * agent_group_new()/agent_group_start()), never in bulk. */
 #pragma once
 
+#include <stdbool.h>
+
+#define AGENT_DIRS_LOCK ".rdzv-agent.lock" /* in the private directory: its agent's lock */
+#define AGENT_DIRS_SWEEP_MAX 64            /* gone agents' directories removed per sweep */
+
 /* mkdir -p path, 0755: parents that exist are not touched. 0 or a negative errno. */
 int agent_dirs_mkdir_p(const char *path);
-/* mkdtemp <TMPDIR or /tmp>/rdzv-<run_id>-XXXXXX. Returns 0 and the path in *ret_dir, or -errno. */
-int agent_dirs_make_tmp(const char *run_id, char **ret_dir);
+/* mkdtemp <TMPDIR or /tmp>/rdzv-<run_id>-XXXXXX. Returns 0 and the path in *ret_dir, or -errno.
+ * The directory holds AGENT_DIRS_LOCK, locked (flock) through *ret_lock, a descriptor this
+ * process holds until agent_dirs_release_tmp(): its lock is how the next agent of this user on
+ * the host knows that the directory's agent is gone, SIGKILLed or crashed. The first call of a
+ * process first removes such directories (unlocked: their agent is gone), at most
+ * AGENT_DIRS_SWEEP_MAX, and only this user's (one read of TMPDIR). Where the lock cannot be made
+ * (said at warn level), *ret_lock is -1 and the directory is made all the same. */
+int agent_dirs_make_tmp(const char *run_id, char **ret_dir, int *ret_lock);
+/* The end of a directory from agent_dirs_make_tmp(): removed with everything in it, or with keep
+ * (logs a user reads) kept, its lock file removed so that no later agent removes it; lock
+ * closed. */
+void agent_dirs_release_tmp(const char *dir, int lock, bool keep);
 
 /* Remove dir and everything below it (best effort; failures are logged at debug level). */
 void agent_dirs_remove_tree(const char *dir);

@@ -173,6 +173,7 @@ struct agent_group {
     struct out_sink sink[_OUT_MAX];
     struct rdzv_buf scratch;    /* one line, for blocking sinks */
     char *tmp_dir;              /* private directory for error files when there is no log_dir */
+    int tmp_lock;               /* its lock (agent_dirs_make_tmp), with tmp_dir */
     bool logs_in_tmp; /* no log_dir but some stream goes to a file: tmp_dir has log_dir's layout
                        * and is kept at free when... */
     bool logs_only_in_tmp; /* ...one of them is not on the console (--redirects, a filter); only

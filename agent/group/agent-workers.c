@@ -63,8 +63,7 @@ static void group_destroy(struct agent_group *g)
     void *ud = g->done_ud;
 
     if (g->tmp_dir) {
-        if (!g->logs_only_in_tmp)
-            agent_dirs_remove_tree(g->tmp_dir);
+        agent_dirs_release_tmp(g->tmp_dir, g->tmp_lock, g->logs_only_in_tmp);
         free(g->tmp_dir);
     }
     agent_relay_release(g);
@@ -205,7 +204,7 @@ static void worker_cannot_run(struct agent_worker *w, int err)
  * is no log_dir (then kept at free: say where). */
 static int group_make_tmp(struct agent_group *g)
 {
-    int r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir);
+    int r = agent_dirs_make_tmp(g->cfg.run_id, &g->tmp_dir, &g->tmp_lock);
 
     if (r >= 0 && g->logs_only_in_tmp)
         log_info("workers' redirected output goes to files under %s", g->tmp_dir);

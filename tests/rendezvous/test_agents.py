@@ -333,6 +333,46 @@ class TestOutcome(AgentTestCase):
         self.assertIsNotNone(m, err[-2000:])
         self.assertEqual(int(m.group(1)) + int(m.group(2) or 0), 2, m.group(0))
 
+    def test_sigkilled_agents_directory_is_removed_by_the_next_agent(self):
+        """A SIGKILLed agent cannot remove its private directory ($TMPDIR/rdzv-ID-XXXXXX): the
+        next agent of the user on the host does, as it starts its workers (its lock is free),
+        whatever the job. A live agent's directory, and one kept for logs, stay. Before, the
+        directory stayed for good."""
+        d = self.daemon()
+        ep = f"127.0.0.1:{d.port}"
+        out = self.outdir()
+        tmp = os.path.join(out, "tmp")
+        os.mkdir(tmp)
+        kept = os.path.join(tmp, "rdzv-kept-AAAAAA")  # a directory of logs: no lock in it
+        os.mkdir(kept)
+        worker = ["/bin/sh", "-c", 'echo $$ > "$RDZV_TEST_OUT/$TORCHELASTIC_RUN_ID"; '
+                  'exec sleep 60']
+        env = {"RDZV_TEST_OUT": out, "TMPDIR": tmp}
+        live = start(agent_cmd(ep, "--rdzv-id", "live", "--nproc", "1", worker=worker),
+                     env=env)
+        p = start(agent_cmd(ep, "--rdzv-id", "k10", "--nproc", "1", worker=worker), env=env)
+        deadline = time.monotonic() + 20
+        while not all(os.path.exists(os.path.join(out, r)) for r in ("live", "k10")):
+            self.assertLess(time.monotonic(), deadline, os.listdir(out))
+            time.sleep(0.02)
+        dirs = sorted(os.listdir(tmp))
+        self.assertEqual(len([x for x in dirs if x.startswith("rdzv-k10-")]), 1, dirs)
+        p.kill()
+        rc, _, err = finish(p, timeout=20)
+        self.assertEqual(rc, -signal.SIGKILL)
+        self.assertEqual(sorted(os.listdir(tmp)), dirs, "gone before the next agent")
+        nxt = start(agent_cmd(ep, "--rdzv-id", "next", "--nproc", "1", worker=["true"]),
+                    env=env)
+        rc, _, err = finish(nxt, timeout=30)
+        self.assertEqual(rc, 0, err[-2000:])
+        left = sorted(os.listdir(tmp))
+        self.assertEqual([x for x in left if x.startswith("rdzv-k10-")], [], err[-2000:])
+        self.assertIn("rdzv-kept-AAAAAA", left)
+        self.assertEqual(len([x for x in left if x.startswith("rdzv-live-")]), 1, left)
+        live.terminate()
+        finish(live, timeout=20)
+        self.assertEqual(os.listdir(tmp), ["rdzv-kept-AAAAAA"])
+
     def test_output_is_prefixed_with_the_rank(self):
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
