@@ -3,6 +3,7 @@
  * (agent-host.h). */
 #include "agent/session/agent-host.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -251,6 +252,22 @@ static void log_metrics_port(const char *bind_addr, const char *host, const char
         fclose(f);
 }
 
+/* The hosted rdzvd's arguments: HOST_ARGS_FIXED first, then at most HOST_ARG_PAIRS options of
+ * a flag and a value each (--remove-dir; 3 of --metrics-port; 5 as a replica; --token-file), then
+ * the NULL. An option added below is counted here, or host_arg's assertion stops it. */
+enum {
+    HOST_ARGS_FIXED = 11,
+    HOST_ARG_PAIRS = 1 + 3 + 5 + 1,
+    HOST_ARGS_MAX = HOST_ARGS_FIXED + 2 * HOST_ARG_PAIRS + 1,
+};
+
+static void host_arg(char **argv, unsigned *n, const char *flag, char *value)
+{
+    assert(*n + 2 < HOST_ARGS_MAX); /* the pair and the NULL after it */
+    argv[(*n)++] = (char *)flag;
+    argv[(*n)++] = value;
+}
+
 /* Start rdzvd (argv) detached and wait until it listens. Returns 1 (it does), 0 (it exited
  * before listening, or is slow: the caller joins as a client) or a negative errno (logged).
  * dir: the directory made for it, deleted when it did not start. */
@@ -365,31 +382,28 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
         goto out_claim;
     }
     {
-        char *argv[32] = {rdzvd,
-                          "--bind",
-                          bind_addr,
-                          "--port",
-                          portstr,
-                          "--exit-when-idle",
-                          AGENT_HOST_IDLE,
-                          "--ready-fd",
-                          STR(AGENT_HOST_READY_FD),
-                          "--log-level",
-                          c->level >= RDZV_LOG_DEBUG ? "debug" : "info"};
+        char *argv[HOST_ARGS_MAX] = {rdzvd,
+                                     "--bind",
+                                     bind_addr,
+                                     "--port",
+                                     portstr,
+                                     "--exit-when-idle",
+                                     AGENT_HOST_IDLE,
+                                     "--ready-fd",
+                                     STR(AGENT_HOST_READY_FD),
+                                     "--log-level",
+                                     c->level >= RDZV_LOG_DEBUG ? "debug" : "info"};
         char peers[300], nrep[8], state[PATH_MAX + 8], mport[16], mfile[PATH_MAX + 16];
-        unsigned n = 11;
+        unsigned n = HOST_ARGS_FIXED;
 
-        argv[n++] = "--remove-dir"; /* made for this job only: gone with it */
-        argv[n++] = dir;
-        if (c->metrics_port >= 0) { /* its port, written where the agent reads it */
+        host_arg(argv, &n, "--remove-dir", dir); /* made for this job only: gone with it */
+        if (c->metrics_port >= 0) {              /* its port, written where the agent reads it */
             snprintf(mport, sizeof(mport), "%d", c->metrics_port);
             snprintf(mfile, sizeof(mfile), "%s/metrics-port", dir);
-            argv[n++] = "--metrics-port";
-            argv[n++] = mport;
-            argv[n++] = "--metrics-port-file";
-            argv[n++] = mfile;
-            argv[n++] = "--metrics-bind"; /* not its --bind: 127.0.0.1 unless the agent says */
-            argv[n++] = (char *)c->metrics_bind;
+            host_arg(argv, &n, "--metrics-port", mport);
+            host_arg(argv, &n, "--metrics-port-file", mfile);
+            /* not its --bind: 127.0.0.1 unless the agent says */
+            host_arg(argv, &n, "--metrics-bind", (char *)c->metrics_bind);
         }
         if (c->replicas > 1) {
             /* Replica 1 of a cluster that grows to c->replicas on the job's hosts. */
@@ -397,29 +411,25 @@ int agent_host_maybe_start(const struct agent_host_cfg *c)
             rdzv_format_hostport(peers, sizeof(peers),
                                  strcmp(bind_addr, "0.0.0.0") ? bind_addr : c->host, c->port);
             snprintf(nrep, sizeof(nrep), "%u", c->replicas);
-            argv[n++] = "--peers";
-            argv[n++] = peers;
-            argv[n++] = "--replica-id";
-            argv[n++] = "1";
-            argv[n++] = "--replicas";
-            argv[n++] = nrep;
-            argv[n++] = "--state-dir";
-            argv[n++] = state;
+            host_arg(argv, &n, "--peers", peers);
+            host_arg(argv, &n, "--replica-id", "1");
+            host_arg(argv, &n, "--replicas", nrep);
+            host_arg(argv, &n, "--state-dir", state);
             if (c->replica_key_file) {
-                argv[n++] = "--replica-key-file";
-                argv[n++] = key;
+                host_arg(argv, &n, "--replica-key-file", key);
             }
             /* Said at info only once there are replicas (REPLICAS names more than one): a job
              * that keeps to one host never has any. */
             log_debug("hosting rdzvd as the first of up to %u replicas (started on as many "
-                      "hosts of the job as they join)", c->replicas);
+                      "hosts of the job as they join)",
+                      c->replicas);
         }
         if (c->token_file) {
-            argv[n++] = "--token-file";
-            argv[n++] = token;
+            host_arg(argv, &n, "--token-file", token);
         }
         argv[n] = NULL;
         r = start_and_wait(c, argv, log_path, dir);
+        assert(n < HOST_ARGS_MAX);
     }
 out_claim:
     close(claim);
