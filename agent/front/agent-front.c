@@ -730,7 +730,8 @@ static void on_connection(uv_stream_t *server, int status)
     struct agent_front *f = server->data;
     struct front_conn *c;
 
-    if (status < 0 || f->closing || f->lost)
+    if (status < 0 || f->closing || f->lost ||
+        agent_front_admit_defer(&f->admit, server, on_connection)) /* the next turn's */
         return;
     c = calloc(1, sizeof(*c));
     if (!c || uv_tcp_init(f->cfg.loop, &c->tcp) < 0) {
@@ -857,8 +858,8 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
     f->admit = (struct agent_front_admit){.loop = cfg->loop, .max = cfg->max_conns,
                                           .server_port = f->port, .is_worker = cfg->is_worker,
                                           .worker_ud = cfg->ud, .evict = admit_evict, .ud = f};
-    (void)agent_front_admit_init(&f->admit); /* a timer's init cannot fail */
-    f->handles++;
+    (void)agent_front_admit_init(&f->admit); /* a timer's and an idle's init cannot fail */
+    f->handles += AGENT_FRONT_ADMIT_HANDLES;
     f->up_creq.data = f;
     f->up_out.done = up_written;
     f->up_out.ud = f;
