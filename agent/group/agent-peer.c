@@ -9,6 +9,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -93,5 +94,39 @@ int agent_peer_sock(uint16_t client_port, uint16_t server_port, struct agent_pee
     r = 0;
 out_close:
     close(fd);
+    return r;
+}
+
+int agent_peer_probe(struct agent_peer_sock *out)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof(a);
+    uint16_t server_port;
+    int l, c = -1, r;
+
+    if (getenv("RDZV_TEST_NO_SOCK_DIAG")) /* the tests' stand-in for a kernel without it */
+        return -EPROTONOSUPPORT;
+    l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0)
+        return -errno;
+    if (bind(l, (struct sockaddr *)&a, n) < 0 || listen(l, 1) < 0 ||
+        getsockname(l, (struct sockaddr *)&a, &n) < 0)
+        goto out_errno;
+    server_port = ntohs(a.sin_port);
+    c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* on loopback, the handshake is done within connect: no wait */
+    if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+        goto out_errno;
+    n = sizeof(a);
+    if (getsockname(c, (struct sockaddr *)&a, &n) < 0)
+        goto out_errno;
+    r = agent_peer_sock(ntohs(a.sin_port), server_port, out);
+    goto out_close;
+out_errno:
+    r = -errno;
+out_close:
+    if (c >= 0)
+        close(c);
+    close(l);
     return r;
 }

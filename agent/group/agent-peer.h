@@ -27,3 +27,9 @@ struct agent_peer_sock {
  * socket, or a dual-stack IPv6 one connected to ::ffff:127.0.0.1, as PyTorch's client is). 0 (*out
  * set) or -errno. */
 int agent_peer_sock(uint16_t client_port, uint16_t server_port, struct agent_peer_sock *out);
+
+/* Whether the kernel answers agent_peer_sock here (it may not: no tcp_diag module, gVisor, a
+ * seccomp or systemd filter on netlink): one lookup of a loopback connection the caller makes and
+ * closes at once. 0 (*out: the caller's own uid and cgroup, as the kernel says them) or -errno.
+ * RDZV_TEST_NO_SOCK_DIAG in the environment makes it -EPROTONOSUPPORT (tests). */
+int agent_peer_probe(struct agent_peer_sock *out);

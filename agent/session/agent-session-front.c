@@ -10,6 +10,7 @@
 #include "common/rdzv-log.h"
 #include "agent/front/agent-front.h"
 #include "agent/group/agent-assignment.h"
+#include "agent/group/agent-cgroup.h"
 #include "agent/group/agent-peer.h"
 #include "agent/group/agent-workers.h"
 #include "agent/session/agent-session-impl.h"
@@ -32,12 +33,48 @@ static bool front_is_worker(uint16_t client_port, uint16_t server_port, void *ud
             return false; /* no worker runs: none of its clients is one */
         a->front_n_cgroups = n = n < 0 ? -1 : n;
     }
-    if (n < 0 || !ps.has_cgroup)
-        return true; /* no cgroup v2 here, or a kernel before 5.8: the user alone */
+    if (n < 0 || !ps.has_cgroup || a->front_diag < 0)
+        return true; /* no cgroup v2 here, a kernel before 5.8, or a wrong id: the user alone */
     for (int i = 0; i < n; i++)
         if (ps.cgroup_id == a->front_cgroups[i])
             return true;
     return false;
+}
+
+/* Whether the kernel's lookups work here, found once, with the agent's own loopback connection:
+ * said once when they do not, with what the front does then (docs/design/store-front.md). */
+static void front_probe(struct agent_session *a)
+{
+    struct agent_cgroup none = {.dir_fd = -1};
+    struct agent_peer_sock ps;
+    uint64_t own[2];
+    int r;
+
+    if (a->front_diag)
+        return;
+    a->front_diag = 1;
+    r = agent_peer_probe(&ps);
+    if (r < 0) {
+        a->front_diag = -2;
+        log_warn_errno(r, "store front: the kernel does not say who holds a loopback connection "
+                          "(sock_diag); a full front cannot tell the workers' connections from "
+                          "others': it sheds only the silent ones, the workers' as another's "
+                          "(said once)");
+    } else if (ps.uid != geteuid()) {
+        a->front_diag = -2;
+        log_warn("store front: the kernel names user %u, not this agent's %u, as the owner of "
+                 "the agent's own connection; a full front sheds only silent connections, the "
+                 "workers' as another's (said once)",
+                 (unsigned)ps.uid, (unsigned)geteuid());
+    } else if (ps.has_cgroup && agent_cgroup_worker_ids(&none, own) == 1 &&
+               ps.cgroup_id != own[0]) {
+        a->front_diag = -1;
+        log_warn("store front: the kernel names cgroup %" PRIu64 ", not the agent's %" PRIu64
+                 ", for the agent's own connection (cgroup v1's net_cls or net_prio attached, "
+                 "Linux 5.8-5.14?); a worker is told by its user alone: any process of the "
+                 "workers' user counts as one (said once)",
+                 ps.cgroup_id, own[0]);
+    }
 }
 
 /* The front's store connection is lost: the workers' store connections are closed with it. In
@@ -88,13 +125,16 @@ void agent_session_front_round(struct agent_session *a, struct agent_assignment 
         return;
     agent_session_front_close(a);
     a->front_n_cgroups = 0;
+    front_probe(a);
     r = agent_front_start(&(struct agent_front_cfg){.loop = a->loop,
                                                     .store_addr = a->round.master_addr,
                                                     .store_port = (uint16_t)a->round.master_port,
                                                     .legacy = RDZV_DIALECT_V20,
                                                     .lim = RDZV_LIMITS_DEFAULT,
                                                     .max_conns = 4 * (unsigned)a->cfg.nproc + 16,
-                                                    .is_worker = front_is_worker,
+                                                    .is_worker = a->front_diag > -2
+                                                                     ? front_is_worker
+                                                                     : NULL,
                                                     .on_lost = front_lost,
                                                     .ud = a},
                           &a->front);

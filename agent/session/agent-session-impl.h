@@ -113,6 +113,9 @@ struct agent_session {
     struct agent_front *front;       /* --store-front: the generation's (agent-session-front.c) */
     uint64_t front_cgroups[2];       /* the cgroups its workers are in, asked once it needs them */
     int front_n_cgroups;             /* 1 or 2; 0: not asked yet; -1: no cgroup v2 (uid alone) */
+    /* What the kernel's lookups are worth here (agent_session_front_probe, once): 1 (uid and
+     * cgroup), 0 (not probed yet), -1 (uid alone: its cgroup ids are wrong), -2 (no lookups) */
+    int front_diag;
     bool may_rehost;
     /* --recovery inplace: */
     bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */

@@ -3,7 +3,7 @@
  * the store front asks it of a full front's newcomers (issue 71, case 3). An IPv4 client and a
  * dual-stack one (::ffff:127.0.0.1, as PyTorch's) are both found, with their owner and cgroup; a
  * closed one, an unknown one and one from 127.0.0.2 are not; another user's socket names that
- * user (as root); and
+ * user (as root); the agent's own check finds its own user; and
  * a lookup costs microseconds, not the scan of /proc it replaced (25-140 ms each). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -172,11 +172,25 @@ static void test_cost(void)
     close(l);
 }
 
+/* The agent's check at its first front: its own connection, its own user; and the tests' stand-in
+ * for a kernel without sock_diag. */
+static void test_probe(void)
+{
+    struct agent_peer_sock ps;
+
+    ASSERT_OK(agent_peer_probe(&ps));
+    ASSERT_EQ(ps.uid, geteuid());
+    ASSERT_OK(setenv("RDZV_TEST_NO_SOCK_DIAG", "1", 1));
+    ASSERT_EQ(agent_peer_probe(&ps), -EPROTONOSUPPORT);
+    ASSERT_OK(unsetenv("RDZV_TEST_NO_SOCK_DIAG"));
+}
+
 int main(void)
 {
     TEST(test_own_clients);
     TEST(test_another_loopback_address);
     TEST(test_another_users_client);
     TEST(test_cost);
+    TEST(test_probe);
     return tap_done();
 }

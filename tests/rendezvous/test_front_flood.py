@@ -123,6 +123,47 @@ class FrontFlood(AgentTestCase):
         self.assertEqual(p.wait(timeout=60), 0, read(log.name)[-3000:])
 
 
+# A worker of the store front: a SET and a GET through it (MASTER_ADDR, MASTER_PORT).
+FRONT_WORKER = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from rdzvtest import Client, s
+c = Client(int(os.environ["MASTER_PORT"]))
+c.req("SET", s("k" + os.environ["RANK"]), s("v1"))
+c.sync()
+c.req("GET", s("k" + os.environ["RANK"]))
+assert c.r_str() == b"v1"
+print("served", flush=True)
+"""
+
+
+class NoSockDiag(AgentTestCase):
+    def test_a_kernel_without_sock_diag_is_said_once(self):
+        # Where the kernel does not say who holds a loopback connection (no tcp_diag, gVisor, a
+        # netlink filter: RDZV_TEST_NO_SOCK_DIAG stands in for it), the agent says so once, at
+        # its first front, with what the front does then; its workers are served through it.
+        # Before, every lookup failed and each worker was taken as a stranger, unsaid.
+        d = self.daemon()
+        out = self.outdir()
+        log = open(os.path.join(out, "agent.err"), "w+b")
+        self.addCleanup(log.close)
+        env = dict(os.environ, RDZV_TEST_NO_SOCK_DIAG="1")
+        p = subprocess.Popen(agent_cmd(f"127.0.0.1:{d.port}", "--nnodes", "1", "--nproc", "2",
+                                       "--rdzv-id", "nodiag", "--store-front", "--nccl", "off",
+                                       worker=[sys.executable, "-c", FRONT_WORKER,
+                                               os.path.dirname(rdzvtest.__file__)]),
+                             stdout=subprocess.PIPE, stderr=log, env=env,
+                             start_new_session=True)
+        rdzvtest.track(p, group=True)
+        stdout, _ = p.communicate(timeout=60)
+        err = read(log.name).decode(errors="replace")
+        self.assertEqual(p.returncode, 0, err[-3000:])
+        self.assertEqual(stdout.count(b"served"), 2, err[-3000:])
+        self.assertEqual(err.count("store front: the kernel does not say who holds a loopback "
+                                   "connection (sock_diag)"), 1, err[-3000:])
+        self.assertIn("it sheds only the silent ones", err)
+
+
 class StallShown(AgentTestCase):
     def test_an_agents_stall_shows_in_status_and_metrics(self):
         # What an agent says in its HEARTBEAT (loop_stall_ms, 1.21) is what rdzvctl status (a
