@@ -71,12 +71,10 @@ void rdzv_status_job_free_arrays(struct rdzv_status_job *j)
     free(j->nodes);
     free(j->ranks);
     free(j->timeline);
-    free(j->named);
     j->nodes = NULL;
     j->ranks = NULL;
     j->timeline = NULL;
-    j->named = NULL;
-    j->n_nodes = j->n_ranks = j->n_named = 0;
+    j->n_nodes = j->n_ranks = 0;
 }
 
 void rdzv_status_free(struct rdzv_status *st)

@@ -263,11 +263,6 @@ struct rdzv_status_job {
     bool rate_known;
     double steps_per_second;
     struct rdzv_status_timeline *timeline; /* owned; NULL: none ("timeline" absent in JSON) */
-    /* Node ids its texts may name besides its nodes' and put_aside's (members beyond those
-     * listed, nodes that left, a record's nodes): n_named, owned, not in JSON (its maker's,
-     * for rdzv_status_hide_node_ids). */
-    char (*named)[RDZV_ID_MAX + 1];
-    size_t n_named;
 };
 
 struct rdzv_status {
@@ -301,13 +296,16 @@ struct rdzv_status {
 
 /* What a reader who proved no token is shown (rdzv-status-hide.c): every node id of st blanked,
  * "" in nodes and put_aside, and RDZV_STATUS_HIDDEN_ID in every text (events, timeline marks,
- * the outcome's summary, put_aside reasons). A text names a node id its job knows (its nodes,
- * put_aside, named), or after the words "node id" (up to a space, comma, closing
- * parenthesis, semicolon or quote): both are hidden. */
+ * the outcome's summary, put_aside reasons) for what follows the words "node id ": to the closing
+ * quote when quoted, else one word of the bytes rdzv_node_id_text writes an id with. A text
+ * names a node id only so. Nothing else in a text is touched; each is read once. */
 #define RDZV_STATUS_HIDDEN_ID "hidden"
 void rdzv_status_hide_node_ids(struct rdzv_status *st);
-/* Add id to j's named ("": nothing): 0 or -ENOMEM. */
-int rdzv_status_job_name(struct rdzv_status_job *j, const char *id);
+/* id as a text names it, after "node id ": id itself, or where it holds a byte that would end it
+ * (a space, a control byte, one of ,();'"%, or a colon at its end) a copy in buf with each such
+ * byte as %XX (lowercase hex). buf: RDZV_NODE_ID_TEXT_MAX + 1 bytes. */
+#define RDZV_NODE_ID_TEXT_MAX (3 * RDZV_ID_MAX)
+const char *rdzv_node_id_text(const char *id, char *buf, size_t cap);
 
 /* Give st room for n jobs (zeroed), or job j room for n nodes or n ranks: 0 or -ENOMEM. Replaces
  * (frees) what was there. No limit here: the daemon may have more than a decoder accepts. */

@@ -108,10 +108,6 @@
 #define RDZVD_JOB_INIT_GRACE_FACTOR 3
 /* The recent events kept per job for STATUS and the status page. */
 #define RDZVD_JOB_EVENTS 16
-/* The node ids a job's newest texts (events, marks, causes) named, kept so that the status
- * hides them from a reader without a token (rdzv_status_hide_node_ids); an older one is still
- * hidden after the words "node id", unless it holds a space or a comma. */
-#define RDZVD_JOB_NAMED_IDS 64
 /* A job's failure history (rdzvd-job-record.h): the nodes it keeps (those whose workers failed, or
  * that it put aside) and how long a reason it keeps for one put aside. Past the first, the
  * entry of a node not put aside with the fewest failures makes room. */

@@ -65,19 +65,9 @@ void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
 
 const char *rdzvd_job_named(struct rdzvd_job *j, const char *node_id)
 {
-    unsigned oldest = 0;
+    char *buf = j->named[j->named_next++ % 2];
 
-    for (unsigned i = 0; i < RDZVD_JOB_NAMED_IDS; i++) {
-        if (j->named[i].seq && strcmp(j->named[i].id, node_id) == 0) {
-            j->named[i].seq = ++j->named_seq;
-            return node_id;
-        }
-        if (j->named[i].seq < j->named[oldest].seq)
-            oldest = i;
-    }
-    j->named[oldest].seq = ++j->named_seq;
-    snprintf(j->named[oldest].id, sizeof(j->named[oldest].id), "%s", node_id);
-    return node_id;
+    return rdzv_node_id_text(node_id, buf, sizeof(j->named[0]));
 }
 
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)

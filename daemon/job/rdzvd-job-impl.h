@@ -14,6 +14,7 @@
 
 #include "common/rdzv-list.h"
 #include "proto/rdzv-msg.h"
+#include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/data/rdzvd-timeline.h"
 #include "daemon/job/rdzvd-job-identity.h"
@@ -212,13 +213,9 @@ struct rdzvd_job {
         char text[200];
     } events[RDZVD_JOB_EVENTS]; /* ring, for status */
     unsigned nevents; /* total recorded; the newest is events[(nevents - 1) % RDZVD_JOB_EVENTS] */
-    /* The node ids its texts named (rdzvd_job_named), the least recently named replaced first
-     * (seq 0: an empty slot), for status to hide. */
-    struct {
-        uint64_t seq;
-        char id[RDZV_ID_MAX + 1];
-    } named[RDZVD_JOB_NAMED_IDS];
-    uint64_t named_seq;
+    /* Node ids as its texts name them (rdzvd_job_named): two, for a text that names two. */
+    char named[2][RDZV_NODE_ID_TEXT_MAX + 1];
+    unsigned named_next;
     /* The job's failure history (rdzvd-job-sm.c), as every decision records it: n_hist
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
@@ -377,8 +374,9 @@ int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
 /* Record a status event of job j, and log it at info (warn when warn) with the job's context. */
 void rdzvd_job_note(struct rdzvd_job *j, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* node_id, which a text of j (a note, a mark, a cause) names: kept among j's named ids, so that
- * a reader without a token is not shown it (rdzv_status_hide_node_ids). Returns node_id. */
+/* node_id as a text of j (a note, a cause, a summary) names it, after the words "node id ": as
+ * rdzv_node_id_text writes it, one word that a reader without a token is shown "hidden" for
+ * (rdzv_status_hide_node_ids). Valid until the call after next. */
 const char *rdzvd_job_named(struct rdzvd_job *j, const char *node_id);
 /* Put a mark of that kind on j's timeline, now, in its current generation (not logged: what
  * happened is noted too). */

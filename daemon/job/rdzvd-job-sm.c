@@ -404,7 +404,7 @@ void rdzvd_member_dismiss(struct rdzvd_member *m)
     void *peer = m->peer;
 
     snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
-             m->join.host, m->join.node_id, j->run_id, h ? h->reason : "?");
+             m->join.host, rdzvd_job_named(j, m->join.node_id), j->run_id, h ? h->reason : "?");
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host,
                    rdzvd_job_named(j, m->join.node_id), h ? h->reason : "?");
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,

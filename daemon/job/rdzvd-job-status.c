@@ -83,63 +83,6 @@ static int job_members_status(const struct rdzvd_job *j, uint64_t now, struct rd
     return 0;
 }
 
-/* The node ids j's texts may name that sj does not list, into sj's named (for
- * rdzv_status_hide_node_ids): those its texts named, its failure history's, its record's
- * nodes', and its members' beyond those listed. 0 or -ENOMEM. */
-static int job_named_status(const struct rdzvd_job *j, struct rdzv_status_job *sj)
-{
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *m;
-    int r = 0;
-
-    for (unsigned i = 0; r == 0 && i < RDZVD_JOB_NAMED_IDS; i++)
-        if (j->named[i].seq)
-            r = rdzv_status_job_name(sj, j->named[i].id);
-    for (unsigned i = 0; r == 0 && i < j->n_hist; i++)
-        r = rdzv_status_job_name(sj, j->hist[i].node_id);
-    for (int64_t i = 0; r == 0 && j->rebuilt_nodes && i < j->round.nnodes; i++)
-        r = rdzv_status_job_name(sj, j->rebuilt_nodes[i].node_id);
-    if (sj->n_nodes < (size_t)j->nmembers)
-        for_each_member(j, m, pos, tmp)
-        {
-            if (r == 0)
-                r = rdzv_status_job_name(sj, m->join.node_id);
-        }
-    return r;
-}
-
-/* Does a text of sj name id? */
-static bool texts_name(const struct rdzv_status_job *sj, const char *id)
-{
-    const struct rdzv_status_timeline *tl = sj->timeline;
-
-    for (unsigned i = 0; i < sj->n_events; i++)
-        if (strstr(sj->events[i].text, id))
-            return true;
-    for (unsigned i = 0; i < sj->n_aside; i++)
-        if (strstr(sj->aside[i].reason, id))
-            return true;
-    for (unsigned i = 0; tl && i < tl->n_marks; i++)
-        if (strstr(tl->marks[i].text, id))
-            return true;
-    return strstr(sj->outcome_summary, id) != NULL;
-}
-
-/* An ended job's named ids: its nodes' (which go) too, and only those its texts name. */
-static int ended_named_keep(struct rdzv_status_job *sj)
-{
-    size_t k = 0;
-    int r = 0;
-
-    for (size_t i = 0; r == 0 && i < sj->n_nodes; i++)
-        r = rdzv_status_job_name(sj, sj->nodes[i].node_id);
-    for (size_t i = 0; i < sj->n_named; i++)
-        if (texts_name(sj, sj->named[i]))
-            memmove(sj->named[k++], sj->named[i], sizeof(sj->named[0]));
-    sj->n_named = k;
-    return r;
-}
-
 /* j's status into sj at now (wall_s: the wall clock's now); with_timeline: with its timeline
  * too; brief: without its nodes and ranks (a line of a list). */
 static int job_status(const struct rdzvd_job *j, uint64_t now, double wall_s,
@@ -151,8 +94,6 @@ static int job_status(const struct rdzvd_job *j, uint64_t now, double wall_s,
     int r;
 
     r = brief ? 0 : job_members_status(j, now, sj);
-    if (r == 0)
-        r = job_named_status(j, sj);
     if (r < 0)
         return r;
     for (unsigned i = first; i < j->nevents; i++) {
@@ -512,12 +453,6 @@ void rdzvd_ended_jobs_add(struct rdzvd_ended_jobs *e, const struct rdzvd_job *j)
         log_warn("job=%s out of memory keeping its outcome for status", j->run_id);
         return;
     }
-    if (ended_named_keep(&x->st) < 0) {
-        rdzv_status_job_free_arrays(&x->st);
-        free(x);
-        log_warn("job=%s out of memory keeping its outcome for status", j->run_id);
-        return;
-    }
     /* Its members are gone; what is left of them is in its events and its timeline. */
     free(x->st.nodes);
     free(x->st.ranks);
@@ -664,16 +599,6 @@ static void ended_status(const struct ended_job *x, uint64_t now, bool brief,
 {
     *sj = x->st;
     sj->timeline = NULL;
-    sj->named = x->st.n_named ? malloc(x->st.n_named * sizeof(*sj->named)) : NULL;
-    sj->n_named = sj->named ? x->st.n_named : 0;
-    if (sj->named)
-        memcpy(sj->named, x->st.named, x->st.n_named * sizeof(*sj->named));
-    if (!sj->named && x->st.n_named) { /* out of memory: no text that may name one */
-        sj->n_events = 0;
-        sj->n_aside = 0;
-        sj->outcome_summary[0] = '\0';
-        return;
-    }
     if (!brief && x->st.timeline && rdzv_status_alloc_timeline(sj) == 0)
         *sj->timeline = *x->st.timeline;
     sj->age_s += (double)(now - x->ended_ms) / 1000;

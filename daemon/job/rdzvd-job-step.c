@@ -1746,9 +1746,10 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
     }
     snprintf(why, sizeof(why), "%s: %s", slow ? "a straggler" : "failed a health check", reason);
     snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s%s%s",
-             m->join.host, m->join.node_id, j->run_id, slow ? "" : "it ", why,
-             rdzvd_member_held_place(m) ? "" : " (it never held a place in the job: this node id "
-                                        "only, not its host)");
+             m->join.host, rdzvd_job_named(j, m->join.node_id), j->run_id, slow ? "" : "it ",
+             why,
+             rdzvd_member_held_place(m) ? "" : " (it never held a place in the job: put aside by "
+                                        "its node id, not its host)");
     rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host,
                    rdzvd_job_named(j, m->join.node_id), why);
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host, why);

@@ -270,7 +270,7 @@ static void test_outsider_unhealthy_does_not_put_a_host_aside(void)
     ASSERT_OK(join(&e, &stranger, &jn));
     rdzvd_member_unhealthy(stranger.m, "forged");
     ASSERT_TRUE(event_is(&stranger, "put_aside"));
-    ASSERT_TRUE(strstr(stranger.event.summary, "this node id only, not its host") != NULL);
+    ASSERT_TRUE(strstr(stranger.event.summary, "put aside by its node id, not its host") != NULL);
     assert_untouched(&f[0], 1);
     assert_untouched(&f[1], 1);
     jn = join_of(6, 2, 2, 3); /* host0's next agent */

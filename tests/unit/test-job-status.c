@@ -258,6 +258,117 @@ static void test_tokenless_status_names_no_node_id(void)
     env_done(&e);
 }
 
+/* Occurrences of needle in hay. */
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Issue 71, case 6, as the review found it left: the tokenless view replaced every standing
+ * alone occurrence of a known id, so node id "0" made "node rank hidden" and "generation hidden";
+ * and an id with a space that the job no longer listed was hidden up to its space only. Now
+ * only what follows the words "node id " is hidden, and a text writes an id as one word. Node
+ * "0" and node "sp ace 9 gpu" join (the second goes); the hidden JSON says "hidden" only after
+ * "node id ", names neither id nor a piece of one, and a text with no node id is unchanged. */
+static void test_tokenless_status_hides_node_ids_only(void)
+{
+    static const char *const ids[] = {"0", "sp ace 9 gpu"};
+    struct rdzvd_server_info info = {.start_ms = jt_now_ms()};
+    struct fake f[2] = {0};
+    struct rdzv_status st;
+    char before[RDZV_STATUS_EVENTS][RDZV_STATUS_TEXT_MAX + 1];
+    unsigned n_before;
+    json_t *o;
+    char *after;
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_of(i, 1, 2, 5);
+
+        snprintf(jn.node_id, sizeof(jn.node_id), "%s", ids[i]);
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    all_ready(f, 2, 1);
+    ASSERT_EQ(f[0].round.generation, 1u);
+    rdzvd_member_gone(f[1].m); /* its id no longer listed in nodes[] */
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, jt_clock(), &st));
+    ASSERT_EQ(st.n_jobs, 1);
+    n_before = st.jobs[0].n_events;
+    for (unsigned i = 0; i < n_before; i++)
+        snprintf(before[i], sizeof(before[i]), "%s", st.jobs[0].events[i].text);
+    rdzv_status_hide_node_ids(&st);
+    ASSERT_EQ(st.jobs[0].n_events, n_before);
+    for (unsigned i = 0; i < n_before; i++) {
+        snprintf(tap_note, sizeof(tap_note), "event %u: \"%.100s\" shown as \"%.100s\"", i,
+                 before[i], st.jobs[0].events[i].text);
+        if (!strstr(before[i], "node id "))
+            ASSERT_TRUE(strcmp(before[i], st.jobs[0].events[i].text) == 0);
+    }
+    o = rdzv_status_to_json(&st);
+    after = json_dumps(o, 0);
+    json_decref(o);
+    ASSERT_NOT_NULL(after);
+    snprintf(tap_note, sizeof(tap_note), "%.250s",
+             strstr(after, "\"events\"") ? strstr(after, "\"events\"") : after);
+    ASSERT_TRUE(count_of(after, RDZV_STATUS_HIDDEN_ID) > 0);
+    ASSERT_EQ(count_of(after, RDZV_STATUS_HIDDEN_ID), count_of(after, "node id hidden"));
+    ASSERT_NULL(strstr(after, "node id 0"));
+    ASSERT_NULL(strstr(after, "ace 9"));
+    ASSERT_NULL(strstr(after, "9 gpu"));
+    ASSERT_NULL(strstr(after, "sp%20ace"));
+    tap_note[0] = '\0';
+    free(after);
+    rdzv_status_free(&st);
+    env_done(&e);
+}
+
+/* Issue 71, case 6: the tokenless view hides what follows "node id " and nothing else, in one
+ * pass: an id as rdzv_node_id_text writes it (one word: a space or a final colon escaped), a
+ * quoted one, two in a text, the colon after one kept; "by its node id, not its host" and a word
+ * equal to an id ("0") are left alone. */
+static void test_hide_touches_node_ids_only(void)
+{
+    struct rdzv_status st = {0};
+    struct rdzv_status_job *j;
+    char buf[RDZV_NODE_ID_TEXT_MAX + 1], id[64];
+    const char *plain_id = "vm:9297:99955c4b";
+
+    ASSERT_TRUE(rdzv_node_id_text(plain_id, buf, sizeof(buf)) == plain_id);
+    ASSERT_TRUE(strcmp(rdzv_node_id_text("sp ace, (1)", buf, sizeof(buf)), "sp%20ace%2c%20%281%29")
+                == 0);
+    ASSERT_TRUE(strcmp(rdzv_node_id_text("ends:", buf, sizeof(buf)), "ends%3a") == 0);
+    ASSERT_OK(rdzv_status_alloc_jobs(&st, 1));
+    st.n_jobs = 1;
+    j = &st.jobs[0];
+    snprintf(id, sizeof(id), "%s", rdzv_node_id_text("old id 9 gpu", buf, sizeof(buf)));
+    j->n_events = 3;
+    snprintf(j->events[0].text, sizeof(j->events[0].text),
+             "node=h0 joined (node id 0, 2 workers, node rank 0), generation 0 of 0 restarts");
+    snprintf(j->events[1].text, sizeof(j->events[1].text),
+             "node=h1 joined (node id %s) under the host name of node id %s: both", plain_id, id);
+    snprintf(j->events[2].text, sizeof(j->events[2].text), "node id 'q x' of job 'j' belongs");
+    snprintf(j->outcome_summary, sizeof(j->outcome_summary),
+             "node h (node id n-1) is put aside by job J: it failed a health check: ecc (it never "
+             "held a place in the job: put aside by its node id, not its host)");
+    rdzv_status_hide_node_ids(&st);
+    ASSERT_BYTES_STR(j->events[0].text, strlen(j->events[0].text),
+                     "node=h0 joined (node id hidden, 2 workers, node rank 0), generation 0 of 0 "
+                     "restarts");
+    ASSERT_BYTES_STR(j->events[1].text, strlen(j->events[1].text),
+                     "node=h1 joined (node id hidden) under the host name of node id hidden: both");
+    ASSERT_BYTES_STR(j->events[2].text, strlen(j->events[2].text),
+                     "node id 'hidden' of job 'j' belongs");
+    ASSERT_BYTES_STR(j->outcome_summary, strlen(j->outcome_summary),
+                     "node h (node id hidden) is put aside by job J: it failed a health check: ecc "
+                     "(it never held a place in the job: put aside by its node id, not its host)");
+    rdzv_status_free(&st);
+}
+
 /* More than 4096 ranks reported: the status keeps the longest silent, by rank, and counts the
  * rest; a spare's and an empty report are ignored. */
 static void test_progress_longest_silent_kept(void)
@@ -387,6 +498,8 @@ int main(void)
     TEST(test_status_members_left_out);
     TEST(test_ended_jobs_kept_and_expire);
     TEST(test_tokenless_status_names_no_node_id);
+    TEST(test_tokenless_status_hides_node_ids_only);
+    TEST(test_hide_touches_node_ids_only);
     TEST(test_progress_longest_silent_kept);
     TEST(test_waiting_time_runs_from_the_last_agent_leaving);
     TEST(test_refused_claim_leaves_no_note);
