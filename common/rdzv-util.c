@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -389,4 +390,17 @@ const char *rdzv_signal_name(int sig, char *buf, size_t n)
             return names[i].name;
     snprintf(buf, n, "signal %d", sig);
     return buf;
+}
+
+bool rdzv_fd_self_connected(int fd)
+{
+    struct sockaddr_storage me, peer;
+    socklen_t nme = sizeof(me), npeer = sizeof(peer);
+
+    memset(&me, 0, sizeof(me));
+    memset(&peer, 0, sizeof(peer));
+    if (getsockname(fd, (struct sockaddr *)&me, &nme) < 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &npeer) < 0)
+        return false;
+    return nme == npeer && memcmp(&me, &peer, nme) == 0;
 }

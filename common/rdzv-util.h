@@ -81,6 +81,11 @@ const char *rdzv_signal_name(int sig, char *buf, size_t n);
  * rm -rf. 0 (also when dir does not exist), or the first error as a negative errno (what could
  * be deleted is). */
 int rdzv_rmtree(const char *dir);
+/* Whether the connected socket fd is connected to itself: its local address (port included) is
+ * its peer's. A connect() to a port of this host that nothing listens on, inside the kernel's
+ * ephemeral range, may get that very port as its source (a TCP self-connect): what it sends, it
+ * reads back. False too when it cannot tell. */
+bool rdzv_fd_self_connected(int fd);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes with the NUL). */
 void rdzv_hex(const uint8_t *p, size_t n, char *out);

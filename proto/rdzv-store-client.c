@@ -94,7 +94,8 @@ static int connect_once(const char *host, uint16_t port, uint64_t deadline_ms, i
             close(fd);
             continue;
         }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0 || e != 0) {
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0 || e != 0 ||
+            rdzv_fd_self_connected(fd)) { /* nothing listens there (rdzv-util.h) */
             r = e > 0 ? -e : -ECONNREFUSED;
             close(fd);
             continue;

@@ -369,10 +369,12 @@ static void up_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 static void up_connected(uv_connect_t *req, int status)
 {
     struct agent_front *f = req->data;
-    int r;
+    int r, fd; /* uv_os_fd_t is an int here */
 
     if (f->closing || f->lost)
         return;
+    if (status == 0 && uv_fileno((uv_handle_t *)&f->up, &fd) == 0 && rdzv_fd_self_connected(fd))
+        status = UV_ECONNREFUSED; /* to itself: nothing listens there (rdzv-util.h) */
     if (status < 0) {
         front_lost(f, "cannot connect to the store at %s: %s", f->store, uv_strerror(status));
         return;
@@ -828,8 +830,7 @@ int agent_front_start(const struct agent_front_cfg *cfg, struct agent_front **re
     f->waits = (struct agent_front_waits){.max = AGENT_FRONT_MAX_WAITS * cfg->max_conns,
                                           .woken = waiter_woken,
                                           .send = waits_send,
-                                          .count = waits_count,
-                                          .ud = f};
+                                          .count = waits_count, .ud = f};
     agent_front_waits_init(&f->waits);
     r = uv_tcp_init(cfg->loop, &f->listener);
     if (r < 0) {

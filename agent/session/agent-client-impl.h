@@ -40,6 +40,11 @@ struct agent_client {
     bool framed;              /* this connection's peer sent one of rdzvd's frames */
     char why[300];            /* what the last failed attempt met ("connection refused") */
     bool why_peer;            /* why says what the peer did ("closed the connection ...") */
+    /* What the last attempt at each endpoint met ("connection refused", "timed out: ..."), for
+     * the line that gives up, and whether rdzvd's frames came on it (a follower's redirect). */
+    char ep_why[AGENT_ENDPOINTS_MAX + 1][80];
+    bool ep_answered[AGENT_ENDPOINTS_MAX + 1];
+    bool unanswered; /* it gave up with no rdzvd answering (agent_client_unanswered) */
     enum agent_peer seen;     /* CL_PROBING: what the peer did on the connection given up */
     struct sockaddr_storage peer; /* the address that accepted the connection */
     uint64_t silence_ms;
@@ -90,6 +95,9 @@ void agent_client_end(struct agent_client *c, bool lost, const char *fmt, ...)
 #define client_fail(c, ...) agent_client_end(c, false, __VA_ARGS__)
 #define client_lost(c, ...) agent_client_end(c, true, __VA_ARGS__)
 
+/* What the attempt at the current endpoint met, for the line that gives up (printf format). */
+void agent_client_note(struct agent_client *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Talk to c->eps.ep[i] from now on. */
 void agent_client_use(struct agent_client *c, unsigned i);
 /* Start reaching rdzvd: the wait's notes, then the first endpoint. */

@@ -311,6 +311,8 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             int idx = e.leader[0] ? agent_endpoints_add(&c->eps, e.leader) : -1;
 
             snprintf(why, sizeof(why), "rdzvd at %s: %s", c->name, e.error);
+            agent_client_note(c, "a follower: %.60s", e.error);
+            c->ep_answered[c->cur] = true;
             agent_client_move(c, idx, why);
         } else {
             client_fail(c, "rdzvd refused this agent: %s", e.error);
@@ -348,8 +350,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0 && c->state != CL_JOINED && c->eps.n > 1) {
         char why[400];
 
-        snprintf(why, sizeof(why), "rdzvd at %s closed the connection before JOINED (%s)",
-                 c->name, nread == UV_EOF ? "EOF" : uv_strerror((int)nread));
+        agent_client_note(c, "closed the connection before JOINED (%s)",
+                          nread == UV_EOF ? "EOF" : uv_strerror((int)nread));
+        snprintf(why, sizeof(why), "rdzvd at %s %s", c->name, c->ep_why[c->cur]);
         agent_client_move(c, -1, why);
         return;
     }
@@ -383,6 +386,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (r == 0)
             break;
         c->framed = true;
+        c->ep_answered[c->cur] = true;
         handle_frame(c, op, body, blen);
         if (c->state == CL_RESOLVING)
             return; /* moved to another endpoint (agent_client_move emptied c->in) */

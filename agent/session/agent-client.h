@@ -18,6 +18,9 @@ struct agent_client;
  * (--endpoint A,B,C). The client tries them in turn and follows a follower's redirect to the
  * leader (protocol 1.3), which may add one more (a leader not in the list). */
 #define AGENT_ENDPOINTS_MAX 8
+/* The agent's exit status when no rdzvd answered at any endpoint within --connect-timeout
+ * (sysexits' EX_NOHOST; 69, EX_UNAVAILABLE, is a node put aside). */
+#define AGENT_EXIT_NO_RDZVD 68
 /* With several endpoints, a connect not accepted this long moves to the next one (a replica's
  * host that is gone keeps a SYN unanswered for minutes; one that is up answers in a
  * millisecond). */
@@ -102,6 +105,10 @@ struct agent_client_cbs {
  * backoff), then send HELLO and JOIN (j is copied). A follower's ERROR that names the leader
  * sends the client there; one that knows none, or a connection closed before JOINED, moves it to
  * the next endpoint. Callbacks fire on loop. Returns 0 or -errno. */
+/* Whether c gave up (on_error) because no rdzvd answered at any endpoint within
+ * --connect-timeout: every attempt refused, timed out or closed before any frame (the agent then
+ * exits RDZV_EXIT_NO_RDZVD). */
+bool agent_client_unanswered(const struct agent_client *c);
 int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsigned first,
                        uint64_t connect_timeout_ms, const struct rdzv_join *j,
                        const struct agent_client_cbs *cbs, void *ud, struct agent_client **ret);

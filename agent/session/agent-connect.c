@@ -3,6 +3,7 @@
 #include "agent/session/agent-client-impl.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,49 @@ int agent_endpoints_parse(const char *list, struct agent_endpoints *out)
         out->n++;
     }
     return out->n ? 0 : -EINVAL;
+}
+
+void agent_client_note(struct agent_client *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(c->ep_why[c->cur], sizeof(c->ep_why[c->cur]), fmt, ap);
+    va_end(ap);
+    c->ep_answered[c->cur] = false;
+}
+
+/* Whether rdzvd's frames came on the last attempt at some endpoint. */
+static bool some_answered(const struct agent_client *c)
+{
+    for (unsigned i = 0; i < c->eps.n; i++)
+        if (c->ep_answered[i])
+            return true;
+    return false;
+}
+
+bool agent_client_unanswered(const struct agent_client *c)
+{
+    return c->unanswered;
+}
+
+/* "A (connection refused), B (timed out: ...)": what the last attempt at each endpoint met. */
+static void eps_summary(const struct agent_client *c, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (unsigned i = 0; i < c->eps.n && off < len; i++) {
+        const struct agent_endpoint *e = &c->eps.ep[i];
+        int n = snprintf(buf + off, len - off, strchr(e->host, ':') ? "%s[%s]:%u (%s)"
+                                                                    : "%s%s:%u (%s)",
+                         i ? ", " : "", e->host, e->port,
+                         c->ep_why[i][0] ? c->ep_why[i] : "not tried yet");
+
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
 }
 
 /* Talk to eps.ep[i] from now on. */
@@ -173,17 +217,21 @@ static void silence_cb(uv_timer_t *t)
     char why[400];
     uint64_t more;
 
+    /* Between attempts (a refused connect, a backoff): nothing is silent. */
+    if (c->state == CL_RESOLVING || c->state == CL_PROBING || c->state == CL_DEAD)
+        return;
     if (c->eps.n == 1 && (c->state == CL_HELLO || c->state == CL_AUTH) && !c->framed) {
         agent_client_probe(c, AGENT_PEER_SILENT);
         return;
     }
     if (silence_moves_on(c)) {
         if (c->state == CL_CONNECTING)
-            snprintf(why, sizeof(why), "rdzvd at %s did not accept the connection within %.1f s",
-                     c->name, (double)AGENT_CONNECT_ATTEMPT_MS / 1000);
+            agent_client_note(c, "timed out: connection not accepted within %.1f s",
+                              (double)AGENT_CONNECT_ATTEMPT_MS / 1000);
         else
-            snprintf(why, sizeof(why), "rdzvd at %s sent nothing for %.1f s", c->name,
-                     (double)c->silence_ms / 1000);
+            agent_client_note(c, "timed out: accepted, then sent nothing for %.1f s",
+                              (double)c->silence_ms / 1000);
+        snprintf(why, sizeof(why), "rdzvd at %s %s", c->name, c->ep_why[c->cur]);
         agent_client_move(c, -1, why);
         return;
     }
@@ -245,14 +293,22 @@ static void client_why(struct agent_client *c, int err)
         return;
     snprintf(c->why, sizeof(c->why), "%s", uv_strerror(err));
     c->why_peer = false;
+    agent_client_note(c, "%s", uv_strerror(err));
 }
 
 /* --connect-timeout is over: one line that says what the last attempt met. */
 static void client_give_up(struct agent_client *c)
 {
     double secs = (double)c->timeout_ms / 1000;
+    char all[(AGENT_ENDPOINTS_MAX + 1) * 380];
 
-    if (c->eps.n > 1)
+    c->unanswered = !some_answered(c) && (c->eps.n > 1 || !c->why_peer);
+    if (c->eps.n > 1 && c->unanswered) {
+        eps_summary(c, all, sizeof(all));
+        client_fail(c, "no rdzvd at %s answered for %.0f s (--connect-timeout): all replicas "
+                       "down? check %s",
+                    all, secs, agent_endpoints_flag(&c->eps));
+    } else if (c->eps.n > 1)
         client_fail(c, "cannot join through any of the %u rdzvd endpoints (the last, %s: %s); "
                        "is a majority of the replicas running? check %s",
                     c->eps.n, c->name, c->why[0] ? c->why : "no answer",
@@ -286,7 +342,7 @@ static void schedule_retry(struct agent_client *c, int err)
     if (c->eps.n > 1) {
         /* The next endpoint at once; a whole round of them without an answer backs off. */
         log_debug("rdzvd at %s not usable (%s): trying the next endpoint", c->name,
-                  uv_strerror(err));
+                  c->ep_why[c->cur]);
         agent_client_use(c, (c->cur + 1) % c->eps.n);
         if (c->cur != c->round_start) {
             /* 1 ms, not 0: started from a timer (silence_cb), a 0 ms timer would fire in the
@@ -300,7 +356,7 @@ static void schedule_retry(struct agent_client *c, int err)
     c->backoff_ms = c->backoff_ms * 2 > AGENT_BACKOFF_MAX_MS ? AGENT_BACKOFF_MAX_MS
                                                              : c->backoff_ms * 2;
     log_debug("rdzvd at %s:%s not reachable (%s), retrying in %llu ms", c->host, c->port,
-              uv_strerror(err), (unsigned long long)delay);
+              c->ep_why[c->cur], (unsigned long long)delay);
     (void)uv_timer_start(&c->retry, retry_cb, delay, 0); /* fails only once closing */
 }
 
@@ -353,6 +409,7 @@ void agent_client_not_rdzvd(struct agent_client *c, enum agent_peer k, const uin
     agent_peer_describe(k, p, n, what, sizeof(what));
     snprintf(why, sizeof(why), "%s %s", c->name, what);
     if (c->eps.n > 1) {
+        agent_client_note(c, "%s", what);
         agent_client_move(c, -1, why);
         return;
     }
@@ -375,14 +432,18 @@ void agent_client_not_rdzvd(struct agent_client *c, enum agent_peer k, const uin
 void agent_client_move(struct agent_client *c, int idx, const char *why)
 {
     client_drop(c, CL_RESOLVING);
+    if (idx < 0 && c->ep_why[c->cur][0]) {
+        snprintf(c->why, sizeof(c->why), "%s", c->ep_why[c->cur]);
+        c->why_peer = false;
+    }
     if (rdzv_now_ms() >= c->deadline_ms) {
-        client_fail(c, "cannot join through %s: %s", c->name, why);
+        client_give_up(c);
         return;
     }
     if (idx < 0) {
         log_info("%s; trying the next rdzvd endpoint", why);
         backoff_start(c);
-        schedule_retry(c, UV_ECONNRESET);
+        schedule_retry(c, 0);
         return;
     }
     agent_client_use(c, (unsigned)idx);
@@ -396,11 +457,20 @@ void agent_client_move(struct agent_client *c, int idx, const char *why)
 static void connect_cb(uv_connect_t *req, int status)
 {
     struct agent_client *c = req->data;
+    uv_os_fd_t fd;
 
     if (c->closing)
         return;
+    if (status == 0 && c->tcp_open && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+        rdzv_fd_self_connected(fd)) {
+        /* Nothing listens on the target port, and the kernel gave this connection that very
+         * port as its source: closed before a byte is sent (it would read its own HELLO). */
+        log_debug("rdzvd at %s: connected to itself (no listener there): closed", c->name);
+        status = UV_ECONNREFUSED;
+    }
     if (status < 0) {
         agent_client_set_state(c, CL_RESOLVING);
+        uv_timer_stop(&c->silence);
         /* Close this socket and try again from the retry timer (schedule_retry: the next endpoint
          * at once, else after a backoff); tcp_close_cb is only for the client's final close. */
         if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->tcp)) {
@@ -516,12 +586,23 @@ static void note_cb(uv_timer_t *t)
     if (c->state == CL_JOINED || c->state == CL_DEAD || c->closing)
         return;
     if (left == 0) {
+        if (c->state == CL_CONNECTING)
+            agent_client_note(c, "timed out: connection not accepted");
         if (c->state == CL_CONNECTING || c->state == CL_RESOLVING)
             client_give_up(c);
         return;
     }
-    log_info("waiting for rdzvd at %s (%s%s): %.0f s left of --connect-timeout", c->name,
-             c->why_peer ? "it " : "", c->why[0] ? c->why : "no answer yet", (double)left / 1000);
+    if (c->eps.n > 1) {
+        char all[(AGENT_ENDPOINTS_MAX + 1) * 380];
+
+        eps_summary(c, all, sizeof(all));
+        log_info("waiting for an rdzvd leader at %s: %.0f s left of --connect-timeout", all,
+                 (double)left / 1000);
+    } else {
+        log_info("waiting for rdzvd at %s (%s%s): %.0f s left of --connect-timeout", c->name,
+                 c->why_peer ? "it " : "", c->why[0] ? c->why : "no answer yet",
+                 (double)left / 1000);
+    }
     (void)uv_timer_start(&c->note, note_cb, left < AGENT_WAIT_NOTE_MS ? left : AGENT_WAIT_NOTE_MS,
                          0);
 }

@@ -42,6 +42,8 @@ static int try_connect(const struct addrinfo *ai, int timeout_ms)
             (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){sizeof(err)}) < 0 || err))
             r = -1;
     }
+    if (r == 0 && rdzv_fd_self_connected(fd)) /* nothing listens there (rdzv-util.h) */
+        r = -1;
     close(fd);
     return r == 0;
 }

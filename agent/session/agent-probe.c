@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rdzv-util.h"
+
 struct agent_probe {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -118,8 +120,13 @@ static void probe_connect_cb(uv_connect_t *req, int status)
     struct agent_probe *p = req->data;
     uv_buf_t b = uv_buf_init((char *)probe_request, sizeof(probe_request) - 1);
 
+    uv_os_fd_t fd;
+
     if (p->done)
         return;
+    /* A connection to itself would read its own request back as an HTTP server's. */
+    if (status == 0 && uv_fileno((uv_handle_t *)&p->tcp, &fd) == 0 && rdzv_fd_self_connected(fd))
+        status = UV_ECONNREFUSED;
     if (status < 0 || uv_write(&p->wr, (uv_stream_t *)&p->tcp, &b, 1, probe_write_cb) < 0 ||
         uv_read_start((uv_stream_t *)&p->tcp, probe_alloc_cb, probe_read_cb) < 0)
         probe_end(p, AGENT_PEER_CLOSED);

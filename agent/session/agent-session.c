@@ -457,8 +457,8 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
     snprintf(a->outcome.type, sizeof(a->outcome.type), "failed");
     snprintf(a->outcome.summary, sizeof(a->outcome.summary), "%s", msg);
     a->have_outcome = true;
-    if (a->exit_code == 0)
-        a->exit_code = 1;
+    if (a->exit_code == 0) /* no rdzvd answered: its own status (the man page's) */
+        a->exit_code = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1;
     if (!a->workers_gone && a->state != AG_DONE && (a->state != AG_JOINING || has_survivors(a))) {
         session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);

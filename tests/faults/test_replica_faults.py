@@ -276,6 +276,32 @@ class ReplicaFaults(unittest.TestCase):
         led = [r for r in self.cl.r if "job=replicated gen=2 generation 2 formed" in r.text()]
         self.assertTrue(led, "\n".join(r.text()[-3000:] for r in self.cl.r))
 
+    def test_every_replica_sigkilled_the_agents_give_up(self):
+        """Every replica SIGKILLed mid-job (issue 72, case 1): each agent stops its workers, tries
+        the replicas for --connect-timeout (5 s here), and exits within it + 10 s with one line
+        that says no rdzvd answered, what each endpoint met, and exit status 68."""
+        self.cl.leader()
+        for i in range(2):
+            self.agent(i, ("--connect-timeout", "5"), ["/bin/sh", "-c", "sleep 120"])
+        wait_until(lambda: len(self.started_pids()) >= 4,
+                   lambda: "workers never started: %s" % (
+                       [self.read(e)[-1500:] for _, _, e in self.agents]), timeout=60)
+        for r in self.cl.r:
+            r.kill()
+        t0 = time.monotonic()
+        for p, _, e in self.agents:
+            try:
+                rc = p.wait(timeout=max(1.0, t0 + 5 + 10 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.fail("an agent still runs 15 s after every replica died:\n%s" % (
+                    self.read(e)[-3000:].decode(errors="replace")))
+            err = self.read(e).decode(errors="replace")
+            self.assertEqual(rc, 68, err[-3000:])
+            eps = ", ".join("%s (connection refused)" % ep for ep in self.cl.peers.split(","))
+            self.assertIn("no rdzvd at %s answered for 5 s (--connect-timeout): all replicas "
+                          "down? check --endpoint" % eps, err.strip().splitlines()[-1], err)
+            self.assertNotIn("sent nothing", err)
+
 
 if __name__ == "__main__":
     main()

@@ -5,8 +5,11 @@ once. The agent names what answered in one line and exits 1 within --connect-tim
 loops reconnecting, nor speaks of workers that never started. Waiting for an rdzvd that is not
 up says so every 10 s with the time left."""
 import datetime
+import os
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 
@@ -157,13 +160,42 @@ class TestWrongEndpoint(AgentTestCase):
     def test_waiting_for_rdzvd_says_so_every_10_s_with_the_time_left(self):
         port, started = self.started["refused"]
         rc, err, took = ended(started)
-        self.assertEqual(rc, 1, err)
+        self.assertEqual(rc, 68, err)  # nothing answered: its own exit status
         notes = [ln for ln in err.splitlines() if "waiting for rdzvd at" in ln]
         self.assertEqual(len(notes), 2, err)
         self.assertIn("(connection refused): 15 s left of --connect-timeout", notes[0])
         self.assertIn("5 s left", notes[1])
         self.assertIn(f"cannot reach rdzvd at 127.0.0.1:{port} within 25 s", err)
         self.assertLess(took, 26.5, err)
+
+    def test_a_port_in_the_ephemeral_range_is_never_its_own_rdzvd(self):
+        """Nothing listens on 127.0.0.1:P, P in the kernel's ephemeral range (issue 72, case 1):
+        a connect() there may get P itself as its source port and connect to itself, and an
+        agent that then speaks reads its own HELLO and JOIN. In a network namespace of its own
+        whose ephemeral range is P and P + 1, the first connect() does (checked first). The agent
+        closes each such connection before a byte, and gives up after --connect-timeout as for
+        any refused connection (exit status 68), never with "unexpected JOIN from rdzvd"."""
+        if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+            self.skipTest("needs root, unshare and ip: a network namespace of its own")
+        port = 40000
+        netns = ("ip link set lo up && echo '%d %d' > /proc/sys/net/ipv4/ip_local_port_range "
+                 "&& exec \"$@\"" % (port, port + 1))
+        probe = ("import socket; s = socket.socket(); s.connect(('127.0.0.1', %d)); "
+                 "print(s.getsockname()[1])" % port)
+        r = subprocess.run(["unshare", "--net", "sh", "-c", netns, "sh", "/usr/bin/python3", "-c",
+                            probe], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0 and "Operation not permitted" in r.stderr:
+            self.skipTest("no network namespace here: " + r.stderr.strip())
+        self.assertEqual(r.stdout.strip(), str(port), "no self-connect to test: " + r.stderr)
+        p = start(["unshare", "--net", "sh", "-c", netns, "sh", AGENT, "--endpoint",
+                   "127.0.0.1:%d" % port, "--rdzv-id", "self", "--connect-timeout", "3",
+                   "--log-level", "debug", "--", "true"])
+        rc, _, err = finish(p, timeout=30)
+        self.assertNotIn("unexpected", err)
+        self.assertIn("connected to itself (no listener there): closed", err)
+        self.assertIn("cannot reach rdzvd at 127.0.0.1:%d within 3 s (--connect-timeout): "
+                      "connection refused" % port, err.strip().splitlines()[-1], err)
+        self.assertEqual(rc, 68, err[-3000:])
 
     def test_messages_name_the_flags_as_typed(self):
         """A torchrun line (--master_addr/--master_port, no rdzvd there) ends
@@ -174,7 +206,7 @@ class TestWrongEndpoint(AgentTestCase):
                    "--node_rank", "1", "--nnodes", "2", "--nproc_per_node", "1",
                    "--connect_timeout", "2", "--rdzv_id", "typed", "--", "true"])
         rc, _, err = finish(p, timeout=30)
-        self.assertEqual(rc, 1, err)
+        self.assertEqual(rc, 68, err)
         last = err.strip().splitlines()[-1]
         self.assertIn(f"cannot reach rdzvd at 127.0.0.1:{port}", last, err)
         self.assertIn("check --master_addr/--master_port)", last, err)
@@ -188,7 +220,7 @@ class TestWrongEndpoint(AgentTestCase):
             rc, _, err = finish(start([AGENT, *args, "--nnodes", "2", "--connect_timeout", "1",
                                        "--rdzv_id", "typed", "--", "true"], env=env),
                                 timeout=30)
-            self.assertEqual(rc, 1, err)
+            self.assertEqual(rc, 68, err)
             self.assertIn(f"check {named})", err.strip().splitlines()[-1], err)
         for args, named in ((["--nproc_per_node", "x"], "invalid --nproc_per_node 'x'"),
                             (["--max_restarts", "-1"], "invalid --max_restarts '-1'"),
