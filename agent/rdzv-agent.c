@@ -193,6 +193,29 @@ static void log_python(const struct agent *a)
                                      : "python3 from PATH; set PYTHON_EXEC to choose");
 }
 
+/* --warm-workers: a standby per local rank when the workers are a Python script or module, run
+ * by the agent's interpreter or given as an interpreter's command ("-- python3 train.py"). */
+static void warm_workers(struct agent *a, struct agent_group_cfg *g)
+{
+    const char *why = NULL;
+
+    if (!a->o.warm_workers)
+        return;
+    if (!a->runs_python && agent_cmd_warm_raw(&a->cmd, &why) < 0) {
+        if (why)
+            log_warn("--warm-workers: %s cannot wait in a warm standby: %s; the workers start "
+                     "cold", a->cmd.argv[0], why);
+        else
+            log_warn("--warm-workers: the workers are not a Python script or module (a command "
+                     "that is not python, rdzv-train): they start cold; give the script itself "
+                     "(rdzv-agent [OPTIONS] train.py, -m MODULE, or -- python3 train.py)");
+        return;
+    }
+    g->standby_argv = a->cmd.standby_argv;
+    g->warm_argi = a->cmd.script_index;
+    g->warm_module = a->cmd.module;
+}
+
 /* -r, -t and --local-ranks-filter, per local rank, now that nproc is known. */
 static int output_routing(struct agent *a, struct agent_group_cfg *g)
 {
@@ -648,15 +671,7 @@ int main(int argc, char **argv)
         gcfg.on_hang = agent_session_group_hang;
     }
     gcfg.control = a.o.recovery_inplace;
-    if (a.o.warm_workers && a.runs_python) {
-        gcfg.standby_argv = a.cmd.standby_argv;
-        gcfg.warm_argi = a.cmd.script_index;
-        gcfg.warm_module = a.cmd.module;
-    } else if (a.o.warm_workers) {
-        log_warn("--warm-workers: the workers are not a Python script that rdzv-agent starts (a "
-                 "command after --, --no-python, rdzv-train): they start cold; give the script "
-                 "itself (rdzv-agent [OPTIONS] train.py, or -m MODULE)");
-    }
+    warm_workers(&a, &gcfg);
     gcfg.python_hooks = python_hooks(&a);
     gcfg.on_step = agent_session_group_step;
     gcfg.ud = a.session;

@@ -132,6 +132,87 @@ bool agent_cmd_is_python(const char *const *argv)
     return strncmp(name, "python", 6) == 0 || (n > 3 && strcmp(name + n - 3, ".py") == 0);
 }
 
+static int warm_refused(const char **why, const char *msg)
+{
+    *why = msg;
+    return -EINVAL;
+}
+
+/* CPython's one-letter options that a standby cannot honour, and why. */
+static const struct {
+    char opt;
+    const char *why;
+} py_refused[] = {
+    {'c', "-c runs a command, not a script"},
+    {'i', "-i opens a prompt after the script"},
+    {'x', "-x skips the script's first line, which a standby cannot"},
+    {'h', "-h prints the interpreter's help"},
+    {'?', "-? prints the interpreter's help"},
+    {'V', "-V prints the interpreter's version"},
+};
+
+/* One option word of CPython's ("-uB", "-Wignore", "-X" and its value next): 0, 1 when its
+ * value is the next word, or -EINVAL (*why). */
+static int py_option(const char *a, const char **why)
+{
+    for (const char *p = a + 1; *p; p++) {
+        if (*p == 'W' || *p == 'X')
+            return p[1] ? 0 : 1;
+        for (size_t k = 0; k < sizeof(py_refused) / sizeof(py_refused[0]); k++)
+            if (*p == py_refused[k].opt)
+                return warm_refused(why, py_refused[k].why);
+        if (*p == 'm')
+            return warm_refused(why, "-m is not a word of its own (write -m MODULE)");
+        if (!strchr("bBdEIOPqRsSuv", *p))
+            return warm_refused(why, "an interpreter option that rdzv-agent does not know");
+    }
+    return 0;
+}
+
+int agent_cmd_warm_raw(struct agent_cmd *c, const char **why)
+{
+    size_t i, n = 1;
+    bool module = false;
+    int r;
+
+    *why = NULL;
+    if (!c->argv || !c->argv[0] || strncmp(base_name(c->argv[0]), "python", 6) != 0)
+        return -ENOENT;
+    c->standby_argv[0] = c->argv[0];
+    for (i = 1; c->argv[i]; i++) {
+        const char *a = c->argv[i];
+
+        if (c->rank_index == i)
+            return warm_refused(why, "the local-rank argument comes before the script");
+        if (a[0] != '-' || strcmp(a, "--") == 0 || strcmp(a, "-m") == 0) {
+            module = strcmp(a, "-m") == 0;
+            i += a[0] == '-';
+            break;
+        }
+        if (strcmp(a, "-") == 0)
+            return warm_refused(why, "- reads the script from stdin");
+        r = strcmp(a, "--check-hash-based-pycs") == 0 ? 1
+            : a[1] == '-' ? warm_refused(why, "a long interpreter option other than "
+                                              "--check-hash-based-pycs")
+                          : py_option(a, why);
+        if (r < 0)
+            return r;
+        if (n + (size_t)r + 1 > AGENT_CMD_STANDBY_ARGS)
+            return warm_refused(why, "more interpreter options than a standby takes");
+        c->standby_argv[n++] = c->argv[i];
+        if (r == 1 && c->argv[i + 1])
+            c->standby_argv[n++] = c->argv[++i];
+    }
+    if (!c->argv[i] || c->rank_index == i)
+        return warm_refused(why, module ? "no module after -m" : "no script after the options");
+    c->standby_argv[n++] = (char *)"-c";
+    c->standby_argv[n++] = (char *)agent_cmd_standby;
+    c->standby_argv[n] = NULL;
+    c->script_index = i;
+    c->module = module;
+    return 0;
+}
+
 void agent_cmd_free(struct agent_cmd *c)
 {
     free(c->argv);

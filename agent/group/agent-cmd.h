@@ -43,6 +43,7 @@ struct agent_cmd_in {
 };
 
 #define AGENT_CMD_RANK_ARG_MAX 32 /* "--local-rank=4294967295" and its NUL fit */
+#define AGENT_CMD_STANDBY_ARGS 16 /* a command's interpreter options a warm standby takes */
 
 struct agent_cmd {
     char **argv;           /* NULL-terminated, for uv_spawn()/execvp() */
@@ -53,8 +54,9 @@ struct agent_cmd {
     size_t script_index;   /* with the interpreter: index of the script (module) in argv, else 0 */
     bool module;           /* ... and it is a module (-m) */
     /* With the interpreter: the command of a warm standby (python/rdzv/standby.py), the same
-     * interpreter and options: $PYTHON_EXEC -u -c PROGRAM; else NULL. */
-    char *standby_argv[5];
+     * interpreter and options: $PYTHON_EXEC -u -c PROGRAM (a command that is itself an
+     * interpreter, agent_cmd_warm_raw: PYTHON [OPTIONS] -c PROGRAM); else NULL. */
+    char *standby_argv[AGENT_CMD_STANDBY_ARGS + 4];
 };
 
 /* The python -c program of a warm standby (exposed for tests). */
@@ -86,6 +88,15 @@ void agent_cmd_fingerprint(const struct agent_cmd *c, char out[AGENT_CMD_FINGERP
  * options and NAME=VALUE words. rdzv-agent's Python hooks go only into such a worker (and
  * into one the agent runs with $PYTHON_EXEC itself: a script, -m, --run-path). */
 bool agent_cmd_is_python(const char *const *argv);
+
+/* A command run as given (after --, --no-python) that is a Python interpreter with a script or
+ * -m MODULE: "python3 train.py", "/usr/bin/python3 -u -W ignore train.py", "venv/bin/python -m
+ * pkg.train". Sets c's standby_argv (the interpreter and its options, -c PROGRAM), script_index
+ * and module, as agent_cmd_build does for the interpreter it runs itself. Returns 0; -ENOENT: the
+ * command is not an interpreter with a script (*why: NULL); -EINVAL: one that a standby cannot
+ * run as given, *why saying which option and why (a static string: "-c runs a command, not a
+ * script"). */
+int agent_cmd_warm_raw(struct agent_cmd *c, const char **why);
 
 /* Free what c owns; c may be zeroed or already freed. */
 void agent_cmd_free(struct agent_cmd *c);

@@ -3,6 +3,7 @@
  * is installed, that the --run-path form gives a script the same sys.argv, sys.path[0] and
  * __name__ as `python3 script args`. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,59 @@ static void test_is_python(void)
     ASSERT_TRUE(!agent_cmd_is_python(NULL));
 }
 
+/* A command after -- that is an interpreter with a script or -m MODULE: its standby runs the same
+ * interpreter with the same options; an option a standby cannot honour is named. */
+static void warm_raw(const char *const *cmd, int want, const char *const *standby, size_t argi,
+                     bool module, const char *why_has)
+{
+    struct agent_cmd_in in = {.cmd = cmd, .no_python = true};
+    struct agent_cmd c;
+    const char *why = NULL;
+    size_t i;
+
+    ASSERT_OK(agent_cmd_build(&c, &in, NULL));
+    ASSERT_EQ(agent_cmd_warm_raw(&c, &why), want);
+    if (want == 0) {
+        for (i = 0; standby[i]; i++)
+            ASSERT_TRUE(c.standby_argv[i] && strcmp(c.standby_argv[i], standby[i]) == 0);
+        ASSERT_TRUE(c.standby_argv[i] && strcmp(c.standby_argv[i], "-c") == 0);
+        ASSERT_TRUE(c.standby_argv[i + 1] == agent_cmd_standby);
+        ASSERT_TRUE(c.standby_argv[i + 2] == NULL);
+        ASSERT_EQ(c.script_index, argi);
+        ASSERT_EQ(c.module, module);
+    } else if (why_has) {
+        ASSERT_TRUE(why && strstr(why, why_has));
+    } else {
+        ASSERT_TRUE(why == NULL);
+    }
+    agent_cmd_free(&c);
+}
+
+static void test_warm_raw(void)
+{
+#define V(...) ((const char *const[]){__VA_ARGS__, NULL})
+    warm_raw(V("python3", "train.py", "x"), 0, V("python3"), 1, false, NULL);
+    warm_raw(V("/usr/bin/python3", "-u", "train.py"), 0, V("/usr/bin/python3", "-u"), 2, false,
+             NULL);
+    warm_raw(V("python", "-m", "pkg.train", "--lr", "1"), 0, V("python"), 2, true, NULL);
+    warm_raw(V("/v/bin/python3", "-uB", "-W", "ignore", "-X", "dev", "--", "t.py"), 0,
+             V("/v/bin/python3", "-uB", "-W", "ignore", "-X", "dev"), 7, false, NULL);
+    warm_raw(V("python3", "-Wignore", "-O", "-m", "m"), 0, V("python3", "-Wignore", "-O"), 4,
+             true, NULL);
+    warm_raw(V("python3", "-c", "pass"), -EINVAL, NULL, 0, false, "-c runs a command");
+    warm_raw(V("python3", "-ic", "pass"), -EINVAL, NULL, 0, false, "-i opens a prompt");
+    warm_raw(V("python3", "-x", "t.py"), -EINVAL, NULL, 0, false, "-x skips");
+    warm_raw(V("python3", "-", "a"), -EINVAL, NULL, 0, false, "from stdin");
+    warm_raw(V("python3", "-Z", "t.py"), -EINVAL, NULL, 0, false, "does not know");
+    warm_raw(V("python3", "-um", "m"), -EINVAL, NULL, 0, false, "-m is not a word");
+    warm_raw(V("python3", "--version"), -EINVAL, NULL, 0, false, "a long interpreter option");
+    warm_raw(V("python3", "-u"), -EINVAL, NULL, 0, false, "no script");
+    warm_raw(V("python3", "-m"), -EINVAL, NULL, 0, false, "no module");
+    warm_raw(V("./train.sh", "x"), -ENOENT, NULL, 0, false, NULL);
+    warm_raw(V("bash", "-c", "python3 t.py"), -ENOENT, NULL, 0, false, NULL);
+#undef V
+}
+
 int main(void)
 {
     TEST(test_script);
@@ -292,5 +346,6 @@ int main(void)
     TEST(test_run_path_python);
     TEST(test_fingerprint);
     TEST(test_is_python);
+    TEST(test_warm_raw);
     return tap_done();
 }

@@ -44,6 +44,25 @@ fail()
 """
 
 
+# A worker that waits until killed, and exits 0 once restarted; it says how it runs.
+LONG_THEN_SHORT = """import os, sys, time
+n = os.environ["TORCHELASTIC_RESTART_COUNT"]
+print("restart", n, "unbuffered", "-u" in sys.orig_argv, "optimize", sys.flags.optimize,
+      flush=True)
+if n == "0":
+    time.sleep(120)
+"""
+
+
+def waiting_in_recvmsg(pid):
+    """Whether pid (a standby) waits on its socket (/proc/PID/syscall, x86_64 recvmsg)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return f.read().split()[0] == "47"
+    except (OSError, IndexError):
+        return False
+
+
 def have_torch():
     return subprocess.run([PYTHON, "-c", "import torch.distributed"], capture_output=True,
                           timeout=120).returncode == 0
@@ -56,8 +75,9 @@ class WarmWorkers(FaultTestCase):
             self.skipTest("needs Debian's python3-torch")
         self.start_daemon()
 
-    def agent(self, name, *args, cmd, cwd=None):
-        env = dict(ipf.agent_env(), PYTHON_EXEC=PYTHON, PYTHONPATH=os.path.abspath(PYTHON_DIR))
+    def agent(self, name, *args, cmd, cwd=None, env=None):
+        env = dict(ipf.agent_env(), PYTHON_EXEC=PYTHON, PYTHONPATH=os.path.abspath(PYTHON_DIR),
+                   **(env or {}))
         if os.environ.get("RDZV_PYTHON_HOOKS_DIR"):  # the Python hooks of the source tree
             env["RDZV_PYTHON_HOOKS_DIR"] = os.environ["RDZV_PYTHON_HOOKS_DIR"]
         out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
@@ -157,15 +177,57 @@ class WarmWorkers(FaultTestCase):
                                       '[rank0]:   File "%s", line 11, in <module>' % probe], log)
 
     def test_2_a_command_that_is_not_a_python_script_starts_cold(self):
-        a = self.agent("c", "--rdzv-id", "cold", "--nnodes", "1", "--nproc", "1", "--warm-workers",
-                       cmd=["--", PYTHON, "-c", "print('cold')"])
-        self.assertEqual(a.p.wait(timeout=60 * ipf.SLOW), 0, a.log())
-        log = a.log()
-        self.assertIn("--warm-workers: the workers are not a Python script that rdzv-agent "
-                      "starts (a command after --, --no-python, rdzv-train): they start cold; "
-                      "give the script itself", log)
-        self.assertNotIn("standby of local rank", log)
-        self.assertIn("[rank0]: cold", a._read(a.out))
+        for name, cmd, said in (
+                ("c", ["--", PYTHON, "-c", "print('cold')"],
+                 "--warm-workers: %s cannot wait in a warm standby: -c runs a command, not a "
+                 "script; the workers start cold" % PYTHON),
+                ("sh", ["--", "/bin/sh", "-c", "echo cold"],
+                 "--warm-workers: the workers are not a Python script or module (a command "
+                 "that is not python, rdzv-train): they start cold; give the script itself")):
+            a = self.agent(name, "--rdzv-id", "cold" + name, "--nnodes", "1", "--nproc", "1",
+                           "--warm-workers", cmd=cmd)
+            self.assertEqual(a.p.wait(timeout=60 * ipf.SLOW), 0, a.log())
+            log = a.log()
+            self.assertIn(said, log)
+            self.assertNotIn("standby of local rank", log)
+            self.assertIn("[rank0]: cold", a._read(a.out))
+
+    def test_4_every_python_form_after_the_dashes_restarts_warm(self):
+        """The README's own form, `-- python3 script.py` (issue 72, case 2), and `-u`, `-m
+        MODULE` and a virtual environment's python3: a worker SIGKILLed once the next standby
+        waits restarts in that standby (its pid, "in its warm standby"), with its interpreter's
+        options."""
+        tmp = self.dir
+        with open(os.path.join(tmp, "warmmod.py"), "w") as f:
+            f.write(LONG_THEN_SHORT)
+        script = os.path.join(tmp, "warmmod.py")
+        bindir = os.path.join(tmp, "bin")  # "python3" from PATH is Debian's, with its torch
+        os.mkdir(bindir)
+        os.symlink(PYTHON, os.path.join(bindir, "python3"))
+        venv = os.path.join(tmp, "venv")
+        subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", "--without-pip", venv],
+                       check=True, capture_output=True, timeout=120)
+        path = dict(PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"))
+        for name, cmd in (("plain", ["python3", script]), ("u", [PYTHON, "-u", script]),
+                          ("m", ["python3", "-m", "warmmod"]),
+                          ("venv", [os.path.join(venv, "bin", "python3"), "-O", script])):
+            a = self.agent(name, "--rdzv-id", "form-" + name, "--nnodes", "1", "--nproc", "1",
+                           "--max-restarts", "1", "--recovery", "restart", "--restart-backoff",
+                           "0", "--warm-workers", cmd=["--", *cmd], cwd=tmp, env=path)
+            self.wait_for(lambda: len(STANDBY_RE.findall(a.log())) >= 2 and
+                          len(WARM_RE.findall(a.log())) >= 1, f"{name}: a worker and a standby",
+                          [a])
+            nxt = int(STANDBY_RE.findall(a.log())[1][1])
+            self.wait_for(lambda: waiting_in_recvmsg(nxt), f"{name}: the standby waits", [a])
+            os.kill(int(WARM_RE.findall(a.log())[0][1]), signal.SIGKILL)
+            self.assertEqual(a.p.wait(timeout=60 * ipf.SLOW), 0, a.log())
+            log = a.log()
+            self.assertNotIn("start cold", log)
+            gen2 = WARM_RE.findall(log)[1]
+            self.assertEqual((int(gen2[1]), gen2[2]), (nxt, " in its warm standby"), log)
+            out = a._read(a.out)
+            self.assertIn("restart 1 unbuffered %s optimize %d" % (name == "u", name == "venv"),
+                          out, log)
 
 
 if __name__ == "__main__":
