@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-# warm_bench.py BUILD_DIR [--trials N] [--no-torchrun] [--keep]: a worker SIGKILLed under
-# --recovery restart, the plain DDP script (tests/faults/plain_ddp.py: gloo, no rdzv import),
-# 2 agents x 2 workers against one rdzvd on 127.0.0.1: the time from the kill to the first step
-# of the next generation (rank 0's {"step": 1, "t": ...} line), rdzv-agent with and without
-# --warm-workers, and torchrun (c10d, its defaults) measured the same way in the same run, with
-# this interpreter's torch. Under torch 2.6: tests/torch2/in-root.sh /usr/bin/python3 THIS BUILD.
+# warm_bench.py BUILD_DIR [--trials N] [--no-torchrun] [--python-form] [--no-cold] [--keep]:
+# a worker SIGKILLed under --recovery restart, the plain DDP script (tests/faults/plain_ddp.py:
+# gloo, no rdzv import), 2 agents x 2 workers against one rdzvd on 127.0.0.1: the time from the
+# kill to the first step of the next generation (rank 0's {"step": 1, "t": ...} line), rdzv-agent
+# with and without --warm-workers, and torchrun (c10d, its defaults) measured the same way in the
+# same run, with this interpreter's torch. --python-form adds --warm-workers with the command
+# given as `-- PYTHON SCRIPT ARGS` (the README's form) beside the script form. Under torch 2.6:
+# tests/torch2/in-root.sh /usr/bin/python3 THIS BUILD.
 # Prints a markdown table on stdout, progress on stderr. Not a timed test: run it by hand.
 #
 # The victim is global rank 3 (node rank 1, local rank 1), killed once rank 0 said step 3 and,
@@ -118,8 +120,8 @@ class Bench:
         self.rdzvd = os.path.join(a.build, "daemon", "rdzvd")
         self.agent = os.path.join(a.build, "agent", "rdzv-agent")
 
-    def rdzv(self, warm, trial):
-        r = Run(self, f"{'warm' if warm else 'cold'}-{trial}")
+    def rdzv(self, warm, trial, raw=False):
+        r = Run(self, f"{'warm' if warm else 'cold'}{'-raw' if raw else ''}-{trial}")
         try:
             pf = os.path.join(r.dir, "port")
             r.spawn([self.rdzvd, "--port", "0", "--port-file", pf, "--bind", "127.0.0.1",
@@ -131,8 +133,9 @@ class Bench:
                            "--nnodes", "2", "--node-rank", str(i), "--nproc", "2", "--grace",
                            "2", "--last-call", "0.5", "--nccl", "off", "--bad-node-failures",
                            "0", "--restart-backoff", "0", "--max-restarts", "3", "--recovery",
-                           "restart", *(["--warm-workers"] if warm else []), SCRIPT, "100000",
-                           r.dir], f"agent{i}", env) for i in (0, 1)]
+                           "restart", *(["--warm-workers"] if warm else []),
+                           *(["--", self.a.python] if raw else []), SCRIPT, "100000", r.dir],
+                          f"agent{i}", env) for i in (0, 1)]
             outs = [p.out for p in ps]
             r.wait(lambda: any(s >= 3 for s, _ in r.steps(outs)), 120, "step 3")
             if warm:
@@ -216,6 +219,8 @@ def main():
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--no-torchrun", action="store_true")
+    ap.add_argument("--python-form", action="store_true")
+    ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     b = Bench(a)
@@ -223,14 +228,20 @@ def main():
     loads = [open("/proc/loadavg").read().split()[0]]
     torch_v = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"],
                              capture_output=True, text=True).stdout.strip()
-    cold, warm, tr, used = [], [], [], []
+    cold, warm, raw, tr, used = [], [], [], [], []
     for t in range(a.trials):  # alternating, so that a change of load hits each alike
-        note(f"trial {t + 1}: rdzv-agent")
-        cold.append(b.rdzv(False, t)[0])
+        if not a.no_cold:
+            note(f"trial {t + 1}: rdzv-agent")
+            cold.append(b.rdzv(False, t)[0])
         note(f"trial {t + 1}: rdzv-agent --warm-workers")
         x, n = b.rdzv(True, t)
         warm.append(x)
         used.append(n)
+        if a.python_form:
+            note(f"trial {t + 1}: rdzv-agent --warm-workers -- {a.python} SCRIPT")
+            x, n = b.rdzv(True, t, raw=True)
+            raw.append(x)
+            used.append(n)
         if not a.no_torchrun:
             note(f"trial {t + 1}: torchrun")
             tr.append(b.torchrun(t))
@@ -238,8 +249,12 @@ def main():
     print(f"| kill -> first step of the next generation, torch {torch_v}, median / max "
           f"(each trial) | |")
     print("|---|---|")
-    print(f"| rdzv-agent --recovery restart | {cell(cold)} |")
+    if cold:
+        print(f"| rdzv-agent --recovery restart | {cell(cold)} |")
     print(f"| rdzv-agent --recovery restart --warm-workers | {cell(warm)} |")
+    if raw:
+        print(f"| rdzv-agent --recovery restart --warm-workers -- {a.python} SCRIPT | "
+              f"{cell(raw)} |")
     if tr:
         print(f"| torchrun (c10d, defaults) | {cell(tr)} |")
     print()
