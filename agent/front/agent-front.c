@@ -24,7 +24,6 @@
 #define UP_OUT_MAX (16u << 20)
 #define STR_(x) #x
 #define STR(x) STR_(x)
-
 struct front_conn;
 
 /* One reply a worker waits for, in its requests' order: filled by the upstream request it
