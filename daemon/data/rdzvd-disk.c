@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #define REPORT_FILES 3
+#define RDZVD_DISK_SLACK_MIN (1u << 20) /* RDZVD_JOURNAL_COMPACT_MIN */
 
 void rdzvd_disk_init(struct rdzvd_disk *d, int dirfd, const char *dir, uint64_t reserve)
 {
@@ -71,6 +72,14 @@ int rdzvd_disk_take(struct rdzvd_disk *d, uint64_t n, uint64_t keep)
         return -EDQUOT;
     d->taken += n;
     return 0;
+}
+
+uint64_t rdzvd_disk_bound(uint64_t share)
+{
+    uint64_t slack = share > RDZVD_DISK_SLACK_MIN ? share : RDZVD_DISK_SLACK_MIN;
+
+    /* Saturating: a --max-store-bytes of 2^63 or more must not wrap to a bound of nothing. */
+    return share + slack < share ? UINT64_MAX : share + slack;
 }
 
 void rdzvd_disk_changed(struct rdzvd_disk *d)

@@ -36,6 +36,9 @@ uint64_t rdzvd_disk_reserve(const struct rdzvd_disk *d);
 /* Take n bytes for a store's record, leaving at least keep bytes free above the reserve: 0, or
  * -EDQUOT (nothing taken). d NULL: 0. */
 int rdzvd_disk_take(struct rdzvd_disk *d, uint64_t n, uint64_t keep);
+/* A store's log's bound on disk: its share of --max-store-bytes plus as much again, 1 MiB at
+ * least (the compaction's slack), saturating at UINT64_MAX. */
+uint64_t rdzvd_disk_bound(uint64_t share);
 /* A file of the directory shrank or went: read the free space again at the next take. */
 void rdzvd_disk_changed(struct rdzvd_disk *d);
 /* What fills the disk, for a log line: "N bytes free of M; largest files: a (X bytes), ..."

@@ -47,7 +47,6 @@ struct rdzvd_journal {
     bool failed;          /* persistence off after an error */
     bool opened;          /* rdzvd_journal_open has succeeded */
     bool bounded;         /* rdzvd_journal_bound: held to rdzvd_journal_max_bytes */
-    bool half;            /* ... and to half of the stores' room on disk */
     bool refusing;        /* a change was refused for want of room, and not logged since */
     bool futile;          /* a compaction for room did not halve the file: none until the next */
     struct rdzvd_disk *disk; /* rdzvd_journal_bound: the free space its records may take */
@@ -215,9 +214,8 @@ static int journal_compact(struct rdzvd_journal *j);
 static uint64_t journal_max(const struct rdzvd_journal *j)
 {
     struct rdzvd_store_room rm = rdzvd_store_room(j->store);
-    uint64_t share = rm.share < rm.max ? rm.share : rm.max;
 
-    return share + (share > RDZVD_JOURNAL_COMPACT_MIN ? share : RDZVD_JOURNAL_COMPACT_MIN);
+    return rdzvd_disk_bound(rm.share < rm.max ? rm.share : rm.max);
 }
 
 /* The store's change hook. Compaction reads the store: only when no gate holds changes of it
@@ -473,7 +471,7 @@ static int journal_room(struct rdzvd_journal *j, uint64_t len)
 {
     if (j->st.size + len > journal_max(j))
         return -EDQUOT;
-    return rdzvd_disk_take(j->disk, len, j->half ? j->st.size + len : 0);
+    return rdzvd_disk_take(j->disk, len, j->st.size + len);
 }
 
 /* The store's room hook: a change whose record has no room is refused, as one past the store's
@@ -507,11 +505,10 @@ static int journal_room_cb(void *ud, uint64_t bytes)
     return r;
 }
 
-void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk, bool half)
+void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk)
 {
     j->disk = disk;
     j->bounded = true;
-    j->half = half;
     if (!j->failed)
         rdzvd_store_set_room_cb(j->store, journal_room_cb, j);
 }

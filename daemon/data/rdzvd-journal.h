@@ -44,11 +44,12 @@
  * Bound on disk (rdzvd_journal_bound: a store of TCPStore clients): the journal holds at most
  * rdzvd_journal_max_bytes, its store's share of --max-store-bytes plus as much again (1 MiB at
  * least), the compaction's slack; and its records leave the state directory's reserve free
- * (rdzvd-disk.h), and with half (the main store's) as much again as it holds. A change whose
+ * (rdzvd-disk.h), and above it at least as much again as the journal holds. A change whose
  * record would pass either is refused before it is made (the store's room hook: -EDQUOT, nothing
- * changed), as one past the store's memory is: that store's clients get the error, the job table
- * keeps its reserve, and the main port's clients leave the jobs' stores at least half of the
- * rest. A journal holding
+ * changed), as one past the store's memory is: that store's clients get the error, and the job
+ * table keeps its reserve. So a store is refused only once it holds as much as is left free: a
+ * full journal is its own store's problem, and the next store always finds half of the free
+ * room above the reserve (the main store's and each job's). A journal holding
  * more than RDZVD_JOURNAL_COMPACT_FACTOR times its live content compacts before it refuses, so
  * deleted keys give their room back. Deletes and pops are never refused: one that takes the
  * journal past its bound compacts it at once (its live records fit the bound: they passed it).
@@ -139,10 +140,10 @@ int rdzvd_journal_sync(struct rdzvd_journal *j);
 /* Write a snapshot now (normally automatic). Returns 0 or the error (persistence is then off). */
 int rdzvd_journal_compact(struct rdzvd_journal *j);
 /* Bound the journal on disk from now on (see the top): its store's changes whose records have no
- * room are refused (-EDQUOT). disk (borrowed, may be NULL: the bound alone) must outlive j. With
- * half, the journal leaves at least as much free above the reserve as it holds: at most half of
- * the stores' room (the main store's, as for its memory). */
-void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk, bool half);
+ * room are refused (-EDQUOT). disk (borrowed, may be NULL: the bound alone) must outlive j. The
+ * journal leaves at least as much free above the reserve as it holds: at most half of the room
+ * that is left when it writes, so that one store's journal never takes another's. */
+void rdzvd_journal_bound(struct rdzvd_journal *j, struct rdzvd_disk *disk);
 /* The bound: the store's share of its budget (rdzvd_store_room), plus as much again, 1 MiB at
  * least. */
 uint64_t rdzvd_journal_max_bytes(const struct rdzvd_journal *j);

@@ -188,7 +188,7 @@ int rdzvd_listener_open(struct rdzvd_server *srv, const char *desc, const char *
         if (r < 0)
             goto out_free;
         rdzvd_journal_set_buffered(l->journal, rdzvd_listener_journal_pending_cb, l);
-        rdzvd_journal_bound(l->journal, &srv->disk, false);
+        rdzvd_journal_bound(l->journal, &srv->disk);
     }
     if (ss.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);

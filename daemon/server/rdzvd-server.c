@@ -456,7 +456,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
             r = rdzvd_journal_open(loop, srv->state_dirfd, srv->cfg.state_dir, "main",
                                    srv->cfg.fsync, srv->main.store, &srv->main.journal);
         if (r == 0 && srv->main.journal)
-            rdzvd_journal_bound(srv->main.journal, &srv->disk, true);
+            rdzvd_journal_bound(srv->main.journal, &srv->disk);
         if (r == 0 && !srv->cfg.peers)
             r = job_table_open(srv);
         if (r < 0)

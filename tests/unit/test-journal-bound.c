@@ -77,7 +77,7 @@ static void test_bound_refuses_and_pops_give_room_back(void)
     s = new_store(&lim);
     j = jopen("bound", s);
     ASSERT_EQ(rdzvd_journal_max_bytes(j), 2ull * MIB);
-    rdzvd_journal_bound(j, NULL, false);
+    rdzvd_journal_bound(j, NULL);
     memset(key, 'k', sizeof(key));
     while ((rc = rdzvd_store_queue_push(s, key, sizeof(key), "", 0)) == 0) {
         pushed++;
@@ -123,6 +123,25 @@ static void test_bound_follows_the_share(void)
     ASSERT_EQ(rdzvd_journal_max_bytes(j), 128ull * MIB);
     rdzvd_store_set_budget(s, &b, 256u << 10);
     ASSERT_EQ(rdzvd_journal_max_bytes(j), (256u << 10) + MIB);
+    rdzvd_journal_close(j, true);
+    rdzvd_store_free(s);
+}
+
+/* A --max-store-bytes of 2^63 or more: the share plus as much again saturates instead of
+ * wrapping to 0, which refused every record of a job's store. */
+static void test_huge_budget_saturates(void)
+{
+    struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_store_budget b = {.max = UINT64_MAX / 2 + 1};
+    struct rdzvd_store *s = new_store(&lim);
+    struct rdzvd_journal *j = jopen("huge", s);
+
+    rdzvd_store_set_budget(s, &b, UINT64_MAX);
+    ASSERT_EQ(rdzvd_journal_max_bytes(j), UINT64_MAX);
+    b.max = UINT64_MAX;
+    ASSERT_EQ(rdzvd_journal_max_bytes(j), UINT64_MAX);
+    rdzvd_journal_bound(j, NULL);
+    ASSERT_OK(rdzvd_store_set(s, "k", 1, "v", 1));
     rdzvd_journal_close(j, true);
     rdzvd_store_free(s);
 }
@@ -202,11 +221,12 @@ static void test_disk_reserve_refuses_and_deletes_give_room_back(void)
     char k[32];
 
     disk_with_8mib(&d);
-    rdzvd_journal_bound(j, &d, false);
+    rdzvd_journal_bound(j, &d);
     n = fill(s, 200, &rc);
-    /* 31 records of a value fill 8 MiB, but for the journal's header and the record's 16 bytes. */
+    /* 15 records of a value are half of 8 MiB, but for the headers: a journal leaves as much
+     * free as it holds. */
     ASSERT_EQ(rc, -EDQUOT);
-    ASSERT_EQ(n, 31);
+    ASSERT_EQ(n, 15);
     ASSERT_EQ(rdzvd_store_num_keys(s), (uint64_t)n);
     ASSERT_FALSE(rdzvd_journal_failed(j));
     for (int i = 0; i < n; i++) {
@@ -215,37 +235,49 @@ static void test_disk_reserve_refuses_and_deletes_give_room_back(void)
     }
     ASSERT_OK(rdzvd_store_set(s, "again", 5, val, VAL_LEN));
     /* Compacted once half of it was deleted: the journal holds about half of what it did. */
-    ASSERT_LE(rdzvd_journal_stats(j)->size, 5 * MIB);
+    ASSERT_LE(rdzvd_journal_stats(j)->size, 3 * MIB);
     ASSERT_FALSE(rdzvd_journal_failed(j));
     rdzvd_journal_close(j, true);
     rdzvd_store_free(s);
 }
 
-/* The main store's journal (half) leaves the others at least as much room above the reserve as it
- * takes itself, as its memory does. */
-static void test_half_leaves_the_other_stores_room(void)
+/* Issue 71: a client of job A's store fills its journal; job B's store (its journal bound the
+ * same way, as rdzvd binds every store's) still has half of what is left: B's first SET of 200
+ * bytes is not refused, and B's store fills its own half. Then the main store, the third, has
+ * half of what is left again. A full journal is its own store's problem. */
+static void test_a_full_store_leaves_the_others_room(void)
 {
     struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
-    struct rdzvd_store *m = new_store(&lim), *o = new_store(&lim);
-    struct rdzvd_journal *jm = jopen("main-half", m), *jo = jopen("other", o);
+    struct rdzvd_store *a = new_store(&lim), *b = new_store(&lim), *m = new_store(&lim);
+    struct rdzvd_journal *ja = jopen("job-a", a), *jb = jopen("job-b", b);
+    struct rdzvd_journal *jm = jopen("main-half", m);
+    static char small[200];
     struct rdzvd_disk d;
-    int nm, no, rc;
+    int na, nb, nm, rc;
 
     disk_with_8mib(&d);
-    rdzvd_journal_bound(jm, &d, true);
-    rdzvd_journal_bound(jo, &d, false);
+    rdzvd_journal_bound(ja, &d);
+    rdzvd_journal_bound(jb, &d);
+    rdzvd_journal_bound(jm, &d);
+    na = fill(a, 100, &rc);
+    ASSERT_EQ(rc, -EDQUOT);
+    ASSERT_OK(rdzvd_store_set(b, "first", 5, small, sizeof(small)));
+    nb = fill(b, 100, &rc);
+    ASSERT_EQ(rc, -EDQUOT);
     nm = fill(m, 100, &rc);
     ASSERT_EQ(rc, -EDQUOT);
-    no = fill(o, 100, &rc);
-    ASSERT_EQ(rc, -EDQUOT);
-    /* 15 records of a value are half of 8 MiB, but for the headers; the other store has the
-     * rest. */
-    ASSERT_EQ(nm, 15);
-    ASSERT_EQ(no, 16);
+    /* 15 records of a value are half of 8 MiB, but for the headers; then half of the rest, and
+     * half again. */
+    ASSERT_EQ(na, 15);
+    ASSERT_EQ(nb, 8);
+    ASSERT_EQ(nm, 4);
+    ASSERT_FALSE(rdzvd_journal_failed(ja) || rdzvd_journal_failed(jb));
+    rdzvd_journal_close(ja, true);
+    rdzvd_journal_close(jb, true);
     rdzvd_journal_close(jm, true);
-    rdzvd_journal_close(jo, true);
+    rdzvd_store_free(a);
+    rdzvd_store_free(b);
     rdzvd_store_free(m);
-    rdzvd_store_free(o);
 }
 
 static void write_bytes(const char *name, size_t n)
@@ -288,9 +320,10 @@ int main(void)
 
     TEST(test_bound_refuses_and_pops_give_room_back);
     TEST(test_bound_follows_the_share);
+    TEST(test_huge_budget_saturates);
     TEST(test_reserve_follows_the_job_table);
     TEST(test_disk_reserve_refuses_and_deletes_give_room_back);
-    TEST(test_half_leaves_the_other_stores_room);
+    TEST(test_a_full_store_leaves_the_others_room);
     TEST(test_report_names_the_largest_files);
 
     close(dirfd_);
