@@ -16,6 +16,9 @@
  * (rdzvd-disk.h: 4 times the job table's journal when that is more). A store's record that would
  * take the free space below it is refused, as one past --max-store-bytes. */
 #define RDZVD_STATE_RESERVE (8u << 20)
+/* Replicated (--peers): more reserve for the Raft log's next segment, which libraft allocates
+ * whole (8 MiB) before the job table's entries can go to it. */
+#define RDZVD_REPL_SEGMENT_RESERVE (8u << 20)
 
 /* The per-turn budget of one connection: requests of at most this many bytes, and at most this many
  * requests, are served for it in one turn of the loop; the rest waits for later turns (its reading

@@ -107,6 +107,55 @@ static int apply_records(struct rdzvd_repl_fsm *f, const uint8_t *p, size_t n, i
     return 0;
 }
 
+/* libraft's threshold: the entries after the last snapshot at which the next is taken (1: at the
+ * next entry applied; with want_snapshot, at want_index). */
+static void snapshot_due(struct rdzvd_repl_fsm *f)
+{
+    uint64_t at = f->snap_bytes > RDZVD_REPL_SNAPSHOT_BYTES / 2 ? f->snap_bytes * 2
+                                                                : RDZVD_REPL_SNAPSHOT_BYTES;
+    uint64_t n = RDZVD_REPL_SNAPSHOT_ENTRIES, target, snap;
+
+    if (!f->raft)
+        return;
+    if (f->log_bytes >= at)
+        n = 1;
+    if (f->want_snapshot) {
+        /* Entries after the snapshot: libraft snapshots once last_applied reaches target. */
+        target = f->want_index;
+        snap = f->raft->log.snapshot.last_index;
+        n = target > snap + 1 ? target - snap : 1;
+        n = n < RDZVD_REPL_SNAPSHOT_ENTRIES ? n : RDZVD_REPL_SNAPSHOT_ENTRIES;
+    }
+    raft_set_snapshot_threshold(f->raft, (unsigned)n);
+}
+
+void rdzvd_repl_fsm_snapshots(struct rdzvd_repl_fsm *f, struct raft *raft)
+{
+    f->raft = raft;
+    raft_set_snapshot_trailing(raft, RDZVD_REPL_SNAPSHOT_TRAILING);
+    snapshot_due(f);
+}
+
+bool rdzvd_repl_fsm_want_snapshot(struct rdzvd_repl_fsm *f)
+{
+    if (!f->raft || f->raft->log.snapshot.last_index > f->last_cmd + RDZVD_REPL_SNAPSHOT_TRAILING)
+        return false;
+    f->want_snapshot = true;
+    f->want_index = f->last_cmd + RDZVD_REPL_SNAPSHOT_TRAILING + 1;
+    snapshot_due(f);
+    return true;
+}
+
+/* A snapshot of size bytes holds the log up to now. */
+static void snapshot_taken(struct rdzvd_repl_fsm *f, uint64_t size, uint64_t index)
+{
+    f->log_bytes = 0;
+    f->snap_bytes = size;
+    if (index >= f->want_index)
+        f->want_snapshot = false;
+    snapshot_due(f);
+}
+
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
     struct rdzvd_repl_fsm *f = (struct rdzvd_repl_fsm *)fsm;
@@ -119,6 +168,10 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         return RAFT_MALFORMED;
     }
     origin = rdzv_get_u64(p);
+    f->log_bytes += buf->len;
+    if (f->raft)
+        f->last_cmd = f->raft->last_applied + 1; /* libraft counts it applied after this */
+    snapshot_due(f);
     if (origin != 0 && origin == f->origin) {
         /* This process made these changes in its store when it proposed them (as the leader);
          * the log now has them too. */
@@ -204,6 +257,7 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsign
     out->len = pad8(rdzv_buf_avail(b) + 1);
     *bufs = out;
     *n_bufs = 1;
+    snapshot_taken(f, out->len, f->raft ? f->raft->last_applied : 0);
 out:
     rdzv_buf_free(b);
     return r < 0 ? RAFT_NOMEM : 0;
@@ -248,6 +302,8 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     rdzv_buf_free(&undo.b);
     if (r != 0)
         return r < 0 ? RAFT_NOMEM : r;
+    f->last_cmd = 0; /* the snapshot holds every command entry */
+    snapshot_taken(f, buf->len, UINT64_MAX);
     raft_free(buf->base);
     f->restores++;
     if (first < 0)

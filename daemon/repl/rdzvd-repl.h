@@ -39,12 +39,39 @@ struct rdzvd_repl_fsm {
     uint64_t records;  /* records applied */
     uint64_t refused;  /* records the store refused (a limit): the same on every replica */
     uint64_t restores; /* snapshots installed */
+    /* The log on disk, as this replica wrote it: the bytes of the entries applied since the last
+     * snapshot (taken or installed), and that snapshot's size. */
+    uint64_t log_bytes, snap_bytes;
+    /* With raft set (rdzvd_repl_fsm_snapshots), a snapshot is taken at the first entry applied
+     * once log_bytes passes the larger of RDZVD_REPL_SNAPSHOT_BYTES and twice snap_bytes,
+     * besides every RDZVD_REPL_SNAPSHOT_ENTRIES entries; and with want_snapshot, at entry
+     * want_index, the first that leaves the command entries of the time it was asked (the last
+     * at index last_cmd then) out of the trailing ones: libraft then deletes the log's closed
+     * segments up to them. */
+    struct raft *raft;
+    bool want_snapshot;
+    uint64_t last_cmd, want_index;
 };
+
+/* A snapshot after this many entries at most (libraft's default), and after this many bytes of
+ * them (a segment of libraft's log: snapshots more often would free no file). */
+#define RDZVD_REPL_SNAPSHOT_ENTRIES 1024u
+#define RDZVD_REPL_SNAPSHOT_BYTES (8u << 20)
+/* The entries kept behind a snapshot for a follower that lags (libraft's default is 2048, up to
+ * 2048 entries of --max-value-len each on disk): one further behind gets the snapshot. */
+#define RDZVD_REPL_SNAPSHOT_TRAILING 8u
 
 /* Set up f as the state machine of store and of the job table jobs (may be NULL); the fsm field
  * goes to raft_init. A snapshot holds both. Cannot fail. */
 void rdzvd_repl_fsm_init(struct rdzvd_repl_fsm *f, struct rdzvd_store *store,
                          struct rdzvd_store *jobs);
+
+/* Take snapshots by bytes as well as by entries (see want_snapshot), on raft (raft_init done). */
+void rdzvd_repl_fsm_snapshots(struct rdzvd_repl_fsm *f, struct raft *raft);
+/* Ask for a snapshot that leaves no command entry of now behind it (a change was refused for
+ * want of room): false when the last snapshot already did (none would free anything), else
+ * true, and the log needs entries (barriers will do) up to want_index. */
+bool rdzvd_repl_fsm_want_snapshot(struct rdzvd_repl_fsm *f);
 
 /* The result an entry's apply hands back to the leader's raft_apply callback: 0 when every
  * record applied, else the first store error (negative errno), as a pointer-sized integer. */

@@ -88,6 +88,11 @@ int rdzvd_replica_endpoint_of(const char *raft, char *out, size_t len)
     return -ENOTSUP;
 }
 
+void rdzvd_replica_bound(struct rdzvd_replica *r, struct rdzvd_disk *disk)
+{
+    (void)r, (void)disk;
+}
+
 bool rdzvd_replica_busy(const struct rdzvd_replica *r)
 {
     (void)r;

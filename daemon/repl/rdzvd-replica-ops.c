@@ -14,6 +14,7 @@ const struct rdzvd_replica_ops rdzvd_replica_ops = {
     .change = rdzvd_replica_change,
     .responsive = rdzvd_replica_responsive,
     .shutdown = rdzvd_replica_shutdown,
+    .bound = rdzvd_replica_bound,
     .busy = rdzvd_replica_busy,
     .flush = rdzvd_replica_flush,
     .close = rdzvd_replica_close,

@@ -22,6 +22,7 @@
 #include "common/rdzv-list.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-disk.h"
 #include "daemon/data/rdzvd-record.h"
 #include "daemon/repl/rdzvd-repl-net.h"
 #include "daemon/repl/rdzvd-repl.h"
@@ -61,6 +62,12 @@ struct rdzvd_replica {
     bool shutdown_done;
     uv_check_t unavailable; /* after each turn: has libraft given up (RAFT_UNAVAILABLE)? */
     bool check_open;
+    /* rdzvd_replica_bound: the state directory's free space the store's changes may take. */
+    struct rdzvd_disk *disk;
+    bool refusing;            /* a change was refused for want of room, and not logged since */
+    bool room_barrier_wanted; /* a refusal asked for a snapshot: a barrier entry brings it */
+    bool room_barrier_inflight;
+    struct raft_barrier room_barrier;
 };
 
 #define SHUTDOWN_KEY "shutdown" /* a key of the job table: the cluster decided to end */
@@ -305,6 +312,77 @@ bool rdzvd_replica_busy(const struct rdzvd_replica *r)
     return r->inflight || r->npending > 0;
 }
 
+/* ---- the bound on disk ---- */
+
+/* The store's room hook (rdzvd_replica_bound): as a journal's (rdzvd-journal.h), a change whose
+ * record would take the log past its bound, or the disk into its reserve or below as much free
+ * as the log holds, is refused before it is made (-EDQUOT). The log holds the entries applied
+ * since the last snapshot, that snapshot, and the changes not committed yet. A refusal asks for
+ * a snapshot, which gives back what deleted keys held. Never refused: the log's own changes
+ * (every replica applies them) and the job table's (no room hook). */
+static int room_cb(void *ud, uint64_t bytes)
+{
+    struct rdzvd_replica *r = ud;
+    uint64_t len = RDZVD_RECORD_HDR_LEN + bytes;
+    uint64_t held = r->fsm.log_bytes + r->fsm.snap_bytes + rdzv_buf_avail(&r->pending);
+    struct rdzvd_store_room rm;
+    uint64_t bound;
+    int rc = -EDQUOT;
+
+    if (r->fsm.applying || r->closing)
+        return 0;
+    rm = rdzvd_store_room(r->store);
+    bound = rdzvd_disk_bound(rm.share < rm.max ? rm.share : rm.max);
+    if (held + len <= bound)
+        rc = rdzvd_disk_take(r->disk, len, held + len);
+    /* Refused, or taken while the next record of this size would not be: a snapshot, so that
+     * the next finds the room. */
+    if (!r->fsm.want_snapshot &&
+        (rc < 0 || held + 2 * len > bound || rdzvd_disk_take(r->disk, 0, held + 3 * len) < 0) &&
+        rdzvd_repl_fsm_want_snapshot(&r->fsm))
+        r->room_barrier_wanted = true; /* after this turn (never inside libraft) */
+    if (rc == 0) {
+        r->refusing = false;
+        return 0;
+    }
+    if (!r->refusing) {
+        r->refusing = true;
+        log_warn("replication: refusing the store's changes: no room on disk for a record of "
+                 "%" PRIu64 " bytes (the log holds about %" PRIu64 " bytes; %s keeps %" PRIu64
+                 " bytes free for the job table)",
+                 len, held, r->disk ? r->disk->dir : r->dir,
+                 r->disk ? rdzvd_disk_reserve(r->disk) : 0);
+    }
+    return rc;
+}
+
+void rdzvd_replica_bound(struct rdzvd_replica *r, struct rdzvd_disk *disk)
+{
+    r->disk = disk;
+    rdzvd_store_set_room_cb(r->store, room_cb, r);
+}
+
+static void room_barrier_cb(struct raft_barrier *req, int status)
+{
+    struct rdzvd_replica *r = req->data;
+
+    (void)status;
+    r->room_barrier_inflight = false;
+    r->room_barrier_wanted = r->fsm.want_snapshot; /* the next one, after this turn */
+}
+
+/* A refusal asked for a snapshot: barrier entries, one after another, take the log to the index
+ * it needs even when no client changes anything any more. */
+static void room_barrier_start(struct rdzvd_replica *r)
+{
+    r->room_barrier_wanted = false;
+    if (!r->fsm.want_snapshot || r->room_barrier_inflight ||
+        raft_state(&r->raft) != RAFT_LEADER)
+        return;
+    r->room_barrier.data = r;
+    r->room_barrier_inflight = raft_barrier(&r->raft, &r->room_barrier, room_barrier_cb) == 0;
+}
+
 /* ---- roles ---- */
 
 static void barrier_cb(struct raft_barrier *req, int status)
@@ -493,6 +571,8 @@ static void unavailable_cb(uv_check_t *c)
 
     if (r->closing || r->failed)
         return;
+    if (r->room_barrier_wanted)
+        room_barrier_start(r);
     /* Elected in this turn: the barrier starts now, not at the first request; the turn after
      * its end, the owner is told it leads (hooks->leading) and takes over the jobs. */
     if (raft_state(&r->raft) == RAFT_LEADER && r->served_term != r->raft.current_term) {
@@ -567,6 +647,7 @@ int rdzvd_replica_new(uv_loop_t *loop, const struct rdzvd_peers *peers, const ch
         goto out_free;
     }
     r->raft_ready = true;
+    rdzvd_repl_fsm_snapshots(&r->fsm, &r->raft);
     rdzvd_repl_net_check_against(&r->tr, &r->raft);
     if (uv_check_init(loop, &r->unavailable) == 0) {
         r->unavailable.data = r;

@@ -136,6 +136,11 @@ bool rdzvd_replica_responsive(struct rdzvd_replica *r, unsigned id);
 /* Decide, through the log, that the cluster ends (hooks->shutdown everywhere once committed).
  * The leader's; 0 or -ENOTCONN. The entry goes with the turn's other changes (flush). */
 int rdzvd_replica_shutdown(struct rdzvd_replica *r);
+/* Bound the log on disk from now on, as a store's journal is (rdzvd-journal.h): the store's
+ * changes whose records have no room in disk (borrowed, must outlive r) are refused (-EDQUOT),
+ * and snapshots follow the log's bytes, not only its entries. */
+struct rdzvd_disk;
+void rdzvd_replica_bound(struct rdzvd_replica *r, struct rdzvd_disk *disk);
 /* Changes wait to be flushed, or an entry is in flight. */
 bool rdzvd_replica_busy(const struct rdzvd_replica *r);
 /* Propose the changes made since the last flush, unless an entry is in flight (then they go
@@ -164,6 +169,7 @@ struct rdzvd_replica_ops {
                   const char *raft, rdzvd_replica_change_cb cb, void *ud);
     bool (*responsive)(struct rdzvd_replica *r, unsigned id);
     int (*shutdown)(struct rdzvd_replica *r);
+    void (*bound)(struct rdzvd_replica *r, struct rdzvd_disk *disk);
     bool (*busy)(const struct rdzvd_replica *r);
     int (*flush)(struct rdzvd_replica *r);
     void (*close)(struct rdzvd_replica *r);

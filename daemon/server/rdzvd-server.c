@@ -498,6 +498,10 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
                               srv->job_table, &replica_hooks, srv, &srv->replica);
         if (r < 0)
             goto out_free;
+        /* The job table's entries go to the same log: its reserve also holds the next segment
+         * libraft allocates for them. */
+        srv->disk.reserve += RDZVD_REPL_SEGMENT_RESERVE;
+        srv->rops->bound(srv->replica, &srv->disk);
     }
     *ret = srv;
     return 0;

@@ -12,11 +12,13 @@ import subprocess
 import sys
 import tempfile
 
+import replicatest
 from faulttest import FaultTestCase, finish, kill_quietly, main, rdzvtest
 
 MIB = 1 << 20
 TMPFS_MIB = 48
 RESERVE_MIB = 8  # RDZVD_STATE_RESERVE
+REPL_RESERVE_MIB = 16  # ... + RDZVD_REPL_SEGMENT_RESERVE, with --peers
 VALUES = 60
 REFUSED = r"SET refused: no room on disk for the store's journal"
 
@@ -94,6 +96,57 @@ class TestDiskFull(FaultTestCase):
         self.release()
         self.finish_all([ag], 0)
         d.wait_log(r"job=diskfull gen=\d+ generation 5 succeeded")
+    def test_replicated_store_clients_are_refused_and_the_job_restarts(self):
+        """The same clients against a replicated rdzvd (--peers, one replica here): the main
+        store's changes go to the Raft log in --state-dir/raft, with the job table's. The log is
+        bounded as a journal is (snapshots by bytes, refusals past its room), so the replica
+        keeps committing: it does not exit 75, and the job's next generation is recorded."""
+        port = replicatest.free_port_pair()
+        d = self.start_daemon("--port", str(port), "--peers", "127.0.0.1:%d" % port,
+                              "--replica-id", "1", "--state-dir", self.state)
+        ag = self.agent("diskrepl", "--nnodes", "1", "--nproc", "1", "--max-restarts", "6")
+        self.wait_starts(1, 1, agents=[ag])
+        figures = ["before: %.1f MiB used" % (self.used() / MIB)]
+        # 300 rounds of SET 1 MiB, DELETE: the log's dead entries go with its snapshots.
+        value, done, refused, c = os.urandom(MIB), 0, 0, None
+        for i in range(300):
+            try:
+                c = c or rdzvtest.Client(d.port, timeout=20)
+                c.set(b"k", value)
+                c.sync()
+                c.delete(b"k")
+                c.sync()
+                done += 1
+            except (OSError, AssertionError):
+                refused += 1
+                if c:
+                    c.close()
+                c = None
+            self.assertIsNone(d.proc.poll(), "rdzvd exited: " + d.log()[-1500:])
+        if c:
+            c.close()
+        figures.append("set and delete: %d done, %d refused, %.1f MiB used"
+                       % (done, refused, self.used() / MIB))
+        stored, refused_fill = self.fill(d.port)
+        used = self.used()
+        figures.append("the main store: %d stored, %d refused, %.1f MiB used"
+                       % (stored, refused_fill, used / MIB))
+        print("; ".join(figures))
+        self.assertIsNone(d.proc.poll(), d.log()[-3000:])
+        self.assertTrue(refused_fill, figures)
+        self.assertGreater(done, 100, figures)
+        self.assertLessEqual(used, (TMPFS_MIB - REPL_RESERVE_MIB) * MIB, figures)
+        self.assertIsNotNone(d.find_log(REFUSED), d.log()[-3000:])
+        self.assertIsNotNone(d.find_log(r"replication: refusing the store's changes: no room on "
+                                        r"disk"))
+        # The job restarts: its next generations are recorded in the log.
+        for gen in (2, 3):
+            self.restart(ag, gen)
+        self.assertIsNone(d.find_log(r"could not record|not committed"), d.log()[-3000:])
+        self.release()
+        self.finish_all([ag], 0)
+        d.wait_log(r"job=diskrepl gen=\d+ generation 3 succeeded")
+
     def test_a_full_disk_names_what_filled_it(self):
         """Something other than a store (a file written here) fills the disk: the job table's
         record then fails, and the log names the free space and the largest files."""
