@@ -4,9 +4,10 @@
 values of 1 MiB each, first in the main store (the endpoint's, never dropped), then in the running
 job's store. Each store's journal is refused past its room with a clear error, at half of the
 free room it finds, and all leave the job table its reserve: every restart of the job is
-recorded, and its generations 2 to 5 form. Deleting the keys gives the room back. A disk
-filled by something else fails the job table's record, and the log names the largest files.
-Mounts a tmpfs: root only (exit 77 = skipped otherwise)."""
+recorded, and its generations 2 to 5 form. Deleting the keys gives the room back. A full job
+store leaves another job's store room. A replicated rdzvd bounds its Raft log the same way. A
+disk filled by something else fails the job table's record, and the log names the largest
+files. Mounts a tmpfs: root only (exit 77 = skipped otherwise)."""
 import os
 import subprocess
 import sys
@@ -96,6 +97,49 @@ class TestDiskFull(FaultTestCase):
         self.release()
         self.finish_all([ag], 0)
         d.wait_log(r"job=diskfull gen=\d+ generation 5 succeeded")
+    def test_a_full_job_store_leaves_another_job_room(self):
+        """Two jobs on one rdzvd: a client fills job A's store (its workers' MASTER_PORT, no
+        token). Job B's store still takes a SET of 200 bytes: a full journal refuses only its own
+        store's clients."""
+        d = self.start_daemon("--state-dir", self.state)
+        dir_b = os.path.join(self.dir, "b")
+        os.mkdir(dir_b)
+        ag_a = self.agent("diska", "--nnodes", "1", "--nproc", "1")
+        ag_b = self.agent("diskb", "--nnodes", "1", "--nproc", "1", env={"FAULT_DIR": dir_b})
+        self.wait_starts(1, 1, agents=[ag_a])
+        env_b = os.path.join(dir_b, "env.1.0")
+        rdzvtest.wait_until(lambda: os.path.exists(env_b), "job B's worker", timeout=20)
+        with open(env_b) as f:
+            port_b = int(dict(line.rstrip("\n").partition("=")[::2] for line in f)["MASTER_PORT"])
+        port_a = int(self.env_of(1, 0)["MASTER_PORT"])
+        stored, refused = self.fill(port_a)
+        # Then smaller values, until the last KiB is taken.
+        for size in (64 << 10, 4 << 10, 256):
+            for i in range(32):
+                try:
+                    with rdzvtest.Client(port_a, timeout=20) as c:
+                        c.set(b"top/%d/%d" % (size, i), b"t" * size)
+                        c.sync()
+                except (OSError, AssertionError):
+                    break
+        figures = "job A's store: %d stored, %d refused, %.1f MiB used" % (
+            stored, refused, self.used() / MIB)
+        print(figures)
+        self.assertTrue(refused, figures)
+        try:
+            with rdzvtest.Client(port_b) as c:
+                c.set(b"b/first", b"x" * 200)
+                c.sync()
+                self.assertEqual(c.get(b"b/first"), b"x" * 200)
+        except (OSError, AssertionError) as e:
+            self.fail("job B's first SET of 200 bytes failed (%s); %s; rdzvd: %s"
+                      % (e, figures, d.find_log(r"journal .*job.*refusing")))
+        self.assertEqual(ag_b.poll(), None)
+        self.release()
+        open(os.path.join(dir_b, "release"), "w").close()
+        self.finish_all([ag_a, ag_b], 0)
+        self.assertIsNotNone(d.find_log(REFUSED))
+
     def test_replicated_store_clients_are_refused_and_the_job_restarts(self):
         """The same clients against a replicated rdzvd (--peers, one replica here): the main
         store's changes go to the Raft log in --state-dir/raft, with the job table's. The log is
