@@ -112,6 +112,9 @@ struct rdzvd_member {
      * naming it, sent as it takes the round) or resumed it; 0: none. A node lost before it
      * ran is charged to its host, never to the job's budget (rdzvd_member_lost_unran). */
     uint64_t ran_gen;
+    /* Placed while the job's bound on restarts not counted was spent (P8), never having run in
+     * it: MIN needed it. A restart it causes before rdzvd sees it run is charged. */
+    bool placed_spent;
     bool ran_now; /* ran_gen was just set: its next deadline keeps the start grace */
     bool scaled_up; /* its JOIN restarted the job to take it in (--scale-up now) */
     bool scale_up_wait; /* its JOIN asks that: done at its first HEARTBEAT, if it still may */

@@ -22,9 +22,11 @@
 #include "daemon/data/rdzvd-config.h"
 
 static bool member_never_ran(const struct rdzvd_member *m);
+static bool member_seen_running(const struct rdzvd_member *m);
 static bool free_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members);
 static void free_say(struct rdzvd_job *j, const char *what);
 static void free_keep(struct rdzvd_job *j);
+static unsigned free_in_window(struct rdzvd_job *j, int64_t now);
 
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
 {
@@ -271,10 +273,12 @@ static void close_round(struct rdzvd_job *j, bool bench)
     struct rdzvd_member *m, *m0;
     int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0, promoted = 0;
     char spares[RDZV_STATUS_TEXT_MAX + 1] = "";
+    bool spent;
     int r;
 
     rdzvd_job_timer_stop(j);
     j->scaling_up = false;
+    spent = j->generation > 0 && rdzvd_job_free_spent(j);
     if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);
         rdzvd_job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
@@ -312,6 +316,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
             promoted++;
         }
         m->placed = false;
+        m->placed_spent = spent && member_never_ran(m); /* MIN needed it (P8d) */
         rdzvd_member_set_rank(m, rank++);
         m->prev_rank = m->node_rank;
         m->rank_offset = offset;
@@ -744,21 +749,23 @@ static void end_with_last(struct rdzvd_member *m, const char *why, bool dismisse
     rdzvd_job_end(j, "failed", 1, what);
 }
 
-/* Why the restart for a member lost is not counted, or NULL: it is. A node that never ran
- * (unran: placed, gone before it ran; signalled too) costs the job a restart not counted only
- * within the job's bound (P8): past it, the budget is charged (logged). */
-static const char *lost_uncounted(struct rdzvd_job *j, bool signalled, bool unran)
+/* Why the restart for a member lost is not counted, or NULL: it is. One caused by a node that
+ * was placed only because MIN needed it, past the job's bound (P8), before rdzvd saw it run
+ * (charge; a signal, a loss, a straggler, whatever its agent claimed) is charged to the budget
+ * (logged). */
+static const char *lost_uncounted(struct rdzvd_job *j, bool signalled, bool unran, bool charge)
 {
     const char *why = signalled            ? "a node left on a signal from outside"
                       : j->straggler_cause ? "a straggler put aside"
                       : unran              ? "a node lost before it ran"
                                            : NULL;
 
-    if (!why || !unran || !rdzvd_job_free_spent(j))
+    if (!why || !charge || !rdzvd_job_free_spent(j))
         return why;
-    rdzvd_job_note(j, true, "this restart (%s, a node that never ran) is charged to the budget: "
-                   "the job took %d restarts not charged to it within %d min, the most it takes",
-                   why, RDZVD_JOB_FREE_RESTARTS, RDZVD_JOB_FREE_WINDOW_MS / 60000);
+    rdzvd_job_note(j, true, "this restart (%s, a node placed past the bound before it ran) is "
+                   "charged to the budget: the job took %d restarts not charged to it within %d "
+                   "min, the most it takes", why, RDZVD_JOB_FREE_RESTARTS,
+                   RDZVD_JOB_FREE_WINDOW_MS / 60000);
     return NULL;
 }
 
@@ -771,6 +778,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     enum job_state st = j->state;
     bool in_round = m->node_rank >= 0, left = m->left_ok, last = j->nmembers == 1, unran;
     bool signalled = m->signalled; /* it left on a signal from outside: nothing is charged */
+    /* placed only because MIN needed it, past the bound, and not seen running: charged */
+    bool charge = m->placed_spent && !member_seen_running(m);
     void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
     int64_t rank = m->node_rank;
     double lost_since_s = m->lost_since_s;
@@ -804,8 +813,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
         if (in_round && !left)
             j->cause_s = lost_since_s; /* its silence began then (a connection lost: now) */
         if (in_round && !left)
-            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST, lost_uncounted(j, signalled, unran), 1,
-                              cause);
+            rdzvd_job_restart(j, RDZV_MARK_NODE_LOST, lost_uncounted(j, signalled, unran, charge),
+                              1, cause);
         else if (in_round)
             rdzvd_job_check_all_left(j); /* its workers were done: the others may finish too */
         break;
@@ -1218,6 +1227,7 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
      * bound (a record of an older rdzvd has none). */
     j->n_free = rec->n_free < RDZVD_JOB_FREE_RESTARTS ? rec->n_free : RDZVD_JOB_FREE_RESTARTS;
     memcpy(j->free_ms, rec->free_ms, j->n_free * sizeof(*j->free_ms));
+    (void)free_in_window(j, wall_ms(j)); /* one in the future is taken as now */
 }
 
 /* ---- the bound on restarts not charged to the budget ----
@@ -1226,11 +1236,16 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
  * by a node whose name and node id are only claims, so the bound is the job's: at most
  * RDZVD_JOB_FREE_RESTARTS within RDZVD_JOB_FREE_WINDOW_MS, whoever asked. */
 
-/* The restarts not counted within the window before now (those older dropped). A clock set back
- * keeps them all. */
+/* The restarts not counted within the window before now (those older dropped). One later than
+ * now (a clock set back, a record written by a host whose clock runs ahead) is taken as now: it
+ * delays the next scale-up by one window at most, never for as long as the clocks differ. */
 static unsigned free_in_window(struct rdzvd_job *j, int64_t now)
 {
     unsigned old = 0;
+
+    for (unsigned i = 0; i < j->n_free; i++)
+        if (j->free_ms[i] > now)
+            j->free_ms[i] = now;
 
     while (old < j->n_free && now - j->free_ms[old] >= RDZVD_JOB_FREE_WINDOW_MS)
         old++;
@@ -1264,7 +1279,10 @@ bool rdzvd_job_free_scale_up(struct rdzvd_job *j)
     int64_t now = wall_ms(j);
     unsigned k = free_in_window(j, now);
 
-    if (k >= RDZVD_JOB_FREE_RESTARTS) {
+    /* Two slots left at least: the scale-up takes one, and a re-form around its joiners (lost
+     * at their ROUND, before they ran) the other, never charged to the budget: a token holder
+     * cannot make a healthy job fail (P8d). */
+    if (k >= RDZVD_JOB_FREE_RESTARTS - 1) {
         free_say(j, "no scale-up now");
         return false;
     }
@@ -1285,10 +1303,26 @@ static void free_keep(struct rdzvd_job *j)
     j->free_ms[j->n_free++] = now;
 }
 
-/* m never ran in its job: its agent answered no ROUND of it, nor proved that its workers ran. */
+/* Whether rdzvd sees m run now: in the generation's round, it took the ROUND (its HEARTBEAT
+ * named the generation), and the generation ran past the start-up window by rdzvd's own clock
+ * (or was rebuilt: its nodes came back with its resume). A step claimed does not count. */
+static bool member_seen_running(const struct rdzvd_member *m)
+{
+    const struct rdzvd_job *j = m->job;
+
+    if (m->node_rank < 0 || !j->generation || m->ran_gen != j->generation)
+        return false;
+    return !j->formed_ms ||
+           (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) >= rdzvd_job_startup_fail_ms;
+}
+
+/* m never ran in its job, as rdzvd saw it (the bound, P8): this member (this connection, since
+ * its JOIN) never took a ROUND of the job. A claim does not count: a resume of an older
+ * generation proves an id, not a run; a node that left, was lost or put aside is a new member
+ * when it comes back. */
 static bool member_never_ran(const struct rdzvd_member *m)
 {
-    return !m->ran_gen && !m->held_place;
+    return !m->ran_gen;
 }
 
 /* While forming after a restart, with the bound spent: whether the job forms without the nodes

@@ -477,8 +477,9 @@ static void test_unavoidable_reform_past_the_bound_is_charged(void)
 
 /* An honest elastic job (--nnodes 1:11, --scale-up now) gains 10 nodes over 5 minutes, one
  * every 30 s, every agent heartbeating. Joiners close together are taken in together: the
- * scale-ups are spaced (30 s doubling), and the job takes its 10 nodes in 5 restarts, the last
- * once the first restart left the 10-minute window, not in 10. */
+ * scale-ups are spaced (30 s doubling), a scale-up leaves one slot of the bound free, and the
+ * job takes its 10 nodes in 4 restarts (at 30, 60 and 120 s, 4 nodes; the last 6 at 630 s, once
+ * the first restart left the 10-minute window), not in 10. */
 static void test_honest_growth_takes_few_restarts(void)
 {
     struct env e;
@@ -514,9 +515,36 @@ static void test_honest_growth_takes_few_restarts(void)
     }
     ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
     ASSERT_EQ(job_of(&e)->nin_round, 11); /* every node taken in */
-    ASSERT_EQ(restarts, 5);
+    ASSERT_EQ(restarts, 4);
     ASSERT_EQ(job_of(&e)->restart_count, 0);
     env_done(&e);
+}
+
+/* rdzvd restarted on its --state-dir (fd) whose record of the job (--nnodes 1:3, --scale-up
+ * now, generation 6, heartbeat timeout hb_ms) names n restarts not counted, at_ms[i] from now;
+ * then f[0] resumes it (generation 7). */
+static void rebuilt_with_free(struct env *e, int fd, struct fake *f, int64_t hb_ms,
+                              const int64_t *at_ms, unsigned n)
+{
+    struct rdzvd_job_record rec = {.min = 1, .max = 3, .max_restarts = 3, .generation = 6,
+                                   .restart_count = 1, .has_settings = true,
+                                   .settings = {.last_call_ms = 10,
+                                                .heartbeat_timeout_ms = hb_ms,
+                                                .join_timeout_ms = 600000,
+                                                .scale_up_now = true}};
+    struct rdzv_join jn = join_on(0, 1, 3, NULL);
+
+    env_init(e, -1); /* the clock */
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    rec.n_free = n;
+    for (unsigned i = 0; i < n; i++)
+        rec.free_ms[i] = (int64_t)(rdzvd_job_wall_s(&e->h) * 1000) + at_ms[i];
+    jt_record_save(fd, &rec);
+    env_done(e);
+    env_init(e, fd); /* rdzvd restarted on its --state-dir */
+    jn.scale_up_now = true;
+    ASSERT_OK(join(e, &f[0], &jn));
+    run_ms(e, 100);
 }
 
 /* An rdzvd restart keeps the bound: the job's record says when its restarts not counted were
@@ -524,30 +552,14 @@ static void test_honest_growth_takes_few_restarts(void)
  * the window. Before, the bound was in memory only, and a restart of rdzvd reset it. */
 static void test_bound_survives_an_rdzvd_restart(void)
 {
-    struct rdzvd_job_record rec = {.min = 1, .max = 3, .max_restarts = 3, .generation = 6,
-                                   .restart_count = 1, .has_settings = true,
-                                   .settings = {.last_call_ms = 10,
-                                                .heartbeat_timeout_ms = 60000,
-                                                .join_timeout_ms = 600000,
-                                                .scale_up_now = true}};
+    const int64_t at[RDZVD_JOB_FREE_RESTARTS] = {-240000, -180000, -120000, -60000};
     struct fake f[2] = {0};
     struct rdzv_join jn;
     char path[64];
     struct env e;
     int fd = jt_state_dir(path, sizeof(path));
 
-    env_init(&e, -1); /* the clock */
-    snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    rec.n_free = RDZVD_JOB_FREE_RESTARTS;
-    for (unsigned i = 0; i < rec.n_free; i++) /* the last a minute ago */
-        rec.free_ms[i] = (int64_t)(rdzvd_job_wall_s(&e.h) * 1000) - 60000 * (4 - i);
-    jt_record_save(fd, &rec);
-    env_done(&e);
-    env_init(&e, fd); /* rdzvd restarted on its --state-dir */
-    jn = join_on(0, 1, 3, NULL);
-    jn.scale_up_now = true;
-    ASSERT_OK(join(&e, &f[0], &jn));
-    run_ms(&e, 100);
+    rebuilt_with_free(&e, fd, f, 60000, at, RDZVD_JOB_FREE_RESTARTS); /* the last 1 min ago */
     ASSERT_EQ(f[0].round.generation, 7);
     ASSERT_EQ(job_of(&e)->n_free, (unsigned)RDZVD_JOB_FREE_RESTARTS);
     jn = join_on(1, 1, 3, "newcomer");
@@ -556,6 +568,145 @@ static void test_bound_survives_an_rdzvd_restart(void)
     rdzvd_member_heartbeat(f[1].m);
     ASSERT_EQ(f[0].nevents, 0); /* no scale-up: the bound is spent */
     ASSERT_TRUE(f[1].spare);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* A token holder whose node id held a place (--state-dir: its secret proves the id), on a 2:3
+ * job. Each cycle while generation G runs: it claims a step, sends CANCEL (SIGTERM); while the
+ * job stops it JOINs again, same id and secret, with a resume of G, and is READY. Before, the
+ * resume counted as "it ran" (held_place) and a signal from a node that ran was never charged:
+ * 20 cycles, 20 restarts of every worker, restart count 0, and the bound renewed forever.
+ * Now "ran" is what rdzvd saw (this member took a ROUND): the rejoined id is a newcomer, and
+ * past the bound it waits as a spare. */
+static void test_signal_and_resume_do_not_renew_the_bound(void)
+{
+    struct env e;
+    struct fake f[3] = {0};
+    int restarts = 0, seen = 0, fd;
+    char path[64];
+
+    env_init(&e, (fd = jt_state_dir(path, sizeof(path))));
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_on(i, 2, 3, NULL);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    run_ms(&e, 100);
+    ASSERT_EQ(f[2].nrounds, 1);
+    for (int c = 0; c < 20; c++) {
+        struct rdzvd_job *j = job_of(&e);
+        uint64_t g = j->generation;
+        struct rdzv_join jn;
+
+        ASSERT_EQ(j->state, JOB_RUNNING);
+        fake_step(&f[2]); /* a claim: its rank made a step */
+        jt_cancel(f[2].m, 15, "");
+        memset(&f[2], 0, sizeof(f[2]));
+        jn = join_on(2, 2, 3, NULL);
+        jn.resume = (struct rdzv_resume){.generation = g, .node_rank = 0, .nnodes = 1,
+                                         .world_size = 2, .master_port = 41000};
+        ASSERT_OK(join(&e, &f[2], &jn));
+        if (j->state == JOB_STOPPING) {
+            jt_ready(f[2].m, g);
+            all_ready(f, 2, g);
+        }
+        restarts += restarts_heard(&f[0], &seen);
+        run_ms(&e, 1000);
+    }
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    ASSERT_TRUE(restarts <= RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    ASSERT_TRUE(f[2].spare); /* waits: the job forms without it */
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* A healthy full-size elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3) and a token
+ * holder under a new name and node id each time: JOIN + HEARTBEAT (a scale-up when the spacing
+ * allows); the first closes at once, the others are placed in the scale-up's round and close at
+ * their ROUND. Before, a scale-up could take the bound's last slot, and the loss at its round
+ * past the bound was charged: the budget went at 150, 600 and 780 s and the job failed at 1200 s
+ * ("restart budget exhausted"), no honest node at fault. Now a scale-up needs two slots. */
+static void test_scale_up_round_spends_no_budget(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s[64] = {0};
+    int c = 0;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_on(i, 2, 8, NULL);
+
+        jn.scale_up_now = true;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    run_ms(&e, 100);
+    ASSERT_EQ(f[0].nrounds, 1);
+    for (int t = 0; t < 40 * 60 && c < 64 && job_of(&e)->state != JOB_ENDED; t += 5) {
+        struct rdzvd_job *j = job_of(&e);
+
+        if (j->state == JOB_RUNNING && rdzvd_job_free_scale_up(j)) {
+            char host[32];
+            struct rdzv_join jn;
+            uint64_t g = j->generation;
+
+            snprintf(host, sizeof(host), "adv%d", c);
+            jn = join_on(10 + c, 2, 8, host);
+            jn.scale_up_now = true;
+            s[c].silent = true;
+            ASSERT_OK(join(&e, &s[c], &jn));
+            rdzvd_member_heartbeat(s[c].m);
+            if (c == 0)
+                jt_gone(s[c].m); /* a scale-up alone */
+            if (j->state == JOB_STOPPING) {
+                all_ready(f, 2, g);
+                if (c > 0)
+                    jt_ready(s[c].m, g);
+            }
+            if (c > 0) {
+                jt_gone(s[c].m); /* at its ROUND, or a spare */
+                if (job_of(&e)->state == JOB_STOPPING)
+                    all_ready(f, 2, job_of(&e)->generation);
+            }
+            c++;
+        }
+        for (int i = 0; i < 2; i++)
+            rdzvd_member_heartbeat(f[i].m);
+        run_ms(&e, 5000);
+    }
+    ASSERT_TRUE(c > 3); /* it kept trying */
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    env_done(&e);
+}
+
+/* The job's record names a restart not counted 1 h in the future (written by a replica or
+ * leader whose wall clock runs ahead, or this host's clock set back). Before, that entry
+ * blocked every scale-up until the clock caught up (61 min). It is taken as now: the newcomer
+ * is taken in once the spacing after it allows (30 s). */
+static void test_bound_in_the_future_is_taken_as_now(void)
+{
+    const int64_t at[1] = {3600 * 1000};
+    struct fake f[2] = {0};
+    struct rdzv_join jn;
+    char path[64];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path)), s = 0;
+
+    rebuilt_with_free(&e, fd, f, 600000, at, 1);
+    jn = join_on(1, 1, 3, "newcomer");
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    for (s = 0; s < 90 * 60 && f[0].nevents == 0; s += 5) {
+        rdzvd_member_heartbeat(f[0].m);
+        rdzvd_member_heartbeat(f[1].m);
+        run_ms(&e, 5000);
+    }
+    ASSERT_TRUE(f[0].nevents > 0);
+    ASSERT_TRUE(s <= 60); /* the scale-up came within a minute */
     env_done(&e);
     env_forget_table(fd);
     jt_state_dir_done(fd, path);
@@ -576,5 +727,8 @@ int main(void)
     TEST(test_unavoidable_reform_past_the_bound_is_charged);
     TEST(test_honest_growth_takes_few_restarts);
     TEST(test_bound_survives_an_rdzvd_restart);
+    TEST(test_signal_and_resume_do_not_renew_the_bound);
+    TEST(test_scale_up_round_spends_no_budget);
+    TEST(test_bound_in_the_future_is_taken_as_now);
     return tap_done();
 }
