@@ -2,10 +2,12 @@
 /* jobsim.h: the simulator's model (test-job-sim.c): jobexplore.h's job and agents with up to
  * six nodes, a configuration drawn from a seed, the simulator's own events (an agent that joins
  * and crashes under a new node id, the adversary: a token holder under a new host name and node
- * id each time that JOINs, sends its HEARTBEAT and closes at its ROUND or at will, another job
- * that runs and ends, a new run of the same id, a drain) and its invariants S1..S7, checked
- * after every event beside jobcheck.h's I1..I5 (apply_one). S7 is a bound over a window, not a
- * moment: the job's restarts not counted, whoever caused them. For test-job-sim.c only, which
+ * id each time that JOINs, sends its HEARTBEAT and closes at its ROUND or at will, or answers
+ * it with a claimed step, and, placed, sends CANCEL and JOINs back with its secret and a resume;
+ * another job that runs and ends, a new run of the same id, a drain) and its invariants S1..S8,
+ * checked after every event beside jobcheck.h's I1..I5 (apply_one). S7 is a bound over a window,
+ * not a moment: the job's restarts not counted, whoever caused them, but a signal to a node that
+ * rdzvd saw run. S8: no token holder fails a healthy job. For test-job-sim.c only, which
  * includes it once. */
 #pragma once
 #define NODES 6
@@ -23,11 +25,14 @@ enum {
     SC_ADV_JOIN, /* the adversary: a token holder under a new host name and node id JOINs and
                   * sends a HEARTBEAT, as an agent does on JOINED; it closes at its ROUND */
     SC_ADV_GONE, /* its connection closes */
+    SC_ADV_CANCEL, /* it claims a step, sends CANCEL (SIGTERM) and closes: a signal from outside */
+    SC_ADV_RESUME, /* it JOINs again, the same node id and secret, with a resume of the generation
+                    * it was placed in, and READY when the job stops */
     SC_END
 };
 #define TRACE_MAX 600 /* events from a fresh rdzvd to the next */
 
-enum { S1 = N_INV, S2, S3, S4, S5, S6, S7, N_ALL };
+enum { S1 = N_INV, S2, S3, S4, S5, S6, S7, S8, N_ALL };
 static const char *const sim_inv[N_ALL - N_INV] = {
     "S1: a restart is charged to the budget only for a failure of a node that ran in that "
     "generation",
@@ -37,7 +42,10 @@ static const char *const sim_inv[N_ALL - N_INV] = {
     "S5: a node whose workers fail first at start-up is charged, even when others fail after it",
     "S6: every agent is told a true outcome in bounded time",
     "S7: at most RDZVD_JOB_FREE_RESTARTS restarts not counted within any "
-    "RDZVD_JOB_FREE_WINDOW_MS, whoever joins; the restart count within the budget",
+    "RDZVD_JOB_FREE_WINDOW_MS caused by nodes that rdzvd did not see run, whoever joins and "
+    "whatever they claim; the restart count within the budget",
+    "S8: with every honest node healthy (no honest fault since the run began), the job never "
+    "fails for its budget",
 };
 
 static const char *const tok_node[EV_NODE_KINDS] = {
@@ -45,7 +53,7 @@ static const char *const tok_node[EV_NODE_KINDS] = {
 static const char *const tok_job[] = {"all-fail", "ready",     "timer",     "op-cancel",
                                       "restart",  "abandon",   "fresh-crash", "other-job",
                                       "new-run",  "new-rdzvd", "drain",     "adv-join",
-                                      "adv-gone"};
+                                      "adv-gone", "adv-cancel", "adv-resume"};
 
 struct config {
     struct variant v;
@@ -78,6 +86,13 @@ struct sim {
     struct agent adv;
     bool adv_in;
     int adv_k;
+    /* Its last node id, host and secret, and the generation it was placed in, for a resume
+     * (SC_ADV_RESUME, once after its CANCEL); the generation whose ROUND it answered. */
+    char adv_id[32], adv_host[32], adv_secret[RDZV_SECRET_HEX + 1];
+    uint64_t adv_gen, adv_answered;
+    int adv_ev0; /* the EVENTs its resume was told at once (restart: the job moved on) */
+    bool adv_resumable, adv_resumed; /* it may resume; it did (it answers its ROUNDs) */
+    bool honest_fault; /* an honest node's fault since the run began (S8) */
     /* The restarts every worker of the job heard (EVENT restart), as the agents saw them: the
      * last generation restarted, and when those not counted were (the sim's clock, ms), the
      * newest RDZVD_JOB_FREE_RESTARTS + 1 in the window, oldest first. */
@@ -97,6 +112,8 @@ struct spre {
     uint64_t resume[NODES]; /* the generation each agent would resume */
     bool stepped[NODES];    /* a rank of its workers reported a step in the generation */
     bool spent;             /* the job's bound on restarts not counted was spent (P8) */
+    bool adv_ran; /* the adversary ran its generation, as rdzvd sees it: no claim counts */
+    bool all_in;  /* every honest node (not the stranger) is in the job */
 };
 
 static uint64_t rnd(uint64_t *x) /* splitmix64 */
@@ -200,12 +217,24 @@ static int64_t fails_of(struct rdzvd_job *j, int i)
     return 0;
 }
 
+static int sim_join(struct sim *s, struct agent *f, struct rdzv_join *jn0, const char *node_id,
+                    const char *host, char *err, size_t errlen);
+
 /* A newcomer's JOIN (node_id on host, the job's options, its agent started now) by f: refused
  * (its error kept for the checks) or joined. 0 or the refusal. */
 static int newcomer_join(struct sim *s, struct agent *f, const char *node_id, const char *host,
                          char *err, size_t errlen)
 {
     struct rdzv_join jn = join_of(0, s->c.v.min, s->c.v.max, s->c.v.max_restarts);
+
+    return sim_join(s, f, &jn, node_id, host, err, errlen);
+}
+
+/* jn (its node id and host set here, and the job's options) by f, as newcomer_join. */
+static int sim_join(struct sim *s, struct agent *f, struct rdzv_join *jn0, const char *node_id,
+                    const char *host, char *err, size_t errlen)
+{
+    struct rdzv_join jn = *jn0;
     int r;
 
     memset(f, 0, sizeof(*f));
@@ -255,12 +284,80 @@ static int ev_adv_join(struct sim *s)
     snprintf(id, sizeof(id), "adv-%d", s->adv_k);
     snprintf(host, sizeof(host), "hadv%d", s->adv_k++);
     r = newcomer_join(s, f, id, host, err, sizeof(err));
+    snprintf(s->adv_id, sizeof(s->adv_id), "%s", id);
+    snprintf(s->adv_host, sizeof(s->adv_host), "%s", host);
+    s->adv_resumable = s->adv_resumed = false;
+    s->adv_answered = 0;
+    s->adv_ev0 = 0;
     say(&s->md, ": %s as %s%s%s", r ? "refused" : "joined, heartbeat", host, r ? ": " : "",
         r ? err : "");
     s->adv_in = !r && f->f.m && !f->f.closed;
     if (s->adv_in)
         rdzvd_member_heartbeat(f->f.m);
     jt_run_pass();
+    return r;
+}
+
+/* The adversary, as a node stopped from outside: it claims a step of its generation (placed)
+ * and sends CANCEL (SIGTERM); its connection closes. It keeps its node id and secret. */
+static void ev_adv_cancel(struct sim *s)
+{
+    struct agent *f = &s->adv;
+    struct rdzvd_job *j = the_job(&s->md);
+
+    s->adv_gen = f->f.nrounds ? f->f.round.generation : j ? j->generation : 0;
+    snprintf(s->adv_secret, sizeof(s->adv_secret), "%s", f->f.secret);
+    s->adv_resumable = f->f.secret[0] && s->adv_gen;
+    if (f->f.m && !f->f.closed && f->f.nrounds)
+        fake_step(&f->f); /* a claim */
+    if (f->f.m && !f->f.closed)
+        jt_cancel(f->f.m, 15, "");
+    if (f->f.m && !f->f.closed)
+        jt_gone(f->f.m);
+    jt_run_pass();
+    s->adv_in = false;
+    say(&s->md, ": %s claimed a step, CANCEL", s->adv_host);
+}
+
+static int ev_adv_resume(struct sim *s);
+
+/* adv-cancel, and at once its JOIN back with a resume (adv-resume), as a token holder that
+ * loops does: the rdzvd sees both before anything else happens. */
+static void ev_adv_cancel_resume(struct sim *s)
+{
+    struct rdzvd_job *j;
+
+    ev_adv_cancel(s);
+    if (s->adv_resumable && (j = the_job(&s->md)) && j->state != JOB_ENDED)
+        ev_adv_resume(s); /* said after the CANCEL */
+}
+
+/* The adversary back with its node id and secret and a resume of the generation it was placed
+ * in (its id proved, not a run), READY when the job stops, and its HEARTBEAT. */
+static int ev_adv_resume(struct sim *s)
+{
+    struct agent *f = &s->adv;
+    struct rdzv_join jn = join_of(0, s->c.v.min, s->c.v.max, s->c.v.max_restarts);
+    struct rdzvd_job *j;
+    char err[512];
+    int r;
+
+    snprintf(jn.secret, sizeof(jn.secret), "%s", s->adv_secret);
+    jn.resume = (struct rdzv_resume){.generation = s->adv_gen, .node_rank = 0, .nnodes = 1,
+                                     .world_size = jn.nproc, .master_port = 41000};
+    r = sim_join(s, f, &jn, s->adv_id, s->adv_host, err, sizeof(err));
+    s->adv_resumable = false;
+    s->adv_resumed = true;
+    s->adv_answered = 0;
+    s->adv_ev0 = f->f.nevents;
+    say(&s->md, ": %s%s%s", r ? "refused: " : "resumed as ", r ? err : s->adv_host, "");
+    s->adv_in = !r && f->f.m && !f->f.closed;
+    if (s->adv_in && (j = the_job(&s->md)) && j->state == JOB_STOPPING)
+        jt_ready(f->f.m, s->adv_gen);
+    if (s->adv_in && f->f.m && !f->f.closed)
+        rdzvd_member_heartbeat(f->f.m);
+    jt_run_pass();
+    s->adv_in = s->adv_in && f->f.m && !f->f.closed;
     return r;
 }
 
@@ -364,6 +461,10 @@ static bool code_enabled(struct sim *s, int code)
         return j && j->state != JOB_ENDED && !s->adv_in;
     if (code == SC_ADV_GONE)
         return s->adv_in;
+    if (code == SC_ADV_CANCEL) /* placed: a spare's CANCEL is its leaving (adv-gone) */
+        return s->adv_in && s->adv.f.m && !s->adv.f.closed && s->adv.f.m->node_rank >= 0;
+    if (code == SC_ADV_RESUME)
+        return j && j->state != JOB_ENDED && !s->adv_in && s->adv_resumable;
     if (code == SC_NEW_RUN)
         return job_over(s);
     return code < SC_END;
@@ -375,6 +476,10 @@ static uint64_t apply_one(struct sim *s, int code);
  * waits for comes, so that every agent is told how it ended. */
 static void ev_drain(struct sim *s)
 {
+    if (s->adv_in) { /* the adversary goes: it would hold its place forever */
+        adv_gone(s);
+        reap(&s->md); /* the outcomes it brought, as after any event */
+    }
     for (int k = 0; k < 400; k++) {
         uint64_t mask = sim_enabled(s);
         int code = -1;
@@ -439,6 +544,13 @@ static void take_spre(struct sim *s, struct spre *p)
     memset(p, 0, sizeof(*p));
     p->spent = bound_spent(s, j);
     p->ended = s->md.ended_seen;
+    p->all_in = true;
+    for (int i = 0; i < s->c.nodes; i++)
+        p->all_in &= i == s->c.stranger || s->md.a[i].st == A_IN;
+    p->adv_ran = s->adv_in && j && s->adv_answered == j->generation &&
+                 s->adv.f.round.generation == j->generation &&
+                 (!j->formed_ms ||
+                  jt_now_ms() - j->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms);
     if ((p->exists = j != NULL)) {
         p->st = j->state;
         p->gen = j->generation;
@@ -467,6 +579,15 @@ static bool ran(struct sim *s, int i, const struct spre *p)
     return a->f.nrounds && a->f.round.generation == p->gen &&
            (!p->formed_ms || jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms ||
             p->stepped[i]);
+}
+
+/* Node i ran generation p->gen as rdzvd sees it: as ran(), but no claimed step counts. */
+static bool seen_ran(struct sim *s, int i, const struct spre *p)
+{
+    const struct agent *a = &s->md.a[i];
+
+    return a->f.nrounds && a->f.round.generation == p->gen &&
+           (!p->formed_ms || jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms);
 }
 
 static void check_moved(struct sim *s, const struct spre *p, int node, const char *who)
@@ -509,13 +630,15 @@ static size_t ids_promised(const struct rdzvd_job *j)
 
 /* S7, after every event: the restarts every worker heard (an agent's EVENT restart of a
  * generation not restarted before) that the budget did not count, but for a signal to a node
- * or a rebuild nobody came back to, are at most
- * RDZVD_JOB_FREE_RESTARTS within any RDZVD_JOB_FREE_WINDOW_MS of the sim's clock, whoever
- * joined; the restart count never passes the budget. The count goes with the job: a new run, a
- * job made afresh (no record kept its bound), an rdzvd restart without a job table. */
+ * that rdzvd saw run (its generation past the start-up window by rdzvd's clock: a claimed step
+ * does not count) or a rebuild nobody came back to, are at most RDZVD_JOB_FREE_RESTARTS within
+ * any RDZVD_JOB_FREE_WINDOW_MS of the sim's clock, whoever joined; the restart count never
+ * passes the budget. The count goes with the job: a new run, a job made afresh (no record kept
+ * its bound), an rdzvd restart without a job table. */
 static void check_bound(struct sim *s, int code, const struct spre *p)
 {
     struct rdzvd_job *j = the_job(&s->md);
+    int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
     uint64_t gen = 0;
     bool scale = false, ran = false;
 
@@ -533,10 +656,11 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
         if (f->nevents > p->nevents[i] && event_is(f, "restart") && f->event.generation > gen) {
             gen = f->event.generation;
             scale = strstr(f->event.summary, "scale up") != NULL;
-            /* A node that ran left on a signal, or nobody came back to a rebuild: no claim of a
-             * joiner's, never charged (P8d); the bound counts the others. */
-            ran = strstr(f->event.summary, "from outside") ||
-                  strstr(f->event.summary, "did not come back");
+            /* Nobody came back to a rebuild, or a node that rdzvd saw run left on a signal:
+             * no claim of a joiner's (P8d); the bound counts the others. */
+            ran = strstr(f->event.summary, "did not come back") ||
+                  (kind == EV_CANCEL && seen_ran(s, code % NODES, p)) ||
+                  (code == SC_ADV_CANCEL && p->adv_ran);
         }
     }
     if (gen <= s->restart_gen)
@@ -555,6 +679,30 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
              "min), the last of generation %" PRIu64 " (%s): every worker restarted each time",
              s->nfree, (double)(jt_now_ms() - s->free_at[0]) / 1000, RDZVD_JOB_FREE_RESTARTS,
              RDZVD_JOB_FREE_WINDOW_MS / 60000, gen, scale ? "a scale-up" : "a re-form");
+}
+
+/* S8: an honest node's fault (its connection lost, its workers failing, put aside, signalled;
+ * the operator's cancel, an rdzvd restart, every node failing alike) since the run began.
+ * Without one, and with every honest node in the job (at least MIN: below it the job needs any
+ * node, failures.md), the job never fails for its budget: no token holder spends it. */
+static void check_healthy(struct sim *s, int code, const struct spre *p)
+{
+    int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
+
+    if (code == SC_NEW_RUN)
+        s->honest_fault = false;
+    if ((kind >= 0 && kind != EV_JOIN && kind != EV_LEAVE) || code == JOB_EV(EV_ALL_FAIL) ||
+        code == JOB_EV(EV_OP_CANCEL) || code == JOB_EV(EV_RESTART) ||
+        code == JOB_EV(EV_ABANDON) || code == SC_NEW_RDZVD)
+        s->honest_fault = true;
+    for (int i = 0; i < NODES && !s->honest_fault && p->all_in; i++) {
+        const struct fake *f = &s->md.a[i].f;
+
+        if (f->nevents && !strcmp(f->event.type, "failed") &&
+            strstr(f->event.summary, "budget exhausted"))
+            sbad(s, S8, 2, "the job failed with every honest node healthy, its budget spent by "
+                 "nodes that never ran: %s", f->event.summary);
+    }
 }
 
 static void sim_check(struct sim *s, int code, const struct spre *p)
@@ -628,6 +776,7 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
     if (!j)
         s->ff_charged = -1;
     check_bound(s, code, p);
+    check_healthy(s, code, p);
     if (p->exists && p->over && !j && code != JOB_EV(EV_RESTART))
         s->left_memory = true;
     if (code == JOB_EV(EV_RESTART))
@@ -671,13 +820,18 @@ static uint64_t apply_one(struct sim *s, int code)
             ev_adv_join(s);
         else if (code == SC_ADV_GONE)
             adv_gone(s);
+        else if (code == SC_ADV_CANCEL)
+            ev_adv_cancel_resume(s);
+        else if (code == SC_ADV_RESUME)
+            ev_adv_resume(s);
         else if (code == SC_OTHER)
             ev_other(s);
         else if (code == SC_NEW_RUN)
             ev_new_run(s);
         else if (code == SC_DRAIN)
             ev_drain(s);
-        md->refused = code == SC_FRESH || code == SC_ADV_JOIN ? md->refused : 0;
+        md->refused =
+            code == SC_FRESH || code == SC_ADV_JOIN || code == SC_ADV_RESUME ? md->refused : 0;
         if (code != SC_DRAIN && code != SC_NEW_RUN) {
             check_step(md, EV_TIMER, -1, &pp);
             reap(md);
@@ -686,9 +840,20 @@ static uint64_t apply_one(struct sim *s, int code)
     }
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
         s->adv_in = false; /* rdzvd closed it (lost, put aside, the job's end) */
-    /* Placed, it closes at its ROUND; told an outcome (the job's end, put aside), it exits as
-     * an agent does. */
-    if (s->adv_in && (s->adv.f.nrounds || s->adv.f.nevents)) {
+    /* Placed, it closes at its ROUND, or (every other one) answers it with a claimed step and
+     * stays; told an outcome (the job's end, put aside) or to restart, it exits as an agent
+     * does. */
+    if (s->adv_in && s->adv.f.nrounds && s->adv.f.nevents <= s->adv_ev0 &&
+        (s->adv_k % 2 == 0 || s->adv_resumed) &&
+        s->adv_answered != s->adv.f.round.generation) {
+        s->adv_answered = s->adv.f.round.generation;
+        fake_step(&s->adv.f);
+        jt_run_pass();
+    }
+    if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
+        s->adv_in = false;
+    if (s->adv_in && ((s->adv.f.nrounds && s->adv_k % 2 && !s->adv_resumed) ||
+                      s->adv.f.nevents > s->adv_ev0)) {
         struct rdzvd_job *j;
 
         adv_gone(s);

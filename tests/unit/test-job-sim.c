@@ -10,9 +10,10 @@
  * the same rdzvd), a fresh rdzvd, and a drain (agents back, workers done, timers) after which
  * every agent must have been told how the job ended. Its adversary (adv-join, adv-gone) is a
  * token holder that sends what an agent sends, a HEARTBEAT among it, under a new host name and
- * node id each time; some seeds draw it often (adversary x1 to x8).
+ * node id each time; placed, it may claim a step, send CANCEL and JOIN back at once with its
+ * secret and a resume (adv-cancel); some seeds draw it often (adversary x1 to x8).
  *
- * After every event: I1..I5 (jobcheck.h, as the explorer) and S1..S7 (sim_inv). A violation of a
+ * After every event: I1..I5 (jobcheck.h, as the explorer) and S1..S8 (sim_inv). A violation of a
  * case still open (open_cases: a known violation) is counted and reported, not failed; any
  * other fails
  * the test. The first violation of each check is shrunk (chunks of events dropped while it still
@@ -284,7 +285,7 @@ static uint64_t fingerprint(const struct config *c)
 static int pick(struct sim *s, uint64_t *x, int n, int len)
 {
     uint64_t mask = sim_enabled(s);
-    int codes[N_CODES + 16], nc = 0;
+    int codes[N_CODES + 48], nc = 0;
 
     if (n >= len)
         return n == len ? SC_DRAIN : SC_NEW_RDZVD;
@@ -302,6 +303,10 @@ static int pick(struct sim *s, uint64_t *x, int n, int len)
         codes[nc++] = SC_ADV_JOIN;
     if (code_enabled(s, SC_ADV_GONE))
         codes[nc++] = SC_ADV_GONE;
+    for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_CANCEL); k++)
+        codes[nc++] = SC_ADV_CANCEL;
+    for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_RESUME); k++)
+        codes[nc++] = SC_ADV_RESUME;
     if (rnd(x) % 16 == 0)
         codes[nc++] = SC_OTHER;
     if (!nc) /* nothing can happen: a drain says whether anyone waits, then a fresh rdzvd */
