@@ -148,7 +148,7 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
      * the start-up window before a step) costs the job a re-form, never a restart of its budget.
      */
     if (kind == EV_GONE && (md->a[i].f.silent || md->a[i].unran) && j && p->exists &&
-        j->restart_count > p->restarts)
+        j->restart_count > p->restarts && !p->spent) /* past P8's bound: charged (P8d) */
         bad(md, I1, "node-%d, lost before it ran, spent a restart (%" PRId64 " -> %" PRId64 ")",
             i, p->restarts, j->restart_count);
     /* I2: each node put aside (told so, in the history, or refused) gave its own evidence; a

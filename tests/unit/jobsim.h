@@ -3,12 +3,12 @@
  * six nodes, a configuration drawn from a seed, the simulator's own events (an agent that joins
  * and crashes under a new node id, the adversary: a token holder under a new host name and node
  * id each time that JOINs, sends its HEARTBEAT and closes at its ROUND or at will, or answers
- * it with a claimed step, and, placed, sends CANCEL and JOINs back with its secret and a resume;
- * another job that runs and ends, a new run of the same id, a drain) and its invariants S1..S8,
- * checked after every event beside jobcheck.h's I1..I5 (apply_one). S7 is a bound over a window,
- * not a moment: the job's restarts not counted, whoever caused them, but a signal to a node that
- * rdzvd saw run. S8: no token holder fails a healthy job. For test-job-sim.c only, which
- * includes it once. */
+ * it and stays, and, placed, claims a step, sends CANCEL and JOINs back with its secret and a
+ * resume (jobsim-adv.h); another job that runs and ends, a new run of the same id, a drain)
+ * and its invariants S1..S8, checked after every event beside jobcheck.h's I1..I5
+ * (apply_one). S7 is a bound over a window, not a moment: the job's restarts not counted,
+ * whoever caused them, but a signal to a node that rdzvd saw run. S8: no token holder fails a
+ * healthy job. For test-job-sim.c only, which includes it once. */
 #pragma once
 #define NODES 6
 static int g_stranger = -1; /* the configuration's stranger, -1: none */
@@ -28,6 +28,7 @@ enum {
     SC_ADV_CANCEL, /* it claims a step, sends CANCEL (SIGTERM) and closes: a signal from outside */
     SC_ADV_RESUME, /* it JOINs again, the same node id and secret, with a resume of the generation
                     * it was placed in, and READY when the job stops */
+    SC_WAIT, /* a minute passes, every connected agent heartbeating (the adversary too) */
     SC_END
 };
 #define TRACE_MAX 600 /* events from a fresh rdzvd to the next */
@@ -53,7 +54,7 @@ static const char *const tok_node[EV_NODE_KINDS] = {
 static const char *const tok_job[] = {"all-fail", "ready",     "timer",     "op-cancel",
                                       "restart",  "abandon",   "fresh-crash", "other-job",
                                       "new-run",  "new-rdzvd", "drain",     "adv-join",
-                                      "adv-gone", "adv-cancel", "adv-resume"};
+                                      "adv-gone", "adv-cancel", "adv-resume", "wait"};
 
 struct config {
     struct variant v;
@@ -93,6 +94,8 @@ struct sim {
     int adv_ev0; /* the EVENTs its resume was told at once (restart: the job moved on) */
     bool adv_resumable, adv_resumed; /* it may resume; it did (it answers its ROUNDs) */
     bool honest_fault; /* an honest node's fault since the run began (S8) */
+    int adv_rounds;    /* the ROUNDs the adversary got as far as seen ... */
+    bool adv_below;    /* ... and it got one while some honest node was out (MIN needed it) */
     /* The restarts every worker of the job heard (EVENT restart), as the agents saw them: the
      * last generation restarted, and when those not counted were (the sim's clock, ms), the
      * newest RDZVD_JOB_FREE_RESTARTS + 1 in the window, oldest first. */
@@ -272,103 +275,7 @@ static int ev_fresh(struct sim *s)
     return r;
 }
 
-/* The adversary of issue 71: a token holder that JOINs under a new host name and node id each
- * time and sends what an agent sends: its HEARTBEAT as JOINED comes (--scale-up now takes a
- * joiner in then), and nothing more. It answers no ROUND: it closes at it (apply_one). */
-static int ev_adv_join(struct sim *s)
-{
-    struct agent *f = &s->adv;
-    char err[512], id[32], host[32];
-    int r;
-
-    snprintf(id, sizeof(id), "adv-%d", s->adv_k);
-    snprintf(host, sizeof(host), "hadv%d", s->adv_k++);
-    r = newcomer_join(s, f, id, host, err, sizeof(err));
-    snprintf(s->adv_id, sizeof(s->adv_id), "%s", id);
-    snprintf(s->adv_host, sizeof(s->adv_host), "%s", host);
-    s->adv_resumable = s->adv_resumed = false;
-    s->adv_answered = 0;
-    s->adv_ev0 = 0;
-    say(&s->md, ": %s as %s%s%s", r ? "refused" : "joined, heartbeat", host, r ? ": " : "",
-        r ? err : "");
-    s->adv_in = !r && f->f.m && !f->f.closed;
-    if (s->adv_in)
-        rdzvd_member_heartbeat(f->f.m);
-    jt_run_pass();
-    return r;
-}
-
-/* The adversary, as a node stopped from outside: it claims a step of its generation (placed)
- * and sends CANCEL (SIGTERM); its connection closes. It keeps its node id and secret. */
-static void ev_adv_cancel(struct sim *s)
-{
-    struct agent *f = &s->adv;
-    struct rdzvd_job *j = the_job(&s->md);
-
-    s->adv_gen = f->f.nrounds ? f->f.round.generation : j ? j->generation : 0;
-    snprintf(s->adv_secret, sizeof(s->adv_secret), "%s", f->f.secret);
-    s->adv_resumable = f->f.secret[0] && s->adv_gen;
-    if (f->f.m && !f->f.closed && f->f.nrounds)
-        fake_step(&f->f); /* a claim */
-    if (f->f.m && !f->f.closed)
-        jt_cancel(f->f.m, 15, "");
-    if (f->f.m && !f->f.closed)
-        jt_gone(f->f.m);
-    jt_run_pass();
-    s->adv_in = false;
-    say(&s->md, ": %s claimed a step, CANCEL", s->adv_host);
-}
-
-static int ev_adv_resume(struct sim *s);
-
-/* adv-cancel, and at once its JOIN back with a resume (adv-resume), as a token holder that
- * loops does: the rdzvd sees both before anything else happens. */
-static void ev_adv_cancel_resume(struct sim *s)
-{
-    struct rdzvd_job *j;
-
-    ev_adv_cancel(s);
-    if (s->adv_resumable && (j = the_job(&s->md)) && j->state != JOB_ENDED)
-        ev_adv_resume(s); /* said after the CANCEL */
-}
-
-/* The adversary back with its node id and secret and a resume of the generation it was placed
- * in (its id proved, not a run), READY when the job stops, and its HEARTBEAT. */
-static int ev_adv_resume(struct sim *s)
-{
-    struct agent *f = &s->adv;
-    struct rdzv_join jn = join_of(0, s->c.v.min, s->c.v.max, s->c.v.max_restarts);
-    struct rdzvd_job *j;
-    char err[512];
-    int r;
-
-    snprintf(jn.secret, sizeof(jn.secret), "%s", s->adv_secret);
-    jn.resume = (struct rdzv_resume){.generation = s->adv_gen, .node_rank = 0, .nnodes = 1,
-                                     .world_size = jn.nproc, .master_port = 41000};
-    r = sim_join(s, f, &jn, s->adv_id, s->adv_host, err, sizeof(err));
-    s->adv_resumable = false;
-    s->adv_resumed = true;
-    s->adv_answered = 0;
-    s->adv_ev0 = f->f.nevents;
-    say(&s->md, ": %s%s%s", r ? "refused: " : "resumed as ", r ? err : s->adv_host, "");
-    s->adv_in = !r && f->f.m && !f->f.closed;
-    if (s->adv_in && (j = the_job(&s->md)) && j->state == JOB_STOPPING)
-        jt_ready(f->f.m, s->adv_gen);
-    if (s->adv_in && f->f.m && !f->f.closed)
-        rdzvd_member_heartbeat(f->f.m);
-    jt_run_pass();
-    s->adv_in = s->adv_in && f->f.m && !f->f.closed;
-    return r;
-}
-
-/* The adversary's connection closes (at once when a ROUND came: it never answers one). */
-static void adv_gone(struct sim *s)
-{
-    if (s->adv_in && s->adv.f.m && !s->adv.f.closed)
-        jt_gone(s->adv.f.m);
-    jt_run_pass();
-    s->adv_in = false;
-}
+#include "jobsim-adv.h"
 
 /* Another job of one node runs and ends (its worker exits 0): the ended jobs kept and the job
  * table's ends fill. */
@@ -467,6 +374,8 @@ static bool code_enabled(struct sim *s, int code)
         return j && j->state != JOB_ENDED && !s->adv_in && s->adv_resumable;
     if (code == SC_NEW_RUN)
         return job_over(s);
+    if (code == SC_WAIT)
+        return j && j->state == JOB_RUNNING;
     return code < SC_END;
 }
 
@@ -682,7 +591,8 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
 }
 
 /* S8: an honest node's fault (its connection lost, its workers failing, put aside, signalled;
- * the operator's cancel, an rdzvd restart, every node failing alike) since the run began.
+ * the operator's cancel, an rdzvd restart, every node failing alike), or the loss of the
+ * adversary once it ran, since the run began.
  * Without one, and with every honest node in the job (at least MIN: below it the job needs any
  * node, failures.md), the job never fails for its budget: no token holder spends it. */
 static void check_healthy(struct sim *s, int code, const struct spre *p)
@@ -691,6 +601,18 @@ static void check_healthy(struct sim *s, int code, const struct spre *p)
 
     if (code == SC_NEW_RUN)
         s->honest_fault = false;
+    /* The adversary ran (rdzvd saw it: its generation past the start-up window) and went: the
+     * loss of a node that ran is a failure like any (P1), counted, whoever it was. */
+    if (p->adv_ran && !s->adv_in)
+        s->honest_fault = true;
+    /* Placed while an honest node was out: the job needed it (below MIN any node is taken, and
+     * its loss before it ran may use the budget, failures.md). */
+    if (s->adv.f.nrounds > s->adv_rounds) {
+        s->adv_rounds = s->adv.f.nrounds;
+        s->adv_below |= !p->all_in;
+    }
+    if (s->adv_below)
+        return;
     if ((kind >= 0 && kind != EV_JOIN && kind != EV_LEAVE) || code == JOB_EV(EV_ALL_FAIL) ||
         code == JOB_EV(EV_OP_CANCEL) || code == JOB_EV(EV_RESTART) ||
         code == JOB_EV(EV_ABANDON) || code == SC_NEW_RDZVD)
@@ -824,6 +746,8 @@ static uint64_t apply_one(struct sim *s, int code)
             ev_adv_cancel_resume(s);
         else if (code == SC_ADV_RESUME)
             ev_adv_resume(s);
+        else if (code == SC_WAIT)
+            ev_wait(s);
         else if (code == SC_OTHER)
             ev_other(s);
         else if (code == SC_NEW_RUN)
@@ -840,14 +764,19 @@ static uint64_t apply_one(struct sim *s, int code)
     }
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
         s->adv_in = false; /* rdzvd closed it (lost, put aside, the job's end) */
-    /* Placed, it closes at its ROUND, or (every other one) answers it with a claimed step and
-     * stays; told an outcome (the job's end, put aside) or to restart, it exits as an agent
-     * does. */
+    /* Placed, it closes at its ROUND, or (every other one) answers it (a HEARTBEAT naming the
+     * generation) and stays: a step it claims and a loss after it are a counted failure (P7), as
+     * a WORKER_EXIT would be, so it claims one only as it leaves on a signal (adv-cancel);
+     * told an outcome (the job's end, put aside) or to restart, it exits as an agent does. */
     if (s->adv_in && s->adv.f.nrounds && s->adv.f.nevents <= s->adv_ev0 &&
         (s->adv_k % 2 == 0 || s->adv_resumed) &&
         s->adv_answered != s->adv.f.round.generation) {
+        static struct rdzv_heartbeat hb;
+
         s->adv_answered = s->adv.f.round.generation;
-        fake_step(&s->adv.f);
+        hb = (struct rdzv_heartbeat){.generation = s->adv_answered};
+        rdzvd_member_progress(s->adv.f.m, &hb); /* its ROUND taken, as an agent does */
+        rdzvd_member_heartbeat(s->adv.f.m);
         jt_run_pass();
     }
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))

@@ -307,6 +307,8 @@ static int pick(struct sim *s, uint64_t *x, int n, int len)
         codes[nc++] = SC_ADV_CANCEL;
     for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_RESUME); k++)
         codes[nc++] = SC_ADV_RESUME;
+    if (code_enabled(s, SC_WAIT) && rnd(x) % 4 == 0) /* time passing, now and then */
+        codes[nc++] = SC_WAIT;
     if (rnd(x) % 16 == 0)
         codes[nc++] = SC_OTHER;
     if (!nc) /* nothing can happen: a drain says whether anyone waits, then a fresh rdzvd */
