@@ -80,7 +80,9 @@ bool agent_client_unanswered(const struct agent_client *c)
     return c->unanswered;
 }
 
-/* "A (connection refused), B (timed out: ...)": what the last attempt at each endpoint met. */
+/* "A (connection refused), B (timed out: ...)": what the last attempt at each endpoint met, in
+ * a buffer of EPS_SUMMARY_LEN (an endpoint's host, port and why fit in 380). */
+#define EPS_SUMMARY_LEN ((AGENT_ENDPOINTS_MAX + 1) * 380)
 static void eps_summary(const struct agent_client *c, char *buf, size_t len)
 {
     size_t off = 0;
@@ -300,7 +302,7 @@ static void client_why(struct agent_client *c, int err)
 static void client_give_up(struct agent_client *c)
 {
     double secs = (double)c->timeout_ms / 1000;
-    char all[(AGENT_ENDPOINTS_MAX + 1) * 380];
+    char all[EPS_SUMMARY_LEN];
 
     c->unanswered = !some_answered(c) && (c->eps.n > 1 || !c->why_peer);
     if (c->eps.n > 1 && c->unanswered) {
@@ -593,7 +595,7 @@ static void note_cb(uv_timer_t *t)
         return;
     }
     if (c->eps.n > 1) {
-        char all[(AGENT_ENDPOINTS_MAX + 1) * 380];
+        char all[EPS_SUMMARY_LEN];
 
         eps_summary(c, all, sizeof(all));
         log_info("waiting for an rdzvd leader at %s: %.0f s left of --connect-timeout", all,

@@ -117,6 +117,8 @@ static void journal_stop_handles(struct rdzvd_journal *j)
 /* Turn persistence off after an error; the store keeps serving. Returns r. */
 static int journal_fail(struct rdzvd_journal *j, const char *what, int r)
 {
+    char disk[512] = "";
+
     if (j->failed)
         return r;
     j->failed = true;
@@ -127,18 +129,15 @@ static int journal_fail(struct rdzvd_journal *j, const char *what, int r)
     journal_stop_handles(j);
     if (!j->opened)
         return log_error_errno(r, "journal %s/%s: %s failed", j->dir, j->file, what);
-    if (r == -ENOSPC || r == -EDQUOT) {
-        char disk[512];
-
-        rdzvd_disk_report(j->dirfd, disk, sizeof(disk));
-        log_error("journal %s/%s: %s failed: %s (%s); persistence is OFF for this store from "
-                  "now on (rdzvd keeps serving it; its later changes will not survive a restart)",
-                  j->dir, j->file, what, strerror(-r), disk);
-        return r;
+    if (r == -ENOSPC || r == -EDQUOT) { /* say what filled the disk */
+        disk[0] = ' ';
+        disk[1] = '(';
+        rdzvd_disk_report(j->dirfd, disk + 2, sizeof(disk) - 3);
+        strcat(disk, ")");
     }
-    log_error("journal %s/%s: %s failed: %s; persistence is OFF for this store from now on "
+    log_error("journal %s/%s: %s failed: %s%s; persistence is OFF for this store from now on "
               "(rdzvd keeps serving it; its later changes will not survive a restart)",
-              j->dir, j->file, what, strerror(-r));
+              j->dir, j->file, what, strerror(-r), disk);
     return r;
 }
 
