@@ -192,9 +192,9 @@ static void test_spare_waits_and_is_promoted(void)
     ASSERT_EQ(f[0].round.node_rank, 0); /* previous ranks kept */
     ASSERT_EQ(f[1].round.node_rank, 1);
     ASSERT_EQ(f[2].nrounds, 0);
-    /* Node rank 1's agent is gone after its workers made a step (it ran: a counted restart):
-     * the spare takes its place. */
-    fake_step(&f[1]);
+    /* Node rank 1's agent is gone after its workers ran past the start-up window (it ran, as
+     * rdzvd's clock says: a counted restart): the spare takes its place. */
+    jt_advance((uint64_t)rdzvd_job_startup_fail_ms);
     rdzvd_member_gone(f[1].m);
     f[1].m = NULL; /* freed with it */
     ASSERT_EQ(f[0].event.generation, 2);
@@ -412,7 +412,9 @@ static void test_stall_member_not_back_is_lost(void)
 
     env_init(&e, -1);
     stalled_job(&e, f);
-    fake_step(&f[1]); /* its workers ran: its loss is the job's restart */
+    jt_stall_ms(&e, (uint64_t)rdzvd_job_startup_fail_ms); /* stalled on past the window */
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* its workers ran: its loss counts */
     rdzvd_member_gone(f[1].m);
     ASSERT_EQ(f[0].nevents, 0);
     for (int t = 0; t < 20 && !f[0].nevents; t++) {
