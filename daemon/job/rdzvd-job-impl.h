@@ -515,7 +515,8 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
  * caller records the history when any was. */
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
 /* m goes (rdzvd_member_drop). A node lost before it ran (placed in the running generation,
- * its agent never answered the ROUND), or whose JOIN scaled the job up and that goes before it
+ * its agent never answered the ROUND, or lost within the start-up window by rdzvd's clock,
+ * whatever steps it claimed), or whose JOIN scaled the job up and that goes before it
  * ran, cost the job a restart: that is charged to its node id and host in the history, as a
  * failure with world size RDZVD_FAIL_UNRAN (a host charged --bad-node-failures times is put
  * aside; a lost scale-up's is recorded now), never to the budget. True when the restart that

@@ -1556,29 +1556,14 @@ static int64_t host_unran(const struct rdzvd_job *j, const char *host, int64_t n
     return n;
 }
 
-/* Whether m's workers ran its generation: its agent answered the ROUND, and the generation
- * is older than the start-up window (RDZVD_JOB_STARTUP_FAIL_MS) or one of its ranks reported
- * a step. An agent lost sooner (a crash loop, an OOM as it starts) cost no worker a step. */
-static bool ran_past_startup(const struct rdzvd_member *m)
-{
-    const struct rdzvd_job *j = m->job;
-
-    if (m->ran_gen != j->generation)
-        return false;
-    if (!j->formed_ms ||
-        (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) >= rdzvd_job_startup_fail_ms)
-        return true;
-    for (int64_t r = 0; r < m->join.nproc; r++)
-        if (rdzvd_member_rank_progressed(m, r))
-            return true;
-    return false;
-}
-
 bool rdzvd_member_lost_unran(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
+    /* Its workers ran its generation only as rdzvd saw them (past the start-up window by its
+     * own clock): an agent lost sooner (a crash loop, an OOM as it starts, a token holder that
+     * claims a step and closes) did not run. */
     bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
-                  !ran_past_startup(m);
+                  !member_seen_running(m);
     struct rdzvd_job_record_fail f = {.ms = wall_ms(j), .rank = -1, .local_rank = -1,
                                       .world_size = RDZVD_FAIL_UNRAN, .node = true};
     struct rdzvd_job_record_hist *h;
@@ -1602,7 +1587,7 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
              !placed ? "its JOIN scaled the job up"
              : m->ran_gen != j->generation
                  ? "its agent never answered its ROUND"
-                 : "lost within the start-up window, before any of its ranks made a step",
+                 : "lost within the start-up window, whatever steps it claimed",
              n);
     if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
         h->aside = true;

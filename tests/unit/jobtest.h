@@ -138,8 +138,8 @@ static inline void fake_round(void *peer, struct rdzv_round *rd)
     }
 }
 
-/* f's workers made a step in the generation of its ROUND (local rank 0 reports step 1): the
- * node ran it, even within the start-up window. */
+/* f's agent says its workers made a step in the generation of its ROUND (local rank 0 reports
+ * step 1). A claim: rdzvd sees the node run only past the start-up window, by its own clock. */
 static inline void fake_step(struct fake *f)
 {
     static struct rdzv_heartbeat hb;

@@ -2,8 +2,9 @@
 /* test-job-unran.c: a node that never ran spends nothing of the job.
  * A node placed in a generation and lost before its agent answered the ROUND (the HEARTBEAT
  * naming the generation that an agent sends as it takes the round) or within the start-up
- * window before any of its ranks made a step, or taken in by a scale-up (--scale-up now, at its
- * first HEARTBEAT: one gone before that moves nobody) and gone before it ran, costs a restart:
+ * window by rdzvd's clock (whatever steps its agent claims), or taken in by a scale-up
+ * (--scale-up now, at its first HEARTBEAT: one gone before that moves nobody) and gone before
+ * it ran, costs a restart:
  * it is not charged to the restart budget but to the node's id and host in the failure history,
  * and a host charged --bad-node-failures times is put aside; a host so charged scales the job up
  * no more (its nodes wait for the next restart). Fake agents (jobtest.h) answer each ROUND at
@@ -100,13 +101,14 @@ static void test_node_lost_before_it_ran_is_not_charged(void)
     env_done(&e);
 }
 
-/* The line between: a node ran when its agent answered the ROUND and its workers made a step
- * or ran past the start-up window (RDZVD_JOB_STARTUP_FAIL_MS); its loss is then the job's
+/* The line between: a node ran when its agent answered the ROUND and its generation ran past
+ * the start-up window (RDZVD_JOB_STARTUP_FAIL_MS) by rdzvd's clock; its loss is then the job's
  * failure. Lost sooner (an honest agent that crashes as its workers start: an OOM, a crash
- * loop), it costs the job an uncounted re-form and is charged to its host. */
+ * loop), it costs the job an uncounted re-form and is charged to its host, even after a step
+ * it reports: a step is its agent's claim. */
 static void test_node_lost_after_it_ran_is_charged(void)
 {
-    for (int how = 0; how < 3; how++) { /* lost at once, after a step, past the window */
+    for (int how = 0; how < 3; how++) { /* lost at once, after a step claimed, past the window */
         struct env e;
         struct fake f[2] = {0}, s = {0};
         struct rdzv_join jn = join_on(5, 2, 3, "stranger");
@@ -122,8 +124,8 @@ static void test_node_lost_after_it_ran_is_charged(void)
             jt_advance((uint64_t)rdzvd_job_startup_fail_ms);
         rdzvd_member_gone(s.m);
         s.m = NULL;
-        ASSERT_EQ(job_of(&e)->restart_count, how ? 2 : 1);
-        ASSERT_EQ(unran_of(job_of(&e), "stranger"), how ? 0 : 1);
+        ASSERT_EQ(job_of(&e)->restart_count, how == 2 ? 2 : 1);
+        ASSERT_EQ(unran_of(job_of(&e), "stranger"), how == 2 ? 0 : 1);
         env_done(&e);
     }
 }
@@ -624,6 +626,21 @@ static void test_signal_and_resume_do_not_renew_the_bound(void)
     jt_state_dir_done(fd, path);
 }
 
+/* A healthy full-size elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3) on f[0] and
+ * f[1]: generation 1 runs. */
+static void elastic_pair(struct env *e, struct fake *f)
+{
+    env_init(e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = join_on(i, 2, 8, NULL);
+
+        jn.scale_up_now = true;
+        ASSERT_OK(join(e, &f[i], &jn));
+    }
+    run_ms(e, 100);
+    ASSERT_EQ(f[0].nrounds, 1);
+}
+
 /* A healthy full-size elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3) and a token
  * holder under a new name and node id each time: JOIN + HEARTBEAT (a scale-up when the spacing
  * allows); the first closes at once, the others are placed in the scale-up's round and close at
@@ -636,15 +653,7 @@ static void test_scale_up_round_spends_no_budget(void)
     struct fake f[2] = {0}, s[64] = {0};
     int c = 0;
 
-    env_init(&e, -1);
-    for (int i = 0; i < 2; i++) {
-        struct rdzv_join jn = join_on(i, 2, 8, NULL);
-
-        jn.scale_up_now = true;
-        ASSERT_OK(join(&e, &f[i], &jn));
-    }
-    run_ms(&e, 100);
-    ASSERT_EQ(f[0].nrounds, 1);
+    elastic_pair(&e, f);
     for (int t = 0; t < 40 * 60 && c < 64 && job_of(&e)->state != JOB_ENDED; t += 5) {
         struct rdzvd_job *j = job_of(&e);
 
@@ -680,6 +689,60 @@ static void test_scale_up_round_spends_no_budget(void)
     ASSERT_TRUE(c > 3); /* it kept trying */
     ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
     ASSERT_EQ(job_of(&e)->restart_count, 0);
+    env_done(&e);
+}
+
+/* Issue 71 (a): a token holder under a new host name and node id each cycle, 30 s apart, on a
+ * healthy elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3): JOIN + HEARTBEAT (a
+ * scale-up when the bound allows), takes its ROUND, claims a step and closes. Before, the step
+ * claim made its loss the job's failure: a counted restart each cycle, and the job failed on its
+ * budget. A step is a claim: rdzvd sees a node run only past the start-up window by its own
+ * clock. The losses are free, within the job's bound: at most RDZVD_JOB_FREE_RESTARTS within
+ * any window; past it the newcomers wait as spares. */
+static void test_step_claim_does_not_drain_the_budget(void)
+{
+    struct env e;
+    struct fake f[2] = {0}, s[60] = {0};
+    uint64_t at[60 * 2];
+    int n = 0, seen = 0, taken = 0, waited = 0;
+
+    elastic_pair(&e, f);
+    for (int c = 0; c < 60; c++) {
+        struct rdzv_join jn;
+        char host[32];
+        uint64_t g = job_of(&e)->generation;
+
+        snprintf(host, sizeof(host), "claim%d", c);
+        jn = join_on(10 + c, 2, 8, host);
+        jn.scale_up_now = true;
+        ASSERT_OK(join(&e, &s[c], &jn));
+        rdzvd_member_heartbeat(s[c].m); /* a scale-up, when the bound allows */
+        if (job_of(&e)->state == JOB_STOPPING) {
+            all_ready(f, 2, g);
+            jt_ready(s[c].m, g);
+        }
+        waited += s[c].nrounds == 0;
+        taken += s[c].nrounds > 0;
+        if (s[c].nrounds > 0)
+            fake_step(&s[c]); /* it took its ROUND; a claim: its rank made a step */
+        jt_gone(s[c].m);
+        if (job_of(&e)->state == JOB_STOPPING)
+            all_ready(f, 2, job_of(&e)->generation);
+        for (int k = restarts_heard(&f[0], &seen); k > 0; k--)
+            at[n++] = jt_now_ms();
+        ASSERT_EQ(job_of(&e)->restart_count, 0);
+        ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+        for (int t = 0; t < 6; t++) { /* 30 s, the honest nodes heartbeating */
+            for (int i = 0; i < 2; i++)
+                rdzvd_member_heartbeat(f[i].m);
+            run_ms(&e, 5000);
+        }
+    }
+    ASSERT_TRUE(taken >= 2); /* it kept being taken in */
+    ASSERT_TRUE(waited > 0); /* past the bound, newcomers waited */
+    for (int i = RDZVD_JOB_FREE_RESTARTS; i < n; i++) /* the bound, over any window */
+        ASSERT_TRUE(at[i] - at[i - RDZVD_JOB_FREE_RESTARTS] >= RDZVD_JOB_FREE_WINDOW_MS);
+    ASSERT_EQ(f[0].round.restart_count, 0);
     env_done(&e);
 }
 
@@ -730,5 +793,6 @@ int main(void)
     TEST(test_signal_and_resume_do_not_renew_the_bound);
     TEST(test_scale_up_round_spends_no_budget);
     TEST(test_bound_in_the_future_is_taken_as_now);
+    TEST(test_step_claim_does_not_drain_the_budget);
     return tap_done();
 }
