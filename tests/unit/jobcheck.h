@@ -145,8 +145,8 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
                     k, md->a[k].f.event.type);
     }
     /* I1: a node placed and lost before it ran (it never answered its ROUND, or it went within
-     * the start-up window before a step) costs the job a re-form, never a restart of its budget.
-     */
+     * the start-up window, whatever steps it reported) costs the job a re-form, never a restart
+     * of its budget. */
     if (kind == EV_GONE && (md->a[i].f.silent || md->a[i].unran) && j && p->exists &&
         j->restart_count > p->restarts && !p->spent) /* past P8's bound: charged (P8d) */
         bad(md, I1, "node-%d, lost before it ran, spent a restart (%" PRId64 " -> %" PRId64 ")",
@@ -295,11 +295,10 @@ static void apply(struct model *md, uint8_t code)
         /* fall through */
     case EV_GONE:
         /* A silent node that took a place, one lost within the start-up window of its
-         * generation before a step, or a --scale-up now joiner that never got a ROUND, goes
-         * before it ran: its own evidence, against its host too. */
+         * generation (a step reported or not), or a --scale-up now joiner that never got a
+         * ROUND, goes before it ran: its own evidence, against its host too. */
         a->unran = a->f.m && a->f.m->node_rank >= 0 && the_job(md) &&
-                   the_job(md)->state == JOB_RUNNING && startup_window(the_job(md)) &&
-                   !rdzvd_member_rank_progressed(a->f.m, 0);
+                   the_job(md)->state == JOB_RUNNING && startup_window(the_job(md));
         a->evidence |= (a->f.silent && a->ranked) || a->unran ||
                        (md->v->scale_up_now && !a->f.nrounds);
         a->host_proof |= (a->f.silent && a->ranked) || a->unran ||

@@ -75,7 +75,7 @@ struct agent {
     bool ranked;      /* it got a ROUND: it held a node rank in a formed generation */
     bool evidence;    /* its own UNHEALTHY or worker failure was reported */
     bool host_proof;  /* ... while it held a node rank: its host is suspect */
-    bool unran;       /* it went placed, within the start-up window, before a step */
+    bool unran;       /* it went placed, within the start-up window (steps or not) */
     bool cancel_sent; /* its agent was signalled */
     uint64_t born_ms; /* when its agent started (JOIN age_ms), 0: not said (the explorer) */
     uint64_t incarnation; /* of the rdzvd that last JOINED it, echoed by a resume (1.18) */

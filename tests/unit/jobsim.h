@@ -3,12 +3,13 @@
  * six nodes, a configuration drawn from a seed, the simulator's own events (an agent that joins
  * and crashes under a new node id, the adversary: a token holder under a new host name and node
  * id each time that JOINs, sends its HEARTBEAT and closes at its ROUND or at will, or answers
- * it and stays, and, placed, claims a step, sends CANCEL and JOINs back with its secret and a
- * resume (jobsim-adv.h); another job that runs and ends, a new run of the same id, a drain)
- * and its invariants S1..S8, checked after every event beside jobcheck.h's I1..I5
- * (apply_one). S7 is a bound over a window, not a moment: the job's restarts not counted,
- * whoever caused them, but a signal to a node that rdzvd saw run. S8: no token holder fails a
- * healthy job. For test-job-sim.c only, which includes it once. */
+ * it with a step claimed and stays, and, placed, claims a step, sends CANCEL and JOINs back
+ * with its secret and a resume (jobsim-adv.h); another job that runs and ends, a new run of
+ * the same id, a drain) and its invariants S1..S8, checked after every event beside
+ * jobcheck.h's I1..I5 (apply_one). S7 is a bound over a window, not a moment: the job's
+ * restarts not counted, whoever caused them, but a signal to a node that rdzvd saw run. S8: no
+ * token holder fails a healthy job, nor (checked as it goes) spends its budget before rdzvd
+ * saw it run. For test-job-sim.c only, which includes it once. */
 #pragma once
 #define NODES 6
 static int g_stranger = -1; /* the configuration's stranger, -1: none */
@@ -46,7 +47,8 @@ static const char *const sim_inv[N_ALL - N_INV] = {
     "RDZVD_JOB_FREE_WINDOW_MS caused by nodes that rdzvd did not see run, whoever joins and "
     "whatever they claim; the restart count within the budget",
     "S8: with every honest node healthy (no honest fault since the run began), the job never "
-    "fails for its budget",
+    "fails for its budget; a token holder that rdzvd did not see run, whatever it claimed, "
+    "charges it nothing within the bound",
 };
 
 static const char *const tok_node[EV_NODE_KINDS] = {
@@ -113,7 +115,6 @@ struct spre {
     int64_t restarts, fails[NODES];
     int nevents[NODES], nrounds[NODES], naside[NODES], noutcome[NODES];
     uint64_t resume[NODES]; /* the generation each agent would resume */
-    bool stepped[NODES];    /* a rank of its workers reported a step in the generation */
     bool spent;             /* the job's bound on restarts not counted was spent (P8) */
     bool adv_ran; /* the adversary ran its generation, as rdzvd sees it: no claim counts */
     bool all_in;  /* every honest node (not the stranger) is in the job */
@@ -474,23 +475,12 @@ static void take_spre(struct sim *s, struct spre *p)
         p->naside[i] = s->md.a[i].naside;
         p->noutcome[i] = s->md.a[i].noutcome;
         p->resume[i] = s->md.a[i].resume;
-        p->stepped[i] = s->md.a[i].f.m && rdzvd_member_rank_progressed(s->md.a[i].f.m, 0);
     }
 }
 
-/* Node i ran generation p->gen: it got its ROUND and its workers ran past start-up (the
- * generation is older than the start-up window, or they made a step). A generation rebuilt
- * from its agents' resumes (no formed_ms in this rdzvd) ran before. */
-static bool ran(struct sim *s, int i, const struct spre *p)
-{
-    const struct agent *a = &s->md.a[i];
-
-    return a->f.nrounds && a->f.round.generation == p->gen &&
-           (!p->formed_ms || jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms ||
-            p->stepped[i]);
-}
-
-/* Node i ran generation p->gen as rdzvd sees it: as ran(), but no claimed step counts. */
+/* Node i ran generation p->gen as rdzvd sees it: it got its ROUND and the generation is older
+ * than the start-up window by rdzvd's clock; a step its workers report does not count. A
+ * generation rebuilt from its agents' resumes (no formed_ms in this rdzvd) ran before. */
 static bool seen_ran(struct sim *s, int i, const struct spre *p)
 {
     const struct agent *a = &s->md.a[i];
@@ -598,6 +588,7 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
 static void check_healthy(struct sim *s, int code, const struct spre *p)
 {
     int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
+    struct rdzvd_job *j;
 
     if (code == SC_NEW_RUN)
         s->honest_fault = false;
@@ -613,6 +604,14 @@ static void check_healthy(struct sim *s, int code, const struct spre *p)
     }
     if (s->adv_below)
         return;
+    /* At once: the adversary closed before rdzvd saw it run (it answered its ROUND with a step
+     * claimed, or not), within P8's bound, and the budget was charged (issue 71 (a)). */
+    if (code == SC_ADV_GONE && !p->adv_ran && !p->spent && p->exists && (j = the_job(&s->md)) &&
+        j->restart_count > p->restarts)
+        sbad(s, S8, 1, "%s went before rdzvd saw it run (%s), and the job was charged restart "
+             "%" PRId64 " of %" PRId64, s->adv_host,
+             s->adv_answered ? "it took its ROUND and claimed a step" : "at its ROUND",
+             j->restart_count, s->c.v.max_restarts);
     if ((kind >= 0 && kind != EV_JOIN && kind != EV_LEAVE) || code == JOB_EV(EV_ALL_FAIL) ||
         code == JOB_EV(EV_OP_CANCEL) || code == JOB_EV(EV_RESTART) ||
         code == JOB_EV(EV_ABANDON) || code == SC_NEW_RDZVD)
@@ -647,7 +646,7 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
     }
     /* S1: a restart for a lost node that never ran its generation. */
     if ((kind == EV_GONE || kind == EV_BLIP) && j && p->exists && j->restart_count > p->restarts &&
-        md->a[i].f.nrounds && !ran(s, i, p) && !p->spent) /* past P8's bound: charged */
+        md->a[i].f.nrounds && !seen_ran(s, i, p) && !p->spent) /* past P8's bound: charged */
         sbad(s, S1, s->c.v.scale_up_now ? 2 : 1, "node-%d's connection closed %" PRIu64 " ms "
              "after generation %" PRIu64 " formed, before its workers ran, and the job was "
              "charged restart %" PRId64 " of %" PRId64, i, jt_now_ms() - p->formed_ms, p->gen,
@@ -765,8 +764,8 @@ static uint64_t apply_one(struct sim *s, int code)
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
         s->adv_in = false; /* rdzvd closed it (lost, put aside, the job's end) */
     /* Placed, it closes at its ROUND, or (every other one) answers it (a HEARTBEAT naming the
-     * generation) and stays: a step it claims and a loss after it are a counted failure (P7), as
-     * a WORKER_EXIT would be, so it claims one only as it leaves on a signal (adv-cancel);
+     * generation, a step claimed) and stays: its loss within the start-up window is not counted,
+     * whatever it claimed (P7). It sends no WORKER_EXIT (a failure reported is counted, P1);
      * told an outcome (the job's end, put aside) or to restart, it exits as an agent does. */
     if (s->adv_in && s->adv.f.nrounds && s->adv.f.nevents <= s->adv_ev0 &&
         (s->adv_k % 2 == 0 || s->adv_resumed) &&
@@ -774,7 +773,8 @@ static uint64_t apply_one(struct sim *s, int code)
         static struct rdzv_heartbeat hb;
 
         s->adv_answered = s->adv.f.round.generation;
-        hb = (struct rdzv_heartbeat){.generation = s->adv_answered};
+        hb = (struct rdzv_heartbeat){.generation = s->adv_answered, .n_progress = 1};
+        hb.progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1}; /* a claim */
         rdzvd_member_progress(s->adv.f.m, &hb); /* its ROUND taken, as an agent does */
         rdzvd_member_heartbeat(s->adv.f.m);
         jt_run_pass();
