@@ -15,7 +15,11 @@
 # libuv function (uv_*) and no clock (clock_gettime, gettimeofday, time, rdzv_now_ms,
 # rdzv_wall_s), and their source calls no host op ("ops->"); they reach those through an
 # adapter. A "clockless: GLOB ..." line names files whose objects use no clock either (their
-# time is handed to them). Every glob of layers.txt must match a file.
+# time is handed to them). A "stateless: GLOB ..." line names files whose objects hold no
+# writable data of static storage (in .data, .bss or their kin; .data.rel.ro, which `nm` also
+# marks d, is read-only once loaded): their state lives in the objects they are handed. A
+# "stateful: FILE [SYMBOL ...]" line exempts a file (the adapter) or only the named symbols of
+# it; a symbol named there must still be found. Every glob of layers.txt must match a file.
 #
 # Usage: layering.py [SOURCE_ROOT [BUILD_ROOT]]   (default: the repository this file is in)
 # It first checks itself on a small made-up tree (and, with BUILD_ROOT, on made-up objects
@@ -36,10 +40,12 @@ EXTS = (".c", ".h", ".cc", ".cu")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
-def read_layers(path, known=None, through=None, pure=None, clockless=None):
+def read_layers(path, known=None, through=None, pure=None, clockless=None, stateless=None,
+                stateful=None):
     """[(name, [globs])], lowest first. known, a list, gets each "known-cycle:" line's files as
     a sorted list; through, a list, each "only-through: GLOB HEADER" line as (GLOB, HEADER);
-    pure, a list, each "pure:" line's globs; clockless, each "clockless:" line's."""
+    pure, a list, each "pure:" line's globs; clockless, each "clockless:" line's; stateless,
+    each "stateless:" line's; stateful, a dict, {FILE: [SYMBOL ...]} ([]: all of FILE's)."""
     layers = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -60,6 +66,14 @@ def read_layers(path, known=None, through=None, pure=None, clockless=None):
             if name.strip() == "clockless":
                 if clockless is not None:
                     clockless.extend(globs.split())
+                continue
+            if name.strip() == "stateless":
+                if stateless is not None:
+                    stateless.extend(globs.split())
+                continue
+            if name.strip() == "stateful":
+                if stateful is not None:
+                    stateful.setdefault(globs.split()[0], []).extend(globs.split()[1:])
                 continue
             if name.strip() == "only-through":
                 if len(globs.split()) != 2:
@@ -339,12 +353,62 @@ def check_clockless(clockless, objs):
     return problems
 
 
+WRITABLE_RE = re.compile(r"^\.(data|bss|tdata|tbss)(\.|$)|^\*COM\*$")
+
+
+def writable(obj):
+    """The names of obj's objects of static storage that the program may write: in a .data or
+    .bss section (or a thread's, or common), not in .data.rel.ro (read-only once relocated)."""
+    p = subprocess.run(["objdump", "-t", obj], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("layering: objdump -t %s failed: %s" % (obj, p.stderr.strip()))
+    out = set()
+    for line in p.stdout.splitlines():
+        # "VALUE FLAGS SECTION\tSIZE NAME": the flags are 7 columns, O for an object.
+        head, tab, tail = line.partition("\t")
+        if not tab or len(head) < 17 or head[16] != " " or "O" not in head[17:24]:
+            continue
+        sect = head[24:].strip()
+        if WRITABLE_RE.search(sect) and not sect.startswith(".data.rel.ro"):
+            out.add(tail.split()[-1])
+    return out
+
+
+def check_stateless(stateless, stateful, objs):
+    """Problems of the "stateless:" globs: a file there whose object holds writable static
+    data, unless a "stateful:" line exempts it (all of it, or that symbol); and a "stateful:"
+    symbol not found any more."""
+    problems, seen = [], set()
+    for src, obj in objs:
+        if not any(fnmatch.fnmatchcase(src, g) for g in stateless):
+            continue
+        allowed = stateful.get(src)
+        for sym in sorted(writable(obj)):
+            if allowed == []:
+                continue
+            if allowed and sym in allowed:
+                seen.add((src, sym))
+                continue
+            problems.append("%s is stateless (layers.txt) but %s is writable data of static "
+                            "storage: keep it in the jobs object (or make it const)" % (src, sym))
+    for src, syms in sorted(stateful.items()):
+        if not any(s == src for s, _ in objs):
+            problems.append("stateful: %s matches no built file" % src)
+        problems += ["stateful: %s's %s is not found any more: remove it from layers.txt"
+                     % (src, sym) for sym in syms if (src, sym) not in seen
+                     and any(s == src for s, _ in objs)]
+    for g in stateless:
+        if not any(fnmatch.fnmatchcase(src, g) for src, _ in objs):
+            problems.append("stateless: %s matches no built file" % g)
+    return problems
+
+
 def check_calls(root, layers_path, build):
     """Problems of the call graph: cycles between source files (those listed as known-cycle
     excepted, which must still be found), calls into a higher layer, and uses that bypass an
     only-through header."""
-    known, through, pure, clockless = [], [], [], []
-    layers = read_layers(layers_path, known, through, pure, clockless)
+    known, through, pure, clockless, stateless, stateful = [], [], [], [], [], {}
+    layers = read_layers(layers_path, known, through, pure, clockless, stateless, stateful)
     problems = []
     layer_of = layer_index(root, layers, problems)
     objs = objects(root, build)
@@ -354,6 +418,7 @@ def check_calls(root, layers_path, build):
     problems += check_through(root, through, objs, defined_in)
     problems += check_pure(root, pure, objs)
     problems += check_clockless(clockless, objs)
+    problems += check_stateless(stateless, stateful, objs)
     for src, dsts in sorted(edges.items()):
         for dst in sorted(dsts):
             li, lj = layer_of.get(src), layer_of.get(dst)
@@ -428,6 +493,27 @@ def self_test_calls():
             f.write("clockless: daemon/low.c\n")
         assert any("daemon/low.c reads no clock (layers.txt) but uses time" in p
                    for p in check_calls(d, lp, os.path.join(d, "b")))
+        # Writable static data: a counter (.bss), a knob (.data) and a function's static are
+        # found; a const table of pointers (.data.rel.ro under -fPIC) is not.
+        with open(lp, "a") as f:
+            f.write("stateless: daemon/*.c\n")
+        files["daemon/high.c"] = ("int low(int x);\nint high(int x);\nunsigned long hits;\n"
+                                  "int knob = 3;\nstatic int (*const fns[])(int) = {low};\n"
+                                  "int high(int x) { static int last; last = x; hits++;\n"
+                                  "  return fns[0](x) * knob + last; }\n")
+        build()
+        subprocess.run(["cc", "-fPIC", "-c", "-o", os.path.join(d, "b", "daemon/high.c.o"),
+                        os.path.join(d, "daemon/high.c")], check=True)
+        bad = [p for p in check_calls(d, lp, os.path.join(d, "b")) if "writable" in p]
+        assert len(bad) == 3 and all(p.startswith("daemon/high.c is stateless") for p in bad) \
+            and any(" hits " in p for p in bad) and any(" knob " in p for p in bad) \
+            and any(" last" in p for p in bad), bad
+        with open(lp, "a") as f:
+            f.write("stateful: daemon/high.c hits knob gone\n")
+        bad = check_calls(d, lp, os.path.join(d, "b"))
+        assert any("daemon/high.c is stateless" in p and " last" in p for p in bad), bad
+        assert not any(" hits " in p or " knob " in p for p in bad if "stateless" in p), bad
+        assert any("stateful: daemon/high.c's gone is not found any more" in p for p in bad), bad
 
 
 def write_tree(d, files):

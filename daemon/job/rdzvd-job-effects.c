@@ -557,9 +557,6 @@ static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
     return 0;
 }
 
-/* Who is told of a record not written (rdzvd_job_records_keep's). */
-static rdzvd_job_unrecorded_fn unrecorded_fn;
-
 /* k was not written (r): the machine is told (a step of its own, whose effects join this pass);
  * when what it decided waits on k, the messages to agents of o queued after k, up to top, are
  * not sent. What the steps that are told queue comes after top: an outcome they send goes. A
@@ -568,8 +565,9 @@ static rdzvd_job_unrecorded_fn unrecorded_fn;
 static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r,
                        uint64_t top)
 {
-    if (!unrecorded_fn || !unrecorded_fn(k->h, k->what, k->bytes + k->klen, k->vlen, r,
-                                         k->h->steps->now))
+    rdzvd_job_unrecorded_fn fn = k->h->steps->unrecorded;
+
+    if (!fn || !fn(k->h, k->what, k->bytes + k->klen, k->vlen, r, k->h->steps->now))
         return;
     for (struct rdzvd_job_effect *e = o->head; e && e->seq <= top; e = e->next)
         e->unsent |= e->seq > k->after && (e->kind == EFF_JOINED || e->kind == EFF_ROUND ||
@@ -625,7 +623,7 @@ static void keep_record(void *ud, enum rdzvd_change what, const uint8_t *key, si
 
 void rdzvd_job_records_keep(const struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn)
 {
-    unrecorded_fn = fn;
+    h->steps->unrecorded = fn;
     if (h->record_table)
         rdzvd_store_set_change_gate(h->record_table, keep_record, (void *)h);
 }

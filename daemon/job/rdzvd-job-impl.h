@@ -23,10 +23,6 @@
 #include "daemon/job/rdzvd-job-sm.h"
 #include "daemon/job/rdzvd-job-world.h"
 
-/* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
- * others get is at most this long: RDZVD_JOB_STARTUP_FAIL_MS, which a test may make smaller. */
-extern int64_t rdzvd_job_startup_fail_ms;
-
 enum job_state {
     JOB_FORMING,  /* taking JOINs / READYs for the next round */
     JOB_NCCL,     /* round closed, waiting for node rank 0's NCCL ids */
@@ -35,6 +31,7 @@ enum job_state {
     JOB_ENDED,    /* outcome sent; waiting for agents to go */
     _JOB_STATE_MAX,
 };
+_Static_assert(_JOB_STATE_MAX == RDZVD_JOB_STATES, "struct rdzvd_job_counts's states");
 
 extern const char *const rdzvd_job_state_names[_JOB_STATE_MAX];
 
@@ -53,6 +50,15 @@ enum rdzvd_job_move_kind {
                        * with its last member) */
     _JOB_MOVE_MAX,
 };
+_Static_assert(_JOB_MOVE_MAX == RDZVD_JOB_MOVE_KINDS, "struct rdzvd_job_counts's moves");
+
+/* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
+ * others get is at most this long: RDZVD_JOB_STARTUP_FAIL_MS, or what the host's steps s say
+ * (startup_fail_ms: a test makes it smaller). */
+static inline int64_t rdzvd_job_startup_fail_ms(const struct rdzvd_job_steps *s)
+{
+    return s->startup_fail_ms ? s->startup_fail_ms : RDZVD_JOB_STARTUP_FAIL_MS;
+}
 
 struct rdzvd_job_move {
     enum rdzvd_job_move_kind kind;
@@ -281,19 +287,17 @@ static inline bool rdzvd_member_held_place(const struct rdzvd_member *m)
  * also keeps the copies of generation and restart count that go out: the round's (CLOSE clears
  * it first; a RESTORE of a running generation) and the outcome's (END).
  * rdzvd_job_move_legal: whether the table allows mv from state from. rdzvd_job_move_decision:
- * the enum rdzvd_decision_kind the kind needs, or -1 for none. */
+ * the enum rdzvd_decision_kind the kind needs, or -1 for none. Each move taken is counted in
+ * the host's steps (struct rdzvd_job_counts, moves_taken: the model test checks that every
+ * legal move is taken). */
 int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv);
 int rdzvd_job_move_decision(enum rdzvd_job_move_kind kind);
-/* How many moves of each kind were taken from each state since the process started (the model
- * test reads it: every legal move must be taken). Loop thread only. */
-extern uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
 bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv);
 /* The recovery under way in j reached point p now (its timeline; the moves STOPPED, CLOSE and
  * FORM call it, rdzvd-job-sm.c at a new generation's first step): each phase it completes
- * goes into rdzvd_job_recovery_hist, and the first step logs the recovery's phases. */
+ * goes into the host's counts (struct rdzvd_job_counts, recovery), and the first step logs the
+ * recovery's phases. */
 void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, double t_now);
-/* Every recovery's phases since the process started, by cause. Loop thread only. */
-extern struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 
 /* Effects (rdzvd-job-effects.c): everything the machine's files do to the world, the only
@@ -469,9 +473,8 @@ uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
 /* node_id's entry, or NULL. */
 const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
                                                         const char *node_id);
-/* Nodes put aside since the process started, by reason (status, /metrics). Loop thread. */
-enum { RDZVD_ASIDE_FAILURES, RDZVD_ASIDE_CHECK, RDZVD_ASIDE_STRAGGLER, RDZVD_ASIDE_REASONS };
-extern uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
+/* Nodes put aside, by reason (status, /metrics): the host's counts (struct rdzvd_job_counts,
+ * put_aside). */
 struct rdzv_status_job;
 /* The nodes j put aside into sj (aside, n_aside, aside_total). */
 void rdzvd_job_aside_status(const struct rdzvd_job *j, struct rdzv_status_job *sj);

@@ -39,13 +39,9 @@ void rdzvd_job_step_end(struct rdzvd_job_frame *f);
  * rdzvd_job_advance closes it. */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd);
 void rdzvd_job_ready_close(struct rdzvd_job_ready *rd);
-/* A record of h's job table was not written (err, the host's; val: a decision when what is
- * RDZVD_CHANGE_DECISION): the machine is told, at now. true when what was decided after it
- * must not be sent. */
-typedef bool (*rdzvd_job_unrecorded_fn)(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                                        const uint8_t *val, size_t vlen, int err,
-                                        struct rdzvd_job_now now);
-/* The gate of h's job table (rdzvd_job_host_keep_records): fn is told of records not written. */
+/* The gate of h's job table (rdzvd_job_host_keep_records): fn is told of records not written
+ * (err, the host's; val: a decision when what is RDZVD_CHANGE_DECISION), at now; it returns true
+ * when what was decided after it must not be sent. fn is kept in h's steps. */
 void rdzvd_job_records_keep(const struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn);
 /* Whether a step of s is open and its effects not yet carried out (tests: no op runs then). */
 bool rdzvd_job_deciding(const struct rdzvd_job_steps *s);

@@ -965,9 +965,6 @@ const char *const rdzvd_job_state_names[_JOB_STATE_MAX] = {"forming", "nccl", "r
 
 #define S(st) (1u << (st))
 
-uint64_t rdzvd_job_moves_taken[_JOB_MOVE_MAX][_JOB_STATE_MAX];
-struct rdzv_hist rdzvd_job_recovery_hist[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
-
 #define NONE (-1) /* a move that needs no decision: memory only, nothing a restart must know */
 
 /* Each kind of move: the states it may start from, the state it leads to (RESTORE leads to
@@ -1096,7 +1093,7 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     default:
         break;
     }
-    rdzvd_job_moves_taken[mv->kind][j->state]++;
+    j->host.steps->counts.moves_taken[mv->kind][j->state]++;
     log_debug("job %s: %s -> %s (%s, generation %" PRIu64 ", restart %" PRId64 ")", j->run_id,
               rdzvd_job_state_names[j->state], rdzvd_job_state_names[to],
               rdzvd_job_move_name(mv->kind), j->generation, j->restart_count);
@@ -1115,7 +1112,7 @@ void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, d
     if (!rc || (p != RDZV_RECOVERY_SENT && p != RDZV_RECOVERY_FIRST_STEP))
         return;
     k = (unsigned)rc->kind < _RDZV_MARK_MAX ? (unsigned)rc->kind : RDZV_MARK_FAILURE;
-    h = rdzvd_job_recovery_hist[k];
+    h = j->host.steps->counts.recovery[k];
     for (unsigned ph = 0; ph < _RDZV_RECOVERY_PHASES; ph++)
         s[ph] = rdzv_recovery_phase_s(rc, ph);
     if (p == RDZV_RECOVERY_SENT) { /* its first phases are final (a new STOP begins anew) */
@@ -1135,9 +1132,6 @@ void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, d
 /* A job's failure history (rdzvd-job-record.h, struct rdzvd_job_record_hist):
  * each node's worker failures within the job, and the nodes it put aside. Part of the job state
  * machine (rdzvd-job-impl.h); every decision records the history as it is in memory. */
-
-uint64_t rdzvd_nodes_put_aside[RDZVD_ASIDE_REASONS];
-int64_t rdzvd_job_startup_fail_ms = RDZVD_JOB_STARTUP_FAIL_MS;
 
 /* rdzvd's wall clock in unix ms: failures are dated by it, and the dates are recorded, so that a
  * restarted rdzvd (or the next leader) counts the same window. */
@@ -1312,8 +1306,8 @@ static bool member_seen_running(const struct rdzvd_member *m)
 
     if (m->node_rank < 0 || !j->generation || m->ran_gen != j->generation)
         return false;
-    return !j->formed_ms ||
-           (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) >= rdzvd_job_startup_fail_ms;
+    return !j->formed_ms || (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) >=
+                                rdzvd_job_startup_fail_ms(j->host.steps);
 }
 
 /* m never ran in its job, as rdzvd saw it (the bound, P8): this member (this connection, since
@@ -1520,7 +1514,7 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
         return RDZVD_ASIDE_NO_CHOICE;
     h->aside = true;
     aside_gpus(m, h);
-    rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
+    j->host.steps->counts.put_aside[RDZVD_ASIDE_FAILURES]++;
     if (j->bad_node_window_ms > 0)
         snprintf(h->reason, sizeof(h->reason),
                  "its workers failed%s %" PRId64 " times within %" PRId64 " s (--bad-node-failures "
@@ -1592,7 +1586,7 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
     if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
         h->aside = true;
         aside_gpus(m, h);
-        rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]++;
+        j->host.steps->counts.put_aside[RDZVD_ASIDE_FAILURES]++;
         snprintf(h->reason, sizeof(h->reason),
                  "%" PRId64 " of its nodes went before they ran (placed or taken in by a "
                  "scale-up, their agents gone before their workers started) %s "
@@ -1638,7 +1632,7 @@ int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms)
             o->aside = false;
             o->reason[0] = '\0';
             o->gpus.n = 0;
-            rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES]--;
+            j->host.steps->counts.put_aside[RDZVD_ASIDE_FAILURES]--;
             n++;
         } else if (o->aside) {
             continue; /* one put aside stays so (an operator releases it) */
@@ -1724,7 +1718,7 @@ void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reas
     held = rdzvd_member_held_place(m);
     snprintf(h->host, sizeof(h->host), "%s", held ? m->join.host : "");
     if (!h->aside && why < RDZVD_ASIDE_REASONS)
-        rdzvd_nodes_put_aside[why]++;
+        j->host.steps->counts.put_aside[why]++;
     h->aside = true;
     if (held)
         aside_gpus(m, h);

@@ -34,6 +34,7 @@
 #include "common/rdzv-list.h"
 #include "daemon/data/rdzvd-store.h"
 #include "proto/rdzv-msg.h"
+#include "proto/rdzv-status.h"
 #include "daemon/job/rdzvd-job-world.h"
 
 struct rdzvd_journal;
@@ -103,9 +104,27 @@ struct rdzvd_job_outbox {
     void *flush_ud;
 };
 
+/* What the machine counted across a host's jobs since the host began (status, /metrics, the
+ * model test): each move taken, by kind and by the state it left (enum rdzvd_job_move_kind, enum
+ * job_state: rdzvd-job-impl.h checks the sizes); the nodes put aside, by reason; every
+ * recovery's phases, by cause. */
+#define RDZVD_JOB_MOVE_KINDS 7
+#define RDZVD_JOB_STATES 5
+enum { RDZVD_ASIDE_FAILURES, RDZVD_ASIDE_CHECK, RDZVD_ASIDE_STRAGGLER, RDZVD_ASIDE_REASONS };
+struct rdzvd_job_counts {
+    uint64_t moves_taken[RDZVD_JOB_MOVE_KINDS][RDZVD_JOB_STATES];
+    uint64_t put_aside[RDZVD_ASIDE_REASONS];
+    struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
+};
+
+typedef bool (*rdzvd_job_unrecorded_fn)(const struct rdzvd_job_host *h, enum rdzvd_change what,
+                                        const uint8_t *val, size_t vlen, int err,
+                                        struct rdzvd_job_now now);
+
 /* The steps under way on a host, shared by its jobs (struct rdzvd_job_host's steps; zeroed
- * before the first). A step that begins while another is open, or while one's outbox is
- * carried out, adds to that outbox. Loop thread only. */
+ * before the first), and what the machine keeps across them: nothing of it is in a global, so
+ * that two machines in one process share nothing. A step that begins while another is open,
+ * or while one's outbox is carried out, adds to that outbox. Loop thread only. */
 struct rdzvd_job_steps {
     struct rdzvd_job_outbox *out; /* the outermost step's, or the one carried out; NULL: none */
     unsigned depth;               /* steps open (a step may call another: one outbox) */
@@ -114,6 +133,13 @@ struct rdzvd_job_steps {
      * step queued is carried out at. An entry called outside any step (the unit tests) reads
      * it as its host set it last. */
     struct rdzvd_job_now now;
+    struct rdzvd_job_counts counts;
+    /* A worker's exit this soon after its generation formed is a start-up failure, and the
+     * grace the others get is at most this long (rdzvd_job_startup_fail_ms); 0:
+     * RDZVD_JOB_STARTUP_FAIL_MS, which a test may make smaller. */
+    int64_t startup_fail_ms;
+    /* Who is told of a record of the job table not written (rdzvd_job_records_keep's). */
+    rdzvd_job_unrecorded_fn unrecorded;
 };
 
 /* What a job needs of its host; copied into each job. */

@@ -606,6 +606,7 @@ static void ended_status(const struct ended_job *x, uint64_t now, bool brief,
 }
 
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
+                      const struct rdzvd_job_counts *counts,
                       const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
                       struct rdzvd_job_now at, struct rdzv_status *ret)
 {
@@ -626,15 +627,17 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .input_held = (int64_t)info->input_held,
                              .input_limit = (int64_t)info->input_limit,
                              .put_aside_failures =
-                                 (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES],
-                             .put_aside_check = (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK],
+                                 counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_FAILURES] : 0,
+                             .put_aside_check =
+                                 counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_CHECK] : 0,
                              .put_aside_straggler =
-                                 (int64_t)rdzvd_nodes_put_aside[RDZVD_ASIDE_STRAGGLER]};
+                                 counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_STRAGGLER] : 0};
     size_t n_live = 0, n_ended = 0, max_live = SIZE_MAX, max_ended = SIZE_MAX, n = 0;
     struct rdzv_list *pos, *tmp;
     int r;
 
-    memcpy(st.recovery, rdzvd_job_recovery_hist, sizeof(st.recovery));
+    if (counts)
+        memcpy(st.recovery, counts->recovery, sizeof(st.recovery));
     snprintf(st.daemon, sizeof(st.daemon), "rdzvd");
     snprintf(st.version, sizeof(st.version), "%s", RDZV_VERSION);
     rdzv_list_for_each_safe(pos, tmp, jobs)

@@ -18,6 +18,7 @@
 
 struct rdzvd_server_info;
 struct rdzvd_job;
+struct rdzvd_job_counts;
 struct rdzv_status;
 
 /* Jobs that ended: each one's status as it was when its last member left (outcome, exit code, root
@@ -118,11 +119,13 @@ struct rdzvd_status_sel {
     size_t n_live, n_ended; /* out: how many there are in all (of run_id) */
 };
 
-/* The server's counters (info), and per job of jobs (struct rdzvd_job nodes) its state,
+/* The server's counters (info), the machine's (counts: nodes put aside, recoveries; NULL:
+ * none), and per job of jobs (struct rdzvd_job nodes) its state,
  * generation, restarts, nodes (host, node rank, heartbeat age, workers, failures) and recent
  * events, then the ended jobs of ended (NULL: none) not expired yet; only those sel selects (its
  * counts set) when sel is not NULL; ages and rates as of now. On success *ret owns its arrays
  * (rdzv_status_free); -ENOMEM leaves it untouched. */
 int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_list *jobs,
+                      const struct rdzvd_job_counts *counts,
                       const struct rdzvd_ended_jobs *ended, struct rdzvd_status_sel *sel,
                       struct rdzvd_job_now now, struct rdzv_status *ret);

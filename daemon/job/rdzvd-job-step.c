@@ -1458,7 +1458,7 @@ static bool failed_at_startup(const struct rdzvd_member *m, int64_t local_rank, 
 
     return j->formed_ms &&
            (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) <
-               rdzvd_job_startup_fail_ms + extra_ms &&
+               rdzvd_job_startup_fail_ms(j->host.steps) + extra_ms &&
            !rdzvd_member_rank_progressed(m, local_rank);
 }
 
@@ -1472,8 +1472,8 @@ static void startup_grace(struct rdzvd_job *j)
 
     if (grace < RDZVD_JOB_STARTUP_GRACE_MIN_MS)
         grace = RDZVD_JOB_STARTUP_GRACE_MIN_MS;
-    if (grace > rdzvd_job_startup_fail_ms) /* RDZVD_JOB_STARTUP_GRACE_MAX_MS as set */
-        grace = rdzvd_job_startup_fail_ms;
+    if (grace > rdzvd_job_startup_fail_ms(j->host.steps)) /* GRACE_MAX_MS as set */
+        grace = rdzvd_job_startup_fail_ms(j->host.steps);
     j->startup_grace_ms = grace;
 }
 

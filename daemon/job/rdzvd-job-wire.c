@@ -976,7 +976,7 @@ int rdzvd_jobs_status_sel(const struct rdzvd_jobs *jobs, struct rdzvd_status_sel
     int r;
 
     rdzvd_server_info(jobs->srv, &info);
-    r = rdzvd_status_fill(&info, &jobs->list, &jobs->ended, sel, now, ret);
+    r = rdzvd_status_fill(&info, &jobs->list, &jobs->steps.counts, &jobs->ended, sel, now, ret);
     if (r == 0 && jobs->host.max_jobs) {
         ret->jobs_held = (int64_t)rdzvd_jobs_held(&jobs->host);
         ret->jobs_waiting = (int64_t)jobs->ended.n_waiting;

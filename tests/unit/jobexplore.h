@@ -231,7 +231,8 @@ static int record_of(struct model *md, struct rdzvd_job_record *rec)
 
 static bool startup_window(struct rdzvd_job *j)
 {
-    return j->formed_ms && jt_now_ms() - j->formed_ms < (uint64_t)rdzvd_job_startup_fail_ms;
+    return j->formed_ms &&
+           jt_now_ms() - j->formed_ms < (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps);
 }
 
 /* Node i's workers run the job's current generation, and the job counts their reports. */

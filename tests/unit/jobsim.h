@@ -194,7 +194,7 @@ static void sim_begin(struct sim *s, uint64_t seed)
     g_host.max_jobs = 3;
     rdzvd_job_ids_bytes_max = s->c.ids_max;
     rdzvd_job_ends_kept = (unsigned)s->c.ends_kept;
-    rdzvd_job_startup_fail_ms = s->c.startup_fail_ms;
+    jt_steps.startup_fail_ms = s->c.startup_fail_ms;
     model_begin(&s->md, &s->c.v);
     g_run_start_ms = 0;
     s->md.checking = true;
@@ -460,7 +460,7 @@ static void take_spre(struct sim *s, struct spre *p)
     p->adv_ran = s->adv_in && j && s->adv_answered == j->generation &&
                  s->adv.f.round.generation == j->generation &&
                  (!j->formed_ms ||
-                  jt_now_ms() - j->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms);
+                  jt_now_ms() - j->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
     if ((p->exists = j != NULL)) {
         p->st = j->state;
         p->gen = j->generation;
@@ -486,7 +486,8 @@ static bool seen_ran(struct sim *s, int i, const struct spre *p)
     const struct agent *a = &s->md.a[i];
 
     return a->f.nrounds && a->f.round.generation == p->gen &&
-           (!p->formed_ms || jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms);
+           (!p->formed_ms ||
+            jt_now_ms() - p->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
 }
 
 static void check_moved(struct sim *s, const struct spre *p, int node, const char *who)

@@ -721,7 +721,7 @@ static inline const struct rdzv_status_job *status_of(struct env *e, struct rdzv
 {
     struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
 
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, jt_clock(), st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &jt_steps.counts, NULL, NULL, jt_clock(), st));
     ASSERT_EQ(st->n_jobs, 1);
     return &st->jobs[0];
 }
@@ -747,7 +747,8 @@ static inline int njobs(struct env *e)
     struct rdzv_status st;
     int n;
 
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &e->ended, NULL, jt_clock(), &st));
+    ASSERT_OK(
+        rdzvd_status_fill(&info, &e->jobs, &jt_steps.counts, &e->ended, NULL, jt_clock(), &st));
     n = (int)st.n_jobs;
     rdzv_status_free(&st);
     return n;

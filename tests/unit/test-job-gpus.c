@@ -45,7 +45,7 @@ static void status_gpus(struct env *e, char *out, size_t len)
     size_t off = 0;
 
     out[0] = '\0';
-    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e->jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 1);
     ASSERT_EQ(st.jobs[0].n_aside, 1);
     for (unsigned g = 0; g < st.jobs[0].aside[0].n_gpus; g++) {

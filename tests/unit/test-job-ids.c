@@ -186,7 +186,7 @@ static void test_ids_with_a_failure_history_go_last(void)
     all_ready(f, 2, 1);
     ASSERT_EQ(f[1].round.generation, 2);
     for (int k = 2; k < 5; k++) { /* node k-1 lost after it ran, node k its replacement */
-        jt_advance((uint64_t)rdzvd_job_startup_fail_ms); /* it ran, by rdzvd's clock */
+        jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps)); /* it ran, by rdzvd's clock */
         rdzvd_member_gone(f[k - 1].m);
         all_ready(f, 1, (uint64_t)k);
         jn = join_of(k, 2, 2, 20);

@@ -524,17 +524,18 @@ static void test_model(void)
 
             if (!rdzvd_job_move_legal((enum job_state)st, &mv))
                 continue;
-            printf(" %c=%" PRIu64, state_letter[st], rdzvd_job_moves_taken[k][st]);
-            if (!rdzvd_job_moves_taken[k][st])
+            printf(" %c=%" PRIu64, state_letter[st], jt_steps.counts.moves_taken[k][st]);
+            if (!jt_steps.counts.moves_taken[k][st])
                 missing++;
         }
         printf("\n");
     }
     printf("# nodes put aside: %" PRIu64 " for their failures, %" PRIu64 " for a failed "
            "check\n",
-           rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES], rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK]);
-    ASSERT_TRUE(rdzvd_nodes_put_aside[RDZVD_ASIDE_FAILURES] > 0);
-    ASSERT_TRUE(rdzvd_nodes_put_aside[RDZVD_ASIDE_CHECK] > 0);
+           jt_steps.counts.put_aside[RDZVD_ASIDE_FAILURES],
+           jt_steps.counts.put_aside[RDZVD_ASIDE_CHECK]);
+    ASSERT_TRUE(jt_steps.counts.put_aside[RDZVD_ASIDE_FAILURES] > 0);
+    ASSERT_TRUE(jt_steps.counts.put_aside[RDZVD_ASIDE_CHECK] > 0);
     ASSERT_EQ(missing, 0);
 }
 

@@ -388,7 +388,7 @@ static void test_lost_below_min_waits_for_replacement(void)
         env_init(&e, -1);
         jn.join_timeout_ms = 60;
         join_n(&e, f, 2, jn);
-        jt_advance((uint64_t)rdzvd_job_startup_fail_ms); /* it ran: its loss is counted */
+        jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps)); /* it ran: counted */
         rdzvd_member_gone(f[1].m);
         ASSERT_TRUE(event_is(&f[0], "restart"));
         rdzvd_member_ready(f[0].m, 1);

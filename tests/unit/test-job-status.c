@@ -31,7 +31,7 @@ static void test_status_node_states_and_events(void)
     jn.resume.node_rank = 0;
     jn.resume.rank_offset = 0;
     ASSERT_OK(join(&e, &f[3], &jn)); /* rank 0 is taken: told to stop */
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(st.jobs[0].n_nodes, 4);
     ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host0")->state, "running") == 0);
     ASSERT_TRUE(strcmp(node_of(&st.jobs[0], "host2")->state, "spare") == 0);
@@ -42,7 +42,7 @@ static void test_status_node_states_and_events(void)
     rdzv_status_free(&st);
     w.rank = f[1].round.rank_offset;
     ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_TRUE(strcmp(st.jobs[0].state, "ended") == 0);
     ASSERT_TRUE(st.jobs[0].ended);
     ASSERT_TRUE(strcmp(st.jobs[0].outcome_type, "failed") == 0);
@@ -71,13 +71,13 @@ static void test_status_failures_are_the_charged_ones(void)
     ASSERT_TRUE(strstr(f[0].event.summary, "not counted against the node") != NULL);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(node_of(&st.jobs[0], "host1")->failures, 0);
     rdzv_status_free(&st);
     w = (struct rdzv_worker_exit){.generation = 2, .exit_code = 1, .rank = f[1].round.rank_offset};
     ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     all_ready(f, 2, 2);
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(node_of(&st.jobs[0], "host1")->failures, 1);
     ASSERT_EQ(node_of(&st.jobs[0], "host0")->failures, 0);
     rdzv_status_free(&st);
@@ -103,7 +103,7 @@ static void test_status_event_ring(void)
         all_ready(f, 2, g);
         ASSERT_EQ(f[0].round.generation, g + 1);
     }
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(st.jobs[0].n_events, RDZV_STATUS_EVENTS);
     ASSERT_TRUE(strstr(st.jobs[0].events[RDZV_STATUS_EVENTS - 1].text,
                        "generation 13 formed") != NULL);
@@ -127,7 +127,7 @@ static void test_status_members_left_out(void)
     ASSERT_NOT_NULL(f);
     env_init(&e, -1);
     join_n(&e, f, n, join_of(0, 2, 2, 0));
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(st.jobs[0].n_nodes, RDZV_STATUS_SHOW_MEMBERS);
     ASSERT_EQ(st.jobs[0].members_left_out, 2);
     ASSERT_EQ(st.jobs[0].nodes_in_generation, 2);
@@ -159,7 +159,7 @@ static void test_ended_jobs_kept_and_expire(void)
         rdzvd_member_gone(f.m);
     }
     ASSERT_EQ(e.ended.n, 1);
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, NULL, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 1);
     ASSERT_TRUE(strcmp(st.jobs[0].run_id, "job1") == 0);
     ASSERT_TRUE(st.jobs[0].ended && strcmp(st.jobs[0].outcome_type, "succeeded") == 0);
@@ -167,7 +167,7 @@ static void test_ended_jobs_kept_and_expire(void)
     ASSERT_EQ(st.jobs[0].n_nodes, 0);
     rdzv_status_free(&st);
     jt_advance(250);
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, NULL, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 0); /* expired */
     rdzv_status_free(&st);
     rdzvd_ended_jobs_free(&e.ended);
@@ -246,14 +246,14 @@ static void test_tokenless_status_names_no_node_id(void)
     ASSERT_TRUE(event_is(&f[1], "put_aside"));
     ASSERT_NULL(f[1].m); /* gone with it */
     rdzvd_member_gone(f[2].m);
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, &sel, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, &sel, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 1);
     ASSERT_NOT_NULL(st.jobs[0].timeline);
     assert_hides(&st, ids, 3);
     ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "done", err, sizeof(err)));
     rdzvd_member_gone(f[0].m);
     ASSERT_EQ(e.ended.n, 1);
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, &sel, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, &sel, jt_clock(), &st));
     assert_hides(&st, ids, 3);
     env_done(&e);
 }
@@ -296,7 +296,7 @@ static void test_tokenless_status_hides_node_ids_only(void)
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 1u);
     rdzvd_member_gone(f[1].m); /* its id no longer listed in nodes[] */
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &e.ended, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, NULL, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 1);
     n_before = st.jobs[0].n_events;
     for (unsigned i = 0; i < n_before; i++)
@@ -395,7 +395,7 @@ static void test_progress_longest_silent_kept(void)
             hb->progress[i].age_ms = k == 4 ? 100000 : 0;
         rdzvd_member_progress(f[k].m, hb);
     }
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     sj = &st.jobs[0];
     ASSERT_EQ(sj->n_ranks, RDZV_STATUS_MAX_RANKS);
     ASSERT_EQ(sj->ranks_left_out, RDZV_PROGRESS_MAX);
@@ -406,7 +406,7 @@ static void test_progress_longest_silent_kept(void)
     rdzv_status_free(&st);
     hb->n_progress = 0;
     rdzvd_member_progress(f[4].m, hb); /* nothing to keep: changes nothing */
-    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, NULL, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(st.jobs[0].ranks_left_out, RDZV_PROGRESS_MAX);
     rdzv_status_free(&st);
     free(hb);

@@ -547,7 +547,7 @@ static void cmd_status(void)
     struct rdzvd_server_info info = {.start_ms = rdzv_now_ms()};
     struct rdzv_status st = {0};
 
-    ASSERT_OK(rdzvd_status_fill(&info, &E.jobs, &E.ended, NULL, jt_clock(), &st));
+    ASSERT_OK(rdzvd_status_fill(&info, &E.jobs, &jt_steps.counts, &E.ended, NULL, jt_clock(), &st));
     if (E.table)
         ASSERT_OK(rdzvd_status_add_waiting(&st, E.table, &E.jobs, &E.ended, jt_now_ms(),
                                            jt_clock()));

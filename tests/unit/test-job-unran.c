@@ -121,7 +121,7 @@ static void test_node_lost_after_it_ran_is_charged(void)
         if (how == 1)
             fake_step(&s);
         if (how == 2)
-            jt_advance((uint64_t)rdzvd_job_startup_fail_ms);
+            jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
         rdzvd_member_gone(s.m);
         s.m = NULL;
         ASSERT_EQ(job_of(&e)->restart_count, how == 2 ? 2 : 1);
@@ -461,7 +461,7 @@ static void test_unavoidable_reform_past_the_bound_is_charged(void)
     ASSERT_EQ(job_of(&e)->restart_count, 1);
     all_ready(f, 2, job_of(&e)->generation);
     ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
-    jt_advance((uint64_t)rdzvd_job_startup_fail_ms); /* its workers ran */
+    jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps)); /* its workers ran */
     rdzvd_member_gone(f[1].m); /* a node that ran: counted */
     f[1].m = NULL;
     ASSERT_EQ(job_of(&e)->restart_count, 2);

@@ -194,7 +194,7 @@ static void test_spare_waits_and_is_promoted(void)
     ASSERT_EQ(f[2].nrounds, 0);
     /* Node rank 1's agent is gone after its workers ran past the start-up window (it ran, as
      * rdzvd's clock says: a counted restart): the spare takes its place. */
-    jt_advance((uint64_t)rdzvd_job_startup_fail_ms);
+    jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
     rdzvd_member_gone(f[1].m);
     f[1].m = NULL; /* freed with it */
     ASSERT_EQ(f[0].event.generation, 2);
@@ -412,7 +412,8 @@ static void test_stall_member_not_back_is_lost(void)
 
     env_init(&e, -1);
     stalled_job(&e, f);
-    jt_stall_ms(&e, (uint64_t)rdzvd_job_startup_fail_ms); /* stalled on past the window */
+    /* stalled on past the window */
+    jt_stall_ms(&e, (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* its workers ran: its loss counts */
     rdzvd_member_gone(f[1].m);
