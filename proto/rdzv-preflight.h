@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzv-preflight.h: the network pre-flight's pairing and verdict (docs/design/preflight.md).
+ *
+ * Nodes are indices 0..n-1. Round 1 pairs them: (0,1), (2,3), ...; with an odd n, the last
+ * three form a trio (three links, run one after the other). Each link is measured each way
+ * (MB/s, or unreachable). rdzv_pf_judge() then says which links are slow: below `fraction` of
+ * the job's median, where the median is over the nodes' fastest links. A node with no fast link
+ * is a suspect; round 2 (rdzv_pf_round2) pairs each suspect with two nodes that have a fast
+ * link, one after the other. Judged again over both rounds, a node is bad when none of its links is
+ * fast and at least two of them are slow links to peers that have a fast link elsewhere. So one
+ * node's reports never convict another alone: its peer needs a second slow link, to a third node
+ * that is itself fine.
+ *
+ * No I/O, no clock, no logging, no state: any thread may call these. O(n) work (the median by
+ * selection). Errors are negative errnos. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDZV_PF_UNREACHABLE (-1.0)    /* a figure: the link did not connect or finish */
+#define RDZV_PF_FRACTION_DEFAULT 0.25 /* slow: below a quarter of the job's median */
+#define RDZV_PF_NODE_LINKS 4          /* links per node over both rounds: at most 3 are made */
+
+/* One link between nodes a and b; the transfers of one slot run at the same time, a node's
+ * slots one after the other. */
+struct rdzv_pf_link {
+    uint32_t a, b;
+    uint32_t slot;
+    double ab, ba; /* MB/s each way, or RDZV_PF_UNREACHABLE */
+};
+
+/* One node as judged: its links (peers and whether each was slow) and its verdict. */
+struct rdzv_pf_node {
+    uint32_t peer[RDZV_PF_NODE_LINKS];
+    bool slow[RDZV_PF_NODE_LINKS];
+    uint8_t nlinks;
+    uint8_t nfast;      /* links at or above the threshold */
+    uint8_t convicting; /* slow links to peers with a fast link elsewhere */
+    bool bad;
+    bool paired2;  /* rdzv_pf_round2's mark: given a link in the slot being made */
+    uint32_t ref1; /* rdzv_pf_round2's: the suspect's fine node of the first slot */
+    double best;   /* its fastest link, MB/s (0: none reachable) */
+};
+
+/* A link's figure: the slower way, or RDZV_PF_UNREACHABLE. */
+double rdzv_pf_link_mbps(const struct rdzv_pf_link *l);
+
+/* Round 1's links for n nodes (figures unset) into out, which has room for
+ * rdzv_pf_round1_max(n); returns how many. */
+size_t rdzv_pf_round1_max(uint32_t n);
+size_t rdzv_pf_round1(uint32_t n, struct rdzv_pf_link *out);
+
+/* Judges links[0..nlinks) between n nodes into nodes[0..n): each node's links, which are slow
+ * (below fraction x the median of the nodes' fastest links, or unreachable) and its verdict.
+ * With a median of 0 (most links unreachable) or no links, nothing is slow: nobody can be told
+ * from the others. *median (if not NULL) gets the median. 0, -EINVAL (a node index >= n, a node
+ * in more than RDZV_PF_NODE_LINKS links, fraction outside (0, 1)) or -ENOMEM. */
+int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,
+                  struct rdzv_pf_node *nodes, double *median);
+
+/* Round 2 from round 1's judged nodes: two slots (slot, slot + 1), one after the other. In
+ * each, every suspect (links, none fast) is paired with a node that has a fast link, is not yet
+ * its peer and has no other link in that slot (in index order). So a suspect ends with two
+ * links to fine nodes. Writes into out (room for n links); returns how many. Suspects left over
+ * (more suspects than fine nodes) stay unpaired, and so are not convicted. */
+size_t rdzv_pf_round2(uint32_t n, struct rdzv_pf_node *nodes, uint32_t slot,
+                      struct rdzv_pf_link *out);

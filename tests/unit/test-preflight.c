@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-preflight.c: the network pre-flight's pairing and verdict (proto/rdzv-preflight.h), on
+ * simulated nodes: each node's NIC has a speed, a link carries the slower of its two NICs, a
+ * dead node's links are unreachable, and a liar reports every link of its own as slow. */
+#include <errno.h>
+#include <time.h>
+
+#include "proto/rdzv-preflight.h"
+#include "tests/tap.h"
+
+#define FAST 1000.0
+#define NONE UINT32_MAX
+
+struct sim {
+    uint32_t n;
+    double nic[1000];
+    bool dead[1000];
+    uint32_t liar;      /* NONE, or the node that lies */
+    uint32_t liar_slot; /* it lies from this slot on (0: always; 3: in round 2 only) */
+    uint32_t liar_end;  /* and up to this slot (3: in round 1 only) */
+    double noise;       /* figures vary by up to this fraction, from a fixed sequence */
+};
+
+static struct rdzv_pf_node nodes[1000];
+static struct rdzv_pf_link links[1000 / 2 + 2 + 1000];
+static uint64_t rng = 88172645463325252ull;
+
+static double random01(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / (double)(1ull << 53);
+}
+
+static void sim_init(struct sim *s, uint32_t n)
+{
+    memset(s, 0, sizeof(*s));
+    s->n = n;
+    s->liar = NONE;
+    s->liar_end = 99;
+    for (uint32_t i = 0; i < n; i++)
+        s->nic[i] = FAST;
+}
+
+static void measure(const struct sim *s, struct rdzv_pf_link *l)
+{
+    double f = s->nic[l->a] < s->nic[l->b] ? s->nic[l->a] : s->nic[l->b];
+
+    if (s->dead[l->a] || s->dead[l->b]) {
+        l->ab = l->ba = RDZV_PF_UNREACHABLE;
+        return;
+    }
+    if ((l->a == s->liar || l->b == s->liar) && l->slot >= s->liar_slot && l->slot < s->liar_end)
+        f = 0.5;
+    l->ab = f * (1 - s->noise * random01());
+    l->ba = f * (1 - s->noise * random01());
+}
+
+/* Both rounds and the verdict; returns how many nodes are bad. */
+static uint32_t run(const struct sim *s, double *median)
+{
+    size_t k = rdzv_pf_round1(s->n, links), k2;
+    uint32_t bad = 0;
+
+    ASSERT_LE(k, rdzv_pf_round1_max(s->n));
+    for (size_t i = 0; i < k; i++)
+        measure(s, &links[i]);
+    ASSERT_OK(rdzv_pf_judge(s->n, links, k, RDZV_PF_FRACTION_DEFAULT, nodes, NULL));
+    k2 = rdzv_pf_round2(s->n, nodes, 3, links + k);
+    ASSERT_LE(k2, s->n);
+    for (size_t i = k; i < k + k2; i++)
+        measure(s, &links[i]);
+    ASSERT_OK(rdzv_pf_judge(s->n, links, k + k2, RDZV_PF_FRACTION_DEFAULT, nodes, median));
+    for (uint32_t i = 0; i < s->n; i++)
+        bad += nodes[i].bad;
+    return bad;
+}
+
+static void test_round1_pairs_each_node_once_or_twice_in_a_trio(void)
+{
+    for (uint32_t n = 0; n <= 9; n++) {
+        unsigned seen[9] = {0};
+        size_t k = rdzv_pf_round1(n, links);
+
+        for (size_t i = 0; i < k; i++) {
+            seen[links[i].a]++;
+            seen[links[i].b]++;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            ASSERT_EQ(seen[i], n == 1 ? 0 : (n % 2 && i >= n - 3) ? 2 : 1);
+    }
+}
+
+static void test_one_slow_node_of_4(void)
+{
+    for (uint32_t slow = 0; slow < 4; slow++) {
+        struct sim s;
+
+        sim_init(&s, 4);
+        s.nic[slow] = 1;
+        ASSERT_EQ(run(&s, NULL), 1);
+        ASSERT_TRUE(nodes[slow].bad);
+        /* Round 1 alone tells the slow pair, not which of its nodes: nobody is convicted. */
+        ASSERT_OK(rdzv_pf_judge(4, links, rdzv_pf_round1(4, links), 0.25, nodes, NULL));
+        for (size_t i = 0; i < 2; i++)
+            measure(&s, &links[i]);
+        ASSERT_OK(rdzv_pf_judge(4, links, 2, 0.25, nodes, NULL));
+        for (uint32_t i = 0; i < 4; i++)
+            ASSERT_FALSE(nodes[i].bad);
+    }
+}
+
+/* 3 nodes (round 1 is a trio), and other odd counts: the trio at the end. */
+static void test_one_slow_node_of_3_and_odd_counts(void)
+{
+    for (uint32_t n = 3; n <= 11; n += 2)
+        for (uint32_t slow = 0; slow < n; slow++) {
+            struct sim s;
+
+            sim_init(&s, n);
+            s.nic[slow] = 2;
+            ASSERT_EQ(run(&s, NULL), 1);
+            ASSERT_TRUE(nodes[slow].bad);
+        }
+}
+
+static void test_one_slow_node_of_1000_and_ten(void)
+{
+    struct sim s;
+    double median;
+
+    sim_init(&s, 1000);
+    s.noise = 0.3;
+    s.nic[517] = 3;
+    ASSERT_EQ(run(&s, &median), 1);
+    ASSERT_TRUE(nodes[517].bad);
+    ASSERT_TRUE(median > 0.7 * FAST);
+    /* Ten, two of them paired together in round 1 (6 and 7). */
+    sim_init(&s, 1000);
+    for (uint32_t i = 0; i < 10; i++)
+        s.nic[i < 2 ? 6 + i : 97 * i + 3] = 1;
+    ASSERT_EQ(run(&s, NULL), 10);
+    ASSERT_TRUE(nodes[6].bad && nodes[7].bad && nodes[97 * 9 + 3].bad);
+}
+
+static void test_a_dead_node(void)
+{
+    uint32_t sizes[] = {3, 4, 1000};
+
+    for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+        struct sim s;
+
+        sim_init(&s, sizes[z]);
+        s.dead[1] = true;
+        ASSERT_EQ(run(&s, NULL), 1);
+        ASSERT_TRUE(nodes[1].bad);
+        ASSERT_EQ(nodes[1].best, 0);
+    }
+}
+
+static void test_all_slow_flags_nobody(void)
+{
+    struct sim s;
+
+    sim_init(&s, 1000);
+    s.noise = 0.6; /* every link between 0.4 and 1 of 2 MB/s */
+    for (uint32_t i = 0; i < 1000; i++)
+        s.nic[i] = 2;
+    ASSERT_EQ(run(&s, NULL), 0);
+    /* Most of the network unreachable: the median is 0, nobody can be told from the rest. */
+    sim_init(&s, 6);
+    for (uint32_t i = 0; i < 4; i++)
+        s.dead[i] = true;
+    ASSERT_EQ(run(&s, NULL), 0);
+    /* Two nodes: one link, nothing to compare it with. */
+    sim_init(&s, 2);
+    s.nic[0] = 1;
+    ASSERT_EQ(run(&s, NULL), 0);
+}
+
+/* A liar reports its links slow: it gets itself put aside, never its peer. */
+static void test_a_liar_convicts_itself_not_its_peer(void)
+{
+    struct sim s;
+
+    for (uint32_t liar = 0; liar < 4; liar++) {
+        sim_init(&s, 4);
+        s.liar = liar;
+        ASSERT_EQ(run(&s, NULL), 1);
+        ASSERT_TRUE(nodes[liar].bad);
+        ASSERT_FALSE(nodes[liar ^ 1].bad);
+        /* Lying in round 1 only: round 2 clears both. */
+        s.liar_end = 3;
+        ASSERT_EQ(run(&s, NULL), 0);
+    }
+    /* A fine node lies in round 2 about a suspect whose round-1 peer (1) is truly slow: the
+     * suspect (0) is not convicted; the slow node may go free this time, nobody else is bad. */
+    sim_init(&s, 6);
+    s.nic[1] = 1;
+    s.liar = 2;
+    s.liar_slot = 3;
+    run(&s, NULL);
+    ASSERT_FALSE(nodes[0].bad);
+    ASSERT_FALSE(nodes[2].bad);
+    ASSERT_FALSE(nodes[3].bad);
+}
+
+static void link_fig(struct rdzv_pf_link *l, uint32_t a, uint32_t b, double mbps)
+{
+    *l = (struct rdzv_pf_link){.a = a, .b = b, .ab = mbps, .ba = mbps};
+}
+
+/* The rule itself, on links made by hand (a round 2 that found one fine node only): node 0's
+ * slow link to a fine node (2, which may lie) and its slow link to a node fine nowhere (1) are
+ * not two independent links; nobody is convicted. */
+static void test_one_slow_link_to_a_fine_node_convicts_nobody(void)
+{
+    struct rdzv_pf_link l[6];
+    double median;
+
+    link_fig(&l[0], 0, 1, 1);
+    link_fig(&l[1], 2, 3, FAST);
+    link_fig(&l[2], 4, 5, FAST);
+    link_fig(&l[3], 6, 7, FAST);
+    link_fig(&l[4], 0, 2, 1);
+    ASSERT_OK(rdzv_pf_judge(8, l, 5, 0.25, nodes, &median));
+    ASSERT_EQ(median, FAST);
+    for (uint32_t i = 0; i < 8; i++)
+        ASSERT_FALSE(nodes[i].bad);
+    ASSERT_EQ(nodes[0].convicting, 1);
+    /* A second slow link, to another fine node (4), convicts it. */
+    link_fig(&l[5], 0, 4, RDZV_PF_UNREACHABLE);
+    ASSERT_OK(rdzv_pf_judge(8, l, 6, 0.25, nodes, NULL));
+    ASSERT_TRUE(nodes[0].bad);
+    ASSERT_FALSE(nodes[1].bad || nodes[2].bad || nodes[4].bad);
+    /* Bad input: a node index out of range, a fraction outside (0, 1). */
+    ASSERT_EQ(rdzv_pf_judge(4, l, 6, 0.25, nodes, NULL), -EINVAL);
+    ASSERT_EQ(rdzv_pf_judge(8, l, 6, 1.0, nodes, NULL), -EINVAL);
+}
+
+/* Random jobs: some slow or dead nodes (a tenth at most) and one liar that lies from a random
+ * slot. No node but the slow, the dead and the liar is ever bad; with no liar, every slow or
+ * dead node is. */
+static void test_random_jobs_convict_only_the_guilty(void)
+{
+    for (unsigned round = 0; round < 3000; round++) {
+        struct sim s;
+        uint32_t n = 2 + (uint32_t)(random01() * 300), nbad = (uint32_t)(random01() * n / 10);
+        bool lies = random01() < 0.5;
+
+        sim_init(&s, n);
+        s.noise = 0.3;
+        for (uint32_t i = 0; i < nbad; i++) {
+            uint32_t j = (uint32_t)(random01() * n);
+
+            if (random01() < 0.3)
+                s.dead[j] = true;
+            else
+                s.nic[j] = random01() * 0.1 * FAST;
+        }
+        if (lies) {
+            s.liar = (uint32_t)(random01() * n);
+            s.liar_slot = (uint32_t)(random01() * 5);
+        }
+        snprintf(tap_note, sizeof(tap_note), "round %u: n %u, liar %u from slot %u", round, n,
+                 s.liar, s.liar_slot);
+        run(&s, NULL);
+        for (uint32_t i = 0; i < n; i++) {
+            bool guilty = s.dead[i] || s.nic[i] < 0.25 * 0.7 * FAST || i == s.liar;
+
+            if (!guilty)
+                ASSERT_FALSE(nodes[i].bad);
+            else if (!lies)
+                ASSERT_TRUE(nodes[i].bad);
+        }
+    }
+    tap_note[0] = 0;
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* 1,000 nodes: both rounds' pairing and both verdicts, well under a millisecond each. */
+static void test_1000_nodes_time(void)
+{
+    struct sim s;
+    double t0, dt;
+
+    sim_init(&s, 1000);
+    s.nic[10] = 1;
+    s.dead[500] = true;
+    t0 = seconds();
+    for (int i = 0; i < 1000; i++)
+        ASSERT_EQ(run(&s, NULL), 2);
+    dt = (seconds() - t0) / 1000;
+    printf("# 1,000 nodes: pairing and verdict of both rounds in %.1f us\n", dt * 1e6);
+    ASSERT_TRUE(dt < 0.01);
+}
+
+int main(void)
+{
+    TEST(test_round1_pairs_each_node_once_or_twice_in_a_trio);
+    TEST(test_one_slow_node_of_4);
+    TEST(test_one_slow_node_of_3_and_odd_counts);
+    TEST(test_one_slow_node_of_1000_and_ten);
+    TEST(test_a_dead_node);
+    TEST(test_all_slow_flags_nobody);
+    TEST(test_a_liar_convicts_itself_not_its_peer);
+    TEST(test_one_slow_link_to_a_fine_node_convicts_nobody);
+    TEST(test_random_jobs_convict_only_the_guilty);
+    TEST(test_1000_nodes_time);
+    return tap_done();
+}
