@@ -28,7 +28,8 @@ import time
 import unittest
 
 from faulttest import AGENT, BUILD, TRAIN_LAYERS, main
-from rdzvtest import RDZVCTL, RDZVD, die_with_parent, on_exit, track, wait_until
+from rdzvtest import (RDZVCTL, RDZVD, die_with_parent, netns_bridge, on_exit, track,
+                      wait_until)
 
 NET = "10.241.7."
 PORT = 29400
@@ -61,18 +62,7 @@ class NetnsHosts(unittest.TestCase):
             self.addCleanup(shutil.rmtree, self.tmp, True)
         self.addCleanup(self.delete_namespaces)
         on_exit(self.delete_namespaces)  # also when meson times the test out
-        ip("netns", "add", self.sw)
-        ip("-n", self.sw, "link", "add", "br0", "type", "bridge")
-        ip("-n", self.sw, "link", "set", "br0", "up")
-        for i, h in enumerate(self.hosts):
-            ip("netns", "add", h)
-            ip("link", "add", "p%dh" % i, "netns", h, "type", "veth", "peer", "name", "p%ds" % i,
-               "netns", self.sw)
-            ip("-n", h, "addr", "add", "%s%d/24" % (self.NET, i + 1), "dev", "p%dh" % i)
-            ip("-n", h, "link", "set", "p%dh" % i, "up")
-            ip("-n", h, "link", "set", "lo", "up")
-            ip("-n", self.sw, "link", "set", "p%ds" % i, "master", "br0")
-            ip("-n", self.sw, "link", "set", "p%ds" % i, "up")
+        netns_bridge(self.sw, self.hosts, self.NET)
         self.peers = ",".join("%s%d:%d" % (self.NET, i + 1, PORT) for i in range(3))
         self.procs = []
         self.addCleanup(self.kill_all)

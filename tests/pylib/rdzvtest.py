@@ -130,6 +130,26 @@ def track(proc, group=False):
     return proc
 
 
+def netns_bridge(sw, hosts, net):
+    """Network namespaces as hosts (root): sw holds a bridge, br0; host i (hosts[i]) is joined to
+    it by a veth pair, p<i>h in the host and p<i>s on the bridge, at net + str(i + 1) (/24).
+    The caller deletes the namespaces (ip netns del)."""
+    def ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+    ip("netns", "add", sw)
+    ip("-n", sw, "link", "add", "br0", "type", "bridge")
+    ip("-n", sw, "link", "set", "br0", "up")
+    for i, h in enumerate(hosts):
+        ip("netns", "add", h)
+        ip("link", "add", "p%dh" % i, "netns", h, "type", "veth", "peer", "name", "p%ds" % i,
+           "netns", sw)
+        ip("-n", h, "addr", "add", "%s%d/24" % (net, i + 1), "dev", "p%dh" % i)
+        ip("-n", h, "link", "set", "p%dh" % i, "up")
+        ip("-n", h, "link", "set", "lo", "up")
+        ip("-n", sw, "link", "set", "p%ds" % i, "master", "br0")
+        ip("-n", sw, "link", "set", "p%ds" % i, "up")
+
+
 def on_exit(fn, *args):
     """Run fn(*args) when this test program ends, however it ends (also on SIGTERM from
     meson's timeout)."""
