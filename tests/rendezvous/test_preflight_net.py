@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import time
 import unittest
 
 from rdzvtest import die_with_parent, main, netns_bridge, on_exit, track
@@ -99,13 +99,14 @@ class PreflightNet(unittest.TestCase):
 
     def check(self):
         """Both rounds and the verdict, as rdzvd will run them."""
+        t0 = time.monotonic()
         links = self.measure(self.tool("round1", str(NHOSTS))["links"])
         job = {"n": NHOSTS, "links": links}
         job["links"] += self.measure(self.tool("round2", "0.25", job=job)["links"])
         verdict = self.tool("verdict", "0.25", job=job)
-        print("links %s\nverdict %s" % (
+        print("links %s\nverdict %s, in %.2f s" % (
             ", ".join("%d-%d: %.1f/%.1f MB/s" % (l["a"], l["b"], l["ab"], l["ba"])
-                      for l in job["links"]), verdict), flush=True)
+                      for l in job["links"]), verdict, time.monotonic() - t0), flush=True)
         return verdict
 
     def test_1_unshaped_flags_nobody(self):
