@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-agent-preflight.c: the network pre-flight's link check (agent/preflight/) on loopback:
+ * a probe's figures, a wrong token, a closed port and a silent peer (unreachable, each within
+ * its bound), a stranger closed within the hello's bound, a probe cancelled and a listener closed
+ * with connections open (every handle closed after). */
+#include <errno.h>
+
+#include "agent/preflight/agent-preflight.h"
+#include "proto/rdzv-preflight.h"
+#include "tests/tap.h"
+
+static uv_loop_t loop;
+static struct agent_pf_result got;
+static int fired;
+static const uint8_t token[AGENT_PF_TOKEN_LEN] = "0123456789abcdef";
+
+static void on_result(const struct agent_pf_result *r, void *ud)
+{
+    (void)ud;
+    got = *r;
+    fired++;
+}
+
+static struct sockaddr_in loopback(int port)
+{
+    struct sockaddr_in sa;
+
+    ASSERT_OK(uv_ip4_addr("127.0.0.1", port, &sa));
+    return sa;
+}
+
+static struct agent_pf_server *listener(void)
+{
+    struct sockaddr_in sa = loopback(0);
+    struct agent_pf_server *s;
+
+    ASSERT_OK(agent_pf_server_start(&loop, (struct sockaddr *)&sa, token, &s));
+    ASSERT_TRUE(agent_pf_server_port(s) > 0);
+    return s;
+}
+
+/* Probe port with tok; returns the seconds until the result. */
+static double probe(int port, const uint8_t *tok, unsigned bound_ms)
+{
+    struct sockaddr_in sa = loopback(port);
+    struct agent_pf_probe *p;
+    uint64_t t0 = uv_hrtime();
+
+    fired = 0;
+    ASSERT_OK(
+        agent_pf_probe_start(&loop, (struct sockaddr *)&sa, tok, bound_ms, on_result, NULL, &p));
+    while (!fired)
+        uv_run(&loop, UV_RUN_ONCE);
+    ASSERT_EQ(fired, 1);
+    return (double)(uv_hrtime() - t0) / 1e9;
+}
+
+/* Close what is left and check that every handle closed. */
+static void drain(struct agent_pf_server *s)
+{
+    if (s)
+        agent_pf_server_close(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ASSERT_FALSE(uv_loop_alive(&loop));
+}
+
+static void test_a_probe_measures_both_ways(void)
+{
+    struct agent_pf_server *s = listener();
+    double dt = probe(agent_pf_server_port(s), token, 0);
+
+    printf("# loopback: up %.0f MB/s, down %.0f MB/s in %.2f s\n", got.up, got.down, dt);
+    ASSERT_TRUE(got.up > 10 && got.down > 10);
+    ASSERT_TRUE(dt < 2 * AGENT_PF_BOUND_MS / 1000.0);
+    drain(s);
+}
+
+static void test_a_wrong_token_is_unreachable_at_once(void)
+{
+    struct agent_pf_server *s = listener();
+    uint8_t wrong[AGENT_PF_TOKEN_LEN];
+    double dt;
+
+    memcpy(wrong, token, sizeof(wrong));
+    wrong[5] ^= 1;
+    dt = probe(agent_pf_server_port(s), wrong, 0);
+    ASSERT_TRUE(got.up == RDZV_PF_UNREACHABLE);
+    ASSERT_TRUE(got.down == RDZV_PF_UNREACHABLE);
+    ASSERT_TRUE(dt < 1.0);
+    drain(s);
+}
+
+/* Accepts nothing: the kernel completes the connection, nobody sends on it. */
+static void never_accept(uv_stream_t *st, int status)
+{
+    (void)st;
+    (void)status;
+}
+
+static void test_a_closed_port_and_a_silent_peer_are_unreachable(void)
+{
+    struct agent_pf_server *s = listener();
+    int port = agent_pf_server_port(s);
+    uv_tcp_t silent;
+    struct sockaddr_in sa = loopback(0);
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    double dt;
+
+    drain(s); /* nothing listens on port now */
+    dt = probe(port, token, 500);
+    ASSERT_TRUE(got.down == RDZV_PF_UNREACHABLE);
+    ASSERT_TRUE(dt < 0.5);
+    /* A listener that accepts (the kernel does) and never sends: the probe's bound. */
+    ASSERT_OK(uv_tcp_init(&loop, &silent));
+    ASSERT_OK(uv_tcp_bind(&silent, (struct sockaddr *)&sa, 0));
+    ASSERT_OK(uv_listen((uv_stream_t *)&silent, 8, never_accept));
+    ASSERT_OK(uv_tcp_getsockname(&silent, (struct sockaddr *)&ss, &len));
+    dt = probe(ntohs(((struct sockaddr_in *)&ss)->sin_port), token, 300);
+    ASSERT_TRUE(got.down == RDZV_PF_UNREACHABLE);
+    ASSERT_TRUE(dt >= 0.29 && dt < 2.0);
+    uv_close((uv_handle_t *)&silent, NULL);
+    drain(NULL);
+}
+
+static uint64_t stranger_t0, stranger_closed_ns;
+
+static void stranger_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    static char buf[64];
+
+    (void)h;
+    (void)hint;
+    *b = uv_buf_init(buf, sizeof(buf));
+}
+
+static void stranger_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    (void)b;
+    if (n < 0) {
+        stranger_closed_ns = uv_hrtime() - stranger_t0;
+        uv_close((uv_handle_t *)st, NULL);
+    }
+}
+
+static void stranger_connected(uv_connect_t *req, int status)
+{
+    ASSERT_OK(status);
+    ASSERT_OK(uv_read_start(req->handle, stranger_alloc, stranger_read));
+}
+
+/* A stranger that connects and says nothing is closed after the hello's bound. */
+static void test_a_silent_stranger_is_closed_within_the_hello_bound(void)
+{
+    struct agent_pf_server *s = listener();
+    struct sockaddr_in sa = loopback(agent_pf_server_port(s));
+    uv_tcp_t t;
+    uv_connect_t req;
+
+    ASSERT_OK(uv_tcp_init(&loop, &t));
+    stranger_t0 = uv_hrtime();
+    stranger_closed_ns = 0;
+    ASSERT_OK(uv_tcp_connect(&req, &t, (struct sockaddr *)&sa, stranger_connected));
+    while (!stranger_closed_ns)
+        uv_run(&loop, UV_RUN_ONCE);
+    ASSERT_TRUE(stranger_closed_ns >= (AGENT_PF_HELLO_MS - 50) * 1000000ull);
+    ASSERT_TRUE(stranger_closed_ns < (AGENT_PF_HELLO_MS + 1500) * 1000000ull);
+    drain(s);
+}
+
+/* A probe cancelled mid-way fires nothing; a listener closed with a connection open closes it. */
+static void test_cancel_and_close_mid_way(void)
+{
+    for (int turns = 0; turns < 12; turns++) {
+        struct agent_pf_server *s = listener();
+        struct sockaddr_in sa = loopback(agent_pf_server_port(s));
+        struct agent_pf_probe *p;
+
+        fired = 0;
+        ASSERT_OK(
+            agent_pf_probe_start(&loop, (struct sockaddr *)&sa, token, 0, on_result, NULL, &p));
+        for (int i = 0; i < turns && !fired; i++)
+            uv_run(&loop, UV_RUN_ONCE);
+        if (!fired)
+            agent_pf_probe_cancel(p);
+        agent_pf_server_close(s);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        ASSERT_FALSE(uv_loop_alive(&loop));
+        ASSERT_EQ(fired, 0);
+    }
+}
+
+int main(void)
+{
+    ASSERT_OK(uv_loop_init(&loop));
+    TEST(test_a_probe_measures_both_ways);
+    TEST(test_a_wrong_token_is_unreachable_at_once);
+    TEST(test_a_closed_port_and_a_silent_peer_are_unreachable);
+    TEST(test_a_silent_stranger_is_closed_within_the_hello_bound);
+    TEST(test_cancel_and_close_mid_way);
+    ASSERT_OK(uv_loop_close(&loop));
+    return tap_done();
+}
