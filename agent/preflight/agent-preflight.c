@@ -103,6 +103,7 @@ struct pf_conn {
     struct meter m;
     struct pump pump;
     bool reported;
+    uint64_t hello_ms; /* the loop's time at the hello: its life ends AGENT_PF_BOUND_MS later */
     uv_write_t report_wr;
     uint8_t report[REPORT_LEN];
     char buf[READ_BUF];
@@ -174,15 +175,16 @@ static void report_wrote(uv_write_t *w, int status)
 static void conn_report(struct pf_conn *c)
 {
     uv_buf_t b = uv_buf_init((char *)c->report, REPORT_LEN);
+    uint64_t now = uv_now(c->srv->loop), end = c->hello_ms + AGENT_PF_BOUND_MS;
 
     c->reported = true;
     rdzv_set_u64(c->report, c->m.bytes);
     rdzv_set_u64(c->report + 8, meter_us(&c->m));
     c->report_wr.data = c;
-    if (uv_write(&c->report_wr, (uv_stream_t *)&c->tcp, &b, 1, report_wrote) < 0)
+    if (now >= end || uv_write(&c->report_wr, (uv_stream_t *)&c->tcp, &b, 1, report_wrote) < 0)
         conn_close(c);
     else
-        uv_timer_start(&c->timer, conn_timeout, AGENT_PF_BOUND_MS, 0);
+        uv_timer_start(&c->timer, conn_timeout, end - now, 0);
 }
 
 static void window_end(uv_timer_t *t)
@@ -223,6 +225,7 @@ static void conn_hello(struct pf_conn *c, const char *p, size_t n)
         conn_close(c);
         return;
     }
+    c->hello_ms = uv_now(c->srv->loop);
     uv_timer_start(&c->timer, conn_timeout, AGENT_PF_BOUND_MS, 0);
     if (c->dir == 'D') {
         if (pump_fill(&c->pump, (uv_stream_t *)&c->tcp, conn_wrote) < 0)

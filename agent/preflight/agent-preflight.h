@@ -9,8 +9,9 @@
  *
  * The listener serves AGENT_PF_CONNS_MAX connections at once: a new one closes the oldest still
  * without its hello, or is closed when all are past theirs. A connection whose
- * hello is not whole and right within AGENT_PF_HELLO_MS is closed; each connection lives at most
- * AGENT_PF_BOUND_MS and carries at most AGENT_PF_BYTES + AGENT_PF_CHUNK * 4 bytes either way.
+ * hello is not whole and right within AGENT_PF_HELLO_MS is closed; after its hello, a connection
+ * lives at most AGENT_PF_BOUND_MS, and the listener sends at most AGENT_PF_BYTES +
+ * AGENT_PF_CHUNK * 4 bytes on it.
  * Loop thread only; errors are negative errnos. */
 #pragma once
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-agent-preflight.c: the network pre-flight's link check (agent/preflight/) on loopback:
  * a probe's figures, a wrong token, a closed port and a silent peer (unreachable, each within
- * its bound), a stranger closed within the hello's bound, a probe cancelled and a listener closed
- * with connections open (every handle closed after). */
+ * its bound), a stranger closed within the hello's bound, a connection's life after its hello, a
+ * probe cancelled and a listener closed with connections open (every handle closed after). */
 #include <errno.h>
 
 #include "agent/preflight/agent-preflight.h"
@@ -168,6 +168,59 @@ static void test_a_silent_stranger_is_closed_within_the_hello_bound(void)
     drain(s);
 }
 
+static uint8_t late_hello[AGENT_PF_HELLO_LEN], late_data[1024];
+static uv_write_t late_wr[2];
+
+static void late_wrote(uv_write_t *w, int status)
+{
+    (void)w;
+    (void)status;
+}
+
+static void late_hello_connected(uv_connect_t *req, int status)
+{
+    uv_buf_t b = uv_buf_init((char *)late_hello, sizeof(late_hello));
+
+    ASSERT_OK(status);
+    ASSERT_OK(uv_write(&late_wr[0], req->handle, &b, 1, late_wrote));
+    ASSERT_OK(uv_read_start(req->handle, stranger_alloc, stranger_read));
+}
+
+static void late_send(uv_timer_t *t)
+{
+    uv_buf_t b = uv_buf_init((char *)late_data, sizeof(late_data));
+
+    uv_write(&late_wr[1], t->data, &b, 1, late_wrote);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+/* A probe past its hello ('U') that sends its first bytes late and never closes: the listener
+ * reports, then closes the connection at the bound after the hello (3 s), not a bound later. */
+static void test_a_connection_lives_at_most_the_bound_after_its_hello(void)
+{
+    struct agent_pf_server *s = listener();
+    struct sockaddr_in sa = loopback(agent_pf_server_port(s));
+    uv_tcp_t t;
+    uv_timer_t late;
+    uv_connect_t req;
+
+    memcpy(late_hello, AGENT_PF_MAGIC, 8);
+    memcpy(late_hello + 8, token, AGENT_PF_TOKEN_LEN);
+    late_hello[AGENT_PF_HELLO_LEN - 1] = 'U';
+    ASSERT_OK(uv_tcp_init(&loop, &t));
+    ASSERT_OK(uv_timer_init(&loop, &late));
+    late.data = &t;
+    stranger_t0 = uv_hrtime();
+    stranger_closed_ns = 0;
+    ASSERT_OK(uv_tcp_connect(&req, &t, (struct sockaddr *)&sa, late_hello_connected));
+    ASSERT_OK(uv_timer_start(&late, late_send, AGENT_PF_BOUND_MS - 500, 0));
+    while (!stranger_closed_ns)
+        uv_run(&loop, UV_RUN_ONCE);
+    ASSERT_TRUE(stranger_closed_ns >= (AGENT_PF_BOUND_MS - 100) * 1000000ull);
+    ASSERT_TRUE(stranger_closed_ns < (AGENT_PF_BOUND_MS + 700) * 1000000ull);
+    drain(s);
+}
+
 /* A probe cancelled mid-way fires nothing; a listener closed with a connection open closes it. */
 static void test_cancel_and_close_mid_way(void)
 {
@@ -197,6 +250,7 @@ int main(void)
     TEST(test_a_wrong_token_is_unreachable_at_once);
     TEST(test_a_closed_port_and_a_silent_peer_are_unreachable);
     TEST(test_a_silent_stranger_is_closed_within_the_hello_bound);
+    TEST(test_a_connection_lives_at_most_the_bound_after_its_hello);
     TEST(test_cancel_and_close_mid_way);
     ASSERT_OK(uv_loop_close(&loop));
     return tap_done();
