@@ -42,6 +42,11 @@ struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id)
     return NULL;
 }
 
+const struct rdzvd_job *rdzvd_job_view(struct rdzv_list *jobs, const char *run_id)
+{
+    return rdzvd_job_find(jobs, run_id);
+}
+
 void rdzvd_job_freed(struct rdzvd_job *j)
 {
     rdzvd_job_index_free(j);

@@ -376,6 +376,9 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **curs
 void rdzvd_job_host_keep_records(const struct rdzvd_job_host *h);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
+/* Job run_id in jobs (a host's list), to read (the unit tests read its state through it); NULL:
+ * not in memory. A linear scan. */
+const struct rdzvd_job *rdzvd_job_view(struct rdzv_list *jobs, const char *run_id);
 /* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their
  * nodes in their records (ended's notes). */
 uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h);

@@ -102,6 +102,8 @@ static inline void jt_not_deciding(const char *op)
     }
 }
 
+static inline void jt_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb);
+
 static inline void fake_joined(void *peer, const char *run_id, int64_t waiting, bool spare,
                                bool resumed, uint64_t generation, bool inplace, const char *secret,
                                const char *warning)
@@ -133,8 +135,7 @@ static inline void fake_round(void *peer, struct rdzv_round *rd)
         static struct rdzv_heartbeat hb;
 
         hb.generation = rd->generation;
-        rdzvd_member_progress(f->m, &hb); /* as rdzvd-job-wire.c takes it */
-        rdzvd_member_heartbeat(f->m);
+        jt_progress(f->m, &hb); /* as rdzvd-job-wire.c takes it */
     }
 }
 
@@ -146,8 +147,7 @@ static inline void fake_step(struct fake *f)
 
     hb = (struct rdzv_heartbeat){.generation = f->round.generation, .n_progress = 1};
     hb.progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1};
-    rdzvd_member_progress(f->m, &hb);
-    rdzvd_member_heartbeat(f->m);
+    jt_progress(f->m, &hb);
 }
 
 static inline void fake_event(void *peer, const struct rdzv_event *e)
@@ -309,6 +309,11 @@ static inline uint64_t jt_timer_due_in(const struct rdzvd_job_timer *t)
 static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                           struct rdzvd_job_ready *rd);
 
+/* What the last Ready said, once advanced: when the first timer is due (0: none armed), and
+ * whether timers closed (their memory for the next REAP). */
+static uint64_t jt_ready_deadline_ms;
+static bool jt_ready_reap;
+
 /* ms until the next timer is due (0: now), -1 when none is armed. */
 static inline int64_t jt_next_due_in(void)
 {
@@ -372,121 +377,7 @@ static inline void env_init(struct env *e, int state_dirfd)
     }
 }
 
-/* ---- inputs through the machine's step (rdzvd_job_step), as rdzvd's adapters feed them: at
- * the tests' clock, what the step queued carried out at once ---- */
-
-static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
-                          struct rdzvd_job_ready *rd)
-{
-    rdzvd_job_step(h, in, jt_clock(), rd);
-    rdzvd_job_advance(rd);
-    return rd->rc;
-}
-
-/* How many messages of kind rd's outbox holds for peer (NULL: any), before rdzvd_job_advance
- * carries them out. */
-static inline int jt_sends(const struct rdzvd_job_ready *rd, enum rdzvd_job_send_kind kind,
-                           const void *peer)
-{
-    struct rdzvd_job_send s;
-    const void *at = NULL;
-    int n = 0;
-
-    while (rdzvd_job_ready_next(rd, &at, &s))
-        n += s.kind == kind && (!peer || s.peer == peer);
-    return n;
-}
-
-/* The Ready's refusal into err (errlen bytes), cut as the machine's snprintf into it would. */
-static inline void jt_err(char *err, size_t errlen, const struct rdzvd_job_ready *rd)
-{
-    size_t n = strlen(rd->err);
-
-    if (!errlen)
-        return;
-    if (n >= errlen)
-        n = errlen - 1;
-    memcpy(err, rd->err, n);
-    err[n] = '\0';
-}
-
-/* A member's input (in->member's). */
-static inline void jt_member_in(const struct rdzvd_job_input *in)
-{
-    struct rdzvd_job_ready rd;
-
-    jt_step(&in->member->job->host, in, &rd);
-}
-
-/* m's connection closed (RDZVD_IN_GONE). */
-static inline void jt_gone(struct rdzvd_member *m)
-{
-    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_GONE, .member = m});
-}
-
-/* LEAVE for generation gen. */
-static inline void jt_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
-{
-    struct rdzv_leave l = {.generation = gen, .succeeded = succeeded};
-
-    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_LEAVE, .member = m, .u.leave = &l});
-}
-
-/* READY for generation gen. */
-static inline void jt_ready(struct rdzvd_member *m, uint64_t gen)
-{
-    struct rdzv_ready r = {.generation = gen};
-
-    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_READY, .member = m, .u.ready = &r});
-}
-
-/* CANCEL: m's agent was stopped by signal sig. */
-static inline void jt_cancel(struct rdzvd_member *m, int64_t sig, const char *reason)
-{
-    struct rdzv_cancel c = {.signal = sig};
-
-    snprintf(c.reason, sizeof(c.reason), "%s", reason);
-    jt_member_in(
-        &(struct rdzvd_job_input){.kind = RDZVD_IN_CANCEL, .member = m, .u.cancel = &c});
-}
-
-/* UNHEALTHY: m's node failed a health check. */
-static inline void jt_unhealthy(struct rdzvd_member *m, const char *reason)
-{
-    struct rdzv_unhealthy u;
-
-    snprintf(u.reason, sizeof(u.reason), "%s", reason);
-    jt_member_in(
-        &(struct rdzvd_job_input){.kind = RDZVD_IN_UNHEALTHY, .member = m, .u.unhealthy = &u});
-}
-
-/* The operator's CANCEL_JOB of run_id: 0, or the refusal's errno with err set. */
-static inline int jt_cancel_job(struct env *e, const char *run_id, const char *reason, char *err,
-                                size_t errlen)
-{
-    struct rdzv_cancel_job c;
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_CANCEL_JOB, .u.cancel_job = &c};
-    struct rdzvd_job_ready rd;
-
-    snprintf(c.run_id, sizeof(c.run_id), "%s", run_id);
-    snprintf(c.reason, sizeof(c.reason), "%s", reason);
-    jt_step(&e->h, &in, &rd);
-    jt_err(err, errlen, &rd);
-    return rd.rc;
-}
-
-/* End run_id, waiting for its nodes in its record, as type (RDZVD_IN_END_WAITING). */
-static inline int jt_end_waiting(struct env *e, const char *run_id, const char *type,
-                                 int64_t exit_code, const char *why, char *err, size_t errlen)
-{
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_END_WAITING,
-                                 .u.end = {run_id, type, why, exit_code}};
-    struct rdzvd_job_ready rd;
-
-    jt_step(&e->h, &in, &rd);
-    jt_err(err, errlen, &rd);
-    return rd.rc;
-}
+#include "jobinput.h"
 
 /* Drop every job, let the loop close their handles, and check nothing is left behind. */
 static inline void env_done(struct env *e)
