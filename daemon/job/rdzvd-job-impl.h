@@ -469,10 +469,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m);
 uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted);
 uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
 
-/* rdzvd-job-sm.c: the failure history. */
-/* node_id's entry, or NULL. */
-const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
-                                                        const char *node_id);
+/* rdzvd-job-sm.c: the failure history (rdzvd_job_hist_find: rdzvd-job-sm.h). */
 /* Nodes put aside, by reason (status, /metrics): the host's counts (struct rdzvd_job_counts,
  * put_aside). */
 struct rdzv_status_job;

@@ -43,6 +43,7 @@ struct rdzvd_ended_jobs;
 struct rdzvd_job_end;
 struct rdzvd_job_timers;
 struct rdzvd_job;
+struct rdzvd_job_record_hist;
 struct rdzvd_member;
 struct rdzvd_store;
 
@@ -379,6 +380,10 @@ void rdzvd_job_host_keep_records(const struct rdzvd_job_host *h);
 /* Job run_id in jobs (a host's list), to read (the unit tests read its state through it); NULL:
  * not in memory. A linear scan. */
 const struct rdzvd_job *rdzvd_job_view(struct rdzv_list *jobs, const char *run_id);
+/* The failure history job j keeps of node node_id (rdzvd-job-record.h: its failures, whether
+ * and why it is put aside), or NULL: none. */
+const struct rdzvd_job_record_hist *rdzvd_job_hist_find(const struct rdzvd_job *j,
+                                                        const char *node_id);
 /* The jobs h holds: in memory (an ended one until its last agent left), and waiting for their
  * nodes in their records (ended's notes). */
 uint64_t rdzvd_jobs_held(const struct rdzvd_job_host *h);

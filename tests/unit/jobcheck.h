@@ -49,7 +49,7 @@ static void bad(struct model *md, int inv, const char *fmt, ...)
 
 /* ---- the invariants ---- */
 
-static int hist_aside(struct rdzvd_job *j)
+static int hist_aside(const struct rdzvd_job *j)
 {
     int n = 0;
 
@@ -60,7 +60,7 @@ static int hist_aside(struct rdzvd_job *j)
 
 static void take_pre(struct model *md, int node, struct pre *p)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
@@ -97,7 +97,7 @@ static void take_pre(struct model *md, int node, struct pre *p)
 static void check_end_cause(struct model *md, int kind, int i, const struct pre *p)
 {
     bool budget = p->restarts >= md->v->max_restarts, ok = p->cancelled != 0;
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
 
     if (kind == EV_OP_CANCEL || kind == EV_TIMER || kind == EV_ABANDON)
         ok = true;
@@ -123,7 +123,7 @@ static void check_end_cause(struct model *md, int kind, int i, const struct pre 
 /* After the event, before the agents told the outcome go. */
 static void check_step(struct model *md, int kind, int i, const struct pre *p)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     bool ended_now = g_freed_ended || (j && j->state == JOB_ENDED && this_run(j));
 
     for (int k = 0; k < NODES; k++)
@@ -208,7 +208,7 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
 /* I5: the job's memory against its record (test-job-model.c's check); an ended job keeps none. */
 static void check_record(struct model *md)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     struct rdzvd_job_record rec;
     int r = record_of(md, &rec);
     bool same = r < 0 || !j || j->state == JOB_ENDED || rec.n_hist == j->n_hist;
@@ -244,7 +244,7 @@ static void check_record(struct model *md)
 
 /* A connected member of j told to stop its workers and yet to answer READY: the job waits for
  * that agent, which will answer. */
-static bool awaits_ready(struct rdzvd_job *j)
+static bool awaits_ready(const struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
@@ -255,7 +255,7 @@ static bool awaits_ready(struct rdzvd_job *j)
 
 static void check_after_reap(struct model *md, int kind, const struct pre *p)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
 
     md->ended_seen |= j && j->state == JOB_ENDED && this_run(j);
     if (p->exists && p->cancelled && p->st != JOB_ENDED && !j && !md->ended_seen &&

@@ -209,12 +209,12 @@ static int host_of(int i)
     return i == STRANGER ? 0 : i; /* the stranger names node-0's host */
 }
 
-static struct rdzvd_job *the_job(struct model *md)
+static const struct rdzvd_job *the_job(struct model *md)
 {
-    return rdzvd_job_find(&md->e.jobs, "job");
+    return rdzvd_job_view(&md->e.jobs, "job");
 }
 
-static struct rdzvd_member *member_of(struct rdzvd_job *j, int i)
+static struct rdzvd_member *member_of(const struct rdzvd_job *j, int i)
 {
     char id[24];
 
@@ -229,7 +229,7 @@ static int record_of(struct model *md, struct rdzvd_job_record *rec)
     return md->e.table ? rdzvd_job_record_get(md->e.table, "job", rec) : -ENOENT;
 }
 
-static bool startup_window(struct rdzvd_job *j)
+static bool startup_window(const struct rdzvd_job *j)
 {
     return j->formed_ms &&
            jt_now_ms() - j->formed_ms < (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps);
@@ -238,7 +238,7 @@ static bool startup_window(struct rdzvd_job *j)
 /* Node i's workers run the job's current generation, and the job counts their reports. */
 static bool runs_now(struct model *md, int i)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     struct agent *a = &md->a[i];
     struct rdzvd_member *m = member_of(j, i);
 
@@ -303,7 +303,7 @@ static void ev_exit(struct model *md, int i, int kind)
         struct rdzv_heartbeat hb = {.generation = w.generation, .n_progress = 1};
 
         hb.progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 10};
-        rdzvd_member_progress(a->f.m, &hb);
+        jt_progress(a->f.m, &hb);
     }
     jt_worker_exit(&a->f, &w);
 }
@@ -334,7 +334,7 @@ static void ev_ready(struct model *md)
             continue;
         a->acked = a->f.event.generation;
         a->resume = 0; /* its workers stopped: it JOINs afresh on a reconnect */
-        rdzvd_member_ready(a->f.m, a->f.event.generation);
+        jt_ready(a->f.m, a->f.event.generation);
     }
 }
 
@@ -350,7 +350,7 @@ static bool next_timer(struct model *md, char *what, size_t len)
 
     rdzv_list_for_each_safe(jpos, jtmp, &md->e.jobs)
     {
-        struct rdzvd_job *j = rdzv_container_of(jpos, struct rdzvd_job, node);
+        const struct rdzvd_job *j = rdzv_container_of(jpos, struct rdzvd_job, node);
 
         if (j->timer_armed && jt_timer_due_in(&j->timer) < best) {
             best = jt_timer_due_in(&j->timer);
@@ -377,7 +377,7 @@ static void ev_timer(struct model *md)
 
         for (int i = 0; i < NODES; i++)
             if (md->a[i].st == A_IN && md->a[i].f.m)
-                rdzvd_member_heartbeat(md->a[i].f.m);
+                jt_heartbeat(md->a[i].f.m);
         if ((due = jt_next_due_in()) < 0)
             return;
         /* Up to the timer, or a heartbeat timeout less 1 ms, the agents heartbeating again. */
@@ -402,7 +402,7 @@ static void ev_restart(struct model *md)
         if (md->a[i].st == A_IN)
             md->a[i].st = A_LOST;
     }
-    rdzvd_jobs_rebuild(&md->e.h);
+    jt_rebuild(&md->e.h);
     md->restarts++;
 }
 
@@ -410,7 +410,7 @@ static void ev_restart(struct model *md)
 
 static uint64_t enabled(struct model *md)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     uint64_t mask = 0;
     int nrun = 0;
     char what[192];
@@ -478,7 +478,7 @@ static void reap(struct model *md)
         if (a->st != A_IN)
             continue;
         if (!a->f.closed && a->f.m && over)
-            rdzvd_member_gone(a->f.m);
+            jt_gone(a->f.m);
         if (a->f.closed || !a->f.m || over) {
             a->f.m = NULL;
             a->st = over ? A_DONE : A_LOST;
@@ -510,7 +510,7 @@ static void model_end(struct model *md)
 /* The abstract state: what the machine and the agents act on, hashed (FNV-1a). */
 static uint64_t state_key(struct model *md)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     struct rdzvd_job_record rec;
     char buf[1024];
     size_t n = 0;

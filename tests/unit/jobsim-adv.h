@@ -28,7 +28,7 @@ static int ev_adv_join(struct sim *s)
         r ? err : "");
     s->adv_in = !r && f->f.m && !f->f.closed;
     if (s->adv_in)
-        rdzvd_member_heartbeat(f->f.m);
+        jt_heartbeat(f->f.m);
     jt_run_pass();
     return r;
 }
@@ -38,7 +38,7 @@ static int ev_adv_join(struct sim *s)
 static void ev_adv_cancel(struct sim *s)
 {
     struct agent *f = &s->adv;
-    struct rdzvd_job *j = the_job(&s->md);
+    const struct rdzvd_job *j = the_job(&s->md);
 
     s->adv_gen = f->f.nrounds ? f->f.round.generation : j ? j->generation : 0;
     snprintf(s->adv_secret, sizeof(s->adv_secret), "%s", f->f.secret);
@@ -60,7 +60,7 @@ static int ev_adv_resume(struct sim *s);
  * loops does: the rdzvd sees both before anything else happens. */
 static void ev_adv_cancel_resume(struct sim *s)
 {
-    struct rdzvd_job *j;
+    const struct rdzvd_job *j;
 
     ev_adv_cancel(s);
     if (s->adv_resumable && (j = the_job(&s->md)) && j->state != JOB_ENDED)
@@ -73,7 +73,7 @@ static int ev_adv_resume(struct sim *s)
 {
     struct agent *f = &s->adv;
     struct rdzv_join jn = join_of(0, s->c.v.min, s->c.v.max, s->c.v.max_restarts);
-    struct rdzvd_job *j;
+    const struct rdzvd_job *j;
     char err[512];
     int r;
 
@@ -91,7 +91,7 @@ static int ev_adv_resume(struct sim *s)
     if (s->adv_in && (j = the_job(&s->md)) && j->state == JOB_STOPPING)
         jt_ready(f->f.m, s->adv_gen);
     if (s->adv_in && f->f.m && !f->f.closed)
-        rdzvd_member_heartbeat(f->f.m);
+        jt_heartbeat(f->f.m);
     jt_run_pass();
     s->adv_in = s->adv_in && f->f.m && !f->f.closed;
     return r;
@@ -107,9 +107,9 @@ static void ev_wait(struct sim *s)
 
         for (int i = 0; i < NODES; i++)
             if (s->md.a[i].st == A_IN && s->md.a[i].f.m && !s->md.a[i].f.closed)
-                rdzvd_member_heartbeat(s->md.a[i].f.m);
+                jt_heartbeat(s->md.a[i].f.m);
         if (s->adv_in && s->adv.f.m && !s->adv.f.closed)
-            rdzvd_member_heartbeat(s->adv.f.m);
+            jt_heartbeat(s->adv.f.m);
         jt_advance(step);
         jt_run_pass();
         left -= step;

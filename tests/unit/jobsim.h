@@ -210,7 +210,7 @@ static void sim_end(struct sim *s)
 
 /* ---- the simulator's events ---- */
 
-static int64_t fails_of(struct rdzvd_job *j, int i)
+static int64_t fails_of(const struct rdzvd_job *j, int i)
 {
     char id[24];
 
@@ -359,7 +359,7 @@ static uint64_t sim_enabled(struct sim *s)
 
 static bool code_enabled(struct sim *s, int code)
 {
-    struct rdzvd_job *j = the_job(&s->md);
+    const struct rdzvd_job *j = the_job(&s->md);
 
     if (code < N_CODES)
         return sim_enabled(s) >> code & 1;
@@ -437,7 +437,7 @@ static int free_in_window(struct sim *s)
 }
 
 /* The job's bound spent (P8): by the sim's count, or by the machine's own. */
-static bool bound_spent(struct sim *s, struct rdzvd_job *j)
+static bool bound_spent(struct sim *s, const struct rdzvd_job *j)
 {
     int64_t now = j ? (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) : 0;
     unsigned n = 0;
@@ -449,7 +449,7 @@ static bool bound_spent(struct sim *s, struct rdzvd_job *j)
 
 static void take_spre(struct sim *s, struct spre *p)
 {
-    struct rdzvd_job *j = the_job(&s->md);
+    const struct rdzvd_job *j = the_job(&s->md);
 
     memset(p, 0, sizeof(*p));
     p->spent = bound_spent(s, j);
@@ -492,7 +492,7 @@ static bool seen_ran(struct sim *s, int i, const struct spre *p)
 
 static void check_moved(struct sim *s, const struct spre *p, int node, const char *who)
 {
-    struct rdzvd_job *j = the_job(&s->md);
+    const struct rdzvd_job *j = the_job(&s->md);
     int kase = s->c.v.scale_up_now ? 2 : 1;
 
     if (j && p->exists && j->restart_count > p->restarts && !p->spent)
@@ -537,7 +537,7 @@ static size_t ids_promised(const struct rdzvd_job *j)
  * its bound), an rdzvd restart without a job table. */
 static void check_bound(struct sim *s, int code, const struct spre *p)
 {
-    struct rdzvd_job *j = the_job(&s->md);
+    const struct rdzvd_job *j = the_job(&s->md);
     int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
     uint64_t gen = 0;
     bool scale = false, ran = false;
@@ -589,7 +589,7 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
 static void check_healthy(struct sim *s, int code, const struct spre *p)
 {
     int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
-    struct rdzvd_job *j;
+    const struct rdzvd_job *j;
 
     if (code == SC_NEW_RUN)
         s->honest_fault = false;
@@ -630,7 +630,7 @@ static void check_healthy(struct sim *s, int code, const struct spre *p)
 static void sim_check(struct sim *s, int code, const struct spre *p)
 {
     struct model *md = &s->md;
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
     int i = kind >= 0 ? code % NODES : -1;
     const char *q;
@@ -776,15 +776,14 @@ static uint64_t apply_one(struct sim *s, int code)
         s->adv_answered = s->adv.f.round.generation;
         hb = (struct rdzv_heartbeat){.generation = s->adv_answered, .n_progress = 1};
         hb.progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1}; /* a claim */
-        rdzvd_member_progress(s->adv.f.m, &hb); /* its ROUND taken, as an agent does */
-        rdzvd_member_heartbeat(s->adv.f.m);
+        jt_progress(s->adv.f.m, &hb); /* its ROUND taken, as an agent does */
         jt_run_pass();
     }
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
         s->adv_in = false;
     if (s->adv_in && ((s->adv.f.nrounds && s->adv_k % 2 && !s->adv_resumed) ||
                       s->adv.f.nevents > s->adv_ev0)) {
-        struct rdzvd_job *j;
+        const struct rdzvd_job *j;
 
         adv_gone(s);
         j = the_job(md); /* the job's end it made (its last node) is seen, as check_step sees */

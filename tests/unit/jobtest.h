@@ -317,7 +317,7 @@ static bool jt_ready_reap;
 /* ms until the next timer is due (0: now), -1 when none is armed. */
 static inline int64_t jt_next_due_in(void)
 {
-    uint64_t due = rdzvd_job_next_deadline(jt_host);
+    uint64_t due = jt_ready_deadline_ms;
 
     if (!due)
         return -1;
@@ -388,8 +388,8 @@ static inline void env_done(struct env *e)
     jt_step(&e->h, &in, &rd);
     ASSERT_TRUE(rdzv_list_empty(&e->jobs));
     jt_run_pass(); /* the timers closed: their memory freed */
-    ASSERT_TRUE(rdzvd_job_next_deadline(&e->h) == 0);
-    ASSERT_FALSE(rdzvd_job_timers_closing(&e->h));
+    ASSERT_TRUE(jt_ready_deadline_ms == 0);
+    ASSERT_FALSE(jt_ready_reap);
     ASSERT_OK(uv_run(&e->loop, UV_RUN_DEFAULT));
     ASSERT_OK(uv_loop_close(&e->loop));
     rdzvd_ended_jobs_free(&e->ended);

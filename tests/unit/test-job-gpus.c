@@ -79,7 +79,7 @@ static void test_put_aside_by_gpus(void)
     bad = 0;
     ASSERT_EQ(f[0].nrounds, 1);
     w.rank = f[bad].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
     all_ready(f, 3, 1); /* a start-up failure: it goes once the generation stopped */
     ASSERT_TRUE(event_is(&f[bad], "put_aside"));
     ASSERT_EQ(f[2].nrounds, 1); /* the spare took its place */
@@ -103,8 +103,8 @@ static void test_put_aside_by_gpus(void)
     ASSERT_EQ(strcmp(gpus, U1 "," U2), 0);
 
     /* RELEASE of one GPU: that GPU only. */
-    ASSERT_EQ(rdzvd_jobs_release(&e.jobs, "job", U2, err, sizeof(err)), 1);
-    ASSERT_EQ(rdzvd_jobs_release(&e.jobs, "job", U2, err, sizeof(err)), 0);
+    ASSERT_EQ(jt_jobs_release(&e.jobs, "job", U2, err, sizeof(err)), 1);
+    ASSERT_EQ(jt_jobs_release(&e.jobs, "job", U2, err, sizeof(err)), 0);
     ASSERT_OK(join_renamed(&e, &again, 13, U2, err, sizeof(err)));
     ASSERT_EQ(join_renamed(&e, &again, 14, U1, err, sizeof(err)), -EACCES);
     jn = join_of(15, 2, 2, 4);
@@ -113,7 +113,7 @@ static void test_put_aside_by_gpus(void)
     status_gpus(&e, gpus, sizeof(gpus));
     ASSERT_EQ(strcmp(gpus, U1), 0);
     /* Released by its host: its GPUs go with it, and it is recorded so. */
-    ASSERT_EQ(rdzvd_jobs_release(&e.jobs, "job", "host0", err, sizeof(err)), 1);
+    ASSERT_EQ(jt_jobs_release(&e.jobs, "job", "host0", err, sizeof(err)), 1);
     ASSERT_OK(join_renamed(&e, &again, 15, U1, err, sizeof(err)));
     env_done(&e);
     env_forget_table(fd);
@@ -144,7 +144,7 @@ static void test_named_gpus_refuse_only_the_namer(void)
     ASSERT_OK(join_renamed(&e, &liar, 5, U1 "," U4, err, sizeof(err)));
     ASSERT_TRUE(liar.spare);
     ASSERT_EQ(f[0].nevents, 0);
-    rdzvd_member_unhealthy(liar.m, "forged");
+    jt_unhealthy(liar.m, "forged");
     ASSERT_TRUE(event_is(&liar, "put_aside"));
     for (int i = 0; i < 2; i++) {
         ASSERT_EQ(f[i].nevents, 0);

@@ -7,15 +7,15 @@
 #include "daemon/data/rdzvd-config.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
-static struct rdzvd_job *job_of(struct env *e)
+static const struct rdzvd_job *job_of(struct env *e)
 {
-    return rdzvd_job_find(&e->jobs, "job");
+    return rdzvd_job_view(&e->jobs, "job");
 }
 
 /* The job's state, or -1: not in memory. */
 static int state_of(struct env *e)
 {
-    struct rdzvd_job *j = job_of(e);
+    const struct rdzvd_job *j = job_of(e);
 
     return j ? (int)j->state : -1;
 }
@@ -74,7 +74,7 @@ static void test_ids_of_nodes_that_ran_make_room_for_a_replacement(void)
     for (int k = 2; k < 8; k++) { /* node k-1 lost, node k its replacement */
         char err[512] = "";
 
-        rdzvd_member_gone(f[k - 1].m);
+        jt_gone(f[k - 1].m);
         all_ready(f, 1, (uint64_t)k - 1);
         jn = join_of(k, 2, 2, 20);
         if (join_err(&e, &f[k], &jn, err, sizeof(err)) < 0)
@@ -136,9 +136,9 @@ static void test_spares_that_come_and_go_fill_no_table(void)
         if (join(&e, &spare, &jn) < 0)
             break; /* the table full: the replacement below is refused too */
         ASSERT_TRUE(spare.spare);
-        rdzvd_member_gone(spare.m);
+        jt_gone(spare.m);
     }
-    rdzvd_member_gone(f[1].m); /* node 1 lost: the job restarts without it */
+    jt_gone(f[1].m); /* node 1 lost: the job restarts without it */
     all_ready(f, 1, 1);
     jn = join_of(7, 2, 2, 3); /* its replacement */
     if (join_err(&e, &repl, &jn, err, sizeof(err)) < 0)
@@ -151,7 +151,7 @@ static void test_spares_that_come_and_go_fill_no_table(void)
     run_ms(&e, 1000);
     ASSERT_EQ(repl.nrounds, 1);
     ASSERT_EQ(repl.round.generation, 2);
-    rdzvd_member_gone(f[0].m); /* node 0's agent restarted: a new process, a new node id */
+    jt_gone(f[0].m); /* node 0's agent restarted: a new process, a new node id */
     all_ready(&repl, 1, 2);
     jn = join_of(8, 2, 2, 3);
     ASSERT_OK(join(&e, &again, &jn));
@@ -187,7 +187,7 @@ static void test_ids_with_a_failure_history_go_last(void)
     ASSERT_EQ(f[1].round.generation, 2);
     for (int k = 2; k < 5; k++) { /* node k-1 lost after it ran, node k its replacement */
         jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps)); /* it ran, by rdzvd's clock */
-        rdzvd_member_gone(f[k - 1].m);
+        jt_gone(f[k - 1].m);
         all_ready(f, 1, (uint64_t)k);
         jn = join_of(k, 2, 2, 20);
         ASSERT_OK(join(&e, &f[k], &jn));

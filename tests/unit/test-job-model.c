@@ -182,7 +182,7 @@ static void assert_memory_is_record(struct model *md)
 
     rdzv_list_for_each_safe(pos, tmp, &md->e.jobs)
     {
-        struct rdzvd_job *j = rdzv_container_of(pos, struct rdzvd_job, node);
+        const struct rdzvd_job *j = rdzv_container_of(pos, struct rdzvd_job, node);
         struct rdzvd_job_record rec = {0};
         int r = rdzvd_job_record_get(md->e.table, j->run_id, &rec);
 
@@ -232,9 +232,9 @@ static void assert_memory_is_record(struct model *md)
 
 /* ---- the events ---- */
 
-static struct rdzvd_job *the_job(struct model *md)
+static const struct rdzvd_job *the_job(struct model *md)
 {
-    return rdzvd_job_find(&md->e.jobs, md->run_id);
+    return rdzvd_job_view(&md->e.jobs, md->run_id);
 }
 
 static struct rdzv_join join_as(struct model *md, int i)
@@ -270,7 +270,7 @@ static void reap_closed(struct model *md)
 {
     for (int i = 0; i < NODES; i++)
         if (md->f[i].m && md->f[i].closed) {
-            rdzvd_member_gone(md->f[i].m);
+            jt_gone(md->f[i].m);
             md->f[i].m = NULL;
         }
 }
@@ -287,7 +287,7 @@ static void ev_ready(struct model *md, int i)
 
     if (f->m && event_is(f, "restart") && md->acked[i] != f->event.generation) {
         md->acked[i] = f->event.generation;
-        rdzvd_member_ready(f->m, f->event.generation);
+        jt_ready(f->m, f->event.generation);
     }
 }
 
@@ -302,7 +302,7 @@ static void ev_nccl(struct model *md, int i, const struct rdzvd_job *j)
     md->nccl_done[i] = f->nnccl;
     for (int64_t k = 0; k < f->nccl_count && k < RDZV_MAX_NCCL_IDS; k++)
         fill_id(ids[k], (char)('a' + k));
-    rdzvd_member_nccl_ids(f->m, ids, (unsigned)f->nccl_count);
+    jt_nccl_ids(f->m, ids, (unsigned)f->nccl_count);
 }
 
 /* Node rank 0's agent cannot make the ids: with --nccl required the job fails. */
@@ -314,7 +314,7 @@ static void ev_nccl_error(struct model *md, int i, const struct rdzvd_job *j)
         f->nccl_gen != j->generation)
         return;
     md->nccl_done[i] = f->nnccl;
-    rdzvd_member_nccl_error(f->m, "libnccl.so.2: cannot open shared object file");
+    jt_nccl_error(f->m, "libnccl.so.2: cannot open shared object file");
 }
 
 static void ev_fail(struct model *md, int i, const struct rdzvd_job *j)
@@ -326,13 +326,13 @@ static void ev_fail(struct model *md, int i, const struct rdzvd_job *j)
         return;
     w.generation = md->f[i].round.generation;
     w.rank = md->f[i].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(md->f[i].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(md->f[i].m, &w, err, sizeof(err)));
 }
 
 static void ev_gone(struct model *md, int i)
 {
     if (md->f[i].m) {
-        rdzvd_member_gone(md->f[i].m);
+        jt_gone(md->f[i].m);
         md->f[i].m = NULL;
     }
 }
@@ -341,20 +341,20 @@ static void ev_gone(struct model *md, int i)
 static void ev_unhealthy(struct model *md, int i)
 {
     if (md->f[i].m)
-        rdzvd_member_unhealthy(md->f[i].m, "disk gone");
+        jt_unhealthy(md->f[i].m, "disk gone");
 }
 
 /* The agent is stopped from outside: the job ends cancelled, nothing charged. */
 static void ev_cancel(struct model *md, int i)
 {
     if (md->f[i].m)
-        rdzvd_member_cancel(md->f[i].m, 15, "Slurm job 1", "");
+        jt_member_cancel(md->f[i].m, 15, "Slurm job 1", "");
 }
 
 static void ev_leave(struct model *md, int i, const struct rdzvd_job *j)
 {
     if (in_generation(md, i, j))
-        rdzvd_member_leave(md->f[i].m, md->f[i].round.generation, true);
+        jt_leave(md->f[i].m, md->f[i].round.generation, true);
 }
 
 /* rdzvd restarts on its state directory: its jobs go (their records stay), the job table is
@@ -400,7 +400,7 @@ out:
  * under a new run id. */
 static void next_job_if_over(struct model *md)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
 
     if (j && j->state != JOB_ENDED)
         return;
@@ -415,7 +415,7 @@ static void next_job_if_over(struct model *md)
 
 static void step(struct model *md)
 {
-    struct rdzvd_job *j = the_job(md);
+    const struct rdzvd_job *j = the_job(md);
     int i = (int)rnd(md, NODES);
     uint64_t dice = rnd(md, 100);
 

@@ -87,8 +87,8 @@ static void test_spare_first_after_restart_waits_for_the_members(void)
     }
     ASSERT_EQ(e.stores_open, 1);
     ASSERT_EQ(f[2].nrounds, 0);
-    rdzvd_member_leave(f[0].m, 1, true);
-    rdzvd_member_leave(f[1].m, 1, true);
+    jt_leave(f[0].m, 1, true);
+    jt_leave(f[1].m, 1, true);
     for (int i = 0; i < 3; i++)
         ASSERT_BYTES_STR(f[i].event.type, strlen(f[i].event.type), "succeeded");
     ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT); /* over: forgotten */
@@ -113,11 +113,11 @@ static void test_outsider_cancel_keeps_the_record_of_a_job_away(void)
 
     env_init(&e, fd);
     jt_remember_secrets(&e, "job");
-    rdzvd_jobs_rebuild(&e.h);
+    jt_rebuild(&e.h);
     jn = join_of(9, 2, 2, 3);
     ASSERT_OK(join(&e, &stranger, &jn));
     ASSERT_TRUE(stranger.spare);
-    rdzvd_member_cancel(stranger.m, 15, "", "");
+    jt_member_cancel(stranger.m, 15, "", "");
     ASSERT_TRUE(event_is(&stranger, "left"));
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     ASSERT_EQ(rec.generation, 1);
@@ -152,18 +152,18 @@ static void test_operator_cancel_while_stopping_is_recorded_at_once(void)
 
     env_init(&e, fd);
     join_n(&e, f, 2, join_of(0, 2, 2, 3));
-    rdzvd_member_gone(f[0].m); /* the job stops; node 1 sends no READY yet */
+    jt_gone(f[0].m); /* the job stops; node 1 sends no READY yet */
     ASSERT_TRUE(event_is(&f[1], "restart"));
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     ASSERT_TRUE(strstr(f[1].event.summary, "cancelled by the operator: maintenance") != NULL);
     ASSERT_EQ(f[1].nrounds, 1);
     ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
-    rdzvd_member_ready(f[1].m, 1); /* its workers stopped: the job has ended */
+    jt_ready(f[1].m, 1); /* its workers stopped: the job has ended */
     ASSERT_EQ(f[1].nrounds, 1);
     env_done(&e);
     env_init(&e, fd); /* rdzvd restarts on its state directory */
-    rdzvd_jobs_rebuild(&e.h);
+    jt_rebuild(&e.h);
     ASSERT_EQ(njobs(&e), 0);
     env_done(&e);
     env_forget_table(fd);
@@ -199,7 +199,7 @@ static void env_keeping_ended(struct env *e, int fd, struct fake f[2])
     if (f)
         join_n(e, f, 2, join_of(0, 2, 2, 3));
     else
-        rdzvd_jobs_rebuild(&e->h);
+        jt_rebuild(&e->h);
 }
 
 /* Policy W6 (P6 across a restart): a job ends (the operator cancels it) while node 1's agent is
@@ -217,7 +217,7 @@ static void test_ended_job_stays_ended_across_a_restart(void)
     int fd = jt_state_dir(path, sizeof(path));
 
     env_keeping_ended(&e, fd, f);
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "maintenance", err, sizeof(err)));
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     env_done(&e);
     env_keeping_ended(&e, fd, NULL); /* rdzvd restarts */
@@ -253,12 +253,12 @@ static void test_cancelled_waiting_job_stays_ended(void)
     int fd = jt_state_dir(path, sizeof(path));
 
     env_keeping_ended(&e, fd, f);
-    rdzvd_member_gone(f[0].m);
-    rdzvd_member_gone(f[1].m); /* the job waits for its nodes, not in memory */
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    jt_gone(f[0].m);
+    jt_gone(f[1].m); /* the job waits for its nodes, not in memory */
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
     rdzvd_job_record_clear(&rec);
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "drained", err, sizeof(err)));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "drained", err, sizeof(err)));
     for (int restart = 0; restart < 2; restart++) {
         if (restart) {
             env_done(&e);
@@ -349,7 +349,7 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
                                                 .straggler_window_ms = 20000,
                                                 .straggler_aside = true}};
     struct fake f[2] = {0};
-    struct rdzvd_job *j;
+    const struct rdzvd_job *j;
     struct rdzv_join jn;
     char path[64], err[512];
     struct env e;
@@ -367,7 +367,7 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
         jn = join_of(i, 2, 2, 3);
         ASSERT_OK(join(&e, &f[i], &jn));
     }
-    j = rdzvd_job_find(&e.jobs, "job");
+    j = rdzvd_job_view(&e.jobs, "job");
     ASSERT_NOT_NULL(j);
     ASSERT_EQ(j->last_call_ms, 1500);
     ASSERT_EQ(j->hb_timeout_ms, 7000);
@@ -391,7 +391,7 @@ static void test_rebuilt_job_runs_by_its_recorded_settings(void)
     env_init(&e, fd);
     jn = join_of(0, 2, 2, 3);
     ASSERT_OK(join(&e, &f[0], &jn));
-    j = rdzvd_job_find(&e.jobs, "job");
+    j = rdzvd_job_view(&e.jobs, "job");
     ASSERT_NOT_NULL(j);
     ASSERT_EQ(j->hb_timeout_ms, jn.heartbeat_timeout_ms);
     ASSERT_EQ(j->last_call_ms, jn.last_call_ms);
@@ -410,7 +410,7 @@ static void test_running_record_is_rebuilt_at_start(void)
     struct rdzvd_job_record rec = jt_running_record(4);
     struct rdzv_join jn;
     struct fake f = {0};
-    struct rdzvd_job *j;
+    const struct rdzvd_job *j;
     char path[64], err[256], journal[96];
     struct env e;
     int fd = jt_state_dir(path, sizeof(path)), jfd;
@@ -430,26 +430,26 @@ static void test_running_record_is_rebuilt_at_start(void)
     close(jfd);
     env_init(&e, fd);
     jt_remember_secrets(&e, "job");
-    rdzvd_jobs_rebuild(&e.h);
+    jt_rebuild(&e.h);
     ASSERT_EQ(njobs(&e), 3);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "between"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "between"));
     /* The operator cancels one nobody came back to: it ends, leaves memory and its record, and
      * the journal of its store, never reopened, goes with it. */
     ASSERT_OK(faccessat(fd, journal, F_OK, 0));
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "cancelled", "", err, sizeof(err)));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "cancelled", "", err, sizeof(err)));
     ASSERT_TRUE(faccessat(fd, journal, F_OK, 0) < 0 && errno == ENOENT);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "cancelled"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "cancelled"));
     ASSERT_EQ(rdzvd_job_record_get(e.table, "cancelled", &rec), -ENOENT);
     ASSERT_EQ(njobs(&e), 2);
-    j = rdzvd_job_find(&e.jobs, "job");
+    j = rdzvd_job_view(&e.jobs, "job");
     ASSERT_NOT_NULL(j);
     ASSERT_EQ(j->state, JOB_RUNNING);
     ASSERT_EQ(j->generation, 4);
     ASSERT_EQ(j->restart_count, 1);
     ASSERT_EQ(j->nmembers, 0);
     ASSERT_EQ(e.stores_open, 0); /* none until an agent of the job is back */
-    ASSERT_TRUE(rdzvd_job_timer_due_in(j) > 60); /* two heartbeat timeouts and 3 s */
-    rdzvd_jobs_rebuild(&e.h); /* in memory already: not built twice */
+    ASSERT_TRUE(jt_timer_due_in(&j->timer) > 60); /* two heartbeat timeouts and 3 s */
+    jt_rebuild(&e.h); /* in memory already: not built twice */
     ASSERT_EQ(njobs(&e), 2);
     jn = resume_of(0, 4, 1, 3);
     ASSERT_OK(join(&e, &f, &jn));
@@ -457,16 +457,16 @@ static void test_running_record_is_rebuilt_at_start(void)
     ASSERT_EQ(f.nevents, 0);
     ASSERT_EQ(e.stores_open, 1); /* its store, on the port its record names */
     ASSERT_EQ(e.asked_port, 41000);
-    ASSERT_TRUE(rdzvd_job_timer_due_in(j) <= 60);
+    ASSERT_TRUE(jt_timer_due_in(&j->timer) <= 60);
     {
         struct rdzv_wait w; /* what its agent's HEARTBEAT answer says: 1 of 2 nodes back */
 
-        rdzvd_member_wait(f.m, &w);
+        jt_wait(f.m, &w);
         ASSERT_TRUE(w.what == RDZV_WAIT_REBUILD && w.nodes == 1 && w.need == 2);
         ASSERT_TRUE(w.left_ms > 0 && w.left_ms <= 60);
     }
     for (int t = 0; t < 50 && !f.nevents; t++) {
-        rdzvd_member_heartbeat(f.m);
+        jt_heartbeat(f.m);
         run_ms(&e, 10);
     }
     ASSERT_EQ(f.nevents, 1); /* node rank 1 did not come back: the generation stops */
@@ -492,12 +492,12 @@ static void test_nobody_back_leaves_record_and_store(void)
     jt_record_save(fd, &rec);
     env_init(&e, fd);
     jt_remember_secrets(&e, "job");
-    rdzvd_jobs_rebuild(&e.h);
+    jt_rebuild(&e.h);
     ASSERT_EQ(njobs(&e), 1);
     run_ms(&e, 3000);
-    ASSERT_NOT_NULL(rdzvd_job_find(&e.jobs, "job")); /* within the window */
+    ASSERT_NOT_NULL(rdzvd_job_view(&e.jobs, "job")); /* within the window */
     run_ms(&e, 100);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     ASSERT_EQ(e.stores_open, 0); /* nobody came: its store never reopened, its journal kept */
     ASSERT_EQ(e.stores_dropped, 0);
     rdzvd_job_record_clear(&rec);
@@ -536,7 +536,7 @@ static void test_record_nobody_back_forms_next_generation_uncounted(void)
     }
     for (int t = 0; t < 50 && !f[0].nrounds; t++) {
         for (int i = 0; i < 2; i++)
-            rdzvd_member_heartbeat(f[i].m);
+            jt_heartbeat(f[i].m);
         run_ms(&e, 10);
     }
     for (int i = 0; i < 2; i++) {
@@ -656,7 +656,7 @@ static void test_resume_needs_the_recorded_secret(void)
     ASSERT_OK(join(&e, &a, &jn));
     snprintf(first, sizeof(first), "%s", a.secret);
     ASSERT_EQ(strlen(first), RDZV_SECRET_HEX);
-    rdzvd_jobs_drop_all(&e.jobs); /* rdzvd restarts */
+    jt_drop_all(&e.jobs); /* rdzvd restarts */
     for (int k = 0; k < 2; k++) {
         jn = k ? resume_of(0, 1, 0, 3) : join_of(0, 2, 2, 3);
         snprintf(jn.secret, sizeof(jn.secret), "%s", first);
@@ -693,9 +693,9 @@ static void test_dropped_member_keeps_its_identity(void)
 
     env_init(&e, -1);
     join_n(&e, f, 3, join_of(0, 2, 3, 3));
-    rdzvd_member_gone(f[2].m);
+    jt_gone(f[2].m);
     jn = join_of(2, 2, 3, 3);
-    ASSERT_EQ(rdzvd_job_join(&e.h, &x, &jn, err, sizeof(err), &x.m), -EPERM);
+    ASSERT_EQ(jt_job_join(&e.h, &x, &jn, err, sizeof(err), &x.m), -EPERM);
     ASSERT_TRUE(strstr(err, "belongs to a member") != NULL);
     ASSERT_NULL(x.m);
     ASSERT_EQ(x.secret[0], 0);
@@ -731,7 +731,7 @@ static void test_takeover_needs_secret_and_repeats_restart(void)
     ASSERT_FALSE(g.spare);
     ASSERT_EQ(g.nevents, 0);
     w.rank = f[1].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     ASSERT_TRUE(event_is(&g, "restart"));
     jn = resume_of(0, 1, 0, 3);
     ASSERT_OK(join(&e, &h, &jn));
@@ -740,7 +740,7 @@ static void test_takeover_needs_secret_and_repeats_restart(void)
     ASSERT_EQ(h.event.generation, 1);
     ASSERT_TRUE(strstr(h.event.summary, "root cause: worker rank") != NULL);
     all_ready(f, 2, 1);
-    rdzvd_member_ready(h.m, 1);
+    jt_ready(h.m, 1);
     ASSERT_EQ(h.round.generation, 2);
     ASSERT_EQ(h.round.restart_count, 1);
     env_done(&e);
@@ -760,12 +760,12 @@ static void test_rebuild_partial_comeback_is_a_failure(void)
     ASSERT_OK(join(&e, &f, &jn));
     ASSERT_TRUE(f.resumed);
     for (int t = 0; t < 50 && !f.nevents; t++) {
-        rdzvd_member_heartbeat(f.m);
+        jt_heartbeat(f.m);
         run_ms(&e, 10);
     }
     ASSERT_TRUE(event_is(&f, "restart"));
     ASSERT_TRUE(strstr(f.event.summary, "1 of 2 nodes of generation 5 did not come back") != NULL);
-    rdzvd_member_ready(f.m, 5);
+    jt_ready(f.m, 5);
     ASSERT_EQ(f.round.generation, 6);
     ASSERT_EQ(f.round.restart_count, 3);
     ASSERT_EQ(f.round.nnodes, 1);
@@ -814,9 +814,9 @@ static void test_rebuild_by_the_record_nodes(void)
     ASSERT_TRUE(strstr(c.event.summary, "run ranks 2..3, not 0..1") != NULL);
     /* Nobody else came back: the window ends naming node rank 1's node. */
     for (int t = 0; t < 50 && !a.nevents; t++) {
-        rdzvd_member_heartbeat(a.m);
-        rdzvd_member_heartbeat(b.m);
-        rdzvd_member_heartbeat(c.m);
+        jt_heartbeat(a.m);
+        jt_heartbeat(b.m);
+        jt_heartbeat(c.m);
         run_ms(&e, 10);
     }
     ASSERT_TRUE(event_is(&a, "restart"));

@@ -765,7 +765,7 @@ static void test_job_record_in_table(void)
     ASSERT_NULL(got.nodes);
     /* ... and not in the --state-dir's own table (rec_env_init put t in its place) */
     ASSERT_EQ(rdzvd_job_record_get(e.table, "tj", &got), -ENOENT);
-    rdzvd_member_leave(p.m, 1, true);
+    jt_leave(p.m, 1, true);
     ASSERT_BYTES_STR(p.event.type, strlen(p.event.type), "succeeded");
     ASSERT_EQ(rdzvd_job_record_get(t, "tj", &got), -ENOENT);
     env_done(&e);
@@ -856,8 +856,8 @@ static void test_job_shutdown_keeps_record_and_journal(void)
     rec_env_init(&e, -1, NULL);
     join_one(&e, &p, "nodir");
     ASSERT_BYTES_STR(e.state_name, strlen(e.state_name), "");
-    rdzvd_member_leave(p.m, 1, true);
-    rdzvd_member_gone(p.m); /* its last member gone: the ended job goes */
+    jt_leave(p.m, 1, true);
+    jt_gone(p.m); /* its last member gone: the ended job goes */
     ASSERT_TRUE(rdzv_list_empty(&e.jobs));
     ASSERT_EQ(e.stores_closed, 1);
     ASSERT_TRUE(e.last_drop);

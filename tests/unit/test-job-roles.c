@@ -32,7 +32,7 @@ static void test_signal_is_one_node_leaving(void)
     env_init(&e, -1);
     join_n(&e, f, 3, jn); /* node 2 waits as the spare */
     ASSERT_TRUE(f[2].spare);
-    rdzvd_member_cancel(f[2].m, 15, "Slurm job 7: a preemption", "");
+    jt_member_cancel(f[2].m, 15, "Slurm job 7: a preemption", "");
     ASSERT_TRUE(event_is(&f[2], "left"));
     ASSERT_EQ(f[2].event.exit_code, 143);
     ASSERT_TRUE(f[2].closed);
@@ -44,7 +44,7 @@ static void test_signal_is_one_node_leaving(void)
     jn = join_of(3, 2, 2, 0); /* a new spare */
     ASSERT_OK(join(&e, &f[3], &jn));
     ASSERT_TRUE(f[3].spare);
-    rdzvd_member_cancel(f[0].m, 15, "", "");
+    jt_member_cancel(f[0].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[0], "left"));
     ASSERT_EQ(f[0].event.exit_code, 143);
     ASSERT_NULL(f[0].m);
@@ -57,7 +57,7 @@ static void test_signal_is_one_node_leaving(void)
     ASSERT_EQ(f[3].round.restart_count, 0); /* charged nothing: the budget is 0 */
 
     /* Now no spare: one more node leaving leaves 1 of MIN 2: the job is cancelled. */
-    rdzvd_member_cancel(f[1].m, 2, "", "");
+    jt_member_cancel(f[1].m, 2, "", "");
     for (int i = 1; i < 4; i += 2) {
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
         ASSERT_EQ(f[i].event.exit_code, 130);
@@ -80,7 +80,7 @@ static void test_elastic_job_goes_on(void)
     join_n(&e, f, 2, jn);
     ASSERT_EQ(f[0].nrounds, 1);
     ASSERT_EQ(f[0].round.nnodes, 2);
-    rdzvd_member_cancel(f[1].m, 15, "", "");
+    jt_member_cancel(f[1].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[1], "left"));
     ASSERT_TRUE(event_is(&f[0], "restart"));
     all_ready(f, 2, 1);
@@ -88,7 +88,7 @@ static void test_elastic_job_goes_on(void)
     ASSERT_EQ(f[0].nrounds, 2);
     ASSERT_EQ(f[0].round.nnodes, 1);
     ASSERT_EQ(f[0].round.restart_count, 0);
-    rdzvd_member_cancel(f[0].m, 15, "scancel", "");
+    jt_member_cancel(f[0].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     ASSERT_EQ(f[0].event.exit_code, 143);
     env_done(&e);
@@ -113,10 +113,10 @@ static void test_scheduler_ending_the_job_cancels_it_at_once(void)
     jn = join_of(3, 1, 3, 0);
     ASSERT_OK(join(&e, &f[3], &jn));
     ASSERT_TRUE(f[3].spare);
-    rdzvd_member_cancel(f[3].m, 15, "Slurm job 9: scancel", "9");
+    jt_member_cancel(f[3].m, 15, "Slurm job 9: scancel", "9");
     ASSERT_TRUE(event_is(&f[3], "left"));
     ASSERT_EQ(f[0].nevents, 0);
-    rdzvd_member_cancel(f[1].m, 15, "Slurm job 42: scancel", "42");
+    jt_member_cancel(f[1].m, 15, "Slurm job 42: scancel", "42");
     for (int i = 0; i < 3; i++) {
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
         ASSERT_EQ(f[i].event.exit_code, 143);
@@ -130,7 +130,7 @@ static void test_scheduler_ending_the_job_cancels_it_at_once(void)
     env_init(&e, -1);
     join_n(&e, f, 2, join_of(0, 3, 3, 0));
     ASSERT_EQ(f[0].nrounds, 0);
-    rdzvd_member_cancel(f[0].m, 15, "PBS job 7.pbs", "7.pbs");
+    jt_member_cancel(f[0].m, 15, "PBS job 7.pbs", "7.pbs");
     for (int i = 0; i < 2; i++)
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
     env_done(&e);
@@ -147,10 +147,10 @@ static void test_forming_job_keeps_waiting(void)
     env_init(&e, -1);
     join_n(&e, f, 2, jn);
     ASSERT_EQ(f[0].nrounds, 0);
-    rdzvd_member_cancel(f[0].m, 15, "", "");
+    jt_member_cancel(f[0].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[0], "left"));
     assert_untouched(&f[1], 0);
-    rdzvd_member_cancel(f[1].m, 15, "", "");
+    jt_member_cancel(f[1].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     env_done(&e);
 }
@@ -171,14 +171,14 @@ static void test_cancel_while_stopping_ends_at_once(void)
         env_init(&e, -1);
         join_n(&e, f, 2, join_of(0, 2, 2, 3));
         w.rank = f[0].round.rank_offset;
-        ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+        ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
         ASSERT_TRUE(event_is(&f[1], "restart"));
         if (!other_signalled)
-            rdzvd_member_ready(f[1].m, 1); /* the other node's workers stopped */
-        rdzvd_member_cancel(f[0].m, 15, "Slurm job 4: scancel", "");
+            jt_ready(f[1].m, 1); /* the other node's workers stopped */
+        jt_member_cancel(f[0].m, 15, "Slurm job 4: scancel", "");
         if (other_signalled) { /* its agent's SIGTERM came before its READY: the job ended */
             ASSERT_TRUE(event_is(&f[1], "cancelled"));
-            rdzvd_member_cancel(f[1].m, 15, "Slurm job 4: scancel", ""); /* changes nothing */
+            jt_member_cancel(f[1].m, 15, "Slurm job 4: scancel", ""); /* changes nothing */
         }
         for (int i = 0; i < 2; i++) {
             ASSERT_TRUE(event_is(&f[i], "cancelled"));
@@ -203,22 +203,22 @@ static void test_outsider_cancel_during_a_blip_changes_nothing(void)
     env_init(&e, -1);
     join_n(&e, f, 2, jn);
     ASSERT_EQ(f[1].nrounds, 1);
-    rdzvd_member_gone(f[0].m); /* its connection blips */
+    jt_gone(f[0].m); /* its connection blips */
     ASSERT_TRUE(event_is(&f[1], "restart"));
     jn = join_of(5, 2, 2, 3);
     ASSERT_OK(join(&e, &stranger, &jn));
     ASSERT_TRUE(stranger.spare);
-    rdzvd_member_cancel(stranger.m, 15, "", "");
+    jt_member_cancel(stranger.m, 15, "", "");
     ASSERT_TRUE(event_is(&stranger, "left"));
     ASSERT_TRUE(stranger.closed);
     ASSERT_TRUE(event_is(&f[1], "restart")); /* not cancelled */
     ASSERT_FALSE(f[1].closed);
-    rdzvd_member_ready(f[1].m, 1);
+    jt_ready(f[1].m, 1);
     memset(&f[0], 0, sizeof(f[0]));
     jn = resume_of(0, 1, 0, 3);
     ASSERT_OK(join(&e, &f[0], &jn));
     ASSERT_TRUE(event_is(&f[0], "restart")); /* stop the old workers, then rejoin */
-    rdzvd_member_ready(f[0].m, 1);
+    jt_ready(f[0].m, 1);
     for (int i = 0; i < 2; i++) {
         ASSERT_EQ(f[i].round.generation, 2);
         ASSERT_FALSE(event_is(&f[i], "cancelled"));
@@ -240,12 +240,12 @@ static void test_away_spare_holds_no_stop(void)
     env_init(&e, -1);
     join_n(&e, f, 3, jn);
     ASSERT_TRUE(f[2].spare);
-    rdzvd_member_gone(f[0].m); /* node 0's connection closes: the job stops */
+    jt_gone(f[0].m); /* node 0's connection closes: the job stops */
     ASSERT_TRUE(event_is(&f[1], "restart"));
     rdzvd_member_mark_stall(f[2].m);
-    rdzvd_member_gone(f[2].m); /* the spare blips: kept for its agent */
+    jt_gone(f[2].m); /* the spare blips: kept for its agent */
     f[2].m = NULL;
-    rdzvd_member_cancel(f[1].m, 15, "scancel", "");
+    jt_member_cancel(f[1].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     ASSERT_TRUE(strstr(f[1].event.summary, "host1 received SIGTERM") != NULL);
     env_done(&e);
@@ -268,7 +268,7 @@ static void test_outsider_unhealthy_does_not_put_a_host_aside(void)
     jn = join_of(5, 2, 2, 3);
     snprintf(jn.host, sizeof(jn.host), "host0");
     ASSERT_OK(join(&e, &stranger, &jn));
-    rdzvd_member_unhealthy(stranger.m, "forged");
+    jt_unhealthy(stranger.m, "forged");
     ASSERT_TRUE(event_is(&stranger, "put_aside"));
     ASSERT_TRUE(strstr(stranger.event.summary, "put aside by its node id, not its host") != NULL);
     assert_untouched(&f[0], 1);
@@ -328,10 +328,10 @@ static void test_cancelled_job_losing_its_last_member_stays_ended(void)
     join_n(&e, f, 2, jn);
     jt_worker_exit(&f[0], &w);
     ASSERT_TRUE(event_is(&f[1], "restart")); /* node 1 frozen: no READY */
-    rdzvd_member_cancel(f[0].m, 15, "scancel", "");
+    jt_member_cancel(f[0].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled")); /* queued to node 1, frozen */
     ASSERT_EQ(f[1].nevents, 2);                 /* restart, cancelled */
-    rdzvd_member_gone(f[0].m); /* its agent stopped its workers and exits */
+    jt_gone(f[0].m); /* its agent stopped its workers and exits */
     run_ms(&e, 5000 * RDZVD_JOB_INIT_GRACE_FACTOR + 1000); /* node 1's heartbeat lapses */
     ASSERT_EQ(f[1].nevents, 2);
     ASSERT_TRUE(strstr(f[1].event.summary, "received SIGTERM from outside (scancel)") != NULL);
@@ -371,10 +371,10 @@ static void test_late_agent_of_a_cancelled_run_is_told_beside_a_new_run(void)
     e.h.keep_end = rdzvd_ended_jobs_add_recorded; /* the job table's ends, as rdzvd keeps them */
     join_n(&e, f, 2, jn);
     all_ready(f, 2, 1);
-    rdzvd_member_gone(f[0].m);
-    rdzvd_member_gone(f[1].m); /* the job waits for its nodes, not in memory */
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "requeued", err, sizeof(err)));
+    jt_gone(f[0].m);
+    jt_gone(f[1].m); /* the job waits for its nodes, not in memory */
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "requeued", err, sizeof(err)));
     run_ms(&e, 1000);
     for (int i = 0; i < 2; i++) {
         jn = join_of(2 + i, 2, 2, 3);
@@ -418,10 +418,10 @@ static void test_last_node_lost_ends_the_job_and_its_resume_is_told(void)
     jn.heartbeat_timeout_ms = 5000;
     join_n(&e, f, 3, jn); /* node 2 waits as a spare */
     ASSERT_EQ(f[2].nrounds, 0);
-    rdzvd_member_cancel(f[0].m, 15, "", ""); /* it leaves (EVENT left): the job goes on */
+    jt_member_cancel(f[0].m, 15, "", ""); /* it leaves (EVENT left): the job goes on */
     ASSERT_TRUE(event_is(&f[0], "left"));
     ASSERT_TRUE(event_is(&f[1], "restart")); /* queued to node 1, frozen: no READY */
-    rdzvd_member_cancel(f[2].m, 15, "", "");
+    jt_member_cancel(f[2].m, 15, "", "");
     ASSERT_TRUE(event_is(&f[2], "left"));
     ASSERT_EQ((int)rdzv_container_of(e.jobs.next, struct rdzvd_job, node)->state, JOB_STOPPING);
     run_ms(&e, 5000 * RDZVD_JOB_INIT_GRACE_FACTOR + 1000); /* node 1's heartbeat lapses */
@@ -460,8 +460,8 @@ static void test_resume_naming_this_incarnation_is_not_rebuilt(void)
     e.h.incarnation = 77;
     join_n(&e, f, 2, jn);
     ASSERT_EQ(f[0].nrounds, 1);
-    rdzvd_member_gone(f[0].m);
-    rdzvd_member_gone(f[1].m); /* both gone: the job ends with the last, its end not kept */
+    jt_gone(f[0].m);
+    jt_gone(f[1].m); /* both gone: the job ends with the last, its end not kept */
     ASSERT_TRUE(rdzv_list_empty(&e.jobs));
     ASSERT_EQ(njobs(&e), 0);
     jn = resume_of(1, 1, 0, 4);
@@ -538,8 +538,8 @@ static void test_cancel_wins_over_a_pending_put_aside(void)
     jn.bad_node_failures = 1;
     join_n(&e, f, 2, jn);
     jt_worker_exit(&f[0], &w);
-    rdzvd_member_cancel(f[0].m, 15, "", "");
-    rdzvd_member_gone(f[1].m);
+    jt_member_cancel(f[0].m, 15, "", "");
+    jt_gone(f[1].m);
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
     ASSERT_EQ(f[0].event.exit_code, 143);
     env_done(&e);
@@ -560,8 +560,8 @@ static void test_pending_put_aside_does_not_count_toward_min(void)
     jn.bad_node_failures = 1;
     join_n(&e, f, 3, jn); /* node 2 waits as the spare */
     jt_worker_exit(&f[0], &w);
-    rdzvd_member_cancel(f[1].m, 15, "drained", "");
-    rdzvd_member_ready(f[0].m, 1);
+    jt_member_cancel(f[1].m, 15, "drained", "");
+    jt_ready(f[0].m, 1);
     for (int i = 0; i < 3; i++)
         ASSERT_TRUE(event_is(&f[i], "cancelled"));
     env_done(&e);
@@ -594,8 +594,8 @@ static void test_resumed_nodes_of_a_generation_over_end_it(void)
         ASSERT_OK(join(&e, &f[i], &jn));
         ASSERT_TRUE(event_is(&f[i], "restart")); /* its generation is over */
     }
-    rdzvd_member_cancel(f[0].m, 15, "scancel", "");
-    rdzvd_member_cancel(f[1].m, 15, "scancel", "");
+    jt_member_cancel(f[0].m, 15, "scancel", "");
+    jt_member_cancel(f[1].m, 15, "scancel", "");
     ASSERT_TRUE(event_is(&f[1], "cancelled"));
     ASSERT_EQ(rdzvd_job_record_get(e.table, "job", &rec), -ENOENT);
     env_done(&e);
@@ -628,8 +628,8 @@ static void test_other_command_is_refused_and_a_spare_ran_nothing(void)
                             "00000000000000aa, this agent's 00000000000000bb)") != NULL);
     jn.command[0] = '\0'; /* an older agent: not compared */
     ASSERT_OK(join(&e, &old, &jn));
-    rdzvd_member_leave(f[0].m, 1, true);
-    rdzvd_member_leave(f[1].m, 1, true);
+    jt_leave(f[0].m, 1, true);
+    jt_leave(f[1].m, 1, true);
     ASSERT_TRUE(event_is(&f[0], "succeeded"));
     ASSERT_TRUE(strstr(f[0].event.summary, "ran nothing") == NULL);
     for (struct fake *s = &f[2]; s; s = s == &f[2] ? &old : NULL) {
@@ -647,7 +647,7 @@ static void test_other_command_is_refused_and_a_spare_ran_nothing(void)
     join_n(&e, f, 2, jn);
     env_done(&e);
     env_init(&e, fd);
-    rdzvd_jobs_rebuild(&e.h);
+    jt_rebuild(&e.h);
     jn = join_of(6, 2, 2, 3);
     snprintf(jn.command, sizeof(jn.command), "00000000000000bb");
     memset(&other, 0, sizeof(other));
@@ -676,7 +676,7 @@ static void test_put_aside_by_host(void)
     join_n(&e, f, 3, jn); /* node-2 waits as the spare */
     bad = f[0].round.node_rank == 0 ? 0 : 1;
     w.rank = f[bad].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
     all_ready(f, 3, 1); /* a start-up failure: it goes once the generation stopped */
     ASSERT_TRUE(event_is(&f[bad], "put_aside"));
     /* The same host, a new node id. */
@@ -727,7 +727,7 @@ static void test_own_word_cannot_fill_the_history(void)
         jn.bad_node_failures = 1;
         ASSERT_OK(join(&e, &forged, &jn));
         ASSERT_TRUE(forged.spare);
-        rdzvd_member_unhealthy(forged.m, "forged");
+        jt_unhealthy(forged.m, "forged");
         ASSERT_TRUE(event_is(&forged, "put_aside"));
     }
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
@@ -744,7 +744,7 @@ static void test_own_word_cannot_fill_the_history(void)
     jn.bad_node_failures = 1;
     ASSERT_OK(join(&e, &s, &jn));
     w.rank = f[0].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
     all_ready(f, 2, 1); /* a start-up failure: it goes once the generation stopped */
     ASSERT_TRUE(event_is(&f[0], "put_aside"));
     env_done(&e);
@@ -773,7 +773,7 @@ static void test_kill_from_outside_is_not_the_nodes(void)
         w.signal = gen == 2 ? 0 : SIGKILL;
         w.generation = gen;
         w.rank = f[n0].round.rank_offset;
-        ASSERT_OK(rdzvd_member_worker_exit(f[n0].m, &w, err, sizeof(err)));
+        ASSERT_OK(jt_member_worker_exit(f[n0].m, &w, err, sizeof(err)));
         ASSERT_TRUE(event_is(&f[n0], "restart"));
         ASSERT_TRUE(strstr(f[n0].event.summary, "a signal from outside, not counted against "
                                                 "the node") != NULL);
@@ -788,7 +788,7 @@ static void test_kill_from_outside_is_not_the_nodes(void)
     for (uint64_t gen = 4; gen <= 5; gen++) {
         w.generation = gen;
         w.rank = f[n0].round.rank_offset;
-        ASSERT_OK(rdzvd_member_worker_exit(f[n0].m, &w, err, sizeof(err)));
+        ASSERT_OK(jt_member_worker_exit(f[n0].m, &w, err, sizeof(err)));
         all_ready(f, 3, gen); /* start-up failures: it goes once the generation stopped */
     }
     ASSERT_TRUE(event_is(&f[n0], "put_aside"));
@@ -819,11 +819,11 @@ static void test_two_agents_under_one_host_name_are_told(void)
     ASSERT_TRUE(strstr(f[1].warning, "--host vm-0, --host vm-1") != NULL);
     ASSERT_TRUE(strstr(f[3].warning, "(node id node-0)") != NULL);
     /* The first is told of the newest, once. */
-    ASSERT_TRUE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
+    ASSERT_TRUE(jt_twin_warning(f[0].m, text, sizeof(text)));
     ASSERT_TRUE(strstr(text, "same name, vm (node id node-3)") != NULL);
-    ASSERT_FALSE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
-    ASSERT_FALSE(rdzvd_member_twin_warning(f[2].m, text, sizeof(text)));
-    ASSERT_FALSE(rdzvd_member_twin_warning(f[1].m, text, sizeof(text)));
+    ASSERT_FALSE(jt_twin_warning(f[0].m, text, sizeof(text)));
+    ASSERT_FALSE(jt_twin_warning(f[2].m, text, sizeof(text)));
+    ASSERT_FALSE(jt_twin_warning(f[1].m, text, sizeof(text)));
     /* Another under vm, gone before the first heard: nothing left to say (nor freed memory). */
     jn = join_of(5, 8, 8, 0);
     snprintf(jn.host, sizeof(jn.host), "vm");
@@ -831,11 +831,11 @@ static void test_two_agents_under_one_host_name_are_told(void)
         struct fake late = {0};
 
         ASSERT_OK(join(&e, &late, &jn));
-        rdzvd_member_gone(late.m);
+        jt_gone(late.m);
     }
-    ASSERT_FALSE(rdzvd_member_twin_warning(f[0].m, text, sizeof(text)));
+    ASSERT_FALSE(jt_twin_warning(f[0].m, text, sizeof(text)));
     /* The first under vm gone, the next takes its place: a later one is told of it. */
-    rdzvd_member_gone(f[0].m);
+    jt_gone(f[0].m);
     jn = join_of(6, 8, 8, 0);
     snprintf(jn.host, sizeof(jn.host), "vm");
     {
@@ -843,9 +843,9 @@ static void test_two_agents_under_one_host_name_are_told(void)
 
         ASSERT_OK(join(&e, &later, &jn));
         ASSERT_TRUE(strstr(later.warning, "(node id node-1)") != NULL);
-        ASSERT_TRUE(rdzvd_member_twin_warning(f[1].m, text, sizeof(text)));
+        ASSERT_TRUE(jt_twin_warning(f[1].m, text, sizeof(text)));
         ASSERT_TRUE(strstr(text, "(node id node-6)") != NULL);
-        rdzvd_member_gone(later.m);
+        jt_gone(later.m);
     }
     env_done(&e);
 }

@@ -34,19 +34,19 @@ static void test_nccl_ids_reach_every_round(void)
     ASSERT_EQ(f[0].nccl_count, 2);
     ASSERT_EQ(f[1].nnccl, 0);
     ASSERT_EQ(f[0].nrounds + f[1].nrounds, 0); /* not before the ids */
-    ASSERT_FALSE(rdzvd_member_nccl_wanted(f[1].m, 1));
-    ASSERT_FALSE(rdzvd_member_nccl_wanted(f[0].m, 2));
-    ASSERT_TRUE(rdzvd_member_nccl_wanted(f[0].m, 1));
+    ASSERT_FALSE(jt_nccl_wanted(f[1].m, 1));
+    ASSERT_FALSE(jt_nccl_wanted(f[0].m, 2));
+    ASSERT_TRUE(jt_nccl_wanted(f[0].m, 1));
     fill_id(ids[0], 'a');
     fill_id(ids[1], 'b');
-    rdzvd_member_nccl_ids(f[0].m, ids, 2);
+    jt_nccl_ids(f[0].m, ids, 2);
     for (int i = 0; i < 2; i++) {
         ASSERT_EQ(f[i].nrounds, 1);
         ASSERT_EQ(f[i].round.n_ids, 2);
         ASSERT_TRUE(strcmp(f[i].round.ids[0], ids[0]) == 0);
         ASSERT_TRUE(strcmp(f[i].round.ids[1], ids[1]) == 0);
     }
-    ASSERT_FALSE(rdzvd_member_nccl_wanted(f[0].m, 1)); /* answered: a repeat is stale */
+    ASSERT_FALSE(jt_nccl_wanted(f[0].m, 1)); /* answered: a repeat is stale */
     env_done(&e);
 }
 
@@ -83,9 +83,8 @@ static void test_agent_hosted_store(void)
         ASSERT_EQ(f[1].nnccl, 0);
         ASSERT_EQ(e.stores_open, 0);
         ASSERT_EQ(f[0].nrounds + f[1].nrounds, 0); /* not before node rank 0 answers */
-        rdzvd_member_store_offer(f[1].m, "10.9.9.9", 999); /* not node rank 0: ignored */
-        rdzvd_member_store_offer(f[0].m, variant ? "" : "10.0.0.5", variant ? 0 : 4321);
-        rdzvd_member_nccl_ids(f[0].m, NULL, 0);
+        jt_nccl_offer(f[1].m, "10.9.9.9", 999, NULL, 0); /* not node rank 0: ignored */
+        jt_nccl_offer(f[0].m, variant ? "" : "10.0.0.5", variant ? 0 : 4321, NULL, 0);
         for (int i = 0; i < 2; i++) {
             ASSERT_EQ(f[i].nrounds, 1);
             ASSERT_EQ(strcmp(f[i].round.master_addr, variant ? "" : "10.0.0.5"), 0);
@@ -109,7 +108,7 @@ static void test_nccl_error_optional_or_required(void)
         jn.nccl = required ? RDZV_NCCL_REQUIRED : RDZV_NCCL_AUTO;
         join_n(&e, f, 2, jn);
         ASSERT_EQ(f[0].nnccl, 1);
-        rdzvd_member_nccl_error(f[0].m, "libnccl.so.2: not found");
+        jt_nccl_error(f[0].m, "libnccl.so.2: not found");
         for (int i = 0; i < 2; i++) {
             if (required) {
                 ASSERT_EQ(f[i].nrounds, 0);
@@ -159,14 +158,14 @@ static void test_rank0_lost_while_nccl_reforms_uncounted(void)
     jn.last_call_ms = 20;
     join_n(&e, f, 3, jn);
     ASSERT_EQ(f[0].nnccl, 1);
-    rdzvd_member_gone(f[0].m);
+    jt_gone(f[0].m);
     ASSERT_EQ(f[1].nnccl + f[2].nnccl, 0); /* 2 of 3: last call first */
     for (int t = 0; t < 50 && !f[1].nnccl; t++)
         run_ms(&e, 10);
     ASSERT_EQ(f[1].nnccl, 1);
     ASSERT_EQ(f[1].nccl_gen, 1);
     ASSERT_EQ(f[1].nevents + f[2].nevents, 0);
-    rdzvd_member_nccl_error(f[1].m, "no GPU");
+    jt_nccl_error(f[1].m, "no GPU");
     ASSERT_EQ(f[1].round.generation, 1);
     ASSERT_EQ(f[1].round.nnodes, 2);
     ASSERT_EQ(f[1].round.restart_count, 0);
@@ -221,7 +220,7 @@ static void test_scale_up_now_restarts_uncounted(void)
         ASSERT_OK(join(&e, &f[1], &jn));
         ASSERT_TRUE(f[1].spare);
         ASSERT_EQ(f[0].nevents, 0); /* not at the JOIN */
-        rdzvd_member_heartbeat(f[1].m);
+        jt_heartbeat(f[1].m);
         if (!now) {
             ASSERT_EQ(f[0].nevents, 0);
             env_done(&e);
@@ -229,7 +228,7 @@ static void test_scale_up_now_restarts_uncounted(void)
         }
         ASSERT_TRUE(event_is(&f[0], "restart"));
         ASSERT_TRUE(strstr(f[0].event.summary, "scale up") != NULL);
-        rdzvd_member_ready(f[0].m, 1);
+        jt_ready(f[0].m, 1);
         for (int i = 0; i < 2; i++) {
             ASSERT_EQ(f[i].round.generation, 2);
             ASSERT_EQ(f[i].round.nnodes, 2);
@@ -257,14 +256,14 @@ static void test_scale_up_waits_while_the_job_finishes(void)
     for (int t = 0; t < 50 && !f[0].nrounds; t++)
         run_ms(&e, 10);
     ASSERT_EQ(f[0].round.nnodes, 2);
-    rdzvd_member_leave(f[0].m, 1, true);
+    jt_leave(f[0].m, 1, true);
     jn = join_of(2, 2, 3, 0);
     jn.scale_up_now = true;
     ASSERT_OK(join(&e, &f[2], &jn));
     ASSERT_TRUE(f[2].spare);
-    rdzvd_member_heartbeat(f[2].m);
+    jt_heartbeat(f[2].m);
     ASSERT_EQ(f[0].nevents + f[1].nevents, 0); /* no restart */
-    rdzvd_member_leave(f[1].m, 1, true);
+    jt_leave(f[1].m, 1, true);
     for (int i = 0; i < 3; i++)
         ASSERT_TRUE(event_is(&f[i], "succeeded"));
     ASSERT_TRUE(strstr(f[2].event.summary, "this node ran nothing") != NULL);
@@ -281,15 +280,15 @@ static void test_leave_rules(void)
 
     env_init(&e, -1);
     join_n(&e, f, 2, join_of(0, 2, 2, 0));
-    rdzvd_member_leave(f[0].m, 1, false);
-    rdzvd_member_leave(f[1].m, 1, false);
-    rdzvd_member_leave(f[0].m, 2, true);
-    rdzvd_member_leave(f[1].m, 0, true);
+    jt_leave(f[0].m, 1, false);
+    jt_leave(f[1].m, 1, false);
+    jt_leave(f[0].m, 2, true);
+    jt_leave(f[1].m, 0, true);
     ASSERT_EQ(f[0].nevents + f[1].nevents, 0);
-    rdzvd_member_leave(f[0].m, 1, true);
-    rdzvd_member_gone(f[0].m); /* its workers were done: not a failure */
+    jt_leave(f[0].m, 1, true);
+    jt_gone(f[0].m); /* its workers were done: not a failure */
     ASSERT_EQ(f[1].nevents, 0);
-    rdzvd_member_leave(f[1].m, 1, true);
+    jt_leave(f[1].m, 1, true);
     ASSERT_TRUE(event_is(&f[1], "succeeded"));
     ASSERT_EQ(f[1].event.exit_code, 0);
     env_done(&e);
@@ -306,23 +305,23 @@ static void test_out_of_order_ready_and_worker_exit(void)
 
     env_init(&e, -1);
     join_n(&e, f, 2, join_of(0, 2, 2, 5));
-    rdzvd_member_ready(f[0].m, 1); /* not asked to stop */
+    jt_ready(f[0].m, 1); /* not asked to stop */
     w.generation = 0;               /* stale: ignored */
-    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
     ASSERT_EQ(f[0].nevents + f[1].nevents, 0);
     w.generation = 1;
     w.rank = f[1].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     ASSERT_TRUE(event_is(&f[0], "restart"));
     w.rank = 1;
     w.local_rank = 1;
-    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err))); /* while stopping */
+    ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err))); /* while stopping */
     ASSERT_EQ(f[0].nevents, 1);
-    rdzvd_member_ready(f[1].m, 2); /* a generation it was not asked to stop */
-    rdzvd_member_ready(f[1].m, 1);
-    rdzvd_member_ready(f[1].m, 1); /* duplicate */
+    jt_ready(f[1].m, 2); /* a generation it was not asked to stop */
+    jt_ready(f[1].m, 1);
+    jt_ready(f[1].m, 1); /* duplicate */
     ASSERT_EQ(f[0].nrounds, 1);    /* f[0] has not answered */
-    rdzvd_member_ready(f[0].m, 1);
+    jt_ready(f[0].m, 1);
     ASSERT_EQ(f[0].nrounds, 2);
     ASSERT_EQ(f[0].round.restart_count, 1);
     env_done(&e);
@@ -347,7 +346,7 @@ static void test_worker_exit_summary(void)
         env_init(&e, -1);
         join_n(&e, f, 2, join_of(0, 2, 2, 1));
         ws[k].rank = f[1].round.rank_offset;
-        ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &ws[k], err, sizeof(err)));
+        ASSERT_OK(jt_member_worker_exit(f[1].m, &ws[k], err, sizeof(err)));
         ASSERT_TRUE(event_is(&f[0], "restart"));
         ASSERT_EQ(f[0].event.exit_code, ws[k].exit_code);
         ASSERT_TRUE(strstr(f[0].event.summary, want[k]) != NULL);
@@ -367,7 +366,7 @@ static void test_forming_below_min_join_timeout(void)
     env_init(&e, -1);
     jn.join_timeout_ms = 40;
     join_n(&e, f, 2, jn); /* MIN: last call (60 s) */
-    rdzvd_member_gone(f[1].m);
+    jt_gone(f[1].m);
     for (int t = 0; t < 50 && !f[0].nevents; t++)
         run_ms(&e, 10);
     ASSERT_TRUE(event_is(&f[0], "failed"));
@@ -389,9 +388,9 @@ static void test_lost_below_min_waits_for_replacement(void)
         jn.join_timeout_ms = 60;
         join_n(&e, f, 2, jn);
         jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps)); /* it ran: counted */
-        rdzvd_member_gone(f[1].m);
+        jt_gone(f[1].m);
         ASSERT_TRUE(event_is(&f[0], "restart"));
-        rdzvd_member_ready(f[0].m, 1);
+        jt_ready(f[0].m, 1);
         ASSERT_EQ(f[0].nrounds, 1);
         if (comes) {
             jn = join_of(2, 2, 2, 3);
@@ -421,11 +420,11 @@ static void test_lost_while_stopping(void)
 
     env_init(&e, -1);
     join_n(&e, f, 3, join_of(0, 2, 3, 2));
-    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
-    rdzvd_member_ready(f[0].m, 1);
-    rdzvd_member_ready(f[1].m, 1);
+    ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    jt_ready(f[0].m, 1);
+    jt_ready(f[1].m, 1);
     ASSERT_EQ(f[0].nrounds, 1);
-    rdzvd_member_gone(f[2].m);
+    jt_gone(f[2].m);
     ASSERT_EQ(f[0].nrounds, 2);
     ASSERT_EQ(f[0].round.generation, 2);
     ASSERT_EQ(f[0].round.nnodes, 2);
@@ -447,7 +446,7 @@ static void test_last_member_gone_removes_the_job(void)
     }
     ASSERT_EQ(f.nrounds, 1);
     ASSERT_EQ(njobs(&e), 1);
-    rdzvd_member_gone(f.m);
+    jt_gone(f.m);
     ASSERT_EQ(njobs(&e), 0);
     ASSERT_EQ(e.stores_closed, e.stores_open);
     env_done(&e);
@@ -543,7 +542,7 @@ static void test_shutdown_keeps_records(void)
     env_init(&e, fd);
     join_n(&e, f, 2, join_of(0, 2, 2, 1));
     ASSERT_EQ(f[0].nrounds, 1);
-    rdzvd_jobs_drop_all(&e.jobs);
+    jt_drop_all(&e.jobs);
     for (int i = 0; i < 2; i++) {
         ASSERT_NULL(f[i].m);
         ASSERT_FALSE(f[i].closed);
@@ -591,7 +590,7 @@ static void test_bad_node_put_aside_and_recorded(void)
     for (uint64_t gen = 1; gen <= 2; gen++) {
         w.generation = gen;
         w.rank = f[bad].round.rank_offset;
-        ASSERT_OK(rdzvd_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
+        ASSERT_OK(jt_member_worker_exit(f[bad].m, &w, err, sizeof(err)));
         if (gen == 1) {
             ASSERT_TRUE(event_is(&f[bad], "restart"));
             all_ready(f, 3, gen);
@@ -649,10 +648,10 @@ static void test_cancel_is_not_a_failure(void)
         join_n(&e, f, 2, join_of(0, 2, 2, 3));
         if (stopping) {
             w.rank = f[0].round.rank_offset;
-            ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+            ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
             ASSERT_TRUE(event_is(&f[1], "restart"));
         }
-        rdzvd_member_cancel(f[1].m, 15, "Slurm job 42", "");
+        jt_member_cancel(f[1].m, 15, "Slurm job 42", "");
         if (stopping)
             all_ready(f, 2, 1); /* READYs after the end change nothing */
         for (int i = 0; i < 2; i++) {
@@ -663,7 +662,7 @@ static void test_cancel_is_not_a_failure(void)
                                "SIGTERM from outside (Slurm job 42)") != NULL);
             ASSERT_EQ(f[i].nrounds, 1); /* no generation formed after it */
         }
-        rdzvd_member_cancel(f[0].m, 2, "", ""); /* ended: ignored */
+        jt_member_cancel(f[0].m, 2, "", ""); /* ended: ignored */
         ASSERT_EQ(f[0].event.exit_code, 143);
         env_done(&e);
     }
@@ -745,7 +744,7 @@ static void test_refused_stopped_sends_nothing(void)
     snprintf(rec.run_id, sizeof(rec.run_id), "job");
     ASSERT_OK(rdzvd_job_decide(e.table, RDZVD_DECIDE_STOPPED, &rec));
     w.rank = f[1].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     for (int i = 0; i < 2; i++)
         ASSERT_EQ(f[i].nevents, 1); /* the failure, no restart before it */
     assert_unrecorded(&e, f, "stopped", 1);
@@ -846,8 +845,8 @@ static void test_rank0_back_during_nccl_is_asked_again(void)
     ASSERT_EQ(f[0].nnccl, 1);
     jt_stall_ms(&e, 200);
     for (int i = 0; i < 2; i++)
-        ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* read late, after the stall */
-    rdzvd_member_gone(f[0].m);
+        ASSERT_EQ(jt_heartbeat(f[i].m), 1); /* read late, after the stall */
+    jt_gone(f[0].m);
     jn = join_of(0, 2, 2, 1);
     jn.nccl = RDZV_NCCL_AUTO;
     jn.heartbeat_timeout_ms = 40;
@@ -856,9 +855,9 @@ static void test_rank0_back_during_nccl_is_asked_again(void)
     ASSERT_EQ(g.nnccl, 1);
     ASSERT_EQ(g.nccl_gen, 1);
     ASSERT_EQ(g.nccl_count, 1);
-    ASSERT_TRUE(rdzvd_member_nccl_wanted(g.m, 1));
+    ASSERT_TRUE(jt_nccl_wanted(g.m, 1));
     fill_id(ids[0], 'c');
-    rdzvd_member_nccl_ids(g.m, ids, 1);
+    jt_nccl_ids(g.m, ids, 1);
     ASSERT_EQ(g.nrounds, 1);
     ASSERT_EQ(f[1].nrounds, 1);
     ASSERT_EQ(g.round.node_rank, 0);

@@ -41,7 +41,7 @@ static void test_status_node_states_and_events(void)
     ASSERT_TRUE(strcmp(st.jobs[0].state, "running") == 0);
     rdzv_status_free(&st);
     w.rank = f[1].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_TRUE(strcmp(st.jobs[0].state, "ended") == 0);
     ASSERT_TRUE(st.jobs[0].ended);
@@ -67,7 +67,7 @@ static void test_status_failures_are_the_charged_ones(void)
     env_init(&e, -1);
     join_n(&e, f, 2, join_of(0, 2, 2, 5));
     w.rank = f[1].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     ASSERT_TRUE(strstr(f[0].event.summary, "not counted against the node") != NULL);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
@@ -75,7 +75,7 @@ static void test_status_failures_are_the_charged_ones(void)
     ASSERT_EQ(node_of(&st.jobs[0], "host1")->failures, 0);
     rdzv_status_free(&st);
     w = (struct rdzv_worker_exit){.generation = 2, .exit_code = 1, .rank = f[1].round.rank_offset};
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     all_ready(f, 2, 2);
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(node_of(&st.jobs[0], "host1")->failures, 1);
@@ -99,7 +99,7 @@ static void test_status_event_ring(void)
     for (uint64_t g = 1; g <= 12; g++) { /* a restart and a formed generation: 2 events each */
         w.generation = g;
         w.rank = f[0].round.rank_offset;
-        ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+        ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
         all_ready(f, 2, g);
         ASSERT_EQ(f[0].round.generation, g + 1);
     }
@@ -154,9 +154,9 @@ static void test_ended_jobs_kept_and_expire(void)
 
         snprintf(jn.run_id, sizeof(jn.run_id), "job%d", k);
         ASSERT_OK(join(&e, &f, &jn));
-        rdzvd_member_leave(f.m, 1, true);
+        jt_leave(f.m, 1, true);
         ASSERT_TRUE(event_is(&f, "succeeded"));
-        rdzvd_member_gone(f.m);
+        jt_gone(f.m);
     }
     ASSERT_EQ(e.ended.n, 1);
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, NULL, jt_clock(), &st));
@@ -177,7 +177,7 @@ static void test_ended_jobs_kept_and_expire(void)
         struct rdzv_join jn = join_of(0, 1, 1, 0);
 
         ASSERT_OK(join(&e, &f, &jn));
-        rdzvd_member_gone(f.m);
+        jt_gone(f.m);
     }
     ASSERT_EQ(e.ended.n, 0);
     env_done(&e);
@@ -240,18 +240,18 @@ static void test_tokenless_status_names_no_node_id(void)
     all_ready(f, 3, 1);
     ASSERT_EQ(f[0].round.generation, 1u);
     w.rank = f[1].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)));
     for (int i = 0; i < 3; i++) /* they stopped: node 1 goes (its start-up failure) */
-        rdzvd_member_ready(f[i].m, 1);
+        jt_ready(f[i].m, 1);
     ASSERT_TRUE(event_is(&f[1], "put_aside"));
     ASSERT_NULL(f[1].m); /* gone with it */
-    rdzvd_member_gone(f[2].m);
+    jt_gone(f[2].m);
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, &sel, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 1);
     ASSERT_NOT_NULL(st.jobs[0].timeline);
     assert_hides(&st, ids, 3);
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "done", err, sizeof(err)));
-    rdzvd_member_gone(f[0].m);
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "done", err, sizeof(err)));
+    jt_gone(f[0].m);
     ASSERT_EQ(e.ended.n, 1);
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, &sel, jt_clock(), &st));
     assert_hides(&st, ids, 3);
@@ -295,7 +295,7 @@ static void test_tokenless_status_hides_node_ids_only(void)
     }
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 1u);
-    rdzvd_member_gone(f[1].m); /* its id no longer listed in nodes[] */
+    jt_gone(f[1].m); /* its id no longer listed in nodes[] */
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, &e.ended, NULL, jt_clock(), &st));
     ASSERT_EQ(st.n_jobs, 1);
     n_before = st.jobs[0].n_events;
@@ -393,7 +393,7 @@ static void test_progress_longest_silent_kept(void)
     for (int k = 0; k < 6; k++) {
         for (int i = 0; i < RDZV_PROGRESS_MAX; i++)
             hb->progress[i].age_ms = k == 4 ? 100000 : 0;
-        rdzvd_member_progress(f[k].m, hb);
+        jt_progress(f[k].m, hb);
     }
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     sj = &st.jobs[0];
@@ -405,7 +405,7 @@ static void test_progress_longest_silent_kept(void)
         ASSERT_TRUE(sj->ranks[i].rank > sj->ranks[i - 1].rank);
     rdzv_status_free(&st);
     hb->n_progress = 0;
-    rdzvd_member_progress(f[4].m, hb); /* nothing to keep: changes nothing */
+    jt_progress(f[4].m, hb); /* nothing to keep: changes nothing */
     ASSERT_OK(rdzvd_status_fill(&info, &e.jobs, &jt_steps.counts, NULL, NULL, jt_clock(), &st));
     ASSERT_EQ(st.jobs[0].ranks_left_out, RDZV_PROGRESS_MAX);
     rdzv_status_free(&st);
@@ -434,17 +434,17 @@ static void test_waiting_time_runs_from_the_last_agent_leaving(void)
     e.h.keep_waiting = rdzvd_waiting_jobs_add;
     e.h.take_waiting = rdzvd_waiting_jobs_take;
     jt_remember_secrets(&e, "job");
-    rdzvd_jobs_rebuild(&e.h);
+    jt_rebuild(&e.h);
     ASSERT_EQ(e.ended.n_waiting, 0); /* in memory, its agents' window running */
     run_ms(&e, 3100);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &first));
     ASSERT_EQ(strcmp(id, "job"), 0);
     run_ms(&e, 10000);
     jn = join_of(7, 2, 2, 3);
     jn.node_rank = 5; /* past --nnodes, no hint: refused once the job is rebuilt for it */
     ASSERT_TRUE(join(&e, &odd, &jn) < 0);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &since));
     ASSERT_EQ(since, first);
     jn = join_of(7, 1, 3, 3); /* another --nnodes: refused before its record is read */
@@ -458,9 +458,9 @@ static void test_waiting_time_runs_from_the_last_agent_leaving(void)
     ASSERT_EQ(e.ended.n_waiting, 0);
     ASSERT_NOT_NULL(f[0].m);
     back = jt_now_ms();
-    rdzvd_member_gone(f[0].m);
+    jt_gone(f[0].m);
     run_ms(&e, 200000); /* its heartbeat's grace, and node 1's window, lapse */
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     ASSERT_TRUE(rdzvd_waiting_jobs_first(&e.ended, id, &since));
     ASSERT_TRUE(since >= back && back >= first + 10000);
     rdzvd_job_record_clear(&rec);

@@ -154,7 +154,7 @@ static const char *name_of(const char *node_id)
 
 static void job_line(char *buf, size_t len)
 {
-    struct rdzvd_job *j = rdzvd_job_find(&E.jobs, "job");
+    const struct rdzvd_job *j = rdzvd_job_view(&E.jobs, "job");
 
     if (!j) {
         snprintf(buf, len, "job: none in memory");
@@ -274,7 +274,7 @@ static struct conn *member_conn(int agent)
 
 static uint64_t job_gen(void)
 {
-    struct rdzvd_job *j = rdzvd_job_find(&E.jobs, "job");
+    const struct rdzvd_job *j = rdzvd_job_view(&E.jobs, "job");
 
     return j ? j->generation : 0;
 }
@@ -597,7 +597,7 @@ static void run_command(struct cmd *c)
     } else if (strcmp(name, "restart-rdzvd") == 0) {
         env_down();
         env_up();
-        rdzvd_jobs_rebuild(&E.h);
+        jt_rebuild(&E.h);
         S.last_job[0] = S.last_record[0] = S.last_admitted[0] = '\0'; /* say them all */
     } else if (strcmp(name, "status") == 0) {
         cmd_status();

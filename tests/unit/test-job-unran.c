@@ -13,9 +13,9 @@
 #include "jobtest.h"
 #include "daemon/job/rdzvd-job-impl.h"
 
-static struct rdzvd_job *job_of(struct env *e)
+static const struct rdzvd_job *job_of(struct env *e)
 {
-    return rdzvd_job_find(&e->jobs, "job");
+    return rdzvd_job_view(&e->jobs, "job");
 }
 
 /* Node id node-i's JOIN of the job (--nnodes min:max, --max-restarts 3, --bad-node-failures 2,
@@ -32,7 +32,7 @@ static struct rdzv_join join_on(int i, int64_t min, int64_t max, const char *hos
 }
 
 /* The failures in the history of host's nodes lost before they ran. */
-static int unran_of(struct rdzvd_job *j, const char *host)
+static int unran_of(const struct rdzvd_job *j, const char *host)
 {
     int n = 0;
 
@@ -84,7 +84,7 @@ static void test_node_lost_before_it_ran_is_not_charged(void)
         all_ready(f, 2, gen);
         ASSERT_EQ(s[c].nrounds, 1); /* placed: the round closed at MAX */
         ASSERT_EQ(s[c].round.generation, gen + 1);
-        rdzvd_member_gone(s[c].m); /* it closes at its ROUND */
+        jt_gone(s[c].m); /* it closes at its ROUND */
         s[c].m = NULL;
         ASSERT_EQ(job_of(&e)->state, JOB_STOPPING);
         ASSERT_TRUE(event_is(&f[0], "restart"));
@@ -122,7 +122,7 @@ static void test_node_lost_after_it_ran_is_charged(void)
             fake_step(&s);
         if (how == 2)
             jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
-        rdzvd_member_gone(s.m);
+        jt_gone(s.m);
         s.m = NULL;
         ASSERT_EQ(job_of(&e)->restart_count, how == 2 ? 2 : 1);
         ASSERT_EQ(unran_of(job_of(&e), "stranger"), how == 2 ? 0 : 1);
@@ -151,7 +151,7 @@ static void test_host_that_keeps_losing_nodes_before_they_run_is_put_aside(void)
         ASSERT_OK(join(&e, &s[c], &jn));
         all_ready(f, 2, gen);
         ASSERT_EQ(s[c].nrounds, 1);
-        rdzvd_member_gone(s[c].m);
+        jt_gone(s[c].m);
         s[c].m = NULL;
     }
     ASSERT_EQ(job_of(&e)->restart_count, 1);
@@ -196,7 +196,7 @@ static void test_scale_up_join_and_close_restarts_nothing(void)
         jn = join_on(5 + c, 1, 3, "joiner");
         ASSERT_OK(join(&e, &s[c], &jn));
         ASSERT_TRUE(s[c].spare);
-        rdzvd_member_gone(s[c].m); /* it closes at once */
+        jt_gone(s[c].m); /* it closes at once */
         s[c].m = NULL;
         ASSERT_EQ(a.nevents, 0);
         ASSERT_EQ(a.nrounds, 1);
@@ -207,7 +207,7 @@ static void test_scale_up_join_and_close_restarts_nothing(void)
     jn = join_on(15, 1, 3, "honest");
     ASSERT_OK(join(&e, &b, &jn));
     ASSERT_EQ(a.nevents, 0);
-    rdzvd_member_heartbeat(b.m);
+    jt_heartbeat(b.m);
     ASSERT_EQ(a.nevents, 1);
     ASSERT_TRUE(strstr(a.event.summary, "scale up") != NULL);
     env_done(&e);
@@ -228,21 +228,21 @@ static void test_scale_up_joiner_lost_at_its_round(void)
     jn = join_on(5, 1, 3, "joiner");
     s[0].silent = true;
     ASSERT_OK(join(&e, &s[0], &jn));
-    rdzvd_member_heartbeat(s[0].m); /* its agent is alive: the scale-up */
-    rdzvd_member_ready(a.m, 1);
+    jt_heartbeat(s[0].m); /* its agent is alive: the scale-up */
+    jt_ready(a.m, 1);
     ASSERT_EQ(s[0].nrounds, 1);
     ASSERT_EQ(s[0].round.generation, 2);
-    rdzvd_member_gone(s[0].m);
+    jt_gone(s[0].m);
     s[0].m = NULL;
     ASSERT_TRUE(event_is(&a, "restart"));
     ASSERT_EQ(a.event.generation, 2);
     ASSERT_EQ(job_of(&e)->restart_count, 0);
     ASSERT_EQ(unran_of(job_of(&e), "joiner"), 1);
-    rdzvd_member_ready(a.m, 2);
+    jt_ready(a.m, 2);
     ASSERT_EQ(a.nrounds, 3);
     jn = join_on(6, 1, 3, "joiner");
     ASSERT_OK(join(&e, &s[1], &jn));
-    rdzvd_member_heartbeat(s[1].m);
+    jt_heartbeat(s[1].m);
     ASSERT_EQ(a.nevents, 2); /* no scale-up: it waits for the next restart */
     ASSERT_TRUE(s[1].spare);
     ASSERT_EQ(job_of(&e)->restart_count, 0);
@@ -272,17 +272,17 @@ static void test_node_gone_while_stopping_is_not_placed(void)
     ASSERT_EQ(f[1].nrounds, 1);
     ASSERT_TRUE(f[2].spare);
     rdzvd_member_mark_stall(f[0].m);
-    rdzvd_member_gone(f[0].m); /* kept until its deadline */
+    jt_gone(f[0].m); /* kept until its deadline */
     run_ms(&e, 500);
     jt_worker_exit(&f[1], &w);
-    rdzvd_member_ready(f[1].m, 1);
-    rdzvd_member_gone(f[1].m); /* within the stall: kept too */
+    jt_ready(f[1].m, 1);
+    jt_gone(f[1].m); /* within the stall: kept too */
     for (int t = 0; t < 60; t++) { /* node-0's deadline, not node-1's; the spare heartbeats */
-        rdzvd_member_heartbeat(f[2].m);
+        jt_heartbeat(f[2].m);
         run_ms(&e, t < 59 ? 1000 : 700);
     }
     ASSERT_EQ(job_of(&e)->generation, 1); /* not formed on node-1, away, and the spare */
-    rdzvd_member_heartbeat(f[2].m);
+    jt_heartbeat(f[2].m);
     run_ms(&e, 500); /* node-1's deadline */
     ASSERT_TRUE(!rdzvd_job_hist_find(job_of(&e), "node-1") ||
                 !rdzvd_job_hist_find(job_of(&e), "node-1")->aside);
@@ -310,7 +310,7 @@ static void test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it(void)
     jn.scale_up_now = true;
     ASSERT_OK(join(&e, &f[2], &jn));
     ASSERT_TRUE(f[2].spare);
-    rdzvd_member_heartbeat(f[2].m); /* node 1 is not back: nothing to scale up yet */
+    jt_heartbeat(f[2].m); /* node 1 is not back: nothing to scale up yet */
     ASSERT_EQ(f[0].nevents, 0);
     jn = resume_of(1, 5, 0, 3);
     jn.max = 3;
@@ -318,7 +318,7 @@ static void test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it(void)
     ASSERT_OK(join(&e, &f[1], &jn));
     ASSERT_TRUE(f[1].resumed);
     ASSERT_EQ(f[0].nevents, 0); /* rebuilt: its workers never stopped */
-    rdzvd_member_heartbeat(f[2].m);
+    jt_heartbeat(f[2].m);
     for (int i = 0; i < 2; i++) {
         ASSERT_TRUE(event_is(&f[i], "restart"));
         ASSERT_TRUE(strstr(f[i].event.summary, "scale up") != NULL);
@@ -329,7 +329,7 @@ static void test_scale_up_joiner_during_a_rebuild_is_taken_in_after_it(void)
         ASSERT_EQ(f[i].round.nnodes, 3);
         ASSERT_EQ(f[i].round.restart_count, 0); /* a scale-up is not charged */
     }
-    rdzvd_member_heartbeat(f[2].m); /* placed: it asks no more */
+    jt_heartbeat(f[2].m); /* placed: it asks no more */
     ASSERT_EQ(f[0].nevents, 1);
     env_done(&e);
 }
@@ -367,15 +367,15 @@ static void test_scale_up_under_new_names_is_bounded(void)
         jn = join_on(5 + c, 1, 16, host);
         jn.scale_up_now = true;
         ASSERT_OK(join(&e, &s[c], &jn));
-        rdzvd_member_heartbeat(s[c].m);
-        rdzvd_member_gone(s[c].m); /* it closes */
+        jt_heartbeat(s[c].m);
+        jt_gone(s[c].m); /* it closes */
         s[c].m = NULL;
         restarts += restarts_heard(&a, &seen);
         if (job_of(&e)->state == JOB_STOPPING)
-            rdzvd_member_ready(a.m, job_of(&e)->generation);
+            jt_ready(a.m, job_of(&e)->generation);
         ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
         for (int t = 0; t < 6; t++) { /* 30 s, the honest node heartbeating */
-            rdzvd_member_heartbeat(a.m);
+            jt_heartbeat(a.m);
             run_ms(&e, 5000);
         }
     }
@@ -415,7 +415,7 @@ static void test_reform_around_new_names_is_bounded(void)
         if (job_of(&e)->state == JOB_STOPPING)
             all_ready(f, 2, job_of(&e)->generation);
         placed += s[c].nrounds;
-        rdzvd_member_gone(s[c].m); /* it closes at its ROUND */
+        jt_gone(s[c].m); /* it closes at its ROUND */
         s[c].m = NULL;
         restarts += restarts_heard(&f[1], &seen);
     }
@@ -455,22 +455,22 @@ static void test_unavoidable_reform_past_the_bound_is_charged(void)
         ASSERT_OK(join(&e, &s[c], &jn));
         all_ready(f, 2, job_of(&e)->generation);
         ASSERT_EQ(s[c].nrounds, 1);
-        rdzvd_member_gone(s[c].m);
+        jt_gone(s[c].m);
         s[c].m = NULL;
     }
     ASSERT_EQ(job_of(&e)->restart_count, 1);
     all_ready(f, 2, job_of(&e)->generation);
     ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
     jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps)); /* its workers ran */
-    rdzvd_member_gone(f[1].m); /* a node that ran: counted */
+    jt_gone(f[1].m); /* a node that ran: counted */
     f[1].m = NULL;
     ASSERT_EQ(job_of(&e)->restart_count, 2);
     jn = join_on(5 + RDZVD_JOB_FREE_RESTARTS, 2, 3, "h9");
     s[RDZVD_JOB_FREE_RESTARTS].silent = true;
     ASSERT_OK(join(&e, &s[RDZVD_JOB_FREE_RESTARTS], &jn));
-    rdzvd_member_ready(f[0].m, job_of(&e)->generation);
+    jt_ready(f[0].m, job_of(&e)->generation);
     ASSERT_EQ(s[RDZVD_JOB_FREE_RESTARTS].nrounds, 1); /* placed: MIN needs it */
-    rdzvd_member_gone(s[RDZVD_JOB_FREE_RESTARTS].m);
+    jt_gone(s[RDZVD_JOB_FREE_RESTARTS].m);
     s[RDZVD_JOB_FREE_RESTARTS].m = NULL;
     ASSERT_TRUE(event_is(&f[0], "restart"));
     ASSERT_EQ(job_of(&e)->restart_count, 3); /* charged: the bound is spent */
@@ -495,7 +495,7 @@ static void test_honest_growth_takes_few_restarts(void)
     ASSERT_OK(join(&e, &f[0], &jn));
     run_ms(&e, 100);
     for (int t = 1; t <= 11 * 60; t++) { /* 11 minutes, by the second */
-        struct rdzvd_job *j = job_of(&e);
+        const struct rdzvd_job *j = job_of(&e);
 
         if (t % 30 == 0 && joined < 11) {
             jn = join_on(joined, 1, 11, NULL);
@@ -505,13 +505,13 @@ static void test_honest_growth_takes_few_restarts(void)
         }
         for (int i = 0; i < joined; i++)
             if (t % 5 == 0 || i == joined - 1)
-                rdzvd_member_heartbeat(f[i].m);
+                jt_heartbeat(f[i].m);
         restarts += restarts_heard(&f[0], &seen);
         for (int i = 0; i < joined; i++) /* each stops its workers for the restart */
             if (j->state == JOB_STOPPING && event_is(&f[i], "restart") &&
                 acked[i] != f[i].event.generation) {
                 acked[i] = f[i].event.generation;
-                rdzvd_member_ready(f[i].m, acked[i]);
+                jt_ready(f[i].m, acked[i]);
             }
         run_ms(&e, 1000);
     }
@@ -567,7 +567,7 @@ static void test_bound_survives_an_rdzvd_restart(void)
     jn = join_on(1, 1, 3, "newcomer");
     jn.scale_up_now = true;
     ASSERT_OK(join(&e, &f[1], &jn));
-    rdzvd_member_heartbeat(f[1].m);
+    jt_heartbeat(f[1].m);
     ASSERT_EQ(f[0].nevents, 0); /* no scale-up: the bound is spent */
     ASSERT_TRUE(f[1].spare);
     env_done(&e);
@@ -598,7 +598,7 @@ static void test_signal_and_resume_do_not_renew_the_bound(void)
     run_ms(&e, 100);
     ASSERT_EQ(f[2].nrounds, 1);
     for (int c = 0; c < 20; c++) {
-        struct rdzvd_job *j = job_of(&e);
+        const struct rdzvd_job *j = job_of(&e);
         uint64_t g = j->generation;
         struct rdzv_join jn;
 
@@ -655,9 +655,9 @@ static void test_scale_up_round_spends_no_budget(void)
 
     elastic_pair(&e, f);
     for (int t = 0; t < 40 * 60 && c < 64 && job_of(&e)->state != JOB_ENDED; t += 5) {
-        struct rdzvd_job *j = job_of(&e);
+        const struct rdzvd_job *j = job_of(&e);
 
-        if (j->state == JOB_RUNNING && rdzvd_job_free_scale_up(j)) {
+        if (j->state == JOB_RUNNING && rdzvd_job_free_scale_up((struct rdzvd_job *)j)) {
             char host[32];
             struct rdzv_join jn;
             uint64_t g = j->generation;
@@ -667,7 +667,7 @@ static void test_scale_up_round_spends_no_budget(void)
             jn.scale_up_now = true;
             s[c].silent = true;
             ASSERT_OK(join(&e, &s[c], &jn));
-            rdzvd_member_heartbeat(s[c].m);
+            jt_heartbeat(s[c].m);
             if (c == 0)
                 jt_gone(s[c].m); /* a scale-up alone */
             if (j->state == JOB_STOPPING) {
@@ -683,7 +683,7 @@ static void test_scale_up_round_spends_no_budget(void)
             c++;
         }
         for (int i = 0; i < 2; i++)
-            rdzvd_member_heartbeat(f[i].m);
+            jt_heartbeat(f[i].m);
         run_ms(&e, 5000);
     }
     ASSERT_TRUE(c > 3); /* it kept trying */
@@ -716,7 +716,7 @@ static void test_step_claim_does_not_drain_the_budget(void)
         jn = join_on(10 + c, 2, 8, host);
         jn.scale_up_now = true;
         ASSERT_OK(join(&e, &s[c], &jn));
-        rdzvd_member_heartbeat(s[c].m); /* a scale-up, when the bound allows */
+        jt_heartbeat(s[c].m); /* a scale-up, when the bound allows */
         if (job_of(&e)->state == JOB_STOPPING) {
             all_ready(f, 2, g);
             jt_ready(s[c].m, g);
@@ -734,7 +734,7 @@ static void test_step_claim_does_not_drain_the_budget(void)
         ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
         for (int t = 0; t < 6; t++) { /* 30 s, the honest nodes heartbeating */
             for (int i = 0; i < 2; i++)
-                rdzvd_member_heartbeat(f[i].m);
+                jt_heartbeat(f[i].m);
             run_ms(&e, 5000);
         }
     }
@@ -764,8 +764,8 @@ static void test_bound_in_the_future_is_taken_as_now(void)
     jn.scale_up_now = true;
     ASSERT_OK(join(&e, &f[1], &jn));
     for (s = 0; s < 90 * 60 && f[0].nevents == 0; s += 5) {
-        rdzvd_member_heartbeat(f[0].m);
-        rdzvd_member_heartbeat(f[1].m);
+        jt_heartbeat(f[0].m);
+        jt_heartbeat(f[1].m);
         run_ms(&e, 5000);
     }
     ASSERT_TRUE(f[0].nevents > 0);

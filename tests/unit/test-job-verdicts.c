@@ -16,7 +16,7 @@ static void fail_rank(struct fake *f, uint64_t gen, int64_t local_rank)
     char err[512];
 
     w.rank = f->round.rank_offset + local_rank;
-    ASSERT_OK(rdzvd_member_worker_exit(f->m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f->m, &w, err, sizeof(err)));
 }
 
 /* The index of the fake whose node rank is rank. */
@@ -80,7 +80,7 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     fail_rank(&f[n0], 1, 1); /* rank 1 on n0: n0's first */
     ASSERT_TRUE(strstr(f[n0].event.summary, "the job's failure") == NULL);
     all_ready(f, 4, 1);
-    rdzvd_member_cancel(f[n0].m, SIGTERM, "", ""); /* n0 leaves; a spare takes node rank 0 */
+    jt_member_cancel(f[n0].m, SIGTERM, "", ""); /* n0 leaves; a spare takes node rank 0 */
     all_ready(f, 4, 2);
     n2 = at_rank(f, 4, 0);
     ASSERT_TRUE(n2 >= 2);
@@ -287,7 +287,7 @@ static void fail_of(struct fake *f, uint64_t gen, const char *error)
 
     w.rank = f->round.rank_offset;
     snprintf(w.error, sizeof(w.error), "%s", error);
-    ASSERT_OK(rdzvd_member_worker_exit(f->m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f->m, &w, err, sizeof(err)));
 }
 
 /* S5: two nodes and a spare, --bad-node-failures 2. Node rank 0's worker fails at
@@ -419,7 +419,7 @@ static void test_restarts_back_off(void)
             struct rdzv_wait w;
 
             ASSERT_EQ(f[0].nrounds, (int)gen); /* not yet */
-            rdzvd_member_wait(f[0].m, &w); /* what its agent is told it waits for */
+            jt_wait(f[0].m, &w); /* what its agent is told it waits for */
             ASSERT_EQ(w.what, RDZV_WAIT_BACKOFF);
             ASSERT_EQ(w.left_ms, (int64_t)wait_ms[gen - 1]);
             run_ms(&e, wait_ms[gen - 1] - 200);
@@ -448,9 +448,9 @@ static void one_run_succeeds(struct env *e, struct fake *f, struct rdzv_join jn)
 {
     join_n(e, f, 1, jn);
     all_ready(f, 1, 1);
-    rdzvd_member_leave(f[0].m, 1, true);
+    jt_leave(f[0].m, 1, true);
     ASSERT_TRUE(event_is(&f[0], "succeeded"));
-    rdzvd_member_gone(f[0].m);
+    jt_gone(f[0].m);
 }
 
 /* An agent that joins a job that has ended is refused at once with one line: the run id, its
@@ -468,7 +468,7 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     keep_ended(&e, 60000, 10);
     join_n(&e, f, 2, jn);
     w.rank = f[0].round.rank_offset;
-    ASSERT_OK(rdzvd_member_worker_exit(f[0].m, &w, err, sizeof(err)));
+    ASSERT_OK(jt_member_worker_exit(f[0].m, &w, err, sizeof(err)));
     ASSERT_TRUE(event_is(&f[1], "failed"));
     jn = join_of(2, 2, 2, 0);
     ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
@@ -477,7 +477,7 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
                             "again, start its agents again (an agent started after the end runs "
                             "a new job). Its outcome: root cause: worker rank ") != NULL);
     for (int i = 0; i < 2; i++)
-        rdzvd_member_gone(f[i].m);
+        jt_gone(f[i].m);
     ASSERT_EQ(njobs(&e), 1); /* kept as ended */
     jn = join_of(3, 2, 2, 0);
     memset(err, 0, sizeof(err));
@@ -489,9 +489,9 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     jn = join_of(0, 1, 1, 0);
     snprintf(jn.run_id, sizeof(jn.run_id), "requeued");
     join_n(&e, g, 1, jn);
-    rdzvd_member_cancel(g[0].m, SIGTERM, "scancel", "");
+    jt_member_cancel(g[0].m, SIGTERM, "scancel", "");
     ASSERT_TRUE(event_is(&g[0], "cancelled"));
-    rdzvd_member_gone(g[0].m);
+    jt_gone(g[0].m);
     memset(g, 0, sizeof(g));
     join_n(&e, g, 1, jn);
     ASSERT_NOT_NULL(g[0].m);
@@ -530,9 +530,9 @@ static void test_cancelled_job_never_comes_back(void)
     keep_ended(&e, 3600000, 100);
     join_n(&e, f, 1, jn);
     ASSERT_EQ(f[0].round.generation, 1);
-    rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
+    jt_gone(f[0].m); /* its connection dropped: J waits in its record */
     ASSERT_EQ(njobs(&e), 0);
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
     other_jobs_end(&e);
     jn = join_of(0, 1, 1, 3);
     jn.resume = (struct rdzv_resume){.generation = 1, .nnodes = 1, .world_size = 2,
@@ -542,7 +542,7 @@ static void test_cancelled_job_never_comes_back(void)
     ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd: it has no record "
                             "here; to run it again, start its line again (a new run)") != NULL);
     ASSERT_EQ(back.njoined, 0);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     env_done(&e);
     env_forget_table(fd);
     jt_state_dir_done(fd, path);
@@ -564,11 +564,11 @@ static void test_cancelled_job_never_comes_back_to_a_plain_join(void)
     env_init(&e, fd);
     keep_ended(&e, 3600000, 100);
     join_n(&e, f, 2, jn);
-    rdzvd_member_gone(f[1].m); /* a restart: node 0 stops its workers, says so, and waits */
+    jt_gone(f[1].m); /* a restart: node 0 stops its workers, says so, and waits */
     jt_ready(f[0].m, 1);
     ASSERT_EQ(f[0].nrounds, 1);
-    rdzvd_member_gone(f[0].m); /* its connection dropped: J waits in its record */
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
+    jt_gone(f[0].m); /* its connection dropped: J waits in its record */
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "the operator's", err, sizeof(err)));
     other_jobs_end(&e);
     jn.age_ms = 600000; /* its agent started before the end */
     jn.ran_incarnation = 5;
@@ -576,7 +576,7 @@ static void test_cancelled_job_never_comes_back_to_a_plain_join(void)
     ASSERT_TRUE(strstr(err, "job 'job' has ended, or ran on another rdzvd: it has no record "
                             "here; to run it again, start its line again (a new run)") != NULL);
     ASSERT_EQ(back.njoined, 0);
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
     jn.ran_incarnation = 0; /* an agent before 1.20, or one whose workers never ran */
     ASSERT_OK(join(&e, &back, &jn));
     env_done(&e);
@@ -613,9 +613,9 @@ static void test_a_new_run_after_the_end_starts_afresh(void)
     ASSERT_NOT_NULL(again[0].m);
     all_ready(again, 1, 1);
     ASSERT_EQ(again[0].round.generation, 1u); /* a job of its own, from generation 1 */
-    rdzvd_member_leave(again[0].m, 1, true);
+    jt_leave(again[0].m, 1, true);
     ASSERT_TRUE(event_is(&again[0], "succeeded"));
-    rdzvd_member_gone(again[0].m);
+    jt_gone(again[0].m);
     run_ms(&e, 3000); /* the line again 3 s after its run succeeded: a new run again */
     jn = join_of(3, 1, 1, 0);
     jn.age_ms = 100;
@@ -642,9 +642,9 @@ static void test_a_new_run_while_the_ended_job_keeps_its_away_node(void)
     join_n(&e, f, 1, join_of(0, 1, 1, 0));
     all_ready(f, 1, 1);
     rdzvd_member_mark_stall(f[0].m);
-    rdzvd_member_gone(f[0].m);
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "op", err, sizeof(err)));
-    ASSERT_EQ(rdzvd_job_find(&e.jobs, "job")->state, JOB_ENDED); /* it waits for f's agent */
+    jt_gone(f[0].m);
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "op", err, sizeof(err)));
+    ASSERT_EQ(rdzvd_job_view(&e.jobs, "job")->state, JOB_ENDED); /* it waits for f's agent */
     run_ms(&e, 5);
     {
         struct rdzv_join jn = join_of(1, 1, 1, 0);
@@ -654,7 +654,7 @@ static void test_a_new_run_while_the_ended_job_keeps_its_away_node(void)
     }
     all_ready(again, 1, 1);
     ASSERT_EQ(again[0].round.generation, 1u); /* a job of its own */
-    ASSERT_EQ(rdzvd_job_find(&e.jobs, "job")->state, JOB_RUNNING);
+    ASSERT_EQ(rdzvd_job_view(&e.jobs, "job")->state, JOB_RUNNING);
     env_done(&e);
 }
 
@@ -682,9 +682,9 @@ static void test_a_new_runs_end_soon_after_the_last_is_told(void)
     join_n(&e, again, 1, jn);
     all_ready(again, 1, 1);
     ASSERT_EQ(again[0].round.generation, 1u);
-    rdzvd_member_gone(again[0].m); /* its connection dropped: the job waits in its record */
-    ASSERT_NULL(rdzvd_job_find(&e.jobs, "job"));
-    ASSERT_OK(rdzvd_jobs_cancel(&e.h, "job", "op", err, sizeof(err)));
+    jt_gone(again[0].m); /* its connection dropped: the job waits in its record */
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
+    ASSERT_OK(jt_jobs_cancel(&e.h, "job", "op", err, sizeof(err)));
     jn.age_ms = 20; /* the same agent, its workers stopped: after the first end, before this */
     ASSERT_EQ(join_err(&e, &back, &jn, err, sizeof(err)), -EBUSY);
     ASSERT_TRUE(strstr(err, "job 'job' has ended: it cancelled at ") != NULL);
@@ -748,8 +748,7 @@ static void report_step(struct fake *f, int64_t step, int64_t compute_ms, int64_
         hb->progress[i] = (struct rdzv_rank_progress){
             .local_rank = i, .step = step, .age_ms = age_ms, .has_compute = true,
             .compute_ms = i == 0 ? compute_ms : 100};
-    rdzvd_member_progress(f->m, hb);
-    rdzvd_member_straggler_check(f->m);
+    jt_progress(f->m, hb);
     free(hb);
 }
 

@@ -90,7 +90,7 @@ static void test_member_wait_while_forming(void)
     jn.join_timeout_ms = 30000;
     ASSERT_OK(join(&e, &f[0], &jn));
     run_ms(&e, 1000);
-    rdzvd_member_wait(f[0].m, &w);
+    jt_wait(f[0].m, &w);
     ASSERT_EQ(w.what, RDZV_WAIT_NODES);
     ASSERT_EQ(w.nodes, 1);
     ASSERT_EQ(w.need, 2);
@@ -99,18 +99,18 @@ static void test_member_wait_while_forming(void)
     jn = join_of(1, 2, 3, 0);
     jn.join_timeout_ms = 30000;
     ASSERT_OK(join(&e, &f[1], &jn));
-    rdzvd_member_wait(f[1].m, &w);
+    jt_wait(f[1].m, &w);
     ASSERT_EQ(w.what, RDZV_WAIT_NODES); /* 2 of 2..3: the last call for a third */
     ASSERT_EQ(w.nodes, 2);
     ASSERT_EQ(w.left_ms, -1); /* no join timeout once MIN joined */
     for (int k = 0; k < 2; k++) { /* the agents heartbeat meanwhile */
-        rdzvd_member_heartbeat(f[0].m);
-        rdzvd_member_heartbeat(f[1].m);
+        jt_heartbeat(f[0].m);
+        jt_heartbeat(f[1].m);
         run_ms(&e, 30500);
     }
     /* The last call (60 s) over: the round closed at 2. */
     ASSERT_EQ(f[0].nrounds, 1);
-    rdzvd_member_wait(f[0].m, &w);
+    jt_wait(f[0].m, &w);
     ASSERT_EQ(w.what, RDZV_WAIT_NONE);
     env_done(&e);
 }
@@ -195,7 +195,7 @@ static void test_spare_waits_and_is_promoted(void)
     /* Node rank 1's agent is gone after its workers ran past the start-up window (it ran, as
      * rdzvd's clock says: a counted restart): the spare takes its place. */
     jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
-    rdzvd_member_gone(f[1].m);
+    jt_gone(f[1].m);
     f[1].m = NULL; /* freed with it */
     ASSERT_EQ(f[0].event.generation, 2);
     all_ready(f, 1, 2);
@@ -225,11 +225,11 @@ static void test_worker_exit_for_another_node_is_refused(void)
     ASSERT_EQ(f[0].nrounds, 1);
     w.rank = f[0].round.rank_offset; /* node 0's rank, reported by node 1 */
     w.local_rank = 0;
-    ASSERT_EQ(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
+    ASSERT_EQ(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
     ASSERT_TRUE(strstr(err, "is not one of this node's ranks") != NULL);
     w.rank = f[1].round.rank_offset + 2; /* past node 1's two workers */
     w.local_rank = 2;
-    ASSERT_EQ(rdzvd_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
+    ASSERT_EQ(jt_member_worker_exit(f[1].m, &w, err, sizeof(err)), -EINVAL);
     for (int i = 0; i < 2; i++)
         ASSERT_EQ(f[i].nevents, 0);
     jt_worker_exit(&f[1], &w); /* its own: the job restarts */
@@ -280,15 +280,15 @@ static void test_stale_ready_while_running_is_ignored(void)
     jt_worker_exit(&f[1], &w);
     all_ready(f, 2, 1);
     ASSERT_EQ(f[0].round.generation, 2);
-    rdzvd_member_ready(f[0].m, 1); /* generation 1's READY again, while 2 runs */
-    rdzvd_member_ready(f[0].m, 0);
+    jt_ready(f[0].m, 1); /* generation 1's READY again, while 2 runs */
+    jt_ready(f[0].m, 0);
     w.generation = 2;
     jt_worker_exit(&f[1], &w);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
-    rdzvd_member_ready(f[1].m, 2);
+    jt_ready(f[1].m, 2);
     run_ms(&e, 50);
     ASSERT_EQ(f[1].nrounds, 2); /* node 0 has not stopped: no round yet */
-    rdzvd_member_ready(f[0].m, 2);
+    jt_ready(f[0].m, 2);
     ASSERT_EQ(f[1].nrounds, 3);
     ASSERT_EQ(f[1].round.generation, 3);
     env_done(&e);
@@ -305,9 +305,9 @@ static void test_job_succeeds_when_every_node_left(void)
 
         ASSERT_OK(join(&e, &f[i], &jn));
     }
-    rdzvd_member_leave(f[0].m, 1, true);
+    jt_leave(f[0].m, 1, true);
     ASSERT_EQ(f[0].nevents, 0);
-    rdzvd_member_leave(f[1].m, 1, true);
+    jt_leave(f[1].m, 1, true);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "succeeded");
     ASSERT_BYTES_STR(f[1].event.type, strlen(f[1].event.type), "succeeded");
     env_done(&e);
@@ -328,7 +328,7 @@ static void test_heartbeat_loss_restarts(void)
     ASSERT_EQ(f[0].nrounds, 1);
     /* Node 0 beats, node 1 is silent past 3 x the timeout (the grace while workers start). */
     for (int t = 0; t < 25 && !f[1].closed; t++) {
-        ASSERT_EQ(rdzvd_member_heartbeat(f[0].m), 1);
+        ASSERT_EQ(jt_heartbeat(f[0].m), 1);
         run_ms(&e, 10);
     }
     ASSERT_TRUE(f[1].closed);
@@ -354,7 +354,7 @@ static void stalled_job(struct env *e, struct fake *f)
     ASSERT_TRUE(f[2].spare);
     jt_stall_ms(e, 200); /* past the 3 x 40 ms grace after the ROUND */
     for (int i = 0; i < 3; i++)
-        ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* read late, after the stall */
+        ASSERT_EQ(jt_heartbeat(f[i].m), 1); /* read late, after the stall */
 }
 
 /* The agents found rdzvd silent and reconnected during the stall: their old connections close
@@ -369,7 +369,7 @@ static void test_stall_agents_reconnect_job_goes_on(void)
     env_init(&e, -1);
     stalled_job(&e, f);
     for (int i = 0; i < 3; i++)
-        rdzvd_member_gone(f[i].m);
+        jt_gone(f[i].m);
     jn = join_of(2, 2, 2, 1);
     jn.heartbeat_timeout_ms = 40;
     ASSERT_OK(join(&e, &g[2], &jn)); /* was: "node id 'node-2' has already joined" */
@@ -388,7 +388,7 @@ static void test_stall_agents_reconnect_job_goes_on(void)
     }
     for (int t = 0; t < 10; t++) {
         for (int i = 0; i < 3; i++)
-            ASSERT_EQ(rdzvd_member_heartbeat(g[i].m), 1);
+            ASSERT_EQ(jt_heartbeat(g[i].m), 1);
         run_ms(&e, 10);
     }
     for (int i = 0; i < 3; i++) {
@@ -397,8 +397,8 @@ static void test_stall_agents_reconnect_job_goes_on(void)
         ASSERT_EQ(g[i].nrounds, 0);
     }
     ASSERT_EQ(e.stores_open, 1);
-    rdzvd_member_leave(g[0].m, 1, true);
-    rdzvd_member_leave(g[1].m, 1, true);
+    jt_leave(g[0].m, 1, true);
+    jt_leave(g[1].m, 1, true);
     ASSERT_BYTES_STR(g[2].event.type, strlen(g[2].event.type), "succeeded");
     env_done(&e);
 }
@@ -415,18 +415,18 @@ static void test_stall_member_not_back_is_lost(void)
     /* stalled on past the window */
     jt_stall_ms(&e, (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
     for (int i = 0; i < 3; i++)
-        ASSERT_EQ(rdzvd_member_heartbeat(f[i].m), 1); /* its workers ran: its loss counts */
-    rdzvd_member_gone(f[1].m);
+        ASSERT_EQ(jt_heartbeat(f[i].m), 1); /* its workers ran: its loss counts */
+    jt_gone(f[1].m);
     ASSERT_EQ(f[0].nevents, 0);
     for (int t = 0; t < 20 && !f[0].nevents; t++) {
-        ASSERT_EQ(rdzvd_member_heartbeat(f[0].m), 1);
-        ASSERT_EQ(rdzvd_member_heartbeat(f[2].m), 1);
+        ASSERT_EQ(jt_heartbeat(f[0].m), 1);
+        ASSERT_EQ(jt_heartbeat(f[2].m), 1);
         run_ms(&e, 10);
     }
     ASSERT_EQ(f[0].nevents, 1);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     ASSERT_TRUE(strstr(f[0].event.summary, "did not reconnect") != NULL);
-    rdzvd_member_ready(f[0].m, 1);
+    jt_ready(f[0].m, 1);
     ASSERT_EQ(f[2].nrounds, 1);
     ASSERT_EQ(f[2].round.generation, 2);
     ASSERT_EQ(f[2].round.restart_count, 1);
@@ -454,12 +454,12 @@ static void stall_in_grace(bool spare_read_first)
     ASSERT_TRUE(f[2].spare);
     jt_stall_ms(&e, 600); /* past the spare's 400 ms, well within the members' 1200 ms */
     if (spare_read_first)
-        ASSERT_EQ(rdzvd_member_heartbeat(f[2].m), 1); /* read late, after the stall */
-    rdzvd_member_gone(f[1].m);
+        ASSERT_EQ(jt_heartbeat(f[2].m), 1); /* read late, after the stall */
+    jt_gone(f[1].m);
     ASSERT_EQ(f[0].nevents, 0); /* was: restart, "the agent of node rank 1 disconnected" */
     ASSERT_EQ(f[2].nrounds, 0);
-    ASSERT_EQ(rdzvd_member_heartbeat(f[0].m), 1);
-    rdzvd_member_gone(f[0].m); /* the second close, too */
+    ASSERT_EQ(jt_heartbeat(f[0].m), 1);
+    jt_gone(f[0].m); /* the second close, too */
     ASSERT_EQ(f[2].nevents, 0);
     env_done(&e);
 }
@@ -492,11 +492,11 @@ static void test_stall_in_grace_no_spare(void)
     }
     ASSERT_EQ(f[0].nrounds, 1);
     jt_stall_ms(&e, 600); /* past the agents' 400 ms, within rdzvd's 1200 ms */
-    rdzvd_member_seen(f[1].m); /* its queued heartbeat, read late */
-    ASSERT_EQ(rdzvd_member_heartbeat(f[1].m), 1);
-    rdzvd_member_gone(f[1].m);
+    jt_seen(f[1].m); /* its queued heartbeat, read late */
+    ASSERT_EQ(jt_heartbeat(f[1].m), 1);
+    jt_gone(f[1].m);
     ASSERT_EQ(f[0].nevents, 0); /* was: restart, "the agent of node rank 1 disconnected" */
-    rdzvd_member_gone(f[2].m); /* nothing read from it: lost at once */
+    jt_gone(f[2].m); /* nothing read from it: lost at once */
     ASSERT_EQ(f[0].nevents, 1);
     ASSERT_BYTES_STR(f[0].event.type, strlen(f[0].event.type), "restart");
     env_done(&e);
@@ -526,9 +526,9 @@ static void test_progress_in_status(void)
     hb->progress[0] = (struct rdzv_rank_progress){.local_rank = 1, .step = 6, .age_ms = 1000};
     hb->progress[1] = (struct rdzv_rank_progress){.local_rank = 0, .step = 5, .age_ms = 0};
     hb->progress[2] = (struct rdzv_rank_progress){.local_rank = 2, .step = 9, .age_ms = 0};
-    rdzvd_member_progress(f[a].m, hb);
+    jt_progress(f[a].m, hb);
     hb->generation = 0;
-    rdzvd_member_progress(f[1 - a].m, hb);
+    jt_progress(f[1 - a].m, hb);
     jt_advance(100); /* what rdzvd_job_now_ms() reads: the tests' clock */
     j = status_of(&e, &st);
     ASSERT_EQ(j->n_ranks, 2);
@@ -545,7 +545,7 @@ static void test_progress_in_status(void)
     ASSERT_EQ(status_of(&e, &st)->n_ranks, 0);
     rdzv_status_free(&st);
     hb->generation = 2;
-    rdzvd_member_progress(f[a].m, hb);
+    jt_progress(f[a].m, hb);
     ASSERT_EQ(status_of(&e, &st)->n_ranks, 2);
     rdzv_status_free(&st);
     free(hb);
@@ -578,7 +578,7 @@ static void test_recovery_first_step_waits_for_every_node(void)
     jt_advance(20);
     *hb = (struct rdzv_heartbeat){.generation = 2, .n_progress = 1};
     hb->progress[0] = (struct rdzv_rank_progress){.local_rank = 0, .step = 1, .age_ms = 0};
-    rdzvd_member_progress(f[0].m, hb);
+    jt_progress(f[0].m, hb);
     j = status_of(&e, &st);
     ASSERT_NOT_NULL(j->timeline);
     ASSERT_EQ(j->timeline->n_recoveries, 1);
@@ -587,11 +587,11 @@ static void test_recovery_first_step_waits_for_every_node(void)
     ASSERT_TRUE(rc->t[RDZV_RECOVERY_FIRST_STEP] == 0); /* one node of two has stepped */
     rdzv_status_free(&st);
     jt_advance(50);
-    rdzvd_member_progress(f[0].m, hb); /* again: still one node */
+    jt_progress(f[0].m, hb); /* again: still one node */
     j = status_of(&e, &st);
     ASSERT_TRUE(j->timeline->recoveries[0].t[RDZV_RECOVERY_FIRST_STEP] == 0);
     rdzv_status_free(&st);
-    rdzvd_member_progress(f[1].m, hb);
+    jt_progress(f[1].m, hb);
     j = status_of(&e, &st);
     rc = &j->timeline->recoveries[0];
     first = rc->t[RDZV_RECOVERY_FIRST_STEP];
@@ -632,7 +632,7 @@ static void test_timeline_of_a_long_job(void)
         *hb = (struct rdzv_heartbeat){.generation = 1, .n_progress = 1};
         hb->progress[0] = (struct rdzv_rank_progress){
             .local_rank = 0, .step = k, .age_ms = (int64_t)(STEPS - k) * MS_PER_STEP};
-        rdzvd_member_progress(f[a].m, hb);
+        jt_progress(f[a].m, hb);
         if (k % 1000 == 0) {
             j = status_of(&e, &st);
             ASSERT_NOT_NULL(j->timeline);
