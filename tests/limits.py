@@ -7,6 +7,10 @@
 #     examples/; a Python file of tests/ may have 1500. The job machine's files (daemon/job/)
 #     may have 2400: they are cut by input and role, not by length (tests/callpaths.txt bounds
 #     the files an input passes through instead).
+#   - the tests call the job machine's private functions (those its private headers,
+#     PRIVATE_HEADERS, declare and its public one does not) at most PRIVATE_CALLS times: they
+#     drive its step (rdzvd_job_step) and read the Ready and its read-only views. A ratchet:
+#     lower the ceiling as calls go.
 # Each problem names FILE:LINE (or FILE and its length). A file that may stay longer for now is
 # listed in EXCEPTIONS below with its present length, which it may not pass, and the reason; an
 # exception whose file is gone or back within the limit is stale, and fails too.
@@ -19,6 +23,7 @@
 # checker that stopped finding anything fails too. Exit 0: clean; 1: problems (listed).
 
 import os
+import re
 import sys
 import tempfile
 
@@ -32,6 +37,10 @@ JOB_DIR = os.path.join("daemon", "job") + os.sep
 PY_LINES = 900
 PY_TEST_LINES = 1500
 SKIP_DIRS = ("debian", "__pycache__")
+PRIVATE_HEADERS = ("daemon/job/rdzvd-job-sm-int.h", "daemon/job/rdzvd-job-impl.h")
+PUBLIC_HEADER = "daemon/job/rdzvd-job-sm.h"
+# 37 of them are test-job-move.c's, whose point is the move table (issue 73 aims at 60).
+PRIVATE_CALLS = 65
 
 # path: (the most lines it may have, why it is longer than its limit). Split a file, then
 # remove its line here.
@@ -132,6 +141,73 @@ def check(root, exceptions=EXCEPTIONS):
     return problems
 
 
+def declared(path):
+    """The rdzvd_ functions the C header PATH declares (comments left out)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+    return set(re.findall(r"\b(rdzvd_\w+)\s*\(", text))
+
+
+def private_calls(root):
+    """{name: calls} of the job machine's private functions in the files under tests/."""
+    public = declared(os.path.join(root, PUBLIC_HEADER))
+    names = set()
+    for h in PRIVATE_HEADERS:
+        names |= declared(os.path.join(root, h))
+    names -= public
+    if not names:
+        return {}
+    call = re.compile(r"\b(%s)\(" % "|".join(sorted(names)))
+    counts = {}
+    for top, dirs, fnames in os.walk(os.path.join(root, "tests")):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in fnames:
+            with open(os.path.join(top, name), encoding="utf-8", errors="replace") as f:
+                for m in call.finditer(f.read()):
+                    counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
+def check_private(root, ceiling=PRIVATE_CALLS):
+    """A problem when the tests call the machine's private functions more than ceiling times."""
+    gone = [h for h in PRIVATE_HEADERS + (PUBLIC_HEADER,)
+            if not os.path.isfile(os.path.join(root, h))]
+    if gone:
+        return ["%s: gone: name the job machine's headers in %s's PRIVATE_HEADERS"
+                % (h, os.path.basename(__file__)) for h in gone]
+    counts = private_calls(root)
+    n = sum(counts.values())
+    if n <= ceiling:
+        return []
+    most = ", ".join("%s %d" % (k, v) for k, v in
+                     sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:8])
+    return ["tests/: %d calls of daemon/job's private functions (at most %d): drive the step "
+            "(tests/unit/jobinput.h's jt_*) instead; most: %s" % (n, ceiling, most)]
+
+
+def self_test_private():
+    """Calls past the ceiling fail; a public function, a comment and a pointer do not count."""
+    with tempfile.TemporaryDirectory(prefix="limits-") as d:
+        tree = {
+            PRIVATE_HEADERS[0]: "/* rdzvd_said(x) */\nvoid rdzvd_a(int x);\n"
+                                "typedef void (*rdzvd_fn)(int);\n",
+            PRIVATE_HEADERS[1]: "int rdzvd_b(void);\nvoid rdzvd_step(int);\n",
+            PUBLIC_HEADER: "void rdzvd_step(int);\n",
+            "tests/unit/t.c": "rdzvd_a(1); rdzvd_b(); rdzvd_step(2); rdzvd_said(3);\n",
+            "tests/t.py": "rdzvd_a(2)\n",
+        }
+        for rel, text in tree.items():
+            os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "w") as f:
+                f.write(text)
+        assert private_calls(d) == {"rdzvd_a": 2, "rdzvd_b": 1}, private_calls(d)
+        assert check_private(d, 3) == [], "self-test: 3 calls within 3"
+        bad = check_private(d, 2)
+        assert len(bad) == 1 and bad[0].startswith("tests/: 3 calls"), bad
+        os.remove(os.path.join(d, PRIVATE_HEADERS[1]))
+        assert check_private(d, 3)[0].startswith(PRIVATE_HEADERS[1] + ": gone")
+
+
 def self_test():
     """The checker finds a long line of each kind, a long file of each kind, a file past its
     exception and a stale exception; a clean tree passes."""
@@ -189,16 +265,21 @@ def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     self_test()
-    problems = check(root)
+    self_test_private()
+    problems = check(root) + check_private(root)
     for p in problems:
         print("limits: " + p)
     if problems:
         print("limits: %d problem(s): lines of at most %d columns; C files of at most %d lines "
-              "(%d in daemon/job/), Python %d (%d in tests/)"
-              % (len(problems), COLUMNS, C_LINES, JOB_LINES, PY_LINES, PY_TEST_LINES))
+              "(%d in daemon/job/), Python %d (%d in tests/); at most %d calls of daemon/job's "
+              "private functions in tests/"
+              % (len(problems), COLUMNS, C_LINES, JOB_LINES, PY_LINES, PY_TEST_LINES,
+                 PRIVATE_CALLS))
         return 1
-    print("limits: %d files keep their limits (%d exceptions, in %s)"
-          % (len(files(root)), len(EXCEPTIONS), os.path.basename(__file__)))
+    print("limits: %d files keep their limits (%d exceptions, in %s); the tests call "
+          "daemon/job's private functions %d times (at most %d)"
+          % (len(files(root)), len(EXCEPTIONS), os.path.basename(__file__),
+             sum(private_calls(root).values()), PRIVATE_CALLS))
     return 0
 
 

@@ -52,14 +52,6 @@ enum rdzvd_job_move_kind {
 };
 _Static_assert(_JOB_MOVE_MAX == RDZVD_JOB_MOVE_KINDS, "struct rdzvd_job_counts's moves");
 
-/* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
- * others get is at most this long: RDZVD_JOB_STARTUP_FAIL_MS, or what the host's steps s say
- * (startup_fail_ms: a test makes it smaller). */
-static inline int64_t rdzvd_job_startup_fail_ms(const struct rdzvd_job_steps *s)
-{
-    return s->startup_fail_ms ? s->startup_fail_ms : RDZVD_JOB_STARTUP_FAIL_MS;
-}
-
 struct rdzvd_job_move {
     enum rdzvd_job_move_kind kind;
     bool counted;           /* STOP: the restart uses the budget */

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "common/rdzv-list.h"
+#include "daemon/data/rdzvd-config.h"
 #include "daemon/data/rdzvd-store.h"
 #include "proto/rdzv-msg.h"
 #include "proto/rdzv-status.h"
@@ -142,6 +143,14 @@ struct rdzvd_job_steps {
     /* Who is told of a record of the job table not written (rdzvd_job_records_keep's). */
     rdzvd_job_unrecorded_fn unrecorded;
 };
+
+/* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
+ * others get is at most this long: RDZVD_JOB_STARTUP_FAIL_MS, or what the host's steps s say
+ * (startup_fail_ms: a test makes it smaller). */
+static inline int64_t rdzvd_job_startup_fail_ms(const struct rdzvd_job_steps *s)
+{
+    return s->startup_fail_ms ? s->startup_fail_ms : RDZVD_JOB_STARTUP_FAIL_MS;
+}
 
 /* What a job needs of its host; copied into each job. */
 struct rdzvd_job_host {
