@@ -117,11 +117,17 @@ static void ev_wait(struct sim *s)
     say(&s->md, ": a minute passed, the agents heartbeating");
 }
 
-/* The adversary's connection closes (at once when a ROUND came: it never answers one). */
+/* The adversary's connection closes (at once when a ROUND came: it never answers one). The
+ * job's end it made (its last node) is seen, as check_step sees one: wherever it goes (a drain
+ * too), an agent of the run told so later is told the truth. */
 static void adv_gone(struct sim *s)
 {
+    struct rdzvd_job *j;
+
     if (s->adv_in && s->adv.f.m && !s->adv.f.closed)
         jt_gone(s->adv.f.m);
     jt_run_pass();
     s->adv_in = false;
+    j = the_job(&s->md);
+    s->md.ended_seen |= g_freed_ended || (j && j->state == JOB_ENDED && this_run(j));
 }

@@ -104,6 +104,10 @@ struct sim {
     uint64_t restart_gen;
     uint64_t free_at[RDZVD_JOB_FREE_RESTARTS + 1];
     int nfree;
+    /* The job's restart count right after the event, before the adversary answered or closed
+     * at a ROUND it brought: what S1 and S2 charge to the event's node (past P8's bound the
+     * adversary's own loss is charged, P8d). */
+    int64_t ev_restarts;
 };
 
 /* Before a step, what the simulator's checks compare with. */
@@ -495,13 +499,18 @@ static void check_moved(struct sim *s, const struct spre *p, int node, const cha
     const struct rdzvd_job *j = the_job(&s->md);
     int kase = s->c.v.scale_up_now ? 2 : 1;
 
-    if (j && p->exists && j->restart_count > p->restarts && !p->spent)
+    if (j && p->exists && s->ev_restarts > p->restarts && !p->spent)
         sbad(s, S2, kase, "%s, which never ran, was charged a restart (%" PRId64 " of %" PRId64
              ")", who, j->restart_count, s->c.v.max_restarts);
     for (int k = 0; k < NODES; k++) {
         struct agent *a = &s->md.a[k];
 
         if (k == node)
+            continue;
+        /* Past P8's bound a newcomer placed because MIN needed it, lost before it ran, is
+         * charged (P8d), and with the budget used the job fails. */
+        if (p->spent && a->noutcome > p->noutcome[k] && event_is(&a->f, "failed") &&
+            strstr(a->f.event.summary, "restart budget exhausted"))
             continue;
         if (a->naside > p->naside[k] || a->noutcome > p->noutcome[k])
             sbad(s, S2, kase, "%s, which never ran, brought node-%d a verdict: %s: %s", who, k,
@@ -646,7 +655,7 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
         md->bad[I4][0] = '\0';
     }
     /* S1: a restart for a lost node that never ran its generation. */
-    if ((kind == EV_GONE || kind == EV_BLIP) && j && p->exists && j->restart_count > p->restarts &&
+    if ((kind == EV_GONE || kind == EV_BLIP) && j && p->exists && s->ev_restarts > p->restarts &&
         md->a[i].f.nrounds && !seen_ran(s, i, p) && !p->spent) /* past P8's bound: charged */
         sbad(s, S1, s->c.v.scale_up_now ? 2 : 1, "node-%d's connection closed %" PRIu64 " ms "
              "after generation %" PRIu64 " formed, before its workers ran, and the job was "
@@ -762,6 +771,7 @@ static uint64_t apply_one(struct sim *s, int code)
             check_after_reap(md, EV_TIMER, &pp);
         }
     }
+    s->ev_restarts = the_job(md) ? the_job(md)->restart_count : p.restarts;
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
         s->adv_in = false; /* rdzvd closed it (lost, put aside, the job's end) */
     /* Placed, it closes at its ROUND, or (every other one) answers it (a HEARTBEAT naming the
@@ -782,13 +792,8 @@ static uint64_t apply_one(struct sim *s, int code)
     if (s->adv_in && (s->adv.f.closed || !s->adv.f.m))
         s->adv_in = false;
     if (s->adv_in && ((s->adv.f.nrounds && s->adv_k % 2 && !s->adv_resumed) ||
-                      s->adv.f.nevents > s->adv_ev0)) {
-        const struct rdzvd_job *j;
-
+                      s->adv.f.nevents > s->adv_ev0))
         adv_gone(s);
-        j = the_job(md); /* the job's end it made (its last node) is seen, as check_step sees */
-        md->ended_seen |= g_freed_ended || (j && j->state == JOB_ENDED && this_run(j));
-    }
     sim_check(s, code, &p);
     for (int k = 0; k < N_INV; k++)
         if (md->bad[k][0] && !s->vio[k][0]) {
