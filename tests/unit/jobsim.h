@@ -151,7 +151,9 @@ static void sbad(struct sim *s, int slot, int kase, const char *fmt, ...)
 
 /* ---- the configuration of a seed ---- */
 
-static void config_of(uint64_t seed, struct config *c)
+/* Seed's configuration; narrow: as drawn before MAX could pass the honest nodes (a saved
+ * trace's "narrow", which keeps its story). */
+static void config_of(uint64_t seed, bool narrow, struct config *c)
 {
     uint64_t x = seed * 0x2545f4914f6cdd1dull + 1;
     int honest;
@@ -172,6 +174,13 @@ static void config_of(uint64_t seed, struct config *c)
     c->ends_kept = 1 + rnd(&x) % 4;
     c->startup_fail_ms = (int64_t[]){1000, 2500, RDZVD_JOB_STARTUP_FAIL_MS}[rnd(&x) % 3];
     c->adversary = (int[]){1, 1, 4, 8}[rnd(&x) % 4];
+    /* Room to scale up, one seed in three: MAX above the honest nodes (up to nodes + 1), where
+     * the adversary's joins (and --scale-up now, often) take the places left. Drawn last: a
+     * seed's other draws stay as they were. */
+    if (rnd(&x) % 3 == 0 && !narrow) {
+        c->v.max = honest + 1 + (int64_t)(rnd(&x) % (uint64_t)(c->nodes + 1 - honest));
+        c->v.scale_up_now = rnd(&x) % 3 != 0;
+    }
     snprintf(c->name, sizeof(c->name), "seed %" PRIu64 ": %d node(s)%s, --nnodes %" PRId64
              ":%" PRId64 ", --max-restarts %" PRId64 ", --bad-node-failures %" PRId64 "%s%s; "
              "node ids %" PRIu64 " B, ends %" PRIu64 ", start-up %" PRId64 " ms, adversary x%d",
@@ -182,12 +191,12 @@ static void config_of(uint64_t seed, struct config *c)
     c->v.name = c->name;
 }
 
-/* A fresh rdzvd with c's bounds, and agents that started now. */
-static void sim_begin(struct sim *s, uint64_t seed)
+/* A fresh rdzvd with seed's bounds (narrow: config_of's), and agents that started now. */
+static void sim_begin(struct sim *s, uint64_t seed, bool narrow)
 {
     memset(s, 0, sizeof(*s));
     s->seed = seed;
-    config_of(seed, &s->c);
+    config_of(seed, narrow, &s->c);
     /* The same clocks at each start: a replay meets the same second boundaries (an end is kept
      * to the second). */
     jt_wall_base = 1800000000.0;

@@ -2,8 +2,9 @@
 /* test-job-sim.c: a deterministic simulator of the job state machine, in the style of
  * TigerBeetle's VOPR: seeded random streams of events, many of them, every bound made small,
  * the invariants checked after every event. Each seed draws a configuration (1 to 6 nodes,
- * fixed or elastic, spares, a stranger with the token, --scale-up now, --state-dir or none,
- * budgets, --max-jobs, ended jobs kept, the job table's node ids and ends) and drives the model
+ * fixed or elastic, spares, room to scale up (MAX past the honest nodes, one seed in three), a
+ * stranger with the token, --scale-up now, --state-dir or none, budgets, --max-jobs, ended jobs
+ * kept, the job table's node ids and ends) and drives the model
  * of jobexplore.h forward (no replay: that is what makes it fast) with the explorer's events and
  * the simulator's own: an agent that joins and crashes at once under a new node id, another
  * one-node job that runs and ends, a new run of the same id once the job is over (fresh agents,
@@ -23,8 +24,9 @@
  * RDZV_SIM_SECONDS (a wall-time budget, shared fairly among the seeds: each stops at its share,
  * and the count says how far they got) size the run, RDZV_SIM_JOBS (default 2) the processes
  * that share the seeds; RDZV_SIM_KEEP_GOING=1 goes on past a failing violation,
- * RDZV_SIM_VERBOSE=1 prints every event. Every trace in RDZV_SIM_TRACES
- * (tests/unit/sim-traces/) is replayed first. */
+ * RDZV_SIM_VERBOSE=1 prints every event, RDZV_SIM_LOG=3 (info) or 4 (debug) the machine's log.
+ * Every trace in RDZV_SIM_TRACES (tests/unit/sim-traces/) is replayed first; "narrow" after its
+ * seed replays it in the seed's configuration before MAX could pass the honest nodes. */
 #include <dirent.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -75,6 +77,7 @@ static bool case_open(int c)
 
 struct trace {
     uint64_t seed;
+    bool narrow; /* the seed's configuration before MAX could pass the honest nodes */
     int n;
     uint8_t ev[TRACE_MAX];
 };
@@ -98,7 +101,7 @@ static int code_of(const char *tok)
     return -1;
 }
 
-/* "seed=N ev ev ..." (line breaks and '#' comments allowed) into t: 0, or -1. */
+/* "seed=N [narrow] ev ev ..." (line breaks and '#' comments allowed) into t: 0, or -1. */
 static int trace_parse(const char *text, struct trace *t)
 {
     char *copy = strdup(text), *save = NULL, *tok;
@@ -116,6 +119,8 @@ static int trace_parse(const char *text, struct trace *t)
         if (!strncmp(tok, "seed=", 5)) {
             t->seed = strtoull(tok + 5, NULL, 10);
             r = 0;
+        } else if (!strcmp(tok, "narrow")) {
+            t->narrow = true;
         } else if (code < 0 || t->n == TRACE_MAX) {
             fprintf(stderr, "test-job-sim: '%s' is no event of a trace\n", tok);
             r = -1;
@@ -139,10 +144,10 @@ static bool replay(const struct trace *t, int want_slot, const char *want, bool 
     char buf[32];
 
     ASSERT_NOT_NULL(s);
-    sim_begin(s, t->seed);
+    sim_begin(s, t->seed, t->narrow);
     s->md.verbose = verbose;
     if (out)
-        *out = (struct trace){.seed = t->seed};
+        *out = (struct trace){.seed = t->seed, .narrow = t->narrow};
     for (int k = 0; k < t->n && !found && !other; k++) {
         if (!code_enabled(s, t->ev[k]))
             continue;
@@ -191,7 +196,7 @@ static void print_trace(const struct trace *t)
 {
     char buf[32];
 
-    printf("#   RDZV_SIM_TRACE='seed=%" PRIu64, t->seed);
+    printf("#   RDZV_SIM_TRACE='seed=%" PRIu64 "%s", t->seed, t->narrow ? " narrow" : "");
     for (int k = 0; k < t->n; k++)
         printf(" %s", token(t->ev[k], buf, sizeof(buf)));
     printf("'\n");
@@ -327,7 +332,7 @@ static uint64_t run_seed(uint64_t seed, uint64_t budget)
 
     ASSERT_NOT_NULL(s);
     ASSERT_NOT_NULL(t);
-    sim_begin(s, seed);
+    sim_begin(s, seed, false);
     fp = fingerprint(&s->c);
     *t = (struct trace){.seed = seed};
     len = 100 + (int)(rnd(&x) % 400);
@@ -336,7 +341,7 @@ static uint64_t run_seed(uint64_t seed, uint64_t budget)
 
         if (code == SC_NEW_RDZVD) {
             sim_end(s);
-            sim_begin(s, seed);
+            sim_begin(s, seed, false);
             t->n = 0;
             len = 100 + (int)(rnd(&x) % 400);
             continue;
@@ -359,7 +364,7 @@ static uint64_t run_seed(uint64_t seed, uint64_t budget)
         if (g_npend || fresh) {
             sim_end(s);
             report(t);
-            sim_begin(s, seed);
+            sim_begin(s, seed, false);
             if (fresh)
                 t->n = 0;
             for (int k = 0; k < t->n; k++)
@@ -414,7 +419,7 @@ static void test_saved_traces(void)
                 struct sim *s = calloc(1, sizeof(*s));
 
                 ASSERT_NOT_NULL(s);
-                sim_begin(s, t.seed);
+                sim_begin(s, t.seed, t.narrow);
                 for (int e = 0; e < t.n; e++) {
                     if (!code_enabled(s, t.ev[e]))
                         continue;
@@ -581,7 +586,7 @@ int main(void)
 {
     const char *trace = getenv("RDZV_SIM_TRACE");
 
-    rdzv_log_setup("test-job-sim", RDZV_LOG_ERROR);
+    rdzv_log_setup("test-job-sim", (enum rdzv_log_level)env_u64("RDZV_SIM_LOG", RDZV_LOG_ERROR));
     g_keep_going = env_u64("RDZV_SIM_KEEP_GOING", 0) != 0;
     g_verbose = env_u64("RDZV_SIM_VERBOSE", 0) != 0;
     g_fd = state_dir_open(g_path, sizeof(g_path), "test-job-sim");
@@ -591,7 +596,7 @@ int main(void)
         struct config c;
 
         ASSERT_OK(trace_parse(trace, &t));
-        config_of(t.seed, &c);
+        config_of(t.seed, t.narrow, &c);
         printf("# replaying RDZV_SIM_TRACE (%d events; %s)\n", t.n, c.name);
         replay(&t, -1, NULL, true, NULL);
     } else {
