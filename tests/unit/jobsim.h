@@ -100,9 +100,12 @@ struct sim {
     bool adv_below;    /* ... and it got one while some honest node was out (MIN needed it) */
     /* The restarts every worker of the job heard (EVENT restart), as the agents saw them: the
      * last generation restarted, and when those not counted were (the sim's clock, ms), the
-     * newest RDZVD_JOB_FREE_RESTARTS + 1 in the window, oldest first. */
+     * newest RDZVD_JOB_FREE_RESTARTS + 1 in the window, oldest first, and which were scale-ups. */
     uint64_t restart_gen;
-    uint64_t free_at[RDZVD_JOB_FREE_RESTARTS + 1];
+    struct {
+        uint64_t at;
+        bool scale;
+    } free_at[RDZVD_JOB_FREE_RESTARTS + 1];
     int nfree;
     /* The job's restart count right after the event, before the adversary answered or closed
      * at a ROUND it brought: what S1 and S2 charge to the event's node (past P8's bound the
@@ -442,7 +445,7 @@ static int free_in_window(struct sim *s)
     uint64_t now = jt_now_ms();
     int old = 0;
 
-    while (old < s->nfree && now - s->free_at[old] >= RDZVD_JOB_FREE_WINDOW_MS)
+    while (old < s->nfree && now - s->free_at[old].at >= RDZVD_JOB_FREE_WINDOW_MS)
         old++;
     memmove(&s->free_at[0], &s->free_at[old], (size_t)(s->nfree - old) * sizeof(s->free_at[0]));
     s->nfree -= old;
@@ -559,6 +562,7 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
     int kind = code < EV_NODE_KINDS * NODES ? code / NODES : -1;
     uint64_t gen = 0;
     bool scale = false, ran = false;
+    int nscale = 0;
 
     if (code == SC_NEW_RUN || (code == JOB_EV(EV_RESTART) && !s->c.v.state_dir) ||
         (j && !p->exists && (!s->c.v.state_dir || !j->n_free))) {
@@ -591,12 +595,16 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
                 RDZVD_JOB_FREE_RESTARTS * sizeof(s->free_at[0]));
         s->nfree--;
     }
-    s->free_at[s->nfree++] = jt_now_ms();
+    s->free_at[s->nfree].at = jt_now_ms();
+    s->free_at[s->nfree++].scale = scale;
+    for (int k = 0; k < s->nfree; k++)
+        nscale += s->free_at[k].scale;
+    /* Case 1 of issue 71 when scale-ups are among them, case 2 (re-forms only) when not. */
     if (s->nfree > RDZVD_JOB_FREE_RESTARTS)
-        sbad(s, S7, scale ? 1 : 2, "%d restarts not counted within %.0f s (the bound: %d in %d "
-             "min), the last of generation %" PRIu64 " (%s): every worker restarted each time",
-             s->nfree, (double)(jt_now_ms() - s->free_at[0]) / 1000, RDZVD_JOB_FREE_RESTARTS,
-             RDZVD_JOB_FREE_WINDOW_MS / 60000, gen, scale ? "a scale-up" : "a re-form");
+        sbad(s, S7, nscale ? 1 : 2, "%d restarts not counted within %.0f s (the bound: %d in %d "
+             "min), %d of them scale-ups, the last of generation %" PRIu64 ": every worker "
+             "restarted each time", s->nfree, (double)(jt_now_ms() - s->free_at[0].at) / 1000,
+             RDZVD_JOB_FREE_RESTARTS, RDZVD_JOB_FREE_WINDOW_MS / 60000, nscale, gen);
 }
 
 /* S8: an honest node's fault (its connection lost, its workers failing, put aside, signalled;

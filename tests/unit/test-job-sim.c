@@ -286,7 +286,9 @@ static uint64_t fingerprint(const struct config *c)
 }
 
 /* The next event: one of those enabled, the job-wide ones less often than a node's; a new run
- * once the job is over; a drain, then a fresh rdzvd, after len events. */
+ * once the job is over; a drain, then a fresh rdzvd, after len events. The operator's cancel
+ * and --abandon-after, which end the run, come one pick in 8: runs long enough for a bound over
+ * a window to be passed (S7). READY is each agent's, as often as its other events. */
 static int pick(struct sim *s, uint64_t *x, int n, int len)
 {
     uint64_t mask = sim_enabled(s);
@@ -294,6 +296,8 @@ static int pick(struct sim *s, uint64_t *x, int n, int len)
 
     if (n >= len)
         return n == len ? SC_DRAIN : SC_NEW_RDZVD;
+    if (rnd(x) % 8)
+        mask &= ~(1ull << JOB_EV(EV_OP_CANCEL) | 1ull << JOB_EV(EV_ABANDON));
     if (job_over(s)) { /* its late agents back, other jobs, or a new run */
         codes[nc++] = SC_OTHER;
         codes[nc++] = SC_OTHER;
@@ -302,6 +306,13 @@ static int pick(struct sim *s, uint64_t *x, int n, int len)
     for (int code = 0; code < N_CODES; code++)
         if (mask >> code & 1)
             codes[nc++] = code;
+    for (int i = 0, more = -1; mask >> JOB_EV(EV_READY) & 1 && i < NODES; i++) {
+        const struct agent *a = &s->md.a[i];
+
+        if (a->st == A_IN && event_is(&a->f, "restart") && a->acked != a->f.event.generation &&
+            ++more) /* past the first, whose READY is in */
+            codes[nc++] = JOB_EV(EV_READY);
+    }
     if (code_enabled(s, SC_FRESH) && rnd(x) % 2)
         codes[nc++] = SC_FRESH;
     for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_JOIN); k++)
