@@ -111,6 +111,7 @@ struct sim {
      * at a ROUND it brought: what S1 and S2 charge to the event's node (past P8's bound the
      * adversary's own loss is charged, P8d). */
     int64_t ev_restarts;
+    uint64_t veteran_gen; /* the last generation stopped past the bound by no newcomer (S7) */
 };
 
 /* Before a step, what the simulator's checks compare with. */
@@ -124,6 +125,9 @@ struct spre {
     uint64_t resume[NODES]; /* the generation each agent would resume */
     bool spent;             /* the job's bound on restarts not counted was spent (P8) */
     bool adv_ran; /* the adversary ran its generation, as rdzvd sees it: no claim counts */
+    /* Members that took a ROUND of the job on their connection (no newcomers, P8c): past the
+     * bound, a restart one causes stays uncounted (P8d), once, as it comes back a newcomer. */
+    bool took_round[NODES], adv_took_round;
     bool all_in;  /* every honest node (not the stranger) is in the job */
 };
 
@@ -477,6 +481,7 @@ static void take_spre(struct sim *s, struct spre *p)
                  s->adv.f.round.generation == j->generation &&
                  (!j->formed_ms ||
                   jt_now_ms() - j->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
+    p->adv_took_round = s->adv_in && s->adv.f.m && !s->adv.f.closed && s->adv.f.m->ran_gen;
     if ((p->exists = j != NULL)) {
         p->st = j->state;
         p->gen = j->generation;
@@ -491,6 +496,7 @@ static void take_spre(struct sim *s, struct spre *p)
         p->naside[i] = s->md.a[i].naside;
         p->noutcome[i] = s->md.a[i].noutcome;
         p->resume[i] = s->md.a[i].resume;
+        p->took_round[i] = member_of(j, i) && member_of(j, i)->ran_gen;
     }
 }
 
@@ -552,8 +558,10 @@ static size_t ids_promised(const struct rdzvd_job *j)
 /* S7, after every event: the restarts every worker heard (an agent's EVENT restart of a
  * generation not restarted before) that the budget did not count, but for a signal to a node
  * that rdzvd saw run (its generation past the start-up window by rdzvd's clock: a claimed step
- * does not count) or a rebuild nobody came back to, are at most RDZVD_JOB_FREE_RESTARTS within
- * any RDZVD_JOB_FREE_WINDOW_MS of the sim's clock, whoever joined; the restart count never
+ * does not count), a rebuild nobody came back to, or, past the bound, one caused by a member
+ * that took a ROUND of the job (no newcomer: P8d, once a member), are at most
+ * RDZVD_JOB_FREE_RESTARTS within any RDZVD_JOB_FREE_WINDOW_MS of the sim's clock, whoever
+ * joined; the restart count never
  * passes the budget. The count goes with the job: a new run, a job made afresh (no record kept
  * its bound), an rdzvd restart without a job table. */
 static void check_bound(struct sim *s, int code, const struct spre *p)
@@ -567,8 +575,15 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
     if (code == SC_NEW_RUN || (code == JOB_EV(EV_RESTART) && !s->c.v.state_dir) ||
         (j && !p->exists && (!s->c.v.state_dir || !j->n_free))) {
         s->nfree = 0;
-        s->restart_gen = 0;
+        s->restart_gen = s->veteran_gen = 0;
     }
+    /* Past the bound, a member that took a ROUND (no newcomer) stopped its generation: P8d
+     * leaves that restart uncounted, whenever its agents hear it. */
+    if (p->spent && j && p->exists && (p->st == JOB_RUNNING || p->st == JOB_NCCL) &&
+        (j->state != p->st || j->generation != p->gen) && j->restart_count == p->restarts &&
+        ((kind >= 0 && p->took_round[code % NODES]) ||
+         ((code == SC_ADV_GONE || code == SC_ADV_CANCEL) && p->adv_took_round)))
+        s->veteran_gen = p->gen;
     if (j && j->restart_count > s->c.v.max_restarts)
         sbad(s, S7, 0, "the job's restart count is %" PRId64 ", past its budget (%" PRId64 ")",
              j->restart_count, s->c.v.max_restarts);
@@ -582,7 +597,7 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
              * no claim of a joiner's (P8d); the bound counts the others. */
             ran = strstr(f->event.summary, "did not come back") ||
                   (kind == EV_CANCEL && seen_ran(s, code % NODES, p)) ||
-                  (code == SC_ADV_CANCEL && p->adv_ran);
+                  (code == SC_ADV_CANCEL && p->adv_ran) || gen == s->veteran_gen;
         }
     }
     if (gen <= s->restart_gen)
