@@ -644,20 +644,20 @@ static void check_healthy(struct sim *s, int code, const struct spre *p)
         s->adv_rounds = s->adv.f.nrounds;
         s->adv_below |= !p->all_in;
     }
+    if ((kind >= 0 && kind != EV_JOIN && kind != EV_LEAVE) || code == JOB_EV(EV_ALL_FAIL) ||
+        code == JOB_EV(EV_OP_CANCEL) || code == JOB_EV(EV_RESTART) ||
+        code == JOB_EV(EV_ABANDON) || code == SC_NEW_RDZVD)
+        s->honest_fault = true; /* whatever the adversary did before */
     if (s->adv_below)
         return;
     /* At once: the adversary closed before rdzvd saw it run (it answered its ROUND with a step
-     * claimed, or not), within P8's bound, and the budget was charged (issue 71 (a)). */
+     * claimed, or not), within P8's bound, and the budget was charged. */
     if (code == SC_ADV_GONE && !p->adv_ran && !p->spent && p->exists && (j = the_job(&s->md)) &&
         j->restart_count > p->restarts)
         sbad(s, S8, 1, "%s went before rdzvd saw it run (%s), and the job was charged restart "
              "%" PRId64 " of %" PRId64, s->adv_host,
              s->adv_answered ? "it took its ROUND and claimed a step" : "at its ROUND",
              j->restart_count, s->c.v.max_restarts);
-    if ((kind >= 0 && kind != EV_JOIN && kind != EV_LEAVE) || code == JOB_EV(EV_ALL_FAIL) ||
-        code == JOB_EV(EV_OP_CANCEL) || code == JOB_EV(EV_RESTART) ||
-        code == JOB_EV(EV_ABANDON) || code == SC_NEW_RDZVD)
-        s->honest_fault = true;
     for (int i = 0; i < NODES && !s->honest_fault && p->all_in; i++) {
         const struct fake *f = &s->md.a[i].f;
 
