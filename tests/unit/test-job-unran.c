@@ -775,6 +775,51 @@ static void test_bound_in_the_future_is_taken_as_now(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The honest counterparts. A script that crashes at start-up on the job's first generation
+ * (both nodes alike, every generation) fails the job once its budget (3) is spent. A newcomer
+ * whose worker fails after rdzvd saw it run (past the start-up window) costs a counted restart. */
+static void test_exit_of_first_generation_or_a_running_newcomer_counts(void)
+{
+    struct env e;
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_on(2, 2, 8, "late");
+    struct rdzv_worker_exit w = {.exit_code = 1};
+
+    elastic_pair(&e, f);
+    for (int r = 0; r < 4; r++) {
+        uint64_t g = job_of(&e)->generation;
+
+        ASSERT_EQ(job_of(&e)->restart_count, r);
+        for (int i = 0; i < 2; i++) {
+            w.generation = g;
+            jt_worker_exit(&f[i], &w);
+        }
+        if (job_of(&e)->state == JOB_STOPPING)
+            all_ready(f, 2, g);
+        run_ms(&e, 60000); /* the backoff */
+    }
+    ASSERT_EQ(job_of(&e)->state, JOB_ENDED);
+    ASSERT_TRUE(strstr(f[0].event.summary, "budget exhausted") != NULL);
+    env_done(&e);
+
+    memset(f, 0, sizeof(f));
+    elastic_pair(&e, f);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    rdzvd_member_heartbeat(f[2].m); /* the scale-up */
+    all_ready(f, 3, 1);
+    ASSERT_EQ(f[2].nrounds, 1);
+    for (int t = 0; t < 2; t++) { /* 10 s: past the start-up window */
+        for (int i = 0; i < 3; i++)
+            rdzvd_member_heartbeat(f[i].m);
+        run_ms(&e, 5000);
+    }
+    w.generation = f[2].round.generation;
+    jt_worker_exit(&f[2], &w);
+    ASSERT_EQ(job_of(&e)->restart_count, 1);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-unran", RDZV_LOG_ERROR);
@@ -794,5 +839,6 @@ int main(void)
     TEST(test_scale_up_round_spends_no_budget);
     TEST(test_bound_in_the_future_is_taken_as_now);
     TEST(test_step_claim_does_not_drain_the_budget);
+    TEST(test_exit_of_first_generation_or_a_running_newcomer_counts);
     return tap_done();
 }
