@@ -113,6 +113,11 @@ struct rdzvd_member {
     /* Placed while the job's bound on restarts not counted was spent (P8), never having run in
      * it: MIN needed it. A restart it causes before rdzvd sees it run is charged. */
     bool placed_spent;
+    /* It joined after a generation of the job formed (or was rebuilt) in this rdzvd, and no
+     * generation of its own ran past the start-up window by rdzvd's clock yet (P7d): its
+     * worker failure is a claim. After an rdzvd restart, the nodes that form the job's next
+     * generation are its first. */
+    bool joined_late;
     bool ran_now; /* ran_gen was just set: its next deadline keeps the start grace */
     bool scaled_up; /* its JOIN restarted the job to take it in (--scale-up now) */
     bool scale_up_wait; /* its JOIN asks that: done at its first HEARTBEAT, if it still may */
@@ -515,6 +520,14 @@ int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
  * follows is not the job's failure (placed, running, not ran). */
 #define RDZVD_FAIL_UNRAN 0
 bool rdzvd_member_lost_unran(struct rdzvd_member *m);
+/* m reports a worker failure (WORKER_EXIT) of the running generation. True when m joined late
+ * (joined_late: after a generation of the job formed here) and rdzvd has not seen it run, within
+ * the job's bound on restarts not counted (P8): the restart is not counted; it is charged to m's
+ * node id and host as rdzvd_member_lost_unran charges a node lost before it ran, unless killed
+ * from outside (outside: charged nothing, P1); startup: at start-up, a charge that every node
+ * failing alike takes back (rdzvd_job_fails_alike). False: it counts (a node of the first
+ * generation, one seen running, or past the bound: logged). */
+bool rdzvd_member_exit_unran(struct rdzvd_member *m, bool outside, bool startup);
 /* m's JOIN, below MAX while the job runs with --scale-up now: false when m's host lost a node
  * before it ran (within --bad-node-window): it waits as a spare for the next restart (logged).
  * Otherwise m is marked scaled_up (the caller restarts the job to take it in). */

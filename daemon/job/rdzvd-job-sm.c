@@ -559,6 +559,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     {
         if (m->node_rank < 0)
             continue;
+        m->joined_late &= !member_seen_running(m); /* it ran a generation of its own */
         m->stopping_gen = j->generation;
         rdzvd_member_send_event(m, &e);
     }
@@ -876,6 +877,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
     m->node_rank = -1;
     m->prev_rank = -1;
     m->joined_ms = m->last_seen_ms = rdzvd_job_now_ms(&j->host);
+    m->joined_late = j->formed_ms || j->rebuilt; /* a generation formed here without it (P7d) */
     rdzvd_member_timer_init(m);
     if (rdzvd_member_index(m) < 0) {
         rdzvd_member_timer_close(m, member_freed);
@@ -1550,29 +1552,24 @@ static int64_t host_unran(const struct rdzvd_job *j, const char *host, int64_t n
         const struct rdzvd_job_record_hist *h = &j->hist[i];
 
         for (unsigned k = 0; strcmp(h->host, host) == 0 && k < h->n_fails; k++)
-            n += h->fails[k].world_size == RDZVD_FAIL_UNRAN && in_window(j, &h->fails[k], now);
+            n += h->fails[k].world_size == RDZVD_FAIL_UNRAN && h->fails[k].node &&
+                 in_window(j, &h->fails[k], now); /* not taken back (every node alike) */
     }
     return n;
 }
 
-bool rdzvd_member_lost_unran(struct rdzvd_member *m)
+/* m cost the job a restart before it ran (why): charged to its node id and host in the history
+ * (P7c), its host put aside at --bad-node-failures such charges. startup: its worker failed at
+ * start-up (a charge that every node failing alike takes back, P4). */
+static void unran_charge(struct rdzvd_member *m, struct rdzvd_job_record_hist *h, const char *why,
+                         bool startup)
 {
     struct rdzvd_job *j = m->job;
-    /* Its workers ran its generation only as rdzvd saw them (past the start-up window by its
-     * own clock): an agent lost sooner (a crash loop, an OOM as it starts, a token holder that
-     * claims a step and closes) did not run. */
-    bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
-                  !member_seen_running(m);
     struct rdzvd_job_record_fail f = {.ms = wall_ms(j), .rank = -1, .local_rank = -1,
-                                      .world_size = RDZVD_FAIL_UNRAN, .node = true};
-    struct rdzvd_job_record_hist *h;
+                                      .world_size = RDZVD_FAIL_UNRAN, .node = true,
+                                      .startup = startup};
     int64_t n;
 
-    /* One that left on a signal from outside (its scheduler's) is charged nothing, as ever;
-     * one put aside on its own word (a health check) was charged already. */
-    if (j->state == JOB_ENDED || m->signalled || !(placed || (m->scaled_up && !m->ran_gen)) ||
-        !(h = hist_get(j, m->join.node_id)) || h->aside)
-        return placed;
     /* Its agent's --host: a new agent on that host is a new node id, and the host is what keeps
      * costing the job (an agent that crashes as it starts, a token holder that closes). */
     snprintf(h->host, sizeof(h->host), "%s", m->join.host);
@@ -1582,12 +1579,7 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
     /* Logged as rdzvd_job_note does (rdzvd-job-sm.c calls this file: no call back). */
     log_warn("job=%s gen=%" PRIu64 " node=%s (node id %s) went before it ran (%s): not charged "
              "to the restart budget; its host has lost %" PRId64 " node(s) so",
-             j->run_id, j->generation, m->join.host, m->join.node_id,
-             !placed ? "its JOIN scaled the job up"
-             : m->ran_gen != j->generation
-                 ? "its agent never answered its ROUND"
-                 : "lost within the start-up window, whatever steps it claimed",
-             n);
+             j->run_id, j->generation, m->join.host, m->join.node_id, why, n);
     if (j->bad_node_failures > 0 && n >= j->bad_node_failures) {
         h->aside = true;
         aside_gpus(m, h);
@@ -1601,10 +1593,52 @@ bool rdzvd_member_lost_unran(struct rdzvd_member *m)
         log_warn("job=%s gen=%" PRIu64 " node=%s put aside (node id %s): %s", j->run_id,
                  j->generation, m->join.host, m->join.node_id, h->reason);
     }
+}
+
+bool rdzvd_member_lost_unran(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    /* Its workers ran its generation only as rdzvd saw them (past the start-up window by its
+     * own clock): an agent lost sooner (a crash loop, an OOM as it starts, a token holder that
+     * claims a step and closes) did not run. */
+    bool placed = j->state == JOB_RUNNING && m->node_rank >= 0 && !m->left_ok &&
+                  !member_seen_running(m);
+    struct rdzvd_job_record_hist *h;
+
+    /* One that left on a signal from outside (its scheduler's) is charged nothing, as ever;
+     * one put aside on its own word (a health check) was charged already. */
+    if (j->state == JOB_ENDED || m->signalled || !(placed || (m->scaled_up && !m->ran_gen)) ||
+        !(h = hist_get(j, m->join.node_id)) || h->aside)
+        return placed;
+    unran_charge(m, h, !placed ? "its JOIN scaled the job up"
+                       : m->ran_gen != j->generation
+                           ? "its agent never answered its ROUND"
+                           : "lost within the start-up window, whatever steps it claimed",
+                 false);
     if (!placed && rdzvd_job_save_aside(j) < 0) /* no restart follows to record it */
         log_warn("job=%s the history of node id %s was not recorded", j->run_id,
                  m->join.node_id);
     return placed; /* placed: the restart that follows records it (STOPPED) */
+}
+
+bool rdzvd_member_exit_unran(struct rdzvd_member *m, bool outside, bool startup)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_record_hist *h;
+
+    if (!m->joined_late || member_seen_running(m))
+        return false; /* a node of the first generation, or one that rdzvd saw run */
+    if (rdzvd_job_free_spent(j)) {
+        rdzvd_job_note(j, true, "node=%s: its worker failed before rdzvd saw it run, a late "
+                       "joiner past the bound: charged to the budget (the job took %d restarts not "
+                       "charged to it within %d min, the most it takes)", m->join.host,
+                       RDZVD_JOB_FREE_RESTARTS, RDZVD_JOB_FREE_WINDOW_MS / 60000);
+        return false;
+    }
+    if (!outside && (h = hist_get(j, m->join.node_id)) && !h->aside)
+        unran_charge(m, h, "a late joiner whose worker failed within the start-up window, "
+                     "whatever it reported", startup);
+    return true;
 }
 
 bool rdzvd_member_scale_up_now(struct rdzvd_member *m)

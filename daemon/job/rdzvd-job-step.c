@@ -1564,7 +1564,10 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[2 * RDZV_REASON_MAX + 64];
+    const char *uncounted = NULL; /* counted */
+    enum rdzvd_aside aside = RDZVD_ASIDE_NOT;
     struct rdzvd_job_record_fail f;
+    bool startup;
     time_t secs;
     struct tm tm;
 
@@ -1600,8 +1603,21 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
              "root cause: worker rank %" PRId64 " (local rank %" PRId64 ") on node rank %" PRId64
              " (%s) %s at %s (generation %" PRIu64 ")",
              w->rank, w->local_rank, m->node_rank, m->join.host, how, when, j->generation);
-    /* Killed from outside: the job's failure, not the node's. */
-    if (exit_from_outside(w)) {
+    startup = failed_at_startup(m, w->local_rank, 0);
+    /* A late joiner that rdzvd has not seen run: what it reports is a claim, whatever signal or
+     * code it names (P7d). Not counted, within the job's bound; its host charged, unless a
+     * signal from outside killed it (P1). */
+    if (rdzvd_member_exit_unran(m, exit_from_outside(w), startup)) {
+        const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+
+        uncounted = "a late joiner's worker failed before rdzvd saw it run";
+        if (h && h->aside) { /* its host put aside: it goes once the generation stopped */
+            m->aside_pending = true;
+            j->aside_cause = true;
+            if (startup)
+                startup_grace(j); /* the others may fail alike: then it is the job's (P4) */
+        }
+    } else if (exit_from_outside(w)) { /* killed from outside: the job's failure, not the node's */
         size_t used = strlen(summary);
 
         if (used < sizeof(summary))
@@ -1610,18 +1626,19 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         j->cause_s = w->time;
         rdzvd_job_restart(j, RDZV_MARK_FAILURE, NULL, w->exit_code ? w->exit_code : 1, summary);
         return 0;
+    } else { /* a node put aside leaves before the restart: the next generation forms without it */
+        f = (struct rdzvd_job_record_fail){
+            .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
+            .startup = startup};
+        aside = rdzvd_job_node_failed(m, f, summary, sizeof(summary));
     }
-    /* A node put aside leaves before the restart: the next generation forms without it. */
-    f = (struct rdzvd_job_record_fail){
-        .rank = w->rank, .local_rank = w->local_rank, .world_size = j->round.world_size,
-        .startup = failed_at_startup(m, w->local_rank, 0)};
-    if (f.startup)
+    if (startup)
         m->startup_gen = j->generation;
-    switch (rdzvd_job_node_failed(m, f, summary, sizeof(summary))) {
+    switch (aside) {
     case RDZVD_ASIDE_NOW:
         /* Failed at start-up: the others' reports may still come, and every node failing
          * alike is the job's failure: it goes once the generation stopped, if still aside. */
-        if (f.startup) {
+        if (startup) {
             m->aside_pending = true;
             j->aside_cause = true; /* the recovery is a bad node's, as when it goes at once */
             startup_grace(j);
@@ -1641,7 +1658,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         break;
     }
     j->cause_s = w->time; /* the agent's clock: its worker's exit */
-    rdzvd_job_restart(j, RDZV_MARK_FAILURE, NULL, w->exit_code ? w->exit_code : 1, summary);
+    rdzvd_job_restart(j, RDZV_MARK_FAILURE, uncounted, w->exit_code ? w->exit_code : 1, summary);
     return 0;
 }
 

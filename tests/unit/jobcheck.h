@@ -33,6 +33,17 @@ struct pre {
     bool spent; /* the job's bound on restarts not counted was spent (job-policy.md P8) */
 };
 
+/* The node whose worker failure made the restart (the event's; for every node failing, the
+ * first to report) joined late and rdzvd had not seen it run, within P8's bound: its failure is a
+ * claim, not counted (P7d). */
+static bool exit_unran(const struct model *md, int kind, int i, const struct pre *p)
+{
+    if (kind == EV_ALL_FAIL)
+        for (i = 0; i < NODES && !(p->rank[i] >= 0 && md->a[i].st == A_IN); i++)
+            ;
+    return i >= 0 && i < NODES && md->a[i].late && !p->spent;
+}
+
 static void bad(struct model *md, int inv, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void bad(struct model *md, int inv, const char *fmt, ...)
@@ -83,6 +94,11 @@ static void take_pre(struct model *md, int node, struct pre *p)
     }
     for (int i = 0; i < NODES; i++) {
         m = member_of(j, i);
+        /* rdzvd sees it run: it took the ROUND, its generation past the start-up window */
+        if (m && m->node_rank >= 0 && j->state == JOB_RUNNING && md->a[i].f.nrounds &&
+            !md->a[i].f.silent && md->a[i].f.round.generation == j->generation &&
+            !startup_window(j))
+            md->a[i].late = false;
         p->rank[i] = m ? m->node_rank : -2;
         p->nevents[i] = md->a[i].f.nevents;
         p->nrounds[i] = md->a[i].f.nrounds;
@@ -179,6 +195,7 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
         bad(md, I3, "every node failed alike at start-up, yet a node was put aside");
     if (((kind >= EV_EXIT_START && kind <= EV_EXIT_KILL) || kind == EV_ALL_FAIL) &&
         p->st == JOB_RUNNING && p->restarts >= md->v->max_restarts &&
+        !exit_unran(md, kind, i, p) &&
         !(j && j->state == JOB_ENDED && !strcmp(j->outcome.type, "failed")))
         bad(md, I3, "a worker failed with the budget used (%" PRId64 " of %" PRId64 "), and the "
             "job did not end 'failed' (%s)", p->restarts, md->v->max_restarts,

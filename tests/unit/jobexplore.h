@@ -76,6 +76,7 @@ struct agent {
     bool evidence;    /* its own UNHEALTHY or worker failure was reported */
     bool host_proof;  /* ... while it held a node rank: its host is suspect */
     bool unran;       /* it went placed, within the start-up window (steps or not) */
+    bool late; /* joined after a generation formed in this rdzvd, not yet seen running (P7d) */
     bool cancel_sent; /* its agent was signalled */
     uint64_t born_ms; /* when its agent started (JOIN age_ms), 0: not said (the explorer) */
     uint64_t incarnation; /* of the rdzvd that last JOINED it, echoed by a resume (1.18) */
@@ -254,6 +255,7 @@ static void ev_join(struct model *md, int i)
     struct agent *a = &md->a[i];
     struct rdzv_join jn = join_of(i, md->v->min, md->v->max, md->v->max_restarts);
     const struct rdzv_round *rd = &a->f.round;
+    struct rdzvd_job *j0;
     char err[512];
     int r;
 
@@ -277,7 +279,10 @@ static void ev_join(struct model *md, int i)
     }
     a->f.m = NULL;
     a->f.closed = false;
+    j0 = the_job(md); /* a generation formed in this rdzvd (or rebuilt) without it: P7d */
+    a->late = j0 && (j0->formed_ms || j0->rebuilt);
     r = join_err(&md->e, &a->f, &jn, err, sizeof(err));
+    a->late |= !j0 && the_job(md) && the_job(md)->rebuilt; /* rebuilt by this JOIN */
     say(md, ": %s%s%s", r ? "refused (" : a->f.spare ? "a spare" : "joined", r ? err : "",
         r ? ")" : "");
     a->st = r ? A_DONE : A_IN; /* refused: its agent exits */

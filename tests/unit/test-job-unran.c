@@ -692,14 +692,13 @@ static void test_scale_up_round_spends_no_budget(void)
     env_done(&e);
 }
 
-/* Issue 71 (a): a token holder under a new host name and node id each cycle, 30 s apart, on a
- * healthy elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3): JOIN + HEARTBEAT (a
- * scale-up when the bound allows), takes its ROUND, claims a step and closes. Before, the step
- * claim made its loss the job's failure: a counted restart each cycle, and the job failed on its
- * budget. A step is a claim: rdzvd sees a node run only past the start-up window by its own
- * clock. The losses are free, within the job's bound: at most RDZVD_JOB_FREE_RESTARTS within
- * any window; past it the newcomers wait as spares. */
-static void test_step_claim_does_not_drain_the_budget(void)
+/* 60 cycles, 30 s apart, of a token holder under a new host name and node id each on a healthy
+ * elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3): JOIN + HEARTBEAT (a scale-up
+ * when the bound allows); once it took its ROUND it claims a step (exit: reports a worker
+ * failure instead, an exit code or a signal from outside by turns), and closes. After each, the
+ * restart count is 0 and the job runs; the restarts heard are at most RDZVD_JOB_FREE_RESTARTS
+ * within any window, and it kept being taken in. The newcomers that waited: the result. */
+static int token_holder_cycles(bool exit)
 {
     struct env e;
     struct fake f[2] = {0}, s[60] = {0};
@@ -708,6 +707,8 @@ static void test_step_claim_does_not_drain_the_budget(void)
 
     elastic_pair(&e, f);
     for (int c = 0; c < 60; c++) {
+        struct rdzv_worker_exit w = {.exit_code = c % 2 ? 128 + SIGKILL : 1,
+                                     .signal = c % 2 ? SIGKILL : 0};
         struct rdzv_join jn;
         char host[32];
         uint64_t g = job_of(&e)->generation;
@@ -723,7 +724,10 @@ static void test_step_claim_does_not_drain_the_budget(void)
         }
         waited += s[c].nrounds == 0;
         taken += s[c].nrounds > 0;
-        if (s[c].nrounds > 0)
+        w.generation = s[c].round.generation;
+        if (s[c].nrounds > 0 && exit)
+            jt_worker_exit(&s[c], &w); /* at once, within the start-up window */
+        else if (s[c].nrounds > 0)
             fake_step(&s[c]); /* it took its ROUND; a claim: its rank made a step */
         jt_gone(s[c].m);
         if (job_of(&e)->state == JOB_STOPPING)
@@ -739,11 +743,20 @@ static void test_step_claim_does_not_drain_the_budget(void)
         }
     }
     ASSERT_TRUE(taken >= 2); /* it kept being taken in */
-    ASSERT_TRUE(waited > 0); /* past the bound, newcomers waited */
     for (int i = RDZVD_JOB_FREE_RESTARTS; i < n; i++) /* the bound, over any window */
         ASSERT_TRUE(at[i] - at[i - RDZVD_JOB_FREE_RESTARTS] >= RDZVD_JOB_FREE_WINDOW_MS);
     ASSERT_EQ(f[0].round.restart_count, 0);
     env_done(&e);
+    return waited;
+}
+
+/* Issue 71 (a): the token holder claims a step (token_holder_cycles). Before, the step claim
+ * made its loss the job's failure: a counted restart each cycle, and the job failed on its
+ * budget. A step is a claim: rdzvd sees a node run only past the start-up window by its own
+ * clock. The losses are free, within the job's bound; past it the newcomers wait as spares. */
+static void test_step_claim_does_not_drain_the_budget(void)
+{
+    ASSERT_TRUE(token_holder_cycles(false) > 0); /* past the bound, newcomers waited */
 }
 
 /* The job's record names a restart not counted 1 h in the future (written by a replica or
@@ -773,6 +786,16 @@ static void test_bound_in_the_future_is_taken_as_now(void)
     env_done(&e);
     env_forget_table(fd);
     jt_state_dir_done(fd, path);
+}
+
+/* Issue 71: the token holder takes its ROUND and at once reports a worker failure (an exit
+ * code, or a signal claimed from outside), then closes (token_holder_cycles). Before, each
+ * report was a counted restart, and the job failed on its budget. A failure of a node that
+ * joined late, before rdzvd saw it run, is a claim (P7d): not counted, charged to its host,
+ * within the job's bound (P8). */
+static void test_newcomer_exit_does_not_drain_the_budget(void)
+{
+    token_holder_cycles(true);
 }
 
 /* The honest counterparts. A script that crashes at start-up on the job's first generation
@@ -839,6 +862,7 @@ int main(void)
     TEST(test_scale_up_round_spends_no_budget);
     TEST(test_bound_in_the_future_is_taken_as_now);
     TEST(test_step_claim_does_not_drain_the_budget);
+    TEST(test_newcomer_exit_does_not_drain_the_budget);
     TEST(test_exit_of_first_generation_or_a_running_newcomer_counts);
     return tap_done();
 }
