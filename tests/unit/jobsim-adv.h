@@ -2,8 +2,18 @@
 /* jobsim-adv.h: the simulator's adversary (jobsim.h's SC_ADV_* events) and its time passing
  * (SC_WAIT). A token holder under a new host name and node id each time: it JOINs and sends its
  * HEARTBEAT; placed, it may claim a step, send CANCEL and JOIN back at once with its secret and
- * a resume. For jobsim.h only, which includes it once, after newcomer_join and sim_join. */
+ * a resume, or report a worker failure as it takes its ROUND. For jobsim.h only, which
+ * includes it once, after newcomer_join and sim_join. */
 #pragma once
+
+/* Whether the adversary's JOIN is late (P7d): a generation of the job formed in this rdzvd, or
+ * was rebuilt, before it. A JOIN that makes the job (none in memory) is never late. */
+static void adv_late(struct sim *s)
+{
+    struct rdzvd_job *j = the_job(&s->md);
+
+    s->adv_late = j && (j->formed_ms || j->rebuilt);
+}
 
 /* The adversary of issue 71: a token holder that JOINs under a new host name and node id each
  * time and sends what an agent sends: its HEARTBEAT as JOINED comes (--scale-up now takes a
@@ -16,6 +26,7 @@ static int ev_adv_join(struct sim *s)
 
     snprintf(id, sizeof(id), "adv-%d", s->adv_k);
     snprintf(host, sizeof(host), "hadv%d", s->adv_k++);
+    adv_late(s);
     r = newcomer_join(s, f, id, host, err, sizeof(err));
     snprintf(s->adv_id, sizeof(s->adv_id), "%s", id);
     snprintf(s->adv_host, sizeof(s->adv_host), "%s", host);
@@ -77,6 +88,7 @@ static int ev_adv_resume(struct sim *s)
     char err[512];
     int r;
 
+    adv_late(s);
     snprintf(jn.secret, sizeof(jn.secret), "%s", s->adv_secret);
     jn.resume = (struct rdzv_resume){.generation = s->adv_gen, .node_rank = 0, .nnodes = 1,
                                      .world_size = jn.nproc, .master_port = 41000};
@@ -95,6 +107,27 @@ static int ev_adv_resume(struct sim *s)
     jt_run_pass();
     s->adv_in = s->adv_in && f->f.m && !f->f.closed;
     return r;
+}
+
+/* The adversary, placed in the running generation: it answers its ROUND (the HEARTBEAT naming
+ * the generation) and at once reports a worker failure of its rank, exit code 1 (issue 71:
+ * within the start-up window, a claim when it joined late, P7d). Told to restart, it exits. */
+static void ev_adv_exit(struct sim *s)
+{
+    struct agent *f = &s->adv;
+    struct rdzv_worker_exit w = {.generation = f->f.round.generation, .exit_code = 1};
+    static struct rdzv_heartbeat hb;
+
+    if (s->adv_answered != f->f.round.generation) {
+        s->adv_answered = f->f.round.generation;
+        hb = (struct rdzv_heartbeat){.generation = s->adv_answered};
+        rdzvd_member_progress(f->f.m, &hb);
+        rdzvd_member_heartbeat(f->f.m);
+    }
+    if (f->f.m && !f->f.closed)
+        jt_worker_exit(&f->f, &w);
+    jt_run_pass();
+    say(&s->md, ": %s took its ROUND and reported a worker failure", s->adv_host);
 }
 
 /* A minute passes while the job runs: every connected agent heartbeats (the adversary too), so

@@ -4,7 +4,8 @@
  * and crashes under a new node id, the adversary: a token holder under a new host name and node
  * id each time that JOINs, sends its HEARTBEAT and closes at its ROUND or at will, or answers
  * it with a step claimed and stays, and, placed, claims a step, sends CANCEL and JOINs back
- * with its secret and a resume (jobsim-adv.h); another job that runs and ends, a new run of
+ * with its secret and a resume, or reports a worker failure as it takes its ROUND
+ * (jobsim-adv.h); another job that runs and ends, a new run of
  * the same id, a drain) and its invariants S1..S8, checked after every event beside
  * jobcheck.h's I1..I5 (apply_one). S7 is a bound over a window, not a moment: the job's
  * restarts not counted, whoever caused them, but a signal to a node that rdzvd saw run. S8: no
@@ -29,6 +30,7 @@ enum {
     SC_ADV_CANCEL, /* it claims a step, sends CANCEL (SIGTERM) and closes: a signal from outside */
     SC_ADV_RESUME, /* it JOINs again, the same node id and secret, with a resume of the generation
                     * it was placed in, and READY when the job stops */
+    SC_ADV_EXIT, /* placed, it answers its ROUND and at once reports a worker failure */
     SC_WAIT, /* a minute passes, every connected agent heartbeating (the adversary too) */
     SC_END
 };
@@ -56,7 +58,8 @@ static const char *const tok_node[EV_NODE_KINDS] = {
 static const char *const tok_job[] = {"all-fail", "ready",     "timer",     "op-cancel",
                                       "restart",  "abandon",   "fresh-crash", "other-job",
                                       "new-run",  "new-rdzvd", "drain",     "adv-join",
-                                      "adv-gone", "adv-cancel", "adv-resume", "wait"};
+                                      "adv-gone", "adv-cancel", "adv-resume", "adv-exit",
+                                      "wait"};
 
 struct config {
     struct variant v;
@@ -95,6 +98,9 @@ struct sim {
     uint64_t adv_gen, adv_answered;
     int adv_ev0; /* the EVENTs its resume was told at once (restart: the job moved on) */
     bool adv_resumable, adv_resumed; /* it may resume; it did (it answers its ROUNDs) */
+    /* It joined after a generation formed in this rdzvd, and rdzvd has not seen it run (P7d):
+     * its worker failure is a claim (S8). */
+    bool adv_late;
     bool honest_fault; /* an honest node's fault since the run began (S8) */
     int adv_rounds;    /* the ROUNDs the adversary got as far as seen ... */
     bool adv_below;    /* ... and it got one while some honest node was out (MIN needed it) */
@@ -393,6 +399,10 @@ static bool code_enabled(struct sim *s, int code)
         return s->adv_in && s->adv.f.m && !s->adv.f.closed && s->adv.f.m->node_rank >= 0;
     if (code == SC_ADV_RESUME)
         return j && j->state != JOB_ENDED && !s->adv_in && s->adv_resumable;
+    if (code == SC_ADV_EXIT) /* placed in the running generation, its ROUND come */
+        return s->adv_in && s->adv.f.m && !s->adv.f.closed && s->adv.f.m->node_rank >= 0 &&
+               s->adv.f.nrounds && j && j->state == JOB_RUNNING &&
+               s->adv.f.round.generation == j->generation;
     if (code == SC_NEW_RUN)
         return job_over(s);
     if (code == SC_WAIT)
@@ -482,6 +492,7 @@ static void take_spre(struct sim *s, struct spre *p)
                  (!j->formed_ms ||
                   jt_now_ms() - j->formed_ms >= (uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
     p->adv_took_round = s->adv_in && s->adv.f.m && !s->adv.f.closed && s->adv.f.m->ran_gen;
+    s->adv_late &= !p->adv_ran; /* seen running: its failures count from now on */
     if ((p->exists = j != NULL)) {
         p->st = j->state;
         p->gen = j->generation;
@@ -658,6 +669,13 @@ static void check_healthy(struct sim *s, int code, const struct spre *p)
              "%" PRId64 " of %" PRId64, s->adv_host,
              s->adv_answered ? "it took its ROUND and claimed a step" : "at its ROUND",
              j->restart_count, s->c.v.max_restarts);
+    /* At once: having joined late, it reported a worker failure before rdzvd saw it run, within
+     * P8's bound, and the budget was charged (P7d). */
+    if (code == SC_ADV_EXIT && s->adv_late && !p->adv_ran && !p->spent && p->exists &&
+        (j = the_job(&s->md)) && j->restart_count > p->restarts)
+        sbad(s, S8, 3, "%s joined late, took its ROUND and reported a worker failure before "
+             "rdzvd saw it run, and the job was charged restart %" PRId64 " of %" PRId64,
+             s->adv_host, j->restart_count, s->c.v.max_restarts);
     for (int i = 0; i < NODES && !s->honest_fault && p->all_in; i++) {
         const struct fake *f = &s->md.a[i].f;
 
@@ -787,6 +805,8 @@ static uint64_t apply_one(struct sim *s, int code)
             ev_adv_cancel_resume(s);
         else if (code == SC_ADV_RESUME)
             ev_adv_resume(s);
+        else if (code == SC_ADV_EXIT)
+            ev_adv_exit(s);
         else if (code == SC_WAIT)
             ev_wait(s);
         else if (code == SC_OTHER)
@@ -808,8 +828,9 @@ static uint64_t apply_one(struct sim *s, int code)
         s->adv_in = false; /* rdzvd closed it (lost, put aside, the job's end) */
     /* Placed, it closes at its ROUND, or (every other one) answers it (a HEARTBEAT naming the
      * generation, a step claimed) and stays: its loss within the start-up window is not counted,
-     * whatever it claimed (P7). It sends no WORKER_EXIT (a failure reported is counted, P1);
-     * told an outcome (the job's end, put aside) or to restart, it exits as an agent does. */
+     * whatever it claimed (P7). Its WORKER_EXIT is its own move (adv-exit: a claim when it
+     * joined late, P7d); told an outcome (the job's end, put aside) or to restart, it exits as
+     * an agent does. */
     if (s->adv_in && s->adv.f.nrounds && s->adv.f.nevents <= s->adv_ev0 &&
         (s->adv_k % 2 == 0 || s->adv_resumed) &&
         s->adv_answered != s->adv.f.round.generation) {

@@ -12,7 +12,8 @@
  * every agent must have been told how the job ended. Its adversary (adv-join, adv-gone) is a
  * token holder that sends what an agent sends, a HEARTBEAT among it, under a new host name and
  * node id each time; placed, it may claim a step, send CANCEL and JOIN back at once with its
- * secret and a resume (adv-cancel); some seeds draw it often (adversary x1 to x8).
+ * secret and a resume (adv-cancel), or report a worker failure as it takes its ROUND (adv-exit);
+ * some seeds draw it often (adversary x1 to x8).
  *
  * After every event: I1..I5 (jobcheck.h, as the explorer) and S1..S8 (sim_inv). A violation of a
  * case still open (open_cases: a known violation) is counted and reported, not failed; any
@@ -323,6 +324,8 @@ static int pick(struct sim *s, uint64_t *x, int n, int len)
         codes[nc++] = SC_ADV_CANCEL;
     for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_RESUME); k++)
         codes[nc++] = SC_ADV_RESUME;
+    for (int k = 0; k < s->c.adversary && code_enabled(s, SC_ADV_EXIT); k++)
+        codes[nc++] = SC_ADV_EXIT;
     if (code_enabled(s, SC_WAIT) && rnd(x) % 4 == 0) /* time passing, now and then */
         codes[nc++] = SC_WAIT;
     if (rnd(x) % 16 == 0)
