@@ -1567,7 +1567,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     const char *uncounted = NULL; /* counted */
     enum rdzvd_aside aside = RDZVD_ASIDE_NOT;
     struct rdzvd_job_record_fail f;
-    bool startup;
+    bool startup, outside = exit_from_outside(w);
     time_t secs;
     struct tm tm;
 
@@ -1607,17 +1607,18 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     /* A late joiner that rdzvd has not seen run: what it reports is a claim, whatever signal or
      * code it names (P7d). Not counted, within the job's bound; its host charged, unless a
      * signal from outside killed it (P1). */
-    if (rdzvd_member_exit_unran(m, exit_from_outside(w), startup)) {
+    if (rdzvd_member_exit_unran(m, outside, startup)) {
         const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
 
         uncounted = "a late joiner's worker failed before rdzvd saw it run";
+        startup &= !outside; /* a kill from outside is no start-up failure of its own */
         if (h && h->aside) { /* its host put aside: it goes once the generation stopped */
             m->aside_pending = true;
             j->aside_cause = true;
             if (startup)
                 startup_grace(j); /* the others may fail alike: then it is the job's (P4) */
         }
-    } else if (exit_from_outside(w)) { /* killed from outside: the job's failure, not the node's */
+    } else if (outside) { /* killed from outside: the job's failure, not the node's */
         size_t used = strlen(summary);
 
         if (used < sizeof(summary))
