@@ -798,6 +798,34 @@ static void test_newcomer_exit_does_not_drain_the_budget(void)
     token_holder_cycles(true);
 }
 
+/* A late joiner that stays and reports a worker failure at start-up of each generation it is
+ * placed in (--bad-node-failures 2): each is charged to its host, not counted; at the second
+ * its host is put aside and it goes once the generation stopped. The job runs on. */
+static void test_late_joiner_failing_at_start_up_is_put_aside(void)
+{
+    struct env e;
+    struct fake f[3] = {0};
+    struct rdzv_join jn = join_on(2, 2, 8, "flaky");
+    struct rdzv_worker_exit w = {.exit_code = 1};
+
+    elastic_pair(&e, f);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[2], &jn));
+    rdzvd_member_heartbeat(f[2].m); /* the scale-up */
+    all_ready(f, 3, 1);
+    for (int k = 1; k <= 2; k++) {
+        ASSERT_EQ(f[2].nrounds, k);
+        w.generation = f[2].round.generation;
+        jt_worker_exit(&f[2], &w);
+        ASSERT_EQ(unran_of(job_of(&e), "flaky"), k);
+        all_ready(f, 3, w.generation);
+    }
+    ASSERT_TRUE(event_is(&f[2], "put_aside"));
+    ASSERT_EQ(job_of(&e)->restart_count, 0);
+    ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
+    env_done(&e);
+}
+
 /* The honest counterparts. A script that crashes at start-up on the job's first generation
  * (both nodes alike, every generation) fails the job once its budget (3) is spent. A newcomer
  * whose worker fails after rdzvd saw it run (past the start-up window) costs a counted restart. */
@@ -864,5 +892,6 @@ int main(void)
     TEST(test_step_claim_does_not_drain_the_budget);
     TEST(test_newcomer_exit_does_not_drain_the_budget);
     TEST(test_exit_of_first_generation_or_a_running_newcomer_counts);
+    TEST(test_late_joiner_failing_at_start_up_is_put_aside);
     return tap_done();
 }
