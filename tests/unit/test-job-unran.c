@@ -798,6 +798,18 @@ static void test_newcomer_exit_does_not_drain_the_budget(void)
     token_holder_cycles(true);
 }
 
+/* elastic_pair's job, and f[2] under host taken in by a scale-up: generation 2 runs. */
+static void pair_and_late_joiner(struct env *e, struct fake *f, const char *host)
+{
+    struct rdzv_join jn = join_on(2, 2, 8, host);
+
+    elastic_pair(e, f);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(e, &f[2], &jn));
+    rdzvd_member_heartbeat(f[2].m); /* the scale-up */
+    all_ready(f, 3, 1);
+}
+
 /* A late joiner that stays and reports a worker failure at start-up of each generation it is
  * placed in (--bad-node-failures 2): each is charged to its host, not counted; at the second
  * its host is put aside and it goes once the generation stopped. The job runs on. */
@@ -805,14 +817,9 @@ static void test_late_joiner_failing_at_start_up_is_put_aside(void)
 {
     struct env e;
     struct fake f[3] = {0};
-    struct rdzv_join jn = join_on(2, 2, 8, "flaky");
     struct rdzv_worker_exit w = {.exit_code = 1};
 
-    elastic_pair(&e, f);
-    jn.scale_up_now = true;
-    ASSERT_OK(join(&e, &f[2], &jn));
-    rdzvd_member_heartbeat(f[2].m); /* the scale-up */
-    all_ready(f, 3, 1);
+    pair_and_late_joiner(&e, f, "flaky");
     for (int k = 1; k <= 2; k++) {
         ASSERT_EQ(f[2].nrounds, k);
         w.generation = f[2].round.generation;
@@ -833,7 +840,6 @@ static void test_exit_of_first_generation_or_a_running_newcomer_counts(void)
 {
     struct env e;
     struct fake f[3] = {0};
-    struct rdzv_join jn = join_on(2, 2, 8, "late");
     struct rdzv_worker_exit w = {.exit_code = 1};
 
     elastic_pair(&e, f);
@@ -854,11 +860,7 @@ static void test_exit_of_first_generation_or_a_running_newcomer_counts(void)
     env_done(&e);
 
     memset(f, 0, sizeof(f));
-    elastic_pair(&e, f);
-    jn.scale_up_now = true;
-    ASSERT_OK(join(&e, &f[2], &jn));
-    rdzvd_member_heartbeat(f[2].m); /* the scale-up */
-    all_ready(f, 3, 1);
+    pair_and_late_joiner(&e, f, "late");
     ASSERT_EQ(f[2].nrounds, 1);
     for (int t = 0; t < 2; t++) { /* 10 s: past the start-up window */
         for (int i = 0; i < 3; i++)
