@@ -255,7 +255,7 @@ static void ev_join(struct model *md, int i)
     struct agent *a = &md->a[i];
     struct rdzv_join jn = join_of(i, md->v->min, md->v->max, md->v->max_restarts);
     const struct rdzv_round *rd = &a->f.round;
-    struct rdzvd_job *j0;
+    const struct rdzvd_job *j0;
     char err[512];
     int r;
 

@@ -10,7 +10,7 @@
  * was rebuilt, before it. A JOIN that makes the job (none in memory) is never late. */
 static void adv_late(struct sim *s)
 {
-    struct rdzvd_job *j = the_job(&s->md);
+    const struct rdzvd_job *j = the_job(&s->md);
 
     s->adv_late = j && (j->formed_ms || j->rebuilt);
 }
@@ -121,8 +121,7 @@ static void ev_adv_exit(struct sim *s)
     if (s->adv_answered != f->f.round.generation) {
         s->adv_answered = f->f.round.generation;
         hb = (struct rdzv_heartbeat){.generation = s->adv_answered};
-        rdzvd_member_progress(f->f.m, &hb);
-        rdzvd_member_heartbeat(f->f.m);
+        jt_progress(f->f.m, &hb);
     }
     if (f->f.m && !f->f.closed)
         jt_worker_exit(&f->f, &w);
@@ -155,7 +154,7 @@ static void ev_wait(struct sim *s)
  * too), an agent of the run told so later is told the truth. */
 static void adv_gone(struct sim *s)
 {
-    struct rdzvd_job *j;
+    const struct rdzvd_job *j;
 
     if (s->adv_in && s->adv.f.m && !s->adv.f.closed)
         jt_gone(s->adv.f.m);

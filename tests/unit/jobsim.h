@@ -118,6 +118,10 @@ struct sim {
      * adversary's own loss is charged, P8d). */
     int64_t ev_restarts;
     uint64_t veteran_gen; /* the last generation stopped past the bound by no newcomer (S7) */
+    /* The last generations whose stop the budget counted (S7): their EVENT restart may reach
+     * an agent events later (it was away), when the count no longer moves. */
+    uint64_t counted_gen[8];
+    unsigned ncounted;
 };
 
 /* Before a step, what the simulator's checks compare with. */
@@ -587,7 +591,10 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
         (j && !p->exists && (!s->c.v.state_dir || !j->n_free))) {
         s->nfree = 0;
         s->restart_gen = s->veteran_gen = 0;
+        s->ncounted = 0;
     }
+    if (j && p->exists && j->restart_count > p->restarts)
+        s->counted_gen[s->ncounted++ % 8] = p->gen; /* the generation it stopped, counted */
     /* Past the bound, a member that took a ROUND (no newcomer) stopped its generation: P8d
      * leaves that restart uncounted, whenever its agents hear it. */
     if (p->spent && j && p->exists && (p->st == JOB_RUNNING || p->st == JOB_NCCL) &&
@@ -614,6 +621,8 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
     if (gen <= s->restart_gen)
         return;
     s->restart_gen = gen;
+    for (unsigned k = 0; k < s->ncounted && k < 8; k++)
+        ran |= s->counted_gen[k] == gen; /* counted when it stopped, heard later */
     if (!j || !p->exists || j->restart_count > p->restarts || j->state == JOB_ENDED || ran)
         return; /* counted, or a node that ran caused it (or not this job's) */
     if (free_in_window(s) == RDZVD_JOB_FREE_RESTARTS + 1) {
@@ -648,6 +657,10 @@ static void check_healthy(struct sim *s, int code, const struct spre *p)
     /* The adversary ran (rdzvd saw it: its generation past the start-up window) and went: the
      * loss of a node that ran is a failure like any (P1), counted, whoever it was. */
     if (p->adv_ran && !s->adv_in)
+        s->honest_fault = true;
+    /* Its worker failure as a member of the first generation (not late): a failure like any
+     * node's there (P7d), counted, whoever it was. */
+    if (code == SC_ADV_EXIT && !s->adv_late)
         s->honest_fault = true;
     /* Placed while an honest node was out: the job needed it (below MIN any node is taken, and
      * its loss before it ran may use the budget, failures.md). */

@@ -806,7 +806,7 @@ static void pair_and_late_joiner(struct env *e, struct fake *f, const char *host
     elastic_pair(e, f);
     jn.scale_up_now = true;
     ASSERT_OK(join(e, &f[2], &jn));
-    rdzvd_member_heartbeat(f[2].m); /* the scale-up */
+    jt_heartbeat(f[2].m); /* the scale-up */
     all_ready(f, 3, 1);
 }
 
@@ -864,7 +864,7 @@ static void test_exit_of_first_generation_or_a_running_newcomer_counts(void)
     ASSERT_EQ(f[2].nrounds, 1);
     for (int t = 0; t < 2; t++) { /* 10 s: past the start-up window */
         for (int i = 0; i < 3; i++)
-            rdzvd_member_heartbeat(f[i].m);
+            jt_heartbeat(f[i].m);
         run_ms(&e, 5000);
     }
     w.generation = f[2].round.generation;

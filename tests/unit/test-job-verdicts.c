@@ -84,7 +84,8 @@ static void test_failure_that_follows_a_rank_is_the_jobs(void)
     all_ready(f, 4, 2);
     n2 = at_rank(f, 4, 0);
     ASSERT_TRUE(n2 >= 2);
-    jt_advance((uint64_t)rdzvd_job_startup_fail_ms); /* a spare that ran: no newcomer (P7b) */
+    /* a spare that ran: no newcomer (P7b) */
+    jt_advance((uint64_t)rdzvd_job_startup_fail_ms(&jt_steps));
     for (uint64_t gen = 3; gen <= 4; gen++) {
         fail_rank(&f[n2], gen, 1); /* rank 1 again, on another node */
         ASSERT_TRUE(event_is(&f[n2], "restart"));
