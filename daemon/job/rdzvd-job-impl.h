@@ -92,6 +92,7 @@ struct rdzvd_member {
     uint64_t stall_ms;   /* when its input was last found waiting past its deadline (rdzvd
                           * stalled), 0: never; a close soon after may be its agent reconnecting */
     bool away;           /* connection closed after a stall: kept for its agent, not placed */
+    uint64_t closed_ms;  /* its connection closed while kept (away or not): when; 0: open */
     int64_t node_rank;   /* in the current generation; -1 when not in it */
     int64_t prev_rank;   /* in the generation before (kept where possible), -1: none */
     int64_t rank_offset;

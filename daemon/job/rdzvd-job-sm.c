@@ -927,6 +927,7 @@ void rdzvd_member_gone(struct rdzvd_member *m)
         m->away = true;
         j->naway++;
     }
+    m->closed_ms = rdzvd_job_now_ms(&j->host); /* what rdzvd saw of it ends here (P7) */
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     rdzvd_job_note(
         j, false,
@@ -1311,10 +1312,13 @@ static bool member_seen_running(const struct rdzvd_member *m)
 {
     const struct rdzvd_job *j = m->job;
 
+    uint64_t at = m->closed_ms ? m->closed_ms : rdzvd_job_now_ms(&j->host);
+
     if (m->node_rank < 0 || !j->generation || m->ran_gen != j->generation)
         return false;
-    return !j->formed_ms || (int64_t)(rdzvd_job_now_ms(&j->host) - j->formed_ms) >=
-                                rdzvd_job_startup_fail_ms(j->host.steps);
+    /* Kept after its connection closed (rdzvd stalled): seen up to that close, not since. */
+    return !j->formed_ms ||
+           (int64_t)(at - j->formed_ms) >= rdzvd_job_startup_fail_ms(j->host.steps);
 }
 
 /* m never ran in its job, as rdzvd saw it (the bound, P8): this member (this connection, since

@@ -845,6 +845,7 @@ static void member_take_over(struct rdzvd_member *m, void *peer)
         rdzvd_job_peer_close(j, op, "replaced by the agent's new connection");
     }
     m->peer = peer;
+    m->closed_ms = 0;
     rdzvd_job_peer_bind(j, peer, m);
     rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms);
     if (m->away) {

@@ -433,6 +433,33 @@ static void test_stall_member_not_back_is_lost(void)
     env_done(&e);
 }
 
+/* rdzvd stalled within the start-up window, and a member's connection closed then: it is kept
+ * for its agent, and its deadline passes after the window. What rdzvd saw of it ended at the
+ * close, inside the window: its loss is not counted (P7), and the spare takes its place. */
+static void test_close_in_a_stall_within_the_window_is_not_counted(void)
+{
+    struct fake f[3] = {0};
+    struct env e;
+    int64_t window = jt_steps.startup_fail_ms;
+
+    env_init(&e, -1);
+    jt_steps.startup_fail_ms = 220; /* the close at 200 ms is in it, the deadline at 240 past */
+    stalled_job(&e, f);
+    jt_gone(f[1].m);
+    for (int t = 0; t < 20 && !f[0].nevents; t++) {
+        ASSERT_EQ(jt_heartbeat(f[0].m), 1);
+        ASSERT_EQ(jt_heartbeat(f[2].m), 1);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    ASSERT_TRUE(strstr(f[0].event.summary, "did not reconnect") != NULL);
+    jt_ready(f[0].m, 1);
+    ASSERT_EQ(f[2].nrounds, 1); /* the spare took its place */
+    ASSERT_EQ(f[2].round.restart_count, 0);
+    jt_steps.startup_fail_ms = window;
+    env_done(&e);
+}
+
 /* rdzvd stalled right after the ROUND: the members' deadlines, still under the ROUND's longer
  * grace, are not due on resume, but the spare's (the plain timeout since its JOIN) is: rdzvd
  * ran late. A member's close found on resume is its agent that gave up on the silent rdzvd
@@ -766,6 +793,7 @@ int main(void)
     TEST(test_heartbeat_loss_restarts);
     TEST(test_stall_agents_reconnect_job_goes_on);
     TEST(test_stall_member_not_back_is_lost);
+    TEST(test_close_in_a_stall_within_the_window_is_not_counted);
     TEST(test_stall_in_grace_close_first);
     TEST(test_stall_in_grace_spare_read_first);
     TEST(test_stall_in_grace_no_spare);
