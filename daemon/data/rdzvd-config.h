@@ -204,8 +204,9 @@ struct rdzvd_config {
     const struct rdzvd_peers *peers;
     const struct rdzvd_replica_ops *replica_ops; /* how to run one (rdzvd_replica_ops) */
     /* How the job table replays a job's decision (a rdzvd_decision_fn of rdzvd-store.h: the job
-     * layer's rdzvd_decision_apply, which rdzvd_daemon_new sets); NULL: it takes none. */
-    int (*job_decisions)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
+     * layer's rdzvd_decision_apply, which rdzvd_daemon_new sets), called with ud NULL (the job
+     * table's default bounds); NULL: it takes none. */
+    int (*job_decisions)(void *ud, struct rdzvd_store *s, const uint8_t *key, size_t klen,
                          const uint8_t *val, size_t vlen);
     /* Called when replication fails and rdzvd must stop (the caller stops the server and exits
      * 75); NULL: the server stops itself. */

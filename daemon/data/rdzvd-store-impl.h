@@ -66,6 +66,7 @@ struct rdzvd_store {
     uint64_t gated;
     unsigned muted;
     rdzvd_decision_fn decision; /* NULL: takes no decisions */
+    void *decision_ud;
     rdzvd_room_fn room;         /* NULL: every record has room */
     void *room_ud;
     struct slot **buckets;

@@ -137,15 +137,21 @@ void rdzvd_store_set_room_cb(struct rdzvd_store *s, rdzvd_room_fn fn, void *ud)
     s->room_ud = ud;
 }
 
-void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn)
+void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn, void *ud)
 {
     s->decision = fn;
+    s->decision_ud = fn ? ud : NULL;
+}
+
+void *rdzvd_store_decision_ud(const struct rdzvd_store *s)
+{
+    return s->decision_ud;
 }
 
 int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t klen,
                                const uint8_t *val, size_t vlen)
 {
-    return s->decision ? s->decision(s, key, klen, val, vlen) : -EINVAL;
+    return s->decision ? s->decision(s->decision_ud, s, key, klen, val, vlen) : -EINVAL;
 }
 
 void rdzvd_store_set_change_gate(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud)

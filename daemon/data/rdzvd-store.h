@@ -50,10 +50,11 @@ enum rdzvd_change {
 };
 
 /* Replays a record of RDZVD_CHANGE_DECISION (what fn of rdzvd_store_change_as made) on s: the
- * layer that makes decisions (the job table's, rdzvd-job-record.h) registers it, so that the store
- * and the record codec need not know what a decision is. 0 or a negative errno. */
-typedef int (*rdzvd_decision_fn)(struct rdzvd_store *s, const uint8_t *key, size_t klen,
-                                 const uint8_t *val, size_t vlen);
+ * layer that makes decisions (the job table's, rdzvd-job-record.h) registers it with its ud (what
+ * that layer's decisions read besides s: the same on every replica and replay), so that the
+ * store and the record codec need not know what a decision is. 0 or a negative errno. */
+typedef int (*rdzvd_decision_fn)(void *ud, struct rdzvd_store *s, const uint8_t *key,
+                                 size_t klen, const uint8_t *val, size_t vlen);
 
 /* Called after every successful mutation, before any waiter is woken; with a gate, when the
  * gate passes it on. key/val are valid only during the call. The hook may read the store (the
@@ -104,8 +105,10 @@ void rdzvd_store_pass_change(struct rdzvd_store *s, enum rdzvd_change what, cons
 /* The changes the gate holds that the hook was not told yet: the store is ahead of its hook
  * (a journal does not compact then). */
 uint64_t rdzvd_store_changes_held(const struct rdzvd_store *s);
-/* Install (or with fn NULL remove) the store's decision replayer. */
-void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn);
+/* Install (or with fn NULL remove) the store's decision replayer, called with ud. */
+void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn, void *ud);
+/* The ud s's decision replayer was installed with; NULL: none. */
+void *rdzvd_store_decision_ud(const struct rdzvd_store *s);
 /* Replay a decision on s: its decision replayer's result; -EINVAL when it has none (a store
  * that takes no decisions: the record is refused, nothing changed). */
 int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t klen,

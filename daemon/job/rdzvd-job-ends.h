@@ -16,8 +16,6 @@
  * under "ends", NUL-terminated, oldest first, at most RDZVD_JOB_ENDS_KEPT (the oldest dropped by
  * the ENDED that makes room: the same on every replica). */
 #define RDZVD_JOB_ENDS_KEPT 256
-/* The bound in force: RDZVD_JOB_ENDS_KEPT, which a test may make smaller (before any job). */
-extern unsigned rdzvd_job_ends_kept;
 struct rdzvd_job_end {
     char run_id[RDZV_ID_MAX + 1];
     char type[16]; /* "succeeded", "failed", "cancelled", "abandoned" (--abandon-after) */
@@ -39,9 +37,10 @@ void rdzvd_job_end_set(struct rdzvd_job_end *e, const char *run_id, const char *
 json_t *rdzvd_job_end_json(const struct rdzvd_job_end *e);
 int rdzvd_job_end_from_json(json_t *o, const char *run_id, struct rdzvd_job_end *e);
 
-/* Keep e in t, as the newest (replacing what its run id had); past RDZVD_JOB_ENDS_KEPT the
- * oldest go. From inside an ENDED decision's apply only. 0, -ENOMEM or the store's error. */
-int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e);
+/* Keep e in t, as the newest (replacing what its run id had); past kept (the job table's
+ * ends_kept: RDZVD_JOB_ENDS_KEPT, or a test's) the oldest go. From inside an ENDED decision's
+ * apply only. 0, -ENOMEM or the store's error. */
+int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e, unsigned kept);
 
 /* Call fn for each ended job t keeps, oldest first, until fn returns non-zero (returned). 0,
  * -ENOMEM, or fn's. */

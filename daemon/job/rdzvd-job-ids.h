@@ -5,7 +5,8 @@
  * is: rdzvd_decision_apply (rdzvd-job-persist.c) calls it, wherever a decision is applied.
  *
  * Keys: "sec/" run_id NUL node_id: the hash (hex); "ids/" run_id: the job's node ids, each
- * NUL-terminated, oldest first, at most rdzvd_job_ids_bytes_max bytes.
+ * NUL-terminated, oldest first, at most the job table's ids_bytes_max bytes (struct
+ * rdzvd_job_bounds, rdzvd-job-record.h).
  * Loop thread only. Errors are negative errnos. */
 #pragma once
 #include <jansson.h>
@@ -18,8 +19,6 @@
 /* What ADMITTED records of a node: its node id and the hash of its secret (hex). */
 #define RDZVD_SECRET_HASH_HEX 64
 #define RDZVD_JOB_IDS_BYTES_MAX (256u << 10)
-/* The bound in force: RDZVD_JOB_IDS_BYTES_MAX, which a test may make smaller (before any job). */
-extern size_t rdzvd_job_ids_bytes_max;
 struct rdzvd_job_record_admitted {
     char node_id[RDZV_ID_MAX + 1];
     char hash[RDZVD_SECRET_HASH_HEX + 1];
@@ -30,10 +29,10 @@ int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const c
                               char hash[RDZVD_SECRET_HASH_HEX + 1]);
 
 /* ADMITTED: keep the hash of a's secret in t. 0, -EEXIST (the node id has one: a node's secret
- * is never replaced), -ENOSPC (the job's node ids would pass rdzvd_job_ids_bytes_max) or the
- * store's error. */
+ * is never replaced), -ENOSPC (the job's node ids would pass ids_max bytes) or the store's
+ * error. */
 int rdzvd_job_ids_admit(struct rdzvd_store *t, const char *run_id,
-                        const struct rdzvd_job_record_admitted *a);
+                        const struct rdzvd_job_record_admitted *a, size_t ids_max);
 
 /* The hashes of run_id's nodes go (ENDED: only NULL), or only node id only's with its place in
  * the list (FORGOTTEN), the others kept in their order: 1 when there were none, else 0 or the

@@ -389,20 +389,21 @@ static bool id_has_history(const struct rdzvd_job *j, const char *node_id)
  * a negative errno. */
 static int ids_make_room(struct rdzvd_job *j, const char *node_id)
 {
+    size_t max = rdzvd_job_bounds_of(j->host.secret_table)->ids_bytes_max;
     size_t need = strlen(node_id) + 1, len, off, kept = 0, gone = 0;
     char *ids, first[RDZV_ID_MAX + 1] = "";
     int r;
 
-    if (rdzvd_job_ids_len(j->host.secret_table, j->run_id) + need <= rdzvd_job_ids_bytes_max)
+    if (rdzvd_job_ids_len(j->host.secret_table, j->run_id) + need <= max)
         return 0; /* it fits: a JOIN reads no more than that */
     if ((r = rdzvd_job_ids_get(j->host.secret_table, j->run_id, &ids, &len)) < 0)
         return r;
     for (off = 0; off < len; off += strlen(ids + off) + 1)
         kept += id_promised(j, ids + off) ? strlen(ids + off) + 1 : 0;
-    if (len + need > rdzvd_job_ids_bytes_max && kept + need > rdzvd_job_ids_bytes_max)
+    if (len + need > max && kept + need > max)
         r = -ENOSPC; /* forgetting the others would not make room */
-    for (int pass = 0; pass < 2 && r == 0 && len + need > rdzvd_job_ids_bytes_max; pass++) {
-        for (off = 0; off < len && r == 0 && len + need > rdzvd_job_ids_bytes_max;) {
+    for (int pass = 0; pass < 2 && r == 0 && len + need > max; pass++) {
+        for (off = 0; off < len && r == 0 && len + need > max;) {
             const char *id = ids + off;
             size_t n = strlen(id) + 1 < len - off ? strlen(id) + 1 : len - off;
 
@@ -421,7 +422,7 @@ static int ids_make_room(struct rdzvd_job *j, const char *node_id)
     if (gone)
         log_info("job=%s: its node ids would pass %zu bytes with node id %s: forgot %zu of nodes "
                  "that left (the oldest: %s); a node of one that comes back is a new node",
-                 j->run_id, rdzvd_job_ids_bytes_max, node_id, gone, first);
+                 j->run_id, max, node_id, gone, first);
     free(ids);
     return r;
 }
@@ -1150,6 +1151,7 @@ struct decided {
     struct rdzvd_job_record rec; /* ENDED: only run_id */
     const uint8_t *key;          /* the record's key in the table */
     size_t klen;
+    const struct rdzvd_job_bounds *bounds; /* the table's */
 };
 
 /* rec would take the job cur back, or make it another job? (rdzvd-job-record.h) */
@@ -1192,12 +1194,14 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         (void)waiting_decide(t, d->rec.run_id, 0);
         r = rdzvd_store_delete(t, d->key, d->klen); /* 1: deleted, 0: there was none */
         /* Its outcome kept (a store full refuses it: the end stands, told to nobody later). */
-        if (r >= 0 && s >= 0 && d->rec.has_end && rdzvd_job_end_keep(t, &d->rec.end) == 0)
+        if (r >= 0 && s >= 0 && d->rec.has_end &&
+            rdzvd_job_end_keep(t, &d->rec.end, d->bounds->ends_kept) == 0)
             return 0;
         return r < 0 ? r : s < 0 ? s : !r && s;
     }
     if (d->kind == RDZVD_DECIDE_ADMITTED)
-        return rdzvd_job_ids_admit(t, d->rec.run_id, &d->rec.admitted);
+        return rdzvd_job_ids_admit(t, d->rec.run_id, &d->rec.admitted,
+                                   d->bounds->ids_bytes_max);
     if (d->kind == RDZVD_DECIDE_FORGOTTEN)
         return rdzvd_job_ids_forget(t, d->rec.run_id, d->rec.admitted.node_id);
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
@@ -1285,7 +1289,16 @@ out:
     return r;
 }
 
-int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+static const struct rdzvd_job_bounds default_bounds = RDZVD_JOB_BOUNDS_DEFAULT;
+
+const struct rdzvd_job_bounds *rdzvd_job_bounds_of(const struct rdzvd_store *t)
+{
+    const struct rdzvd_job_bounds *b = t ? rdzvd_store_decision_ud(t) : NULL;
+
+    return b ? b : &default_bounds;
+}
+
+int rdzvd_decision_apply(void *ud, struct rdzvd_store *t, const uint8_t *key, size_t klen,
                          const uint8_t *val, size_t vlen)
 {
     char want[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
@@ -1300,6 +1313,7 @@ int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
     }
     d.key = key;
     d.klen = klen;
+    d.bounds = ud ? (const struct rdzvd_job_bounds *)ud : &default_bounds;
     r = rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen, apply_decided, &d);
     if (r > 0)
         r = 0;
@@ -1337,8 +1351,9 @@ int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
         return -EINVAL;
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;
-    r = rdzvd_decision_apply(t, (const uint8_t *)key, table_key(rec->run_id, key, sizeof(key)),
-                             (const uint8_t *)text, strlen(text));
+    r = rdzvd_decision_apply(rdzvd_store_decision_ud(t), t, (const uint8_t *)key,
+                             table_key(rec->run_id, key, sizeof(key)), (const uint8_t *)text,
+                             strlen(text));
     free(text);
     return r;
 }
@@ -1383,10 +1398,8 @@ int rdzvd_job_secret_hash_get(struct rdzvd_store *t, const char *run_id, const c
     return 0;
 }
 
-size_t rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
-
 int rdzvd_job_ids_admit(struct rdzvd_store *t, const char *run_id,
-                        const struct rdzvd_job_record_admitted *a)
+                        const struct rdzvd_job_record_admitted *a, size_t ids_max)
 {
     char key[SECRET_KEY_MAX], ikey[sizeof(IDS_KEY_PREFIX) + RDZV_ID_MAX + 1];
     size_t klen = secret_key(run_id, a->node_id, key), iklen = ids_key(run_id, ikey, sizeof(ikey));
@@ -1398,7 +1411,7 @@ int rdzvd_job_ids_admit(struct rdzvd_store *t, const char *run_id,
         return -EEXIST; /* a node's secret is never replaced */
     if (rdzvd_store_get(t, ikey, iklen, &val, &vlen) < 0)
         vlen = 0;
-    if (vlen + strlen(a->node_id) + 1 > rdzvd_job_ids_bytes_max)
+    if (vlen + strlen(a->node_id) + 1 > ids_max)
         return -ENOSPC;
     r = rdzvd_store_append(t, ikey, iklen, a->node_id, strlen(a->node_id) + 1);
     /* A failure here leaves a node id listed without a hash: unknown, as if never admitted. */
@@ -1802,9 +1815,7 @@ static int ends_list(struct rdzvd_store *t, char **ids, size_t *len)
     return 0;
 }
 
-unsigned rdzvd_job_ends_kept = RDZVD_JOB_ENDS_KEPT;
-
-int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e)
+int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e, unsigned kept)
 {
     char key[END_KEY_MAX], *ids, *out = NULL, *text = NULL;
     json_t *o = rdzvd_job_end_json(e);
@@ -1827,7 +1838,7 @@ int rdzvd_job_end_keep(struct rdzvd_store *t, const struct rdzvd_job_end *e)
     olen += strlen(e->run_id) + 1;
     n++;
     /* Past the bound the oldest go, with their outcomes. */
-    for (drop = 0; n > rdzvd_job_ends_kept; n--) {
+    for (drop = 0; n > kept; n--) {
         (void)rdzvd_store_delete(t, key, end_key(out + drop, key));
         drop += strlen(out + drop) + 1;
     }

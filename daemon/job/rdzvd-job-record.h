@@ -28,8 +28,8 @@
  * (JOINED), and its hash is decided (ADMITTED) before JOINED leaves: a JOIN that names a node id
  * the table knows must carry that secret, after a restart or a change of leader too. The hashes
  * live beside the record, under their own keys (rdzvd-job-ids.h: "sec/" run_id NUL node_id: the
- * hash; "ids/" run_id: the job's node ids, each NUL-terminated, at most
- * RDZVD_JOB_IDS_BYTES_MAX), so that a
+ * hash; "ids/" run_id: the job's node ids, each NUL-terminated, at most the table's
+ * ids_bytes_max: struct rdzvd_job_bounds), so that a
  * JOIN costs what one node id costs, not the whole list; ENDED deletes them with the record,
  * FORGOTTEN one node's (a node that left without holding a place: no table fills from them).
  * A record of an older rdzvd has none: its nodes are new to it (their next JOIN mints a secret).
@@ -191,7 +191,8 @@ const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running
  * generation; STOPPED, not running; ENDED, only its run id counts) is encoded, and those bytes are
- * applied by rdzvd_decision_apply, t's gate or change hook told of the decision itself (a
+ * applied by rdzvd_decision_apply under t's bounds (rdzvd_job_bounds_of), t's gate or change
+ * hook told of the decision itself (a
  * record of RDZVD_CHANGE_DECISION: kept by the step under way until its Ready is carried out,
  * then to the journal, or to the next log entry). 0, -EINVAL (rec is not what
  * kind takes, or not what put takes), -ESTALE (it would take the job back: nothing changed),
@@ -199,12 +200,25 @@ const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
                      const struct rdzvd_job_record *rec);
 
+/* The job table's bounds, which its decisions read: the same on every replica and every replay,
+ * so they are the table's, never a global's. A job table's decision replayer is
+ * rdzvd_decision_apply with a struct rdzvd_job_bounds as its ud (rdzvd_store_set_decision_fn),
+ * or NULL: the defaults. Only a test makes them smaller. */
+struct rdzvd_job_bounds {
+    size_t ids_bytes_max; /* a job's node ids (rdzvd-job-ids.h): RDZVD_JOB_IDS_BYTES_MAX */
+    unsigned ends_kept;   /* the ends kept (rdzvd-job-ends.h): RDZVD_JOB_ENDS_KEPT */
+};
+#define RDZVD_JOB_BOUNDS_DEFAULT {RDZVD_JOB_IDS_BYTES_MAX, RDZVD_JOB_ENDS_KEPT}
+/* t's bounds (its decision replayer's ud), or the defaults when t is NULL or has none. */
+const struct rdzvd_job_bounds *rdzvd_job_bounds_of(const struct rdzvd_store *t);
+
 /* Apply the decision val[0..vlen) (as rdzvd_job_decide encodes it) to the record under key in
- * t: the one function that turns decisions into records (above). 0; -EBADMSG when val is no
+ * t, under the bounds ud (a struct rdzvd_job_bounds; NULL: the defaults): the one function that
+ * turns decisions into records (above), t's rdzvd_decision_fn. 0; -EBADMSG when val is no
  * decision, or not of the run id key names; -ESTALE when it would take the record back (a FORMED
  * of a generation not past the record's, a restart count below it, another --nnodes or
  * --max-restarts), nothing changed; -ENOMEM or the store's error. */
-int rdzvd_decision_apply(struct rdzvd_store *t, const uint8_t *key, size_t klen,
+int rdzvd_decision_apply(void *ud, struct rdzvd_store *t, const uint8_t *key, size_t klen,
                          const uint8_t *val, size_t vlen);
 /* The run id and kind of the decision val[0..vlen): 0, or -EBADMSG / -ENOMEM. */
 int rdzvd_decision_peek(const uint8_t *val, size_t vlen, char run_id[RDZV_ID_MAX + 1],

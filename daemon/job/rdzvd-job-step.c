@@ -824,7 +824,8 @@ static int member_secret(struct join_req *q, struct rdzvd_job *j, char secret[RD
         return refuse(q, r, "job '%s' cannot take node id '%s': the node ids of its members and "
                       "its running generation fill the %zu bytes a job keeps; stop some of its "
                       "spares, or start a new job with a new --rdzv-id", q->jn->run_id,
-                      q->jn->node_id, rdzvd_job_ids_bytes_max);
+                      q->jn->node_id,
+                      rdzvd_job_bounds_of(j->host.secret_table)->ids_bytes_max);
     if (r < 0)
         return refuse(q, r, "rdzvd cannot record node id '%s' in job '%s': %s", q->jn->node_id,
                       q->jn->run_id, strerror(-r));

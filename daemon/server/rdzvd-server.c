@@ -96,7 +96,7 @@ static int job_table_open(struct rdzvd_server *srv)
     r = rdzvd_store_new(&srv->cfg.lim, rdzvd_tcpstore_wake, &srv->job_table);
     if (r < 0)
         return log_error_errno(r, "init");
-    rdzvd_store_set_decision_fn(srv->job_table, srv->cfg.job_decisions);
+    rdzvd_store_set_decision_fn(srv->job_table, srv->cfg.job_decisions, NULL);
     r = rdzvd_journal_open(srv->loop, srv->state_dirfd, srv->cfg.state_dir, "jobs", mode,
                            srv->job_table, &srv->job_journal);
     if (r < 0)
@@ -493,7 +493,7 @@ int rdzvd_server_new(uv_loop_t *loop, const struct rdzvd_config *cfg, struct rdz
             log_error_errno(r, "init");
             goto out_free;
         }
-        rdzvd_store_set_decision_fn(srv->job_table, srv->cfg.job_decisions);
+        rdzvd_store_set_decision_fn(srv->job_table, srv->cfg.job_decisions, NULL);
         r = srv->rops->create(loop, srv->cfg.peers, dir, srv->cfg.token, srv->main.store,
                               srv->job_table, &replica_hooks, srv, &srv->replica);
         if (r < 0)

@@ -222,8 +222,8 @@ static void sim_begin(struct sim *s, uint64_t seed, bool narrow)
     g_host.keep_ended_ms = 3600 * 1000;
     g_host.keep_ended_max = 2;
     g_host.max_jobs = 3;
-    rdzvd_job_ids_bytes_max = s->c.ids_max;
-    rdzvd_job_ends_kept = (unsigned)s->c.ends_kept;
+    jt_bounds.ids_bytes_max = s->c.ids_max;
+    jt_bounds.ends_kept = (unsigned)s->c.ends_kept;
     jt_steps.startup_fail_ms = s->c.startup_fail_ms;
     model_begin(&s->md, &s->c.v);
     g_run_start_ms = 0;

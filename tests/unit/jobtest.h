@@ -91,6 +91,9 @@ struct env {
 /* The steps under way, one for every env of the test, as rdzvd's one host. Their time is the
  * tests' clock (jt_clock_set): what the machine reads, in a step or outside one. */
 static struct rdzvd_job_steps jt_steps = {.now = {.ms = JT_START_MS}};
+/* The bounds of every env's job table (its decision replayer's ud), as rdzvd's one table: the
+ * defaults, which a test may make smaller before its env begins. */
+static struct rdzvd_job_bounds jt_bounds = RDZVD_JOB_BOUNDS_DEFAULT;
 
 /* Every op runs after the machine's step is done (the outbox, rdzvd-job-sm.h), never while it
  * decides: an op called inside a step fails the test at once. */
@@ -362,7 +365,7 @@ static inline void env_init(struct env *e, int state_dirfd)
         static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
 
         ASSERT_OK(rdzvd_store_new(&lim, NULL, &e->table));
-        rdzvd_store_set_decision_fn(e->table, rdzvd_decision_apply); /* as rdzvd's job table */
+        rdzvd_store_set_decision_fn(e->table, rdzvd_decision_apply, &jt_bounds); /* as rdzvd's */
         ASSERT_OK(rdzvd_journal_open(NULL, state_dirfd, "(test)", "jobs", RDZVD_FSYNC_NO,
                                      e->table, &e->table_journal));
         e->h.record_table = e->table;
@@ -373,6 +376,7 @@ static inline void env_init(struct env *e, int state_dirfd)
         static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
 
         ASSERT_OK(rdzvd_store_new(&lim, NULL, &e->mem_table));
+        rdzvd_store_set_decision_fn(e->mem_table, rdzvd_decision_apply, &jt_bounds); /* bounds */
         e->h.secret_table = e->mem_table;
     }
 }
@@ -591,7 +595,7 @@ static inline void jt_record_save(int fd, const struct rdzvd_job_record *rec)
     struct rdzvd_journal *j = NULL;
 
     ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
-    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply);
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply, &jt_bounds);
     ASSERT_OK(rdzvd_journal_open(NULL, fd, "(test)", "jobs", RDZVD_FSYNC_NO, t, &j));
     ASSERT_OK(rdzvd_job_record_put(t, rec));
     rdzvd_journal_close(j, false);

@@ -30,7 +30,7 @@ static void test_join_past_the_node_ids_limit_is_refused(void)
     struct rdzv_join jn = join_of(0, 2, 2, 3);
     struct env e;
 
-    rdzvd_job_ids_bytes_max = 2 * sizeof("node-0"); /* node-0 and node-1, with their NULs */
+    jt_bounds.ids_bytes_max = 2 * sizeof("node-0"); /* node-0 and node-1, with their NULs */
     env_init(&e, -1);
     join_n(&e, f, 2, jn);
     assert_heard(&f[0], 0, 1); /* generation 1 runs */
@@ -50,7 +50,7 @@ static void test_join_past_the_node_ids_limit_is_refused(void)
     assert_heard(&f[1], 0, 1);
     ASSERT_EQ(job_of(&e)->nmembers, 2);
     env_done(&e);
-    rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+    jt_bounds.ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
 /* E0-10: the job's node ids full of nodes that held a place and
@@ -66,7 +66,7 @@ static void test_ids_of_nodes_that_ran_make_room_for_a_replacement(void)
     int fd = jt_state_dir(path, sizeof(path));
     struct env e;
 
-    rdzvd_job_ids_bytes_max = 4 * sizeof("node-0"); /* four ids */
+    jt_bounds.ids_bytes_max = 4 * sizeof("node-0"); /* four ids */
     env_init(&e, fd);
     join_n(&e, f, 2, jn);
     run_ms(&e, 1000);
@@ -111,7 +111,7 @@ static void test_ids_of_nodes_that_ran_make_room_for_a_replacement(void)
     env_done(&e);
     env_forget_table(fd);
     jt_state_dir_done(fd, path);
-    rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+    jt_bounds.ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
 /* Spares that JOIN and close, 3,000 of them under 128-byte node ids (past
@@ -179,7 +179,7 @@ static void test_ids_with_a_failure_history_go_last(void)
     struct rdzv_join jn = join_of(0, 2, 2, 20);
     struct env e;
 
-    rdzvd_job_ids_bytes_max = 4 * sizeof("node-0");
+    jt_bounds.ids_bytes_max = 4 * sizeof("node-0");
     env_init(&e, -1);
     join_n(&e, f, 2, jn);
     jt_worker_exit(&f[1], &w); /* node-1's own failure: a restart, charged to node-1 */
@@ -200,7 +200,7 @@ static void test_ids_with_a_failure_history_go_last(void)
     ASSERT_TRUE(admitted(&e, "node-4"));
     ASSERT_NOT_NULL(rdzvd_job_hist_find(job_of(&e), "node-1"));
     env_done(&e);
-    rdzvd_job_ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+    jt_bounds.ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
 /* FORGOTTEN takes one node id's hash and its bytes of the job's node ids, the others kept in
@@ -215,7 +215,7 @@ static void test_forgotten_takes_one_node_id(void)
     size_t vlen;
 
     ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
-    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply);
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply, NULL);
     memset(rec.admitted.hash, 'a', RDZVD_SECRET_HASH_HEX);
     for (int i = 0; i < 3; i++) {
         snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "n%d", i);

@@ -466,7 +466,7 @@ static void run_seed(uint64_t seed)
     env_init(&md->e, md->fd);
     for (int k = 0; k < 2; k++) {
         ASSERT_OK(rdzvd_store_new(&lim, NULL, &md->fl[k].t));
-        rdzvd_store_set_decision_fn(md->fl[k].t, rdzvd_decision_apply);
+        rdzvd_store_set_decision_fn(md->fl[k].t, rdzvd_decision_apply, &jt_bounds);
     }
     for (int s = 0; s < STEPS; s++)
         step(md);
@@ -477,7 +477,7 @@ static void run_seed(uint64_t seed)
      * hold (each checked against the leader after every step). */
     lead = content(md->fl[0].t);
     ASSERT_OK(rdzvd_store_new(&lim, NULL, &replay));
-    rdzvd_store_set_decision_fn(replay, rdzvd_decision_apply);
+    rdzvd_store_set_decision_fn(replay, rdzvd_decision_apply, &jt_bounds);
     ASSERT_OK(rdzvd_journal_open(NULL, md->fd, "(test)", "jobs", RDZVD_FSYNC_NO, replay, &jr));
     c = content(replay);
     ASSERT_TRUE(strcmp(c, lead) == 0);

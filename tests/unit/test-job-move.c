@@ -137,7 +137,7 @@ static void test_recorded_first(void)
     struct rdzvd_store *t = NULL;
 
     ASSERT_OK(rdzvd_store_new(&lim, no_wake, &t));
-    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply); /* a job table, as rdzvd's */
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply, NULL); /* a job table, as rdzvd's */
     memset(&j, 0, sizeof(j));
     strcpy(j.run_id, "job");
     j.host.steps = &steps;

@@ -288,10 +288,10 @@ static void test_ended_jobs_kept_are_bounded(void)
     for (int i = 0; i < RDZVD_JOB_ENDS_KEPT + 10; i++) {
         snprintf(end.run_id, sizeof(end.run_id), "job%d", i);
         end.ended_s = 1000 + i;
-        ASSERT_OK(rdzvd_job_end_keep(t, &end));
+        ASSERT_OK(rdzvd_job_end_keep(t, &end, RDZVD_JOB_ENDS_KEPT));
     }
     snprintf(end.run_id, sizeof(end.run_id), "job20"); /* again: the newest */
-    ASSERT_OK(rdzvd_job_end_keep(t, &end));
+    ASSERT_OK(rdzvd_job_end_keep(t, &end, RDZVD_JOB_ENDS_KEPT));
     ASSERT_OK(rdzvd_job_ends_foreach(t, count_end, &c));
     ASSERT_EQ(c.n, RDZVD_JOB_ENDS_KEPT);
     ASSERT_BYTES_STR(c.first, strlen(c.first), "job10"); /* 0..9 dropped; 20 moved last */

@@ -45,7 +45,7 @@ static struct rdzvd_store *new_store(const struct rdzv_limits *l)
     struct rdzvd_store *s = NULL;
 
     ASSERT_OK(rdzvd_store_new(l, no_wake, &s));
-    rdzvd_store_set_decision_fn(s, rdzvd_decision_apply); /* a job table, as rdzvd's */
+    rdzvd_store_set_decision_fn(s, rdzvd_decision_apply, NULL); /* a job table, as rdzvd's */
     return s;
 }
 
@@ -461,8 +461,8 @@ static void test_decisions_checked(void)
     rec.run_id[0] = '\0';
     ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec), -EINVAL);
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
-        ASSERT_EQ(rdzvd_decision_apply(t, (const uint8_t *)"job/chk", 7, (const uint8_t *)bad[k],
-                                       strlen(bad[k])),
+        ASSERT_EQ(rdzvd_decision_apply(NULL, t, (const uint8_t *)"job/chk", 7,
+                                       (const uint8_t *)bad[k], strlen(bad[k])),
                   -EBADMSG);
     ASSERT_EQ(told.n, 0);
     ASSERT_EQ(rdzvd_job_record_get(t, "chk", &got), -ENOENT);
@@ -697,7 +697,7 @@ static void test_admitted_secrets(void)
     }
     ASSERT_EQ(n - 1, RDZVD_JOB_IDS_BYTES_MAX / 101);
     /* Another form of the hash, or none that is one, is not applied. */
-    ASSERT_EQ(rdzvd_decision_apply(t, (const uint8_t *)"job/adm", 7,
+    ASSERT_EQ(rdzvd_decision_apply(NULL, t, (const uint8_t *)"job/adm", 7,
                                    (const uint8_t *)"{\"decision\":\"admitted\",\"run_id\":"
                                                     "\"adm\",\"node_id\":\"z\",\"v\":2,"
                                                     "\"hash\":\"" HASH64 "\"}",

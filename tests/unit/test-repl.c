@@ -72,7 +72,7 @@ static void cluster_start(struct cluster *c, unsigned snapshot_threshold)
     for (unsigned i = 0; i < N; i++) {
         ASSERT_OK(rdzvd_store_new(&lim, wake, &c->store[i]));
         ASSERT_OK(rdzvd_store_new(&lim, wake, &c->jobs[i]));
-        rdzvd_store_set_decision_fn(c->jobs[i], rdzvd_decision_apply); /* as rdzvd's */
+        rdzvd_store_set_decision_fn(c->jobs[i], rdzvd_decision_apply, NULL); /* as rdzvd's */
         rdzvd_repl_fsm_init(&c->fsm[i], c->store[i], c->jobs[i]);
         ASSERT_OK(raft_fixture_grow(&c->f, &c->fsm[i].fsm));
         if (snapshot_threshold) {
