@@ -217,8 +217,8 @@ static uint64_t journal_max(const struct rdzvd_journal *j)
     return rdzvd_disk_bound(rm.share < rm.max ? rm.share : rm.max);
 }
 
-/* The store's change hook. Compaction reads the store: only when no gate holds changes of it
- * (the store is then what its records make). */
+/* The store's change hook. Compaction reads the store: only when no change of it is held
+ * (rdzvd_store_change_held: the store is then what its records make). */
 static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                               const uint8_t *val, size_t vlen)
 {
@@ -261,7 +261,7 @@ static void journal_change_cb(void *ud, enum rdzvd_change what, const uint8_t *k
     j->st.size += len;
     j->st.records++;
     journal_mark_dirty(j);
-    /* Not while the store is ahead of its records (a gate holds some): the snapshot would
+    /* Not while the store is ahead of its records (some are held): the snapshot would
      * hold them, and they would follow it. */
     if ((j->st.size > compact_threshold(j) || (j->bounded && j->st.size > journal_max(j))) &&
         !rdzvd_store_changes_held(j->store)) {

@@ -59,10 +59,8 @@ struct rdzvd_store {
     rdzvd_watch_fn watch;
     rdzvd_change_fn change; /* NULL: nobody records changes */
     void *change_ud;
-    /* The gate (rdzvd_store_set_change_gate), and the changes it holds that the hook was not
-     * told yet; muted: rdzvd_store_change_as's fn runs, nobody is told. */
-    rdzvd_change_fn gate;
-    void *gate_ud;
+    /* The changes held (rdzvd_store_change_held) that the hook was not told yet; muted:
+     * rdzvd_store_change_as's fn runs, nobody is told. */
     uint64_t gated;
     unsigned muted;
     rdzvd_decision_fn decision; /* NULL: takes no decisions */

@@ -154,12 +154,6 @@ int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t
     return s->decision ? s->decision(s->decision_ud, s, key, klen, val, vlen) : -EINVAL;
 }
 
-void rdzvd_store_set_change_gate(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud)
-{
-    s->gate = fn;
-    s->gate_ud = ud;
-}
-
 void rdzvd_store_pass_change(struct rdzvd_store *s, enum rdzvd_change what, const uint8_t *key,
                              size_t klen, const uint8_t *val, size_t vlen)
 {
@@ -174,18 +168,12 @@ uint64_t rdzvd_store_changes_held(const struct rdzvd_store *s)
     return s->gated;
 }
 
-/* A change made: to the gate, if any, else to the hook (none while muted). */
+/* A change made: to the hook (none while muted). */
 static void tell(struct rdzvd_store *s, enum rdzvd_change what, const uint8_t *key, size_t klen,
                  const uint8_t *val, size_t vlen)
 {
-    if (s->muted)
-        return;
-    if (s->gate) {
-        s->gated++;
-        s->gate(s->gate_ud, what, key, klen, val, vlen);
-    } else if (s->change) {
+    if (!s->muted && s->change)
         s->change(s->change_ud, what, key, klen, val, vlen);
-    }
 }
 
 int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,
@@ -199,6 +187,19 @@ int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const v
     s->muted--;
     if (r == 0)
         tell(s, what, key, klen, val, vlen);
+    return r;
+}
+
+int rdzvd_store_change_held(struct rdzvd_store *s, int (*fn)(struct rdzvd_store *s, void *ud),
+                            void *ud)
+{
+    int r;
+
+    s->muted++;
+    r = fn(s, ud);
+    s->muted--;
+    if (r == 0)
+        s->gated++;
     return r;
 }
 

@@ -41,8 +41,9 @@ enum rdzvd_change {
     RDZVD_CHANGE_DELETE, /* the key's value was removed; val is NULL */
     RDZVD_CHANGE_QPUSH,  /* val was pushed at the tail of the key's queue */
     RDZVD_CHANGE_QPOP,   /* the head of the key's queue was popped; val is NULL */
-    /* A job's decision (rdzvd-job-record.h), made by rdzvd_store_change_as: val is the decision,
-     * and replaying it runs the function that made the change again (rdzvd_record_apply). */
+    /* A job's decision (rdzvd-job-record.h), made by rdzvd_store_change_as (or held, and passed
+     * on): val is the decision, and replaying it runs the function that made the change again
+     * (rdzvd_record_apply). */
     RDZVD_CHANGE_DECISION,
     /* val was added at the end of the key's value (APPEND; a missing key's value starts empty):
      * val is only the appended bytes, never the whole new value. */
@@ -56,9 +57,10 @@ enum rdzvd_change {
 typedef int (*rdzvd_decision_fn)(void *ud, struct rdzvd_store *s, const uint8_t *key,
                                  size_t klen, const uint8_t *val, size_t vlen);
 
-/* Called after every successful mutation, before any waiter is woken; with a gate, when the
- * gate passes it on. key/val are valid only during the call. The hook may read the store (the
- * journal compacts from here, when no gate holds changes) but must not change it. */
+/* Called after every successful mutation, before any waiter is woken; for a change held
+ * (rdzvd_store_change_held), when its maker passes it on. key/val are valid only during the
+ * call. The hook may read the store (the journal compacts from here, when no change is held)
+ * but must not change it. */
 typedef void (*rdzvd_change_fn)(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
                                 const uint8_t *val, size_t vlen);
 
@@ -96,14 +98,12 @@ void rdzvd_store_set_watch_cb(struct rdzvd_store *s, rdzvd_watch_fn watch);
 void rdzvd_store_set_change_cb(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
 /* Install (or with fn NULL remove) the room hook. One per store. */
 void rdzvd_store_set_room_cb(struct rdzvd_store *s, rdzvd_room_fn fn, void *ud);
-/* Put a gate (or with fn NULL none) before the change hook: each change goes to fn instead, as
- * the hook would get it, and the gate tells the hook with rdzvd_store_pass_change, at once or
- * later, in order. The job machine keeps a step's records so until its Ready is carried out. */
-void rdzvd_store_set_change_gate(struct rdzvd_store *s, rdzvd_change_fn fn, void *ud);
+/* Tell the hook of a change held (rdzvd_store_change_held), as the hook would have got it:
+ * its maker passes its changes on in order, at once or later. */
 void rdzvd_store_pass_change(struct rdzvd_store *s, enum rdzvd_change what, const uint8_t *key,
                              size_t klen, const uint8_t *val, size_t vlen);
-/* The changes the gate holds that the hook was not told yet: the store is ahead of its hook
- * (a journal does not compact then). */
+/* The changes held that the hook was not told yet: the store is ahead of its hook (a journal
+ * does not compact then). */
 uint64_t rdzvd_store_changes_held(const struct rdzvd_store *s);
 /* Install (or with fn NULL remove) the store's decision replayer, called with ud. */
 void rdzvd_store_set_decision_fn(struct rdzvd_store *s, rdzvd_decision_fn fn, void *ud);
@@ -121,6 +121,11 @@ int rdzvd_store_apply_decision(struct rdzvd_store *s, const uint8_t *key, size_t
 int rdzvd_store_change_as(struct rdzvd_store *s, enum rdzvd_change what, const void *key,
                           size_t klen, const void *val, size_t vlen,
                           int (*fn)(struct rdzvd_store *s, void *ud), void *ud);
+/* rdzvd_store_change_as, but the hook is not told: a change made (0) is held until its maker
+ * passes it on (rdzvd_store_pass_change). The job machine keeps a step's records so, until its
+ * Ready is carried out. */
+int rdzvd_store_change_held(struct rdzvd_store *s, int (*fn)(struct rdzvd_store *s, void *ud),
+                            void *ud);
 struct rdzvd_store *rdzvd_store_free(struct rdzvd_store *s);
 /* Charge b (borrowed; NULL: the budget it charges now) instead of the store's own budget from
  * now on, the store holding at most share of it however much b has left (UINT64_MAX: no share

@@ -292,8 +292,6 @@ struct rdzvd_daemon *rdzvd_daemon_free(struct rdzvd_daemon *d)
         return NULL;
     rdzvd_http_stop(d->http); /* still running only if the daemon never stopped */
     daemon_idle_close(d);     /* still open only if the server never stopped */
-    if (d->srv && rdzvd_server_job_table(d->srv)) /* its memory may outlive jobs' */
-        rdzvd_store_set_change_gate(rdzvd_server_job_table(d->srv), NULL, NULL);
     d->srv = rdzvd_server_free(d->srv);
     d->jobs = rdzvd_jobs_free(d->jobs);
     free(d);

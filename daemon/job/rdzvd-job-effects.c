@@ -540,7 +540,7 @@ static void carry(struct rdzvd_job_effect *e)
 
 struct rdzvd_job_kept {
     struct rdzvd_job_kept *next;
-    const struct rdzvd_job_host *h; /* the host whose table made it */
+    struct rdzvd_job_host h; /* the host whose table made it (a copy: a job's may go) */
     uint64_t after;                 /* the effects queued before it */
     enum rdzvd_change what;
     size_t klen, vlen;
@@ -565,9 +565,9 @@ static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
 static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r,
                        uint64_t top)
 {
-    rdzvd_job_unrecorded_fn fn = k->h->steps->unrecorded;
+    rdzvd_job_unrecorded_fn fn = k->h.steps->unrecorded;
 
-    if (!fn || !fn(k->h, k->what, k->bytes + k->klen, k->vlen, r, k->h->steps->now))
+    if (!fn || !fn(&k->h, k->what, k->bytes + k->klen, k->vlen, r, k->h.steps->now))
         return;
     for (struct rdzvd_job_effect *e = o->head; e && e->seq <= top; e = e->next)
         e->unsent |= e->seq > k->after && (e->kind == EFF_JOINED || e->kind == EFF_ROUND ||
@@ -585,25 +585,22 @@ static void records_write(struct rdzvd_job_outbox *o)
         o->kept = k->next;
         if (!o->kept)
             o->kept_last = NULL;
-        r = record_write(k->h, k->what, k->bytes, k->klen, k->bytes + k->klen, k->vlen);
+        r = record_write(&k->h, k->what, k->bytes, k->klen, k->bytes + k->klen, k->vlen);
         if (r < 0)
             unrecorded(o, k, r, top);
         free(k);
     }
 }
 
-/* The gate of a host's job table (rdzvd_store_set_change_gate): a change joins the records of
- * the step under way, or outside any is written at once. */
-static void keep_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
-                        const uint8_t *val, size_t vlen)
+void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change what,
+                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
 {
-    const struct rdzvd_job_host *h = ud;
     struct rdzvd_job_outbox *o = h->steps->out;
     struct rdzvd_job_kept *k;
     int r;
 
     if (o && (k = malloc(sizeof(*k) + klen + vlen))) {
-        *k = (struct rdzvd_job_kept){.h = h, .after = o->queued, .what = what, .klen = klen,
+        *k = (struct rdzvd_job_kept){.h = *h, .after = o->queued, .what = what, .klen = klen,
                                      .vlen = vlen};
         memcpy(k->bytes, key, klen);
         if (vlen)
@@ -621,11 +618,10 @@ static void keep_record(void *ud, enum rdzvd_change what, const uint8_t *key, si
         log_error_errno(r, "a change of the job table was not written");
 }
 
-void rdzvd_job_records_keep(const struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn)
+void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn)
 {
     h->steps->unrecorded = fn;
-    if (h->record_table)
-        rdzvd_store_set_change_gate(h->record_table, keep_record, (void *)h);
+    h->keep_records = h->record_table != NULL;
 }
 
 /* Carry out everything queued in s's outbox, in order, including what steps begun meanwhile add

@@ -598,6 +598,10 @@ void rdzvd_job_save_back(struct rdzvd_job *j);
  * the wall clock now), whatever an earlier leaving left in the record. Nothing without a job
  * table; a refusal is logged. */
 void rdzvd_job_save_leaving(struct rdzvd_job *j);
+/* rdzvd_job_decide(t, kind, rec) as the machine decides, for a job of h: in the job table whose
+ * records h's steps keep, the change is held and its record made by rdzvd_job_record_keep. */
+int rdzvd_job_host_decide(const struct rdzvd_job_host *h, struct rdzvd_store *t,
+                          enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec);
 /* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
  * row of the table in rdzvd-job-sm.c), from j as it is before the move (FORMED: the round
  * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or

@@ -262,7 +262,7 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
         rec.n_ids = j->round.n_ids;
         rec.ids = j->round.ids;
     }
-    r = rdzvd_job_decide(j->host.record_table,
+    r = rdzvd_job_host_decide(&j->host, j->host.record_table,
                          running ? RDZVD_DECIDE_FORMED : RDZVD_DECIDE_STOPPED, &rec);
     if (r == -EINVAL && running) {
         /* Its nodes do not add up to its world, or an id is not one (a bug): keep the rest. */
@@ -272,7 +272,7 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
         free(rec.nodes);
         rec.nodes = NULL;
         rec.n_ids = 0;
-        r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
+        r = rdzvd_job_host_decide(&j->host, j->host.record_table, RDZVD_DECIDE_FORMED, &rec);
     }
     r = decision_written(r);
     if (r < 0)
@@ -295,7 +295,7 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
     /* A record made now names the last generation sent: a round that awaits its NCCL ids has
      * not been. */
     rec.generation -= j->state == JOB_NCCL;
-    r = rdzvd_job_decide(j->host.record_table, RDZVD_DECIDE_ASIDE, &rec);
+    r = rdzvd_job_host_decide(&j->host, j->host.record_table, RDZVD_DECIDE_ASIDE, &rec);
     r = decision_written(r);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot record a node put aside in its job table", j->run_id);
@@ -319,7 +319,7 @@ static int job_forget(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
         rdzvd_job_end_set(&rec.end, j->run_id, mv->end_type, mv->end_exit_code, mv->end_summary,
                           mv->end_s, j->generation, j->restart_count);
     }
-    r = rdzvd_job_decide(t, RDZVD_DECIDE_ENDED, &rec);
+    r = rdzvd_job_host_decide(&j->host, t, RDZVD_DECIDE_ENDED, &rec);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot delete its record", j->run_id);
     return r < 0 ? r : 0;
@@ -356,7 +356,7 @@ static int decide_forgotten(struct rdzvd_job *j, const char *node_id)
 
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
     snprintf(rec.admitted.node_id, sizeof(rec.admitted.node_id), "%s", node_id);
-    r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_FORGOTTEN, &rec);
+    r = rdzvd_job_host_decide(&j->host, j->host.secret_table, RDZVD_DECIDE_FORGOTTEN, &rec);
     return j->host.secret_table == j->host.record_table ? decision_written(r) : r;
 }
 
@@ -440,7 +440,7 @@ int rdzvd_job_admit(struct rdzvd_job *j, const char *node_id, const char *secret
     if (r == 0)
         r = ids_make_room(j, node_id);
     if (r == 0)
-        r = rdzvd_job_decide(j->host.secret_table, RDZVD_DECIDE_ADMITTED, &rec);
+        r = rdzvd_job_host_decide(&j->host, j->host.secret_table, RDZVD_DECIDE_ADMITTED, &rec);
     if (j->host.secret_table == j->host.record_table)
         r = decision_written(r);
     return r;
@@ -467,7 +467,7 @@ static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, in
 
     snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
     rec.waiting_since_ms = since;
-    r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_WAITING, &rec);
+    r = rdzvd_job_host_decide(h, h->record_table, RDZVD_DECIDE_WAITING, &rec);
     if (r < 0)
         log_warn_errno(r, since ? "job=%s cannot record since when it waits for its agents: a "
                                   "restart counts its --abandon-after afresh"
@@ -1298,8 +1298,11 @@ const struct rdzvd_job_bounds *rdzvd_job_bounds_of(const struct rdzvd_store *t)
     return b ? b : &default_bounds;
 }
 
-int rdzvd_decision_apply(void *ud, struct rdzvd_store *t, const uint8_t *key, size_t klen,
-                         const uint8_t *val, size_t vlen)
+/* rdzvd_decision_apply's work; held: the store holds the change for the record the machine
+ * keeps (rdzvd_store_change_held). 0 (changed), > 0 (nothing to change: no record) or a
+ * negative errno. */
+static int decision_apply(void *ud, struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                          const uint8_t *val, size_t vlen, bool held)
 {
     char want[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
     struct decided d;
@@ -1314,12 +1317,20 @@ int rdzvd_decision_apply(void *ud, struct rdzvd_store *t, const uint8_t *key, si
     d.key = key;
     d.klen = klen;
     d.bounds = ud ? (const struct rdzvd_job_bounds *)ud : &default_bounds;
-    r = rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen, apply_decided, &d);
-    if (r > 0)
-        r = 0;
+    r = held ? rdzvd_store_change_held(t, apply_decided, &d)
+             : rdzvd_store_change_as(t, RDZVD_CHANGE_DECISION, key, klen, val, vlen,
+                                     apply_decided, &d);
 out:
     rdzvd_job_record_clear(&d.rec);
     return r;
+}
+
+int rdzvd_decision_apply(void *ud, struct rdzvd_store *t, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    int r = decision_apply(ud, t, key, klen, val, vlen, false);
+
+    return r > 0 ? 0 : r;
 }
 
 int rdzvd_decision_peek(const uint8_t *val, size_t vlen, char run_id[RDZV_ID_MAX + 1],
@@ -1336,10 +1347,13 @@ int rdzvd_decision_peek(const uint8_t *val, size_t vlen, char run_id[RDZV_ID_MAX
     return r;
 }
 
-int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
-                     const struct rdzvd_job_record *rec)
+/* rdzvd_job_decide; keep (NULL: none): the host whose steps keep t's records, which then
+ * makes the decision's record (rdzvd_job_record_keep) instead of t's hook. */
+static int decide(const struct rdzvd_job_host *keep, struct rdzvd_store *t,
+                  enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
 {
     char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    size_t klen;
     char *text;
     int r;
 
@@ -1351,11 +1365,26 @@ int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
         return -EINVAL;
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;
-    r = rdzvd_decision_apply(rdzvd_store_decision_ud(t), t, (const uint8_t *)key,
-                             table_key(rec->run_id, key, sizeof(key)), (const uint8_t *)text,
-                             strlen(text));
+    klen = table_key(rec->run_id, key, sizeof(key));
+    r = decision_apply(rdzvd_store_decision_ud(t), t, (const uint8_t *)key, klen,
+                       (const uint8_t *)text, strlen(text), keep != NULL);
+    if (r == 0 && keep)
+        rdzvd_job_record_keep(keep, RDZVD_CHANGE_DECISION, (const uint8_t *)key, klen,
+                              (const uint8_t *)text, strlen(text));
     free(text);
-    return r;
+    return r > 0 ? 0 : r;
+}
+
+int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,
+                     const struct rdzvd_job_record *rec)
+{
+    return decide(NULL, t, kind, rec);
+}
+
+int rdzvd_job_host_decide(const struct rdzvd_job_host *h, struct rdzvd_store *t,
+                          enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
+{
+    return decide(h->keep_records && t == h->record_table ? h : NULL, t, kind, rec);
 }
 
 /* -------------------------------------------------------------------------------------------- */

@@ -191,10 +191,10 @@ const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running
  * generation; STOPPED, not running; ENDED, only its run id counts) is encoded, and those bytes are
- * applied by rdzvd_decision_apply under t's bounds (rdzvd_job_bounds_of), t's gate or change
- * hook told of the decision itself (a
- * record of RDZVD_CHANGE_DECISION: kept by the step under way until its Ready is carried out,
- * then to the journal, or to the next log entry). 0, -EINVAL (rec is not what
+ * applied by rdzvd_decision_apply under t's bounds (rdzvd_job_bounds_of), t's change hook told
+ * of the decision itself (a record of RDZVD_CHANGE_DECISION: to the journal, or to the next log
+ * entry). The machine decides through rdzvd_job_host_decide: the store holds the change, and the
+ * record is kept by the step under way until its Ready is carried out. 0, -EINVAL (rec is not what
  * kind takes, or not what put takes), -ESTALE (it would take the job back: nothing changed),
  * -ENOMEM, or the store's error. */
 int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,

@@ -161,6 +161,9 @@ struct rdzvd_job_host {
     /* The job table (rdzvd_server_job_table: journaled in --state-dir, or a replica's,
      * replicated), or NULL: no record is kept, and no job is rebuilt after a restart. */
     struct rdzvd_store *record_table;
+    /* record_table's records wait in the steps until their Ready is carried out
+     * (rdzvd_job_host_keep_records); false: its hook writes each change at once. */
+    bool keep_records;
     /* record_table's journal when a single rdzvd keeps it in --state-dir, or NULL (none, or a
      * replica's: Raft). The machine does not read it: the host's op record writes through it (a
      * record is on disk when the op returns), and counts one a failed journal took as not
@@ -383,7 +386,7 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **curs
  * the step that makes them: they wait in its Ready until rdzvd_job_advance hands them to
  * ops->record, before anything else. Outside any step, a record is written at once. h must
  * outlive the table's use; rdzvd and the unit tests call this once h is set. */
-void rdzvd_job_host_keep_records(const struct rdzvd_job_host *h);
+void rdzvd_job_host_keep_records(struct rdzvd_job_host *h);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
 /* Job run_id in jobs (a host's list), to read (the unit tests read its state through it); NULL:

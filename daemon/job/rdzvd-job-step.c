@@ -275,7 +275,7 @@ static bool unrecorded_record(const struct rdzvd_job_host *h, enum rdzvd_change 
     return true;
 }
 
-void rdzvd_job_host_keep_records(const struct rdzvd_job_host *h)
+void rdzvd_job_host_keep_records(struct rdzvd_job_host *h)
 {
     rdzvd_job_records_keep(h, unrecorded_record);
 }
@@ -1298,7 +1298,7 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
     rdzvd_job_end_set(&end.end, rec.run_id, type, exit_code, why, rdzvd_job_wall_s(h),
                       rec.generation, rec.restart_count);
     rdzvd_job_record_clear(&rec);
-    if ((r = rdzvd_job_decide(h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
+    if ((r = rdzvd_job_host_decide(h, h->record_table, RDZVD_DECIDE_ENDED, &end)) < 0) {
         snprintf(err, errlen, "rdzvd could not end job '%s' in its job table (%s)", run_id,
                  strerror(-r));
         return r;

@@ -856,10 +856,6 @@ void rdzvd_jobs_shutdown(void *ud)
     rebuild_stop(jobs);
     drop_all(jobs);
     clock_close(jobs);
-    /* No step comes after: the job table (the server's, freed before or after jobs) keeps no
-     * gate to jobs. */
-    if (jobs->host.record_table)
-        rdzvd_store_set_change_gate(jobs->host.record_table, NULL, NULL);
 }
 
 int rdzvd_jobs_new(struct rdzvd_server *srv, struct rdzvd_jobs **ret)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-journal-gate.c: a store whose changes a gate holds a while (the job machine's step keeps
- * the job table's records until its Ready is carried out), journaled. */
+/* test-journal-gate.c: a store whose changes are held a while (rdzvd_store_change_held: the job
+ * machine's step keeps the job table's records until its Ready is carried out), journaled. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -16,7 +16,7 @@
 
 static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
 
-/* The gate under test: it holds up to 4 changes, as a step does, until told to pass them on. */
+/* The changes held: up to 4, as a step holds them, until passed on. */
 struct held {
     struct rdzvd_store *s;
     unsigned n;
@@ -38,6 +38,35 @@ static void hold(void *ud, enum rdzvd_change what, const uint8_t *key, size_t kl
     ASSERT_NOT_NULL(h->c[h->n].val = malloc(vlen + 1));
     memcpy(h->c[h->n].val, val, h->c[h->n].vlen = vlen);
     h->n++;
+}
+
+/* One change, a SET or an APPEND of key, made held and noted in h. */
+struct change {
+    enum rdzvd_change what;
+    const char *key;
+    const void *val;
+    size_t vlen;
+};
+
+static int make(struct rdzvd_store *s, void *ud)
+{
+    const struct change *c = ud;
+    size_t klen = strlen(c->key);
+    int r = c->what == RDZVD_CHANGE_SET ? rdzvd_store_set(s, c->key, klen, c->val, c->vlen)
+                                        : rdzvd_store_append(s, c->key, klen, c->val, c->vlen);
+
+    return r < 0 ? r : 0;
+}
+
+static int change_held(struct held *h, enum rdzvd_change what, const char *key, const void *val,
+                       size_t vlen)
+{
+    struct change c = {what, key, val, vlen};
+    int r = rdzvd_store_change_held(h->s, make, &c);
+
+    if (r == 0)
+        hold(h, what, (const uint8_t *)key, strlen(key), val, vlen);
+    return r;
 }
 
 static void pass_all(struct held *h)
@@ -74,9 +103,8 @@ static void test_no_snapshot_while_changes_held(void)
     while (rdzvd_journal_stats(j)->size + sizeof(big) / 2 + 64 < RDZVD_JOURNAL_COMPACT_MIN)
         ASSERT_OK(rdzvd_store_set(s, "big", 3, big, sizeof(big) / 2));
     h.s = s;
-    rdzvd_store_set_change_gate(s, hold, &h);
-    ASSERT_OK(rdzvd_store_set(s, "big", 3, big, sizeof(big))); /* past the size */
-    ASSERT_OK(rdzvd_store_append(s, "k", 1, "b", 1));
+    ASSERT_OK(change_held(&h, RDZVD_CHANGE_SET, "big", big, sizeof(big))); /* past the size */
+    ASSERT_OK(change_held(&h, RDZVD_CHANGE_APPEND, "k", "b", 1));
     ASSERT_EQ(rdzvd_store_changes_held(s), 2);
     pass_all(&h);
     ASSERT_EQ(rdzvd_store_changes_held(s), 0);
