@@ -542,6 +542,7 @@ struct rdzvd_job_kept {
     struct rdzvd_job_kept *next;
     struct rdzvd_job_host h; /* the host whose table made it (a copy: a job's may go) */
     uint64_t after;                 /* the effects queued before it */
+    bool holds;                     /* not written: the messages queued after it are not sent */
     enum rdzvd_change what;
     size_t klen, vlen;
     uint8_t bytes[]; /* the key, then the value */
@@ -557,17 +558,40 @@ static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
     return 0;
 }
 
-/* k was not written (r): the machine is told (a step of its own, whose effects join this pass);
- * when what it decided waits on k, the messages to agents of o queued after k, up to top, are
- * not sent. What the steps that are told queue comes after top: an outcome they send goes. A
- * close, a dismissal, a flush or a store's open or close is carried out still (the machine let
- * go of the connection; a store it asked for gets its answer). */
+/* A record not written, queued in its host's steps until the Ready is carried out. */
+struct rdzvd_job_refused {
+    struct rdzvd_job_refused *next;
+    struct rdzvd_job_host h; /* a copy, as the record's */
+    enum rdzvd_change what;
+    int err;
+    size_t vlen;
+    uint8_t val[];
+};
+
+/* k was not written (r): the machine is told once o is carried out (tell_refused: a step of its
+ * own, never inside this one). When k holds (its decision's rule), the messages to agents of o
+ * queued after k, up to top, are not sent. A close, a dismissal, a flush or a store's open or
+ * close is carried out still (the machine let go of the connection; a store it asked for gets
+ * its answer). */
 static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r,
                        uint64_t top)
 {
-    rdzvd_job_unrecorded_fn fn = k->h.steps->unrecorded;
+    struct rdzvd_job_steps *s = k->h.steps;
+    struct rdzvd_job_refused *x = malloc(sizeof(*x) + k->vlen);
 
-    if (!fn || !fn(&k->h, k->what, k->bytes + k->klen, k->vlen, r, k->h.steps->now))
+    if (x) {
+        *x = (struct rdzvd_job_refused){.h = k->h, .what = k->what, .err = r, .vlen = k->vlen};
+        if (k->vlen)
+            memcpy(x->val, k->bytes + k->klen, k->vlen);
+        if (s->refused_last)
+            s->refused_last->next = x;
+        else
+            s->refused = x;
+        s->refused_last = x;
+    } else {
+        log_error_errno(r, "a change of the job table was not written (no memory to tell it)");
+    }
+    if (!k->holds)
         return;
     for (struct rdzvd_job_effect *e = o->head; e && e->seq <= top; e = e->next)
         e->unsent |= e->seq > k->after && (e->kind == EFF_JOINED || e->kind == EFF_ROUND ||
@@ -593,15 +617,16 @@ static void records_write(struct rdzvd_job_outbox *o)
 }
 
 void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
+                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
+                           bool holds)
 {
     struct rdzvd_job_outbox *o = h->steps->out;
     struct rdzvd_job_kept *k;
     int r;
 
     if (o && (k = malloc(sizeof(*k) + klen + vlen))) {
-        *k = (struct rdzvd_job_kept){.h = *h, .after = o->queued, .what = what, .klen = klen,
-                                     .vlen = vlen};
+        *k = (struct rdzvd_job_kept){.h = *h, .after = o->queued, .holds = holds, .what = what,
+                                     .klen = klen, .vlen = vlen};
         memcpy(k->bytes, key, klen);
         if (vlen)
             memcpy(k->bytes + klen, val, vlen);
@@ -679,10 +704,33 @@ static void step_open(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *out)
     s->depth++;
 }
 
+/* Tell s's refused records, in order, each to s->unrecorded: its step, if any, is one of its
+ * own, begun once the Ready that held the record is carried out. One that it refuses in turn is
+ * told after it, by this loop. */
+static void tell_refused(struct rdzvd_job_steps *s)
+{
+    struct rdzvd_job_refused *x;
+
+    if (s->telling)
+        return;
+    s->telling = true;
+    while ((x = s->refused)) {
+        s->refused = x->next;
+        if (!s->refused)
+            s->refused_last = NULL;
+        if (s->unrecorded)
+            s->unrecorded(&x->h, x->what, x->val, x->vlen, x->err, s->now);
+        free(x);
+    }
+    s->telling = false;
+}
+
 static void step_close(struct rdzvd_job_steps *s)
 {
-    if (--s->depth == 0 && !s->draining)
+    if (--s->depth == 0 && !s->draining) {
         drain(s);
+        tell_refused(s);
+    }
 }
 
 static void enqueue(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)

@@ -602,6 +602,10 @@ void rdzvd_job_save_leaving(struct rdzvd_job *j);
  * records h's steps keep, the change is held and its record made by rdzvd_job_record_keep. */
 int rdzvd_job_host_decide(const struct rdzvd_job_host *h, struct rdzvd_store *t,
                           enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec);
+/* A decision of kind that what the step decides after it waits on (a move or a JOIN: FORMED,
+ * STOPPED, ASIDE, ADMITTED): its record not written, nothing the step sent after it goes, and
+ * its job is told (the input UNRECORDED). The others are only logged. */
+bool rdzvd_decision_holds(enum rdzvd_decision_kind kind);
 /* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
  * row of the table in rdzvd-job-sm.c), from j as it is before the move (FORMED: the round
  * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or

@@ -1370,9 +1370,15 @@ static int decide(const struct rdzvd_job_host *keep, struct rdzvd_store *t,
                        (const uint8_t *)text, strlen(text), keep != NULL);
     if (r == 0 && keep)
         rdzvd_job_record_keep(keep, RDZVD_CHANGE_DECISION, (const uint8_t *)key, klen,
-                              (const uint8_t *)text, strlen(text));
+                              (const uint8_t *)text, strlen(text), rdzvd_decision_holds(kind));
     free(text);
     return r > 0 ? 0 : r;
+}
+
+bool rdzvd_decision_holds(enum rdzvd_decision_kind kind)
+{
+    return kind == RDZVD_DECIDE_FORMED || kind == RDZVD_DECIDE_STOPPED ||
+           kind == RDZVD_DECIDE_ASIDE || kind == RDZVD_DECIDE_ADMITTED;
 }
 
 int rdzvd_job_decide(struct rdzvd_store *t, enum rdzvd_decision_kind kind,

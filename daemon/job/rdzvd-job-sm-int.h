@@ -41,13 +41,15 @@ void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready
 void rdzvd_job_ready_close(struct rdzvd_job_ready *rd);
 /* h's steps keep the records of h's job table (rdzvd_job_host_keep_records): fn is told of
  * records not written (err, the host's; val: a decision when what is RDZVD_CHANGE_DECISION), at
- * now; it returns true when what was decided after it must not be sent. fn is kept in h's
+ * now, once the Ready that held them is carried out: never inside a step. fn is kept in h's
  * steps, and h keeps its records (keep_records). */
 void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn);
 /* A record of h's job table (a change the store holds: rdzvd_store_change_held) joins the
- * records of the step under way, or outside any is written at once (ops->record). */
+ * records of the step under way, or outside any is written at once (ops->record). holds: when
+ * it is not written, the messages to agents the step queued after it are not sent. */
 void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen);
+                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
+                           bool holds);
 /* Whether a step of s is open and its effects not yet carried out (tests: no op runs then). */
 bool rdzvd_job_deciding(const struct rdzvd_job_steps *s);
 

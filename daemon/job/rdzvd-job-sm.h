@@ -119,9 +119,10 @@ struct rdzvd_job_counts {
     struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 };
 
-typedef bool (*rdzvd_job_unrecorded_fn)(const struct rdzvd_job_host *h, enum rdzvd_change what,
+typedef void (*rdzvd_job_unrecorded_fn)(const struct rdzvd_job_host *h, enum rdzvd_change what,
                                         const uint8_t *val, size_t vlen, int err,
                                         struct rdzvd_job_now now);
+struct rdzvd_job_refused;
 
 /* The steps under way on a host, shared by its jobs (struct rdzvd_job_host's steps; zeroed
  * before the first), and what the machine keeps across them: nothing of it is in a global, so
@@ -140,8 +141,12 @@ struct rdzvd_job_steps {
      * grace the others get is at most this long (rdzvd_job_startup_fail_ms); 0:
      * RDZVD_JOB_STARTUP_FAIL_MS, which a test may make smaller. */
     int64_t startup_fail_ms;
-    /* Who is told of a record of the job table not written (rdzvd_job_records_keep's). */
+    /* Who is told of a record of the job table not written (rdzvd_job_records_keep's): each
+     * refusal is queued here while the Ready is carried out, and told once it is, outside any
+     * step (telling: being told). */
     rdzvd_job_unrecorded_fn unrecorded;
+    struct rdzvd_job_refused *refused, *refused_last;
+    bool telling;
 };
 
 /* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
@@ -240,8 +245,9 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_DEADLINE,    /* member, deadline: its heartbeat deadline ran out */
     RDZVD_IN_NCCL_UNSENT, /* member, nccl_unsent: its NCCL_REQUEST could not be queued */
     RDZVD_IN_STORE_OPENED, /* store_opened: the answer to the outbox's STORE_OPEN */
-    /* unrecorded: a record of the step that decided it was not written (ops->record failed):
-     * nothing sent after it went out, and its job fails, naming why. */
+    /* unrecorded: a record of the step that decided it was not written (ops->record failed),
+     * stepped once that step's Ready was carried out: nothing sent after it went out, and its
+     * job fails, naming why. */
     RDZVD_IN_UNRECORDED,
     /* The host's clock reached the Ready's next deadline: the first of its timers due by
      * u.until, if any, runs (a job's as TIMER, a member's as DEADLINE, with the bytes waiting
@@ -339,7 +345,8 @@ struct rdzvd_job_ready {
  * Returns ready->rc. The caller writes the answers it owes the input's connection (a HEARTBEAT's)
  * and then calls rdzvd_job_advance(ready): it hands the records to ops->record, in order, and
  * then carries out what the step queued. A record not written stops the messages decided after
- * it, and comes back as the input RDZVD_IN_UNRECORDED. */
+ * it when its decision's kind says so (rdzvd_decision_holds), and comes back as the input
+ * RDZVD_IN_UNRECORDED: a step of its own, once the Ready is carried out, never inside it. */
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
                    struct rdzvd_job_now now, struct rdzvd_job_ready *ready);
 void rdzvd_job_advance(struct rdzvd_job_ready *ready);

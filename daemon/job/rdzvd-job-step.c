@@ -247,10 +247,10 @@ static void store_opened_input(struct rdzvd_job *j, uint64_t ask, uint64_t gen, 
     input_step(j, &in, now);
 }
 
-/* A record of h's job table not written, as rdzvd-job-effects.c reports it: a decision whose
- * move or JOIN waits on it (FORMED, STOPPED, ASIDE, ADMITTED) is the input UNRECORDED, and what
- * was decided after it is not sent. The others (ENDED, WAITING, FORGOTTEN) are logged. */
-static bool unrecorded_record(const struct rdzvd_job_host *h, enum rdzvd_change what,
+/* A record of h's job table not written, as rdzvd-job-effects.c reports it once the Ready that
+ * held it is carried out: a decision whose move or JOIN waits on it (rdzvd_decision_holds) is
+ * the input UNRECORDED, a step of its own. The others (ENDED, WAITING, FORGOTTEN) are logged. */
+static void unrecorded_record(const struct rdzvd_job_host *h, enum rdzvd_change what,
                               const uint8_t *val, size_t vlen, int err, struct rdzvd_job_now now)
 {
     struct rdzvd_job_input in = {.kind = RDZVD_IN_UNRECORDED};
@@ -260,19 +260,17 @@ static bool unrecorded_record(const struct rdzvd_job_host *h, enum rdzvd_change 
 
     if (what != RDZVD_CHANGE_DECISION || rdzvd_decision_peek(val, vlen, run_id, &kind) < 0) {
         log_error_errno(err, "a change of the job table was not written");
-        return false;
+        return;
     }
     log_warn_errno(err, "job=%s: its decision '%s' was not written to its job table", run_id,
                    rdzvd_decision_name(kind));
-    if (kind != RDZVD_DECIDE_FORMED && kind != RDZVD_DECIDE_STOPPED &&
-        kind != RDZVD_DECIDE_ASIDE && kind != RDZVD_DECIDE_ADMITTED)
-        return false;
+    if (!rdzvd_decision_holds(kind))
+        return;
     in.u.unrecorded.run_id = run_id;
     in.u.unrecorded.decision = rdzvd_decision_name(kind);
     in.u.unrecorded.err = err;
     rdzvd_job_step(h, &in, now, &rd);
     rdzvd_job_advance(&rd);
-    return true;
 }
 
 void rdzvd_job_host_keep_records(struct rdzvd_job_host *h)

@@ -8,11 +8,14 @@
 #pragma once
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -532,6 +535,41 @@ static inline int join_err(struct env *e, struct fake *f, const struct rdzv_join
 static inline int join(struct env *e, struct fake *f, const struct rdzv_join *jn)
 {
     return join_err(e, f, jn, NULL, 0);
+}
+
+/* JOIN jn from f while the job table's journal in state directory path cannot grow (a file size
+ * limit: its write fails, EFBIG): join's result. */
+static inline int jt_join_journal_full(struct env *e, const char *path, struct fake *f,
+                                       const struct rdzv_join *jn)
+{
+    struct rlimit old, lim;
+    struct stat st;
+    char file[96];
+    int r;
+
+    snprintf(file, sizeof(file), "%s/jobs.journal", path);
+    ASSERT_OK(stat(file, &st));
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
+    lim = old;
+    lim.rlim_cur = (rlim_t)st.st_size; /* not one byte more */
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &lim));
+    r = join(e, f, jn);
+    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
+    signal(SIGXFSZ, SIG_DFL);
+    return r;
+}
+
+/* Nodes 0 and 1 join job "job" of 2 in e (state directory path), their secrets on disk already,
+ * node 1 while the journal cannot grow: FORMED, the only new record, is not written. */
+static inline void jt_join_formed_unwritten(struct env *e, const char *path, struct fake f[2])
+{
+    struct rdzv_join jn = join_of(0, 2, 2, 3);
+
+    jt_remember_secrets(e, "job");
+    ASSERT_OK(join(e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 3);
+    ASSERT_OK(jt_join_journal_full(e, path, &f[1], &jn));
 }
 
 /* READY from every fake still connected, for generation gen. */

@@ -752,29 +752,6 @@ static void test_refused_stopped_sends_nothing(void)
     jt_state_dir_done(fd, path);
 }
 
-/* JOIN jn from f while the job table's journal in state directory path cannot grow (a file size
- * limit: its write fails, EFBIG): join's result. */
-static int join_journal_full(struct env *e, const char *path, struct fake *f,
-                             const struct rdzv_join *jn)
-{
-    struct rlimit old, lim;
-    struct stat st;
-    char file[96];
-    int r;
-
-    snprintf(file, sizeof(file), "%s/jobs.journal", path);
-    ASSERT_OK(stat(file, &st));
-    signal(SIGXFSZ, SIG_IGN);
-    ASSERT_OK(getrlimit(RLIMIT_FSIZE, &old));
-    lim = old;
-    lim.rlim_cur = (rlim_t)st.st_size; /* not one byte more */
-    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &lim));
-    r = join(e, f, jn);
-    ASSERT_OK(setrlimit(RLIMIT_FSIZE, &old));
-    signal(SIGXFSZ, SIG_DFL);
-    return r;
-}
-
 /* The job table's journal cannot write the decision that generation 1 formed (a file size limit
  * makes the write fail, EFBIG): the decision is not made, no member hears of the generation, and
  * the job fails naming why; an rdzvd restarted on the directory finds no record of it. */
@@ -784,14 +761,10 @@ static void test_unwritten_decision_sends_nothing(void)
     struct fake f[2] = {0};
     char path[64];
     int fd = jt_state_dir(path, sizeof(path));
-    struct rdzv_join jn = join_of(0, 2, 2, 3);
     struct env e;
 
     env_init(&e, fd);
-    jt_remember_secrets(&e, "job"); /* both nodes' secrets are on disk: only FORMED is new */
-    ASSERT_OK(join(&e, &f[0], &jn));
-    jn = join_of(1, 2, 2, 3);
-    ASSERT_OK(join_journal_full(&e, path, &f[1], &jn));
+    jt_join_formed_unwritten(&e, path, f); /* both nodes' secrets are on disk: only FORMED is new */
     ASSERT_TRUE(rdzvd_journal_failed(e.table_journal));
     assert_unrecorded(&e, f, "formed", 0);
     env_done(&e);
@@ -814,7 +787,7 @@ static void test_unwritten_admitted_fails_job(void)
     env_init(&e, fd);
     ASSERT_OK(join(&e, &f[0], &jn));
     jn = join_of(1, 3, 3, 3);
-    (void)join_journal_full(&e, path, &f[1], &jn); /* before: refused with an ERROR */
+    (void)jt_join_journal_full(&e, path, &f[1], &jn); /* before: refused with an ERROR */
     ASSERT_EQ(f[1].njoined, 0);
     for (int i = 0; i < 2; i++) {
         ASSERT_TRUE(event_is(&f[i], "failed"));
