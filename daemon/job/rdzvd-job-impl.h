@@ -341,11 +341,7 @@ uint64_t rdzvd_job_timers_first(const struct rdzvd_job_timers *ts);
  * connection); false: none due. */
 bool rdzvd_job_timer_due(const struct rdzvd_job_host *h, uint64_t now_ms,
                          struct rdzvd_job_input *in);
-/* When the first of h's timers is due (0: none armed). */
-uint64_t rdzvd_job_next_deadline(const struct rdzvd_job_host *h);
-/* Whether timers were closed whose memory (a job's, a member's) waits to be freed, and its
- * freeing. */
-bool rdzvd_job_timers_closing(const struct rdzvd_job_host *h);
+/* The freeing of timers closed (rdzvd_job_timers_closing: rdzvd-job-sm.h). */
 void rdzvd_job_timers_reap(const struct rdzvd_job_host *h);
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
 /* To a member's agent (nothing when it has no connection; round and nccl_request need one),

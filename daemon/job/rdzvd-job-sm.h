@@ -347,6 +347,12 @@ struct rdzvd_job_ready {
  * then carries out what the step queued. A record not written stops the messages decided after
  * it when its decision's kind says so (rdzvd_decision_holds), and comes back as the input
  * RDZVD_IN_UNRECORDED: a step of its own, once the Ready is carried out, never inside it. */
+/* Read-only views of the host's timers, which the Ready also says. When the first of h's timers
+ * is due (0: none armed); whether timers were closed whose memory (a job's, a member's) waits
+ * to be freed. */
+uint64_t rdzvd_job_next_deadline(const struct rdzvd_job_host *h);
+bool rdzvd_job_timers_closing(const struct rdzvd_job_host *h);
+
 int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_input *in,
                    struct rdzvd_job_now now, struct rdzvd_job_ready *ready);
 void rdzvd_job_advance(struct rdzvd_job_ready *ready);
