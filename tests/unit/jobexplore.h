@@ -102,6 +102,7 @@ struct model {
     int restarts;             /* rdzvd restarts so far */
     int refused;              /* this step's JOIN was refused with this (negative errno) ... */
     char refused_err[512];    /* ... saying this */
+    size_t refused_promised;  /* ... when the job's promised node ids filled this (ids_promised) */
     char label[256];          /* what the last event did, when verbose */
     char bad[N_INV][512];     /* the last step's violations, "" for none */
     const char *check[N_INV]; /* ... and the checks that found them (their formats) */
@@ -223,6 +224,24 @@ static struct rdzvd_member *member_of(const struct rdzvd_job *j, int i)
     return j ? rdzvd_member_index_find(&j->by_id, id) : NULL;
 }
 
+/* The bytes of j's node ids that promise a return: its members' and those of the generation it
+ * was rebuilt from (rdzvd-job-persist.c keeps them when it makes room); 0 with no job. */
+static size_t ids_promised(const struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    size_t n = 0;
+
+    if (!j)
+        return 0;
+    for_each_member(j, m, pos, tmp)
+        n += strlen(m->join.node_id) + 1;
+    for (int64_t k = 0; j->rebuilt_nodes && k < j->round.nnodes; k++)
+        if (!rdzvd_member_index_find(&j->by_id, j->rebuilt_nodes[k].node_id))
+            n += strlen(j->rebuilt_nodes[k].node_id) + 1;
+    return n;
+}
+
 /* The job's record (state-dir variant): 0 with *rec filled, else -ENOENT. */
 static int record_of(struct model *md, struct rdzvd_job_record *rec)
 {
@@ -289,6 +308,7 @@ static void ev_join(struct model *md, int i)
     if (!r)
         a->incarnation = md->e.h.incarnation;
     md->refused = r;
+    md->refused_promised = ids_promised(the_job(md));
     snprintf(md->refused_err, sizeof(md->refused_err), "%s", r ? err : "");
 }
 

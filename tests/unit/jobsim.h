@@ -283,6 +283,7 @@ static int sim_join(struct sim *s, struct agent *f, struct rdzv_join *jn0, const
     jn.age_ms = 1;
     r = join_err(&s->md.e, &f->f, &jn, err, errlen);
     s->md.refused = r;
+    s->md.refused_promised = ids_promised(the_job(&s->md));
     snprintf(s->md.refused_err, sizeof(s->md.refused_err), "%s", r ? err : "");
     return r;
 }
@@ -554,22 +555,6 @@ static void check_moved(struct sim *s, const struct spre *p, int node, const cha
     }
 }
 
-/* The bytes of j's node ids that promise a return: its members' and those of the generation it
- * was rebuilt from (rdzvd-job-persist.c keeps them when it makes room). */
-static size_t ids_promised(const struct rdzvd_job *j)
-{
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *m;
-    size_t n = 0;
-
-    for_each_member(j, m, pos, tmp)
-        n += strlen(m->join.node_id) + 1;
-    for (int64_t k = 0; j->rebuilt_nodes && k < j->round.nnodes; k++)
-        if (!rdzvd_member_index_find(&j->by_id, j->rebuilt_nodes[k].node_id))
-            n += strlen(j->rebuilt_nodes[k].node_id) + 1;
-    return n;
-}
-
 /* S7, after every event: the restarts every worker heard (an agent's EVENT restart of a
  * generation not restarted before) that the budget did not count, but for a signal to a node
  * that rdzvd saw run (its generation past the start-up window by rdzvd's clock: a claimed step
@@ -730,13 +715,14 @@ static void sim_check(struct sim *s, int code, const struct spre *p)
     if ((kind == EV_GONE || kind == EV_BLIP) && !p->nrounds[i])
         check_moved(s, p, i, i == STRANGER ? "the stranger" : "a node that never got a ROUND");
     /* S3: a refusal for a table full of nodes that left: only the ids of the members and of
-     * the running generation may fill it. */
+     * the running generation may fill it, as they were at the refusal (the step's timers may
+     * take members away after it). */
     if ((kind == EV_JOIN || code == SC_FRESH) && md->refused &&
         (strstr(md->refused_err, "seen too many node ids") ||
-         ((q = strstr(md->refused_err, "cannot take node id '")) && j &&
-          ids_promised(j) + strcspn(q + 21, "'") + 1 <= s->c.ids_max)))
+         ((q = strstr(md->refused_err, "cannot take node id '")) &&
+          md->refused_promised + strcspn(q + 21, "'") + 1 <= s->c.ids_max)))
         sbad(s, S3, 3, "a JOIN was refused though the members' and the running generation's "
-             "node ids fill %zu of %" PRIu64 " bytes: %s", j ? ids_promised(j) : 0,
+             "node ids fill %zu of %" PRIu64 " bytes: %s", md->refused_promised,
              s->c.ids_max, md->refused_err);
     if ((kind == EV_JOIN || code == SC_FRESH) && md->refused && strstr(md->refused_err,
                                                                        "--max-jobs"))
