@@ -53,6 +53,46 @@ static void test_join_past_the_node_ids_limit_is_refused(void)
     jt_bounds.ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
 }
 
+/* E0-10 as the simulator's S3 judges it: a JOIN meets the members as they are when it is read.
+ * node-1's connection closed right after rdzvd stalled: it is kept away until its deadline. A
+ * JOIN read once that deadline passed, before its timer ran, still finds node-1's id promised:
+ * refused. The pass runs the timer (node-1 lost), and the same JOIN is then taken. */
+static void test_member_past_its_deadline_holds_its_id_until_its_timer(void)
+{
+    struct fake f[2] = {0}, late = {0}, again = {0};
+    struct rdzv_join jn;
+    char err[512];
+    struct env e;
+
+    jt_bounds.ids_bytes_max = 2 * sizeof("node-0"); /* node-0 and node-1, with their NULs */
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        jn = join_of(i, 2, 2, 3);
+        jn.heartbeat_timeout_ms = 40;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    ASSERT_EQ(f[0].nrounds, 1);
+    jt_stall_ms(&e, 200); /* rdzvd stalled */
+    ASSERT_EQ(jt_heartbeat(f[0].m), 1);
+    jt_gone(f[1].m); /* closed right after the stall: kept away for 40 ms */
+    jt_advance(30);
+    ASSERT_EQ(jt_heartbeat(f[0].m), 1);
+    jt_advance(11); /* node-1's deadline passed, its timer not run */
+    jn = join_of(5, 2, 2, 3);
+    ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -ENOSPC);
+    ASSERT_TRUE(strstr(err, "cannot take node id 'node-5'") != NULL);
+    ASSERT_TRUE(admitted(&e, "node-1"));
+    jt_run_pass(); /* node-1 lost: the job restarts without it */
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    if (join_err(&e, &again, &jn, err, sizeof(err)) < 0)
+        fprintf(stderr, "refused after the pass: %s\n", err);
+    ASSERT_EQ(err[0], '\0');
+    ASSERT_TRUE(admitted(&e, "node-5"));
+    ASSERT_FALSE(admitted(&e, "node-1"));
+    env_done(&e);
+    jt_bounds.ids_bytes_max = RDZVD_JOB_IDS_BYTES_MAX;
+}
+
 /* E0-10: the job's node ids full of nodes that held a place and
  * left (each lost in turn, its replacement placed), the next replacement is still taken: the
  * oldest ids that are neither a member's nor the running generation's are forgotten
@@ -247,5 +287,6 @@ int main(void)
     TEST(test_ids_of_nodes_that_ran_make_room_for_a_replacement);
     TEST(test_ids_with_a_failure_history_go_last);
     TEST(test_forgotten_takes_one_node_id);
+    TEST(test_member_past_its_deadline_holds_its_id_until_its_timer);
     return tap_done();
 }
