@@ -18,6 +18,7 @@
 #include "common/rdzv-util.h"
 #include "agent/group/agent-redirects.h"
 #include "agent/session/agent-sched.h"
+#include "proto/rdzv-preflight.h"
 
 /* How the user named opt ("--nproc_per_node"), else dflt. */
 static const char *typed_or(const struct rdzv_opt *opt, const char *dflt)
@@ -129,6 +130,25 @@ static int straggler_factor_cb(const struct rdzv_opt_prog *p, const struct rdzv_
 
     if (*val == '\0' || *end != '\0' || !(v == 0 || (v > 1 && v <= RDZV_STRAGGLER_FACTOR_MAX)))
         return rdzv_opt_bad(p, opt, val, "expected 0 (off) or a factor above 1, up to 100");
+    *(double *)opt->dest = v;
+    return 0;
+}
+
+static int preflight_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    if (strcmp(val, "net") && strcmp(val, "off"))
+        return rdzv_opt_bad(p, opt, val, "expected net or off");
+    *(bool *)opt->dest = strcmp(val, "net") == 0;
+    return 0;
+}
+
+static int fraction_cb(const struct rdzv_opt_prog *p, const struct rdzv_opt *opt, const char *val)
+{
+    char *end;
+    double v = strtod(val, &end);
+
+    if (*val == '\0' || *end != '\0' || !(v > 0 && v < 1))
+        return rdzv_opt_bad(p, opt, val, "expected a fraction above 0 and below 1");
     *(double *)opt->dest = v;
     return 0;
 }
@@ -487,6 +507,15 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
          .help = "report: name it (status, timeline, metrics); aside: put it\n"
                  "aside when a spare waits or the smaller job is faster, never\n"
                  "below MIN nodes (default report)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "preflight", .cb = preflight_cb,
+         .dest = &o->preflight_net, .metavar = "net|off",
+         .help = "net: before a generation starts, measure each new node's\n"
+                 "links to two others and put aside a node whose links carry\n"
+                 "less than --preflight-fraction of the job's median (default\n"
+                 "off; the job's first agent sets it for all)"},
+        {.kind = RDZV_OPT_CALLBACK, .name = "preflight-fraction", .cb = fraction_cb,
+         .dest = &o->preflight_fraction, .metavar = "F",
+         .help = "... below this fraction of the median (default 0.25)"},
         {.kind = RDZV_OPT_CALLBACK, .name = "scale-up", .cb = scale_up_cb,
          .dest = &o->scale_up_now, .metavar = "now|next",
          .help = "a node joining a running job below MAX: restart now to\n"
@@ -680,6 +709,7 @@ int agent_opts_parse(struct agent_opts *o, int argc, char **argv)
     o->restart_backoff_s = AGENT_RESTART_BACKOFF_S;
     o->straggler_factor = AGENT_STRAGGLER_FACTOR;
     o->straggler_window_s = AGENT_STRAGGLER_WINDOW_S;
+    o->preflight_fraction = RDZV_PF_FRACTION_DEFAULT;
     o->health_timeout_s = AGENT_HEALTH_TIMEOUT_S;
     o->health_interval_s = AGENT_HEALTH_INTERVAL_S;
     o->nccl = RDZV_NCCL_AUTO;

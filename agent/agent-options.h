@@ -57,6 +57,9 @@ struct agent_opts {
     /* --straggler-factor (0: off), --straggler-window, --on-straggler aside: JOIN's straggler */
     double straggler_factor, straggler_window_s;
     bool on_straggler_aside;
+    /* --preflight net, --preflight-fraction: JOIN's preflight (agent-client-pf.c) */
+    bool preflight_net;
+    double preflight_fraction;
     bool standalone;
     /* The endpoint's port is 0 (torchrun: the agent hosts the store on a free port, as
      * torchtitan's --rdzv_endpoint localhost:0): one node, an embedded rdzvd as --standalone's,

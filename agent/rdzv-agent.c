@@ -714,6 +714,10 @@ int main(int argc, char **argv)
     jn->straggler_factor = a.o.straggler_factor;
     jn->straggler_window_ms = (int64_t)(a.o.straggler_window_s * 1000);
     jn->straggler_aside = a.o.on_straggler_aside;
+    jn->preflight.on = a.o.preflight_net; /* the client opens its listener */
+    jn->preflight.fraction = a.o.preflight_fraction;
+    if (a.o.local_addr)
+        snprintf(jn->preflight.addr, sizeof(jn->preflight.addr), "%.63s", a.o.local_addr);
     jn->inplace = a.o.recovery_inplace;
     _Static_assert(AGENT_CMD_FINGERPRINT_HEX == RDZV_COMMAND_HEX, "JOIN command's length");
     if (!a.o.any_command) /* else "": rdzvd compares nothing */

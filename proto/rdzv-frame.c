@@ -59,6 +59,10 @@ const char *rdzv_msg_name(uint8_t op)
         return "CANCEL_JOB";
     case RDZV_MSG_CANCEL_JOB_REPLY:
         return "CANCEL_JOB_REPLY";
+    case RDZV_MSG_PREFLIGHT:
+        return "PREFLIGHT";
+    case RDZV_MSG_PREFLIGHT_REPORT:
+        return "PREFLIGHT_REPORT";
     default:
         return "?";
     }
@@ -81,6 +85,7 @@ static const struct {
     {RDZV_MSG_RELEASE, SMALL},       /* run id, node (128 and 255 bytes) */
     {RDZV_MSG_CANCEL, SMALL},        /* signal, reason (255 bytes) */
     {RDZV_MSG_CANCEL_JOB, SMALL},    /* run id, reason (128 and 255 bytes) */
+    {RDZV_MSG_PREFLIGHT_REPORT, SMALL}, /* id, two figures */
     {RDZV_MSG_REPLICA, SMALL},       /* id, endpoint or error (511 bytes) */
     {RDZV_MSG_WORKER_EXIT, 8u << 10},/* host and reason (255 bytes each) */
     {RDZV_MSG_JOIN, 16u << 10},      /* run id, node id, host, numbers, resume */

@@ -37,6 +37,8 @@ enum rdzv_msg_op {
     RDZV_MSG_CANCEL = 0xB7,        /* 1.6, agent -> daemon: stopped from outside (scancel) */
     RDZV_MSG_CANCEL_JOB = 0xB8,       /* 1.7, rdzvctl (the operator) -> daemon: end a job */
     RDZV_MSG_CANCEL_JOB_REPLY = 0xB9, /* 1.7, daemon -> rdzvctl: cancelled, or why not */
+    RDZV_MSG_PREFLIGHT = 0xBA,        /* 1.23, daemon -> agent: measure a link */
+    RDZV_MSG_PREFLIGHT_REPORT = 0xBB, /* 1.23, agent -> daemon: a link's figures */
 };
 
 /* Name of a message op for logs ("JOIN"), "?" if unknown. */

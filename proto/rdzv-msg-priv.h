@@ -34,3 +34,11 @@ int rdzv_msg_get_ids(const json_t *arr, const char *what, char (*ids)[RDZV_NCCL_
 json_t *rdzv_json_set(json_t *o, const char *key, json_t *v);
 
 json_t *rdzv_msg_ids_array(const char (*ids)[RDZV_NCCL_HEX_LEN + 1], unsigned n);
+
+/* Where a link check listens (1.23: JOIN "preflight", PREFLIGHT): addr a numeric IP address,
+ * port 1..65535, token RDZV_PF_TOKEN_HEX lowercase hex; copied into addr_out
+ * (RDZV_STORE_ADDR_MAX + 1 bytes) and token_out (RDZV_PF_TOKEN_HEX + 1); what names the
+ * message in err. */
+int rdzv_msg_pf_listener_ok(const char *what, const char *addr, json_int_t port,
+                            const char *token, char *addr_out, char *token_out, char *err,
+                            size_t errlen);

@@ -2,7 +2,9 @@
 /* rdzv-msg.c: rendezvous message bodies <-> C structs, through jansson. */
 #include "proto/rdzv-msg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -93,6 +95,77 @@ json_t *rdzv_json_set(json_t *o, const char *key, json_t *v)
     return o;
 }
 
+/* The network pre-flight (1.23): a numeric IPv4 or IPv6 address that fits. */
+static bool addr_ok(const char *a)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return strlen(a) <= RDZV_STORE_ADDR_MAX &&
+           (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1);
+}
+
+static bool token_ok(const char *s)
+{
+    size_t i;
+
+    for (i = 0; s[i]; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return i == RDZV_PF_TOKEN_HEX;
+}
+
+/* Where a listener is: addr, port and token checked, copied into the out strings. */
+int rdzv_msg_pf_listener_ok(const char *what, const char *addr, json_int_t port,
+                            const char *token, char *addr_out, char *token_out, char *err,
+                            size_t errlen)
+{
+    if (!addr_ok(addr) || port < 1 || port > 65535 || !token_ok(token)) {
+        snprintf(err, errlen,
+                 "%s: 'addr' must be a numeric IP address, 'port' 1..65535 and 'token' %d "
+                 "lowercase hex characters",
+                 what, RDZV_PF_TOKEN_HEX);
+        return -EBADMSG;
+    }
+    snprintf(addr_out, RDZV_STORE_ADDR_MAX + 1, "%s", addr);
+    snprintf(token_out, RDZV_PF_TOKEN_HEX + 1, "%s", token);
+    return 0;
+}
+
+static json_t *join_preflight_json(const struct rdzv_join_preflight *pf)
+{
+    return json_pack("{s:s, s:I, s:s, s:f}", "addr", pf->addr, "port", (json_int_t)pf->port,
+                     "token", pf->token, "fraction", pf->fraction);
+}
+
+static int parse_join_preflight(json_t *o, struct rdzv_join_preflight *pf, char *err,
+                                size_t errlen)
+{
+    const char *addr, *token;
+    json_error_t jerr;
+    json_int_t port;
+    double fraction;
+    int r;
+
+    memset(pf, 0, sizeof(*pf));
+    if (!o)
+        return 0;
+    if (json_unpack_ex(o, &jerr, 0, "{s:s, s:I, s:s, s:F}", "addr", &addr, "port", &port,
+                       "token", &token, "fraction", &fraction) < 0)
+        return rdzv_msg_unpack_fail(&jerr, "JOIN preflight", err, errlen);
+    r = rdzv_msg_pf_listener_ok("JOIN preflight", addr, port, token, pf->addr, pf->token, err,
+                                errlen);
+    if (r < 0)
+        return r;
+    if (!(fraction > 0 && fraction < 1)) {
+        snprintf(err, errlen, "JOIN preflight: 'fraction' must be above 0 and below 1");
+        return -EBADMSG;
+    }
+    pf->on = true;
+    pf->port = port;
+    pf->fraction = fraction;
+    return 0;
+}
+
 int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
 {
     json_t *o = json_pack(
@@ -145,6 +218,8 @@ int rdzv_msg_put_join(struct rdzv_buf *b, const struct rdzv_join *j)
                       json_pack("{s:f, s:I, s:s}", "factor", j->straggler_factor, "window_ms",
                                 (json_int_t)j->straggler_window_ms, "action",
                                 j->straggler_aside ? "aside" : "report"));
+    if (j->preflight.on) /* 1.23 */
+        o = rdzv_json_set(o, "preflight", join_preflight_json(&j->preflight));
     return rdzv_msg_put(b, RDZV_MSG_JOIN, o);
 }
 
@@ -454,6 +529,9 @@ int rdzv_msg_parse_join(const uint8_t *body, size_t len, struct rdzv_join *j, ch
     j->age_ms = age;
     j->ran_incarnation = j->resume.generation ? 0 : (uint64_t)ran_inc; /* a resume has its own */
     r = parse_straggler(json_object_get(root, "straggler"), j, err, errlen);
+    if (r == 0)
+        r = parse_join_preflight(json_object_get(root, "preflight"), &j->preflight, err,
+                                 errlen);
     if (r < 0)
         goto out;
     if (*secret && !rdzv_msg_is_secret(secret)) {

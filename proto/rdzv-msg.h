@@ -56,6 +56,41 @@ struct rdzv_buf;
 #define RDZV_COMMAND_HEX 16 /* JOIN command: a 64-bit fingerprint, hex */
 #define RDZV_EXIT_PUT_ASIDE 69 /* EVENT put_aside's exit_code: the agent's exit status for it */
 
+/* The network pre-flight (1.23, docs/design/preflight.md). */
+#define RDZV_PF_TOKEN_HEX 32     /* a link check's token: 16 bytes as lowercase hex */
+#define RDZV_PF_BOUND_MAX_MS 10000 /* PREFLIGHT bound_ms: 1..this */
+#define RDZV_PF_MBPS_MAX 1e7     /* PREFLIGHT_REPORT: a figure of at most 10 TB/s */
+#define RDZV_PF_ID_MAX 9007199254740991LL
+
+/* JOIN "preflight" (1.23, sent with --preflight net): where this agent's link check listens
+ * (a numeric address, the one its workers use, and a port), the token a probe must show there,
+ * and (job-wide, from the first JOIN) the fraction of the job's median below which a link is
+ * slow. on false (absent, an older agent): no check. */
+struct rdzv_join_preflight {
+    bool on;
+    char addr[RDZV_STORE_ADDR_MAX + 1];
+    int64_t port;                       /* 1..65535 */
+    char token[RDZV_PF_TOKEN_HEX + 1];  /* lowercase hex */
+    double fraction;                    /* in (0, 1) */
+};
+
+/* PREFLIGHT (1.23, daemon -> agent): measure the link to the peer's listener at addr:port,
+ * showing token, each way within bound_ms; answer with PREFLIGHT_REPORT naming id. */
+struct rdzv_preflight {
+    int64_t id; /* 1..RDZV_PF_ID_MAX */
+    char addr[RDZV_STORE_ADDR_MAX + 1];
+    int64_t port;
+    char token[RDZV_PF_TOKEN_HEX + 1];
+    int64_t bound_ms; /* 1..RDZV_PF_BOUND_MAX_MS */
+};
+
+/* PREFLIGHT_REPORT (1.23, agent -> daemon): the figures of PREFLIGHT id, MB/s each way (up:
+ * the agent to its peer), or -1: unreachable. */
+struct rdzv_preflight_report {
+    int64_t id;
+    double up, down; /* -1, or 0..RDZV_PF_MBPS_MAX */
+};
+
 enum rdzv_nccl_mode { RDZV_NCCL_OFF, RDZV_NCCL_AUTO, RDZV_NCCL_REQUIRED };
 
 /* What a reconnecting agent says about the generation its workers are running (JOIN "resume"):
@@ -127,6 +162,8 @@ struct rdzv_join {
      * hex; "": not sent, an older agent). Job-wide, from the first JOIN: an agent with another
      * command is refused at once, not made a spare that never runs it. */
     char command[RDZV_COMMAND_HEX + 1];
+    /* 1.23: --preflight net's listener (rdzv_join_preflight). */
+    struct rdzv_join_preflight preflight;
     /* 1.20: on a JOIN without a resume from an agent whose workers ran a generation of the job
      * (stopped since: its READY went, and it waits for the next ROUND), the incarnation of the
      * rdzvd that sent its last ROUND (the JOINED's before it; 1..RDZV_INCARNATION_MAX); 0
@@ -404,6 +441,15 @@ int rdzv_msg_put_error(struct rdzv_buf *b, const char *fmt, ...)
  * when leader is longer than RDZV_ENDPOINT_MAX. */
 int rdzv_msg_put_redirect(struct rdzv_buf *b, const char *leader, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* PREFLIGHT and PREFLIGHT_REPORT (1.23): every member checked (a numeric addr, port 1..65535,
+ * token RDZV_PF_TOKEN_HEX lowercase hex, id and bound_ms in range, figures -1 or in range). */
+int rdzv_msg_put_preflight(struct rdzv_buf *b, const struct rdzv_preflight *p);
+int rdzv_msg_parse_preflight(const uint8_t *body, size_t len, struct rdzv_preflight *p, char *err,
+                             size_t errlen);
+int rdzv_msg_put_preflight_report(struct rdzv_buf *b, const struct rdzv_preflight_report *r);
+int rdzv_msg_parse_preflight_report(const uint8_t *body, size_t len,
+                                    struct rdzv_preflight_report *r, char *err, size_t errlen);
 
 int rdzv_msg_put_replica(struct rdzv_buf *b, const struct rdzv_replica *r);
 int rdzv_msg_put_replicas(struct rdzv_buf *b, const struct rdzv_replicas *r);

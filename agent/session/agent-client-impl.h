@@ -37,6 +37,14 @@ struct agent_client {
     uv_timer_t silence;       /* no frame from rdzvd for silence_ms: the link is dead */
     uv_timer_t note;          /* every AGENT_WAIT_NOTE_MS before JOINED: still waiting, how long */
     struct agent_probe *probe; /* CL_PROBING */
+    /* --preflight net (agent-client-pf.c): the link check's listener, the probe rdzvd asked
+     * for (PREFLIGHT id pf_id), and whether JOIN names the address rdzvd is reached from. */
+    struct agent_pf_server *pf_server;
+    struct agent_pf_probe *pf_probe;
+    int64_t pf_id;
+    bool pf_addr_auto;
+    /* How agent-client-pf.c sends its frames (agent-client.c's write, set with the client). */
+    int (*pf_write)(struct agent_client *c, struct rdzv_buf *b);
     bool framed;              /* this connection's peer sent one of rdzvd's frames */
     char why[300];            /* what the last failed attempt met ("connection refused") */
     bool why_peer;            /* why says what the peer did ("closed the connection ...") */
@@ -117,3 +125,12 @@ void agent_client_silence_heard(struct agent_client *c);
 void agent_client_silence_rearm(struct agent_client *c);
 /* One of the closes agent_client_close() waits for is done; the last one frees c. */
 void agent_client_unref(struct agent_client *c);
+
+/* agent-client-pf.c: --preflight net. Open the link check's listener and fill JOIN's
+ * "preflight" (port, token); 0 or a negative errno. Name the address rdzvd is reached from in
+ * it, when the workers' is not numeric (before each JOIN). Run PREFLIGHT's probe, whose figures
+ * go back as PREFLIGHT_REPORT. Close both (with the client). */
+int agent_client_pf_open(struct agent_client *c);
+void agent_client_pf_addr(struct agent_client *c);
+void agent_client_pf_handle(struct agent_client *c, const uint8_t *body, size_t len);
+void agent_client_pf_close(struct agent_client *c);

@@ -109,6 +109,7 @@ static int client_put_join(struct agent_client *c, struct rdzv_buf *b)
 {
     if (c->started_ms)
         c->join.age_ms = (int64_t)(rdzv_now_ms() - c->started_ms) + 1;
+    agent_client_pf_addr(c);
     return rdzv_msg_put_join(b, &c->join);
 }
 
@@ -290,6 +291,9 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
             c->cbs.on_replicas(c, &rs, c->ud);
         return;
     }
+    case RDZV_MSG_PREFLIGHT:
+        agent_client_pf_handle(c, body, len);
+        return;
     case RDZV_MSG_EVENT: {
         struct rdzv_event e;
 
@@ -476,6 +480,10 @@ int agent_client_start(uv_loop_t *loop, const struct agent_endpoints *eps, unsig
     }
     c->connected = client_connected;
     *ret = c;
+    c->pf_write = client_write;
+    if (agent_client_pf_open(c) < 0)
+        agent_client_pf_close(c); /* JOIN then asks for no check */
+    c->join.preflight.on = c->pf_server != NULL;
     agent_client_begin(c);
     return 0;
 }
@@ -508,6 +516,7 @@ void agent_client_close(struct agent_client *c, void (*done)(void *ud), void *ud
         agent_probe_cancel(c->probe);
         c->probe = NULL;
     }
+    agent_client_pf_close(c);
     c->closes_pending += 2;
     uv_close((uv_handle_t *)&c->silence, retry_close_cb);
     uv_close((uv_handle_t *)&c->note, retry_close_cb);

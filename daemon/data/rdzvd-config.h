@@ -125,6 +125,11 @@
 #define RDZVD_STRAGGLER_MEDIAN_MS 1000
 #define RDZVD_STRAGGLER_MEDIAN_MIN_MS 1
 #define RDZVD_ASIDE_REASON_MAX 255
+/* The network pre-flight (daemon/job/rdzvd-job-preflight.c): each way of a link within this
+ * bound (PREFLIGHT bound_ms, as the agents' own), and a slot's figures within twice it and this
+ * margin: an agent that has not answered by then counts as unreachable. */
+#define RDZVD_PF_BOUND_MS 3000
+#define RDZVD_PF_SLOT_MARGIN_MS 2000
 /* Of each node, its newest failures kept with their dates and ranks (--bad-node-window counts
  * them; a failure that follows a rank to another node is found among them): as many as a
  * windowed --bad-node-failures may ask for. */

@@ -379,7 +379,8 @@ enum effect_kind {
     EFF_DISMISS = RDZVD_SEND_DISMISS,
     EFF_FLUSH = RDZVD_SEND_FLUSH,
     EFF_STORE_OPEN = RDZVD_SEND_STORE_OPEN,
-    EFF_STORE_CLOSE = RDZVD_SEND_STORE_CLOSE
+    EFF_STORE_CLOSE = RDZVD_SEND_STORE_CLOSE,
+    EFF_PREFLIGHT = RDZVD_SEND_PREFLIGHT
 };
 
 struct rdzvd_job_shared {
@@ -430,6 +431,7 @@ struct rdzvd_job_effect {
         } nccl;
         char *why;                 /* CLOSE */
         struct store_open *open;   /* STORE_OPEN */
+        struct rdzv_preflight *preflight; /* PREFLIGHT */
         struct {
             void *store;
             bool drop;
@@ -467,6 +469,9 @@ static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
         break;
     case EFF_STORE_OPEN:
         free(e->u.open);
+        break;
+    case EFF_PREFLIGHT:
+        free(e->u.preflight);
         break;
     default:
         break;
@@ -532,6 +537,10 @@ static void carry(struct rdzvd_job_effect *e)
     }
     case EFF_STORE_CLOSE:
         e->ops->store_close(e->peer, e->u.close.store, e->u.close.drop);
+        break;
+    case EFF_PREFLIGHT:
+        if (e->ops->preflight)
+            e->ops->preflight(e->peer, e->u.preflight);
         break;
     }
 }
@@ -850,6 +859,9 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
         send->handle = e->u.close.store;
         send->drop = e->u.close.drop;
         break;
+    case EFF_PREFLIGHT:
+        send->preflight = e->u.preflight;
+        break;
     }
     return true;
 }
@@ -1014,6 +1026,20 @@ int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool s
     e->u.nccl.allow = j->host.store_allow;
     post(j->host.steps, e);
     return 0;
+}
+
+void rdzvd_member_send_preflight(struct rdzvd_member *m, const struct rdzv_preflight *p)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzvd_job_effect *e = effect_new(EFF_PREFLIGHT, j->host.ops, m->peer);
+
+    if (!e || !(e->u.preflight = malloc(sizeof(*p)))) {
+        free(e);
+        dropped("PREFLIGHT"); /* its link counts as unreachable when the slot ends */
+        return;
+    }
+    *e->u.preflight = *p;
+    post(j->host.steps, e);
 }
 
 /* At once, not queued: a pointer (no I/O), and a connection that closes before the outbox is

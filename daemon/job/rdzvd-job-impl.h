@@ -66,7 +66,7 @@ struct rdzvd_job_move {
     double end_s;
 };
 
-enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF };
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF, T_PREFLIGHT };
 /* What a generation's store, asked of the outbox, goes on with once open: the ROUNDs; the
  * NCCL_REQUEST (ids only, nccl_want); a rebuilt generation's store back (on another port when
  * its own is taken). */
@@ -138,6 +138,10 @@ struct rdzvd_member {
     double straggler_score;
     uint64_t slow_since_ms;
     bool straggler, straggler_kept; /* kept: not put aside, said once */
+    /* The network pre-flight (rdzvd-job-preflight.c): its node was checked in this job, and
+     * its fastest link then (MB/s; 0: none reachable). */
+    bool pf_checked;
+    double pf_best;
     uint64_t scored_gen;
     /* The recovery under way that began at rec_since (the timeline's point before the first
      * step): this node's earliest step after it (0: none yet), rdzvd-job-sm.c. */
@@ -259,6 +263,15 @@ struct rdzvd_job {
     int64_t straggler_window_ms;
     bool straggler_aside;
     char command[RDZV_COMMAND_HEX + 1]; /* its agents' command's fingerprint; "": not known */
+    /* The network pre-flight (rdzvd-job-preflight.c), from the first JOIN: on, and the fraction
+     * of the median below which a link is slow; the check under way (NULL: none); the next
+     * PREFLIGHT id; the last check's median (MB/s), the checks made and their time in all. */
+    bool pf_on;
+    double pf_fraction, pf_median;
+    struct rdzvd_job_pf *pf;
+    int64_t pf_next_id;
+    unsigned pf_checks;
+    uint64_t pf_ms;
     uint64_t stall_ms; /* when rdzvd was last found stalled on one of its members (it ran late:
                         * input read past a deadline, or a deadline passed unserved); 0: never */
     int64_t median_compute_ms; /* the job's nodes' median compute time, -1: not known */
@@ -318,6 +331,11 @@ struct rdzvd_job_handlers {
      * the one asked). j's memory outlives the outbox's pass (freed by a later REAP). */
     void (*store_opened)(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
                          uint16_t port, int err, struct rdzvd_job_now now);
+    /* The network pre-flight's verdict (rdzvd-job-preflight.c, which the machine's steps call
+     * down to): put m aside for reason kind why; close the round the check held. NULL: the
+     * check runs, and decides nothing. */
+    void (*put_aside)(struct rdzvd_member *m, unsigned why, const char *reason);
+    void (*close_checked)(struct rdzvd_job *j);
 };
 /* The job's one timer (enum job_timer), due ms after the step's now: close once, then its
  * memory goes when the host reaps the closed timers (handlers->freed). */
@@ -427,6 +445,23 @@ void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
  * a failed health check; RDZVD_ASIDE_STRAGGLER: rdzvd's verdict), recorded, its agent told
  * (EVENT put_aside), and the job moves on without it. */
 void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const char *reason);
+
+/* rdzvd-job-preflight.c: the network pre-flight. Its settings from the job's first JOIN. Hold
+ * a round about to close while its ready nodes not yet checked measure their links: true when
+ * held (the check closes the round once done: rdzvd_job_close_checked), false to close now.
+ * Busy: a check runs (the round waits for it). A member's PREFLIGHT_REPORT; the job's timer
+ * T_PREFLIGHT ran out; the job freed. */
+void rdzvd_job_pf_settings(struct rdzvd_job *j, const struct rdzv_join *jn);
+bool rdzvd_job_pf_hold(struct rdzvd_job *j);
+bool rdzvd_job_pf_busy(const struct rdzvd_job *j);
+void rdzvd_member_pf_report(struct rdzvd_member *m, const struct rdzv_preflight_report *rep);
+void rdzvd_job_pf_fired(struct rdzvd_job *j);
+void rdzvd_job_pf_free(struct rdzvd_job *j);
+/* rdzvd-job-sm.c: after a check, the round closes over the ready members when MIN of them are
+ * left, else waits as rdzvd_job_try_close says. */
+void rdzvd_job_close_checked(struct rdzvd_job *j);
+/* rdzvd-job-effects.c: queue PREFLIGHT p to m's agent. */
+void rdzvd_member_send_preflight(struct rdzvd_member *m, const struct rdzv_preflight *p);
 /* NULL when out of memory (logged). */
 /* secret: the member's (minted and admitted, or proved by jn: rdzvd_job_admit). */
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn,

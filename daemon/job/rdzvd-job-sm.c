@@ -49,6 +49,7 @@ const struct rdzvd_job *rdzvd_job_view(struct rdzv_list *jobs, const char *run_i
 
 void rdzvd_job_freed(struct rdzvd_job *j)
 {
+    rdzvd_job_pf_free(j);
     rdzvd_job_index_free(j);
     free(j->by_req);
     free(j->by_rank);
@@ -281,6 +282,8 @@ static void close_round(struct rdzvd_job *j, bool bench)
     bool spent;
     int r;
 
+    if (rdzvd_job_pf_hold(j))
+        return; /* the network pre-flight first: it closes the round once done */
     rdzvd_job_timer_stop(j);
     j->scaling_up = false;
     spent = j->generation > 0 && rdzvd_job_free_spent(j);
@@ -378,8 +381,8 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
     bool bench;
     uint64_t wait;
 
-    if (j->state != JOB_FORMING)
-        return;
+    if (j->state != JOB_FORMING || rdzvd_job_pf_busy(j))
+        return; /* the network pre-flight closes the round once done */
     if ((wait = rdzvd_job_backoff_left(j)) > 0) { /* a restart's backoff: then the round */
         if (!j->timer_armed || j->timer_kind != T_BACKOFF)
             rdzvd_job_timer_start(j, T_BACKOFF, wait);
@@ -403,6 +406,17 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
         rdzvd_job_timer_start(j, T_JOIN, (uint64_t)j->join_timeout_ms);
     else if (j->timer_armed && j->timer_kind != T_JOIN)
         rdzvd_job_timer_stop(j);
+}
+
+void rdzvd_job_close_checked(struct rdzvd_job *j)
+{
+    int64_t ready = j->nready, members;
+    bool bench = free_bench(j, &ready, &members);
+
+    if (ready >= j->min)
+        close_round(j, bench);
+    else
+        rdzvd_job_try_close(j);
 }
 
 void rdzvd_member_dismiss(struct rdzvd_member *m)
@@ -606,6 +620,8 @@ void rdzvd_job_fired(struct rdzvd_job *j)
         } else {
             job_fail_nodes(j, ready);
         }
+    } else if (j->state == JOB_FORMING && j->timer_kind == T_PREFLIGHT) {
+        rdzvd_job_pf_fired(j);
     } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
@@ -672,6 +688,7 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         rdzvd_job_settings_of_join(jn, &own);
         rdzvd_job_settings_set(j, &own);
     }
+    rdzvd_job_pf_settings(j, jn);
     j->median_compute_ms = -1;
     j->created_ms = rdzvd_job_now_ms(h);
     if (h->take_waiting && h->ended)
@@ -1737,6 +1754,7 @@ static void check_asides_bound(struct rdzvd_job *j)
 }
 
 #define STRAGGLER_REASON "a straggler: "
+#define NETWORK_REASON "network: "
 
 void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
 {
@@ -1768,7 +1786,10 @@ void rdzvd_job_node_aside(struct rdzvd_member *m, unsigned why, const char *reas
     else
         h->gpus.n = 0; /* nor the GPUs it claims: a token holder could name an away member's */
     snprintf(h->reason, sizeof(h->reason), "%s%s",
-             why == RDZVD_ASIDE_STRAGGLER ? STRAGGLER_REASON : CHECK_REASON, reason);
+             why == RDZVD_ASIDE_STRAGGLER ? STRAGGLER_REASON
+             : why == RDZVD_ASIDE_NETWORK ? NETWORK_REASON
+                                          : CHECK_REASON,
+             reason);
     rdzv_utf8_trim(h->reason);
 }
 

@@ -66,6 +66,8 @@ struct rdzvd_job_ops {
     /* Send peer the event e (EVENT put_aside), then close it once that is written: the state
      * machine has already let go of it. */
     void (*dismiss)(void *peer, const struct rdzv_event *e);
+    /* PREFLIGHT p to peer (1.23); NULL: not sent (its link then counts as unreachable). */
+    void (*preflight)(void *peer, const struct rdzv_preflight *p);
     /* Tie peer to member m (NULL: untie); rdzvd_member_gone() later gets it back from the host. */
     void (*bind)(void *peer, struct rdzvd_member *m);
     /* Bytes waiting unread on peer (0: none or unknown): a late deadline then gets one more
@@ -112,7 +114,13 @@ struct rdzvd_job_outbox {
  * recovery's phases, by cause. */
 #define RDZVD_JOB_MOVE_KINDS 7
 #define RDZVD_JOB_STATES 5
-enum { RDZVD_ASIDE_FAILURES, RDZVD_ASIDE_CHECK, RDZVD_ASIDE_STRAGGLER, RDZVD_ASIDE_REASONS };
+enum {
+    RDZVD_ASIDE_FAILURES,
+    RDZVD_ASIDE_CHECK,
+    RDZVD_ASIDE_STRAGGLER,
+    RDZVD_ASIDE_NETWORK, /* the network pre-flight's verdict */
+    RDZVD_ASIDE_REASONS
+};
 struct rdzvd_job_counts {
     uint64_t moves_taken[RDZVD_JOB_MOVE_KINDS][RDZVD_JOB_STATES];
     uint64_t put_aside[RDZVD_ASIDE_REASONS];
@@ -255,6 +263,7 @@ enum rdzvd_job_input_kind {
      * after until, so it waits for the next pass. */
     RDZVD_IN_TICK,
     RDZVD_IN_REAP, /* the loop turn that closed timers is done (the Ready said reap) */
+    RDZVD_IN_PREFLIGHT_REPORT, /* member, preflight_report: a link's figures (1.23) */
 };
 
 struct rdzvd_job_input {
@@ -275,6 +284,7 @@ struct rdzvd_job_input {
         const struct rdzv_ready *ready;
         const struct rdzv_cancel *cancel;
         const struct rdzv_unhealthy *unhealthy;
+        const struct rdzv_preflight_report *preflight_report;
         const struct rdzv_release *release;
         const struct rdzv_cancel_job *cancel_job;
         struct {
@@ -371,6 +381,7 @@ enum rdzvd_job_send_kind {
      * journal, port 0: any, fresh), its answer the input STORE_OPENED; close handle (drop). */
     RDZVD_SEND_STORE_OPEN,
     RDZVD_SEND_STORE_CLOSE,
+    RDZVD_SEND_PREFLIGHT, /* preflight: measure a link (1.23) */
 };
 
 struct rdzvd_job_send {
@@ -388,6 +399,7 @@ struct rdzvd_job_send {
     uint16_t port;                 /* STORE_OPEN */
     bool fresh, drop;              /* STORE_OPEN; STORE_CLOSE */
     void *handle;                  /* STORE_CLOSE: the store */
+    const struct rdzv_preflight *preflight; /* PREFLIGHT */
 };
 
 /* The next thing ready's outbox holds after *cursor (NULL: from the first) into *send, moving

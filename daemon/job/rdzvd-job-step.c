@@ -137,6 +137,9 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
     case RDZVD_IN_UNHEALTHY:
         rdzvd_member_unhealthy(m, in->u.unhealthy->reason);
         break;
+    case RDZVD_IN_PREFLIGHT_REPORT:
+        rdzvd_member_pf_report(m, in->u.preflight_report);
+        break;
     case RDZVD_IN_GONE:
         rdzvd_member_gone(m);
         break;
@@ -283,6 +286,8 @@ static const struct rdzvd_job_handlers job_handlers = {
     .freed = rdzvd_job_freed,
     .nccl_unsent = nccl_unsent_input,
     .store_opened = store_opened_input,
+    .put_aside = rdzvd_member_put_aside,
+    .close_checked = rdzvd_job_close_checked,
 };
 
 /* -------------------------------------------------------------------------------------------- */
@@ -1762,7 +1767,11 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
         rdzvd_job_end(j, "failed", 1, fail);
         return;
     }
-    snprintf(why, sizeof(why), "%s: %s", slow ? "a straggler" : "failed a health check", reason);
+    snprintf(why, sizeof(why), "%s: %s",
+             slow ? "a straggler"
+             : reason_kind == RDZVD_ASIDE_NETWORK ? "failed the network pre-flight"
+                                                  : "failed a health check",
+             reason);
     snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s%s%s",
              m->join.host, rdzvd_job_named(j, m->join.node_id), j->run_id, slow ? "" : "it ",
              why,

@@ -317,6 +317,14 @@ static void conn_event(void *peer, const struct rdzv_event *e)
         log_error("conn %" PRIu64 ": out of memory sending an event", rdzvd_conn_id(peer));
 }
 
+static void conn_preflight(void *peer, const struct rdzv_preflight *p)
+{
+    struct rdzv_buf *out = rdzvd_conn_out(peer);
+
+    if (out && rdzv_msg_put_preflight(out, p) < 0)
+        log_error("conn %" PRIu64 ": out of memory sending PREFLIGHT", rdzvd_conn_id(peer));
+}
+
 static int conn_nccl_request(void *peer, uint64_t generation, int64_t count, bool store,
                              const char *store_allow)
 {
@@ -449,6 +457,7 @@ static const struct rdzvd_job_ops conn_job_ops = {
     .nccl_request = conn_nccl_request,
     .close = conn_close,
     .dismiss = conn_dismiss,
+    .preflight = conn_preflight,
     .bind = conn_bind,
     .unread = conn_unread,
     .flush = srv_flush,
@@ -770,6 +779,20 @@ int rdzvd_job_msg(void *ud, struct rdzvd_conn *c, uint8_t op, const uint8_t *bod
             return -EBADMSG;
         }
         in.u.unhealthy = &u;
+        step(jobs, &in, &rd);
+        return 0;
+    }
+    case RDZV_MSG_PREFLIGHT_REPORT: {
+        struct rdzvd_job_input in = {.kind = RDZVD_IN_PREFLIGHT_REPORT, .member = m};
+        struct rdzvd_job_ready rd;
+        struct rdzv_preflight_report rep;
+        char err[256];
+
+        if (rdzv_msg_parse_preflight_report(body, len, &rep, err, sizeof(err)) < 0) {
+            send_frame_error(c, "%s", err);
+            return -EBADMSG;
+        }
+        in.u.preflight_report = &rep;
         step(jobs, &in, &rd);
         return 0;
     }

@@ -209,6 +209,15 @@ static inline void jt_nccl_error(struct rdzvd_member *m, const char *error)
     jt_nccl_id(m, &msg);
 }
 
+/* PREFLIGHT_REPORT: m's figures of link id (MB/s each way, -1: unreachable). */
+static inline void jt_pf_report(struct rdzvd_member *m, int64_t id, double up, double down)
+{
+    struct rdzv_preflight_report r = {id, up, down};
+
+    jt_member_in(&(struct rdzvd_job_input){
+        .kind = RDZVD_IN_PREFLIGHT_REPORT, .member = m, .u.preflight_report = &r});
+}
+
 /* UNHEALTHY: m's node failed a health check. */
 static inline void jt_unhealthy(struct rdzvd_member *m, const char *reason)
 {

@@ -61,6 +61,8 @@ struct fake {
     int nccl_fail;  /* nccl_request returns this (negative) when set */
     size_t unread;  /* what unread() reports */
     bool silent;    /* it does not answer its ROUNDs: its agent goes before its workers start */
+    int npf;
+    struct rdzv_preflight pf; /* the last PREFLIGHT */
 };
 
 struct env {
@@ -196,6 +198,15 @@ static inline void fake_dismiss(void *peer, const struct rdzv_event *e)
     fake_close(peer, e->type);
 }
 
+static inline void fake_preflight(void *peer, const struct rdzv_preflight *p)
+{
+    struct fake *f = peer;
+    jt_not_deciding("preflight");
+
+    f->npf++;
+    f->pf = *p;
+}
+
 static inline void fake_bind(void *peer, struct rdzvd_member *m)
 {
     ((struct fake *)peer)->m = m;
@@ -262,6 +273,7 @@ static const struct rdzvd_job_ops jt_fake_ops = {
     .nccl_request = fake_nccl_request,
     .close = fake_close,
     .dismiss = fake_dismiss,
+    .preflight = fake_preflight,
     .bind = fake_bind,
     .unread = fake_unread,
     .flush = fake_flush,

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-preflight.c: the network pre-flight in the job machine (daemon/job/
+ * rdzvd-job-preflight.c), driven with fake agents (jobtest.h). Four nodes with --preflight net:
+ * the round holds while they measure their links; a node that reports its links slow (a liar)
+ * gets itself put aside (reason network, EVENT put_aside with its figures), never its peer;
+ * a prober that does not answer counts as unreachable when the slot's bound runs out, and is
+ * put aside alone; honest fast links put nobody aside; with the check off nothing is sent. */
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+#include "daemon/data/rdzvd-config.h"
+
+#define NODES 4
+#define PORT0 5000
+#define FAST 900.0
+
+/* Node i's JOIN: nodes 3..4 of a job, its listener on port PORT0 + i. */
+static struct rdzv_join pf_join(int i, bool on)
+{
+    struct rdzv_join jn = join_of(i, 3, 4, 2);
+
+    jn.preflight.on = on;
+    jn.preflight.fraction = 0.25;
+    snprintf(jn.preflight.addr, sizeof(jn.preflight.addr), "10.0.0.%d", i + 1);
+    jn.preflight.port = PORT0 + i;
+    snprintf(jn.preflight.token, sizeof(jn.preflight.token), "%032x", i);
+    return jn;
+}
+
+/* Answer every PREFLIGHT not answered yet, until none is left: node liar reports 1 MB/s, node
+ * mute does not answer (-1: none), the others FAST. Returns how many were answered. */
+static int answer(struct fake *f, int *answered, int liar, int mute)
+{
+    int n = 0;
+
+    for (bool more = true; more;) {
+        more = false;
+        for (int i = 0; i < NODES; i++) {
+            if (f[i].closed || f[i].npf == answered[i] || i == mute)
+                continue;
+            answered[i] = f[i].npf;
+            ASSERT_TRUE(f[i].pf.port >= PORT0 && f[i].pf.port < PORT0 + NODES);
+            ASSERT_TRUE(f[i].pf.port != PORT0 + i);
+            jt_pf_report(f[i].m, f[i].pf.id, i == liar ? 1.0 : FAST, i == liar ? 1.0 : FAST);
+            n++;
+            more = true;
+        }
+    }
+    return n;
+}
+
+static const struct rdzvd_job *job_of(struct env *e)
+{
+    return rdzvd_job_view(&e->jobs, "job");
+}
+
+/* Four nodes join; checks that the round holds for the check. */
+static void join_four(struct env *e, struct fake *f, bool on)
+{
+    memset(f, 0, sizeof(*f) * NODES);
+    for (int i = 0; i < NODES; i++) {
+        struct rdzv_join jn = pf_join(i, on);
+
+        ASSERT_OK(join(e, &f[i], &jn));
+    }
+}
+
+static int rounds(const struct fake *f)
+{
+    int n = 0;
+
+    for (int i = 0; i < NODES; i++)
+        n += f[i].nrounds;
+    return n;
+}
+
+/* Node 0 lies (it probes node 1 in round 1): it is put aside, node 1 is not. */
+static void test_a_liar_is_put_aside_not_its_peer(void)
+{
+    struct fake f[NODES];
+    struct env e;
+    int answered[NODES] = {0};
+    uint64_t before;
+
+    env_init(&e, -1);
+    before = e.h.steps->counts.put_aside[RDZVD_ASIDE_NETWORK];
+    join_four(&e, f, true);
+    ASSERT_EQ(rounds(f), 0); /* held for the check */
+    ASSERT_TRUE(f[0].npf == 1 && f[0].pf.port == PORT0 + 1);
+    ASSERT_EQ(strcmp(f[0].pf.addr, "10.0.0.2"), 0);
+    ASSERT_TRUE(answer(f, answered, 0, -1) >= 6); /* round 1, and round 2's two slots */
+    ASSERT_TRUE(f[0].closed && event_is(&f[0], "put_aside"));
+    ASSERT_EQ(f[0].event.exit_code, RDZV_EXIT_PUT_ASIDE);
+    ASSERT_NOT_NULL(strstr(f[0].event.summary, "network pre-flight: link to host"));
+    ASSERT_NOT_NULL(strstr(f[0].event.summary, "1.0 MB/s, job median 900 MB/s"));
+    for (int i = 1; i < NODES; i++) {
+        ASSERT_TRUE(!f[i].closed);
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.nnodes, 3);
+    }
+    ASSERT_EQ(e.h.steps->counts.put_aside[RDZVD_ASIDE_NETWORK], before + 1);
+    ASSERT_NOT_NULL(rdzvd_job_hist_find(job_of(&e), "node-0"));
+    ASSERT_NULL(rdzvd_job_hist_find(job_of(&e), "node-1"));
+    env_done(&e);
+}
+
+/* Node 2 never answers: when the slot's bound runs out its links are unreachable, and it alone
+ * is put aside. Nothing is decided before the bound. */
+static void test_a_silent_prober_counts_as_unreachable(void)
+{
+    struct fake f[NODES];
+    struct env e;
+    int answered[NODES] = {0};
+
+    env_init(&e, -1);
+    join_four(&e, f, true);
+    answer(f, answered, -1, 2);
+    run_ms(&e, 2 * RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS - 1);
+    ASSERT_EQ(rounds(f), 0);
+    for (int s = 0; s < 3; s++) { /* each slot waits for it in turn */
+        run_ms(&e, 2 * RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS);
+        answer(f, answered, -1, 2);
+    }
+    ASSERT_TRUE(f[2].closed && event_is(&f[2], "put_aside"));
+    ASSERT_NOT_NULL(strstr(f[2].event.summary, "unreachable"));
+    for (int i = 0; i < NODES; i++)
+        if (i != 2)
+            ASSERT_TRUE(!f[i].closed && f[i].nrounds == 1);
+    env_done(&e);
+}
+
+/* Honest fast links: one slot, nobody put aside, every node placed or spare; a report of a
+ * link that is not its own is ignored. */
+static void test_fast_links_put_nobody_aside(void)
+{
+    struct fake f[NODES];
+    struct env e;
+    int answered[NODES] = {0};
+
+    env_init(&e, -1);
+    join_four(&e, f, true);
+    ASSERT_EQ(f[1].npf, 0); /* node 1 is probed, it does not probe */
+    jt_pf_report(f[1].m, f[0].pf.id, 0.5, 0.5); /* not its link: ignored */
+    ASSERT_EQ(answer(f, answered, -1, -1), 2);
+    for (int i = 0; i < NODES; i++)
+        ASSERT_TRUE(!f[i].closed && f[i].nrounds == 1 && f[i].round.nnodes == 4);
+    env_done(&e);
+}
+
+/* Off (no JOIN preflight): no PREFLIGHT, the round closes at once. */
+static void test_off_sends_nothing(void)
+{
+    struct fake f[NODES];
+    struct env e;
+
+    env_init(&e, -1);
+    join_four(&e, f, false);
+    for (int i = 0; i < NODES; i++)
+        ASSERT_TRUE(f[i].npf == 0 && f[i].nrounds == 1);
+    env_done(&e);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-preflight", RDZV_LOG_ERROR);
+    TEST(test_a_liar_is_put_aside_not_its_peer);
+    TEST(test_a_silent_prober_counts_as_unreachable);
+    TEST(test_fast_links_put_nobody_aside);
+    TEST(test_off_sends_nothing);
+    return tap_done();
+}
