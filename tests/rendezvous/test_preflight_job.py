@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: Apache-2.0
+"""rdzv-agent --preflight net in a real job, as users meet it (needs root and iproute2's ip and
+tc, as CI runs; skipped otherwise). Four nodes are network namespaces: their data network on
+one bridge (netns_bridge), where the workers' address (--local-addr) and the link check are, and
+a management network on another, where rdzvd listens. The job is --nnodes 3, so one node is a
+spare.
+  - one node's data link shaped to 8 Mbit/s both ways (tc tbf): it is put aside before any of
+    its workers starts, its agent exits 69 with the figures, the job runs on the other three;
+  - the same with all its data packets dropped (netem loss 100%; blackhole without netem);
+  - unshaped, three jobs put nobody aside;
+  - the check's cost: the start of a job with and without --preflight net."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from agenttest import AGENT
+from rdzvtest import RDZVD, main, netns_bridge, on_exit, track
+
+NET = "10.241.19."
+MGMT = "10.242.19."
+NHOSTS = 4
+TBF = ["tbf", "rate", "8mbit", "burst", "32kbit", "latency", "400ms"]
+
+
+def ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+class PreflightJob(unittest.TestCase):
+
+    def setUp(self):
+        if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
+            self.skipTest("needs root and iproute2 (ip netns, tc): network namespaces as nodes")
+        tag = "pj%d" % (os.getpid() % 100000)
+        self.sw = tag + "-sw"
+        self.hosts = ["%s-h%d" % (tag, i) for i in range(NHOSTS)]
+        self.addCleanup(self.delete_namespaces)
+        on_exit(self.delete_namespaces)  # also when meson times the test out
+        netns_bridge(self.sw, self.hosts, NET)
+        # The management network: br1 in the switch's namespace, rdzvd on it at MGMT.254.
+        ip("-n", self.sw, "link", "add", "br1", "type", "bridge")
+        ip("-n", self.sw, "addr", "add", MGMT + "254/24", "dev", "br1")
+        ip("-n", self.sw, "link", "set", "br1", "up")
+        ip("-n", self.sw, "link", "set", "lo", "up")
+        for i, h in enumerate(self.hosts):
+            ip("link", "add", "m%dh" % i, "netns", h, "type", "veth", "peer", "name", "m%ds" % i,
+               "netns", self.sw)
+            ip("-n", h, "addr", "add", "%s%d/24" % (MGMT, i + 1), "dev", "m%dh" % i)
+            ip("-n", h, "link", "set", "m%dh" % i, "up")
+            ip("-n", self.sw, "link", "set", "m%ds" % i, "master", "br1")
+            ip("-n", self.sw, "link", "set", "m%ds" % i, "up")
+        self.dir = tempfile.TemporaryDirectory(prefix="rdzvtest-pf-")
+        self.addCleanup(self.dir.cleanup)
+        self.rdzvd = self.start_rdzvd()
+
+    def delete_namespaces(self):
+        for ns in self.hosts + [self.sw]:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+    def start_rdzvd(self):
+        port_file = os.path.join(self.dir.name, "port")
+        log = open(os.path.join(self.dir.name, "rdzvd.log"), "wb")
+        self.addCleanup(log.close)
+        p = track(subprocess.Popen(
+            ["ip", "netns", "exec", self.sw, RDZVD, "--port", "0", "--port-file", port_file,
+             "--bind", MGMT + "254", "-l", "info"], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=log))
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(port_file, "a+") as f:
+                f.seek(0)
+                txt = f.read()
+            if txt.endswith("\n"):
+                self.port = int(txt)
+                return p
+            time.sleep(0.05)
+        self.fail("rdzvd did not start")
+
+    def shape(self, i, qdisc, instead=None):
+        """Node i's data link, both ways: its own end and the bridge's."""
+        for ns, dev in ((self.hosts[i], "p%dh" % i), (self.sw, "p%ds" % i)):
+            tc = ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root"]
+            r = subprocess.run(tc + qdisc, capture_output=True, text=True, timeout=10)
+            if r.returncode and instead and "unknown" in r.stderr:
+                print("tc: %s; %s instead" % (r.stderr.strip(), instead[0]), flush=True)
+                r = subprocess.run(tc + instead, capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def job(self, run_id, preflight=True):
+        """Four agents of job run_id (--nnodes 3); each worker leaves a file ran-<its node>.
+        Returns each agent's exit status and output, and the seconds to the first worker."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SLURM_", "PBS_", "OMPI_", "RDZV_", "PET_"))}
+        ps = []
+        t0, wall0 = time.monotonic(), time.time()
+        mark = os.path.join(self.dir.name, run_id + "-ran-$PF_NODE")  # one command for all
+        for i, h in enumerate(self.hosts):
+            cmd = ["ip", "netns", "exec", h, AGENT, "--endpoint",
+                   "%s254:%d" % (MGMT, self.port), "--rdzv-id", run_id, "--nnodes", "3",
+                   "--nproc", "1", "--nccl", "off", "--local-addr", "%s%d" % (NET, i + 1),
+                   "--host", "n%d" % i]
+            if preflight:
+                cmd += ["--preflight", "net"]
+            cmd += ["--", "/bin/sh", "-c", "date +%s.%N > " + mark]
+            ps.append(track(subprocess.Popen(cmd, env=dict(env, PF_NODE=str(i)),
+                                             stdout=subprocess.PIPE,
+                                             stderr=subprocess.STDOUT, text=True)))
+        outs = []
+        for p in ps:
+            try:
+                outs.append(p.communicate(timeout=max(1, t0 + 90 - time.monotonic()))[0])
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outs.append(p.communicate()[0] + "\n(killed: still running after 90 s)")
+        ran = {}
+        for i in range(NHOSTS):
+            mark = os.path.join(self.dir.name, "%s-ran-%d" % (run_id, i))
+            if os.path.exists(mark):
+                with open(mark) as f:
+                    ran[i] = float(f.read()) - wall0  # when its worker ran
+        return [p.returncode for p in ps], outs, ran
+
+    def assert_put_aside(self, run_id, bad, figures):
+        codes, outs, ran = self.job(run_id)
+        for i in range(NHOSTS):
+            print("node %d exit %d:\n%s" % (i, codes[i], outs[i][-600:]), flush=True)
+        self.assertEqual(codes[bad], 69, outs[bad])
+        self.assertRegex(outs[bad], figures)
+        self.assertNotIn(bad, ran, "a worker of the node put aside started")
+        self.assertEqual(sorted(ran), sorted(set(range(NHOSTS)) - {bad}))
+        for i in set(range(NHOSTS)) - {bad}:
+            self.assertEqual(codes[i], 0, outs[i])
+
+    def test_1_a_shaped_node_is_put_aside(self):
+        self.shape(2, TBF)
+        self.assert_put_aside("shaped", 2, r"failed the network pre-flight: link to n\d: "
+                              r"[0-9.]+ MB/s, job median \d+ MB/s")
+
+    def test_2_all_packets_dropped(self):
+        self.shape(1, ["netem", "loss", "100%"], instead=["blackhole"])
+        self.assert_put_aside("dropped", 1, r"failed the network pre-flight: link to n\d: "
+                              r"unreachable, job median \d+ MB/s")
+
+    def test_3_unshaped_puts_nobody_aside(self):
+        for k in range(3):
+            codes, outs, ran = self.job("plain%d" % k)
+            self.assertNotIn(69, codes, outs)
+            self.assertEqual(len(ran), 3, outs)  # three placed, one spare
+
+    def test_4_the_checks_cost(self):
+        """The check adds at most 3 s to a job's start (the first worker's)."""
+        _, _, without = self.job("nocheck", preflight=False)
+        _, _, with_ = self.job("check")
+        cost = min(with_.values()) - min(without.values())
+        print("first worker after %.2f s without the check, %.2f s with it: +%.2f s" % (
+            min(without.values()), min(with_.values()), cost), flush=True)
+        self.assertLess(cost, 3.0)
+
+
+if __name__ == "__main__":
+    main()
