@@ -265,19 +265,20 @@ void rdzvctl_print_status(const struct rdzv_status *st, const struct rdzvctl_vie
         }
         /* The STRAGGLER column when rdzvd scored any node: its score, '!' once called one. The
          * LOOP_STALL column when an agent's loop stalled for 1 s or more (its longest). */
-        bool scored = false, stalled = false;
+        bool scored = false, stalled = false, checked = false;
 
         for (size_t k = 0; k < job->n_nodes; k++) {
+            checked = checked || job->nodes[k].preflight_mbps >= 0;
             scored = scored || job->nodes[k].straggler_score > 0;
             stalled = stalled || job->nodes[k].loop_stall_max_s >= 1;
         }
         if (job->n_nodes > 0 || !job->ended)
-            printf("  %-24s %9s %-9s %9s %7s %8s%s%s\n", "HOST", "NODE_RANK", "STATE",
+            printf("  %-24s %9s %-9s %9s %7s %8s%s%s%s\n", "HOST", "NODE_RANK", "STATE",
                    "HEARTBEAT", "WORKERS", "FAILURES", scored ? " STRAGGLER" : "",
-                   stalled ? " LOOP_STALL" : "");
+                   stalled ? " LOOP_STALL" : "", checked ? " NETWORK" : "");
         for (size_t k = 0; k < job->n_nodes; k++) {
             const struct rdzv_status_node *n = &job->nodes[k];
-            char rk[24], score[24] = "", stall[24] = "";
+            char rk[24], score[24] = "", stall[24] = "", net[32] = "";
 
             snprintf(rk, sizeof(rk), n->node_rank < 0 ? "-" : "%lld", (long long)n->node_rank);
             if (scored && n->straggler_score > 0)
@@ -289,9 +290,14 @@ void rdzvctl_print_status(const struct rdzv_status *st, const struct rdzvctl_vie
                 snprintf(stall, sizeof(stall), " %9.1fs", n->loop_stall_max_s);
             else if (stalled)
                 snprintf(stall, sizeof(stall), " %10s", "-");
-            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld%s%s\n", esc(e2, sizeof(e2), n->host),
-                   rk, esc(e1, sizeof(e1), n->state), n->last_heartbeat_age_s,
-                   (long long)n->workers, (long long)n->failures, score, stall);
+            if (checked && n->preflight_mbps >= 0) /* its fastest link in the pre-flight */
+                snprintf(net, sizeof(net), " %6.0f MB/s", n->preflight_mbps);
+            else if (checked)
+                snprintf(net, sizeof(net), " %11s", "-");
+            printf("  %-24.24s %9s %-9s %8.1fs %7lld %8lld%s%s%s\n",
+                   esc(e2, sizeof(e2), n->host), rk, esc(e1, sizeof(e1), n->state),
+                   n->last_heartbeat_age_s, (long long)n->workers, (long long)n->failures, score,
+                   stall, net);
         }
         if (job->members_left_out > 0)
             printf("  (%lld more members not listed)\n", (long long)job->members_left_out);

@@ -33,7 +33,8 @@ int rdzv_status_alloc_nodes(struct rdzv_status_job *j, size_t n)
     if (!nodes)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        nodes[i].compute_ms = -1, nodes[i].loop_stall_max_s = -1; /* none said */
+        nodes[i].compute_ms = -1, nodes[i].loop_stall_max_s = -1, /* none said */
+            nodes[i].preflight_mbps = -1;
     free(j->nodes);
     j->nodes = nodes;
     j->n_nodes = n;
@@ -122,6 +123,18 @@ const struct rdzv_status_rank **rdzv_status_ranks_oldest(const struct rdzv_statu
 
 /* ---- encode: the member names and order rdzvd has always written ---- */
 
+/* "nodes_put_aside": "network" (1.23) only once one was, as before it. */
+static json_t *aside_json(const struct rdzv_status *st)
+{
+    json_t *o = json_pack("{s:I, s:I, s:I}", "failures", (json_int_t)st->put_aside_failures,
+                          "check", (json_int_t)st->put_aside_check, "straggler",
+                          (json_int_t)st->put_aside_straggler);
+
+    return st->put_aside_network
+               ? rdzv_json_set(o, "network", json_integer((json_int_t)st->put_aside_network))
+               : o;
+}
+
 static json_t *node_to_json(const struct rdzv_status_node *n)
 {
     bool scored = n->straggler_score > 0;
@@ -129,7 +142,7 @@ static json_t *node_to_json(const struct rdzv_status_node *n)
     /* compute_ms only when a rank said one, the straggler's only when scored, the loop's stall
      * when the agent said one (s:o* leaves a NULL out) */
     return json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:b, s:b, s:s, s:o*, s:o*, s:o*, "
-                     "s:o*}",
+                     "s:o*, s:o*}",
                      "host", n->host, "node_id", n->node_id, "node_rank",
                      (json_int_t)n->node_rank, "workers", (json_int_t)n->workers,
                      "last_heartbeat_age_s", n->last_heartbeat_age_s, "age_s", n->age_s,
@@ -138,7 +151,9 @@ static json_t *node_to_json(const struct rdzv_status_node *n)
                      n->compute_ms >= 0 ? json_integer(n->compute_ms) : NULL, "straggler_score",
                      scored ? json_real(n->straggler_score) : NULL, "straggler",
                      scored ? json_boolean(n->straggler) : NULL, "loop_stall_max_s",
-                     n->loop_stall_max_s >= 0 ? json_real(n->loop_stall_max_s) : NULL);
+                     n->loop_stall_max_s >= 0 ? json_real(n->loop_stall_max_s) : NULL,
+                     "preflight_mbps",
+                     n->preflight_mbps >= 0 ? json_real(n->preflight_mbps) : NULL);
 }
 
 static json_t *rank_to_json(const struct rdzv_status_rank *k)
@@ -285,12 +300,9 @@ json_t *rdzv_status_to_json(const struct rdzv_status *st)
         return NULL;
     }
     /* Absent while none was (an older reader never sees it, and the parse reads 0). */
-    if ((st->put_aside_failures || st->put_aside_check || st->put_aside_straggler) &&
-        json_object_set_new(root, "nodes_put_aside",
-                            json_pack("{s:I, s:I, s:I}", "failures",
-                                      (json_int_t)st->put_aside_failures, "check",
-                                      (json_int_t)st->put_aside_check, "straggler",
-                                      (json_int_t)st->put_aside_straggler)) < 0) {
+    if ((st->put_aside_failures || st->put_aside_check || st->put_aside_straggler ||
+         st->put_aside_network) &&
+        json_object_set_new(root, "nodes_put_aside", aside_json(st)) < 0) {
         json_decref(root);
         return NULL;
     }
@@ -359,20 +371,23 @@ static int parse_node(json_t *o, struct rdzv_status_node *n, char *err, size_t e
     json_error_t jerr;
 
     n->straggler_score = 0;
-    n->loop_stall_max_s = -1;
+    n->loop_stall_max_s = n->preflight_mbps = -1;
     if (json_unpack_ex(o, &jerr, 0,
-                       "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I, s?F, s?b, s?F}",
+                       "{s:s, s:s, s:I, s:I, s:F, s:F, s:I, s:b, s:b, s:s, s?I, s?F, s?b, s?F, "
+                       "s?F}",
                        "host", &host, "node_id", &node_id, "node_rank", &rank, "workers",
                        &workers, "last_heartbeat_age_s", &n->last_heartbeat_age_s, "age_s",
                        &n->age_s, "failures", &failures, "spare", &spare, "connected", &connected,
                        "state", &state, "compute_ms", &cms, "straggler_score",
                        &n->straggler_score, "straggler", &straggler, "loop_stall_max_s",
-                       &n->loop_stall_max_s) < 0)
+                       &n->loop_stall_max_s, "preflight_mbps", &n->preflight_mbps) < 0)
         return unpack_fail(&jerr, err, errlen);
     if (!(n->straggler_score >= 0 && n->straggler_score < 1e6) ||
+        (json_object_get(o, "preflight_mbps") &&
+         !(n->preflight_mbps >= 0 && n->preflight_mbps <= RDZV_PF_MBPS_MAX)) ||
         (json_object_get(o, "loop_stall_max_s") &&
          !(n->loop_stall_max_s >= 0 && n->loop_stall_max_s <= RDZV_LOOP_STALL_MAX_MS / 1000))) {
-        snprintf(err, errlen, "straggler_score or loop_stall_max_s out of range");
+        snprintf(err, errlen, "straggler_score, loop_stall_max_s or preflight_mbps out of range");
         return -EBADMSG;
     }
     n->straggler = straggler;
@@ -805,7 +820,7 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     json_int_t port, conns, acc, rej, perr, reqs, keys, jobs_left_out = 0, obuf = 0;
     const char *daemon, *version;
     json_t *root, *jobs, *o, *aside = NULL;
-    json_int_t aside_failures = 0, aside_check = 0, aside_straggler = 0;
+    json_int_t aside_failures = 0, aside_check = 0, aside_straggler = 0, aside_network = 0;
     json_error_t jerr;
     size_t i;
     int r = -EBADMSG;
@@ -823,12 +838,13 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
                        "protocol_errors", &perr, "requests", &reqs, "main_store_keys", &keys,
                        "outbuf_closes", &obuf, "jobs", &jobs, "jobs_left_out", &jobs_left_out,
                        "nodes_put_aside", &aside) < 0 ||
-        (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I, s?I}", "failures", &aside_failures,
-                                 "check", &aside_check, "straggler", &aside_straggler) < 0)) {
+        (aside && json_unpack_ex(aside, &jerr, 0, "{s:I, s:I, s?I, s?I}", "failures",
+                                 &aside_failures, "check", &aside_check, "straggler",
+                                 &aside_straggler, "network", &aside_network) < 0)) {
         (void)unpack_fail(&jerr, err, errlen);
         goto out_free;
     }
-    if (aside_failures < 0 || aside_check < 0 || aside_straggler < 0) {
+    if (aside_failures < 0 || aside_check < 0 || aside_straggler < 0 || aside_network < 0) {
         snprintf(err, errlen, "'nodes_put_aside' out of range");
         goto out_free;
     }
@@ -837,6 +853,7 @@ int rdzv_status_parse(const uint8_t *body, size_t len, struct rdzv_status *st, c
     st->put_aside_failures = aside_failures;
     st->put_aside_check = aside_check;
     st->put_aside_straggler = aside_straggler;
+    st->put_aside_network = aside_network;
     if (jobs_left_out < 0) {
         snprintf(err, errlen, "'jobs_left_out' out of range");
         goto out_free;

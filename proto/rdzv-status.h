@@ -59,6 +59,8 @@ struct rdzv_status_node {
     bool straggler;
     /* (optional, 1.21) its agent's longest event loop stall since it started (s); -1: none said */
     double loop_stall_max_s;
+    /* (optional, 1.23) its fastest link in the network pre-flight (MB/s); -1: not checked */
+    double preflight_mbps;
 };
 
 /* A rank's last progress report: only ranks of the current generation that reported. */
@@ -289,7 +291,7 @@ struct rdzv_status {
     int64_t jobs_left_out;        /* jobs not listed in jobs (they did not fit) */
     /* Nodes put aside since rdzvd started, by reason: their workers' failures, a failed health
      * check ("nodes_put_aside" in JSON, absent from older rdzvds: 0). */
-    int64_t put_aside_failures, put_aside_check, put_aside_straggler;
+    int64_t put_aside_failures, put_aside_check, put_aside_straggler, put_aside_network;
     /* Every recovery's phases since rdzvd started, by cause (not in JSON: /metrics). */
     struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 };

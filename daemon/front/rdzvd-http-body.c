@@ -367,9 +367,10 @@ char *rdzvd_http_metrics(const struct rdzvd_jobs *jobs)
                  "started, by reason.\n# TYPE rdzvd_nodes_put_aside_total counter\n"
                  "rdzvd_nodes_put_aside_total{reason=\"failures\"} %lld\n"
                  "rdzvd_nodes_put_aside_total{reason=\"check\"} %lld\n"
-                 "rdzvd_nodes_put_aside_total{reason=\"straggler\"} %lld\n",
+                 "rdzvd_nodes_put_aside_total{reason=\"straggler\"} %lld\n"
+                 "rdzvd_nodes_put_aside_total{reason=\"network\"} %lld\n",
                  (long long)st.put_aside_failures, (long long)st.put_aside_check,
-                 (long long)st.put_aside_straggler);
+                 (long long)st.put_aside_straggler, (long long)st.put_aside_network);
     r |= rdzv_buf_printf(&b, "# HELP rdzvd_job_steps_per_second Rank 0's training steps per "
                              "second over rdzvd's last %.0f s (of the progress it reports).\n"
                              "# TYPE rdzvd_job_steps_per_second gauge\n",

@@ -48,6 +48,7 @@ static void member_status(const struct rdzvd_member *m, uint64_t now, struct rdz
     n->compute_ms = rdzvd_member_compute_ms(m, false);
     n->loop_stall_max_s = m->has_loop_stall ? (double)m->loop_stall_ms / 1000 : -1;
     n->straggler_score = m->straggler_score;
+    n->preflight_mbps = m->pf_checked ? m->pf_best : -1;
     n->straggler = m->straggler;
     snprintf(n->state, sizeof(n->state), "%s",
              m->node_rank >= 0 ? (m->ready ? "stopped" : "running")
@@ -631,7 +632,9 @@ int rdzvd_status_fill(const struct rdzvd_server_info *info, const struct rdzv_li
                              .put_aside_check =
                                  counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_CHECK] : 0,
                              .put_aside_straggler =
-                                 counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_STRAGGLER] : 0};
+                                 counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_STRAGGLER] : 0,
+                             .put_aside_network =
+                                 counts ? (int64_t)counts->put_aside[RDZVD_ASIDE_NETWORK] : 0};
     size_t n_live = 0, n_ended = 0, max_live = SIZE_MAX, max_ended = SIZE_MAX, n = 0;
     struct rdzv_list *pos, *tmp;
     int r;

@@ -8,10 +8,12 @@ spare.
     its workers starts, its agent exits 69 with the figures, the job runs on the other three;
   - the same with all its data packets dropped (netem loss 100%; blackhole without netem);
   - unshaped, three jobs put nobody aside;
-  - the check's cost: the start of a job with and without --preflight net."""
+  - the check's cost: the start of a job with and without --preflight net.
+/metrics counts the node put aside: rdzvd_nodes_put_aside_total{reason="network"}."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -64,9 +66,11 @@ class PreflightJob(unittest.TestCase):
         port_file = os.path.join(self.dir.name, "port")
         log = open(os.path.join(self.dir.name, "rdzvd.log"), "wb")
         self.addCleanup(log.close)
+        self.mport_file = os.path.join(self.dir.name, "mport")
         p = track(subprocess.Popen(
             ["ip", "netns", "exec", self.sw, RDZVD, "--port", "0", "--port-file", port_file,
-             "--bind", MGMT + "254", "-l", "info"], stdin=subprocess.DEVNULL,
+             "--bind", MGMT + "254", "-l", "info", "--metrics-port", "0",
+             "--metrics-port-file", self.mport_file], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=log))
         self.addCleanup(lambda: (p.kill(), p.wait()))
         deadline = time.monotonic() + 10
@@ -79,6 +83,16 @@ class PreflightJob(unittest.TestCase):
                 return p
             time.sleep(0.05)
         self.fail("rdzvd did not start")
+
+    def metrics(self):
+        """rdzvd's /metrics, fetched from its own namespace."""
+        with open(self.mport_file) as f:
+            url = "http://%s254:%d/metrics" % (MGMT, int(f.read()))
+        return subprocess.run(
+            ["ip", "netns", "exec", self.sw, sys.executable, "-c",
+             "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10)"
+             ".read().decode())", url], capture_output=True, text=True, timeout=20,
+            check=True).stdout
 
     def shape(self, i, qdisc, instead=None):
         """Node i's data link, both ways: its own end and the bridge's."""
@@ -134,6 +148,7 @@ class PreflightJob(unittest.TestCase):
         self.assertEqual(sorted(ran), sorted(set(range(NHOSTS)) - {bad}))
         for i in set(range(NHOSTS)) - {bad}:
             self.assertEqual(codes[i], 0, outs[i])
+        self.assertIn('rdzvd_nodes_put_aside_total{reason="network"} 1\n', self.metrics())
 
     def test_1_a_shaped_node_is_put_aside(self):
         self.shape(2, TBF)

@@ -129,7 +129,7 @@ static void test_a_silent_prober_counts_as_unreachable(void)
 }
 
 /* Honest fast links: one slot, nobody put aside, every node placed or spare; a report of a
- * link that is not its own is ignored. */
+ * link that is not its own is ignored. The status shows each node's fastest link. */
 static void test_fast_links_put_nobody_aside(void)
 {
     struct fake f[NODES];
@@ -143,6 +143,17 @@ static void test_fast_links_put_nobody_aside(void)
     ASSERT_EQ(answer(f, answered, -1, -1), 2);
     for (int i = 0; i < NODES; i++)
         ASSERT_TRUE(!f[i].closed && f[i].nrounds == 1 && f[i].round.nnodes == 4);
+    struct rdzv_status st;
+    const struct rdzv_status_job *sj = status_of(&e, &st);
+
+    for (int i = 0; i < NODES; i++) {
+        char host[16];
+
+        snprintf(host, sizeof(host), "host%d", i);
+        ASSERT_NOT_NULL(node_of(sj, host));
+        ASSERT_TRUE(node_of(sj, host)->preflight_mbps == FAST);
+    }
+    rdzv_status_free(&st);
     env_done(&e);
 }
 
@@ -156,6 +167,11 @@ static void test_off_sends_nothing(void)
     join_four(&e, f, false);
     for (int i = 0; i < NODES; i++)
         ASSERT_TRUE(f[i].npf == 0 && f[i].nrounds == 1);
+    struct rdzv_status st;
+    const struct rdzv_status_job *sj = status_of(&e, &st);
+
+    ASSERT_TRUE(node_of(sj, "host0")->preflight_mbps == -1); /* not checked */
+    rdzv_status_free(&st);
     env_done(&e);
 }
 
