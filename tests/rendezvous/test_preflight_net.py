@@ -11,7 +11,8 @@ each way, the pairs of a slot at the same time.
     and are closed within the hello's bound;
   - one node whose packets are all dropped (netem loss 100%; the blackhole qdisc where the
     kernel has no netem) is unreachable, and alone bad.
-Stage 1 of issue 75: rdzvd does not run the check yet (docs/design/preflight.md)."""
+These are the check's parts alone; rendezvous-preflight-job runs it in real jobs
+(docs/design/preflight.md)."""
 import json
 import os
 import shutil
