@@ -281,6 +281,10 @@ void rdzvd_member_pf_report(struct rdzvd_member *m, const struct rdzv_preflight_
 
     if (!pf)
         return;
+    if (j->state != JOB_FORMING) { /* the job moved on (it ended): the check is void */
+        pf_free(j);
+        return;
+    }
     i = rep->id - pf->id_base;
     /* Only the prober of a link of this slot, once: a node reports nobody else's links. */
     if (i < 0 || (size_t)i >= pf->nlinks || pf->reported[i] || pf->links[i].slot != pf->slot ||
@@ -305,6 +309,10 @@ void rdzvd_job_pf_fired(struct rdzvd_job *j)
 
     if (!pf)
         return;
+    if (j->state != JOB_FORMING) {
+        pf_free(j);
+        return;
+    }
     for (size_t i = 0; i < pf->nlinks; i++)
         if (pf->links[i].slot == pf->slot && !pf->reported[i]) { /* no answer: unreachable */
             pf->links[i].ab = pf->links[i].ba = RDZV_PF_UNREACHABLE;

@@ -4,7 +4,10 @@
  * the round holds while they measure their links; a node that reports its links slow (a liar)
  * gets itself put aside (reason network, EVENT put_aside with its figures), never its peer;
  * a prober that does not answer counts as unreachable when the slot's bound runs out, and is
- * put aside alone; honest fast links put nobody aside; with the check off nothing is sent. */
+ * put aside alone; honest fast links put nobody aside; with the check off nothing is sent;
+ * 1,000 nodes with one slow, timed. */
+#include <time.h>
+
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 #include "daemon/data/rdzvd-config.h"
@@ -157,6 +160,54 @@ static void test_fast_links_put_nobody_aside(void)
     env_done(&e);
 }
 
+/* 1,000 nodes, one of them slow (it probes its round 1 peer, and its round 2 referees): both
+ * rounds and the verdict through the machine's steps, with each fake answering at once. Only
+ * the slow node is put aside; the machine's time for it all is printed (docs/BENCHMARKS.md). */
+static void test_1000_nodes(void)
+{
+    enum { N = 1000, SLOW = 500 };
+    struct fake *f = calloc(N, sizeof(*f));
+    int *answered = calloc(N, sizeof(*answered)), placed = 0, slots = 0;
+    struct timespec t0, t1;
+    struct env e;
+
+    ASSERT_NOT_NULL(f);
+    ASSERT_NOT_NULL(answered);
+    env_init(&e, -1);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < N; i++) {
+        struct rdzv_join jn = pf_join(i, true);
+
+        jn.min = N - 1;
+        jn.max = N;
+        jn.preflight.port = 1 + i;
+        ASSERT_OK(join(&e, &f[i], &jn));
+    }
+    for (bool more = true; more; slots++) {
+        more = false;
+        for (int i = 0; i < N; i++) {
+            double v = i == SLOW ? 1.0 : FAST;
+
+            if (f[i].closed || f[i].npf == answered[i])
+                continue;
+            answered[i] = f[i].npf;
+            jt_pf_report(f[i].m, f[i].pf.id, v, v);
+            more = true;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    for (int i = 0; i < N; i++)
+        placed += f[i].nrounds;
+    ASSERT_TRUE(f[SLOW].closed && event_is(&f[SLOW], "put_aside"));
+    ASSERT_EQ(placed, N - 1);
+    printf("# %d nodes: %d passes of reports, the joins, both rounds and the verdict in %.0f ms\n",
+           N, slots - 1,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    env_done(&e);
+    free(answered);
+    free(f);
+}
+
 /* Off (no JOIN preflight): no PREFLIGHT, the round closes at once. */
 static void test_off_sends_nothing(void)
 {
@@ -182,5 +233,6 @@ int main(void)
     TEST(test_a_silent_prober_counts_as_unreachable);
     TEST(test_fast_links_put_nobody_aside);
     TEST(test_off_sends_nothing);
+    TEST(test_1000_nodes);
     return tap_done();
 }
