@@ -107,10 +107,14 @@ static int put_rank_table(struct rdzv_buf *b, const struct rdzv_status_job *job)
 
 static int put_nodes(struct rdzv_buf *b, const struct rdzv_status_job *job)
 {
-    int r = rdzv_buf_printf(b, "<table class=\"nodes\"><tr><th>host</th><th>node rank</th>"
-                               "<th>state</th><th>last heartbeat</th><th>workers</th>"
-                               "<th>failures</th></tr>\n");
+    bool checked = false; /* a network column: each node's fastest link in the pre-flight */
+    int r;
 
+    for (size_t k = 0; k < job->n_nodes; k++)
+        checked = checked || job->nodes[k].preflight_mbps >= 0;
+    r = rdzv_buf_printf(b, "<table class=\"nodes\"><tr><th>host</th><th>node rank</th>"
+                           "<th>state</th><th>last heartbeat</th><th>workers</th>"
+                           "<th>failures</th>%s</tr>\n", checked ? "<th>network</th>" : "");
     for (size_t k = 0; k < job->n_nodes; k++) {
         const struct rdzv_status_node *n = &job->nodes[k];
 
@@ -120,9 +124,14 @@ static int put_nodes(struct rdzv_buf *b, const struct rdzv_status_job *job)
             r |= rdzv_buf_printf(b, "</td><td>%lld", (long long)n->node_rank);
         else
             r |= rdzv_buf_printf(b, "</td><td>-");
-        r |= rdzv_buf_printf(b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td>"
-                                "</tr>\n", n->state, n->last_heartbeat_age_s,
-                             (long long)n->workers, (long long)n->failures);
+        r |= rdzv_buf_printf(b, "</td><td>%s</td><td>%.1f s ago</td><td>%lld</td><td>%lld</td>",
+                             n->state, n->last_heartbeat_age_s, (long long)n->workers,
+                             (long long)n->failures);
+        if (checked && n->preflight_mbps >= 0)
+            r |= rdzv_buf_printf(b, "<td>%.0f MB/s</td>", n->preflight_mbps);
+        else if (checked)
+            r |= rdzv_buf_printf(b, "<td>-</td>");
+        r |= rdzv_buf_printf(b, "</tr>\n");
     }
     r |= rdzv_buf_printf(b, "</table>\n");
     if (job->members_left_out > 0)

@@ -9,7 +9,9 @@ spare.
   - the same with all its data packets dropped (netem loss 100%; blackhole without netem);
   - unshaped, three jobs put nobody aside;
   - the check's cost: the start of a job with and without --preflight net.
-/metrics counts the node put aside: rdzvd_nodes_put_aside_total{reason="network"}."""
+/metrics counts the node put aside: rdzvd_nodes_put_aside_total{reason="network"}; rdzvctl status,
+status.json and the job's page show each node's figure while the job runs."""
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +20,7 @@ import tempfile
 import time
 import unittest
 
-from agenttest import AGENT
+from agenttest import AGENT, RDZVCTL
 from rdzvtest import RDZVD, main, netns_bridge, on_exit, track
 
 NET = "10.241.19."
@@ -84,10 +86,10 @@ class PreflightJob(unittest.TestCase):
             time.sleep(0.05)
         self.fail("rdzvd did not start")
 
-    def metrics(self):
-        """rdzvd's /metrics, fetched from its own namespace."""
+    def metrics(self, path="/metrics"):
+        """rdzvd's /metrics (or another page), fetched from its own namespace."""
         with open(self.mport_file) as f:
-            url = "http://%s254:%d/metrics" % (MGMT, int(f.read()))
+            url = "http://%s254:%d%s" % (MGMT, int(f.read()), path)
         return subprocess.run(
             ["ip", "netns", "exec", self.sw, sys.executable, "-c",
              "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10)"
@@ -104,9 +106,10 @@ class PreflightJob(unittest.TestCase):
                 r = subprocess.run(tc + instead, capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 0, r.stderr)
 
-    def job(self, run_id, preflight=True):
+    def job(self, run_id, preflight=True, sleep=0, during=None):
         """Four agents of job run_id (--nnodes 3); each worker leaves a file ran-<its node>.
-        Returns each agent's exit status and output, and the seconds to the first worker."""
+        Each worker sleeps sleep s first, while during() runs. Returns each agent's exit status
+        and output, and when each node's worker ran (s from the start)."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "PBS_", "OMPI_", "RDZV_", "PET_"))}
         ps = []
@@ -119,10 +122,13 @@ class PreflightJob(unittest.TestCase):
                    "--host", "n%d" % i]
             if preflight:
                 cmd += ["--preflight", "net"]
-            cmd += ["--", "/bin/sh", "-c", "date +%s.%N > " + mark]
-            ps.append(track(subprocess.Popen(cmd, env=dict(env, PF_NODE=str(i)),
+            cmd += ["--", "/bin/sh", "-c", "sleep $PF_SLEEP; date +%s.%N > " + mark]
+            ps.append(track(subprocess.Popen(cmd, env=dict(env, PF_NODE=str(i),
+                                                           PF_SLEEP=str(sleep)),
                                              stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, text=True)))
+        if during:
+            during()
         outs = []
         for p in ps:
             try:
@@ -135,7 +141,7 @@ class PreflightJob(unittest.TestCase):
             mark = os.path.join(self.dir.name, "%s-ran-%d" % (run_id, i))
             if os.path.exists(mark):
                 with open(mark) as f:
-                    ran[i] = float(f.read()) - wall0  # when its worker ran
+                    ran[i] = float(f.read()) - wall0 - sleep  # when its worker ran
         return [p.returncode for p in ps], outs, ran
 
     def assert_put_aside(self, run_id, bad, figures):
@@ -165,6 +171,34 @@ class PreflightJob(unittest.TestCase):
             codes, outs, ran = self.job("plain%d" % k)
             self.assertNotIn(69, codes, outs)
             self.assertEqual(len(ran), 3, outs)  # three placed, one spare
+
+    def test_5_the_figures_are_shown(self):
+        """While the job runs: each node's fastest link in rdzvctl status (NETWORK), in
+        status.json (preflight_mbps) and on the job's page."""
+        seen = {}
+
+        def look():
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and "ctl" not in seen:
+                ctl = subprocess.run(
+                    ["ip", "netns", "exec", self.sw, RDZVCTL, "-e", "%s254:%d" % (MGMT, self.port),
+                     "status"], capture_output=True, text=True, timeout=20).stdout
+                if " NETWORK" in ctl and "MB/s" in ctl:
+                    seen["ctl"] = ctl
+                    seen["json"] = json.loads(self.metrics("/status.json"))
+                    seen["page"] = self.metrics("/job/shown")
+                time.sleep(0.2)
+
+        codes, outs, _ = self.job("shown", sleep=4, during=look)
+        self.assertEqual(codes.count(0), NHOSTS, outs)
+        self.assertIn("ctl", seen, "rdzvctl status never showed the NETWORK column")
+        print(seen["ctl"], flush=True)
+        job = [j for j in seen["json"]["jobs"] if j["run_id"] == "shown"][0]
+        figures = [n.get("preflight_mbps") for n in job["nodes"]]
+        self.assertEqual(len(figures), NHOSTS)
+        self.assertTrue(all(f is not None and f > 20 for f in figures), figures)
+        self.assertIn("<th>network</th>", seen["page"])
+        self.assertRegex(seen["page"], r"<td>\d+ MB/s</td>")
 
     def test_4_the_checks_cost(self):
         """The check adds at most 3 s to a job's start (the first worker's)."""
