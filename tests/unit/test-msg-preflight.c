@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-msg-preflight.c: the network pre-flight's members and messages (protocol 1.23,
  * proto/rdzv-msg.h): JOIN "preflight", PREFLIGHT and PREFLIGHT_REPORT put and parsed back, and
- * every bad value refused with a line that names the message. */
+ * every bad value refused with a line that names the message; STATUS_REPLY's "network" count
+ * (1.23) of the nodes put aside, written only once one was, and read back. */
 #include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/rdzv-buf.h"
 #include "proto/rdzv-frame.h"
 #include "proto/rdzv-msg.h"
+#include "proto/rdzv-status.h"
 #include "../tap.h"
 #include "msgtest.h"
 
@@ -151,10 +155,33 @@ static void test_preflight_report(void)
     ASSERT_TRUE(rdzv_msg_max_body(RDZV_MSG_PREFLIGHT_REPORT) <= 4096);
 }
 
+static void test_status_network_count(void)
+{
+    struct rdzv_status a = {.daemon = "rdzvd", .version = "v"}, b;
+    json_t *o;
+    char *t;
+
+    o = rdzv_status_to_json(&a);
+    t = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_TRUE(t && strstr(t, "nodes_put_aside") == NULL); /* none: as before */
+    free(t);
+    a.put_aside_network = 2;
+    o = rdzv_status_to_json(&a);
+    t = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ASSERT_NOT_NULL(strstr(t, "\"straggler\":0,\"network\":2}"));
+    ASSERT_OK(rdzv_status_parse((const uint8_t *)t, strlen(t), &b, err, sizeof(err)));
+    ASSERT_EQ(b.put_aside_network, 2);
+    rdzv_status_free(&b);
+    free(t);
+}
+
 int main(void)
 {
     TEST(test_join_preflight);
     TEST(test_preflight);
     TEST(test_preflight_report);
+    TEST(test_status_network_count);
     return tap_done();
 }
