@@ -4,7 +4,6 @@
  * failure history that charges each failure to its node (and puts a node aside); and the one
  * function that changes a job's state. What it sends goes to the outbox
  * (rdzvd-job-effects.c). Part of the job state machine: no libuv, no clock, no host op. */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -15,6 +14,7 @@
 
 #include "daemon/job/rdzvd-job-sm.h"
 #include "common/rdzv-auth.h"
+#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
@@ -2252,7 +2252,7 @@ int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
     struct rdzvd_member **req, **rank;
     int64_t cap = j->rank_cap ? j->rank_cap : 8;
 
-    assert(n <= j->max);
+    rdzv_assert(n <= j->max);
     if (n <= j->rank_cap)
         return 0;
     while (cap < n)

@@ -3,7 +3,6 @@
  * HELLO) from its rdzvd_conn and feeds the job state machine (rdzvd-job-sm.h); implements the
  * machine's ops on top of rdzvd_conn and the server's listeners (proto/RENDEZVOUS.md);
  * and recruits hosted replicas from the agents (rdzvd-job-hosted.h). */
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,6 +17,7 @@
 #include "daemon/job/rdzvd-job.h"
 #include "common/rdzv-auth.h"
 #include "common/rdzv-buf.h"
+#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "proto/rdzv-frame.h"
@@ -968,7 +968,7 @@ struct rdzvd_jobs *rdzvd_jobs_free(struct rdzvd_jobs *jobs)
     struct rdzvd_job_ready rd;
 
     if (jobs) {
-        assert(rdzv_list_empty(&jobs->list));
+        rdzv_assert(rdzv_list_empty(&jobs->list));
         rdzvd_voters_close(jobs->voters); /* the server never stopped: its timer closes later */
         rdzvd_abandon_close(jobs->abandon);
         rebuild_stop(jobs);
