@@ -10,7 +10,6 @@
  * its host's set: the host takes each due one back as an input (rdzvd_job_timer_due). What else
  * comes back goes through the job's handlers (struct rdzvd_job_handlers), so this file calls none
  * of theirs. */
-#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +18,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
@@ -230,7 +230,7 @@ static void timer_start(const struct rdzvd_job_host *h, struct rdzvd_job_timer *
 {
     struct rdzvd_job_timers *ts = h->timers;
 
-    assert(rdzv_list_empty(&t->closing)); /* a closed timer is never armed again */
+    rdzv_assert(rdzv_list_empty(&t->closing)); /* a closed timer is never armed again */
     timer_stop(ts, t);
     t->due_ms = rdzvd_job_now_ms(h) + ms;
     t->seq = ++ts->seq;
@@ -239,7 +239,7 @@ static void timer_start(const struct rdzvd_job_host *h, struct rdzvd_job_timer *
 
 static void timer_close(struct rdzvd_job_timers *ts, struct rdzvd_job_timer *t)
 {
-    assert(rdzv_list_empty(&t->closing)); /* closed once */
+    rdzv_assert(rdzv_list_empty(&t->closing)); /* closed once */
     timer_stop(ts, t);
     rdzv_list_add_tail(&ts->closing, &t->closing);
 }
@@ -615,6 +615,7 @@ static void records_write(struct rdzvd_job_outbox *o)
     int r;
 
     while ((k = o->kept)) {
+        rdzv_assert(k->after <= top); /* kept after the effects queued before it, in order */
         o->kept = k->next;
         if (!o->kept)
             o->kept_last = NULL;
@@ -633,6 +634,8 @@ void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change wha
     struct rdzvd_job_kept *k;
     int r;
 
+    /* Records are kept in the order decided: each after the one before it. */
+    rdzv_assert(!o || !o->kept_last || o->kept_last->after <= o->queued);
     if (o && (k = malloc(sizeof(*k) + klen + vlen))) {
         *k = (struct rdzvd_job_kept){.h = *h, .after = o->queued, .holds = holds, .what = what,
                                      .klen = klen, .vlen = vlen};
@@ -681,6 +684,8 @@ again:
             rest_last = o->last;
             o->head = o->last = NULL;
         }
+        /* Sent only once every record kept before it is written, and with no step open. */
+        rdzv_assert(!o->kept && s->depth == 0 && s->draining && s->out == o);
         if (!e->unsent)
             carry(e);
         if (rest) {
@@ -699,6 +704,7 @@ again:
         ops->flush(o->flush_ud);
         goto again; /* what a connection it closed records and sends */
     }
+    rdzv_assert(!o->head && !o->kept);
     s->draining = false;
     o->last_event = o->last_round = NULL;
     s->out = NULL;
@@ -722,6 +728,7 @@ static void tell_refused(struct rdzvd_job_steps *s)
 
     if (s->telling)
         return;
+    rdzv_assert(s->depth == 0 && !s->draining); /* outside any step: never inside the Ready */
     s->telling = true;
     while ((x = s->refused)) {
         s->refused = x->next;
@@ -736,6 +743,7 @@ static void tell_refused(struct rdzvd_job_steps *s)
 
 static void step_close(struct rdzvd_job_steps *s)
 {
+    rdzv_assert(s->depth > 0 && s->out);
     if (--s->depth == 0 && !s->draining) {
         drain(s);
         tell_refused(s);
@@ -799,6 +807,8 @@ bool rdzvd_job_deciding(const struct rdzvd_job_steps *s)
 /* The Ready's step (rdzvd-job-step.c): it holds the outbox unless a step is under way. */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd)
 {
+    /* An outermost step finds no outbox left: the last Ready was carried out whole. */
+    rdzv_assert(h->steps->depth > 0 || h->steps->draining || !h->steps->out);
     rd->out = (struct rdzvd_job_outbox){0};
     rd->steps_ = h->steps;
     step_open(rd->steps_, &rd->out);
@@ -996,6 +1006,9 @@ void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
     struct rdzvd_job_outbox own;
     struct rdzvd_job_effect *e;
 
+    /* A ROUND goes out once its generation formed, to a member that holds a node rank in it. */
+    rdzv_assert(m->job->state == JOB_RUNNING && rd->generation == m->job->generation);
+    rdzv_assert(m->node_rank >= 0 && m->node_rank < m->job->rank_cap && m->peer);
     sending_begin(s, &own);
     e = effect_new(EFF_ROUND, m->job->host.ops, m->peer);
     if (e && !(e->u.round.body = round_body(s->out, rd))) {

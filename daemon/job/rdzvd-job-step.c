@@ -17,27 +17,57 @@
 
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-sm.h"
+#include "common/rdzv-assert.h"
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
 #include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-status.h"
 #include "common/rdzv-util.h"
 
+/* What every input assumes of a job the machine holds: its counters agree. The machine's own
+ * invariants, O(1): what a peer sends is refused, never asserted (rdzv-assert.h). */
+static void job_holds(const struct rdzvd_job *j)
+{
+    rdzv_assert(j->state < _JOB_STATE_MAX);
+    rdzv_assert(j->nmembers >= 0);
+    rdzv_assert(j->naway >= 0 && j->naway <= j->nmembers);
+    rdzv_assert(j->nready >= 0 && j->nready <= j->nmembers);
+    rdzv_assert(j->nin_round >= 0 && j->nin_round <= j->nmembers);
+    rdzv_assert(j->rank_cap >= 0 && j->rank_cap <= j->max);
+    rdzv_assert(j->restart_count >= 0 && j->restart_count <= j->max_restarts);
+    rdzv_assert(j->store_ask <= j->store_asks);
+    rdzv_assert(j->generation > 0 || j->state == JOB_FORMING || j->state == JOB_ENDED);
+}
+
+/* A member's input names a member of a job the machine holds: neither removed from its job
+ * (its connection is untied then) nor of a job freed. */
+static void member_holds(const struct rdzvd_member *m)
+{
+    rdzv_assert(m && m->job);
+    rdzv_assert(!rdzv_list_empty(&m->node));
+    rdzv_assert(!rdzv_list_empty(&m->job->node));
+    rdzv_assert(m->job->nmembers > 0);
+    rdzv_assert(m->node_rank < m->job->rank_cap);
+    job_holds(m->job);
+}
+
 static void step_join(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                       struct rdzvd_job_ready *rd)
 {
-    if (in->member) {
+    if (in->member) { /* refused before the message is read: no join */
         snprintf(rd->err, sizeof(rd->err), "this connection has already joined job '%s'",
                  rdzvd_member_run_id(in->member));
         rd->rc = -EEXIST;
         return;
     }
+    rdzv_assert(in->u.join);
     rd->rc = rdzvd_job_join(h, in->peer, in->u.join, rd->err, sizeof(rd->err), &rd->member);
 }
 
 static void step_heartbeat(struct rdzvd_member *m, const struct rdzv_heartbeat *hb,
                            struct rdzvd_job_ready *rd)
 {
+    rdzv_assert(hb);
     rdzvd_member_progress(m, hb);
     rd->generation = rdzvd_member_heartbeat(m);
     rdzvd_member_wait(m, &rd->wait); /* what its job waits for, if anything (1.15) */
@@ -74,12 +104,14 @@ static void step_host(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
 
     switch (in->kind) {
     case RDZVD_IN_RELEASE:
+        rdzv_assert(in->u.release);
         r = rdzvd_jobs_release(h->jobs, in->u.release->run_id, in->u.release->node, rd->err,
                                sizeof(rd->err));
         rd->count = r < 0 ? 0 : r;
         rd->rc = r < 0 ? r : 0;
         break;
     case RDZVD_IN_CANCEL_JOB:
+        rdzv_assert(in->u.cancel_job);
         rd->rc = rdzvd_jobs_cancel(h, in->u.cancel_job->run_id, in->u.cancel_job->reason,
                                    rd->err, sizeof(rd->err));
         break;
@@ -91,13 +123,15 @@ static void step_host(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
         rd->rc = rdzvd_jobs_rebuild_begin(h, &rd->ids, &rd->n_ids);
         break;
     case RDZVD_IN_REBUILD:
+        rdzv_assert(in->u.rebuild.ids || !in->u.rebuild.n);
         for (size_t i = 0; i < in->u.rebuild.n; i++)
             rdzvd_jobs_rebuild_one(h, in->u.rebuild.ids[i]);
         break;
     case RDZVD_IN_DROP_ALL:
         rdzvd_jobs_drop_all(h->jobs);
         break;
-    case RDZVD_IN_UNRECORDED:
+    case RDZVD_IN_UNRECORDED: /* the host op record refused a decision of ours */
+        rdzv_assert(in->u.unrecorded.run_id && in->u.unrecorded.err < 0);
         rdzvd_jobs_unrecorded(h->jobs, in->u.unrecorded.run_id, in->u.unrecorded.decision,
                               in->u.unrecorded.err);
         break;
@@ -111,6 +145,12 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
 {
     struct rdzvd_member *m = in->member;
 
+    /* The outbox's reports may come after their member or job went (their memory outlives the
+     * pass); every other input names one the machine holds. */
+    if (in->kind == RDZVD_IN_NCCL_UNSENT)
+        rdzv_assert(m && m->job);
+    else if (in->kind != RDZVD_IN_STORE_OPENED)
+        member_holds(m);
     switch (in->kind) {
     case RDZVD_IN_SEEN:
         rdzvd_member_seen(m);
@@ -150,6 +190,11 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
         rdzvd_member_nccl_unsent(m, in->u.nccl_unsent.generation, in->u.nccl_unsent.peer);
         break;
     case RDZVD_IN_STORE_OPENED:
+        /* The answer to an ask the job made (its number, of store_asks), or a failure. */
+        rdzv_assert(in->u.store_opened.job);
+        rdzv_assert(in->u.store_opened.ask >= 1 &&
+                    in->u.store_opened.ask <= in->u.store_opened.job->store_asks);
+        rdzv_assert(in->u.store_opened.err <= 0);
         rdzvd_job_store_opened(in->u.store_opened.job, in->u.store_opened.ask,
                                in->u.store_opened.generation, in->u.store_opened.store,
                                in->u.store_opened.port, in->u.store_opened.err);
@@ -164,6 +209,9 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
 {
     struct rdzvd_job_input due;
 
+    rdzv_assert(jobs && jobs->steps && jobs->timers && jobs->jobs && in && rd);
+    rdzv_assert(in->kind <= RDZVD_IN_REAP);
+    rdzv_assert(now.ms != 0);
     jobs->steps->now = now;
     rd->rc = 0;
     rd->err[0] = rd->warning[0] = '\0';
@@ -195,7 +243,11 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     case RDZVD_IN_UNRECORDED:
         step_host(jobs, in, rd);
         break;
-    case RDZVD_IN_TIMER:
+    case RDZVD_IN_TIMER: /* a job held, its timer armed and not closed */
+        rdzv_assert(in->u.job && in->u.job->timer_armed);
+        rdzv_assert(rdzv_list_empty(&in->u.job->timer.closing));
+        rdzv_assert(!rdzv_list_empty(&in->u.job->node));
+        job_holds(in->u.job);
         rdzvd_job_fired(in->u.job);
         break;
     case RDZVD_IN_TICK:
@@ -205,6 +257,8 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
         step_member(in, rd);
         break;
     }
+    /* Its step stays open until advance: nothing of its outbox has gone out. */
+    rdzv_assert(rd->rc <= 0 && rd->steps_ == jobs->steps && rd->steps_->depth > 0);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     rd->reap = rdzvd_job_timers_closing(jobs);
     return rd->rc;
@@ -214,6 +268,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
  * closing) brings a time of its own. */
 void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 {
+    rdzv_assert(rd && rd->steps_ && rd->steps_->depth > 0); /* its step's, once */
     rdzvd_job_ready_close(rd);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     rd->reap = !rdzv_list_empty(&rd->timers_->closing);
