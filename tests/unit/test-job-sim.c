@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "jobsim.h"
 
@@ -82,6 +83,18 @@ struct trace {
     int n;
     uint8_t ev[TRACE_MAX];
 };
+
+/* The trace being applied, and how many of its events so far (the last one under way). */
+static struct {
+    const struct trace *t;
+    int n;
+} g_live;
+
+static void live_at(const struct trace *t, int n)
+{
+    g_live.t = t;
+    g_live.n = n;
+}
 
 static const char *token(int code, char *buf, size_t len)
 {
@@ -153,6 +166,7 @@ static bool replay(const struct trace *t, int want_slot, const char *want, bool 
         if (!code_enabled(s, t->ev[k]))
             continue;
         memset(s->vio, 0, sizeof(s->vio));
+        live_at(t, k + 1);
         apply_one(s, t->ev[k]);
         if (out)
             out->ev[out->n++] = t->ev[k];
@@ -201,6 +215,22 @@ static void print_trace(const struct trace *t)
     for (int k = 0; k < t->n; k++)
         printf(" %s", token(t->ev[k], buf, sizeof(buf)));
     printf("'\n");
+}
+
+/* A failed assertion of the machine (rdzv_assert's hook) prints the events that led to it, the
+ * one being applied last, as a trace that replays it. */
+static void print_live(void *ud)
+{
+    struct trace t;
+
+    (void)ud;
+    if (!g_live.t)
+        return;
+    t = *g_live.t;
+    t.n = g_live.n;
+    printf("# an assertion of the machine failed at event %d of this trace:\n", t.n);
+    print_trace(&t);
+    fflush(stdout);
 }
 
 /* Violations whose check is new, to shrink and print once the model that found them is gone
@@ -362,6 +392,8 @@ static uint64_t run_seed(uint64_t seed, uint64_t budget)
         }
         memset(s->vio, 0, sizeof(s->vio));
         s->md.verbose = g_verbose;
+        t->ev[t->n] = (uint8_t)code; /* t->n < TRACE_MAX: a full trace began afresh */
+        live_at(t, t->n + 1);
         key = apply_one(s, code);
         s->last = code;
         done += s->substeps;
@@ -382,8 +414,10 @@ static uint64_t run_seed(uint64_t seed, uint64_t budget)
             if (fresh)
                 t->n = 0;
             for (int k = 0; k < t->n; k++)
-                if (code_enabled(s, t->ev[k]))
+                if (code_enabled(s, t->ev[k])) {
+                    live_at(t, k + 1);
                     apply_one(s, t->ev[k]);
+                }
         }
     }
     sim_end(s);
@@ -438,6 +472,7 @@ static void test_saved_traces(void)
                     if (!code_enabled(s, t.ev[e]))
                         continue;
                     memset(s->vio, 0, sizeof(s->vio));
+                    live_at(&t, e + 1);
                     apply_one(s, t.ev[e]);
                     found(s);
                 }
@@ -605,6 +640,7 @@ int main(void)
     g_keep_going = env_u64("RDZV_SIM_KEEP_GOING", 0) != 0;
     g_verbose = env_u64("RDZV_SIM_VERBOSE", 0) != 0;
     g_fd = state_dir_open(g_path, sizeof(g_path), "test-job-sim");
+    rdzv_assert_set_hook(print_live, NULL);
     if (trace && *trace) {
         struct trace t;
 
