@@ -264,6 +264,7 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_TICK,
     RDZVD_IN_REAP, /* the loop turn that closed timers is done (the Ready said reap) */
     RDZVD_IN_PREFLIGHT_REPORT, /* member, preflight_report: a link's figures (1.23) */
+    RDZVD_IN_KINDS, /* how many kinds: none is this */
 };
 
 struct rdzvd_job_input {

@@ -210,7 +210,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     struct rdzvd_job_input due;
 
     rdzv_assert(jobs && jobs->steps && jobs->timers && jobs->jobs && in && rd);
-    rdzv_assert(in->kind <= RDZVD_IN_REAP);
+    rdzv_assert(in->kind < RDZVD_IN_KINDS);
     rdzv_assert(now.ms != 0);
     jobs->steps->now = now;
     rd->rc = 0;
