@@ -354,6 +354,8 @@ def check_clockless(clockless, objs):
 
 
 WRITABLE_RE = re.compile(r"^\.(data|bss|tdata|tbss)(\.|$)|^\*COM\*$")
+# What a coverage or sanitizer build adds to every object (-Db_coverage, -Db_sanitize).
+INSTRUMENT = ("__gcov", ".LPBX", "__asan", "__ubsan", "__sancov", "__llvm_gcov")
 
 
 def writable(obj):
@@ -369,8 +371,11 @@ def writable(obj):
         if not tab or len(head) < 17 or head[16] != " " or "O" not in head[17:24]:
             continue
         sect = head[24:].strip()
+        name = tail.split()[-1]
+        if name.startswith(INSTRUMENT):
+            continue  # the compiler's own counters (gcov, sanitizers), not the program's
         if WRITABLE_RE.search(sect) and not sect.startswith(".data.rel.ro"):
-            out.add(tail.split()[-1])
+            out.add(name)
     return out
 
 
