@@ -67,8 +67,10 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak-worker.s
 
 HB = 3.0        # --heartbeat-timeout: short enough to test, long enough for a loaded 2-core box
 WORLD = 2       # 2 nodes x 1 worker; the third agent is the spare
-# rdzvd's line for a lost node that never ran: the restart is not charged to the job
-UNRAN_RE = re.compile(r"went before it ran \(.*\): not charged to the restart budget")
+# A restart not charged to the budget: a node lost before it ran, or a late joiner's worker
+# failure before rdzvd saw it run (job-policy.md P7, P7d).
+UNRAN_RE = re.compile(r"went before it ran \(.*\): not charged to the restart budget|"
+                      r"restarting generation \d+ \(restart \d+ of \d+, not counted")
 T_RECOVER = 90  # a warranted restart's new generation has started (generous: loaded machine)
 T_QUIET = HB + 3  # after a fault that warrants no restart: this long without a worker start
 T_FINISH = 240  # after the last fault: the job ends
@@ -292,7 +294,10 @@ class Soak:
 
     def start_agent(self):
         i = len(self.agents)
+        # Each agent is a node of its own (--host): what a node that failed before it ran is
+        # charged goes to its host, as on a cluster, not to one host shared by every agent.
         cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", self.run_id, "--nnodes", "2:2",
+               "--host", f"soak-{i}",
                "--nproc", "1", "--max-restarts", "1000", "--heartbeat-timeout", str(int(HB)),
                "--grace", "2", "--last-call", "0.5", "--nccl", "off", "--connect-timeout", "60",
                "--join-timeout", "120",
