@@ -237,6 +237,8 @@ struct rdzvd_job {
     int64_t free_ms[RDZVD_JOB_FREE_RESTARTS];
     unsigned n_free;
     bool free_said;
+    bool free_last_scale; /* the newest of them was a scale-up (memory only: after an rdzvd
+                           * restart, none was) */
     bool scaling_up; /* the restart under way is a scale-up: its round takes the newcomers */
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
     int64_t bad_node_window_ms; /* the first JOIN's: only failures this recent count; 0: all */

@@ -1305,9 +1305,12 @@ bool rdzvd_job_free_scale_up(struct rdzvd_job *j)
         free_say(j, "no scale-up now");
         return false;
     }
-    /* Spaced, 30 s doubling after the last: joiners close together come in together. A gap
-     * waited is said nowhere: the joiner asks again at its next HEARTBEAT. */
-    return k == 0 || now - j->free_ms[k - 1] >= (int64_t)RDZVD_JOB_FREE_GAP_MS << (k - 1);
+    /* Spaced, 30 s doubling after the last scale-up: joiners close together come in together.
+     * A re-form around a node lost before it ran spaces nothing (the bound counts it): its
+     * replacement comes in at once. A gap waited is said nowhere: the joiner asks again at its
+     * next HEARTBEAT. */
+    return k == 0 || !j->free_last_scale ||
+           now - j->free_ms[k - 1] >= (int64_t)RDZVD_JOB_FREE_GAP_MS << (k - 1);
 }
 
 /* A restart not counted happens now: kept (the decision that follows records it). */
@@ -1320,6 +1323,7 @@ static void free_keep(struct rdzvd_job *j)
         j->n_free--;
     }
     j->free_ms[j->n_free++] = now;
+    j->free_last_scale = j->scaling_up;
 }
 
 /* Whether rdzvd sees m run now: in the generation's round, it took the ROUND (its HEARTBEAT
