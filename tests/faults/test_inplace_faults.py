@@ -123,8 +123,11 @@ class TestInplace(FaultTestCase):
     # -- the job --
 
     def job_agent(self, run_id, *args, name, nproc="2", worker=None):
+        # Each agent is a node of its own host (--host NAME), as on a cluster: what a node lost
+        # before it ran is charged to its host, and a joiner's own host has lost nothing.
         cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", nproc,
-               "--max-restarts", "3", *args, "--", *(worker or train_cmd(self.ckpt))]
+               "--max-restarts", "3", "--host", name, *args, "--",
+               *(worker or train_cmd(self.ckpt))]
         out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
             p = subprocess.Popen(cmd, env=agent_env(), stdin=subprocess.DEVNULL, stdout=fo,
