@@ -71,10 +71,11 @@ class TorchInplace(FaultTestCase):
         env is added to its environment, wrap goes before the worker's command (worker, default
         the autoencoder's)."""
         rank = ["--node-rank", str(i)] if isinstance(i, int) else []
-        cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", "2",
-               "--nnodes", nnodes, *rank, "--max-restarts", "3", *args, "--", *wrap,
-               *(worker or self.worker())]
         name = name or f"{run_id}{i}"
+        # Each agent is a node of its own host (--host NAME), as on a cluster.
+        cmd = [AGENT, "--endpoint", self.ep, "--rdzv-id", run_id, *FAST, "--nproc", "2",
+               "--nnodes", nnodes, *rank, "--max-restarts", "3", "--host", name, *args, "--",
+               *wrap, *(worker or self.worker())]
         out, err = (os.path.join(self.dir, f"{name}.{s}") for s in ("out", "err"))
         with open(out, "wb") as fo, open(err, "wb") as fe:
             p = subprocess.Popen(cmd, env=dict(ipf.agent_env(), **(env or {})),
