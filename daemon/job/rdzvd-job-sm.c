@@ -274,7 +274,7 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
  * 0..n-1; spares beyond max wait. Asks for the generation's store and NCCL ids. */
 static void close_round(struct rdzvd_job *j, bool bench)
 {
-    struct rdzvd_member **slots = calloc((size_t)j->max, sizeof(*slots));
+    struct rdzvd_member **slots;
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m, *m0;
     int64_t next = 0, rank = 0, offset = 0, want_ids = 0, taken = 0, promoted = 0;
@@ -284,6 +284,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
 
     if (rdzvd_job_pf_hold(j))
         return; /* the network pre-flight first: it closes the round once done */
+    slots = calloc((size_t)j->max, sizeof(*slots));
     rdzvd_job_timer_stop(j);
     j->scaling_up = false;
     spent = j->generation > 0 && rdzvd_job_free_spent(j);
