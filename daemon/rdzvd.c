@@ -527,6 +527,7 @@ struct daemon_ctx {
     uv_signal_t sigterm, sigint;
     uv_timer_t linger; /* a replica's end, decided by the cluster (shutdown_cb) */
     bool lingering;    /* linger is initialised */
+    bool stopped;      /* daemon_stop ran: a second cause (a signal after a failure) is a no-op */
 };
 
 /* How long a replica lingers after the cluster decided to end: the followers learn that the
@@ -536,6 +537,9 @@ struct daemon_ctx {
 /* Shut down: SIGTERM, SIGINT, --exit-when-idle. The loop ends once everything is closed. */
 static void daemon_stop(struct daemon_ctx *d)
 {
+    if (d->stopped)
+        return;
+    d->stopped = true;
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     if (d->lingering && !uv_is_closing((uv_handle_t *)&d->linger))
