@@ -12,6 +12,8 @@
 #include "proto/rdzv-msg.h"
 #include "daemon/job/rdzvd-job-sm.h"
 
+struct rdzvd_job_handlers; /* rdzvd-job-impl.h: the step's, handed to a job made */
+
 /* The outbox (etcd/raft's Ready). What the machine records and sends is queued in the order it
  * decides it and carried out (the host's ops called, rdzvd-job-sm.h) when the outermost step
  * ends: the records first (ops->record), then the rest. Each
@@ -64,14 +66,16 @@ void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h);
  * of them unless it is in memory already (an agent's JOIN rebuilt it meanwhile). */
 int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_ID_MAX + 1],
                              size_t *n);
-void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id);
+void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,
+                            const struct rdzvd_job_handlers *handlers);
 /* A JOIN (plain, or a resume after a reconnect) from peer. 0 with *ret the new member (bound
  * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
  * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set
  * to the refusal: the caller sends it as ERROR and closes peer, except -EACCES (a node the job
  * put aside), which it sends as EVENT put_aside (ops->dismiss). */
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
-                   char *err, size_t errlen, struct rdzvd_member **ret);
+                   char *err, size_t errlen, struct rdzvd_member **ret,
+                   const struct rdzvd_job_handlers *handlers);
 
 /* Any message from m's agent: it is alive. */
 void rdzvd_member_seen(struct rdzvd_member *m);

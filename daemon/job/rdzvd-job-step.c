@@ -51,6 +51,9 @@ static void member_holds(const struct rdzvd_member *m)
     job_holds(m->job);
 }
 
+/* The job's handlers (below), handed to what makes a job (rdzvd_job_new). */
+static const struct rdzvd_job_handlers job_handlers;
+
 static void step_join(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                       struct rdzvd_job_ready *rd)
 {
@@ -61,7 +64,8 @@ static void step_join(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
         return;
     }
     rdzv_assert(in->u.join);
-    rd->rc = rdzvd_job_join(h, in->peer, in->u.join, rd->err, sizeof(rd->err), &rd->member);
+    rd->rc = rdzvd_job_join(h, in->peer, in->u.join, rd->err, sizeof(rd->err), &rd->member,
+                            &job_handlers);
 }
 
 static void step_heartbeat(struct rdzvd_member *m, const struct rdzv_heartbeat *hb,
@@ -125,7 +129,7 @@ static void step_host(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
     case RDZVD_IN_REBUILD:
         rdzv_assert(in->u.rebuild.ids || !in->u.rebuild.n);
         for (size_t i = 0; i < in->u.rebuild.n; i++)
-            rdzvd_jobs_rebuild_one(h, in->u.rebuild.ids[i]);
+            rdzvd_jobs_rebuild_one(h, in->u.rebuild.ids[i], &job_handlers);
         break;
     case RDZVD_IN_DROP_ALL:
         rdzvd_jobs_drop_all(h->jobs);
@@ -361,6 +365,7 @@ struct join_req {
     size_t errlen;
     struct rdzvd_member **ret;
     bool proven; /* jn carries the secret the job's table keeps the hash of (check_identity) */
+    const struct rdzvd_job_handlers *handlers; /* the step's, for a job made (rdzvd_job_new) */
     /* The job's record when the job is not in memory, read once per JOIN (rdzvd_job_join):
      * rec_r 0, or -ENOENT (none, no table, or unreadable: logged). job_restore takes over its
      * nodes and history; rdzvd_job_join clears the rest. */
@@ -736,7 +741,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         return 0;
     /* The job runs by the settings it was started with (its record's), not by this agent's. */
     if (!(j = rdzvd_job_new(q->h, jn, rec->has_settings ? &rec->settings : NULL,
-                            &job_handlers)))
+                            q->handlers)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     rdzvd_job_hist_take(j, rec);
     r = job_rebuild(j, rec, rebuild_window(j, REBUILT_BY_JOIN), false);
@@ -752,7 +757,8 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
  * generation runs and keeps the job's settings: rebuilt now, its agents' window running. A job
  * between generations has nothing running to wait for, and a record of an older rdzvd lacks the
  * settings: both are rebuilt by the first JOIN of one of their agents (job_restore). */
-static bool job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run_id)
+static bool job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run_id,
+                                 const struct rdzvd_job_handlers *handlers)
 {
     struct rdzvd_job_record rec;
     struct rdzv_join jn = {.min = 0};
@@ -767,7 +773,7 @@ static bool job_rebuild_recorded(const struct rdzvd_job_host *h, const char *run
     jn.min = rec.min;
     jn.max = rec.max;
     jn.max_restarts = rec.max_restarts;
-    if (!(j = rdzvd_job_new(h, &jn, &rec.settings, &job_handlers))) {
+    if (!(j = rdzvd_job_new(h, &jn, &rec.settings, handlers))) {
         log_error("job=%s: out of memory: not rebuilt until one of its agents comes back", run_id);
         goto out;
     }
@@ -811,14 +817,15 @@ int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_I
     return 0;
 }
 
-void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id)
+void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,
+                            const struct rdzvd_job_handlers *handlers)
 {
     RDZVD_JOB_STEP(h);
     if (rdzvd_job_find(h->jobs, run_id))
         return; /* an agent's JOIN rebuilt it meanwhile */
     /* Not rebuilt (between generations): it waits for its nodes from now on, --abandon-after's
      * time counted afresh. */
-    if (job_rebuild_recorded(h, run_id) && h->keep_waiting && h->ended &&
+    if (job_rebuild_recorded(h, run_id, handlers) && h->keep_waiting && h->ended &&
         !rdzvd_job_find(h->jobs, run_id))
         h->keep_waiting(h->ended, run_id, rdzvd_job_now_ms(h), 0);
 }
@@ -832,7 +839,7 @@ void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
     if (rdzvd_jobs_rebuild_begin(h, &ids, &n) < 0)
         return;
     for (size_t i = 0; i < n; i++)
-        rdzvd_jobs_rebuild_one(h, ids[i]);
+        rdzvd_jobs_rebuild_one(h, ids[i], &job_handlers);
     free(ids);
 }
 
@@ -1241,7 +1248,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         return -EINVAL;
     if (!j && (r = check_room(q)) < 0)
         return r;
-    if (!j && !(j = rdzvd_job_new(h, jn, NULL, &job_handlers)))
+    if (!j && !(j = rdzvd_job_new(h, jn, NULL, q->handlers)))
         return refuse(q, -ENOMEM, "rdzvd is out of memory");
     if ((r = member_secret(q, j, secret)) < 0 || !(m = rdzvd_member_add(j, peer, jn, secret))) {
         if (j != found) /* made for this JOIN (a job in memory with no member keeps waiting) */
@@ -1281,12 +1288,13 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
 }
 
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
-                   char *err, size_t errlen, struct rdzvd_member **ret)
+                   char *err, size_t errlen, struct rdzvd_member **ret,
+                   const struct rdzvd_job_handlers *handlers)
 {
     RDZVD_JOB_STEP(h);
     struct rdzv_join jn = *join;
     struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
-                         .rec_r = -ENOENT};
+                         .handlers = handlers, .rec_r = -ENOENT};
     struct rdzvd_job *j;
     int r;
 
