@@ -5,8 +5,7 @@
 #     python) passes 100 columns (characters, tabs to 8), anywhere in the tree;
 #   - no C/C++/CUDA source or header passes 900 lines, nor a Python file of python/ or
 #     examples/; a Python file of tests/ may have 1500. The job machine's files (daemon/job/)
-#     may have 2400: they are cut by input and role, not by length (tests/callpaths.txt bounds
-#     the files an input passes through instead).
+#     may have 1500: each holds one concept, and a concept may take that many lines.
 #   - the tests call the job machine's private functions (those its private headers,
 #     PRIVATE_HEADERS, declare and its public one does not) at most PRIVATE_CALLS times: they
 #     drive its step (rdzvd_job_step) and read the Ready and its read-only views. A ratchet:
@@ -32,7 +31,7 @@ C_EXTS = (".c", ".h", ".cc", ".cu")
 SHELL_EXTS = (".sh",)
 PY_EXTS = (".py",)
 C_LINES = 900
-JOB_LINES = 2400
+JOB_LINES = 1500
 JOB_DIR = os.path.join("daemon", "job") + os.sep
 PY_LINES = 900
 PY_TEST_LINES = 1500
@@ -54,6 +53,9 @@ EXCEPTIONS = {
     "tests/unit/test-repl-net.c": (1116, "three replicas on one loop, one fixture for every "
                                    "case; to be split by case"),
     "tests/unit/test-repl.c": (953, "libraft's fixture for every case; to be split by case"),
+    "daemon/job/rdzvd-job-wire.c": (1515, "rdzvd's adapter: decoding, the host's ops and the "
+                                     "hosted replicas; to be cut when the Ready is the machine's "
+                                     "only output"),
     "tests/unit/test-status.c": (913, "the status codec's bytes and bounds; to be split into "
                                  "encoder and decoder"),
 }

@@ -119,7 +119,7 @@
  * many the oldest is forgotten. Such a node fails its check again before it joins, so little is
  * lost, and nodes that say so cannot fill the history and stop the job counting failures. */
 #define RDZVD_JOB_ASIDE_CHECK_MAX 32
-/* Stragglers (daemon/job/rdzvd-job-step.c): the job's median compute time is made again
+/* Stragglers (daemon/job/rdzvd-job-verdict.c): the job's median compute time is made again
  * at most this often (a node is scored at each of its heartbeats), and a median under this
  * many milliseconds scores nobody (a job with no compute to speak of). */
 #define RDZVD_STRAGGLER_MEDIAN_MS 1000

@@ -4,8 +4,8 @@
  * members' connections, the host's flush and the stores it opens and closes, queued during a
  * step and carried out through the host's ops when the step is done; a job's status events and
  * timeline marks, dated by the step's wall time (rdzvd_job_note, rdzvd_job_mark). It reads no
- * clock either. The machine's pure files (rdzvd-job-step.c, rdzvd-job-sm.c and
- * rdzvd-job-persist.c) call no uv_*, read no clock and call no op: they come here
+ * clock either. The machine's pure files (the "pure:" line of
+ * tests/layers.txt) call no uv_*, read no clock and call no op: they come here
  * (tests/layering.py checks it, with tests/layers.txt's "pure:" line). A timer is a due time in
  * its host's set: the host takes each due one back as an input (rdzvd_job_timer_due). What else
  * comes back goes through the job's handlers (struct rdzvd_job_handlers), so this file calls none

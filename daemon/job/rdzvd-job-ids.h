@@ -2,7 +2,7 @@
 /* rdzvd-job-ids.h: a job's node ids in the job table, and the hashes of their secrets
  * (rdzvd-job-record.h, "A node's identity"): what the decisions ADMITTED, FORGOTTEN and ENDED do
  * to them, and how ADMITTED and FORGOTTEN are written. Below the job state machine, as the record
- * is: rdzvd_decision_apply (rdzvd-job-persist.c) calls it, wherever a decision is applied.
+ * is: rdzvd_decision_apply (rdzvd-job-records.c) calls it, wherever a decision is applied.
  *
  * Keys: "sec/" run_id NUL node_id: the hash (hex); "ids/" run_id: the job's node ids, each
  * NUL-terminated, oldest first, at most the job table's ids_bytes_max bytes (struct

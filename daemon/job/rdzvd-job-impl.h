@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-impl.h: PRIVATE to the job state machine's files (rdzvd-job-step.c, rdzvd-job-sm.c,
- * rdzvd-job-persist.c, rdzvd-job-status.c, rdzvd-job-effects.c, rdzvd-job-abandon.c): the job
+/* rdzvd-job-impl.h: PRIVATE to the job state machine's files (the "pure:" line of
+ * tests/layers.txt, rdzvd-job-status.c, rdzvd-job-effects.c, rdzvd-job-abandon.c): the job
  * and member structs and the helpers these files share. Nothing else includes it; the rest of
  * rdzvd goes through rdzvd-job-sm.h.
  *
@@ -35,7 +35,7 @@ _Static_assert(_JOB_STATE_MAX == RDZVD_JOB_STATES, "struct rdzvd_job_counts's st
 
 extern const char *const rdzvd_job_state_names[_JOB_STATE_MAX];
 
-/* What moves a job (rdzvd-job-sm.c): the only changes of its state, generation and restart
+/* What moves a job (rdzvd-job-move.c): the only changes of its state, generation and restart
  * count. Each kind is legal from some states only (the table there); rdzvd_job_move refuses any
  * other, changing nothing. */
 enum rdzvd_job_move_kind {
@@ -129,12 +129,12 @@ struct rdzvd_member {
     bool has_loop_stall;
     int64_t loop_stall_ms;
     /* Last progress per local rank (HEARTBEAT "progress"), of generation progress_gen only:
-     * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-sm.c). */
+     * join.nproc entries, allocated at the first report, freed with m (rdzvd-job-progress.c). */
     struct rdzvd_rank_progress *progress;
     uint64_t progress_gen;
     /* Its straggler score in progress_gen (its compute time over the job's median; 0: not
      * scored), since when it has been at or above the factor (0: it is not), and whether it was
-     * called a straggler (rdzvd-job-step.c). */
+     * called a straggler (rdzvd-job-verdict.c). */
     double straggler_score;
     uint64_t slow_since_ms;
     bool straggler, straggler_kept; /* kept: not put aside, said once */
@@ -144,7 +144,7 @@ struct rdzvd_member {
     double pf_best;
     uint64_t scored_gen;
     /* The recovery under way that began at rec_since (the timeline's point before the first
-     * step): this node's earliest step after it (0: none yet), rdzvd-job-sm.c. */
+     * step): this node's earliest step after it (0: none yet), rdzvd-job-progress.c. */
     double rec_since, rec_first;
 };
 
@@ -177,7 +177,7 @@ struct rdzvd_job {
     bool rebuilt;       /* recreated after a daemon restart */
     /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
      * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
-     * names at a node rank resumes it (rdzvd-job-step.c). Freed when the next round forms. */
+     * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */
     struct rdzvd_job_record_node *rebuilt_nodes;
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
     /* Freed back to its record (rebuilt, and no agent came or the JOIN that rebuilt it was
@@ -188,7 +188,7 @@ struct rdzvd_job {
     void *store;        /* this generation's TCPStore (host's), or NULL */
     uint16_t store_port;
     /* Rebuilt at rdzvd's start or election: the store of this generation (on store_port, its
-     * journal replayed) opens when the first of its agents is back (rdzvd-job-step.c),
+     * journal replayed) opens when the first of its agents is back (rdzvd-job-join.c),
      * not before: a restart with many recorded jobs listens at once and holds a descriptor only
      * for the jobs whose agents come back. 0: none deferred. */
     uint64_t store_deferred_gen;
@@ -216,7 +216,7 @@ struct rdzvd_job {
     int64_t stopping_grace_ms; /* keeps it here for the stop under way (0: none) */
     /* The error the worker whose exit stopped generation first_error_gen died of (WORKER_EXIT
      * error, 1.18; "": none said): the others' start-up failures fail alike only with its error
-     * (rdzvd-job-step.c). */
+     * (rdzvd-job-verdict.c). */
     uint64_t first_error_gen;
     char first_error[RDZV_REASON_MAX + 1];
     struct {
@@ -227,13 +227,13 @@ struct rdzvd_job {
     /* Node ids as its texts name them (rdzvd_job_named): two, for a text that names two. */
     char named[2][RDZV_NODE_ID_TEXT_MAX + 1];
     unsigned named_next;
-    /* The job's failure history (rdzvd-job-sm.c), as every decision records it: n_hist
+    /* The job's failure history (rdzvd-job-history.c), as every decision records it: n_hist
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
     /* The restarts not charged to the budget within RDZVD_JOB_FREE_WINDOW_MS, when (rdzvd's wall
      * clock, unix ms), oldest first: every decision records them, so that an rdzvd restart keeps
-     * the bound (rdzvd-job-sm.c). free_said: the bound's reason was logged (once). */
+     * the bound (rdzvd-job-history.c). free_said: the bound's reason was logged (once). */
     int64_t free_ms[RDZVD_JOB_FREE_RESTARTS];
     unsigned n_free;
     bool free_said;
@@ -260,7 +260,7 @@ struct rdzvd_job {
      * node's, whatever marks its restart. Cleared by the next restart or generation formed. */
     bool aside_cause;
     bool straggler_cause; /* the same, put aside as a straggler */
-    /* Stragglers (rdzvd-job-step.c), from the first JOIN: factor 0, nobody is scored. */
+    /* Stragglers (rdzvd-job-verdict.c), from the first JOIN: factor 0, nobody is scored. */
     double straggler_factor;
     int64_t straggler_window_ms;
     bool straggler_aside;
@@ -293,7 +293,7 @@ static inline bool rdzvd_member_held_place(const struct rdzvd_member *m)
     return m->node_rank >= 0 || m->prev_rank >= 0 || m->held_place;
 }
 
-/* rdzvd-job-sm.c. rdzvd_job_move: records the decision the move needs first (its row of the
+/* rdzvd-job-move.c. rdzvd_job_move: records the decision the move needs first (its row of the
  * table: FORM formed, STOP stopped, END ended; CLOSE, UNDO, STOPPED and RESTORE none), then
  * moves: 0; -EPERM for a move the table does not allow from the job's state; or the negative
  * errno of the decision the job table refused. Either way logged, and nothing changed. The move
@@ -307,7 +307,7 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv);
 int rdzvd_job_move_decision(enum rdzvd_job_move_kind kind);
 bool rdzvd_job_move_legal(enum job_state from, const struct rdzvd_job_move *mv);
 /* The recovery under way in j reached point p now (its timeline; the moves STOPPED, CLOSE and
- * FORM call it, rdzvd-job-sm.c at a new generation's first step): each phase it completes
+ * FORM call it, rdzvd-job-progress.c at a new generation's first step): each phase it completes
  * goes into the host's counts (struct rdzvd_job_counts, recovery), and the first step logs the
  * recovery's phases. */
 void rdzvd_job_recovery_point(struct rdzvd_job *j, enum rdzv_recovery_point p, double t_now);
@@ -404,7 +404,8 @@ const char *rdzvd_job_named(struct rdzvd_job *j, const char *node_id);
 void rdzvd_job_mark(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* rdzvd-job-sm.c: the state machine proper. */
+/* The state machine proper (rdzvd-job-members.c, rdzvd-job-round.c, rdzvd-job-live.c,
+ * rdzvd-job-outcome.c). */
 struct rdzvd_job *rdzvd_job_find(struct rdzv_list *jobs, const char *run_id);
 /* A new job named by jn, with its --nnodes and --max-restarts, and the settings st (a rebuild's,
  * from the job's record) or, NULL, jn's own. NULL when out of memory (logged). */
@@ -431,7 +432,7 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
  * timeline's mark for it (a failure, a node lost, a restart). */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
                        int64_t exit_code, const char *summary);
-/* rdzvd-job-sm.c, the node rank tables. Make by_req and by_rank hold ranks 0..n-1 (n <= max).
+/* rdzvd-job-ranks.c, the node rank tables. Make by_req and by_rank hold ranks 0..n-1 (n <= max).
  * 0 or -ENOMEM (tables unchanged). */
 int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n);
 /* NULL for a rank outside 0..rank_cap-1. */
@@ -443,7 +444,7 @@ void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank);
 void rdzvd_member_unrank(struct rdzvd_member *m);
 void rdzvd_member_set_ready(struct rdzvd_member *m, bool ready);
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
-/* rdzvd-job-step.c: m's node is put aside (reason_kind RDZVD_ASIDE_CHECK: on its own word,
+/* rdzvd-job-verdict.c: m's node is put aside (reason_kind RDZVD_ASIDE_CHECK: on its own word,
  * a failed health check; RDZVD_ASIDE_STRAGGLER: rdzvd's verdict), recorded, its agent told
  * (EVENT put_aside), and the job moves on without it. */
 void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const char *reason);
@@ -459,7 +460,7 @@ bool rdzvd_job_pf_busy(const struct rdzvd_job *j);
 void rdzvd_member_pf_report(struct rdzvd_member *m, const struct rdzv_preflight_report *rep);
 void rdzvd_job_pf_fired(struct rdzvd_job *j);
 void rdzvd_job_pf_free(struct rdzvd_job *j);
-/* rdzvd-job-sm.c: after a check, the round closes over the ready members when MIN of them are
+/* rdzvd-job-round.c: after a check, the round closes over the ready members when MIN of them are
  * left, else waits as rdzvd_job_try_close says. */
 void rdzvd_job_close_checked(struct rdzvd_job *j);
 /* rdzvd-job-effects.c: queue PREFLIGHT p to m's agent. */
@@ -474,7 +475,7 @@ bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms);
 /* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
  * its agent told so by dismiss): drop it, and move the job on (a restart, the next round). */
 void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss);
-/* rdzvd-job-step.c. A message from m: input found waiting past its heartbeat deadline marks
+/* rdzvd-job-stall.c. A message from m: input found waiting past its heartbeat deadline marks
  * a stall of rdzvd (rdzvd_member_mark_stall: on m, and on its job: rdzvd ran late). */
 void rdzvd_member_check_stall(struct rdzvd_member *m);
 void rdzvd_member_mark_stall(struct rdzvd_member *m);
@@ -491,7 +492,7 @@ void rdzvd_job_stop_now(struct rdzvd_job *j);
  * connection of its agent, is its agent reconnecting. */
 bool rdzvd_member_stalled(struct rdzvd_member *m);
 
-/* rdzvd-job-sm.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a
+/* rdzvd-job-round.c. rdzvd_job_backoff_start: the delay (ms) before the next generation of a
  * restart of j (counted: charged to the budget; the others, a scale-up, a node that left on a
  * signal, wait none): none for the first of a row, then RDZVD_JOB_BACKOFF_FIRST_MS doubling up
  * to the job's cap; a generation that ran RDZVD_JOB_BACKOFF_RESET_MS starts a new row. Sets
@@ -500,7 +501,7 @@ bool rdzvd_member_stalled(struct rdzvd_member *m);
 uint64_t rdzvd_job_backoff_start(struct rdzvd_job *j, bool counted);
 uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j);
 
-/* rdzvd-job-sm.c: the failure history (rdzvd_job_hist_find: rdzvd-job-sm.h). */
+/* rdzvd-job-history.c: the failure history (rdzvd_job_hist_find: rdzvd-job-sm.h). */
 /* Nodes put aside, by reason (status, /metrics): the host's counts (struct rdzvd_job_counts,
  * put_aside). */
 struct rdzv_status_job;
@@ -573,7 +574,17 @@ bool rdzvd_member_scale_up_now(struct rdzvd_member *m);
  * bound, and RDZVD_JOB_FREE_GAP_MS doubling after the last); when not, why is logged once. */
 bool rdzvd_job_free_spent(struct rdzvd_job *j);
 bool rdzvd_job_free_scale_up(struct rdzvd_job *j);
-/* rdzvd-job-sm.c: the generation stopped (every member ready): the members whose node is put
+/* The bound's parts that a generation's life uses (rdzvd-job-round.c): free_bench, while
+ * forming after a restart with the bound spent, whether the job forms without the nodes that
+ * never ran (*ready, *members: the counts without them); free_say, the bound's reason, once
+ * until there is room again; free_keep, a restart not counted happens now. member_seen_running:
+ * rdzvd sees m run now; member_never_ran: m never ran in its job, as rdzvd saw it. */
+bool free_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members);
+void free_say(struct rdzvd_job *j, const char *what);
+void free_keep(struct rdzvd_job *j);
+bool member_seen_running(const struct rdzvd_member *m);
+bool member_never_ran(const struct rdzvd_member *m);
+/* rdzvd-job-outcome.c: the generation stopped (every member ready): the members whose node is put
  * aside and pending go (EVENT put_aside), before the next round forms. True when the job went
  * with its last member (j is gone). */
 bool rdzvd_job_dismiss_pending(struct rdzvd_job *j);
@@ -584,13 +595,17 @@ void rdzvd_member_send_outcome(struct rdzvd_member *m);
  * job. The caller moves the job on. */
 void rdzvd_member_dismiss(struct rdzvd_member *m);
 
-/* rdzvd-job-persist.c: the generation's store and the job's record in --state-dir. */
+/* rdzvd-job-persist.c: the generation's store; rdzvd-job-records.c: the job's record in
+ * --state-dir. */
 void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char *buf, size_t len);
 /* Ask for generation j->generation's store on port (0: any), then going on with then: 0, or a
  * negative errno (nothing asked). now: opened within the step, for a JOIN that rebuilds j. */
 int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh,
                          enum rdzvd_store_then then);
 int rdzvd_job_open_store_now(struct rdzvd_job *j, uint16_t port);
+/* A rebuilt generation's store could not reopen on port (err): noted on j's timeline
+ * (rdzvd-job-round.c). */
+void store_not_reopened(struct rdzvd_job *j, uint16_t port, int err);
 /* The store goes (an open under way too: its store closes when it comes). */
 void rdzvd_job_close_store(struct rdzvd_job *j);
 /* The journal of generation gen's store goes (--state-dir), unless rdzvd shuts down or the job
@@ -640,7 +655,7 @@ int rdzvd_job_host_decide(const struct rdzvd_job_host *h, struct rdzvd_store *t,
  * its job is told (the input UNRECORDED). The others are only logged. */
 bool rdzvd_decision_holds(enum rdzvd_decision_kind kind);
 /* rdzvd_job_move's only way to the job table: decide kind, the decision the move mv needs (its
- * row of the table in rdzvd-job-sm.c), from j as it is before the move (FORMED: the round
+ * row of the table in rdzvd-job-move.c), from j as it is before the move (FORMED: the round
  * closed, running; STOPPED: restart count + mv->counted; ENDED). 0 (also with no job table), or
  * the negative errno of a decision refused (logged): the move is not made. */
 int rdzvd_job_record_move(struct rdzvd_job *j, enum rdzvd_decision_kind kind,
@@ -666,7 +681,7 @@ void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings
 int rdzvd_job_record_load(const struct rdzvd_job_host *h, const char *run_id,
                           struct rdzvd_job_record *rec);
 
-/* rdzvd-job-sm.c: ranks' progress. The ranks of j's current generation that reported, as
+/* rdzvd-job-progress.c: ranks' progress. The ranks of j's current generation that reported, as
  * sj->ranks (by rank; past RDZV_STATUS_MAX_RANKS the longest silent, the rest counted in
  * sj->ranks_left_out); now is rdzv_now_ms(). 0 or -ENOMEM. */
 struct rdzv_status_job;
@@ -690,4 +705,4 @@ uint64_t rdzvd_member_slow_since_ms(const struct rdzvd_member *m, double thresho
 int64_t rdzvd_member_last_compute_ms(const struct rdzvd_member *m);
 
 
-/* rdzvd-job-status.c needs nothing more; rdzvd-job-step.c holds the JOIN side (rdzvd_job_join). */
+/* rdzvd-job-status.c needs nothing more; rdzvd-job-join.c holds the JOIN side (rdzvd_job_join). */

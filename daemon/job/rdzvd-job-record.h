@@ -76,7 +76,7 @@ struct rdzvd_job_record_hist {
     bool aside;
     char reason[RDZVD_ASIDE_REASON_MAX + 1]; /* "" unless aside */
     /* Aside only: its GPUs (JOIN gpu_uuids) that no other node of the job reported when it was
-     * put aside (rdzvd-job-sm.c); a node sharing one is refused as its host is. In the
+     * put aside (rdzvd-job-history.c); a node sharing one is refused as its host is. In the
      * record as "aside_gpus", [[node_id, [uuid, ...]], ...] beside "history", so that an rdzvd
      * that predates them reads the record (without them). */
     struct rdzv_gpu_set gpus;
@@ -128,7 +128,7 @@ struct rdzvd_job_record {
     unsigned n_hist;
     struct rdzvd_job_record_hist *hist;
     /* When the job's last restarts not charged to the budget were (unix ms, oldest first):
-     * n_free of them, as "free_restarts" (rdzvd-job-sm.c bounds them per window). */
+     * n_free of them, as "free_restarts" (rdzvd-job-history.c bounds them per window). */
     unsigned n_free;
     int64_t free_ms[RDZVD_JOB_FREE_RESTARTS];
     /* ADMITTED only: the node admitted (never part of the record itself). */

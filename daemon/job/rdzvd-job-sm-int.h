@@ -93,7 +93,7 @@ bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len);
 /* HEARTBEAT's progress (validated by the codec): kept when hb is of the job's generation and m
  * holds a node rank in it (local ranks >= the node's nproc are ignored); a report hb says came
  * age_ms ago is stored as made then, on rdzvd's clock. A newer generation's first report
- * forgets the older one's. Out of memory: logged, the report dropped (rdzvd-job-sm.c). */
+ * forgets the older one's. Out of memory: logged, the report dropped (rdzvd-job-progress.c). */
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb);
 /* NCCL_ID: true when m (node rank 0) is asked for generation gen's ids now; otherwise the
  * message is stale and is ignored. */
@@ -147,7 +147,7 @@ void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason);
  * stayed at or above the job's factor for its window (counted from its first slow step, unless
  * at least half the others are as slow at their last step), and with --on-straggler aside put it
  * aside when the job can do without it (m is then gone: call it last). Nothing when the job
- * scores nobody (rdzvd-job-step.c). */
+ * scores nobody (rdzvd-job-verdict.c). */
 void rdzvd_member_straggler_check(struct rdzvd_member *m);
 /* LEAVE for generation gen; succeeded: every worker of the node exited 0. */
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded);

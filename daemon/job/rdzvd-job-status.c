@@ -290,7 +290,7 @@ struct waiting_scan {
     size_t n, cap;
 };
 
-#define JOB_RECORD_PREFIX "job/" /* rdzvd-job-persist.c's keys */
+#define JOB_RECORD_PREFIX "job/" /* rdzvd-job-records.c's keys */
 
 static int waiting_scan_one(const uint8_t *key, size_t klen, void *ud)
 {

@@ -225,7 +225,7 @@ static struct rdzvd_member *member_of(const struct rdzvd_job *j, int i)
 }
 
 /* The bytes of j's node ids that promise a return: its members' and those of the generation it
- * was rebuilt from (rdzvd-job-persist.c keeps them when it makes room); 0 with no job. */
+ * was rebuilt from (rdzvd-job-records.c keeps them when it makes room); 0 with no job. */
 static size_t ids_promised(const struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;

@@ -492,7 +492,7 @@ static inline struct rdzv_join resume_of(int i, uint64_t gen, int64_t restarts,
 
 /* The secrets an earlier rdzvd on the same --state-dir gave nodes node-0 .. node-<JT_NODES - 1>
  * of run_id (their agents hold them when they come back): random, their hashes admitted into
- * the job table as rdzvd-job-step.c does at a node's first JOIN. */
+ * the job table as rdzvd-job-join.c does at a node's first JOIN. */
 static inline void jt_remember_secrets(struct env *e, const char *run_id)
 {
     struct rdzvd_job_record rec = {.generation = 0};

@@ -8,7 +8,7 @@
  * applies the Raft entries that carry the same records. After every event each follower's table
  * equals the leader's byte for byte, and each job's memory (state, generation, restart count,
  * failure history) equals its record; at the end a fresh replay of the journal equals them too.
- * Over all seeds every move of the table (daemon/job/rdzvd-job-sm.c) is taken at least once: the
+ * Over all seeds every move of the table (daemon/job/rdzvd-job-move.c) is taken at least once: the
  * counts are printed. RDZV_MODEL_SEEDS=N runs N seeds (default 40), RDZV_MODEL_SEED=S only seed S
  * (to replay a failure). */
 #include <inttypes.h>

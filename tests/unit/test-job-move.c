@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-move.c: the one function that changes a job's state, generation and restart count
- * (daemon/job/rdzvd-job-sm.c): its table of legal moves and of the decision each needs, each
+ * (daemon/job/rdzvd-job-move.c): its table of legal moves and of the decision each needs, each
  * move's effect, and a refused move (not legal, or its decision refused) that changes nothing. */
 #include <errno.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-rebuild.c: a job rdzvd rebuilds after a restart (daemon/job/rdzvd-job-step.c), from
+/* test-job-rebuild.c: a job rdzvd rebuilds after a restart (daemon/job/rdzvd-job-join.c), from
  * its record in --state-dir (as it starts, for a running generation) or from its agents'
  * resumes, driven with fake members (jobtest.h): the generation and restart count kept, spares
  * placed only once the members are back, the record's settings, the rebuild window, and the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-job-record.c: a job's record (daemon/job/rdzvd-job-journals.h) in --state-dir and in a
- * replica's job table, and how the job state machine keeps it (daemon/job/rdzvd-job-persist.c):
+ * replica's job table, and how the job state machine keeps it (daemon/job/rdzvd-job-records.c):
  * file names, round trips, malformed and planted records, file system errors, table errors. */
 #include <errno.h>
 #include <fcntl.h>
@@ -710,7 +710,7 @@ static void test_admitted_secrets(void)
     rdzvd_store_free(u);
 }
 
-/* ---- the job state machine keeps its record (rdzvd-job-persist.c) ---- */
+/* ---- the job state machine keeps its record (rdzvd-job-records.c) ---- */
 
 /* The fake host of jobtest.h with one-node jobs, its stores numbered from 41001, the records in
  * table when there is one, else in the --state-dir's own table (jobtest.h) when there is a

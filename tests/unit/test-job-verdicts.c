@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-verdicts.c: which failures count against a node (rdzvd-job-sm.c), driven with fake
+/* test-job-verdicts.c: which failures count against a node (rdzvd-job-history.c), driven with fake
  * agents (jobtest.h) on a real loop and rdzvd's real clock: only those within
  * --bad-node-window; the dates kept in the job's record, which reads records without them. */
 #include <inttypes.h>

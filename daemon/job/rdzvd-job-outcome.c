@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdzvd-job-outcome.c: a job's outcome. The job ends and every member is told how; a member
+ * put aside is dismissed (its agent told why) once its generation has stopped. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/job/rdzvd-job-sm.h"
+#include "common/rdzv-auth.h"
+#include "common/rdzv-assert.h"
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+#include "daemon/job/rdzvd-job-impl.h"
+#include "proto/rdzv-status.h"
+#include "daemon/data/rdzvd-config.h"
+
+/* The job is over: tell every member how it ended. */
+void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary)
+{
+    double now_s = rdzvd_job_wall_s(&j->host);
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    struct rdzv_cost cost;
+
+    /* Its end recorded first (with how it ended: told to its agents that come back to a
+     * restarted rdzvd); one the job table refused (logged) is not made. */
+    if (j->state == JOB_ENDED ||
+        rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = JOB_MOVE_END,
+                                                    .end_type = type,
+                                                    .end_summary = summary,
+                                                    .end_exit_code = exit_code,
+                                                    .end_s = now_s}) < 0)
+        return;
+    rdzvd_job_timer_stop(j);
+    j->ended_s = now_s;
+    snprintf(j->outcome.type, sizeof(j->outcome.type), "%s", type);
+    j->outcome.exit_code = exit_code;
+    snprintf(j->outcome.summary, sizeof(j->outcome.summary), "%s", summary);
+    j->outcome.cost[0] = '\0';
+    if (rdzv_cost_of(&j->timeline.tl, now_s, &cost) == 0 &&
+        rdzv_cost_format(&cost, j->outcome.cost, sizeof(j->outcome.cost)) > 0)
+        rdzvd_job_note(j, false, "what failures cost: %s", j->outcome.cost);
+    else
+        j->outcome.cost[0] = '\0'; /* not cut: said whole or not at all */
+    if (exit_code == 0)
+        rdzvd_job_note(j, false, "generation %" PRIu64 " succeeded", j->generation);
+    else
+        rdzvd_job_note(j, true, "generation %" PRIu64 " %s (exit code %" PRId64 "): %s",
+                       j->generation, type, exit_code, summary);
+    rdzvd_job_mark(j, RDZV_MARK_END, "%s (exit code %" PRId64 "): %s", type, exit_code, summary);
+    for_each_member(j, m, pos, tmp) rdzvd_member_send_outcome(m);
+    rdzvd_job_flush(j);
+}
+
+void rdzvd_member_send_outcome(struct rdzvd_member *m)
+{
+    struct rdzv_event own = m->job->outcome;
+
+    if (own.exit_code == 0 && !rdzvd_member_held_place(m)) /* it ran nothing: no success */
+        snprintf(own.summary, sizeof(own.summary),
+                 "this node ran nothing: it waited as a spare, and job %s succeeded on its other "
+                 "nodes", m->job->run_id);
+    rdzvd_member_send_event(m, &own);
+}
+
+void rdzvd_member_dismiss(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+    struct rdzv_event e = {
+        .type = "put_aside", .generation = j->generation, .exit_code = RDZV_EXIT_PUT_ASIDE};
+    void *peer = m->peer;
+
+    snprintf(e.summary, sizeof(e.summary), "node %s (node id %s) is put aside by job %s: %s",
+             m->join.host, rdzvd_job_named(j, m->join.node_id), j->run_id, h ? h->reason : "?");
+    rdzvd_job_note(j, true, "node=%s put aside (node id %s): %s", m->join.host,
+                   rdzvd_job_named(j, m->join.node_id), h ? h->reason : "?");
+    rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
+                   h ? h->reason : "?");
+    j->aside_cause = true;
+    rdzvd_member_remove(m);
+    if (peer)
+        rdzvd_job_peer_dismiss(j, peer, &e);
+}
+
+bool rdzvd_job_dismiss_pending(struct rdzvd_job *j)
+{
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+
+    for_each_member(j, m, pos, tmp)
+    {
+        const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
+        bool last = j->nmembers == 1;
+
+        if (!m->aside_pending)
+            continue;
+        m->aside_pending = false;
+        if (!h || !h->aside || j->cancelled) /* cancelled: it ends, nobody goes first */
+            continue;
+        rdzvd_member_dismiss(m);
+        if (last)
+            return true;
+    }
+    return false;
+}
