@@ -14,8 +14,6 @@
 #include <time.h>
 
 #include "daemon/job/rdzvd-job-sm.h"
-#include "common/rdzv-auth.h"
-#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"

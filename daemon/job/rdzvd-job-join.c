@@ -16,12 +16,10 @@
 
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-sm.h"
-#include "common/rdzv-assert.h"
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
 #include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-status.h"
-#include "common/rdzv-util.h"
 
 /* One JOIN being served: what it says, the records it is judged by, where a refusal goes. Not
  * the connection it came on (peer): that is handed only to what binds a member to it

@@ -10,10 +10,6 @@
 #include <string.h>
 
 #include "daemon/job/rdzvd-job-sm.h"
-#include "common/rdzv-auth.h"
-#include "common/rdzv-assert.h"
-#include "common/rdzv-log.h"
-#include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-config.h"

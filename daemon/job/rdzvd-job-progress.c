@@ -11,13 +11,9 @@
 #include <string.h>
 
 #include "daemon/job/rdzvd-job-sm.h"
-#include "common/rdzv-auth.h"
-#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
-#include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "proto/rdzv-status.h"
-#include "daemon/data/rdzvd-config.h"
 
 /* A rank's compute time in the status: the median of its last this many samples. */
 #define RDZVD_COMPUTE_WINDOW 8

@@ -11,15 +11,12 @@
 #include <string.h>
 
 #include "common/rdzv-log.h"
-#include "common/rdzv-util.h"
-#include "daemon/data/rdzvd-journal.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-ids.h"
 #include "daemon/job/rdzvd-job-identity.h"
 #include "common/rdzv-auth.h"
 #include "daemon/job/rdzvd-job-ends.h"
-#include "daemon/job/rdzvd-job-journals.h"
 
 /* The nodes of j's running generation by node rank (malloc'd, round.nnodes of them), or NULL
  * when a node rank has no member (a job made from an agent's claim) or out of memory (logged). */

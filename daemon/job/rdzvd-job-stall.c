@@ -12,13 +12,8 @@
 #include <string.h>
 
 #include "daemon/job/rdzvd-job-sm.h"
-#include "common/rdzv-auth.h"
-#include "common/rdzv-assert.h"
-#include "common/rdzv-log.h"
-#include "common/rdzv-util.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "proto/rdzv-status.h"
-#include "daemon/data/rdzvd-config.h"
 
 void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms)
 {

@@ -17,11 +17,9 @@
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-sm.h"
 #include "common/rdzv-assert.h"
-#include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
 #include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-status.h"
-#include "common/rdzv-util.h"
 
 /* What every input assumes of a job the machine holds: its counters agree. The machine's own
  * invariants, O(1): what a peer sends is refused, never asserted (rdzv-assert.h). */
@@ -81,7 +79,7 @@ static void store_opened_input(struct rdzvd_job *j, uint64_t ask, uint64_t gen, 
     input_step(j, &in, now);
 }
 
-/* Every job's, given at its making (rdzvd_job_new). */
+/* Every job's, handed to what makes one (rdzvd_job_join, rdzvd_jobs_rebuild_one). */
 static const struct rdzvd_job_handlers job_handlers = {
     .freed = rdzvd_job_freed,
     .nccl_unsent = nccl_unsent_input,

@@ -15,12 +15,10 @@
 
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-sm.h"
-#include "common/rdzv-assert.h"
 #include "common/rdzv-auth.h"
 #include "common/rdzv-log.h"
 #include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-status.h"
-#include "common/rdzv-util.h"
 #include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-config.h"
 
