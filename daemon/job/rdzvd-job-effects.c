@@ -8,8 +8,10 @@
  * tests/layers.txt) call no uv_*, read no clock and call no op: they come here
  * (tests/layering.py checks it, with tests/layers.txt's "pure:" line). A timer is a due time in
  * its host's set: the host takes each due one back as an input (rdzvd_job_timer_due). What else
- * comes back goes through the job's handlers (struct rdzvd_job_handlers), so this file calls none
- * of theirs. */
+ * comes back while a Ready is carried out (a store opened, a request not queued, a record not
+ * written, a connection gone) is queued as an input, and stepped through the machine's input fn
+ * once that Ready is done (later_run: the one place that runs the queue), so this file calls
+ * none of the machine's entry points. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -478,6 +480,83 @@ static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
     }
     free(e);
 }
+/* ---- what comes back while a Ready is carried out: inputs for later, in order ---- */
+
+/* One input queued in its host's steps (a copy, with its message's bytes), and who steps it. */
+struct rdzvd_job_later {
+    struct rdzvd_job_later *next;
+    rdzvd_job_input_fn fn;
+    struct rdzvd_job_host h; /* a copy: a job's may go */
+    struct rdzvd_job_input in;
+    struct rdzvd_job_now now;
+    max_align_t body[]; /* what in's message pointer names */
+};
+
+/* Queue in for fn at s's time, with blen bytes of body its message pointer names (a record's
+ * bytes for UNRECORDED; else every pointer of the input's union is its first member). */
+static void later(struct rdzvd_job_steps *s, rdzvd_job_input_fn fn,
+                  const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                  const void *body, size_t blen)
+{
+    struct rdzvd_job_later *q = malloc(sizeof(*q) + blen);
+
+    rdzv_assert(fn && in->kind < RDZVD_IN_KINDS);
+    if (!q) {
+        log_error("out of memory queueing input %d of the job machine: lost", (int)in->kind);
+        return;
+    }
+    *q = (struct rdzvd_job_later){.fn = fn, .h = *h, .in = *in, .now = s->now};
+    if (blen) {
+        memcpy(q->body, body, blen);
+        if (in->kind == RDZVD_IN_UNRECORDED)
+            q->in.u.unrecorded.val = (const uint8_t *)q->body;
+        else
+            q->in.u.heartbeat = (const void *)q->body;
+    }
+    if (s->later_last)
+        s->later_last->next = q;
+    else
+        s->later = q;
+    s->later_last = q;
+}
+
+/* Step what came back, first to last, each with its own Ready carried out before the next:
+ * the one place that runs the queue, once the outermost Ready is carried out. What a queued
+ * step's Ready brings back joins the end of the queue. */
+static void later_run(struct rdzvd_job_steps *s)
+{
+    struct rdzvd_job_later *q;
+
+    rdzv_assert(!s->out && !s->draining);
+    if (s->running)
+        return;
+    s->running = true;
+    while ((q = s->later)) {
+        s->later = q->next;
+        if (!s->later)
+            s->later_last = NULL;
+        q->fn(&q->h, &q->in, q->now);
+        rdzv_assert(!s->out && !s->draining); /* each carried out whole */
+        free(q);
+    }
+    s->running = false;
+}
+
+bool rdzvd_job_input_later(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                           struct rdzvd_job_now now, const void *body, size_t blen)
+{
+    struct rdzvd_job_steps *s = h->steps;
+    struct rdzvd_job_now was = s->now;
+
+    if (!s->out && !s->draining && !s->running)
+        return false;
+    rdzv_assert(in->member && in->member->job); /* a member's input */
+    s->now = now;
+    later(s, in->member->job->handlers->input, h, in, body, blen);
+    s->now = was;
+    return true;
+}
+
 /* Carry out e on its connection or host. */
 static void carry(struct rdzvd_job_effect *e)
 {
@@ -507,13 +586,17 @@ static void carry(struct rdzvd_job_effect *e)
         break;
     case EFF_NCCL:
         /* Not queued on the connection (it is closing, or out of memory): the job is told, in a
-         * step of its own (this pass carries out what it decides). */
+         * step of its own once this Ready is carried out. */
         if (e->ops->nccl_request(e->peer, e->u.nccl.generation, e->u.nccl.count, e->u.nccl.store,
                                  e->u.nccl.store ? e->u.nccl.allow : NULL) < 0) {
             struct rdzvd_member *m = e->u.nccl.m;
 
-            m->job->handlers->nccl_unsent(m, e->u.nccl.generation, e->peer,
-                                          m->job->host.steps->now);
+            later(m->job->host.steps, m->job->handlers->input, &m->job->host,
+                  &(struct rdzvd_job_input){
+                      .kind = RDZVD_IN_NCCL_UNSENT,
+                      .member = m,
+                      .u.nccl_unsent = {.generation = e->u.nccl.generation, .peer = e->peer}},
+                  NULL, 0);
         }
         break;
     case EFF_CLOSE:
@@ -523,16 +606,23 @@ static void carry(struct rdzvd_job_effect *e)
         e->ops->flush(e->peer);
         break;
     case EFF_STORE_OPEN: {
-        /* Its answer is an input of a step of its own (this pass carries out what it decides). */
+        /* Its answer is an input of a step of its own, once this Ready is carried out. */
         struct store_open *o = e->u.open;
         void *store = NULL;
         uint16_t port = 0;
         int r = e->ops->store_open(e->peer, o->desc, o->state_name[0] ? o->state_name : NULL,
                                    o->port, &store, &port);
 
-        o->job->handlers->store_opened(o->job, o->ask, o->generation, r < 0 ? NULL : store,
-                                       r < 0 ? o->port : port, r < 0 ? r : 0,
-                                       o->job->host.steps->now);
+        later(o->job->host.steps, o->job->handlers->input, &o->job->host,
+              &(struct rdzvd_job_input){
+                  .kind = RDZVD_IN_STORE_OPENED,
+                  .u.store_opened = {.job = o->job,
+                                     .ask = o->ask,
+                                     .generation = o->generation,
+                                     .store = r < 0 ? NULL : store,
+                                     .port = r < 0 ? o->port : port,
+                                     .err = r < 0 ? r : 0}},
+              NULL, 0);
         break;
     }
     case EFF_STORE_CLOSE:
@@ -567,39 +657,20 @@ static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
     return 0;
 }
 
-/* A record not written, queued in its host's steps until the Ready is carried out. */
-struct rdzvd_job_refused {
-    struct rdzvd_job_refused *next;
-    struct rdzvd_job_host h; /* a copy, as the record's */
-    enum rdzvd_change what;
-    int err;
-    size_t vlen;
-    uint8_t val[];
-};
-
-/* k was not written (r): the machine is told once o is carried out (tell_refused: a step of its
- * own, never inside this one). When k holds (its decision's rule), the messages to agents of o
- * queued after k, up to top, are not sent. A close, a dismissal, a flush or a store's open or
- * close is carried out still (the machine let go of the connection; a store it asked for gets
- * its answer). */
+/* k was not written (r): the machine is told once o is carried out (the input UNRECORDED with
+ * k's bytes, queued: a step of its own, never inside this one). When k holds (its decision's
+ * rule), the messages to agents of o queued after k, up to top, are not sent. A close, a
+ * dismissal, a flush or a store's open or close is carried out still (the machine let go of the
+ * connection; a store it asked for gets its answer). */
 static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r,
                        uint64_t top)
 {
     struct rdzvd_job_steps *s = k->h.steps;
-    struct rdzvd_job_refused *x = malloc(sizeof(*x) + k->vlen);
+    struct rdzvd_job_input in = {
+        .kind = RDZVD_IN_UNRECORDED,
+        .u.unrecorded = {.err = r, .what = k->what, .vlen = k->vlen}};
 
-    if (x) {
-        *x = (struct rdzvd_job_refused){.h = k->h, .what = k->what, .err = r, .vlen = k->vlen};
-        if (k->vlen)
-            memcpy(x->val, k->bytes + k->klen, k->vlen);
-        if (s->refused_last)
-            s->refused_last->next = x;
-        else
-            s->refused = x;
-        s->refused_last = x;
-    } else {
-        log_error_errno(r, "a change of the job table was not written (no memory to tell it)");
-    }
+    later(s, s->input, &k->h, &in, k->bytes + k->klen, k->vlen);
     if (!k->holds)
         return;
     for (struct rdzvd_job_effect *e = o->head; e && e->seq <= top; e = e->next)
@@ -655,46 +726,30 @@ void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change wha
         log_error_errno(r, "a change of the job table was not written");
 }
 
-void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn)
+void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_input_fn fn)
 {
-    h->steps->unrecorded = fn;
+    h->steps->input = fn;
     h->keep_records = h->record_table != NULL;
 }
 
-/* Carry out everything queued in s's outbox, in order, including what steps begun meanwhile add
- * (a connection that closes tells its member's job at once: that step's effects join this
- * pass). What the steps recorded is written first, before each effect. */
+/* Carry out everything queued in s's outbox, in order: what the steps recorded is written
+ * first, before each effect. No step begins meanwhile: what comes back is queued for later. */
 static void drain(struct rdzvd_job_steps *s)
 {
     struct rdzvd_job_outbox *o = s->out;
     struct rdzvd_job_effect *e;
 
+    rdzv_assert(o && !s->draining);
     s->draining = true;
 again:
     for (records_write(o); (e = o->head); records_write(o)) {
-        struct rdzvd_job_effect *rest = NULL, *rest_last = NULL;
-
         o->head = e->next;
         if (!o->head)
             o->last = NULL;
-        /* What a store's answer sends goes where the store was asked for: before what was
-         * queued after the ask (the ROUNDs go where the step would have put them). */
-        if (e->kind == EFF_STORE_OPEN && !e->unsent && o->head) {
-            rest = o->head;
-            rest_last = o->last;
-            o->head = o->last = NULL;
-        }
         /* Sent only once every record kept before it is written, and with no step open. */
-        rdzv_assert(!o->kept && s->depth == 0 && s->draining && s->out == o);
+        rdzv_assert(!o->kept && s->draining && s->out == o);
         if (!e->unsent)
             carry(e);
-        if (rest) {
-            if (o->last)
-                o->last->next = rest;
-            else
-                o->head = rest;
-            o->last = rest_last;
-        }
         effect_free(o, e);
     }
     if (o->flush_ops) { /* one that found no memory for its place in the queue */
@@ -702,52 +757,34 @@ again:
 
         o->flush_ops = NULL;
         ops->flush(o->flush_ud);
-        goto again; /* what a connection it closed records and sends */
+        goto again;
     }
-    rdzv_assert(!o->head && !o->kept);
+    rdzv_assert(!o->head && !o->kept && s->out == o);
     s->draining = false;
     o->last_event = o->last_round = NULL;
     s->out = NULL;
 }
 
-/* A step of s opens. out becomes the steps' outbox when none is open or carried out; a step
- * within it adds to that one. Only the outermost one's end carries the outbox out. */
-static void step_open(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *out)
+/* A frame of a step of s opens: out becomes the steps' outbox when none is open (own: this
+ * frame carries it out at its end); a frame within an open step adds to that one. None opens
+ * while a Ready is carried out. */
+static bool step_open(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *out)
 {
-    if (!s->out)
-        s->out = out;
-    s->depth++;
+    rdzv_assert(!s->draining); /* no step inside the carrying out of a Ready */
+    if (s->out)
+        return false;
+    s->out = out;
+    return true;
 }
 
-/* Tell s's refused records, in order, each to s->unrecorded: its step, if any, is one of its
- * own, begun once the Ready that held the record is carried out. One that it refuses in turn is
- * told after it, by this loop. */
-static void tell_refused(struct rdzvd_job_steps *s)
+/* The frame that opened s's outbox closes: carry it out, then step what came back. */
+static void step_close(struct rdzvd_job_steps *s, bool own)
 {
-    struct rdzvd_job_refused *x;
-
-    if (s->telling)
+    rdzv_assert(s->out && !s->draining);
+    if (!own)
         return;
-    rdzv_assert(s->depth == 0 && !s->draining); /* outside any step: never inside the Ready */
-    s->telling = true;
-    while ((x = s->refused)) {
-        s->refused = x->next;
-        if (!s->refused)
-            s->refused_last = NULL;
-        if (s->unrecorded)
-            s->unrecorded(&x->h, x->what, x->val, x->vlen, x->err, s->now);
-        free(x);
-    }
-    s->telling = false;
-}
-
-static void step_close(struct rdzvd_job_steps *s)
-{
-    rdzv_assert(s->depth > 0 && s->out);
-    if (--s->depth == 0 && !s->draining) {
-        drain(s);
-        tell_refused(s);
-    }
+    drain(s);
+    later_run(s);
 }
 
 static void enqueue(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
@@ -787,36 +824,40 @@ struct rdzvd_job_frame rdzvd_job_step_begin(const struct rdzvd_job_host *h,
                                             struct rdzvd_job_frame *f)
 {
     struct rdzvd_job_steps *s = h ? h->steps : NULL;
+    bool own = s && step_open(s, &f->out);
 
-    if (s)
-        step_open(s, &f->out);
-    return (struct rdzvd_job_frame){.steps = s};
+    /* The value f takes: an outbox it opened starts empty. */
+    return (struct rdzvd_job_frame){.steps = s, .own = own};
 }
 
 void rdzvd_job_step_end(struct rdzvd_job_frame *f)
 {
     if (f->steps)
-        step_close(f->steps);
+        step_close(f->steps, f->own);
 }
 
 bool rdzvd_job_deciding(const struct rdzvd_job_steps *s)
 {
-    return s->depth > 0;
+    return s->out && !s->draining;
 }
 
-/* The Ready's step (rdzvd-job-step.c): it holds the outbox unless a step is under way. */
+/* The Ready's step (rdzvd-job-step.c): it holds the outbox. One step at a time: none is open,
+ * no Ready is carried out (the last was carried out whole). */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd)
 {
-    /* An outermost step finds no outbox left: the last Ready was carried out whole. */
-    rdzv_assert(h->steps->depth > 0 || h->steps->draining || !h->steps->out);
+    bool own;
+
+    rdzv_assert(!h->steps->out && !h->steps->draining);
     rd->out = (struct rdzvd_job_outbox){0};
     rd->steps_ = h->steps;
-    step_open(rd->steps_, &rd->out);
+    own = step_open(rd->steps_, &rd->out);
+    rdzv_assert(own);
 }
 
 void rdzvd_job_ready_close(struct rdzvd_job_ready *rd)
 {
-    step_close(rd->steps_);
+    rdzv_assert(rd->steps_->out == &rd->out);
+    step_close(rd->steps_, true);
 }
 
 bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
@@ -925,12 +966,13 @@ static struct rdzvd_job_shared *round_body(struct rdzvd_job_outbox *o, const str
     return share(&o->last_round, l && round_equal(&l->u.round, rd), rd, sizeof(*rd));
 }
 
-/* Queueing is a step of its own: e goes in the outbox of the step under way, and outside any
- * step is carried out now. Between sending_begin and sending_end, s->out is the outbox. */
-static void sending_begin(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *own)
+/* Queueing is a frame of a step: e goes in the outbox of the step under way, and outside any
+ * step is carried out now. Between sending_begin and step_close, s->out is the outbox; true:
+ * own is it. */
+static bool sending_begin(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *own)
 {
     *own = (struct rdzvd_job_outbox){0};
-    step_open(s, own);
+    return step_open(s, own);
 }
 
 static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
@@ -939,8 +981,8 @@ static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
     struct rdzvd_job_outbox own;
     struct rdzvd_job_effect *e;
     struct rdzvd_job_shared *b;
+    bool mine = sending_begin(s, &own);
 
-    sending_begin(s, &own);
     e = effect_new(kind, ops, peer);
     if ((b = e ? event_body(s->out, ev) : NULL)) {
         e->u.event = b;
@@ -951,16 +993,16 @@ static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
         if (kind == EFF_DISMISS)
             ops->close(peer, ev->summary);
     }
-    step_close(s);
+    step_close(s, mine);
 }
 
 static void post(struct rdzvd_job_steps *s, struct rdzvd_job_effect *e)
 {
     struct rdzvd_job_outbox own;
+    bool mine = sending_begin(s, &own);
 
-    sending_begin(s, &own);
     enqueue(s->out, e);
-    step_close(s);
+    step_close(s, mine);
 }
 
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *ev)
@@ -1005,11 +1047,12 @@ void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
     struct rdzvd_job_steps *s = m->job->host.steps;
     struct rdzvd_job_outbox own;
     struct rdzvd_job_effect *e;
+    bool mine;
 
     /* A ROUND goes out once its generation formed, to a member that holds a node rank in it. */
     rdzv_assert(m->job->state == JOB_RUNNING && rd->generation == m->job->generation);
     rdzv_assert(m->node_rank >= 0 && m->node_rank < m->job->rank_cap && m->peer);
-    sending_begin(s, &own);
+    mine = sending_begin(s, &own);
     e = effect_new(EFF_ROUND, m->job->host.ops, m->peer);
     if (e && !(e->u.round.body = round_body(s->out, rd))) {
         free(e);
@@ -1022,7 +1065,7 @@ void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
     } else {
         dropped("ROUND");
     }
-    step_close(s);
+    step_close(s, mine);
 }
 
 int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store)
@@ -1086,7 +1129,7 @@ void rdzvd_job_flush(const struct rdzvd_job *j)
     struct rdzvd_job_effect *e;
 
     /* One flush of a host in a row is enough. */
-    if (s->depth > 0 && o->last) {
+    if (o && !s->draining && o->last) {
         if (o->last->kind == EFF_FLUSH && o->last->ops == j->host.ops &&
             o->last->peer == j->host.ud)
             return;

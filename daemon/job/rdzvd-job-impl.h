@@ -320,19 +320,12 @@ const char *rdzvd_job_move_name(enum rdzvd_job_move_kind kind);
 /* A libuv error's text. */
 const char *rdzvd_job_strerror(int err);
 /* What comes back from the outbox on the machine's side: an NCCL_REQUEST it could not queue,
- * at now, the time of the step that queued it; and the job's memory to free once its timer is
- * closed. One table, rdzvd-job-step.c's: the first comes back into the machine as an input of
- * rdzvd_job_step. */
+ * a store's answer (the inputs NCCL_UNSENT and STORE_OPENED, queued by rdzvd-job-effects.c and
+ * stepped by input once the Ready is carried out); and the job's memory to free once its timer
+ * is closed. One table, rdzvd-job-step.c's. */
 struct rdzvd_job_handlers {
     void (*freed)(struct rdzvd_job *j);
-    /* The NCCL_REQUEST of generation gen could not be queued on m's connection peer (the
-     * outbox's report, after the step that asked; m may be on another connection by then). */
-    void (*nccl_unsent)(struct rdzvd_member *m, uint64_t gen, void *peer,
-                        struct rdzvd_job_now now);
-    /* The store open ask of j's generation gen came back: store on port, or err (< 0; port:
-     * the one asked). j's memory outlives the outbox's pass (freed by a later REAP). */
-    void (*store_opened)(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
-                         uint16_t port, int err, struct rdzvd_job_now now);
+    rdzvd_job_input_fn input;
     /* The network pre-flight's verdict (rdzvd-job-preflight.c, which the machine's steps call
      * down to): put m aside for reason kind why; close the round the check held. NULL: the
      * check runs, and decides nothing. */
@@ -368,7 +361,7 @@ bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
  * queued in the outbox (rdzvd-job-sm.h). NCCL_REQUEST for the job's generation: count ids, and
  * with store its store (its clients from the host's store_allow): 0, or (out of memory for the
  * outbox: sent at once) the op's error; one the connection cannot take when the outbox is
- * carried out comes back as handlers->nccl_unsent. */
+ * carried out comes back as the input NCCL_UNSENT. */
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* The same, with a line for its agent to say (NULL: none). */
@@ -382,7 +375,7 @@ void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why
 void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e);
 void rdzvd_job_flush(const struct rdzvd_job *j);
 /* Open j's generation's store through the outbox (desc, state_name NULL: no journal, port 0:
- * any; fresh: a new generation's): its answer comes back as handlers->store_opened with ask.
+ * any; fresh: a new generation's): its answer comes back as the input STORE_OPENED with ask.
  * 0, or -ENOMEM (nothing queued). Close store through the outbox (drop: its journal too). */
 int rdzvd_job_store_ask(const struct rdzvd_job *j, uint64_t ask, const char *desc,
                         const char *state_name, uint16_t port, bool fresh);
@@ -620,7 +613,7 @@ int rdzvd_job_choose_store(struct rdzvd_job *j, const struct rdzvd_member *m0,
  * needed), 1 (asked: the ROUNDs go once it is open) or a negative errno (the caller ends the
  * job). */
 int rdzvd_job_store_fallback(struct rdzvd_job *j);
-/* The answer to j's store open ask (handlers->store_opened, as an input): not wanted any more
+/* The answer to j's store open ask (the input STORE_OPENED): not wanted any more
  * (another ask since, or the job went), its store closes; else the job goes on. */
 void rdzvd_job_store_opened(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
                             uint16_t port, int err);

@@ -15,21 +15,23 @@
 struct rdzvd_job_handlers; /* rdzvd-job-impl.h: the step's, handed to a job made */
 
 /* The outbox (etcd/raft's Ready). What the machine records and sends is queued in the order it
- * decides it and carried out (the host's ops called, rdzvd-job-sm.h) when the outermost step
- * ends: the records first (ops->record), then the rest. Each
- * function below that changes a job is a step (RDZVD_JOB_STEP(h) at its top, h the job's host;
- * rdzvd_job_step, which each timer's input goes through too, holds one open in its Ready until
- * rdzvd_job_advance). The outermost step's outbox takes what the steps within it queue; a step
- * begun outside any holds its own (in the frame the macro declares), and so does a Ready. So no
- * op runs while a decision is made, and a decision is written before anything it sends goes
- * out; only bind runs at once (a pointer: a connection that closes meanwhile must find its
- * member as decided). A step that an op's own work begins (a connection closing tells its
- * member's job) adds to the pass under way. Loop thread only. */
+ * decides it and carried out (the host's ops called, rdzvd-job-sm.h) when the step ends: the
+ * records first (ops->record), then the rest. Each function below that changes a job opens a
+ * frame of a step (RDZVD_JOB_STEP(h) at its top, h the job's host; rdzvd_job_step, which each
+ * timer's input goes through too, holds its Ready open until rdzvd_job_advance). A frame within
+ * an open step adds to that step's outbox; one opened outside any (a unit test's call) holds its
+ * own (in the frame the macro declares), carried out when it ends. No frame and no step opens
+ * while a Ready is carried out: what comes back then is an input queued for later
+ * (rdzvd_job_input_later), stepped once the Ready is done. So no op runs while a decision is
+ * made, and a decision is written before anything it sends goes out; only bind runs at once (a
+ * pointer: a connection that closes meanwhile must find its member as decided). Loop thread
+ * only. */
 struct rdzvd_job_frame {
     struct rdzvd_job_steps *steps; /* h's (NULL: h was NULL, no step) */
     struct rdzvd_job_outbox out;   /* the step's own, when it is the outermost */
+    bool own;                      /* it opened the outbox, and carries it out at its end */
 };
-/* Opens a step of h (NULL: none, for a list of jobs found empty) in frame f: the value to
+/* Opens a frame of a step of h (NULL: none, for a list of jobs found empty) in f: the value to
  * initialise f with. */
 struct rdzvd_job_frame rdzvd_job_step_begin(const struct rdzvd_job_host *h,
                                             struct rdzvd_job_frame *f);
@@ -37,15 +39,16 @@ void rdzvd_job_step_end(struct rdzvd_job_frame *f);
 #define RDZVD_JOB_STEP(h)                                                                     \
     __attribute__((cleanup(rdzvd_job_step_end))) struct rdzvd_job_frame rdzvd_job_step_ =     \
         rdzvd_job_step_begin((h), &rdzvd_job_step_)
-/* rdzvd_job_step's step, held open in rd (its outbox, unless a step of h is under way) until
- * rdzvd_job_advance closes it. */
+/* rdzvd_job_step's step, held open in rd (its outbox: no other step is open, and no Ready is
+ * carried out) until rdzvd_job_advance closes it: its Ready carried out, then what came back
+ * meanwhile stepped in order. */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd);
 void rdzvd_job_ready_close(struct rdzvd_job_ready *rd);
-/* h's steps keep the records of h's job table (rdzvd_job_host_keep_records): fn is told of
- * records not written (err, the host's; val: a decision when what is RDZVD_CHANGE_DECISION), at
- * now, once the Ready that held them is carried out: never inside a step. fn is kept in h's
- * steps, and h keeps its records (keep_records). */
-void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_unrecorded_fn fn);
+/* h's steps keep the records of h's job table (rdzvd_job_host_keep_records): a record not
+ * written comes back as the input UNRECORDED (its bytes, err the host's), stepped by fn once the
+ * Ready that held it is carried out, in order with the rest that came back: never inside a
+ * step. fn is kept in h's steps, and h keeps its records (keep_records). */
+void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_input_fn fn);
 /* A record of h's job table (a change the store holds: rdzvd_store_change_held) joins the
  * records of the step under way, or outside any is written at once (ops->record). holds: when
  * it is not written, the messages to agents the step queued after it are not sent. */

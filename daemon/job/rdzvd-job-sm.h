@@ -127,19 +127,22 @@ struct rdzvd_job_counts {
     struct rdzv_hist recovery[_RDZV_MARK_MAX][_RDZV_RECOVERY_PHASES];
 };
 
-typedef void (*rdzvd_job_unrecorded_fn)(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                                        const uint8_t *val, size_t vlen, int err,
-                                        struct rdzvd_job_now now);
-struct rdzvd_job_refused;
+struct rdzvd_job_input;
+/* One input stepped by the machine's own code (rdzvd_job_step, then rdzvd_job_advance), at now:
+ * how the queue of inputs that came back (struct rdzvd_job_steps) is run. */
+typedef void (*rdzvd_job_input_fn)(const struct rdzvd_job_host *h,
+                                   const struct rdzvd_job_input *in, struct rdzvd_job_now now);
+struct rdzvd_job_later;
 
 /* The steps under way on a host, shared by its jobs (struct rdzvd_job_host's steps; zeroed
  * before the first), and what the machine keeps across them: nothing of it is in a global, so
- * that two machines in one process share nothing. A step that begins while another is open,
- * or while one's outbox is carried out, adds to that outbox. Loop thread only. */
+ * that two machines in one process share nothing. One step at a time: a step never begins while
+ * another is open or while a Ready is carried out. What comes back meanwhile (a store opened,
+ * an NCCL request not queued, a record refused, a connection gone) waits in later, in order,
+ * each stepped on its own once the Ready is carried out whole. Loop thread only. */
 struct rdzvd_job_steps {
-    struct rdzvd_job_outbox *out; /* the outermost step's, or the one carried out; NULL: none */
-    unsigned depth;               /* steps open (a step may call another: one outbox) */
-    bool draining;                /* carrying out: a step begun now adds to the same pass */
+    struct rdzvd_job_outbox *out; /* the open step's, or the one carried out; NULL: none */
+    bool draining;                /* its Ready is carried out: no step may begin */
     /* The time of the last step (rdzvd_job_step's now), which the machine reads, and what the
      * step queued is carried out at. An entry called outside any step (the unit tests) reads
      * it as its host set it last. */
@@ -149,12 +152,13 @@ struct rdzvd_job_steps {
      * grace the others get is at most this long (rdzvd_job_startup_fail_ms); 0:
      * RDZVD_JOB_STARTUP_FAIL_MS, which a test may make smaller. */
     int64_t startup_fail_ms;
-    /* Who is told of a record of the job table not written (rdzvd_job_records_keep's): each
-     * refusal is queued here while the Ready is carried out, and told once it is, outside any
-     * step (telling: being told). */
-    rdzvd_job_unrecorded_fn unrecorded;
-    struct rdzvd_job_refused *refused, *refused_last;
-    bool telling;
+    /* How a record of the job table not written (rdzvd_job_records_keep's) is stepped: the
+     * input UNRECORDED, queued in later with the rest. */
+    rdzvd_job_input_fn input;
+    /* The inputs that came back, first to last, and whether they are being stepped now
+     * (running: each one's own Ready adds to the queue, and the loop running it goes on). */
+    struct rdzvd_job_later *later, *later_last;
+    bool running;
 };
 
 /* A worker's exit this soon after its generation formed is a start-up failure, and the grace the
@@ -312,10 +316,15 @@ struct rdzvd_job_input {
             uint16_t port;
             int err;
         } store_opened;
+        /* run_id and decision; or, run_id NULL, the record as ops->record refused it (what,
+         * val, vlen), which the step reads. */
         struct {
             const char *run_id;
             const char *decision; /* its name ("formed", "stopped", ...) */
             int err;              /* the negative errno ops->record gave */
+            enum rdzvd_change what;
+            const uint8_t *val;
+            size_t vlen;
         } unrecorded;
     } u;
 };
@@ -407,6 +416,15 @@ struct rdzvd_job_send {
  * *cursor on; false when there is none left. */
 bool rdzvd_job_ready_next(const struct rdzvd_job_ready *ready, const void **cursor,
                           struct rdzvd_job_send *send);
+
+/* What comes back into the machine while a step of h is open or its Ready is carried out (an
+ * op's own work: a connection that closes as a write fails, a fake agent that answers its
+ * ROUND): in, a member's input, is copied with the blen bytes of body that its message pointer
+ * names (NULL: none), and queued. It is stepped at now, after the Ready is carried out and
+ * after what came back before it. True: queued (or lost for want of memory, logged); false:
+ * no step is under way, and the caller steps in itself. */
+bool rdzvd_job_input_later(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                           struct rdzvd_job_now now, const void *body, size_t blen);
 
 /* The records of h's job table (h->record_table, and its secret_table when the same) go to
  * the step that makes them: they wait in its Ready until rdzvd_job_advance hands them to

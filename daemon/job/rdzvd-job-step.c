@@ -48,42 +48,22 @@ static void member_holds(const struct rdzvd_member *m)
     job_holds(m->job);
 }
 
-/* What the outbox could not do (an NCCL_REQUEST not queued, a record not written), or a store's
- * answer, as rdzvd-job-effects.c reports it: an input of a step of its own. */
-static void input_step(struct rdzvd_job *j, const struct rdzvd_job_input *in,
-                       struct rdzvd_job_now now)
+/* What came back while a Ready was carried out (a store's answer, an NCCL_REQUEST not queued, a
+ * record not written, a connection gone), queued by rdzvd-job-effects.c: an input of a step of
+ * its own, run by that file's queue once the Ready is carried out. */
+static void later_input(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                        struct rdzvd_job_now now)
 {
     struct rdzvd_job_ready rd;
 
-    rdzvd_job_step(&j->host, in, now, &rd);
+    rdzvd_job_step(h, in, now, &rd);
     rdzvd_job_advance(&rd);
-}
-
-static void nccl_unsent_input(struct rdzvd_member *m, uint64_t gen, void *peer,
-                              struct rdzvd_job_now now)
-{
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_NCCL_UNSENT, .member = m,
-                                 .u.nccl_unsent = {.generation = gen, .peer = peer}};
-
-    input_step(m->job, &in, now);
-}
-
-static void store_opened_input(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
-                               uint16_t port, int err, struct rdzvd_job_now now)
-{
-    struct rdzvd_job_input in = {
-        .kind = RDZVD_IN_STORE_OPENED,
-        .u.store_opened = {.job = j, .ask = ask, .generation = gen, .store = store, .port = port,
-                           .err = err}};
-
-    input_step(j, &in, now);
 }
 
 /* Every job's, handed to what makes one (rdzvd_job_join, rdzvd_jobs_rebuild_one). */
 static const struct rdzvd_job_handlers job_handlers = {
     .freed = rdzvd_job_freed,
-    .nccl_unsent = nccl_unsent_input,
-    .store_opened = store_opened_input,
+    .input = later_input,
     .put_aside = rdzvd_member_put_aside,
     .close_checked = rdzvd_job_close_checked,
 };
@@ -134,6 +114,30 @@ static void step_nccl_id(struct rdzvd_member *m, const struct rdzvd_job_input *i
         rdzvd_member_nccl_ids(m, (char(*)[RDZV_NCCL_HEX_LEN + 1])n->ids, n->n_ids);
 }
 
+/* A record of h's job table not written (UNRECORDED, stepped once the Ready that held it was
+ * carried out): a decision whose move or JOIN waits on it (rdzvd_decision_holds) fails its job.
+ * The others (ENDED, WAITING, FORGOTTEN) are logged. Given as its bytes, or by run_id. */
+static void step_unrecorded(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in)
+{
+    char run_id[RDZV_ID_MAX + 1];
+    enum rdzvd_decision_kind kind;
+    int err = in->u.unrecorded.err;
+
+    if (in->u.unrecorded.run_id) {
+        rdzvd_jobs_unrecorded(h->jobs, in->u.unrecorded.run_id, in->u.unrecorded.decision, err);
+        return;
+    }
+    if (in->u.unrecorded.what != RDZVD_CHANGE_DECISION ||
+        rdzvd_decision_peek(in->u.unrecorded.val, in->u.unrecorded.vlen, run_id, &kind) < 0) {
+        log_error_errno(err, "a change of the job table was not written");
+        return;
+    }
+    log_warn_errno(err, "job=%s: its decision '%s' was not written to its job table", run_id,
+                   rdzvd_decision_name(kind));
+    if (rdzvd_decision_holds(kind))
+        rdzvd_jobs_unrecorded(h->jobs, run_id, rdzvd_decision_name(kind), err);
+}
+
 /* The operator's and the host's inputs, which name a job by its run id. */
 static void step_host(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                       struct rdzvd_job_ready *rd)
@@ -169,9 +173,8 @@ static void step_host(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
         rdzvd_jobs_drop_all(h->jobs);
         break;
     case RDZVD_IN_UNRECORDED: /* the host op record refused a decision of ours */
-        rdzv_assert(in->u.unrecorded.run_id && in->u.unrecorded.err < 0);
-        rdzvd_jobs_unrecorded(h->jobs, in->u.unrecorded.run_id, in->u.unrecorded.decision,
-                              in->u.unrecorded.err);
+        rdzv_assert(in->u.unrecorded.err < 0);
+        step_unrecorded(h, in);
         break;
     default:
         break;
@@ -296,51 +299,26 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
         break;
     }
     /* Its step stays open until advance: nothing of its outbox has gone out. */
-    rdzv_assert(rd->rc <= 0 && rd->steps_ == jobs->steps && rd->steps_->depth > 0);
+    rdzv_assert(rd->rc <= 0 && rd->steps_ == jobs->steps && rd->steps_->out == &rd->out);
+    rdzv_assert(!rd->steps_->draining);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     rd->reap = rdzvd_job_timers_closing(jobs);
     return rd->rc;
 }
 
-/* What the step queued is carried out at the step's time: a step begun meanwhile (a connection
- * closing) brings a time of its own. */
+/* What the step queued is carried out at the step's time; then what came back meanwhile (a
+ * connection closing), each input at the time it brought. */
 void rdzvd_job_advance(struct rdzvd_job_ready *rd)
 {
-    rdzv_assert(rd && rd->steps_ && rd->steps_->depth > 0); /* its step's, once */
+    rdzv_assert(rd && rd->steps_ && rd->steps_->out == &rd->out); /* its step's, once */
     rdzvd_job_ready_close(rd);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     rd->reap = !rdzv_list_empty(&rd->timers_->closing);
 }
 
-/* A record of h's job table not written, as rdzvd-job-effects.c reports it once the Ready that
- * held it is carried out: a decision whose move or JOIN waits on it (rdzvd_decision_holds) is
- * the input UNRECORDED, a step of its own. The others (ENDED, WAITING, FORGOTTEN) are logged. */
-static void unrecorded_record(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                              const uint8_t *val, size_t vlen, int err, struct rdzvd_job_now now)
-{
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_UNRECORDED};
-    char run_id[RDZV_ID_MAX + 1];
-    enum rdzvd_decision_kind kind;
-    struct rdzvd_job_ready rd;
-
-    if (what != RDZVD_CHANGE_DECISION || rdzvd_decision_peek(val, vlen, run_id, &kind) < 0) {
-        log_error_errno(err, "a change of the job table was not written");
-        return;
-    }
-    log_warn_errno(err, "job=%s: its decision '%s' was not written to its job table", run_id,
-                   rdzvd_decision_name(kind));
-    if (!rdzvd_decision_holds(kind))
-        return;
-    in.u.unrecorded.run_id = run_id;
-    in.u.unrecorded.decision = rdzvd_decision_name(kind);
-    in.u.unrecorded.err = err;
-    rdzvd_job_step(h, &in, now, &rd);
-    rdzvd_job_advance(&rd);
-}
-
 void rdzvd_job_host_keep_records(struct rdzvd_job_host *h)
 {
-    rdzvd_job_records_keep(h, unrecorded_record);
+    rdzvd_job_records_keep(h, later_input);
 }
 
 void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)

@@ -139,10 +139,14 @@ static struct rdzvd_job_now clock_now(void)
 }
 
 /* One input into the job machine, its Ready carried out at once: for the inputs that owe their
- * connection no answer of the machine's. ready->rc. */
+ * connection no answer of the machine's. ready->rc. One that comes while a Ready is carried out
+ * (a connection closing as the outbox writes to it) is queued, and stepped once that Ready is
+ * done: 0. */
 static int step(struct rdzvd_jobs *jobs, const struct rdzvd_job_input *in,
                 struct rdzvd_job_ready *rd)
 {
+    if (in->member && rdzvd_job_input_later(&jobs->host, in, clock_now(), NULL, 0))
+        return 0;
     rdzvd_job_step(&jobs->host, in, clock_now(), rd);
     rdzvd_job_advance(rd);
     clock_arm(jobs, rd);

@@ -7,9 +7,40 @@
 /* ---- inputs through the machine's step (rdzvd_job_step), as rdzvd's adapters feed them: at
  * the tests' clock, what the step queued carried out at once ---- */
 
+/* The bytes of a member's message in names (what a queued input keeps a copy of). */
+static inline size_t jt_body_len(const struct rdzvd_job_input *in)
+{
+    switch (in->kind) {
+    case RDZVD_IN_HEARTBEAT:
+        return sizeof(*in->u.heartbeat);
+    case RDZVD_IN_LEAVE:
+        return sizeof(*in->u.leave);
+    case RDZVD_IN_READY:
+        return sizeof(*in->u.ready);
+    case RDZVD_IN_CANCEL:
+        return sizeof(*in->u.cancel);
+    case RDZVD_IN_UNHEALTHY:
+        return sizeof(*in->u.unhealthy);
+    case RDZVD_IN_WORKER_EXIT:
+        return sizeof(*in->u.worker_exit);
+    default:
+        return 0;
+    }
+}
+
+/* A fake agent that answers while a Ready is carried out (its ROUND, a connection closing in a
+ * host op) is queued, as rdzvd-job-wire.c does: stepped once the Ready is done; rd then says
+ * nothing (rc 0). */
 static inline int jt_step(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
                           struct rdzvd_job_ready *rd)
 {
+    size_t blen = in->member ? jt_body_len(in) : 0;
+
+    if (in->member && rdzvd_job_input_later(h, in, jt_clock(), blen ? in->u.heartbeat : NULL,
+                                            blen)) {
+        memset(rd, 0, sizeof(*rd));
+        return 0;
+    }
     rdzvd_job_step(h, in, jt_clock(), rd);
     rdzvd_job_advance(rd);
     jt_ready_deadline_ms = rd->next_deadline_ms;

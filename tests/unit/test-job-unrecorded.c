@@ -9,29 +9,23 @@
 /* How many decisions FORMED not written were told to unrecorded_outside. */
 static int told_outside;
 
-/* The host's unrecorded, as rdzvd-job-step.c's: it checks that no step is open and no Ready is
- * being carried out when it is told, then steps UNRECORDED as rdzvd does (for a decision that
- * holds). */
-static void unrecorded_outside(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                               const uint8_t *val, size_t vlen, int err, struct rdzvd_job_now now)
+/* The machine's input fn for a record not written, as rdzvd-job-step.c's: it checks that no
+ * step is open and no Ready is being carried out when the queued UNRECORDED is stepped, then
+ * steps it as rdzvd does. */
+static void unrecorded_outside(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in,
+                               struct rdzvd_job_now now)
 {
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_UNRECORDED};
     char run_id[RDZV_ID_MAX + 1];
     enum rdzvd_decision_kind kind;
     struct rdzvd_job_ready rd;
 
     ASSERT_NULL(jt_steps.out);
     ASSERT_FALSE(jt_steps.draining);
-    ASSERT_EQ(jt_steps.depth, 0);
-    ASSERT_EQ(what, RDZVD_CHANGE_DECISION);
-    ASSERT_OK(rdzvd_decision_peek(val, vlen, run_id, &kind));
+    ASSERT_EQ(in->kind, RDZVD_IN_UNRECORDED);
+    ASSERT_EQ(in->u.unrecorded.what, RDZVD_CHANGE_DECISION);
+    ASSERT_OK(rdzvd_decision_peek(in->u.unrecorded.val, in->u.unrecorded.vlen, run_id, &kind));
     told_outside += kind == RDZVD_DECIDE_FORMED;
-    if (!rdzvd_decision_holds(kind))
-        return; /* the job's ENDED, its journal failed: logged only */
-    in.u.unrecorded.run_id = run_id;
-    in.u.unrecorded.decision = rdzvd_decision_name(kind);
-    in.u.unrecorded.err = err;
-    rdzvd_job_step(h, &in, now, &rd);
+    rdzvd_job_step(h, in, now, &rd);
     rdzvd_job_advance(&rd);
 }
 

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-queue.c: what comes back while a Ready is carried out (a store opened, a connection
+ * gone) is an input of a step of its own, stepped once that Ready is carried out whole
+ * (docs/design/architecture.md, "The job machine and its adapters"), driven with fake agents
+ * (jobtest.h). */
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+
+/* The ops the host saw, one letter each, in the order they ran. */
+static char op_log[256];
+static size_t op_n;
+
+static void log_op(char c)
+{
+    if (op_n + 1 < sizeof(op_log))
+        op_log[op_n++] = c;
+    op_log[op_n] = '\0';
+}
+
+static void q_joined(void *peer, const char *run_id, int64_t waiting, bool spare, bool resumed,
+                     uint64_t generation, bool inplace, const char *secret, const char *warning)
+{
+    log_op('J');
+    fake_joined(peer, run_id, waiting, spare, resumed, generation, inplace, secret, warning);
+}
+
+static void q_round(void *peer, struct rdzv_round *rd)
+{
+    log_op('R');
+    fake_round(peer, rd);
+}
+
+static void q_event(void *peer, const struct rdzv_event *e)
+{
+    log_op('E');
+    fake_event(peer, e);
+}
+
+static void q_close(void *peer, const char *reason)
+{
+    log_op('X');
+    fake_close(peer, reason);
+}
+
+static void q_flush(void *ud)
+{
+    log_op('F');
+    fake_flush(ud);
+}
+
+static int q_store_open(void *ud, const char *desc, const char *state_name, uint16_t port,
+                        void **store, uint16_t *port_out)
+{
+    log_op('O');
+    return fake_store_open(ud, desc, state_name, port, store, port_out);
+}
+
+static void q_store_close(void *ud, void *store, bool drop)
+{
+    log_op('C');
+    fake_store_close(ud, store, drop);
+}
+
+static const struct rdzvd_job_ops q_ops = {
+    .joined = q_joined,
+    .round = q_round,
+    .event = q_event,
+    .nccl_request = fake_nccl_request,
+    .close = q_close,
+    .dismiss = fake_dismiss,
+    .preflight = fake_preflight,
+    .bind = fake_bind,
+    .unread = fake_unread,
+    .flush = q_flush,
+    .store_open = q_store_open,
+    .store_close = q_store_close,
+    .record = fake_record,
+};
+
+static char send_letter(enum rdzvd_job_send_kind kind)
+{
+    switch (kind) {
+    case RDZVD_SEND_JOINED:
+        return 'J';
+    case RDZVD_SEND_ROUND:
+        return 'R';
+    case RDZVD_SEND_EVENT:
+        return 'E';
+    case RDZVD_SEND_CLOSE:
+        return 'X';
+    case RDZVD_SEND_FLUSH:
+        return 'F';
+    case RDZVD_SEND_STORE_OPEN:
+        return 'O';
+    case RDZVD_SEND_STORE_CLOSE:
+        return 'C';
+    default:
+        return '?';
+    }
+}
+
+/* The second JOIN closes the round, and its Ready asks rdzvd's own store. The store's answer
+ * (the input STORE_OPENED, which sends the ROUNDs) is stepped after everything that Ready held
+ * is carried out, never in the middle of it. */
+static void test_store_answer_after_the_ready(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = &f[1]};
+    struct rdzvd_job_ready rd;
+    struct rdzvd_job_send s;
+    const void *at = NULL;
+    char want[64];
+    size_t n = 0;
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ops = &q_ops;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 0);
+    in.u.join = &jn;
+    op_n = 0;
+    op_log[0] = '\0';
+    ASSERT_OK(rdzvd_job_step(&e.h, &in, jt_clock(), &rd));
+    while (rdzvd_job_ready_next(&rd, &at, &s) && n + 1 < sizeof(want))
+        want[n++] = send_letter(s.kind);
+    want[n] = '\0';
+    ASSERT_TRUE(strchr(want, 'O') != NULL); /* the Ready asks the store */
+    ASSERT_TRUE(strchr(want, 'R') == NULL); /* and sends no ROUND: the answer does */
+    rdzvd_job_advance(&rd);
+    if (strncmp(op_log, want, n) != 0)
+        fprintf(stderr, "# the Ready held %s; the host saw %s\n", want, op_log);
+    ASSERT_TRUE(strncmp(op_log, want, n) == 0);
+    ASSERT_TRUE(strchr(op_log + n, 'R') != NULL); /* then the answer's ROUNDs */
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(f[1].nrounds, 1);
+    env_done(&e);
+}
+
+/* A member's connection closes while the Ready that asks its round's store is carried out (the
+ * host's store_open: an op's own work, as a write that fails closes a connection in rdzvd). Its
+ * input GONE is queued: while that Ready is carried out the job still holds both members. It is
+ * stepped once the Ready is done, before the store's answer (queued after it), so the round is
+ * undone and the store that comes for it is closed, not used. */
+static struct fake *gone_on_open;
+static int64_t members_when_gone = -1;
+
+static void gone_while_carried_out(struct env *e)
+{
+    struct rdzvd_member *m = gone_on_open ? gone_on_open->m : NULL;
+
+    gone_on_open = NULL;
+    if (!m)
+        return;
+    jt_gone(m);
+    members_when_gone = rdzvd_job_view(&e->jobs, "job")->nmembers;
+}
+
+static void test_gone_while_carried_out_is_stepped_after(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    e.h.ops = &q_ops;
+    e.store_opening = gone_while_carried_out;
+    gone_on_open = &f[0];
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 0);
+    op_n = 0;
+    ASSERT_OK(join(&e, &f[1], &jn));
+    ASSERT_EQ(members_when_gone, 2); /* not stepped inside the Ready */
+    ASSERT_EQ(rdzvd_job_view(&e.jobs, "job")->nmembers, 1); /* stepped after it */
+    ASSERT_EQ(e.stores_open, 1);
+    ASSERT_EQ(e.stores_closed, 1); /* the answer came after GONE: not used */
+    ASSERT_EQ(f[0].nrounds + f[1].nrounds, 0);
+    ASSERT_TRUE(strncmp(op_log, "JO", 2) == 0);
+    env_done(&e);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-queue", RDZV_LOG_ERROR);
+    TEST(test_store_answer_after_the_ready);
+    TEST(test_gone_while_carried_out_is_stepped_after);
+    return tap_done();
+}
