@@ -17,8 +17,10 @@
  * Threads: everything on the loop thread, from the host's read/close callbacks or from the
  * state machine's own timers. The ops are called from rdzvd_job_advance (the step's records,
  * then its outbox), never while the machine decides (but store_open for a job a JOIN rebuilds:
- * the JOIN's answer waits for it); an op's own work may begin another step (a connection
- * closing).
+ * the JOIN's answer waits for it). One step at a time: no step begins inside another, nor while
+ * a Ready is carried out. What comes back meanwhile (a store opened, a connection closing as an
+ * op writes to it) is queued as an input (rdzvd_job_input_later), and stepped once that Ready
+ * is carried out whole, first to last.
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, once the host reaps their closed timers). A peer pointer is the host's; the
@@ -332,9 +334,9 @@ struct rdzvd_job_input {
 /* What the step hands back: the answers to the input, and in its outbox what it records (the
  * job table's changes) and what it sends to members' connections and the host, until
  * rdzvd_job_advance writes the records through ops->record and then carries the rest out (read
- * the sends with rdzvd_job_ready_next). A step taken while another step of its host is open, or
- * while that one's outbox is carried out (an op's own work: a connection closing), adds to that
- * outbox. */
+ * the sends with rdzvd_job_ready_next); then it steps what came back meanwhile, each input with
+ * its own Ready. No step may be taken while another of its host is open or its Ready is carried
+ * out (asserted). */
 struct rdzvd_job_ready {
     int rc;       /* 0, or a negative errno: the input is refused (err says why) */
     char err[RDZV_ERROR_MAX + 1];
