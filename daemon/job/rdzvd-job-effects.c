@@ -23,6 +23,7 @@
 #include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
+#include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-world.h"
 
@@ -382,7 +383,12 @@ enum effect_kind {
     EFF_FLUSH = RDZVD_SEND_FLUSH,
     EFF_STORE_OPEN = RDZVD_SEND_STORE_OPEN,
     EFF_STORE_CLOSE = RDZVD_SEND_STORE_CLOSE,
-    EFF_PREFLIGHT = RDZVD_SEND_PREFLIGHT
+    EFF_PREFLIGHT = RDZVD_SEND_PREFLIGHT,
+    EFF_KEEP_ENDED = RDZVD_SEND_KEEP_ENDED,
+    EFF_KEEP_END = RDZVD_SEND_KEEP_END,
+    EFF_KEEP_WAITING = RDZVD_SEND_KEEP_WAITING,
+    EFF_TAKE_WAITING = RDZVD_SEND_TAKE_WAITING,
+    EFF_LOST = RDZVD_SEND_LOST
 };
 
 struct rdzvd_job_shared {
@@ -438,6 +444,27 @@ struct rdzvd_job_effect {
             void *store;
             bool drop;
         } close; /* STORE_CLOSE */
+        /* What the host's tables learn (peer: the host's ended, or lost's ud), with the host's
+         * function for it: a copy, as a job's host may go. */
+        struct {
+            const struct rdzvd_job *j; /* its memory outlives the pass (freed by a REAP) */
+            void (*fn)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
+        } ended; /* KEEP_ENDED */
+        struct {
+            struct rdzvd_job_end *end;
+            struct rdzvd_job_now now;
+            void (*fn)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job_end *e,
+                       struct rdzvd_job_now now);
+        } end; /* KEEP_END */
+        struct {
+            char *run_id;
+            uint64_t since_ms;
+            uint16_t port;
+            void (*keep)(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms,
+                         uint16_t port);
+            uint64_t (*take)(struct rdzvd_ended_jobs *ended, const char *run_id);
+        } waiting; /* KEEP_WAITING, TAKE_WAITING */
+        void (*lost)(void *ud); /* LOST */
     } u;
 };
 
@@ -474,6 +501,13 @@ static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
         break;
     case EFF_PREFLIGHT:
         free(e->u.preflight);
+        break;
+    case EFF_KEEP_END:
+        free(e->u.end.end);
+        break;
+    case EFF_KEEP_WAITING:
+    case EFF_TAKE_WAITING:
+        free(e->u.waiting.run_id);
         break;
     default:
         break;
@@ -631,6 +665,21 @@ static void carry(struct rdzvd_job_effect *e)
     case EFF_PREFLIGHT:
         if (e->ops->preflight)
             e->ops->preflight(e->peer, e->u.preflight);
+        break;
+    case EFF_KEEP_ENDED:
+        e->u.ended.fn(e->peer, e->u.ended.j);
+        break;
+    case EFF_KEEP_END:
+        e->u.end.fn(e->peer, e->u.end.end, e->u.end.now);
+        break;
+    case EFF_KEEP_WAITING:
+        e->u.waiting.keep(e->peer, e->u.waiting.run_id, e->u.waiting.since_ms, e->u.waiting.port);
+        break;
+    case EFF_TAKE_WAITING:
+        (void)e->u.waiting.take(e->peer, e->u.waiting.run_id);
+        break;
+    case EFF_LOST:
+        e->u.lost(e->peer);
         break;
     }
 }
@@ -913,6 +962,20 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
     case EFF_PREFLIGHT:
         send->preflight = e->u.preflight;
         break;
+    case EFF_KEEP_ENDED:
+        send->run_id = e->u.ended.j->run_id;
+        break;
+    case EFF_KEEP_END:
+        send->run_id = e->u.end.end->run_id;
+        break;
+    case EFF_KEEP_WAITING:
+    case EFF_TAKE_WAITING:
+        send->run_id = e->u.waiting.run_id;
+        send->since_ms = e->u.waiting.since_ms;
+        send->port = e->u.waiting.port;
+        break;
+    case EFF_LOST:
+        break;
     }
     return true;
 }
@@ -1187,4 +1250,96 @@ int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
                              uint16_t *port_out)
 {
     return j->host.ops->store_open(j->host.ud, desc, state_name, port, store, port_out);
+}
+
+/* ---- what the host's tables must learn: effects too, carried out in order ---- */
+
+static void host_lost(const char *what)
+{
+    log_error("out of memory queueing %s for the host's tables: dropped", what);
+}
+
+void rdzvd_job_tell_ended(const struct rdzvd_job *j)
+{
+    struct rdzvd_job_effect *e;
+
+    if (!j->host.keep_ended)
+        return;
+    if (!(e = effect_new(EFF_KEEP_ENDED, j->host.ops, j->host.ended))) {
+        host_lost("a job that ended");
+        return;
+    }
+    e->u.ended.j = j;
+    e->u.ended.fn = j->host.keep_ended;
+    post(j->host.steps, e);
+}
+
+void rdzvd_job_tell_end(const struct rdzvd_job_host *h, const struct rdzvd_job_end *end)
+{
+    struct rdzvd_job_effect *e;
+
+    if (!h->keep_end || !h->ended)
+        return;
+    e = effect_new(EFF_KEEP_END, h->ops, h->ended);
+    if (!e || !(e->u.end.end = malloc(sizeof(*end)))) {
+        free(e);
+        host_lost("how a job ended");
+        return;
+    }
+    *e->u.end.end = *end;
+    e->u.end.now = h->steps->now;
+    e->u.end.fn = h->keep_end;
+    post(h->steps, e);
+}
+
+/* A note of run_id's waiting (kind KEEP_WAITING or TAKE_WAITING), or NULL: out of memory. */
+static struct rdzvd_job_effect *waiting_new(const struct rdzvd_job_host *h,
+                                            enum effect_kind kind, const char *run_id)
+{
+    struct rdzvd_job_effect *e = effect_new(kind, h->ops, h->ended);
+
+    if (e && !(e->u.waiting.run_id = strdup(run_id))) {
+        free(e);
+        e = NULL;
+    }
+    if (!e)
+        host_lost("a job's waiting for its nodes");
+    return e;
+}
+
+void rdzvd_job_tell_waiting(const struct rdzvd_job_host *h, const char *run_id,
+                            uint64_t since_ms, uint16_t port)
+{
+    struct rdzvd_job_effect *e;
+
+    if (!h->keep_waiting || !h->ended || !(e = waiting_new(h, EFF_KEEP_WAITING, run_id)))
+        return;
+    e->u.waiting.since_ms = since_ms;
+    e->u.waiting.port = port;
+    e->u.waiting.keep = h->keep_waiting;
+    post(h->steps, e);
+}
+
+void rdzvd_job_tell_taken(const struct rdzvd_job_host *h, const char *run_id)
+{
+    struct rdzvd_job_effect *e;
+
+    if (!h->take_waiting || !h->ended || !(e = waiting_new(h, EFF_TAKE_WAITING, run_id)))
+        return;
+    e->u.waiting.take = h->take_waiting;
+    post(h->steps, e);
+}
+
+void rdzvd_job_tell_lost(const struct rdzvd_job_host *h)
+{
+    struct rdzvd_job_effect *e;
+
+    if (!h->lost)
+        return;
+    if (!(e = effect_new(EFF_LOST, h->ops, h->lost_ud))) {
+        host_lost("a member lost");
+        return;
+    }
+    e->u.lost = h->lost;
+    post(h->steps, e);
 }

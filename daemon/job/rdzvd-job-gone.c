@@ -87,7 +87,7 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     bool signalled = m->signalled; /* it left on a signal from outside: nothing is charged */
     /* placed only because MIN needed it, past the bound, and not seen running: charged */
     bool charge = m->placed_spent && !member_seen_running(m);
-    void (*lost)(void *) = j->host.lost, *lost_ud = j->host.lost_ud;
+    const struct rdzvd_job_host *jh = &j->host; /* j's memory outlives the step */
     int64_t rank = m->node_rank;
     double lost_since_s = m->lost_since_s;
     char cause[RDZV_SUMMARY_MAX + 1];
@@ -111,8 +111,8 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
         rdzvd_job_peer_dismiss(j, peer, dismiss);
     else if (peer)
         rdzvd_job_peer_close(j, peer, why); /* its member is detached: no second report */
-    if (lost && !left && st != JOB_ENDED)
-        lost(lost_ud); /* a failure, not a member that was done */
+    if (!left && st != JOB_ENDED)
+        rdzvd_job_tell_lost(jh); /* a failure, not a member that was done */
     if (last)
         return; /* the job went with its last member */
     switch (st) {
@@ -215,10 +215,8 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
                  strerror(-r));
         return r;
     }
-    if (h->take_waiting && h->ended)
-        (void)h->take_waiting(h->ended, run_id);
-    if (h->keep_end && h->ended)
-        h->keep_end(h->ended, &end.end, h->steps->now);
+    rdzvd_job_tell_taken(h, run_id);
+    rdzvd_job_tell_end(h, &end.end);
     return 0;
 }
 

@@ -382,6 +382,18 @@ int rdzvd_job_store_ask(const struct rdzvd_job *j, uint64_t ask, const char *des
 void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop);
 /* The one store open still made within a step, for a JOIN whose answer depends on it (a job
  * rebuilt by the JOIN): the host's op, at once. */
+/* What the host's tables must learn, as effects of the step under way (outside any step: at
+ * once), each only when the host has the table (struct rdzvd_job_host): job j ended and goes
+ * (keep_ended, which reads j when carried out: its memory outlives the step); how a job ended,
+ * as its record keeps it (keep_end, at the step's time); run_id waits for its nodes since
+ * since_ms, its store's port kept (keep_waiting); run_id's note of waiting goes (take_waiting);
+ * a member was lost before it was done (lost). */
+void rdzvd_job_tell_ended(const struct rdzvd_job *j);
+void rdzvd_job_tell_end(const struct rdzvd_job_host *h, const struct rdzvd_job_end *end);
+void rdzvd_job_tell_waiting(const struct rdzvd_job_host *h, const char *run_id,
+                            uint64_t since_ms, uint16_t port);
+void rdzvd_job_tell_taken(const struct rdzvd_job_host *h, const char *run_id);
+void rdzvd_job_tell_lost(const struct rdzvd_job_host *h);
 int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
                              const char *state_name, uint16_t port, void **store,
                              uint16_t *port_out);

@@ -429,7 +429,7 @@ static int keep_end(const struct rdzvd_job_end *e, void *ud)
 {
     const struct rdzvd_job_host *h = ud;
 
-    h->keep_end(h->ended, e, h->steps->now);
+    rdzvd_job_tell_end(h, e);
     return 0;
 }
 
@@ -462,7 +462,11 @@ void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,
      * time counted afresh. */
     if (job_rebuild_recorded(h, run_id, handlers) && h->keep_waiting && h->ended &&
         !rdzvd_job_find(h->jobs, run_id))
-        h->keep_waiting(h->ended, run_id, rdzvd_job_now_ms(h), 0);
+        rdzvd_job_tell_waiting(h, run_id,
+                               rdzvd_jobs_waiting_since(h, run_id, rdzvd_job_now_ms(h),
+                                                        rdzvd_job_now_ms(h),
+                                                        (int64_t)(rdzvd_job_wall_s(h) * 1000)),
+                               0);
 }
 
 /* The JOIN proves it is m's agent: it carries the secret m was given in JOINED (a node id alone,

@@ -98,8 +98,8 @@ void rdzvd_job_freed(struct rdzvd_job *j)
 void rdzvd_job_free(struct rdzvd_job *j)
 {
     rdzvd_job_note(j, false, "removed (generation %" PRIu64 ")", j->generation);
-    if (j->state == JOB_ENDED && !j->shutting_down && j->host.keep_ended)
-        j->host.keep_ended(j->host.ended, j);
+    if (j->state == JOB_ENDED && !j->shutting_down)
+        rdzvd_job_tell_ended(j);
     /* A job's record lives until the job ends (rdzvd_job_end forgot it): one that formed a
      * generation waits for its nodes' agents, which may be in their reconnect backoff. One
      * that never formed has nothing running that could come back. */
@@ -112,10 +112,13 @@ void rdzvd_job_free(struct rdzvd_job *j)
          * rebuild nobody came back to, a JOIN refused): --abandon-after runs from then. */
         if (j->had_member)
             rdzvd_job_save_leaving(j);
-        j->host.keep_waiting(j->host.ended, j->run_id,
-                             j->had_member || !j->waiting_since_ms ? rdzvd_job_now_ms(&j->host)
-                                                                   : j->waiting_since_ms,
-                             j->state == JOB_RUNNING && !j->store_addr[0] ? j->store_port : 0);
+        uint64_t now = rdzvd_job_now_ms(&j->host);
+        uint64_t since = j->had_member || !j->waiting_since_ms ? now : j->waiting_since_ms;
+
+        since = rdzvd_jobs_waiting_since(&j->host, j->run_id, since, now,
+                                         (int64_t)(rdzvd_job_wall_s(&j->host) * 1000));
+        rdzvd_job_tell_waiting(&j->host, j->run_id, since,
+                               j->state == JOB_RUNNING && !j->store_addr[0] ? j->store_port : 0);
     }
     rdzv_list_del(&j->node);
     rdzvd_job_close_store(j);

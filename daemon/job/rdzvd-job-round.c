@@ -467,8 +467,7 @@ void rdzvd_job_fired(struct rdzvd_job *j)
          * job's nodes: numbering goes on, the budget is not charged. */
         rdzvd_job_restart(j, RDZV_MARK_NODE_LOST,
                           j->nin_round == 0 ? "no node of it came back" : NULL, 1, why);
-        if (j->host.lost)
-            j->host.lost(j->host.lost_ud); /* their hosts may have held replicas */
+        rdzvd_job_tell_lost(&j->host); /* their hosts may have held replicas */
     }
 }
 

@@ -194,8 +194,10 @@ struct rdzvd_job_host {
     /* --allow-store-from as given (NULL: anywhere): node rank 0's agent applies it to the store
      * it hosts. */
     const char *store_allow;
-    /* A job that ended is handed to keep_ended(ended, j) when its last member is gone (status
-     * keeps it a while: rdzvd-job-status.h); NULL: not kept. */
+    /* What the host's tables must learn. Each function below but take_waiting is called as an
+     * effect of a step's Ready, in order with the rest (RDZVD_SEND_KEEP_ENDED, ...), never while
+     * the machine decides. A job that ended is handed to keep_ended(ended, j) when its last
+     * member is gone (status keeps it a while: rdzvd-job-status.h); NULL: not kept. */
     struct rdzvd_ended_jobs *ended;
     /* This rdzvd's incarnation (JOINED incarnation, 1.18), drawn at its start; 0: none. A
      * resume that names it, of a job rdzvd holds neither in memory nor in a record, is of a job
@@ -394,6 +396,15 @@ enum rdzvd_job_send_kind {
     RDZVD_SEND_STORE_OPEN,
     RDZVD_SEND_STORE_CLOSE,
     RDZVD_SEND_PREFLIGHT, /* preflight: measure a link (1.23) */
+    /* What the host's tables must learn (struct rdzvd_job_host's keep_ended, keep_end,
+     * keep_waiting, take_waiting and lost), carried out in order with the rest: a job that
+     * ended and went (run_id); how a job ended, from its record (run_id); a job waiting for its
+     * nodes since since_ms (run_id, port); run_id's note of waiting to forget; a member lost. */
+    RDZVD_SEND_KEEP_ENDED,
+    RDZVD_SEND_KEEP_END,
+    RDZVD_SEND_KEEP_WAITING,
+    RDZVD_SEND_TAKE_WAITING,
+    RDZVD_SEND_LOST,
 };
 
 struct rdzvd_job_send {
@@ -412,6 +423,7 @@ struct rdzvd_job_send {
     bool fresh, drop;              /* STORE_OPEN; STORE_CLOSE */
     void *handle;                  /* STORE_CLOSE: the store */
     const struct rdzv_preflight *preflight; /* PREFLIGHT */
+    uint64_t since_ms;                      /* KEEP_WAITING */
 };
 
 /* The next thing ready's outbox holds after *cursor (NULL: from the first) into *send, moving

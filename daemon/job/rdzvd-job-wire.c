@@ -854,15 +854,13 @@ void rdzvd_jobs_deposed(struct rdzvd_jobs *jobs)
     rdzvd_waiting_jobs_clear(&jobs->ended); /* the next leader counts and abandons */
 }
 
-/* host keep_waiting, in a step: noted (since its record says, or recorded) at the step's time,
- * and the abandonment timer follows. */
+/* host keep_waiting, an effect of a step's Ready: noted (since_ms as the step found it in its
+ * record, or recorded), and the abandonment timer follows. */
 static void jobs_keep_waiting(struct rdzvd_ended_jobs *ended, const char *run_id,
                               uint64_t since_ms, uint16_t port)
 {
     struct rdzvd_jobs *jobs = rdzv_container_of(ended, struct rdzvd_jobs, ended);
 
-    since_ms = rdzvd_jobs_waiting_since(&jobs->host, run_id, since_ms, jobs->steps.now.ms,
-                                        (int64_t)(jobs->steps.now.wall_s * 1000));
     rdzvd_waiting_jobs_add(ended, run_id, since_ms, port);
     rdzvd_abandon_arm(jobs->abandon);
 }

@@ -179,10 +179,92 @@ static void test_gone_while_carried_out_is_stepped_after(void)
     env_done(&e);
 }
 
+/* What the host's tables learn (a job that ended and went, one waiting for its nodes, a member
+ * lost) is an effect of the Ready too: each host function runs as the Ready is carried out,
+ * never while the machine decides, and the Ready lists it. */
+static int n_kept_ended, n_kept_waiting, n_lost;
+
+static void t_keep_ended(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j)
+{
+    jt_not_deciding("keep_ended");
+    n_kept_ended++;
+    rdzvd_ended_jobs_add(ended, j);
+}
+
+static void t_keep_waiting(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms,
+                           uint16_t port)
+{
+    jt_not_deciding("keep_waiting");
+    n_kept_waiting++;
+    rdzvd_waiting_jobs_add(ended, run_id, since_ms, port);
+}
+
+static void t_lost(void *ud)
+{
+    (void)ud;
+    jt_not_deciding("lost");
+    n_lost++;
+}
+
+static void host_tables(struct env *e)
+{
+    e->h.ended = &e->ended;
+    e->h.keep_ended = t_keep_ended;
+    e->h.keep_waiting = t_keep_waiting;
+    e->h.lost = t_lost;
+}
+
+/* m's connection closes: GONE, and how many of the Ready's effects are of kind. */
+static int gone_sends(struct rdzvd_member *m, enum rdzvd_job_send_kind kind)
+{
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_GONE, .member = m};
+    struct rdzvd_job_ready rd;
+    int n;
+
+    ASSERT_OK(rdzvd_job_step(&m->job->host, &in, jt_clock(), &rd));
+    n = jt_sends(&rd, kind, NULL);
+    rdzvd_job_advance(&rd);
+    return n;
+}
+
+static void test_host_tables_learn_from_the_ready(void)
+{
+    struct fake f[2] = {0}, g[2] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    n_kept_ended = n_kept_waiting = n_lost = 0;
+    env_init(&e, fd);
+    host_tables(&e);
+    join_n(&e, f, 2, join_of(0, 2, 2, 1));
+    ASSERT_EQ(f[0].nrounds, 1);
+    ASSERT_EQ(gone_sends(f[0].m, RDZVD_SEND_LOST), 1); /* lost while it ran */
+    ASSERT_EQ(n_lost, 1);
+    /* The last member gone before the job ended: it waits for its nodes in its record. */
+    ASSERT_EQ(gone_sends(f[1].m, RDZVD_SEND_KEEP_WAITING), 1);
+    ASSERT_EQ(n_kept_waiting, 1);
+    ASSERT_EQ(n_kept_ended, 0);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+
+    env_init(&e, -1);
+    host_tables(&e);
+    join_n(&e, g, 2, join_of(0, 2, 2, 1));
+    jt_leave(g[0].m, 1, true);
+    jt_leave(g[1].m, 1, true);
+    ASSERT_TRUE(event_is(&g[0], "succeeded"));
+    ASSERT_EQ(gone_sends(g[0].m, RDZVD_SEND_KEEP_ENDED), 0);
+    ASSERT_EQ(gone_sends(g[1].m, RDZVD_SEND_KEEP_ENDED), 1); /* the job went with it */
+    ASSERT_EQ(n_kept_ended, 1);
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-queue", RDZV_LOG_ERROR);
     TEST(test_store_answer_after_the_ready);
     TEST(test_gone_while_carried_out_is_stepped_after);
+    TEST(test_host_tables_learn_from_the_ready);
     return tap_done();
 }
