@@ -1343,3 +1343,18 @@ void rdzvd_job_tell_lost(const struct rdzvd_job_host *h)
     e->u.lost = h->lost;
     post(h->steps, e);
 }
+
+uint64_t rdzvd_job_input_waiting(const struct rdzvd_job_host *h, const char *run_id)
+{
+    const struct rdzvd_job_input *in = h->steps->in;
+
+    if (!in || !in->waiting)
+        return 0;
+    if (in->kind == RDZVD_IN_JOIN)
+        return in->u.join && !strcmp(in->u.join->run_id, run_id) ? in->waiting[0] : 0;
+    if (in->kind == RDZVD_IN_REBUILD)
+        for (size_t i = 0; i < in->u.rebuild.n; i++)
+            if (!strcmp(in->u.rebuild.ids[i], run_id))
+                return in->waiting[i];
+    return 0;
+}

@@ -394,6 +394,9 @@ void rdzvd_job_tell_waiting(const struct rdzvd_job_host *h, const char *run_id,
                             uint64_t since_ms, uint16_t port);
 void rdzvd_job_tell_taken(const struct rdzvd_job_host *h, const char *run_id);
 void rdzvd_job_tell_lost(const struct rdzvd_job_host *h);
+/* run_id's note of waiting for its nodes, as the input being stepped carries it (its waiting,
+ * for a JOIN of run_id or a REBUILD that lists it), 0: none. */
+uint64_t rdzvd_job_input_waiting(const struct rdzvd_job_host *h, const char *run_id);
 int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
                              const char *state_name, uint16_t port, void **store,
                              uint16_t *port_out);

@@ -62,8 +62,10 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
     rdzvd_job_pf_settings(j, jn);
     j->median_compute_ms = -1;
     j->created_ms = rdzvd_job_now_ms(h);
-    if (h->take_waiting && h->ended)
-        j->waiting_since_ms = h->take_waiting(h->ended, jn->run_id);
+    if (h->take_waiting && h->ended) { /* the note its input carries goes to the job */
+        j->waiting_since_ms = rdzvd_job_input_waiting(h, jn->run_id);
+        rdzvd_job_tell_taken(h, jn->run_id);
+    }
     rdzv_list_init(&j->members);
     j->handlers = handlers;
     rdzv_list_add_tail(h->jobs, &j->node);

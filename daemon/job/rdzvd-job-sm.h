@@ -157,6 +157,9 @@ struct rdzvd_job_steps {
     /* How a record of the job table not written (rdzvd_job_records_keep's) is stepped: the
      * input UNRECORDED, queued in later with the rest. */
     rdzvd_job_input_fn input;
+    /* The input being stepped (rdzvd_job_step), NULL outside: what its host read for the
+     * machine, as now (rdzvd_job_input_waiting). */
+    const struct rdzvd_job_input *in;
     /* The inputs that came back, first to last, and whether they are being stepped now
      * (running: each one's own Ready adds to the queue, and the loop running it goes on). */
     struct rdzvd_job_later *later, *later_last;
@@ -211,8 +214,8 @@ struct rdzvd_job_host {
     /* A job whose last member is gone before it ended keeps its record (it lives until the job
      * ends: its agents may come back): keep_waiting(ended, run_id, since_ms), waiting for its
      * nodes since since_ms (rdzvd_job_now_ms). So are the records rdzvd_jobs_rebuild does not
-     * rebuild. A job made in memory hands its note back: take_waiting(ended, run_id) returns
-     * its since_ms (0: none). NULL: not noted. */
+     * rebuild. A job made in memory takes its note over from its input (the input's waiting),
+     * and take_waiting(ended, run_id) forgets it. NULL: not noted. */
     void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms,
                          uint16_t port);
     uint64_t (*take_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id);
@@ -279,6 +282,11 @@ struct rdzvd_job_input {
     enum rdzvd_job_input_kind kind;
     void *peer;                  /* JOIN: the connection (the host's) */
     struct rdzvd_member *member; /* a member's input */
+    /* JOIN, REBUILD: what the host's table of jobs waiting for their nodes notes (since_ms, 0:
+     * none), read by the host before the step: for the job the JOIN names, or for each of the
+     * rebuild's ids in order. NULL: no note. A job the step makes takes its note over, and its
+     * Ready tells the host to forget it (RDZVD_SEND_TAKE_WAITING). */
+    const uint64_t *waiting;
     union {
         const struct rdzv_join *join;
         const struct rdzv_heartbeat *heartbeat;

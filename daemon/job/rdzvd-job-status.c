@@ -212,6 +212,13 @@ static struct waiting_job *waiting_find(const struct rdzvd_ended_jobs *e, const 
     return NULL;
 }
 
+uint64_t rdzvd_waiting_jobs_peek(const struct rdzvd_ended_jobs *e, const char *run_id)
+{
+    const struct waiting_job *x = waiting_find((struct rdzvd_ended_jobs *)e, run_id);
+
+    return x ? x->since_ms : 0;
+}
+
 uint64_t rdzvd_waiting_jobs_take(struct rdzvd_ended_jobs *e, const char *run_id)
 {
     struct waiting_job *x = waiting_find(e, run_id);

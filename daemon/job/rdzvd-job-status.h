@@ -89,6 +89,9 @@ void rdzvd_waiting_jobs_add(struct rdzvd_ended_jobs *e, const char *run_id, uint
 bool rdzvd_waiting_jobs_port(const struct rdzvd_ended_jobs *e, uint16_t port);
 /* Job run_id is in memory again: its note goes. Returns its since_ms, 0 when it had none. */
 uint64_t rdzvd_waiting_jobs_take(struct rdzvd_ended_jobs *e, const char *run_id);
+/* run_id's note, read only: its since_ms, 0 when it has none (what a JOIN's or REBUILD's input
+ * carries into the machine's step). */
+uint64_t rdzvd_waiting_jobs_peek(const struct rdzvd_ended_jobs *e, const char *run_id);
 /* The job that has waited longest: its run id into run_id and its since into *since_ms; false
  * when none waits. */
 bool rdzvd_waiting_jobs_first(const struct rdzvd_ended_jobs *e, char run_id[RDZV_ID_MAX + 1],

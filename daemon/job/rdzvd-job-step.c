@@ -254,6 +254,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     rdzv_assert(in->kind < RDZVD_IN_KINDS);
     rdzv_assert(now.ms != 0);
     jobs->steps->now = now;
+    jobs->steps->in = in;
     rd->rc = 0;
     rd->err[0] = rd->warning[0] = '\0';
     rd->member = NULL;
@@ -303,6 +304,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     rdzv_assert(!rd->steps_->draining);
     rd->next_deadline_ms = rdzvd_job_timers_first(rd->timers_);
     rd->reap = rdzvd_job_timers_closing(jobs);
+    jobs->steps->in = NULL;
     return rd->rc;
 }
 

@@ -218,9 +218,13 @@ static void rebuild_batch(uv_idle_t *idle)
     struct rdzvd_jobs *jobs = rr->jobs;
     struct rdzvd_job_input in = {.kind = RDZVD_IN_REBUILD};
     struct rdzvd_job_ready rd;
+    uint64_t waiting[REBUILD_BATCH];
 
     in.u.rebuild.ids = rr->ids + rr->next;
     in.u.rebuild.n = rr->n - rr->next < REBUILD_BATCH ? rr->n - rr->next : REBUILD_BATCH;
+    for (size_t i = 0; i < in.u.rebuild.n; i++) /* a job rebuilt takes its note over */
+        waiting[i] = rdzvd_waiting_jobs_peek(&jobs->ended, in.u.rebuild.ids[i]);
+    in.waiting = waiting;
     rr->next += in.u.rebuild.n;
     step(jobs, &in, &rd);
     jobs->ended.n_pending = rr->n - rr->next;
@@ -495,6 +499,7 @@ static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdz
     struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = c, .member = m};
     struct rdzvd_job_ready rd;
     struct rdzv_join jn;
+    uint64_t waiting;
     char err[512];
     int r;
 
@@ -508,6 +513,8 @@ static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdz
         return -EBADMSG;
     }
     in.u.join = &jn;
+    waiting = rdzvd_waiting_jobs_peek(&jobs->ended, jn.run_id); /* its job takes it over */
+    in.waiting = &waiting;
     r = step(jobs, &in, &rd);
     if (r == -EACCES) {
         /* A node the job put aside: told so as a member put aside is, not as a mistake. */

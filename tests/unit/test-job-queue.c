@@ -208,6 +208,7 @@ static void t_lost(void *ud)
 
 static void host_tables(struct env *e)
 {
+    n_kept_ended = n_kept_waiting = n_lost = 0;
     e->h.ended = &e->ended;
     e->h.keep_ended = t_keep_ended;
     e->h.keep_waiting = t_keep_waiting;
@@ -234,7 +235,6 @@ static void test_host_tables_learn_from_the_ready(void)
     int fd = jt_state_dir(path, sizeof(path));
     struct env e;
 
-    n_kept_ended = n_kept_waiting = n_lost = 0;
     env_init(&e, fd);
     host_tables(&e);
     join_n(&e, f, 2, join_of(0, 2, 2, 1));
@@ -260,11 +260,47 @@ static void test_host_tables_learn_from_the_ready(void)
     env_done(&e);
 }
 
+/* A job made in memory takes over the note of its waiting that its input carries (the host read
+ * it before the step), and its Ready tells the host to forget the note (TAKE_WAITING). */
+static void test_join_takes_the_note_its_input_carries(void)
+{
+    struct fake f[2] = {0}, back = {0};
+    struct rdzv_join jn = resume_of(0, 1, 0, 1);
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = &back, .u.join = &jn};
+    struct rdzvd_job_ready rd;
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    uint64_t since;
+    struct env e;
+
+    env_init(&e, fd);
+    host_tables(&e);
+    e.h.take_waiting = rdzvd_waiting_jobs_take;
+    join_n(&e, f, 2, join_of(0, 2, 2, 1));
+    jt_gone(f[0].m);
+    jt_gone(f[1].m);
+    ASSERT_EQ(n_kept_waiting, 1);
+    since = rdzvd_waiting_jobs_peek(&e.ended, "job");
+    ASSERT_TRUE(since > 0);
+    jt_advance(5000);
+    in.waiting = &since;
+    snprintf(jn.secret, sizeof(jn.secret), "%s", e.secrets[0]);
+    ASSERT_OK(rdzvd_job_step(&e.h, &in, jt_clock(), &rd));
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_TAKE_WAITING, NULL), 1);
+    ASSERT_EQ(rdzvd_waiting_jobs_peek(&e.ended, "job"), since); /* not yet: the Ready's */
+    rdzvd_job_advance(&rd);
+    ASSERT_EQ(rdzvd_waiting_jobs_peek(&e.ended, "job"), 0);
+    ASSERT_EQ(rdzvd_job_view(&e.jobs, "job")->waiting_since_ms, since);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-queue", RDZV_LOG_ERROR);
     TEST(test_store_answer_after_the_ready);
     TEST(test_gone_while_carried_out_is_stepped_after);
     TEST(test_host_tables_learn_from_the_ready);
+    TEST(test_join_takes_the_note_its_input_carries);
     return tap_done();
 }
