@@ -39,7 +39,7 @@ SKIP_DIRS = ("debian", "__pycache__")
 PRIVATE_HEADERS = ("daemon/job/rdzvd-job-sm-int.h", "daemon/job/rdzvd-job-impl.h")
 PUBLIC_HEADER = "daemon/job/rdzvd-job-sm.h"
 # 37 of them are test-job-move.c's, whose point is the move table (issue 73 aims at 60).
-PRIVATE_CALLS = 61
+PRIVATE_CALLS = 60
 
 # path: (the most lines it may have, why it is longer than its limit). Split a file, then
 # remove its line here.
