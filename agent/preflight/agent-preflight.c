@@ -384,10 +384,13 @@ struct agent_pf_probe {
     uv_timer_t timer;
     uv_connect_t connect;
     uv_write_t hello_wr;
-    bool done;     /* the callback fired, or the probe was cancelled */
-    bool tcp_open; /* the current connection's handle */
-    unsigned open; /* handles not yet closed */
-    char dir;      /* the way being measured */
+    uint64_t deadline; /* the loop's time when the way being measured ends: its bound */
+    bool connecting;   /* the current connection's connect is under way */
+    bool refused;      /* its connect failed (refused): the next after AGENT_PF_RETRY_MS */
+    bool done;         /* the callback fired, or the probe was cancelled */
+    bool tcp_open;     /* the current connection's handle */
+    unsigned open;     /* handles not yet closed */
+    char dir;          /* the way being measured */
     struct meter m;
     struct pump pump;
     uint8_t report[REPORT_LEN];
@@ -396,6 +399,12 @@ struct agent_pf_probe {
 };
 
 static void probe_way(struct agent_pf_probe *p);
+static void probe_attempt(struct agent_pf_probe *p);
+
+static void probe_retry_fired(uv_timer_t *t)
+{
+    probe_attempt(t->data);
+}
 
 static void probe_release(uv_handle_t *h)
 {
@@ -451,11 +460,45 @@ static void probe_way_done(struct agent_pf_probe *p, double figure)
     probe_finish(p, true);
 }
 
+/* The failed connection is closed: the next attempt, at once or after AGENT_PF_RETRY_MS. */
+static void probe_retry_closed(uv_handle_t *h)
+{
+    struct agent_pf_probe *p = h->data;
+    uint64_t now, wait;
+
+    if (p->done) {
+        probe_release(h);
+        return;
+    }
+    p->tcp_open = false;
+    p->open--;
+    now = uv_now(p->loop);
+    wait = p->refused ? AGENT_PF_RETRY_MS : 0;
+    if (now + wait >= p->deadline)
+        probe_way_done(p, RDZV_PF_UNREACHABLE);
+    else if (wait)
+        uv_timer_start(&p->timer, probe_retry_fired, wait, 0);
+    else
+        probe_attempt(p);
+}
+
+/* The connect failed (refused: nobody listens yet) or took its attempt's time: a new
+ * connection, while the way's bound allows (a busy peer may accept late). */
+static void probe_retry(struct agent_pf_probe *p, bool refused)
+{
+    p->connecting = false;
+    p->refused = refused;
+    uv_timer_stop(&p->timer);
+    uv_close((uv_handle_t *)&p->tcp, probe_retry_closed);
+}
+
 static void probe_timeout(uv_timer_t *t)
 {
     struct agent_pf_probe *p = t->data;
 
-    if (p->dir == 'D' && p->m.started) /* the window's end */
+    if (p->connecting && uv_now(p->loop) < p->deadline)
+        probe_retry(p, false);
+    else if (p->dir == 'D' && p->m.started) /* the window's end */
         probe_way_done(p, mbps(p->m.bytes, meter_us(&p->m)));
     else
         probe_way_done(p, RDZV_PF_UNREACHABLE);
@@ -525,8 +568,18 @@ static void probe_connected(uv_connect_t *req, int status)
 
     if (p->done || uv_is_closing((uv_handle_t *)&p->tcp))
         return;
+    if (status < 0) {
+        probe_retry(p, true);
+        return;
+    }
+    p->connecting = false;
+    if (uv_now(p->loop) >= p->deadline) { /* connected as its bound ended */
+        probe_way_done(p, RDZV_PF_UNREACHABLE);
+        return;
+    }
+    uv_timer_start(&p->timer, probe_timeout, p->deadline - uv_now(p->loop), 0);
     p->hello[AGENT_PF_HELLO_LEN - 1] = (uint8_t)p->dir;
-    if (status < 0 || uv_write(&p->hello_wr, (uv_stream_t *)&p->tcp, &b, 1, probe_wrote) < 0 ||
+    if (uv_write(&p->hello_wr, (uv_stream_t *)&p->tcp, &b, 1, probe_wrote) < 0 ||
         uv_read_start((uv_stream_t *)&p->tcp, probe_alloc, probe_read) < 0 ||
         (p->dir == 'U' && pump_fill(&p->pump, (uv_stream_t *)&p->tcp, probe_wrote) < 0)) {
         probe_way_done(p, RDZV_PF_UNREACHABLE);
@@ -535,24 +588,36 @@ static void probe_connected(uv_connect_t *req, int status)
     uv_tcp_nodelay(&p->tcp, 1);
 }
 
-/* Connect for the way p->dir, within bound_ms for the connect and the transfer. */
+/* The way p->dir: connected within bound_ms, measured within what is left of it. */
 static void probe_way(struct agent_pf_probe *p)
 {
+    p->deadline = uv_now(p->loop) + p->bound_ms;
+    probe_attempt(p);
+}
+
+/* One connection for the way p->dir: its connect within AGENT_PF_ATTEMPT_MS, or a new one. */
+static void probe_attempt(struct agent_pf_probe *p)
+{
+    uint64_t left, now = uv_now(p->loop);
+
     memset(&p->m, 0, sizeof(p->m));
     memset(&p->pump, 0, sizeof(p->pump));
     p->pump.wr[0].data = p->pump.wr[1].data = p->hello_wr.data = p;
     p->connect.data = p;
     p->have = 0;
-    if (uv_tcp_init(p->loop, &p->tcp) < 0) {
+    if (now >= p->deadline || uv_tcp_init(p->loop, &p->tcp) < 0) {
         probe_way_done(p, RDZV_PF_UNREACHABLE);
         return;
     }
+    left = p->deadline - now;
     p->tcp.data = p;
     p->tcp_open = true;
     p->open++;
-    uv_timer_start(&p->timer, probe_timeout, p->bound_ms, 0);
+    p->connecting = true;
+    uv_timer_start(&p->timer, probe_timeout,
+                   left < AGENT_PF_ATTEMPT_MS ? left : AGENT_PF_ATTEMPT_MS, 0);
     if (uv_tcp_connect(&p->connect, &p->tcp, (struct sockaddr *)&p->peer, probe_connected) < 0)
-        probe_way_done(p, RDZV_PF_UNREACHABLE);
+        probe_retry(p, true);
 }
 
 int agent_pf_probe_start(uv_loop_t *loop, const struct sockaddr *peer,

@@ -5,7 +5,9 @@
  * "RDZVPF1\n", the job's 16-byte token, and 'D' (the listener sends) or 'U' (the probe sends).
  * The receiver measures: from its first byte, for AGENT_PF_WINDOW_MS or AGENT_PF_BYTES, whichever
  * ends first; for 'U' the listener reports its figure back (bytes, microseconds: two little-endian
- * u64). A way that does not connect or finish within the probe's bound is unreachable.
+ * u64). A connect that fails (nobody listens yet) or takes AGENT_PF_ATTEMPT_MS is tried again,
+ * AGENT_PF_RETRY_MS after a failure, while the way's bound lasts: a busy peer that accepts late is
+ * measured. A way that does not connect or finish within the probe's bound is unreachable.
  *
  * The listener serves AGENT_PF_CONNS_MAX connections at once: a new one closes the oldest still
  * without its hello, or is closed when all are past theirs. A connection whose
@@ -27,6 +29,8 @@
 #define AGENT_PF_BYTES (16u << 20)  /* ... or this many bytes, whichever ends first */
 #define AGENT_PF_BOUND_MS 3000      /* a connection's life; a probe's default bound for each way */
 #define AGENT_PF_CHUNK (256u << 10) /* one write */
+#define AGENT_PF_ATTEMPT_MS 500     /* one connect, then a new one, within the way's bound */
+#define AGENT_PF_RETRY_MS 50        /* the wait after a failed connect (refused) */
 
 /* A link's figures from the probe's side: MB/s each way, or RDZV_PF_UNREACHABLE. */
 struct agent_pf_result {
@@ -44,8 +48,9 @@ int agent_pf_server_port(struct agent_pf_server *s);
 void agent_pf_server_close(struct agent_pf_server *s);
 
 struct agent_pf_probe;
-/* Measure the link to the listener at peer, each way, each within bound_ms (connect and
- * transfer); cb fires once, then the probe frees itself. 0 or a negative errno. */
+/* Measure the link to the listener at peer, each way, each within bound_ms (its connects, tried
+ * again while it lasts, and the transfer); cb fires once, then the probe frees itself. 0 or a
+ * negative errno. */
 int agent_pf_probe_start(uv_loop_t *loop, const struct sockaddr *peer,
                          const uint8_t token[AGENT_PF_TOKEN_LEN], unsigned bound_ms,
                          void (*cb)(const struct agent_pf_result *r, void *ud), void *ud,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-agent-preflight.c: the network pre-flight's link check (agent/preflight/) on loopback:
  * a probe's figures, a wrong token, a closed port and a silent peer (unreachable, each within
- * its bound), a stranger closed within the hello's bound, a connection's life after its hello, a
- * probe cancelled and a listener closed with connections open (every handle closed after). */
+ * its bound), a listener that starts late (measured: the probe connects again), a stranger
+ * closed within the hello's bound, a connection's life after its hello, a probe cancelled and a
+ * listener closed with connections open (every handle closed after). */
 #include <errno.h>
 
 #include "agent/preflight/agent-preflight.h"
@@ -107,10 +108,10 @@ static void test_a_closed_port_and_a_silent_peer_are_unreachable(void)
     int len = sizeof(ss);
     double dt;
 
-    drain(s); /* nothing listens on port now */
+    drain(s); /* nothing listens on port now: refused, tried again till the bound */
     dt = probe(port, token, 500);
     ASSERT_TRUE(got.down == RDZV_PF_UNREACHABLE);
-    ASSERT_TRUE(dt < 0.5);
+    ASSERT_TRUE(dt >= 0.45 && dt < 1.5);
     /* A listener that accepts (the kernel does) and never sends: the probe's bound. */
     ASSERT_OK(uv_tcp_init(&loop, &silent));
     ASSERT_OK(uv_tcp_bind(&silent, (struct sockaddr *)&sa, 0));
@@ -121,6 +122,39 @@ static void test_a_closed_port_and_a_silent_peer_are_unreachable(void)
     ASSERT_TRUE(dt >= 0.29 && dt < 2.0);
     uv_close((uv_handle_t *)&silent, NULL);
     drain(NULL);
+}
+
+static struct agent_pf_server *late_server;
+static int late_port;
+
+static void late_listen(uv_timer_t *t)
+{
+    struct sockaddr_in sa = loopback(late_port);
+
+    ASSERT_OK(agent_pf_server_start(&loop, (struct sockaddr *)&sa, token, &late_server));
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+/* A peer that starts listening 400 ms after the probe (a busy agent): its connects are refused
+ * till then, and tried again within the bound, so the link is measured, not unreachable. */
+static void test_a_listener_that_starts_late_is_measured(void)
+{
+    struct agent_pf_server *s = listener();
+    uv_timer_t later;
+    double dt;
+
+    late_port = agent_pf_server_port(s);
+    drain(s);
+    late_server = NULL;
+    ASSERT_OK(uv_timer_init(&loop, &later));
+    ASSERT_OK(uv_timer_start(&later, late_listen, 400, 0));
+    dt = probe(late_port, token, 2000);
+    printf("# a listener 0.4 s late: up %.0f MB/s, down %.0f MB/s in %.2f s\n", got.up, got.down,
+           dt);
+    ASSERT_TRUE(got.up > 10 && got.down > 10);
+    ASSERT_TRUE(late_server != NULL);
+    ASSERT_TRUE(dt >= 0.35 && dt < 2 * 2.0);
+    drain(late_server);
 }
 
 static uint64_t stranger_t0, stranger_closed_ns;
@@ -248,6 +282,7 @@ int main(void)
     ASSERT_OK(uv_loop_init(&loop));
     TEST(test_a_probe_measures_both_ways);
     TEST(test_a_wrong_token_is_unreachable_at_once);
+    TEST(test_a_listener_that_starts_late_is_measured);
     TEST(test_a_closed_port_and_a_silent_peer_are_unreachable);
     TEST(test_a_silent_stranger_is_closed_within_the_hello_bound);
     TEST(test_a_connection_lives_at_most_the_bound_after_its_hello);
