@@ -82,12 +82,14 @@ static int node_add(struct rdzv_pf_node *nd, uint32_t peer, double mbps)
     if (nd->nlinks >= RDZV_PF_NODE_LINKS)
         return -EINVAL;
     nd->peer[nd->nlinks++] = peer;
+    nd->reached |= mbps >= 0;
     if (mbps > nd->best)
         nd->best = mbps;
     return 0;
 }
 
-/* The upper median of the fastest links of the nodes that have links (0 if none). */
+/* The upper median of the fastest links of the nodes that reached a peer (0 if none): a node
+ * whose every link is unreachable has no figure, and does not pull the yardstick to 0. */
 static int median_of_best(uint32_t n, const struct rdzv_pf_node *nodes, double *ret)
 {
     double *v = malloc((n ? n : 1) * sizeof(*v));
@@ -96,7 +98,7 @@ static int median_of_best(uint32_t n, const struct rdzv_pf_node *nodes, double *
     if (!v)
         return -ENOMEM;
     for (uint32_t i = 0; i < n; i++)
-        if (nodes[i].nlinks)
+        if (nodes[i].reached)
             v[m++] = nodes[i].best;
     *ret = m ? select_kth(v, m, m / 2) : 0;
     free(v);

@@ -4,12 +4,12 @@
  * Nodes are indices 0..n-1. Round 1 pairs them: (0,1), (2,3), ...; with an odd n, the last
  * three form a trio (three links, run one after the other). Each link is measured each way
  * (MB/s, or unreachable). rdzv_pf_judge() then says which links are slow: below `fraction` of
- * the job's median, where the median is over the nodes' fastest links. A node with no fast link
- * is a suspect; round 2 (rdzv_pf_round2) pairs each suspect with two nodes that have a fast
- * link, one after the other. Judged again over both rounds, a node is bad when none of its links is
- * fast and at least two of them are slow links to peers that have a fast link elsewhere. So one
- * node's reports never convict another alone: its peer needs a second slow link, to a third node
- * that is itself fine.
+ * the job's median, where the median is over the fastest links of the nodes that reached a peer. A
+ * node with no fast link is a suspect; round 2 (rdzv_pf_round2) pairs each suspect with two nodes
+ * that have a fast link, one after the other. Judged again over both rounds, a node is bad when
+ * none of its links is fast and at least two of them are slow links to peers that have a fast link
+ * elsewhere. So one node's reports never convict another alone: its peer needs a second slow link,
+ * to a third node that is itself fine.
  *
  * No I/O, no clock, no logging, no state: any thread may call these. O(n) work (the median by
  * selection). Errors are negative errnos. */
@@ -38,6 +38,7 @@ struct rdzv_pf_node {
     uint8_t nfast;      /* links at or above the threshold */
     uint8_t convicting; /* slow links to peers with a fast link elsewhere */
     bool bad;
+    bool reached;  /* one of its links was measured (not unreachable) */
     bool paired2;  /* rdzv_pf_round2's mark: given a link in the slot being made */
     uint32_t ref1; /* rdzv_pf_round2's: the suspect's fine node of the first slot */
     double best;   /* its fastest link, MB/s (0: none reachable) */
@@ -53,9 +54,10 @@ size_t rdzv_pf_round1(uint32_t n, struct rdzv_pf_link *out);
 
 /* Judges links[0..nlinks) between n nodes into nodes[0..n): each node's links, which are slow
  * (below fraction x the median of the nodes' fastest links, or unreachable) and its verdict.
- * With a median of 0 (most links unreachable) or no links, nothing is slow: nobody can be told
- * from the others. *median (if not NULL) gets the median. 0, -EINVAL (a node index >= n, a node
- * in more than RDZV_PF_NODE_LINKS links, fraction outside (0, 1)) or -ENOMEM. */
+ * The median leaves out the nodes whose every link is unreachable. With a median of 0 (no link
+ * measured) or no links, nothing is slow: nobody can be told from the others. *median (if not NULL)
+ * gets the median. 0, -EINVAL (a node index >= n, a node in more than RDZV_PF_NODE_LINKS links,
+ * fraction outside (0, 1)) or -ENOMEM. */
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,
                   struct rdzv_pf_node *nodes, double *median);
 

@@ -168,8 +168,8 @@ static void test_all_slow_flags_nobody(void)
     for (uint32_t i = 0; i < 1000; i++)
         s.nic[i] = 2;
     ASSERT_EQ(run(&s, NULL), 0);
-    /* Most of the network unreachable: the median is 0, nobody can be told from the rest. */
-    sim_init(&s, 6);
+    /* No link measured at all: the median is 0, nobody can be told from the rest. */
+    sim_init(&s, 4);
     for (uint32_t i = 0; i < 4; i++)
         s.dead[i] = true;
     ASSERT_EQ(run(&s, NULL), 0);
@@ -237,6 +237,88 @@ static void test_one_slow_link_to_a_fine_node_convicts_nobody(void)
     /* Bad input: a node index out of range, a fraction outside (0, 1). */
     ASSERT_EQ(rdzv_pf_judge(4, l, 6, 0.25, nodes, NULL), -EINVAL);
     ASSERT_EQ(rdzv_pf_judge(8, l, 6, 1.0, nodes, NULL), -EINVAL);
+}
+
+/* Round 2's links for the suspects, then the verdict over both rounds; each link of round 2
+ * unreachable when it touches node dead, else fast. */
+static void round2_then_judge(uint32_t n, size_t k, uint32_t dead, double *median)
+{
+    size_t k2;
+
+    ASSERT_OK(rdzv_pf_judge(n, links, k, 0.25, nodes, NULL));
+    k2 = rdzv_pf_round2(n, nodes, 3, links + k);
+    for (size_t i = k; i < k + k2; i++)
+        link_fig(&links[i], links[i].a, links[i].b,
+                 links[i].a == dead || links[i].b == dead ? RDZV_PF_UNREACHABLE : FAST);
+    for (size_t i = k; i < k + k2; i++)
+        links[i].slot = 3 + (uint32_t)(i - k) / 2;
+    ASSERT_OK(rdzv_pf_judge(n, links, k + k2, 0.25, nodes, median));
+}
+
+/* Node 1 is dead, and the honest link 2-3 did not connect in time (a busy machine). The median
+ * leaves out the nodes that reached nobody, so it is the fast links' figure, not 0: round 2
+ * pairs the suspects with fine nodes, and the dead node alone is put aside. */
+static void test_a_dead_link_does_not_zero_the_median(void)
+{
+    double median = 0;
+
+    link_fig(&links[0], 0, 1, RDZV_PF_UNREACHABLE);
+    link_fig(&links[1], 2, 3, RDZV_PF_UNREACHABLE);
+    link_fig(&links[2], 4, 5, FAST);
+    ASSERT_OK(rdzv_pf_judge(6, links, 3, 0.25, nodes, &median));
+    ASSERT_EQ(median, FAST);
+    round2_then_judge(6, 3, 1, &median);
+    ASSERT_EQ(median, FAST);
+    for (uint32_t i = 0; i < 6; i++)
+        ASSERT_EQ(nodes[i].bad, i == 1);
+}
+
+/* An unreachable link between two nodes that are fast elsewhere convicts neither, in round 1
+ * or round 2, and does not lower the median. */
+static void test_an_unreachable_link_between_fine_nodes_convicts_neither(void)
+{
+    double median = 0;
+
+    /* Round 1's 0-1 did not connect; round 2 pairs 0 and 1 with 2 and 3, and 1-2 fails too. */
+    link_fig(&links[0], 0, 1, RDZV_PF_UNREACHABLE);
+    link_fig(&links[1], 2, 3, FAST);
+    link_fig(&links[2], 0, 2, FAST);
+    link_fig(&links[3], 1, 3, 0.9 * FAST);
+    link_fig(&links[4], 0, 3, FAST);
+    link_fig(&links[5], 1, 2, RDZV_PF_UNREACHABLE);
+    ASSERT_OK(rdzv_pf_judge(4, links, 6, 0.25, nodes, &median));
+    ASSERT_EQ(median, FAST);
+    for (uint32_t i = 0; i < 4; i++)
+        ASSERT_FALSE(nodes[i].bad);
+    ASSERT_EQ(nodes[1].nfast, 1);
+    /* Eight nodes, every link fast but one between two fine nodes: nobody. */
+    for (uint32_t i = 0; i < 4; i++)
+        link_fig(&links[i], 2 * i, 2 * i + 1, FAST);
+    link_fig(&links[4], 1, 2, RDZV_PF_UNREACHABLE);
+    link_fig(&links[5], 3, 4, RDZV_PF_UNREACHABLE);
+    ASSERT_OK(rdzv_pf_judge(8, links, 6, 0.25, nodes, &median));
+    ASSERT_EQ(median, FAST);
+    for (uint32_t i = 0; i < 8; i++)
+        ASSERT_FALSE(nodes[i].bad);
+}
+
+/* A liar that also has a dead link: it convicts only itself (the dead node goes too, on its
+ * own links), never the honest peer of its round 1. */
+static void test_a_liar_and_a_dead_node_convict_only_themselves(void)
+{
+    for (uint32_t liar = 0; liar < 6; liar++) {
+        struct sim s;
+
+        sim_init(&s, 6);
+        s.liar = liar;
+        s.dead[liar < 3 ? 4 : 1] = true;
+        snprintf(tap_note, sizeof(tap_note), "liar %u", liar);
+        run(&s, NULL);
+        for (uint32_t i = 0; i < 6; i++)
+            if (i != liar && !s.dead[i])
+                ASSERT_FALSE(nodes[i].bad);
+    }
+    tap_note[0] = 0;
 }
 
 /* Random jobs: some slow or dead nodes (a tenth at most) and one liar that lies from a random
@@ -313,6 +395,9 @@ int main(void)
     TEST(test_all_slow_flags_nobody);
     TEST(test_a_liar_convicts_itself_not_its_peer);
     TEST(test_one_slow_link_to_a_fine_node_convicts_nobody);
+    TEST(test_a_dead_link_does_not_zero_the_median);
+    TEST(test_an_unreachable_link_between_fine_nodes_convicts_neither);
+    TEST(test_a_liar_and_a_dead_node_convict_only_themselves);
     TEST(test_random_jobs_convict_only_the_guilty);
     TEST(test_1000_nodes_time);
     return tap_done();
