@@ -265,9 +265,10 @@ struct rdzvd_job {
     int64_t straggler_window_ms;
     bool straggler_aside;
     char command[RDZV_COMMAND_HEX + 1]; /* its agents' command's fingerprint; "": not known */
-    /* The network pre-flight (rdzvd-job-preflight.c), from the first JOIN: on, and the fraction
-     * of the median below which a link is slow; the check under way (NULL: none); the next
-     * PREFLIGHT id; the last check's median (MB/s), the checks made and their time in all. */
+    /* The network pre-flight (rdzvd-job-preflight.c): settings of the job (its first JOIN's, or
+     * its record's), on and the fraction of the median below which a link is slow; the check
+     * under way (NULL: none); the next PREFLIGHT id; the last check's median (MB/s), the checks
+     * made and their time in all. */
     bool pf_on;
     double pf_fraction, pf_median;
     struct rdzvd_job_pf *pf;
@@ -457,12 +458,11 @@ void rdzvd_member_hb_arm(struct rdzvd_member *m, uint64_t ms);
  * (EVENT put_aside), and the job moves on without it. */
 void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const char *reason);
 
-/* rdzvd-job-preflight.c: the network pre-flight. Its settings from the job's first JOIN. Hold
+/* rdzvd-job-preflight.c: the network pre-flight (its settings: rdzvd_job_settings_set). Hold
  * a round about to close while its ready nodes not yet checked measure their links: true when
  * held (the check closes the round once done: rdzvd_job_close_checked), false to close now.
  * Busy: a check runs (the round waits for it). A member's PREFLIGHT_REPORT; the job's timer
  * T_PREFLIGHT ran out; the job freed. */
-void rdzvd_job_pf_settings(struct rdzvd_job *j, const struct rdzv_join *jn);
 bool rdzvd_job_pf_hold(struct rdzvd_job *j);
 bool rdzvd_job_pf_busy(const struct rdzvd_job *j);
 void rdzvd_member_pf_report(struct rdzvd_member *m, const struct rdzv_preflight_report *rep);

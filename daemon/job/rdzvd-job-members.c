@@ -59,7 +59,6 @@ struct rdzvd_job *rdzvd_job_new(const struct rdzvd_job_host *h, const struct rdz
         rdzvd_job_settings_of_join(jn, &own);
         rdzvd_job_settings_set(j, &own);
     }
-    rdzvd_job_pf_settings(j, jn);
     j->median_compute_ms = -1;
     j->created_ms = rdzvd_job_now_ms(h);
     if (h->take_waiting && h->ended) { /* the note its input carries goes to the job */

@@ -35,12 +35,6 @@ struct rdzvd_job_pf {
     uint64_t start_ms; /* the step's clock when it began */
 };
 
-void rdzvd_job_pf_settings(struct rdzvd_job *j, const struct rdzv_join *jn)
-{
-    j->pf_on = jn->preflight.on;
-    j->pf_fraction = jn->preflight.on ? jn->preflight.fraction : 0;
-}
-
 bool rdzvd_job_pf_busy(const struct rdzvd_job *j)
 {
     return j->pf != NULL;

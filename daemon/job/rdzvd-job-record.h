@@ -96,6 +96,7 @@ struct rdzvd_job_settings {
     double straggler_factor; /* 0: nobody is scored (then the next two are 0 too) */
     int64_t straggler_window_ms;
     bool straggler_aside;
+    double preflight_fraction; /* --preflight net's fraction of the median; 0: no pre-flight */
     /* The fingerprint of the command its agents run (JOIN command); "": not known (an older
      * agent's job, or an older rdzvd's record), and no agent is compared. */
     char command[RDZV_COMMAND_HEX + 1];

@@ -72,7 +72,8 @@ void rdzvd_job_settings_of_join(const struct rdzv_join *jn, struct rdzvd_job_set
         .inplace = jn->inplace, .bad_node_failures = jn->bad_node_failures,
         .bad_node_window_s = jn->bad_node_window_s, .restart_backoff_s = jn->restart_backoff_s,
         .straggler_factor = jn->straggler_factor, .straggler_window_ms = jn->straggler_window_ms,
-        .straggler_aside = jn->straggler_aside};
+        .straggler_aside = jn->straggler_aside,
+        .preflight_fraction = jn->preflight.on ? jn->preflight.fraction : 0};
     memcpy(st->command, jn->command, sizeof(st->command));
 }
 
@@ -85,7 +86,7 @@ void rdzvd_job_settings_get(const struct rdzvd_job *j, struct rdzvd_job_settings
         .bad_node_window_s = (int64_t)(j->bad_node_window_ms / 1000),
         .restart_backoff_s = (int64_t)(j->backoff_max_ms / 1000),
         .straggler_factor = j->straggler_factor, .straggler_window_ms = j->straggler_window_ms,
-        .straggler_aside = j->straggler_aside};
+        .straggler_aside = j->straggler_aside, .preflight_fraction = j->pf_on ? j->pf_fraction : 0};
     memcpy(st->command, j->command, sizeof(st->command));
 }
 
@@ -102,6 +103,8 @@ void rdzvd_job_settings_set(struct rdzvd_job *j, const struct rdzvd_job_settings
     j->straggler_factor = st->straggler_factor;
     j->straggler_window_ms = st->straggler_window_ms;
     j->straggler_aside = st->straggler_aside;
+    j->pf_on = st->preflight_fraction > 0;
+    j->pf_fraction = st->preflight_fraction;
     memcpy(j->command, st->command, sizeof(j->command));
 }
 
@@ -574,7 +577,9 @@ static int record_encode_settings(json_t *o, const struct rdzvd_job_record *rec)
                   (json_int_t)st->restart_backoff_s, "straggler_factor", st->straggler_factor,
                   "straggler_window_ms", (json_int_t)st->straggler_window_ms, "straggler_aside",
                   st->straggler_aside);
-    if (v && st->command[0] && json_object_set_new(v, "command", json_string(st->command)) < 0) {
+    if (v && ((st->command[0] && json_object_set_new(v, "command", json_string(st->command)) < 0) ||
+              (st->preflight_fraction > 0 &&
+               json_object_set_new(v, "preflight", json_real(st->preflight_fraction)) < 0))) {
         json_decref(v);
         v = NULL;
     }
@@ -591,16 +596,16 @@ static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
     json_int_t last, hb, join, bad, win, back, sw;
     int up, aside;
     const char *recovery, *command = "";
-    double f;
+    double f, pf = 0;
 
     if (!v)
         return;
-    if (json_unpack(v, "{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:F, s:I, s:b, s?s}",
+    if (json_unpack(v, "{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:F, s:I, s:b, s?s, s?F}",
                     "last_call_ms", &last, "heartbeat_timeout_ms", &hb, "join_timeout_ms", &join,
                     "scale_up_now", &up, "recovery", &recovery, "bad_node_failures", &bad,
                     "bad_node_window", &win, "restart_backoff", &back, "straggler_factor", &f,
                     "straggler_window_ms", &sw, "straggler_aside", &aside, "command",
-                    &command) < 0)
+                    &command, "preflight", &pf) < 0)
         return;
     if (last < 0 || hb < 0 || hb > 3600000 || join < 0 ||
         join > 86400000 || (strcmp(recovery, "restart") && strcmp(recovery, "inplace")) ||
@@ -609,14 +614,16 @@ static void record_decode_settings(json_t *o, struct rdzvd_job_record *rec)
         back < 0 || back > RDZV_RESTART_BACKOFF_MAX ||
         (f != 0 && (!(f > 1 && f <= RDZV_STRAGGLER_FACTOR_MAX) ||
                     sw < 1 || sw > RDZV_STRAGGLER_WINDOW_MAX_MS)) ||
-        (f == 0 && (sw != 0 || aside)) || (*command && !rdzv_msg_is_command(command)))
+        (f == 0 && (sw != 0 || aside)) || (*command && !rdzv_msg_is_command(command)) ||
+        !(pf >= 0 && pf < 1))
         return;
     rec->has_settings = true;
     rec->settings = (struct rdzvd_job_settings){
         .last_call_ms = last, .heartbeat_timeout_ms = hb, .join_timeout_ms = join,
         .scale_up_now = up != 0, .inplace = strcmp(recovery, "inplace") == 0,
         .bad_node_failures = bad, .bad_node_window_s = win, .restart_backoff_s = back,
-        .straggler_factor = f, .straggler_window_ms = sw, .straggler_aside = aside != 0};
+        .straggler_factor = f, .straggler_window_ms = sw, .straggler_aside = aside != 0,
+        .preflight_fraction = pf};
     snprintf(rec->settings.command, sizeof(rec->settings.command), "%s", command);
 }
 

@@ -4,8 +4,8 @@
  * the round holds while they measure their links; a node that reports its links slow (a liar)
  * gets itself put aside (reason network, EVENT put_aside with its figures), never its peer;
  * a prober that does not answer counts as unreachable when the slot's bound runs out, and is
- * put aside alone; honest fast links put nobody aside; with the check off nothing is sent;
- * 1,000 nodes with one slow, timed. */
+ * put aside alone; honest fast links put nobody aside; with the check off nothing is sent; a
+ * job rebuilt from its record keeps the check; 1,000 nodes with one slow, timed. */
 #include <time.h>
 
 #include "common/rdzv-log.h"
@@ -208,6 +208,38 @@ static void test_1000_nodes(void)
     free(f);
 }
 
+/* rdzvd restarts on its --state-dir while a generation of a --preflight net job runs: the job
+ * rebuilt from its record at start (no JOIN yet) keeps the check on, with its fraction, so its
+ * next rounds are checked. The record keeps the setting; one without it (an older rdzvd's, or a
+ * job without the check) reads as off. */
+static void test_a_rebuilt_job_keeps_its_preflight(void)
+{
+    struct rdzvd_job_record rec = jt_running_record(4), got;
+    const struct rdzvd_job *j;
+    char path[64];
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    rec.settings.preflight_fraction = 0.3; /* as a JOIN with --preflight-fraction 0.3 sets it */
+    jt_record_save(fd, &rec);
+    snprintf(rec.run_id, sizeof(rec.run_id), "plain");
+    rec.settings.preflight_fraction = 0;
+    jt_record_save(fd, &rec);
+    env_init(&e, fd);
+    jt_rebuild(&e.h);
+    ASSERT_NOT_NULL(j = job_of(&e));
+    ASSERT_TRUE(j->pf_on);
+    ASSERT_TRUE(j->pf_fraction == 0.3);
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &got));
+    ASSERT_TRUE(got.has_settings && got.settings.preflight_fraction == 0.3);
+    rdzvd_job_record_clear(&got);
+    ASSERT_NOT_NULL(j = rdzvd_job_view(&e.jobs, "plain"));
+    ASSERT_FALSE(j->pf_on);
+    env_done(&e);
+    rdzvd_job_record_clear(&rec);
+    jt_state_dir_done(fd, path);
+}
+
 /* Off (no JOIN preflight): no PREFLIGHT, the round closes at once. */
 static void test_off_sends_nothing(void)
 {
@@ -233,6 +265,7 @@ int main(void)
     TEST(test_a_silent_prober_counts_as_unreachable);
     TEST(test_fast_links_put_nobody_aside);
     TEST(test_off_sends_nothing);
+    TEST(test_a_rebuilt_job_keeps_its_preflight);
     TEST(test_1000_nodes);
     return tap_done();
 }
