@@ -88,20 +88,35 @@ static int node_add(struct rdzv_pf_node *nd, uint32_t peer, double mbps)
     return 0;
 }
 
-/* The upper median of the fastest links of the nodes that reached a peer (0 if none): a node
- * whose every link is unreachable has no figure, and does not pull the yardstick to 0. */
-static int median_of_best(uint32_t n, const struct rdzv_pf_node *nodes, double *ret)
+/* The upper median of the nodes' fastest links of round 1 (links not round2), over the nodes
+ * that reached a peer in it (0 if none): a node whose every link is unreachable has no figure,
+ * and does not pull the yardstick to 0. Round 2's links run fewer at a time, so where the links
+ * share CPUs (one machine, a busy host) they measure faster, and would raise the yardstick. */
+static int median_of_round1(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks,
+                            double *ret)
 {
-    double *v = malloc((n ? n : 1) * sizeof(*v));
+    double *best = malloc((n ? n : 1) * sizeof(*best));
     size_t m = 0;
 
-    if (!v)
+    if (!best)
         return -ENOMEM;
     for (uint32_t i = 0; i < n; i++)
-        if (nodes[i].reached)
-            v[m++] = nodes[i].best;
-    *ret = m ? select_kth(v, m, m / 2) : 0;
-    free(v);
+        best[i] = RDZV_PF_UNREACHABLE;
+    for (size_t i = 0; i < nlinks; i++) {
+        double mbps = rdzv_pf_link_mbps(&links[i]);
+
+        if (links[i].round2)
+            continue;
+        if (mbps > best[links[i].a])
+            best[links[i].a] = mbps;
+        if (mbps > best[links[i].b])
+            best[links[i].b] = mbps;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (best[i] >= 0)
+            best[m++] = best[i];
+    *ret = m ? select_kth(best, m, m / 2) : 0;
+    free(best);
     return 0;
 }
 
@@ -124,7 +139,7 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
             (r = node_add(&nodes[l->b], l->a, mbps)) < 0)
             return r;
     }
-    if ((r = median_of_best(n, nodes, &med)) < 0)
+    if ((r = median_of_round1(n, links, nlinks, &med)) < 0)
         return r;
     if (median)
         *median = med;
@@ -198,7 +213,8 @@ static size_t round2_slot(uint32_t n, struct rdzv_pf_node *nodes, uint32_t slot,
         nodes[j].paired2 = true;
         if (!second)
             sus->ref1 = j;
-        link_set(&out[k++], s, j, slot);
+        link_set(&out[k], s, j, slot);
+        out[k++].round2 = true;
     }
     return k;
 }

@@ -4,7 +4,8 @@
  * Nodes are indices 0..n-1. Round 1 pairs them: (0,1), (2,3), ...; with an odd n, the last
  * three form a trio (three links, run one after the other). Each link is measured each way
  * (MB/s, or unreachable). rdzv_pf_judge() then says which links are slow: below `fraction` of
- * the job's median, where the median is over the fastest links of the nodes that reached a peer. A
+ * the job's median. The median is over round 1's links, where every node measures at once under
+ * the same load: each node's fastest one, of the nodes that reached a peer. A
  * node with no fast link is a suspect; round 2 (rdzv_pf_round2) pairs each suspect with two nodes
  * that have a fast link, one after the other. Judged again over both rounds, a node is bad when
  * none of its links is fast and at least two of them are slow links to peers that have a fast link
@@ -27,6 +28,7 @@
 struct rdzv_pf_link {
     uint32_t a, b;
     uint32_t slot;
+    bool round2;   /* rdzv_pf_round2's: judged, but not in the median */
     double ab, ba; /* MB/s each way, or RDZV_PF_UNREACHABLE */
 };
 
@@ -54,8 +56,9 @@ size_t rdzv_pf_round1(uint32_t n, struct rdzv_pf_link *out);
 
 /* Judges links[0..nlinks) between n nodes into nodes[0..n): each node's links, which are slow
  * (below fraction x the median of the nodes' fastest links, or unreachable) and its verdict.
- * The median leaves out the nodes whose every link is unreachable. With a median of 0 (no link
- * measured) or no links, nothing is slow: nobody can be told from the others. *median (if not NULL)
+ * The median counts the links not marked round2, and leaves out the nodes whose every such link
+ * is unreachable. With a median of 0 (no link measured) or no links, nothing is slow: nobody can
+ * be told from the others. *median (if not NULL)
  * gets the median. 0, -EINVAL (a node index >= n, a node in more than RDZV_PF_NODE_LINKS links,
  * fraction outside (0, 1)) or -ENOMEM. */
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,

@@ -4,12 +4,12 @@
  *
  *   preflight-net serve ADDR TOKEN          listen on ADDR (port 0), print "port N", serve
  *   preflight-net probe HOST:PORT TOKEN [BOUND_MS]   print {"up": MB/s, "down": MB/s}
- *   preflight-net round1 N                  print round 1's links {"links": [{a, b, slot}]}
+ *   preflight-net round1 N                  print round 1's links {"links": [{a, b, slot, round2}]}
  *   preflight-net round2 FRACTION < JOB     print round 2's links
  *   preflight-net verdict FRACTION < JOB    print {"median", "bad": [...], "best": [...]}
  *
- * TOKEN: 32 hex digits. JOB: {"n": N, "links": [{"a", "b", "slot", "ab", "ba"}]} with the
- * figures (MB/s; -1: unreachable). */
+ * TOKEN: 32 hex digits. JOB: {"n": N, "links": [{"a", "b", "slot", "round2"?, "ab", "ba"}]}
+ * with the figures (MB/s; -1: unreachable). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,8 +87,9 @@ static void print_links(const struct rdzv_pf_link *l, size_t k)
     char *s;
 
     for (size_t i = 0; i < k; i++)
-        json_array_append_new(arr, json_pack("{s:i, s:i, s:i}", "a", (json_int_t)l[i].a, "b",
-                                             (json_int_t)l[i].b, "slot", (json_int_t)l[i].slot));
+        json_array_append_new(arr, json_pack("{s:i, s:i, s:i, s:b}", "a", (json_int_t)l[i].a, "b",
+                                             (json_int_t)l[i].b, "slot", (json_int_t)l[i].slot,
+                                             "round2", l[i].round2));
     o = json_pack("{s:o}", "links", arr);
     s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
@@ -120,14 +121,16 @@ static int judge(double fraction, bool verdict)
     json_array_foreach(links, i, l)
     {
         json_int_t a, b, slot;
+        int round2 = 0;
 
-        if (json_unpack(l, "{s:I, s:I, s:I, s:F, s:F}", "a", &a, "b", &b, "slot", &slot, "ab",
-                        &lk[i].ab, "ba", &lk[i].ba) < 0 ||
+        if (json_unpack(l, "{s:I, s:I, s:I, s:F, s:F, s?b}", "a", &a, "b", &b, "slot", &slot, "ab",
+                        &lk[i].ab, "ba", &lk[i].ba, "round2", &round2) < 0 ||
             a < 0 || b < 0 || slot < 0)
             goto out;
         lk[i].a = (uint32_t)a;
         lk[i].b = (uint32_t)b;
         lk[i].slot = (uint32_t)slot;
+        lk[i].round2 = round2 != 0;
     }
     if (rdzv_pf_judge((uint32_t)n, lk, k, fraction, nodes, &median) < 0)
         goto out;
