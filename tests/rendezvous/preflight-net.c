@@ -11,6 +11,7 @@
  * TOKEN: 32 hex digits. JOB: {"n": N, "links": [{"a", "b", "slot", "round2"?, "ab", "ba"}]}
  * with the figures (MB/s; -1: unreachable). */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,9 @@ int main(int argc, char **argv)
 
     if (argc < 3)
         return usage();
+    /* As rdzv-agent does: a peer that closes while this side writes is EPIPE, not death (a
+     * probe closes its 'D' connection while the listener still sends). */
+    signal(SIGPIPE, SIG_IGN);
     if (!strcmp(argv[1], "serve") || !strcmp(argv[1], "probe")) {
         if (argc < 4 || rdzv_hex_decode(argv[3], token, sizeof(token)) < 0)
             return usage();
