@@ -84,10 +84,10 @@ static void front_lost(const char *why, void *ud)
 {
     struct agent_session *a = ud;
 
-    if (a->state == AG_RUNNING)
+    if (a->sm.state == AG_RUNNING)
         log_warn("store front of generation %" PRIu64 ": %s; its workers' store connections are "
                  "closed",
-                 a->round.generation, why);
+                 a->sm.round.generation, why);
     else
         log_debug("store front: %s", why);
 }
@@ -127,8 +127,8 @@ void agent_session_front_round(struct agent_session *a, struct agent_assignment 
     a->front_n_cgroups = 0;
     front_probe(a);
     r = agent_front_start(&(struct agent_front_cfg){.loop = a->loop,
-                                                    .store_addr = a->round.master_addr,
-                                                    .store_port = (uint16_t)a->round.master_port,
+                                                    .store_addr = a->sm.round.master_addr,
+                                                    .store_port = (uint16_t)a->sm.round.master_port,
                                                     .legacy = RDZV_DIALECT_V20,
                                                     .lim = RDZV_LIMITS_DEFAULT,
                                                     .max_conns = 4 * (unsigned)a->cfg.nproc + 16,
@@ -141,13 +141,14 @@ void agent_session_front_round(struct agent_session *a, struct agent_assignment 
     if (r < 0) {
         log_warn("--store-front: no front for generation %" PRIu64 " (store %s:%" PRId64
                  ": %s): the workers connect to the store directly",
-                 a->round.generation, a->round.master_addr, a->round.master_port, uv_strerror(r));
+                 a->sm.round.generation, a->sm.round.master_addr, a->sm.round.master_port,
+                 uv_strerror(r));
         a->front = NULL;
         return;
     }
     agent_session_front_assign(a, as);
     log_info("store front for generation %" PRIu64 " on 127.0.0.1:%u (the workers' store "
              "connections, one to %s:%" PRId64 ")",
-             a->round.generation, (unsigned)as->master_port, a->round.master_addr,
-             a->round.master_port);
+             a->sm.round.generation, (unsigned)as->master_port, a->sm.round.master_addr,
+             a->sm.round.master_port);
 }

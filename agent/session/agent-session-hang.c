@@ -20,14 +20,14 @@
  * was stuck in its root cause. */
 static void hang_fail(struct agent_session *a, unsigned local_rank, const char *reason)
 {
-    int64_t rank = a->round.rank_offset + local_rank;
+    int64_t rank = a->sm.round.rank_offset + local_rank;
 
     log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)", rank,
               local_rank, reason);
     /* As a crash: the hung worker's process group is killed now (a hung process may ignore
      * SIGTERM), rdzvd hears why, and the other workers are stopped as after any failure. Its exit,
      * when it comes, is a consequence (the state is no longer RUNNING). */
-    a->local_failure = true;
+    a->sm.local_failure = true;
     agent_group_signal_rank(a->group, local_rank, SIGKILL);
     agent_session_report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
     agent_session_fail_local(a, local_rank);
@@ -42,12 +42,12 @@ static void hang_stacks_done(void *ud, const struct agent_stacks_result *r)
 
     a->stacks[h->local_rank] = NULL;
     log_warn("worker rank %" PRId64 " (local rank %u): its stacks (%s):",
-             a->round.rank_offset + h->local_rank, h->local_rank, r->source);
+             a->sm.round.rank_offset + h->local_rank, h->local_rank, r->source);
     for (; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         log_warn("  | %.*s", (int)(nl ? nl - line : (ptrdiff_t)strlen(line)), line);
     }
-    if (a->state == AG_RUNNING && a->round.generation == h->gen &&
+    if (a->sm.state == AG_RUNNING && a->sm.round.generation == h->gen &&
         agent_group_rank_running(a->group, h->local_rank)) {
         if (r->culprit[0])
             (void)!snprintf(reason, sizeof(reason), "%.100s, %s%.150s", h->reason,
@@ -68,9 +68,9 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
     bool announced = false;
     int pid = 0;
 
-    if (a->state != AG_RUNNING || a->stacks[local_rank])
+    if (a->sm.state != AG_RUNNING || a->stacks[local_rank])
         return;
-    *h = (struct hang_ctx){.a = a, .local_rank = local_rank, .gen = a->round.generation};
+    *h = (struct hang_ctx){.a = a, .local_rank = local_rank, .gen = a->sm.round.generation};
     if (reported)
         snprintf(h->reason, sizeof(h->reason), "made no progress for %.1f s after step %" PRIu64,
                  (double)silent_ms / 1000, last_step);
@@ -84,7 +84,7 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
     }
     /* Where is it stuck? Ask it (or gdb, or /proc) before it is killed. */
     log_warn("worker rank %" PRId64 " (local rank %u, pid %d) %s: asking for its stacks",
-             a->round.rank_offset + local_rank, local_rank, pid, h->reason);
+             a->sm.round.rank_offset + local_rank, local_rank, pid, h->reason);
     ef = agent_group_error_file(g, local_rank);
     if (ef && agent_env_stacks_file(ef, file, sizeof(file)) < 0)
         file[0] = '\0';

@@ -15,22 +15,10 @@
 #include "agent/session/agent-host.h"
 #include "agent/session/agent-replica.h"
 #include "agent/session/agent-session.h"
+#include "agent/session/agent-session-sm.h"
+#include "agent/group/agent-assignment.h"
 
 struct agent_assignment;
-
-/* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
- * generation, which the ROUND re-forms). RUNNING: this generation's workers run. LEFT: they
- * all exited 0, LEAVE sent, waiting for the job's outcome. RESTARTING: stopping them for a new
- * generation (after EVENT restart, or after one failed here). STOPPING: stopping them for good. */
-enum agent_state {
-    AG_JOINING,
-    AG_RUNNING,
-    AG_LEFT,
-    AG_RESTARTING,
-    AG_STOPPING,
-    AG_DONE,
-    _AG_STATE_MAX,
-};
 
 struct agent_session;
 
@@ -43,23 +31,17 @@ struct hang_ctx {
 };
 
 #define AGENT_VERDICT_MS 2000
-/* A worker killed by a signal that a scheduler or a terminal sends to a whole job step (SIGTERM,
- * SIGINT, SIGHUP, SIGQUIT: scancel, a time limit, a Ctrl-C), not sent by the agent: its report
- * waits this long for the agent's own copy, which comes in either order. When that comes, the
- * agent's signal is what happened: SIGTERM and SIGINT make the node leave (CANCEL: no restart
- * begins, none is charged), SIGHUP and SIGQUIT end the agent as before. Otherwise the worker's
- * failure is reported, this much later (SIGKILL, the OOM killer's, is not held). */
-#define AGENT_SIGNAL_HOLD_MS 500
 
 struct agent_session {
     struct agent_session_cfg cfg; /* strings borrowed from the caller */
     struct agent_health *health;  /* NULL: nothing to check */
     uv_timer_t health_timer;      /* every --health-interval */
-    uint64_t health_ready_gen;    /* the READY after our own failure, checked first: for it */
-    uint64_t ready_waiting;       /* that READY's generation while its check runs, 0: none */
     bool unhealthy;               /* a check failed: UNHEALTHY sent, waiting to be let go */
     uv_loop_t *loop;
-    enum agent_state state;       /* changed only by session_set_state() */
+    /* The session's decisions (agent-session-sm.h); what follows is the adapter's. */
+    struct agent_sm sm;
+    struct agent_assignment as; /* the ROUND being started (AGENT_DO_ROUND_BEGIN .. START) */
+    bool *rank_running;         /* [nproc]: scratch for the machine's facts */
     struct agent_client *client;
     struct agent_group *group;
     struct agent_nccl_root *nccl; /* holder of this generation's NCCL bootstrap roots */
@@ -77,26 +59,8 @@ struct agent_session {
      * AGENT_VERDICT_MS for rdzvd's word (EVENT left: this node left and the job goes on; or
      * cancelled: the job ends) before it ends, so that its last line says which. */
     uv_timer_t verdict;
-    bool awaiting_verdict;
-    struct rdzv_round round;   /* the current (or last) generation's assignment */
-    int exit_code;
-    bool local_failure;        /* one of our workers failed */
-    bool have_outcome;
-    bool put_aside; /* the outcome is EVENT put_aside: this node takes no further part */
-    bool workers_gone;
-    struct rdzv_event outcome;
-    uint64_t stopping_gen;     /* RESTARTING: the generation being stopped */
-    bool restart_pending;      /* EVENT restart for stopping_gen received: READY once stopped */
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
-    /* AGENT_SIGNAL_HOLD_MS: a worker's death by a step-wide signal, not reported yet (the
-     * other workers' deaths meanwhile are of the same signal: not reported either). */
-    uv_timer_t hold_timer;
-    struct {
-        bool on;
-        unsigned local_rank;
-        int64_t status;
-        int sig;
-    } held;
+    uv_timer_t hold_timer; /* AGENT_TIMER_HOLD */
     struct rdzv_worker_exit pexit;
     struct rdzv_join join;     /* what JOIN says; resume filled in on reconnects */
     uint64_t started_ms;       /* rdzv_now_ms() when the session began: JOIN's age_ms */
@@ -117,31 +81,13 @@ struct agent_session {
      * cgroup), 0 (not probed yet), -1 (uid alone: its cgroup ids are wrong), -2 (no lookups) */
     int front_diag;
     bool may_rehost;
-    /* --recovery inplace: */
-    bool *failed;              /* [nproc]: failed here this generation (a hung one until reaped) */
+    /* --recovery inplace (the machine's failed[] and late[] are allocated here too): */
     struct agent_stacks **stacks; /* [nproc]: a hung worker's stacks being collected */
     struct hang_ctx *hangs;       /* [nproc]: and what is known of its hang meanwhile */
     bool *spawn;               /* [nproc]: scratch for the partial start of a ROUND */
-    bool *late;                /* [nproc]: could not be told this generation (exiting, or not
-                                * reading its channel): replaced when its exit comes */
-    /* The job went on without this node (JOINED as a spare after a resume of a generation that
-     * is over): its workers are stopped even in place (their state is of no generation the job
-     * runs, and a spare holds no worker); cleared by the next ROUND. */
-    bool dropped;
-    /* follows: a worker of this agent said "control" (it follows the control channel; every
-     * worker runs the same command, so it speaks for the others, a replacement still starting
-     * included). plain: a failure came before any did (a plain script, or rdzv.torch's Job not
-     * made yet): this generation's workers here all restart, as without in place; cleared by the
-     * next ROUND. plain_said: that was said (once an agent's life). */
-    bool follows, plain, plain_said;
     /* The generation whose first step reports went out at once, and how many did. */
     uint64_t first_step_gen, first_steps_sent;
-    /* EVENT restart whose root cause failed at start-up (1.17 startup_grace_ms), while no
-     * worker here had made a step: the stop waits that long for them to fail alike on their own
-     * (agent-session-grace.c); restart_pending meanwhile. grace_timer.data: NULL until used. */
-    uv_timer_t grace_timer;
-    bool grace_on;
-    void (*grace_over)(struct agent_session *a); /* the hold ran out: stop them */
+    uv_timer_t grace_timer; /* AGENT_TIMER_GRACE */
 };
 
 /* Tell the daemon a worker failed: it picks the job's root cause and tells every node. Kept for
@@ -152,14 +98,14 @@ void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t
  * other workers at once (fail fast). In place: they keep running, and READY goes out once the
  * daemon's EVENT restart came and every failed rank is reaped. */
 void agent_session_fail_local(struct agent_session *a, unsigned local_rank);
-/* agent-session-grace.c. EVENT restart e of the running generation: when its root cause failed
- * at start-up and no worker here made a step yet, hold the stop up to e->startup_grace_ms
- * (said, true: restart pending, still RUNNING; a failure meanwhile is reported and stops the
- * rest as usual, all gone means READY; over(a) at the end, still RUNNING, to stop them), else
- * false. _end: the hold is over (its timer stopped); whether one was on. */
-bool agent_session_grace_begin(struct agent_session *a, const struct rdzv_event *e,
-                               void (*over)(struct agent_session *a));
-bool agent_session_grace_end(struct agent_session *a);
+/* Carry out what a step of the machine decided (agent-session-sm.h), in order; an effect may
+ * step it again (a start that failed). */
+void agent_session_apply(struct agent_session *a, const struct agent_ready *r);
+/* Step the machine with in (its facts filled in from the group here) and carry out its Ready. */
+void agent_session_feed(struct agent_session *a, struct agent_input *in);
+/* The session's state changed outside the machine's steps (the paths agent-session.c decides
+ * itself): the same rule, its timers cancelled. */
+void agent_session_set_state(struct agent_session *a, enum agent_state st);
 
 /* The worker group's assignment for the current generation (strings in a->round). */
 void agent_session_round_assignment(const struct agent_session *a, struct agent_assignment *as);

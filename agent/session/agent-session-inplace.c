@@ -14,10 +14,10 @@
 #include "agent/session/agent-session-impl.h"
 #include "agent/group/agent-workers.h"
 
-/* The worker group's assignment for the current generation (strings in a->round). */
+/* The worker group's assignment for the current generation (strings in a->sm.round). */
 void agent_session_round_assignment(const struct agent_session *a, struct agent_assignment *as)
 {
-    const struct rdzv_round *r = &a->round;
+    const struct rdzv_round *r = &a->sm.round;
 
     *as = (struct agent_assignment){
         .generation = r->generation,
@@ -40,7 +40,7 @@ int agent_session_replace_late(struct agent_session *a, unsigned local_rank)
 
     agent_session_round_assignment(a, &as);
     agent_session_front_assign(a, &as); /* its node's peers' front, as they were told */
-    a->late[local_rank] = false;
+    a->sm.late[local_rank] = false;
     memset(a->spawn, 0, (size_t)a->cfg.nproc * sizeof(*a->spawn));
     a->spawn[local_rank] = true;
     log_info("starting local rank %u again in generation %" PRIu64
@@ -70,14 +70,14 @@ int agent_session_round_in_place(struct agent_session *a, const struct agent_ass
         if (e == -ENOTCONN) {
             /* It closed its channel: it is exiting, and its exit is not seen yet. */
             log_info("worker (local rank %u) is exiting; it is started again when it has", i);
-            a->late[i] = true;
+            a->sm.late[i] = true;
             continue;
         }
         if (e < 0) {
             log_error_errno(e, "cannot tell worker (local rank %u) the new generation; killing it "
                             "and starting it again", i);
             agent_group_signal_rank(a->group, i, SIGKILL);
-            a->late[i] = true;
+            a->sm.late[i] = true;
             continue;
         }
         kept++;

@@ -19,7 +19,7 @@ void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t
 
     gettimeofday(&tv, NULL);
     memset(w, 0, sizeof(*w));
-    w->generation = a->round.generation;
+    w->generation = a->sm.round.generation;
     w->rank = rank;
     w->local_rank = local_rank;
     w->exit_code = code;

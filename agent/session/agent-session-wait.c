@@ -48,12 +48,12 @@ void agent_session_on_wait(struct agent_client *c, const struct rdzv_wait *w, vo
         else
             snprintf(nnodes, sizeof(nnodes), "%" PRId64 ":%" PRId64, w->need, w->max);
         left_text(w->left_ms, "before the join timeout", left, sizeof(left));
-        if (a->round.generation > 0) /* it ran, and lost a node: not a typo in the line */
+        if (a->sm.round.generation > 0) /* it ran, and lost a node: not a typo in the line */
             log_warn("still waiting for job %s's nodes: %" PRId64 " of --nnodes %s joined%s. The "
                      "job ran generation %" PRIu64 " and lost a node since (lost, or put aside: "
                      "rdzvctl status says which); another agent with the same line takes its "
                      "place",
-                     a->cfg.run_id, w->nodes, nnodes, left, a->round.generation);
+                     a->cfg.run_id, w->nodes, nnodes, left, a->sm.round.generation);
         else
             log_warn("still waiting for job %s's nodes: %" PRId64 " of --nnodes %s joined%s. Are "
                      "the others started, with the same %s %s and %s %s:%u? Another id or "
@@ -66,7 +66,7 @@ void agent_session_on_wait(struct agent_client *c, const struct rdzv_wait *w, vo
         left_text(w->left_ms, "before it goes on without the others", left, sizeof(left));
         log_warn("waiting for the nodes of generation %" PRIu64 " to come back to rdzvd (it "
                  "restarted, or its leader changed): %" PRId64 " of %" PRId64 " back%s",
-                 a->round.generation, w->nodes, w->need, left);
+                 a->sm.round.generation, w->nodes, w->need, left);
         break;
     case RDZV_WAIT_BACKOFF:
         left_text(w->left_ms, "of the backoff", left, sizeof(left));

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent-session.c: the agent's rendezvous session: ROUND -> workers, NCCL ids, heartbeats,
- * WORKER_EXIT, EVENT restart -> READY, LEAVE, the outcome, reconnecting after a lost daemon. */
+/* agent-session.c: the agent's rendezvous session, the adapter of its step machine
+ * (agent-session-sm.h): the client's, the group's and the timers' callbacks become inputs, and
+ * each step's Ready is carried out here (messages, workers, timers, the end). It still decides
+ * itself a signal to the agent, a lost connection, rdzvd's refusal, no leader reached and a
+ * failed health check (docs/design/agent-policy.md); NCCL ids, heartbeats, reconnecting. */
 #include "agent/session/agent-session.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -26,26 +28,6 @@
 #include "agent/session/agent-store.h"
 #include "agent/group/agent-workers.h"
 
-static const char *const state_names[] = {
-    [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
-    [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
-};
-
-/* The one place the session's state changes. */
-static void session_set_state(struct agent_session *a, enum agent_state st)
-{
-    assert((unsigned)st < _AG_STATE_MAX);
-    if (a->state != st)
-        log_debug("session: %s -> %s", state_names[a->state], state_names[st]);
-    if (st != AG_RUNNING && a->held.on) { /* the generation it died in is over anyway */
-        (void)uv_timer_stop(&a->hold_timer);
-        a->held.on = false;
-    }
-    if (st != AG_RUNNING)
-        (void)agent_session_grace_end(a); /* a start-up grace holds a RUNNING generation only */
-    a->state = st;
-}
-
 static void agent_finish(struct agent_session *a);
 static int agent_connect(struct agent_session *a);
 static void heartbeat_cb(uv_timer_t *t);
@@ -56,196 +38,77 @@ static void health_cb(void *ud, bool healthy, const char *reason);
  * it, JOINING means every worker has exited). */
 static bool has_survivors(const struct agent_session *a)
 {
-    return a->state == AG_JOINING && a->group && agent_group_running(a->group) > 0;
+    return agent_sm_has_survivors(&a->sm, a->group ? agent_group_running(a->group) : 0);
 }
 
-static void send_ready(struct agent_session *a, uint64_t gen)
+/* What the machine must know of the workers now. */
+static void fill_facts(struct agent_session *a, struct agent_facts *f)
 {
-    unsigned n = a->cfg.inplace ? agent_group_running(a->group) : 0;
-
-    /* Our own workers failed: the node is checked before it offers itself again. */
-    if (a->health && a->local_failure && a->health_ready_gen != gen) {
-        int r;
-
-        a->health_ready_gen = gen;
-        a->ready_waiting = gen;
-        r = agent_health_run(a->health, health_cb, a);
-        if (r == 0 || r == -EBUSY)
-            return; /* health_cb sends it */
-        a->ready_waiting = 0;
-        log_warn_errno(r, "health: the node cannot be checked; ready all the same");
-    }
-    if (n)
-        log_info("%u worker%s of generation %" PRIu64 " keep%s running (--recovery inplace); "
-                 "ready for the next round", n, rdzv_plural(n), gen, n == 1 ? "s" : "");
-    else
-        log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
-    session_set_state(a, AG_JOINING);
-    a->restart_pending = false;
-    (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = gen});
-}
-
-/* --recovery inplace, and this generation's workers here stay to re-form in it. */
-static bool in_place(const struct agent_session *a)
-{
-    return a->cfg.inplace && !a->dropped && !a->plain;
-}
-
-/* A failure (here or elsewhere) in a running generation: whether the workers here keep running
- * to re-form in place. Not before one of them said it follows the control channel: told a new
- * generation, a plain DDP script's survivor would not re-form (it blocks or dies on its lost
- * peer, and the next generation would mix it with new workers), so the generation restarts here
- * as under --recovery restart; said once. */
-static bool keep_in_place(struct agent_session *a)
-{
-    if (!in_place(a))
-        return false;
-    if (a->follows || agent_group_following(a->group) > 0) {
-        a->follows = true;
-        return true;
-    }
-    a->plain = true;
-    if (!a->plain_said)
-        log_warn("--recovery inplace: no worker here has said it follows rdzv's control channel "
-                 "(a script does once it makes rdzv.torch's Job; rdzv-train does at start), so "
-                 "this failure restarts the whole generation here, as --recovery restart does");
-    a->plain_said = true;
-    return false;
-}
-
-void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
-{
-    bool keep = keep_in_place(a), held = agent_session_grace_end(a);
-
-    session_set_state(a, AG_RESTARTING);
-    a->stopping_gen = a->round.generation;
-    a->restart_pending = held; /* held by a start-up grace: its EVENT restart came already */
-    if (keep)
-        a->failed[local_rank] = true;
-    else
-        agent_group_stop(a->group, SIGTERM);
-}
-
-static void ready_in_place(struct agent_session *a)
-{
-    if (a->state != AG_RESTARTING || !a->restart_pending || !in_place(a))
+    *f = (struct agent_facts){0};
+    if (!a->group)
         return;
-    for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++)
-        if (a->failed[i] && agent_group_rank_running(a->group, i))
-            return;
-    send_ready(a, a->stopping_gen);
-}
+    f->running = agent_group_running(a->group);
+    f->following = agent_group_following(a->group);
+    for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++) {
+        uint64_t step, age_ms;
 
-/* The signals a scheduler or a terminal sends to every process of a job step (held above). */
-static bool step_signal(int sig)
-{
-    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
-}
-
-/* A worker of this node failed (exited non-zero, or was killed): report it and stop the others,
- * unless the node is not running a generation any more. */
-static void worker_failed(struct agent_session *a, unsigned local_rank, int64_t status, int sig)
-{
-    int64_t rank = a->round.rank_offset + local_rank;
-
-    if (a->state != AG_RUNNING) {
-        /* A consequence, not a cause: stopping anyway, or (in place) a failed rank is gone or
-         * a survivor died between generations: the next ROUND starts it again. */
-        if (a->cfg.inplace)
-            ready_in_place(a);
-        return;
+        a->rank_running[i] = agent_group_rank_running(a->group, i);
+        if (agent_group_progress(a->group, i, &step, &age_ms) == 0)
+            f->stepped = true;
     }
-    a->local_failure = true;
-    /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
-     * with a restart or the job's end. In place, only this one is gone. The workers' last
-     * steps go just before: the steps a restart from a checkpoint will do again are counted
-     * from them (what failures cost the job). */
-    heartbeat_cb(&a->heartbeat);
-    agent_session_report_failure(a, rank, local_rank, sig ? 128 + sig : status, sig, NULL);
-    agent_session_fail_local(a, local_rank);
-    if (in_place(a))
-        log_info("the other workers keep running (--recovery inplace)");
+    f->rank_running = a->rank_running;
+}
+
+void agent_session_feed(struct agent_session *a, struct agent_input *in)
+{
+    struct agent_ready r;
+
+    fill_facts(a, &in->facts);
+    if (agent_session_step(&a->sm, in, (int64_t)uv_now(a->loop), &r) == 0)
+        agent_session_apply(a, &r);
+}
+
+void agent_session_set_state(struct agent_session *a, enum agent_state st)
+{
+    struct agent_ready r = {.n = 0};
+
+    agent_sm_set_state(&a->sm, st, &r);
+    agent_session_apply(a, &r);
 }
 
 static void hold_cb(uv_timer_t *t)
 {
-    struct agent_session *a = t->data;
-
-    if (!a->held.on)
-        return;
-    a->held.on = false;
-    log_info("the signal that killed worker local rank %u did not reach this agent within %d "
-             "ms: reporting its failure", a->held.local_rank, AGENT_SIGNAL_HOLD_MS);
-    worker_failed(a, a->held.local_rank, a->held.status, a->held.sig);
+    agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_TIMER,
+                                                      .timer = AGENT_TIMER_HOLD});
 }
 
-void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
-                              void *ud)
+static void grace_cb(uv_timer_t *t)
 {
-    struct agent_session *a = ud;
-
-    (void)g;
-    if (a->cfg.inplace && a->state == AG_RUNNING && a->late[local_rank] &&
-        agent_session_replace_late(a, local_rank) == 0)
-        return;
-    if (status == 0 && sig == 0)
-        return; /* the group logged the exit, once */
-    if (a->state == AG_RUNNING && a->held.on)
-        return; /* the same signal as the held one's, most likely: reported with it */
-    if (a->state == AG_RUNNING && !a->have_outcome &&
-        (step_signal(sig) || (sig == 0 && status > 128 && step_signal((int)(status - 128)))) &&
-        uv_timer_start(&a->hold_timer, hold_cb, AGENT_SIGNAL_HOLD_MS, 0) == 0) {
-        a->held.on = true;
-        a->held.local_rank = local_rank;
-        a->held.status = status;
-        a->held.sig = sig;
-        return;
-    }
-    worker_failed(a, local_rank, status, sig);
+    agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_TIMER,
+                                                      .timer = AGENT_TIMER_GRACE});
 }
 
-void agent_session_group_all_exited(struct agent_group *g, void *ud)
+/* A machine's timer armed at due_ms (uv_now's clock), or stopped (due_ms < 0). */
+static void arm_timer(struct agent_session *a, enum agent_timer t, int64_t due_ms)
 {
-    struct agent_session *a = ud;
+    uv_timer_t *h = t == AGENT_TIMER_HOLD ? &a->hold_timer : &a->grace_timer;
+    int64_t now = (int64_t)uv_now(a->loop);
 
-    (void)g;
-    a->workers_gone = true;
-    if (a->have_outcome) {
-        agent_finish(a);
+    if (due_ms < 0) {
+        (void)uv_timer_stop(h);
         return;
     }
-    if (a->state == AG_RUNNING && !a->local_failure && !a->held.on && !a->grace_on) {
-        /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
-         * elsewhere arrives as an EVENT at once). */
-        log_info("%s %" PRId64 " local worker%s exited 0%s", a->cfg.nproc == 1 ? "the" : "all",
-                 a->cfg.nproc, rdzv_plural((uint64_t)a->cfg.nproc),
-                 a->round.nnodes > 1 ? "; waiting for the other nodes" : "");
-        (void)agent_client_send_leave(
-            a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
-        session_set_state(a, AG_LEFT);
-    } else if ((a->state == AG_RESTARTING || (a->state == AG_RUNNING && a->grace_on)) &&
-               a->restart_pending) {
-        send_ready(a, a->stopping_gen); /* held by a start-up grace: all gone, the same */
-    }
+    (void)uv_timer_start(h, t == AGENT_TIMER_HOLD ? hold_cb : grace_cb,
+                         (uint64_t)(due_ms > now ? due_ms - now : 0), 0);
 }
 
-static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
+/* The ROUND taken (agent_session_step decided it): its store, front and log context. */
+static void round_begin(struct agent_session *a)
 {
-    struct agent_session *a = ud;
-    struct agent_assignment as;
-    bool keep;
-    int e;
+    const struct rdzv_round *r = &a->sm.round;
 
-    a->join.ran_incarnation = agent_client_incarnation(c); /* its rdzvd ran ours (1.20) */
-    if (a->state != AG_JOINING) {
-        log_warn("ROUND for generation %" PRIu64 " while workers still run: ignored",
-                 r->generation);
-        return;
-    }
-    a->round = *r;
     agent_store_round(a->store, r->generation);
-    agent_session_round_assignment(a, &as);
-    keep = has_survivors(a);
+    agent_session_round_assignment(a, &a->as);
     /* The last generation's front says what it did under that generation's name. */
     agent_session_front_close(a);
     if (!a->cfg.embedded)
@@ -256,138 +119,126 @@ static void on_round(struct agent_client *c, const struct rdzv_round *r, void *u
              r->generation, r->node_rank, r->nnodes, r->rank_offset,
              r->rank_offset + a->cfg.nproc - 1, r->world_size, r->master_addr, r->master_port,
              r->restart_count, r->max_restarts);
-    agent_session_front_round(a, &as);
-    session_set_state(a, AG_RUNNING);
-    a->workers_gone = false;
-    a->local_failure = false;
-    a->dropped = a->plain = false;
-    memset(a->late, 0, (size_t)a->cfg.nproc * sizeof(*a->late));
-    /* Tell the daemon that this node took its round before any worker starts: a node lost from
-     * here on ran in the generation, and its loss is the job's failure, not its host's. Sent
-     * after the start, a worker could be seen running before the daemon heard of it. */
-    (void)agent_client_send_round_ack(a->client, r->generation);
-    if (keep)
-        e = agent_session_round_in_place(a, &as);
-    else if (a->cfg.inplace)
-        /* READY went out once the failed ranks exited, not once the group drained: what they
-         * left (a descendant holding their output) may still be open. A partial start of every
-         * rank kills it and spawns each worker once its old handles are closed. */
-        e = agent_group_start_ranks(a->group, &as, NULL);
-    else
-        e = agent_group_start(a->group, &as);
-    memset(a->failed, 0, (size_t)a->cfg.nproc * sizeof(*a->failed));
+    agent_session_front_round(a, &a->as);
+}
+
+static void start_workers(struct agent_session *a, enum agent_start_mode mode)
+{
+    int e = mode == AGENT_START_IN_PLACE ? agent_session_round_in_place(a, &a->as)
+            : mode == AGENT_START_RANKS  ? agent_group_start_ranks(a->group, &a->as, NULL)
+                                         : agent_group_start(a->group, &a->as);
+
     if (e < 0) {
         log_error_errno(e, "cannot start the workers");
-        a->local_failure = true;
-        session_set_state(a, AG_RESTARTING);
-        a->stopping_gen = r->generation;
-        agent_session_report_failure(a, r->rank_offset, 0, 127, 0, NULL);
+        agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_START_FAILED, .err = e});
     }
-    /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
-    (void)agent_client_send_heartbeat(a->client,
-                                      &(struct rdzv_heartbeat){.generation = r->generation});
 }
 
-/* A start-up grace ran out (agent-session-grace.c): the workers still starting are stopped. */
-static void grace_over(struct agent_session *a)
+/* Our own workers failed: the node is checked before it offers itself again. */
+static void check_before_ready(struct agent_session *a)
 {
-    session_set_state(a, AG_RESTARTING);
-    agent_group_stop(a->group, SIGTERM);
+    int r = agent_health_run(a->health, health_cb, a);
+
+    if (r == 0 || r == -EBUSY)
+        return; /* health_cb sends it */
+    log_warn_errno(r, "health: the node cannot be checked; ready all the same");
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_HEALTH_OK, .unchecked = true});
 }
 
-/* The daemon says: stop the workers of generation e->generation, a new round follows. */
-static void on_restart(struct agent_session *a, const struct rdzv_event *e)
+static void apply_one(struct agent_session *a, const struct agent_effect *fx)
 {
-    switch (a->state) {
-    case AG_RUNNING:
-        if (a->round.generation != e->generation)
-            break;
-        heartbeat_cb(&a->heartbeat); /* the workers' last steps, as in worker_failed */
-        if (keep_in_place(a)) {
-            log_warn("re-forming in place: %s", e->summary);
-            send_ready(a, e->generation);
-            return;
-        }
-        if (agent_session_grace_begin(a, e, grace_over))
-            return;
-        log_warn("restarting: %s", e->summary);
-        session_set_state(a, AG_RESTARTING);
-        a->stopping_gen = e->generation;
-        a->restart_pending = true;
-        agent_group_stop(a->group, SIGTERM);
+    switch (fx->kind) {
+    case AGENT_DO_HEARTBEAT:
+        heartbeat_cb(&a->heartbeat);
         return;
-    case AG_RESTARTING:
-        if (a->stopping_gen != e->generation)
-            break;
-        /* Said here too when the root cause is ours: every agent of the job says the same. */
-        log_warn("%s: %s", in_place(a) ? "re-forming in place" : "restarting", e->summary);
-        a->restart_pending = true;
-        if ((a->dropped || a->plain) && !a->workers_gone)
-            agent_group_stop(a->group, SIGTERM); /* in place: the survivors go too */
-        if (in_place(a))
-            ready_in_place(a);
-        else if (a->workers_gone)
-            send_ready(a, e->generation);
+    case AGENT_DO_BARE_BEAT:
+        (void)agent_client_send_heartbeat(a->client,
+                                          &(struct rdzv_heartbeat){.generation = fx->gen});
         return;
-    case AG_LEFT:
-        if (a->round.generation != e->generation)
-            break;
-        log_warn("restarting (our workers had finished): %s", e->summary);
-        send_ready(a, e->generation);
+    case AGENT_DO_WORKER_EXIT:
+        agent_session_report_failure(a, a->sm.round.rank_offset + fx->local_rank, fx->local_rank,
+                                     fx->code, fx->sig, NULL);
         return;
-    case AG_JOINING:
-        send_ready(a, e->generation); /* nothing runs here */
+    case AGENT_DO_READY:
+        (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = fx->gen});
         return;
-    default:
+    case AGENT_DO_LEAVE:
+        (void)agent_client_send_leave(
+            a->client, &(struct rdzv_leave){.generation = fx->gen, .succeeded = true});
+        return;
+    case AGENT_DO_ROUND_BEGIN:
+        round_begin(a);
+        return;
+    case AGENT_DO_ROUND_ACK:
+        (void)agent_client_send_round_ack(a->client, fx->gen);
+        return;
+    case AGENT_DO_START:
+        start_workers(a, fx->mode);
+        return;
+    case AGENT_DO_REPLACE:
+        if (agent_session_replace_late(a, fx->local_rank) < 0) /* its exit as any other */
+            agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_WORKER_EXIT,
+                                                        .local_rank = fx->local_rank,
+                                                        .status = fx->code, .sig = fx->sig,
+                                                        .replace_failed = true});
+        return;
+    case AGENT_DO_STOP:
+        agent_group_stop(a->group, fx->sig);
+        return;
+    case AGENT_DO_HEALTH:
+        check_before_ready(a);
+        return;
+    case AGENT_DO_TIMER:
+        arm_timer(a, fx->timer, fx->due_ms);
+        return;
+    case AGENT_DO_CANCEL_VERDICT:
+        (void)uv_timer_stop(&a->verdict);
+        return;
+    case AGENT_DO_FINISH:
+        agent_finish(a);
         return;
     }
-    log_debug("restart of generation %" PRIu64 " ignored (state %d)", e->generation, a->state);
+}
+
+void agent_session_apply(struct agent_session *a, const struct agent_ready *r)
+{
+    for (unsigned i = 0; i < r->n; i++)
+        apply_one(a, &r->fx[i]);
+}
+
+void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
+{
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_FAIL_LOCAL,
+                                                .local_rank = local_rank});
+}
+
+void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
+                              void *ud)
+{
+    (void)g;
+    agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_WORKER_EXIT,
+                                                 .local_rank = local_rank, .status = status,
+                                                 .sig = sig});
+}
+
+void agent_session_group_all_exited(struct agent_group *g, void *ud)
+{
+    (void)g;
+    agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_ALL_EXITED});
+}
+
+static void on_round(struct agent_client *c, const struct rdzv_round *r, void *ud)
+{
+    struct agent_session *a = ud;
+
+    a->join.ran_incarnation = agent_client_incarnation(c); /* its rdzvd ran ours (1.20) */
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_ROUND, .round = r});
 }
 
 static void on_event(struct agent_client *c, const struct rdzv_event *e, void *ud)
 {
-    struct agent_session *a = ud;
-    bool verdict;
-
     (void)c;
-    if (strcmp(e->type, "restart") == 0) {
-        on_restart(a, e);
-        return;
-    }
-    verdict = a->awaiting_verdict;
-    a->awaiting_verdict = false;
-    (void)uv_timer_stop(&a->verdict);
-    a->outcome = *e;
-    a->have_outcome = true;
-    a->put_aside = strcmp(e->type, "put_aside") == 0;
-    if (strcmp(e->type, "succeeded") == 0) {
-        a->exit_code = 0;
-    } else if (a->put_aside) {
-        a->exit_code = RDZV_EXIT_PUT_ASIDE; /* whatever the event says: the man page's status */
-        log_error("this node is put aside by job %s: %s", a->cfg.run_id, e->summary);
-    } else if (strcmp(e->type, "cancelled") == 0 || strcmp(e->type, "left") == 0) {
-        /* left (1.7): this agent was signalled and the job goes on without its node */
-        a->exit_code = e->exit_code > 128 && e->exit_code < 256 ? (int)e->exit_code : 143;
-    } else {
-        a->exit_code = e->exit_code ? (int)e->exit_code : 1;
-    }
-    if (!a->workers_gone &&
-        (has_survivors(a) ||
-         (a->exit_code != 0 && (a->state == AG_RUNNING || a->state == AG_RESTARTING)))) {
-        if (a->put_aside)
-            log_warn("stopping local workers: this node takes no further part in the job");
-        else if (strcmp(e->type, "cancelled") == 0)
-            log_warn("job cancelled: stopping local workers (%s)", e->summary);
-        else if (strcmp(e->type, "left") == 0)
-            log_warn("stopping local workers: %s", e->summary);
-        else if (a->state == AG_RUNNING || has_survivors(a))
-            log_warn("job failed on another node; stopping local workers");
-        session_set_state(a, AG_STOPPING);
-        agent_group_stop(a->group, SIGTERM);
-        return;
-    }
-    if (a->workers_gone || a->state == AG_JOINING || (verdict && a->state != AG_STOPPING))
-        agent_finish(a);
+    agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_EVENT, .event = e});
 }
 
 /* A check failed while this node takes part: rdzvd is told (UNHEALTHY), puts the node aside and
@@ -396,7 +247,7 @@ static void report_unhealthy(struct agent_session *a, const char *reason)
 {
     struct rdzv_unhealthy u;
 
-    if (a->unhealthy || a->have_outcome)
+    if (a->unhealthy || a->sm.have_outcome)
         return;
     a->unhealthy = true;
     log_error("this node failed its health check: %s", reason);
@@ -404,13 +255,13 @@ static void report_unhealthy(struct agent_session *a, const char *reason)
     rdzv_utf8_trim(u.reason);
     if (a->client && agent_client_send_unhealthy(a->client, &u) == 0)
         return;
-    snprintf(a->outcome.type, sizeof(a->outcome.type), "put_aside");
-    snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+    snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type), "put_aside");
+    snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
              "this node failed its health check: %s", reason);
-    a->have_outcome = a->put_aside = true;
-    a->exit_code = RDZV_EXIT_PUT_ASIDE;
-    if (!a->workers_gone && a->group && agent_group_running(a->group) > 0) {
-        session_set_state(a, AG_STOPPING);
+    a->sm.have_outcome = a->sm.put_aside = true;
+    a->sm.exit_code = RDZV_EXIT_PUT_ASIDE;
+    if (!a->sm.workers_gone && a->group && agent_group_running(a->group) > 0) {
+        agent_session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
     } else {
         agent_finish(a);
@@ -420,24 +271,22 @@ static void report_unhealthy(struct agent_session *a, const char *reason)
 static void health_cb(void *ud, bool healthy, const char *reason)
 {
     struct agent_session *a = ud;
-    uint64_t gen = a->ready_waiting;
 
-    a->ready_waiting = 0;
     if (!healthy) {
+        a->sm.ready_waiting = 0;
         report_unhealthy(a, reason);
         return;
     }
-    if (gen && a->state == AG_RESTARTING && !a->have_outcome)
-        send_ready(a, gen);
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_HEALTH_OK});
 }
 
 static void health_timer_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;
 
-    if (a->unhealthy || a->have_outcome || !a->client)
+    if (a->unhealthy || a->sm.have_outcome || !a->client)
         return;
-    if (a->state != AG_RUNNING && a->state != AG_LEFT && a->state != AG_JOINING)
+    if (a->sm.state != AG_RUNNING && a->sm.state != AG_LEFT && a->sm.state != AG_JOINING)
         return;
     (void)agent_health_run(a->health, health_cb, a); /* -EBUSY: the one running will say */
 }
@@ -447,20 +296,21 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
 {
     struct agent_session *a = ud;
 
-    if (c && agent_identity_renew(&a->join, a->state == AG_JOINING && !has_survivors(a), msg)) {
+    if (c && agent_identity_renew(&a->join, a->sm.state == AG_JOINING && !has_survivors(a), msg)) {
         on_lost(c, msg, a); /* its JOINED was lost: join again as a new node id */
         return;
     }
     log_error("%s", msg);
-    if (a->have_outcome)
+    if (a->sm.have_outcome)
         return;
-    snprintf(a->outcome.type, sizeof(a->outcome.type), "failed");
-    snprintf(a->outcome.summary, sizeof(a->outcome.summary), "%s", msg);
-    a->have_outcome = true;
-    if (a->exit_code == 0) /* no rdzvd answered: its own status (the man page's) */
-        a->exit_code = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1;
-    if (!a->workers_gone && a->state != AG_DONE && (a->state != AG_JOINING || has_survivors(a))) {
-        session_set_state(a, AG_STOPPING);
+    snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type), "failed");
+    snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary), "%s", msg);
+    a->sm.have_outcome = true;
+    if (a->sm.exit_code == 0) /* no rdzvd answered: its own status (the man page's) */
+        a->sm.exit_code = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1;
+    if (!a->sm.workers_gone && a->sm.state != AG_DONE &&
+        (a->sm.state != AG_JOINING || has_survivors(a))) {
+        agent_session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, SIGTERM);
     } else {
         agent_finish(a);
@@ -482,26 +332,27 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     if (secret[0])
         snprintf(a->join.secret, sizeof(a->join.secret), "%s", secret);
     if (resumed)
-        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->round.generation);
+        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->sm.round.generation);
     else if (spare)
         log_info("the job runs without this node for now: waiting as a spare");
     /* Our generation is over without us: the EVENT restart that follows stops every worker. */
     if (spare && !resumed && a->group && agent_group_running(a->group) > 0 &&
-        (a->state == AG_RUNNING || a->state == AG_RESTARTING))
-        a->dropped = true;
+        (a->sm.state == AG_RUNNING || a->sm.state == AG_RESTARTING))
+        a->sm.dropped = true;
     /* An unsent WORKER_EXIT goes now, and again one that a deposed leader took (resumed, no
      * EVENT restart: it was lost); rdzvd ignores a repeat (its generation stopping or over). */
-    if (a->pending_exit || (resumed && a->local_failure && a->state == AG_RESTARTING &&
-                            !a->restart_pending && a->pexit.generation == a->stopping_gen))
+    if (a->pending_exit || (resumed && a->sm.local_failure && a->sm.state == AG_RESTARTING &&
+                            !a->sm.restart_pending && a->pexit.generation == a->sm.stopping_gen))
         a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
     if (spare && !resumed) /* at once: --scale-up now takes a joiner in at its first HEARTBEAT */
         heartbeat_cb(&a->heartbeat);
     agent_replica_joined(&a->rhost);
     /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
      * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
-    if (resumed && a->state == AG_LEFT)
+    if (resumed && a->sm.state == AG_LEFT)
         (void)agent_client_send_leave(
-            a->client, &(struct rdzv_leave){.generation = a->round.generation, .succeeded = true});
+            a->client,
+            &(struct rdzv_leave){.generation = a->sm.round.generation, .succeeded = true});
 }
 
 /* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
@@ -523,14 +374,17 @@ static void leaderless_cb(uv_timer_t *t)
     log_error("no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
               "stopping the workers rather than train a copy that may diverge; reconnecting",
               a->cfg.heartbeat_timeout_s);
-    if (a->state == AG_RUNNING) {
-        bool held = agent_session_grace_end(a); /* its EVENT restart came already */
+    if (a->sm.state == AG_RUNNING) {
+        struct agent_ready rd = {.n = 0};
+        bool held = agent_sm_grace_end(&a->sm, &rd); /* its EVENT restart came already */
 
-        a->local_failure = true;
-        agent_session_report_failure(a, a->round.rank_offset, 0, 128 + SIGTERM, SIGTERM, reason);
-        session_set_state(a, AG_RESTARTING);
-        a->stopping_gen = a->round.generation;
-        a->restart_pending = held;
+        agent_session_apply(a, &rd);
+        a->sm.local_failure = true;
+        agent_session_report_failure(a, a->sm.round.rank_offset, 0, 128 + SIGTERM, SIGTERM,
+                                     reason);
+        agent_session_set_state(a, AG_RESTARTING);
+        a->sm.stopping_gen = a->sm.round.generation;
+        a->sm.restart_pending = held;
     }
     agent_group_stop(a->group, SIGTERM);
 }
@@ -541,11 +395,11 @@ static void on_lost(struct agent_client *c, const char *msg, void *ud)
     struct agent_session *a = ud;
     int r;
 
-    if (a->have_outcome) { /* leaving anyway (signalled, put aside, the job over): stay gone */
-        a->awaiting_verdict = false;
+    if (a->sm.have_outcome) { /* leaving anyway (signalled, put aside, the job over): stay gone */
+        a->sm.awaiting_verdict = false;
         agent_client_close(c, NULL, NULL);
         a->client = NULL;
-        if (a->workers_gone || a->state != AG_STOPPING)
+        if (a->sm.workers_gone || a->sm.state != AG_STOPPING)
             agent_finish(a);
         return;
     }
@@ -575,10 +429,10 @@ void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *
 
     (void)g;
     (void)local_rank;
-    if (a->state != AG_RUNNING || !a->client)
+    if (a->sm.state != AG_RUNNING || !a->client)
         return;
-    if (a->first_step_gen != a->round.generation) {
-        a->first_step_gen = a->round.generation;
+    if (a->first_step_gen != a->sm.round.generation) {
+        a->first_step_gen = a->sm.round.generation;
         a->first_steps_sent = 0;
     }
     if (a->first_steps_sent > (uint64_t)a->cfg.nproc)
@@ -592,10 +446,10 @@ static void heartbeat_cb(uv_timer_t *t)
     struct agent_session *a = t->data;
     struct rdzv_heartbeat hb;
 
-    if (!a->client || a->state == AG_DONE)
+    if (!a->client || a->sm.state == AG_DONE)
         return;
     /* The workers' progress, while they run this generation (rdzvctl status shows it). */
-    agent_heartbeat_fill(&hb, a->round.generation, a->state == AG_RUNNING ? a->group : NULL,
+    agent_heartbeat_fill(&hb, a->sm.round.generation, a->sm.state == AG_RUNNING ? a->group : NULL,
                          (unsigned)a->cfg.nproc, a->cfg.stall);
     (void)agent_client_send_heartbeat(a->client, &hb);
 }
@@ -623,37 +477,37 @@ void agent_session_signal(struct agent_session *a, int signum)
     }
     log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
              name, signal_meaning(signum), a->cfg.grace_s);
-    if (a->held.on) { /* the worker died of this signal: the agent reports it, not the worker */
-        (void)uv_timer_stop(&a->hold_timer);
-        a->held.on = false;
-        log_info("worker local rank %u was killed by the same signal", a->held.local_rank);
+    if (a->sm.held.on) { /* the worker died of this signal: the agent reports it, not the worker */
+        arm_timer(a, AGENT_TIMER_HOLD, -1);
+        a->sm.held.on = false;
+        log_info("worker local rank %u was killed by the same signal", a->sm.held.local_rank);
     }
-    if (!a->have_outcome) {
+    if (!a->sm.have_outcome) {
         bool cancel = signum == SIGTERM || signum == SIGINT;
         struct rdzv_cancel cn = {.signal = signum};
         bool ended = cancel && agent_sched_cancel(&cn); /* the scheduler ends the job: R15a */
 
-        snprintf(a->outcome.type, sizeof(a->outcome.type),
+        snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type),
                  ended ? "cancelled" : cancel ? "left" : "failed");
         if (ended)
-            snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+            snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
                      "cancelled: the agent of node %s received %s from outside (%s)",
                      a->join.host, name, cn.reason);
         else
-            snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+            snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
                      cancel ? "this node left job %s: its agent received %s from outside (%s)"
                             : "the agent%.0s received %s from outside (%s)",
                      a->cfg.run_id, name, signal_meaning(signum));
-        a->have_outcome = true;
-        a->exit_code = 128 + signum;
+        a->sm.have_outcome = true;
+        a->sm.exit_code = 128 + signum;
         /* Stopped from outside: this node leaves, or the scheduler ends the job (cancelled even
          * when no rdzvd answers: its replicas got the signal too); rdzvd answers (on_event). */
         if (cancel && a->client)
-            a->awaiting_verdict = agent_client_send_cancel(a->client, &cn) == 0;
+            a->sm.awaiting_verdict = agent_client_send_cancel(a->client, &cn) == 0;
     }
-    if (!a->workers_gone && (a->state == AG_RUNNING || a->state == AG_RESTARTING ||
-                             a->state == AG_STOPPING || has_survivors(a))) {
-        session_set_state(a, AG_STOPPING);
+    if (!a->sm.workers_gone && (a->sm.state == AG_RUNNING || a->sm.state == AG_RESTARTING ||
+                             a->sm.state == AG_STOPPING || has_survivors(a))) {
+        agent_session_set_state(a, AG_STOPPING);
         agent_group_stop(a->group, signum);
     } else {
         agent_finish(a);
@@ -666,39 +520,40 @@ static void verdict_cb(uv_timer_t *t)
     struct agent_session *a = t->data;
 
     log_warn("rdzvd did not answer this node's leaving within %d ms", AGENT_VERDICT_MS);
-    a->awaiting_verdict = false;
+    a->sm.awaiting_verdict = false;
     agent_finish(a);
 }
 
 static void agent_finish(struct agent_session *a)
 {
-    if (a->state == AG_DONE)
+    if (a->sm.state == AG_DONE)
         return;
-    if (a->awaiting_verdict) { /* rdzvd's word on this node's leaving first (on_event) */
+    if (a->sm.awaiting_verdict) { /* rdzvd's word on this node's leaving first (on_event) */
         if (!uv_is_active((const uv_handle_t *)&a->verdict))
             (void)uv_timer_start(&a->verdict, verdict_cb, AGENT_VERDICT_MS, 0);
         return;
     }
     (void)uv_timer_stop(&a->verdict);
-    session_set_state(a, AG_DONE);
-    if (a->exit_code == 0) /* no ROUND: a spare that ran nothing, as rdzvd's summary says */
-        log_info(a->round.generation ? "job %s succeeded%.0s" : "job %s: %s", a->cfg.run_id,
-                 a->outcome.summary);
-    else if (a->put_aside)
+    agent_session_set_state(a, AG_DONE);
+    if (a->sm.exit_code == 0) /* no ROUND: a spare that ran nothing, as rdzvd's summary says */
+        log_info(a->sm.round.generation ? "job %s succeeded%.0s" : "job %s: %s", a->cfg.run_id,
+                 a->sm.outcome.summary);
+    else if (a->sm.put_aside)
         fprintf(stderr, "rdzv-agent: put aside by job %s (exit code %d): %s\n", a->cfg.run_id,
-                a->exit_code, a->outcome.summary);
-    else if (strcmp(a->outcome.type, "cancelled") == 0)
+                a->sm.exit_code, a->sm.outcome.summary);
+    else if (strcmp(a->sm.outcome.type, "cancelled") == 0)
         fprintf(stderr, "rdzv-agent: job %s cancelled (exit code %d): %s\n", a->cfg.run_id,
-                a->exit_code, a->outcome.summary);
-    else if (strcmp(a->outcome.type, "left") == 0)
+                a->sm.exit_code, a->sm.outcome.summary);
+    else if (strcmp(a->sm.outcome.type, "left") == 0)
         fprintf(stderr, "rdzv-agent: left job %s, stopped from outside (exit code %d): %s\n",
-                a->cfg.run_id, a->exit_code, a->outcome.summary);
+                a->cfg.run_id, a->sm.exit_code, a->sm.outcome.summary);
     else
         fprintf(stderr, "rdzv-agent: job %s failed (exit code %d): %s\n", a->cfg.run_id,
-                a->exit_code, a->outcome.summary[0] ? a->outcome.summary : "see the log above");
+                a->sm.exit_code,
+                a->sm.outcome.summary[0] ? a->sm.outcome.summary : "see the log above");
     /* What failures cost the job, as rdzvd counted it: the last line every agent says. */
-    if (a->outcome.cost[0])
-        log_info("job %s: %s", a->cfg.run_id, a->outcome.cost);
+    if (a->sm.outcome.cost[0])
+        log_info("job %s: %s", a->cfg.run_id, a->sm.outcome.cost);
     uv_stop(a->loop);
 }
 
@@ -706,22 +561,23 @@ static void agent_finish(struct agent_session *a)
 static int agent_connect(struct agent_session *a)
 {
     struct rdzv_resume *rs = &a->join.resume;
-    bool running = a->state == AG_RUNNING || a->state == AG_LEFT || a->state == AG_RESTARTING;
+    bool running = a->sm.state == AG_RUNNING || a->sm.state == AG_LEFT ||
+                   a->sm.state == AG_RESTARTING;
     int r;
 
     memset(rs, 0, sizeof(*rs));
     /* How long ago this agent started (the client dates it again as the JOIN leaves): rdzvd starts
      * a job that ended before then afresh (a new run of the same line), not refusing it as over. */
     a->join.age_ms = (int64_t)(rdzv_now_ms() - a->started_ms) + 1;
-    if (running && a->round.generation) {
-        rs->generation = a->round.generation;
-        rs->node_rank = a->round.node_rank;
-        rs->nnodes = a->round.nnodes;
-        rs->rank_offset = a->round.rank_offset;
-        rs->world_size = a->round.world_size;
-        rs->restart_count = a->round.restart_count;
-        rs->master_port = a->round.master_port;
-        rs->left = a->state == AG_LEFT;
+    if (running && a->sm.round.generation) {
+        rs->generation = a->sm.round.generation;
+        rs->node_rank = a->sm.round.node_rank;
+        rs->nnodes = a->sm.round.nnodes;
+        rs->rank_offset = a->sm.round.rank_offset;
+        rs->world_size = a->sm.round.world_size;
+        rs->restart_count = a->sm.round.restart_count;
+        rs->master_port = a->sm.round.master_port;
+        rs->left = a->sm.state == AG_LEFT;
         rs->incarnation = a->incarnation;
     }
     r = agent_client_start(
@@ -750,12 +606,13 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
 
     if (!a)
         return -ENOMEM;
-    a->failed = calloc((size_t)cfg->nproc, sizeof(*a->failed));
+    a->sm.failed = calloc((size_t)cfg->nproc, sizeof(*a->sm.failed));
+    a->rank_running = calloc((size_t)cfg->nproc, sizeof(*a->rank_running));
     a->spawn = calloc((size_t)cfg->nproc, sizeof(*a->spawn));
-    a->late = calloc((size_t)cfg->nproc, sizeof(*a->late));
+    a->sm.late = calloc((size_t)cfg->nproc, sizeof(*a->sm.late));
     a->stacks = calloc((size_t)cfg->nproc, sizeof(*a->stacks));
     a->hangs = calloc((size_t)cfg->nproc, sizeof(*a->hangs));
-    if (!a->failed || !a->spawn || !a->late || !a->stacks || !a->hangs) {
+    if (!a->sm.failed || !a->rank_running || !a->spawn || !a->sm.late || !a->stacks || !a->hangs) {
         agent_session_free(a);
         return -ENOMEM;
     }
@@ -774,6 +631,9 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
                                            .send = agent_session_replica_send,
                                            .ud = a};
     a->loop = cfg->loop;
+    a->sm.run_id = cfg->run_id;
+    a->sm.nproc = cfg->nproc;
+    a->sm.inplace = cfg->inplace;
     a->started_ms = rdzv_now_ms();
     *ret = a;
     return 0;
@@ -788,11 +648,11 @@ static void start_checked_cb(void *ud, bool healthy, const char *reason)
     if (!healthy) {
         log_error("this node failed its health check: %s; it does not join job %s", reason,
                   a->cfg.run_id);
-        snprintf(a->outcome.type, sizeof(a->outcome.type), "put_aside");
-        snprintf(a->outcome.summary, sizeof(a->outcome.summary),
+        snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type), "put_aside");
+        snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
                  "this node failed its health check before joining: %s", reason);
-        a->have_outcome = a->put_aside = a->unhealthy = true;
-        a->exit_code = RDZV_EXIT_PUT_ASIDE;
+        a->sm.have_outcome = a->sm.put_aside = a->unhealthy = true;
+        a->sm.exit_code = RDZV_EXIT_PUT_ASIDE;
         agent_finish(a);
         return;
     }
@@ -800,12 +660,12 @@ static void start_checked_cb(void *ud, bool healthy, const char *reason)
         (void)uv_timer_start(&a->health_timer, health_timer_cb,
                              (uint64_t)(a->cfg.health_interval_s * 1000),
                              (uint64_t)(a->cfg.health_interval_s * 1000));
-    if (a->state == AG_DONE)
+    if (a->sm.state == AG_DONE)
         return; /* a signal ended it meanwhile */
     r = agent_connect(a);
     if (r < 0) {
         log_error_errno(r, "cannot start the connection to rdzvd");
-        a->exit_code = 1;
+        a->sm.exit_code = 1;
         agent_finish(a);
     }
 }
@@ -818,10 +678,12 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
     a->group = g;
     a->join = *join;
     a->heartbeat.data = a->leaderless.data = a->health_timer.data = a->verdict.data = a;
-    a->hold_timer.data = a;
+    a->hold_timer.data = a->grace_timer.data = a;
     r = uv_timer_init(a->loop, &a->leaderless);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->hold_timer);
+    if (r == 0)
+        r = uv_timer_init(a->loop, &a->grace_timer);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->verdict);
     if (r == 0)
@@ -835,6 +697,7 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
         return r;
     a->cfg.health.loop = a->loop;
     r = agent_health_new(&a->cfg.health, &a->health);
+    a->sm.has_health = a->health != NULL;
     if (r == 0)
         r = agent_health_run(a->health, start_checked_cb, a);
     if (r == 0)
@@ -845,17 +708,17 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
 
 int agent_session_exit_code(const struct agent_session *a)
 {
-    return a->exit_code;
+    return a->sm.exit_code;
 }
 
 bool agent_session_put_aside(const struct agent_session *a)
 {
-    return a->put_aside;
+    return a->sm.put_aside;
 }
 
 const char *agent_session_outcome(const struct agent_session *a)
 {
-    return a->have_outcome ? a->outcome.summary : "";
+    return a->sm.have_outcome ? a->sm.outcome.summary : "";
 }
 
 void agent_session_stop(struct agent_session *a)
@@ -885,9 +748,10 @@ struct agent_session *agent_session_free(struct agent_session *a)
         }
     free(a->stacks);
     free(a->hangs);
-    free(a->failed);
+    free(a->sm.failed);
+    free(a->rank_running);
     free(a->spawn);
-    free(a->late);
+    free(a->sm.late);
     agent_store_free(a->store);
     agent_replica_free(a->rhost.replica);
     free(a);

@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent-session-sm.c: the session's decisions as a step machine (agent-session-sm.h): a ROUND
+ * starts the workers, a worker's failure is reported and stops the others (or, in place, only
+ * itself), an EVENT restart stops them and READY follows once they are gone, the job's outcome
+ * gives the exit code. No libuv, no system call, no clock (tests/layers.txt: pure). */
+#include "agent/session/agent-session-sm.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/rdzv-log.h"
+#include "common/rdzv-util.h"
+
+static const char *const state_names[] = {
+    [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
+    [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
+};
+
+const char *agent_sm_state_name(enum agent_state st)
+{
+    return (unsigned)st < _AG_STATE_MAX ? state_names[st] : "?";
+}
+
+static struct agent_effect *add(struct agent_ready *r, enum agent_effect_kind kind)
+{
+    struct agent_effect *fx;
+
+    assert(r->n < AGENT_READY_MAX); /* a step decides a handful of things */
+    fx = &r->fx[r->n++];
+    *fx = (struct agent_effect){.kind = kind};
+    return fx;
+}
+
+static void add_gen(struct agent_ready *r, enum agent_effect_kind kind, uint64_t gen)
+{
+    add(r, kind)->gen = gen;
+}
+
+static void add_stop(struct agent_ready *r, int sig)
+{
+    add(r, AGENT_DO_STOP)->sig = sig;
+}
+
+static void add_timer(struct agent_ready *r, enum agent_timer t, int64_t due_ms)
+{
+    struct agent_effect *fx = add(r, AGENT_DO_TIMER);
+
+    fx->timer = t;
+    fx->due_ms = due_ms;
+}
+
+bool agent_sm_grace_end(struct agent_sm *sm, struct agent_ready *ready)
+{
+    bool was = sm->grace_on;
+
+    sm->grace_on = false;
+    if (was)
+        add_timer(ready, AGENT_TIMER_GRACE, -1);
+    return was;
+}
+
+void agent_sm_set_state(struct agent_sm *sm, enum agent_state st, struct agent_ready *ready)
+{
+    assert((unsigned)st < _AG_STATE_MAX);
+    if (sm->state != st)
+        log_debug("session: %s -> %s", state_names[sm->state], state_names[st]);
+    if (st != AG_RUNNING && sm->held.on) { /* the generation it died in is over anyway */
+        add_timer(ready, AGENT_TIMER_HOLD, -1);
+        sm->held.on = false;
+    }
+    if (st != AG_RUNNING)
+        (void)agent_sm_grace_end(sm, ready); /* a start-up grace holds a RUNNING generation */
+    sm->state = st;
+}
+
+bool agent_sm_has_survivors(const struct agent_sm *sm, unsigned running)
+{
+    return sm->state == AG_JOINING && running > 0;
+}
+
+bool agent_sm_in_place(const struct agent_sm *sm)
+{
+    return sm->inplace && !sm->dropped && !sm->plain;
+}
+
+/* READY for gen, once a health check passed when our own workers failed. */
+static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_t gen,
+                       struct agent_ready *r)
+{
+    unsigned n = sm->inplace ? f->running : 0;
+
+    /* Our own workers failed: the node is checked before it offers itself again. */
+    if (sm->has_health && sm->local_failure && sm->health_ready_gen != gen) {
+        sm->health_ready_gen = gen;
+        sm->ready_waiting = gen;
+        add_gen(r, AGENT_DO_HEALTH, gen); /* HEALTH_OK sends it */
+        return;
+    }
+    if (n)
+        log_info("%u worker%s of generation %" PRIu64 " keep%s running (--recovery inplace); "
+                 "ready for the next round", n, rdzv_plural(n), gen, n == 1 ? "s" : "");
+    else
+        log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
+    agent_sm_set_state(sm, AG_JOINING, r);
+    sm->restart_pending = false;
+    add_gen(r, AGENT_DO_READY, gen);
+}
+
+/* A failure (here or elsewhere) in a running generation: whether the workers here keep running
+ * to re-form in place. Not before one of them said it follows the control channel: told a new
+ * generation, a plain DDP script's survivor would not re-form (it blocks or dies on its lost
+ * peer, and the next generation would mix it with new workers), so the generation restarts here
+ * as under --recovery restart; said once. */
+static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f)
+{
+    if (!agent_sm_in_place(sm))
+        return false;
+    if (sm->follows || f->following > 0) {
+        sm->follows = true;
+        return true;
+    }
+    sm->plain = true;
+    if (!sm->plain_said)
+        log_warn("--recovery inplace: no worker here has said it follows rdzv's control channel "
+                 "(a script does once it makes rdzv.torch's Job; rdzv-train does at start), so "
+                 "this failure restarts the whole generation here, as --recovery restart does");
+    sm->plain_said = true;
+    return false;
+}
+
+/* local_rank failed here (or hung: being killed), and rdzvd has been told. Restart: stop the
+ * other workers at once (fail fast). In place: they keep running, and READY goes out once the
+ * daemon's EVENT restart came and every failed rank is reaped. */
+static void fail_local(struct agent_sm *sm, const struct agent_facts *f, unsigned local_rank,
+                       struct agent_ready *r)
+{
+    bool keep = keep_in_place(sm, f), held = agent_sm_grace_end(sm, r);
+
+    agent_sm_set_state(sm, AG_RESTARTING, r);
+    sm->stopping_gen = sm->round.generation;
+    sm->restart_pending = held; /* held by a start-up grace: its EVENT restart came already */
+    if (keep)
+        sm->failed[local_rank] = true;
+    else
+        add_stop(r, SIGTERM);
+}
+
+static void ready_in_place(struct agent_sm *sm, const struct agent_facts *f,
+                           struct agent_ready *r)
+{
+    if (sm->state != AG_RESTARTING || !sm->restart_pending || !agent_sm_in_place(sm))
+        return;
+    for (unsigned i = 0; i < (unsigned)sm->nproc; i++)
+        if (sm->failed[i] && f->rank_running && f->rank_running[i])
+            return;
+    send_ready(sm, f, sm->stopping_gen, r);
+}
+
+/* The signals a scheduler or a terminal sends to every process of a job step (held above). */
+static bool step_signal(int sig)
+{
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* A worker of this node failed (exited non-zero, or was killed): report it and stop the others,
+ * unless the node is not running a generation any more. */
+static void worker_failed(struct agent_sm *sm, const struct agent_facts *f, unsigned local_rank,
+                          int64_t status, int sig, struct agent_ready *r)
+{
+    struct agent_effect *fx;
+
+    if (sm->state != AG_RUNNING) {
+        /* A consequence, not a cause: stopping anyway, or (in place) a failed rank is gone or
+         * a survivor died between generations: the next ROUND starts it again. */
+        if (sm->inplace)
+            ready_in_place(sm, f, r);
+        return;
+    }
+    sm->local_failure = true;
+    /* Report first, then stop the rest of our workers at once (fail fast); the daemon answers
+     * with a restart or the job's end. In place, only this one is gone. The workers' last
+     * steps go just before: the steps a restart from a checkpoint will do again are counted
+     * from them (what failures cost the job). */
+    add(r, AGENT_DO_HEARTBEAT);
+    fx = add(r, AGENT_DO_WORKER_EXIT);
+    fx->local_rank = local_rank;
+    fx->code = sig ? 128 + sig : status;
+    fx->sig = sig;
+    fail_local(sm, f, local_rank, r);
+    if (agent_sm_in_place(sm))
+        log_info("the other workers keep running (--recovery inplace)");
+}
+
+static void on_worker_exit(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
+                           struct agent_ready *r)
+{
+    int64_t status = in->status;
+    int sig = in->sig;
+
+    if (sm->inplace && sm->state == AG_RUNNING && sm->late[in->local_rank] &&
+        !in->replace_failed) {
+        struct agent_effect *fx = add(r, AGENT_DO_REPLACE); /* failed: WORKER_EXIT again */
+
+        sm->late[in->local_rank] = false;
+        fx->local_rank = in->local_rank;
+        fx->code = status;
+        fx->sig = sig;
+        return;
+    }
+    if (status == 0 && sig == 0)
+        return; /* the group logged the exit, once */
+    if (sm->state == AG_RUNNING && sm->held.on)
+        return; /* the same signal as the held one's, most likely: reported with it */
+    if (sm->state == AG_RUNNING && !sm->have_outcome &&
+        (step_signal(sig) || (sig == 0 && status > 128 && step_signal((int)(status - 128))))) {
+        add_timer(r, AGENT_TIMER_HOLD, now_ms + AGENT_SIGNAL_HOLD_MS);
+        sm->held.on = true;
+        sm->held.local_rank = in->local_rank;
+        sm->held.status = status;
+        sm->held.sig = sig;
+        return;
+    }
+    worker_failed(sm, &in->facts, in->local_rank, status, sig, r);
+}
+
+static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct agent_ready *r)
+{
+    if (!sm->held.on)
+        return;
+    sm->held.on = false;
+    log_info("the signal that killed worker local rank %u did not reach this agent within %d "
+             "ms: reporting its failure", sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+    worker_failed(sm, f, sm->held.local_rank, sm->held.status, sm->held.sig, r);
+}
+
+static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
+                          struct agent_ready *r)
+{
+    sm->workers_gone = true;
+    if (sm->have_outcome) {
+        add(r, AGENT_DO_FINISH);
+        return;
+    }
+    if (sm->state == AG_RUNNING && !sm->local_failure && !sm->held.on && !sm->grace_on) {
+        /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
+         * elsewhere arrives as an EVENT at once). */
+        log_info("%s %" PRId64 " local worker%s exited 0%s", sm->nproc == 1 ? "the" : "all",
+                 sm->nproc, rdzv_plural((uint64_t)sm->nproc),
+                 sm->round.nnodes > 1 ? "; waiting for the other nodes" : "");
+        add_gen(r, AGENT_DO_LEAVE, sm->round.generation);
+        agent_sm_set_state(sm, AG_LEFT, r);
+    } else if ((sm->state == AG_RESTARTING || (sm->state == AG_RUNNING && sm->grace_on)) &&
+               sm->restart_pending) {
+        send_ready(sm, f, sm->stopping_gen, r); /* held by a start-up grace: all gone, the same */
+    }
+}
+
+static void on_round(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
+{
+    const struct rdzv_round *rd = in->round;
+    bool keep;
+
+    if (sm->state != AG_JOINING) {
+        log_warn("ROUND for generation %" PRIu64 " while workers still run: ignored",
+                 rd->generation);
+        return;
+    }
+    sm->round = *rd;
+    keep = agent_sm_has_survivors(sm, in->facts.running);
+    add_gen(r, AGENT_DO_ROUND_BEGIN, rd->generation);
+    agent_sm_set_state(sm, AG_RUNNING, r);
+    sm->workers_gone = false;
+    sm->local_failure = false;
+    sm->dropped = sm->plain = false;
+    memset(sm->late, 0, (size_t)sm->nproc * sizeof(*sm->late));
+    /* Tell the daemon that this node took its round before any worker starts: a node lost from
+     * here on ran in the generation, and its loss is the job's failure, not its host's. Sent
+     * after the start, a worker could be seen running before the daemon heard of it. */
+    add_gen(r, AGENT_DO_ROUND_ACK, rd->generation);
+    /* In place without survivors: READY went out once the failed ranks exited, not once the
+     * group drained: what they left (a descendant holding their output) may still be open. A
+     * partial start of every rank kills it and spawns each worker once its old handles are
+     * closed. */
+    add(r, AGENT_DO_START)->mode = keep ? AGENT_START_IN_PLACE
+                                 : sm->inplace ? AGENT_START_RANKS
+                                               : AGENT_START_ALL;
+    memset(sm->failed, 0, (size_t)sm->nproc * sizeof(*sm->failed));
+    /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
+    add_gen(r, AGENT_DO_BARE_BEAT, rd->generation);
+}
+
+static void on_start_failed(struct agent_sm *sm, struct agent_ready *r)
+{
+    struct agent_effect *fx;
+
+    sm->local_failure = true;
+    agent_sm_set_state(sm, AG_RESTARTING, r);
+    sm->stopping_gen = sm->round.generation;
+    fx = add(r, AGENT_DO_WORKER_EXIT);
+    fx->local_rank = 0;
+    fx->code = 127;
+}
+
+/* Another node's worker failed at start-up (EVENT restart's startup_grace_ms, 1.17), and no
+ * worker here made a first step either. Stopped at once, they could never show that they fail
+ * alike (a script bug fails on every node, a few milliseconds apart): the faster node would be
+ * judged a bad node and put aside. So the stop waits up to startup_grace_ms: a worker that fails
+ * meanwhile is reported as any failure, all exiting means READY, and at the end the rest are
+ * stopped (AGENT_TIMER_GRACE). */
+static bool grace_begin(struct agent_sm *sm, const struct agent_facts *f,
+                        const struct rdzv_event *e, int64_t now_ms, struct agent_ready *r)
+{
+    if (e->startup_grace_ms <= 0 || sm->grace_on || sm->state != AG_RUNNING ||
+        f->running == 0 || f->stepped)
+        return false;
+    add_timer(r, AGENT_TIMER_GRACE, now_ms + e->startup_grace_ms);
+    sm->grace_on = true;
+    sm->stopping_gen = e->generation;
+    sm->restart_pending = true;
+    log_warn("restarting: %s; the workers here have not made a first step either: they get "
+             "%.1f s to show whether they fail the same way (the job's own failure, as a script "
+             "bug, puts no node aside)",
+             e->summary, (double)e->startup_grace_ms / 1000);
+    return true;
+}
+
+static void on_grace_due(struct agent_sm *sm, struct agent_ready *r)
+{
+    if (!sm->grace_on)
+        return;
+    sm->grace_on = false;
+    /* Leaving RUNNING ends the hold: a generation of its own, all the same. */
+    if (sm->state != AG_RUNNING || sm->round.generation != sm->stopping_gen)
+        return;
+    log_info("workers still starting after the grace: stopping them for the restart");
+    agent_sm_set_state(sm, AG_RESTARTING, r);
+    add_stop(r, SIGTERM);
+}
+
+/* The daemon says: stop the workers of generation e->generation, a new round follows. */
+static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
+                       const struct rdzv_event *e, int64_t now_ms, struct agent_ready *r)
+{
+    switch (sm->state) {
+    case AG_RUNNING:
+        if (sm->round.generation != e->generation)
+            break;
+        add(r, AGENT_DO_HEARTBEAT); /* the workers' last steps, as in worker_failed */
+        if (keep_in_place(sm, f)) {
+            log_warn("re-forming in place: %s", e->summary);
+            send_ready(sm, f, e->generation, r);
+            return;
+        }
+        if (grace_begin(sm, f, e, now_ms, r))
+            return;
+        log_warn("restarting: %s", e->summary);
+        agent_sm_set_state(sm, AG_RESTARTING, r);
+        sm->stopping_gen = e->generation;
+        sm->restart_pending = true;
+        add_stop(r, SIGTERM);
+        return;
+    case AG_RESTARTING:
+        if (sm->stopping_gen != e->generation)
+            break;
+        /* Said here too when the root cause is ours: every agent of the job says the same. */
+        log_warn("%s: %s", agent_sm_in_place(sm) ? "re-forming in place" : "restarting",
+                 e->summary);
+        sm->restart_pending = true;
+        if ((sm->dropped || sm->plain) && !sm->workers_gone)
+            add_stop(r, SIGTERM); /* in place: the survivors go too */
+        if (agent_sm_in_place(sm))
+            ready_in_place(sm, f, r);
+        else if (sm->workers_gone)
+            send_ready(sm, f, e->generation, r);
+        return;
+    case AG_LEFT:
+        if (sm->round.generation != e->generation)
+            break;
+        log_warn("restarting (our workers had finished): %s", e->summary);
+        send_ready(sm, f, e->generation, r);
+        return;
+    case AG_JOINING:
+        send_ready(sm, f, e->generation, r); /* nothing runs here */
+        return;
+    default:
+        return;
+    }
+    log_debug("restart of generation %" PRIu64 " ignored (state %d)", e->generation, sm->state);
+}
+
+/* The job's outcome: its exit code, and the workers stopped unless they are gone. */
+static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
+                       const struct rdzv_event *e, struct agent_ready *r)
+{
+    bool verdict = sm->awaiting_verdict, survivors = agent_sm_has_survivors(sm, f->running);
+
+    sm->awaiting_verdict = false;
+    add(r, AGENT_DO_CANCEL_VERDICT);
+    sm->outcome = *e;
+    sm->have_outcome = true;
+    sm->put_aside = strcmp(e->type, "put_aside") == 0;
+    if (strcmp(e->type, "succeeded") == 0) {
+        sm->exit_code = 0;
+    } else if (sm->put_aside) {
+        sm->exit_code = RDZV_EXIT_PUT_ASIDE; /* whatever the event says: the man page's status */
+        log_error("this node is put aside by job %s: %s", sm->run_id, e->summary);
+    } else if (strcmp(e->type, "cancelled") == 0 || strcmp(e->type, "left") == 0) {
+        /* left (1.7): this agent was signalled and the job goes on without its node */
+        sm->exit_code = e->exit_code > 128 && e->exit_code < 256 ? (int)e->exit_code : 143;
+    } else {
+        sm->exit_code = e->exit_code ? (int)e->exit_code : 1;
+    }
+    if (!sm->workers_gone &&
+        (survivors ||
+         (sm->exit_code != 0 && (sm->state == AG_RUNNING || sm->state == AG_RESTARTING)))) {
+        if (sm->put_aside)
+            log_warn("stopping local workers: this node takes no further part in the job");
+        else if (strcmp(e->type, "cancelled") == 0)
+            log_warn("job cancelled: stopping local workers (%s)", e->summary);
+        else if (strcmp(e->type, "left") == 0)
+            log_warn("stopping local workers: %s", e->summary);
+        else if (sm->state == AG_RUNNING || survivors)
+            log_warn("job failed on another node; stopping local workers");
+        agent_sm_set_state(sm, AG_STOPPING, r);
+        add_stop(r, SIGTERM);
+        return;
+    }
+    if (sm->workers_gone || sm->state == AG_JOINING || (verdict && sm->state != AG_STOPPING))
+        add(r, AGENT_DO_FINISH);
+}
+
+static void on_health_ok(struct agent_sm *sm, const struct agent_input *in,
+                         struct agent_ready *r)
+{
+    uint64_t gen = sm->ready_waiting;
+
+    sm->ready_waiting = 0;
+    if (in->unchecked) /* READY all the same (the adapter said why) */
+        send_ready(sm, &in->facts, gen, r);
+    else if (gen && sm->state == AG_RESTARTING && !sm->have_outcome)
+        send_ready(sm, &in->facts, gen, r);
+}
+
+int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
+                       struct agent_ready *ready)
+{
+    ready->n = 0;
+    switch (in->kind) {
+    case AGENT_IN_ROUND:
+        on_round(sm, in, ready);
+        return 0;
+    case AGENT_IN_START_FAILED:
+        on_start_failed(sm, ready);
+        return 0;
+    case AGENT_IN_EVENT:
+        if (strcmp(in->event->type, "restart") == 0)
+            on_restart(sm, &in->facts, in->event, now_ms, ready);
+        else
+            on_outcome(sm, &in->facts, in->event, ready);
+        return 0;
+    case AGENT_IN_WORKER_EXIT:
+        on_worker_exit(sm, in, now_ms, ready);
+        return 0;
+    case AGENT_IN_FAIL_LOCAL:
+        fail_local(sm, &in->facts, in->local_rank, ready);
+        return 0;
+    case AGENT_IN_ALL_EXITED:
+        on_all_exited(sm, &in->facts, ready);
+        return 0;
+    case AGENT_IN_HEALTH_OK:
+        on_health_ok(sm, in, ready);
+        return 0;
+    case AGENT_IN_TIMER:
+        if (in->timer == AGENT_TIMER_HOLD)
+            on_hold_due(sm, &in->facts, ready);
+        else if (in->timer == AGENT_TIMER_GRACE)
+            on_grace_due(sm, ready);
+        else
+            return -EINVAL;
+        return 0;
+    }
+    return -EINVAL;
+}
