@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-agent-sm.c: the agent's session machine (agent/session/agent-session-sm.h) driven by its
+ * step alone, no loop and no process: each test feeds inputs and reads the Ready. A round starts
+ * the workers; a worker's failure sends WORKER_EXIT and stops the others; an EVENT restart stops
+ * them and READY follows once they exited; a step-wide signal's report waits for its hold; the
+ * job's outcome gives the exit code. */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/session/agent-session-sm.h"
+#include "../tap.h"
+
+#define NPROC 2
+
+struct rig {
+    struct agent_sm sm;
+    bool failed[NPROC], late[NPROC], rank_running[NPROC];
+    unsigned running;
+    struct agent_ready r;
+    int64_t now;
+};
+
+static void rig_init(struct rig *g, bool inplace)
+{
+    memset(g, 0, sizeof(*g));
+    g->sm.run_id = "job";
+    g->sm.nproc = NPROC;
+    g->sm.inplace = inplace;
+    g->sm.failed = g->failed;
+    g->sm.late = g->late;
+    g->now = 1000;
+}
+
+static void step(struct rig *g, struct agent_input in)
+{
+    in.facts.running = g->running;
+    in.facts.rank_running = g->rank_running;
+    ASSERT_OK(agent_session_step(&g->sm, &in, g->now, &g->r));
+}
+
+/* The index of the first effect of kind in the last Ready, or -1. */
+static int find(const struct rig *g, enum agent_effect_kind kind)
+{
+    for (unsigned i = 0; i < g->r.n; i++)
+        if (g->r.fx[i].kind == kind)
+            return (int)i;
+    return -1;
+}
+
+static void round_of(struct rig *g, uint64_t gen)
+{
+    struct rdzv_round rd = {.generation = gen, .node_rank = 0, .nnodes = 2, .rank_offset = 4,
+                            .world_size = 4};
+
+    step(g, (struct agent_input){.kind = AGENT_IN_ROUND, .round = &rd});
+    g->running = NPROC;
+    for (unsigned i = 0; i < NPROC; i++)
+        g->rank_running[i] = true;
+}
+
+static void event(struct rig *g, const char *type, uint64_t gen, int64_t code)
+{
+    struct rdzv_event e = {.generation = gen, .exit_code = code};
+
+    snprintf(e.type, sizeof(e.type), "%s", type);
+    step(g, (struct agent_input){.kind = AGENT_IN_EVENT, .event = &e});
+}
+
+static void all_exited(struct rig *g)
+{
+    g->running = 0;
+    memset(g->rank_running, 0, sizeof(g->rank_running));
+    step(g, (struct agent_input){.kind = AGENT_IN_ALL_EXITED});
+}
+
+/* ROUND: acknowledged, then every worker started, then a heartbeat; RUNNING. A second ROUND
+ * while they run starts nothing. */
+static void test_round_starts_workers(void)
+{
+    struct rig g;
+    int ack, start;
+
+    rig_init(&g, false);
+    round_of(&g, 3);
+    ack = find(&g, AGENT_DO_ROUND_ACK);
+    start = find(&g, AGENT_DO_START);
+    ASSERT_TRUE(ack >= 0 && start > ack);
+    ASSERT_EQ(g.r.fx[start].mode, AGENT_START_ALL);
+    ASSERT_EQ(g.r.fx[ack].gen, 3);
+    ASSERT_TRUE(find(&g, AGENT_DO_BARE_BEAT) > start);
+    ASSERT_EQ(g.sm.state, AG_RUNNING);
+    round_of(&g, 4);
+    ASSERT_EQ(g.r.n, 0);
+    ASSERT_EQ(g.sm.round.generation, 3);
+}
+
+/* A worker exits 1: WORKER_EXIT (after the heartbeat with the last steps), then the others are
+ * stopped; the restart's READY waits for them all to exit. */
+static void test_worker_failure_reported(void)
+{
+    struct rig g;
+    int hb, ex, stop;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 1, .status = 1});
+    hb = find(&g, AGENT_DO_HEARTBEAT);
+    ex = find(&g, AGENT_DO_WORKER_EXIT);
+    stop = find(&g, AGENT_DO_STOP);
+    ASSERT_TRUE(hb >= 0 && ex > hb && stop > ex);
+    ASSERT_EQ(g.r.fx[ex].local_rank, 1);
+    ASSERT_EQ(g.r.fx[ex].code, 1);
+    ASSERT_EQ(g.r.fx[stop].sig, SIGTERM);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    /* Another worker's exit now is a consequence: nothing more is reported. */
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .sig = SIGTERM});
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    event(&g, "restart", 1, 0);
+    ASSERT_EQ(find(&g, AGENT_DO_READY), -1); /* not while a worker runs */
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 1);
+    ASSERT_EQ(g.sm.state, AG_JOINING);
+}
+
+/* EVENT restart while the workers run: stop them, READY once they all exited (not before); the
+ * next ROUND starts them again. A restart of another generation is ignored. */
+static void test_restart_then_ready(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 5);
+    event(&g, "restart", 4, 0);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
+    event(&g, "restart", 5, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    all_exited(&g);
+    ASSERT_EQ(g.r.n, 1);
+    ASSERT_EQ(g.r.fx[0].kind, AGENT_DO_READY);
+    ASSERT_EQ(g.r.fx[0].gen, 5);
+    round_of(&g, 6);
+    ASSERT_TRUE(find(&g, AGENT_DO_START) >= 0);
+}
+
+/* A worker killed by SIGTERM (a step-wide signal): its report waits AGENT_SIGNAL_HOLD_MS (a timer
+ * at now + the hold), then goes out when the timer is due. */
+static void test_signal_hold(void)
+{
+    struct rig g;
+    int t;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .sig = SIGTERM});
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0);
+    ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_HOLD);
+    ASSERT_EQ(g.r.fx[t].due_ms, g.now + AGENT_SIGNAL_HOLD_MS);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    g.now += AGENT_SIGNAL_HOLD_MS;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_HOLD});
+    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].code, 128 + SIGTERM);
+}
+
+/* The job's outcome: failed elsewhere stops the running workers and takes the event's exit code;
+ * once they are gone the session ends. Succeeded after LEAVE ends it with 0 at once. */
+static void test_outcome_exit_code(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    event(&g, "failed", 1, 3);
+    ASSERT_EQ(g.sm.exit_code, 3);
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_FINISH), -1);
+    ASSERT_EQ(g.sm.state, AG_STOPPING);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    all_exited(&g); /* all exited 0 */
+    ASSERT_TRUE(find(&g, AGENT_DO_LEAVE) >= 0);
+    ASSERT_EQ(g.sm.state, AG_LEFT);
+    event(&g, "succeeded", 1, 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+
+    rig_init(&g, false);
+    event(&g, "put_aside", 0, 1);
+    ASSERT_EQ(g.sm.exit_code, RDZV_EXIT_PUT_ASIDE);
+    ASSERT_TRUE(g.sm.put_aside);
+}
+
+/* The workers could not start: exit code 127 is reported for the node's first rank, and the
+ * session stops for the restart. An EVENT restart after all exited 0 (LEFT) gets READY at once. */
+static void test_start_failed_and_restart_after_leave(void)
+{
+    struct rig g;
+    int ex;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_START_FAILED, .err = -ENOENT});
+    ex = find(&g, AGENT_DO_WORKER_EXIT);
+    ASSERT_TRUE(ex >= 0);
+    ASSERT_EQ(g.r.fx[ex].code, 127);
+    ASSERT_EQ(g.r.fx[ex].local_rank, 0);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    all_exited(&g);
+    ASSERT_EQ(g.sm.state, AG_LEFT);
+    event(&g, "restart", 2, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    ASSERT_EQ(g.sm.state, AG_JOINING);
+}
+
+/* --recovery inplace with a worker that follows the control channel: its failure stops no other
+ * worker, and READY goes out once the restart came and the failed rank is reaped. */
+static void test_inplace_keeps_survivors(void)
+{
+    struct rig g;
+    struct agent_input in = {.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .status = 1};
+
+    rig_init(&g, true);
+    round_of(&g, 1);
+    in.facts.following = 1;
+    g.running = NPROC;
+    in.facts.running = g.running;
+    in.facts.rank_running = g.rank_running;
+    ASSERT_OK(agent_session_step(&g.sm, &in, g.now, &g.r));
+    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
+    ASSERT_TRUE(g.failed[0]);
+    g.rank_running[0] = false;
+    g.running = 1;
+    event(&g, "restart", 1, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    round_of(&g, 2);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_START)].mode, AGENT_START_IN_PLACE);
+}
+
+int main(void)
+{
+    TEST(test_round_starts_workers);
+    TEST(test_worker_failure_reported);
+    TEST(test_restart_then_ready);
+    TEST(test_signal_hold);
+    TEST(test_outcome_exit_code);
+    TEST(test_start_failed_and_restart_after_leave);
+    TEST(test_inplace_keeps_survivors);
+    return tap_done();
+}
