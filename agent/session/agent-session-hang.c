@@ -16,21 +16,12 @@
 #include "agent/group/agent-stacks.h"
 #include "agent/group/agent-workers.h"
 
-/* A hung worker's stacks are in (or could not be had): log them, then fail it with the place it
- * was stuck in its root cause. */
+/* A hung worker's stacks are in (or could not be had): fail it with the place it was stuck in
+ * its root cause (the machine decides: AGENT_IN_HUNG). */
 static void hang_fail(struct agent_session *a, unsigned local_rank, const char *reason)
 {
-    int64_t rank = a->sm.round.rank_offset + local_rank;
-
-    log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)", rank,
-              local_rank, reason);
-    /* As a crash: the hung worker's process group is killed now (a hung process may ignore
-     * SIGTERM), rdzvd hears why, and the other workers are stopped as after any failure. Its exit,
-     * when it comes, is a consequence (the state is no longer RUNNING). */
-    a->sm.local_failure = true;
-    agent_group_signal_rank(a->group, local_rank, SIGKILL);
-    agent_session_report_failure(a, rank, local_rank, 128 + SIGKILL, SIGKILL, reason);
-    agent_session_fail_local(a, local_rank);
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = local_rank,
+                                                .text = reason});
 }
 
 static void hang_stacks_done(void *ud, const struct agent_stacks_result *r)

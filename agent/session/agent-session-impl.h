@@ -30,13 +30,11 @@ struct hang_ctx {
     char reason[RDZV_REASON_MAX + 1];
 };
 
-#define AGENT_VERDICT_MS 2000
 
 struct agent_session {
     struct agent_session_cfg cfg; /* strings borrowed from the caller */
     struct agent_health *health;  /* NULL: nothing to check */
     uv_timer_t health_timer;      /* every --health-interval */
-    bool unhealthy;               /* a check failed: UNHEALTHY sent, waiting to be let go */
     uv_loop_t *loop;
     /* The session's decisions (agent-session-sm.h); what follows is the adapter's. */
     struct agent_sm sm;
@@ -52,13 +50,9 @@ struct agent_session {
     char store_addr[RDZV_STORE_ADDR_MAX + 1];
     uint16_t store_port;
     uv_timer_t heartbeat;
-    /* With replicas (--endpoint A,B,C): runs from a lost connection until the next JOINED; when
-     * it fires (--heartbeat-timeout) no leader could be reached, and the workers stop. */
-    uv_timer_t leaderless;
-    /* Signalled from outside with rdzvd connected: CANCEL went out, and the agent waits up to
-     * AGENT_VERDICT_MS for rdzvd's word (EVENT left: this node left and the job goes on; or
-     * cancelled: the job ends) before it ends, so that its last line says which. */
-    uv_timer_t verdict;
+    uv_timer_t leaderless; /* AGENT_TIMER_LEADERLESS */
+    uv_timer_t verdict; /* AGENT_TIMER_VERDICT */
+    struct rdzv_cancel cancel; /* the CANCEL of a signal from outside (AGENT_DO_CANCEL) */
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
     uv_timer_t hold_timer; /* AGENT_TIMER_HOLD */
     struct rdzv_worker_exit pexit;
@@ -94,18 +88,11 @@ struct agent_session {
  * the next connection when the daemon can't be reached now. */
 void agent_session_report_failure(struct agent_session *a, int64_t rank, int64_t local_rank,
                                   int64_t code, int sig, const char *reason);
-/* local_rank failed here (or hung: being killed), and rdzvd has been told. Restart: stop the
- * other workers at once (fail fast). In place: they keep running, and READY goes out once the
- * daemon's EVENT restart came and every failed rank is reaped. */
-void agent_session_fail_local(struct agent_session *a, unsigned local_rank);
 /* Carry out what a step of the machine decided (agent-session-sm.h), in order; an effect may
  * step it again (a start that failed). */
 void agent_session_apply(struct agent_session *a, const struct agent_ready *r);
 /* Step the machine with in (its facts filled in from the group here) and carry out its Ready. */
 void agent_session_feed(struct agent_session *a, struct agent_input *in);
-/* The session's state changed outside the machine's steps (the paths agent-session.c decides
- * itself): the same rule, its timers cancelled. */
-void agent_session_set_state(struct agent_session *a, enum agent_state st);
 
 /* The worker group's assignment for the current generation (strings in a->round). */
 void agent_session_round_assignment(const struct agent_session *a, struct agent_assignment *as);

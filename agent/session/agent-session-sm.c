@@ -15,15 +15,12 @@
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 
+static void finish(struct agent_sm *sm, struct agent_ready *r);
+
 static const char *const state_names[] = {
     [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
     [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
 };
-
-const char *agent_sm_state_name(enum agent_state st)
-{
-    return (unsigned)st < _AG_STATE_MAX ? state_names[st] : "?";
-}
 
 static struct agent_effect *add(struct agent_ready *r, enum agent_effect_kind kind)
 {
@@ -53,7 +50,25 @@ static void add_timer(struct agent_ready *r, enum agent_timer t, int64_t due_ms)
     fx->due_ms = due_ms;
 }
 
-bool agent_sm_grace_end(struct agent_sm *sm, struct agent_ready *ready)
+/* VERDICT and LEADERLESS: armed unless they are (ms from now), or cancelled if they are. */
+static void timer_arm(struct agent_sm *sm, enum agent_timer t, int64_t ms, struct agent_ready *r)
+{
+    if (sm->timer_on[t])
+        return;
+    sm->timer_on[t] = true;
+    add_timer(r, t, sm->now_ms + ms);
+}
+
+static void timer_cancel(struct agent_sm *sm, enum agent_timer t, struct agent_ready *r)
+{
+    if (!sm->timer_on[t])
+        return;
+    sm->timer_on[t] = false;
+    add_timer(r, t, -1);
+}
+
+/* Whether the start-up grace was on; it is over now (its timer cancelled in ready). */
+static bool grace_end(struct agent_sm *sm, struct agent_ready *ready)
 {
     bool was = sm->grace_on;
 
@@ -63,7 +78,9 @@ bool agent_sm_grace_end(struct agent_sm *sm, struct agent_ready *ready)
     return was;
 }
 
-void agent_sm_set_state(struct agent_sm *sm, enum agent_state st, struct agent_ready *ready)
+/* The one place the state changes: leaving RUNNING drops a held report and a start-up grace,
+ * whose timers ready then cancels. */
+static void set_state(struct agent_sm *sm, enum agent_state st, struct agent_ready *ready)
 {
     assert((unsigned)st < _AG_STATE_MAX);
     if (sm->state != st)
@@ -73,7 +90,7 @@ void agent_sm_set_state(struct agent_sm *sm, enum agent_state st, struct agent_r
         sm->held.on = false;
     }
     if (st != AG_RUNNING)
-        (void)agent_sm_grace_end(sm, ready); /* a start-up grace holds a RUNNING generation */
+        (void)grace_end(sm, ready); /* a start-up grace holds a RUNNING generation */
     sm->state = st;
 }
 
@@ -82,7 +99,8 @@ bool agent_sm_has_survivors(const struct agent_sm *sm, unsigned running)
     return sm->state == AG_JOINING && running > 0;
 }
 
-bool agent_sm_in_place(const struct agent_sm *sm)
+/* --recovery inplace, and this generation's workers here stay to re-form in place. */
+static bool in_place(const struct agent_sm *sm)
 {
     return sm->inplace && !sm->dropped && !sm->plain;
 }
@@ -105,7 +123,7 @@ static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_
                  "ready for the next round", n, rdzv_plural(n), gen, n == 1 ? "s" : "");
     else
         log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
-    agent_sm_set_state(sm, AG_JOINING, r);
+    set_state(sm, AG_JOINING, r);
     sm->restart_pending = false;
     add_gen(r, AGENT_DO_READY, gen);
 }
@@ -117,7 +135,7 @@ static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_
  * as under --recovery restart; said once. */
 static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f)
 {
-    if (!agent_sm_in_place(sm))
+    if (!in_place(sm))
         return false;
     if (sm->follows || f->following > 0) {
         sm->follows = true;
@@ -138,9 +156,9 @@ static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f)
 static void fail_local(struct agent_sm *sm, const struct agent_facts *f, unsigned local_rank,
                        struct agent_ready *r)
 {
-    bool keep = keep_in_place(sm, f), held = agent_sm_grace_end(sm, r);
+    bool keep = keep_in_place(sm, f), held = grace_end(sm, r);
 
-    agent_sm_set_state(sm, AG_RESTARTING, r);
+    set_state(sm, AG_RESTARTING, r);
     sm->stopping_gen = sm->round.generation;
     sm->restart_pending = held; /* held by a start-up grace: its EVENT restart came already */
     if (keep)
@@ -152,7 +170,7 @@ static void fail_local(struct agent_sm *sm, const struct agent_facts *f, unsigne
 static void ready_in_place(struct agent_sm *sm, const struct agent_facts *f,
                            struct agent_ready *r)
 {
-    if (sm->state != AG_RESTARTING || !sm->restart_pending || !agent_sm_in_place(sm))
+    if (sm->state != AG_RESTARTING || !sm->restart_pending || !in_place(sm))
         return;
     for (unsigned i = 0; i < (unsigned)sm->nproc; i++)
         if (sm->failed[i] && f->rank_running && f->rank_running[i])
@@ -191,7 +209,7 @@ static void worker_failed(struct agent_sm *sm, const struct agent_facts *f, unsi
     fx->code = sig ? 128 + sig : status;
     fx->sig = sig;
     fail_local(sm, f, local_rank, r);
-    if (agent_sm_in_place(sm))
+    if (in_place(sm))
         log_info("the other workers keep running (--recovery inplace)");
 }
 
@@ -242,7 +260,7 @@ static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
 {
     sm->workers_gone = true;
     if (sm->have_outcome) {
-        add(r, AGENT_DO_FINISH);
+        finish(sm, r);
         return;
     }
     if (sm->state == AG_RUNNING && !sm->local_failure && !sm->held.on && !sm->grace_on) {
@@ -252,7 +270,7 @@ static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
                  sm->nproc, rdzv_plural((uint64_t)sm->nproc),
                  sm->round.nnodes > 1 ? "; waiting for the other nodes" : "");
         add_gen(r, AGENT_DO_LEAVE, sm->round.generation);
-        agent_sm_set_state(sm, AG_LEFT, r);
+        set_state(sm, AG_LEFT, r);
     } else if ((sm->state == AG_RESTARTING || (sm->state == AG_RUNNING && sm->grace_on)) &&
                sm->restart_pending) {
         send_ready(sm, f, sm->stopping_gen, r); /* held by a start-up grace: all gone, the same */
@@ -272,7 +290,7 @@ static void on_round(struct agent_sm *sm, const struct agent_input *in, struct a
     sm->round = *rd;
     keep = agent_sm_has_survivors(sm, in->facts.running);
     add_gen(r, AGENT_DO_ROUND_BEGIN, rd->generation);
-    agent_sm_set_state(sm, AG_RUNNING, r);
+    set_state(sm, AG_RUNNING, r);
     sm->workers_gone = false;
     sm->local_failure = false;
     sm->dropped = sm->plain = false;
@@ -298,7 +316,7 @@ static void on_start_failed(struct agent_sm *sm, struct agent_ready *r)
     struct agent_effect *fx;
 
     sm->local_failure = true;
-    agent_sm_set_state(sm, AG_RESTARTING, r);
+    set_state(sm, AG_RESTARTING, r);
     sm->stopping_gen = sm->round.generation;
     fx = add(r, AGENT_DO_WORKER_EXIT);
     fx->local_rank = 0;
@@ -337,7 +355,7 @@ static void on_grace_due(struct agent_sm *sm, struct agent_ready *r)
     if (sm->state != AG_RUNNING || sm->round.generation != sm->stopping_gen)
         return;
     log_info("workers still starting after the grace: stopping them for the restart");
-    agent_sm_set_state(sm, AG_RESTARTING, r);
+    set_state(sm, AG_RESTARTING, r);
     add_stop(r, SIGTERM);
 }
 
@@ -358,7 +376,7 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
         if (grace_begin(sm, f, e, now_ms, r))
             return;
         log_warn("restarting: %s", e->summary);
-        agent_sm_set_state(sm, AG_RESTARTING, r);
+        set_state(sm, AG_RESTARTING, r);
         sm->stopping_gen = e->generation;
         sm->restart_pending = true;
         add_stop(r, SIGTERM);
@@ -367,12 +385,12 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
         if (sm->stopping_gen != e->generation)
             break;
         /* Said here too when the root cause is ours: every agent of the job says the same. */
-        log_warn("%s: %s", agent_sm_in_place(sm) ? "re-forming in place" : "restarting",
+        log_warn("%s: %s", in_place(sm) ? "re-forming in place" : "restarting",
                  e->summary);
         sm->restart_pending = true;
         if ((sm->dropped || sm->plain) && !sm->workers_gone)
             add_stop(r, SIGTERM); /* in place: the survivors go too */
-        if (agent_sm_in_place(sm))
+        if (in_place(sm))
             ready_in_place(sm, f, r);
         else if (sm->workers_gone)
             send_ready(sm, f, e->generation, r);
@@ -399,7 +417,7 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
     bool verdict = sm->awaiting_verdict, survivors = agent_sm_has_survivors(sm, f->running);
 
     sm->awaiting_verdict = false;
-    add(r, AGENT_DO_CANCEL_VERDICT);
+    timer_cancel(sm, AGENT_TIMER_VERDICT, r);
     sm->outcome = *e;
     sm->have_outcome = true;
     sm->put_aside = strcmp(e->type, "put_aside") == 0;
@@ -425,12 +443,12 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
             log_warn("stopping local workers: %s", e->summary);
         else if (sm->state == AG_RUNNING || survivors)
             log_warn("job failed on another node; stopping local workers");
-        agent_sm_set_state(sm, AG_STOPPING, r);
+        set_state(sm, AG_STOPPING, r);
         add_stop(r, SIGTERM);
         return;
     }
     if (sm->workers_gone || sm->state == AG_JOINING || (verdict && sm->state != AG_STOPPING))
-        add(r, AGENT_DO_FINISH);
+        finish(sm, r);
 }
 
 static void on_health_ok(struct agent_sm *sm, const struct agent_input *in,
@@ -445,10 +463,297 @@ static void on_health_ok(struct agent_sm *sm, const struct agent_input *in,
         send_ready(sm, &in->facts, gen, r);
 }
 
+/* The session is over, once rdzvd's word on a CANCEL came or its wait ran out. */
+static void finish(struct agent_sm *sm, struct agent_ready *r)
+{
+    if (sm->state == AG_DONE)
+        return;
+    if (sm->awaiting_verdict) { /* rdzvd's word on this node's leaving first (EVENT) */
+        timer_arm(sm, AGENT_TIMER_VERDICT, AGENT_VERDICT_MS, r);
+        return;
+    }
+    timer_cancel(sm, AGENT_TIMER_VERDICT, r);
+    set_state(sm, AG_DONE, r);
+    add(r, AGENT_DO_FINISH);
+}
+
+static void on_verdict_due(struct agent_sm *sm, struct agent_ready *r)
+{
+    sm->timer_on[AGENT_TIMER_VERDICT] = false;
+    log_warn("rdzvd did not answer this node's leaving within %d ms", AGENT_VERDICT_MS);
+    sm->awaiting_verdict = false;
+    finish(sm, r);
+}
+
+/* What a signal to the agent from outside means, for its log and its last line. */
+static const char *signal_meaning(int signum)
+{
+    return signum == SIGTERM  ? "the scheduler or someone stopped this node"
+           : signum == SIGINT ? "a Ctrl-C, or the scheduler stopped this node"
+           : signum == SIGHUP ? "the terminal or session it ran in closed"
+                              : "someone asked it to quit";
+}
+
+/* The session ends from here: the workers stop with sig, or, gone already, it is over. */
+static void stop_or_finish(struct agent_sm *sm, const struct agent_facts *f, int sig,
+                           struct agent_ready *r)
+{
+    if (!sm->workers_gone && (sm->state == AG_RUNNING || sm->state == AG_RESTARTING ||
+                              sm->state == AG_STOPPING || agent_sm_has_survivors(sm, f->running))) {
+        set_state(sm, AG_STOPPING, r);
+        add_stop(r, sig);
+    } else {
+        finish(sm, r);
+    }
+}
+
+/* The outcome of a signal from outside (ended: the scheduler ends the whole job, text says how
+ * it knows); then the CANCEL, or the workers stopped with that signal. */
+static void signal_outcome(struct agent_sm *sm, const struct agent_facts *f, int signum,
+                           bool ended, const char *text, struct agent_ready *r)
+{
+    bool cancel = signum == SIGTERM || signum == SIGINT;
+    char buf[16];
+    const char *name = rdzv_signal_name(signum, buf, sizeof(buf));
+
+    snprintf(sm->outcome.type, sizeof(sm->outcome.type),
+             ended ? "cancelled" : cancel ? "left" : "failed");
+    if (ended)
+        snprintf(sm->outcome.summary, sizeof(sm->outcome.summary),
+                 "cancelled: the agent of node %s received %s from outside (%s)", sm->host, name,
+                 text ? text : "");
+    else
+        snprintf(sm->outcome.summary, sizeof(sm->outcome.summary),
+                 cancel ? "this node left job %s: its agent received %s from outside (%s)"
+                        : "the agent%.0s received %s from outside (%s)",
+                 sm->run_id, name, signal_meaning(signum));
+    sm->have_outcome = true;
+    sm->exit_code = 128 + signum;
+    /* Stopped from outside: this node leaves, or the scheduler ends the job (cancelled even when
+     * no rdzvd answers: its replicas got the signal too); rdzvd answers (EVENT). What follows
+     * waits for AGENT_IN_CANCEL_SENT. */
+    if (cancel && f->connected) {
+        add(r, AGENT_DO_CANCEL)->sig = signum;
+        return;
+    }
+    stop_or_finish(sm, f, signum, r);
+}
+
+static void on_signal(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
+{
+    int signum = in->sig;
+    char buf[16];
+    const char *name = rdzv_signal_name(signum, buf, sizeof(buf));
+
+    if (signum == SIGUSR1 || signum == SIGUSR2) {
+        /* Slurm's --signal=USR1@T warns of the time limit: pass it on, keep running. */
+        log_info("forwarding %s to the workers", name);
+        add(r, AGENT_DO_SIGNAL)->sig = signum;
+        return;
+    }
+    log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
+             name, signal_meaning(signum), sm->grace_s);
+    if (sm->held.on) { /* the worker died of this signal: the agent reports it, not the worker */
+        add_timer(r, AGENT_TIMER_HOLD, -1);
+        sm->held.on = false;
+        log_info("worker local rank %u was killed by the same signal", sm->held.local_rank);
+    }
+    sm->signal = signum;
+    if (sm->have_outcome)
+        stop_or_finish(sm, &in->facts, signum, r);
+    else if (signum == SIGTERM || signum == SIGINT) /* does the scheduler end the job? R15a */
+        add(r, AGENT_DO_ASK_SCHEDULER)->sig = signum;
+    else
+        signal_outcome(sm, &in->facts, signum, false, NULL, r);
+}
+
+/* Put aside by its own health check, rdzvd not told: the outcome is here. */
+static void put_aside_here(struct agent_sm *sm, const struct agent_facts *f,
+                           struct agent_ready *r)
+{
+    snprintf(sm->outcome.type, sizeof(sm->outcome.type), "put_aside");
+    snprintf(sm->outcome.summary, sizeof(sm->outcome.summary),
+             "this node failed its health check: %s", sm->reason);
+    sm->have_outcome = sm->put_aside = true;
+    sm->exit_code = RDZV_EXIT_PUT_ASIDE;
+    if (!sm->workers_gone && f->running > 0) {
+        set_state(sm, AG_STOPPING, r);
+        add_stop(r, SIGTERM);
+    } else {
+        finish(sm, r);
+    }
+}
+
+/* A check failed while this node takes part: rdzvd is told (UNHEALTHY), puts the node aside and
+ * answers EVENT put_aside (the outcome stops the workers, exit 69); without a connection, here. */
+static void on_unhealthy(struct agent_sm *sm, const struct agent_input *in,
+                         struct agent_ready *r)
+{
+    struct agent_effect *fx;
+
+    if (sm->unhealthy || sm->have_outcome)
+        return;
+    sm->unhealthy = true;
+    log_error("this node failed its health check: %s", in->text);
+    snprintf(sm->reason, sizeof(sm->reason), "%s", in->text);
+    if (!in->facts.connected) {
+        put_aside_here(sm, &in->facts, r);
+        return;
+    }
+    fx = add(r, AGENT_DO_UNHEALTHY);
+    fx->text = sm->reason;
+}
+
+/* Fatal: the daemon refused us, or could not be reached (again) in time. */
+static void on_error(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
+{
+    log_error("%s", in->text);
+    if (sm->have_outcome)
+        return;
+    snprintf(sm->outcome.type, sizeof(sm->outcome.type), "failed");
+    snprintf(sm->outcome.summary, sizeof(sm->outcome.summary), "%s", in->text);
+    sm->have_outcome = true;
+    if (sm->exit_code == 0) /* no rdzvd answered: its own status (the man page's) */
+        sm->exit_code = (int)in->status;
+    if (!sm->workers_gone && sm->state != AG_DONE &&
+        (sm->state != AG_JOINING || agent_sm_has_survivors(sm, in->facts.running))) {
+        set_state(sm, AG_STOPPING, r);
+        add_stop(r, SIGTERM);
+    } else {
+        finish(sm, r);
+    }
+}
+
+/* The connection to rdzvd broke: keep the workers, reconnect and re-register. */
+static void on_lost(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
+{
+    const struct agent_facts *f = &in->facts;
+
+    if (sm->have_outcome) { /* leaving anyway (signalled, put aside, the job over): stay gone */
+        sm->awaiting_verdict = false;
+        if (sm->workers_gone || sm->state != AG_STOPPING)
+            finish(sm, r);
+        return;
+    }
+    log_warn("%s; %s (for up to %.0f s%s)", in->text,
+             f->running ? "workers keep running, reconnecting" : "reconnecting",
+             sm->connect_timeout_s,
+             f->endpoints > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
+    if (f->endpoints > 1) {
+        add(r, AGENT_DO_NEXT_ENDPOINT);
+        timer_arm(sm, AGENT_TIMER_LEADERLESS, (int64_t)(sm->heartbeat_timeout_s * 1000), r);
+    }
+    add(r, AGENT_DO_CONNECT);
+}
+
+/* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
+ * this node may be on the minority side of a partition, where no generation can form, while the
+ * majority's leader goes on without it after the same timeout. Its workers stop rather than train
+ * a copy of the model that may diverge; the failure is reported once a leader answers, and the
+ * job goes on as after any failure. */
+static void on_leaderless_due(struct agent_sm *sm, const struct agent_facts *f,
+                              struct agent_ready *r)
+{
+    sm->timer_on[AGENT_TIMER_LEADERLESS] = false;
+    if (f->running == 0)
+        return;
+    snprintf(sm->reason, sizeof(sm->reason),
+             "its node reached no rdzvd leader for %.1f s (--heartbeat-timeout): stopped rather "
+             "than train a copy that may diverge",
+             sm->heartbeat_timeout_s);
+    log_error("no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
+              "stopping the workers rather than train a copy that may diverge; reconnecting",
+              sm->heartbeat_timeout_s);
+    if (sm->state == AG_RUNNING) {
+        bool held = grace_end(sm, r); /* its EVENT restart came already */
+        struct agent_effect *fx;
+
+        sm->local_failure = true;
+        fx = add(r, AGENT_DO_WORKER_EXIT);
+        fx->local_rank = 0;
+        fx->code = 128 + SIGTERM;
+        fx->sig = SIGTERM;
+        fx->text = sm->reason;
+        set_state(sm, AG_RESTARTING, r);
+        sm->stopping_gen = sm->round.generation;
+        sm->restart_pending = held;
+    }
+    add_stop(r, SIGTERM);
+}
+
+static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
+{
+    const struct agent_facts *f = &in->facts;
+
+    timer_cancel(sm, AGENT_TIMER_LEADERLESS, r);
+    if (in->resumed)
+        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", sm->round.generation);
+    else if (in->spare)
+        log_info("the job runs without this node for now: waiting as a spare");
+    /* Our generation is over without us: the EVENT restart that follows stops every worker. */
+    if (in->spare && !in->resumed && f->running > 0 &&
+        (sm->state == AG_RUNNING || sm->state == AG_RESTARTING))
+        sm->dropped = true;
+    /* An unsent WORKER_EXIT goes now, and again one that a deposed leader took (resumed, no
+     * EVENT restart: it was lost); rdzvd ignores a repeat (its generation stopping or over). */
+    if (f->pending_exit || (in->resumed && sm->local_failure && sm->state == AG_RESTARTING &&
+                            !sm->restart_pending && f->exit_gen == sm->stopping_gen))
+        add(r, AGENT_DO_RESEND_EXIT);
+    if (in->spare && !in->resumed) /* at once: --scale-up now takes a joiner in at its first
+                                    * HEARTBEAT */
+        add(r, AGENT_DO_HEARTBEAT);
+    add(r, AGENT_DO_REPLICA_JOINED);
+    /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
+     * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
+    if (in->resumed && sm->state == AG_LEFT)
+        add_gen(r, AGENT_DO_LEAVE, sm->round.generation);
+}
+
+/* A hung worker (its stacks logged, or none could be had) is failed as if it had crashed: its
+ * process group killed now (a hung process may ignore SIGTERM), rdzvd told why, and the other
+ * workers stopped as after any failure. Its exit, when it comes, is a consequence (the state is
+ * no longer RUNNING). */
+static void on_hung(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
+{
+    struct agent_effect *fx;
+
+    log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)",
+              sm->round.rank_offset + in->local_rank, in->local_rank, in->text);
+    sm->local_failure = true;
+    add(r, AGENT_DO_KILL)->local_rank = in->local_rank;
+    snprintf(sm->reason, sizeof(sm->reason), "%s", in->text);
+    fx = add(r, AGENT_DO_WORKER_EXIT);
+    fx->local_rank = in->local_rank;
+    fx->code = 128 + SIGKILL;
+    fx->sig = SIGKILL;
+    fx->text = sm->reason;
+    fail_local(sm, &in->facts, in->local_rank, r);
+}
+
+/* The check before the JOIN: a node that fails it never joins. */
+static void on_start_checked(struct agent_sm *sm, const struct agent_input *in,
+                             struct agent_ready *r)
+{
+    if (in->ok) {
+        if (sm->state != AG_DONE) /* else a signal ended it meanwhile */
+            add(r, AGENT_DO_JOIN);
+        return;
+    }
+    log_error("this node failed its health check: %s; it does not join job %s", in->text,
+              sm->run_id);
+    snprintf(sm->outcome.type, sizeof(sm->outcome.type), "put_aside");
+    snprintf(sm->outcome.summary, sizeof(sm->outcome.summary),
+             "this node failed its health check before joining: %s", in->text);
+    sm->have_outcome = sm->put_aside = sm->unhealthy = true;
+    sm->exit_code = RDZV_EXIT_PUT_ASIDE;
+    finish(sm, r);
+}
+
 int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
                        struct agent_ready *ready)
 {
     ready->n = 0;
+    sm->now_ms = now_ms;
     switch (in->kind) {
     case AGENT_IN_ROUND:
         on_round(sm, in, ready);
@@ -465,8 +770,8 @@ int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_
     case AGENT_IN_WORKER_EXIT:
         on_worker_exit(sm, in, now_ms, ready);
         return 0;
-    case AGENT_IN_FAIL_LOCAL:
-        fail_local(sm, &in->facts, in->local_rank, ready);
+    case AGENT_IN_HUNG:
+        on_hung(sm, in, ready);
         return 0;
     case AGENT_IN_ALL_EXITED:
         on_all_exited(sm, &in->facts, ready);
@@ -479,8 +784,45 @@ int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_
             on_hold_due(sm, &in->facts, ready);
         else if (in->timer == AGENT_TIMER_GRACE)
             on_grace_due(sm, ready);
+        else if (in->timer == AGENT_TIMER_VERDICT)
+            on_verdict_due(sm, ready);
+        else if (in->timer == AGENT_TIMER_LEADERLESS)
+            on_leaderless_due(sm, &in->facts, ready);
         else
             return -EINVAL;
+        return 0;
+    case AGENT_IN_SIGNAL:
+        on_signal(sm, in, ready);
+        return 0;
+    case AGENT_IN_SCHEDULER:
+        signal_outcome(sm, &in->facts, sm->signal, in->ended, in->text, ready);
+        return 0;
+    case AGENT_IN_CANCEL_SENT:
+        sm->awaiting_verdict = in->ok;
+        stop_or_finish(sm, &in->facts, sm->signal, ready);
+        return 0;
+    case AGENT_IN_UNHEALTHY:
+        sm->ready_waiting = 0;
+        on_unhealthy(sm, in, ready);
+        return 0;
+    case AGENT_IN_UNHEALTHY_UNSENT:
+        put_aside_here(sm, &in->facts, ready);
+        return 0;
+    case AGENT_IN_ERROR:
+        on_error(sm, in, ready);
+        return 0;
+    case AGENT_IN_LOST:
+        on_lost(sm, in, ready);
+        return 0;
+    case AGENT_IN_JOINED:
+        on_joined(sm, in, ready);
+        return 0;
+    case AGENT_IN_START_CHECKED:
+        on_start_checked(sm, in, ready);
+        return 0;
+    case AGENT_IN_UNCONNECTED:
+        sm->exit_code = 1;
+        finish(sm, ready);
         return 0;
     }
     return -EINVAL;

@@ -37,11 +37,19 @@ enum agent_state {
  * begins, none is charged), SIGHUP and SIGQUIT end the agent as before. Otherwise the worker's
  * failure is reported, this much later (SIGKILL, the OOM killer's, is not held). */
 #define AGENT_SIGNAL_HOLD_MS 500
+/* Signalled from outside with rdzvd connected: CANCEL went out, and the agent waits up to this
+ * long for rdzvd's word (EVENT left: this node left and the job goes on; or cancelled: the job
+ * ends) before it ends, so that its last line says which. */
+#define AGENT_VERDICT_MS 2000
 
 /* The machine's timers: each is one due time, armed or cancelled through the Ready. */
 enum agent_timer {
     AGENT_TIMER_HOLD,  /* AGENT_SIGNAL_HOLD_MS after a worker's death by a step-wide signal */
     AGENT_TIMER_GRACE, /* an EVENT restart's startup_grace_ms */
+    AGENT_TIMER_VERDICT, /* AGENT_VERDICT_MS for rdzvd's word on a CANCEL */
+    /* With replicas: from a lost connection until the next JOINED, --heartbeat-timeout; when
+     * it is due no leader could be reached, and the workers stop. */
+    AGENT_TIMER_LEADERLESS,
     AGENT_TIMERS,
 };
 
@@ -50,14 +58,32 @@ enum agent_input_kind {
     AGENT_IN_START_FAILED, /* the ROUND's workers could not be started: err */
     AGENT_IN_EVENT,        /* rdzvd's EVENT: event (restart, or the job's outcome) */
     AGENT_IN_WORKER_EXIT,  /* a worker exited: local_rank, status, sig (replace_failed) */
-    AGENT_IN_FAIL_LOCAL,   /* a worker failed here and rdzvd was told (a hang): local_rank */
+    AGENT_IN_HUNG,         /* a worker made no progress (--progress-timeout): local_rank, text:
+                            * where it was stuck */
     AGENT_IN_ALL_EXITED,   /* every worker of the group is gone */
     AGENT_IN_HEALTH_OK,    /* a health check passed, or could not run (unchecked) */
     AGENT_IN_TIMER,        /* a timer of the machine is due: timer */
+    AGENT_IN_SIGNAL,       /* the agent received sig from outside */
+    AGENT_IN_SCHEDULER,    /* AGENT_DO_ASK_SCHEDULER's answer: ended, the scheduler ends the
+                            * whole job (text: how it knows) */
+    AGENT_IN_CANCEL_SENT,  /* the CANCEL that AGENT_DO_CANCEL asked for went out (ok) or not */
+    AGENT_IN_UNHEALTHY,    /* a health check failed while the node takes part: text */
+    AGENT_IN_UNHEALTHY_UNSENT, /* the UNHEALTHY that AGENT_DO_UNHEALTHY asked for did not go out */
+    AGENT_IN_ERROR,        /* fatal: rdzvd refused, or could not be reached in time: text;
+                            * status: the exit code if none was set yet */
+    AGENT_IN_LOST,         /* the connection to rdzvd broke (the adapter closed it): text */
+    AGENT_IN_JOINED,       /* JOINED: spare, resumed */
+    AGENT_IN_START_CHECKED, /* the check before the first JOIN: ok, or failed with text */
+    AGENT_IN_UNCONNECTED,  /* the first connection could not start */
 };
 
-/* What the machine must know of the workers at each step (the adapter's group, a simulator's). */
+/* What the machine must know of the world at each step (the adapter's group and client, or a
+ * simulator's). */
 struct agent_facts {
+    bool connected;             /* a connection to rdzvd is open (maybe not joined yet) */
+    unsigned endpoints;         /* rdzvd's endpoints known (replicas: several) */
+    bool pending_exit;          /* a WORKER_EXIT could not be sent (kept for the next one) */
+    uint64_t exit_gen;          /* the generation of the last WORKER_EXIT made */
     unsigned running;           /* workers running */
     unsigned following;         /* of them, those that said they follow the control channel */
     bool stepped;               /* one of them reported a step (past its start) */
@@ -75,6 +101,10 @@ struct agent_input {
     int err;
     bool replace_failed; /* WORKER_EXIT: its replacement in the generation could not start */
     bool unchecked;      /* HEALTH_OK: the check could not run */
+    bool ok;             /* CANCEL_SENT */
+    bool ended;          /* SCHEDULER */
+    bool spare, resumed; /* JOINED */
+    const char *text;    /* SCHEDULER, UNHEALTHY, ERROR, LOST, HUNG, START_CHECKED */
     enum agent_timer timer;
 };
 
@@ -92,8 +122,18 @@ enum agent_effect_kind {
     AGENT_DO_STOP,        /* stop every worker with sig (TERM, then KILL after the grace) */
     AGENT_DO_HEALTH,      /* run a health check before the READY of gen */
     AGENT_DO_TIMER,       /* arm timer at due_ms (or cancel it: due_ms < 0) */
-    AGENT_DO_CANCEL_VERDICT, /* the job's word came: the verdict's wait is over */
     AGENT_DO_FINISH,      /* the session is over (the adapter says why and ends it) */
+    AGENT_DO_SIGNAL,      /* pass sig on to every worker (they keep running) */
+    AGENT_DO_ASK_SCHEDULER, /* whether the scheduler ends the whole job (AGENT_IN_SCHEDULER) */
+    AGENT_DO_CANCEL,      /* CANCEL of sig (AGENT_IN_CANCEL_SENT says whether it went out) */
+    AGENT_DO_UNHEALTHY,   /* UNHEALTHY with text (AGENT_IN_UNHEALTHY_UNSENT if it did not go) */
+    AGENT_DO_NEXT_ENDPOINT, /* the replica lost is the last to try again */
+    AGENT_DO_JOIN,        /* connect to rdzvd the first time (AGENT_IN_UNCONNECTED if that
+                           * cannot start) */
+    AGENT_DO_CONNECT,     /* connect to rdzvd again (AGENT_IN_ERROR if that cannot start) */
+    AGENT_DO_KILL,        /* SIGKILL local_rank's process group (a hung worker) */
+    AGENT_DO_RESEND_EXIT, /* the last WORKER_EXIT again */
+    AGENT_DO_REPLICA_JOINED, /* the replica hosted here hears that the agent joined */
 };
 
 enum agent_start_mode {
@@ -111,6 +151,7 @@ struct agent_effect {
     enum agent_start_mode mode;
     enum agent_timer timer;
     int64_t due_ms;
+    const char *text; /* WORKER_EXIT's reason (NULL: the worker's own error), UNHEALTHY's */
 };
 
 #define AGENT_READY_MAX 16
@@ -119,11 +160,13 @@ struct agent_ready {
     unsigned n;
 };
 
-/* The session's decisions' state. The adapter reads it (and, for the paths it still decides
- * itself, writes it: agent-session.c). */
+/* The session's decisions' state: the step changes it; the adapter reads it, and sets the
+ * first group of fields once. */
 struct agent_sm {
     /* Set once by the caller. */
     const char *run_id; /* for logs (borrowed) */
+    const char *host;   /* this node's, in its outcome's summary (borrowed) */
+    double grace_s, connect_timeout_s, heartbeat_timeout_s; /* for logs and the leaderless timer */
     int64_t nproc;
     bool inplace;
     bool has_health;
@@ -159,19 +202,16 @@ struct agent_sm {
      * ROUND. plain_said: that was said (once an agent's life). */
     bool follows, plain, plain_said;
     bool grace_on; /* an EVENT restart's start-up grace holds the stop (AGENT_TIMER_GRACE) */
+    bool unhealthy; /* a check failed: UNHEALTHY sent, waiting to be let go */
+    int signal;     /* the last signal from outside (AGENT_IN_SCHEDULER, _CANCEL_SENT) */
+    int64_t now_ms; /* the time of the step under way (its argument) */
+    bool timer_on[AGENT_TIMERS]; /* armed (VERDICT, LEADERLESS: the others have their flags) */
+    char reason[RDZV_REASON_MAX + 1]; /* a WORKER_EXIT's reason or UNHEALTHY's, while it goes */
 };
 
 /* Take one input at now_ms (any monotonic clock of the caller's). ready is emptied first, then
  * filled with what to do, in order. Returns 0, or -EINVAL for an input it does not know. */
 int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
                        struct agent_ready *ready);
-/* The one place the state changes (the adapter's own paths call it too): leaving RUNNING drops a
- * held report and a start-up grace, whose timers ready then cancels. */
-void agent_sm_set_state(struct agent_sm *sm, enum agent_state st, struct agent_ready *ready);
-/* --recovery inplace, and this generation's workers here stay to re-form in place. */
-bool agent_sm_in_place(const struct agent_sm *sm);
 /* JOINING with workers of the last generation still running (--recovery inplace). */
 bool agent_sm_has_survivors(const struct agent_sm *sm, unsigned running);
-/* Whether the start-up grace was on; it is over now (its timer cancelled in ready). */
-bool agent_sm_grace_end(struct agent_sm *sm, struct agent_ready *ready);
-const char *agent_sm_state_name(enum agent_state st);

@@ -28,11 +28,13 @@
 #include "agent/session/agent-store.h"
 #include "agent/group/agent-workers.h"
 
-static void agent_finish(struct agent_session *a);
 static int agent_connect(struct agent_session *a);
 static void heartbeat_cb(uv_timer_t *t);
 static void on_lost(struct agent_client *c, const char *msg, void *ud);
 static void health_cb(void *ud, bool healthy, const char *reason);
+static void say_end(struct agent_session *a);
+static void send_unhealthy(struct agent_session *a, const char *reason);
+static void join_first(struct agent_session *a);
 
 /* --recovery inplace: READY went out while workers of the last generation keep running (without
  * it, JOINING means every worker has exited). */
@@ -44,7 +46,10 @@ static bool has_survivors(const struct agent_session *a)
 /* What the machine must know of the workers now. */
 static void fill_facts(struct agent_session *a, struct agent_facts *f)
 {
-    *f = (struct agent_facts){0};
+    *f = (struct agent_facts){.connected = a->client != NULL,
+                              .endpoints = a->eps.n,
+                              .pending_exit = a->pending_exit,
+                              .exit_gen = a->pexit.generation};
     if (!a->group)
         return;
     f->running = agent_group_running(a->group);
@@ -68,14 +73,6 @@ void agent_session_feed(struct agent_session *a, struct agent_input *in)
         agent_session_apply(a, &r);
 }
 
-void agent_session_set_state(struct agent_session *a, enum agent_state st)
-{
-    struct agent_ready r = {.n = 0};
-
-    agent_sm_set_state(&a->sm, st, &r);
-    agent_session_apply(a, &r);
-}
-
 static void hold_cb(uv_timer_t *t)
 {
     agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_TIMER,
@@ -88,18 +85,35 @@ static void grace_cb(uv_timer_t *t)
                                                       .timer = AGENT_TIMER_GRACE});
 }
 
+static void verdict_cb(uv_timer_t *t)
+{
+    agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_TIMER,
+                                                      .timer = AGENT_TIMER_VERDICT});
+}
+
+static void leaderless_cb(uv_timer_t *t)
+{
+    agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_TIMER,
+                                                      .timer = AGENT_TIMER_LEADERLESS});
+}
+
 /* A machine's timer armed at due_ms (uv_now's clock), or stopped (due_ms < 0). */
 static void arm_timer(struct agent_session *a, enum agent_timer t, int64_t due_ms)
 {
-    uv_timer_t *h = t == AGENT_TIMER_HOLD ? &a->hold_timer : &a->grace_timer;
+    static const uv_timer_cb cbs[AGENT_TIMERS] = {
+        [AGENT_TIMER_HOLD] = hold_cb, [AGENT_TIMER_GRACE] = grace_cb,
+        [AGENT_TIMER_VERDICT] = verdict_cb, [AGENT_TIMER_LEADERLESS] = leaderless_cb};
+    uv_timer_t *h = t == AGENT_TIMER_HOLD      ? &a->hold_timer
+                    : t == AGENT_TIMER_GRACE   ? &a->grace_timer
+                    : t == AGENT_TIMER_VERDICT ? &a->verdict
+                                               : &a->leaderless;
     int64_t now = (int64_t)uv_now(a->loop);
 
     if (due_ms < 0) {
         (void)uv_timer_stop(h);
         return;
     }
-    (void)uv_timer_start(h, t == AGENT_TIMER_HOLD ? hold_cb : grace_cb,
-                         (uint64_t)(due_ms > now ? due_ms - now : 0), 0);
+    (void)uv_timer_start(h, cbs[t], (uint64_t)(due_ms > now ? due_ms - now : 0), 0);
 }
 
 /* The ROUND taken (agent_session_step decided it): its store, front and log context. */
@@ -157,7 +171,7 @@ static void apply_one(struct agent_session *a, const struct agent_effect *fx)
         return;
     case AGENT_DO_WORKER_EXIT:
         agent_session_report_failure(a, a->sm.round.rank_offset + fx->local_rank, fx->local_rank,
-                                     fx->code, fx->sig, NULL);
+                                     fx->code, fx->sig, fx->text);
         return;
     case AGENT_DO_READY:
         (void)agent_client_send_ready(a->client, &(struct rdzv_ready){.generation = fx->gen});
@@ -191,11 +205,50 @@ static void apply_one(struct agent_session *a, const struct agent_effect *fx)
     case AGENT_DO_TIMER:
         arm_timer(a, fx->timer, fx->due_ms);
         return;
-    case AGENT_DO_CANCEL_VERDICT:
-        (void)uv_timer_stop(&a->verdict);
-        return;
     case AGENT_DO_FINISH:
-        agent_finish(a);
+        say_end(a);
+        return;
+    case AGENT_DO_SIGNAL:
+        if (a->group)
+            agent_group_signal(a->group, fx->sig);
+        return;
+    case AGENT_DO_ASK_SCHEDULER: {
+        bool ended;
+
+        a->cancel = (struct rdzv_cancel){.signal = fx->sig};
+        ended = agent_sched_cancel(&a->cancel);
+        agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_SCHEDULER, .ended = ended,
+                                                    .text = a->cancel.reason});
+        return;
+    }
+    case AGENT_DO_CANCEL:
+        agent_session_feed(a, &(struct agent_input){
+                                  .kind = AGENT_IN_CANCEL_SENT,
+                                  .ok = agent_client_send_cancel(a->client, &a->cancel) == 0});
+        return;
+    case AGENT_DO_UNHEALTHY:
+        send_unhealthy(a, fx->text);
+        return;
+    case AGENT_DO_NEXT_ENDPOINT:
+        a->ep_last = (a->ep_last + 1) % a->eps.n;
+        return;
+    case AGENT_DO_JOIN:
+        join_first(a);
+        return;
+    case AGENT_DO_KILL:
+        agent_group_signal_rank(a->group, fx->local_rank, SIGKILL);
+        return;
+    case AGENT_DO_CONNECT:
+        if (agent_connect(a) < 0)
+            agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_ERROR,
+                                                        .text = "cannot reconnect to rdzvd",
+                                                        .status = 1});
+        return;
+    case AGENT_DO_RESEND_EXIT:
+        a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
+        return;
+    case AGENT_DO_REPLICA_JOINED:
+        agent_replica_joined(&a->rhost);
         return;
     }
 }
@@ -204,12 +257,6 @@ void agent_session_apply(struct agent_session *a, const struct agent_ready *r)
 {
     for (unsigned i = 0; i < r->n; i++)
         apply_one(a, &r->fx[i]);
-}
-
-void agent_session_fail_local(struct agent_session *a, unsigned local_rank)
-{
-    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_FAIL_LOCAL,
-                                                .local_rank = local_rank});
 }
 
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
@@ -241,50 +288,31 @@ static void on_event(struct agent_client *c, const struct rdzv_event *e, void *u
     agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_EVENT, .event = e});
 }
 
-/* A check failed while this node takes part: rdzvd is told (UNHEALTHY), puts the node aside and
- * answers EVENT put_aside (on_event stops the workers, exit 69); without a connection, here. */
-static void report_unhealthy(struct agent_session *a, const char *reason)
+/* UNHEALTHY: rdzvd puts the node aside and answers EVENT put_aside; not sent, the machine puts
+ * it aside here. */
+static void send_unhealthy(struct agent_session *a, const char *reason)
 {
     struct rdzv_unhealthy u;
 
-    if (a->unhealthy || a->sm.have_outcome)
-        return;
-    a->unhealthy = true;
-    log_error("this node failed its health check: %s", reason);
     snprintf(u.reason, sizeof(u.reason), "%s", reason);
     rdzv_utf8_trim(u.reason);
     if (a->client && agent_client_send_unhealthy(a->client, &u) == 0)
         return;
-    snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type), "put_aside");
-    snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
-             "this node failed its health check: %s", reason);
-    a->sm.have_outcome = a->sm.put_aside = true;
-    a->sm.exit_code = RDZV_EXIT_PUT_ASIDE;
-    if (!a->sm.workers_gone && a->group && agent_group_running(a->group) > 0) {
-        agent_session_set_state(a, AG_STOPPING);
-        agent_group_stop(a->group, SIGTERM);
-    } else {
-        agent_finish(a);
-    }
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_UNHEALTHY_UNSENT});
 }
 
 static void health_cb(void *ud, bool healthy, const char *reason)
 {
-    struct agent_session *a = ud;
-
-    if (!healthy) {
-        a->sm.ready_waiting = 0;
-        report_unhealthy(a, reason);
-        return;
-    }
-    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_HEALTH_OK});
+    agent_session_feed(ud, &(struct agent_input){.kind = healthy ? AGENT_IN_HEALTH_OK
+                                                                 : AGENT_IN_UNHEALTHY,
+                                                 .text = reason});
 }
 
 static void health_timer_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;
 
-    if (a->unhealthy || a->sm.have_outcome || !a->client)
+    if (a->sm.unhealthy || a->sm.have_outcome || !a->client)
         return;
     if (a->sm.state != AG_RUNNING && a->sm.state != AG_LEFT && a->sm.state != AG_JOINING)
         return;
@@ -300,21 +328,9 @@ static void on_error(struct agent_client *c, const char *msg, void *ud)
         on_lost(c, msg, a); /* its JOINED was lost: join again as a new node id */
         return;
     }
-    log_error("%s", msg);
-    if (a->sm.have_outcome)
-        return;
-    snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type), "failed");
-    snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary), "%s", msg);
-    a->sm.have_outcome = true;
-    if (a->sm.exit_code == 0) /* no rdzvd answered: its own status (the man page's) */
-        a->sm.exit_code = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1;
-    if (!a->sm.workers_gone && a->sm.state != AG_DONE &&
-        (a->sm.state != AG_JOINING || has_survivors(a))) {
-        agent_session_set_state(a, AG_STOPPING);
-        agent_group_stop(a->group, SIGTERM);
-    } else {
-        agent_finish(a);
-    }
+    agent_session_feed(a, &(struct agent_input){
+                              .kind = AGENT_IN_ERROR, .text = msg,
+                              .status = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1});
 }
 
 static void on_joined(struct agent_client *c, bool spare, bool resumed, const char *secret,
@@ -327,97 +343,21 @@ static void on_joined(struct agent_client *c, bool spare, bool resumed, const ch
     a->incarnation = agent_client_incarnation(c);
     if (resumed) /* this rdzvd runs our generation now (1.20) */
         a->join.ran_incarnation = a->incarnation;
-    (void)uv_timer_stop(&a->leaderless);
     /* Our proof of who we are when we reconnect (a resume, or a spare back after a stall). */
     if (secret[0])
         snprintf(a->join.secret, sizeof(a->join.secret), "%s", secret);
-    if (resumed)
-        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", a->sm.round.generation);
-    else if (spare)
-        log_info("the job runs without this node for now: waiting as a spare");
-    /* Our generation is over without us: the EVENT restart that follows stops every worker. */
-    if (spare && !resumed && a->group && agent_group_running(a->group) > 0 &&
-        (a->sm.state == AG_RUNNING || a->sm.state == AG_RESTARTING))
-        a->sm.dropped = true;
-    /* An unsent WORKER_EXIT goes now, and again one that a deposed leader took (resumed, no
-     * EVENT restart: it was lost); rdzvd ignores a repeat (its generation stopping or over). */
-    if (a->pending_exit || (resumed && a->sm.local_failure && a->sm.state == AG_RESTARTING &&
-                            !a->sm.restart_pending && a->pexit.generation == a->sm.stopping_gen))
-        a->pending_exit = agent_client_send_worker_exit(a->client, &a->pexit) < 0;
-    if (spare && !resumed) /* at once: --scale-up now takes a joiner in at its first HEARTBEAT */
-        heartbeat_cb(&a->heartbeat);
-    agent_replica_joined(&a->rhost);
-    /* Our workers all exited 0 while we were reconnecting: the LEAVE then went nowhere, and the
-     * resume (made when the connection was lost) does not say it. (A duplicate is harmless.) */
-    if (resumed && a->sm.state == AG_LEFT)
-        (void)agent_client_send_leave(
-            a->client,
-            &(struct rdzv_leave){.generation = a->sm.round.generation, .succeeded = true});
-}
-
-/* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
- * this node may be on the minority side of a partition, where no generation can form, while the
- * majority's leader goes on without it after the same timeout. Its workers stop rather than train
- * a copy of the model that may diverge; the failure is reported once a leader answers, and the
- * job goes on as after any failure. */
-static void leaderless_cb(uv_timer_t *t)
-{
-    struct agent_session *a = t->data;
-    char reason[RDZV_REASON_MAX + 1];
-
-    if (!a->group || agent_group_running(a->group) == 0)
-        return;
-    snprintf(reason, sizeof(reason),
-             "its node reached no rdzvd leader for %.1f s (--heartbeat-timeout): stopped rather "
-             "than train a copy that may diverge",
-             a->cfg.heartbeat_timeout_s);
-    log_error("no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
-              "stopping the workers rather than train a copy that may diverge; reconnecting",
-              a->cfg.heartbeat_timeout_s);
-    if (a->sm.state == AG_RUNNING) {
-        struct agent_ready rd = {.n = 0};
-        bool held = agent_sm_grace_end(&a->sm, &rd); /* its EVENT restart came already */
-
-        agent_session_apply(a, &rd);
-        a->sm.local_failure = true;
-        agent_session_report_failure(a, a->sm.round.rank_offset, 0, 128 + SIGTERM, SIGTERM,
-                                     reason);
-        agent_session_set_state(a, AG_RESTARTING);
-        a->sm.stopping_gen = a->sm.round.generation;
-        a->sm.restart_pending = held;
-    }
-    agent_group_stop(a->group, SIGTERM);
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_JOINED, .spare = spare,
+                                                .resumed = resumed});
 }
 
 /* The connection to rdzvd broke: keep the workers, reconnect and re-register. */
 static void on_lost(struct agent_client *c, const char *msg, void *ud)
 {
     struct agent_session *a = ud;
-    int r;
 
-    if (a->sm.have_outcome) { /* leaving anyway (signalled, put aside, the job over): stay gone */
-        a->sm.awaiting_verdict = false;
-        agent_client_close(c, NULL, NULL);
-        a->client = NULL;
-        if (a->sm.workers_gone || a->sm.state != AG_STOPPING)
-            agent_finish(a);
-        return;
-    }
-    log_warn("%s; %s (for up to %.0f s%s)", msg, a->group && agent_group_running(a->group) ?
-             "workers keep running, reconnecting" : "reconnecting", a->cfg.connect_timeout_s,
-             a->eps.n > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
-    if (a->eps.n > 1) {
-        /* The replica we lost is the last to try again: the leader is elsewhere now. */
-        a->ep_last = (a->ep_last + 1) % a->eps.n;
-        if (!uv_is_active((uv_handle_t *)&a->leaderless))
-            (void)uv_timer_start(&a->leaderless, leaderless_cb,
-                                 (uint64_t)(a->cfg.heartbeat_timeout_s * 1000), 0);
-    }
     agent_client_close(c, NULL, NULL);
     a->client = NULL;
-    r = agent_connect(a);
-    if (r < 0)
-        on_error(NULL, "cannot reconnect to rdzvd", a);
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_LOST, .text = msg});
 }
 
 /* A worker reported a step: the node's first ones in this generation go to rdzvd at once (they
@@ -454,87 +394,15 @@ static void heartbeat_cb(uv_timer_t *t)
     (void)agent_client_send_heartbeat(a->client, &hb);
 }
 
-/* What a signal to the agent from outside means, for its log and its last line. */
-static const char *signal_meaning(int signum)
-{
-    return signum == SIGTERM  ? "the scheduler or someone stopped this node"
-           : signum == SIGINT ? "a Ctrl-C, or the scheduler stopped this node"
-           : signum == SIGHUP ? "the terminal or session it ran in closed"
-                              : "someone asked it to quit";
-}
-
 void agent_session_signal(struct agent_session *a, int signum)
 {
-    char buf[16];
-    const char *name = rdzv_signal_name(signum, buf, sizeof(buf));
-
-    if (signum == SIGUSR1 || signum == SIGUSR2) {
-        /* Slurm's --signal=USR1@T warns of the time limit: pass it on, keep running. */
-        log_info("forwarding %s to the workers", name);
-        if (a->group)
-            agent_group_signal(a->group, signum);
-        return;
-    }
-    log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
-             name, signal_meaning(signum), a->cfg.grace_s);
-    if (a->sm.held.on) { /* the worker died of this signal: the agent reports it, not the worker */
-        arm_timer(a, AGENT_TIMER_HOLD, -1);
-        a->sm.held.on = false;
-        log_info("worker local rank %u was killed by the same signal", a->sm.held.local_rank);
-    }
-    if (!a->sm.have_outcome) {
-        bool cancel = signum == SIGTERM || signum == SIGINT;
-        struct rdzv_cancel cn = {.signal = signum};
-        bool ended = cancel && agent_sched_cancel(&cn); /* the scheduler ends the job: R15a */
-
-        snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type),
-                 ended ? "cancelled" : cancel ? "left" : "failed");
-        if (ended)
-            snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
-                     "cancelled: the agent of node %s received %s from outside (%s)",
-                     a->join.host, name, cn.reason);
-        else
-            snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
-                     cancel ? "this node left job %s: its agent received %s from outside (%s)"
-                            : "the agent%.0s received %s from outside (%s)",
-                     a->cfg.run_id, name, signal_meaning(signum));
-        a->sm.have_outcome = true;
-        a->sm.exit_code = 128 + signum;
-        /* Stopped from outside: this node leaves, or the scheduler ends the job (cancelled even
-         * when no rdzvd answers: its replicas got the signal too); rdzvd answers (on_event). */
-        if (cancel && a->client)
-            a->sm.awaiting_verdict = agent_client_send_cancel(a->client, &cn) == 0;
-    }
-    if (!a->sm.workers_gone && (a->sm.state == AG_RUNNING || a->sm.state == AG_RESTARTING ||
-                             a->sm.state == AG_STOPPING || has_survivors(a))) {
-        agent_session_set_state(a, AG_STOPPING);
-        agent_group_stop(a->group, signum);
-    } else {
-        agent_finish(a);
-    }
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_SIGNAL, .sig = signum});
 }
 
-/* Everything is over: report and stop the loop (main() returns the exit code). */
-static void verdict_cb(uv_timer_t *t)
+/* The session is over (the machine decided it): what this agent says last, and the loop
+ * stops (main() returns the exit code). */
+static void say_end(struct agent_session *a)
 {
-    struct agent_session *a = t->data;
-
-    log_warn("rdzvd did not answer this node's leaving within %d ms", AGENT_VERDICT_MS);
-    a->sm.awaiting_verdict = false;
-    agent_finish(a);
-}
-
-static void agent_finish(struct agent_session *a)
-{
-    if (a->sm.state == AG_DONE)
-        return;
-    if (a->sm.awaiting_verdict) { /* rdzvd's word on this node's leaving first (on_event) */
-        if (!uv_is_active((const uv_handle_t *)&a->verdict))
-            (void)uv_timer_start(&a->verdict, verdict_cb, AGENT_VERDICT_MS, 0);
-        return;
-    }
-    (void)uv_timer_stop(&a->verdict);
-    agent_session_set_state(a, AG_DONE);
     if (a->sm.exit_code == 0) /* no ROUND: a spare that ran nothing, as rdzvd's summary says */
         log_info(a->sm.round.generation ? "job %s succeeded%.0s" : "job %s: %s", a->cfg.run_id,
                  a->sm.outcome.summary);
@@ -632,6 +500,9 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
                                            .ud = a};
     a->loop = cfg->loop;
     a->sm.run_id = cfg->run_id;
+    a->sm.grace_s = cfg->grace_s;
+    a->sm.connect_timeout_s = cfg->connect_timeout_s;
+    a->sm.heartbeat_timeout_s = cfg->heartbeat_timeout_s;
     a->sm.nproc = cfg->nproc;
     a->sm.inplace = cfg->inplace;
     a->started_ms = rdzv_now_ms();
@@ -643,30 +514,23 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
 static void start_checked_cb(void *ud, bool healthy, const char *reason)
 {
     struct agent_session *a = ud;
-    int r;
 
-    if (!healthy) {
-        log_error("this node failed its health check: %s; it does not join job %s", reason,
-                  a->cfg.run_id);
-        snprintf(a->sm.outcome.type, sizeof(a->sm.outcome.type), "put_aside");
-        snprintf(a->sm.outcome.summary, sizeof(a->sm.outcome.summary),
-                 "this node failed its health check before joining: %s", reason);
-        a->sm.have_outcome = a->sm.put_aside = a->unhealthy = true;
-        a->sm.exit_code = RDZV_EXIT_PUT_ASIDE;
-        agent_finish(a);
-        return;
-    }
-    if (a->cfg.health_interval_s > 0)
+    if (healthy && a->cfg.health_interval_s > 0)
         (void)uv_timer_start(&a->health_timer, health_timer_cb,
                              (uint64_t)(a->cfg.health_interval_s * 1000),
                              (uint64_t)(a->cfg.health_interval_s * 1000));
-    if (a->sm.state == AG_DONE)
-        return; /* a signal ended it meanwhile */
-    r = agent_connect(a);
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_START_CHECKED, .ok = healthy,
+                                                .text = reason});
+}
+
+/* The first connection, once the node passed its check. */
+static void join_first(struct agent_session *a)
+{
+    int r = agent_connect(a);
+
     if (r < 0) {
         log_error_errno(r, "cannot start the connection to rdzvd");
-        a->sm.exit_code = 1;
-        agent_finish(a);
+        agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_UNCONNECTED});
     }
 }
 
@@ -677,6 +541,7 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
 
     a->group = g;
     a->join = *join;
+    a->sm.host = a->join.host;
     a->heartbeat.data = a->leaderless.data = a->health_timer.data = a->verdict.data = a;
     a->hold_timer.data = a->grace_timer.data = a;
     r = uv_timer_init(a->loop, &a->leaderless);
