@@ -250,6 +250,210 @@ static void test_inplace_keeps_survivors(void)
     ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_START)].mode, AGENT_START_IN_PLACE);
 }
 
+/* SIGTERM from outside while the workers run and rdzvd is connected: once the scheduler said
+ * it does not end the whole job (the node leaves), CANCEL goes out, and the
+ * workers stop with that signal once it went; their end waits AGENT_VERDICT_MS for rdzvd's word,
+ * which ends the session when it comes. Exit code 128 + 15. */
+static void test_signal_cancels_and_waits_for_the_verdict(void)
+{
+    struct rig g;
+    int stop, t;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SIGNAL, .sig = SIGTERM,
+                                  .facts.connected = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_ASK_SCHEDULER) >= 0);
+    ASSERT_FALSE(g.sm.have_outcome);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SCHEDULER, .facts.connected = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_CANCEL) >= 0);
+    ASSERT_TRUE(strcmp(g.sm.outcome.type, "left") == 0);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1); /* not before the CANCEL went */
+    ASSERT_EQ(g.sm.exit_code, 128 + SIGTERM);
+    step(&g, (struct agent_input){.kind = AGENT_IN_CANCEL_SENT, .ok = true});
+    stop = find(&g, AGENT_DO_STOP);
+    ASSERT_TRUE(stop >= 0);
+    ASSERT_EQ(g.r.fx[stop].sig, SIGTERM);
+    ASSERT_EQ(g.sm.state, AG_STOPPING);
+    all_exited(&g);
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0);
+    ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_VERDICT);
+    ASSERT_EQ(g.r.fx[t].due_ms, g.now + AGENT_VERDICT_MS);
+    ASSERT_EQ(find(&g, AGENT_DO_FINISH), -1);
+    event(&g, "left", 1, 143);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(g.sm.exit_code, 143);
+    ASSERT_EQ(g.sm.state, AG_DONE);
+}
+
+/* With replicas, a lost connection arms the leaderless timer and reconnects; when it is due the
+ * workers stop and the failure is reported with the reason; the next JOINED cancels the timer
+ * and sends that report again if it was not sent. */
+static void test_leaderless_stops_the_workers(void)
+{
+    struct rig g;
+    int t, ex;
+
+    rig_init(&g, false);
+    g.sm.heartbeat_timeout_s = 5;
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "lost",
+                                  .facts.endpoints = 3});
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0 && find(&g, AGENT_DO_CONNECT) > t);
+    ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_LEADERLESS);
+    ASSERT_EQ(g.r.fx[t].due_ms, g.now + 5000);
+    g.now += 5000;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_LEADERLESS});
+    ex = find(&g, AGENT_DO_WORKER_EXIT);
+    ASSERT_TRUE(ex >= 0 && find(&g, AGENT_DO_STOP) > ex);
+    ASSERT_TRUE(g.r.fx[ex].text && strstr(g.r.fx[ex].text, "no rdzvd leader"));
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .facts.pending_exit = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_RESEND_EXIT) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_TIMER), -1); /* it ran out: nothing to cancel */
+    /* A single endpoint: no leaderless timer. */
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "lost", .facts.endpoints = 1});
+    ASSERT_EQ(find(&g, AGENT_DO_TIMER), -1);
+    ASSERT_TRUE(find(&g, AGENT_DO_CONNECT) >= 0);
+}
+
+/* A health check fails while the node runs: UNHEALTHY goes to rdzvd; not sent, the node puts
+ * itself aside (exit 69) and stops its workers. */
+static void test_unhealthy_puts_aside_here_when_unsent(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_UNHEALTHY, .text = "xid 79",
+                                  .facts.connected = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_UNHEALTHY) >= 0);
+    ASSERT_FALSE(g.sm.have_outcome);
+    step(&g, (struct agent_input){.kind = AGENT_IN_UNHEALTHY_UNSENT});
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(g.sm.exit_code, RDZV_EXIT_PUT_ASIDE);
+    ASSERT_TRUE(g.sm.put_aside);
+    ASSERT_TRUE(strstr(g.sm.outcome.summary, "xid 79") != NULL);
+}
+
+/* USR1 is passed on to the workers, which keep running. SIGHUP drops a held report (the agent's
+ * signal is what happened), stops the workers with SIGHUP, and ends the session failed with
+ * 128 + 1, no CANCEL sent. */
+static void test_signals_from_outside(void)
+{
+    struct rig g;
+    int stop;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SIGNAL, .sig = SIGUSR1,
+                                  .facts.connected = true});
+    ASSERT_EQ(g.r.n, 1);
+    ASSERT_EQ(g.r.fx[0].kind, AGENT_DO_SIGNAL);
+    ASSERT_EQ(g.r.fx[0].sig, SIGUSR1);
+    ASSERT_EQ(g.sm.state, AG_RUNNING);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 1, .sig = SIGHUP});
+    ASSERT_TRUE(g.sm.held.on);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SIGNAL, .sig = SIGHUP,
+                                  .facts.connected = true});
+    ASSERT_FALSE(g.sm.held.on);
+    ASSERT_EQ(find(&g, AGENT_DO_CANCEL), -1);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    stop = find(&g, AGENT_DO_STOP);
+    ASSERT_TRUE(stop >= 0);
+    ASSERT_EQ(g.r.fx[stop].sig, SIGHUP);
+    ASSERT_EQ(g.sm.exit_code, 128 + SIGHUP);
+    ASSERT_TRUE(strcmp(g.sm.outcome.type, "failed") == 0);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+
+    /* SIGINT, the scheduler ending the job, rdzvd away: cancelled, stopped at once. */
+    rig_init(&g, false);
+    g.sm.host = "n1";
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SIGNAL, .sig = SIGINT});
+    step(&g, (struct agent_input){.kind = AGENT_IN_SCHEDULER, .ended = true,
+                                  .text = "scancel by alice"});
+    ASSERT_TRUE(strcmp(g.sm.outcome.type, "cancelled") == 0);
+    ASSERT_TRUE(strstr(g.sm.outcome.summary, "node n1") &&
+                strstr(g.sm.outcome.summary, "scancel by alice"));
+    ASSERT_EQ(find(&g, AGENT_DO_CANCEL), -1);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_STOP)].sig, SIGINT);
+}
+
+/* A hung worker: its process group is killed, then WORKER_EXIT with where it was stuck, then
+ * the others stop. */
+static void test_hung_worker_is_failed(void)
+{
+    struct rig g;
+    int kill, ex;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = 1,
+                                  .text = "made no progress for 9.0 s after step 3"});
+    kill = find(&g, AGENT_DO_KILL);
+    ex = find(&g, AGENT_DO_WORKER_EXIT);
+    ASSERT_TRUE(kill >= 0 && ex > kill && find(&g, AGENT_DO_STOP) > ex);
+    ASSERT_EQ(g.r.fx[kill].local_rank, 1);
+    ASSERT_EQ(g.r.fx[ex].code, 128 + SIGKILL);
+    ASSERT_TRUE(strstr(g.r.fx[ex].text, "after step 3") != NULL);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+}
+
+/* The check before the first JOIN: passed, the agent joins; failed, it never does (put aside,
+ * 69). rdzvd unreachable: failed with the agent's own code, the workers stopped first. */
+static void test_start_check_and_fatal_error(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    step(&g, (struct agent_input){.kind = AGENT_IN_START_CHECKED, .ok = true});
+    ASSERT_EQ(g.r.n, 1);
+    ASSERT_EQ(g.r.fx[0].kind, AGENT_DO_JOIN);
+    rig_init(&g, false);
+    step(&g, (struct agent_input){.kind = AGENT_IN_START_CHECKED, .text = "rdma port down"});
+    ASSERT_EQ(find(&g, AGENT_DO_JOIN), -1);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(g.sm.exit_code, RDZV_EXIT_PUT_ASIDE);
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_ERROR, .text = "no rdzvd", .status = 75});
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_FINISH), -1);
+    ASSERT_EQ(g.sm.exit_code, 75);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+}
+
+/* JOINED as a spare while the workers run: the job went on without this node, so even in place
+ * the next restart stops them all. A connection lost once the outcome is known: no reconnect,
+ * the session ends once the workers are gone. */
+static void test_dropped_spare_and_lost_after_the_outcome(void)
+{
+    struct rig g;
+
+    rig_init(&g, true);
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .spare = true});
+    ASSERT_TRUE(g.sm.dropped);
+    ASSERT_TRUE(find(&g, AGENT_DO_HEARTBEAT) >= 0);
+    event(&g, "restart", 1, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    event(&g, "failed", 1, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "lost"});
+    ASSERT_EQ(find(&g, AGENT_DO_CONNECT), -1);
+    ASSERT_EQ(find(&g, AGENT_DO_FINISH), -1); /* STOPPING, workers still run */
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+}
+
 int main(void)
 {
     TEST(test_round_starts_workers);
@@ -259,5 +463,12 @@ int main(void)
     TEST(test_outcome_exit_code);
     TEST(test_start_failed_and_restart_after_leave);
     TEST(test_inplace_keeps_survivors);
+    TEST(test_signal_cancels_and_waits_for_the_verdict);
+    TEST(test_leaderless_stops_the_workers);
+    TEST(test_unhealthy_puts_aside_here_when_unsent);
+    TEST(test_signals_from_outside);
+    TEST(test_hung_worker_is_failed);
+    TEST(test_start_check_and_fatal_error);
+    TEST(test_dropped_spare_and_lost_after_the_outcome);
     return tap_done();
 }
