@@ -53,9 +53,6 @@ EXCEPTIONS = {
     "tests/unit/test-repl-net.c": (1116, "three replicas on one loop, one fixture for every "
                                    "case; to be split by case"),
     "tests/unit/test-repl.c": (953, "libraft's fixture for every case; to be split by case"),
-    "daemon/job/rdzvd-job-wire.c": (1524, "rdzvd's adapter: decoding, the host's ops and the "
-                                     "hosted replicas; to be cut when the Ready is the machine's "
-                                     "only output"),
     "tests/unit/test-status.c": (913, "the status codec's bytes and bounds; to be split into "
                                  "encoder and decoder"),
 }
