@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-effects.c: where the job machine meets the world (rdzvd-job-impl.h, "Effects"): the
  * step's time, the machine's timers, and the outbox (rdzvd-job-sm.h): what the machine sends to
- * members' connections, the host's flush and the stores it opens and closes, queued during a
- * step and carried out through the host's ops when the step is done; a job's status events and
+ * members' connections, the host's flush, the stores it opens and closes and the stores'
+ * journals it drops, queued during a step and carried out when the step is done (through the
+ * host's ops; a journal with unlinkat in the host's --state-dir); a job's status events and
  * timeline marks, dated by the step's wall time (rdzvd_job_note, rdzvd_job_mark). It reads no
  * clock either. The machine's pure files (the "pure:" line of
  * tests/layers.txt) call no uv_*, read no clock and call no op: they come here
@@ -23,6 +24,7 @@
 #include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
+#include "daemon/data/rdzvd-journal.h"
 #include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-world.h"
@@ -383,6 +385,7 @@ enum effect_kind {
     EFF_FLUSH = RDZVD_SEND_FLUSH,
     EFF_STORE_OPEN = RDZVD_SEND_STORE_OPEN,
     EFF_STORE_CLOSE = RDZVD_SEND_STORE_CLOSE,
+    EFF_JOURNAL_DROP = RDZVD_SEND_JOURNAL_DROP,
     EFF_PREFLIGHT = RDZVD_SEND_PREFLIGHT,
     EFF_KEEP_ENDED = RDZVD_SEND_KEEP_ENDED,
     EFF_KEEP_END = RDZVD_SEND_KEEP_END,
@@ -404,6 +407,14 @@ struct store_open {
     uint64_t ask, generation;
     char desc[64], state_name[RDZVD_JOB_NAME_MAX]; /* "": no journal */
     uint16_t port;
+    bool fresh;
+};
+
+/* A generation store's journal to delete from the host's --state-dir (fresh: a stale one). */
+struct journal_drop {
+    int dirfd; /* the host's state_dirfd */
+    uint64_t generation;
+    char run_id[RDZV_ID_MAX + 1], state_name[RDZVD_JOB_NAME_MAX];
     bool fresh;
 };
 
@@ -439,6 +450,7 @@ struct rdzvd_job_effect {
         } nccl;
         char *why;                 /* CLOSE */
         struct store_open *open;   /* STORE_OPEN */
+        struct journal_drop *jdrop; /* JOURNAL_DROP */
         struct rdzv_preflight *preflight; /* PREFLIGHT */
         struct {
             void *store;
@@ -498,6 +510,9 @@ static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
         break;
     case EFF_STORE_OPEN:
         free(e->u.open);
+        break;
+    case EFF_JOURNAL_DROP:
+        free(e->u.jdrop);
         break;
     case EFF_PREFLIGHT:
         free(e->u.preflight);
@@ -591,6 +606,17 @@ bool rdzvd_job_input_later(const struct rdzvd_job_host *h, const struct rdzvd_jo
     return true;
 }
 
+/* Delete d's journal (unlinkat, through rdzvd_journal_unlink): the one file of a job's that the
+ * adapter deletes itself, as it carries the Ready out. */
+static void journal_drop(const struct journal_drop *d)
+{
+    int r = rdzvd_job_record_drop_journal(d->dirfd, d->state_name);
+
+    if (r < 0)
+        log_warn_errno(r, "job=%s cannot delete the %sjournal %s", d->run_id,
+                       d->fresh ? "stale " : "", d->state_name);
+}
+
 /* Carry out e on its connection or host. */
 static void carry(struct rdzvd_job_effect *e)
 {
@@ -661,6 +687,9 @@ static void carry(struct rdzvd_job_effect *e)
     }
     case EFF_STORE_CLOSE:
         e->ops->store_close(e->peer, e->u.close.store, e->u.close.drop);
+        break;
+    case EFF_JOURNAL_DROP:
+        journal_drop(e->u.jdrop);
         break;
     case EFF_PREFLIGHT:
         if (e->ops->preflight)
@@ -959,6 +988,12 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
         send->handle = e->u.close.store;
         send->drop = e->u.close.drop;
         break;
+    case EFF_JOURNAL_DROP:
+        send->run_id = e->u.jdrop->run_id;
+        send->generation = e->u.jdrop->generation;
+        send->state_name = e->u.jdrop->state_name;
+        send->fresh = e->u.jdrop->fresh;
+        break;
     case EFF_PREFLIGHT:
         send->preflight = e->u.preflight;
         break;
@@ -1245,6 +1280,29 @@ void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop)
     post(j->host.steps, e);
 }
 
+void rdzvd_job_journal_drop(const struct rdzvd_job *j, uint64_t gen, const char *state_name,
+                            bool fresh)
+{
+    struct rdzvd_job_effect *e = effect_new(EFF_JOURNAL_DROP, j->host.ops, j->host.ud);
+    struct journal_drop *d = e ? calloc(1, sizeof(*d)) : NULL;
+    struct journal_drop now;
+
+    rdzv_assert(j->host.state_dirfd >= 0 && state_name && state_name[0]);
+    if (!d) { /* out of memory: at once (nothing comes back into the machine) */
+        free(e);
+        d = &now;
+    }
+    *d = (struct journal_drop){.dirfd = j->host.state_dirfd, .generation = gen, .fresh = fresh};
+    snprintf(d->run_id, sizeof(d->run_id), "%s", j->run_id);
+    snprintf(d->state_name, sizeof(d->state_name), "%s", state_name);
+    if (d == &now) {
+        journal_drop(d);
+        return;
+    }
+    e->u.jdrop = d;
+    post(j->host.steps, e);
+}
+
 int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
                              const char *state_name, uint16_t port, void **store,
                              uint16_t *port_out)
@@ -1357,4 +1415,11 @@ uint64_t rdzvd_job_input_waiting(const struct rdzvd_job_host *h, const char *run
             if (!strcmp(in->u.rebuild.ids[i], run_id))
                 return in->waiting[i];
     return 0;
+}
+
+/* ---- the generation stores' journals (rdzvd-job-journals.h) ---- */
+
+int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
+{
+    return rdzvd_journal_unlink(dirfd, state_name);
 }

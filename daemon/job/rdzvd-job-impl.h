@@ -381,8 +381,10 @@ void rdzvd_job_flush(const struct rdzvd_job *j);
 int rdzvd_job_store_ask(const struct rdzvd_job *j, uint64_t ask, const char *desc,
                         const char *state_name, uint16_t port, bool fresh);
 void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop);
-/* The one store open still made within a step, for a JOIN whose answer depends on it (a job
- * rebuilt by the JOIN): the host's op, at once. */
+/* Delete the journal state_name of j's generation gen's store from the host's --state-dir
+ * through the outbox (fresh: the stale journal of a new store, queued before its open). */
+void rdzvd_job_journal_drop(const struct rdzvd_job *j, uint64_t gen, const char *state_name,
+                            bool fresh);
 /* What the host's tables must learn, as effects of the step under way (outside any step: at
  * once), each only when the host has the table (struct rdzvd_job_host): job j ended and goes
  * (keep_ended, which reads j when carried out: its memory outlives the step); how a job ended,
@@ -398,6 +400,8 @@ void rdzvd_job_tell_lost(const struct rdzvd_job_host *h);
 /* run_id's note of waiting for its nodes, as the input being stepped carries it (its waiting,
  * for a JOIN of run_id or a REBUILD that lists it), 0: none. */
 uint64_t rdzvd_job_input_waiting(const struct rdzvd_job_host *h, const char *run_id);
+/* The one store open still made within a step, for a JOIN whose answer depends on it (a job
+ * rebuilt by the JOIN): the host's op, at once. */
 int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,
                              const char *state_name, uint16_t port, void **store,
                              uint16_t *port_out);

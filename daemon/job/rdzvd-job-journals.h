@@ -37,7 +37,8 @@
 int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len);
 
 /* Delete DIR/<state_name>.journal if it exists: a new generation's store must not replay what
- * an earlier store of that name (a generation number used before a restart) left behind.
+ * an earlier store of that name (a generation number used before a restart) left behind. The
+ * adapter's, as it carries out a Ready's JOURNAL_DROP (rdzvd-job-effects.c).
  * 0, -EEXIST when the file is another store's journal (rdzvd_journal_unlink: left as it is), or
  * a negative errno (never -ENOENT). */
 int rdzvd_job_record_drop_journal(int dirfd, const char *state_name);

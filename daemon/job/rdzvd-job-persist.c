@@ -14,7 +14,6 @@
 
 #include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
-#include "daemon/data/rdzvd-journal.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-record.h"
 #include "daemon/job/rdzvd-job-ids.h"
@@ -26,17 +25,16 @@
 /* The generation's store goes; its journal (--state-dir) too, unless rdzvd is shutting down or
  * the job goes back to its record: then the agents come back to the next rdzvd, or to this one,
  * which reopens it with its keys. An open under way is let go: its store closes when it comes
- * (rdzvd_job_store_opened), its journal too. */
+ * (rdzvd_job_store_opened), its journal too. The journal goes as an effect of the Ready. */
 void rdzvd_job_drop_journal(struct rdzvd_job *j, uint64_t gen)
 {
     char sname[RDZVD_JOB_NAME_MAX] = "";
-    int r;
 
     if (j->shutting_down || j->unloaded || j->host.state_dirfd < 0)
         return;
     rdzvd_job_store_journal_name(j, gen, sname, sizeof(sname));
-    if (sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
-        log_warn_errno(r, "job=%s cannot delete the journal %s", j->run_id, sname);
+    if (sname[0])
+        rdzvd_job_journal_drop(j, gen, sname, false);
 }
 
 void rdzvd_job_close_store(struct rdzvd_job *j)
@@ -95,13 +93,11 @@ void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char 
 /* The description and journal name (sname, "": none) of generation j->generation's store. fresh:
  * a new generation's store, which never replays what an earlier use of its journal name left on
  * disk (a round formed but never sent before rdzvd died, or an earlier job of the same run_id):
- * that journal goes; otherwise the journal of the generation is replayed (a rebuild after an
- * rdzvd restart). */
+ * that journal goes, an effect queued before the store's open; otherwise the journal of the
+ * generation is replayed (a rebuild after an rdzvd restart). */
 static void store_names(struct rdzvd_job *j, bool fresh, char *desc, size_t dlen, char *sname,
                         size_t slen)
 {
-    int r;
-
     snprintf(desc, dlen, "job %.24s gen %" PRIu64, j->run_id, j->generation);
     /* Without --state-dir there is no journal, and no name to hash (libcrypto stays unloaded). */
     if (j->host.state_dirfd >= 0) {
@@ -111,8 +107,8 @@ static void store_names(struct rdzvd_job *j, bool fresh, char *desc, size_t dlen
                      "(libcrypto missing?)",
                      j->run_id, j->generation);
     }
-    if (fresh && sname[0] && (r = rdzvd_job_record_drop_journal(j->host.state_dirfd, sname)) < 0)
-        log_warn_errno(r, "job=%s cannot delete the stale journal %s", j->run_id, sname);
+    if (fresh && sname[0])
+        rdzvd_job_journal_drop(j, j->generation, sname, true);
 }
 
 /* Generation j->generation's store on port (0: any), asked of the outbox: its answer comes back
@@ -697,9 +693,4 @@ int rdzvd_job_state_name(const char *run_id, uint64_t gen, char *buf, size_t len
     if (r == 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "-gen-%" PRIu64, gen);
     return r;
-}
-
-int rdzvd_job_record_drop_journal(int dirfd, const char *state_name)
-{
-    return rdzvd_journal_unlink(dirfd, state_name);
 }

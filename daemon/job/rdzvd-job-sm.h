@@ -342,11 +342,11 @@ struct rdzvd_job_input {
 };
 
 /* What the step hands back: the answers to the input, and in its outbox what it records (the
- * job table's changes) and what it sends to members' connections and the host, until
- * rdzvd_job_advance writes the records through ops->record and then carries the rest out (read
- * the sends with rdzvd_job_ready_next); then it steps what came back meanwhile, each input with
- * its own Ready. No step may be taken while another of its host is open or its Ready is carried
- * out (asserted). */
+ * job table's changes) and what it sends to members' connections and the host (the stores to
+ * open or close, their journals to drop), until rdzvd_job_advance writes the records through
+ * ops->record and then carries the rest out (read the sends with rdzvd_job_ready_next); then
+ * it steps what came back meanwhile, each input with its own Ready. No step may be taken while
+ * another of its host is open or its Ready is carried out (asserted). */
 struct rdzvd_job_ready {
     int rc;       /* 0, or a negative errno: the input is refused (err says why) */
     char err[RDZV_ERROR_MAX + 1];
@@ -403,6 +403,10 @@ enum rdzvd_job_send_kind {
      * journal, port 0: any, fresh), its answer the input STORE_OPENED; close handle (drop). */
     RDZVD_SEND_STORE_OPEN,
     RDZVD_SEND_STORE_CLOSE,
+    /* Delete the journal state_name of run_id's store of generation from the host's
+     * --state-dir: a store let go of before it reopened, or (fresh) the stale journal under the
+     * name of a new generation's store, just before its STORE_OPEN. */
+    RDZVD_SEND_JOURNAL_DROP,
     RDZVD_SEND_PREFLIGHT, /* preflight: measure a link (1.23) */
     /* What the host's tables must learn (struct rdzvd_job_host's keep_ended, keep_end,
      * keep_waiting, take_waiting and lost), carried out in order with the rest: a job that
@@ -426,9 +430,9 @@ struct rdzvd_job_send {
     uint64_t generation;          /* JOINED, NCCL */
     int64_t count;                /* JOINED: the members waiting; NCCL: the ids asked */
     bool spare, resumed, store;
-    const char *desc, *state_name; /* STORE_OPEN (run_id, generation: its job's) */
+    const char *desc, *state_name; /* STORE_OPEN (run_id, generation: its job's); JOURNAL_DROP */
     uint16_t port;                 /* STORE_OPEN */
-    bool fresh, drop;              /* STORE_OPEN; STORE_CLOSE */
+    bool fresh, drop;              /* STORE_OPEN, JOURNAL_DROP; STORE_CLOSE */
     void *handle;                  /* STORE_CLOSE: the store */
     const struct rdzv_preflight *preflight; /* PREFLIGHT */
     uint64_t since_ms;                      /* KEEP_WAITING */

@@ -2,7 +2,10 @@
 /* test-job-queue.c: what comes back while a Ready is carried out (a store opened, a connection
  * gone) is an input of a step of its own, stepped once that Ready is carried out whole
  * (docs/design/architecture.md, "The job machine and its adapters"), driven with fake agents
- * (jobtest.h). */
+ * (jobtest.h); what the host learns and the journals it drops are effects of the Ready. */
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 
@@ -295,6 +298,133 @@ static void test_join_takes_the_note_its_input_carries(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The index in rd's outbox of the first effect of kind after index from (-1: none), with it in
+ * *s. */
+static int send_at(const struct rdzvd_job_ready *rd, enum rdzvd_job_send_kind kind, int from,
+                   struct rdzvd_job_send *s)
+{
+    const void *at = NULL;
+    int i = 0;
+
+    for (; rdzvd_job_ready_next(rd, &at, s); i++)
+        if (i > from && s->kind == kind)
+            return i;
+    return -1;
+}
+
+/* Whether the journal of run_id's generation gen's store is in state directory fd. */
+static bool journal_there(int fd, const char *run_id, uint64_t gen)
+{
+    char file[RDZVD_JOB_NAME_MAX + 16];
+
+    ASSERT_OK(rdzvd_job_state_name(run_id, gen, file, sizeof(file)));
+    strcat(file, ".journal");
+    return faccessat(fd, file, F_OK, 0) == 0;
+}
+
+/* Leave a journal of run_id's generation gen's store in state directory fd. */
+static void journal_leave(int fd, const char *run_id, uint64_t gen)
+{
+    char file[RDZVD_JOB_NAME_MAX + 16];
+    int jfd;
+
+    ASSERT_OK(rdzvd_job_state_name(run_id, gen, file, sizeof(file)));
+    strcat(file, ".journal");
+    jfd = openat(fd, file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_TRUE(jfd >= 0);
+    close(jfd);
+    ASSERT_TRUE(journal_there(fd, run_id, gen));
+}
+
+/* A generation rebuilt at rdzvd's start ends before its store reopened (the operator cancels
+ * it): the journal of that store goes as an effect of the Ready (JOURNAL_DROP, its name), not
+ * while the machine decides; it is gone once the Ready is carried out. */
+static void test_ended_generation_drops_journal_in_ready(void)
+{
+    struct rdzvd_job_record rec = jt_running_record(4);
+    struct rdzv_cancel_job c = {.run_id = "job"};
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_CANCEL_JOB, .u.cancel_job = &c};
+    char path[64], sname[RDZVD_JOB_NAME_MAX];
+    struct rdzvd_job_ready rd;
+    struct rdzvd_job_send s;
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    jt_record_save(fd, &rec);
+    journal_leave(fd, "job", 4);
+    ASSERT_OK(rdzvd_job_state_name("job", 4, sname, sizeof(sname)));
+    env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
+    jt_rebuild(&e.h);
+    ASSERT_EQ(e.stores_open, 0); /* its store not reopened: no agent back */
+    ASSERT_OK(rdzvd_job_step(&e.h, &in, jt_clock(), &rd));
+    ASSERT_TRUE(journal_there(fd, "job", 4)); /* not while the machine decides */
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOURNAL_DROP, NULL), 1);
+    ASSERT_TRUE(send_at(&rd, RDZVD_SEND_JOURNAL_DROP, -1, &s) >= 0);
+    ASSERT_BYTES_STR(s.state_name, strlen(s.state_name), sname);
+    ASSERT_BYTES_STR(s.run_id, strlen(s.run_id), "job");
+    ASSERT_EQ(s.generation, 4);
+    ASSERT_FALSE(s.fresh);
+    rdzvd_job_advance(&rd);
+    ASSERT_FALSE(journal_there(fd, "job", 4));
+    ASSERT_NULL(rdzvd_job_view(&e.jobs, "job"));
+    rdzvd_job_record_clear(&rec);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+static int stale_fd = -1;
+static bool stale_at_open;
+
+static void note_stale_at_open(struct env *e)
+{
+    (void)e;
+    stale_at_open = journal_there(stale_fd, "job", 1);
+}
+
+/* A new generation's store opens fresh: a journal left under its name (an earlier job of the
+ * same run id) goes first. The Ready drops it (JOURNAL_DROP, fresh) before its STORE_OPEN of
+ * that name; the host opens the store once the journal is gone. */
+static void test_fresh_store_drops_stale_journal_first(void)
+{
+    struct fake f[2] = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_JOIN, .peer = &f[1], .u.join = &jn};
+    char path[64], sname[RDZVD_JOB_NAME_MAX];
+    struct rdzvd_job_send drop, open;
+    struct rdzvd_job_ready rd;
+    int at_drop, at_open;
+    struct env e;
+
+    stale_fd = jt_state_dir(path, sizeof(path));
+    journal_leave(stale_fd, "job", 1);
+    ASSERT_OK(rdzvd_job_state_name("job", 1, sname, sizeof(sname)));
+    env_init(&e, stale_fd);
+    e.store_opening = note_stale_at_open;
+    ASSERT_OK(join(&e, &f[0], &jn));
+    jn = join_of(1, 2, 2, 0);
+    ASSERT_OK(rdzvd_job_step(&e.h, &in, jt_clock(), &rd));
+    ASSERT_TRUE(journal_there(stale_fd, "job", 1)); /* not while the machine decides */
+    at_drop = send_at(&rd, RDZVD_SEND_JOURNAL_DROP, -1, &drop);
+    at_open = send_at(&rd, RDZVD_SEND_STORE_OPEN, -1, &open);
+    ASSERT_TRUE(at_drop >= 0);
+    ASSERT_TRUE(at_open > at_drop); /* the stale journal goes, then the store opens */
+    ASSERT_EQ(jt_sends(&rd, RDZVD_SEND_JOURNAL_DROP, NULL), 1);
+    ASSERT_TRUE(drop.fresh && open.fresh);
+    ASSERT_EQ(drop.generation, 1);
+    ASSERT_BYTES_STR(drop.state_name, strlen(drop.state_name), sname);
+    ASSERT_BYTES_STR(open.state_name, strlen(open.state_name), sname);
+    stale_at_open = true;
+    rdzvd_job_advance(&rd);
+    ASSERT_EQ(e.stores_open, 1);
+    ASSERT_FALSE(stale_at_open); /* gone when the host opened the store */
+    ASSERT_FALSE(journal_there(stale_fd, "job", 1));
+    ASSERT_EQ(f[0].nrounds, 1);
+    env_done(&e);
+    jt_state_dir_done(stale_fd, path);
+    stale_fd = -1;
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-queue", RDZV_LOG_ERROR);
@@ -302,5 +432,7 @@ int main(void)
     TEST(test_gone_while_carried_out_is_stepped_after);
     TEST(test_host_tables_learn_from_the_ready);
     TEST(test_join_takes_the_note_its_input_carries);
+    TEST(test_ended_generation_drops_journal_in_ready);
+    TEST(test_fresh_store_drops_stale_journal_first);
     return tap_done();
 }
