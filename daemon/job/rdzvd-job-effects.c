@@ -810,8 +810,30 @@ void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_input_fn fn)
     h->keep_records = h->record_table != NULL;
 }
 
-/* Carry out everything queued in s's outbox, in order: what the steps recorded is written
- * first, before each effect. No step begins meanwhile: what comes back is queued for later. */
+/* The stale journals of o's fresh stores go first, before any record: a record of the
+ * generation that names such a journal must never find the old one if rdzvd dies right after
+ * it (a rebuild would replay it). A stale journal is nobody's, so it may go early. */
+static void stale_journals_first(struct rdzvd_job_outbox *o)
+{
+    struct rdzvd_job_effect **pp = &o->head, *e, *prev = NULL;
+
+    while ((e = *pp)) {
+        if (e->kind != EFF_JOURNAL_DROP || !e->u.jdrop->fresh) {
+            prev = e;
+            pp = &e->next;
+            continue;
+        }
+        *pp = e->next;
+        if (o->last == e)
+            o->last = prev;
+        carry(e);
+        effect_free(o, e);
+    }
+}
+
+/* Carry out everything queued in s's outbox, in order: the stale journals of fresh stores go
+ * first, then what the steps recorded is written, before each effect. No step begins
+ * meanwhile: what comes back is queued for later. */
 static void drain(struct rdzvd_job_steps *s)
 {
     struct rdzvd_job_outbox *o = s->out;
@@ -820,6 +842,7 @@ static void drain(struct rdzvd_job_steps *s)
     rdzv_assert(o && !s->draining);
     s->draining = true;
 again:
+    stale_journals_first(o);
     for (records_write(o); (e = o->head); records_write(o)) {
         o->head = e->next;
         if (!o->head)

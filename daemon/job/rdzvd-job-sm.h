@@ -405,7 +405,8 @@ enum rdzvd_job_send_kind {
     RDZVD_SEND_STORE_CLOSE,
     /* Delete the journal state_name of run_id's store of generation from the host's
      * --state-dir: a store let go of before it reopened, or (fresh) the stale journal under the
-     * name of a new generation's store, just before its STORE_OPEN. */
+     * name of a new generation's store, just before its STORE_OPEN; advance drops a stale
+     * one before it writes the step's records. */
     RDZVD_SEND_JOURNAL_DROP,
     RDZVD_SEND_PREFLIGHT, /* preflight: measure a link (1.23) */
     /* What the host's tables must learn (struct rdzvd_job_host's keep_ended, keep_end,

@@ -64,6 +64,20 @@ static void q_store_close(void *ud, void *store, bool drop)
     fake_store_close(ud, store, drop);
 }
 
+static int stale_fd = -1;  /* the state dir whose stale journal a test watches */
+static int stale_records;  /* records written while that journal was still there */
+static int records_seen;   /* records written */
+static bool journal_there(int dirfd, const char *run_id, uint64_t gen);
+
+static int q_record(void *ud, enum rdzvd_change what, const uint8_t *key, size_t klen,
+                    const uint8_t *val, size_t vlen)
+{
+    records_seen++;
+    if (stale_fd >= 0 && journal_there(stale_fd, "job", 1))
+        stale_records++;
+    return fake_record(ud, what, key, klen, val, vlen);
+}
+
 static const struct rdzvd_job_ops q_ops = {
     .joined = q_joined,
     .round = q_round,
@@ -77,7 +91,7 @@ static const struct rdzvd_job_ops q_ops = {
     .flush = q_flush,
     .store_open = q_store_open,
     .store_close = q_store_close,
-    .record = fake_record,
+    .record = q_record,
 };
 
 static char send_letter(enum rdzvd_job_send_kind kind)
@@ -373,7 +387,6 @@ static void test_ended_generation_drops_journal_in_ready(void)
     jt_state_dir_done(fd, path);
 }
 
-static int stale_fd = -1;
 static bool stale_at_open;
 
 static void note_stale_at_open(struct env *e)
@@ -400,6 +413,7 @@ static void test_fresh_store_drops_stale_journal_first(void)
     journal_leave(stale_fd, "job", 1);
     ASSERT_OK(rdzvd_job_state_name("job", 1, sname, sizeof(sname)));
     env_init(&e, stale_fd);
+    e.h.ops = &q_ops; /* its records: written once the stale journal is gone */
     e.store_opening = note_stale_at_open;
     ASSERT_OK(join(&e, &f[0], &jn));
     jn = join_of(1, 2, 2, 0);
@@ -415,7 +429,11 @@ static void test_fresh_store_drops_stale_journal_first(void)
     ASSERT_BYTES_STR(drop.state_name, strlen(drop.state_name), sname);
     ASSERT_BYTES_STR(open.state_name, strlen(open.state_name), sname);
     stale_at_open = true;
+    records_seen = stale_records = 0;
     rdzvd_job_advance(&rd);
+    ASSERT_TRUE(records_seen > 0);  /* the generation formed is recorded ... */
+    ASSERT_EQ(stale_records, 0);   /* ... once the stale journal is gone: a rebuild never
+                                     * replays it */
     ASSERT_EQ(e.stores_open, 1);
     ASSERT_FALSE(stale_at_open); /* gone when the host opened the store */
     ASSERT_FALSE(journal_there(stale_fd, "job", 1));
