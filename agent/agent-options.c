@@ -483,7 +483,7 @@ static int parse_table(struct agent_opts *o, int argc, char **argv, int *ret_fir
                  "joining and rejoining)"},
         {.kind = RDZV_OPT_STRING, .name = "health-path", .dest = &o->health_path,
          .metavar = "DIR",
-         .help = "a directory (checkpoints) that must be writable with 64 MiB\nfree "
+         .help = "a directory (checkpoints) that must be writable with 64 MiB\nuncounted "
                  "(--log-dir is checked too)"},
         {.kind = RDZV_OPT_STRING, .name = "health-nic", .dest = &o->health_nic,
          .metavar = "DEV[:PORT],...",

@@ -149,17 +149,17 @@
 #define RDZVD_JOB_BACKOFF_RESET_MS 60000
 /* The restarts a job takes that its budget is not charged for (a scale-up, a re-form around a
  * node lost before it ran, a node that left on a signal, a straggler put aside): at most
- * RDZVD_JOB_FREE_RESTARTS within any RDZVD_JOB_FREE_WINDOW_MS, counted on the job, whatever the
- * names and node ids of the nodes behind them (a host name is only a claim). Past it a scale-up
- * waits, a node that never ran in the job is not placed when the job can form without it, and
- * any other such restart is charged to the budget. Each restart stops every worker of the job
+ * RDZVD_JOB_UNCOUNTED_RESTARTS within any RDZVD_JOB_UNCOUNTED_WINDOW_MS, counted on the job,
+ * whatever the names and node ids of the nodes behind them (a host name is only a claim). Past it a
+ * scale-up waits, a node that never ran in the job is not placed when the job can form without it,
+ * and any other such restart is charged to the budget. Each restart stops every worker of the job
  * and costs a checkpoint's reload: 4 in 10 minutes is already most of those minutes. */
-#define RDZVD_JOB_FREE_RESTARTS 4
-#define RDZVD_JOB_FREE_WINDOW_MS (10 * 60 * 1000)
+#define RDZVD_JOB_UNCOUNTED_RESTARTS 4
+#define RDZVD_JOB_UNCOUNTED_WINDOW_MS (10 * 60 * 1000)
 /* Scale-ups are spaced: after k such restarts within the window the next waits this long times
  * 2^(k - 1) after the last (30 s, 60 s, 120 s), so nodes that come close together are taken in
  * by one restart, and the four fit in the first 3.5 minutes of a job's growth. */
-#define RDZVD_JOB_FREE_GAP_MS 30000
+#define RDZVD_JOB_UNCOUNTED_GAP_MS 30000
 /* A job's timeline (rdzvd-timeline.h): its first rate sample's interval (the resolution of a
  * job's first RDZV_STATUS_RATES seconds; it doubles each time the samples fill), the window of
  * the current steps per second (the status's and /metrics'), and how far past its first report a

@@ -381,7 +381,7 @@ enum effect_kind {
     EFF_EVENT = RDZVD_SEND_EVENT,
     EFF_NCCL = RDZVD_SEND_NCCL,
     EFF_CLOSE = RDZVD_SEND_CLOSE,
-    EFF_DISMISS = RDZVD_SEND_DISMISS,
+    EFF_PUT_ASIDE = RDZVD_SEND_PUT_ASIDE,
     EFF_FLUSH = RDZVD_SEND_FLUSH,
     EFF_STORE_OPEN = RDZVD_SEND_STORE_OPEN,
     EFF_STORE_CLOSE = RDZVD_SEND_STORE_CLOSE,
@@ -440,7 +440,7 @@ struct rdzvd_job_effect {
             struct rdzvd_job_shared *body;
             int64_t node_rank, rank_offset;
         } round;
-        struct rdzvd_job_shared *event; /* EVENT, DISMISS */
+        struct rdzvd_job_shared *event; /* EVENT, PUT_ASIDE */
         struct {
             struct rdzvd_member *m; /* its memory outlives the step (freed from the loop) */
             uint64_t generation;
@@ -498,7 +498,7 @@ static void effect_free(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
         shared_put(o, e->u.round.body);
         break;
     case EFF_EVENT:
-    case EFF_DISMISS:
+    case EFF_PUT_ASIDE:
         shared_put(o, e->u.event);
         break;
     case EFF_CLOSE:
@@ -641,8 +641,8 @@ static void carry(struct rdzvd_job_effect *e)
     case EFF_EVENT:
         e->ops->event(e->peer, &e->u.event->u.event);
         break;
-    case EFF_DISMISS:
-        e->ops->dismiss(e->peer, &e->u.event->u.event);
+    case EFF_PUT_ASIDE:
+        e->ops->put_aside(e->peer, &e->u.event->u.event);
         break;
     case EFF_NCCL:
         /* Not queued on the connection (it is closing, or out of memory): the job is told, in a
@@ -738,8 +738,8 @@ static int record_write(const struct rdzvd_job_host *h, enum rdzvd_change what,
 /* k was not written (r): the machine is told once o is carried out (the input UNRECORDED with
  * k's bytes, queued: a step of its own, never inside this one). When k holds (its decision's
  * rule), the messages to agents of o queued after k, up to top, are not sent. A close, a
- * dismissal, a flush or a store's open or close is carried out still (the machine let go of the
- * connection; a store it asked for gets its answer). */
+ * put-aside EVENT, a flush or a store's open or close is carried out still (the machine let go of
+ * the connection; a store it asked for gets its answer). */
 static void unrecorded(struct rdzvd_job_outbox *o, const struct rdzvd_job_kept *k, int r,
                        uint64_t top)
 {
@@ -986,7 +986,7 @@ bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
         send->rank_offset = e->u.round.rank_offset;
         break;
     case EFF_EVENT:
-    case EFF_DISMISS:
+    case EFF_PUT_ASIDE:
         send->event = &e->u.event->u.event;
         break;
     case EFF_NCCL:
@@ -1110,8 +1110,8 @@ static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
         enqueue(s->out, e);
     } else {
         free(e);
-        dropped(kind == EFF_DISMISS ? "a dismissal" : "an EVENT");
-        if (kind == EFF_DISMISS)
+        dropped(kind == EFF_PUT_ASIDE ? "an EVENT put_aside" : "an EVENT");
+        if (kind == EFF_PUT_ASIDE)
             ops->close(peer, ev->summary);
     }
     step_close(s, mine);
@@ -1238,9 +1238,9 @@ void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why
     post(j->host.steps, e);
 }
 
-void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *ev)
+void rdzvd_job_peer_put_aside(const struct rdzvd_job *j, void *peer, const struct rdzv_event *ev)
 {
-    post_event(j->host.steps, EFF_DISMISS, j->host.ops, peer, ev);
+    post_event(j->host.steps, EFF_PUT_ASIDE, j->host.ops, peer, ev);
 }
 
 void rdzvd_job_flush(const struct rdzvd_job *j)

@@ -19,7 +19,7 @@
 #include "proto/rdzv-status.h"
 #include "daemon/data/rdzvd-config.h"
 
-static unsigned free_in_window(struct rdzvd_job *j, int64_t now);
+static unsigned uncounted_in_window(struct rdzvd_job *j, int64_t now);
 
 /* rdzvd's wall clock in unix ms: failures are dated by it, and the dates are recorded, so that a
  * restarted rdzvd (or the next leader) counts the same window. */
@@ -107,86 +107,90 @@ void rdzvd_job_hist_take(struct rdzvd_job *j, struct rdzvd_job_record *rec)
     }
     /* The restarts not counted within the window, as recorded: a restart of rdzvd keeps the
      * bound (a record of an older rdzvd has none). */
-    j->n_free = rec->n_free < RDZVD_JOB_FREE_RESTARTS ? rec->n_free : RDZVD_JOB_FREE_RESTARTS;
-    memcpy(j->free_ms, rec->free_ms, j->n_free * sizeof(*j->free_ms));
-    (void)free_in_window(j, wall_ms(j)); /* one in the future is taken as now */
+    j->n_uncounted = rec->n_uncounted < RDZVD_JOB_UNCOUNTED_RESTARTS ? rec->n_uncounted
+                                                                     : RDZVD_JOB_UNCOUNTED_RESTARTS;
+    memcpy(j->uncounted_ms, rec->uncounted_ms, j->n_uncounted * sizeof(*j->uncounted_ms));
+    (void)uncounted_in_window(j, wall_ms(j)); /* one in the future is taken as now */
 }
 
 /* ---- the bound on restarts not charged to the budget ----
  * Every restart stops every worker of the job. One not charged to the budget (a scale-up, a
  * re-form around a node that never ran, a signal from outside, a straggler put aside) is caused
  * by a node whose name and node id are only claims, so the bound is the job's: at most
- * RDZVD_JOB_FREE_RESTARTS within RDZVD_JOB_FREE_WINDOW_MS, whoever asked. */
+ * RDZVD_JOB_UNCOUNTED_RESTARTS within RDZVD_JOB_UNCOUNTED_WINDOW_MS, whoever asked. */
 
 /* The restarts not counted within the window before now (those older dropped). One later than
  * now (a clock set back, a record written by a host whose clock runs ahead) is taken as now: it
  * delays the next scale-up by one window at most, never for as long as the clocks differ. */
-static unsigned free_in_window(struct rdzvd_job *j, int64_t now)
+static unsigned uncounted_in_window(struct rdzvd_job *j, int64_t now)
 {
     unsigned old = 0;
 
-    for (unsigned i = 0; i < j->n_free; i++)
-        if (j->free_ms[i] > now)
-            j->free_ms[i] = now;
+    for (unsigned i = 0; i < j->n_uncounted; i++)
+        if (j->uncounted_ms[i] > now)
+            j->uncounted_ms[i] = now;
 
-    while (old < j->n_free && now - j->free_ms[old] >= RDZVD_JOB_FREE_WINDOW_MS)
+    while (old < j->n_uncounted && now - j->uncounted_ms[old] >= RDZVD_JOB_UNCOUNTED_WINDOW_MS)
         old++;
     if (old) {
-        memmove(&j->free_ms[0], &j->free_ms[old], (j->n_free - old) * sizeof(*j->free_ms));
-        j->n_free -= old;
+        memmove(&j->uncounted_ms[0], &j->uncounted_ms[old],
+                (j->n_uncounted - old) * sizeof(*j->uncounted_ms));
+        j->n_uncounted -= old;
     }
-    if (j->n_free < RDZVD_JOB_FREE_RESTARTS)
-        j->free_said = false; /* room again: the next refusal is said again */
-    return j->n_free;
+    if (j->n_uncounted < RDZVD_JOB_UNCOUNTED_RESTARTS)
+        j->uncounted_said = false; /* room again: the next refusal is said again */
+    return j->n_uncounted;
 }
 
-bool rdzvd_job_free_spent(struct rdzvd_job *j)
+bool rdzvd_job_uncounted_spent(struct rdzvd_job *j)
 {
-    return free_in_window(j, wall_ms(j)) >= RDZVD_JOB_FREE_RESTARTS;
+    return uncounted_in_window(j, wall_ms(j)) >= RDZVD_JOB_UNCOUNTED_RESTARTS;
 }
 
 /* The bound's reason, once until there is room again. */
-void free_say(struct rdzvd_job *j, const char *what)
+void uncounted_say(struct rdzvd_job *j, const char *what)
 {
-    if (j->free_said)
+    if (j->uncounted_said)
         return;
-    j->free_said = true;
+    j->uncounted_said = true;
     rdzvd_job_note(j, true, "%s: the job took %u restarts not charged to its budget within %d "
                    "min (the most it takes, whoever joins); nodes that never ran in it wait as "
-                   "spares", what, j->n_free, RDZVD_JOB_FREE_WINDOW_MS / 60000);
+                   "spares", what, j->n_uncounted, RDZVD_JOB_UNCOUNTED_WINDOW_MS / 60000);
 }
 
-bool rdzvd_job_free_scale_up(struct rdzvd_job *j)
+bool rdzvd_job_uncounted_scale_up(struct rdzvd_job *j)
 {
     int64_t now = wall_ms(j);
-    unsigned k = free_in_window(j, now);
+    unsigned k = uncounted_in_window(j, now);
 
     /* Two slots left at least: the scale-up takes one, and a re-form around its joiners (lost
      * at their ROUND, before they ran) the other, never charged to the budget: a token holder
      * cannot make a healthy job fail (P8d). */
-    if (k >= RDZVD_JOB_FREE_RESTARTS - 1) {
-        free_say(j, "no scale-up now");
+    if (k >= RDZVD_JOB_UNCOUNTED_RESTARTS - 1) {
+        uncounted_say(j, "no scale-up now");
         return false;
     }
     /* Spaced, 30 s doubling after the last scale-up: joiners close together come in together.
      * A re-form around a node lost before it ran spaces nothing (the bound counts it): its
      * replacement comes in at once. A gap waited is said nowhere: the joiner asks again at its
      * next HEARTBEAT. */
-    return k == 0 || !j->free_last_scale ||
-           now - j->free_ms[k - 1] >= (int64_t)RDZVD_JOB_FREE_GAP_MS << (k - 1);
+    return k == 0 || !j->uncounted_last_scale ||
+           now - j->uncounted_ms[k - 1] >= (int64_t)RDZVD_JOB_UNCOUNTED_GAP_MS << (k - 1);
 }
 
 /* A restart not counted happens now: kept (the decision that follows records it). */
-void free_keep(struct rdzvd_job *j)
+void uncounted_keep(struct rdzvd_job *j)
 {
     int64_t now = wall_ms(j);
 
-    if (free_in_window(j, now) == RDZVD_JOB_FREE_RESTARTS) { /* a node that ran, past it */
-        memmove(&j->free_ms[0], &j->free_ms[1], (j->n_free - 1) * sizeof(*j->free_ms));
-        j->n_free--;
+    if (uncounted_in_window(j, now) ==
+        RDZVD_JOB_UNCOUNTED_RESTARTS) { /* a node that ran, past it */
+        memmove(&j->uncounted_ms[0], &j->uncounted_ms[1],
+                (j->n_uncounted - 1) * sizeof(*j->uncounted_ms));
+        j->n_uncounted--;
     }
-    j->free_ms[j->n_free++] = now;
-    j->free_last_scale = j->scaling_up;
+    j->uncounted_ms[j->n_uncounted++] = now;
+    j->uncounted_last_scale = j->scaling_up;
 }
 
 /* Whether rdzvd sees m run now: in the generation's round, it took the ROUND (its HEARTBEAT
@@ -217,13 +221,13 @@ bool member_never_ran(const struct rdzvd_member *m)
 /* While forming after a restart, with the bound spent: whether the job forms without the nodes
  * that never ran in it (enough of those that ran are there: MIN); then *ready and *members are
  * of those that ran only. O(members), only with the bound spent. */
-bool free_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members)
+bool uncounted_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
     int64_t r = 0, n = 0;
 
-    if (j->generation == 0 || j->scaling_up || !rdzvd_job_free_spent(j))
+    if (j->generation == 0 || j->scaling_up || !rdzvd_job_uncounted_spent(j))
         return false; /* a scale-up's round takes in whom it restarted for */
     for_each_member(j, m, pos, tmp)
     {
@@ -516,11 +520,11 @@ bool rdzvd_member_exit_unran(struct rdzvd_member *m, bool outside, bool startup)
 
     if (!m->joined_late || member_seen_running(m))
         return false; /* a node of the first generation, or one that rdzvd saw run */
-    if (rdzvd_job_free_spent(j)) {
+    if (rdzvd_job_uncounted_spent(j)) {
         rdzvd_job_note(j, true, "node=%s: its worker failed before rdzvd saw it run, a late "
                        "joiner past the bound: charged to the budget (the job took %d restarts not "
                        "charged to it within %d min, the most it takes)", m->join.host,
-                       RDZVD_JOB_FREE_RESTARTS, RDZVD_JOB_FREE_WINDOW_MS / 60000);
+                       RDZVD_JOB_UNCOUNTED_RESTARTS, RDZVD_JOB_UNCOUNTED_WINDOW_MS / 60000);
         return false;
     }
     if (!outside && (h = hist_get(j, m->join.node_id)) && !h->aside)

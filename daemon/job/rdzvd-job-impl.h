@@ -101,7 +101,7 @@ struct rdzvd_member {
     bool left_ok;          /* LEAVE succeeded received for the current generation */
     bool signalled;        /* its agent was stopped from outside (CANCEL): it is leaving */
     /* Put aside for start-up failures of the generation that stops: it goes once every node's
-     * report is in (rdzvd_job_dismiss_pending), unless they all failed alike (the job's). */
+     * report is in (rdzvd_job_tell_aside_pending), unless they all failed alike (the job's). */
     bool aside_pending;
     /* Its agent proved (the recorded secret) that its workers ran a generation of the job: a
      * resume that found the generation over. It held a place, as a node rank would show. */
@@ -231,13 +231,14 @@ struct rdzvd_job {
      * entries, at most RDZVD_JOB_HISTORY_MAX, each node id once. Owned. */
     struct rdzvd_job_record_hist *hist;
     unsigned n_hist;
-    /* The restarts not charged to the budget within RDZVD_JOB_FREE_WINDOW_MS, when (rdzvd's wall
-     * clock, unix ms), oldest first: every decision records them, so that an rdzvd restart keeps
-     * the bound (rdzvd-job-history.c). free_said: the bound's reason was logged (once). */
-    int64_t free_ms[RDZVD_JOB_FREE_RESTARTS];
-    unsigned n_free;
-    bool free_said;
-    bool free_last_scale; /* the newest of them was a scale-up (memory only: after an rdzvd
+    /* The restarts not charged to the budget within RDZVD_JOB_UNCOUNTED_WINDOW_MS, when (rdzvd's
+     * wall clock, unix ms), oldest first: every decision records them, so that an rdzvd restart
+     * keeps the bound (rdzvd-job-history.c). uncounted_said: the bound's reason was logged (once).
+     */
+    int64_t uncounted_ms[RDZVD_JOB_UNCOUNTED_RESTARTS];
+    unsigned n_uncounted;
+    bool uncounted_said;
+    bool uncounted_last_scale; /* the newest of them was a scale-up (memory only: after an rdzvd
                            * restart, none was) */
     bool scaling_up; /* the restart under way is a scale-up: its round takes the newcomers */
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
@@ -373,7 +374,7 @@ int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool s
 /* The host's ops on a peer (struct rdzvd_job_ops), and its flush. */
 void rdzvd_job_peer_bind(const struct rdzvd_job *j, void *peer, struct rdzvd_member *m);
 void rdzvd_job_peer_close(const struct rdzvd_job *j, void *peer, const char *why);
-void rdzvd_job_peer_dismiss(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e);
+void rdzvd_job_peer_put_aside(const struct rdzvd_job *j, void *peer, const struct rdzv_event *e);
 void rdzvd_job_flush(const struct rdzvd_job *j);
 /* Open j's generation's store through the outbox (desc, state_name NULL: no journal, port 0:
  * any; fresh: a new generation's): its answer comes back as the input STORE_OPENED with ask.
@@ -482,11 +483,11 @@ void rdzvd_member_send_preflight(struct rdzvd_member *m, const struct rdzv_prefl
 struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const struct rdzv_join *jn,
                                       const char *secret);
 /* Unlink m (and free the job with its last member); the caller deals with the consequences. */
-void rdzvd_member_remove(struct rdzvd_member *m);
+void rdzvd_member_unlink(struct rdzvd_member *m);
 bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms);
-/* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
- * its agent told so by dismiss): drop it, and move the job on (a restart, the next round). */
-void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss);
+/* m is removed: lost (its connection closed, or it fell silent), or, with aside, put aside and
+ * its agent told so by the EVENT aside. Move the job on (a restart, the next round). */
+void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct rdzv_event *aside);
 /* rdzvd-job-stall.c. A message from m: input found waiting past its heartbeat deadline marks
  * a stall of rdzvd (rdzvd_member_mark_stall: on m, and on its job: rdzvd ran late). */
 void rdzvd_member_check_stall(struct rdzvd_member *m);
@@ -558,7 +559,7 @@ enum rdzvd_aside rdzvd_job_node_failed(struct rdzvd_member *m, struct rdzvd_job_
  * node flag cleared, their count lowered); m is charged nothing. The number taken back; the
  * caller records the history when any was. */
 int rdzvd_job_fails_alike(struct rdzvd_member *m, int64_t since_ms);
-/* m goes (rdzvd_member_drop). A node lost before it ran (placed in the running generation,
+/* m goes (rdzvd_member_remove). A node lost before it ran (placed in the running generation,
  * its agent never answered the ROUND, or lost within the start-up window by rdzvd's clock,
  * whatever steps it claimed), or whose JOIN scaled the job up and that goes before it
  * ran, cost the job a restart: that is charged to its node id and host in the history, as a
@@ -579,33 +580,35 @@ bool rdzvd_member_exit_unran(struct rdzvd_member *m, bool outside, bool startup)
  * before it ran (within --bad-node-window): it waits as a spare for the next restart (logged).
  * Otherwise m is marked scaled_up (the caller restarts the job to take it in). */
 bool rdzvd_member_scale_up_now(struct rdzvd_member *m);
-/* The bound on the restarts not charged to the budget (RDZVD_JOB_FREE_RESTARTS within
- * RDZVD_JOB_FREE_WINDOW_MS, the job's, whoever caused them). rdzvd_job_free_spent: the job took
- * them all (a restart not counted would be charged; a node that never ran is not placed when the
- * job can form without it). rdzvd_job_free_scale_up: a scale-up may restart it now (within the
- * bound, and RDZVD_JOB_FREE_GAP_MS doubling after the last); when not, why is logged once. */
-bool rdzvd_job_free_spent(struct rdzvd_job *j);
-bool rdzvd_job_free_scale_up(struct rdzvd_job *j);
-/* The bound's parts that a generation's life uses (rdzvd-job-round.c): free_bench, while
+/* The bound on the restarts not charged to the budget (RDZVD_JOB_UNCOUNTED_RESTARTS within
+ * RDZVD_JOB_UNCOUNTED_WINDOW_MS, the job's, whoever caused them). rdzvd_job_uncounted_spent: the
+ * job took them all (a restart not counted would be charged; a node that never ran is not placed
+ * when the job can form without it). rdzvd_job_uncounted_scale_up: a scale-up may restart it now
+ * (within the bound, and RDZVD_JOB_UNCOUNTED_GAP_MS doubling after the last); when not, why is
+ * logged once. */
+bool rdzvd_job_uncounted_spent(struct rdzvd_job *j);
+bool rdzvd_job_uncounted_scale_up(struct rdzvd_job *j);
+/* The bound's parts that a generation's life uses (rdzvd-job-round.c): uncounted_bench, while
  * forming after a restart with the bound spent, whether the job forms without the nodes that
- * never ran (*ready, *members: the counts without them); free_say, the bound's reason, once
- * until there is room again; free_keep, a restart not counted happens now. member_seen_running:
- * rdzvd sees m run now; member_never_ran: m never ran in its job, as rdzvd saw it. */
-bool free_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members);
-void free_say(struct rdzvd_job *j, const char *what);
-void free_keep(struct rdzvd_job *j);
+ * never ran (*ready, *members: the counts without them); uncounted_say, the bound's reason, once
+ * until there is room again; uncounted_keep, a restart not counted happens now.
+ * member_seen_running: rdzvd sees m run now; member_never_ran: m never ran in its job, as rdzvd saw
+ * it. */
+bool uncounted_bench(struct rdzvd_job *j, int64_t *ready, int64_t *members);
+void uncounted_say(struct rdzvd_job *j, const char *what);
+void uncounted_keep(struct rdzvd_job *j);
 bool member_seen_running(const struct rdzvd_member *m);
 bool member_never_ran(const struct rdzvd_member *m);
 /* rdzvd-job-outcome.c: the generation stopped (every member ready): the members whose node is put
  * aside and pending go (EVENT put_aside), before the next round forms. True when the job went
  * with its last member (j is gone). */
-bool rdzvd_job_dismiss_pending(struct rdzvd_job *j);
+bool rdzvd_job_tell_aside_pending(struct rdzvd_job *j);
 /* The job's outcome to m; one that succeeded, to a node that never held a place, says it ran
  * nothing (it is no success of that node's, nor a failure). */
 void rdzvd_member_send_outcome(struct rdzvd_member *m);
 /* m is put aside (its history says why): its agent is told (EVENT put_aside), and it leaves the
  * job. The caller moves the job on. */
-void rdzvd_member_dismiss(struct rdzvd_member *m);
+void rdzvd_member_tell_aside(struct rdzvd_member *m);
 
 /* rdzvd-job-persist.c: the generation's store; rdzvd-job-records.c: the job's record in
  * --state-dir. */
@@ -649,7 +652,7 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count);
 int rdzvd_job_save_aside(struct rdzvd_job *j);
 /* Decide the job's end (RDZVD_DECIDE_ENDED: its record and its nodes' secrets go). 0 (also with
  * no table) or the table's negative errno (logged). */
-int rdzvd_job_forget(struct rdzvd_job *j);
+int rdzvd_job_decide_ended(struct rdzvd_job *j);
 /* The job's first member since its agents all left: the time its record keeps of their leaving
  * goes (RDZVD_DECIDE_WAITING, 0), so that its next leaving counts --abandon-after afresh.
  * Nothing without a job table or a time kept; a refusal is logged. */

@@ -43,10 +43,10 @@ void rdzvd_member_deadline(struct rdzvd_member *m, size_t unread)
 
 static void member_lost(struct rdzvd_member *m, const char *why)
 {
-    rdzvd_member_drop(m, why, NULL);
+    rdzvd_member_remove(m, why, NULL);
 }
 
-void rdzvd_member_gone(struct rdzvd_member *m)
+void rdzvd_member_closed(struct rdzvd_member *m)
 {
     RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
@@ -119,7 +119,7 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
         if (m->node_rank >= 0 || j->state == JOB_ENDED) {
             m->scale_up_wait = false;
         } else if (j->state == JOB_RUNNING && j->nin_round < j->max && !job_rebuilding(j) &&
-                   !job_finishing(j, m) && rdzvd_job_free_scale_up(j)) {
+                   !job_finishing(j, m) && rdzvd_job_uncounted_scale_up(j)) {
             /* Within the job's bound on restarts not counted, spaced: else it asks again. */
             m->scale_up_wait = false;
             if (rdzvd_member_scale_up_now(m)) {

@@ -106,7 +106,7 @@ void rdzvd_job_free(struct rdzvd_job *j)
      * that never formed has nothing running that could come back. */
     if (!j->shutting_down && !j->unloaded && j->state != JOB_ENDED &&
         (j->generation == 0 || !j->host.record_table))
-        rdzvd_job_forget(j); /* without a record, its nodes' secrets in memory go */
+        rdzvd_job_decide_ended(j); /* without a record, its nodes' secrets in memory go */
     else if (!j->shutting_down && j->state != JOB_ENDED && j->host.keep_waiting &&
              j->host.record_table) {
         /* Waiting from now, recorded, unless no agent of it came since it left its record (a
@@ -172,7 +172,7 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
 }
 
 /* Unlink m (and free the job with its last member). The caller deals with the consequences. */
-void rdzvd_member_remove(struct rdzvd_member *m)
+void rdzvd_member_unlink(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
 

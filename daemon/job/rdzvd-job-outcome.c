@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdzvd-job-outcome.c: a job's outcome. The job ends and every member is told how; a member
- * put aside is dismissed (its agent told why) once its generation has stopped. */
+ * put aside is told so (its agent told why) once its generation has stopped. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -63,7 +63,7 @@ void rdzvd_member_send_outcome(struct rdzvd_member *m)
     rdzvd_member_send_event(m, &own);
 }
 
-void rdzvd_member_dismiss(struct rdzvd_member *m)
+void rdzvd_member_tell_aside(struct rdzvd_member *m)
 {
     struct rdzvd_job *j = m->job;
     const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, m->join.node_id);
@@ -78,12 +78,12 @@ void rdzvd_member_dismiss(struct rdzvd_member *m)
     rdzvd_job_mark(j, RDZV_MARK_PUT_ASIDE, "node %s put aside: %s", m->join.host,
                    h ? h->reason : "?");
     j->aside_cause = true;
-    rdzvd_member_remove(m);
+    rdzvd_member_unlink(m);
     if (peer)
-        rdzvd_job_peer_dismiss(j, peer, &e);
+        rdzvd_job_peer_put_aside(j, peer, &e);
 }
 
-bool rdzvd_job_dismiss_pending(struct rdzvd_job *j)
+bool rdzvd_job_tell_aside_pending(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
@@ -98,7 +98,7 @@ bool rdzvd_job_dismiss_pending(struct rdzvd_job *j)
         m->aside_pending = false;
         if (!h || !h->aside || j->cancelled) /* cancelled: it ends, nobody goes first */
             continue;
-        rdzvd_member_dismiss(m);
+        rdzvd_member_tell_aside(m);
         if (last)
             return true;
     }

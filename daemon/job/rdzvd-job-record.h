@@ -129,9 +129,9 @@ struct rdzvd_job_record {
     unsigned n_hist;
     struct rdzvd_job_record_hist *hist;
     /* When the job's last restarts not charged to the budget were (unix ms, oldest first):
-     * n_free of them, as "free_restarts" (rdzvd-job-history.c bounds them per window). */
-    unsigned n_free;
-    int64_t free_ms[RDZVD_JOB_FREE_RESTARTS];
+     * n_uncounted of them, as "free_restarts" (rdzvd-job-history.c bounds them per window). */
+    unsigned n_uncounted;
+    int64_t uncounted_ms[RDZVD_JOB_UNCOUNTED_RESTARTS];
     /* ADMITTED only: the node admitted (never part of the record itself). */
     struct rdzvd_job_record_admitted admitted;
     /* WAITING only: since when (rdzvd's wall clock, unix ms) none of its agents is connected;

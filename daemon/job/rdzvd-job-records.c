@@ -56,10 +56,10 @@ static struct rdzvd_job_record job_record(const struct rdzvd_job *j, int64_t res
                                    .n_hist = j->n_hist,
                                    .hist = j->hist,
                                    .has_settings = true,
-                                   .n_free = j->n_free};
+                                   .n_uncounted = j->n_uncounted};
 
     memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
-    memcpy(rec.free_ms, j->free_ms, sizeof(rec.free_ms));
+    memcpy(rec.uncounted_ms, j->uncounted_ms, sizeof(rec.uncounted_ms));
     rdzvd_job_settings_get(j, &rec.settings);
     return rec;
 }
@@ -203,7 +203,7 @@ static int job_forget(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     return r < 0 ? r : 0;
 }
 
-int rdzvd_job_forget(struct rdzvd_job *j)
+int rdzvd_job_decide_ended(struct rdzvd_job *j)
 {
     return job_forget(j, NULL);
 }
@@ -633,32 +633,32 @@ static int record_encode_free(json_t *o, const struct rdzvd_job_record *rec)
 {
     json_t *a;
 
-    if (!rec->n_free)
+    if (!rec->n_uncounted)
         return 0;
     if (!(a = json_array()) || json_object_set_new(o, "free_restarts", a) < 0)
         return -ENOMEM;
-    for (unsigned i = 0; i < rec->n_free && i < RDZVD_JOB_FREE_RESTARTS; i++)
-        if (json_array_append_new(a, json_integer((json_int_t)rec->free_ms[i])) < 0)
+    for (unsigned i = 0; i < rec->n_uncounted && i < RDZVD_JOB_UNCOUNTED_RESTARTS; i++)
+        if (json_array_append_new(a, json_integer((json_int_t)rec->uncounted_ms[i])) < 0)
             return -ENOMEM;
     return 0;
 }
 
-/* "free_restarts" into rec: the newest RDZVD_JOB_FREE_RESTARTS (a later rdzvd may keep more).
+/* "free_restarts" into rec: the newest RDZVD_JOB_UNCOUNTED_RESTARTS (a later rdzvd may keep more).
  * None, or not such an array: none (the bound counts from here). */
-static void record_decode_free(json_t *a, struct rdzvd_job_record *rec)
+static void record_decode_uncounted(json_t *a, struct rdzvd_job_record *rec)
 {
     size_t n = json_is_array(a) ? json_array_size(a) : 0, from;
 
-    from = n > RDZVD_JOB_FREE_RESTARTS ? n - RDZVD_JOB_FREE_RESTARTS : 0;
-    rec->n_free = 0;
+    from = n > RDZVD_JOB_UNCOUNTED_RESTARTS ? n - RDZVD_JOB_UNCOUNTED_RESTARTS : 0;
+    rec->n_uncounted = 0;
     for (size_t i = from; i < n; i++) {
         json_t *v = json_array_get(a, i);
 
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            rec->n_free = 0;
+            rec->n_uncounted = 0;
             return;
         }
-        rec->free_ms[rec->n_free++] = json_integer_value(v);
+        rec->uncounted_ms[rec->n_uncounted++] = json_integer_value(v);
     }
 }
 
@@ -858,7 +858,7 @@ static int record_decode(json_t *o, struct rdzvd_job_record *rec)
     rec->store_port = (uint16_t)port;
     snprintf(rec->store_addr, sizeof(rec->store_addr), "%s", addr);
     record_decode_settings(o, rec);
-    record_decode_free(json_object_get(o, "free_restarts"), rec);
+    record_decode_uncounted(json_object_get(o, "free_restarts"), rec);
     return record_decode_parts(o, rec);
 }
 

@@ -155,7 +155,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
     slots = calloc((size_t)j->max, sizeof(*slots));
     rdzvd_job_timer_stop(j);
     j->scaling_up = false;
-    spent = j->generation > 0 && rdzvd_job_free_spent(j);
+    spent = j->generation > 0 && rdzvd_job_uncounted_spent(j);
     if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);
         rdzvd_job_end(j, "failed", 1, "rdzvd ran out of memory forming the round");
@@ -258,9 +258,9 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
         return;
     }
     /* The bound on restarts not counted spent: nodes that never ran wait as spares. */
-    bench = free_bench(j, &ready, &members);
+    bench = uncounted_bench(j, &ready, &members);
     if (bench)
-        free_say(j, "forming without the nodes that never ran in the job");
+        uncounted_say(j, "forming without the nodes that never ran in the job");
     if (ready >= j->max || (j->generation > 0 && ready == members && ready >= j->min)) {
         close_round(j, bench);
         return;
@@ -280,7 +280,7 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
 void rdzvd_job_close_checked(struct rdzvd_job *j)
 {
     int64_t ready = j->nready, members;
-    bool bench = free_bench(j, &ready, &members);
+    bool bench = uncounted_bench(j, &ready, &members);
 
     if (ready >= j->min)
         close_round(j, bench);
@@ -300,7 +300,7 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
      * no worker to stop: waiting for it would let its return decide when the job moves. */
     if (j->nready + j->naway < j->nmembers)
         return;
-    if (rdzvd_job_dismiss_pending(j))
+    if (rdzvd_job_tell_aside_pending(j))
         return; /* the job went with its last member */
     rdzvd_job_close_store(j);
     for_each_member(j, m, pos, tmp) rdzvd_member_unrank(m);
@@ -348,7 +348,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
     if (!counted)
-        free_keep(j); /* recorded with the decision (STOPPED) */
+        uncounted_keep(j); /* recorded with the decision (STOPPED) */
     if (counted && j->restart_count >= j->max_restarts) {
         char why[RDZV_SUMMARY_MAX + 1];
 
@@ -426,7 +426,7 @@ void rdzvd_job_fired(struct rdzvd_job *j)
     j->timer_armed = false;
     if (j->state == JOB_FORMING && (j->timer_kind == T_LAST_CALL || j->timer_kind == T_JOIN)) {
         int64_t ready = j->nready, members;
-        bool bench = free_bench(j, &ready, &members);
+        bool bench = uncounted_bench(j, &ready, &members);
 
         if (ready >= j->min) {
             rdzvd_job_note(j, false,

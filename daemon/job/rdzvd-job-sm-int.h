@@ -75,7 +75,7 @@ void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,
  * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
  * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set
  * to the refusal: the caller sends it as ERROR and closes peer, except -EACCES (a node the job
- * put aside), which it sends as EVENT put_aside (ops->dismiss). */
+ * put aside), which it sends as EVENT put_aside (ops->put_aside). */
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
                    char *err, size_t errlen, struct rdzvd_member **ret,
                    const struct rdzvd_job_handlers *handlers);
@@ -159,7 +159,7 @@ void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen);
 /* m's peer is gone (connection closed): m is lost. The peer is not touched again. Except
  * within a heartbeat timeout of a stall of rdzvd (m's input read past its deadline): then its
  * agent is likely reconnecting, and m waits (unplaced) up to a heartbeat timeout for it. */
-void rdzvd_member_gone(struct rdzvd_member *m);
+void rdzvd_member_closed(struct rdzvd_member *m);
 
 /* Host shutdown: drop every job in jobs (stores closed with their journals and records kept:
  * the agents come back to the next rdzvd). Peers are untied, not closed. */

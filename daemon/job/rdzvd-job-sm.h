@@ -24,7 +24,7 @@
  *
  * Ownership: the state machine owns jobs and members (allocated on JOIN, freed after the last
  * member is gone, once the host reaps their closed timers). A peer pointer is the host's; the
- * state machine keeps it until its RDZVD_IN_GONE, or hands it back through ops->close.
+ * state machine keeps it until its RDZVD_IN_CLOSED, or hands it back through ops->close.
  * Errors: rdzvd_job_step returns 0 or a negative errno (the input refused, ready->err says
  * why); the machine logs what goes wrong, and a job that cannot go on ends with an outcome sent
  * to its members. */
@@ -67,10 +67,11 @@ struct rdzvd_job_ops {
     void (*close)(void *peer, const char *reason);
     /* Send peer the event e (EVENT put_aside), then close it once that is written: the state
      * machine has already let go of it. */
-    void (*dismiss)(void *peer, const struct rdzv_event *e);
+    void (*put_aside)(void *peer, const struct rdzv_event *e);
     /* PREFLIGHT p to peer (1.23); NULL: not sent (its link then counts as unreachable). */
     void (*preflight)(void *peer, const struct rdzv_preflight *p);
-    /* Tie peer to member m (NULL: untie); rdzvd_member_gone() later gets it back from the host. */
+    /* Tie peer to member m (NULL: untie); rdzvd_member_closed() later gets it back from the host.
+     */
     void (*bind)(void *peer, struct rdzvd_member *m);
     /* Bytes waiting unread on peer (0: none or unknown): a late deadline then gets one more
      * loop turn, whose poll reads them. */
@@ -250,10 +251,10 @@ enum rdzvd_job_input_kind {
     RDZVD_IN_NCCL_ID,     /* member, nccl_id */
     RDZVD_IN_WORKER_EXIT, /* member, worker_exit */
     RDZVD_IN_LEAVE,       /* member, leave */
-    RDZVD_IN_READY,       /* member, ready */
+    RDZVD_IN_AGENT_READY,       /* member, ready */
     RDZVD_IN_CANCEL,      /* member, cancel */
     RDZVD_IN_UNHEALTHY,   /* member, unhealthy */
-    RDZVD_IN_GONE,        /* member: its connection closed */
+    RDZVD_IN_CLOSED,        /* member: its connection closed */
     RDZVD_IN_RELEASE,     /* the operator's RELEASE */
     RDZVD_IN_CANCEL_JOB,  /* the operator's CANCEL_JOB */
     RDZVD_IN_END_WAITING, /* end, of a job waiting for its nodes in its record */
@@ -397,7 +398,7 @@ enum rdzvd_job_send_kind {
     RDZVD_SEND_EVENT,   /* event */
     RDZVD_SEND_NCCL,    /* generation, count, store: an NCCL_REQUEST */
     RDZVD_SEND_CLOSE,   /* why (NULL: none given) */
-    RDZVD_SEND_DISMISS, /* event, then the connection closed */
+    RDZVD_SEND_PUT_ASIDE, /* event, then the connection closed */
     RDZVD_SEND_FLUSH,   /* peer is the host's ud */
     /* peer is the host's ud: open the store of run_id's generation (desc, state_name NULL: no
      * journal, port 0: any, fresh), its answer the input STORE_OPENED; close handle (drop). */

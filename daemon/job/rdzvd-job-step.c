@@ -208,7 +208,7 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
     case RDZVD_IN_LEAVE:
         rdzvd_member_leave(m, in->u.leave->generation, in->u.leave->succeeded);
         break;
-    case RDZVD_IN_READY:
+    case RDZVD_IN_AGENT_READY:
         rdzvd_member_ready(m, in->u.ready->generation);
         break;
     case RDZVD_IN_CANCEL:
@@ -221,8 +221,8 @@ static void step_member(const struct rdzvd_job_input *in, struct rdzvd_job_ready
     case RDZVD_IN_PREFLIGHT_REPORT:
         rdzvd_member_pf_report(m, in->u.preflight_report);
         break;
-    case RDZVD_IN_GONE:
-        rdzvd_member_gone(m);
+    case RDZVD_IN_CLOSED:
+        rdzvd_member_closed(m);
         break;
     case RDZVD_IN_DEADLINE:
         rdzvd_member_deadline(m, in->u.deadline);

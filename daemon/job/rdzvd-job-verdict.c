@@ -236,7 +236,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
             j->aside_cause = true; /* the recovery is a bad node's, as when it goes at once */
             startup_grace(j);
         } else {
-            rdzvd_member_dismiss(m);
+            rdzvd_member_tell_aside(m);
         }
         break;
     case RDZVD_ASIDE_NO_CHOICE: /* a job whose nodes all fail at start-up comes here too */
@@ -308,7 +308,7 @@ void rdzvd_member_put_aside(struct rdzvd_member *m, unsigned reason_kind, const 
         j->straggler_cause = true;
     /* The root cause names the node's agent: "... (host) is a straggler: ...". */
     snprintf(dropped, sizeof(dropped), "%s%s", slow ? "is " : "", why);
-    rdzvd_member_drop(m, dropped, &e);
+    rdzvd_member_remove(m, dropped, &e);
 }
 
 int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *node, char *err,

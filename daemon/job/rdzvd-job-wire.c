@@ -350,7 +350,7 @@ static void conn_close(void *peer, const char *reason)
     rdzvd_conn_close(peer, reason);
 }
 
-static void conn_dismiss(void *peer, const struct rdzv_event *e)
+static void conn_put_aside(void *peer, const struct rdzv_event *e)
 {
     conn_event(peer, e);
     log_warn("conn %" PRIu64 " (%s): %s", rdzvd_conn_id(peer), rdzvd_conn_peer(peer), e->summary);
@@ -461,7 +461,7 @@ static const struct rdzvd_job_ops conn_job_ops = {
     .event = conn_event,
     .nccl_request = conn_nccl_request,
     .close = conn_close,
-    .dismiss = conn_dismiss,
+    .put_aside = conn_put_aside,
     .preflight = conn_preflight,
     .bind = conn_bind,
     .unread = conn_unread,
@@ -518,7 +518,7 @@ static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdz
         struct rdzv_event e = {.type = "put_aside", .exit_code = RDZV_EXIT_PUT_ASIDE};
 
         snprintf(e.summary, sizeof(e.summary), "%s", rd.err);
-        conn_dismiss(c, &e);
+        conn_put_aside(c, &e);
     } else if (r < 0) {
         send_frame_error(c, "%s", rd.err);
     } else {
@@ -590,7 +590,7 @@ static int handle_leave(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rd
 static int handle_ready(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdzvd_member *m,
                         const uint8_t *body, uint32_t len)
 {
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_READY, .member = m};
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_AGENT_READY, .member = m};
     struct rdzvd_job_ready rd;
     struct rdzv_ready msg;
     char err[256];
@@ -823,7 +823,7 @@ void rdzvd_job_conn_closed(void *ud, struct rdzvd_conn *c, void *member)
     struct rdzvd_job_ready rd;
 
     (void)c;
-    step(ud, &(struct rdzvd_job_input){.kind = RDZVD_IN_GONE, .member = member}, &rd);
+    step(ud, &(struct rdzvd_job_input){.kind = RDZVD_IN_CLOSED, .member = member}, &rd);
 }
 
 bool rdzvd_jobs_all_ended(const struct rdzvd_jobs *jobs)

@@ -84,10 +84,10 @@ static void take_pre(struct model *md, int node, struct pre *p)
         p->cancelled = j->cancelled;
         p->nmembers = j->nmembers;
         p->nhist_aside = hist_aside(j);
-        for (unsigned k = 0; k < j->n_free; k++) /* P8's count, by the machine's clock */
-            p->spent |= k + 1 >= RDZVD_JOB_FREE_RESTARTS &&
-                        (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) - j->free_ms[0] <
-                            RDZVD_JOB_FREE_WINDOW_MS;
+        for (unsigned k = 0; k < j->n_uncounted; k++) /* P8's count, by the machine's clock */
+            p->spent |= k + 1 >= RDZVD_JOB_UNCOUNTED_RESTARTS &&
+                        (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) - j->uncounted_ms[0] <
+                            RDZVD_JOB_UNCOUNTED_WINDOW_MS;
         /* A node whose put-aside waits for the stop goes on with nobody (P4's verdict). */
         for_each_member(j, m, pos, tmp) p->unsignalled +=
             !m->signalled && !m->aside_pending && (node < 0 || m != member_of(j, node));

@@ -26,7 +26,7 @@
 
 enum ev_kind {
     EV_JOIN,       /* a node's first JOIN, or its agent back after its connection closed */
-    EV_GONE,       /* its connection closes (rdzvd_member_gone) */
+    EV_GONE,       /* its connection closes (rdzvd_member_closed) */
     EV_BLIP,       /* rdzvd stalled reading it, then its connection closes: the member is kept */
     EV_EXIT_START, /* its worker exits 1 at start-up */
     EV_EXIT_LATE,  /* its worker exits 1 after it made progress */
@@ -169,7 +169,7 @@ static void x_event(void *peer, const struct rdzv_event *e)
     a->naside += !strcmp(e->type, "put_aside");
 }
 
-static void x_dismiss(void *peer, const struct rdzv_event *e)
+static void x_put_aside(void *peer, const struct rdzv_event *e)
 {
     x_event(peer, e);
     fake_close(peer, e->type);
@@ -177,7 +177,7 @@ static void x_dismiss(void *peer, const struct rdzv_event *e)
 
 static const struct rdzvd_job_ops x_ops = {
     .joined = fake_joined,         .round = x_round,          .event = x_event,
-    .nccl_request = fake_nccl_request, .close = fake_close,   .dismiss = x_dismiss,
+    .nccl_request = fake_nccl_request, .close = fake_close,   .put_aside = x_put_aside,
     .bind = fake_bind,             .unread = fake_unread,     .flush = fake_flush,
     .store_open = fake_store_open, .store_close = fake_store_close,
 };

@@ -15,7 +15,7 @@ static inline size_t jt_body_len(const struct rdzvd_job_input *in)
         return sizeof(*in->u.heartbeat);
     case RDZVD_IN_LEAVE:
         return sizeof(*in->u.leave);
-    case RDZVD_IN_READY:
+    case RDZVD_IN_AGENT_READY:
         return sizeof(*in->u.ready);
     case RDZVD_IN_CANCEL:
         return sizeof(*in->u.cancel);
@@ -83,10 +83,10 @@ static inline void jt_member_in(const struct rdzvd_job_input *in)
     jt_step(&in->member->job->host, in, &rd);
 }
 
-/* m's connection closed (RDZVD_IN_GONE). */
+/* m's connection closed (RDZVD_IN_CLOSED). */
 static inline void jt_gone(struct rdzvd_member *m)
 {
-    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_GONE, .member = m});
+    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_CLOSED, .member = m});
 }
 
 /* LEAVE for generation gen. */
@@ -102,7 +102,8 @@ static inline void jt_ready(struct rdzvd_member *m, uint64_t gen)
 {
     struct rdzv_ready r = {.generation = gen};
 
-    jt_member_in(&(struct rdzvd_job_input){.kind = RDZVD_IN_READY, .member = m, .u.ready = &r});
+    jt_member_in(
+        &(struct rdzvd_job_input){.kind = RDZVD_IN_AGENT_READY, .member = m, .u.ready = &r});
 }
 
 /* CANCEL: m's agent was stopped by signal sig (sched_job: the scheduler's job, "": none). */

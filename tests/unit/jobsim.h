@@ -45,8 +45,8 @@ static const char *const sim_inv[N_ALL - N_INV] = {
     "S4: an ended job never runs again; a new run of the same id is a new run",
     "S5: a node whose workers fail first at start-up is charged, even when others fail after it",
     "S6: every agent is told a true outcome in bounded time",
-    "S7: at most RDZVD_JOB_FREE_RESTARTS restarts not counted within any "
-    "RDZVD_JOB_FREE_WINDOW_MS caused by nodes that rdzvd did not see run, whoever joins and "
+    "S7: at most RDZVD_JOB_UNCOUNTED_RESTARTS restarts not counted within any "
+    "RDZVD_JOB_UNCOUNTED_WINDOW_MS caused by nodes that rdzvd did not see run, whoever joins and "
     "whatever they claim; the restart count within the budget",
     "S8: with every honest node healthy (no honest fault since the run began), the job never "
     "fails for its budget; a token holder that rdzvd did not see run, whatever it claimed, "
@@ -106,13 +106,14 @@ struct sim {
     bool adv_below;    /* ... and it got one while some honest node was out (MIN needed it) */
     /* The restarts every worker of the job heard (EVENT restart), as the agents saw them: the
      * last generation restarted, and when those not counted were (the sim's clock, ms), the
-     * newest RDZVD_JOB_FREE_RESTARTS + 1 in the window, oldest first, and which were scale-ups. */
+     * newest RDZVD_JOB_UNCOUNTED_RESTARTS + 1 in the window, oldest first, and which were
+     * scale-ups. */
     uint64_t restart_gen;
     struct {
         uint64_t at;
         bool scale;
-    } free_at[RDZVD_JOB_FREE_RESTARTS + 1];
-    int nfree;
+    } uncounted_at[RDZVD_JOB_UNCOUNTED_RESTARTS + 1];
+    int nuncounted;
     /* The job's restart count right after the event, before the adversary answered or closed
      * at a ROUND it brought: what S1 and S2 charge to the event's node (past P8's bound the
      * adversary's own loss is charged, P8d). */
@@ -459,16 +460,17 @@ static void ev_drain(struct sim *s)
 
 /* The restarts not counted within the window before now, in the sim's count (those older
  * dropped). */
-static int free_in_window(struct sim *s)
+static int uncounted_in_window(struct sim *s)
 {
     uint64_t now = jt_now_ms();
     int old = 0;
 
-    while (old < s->nfree && now - s->free_at[old].at >= RDZVD_JOB_FREE_WINDOW_MS)
+    while (old < s->nuncounted && now - s->uncounted_at[old].at >= RDZVD_JOB_UNCOUNTED_WINDOW_MS)
         old++;
-    memmove(&s->free_at[0], &s->free_at[old], (size_t)(s->nfree - old) * sizeof(s->free_at[0]));
-    s->nfree -= old;
-    return s->nfree;
+    memmove(&s->uncounted_at[0], &s->uncounted_at[old],
+            (size_t)(s->nuncounted - old) * sizeof(s->uncounted_at[0]));
+    s->nuncounted -= old;
+    return s->nuncounted;
 }
 
 /* The job's bound spent (P8): by the sim's count, or by the machine's own. */
@@ -477,9 +479,10 @@ static bool bound_spent(struct sim *s, const struct rdzvd_job *j)
     int64_t now = j ? (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) : 0;
     unsigned n = 0;
 
-    for (unsigned k = 0; j && k < j->n_free; k++)
-        n += now - j->free_ms[k] < RDZVD_JOB_FREE_WINDOW_MS;
-    return free_in_window(s) >= RDZVD_JOB_FREE_RESTARTS || n >= RDZVD_JOB_FREE_RESTARTS;
+    for (unsigned k = 0; j && k < j->n_uncounted; k++)
+        n += now - j->uncounted_ms[k] < RDZVD_JOB_UNCOUNTED_WINDOW_MS;
+    return uncounted_in_window(s) >= RDZVD_JOB_UNCOUNTED_RESTARTS ||
+           n >= RDZVD_JOB_UNCOUNTED_RESTARTS;
 }
 
 static void take_spre(struct sim *s, struct spre *p)
@@ -560,7 +563,7 @@ static void check_moved(struct sim *s, const struct spre *p, int node, const cha
  * that rdzvd saw run (its generation past the start-up window by rdzvd's clock: a claimed step
  * does not count), a rebuild nobody came back to, or, past the bound, one caused by a member
  * that took a ROUND of the job (no newcomer: P8d, once a member), are at most
- * RDZVD_JOB_FREE_RESTARTS within any RDZVD_JOB_FREE_WINDOW_MS of the sim's clock, whoever
+ * RDZVD_JOB_UNCOUNTED_RESTARTS within any RDZVD_JOB_UNCOUNTED_WINDOW_MS of the sim's clock, whoever
  * joined; the restart count never
  * passes the budget. The count goes with the job: a new run, a job made afresh (no record kept
  * its bound), an rdzvd restart without a job table. */
@@ -573,8 +576,8 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
     int nscale = 0;
 
     if (code == SC_NEW_RUN || (code == JOB_EV(EV_RESTART) && !s->c.v.state_dir) ||
-        (j && !p->exists && (!s->c.v.state_dir || !j->n_free))) {
-        s->nfree = 0;
+        (j && !p->exists && (!s->c.v.state_dir || !j->n_uncounted))) {
+        s->nuncounted = 0;
         s->restart_gen = s->veteran_gen = 0;
         s->ncounted = 0;
     }
@@ -610,21 +613,23 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
         ran |= s->counted_gen[k] == gen; /* counted when it stopped, heard later */
     if (!j || !p->exists || j->restart_count > p->restarts || j->state == JOB_ENDED || ran)
         return; /* counted, or a node that ran caused it (or not this job's) */
-    if (free_in_window(s) == RDZVD_JOB_FREE_RESTARTS + 1) {
-        memmove(&s->free_at[0], &s->free_at[1],
-                RDZVD_JOB_FREE_RESTARTS * sizeof(s->free_at[0]));
-        s->nfree--;
+    if (uncounted_in_window(s) == RDZVD_JOB_UNCOUNTED_RESTARTS + 1) {
+        memmove(&s->uncounted_at[0], &s->uncounted_at[1],
+                RDZVD_JOB_UNCOUNTED_RESTARTS * sizeof(s->uncounted_at[0]));
+        s->nuncounted--;
     }
-    s->free_at[s->nfree].at = jt_now_ms();
-    s->free_at[s->nfree++].scale = scale;
-    for (int k = 0; k < s->nfree; k++)
-        nscale += s->free_at[k].scale;
+    s->uncounted_at[s->nuncounted].at = jt_now_ms();
+    s->uncounted_at[s->nuncounted++].scale = scale;
+    for (int k = 0; k < s->nuncounted; k++)
+        nscale += s->uncounted_at[k].scale;
     /* Case 1 of issue 71 when scale-ups are among them, case 2 (re-forms only) when not. */
-    if (s->nfree > RDZVD_JOB_FREE_RESTARTS)
-        sbad(s, S7, nscale ? 1 : 2, "%d restarts not counted within %.0f s (the bound: %d in %d "
+    if (s->nuncounted > RDZVD_JOB_UNCOUNTED_RESTARTS)
+        sbad(s, S7, nscale ? 1 : 2,
+             "%d restarts not counted within %.0f s (the bound: %d in %d "
              "min), %d of them scale-ups, the last of generation %" PRIu64 ": every worker "
-             "restarted each time", s->nfree, (double)(jt_now_ms() - s->free_at[0].at) / 1000,
-             RDZVD_JOB_FREE_RESTARTS, RDZVD_JOB_FREE_WINDOW_MS / 60000, nscale, gen);
+             "restarted each time",
+             s->nuncounted, (double)(jt_now_ms() - s->uncounted_at[0].at) / 1000,
+             RDZVD_JOB_UNCOUNTED_RESTARTS, RDZVD_JOB_UNCOUNTED_WINDOW_MS / 60000, nscale, gen);
 }
 
 /* S8: an honest node's fault (its connection lost, its workers failing, put aside, signalled;

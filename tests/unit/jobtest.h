@@ -192,7 +192,7 @@ static inline void fake_close(void *peer, const char *reason)
     snprintf(f->close_reason, sizeof(f->close_reason), "%s", reason);
 }
 
-static inline void fake_dismiss(void *peer, const struct rdzv_event *e)
+static inline void fake_put_aside(void *peer, const struct rdzv_event *e)
 {
     fake_event(peer, e);
     fake_close(peer, e->type);
@@ -272,7 +272,7 @@ static const struct rdzvd_job_ops jt_fake_ops = {
     .event = fake_event,
     .nccl_request = fake_nccl_request,
     .close = fake_close,
-    .dismiss = fake_dismiss,
+    .put_aside = fake_put_aside,
     .preflight = fake_preflight,
     .bind = fake_bind,
     .unread = fake_unread,

@@ -84,7 +84,7 @@ static const struct rdzvd_job_ops q_ops = {
     .event = q_event,
     .nccl_request = fake_nccl_request,
     .close = q_close,
-    .dismiss = fake_dismiss,
+    .put_aside = fake_put_aside,
     .preflight = fake_preflight,
     .bind = fake_bind,
     .unread = fake_unread,
@@ -235,7 +235,7 @@ static void host_tables(struct env *e)
 /* m's connection closes: GONE, and how many of the Ready's effects are of kind. */
 static int gone_sends(struct rdzvd_member *m, enum rdzvd_job_send_kind kind)
 {
-    struct rdzvd_job_input in = {.kind = RDZVD_IN_GONE, .member = m};
+    struct rdzvd_job_input in = {.kind = RDZVD_IN_CLOSED, .member = m};
     struct rdzvd_job_ready rd;
     int n;
 

@@ -129,11 +129,11 @@ static void st_close(void *peer, const char *reason)
     fake_close(peer, reason);
 }
 
-static void st_dismiss(void *peer, const struct rdzv_event *e)
+static void st_put_aside(void *peer, const struct rdzv_event *e)
 {
     say_event(peer, e);
     say("%s: closed", label(peer));
-    fake_dismiss(peer, e);
+    fake_put_aside(peer, e);
 }
 
 static struct rdzvd_job_ops story_ops;
@@ -451,9 +451,9 @@ static const struct {
     enum rdzvd_job_input_kind kind;
 } member_cmds[] = {
     {"heartbeat", RDZVD_IN_HEARTBEAT}, {"worker-exit", RDZVD_IN_WORKER_EXIT},
-    {"leave", RDZVD_IN_LEAVE},         {"ready", RDZVD_IN_READY},
+    {"leave", RDZVD_IN_LEAVE},         {"ready", RDZVD_IN_AGENT_READY},
     {"nccl-id", RDZVD_IN_NCCL_ID},     {"cancel", RDZVD_IN_CANCEL},
-    {"unhealthy", RDZVD_IN_UNHEALTHY}, {"gone", RDZVD_IN_GONE},
+    {"unhealthy", RDZVD_IN_UNHEALTHY}, {"gone", RDZVD_IN_CLOSED},
 };
 
 /* NAME AGENT... [gen=G] [code=C] [failed] [signal=S] [reason=WORD]: the message of member_cmds
@@ -490,7 +490,7 @@ static void cmd_member(const struct cmd *c, enum rdzvd_job_input_kind kind)
         case RDZVD_IN_LEAVE:
             in.u.leave = &l;
             break;
-        case RDZVD_IN_READY:
+        case RDZVD_IN_AGENT_READY:
             in.u.ready = &rdy;
             break;
         case RDZVD_IN_NCCL_ID:
@@ -506,7 +506,7 @@ static void cmd_member(const struct cmd *c, enum rdzvd_job_input_kind kind)
             snprintf(u.reason, sizeof(u.reason), "%s", arg(c, "reason", "a check failed"));
             in.u.unhealthy = &u;
             break;
-        default:            /* RDZVD_IN_GONE */
+        default:            /* RDZVD_IN_CLOSED */
             k->dead = true; /* the machine does not touch its peer again */
             break;
         }
@@ -729,7 +729,7 @@ int main(int argc, char **argv)
     story_ops.event = st_event;
     story_ops.nccl_request = st_nccl_request;
     story_ops.close = st_close;
-    story_ops.dismiss = st_dismiss;
+    story_ops.put_aside = st_put_aside;
     for (int i = 1; i < argc && n < 256; i++)
         paths[n++] = strdup(argv[i]);
     if (argc < 2) {

@@ -347,7 +347,7 @@ static int restarts_heard(const struct fake *f, int *seen)
  * closes, 8 times, each under a new host name and node id, 30 s apart. Before, each cycle
  * restarted every worker, uncounted (8 restarts, restart count 0): the host was charged, and
  * each host was new. The job's bound holds whatever the names: at most
- * RDZVD_JOB_FREE_RESTARTS (4) within the window, spaced 30 s doubling. */
+ * RDZVD_JOB_UNCOUNTED_RESTARTS (4) within the window, spaced 30 s doubling. */
 static void test_scale_up_under_new_names_is_bounded(void)
 {
     struct env e;
@@ -380,7 +380,7 @@ static void test_scale_up_under_new_names_is_bounded(void)
         }
     }
     ASSERT_TRUE(restarts >= 1);
-    ASSERT_TRUE(restarts <= RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_TRUE(restarts <= RDZVD_JOB_UNCOUNTED_RESTARTS);
     ASSERT_EQ(job_of(&e)->restart_count, 0);
     ASSERT_EQ(a.round.restart_count, 0);
     env_done(&e);
@@ -389,7 +389,7 @@ static void test_scale_up_under_new_names_is_bounded(void)
 /* Issue 71, case 2 as written: --nnodes 2:3 after one honest restart. While the job stops, a
  * token holder JOINs, is placed in the round, and closes at its ROUND; the job re-forms. 12
  * cycles under new host names: before, 12 restarts of every worker, none counted. Now the job
- * takes RDZVD_JOB_FREE_RESTARTS of them; past the bound it forms without the nodes that never
+ * takes RDZVD_JOB_UNCOUNTED_RESTARTS of them; past the bound it forms without the nodes that never
  * ran in it, and the budget is as the honest failure left it. The bound is in the job's record
  * (STOPPED), for an rdzvd restart to keep. */
 static void test_reform_around_new_names_is_bounded(void)
@@ -422,12 +422,12 @@ static void test_reform_around_new_names_is_bounded(void)
     if (job_of(&e)->state == JOB_STOPPING)
         all_ready(f, 2, job_of(&e)->generation);
     ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
-    ASSERT_EQ(placed, RDZVD_JOB_FREE_RESTARTS);
-    ASSERT_TRUE(restarts <= 1 + RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_EQ(placed, RDZVD_JOB_UNCOUNTED_RESTARTS);
+    ASSERT_TRUE(restarts <= 1 + RDZVD_JOB_UNCOUNTED_RESTARTS);
     ASSERT_EQ(job_of(&e)->restart_count, 1);
     ASSERT_EQ(f[0].round.nnodes, 2);
     ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec));
-    ASSERT_EQ(rec.n_free, (unsigned)RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_EQ(rec.n_uncounted, (unsigned)RDZVD_JOB_UNCOUNTED_RESTARTS);
     rdzvd_job_record_clear(&rec);
     env_done(&e);
     env_forget_table(fd);
@@ -441,12 +441,12 @@ static void test_reform_around_new_names_is_bounded(void)
 static void test_unavoidable_reform_past_the_bound_is_charged(void)
 {
     struct env e;
-    struct fake f[2] = {0}, s[RDZVD_JOB_FREE_RESTARTS + 1] = {0};
+    struct fake f[2] = {0}, s[RDZVD_JOB_UNCOUNTED_RESTARTS + 1] = {0};
     struct rdzv_join jn;
 
     env_init(&e, -1);
     one_failure(&e, f);
-    for (int c = 0; c < RDZVD_JOB_FREE_RESTARTS; c++) {
+    for (int c = 0; c < RDZVD_JOB_UNCOUNTED_RESTARTS; c++) {
         char host[32];
 
         snprintf(host, sizeof(host), "h%d", c + 1);
@@ -465,13 +465,13 @@ static void test_unavoidable_reform_past_the_bound_is_charged(void)
     jt_gone(f[1].m); /* a node that ran: counted */
     f[1].m = NULL;
     ASSERT_EQ(job_of(&e)->restart_count, 2);
-    jn = join_on(5 + RDZVD_JOB_FREE_RESTARTS, 2, 3, "h9");
-    s[RDZVD_JOB_FREE_RESTARTS].silent = true;
-    ASSERT_OK(join(&e, &s[RDZVD_JOB_FREE_RESTARTS], &jn));
+    jn = join_on(5 + RDZVD_JOB_UNCOUNTED_RESTARTS, 2, 3, "h9");
+    s[RDZVD_JOB_UNCOUNTED_RESTARTS].silent = true;
+    ASSERT_OK(join(&e, &s[RDZVD_JOB_UNCOUNTED_RESTARTS], &jn));
     jt_ready(f[0].m, job_of(&e)->generation);
-    ASSERT_EQ(s[RDZVD_JOB_FREE_RESTARTS].nrounds, 1); /* placed: MIN needs it */
-    jt_gone(s[RDZVD_JOB_FREE_RESTARTS].m);
-    s[RDZVD_JOB_FREE_RESTARTS].m = NULL;
+    ASSERT_EQ(s[RDZVD_JOB_UNCOUNTED_RESTARTS].nrounds, 1); /* placed: MIN needs it */
+    jt_gone(s[RDZVD_JOB_UNCOUNTED_RESTARTS].m);
+    s[RDZVD_JOB_UNCOUNTED_RESTARTS].m = NULL;
     ASSERT_TRUE(event_is(&f[0], "restart"));
     ASSERT_EQ(job_of(&e)->restart_count, 3); /* charged: the bound is spent */
     env_done(&e);
@@ -538,9 +538,9 @@ static void rebuilt_with_free(struct env *e, int fd, struct fake *f, int64_t hb_
 
     env_init(e, -1); /* the clock */
     snprintf(rec.run_id, sizeof(rec.run_id), "job");
-    rec.n_free = n;
+    rec.n_uncounted = n;
     for (unsigned i = 0; i < n; i++)
-        rec.free_ms[i] = (int64_t)(rdzvd_job_wall_s(&e->h) * 1000) + at_ms[i];
+        rec.uncounted_ms[i] = (int64_t)(rdzvd_job_wall_s(&e->h) * 1000) + at_ms[i];
     jt_record_save(fd, &rec);
     env_done(e);
     env_init(e, fd); /* rdzvd restarted on its --state-dir */
@@ -554,16 +554,16 @@ static void rebuilt_with_free(struct env *e, int fd, struct fake *f, int64_t hb_
  * the window. Before, the bound was in memory only, and a restart of rdzvd reset it. */
 static void test_bound_survives_an_rdzvd_restart(void)
 {
-    const int64_t at[RDZVD_JOB_FREE_RESTARTS] = {-240000, -180000, -120000, -60000};
+    const int64_t at[RDZVD_JOB_UNCOUNTED_RESTARTS] = {-240000, -180000, -120000, -60000};
     struct fake f[2] = {0};
     struct rdzv_join jn;
     char path[64];
     struct env e;
     int fd = jt_state_dir(path, sizeof(path));
 
-    rebuilt_with_free(&e, fd, f, 60000, at, RDZVD_JOB_FREE_RESTARTS); /* the last 1 min ago */
+    rebuilt_with_free(&e, fd, f, 60000, at, RDZVD_JOB_UNCOUNTED_RESTARTS); /* the last 1 min ago */
     ASSERT_EQ(f[0].round.generation, 7);
-    ASSERT_EQ(job_of(&e)->n_free, (unsigned)RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_EQ(job_of(&e)->n_uncounted, (unsigned)RDZVD_JOB_UNCOUNTED_RESTARTS);
     jn = join_on(1, 1, 3, "newcomer");
     jn.scale_up_now = true;
     ASSERT_OK(join(&e, &f[1], &jn));
@@ -618,7 +618,7 @@ static void test_signal_and_resume_do_not_renew_the_bound(void)
         run_ms(&e, 1000);
     }
     ASSERT_EQ(job_of(&e)->state, JOB_RUNNING);
-    ASSERT_TRUE(restarts <= RDZVD_JOB_FREE_RESTARTS);
+    ASSERT_TRUE(restarts <= RDZVD_JOB_UNCOUNTED_RESTARTS);
     ASSERT_EQ(job_of(&e)->restart_count, 0);
     ASSERT_TRUE(f[2].spare); /* waits: the job forms without it */
     env_done(&e);
@@ -657,7 +657,7 @@ static void test_scale_up_round_spends_no_budget(void)
     for (int t = 0; t < 40 * 60 && c < 64 && job_of(&e)->state != JOB_ENDED; t += 5) {
         const struct rdzvd_job *j = job_of(&e);
 
-        if (j->state == JOB_RUNNING && rdzvd_job_free_scale_up((struct rdzvd_job *)j)) {
+        if (j->state == JOB_RUNNING && rdzvd_job_uncounted_scale_up((struct rdzvd_job *)j)) {
             char host[32];
             struct rdzv_join jn;
             uint64_t g = j->generation;
@@ -696,7 +696,7 @@ static void test_scale_up_round_spends_no_budget(void)
  * elastic job (--nnodes 2:8, --scale-up now, --max-restarts 3): JOIN + HEARTBEAT (a scale-up
  * when the bound allows); once it took its ROUND it claims a step (exit: reports a worker
  * failure instead, an exit code or a signal from outside by turns), and closes. After each, the
- * restart count is 0 and the job runs; the restarts heard are at most RDZVD_JOB_FREE_RESTARTS
+ * restart count is 0 and the job runs; the restarts heard are at most RDZVD_JOB_UNCOUNTED_RESTARTS
  * within any window, and it kept being taken in. The newcomers that waited: the result. */
 static int token_holder_cycles(bool exit)
 {
@@ -743,8 +743,8 @@ static int token_holder_cycles(bool exit)
         }
     }
     ASSERT_TRUE(taken >= 2); /* it kept being taken in */
-    for (int i = RDZVD_JOB_FREE_RESTARTS; i < n; i++) /* the bound, over any window */
-        ASSERT_TRUE(at[i] - at[i - RDZVD_JOB_FREE_RESTARTS] >= RDZVD_JOB_FREE_WINDOW_MS);
+    for (int i = RDZVD_JOB_UNCOUNTED_RESTARTS; i < n; i++) /* the bound, over any window */
+        ASSERT_TRUE(at[i] - at[i - RDZVD_JOB_UNCOUNTED_RESTARTS] >= RDZVD_JOB_UNCOUNTED_WINDOW_MS);
     ASSERT_EQ(f[0].round.restart_count, 0);
     env_done(&e);
     return waited;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzvd-job-gone.c: a member goes (lost, cancelled, left, or its job cancelled) and what that
+/* rdzvd-job-remove.c: a member removed (lost, cancelled, left, or its job cancelled) and what that
  * does to its job: a restart, a round closed without it, or the job's end with its last
  * member; a job that succeeded when every node has left. */
 #include <errno.h>
@@ -22,20 +22,20 @@
 #include "daemon/job/rdzvd-job-ends.h"
 #include "daemon/job/rdzvd-job-status.h"
 
-/* m, its job's last member, goes (why, for people; dismissed: put aside). A job cancelled while
+/* m, its job's last member, goes (why, for people; aside: put aside). A job cancelled while
  * it stopped ends now, not freed as if it might go on. Without a record that waits for its
  * nodes (no --state-dir, no replicas), a job that formed a generation ends "failed" with its last
  * node, which is told so; its end is kept as any, told to a late agent of it, which this rdzvd
  * never rebuilds the job from: only another rdzvd (one restarted, a new leader) may. */
-static void end_with_last(struct rdzvd_member *m, const char *why, bool dismissed)
+static void end_with_last(struct rdzvd_member *m, const char *why, bool aside)
 {
     struct rdzvd_job *j = m->job;
     char what[RDZV_SUMMARY_MAX + 1], rank[32] = "a spare";
 
     if (j->state == JOB_ENDED || j->shutting_down || (j->cancelled && j->state != JOB_STOPPING) ||
-        (!j->cancelled && (dismissed || !j->generation || j->host.record_table)))
+        (!j->cancelled && (aside || !j->generation || j->host.record_table)))
         return;
-    m->aside_pending = false;        /* it goes anyway: not dismissed first */
+    m->aside_pending = false;        /* it goes anyway: not told aside first */
     rdzvd_member_set_ready(m, true); /* nothing of it runs any more */
     if (j->cancelled) {
         rdzvd_job_check_stopped(j);
@@ -67,18 +67,18 @@ static const char *lost_uncounted(struct rdzvd_job *j, bool signalled, bool unra
                       : unran              ? "a node lost before it ran"
                                            : NULL;
 
-    if (!why || !charge || !rdzvd_job_free_spent(j))
+    if (!why || !charge || !rdzvd_job_uncounted_spent(j))
         return why;
     rdzvd_job_note(j, true, "this restart (%s, a node placed past the bound before it ran) is "
                    "charged to the budget: the job took %d restarts not charged to it within %d "
-                   "min, the most it takes", why, RDZVD_JOB_FREE_RESTARTS,
-                   RDZVD_JOB_FREE_WINDOW_MS / 60000);
+                   "min, the most it takes", why, RDZVD_JOB_UNCOUNTED_RESTARTS,
+                   RDZVD_JOB_UNCOUNTED_WINDOW_MS / 60000);
     return NULL;
 }
 
-/* m is gone (its connection closed, or it fell silent; or, with dismiss, it is put aside and
- * its agent told so by dismiss): drop it, and move the job on. */
-void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdzv_event *dismiss)
+/* m is removed: lost (its connection closed, or it fell silent), or, with aside, put aside and
+ * its agent told so by the EVENT aside. Move the job on. */
+void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct rdzv_event *aside)
 {
     struct rdzvd_job *j = m->job;
     void *peer = m->peer;
@@ -102,13 +102,13 @@ void rdzvd_member_drop(struct rdzvd_member *m, const char *why, const struct rdz
     unran = rdzvd_member_lost_unran(m); /* charged to its host: never the job's failure */
     /* With its last member gone, the job may end now, not go as if it might go on. */
     if (last) {
-        end_with_last(m, why, dismiss != NULL);
+        end_with_last(m, why, aside != NULL);
         st = j->state;
     }
     rdzvd_member_forget(m);
-    rdzvd_member_remove(m);
-    if (peer && dismiss)
-        rdzvd_job_peer_dismiss(j, peer, dismiss);
+    rdzvd_member_unlink(m);
+    if (peer && aside)
+        rdzvd_job_peer_put_aside(j, peer, aside);
     else if (peer)
         rdzvd_job_peer_close(j, peer, why); /* its member is detached: no second report */
     if (!left && st != JOB_ENDED)
@@ -181,12 +181,12 @@ void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
             rdzvd_job_free(j);
             continue;
         }
-        /* rdzvd_member_remove() frees the job together with its last member. */
+        /* rdzvd_member_unlink() frees the job together with its last member. */
         while (!last) {
             struct rdzvd_member *m = rdzv_container_of(j->members.next, struct rdzvd_member, node);
 
             last = j->nmembers == 1;
-            rdzvd_member_remove(m);
+            rdzvd_member_unlink(m);
         }
     }
 }
@@ -273,7 +273,7 @@ bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms)
         return false;
     for_each_member(j, m, pos, tmp) if (m->peer) return false;
     rdzvd_job_note(j, false, "an agent started after the job ended: a new run");
-    for_each_member(j, m, pos, tmp) rdzvd_member_remove(m); /* the last frees j */
+    for_each_member(j, m, pos, tmp) rdzvd_member_unlink(m); /* the last frees j */
     return true;
 }
 
@@ -334,7 +334,7 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
     snprintf(e.summary, sizeof(e.summary),
              "node %s left job %s: its agent %s; the job goes on without it", m->join.host,
              j->run_id, what);
-    rdzvd_member_drop(m, what, &e);
+    rdzvd_member_remove(m, what, &e);
     return;
 out_stopped:
     /* Cancelled, yet stopping (its end could not be recorded): it ends once stopped
