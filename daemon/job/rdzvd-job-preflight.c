@@ -6,8 +6,9 @@
  * the suspects with fine nodes; the verdict puts the bad nodes aside (reason network), and the
  * round closes without them. Each slot waits on the job's timer, never more than
  * 2 x RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS: a prober that has not answered by then counts
- * as unreachable. Part of the job machine (rdzvd-job-impl.h): pure, its sends through the
- * outbox, its clock the step's. */
+ * as unreachable. A check has five slots at most. A node judged fine stays so: a later check
+ * (a spare that joined meanwhile) takes it as a peer, never puts it aside. Part of the job
+ * machine (rdzvd-job-impl.h): pure, its sends through the outbox, its clock the step's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@ struct rdzvd_job_pf {
     char (*ids)[RDZV_ID_MAX + 1];
     struct rdzv_pf_link *links;
     bool *reported;
+    bool *judged; /* judged fine by an earlier check: this one does not put it aside */
     size_t nlinks, round1; /* round1: how many of links are round 1's */
     uint32_t round, slot, last_slot;
     size_t due;        /* reports still due in the slot */
@@ -47,6 +49,7 @@ static void pf_free(struct rdzvd_job *j)
     free(j->pf->ids);
     free(j->pf->links);
     free(j->pf->reported);
+    free(j->pf->judged);
     free(j->pf);
     j->pf = NULL;
 }
@@ -158,7 +161,7 @@ static void finish(struct rdzvd_job *j)
             continue;
         m->pf_checked = true;
         m->pf_best = nodes[i].best;
-        if (!nodes[i].bad)
+        if (!nodes[i].bad || pf->judged[i])
             continue;
         node_figures(j, i, median, text, sizeof(text));
         bad++;
@@ -174,6 +177,9 @@ static void finish(struct rdzvd_job *j)
                    pf->n, pf->nlinks, median, bad, rdzvd_job_now_ms(&j->host) - pf->start_ms);
     free(nodes);
     pf_free(j);
+    if (bad > 0) /* said if the job then fails to form within its join timeout */
+        snprintf(j->last_cause, sizeof(j->last_cause),
+                 "the network pre-flight put %u node(s) aside", bad);
     if (j->state == JOB_FORMING && j->handlers->close_checked)
         j->handlers->close_checked(j);
 }
@@ -236,7 +242,8 @@ bool rdzvd_job_pf_hold(struct rdzvd_job *j)
     pf = calloc(1, sizeof(*pf));
     if (!pf || !(pf->ids = calloc(n, sizeof(*pf->ids))) ||
         !(pf->links = calloc(rdzv_pf_round1_max(n) + n, sizeof(*pf->links))) ||
-        !(pf->reported = calloc(rdzv_pf_round1_max(n) + n, sizeof(*pf->reported)))) {
+        !(pf->reported = calloc(rdzv_pf_round1_max(n) + n, sizeof(*pf->reported))) ||
+        !(pf->judged = calloc(n, sizeof(*pf->judged)))) {
         j->pf = pf;
         pf_free(j);
         rdzvd_job_note(j, true, "network pre-flight: out of memory: the round closes unchecked");
@@ -246,8 +253,10 @@ bool rdzvd_job_pf_hold(struct rdzvd_job *j)
     pf->n = 0;
     for_each_member(j, m, pos, tmp)
     {
-        if (checkable(m))
-            snprintf(pf->ids[pf->n++], sizeof(pf->ids[0]), "%s", m->join.node_id);
+        if (!checkable(m))
+            continue;
+        pf->judged[pf->n] = m->pf_checked;
+        snprintf(pf->ids[pf->n++], sizeof(pf->ids[0]), "%s", m->join.node_id);
     }
     pf->nlinks = pf->round1 = rdzv_pf_round1(n, pf->links);
     for (size_t i = 0; i < pf->nlinks; i++)

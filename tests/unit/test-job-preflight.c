@@ -258,6 +258,106 @@ static void test_off_sends_nothing(void)
     env_done(&e);
 }
 
+/* Nodes 0, 1 and 2 of a job of --nnodes 3 join: the check (a trio) starts. */
+static void join_three(struct env *e, struct fake *f, int64_t join_timeout_ms)
+{
+    memset(f, 0, sizeof(*f) * NODES);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = pf_join(i, true);
+
+        jn.max = 3;
+        jn.join_timeout_ms = join_timeout_ms;
+        ASSERT_OK(join(e, &f[i], &jn));
+    }
+}
+
+/* Answer each PREFLIGHT due now once, node slow at 1 MB/s, the others FAST; how many. */
+static int answer_once(struct fake *f, int n, int *answered, int slow)
+{
+    int k = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (f[i].closed || f[i].npf == answered[i])
+            continue;
+        answered[i] = f[i].npf;
+        jt_pf_report(f[i].m, f[i].pf.id, i == slow ? 1.0 : FAST, i == slow ? 1.0 : FAST);
+        k++;
+    }
+    return k;
+}
+
+/* --nnodes 3 and a late spare (issue 75's bench, where a job never formed). Node 0 is put aside
+ * by the first check; node 3 joins during it, so a second check takes nodes 1, 2 and 3. There
+ * node 1's links measure slow (two namespaces of one busy host). Node 1 was judged fine by the
+ * first check: the second does not put it aside, so two checks never leave the job under MIN.
+ * The round forms within the two checks' bound: five slots each. */
+static void test_a_late_spare_puts_no_checked_node_aside(void)
+{
+    const uint64_t slot = 2 * RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS;
+    struct fake f[NODES];
+    struct env e;
+    int answered[NODES] = {0};
+
+    env_init(&e, -1);
+    join_three(&e, f, 600000);
+    ASSERT_TRUE(answer_once(f, 3, answered, 0) >= 1); /* the trio's first slots */
+    ASSERT_TRUE(!f[0].closed && rounds(f) == 0);        /* its last slot still due */
+    struct rdzv_join jn = pf_join(3, true);
+
+    jn.max = 3;
+    ASSERT_OK(join(&e, &f[3], &jn)); /* the spare, during the check */
+    uint64_t t0 = jt_now_ms();
+    ASSERT_EQ(answer_once(f, 1, answered, 0), 1); /* the last slot: node 0 probes node 2 */
+    ASSERT_TRUE(f[0].closed && event_is(&f[0], "put_aside"));
+    ASSERT_EQ(rounds(f), 0); /* the second check: nodes 1, 2 and 3 */
+    for (int s = 0; s < 10 && rounds(f) == 0; s++) {
+        if (answer_once(f, NODES, answered, 1) == 0)
+            run_ms(&e, slot);
+    }
+    for (int i = 1; i < NODES; i++) {
+        ASSERT_TRUE(!f[i].closed);
+        ASSERT_EQ(f[i].nrounds, 1);
+        ASSERT_EQ(f[i].round.nnodes, 3);
+    }
+    ASSERT_TRUE(jt_now_ms() - t0 <= 2 * 5 * slot);
+    ASSERT_NULL(rdzvd_job_hist_find(job_of(&e), "node-1"));
+    env_done(&e);
+}
+
+/* Every prober silent: the check ends within five slot bounds (three for the trio here), nobody
+ * is put aside (no link measured: no median), and the round forms. */
+static void test_a_silent_check_ends_within_its_bound(void)
+{
+    struct fake f[NODES];
+    struct env e;
+
+    env_init(&e, -1);
+    join_three(&e, f, 600000);
+    run_ms(&e, 5 * (2 * RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS));
+    for (int i = 0; i < 3; i++)
+        ASSERT_TRUE(!f[i].closed && f[i].nrounds == 1);
+    env_done(&e);
+}
+
+/* --nnodes 3, three nodes, one put aside: the round waits under MIN for the join timeout, as
+ * --nnodes says, then the job fails, and its reason names the pre-flight. */
+static void test_under_min_after_the_check_fails_with_its_reason(void)
+{
+    struct fake f[NODES];
+    struct env e;
+    int answered[NODES] = {0};
+
+    env_init(&e, -1);
+    join_three(&e, f, 30000); /* a join timeout within the heartbeat timeout */
+    while (answer_once(f, 3, answered, 0) > 0)
+        ;
+    ASSERT_TRUE(f[0].closed && rounds(f) == 0);
+    run_ms(&e, 30000);
+    ASSERT_TRUE(event_is(&f[1], "failed"));
+    ASSERT_NOT_NULL(strstr(f[1].event.summary, "the network pre-flight put 1 node(s) aside"));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-preflight", RDZV_LOG_ERROR);
@@ -267,5 +367,8 @@ int main(void)
     TEST(test_off_sends_nothing);
     TEST(test_a_rebuilt_job_keeps_its_preflight);
     TEST(test_1000_nodes);
+    TEST(test_a_late_spare_puts_no_checked_node_aside);
+    TEST(test_a_silent_check_ends_within_its_bound);
+    TEST(test_under_min_after_the_check_fails_with_its_reason);
     return tap_done();
 }
