@@ -662,6 +662,7 @@ int main(int argc, char **argv)
     gcfg.max_restarts = (unsigned)a.o.max_restarts;
     gcfg.grace_ms = (uint64_t)(a.o.grace_s * 1000);
     gcfg.on_exit = agent_session_group_exit;
+    gcfg.on_output_closed = agent_session_group_output_closed;
     gcfg.on_all_exited = agent_session_group_all_exited;
     gcfg.progress = true; /* always: rdzvd's status shows each rank's progress */
     if (a.o.progress_timeout_s > 0) {

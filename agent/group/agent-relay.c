@@ -308,51 +308,7 @@ void agent_relay_line(struct worker_out *o, const char *p, size_t n)
         sink_line(&w->g->sink[o->which], w->prefix, w->prefix_len, p, n);
 }
 
-/* ---- a failed exit held for the end of the worker's stderr ---- */
-
-static void exit_report(struct agent_worker *w)
-{
-    struct agent_group *g = w->g;
-
-    if (!w->exit_held)
-        return;
-    w->exit_held = false;
-    if (g->state != GROUP_FREEING && g->cfg.on_exit)
-        g->cfg.on_exit(g, w->local_rank, w->exit_status, w->exit_sig, g->cfg.ud);
-}
-
-/* g->exit_timer for the earliest held exit; stopped when none is held. */
-static void exit_timer_arm(struct agent_group *g)
-{
-    uint64_t first = UINT64_MAX, now = rdzv_now_ms();
-
-    for (unsigned i = 0; i < g->cfg.nproc; i++)
-        if (g->workers[i].exit_held && g->workers[i].held_until < first)
-            first = g->workers[i].held_until;
-    if (first == UINT64_MAX)
-        (void)uv_timer_stop(&g->exit_timer);
-    else
-        (void)uv_timer_start(&g->exit_timer, agent_relay_exit_timer_cb,
-                             first > now ? first - now : 0, 0);
-}
-
-void agent_relay_exit_timer_cb(uv_timer_t *t)
-{
-    struct agent_group *g = t->data;
-    uint64_t now = rdzv_now_ms();
-
-    for (unsigned i = 0; i < g->cfg.nproc && g->state != GROUP_FREEING; i++) {
-        struct agent_worker *w = &g->workers[i];
-
-        if (w->exit_held && w->held_until <= now) {
-            log_debug("worker rank %u: its stderr still open %d ms after its exit, reporting it",
-                      w->rank, AGENT_EXIT_HOLD_MS);
-            exit_report(w);
-        }
-    }
-    if (g->state != GROUP_FREEING)
-        exit_timer_arm(g);
-}
+/* ---- a worker's exit, and the end of its stderr after it ---- */
 
 void agent_relay_exit(struct agent_worker *w, int64_t status, int sig)
 {
@@ -360,14 +316,9 @@ void agent_relay_exit(struct agent_worker *w, int64_t status, int sig)
 
     w->exit_status = status;
     w->exit_sig = sig;
-    w->exit_held = true;
-    if ((status == 0 && sig == 0) || g->state != GROUP_ACTIVE || !w->out[OUT_STDERR].open) {
-        exit_report(w);
-        return;
-    }
-    uv_update_time(g->cfg.loop);
-    w->held_until = rdzv_now_ms() + AGENT_EXIT_HOLD_MS;
-    exit_timer_arm(g);
+    w->exited_open = w->out[OUT_STDERR].open; /* on_output_closed follows */
+    if (g->state != GROUP_FREEING && g->cfg.on_exit)
+        g->cfg.on_exit(g, w->local_rank, status, sig, g->cfg.ud);
 }
 
 /* Relay every complete line in line[0..len) and keep the tail; scan_from bytes are known to hold
@@ -411,10 +362,11 @@ void agent_relay_out_close(struct worker_out *o)
     uv_close((uv_handle_t *)&o->pipe, agent_group_worker_close_cb);
     /* A descendant that held the pipe after the worker's exit may just have gone with it. */
     agent_reaper_link_unlist_if_gone(o->w);
-    if (o->which == OUT_STDERR && o->w->exit_held) {
-        exit_report(o->w); /* its last line is in */
-        if (g->state != GROUP_FREEING)
-            exit_timer_arm(g);
+    if (o->which == OUT_STDERR && o->w->exited_open) {
+        o->w->exited_open = false; /* its last line is in */
+        if (g->state != GROUP_FREEING && g->cfg.on_output_closed)
+            g->cfg.on_output_closed(g, o->w->local_rank, o->w->exit_status, o->w->exit_sig,
+                                    g->cfg.ud);
     }
 }
 

@@ -137,12 +137,11 @@ struct agent_worker {
      * agent_group_worker_error() prefers to its last stderr line, and when (wall clock, s). */
     char said[AGENT_ERROR_MAX + 1];
     double error_s;
-    /* Its failed exit, held for the end of its stderr until held_until (rdzv_now_ms), then
-     * reported (agent_relay_exit). */
-    bool exit_held;
+    /* Its exit (agent_relay_exit), and whether its stderr was still open then: its end is
+     * reported too (cfg.on_output_closed). */
+    bool exited_open;
     int exit_sig;
     int64_t exit_status;
-    uint64_t held_until;
 };
 
 struct reaper; /* agent-reaper-link.c */
@@ -161,7 +160,6 @@ struct agent_group {
     uv_timer_t drain_timer;       /* after the last exit: silence on output still open */
     uv_timer_t notify_timer;      /* on_all_exited for a stop on an idle group or a failed start */
     uv_timer_t progress_timer;    /* the next progress deadline of a running worker */
-    uv_timer_t exit_timer;        /* the next held exit's deadline (agent_relay_exit) */
     uv_signal_t sigchld;          /* with cfg.progress: workers stopped and continued */
     /* agent_group_start_ranks() with workers waiting for their old handles to close: the
      * assignment they get (strings copied into the two buffers). */
@@ -276,12 +274,9 @@ int agent_relay_out_open(struct worker_out *o, int *ret_child_fd);
 void agent_relay_out_start(struct worker_out *o);
 /* Relay o's unfinished last line, close its log file and its pipe. No-op when not open. */
 void agent_relay_out_close(struct worker_out *o);
-/* w exited (status and signal as on_exit has them): report it through on_exit now, or, when it
- * failed while the group runs and its stderr is still open, once that is read to its end or
- * AGENT_EXIT_HOLD_MS passed (g->exit_timer). */
+/* w exited (status and signal as on_exit has them): report it through on_exit now; if its stderr
+ * is still open, its end is reported through on_output_closed. */
 void agent_relay_exit(struct agent_worker *w, int64_t status, int sig);
-/* g->exit_timer's callback. */
-void agent_relay_exit_timer_cb(uv_timer_t *t);
 /* At agent_group_free(): write queued output (blocking, AGENT_FLUSH_MS at most), close polls. */
 void agent_relay_close(struct agent_group *g);
 /* At destruction, after every handle closed: close private fds, free the queues. */

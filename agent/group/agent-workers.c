@@ -402,13 +402,13 @@ out_close_logs:
 
 /* ---- public API ---- */
 
-/* The group's six timers and its SIGCHLD watcher (started with cfg.progress: the workers'
+/* The group's five timers and its SIGCHLD watcher (started with cfg.progress: the workers'
  * stops, agent_progress_stops). On failure those initialised are closing and g is freed once they
  * are closed (at once if none was): the caller must not touch g again. */
 static int group_init_handles(struct agent_group *g)
 {
     uv_timer_t *const timers[] = {&g->kill_timer, &g->drain_timer, &g->notify_timer,
-                                  &g->reaper_timer, &g->progress_timer, &g->exit_timer};
+                                  &g->reaper_timer, &g->progress_timer};
     size_t i;
     int r = 0;
 
@@ -777,6 +777,11 @@ const char *agent_group_worker_error(const struct agent_group *g, unsigned local
                                           : g->workers[local_rank].error;
 }
 
+bool agent_group_output_open(const struct agent_group *g, unsigned local_rank)
+{
+    return g && local_rank < g->cfg.nproc && g->workers[local_rank].out[OUT_STDERR].open;
+}
+
 double agent_group_worker_error_time(const struct agent_group *g, unsigned local_rank)
 {
     return g && local_rank < g->cfg.nproc ? g->workers[local_rank].error_s : 0;
@@ -809,7 +814,6 @@ void agent_group_free(struct agent_group *g, void (*done)(void *ud), void *ud)
     uv_close((uv_handle_t *)&g->notify_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->reaper_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->progress_timer, agent_group_handle_close_cb);
-    uv_close((uv_handle_t *)&g->exit_timer, agent_group_handle_close_cb);
     uv_close((uv_handle_t *)&g->sigchld, agent_group_handle_close_cb);
     for (unsigned i = 0; i < g->cfg.nproc; i++) {
         struct agent_worker *w = &g->workers[i];

@@ -27,8 +27,6 @@ struct agent_group;
 #define AGENT_DRAIN_MS 2000 /* silence on a worker's output after the last exit, then close */
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
 #define AGENT_ERROR_MAX 255 /* agent_group_worker_error(): a line cut past this many bytes */
-/* A failed worker's exit waits this long at most for the end of its stderr (agent_exit_fn). */
-#define AGENT_EXIT_HOLD_MS 200
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
 /* Longer progress lines are ignored: RDZV_PROGRESS_ERROR_LINE_MAX + 1 (an error line's). */
 #define AGENT_PROGRESS_LINE 262
@@ -48,9 +46,9 @@ struct agent_group;
 
 /* Fired once per worker exit: exit_status as from waitpid (exit code), term_signal non-zero when
  * the worker died by a signal. Runs from the loop; may call agent_group_stop/_signal/_free. The
- * worker's last output may still be in its pipes: on_all_exited comes after all of it. A failed
- * exit of a running group is held until the worker's stderr is read to its end (EOF), or
- * AGENT_EXIT_HOLD_MS at most, so that agent_group_worker_error() has its last line. */
+ * worker's last output may still be in its pipes (agent_group_output_open): on_all_exited comes
+ * after all of it. Also cfg.on_output_closed, with the same arguments, when the stderr of a worker
+ * that had exited is read to its end (EOF): agent_group_worker_error() has its last line then. */
 typedef void (*agent_exit_fn)(struct agent_group *g, unsigned local_rank, int64_t exit_status,
                               int term_signal, void *ud);
 /* Fired once per start when no worker of it is running any more AND all their output has been
@@ -143,6 +141,7 @@ struct agent_group_cfg {
      * Python worker: python/rdzv/hooks), or NULL: PYTHONPATH as inherited. */
     const char *python_hooks;
     agent_exit_fn on_exit;
+    agent_exit_fn on_output_closed; /* may be NULL */
     agent_all_exited_fn on_all_exited;
     agent_hang_fn on_hang; /* may be NULL */
     agent_step_fn on_step; /* may be NULL */
@@ -290,6 +289,8 @@ const char *agent_group_error_file(const struct agent_group *g, unsigned local_r
  * ("error TEXT", rdzv-agent's Python hooks: "RuntimeError: boom (train.py:42)"), which comes
  * first; "" when none (or g NULL, or a local rank out of range). */
 const char *agent_group_worker_error(const struct agent_group *g, unsigned local_rank);
+/* Whether the stderr of local_rank's worker is still open (not read to its end). */
+bool agent_group_output_open(const struct agent_group *g, unsigned local_rank);
 /* When local_rank's worker said that error itself (an "error" progress line, before it exited:
  * when it failed), wall clock seconds; 0 when it did not. */
 double agent_group_worker_error_time(const struct agent_group *g, unsigned local_rank);

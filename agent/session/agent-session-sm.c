@@ -213,7 +213,30 @@ static void worker_failed(struct agent_sm *sm, const struct agent_facts *f, unsi
         log_info("the other workers keep running (--recovery inplace)");
 }
 
-static void on_worker_exit(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
+/* A worker's death by a signal that a scheduler or a terminal sends to the whole step. */
+static bool step_death(int64_t status, int sig)
+{
+    return step_signal(sig) || (sig == 0 && status > 128 && step_signal((int)(status - 128)));
+}
+
+static void hold(struct agent_sm *sm, const struct agent_input *in, bool for_signal,
+                 struct agent_ready *r)
+{
+    add_timer(r, AGENT_TIMER_HOLD,
+              sm->now_ms + (for_signal ? AGENT_SIGNAL_HOLD_MS : AGENT_EXIT_HOLD_MS));
+    sm->held.on = true;
+    sm->held.for_signal = for_signal;
+    sm->held.local_rank = in->local_rank;
+    sm->held.status = in->status;
+    sm->held.sig = in->sig;
+}
+
+/* The one rule of a failed worker's report while its generation runs: a death by a step-wide
+ * signal waits AGENT_SIGNAL_HOLD_MS for the agent's own copy of it (on_signal); any other failure
+ * waits for the end of its stderr (on_output_closed), AGENT_EXIT_HOLD_MS at most. A hold is
+ * of the first failure: the failures after it are reported only when their stderr closes
+ * first (one not held for a signal), and are else consequences. */
+static void on_worker_exit(struct agent_sm *sm, const struct agent_input *in,
                            struct agent_ready *r)
 {
     int64_t status = in->status;
@@ -231,18 +254,31 @@ static void on_worker_exit(struct agent_sm *sm, const struct agent_input *in, in
     }
     if (status == 0 && sig == 0)
         return; /* the group logged the exit, once */
-    if (sm->state == AG_RUNNING && sm->held.on)
-        return; /* the same signal as the held one's, most likely: reported with it */
-    if (sm->state == AG_RUNNING && !sm->have_outcome &&
-        (step_signal(sig) || (sig == 0 && status > 128 && step_signal((int)(status - 128))))) {
-        add_timer(r, AGENT_TIMER_HOLD, now_ms + AGENT_SIGNAL_HOLD_MS);
-        sm->held.on = true;
-        sm->held.local_rank = in->local_rank;
-        sm->held.status = status;
-        sm->held.sig = sig;
+    if (sm->state == AG_RUNNING && sm->held.on &&
+        (sm->held.for_signal || step_death(status, sig) || in->output_open))
+        return; /* the same signal as the held one's, most likely, or after the held one */
+    if (sm->state == AG_RUNNING && !sm->have_outcome && step_death(status, sig)) {
+        hold(sm, in, true, r);
+        return;
+    }
+    if (sm->state == AG_RUNNING && in->output_open) {
+        hold(sm, in, false, r);
         return;
     }
     worker_failed(sm, &in->facts, in->local_rank, status, sig, r);
+}
+
+/* An exited worker's stderr is read to its end: its held failure goes now, and so does the
+ * failure of one that exited after the held one (its stderr closed first). */
+static void on_output_closed(struct agent_sm *sm, const struct agent_input *in,
+                             struct agent_ready *r)
+{
+    if (sm->state != AG_RUNNING || !sm->held.on || sm->held.for_signal ||
+        (in->status == 0 && in->sig == 0) || step_death(in->status, in->sig))
+        return;
+    sm->held.on = false;
+    add_timer(r, AGENT_TIMER_HOLD, -1);
+    worker_failed(sm, &in->facts, in->local_rank, in->status, in->sig, r);
 }
 
 static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct agent_ready *r)
@@ -250,8 +286,12 @@ static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct
     if (!sm->held.on)
         return;
     sm->held.on = false;
-    log_info("the signal that killed worker local rank %u did not reach this agent within %d "
-             "ms: reporting its failure", sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+    if (sm->held.for_signal)
+        log_info("the signal that killed worker local rank %u did not reach this agent within "
+                 "%d ms: reporting its failure", sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+    else
+        log_debug("worker local rank %u: its stderr still open %d ms after its exit, reporting "
+                  "it", sm->held.local_rank, AGENT_EXIT_HOLD_MS);
     worker_failed(sm, f, sm->held.local_rank, sm->held.status, sm->held.sig, r);
 }
 
@@ -553,7 +593,8 @@ static void on_signal(struct agent_sm *sm, const struct agent_input *in, struct 
     }
     log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
              name, signal_meaning(signum), sm->grace_s);
-    if (sm->held.on) { /* the worker died of this signal: the agent reports it, not the worker */
+    if (sm->held.on && sm->held.for_signal) { /* the worker died of this signal: the agent
+                                                * reports it, not the worker */
         add_timer(r, AGENT_TIMER_HOLD, -1);
         sm->held.on = false;
         log_info("worker local rank %u was killed by the same signal", sm->held.local_rank);
@@ -768,7 +809,7 @@ int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_
             on_outcome(sm, &in->facts, in->event, ready);
         return 0;
     case AGENT_IN_WORKER_EXIT:
-        on_worker_exit(sm, in, now_ms, ready);
+        on_worker_exit(sm, in, ready);
         return 0;
     case AGENT_IN_HUNG:
         on_hung(sm, in, ready);
@@ -819,6 +860,9 @@ int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_
         return 0;
     case AGENT_IN_START_CHECKED:
         on_start_checked(sm, in, ready);
+        return 0;
+    case AGENT_IN_OUTPUT_CLOSED:
+        on_output_closed(sm, in, ready);
         return 0;
     case AGENT_IN_UNCONNECTED:
         sm->exit_code = 1;

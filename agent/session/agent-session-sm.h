@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-session-sm.h: the agent's session as a step machine (docs/design/agent-policy.md). The
  * adapter (agent-session.c and its files) turns what happens into inputs: rdzvd's ROUND and
- * EVENT, a worker's exit, all of them gone, a health check's verdict, a timer due. Each step
- * decides, then hands back a Ready: what to do, in order (messages to rdzvd, workers to start
- * or stop, timers to arm as due times, the session to end with its exit code). The adapter
- * carries it out (agent_session_apply); the machine itself has no libuv, no system call and no
- * clock: its time is the step's argument, and what it must know of the workers (how many run,
- * which follow the control channel) comes with the input. A simulator drives it the same way.
+ * EVENT, a worker's exit and the end of its stderr, all of them gone, a health check's verdict,
+ * a timer due. Each step decides, then hands back a Ready: what to do, in order (messages to
+ * rdzvd, workers to start or stop, timers to arm as due times, the session to end with its exit
+ * code). The adapter carries it out (agent_session_apply); the machine itself has no libuv, no
+ * system call and no clock: its time is the step's argument, and what it must know of the
+ * workers (how many run, which follow the control channel) comes with the input. A simulator
+ * drives it the same way.
  *
  * Threads: the caller's; a machine is never shared. Ownership: failed[] and late[] are the
  * caller's arrays of nproc entries. */
@@ -37,6 +38,9 @@ enum agent_state {
  * begins, none is charged), SIGHUP and SIGQUIT end the agent as before. Otherwise the worker's
  * failure is reported, this much later (SIGKILL, the OOM killer's, is not held). */
 #define AGENT_SIGNAL_HOLD_MS 500
+/* Any other failure of a worker whose stderr is still open at its exit waits for the end of its
+ * stderr (AGENT_IN_OUTPUT_CLOSED), this long at most, so that its report has its last line. */
+#define AGENT_EXIT_HOLD_MS 200
 /* Signalled from outside with rdzvd connected: CANCEL went out, and the agent waits up to this
  * long for rdzvd's word (EVENT left: this node left and the job goes on; or cancelled: the job
  * ends) before it ends, so that its last line says which. */
@@ -44,7 +48,7 @@ enum agent_state {
 
 /* The machine's timers: each is one due time, armed or cancelled through the Ready. */
 enum agent_timer {
-    AGENT_TIMER_HOLD,  /* AGENT_SIGNAL_HOLD_MS after a worker's death by a step-wide signal */
+    AGENT_TIMER_HOLD,  /* a failed worker's report held: AGENT_SIGNAL_HOLD_MS, _EXIT_HOLD_MS */
     AGENT_TIMER_GRACE, /* an EVENT restart's startup_grace_ms */
     AGENT_TIMER_VERDICT, /* AGENT_VERDICT_MS for rdzvd's word on a CANCEL */
     /* With replicas: from a lost connection until the next JOINED, --heartbeat-timeout; when
@@ -57,7 +61,8 @@ enum agent_input_kind {
     AGENT_IN_ROUND,        /* rdzvd's ROUND: round */
     AGENT_IN_START_FAILED, /* the ROUND's workers could not be started: err */
     AGENT_IN_EVENT,        /* rdzvd's EVENT: event (restart, or the job's outcome) */
-    AGENT_IN_WORKER_EXIT,  /* a worker exited: local_rank, status, sig (replace_failed) */
+    AGENT_IN_WORKER_EXIT,  /* a worker exited: local_rank, status, sig, output_open
+                            * (replace_failed) */
     AGENT_IN_HUNG,         /* a worker made no progress (--progress-timeout): local_rank, text:
                             * where it was stuck */
     AGENT_IN_ALL_EXITED,   /* every worker of the group is gone */
@@ -75,6 +80,8 @@ enum agent_input_kind {
     AGENT_IN_JOINED,       /* JOINED: spare, resumed */
     AGENT_IN_START_CHECKED, /* the check before the first JOIN: ok, or failed with text */
     AGENT_IN_UNCONNECTED,  /* the first connection could not start */
+    AGENT_IN_OUTPUT_CLOSED, /* the stderr of an exited worker was read to its end: local_rank,
+                             * its exit's status and sig */
 };
 
 /* What the machine must know of the world at each step (the adapter's group and client, or a
@@ -100,6 +107,7 @@ struct agent_input {
     int sig;
     int err;
     bool replace_failed; /* WORKER_EXIT: its replacement in the generation could not start */
+    bool output_open;    /* WORKER_EXIT: its stderr is still open (OUTPUT_CLOSED follows) */
     bool unchecked;      /* HEALTH_OK: the check could not run */
     bool ok;             /* CANCEL_SENT */
     bool ended;          /* SCHEDULER */
@@ -186,10 +194,11 @@ struct agent_sm {
     bool restart_pending;  /* EVENT restart for stopping_gen received: READY once stopped */
     uint64_t health_ready_gen; /* the READY after our own failure, checked first: for it */
     uint64_t ready_waiting;    /* that READY's generation while its check runs, 0: none */
-    /* AGENT_SIGNAL_HOLD_MS: a worker's death by a step-wide signal, not reported yet (the
-     * other workers' deaths meanwhile are of the same signal: not reported either). */
+    /* A worker's failure, not reported yet (AGENT_TIMER_HOLD). for_signal: its death by a
+     * step-wide signal, AGENT_SIGNAL_HOLD_MS (the other workers' deaths meanwhile are of the
+     * same signal: not reported either); else its stderr still open, AGENT_EXIT_HOLD_MS. */
     struct {
-        bool on;
+        bool on, for_signal;
         unsigned local_rank;
         int64_t status;
         int sig;

@@ -262,8 +262,18 @@ void agent_session_apply(struct agent_session *a, const struct agent_ready *r)
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
                               void *ud)
 {
-    (void)g;
     agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_WORKER_EXIT,
+                                                 .local_rank = local_rank, .status = status,
+                                                 .sig = sig,
+                                                 .output_open = agent_group_output_open(g,
+                                                                                local_rank)});
+}
+
+void agent_session_group_output_closed(struct agent_group *g, unsigned local_rank,
+                                       int64_t status, int sig, void *ud)
+{
+    (void)g;
+    agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_OUTPUT_CLOSED,
                                                  .local_rank = local_rank, .status = status,
                                                  .sig = sig});
 }

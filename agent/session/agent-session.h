@@ -65,9 +65,12 @@ struct agent_session_cfg {
  * -ENOMEM. */
 int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session **ret);
 
-/* The worker group's callbacks (agent_group_cfg.on_exit / on_all_exited, with ud the session). */
+/* The worker group's callbacks (agent_group_cfg.on_exit / on_output_closed / on_all_exited, with
+ * ud the session). */
 void agent_session_group_exit(struct agent_group *g, unsigned local_rank, int64_t status, int sig,
                               void *ud);
+void agent_session_group_output_closed(struct agent_group *g, unsigned local_rank,
+                                       int64_t status, int sig, void *ud);
 void agent_session_group_all_exited(struct agent_group *g, void *ud);
 /* The group's on_step (a worker reported a step): a generation's first goes to rdzvd at once. */
 void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *ud);

@@ -471,10 +471,22 @@ static void hook_keep_error(struct fx *f, unsigned lr, int64_t status, int sig)
 {
     (void)status;
     (void)sig;
-    snprintf(exit_error[lr], sizeof(exit_error[lr]), "%s", agent_group_worker_error(f->g, lr));
+    if (!agent_group_output_open(f->g, lr)) /* else on_output_closed follows */
+        snprintf(exit_error[lr], sizeof(exit_error[lr]), "%s",
+                 agent_group_worker_error(f->g, lr));
 }
 
-/* The error a worker died of (agent_group_worker_error), as on_exit sees it: its last non-empty
+static void output_closed_keep_error(struct agent_group *g, unsigned lr, int64_t status, int sig,
+                                     void *ud)
+{
+    (void)ud;
+    (void)status;
+    (void)sig;
+    snprintf(exit_error[lr], sizeof(exit_error[lr]), "%s", agent_group_worker_error(g, lr));
+}
+
+/* The error a worker died of (agent_group_worker_error), as the report of its exit sees it (at
+ * on_exit when its stderr is closed already, else at on_output_closed): its last non-empty
  * stderr line, blanks around it trimmed, a control character in it as a space; stdout's lines
  * are not errors; none from a worker that wrote nothing to stderr. */
 static void test_worker_error(void)
@@ -486,6 +498,7 @@ static void test_worker_error(void)
 
     fx_init(&f, 2, argv);
     f.on_exit_hook = hook_keep_error;
+    f.cfg.on_output_closed = output_closed_keep_error;
     fx_start(&f);
     fx_run_finish(&f);
     ASSERT_EQ(f.status[0], 1);

@@ -2,8 +2,8 @@
 /* test-agent-sm.c: the agent's session machine (agent/session/agent-session-sm.h) driven by its
  * step alone, no loop and no process: each test feeds inputs and reads the Ready. A round starts
  * the workers; a worker's failure sends WORKER_EXIT and stops the others; an EVENT restart stops
- * them and READY follows once they exited; a step-wide signal's report waits for its hold; the
- * job's outcome gives the exit code. */
+ * them and READY follows once they exited; a failure's report waits for its hold (the end of its
+ * stderr, or a step-wide signal); the job's outcome gives the exit code. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -167,6 +167,110 @@ static void test_signal_hold(void)
     step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_HOLD});
     ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
     ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].code, 128 + SIGTERM);
+}
+
+/* The last Ready's HOLD timer's due time: -2 when it has none. */
+static int64_t hold_due(const struct rig *g)
+{
+    for (unsigned i = 0; i < g->r.n; i++)
+        if (g->r.fx[i].kind == AGENT_DO_TIMER && g->r.fx[i].timer == AGENT_TIMER_HOLD)
+            return g->r.fx[i].due_ms;
+    return -2;
+}
+
+static void worker_exit(struct rig *g, unsigned lr, int64_t status, int sig, bool open)
+{
+    step(g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = lr,
+                                 .status = status, .sig = sig, .output_open = open});
+}
+
+static void output_closed(struct rig *g, unsigned lr, int64_t status, int sig)
+{
+    step(g, (struct agent_input){.kind = AGENT_IN_OUTPUT_CLOSED, .local_rank = lr,
+                                 .status = status, .sig = sig});
+}
+
+/* The hold's rule, one branch each. A failure whose stderr is closed at its exit is reported at
+ * once, no timer armed. */
+static void test_exit_hold_none_when_closed(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    worker_exit(&g, 0, 1, 0, false);
+    ASSERT_EQ(hold_due(&g), -2);
+    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
+}
+
+/* Its stderr still open: held (a timer at now + AGENT_EXIT_HOLD_MS), then reported when its
+ * stderr closes, the timer cancelled. */
+static void test_exit_hold_until_output_closed(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    worker_exit(&g, 0, 1, 0, true);
+    ASSERT_EQ(hold_due(&g), g.now + AGENT_EXIT_HOLD_MS);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    g.now += 20;
+    output_closed(&g, 0, 1, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].code, 1);
+    ASSERT_EQ(hold_due(&g), -1);
+    ASSERT_FALSE(g.sm.held.on);
+}
+
+/* Its stderr never closes: reported when the timer is due, AGENT_EXIT_HOLD_MS after the exit. */
+static void test_exit_hold_due(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    worker_exit(&g, 1, 3, 0, true);
+    ASSERT_EQ(hold_due(&g), g.now + AGENT_EXIT_HOLD_MS);
+    g.now += AGENT_EXIT_HOLD_MS;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_HOLD});
+    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].local_rank, 1);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+}
+
+/* A second failure while the first is held: reported first when its stderr closes first (it
+ * is what the log shows first); the held one is then a consequence. */
+static void test_exit_hold_second_closes_first(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    worker_exit(&g, 0, 1, 0, true);
+    worker_exit(&g, 1, 2, 0, true);
+    ASSERT_EQ(g.r.n, 0);
+    output_closed(&g, 1, 2, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].local_rank, 1);
+    output_closed(&g, 0, 1, 0);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+}
+
+/* A step-wide signal's death waits AGENT_SIGNAL_HOLD_MS from its exit even with its stderr open
+ * (the longer hold covers the other), and the end of its stderr does not report it early. */
+static void test_signal_hold_outlasts_output(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    worker_exit(&g, 0, 128 + SIGTERM, 0, true);
+    ASSERT_EQ(hold_due(&g), g.now + AGENT_SIGNAL_HOLD_MS);
+    ASSERT_TRUE(g.sm.held.for_signal);
+    g.now += 20;
+    output_closed(&g, 0, 128 + SIGTERM, 0);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    ASSERT_TRUE(g.sm.held.on);
 }
 
 /* The job's outcome: failed elsewhere stops the running workers and takes the event's exit code;
@@ -460,6 +564,11 @@ int main(void)
     TEST(test_worker_failure_reported);
     TEST(test_restart_then_ready);
     TEST(test_signal_hold);
+    TEST(test_exit_hold_none_when_closed);
+    TEST(test_exit_hold_until_output_closed);
+    TEST(test_exit_hold_due);
+    TEST(test_exit_hold_second_closes_first);
+    TEST(test_signal_hold_outlasts_output);
     TEST(test_outcome_exit_code);
     TEST(test_start_failed_and_restart_after_leave);
     TEST(test_inplace_keeps_survivors);
