@@ -15,11 +15,13 @@
 # libuv function (uv_*) and no clock (clock_gettime, gettimeofday, time, rdzv_now_ms,
 # rdzv_wall_s), and their source calls no host op ("ops->"); they reach those through an
 # adapter. A "clockless: GLOB ..." line names files whose objects use no clock either (their
-# time is handed to them). A "stateless: GLOB ..." line names files whose objects hold no
-# writable data of static storage (in .data, .bss or their kin; .data.rel.ro, which `nm` also
-# marks d, is read-only once loaded): their state lives in the objects they are handed. A
-# "stateful: FILE [SYMBOL ...]" line exempts a file (the adapter) or only the named symbols of
-# it; a symbol named there must still be found. Every glob of layers.txt must match a file.
+# time is handed to them). A "quiet: GLOB ..." line names files whose objects write no log (no
+# rdzv_log* symbol): their lines go out through their adapter. A "stateless: GLOB ..." line
+# names files whose objects hold no writable data of static storage (in .data, .bss or their
+# kin; .data.rel.ro, which `nm` also marks d, is read-only once loaded): their state lives in
+# the objects they are handed. A "stateful: FILE [SYMBOL ...]" line exempts a file (the
+# adapter) or only the named symbols of it; a symbol named there must still be found. Every
+# glob of layers.txt must match a file.
 #
 # Usage: layering.py [SOURCE_ROOT [BUILD_ROOT]]   (default: the repository this file is in)
 # It first checks itself on a small made-up tree (and, with BUILD_ROOT, on made-up objects
@@ -41,11 +43,12 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 def read_layers(path, known=None, through=None, pure=None, clockless=None, stateless=None,
-                stateful=None):
+                stateful=None, quiet=None):
     """[(name, [globs])], lowest first. known, a list, gets each "known-cycle:" line's files as
     a sorted list; through, a list, each "only-through: GLOB HEADER" line as (GLOB, HEADER);
     pure, a list, each "pure:" line's globs; clockless, each "clockless:" line's; stateless,
-    each "stateless:" line's; stateful, a dict, {FILE: [SYMBOL ...]} ([]: all of FILE's)."""
+    each "stateless:" line's; stateful, a dict, {FILE: [SYMBOL ...]} ([]: all of FILE's);
+    quiet, each "quiet:" line's."""
     layers = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -66,6 +69,10 @@ def read_layers(path, known=None, through=None, pure=None, clockless=None, state
             if name.strip() == "clockless":
                 if clockless is not None:
                     clockless.extend(globs.split())
+                continue
+            if name.strip() == "quiet":
+                if quiet is not None:
+                    quiet.extend(globs.split())
                 continue
             if name.strip() == "stateless":
                 if stateless is not None:
@@ -353,6 +360,23 @@ def check_clockless(clockless, objs):
     return problems
 
 
+LOG_RE = re.compile(r"^rdzv_log\w*$")
+
+
+def check_quiet(quiet, objs):
+    """Problems of the "quiet:" globs: a file there whose object writes a log itself."""
+    problems = []
+    for src, obj in objs:
+        if any(fnmatch.fnmatchcase(src, g) for g in quiet):
+            problems += ["%s writes no log (layers.txt) but uses %s: hand the line to its "
+                         "adapter" % (src, sym) for sym in sorted(nm(obj, "-u"))
+                         if LOG_RE.match(sym)]
+    for g in quiet:
+        if not any(fnmatch.fnmatchcase(src, g) for src, _ in objs):
+            problems.append("quiet: %s matches no built file" % g)
+    return problems
+
+
 WRITABLE_RE = re.compile(r"^\.(data|bss|tdata|tbss)(\.|$)|^\*COM\*$")
 # What a coverage or sanitizer build adds to every object (-Db_coverage, -Db_sanitize).
 INSTRUMENT = ("__gcov", ".LPBX", "__asan", "__ubsan", "__sancov", "__llvm_gcov")
@@ -412,8 +436,9 @@ def check_calls(root, layers_path, build):
     """Problems of the call graph: cycles between source files (those listed as known-cycle
     excepted, which must still be found), calls into a higher layer, and uses that bypass an
     only-through header."""
-    known, through, pure, clockless, stateless, stateful = [], [], [], [], [], {}
-    layers = read_layers(layers_path, known, through, pure, clockless, stateless, stateful)
+    known, through, pure, clockless, stateless, stateful, quiet = [], [], [], [], [], {}, []
+    layers = read_layers(layers_path, known, through, pure, clockless, stateless, stateful,
+                         quiet)
     problems = []
     layer_of = layer_index(root, layers, problems)
     objs = objects(root, build)
@@ -423,6 +448,7 @@ def check_calls(root, layers_path, build):
     problems += check_through(root, through, objs, defined_in)
     problems += check_pure(root, pure, objs)
     problems += check_clockless(clockless, objs)
+    problems += check_quiet(quiet, objs)
     problems += check_stateless(stateless, stateful, objs)
     for src, dsts in sorted(edges.items()):
         for dst in sorted(dsts):
@@ -497,6 +523,14 @@ def self_test_calls():
         with open(lp, "a") as f:
             f.write("clockless: daemon/low.c\n")
         assert any("daemon/low.c reads no clock (layers.txt) but uses time" in p
+                   for p in check_calls(d, lp, os.path.join(d, "b")))
+        with open(lp, "a") as f:
+            f.write("quiet: daemon/low.c\n")
+        assert not any("writes no log" in p for p in check_calls(d, lp, os.path.join(d, "b")))
+        files["daemon/low.c"] = ("void rdzv_log(int lvl, const char *fmt, ...);\nint low(int x);\n"
+                                 "int low(int x) { rdzv_log(0, \"%d\", x); return x; }\n")
+        build()
+        assert any("daemon/low.c writes no log (layers.txt) but uses rdzv_log" in p
                    for p in check_calls(d, lp, os.path.join(d, "b")))
         # Writable static data: a counter (.bss), a knob (.data) and a function's static are
         # found; a const table of pointers (.data.rel.ro under -fPIC) is not.

@@ -9,13 +9,32 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 
 static void finish(struct agent_sm *sm, struct agent_ready *r);
+
+/* A line to log: the Ready keeps it for the adapter, which writes it before the effects (the
+ * machine writes no log itself). Past AGENT_READY_LOGS lines, counted as lost. */
+static void __attribute__((format(printf, 3, 4)))
+say(struct agent_ready *r, enum rdzv_log_level level, const char *fmt, ...)
+{
+    struct agent_log *l;
+    va_list ap;
+
+    if (r->nlog == AGENT_READY_LOGS) {
+        r->lost++;
+        return;
+    }
+    l = &r->log[r->nlog++];
+    l->level = level;
+    va_start(ap, fmt);
+    (void)vsnprintf(l->text, sizeof(l->text), fmt, ap);
+    va_end(ap);
+}
 
 static const char *const state_names[] = {
     [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
@@ -84,7 +103,7 @@ static void set_state(struct agent_sm *sm, enum agent_state st, struct agent_rea
 {
     assert((unsigned)st < _AG_STATE_MAX);
     if (sm->state != st)
-        log_debug("session: %s -> %s", state_names[sm->state], state_names[st]);
+        say(ready, RDZV_LOG_DEBUG, "session: %s -> %s", state_names[sm->state], state_names[st]);
     if (st != AG_RUNNING && sm->held.on) { /* the generation it died in is over anyway */
         add_timer(ready, AGENT_TIMER_HOLD, -1);
         sm->held.on = false;
@@ -119,10 +138,13 @@ static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_
         return;
     }
     if (n)
-        log_info("%u worker%s of generation %" PRIu64 " keep%s running (--recovery inplace); "
-                 "ready for the next round", n, rdzv_plural(n), gen, n == 1 ? "s" : "");
+        say(r, RDZV_LOG_INFO,
+            "%u worker%s of generation %" PRIu64 " keep%s running (--recovery inplace); "
+            "ready for the next round",
+            n, rdzv_plural(n), gen, n == 1 ? "s" : "");
     else
-        log_info("workers of generation %" PRIu64 " stopped; ready for the next round", gen);
+        say(r, RDZV_LOG_INFO, "workers of generation %" PRIu64 " stopped; ready for the next round",
+            gen);
     set_state(sm, AG_JOINING, r);
     sm->restart_pending = false;
     add_gen(r, AGENT_DO_READY, gen);
@@ -133,7 +155,8 @@ static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_
  * generation, a plain DDP script's survivor would not re-form (it blocks or dies on its lost
  * peer, and the next generation would mix it with new workers), so the generation restarts here
  * as under --recovery restart; said once. */
-static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f)
+static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f,
+                          struct agent_ready *r)
 {
     if (!in_place(sm))
         return false;
@@ -143,9 +166,10 @@ static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f)
     }
     sm->plain = true;
     if (!sm->plain_said)
-        log_warn("--recovery inplace: no worker here has said it follows rdzv's control channel "
-                 "(a script does once it makes rdzv.torch's Job; rdzv-train does at start), so "
-                 "this failure restarts the whole generation here, as --recovery restart does");
+        say(r, RDZV_LOG_WARN,
+            "--recovery inplace: no worker here has said it follows rdzv's control channel "
+            "(a script does once it makes rdzv.torch's Job; rdzv-train does at start), so "
+            "this failure restarts the whole generation here, as --recovery restart does");
     sm->plain_said = true;
     return false;
 }
@@ -156,7 +180,7 @@ static bool keep_in_place(struct agent_sm *sm, const struct agent_facts *f)
 static void fail_local(struct agent_sm *sm, const struct agent_facts *f, unsigned local_rank,
                        struct agent_ready *r)
 {
-    bool keep = keep_in_place(sm, f), held = grace_end(sm, r);
+    bool keep = keep_in_place(sm, f, r), held = grace_end(sm, r);
 
     set_state(sm, AG_RESTARTING, r);
     sm->stopping_gen = sm->round.generation;
@@ -210,7 +234,7 @@ static void worker_failed(struct agent_sm *sm, const struct agent_facts *f, unsi
     fx->sig = sig;
     fail_local(sm, f, local_rank, r);
     if (in_place(sm))
-        log_info("the other workers keep running (--recovery inplace)");
+        say(r, RDZV_LOG_INFO, "the other workers keep running (--recovery inplace)");
 }
 
 /* A worker's death by a signal that a scheduler or a terminal sends to the whole step. */
@@ -287,11 +311,14 @@ static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct
         return;
     sm->held.on = false;
     if (sm->held.for_signal)
-        log_info("the signal that killed worker local rank %u did not reach this agent within "
-                 "%d ms: reporting its failure", sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+        say(r, RDZV_LOG_INFO,
+            "the signal that killed worker local rank %u did not reach this agent within "
+            "%d ms: reporting its failure",
+            sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
     else
-        log_debug("worker local rank %u: its stderr still open %d ms after its exit, reporting "
-                  "it", sm->held.local_rank, AGENT_EXIT_HOLD_MS);
+        say(r, RDZV_LOG_DEBUG,
+            "worker local rank %u: its stderr still open %d ms after its exit, reporting it",
+            sm->held.local_rank, AGENT_EXIT_HOLD_MS);
     worker_failed(sm, f, sm->held.local_rank, sm->held.status, sm->held.sig, r);
 }
 
@@ -306,9 +333,9 @@ static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
     if (sm->state == AG_RUNNING && !sm->local_failure && !sm->held.on && !sm->grace_on) {
         /* All ours exited 0: wait for the job's outcome (no long exit barrier: a failure
          * elsewhere arrives as an EVENT at once). */
-        log_info("%s %" PRId64 " local worker%s exited 0%s", sm->nproc == 1 ? "the" : "all",
-                 sm->nproc, rdzv_plural((uint64_t)sm->nproc),
-                 sm->round.nnodes > 1 ? "; waiting for the other nodes" : "");
+        say(r, RDZV_LOG_INFO, "%s %" PRId64 " local worker%s exited 0%s",
+            sm->nproc == 1 ? "the" : "all", sm->nproc, rdzv_plural((uint64_t)sm->nproc),
+            sm->round.nnodes > 1 ? "; waiting for the other nodes" : "");
         add_gen(r, AGENT_DO_LEAVE, sm->round.generation);
         set_state(sm, AG_LEFT, r);
     } else if ((sm->state == AG_RESTARTING || (sm->state == AG_RUNNING && sm->grace_on)) &&
@@ -323,8 +350,8 @@ static void on_round(struct agent_sm *sm, const struct agent_input *in, struct a
     bool keep;
 
     if (sm->state != AG_JOINING) {
-        log_warn("ROUND for generation %" PRIu64 " while workers still run: ignored",
-                 rd->generation);
+        say(r, RDZV_LOG_WARN, "ROUND for generation %" PRIu64 " while workers still run: ignored",
+            rd->generation);
         return;
     }
     sm->round = *rd;
@@ -379,10 +406,11 @@ static bool grace_begin(struct agent_sm *sm, const struct agent_facts *f,
     sm->grace_on = true;
     sm->stopping_gen = e->generation;
     sm->restart_pending = true;
-    log_warn("restarting: %s; the workers here have not made a first step either: they get "
-             "%.1f s to show whether they fail the same way (the job's own failure, as a script "
-             "bug, puts no node aside)",
-             e->summary, (double)e->startup_grace_ms / 1000);
+    say(r, RDZV_LOG_WARN,
+        "restarting: %s; the workers here have not made a first step either: they get "
+        "%.1f s to show whether they fail the same way (the job's own failure, as a script "
+        "bug, puts no node aside)",
+        e->summary, (double)e->startup_grace_ms / 1000);
     return true;
 }
 
@@ -394,7 +422,7 @@ static void on_grace_due(struct agent_sm *sm, struct agent_ready *r)
     /* Leaving RUNNING ends the hold: a generation of its own, all the same. */
     if (sm->state != AG_RUNNING || sm->round.generation != sm->stopping_gen)
         return;
-    log_info("workers still starting after the grace: stopping them for the restart");
+    say(r, RDZV_LOG_INFO, "workers still starting after the grace: stopping them for the restart");
     set_state(sm, AG_RESTARTING, r);
     add_stop(r, SIGTERM);
 }
@@ -408,14 +436,14 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
         if (sm->round.generation != e->generation)
             break;
         add(r, AGENT_DO_HEARTBEAT); /* the workers' last steps, as in worker_failed */
-        if (keep_in_place(sm, f)) {
-            log_warn("re-forming in place: %s", e->summary);
+        if (keep_in_place(sm, f, r)) {
+            say(r, RDZV_LOG_WARN, "re-forming in place: %s", e->summary);
             send_ready(sm, f, e->generation, r);
             return;
         }
         if (grace_begin(sm, f, e, now_ms, r))
             return;
-        log_warn("restarting: %s", e->summary);
+        say(r, RDZV_LOG_WARN, "restarting: %s", e->summary);
         set_state(sm, AG_RESTARTING, r);
         sm->stopping_gen = e->generation;
         sm->restart_pending = true;
@@ -425,8 +453,8 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
         if (sm->stopping_gen != e->generation)
             break;
         /* Said here too when the root cause is ours: every agent of the job says the same. */
-        log_warn("%s: %s", in_place(sm) ? "re-forming in place" : "restarting",
-                 e->summary);
+        say(r, RDZV_LOG_WARN, "%s: %s", in_place(sm) ? "re-forming in place" : "restarting",
+            e->summary);
         sm->restart_pending = true;
         if ((sm->dropped || sm->plain) && !sm->workers_gone)
             add_stop(r, SIGTERM); /* in place: the survivors go too */
@@ -438,7 +466,7 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
     case AG_LEFT:
         if (sm->round.generation != e->generation)
             break;
-        log_warn("restarting (our workers had finished): %s", e->summary);
+        say(r, RDZV_LOG_WARN, "restarting (our workers had finished): %s", e->summary);
         send_ready(sm, f, e->generation, r);
         return;
     case AG_JOINING:
@@ -447,7 +475,8 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
     default:
         return;
     }
-    log_debug("restart of generation %" PRIu64 " ignored (state %d)", e->generation, sm->state);
+    say(r, RDZV_LOG_DEBUG, "restart of generation %" PRIu64 " ignored (state %d)", e->generation,
+        sm->state);
 }
 
 /* The job's outcome: its exit code, and the workers stopped unless they are gone. */
@@ -465,7 +494,7 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
         sm->exit_code = 0;
     } else if (sm->put_aside) {
         sm->exit_code = RDZV_EXIT_PUT_ASIDE; /* whatever the event says: the man page's status */
-        log_error("this node is put aside by job %s: %s", sm->run_id, e->summary);
+        say(r, RDZV_LOG_ERROR, "this node is put aside by job %s: %s", sm->run_id, e->summary);
     } else if (strcmp(e->type, "cancelled") == 0 || strcmp(e->type, "left") == 0) {
         /* left (1.7): this agent was signalled and the job goes on without its node */
         sm->exit_code = e->exit_code > 128 && e->exit_code < 256 ? (int)e->exit_code : 143;
@@ -476,13 +505,14 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
         (survivors ||
          (sm->exit_code != 0 && (sm->state == AG_RUNNING || sm->state == AG_RESTARTING)))) {
         if (sm->put_aside)
-            log_warn("stopping local workers: this node takes no further part in the job");
+            say(r, RDZV_LOG_WARN,
+                "stopping local workers: this node takes no further part in the job");
         else if (strcmp(e->type, "cancelled") == 0)
-            log_warn("job cancelled: stopping local workers (%s)", e->summary);
+            say(r, RDZV_LOG_WARN, "job cancelled: stopping local workers (%s)", e->summary);
         else if (strcmp(e->type, "left") == 0)
-            log_warn("stopping local workers: %s", e->summary);
+            say(r, RDZV_LOG_WARN, "stopping local workers: %s", e->summary);
         else if (sm->state == AG_RUNNING || survivors)
-            log_warn("job failed on another node; stopping local workers");
+            say(r, RDZV_LOG_WARN, "job failed on another node; stopping local workers");
         set_state(sm, AG_STOPPING, r);
         add_stop(r, SIGTERM);
         return;
@@ -520,7 +550,8 @@ static void finish(struct agent_sm *sm, struct agent_ready *r)
 static void on_verdict_due(struct agent_sm *sm, struct agent_ready *r)
 {
     sm->timer_on[AGENT_TIMER_VERDICT] = false;
-    log_warn("rdzvd did not answer this node's leaving within %d ms", AGENT_VERDICT_MS);
+    say(r, RDZV_LOG_WARN, "rdzvd did not answer this node's leaving within %d ms",
+        AGENT_VERDICT_MS);
     sm->awaiting_verdict = false;
     finish(sm, r);
 }
@@ -587,17 +618,19 @@ static void on_signal(struct agent_sm *sm, const struct agent_input *in, struct 
 
     if (signum == SIGUSR1 || signum == SIGUSR2) {
         /* Slurm's --signal=USR1@T warns of the time limit: pass it on, keep running. */
-        log_info("forwarding %s to the workers", name);
+        say(r, RDZV_LOG_INFO, "forwarding %s to the workers", name);
         add(r, AGENT_DO_SIGNAL)->sig = signum;
         return;
     }
-    log_warn("received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)",
-             name, signal_meaning(signum), sm->grace_s);
-    if (sm->held.on && sm->held.for_signal) { /* the worker died of this signal: the agent
-                                                * reports it, not the worker */
+    say(r, RDZV_LOG_WARN,
+        "received %s from outside (%s): stopping the workers (grace %.0f s, then SIGKILL)", name,
+        signal_meaning(signum), sm->grace_s);
+    /* The worker died of this signal: the agent reports it, not the worker. */
+    if (sm->held.on && sm->held.for_signal) {
         add_timer(r, AGENT_TIMER_HOLD, -1);
         sm->held.on = false;
-        log_info("worker local rank %u was killed by the same signal", sm->held.local_rank);
+        say(r, RDZV_LOG_INFO, "worker local rank %u was killed by the same signal",
+            sm->held.local_rank);
     }
     sm->signal = signum;
     if (sm->have_outcome)
@@ -635,7 +668,7 @@ static void on_unhealthy(struct agent_sm *sm, const struct agent_input *in,
     if (sm->unhealthy || sm->have_outcome)
         return;
     sm->unhealthy = true;
-    log_error("this node failed its health check: %s", in->text);
+    say(r, RDZV_LOG_ERROR, "this node failed its health check: %s", in->text);
     snprintf(sm->reason, sizeof(sm->reason), "%s", in->text);
     if (!in->facts.connected) {
         put_aside_here(sm, &in->facts, r);
@@ -648,7 +681,7 @@ static void on_unhealthy(struct agent_sm *sm, const struct agent_input *in,
 /* Fatal: the daemon refused us, or could not be reached (again) in time. */
 static void on_error(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
 {
-    log_error("%s", in->text);
+    say(r, RDZV_LOG_ERROR, "%s", in->text);
     if (sm->have_outcome)
         return;
     snprintf(sm->outcome.type, sizeof(sm->outcome.type), "failed");
@@ -676,10 +709,9 @@ static void on_lost(struct agent_sm *sm, const struct agent_input *in, struct ag
             finish(sm, r);
         return;
     }
-    log_warn("%s; %s (for up to %.0f s%s)", in->text,
-             f->running ? "workers keep running, reconnecting" : "reconnecting",
-             sm->connect_timeout_s,
-             f->endpoints > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
+    say(r, RDZV_LOG_WARN, "%s; %s (for up to %.0f s%s)", in->text,
+        f->running ? "workers keep running, reconnecting" : "reconnecting", sm->connect_timeout_s,
+        f->endpoints > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
     if (f->endpoints > 1) {
         add(r, AGENT_DO_NEXT_ENDPOINT);
         timer_arm(sm, AGENT_TIMER_LEADERLESS, (int64_t)(sm->heartbeat_timeout_s * 1000), r);
@@ -702,9 +734,10 @@ static void on_leaderless_due(struct agent_sm *sm, const struct agent_facts *f,
              "its node reached no rdzvd leader for %.1f s (--heartbeat-timeout): stopped rather "
              "than train a copy that may diverge",
              sm->heartbeat_timeout_s);
-    log_error("no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
-              "stopping the workers rather than train a copy that may diverge; reconnecting",
-              sm->heartbeat_timeout_s);
+    say(r, RDZV_LOG_ERROR,
+        "no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
+        "stopping the workers rather than train a copy that may diverge; reconnecting",
+        sm->heartbeat_timeout_s);
     if (sm->state == AG_RUNNING) {
         bool held = grace_end(sm, r); /* its EVENT restart came already */
         struct agent_effect *fx;
@@ -728,9 +761,10 @@ static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct 
 
     timer_cancel(sm, AGENT_TIMER_LEADERLESS, r);
     if (in->resumed)
-        log_info("reconnected to rdzvd: generation %" PRIu64 " goes on", sm->round.generation);
+        say(r, RDZV_LOG_INFO, "reconnected to rdzvd: generation %" PRIu64 " goes on",
+            sm->round.generation);
     else if (in->spare)
-        log_info("the job runs without this node for now: waiting as a spare");
+        say(r, RDZV_LOG_INFO, "the job runs without this node for now: waiting as a spare");
     /* Our generation is over without us: the EVENT restart that follows stops every worker. */
     if (in->spare && !in->resumed && f->running > 0 &&
         (sm->state == AG_RUNNING || sm->state == AG_RESTARTING))
@@ -758,8 +792,9 @@ static void on_hung(struct agent_sm *sm, const struct agent_input *in, struct ag
 {
     struct agent_effect *fx;
 
-    log_error("worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)",
-              sm->round.rank_offset + in->local_rank, in->local_rank, in->text);
+    say(r, RDZV_LOG_ERROR,
+        "worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)",
+        sm->round.rank_offset + in->local_rank, in->local_rank, in->text);
     sm->local_failure = true;
     add(r, AGENT_DO_KILL)->local_rank = in->local_rank;
     snprintf(sm->reason, sizeof(sm->reason), "%s", in->text);
@@ -780,8 +815,8 @@ static void on_start_checked(struct agent_sm *sm, const struct agent_input *in,
             add(r, AGENT_DO_JOIN);
         return;
     }
-    log_error("this node failed its health check: %s; it does not join job %s", in->text,
-              sm->run_id);
+    say(r, RDZV_LOG_ERROR, "this node failed its health check: %s; it does not join job %s",
+        in->text, sm->run_id);
     snprintf(sm->outcome.type, sizeof(sm->outcome.type), "put_aside");
     snprintf(sm->outcome.summary, sizeof(sm->outcome.summary),
              "this node failed its health check before joining: %s", in->text);
@@ -793,7 +828,7 @@ static void on_start_checked(struct agent_sm *sm, const struct agent_input *in,
 int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
                        struct agent_ready *ready)
 {
-    ready->n = 0;
+    ready->n = ready->nlog = ready->lost = 0;
     sm->now_ms = now_ms;
     switch (in->kind) {
     case AGENT_IN_ROUND:

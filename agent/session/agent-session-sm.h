@@ -4,10 +4,10 @@
  * EVENT, a worker's exit and the end of its stderr, all of them gone, a health check's verdict,
  * a timer due. Each step decides, then hands back a Ready: what to do, in order (messages to
  * rdzvd, workers to start or stop, timers to arm as due times, the session to end with its exit
- * code). The adapter carries it out (agent_session_apply); the machine itself has no libuv, no
- * system call and no clock: its time is the step's argument, and what it must know of the
- * workers (how many run, which follow the control channel) comes with the input. A simulator
- * drives it the same way.
+ * code), and the lines to log. The adapter carries it out (agent_session_apply); the machine
+ * itself has no libuv, no system call, no clock and no log: its time is the step's argument,
+ * and what it must know of the workers (how many run, which follow the control channel) comes
+ * with the input. A simulator drives it the same way.
  *
  * Threads: the caller's; a machine is never shared. Ownership: failed[] and late[] are the
  * caller's arrays of nproc entries. */
@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/rdzv-log.h"
 #include "proto/rdzv-msg.h"
 
 /* JOINING: waiting for a ROUND (no workers; with --recovery inplace, maybe survivors of the last
@@ -163,9 +164,21 @@ struct agent_effect {
 };
 
 #define AGENT_READY_MAX 16
+#define AGENT_READY_LOGS 8   /* lines to log in one step; more are counted as lost */
+#define AGENT_LOG_LINE 1024  /* a line to log, cut past this many bytes (its NUL included) */
+
+/* A line the adapter writes to the agent's log (the machine writes none itself). */
+struct agent_log {
+    enum rdzv_log_level level;
+    char text[AGENT_LOG_LINE];
+};
+
+/* The effects in order; the lines to log in order, which go before the effects. */
 struct agent_ready {
     struct agent_effect fx[AGENT_READY_MAX];
     unsigned n;
+    struct agent_log log[AGENT_READY_LOGS];
+    unsigned nlog, lost;
 };
 
 /* The session's decisions' state: the step changes it; the adapter reads it, and sets the

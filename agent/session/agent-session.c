@@ -255,6 +255,10 @@ static void apply_one(struct agent_session *a, const struct agent_effect *fx)
 
 void agent_session_apply(struct agent_session *a, const struct agent_ready *r)
 {
+    for (unsigned i = 0; i < r->nlog; i++) /* what the step decided is said first */
+        rdzv_log(r->log[i].level, "%s", r->log[i].text);
+    if (r->lost)
+        log_warn("session: %u more lines to log in one step were lost", r->lost);
     for (unsigned i = 0; i < r->n; i++)
         apply_one(a, &r->fx[i]);
 }

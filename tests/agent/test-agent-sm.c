@@ -273,6 +273,38 @@ static void test_signal_hold_outlasts_output(void)
     ASSERT_TRUE(g.sm.held.on);
 }
 
+/* The index of the Ready's first line to log at level that holds needle, or -1. */
+static int said(const struct rig *g, enum rdzv_log_level level, const char *needle)
+{
+    for (unsigned i = 0; i < g->r.nlog; i++)
+        if (g->r.log[i].level == level && strstr(g->r.log[i].text, needle))
+            return (int)i;
+    return -1;
+}
+
+/* The lines to log are the Ready's, in order, each with its level: the machine writes none. A
+ * second ROUND while the workers run is refused with a warning; a held report that goes says
+ * why first; a step that says nothing has no line. */
+static void test_log_lines_in_the_ready(void)
+{
+    struct rig g;
+    struct rdzv_round rd = {.generation = 9};
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    ASSERT_TRUE(said(&g, RDZV_LOG_DEBUG, "session: JOINING -> RUNNING") >= 0);
+    step(&g, (struct agent_input){.kind = AGENT_IN_ROUND, .round = &rd});
+    ASSERT_EQ(g.r.nlog, 1);
+    ASSERT_EQ(said(&g, RDZV_LOG_WARN, "ROUND for generation 9 while workers still run"), 0);
+    worker_exit(&g, 0, 128 + SIGTERM, 0, false);
+    ASSERT_EQ(g.r.nlog, 0);
+    g.now += AGENT_SIGNAL_HOLD_MS;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_HOLD});
+    ASSERT_EQ(said(&g, RDZV_LOG_INFO, "did not reach this agent within 500 ms"), 0);
+    ASSERT_TRUE(said(&g, RDZV_LOG_DEBUG, "session: RUNNING -> RESTARTING") > 0);
+    ASSERT_EQ(g.r.lost, 0);
+}
+
 /* The job's outcome: failed elsewhere stops the running workers and takes the event's exit code;
  * once they are gone the session ends. Succeeded after LEAVE ends it with 0 at once. */
 static void test_outcome_exit_code(void)
@@ -569,6 +601,7 @@ int main(void)
     TEST(test_exit_hold_due);
     TEST(test_exit_hold_second_closes_first);
     TEST(test_signal_hold_outlasts_output);
+    TEST(test_log_lines_in_the_ready);
     TEST(test_outcome_exit_code);
     TEST(test_start_failed_and_restart_after_leave);
     TEST(test_inplace_keeps_survivors);
