@@ -227,7 +227,7 @@ static void worker_failed(struct agent_sm *sm, const struct agent_facts *f, unsi
      * with a restart or the job's end. In place, only this one is gone. The workers' last
      * steps go just before: the steps a restart from a checkpoint will do again are counted
      * from them (what failures cost the job). */
-    add(r, AGENT_DO_HEARTBEAT);
+    add_gen(r, AGENT_DO_HEARTBEAT, sm->round.generation);
     fx = add(r, AGENT_DO_WORKER_EXIT);
     fx->local_rank = local_rank;
     fx->code = sig ? 128 + sig : status;
@@ -435,7 +435,7 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
     case AG_RUNNING:
         if (sm->round.generation != e->generation)
             break;
-        add(r, AGENT_DO_HEARTBEAT); /* the workers' last steps, as in worker_failed */
+        add_gen(r, AGENT_DO_HEARTBEAT, sm->round.generation); /* last steps, as worker_failed */
         if (keep_in_place(sm, f, r)) {
             say(r, RDZV_LOG_WARN, "re-forming in place: %s", e->summary);
             send_ready(sm, f, e->generation, r);

@@ -118,7 +118,8 @@ struct agent_input {
 };
 
 enum agent_effect_kind {
-    AGENT_DO_HEARTBEAT,   /* a HEARTBEAT with the workers' progress, now */
+    AGENT_DO_HEARTBEAT,   /* a HEARTBEAT now; with gen, the workers' progress in gen (their
+                           * last steps before a stop, whatever the state is by then) */
     AGENT_DO_BARE_BEAT,   /* a HEARTBEAT of gen alone (the ROUND's start is over) */
     AGENT_DO_WORKER_EXIT, /* WORKER_EXIT of local_rank: code, sig */
     AGENT_DO_READY,       /* READY for gen */

@@ -30,6 +30,7 @@
 
 static int agent_connect(struct agent_session *a);
 static void heartbeat_cb(uv_timer_t *t);
+static void beat(struct agent_session *a, uint64_t gen, struct agent_group *g);
 static void on_lost(struct agent_client *c, const char *msg, void *ud);
 static void health_cb(void *ud, bool healthy, const char *reason);
 static void say_end(struct agent_session *a);
@@ -163,7 +164,10 @@ static void apply_one(struct agent_session *a, const struct agent_effect *fx)
 {
     switch (fx->kind) {
     case AGENT_DO_HEARTBEAT:
-        heartbeat_cb(&a->heartbeat);
+        if (fx->gen)
+            beat(a, fx->gen, a->group);
+        else
+            heartbeat_cb(&a->heartbeat);
         return;
     case AGENT_DO_BARE_BEAT:
         (void)agent_client_send_heartbeat(a->client,
@@ -395,17 +399,25 @@ void agent_session_group_step(struct agent_group *g, unsigned local_rank, void *
     heartbeat_cb(&a->heartbeat);
 }
 
+/* A HEARTBEAT of gen, with the progress of g's workers (NULL: none). */
+static void beat(struct agent_session *a, uint64_t gen, struct agent_group *g)
+{
+    struct rdzv_heartbeat hb;
+
+    if (!a->client)
+        return;
+    agent_heartbeat_fill(&hb, gen, g, (unsigned)a->cfg.nproc, a->cfg.stall);
+    (void)agent_client_send_heartbeat(a->client, &hb);
+}
+
 static void heartbeat_cb(uv_timer_t *t)
 {
     struct agent_session *a = t->data;
-    struct rdzv_heartbeat hb;
 
-    if (!a->client || a->sm.state == AG_DONE)
+    if (a->sm.state == AG_DONE)
         return;
     /* The workers' progress, while they run this generation (rdzvctl status shows it). */
-    agent_heartbeat_fill(&hb, a->sm.round.generation, a->sm.state == AG_RUNNING ? a->group : NULL,
-                         (unsigned)a->cfg.nproc, a->cfg.stall);
-    (void)agent_client_send_heartbeat(a->client, &hb);
+    beat(a, a->sm.round.generation, a->sm.state == AG_RUNNING ? a->group : NULL);
 }
 
 void agent_session_signal(struct agent_session *a, int signum)

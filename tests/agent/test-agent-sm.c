@@ -97,7 +97,8 @@ static void test_round_starts_workers(void)
     ASSERT_EQ(g.sm.round.generation, 3);
 }
 
-/* A worker exits 1: WORKER_EXIT (after the heartbeat with the last steps), then the others are
+/* A worker exits 1: WORKER_EXIT (after the heartbeat with the last steps of its generation:
+ * the Ready says which, as the state has left RUNNING when it goes), then the others are
  * stopped; the restart's READY waits for them all to exit. */
 static void test_worker_failure_reported(void)
 {
@@ -111,6 +112,7 @@ static void test_worker_failure_reported(void)
     ex = find(&g, AGENT_DO_WORKER_EXIT);
     stop = find(&g, AGENT_DO_STOP);
     ASSERT_TRUE(hb >= 0 && ex > hb && stop > ex);
+    ASSERT_EQ(g.r.fx[hb].gen, 1);
     ASSERT_EQ(g.r.fx[ex].local_rank, 1);
     ASSERT_EQ(g.r.fx[ex].code, 1);
     ASSERT_EQ(g.r.fx[stop].sig, SIGTERM);
@@ -138,6 +140,7 @@ static void test_restart_then_ready(void)
     ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
     event(&g, "restart", 5, 0);
     ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_HEARTBEAT)].gen, 5); /* the last steps, of generation 5 */
     ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
     ASSERT_EQ(g.sm.state, AG_RESTARTING);
     all_exited(&g);
